@@ -1,0 +1,161 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/joho/godotenv"
+	"github.com/spf13/cobra"
+
+	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/render"
+)
+
+func newRenderCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		dryRun, showDiff, reclaim, strict, asJSON bool
+		envFile, home, piTemplate                 string
+		targets                                   []string
+	)
+	cmd := &cobra.Command{
+		Use:   "render",
+		Short: "Make the harness configs say what the MEMPALACE_* environment says",
+		Long: `render runs at every container start. For each harness config it sets the
+MemPalace entry to what the ladder says, but only over a value devbox-config
+wrote itself (remembered as a fingerprint in .devbox-config.json beside the
+config). A value you edited is kept, and the environment's value goes to
+<file>.proposed so that diff shows the change. It never prompts and never
+fails the container start: problems are warnings on stderr, exit status 0.
+
+Targets:
+  opencode  $XDG_CONFIG_HOME/opencode (default ~/.config/opencode): mcp.mempalace
+            in the file that holds it, else opencode.jsonc, else opencode.json,
+            else a new opencode.jsonc. Comments and formatting are kept.
+  pi        ~/.pi/agent/settings.json ($PI_CODING_AGENT_DIR): keys missing from
+            the template are added; your values always win. PI_SETTINGS_MERGE=0
+            turns it off.
+  pi-mcp    ~/.pi/agent/mcp.json mcpServers.mempalace (pi-mcp-adapter), only if
+            the file exists or --target names it.
+
+Exit status: 0 on success and on degraded paths; 1 with --strict when a target
+was skipped or a user's value kept; 2 on usage errors.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			log := newLogger(stderr, slog.LevelInfo)
+			opts := render.Options{Reclaim: reclaim, Log: log, Env: os.LookupEnv, LookPath: exec.LookPath}
+			if home != "" {
+				opts.Home, opts.HomeFromFlag = home, true
+			} else {
+				h, err := os.UserHomeDir()
+				if err != nil {
+					return usageError("no home directory (set HOME or pass --home): %v", err)
+				}
+				opts.Home = h
+			}
+			if envFile != "" {
+				vars, err := godotenv.Read(envFile)
+				if err != nil {
+					return usageError("--env-file %s: %v", envFile, err)
+				}
+				opts.Env = envFileLookup(vars)
+			}
+			if piTemplate != "" {
+				b, err := os.ReadFile(piTemplate)
+				if err != nil {
+					return usageError("--pi-template: %v", err)
+				}
+				opts.PiTemplate, opts.PiTemplateName = b, piTemplate
+			}
+			for _, t := range targets {
+				for _, part := range strings.Split(t, ",") {
+					if part = strings.TrimSpace(part); part != "" {
+						opts.Targets = append(opts.Targets, part)
+					}
+				}
+			}
+			results, _, err := render.Run(opts, dryRun)
+			if err != nil {
+				return usageError("%v", err)
+			}
+			kept := false
+			for _, r := range results {
+				kept = kept || r.Kept()
+				switch {
+				case asJSON:
+					b, _ := json.Marshal(r)
+					fmt.Fprintln(stdout, string(b))
+				case dryRun || showDiff:
+					printResult(stdout, r, dryRun)
+				}
+				if !asJSON && (dryRun || showDiff) {
+					for _, c := range r.Changes {
+						fmt.Fprint(stdout, c.Diff())
+					}
+				}
+				for _, w := range r.Warnings {
+					if !strings.HasPrefix(w, "MEMPALACE_") && !strings.HasPrefix(w, ladder.LocalServer) && !strings.HasPrefix(w, "PI_SETTINGS_MERGE") {
+						log.Warn(w, "target", r.Target)
+					}
+				}
+			}
+			if strict && kept {
+				return exitError{1, fmt.Errorf("--strict: a target was skipped or kept a user's value")}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&dryRun, "dry-run", false, "write nothing; print each target's decision and a unified diff")
+	f.BoolVar(&showDiff, "diff", false, "print each target's decision and a unified diff of what is written")
+	f.StringVar(&envFile, "env-file", "", "read the MEMPALACE_* and PI_SETTINGS_MERGE variables from this .env file instead of the environment")
+	f.StringSliceVar(&targets, "target", nil, "targets to render: opencode, pi, pi-mcp (default: all that are set up)")
+	f.StringVar(&home, "home", "", "home directory to render into (ignores XDG_CONFIG_HOME and PI_CODING_AGENT_DIR)")
+	f.BoolVar(&reclaim, "reclaim", false, "let the environment win over a managed entry you edited or deleted (your version is kept in a .bak)")
+	f.BoolVar(&strict, "strict", false, "exit 1 when a target was skipped or a user's value was kept")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per target: {target, file, mode, action, proposed_file, warnings}")
+	f.StringVar(&piTemplate, "pi-template", "", "pi settings template (default: the embedded one)")
+	return cmd
+}
+
+// envFileLookup reads the ladder's variables from an env file only, and
+// everything else (PATH, XDG_*) from the process.
+func envFileLookup(vars map[string]string) ladder.Lookup {
+	return func(name string) (string, bool) {
+		for _, v := range ladder.Vars {
+			if v == name {
+				val, ok := vars[name]
+				return val, ok
+			}
+		}
+		return os.LookupEnv(name)
+	}
+}
+
+func printResult(w io.Writer, r render.Result, dryRun bool) {
+	when := ""
+	if dryRun && len(r.Changes) > 0 {
+		when = " (dry run: nothing written)"
+	}
+	fmt.Fprintf(w, "%s: %s %s [mode %s]%s\n", r.Target, r.Action, r.File, r.Mode, when)
+	if r.ProposedFile != "" {
+		fmt.Fprintf(w, "  proposed: %s\n", r.ProposedFile)
+	}
+	for _, a := range r.Added {
+		fmt.Fprintf(w, "  added: %s\n", a)
+	}
+	for _, c := range r.Changes {
+		kind := "write"
+		switch {
+		case c.New == nil:
+			kind = "remove"
+		case c.Old == nil:
+			kind = "create"
+		}
+		fmt.Fprintf(w, "  %s %s\n", kind, c.Path)
+	}
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+const ladderHelp = `devbox-config wires MemPalace into developer containers (pi-devbox,
+opencode-devbox) from the environment, at every container start.
+
+The opt-in ladder (RFC 001 §1.2) is read from two variables:
+
+  MEMPALACE_REMOTE_URL   MEMPALACE_EDGE   what the harness gets
+  unset/blank            any              solitary: local stdio mempalace-mcp,
+                                          only if it is on PATH (else nothing)
+  set                    unset, 0, false  remote: straight to the primary over
+                                          HTTP, bearer {env:MEMPALACE_REMOTE_TOKEN}
+  set                    1, true          edge: "devbox-config edge", local-first
+                                          writes, outbox to the primary, merged reads
+
+With no MEMPALACE_* variables a container behaves exactly as before (R1).
+Also read: MEMPALACE_REMOTE_TOKEN (never written to any file; harness configs
+reference it by name), MEMPALACE_AGENT_NAME, MEMPALACE_ORIGIN_DEVICE,
+MEMPALACE_ORIGIN_LABEL, PI_SETTINGS_MERGE (0 turns pi's settings merge off).`
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e exitError) Error() string { return e.err.Error() }
+
+func usageError(format string, args ...any) error {
+	return exitError{2, fmt.Errorf(format, args...)}
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "devbox-config",
+		Short:         "Share one MemPalace across a fleet of devboxes, opt-in and offline-first",
+		Long:          ladderHelp,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return exitError{2, fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}
+	})
+	root.AddCommand(newRenderCmd(stdout, stderr), newVersionCmd(stdout))
+	return root
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && ee.err.Error() != "" {
+			fmt.Fprintln(stderr, "devbox-config:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "devbox-config:", err)
+	if strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "accepts") {
+		return 2
+	}
+	return 1
+}
+
+// newLogger writes slog records to stderr as single key=value lines,
+// without timestamps (container logs add their own).
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}

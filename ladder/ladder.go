@@ -1,0 +1,236 @@
+// Package ladder turns the MEMPALACE_* environment into one of the three
+// rungs of RFC 001 §1.2 (solitary, direct remote, edge) plus validated
+// settings and human-readable warnings.
+//
+// The ladder never fails: container start must not break because of a typo
+// in .env. Anything it cannot use becomes a warning and the nearest safe
+// rung is chosen instead.
+package ladder
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// Mode is a rung of the opt-in ladder.
+type Mode string
+
+const (
+	// Solitary is the default: the harness talks to a local stdio
+	// mempalace-mcp (R1). With no mempalace-mcp on PATH nothing is
+	// registered at all (R5).
+	Solitary Mode = "solitary"
+	// Remote talks straight to the primary over HTTP; no local palace.
+	Remote Mode = "remote"
+	// Edge runs `devbox-config edge`: local-first writes, an outbox to the
+	// primary, merged reads.
+	Edge Mode = "edge"
+)
+
+// Environment variable names read by the ladder.
+const (
+	EnvRemoteURL     = "MEMPALACE_REMOTE_URL"
+	EnvRemoteToken   = "MEMPALACE_REMOTE_TOKEN"
+	EnvEdge          = "MEMPALACE_EDGE"
+	EnvAgentName     = "MEMPALACE_AGENT_NAME"
+	EnvOriginDevice  = "MEMPALACE_ORIGIN_DEVICE"
+	EnvOriginLabel   = "MEMPALACE_ORIGIN_LABEL"
+	EnvPiSettingsMrg = "PI_SETTINGS_MERGE"
+)
+
+// Vars lists every variable the ladder reads, in documentation order.
+var Vars = []string{EnvRemoteURL, EnvRemoteToken, EnvEdge, EnvAgentName, EnvOriginDevice, EnvOriginLabel, EnvPiSettingsMrg}
+
+// LocalServer is the solitary stdio server's command (exactly the argv the
+// images use today; RFC 001 §7.1 forbids adding --palace).
+const LocalServer = "mempalace-mcp"
+
+// Settings is the validated result of reading the ladder.
+//
+// The token itself is deliberately not kept: render only needs to know
+// whether one is set, and a value that is never stored cannot leak into a
+// file, a log line or --json output.
+type Settings struct {
+	Mode Mode
+	// URL is the primary's MCP endpoint (remote and edge modes).
+	URL string
+	// TokenSet reports whether MEMPALACE_REMOTE_TOKEN is non-blank.
+	TokenSet bool
+	// LocalServerFound reports whether mempalace-mcp is on PATH.
+	LocalServerFound bool
+	AgentName        string
+	OriginDevice     string
+	OriginLabel      string
+	// PiSettingsMerge is false when PI_SETTINGS_MERGE=0 disables pi's
+	// settings merge.
+	PiSettingsMerge bool
+}
+
+// Register reports whether a harness should have a mempalace entry at all.
+// Only solitary mode without a local server registers nothing (R5).
+func (s Settings) Register() bool {
+	return s.Mode != Solitary || s.LocalServerFound
+}
+
+// Warning is one line of advice for the operator; never fatal.
+type Warning struct {
+	Var     string // the variable it is about, e.g. MEMPALACE_EDGE
+	Message string
+}
+
+func (w Warning) String() string { return w.Var + ": " + w.Message }
+
+// Lookup returns the value of an environment variable, as os.LookupEnv.
+type Lookup func(name string) (string, bool)
+
+// LookPath reports whether a command is on PATH, as exec.LookPath.
+type LookPath func(file string) (string, error)
+
+// name rules follow MemPalace's sanitize_name (mempalace-surface §4) so a
+// value accepted here is accepted by the palace.
+var agentNameRE = regexp.MustCompile(`^(?:[\pL\pN]|[\pL\pN][\pL\pN_ .'-]{0,126}[\pL\pN])$`)
+
+// Resolve reads the ladder. It never returns an error: problems become
+// warnings and the safest applicable mode is chosen.
+func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
+	get := func(k string) string {
+		v, _ := env(k)
+		return strings.TrimSpace(v)
+	}
+	var warns []Warning
+	warn := func(v, format string, args ...any) {
+		warns = append(warns, Warning{Var: v, Message: fmt.Sprintf(format, args...)})
+	}
+
+	s := Settings{Mode: Solitary, PiSettingsMerge: true}
+	_, err := lookPath(LocalServer)
+	s.LocalServerFound = err == nil
+
+	edge, edgeOK := parseBool(get(EnvEdge))
+	if !edgeOK {
+		warn(EnvEdge, "%q is not one of 1, true, 0, false; treated as unset", get(EnvEdge))
+		edge = false
+	}
+
+	if raw := get(EnvRemoteURL); raw != "" {
+		if problem := checkURL(raw); problem != "" {
+			warn(EnvRemoteURL, "%s; staying solitary", problem)
+		} else {
+			s.URL = raw
+			s.Mode = Remote
+			if edge {
+				s.Mode = Edge
+			}
+			if !isHTTPS(raw) && !isLoopback(raw) {
+				warn(EnvRemoteURL, "%s is neither https:// nor loopback: the bearer token would cross the network in clear text", redactURL(raw))
+			}
+		}
+	} else if edge {
+		warn(EnvEdge, "set without %s; edge mode needs a primary, staying solitary", EnvRemoteURL)
+	}
+
+	s.TokenSet = get(EnvRemoteToken) != ""
+	if s.Mode != Solitary && !s.TokenSet {
+		warn(EnvRemoteToken, "empty while %s is set: the primary will answer 401 unless it runs without a token on loopback", EnvRemoteURL)
+	}
+	if s.Mode == Edge && !s.LocalServerFound {
+		warn(EnvEdge, "edge mode needs %s on PATH for the local palace; the edge will run degraded until it is installed", LocalServer)
+	}
+	if s.Mode == Solitary && !s.LocalServerFound {
+		warn(LocalServer, "not on PATH: no mempalace server is registered (solitary mode without MemPalace)")
+	}
+
+	if v := get(EnvAgentName); v != "" {
+		if agentNameRE.MatchString(v) && !strings.Contains(v, "..") {
+			s.AgentName = v
+		} else {
+			warn(EnvAgentName, "%q is not a valid MemPalace agent name (letters, digits, _ . ' - and space, up to 128); ignored", v)
+		}
+	}
+	if v := get(EnvOriginDevice); v != "" {
+		if strings.ContainsAny(v, "/ \t") {
+			warn(EnvOriginDevice, "must be an opaque id without '/' or spaces (e.g. a uuid); ignored, nothing will be stamped")
+		} else {
+			s.OriginDevice = v
+		}
+	}
+	if v := get(EnvOriginLabel); v != "" {
+		if strings.Contains(v, "/") {
+			warn(EnvOriginLabel, "must not contain '/'; ignored, '-' will be used")
+		} else {
+			s.OriginLabel = v
+		}
+	}
+	if v := get(EnvPiSettingsMrg); v != "" {
+		merge, ok := parseBool(v)
+		if !ok {
+			warn(EnvPiSettingsMrg, "%q is not one of 1, true, 0, false; the merge stays enabled", v)
+			merge = true
+		}
+		s.PiSettingsMerge = merge
+	}
+	return s, warns
+}
+
+// parseBool accepts the spellings .env files use for the ladder's switches.
+// Blank is false and valid.
+func parseBool(v string) (value, ok bool) {
+	switch strings.ToLower(v) {
+	case "":
+		return false, true
+	case "1", "true":
+		return true, true
+	case "0", "false":
+		return false, true
+	}
+	return false, false
+}
+
+func checkURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "not a valid URL"
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Sprintf("scheme %q is not http or https", u.Scheme)
+	}
+	if u.Host == "" {
+		return "has no host"
+	}
+	if u.User != nil {
+		return "must not carry credentials (use MEMPALACE_REMOTE_TOKEN)"
+	}
+	return ""
+}
+
+func isHTTPS(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Scheme == "https"
+}
+
+func isLoopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// redactURL drops the query, which some deployments use for keys.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the URL"
+	}
+	u.RawQuery = ""
+	u.Fragment = ""
+	return u.String()
+}

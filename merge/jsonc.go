@@ -1,0 +1,518 @@
+package merge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/tailscale/hujson"
+)
+
+// Doc is a JSONC document (JSON with comments and trailing commas) that can
+// be edited at a key path while every byte outside the edited value stays
+// as it was: comments, blank lines, key order, trailing-comma style and line
+// endings included.
+//
+// Each edit works on the hujson syntax tree, whose Pack is byte-for-byte
+// the input except where the tree was changed, so an edit is a splice of
+// the value's bytes. New values are indented like their neighbours.
+type Doc struct {
+	src []byte
+}
+
+// ErrNotObject is returned when a path runs through a value that is not an
+// object.
+var ErrNotObject = errors.New("not an object")
+
+// ParseDoc parses JSONC. An empty or all-whitespace input is an empty
+// object. Parse errors carry the line and column.
+func ParseDoc(src []byte) (*Doc, error) {
+	if len(bytes.TrimSpace(src)) == 0 {
+		src = []byte("{}\n")
+	}
+	v, err := hujson.Parse(src)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := v.Value.(*hujson.Object); !ok {
+		return nil, fmt.Errorf("top-level value is not an object")
+	}
+	return &Doc{src: bytes.Clone(src)}, nil
+}
+
+// Bytes returns the document's current bytes.
+func (d *Doc) Bytes() []byte { return bytes.Clone(d.src) }
+
+// Get returns the value at path as standard JSON (comments and trailing
+// commas removed, whitespace as written), or nil if absent.
+func (d *Doc) Get(path ...string) ([]byte, error) {
+	root := d.tree()
+	v, err := lookup(&root, path)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	c := v.Clone()
+	c.BeforeExtra, c.AfterExtra = nil, nil
+	c.Standardize()
+	return bytes.TrimSpace(c.Pack()), nil
+}
+
+// Has reports whether path exists.
+func (d *Doc) Has(path ...string) (bool, error) {
+	root := d.tree()
+	v, err := lookup(&root, path)
+	return v != nil, err
+}
+
+// Set puts value (standard JSON) at path, creating missing parent objects.
+// An existing value is replaced in place; a new key is inserted as the
+// first member of its parent (after a leading "$schema" at the top level).
+func (d *Doc) Set(value []byte, path ...string) error {
+	if len(path) == 0 {
+		return fmt.Errorf("empty path")
+	}
+	if !json.Valid(value) {
+		return fmt.Errorf("value for %s is not valid JSON", strings.Join(path, "."))
+	}
+	// Create missing parents one edit at a time: each edit re-parses, so
+	// offsets and indentation are always those of the current bytes.
+	for i := 1; i < len(path); i++ {
+		ok, err := d.Has(path[:i]...)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return d.insert(path[:i-1], path[i-1], nestValue(path[i:], value))
+		}
+	}
+	ok, err := d.Has(path...)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return d.insert(path[:len(path)-1], path[len(path)-1], value)
+	}
+	return d.replace(path, value)
+}
+
+// Delete removes the member at path. It reports whether anything was
+// removed. The member's own leading comments go with it; a comment on the
+// line before it that belongs to the previous member stays.
+func (d *Doc) Delete(path ...string) (bool, error) {
+	if len(path) == 0 {
+		return false, fmt.Errorf("empty path")
+	}
+	root := d.tree()
+	parent, err := lookup(&root, path[:len(path)-1])
+	if err != nil || parent == nil {
+		return false, err
+	}
+	obj, ok := parent.Value.(*hujson.Object)
+	if !ok {
+		return false, fmt.Errorf("%s: %w", strings.Join(path[:len(path)-1], "."), ErrNotObject)
+	}
+	i := memberIndex(obj, path[len(path)-1])
+	if i < 0 {
+		return false, nil
+	}
+	removed := obj.Members[i]
+	head, _ := splitHead(removed.Name.BeforeExtra)
+	last := i == len(obj.Members)-1
+	hadTrailingComma := last && removed.Value.AfterExtra != nil
+	obj.Members = append(obj.Members[:i:i], obj.Members[i+1:]...)
+	switch {
+	case len(obj.Members) == 0:
+		_, tail := splitHead(obj.AfterExtra)
+		obj.AfterExtra = concat(head, tail)
+	case last:
+		// The comment on the removed member's line (after the trailing comma
+		// or its value) belonged to it; keep the previous member's.
+		_, tail := splitHead(obj.AfterExtra)
+		obj.AfterExtra = concat(head, tail)
+		prev := &obj.Members[len(obj.Members)-1].Value
+		if hadTrailingComma {
+			if prev.AfterExtra == nil {
+				prev.AfterExtra = hujson.Extra{}
+			}
+		} else if prev.AfterExtra != nil {
+			obj.AfterExtra = concat(prev.AfterExtra, obj.AfterExtra)
+			prev.AfterExtra = nil
+		}
+	default:
+		next := &obj.Members[i].Name
+		_, tail := splitHead(next.BeforeExtra)
+		next.BeforeExtra = concat(head, tail)
+	}
+	d.src = root.Pack()
+	return true, nil
+}
+
+func (d *Doc) tree() hujson.Value {
+	v, err := hujson.Parse(d.src)
+	if err != nil { // d.src is only ever set to parseable bytes
+		panic(fmt.Sprintf("merge: document stopped parsing: %v", err))
+	}
+	return v
+}
+
+func (d *Doc) replace(path []string, value []byte) error {
+	root := d.tree()
+	v, err := lookup(&root, path)
+	if err != nil {
+		return err
+	}
+	indent := d.lineIndent(v.StartOffset)
+	nv, err := d.formatValue(value, indent, d.multiline(v.StartOffset, v.EndOffset) || d.isMultilineContext(v.StartOffset))
+	if err != nil {
+		return err
+	}
+	v.Value = nv
+	d.src = root.Pack()
+	return nil
+}
+
+// insert adds key=value as a new member of the object at parentPath: as
+// its first member, or after a leading "$schema" at the top level.
+func (d *Doc) insert(parentPath []string, key string, value []byte) error {
+	root := d.tree()
+	parent, err := lookup(&root, parentPath)
+	if err != nil {
+		return err
+	}
+	obj, ok := parent.Value.(*hujson.Object)
+	if !ok {
+		return fmt.Errorf("%s: %w", pathName(parentPath), ErrNotObject)
+	}
+	at := 0
+	if len(parentPath) == 0 && len(obj.Members) > 0 && memberName(obj.Members[0]) == "$schema" {
+		at = 1
+	}
+	nl := d.newline()
+	m := hujson.ObjectMember{Name: hujson.Value{Value: hujson.String(key)}, Value: hujson.Value{BeforeExtra: []byte(" ")}}
+
+	switch {
+	case len(obj.Members) == 0:
+		// `{}` becomes a block with the member on a line of its own.
+		parentIndent := d.lineIndent(parent.StartOffset)
+		memberIndent := parentIndent + d.unit()
+		if m.Value.Value, err = d.formatValue(value, memberIndent, true); err != nil {
+			return err
+		}
+		head, tail := splitHead(obj.AfterExtra)
+		m.Name.BeforeExtra = concat(head, []byte(nl+memberIndent))
+		if isBlank(tail) {
+			tail = []byte(nl + parentIndent)
+		}
+		obj.AfterExtra = tail
+		obj.Members = []hujson.ObjectMember{m}
+
+	case at < len(obj.Members):
+		next := &obj.Members[at].Name
+		indent := indentAfterNewline(next.BeforeExtra)
+		if indent == nil { // a one-line object: insert inline, compactly
+			if m.Value.Value, err = d.formatValue(value, "", false); err != nil {
+				return err
+			}
+			m.Name.BeforeExtra = next.BeforeExtra
+			next.BeforeExtra = []byte(" ")
+		} else {
+			if m.Value.Value, err = d.formatValue(value, string(indent), true); err != nil {
+				return err
+			}
+			// A comment on the line of the opening brace (or of the previous
+			// comma) stays on that line, above the new member.
+			head, tail := splitHead(next.BeforeExtra)
+			m.Name.BeforeExtra = concat(head, []byte(nl+string(indent)))
+			next.BeforeExtra = tail
+		}
+		obj.Members = append(obj.Members[:at], append([]hujson.ObjectMember{m}, obj.Members[at:]...)...)
+
+	default: // only "$schema" so far: append after it
+		prev := &obj.Members[at-1]
+		indent := indentAfterNewline(prev.Name.BeforeExtra)
+		if m.Value.Value, err = d.formatValue(value, string(indent), indent != nil); err != nil {
+			return err
+		}
+		if indent == nil {
+			m.Name.BeforeExtra = []byte(" ")
+		} else {
+			head, tail := splitHead(obj.AfterExtra)
+			m.Name.BeforeExtra = concat(head, []byte(nl+string(indent)))
+			obj.AfterExtra = tail
+		}
+		if prev.Value.AfterExtra != nil { // keep the trailing-comma style
+			m.Value.AfterExtra = hujson.Extra{}
+		}
+		obj.Members = append(obj.Members, m)
+	}
+	d.src = root.Pack()
+	return nil
+}
+
+// formatValue renders standard JSON as a hujson value indented for a member
+// whose line starts with indent, using the document's indent unit and line
+// ending. Compact when multiline is false.
+func (d *Doc) formatValue(value []byte, indent string, multiline bool) (hujson.ValueTrimmed, error) {
+	v, err := hujson.Parse(value)
+	if err != nil {
+		return nil, err
+	}
+	if !v.IsStandard() {
+		return nil, fmt.Errorf("value is not standard JSON")
+	}
+	var out []byte
+	if multiline {
+		out = appendPretty(nil, v.Value, indent, d.unit(), d.newline())
+	} else {
+		v.Minimize()
+		out = v.Pack()
+	}
+	if v, err = hujson.Parse(out); err != nil {
+		return nil, err
+	}
+	return v.Value, nil
+}
+
+// shortArray is the longest compact rendering of an array of scalars kept
+// on one line, as people write ["mempalace-mcp"] or ["devbox-config", "edge"].
+const shortArray = 60
+
+// appendPretty renders a standard JSON value with objects expanded one
+// member per line and short arrays of scalars kept on one line. Key order
+// is kept.
+func appendPretty(b []byte, v hujson.ValueTrimmed, indent, unit, nl string) []byte {
+	switch x := v.(type) {
+	case hujson.Literal:
+		return append(b, x...)
+	case *hujson.Object:
+		if len(x.Members) == 0 {
+			return append(b, "{}"...)
+		}
+		b = append(b, '{')
+		for i, m := range x.Members {
+			b = append(b, nl+indent+unit...)
+			b = append(b, m.Name.Value.(hujson.Literal)...)
+			b = append(b, ": "...)
+			b = appendPretty(b, m.Value.Value, indent+unit, unit, nl)
+			if i < len(x.Members)-1 {
+				b = append(b, ',')
+			}
+		}
+		return append(b, nl+indent+"}"...)
+	case *hujson.Array:
+		if len(x.Elements) == 0 {
+			return append(b, "[]"...)
+		}
+		if line, ok := inlineArray(x); ok {
+			return append(b, line...)
+		}
+		b = append(b, '[')
+		for i, e := range x.Elements {
+			b = append(b, nl+indent+unit...)
+			b = appendPretty(b, e.Value, indent+unit, unit, nl)
+			if i < len(x.Elements)-1 {
+				b = append(b, ',')
+			}
+		}
+		return append(b, nl+indent+"]"...)
+	}
+	return b
+}
+
+func inlineArray(a *hujson.Array) ([]byte, bool) {
+	out := []byte{'['}
+	for i, e := range a.Elements {
+		lit, ok := e.Value.(hujson.Literal)
+		if !ok {
+			return nil, false
+		}
+		if i > 0 {
+			out = append(out, ", "...)
+		}
+		out = append(out, lit...)
+	}
+	out = append(out, ']')
+	return out, len(out) <= shortArray
+}
+
+// newline is the document's line ending: CRLF if it has any, else LF.
+func (d *Doc) newline() string {
+	if bytes.Contains(d.src, []byte("\r\n")) {
+		return "\r\n"
+	}
+	return "\n"
+}
+
+// unit is the document's indentation step: a tab, or the smallest run of
+// leading spaces on a line that starts a member. Two spaces by default.
+func (d *Doc) unit() string {
+	best := 0
+	for _, line := range bytes.Split(d.src, []byte("\n")) {
+		trimmed := bytes.TrimLeft(line, " \t")
+		if len(trimmed) == 0 || trimmed[0] != '"' || len(trimmed) == len(line) {
+			continue
+		}
+		lead := line[:len(line)-len(trimmed)]
+		if lead[0] == '\t' {
+			return "\t"
+		}
+		n := bytes.Count(lead, []byte(" "))
+		if n > 0 && (best == 0 || n < best) {
+			best = n
+		}
+	}
+	if best == 0 {
+		best = 2
+	}
+	return strings.Repeat(" ", best)
+}
+
+// lineIndent returns the leading whitespace of the line holding offset.
+func (d *Doc) lineIndent(offset int) string {
+	start := bytes.LastIndexByte(d.src[:offset], '\n') + 1
+	end := start
+	for end < len(d.src) && (d.src[end] == ' ' || d.src[end] == '\t') {
+		end++
+	}
+	return string(d.src[start:end])
+}
+
+func (d *Doc) multiline(start, end int) bool {
+	return bytes.IndexByte(d.src[start:end], '\n') >= 0
+}
+
+// isMultilineContext reports whether the value at offset sits on a line of
+// its own member (the usual pretty-printed layout) rather than inside a
+// one-line object.
+func (d *Doc) isMultilineContext(offset int) bool {
+	start := bytes.LastIndexByte(d.src[:offset], '\n') + 1
+	line := bytes.TrimLeft(d.src[start:offset], " \t")
+	return len(line) > 0 && line[0] == '"' && start > 0
+}
+
+func lookup(root *hujson.Value, path []string) (*hujson.Value, error) {
+	v := root
+	for i, key := range path {
+		obj, ok := v.Value.(*hujson.Object)
+		if !ok {
+			return nil, fmt.Errorf("%s: %w", pathName(path[:i]), ErrNotObject)
+		}
+		j := memberIndex(obj, key)
+		if j < 0 {
+			return nil, nil
+		}
+		v = &obj.Members[j].Value
+	}
+	return v, nil
+}
+
+// memberIndex returns the index of the first member named key, or -1.
+// (opencode's jsonc-parser keeps the last duplicate; duplicates are refused
+// by the caller before editing, see Duplicates.)
+func memberIndex(obj *hujson.Object, key string) int {
+	for i, m := range obj.Members {
+		if memberName(m) == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// Duplicates returns the dotted path of the first object along path that
+// names one key twice, or "" if there is none. An edit through a duplicated
+// key would be ambiguous: the harness and devbox-config might read
+// different members.
+func (d *Doc) Duplicates(path ...string) string {
+	root := d.tree()
+	v := &root
+	for i := 0; ; i++ {
+		obj, ok := v.Value.(*hujson.Object)
+		if !ok {
+			return ""
+		}
+		seen := map[string]bool{}
+		for _, m := range obj.Members {
+			k := memberName(m)
+			if seen[k] && (i < len(path) && k == path[i]) {
+				return pathName(append(path[:i:i], k))
+			}
+			seen[k] = true
+		}
+		if i == len(path) {
+			return ""
+		}
+		j := memberIndex(obj, path[i])
+		if j < 0 {
+			return ""
+		}
+		v = &obj.Members[j].Value
+	}
+}
+
+func memberName(m hujson.ObjectMember) string {
+	return m.Name.Value.(hujson.Literal).String()
+}
+
+func pathName(path []string) string {
+	if len(path) == 0 {
+		return "top level"
+	}
+	return strings.Join(path, ".")
+}
+
+// nestValue wraps value in objects along path: ["a","b"], v -> {"a":{"b":v}}.
+func nestValue(path []string, value []byte) []byte {
+	out := value
+	for i := len(path) - 1; i >= 0; i-- {
+		k, _ := json.Marshal(path[i])
+		out = []byte(fmt.Sprintf("{%s:%s}", k, out))
+	}
+	return out
+}
+
+// splitHead splits extra at its first newline: head is what stays on the
+// current line (spaces and a line comment), tail starts with the newline.
+func splitHead(extra hujson.Extra) (head, tail []byte) {
+	i := bytes.IndexByte(extra, '\n')
+	if i < 0 {
+		return nil, extra
+	}
+	if i > 0 && extra[i-1] == '\r' {
+		i--
+	}
+	head = extra[:i]
+	if isBlank(head) {
+		head = nil
+	}
+	return head, extra[i:]
+}
+
+// indentAfterNewline returns the whitespace after the last newline in
+// extra, or nil if extra holds no newline.
+func indentAfterNewline(extra hujson.Extra) []byte {
+	i := bytes.LastIndexByte(extra, '\n')
+	if i < 0 {
+		return nil
+	}
+	rest := extra[i+1:]
+	n := 0
+	for n < len(rest) && (rest[n] == ' ' || rest[n] == '\t') {
+		n++
+	}
+	return append([]byte{}, rest[:n]...)
+}
+
+func isBlank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
+
+func concat(parts ...[]byte) []byte {
+	var out []byte
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	if out == nil {
+		out = []byte{}
+	}
+	return out
+}

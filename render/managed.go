@@ -1,0 +1,335 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"github.com/joakimp/devbox-config/fingerprint"
+	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/merge"
+	"github.com/joakimp/devbox-config/templates"
+)
+
+// opencodeSchema is the "$schema" opencode inserts into any config that
+// lacks it (rewriting the file; older builds dropped comments and wrote
+// expanded secrets doing so). Writing it ourselves keeps opencode's hands
+// off the file.
+const opencodeSchema = "https://opencode.ai/config.json"
+
+// opencodeFiles are the global config files opencode reads, lowest
+// precedence first (config.json < opencode.json < opencode.jsonc).
+var opencodeFiles = []string{"config.json", "opencode.json", "opencode.jsonc"}
+
+// managed describes one env-authoritative subtree.
+type managed struct {
+	target  string
+	file    string   // the config to edit
+	pointer []string // the managed subtree
+	desired []byte   // nil: nothing must be registered
+	mode    string
+	schema  bool // make sure "$schema" is present (opencode)
+	strict  bool // the harness reads strict JSON: refuse comments
+	creates bool // create the file if it does not exist
+}
+
+func planOpencode(opts Options, s ladder.Settings) Result {
+	dir := opencodeDir(opts)
+	r := Result{Target: TargetOpencode, Mode: string(s.Mode)}
+	desired, err := templates.Entry(templates.Opencode, s)
+	if err != nil {
+		return skipped(r, "%v", err)
+	}
+	// The file that already holds mcp.mempalace, else opencode.jsonc, else
+	// opencode.json, else a new opencode.jsonc. Any config that does not
+	// parse stops the target: opencode would not start with it either, and
+	// we cannot tell what it holds.
+	var holders, existing []string
+	for _, name := range opencodeFiles {
+		path := filepath.Join(dir, name)
+		_, data, _, err := readFile(opts.Sys, path)
+		if err != nil {
+			r.File = path
+			return skipped(r, "cannot read %s: %v", path, err)
+		}
+		if data == nil {
+			continue
+		}
+		existing = append(existing, name)
+		doc, err := merge.ParseDoc(data)
+		if err != nil {
+			r.File = path
+			return skipped(r, "%s does not parse, nothing written: %v", path, err)
+		}
+		if ok, _ := doc.Has("mcp", "mempalace"); ok {
+			holders = append(holders, name)
+		}
+	}
+	file := "opencode.jsonc"
+	switch {
+	case len(holders) > 0:
+		file = holders[len(holders)-1]
+		for _, other := range holders[:len(holders)-1] {
+			r.Warnings = append(r.Warnings, fmt.Sprintf(
+				"%s also defines mcp.mempalace; opencode deep-merges it under %s, so stale keys from it may leak into the entry",
+				filepath.Join(dir, other), file))
+		}
+	case contains(existing, "opencode.jsonc"):
+	case contains(existing, "opencode.json"):
+		file = "opencode.json"
+	}
+	m := managed{
+		target: TargetOpencode, file: filepath.Join(dir, file), pointer: []string{"mcp", "mempalace"},
+		desired: desired, mode: string(s.Mode), schema: true, creates: true,
+	}
+	return m.plan(opts, r)
+}
+
+func planPiMCP(opts Options, s ladder.Settings, explicit bool) Result {
+	r := Result{Target: TargetPiMCP, Mode: string(s.Mode)}
+	desired, err := templates.Entry(templates.PiMCP, s)
+	if err != nil {
+		return skipped(r, "%v", err)
+	}
+	m := managed{
+		target: TargetPiMCP, file: filepath.Join(piAgentDir(opts), "mcp.json"), pointer: []string{"mcpServers", "mempalace"},
+		desired: desired, mode: string(s.Mode), strict: true, creates: explicit,
+	}
+	return m.plan(opts, r)
+}
+
+// plan applies the decision table to one managed subtree.
+func (m managed) plan(opts Options, r Result) Result {
+	r.File = m.file
+	real, data, perm, err := readFile(opts.Sys, m.file)
+	if err != nil {
+		return skipped(r, "cannot read %s: %v", m.file, err)
+	}
+	if data == nil && !m.creates {
+		r.Action = ActionNotPresent
+		return r
+	}
+	if data == nil && m.desired == nil {
+		// R5 on a fresh HOME: nothing to register, so no file at all.
+		r.Action = "unchanged"
+		return r
+	}
+	doc, err := m.parse(data)
+	if err != nil {
+		return skipped(r, "%v", err)
+	}
+	if dup := doc.Duplicates(m.pointer...); dup != "" {
+		return skipped(r, "%s names %q twice; edit it by hand so there is one, nothing written", m.file, dup)
+	}
+	live, err := doc.Get(m.pointer...)
+	if err != nil {
+		return skipped(r, "%s: %v", m.file, err)
+	}
+
+	stateDir := filepath.Dir(m.file)
+	statePath := filepath.Join(stateDir, fingerprint.StateFile)
+	_, stateBytes, _, err := readFile(opts.Sys, statePath)
+	if err != nil {
+		return skipped(r, "cannot read %s: %v", statePath, err)
+	}
+	state, err := fingerprint.ParseState(stateBytes)
+	if err != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%s is unreadable (%v); treating every managed entry as possibly edited", statePath, err))
+		state, _ = fingerprint.ParseState(nil)
+		stateBytes = []byte{}
+	}
+	rec, hasRec := state.Targets[m.target]
+	recFP := ""
+	if hasRec {
+		recFP = rec.Fingerprint
+	}
+
+	action, err := merge.Decide(merge.Input{Live: live, Desired: m.desired, Record: recFP, Reclaim: opts.Reclaim})
+	if err != nil {
+		return skipped(r, "%s: %v", m.file, err)
+	}
+	r.Action = string(action)
+
+	// The edited document: the managed subtree set to the environment's
+	// value (plus "$schema"). Written to the file or to the .proposed
+	// sidecar depending on the decision.
+	edited, err := m.edit(data)
+	if err != nil {
+		return skipped(r, "%s: %v", m.file, err)
+	}
+	proposed := m.file + ".proposed"
+	_, oldProposed, _, err := readFile(opts.Sys, proposed)
+	if err != nil {
+		return skipped(r, "cannot read %s: %v", proposed, err)
+	}
+	newRecord := fingerprint.Record{File: filepath.Base(m.file), Pointer: "/" + strings.Join(m.pointer, "/"), Mode: m.mode, WrittenAt: opts.Now().UTC()}
+	newRecord.Fingerprint, _ = fingerprint.Of(m.desired)
+
+	switch action {
+	case merge.Unchanged, merge.Insert, merge.Replace, merge.Remove:
+		switch {
+		case data == nil:
+			r.Action = ActionCreate
+		case action == merge.Unchanged && !hasRec && m.desired != nil:
+			r.Action = ActionAdopted
+		}
+		if !bytes.Equal(edited, data) {
+			r.Changes = append(r.Changes, Change{Path: m.file, Real: real, Old: data, New: edited, Perm: perm, Backup: true})
+		}
+		if oldProposed != nil {
+			r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: nil})
+		}
+		if !hasRec || !rec.Same(newRecord) {
+			state.Targets[m.target] = newRecord
+			r.Changes = append(r.Changes, Change{Path: statePath, Real: statePath, Old: stateBytes, New: state.Marshal(), Perm: 0o644})
+		}
+	case merge.KeepEdit, merge.KeepDeleted:
+		// Keep the user's value. Only "$schema" may still be added: opencode
+		// would add it itself, less carefully.
+		kept := data
+		if m.schema {
+			if kept, err = m.ensureSchema(data); err != nil {
+				return skipped(r, "%s: %v", m.file, err)
+			}
+		}
+		if !bytes.Equal(kept, data) {
+			r.Changes = append(r.Changes, Change{Path: m.file, Real: real, Old: data, New: kept, Perm: perm, Backup: true})
+		}
+		if action == merge.KeepEdit {
+			r.ProposedFile = proposed
+			if !bytes.Equal(oldProposed, edited) {
+				r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: edited, Perm: perm})
+			}
+		} else if oldProposed != nil {
+			r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: nil})
+		}
+	}
+	return r
+}
+
+func (m managed) parse(data []byte) (*merge.Doc, error) {
+	if m.strict && data != nil && len(bytes.TrimSpace(data)) > 0 {
+		if err := strictJSON(data); err != nil {
+			return nil, fmt.Errorf("%s is not valid JSON, nothing written: %v", m.file, err)
+		}
+	}
+	doc, err := merge.ParseDoc(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s does not parse, nothing written: %v", m.file, err)
+	}
+	return doc, nil
+}
+
+// edit returns data with the managed subtree set to the desired value (or
+// removed) and "$schema" present when the target wants it.
+func (m managed) edit(data []byte) ([]byte, error) {
+	doc, err := merge.ParseDoc(data)
+	if err != nil {
+		return nil, err
+	}
+	if m.desired == nil {
+		if _, err := doc.Delete(m.pointer...); err != nil {
+			return nil, err
+		}
+	} else if err := doc.Set(m.desired, m.pointer...); err != nil {
+		return nil, err
+	}
+	out := doc.Bytes()
+	if m.schema {
+		return m.ensureSchema(out)
+	}
+	return ensureFinalNewline(out, data), nil
+}
+
+func (m managed) ensureSchema(data []byte) ([]byte, error) {
+	doc, err := merge.ParseDoc(data)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := doc.Has("$schema"); err != nil || ok {
+		return ensureFinalNewline(doc.Bytes(), data), err
+	}
+	v, _ := json.Marshal(opencodeSchema)
+	if err := doc.Set(v, "$schema"); err != nil {
+		return nil, err
+	}
+	return ensureFinalNewline(doc.Bytes(), data), nil
+}
+
+// ensureFinalNewline ends a newly created file with a newline; an existing
+// file keeps its own ending.
+func ensureFinalNewline(out, orig []byte) []byte {
+	if len(bytes.TrimSpace(orig)) == 0 && !bytes.HasSuffix(out, []byte("\n")) {
+		return append(out, '\n')
+	}
+	return out
+}
+
+// strictJSON validates standard JSON and reports the line and column of a
+// syntax error, as pi's JSON.parse would refuse it.
+func strictJSON(data []byte) error {
+	var v any
+	err := json.Unmarshal(data, &v)
+	if err == nil {
+		return nil
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off := int(se.Offset)
+		if off > len(data) {
+			off = len(data)
+		}
+		line := 1 + bytes.Count(data[:off], []byte("\n"))
+		col := off - bytes.LastIndexByte(data[:off], '\n')
+		return fmt.Errorf("line %d, column %d: %v", line, col, se)
+	}
+	return err
+}
+
+func opencodeDir(opts Options) string {
+	if !opts.HomeFromFlag {
+		if x := opts.env("XDG_CONFIG_HOME"); x != "" {
+			return filepath.Join(x, "opencode")
+		}
+	}
+	return filepath.Join(opts.Home, ".config", "opencode")
+}
+
+func piAgentDir(opts Options) string {
+	if !opts.HomeFromFlag {
+		if d := opts.env("PI_CODING_AGENT_DIR"); d != "" {
+			return d
+		}
+	}
+	return filepath.Join(opts.Home, ".pi", "agent")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// dirExists reports whether a directory exists.
+func dirExists(sys System, dir string) bool {
+	fi, err := sys.Lstat(dir)
+	if err != nil {
+		return false
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if real, err := sys.EvalSymlinks(dir); err == nil {
+			fi, err = sys.Lstat(real)
+			if err != nil {
+				return false
+			}
+		}
+	}
+	return fi.IsDir()
+}

@@ -1,0 +1,66 @@
+package render
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+
+	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/merge"
+	"github.com/joakimp/devbox-config/templates"
+)
+
+// planPiSettings ports pi-devbox's entrypoint merge: template first, live
+// second, only missing keys filled, arrays as leaves, rewrite only when
+// something was added, timestamped .bak first, PI_SETTINGS_MERGE=0 turns it
+// off, invalid JSON on either side skips with a warning.
+func planPiSettings(opts Options, s ladder.Settings, explicit bool) Result {
+	dir := piAgentDir(opts)
+	file := filepath.Join(dir, "settings.json")
+	r := Result{Target: TargetPi, Mode: string(s.Mode), File: file}
+	if !s.PiSettingsMerge {
+		r.Action = ActionDisabled
+		return r
+	}
+	tmpl, tmplName := opts.PiTemplate, opts.PiTemplateName
+	if tmpl == nil {
+		tmpl, tmplName = templates.PiSettings(), "the embedded pi settings template"
+	}
+	if err := strictJSON(tmpl); err != nil {
+		return skipped(r, "%s is not valid JSON, nothing written: %v", tmplName, err)
+	}
+	real, data, perm, err := readFile(opts.Sys, file)
+	if err != nil {
+		return skipped(r, "cannot read %s: %v", file, err)
+	}
+	if data == nil {
+		// pi is not set up here (no agent dir) unless the target was asked
+		// for by name: creating files for a harness that is not installed
+		// would break R1's "no new files".
+		if !explicit && !dirExists(opts.Sys, dir) {
+			r.Action = ActionNotPresent
+			return r
+		}
+		r.Action = ActionCreate
+		r.Changes = []Change{{Path: file, Real: real, New: ensureFinalNewline(bytes.Clone(tmpl), nil), Perm: 0o644}}
+		return r
+	}
+	if err := strictJSON(data); err != nil {
+		return skipped(r, "%s is not valid JSON (pi would ignore it too), nothing written: %v", file, err)
+	}
+	doc, err := merge.ParseDoc(data)
+	if err != nil {
+		return skipped(r, "%s: %v", file, err)
+	}
+	added, err := merge.FillMissing(doc, tmpl)
+	if err != nil {
+		return skipped(r, "%s: %v", file, fmt.Errorf("merge with %s: %w", tmplName, err))
+	}
+	if len(added) == 0 {
+		r.Action = "unchanged"
+		return r
+	}
+	r.Action, r.Added = ActionMerged, added
+	r.Changes = []Change{{Path: file, Real: real, Old: data, New: doc.Bytes(), Perm: perm, Backup: true}}
+	return r
+}

@@ -1,0 +1,323 @@
+// Package render makes each harness config say what the MEMPALACE_*
+// environment says (RFC 001 Phase 1.5), without ever destroying a user's
+// own edit.
+//
+// A run has two steps. Plan only reads: it decides, per target, what the
+// files should become and returns the changes as before/after bytes. Apply
+// is the only writer, through a System. --dry-run is a plan that is printed
+// instead of applied, so what a dry run shows is exactly what a real run
+// writes.
+package render
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/joakimp/devbox-config/ladder"
+)
+
+// Target names.
+const (
+	TargetOpencode = "opencode"
+	TargetPi       = "pi"
+	TargetPiMCP    = "pi-mcp"
+)
+
+// AllTargets is every target, in the order they run.
+var AllTargets = []string{TargetOpencode, TargetPi, TargetPiMCP}
+
+// Actions besides merge.Action's.
+const (
+	ActionCreate     = "create"      // a new file with the entry (or pi template)
+	ActionAdopted    = "adopted"     // an entry an older generator wrote, equal to ours: recorded as ours
+	ActionMerged     = "merged"      // pi settings: missing template keys added
+	ActionSkipped    = "skipped"     // a file could not be read or parsed: nothing written
+	ActionDisabled   = "disabled"    // PI_SETTINGS_MERGE=0
+	ActionNotPresent = "not-present" // the harness is not set up here; nothing to do
+)
+
+// Options configure a run.
+type Options struct {
+	// Home is the home directory. XDG_CONFIG_HOME and PI_CODING_AGENT_DIR
+	// from Env are honoured only when HomeFromFlag is false.
+	Home         string
+	HomeFromFlag bool
+	// Env is the environment (the ladder's variables and the XDG ones).
+	Env ladder.Lookup
+	// LookPath finds mempalace-mcp.
+	LookPath ladder.LookPath
+	// Targets to render; empty means all. A target named here explicitly is
+	// created even if the harness has no files yet.
+	Targets []string
+	// Reclaim lets the environment win over a user's edit or deletion.
+	Reclaim bool
+	// PiTemplate replaces the embedded pi settings template.
+	PiTemplate []byte
+	// PiTemplateName names PiTemplate in messages.
+	PiTemplateName string
+	Sys            System
+	Now            func() time.Time
+	Log            *slog.Logger
+}
+
+// Change is one file write or removal that a plan wants.
+type Change struct {
+	// Path is where the user sees the file; Real is where the bytes go
+	// (Path with symlinks followed).
+	Path, Real string
+	// Old is the current content (nil: the file does not exist); New is the
+	// content to write (nil: remove the file).
+	Old, New []byte
+	Perm     fs.FileMode
+	// Backup keeps a timestamped copy of Old before writing.
+	Backup bool
+}
+
+// Result is the outcome for one target.
+type Result struct {
+	Target       string   `json:"target"`
+	File         string   `json:"file"`
+	Mode         string   `json:"mode"`
+	Action       string   `json:"action"`
+	ProposedFile string   `json:"proposed_file"`
+	Warnings     []string `json:"warnings"`
+	// Changes are the writes this target needs (already done unless the run
+	// was a dry run).
+	Changes []Change `json:"-"`
+	// Added lists the pi settings keys a merge added.
+	Added []string `json:"added,omitempty"`
+}
+
+// Kept reports whether the target did not get the environment's value:
+// skipped, or a user's edit or deletion was kept. --strict fails on it.
+func (r Result) Kept() bool {
+	switch r.Action {
+	case ActionSkipped, "kept-user-edit", "kept-user-deletion":
+		return true
+	}
+	return false
+}
+
+// Run plans every target and, unless dryRun, applies the plans. The error
+// is for usage problems only; every file problem is a skipped target with a
+// warning, because container start must never fail because of render.
+func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
+	opts = opts.withDefaults()
+	targets, err := selectTargets(opts.Targets)
+	if err != nil {
+		return nil, nil, err
+	}
+	settings, lw := ladder.Resolve(opts.Env, opts.LookPath)
+	for _, w := range lw {
+		opts.Log.Warn(w.Message, "var", w.Var)
+	}
+	var results []Result
+	for _, t := range targets {
+		r := runTarget(opts, settings, t, dryRun)
+		for _, w := range lw {
+			r.Warnings = append(r.Warnings, w.String())
+		}
+		results = append(results, r)
+	}
+	return results, lw, nil
+}
+
+func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
+	explicit := len(opts.Targets) > 0
+	plan := func() Result { return planTarget(opts, s, t, explicit) }
+	r := plan()
+	if dryRun || len(r.Changes) == 0 {
+		return r
+	}
+	dir := filepath.Dir(r.Changes[0].Path)
+	if err := opts.Sys.MkdirAll(dir, 0o755); err != nil {
+		return skipped(r, "cannot create %s: %v", dir, err)
+	}
+	unlock, err := opts.Sys.LockDir(dir)
+	if err != nil {
+		return skipped(r, "%v", err)
+	}
+	defer unlock()
+	if t == TargetPi {
+		unlockPi, err := opts.Sys.LockPi(r.File)
+		if err != nil {
+			return skipped(r, "%v", err)
+		}
+		defer unlockPi()
+	}
+	// Decide again under the lock: another container may have written
+	// between the first look and the lock.
+	r = plan()
+	if err := apply(opts, r.Changes); err != nil {
+		return skipped(r, "%v", err)
+	}
+	logResult(opts.Log, r)
+	return r
+}
+
+func planTarget(opts Options, s ladder.Settings, t string, explicit bool) Result {
+	switch t {
+	case TargetOpencode:
+		return planOpencode(opts, s)
+	case TargetPiMCP:
+		return planPiMCP(opts, s, explicit)
+	default:
+		return planPiSettings(opts, s, explicit)
+	}
+}
+
+// apply writes the changes in order: configs first, then sidecars and the
+// state record, so a record never claims a write that did not happen.
+func apply(opts Options, changes []Change) error {
+	now := opts.Now()
+	for _, c := range changes {
+		if c.New == nil {
+			if err := opts.Sys.Remove(c.Real); err != nil {
+				return fmt.Errorf("remove %s: %w", c.Path, err)
+			}
+			continue
+		}
+		if c.Backup && c.Old != nil {
+			if err := writeBackup(opts.Sys, c.Real, c.Old, c.Perm, now); err != nil {
+				return err
+			}
+		}
+		if err := opts.Sys.WriteFile(c.Real, c.New, c.Perm); err != nil {
+			return fmt.Errorf("write %s: %w", c.Path, err)
+		}
+	}
+	return nil
+}
+
+func logResult(log *slog.Logger, r Result) {
+	switch r.Action {
+	case "kept-user-edit":
+		log.Warn("kept your edit of the managed entry; the environment's value is in the .proposed file (diff the two to see the change)",
+			"target", r.Target, "file", r.File, "proposed", r.ProposedFile)
+	case "kept-user-deletion":
+		log.Warn("you deleted the managed entry, so it is not recreated; run render --reclaim to restore it",
+			"target", r.Target, "file", r.File)
+	case ActionSkipped, ActionDisabled, ActionNotPresent, "unchanged":
+	default:
+		log.Info("updated", "target", r.Target, "file", r.File, "action", r.Action, "mode", r.Mode)
+	}
+}
+
+func skipped(r Result, format string, args ...any) Result {
+	r.Action = ActionSkipped
+	r.Changes = nil
+	r.ProposedFile = ""
+	r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...))
+	return r
+}
+
+func selectTargets(names []string) ([]string, error) {
+	if len(names) == 0 {
+		return AllTargets, nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, n := range names {
+		n = strings.TrimSpace(n)
+		ok := false
+		for _, t := range AllTargets {
+			ok = ok || n == t
+		}
+		if !ok {
+			return nil, fmt.Errorf("unknown target %q (want %s)", n, strings.Join(AllTargets, ", "))
+		}
+		if !seen[n] {
+			out = append(out, n)
+			seen[n] = true
+		}
+	}
+	return out, nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Sys == nil {
+		o.Sys = OS{}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Env == nil {
+		o.Env = func(string) (string, bool) { return "", false }
+	}
+	return o
+}
+
+func (o Options) env(name string) string {
+	v, _ := o.Env(name)
+	return strings.TrimSpace(v)
+}
+
+// readFile reads a config, following symlinks. It returns the real path,
+// the bytes (nil if the file does not exist) and the mode.
+func readFile(sys System, path string) (real string, data []byte, perm fs.FileMode, err error) {
+	fi, err := sys.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return path, nil, 0o644, nil
+	}
+	if err != nil {
+		return path, nil, 0, err
+	}
+	real = path
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if real, err = sys.EvalSymlinks(path); err != nil {
+			return path, nil, 0, fmt.Errorf("%s is a symlink that cannot be followed: %w", path, err)
+		}
+	}
+	data, err = sys.ReadFile(real)
+	if err != nil {
+		return real, nil, 0, err
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	if fi2, err := sys.Lstat(real); err == nil {
+		perm = fi2.Mode().Perm()
+	}
+	return real, data, perm, nil
+}
+
+// Diff returns a unified diff of the change, labelled with its path.
+func (c Change) Diff() string {
+	from, to := "a"+c.Path, "b"+c.Path
+	if c.Old == nil {
+		from = "/dev/null"
+	}
+	if c.New == nil {
+		to = "/dev/null"
+	}
+	ud := difflib.UnifiedDiff{A: diffLines(c.Old), B: diffLines(c.New), FromFile: from, ToFile: to, Context: 3}
+	s, err := difflib.GetUnifiedDiffString(ud)
+	if err != nil {
+		return fmt.Sprintf("(no diff: %v)\n", err)
+	}
+	return s
+}
+
+// diffLines splits b into lines that each end in a newline; a last line
+// without one is marked as diff(1) does.
+func diffLines(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if lines[len(lines)-1] == "" {
+		return lines[:len(lines)-1]
+	}
+	lines[len(lines)-1] += "\n\\ No newline at end of file\n"
+	return lines
+}
