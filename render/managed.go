@@ -28,6 +28,7 @@ var opencodeFiles = []string{"config.json", "opencode.json", "opencode.jsonc"}
 // managed describes one env-authoritative subtree.
 type managed struct {
 	target  string
+	harness templates.Harness
 	file    string   // the config to edit
 	pointer []string // the managed subtree
 	desired []byte   // nil: nothing must be registered
@@ -83,7 +84,7 @@ func planOpencode(opts Options, s ladder.Settings) Result {
 		file = "opencode.json"
 	}
 	m := managed{
-		target: TargetOpencode, file: filepath.Join(dir, file), pointer: []string{"mcp", "mempalace"},
+		target: TargetOpencode, harness: templates.Opencode, file: filepath.Join(dir, file), pointer: []string{"mcp", "mempalace"},
 		desired: desired, mode: string(s.Mode), schema: true, creates: true,
 	}
 	return m.plan(opts, r)
@@ -96,7 +97,7 @@ func planPiMCP(opts Options, s ladder.Settings, explicit bool) Result {
 		return skipped(r, "%v", err)
 	}
 	m := managed{
-		target: TargetPiMCP, file: filepath.Join(piAgentDir(opts), "mcp.json"), pointer: []string{"mcpServers", "mempalace"},
+		target: TargetPiMCP, harness: templates.PiMCP, file: filepath.Join(piAgentDir(opts), "mcp.json"), pointer: []string{"mcpServers", "mempalace"},
 		desired: desired, mode: string(s.Mode), strict: true, creates: explicit,
 	}
 	return m.plan(opts, r)
@@ -146,6 +147,8 @@ func (m managed) plan(opts Options, r Result) Result {
 	recFP := ""
 	if hasRec {
 		recFP = rec.Fingerprint
+	} else if templates.FromOldGenerator(m.harness, live) {
+		recFP, _ = fingerprint.Of(live)
 	}
 
 	action, err := merge.Decide(merge.Input{Live: live, Desired: m.desired, Record: recFP, Reclaim: opts.Reclaim})
@@ -279,9 +282,12 @@ func strictJSON(data []byte) error {
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		off := int(se.Offset)
+		off := int(se.Offset) - 1 // Offset counts the offending byte
 		if off > len(data) {
 			off = len(data)
+		}
+		if off < 0 {
+			off = 0
 		}
 		line := 1 + bytes.Count(data[:off], []byte("\n"))
 		col := off - bytes.LastIndexByte(data[:off], '\n')

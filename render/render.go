@@ -116,11 +116,14 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 	}
 	settings, lw := ladder.Resolve(opts.Env, opts.LookPath)
 	for _, w := range lw {
-		opts.Log.Warn(w.Message, "var", w.Var)
+		opts.Log.Warn(w.String())
 	}
 	var results []Result
 	for _, t := range targets {
 		r := runTarget(opts, settings, t, dryRun)
+		if r.Warnings == nil {
+			r.Warnings = []string{}
+		}
 		for _, w := range lw {
 			r.Warnings = append(r.Warnings, w.String())
 		}
@@ -133,7 +136,11 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 	explicit := len(opts.Targets) > 0
 	plan := func() Result { return planTarget(opts, s, t, explicit) }
 	r := plan()
-	if dryRun || len(r.Changes) == 0 {
+	if dryRun {
+		return r
+	}
+	if len(r.Changes) == 0 {
+		logResult(opts.Log, r)
 		return r
 	}
 	dir := filepath.Dir(r.Changes[0].Path)

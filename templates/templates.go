@@ -71,3 +71,29 @@ func jsonString(s string) (string, error) {
 	}
 	return string(bytes.TrimSpace(buf.Bytes())), nil
 }
+
+// FromOldGenerator reports whether an opencode entry is exactly what the
+// images' previous generator (generate-config.py, RFC 001 §4.1) wrote:
+// {"type":"local","command":["mempalace-mcp"]} or
+// {"type":"remote","url":…,"headers":{"Authorization":"Bearer {env:MEMPALACE_REMOTE_TOKEN}"}}.
+// Such an entry has no record but is not a user's edit, so the environment
+// may replace it (ucf's "matches a historical md5" rule).
+func FromOldGenerator(h Harness, entry []byte) bool {
+	if h != Opencode || entry == nil {
+		return false
+	}
+	var v map[string]any
+	if json.Unmarshal(entry, &v) != nil {
+		return false
+	}
+	switch v["type"] {
+	case "local":
+		cmd, ok := v["command"].([]any)
+		return len(v) == 2 && ok && len(cmd) == 1 && cmd[0] == ladder.LocalServer
+	case "remote":
+		url, ok := v["url"].(string)
+		hdr, hok := v["headers"].(map[string]any)
+		return len(v) == 3 && ok && url != "" && hok && len(hdr) == 1 && hdr["Authorization"] == "Bearer {env:"+ladder.EnvRemoteToken+"}"
+	}
+	return false
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestMain lets testscript run the real command in-process as
+// "devbox-config", the way chezmoi tests its CLI.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"devbox-config": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
+	})
+}
+
+// TestRenderScripts runs the golden cases in testdata/render: each txtar
+// holds the environment, the input files, the command and the expected
+// bytes. UPDATE_GOLDEN=1 rewrites the expected files from the output.
+func TestRenderScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:           filepath.Join("..", "..", "testdata", "render"),
+		UpdateScripts: os.Getenv("UPDATE_GOLDEN") == "1",
+		Setup: func(e *testscript.Env) error {
+			home := filepath.Join(e.WorkDir, "home")
+			e.Setenv("HOME", home)
+			// Only the test's own bin dir and the command: a mempalace-mcp
+			// on the developer's PATH must not change the outcome.
+			path := e.Getenv("PATH")
+			first, _, _ := strings.Cut(path, string(os.PathListSeparator))
+			e.Setenv("PATH", strings.Join([]string{filepath.Join(e.WorkDir, "bin"), first, "/usr/bin", "/bin"}, string(os.PathListSeparator)))
+			for _, v := range []string{"XDG_CONFIG_HOME", "PI_CODING_AGENT_DIR"} {
+				e.Setenv(v, "")
+			}
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"mtime":    cmdMtime,
+			"crlf":     cmdCRLF,
+			"nosecret": cmdNoSecret,
+			"bakcount": cmdBakCount,
+			"cmpbak":   cmdCmpBak,
+		},
+	})
+}
+
+// mtime save FILE | mtime same FILE: the file's modification time is what
+// it was when saved (proves "nothing was written", not just "same bytes").
+func cmdMtime(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 || (args[0] != "save" && args[0] != "same") {
+		ts.Fatalf("usage: mtime save|same FILE")
+	}
+	fi, err := os.Stat(ts.MkAbs(args[1]))
+	ts.Check(err)
+	key := "MTIME_" + strconv.Itoa(int(hash(args[1])))
+	now := strconv.FormatInt(fi.ModTime().UnixNano(), 10)
+	if args[0] == "save" {
+		ts.Setenv(key, now)
+		return
+	}
+	same := ts.Getenv(key) == now
+	if same == neg {
+		ts.Fatalf("%s: modification time changed=%v, want changed=%v", args[1], !same, neg)
+	}
+}
+
+// crlf FILE...: convert LF line endings to CRLF in place.
+func cmdCRLF(ts *testscript.TestScript, neg bool, args []string) {
+	for _, a := range args {
+		p := ts.MkAbs(a)
+		b, err := os.ReadFile(p)
+		ts.Check(err)
+		b = bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")), []byte("\n"), []byte("\r\n"))
+		ts.Check(os.WriteFile(p, b, 0o644))
+	}
+}
+
+// nosecret SECRET DIR: no file below DIR contains SECRET.
+func cmdNoSecret(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: nosecret SECRET DIR")
+	}
+	n := 0
+	err := filepath.WalkDir(ts.MkAbs(args[1]), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		n++
+		if bytes.Contains(b, []byte(args[0])) {
+			return fmt.Errorf("%s contains the secret", p)
+		}
+		return nil
+	})
+	ts.Check(err)
+	if n == 0 {
+		ts.Fatalf("nosecret: no files under %s (the check would prove nothing)", args[1])
+	}
+}
+
+// bakcount FILE N: exactly N FILE.bak.* backups exist.
+func cmdBakCount(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: bakcount FILE N")
+	}
+	matches, err := filepath.Glob(ts.MkAbs(args[0]) + ".bak.*")
+	ts.Check(err)
+	want, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	if len(matches) != want {
+		ts.Fatalf("%d backups of %s, want %d: %v", len(matches), args[0], want, matches)
+	}
+}
+
+// cmpbak FILE WANT: the newest FILE.bak.* has exactly WANT's bytes.
+func cmdCmpBak(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: cmpbak FILE WANT")
+	}
+	matches, err := filepath.Glob(ts.MkAbs(args[0]) + ".bak.*")
+	ts.Check(err)
+	if len(matches) == 0 {
+		ts.Fatalf("no backup of %s", args[0])
+	}
+	got, err := os.ReadFile(matches[len(matches)-1]) // names sort by time
+	ts.Check(err)
+	want, err := os.ReadFile(ts.MkAbs(args[1]))
+	ts.Check(err)
+	if !bytes.Equal(got, want) {
+		ts.Fatalf("newest backup of %s differs from %s:\n%s", args[0], args[1], got)
+	}
+}
+
+func hash(s string) uint32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
