@@ -20,6 +20,8 @@ import (
 // the value's bytes. New values are indented like their neighbours.
 type Doc struct {
 	src []byte
+	// v is src parsed; nil after an edit until the next read needs it.
+	v *hujson.Value
 }
 
 // ErrNotObject is returned when a path runs through a value that is not an
@@ -32,6 +34,7 @@ func ParseDoc(src []byte) (*Doc, error) {
 	if len(bytes.TrimSpace(src)) == 0 {
 		src = []byte("{}\n")
 	}
+	src = bytes.Clone(src)
 	v, err := hujson.Parse(src)
 	if err != nil {
 		return nil, err
@@ -39,7 +42,7 @@ func ParseDoc(src []byte) (*Doc, error) {
 	if _, ok := v.Value.(*hujson.Object); !ok {
 		return nil, fmt.Errorf("top-level value is not an object")
 	}
-	return &Doc{src: bytes.Clone(src)}, nil
+	return &Doc{src: src, v: &v}, nil
 }
 
 // Bytes returns the document's current bytes.
@@ -48,8 +51,7 @@ func (d *Doc) Bytes() []byte { return bytes.Clone(d.src) }
 // Get returns the value at path as standard JSON (comments and trailing
 // commas removed, whitespace as written), or nil if absent.
 func (d *Doc) Get(path ...string) ([]byte, error) {
-	root := d.tree()
-	v, err := lookup(&root, path)
+	v, err := lookup(d.tree(), path)
 	if err != nil || v == nil {
 		return nil, err
 	}
@@ -61,15 +63,15 @@ func (d *Doc) Get(path ...string) ([]byte, error) {
 
 // Has reports whether path exists.
 func (d *Doc) Has(path ...string) (bool, error) {
-	root := d.tree()
-	v, err := lookup(&root, path)
+	v, err := lookup(d.tree(), path)
 	return v != nil, err
 }
 
 // Set puts value (standard JSON) at path, creating missing parent objects.
 // An existing value is replaced in place; a new key is inserted as the
 // first member of its parent (after a leading "$schema" at the top level).
-func (d *Doc) Set(value []byte, path ...string) error {
+func (d *Doc) Set(value []byte, path ...string) (err error) {
+	defer d.resetOnError(&err)
 	if len(path) == 0 {
 		return fmt.Errorf("empty path")
 	}
@@ -100,12 +102,12 @@ func (d *Doc) Set(value []byte, path ...string) error {
 // Delete removes the member at path. It reports whether anything was
 // removed. The member's own leading comments go with it; a comment on the
 // line before it that belongs to the previous member stays.
-func (d *Doc) Delete(path ...string) (bool, error) {
+func (d *Doc) Delete(path ...string) (_ bool, err error) {
+	defer d.resetOnError(&err)
 	if len(path) == 0 {
 		return false, fmt.Errorf("empty path")
 	}
-	root := d.tree()
-	parent, err := lookup(&root, path[:len(path)-1])
+	parent, err := lookup(d.tree(), path[:len(path)-1])
 	if err != nil || parent == nil {
 		return false, err
 	}
@@ -145,39 +147,61 @@ func (d *Doc) Delete(path ...string) (bool, error) {
 		_, tail := splitHead(next.BeforeExtra)
 		next.BeforeExtra = concat(head, tail)
 	}
-	d.src = root.Pack()
+	d.commit()
 	return true, nil
 }
 
-func (d *Doc) tree() hujson.Value {
-	v, err := hujson.Parse(d.src)
-	if err != nil { // d.src is only ever set to parseable bytes
-		panic(fmt.Sprintf("merge: document stopped parsing: %v", err))
+// tree returns the parsed document. Edits change it in place and then
+// commit, which packs it into src and drops it, so offsets are always those
+// of the current bytes.
+func (d *Doc) tree() *hujson.Value {
+	if d.v == nil {
+		v, err := hujson.Parse(d.src)
+		if err != nil { // d.src is only ever set to parseable bytes
+			panic(fmt.Sprintf("merge: document stopped parsing: %v", err))
+		}
+		d.v = &v
 	}
-	return v
+	return d.v
+}
+
+// resetOnError drops a tree that a failed edit may have half changed; src
+// still holds the last committed bytes.
+func (d *Doc) resetOnError(err *error) {
+	if *err != nil {
+		d.v = nil
+	}
+}
+
+// commit packs an edited tree into src.
+func (d *Doc) commit() {
+	d.src = d.v.Pack()
+	d.v = nil
 }
 
 func (d *Doc) replace(path []string, value []byte) error {
-	root := d.tree()
-	v, err := lookup(&root, path)
+	parent, err := lookup(d.tree(), path[:len(path)-1])
 	if err != nil {
 		return err
 	}
-	indent := d.lineIndent(v.StartOffset)
-	nv, err := d.formatValue(value, indent, d.multiline(v.StartOffset, v.EndOffset) || d.isMultilineContext(v.StartOffset))
+	obj := parent.Value.(*hujson.Object) // Has(path) succeeded
+	m := &obj.Members[memberIndex(obj, path[len(path)-1])]
+	// Keep the layout: a value on lines of its own stays expanded, one
+	// inside a one-line object stays compact (as insert would write it).
+	multiline := d.multiline(m.Value.StartOffset, m.Value.EndOffset) || d.startsLine(m.Name.StartOffset)
+	nv, err := d.formatValue(value, d.lineIndent(m.Name.StartOffset), multiline)
 	if err != nil {
 		return err
 	}
-	v.Value = nv
-	d.src = root.Pack()
+	m.Value.Value = nv
+	d.commit()
 	return nil
 }
 
 // insert adds key=value as a new member of the object at parentPath: as
 // its first member, or after a leading "$schema" at the top level.
 func (d *Doc) insert(parentPath []string, key string, value []byte) error {
-	root := d.tree()
-	parent, err := lookup(&root, parentPath)
+	parent, err := lookup(d.tree(), parentPath)
 	if err != nil {
 		return err
 	}
@@ -247,7 +271,7 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 		}
 		obj.Members = append(obj.Members, m)
 	}
-	d.src = root.Pack()
+	d.commit()
 	return nil
 }
 
@@ -345,22 +369,32 @@ func (d *Doc) newline() string {
 	return "\n"
 }
 
-// unit is the document's indentation step: a tab, or the smallest run of
-// leading spaces on a line that starts a member. Two spaces by default.
+// unit is the document's indentation step: a tab, or the smallest number
+// of spaces by which a member's line is indented past its object's line.
+// Two spaces when the document shows none.
 func (d *Doc) unit() string {
 	best := 0
-	for _, line := range bytes.Split(d.src, []byte("\n")) {
-		trimmed := bytes.TrimLeft(line, " \t")
-		if len(trimmed) == 0 || trimmed[0] != '"' || len(trimmed) == len(line) {
+	for v := range d.tree().All() {
+		obj, ok := v.Value.(*hujson.Object)
+		if !ok {
 			continue
 		}
-		lead := line[:len(line)-len(trimmed)]
-		if lead[0] == '\t' {
-			return "\t"
-		}
-		n := bytes.Count(lead, []byte(" "))
-		if n > 0 && (best == 0 || n < best) {
-			best = n
+		outer := d.lineIndent(v.StartOffset)
+		for _, m := range obj.Members {
+			if !d.startsLine(m.Name.StartOffset) {
+				continue
+			}
+			inner := d.lineIndent(m.Name.StartOffset)
+			if !strings.HasPrefix(inner, outer) || len(inner) == len(outer) {
+				continue
+			}
+			step := inner[len(outer):]
+			if step[0] == '\t' {
+				return "\t"
+			}
+			if n := len(step); best == 0 || n < best {
+				best = n
+			}
 		}
 	}
 	if best == 0 {
@@ -383,13 +417,10 @@ func (d *Doc) multiline(start, end int) bool {
 	return bytes.IndexByte(d.src[start:end], '\n') >= 0
 }
 
-// isMultilineContext reports whether the value at offset sits on a line of
-// its own member (the usual pretty-printed layout) rather than inside a
-// one-line object.
-func (d *Doc) isMultilineContext(offset int) bool {
+// startsLine reports whether only indentation precedes offset on its line.
+func (d *Doc) startsLine(offset int) bool {
 	start := bytes.LastIndexByte(d.src[:offset], '\n') + 1
-	line := bytes.TrimLeft(d.src[start:offset], " \t")
-	return len(line) > 0 && line[0] == '"' && start > 0
+	return start > 0 && isBlank(d.src[start:offset])
 }
 
 func lookup(root *hujson.Value, path []string) (*hujson.Value, error) {
@@ -425,8 +456,7 @@ func memberIndex(obj *hujson.Object, key string) int {
 // key would be ambiguous: the harness and devbox-config might read
 // different members.
 func (d *Doc) Duplicates(path ...string) string {
-	root := d.tree()
-	v := &root
+	v := d.tree()
 	for i := 0; ; i++ {
 		obj, ok := v.Value.(*hujson.Object)
 		if !ok {

@@ -25,6 +25,32 @@ const opencodeSchema = "https://opencode.ai/config.json"
 // precedence first (config.json < opencode.json < opencode.jsonc).
 var opencodeFiles = []string{"config.json", "opencode.json", "opencode.jsonc"}
 
+// loaded is a config read and parsed once per plan.
+type loaded struct {
+	real string      // the path with symlinks followed
+	data []byte      // nil: the file does not exist
+	perm fs.FileMode // the file's mode (0644 for a new file)
+	doc  *merge.Doc  // data parsed; an empty document for a new file
+}
+
+// load reads and parses a config. strict refuses what JSON.parse refuses.
+func load(sys System, path string, strict bool) (loaded, error) {
+	real, data, perm, err := readFile(sys, path)
+	if err != nil {
+		return loaded{}, fmt.Errorf("cannot read %s: %v", path, err)
+	}
+	if strict && len(bytes.TrimSpace(data)) > 0 {
+		if err := strictJSON(data); err != nil {
+			return loaded{}, fmt.Errorf("%s is not valid JSON, nothing written: %v", path, err)
+		}
+	}
+	doc, err := merge.ParseDoc(data)
+	if err != nil {
+		return loaded{}, fmt.Errorf("%s does not parse, nothing written: %v", path, err)
+	}
+	return loaded{real: real, data: data, perm: perm, doc: doc}, nil
+}
+
 // managed describes one env-authoritative subtree.
 type managed struct {
 	target  string
@@ -50,23 +76,20 @@ func planOpencode(opts Options, s ladder.Settings) Result {
 	// parse stops the target: opencode would not start with it either, and
 	// we cannot tell what it holds.
 	var holders, existing []string
+	files := map[string]loaded{}
 	for _, name := range opencodeFiles {
 		path := filepath.Join(dir, name)
-		_, data, _, err := readFile(opts.Sys, path)
+		f, err := load(opts.Sys, path, false)
 		if err != nil {
 			r.File = path
-			return skipped(r, "cannot read %s: %v", path, err)
+			return skipped(r, "%v", err)
 		}
-		if data == nil {
+		files[name] = f
+		if f.data == nil {
 			continue
 		}
 		existing = append(existing, name)
-		doc, err := merge.ParseDoc(data)
-		if err != nil {
-			r.File = path
-			return skipped(r, "%s does not parse, nothing written: %v", path, err)
-		}
-		if ok, _ := doc.Has("mcp", "mempalace"); ok {
+		if ok, _ := f.doc.Has("mcp", "mempalace"); ok {
 			holders = append(holders, name)
 		}
 	}
@@ -87,7 +110,7 @@ func planOpencode(opts Options, s ladder.Settings) Result {
 		target: TargetOpencode, harness: templates.Opencode, file: filepath.Join(dir, file), pointer: []string{"mcp", "mempalace"},
 		desired: desired, mode: string(s.Mode), schema: true, creates: true,
 	}
-	return m.plan(opts, r)
+	return m.plan(opts, r, files[file])
 }
 
 func planPiMCP(opts Options, s ladder.Settings, explicit bool) Result {
@@ -100,16 +123,17 @@ func planPiMCP(opts Options, s ladder.Settings, explicit bool) Result {
 		target: TargetPiMCP, harness: templates.PiMCP, file: filepath.Join(piAgentDir(opts), "mcp.json"), pointer: []string{"mcpServers", "mempalace"},
 		desired: desired, mode: string(s.Mode), strict: true, creates: explicit,
 	}
-	return m.plan(opts, r)
+	f, err := load(opts.Sys, m.file, true)
+	if err != nil {
+		return skipped(r, "%v", err)
+	}
+	return m.plan(opts, r, f)
 }
 
 // plan applies the decision table to one managed subtree.
-func (m managed) plan(opts Options, r Result) Result {
+func (m managed) plan(opts Options, r Result, f loaded) Result {
 	r.File = m.file
-	real, data, perm, err := readFile(opts.Sys, m.file)
-	if err != nil {
-		return skipped(r, "cannot read %s: %v", m.file, err)
-	}
+	real, data, perm, doc := f.real, f.data, f.perm, f.doc
 	if data == nil && !m.creates {
 		r.Action = ActionNotPresent
 		return r
@@ -118,10 +142,6 @@ func (m managed) plan(opts Options, r Result) Result {
 		// R5 on a fresh HOME: nothing to register, so no file at all.
 		r.Action = "unchanged"
 		return r
-	}
-	doc, err := m.parse(data)
-	if err != nil {
-		return skipped(r, "%v", err)
 	}
 	if dup := doc.Duplicates(m.pointer...); dup != "" {
 		return skipped(r, "%s names %q twice; edit it by hand so there is one, nothing written", m.file, dup)
@@ -157,12 +177,29 @@ func (m managed) plan(opts Options, r Result) Result {
 	}
 	r.Action = string(action)
 
-	// The edited document: the managed subtree set to the environment's
-	// value (plus "$schema"). Written to the file or to the .proposed
-	// sidecar depending on the decision.
-	edited, err := m.edit(data)
-	if err != nil {
-		return skipped(r, "%s: %v", m.file, err)
+	// edited: the managed subtree set to the environment's value (plus
+	// "$schema"), for the file or for the .proposed sidecar. kept: the file
+	// as it is, plus "$schema". Each is built only when needed: the common
+	// start, where nothing changes, parses every file once and edits none.
+	var edited, kept []byte
+	switch action {
+	case merge.Unchanged, merge.KeepDeleted:
+		kept = data
+	default:
+		if edited, err = m.edit(data); err != nil {
+			return skipped(r, "%s: %v", m.file, err)
+		}
+		kept = data
+	}
+	if m.schema && data != nil {
+		if has, _ := doc.Has("$schema"); !has {
+			if kept, err = m.ensureSchema(data); err != nil {
+				return skipped(r, "%s: %v", m.file, err)
+			}
+		}
+	}
+	if action == merge.Unchanged {
+		edited = kept
 	}
 	proposed := m.file + ".proposed"
 	_, oldProposed, _, err := readFile(opts.Sys, proposed)
@@ -193,12 +230,6 @@ func (m managed) plan(opts Options, r Result) Result {
 	case merge.KeepEdit, merge.KeepDeleted:
 		// Keep the user's value. Only "$schema" may still be added: opencode
 		// would add it itself, less carefully.
-		kept := data
-		if m.schema {
-			if kept, err = m.ensureSchema(data); err != nil {
-				return skipped(r, "%s: %v", m.file, err)
-			}
-		}
 		if !bytes.Equal(kept, data) {
 			r.Changes = append(r.Changes, Change{Path: m.file, Real: real, Old: data, New: kept, Perm: perm, Backup: true})
 		}
@@ -212,19 +243,6 @@ func (m managed) plan(opts Options, r Result) Result {
 		}
 	}
 	return r
-}
-
-func (m managed) parse(data []byte) (*merge.Doc, error) {
-	if m.strict && data != nil && len(bytes.TrimSpace(data)) > 0 {
-		if err := strictJSON(data); err != nil {
-			return nil, fmt.Errorf("%s is not valid JSON, nothing written: %v", m.file, err)
-		}
-	}
-	doc, err := merge.ParseDoc(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s does not parse, nothing written: %v", m.file, err)
-	}
-	return doc, nil
 }
 
 // edit returns data with the managed subtree set to the desired value (or

@@ -1,0 +1,87 @@
+package ladder
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func resolve(env map[string]string, haveServer bool) (Settings, []Warning) {
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	lp := func(string) (string, error) {
+		if haveServer {
+			return "/usr/bin/mempalace-mcp", nil
+		}
+		return "", errors.New("not found")
+	}
+	return Resolve(lookup, lp)
+}
+
+func TestLadderRungs(t *testing.T) {
+	cases := []struct {
+		env      map[string]string
+		server   bool
+		mode     Mode
+		register bool
+		warn     string // substring of the only expected warning, "" for none
+	}{
+		{nil, true, Solitary, true, ""},
+		{nil, false, Solitary, false, "not on PATH"},
+		{map[string]string{EnvRemoteURL: "  ", EnvEdge: "0"}, true, Solitary, true, ""},
+		{map[string]string{EnvEdge: "1"}, true, Solitary, true, "set without MEMPALACE_REMOTE_URL"},
+		{map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t"}, true, Remote, true, ""},
+		{map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t", EnvEdge: "false"}, true, Remote, true, ""},
+		{map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t", EnvEdge: "TRUE"}, true, Edge, true, ""},
+		{map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t", EnvEdge: "1"}, false, Edge, true, "edge mode needs mempalace-mcp"},
+		{map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t", EnvEdge: "on"}, true, Remote, true, `"on" is not one of`},
+		{map[string]string{EnvRemoteURL: "https://p/mcp"}, true, Remote, true, "empty while"},
+		{map[string]string{EnvRemoteURL: "http://10.0.0.5:8765/mcp", EnvRemoteToken: "t"}, true, Remote, true, "clear text"},
+		{map[string]string{EnvRemoteURL: "http://[::1]:8765/mcp", EnvRemoteToken: "t"}, true, Remote, true, ""},
+		{map[string]string{EnvRemoteURL: "http://localhost:8765/mcp", EnvRemoteToken: "t"}, true, Remote, true, ""},
+		{map[string]string{EnvRemoteURL: "ftp://p/mcp", EnvRemoteToken: "t"}, true, Solitary, true, "scheme"},
+		{map[string]string{EnvRemoteURL: "https://user:pw@p/mcp", EnvRemoteToken: "t"}, true, Solitary, true, "credentials"},
+	}
+	for i, c := range cases {
+		s, w := resolve(c.env, c.server)
+		if s.Mode != c.mode || s.Register() != c.register {
+			t.Errorf("case %d %v: mode %s register %v, want %s %v", i, c.env, s.Mode, s.Register(), c.mode, c.register)
+		}
+		switch {
+		case c.warn == "" && len(w) != 0:
+			t.Errorf("case %d: unexpected warnings %v", i, w)
+		case c.warn != "" && (len(w) != 1 || !strings.Contains(w[0].String(), c.warn)):
+			t.Errorf("case %d: warnings %v, want one containing %q", i, w, c.warn)
+		}
+	}
+}
+
+func TestIdentityAndMergeSwitches(t *testing.T) {
+	s, w := resolve(map[string]string{
+		EnvAgentName: "opencode", EnvOriginDevice: "7f3a9c2e1b04", EnvOriginLabel: "tor-ms22", EnvPiSettingsMrg: "0",
+	}, true)
+	if s.AgentName != "opencode" || s.OriginDevice != "7f3a9c2e1b04" || s.OriginLabel != "tor-ms22" || s.PiSettingsMerge || len(w) != 0 {
+		t.Fatalf("%+v %v", s, w)
+	}
+	s, w = resolve(map[string]string{EnvAgentName: "../etc", EnvOriginDevice: "a/b", EnvOriginLabel: "x/y", EnvPiSettingsMrg: "maybe"}, true)
+	if s.AgentName != "" || s.OriginDevice != "" || s.OriginLabel != "" || !s.PiSettingsMerge || len(w) != 4 {
+		t.Fatalf("invalid identity accepted: %+v %v", s, w)
+	}
+}
+
+func TestTokenIsNeverKept(t *testing.T) {
+	s, w := resolve(map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "tok-SECRET"}, true)
+	if !s.TokenSet {
+		t.Fatal("token not seen")
+	}
+	if strings.Contains(strings.ReplaceAll(strings.ReplaceAll(fmtAll(s, w), " ", ""), "\n", ""), "tok-SECRET") {
+		t.Fatal("the token is held in the settings or warnings")
+	}
+}
+
+func fmtAll(s Settings, w []Warning) string {
+	out := strings.Join([]string{string(s.Mode), s.URL, s.AgentName, s.OriginDevice, s.OriginLabel}, "|")
+	for _, x := range w {
+		out += x.String()
+	}
+	return out
+}

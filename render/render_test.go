@@ -1,0 +1,140 @@
+package render
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/joakimp/devbox-config/fingerprint"
+	"github.com/joakimp/devbox-config/merge"
+)
+
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func found(string) (string, error) { return "/usr/bin/mempalace-mcp", nil }
+
+func opts(home string, env map[string]string) Options {
+	return Options{Home: home, HomeFromFlag: true, Env: envOf(env), LookPath: found}
+}
+
+// Two containers starting on one config volume at the same moment, with
+// different environments, must not interleave: whichever ran last, the file
+// parses, holds one entry, and the record describes exactly that entry.
+func TestConcurrentRendersDoNotInterleave(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, ".config", "opencode")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "opencode.jsonc"), []byte("{\n  // shared volume\n  \"theme\": \"x\"\n}\n"), 0o644)
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			env := map[string]string{"MEMPALACE_REMOTE_URL": fmt.Sprintf("https://p%d.example.org/mcp", i), "MEMPALACE_REMOTE_TOKEN": "t"}
+			if i%3 == 0 {
+				env = nil
+			}
+			if _, _, err := Run(opts(home, env), false); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	data, err := os.ReadFile(filepath.Join(dir, "opencode.jsonc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := merge.ParseDoc(data)
+	if err != nil {
+		t.Fatalf("file does not parse after concurrent renders: %v\n%s", err, data)
+	}
+	live, _ := doc.Get("mcp", "mempalace")
+	stateBytes, _ := os.ReadFile(filepath.Join(dir, fingerprint.StateFile))
+	state, err := fingerprint.ParseState(stateBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := fingerprint.Of(live)
+	if state.Targets["opencode"].Fingerprint != want {
+		t.Fatalf("record %s does not describe the entry left in the file (%s):\n%s", state.Targets["opencode"].Fingerprint, want, data)
+	}
+	if !strings.Contains(string(data), "// shared volume") || strings.Count(string(data), `"mempalace"`) != 1 {
+		t.Fatalf("file mangled:\n%s", data)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "opencode.jsonc.proposed")); err == nil {
+		t.Fatal("a .proposed appeared: one render mistook another's write for a user edit")
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(dir, ".*.tmp*"))
+	if len(leftovers) > 0 {
+		t.Fatalf("temp files left: %v", leftovers)
+	}
+}
+
+// failingSys fails writes to one file name.
+type failingSys struct {
+	OS
+	failOn string
+}
+
+func (f failingSys) WriteFile(name string, data []byte, perm fs.FileMode) error {
+	if strings.HasSuffix(name, f.failOn) {
+		return errors.New("disk full")
+	}
+	return f.OS.WriteFile(name, data, perm)
+}
+
+// A write that fails loses nothing: the config keeps its bytes, no record
+// claims the write, and the run reports the target as skipped (exit 0).
+func TestFailedWriteLosesNothing(t *testing.T) {
+	for _, failOn := range []string{"opencode.jsonc", fingerprint.StateFile} {
+		home := t.TempDir()
+		dir := filepath.Join(home, ".config", "opencode")
+		os.MkdirAll(dir, 0o755)
+		orig := []byte("{\n  \"$schema\": \"https://opencode.ai/config.json\"\n}\n")
+		os.WriteFile(filepath.Join(dir, "opencode.jsonc"), orig, 0o644)
+		o := opts(home, nil)
+		o.Sys = failingSys{failOn: failOn}
+		res, _, err := Run(o, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Action != ActionSkipped || !strings.Contains(strings.Join(res[0].Warnings, " "), "disk full") {
+			t.Fatalf("fail on %s: result %+v", failOn, res[0])
+		}
+		got, _ := os.ReadFile(filepath.Join(dir, "opencode.jsonc"))
+		_, stateErr := os.Stat(filepath.Join(dir, fingerprint.StateFile))
+		if failOn == "opencode.jsonc" && (string(got) != string(orig) || stateErr == nil) {
+			t.Fatalf("fail on config: file changed or record written:\n%s", got)
+		}
+		// The next start, with the disk fixed, completes the job.
+		if res, _, _ := Run(opts(home, nil), false); res[0].Kept() {
+			t.Fatalf("recovery run: %+v", res[0])
+		}
+		if _, err := os.Stat(filepath.Join(dir, "opencode.jsonc.proposed")); err == nil {
+			t.Fatalf("fail on %s: recovery mistook our own write for a user edit", failOn)
+		}
+	}
+}
+
+// --dry-run reads and plans only: nothing on disk changes.
+func TestDryRunWritesNothing(t *testing.T) {
+	home := t.TempDir()
+	res, _, err := Run(opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p/mcp"}), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res[0].Changes) != 2 || res[0].Action != ActionCreate {
+		t.Fatalf("dry run planned %+v", res[0])
+	}
+	entries, _ := os.ReadDir(home)
+	if len(entries) != 0 {
+		t.Fatalf("dry run created %v", entries)
+	}
+}
