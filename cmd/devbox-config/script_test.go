@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -147,4 +148,15 @@ func hash(s string) uint32 {
 		h = (h ^ uint32(s[i])) * 16777619
 	}
 	return h
+}
+
+// The test double must never ship in the devbox-config binary.
+func TestBinaryDoesNotLinkTheTestDouble(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "/fakepalace") {
+		t.Fatal("devbox-config links the fakepalace test double")
+	}
 }

@@ -1,0 +1,410 @@
+package fakepalace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// conn is a raw JSON-RPC connection to a MemPalace (the double or, when
+// MEMPALACE_CONTRACT_CMD / MEMPALACE_CONTRACT_URL is set, a real one).
+type conn interface {
+	send(t *testing.T, msg string) []byte // the raw response, nil if none
+}
+
+type stdioConn struct {
+	mu  sync.Mutex
+	in  io.Writer
+	out *bufio.Reader
+}
+
+func (c *stdioConn) send(t *testing.T, msg string) []byte {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := io.WriteString(c.in, msg+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(msg, `"id"`) {
+		return nil
+	}
+	line, err := c.out.ReadBytes('\n')
+	if err != nil {
+		t.Fatalf("reading response to %s: %v", msg, err)
+	}
+	return bytes.TrimSpace(line)
+}
+
+type httpConn struct {
+	url, token string
+}
+
+func (c *httpConn) send(t *testing.T, msg string) []byte {
+	t.Helper()
+	req, _ := http.NewRequest("POST", c.url, strings.NewReader(msg))
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusAccepted {
+		if len(b) != 0 {
+			t.Fatalf("202 with a body: %q", b)
+		}
+		return nil
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("HTTP %d: %s", resp.StatusCode, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	return b
+}
+
+// transports yields the connections the contract runs on: the double over
+// stdio (in-process pipes) and over HTTP, plus a real MemPalace if named.
+func transports(t *testing.T) map[string]func(t *testing.T) conn {
+	m := map[string]func(t *testing.T) conn{
+		"stdio": func(t *testing.T) conn {
+			pl, _ := New(Options{})
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			go func() { pl.ServeStdio(inR, outW, io.Discard); outW.Close() }()
+			t.Cleanup(func() { inW.Close() })
+			return &stdioConn{in: inW, out: bufio.NewReader(outR)}
+		},
+		"http": func(t *testing.T) conn {
+			pl, _ := New(Options{})
+			srv := pl.NewHTTP(HTTPOptions{Token: "tok"})
+			if err := srv.Start("127.0.0.1:0"); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(srv.Stop)
+			return &httpConn{url: srv.URL(), token: "tok"}
+		},
+	}
+	if cmd := os.Getenv("MEMPALACE_CONTRACT_CMD"); cmd != "" {
+		m["real-stdio"] = func(t *testing.T) conn {
+			c := exec.Command("sh", "-c", cmd)
+			in, _ := c.StdinPipe()
+			out, _ := c.StdoutPipe()
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { in.Close(); c.Wait() })
+			return &stdioConn{in: in, out: bufio.NewReader(out)}
+		}
+	}
+	if u := os.Getenv("MEMPALACE_CONTRACT_URL"); u != "" {
+		m["real-http"] = func(t *testing.T) conn { return &httpConn{url: u, token: os.Getenv("MEMPALACE_CONTRACT_TOKEN")} }
+	}
+	return m
+}
+
+type response struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+var idSeq int
+var idMu sync.Mutex
+
+func rpc(t *testing.T, c conn, method string, params any) response {
+	t.Helper()
+	idMu.Lock()
+	idSeq++
+	id := idSeq
+	idMu.Unlock()
+	p, _ := json.Marshal(params)
+	raw := c.send(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, p))
+	var r response
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("response is not JSON-RPC: %q", raw)
+	}
+	return r
+}
+
+// call runs a tool and decodes the single text block's JSON.
+func call(t *testing.T, c conn, name string, args map[string]any) map[string]any {
+	t.Helper()
+	r := rpc(t, c, "tools/call", map[string]any{"name": name, "arguments": args})
+	if r.Error != nil {
+		t.Fatalf("%s: JSON-RPC error %d %s", name, r.Error.Code, r.Error.Message)
+	}
+	var res struct {
+		Content []struct {
+			Type, Text string
+		} `json:"content"`
+		IsError *bool `json:"isError"`
+	}
+	json.Unmarshal(r.Result, &res)
+	if len(res.Content) != 1 || res.Content[0].Type != "text" || res.IsError != nil {
+		t.Fatalf("%s: envelope is not exactly one text block: %s", name, r.Result)
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(res.Content[0].Text), &out); err != nil {
+		t.Fatalf("%s: text is not a JSON object: %s", name, res.Content[0].Text)
+	}
+	return out
+}
+
+func TestContract(t *testing.T) {
+	for name, open := range transports(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Run("initialize negotiation", func(t *testing.T) {
+				c := open(t)
+				for sent, want := range map[string]string{"2025-06-18": "2025-06-18", "1999-01-01": "2025-11-25"} {
+					r := rpc(t, c, "initialize", map[string]any{"protocolVersion": sent, "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "0"}})
+					var res map[string]any
+					json.Unmarshal(r.Result, &res)
+					if res["protocolVersion"] != want || res["serverInfo"].(map[string]any)["name"] != "mempalace" {
+						t.Errorf("sent %s: %s", sent, r.Result)
+					}
+				}
+				r := rpc(t, c, "initialize", map[string]any{})
+				if !strings.Contains(string(r.Result), `"protocolVersion":"2024-11-05"`) {
+					t.Errorf("absent version: %s", r.Result)
+				}
+				if c.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`) != nil {
+					t.Error("a notification was answered")
+				}
+				if r := rpc(t, c, "ping", nil); string(r.Result) != "{}" {
+					t.Errorf("ping: %s", r.Result)
+				}
+			})
+			t.Run("tools and schemas", func(t *testing.T) {
+				c := open(t)
+				r := rpc(t, c, "tools/list", map[string]any{})
+				var res struct {
+					Tools []struct {
+						Name        string         `json:"name"`
+						InputSchema map[string]any `json:"inputSchema"`
+					} `json:"tools"`
+				}
+				json.Unmarshal(r.Result, &res)
+				names := map[string]map[string]any{}
+				for _, tl := range res.Tools {
+					names[tl.Name] = tl.InputSchema
+					if tl.InputSchema["type"] != "object" {
+						t.Errorf("%s schema type %v", tl.Name, tl.InputSchema["type"])
+					}
+				}
+				for _, want := range strings.Fields(`status list_wings list_rooms get_taxonomy search check_duplicate add_drawer get_drawer list_drawers update_drawer delete_drawer delete_by_source checkpoint diary_write diary_read kg_add kg_query kg_invalidate kg_supersede kg_timeline kg_stats mine sync reconnect hook_settings event_append event_list event_wait event_ack artifact_put artifact_get patch_submit`) {
+					if names["mempalace_"+want] == nil {
+						t.Errorf("tool mempalace_%s missing", want)
+					}
+				}
+				req, _ := json.Marshal(names["mempalace_add_drawer"]["required"])
+				if string(req) != `["wing","room","content"]` {
+					t.Errorf("add_drawer required = %s", req)
+				}
+			})
+			t.Run("protocol errors", func(t *testing.T) {
+				c := open(t)
+				cases := []struct {
+					params any
+					code   int
+					msg    string
+				}{
+					{map[string]any{"name": "mempalace_add_drawer", "arguments": map[string]any{"wing": "w", "room": "r", "content": "x", "bogus": 1}}, -32602, "Unknown parameter 'bogus' for tool mempalace_add_drawer"},
+					{map[string]any{"name": "mempalace_nope"}, -32601, "Unknown tool: mempalace_nope"},
+					{map[string]any{"arguments": map[string]any{}}, -32602, "Invalid params: 'name' is required for tools/call"},
+					{map[string]any{"name": "mempalace_add_drawer", "arguments": map[string]any{"wing": "w"}}, -32602, "Missing required parameters 'room', 'content' for tool mempalace_add_drawer"},
+					{map[string]any{"name": "mempalace_search", "arguments": map[string]any{"query": "q", "limit": "many"}}, -32602, "Invalid value for parameter 'limit'"},
+				}
+				for _, tc := range cases {
+					r := rpc(t, c, "tools/call", tc.params)
+					if r.Error == nil || r.Error.Code != tc.code || r.Error.Message != tc.msg {
+						t.Errorf("%v: got %+v", tc.params, r.Error)
+					}
+				}
+				if r := rpc(t, c, "resources/list", nil); r.Error == nil || r.Error.Code != -32601 {
+					t.Errorf("unknown method: %+v", r.Error)
+				}
+				raw := c.send(t, `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`)
+				if !strings.Contains(string(raw), `"code":-32600`) || !strings.Contains(string(raw), `"id":null`) {
+					t.Errorf("batch: %s", raw)
+				}
+				if r := call(t, c, "mempalace_search", map[string]any{"query": "x", "limit": "3"}); r["results"] == nil {
+					t.Errorf("a numeric string was not coerced: %v", r)
+				}
+			})
+			t.Run("drawers: ids, chunks, already_exists", func(t *testing.T) {
+				c := open(t)
+				r := call(t, c, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "hello"})
+				if r["drawer_id"] != "drawer_w_r_5f071391b1962154702ebc8c" || r["chunks"] != 1.0 {
+					t.Fatalf("add: %v", r)
+				}
+				r = call(t, c, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "hello"})
+				if r["reason"] != "already_exists" || r["success"] != true || r["wing"] != nil {
+					t.Fatalf("re-add: %v", r)
+				}
+				long := strings.Repeat("abcdefghij", 170) // 1700 characters: 3 chunks
+				r = call(t, c, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": long})
+				ids, _ := r["chunk_ids"].([]any)
+				if r["chunks"] != 3.0 || len(ids) != 3 || !strings.HasSuffix(ids[2].(string), "_chunk_000002") {
+					t.Fatalf("chunked add: %v", r)
+				}
+				g := call(t, c, "mempalace_get_drawer", map[string]any{"drawer_id": r["drawer_id"]})
+				if g["content"] != long {
+					t.Fatalf("get_drawer does not reassemble the content")
+				}
+				if g := call(t, c, "mempalace_get_drawer", map[string]any{"drawer_id": "drawer_w_r_000"}); g["error"] != "Drawer not found: drawer_w_r_000" {
+					t.Fatalf("missing: %v", g)
+				}
+				if r := call(t, c, "mempalace_add_drawer", map[string]any{"wing": "a/b", "room": "r", "content": "x"}); r["success"] != false {
+					t.Fatalf("bad wing accepted: %v", r)
+				}
+				l := call(t, c, "mempalace_list_drawers", map[string]any{"wing": "w"})
+				if l["total"] != 2.0 {
+					t.Fatalf("list: %v", l)
+				}
+				s := call(t, c, "mempalace_status", nil)
+				if s["total_drawers"] != 4.0 { // chunk rows: 1 + 3
+					t.Fatalf("status counts chunk rows: %v", s["total_drawers"])
+				}
+			})
+			t.Run("diary has no idempotency probe", func(t *testing.T) {
+				c := open(t)
+				a := call(t, c, "mempalace_diary_write", map[string]any{"agent_name": "pi", "entry": "shipped the edge", "topic": "work"})
+				b := call(t, c, "mempalace_diary_write", map[string]any{"agent_name": "pi", "entry": "shipped the edge", "topic": "work"})
+				sfx := DiarySuffix("shipped the edge")
+				if a["entry_id"] == b["entry_id"] || !strings.HasSuffix(a["entry_id"].(string), "_"+sfx) || !strings.HasSuffix(b["entry_id"].(string), "_"+sfx) {
+					t.Fatalf("ids %v %v", a["entry_id"], b["entry_id"])
+				}
+				r := call(t, c, "mempalace_diary_read", map[string]any{"agent_name": "pi"})
+				if r["total"] != 2.0 {
+					t.Fatalf("the same entry twice must be stored twice: %v", r)
+				}
+				if !strings.HasPrefix(a["entry_id"].(string), "diary_wing_pi_") {
+					t.Fatalf("default wing: %v", a["entry_id"])
+				}
+			})
+			t.Run("knowledge graph guard is for open facts only", func(t *testing.T) {
+				c := open(t)
+				a := call(t, c, "mempalace_kg_add", map[string]any{"subject": "edge", "predicate": "uses", "object": "sqlite"})
+				b := call(t, c, "mempalace_kg_add", map[string]any{"subject": "edge", "predicate": "uses", "object": "sqlite"})
+				if a["triple_id"] != b["triple_id"] {
+					t.Fatalf("open fact re-added: %v %v", a, b)
+				}
+				closed := map[string]any{"subject": "edge", "predicate": "used", "object": "bolt", "valid_from": "2026-01-01", "valid_to": "2026-02-01"}
+				x := call(t, c, "mempalace_kg_add", closed)
+				y := call(t, c, "mempalace_kg_add", closed)
+				if x["triple_id"] == y["triple_id"] {
+					t.Fatal("an identical closed fact must duplicate")
+				}
+				if r := call(t, c, "mempalace_kg_invalidate", map[string]any{"subject": "edge", "predicate": "uses", "object": "sqlite", "ended": "2026-03-01"}); r["success"] != true {
+					t.Fatalf("invalidate: %v", r)
+				}
+				call(t, c, "mempalace_kg_add", map[string]any{"subject": "edge", "predicate": "runs_on", "object": "laptop"})
+				s := call(t, c, "mempalace_kg_supersede", map[string]any{"subject": "edge", "predicate": "runs_on", "old_object": "laptop", "new_object": "desktop", "at": "2026-04-01"})
+				if s["success"] != true {
+					t.Fatalf("supersede: %v", s)
+				}
+				q := call(t, c, "mempalace_kg_query", map[string]any{"entity": "edge"})
+				cur := 0
+				for _, f := range q["facts"].([]any) {
+					if f.(map[string]any)["current"] == true {
+						cur++
+					}
+				}
+				st := call(t, c, "mempalace_kg_stats", nil)
+				if q["count"] != 5.0 || cur != 1 || st["triples"] != 5.0 || st["current_facts"] != 1.0 {
+					t.Fatalf("query %v / stats %v", q, st)
+				}
+				if r := call(t, c, "mempalace_kg_add", map[string]any{"subject": "a", "predicate": "b", "object": "c", "valid_from": "yesterday"}); r["success"] != false {
+					t.Fatalf("bad date accepted: %v", r)
+				}
+			})
+			t.Run("events and artifacts", func(t *testing.T) {
+				c := open(t)
+				ev := map[string]any{"type": "task.request", "stream": "s", "room": "r", "from_agent": "pi@a", "to_agent": "opencode@b", "status": "open", "body": "please"}
+				a := call(t, c, "mempalace_event_append", ev)["event"].(map[string]any)
+				b := call(t, c, "mempalace_event_append", ev)["event"].(map[string]any)
+				if a["id"] == b["id"] || b["seq"].(float64) <= a["seq"].(float64) || !strings.HasPrefix(a["id"].(string), "evt_") {
+					t.Fatalf("no idempotency on append, seq is arrival order: %v %v", a, b)
+				}
+				call(t, c, "mempalace_event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@a", "to_agent": "*"})
+				l := call(t, c, "mempalace_event_list", map[string]any{"to_agent": "opencode@b"})
+				if l["count"] != 3.0 {
+					t.Fatalf("to_agent matches *: %v", l["count"])
+				}
+				if r := call(t, c, "mempalace_event_append", map[string]any{"type": "Bad.Type", "stream": "s", "room": "r", "from_agent": "x"}); r["success"] != false {
+					t.Fatalf("validation: %v", r)
+				}
+				if r := call(t, c, "mempalace_event_list", map[string]any{"since_event_id": "evt_nope"}); !strings.Contains(fmt.Sprint(r["error"]), "not found") {
+					t.Fatalf("unknown cursor: %v", r)
+				}
+				after := call(t, c, "mempalace_event_list", map[string]any{"since_event_id": a["id"]})
+				if after["count"] != 2.0 {
+					t.Fatalf("since_event_id: %v", after["count"])
+				}
+				ack := call(t, c, "mempalace_event_ack", map[string]any{"event_id": a["id"], "from_agent": "opencode@b", "status": "applied"})["event"].(map[string]any)
+				if ack["type"] != "event.ack" || ack["to_agent"] != "pi@a" || ack["metadata"].(map[string]any)["ack_of"] != a["id"] {
+					t.Fatalf("ack: %v", ack)
+				}
+				w := call(t, c, "mempalace_event_wait", map[string]any{"stream": "nothing-here", "timeout_ms": 50})
+				if w["timed_out"] != true {
+					t.Fatalf("wait: %v", w)
+				}
+				p1 := call(t, c, "mempalace_artifact_put", map[string]any{"kind": "note", "content": "same", "created_by": "pi"})
+				p2 := call(t, c, "mempalace_artifact_put", map[string]any{"kind": "note", "content": "same", "created_by": "pi"})
+				id1 := p1["artifact"].(map[string]any)["id"]
+				if id1 == p2["artifact"].(map[string]any)["id"] {
+					t.Fatal("artifact_put deduplicated")
+				}
+				if g := call(t, c, "mempalace_artifact_get", map[string]any{"artifact_id": id1}); g["artifact"].(map[string]any)["content"] != "same" {
+					t.Fatalf("get: %v", g)
+				}
+				if g := call(t, c, "mempalace_artifact_get", map[string]any{"artifact_id": "art_x"}); g["error"] == nil {
+					t.Fatalf("missing artifact: %v", g)
+				}
+				ps := call(t, c, "mempalace_patch_submit", map[string]any{"content": "--- a\n+++ b\n", "from_agent": "pi@a", "stream": "s"})
+				if ps["event"].(map[string]any)["type"] != "patch.ready" {
+					t.Fatalf("patch_submit: %v", ps)
+				}
+			})
+			t.Run("search is deterministic", func(t *testing.T) {
+				c := open(t)
+				call(t, c, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the edge proxy keeps the local palace writable"})
+				call(t, c, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "bananas are yellow fruit"})
+				s := call(t, c, "mempalace_search", map[string]any{"query": "local palace proxy", "limit": 1})
+				res := s["results"].([]any)
+				if len(res) != 1 {
+					t.Fatalf("limit: %v", s)
+				}
+				h := res[0].(map[string]any)
+				for _, k := range []string{"drawer_id", "text", "wing", "room", "distance", "similarity"} {
+					if _, ok := h[k]; !ok {
+						t.Errorf("hit lacks %s: %v", k, h)
+					}
+				}
+				if !strings.Contains(h["text"].(string), "edge proxy") {
+					t.Fatalf("ranking: %v", h)
+				}
+				d := call(t, c, "mempalace_check_duplicate", map[string]any{"content": "bananas are yellow fruit"})
+				if d["is_duplicate"] != true {
+					t.Fatalf("check_duplicate: %v", d)
+				}
+			})
+		})
+	}
+}

@@ -1,0 +1,295 @@
+package fakepalace
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+var eventTypeRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+var eventStatuses = map[string]bool{"open": true, "claimed": true, "ready": true, "applied": true, "blocked": true, "failed": true, "superseded": true}
+
+var artifactKinds = map[string]bool{"patch": true, "file": true, "log": true, "json": true, "note": true}
+
+func routing(field, v string, required bool) error {
+	if v == "" {
+		if required {
+			return fmt.Errorf("%s is required", field)
+		}
+		return nil
+	}
+	if utf8.RuneCountInString(v) > 256 {
+		return fmt.Errorf("%s exceeds 256 characters", field)
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%s must not contain control characters", field)
+		}
+	}
+	return nil
+}
+
+// appendEvent validates and appends; there is no idempotency guard (RFC 003
+// §7.1): two identical calls make two events.
+func (pl *Palace) appendEvent(a args) (*Event, error) {
+	typ := a.str("type")
+	if !eventTypeRE.MatchString(typ) {
+		return nil, fmt.Errorf("type %q must match ^[a-z0-9][a-z0-9_.-]{0,63}$", typ)
+	}
+	for _, f := range []string{"stream", "room", "from_agent"} {
+		if err := routing(f, a.str(f), true); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []string{"to_agent", "correlation_id", "branch", "base_commit"} {
+		if err := routing(f, a.str(f), false); err != nil {
+			return nil, err
+		}
+	}
+	if st := a.str("status"); st != "" && !eventStatuses[st] {
+		return nil, fmt.Errorf("status %q must be one of open, claimed, ready, applied, blocked, failed, superseded", st)
+	}
+	body := a.str("body")
+	if len(body) > 256*1024 {
+		return nil, fmt.Errorf("body exceeds 256 KiB")
+	}
+	meta, _ := a["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	if b, _ := json.Marshal(meta); len(b) > 64*1024 {
+		return nil, fmt.Errorf("metadata exceeds 64 KiB")
+	}
+	ids := []string{}
+	if raw, ok := a["artifact_ids"].([]any); ok {
+		for _, x := range raw {
+			id, _ := x.(string)
+			if pl.st.Artifacts[id] == nil {
+				return nil, fmt.Errorf("artifact_ids: unknown artifact %q", id)
+			}
+			ids = append(ids, id)
+		}
+	}
+	pl.ensureReplica()
+	seq := int64(len(pl.st.Events) + 1)
+	now := pl.now().UTC()
+	e := &Event{
+		ID: "evt_" + now.Format("20060102T150405") + "_" + randHex(6), Seq: seq, OriginReplica: pl.st.ReplicaID, OriginSeq: seq,
+		HLC:  fmt.Sprintf("%013d-%06x-%s", now.UnixMilli(), seq, pl.st.ReplicaID),
+		Type: typ, Stream: a.str("stream"), Room: a.str("room"), FromAgent: a.str("from_agent"),
+		ToAgent: a.strp("to_agent"), CorrelationID: a.strp("correlation_id"), Branch: a.strp("branch"), BaseCommit: a.strp("base_commit"),
+		Status: a.strp("status"), ArtifactIDs: ids, Body: body, CreatedAt: now.Format("2006-01-02T15:04:05Z"), Metadata: meta,
+	}
+	pl.st.Events = append(pl.st.Events, e)
+	pl.wakeWaiters()
+	return e, nil
+}
+
+func (pl *Palace) ensureReplica() {
+	if pl.st.ReplicaID == "" {
+		pl.st.ReplicaID = "rep_" + randHex(16)
+	}
+}
+
+func (pl *Palace) eventAppend(a args) any {
+	e, err := pl.appendEvent(a)
+	if err != nil {
+		return fail("%v", err) // a rejected append is an HTTP 200 (RFC 003 §7.6)
+	}
+	return map[string]any{"success": true, "event": e}
+}
+
+// filterEvents applies event_list's filters. to_agent also matches "*".
+func (pl *Palace) filterEvents(a args) ([]*Event, error) {
+	start := 0
+	if since := a.str("since_event_id"); since != "" {
+		found := false
+		for i, e := range pl.st.Events {
+			if e.ID == since {
+				start, found = i+1, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("since_event_id '%s' not found", since)
+		}
+	}
+	eq := func(k string, v *string) bool { return a.str(k) == "" || (v != nil && *v == a.str(k)) }
+	var out []*Event
+	for _, e := range pl.st.Events[start:] {
+		if a.str("stream") != "" && e.Stream != a.str("stream") || a.str("room") != "" && e.Room != a.str("room") || a.str("type") != "" && e.Type != a.str("type") {
+			continue
+		}
+		if a.str("from_agent") != "" && e.FromAgent != a.str("from_agent") {
+			continue
+		}
+		if to := a.str("to_agent"); to != "" && (e.ToAgent == nil || (*e.ToAgent != to && *e.ToAgent != "*")) {
+			continue
+		}
+		if !eq("correlation_id", e.CorrelationID) || !eq("status", e.Status) {
+			continue
+		}
+		if sc := a.str("since_created_at"); sc != "" && e.CreatedAt < sc {
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func (pl *Palace) eventList(a args) any {
+	evs, err := pl.filterEvents(a)
+	if err != nil {
+		return map[string]any{"error": err.Error()}
+	}
+	limit := clamp(a.int("limit", 50), 1, 500)
+	evs = evs[:min(len(evs), limit)]
+	out := make([]any, 0, len(evs))
+	for _, e := range evs {
+		if a.boolean("preview", false) && utf8.RuneCountInString(e.Body) > 200 {
+			c := *e
+			c.Body = string([]rune(e.Body)[:200])
+			b, _ := json.Marshal(c)
+			var m map[string]any
+			json.Unmarshal(b, &m)
+			m["body_truncated"], m["body_length"] = true, utf8.RuneCountInString(e.Body)
+			out = append(out, m)
+			continue
+		}
+		out = append(out, e)
+	}
+	return map[string]any{"events": out, "count": len(out)}
+}
+
+// eventWait long-polls: it releases the palace lock while it waits, so a
+// concurrent append is not blocked (the tool is lock-free upstream).
+func (pl *Palace) eventWait(a args) any {
+	timeout := time.Duration(clamp(a.int("timeout_ms", 60000), 0, 300000)) * time.Millisecond
+	deadline := time.Now().Add(timeout)
+	for {
+		evs, err := pl.filterEvents(a)
+		if err != nil {
+			return map[string]any{"error": err.Error()}
+		}
+		if len(evs) > 0 {
+			evs = evs[:min(len(evs), clamp(a.int("limit", 50), 1, 500))]
+			return map[string]any{"timed_out": false, "events": evs, "count": len(evs)}
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return map[string]any{"timed_out": true, "events": []any{}, "count": 0}
+		}
+		wake := pl.waiter()
+		pl.mu.Unlock()
+		select {
+		case <-wake:
+		case <-time.After(min(left, time.Second)):
+		}
+		pl.mu.Lock()
+	}
+}
+
+func (pl *Palace) eventAck(a args) any {
+	var target *Event
+	for _, e := range pl.st.Events {
+		if e.ID == a.str("event_id") {
+			target = e
+		}
+	}
+	if target == nil {
+		return fail("event '%s' not found", a.str("event_id"))
+	}
+	corr := target.ID
+	if target.CorrelationID != nil {
+		corr = *target.CorrelationID
+	}
+	e, err := pl.appendEvent(args{
+		"type": "event.ack", "stream": target.Stream, "room": target.Room, "from_agent": a["from_agent"], "to_agent": target.FromAgent,
+		"correlation_id": corr, "status": a["status"], "body": a["body"], "metadata": map[string]any{"ack_of": target.ID},
+	})
+	if err != nil {
+		return fail("%v", err)
+	}
+	return map[string]any{"success": true, "event": e}
+}
+
+func (pl *Palace) putArtifact(a args) (*Artifact, []string, error) {
+	kind, content, by := a.str("kind"), a.str("content"), a.str("created_by")
+	if !artifactKinds[kind] {
+		return nil, nil, fmt.Errorf("kind %q must be one of patch, file, log, json, note", kind)
+	}
+	if content == "" {
+		return nil, nil, fmt.Errorf("content must be non-empty")
+	}
+	if len(content) > 4*1024*1024 {
+		return nil, nil, fmt.Errorf("content exceeds 4 MiB")
+	}
+	if err := routing("created_by", by, true); err != nil {
+		return nil, nil, err
+	}
+	meta, _ := a["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	var warnings []string
+	if kind == "patch" {
+		if !strings.HasSuffix(content, "\n") {
+			warnings = append(warnings, "patch does not end with a newline; the last hunk line may be truncated")
+		}
+		if strings.Contains(content, "\r\n") {
+			warnings = append(warnings, "patch has CRLF line endings")
+		}
+	}
+	pl.ensureReplica()
+	now := pl.now().UTC()
+	art := &Artifact{ID: "art_" + now.Format("20060102T150405") + "_" + randHex(6), Kind: kind, SHA256: sha256Hex(content), SizeBytes: len(content), Content: content, CreatedBy: by, CreatedAt: now.Format("2006-01-02T15:04:05Z"), OriginReplica: pl.st.ReplicaID, Metadata: meta}
+	pl.st.Artifacts[art.ID] = art // always a new row: sha256 is not a dedupe key
+	return art, warnings, nil
+}
+
+func artifactSummary(a *Artifact, warnings []string) map[string]any {
+	m := map[string]any{"id": a.ID, "kind": a.Kind, "sha256": a.SHA256, "size_bytes": a.SizeBytes, "created_by": a.CreatedBy, "created_at": a.CreatedAt, "origin_replica": a.OriginReplica}
+	if len(warnings) > 0 {
+		m["warnings"] = warnings
+	}
+	return m
+}
+
+func (pl *Palace) artifactPut(a args) any {
+	art, warn, err := pl.putArtifact(a)
+	if err != nil {
+		return fail("%v", err)
+	}
+	return map[string]any{"success": true, "artifact": artifactSummary(art, warn)}
+}
+
+func (pl *Palace) artifactGet(a args) any {
+	art := pl.st.Artifacts[a.str("artifact_id")]
+	if art == nil {
+		return map[string]any{"error": fmt.Sprintf("artifact '%s' not found", a.str("artifact_id"))}
+	}
+	return map[string]any{"artifact": art}
+}
+
+func (pl *Palace) patchSubmit(a args) any {
+	art, warn, err := pl.putArtifact(args{"kind": "patch", "content": a["content"], "created_by": a["from_agent"], "metadata": a["metadata"]})
+	if err != nil {
+		return fail("%v", err)
+	}
+	room := orDefault(a.str("room"), "patches")
+	ea := args{"type": "patch.ready", "stream": a["stream"], "room": room, "from_agent": a["from_agent"], "status": "ready", "artifact_ids": []any{art.ID}}
+	for _, k := range []string{"to_agent", "correlation_id", "branch", "base_commit", "body", "metadata"} {
+		if v, ok := a[k]; ok {
+			ea[k] = v
+		}
+	}
+	e, err := pl.appendEvent(ea)
+	if err != nil {
+		delete(pl.st.Artifacts, art.ID)
+		return fail("%v", err)
+	}
+	return map[string]any{"success": true, "artifact": artifactSummary(art, warn), "event": e}
+}

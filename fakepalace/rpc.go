@@ -1,0 +1,388 @@
+package fakepalace
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configure a palace.
+type Options struct {
+	// Dir persists the palace (fakepalace.json) so a stopped and restarted
+	// server keeps it. Empty: memory only.
+	Dir string
+	// Embedder names the embedding model; different names give different
+	// vectors (default "minilm").
+	Embedder string
+	// OmitDrawerID drops drawer_id from search hits, as 3.6.0 did.
+	OmitDrawerID bool
+	// ReadOnly hides mutating tools and refuses them with -32003.
+	ReadOnly bool
+	// Version is serverInfo.version (default "3.7.0").
+	Version string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Palace is one MemPalace instance: its state and its tool dispatcher.
+// Every tool call runs under one lock, as upstream serializes requests.
+type Palace struct {
+	mu      sync.Mutex
+	st      *State
+	opts    Options
+	tools   []tool
+	byName  map[string]tool
+	now     func() time.Time
+	wake    chan struct{}
+	calls   map[string]int
+	latency map[string]time.Duration
+	// Hooks for the stdio program's fault switches.
+	beforeCall func(name string)
+}
+
+// New opens (or creates) a palace.
+func New(opts Options) (*Palace, error) {
+	if opts.Embedder == "" {
+		opts.Embedder = "minilm"
+	}
+	if opts.Version == "" {
+		opts.Version = "3.7.0"
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	st, err := load(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	pl := &Palace{st: st, opts: opts, tools: tools(), byName: map[string]tool{}, now: opts.Now, wake: make(chan struct{}), calls: map[string]int{}, latency: map[string]time.Duration{}}
+	for _, t := range pl.tools {
+		pl.byName[t.name] = t
+	}
+	return pl, nil
+}
+
+// SupportedProtocolVersions is SUPPORTED_PROTOCOL_VERSIONS (3.6.0–dev).
+var SupportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// rpcError is a JSON-RPC error object.
+type rpcError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+// ErrParse is returned by Handle for input that is not JSON.
+var ErrParse = errors.New("parse error")
+
+type request struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  any             `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
+// Handle processes one JSON-RPC message and returns the response bytes, or
+// nil when there is nothing to answer (a notification). Input that is not
+// JSON returns ErrParse; the transport decides (stdio: no reply, HTTP: 400).
+func (pl *Palace) Handle(msg []byte) ([]byte, error) {
+	if !json.Valid(msg) {
+		return nil, ErrParse
+	}
+	trimmed := bytes.TrimSpace(msg)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return encode(nil, nil, &rpcError{Code: -32600, Message: "Invalid Request"}), nil
+	}
+	var req request
+	if err := json.Unmarshal(trimmed, &req); err != nil {
+		return encode(nil, nil, &rpcError{Code: -32600, Message: "Invalid Request"}), nil
+	}
+	var raw map[string]json.RawMessage
+	json.Unmarshal(trimmed, &raw)
+	_, hasID := raw["id"]
+	method, ok := req.Method.(string)
+	if !ok {
+		if !hasID {
+			return nil, nil
+		}
+		return encode(req.ID, nil, &rpcError{Code: -32601, Message: fmt.Sprintf("Unknown method: expected a string, got %T", req.Method)}), nil
+	}
+	if strings.HasPrefix(method, "notifications/") {
+		return nil, nil
+	}
+	result, rerr := pl.dispatch(method, req.Params)
+	if !hasID {
+		return nil, nil
+	}
+	return encode(req.ID, result, rerr), nil
+}
+
+func encode(id json.RawMessage, result any, rerr *rpcError) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	m := map[string]any{"jsonrpc": "2.0", "id": id}
+	if rerr != nil {
+		m["error"] = rerr
+	} else {
+		m["result"] = result
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.Encode(m)
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func (pl *Palace) dispatch(method string, params json.RawMessage) (any, *rpcError) {
+	switch method {
+	case "initialize":
+		var p struct {
+			ProtocolVersion *string `json:"protocolVersion"`
+		}
+		json.Unmarshal(params, &p)
+		v := "2024-11-05" // absent
+		if p.ProtocolVersion != nil {
+			v = "2025-11-25" // unsupported
+			for _, s := range SupportedProtocolVersions {
+				if s == *p.ProtocolVersion {
+					v = s
+				}
+			}
+		}
+		return map[string]any{"protocolVersion": v, "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "mempalace", "version": pl.opts.Version}}, nil
+	case "ping":
+		return map[string]any{}, nil
+	case "tools/list":
+		list := []any{}
+		for _, t := range pl.tools {
+			if pl.readOnly() && refusedReadOnly(t) {
+				continue
+			}
+			list = append(list, map[string]any{"name": t.name, "description": t.desc, "inputSchema": t.schema()})
+		}
+		return map[string]any{"tools": list}, nil
+	case "tools/call":
+		return pl.call(params)
+	}
+	return nil, &rpcError{Code: -32601, Message: "Unknown method: " + method}
+}
+
+func refusedReadOnly(t tool) bool { return t.mutating || t.name == "mempalace_hook_settings" }
+
+func (pl *Palace) readOnly() bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.opts.ReadOnly
+}
+
+// call runs tools/call in upstream's order: name check, unknown tool,
+// unknown arguments, coercion, gates, then the handler (whose missing
+// required arguments are -32602 too).
+func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
+	var p struct {
+		Name      *string        `json:"name"`
+		Arguments map[string]any `json:"arguments"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.UseNumber()
+	if err := dec.Decode(&p); err != nil && len(bytes.TrimSpace(params)) > 0 {
+		return nil, &rpcError{Code: -32602, Message: "Invalid params: 'name' must be a string and 'arguments' an object"}
+	}
+	if p.Name == nil || *p.Name == "" {
+		return nil, &rpcError{Code: -32602, Message: "Invalid params: 'name' is required for tools/call"}
+	}
+	name := *p.Name
+	t, ok := pl.byName[name]
+	if !ok {
+		return nil, &rpcError{Code: -32601, Message: "Unknown tool: " + name}
+	}
+	var unknown []string
+	a := args{}
+	for k, v := range p.Arguments {
+		pr, ok := t.prop(k)
+		if !ok {
+			unknown = append(unknown, k)
+			continue
+		}
+		cv, err := coerce(pr.typ, v)
+		if err != nil {
+			return nil, &rpcError{Code: -32602, Message: fmt.Sprintf("Invalid value for parameter '%s'", k)}
+		}
+		a[k] = cv
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		if len(unknown) == 1 {
+			return nil, &rpcError{Code: -32602, Message: fmt.Sprintf("Unknown parameter '%s' for tool %s", unknown[0], name)}
+		}
+		return nil, &rpcError{Code: -32602, Message: fmt.Sprintf("Unknown parameters '%s' for tool %s", strings.Join(unknown, "', '"), name)}
+	}
+	if pl.readOnly() && refusedReadOnly(t) {
+		return nil, &rpcError{Code: -32003, Message: "Server is in read-only mode; this tool is disabled", Data: map[string]any{"tool": name}}
+	}
+	var missing []string
+	for _, r := range t.required {
+		if _, ok := a[r]; !ok {
+			missing = append(missing, r)
+		}
+	}
+	if name == "mempalace_diary_write" && !a.has("entry") && !a.has("content") {
+		missing = append(missing, "entry")
+	}
+	if len(missing) == 1 {
+		return nil, &rpcError{Code: -32602, Message: fmt.Sprintf("Missing required parameter '%s' for tool %s", missing[0], name)}
+	} else if len(missing) > 1 {
+		return nil, &rpcError{Code: -32602, Message: fmt.Sprintf("Missing required parameters '%s' for tool %s", strings.Join(missing, "', '"), name)}
+	}
+
+	if d := pl.latencyFor(name); d > 0 {
+		time.Sleep(d)
+	}
+	if pl.beforeCall != nil {
+		pl.beforeCall(name)
+	}
+	pl.mu.Lock()
+	pl.calls[name]++
+	result := t.handler(pl, a)
+	var saveErr error
+	if t.mutating {
+		saveErr = save(pl.opts.Dir, pl.st)
+	}
+	pl.mu.Unlock()
+	if saveErr != nil {
+		return nil, &rpcError{Code: -32000, Message: "Internal tool error", Data: map[string]any{"error_class": "OSError", "message": saveErr.Error()}}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	enc.Encode(result)
+	text := strings.TrimSuffix(buf.String(), "\n")
+	return map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}, nil
+}
+
+// coerce converts an argument to its schema type the way upstream's
+// dispatcher does for integer and number (from strings and floats).
+func coerce(typ string, v any) (any, error) {
+	switch typ {
+	case "integer":
+		switch x := v.(type) {
+		case json.Number:
+			if i, err := x.Int64(); err == nil {
+				return i, nil
+			}
+			f, err := x.Float64()
+			return int64(f), err
+		case string:
+			return strconv.ParseInt(strings.TrimSpace(x), 10, 64)
+		case nil:
+			return nil, nil
+		}
+		return nil, fmt.Errorf("not an integer")
+	case "number":
+		switch x := v.(type) {
+		case json.Number:
+			return x.Float64()
+		case string:
+			return strconv.ParseFloat(strings.TrimSpace(x), 64)
+		case nil:
+			return nil, nil
+		}
+		return nil, fmt.Errorf("not a number")
+	}
+	return normalize(v), nil
+}
+
+// normalize turns json.Number inside objects and arrays into float64.
+func normalize(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalize(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = normalize(e)
+		}
+	}
+	return v
+}
+
+// ---- controls for tests and the program ----
+
+// SetReadOnly switches read-only mode at run time.
+func (pl *Palace) SetReadOnly(on bool) {
+	pl.mu.Lock()
+	pl.opts.ReadOnly = on
+	pl.mu.Unlock()
+}
+
+// SetLatency adds d before every call of tool ("*" for every tool).
+func (pl *Palace) SetLatency(tool string, d time.Duration) {
+	pl.mu.Lock()
+	pl.latency[tool] = d
+	pl.mu.Unlock()
+}
+
+func (pl *Palace) latencyFor(tool string) time.Duration {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if d, ok := pl.latency[tool]; ok {
+		return d
+	}
+	return pl.latency["*"]
+}
+
+// Calls returns how many times a tool was called (handler reached).
+func (pl *Palace) Calls(tool string) int {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.calls[tool]
+}
+
+// Dump returns a deep copy of the palace's state.
+func (pl *Palace) Dump() *State {
+	pl.mu.Lock()
+	b, _ := json.Marshal(pl.st)
+	pl.mu.Unlock()
+	s := newState()
+	json.Unmarshal(b, s)
+	return s
+}
+
+// Embedder is the palace's embedder name.
+func (pl *Palace) Embedder() string { return pl.opts.Embedder }
+
+func (pl *Palace) waiter() <-chan struct{} { return pl.wake }
+
+// wakeWaiters releases every event_wait (called under pl.mu).
+func (pl *Palace) wakeWaiters() {
+	close(pl.wake)
+	pl.wake = make(chan struct{})
+}
+
+// SetStdioFaults installs the stdio program's fault switches: crashOn
+// exits the process when that tool is called (the call in flight never gets
+// an answer); garbageOn writes a line that is not JSON to out first.
+func SetStdioFaults(pl *Palace, crashOn, garbageOn string, out io.Writer) {
+	pl.beforeCall = func(name string) {
+		if name == garbageOn {
+			fmt.Fprintln(out, "this is not JSON-RPC {{{")
+		}
+		if name == crashOn {
+			os.Exit(3)
+		}
+	}
+}

@@ -1,0 +1,464 @@
+package fakepalace
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ServeStdio speaks MemPalace's stdio wire: newline-delimited JSON, one
+// response line per request, no reply to notifications or to a line that is
+// not JSON, return on EOF.
+func (pl *Palace) ServeStdio(r io.Reader, w io.Writer, logw io.Writer) error {
+	br := bufio.NewReaderSize(r, 1<<20)
+	bw := bufio.NewWriter(w)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			resp, herr := pl.Handle(line)
+			if errors.Is(herr, ErrParse) {
+				fmt.Fprintf(logw, "fakepalace: ignoring a line that is not JSON (%d bytes)\n", len(line))
+			} else if resp != nil {
+				bw.Write(resp)
+				bw.WriteByte('\n')
+				if ferr := bw.Flush(); ferr != nil {
+					return ferr
+				}
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// MaxRequestBytes is _HTTP_MAX_REQUEST_BYTES.
+const MaxRequestBytes = 16 << 20
+
+// FaultKind is how a request fails.
+type FaultKind string
+
+const (
+	// Fail5xx answers 503.
+	Fail5xx FaultKind = "5xx"
+	// FailReset closes the connection without an answer.
+	FailReset FaultKind = "reset"
+)
+
+// HTTPOptions configure the HTTP wire.
+type HTTPOptions struct {
+	// Token is the bearer token; empty means no authentication (upstream's
+	// loopback default).
+	Token string
+	// SessionMode issues and requires Mcp-Session-Id, as the fork on the
+	// official Python SDK does; an unknown session is a 404.
+	SessionMode bool
+}
+
+// HTTPServer is `mempalace serve`: POST /mcp only, JSON responses, no
+// sessions (unless SessionMode), /healthz, /statusz, Host and Origin rules,
+// a 16 MiB cap; plus test-only /_fake/control and /_fake/dump.
+type HTTPServer struct {
+	pl   *Palace
+	opts HTTPOptions
+
+	mu             sync.Mutex
+	addr           string
+	ln             net.Listener
+	srv            *http.Server
+	sessions       map[string]bool
+	failNext       int
+	failKind       FaultKind
+	dropAfterApply int
+	byStatus       map[int]int
+	total          int
+	started        time.Time
+}
+
+// NewHTTP wraps a palace in the HTTP wire.
+func (pl *Palace) NewHTTP(opts HTTPOptions) *HTTPServer {
+	return &HTTPServer{pl: pl, opts: opts, sessions: map[string]bool{}, byStatus: map[int]int{}}
+}
+
+// Start listens on addr ("127.0.0.1:0" picks a port). After Stop, Start
+// with "" listens again on the same address.
+func (h *HTTPServer) Start(addr string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if addr == "" {
+		addr = h.addr
+	}
+	var ln net.Listener
+	var err error
+	for i := 0; i < 50; i++ { // the old socket may linger a moment after Stop
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	h.ln, h.addr, h.started = ln, ln.Addr().String(), time.Now()
+	h.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go h.srv.Serve(ln)
+	return nil
+}
+
+// Stop closes the listener and every connection: the primary is down.
+func (h *HTTPServer) Stop() {
+	h.mu.Lock()
+	srv := h.srv
+	h.srv = nil
+	h.mu.Unlock()
+	if srv != nil {
+		srv.Close()
+	}
+}
+
+// Addr is host:port; URL is the MCP endpoint.
+func (h *HTTPServer) Addr() string { h.mu.Lock(); defer h.mu.Unlock(); return h.addr }
+func (h *HTTPServer) URL() string  { return "http://" + h.Addr() + "/mcp" }
+
+// FailNext makes the next n POST /mcp requests fail with kind.
+func (h *HTTPServer) FailNext(n int, kind FaultKind) {
+	h.mu.Lock()
+	h.failNext, h.failKind = n, kind
+	h.mu.Unlock()
+}
+
+// DropAfterApply makes the next n tools/call requests run (the write
+// lands) and then drops the connection without an answer: the client sees
+// a failure for a write that happened (RFC 001 §4.3, RFC 003 §7.1).
+func (h *HTTPServer) DropAfterApply(n int) {
+	h.mu.Lock()
+	h.dropAfterApply = n
+	h.mu.Unlock()
+}
+
+// ExpireSessions forgets every session (session mode): the next request
+// with an old id gets 404 and the client must initialize again.
+func (h *HTTPServer) ExpireSessions() {
+	h.mu.Lock()
+	h.sessions = map[string]bool{}
+	h.mu.Unlock()
+}
+
+func (h *HTTPServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &statusRecorder{ResponseWriter: w, status: 200}
+	h.serve(rec, r)
+	h.mu.Lock()
+	h.total++
+	h.byStatus[rec.status]++
+	h.mu.Unlock()
+}
+
+func (h *HTTPServer) serve(w *statusRecorder, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	if !h.hostAllowed(r.Host) || !originAllowed(r.Header.Get("Origin")) {
+		httpError(w, http.StatusForbidden, "Forbidden")
+		return
+	}
+	switch {
+	case r.URL.Path == "/healthz" && r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+		return
+	case r.URL.Path == "/statusz" && r.Method == http.MethodGet:
+		if h.authorized(w, r) {
+			h.statusz(w)
+		}
+		return
+	case r.URL.Path == "/_fake/control" && r.Method == http.MethodPost:
+		if h.authorized(w, r) {
+			h.control(w, r)
+		}
+		return
+	case r.URL.Path == "/_fake/dump" && r.Method == http.MethodGet:
+		if h.authorized(w, r) {
+			writeJSON(w, 200, h.pl.Dump())
+		}
+		return
+	case r.URL.Path != "/mcp":
+		httpError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+	case http.MethodGet:
+		if h.opts.SessionMode {
+			httpError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		} else {
+			httpError(w, http.StatusNotFound, "Not Found") // no server-initiated stream
+		}
+		return
+	case http.MethodDelete:
+		if h.opts.SessionMode && h.authorized(w, r) {
+			h.mu.Lock()
+			delete(h.sessions, r.Header.Get("Mcp-Session-Id"))
+			h.mu.Unlock()
+			w.WriteHeader(http.StatusOK)
+		} else if !h.opts.SessionMode {
+			httpError(w, http.StatusNotImplemented, "Unsupported method")
+		}
+		return
+	default:
+		httpError(w, http.StatusNotImplemented, "Unsupported method")
+		return
+	}
+	if !h.authorized(w, r) {
+		return
+	}
+	if r.ContentLength > MaxRequestBytes || r.ContentLength < -1 {
+		writeRaw(w, http.StatusRequestEntityTooLarge, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Request too large"}}`))
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	if err != nil || len(body) > MaxRequestBytes {
+		writeRaw(w, http.StatusRequestEntityTooLarge, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Request too large"}}`))
+		return
+	}
+	if !json.Valid(body) {
+		writeRaw(w, http.StatusBadRequest, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`))
+		return
+	}
+	if kind, ok := h.takeFault(); ok {
+		if kind == FailReset {
+			hijackClose(w)
+			return
+		}
+		httpError(w, http.StatusServiceUnavailable, "Service Unavailable")
+		return
+	}
+	var peek struct {
+		Method string `json:"method"`
+	}
+	json.Unmarshal(body, &peek)
+	if h.opts.SessionMode {
+		sid := r.Header.Get("Mcp-Session-Id")
+		if peek.Method == "initialize" {
+			sid = randHex(16)
+			h.mu.Lock()
+			h.sessions[sid] = true
+			h.mu.Unlock()
+			w.Header().Set("Mcp-Session-Id", sid)
+		} else {
+			h.mu.Lock()
+			known := h.sessions[sid]
+			h.mu.Unlock()
+			if sid == "" {
+				writeRaw(w, http.StatusBadRequest, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}`))
+				return
+			}
+			if !known {
+				writeRaw(w, http.StatusNotFound, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
+				return
+			}
+		}
+	}
+	resp, _ := h.pl.Handle(body)
+	if peek.Method == "tools/call" && h.takeDrop() {
+		hijackClose(w)
+		return
+	}
+	if resp == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	writeRaw(w, http.StatusOK, resp)
+}
+
+func (h *HTTPServer) takeFault() (FaultKind, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failNext <= 0 {
+		return "", false
+	}
+	h.failNext--
+	return h.failKind, true
+}
+
+func (h *HTTPServer) takeDrop() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.dropAfterApply <= 0 {
+		return false
+	}
+	h.dropAfterApply--
+	return true
+}
+
+// authorized checks the exact header `Authorization: Bearer <token>` in
+// constant time; 401 with no WWW-Authenticate otherwise.
+func (h *HTTPServer) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if h.opts.Token == "" {
+		return true
+	}
+	got := r.Header.Get("Authorization")
+	want := "Bearer " + h.opts.Token
+	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1 {
+		return true
+	}
+	httpError(w, http.StatusUnauthorized, "Unauthorized")
+	return false
+}
+
+var loopbackNames = map[string]bool{"127.0.0.1": true, "localhost": true, "::1": true, "[::1]": true}
+
+// hostAllowed pins Host when bound to loopback (anti DNS rebinding).
+func (h *HTTPServer) hostAllowed(host string) bool {
+	bindHost, port, _ := net.SplitHostPort(h.Addr())
+	if !loopbackNames[bindHost] {
+		return true
+	}
+	name := host
+	if hh, p, err := net.SplitHostPort(host); err == nil {
+		if p != port {
+			return false
+		}
+		name = hh
+	}
+	return loopbackNames[name] || loopbackNames["["+name+"]"] || name == bindHost
+}
+
+func originAllowed(origin string) bool {
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil {
+		return false
+	}
+	return loopbackNames[u.Hostname()]
+}
+
+func (h *HTTPServer) statusz(w http.ResponseWriter) {
+	h.mu.Lock()
+	by := map[string]int{}
+	for k, v := range h.byStatus {
+		by[strconv.Itoa(k)] = v
+	}
+	out := map[string]any{
+		"ok":       true,
+		"server":   map[string]any{"name": "mempalace", "version": h.pl.opts.Version, "transport": "http", "scheme": "http", "started_at": h.started.UTC().Format(time.RFC3339), "uptime_seconds": time.Since(h.started).Seconds()},
+		"palace":   map[string]any{"backend": "fakepalace", "sqlite_integrity": map[string]any{"ok": true}},
+		"writer":   map[string]any{"read_only": h.pl.readOnlyLocked()},
+		"requests": map[string]any{"total": h.total, "by_status": by},
+	}
+	h.mu.Unlock()
+	writeJSON(w, 200, out)
+}
+
+func (pl *Palace) readOnlyLocked() bool { return pl.readOnly() }
+
+// control is the test-only fault switchboard, for a primary that runs as a
+// separate process.
+func (h *HTTPServer) control(w http.ResponseWriter, r *http.Request) {
+	var c struct {
+		LatencyMS      map[string]int `json:"latency_ms"`
+		FailNext       int            `json:"fail_next"`
+		FailKind       FaultKind      `json:"fail_kind"`
+		DropAfterApply int            `json:"drop_after_apply"`
+		ReadOnly       *bool          `json:"read_only"`
+		ExpireSessions bool           `json:"expire_sessions"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&c); err != nil {
+		writeJSON(w, 400, map[string]any{"error": err.Error()})
+		return
+	}
+	for t, ms := range c.LatencyMS {
+		h.pl.SetLatency(t, time.Duration(ms)*time.Millisecond)
+	}
+	if c.FailNext > 0 {
+		kind := c.FailKind
+		if kind == "" {
+			kind = Fail5xx
+		}
+		h.FailNext(c.FailNext, kind)
+	}
+	if c.DropAfterApply > 0 {
+		h.DropAfterApply(c.DropAfterApply)
+	}
+	if c.ReadOnly != nil {
+		h.pl.SetReadOnly(*c.ReadOnly)
+	}
+	if c.ExpireSessions {
+		h.ExpireSessions()
+	}
+	writeJSON(w, 200, map[string]any{"ok": true})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return s.ResponseWriter.(http.Hijacker).Hijack()
+}
+
+func hijackClose(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetLinger(0) // a reset, not a clean close
+			}
+			c.Close()
+		}
+	}
+}
+
+func httpError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/html;charset=utf-8")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, "<html><body><h1>Error response</h1><p>Error code: %d</p><p>Message: %s.</p></body></html>\n", code, msg)
+}
+
+func writeRaw(w http.ResponseWriter, code int, body []byte) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(code)
+	w.Write(body)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, _ := json.Marshal(v)
+	writeRaw(w, code, b)
+}
+
+// hostIsLoopback reports whether a listen address is loopback.
+func hostIsLoopback(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		h = addr
+	}
+	if loopbackNames[h] {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(h, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// IsLoopbackAddr is exported for the program's "token required off
+// loopback" rule.
+func IsLoopbackAddr(addr string) bool { return hostIsLoopback(addr) }
