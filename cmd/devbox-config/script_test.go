@@ -160,3 +160,39 @@ func TestBinaryDoesNotLinkTheTestDouble(t *testing.T) {
 		t.Fatal("devbox-config links the fakepalace test double")
 	}
 }
+
+// Exit status contract: 0 on success and degraded paths, 1 with --strict
+// when a target was kept or skipped, 2 on usage errors.
+func TestExitCodes(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("PATH", t.TempDir()) // no mempalace-mcp: R5, degraded but 0
+	for _, k := range []string{"MEMPALACE_REMOTE_URL", "MEMPALACE_EDGE", "XDG_CONFIG_HOME", "PI_CODING_AGENT_DIR"} {
+		t.Setenv(k, "")
+	}
+	var out, errb bytes.Buffer
+	cases := []struct {
+		args []string
+		want int
+	}{
+		{[]string{"render", "--home", home}, 0},
+		{[]string{"render", "--home", home, "--strict"}, 0},
+		{[]string{"render", "--target", "nope"}, 2},
+		{[]string{"render", "--bogus"}, 2},
+		{[]string{"render", "positional"}, 2},
+		{[]string{"nosuchcommand"}, 2},
+		{[]string{"version"}, 0},
+	}
+	for _, c := range cases {
+		if got := run(c.args, &out, &errb); got != c.want {
+			t.Errorf("%v: exit %d, want %d\n%s", c.args, got, c.want, errb.String())
+		}
+	}
+	os.MkdirAll(filepath.Join(home, ".config", "opencode"), 0o755)
+	os.WriteFile(filepath.Join(home, ".config", "opencode", "opencode.jsonc"), []byte("{ broken"), 0o644)
+	if got := run([]string{"render", "--home", home}, &out, &errb); got != 0 {
+		t.Errorf("a broken config must not fail the container start: exit %d", got)
+	}
+	if got := run([]string{"render", "--home", home, "--strict"}, &out, &errb); got != 1 {
+		t.Errorf("--strict with a skipped target: exit %d, want 1", got)
+	}
+}

@@ -1,0 +1,222 @@
+// Package testbed gives integration tests the real third-party software
+// they drive: the pinned npm packages of realclients/package.json
+// (opencode, the official MCP TypeScript SDK, the Inspector CLI,
+// server-everything, server-memory, mcp-remote), and this repository's
+// binaries built fresh.
+//
+// The npm packages live outside the Go tree (node_modules would be walked
+// by ./...): in $DEVBOX_REALCLIENTS, else ~/.cache/devbox-config/realclients,
+// installed there by .ci/run. Without them a test skips on a developer
+// machine and fails in CI (CI=true), so CI can never pass by skipping.
+package testbed
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Dir returns the directory holding the installed npm packages.
+func Dir(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("DEVBOX_REALCLIENTS")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".cache", "devbox-config", "realclients")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "opencode-ai")); err != nil {
+		msg := "pinned npm packages not installed in " + dir + " (run .ci/run, or: cd realclients && DEVBOX_REALCLIENTS=" + dir + " ../.ci/install-realclients)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return dir
+}
+
+// Module returns the path of a file inside an installed npm package.
+func Module(t testing.TB, rel string) string {
+	t.Helper()
+	p := filepath.Join(Dir(t), "node_modules", rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	return p
+}
+
+// Opencode returns the opencode binary (the platform package's, so no
+// postinstall step is needed).
+func Opencode(t testing.TB) string {
+	t.Helper()
+	for _, pkg := range []string{"opencode-linux-x64", "opencode-linux-x64-baseline", "opencode-linux-arm64"} {
+		p := filepath.Join(Dir(t), "node_modules", pkg, "bin", "opencode")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no opencode platform binary in " + Dir(t))
+	return ""
+}
+
+// Node returns the node binary.
+func Node(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not on PATH")
+	}
+	return p
+}
+
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{}
+)
+
+// Build compiles a main package of this module once per test process and
+// returns the binary's path. name is the file name (e.g. "mempalace-mcp").
+func Build(t testing.TB, pkg, name string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	key := pkg + "\x00" + name
+	if p, ok := built[key]; ok {
+		return p
+	}
+	dir, err := os.MkdirTemp("", "devbox-config-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = moduleRoot(t)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	built[key] = out
+	return out
+}
+
+func moduleRoot(t testing.TB) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// Home is an isolated HOME for a harness: its own XDG directories and a
+// bin directory first on PATH.
+type Home struct {
+	Dir, Bin, Proj string
+	env            map[string]string
+}
+
+// NewHome makes an isolated HOME.
+func NewHome(t testing.TB) *Home {
+	t.Helper()
+	d := t.TempDir()
+	h := &Home{Dir: d, Bin: filepath.Join(d, "bin"), Proj: filepath.Join(d, "proj")}
+	for _, p := range []string{h.Bin, h.Proj} {
+		os.MkdirAll(p, 0o755)
+	}
+	h.env = map[string]string{
+		"HOME": d, "XDG_CONFIG_HOME": filepath.Join(d, ".config"), "XDG_DATA_HOME": filepath.Join(d, ".local", "share"),
+		"XDG_CACHE_HOME": filepath.Join(d, ".cache"), "XDG_STATE_HOME": filepath.Join(d, ".local", "state"),
+		"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1", "NO_COLOR": "1",
+		"PATH": h.Bin + string(os.PathListSeparator) + "/usr/local/bin:/usr/bin:/bin",
+	}
+	return h
+}
+
+// Link puts a binary on the home's PATH under name.
+func (h *Home) Link(t testing.TB, bin, name string) {
+	t.Helper()
+	if err := os.Symlink(bin, filepath.Join(h.Bin, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Setenv sets a variable for commands run in this home ("" unsets it).
+func (h *Home) Setenv(k, v string) { h.env[k] = v }
+
+// Getenv returns a variable of this home's environment.
+func (h *Home) Getenv(k string) string { return h.env[k] }
+
+// Lookup is the home's environment as a lookup function.
+func (h *Home) Lookup(k string) (string, bool) { v, ok := h.env[k]; return v, ok && v != "" }
+
+// Environ is the home's environment for exec.Cmd.
+func (h *Home) Environ() []string {
+	var out []string
+	for k, v := range h.env {
+		if v != "" {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}
+
+// Run runs a command in the home's project directory with a timeout.
+func (h *Home) Run(t testing.TB, timeout time.Duration, name string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir, cmd.Env = h.Proj, h.Environ()
+	cmd.WaitDelay = 5 * time.Second
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
+}
+
+var ansi = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+
+// MCPList parses `opencode mcp list` into server name -> status
+// ("connected", "failed", "needs authentication", "disabled").
+func MCPList(out string) map[string]string {
+	res := map[string]string{}
+	re := regexp.MustCompile(`[✓✗⚠○]\s+(\S+)\s+(connected|failed|needs authentication|disabled)`)
+	for _, m := range re.FindAllStringSubmatch(ansi.ReplaceAllString(out, ""), -1) {
+		res[m[1]] = m[2]
+	}
+	return res
+}
+
+// NoFileContains fails if any file under dir contains secret.
+func NoFileContains(t testing.TB, dir, secret string) {
+	t.Helper()
+	n := 0
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Type()&os.ModeSymlink != 0 {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err == nil {
+			n++
+			if bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s contains the secret", p)
+			}
+		}
+		return nil
+	})
+	if n == 0 {
+		t.Fatalf("no files under %s: the secret check proved nothing", dir)
+	}
+}
+
+// Contains reports whether s contains all of subs.
+func Contains(s string, subs ...string) bool {
+	for _, x := range subs {
+		if !strings.Contains(s, x) {
+			return false
+		}
+	}
+	return true
+}
