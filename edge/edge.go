@@ -1,0 +1,675 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// Version is reported to MCP peers; set by the command.
+var Version = "dev"
+
+// Edge is one running edge: the agent-facing server and its supervisors.
+type Edge struct {
+	cfg     Config
+	log     *slog.Logger
+	server  *mcp.Server
+	child   *Child
+	primary *Primary
+	outbox  *outbox.Store
+	obErr   error
+	policy  *Policy
+
+	mu           sync.Mutex
+	registered   map[string]bool
+	childTools   map[string]*mcp.Tool
+	primaryTools map[string]*mcp.Tool
+	toolsReady   chan struct{}
+	readyOnce    sync.Once
+	agent        *mcp.ServerSession
+	mismatch     string // embedder canary: why merging stopped ("" = fine)
+}
+
+// New builds an edge from its configuration; Serve runs it.
+func New(cfg Config) *Edge {
+	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{})}
+	e.server = mcp.NewServer(&mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: Version}, &mcp.ServerOptions{
+		InitializedHandler: func(ctx context.Context, r *mcp.InitializedRequest) { e.setAgent(r.Session) },
+		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
+	})
+	// tools/list and tools/call wait (bounded) for the first tool list, so
+	// an agent that asks at once gets the palace's tools rather than none or
+	// "unknown tool"; initialize is never held up.
+	e.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" || method == "tools/call" {
+				select {
+				case <-e.toolsReady:
+				case <-time.After(15 * time.Second):
+				case <-ctx.Done():
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	e.child = NewChild(cfg.Child, cfg.ChildEnv, cfg.Log, ChildOptions{
+		OnTools:    func(t []*mcp.Tool) { e.addTools(t, false) },
+		OnLog:      e.forwardLog,
+		OnProgress: e.forwardProgress,
+	})
+	return e
+}
+
+// Serve runs the edge on an agent connection until it closes or ctx ends.
+func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if e.cfg.PassThrough() {
+		e.log.Info("no MEMPALACE_REMOTE_URL: transparent pass-through to the local palace (no files, no network)")
+	} else {
+		e.start(ctx, &wg)
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); e.child.Run(ctx) }()
+
+	ss, err := e.server.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: out}, nil)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return fmt.Errorf("agent connection: %w", err)
+	}
+	e.setAgent(ss)
+	err = ss.Wait()
+	cancel()
+	wg.Wait()
+	if e.primary != nil {
+		e.primary.Close()
+	}
+	if e.outbox != nil {
+		e.outbox.Close()
+	}
+	return err
+}
+
+// start brings up the edge-mode parts: state dir, policy, tool cache,
+// outbox and flusher, the primary supervisor.
+func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
+	dir := e.cfg.StateDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		e.log.Error("cannot create the edge's state directory; replication is off", "dir", dir, "err", err)
+	}
+	pol, err := LoadPolicy(dir)
+	if err != nil {
+		e.log.Error("replication policy unreadable; nothing is replicated until it is fixed", "err", err)
+		pol = &Policy{Version: 1, Wings: map[string]Rule{"*": {Replicate: "local"}}}
+	}
+	e.policy = pol
+	e.loadToolCache()
+	ob, err := outbox.Open(filepath.Join(dir, outbox.FileName), e.cfg.OriginDevice, e.cfg.OriginLabel)
+	if err != nil {
+		e.obErr = err
+		e.log.Error("outbox unavailable: local writes still succeed but are not replicated", "err", err)
+	}
+	e.outbox = ob
+	e.primary = NewPrimary(e.cfg.PrimaryURL, e.cfg.Token, e.log, PrimaryOptions{
+		Timeout: e.cfg.CallTimeout,
+		OnUp: func() {
+			if e.outbox != nil {
+				e.outbox.Resume(context.Background())
+			}
+		},
+		OnTools: func(t []*mcp.Tool) { e.addTools(t, true) },
+	})
+	if ob != nil {
+		f := &outbox.Flusher{S: ob, P: primaryAdapter{e.primary}, Log: e.log}
+		wg.Add(1)
+		go func() { defer wg.Done(); f.Run(ctx) }()
+	}
+	// Connect early (in the background) to learn the primary's tools; a
+	// failure only opens the breaker.
+	go func() {
+		cctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
+		defer cancel()
+		if _, err := e.primary.sessionFor(cctx); err != nil && ctx.Err() == nil {
+			e.primary.fail(err)
+		}
+	}()
+}
+
+func (e *Edge) setAgent(ss *mcp.ServerSession) {
+	e.mu.Lock()
+	e.agent = ss
+	e.mu.Unlock()
+}
+
+func (e *Edge) agentSession() *mcp.ServerSession {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.agent
+}
+
+func (e *Edge) forwardLog(ctx context.Context, p *mcp.LoggingMessageParams) {
+	if ss := e.agentSession(); ss != nil {
+		ss.Log(ctx, p)
+	}
+}
+
+func (e *Edge) forwardProgress(ctx context.Context, p *mcp.ProgressNotificationParams) {
+	if ss := e.agentSession(); ss != nil {
+		ss.NotifyProgress(ctx, p)
+	}
+}
+
+// ---- tools ----
+
+// addTools registers tools; fromPrimary marks the primary's list (only
+// the tools the child lacks are added from it). Tools are never removed:
+// the list an agent saw stays the same, online or offline.
+func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
+	e.mu.Lock()
+	var add []*mcp.Tool
+	for _, t := range tools {
+		if fromPrimary {
+			e.primaryTools[t.Name] = t
+		} else {
+			e.childTools[t.Name] = t
+		}
+		if !e.registered[t.Name] {
+			if st := sanitizeTool(t); st != nil {
+				e.registered[t.Name] = true
+				add = append(add, st)
+			} else {
+				e.log.Warn("tool skipped: its input schema is not an object schema", "tool", t.Name)
+			}
+		}
+	}
+	e.mu.Unlock()
+	for _, t := range add {
+		e.server.AddTool(t, e.handler)
+	}
+	if !fromPrimary || len(tools) > 0 {
+		e.readyOnce.Do(func() { close(e.toolsReady) })
+	}
+	if !e.cfg.PassThrough() {
+		e.saveToolCache()
+	}
+}
+
+// sanitizeTool guards go-sdk's AddTool, which panics on a schema without
+// "type":"object".
+func sanitizeTool(t *mcp.Tool) *mcp.Tool {
+	c := *t
+	switch s := t.InputSchema.(type) {
+	case nil:
+		c.InputSchema = map[string]any{"type": "object"}
+	case map[string]any:
+		if s["type"] == nil {
+			m := map[string]any{}
+			for k, v := range s {
+				m[k] = v
+			}
+			m["type"] = "object"
+			c.InputSchema = m
+		} else if s["type"] != "object" {
+			return nil
+		}
+	}
+	return &c
+}
+
+type toolCache struct {
+	Child   []*mcp.Tool `json:"child"`
+	Primary []*mcp.Tool `json:"primary"`
+}
+
+const toolCacheFile = "tools.json"
+
+// loadToolCache registers the tools last seen, so the list is there at
+// once, offline too, before the child or the primary answer.
+func (e *Edge) loadToolCache() {
+	b, err := os.ReadFile(filepath.Join(e.cfg.StateDir(), toolCacheFile))
+	if err != nil {
+		return
+	}
+	var c toolCache
+	if json.Unmarshal(b, &c) != nil {
+		return
+	}
+	e.addTools(c.Primary, true)
+	e.addTools(c.Child, false)
+}
+
+func (e *Edge) saveToolCache() {
+	e.mu.Lock()
+	var c toolCache
+	for name, t := range e.primaryTools {
+		if e.childTools[name] == nil {
+			c.Primary = append(c.Primary, t)
+		}
+	}
+	for _, t := range e.childTools {
+		c.Child = append(c.Child, t)
+	}
+	e.mu.Unlock()
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return
+	}
+	tmp := filepath.Join(e.cfg.StateDir(), "."+toolCacheFile+".tmp")
+	if os.WriteFile(tmp, b, 0o600) == nil {
+		os.Rename(tmp, filepath.Join(e.cfg.StateDir(), toolCacheFile))
+	}
+}
+
+func (e *Edge) hasChildTool(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.childTools[name] != nil
+}
+
+func (e *Edge) hasPrimaryTool(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.primaryTools[name]
+	return ok
+}
+
+// ---- calls ----
+
+// handler routes one tool call (RFC 001 §4.2).
+func (e *Edge) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	e.setAgentIfNone(req.Session)
+	name := req.Params.Name
+	p := &mcp.CallToolParams{Name: name, Arguments: rawArgs(req.Params.Arguments), Meta: req.Params.Meta}
+	if e.cfg.PassThrough() {
+		return e.local(ctx, p)
+	}
+	if !e.hasChildTool(name) && e.hasPrimaryTool(name) {
+		return e.primaryOnly(ctx, p, "a tool only the primary has")
+	}
+	switch Route(name) {
+	case MergedRead:
+		return e.mergedRead(ctx, p)
+	case PrimaryFirst:
+		return e.primaryFirst(ctx, p)
+	case ByID:
+		return e.byID(ctx, p)
+	case LocalOnly:
+		return e.local(ctx, p)
+	case Coordination:
+		if IsCoordinationWrite(name) {
+			return e.coordinationWrite(ctx, p)
+		}
+		return e.primaryOnly(ctx, p, "the coordination log lives on the primary")
+	}
+	return e.write(ctx, p)
+}
+
+func (e *Edge) setAgentIfNone(ss *mcp.ServerSession) {
+	e.mu.Lock()
+	if e.agent == nil {
+		e.agent = ss
+	}
+	e.mu.Unlock()
+}
+
+func rawArgs(a json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(a)) == 0 || string(bytes.TrimSpace(a)) == "null" {
+		return json.RawMessage("{}")
+	}
+	return a
+}
+
+// local calls the child. A JSON-RPC error from it is the agent's answer as
+// it is; a child that is down gives an error result, never a hang.
+func (e *Edge) local(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	res, err := e.child.Call(ctx, p)
+	if err != nil {
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			return nil, rpcErr
+		}
+		return errorResult(fmt.Sprintf("local palace unavailable: %v", err), map[string]any{"local": "down"}), nil
+	}
+	return res, nil
+}
+
+// primaryOnly calls the primary; down -> a clear error result.
+func (e *Edge) primaryOnly(ctx context.Context, p *mcp.CallToolParams, why string) (*mcp.CallToolResult, error) {
+	if e.primary == nil {
+		return errorResult("no primary is configured ("+why+")", nil), nil
+	}
+	res, err := e.callPrimary(ctx, p, true)
+	if err != nil {
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) {
+			return nil, rpcErr
+		}
+		return errorResult(fmt.Sprintf("the primary is unreachable (%s): %v", why, err), map[string]any{"primary": e.primary.State()}), nil
+	}
+	return res, nil
+}
+
+// callPrimary bounds long-polls by their own timeout plus the call timeout.
+func (e *Edge) callPrimary(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	if strings.HasSuffix(p.Name, "event_wait") {
+		var a struct {
+			TimeoutMS *float64 `json:"timeout_ms"`
+		}
+		json.Unmarshal(p.Arguments.(json.RawMessage), &a)
+		ms := 60000.0
+		if a.TimeoutMS != nil {
+			ms = min(*a.TimeoutMS, 300000)
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond+e.cfg.CallTimeout)
+		defer cancel()
+		return e.primary.CallLong(ctx, p, retry)
+	}
+	return e.primary.Call(ctx, p, retry)
+}
+
+func (e *Edge) primaryFirst(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	res, err := e.callPrimary(ctx, p, true)
+	if err == nil {
+		return annotate(res, map[string]any{"source": "primary"}, false), nil
+	}
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return nil, rpcErr
+	}
+	local, lerr := e.local(ctx, p)
+	if lerr != nil || local == nil {
+		return local, lerr
+	}
+	return annotate(local, map[string]any{"source": "local", "primary": e.primary.State()}, true), nil
+}
+
+func (e *Edge) byID(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	res, err := e.local(ctx, p)
+	if err != nil || res == nil {
+		return res, err
+	}
+	m := resultJSON(res)
+	if m == nil || !strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found") || !e.primary.Up() {
+		return res, nil
+	}
+	pres, perr := e.callPrimary(ctx, p, true)
+	if perr != nil {
+		return annotate(res, map[string]any{"source": "local", "primary": e.primary.State()}, true), nil
+	}
+	return annotate(pres, map[string]any{"source": "primary"}, false), nil
+}
+
+// write: local first, the agent gets the local result; a successful write
+// to a replicated wing is enqueued for the primary.
+func (e *Edge) write(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	args := argsMap(p.Arguments)
+	tool := strings.TrimPrefix(p.Name, "mempalace_")
+	var oldWing string
+	if tool == "update_drawer" {
+		oldWing = e.localWing(ctx, fmt.Sprint(args["drawer_id"]))
+	}
+	res, err := e.local(ctx, p)
+	if err != nil || res == nil || res.IsError {
+		return res, err
+	}
+	m := resultJSON(res)
+	if m != nil && (m["success"] == false || m["error"] != nil) {
+		return res, nil // the local palace refused it: nothing to replicate
+	}
+	payload, wing, replicate := e.replicable(tool, args, oldWing)
+	if !replicate {
+		return annotate(res, map[string]any{"replication": "local only (policy)"}, false), nil
+	}
+	if e.outbox == nil {
+		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: outbox unavailable: %v", e.obErr)}, false), nil
+	}
+	b, _ := json.Marshal(payload)
+	op, err := e.outbox.Enqueue(ctx, p.Name, b, wing)
+	if err != nil {
+		e.log.Error("outbox write failed; the local write stands but is not replicated", "tool", p.Name, "err", err)
+		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: %v", err)}, false), nil
+	}
+	return annotate(res, map[string]any{"replication": "queued", "op_id": op.ID[:16]}, false), nil
+}
+
+// localWing finds the wing of a drawer in the local palace.
+func (e *Edge) localWing(ctx context.Context, id string) string {
+	b, _ := json.Marshal(map[string]any{"drawer_id": id})
+	res, err := e.child.Call(ctx, &mcp.CallToolParams{Name: "mempalace_get_drawer", Arguments: json.RawMessage(b)})
+	if err != nil {
+		return ""
+	}
+	m := resultJSON(res)
+	if m == nil {
+		return ""
+	}
+	w, _ := m["wing"].(string)
+	return w
+}
+
+// replicable decides what (if anything) goes to the outbox for a write:
+// the payload (with provenance stamped), its wing, and whether the policy
+// replicates it.
+func (e *Edge) replicable(tool string, args map[string]any, oldWing string) (map[string]any, string, bool) {
+	out := map[string]any{}
+	for k, v := range args {
+		out[k] = v
+	}
+	wing, _ := args["wing"].(string)
+	switch tool {
+	case "kg_add", "kg_invalidate", "kg_supersede":
+		return out, "", e.policy.KGReplicated()
+	case "diary_write":
+		if wing == "" {
+			wing = "wing_" + strings.ToLower(fmt.Sprint(args["agent_name"]))
+		}
+	case "update_drawer":
+		if oldWing != "" {
+			wing = oldWing
+		}
+	case "create_tunnel":
+		wing, _ = args["source_wing"].(string)
+	case "checkpoint":
+		items, _ := args["items"].([]any)
+		var keep []any
+		for _, it := range items {
+			im, _ := it.(map[string]any)
+			if w, _ := im["wing"].(string); e.policy.Replicated(w) {
+				keep = append(keep, it)
+			}
+		}
+		diaryOK := false
+		if d, ok := args["diary"].(map[string]any); ok {
+			dw, _ := d["wing"].(string)
+			if dw == "" {
+				dw = "wing_" + strings.ToLower(fmt.Sprint(d["agent_name"]))
+			}
+			diaryOK = e.policy.Replicated(dw)
+			if !diaryOK {
+				delete(out, "diary")
+			}
+		}
+		if len(keep) == 0 && !diaryOK {
+			return nil, "", false
+		}
+		if keep == nil {
+			keep = []any{}
+		}
+		out["items"] = keep
+		e.stamp(out)
+		return out, wing, true
+	}
+	if wing != "" && !e.policy.Replicated(wing) {
+		return nil, wing, false
+	}
+	if tool == "add_drawer" {
+		e.stamp(out)
+	}
+	return out, wing, true
+}
+
+// stamp sets added_by = "<agent>/<label>/<device>" on a write bound for
+// the primary, only when MEMPALACE_ORIGIN_DEVICE is set (RFC 001 §7.3.4,
+// §7.3.5): never a hostname, container id or placeholder; the local palace
+// is never stamped.
+func (e *Edge) stamp(args map[string]any) {
+	if e.cfg.OriginDevice == "" {
+		return
+	}
+	label := e.cfg.OriginLabel
+	if label == "" {
+		label = "-"
+	}
+	agent := e.cfg.Agent
+	if agent == "" {
+		agent = "mcp"
+	}
+	args["added_by"] = agent + "/" + label + "/" + e.cfg.OriginDevice
+}
+
+// coordinationWrite: durable through the outbox and sent at once; the agent
+// gets the primary's own answer (its event id), or "queued" when the
+// primary cannot be reached in time.
+func (e *Edge) coordinationWrite(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	if e.outbox == nil {
+		return e.primaryOnly(ctx, p, "the outbox is unavailable, sent directly")
+	}
+	op, err := e.outbox.Enqueue(ctx, p.Name, p.Arguments.(json.RawMessage), "")
+	if err != nil {
+		e.log.Error("outbox write failed; sending directly", "tool", p.Name, "err", err)
+		return e.primaryOnly(ctx, p, "the outbox failed, sent directly")
+	}
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
+	defer cancel()
+	done, _ := e.outbox.Wait(wctx, op.ID)
+	switch done.State {
+	case outbox.Done:
+		var m map[string]any
+		json.Unmarshal(done.Result, &m)
+		return jsonResult(m, false), nil
+	case outbox.Dead:
+		return errorResult(fmt.Sprintf("the primary refused this write: %s", done.Error), map[string]any{"op_id": op.ID[:16]}), nil
+	}
+	return jsonResult(map[string]any{
+		"success": true, "queued": true, "op_id": op.ID[:16],
+		"message": "the primary is unreachable; the write is queued durably and will be sent once, in order, when it is back",
+		"edge":    map[string]any{"primary": e.primary.State(), "degraded": true},
+	}, false), nil
+}
+
+// ---- results ----
+
+// resultJSON parses a MemPalace result's single text block (nil if it is
+// not a JSON object).
+func resultJSON(res *mcp.CallToolResult) map[string]any {
+	if res == nil || len(res.Content) == 0 {
+		return nil
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(tc.Text), &m) != nil {
+		return nil
+	}
+	return m
+}
+
+func jsonResult(m map[string]any, isError bool) *mcp.CallToolResult {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	enc.Encode(m)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSuffix(buf.String(), "\n")}}, IsError: isError}
+}
+
+func errorResult(msg string, edge map[string]any) *mcp.CallToolResult {
+	m := map[string]any{"success": false, "error": msg}
+	if edge != nil {
+		m["edge"] = edge
+	}
+	return jsonResult(m, true)
+}
+
+// annotate adds the edge object (and degraded) to a JSON object result;
+// any other result is returned unchanged.
+func annotate(res *mcp.CallToolResult, edge map[string]any, degraded bool) *mcp.CallToolResult {
+	m := resultJSON(res)
+	if m == nil {
+		return res
+	}
+	if degraded {
+		m["degraded"] = true
+		edge["degraded"] = true
+	}
+	m["edge"] = edge
+	out := jsonResult(m, res.IsError)
+	out.Meta = res.Meta
+	return out
+}
+
+func argsMap(a any) map[string]any {
+	var m map[string]any
+	switch x := a.(type) {
+	case json.RawMessage:
+		json.Unmarshal(x, &m)
+	case map[string]any:
+		m = x
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m
+}
+
+// primaryAdapter lets the outbox send through the supervisor.
+type primaryAdapter struct{ p *Primary }
+
+func (a primaryAdapter) Up() bool { return a.p.Up() }
+
+func (a primaryAdapter) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	b, _ := json.Marshal(args)
+	res, err := a.p.Call(ctx, &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)}, false)
+	if err != nil {
+		var rpcErr *jsonrpc.Error
+		switch {
+		case errors.Is(err, ErrUnauthorized):
+			return nil, outbox.ErrUnauthorized
+		case errors.As(err, &rpcErr):
+			return nil, &outbox.RPCError{Code: int(rpcErr.Code), Message: rpcErr.Message}
+		}
+		return nil, err
+	}
+	m := resultJSON(res)
+	if m == nil {
+		m = map[string]any{}
+		if res.IsError {
+			m["success"] = false
+			m["error"] = "the primary answered isError"
+		}
+	}
+	return m, nil
+}
+
+// FlushTarget adapts a Primary for an outbox Flusher outside a running
+// edge (devbox-config edge flush).
+func FlushTarget(p *Primary) outbox.Primary { return primaryAdapter{p} }

@@ -1,0 +1,347 @@
+package outbox
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Primary is what the flusher sends to: a tool call returning the parsed
+// JSON of the result's text block. Errors: ErrUnauthorized, *RPCError, or
+// anything else (a transport failure: the call may or may not have landed).
+type Primary interface {
+	Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error)
+	Up() bool
+}
+
+// ErrUnauthorized is a 401/403 from the primary: stop and report.
+var ErrUnauthorized = errors.New("the primary refused the token")
+
+// RPCError is a JSON-RPC error answered by the primary.
+type RPCError struct {
+	Code    int
+	Message string
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
+
+// Flusher drains the outbox to the primary. Several processes may share
+// one palace; a lease in the database makes exactly one of them flush.
+type Flusher struct {
+	S       *Store
+	P       Primary
+	Log     *slog.Logger
+	Owner   string        // this process's lease name
+	Lease   time.Duration // default 10 s
+	MaxPerm int           // attempts with a permanent error before dead (default 5)
+	// BaseDelay and MaxDelay bound the persisted backoff (500 ms, 5 min).
+	BaseDelay, MaxDelay time.Duration
+	// Poll is how often a flusher re-checks the database for another
+	// process's enqueue (default 100 ms).
+	Poll time.Duration
+}
+
+type lease struct {
+	Owner   string `json:"owner"`
+	Expires int64  `json:"expires"`
+}
+
+func (f *Flusher) defaults() {
+	if f.Owner == "" {
+		b := make([]byte, 6)
+		crand.Read(b)
+		f.Owner = "edge-" + hex.EncodeToString(b)
+	}
+	if f.Lease == 0 {
+		f.Lease = 10 * time.Second
+	}
+	if f.MaxPerm == 0 {
+		f.MaxPerm = 5
+	}
+	if f.BaseDelay == 0 {
+		f.BaseDelay = 500 * time.Millisecond
+	}
+	if f.MaxDelay == 0 {
+		f.MaxDelay = 5 * time.Minute
+	}
+	if f.Poll == 0 {
+		f.Poll = 100 * time.Millisecond
+	}
+	if f.Log == nil {
+		f.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Run flushes until ctx ends.
+func (f *Flusher) Run(ctx context.Context) {
+	f.defaults()
+	defer f.release()
+	var lastVersion int64 = -1
+	for ctx.Err() == nil {
+		if !f.acquire(ctx) {
+			f.sleep(ctx, f.Lease/4)
+			continue
+		}
+		n, wait := f.drain(ctx)
+		if n > 0 {
+			continue
+		}
+		// Nothing sendable now: sleep until woken (an enqueue here, the
+		// primary coming back), a retry is due, or another process commits.
+		deadline := time.Now().Add(min(wait, f.Lease/3))
+		for ctx.Err() == nil && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.S.wake:
+				deadline = time.Now()
+			case <-time.After(f.Poll):
+				var v int64
+				if err := f.S.flushDB.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err == nil {
+					if lastVersion >= 0 && v != lastVersion {
+						deadline = time.Now()
+					}
+					lastVersion = v
+				}
+			}
+		}
+	}
+}
+
+// Drain sends everything sendable now and returns when the queue is empty
+// or the head cannot be sent (primary down, backoff). For `edge flush`.
+func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
+	f.defaults()
+	defer f.release()
+	for {
+		if !f.acquire(ctx) {
+			return sent, fmt.Errorf("another edge process is flushing this palace")
+		}
+		n, _ := f.drain(ctx)
+		sent += n
+		if n == 0 {
+			return sent, nil
+		}
+	}
+}
+
+func (f *Flusher) sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-f.S.wake:
+	case <-time.After(d):
+	}
+}
+
+// acquire takes or renews the flush lease.
+func (f *Flusher) acquire(ctx context.Context) bool {
+	now := f.S.now()
+	tx, err := f.S.flushDB.BeginTx(ctx, nil)
+	if err != nil {
+		return false
+	}
+	defer tx.Rollback()
+	var v string
+	err = tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='lease'`).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false
+	}
+	var l lease
+	json.Unmarshal([]byte(v), &l)
+	if l.Owner != "" && l.Owner != f.Owner && time.UnixMilli(l.Expires).After(now) {
+		return false
+	}
+	b, _ := json.Marshal(lease{Owner: f.Owner, Expires: now.Add(f.Lease).UnixMilli()})
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('lease', ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, string(b)); err != nil {
+		return false
+	}
+	return tx.Commit() == nil
+}
+
+func (f *Flusher) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	f.S.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key='lease' AND json_extract(value, '$.owner')=?`, f.Owner)
+}
+
+// drain sends ops in local_seq order, one at a time, and stops at the
+// first that cannot be sent so order holds. It returns how many reached a
+// final state and, when it stopped, how long until the head is due.
+func (f *Flusher) drain(ctx context.Context) (int, time.Duration) {
+	run := &flushRun{diarySuffixes: map[string]map[string]bool{}}
+	n := 0
+	renew := time.Now()
+	for ctx.Err() == nil {
+		if time.Since(renew) > f.Lease/3 {
+			if !f.acquire(ctx) {
+				return n, f.Lease / 4
+			}
+			renew = time.Now()
+		}
+		op, err := scanOp(f.S.flushDB.QueryRowContext(ctx, `SELECT `+opCols+` FROM ops WHERE state IN ('queued','inflight','dead') ORDER BY local_seq LIMIT 1`))
+		if errors.Is(err, sql.ErrNoRows) {
+			return n, time.Hour
+		}
+		if err != nil {
+			f.Log.Error("outbox read failed", "err", err)
+			return n, time.Second
+		}
+		if op.State == Dead {
+			// Order holds: a dead op blocks the ops after it until an
+			// operator retries or drops it (devbox-config edge outbox).
+			return n, time.Hour
+		}
+		if wait := time.Until(op.NextAttemptAt); wait > 0 {
+			return n, wait
+		}
+		if !f.P.Up() {
+			return n, time.Hour // the primary's recovery kicks us
+		}
+		ambiguous := op.State == Inflight || errorKind(op.Error) == kindAmbiguous
+		if _, err := f.S.flushDB.ExecContext(ctx, `UPDATE ops SET state='inflight', attempts=attempts+1 WHERE local_seq=?`, op.LocalSeq); err != nil {
+			return n, time.Second
+		}
+		op.Attempts++
+		res, err := f.send(ctx, run, op, ambiguous)
+		if ctx.Err() != nil {
+			return n, 0 // shutting down: the op stays inflight, ambiguous next time
+		}
+		if f.settle(ctx, op, res, err) {
+			n++
+			continue
+		}
+		return n, time.Until(f.nextAttempt(op))
+	}
+	return n, 0
+}
+
+const (
+	kindTransient = "transient"
+	kindAmbiguous = "ambiguous"
+	kindAuth      = "unauthorized"
+	kindPermanent = "permanent"
+)
+
+func errorKind(raw json.RawMessage) string {
+	var e struct {
+		Kind string `json:"kind"`
+	}
+	json.Unmarshal(raw, &e)
+	return e.Kind
+}
+
+// settle records the outcome; it reports whether the op is final.
+func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, err error) bool {
+	now := f.S.now()
+	kind, msg := classify(res, err)
+	if kind == "" {
+		rj, _ := json.Marshal(res)
+		f.S.flushDB.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=?, result_json=?, error_json=NULL WHERE local_seq=?`, now.UnixMilli(), string(rj), op.LocalSeq)
+		f.S.setMeta(ctx, f.S.flushDB, "last_flush", now.UTC().Format(time.RFC3339Nano))
+		f.S.notify(op.ID)
+		return true
+	}
+	ej, _ := json.Marshal(map[string]any{"kind": kind, "message": msg, "at": now.UTC(), "attempt": op.Attempts})
+	state := Queued
+	if kind == kindPermanent && op.Attempts >= f.MaxPerm {
+		state = Dead
+		f.Log.Error("outbox op is dead: the primary keeps refusing it; see devbox-config edge outbox list", "op", op.ID[:12], "tool", op.Tool, "err", msg)
+	} else if kind == kindAuth {
+		f.Log.Error("the primary refused the token; queued writes wait for a fixed MEMPALACE_REMOTE_TOKEN", "op", op.ID[:12])
+	} else {
+		f.Log.Debug("outbox op not sent; will retry", "op", op.ID[:12], "tool", op.Tool, "kind", kind, "err", msg)
+	}
+	next := now.Add(f.backoff(op.Attempts, kind))
+	f.S.flushDB.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=? WHERE local_seq=?`, state, string(ej), next.UnixMilli(), op.LocalSeq)
+	f.S.setMeta(ctx, f.S.flushDB, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), op.Tool, msg))
+	if state == Dead {
+		f.S.notify(op.ID)
+	}
+	return false
+}
+
+func (f *Flusher) nextAttempt(op Op) time.Time {
+	o, err := f.S.Get(context.Background(), op.LocalSeq)
+	if err != nil {
+		return time.Now().Add(time.Second)
+	}
+	return o.NextAttemptAt
+}
+
+// backoff is exponential with full jitter, capped, persisted by the caller.
+func (f *Flusher) backoff(attempts int, kind string) time.Duration {
+	if kind == kindAuth {
+		return f.MaxDelay
+	}
+	d := f.BaseDelay << min(attempts-1, 20)
+	if d > f.MaxDelay || d <= 0 {
+		d = f.MaxDelay
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// Resume clears the backoff of waiting ops (the primary is reachable
+// again) and wakes the flusher.
+func (s *Store) Resume(ctx context.Context) {
+	s.flushDB.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE state IN ('queued','inflight') AND (error_json IS NULL OR json_extract(error_json,'$.kind') IN ('transient','ambiguous'))`)
+	s.Kick()
+}
+
+// classify turns a send's outcome into "" (landed) or an error kind
+// (RFC 003 §7.6: a 200 with success:false must be read, not trusted).
+func classify(res map[string]any, err error) (kind, msg string) {
+	if err != nil {
+		var rpc *RPCError
+		switch {
+		case errors.Is(err, ErrUnauthorized):
+			return kindAuth, err.Error()
+		case errors.As(err, &rpc):
+			if rpc.Code <= -32000 && rpc.Code >= -32099 {
+				return kindTransient, rpc.Error() // gates: peer writer, integrity, read-only, diverged, stale library; internal
+			}
+			return kindPermanent, rpc.Error()
+		case errors.Is(err, errPermanent):
+			return kindPermanent, err.Error()
+		}
+		return kindAmbiguous, err.Error()
+	}
+	failed := res["success"] == false
+	errMsg, hasErr := res["error"]
+	if !failed && !hasErr {
+		return "", ""
+	}
+	m := fmt.Sprint(errMsg)
+	low := strings.ToLower(m)
+	for _, t := range []string{"another mine is in progress", "read-only", "read only", "lock", "busy", "temporar", "timeout", "try again"} {
+		if strings.Contains(low, t) {
+			return kindTransient, m
+		}
+	}
+	return kindPermanent, m
+}
+
+var errPermanent = errors.New("permanent")
+
+// flushRun caches what one drain learned about the primary.
+type flushRun struct {
+	diarySuffixes map[string]map[string]bool // wing -> sha256(entry)[:12] set
+}
+
+func args(op Op) (map[string]any, error) {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(op.Payload))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%w: payload is not a JSON object: %v", errPermanent, err)
+	}
+	return m, nil
+}

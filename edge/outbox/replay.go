@@ -1,0 +1,227 @@
+package outbox
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// send replays one op with the knowledge of what is safe to repeat for its
+// record type (RFC 001 §3, §4.4, §7.6; RFC 003 §7.1). ambiguous means an
+// earlier attempt may have landed without an answer.
+//
+//	add_drawer, checkpoint     resend (the server dedupes by content id)
+//	kg_add, open fact          resend (the server's open-fact guard)
+//	kg_add, closed fact        kg_query first; skip if (s,p,o,from,to) exists
+//	kg_invalidate/supersede    in order; "nothing open" or ambiguity -> confirm with kg_query
+//	diary_write                skip if the entry's sha256[:12] suffix is on the primary
+//	update_drawer              resend
+//	event_append, patch_submit after ambiguity: event_list for metadata.edge_op_id first
+//	event_ack                  after ambiguity: look for this sender's ack of the target
+func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool) (map[string]any, error) {
+	a, err := args(op)
+	if err != nil {
+		return nil, err
+	}
+	tool := strings.TrimPrefix(op.Tool, "mempalace_")
+	call := func(t string, x map[string]any) (map[string]any, error) { return f.P.Call(ctx, "mempalace_"+t, x) }
+	switch tool {
+	case "kg_add":
+		if str(a, "valid_to") != "" {
+			found, err := f.factExists(ctx, a, str(a, "object"), str(a, "valid_from"), str(a, "valid_to"))
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				return map[string]any{"success": true, "skipped": "an identical closed fact is already on the primary"}, nil
+			}
+		}
+	case "kg_invalidate", "kg_supersede":
+		if ambiguous {
+			if landed, err := f.closedAlready(ctx, tool, a); err != nil {
+				return nil, err
+			} else if landed {
+				return map[string]any{"success": true, "skipped": "confirmed on the primary"}, nil
+			}
+		}
+		res, err := call(tool, a)
+		if err == nil && res["success"] == false && strings.Contains(strings.ToLower(fmt.Sprint(res["error"])), "no open fact") {
+			if landed, cerr := f.closedAlready(ctx, tool, a); cerr == nil && landed {
+				return map[string]any{"success": true, "skipped": "nothing open to close; confirmed closed on the primary"}, nil
+			}
+		}
+		return res, err
+	case "diary_write":
+		wing := str(a, "wing")
+		if wing == "" {
+			wing = "wing_" + strings.ToLower(str(a, "agent_name"))
+		}
+		entry := str(a, "entry")
+		if entry == "" {
+			entry = str(a, "content")
+		}
+		suffixes, err := f.diarySuffixes(ctx, run, wing)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256([]byte(entry))
+		sfx := hex.EncodeToString(sum[:])[:12]
+		if suffixes[sfx] {
+			return map[string]any{"success": true, "skipped": "this diary entry is already on the primary"}, nil
+		}
+		res, err := call(tool, a)
+		if err == nil && res["success"] != false {
+			suffixes[sfx] = true
+		}
+		return res, err
+	case "event_append", "patch_submit", "task_create":
+		if ambiguous {
+			if ev, err := f.findStamped(ctx, op, a); err != nil {
+				return nil, err
+			} else if ev != nil {
+				return map[string]any{"success": true, "event": ev, "recovered": "found on the primary by edge_op_id"}, nil
+			}
+		}
+	case "event_ack":
+		if ambiguous {
+			if ev, err := f.findAck(ctx, op, a); err != nil {
+				return nil, err
+			} else if ev != nil {
+				return map[string]any{"success": true, "event": ev, "recovered": "ack found on the primary"}, nil
+			}
+		}
+	}
+	return call(tool, a)
+}
+
+func str(m map[string]any, k string) string {
+	s, _ := m[k].(string)
+	return s
+}
+
+// factExists looks for a fact (subject, predicate, object, from, to) on
+// the primary; to == "" matches only an open fact.
+func (f *Flusher) factExists(ctx context.Context, a map[string]any, object, from, to string) (bool, error) {
+	res, err := f.P.Call(ctx, "mempalace_kg_query", map[string]any{"entity": str(a, "subject"), "direction": "outgoing"})
+	if err != nil {
+		return false, err
+	}
+	facts, _ := res["facts"].([]any)
+	for _, x := range facts {
+		fm, _ := x.(map[string]any)
+		if fm["subject"] == str(a, "subject") && fm["predicate"] == str(a, "predicate") && fm["object"] == object &&
+			strOrEmpty(fm["valid_from"]) == from && strOrEmpty(fm["valid_to"]) == to {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// closedAlready confirms on the primary that an invalidate or supersede
+// took effect: the old fact is closed and nothing identical is still open
+// (for supersede, the new fact is open).
+func (f *Flusher) closedAlready(ctx context.Context, tool string, a map[string]any) (bool, error) {
+	res, err := f.P.Call(ctx, "mempalace_kg_query", map[string]any{"entity": str(a, "subject"), "direction": "outgoing"})
+	if err != nil {
+		return false, err
+	}
+	old := str(a, "object")
+	if tool == "kg_supersede" {
+		old = str(a, "old_object")
+	}
+	closed, open, newOpen := false, false, false
+	facts, _ := res["facts"].([]any)
+	for _, x := range facts {
+		fm, _ := x.(map[string]any)
+		if fm["subject"] != str(a, "subject") || fm["predicate"] != str(a, "predicate") {
+			continue
+		}
+		switch fm["object"] {
+		case old:
+			if strOrEmpty(fm["valid_to"]) == "" {
+				open = true
+			} else {
+				closed = true
+			}
+		case str(a, "new_object"):
+			if tool == "kg_supersede" && strOrEmpty(fm["valid_to"]) == "" {
+				newOpen = true
+			}
+		}
+	}
+	if tool == "kg_supersede" {
+		return closed && !open && newOpen, nil
+	}
+	return closed && !open, nil
+}
+
+func strOrEmpty(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// diarySuffixes lists the primary's diary drawers of a wing once per flush
+// run and collects their sha256(entry)[:12] id suffixes (RFC 001 §7.6).
+func (f *Flusher) diarySuffixes(ctx context.Context, run *flushRun, wing string) (map[string]bool, error) {
+	if s, ok := run.diarySuffixes[wing]; ok {
+		return s, nil
+	}
+	set := map[string]bool{}
+	for offset := 0; ; offset += 100 {
+		res, err := f.P.Call(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": offset})
+		if err != nil {
+			return nil, err
+		}
+		drawers, _ := res["drawers"].([]any)
+		for _, x := range drawers {
+			d, _ := x.(map[string]any)
+			id := fmt.Sprint(d["drawer_id"])
+			if i := strings.LastIndex(id, "_"); i >= 0 && len(id)-i-1 == 12 {
+				set[id[i+1:]] = true
+			}
+		}
+		total, _ := res["total"].(float64)
+		if len(drawers) == 0 || float64(offset+len(drawers)) >= total {
+			break
+		}
+	}
+	run.diarySuffixes[wing] = set
+	return set, nil
+}
+
+// findStamped looks for the event this op appended, by its edge_op_id, in
+// the recent window of the op's stream and sender.
+func (f *Flusher) findStamped(ctx context.Context, op Op, a map[string]any) (map[string]any, error) {
+	return f.findEvent(ctx, op, map[string]any{"stream": str(a, "stream"), "from_agent": str(a, "from_agent")}, func(ev map[string]any) bool {
+		meta, _ := ev["metadata"].(map[string]any)
+		return meta != nil && meta["edge_op_id"] == op.ID
+	})
+}
+
+// findAck looks for an event.ack from this sender for the same target.
+func (f *Flusher) findAck(ctx context.Context, op Op, a map[string]any) (map[string]any, error) {
+	return f.findEvent(ctx, op, map[string]any{"type": "event.ack", "from_agent": str(a, "from_agent")}, func(ev map[string]any) bool {
+		meta, _ := ev["metadata"].(map[string]any)
+		return meta != nil && meta["ack_of"] == str(a, "event_id")
+	})
+}
+
+func (f *Flusher) findEvent(ctx context.Context, op Op, filter map[string]any, match func(map[string]any) bool) (map[string]any, error) {
+	// The primary stamps created_at itself; allow for clock skew.
+	filter["since_created_at"] = op.CreatedAt.Add(-15 * time.Minute).UTC().Format("2006-01-02T15:04:05Z")
+	filter["limit"] = 500
+	res, err := f.P.Call(ctx, "mempalace_event_list", filter)
+	if err != nil {
+		return nil, err
+	}
+	evs, _ := res["events"].([]any)
+	for _, x := range evs {
+		if ev, _ := x.(map[string]any); ev != nil && match(ev) {
+			return ev, nil
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,103 @@
+package edge
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Policy is <palace>/edge/policy.json: which wings replicate to the primary
+// (RFC 001 §5). Everything is replicated except what the file marks local;
+// drawers from mine never enter the outbox anyway (mine is local-only).
+//
+//	{
+//	  "version": 1,
+//	  "wings": {
+//	    "workspace": {"replicate": "local"},
+//	    "wing_private_*": {"replicate": "local"}
+//	  },
+//	  "kg": {"replicate": "replicated"}
+//	}
+//
+// Keys of "wings" are path.Match globs; the most specific (longest) match
+// wins. Each rule is an object so that a wing can later name its own
+// primary ("target", RFC 001 §9.7) without breaking existing files.
+type Policy struct {
+	Version int             `json:"version"`
+	Wings   map[string]Rule `json:"wings"`
+	KG      *Rule           `json:"kg,omitempty"`
+}
+
+// Rule is one wing's policy.
+type Rule struct {
+	Replicate string `json:"replicate"` // "replicated" or "local"
+	// Target is reserved for per-wing primaries; it must be empty for now.
+	Target string `json:"target,omitempty"`
+}
+
+// PolicyFile is the policy's name inside <palace>/edge.
+const PolicyFile = "policy.json"
+
+// LoadPolicy reads the policy; a missing file is "replicate everything".
+// Errors name the file and the field.
+func LoadPolicy(dir string) (*Policy, error) {
+	p := &Policy{Version: 1, Wings: map[string]Rule{}}
+	file := filepath.Join(dir, PolicyFile)
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(p); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if p.Version != 1 {
+		return nil, fmt.Errorf("%s: version: %d is not supported (want 1)", file, p.Version)
+	}
+	check := func(field string, r Rule) error {
+		if r.Replicate != "replicated" && r.Replicate != "local" {
+			return fmt.Errorf("%s: %s.replicate: %q must be \"replicated\" or \"local\"", file, field, r.Replicate)
+		}
+		if r.Target != "" {
+			return fmt.Errorf("%s: %s.target: per-wing primaries are not supported yet; leave it out", file, field)
+		}
+		return nil
+	}
+	for glob, r := range p.Wings {
+		if _, err := path.Match(glob, "x"); err != nil {
+			return nil, fmt.Errorf("%s: wings[%q]: bad glob: %v", file, glob, err)
+		}
+		if err := check(fmt.Sprintf("wings[%q]", glob), r); err != nil {
+			return nil, err
+		}
+	}
+	if p.KG != nil {
+		if err := check("kg", *p.KG); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Replicated reports whether writes to wing go to the primary.
+func (p *Policy) Replicated(wing string) bool {
+	best, bestLen := "replicated", -1
+	for glob, r := range p.Wings {
+		if ok, _ := path.Match(glob, wing); ok && len(glob) > bestLen {
+			best, bestLen = r.Replicate, len(glob)
+		}
+	}
+	return best == "replicated"
+}
+
+// KGReplicated reports whether knowledge-graph writes go to the primary.
+func (p *Policy) KGReplicated() bool { return p.KG == nil || p.KG.Replicate == "replicated" }

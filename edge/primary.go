@@ -1,0 +1,361 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrPrimaryDown is returned at once, without touching the network, while
+// the circuit breaker is open.
+var ErrPrimaryDown = errors.New("primary unreachable")
+
+// ErrUnauthorized means the primary refused the token (401/403): a
+// configuration problem, not an outage.
+var ErrUnauthorized = errors.New("primary refused the token (401/403): check MEMPALACE_REMOTE_TOKEN")
+
+// Primary supervises the connection to the primary palace: one MCP session
+// over Streamable HTTP (upstream's POST-only JSON server and compliant
+// session-issuing servers alike), re-initialized single-flight when a
+// session expires, every call bounded by a timeout, and a circuit breaker
+// that answers at once while the primary is down and probes /healthz to
+// close again.
+type Primary struct {
+	endpoint string
+	token    func() string
+	timeout  time.Duration
+	log      *slog.Logger
+	httpc    *http.Client
+	client   *mcp.Client
+	onUp     func()
+	onTools  func([]*mcp.Tool)
+
+	mu         sync.Mutex
+	session    *mcp.ClientSession
+	connecting chan struct{} // non-nil while a connect is in flight
+	down       bool
+	unauth     bool
+	lastErr    error
+	probing    bool
+	lastStatus atomic.Int32 // last HTTP status seen
+	closed     chan struct{}
+}
+
+// PrimaryOptions tune a Primary.
+type PrimaryOptions struct {
+	Timeout time.Duration
+	OnUp    func()                 // called when the breaker closes
+	OnTools func(tools []*mcp.Tool) // the primary's tool list after each connect
+}
+
+// NewPrimary prepares a supervisor for endpoint. token is called for every
+// request, so a rotated MEMPALACE_REMOTE_TOKEN is picked up.
+func NewPrimary(endpoint string, token func() string, log *slog.Logger, o PrimaryOptions) *Primary {
+	p := &Primary{endpoint: endpoint, token: token, timeout: o.Timeout, log: log, onUp: o.OnUp, onTools: o.OnTools, closed: make(chan struct{})}
+	if p.timeout <= 0 {
+		p.timeout = 10 * time.Second
+	}
+	p.httpc = &http.Client{Transport: &bearer{p: p, next: http.DefaultTransport}}
+	p.client = mcp.NewClient(&mcp.Implementation{Name: "devbox-config-edge", Version: Version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	return p
+}
+
+// bearer adds the token to every request (POST, GET and DELETE alike) and
+// remembers the status, so 401/403 can be told from an outage.
+type bearer struct {
+	p    *Primary
+	next http.RoundTripper
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if tok := b.p.token(); tok != "" {
+		r.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := b.next.RoundTrip(r)
+	if err == nil {
+		b.p.lastStatus.Store(int32(resp.StatusCode))
+	}
+	return resp, err
+}
+
+// Up reports whether calls are attempted (the breaker is closed).
+func (p *Primary) Up() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.down
+}
+
+// State describes the breaker for status output: "up", "down: …" or
+// "unauthorized".
+func (p *Primary) State() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.unauth:
+		return "unauthorized"
+	case p.down:
+		return fmt.Sprintf("down: %v", p.lastErr)
+	}
+	return "up"
+}
+
+// Close ends the session and the prober.
+func (p *Primary) Close() {
+	p.mu.Lock()
+	s := p.session
+	p.session = nil
+	select {
+	case <-p.closed:
+	default:
+		close(p.closed)
+	}
+	p.mu.Unlock()
+	if s != nil {
+		s.Close()
+	}
+}
+
+// Call runs a tool on the primary. While the breaker is open it fails at
+// once with ErrPrimaryDown. A JSON-RPC error from the primary is returned
+// as it is (the primary is up); a transport failure opens the breaker. An
+// expired session is re-initialized and, if retry, the call is sent once
+// more (reads; writes go through the outbox, which knows what is safe).
+func (p *Primary) Call(ctx context.Context, params *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	return p.CallLong(ctx, params, retry)
+}
+
+// CallLong is Call bounded by ctx's own deadline instead of the call
+// timeout (event_wait long-polls for up to five minutes).
+func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	if !p.Up() {
+		return nil, p.downErr()
+	}
+	for attempt := 0; ; attempt++ {
+		s, err := p.sessionFor(ctx)
+		if err != nil {
+			return nil, p.fail(err)
+		}
+		res, err := s.CallTool(ctx, params)
+		if err == nil {
+			return res, nil
+		}
+		var rpcErr *jsonrpc.Error
+		if errors.As(err, &rpcErr) && !errors.Is(err, mcp.ErrSessionMissing) {
+			return nil, err
+		}
+		if errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, mcp.ErrConnectionClosed) {
+			p.drop(s)
+			if retry && attempt == 0 {
+				continue
+			}
+		}
+		return nil, p.fail(err)
+	}
+}
+
+// sessionFor returns the live session, connecting single-flight if needed.
+func (p *Primary) sessionFor(ctx context.Context) (*mcp.ClientSession, error) {
+	for {
+		p.mu.Lock()
+		if p.session != nil {
+			s := p.session
+			p.mu.Unlock()
+			return s, nil
+		}
+		if p.connecting != nil {
+			wait := p.connecting
+			p.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		p.connecting = done
+		p.mu.Unlock()
+
+		s, err := p.client.Connect(ctx, &mcp.StreamableClientTransport{
+			Endpoint: p.endpoint, HTTPClient: p.httpc, MaxRetries: -1,
+			// MemPalace sends nothing unprompted; upstream answers GET /mcp
+			// with 404. Not opening the stream avoids both.
+			DisableStandaloneSSE: true,
+		}, nil)
+		p.mu.Lock()
+		p.connecting = nil
+		if err == nil {
+			p.session = s
+		}
+		close(done)
+		p.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		go p.listTools(s)
+		return s, nil
+	}
+}
+
+func (p *Primary) listTools(s *mcp.ClientSession) {
+	if p.onTools == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	defer cancel()
+	var tools []*mcp.Tool
+	for t, err := range s.Tools(ctx, nil) {
+		if err != nil {
+			return
+		}
+		tools = append(tools, t)
+	}
+	p.onTools(tools)
+}
+
+// drop forgets a session that failed (only if it is still the current one).
+func (p *Primary) drop(s *mcp.ClientSession) {
+	p.mu.Lock()
+	if p.session == s {
+		p.session = nil
+	}
+	p.mu.Unlock()
+	go s.Close()
+}
+
+// fail opens the breaker for a transport failure and starts the prober.
+func (p *Primary) fail(err error) error {
+	unauth := false
+	if st := p.lastStatus.Load(); st == http.StatusUnauthorized || st == http.StatusForbidden {
+		unauth = true
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	p.mu.Lock()
+	wasDown := p.down
+	p.down, p.unauth, p.lastErr = true, unauth, err
+	if p.session != nil {
+		go p.session.Close()
+		p.session = nil
+	}
+	start := !p.probing
+	p.probing = true
+	p.mu.Unlock()
+	if !wasDown {
+		if unauth {
+			p.log.Error("the primary refused the token; writes stay queued until MEMPALACE_REMOTE_TOKEN is fixed", "url", redact(p.endpoint))
+		} else {
+			p.log.Warn("primary unreachable; answering from the local palace", "url", redact(p.endpoint), "err", err)
+		}
+	}
+	if start {
+		go p.probe()
+	}
+	if unauth {
+		return fmt.Errorf("%w", ErrUnauthorized)
+	}
+	return fmt.Errorf("%w: %v", ErrPrimaryDown, err)
+}
+
+func (p *Primary) downErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.unauth {
+		return ErrUnauthorized
+	}
+	return fmt.Errorf("%w: %v", ErrPrimaryDown, p.lastErr)
+}
+
+// probe polls /healthz with jittered backoff (0.25 s to 30 s) and, when it
+// answers, opens a session; success closes the breaker.
+func (p *Primary) probe() {
+	wait := 250 * time.Millisecond
+	for {
+		select {
+		case <-p.closed:
+			return
+		case <-time.After(wait/2 + time.Duration(rand.Int64N(int64(wait/2)+1))):
+		}
+		if p.tryUp() {
+			p.mu.Lock()
+			p.down, p.unauth, p.lastErr, p.probing = false, false, nil, false
+			p.mu.Unlock()
+			p.log.Info("primary reachable again", "url", redact(p.endpoint))
+			if p.onUp != nil {
+				p.onUp()
+			}
+			return
+		}
+		wait = min(wait*2, 30*time.Second)
+	}
+}
+
+func (p *Primary) tryUp() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), min(p.timeout, 5*time.Second))
+	defer cancel()
+	if h := healthzURL(p.endpoint); h != "" {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h, nil)
+		resp, err := p.httpc.Do(req)
+		if err != nil {
+			return false
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1024))
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			return false
+		}
+	}
+	// /healthz answered (or is not routed here): a real handshake decides,
+	// which also proves the token.
+	p.lastStatus.Store(0)
+	s, err := p.sessionFor(ctx)
+	if err != nil {
+		return false
+	}
+	if err := s.Ping(ctx, nil); err != nil {
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) {
+			p.drop(s)
+			return false
+		}
+	}
+	return true
+}
+
+// Kick makes the prober try now (used after a failed flush shows the
+// primary might be back, and by tests).
+func (p *Primary) Probe() bool { return p.tryUp() }
+
+func healthzURL(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return ""
+	}
+	u.Path, u.RawQuery, u.Fragment = "/healthz", "", ""
+	return u.String()
+}
+
+// redact drops credentials and the query from a URL for logs.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable url)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
