@@ -55,7 +55,7 @@ type Primary struct {
 // PrimaryOptions tune a Primary.
 type PrimaryOptions struct {
 	Timeout time.Duration
-	OnUp    func()                 // called when the breaker closes
+	OnUp    func()                  // called when the breaker closes
 	OnTools func(tools []*mcp.Tool) // the primary's tool list after each connect
 }
 

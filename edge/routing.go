@@ -66,4 +66,6 @@ func Route(tool string) Class {
 var coordinationWrites = map[string]bool{"event_append": true, "event_ack": true, "artifact_put": true, "patch_submit": true, "task_create": true}
 
 // IsCoordinationWrite reports whether a coordination tool writes.
-func IsCoordinationWrite(tool string) bool { return coordinationWrites[strings.TrimPrefix(tool, "mempalace_")] }
+func IsCoordinationWrite(tool string) bool {
+	return coordinationWrites[strings.TrimPrefix(tool, "mempalace_")]
+}

@@ -37,16 +37,21 @@ func TestOpencodeLoadsEveryRung(t *testing.T) {
 
 	file := filepath.Join(h.Dir, ".config", "opencode", "opencode.jsonc")
 	rungs := []struct {
-		name    string
-		env     map[string]string
-		check   func(entry map[string]any) bool
-		status  string
+		name   string
+		env    map[string]string
+		check  func(entry map[string]any) bool
+		status string
 	}{
 		{"solitary", nil, func(e map[string]any) bool { return e["type"] == "local" && e["command"].([]any)[0] == "mempalace-mcp" }, "connected"},
 		{"remote", map[string]string{"MEMPALACE_REMOTE_URL": srv.URL(), "MEMPALACE_REMOTE_TOKEN": token},
-			func(e map[string]any) bool { return e["type"] == "remote" && e["url"] == srv.URL() && e["oauth"] == false }, "connected"},
+			func(e map[string]any) bool {
+				return e["type"] == "remote" && e["url"] == srv.URL() && e["oauth"] == false
+			}, "connected"},
 		{"edge", map[string]string{"MEMPALACE_REMOTE_URL": srv.URL(), "MEMPALACE_REMOTE_TOKEN": token, "MEMPALACE_EDGE": "1"},
-			func(e map[string]any) bool { c := e["command"].([]any); return e["type"] == "local" && c[0] == "devbox-config" && c[1] == "edge" }, ""},
+			func(e map[string]any) bool {
+				c := e["command"].([]any)
+				return e["type"] == "local" && c[0] == "devbox-config" && c[1] == "edge"
+			}, ""},
 	}
 	for _, r := range rungs {
 		t.Run(r.name, func(t *testing.T) {
