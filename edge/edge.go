@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
@@ -40,6 +39,7 @@ type Edge struct {
 	primaryTools map[string]*mcp.Tool
 	toolsReady   chan struct{}
 	readyOnce    sync.Once
+	childListed  bool // the child's tool list is known (live or cached)
 	agent        *mcp.ServerSession
 	mismatch     string // embedder canary: why merging stopped ("" = fine)
 }
@@ -87,7 +87,8 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	wg.Add(1)
 	go func() { defer wg.Done(); e.child.Run(ctx) }()
 
-	ss, err := e.server.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: out}, nil)
+	sw := &syncWriter{w: out}
+	ss, err := e.server.Connect(ctx, &mcp.IOTransport{Reader: guardInput(in, sw, e.log), Writer: sw, MaxLineLength: MaxMessage + 1}, nil)
 	if err != nil {
 		cancel()
 		wg.Wait()
@@ -189,6 +190,11 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 		} else {
 			e.childTools[t.Name] = t
 		}
+	}
+	if !fromPrimary {
+		e.childListed = true
+	}
+	for _, t := range tools {
 		if !e.registered[t.Name] {
 			if st := sanitizeTool(t); st != nil {
 				e.registered[t.Name] = true
@@ -282,11 +288,14 @@ func (e *Edge) hasChildTool(name string) bool {
 	return e.childTools[name] != nil
 }
 
-func (e *Edge) hasPrimaryTool(name string) bool {
+// primaryOnlyTool reports a tool the primary has and the local palace
+// does not (a newer primary). Until the child's list is known, no tool is
+// judged primary-only.
+func (e *Edge) primaryOnlyTool(name string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	_, ok := e.primaryTools[name]
-	return ok
+	_, onPrimary := e.primaryTools[name]
+	return onPrimary && e.childListed && e.childTools[name] == nil
 }
 
 // ---- calls ----
@@ -299,7 +308,7 @@ func (e *Edge) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	if e.cfg.PassThrough() {
 		return e.local(ctx, p)
 	}
-	if !e.hasChildTool(name) && e.hasPrimaryTool(name) {
+	if e.primaryOnlyTool(name) {
 		return e.primaryOnly(ctx, p, "a tool only the primary has")
 	}
 	switch Route(name) {
@@ -340,8 +349,7 @@ func rawArgs(a json.RawMessage) json.RawMessage {
 func (e *Edge) local(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	res, err := e.child.Call(ctx, p)
 	if err != nil {
-		var rpcErr *jsonrpc.Error
-		if errors.As(err, &rpcErr) {
+		if rpcErr := peerError(err); rpcErr != nil {
 			return nil, rpcErr
 		}
 		return errorResult(fmt.Sprintf("local palace unavailable: %v", err), map[string]any{"local": "down"}), nil
@@ -356,8 +364,7 @@ func (e *Edge) primaryOnly(ctx context.Context, p *mcp.CallToolParams, why strin
 	}
 	res, err := e.callPrimary(ctx, p, true)
 	if err != nil {
-		var rpcErr *jsonrpc.Error
-		if errors.As(err, &rpcErr) {
+		if rpcErr := peerError(err); rpcErr != nil {
 			return nil, rpcErr
 		}
 		return errorResult(fmt.Sprintf("the primary is unreachable (%s): %v", why, err), map[string]any{"primary": e.primary.State()}), nil
@@ -389,8 +396,7 @@ func (e *Edge) primaryFirst(ctx context.Context, p *mcp.CallToolParams) (*mcp.Ca
 	if err == nil {
 		return annotate(res, map[string]any{"source": "primary"}, false), nil
 	}
-	var rpcErr *jsonrpc.Error
-	if errors.As(err, &rpcErr) {
+	if rpcErr := peerError(err); rpcErr != nil {
 		return nil, rpcErr
 	}
 	local, lerr := e.local(ctx, p)
@@ -650,11 +656,10 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args map[string]a
 	b, _ := json.Marshal(args)
 	res, err := a.p.Call(ctx, &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)}, false)
 	if err != nil {
-		var rpcErr *jsonrpc.Error
-		switch {
-		case errors.Is(err, ErrUnauthorized):
+		if errors.Is(err, ErrUnauthorized) {
 			return nil, outbox.ErrUnauthorized
-		case errors.As(err, &rpcErr):
+		}
+		if rpcErr := peerError(err); rpcErr != nil {
 			return nil, &outbox.RPCError{Code: int(rpcErr.Code), Message: rpcErr.Message}
 		}
 		return nil, err

@@ -153,8 +153,7 @@ func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retr
 		if err == nil {
 			return res, nil
 		}
-		var rpcErr *jsonrpc.Error
-		if errors.As(err, &rpcErr) && !errors.Is(err, mcp.ErrSessionMissing) {
+		if peerError(err) != nil {
 			return nil, err
 		}
 		if errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, mcp.ErrConnectionClosed) {
@@ -328,8 +327,7 @@ func (p *Primary) tryUp() bool {
 		return false
 	}
 	if err := s.Ping(ctx, nil); err != nil {
-		var rpcErr *jsonrpc.Error
-		if !errors.As(err, &rpcErr) {
+		if peerError(err) == nil {
 			p.drop(s)
 			return false
 		}
@@ -358,4 +356,19 @@ func redact(raw string) string {
 	}
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
+}
+
+// sdkSentinels are the messages of go-sdk's own transport errors, which it
+// reports as JSON-RPC errors with codes -32001…-32005, the same codes
+// MemPalace's gates use. A peer's real answer never has these messages.
+var sdkSentinels = map[string]bool{"rejected by transport": true, "server is closing": true, "client is closing": true, "unknown error": true, "internal error": true}
+
+// peerError returns the JSON-RPC error a peer actually answered, or nil for
+// a transport failure (however the SDK dressed it).
+func peerError(err error) *jsonrpc.Error {
+	var e *jsonrpc.Error
+	if err == nil || !errors.As(err, &e) || sdkSentinels[e.Message] || errors.Is(err, mcp.ErrSessionMissing) {
+		return nil
+	}
+	return e
 }

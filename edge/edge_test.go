@@ -1,0 +1,419 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+const testToken = "tok-SECRET-edge-test"
+
+type harness struct {
+	t       *testing.T
+	palace  string
+	primary *fakepalace.Palace
+	srv     *fakepalace.HTTPServer
+	edge    *Edge
+	s       *mcp.ClientSession
+	logs    *syncBuffer
+}
+
+type harnessOpts struct {
+	passThrough bool
+	session     bool
+	embedder    string
+	childEnv    []string
+	policy      string
+	device      string
+	palace      string // use this palace directory (default: a new one)
+	timeout     time.Duration
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func start(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	h := &harness{t: t, palace: filepath.Join(t.TempDir(), "palace"), logs: &syncBuffer{}}
+	if o.palace != "" {
+		h.palace = o.palace
+	}
+	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg := Config{
+		Token: func() string { return testToken }, Child: []string{child},
+		ChildEnv: append(append(os.Environ(), "MEMPALACE_PALACE_PATH="+h.palace), o.childEnv...),
+		Palace:   h.palace, Agent: "opencode", OriginDevice: o.device, CallTimeout: 3 * time.Second, Log: log,
+	}
+	if o.timeout > 0 {
+		cfg.CallTimeout = o.timeout
+	}
+	if !o.passThrough {
+		var err error
+		h.primary, err = fakepalace.New(fakepalace.Options{Dir: t.TempDir(), Embedder: o.embedder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.srv = h.primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken, SessionMode: o.session})
+		if err := h.srv.Start("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.srv.Stop)
+		cfg.PrimaryURL = h.srv.URL()
+	}
+	if o.policy != "" {
+		os.MkdirAll(filepath.Join(h.palace, "edge"), 0o700)
+		os.WriteFile(filepath.Join(h.palace, "edge", PolicyFile), []byte(o.policy), 0o600)
+	}
+	h.edge = New(cfg)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.edge.Serve(ctx, inR, outW); outW.Close(); close(done) }()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s = s
+	t.Cleanup(func() {
+		s.Close()
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("edge did not stop")
+		}
+		if strings.Contains(h.logs.String(), testToken) {
+			t.Error("the token appears in the edge's log")
+		}
+	})
+	return h
+}
+
+// call runs a tool through the edge and decodes the text block.
+func (h *harness) call(name string, args map[string]any) (map[string]any, *mcp.CallToolResult) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := h.s.CallTool(ctx, &mcp.CallToolParams{Name: "mempalace_" + name, Arguments: args})
+	if err != nil {
+		h.t.Fatalf("%s: %v", name, err)
+	}
+	var m map[string]any
+	if len(res.Content) > 0 {
+		json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &m)
+	}
+	return m, res
+}
+
+// onPrimary calls the primary directly, as another device would.
+func (h *harness) onPrimary(name string, args map[string]any) map[string]any {
+	h.t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + name, "arguments": args}})
+	req, _ := http.NewRequest("POST", h.srv.URL(), bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Result struct {
+			Content []struct{ Text string }
+		}
+	}
+	json.NewDecoder(resp.Body).Decode(&r)
+	var m map[string]any
+	json.Unmarshal([]byte(r.Result.Content[0].Text), &m)
+	return m
+}
+
+func (h *harness) localState() *fakepalace.State {
+	st, err := fakepalace.ReadDump(h.palace)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+// eventually polls cond for up to 10 s (replication is asynchronous).
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s\nlog:\n%s", what, h.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func countContent(st *fakepalace.State, content string) int {
+	n := 0
+	for _, d := range st.Drawers {
+		if d.Content == content {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRoutingTable(t *testing.T) {
+	h := start(t, harnessOpts{policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`, device: "dev-7f3a"})
+
+	// write: local first, replicated, stamped on the primary only
+	r, _ := h.call("add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": "we chose sqlite for the outbox"})
+	if r["success"] != true || r["edge"].(map[string]any)["replication"] != "queued" {
+		t.Fatalf("add_drawer: %v", r)
+	}
+	if countContent(h.localState(), "we chose sqlite for the outbox") != 1 {
+		t.Fatal("write did not land locally")
+	}
+	h.eventually("the write on the primary", func() bool { return countContent(h.primary.Dump(), "we chose sqlite for the outbox") == 1 })
+	for _, d := range h.primary.Dump().Drawers {
+		if d.AddedBy != "opencode/-/dev-7f3a" {
+			t.Errorf("primary stamp %q", d.AddedBy)
+		}
+	}
+	for _, d := range h.localState().Drawers {
+		if d.AddedBy != "mcp" {
+			t.Errorf("the local palace was stamped: %q", d.AddedBy)
+		}
+	}
+
+	// write to a local wing: never leaves the device
+	r, _ = h.call("add_drawer", map[string]any{"wing": "private", "room": "notes", "content": "my private outbox thoughts"})
+	if !strings.Contains(fmt.Sprint(r["edge"]), "local only") {
+		t.Fatalf("local wing: %v", r)
+	}
+	// a drawer only the primary has (another device wrote it)
+	h.onPrimary("add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": "the outbox flushes in order"})
+
+	// merged read: union, dedupe by drawer_id, sorted by distance, tagged
+	r, _ = h.call("search", map[string]any{"query": "outbox", "limit": 10})
+	hits := r["results"].([]any)
+	origins := map[string]string{}
+	last := -1.0
+	for _, x := range hits {
+		hm := x.(map[string]any)
+		origins[hm["text"].(string)] = hm["origin"].(string)
+		if d := hm["distance"].(float64); d < last {
+			t.Errorf("not sorted by distance: %v", hits)
+		} else {
+			last = d
+		}
+	}
+	want := map[string]string{"we chose sqlite for the outbox": "both", "my private outbox thoughts": "local", "the outbox flushes in order": "primary"}
+	for text, o := range want {
+		if origins[text] != o {
+			t.Errorf("hit %q origin %q, want %q (all: %v)", text, origins[text], o, origins)
+		}
+	}
+	if len(hits) != 3 || r["degraded"] != nil {
+		t.Fatalf("merged search: %v", r)
+	}
+	if r, _ := h.call("search", map[string]any{"query": "outbox", "limit": 2}); len(r["results"].([]any)) != 2 {
+		t.Fatalf("limit not applied to the merged list: %v", r)
+	}
+
+	// primary first: a fact only the primary has
+	h.onPrimary("kg_add", map[string]any{"subject": "fleet", "predicate": "uses", "object": "edge"})
+	if r, _ := h.call("kg_query", map[string]any{"entity": "fleet"}); r["count"] != 1.0 || r["edge"].(map[string]any)["source"] != "primary" {
+		t.Fatalf("kg_query: %v", r)
+	}
+
+	// by id: not here, so from the primary
+	id := DrawerIDFor("shared", "notes", "the outbox flushes in order")
+	if r, _ := h.call("get_drawer", map[string]any{"drawer_id": id}); r["content"] != "the outbox flushes in order" {
+		t.Fatalf("get_drawer: %v", r)
+	}
+
+	// local only: never proxied
+	for _, tool := range []string{"sync", "mine", "reconnect", "hook_settings"} {
+		args := map[string]any{}
+		if tool == "mine" {
+			args["source"] = "/workspace"
+		}
+		h.call(tool, args)
+		if n := h.primary.Calls("mempalace_" + tool); n != 0 {
+			t.Errorf("%s reached the primary %d times", tool, n)
+		}
+	}
+	h.call("delete_drawer", map[string]any{"drawer_id": DrawerIDFor("shared", "notes", "we chose sqlite for the outbox")})
+	if h.primary.Calls("mempalace_delete_drawer") != 0 || countContent(h.primary.Dump(), "we chose sqlite for the outbox") != 1 {
+		t.Fatal("a delete reached the primary")
+	}
+
+	// coordination: the primary's log only, with the primary's own event id
+	r, _ = h.call("event_append", map[string]any{"type": "task.request", "stream": "s", "room": "r", "from_agent": "opencode@laptop", "to_agent": "pi@desk"})
+	ev, _ := r["event"].(map[string]any)
+	if r["success"] != true || !strings.HasPrefix(fmt.Sprint(ev["id"]), "evt_") {
+		t.Fatalf("event_append: %v", r)
+	}
+	if len(h.localState().Events) != 0 || len(h.primary.Dump().Events) != 1 {
+		t.Fatal("a coordination write touched the local log, or did not reach the primary once")
+	}
+	if r, _ := h.call("event_list", map[string]any{"to_agent": "pi@desk"}); r["count"] != 1.0 {
+		t.Fatalf("event_list: %v", r)
+	}
+}
+
+// DrawerIDFor is the drawer id MemPalace gives add_drawer content.
+func DrawerIDFor(wing, room, content string) string { return fakepalace.DrawerID(wing, room, content) }
+
+func TestPrimaryDownDegradesThenRecovers(t *testing.T) {
+	h := start(t, harnessOpts{timeout: 5 * time.Second})
+	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "written while online"})
+	h.eventually("replication", func() bool { return countContent(h.primary.Dump(), "written while online") == 1 })
+	tools, _ := h.s.ListTools(context.Background(), nil)
+
+	h.srv.Stop()
+	r, _ := h.call("search", map[string]any{"query": "online"})
+	if r["degraded"] != true || len(r["results"].([]any)) != 1 {
+		t.Fatalf("search with the primary down: %v", r)
+	}
+	// The breaker is open now: the next read does not pay the timeout.
+	begin := time.Now()
+	r, _ = h.call("kg_stats", nil)
+	if took := time.Since(begin); took > 2*time.Second || r["degraded"] != true {
+		t.Fatalf("read with the breaker open took %v: %v", took, r)
+	}
+	r, _ = h.call("diary_write", map[string]any{"agent_name": "opencode", "entry": "offline, still writing"})
+	if r["success"] != true || r["edge"].(map[string]any)["replication"] != "queued" {
+		t.Fatalf("offline write: %v", r)
+	}
+	r, _ = h.call("event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "opencode@laptop"})
+	if r["queued"] != true {
+		t.Fatalf("offline coordination write: %v", r)
+	}
+	if r, res := h.call("event_list", map[string]any{}); !res.IsError || !strings.Contains(fmt.Sprint(r["error"]), "primary is unreachable") {
+		t.Fatalf("offline coordination read: %v", r)
+	}
+	after, _ := h.s.ListTools(context.Background(), nil)
+	if len(after.Tools) != len(tools.Tools) {
+		t.Fatalf("tools vanished offline: %d -> %d", len(tools.Tools), len(after.Tools))
+	}
+
+	// The primary comes back on the same port: the queued writes arrive
+	// once, in order, without any action.
+	if err := h.srv.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the queued diary on the primary", func() bool { return countContent(h.primary.Dump(), "offline, still writing") == 1 })
+	h.eventually("the queued event on the primary", func() bool { return len(h.primary.Dump().Events) == 1 })
+	time.Sleep(300 * time.Millisecond)
+	if n := countContent(h.primary.Dump(), "offline, still writing"); n != 1 {
+		t.Fatalf("diary arrived %d times", n)
+	}
+	r, _ = h.call("search", map[string]any{"query": "online"})
+	if r["degraded"] != nil {
+		t.Fatalf("still degraded after recovery: %v", r)
+	}
+}
+
+func TestEmbedderCanary(t *testing.T) {
+	h := start(t, harnessOpts{embedder: "embeddinggemma"})
+	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the same drawer on both sides"})
+	h.eventually("replication", func() bool { return countContent(h.primary.Dump(), "the same drawer on both sides") == 1 })
+	h.call("add_drawer", map[string]any{"wing": "private", "room": "r", "content": "drawer on both sides too"})
+	r, _ := h.call("search", map[string]any{"query": "drawer both sides"})
+	if r["embedder_mismatch"] != true {
+		t.Fatalf("no mismatch flagged: %v", r)
+	}
+	for _, x := range r["results"].([]any) {
+		if x.(map[string]any)["origin"] != "primary" {
+			t.Fatalf("local hits merged despite the mismatch: %v", r["results"])
+		}
+	}
+	if !strings.Contains(h.logs.String(), "embedder mismatch") {
+		t.Fatal("mismatch not logged")
+	}
+}
+
+func TestSessionModePrimaryReinitializes(t *testing.T) {
+	h := start(t, harnessOpts{session: true})
+	if r, _ := h.call("kg_stats", nil); r["edge"].(map[string]any)["source"] != "primary" {
+		t.Fatalf("kg_stats: %v", r)
+	}
+	h.srv.ExpireSessions()
+	r, _ := h.call("kg_stats", nil)
+	if r["edge"].(map[string]any)["source"] != "primary" || r["degraded"] != nil {
+		t.Fatalf("after session expiry the read fell back instead of re-initializing: %v", r)
+	}
+	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "via a session primary"})
+	h.eventually("replication", func() bool { return countContent(h.primary.Dump(), "via a session primary") == 1 })
+}
+
+func TestChildRespawn(t *testing.T) {
+	h := start(t, harnessOpts{passThrough: true, childEnv: []string{"FAKEPALACE_CRASH_ON=mempalace_mine"}})
+	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "before the crash"})
+	r, res := h.call("mine", map[string]any{"source": "/x"})
+	if !res.IsError || !strings.Contains(fmt.Sprint(r["error"]), "local palace unavailable") {
+		t.Fatalf("call in flight when the child died: %v", r)
+	}
+	r, _ = h.call("list_drawers", nil)
+	if r["total"] != 1.0 {
+		t.Fatalf("after respawn: %v", r)
+	}
+	if n := h.edge.child.Spawns(); n != 2 {
+		t.Fatalf("child started %d times, want 2", n)
+	}
+}
+
+func TestPassThroughCreatesNothing(t *testing.T) {
+	h := start(t, harnessOpts{passThrough: true})
+	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "solitary"})
+	h.call("search", map[string]any{"query": "solitary"})
+	entries, _ := os.ReadDir(h.palace)
+	for _, e := range entries {
+		if e.Name() != "fakepalace.json" {
+			t.Errorf("pass-through created %s", e.Name())
+		}
+	}
+	if h.edge.primary != nil || h.edge.outbox != nil {
+		t.Fatal("pass-through made a primary client or an outbox")
+	}
+	if !strings.Contains(h.logs.String(), "pass-through") {
+		t.Fatal("pass-through not announced on stderr")
+	}
+}
+
+func TestCorruptOutboxLocalWriteStillSucceeds(t *testing.T) {
+	dir := t.TempDir()
+	palace := filepath.Join(dir, "palace")
+	os.MkdirAll(filepath.Join(palace, "edge"), 0o700)
+	os.WriteFile(filepath.Join(palace, "edge", "outbox.sqlite"), []byte("this is not a database, it is garbage"), 0o600)
+	h := start(t, harnessOpts{palace: palace})
+	r, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "must not be held hostage"})
+	if r["success"] != true || !strings.Contains(fmt.Sprint(r["edge"]), "outbox unavailable") {
+		t.Fatalf("write with a corrupt outbox: %v", r)
+	}
+	if countContent(h.localState(), "must not be held hostage") != 1 {
+		t.Fatal("local write lost")
+	}
+	if !strings.Contains(h.logs.String(), "outbox.sqlite") {
+		t.Fatal("the error does not name the outbox file")
+	}
+}
+
