@@ -184,3 +184,12 @@ func (c *Child) Spawns() int {
 	defer c.mu.Unlock()
 	return c.spawns
 }
+
+// SetLoggingLevel passes the agent's logging level on to the child.
+func (c *Child) SetLoggingLevel(p *mcp.SetLoggingLevelParams) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if s, err := c.Session(ctx, 10*time.Second); err == nil {
+		s.SetLoggingLevel(ctx, p)
+	}
+}

@@ -63,7 +63,15 @@ func New(cfg Config) *Edge {
 				case <-ctx.Done():
 				}
 			}
-			return next(ctx, method, req)
+			res, err := next(ctx, method, req)
+			if method == "logging/setLevel" && err == nil {
+				// The agent's level applies to the child too, so its log
+				// messages are produced and pass through.
+				if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
+					go e.child.SetLoggingLevel(p)
+				}
+			}
+			return res, err
 		}
 	})
 	e.child = NewChild(cfg.Child, cfg.ChildEnv, cfg.Log, ChildOptions{
@@ -142,15 +150,42 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 		go func() { defer wg.Done(); f.Run(ctx) }()
 	}
 	// Connect early (in the background) to learn the primary's tools; a
-	// failure only opens the breaker.
+	// failure only opens the breaker. The tool list waits for the primary's
+	// tools at most 3 s, and not at all once the primary is known down.
 	go func() {
 		cctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
 		defer cancel()
 		if _, err := e.primary.sessionFor(cctx); err != nil && ctx.Err() == nil {
 			e.primary.fail(err)
+			e.readyWhenChild()
+		}
+	}()
+	go func() {
+		select {
+		case <-time.After(3 * time.Second):
+			e.readyWhenChild()
+		case <-ctx.Done():
 		}
 	}()
 }
+
+// readyWhenChild marks the tools ready as soon as the child's list is in.
+func (e *Edge) readyWhenChild() {
+	for i := 0; i < 600; i++ {
+		e.mu.Lock()
+		known := e.childListed
+		e.mu.Unlock()
+		if known {
+			e.markToolsReady()
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	e.markToolsReady()
+}
+
+// markToolsReady lets tools/list and tools/call through.
+func (e *Edge) markToolsReady() { e.readyOnce.Do(func() { close(e.toolsReady) }) }
 
 func (e *Edge) setAgent(ss *mcp.ServerSession) {
 	e.mu.Lock()
@@ -208,8 +243,11 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 	for _, t := range add {
 		e.server.AddTool(t, e.handler)
 	}
-	if !fromPrimary || len(tools) > 0 {
-		e.readyOnce.Do(func() { close(e.toolsReady) })
+	e.mu.Lock()
+	childKnown, primaryKnown := e.childListed, len(e.primaryTools) > 0
+	e.mu.Unlock()
+	if childKnown && (primaryKnown || e.cfg.PassThrough()) {
+		e.markToolsReady()
 	}
 	if !e.cfg.PassThrough() {
 		e.saveToolCache()
@@ -391,19 +429,36 @@ func (e *Edge) callPrimary(ctx context.Context, p *mcp.CallToolParams, retry boo
 	return e.primary.Call(ctx, p, retry)
 }
 
+// primaryFirst asks the primary; on any failure (down, an error, a tool
+// it lacks) it answers from the local palace, marked degraded.
 func (e *Edge) primaryFirst(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	res, err := e.callPrimary(ctx, p, true)
-	if err == nil {
+	if err == nil && !res.IsError {
 		return annotate(res, map[string]any{"source": "primary"}, false), nil
 	}
-	if rpcErr := peerError(err); rpcErr != nil {
-		return nil, rpcErr
+	why := e.primary.State()
+	if err == nil {
+		why = "the primary answered an error: " + resultText(res)
+	} else if rpcErr := peerError(err); rpcErr != nil {
+		why = "the primary answered an error: " + rpcErr.Message
 	}
 	local, lerr := e.local(ctx, p)
-	if lerr != nil || local == nil {
+	if lerr != nil || local == nil || local.IsError {
+		if err == nil {
+			return res, nil // both failed: the primary's own answer
+		}
 		return local, lerr
 	}
-	return annotate(local, map[string]any{"source": "local", "primary": e.primary.State()}, true), nil
+	return annotate(local, map[string]any{"source": "local", "primary": why}, true), nil
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	if res != nil && len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			return tc.Text
+		}
+	}
+	return "(no text)"
 }
 
 func (e *Edge) byID(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {

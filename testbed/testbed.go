@@ -13,13 +13,16 @@ package testbed
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -219,4 +222,107 @@ func Contains(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// Script copies realclients/<name> next to the installed node_modules (so
+// Node resolves the pinned packages from it) and returns its path.
+func Script(t testing.TB, name string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(moduleRoot(t), "realclients", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(Dir(t), "scripts")
+	os.MkdirAll(dir, 0o755)
+	dst := filepath.Join(dir, name)
+	if cur, err := os.ReadFile(dst); err != nil || !bytes.Equal(cur, src) {
+		tmp := dst + ".tmp" + strconv.Itoa(os.Getpid())
+		if err := os.WriteFile(tmp, src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Rename(tmp, dst)
+	}
+	return dst
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Proc is a background process started for a test; Stop ends it.
+type Proc struct {
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	done   chan struct{}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *lockedBuffer) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// Start runs a command in the background (stopped at test cleanup) and
+// waits until its stderr contains ready (if not empty).
+func Start(t testing.TB, env []string, ready string, name string, args ...string) *Proc {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = env
+	p := &Proc{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stderr, cmd.Stdout = p.stderr, p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.Stop)
+	deadline := time.Now().Add(30 * time.Second)
+	for ready != "" && !strings.Contains(p.stderr.String(), ready) {
+		select {
+		case <-p.done:
+			t.Fatalf("%s exited before it was ready:\n%s", name, p.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after 30 s:\n%s", name, p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return p
+}
+
+// Log is everything the process wrote so far.
+func (p *Proc) Log() string { return p.stderr.String() }
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Stop ends the process (SIGTERM, then SIGKILL after 3 s).
+func (p *Proc) Stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(3 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Kill ends the process with SIGKILL.
+func (p *Proc) Kill() {
+	p.cmd.Process.Kill()
+	<-p.done
 }

@@ -1,0 +1,160 @@
+package edge
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// sdkLines runs realclients/sdk-client.mjs (the official TypeScript SDK)
+// against `devbox-config edge` and returns its JSON lines.
+func sdkLines(t *testing.T, env []string, calls string) []map[string]any {
+	t.Helper()
+	h := testbed.NewHome(t)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		h.Setenv(k, v)
+	}
+	h.Setenv("CALLS", calls)
+	out, errOut, err := h.Run(t, 90*time.Second, testbed.Node(t), testbed.Script(t, "sdk-client.mjs"), testbed.Build(t, "./cmd/devbox-config", "devbox-config"), "edge")
+	if err != nil {
+		t.Fatalf("sdk client: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil {
+			lines = append(lines, m)
+		}
+	}
+	return lines
+}
+
+func callText(lines []map[string]any, tool string) string {
+	for _, l := range lines {
+		if l["call"] == tool {
+			b, _ := json.Marshal(l)
+			return string(b)
+		}
+	}
+	return ""
+}
+
+// The official TypeScript SDK drives the edge with server-everything as
+// the child: tools, echo, progress and logging pass through.
+func TestTypeScriptSDKThroughEdgeToServerEverything(t *testing.T) {
+	ev := testbed.Module(t, "@modelcontextprotocol/server-everything/dist/index.js")
+	lines := sdkLines(t, []string{
+		"MEMPALACE_EDGE_CHILD=" + testbed.Node(t) + " " + ev + " stdio", "LOG_LEVEL=debug", "LINGER_MS=1500",
+		"MEMPALACE_PALACE_PATH=" + filepath.Join(t.TempDir(), "palace"),
+	}, `[{"name":"echo","arguments":{"message":"through the edge"}},
+	     {"name":"trigger-long-running-operation","arguments":{"duration":1,"steps":3},"progress":true},
+	     {"name":"toggle-simulated-logging","arguments":{}}]`)
+	all, _ := json.Marshal(lines)
+	s := string(all)
+	if !strings.Contains(callText(lines, "echo"), "Echo: through the edge") {
+		t.Fatalf("echo: %s", s)
+	}
+	progress := strings.Count(s, `"progress":{`)
+	if progress < 2 {
+		t.Fatalf("progress did not pass through (%d notifications): %s", progress, s)
+	}
+	if !strings.Contains(s, `"notification":"notifications/message"`) {
+		t.Fatalf("logging did not pass through: %s", s)
+	}
+	if !strings.Contains(s, `"get-sum"`) {
+		t.Fatalf("child tools missing: %s", lines[1])
+	}
+}
+
+// The Inspector CLI (v2) calls a MemPalace tool through the edge, with the
+// double as the child and as an upstream-style primary.
+func TestInspectorCLIThroughEdge(t *testing.T) {
+	dir := testbed.Dir(t)
+	primary, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	h := testbed.NewHome(t)
+	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
+	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	palace := filepath.Join(t.TempDir(), "palace")
+	h.Setenv("PATH", filepath.Dir(testbed.Node(t))+":"+h.Getenv("PATH"))
+	args := []string{filepath.Join(dir, "node_modules", ".bin", "mcp-inspector"), "--cli",
+		"-e", "MEMPALACE_EDGE_CHILD=" + child, "-e", "MEMPALACE_PALACE_PATH=" + palace,
+		"-e", "MEMPALACE_REMOTE_URL=" + srv.URL(), "-e", "MEMPALACE_REMOTE_TOKEN=" + testToken,
+		bin, "edge", "--method", "tools/call", "--tool-name", "mempalace_add_drawer",
+		"--tool-arg", "wing=w", "room=r", "content=from the inspector", "--format", "json", "-q"}
+	out, errOut, err := h.Run(t, 90*time.Second, testbed.Node(t), args...)
+	if err != nil || !strings.Contains(out, `drawer_w_r_`) || !strings.Contains(out, "queued") {
+		t.Fatalf("inspector: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	st, _ := fakepalace.ReadDump(palace)
+	if len(st.Drawers) != 1 {
+		t.Fatalf("the inspector's write did not land in the local palace: %v", st.Drawers)
+	}
+	// The edge exits when the inspector disconnects; what was queued is
+	// flushed by the next edge (here: edge flush).
+	deadline := time.Now().Add(10 * time.Second)
+	for len(primary.Dump().Drawers) == 0 && time.Now().Before(deadline) {
+		fo, fe, _ := h.Run(t, 30*time.Second, "env", "MEMPALACE_PALACE_PATH="+palace, "MEMPALACE_REMOTE_URL="+srv.URL(), "MEMPALACE_REMOTE_TOKEN="+testToken, bin, "edge", "flush")
+		if len(primary.Dump().Drawers) == 0 {
+			t.Logf("flush: %s %s", fo, fe)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if len(primary.Dump().Drawers) != 1 {
+		t.Fatal("the inspector's write never reached the primary")
+	}
+}
+
+// server-everything behind a bearer-checking wrapper is a compliant
+// Streamable HTTP primary (sessions, SSE responses). Its tools, which the
+// local palace lacks, appear through the edge; the token is sent on every
+// request; after the server restarts (sessions gone) the edge
+// re-initializes.
+func TestCompliantStreamableHTTPPrimary(t *testing.T) {
+	testbed.Dir(t)
+	port := testbed.FreePort(t)
+	env := append(os.Environ(), "MCP_TOKEN="+testToken, fmt.Sprintf("PORT=%d", port))
+	wrapper := testbed.Script(t, "auth-http.mjs")
+	srv := testbed.Start(t, env, "listening", testbed.Node(t), wrapper)
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	palace := filepath.Join(t.TempDir(), "palace")
+	common := []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace, "MEMPALACE_REMOTE_URL=" + url, "MEMPALACE_REMOTE_TOKEN=" + testToken}
+
+	lines := sdkLines(t, common, `[{"name":"echo","arguments":{"message":"to the primary"}},{"name":"mempalace_status","arguments":{}}]`)
+	all, _ := json.Marshal(lines)
+	if !strings.Contains(callText(lines, "echo"), "Echo: to the primary") {
+		t.Fatalf("primary-only tool through the edge: %s", all)
+	}
+	if !strings.Contains(string(all), `"mempalace_status"`) {
+		t.Fatalf("local tools missing: %s", all)
+	}
+	if !strings.Contains(srv.Log(), "auth=Bearer "+testToken+" rpc=tools/call") {
+		t.Fatalf("the bearer token was not sent on the call:\n%s", srv.Log())
+	}
+	// The cached primary tool list keeps echo listed even with the primary
+	// stopped; a call says the primary is unreachable.
+	srv.Stop()
+	lines = sdkLines(t, common, `[{"name":"echo","arguments":{"message":"x"}}]`)
+	if !strings.Contains(fmt.Sprint(lines[1]["tools"]), "echo") || !strings.Contains(callText(lines, "echo"), "unreachable") {
+		t.Fatalf("offline: %v", lines)
+	}
+	// Restarted (all sessions gone): a new edge process works again.
+	srv = testbed.Start(t, env, "listening", testbed.Node(t), wrapper)
+	lines = sdkLines(t, common, `[{"name":"echo","arguments":{"message":"again"}}]`)
+	if !strings.Contains(callText(lines, "echo"), "Echo: again") {
+		t.Fatalf("after restart: %v", lines)
+	}
+}
