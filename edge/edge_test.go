@@ -24,7 +24,7 @@ import (
 const testToken = "tok-SECRET-edge-test"
 
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	palace  string
 	primary *fakepalace.Palace
 	srv     *fakepalace.HTTPServer
@@ -56,7 +56,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func start(t *testing.T, o harnessOpts) *harness {
+func start(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
 	h := &harness{t: t, palace: filepath.Join(t.TempDir(), "palace"), logs: &syncBuffer{}}
 	if o.palace != "" {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -33,39 +32,53 @@ func (s *syncWriter) Close() error { return s.w.Close() }
 // gets -32700, a batch or non-object -32600, a line over MaxMessage
 // -32600 "Request too large" (its bytes are skipped, not buffered); only
 // well-formed objects reach the SDK. A bad message never ends the session.
+// It is a plain reader (no goroutine, no pipe): it sits on every call.
 func guardInput(in io.Reader, out io.Writer, log *slog.Logger) io.ReadCloser {
-	pr, pw := io.Pipe()
-	reply := func(code int, msg string) {
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
-		out.Write(append(b, '\n'))
-	}
-	go func() {
-		br := bufio.NewReaderSize(in, 64<<10)
-		for {
-			line, tooLong, err := readLine(br, MaxMessage)
-			switch t := bytes.TrimSpace(line); {
-			case tooLong:
-				log.Warn("agent message over 16 MiB refused")
-				reply(-32600, "Request too large")
-			case len(t) == 0:
-			case !json.Valid(t):
-				log.Warn("agent sent a line that is not JSON; answered with a parse error")
-				reply(-32700, "Parse error")
-			case t[0] != '{':
-				reply(-32600, "Invalid Request")
-			default:
-				if _, werr := pw.Write(append(t, '\n')); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				pw.CloseWithError(ignoreEOF(err))
-				return
-			}
-		}
-	}()
-	return pr
+	return &guard{br: bufio.NewReaderSize(in, 64<<10), out: out, log: log}
 }
+
+type guard struct {
+	br  *bufio.Reader
+	out io.Writer
+	log *slog.Logger
+	buf []byte // a checked line not yet handed out
+	err error
+}
+
+func (g *guard) reply(code int, msg string) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
+	g.out.Write(append(b, '\n'))
+}
+
+func (g *guard) Read(p []byte) (int, error) {
+	for len(g.buf) == 0 {
+		if g.err != nil {
+			return 0, g.err
+		}
+		line, tooLong, err := readLine(g.br, MaxMessage)
+		switch t := bytes.TrimSpace(line); {
+		case tooLong:
+			g.log.Warn("agent message over 16 MiB refused")
+			g.reply(-32600, "Request too large")
+		case len(t) == 0:
+		case !json.Valid(t):
+			g.log.Warn("agent sent a line that is not JSON; answered with a parse error")
+			g.reply(-32700, "Parse error")
+		case t[0] != '{':
+			g.reply(-32600, "Invalid Request")
+		default:
+			g.buf = append(t, '\n')
+		}
+		if err != nil {
+			g.err = err
+		}
+	}
+	n := copy(p, g.buf)
+	g.buf = g.buf[n:]
+	return n, nil
+}
+
+func (g *guard) Close() error { return nil }
 
 // readLine reads one newline-terminated line of at most max bytes; a longer
 // line is consumed and dropped (tooLong).
@@ -85,9 +98,3 @@ func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) 
 	}
 }
 
-func ignoreEOF(err error) error {
-	if errors.Is(err, io.EOF) {
-		return nil
-	}
-	return err
-}

@@ -52,6 +52,7 @@ socket.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := edgeLogger(stderr)
 			edge.Version = version
+
 			cfg, err := edge.ConfigFromEnv(os.Getenv, log)
 			if err != nil {
 				return usageError("%v", err)

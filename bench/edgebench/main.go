@@ -1,0 +1,256 @@
+// Command edgebench measures `devbox-config edge` as a process, side by
+// side with what it replaces, on this machine:
+//
+//   - initialize latency after process start with the primary unreachable;
+//   - added latency on a local read (edge -> child vs the child directly);
+//   - merged search vs the slower of the two sides asked directly;
+//   - reads with the primary down, once the breaker is open, vs local;
+//   - resident memory of the edge, and of the npm mcp-remote bridge doing
+//     plain remote pass-through against the same primary, with its latency.
+//
+//	go run ./bench/edgebench -edge /tmp/devbox-config -child /tmp/mempalace-mcp -mcp-remote ~/.cache/devbox-config/realclients/node_modules/.bin/mcp-remote
+//
+// Calls alternate between the compared paths so noise hits both alike.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+const token = "bench-token"
+
+var (
+	edgeBin   = flag.String("edge", "", "devbox-config binary")
+	childBin  = flag.String("child", "", "local palace server (the fakepalace binary)")
+	remoteBin = flag.String("mcp-remote", "", "mcp-remote (npm) for the side-by-side; empty skips it")
+	n         = flag.Int("n", 500, "calls per measurement")
+	primLat   = flag.Duration("primary-latency", 20*time.Millisecond, "latency added to the primary's search")
+)
+
+func main() {
+	flag.Parse()
+	if *edgeBin == "" || *childBin == "" {
+		log.Fatal("need -edge and -child")
+	}
+	ctx := context.Background()
+	tmp, _ := os.MkdirTemp("", "edgebench")
+	defer os.RemoveAll(tmp)
+
+	primary, _ := fakepalace.New(fakepalace.Options{Dir: filepath.Join(tmp, "primary")})
+	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: token})
+	must(srv.Start("127.0.0.1:0"))
+	palace := filepath.Join(tmp, "palace")
+
+	fmt.Println("| measurement | median | p90 | compared with | median | p90 |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- |")
+
+	// 1. initialize with the primary unreachable, from process start.
+	dead := "http://127.0.0.1:" + strconv.Itoa(closedPort()) + "/mcp"
+	var inits []time.Duration
+	for i := 0; i < 30; i++ {
+		start := time.Now()
+		s := connect(ctx, edgeEnv(dead, palace), *edgeBin, "edge")
+		inits = append(inits, time.Since(start))
+		s.Close()
+	}
+	row("initialize after process start, primary unreachable", inits, "", nil)
+
+	// Seed: one drawer in both palaces.
+	edge := connect(ctx, edgeEnv(srv.URL(), palace), *edgeBin, "edge")
+	defer edge.Close()
+	call(ctx, edge, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the edge benchmark drawer about outbox latency"})
+	waitFor(func() bool { return len(primary.Dump().Drawers) == 1 })
+	for i := 0; i < 50; i++ {
+		call(ctx, edge, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": fmt.Sprintf("filler drawer number %d about nothing much", i)})
+	}
+	child := connect(ctx, append(os.Environ(), "MEMPALACE_PALACE_PATH="+palace), *childBin)
+	defer child.Close()
+	id := fakepalace.DrawerID("w", "r", "the edge benchmark drawer about outbox latency")
+
+	// 2. local read: edge -> child vs child directly.
+	a, b := alternate(*n, func() { call(ctx, edge, "mempalace_get_drawer", map[string]any{"drawer_id": id}) },
+		func() { call(ctx, child, "mempalace_get_drawer", map[string]any{"drawer_id": id}) })
+	row("local read (get_drawer) through the edge", a, "the child directly", b)
+	fmt.Printf("|   added by the edge (median) | %s | | | | |\n", ms(median(a)-median(b)))
+
+	// 3. merged search vs the slower side asked directly (primary has
+	// injected latency, as a real primary over a network does).
+	primary.SetLatency("mempalace_search", *primLat)
+	prim := connectHTTP(ctx, srv.URL())
+	defer prim.Close()
+	q := map[string]any{"query": "outbox latency"}
+	m, p := alternate(*n/5, func() { call(ctx, edge, "mempalace_search", q) }, func() { call(ctx, prim, "mempalace_search", q) })
+	row(fmt.Sprintf("merged search (primary +%v)", *primLat), m, "the primary's search directly (the slower side)", p)
+	fmt.Printf("|   merged minus slower side (median) | %s | | | | |\n", ms(median(m)-median(p)))
+	primary.SetLatency("mempalace_search", 0)
+
+	// 5. memory and mcp-remote side by side, while the primary is up.
+	edgeRSS := rss(edge)
+	if *remoteBin != "" {
+		home, _ := os.MkdirTemp(tmp, "home")
+		env := append(os.Environ(), "HOME="+home, "AUTH_HEADER=Bearer "+token)
+		remote := connect(ctx, env, *remoteBin, srv.URL(), "--transport", "http-only", "--header", "Authorization:${AUTH_HEADER}")
+		defer remote.Close()
+		e2, r2 := alternate(*n, func() { call(ctx, edge, "mempalace_kg_stats", nil) }, func() { call(ctx, remote, "mempalace_kg_stats", nil) })
+		row("remote read (kg_stats) through the edge", e2, "through mcp-remote", r2)
+		fmt.Printf("| resident memory, edge | %.1f MB | | mcp-remote (node) | %.1f MB | |\n", edgeRSS, rss(remote))
+	} else {
+		fmt.Printf("| resident memory, edge | %.1f MB | | | | |\n", edgeRSS)
+	}
+
+	// 4. primary down, breaker open: primary-first read vs local.
+	srv.Stop()
+	call(ctx, edge, "mempalace_kg_stats", nil) // opens the breaker
+	d, l := alternate(*n, func() { call(ctx, edge, "mempalace_kg_stats", nil) }, func() { call(ctx, child, "mempalace_kg_stats", nil) })
+	row("read (kg_stats) with the primary down, breaker open", d, "the child directly", l)
+	fmt.Printf("|   added by the edge (median) | %s | | | | |\n", ms(median(d)-median(l)))
+}
+
+func edgeEnv(url, palace string) []string {
+	return append(os.Environ(), "MEMPALACE_REMOTE_URL="+url, "MEMPALACE_REMOTE_TOKEN="+token,
+		"MEMPALACE_EDGE_CHILD="+*childBin, "MEMPALACE_PALACE_PATH="+palace, "MEMPALACE_EDGE_LOG=error")
+}
+
+// sessions keeps each client's process for rss().
+var procs = map[*mcp.ClientSession]*exec.Cmd{}
+
+func connect(ctx context.Context, env []string, name string, args ...string) *mcp.ClientSession {
+	cmd := exec.Command(name, args...)
+	cmd.Env = env
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "edgebench", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	must(err)
+	procs[s] = cmd
+	return s
+}
+
+func connectHTTP(ctx context.Context, url string) *mcp.ClientSession {
+	hc := &bearerClient{}
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "edgebench", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc.client(), DisableStandaloneSSE: true}, nil)
+	must(err)
+	return s
+}
+
+func call(ctx context.Context, s *mcp.ClientSession, name string, args map[string]any) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		log.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		b, _ := json.Marshal(res)
+		log.Fatalf("%s: %s", name, b)
+	}
+}
+
+func alternate(n int, a, b func()) (ta, tb []time.Duration) {
+	for i := 0; i < 20; i++ {
+		a()
+		b()
+	}
+	for i := 0; i < n; i++ {
+		s := time.Now()
+		a()
+		ta = append(ta, time.Since(s))
+		s = time.Now()
+		b()
+		tb = append(tb, time.Since(s))
+	}
+	return
+}
+
+func row(what string, a []time.Duration, vs string, b []time.Duration) {
+	if b == nil {
+		fmt.Printf("| %s | %s | %s | | | |\n", what, ms(median(a)), ms(pct(a, .9)))
+		return
+	}
+	fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", what, ms(median(a)), ms(pct(a, .9)), vs, ms(median(b)), ms(pct(b, .9)))
+}
+
+func median(d []time.Duration) time.Duration { return pct(d, .5) }
+
+func pct(d []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[int(float64(len(s)-1)*p)]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d.Microseconds())/1000) }
+
+// rss is the resident set of a client's server process and its children
+// (mcp-remote's npx/node wrapper included), in MB.
+func rss(s *mcp.ClientSession) float64 {
+	cmd := procs[s]
+	total := 0.0
+	var walk func(pid int)
+	walk = func(pid int) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "VmRSS:") {
+					kb, _ := strconv.Atoi(strings.Fields(l)[1])
+					total += float64(kb) / 1024
+				}
+			}
+		}
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		for _, k := range strings.Fields(string(kids)) {
+			if c, err := strconv.Atoi(k); err == nil {
+				walk(c)
+			}
+		}
+	}
+	walk(cmd.Process.Pid)
+	return total
+}
+
+func closedPort() int {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	p := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return p
+}
+
+func waitFor(cond func() bool) {
+	for i := 0; i < 500 && !cond(); i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+type bearerClient struct{}
+
+func (bearerClient) client() *http.Client {
+	return &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+token)
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
