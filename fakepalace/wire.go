@@ -84,7 +84,7 @@ type HTTPServer struct {
 	sessions       map[string]bool
 	failNext       int
 	failKind       FaultKind
-	dropAfterApply int
+	dropAfterApply map[string]int // tool ("" = any) -> calls left to drop
 	byStatus       map[int]int
 	total          int
 	started        time.Time
@@ -92,7 +92,7 @@ type HTTPServer struct {
 
 // NewHTTP wraps a palace in the HTTP wire.
 func (pl *Palace) NewHTTP(opts HTTPOptions) *HTTPServer {
-	return &HTTPServer{pl: pl, opts: opts, sessions: map[string]bool{}, byStatus: map[int]int{}}
+	return &HTTPServer{pl: pl, opts: opts, sessions: map[string]bool{}, byStatus: map[int]int{}, dropAfterApply: map[string]int{}}
 }
 
 // Start listens on addr ("127.0.0.1:0" picks a port). After Stop, Start
@@ -145,9 +145,13 @@ func (h *HTTPServer) FailNext(n int, kind FaultKind) {
 // DropAfterApply makes the next n tools/call requests run (the write
 // lands) and then drops the connection without an answer: the client sees
 // a failure for a write that happened (RFC 001 §4.3, RFC 003 §7.1).
-func (h *HTTPServer) DropAfterApply(n int) {
+func (h *HTTPServer) DropAfterApply(n int) { h.DropAfterApplyTool("", n) }
+
+// DropAfterApplyTool is DropAfterApply for calls of one tool only, so a
+// client's own look-ups still get their answers.
+func (h *HTTPServer) DropAfterApplyTool(tool string, n int) {
 	h.mu.Lock()
-	h.dropAfterApply = n
+	h.dropAfterApply[tool] = n
 	h.mu.Unlock()
 }
 
@@ -247,6 +251,9 @@ func (h *HTTPServer) serve(w *statusRecorder, r *http.Request) {
 	}
 	var peek struct {
 		Method string `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
 	}
 	json.Unmarshal(body, &peek)
 	if h.opts.SessionMode {
@@ -272,7 +279,7 @@ func (h *HTTPServer) serve(w *statusRecorder, r *http.Request) {
 		}
 	}
 	resp, _ := h.pl.Handle(body)
-	if peek.Method == "tools/call" && h.takeDrop() {
+	if peek.Method == "tools/call" && h.takeDrop(peek.Params.Name) {
 		hijackClose(w)
 		return
 	}
@@ -293,14 +300,16 @@ func (h *HTTPServer) takeFault() (FaultKind, bool) {
 	return h.failKind, true
 }
 
-func (h *HTTPServer) takeDrop() bool {
+func (h *HTTPServer) takeDrop(tool string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.dropAfterApply <= 0 {
-		return false
+	for _, k := range []string{tool, ""} {
+		if h.dropAfterApply[k] > 0 {
+			h.dropAfterApply[k]--
+			return true
+		}
 	}
-	h.dropAfterApply--
-	return true
+	return false
 }
 
 // authorized checks the exact header `Authorization: Bearer <token>` in
@@ -374,6 +383,7 @@ func (h *HTTPServer) control(w http.ResponseWriter, r *http.Request) {
 		FailNext       int            `json:"fail_next"`
 		FailKind       FaultKind      `json:"fail_kind"`
 		DropAfterApply int            `json:"drop_after_apply"`
+		DropTool       string         `json:"drop_tool"`
 		ReadOnly       *bool          `json:"read_only"`
 		ExpireSessions bool           `json:"expire_sessions"`
 	}
@@ -392,7 +402,7 @@ func (h *HTTPServer) control(w http.ResponseWriter, r *http.Request) {
 		h.FailNext(c.FailNext, kind)
 	}
 	if c.DropAfterApply > 0 {
-		h.DropAfterApply(c.DropAfterApply)
+		h.DropAfterApplyTool(c.DropTool, c.DropAfterApply)
 	}
 	if c.ReadOnly != nil {
 		h.pl.SetReadOnly(*c.ReadOnly)
