@@ -97,4 +97,3 @@ func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) 
 		}
 	}
 }
-

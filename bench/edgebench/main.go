@@ -2,13 +2,17 @@
 // side with what it replaces, on this machine:
 //
 //   - initialize latency after process start with the primary unreachable;
+//
 //   - added latency on a local read (edge -> child vs the child directly);
+//
 //   - merged search vs the slower of the two sides asked directly;
+//
 //   - reads with the primary down, once the breaker is open, vs local;
+//
 //   - resident memory of the edge, and of the npm mcp-remote bridge doing
 //     plain remote pass-through against the same primary, with its latency.
 //
-//	go run ./bench/edgebench -edge /tmp/devbox-config -child /tmp/mempalace-mcp -mcp-remote ~/.cache/devbox-config/realclients/node_modules/.bin/mcp-remote
+//     go run ./bench/edgebench -edge /tmp/devbox-config -child /tmp/mempalace-mcp -mcp-remote ~/.cache/devbox-config/realclients/node_modules/.bin/mcp-remote
 //
 // Calls alternate between the compared paths so noise hits both alike.
 package main

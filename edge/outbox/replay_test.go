@@ -81,12 +81,11 @@ func (r *rig) drain() {
 	r.t.Fatalf("outbox did not drain: %+v", st)
 }
 
-
 func TestReplayTableAgainstApplyThenDrop(t *testing.T) {
 	long := strings.Repeat("chunked content ", 120) // > 800 chars: several chunks
 	cases := []struct {
 		name  string
-		tool  string // the write whose first send lands and loses its answer
+		tool  string       // the write whose first send lands and loses its answer
 		setup func(r *rig) // on the primary, before
 		ops   func(r *rig)
 		check func(t *testing.T, st *fakepalace.State)
