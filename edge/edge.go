@@ -32,6 +32,7 @@ type Edge struct {
 	outbox  *outbox.Store
 	obErr   error
 	policy  *Policy
+	polErr  error // the policy file could not be read: nothing replicates
 
 	mu           sync.Mutex
 	registered   map[string]bool
@@ -124,8 +125,10 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	pol, err := LoadPolicy(dir)
 	if err != nil {
+		// Replicating with an unknown policy could send a private wing to
+		// the primary: nothing replicates until the file is fixed.
 		e.log.Error("replication policy unreadable; nothing is replicated until it is fixed", "err", err)
-		pol = &Policy{Version: 1, Wings: map[string]Rule{"*": {Replicate: "local"}}}
+		pol, e.polErr = &Policy{Version: 1, Wings: map[string]Rule{"*": {Replicate: "local"}}}, err
 	}
 	e.policy = pol
 	e.loadToolCache()
@@ -495,6 +498,9 @@ func (e *Edge) write(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolR
 		return res, nil // the local palace refused it: nothing to replicate
 	}
 	payload, wing, replicate := e.replicable(tool, args, oldWing)
+	if e.polErr != nil {
+		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: policy unreadable: %v", e.polErr)}, false), nil
+	}
 	if !replicate {
 		return annotate(res, map[string]any{"replication": "local only (policy)"}, false), nil
 	}

@@ -420,3 +420,28 @@ func TestCorruptOutboxLocalWriteStillSucceeds(t *testing.T) {
 		t.Fatal("the error does not name the outbox file")
 	}
 }
+
+func writeFile(dir, name, body string) error {
+	return os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600)
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// An unwritable outbox (its directory is a file) is a clear error and the
+// local write still succeeds.
+func TestUnwritableOutboxLocalWriteStillSucceeds(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	os.MkdirAll(palace, 0o700)
+	os.WriteFile(filepath.Join(palace, "edge"), []byte("not a directory"), 0o600)
+	h := start(t, harnessOpts{palace: palace})
+	r, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "still written"})
+	if r["success"] != true || !strings.Contains(fmt.Sprint(r["edge"]), "not replicated") || !strings.Contains(fmt.Sprint(r["edge"]), "edge") {
+		t.Fatalf("write with an unwritable outbox: %v", r)
+	}
+	if countContent(h.localState(), "still written") != 1 {
+		t.Fatal("local write lost")
+	}
+	if !strings.Contains(h.logs.String(), "outbox unavailable") || !strings.Contains(h.logs.String(), filepath.Join(palace, "edge")) {
+		t.Fatalf("no clear error in the log:\n%s", h.logs.String())
+	}
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+type refusing struct{}
+
+func (refusing) Up() bool { return true }
+func (refusing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	return nil, &outbox.RPCError{Code: -32602, Message: "Unknown parameter 'bogus' for tool " + tool}
+}
+
+// edge status / outbox list / retry / drop / flush, as an operator uses them.
+func TestEdgeOperatorCommands(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	primary, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: "tok-SECRET-ops"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok-SECRET-ops")
+	cli := func(want int, args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if got := run(args, &out, &errb); got != want {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, got, want, out.String(), errb.String())
+		}
+		if strings.Contains(out.String()+errb.String(), "tok-SECRET-ops") {
+			t.Fatalf("%v printed the token", args)
+		}
+		return out.String() + errb.String()
+	}
+	if out := cli(1, "edge", "status"); !strings.Contains(out, "no outbox") {
+		t.Fatalf("status without an outbox: %s", out)
+	}
+
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bad, _ := s.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"refused once","bogus":1}`), "w")
+	s.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"waiting behind it"}`), "w")
+	f := &outbox.Flusher{S: s, P: refusing{}, MaxPerm: 1}
+	f.Drain(ctx)
+	s.Close()
+
+	out := cli(0, "edge", "status")
+	for _, want := range []string{"queued 1", "dead 1", "DEAD", bad.ID[:12], "Unknown parameter", "reachable", "embedder   no mismatch"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	var st map[string]any
+	json.Unmarshal([]byte(cli(0, "edge", "status", "--json")), &st)
+	if st["queue"].(map[string]any)["by_state"].(map[string]any)["dead"] != 1.0 {
+		t.Fatalf("status --json: %v", st)
+	}
+	if out := cli(0, "edge", "outbox", "list"); !strings.Contains(out, "dead") || !strings.Contains(out, "queued") || !strings.Contains(out, "permanent: JSON-RPC error -32602") {
+		t.Fatalf("list: %s", out)
+	}
+	// flush stops at the dead op: order holds
+	if out := cli(1, "edge", "flush"); !strings.Contains(out, "sent 0") {
+		t.Fatalf("flush with a dead head: %s", out)
+	}
+	// retry sends it again (the primary still refuses the bogus argument)
+	if out := cli(0, "edge", "outbox", "retry", bad.ID[:12]); !strings.Contains(out, "queued") {
+		t.Fatalf("retry: %s", out)
+	}
+	if out := cli(0, "edge", "outbox", "drop", bad.ID[:12]); !strings.Contains(out, "done") {
+		t.Fatalf("drop: %s", out)
+	}
+	if out := cli(0, "edge", "flush"); !strings.Contains(out, "sent 1; left: queued 0, inflight 0, dead 0") {
+		t.Fatalf("flush: %s", out)
+	}
+	if len(primary.Dump().Drawers) != 1 {
+		t.Fatal("flush did not deliver the write")
+	}
+	if out := cli(1, "edge", "outbox", "retry", "ffffffff"); !strings.Contains(out, "no op") {
+		t.Fatalf("retry of an unknown op: %s", out)
+	}
+	if out := cli(0, "edge", "outbox", "list", "--all"); !strings.Contains(out, "dropped by the operator") {
+		t.Fatalf("list --all: %s", out)
+	}
+}

@@ -1,0 +1,76 @@
+package edge
+
+import "testing"
+
+// RFC 001 §7.3.4/§7.3.5: the edge stamps added_by = "<agent>/<label>/<device>"
+// on writes bound for the primary, and nothing at all without a device —
+// never a hostname, container id or placeholder.
+func TestProvenanceRows(t *testing.T) {
+	cases := []struct {
+		agent, device, label string
+		want                 any // nil: no added_by set
+	}{
+		{"opencode", "7f3a9c2e1b04", "tor-ms22", "opencode/tor-ms22/7f3a9c2e1b04"},
+		{"opencode", "7f3a9c2e1b04", "", "opencode/-/7f3a9c2e1b04"},   // label withheld
+		{"", "7f3a9c2e1b04", "tor-ms22", "mcp/tor-ms22/7f3a9c2e1b04"}, // no agent known: MemPalace's default
+		{"pi", "", "tor-ms22", nil},                                   // a label alone is not an identity
+		{"pi", "", "", nil},                                           // solitary-style: nothing
+	}
+	for _, c := range cases {
+		e := &Edge{cfg: Config{Agent: c.agent, OriginDevice: c.device, OriginLabel: c.label}, policy: &Policy{Version: 1, Wings: map[string]Rule{}}}
+		for _, tool := range []string{"add_drawer", "checkpoint"} {
+			args := map[string]any{"wing": "w", "room": "r", "content": "x", "items": []any{map[string]any{"wing": "w", "room": "r", "content": "x"}}}
+			out, _, ok := e.replicable(tool, args, "")
+			if !ok {
+				t.Fatalf("%s not replicated", tool)
+			}
+			if got := out["added_by"]; got != c.want {
+				t.Errorf("%s agent=%q device=%q label=%q: added_by %v, want %v", tool, c.agent, c.device, c.label, got, c.want)
+			}
+			if _, stamped := args["added_by"]; stamped {
+				t.Errorf("%s: the local call's arguments were stamped", tool)
+			}
+		}
+		// Nothing else carries a device.
+		out, _, _ := e.replicable("diary_write", map[string]any{"agent_name": "pi", "entry": "e"}, "")
+		if _, ok := out["added_by"]; ok || out["agent_name"] != "pi" {
+			t.Errorf("diary_write stamped: %v", out)
+		}
+	}
+}
+
+func TestPolicy(t *testing.T) {
+	dir := t.TempDir()
+	write := func(s string) error {
+		return writeFile(dir, PolicyFile, s)
+	}
+	p, err := LoadPolicy(dir)
+	if err != nil || !p.Replicated("anything") || !p.KGReplicated() {
+		t.Fatalf("no file: %v %v", p, err)
+	}
+	write(`{"version":1,"wings":{"workspace":{"replicate":"local"},"wing_*":{"replicate":"local"},"wing_pi":{"replicate":"replicated"}},"kg":{"replicate":"local"}}`)
+	p, err = LoadPolicy(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for wing, want := range map[string]bool{"workspace": false, "wing_opencode": false, "wing_pi": true, "notes": true} {
+		if p.Replicated(wing) != want {
+			t.Errorf("%s: replicated=%v, want %v (longest glob wins)", wing, !want, want)
+		}
+	}
+	if p.KGReplicated() {
+		t.Error("kg local ignored")
+	}
+	for body, field := range map[string]string{
+		`{"version":1,"wings":{"x":{"replicate":"sometimes"}}}`: `wings["x"].replicate`,
+		`{"version":1,"wings":{"[":{"replicate":"local"}}}`:     `wings["["]: bad glob`,
+		`{"version":2}`:            "version",
+		`{"version":1,"wingz":{}}`: "wingz",
+		`{"version":1,"wings":{"x":{"replicate":"local","target":"https://p"}}}`: `wings["x"].target`,
+	} {
+		write(body)
+		if _, err := LoadPolicy(dir); err == nil || !contains(err.Error(), field) || !contains(err.Error(), PolicyFile) {
+			t.Errorf("%s: error %v does not name the file and %s", body, err, field)
+		}
+	}
+}
