@@ -34,6 +34,9 @@ type Config struct {
 	Agent, OriginDevice, OriginLabel string
 	// CallTimeout bounds every call to the primary.
 	CallTimeout time.Duration
+	// Lease is how long a flusher holds the outbox before another process
+	// may take over (MEMPALACE_EDGE_LEASE; default 10 s).
+	Lease time.Duration
 	Log         *slog.Logger
 }
 
@@ -67,6 +70,13 @@ func ConfigFromEnv(getenv func(string) string, log *slog.Logger) (Config, error)
 			return c, fmt.Errorf("MEMPALACE_EDGE_TIMEOUT=%q: want a duration like 10s", v)
 		}
 		c.CallTimeout = d
+	}
+	if v := strings.TrimSpace(getenv("MEMPALACE_EDGE_LEASE")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond {
+			return c, fmt.Errorf("MEMPALACE_EDGE_LEASE=%q: want a duration of at least 100ms", v)
+		}
+		c.Lease = d
 	}
 	palace, err := PalacePath(getenv)
 	if err != nil {

@@ -148,7 +148,7 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 		OnTools: func(t []*mcp.Tool) { e.addTools(t, true) },
 	})
 	if ob != nil {
-		f := &outbox.Flusher{S: ob, P: primaryAdapter{e.primary}, Log: e.log}
+		f := &outbox.Flusher{S: ob, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease}
 		wg.Add(1)
 		go func() { defer wg.Done(); f.Run(ctx) }()
 	}

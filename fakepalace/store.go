@@ -157,11 +157,20 @@ func save(dir string, s *State) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, "."+stateFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	// A unique temp file: two processes sharing a palace (two edges' local
+	// children) must not fail each other's saves. The last writer wins:
+	// unlike MemPalace's locked stores, the double is not multi-writer safe.
+	f, err := os.CreateTemp(dir, "."+stateFile+".tmp*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(dir, stateFile))
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	f.Close()
+	return os.Rename(f.Name(), filepath.Join(dir, stateFile))
 }
 
 // ReadDump reads the state a palace persisted in dir (for tests and the

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"time"
 )
@@ -59,7 +60,7 @@ func (f *Flusher) defaults() {
 	if f.Owner == "" {
 		b := make([]byte, 6)
 		crand.Read(b)
-		f.Owner = "edge-" + hex.EncodeToString(b)
+		f.Owner = fmt.Sprintf("edge-%d-%s", os.Getpid(), hex.EncodeToString(b))
 	}
 	if f.Lease == 0 {
 		f.Lease = 10 * time.Second
