@@ -37,7 +37,7 @@ type Config struct {
 	// Lease is how long a flusher holds the outbox before another process
 	// may take over (MEMPALACE_EDGE_LEASE; default 10 s).
 	Lease time.Duration
-	Log         *slog.Logger
+	Log   *slog.Logger
 }
 
 // StateDir is where the edge keeps its own files: <palace>/edge.
