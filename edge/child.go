@@ -105,10 +105,7 @@ func (c *Child) runOnce(ctx context.Context) error {
 		werr = ctx.Err()
 	case werr = <-done:
 	}
-	c.mu.Lock()
-	c.session = nil
-	c.ready = make(chan struct{})
-	c.mu.Unlock()
+	c.invalidate(session)
 	if werr == nil {
 		werr = errors.New("exited")
 	}
@@ -164,18 +161,44 @@ func (c *Child) Session(ctx context.Context, wait time.Duration) (*mcp.ClientSes
 	return nil, ErrLocalDown
 }
 
-// Call runs a tool on the local palace. A child that dies mid-call makes
-// the call return an error (the SDK closes the session), never a hang.
-func (c *Child) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	s, err := c.Session(ctx, 15*time.Second)
-	if err != nil {
-		return nil, err
+// invalidate forgets a session that ended (if it is still the current one);
+// the next call waits for the respawned child.
+func (c *Child) invalidate(s *mcp.ClientSession) {
+	c.mu.Lock()
+	if c.session == s {
+		c.session = nil
+		c.ready = make(chan struct{})
 	}
-	res, err := s.CallTool(ctx, p)
-	if err != nil && (errors.Is(err, mcp.ErrConnectionClosed) || c.current() != s) {
+	c.mu.Unlock()
+}
+
+// Call runs a tool on the local palace. A child that dies mid-call makes
+// the call return an error (the SDK closes the session), never a hang. A
+// call refused before it was sent (the session was already closing) is
+// sent once more to the respawned child: it cannot have landed.
+func (c *Child) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := c.Session(ctx, 15*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.CallTool(ctx, p)
+		if err == nil || peerError(err) != nil && !notSent(err) {
+			return res, err
+		}
+		c.invalidate(s)
+		if notSent(err) && attempt == 0 {
+			continue
+		}
 		return nil, fmt.Errorf("%w: the local palace server exited during the call: %v", ErrLocalDown, err)
 	}
-	return res, err
+}
+
+// notSent recognises go-sdk's "client is closing": the request was refused
+// before it reached the child.
+func notSent(err error) bool {
+	e := peerErrorRaw(err)
+	return e != nil && e.Message == "client is closing"
 }
 
 // Spawns is how many times the child was started (for tests and status).

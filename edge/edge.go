@@ -229,9 +229,6 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 			e.childTools[t.Name] = t
 		}
 	}
-	if !fromPrimary {
-		e.childListed = true
-	}
 	for _, t := range tools {
 		if !e.registered[t.Name] {
 			if st := sanitizeTool(t); st != nil {
@@ -247,6 +244,9 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 		e.server.AddTool(t, e.handler)
 	}
 	e.mu.Lock()
+	if !fromPrimary {
+		e.childListed = true // only now: its tools are registered
+	}
 	childKnown, primaryKnown := e.childListed, len(e.primaryTools) > 0
 	e.mu.Unlock()
 	if childKnown && (primaryKnown || e.cfg.PassThrough()) {
