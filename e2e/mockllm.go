@@ -82,9 +82,9 @@ func (m *MockLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	var req struct {
-		Model    string `json:"model"`
-		Stream   bool   `json:"stream"`
-		Tools    []struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+		Tools  []struct {
 			Function struct {
 				Name string `json:"name"`
 			} `json:"function"`
