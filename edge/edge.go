@@ -35,6 +35,7 @@ type Edge struct {
 	polErr  error // the policy file could not be read: nothing replicates
 
 	mu           sync.Mutex
+	regMu        sync.Mutex // serializes addTools, so "registered" means AddTool is done
 	registered   map[string]bool
 	childTools   map[string]*mcp.Tool
 	primaryTools map[string]*mcp.Tool
@@ -220,6 +221,8 @@ func (e *Edge) forwardProgress(ctx context.Context, p *mcp.ProgressNotificationP
 // the tools the child lacks are added from it). Tools are never removed:
 // the list an agent saw stays the same, online or offline.
 func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
+	e.regMu.Lock()
+	defer e.regMu.Unlock()
 	e.mu.Lock()
 	var add []*mcp.Tool
 	for _, t := range tools {
