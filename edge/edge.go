@@ -255,7 +255,10 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 	if childKnown && (primaryKnown || e.cfg.PassThrough()) {
 		e.markToolsReady()
 	}
-	if !e.cfg.PassThrough() {
+	if !e.cfg.PassThrough() && childKnown {
+		// Only a full view is cached: a cache written before the child's
+		// list was in would make every tool look primary-only next time,
+		// and writes would skip the local palace.
 		e.saveToolCache()
 	}
 }
@@ -301,7 +304,9 @@ func (e *Edge) loadToolCache() {
 		return
 	}
 	e.addTools(c.Primary, true)
-	e.addTools(c.Child, false)
+	if len(c.Child) > 0 {
+		e.addTools(c.Child, false)
+	}
 }
 
 func (e *Edge) saveToolCache() {
@@ -324,12 +329,6 @@ func (e *Edge) saveToolCache() {
 	if os.WriteFile(tmp, b, 0o600) == nil {
 		os.Rename(tmp, filepath.Join(e.cfg.StateDir(), toolCacheFile))
 	}
-}
-
-func (e *Edge) hasChildTool(name string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.childTools[name] != nil
 }
 
 // primaryOnlyTool reports a tool the primary has and the local palace

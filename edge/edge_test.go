@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +29,7 @@ type harness struct {
 	srv     *fakepalace.HTTPServer
 	edge    *Edge
 	s       *mcp.ClientSession
-	logs    *syncBuffer
+	logs    *testbed.SyncBuffer
 }
 
 type harnessOpts struct {
@@ -44,21 +43,9 @@ type harnessOpts struct {
 	timeout     time.Duration
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func start(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
-	h := &harness{t: t, palace: filepath.Join(t.TempDir(), "palace"), logs: &syncBuffer{}}
+	h := &harness{t: t, palace: filepath.Join(t.TempDir(), "palace"), logs: &testbed.SyncBuffer{}}
 	if o.palace != "" {
 		h.palace = o.palace
 	}
@@ -443,5 +430,30 @@ func TestUnwritableOutboxLocalWriteStillSucceeds(t *testing.T) {
 	}
 	if !strings.Contains(h.logs.String(), "outbox unavailable") || !strings.Contains(h.logs.String(), filepath.Join(palace, "edge")) {
 		t.Fatalf("no clear error in the log:\n%s", h.logs.String())
+	}
+}
+
+// A tool cache written before the child's list was known (only the
+// primary's tools in it) must not make a later edge send writes straight
+// to the primary: writes stay local first.
+func TestPartialToolCacheKeepsWritesLocalFirst(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	os.MkdirAll(filepath.Join(palace, "edge"), 0o700)
+	var primaryOnly []map[string]any
+	for _, n := range []string{"mempalace_add_drawer", "mempalace_search", "mempalace_status"} {
+		primaryOnly = append(primaryOnly, map[string]any{"name": n, "inputSchema": map[string]any{"type": "object"}})
+	}
+	b, _ := json.Marshal(map[string]any{"child": []any{}, "primary": primaryOnly})
+	os.WriteFile(filepath.Join(palace, "edge", toolCacheFile), b, 0o600)
+	h := start(t, harnessOpts{palace: palace, device: "dev-9"})
+	r, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "local first, always"})
+	if r["success"] != true || countContent(h.localState(), "local first, always") != 1 {
+		t.Fatalf("the write skipped the local palace: %v", r)
+	}
+	h.eventually("replication", func() bool { return countContent(h.primary.Dump(), "local first, always") == 1 })
+	for _, d := range h.primary.Dump().Drawers {
+		if d.AddedBy != "opencode/-/dev-9" {
+			t.Fatalf("primary copy stamped %q", d.AddedBy)
+		}
 	}
 }

@@ -335,10 +335,6 @@ func (p *Primary) tryUp() bool {
 	return true
 }
 
-// Kick makes the prober try now (used after a failed flush shows the
-// primary might be back, and by tests).
-func (p *Primary) Probe() bool { return p.tryUp() }
-
 func healthzURL(endpoint string) string {
 	u, err := url.Parse(endpoint)
 	if err != nil {

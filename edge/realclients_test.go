@@ -152,7 +152,7 @@ func TestCompliantStreamableHTTPPrimary(t *testing.T) {
 		t.Fatalf("offline: %v", lines)
 	}
 	// Restarted (all sessions gone): a new edge process works again.
-	srv = testbed.Start(t, env, "listening", testbed.Node(t), wrapper)
+	testbed.Start(t, env, "listening", testbed.Node(t), wrapper)
 	lines = sdkLines(t, common, `[{"name":"echo","arguments":{"message":"again"}}]`)
 	if !strings.Contains(callText(lines, "echo"), "Echo: again") {
 		t.Fatalf("after restart: %v", lines)

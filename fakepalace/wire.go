@@ -366,14 +366,12 @@ func (h *HTTPServer) statusz(w http.ResponseWriter) {
 		"ok":       true,
 		"server":   map[string]any{"name": "mempalace", "version": h.pl.opts.Version, "transport": "http", "scheme": "http", "started_at": h.started.UTC().Format(time.RFC3339), "uptime_seconds": time.Since(h.started).Seconds()},
 		"palace":   map[string]any{"backend": "fakepalace", "sqlite_integrity": map[string]any{"ok": true}},
-		"writer":   map[string]any{"read_only": h.pl.readOnlyLocked()},
+		"writer":   map[string]any{"read_only": h.pl.readOnly()},
 		"requests": map[string]any{"total": h.total, "by_status": by},
 	}
 	h.mu.Unlock()
 	writeJSON(w, 200, out)
 }
-
-func (pl *Palace) readOnlyLocked() bool { return pl.readOnly() }
 
 // control is the test-only fault switchboard, for a primary that runs as a
 // separate process.
@@ -456,8 +454,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	writeRaw(w, code, b)
 }
 
-// hostIsLoopback reports whether a listen address is loopback.
-func hostIsLoopback(addr string) bool {
+// IsLoopbackAddr reports whether a listen address is loopback (the
+// program's "token required off loopback" rule).
+func IsLoopbackAddr(addr string) bool {
 	h, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		h = addr
@@ -468,7 +467,3 @@ func hostIsLoopback(addr string) bool {
 	ip := net.ParseIP(strings.Trim(h, "[]"))
 	return ip != nil && ip.IsLoopback()
 }
-
-// IsLoopbackAddr is exported for the program's "token required off
-// loopback" rule.
-func IsLoopbackAddr(addr string) bool { return hostIsLoopback(addr) }

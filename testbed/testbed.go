@@ -259,21 +259,24 @@ func FreePort(t testing.TB) int {
 // Proc is a background process started for a test; Stop ends it.
 type Proc struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *SyncBuffer
 	done   chan struct{}
 }
 
-type lockedBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for concurrent writers (a process's
+// output, a logger) and readers (the test).
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *SyncBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+func (l *SyncBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // Start runs a command in the background (stopped at test cleanup) and
 // waits until its stderr contains ready (if not empty).
@@ -281,7 +284,7 @@ func Start(t testing.TB, env []string, ready string, name string, args ...string
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = env
-	p := &Proc{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	p := &Proc{cmd: cmd, stderr: &SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr, cmd.Stdout = p.stderr, p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

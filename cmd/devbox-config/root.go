@@ -52,7 +52,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return exitError{2, fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath())}
+		return exitError{2, fmt.Errorf("%w (run '%s --help' for usage)", err, c.CommandPath())}
 	})
 	root.AddCommand(newRenderCmd(stdout, stderr), newEdgeCmd(os.Stdin, stdout, stderr), newVersionCmd(stdout))
 	return root

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -496,14 +495,4 @@ func stampOpID(canon []byte, opID string) ([]byte, error) {
 		return nil, err
 	}
 	return canonical(b)
-}
-
-// sortedKeys is for stable messages.
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
