@@ -84,6 +84,20 @@ func main() {
 	for i := 0; i < 50; i++ {
 		call(ctx, edge, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": fmt.Sprintf("filler drawer number %d about nothing much", i)})
 	}
+	// Replication delay: from a write's answer to its arrival on the
+	// primary (the flusher is woken by the enqueue, not a polling interval).
+	var delays []time.Duration
+	for i := 0; i < 100; i++ {
+		content := fmt.Sprintf("replication probe %d", i)
+		call(ctx, edge, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "probe", "content": content})
+		start := time.Now()
+		id := fakepalace.DrawerID("w", "probe", content)
+		for primary.Dump().Drawers[id] == nil {
+			time.Sleep(200 * time.Microsecond)
+		}
+		delays = append(delays, time.Since(start))
+	}
+	row("replication delay: write answered -> on the primary", delays, "", nil)
 	child := connect(ctx, append(os.Environ(), "MEMPALACE_PALACE_PATH="+palace), *childBin)
 	defer child.Close()
 	id := fakepalace.DrawerID("w", "r", "the edge benchmark drawer about outbox latency")
