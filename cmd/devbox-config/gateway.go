@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/joakimp/devbox-config/gateway"
+)
+
+func newGatewayCmd(stdout, stderr io.Writer) *cobra.Command {
+	var listen, upstream, config string
+	cmd := &cobra.Command{
+		Use:   "gateway --listen ADDR --upstream URL [--config FILE]",
+		Short: "Per-device authorization, provenance and an audit log in front of the primary",
+		Long: `gateway sits in front of 'mempalace serve' (unchanged, one shared token) and
+gives every device its own token: requests are authorized by wing, knowledge-
+graph grant, coordination identity and admin scope (deny by default), added_by
+is stamped from the credential, results are filtered to readable wings, and
+every request goes to a hash-chained audit log. The upstream's token comes from
+MEMPALACE_UPSTREAM_TOKEN or the config's upstream_token_file, never argv.
+There is no implicit 0.0.0.0: bind the docker0 gateway address behind the
+tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if listen == "" || upstream == "" {
+				return usageError("--listen and --upstream are required")
+			}
+			host, _, err := net.SplitHostPort(listen)
+			if err != nil || host == "" {
+				return usageError("--listen %q: want HOST:PORT with an explicit host", listen)
+			}
+			log := newLogger(stderr, 0).With("component", "gateway")
+			s := &gateway.Server{ConfigFile: config, Upstream: upstream, BindHost: host, Log: log}
+			if err := s.Open(); err != nil {
+				return exitError{1, err}
+			}
+			tokenFile := ""
+			if c, err := gateway.LoadConfig(config); err == nil {
+				tokenFile = c.UpstreamTokenFile
+			}
+			s.UpstreamToken = func() string {
+				if t := strings.TrimSpace(os.Getenv("MEMPALACE_UPSTREAM_TOKEN")); t != "" {
+					return t
+				}
+				if tokenFile != "" {
+					b, _ := os.ReadFile(tokenFile)
+					return strings.TrimSpace(string(b))
+				}
+				return ""
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			go func() {
+				for range hup {
+					if err := s.Reload(); err != nil {
+						log.Error("reload failed; the previous config stays", "err", err)
+					}
+				}
+			}()
+			go s.Watch(ctx)
+			srv := &http.Server{Addr: listen, Handler: s, ReadHeaderTimeout: 10 * time.Second}
+			go func() { <-ctx.Done(); srv.Close() }()
+			log.Info("listening", "addr", listen, "upstream", upstream)
+			if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+				return exitError{1, err}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on, e.g. 172.17.0.1:8766 (no default)")
+	cmd.Flags().StringVar(&upstream, "upstream", "", "the primary's MCP endpoint, e.g. http://127.0.0.1:8765/mcp")
+	cmd.PersistentFlags().StringVar(&config, "config", "gateway.jsonc", "gateway config (JSONC)")
+
+	load := func() (*gateway.Config, error) {
+		c, err := gateway.LoadConfig(config)
+		if err != nil {
+			return nil, exitError{1, err}
+		}
+		return c, nil
+	}
+	save := func(c *gateway.Config) error {
+		if err := c.Validate(); err != nil {
+			return exitError{1, err}
+		}
+		if err := c.Save(config); err != nil {
+			return exitError{1, err}
+		}
+		return nil
+	}
+	var label, kg string
+	var read, write, agents []string
+	var admin, coordinator bool
+	device := &cobra.Command{Use: "device", Short: "Add, list and remove devices"}
+	add := &cobra.Command{
+		Use: "add ID", Short: "Add a device (then issue it a token)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := load()
+			if err != nil {
+				return err
+			}
+			if c.Device(args[0]) != nil {
+				return exitError{1, fmt.Errorf("device %s exists", args[0])}
+			}
+			c.Devices = append(c.Devices, gateway.Device{ID: args[0], Label: label, Read: read, Write: write, KG: kg, Agents: agents, Admin: admin, Coordinator: coordinator})
+			return save(c)
+		},
+	}
+	f := add.Flags()
+	f.StringVar(&label, "label", "", "human-readable label (never identity)")
+	f.StringSliceVar(&read, "read", nil, "wing globs the device may read")
+	f.StringSliceVar(&write, "write", nil, "wing globs the device may write")
+	f.StringVar(&kg, "kg", "none", "knowledge-graph grant: none, read or write")
+	f.StringSliceVar(&agents, "agents", nil, "from_agent names the device may use, e.g. opencode@laptop")
+	f.BoolVar(&admin, "admin", false, "may run mine, sync, deletes and unknown tools")
+	f.BoolVar(&coordinator, "coordinator", false, "sees every coordination event")
+	list := &cobra.Command{
+		Use: "list", Short: "List devices and their tokens (never the secrets)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := load()
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
+			fmt.Fprintln(w, "DEVICE\tLABEL\tREAD\tWRITE\tKG\tADMIN\tTOKENS")
+			for _, d := range c.Devices {
+				var toks []string
+				for _, t := range d.Tokens {
+					state := "live"
+					switch {
+					case t.Revoked:
+						state = "revoked"
+					case t.Expires != nil:
+						state = "expires " + t.Expires.Format(time.DateOnly)
+					}
+					toks = append(toks, t.ID+":"+state)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\n", d.ID, d.Label, strings.Join(d.Read, ","), strings.Join(d.Write, ","), d.KG, d.Admin, strings.Join(toks, " "))
+			}
+			return w.Flush()
+		},
+	}
+	remove := &cobra.Command{
+		Use: "remove ID", Short: "Remove a device (its tokens stop working within a second)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := load()
+			if err != nil {
+				return err
+			}
+			for i, d := range c.Devices {
+				if d.ID == args[0] {
+					c.Devices = append(c.Devices[:i], c.Devices[i+1:]...)
+					return save(c)
+				}
+			}
+			return exitError{1, fmt.Errorf("no device %s", args[0])}
+		},
+	}
+	device.AddCommand(add, list, remove)
+
+	token := &cobra.Command{Use: "token", Short: "Issue, rotate and revoke device tokens"}
+	issue := func(rotate bool) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			c, err := load()
+			if err != nil {
+				return err
+			}
+			d := c.Device(args[0])
+			if d == nil {
+				return exitError{1, fmt.Errorf("no device %s", args[0])}
+			}
+			key, err := gateway.LoadSecret(c.SecretFile)
+			if err != nil {
+				return exitError{1, err}
+			}
+			tok, err := gateway.Issue(key, d, time.Now())
+			if err != nil {
+				return exitError{1, err}
+			}
+			if err := save(c); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, tok)
+			msg := "shown once: put it in the device's .env as MEMPALACE_REMOTE_TOKEN"
+			if rotate {
+				msg += fmt.Sprintf("; the old token keeps working until %d days after this one is first used", int(c.Grace().Hours()/24))
+			}
+			fmt.Fprintln(stderr, msg)
+			return nil
+		}
+	}
+	var tokenID string
+	revoke := &cobra.Command{
+		Use: "revoke DEVICE", Short: "Revoke a device's tokens (--token ID for one); effective within a second", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := load()
+			if err != nil {
+				return err
+			}
+			d := c.Device(args[0])
+			if d == nil {
+				return exitError{1, fmt.Errorf("no device %s", args[0])}
+			}
+			n := gateway.Revoke(d, tokenID)
+			fmt.Fprintf(stdout, "revoked %d token(s)\n", n)
+			return save(c)
+		},
+	}
+	revoke.Flags().StringVar(&tokenID, "token", "", "only this token id")
+	token.AddCommand(
+		&cobra.Command{Use: "issue DEVICE", Short: "Issue a token (shown once)", Args: cobra.ExactArgs(1), RunE: issue(false)},
+		&cobra.Command{Use: "rotate DEVICE", Short: "Issue the next token; the old one stays valid for the grace period after the new one's first use", Args: cobra.ExactArgs(1), RunE: issue(true)},
+		revoke)
+
+	audit := &cobra.Command{Use: "audit", Short: "Check the audit log"}
+	audit.AddCommand(&cobra.Command{
+		Use: "verify [FILE]", Short: "Verify the audit log's hash chain (default: the config's audit_log)", Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file := ""
+			if len(args) == 1 {
+				file = args[0]
+			} else {
+				c, err := load()
+				if err != nil {
+					return err
+				}
+				file = c.AuditLog
+			}
+			n, err := gateway.Verify(file)
+			if err != nil {
+				return exitError{1, fmt.Errorf("%s: %w", file, err)}
+			}
+			fmt.Fprintf(stdout, "%s: %d lines, chain intact\n", file, n)
+			return nil
+		},
+	})
+	cmd.AddCommand(device, token, audit)
+	return cmd
+}

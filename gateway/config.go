@@ -1,0 +1,201 @@
+// Package gateway is `devbox-config gateway`: per-device authorization in
+// front of a MemPalace primary (RFC 001 Phase 4, §6.2, §7.3.2). Each device
+// has its own token; every request is authorized by wing, knowledge-graph
+// grant, coordination identity and admin scope; provenance is stamped from
+// the credential; every decision is written to a hash-chained audit log.
+// The upstream `mempalace serve` is unchanged and sees one shared token.
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/tailscale/hujson"
+)
+
+// Config is the gateway's JSONC configuration file.
+type Config struct {
+	// SecretFile holds the server secret that keys token HMACs (0600).
+	SecretFile string `json:"secret_file"`
+	// UpstreamTokenFile holds the upstream's shared token (0600); the
+	// environment's MEMPALACE_UPSTREAM_TOKEN wins.
+	UpstreamTokenFile string `json:"upstream_token_file,omitempty"`
+	// AuditLog is the append-only JSONL audit file.
+	AuditLog string `json:"audit_log"`
+	// GraceDays is how long a rotated-out token stays valid after the new
+	// one is first used (default 7).
+	GraceDays int      `json:"grace_days,omitempty"`
+	Devices   []Device `json:"devices"`
+}
+
+// Device is one machine's identity and what it may do.
+type Device struct {
+	ID    string `json:"id"`    // opaque (a uuid), compared, never parsed
+	Label string `json:"label"` // human only
+	// Read and Write are wing globs (path.Match).
+	Read  []string `json:"read,omitempty"`
+	Write []string `json:"write,omitempty"`
+	// KG is the knowledge-graph grant: "none", "read" or "write".
+	KG string `json:"kg,omitempty"`
+	// Agents are the from_agent names the device may use
+	// ("<harness>@<label>", RFC 003 §3.2).
+	Agents      []string `json:"agents,omitempty"`
+	Admin       bool     `json:"admin,omitempty"`       // mine, sync, deletes, hook_settings, unknown tools
+	Coordinator bool     `json:"coordinator,omitempty"` // sees every event, not only its agents'
+	Tokens      []Token  `json:"tokens,omitempty"`
+	// Rate limits (requests per second; 0 = the defaults).
+	ReadRate  float64 `json:"read_rate,omitempty"`
+	WriteRate float64 `json:"write_rate,omitempty"`
+}
+
+// Token is a stored credential: never the secret, only its HMAC.
+type Token struct {
+	ID        string     `json:"id"`
+	HMAC      string     `json:"hmac"`
+	Created   time.Time  `json:"created"`
+	FirstUsed *time.Time `json:"first_used,omitempty"`
+	// Expires is set on the old token when a newer one is first used.
+	Expires *time.Time `json:"expires,omitempty"`
+	Revoked bool       `json:"revoked,omitempty"`
+}
+
+var (
+	deviceIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	agentRE    = regexp.MustCompile(`^[^\s/]{1,128}$`)
+)
+
+// LoadConfig reads and validates a config file (JSONC). Errors name the
+// file and the field.
+func LoadConfig(file string) (*Config, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	std, err := hujson.Standardize(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(std))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return &c, nil
+}
+
+// Validate checks every field. A rule that can never match is an error,
+// not a silent deny-all.
+func (c *Config) Validate() error {
+	if c.SecretFile == "" {
+		return errors.New("secret_file: required")
+	}
+	if c.AuditLog == "" {
+		return errors.New("audit_log: required")
+	}
+	if c.GraceDays < 0 {
+		return errors.New("grace_days: must not be negative")
+	}
+	seen := map[string]bool{}
+	tokens := map[string]bool{}
+	for i, d := range c.Devices {
+		at := fmt.Sprintf("devices[%d]", i)
+		if !deviceIDRE.MatchString(d.ID) {
+			return fmt.Errorf("%s.id: %q must be 1-64 of letters, digits, . _ - (an opaque id such as a uuid)", at, d.ID)
+		}
+		if seen[d.ID] {
+			return fmt.Errorf("%s.id: %q appears twice", at, d.ID)
+		}
+		seen[d.ID] = true
+		for field, globs := range map[string][]string{"read": d.Read, "write": d.Write} {
+			for j, g := range globs {
+				if strings.TrimSpace(g) == "" {
+					return fmt.Errorf("%s.%s[%d]: an empty glob can never match a wing", at, field, j)
+				}
+				if _, err := path.Match(g, "x"); err != nil {
+					return fmt.Errorf("%s.%s[%d]: %q is not a valid glob: %v", at, field, j, g, err)
+				}
+			}
+		}
+		switch d.KG {
+		case "", "none", "read", "write":
+		default:
+			return fmt.Errorf("%s.kg: %q must be none, read or write", at, d.KG)
+		}
+		for j, a := range d.Agents {
+			if !agentRE.MatchString(a) {
+				return fmt.Errorf("%s.agents[%d]: %q can never match a from_agent (no spaces or '/', 1-128 characters)", at, j, a)
+			}
+		}
+		live := 0
+		for j, t := range d.Tokens {
+			if t.ID == "" || t.HMAC == "" {
+				return fmt.Errorf("%s.tokens[%d]: id and hmac are required", at, j)
+			}
+			if tokens[t.ID] {
+				return fmt.Errorf("%s.tokens[%d].id: %q is used twice", at, j, t.ID)
+			}
+			tokens[t.ID] = true
+			if !t.Revoked && (t.Expires == nil || t.Expires.After(time.Now())) {
+				live++
+			}
+		}
+		if live > 2 {
+			return fmt.Errorf("%s.tokens: %d live tokens; at most two (current and the one being rotated out)", at, live)
+		}
+		if d.ReadRate < 0 || d.WriteRate < 0 {
+			return fmt.Errorf("%s: rates must not be negative", at)
+		}
+	}
+	return nil
+}
+
+// Grace is how long an old token lives after its successor's first use.
+func (c *Config) Grace() time.Duration {
+	if c.GraceDays == 0 {
+		return 7 * 24 * time.Hour
+	}
+	return time.Duration(c.GraceDays) * 24 * time.Hour
+}
+
+// Device returns the device with id.
+func (c *Config) Device(id string) *Device {
+	for i := range c.Devices {
+		if c.Devices[i].ID == id {
+			return &c.Devices[i]
+		}
+	}
+	return nil
+}
+
+// Save writes the config atomically with mode 0600 (it holds token HMACs).
+func (c *Config) Save(file string) error {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
+}
+
+func match(globs []string, wing string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, wing); ok {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,328 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+const upstreamToken = "upstream-shared-token"
+
+type gw struct {
+	t       *testing.T
+	srv     *Server
+	http    *httptest.Server
+	primary *fakepalace.Palace
+	cfgFile string
+	now     time.Time
+	mu      sync.Mutex
+	tokens  map[string]string // device -> token
+}
+
+func newGW(t *testing.T, devices []Device) *gw {
+	t.Helper()
+	dir := t.TempDir()
+	pl, _ := fakepalace.New(fakepalace.Options{})
+	up := pl.NewHTTP(fakepalace.HTTPOptions{Token: upstreamToken})
+	if err := up.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(up.Stop)
+	g := &gw{t: t, primary: pl, cfgFile: filepath.Join(dir, "gateway.jsonc"), now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), tokens: map[string]string{}}
+	own := make([]Device, len(devices)) // a fresh copy: Issue appends tokens
+	copy(own, devices)
+	for i := range own {
+		own[i].Tokens = nil
+	}
+	cfg := &Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: own}
+	key, err := LoadSecret(cfg.SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cfg.Devices {
+		tok, err := Issue(key, &cfg.Devices[i], g.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.tokens[cfg.Devices[i].ID] = tok
+	}
+	if err := cfg.Save(g.cfgFile); err != nil {
+		t.Fatal(err)
+	}
+	g.srv = &Server{ConfigFile: g.cfgFile, Upstream: up.URL(), UpstreamToken: func() string { return upstreamToken }, BindHost: "127.0.0.1", Now: g.clock}
+	if err := g.srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	g.http = httptest.NewServer(g.srv)
+	t.Cleanup(g.http.Close)
+	return g
+}
+
+func (g *gw) clock() time.Time { g.mu.Lock(); defer g.mu.Unlock(); return g.now }
+
+func (g *gw) advance(d time.Duration) { g.mu.Lock(); g.now = g.now.Add(d); g.mu.Unlock() }
+
+// call sends a tools/call as a device; it returns the decoded result text
+// or the JSON-RPC error.
+func (g *gw) call(token, tool string, args map[string]any) (map[string]any, map[string]any, int) {
+	g.t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args}})
+	req, _ := http.NewRequest("POST", g.http.URL+"/mcp", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Result struct{ Content []struct{ Text string } } `json:"result"`
+		Error  map[string]any                            `json:"error"`
+	}
+	json.NewDecoder(resp.Body).Decode(&r)
+	var m map[string]any
+	if len(r.Result.Content) > 0 {
+		json.Unmarshal([]byte(r.Result.Content[0].Text), &m)
+	}
+	return m, r.Error, resp.StatusCode
+}
+
+var devices = []Device{
+	{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared", "wing_opencode"}, Write: []string{"shared", "wing_opencode"}, KG: "read", Agents: []string{"opencode@laptop"}},
+	{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"shared", "private_desk", "wing_*"}, KG: "write", Agents: []string{"pi@desk"}},
+	{ID: "admin-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Coordinator: true},
+}
+
+func TestAuthorizationTable(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	rows := []struct {
+		name  string
+		token string
+		tool  string
+		args  map[string]any
+		allow bool
+	}{
+		{"write to an allowed wing", laptop, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "shared note"}, true},
+		{"write to a forbidden wing", laptop, "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": "x"}, false},
+		{"desk writes its private wing", desk, "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": "desk secret about hostnames"}, true},
+		{"diary to the agent's own wing", laptop, "diary_write", map[string]any{"agent_name": "opencode", "entry": "laptop diary"}, true},
+		{"diary to another agent's wing", laptop, "diary_write", map[string]any{"agent_name": "pi", "entry": "x"}, false},
+		{"checkpoint with one forbidden item", laptop, "checkpoint", map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "r", "content": "a"}, map[string]any{"wing": "ops", "room": "r", "content": "b"}}}, false},
+		{"read with a readable wing", laptop, "list_rooms", map[string]any{"wing": "shared"}, true},
+		{"read with an unreadable wing", laptop, "list_drawers", map[string]any{"wing": "private_desk"}, false},
+		{"kg read with a read grant", laptop, "kg_query", map[string]any{"entity": "x"}, true},
+		{"kg write without a write grant", laptop, "kg_add", map[string]any{"subject": "a", "predicate": "b", "object": "c"}, false},
+		{"kg write with a write grant", desk, "kg_add", map[string]any{"subject": "a", "predicate": "b", "object": "c"}, true},
+		{"event from the device's agent", laptop, "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "opencode@laptop", "to_agent": "pi@desk"}, true},
+		{"event from someone else's agent (spoof)", laptop, "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@desk"}, false},
+		{"sync by a non-admin", desk, "sync", map[string]any{}, false},
+		{"mine by a non-admin", laptop, "mine", map[string]any{"source": "/w"}, false},
+		{"delete by a non-admin", desk, "delete_drawer", map[string]any{"drawer_id": "x"}, false},
+		{"sync by the admin", admin, "sync", map[string]any{}, true},
+		{"an unknown tool by a non-admin", laptop, "traverse", map[string]any{"start_room": "r"}, false},
+	}
+	for _, r := range rows {
+		res, rpc, status := g.call(r.token, r.tool, r.args)
+		if status != 200 {
+			t.Errorf("%s: HTTP %d (a denial must be a 200)", r.name, status)
+		}
+		if got := rpc == nil; got != r.allow {
+			t.Errorf("%s: allowed=%v (result %v, error %v)", r.name, got, res, rpc)
+		}
+		if rpc != nil {
+			data, _ := rpc["data"].(map[string]any)
+			if rpc["code"] != float64(CodeDenied) || data["device"] == nil || data["rule"] == nil || data["tool"] != "mempalace_"+r.tool {
+				t.Errorf("%s: denial lacks code or data: %v", r.name, rpc)
+			}
+		}
+	}
+	// get_drawer of a drawer in a forbidden wing (looked up, never parsed)
+	id := fakepalace.DrawerID("private_desk", "r", "desk secret about hostnames")
+	if _, rpc, _ := g.call(laptop, "get_drawer", map[string]any{"drawer_id": id}); rpc == nil {
+		t.Error("laptop read the desk's private drawer by id")
+	}
+	if res, rpc, _ := g.call(desk, "get_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["content"] == nil {
+		t.Errorf("desk could not read its own drawer: %v %v", res, rpc)
+	}
+	// without a token: 401, as upstream (no WWW-Authenticate)
+	if _, _, status := g.call("dbx_nope_nope_000000", "status", nil); status != 401 {
+		t.Errorf("bad token: HTTP %d", status)
+	}
+}
+
+func TestResultFilteringAndProvenance(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	g.call(desk, "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": "the desk's private outbox notes"})
+	g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "shared outbox notes", "added_by": "opencode/evil-host/spoofed-device"})
+	res, _, _ := g.call(laptop, "search", map[string]any{"query": "outbox notes", "limit": 10})
+	for _, x := range res["results"].([]any) {
+		if x.(map[string]any)["wing"] != "shared" {
+			t.Fatalf("search leaked a forbidden wing: %v", res)
+		}
+	}
+	if res["filtered"] != true {
+		t.Fatalf("filtered results not marked: %v", res)
+	}
+	if res, _, _ := g.call(desk, "search", map[string]any{"query": "outbox notes", "limit": 10}); len(res["results"].([]any)) != 2 {
+		t.Fatalf("desk (read *) should see both: %v", res)
+	}
+	for tool, key := range map[string]string{"list_drawers": "drawers", "list_wings": "wings", "status": "wings"} {
+		res, _, _ := g.call(laptop, tool, nil)
+		if strings.Contains(fmt.Sprint(res[key]), "private_desk") || res["filtered"] != true {
+			t.Errorf("%s leaked or was not marked: %v", tool, res)
+		}
+	}
+	if res, _, _ := g.call(laptop, "status", nil); res["total_drawers"] != 1.0 {
+		t.Errorf("status total not recomputed for readable wings: %v", res["total_drawers"])
+	}
+	// added_by is the credential's, whatever the client sent
+	for _, d := range g.primary.Dump().Drawers {
+		want := map[string]string{"shared": "opencode/laptop/laptop-7f3a", "private_desk": "mcp/desk/desk-9b21"}[d.Wing]
+		if d.AddedBy != want {
+			t.Errorf("drawer in %s stamped %q, want %q", d.Wing, d.AddedBy, want)
+		}
+	}
+	// events: a device sees only its agents' events (and broadcasts)
+	g.call(desk, "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": "someone@else"})
+	g.call(desk, "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": "opencode@laptop"})
+	if res, _, _ := g.call(laptop, "event_list", map[string]any{"stream": "s"}); res["count"] != 1.0 {
+		t.Errorf("laptop saw events not addressed to its agents: %v", res)
+	}
+}
+
+func TestRotationAndRevocation(t *testing.T) {
+	g := newGW(t, devices[:1])
+	old := g.tokens["laptop-7f3a"]
+	cfg, _ := LoadConfig(g.cfgFile)
+	key, _ := LoadSecret(cfg.SecretFile)
+	g.advance(time.Hour)
+	newTok, err := Issue(key, cfg.Device("laptop-7f3a"), g.clock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Issue(key, cfg.Device("laptop-7f3a"), g.clock()); err == nil {
+		t.Fatal("a third live token was issued")
+	}
+	cfg.Save(g.cfgFile)
+	g.srv.Reload()
+	ok := func(tok string) bool {
+		_, rpc, status := g.call(tok, "kg_stats", nil)
+		return status == 200 && rpc == nil
+	}
+	if !ok(old) || !ok(newTok) {
+		t.Fatal("both tokens must work during rotation")
+	}
+	g.advance(6 * 24 * time.Hour)
+	if !ok(old) {
+		t.Fatal("the old token stopped before the grace period ended")
+	}
+	g.advance(2 * 24 * time.Hour)
+	if ok(old) || !ok(newTok) {
+		t.Fatal("after the grace period only the new token may work")
+	}
+	// Revocation takes effect within a second, without a restart.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go g.srv.Watch(ctx)
+	cfg, _ = LoadConfig(g.cfgFile)
+	Revoke(cfg.Device("laptop-7f3a"), "")
+	time.Sleep(20 * time.Millisecond) // a distinct mtime
+	cfg.Save(g.cfgFile)
+	deadline := time.Now().Add(time.Second)
+	for ok(newTok) {
+		if time.Now().After(deadline) {
+			t.Fatal("revocation not effective within a second")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestAuditChain(t *testing.T) {
+	g := newGW(t, devices)
+	for i := 0; i < 5; i++ {
+		g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": fmt.Sprintf("audited %d", i)})
+	}
+	g.call(g.tokens["laptop-7f3a"], "sync", nil) // a denial is audited too
+	file := g.srv.cfg.Load().AuditLog
+	if n, err := Verify(file); err != nil || n < 6 {
+		t.Fatalf("clean log: %d lines, %v", n, err)
+	}
+	b, _ := os.ReadFile(file)
+	if bytes.Contains(b, []byte("audited 1")) {
+		t.Fatal("the audit log holds content, not a digest")
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	tamper := map[string][]string{
+		"edited":    append(append([]string{}, lines[:2]...), append([]string{strings.Replace(lines[2], `"device":"`, `"device":"x`, 1)}, lines[3:]...)...),
+		"dropped":   append(append([]string{}, lines[:2]...), lines[3:]...),
+		"reordered": append(append(append([]string{}, lines[:2]...), lines[3], lines[2]), lines[4:]...),
+	}
+	for kind, ls := range tamper {
+		f := filepath.Join(t.TempDir(), "audit.jsonl")
+		os.WriteFile(f, []byte(strings.Join(ls, "\n")+"\n"), 0o600)
+		if _, err := Verify(f); err == nil {
+			t.Errorf("%s line not detected", kind)
+		}
+	}
+	// An unwritable log: writes are refused, reads continue.
+	os.Remove(file)
+	os.Mkdir(file, 0o700) // a directory where the log should be
+	if _, rpc, _ := g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "unaudited"}); rpc == nil {
+		t.Fatal("a write went through without an audit line")
+	}
+	if _, rpc, _ := g.call(g.tokens["desk-9b21"], "kg_stats", nil); rpc != nil {
+		t.Fatalf("a read was refused with the log unwritable: %v", rpc)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	d := devices[0]
+	d.WriteRate = 1
+	g := newGW(t, []Device{d})
+	limited := 0
+	for i := 0; i < 40; i++ {
+		_, rpc, status := g.call(g.tokens[d.ID], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": fmt.Sprintf("burst %d", i)})
+		if status != 200 {
+			t.Fatalf("a rate limit must not be an HTTP error (got %d)", status)
+		}
+		if rpc != nil && rpc["code"] == float64(CodeRateLimited) {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("40 writes at once with a 1/s rate were never limited")
+	}
+}
+
+func TestConfigValidationNamesFields(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"bad id"}]}`:                 "devices[0].id",
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","write":[""]}]}`:         "devices[0].write[0]: an empty glob can never match",
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","kg":"all"}]}`:           "devices[0].kg",
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","agents":["pi desk"]}]}`: "devices[0].agents[0]",
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d"},{"id":"d"}]}`:           "devices[1].id",
+		`{"secret_file":"s","audit_log":"a","devices":[], "extra": 1}`:                    "extra",
+		`{"audit_log":"a"}`: "secret_file",
+		"{\n  // comment\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [{\"id\": \"d\", \"read\": [\"[\"]}],\n}": "devices[0].read[0]",
+	} {
+		f := filepath.Join(dir, "g.jsonc")
+		os.WriteFile(f, []byte(body), 0o600)
+		_, err := LoadConfig(f)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), f) {
+			t.Errorf("%s: error %v, want one naming %q and the file", body, err, want)
+		}
+	}
+}

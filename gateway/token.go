@@ -1,0 +1,133 @@
+package gateway
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// TokenPrefix starts every device token: dbx_<token id>_<secret>_<checksum>.
+const TokenPrefix = "dbx"
+
+// ErrBadToken is any credential that does not authenticate; the gateway
+// never says which part was wrong.
+var ErrBadToken = errors.New("invalid device token")
+
+// LoadSecret reads the server secret, creating a random one (0600) if the
+// file does not exist yet.
+func LoadSecret(file string) ([]byte, error) {
+	b, err := os.ReadFile(file)
+	if err == nil {
+		s := strings.TrimSpace(string(b))
+		if len(s) < 32 {
+			return nil, fmt.Errorf("%s: the server secret is too short", file)
+		}
+		return []byte(s), nil
+	}
+	if !os.IsNotExist(err) {
+		return nil, err
+	}
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	s := hex.EncodeToString(raw)
+	if err := os.WriteFile(file, []byte(s+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return []byte(s), nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func checksum(id, secret string) string {
+	sum := sha256.Sum256([]byte(TokenPrefix + "_" + id + "_" + secret))
+	return hex.EncodeToString(sum[:])[:6]
+}
+
+func mac(key []byte, secret string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(secret))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// Issue makes a new token for device d: the returned string is shown once;
+// only its HMAC is kept. A device holds at most two live tokens: issuing a
+// third is refused (rotate instead).
+func Issue(key []byte, d *Device, now time.Time) (string, error) {
+	live := 0
+	for _, t := range d.Tokens {
+		if t.live(now) {
+			live++
+		}
+	}
+	if live >= 2 {
+		return "", fmt.Errorf("device %s already has two live tokens; revoke one first", d.ID)
+	}
+	id, secret := randomHex(6), randomHex(24)
+	d.Tokens = append(d.Tokens, Token{ID: id, HMAC: mac(key, secret), Created: now.UTC()})
+	return fmt.Sprintf("%s_%s_%s_%s", TokenPrefix, id, secret, checksum(id, secret)), nil
+}
+
+func (t Token) live(now time.Time) bool {
+	return !t.Revoked && (t.Expires == nil || t.Expires.After(now))
+}
+
+// Authenticate finds the device a presented token belongs to. The token
+// id selects the stored HMAC; the comparison is constant-time. It reports
+// whether the token was used for the first time (the config should then be
+// saved: a new token becomes current, and the older ones start their grace
+// period).
+func Authenticate(c *Config, key []byte, presented string, now time.Time) (*Device, *Token, bool, error) {
+	parts := strings.Split(presented, "_")
+	if len(parts) != 4 || parts[0] != TokenPrefix || checksum(parts[1], parts[2]) != parts[3] {
+		return nil, nil, false, ErrBadToken
+	}
+	for i := range c.Devices {
+		d := &c.Devices[i]
+		for j := range d.Tokens {
+			t := &d.Tokens[j]
+			if t.ID != parts[1] {
+				continue
+			}
+			if !hmac.Equal([]byte(t.HMAC), []byte(mac(key, parts[2]))) || !t.live(now) {
+				return nil, nil, false, ErrBadToken
+			}
+			first := false
+			if t.FirstUsed == nil {
+				u := now.UTC()
+				t.FirstUsed, first = &u, true
+				// The new token is current: older live tokens get a grace period.
+				for k := range d.Tokens {
+					o := &d.Tokens[k]
+					if k != j && o.live(now) && o.Expires == nil && o.Created.Before(t.Created) {
+						e := now.Add(c.Grace()).UTC()
+						o.Expires = &e
+					}
+				}
+			}
+			return d, t, first, nil
+		}
+	}
+	return nil, nil, false, ErrBadToken
+}
+
+// Revoke makes one token (or, with id "", every token) of a device unusable.
+func Revoke(d *Device, id string) int {
+	n := 0
+	for i := range d.Tokens {
+		if (id == "" || d.Tokens[i].ID == id) && !d.Tokens[i].Revoked {
+			d.Tokens[i].Revoked = true
+			n++
+		}
+	}
+	return n
+}
