@@ -91,6 +91,17 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 		}
 		return c, nil
 	}
+	loadDevice := func(id string) (*gateway.Config, *gateway.Device, error) {
+		c, err := load()
+		if err != nil {
+			return nil, nil, err
+		}
+		d := c.Device(id)
+		if d == nil {
+			return nil, nil, exitError{1, fmt.Errorf("no device %s", id)}
+		}
+		return c, d, nil
+	}
 	save := func(c *gateway.Config) error {
 		if err := c.Validate(); err != nil {
 			return exitError{1, err}
@@ -173,13 +184,9 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	token := &cobra.Command{Use: "token", Short: "Issue, rotate and revoke device tokens"}
 	issue := func(rotate bool) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			c, err := load()
+			c, d, err := loadDevice(args[0])
 			if err != nil {
 				return err
-			}
-			d := c.Device(args[0])
-			if d == nil {
-				return exitError{1, fmt.Errorf("no device %s", args[0])}
 			}
 			key, err := gateway.LoadSecret(c.SecretFile)
 			if err != nil {
@@ -205,13 +212,9 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	revoke := &cobra.Command{
 		Use: "revoke DEVICE", Short: "Revoke a device's tokens (--token ID for one); effective within a second", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := load()
+			c, d, err := loadDevice(args[0])
 			if err != nil {
 				return err
-			}
-			d := c.Device(args[0])
-			if d == nil {
-				return exitError{1, fmt.Errorf("no device %s", args[0])}
 			}
 			n := gateway.Revoke(d, tokenID)
 			fmt.Fprintf(stdout, "revoked %d token(s)\n", n)
