@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Decision is the outcome of authorizing one tools/call.
@@ -25,7 +26,7 @@ var (
 	kgWrite    = map[string]bool{"kg_add": true, "kg_invalidate": true, "kg_supersede": true}
 	coordWrite = map[string]bool{"event_append": true, "event_ack": true, "patch_submit": true, "task_create": true, "artifact_put": true}
 	coordRead  = map[string]bool{"event_list": true, "event_wait": true, "artifact_get": true}
-	plainAgent = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
+	plainAgent = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`) })
 )
 
 func allow(rule, wing string) Decision { return Decision{Allow: true, Rule: rule, Wing: wing} }
@@ -148,7 +149,7 @@ func StampProvenance(d *Device, tool string, args map[string]any) {
 	agent := "mcp"
 	if a, ok := args["added_by"].(string); ok {
 		first, _, _ := strings.Cut(a, "/")
-		if plainAgent.MatchString(first) {
+		if plainAgent().MatchString(first) {
 			agent = first
 		}
 	}

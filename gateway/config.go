@@ -15,6 +15,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tailscale/hujson"
@@ -66,9 +67,11 @@ type Token struct {
 	Revoked bool       `json:"revoked,omitempty"`
 }
 
+// Compiled on first use, not at init: the same binary runs render at every
+// container start, which must not pay for the gateway's patterns.
 var (
-	deviceIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	agentRE    = regexp.MustCompile(`^[^\s/]{1,128}$`)
+	deviceIDRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
+	agentRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[^\s/]{1,128}$`) })
 )
 
 // LoadConfig reads and validates a config file (JSONC). Errors name the
@@ -110,7 +113,7 @@ func (c *Config) Validate() error {
 	tokens := map[string]bool{}
 	for i, d := range c.Devices {
 		at := fmt.Sprintf("devices[%d]", i)
-		if !deviceIDRE.MatchString(d.ID) {
+		if !deviceIDRE().MatchString(d.ID) {
 			return fmt.Errorf("%s.id: %q must be 1-64 of letters, digits, . _ - (an opaque id such as a uuid)", at, d.ID)
 		}
 		if seen[d.ID] {
@@ -133,7 +136,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s.kg: %q must be none, read or write", at, d.KG)
 		}
 		for j, a := range d.Agents {
-			if !agentRE.MatchString(a) {
+			if !agentRE().MatchString(a) {
 				return fmt.Errorf("%s.agents[%d]: %q can never match a from_agent (no spaces or '/', 1-128 characters)", at, j, a)
 			}
 		}
