@@ -326,3 +326,57 @@ func TestConfigValidationNamesFields(t *testing.T) {
 		}
 	}
 }
+
+// The same front-door rules as mempalace serve.
+func TestFrontDoor(t *testing.T) {
+	g := newGW(t, devices)
+	tok := g.tokens["laptop-7f3a"]
+	do := func(method, path, body string, hdr map[string]string) (int, string) {
+		req, _ := http.NewRequest(method, g.http.URL+path, strings.NewReader(body))
+		for k, v := range hdr {
+			if k == "Host" {
+				req.Host = v
+			} else {
+				req.Header.Set(k, v)
+			}
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b := new(bytes.Buffer)
+		b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	auth := map[string]string{"Authorization": "Bearer " + tok}
+	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+	if code, body := do("GET", "/healthz", "", nil); code != 200 || body != "ok\n" {
+		t.Errorf("healthz passes through without a token: %d %q", code, body)
+	}
+	if code, _ := do("POST", "/mcp", ping, map[string]string{"Authorization": "Bearer " + tok, "Host": "palace.example.org"}); code != 403 {
+		t.Errorf("foreign Host on a loopback bind: %d", code)
+	}
+	if code, _ := do("POST", "/mcp", ping, map[string]string{"Authorization": "Bearer " + tok, "Origin": "https://evil.example"}); code != 403 {
+		t.Errorf("foreign Origin: %d", code)
+	}
+	if code, body := do("POST", "/mcp", "{not json", auth); code != 400 || !strings.Contains(body, "-32700") {
+		t.Errorf("bad JSON: %d %s", code, body)
+	}
+	if code, body := do("POST", "/mcp", ping, auth); code != 200 || !strings.Contains(body, `"result":{}`) {
+		t.Errorf("ping through the gateway: %d %s", code, body)
+	}
+	if code, _ := do("GET", "/statusz", "", auth); code != 403 {
+		t.Errorf("statusz for a non-admin: %d", code)
+	}
+	if code, body := do("GET", "/statusz", "", map[string]string{"Authorization": "Bearer " + g.tokens["admin-0001"]}); code != 200 || !strings.Contains(body, `"mempalace"`) || strings.Contains(body, upstreamToken) {
+		t.Errorf("statusz for the admin: %d %s", code, body)
+	}
+	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("a", MaxBody) + `"}}`
+	if code, _ := do("POST", "/mcp", big, auth); code != 413 {
+		t.Errorf("over 16 MiB: %d", code)
+	}
+	if code, _ := do("POST", "/mcp", ping, nil); code != 401 {
+		t.Errorf("no token: %d", code)
+	}
+}
