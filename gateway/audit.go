@@ -36,6 +36,7 @@ type Audit struct {
 	mu   sync.Mutex
 	file string
 	prev string
+	f    *os.File // kept open: appends sit on every request
 }
 
 // OpenAudit opens (or creates) the log and finds the chain's head.
@@ -67,27 +68,49 @@ func entryHash(e Entry) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Append writes one entry (fsync'd). An error means the log cannot be
-// written: the gateway then refuses writes (fail closed).
-func (a *Audit) Append(e Entry) error {
+// Append writes one entry; durable entries are fsync'd before Append
+// returns (the lines that allow a write). An error means the log cannot be
+// written: the gateway then refuses writes (fail closed). A read's line is
+// written but not fsync'd: a power cut may lose the last read lines, never
+// break the chain.
+func (a *Audit) Append(e Entry, durable bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e.Prev = a.prev
 	e.Hash = entryHash(e)
 	b, _ := json.Marshal(e)
-	f, err := os.OpenFile(a.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
+	if a.f == nil || !a.stillThere() {
+		if a.f != nil {
+			a.f.Close()
+		}
+		f, err := os.OpenFile(a.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			a.f = nil
+			return err
+		}
+		a.f = f
+	}
+	if _, err := a.f.Write(append(b, '\n')); err != nil {
 		return err
 	}
-	defer f.Close()
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
+	if durable {
+		if err := a.f.Sync(); err != nil {
+			return err
+		}
 	}
 	a.prev = e.Hash
 	return nil
+}
+
+// stillThere reports whether the open file is still the one at the path
+// (not rotated away or replaced).
+func (a *Audit) stillThere() bool {
+	fi, err := os.Stat(a.file)
+	if err != nil {
+		return false
+	}
+	open, err := a.f.Stat()
+	return err == nil && os.SameFile(fi, open)
 }
 
 // Verify checks a log's chain and reports the first broken line.

@@ -20,7 +20,7 @@ import (
 const upstreamToken = "upstream-shared-token"
 
 type gw struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *Server
 	http    *httptest.Server
 	primary *fakepalace.Palace
@@ -30,7 +30,7 @@ type gw struct {
 	tokens  map[string]string // device -> token
 }
 
-func newGW(t *testing.T, devices []Device) *gw {
+func newGW(t testing.TB, devices []Device) *gw {
 	t.Helper()
 	dir := t.TempDir()
 	pl, _ := fakepalace.New(fakepalace.Options{})
@@ -379,4 +379,14 @@ func TestFrontDoor(t *testing.T) {
 	if code, _ := do("POST", "/mcp", ping, nil); code != 401 {
 		t.Errorf("no token: %d", code)
 	}
+}
+
+// newGWB is the fixture for benchmarks: no rate limits in the way.
+func newGWB(b *testing.B) *gw {
+	ds := make([]Device, len(devices))
+	copy(ds, devices)
+	for i := range ds {
+		ds[i].ReadRate, ds[i].WriteRate = 1e9, 1e9
+	}
+	return newGW(b, ds)
 }

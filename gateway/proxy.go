@@ -174,7 +174,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	finish := func(decision string, status int) {
 		entry.Decision, entry.UpstreamStatus = decision, status
 		entry.LatencyMS = float64(s.Now().Sub(start).Microseconds()) / 1000
-		if err := s.audit.Append(entry); err != nil {
+		if err := s.audit.Append(entry, false); err != nil {
 			s.Log.Error("audit log not writable", "err", err)
 		}
 	}
@@ -220,7 +220,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Fail closed: a write that cannot be audited is not made.
 		probe := entry
 		probe.Decision = "pending"
-		if err := s.audit.Append(probe); err != nil {
+		if err := s.audit.Append(probe, true); err != nil {
 			s.Log.Error("audit log not writable: refusing writes", "err", err)
 			writeJSON(w, 200, rpcErr(req.ID, CodeDenied, "devbox-config gateway: the audit log cannot be written; writes are refused", map[string]any{"device": d.ID, "tool": p.Name, "rule": "audit"}))
 			return
