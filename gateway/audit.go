@@ -3,11 +3,13 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,18 +27,28 @@ type Entry struct {
 	UpstreamStatus int       `json:"upstream_status,omitempty"`
 	LatencyMS      float64   `json:"latency_ms"`
 	ArgsDigest     string    `json:"args_digest,omitempty"` // never the content
-	Prev           string    `json:"prev"`
-	Hash           string    `json:"hash"`
+	// Sig, on a checkpoint entry, is the Ed25519 signature of
+	// "<prev>|<lines before it>": the chain head at that point.
+	Sig  string `json:"sig,omitempty"`
+	Prev string `json:"prev"`
+	Hash string `json:"hash"`
 }
+
+// CheckpointEvery is how many lines pass between signed checkpoints.
+const CheckpointEvery = 100
 
 // Audit appends entries to a JSONL file as a hash chain: each line carries
 // the previous line's hash and its own, so an edited, dropped or reordered
 // line breaks the chain.
 type Audit struct {
-	mu   sync.Mutex
-	file string
-	prev string
-	f    *os.File // kept open: appends sit on every request
+	mu    sync.Mutex
+	file  string
+	prev  string
+	lines int
+	f     *os.File // kept open: appends sit on every request
+	// key signs a checkpoint of the chain head every CheckpointEvery lines
+	// (nil: no checkpoints).
+	key ed25519.PrivateKey
 }
 
 // OpenAudit opens (or creates) the log and finds the chain's head.
@@ -56,6 +68,7 @@ func OpenAudit(file string) (*Audit, error) {
 		var e Entry
 		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Hash != "" {
 			a.prev = e.Hash
+			a.lines++
 		}
 	}
 	return a, sc.Err()
@@ -99,7 +112,68 @@ func (a *Audit) Append(e Entry, durable bool) error {
 		}
 	}
 	a.prev = e.Hash
+	a.lines++
+	if a.key != nil && a.lines%CheckpointEvery == CheckpointEvery-1 {
+		return a.checkpointLocked()
+	}
 	return nil
+}
+
+// checkpointLocked appends a signed checkpoint of the current head.
+func (a *Audit) checkpointLocked() error {
+	c := Entry{Time: time.Now().UTC(), Method: "checkpoint", Decision: "checkpoint", Prev: a.prev}
+	c.Sig = hex.EncodeToString(ed25519.Sign(a.key, []byte(fmt.Sprintf("%s|%d", a.prev, a.lines))))
+	c.Hash = entryHash(c)
+	b, _ := json.Marshal(c)
+	if _, err := a.f.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	if err := a.f.Sync(); err != nil {
+		return err
+	}
+	a.prev = c.Hash
+	a.lines++
+	return nil
+}
+
+// SigningKey reads the Ed25519 key that signs checkpoints, creating it
+// (0600, public half in <file>.pub) if it does not exist.
+func SigningKey(file string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(file)
+	if err == nil {
+		raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(raw) != ed25519.PrivateKeySize {
+			return nil, fmt.Errorf("%s: not an Ed25519 private key", file)
+		}
+		return ed25519.PrivateKey(raw), nil
+	}
+	if !os.IsNotExist(err) {
+		return nil, err
+	}
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(file, []byte(hex.EncodeToString(priv)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(file+".pub", []byte(hex.EncodeToString(pub)+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	return priv, nil
+}
+
+// PublicKey reads a <key>.pub file.
+func PublicKey(file string) (ed25519.PublicKey, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(raw) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("%s: not an Ed25519 public key", file)
+	}
+	return ed25519.PublicKey(raw), nil
 }
 
 // stillThere reports whether the open file is still the one at the path
@@ -113,8 +187,10 @@ func (a *Audit) stillThere() bool {
 	return err == nil && os.SameFile(fi, open)
 }
 
-// Verify checks a log's chain and reports the first broken line.
-func Verify(file string) (lines int, err error) {
+// Verify checks a log's chain and reports the first broken line. With a
+// public key it also checks every signed checkpoint, so a log rewritten
+// from the start with recomputed hashes is still caught.
+func Verify(file string, pub ed25519.PublicKey) (lines int, err error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return 0, err
@@ -133,6 +209,12 @@ func Verify(file string) (lines int, err error) {
 		}
 		if entryHash(e) != e.Hash {
 			return i, fmt.Errorf("line %d: edited (its hash does not match its content)", i+1)
+		}
+		if e.Method == "checkpoint" && pub != nil {
+			sig, _ := hex.DecodeString(e.Sig)
+			if !ed25519.Verify(pub, []byte(fmt.Sprintf("%s|%d", e.Prev, i)), sig) {
+				return i, fmt.Errorf("line %d: checkpoint signature does not verify (the log before it was rewritten)", i+1)
+			}
 		}
 		prev = e.Hash
 		lines = i + 1

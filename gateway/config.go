@@ -30,6 +30,10 @@ type Config struct {
 	UpstreamTokenFile string `json:"upstream_token_file,omitempty"`
 	// AuditLog is the append-only JSONL audit file.
 	AuditLog string `json:"audit_log"`
+	// SigningKeyFile holds the Ed25519 key that signs a checkpoint of the
+	// audit chain every 100 lines (created if missing; the public half is
+	// <file>.pub). Optional.
+	SigningKeyFile string `json:"signing_key_file,omitempty"`
 	// GraceDays is how long a rotated-out token stays valid after the new
 	// one is first used (default 7).
 	GraceDays int      `json:"grace_days,omitempty"`

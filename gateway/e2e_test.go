@@ -99,7 +99,7 @@ func TestTwoEdgesThroughTheGateway(t *testing.T) {
 		t.Fatalf("desk should see all three: %s", fmtJSON(res))
 	}
 	// The gateway refused the laptop nothing it was allowed, and logged it all.
-	if n, err := Verify(g.srv.cfg.Load().AuditLog); err != nil || n == 0 {
+	if n, err := Verify(g.srv.cfg.Load().AuditLog, nil); err != nil || n == 0 {
 		t.Fatalf("audit: %d %v", n, err)
 	}
 }

@@ -71,6 +71,11 @@ func (s *Server) Open() error {
 	if s.audit, err = OpenAudit(s.cfg.Load().AuditLog); err != nil {
 		return fmt.Errorf("audit_log: %w", err)
 	}
+	if f := s.cfg.Load().SigningKeyFile; f != "" {
+		if s.audit.key, err = SigningKey(f); err != nil {
+			return fmt.Errorf("signing_key_file: %w", err)
+		}
+	}
 	s.client = &http.Client{Timeout: 5 * time.Minute}
 	s.limiters = map[string]*rate.Limiter{}
 	s.writes = make(chan struct{}, 1)

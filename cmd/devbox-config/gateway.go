@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"net"
@@ -227,9 +228,10 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 		&cobra.Command{Use: "rotate DEVICE", Short: "Issue the next token; the old one stays valid for the grace period after the new one's first use", Args: cobra.ExactArgs(1), RunE: issue(true)},
 		revoke)
 
+	var pubFile string
 	audit := &cobra.Command{Use: "audit", Short: "Check the audit log"}
-	audit.AddCommand(&cobra.Command{
-		Use: "verify [FILE]", Short: "Verify the audit log's hash chain (default: the config's audit_log)", Args: cobra.MaximumNArgs(1),
+	verify := &cobra.Command{
+		Use: "verify [FILE]", Short: "Verify the audit log's hash chain and signed checkpoints (default: the config's audit_log)", Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file := ""
 			if len(args) == 1 {
@@ -240,15 +242,28 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 					return err
 				}
 				file = c.AuditLog
+				if pubFile == "" && c.SigningKeyFile != "" {
+					pubFile = c.SigningKeyFile + ".pub"
+				}
 			}
-			n, err := gateway.Verify(file)
+			var pub ed25519.PublicKey
+			if pubFile != "" {
+				k, err := gateway.PublicKey(pubFile)
+				if err != nil {
+					return exitError{1, err}
+				}
+				pub = k
+			}
+			n, err := gateway.Verify(file, pub)
 			if err != nil {
 				return exitError{1, fmt.Errorf("%s: %w", file, err)}
 			}
 			fmt.Fprintf(stdout, "%s: %d lines, chain intact\n", file, n)
 			return nil
 		},
-	})
+	}
+	verify.Flags().StringVar(&pubFile, "pubkey", "", "Ed25519 public key of the checkpoints (default: the config's signing_key_file.pub)")
+	audit.AddCommand(verify)
 	cmd.AddCommand(device, token, audit)
 	return cmd
 }
