@@ -184,8 +184,12 @@ func TestResultFilteringAndProvenance(t *testing.T) {
 			t.Errorf("%s leaked or was not marked: %v", tool, res)
 		}
 	}
-	if res, _, _ := g.call(laptop, "status", nil); res["total_drawers"] != 1.0 {
-		t.Errorf("status total not recomputed for readable wings: %v", res["total_drawers"])
+	if res, _, _ := g.call(laptop, "status", nil); res["total_drawers"] != 1.0 || fmt.Sprint(res["rooms"]) != "map[r:1]" {
+		t.Errorf("status not recomputed for readable wings: %v %v", res["total_drawers"], res["rooms"])
+	}
+	g.call(desk, "add_drawer", map[string]any{"wing": "private_desk", "room": "secret_room", "content": "x"})
+	if res, _, _ := g.call(laptop, "list_rooms", nil); fmt.Sprint(res["rooms"]) != "map[r:1]" || res["filtered"] != true {
+		t.Errorf("list_rooms over readable wings: %v", res)
 	}
 	// added_by is the credential's, whatever the client sent
 	for _, d := range g.primary.Dump().Drawers {
@@ -378,6 +382,20 @@ func TestFrontDoor(t *testing.T) {
 	}
 	if code, _ := do("POST", "/mcp", ping, nil); code != 401 {
 		t.Errorf("no token: %d", code)
+	}
+	// /logstream/stream: only a stream filtered to the device's own agents
+	// (the double has no stream: a forwarded request answers its 404).
+	if code, _ := do("GET", "/logstream/stream", "", auth); code != 403 {
+		t.Errorf("unfiltered stream for a non-coordinator: %d", code)
+	}
+	if code, _ := do("GET", "/logstream/stream?to_agent=pi@desk", "", auth); code != 403 {
+		t.Errorf("another device's agent: %d", code)
+	}
+	if code, _ := do("GET", "/logstream/stream?to_agent=opencode@laptop", "", auth); code != 404 {
+		t.Errorf("own agent's stream not forwarded: %d", code)
+	}
+	if code, _ := do("GET", "/logstream/stream", "", map[string]string{"Authorization": "Bearer " + g.tokens["admin-0001"]}); code != 404 {
+		t.Errorf("coordinator's stream not forwarded: %d", code)
 	}
 }
 

@@ -145,6 +145,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.forwardRaw(w, r, true)
 		return
+	case r.URL.Path == "/logstream/stream" && r.Method == http.MethodGet:
+		// Authorized like event_list: a device streams only events to or
+		// from its own agents (as a filter it must give), unless it is a
+		// coordinator.
+		d, _, ok := s.authenticate(w, r)
+		if !ok {
+			return
+		}
+		q := r.URL.Query()
+		mine := false
+		for _, a := range d.Agents {
+			mine = mine || q.Get("to_agent") == a || q.Get("from_agent") == a
+		}
+		if !d.Coordinator && !mine {
+			http.Error(w, "filter the stream by to_agent or from_agent naming one of this device's agents", http.StatusForbidden)
+			return
+		}
+		s.forwardRaw(w, r, true)
+		return
 	case r.URL.Path != "/mcp":
 		http.NotFound(w, r)
 		return
@@ -241,7 +260,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fwd, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "method": "tools/call", "params": map[string]any{"name": p.Name, "arguments": p.Arguments}})
 	status, resp := s.upstreamCall(r.Context(), fwd)
 	if status == 200 && (dec.Filter || dec.Events) {
-		resp = filterResponse(resp, t, d, dec)
+		var rooms map[string]any
+		if (t == "list_rooms" && dec.Wing == "") || t == "status" {
+			rooms = s.readableRooms(r.Context(), d)
+		}
+		resp = filterResponse(resp, t, d, dec, rooms)
 	}
 	finish("allow", status)
 	writeRawJSON(w, status, resp)
@@ -335,6 +358,27 @@ func (s *Server) drawerWing(ctx context.Context, id string) string {
 	return w
 }
 
+// readableRooms recomputes room counts over the wings a device may read,
+// from the upstream's wing -> room -> count taxonomy.
+func (s *Server) readableRooms(ctx context.Context, d *Device) map[string]any {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": map[string]any{"name": "mempalace_get_taxonomy", "arguments": map[string]any{}}})
+	_, resp := s.upstreamCall(ctx, b)
+	tax, _ := resultOf(resp)["taxonomy"].(map[string]any)
+	rooms := map[string]any{}
+	for wing, rs := range tax {
+		if !match(d.Read, wing) {
+			continue
+		}
+		rm, _ := rs.(map[string]any)
+		for room, n := range rm {
+			f, _ := n.(float64)
+			prev, _ := rooms[room].(float64)
+			rooms[room] = prev + f
+		}
+	}
+	return rooms
+}
+
 func (s *Server) forwardRaw(w http.ResponseWriter, r *http.Request, withToken bool) {
 	u, _ := url.Parse(s.Upstream)
 	u.Path, u.RawQuery = r.URL.Path, r.URL.RawQuery
@@ -348,9 +392,27 @@ func (s *Server) forwardRaw(w http.ResponseWriter, r *http.Request, withToken bo
 		return
 	}
 	defer resp.Body.Close()
-	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	for _, h := range []string{"Content-Type", "Cache-Control", "Retry-After"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
 	w.WriteHeader(resp.StatusCode)
-	io.Copy(w, resp.Body)
+	// Relay as it arrives (an SSE stream must not sit in a buffer).
+	flusher, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			w.Write(buf[:n])
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // ---- result filtering ----
@@ -371,7 +433,7 @@ func resultOf(resp []byte) map[string]any {
 
 // filterResponse cuts a result to the wings (or agents) the device may see
 // and marks it filtered.
-func filterResponse(resp []byte, tool string, d *Device, dec Decision) []byte {
+func filterResponse(resp []byte, tool string, d *Device, dec Decision, rooms map[string]any) []byte {
 	var env map[string]any
 	if json.Unmarshal(resp, &env) != nil {
 		return resp
@@ -418,13 +480,13 @@ func filterResponse(resp []byte, tool string, d *Device, dec Decision) []byte {
 				}
 				if tool == "status" && key == "wings" {
 					m["total_drawers"] = total
-					delete(m, "rooms") // per-room counts mix wings: not recomputable here
+					m["rooms"] = rooms
 				}
 			}
 		}
 	case "list_rooms":
 		if dec.Wing == "" {
-			m["rooms"] = map[string]any{} // rooms of all wings mixed: ask per wing
+			m["rooms"] = rooms // recomputed over the readable wings
 			dropped = 1
 		}
 	case "event_list", "event_wait":
