@@ -155,6 +155,10 @@ func TestAuthorizationTable(t *testing.T) {
 	if res, rpc, _ := g.call(desk, "get_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["content"] == nil {
 		t.Errorf("desk could not read its own drawer: %v %v", res, rpc)
 	}
+	// update_drawer: the drawer's wing is looked up too
+	if _, rpc, _ := g.call(laptop, "update_drawer", map[string]any{"drawer_id": id, "content": "overwritten by the laptop"}); rpc == nil {
+		t.Error("laptop updated the desk's private drawer by id")
+	}
 	// without a token: 401, as upstream (no WWW-Authenticate)
 	if _, _, status := g.call("dbx_nope_nope_000000", "status", nil); status != 401 {
 		t.Errorf("bad token: HTTP %d", status)
@@ -457,5 +461,52 @@ func TestSignedCheckpoints(t *testing.T) {
 	}
 	if _, err := Verify(file, pub); err == nil || !strings.Contains(err.Error(), "checkpoint signature") {
 		t.Fatalf("a rewritten log passed the signed checkpoints: %v", err)
+	}
+}
+
+func TestUpstreamTokenFileMustBePrivate(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "upstream.token")
+	os.WriteFile(f, []byte("tok\n"), 0o644)
+	if _, err := ReadSecretFile(f); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a world-readable token file was accepted: %v", err)
+	}
+	os.Chmod(f, 0o600)
+	if tok, err := ReadSecretFile(f); err != nil || tok != "tok" {
+		t.Fatalf("%q %v", tok, err)
+	}
+}
+
+// The primary is single-writer: the gateway lets one write through at a
+// time, queues up to eight, and answers the rest with a rate-limit error
+// (a JSON-RPC error in a 200, which an edge's outbox retries).
+func TestSingleWriteSlot(t *testing.T) {
+	ds := make([]Device, len(devices))
+	copy(ds, devices)
+	for i := range ds {
+		ds[i].ReadRate, ds[i].WriteRate = 1e6, 1e6
+	}
+	g := newGW(t, ds)
+	g.primary.SetLatency("mempalace_add_drawer", 200*time.Millisecond)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, limited := 0, 0
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, rpc, _ := g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": fmt.Sprintf("concurrent %d", i)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case rpc == nil:
+				ok++
+			case rpc["code"] == float64(CodeRateLimited):
+				limited++
+			}
+		}(i)
+	}
+	wg.Wait()
+	if limited == 0 || ok < 9 || ok+limited != 20 {
+		t.Fatalf("20 concurrent writes: %d through, %d limited", ok, limited)
 	}
 }

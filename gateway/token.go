@@ -131,3 +131,20 @@ func Revoke(d *Device, id string) int {
 	}
 	return n
 }
+
+// ReadSecretFile reads a secret (the upstream token) from a file that only
+// its owner may read: a group- or world-readable file is refused.
+func ReadSecretFile(file string) (string, error) {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("%s is readable by others (mode %o): chmod 600 it", file, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}

@@ -50,13 +50,22 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 			if c, err := gateway.LoadConfig(config); err == nil {
 				tokenFile = c.UpstreamTokenFile
 			}
+			if tokenFile != "" {
+				if _, err := gateway.ReadSecretFile(tokenFile); err != nil {
+					return exitError{1, fmt.Errorf("upstream_token_file: %w", err)}
+				}
+			}
 			s.UpstreamToken = func() string {
 				if t := strings.TrimSpace(os.Getenv("MEMPALACE_UPSTREAM_TOKEN")); t != "" {
 					return t
 				}
 				if tokenFile != "" {
-					b, _ := os.ReadFile(tokenFile)
-					return strings.TrimSpace(string(b))
+					b, err := gateway.ReadSecretFile(tokenFile)
+					if err != nil {
+						log.Error("upstream token unreadable", "err", err)
+						return ""
+					}
+					return b
 				}
 				return ""
 			}
