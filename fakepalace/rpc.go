@@ -44,6 +44,9 @@ type Palace struct {
 	wake    chan struct{}
 	calls   map[string]int
 	latency map[string]time.Duration
+	// vectors memoizes chunk embeddings, as a real palace stores them:
+	// only the query is embedded per search.
+	vectors map[string][]float64
 	// Hooks for the stdio program's fault switches.
 	beforeCall func(name string)
 }
@@ -63,7 +66,7 @@ func New(opts Options) (*Palace, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &Palace{st: st, opts: opts, tools: tools(), byName: map[string]tool{}, now: opts.Now, wake: make(chan struct{}), calls: map[string]int{}, latency: map[string]time.Duration{}}
+	pl := &Palace{st: st, opts: opts, tools: tools(), byName: map[string]tool{}, now: opts.Now, wake: make(chan struct{}), calls: map[string]int{}, latency: map[string]time.Duration{}, vectors: map[string][]float64{}}
 	for _, t := range pl.tools {
 		pl.byName[t.name] = t
 	}

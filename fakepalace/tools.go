@@ -389,7 +389,12 @@ func (pl *Palace) rank(query string, keep func(*Drawer) bool) []hit {
 			continue
 		}
 		for i, c := range chunks(d.Content) {
-			hits = append(hits, hit{d, c, cosineDistance(q, Embed(pl.opts.Embedder, c)), i})
+			v, ok := pl.vectors[c]
+			if !ok {
+				v = Embed(pl.opts.Embedder, c)
+				pl.vectors[c] = v
+			}
+			hits = append(hits, hit{d, c, cosineDistance(q, v), i})
 		}
 	}
 	sort.SliceStable(hits, func(i, j int) bool { return hits[i].dist < hits[j].dist })
