@@ -87,16 +87,6 @@ func (j *journey) local() *fakepalace.State {
 	return st
 }
 
-func count(st *fakepalace.State, content string) int {
-	n := 0
-	for _, d := range st.Drawers {
-		if d.Content == content {
-			n++
-		}
-	}
-	return n
-}
-
 func mempalaceTools(names []string) []string {
 	var out []string
 	for _, n := range names {
@@ -147,9 +137,9 @@ func TestJourney(t *testing.T) {
 	j.check("solitary", "render writes the local stdio entry", strings.Contains(read(j.cfg), `"command": ["mempalace-mcp"]`), read(j.cfg))
 	j.check("solitary", "opencode mcp list: mempalace connected", j.mcpStatus() == "connected")
 	res := j.run("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "solitary drawer from opencode"})
-	j.check("solitary", "the model's add_drawer lands in the local palace", count(j.local(), "solitary drawer from opencode") == 1, res)
+	j.check("solitary", "the model's add_drawer lands in the local palace", j.local().CountContent("solitary drawer from opencode") == 1, res)
 	j.run("diary_write", map[string]any{"agent_name": "opencode", "entry": "solitary diary from opencode"})
-	j.check("solitary", "the model's diary write lands in the local palace", count(j.local(), "solitary diary from opencode") == 1)
+	j.check("solitary", "the model's diary write lands in the local palace", j.local().CountContent("solitary diary from opencode") == 1)
 	serve := j.serve()
 	tree := processTree(serve.Pid())
 	j.check("solitary", "opencode runs mempalace-mcp, and no devbox-config process exists", hasCmd(tree, "mempalace-mcp") && !hasCmd(tree, "devbox-config") && !anyProcess(j.bin, filepath.Join(h.Bin, "devbox-config")), tree)
@@ -170,8 +160,9 @@ func TestJourney(t *testing.T) {
 	j.check("remote", "render switches the entry to the primary", strings.Contains(read(j.cfg), `"type": "remote"`), read(j.cfg))
 	j.check("remote", "opencode mcp list: mempalace connected (to the primary)", j.mcpStatus() == "connected")
 	j.run("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "remote drawer straight to the primary"})
-	j.check("remote", "a write goes straight to the primary", count(j.primary.Dump(), "remote drawer straight to the primary") == 1)
-	j.check("remote", "the token is in no file on disk", noFileContains(h.Dir, token))
+	j.check("remote", "a write goes straight to the primary", j.primary.Dump().CountContent("remote drawer straight to the primary") == 1)
+	found, nread := testbed.FilesContaining(h.Dir, token)
+	j.check("remote", "the token is in no file on disk", len(found) == 0 && nread > 0, found)
 
 	// 3. Edge: MEMPALACE_EDGE=1, restart. Another device already wrote to
 	// the primary; a long-running opencode (the TUI) keeps an edge alive.
@@ -183,8 +174,8 @@ func TestJourney(t *testing.T) {
 	defer serve.Stop()
 	j.check("edge", "opencode mcp list: mempalace connected (through the edge)", j.mcpStatus() == "connected")
 	j.run("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "journey note written in edge mode"})
-	j.check("edge", "the write lands locally", count(j.local(), "journey note written in edge mode") == 1)
-	j.check("edge", "and on the primary", eventually(func() bool { return count(j.primary.Dump(), "journey note written in edge mode") == 1 }))
+	j.check("edge", "the write lands locally", j.local().CountContent("journey note written in edge mode") == 1)
+	j.check("edge", "and on the primary", eventually(func() bool { return j.primary.Dump().CountContent("journey note written in edge mode") == 1 }))
 	res = j.run("search", map[string]any{"query": "journey note", "limit": 10})
 	j.check("edge", "a search returns hits from both palaces", strings.Contains(res, `"origin": "primary"`) && strings.Contains(res, "another device") && strings.Contains(res, "written in edge mode"), res)
 	toolsOnline := mempalaceTools(j.mock.LastOffered())
@@ -193,7 +184,7 @@ func TestJourney(t *testing.T) {
 	j.srv.Stop()
 	j.check("offline", "opencode mcp list: mempalace still connected", j.mcpStatus() == "connected")
 	res = j.run("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "journey note written offline"})
-	j.check("offline", "a write succeeds locally and is queued", strings.Contains(res, `"replication": "queued"`) && count(j.local(), "journey note written offline") == 1, res)
+	j.check("offline", "a write succeeds locally and is queued", strings.Contains(res, `"replication": "queued"`) && j.local().CountContent("journey note written offline") == 1, res)
 	res = j.run("search", map[string]any{"query": "journey note", "limit": 10})
 	j.check("offline", "a search answers from the local palace, marked degraded", strings.Contains(res, `"degraded": true`) && strings.Contains(res, "written offline"), res)
 	toolsOffline := mempalaceTools(j.mock.LastOffered())
@@ -201,7 +192,7 @@ func TestJourney(t *testing.T) {
 	if err := j.srv.Start(""); err != nil {
 		t.Fatal(err)
 	}
-	j.check("offline", "primary back: the queued write arrives, exactly once, by itself", eventually(func() bool { return count(j.primary.Dump(), "journey note written offline") == 1 }) && stays(func() bool { return count(j.primary.Dump(), "journey note written offline") == 1 }))
+	j.check("offline", "primary back: the queued write arrives, exactly once, by itself", eventually(func() bool { return j.primary.Dump().CountContent("journey note written offline") == 1 }) && stays(func() bool { return j.primary.Dump().CountContent("journey note written offline") == 1 }))
 	serve.Stop()
 
 	// 5. The user edits the managed entry, then changes .env.
@@ -283,20 +274,6 @@ func stays(cond func() bool) bool {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return true
-}
-
-func noFileContains(dir, secret string) bool {
-	found := false
-	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Type()&os.ModeSymlink != 0 {
-			return nil
-		}
-		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), secret) {
-			found = true
-		}
-		return nil
-	})
-	return !found
 }
 
 // proc is one process of a tree.

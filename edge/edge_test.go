@@ -160,16 +160,6 @@ func (h *harness) eventually(what string, cond func() bool) {
 	}
 }
 
-func countContent(st *fakepalace.State, content string) int {
-	n := 0
-	for _, d := range st.Drawers {
-		if d.Content == content {
-			n++
-		}
-	}
-	return n
-}
-
 func TestRoutingTable(t *testing.T) {
 	h := start(t, harnessOpts{policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`, device: "dev-7f3a"})
 
@@ -178,10 +168,10 @@ func TestRoutingTable(t *testing.T) {
 	if r["success"] != true || r["edge"].(map[string]any)["replication"] != "queued" {
 		t.Fatalf("add_drawer: %v", r)
 	}
-	if countContent(h.localState(), "we chose sqlite for the outbox") != 1 {
+	if h.localState().CountContent("we chose sqlite for the outbox") != 1 {
 		t.Fatal("write did not land locally")
 	}
-	h.eventually("the write on the primary", func() bool { return countContent(h.primary.Dump(), "we chose sqlite for the outbox") == 1 })
+	h.eventually("the write on the primary", func() bool { return h.primary.Dump().CountContent("we chose sqlite for the outbox") == 1 })
 	for _, d := range h.primary.Dump().Drawers {
 		if d.AddedBy != "opencode/-/dev-7f3a" {
 			t.Errorf("primary stamp %q", d.AddedBy)
@@ -252,7 +242,7 @@ func TestRoutingTable(t *testing.T) {
 		}
 	}
 	h.call("delete_drawer", map[string]any{"drawer_id": DrawerIDFor("shared", "notes", "we chose sqlite for the outbox")})
-	if h.primary.Calls("mempalace_delete_drawer") != 0 || countContent(h.primary.Dump(), "we chose sqlite for the outbox") != 1 {
+	if h.primary.Calls("mempalace_delete_drawer") != 0 || h.primary.Dump().CountContent("we chose sqlite for the outbox") != 1 {
 		t.Fatal("a delete reached the primary")
 	}
 
@@ -276,7 +266,7 @@ func DrawerIDFor(wing, room, content string) string { return fakepalace.DrawerID
 func TestPrimaryDownDegradesThenRecovers(t *testing.T) {
 	h := start(t, harnessOpts{timeout: 5 * time.Second})
 	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "written while online"})
-	h.eventually("replication", func() bool { return countContent(h.primary.Dump(), "written while online") == 1 })
+	h.eventually("replication", func() bool { return h.primary.Dump().CountContent("written while online") == 1 })
 	tools, _ := h.s.ListTools(context.Background(), nil)
 
 	h.srv.Stop()
@@ -311,10 +301,10 @@ func TestPrimaryDownDegradesThenRecovers(t *testing.T) {
 	if err := h.srv.Start(""); err != nil {
 		t.Fatal(err)
 	}
-	h.eventually("the queued diary on the primary", func() bool { return countContent(h.primary.Dump(), "offline, still writing") == 1 })
+	h.eventually("the queued diary on the primary", func() bool { return h.primary.Dump().CountContent("offline, still writing") == 1 })
 	h.eventually("the queued event on the primary", func() bool { return len(h.primary.Dump().Events) == 1 })
 	time.Sleep(300 * time.Millisecond)
-	if n := countContent(h.primary.Dump(), "offline, still writing"); n != 1 {
+	if n := h.primary.Dump().CountContent("offline, still writing"); n != 1 {
 		t.Fatalf("diary arrived %d times", n)
 	}
 	r, _ = h.call("search", map[string]any{"query": "online"})
@@ -326,7 +316,7 @@ func TestPrimaryDownDegradesThenRecovers(t *testing.T) {
 func TestEmbedderCanary(t *testing.T) {
 	h := start(t, harnessOpts{embedder: "embeddinggemma"})
 	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the same drawer on both sides"})
-	h.eventually("replication", func() bool { return countContent(h.primary.Dump(), "the same drawer on both sides") == 1 })
+	h.eventually("replication", func() bool { return h.primary.Dump().CountContent("the same drawer on both sides") == 1 })
 	h.call("add_drawer", map[string]any{"wing": "private", "room": "r", "content": "drawer on both sides too"})
 	r, _ := h.call("search", map[string]any{"query": "drawer both sides"})
 	if r["embedder_mismatch"] != true {
@@ -353,7 +343,7 @@ func TestSessionModePrimaryReinitializes(t *testing.T) {
 		t.Fatalf("after session expiry the read fell back instead of re-initializing: %v", r)
 	}
 	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "via a session primary"})
-	h.eventually("replication", func() bool { return countContent(h.primary.Dump(), "via a session primary") == 1 })
+	h.eventually("replication", func() bool { return h.primary.Dump().CountContent("via a session primary") == 1 })
 }
 
 func TestChildRespawn(t *testing.T) {
@@ -400,7 +390,7 @@ func TestCorruptOutboxLocalWriteStillSucceeds(t *testing.T) {
 	if r["success"] != true || !strings.Contains(fmt.Sprint(r["edge"]), "outbox unavailable") {
 		t.Fatalf("write with a corrupt outbox: %v", r)
 	}
-	if countContent(h.localState(), "must not be held hostage") != 1 {
+	if h.localState().CountContent("must not be held hostage") != 1 {
 		t.Fatal("local write lost")
 	}
 	if !strings.Contains(h.logs.String(), "outbox.sqlite") {
@@ -425,7 +415,7 @@ func TestUnwritableOutboxLocalWriteStillSucceeds(t *testing.T) {
 	if r["success"] != true || !strings.Contains(fmt.Sprint(r["edge"]), "not replicated") || !strings.Contains(fmt.Sprint(r["edge"]), "edge") {
 		t.Fatalf("write with an unwritable outbox: %v", r)
 	}
-	if countContent(h.localState(), "still written") != 1 {
+	if h.localState().CountContent("still written") != 1 {
 		t.Fatal("local write lost")
 	}
 	if !strings.Contains(h.logs.String(), "outbox unavailable") || !strings.Contains(h.logs.String(), filepath.Join(palace, "edge")) {
@@ -447,10 +437,10 @@ func TestPartialToolCacheKeepsWritesLocalFirst(t *testing.T) {
 	os.WriteFile(filepath.Join(palace, "edge", toolCacheFile), b, 0o600)
 	h := start(t, harnessOpts{palace: palace, device: "dev-9"})
 	r, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "local first, always"})
-	if r["success"] != true || countContent(h.localState(), "local first, always") != 1 {
+	if r["success"] != true || h.localState().CountContent("local first, always") != 1 {
 		t.Fatalf("the write skipped the local palace: %v", r)
 	}
-	h.eventually("replication", func() bool { return countContent(h.primary.Dump(), "local first, always") == 1 })
+	h.eventually("replication", func() bool { return h.primary.Dump().CountContent("local first, always") == 1 })
 	for _, d := range h.primary.Dump().Drawers {
 		if d.AddedBy != "opencode/-/dev-9" {
 			t.Fatalf("primary copy stamped %q", d.AddedBy)

@@ -118,6 +118,18 @@ func (s *State) SortedDrawers() []*Drawer {
 	return out
 }
 
+// CountContent returns how many drawers hold exactly content (a write
+// applied twice shows as 2).
+func (s *State) CountContent(content string) int {
+	n := 0
+	for _, d := range s.Drawers {
+		if d.Content == content {
+			n++
+		}
+	}
+	return n
+}
+
 const stateFile = "fakepalace.json"
 
 // load reads dir/fakepalace.json; a missing file is an empty palace.

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 func startHTTP(t *testing.T, opts Options, h HTTPOptions) (*Palace, *HTTPServer) {
@@ -30,25 +32,6 @@ func startHTTP(t *testing.T, opts Options, h HTTPOptions) (*Palace, *HTTPServer)
 	return pl, srv
 }
 
-func do(t *testing.T, method, url, body string, hdr map[string]string) (*http.Response, string) {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	for k, v := range hdr {
-		if k == "Host" {
-			req.Host = v
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
-
 const listReq = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
 
 func TestHTTPWireAsMempalaceServe(t *testing.T) {
@@ -57,45 +40,45 @@ func TestHTTPWireAsMempalaceServe(t *testing.T) {
 	base := strings.TrimSuffix(u, "/mcp")
 	auth := map[string]string{"Authorization": "Bearer s3cret"}
 
-	if r, b := do(t, "GET", base+"/healthz", "", nil); r.StatusCode != 200 || b != "ok\n" {
+	if r, b := testbed.Request(t, "GET", base+"/healthz", "", nil); r.StatusCode != 200 || b != "ok\n" {
 		t.Errorf("healthz: %d %q", r.StatusCode, b)
 	}
-	if r, _ := do(t, "GET", u, "", auth); r.StatusCode != 404 {
+	if r, _ := testbed.Request(t, "GET", u, "", auth); r.StatusCode != 404 {
 		t.Errorf("GET /mcp: %d, want 404 (no server stream)", r.StatusCode)
 	}
 	for _, m := range []string{"PUT", "DELETE", "OPTIONS"} {
-		if r, _ := do(t, m, u, "", auth); r.StatusCode != 501 {
+		if r, _ := testbed.Request(t, m, u, "", auth); r.StatusCode != 501 {
 			t.Errorf("%s /mcp: %d, want 501", m, r.StatusCode)
 		}
 	}
 	for _, h := range []map[string]string{nil, {"Authorization": "Bearer wrong"}, {"Authorization": "bearer s3cret"}, {"Authorization": "Bearer  s3cret"}} {
-		r, _ := do(t, "POST", u, listReq, h)
+		r, _ := testbed.Request(t, "POST", u, listReq, h)
 		if r.StatusCode != 401 || r.Header.Get("WWW-Authenticate") != "" {
 			t.Errorf("auth %v: %d %q", h, r.StatusCode, r.Header.Get("WWW-Authenticate"))
 		}
 	}
-	if r, _ := do(t, "GET", base+"/statusz", "", nil); r.StatusCode != 401 {
+	if r, _ := testbed.Request(t, "GET", base+"/statusz", "", nil); r.StatusCode != 401 {
 		t.Errorf("statusz without token: %d", r.StatusCode)
 	}
-	if r, b := do(t, "GET", base+"/statusz", "", auth); r.StatusCode != 200 || !strings.Contains(b, `"name":"mempalace"`) || strings.Contains(b, "s3cret") {
+	if r, b := testbed.Request(t, "GET", base+"/statusz", "", auth); r.StatusCode != 200 || !strings.Contains(b, `"name":"mempalace"`) || strings.Contains(b, "s3cret") {
 		t.Errorf("statusz: %d %s", r.StatusCode, b)
 	}
-	if r, _ := do(t, "POST", u, listReq, map[string]string{"Authorization": "Bearer s3cret", "Host": "palace.example.org"}); r.StatusCode != 403 {
+	if r, _ := testbed.Request(t, "POST", u, listReq, map[string]string{"Authorization": "Bearer s3cret", "Host": "palace.example.org"}); r.StatusCode != 403 {
 		t.Errorf("foreign Host on a loopback bind: %d", r.StatusCode)
 	}
-	if r, _ := do(t, "POST", u, listReq, map[string]string{"Authorization": "Bearer s3cret", "Origin": "https://evil.example"}); r.StatusCode != 403 {
+	if r, _ := testbed.Request(t, "POST", u, listReq, map[string]string{"Authorization": "Bearer s3cret", "Origin": "https://evil.example"}); r.StatusCode != 403 {
 		t.Errorf("foreign Origin: %d", r.StatusCode)
 	}
-	if r, _ := do(t, "POST", u, listReq, map[string]string{"Authorization": "Bearer s3cret", "Origin": "http://localhost:5173"}); r.StatusCode != 200 {
+	if r, _ := testbed.Request(t, "POST", u, listReq, map[string]string{"Authorization": "Bearer s3cret", "Origin": "http://localhost:5173"}); r.StatusCode != 200 {
 		t.Errorf("loopback Origin: %d", r.StatusCode)
 	}
-	if r, b := do(t, "POST", u, "{not json", auth); r.StatusCode != 400 || !strings.Contains(b, "-32700") {
+	if r, b := testbed.Request(t, "POST", u, "{not json", auth); r.StatusCode != 400 || !strings.Contains(b, "-32700") {
 		t.Errorf("bad JSON: %d %s", r.StatusCode, b)
 	}
-	if r, b := do(t, "POST", u, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, auth); r.StatusCode != 202 || b != "" {
+	if r, b := testbed.Request(t, "POST", u, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, auth); r.StatusCode != 202 || b != "" {
 		t.Errorf("notification: %d %q", r.StatusCode, b)
 	}
-	if r, _ := do(t, "GET", base+"/nope", "", nil); r.StatusCode != 404 {
+	if r, _ := testbed.Request(t, "GET", base+"/nope", "", nil); r.StatusCode != 404 {
 		t.Errorf("unknown path: %d", r.StatusCode)
 	}
 	// Over 16 MiB declared: 413 before the body is read.
@@ -113,19 +96,19 @@ func TestHTTPWireAsMempalaceServe(t *testing.T) {
 
 func TestSessionMode(t *testing.T) {
 	_, srv := startHTTP(t, Options{}, HTTPOptions{SessionMode: true})
-	r, _ := do(t, "POST", srv.URL(), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
+	r, _ := testbed.Request(t, "POST", srv.URL(), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
 		t.Fatal("no Mcp-Session-Id issued")
 	}
-	if r, _ := do(t, "POST", srv.URL(), listReq, nil); r.StatusCode != 400 {
+	if r, _ := testbed.Request(t, "POST", srv.URL(), listReq, nil); r.StatusCode != 400 {
 		t.Errorf("no session id: %d", r.StatusCode)
 	}
-	if r, _ := do(t, "POST", srv.URL(), listReq, map[string]string{"Mcp-Session-Id": sid}); r.StatusCode != 200 {
+	if r, _ := testbed.Request(t, "POST", srv.URL(), listReq, map[string]string{"Mcp-Session-Id": sid}); r.StatusCode != 200 {
 		t.Errorf("known session: %d", r.StatusCode)
 	}
 	srv.ExpireSessions()
-	if r, _ := do(t, "POST", srv.URL(), listReq, map[string]string{"Mcp-Session-Id": sid}); r.StatusCode != 404 {
+	if r, _ := testbed.Request(t, "POST", srv.URL(), listReq, map[string]string{"Mcp-Session-Id": sid}); r.StatusCode != 404 {
 		t.Errorf("expired session: %d, want 404", r.StatusCode)
 	}
 }
@@ -136,7 +119,7 @@ func TestFaults(t *testing.T) {
 
 	srv.FailNext(2, Fail5xx)
 	for i := 0; i < 2; i++ {
-		if r, _ := do(t, "POST", srv.URL(), add, nil); r.StatusCode != 503 {
+		if r, _ := testbed.Request(t, "POST", srv.URL(), add, nil); r.StatusCode != 503 {
 			t.Fatalf("fail 5xx #%d: %d", i, r.StatusCode)
 		}
 	}
@@ -160,11 +143,11 @@ func TestFaults(t *testing.T) {
 	}
 	// Read-only: writes refused with -32003 and hidden from tools/list.
 	pl.SetReadOnly(true)
-	_, b := do(t, "POST", srv.URL(), add, nil)
+	_, b := testbed.Request(t, "POST", srv.URL(), add, nil)
 	if !strings.Contains(b, `"code":-32003`) {
 		t.Fatalf("read-only write: %s", b)
 	}
-	_, b = do(t, "POST", srv.URL(), listReq, nil)
+	_, b = testbed.Request(t, "POST", srv.URL(), listReq, nil)
 	if strings.Contains(b, "mempalace_add_drawer") || strings.Contains(b, "mempalace_hook_settings") || !strings.Contains(b, "mempalace_search") {
 		t.Fatal("read-only tools/list")
 	}
@@ -172,15 +155,15 @@ func TestFaults(t *testing.T) {
 	// Latency per tool.
 	pl.SetLatency("mempalace_status", 150*time.Millisecond)
 	start := time.Now()
-	do(t, "POST", srv.URL(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_status"}}`, nil)
+	testbed.Request(t, "POST", srv.URL(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_status"}}`, nil)
 	if time.Since(start) < 150*time.Millisecond {
 		t.Fatal("latency not applied")
 	}
 	// The control endpoint does the same for an out-of-process primary.
-	if r, _ := do(t, "POST", strings.TrimSuffix(srv.URL(), "/mcp")+"/_fake/control", `{"fail_next":1,"fail_kind":"5xx"}`, nil); r.StatusCode != 200 {
+	if r, _ := testbed.Request(t, "POST", strings.TrimSuffix(srv.URL(), "/mcp")+"/_fake/control", `{"fail_next":1,"fail_kind":"5xx"}`, nil); r.StatusCode != 200 {
 		t.Fatal("control")
 	}
-	if r, _ := do(t, "POST", srv.URL(), listReq, nil); r.StatusCode != 503 {
+	if r, _ := testbed.Request(t, "POST", srv.URL(), listReq, nil); r.StatusCode != 503 {
 		t.Fatalf("control fail_next: %d", r.StatusCode)
 	}
 }

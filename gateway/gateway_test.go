@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 const upstreamToken = "upstream-shared-token"
@@ -340,22 +341,8 @@ func TestFrontDoor(t *testing.T) {
 	g := newGW(t, devices)
 	tok := g.tokens["laptop-7f3a"]
 	do := func(method, path, body string, hdr map[string]string) (int, string) {
-		req, _ := http.NewRequest(method, g.http.URL+path, strings.NewReader(body))
-		for k, v := range hdr {
-			if k == "Host" {
-				req.Host = v
-			} else {
-				req.Header.Set(k, v)
-			}
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b := new(bytes.Buffer)
-		b.ReadFrom(resp.Body)
-		return resp.StatusCode, b.String()
+		resp, b := testbed.Request(t, method, g.http.URL+path, body, hdr)
+		return resp.StatusCode, b
 	}
 	auth := map[string]string{"Authorization": "Bearer " + tok}
 	ping := `{"jsonrpc":"2.0","id":1,"method":"ping"}`

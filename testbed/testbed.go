@@ -13,7 +13,9 @@ package testbed
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,26 +194,56 @@ func MCPList(out string) map[string]string {
 	return res
 }
 
-// NoFileContains fails if any file under dir contains secret.
-func NoFileContains(t testing.TB, dir, secret string) {
-	t.Helper()
-	n := 0
+// FilesContaining returns the regular files under dir whose bytes contain
+// secret, and how many files were read (zero means the check proved
+// nothing).
+func FilesContaining(dir, secret string) (found []string, read int) {
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Type()&os.ModeSymlink != 0 {
 			return nil
 		}
-		b, err := os.ReadFile(p)
-		if err == nil {
-			n++
+		if b, err := os.ReadFile(p); err == nil {
+			read++
 			if bytes.Contains(b, []byte(secret)) {
-				t.Errorf("%s contains the secret", p)
+				found = append(found, p)
 			}
 		}
 		return nil
 	})
-	if n == 0 {
+	return found, read
+}
+
+// NoFileContains fails if any file under dir contains secret.
+func NoFileContains(t testing.TB, dir, secret string) {
+	t.Helper()
+	found, read := FilesContaining(dir, secret)
+	for _, p := range found {
+		t.Errorf("%s contains the secret", p)
+	}
+	if read == 0 {
 		t.Fatalf("no files under %s: the secret check proved nothing", dir)
 	}
+}
+
+// Request sends an HTTP request (a "Host" entry in hdr sets the Host) and
+// returns the response with its body read.
+func Request(t testing.TB, method, url, body string, hdr map[string]string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
 }
 
 // Contains reports whether s contains all of subs.
