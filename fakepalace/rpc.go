@@ -49,6 +49,8 @@ type Palace struct {
 	vectors map[string][]float64
 	// Hooks for the stdio program's fault switches.
 	beforeCall func(name string)
+	// trace, when set, gets one line per message received over stdio.
+	trace io.Writer
 }
 
 // New opens (or creates) a palace.
@@ -374,6 +376,37 @@ func (pl *Palace) waiter() <-chan struct{} { return pl.wake }
 func (pl *Palace) wakeWaiters() {
 	close(pl.wake)
 	pl.wake = make(chan struct{})
+}
+
+// SetStdioTrace makes ServeStdio write one line per message it receives
+// to w: `fakepalace: received {"method":…,"name":…,"id":…,"requestId":…,
+// "meta":[…]}` (name: the tool, requestId: for a cancellation, meta: the
+// keys of params._meta). Tests use
+// it to see what reached the server; it changes no behaviour (like
+// MemPalace, the double does nothing with a cancellation: it answers
+// one request at a time).
+func SetStdioTrace(pl *Palace, w io.Writer) { pl.trace = w }
+
+func (pl *Palace) traceMessage(line []byte) {
+	var m struct {
+		Method string          `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Params struct {
+			Name      string                     `json:"name"`
+			RequestID json.RawMessage            `json:"requestId"`
+			Meta      map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(line, &m) != nil {
+		return
+	}
+	keys := []string{}
+	for k := range m.Params.Meta {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b, _ := json.Marshal(map[string]any{"method": m.Method, "name": m.Params.Name, "id": m.ID, "requestId": m.Params.RequestID, "meta": keys})
+	fmt.Fprintf(pl.trace, "fakepalace: received %s\n", b)
 }
 
 // SetStdioFaults installs the stdio program's fault switches: crashOn

@@ -27,6 +27,9 @@ func (pl *Palace) ServeStdio(r io.Reader, w io.Writer, logw io.Writer) error {
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
+			if pl.trace != nil {
+				pl.traceMessage(line)
+			}
 			resp, herr := pl.Handle(line)
 			if errors.Is(herr, ErrParse) {
 				fmt.Fprintf(logw, "fakepalace: ignoring a line that is not JSON (%d bytes)\n", len(line))
