@@ -2,11 +2,15 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/fakepalace"
 )
 
 // BenchmarkLocalRead is a get_drawer answered by the local palace through
@@ -37,6 +41,44 @@ func BenchmarkMergedSearch(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := h.s.CallTool(ctx, &mcp.CallToolParams{Name: "mempalace_search", Arguments: map[string]any{"query": "outbox latency"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMergeSearchResults is the edge's own work on a merged search
+// once both answers are in: decode both, merge, encode (no I/O). Both
+// answers come from the test double holding 50 drawers each, 25 shared.
+func BenchmarkMergeSearchResults(b *testing.B) {
+	answer := func(pl *fakepalace.Palace) *mcp.CallToolResult {
+		resp, err := pl.Handle([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"outbox latency","limit":5}}}`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r struct{ Result json.RawMessage }
+		json.Unmarshal(resp, &r)
+		res, err := decodeResult(r.Result)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return res
+	}
+	local, _ := fakepalace.New(fakepalace.Options{Dir: b.TempDir()})
+	primary, _ := fakepalace.New(fakepalace.Options{Dir: b.TempDir()})
+	for i := 0; i < 50; i++ {
+		add := func(pl *fakepalace.Palace, n int) {
+			pl.Handle([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"w","room":"r","content":"benchmark drawer %d about outbox latency"}}}`, n)))
+		}
+		add(local, i)
+		add(primary, i+25)
+	}
+	lres, pres := answer(local), answer(primary)
+	e := &Edge{log: slog.New(slog.DiscardHandler)}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		lt, _ := usable(lres, nil)
+		pt, _ := usable(pres, nil)
+		if _, err := encodeResult(textResult(e.mergeSearch(lt, pt, 5), false, nil)); err != nil {
 			b.Fatal(err)
 		}
 	}

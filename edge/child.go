@@ -2,16 +2,22 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// legacyProtocol is the newest MCP version with the initialize handshake.
+const legacyProtocol = "2025-11-25"
 
 // ErrLocalDown is returned while the local palace server is not running.
 var ErrLocalDown = errors.New("local palace unavailable")
@@ -24,9 +30,11 @@ type Child struct {
 	log     *slog.Logger
 	client  *mcp.Client
 	onTools func([]*mcp.Tool)
+	stderr  io.Writer
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
+	conn    *childConn    // the session's connection; tool calls are relayed over it
 	ready   chan struct{} // closed when a session is up; replaced when it goes down
 	lastErr error
 	spawns  int
@@ -37,11 +45,16 @@ type ChildOptions struct {
 	OnTools    func([]*mcp.Tool)
 	OnLog      func(context.Context, *mcp.LoggingMessageParams)
 	OnProgress func(context.Context, *mcp.ProgressNotificationParams)
+	// Stderr receives the child's own log lines (default: the edge's stderr).
+	Stderr io.Writer
 }
 
 // NewChild prepares a supervisor; Run starts it.
 func NewChild(argv, env []string, log *slog.Logger, o ChildOptions) *Child {
-	c := &Child{argv: argv, env: env, log: log, onTools: o.OnTools, ready: make(chan struct{})}
+	c := &Child{argv: argv, env: env, log: log, onTools: o.OnTools, stderr: o.Stderr, ready: make(chan struct{})}
+	if c.stderr == nil {
+		c.stderr = os.Stderr
+	}
 	copts := &mcp.ClientOptions{}
 	if o.OnLog != nil {
 		copts.LoggingMessageHandler = func(ctx context.Context, r *mcp.LoggingMessageRequest) { o.OnLog(ctx, r.Params) }
@@ -82,15 +95,23 @@ func (c *Child) Run(ctx context.Context) {
 func (c *Child) runOnce(ctx context.Context) error {
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Env = c.env
-	cmd.Stderr = os.Stderr // the child's own log lines go where ours do
-	connectCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	session, err := c.client.Connect(connectCtx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
-	cancel()
+	cmd.Stderr = c.stderr // the child's own log lines go where ours do
+	conn, err := startChild(cmd, 2*time.Second, c.log)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", c.argv[0], err)
 	}
+	r, w := conn.sdkSide()
+	connectCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	// A session of the initialize handshake: the calls the edge relays
+	// carry no per-call protocol _meta, which a stateless session needs.
+	session, err := c.client.Connect(connectCtx, &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: -1}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
+	cancel()
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("start %s: %w", c.argv[0], err)
+	}
 	c.mu.Lock()
-	c.session = session
+	c.session, c.conn = session, conn
 	c.spawns++
 	close(c.ready)
 	c.mu.Unlock()
@@ -138,27 +159,36 @@ func (c *Child) current() *mcp.ClientSession {
 
 // Session waits up to wait for a running child.
 func (c *Child) Session(ctx context.Context, wait time.Duration) (*mcp.ClientSession, error) {
+	s, _, err := c.running(ctx, wait)
+	return s, err
+}
+
+// running waits up to wait for a running child: its session and connection.
+func (c *Child) running(ctx context.Context, wait time.Duration) (*mcp.ClientSession, *childConn, error) {
 	c.mu.Lock()
-	s, ready, lastErr := c.session, c.ready, c.lastErr
+	s, conn, ready, lastErr := c.session, c.conn, c.ready, c.lastErr
 	c.mu.Unlock()
 	if s != nil {
-		return s, nil
+		return s, conn, nil
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-ready:
-		if s := c.current(); s != nil {
-			return s, nil
+		c.mu.Lock()
+		s, conn = c.session, c.conn
+		c.mu.Unlock()
+		if s != nil {
+			return s, conn, nil
 		}
 	case <-t.C:
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 	if lastErr != nil {
-		return nil, fmt.Errorf("%w: %v", ErrLocalDown, lastErr)
+		return nil, nil, fmt.Errorf("%w: %v", ErrLocalDown, lastErr)
 	}
-	return nil, ErrLocalDown
+	return nil, nil, ErrLocalDown
 }
 
 // invalidate forgets a session that ended (if it is still the current one);
@@ -166,39 +196,50 @@ func (c *Child) Session(ctx context.Context, wait time.Duration) (*mcp.ClientSes
 func (c *Child) invalidate(s *mcp.ClientSession) {
 	c.mu.Lock()
 	if c.session == s {
-		c.session = nil
+		c.session, c.conn = nil, nil
 		c.ready = make(chan struct{})
 	}
 	c.mu.Unlock()
 }
 
-// Call runs a tool on the local palace. A child that dies mid-call makes
-// the call return an error (the SDK closes the session), never a hang. A
-// call refused before it was sent (the session was already closing) is
-// sent once more to the respawned child: it cannot have landed.
-func (c *Child) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+// Relay runs tools/call on the local palace with params as the agent sent
+// them and returns the result as the child sent it (or the JSON-RPC error
+// it answered). A child that dies mid-call gives an error, never a hang. A
+// call that could not be sent (the connection was already closing) is sent
+// once more to the respawned child: it cannot have landed.
+func (c *Child) Relay(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
 	for attempt := 0; ; attempt++ {
-		s, err := c.Session(ctx, 15*time.Second)
+		s, conn, err := c.running(ctx, 15*time.Second)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		res, err := s.CallTool(ctx, p)
-		if err == nil || peerError(err) != nil && !notSent(err) {
-			return res, err
+		res, rpcErr, err := conn.toolCall(ctx, params)
+		if err == nil || ctx.Err() != nil {
+			return res, rpcErr, err
 		}
 		c.invalidate(s)
-		if notSent(err) && attempt == 0 {
+		if errors.Is(err, errNotSent) && attempt == 0 {
 			continue
 		}
-		return nil, fmt.Errorf("%w: the local palace server exited during the call: %v", ErrLocalDown, err)
+		return nil, nil, fmt.Errorf("%w: %v", ErrLocalDown, err)
 	}
 }
 
-// notSent recognises go-sdk's "client is closing": the request was refused
-// before it reached the child.
-func notSent(err error) bool {
-	e := peerErrorRaw(err)
-	return e != nil && e.Message == "client is closing"
+// Call is Relay for a call the edge builds or must read: params are
+// encoded and the result decoded.
+func (c *Child) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", p.Name, err)
+	}
+	raw, rpcErr, err := c.Relay(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	if rpcErr != nil {
+		return nil, rpcErr
+	}
+	return decodeResult(raw)
 }
 
 // Spawns is how many times the child was started (for tests and status).

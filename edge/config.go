@@ -8,6 +8,7 @@ package edge
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -28,6 +29,8 @@ type Config struct {
 	Child []string
 	// ChildEnv is the child's environment (the edge's, without the token).
 	ChildEnv []string
+	// ChildStderr receives the child's log lines (default: os.Stderr).
+	ChildStderr io.Writer
 	// Palace is the palace directory; the edge's state lives in Palace/edge.
 	Palace string
 	// Agent, OriginDevice, OriginLabel stamp provenance on replicated writes.

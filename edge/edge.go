@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,15 +25,17 @@ var Version = "dev"
 
 // Edge is one running edge: the agent-facing server and its supervisors.
 type Edge struct {
-	cfg     Config
-	log     *slog.Logger
-	server  *mcp.Server
-	child   *Child
-	primary *Primary
-	outbox  *outbox.Store
-	obErr   error
-	policy  *Policy
-	polErr  error // the policy file could not be read: nothing replicates
+	cfg      Config
+	log      *slog.Logger
+	server   *mcp.Server
+	impl     *mcp.Implementation
+	implJSON []byte
+	child    *Child
+	primary  *Primary
+	outbox   *outbox.Store
+	obErr    error
+	policy   *Policy
+	polErr   error // the policy file could not be read: nothing replicates
 
 	mu           sync.Mutex
 	regMu        sync.Mutex // serializes addTools, so "registered" means AddTool is done
@@ -43,15 +46,21 @@ type Edge struct {
 	readyOnce    sync.Once
 	childListed  bool // the child's tool list is known (live or cached)
 	agent        *mcp.ServerSession
-	mismatch     string // embedder canary: why merging stopped ("" = fine)
+	initialized  atomic.Bool // the agent finished initialize: the fast lane is open
+	mismatch     string      // embedder canary: why merging stopped ("" = fine)
 }
 
 // New builds an edge from its configuration; Serve runs it.
 func New(cfg Config) *Edge {
 	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{})}
-	e.server = mcp.NewServer(&mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: Version}, &mcp.ServerOptions{
-		InitializedHandler: func(ctx context.Context, r *mcp.InitializedRequest) { e.setAgent(r.Session) },
-		Capabilities:       &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
+	e.impl = &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: Version}
+	e.implJSON, _ = json.Marshal(e.impl)
+	e.server = mcp.NewServer(e.impl, &mcp.ServerOptions{
+		InitializedHandler: func(ctx context.Context, r *mcp.InitializedRequest) {
+			e.setAgent(r.Session)
+			e.initialized.Store(true)
+		},
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
 	})
 	// tools/list and tools/call wait (bounded) for the first tool list, so
 	// an agent that asks at once gets the palace's tools rather than none or
@@ -80,6 +89,7 @@ func New(cfg Config) *Edge {
 		OnTools:    func(t []*mcp.Tool) { e.addTools(t, false) },
 		OnLog:      e.forwardLog,
 		OnProgress: e.forwardProgress,
+		Stderr:     cfg.ChildStderr,
 	})
 	return e
 }
@@ -98,7 +108,8 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	go func() { defer wg.Done(); e.child.Run(ctx) }()
 
 	sw := &syncWriter{w: out}
-	ss, err := e.server.Connect(ctx, &mcp.IOTransport{Reader: guardInput(in, sw, e.log), Writer: sw, MaxLineLength: MaxMessage + 1}, nil)
+	lane := newFastLane(ctx, e, sw)
+	ss, err := e.server.Connect(ctx, &mcp.IOTransport{Reader: guardInput(in, sw, e.log, lane.intercept), Writer: sw, MaxLineLength: MaxMessage + 1}, nil)
 	if err != nil {
 		cancel()
 		wg.Wait()
@@ -107,6 +118,7 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	e.setAgent(ss)
 	err = ss.Wait()
 	cancel()
+	lane.wg.Wait()
 	wg.Wait()
 	if e.primary != nil {
 		e.primary.Close()
@@ -343,11 +355,15 @@ func (e *Edge) primaryOnlyTool(name string) bool {
 
 // ---- calls ----
 
-// handler routes one tool call (RFC 001 §4.2).
+// handler is the SDK's way in for a tool call (before the fast lane opens).
 func (e *Edge) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	e.setAgentIfNone(req.Session)
-	name := req.Params.Name
-	p := &mcp.CallToolParams{Name: name, Arguments: rawArgs(req.Params.Arguments), Meta: req.Params.Meta}
+	return e.route(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: rawArgs(req.Params.Arguments), Meta: forwardMeta(req.Params.Meta)})
+}
+
+// route routes one tool call (RFC 001 §4.2).
+func (e *Edge) route(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	name := p.Name
 	if e.cfg.PassThrough() {
 		return e.local(ctx, p)
 	}
@@ -395,9 +411,18 @@ func (e *Edge) local(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolR
 		if rpcErr := peerError(err); rpcErr != nil {
 			return nil, rpcErr
 		}
-		return errorResult(fmt.Sprintf("local palace unavailable: %v", err), map[string]any{"local": "down"}), nil
+		return localDown(err), nil
 	}
 	return res, nil
+}
+
+// localDown is the error result for a local palace that cannot answer.
+func localDown(err error) *mcp.CallToolResult {
+	msg := err.Error()
+	if !errors.Is(err, ErrLocalDown) {
+		msg = ErrLocalDown.Error() + ": " + msg
+	}
+	return errorResult(msg, map[string]any{"local": "down"})
 }
 
 // primaryOnly calls the primary; down -> a clear error result.
@@ -471,15 +496,21 @@ func (e *Edge) byID(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolRe
 	if err != nil || res == nil {
 		return res, err
 	}
+	return e.byIDMissing(ctx, p, res), nil
+}
+
+// byIDMissing: a drawer the local palace does not have is asked of the
+// primary (while it is up); any other local answer stands.
+func (e *Edge) byIDMissing(ctx context.Context, p *mcp.CallToolParams, res *mcp.CallToolResult) *mcp.CallToolResult {
 	m := resultJSON(res)
 	if m == nil || !strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found") || !e.primary.Up() {
-		return res, nil
+		return res
 	}
 	pres, perr := e.callPrimary(ctx, p, true)
 	if perr != nil {
-		return annotate(res, map[string]any{"source": "local", "primary": e.primary.State()}, true), nil
+		return annotate(res, map[string]any{"source": "local", "primary": e.primary.State()}, true)
 	}
-	return annotate(pres, map[string]any{"source": "primary"}, false), nil
+	return annotate(pres, map[string]any{"source": "primary"}, false)
 }
 
 // write: local first, the agent gets the local result; a successful write
@@ -641,59 +672,6 @@ func (e *Edge) coordinationWrite(ctx context.Context, p *mcp.CallToolParams) (*m
 		"message": "the primary is unreachable; the write is queued durably and will be sent once, in order, when it is back",
 		"edge":    map[string]any{"primary": e.primary.State(), "degraded": true},
 	}, false), nil
-}
-
-// ---- results ----
-
-// resultJSON parses a MemPalace result's single text block (nil if it is
-// not a JSON object).
-func resultJSON(res *mcp.CallToolResult) map[string]any {
-	if res == nil || len(res.Content) == 0 {
-		return nil
-	}
-	tc, ok := res.Content[0].(*mcp.TextContent)
-	if !ok {
-		return nil
-	}
-	var m map[string]any
-	if json.Unmarshal([]byte(tc.Text), &m) != nil {
-		return nil
-	}
-	return m
-}
-
-func jsonResult(m map[string]any, isError bool) *mcp.CallToolResult {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	enc.Encode(m)
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSuffix(buf.String(), "\n")}}, IsError: isError}
-}
-
-func errorResult(msg string, edge map[string]any) *mcp.CallToolResult {
-	m := map[string]any{"success": false, "error": msg}
-	if edge != nil {
-		m["edge"] = edge
-	}
-	return jsonResult(m, true)
-}
-
-// annotate adds the edge object (and degraded) to a JSON object result;
-// any other result is returned unchanged.
-func annotate(res *mcp.CallToolResult, edge map[string]any, degraded bool) *mcp.CallToolResult {
-	m := resultJSON(res)
-	if m == nil {
-		return res
-	}
-	if degraded {
-		m["degraded"] = true
-		edge["degraded"] = true
-	}
-	m["edge"] = edge
-	out := jsonResult(m, res.IsError)
-	out.Meta = res.Meta
-	return out
 }
 
 func argsMap(a any) map[string]any {

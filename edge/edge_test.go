@@ -30,6 +30,12 @@ type harness struct {
 	edge    *Edge
 	s       *mcp.ClientSession
 	logs    *testbed.SyncBuffer
+	// childLog is the child's stderr (FAKEPALACE_TRACE=1 lines).
+	childLog *testbed.SyncBuffer
+	// With harnessOpts.raw: the agent's side as JSON lines, no SDK.
+	in    io.Writer
+	lines chan map[string]any
+	seen  map[string]map[string]any
 }
 
 type harnessOpts struct {
@@ -41,11 +47,12 @@ type harnessOpts struct {
 	device      string
 	palace      string // use this palace directory (default: a new one)
 	timeout     time.Duration
+	raw         bool // the agent is the test, writing JSON-RPC lines
 }
 
 func start(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
-	h := &harness{t: t, palace: filepath.Join(t.TempDir(), "palace"), logs: &testbed.SyncBuffer{}}
+	h := &harness{t: t, palace: filepath.Join(t.TempDir(), "palace"), logs: &testbed.SyncBuffer{}, childLog: &testbed.SyncBuffer{}}
 	if o.palace != "" {
 		h.palace = o.palace
 	}
@@ -55,6 +62,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 		Token: func() string { return testToken }, Child: []string{child},
 		ChildEnv: append(append(os.Environ(), "MEMPALACE_PALACE_PATH="+h.palace), o.childEnv...),
 		Palace:   h.palace, Agent: "opencode", OriginDevice: o.device, CallTimeout: 3 * time.Second, Log: log,
+		ChildStderr: io.MultiWriter(h.childLog, os.Stderr),
 	}
 	if o.timeout > 0 {
 		cfg.CallTimeout = o.timeout
@@ -82,6 +90,26 @@ func start(t testing.TB, o harnessOpts) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { h.edge.Serve(ctx, inR, outW); outW.Close(); close(done) }()
+	if o.raw {
+		h.in, h.lines, h.seen = inW, make(chan map[string]any, 100), map[string]map[string]any{}
+		go func() {
+			dec := json.NewDecoder(outR)
+			for {
+				var m map[string]any
+				if dec.Decode(&m) != nil {
+					close(h.lines)
+					return
+				}
+				h.lines <- m
+			}
+		}()
+		t.Cleanup(func() {
+			inW.Close()
+			cancel()
+			<-done
+		})
+		return h
+	}
 	s, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +128,50 @@ func start(t testing.TB, o harnessOpts) *harness {
 		}
 	})
 	return h
+}
+
+// send writes one JSON-RPC message as the agent (raw harness).
+func (h *harness) send(msg map[string]any) {
+	h.t.Helper()
+	b, _ := json.Marshal(msg)
+	if _, err := h.in.Write(append(b, '\n')); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// await returns the edge's answer to id, or nil if none came within d;
+// other messages are kept in h.seen (raw harness).
+func (h *harness) await(id string, d time.Duration) map[string]any {
+	if m, ok := h.seen[id]; ok {
+		return m
+	}
+	deadline := time.After(d)
+	for {
+		select {
+		case m, ok := <-h.lines:
+			if !ok {
+				return nil
+			}
+			if mid, ok := m["id"]; ok {
+				h.seen[fmt.Sprint(mid)] = m
+				if fmt.Sprint(mid) == id {
+					return m
+				}
+			}
+		case <-deadline:
+			return nil
+		}
+	}
+}
+
+// handshake is the legacy initialize exchange (raw harness).
+func (h *harness) handshake() {
+	h.t.Helper()
+	h.send(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "0"}}})
+	if a := h.await("0", 5*time.Second); a["result"] == nil {
+		h.t.Fatalf("initialize: %v", a)
+	}
+	h.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 }
 
 // call runs a tool through the edge and decodes the text block.

@@ -33,16 +33,20 @@ func (s *syncWriter) Close() error { return s.w.Close() }
 // -32600 "Request too large" (its bytes are skipped, not buffered); only
 // well-formed objects reach the SDK. A bad message never ends the session.
 // It is a plain reader (no goroutine, no pipe): it sits on every call.
-func guardInput(in io.Reader, out io.Writer, log *slog.Logger) io.ReadCloser {
-	return &guard{br: bufio.NewReaderSize(in, 64<<10), out: out, log: log}
+//
+// intercept (may be nil) sees each checked line first; when it takes one,
+// the SDK never sees it (the fast lane).
+func guardInput(in io.Reader, out io.Writer, log *slog.Logger, intercept func([]byte) bool) io.ReadCloser {
+	return &guard{br: bufio.NewReaderSize(in, 64<<10), out: out, log: log, intercept: intercept}
 }
 
 type guard struct {
-	br  *bufio.Reader
-	out io.Writer
-	log *slog.Logger
-	buf []byte // a checked line not yet handed out
-	err error
+	br        *bufio.Reader
+	out       io.Writer
+	log       *slog.Logger
+	intercept func([]byte) bool
+	buf       []byte // a checked line not yet handed out
+	err       error
 }
 
 func (g *guard) reply(code int, msg string) {
@@ -66,6 +70,7 @@ func (g *guard) Read(p []byte) (int, error) {
 			g.reply(-32700, "Parse error")
 		case t[0] != '{':
 			g.reply(-32600, "Invalid Request")
+		case g.intercept != nil && g.intercept(t):
 		default:
 			g.buf = append(t, '\n')
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // canaryTolerance is how far two distances for one drawer may differ
@@ -36,31 +38,30 @@ func (e *Edge) mergedRead(ctx context.Context, p *mcp.CallToolParams) (*mcp.Call
 		b, _ := json.Marshal(q)
 		p = &mcp.CallToolParams{Name: p.Name, Arguments: json.RawMessage(b), Meta: p.Meta}
 	}
-	pc := make(chan out, 1)
+	// The primary (the slower side) is asked first, from this goroutine,
+	// so its request is on the wire before the local one is even encoded.
+	lc := make(chan out, 1)
 	go func() {
-		r, err := e.callPrimary(ctx, p, true)
-		pc <- out{r, err}
+		r, err := e.child.Call(ctx, p)
+		lc <- out{r, err}
 	}()
-	local, lerr := e.child.Call(ctx, p)
-	prim := <-pc
-	lm, pm := resultJSON(local), resultJSON(prim.res)
-	if lerr == nil && local != nil && local.IsError {
-		lm = nil
-	}
-	if prim.err == nil && prim.res != nil && prim.res.IsError {
-		pm = nil
-	}
+	var prim out
+	prim.res, prim.err = e.callPrimary(ctx, p, true)
+	lo := <-lc
+	local, lerr := lo.res, lo.err
+	lt, lok := usable(local, lerr)
+	pt, pok := usable(prim.res, prim.err)
 	switch {
-	case lm != nil && pm != nil && lm["error"] == nil && pm["error"] == nil:
-	case lm != nil && lm["error"] == nil:
+	case lok && pok:
+	case lok:
 		why := "unusable answer"
 		if prim.err != nil {
 			why = prim.err.Error()
-		} else if pm != nil {
-			why = fmt.Sprint(pm["error"])
+		} else if pt != "" {
+			why = gjson.Get(pt, "error").String()
 		}
 		return annotate(local, map[string]any{"local": "ok", "primary": why}, true), nil
-	case pm != nil && pm["error"] == nil:
+	case pok:
 		why := "unusable answer"
 		if lerr != nil {
 			why = lerr.Error()
@@ -71,10 +72,12 @@ func (e *Edge) mergedRead(ctx context.Context, p *mcp.CallToolParams) (*mcp.Call
 		return e.local(ctx, p)
 	}
 	args := argsMap(orig.Arguments)
+	if strings.HasSuffix(p.Name, "_search") || p.Name == "search" {
+		return textResult(e.mergeSearch(lt, pt, intArg(args, "limit", 5)), false, nil), nil
+	}
+	lm, pm := resultJSON(local), resultJSON(prim.res)
 	var merged map[string]any
 	switch strings.TrimPrefix(p.Name, "mempalace_") {
-	case "search":
-		merged = e.mergeSearch(lm, pm, intArg(args, "limit", 5))
 	case "check_duplicate":
 		merged = mergeDuplicates(lm, pm)
 	case "diary_read":
@@ -85,6 +88,20 @@ func (e *Edge) mergedRead(ctx context.Context, p *mcp.CallToolParams) (*mcp.Call
 		merged = pm
 	}
 	return jsonResult(merged, false), nil
+}
+
+// usable is a side's answer when it can be merged: a JSON object text, not
+// an error result, without an "error" key. Otherwise the text (if any) is
+// returned for its error message.
+func usable(res *mcp.CallToolResult, err error) (string, bool) {
+	if err != nil || res == nil {
+		return "", false
+	}
+	t, ok := objectText(res)
+	if !ok || res.IsError || gjson.Get(t, "error").Exists() {
+		return t, false
+	}
+	return t, true
 }
 
 func intArg(m map[string]any, k string, def int) int {
@@ -102,77 +119,106 @@ func intArg(m map[string]any, k string, def int) int {
 
 // hitKey is a hit's identity: drawer_id, or for 3.6.0 hits without one,
 // wing + room + sha256(text).
-func hitKey(h map[string]any) string {
-	if id, ok := h["drawer_id"].(string); ok && id != "" {
-		return id
+func hitKey(h gjson.Result) string {
+	f := h.Get("drawer_id")
+	if f.Type == gjson.String && f.Str != "" {
+		return f.Str
 	}
-	sum := sha256.Sum256([]byte(fmt.Sprint(h["text"])))
-	return fmt.Sprint(h["wing"], "\x00", h["room"], "\x00", hex.EncodeToString(sum[:]))
+	sum := sha256.Sum256([]byte(h.Get("text").String()))
+	return h.Get("wing").String() + "\x00" + h.Get("room").String() + "\x00" + hex.EncodeToString(sum[:])
 }
 
-func (e *Edge) mergeSearch(lm, pm map[string]any, limit int) map[string]any {
-	lh, _ := lm["results"].([]any)
-	ph, _ := pm["results"].([]any)
-	local := map[string]map[string]any{}
-	for _, x := range lh {
-		if h, ok := x.(map[string]any); ok {
+// hitDistance: BM25-only hits have no distance and sort last.
+func hitDistance(h gjson.Result) float64 {
+	if d := h.Get("distance"); d.Type == gjson.Number {
+		return d.Num
+	}
+	return math.Inf(1)
+}
+
+// mergeSearch merges two search answers (JSON object texts) without
+// decoding them: hits are picked with gjson and spliced back as they came,
+// each tagged with its origin. The envelope is the primary's.
+func (e *Edge) mergeSearch(lt, pt string, limit int) []byte {
+	lh, ph := gjson.Get(lt, "results").Array(), gjson.Get(pt, "results").Array()
+	type hit struct {
+		raw    string
+		origin string
+		dist   float64
+	}
+	local := make(map[string]gjson.Result, len(lh))
+	for _, h := range lh {
+		if h.IsObject() {
 			local[hitKey(h)] = h
 		}
 	}
 	// Embedder canary: one drawer on both sides with different distances
 	// means different embedding models; comparing their distances would be
 	// silent garbage, so only the primary's ranking is returned.
-	for _, x := range ph {
-		h, _ := x.(map[string]any)
-		if l, ok := local[hitKey(h)]; ok {
-			ld, lok := l["distance"].(float64)
-			pd, pok := h["distance"].(float64)
-			if lok && pok && math.Abs(ld-pd) > canaryTolerance {
-				e.embedderMismatch(fmt.Sprintf("drawer %s: local distance %.4f, primary %.4f", hitKey(h), ld, pd))
-				out := copyMap(pm)
-				for _, y := range ph {
-					if hh, ok := y.(map[string]any); ok {
-						hh["origin"] = "primary"
-					}
-				}
-				out["edge"] = map[string]any{"merged": false, "embedder_mismatch": true, "detail": e.mismatchDetail(), "local": "ok", "primary": "ok"}
-				out["embedder_mismatch"] = true
-				return out
+	for _, h := range ph {
+		l, ok := local[hitKey(h)]
+		ld, pd := l.Get("distance"), h.Get("distance")
+		if ok && ld.Type == gjson.Number && pd.Type == gjson.Number && math.Abs(ld.Num-pd.Num) > canaryTolerance {
+			e.embedderMismatch(fmt.Sprintf("drawer %s: local distance %.4f, primary %.4f", hitKey(h), ld.Num, pd.Num))
+			hits := make([]hit, 0, len(ph))
+			for _, h := range ph {
+				hits = append(hits, hit{raw: h.Raw, origin: "primary"})
 			}
+			edge, _ := json.Marshal(map[string]any{"merged": false, "embedder_mismatch": true, "detail": e.mismatchDetail(), "local": "ok", "primary": "ok"})
+			out := spliceHits(pt, hits, func(h hit) (string, string) { return h.raw, h.origin })
+			out, _ = sjson.SetRawBytes(out, "edge", edge)
+			out, _ = sjson.SetBytes(out, "embedder_mismatch", true)
+			return out
 		}
 	}
-	seen := map[string]map[string]any{}
-	var all []map[string]any
-	add := func(hits []any, origin string) {
-		for _, x := range hits {
-			h, ok := x.(map[string]any)
-			if !ok {
+	seen := make(map[string]int, len(lh)+len(ph))
+	all := make([]hit, 0, len(lh)+len(ph))
+	add := func(hits []gjson.Result, origin string) {
+		for _, h := range hits {
+			if !h.IsObject() {
 				continue
 			}
 			k := hitKey(h)
-			if prev, ok := seen[k]; ok {
-				prev["origin"] = "both"
+			if i, ok := seen[k]; ok {
+				all[i].origin = "both"
 				continue
 			}
-			c := copyMap(h)
-			c["origin"] = origin
-			seen[k] = c
-			all = append(all, c)
+			seen[k] = len(all)
+			all = append(all, hit{raw: h.Raw, origin: origin, dist: hitDistance(h)})
 		}
 	}
 	add(lh, "local")
 	add(ph, "primary")
-	sort.SliceStable(all, func(i, j int) bool { return dist(all[i]) < dist(all[j]) })
+	sort.SliceStable(all, func(i, j int) bool { return all[i].dist < all[j].dist })
 	if limit > 0 && len(all) > limit {
 		all = all[:limit]
 	}
-	out := copyMap(pm)
-	res := make([]any, len(all))
-	for i, h := range all {
-		res[i] = h
+	out := spliceHits(pt, all, func(h hit) (string, string) { return h.raw, h.origin })
+	out, _ = sjson.SetRawBytes(out, "edge", []byte(`{"merged":true,"local":"ok","primary":"ok"}`))
+	return out
+}
+
+// spliceHits replaces the envelope's results with hits, each with its
+// origin set.
+func spliceHits[H any](envelope string, hits []H, get func(H) (raw, origin string)) []byte {
+	var arr []byte
+	arr = append(arr, '[')
+	for i, h := range hits {
+		raw, origin := get(h)
+		tagged, err := sjson.Set(raw, "origin", origin)
+		if err != nil {
+			tagged = raw
+		}
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, tagged...)
 	}
-	out["results"] = res
-	out["edge"] = map[string]any{"merged": true, "local": "ok", "primary": "ok"}
+	arr = append(arr, ']')
+	out, err := sjson.SetRawBytes([]byte(envelope), "results", arr)
+	if err != nil {
+		return []byte(envelope)
+	}
 	return out
 }
 

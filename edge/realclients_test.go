@@ -17,6 +17,13 @@ import (
 // against `devbox-config edge` and returns its JSON lines.
 func sdkLines(t *testing.T, env []string, calls string) []map[string]any {
 	t.Helper()
+	lines, _ := sdkRun(t, env, calls)
+	return lines
+}
+
+// sdkRun is sdkLines with the process's stderr (the edge's and the child's).
+func sdkRun(t *testing.T, env []string, calls string) ([]map[string]any, string) {
+	t.Helper()
 	h := testbed.NewHome(t)
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -34,7 +41,7 @@ func sdkLines(t *testing.T, env []string, calls string) []map[string]any {
 			lines = append(lines, m)
 		}
 	}
-	return lines
+	return lines, errOut
 }
 
 func callText(lines []map[string]any, tool string) string {
@@ -72,6 +79,48 @@ func TestTypeScriptSDKThroughEdgeToServerEverything(t *testing.T) {
 	if !strings.Contains(s, `"get-sum"`) {
 		t.Fatalf("child tools missing: %s", lines[1])
 	}
+}
+
+// The TypeScript SDK aborts a slow call: it gives up at once, the edge
+// tells the local palace server (notifications/cancelled with the id the
+// server knows the call by), and the next call is answered.
+func TestTypeScriptSDKCancelsThroughTheEdge(t *testing.T) {
+	lines, stderr := sdkRun(t, []string{
+		"MEMPALACE_EDGE_CHILD=" + testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp"),
+		"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_status=2000",
+		"MEMPALACE_PALACE_PATH=" + filepath.Join(t.TempDir(), "palace"),
+	}, `[{"name":"mempalace_status","arguments":{},"cancel_after_ms":300},
+	     {"name":"mempalace_kg_stats","arguments":{}}]`)
+	var status, stats map[string]any
+	for _, l := range lines {
+		switch l["call"] {
+		case "mempalace_status":
+			status = l
+		case "mempalace_kg_stats":
+			stats = l
+		}
+	}
+	if status["error"] == nil || status["ms"].(float64) > 1500 {
+		t.Fatalf("the aborted call: %v", status)
+	}
+	if stats["result"] == nil {
+		t.Fatalf("the call after it: %v", stats)
+	}
+	var childID string
+	for _, l := range strings.Split(stderr, "\n") {
+		_, j, ok := strings.Cut(l, "fakepalace: received ")
+		var m traced
+		if !ok || json.Unmarshal([]byte(j), &m) != nil {
+			continue
+		}
+		if m.Method == "tools/call" && m.Name == "mempalace_status" {
+			childID = string(m.ID)
+		}
+		if childID != "" && m.Method == "notifications/cancelled" && string(m.RequestID) == childID {
+			return
+		}
+	}
+	t.Fatalf("the child got no cancellation for its status call (id %s):\n%s", childID, stderr)
 }
 
 // The Inspector CLI (v2) calls a MemPalace tool through the edge, with the

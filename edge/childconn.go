@@ -1,0 +1,274 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/tidwall/gjson"
+)
+
+// maxChildMessage bounds one line from the local palace server. Answers may
+// be larger than what an agent may send (a page of drawers), so the bound
+// is wider than MaxMessage; a longer line ends the connection (the child
+// is restarted) rather than a call waiting for an answer that was dropped.
+const maxChildMessage = 64 << 20
+
+// relayPrefix marks the ids of calls the edge relays itself; the SDK's own
+// ids are numbers, so the two never collide.
+const relayPrefix = "edge-"
+
+var (
+	// errNotSent: the request never reached the child (its connection was
+	// already closed), so sending it again cannot duplicate it.
+	errNotSent = errors.New("the local palace server's connection is closed; nothing was sent")
+	// errChildExited: the child's output ended with the call in flight.
+	errChildExited = errors.New("the local palace server exited during the call")
+)
+
+// childConn is the edge's connection to the local palace server's stdio.
+// The SDK's client session runs over it for the session itself
+// (initialize, tools/list, logging and progress notifications), while tool
+// calls are relayed as bytes: written with an id of the edge's own and
+// picked out of the child's output before the SDK sees them. go-sdk
+// decodes each message several times with a fresh 32 KiB buffer; on the
+// hot path that was most of the edge's cost (BENCHMARKS.md).
+type childConn struct {
+	cmd       *exec.Cmd
+	stdin     io.WriteCloser
+	terminate time.Duration
+	log       *slog.Logger
+
+	wmu  sync.Mutex // one message per write, from the SDK and relayed calls alike
+	sdkR *io.PipeReader
+	sdkW *io.PipeWriter
+
+	next    atomic.Uint64
+	mu      sync.Mutex
+	calls   map[string]chan []byte
+	done    chan struct{} // closed when the child's output ends
+	doneErr error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// startChild starts cmd and returns its connection.
+func startChild(cmd *exec.Cmd, terminate time.Duration, log *slog.Logger) (*childConn, error) {
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	r, w := io.Pipe()
+	c := &childConn{cmd: cmd, stdin: stdin, terminate: terminate, log: log, sdkR: r, sdkW: w, calls: map[string]chan []byte{}, done: make(chan struct{})}
+	go c.readLoop(stdout)
+	return c, nil
+}
+
+// readLoop sorts the child's output: answers to relayed calls go to their
+// callers, everything else to the SDK. A line that is not JSON is logged and
+// skipped; it does not end the session.
+func (c *childConn) readLoop(stdout io.Reader) {
+	br := bufio.NewReaderSize(stdout, 64<<10)
+	var err error
+	for {
+		var line []byte
+		var tooLong bool
+		line, tooLong, err = readLine(br, maxChildMessage)
+		if tooLong {
+			err = fmt.Errorf("the local palace server sent a message over %d MiB", maxChildMessage>>20)
+			break
+		}
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			c.route(t)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		err = errChildExited
+	}
+	c.mu.Lock()
+	c.doneErr = err
+	close(c.done)
+	c.calls = map[string]chan []byte{}
+	c.mu.Unlock()
+	c.sdkW.CloseWithError(io.EOF)
+}
+
+func (c *childConn) route(line []byte) {
+	if !gjson.ValidBytes(line) || line[0] != '{' {
+		c.log.Warn("the local palace server wrote a line that is not JSON-RPC; skipped", "bytes", len(line))
+		return
+	}
+	if m := gjson.GetBytes(line, "id"); m.Type == gjson.String && strings.HasPrefix(m.Str, relayPrefix) {
+		id := m.Str
+		c.mu.Lock()
+		ch := c.calls[id]
+		delete(c.calls, id)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- line // buffered: never blocks the reader
+		}
+		return // an answer to a call given up (cancelled) is dropped
+	}
+	if _, err := c.sdkW.Write(append(line, '\n')); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		c.log.Debug("the SDK side of the child connection is closed", "err", err)
+	}
+}
+
+// write sends one message line.
+func (c *childConn) write(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	select {
+	case <-c.done:
+		return errNotSent
+	default:
+	}
+	if _, err := c.stdin.Write(b); err != nil {
+		return fmt.Errorf("%w: %v", errNotSent, err)
+	}
+	return nil
+}
+
+// call relays one request and returns the child's answer line as it is.
+// When ctx ends first, the child is told (notifications/cancelled) and its
+// answer, if it still comes, is dropped.
+func (c *childConn) call(ctx context.Context, method string, params json.RawMessage) ([]byte, error) {
+	id := relayPrefix + strconv.FormatUint(c.next.Add(1), 10)
+	ch := make(chan []byte, 1)
+	c.mu.Lock()
+	select {
+	case <-c.done:
+		c.mu.Unlock()
+		return nil, errNotSent
+	default:
+	}
+	c.calls[id] = ch
+	c.mu.Unlock()
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	msg := make([]byte, 0, len(params)+len(method)+64)
+	msg = append(msg, `{"jsonrpc":"2.0","id":"`...)
+	msg = append(msg, id...)
+	msg = append(msg, `","method":`...)
+	msg = strconv.AppendQuote(msg, method)
+	msg = append(msg, `,"params":`...)
+	msg = append(msg, params...)
+	msg = append(msg, "}\n"...)
+	if err := c.write(msg); err != nil {
+		c.forget(id)
+		return nil, err
+	}
+	select {
+	case line := <-ch:
+		return line, nil
+	case <-c.done:
+		select {
+		case line := <-ch: // answered just before the end
+			return line, nil
+		default:
+		}
+		return nil, c.doneErr
+	case <-ctx.Done():
+		c.forget(id)
+		n, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": id, "reason": ctx.Err().Error()}})
+		c.write(append(n, '\n'))
+		return nil, ctx.Err()
+	}
+}
+
+func (c *childConn) forget(id string) {
+	c.mu.Lock()
+	delete(c.calls, id)
+	c.mu.Unlock()
+}
+
+// toolCall relays tools/call and splits the answer into its result or the
+// JSON-RPC error the child sent.
+func (c *childConn) toolCall(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
+	line, err := c.call(ctx, "tools/call", params)
+	if err != nil {
+		return nil, nil, err
+	}
+	f := gjson.GetManyBytes(line, "result", "error") // the line was checked by route
+	if f[1].Exists() && f[1].Type != gjson.Null {
+		var rpcErr jsonrpc.Error
+		if err := json.Unmarshal([]byte(f[1].Raw), &rpcErr); err != nil {
+			return nil, nil, fmt.Errorf("the local palace server's error answer: %w", err)
+		}
+		return nil, &rpcErr, nil
+	}
+	if !f[0].IsObject() {
+		return nil, nil, errors.New("the local palace server answered without a result")
+	}
+	return json.RawMessage(f[0].Raw), nil, nil
+}
+
+// sdkSide is what the SDK's IOTransport reads and writes.
+func (c *childConn) sdkSide() (io.ReadCloser, io.WriteCloser) { return c.sdkR, sdkWriter{c} }
+
+type sdkWriter struct{ c *childConn }
+
+func (w sdkWriter) Write(p []byte) (int, error) {
+	if err := w.c.write(p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (w sdkWriter) Close() error { return w.c.Close() }
+
+// Close ends the child as the MCP stdio spec says: close its input, wait,
+// then SIGTERM, then SIGKILL.
+func (c *childConn) Close() error {
+	c.closeOnce.Do(func() {
+		c.wmu.Lock()
+		c.stdin.Close()
+		c.wmu.Unlock()
+		exited := make(chan error, 1)
+		go func() { exited <- c.cmd.Wait() }()
+		wait := func() bool {
+			select {
+			case c.closeErr = <-exited:
+				return true
+			case <-time.After(c.terminate):
+				return false
+			}
+		}
+		if wait() {
+			return
+		}
+		if c.cmd.Process.Signal(syscall.SIGTERM) == nil && wait() {
+			return
+		}
+		c.cmd.Process.Kill()
+		if !wait() {
+			c.closeErr = errors.New("the local palace server did not exit")
+		}
+	})
+	return c.closeErr
+}

@@ -1,0 +1,296 @@
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// fastLane answers the agent's tool calls beside the SDK's server session,
+// once the session is initialized: the guard hands it each tools/call for
+// a tool the edge lists, and it writes the answer itself. Calls that only
+// the child answers (local-only tools, get_drawer found locally, all of
+// pass-through) are relayed as bytes both ways; the rest are routed as
+// the SDK path routes them (e.route) and encoded once. Everything else
+// (initialize, tools/list, logging, unknown tools, calls before
+// initialization) stays with the SDK.
+//
+// notifications/cancelled for a call in the lane cancels it: the child or
+// the primary is told, and the agent gets no answer, as MCP specifies.
+type fastLane struct {
+	e   *Edge
+	out io.Writer
+	ctx context.Context
+
+	mu       sync.Mutex
+	inflight map[string]context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+func newFastLane(ctx context.Context, e *Edge, out io.Writer) *fastLane {
+	return &fastLane{e: e, out: out, ctx: ctx, inflight: map[string]context.CancelFunc{}}
+}
+
+// protocolMetaKeys are the stateless protocol's per-call handshake: they
+// describe the agent's hop to the edge, not the call, so they are not
+// passed on (a stateless-capable child or primary would take the agent's
+// capabilities for the edge's).
+var protocolMetaKeys = [...]string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mcp.MetaKeyClientCapabilities, mcp.MetaKeyLogLevel}
+
+// stripProtocolMeta removes protocolMetaKeys from a call's params, and
+// _meta itself if nothing else is in it.
+func stripProtocolMeta(params []byte) []byte {
+	for _, k := range protocolMetaKeys {
+		path := "_meta." + strings.ReplaceAll(k, ".", `\.`)
+		if gjson.GetBytes(params, path).Exists() {
+			if out, err := sjson.DeleteBytes(params, path); err == nil {
+				params = out
+			}
+		}
+	}
+	if m := gjson.GetBytes(params, "_meta"); m.IsObject() && len(m.Map()) == 0 {
+		if out, err := sjson.DeleteBytes(params, "_meta"); err == nil {
+			params = out
+		}
+	}
+	return params
+}
+
+// forwardMeta is a call's _meta without protocolMetaKeys (the SDK path).
+func forwardMeta(m mcp.Meta) mcp.Meta {
+	if m == nil {
+		return nil
+	}
+	out := mcp.Meta{}
+	for k, v := range m {
+		out[k] = v
+	}
+	for _, k := range protocolMetaKeys {
+		delete(out, k)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// decodeParams decodes a call the edge must route (not a pure relay).
+func decodeParams(params json.RawMessage) (*mcp.CallToolParams, error) {
+	var p struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Meta      mcp.Meta        `json:"_meta"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolParams{Name: p.Name, Arguments: rawArgs(p.Arguments), Meta: p.Meta}, nil
+}
+
+// intercept reports whether the lane took the message (a line the guard
+// has checked is a JSON object); it never blocks. Fields are picked with
+// gjson, without decoding the rest: a stateless client's _meta alone is
+// larger than the call.
+func (l *fastLane) intercept(line []byte) bool {
+	if !bytes.Contains(line, []byte(`"tools/call"`)) && !bytes.Contains(line, []byte(`"notifications/cancelled"`)) {
+		return false
+	}
+	f := gjson.GetManyBytes(line, "method", "id", "params")
+	switch f[0].String() {
+	case "tools/call":
+		id, params := f[1], f[2]
+		if id.Type != gjson.Number && id.Type != gjson.String || !params.IsObject() {
+			return false
+		}
+		pf := gjson.GetMany(params.Raw, "name", `_meta.io\.modelcontextprotocol/protocolVersion`, `_meta.io\.modelcontextprotocol/clientCapabilities`)
+		name := pf[0].String()
+		if pf[0].Type != gjson.String || !l.e.listed(name) {
+			return false // the SDK gives its own error
+		}
+		stateless, ok := protocolOf(pf[1].String(), pf[2].Exists())
+		if !ok || !stateless && !l.e.initialized.Load() {
+			return false // the SDK checks the protocol and the handshake
+		}
+		key := id.Raw
+		ctx, cancel := context.WithCancel(l.ctx)
+		l.mu.Lock()
+		if _, dup := l.inflight[key]; dup {
+			l.mu.Unlock()
+			cancel()
+			return false
+		}
+		l.inflight[key] = cancel
+		l.mu.Unlock()
+		body := []byte(params.Raw)
+		if stateless {
+			body = stripProtocolMeta(body)
+		}
+		l.wg.Add(1)
+		go l.serve(ctx, json.RawMessage(id.Raw), body, name, stateless)
+		return true
+	case "notifications/cancelled":
+		rid := gjson.Get(f[2].Raw, "requestId").Raw
+		l.mu.Lock()
+		cancel := l.inflight[rid]
+		l.mu.Unlock()
+		if cancel == nil {
+			return false // one of the SDK's calls, or already answered
+		}
+		l.e.log.Debug("agent cancelled a call", "id", rid)
+		cancel()
+		return true
+	}
+	return false
+}
+
+// protocolOf tells a call of the stateless protocol (2026-07-28, SEP-2575:
+// no initialize, the client's version and capabilities in each call's
+// _meta) from a legacy one; ok is false for a call the SDK must refuse (a
+// version it does not support, capabilities missing).
+func protocolOf(version string, hasCapabilities bool) (stateless, ok bool) {
+	if version < "2026-07-28" {
+		return false, true
+	}
+	return true, slices.Contains(mcp.SupportedProtocolVersions(), version) && hasCapabilities
+}
+
+func (l *fastLane) serve(ctx context.Context, id, params json.RawMessage, name string, stateless bool) {
+	defer l.wg.Done()
+	key := string(id)
+	defer func() {
+		l.mu.Lock()
+		cancel := l.inflight[key]
+		delete(l.inflight, key)
+		l.mu.Unlock()
+		cancel()
+	}()
+	select { // as the SDK path does: the first tool list, bounded
+	case <-l.e.toolsReady:
+	case <-time.After(15 * time.Second):
+	case <-ctx.Done():
+	}
+	result, err := l.e.callTool(ctx, name, params)
+	if err == nil && stateless {
+		result = l.e.statelessResult(result)
+	}
+	if ctx.Err() != nil {
+		return // cancelled by the agent (or the edge is stopping): no answer
+	}
+	msg := make([]byte, 0, len(result)+len(id)+40)
+	msg = append(msg, `{"jsonrpc":"2.0","id":`...)
+	msg = append(msg, id...)
+	if err != nil {
+		var rpcErr *jsonrpc.Error
+		if !errors.As(err, &rpcErr) {
+			rpcErr = &jsonrpc.Error{Code: -32603, Message: err.Error()}
+		}
+		b, _ := json.Marshal(rpcErr)
+		msg = append(append(msg, `,"error":`...), b...)
+	} else {
+		msg = append(append(msg, `,"result":`...), result...)
+	}
+	l.out.Write(append(msg, "}\n"...))
+}
+
+// callTool answers one tool call in the lane: the result bytes, or the
+// JSON-RPC error to send.
+func (e *Edge) callTool(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
+	class := Route(name)
+	if e.cfg.PassThrough() || (class == LocalOnly || class == ByID) && !e.primaryOnlyTool(name) {
+		raw, rpcErr, err := e.child.Relay(ctx, params)
+		switch {
+		case rpcErr != nil:
+			return nil, rpcErr
+		case err != nil:
+			return encodeResult(localDown(err))
+		case e.cfg.PassThrough() || class != ByID || !bytes.Contains(raw, []byte("Drawer not found")):
+			return raw, nil
+		}
+		local, err := decodeResult(raw)
+		p, perr := decodeParams(params)
+		if err != nil || perr != nil {
+			return raw, nil
+		}
+		return encodeResult(e.byIDMissing(ctx, p, local))
+	}
+	p, err := decodeParams(params)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	res, err := e.route(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return encodeResult(res)
+}
+
+// encodeResult encodes a result as the SDK would (no HTML escaping). The
+// edge's own results (one text block, nothing else) are written directly.
+func encodeResult(res *mcp.CallToolResult) (json.RawMessage, error) {
+	if len(res.Content) == 1 && res.Meta == nil && res.StructuredContent == nil && res.InputRequests == nil && !res.NeedsInput() {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok && tc.Meta == nil && tc.Annotations == nil {
+			var buf bytes.Buffer
+			buf.Grow(len(tc.Text) + 64)
+			buf.WriteString(`{"content":[{"type":"text","text":`)
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(tc.Text); err != nil {
+				return nil, err
+			}
+			buf.Truncate(buf.Len() - 1) // Encode's newline
+			buf.WriteString(`}]`)
+			if res.IsError {
+				buf.WriteString(`,"isError":true`)
+			}
+			buf.WriteByte('}')
+			return buf.Bytes(), nil
+		}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// statelessResult marks a result as the SDK does for the stateless
+// protocol: resultType "complete" and the server's identity in _meta,
+// unless the result already says otherwise. Spliced with sjson (the result
+// is plain JSON), not decoded and encoded again.
+func (e *Edge) statelessResult(raw json.RawMessage) json.RawMessage {
+	const infoPath = `_meta.io\.modelcontextprotocol/serverInfo`
+	f := gjson.GetManyBytes(raw, "resultType", infoPath)
+	out := []byte(raw)
+	var err error
+	if !f[1].Exists() {
+		if out, err = sjson.SetRawBytes(out, infoPath, e.implJSON); err != nil {
+			return raw
+		}
+	}
+	if !f[0].Exists() {
+		if out, err = sjson.SetRawBytes(out, "resultType", []byte(`"complete"`)); err != nil {
+			return raw
+		}
+	}
+	return out
+}
+
+// listed reports whether the edge lists a tool (the SDK answers the rest).
+func (e *Edge) listed(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.registered[name]
+}

@@ -1,0 +1,191 @@
+package edge
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// traced is one message the child received (FAKEPALACE_TRACE=1).
+type traced struct {
+	Method    string          `json:"method"`
+	Name      string          `json:"name"`
+	ID        json.RawMessage `json:"id"`
+	RequestID json.RawMessage `json:"requestId"`
+	Meta      []string        `json:"meta"`
+}
+
+func (h *harness) childReceived() []traced {
+	var out []traced
+	for _, l := range strings.Split(h.childLog.String(), "\n") {
+		if _, j, ok := strings.Cut(l, "fakepalace: received "); ok {
+			var t traced
+			if json.Unmarshal([]byte(j), &t) == nil {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+func toolCall(id any, name string, args map[string]any) map[string]any {
+	return map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{"name": name, "arguments": args}}
+}
+
+func cancelled(id any) map[string]any {
+	return map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": id, "reason": "the user pressed escape"}}
+}
+
+// ready waits until the edge lists the palace's tools (raw harness).
+func (h *harness) ready() {
+	h.t.Helper()
+	h.send(map[string]any{"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
+	if a := h.await("list", 20*time.Second); a["result"] == nil {
+		h.t.Fatalf("tools/list: %v", a)
+	}
+}
+
+// checkCancelForwarded: the child got the tool call and then a
+// cancellation naming the id the edge gave it.
+func checkCancelForwarded(t *testing.T, h *harness, tool string) {
+	t.Helper()
+	var childID string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range h.childReceived() {
+			if m.Method == "tools/call" && m.Name == tool {
+				childID = string(m.ID)
+			}
+			if childID != "" && m.Method == "notifications/cancelled" && string(m.RequestID) == childID {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the child never got a cancellation for its %s call (id %s); it received:\n%s", tool, childID, h.childLog.String())
+}
+
+// An agent that cancels a call (notifications/cancelled) gets no answer to
+// it, the local palace server is told with the id it knows the call by,
+// and the session goes on.
+func TestCancellationIsForwardedToTheChild(t *testing.T) {
+	h := start(t, harnessOpts{passThrough: true, raw: true, childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_status=1500"}})
+	h.handshake()
+	h.ready()
+	h.send(toolCall(41, "mempalace_status", map[string]any{}))
+	time.Sleep(200 * time.Millisecond)
+	h.send(cancelled(41))
+	h.send(toolCall(42, "mempalace_kg_stats", map[string]any{}))
+	if a := h.await("42", 10*time.Second); a["result"] == nil {
+		t.Fatalf("the call after a cancellation: %v", a)
+	}
+	if a := h.await("41", time.Second); a != nil {
+		t.Fatalf("a cancelled call was answered: %v", a)
+	}
+	checkCancelForwarded(t, h, "mempalace_status")
+}
+
+// The same for a call the edge routes itself (a merged search): the local
+// half is cancelled at the child; the agent gets nothing.
+func TestCancellationOfAMergedRead(t *testing.T) {
+	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_search=1500"}})
+	h.handshake()
+	h.ready()
+	h.send(toolCall("s1", "mempalace_search", map[string]any{"query": "anything"}))
+	time.Sleep(200 * time.Millisecond)
+	h.send(cancelled("s1"))
+	if a := h.await("s1", 3*time.Second); a != nil {
+		t.Fatalf("a cancelled search was answered: %v", a)
+	}
+	checkCancelForwarded(t, h, "mempalace_search")
+}
+
+// Tool calls before the initialize handshake are refused as the SDK
+// refuses them: the edge's own path does not skip the handshake.
+func TestNoToolCallsBeforeInitialize(t *testing.T) {
+	h := start(t, harnessOpts{passThrough: true, raw: true, childEnv: []string{"FAKEPALACE_TRACE=1"}})
+	time.Sleep(500 * time.Millisecond) // the child is up and listed
+	h.send(toolCall(1, "mempalace_status", map[string]any{}))
+	a := h.await("1", 5*time.Second)
+	if a == nil || a["error"] == nil || !strings.Contains(fmt.Sprint(a["error"]), "initializ") {
+		t.Fatalf("tools/call before initialize: %v", a)
+	}
+	for _, m := range h.childReceived() {
+		if m.Method == "tools/call" {
+			t.Fatalf("the child got a call before the agent initialized: %+v", m)
+		}
+	}
+}
+
+// A legacy (initialize) call is answered as before; a stateless one
+// (2026-07-28: the protocol in each call's _meta) is answered as the SDK
+// answers it (resultType, the server's identity), and its per-call
+// protocol fields are not passed on to the child; other _meta (a progress
+// token) is. A version the edge does not speak is refused.
+func TestStatelessAndLegacyCalls(t *testing.T) {
+	h := start(t, harnessOpts{passThrough: true, raw: true, childEnv: []string{"FAKEPALACE_TRACE=1"}})
+	h.handshake()
+	h.ready()
+	h.send(toolCall(7, "mempalace_kg_stats", map[string]any{}))
+	legacy := h.await("7", 10*time.Second)
+	res, _ := legacy["result"].(map[string]any)
+	if res == nil || res["resultType"] != nil {
+		t.Fatalf("legacy answer: %v", legacy)
+	}
+	meta := map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "stateless", "version": "1"},
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+		"progressToken": "p-8",
+	}
+	msg := toolCall(8, "mempalace_kg_stats", map[string]any{})
+	msg["params"].(map[string]any)["_meta"] = meta
+	h.send(msg)
+	stateless := h.await("8", 10*time.Second)
+	res, _ = stateless["result"].(map[string]any)
+	info, _ := res["_meta"].(map[string]any)["io.modelcontextprotocol/serverInfo"].(map[string]any)
+	if res["resultType"] != "complete" || info["name"] != "mempalace-edge" || len(res["content"].([]any)) != 1 {
+		t.Fatalf("stateless answer: %v", stateless)
+	}
+	// The child's trace (stderr) may trail its answer (stdout): poll.
+	var calls []traced
+	for deadline := time.Now().Add(5 * time.Second); len(calls) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		calls = calls[:0]
+		for _, m := range h.childReceived() {
+			if m.Method == "tools/call" && m.Name == "mempalace_kg_stats" {
+				calls = append(calls, m)
+			}
+		}
+	}
+	if len(calls) != 2 {
+		t.Fatalf("child got %d kg_stats calls, want 2:\n%s", len(calls), h.childLog.String())
+	}
+	if got := strings.Join(calls[1].Meta, ","); got != "progressToken" {
+		t.Fatalf("the child got _meta keys %q, want only progressToken", got)
+	}
+	meta["io.modelcontextprotocol/protocolVersion"] = "2099-01-01"
+	h.send(msg)
+	msg["id"] = 9
+	h.send(msg)
+	if a := h.await("9", 10*time.Second); a["error"] == nil {
+		t.Fatalf("an unknown protocol version was not refused: %v", a)
+	}
+}
+
+// A child that writes a line that is not JSON-RPC: the line is skipped and
+// logged, the call still gets its answer, and the child is not restarted.
+func TestChildGarbageLineIsSkipped(t *testing.T) {
+	h := start(t, harnessOpts{passThrough: true, childEnv: []string{"FAKEPALACE_GARBAGE_ON=mempalace_status"}})
+	r, res := h.call("status", nil)
+	if res.IsError || r["total_drawers"] == nil {
+		t.Fatalf("status through a child that wrote garbage first: %v", r)
+	}
+	if !strings.Contains(h.logs.String(), "not JSON-RPC") {
+		t.Fatalf("the garbage line was not logged:\n%s", h.logs.String())
+	}
+	if n := h.edge.child.Spawns(); n != 1 {
+		t.Fatalf("child started %d times, want 1", n)
+	}
+}

@@ -1,0 +1,129 @@
+package edge
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/pretty"
+	"github.com/tidwall/sjson"
+)
+
+// decodeResult turns a tool result as the wire carries it into the SDK's
+// type. MemPalace answers with one text block, decoded here directly with
+// the standard library; anything else (images, resources, annotations,
+// structured content) goes through the SDK's own decoder so nothing is lost.
+func decodeResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
+	var r struct {
+		Content []json.RawMessage `json:"content"`
+		IsError bool              `json:"isError"`
+		Meta    mcp.Meta          `json:"_meta"`
+	}
+	if strictDecode(raw, &r) == nil {
+		out := &mcp.CallToolResult{IsError: r.IsError, Meta: r.Meta, Content: make([]mcp.Content, 0, len(r.Content))}
+		simple := true
+		for _, c := range r.Content {
+			var t struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if strictDecode(c, &t) != nil || t.Type != "text" {
+				simple = false
+				break
+			}
+			out.Content = append(out.Content, &mcp.TextContent{Text: t.Text})
+		}
+		if simple {
+			return out, nil
+		}
+	}
+	var res mcp.CallToolResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func strictDecode(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
+
+// resultJSON parses a MemPalace result's single text block (nil if it is
+// not a JSON object).
+func resultJSON(res *mcp.CallToolResult) map[string]any {
+	if res == nil || len(res.Content) == 0 {
+		return nil
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(tc.Text), &m) != nil {
+		return nil
+	}
+	return m
+}
+
+func jsonResult(m map[string]any, isError bool) *mcp.CallToolResult {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	enc.Encode(m)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSuffix(buf.String(), "\n")}}, IsError: isError}
+}
+
+func errorResult(msg string, edge map[string]any) *mcp.CallToolResult {
+	m := map[string]any{"success": false, "error": msg}
+	if edge != nil {
+		m["edge"] = edge
+	}
+	return jsonResult(m, true)
+}
+
+// objectText is a result's single text block when it is a JSON object.
+func objectText(res *mcp.CallToolResult) (string, bool) {
+	if res == nil || len(res.Content) == 0 {
+		return "", false
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok || !gjson.Valid(tc.Text) || !gjson.Parse(tc.Text).IsObject() {
+		return "", false
+	}
+	return tc.Text, true
+}
+
+// textResult is a result of one text block, indented as MemPalace's are
+// (json.dumps(indent=2)).
+func textResult(text []byte, isError bool, meta mcp.Meta) *mcp.CallToolResult {
+	text = pretty.PrettyOptions(text, &pretty.Options{Indent: "  "})
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(bytes.TrimSuffix(text, []byte("\n")))}}, IsError: isError, Meta: meta}
+}
+
+// annotate adds the edge object (and degraded) to a JSON object result,
+// spliced into the text (its keys keep their order); any other result is
+// returned unchanged.
+func annotate(res *mcp.CallToolResult, edge map[string]any, degraded bool) *mcp.CallToolResult {
+	text, ok := objectText(res)
+	if !ok {
+		return res
+	}
+	out := []byte(text)
+	if degraded {
+		out, _ = sjson.SetBytes(out, "degraded", true)
+		edge["degraded"] = true
+	}
+	eb, err := json.Marshal(edge)
+	if err != nil {
+		return res
+	}
+	if out, err = sjson.SetRawBytes(out, "edge", eb); err != nil {
+		return res
+	}
+	return textResult(out, res.IsError, res.Meta)
+}
