@@ -18,6 +18,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -57,9 +58,11 @@ func main() {
 	tmp, _ := os.MkdirTemp("", "edgebench")
 	defer os.RemoveAll(tmp)
 
-	primary, _ := fakepalace.New(fakepalace.Options{Dir: filepath.Join(tmp, "primary")})
-	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: token})
-	must(srv.Start("127.0.0.1:0"))
+	// The primary is a process of its own, as over a network: a client in
+	// the same process as the server would skip the cross-process wake-ups
+	// the edge pays, and flatter the direct side of every comparison.
+	primary := startPrimary(*childBin, filepath.Join(tmp, "primary"))
+	defer primary.stop()
 	palace := filepath.Join(tmp, "palace")
 
 	fmt.Println("| measurement | median | p90 | compared with | median | p90 |")
@@ -77,10 +80,10 @@ func main() {
 	row("initialize after process start, primary unreachable", inits, "", nil)
 
 	// Seed: one drawer in both palaces.
-	edge := connect(ctx, edgeEnv(srv.URL(), palace), *edgeBin, "edge")
+	edge := connect(ctx, edgeEnv(primary.url, palace), *edgeBin, "edge")
 	defer edge.Close()
 	call(ctx, edge, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the edge benchmark drawer about outbox latency"})
-	waitFor(func() bool { return len(primary.Dump().Drawers) == 1 })
+	waitFor(func() bool { return len(primary.drawers()) == 1 })
 	for i := 0; i < 50; i++ {
 		call(ctx, edge, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": fmt.Sprintf("filler drawer number %d about nothing much", i)})
 	}
@@ -92,7 +95,7 @@ func main() {
 		call(ctx, edge, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "probe", "content": content})
 		start := time.Now()
 		id := fakepalace.DrawerID("w", "probe", content)
-		for primary.Dump().Drawers[id] == nil {
+		for !primary.drawers()[id] {
 			time.Sleep(200 * time.Microsecond)
 		}
 		delays = append(delays, time.Since(start))
@@ -102,29 +105,36 @@ func main() {
 	defer child.Close()
 	id := fakepalace.DrawerID("w", "r", "the edge benchmark drawer about outbox latency")
 
-	// 2. local read: edge -> child vs child directly.
+	// 2. local read: edge -> child vs child directly. The edge's own CPU
+	// time per call is the figure noise cannot move much.
+	idle0 := cpuTime(edge)
+	time.Sleep(5 * time.Second)
+	fmt.Printf("|   edge CPU while idle, per second | %s | | | | |\n", ms((cpuTime(edge)-idle0)/5))
+	cpu0 := cpuTime(edge)
 	a, b := alternate(*n, func() { call(ctx, edge, "mempalace_get_drawer", map[string]any{"drawer_id": id}) },
 		func() { call(ctx, child, "mempalace_get_drawer", map[string]any{"drawer_id": id}) })
+	cpuPer := (cpuTime(edge) - cpu0) / time.Duration(*n+20)
 	row("local read (get_drawer) through the edge", a, "the child directly", b)
 	fmt.Printf("|   added by the edge (median) | %s | | | | |\n", ms(median(a)-median(b)))
+	fmt.Printf("|   edge CPU time per local read (user+system) | %s | | | | |\n", ms(cpuPer))
 
 	// 3. merged search vs the slower side asked directly (primary has
 	// injected latency, as a real primary over a network does).
-	primary.SetLatency("mempalace_search", *primLat)
-	prim := connectHTTP(ctx, srv.URL())
+	primary.setLatency("mempalace_search", *primLat)
+	prim := connectHTTP(ctx, primary.url)
 	defer prim.Close()
 	q := map[string]any{"query": "outbox latency"}
 	m, p := alternate(*n/5, func() { call(ctx, edge, "mempalace_search", q) }, func() { call(ctx, prim, "mempalace_search", q) })
 	row(fmt.Sprintf("merged search (primary +%v)", *primLat), m, "the primary's search directly (the slower side)", p)
 	fmt.Printf("|   merged minus slower side (median) | %s | | | | |\n", ms(median(m)-median(p)))
-	primary.SetLatency("mempalace_search", 0)
+	primary.setLatency("mempalace_search", 0)
 
 	// 5. memory and mcp-remote side by side, while the primary is up.
 	edgeRSS := rss(edge)
 	if *remoteBin != "" {
 		home, _ := os.MkdirTemp(tmp, "home")
 		env := append(os.Environ(), "HOME="+home, "AUTH_HEADER=Bearer "+token)
-		remote := connect(ctx, env, *remoteBin, srv.URL(), "--transport", "http-only", "--header", "Authorization:${AUTH_HEADER}")
+		remote := connect(ctx, env, *remoteBin, primary.url, "--transport", "http-only", "--header", "Authorization:${AUTH_HEADER}")
 		defer remote.Close()
 		e2, r2 := alternate(*n, func() { call(ctx, edge, "mempalace_kg_stats", nil) }, func() { call(ctx, remote, "mempalace_kg_stats", nil) })
 		row("remote read (kg_stats) through the edge", e2, "through mcp-remote", r2)
@@ -134,7 +144,7 @@ func main() {
 	}
 
 	// 4. primary down, breaker open: primary-first read vs local.
-	srv.Stop()
+	primary.stop()
 	call(ctx, edge, "mempalace_kg_stats", nil) // opens the breaker
 	d, l := alternate(*n, func() { call(ctx, edge, "mempalace_kg_stats", nil) }, func() { call(ctx, child, "mempalace_kg_stats", nil) })
 	row("read (kg_stats) with the primary down, breaker open", d, "the child directly", l)
@@ -240,6 +250,17 @@ func rss(s *mcp.ClientSession) float64 {
 	return total
 }
 
+// cpuTime is the user+system CPU time a client's server process has used
+// (/proc/<pid>/stat, clock ticks of 10 ms: read it over many calls).
+func cpuTime(s *mcp.ClientSession) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", procs[s].Process.Pid))
+	must(err)
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.Atoi(f[11])
+	st, _ := strconv.Atoi(f[12])
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
 func closedPort() int {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	p := l.Addr().(*net.TCPAddr).Port
@@ -256,6 +277,62 @@ func waitFor(cond func() bool) {
 func must(err error) {
 	if err != nil {
 		log.Fatal(err)
+	}
+}
+
+// primaryProc is the test double serving HTTP in its own process.
+type primaryProc struct {
+	cmd *exec.Cmd
+	url string
+}
+
+func startPrimary(bin, dir string) *primaryProc {
+	addr := fmt.Sprintf("127.0.0.1:%d", closedPort())
+	cmd := exec.Command(bin, "--http", addr, "--state", dir)
+	cmd.Env = append(os.Environ(), "MEMPALACE_MCP_HTTP_TOKEN="+token)
+	cmd.Stderr = os.Stderr
+	must(cmd.Start())
+	p := &primaryProc{cmd: cmd, url: "http://" + addr + "/mcp"}
+	waitFor(func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	return p
+}
+
+func (p *primaryProc) fake(method, path string, body any) *http.Response {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, strings.TrimSuffix(p.url, "/mcp")+path, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	must(err)
+	return resp
+}
+
+// drawers is the set of drawer ids the primary holds.
+func (p *primaryProc) drawers() map[string]bool {
+	resp := p.fake("GET", "/_fake/dump", nil)
+	defer resp.Body.Close()
+	var st fakepalace.State
+	must(json.NewDecoder(resp.Body).Decode(&st))
+	ids := map[string]bool{}
+	for id := range st.Drawers {
+		ids[id] = true
+	}
+	return ids
+}
+
+func (p *primaryProc) setLatency(tool string, d time.Duration) {
+	p.fake("POST", "/_fake/control", map[string]any{"latency_ms": map[string]int{tool: int(d.Milliseconds())}}).Body.Close()
+}
+
+func (p *primaryProc) stop() {
+	if p.cmd.ProcessState == nil {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
 	}
 }
 
