@@ -30,8 +30,9 @@ type harness struct {
 	edge    *Edge
 	s       *mcp.ClientSession
 	logs    *testbed.SyncBuffer
-	// childLog is the child's stderr (FAKEPALACE_TRACE=1 lines).
-	childLog *testbed.SyncBuffer
+	// childLog is the child's stderr (FAKEPALACE_TRACE=1 lines);
+	// primaryLog the primary's trace.
+	childLog, primaryLog *testbed.SyncBuffer
 	// With harnessOpts.raw: the agent's side as JSON lines, no SDK.
 	in    io.Writer
 	lines chan map[string]any
@@ -52,7 +53,7 @@ type harnessOpts struct {
 
 func start(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
-	h := &harness{t: t, palace: filepath.Join(t.TempDir(), "palace"), logs: &testbed.SyncBuffer{}, childLog: &testbed.SyncBuffer{}}
+	h := &harness{t: t, palace: filepath.Join(t.TempDir(), "palace"), logs: &testbed.SyncBuffer{}, childLog: &testbed.SyncBuffer{}, primaryLog: &testbed.SyncBuffer{}}
 	if o.palace != "" {
 		h.palace = o.palace
 	}
@@ -73,6 +74,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 		if err != nil {
 			t.Fatal(err)
 		}
+		fakepalace.SetTrace(h.primary, h.primaryLog)
 		h.srv = h.primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken, SessionMode: o.session})
 		if err := h.srv.Start("127.0.0.1:0"); err != nil {
 			t.Fatal(err)

@@ -17,9 +17,12 @@ type traced struct {
 	Meta      []string        `json:"meta"`
 }
 
-func (h *harness) childReceived() []traced {
+func (h *harness) childReceived() []traced { return received(h.childLog.String()) }
+
+// received parses a test double's trace lines.
+func received(log string) []traced {
 	var out []traced
-	for _, l := range strings.Split(h.childLog.String(), "\n") {
+	for _, l := range strings.Split(log, "\n") {
 		if _, j, ok := strings.Cut(l, "fakepalace: received "); ok {
 			var t traced
 			if json.Unmarshal([]byte(j), &t) == nil {
@@ -47,14 +50,14 @@ func (h *harness) ready() {
 	}
 }
 
-// checkCancelForwarded: the child got the tool call and then a
-// cancellation naming the id the edge gave it.
-func checkCancelForwarded(t *testing.T, h *harness, tool string) {
+// checkCancelForwarded: the palace (its trace in log) got the tool call
+// and then a cancellation naming the id the edge gave it.
+func checkCancelForwarded(t *testing.T, log interface{ String() string }, tool string) {
 	t.Helper()
 	var childID string
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, m := range h.childReceived() {
+		for _, m := range received(log.String()) {
 			if m.Method == "tools/call" && m.Name == tool {
 				childID = string(m.ID)
 			}
@@ -64,7 +67,7 @@ func checkCancelForwarded(t *testing.T, h *harness, tool string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("the child never got a cancellation for its %s call (id %s); it received:\n%s", tool, childID, h.childLog.String())
+	t.Fatalf("the palace never got a cancellation for its %s call (id %s); it received:\n%s", tool, childID, log.String())
 }
 
 // An agent that cancels a call (notifications/cancelled) gets no answer to
@@ -84,7 +87,7 @@ func TestCancellationIsForwardedToTheChild(t *testing.T) {
 	if a := h.await("41", time.Second); a != nil {
 		t.Fatalf("a cancelled call was answered: %v", a)
 	}
-	checkCancelForwarded(t, h, "mempalace_status")
+	checkCancelForwarded(t, h.childLog, "mempalace_status")
 }
 
 // The same for a call the edge routes itself (a merged search): the local
@@ -99,7 +102,23 @@ func TestCancellationOfAMergedRead(t *testing.T) {
 	if a := h.await("s1", 3*time.Second); a != nil {
 		t.Fatalf("a cancelled search was answered: %v", a)
 	}
-	checkCancelForwarded(t, h, "mempalace_search")
+	checkCancelForwarded(t, h.childLog, "mempalace_search")
+}
+
+// A read the primary answers (primary first): cancelling it cancels it on
+// the primary too.
+func TestCancellationReachesThePrimary(t *testing.T) {
+	h := start(t, harnessOpts{raw: true})
+	h.primary.SetLatency("mempalace_kg_stats", 1500*time.Millisecond)
+	h.handshake()
+	h.ready()
+	h.send(toolCall("k1", "mempalace_kg_stats", map[string]any{}))
+	time.Sleep(300 * time.Millisecond)
+	h.send(cancelled("k1"))
+	if a := h.await("k1", 3*time.Second); a != nil {
+		t.Fatalf("a cancelled read was answered: %v", a)
+	}
+	checkCancelForwarded(t, h.primaryLog, "mempalace_kg_stats")
 }
 
 // Tool calls before the initialize handshake are refused as the SDK

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -48,7 +49,8 @@ type Primary struct {
 	unauth     bool
 	lastErr    error
 	probing    bool
-	lastStatus atomic.Int32 // last HTTP status seen
+	lastStatus atomic.Int32  // last HTTP status seen
+	next       atomic.Uint64 // ids of the calls sent as plain POSTs
 	closed     chan struct{}
 }
 
@@ -149,7 +151,7 @@ func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retr
 		if err != nil {
 			return nil, p.fail(err)
 		}
-		res, err := s.CallTool(ctx, params)
+		res, err := p.callOn(ctx, s, params)
 		if err == nil {
 			return res, nil
 		}
@@ -164,6 +166,23 @@ func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retr
 		}
 		return nil, p.fail(err)
 	}
+}
+
+// callOn runs one call on session s: as a plain POST where the session
+// allows it (see post), else through the SDK.
+func (p *Primary) callOn(ctx context.Context, s *mcp.ClientSession, params *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	if !postable(s) {
+		return s.CallTool(ctx, params)
+	}
+	body, err := json.Marshal(params)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", params.Name, err)
+	}
+	raw, err := p.post(ctx, s, body)
+	if err != nil {
+		return nil, err
+	}
+	return decodeResult(raw)
 }
 
 // sessionFor returns the live session, connecting single-flight if needed.

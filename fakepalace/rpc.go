@@ -49,7 +49,7 @@ type Palace struct {
 	vectors map[string][]float64
 	// Hooks for the stdio program's fault switches.
 	beforeCall func(name string)
-	// trace, when set, gets one line per message received over stdio.
+	// trace, when set, gets one line per message received.
 	trace io.Writer
 }
 
@@ -378,14 +378,15 @@ func (pl *Palace) wakeWaiters() {
 	pl.wake = make(chan struct{})
 }
 
-// SetStdioTrace makes ServeStdio write one line per message it receives
-// to w: `fakepalace: received {"method":…,"name":…,"id":…,"requestId":…,
+// SetTrace makes the palace write one line per message it receives (over
+// stdio or HTTP) to w: `fakepalace: received {"method":…,"name":…,"id":…,"requestId":…,
 // "meta":[…]}` (name: the tool, requestId: for a cancellation, meta: the
 // keys of params._meta). Tests use
 // it to see what reached the server; it changes no behaviour (like
 // MemPalace, the double does nothing with a cancellation: it answers
 // one request at a time).
-func SetStdioTrace(pl *Palace, w io.Writer) { pl.trace = w }
+// Set it before serving.
+func SetTrace(pl *Palace, w io.Writer) { pl.trace = w }
 
 func (pl *Palace) traceMessage(line []byte) {
 	var m struct {

@@ -281,6 +281,9 @@ func (h *HTTPServer) serve(w *statusRecorder, r *http.Request) {
 			}
 		}
 	}
+	if h.pl.trace != nil {
+		h.pl.traceMessage(body)
+	}
 	resp, _ := h.pl.Handle(body)
 	if peek.Method == "tools/call" && h.takeDrop(peek.Params.Name) {
 		hijackClose(w)

@@ -10,7 +10,8 @@
 // `mempalace serve` hands it to its server). Stdio fault switches for
 // tests: FAKEPALACE_LATENCY_MS=tool=ms,..., FAKEPALACE_CRASH_ON=tool (exit
 // without answering), FAKEPALACE_GARBAGE_ON=tool (write a non-JSON line
-// first), FAKEPALACE_TRACE=1 (one stderr line per message received). It is never part of the devbox-config binary.
+// first). FAKEPALACE_TRACE=1 writes one stderr line per message received
+// (stdio and HTTP). It is never part of the devbox-config binary.
 package main
 
 import (
@@ -72,11 +73,11 @@ func run(argv []string) int {
 			pl.SetLatency(tool, time.Duration(n)*time.Millisecond)
 		}
 	}
+	if os.Getenv("FAKEPALACE_TRACE") == "1" {
+		fakepalace.SetTrace(pl, os.Stderr)
+	}
 	if *httpAddr == "" {
 		fakepalace.SetStdioFaults(pl, os.Getenv("FAKEPALACE_CRASH_ON"), os.Getenv("FAKEPALACE_GARBAGE_ON"), os.Stdout)
-		if os.Getenv("FAKEPALACE_TRACE") == "1" {
-			fakepalace.SetStdioTrace(pl, os.Stderr)
-		}
 		if err := pl.ServeStdio(os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "fakepalace:", err)
 			return 1

@@ -1,0 +1,168 @@
+package edge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+)
+
+// maxPrimaryAnswer bounds one answer read from the primary.
+const maxPrimaryAnswer = 64 << 20
+
+// postable reports whether tool calls on s can be sent as plain JSON-RPC
+// POSTs: a session of the initialize handshake (MemPalace's own server and
+// today's SDKs). A stateless (2026-07-28) session needs the SDK's per-call
+// _meta, so its calls go through the SDK.
+func postable(s *mcp.ClientSession) bool {
+	r := s.InitializeResult()
+	return r != nil && r.ProtocolVersion != "" && r.ProtocolVersion < "2026-07-28"
+}
+
+// post sends one tools/call over the session the SDK opened (its
+// Mcp-Session-Id and protocol version) and reads the answer, JSON or an
+// event stream, without the SDK's decoding. Its errors read as the SDK's
+// do to CallLong: the primary's JSON-RPC error as *jsonrpc.Error, an
+// expired session as mcp.ErrSessionMissing, anything else a transport
+// failure. A call given up (ctx) is cancelled on the primary, best effort.
+func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte) (json.RawMessage, error) {
+	id := relayPrefix + strconv.FormatUint(p.next.Add(1), 10)
+	msg := make([]byte, 0, len(params)+64)
+	msg = append(msg, `{"jsonrpc":"2.0","id":"`...)
+	msg = append(msg, id...)
+	msg = append(msg, `","method":"tools/call","params":`...)
+	msg = append(msg, params...)
+	msg = append(msg, '}')
+	resp, err := p.send(ctx, s, msg)
+	if err != nil {
+		if ctx.Err() != nil {
+			go p.cancelOnPrimary(s, id, ctx.Err())
+		}
+		return nil, fmt.Errorf("tools/call: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound && s.ID() != "" {
+		return nil, fmt.Errorf("the primary ended session %s: %w", s.ID(), mcp.ErrSessionMissing)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		switch resp.StatusCode {
+		case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout, http.StatusUnauthorized, http.StatusForbidden:
+		default:
+			// A JSON-RPC error in the body is the primary's answer.
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			if _, rpcErr, ok := answerFor(body, id); ok && rpcErr != nil {
+				return nil, rpcErr
+			}
+		}
+		return nil, fmt.Errorf("tools/call: the primary answered HTTP %d", resp.StatusCode)
+	}
+	var answer []byte
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" {
+		answer, err = readEventAnswer(resp.Body, id)
+	} else {
+		answer, err = io.ReadAll(io.LimitReader(resp.Body, maxPrimaryAnswer))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			go p.cancelOnPrimary(s, id, ctx.Err())
+		}
+		return nil, fmt.Errorf("tools/call: reading the primary's answer: %w", err)
+	}
+	result, rpcErr, ok := answerFor(answer, id)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("tools/call: the primary's answer is not a JSON-RPC response to it")
+	case rpcErr != nil:
+		return nil, rpcErr
+	}
+	return result, nil
+}
+
+func (p *Primary) send(ctx context.Context, s *mcp.ClientSession, msg []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(msg))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", s.InitializeResult().ProtocolVersion)
+	if sid := s.ID(); sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	return p.httpc.Do(req) // the bearer transport adds the token
+}
+
+// cancelOnPrimary tells the primary a call was given up.
+func (p *Primary) cancelOnPrimary(s *mcp.ClientSession, id string, why error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": id, "reason": why.Error()}})
+	if resp, err := p.send(ctx, s, n); err == nil {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+	}
+}
+
+// answerFor picks the result or error out of a JSON-RPC response to id.
+func answerFor(b []byte, id string) (json.RawMessage, *jsonrpc.Error, bool) {
+	if !gjson.ValidBytes(b) {
+		return nil, nil, false
+	}
+	f := gjson.GetManyBytes(b, "id", "result", "error")
+	if f[0].String() != id {
+		return nil, nil, false
+	}
+	if f[2].IsObject() {
+		var e jsonrpc.Error
+		if json.Unmarshal([]byte(f[2].Raw), &e) != nil {
+			return nil, nil, false
+		}
+		return nil, &e, true
+	}
+	if !f[1].IsObject() {
+		return nil, nil, false
+	}
+	return json.RawMessage(f[1].Raw), nil, true
+}
+
+// readEventAnswer reads a POST's event stream until the response to id;
+// the primary's notifications and requests on the way are skipped (the
+// edge's primary session declares no capabilities and takes no progress).
+func readEventAnswer(r io.Reader, id string) ([]byte, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxPrimaryAnswer)
+	var data []byte
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case len(line) == 0: // the end of an event
+			if len(data) > 0 && gjson.GetBytes(data, "id").String() == id {
+				return data, nil
+			}
+			data = data[:0]
+		case bytes.HasPrefix(line, []byte("data:")):
+			if len(data) > 0 {
+				data = append(data, '\n')
+			}
+			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
+		}
+	}
+	if len(data) > 0 && gjson.GetBytes(data, "id").String() == id {
+		return data, nil
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("the primary's event stream ended without an answer")
+}

@@ -1,0 +1,47 @@
+package edge
+
+import (
+	"strings"
+	"testing"
+)
+
+// A primary that answers a POST with an event stream may send its own
+// notifications (progress, logging) first, and split data over lines; the
+// answer to the call is the event with its id. A stream that ends without
+// it is an error, not an empty answer.
+func TestReadEventAnswer(t *testing.T) {
+	stream := "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n" +
+		": a comment\n" +
+		"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"edge-3\",\n" +
+		"data: \"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}}\n\n"
+	b, err := readEventAnswer(strings.NewReader(stream), "edge-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, rpcErr, ok := answerFor(b, "edge-3")
+	if !ok || rpcErr != nil || !strings.Contains(string(res), `"text":"ok"`) {
+		t.Fatalf("answer %s: %s %v %v", b, res, rpcErr, ok)
+	}
+	if _, err := readEventAnswer(strings.NewReader("data: {\"jsonrpc\":\"2.0\",\"id\":\"edge-2\",\"result\":{}}\n\n"), "edge-3"); err == nil {
+		t.Fatal("a stream without the answer gave no error")
+	}
+}
+
+func TestAnswerFor(t *testing.T) {
+	for _, c := range []struct {
+		body    string
+		ok      bool
+		isError bool
+	}{
+		{`{"jsonrpc":"2.0","id":"edge-1","result":{"content":[]}}`, true, false},
+		{`{"jsonrpc":"2.0","id":"edge-1","error":{"code":-32601,"message":"Unknown tool"}}`, true, true},
+		{`{"jsonrpc":"2.0","id":"edge-9","result":{}}`, false, false}, // someone else's answer
+		{`{"jsonrpc":"2.0","id":"edge-1"}`, false, false},             // neither
+		{`not json`, false, false},
+	} {
+		_, rpcErr, ok := answerFor([]byte(c.body), "edge-1")
+		if ok != c.ok || (rpcErr != nil) != c.isError {
+			t.Errorf("%s: ok=%v error=%v", c.body, ok, rpcErr)
+		}
+	}
+}
