@@ -202,6 +202,13 @@ func (c *Child) invalidate(s *mcp.ClientSession) {
 	c.mu.Unlock()
 }
 
+// live is the running child's connection, or nil (not started, restarting).
+func (c *Child) live() *childConn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn
+}
+
 // Relay runs tools/call on the local palace with params as the agent sent
 // them and returns the result as the child sent it (or the JSON-RPC error
 // it answered). A child that dies mid-call gives an error, never a hang. A

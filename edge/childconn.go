@@ -58,8 +58,8 @@ type childConn struct {
 
 	next    atomic.Uint64
 	mu      sync.Mutex
-	calls   map[string]chan []byte
-	done    chan struct{} // closed when the child's output ends
+	calls   map[string]func(line []byte, err error) // relayed calls in flight
+	done    chan struct{}                           // closed when the child's output ends
 	doneErr error
 
 	closeOnce sync.Once
@@ -80,7 +80,7 @@ func startChild(cmd *exec.Cmd, terminate time.Duration, log *slog.Logger) (*chil
 		return nil, err
 	}
 	r, w := io.Pipe()
-	c := &childConn{cmd: cmd, stdin: stdin, terminate: terminate, log: log, sdkR: r, sdkW: w, calls: map[string]chan []byte{}, done: make(chan struct{})}
+	c := &childConn{cmd: cmd, stdin: stdin, terminate: terminate, log: log, sdkR: r, sdkW: w, calls: map[string]func([]byte, error){}, done: make(chan struct{})}
 	go c.readLoop(stdout)
 	return c, nil
 }
@@ -112,8 +112,12 @@ func (c *childConn) readLoop(stdout io.Reader) {
 	c.mu.Lock()
 	c.doneErr = err
 	close(c.done)
-	c.calls = map[string]chan []byte{}
+	orphans := c.calls
+	c.calls = map[string]func([]byte, error){}
 	c.mu.Unlock()
+	for _, fn := range orphans {
+		fn(nil, err)
+	}
 	c.sdkW.CloseWithError(io.EOF)
 }
 
@@ -123,13 +127,12 @@ func (c *childConn) route(line []byte) {
 		return
 	}
 	if m := gjson.GetBytes(line, "id"); m.Type == gjson.String && strings.HasPrefix(m.Str, relayPrefix) {
-		id := m.Str
 		c.mu.Lock()
-		ch := c.calls[id]
-		delete(c.calls, id)
+		fn := c.calls[m.Str]
+		delete(c.calls, m.Str)
 		c.mu.Unlock()
-		if ch != nil {
-			ch <- line // buffered: never blocks the reader
+		if fn != nil {
+			fn(line, nil)
 		}
 		return // an answer to a call given up (cancelled) is dropped
 	}
@@ -153,20 +156,22 @@ func (c *childConn) write(b []byte) error {
 	return nil
 }
 
-// call relays one request and returns the child's answer line as it is.
-// When ctx ends first, the child is told (notifications/cancelled) and its
-// answer, if it still comes, is dropped.
-func (c *childConn) call(ctx context.Context, method string, params json.RawMessage) ([]byte, error) {
-	id := relayPrefix + strconv.FormatUint(c.next.Add(1), 10)
-	ch := make(chan []byte, 1)
+// newID is a fresh id for a relayed call.
+func (c *childConn) newID() string { return relayPrefix + strconv.FormatUint(c.next.Add(1), 10) }
+
+// start sends one request with id (from newID); fn gets the child's answer
+// line as it is, or the error that ended the connection first. fn runs on
+// the reader's goroutine, possibly before start returns: it must not block
+// for long.
+func (c *childConn) start(id, method string, params json.RawMessage, fn func(line []byte, err error)) error {
 	c.mu.Lock()
 	select {
 	case <-c.done:
 		c.mu.Unlock()
-		return nil, errNotSent
+		return errNotSent
 	default:
 	}
-	c.calls[id] = ch
+	c.calls[id] = fn
 	c.mu.Unlock()
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
@@ -181,22 +186,36 @@ func (c *childConn) call(ctx context.Context, method string, params json.RawMess
 	msg = append(msg, "}\n"...)
 	if err := c.write(msg); err != nil {
 		c.forget(id)
+		return err
+	}
+	return nil
+}
+
+// abandon gives a call up: its answer, if it still comes, is dropped, and
+// the child is told (notifications/cancelled).
+func (c *childConn) abandon(id, reason string) {
+	c.forget(id)
+	n, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": id, "reason": reason}})
+	c.write(append(n, '\n'))
+}
+
+// call relays one request and waits for the child's answer line. When
+// ctx ends first, the call is abandoned.
+func (c *childConn) call(ctx context.Context, method string, params json.RawMessage) ([]byte, error) {
+	type answer struct {
+		line []byte
+		err  error
+	}
+	ch := make(chan answer, 1)
+	id := c.newID()
+	if err := c.start(id, method, params, func(line []byte, err error) { ch <- answer{line, err} }); err != nil {
 		return nil, err
 	}
 	select {
-	case line := <-ch:
-		return line, nil
-	case <-c.done:
-		select {
-		case line := <-ch: // answered just before the end
-			return line, nil
-		default:
-		}
-		return nil, c.doneErr
+	case a := <-ch:
+		return a.line, a.err
 	case <-ctx.Done():
-		c.forget(id)
-		n, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": id, "reason": ctx.Err().Error()}})
-		c.write(append(n, '\n'))
+		c.abandon(id, ctx.Err().Error())
 		return nil, ctx.Err()
 	}
 }
@@ -214,7 +233,13 @@ func (c *childConn) toolCall(ctx context.Context, params json.RawMessage) (json.
 	if err != nil {
 		return nil, nil, err
 	}
-	f := gjson.GetManyBytes(line, "result", "error") // the line was checked by route
+	return toolAnswer(line)
+}
+
+// toolAnswer splits a tools/call answer line (checked by route) into its
+// result or the JSON-RPC error it carries.
+func toolAnswer(line []byte) (json.RawMessage, *jsonrpc.Error, error) {
+	f := gjson.GetManyBytes(line, "result", "error")
 	if f[1].Exists() && f[1].Type != gjson.Null {
 		var rpcErr jsonrpc.Error
 		if err := json.Unmarshal([]byte(f[1].Raw), &rpcErr); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -34,12 +35,12 @@ type fastLane struct {
 	ctx context.Context
 
 	mu       sync.Mutex
-	inflight map[string]context.CancelFunc
+	inflight map[string]func() // agent id -> cancel; absent once answered or cancelled
 	wg       sync.WaitGroup
 }
 
 func newFastLane(ctx context.Context, e *Edge, out io.Writer) *fastLane {
-	return &fastLane{e: e, out: out, ctx: ctx, inflight: map[string]context.CancelFunc{}}
+	return &fastLane{e: e, out: out, ctx: ctx, inflight: map[string]func(){}}
 }
 
 // protocolMetaKeys are the stateless protocol's per-call handshake: they
@@ -123,19 +124,23 @@ func (l *fastLane) intercept(line []byte) bool {
 			return false // the SDK checks the protocol and the handshake
 		}
 		key := id.Raw
-		ctx, cancel := context.WithCancel(l.ctx)
 		l.mu.Lock()
-		if _, dup := l.inflight[key]; dup {
-			l.mu.Unlock()
-			cancel()
+		_, dup := l.inflight[key]
+		l.mu.Unlock()
+		if dup {
 			return false
 		}
-		l.inflight[key] = cancel
-		l.mu.Unlock()
 		body := []byte(params.Raw)
 		if stateless {
 			body = stripProtocolMeta(body)
 		}
+		if l.relay(key, json.RawMessage(id.Raw), body, name, stateless) {
+			return true
+		}
+		ctx, cancel := context.WithCancel(l.ctx)
+		l.mu.Lock()
+		l.inflight[key] = cancel
+		l.mu.Unlock()
 		l.wg.Add(1)
 		go l.serve(ctx, json.RawMessage(id.Raw), body, name, stateless)
 		return true
@@ -143,6 +148,7 @@ func (l *fastLane) intercept(line []byte) bool {
 		rid := gjson.Get(f[2].Raw, "requestId").Raw
 		l.mu.Lock()
 		cancel := l.inflight[rid]
+		delete(l.inflight, rid)
 		l.mu.Unlock()
 		if cancel == nil {
 			return false // one of the SDK's calls, or already answered
@@ -173,7 +179,9 @@ func (l *fastLane) serve(ctx context.Context, id, params json.RawMessage, name s
 		cancel := l.inflight[key]
 		delete(l.inflight, key)
 		l.mu.Unlock()
-		cancel()
+		if cancel != nil {
+			cancel()
+		}
 	}()
 	select { // as the SDK path does: the first tool list, bounded
 	case <-l.e.toolsReady:
@@ -187,6 +195,11 @@ func (l *fastLane) serve(ctx context.Context, id, params json.RawMessage, name s
 	if ctx.Err() != nil {
 		return // cancelled by the agent (or the edge is stopping): no answer
 	}
+	l.respond(id, result, err)
+}
+
+// respond writes the answer to the agent's call id.
+func (l *fastLane) respond(id, result json.RawMessage, err error) {
 	msg := make([]byte, 0, len(result)+len(id)+40)
 	msg = append(msg, `{"jsonrpc":"2.0","id":`...)
 	msg = append(msg, id...)
@@ -201,6 +214,89 @@ func (l *fastLane) serve(ctx context.Context, id, params json.RawMessage, name s
 		msg = append(append(msg, `,"result":`...), result...)
 	}
 	l.out.Write(append(msg, "}\n"...))
+}
+
+// relay answers a call only the child answers (pass-through, local-only
+// tools, get_drawer) with no goroutine of its own: the request is written
+// from the guard's goroutine and the answer from the child reader's, so
+// the edge adds two pipe writes and no hand-offs. It declines (false) when
+// that is not possible now (another kind of call, the tools not known yet,
+// the child restarting); serve then takes the call.
+func (l *fastLane) relay(key string, id, params json.RawMessage, name string, stateless bool) bool {
+	e := l.e
+	class := Route(name)
+	if !(e.cfg.PassThrough() || (class == LocalOnly || class == ByID) && !e.primaryOnlyTool(name)) {
+		return false
+	}
+	select {
+	case <-e.toolsReady:
+	default:
+		return false
+	}
+	conn := e.child.live()
+	if conn == nil {
+		return false
+	}
+	cid := conn.newID()
+	l.mu.Lock()
+	l.inflight[key] = func() { conn.abandon(cid, "cancelled by the agent") }
+	l.mu.Unlock()
+	err := conn.start(cid, "tools/call", params, func(line []byte, err error) {
+		l.relayed(key, id, params, name, stateless, line, err)
+	})
+	if err != nil {
+		l.mu.Lock()
+		delete(l.inflight, key)
+		l.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// relayed finishes a relayed call with the child's answer (on the child
+// reader's goroutine).
+func (l *fastLane) relayed(key string, id, params json.RawMessage, name string, stateless bool, line []byte, err error) {
+	l.mu.Lock()
+	_, live := l.inflight[key]
+	delete(l.inflight, key)
+	l.mu.Unlock()
+	if !live {
+		return // cancelled: no answer
+	}
+	var result json.RawMessage
+	var rpcErr *jsonrpc.Error
+	if err == nil {
+		result, rpcErr, err = toolAnswer(line)
+	}
+	switch {
+	case rpcErr != nil:
+		l.respond(id, nil, rpcErr)
+		return
+	case err != nil:
+		// The child died with the call in flight: the answer serve gives.
+		result, err = encodeResult(localDown(fmt.Errorf("%w: %v", ErrLocalDown, err)))
+	case !l.e.cfg.PassThrough() && Route(name) == ByID && bytes.Contains(result, []byte("Drawer not found")):
+		// Not here: ask the primary, off the reader's goroutine.
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			out, err := result, error(nil)
+			local, derr := decodeResult(result)
+			p, perr := decodeParams(params)
+			if derr == nil && perr == nil {
+				out, err = encodeResult(l.e.byIDMissing(l.ctx, p, local))
+			}
+			if err == nil && stateless {
+				out = l.e.statelessResult(out)
+			}
+			l.respond(id, out, err)
+		}()
+		return
+	}
+	if err == nil && stateless {
+		result = l.e.statelessResult(result)
+	}
+	l.respond(id, result, err)
 }
 
 // callTool answers one tool call in the lane: the result bytes, or the
