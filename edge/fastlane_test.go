@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 )
 
 // traced is one message the child received (FAKEPALACE_TRACE=1).
@@ -70,6 +72,18 @@ func checkCancelForwarded(t *testing.T, log interface{ String() string }, tool s
 	t.Fatalf("the palace never got a cancellation for its %s call (id %s); it received:\n%s", tool, childID, log.String())
 }
 
+// callThenCancel sends a call, cancels it after wait, and fails the test if
+// the edge answers it anyway.
+func (h *harness) callThenCancel(id any, tool string, args map[string]any, wait time.Duration) {
+	h.t.Helper()
+	h.send(toolCall(id, tool, args))
+	time.Sleep(wait)
+	h.send(cancelled(id))
+	if a := h.await(fmt.Sprint(id), 3*time.Second); a != nil {
+		h.t.Fatalf("a cancelled %s call was answered: %v", tool, a)
+	}
+}
+
 // An agent that cancels a call (notifications/cancelled) gets no answer to
 // it, the local palace server is told with the id it knows the call by,
 // and the session goes on.
@@ -96,12 +110,7 @@ func TestCancellationOfAMergedRead(t *testing.T) {
 	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_search=1500"}})
 	h.handshake()
 	h.ready()
-	h.send(toolCall("s1", "mempalace_search", map[string]any{"query": "anything"}))
-	time.Sleep(200 * time.Millisecond)
-	h.send(cancelled("s1"))
-	if a := h.await("s1", 3*time.Second); a != nil {
-		t.Fatalf("a cancelled search was answered: %v", a)
-	}
+	h.callThenCancel("s1", "mempalace_search", map[string]any{"query": "anything"}, 200*time.Millisecond)
 	checkCancelForwarded(t, h.childLog, "mempalace_search")
 }
 
@@ -112,12 +121,7 @@ func TestCancellationReachesThePrimary(t *testing.T) {
 	h.primary.SetLatency("mempalace_kg_stats", 1500*time.Millisecond)
 	h.handshake()
 	h.ready()
-	h.send(toolCall("k1", "mempalace_kg_stats", map[string]any{}))
-	time.Sleep(300 * time.Millisecond)
-	h.send(cancelled("k1"))
-	if a := h.await("k1", 3*time.Second); a != nil {
-		t.Fatalf("a cancelled read was answered: %v", a)
-	}
+	h.callThenCancel("k1", "mempalace_kg_stats", map[string]any{}, 300*time.Millisecond)
 	checkCancelForwarded(t, h.primaryLog, "mempalace_kg_stats")
 }
 
@@ -206,5 +210,29 @@ func TestChildGarbageLineIsSkipped(t *testing.T) {
 	}
 	if n := h.edge.child.Spawns(); n != 1 {
 		t.Fatalf("child started %d times, want 1", n)
+	}
+}
+
+// The stateless protocol's per-call fields describe the agent's hop: they
+// are dropped on the way on, on both paths (bytes in the lane, the SDK's
+// Meta map otherwise); other _meta (a progress token) goes on.
+func TestProtocolMetaIsNotForwarded(t *testing.T) {
+	in := `{"name":"mempalace_status","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"x"},"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"debug","progressToken":7}}`
+	var got map[string]any
+	json.Unmarshal(stripProtocolMeta([]byte(in)), &got)
+	if m := got["_meta"].(map[string]any); len(m) != 1 || m["progressToken"] != 7.0 || got["name"] != "mempalace_status" {
+		t.Fatalf("stripped params: %v", got)
+	}
+	only := `{"name":"mempalace_status","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`
+	if out := string(stripProtocolMeta([]byte(only))); strings.Contains(out, "_meta") {
+		t.Fatalf("an emptied _meta was kept: %s", out)
+	}
+	var meta map[string]any
+	json.Unmarshal([]byte(gjson.Get(in, "_meta").Raw), &meta)
+	if fm := forwardMeta(meta); len(fm) != 1 || fm["progressToken"] != 7.0 {
+		t.Fatalf("forwardMeta: %v", fm)
+	}
+	if fm := forwardMeta(map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28"}); fm != nil {
+		t.Fatalf("forwardMeta of protocol fields only: %v", fm)
 	}
 }

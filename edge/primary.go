@@ -378,16 +378,6 @@ func redact(raw string) string {
 // MemPalace's gates use. A peer's real answer never has these messages.
 var sdkSentinels = map[string]bool{"rejected by transport": true, "server is closing": true, "client is closing": true, "unknown error": true, "internal error": true}
 
-// peerErrorRaw is any JSON-RPC error in err's chain, the SDK's own
-// sentinels included.
-func peerErrorRaw(err error) *jsonrpc.Error {
-	var e *jsonrpc.Error
-	if err == nil || !errors.As(err, &e) {
-		return nil
-	}
-	return e
-}
-
 // peerError returns the JSON-RPC error a peer actually answered, or nil for
 // a transport failure (however the SDK dressed it).
 func peerError(err error) *jsonrpc.Error {
