@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -143,6 +144,11 @@ func (l *fastLane) intercept(line []byte) bool {
 		l.mu.Unlock()
 		l.wg.Add(1)
 		go l.serve(ctx, json.RawMessage(id.Raw), body, name, stateless)
+		// Let the call start now, on this P, before this goroutine goes
+		// back to a blocking read of stdin; otherwise it waits for another
+		// thread to wake up and steal it (measured: merged search +1.06 to
+		// +1.41 ms over the slower side without this, +0.92 to +0.98 with).
+		runtime.Gosched()
 		return true
 	case "notifications/cancelled":
 		rid := gjson.Get(f[2].Raw, "requestId").Raw
