@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http/httptrace"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -127,55 +128,83 @@ func intArg(m map[string]any, k string, def int) int {
 	return def
 }
 
-// hitKey is a hit's identity: drawer_id, or for 3.6.0 hits without one,
-// wing + room + sha256(text).
-func hitKey(h gjson.Result) string {
-	f := h.Get("drawer_id")
-	if f.Type == gjson.String && f.Str != "" {
-		return f.Str
-	}
-	sum := sha256.Sum256([]byte(h.Get("text").String()))
-	return h.Get("wing").String() + "\x00" + h.Get("room").String() + "\x00" + hex.EncodeToString(sum[:])
+// hit is one search hit, read in one pass: its bytes as they came, its
+// identity (drawer_id, or for 3.6.0 hits without one, wing + room +
+// sha256(text)), its distance (BM25-only hits have none and sort last) and
+// the origin the edge gives it.
+type hit struct {
+	raw       string
+	key       string
+	dist      float64
+	hasDist   bool
+	hasOrigin bool
+	origin    string
 }
 
-// hitDistance: BM25-only hits have no distance and sort last.
-func hitDistance(h gjson.Result) float64 {
-	if d := h.Get("distance"); d.Type == gjson.Number {
-		return d.Num
+func readHit(h gjson.Result) hit {
+	x := hit{raw: h.Raw, dist: math.Inf(1)}
+	var id, text, wing, room string
+	h.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "drawer_id":
+			if v.Type == gjson.String {
+				id = v.Str
+			}
+		case "distance":
+			if v.Type == gjson.Number {
+				x.dist, x.hasDist = v.Num, true
+			}
+		case "text":
+			text = v.String()
+		case "wing":
+			wing = v.String()
+		case "room":
+			room = v.String()
+		case "origin":
+			x.hasOrigin = true
+		}
+		return true
+	})
+	x.key = id
+	if id == "" {
+		sum := sha256.Sum256([]byte(text))
+		x.key = wing + "\x00" + room + "\x00" + hex.EncodeToString(sum[:])
 	}
-	return math.Inf(1)
+	return x
+}
+
+func readHits(results gjson.Result) []hit {
+	var out []hit
+	results.ForEach(func(_, h gjson.Result) bool {
+		if h.IsObject() {
+			out = append(out, readHit(h))
+		}
+		return true
+	})
+	return out
 }
 
 // mergeSearch merges two search answers (JSON object texts) without
-// decoding them: hits are picked with gjson and spliced back as they came,
+// decoding them: hits are read with gjson and spliced back as they came,
 // each tagged with its origin. The envelope is the primary's.
 func (e *Edge) mergeSearch(lt, pt string, limit int) []byte {
-	lh, ph := gjson.Get(lt, "results").Array(), gjson.Get(pt, "results").Array()
-	type hit struct {
-		raw    string
-		origin string
-		dist   float64
-	}
-	local := make(map[string]gjson.Result, len(lh))
-	for _, h := range lh {
-		if h.IsObject() {
-			local[hitKey(h)] = h
-		}
+	lh, ph := readHits(gjson.Get(lt, "results")), readHits(gjson.Get(pt, "results"))
+	local := make(map[string]int, len(lh))
+	for i, h := range lh {
+		local[h.key] = i
 	}
 	// Embedder canary: one drawer on both sides with different distances
 	// means different embedding models; comparing their distances would be
 	// silent garbage, so only the primary's ranking is returned.
 	for _, h := range ph {
-		l, ok := local[hitKey(h)]
-		ld, pd := l.Get("distance"), h.Get("distance")
-		if ok && ld.Type == gjson.Number && pd.Type == gjson.Number && math.Abs(ld.Num-pd.Num) > canaryTolerance {
-			e.embedderMismatch(fmt.Sprintf("drawer %s: local distance %.4f, primary %.4f", hitKey(h), ld.Num, pd.Num))
-			hits := make([]hit, 0, len(ph))
-			for _, h := range ph {
-				hits = append(hits, hit{raw: h.Raw, origin: "primary"})
+		i, ok := local[h.key]
+		if ok && h.hasDist && lh[i].hasDist && math.Abs(lh[i].dist-h.dist) > canaryTolerance {
+			e.embedderMismatch(fmt.Sprintf("drawer %s: local distance %.4f, primary %.4f", h.key, lh[i].dist, h.dist))
+			for j := range ph {
+				ph[j].origin = "primary"
 			}
 			edge, _ := json.Marshal(map[string]any{"merged": false, "embedder_mismatch": true, "detail": e.mismatchDetail(), "local": "ok", "primary": "ok"})
-			out := spliceHits(pt, hits, func(h hit) (string, string) { return h.raw, h.origin })
+			out := spliceHits(pt, ph)
 			out, _ = sjson.SetRawBytes(out, "edge", edge)
 			out, _ = sjson.SetBytes(out, "embedder_mismatch", true)
 			return out
@@ -183,18 +212,15 @@ func (e *Edge) mergeSearch(lt, pt string, limit int) []byte {
 	}
 	seen := make(map[string]int, len(lh)+len(ph))
 	all := make([]hit, 0, len(lh)+len(ph))
-	add := func(hits []gjson.Result, origin string) {
+	add := func(hits []hit, origin string) {
 		for _, h := range hits {
-			if !h.IsObject() {
-				continue
-			}
-			k := hitKey(h)
-			if i, ok := seen[k]; ok {
+			if i, ok := seen[h.key]; ok {
 				all[i].origin = "both"
 				continue
 			}
-			seen[k] = len(all)
-			all = append(all, hit{raw: h.Raw, origin: origin, dist: hitDistance(h)})
+			seen[h.key] = len(all)
+			h.origin = origin
+			all = append(all, h)
 		}
 	}
 	add(lh, "local")
@@ -203,26 +229,38 @@ func (e *Edge) mergeSearch(lt, pt string, limit int) []byte {
 	if limit > 0 && len(all) > limit {
 		all = all[:limit]
 	}
-	out := spliceHits(pt, all, func(h hit) (string, string) { return h.raw, h.origin })
+	out := spliceHits(pt, all)
 	out, _ = sjson.SetRawBytes(out, "edge", []byte(`{"merged":true,"local":"ok","primary":"ok"}`))
 	return out
 }
 
-// spliceHits replaces the envelope's results with hits, each with its
-// origin set.
-func spliceHits[H any](envelope string, hits []H, get func(H) (raw, origin string)) []byte {
-	var arr []byte
+// spliceHits replaces the envelope's results with hits, each tagged with
+// its origin (written first in the hit; set over any origin it had).
+func spliceHits(envelope string, hits []hit) []byte {
+	arr := make([]byte, 0, len(envelope))
 	arr = append(arr, '[')
 	for i, h := range hits {
-		raw, origin := get(h)
-		tagged, err := sjson.Set(raw, "origin", origin)
-		if err != nil {
-			tagged = raw
-		}
 		if i > 0 {
 			arr = append(arr, ',')
 		}
-		arr = append(arr, tagged...)
+		body := strings.TrimSpace(h.raw[1:])
+		switch {
+		case h.hasOrigin:
+			tagged, err := sjson.Set(h.raw, "origin", h.origin)
+			if err != nil {
+				tagged = h.raw
+			}
+			arr = append(arr, tagged...)
+		case body == "}":
+			arr = append(arr, `{"origin":`...)
+			arr = strconv.AppendQuote(arr, h.origin)
+			arr = append(arr, '}')
+		default:
+			arr = append(arr, `{"origin":`...)
+			arr = strconv.AppendQuote(arr, h.origin)
+			arr = append(arr, ',')
+			arr = append(arr, body...)
+		}
 	}
 	arr = append(arr, ']')
 	out, err := sjson.SetRawBytes([]byte(envelope), "results", arr)
@@ -230,13 +268,6 @@ func spliceHits[H any](envelope string, hits []H, get func(H) (raw, origin strin
 		return []byte(envelope)
 	}
 	return out
-}
-
-func dist(h map[string]any) float64 {
-	if d, ok := h["distance"].(float64); ok {
-		return d
-	}
-	return math.Inf(1) // BM25-only hits have no distance: last
 }
 
 func (e *Edge) embedderMismatch(detail string) {
