@@ -19,11 +19,11 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
