@@ -159,8 +159,9 @@ func TestJourney(t *testing.T) {
 	j.render()
 	j.check("remote", "render switches the entry to the primary", strings.Contains(read(j.cfg), `"type": "remote"`), read(j.cfg))
 	j.check("remote", "opencode mcp list: mempalace connected (to the primary)", j.mcpStatus() == "connected")
-	j.run("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "remote drawer straight to the primary"})
-	j.check("remote", "a write goes straight to the primary", j.primary.Dump().CountContent("remote drawer straight to the primary") == 1)
+	res = j.run("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "remote drawer straight to the primary"})
+	j.check("remote", "a write goes straight to the primary", j.primary.Dump().CountContent("remote drawer straight to the primary") == 1,
+		"the tool result the model saw: ", res, "; mempalace tools offered: ", len(mempalaceTools(j.mock.LastOffered())))
 	found, nread := testbed.FilesContaining(h.Dir, token)
 	j.check("remote", "the token is in no file on disk", len(found) == 0 && nread > 0, found)
 
