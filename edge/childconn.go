@@ -173,18 +173,7 @@ func (c *childConn) start(id, method string, params json.RawMessage, fn func(lin
 	}
 	c.calls[id] = fn
 	c.mu.Unlock()
-	if len(params) == 0 {
-		params = json.RawMessage("{}")
-	}
-	msg := make([]byte, 0, len(params)+len(method)+64)
-	msg = append(msg, `{"jsonrpc":"2.0","id":"`...)
-	msg = append(msg, id...)
-	msg = append(msg, `","method":`...)
-	msg = strconv.AppendQuote(msg, method)
-	msg = append(msg, `,"params":`...)
-	msg = append(msg, params...)
-	msg = append(msg, "}\n"...)
-	if err := c.write(msg); err != nil {
+	if err := c.write(append(request(id, method, params), '\n')); err != nil {
 		c.forget(id)
 		return err
 	}
@@ -195,8 +184,29 @@ func (c *childConn) start(id, method string, params json.RawMessage, fn func(lin
 // the child is told (notifications/cancelled).
 func (c *childConn) abandon(id, reason string) {
 	c.forget(id)
+	c.write(append(cancellation(id, reason), '\n'))
+}
+
+// request is a JSON-RPC request with a string id (the edge's own ids, to
+// the child and to the primary alike); params as they are, {} if empty.
+func request(id, method string, params json.RawMessage) []byte {
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	msg := make([]byte, 0, len(params)+len(method)+64)
+	msg = append(msg, `{"jsonrpc":"2.0","id":"`...)
+	msg = append(msg, id...)
+	msg = append(msg, `","method":`...)
+	msg = strconv.AppendQuote(msg, method)
+	msg = append(msg, `,"params":`...)
+	msg = append(msg, params...)
+	return append(msg, '}')
+}
+
+// cancellation is notifications/cancelled for the call with id.
+func cancellation(id, reason string) []byte {
 	n, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": id, "reason": reason}})
-	c.write(append(n, '\n'))
+	return n
 }
 
 // call relays one request and waits for the child's answer line. When

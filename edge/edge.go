@@ -28,7 +28,6 @@ type Edge struct {
 	cfg      Config
 	log      *slog.Logger
 	server   *mcp.Server
-	impl     *mcp.Implementation
 	implJSON []byte
 	child    *Child
 	primary  *Primary
@@ -53,9 +52,9 @@ type Edge struct {
 // New builds an edge from its configuration; Serve runs it.
 func New(cfg Config) *Edge {
 	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{})}
-	e.impl = &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: Version}
-	e.implJSON, _ = json.Marshal(e.impl)
-	e.server = mcp.NewServer(e.impl, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: Version}
+	e.implJSON, _ = json.Marshal(impl) // for stateless answers (statelessResult)
+	e.server = mcp.NewServer(impl, &mcp.ServerOptions{
 		InitializedHandler: func(ctx context.Context, r *mcp.InitializedRequest) {
 			e.setAgent(r.Session)
 			e.initialized.Store(true)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"runtime"
 	"slices"
@@ -195,17 +194,18 @@ func (l *fastLane) serve(ctx context.Context, id, params json.RawMessage, name s
 	case <-ctx.Done():
 	}
 	result, err := l.e.callTool(ctx, name, params)
-	if err == nil && stateless {
-		result = l.e.statelessResult(result)
-	}
 	if ctx.Err() != nil {
 		return // cancelled by the agent (or the edge is stopping): no answer
 	}
-	l.respond(id, result, err)
+	l.respond(id, result, err, stateless)
 }
 
-// respond writes the answer to the agent's call id.
-func (l *fastLane) respond(id, result json.RawMessage, err error) {
+// respond writes the answer to the agent's call id (a stateless call's
+// result marked as the SDK marks it).
+func (l *fastLane) respond(id, result json.RawMessage, err error, stateless bool) {
+	if err == nil && stateless {
+		result = l.e.statelessResult(result)
+	}
 	msg := make([]byte, 0, len(result)+len(id)+40)
 	msg = append(msg, `{"jsonrpc":"2.0","id":`...)
 	msg = append(msg, id...)
@@ -230,8 +230,7 @@ func (l *fastLane) respond(id, result json.RawMessage, err error) {
 // the child restarting); serve then takes the call.
 func (l *fastLane) relay(key string, id, params json.RawMessage, name string, stateless bool) bool {
 	e := l.e
-	class := Route(name)
-	if !(e.cfg.PassThrough() || (class == LocalOnly || class == ByID) && !e.primaryOnlyTool(name)) {
+	if !e.childAnswers(name) {
 		return false
 	}
 	select {
@@ -276,55 +275,63 @@ func (l *fastLane) relayed(key string, id, params json.RawMessage, name string, 
 	}
 	switch {
 	case rpcErr != nil:
-		l.respond(id, nil, rpcErr)
-		return
+		l.respond(id, nil, rpcErr, stateless)
 	case err != nil:
 		// The child died with the call in flight: the answer serve gives.
-		result, err = encodeResult(localDown(fmt.Errorf("%w: %v", ErrLocalDown, err)))
-	case !l.e.cfg.PassThrough() && Route(name) == ByID && bytes.Contains(result, []byte("Drawer not found")):
-		// Not here: ask the primary, off the reader's goroutine.
+		result, err = encodeResult(localDown(err))
+		l.respond(id, result, err, stateless)
+	case l.e.missingLocally(name, result):
+		// Ask the primary, off the reader's goroutine.
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			out, err := result, error(nil)
-			local, derr := decodeResult(result)
-			p, perr := decodeParams(params)
-			if derr == nil && perr == nil {
-				out, err = encodeResult(l.e.byIDMissing(l.ctx, p, local))
-			}
-			if err == nil && stateless {
-				out = l.e.statelessResult(out)
-			}
-			l.respond(id, out, err)
+			out, err := l.e.fromPrimaryByID(l.ctx, params, result)
+			l.respond(id, out, err, stateless)
 		}()
-		return
+	default:
+		l.respond(id, result, nil, stateless)
 	}
-	if err == nil && stateless {
-		result = l.e.statelessResult(result)
+}
+
+// childAnswers reports a call only the child answers: all of pass-through,
+// local-only tools, and get_drawer (the primary only for a drawer the local
+// palace lacks: missingLocally).
+func (e *Edge) childAnswers(name string) bool {
+	class := Route(name)
+	return e.cfg.PassThrough() || (class == LocalOnly || class == ByID) && !e.primaryOnlyTool(name)
+}
+
+// missingLocally reports a get_drawer the local palace answered "not
+// found", which goes on to the primary.
+func (e *Edge) missingLocally(name string, result json.RawMessage) bool {
+	return !e.cfg.PassThrough() && Route(name) == ByID && bytes.Contains(result, []byte("Drawer not found"))
+}
+
+// fromPrimaryByID answers a get_drawer missing locally (byIDMissing); the
+// local answer stands if either cannot be read.
+func (e *Edge) fromPrimaryByID(ctx context.Context, params, local json.RawMessage) (json.RawMessage, error) {
+	res, err := decodeResult(local)
+	p, perr := decodeParams(params)
+	if err != nil || perr != nil {
+		return local, nil
 	}
-	l.respond(id, result, err)
+	return encodeResult(e.byIDMissing(ctx, p, res))
 }
 
 // callTool answers one tool call in the lane: the result bytes, or the
 // JSON-RPC error to send.
 func (e *Edge) callTool(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
-	class := Route(name)
-	if e.cfg.PassThrough() || (class == LocalOnly || class == ByID) && !e.primaryOnlyTool(name) {
+	if e.childAnswers(name) {
 		raw, rpcErr, err := e.child.Relay(ctx, params)
 		switch {
 		case rpcErr != nil:
 			return nil, rpcErr
 		case err != nil:
 			return encodeResult(localDown(err))
-		case e.cfg.PassThrough() || class != ByID || !bytes.Contains(raw, []byte("Drawer not found")):
-			return raw, nil
+		case e.missingLocally(name, raw):
+			return e.fromPrimaryByID(ctx, params, raw)
 		}
-		local, err := decodeResult(raw)
-		p, perr := decodeParams(params)
-		if err != nil || perr != nil {
-			return raw, nil
-		}
-		return encodeResult(e.byIDMissing(ctx, p, local))
+		return raw, nil
 	}
 	p, err := decodeParams(params)
 	if err != nil {

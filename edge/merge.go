@@ -83,7 +83,7 @@ func (e *Edge) mergedRead(ctx context.Context, p *mcp.CallToolParams) (*mcp.Call
 		return e.local(ctx, p)
 	}
 	args := argsMap(orig.Arguments)
-	if strings.HasSuffix(p.Name, "_search") || p.Name == "search" {
+	if strings.TrimPrefix(p.Name, "mempalace_") == "search" { // as Route names it
 		return textResult(e.mergeSearch(lt, pt, intArg(args, "limit", 5)), false, nil), nil
 	}
 	lm, pm := resultJSON(local), resultJSON(prim.res)

@@ -38,13 +38,7 @@ func postable(s *mcp.ClientSession) bool {
 // failure. A call given up (ctx) is cancelled on the primary, best effort.
 func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte) (json.RawMessage, error) {
 	id := relayPrefix + strconv.FormatUint(p.next.Add(1), 10)
-	msg := make([]byte, 0, len(params)+64)
-	msg = append(msg, `{"jsonrpc":"2.0","id":"`...)
-	msg = append(msg, id...)
-	msg = append(msg, `","method":"tools/call","params":`...)
-	msg = append(msg, params...)
-	msg = append(msg, '}')
-	resp, err := p.send(ctx, s, msg)
+	resp, err := p.send(ctx, s, request(id, "tools/call", params))
 	if err != nil {
 		if ctx.Err() != nil {
 			go p.cancelOnPrimary(s, id, ctx.Err())
@@ -107,8 +101,7 @@ func (p *Primary) send(ctx context.Context, s *mcp.ClientSession, msg []byte) (*
 func (p *Primary) cancelOnPrimary(s *mcp.ClientSession, id string, why error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	n, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": id, "reason": why.Error()}})
-	if resp, err := p.send(ctx, s, n); err == nil {
+	if resp, err := p.send(ctx, s, cancellation(id, why.Error())); err == nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		resp.Body.Close()
 	}
