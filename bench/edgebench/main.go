@@ -47,6 +47,7 @@ var (
 	childBin  = flag.String("child", "", "local palace server (the fakepalace binary)")
 	remoteBin = flag.String("mcp-remote", "", "mcp-remote (npm) for the side-by-side; empty skips it")
 	n         = flag.Int("n", 500, "calls per measurement")
+	floorBin  = flag.String("floor", "", "floorrelay binary: the least a stdio-to-HTTP proxy does, beside the merged search; empty skips it")
 	primLat   = flag.Duration("primary-latency", 20*time.Millisecond, "latency added to the primary's search")
 )
 
@@ -125,9 +126,21 @@ func main() {
 	prim := connectHTTP(ctx, primary.url)
 	defer prim.Close()
 	q := map[string]any{"query": "outbox latency"}
-	m, p := alternate(*n/5, func() { call(ctx, edge, "mempalace_search", q) }, func() { call(ctx, prim, "mempalace_search", q) })
-	row(fmt.Sprintf("merged search (primary +%v)", *primLat), m, "the primary's search directly (the slower side)", p)
-	fmt.Printf("|   merged minus slower side (median) | %s | | | | |\n", ms(median(m)-median(p)))
+	if *floorBin != "" {
+		floor := connect(ctx, append(os.Environ(), "FLOOR_URL="+primary.url, "FLOOR_TOKEN="+token), *floorBin)
+		defer floor.Close()
+		t := alternateN(*n/5, func() { call(ctx, edge, "mempalace_search", q) }, func() { call(ctx, prim, "mempalace_search", q) },
+			func() { call(ctx, floor, "mempalace_search", q) })
+		m, p, f := t[0], t[1], t[2]
+		row(fmt.Sprintf("merged search (primary +%v)", *primLat), m, "the primary's search directly (the slower side)", p)
+		fmt.Printf("|   merged minus slower side (median) | %s | | | | |\n", ms(median(m)-median(p)))
+		row("the primary's search through floorrelay (one stdio hop, nothing else)", f, "", nil)
+		fmt.Printf("|   floorrelay minus the primary directly (median) | %s | | | | |\n", ms(median(f)-median(p)))
+	} else {
+		m, p := alternate(*n/5, func() { call(ctx, edge, "mempalace_search", q) }, func() { call(ctx, prim, "mempalace_search", q) })
+		row(fmt.Sprintf("merged search (primary +%v)", *primLat), m, "the primary's search directly (the slower side)", p)
+		fmt.Printf("|   merged minus slower side (median) | %s | | | | |\n", ms(median(m)-median(p)))
+	}
 	primary.setLatency("mempalace_search", 0)
 
 	// 5. memory and mcp-remote side by side, while the primary is up.
@@ -204,6 +217,24 @@ func alternate(n int, a, b func()) (ta, tb []time.Duration) {
 		tb = append(tb, time.Since(s))
 	}
 	return
+}
+
+// alternateN is alternate for any number of paths.
+func alternateN(n int, fs ...func()) [][]time.Duration {
+	t := make([][]time.Duration, len(fs))
+	for i := 0; i < 20; i++ {
+		for _, f := range fs {
+			f()
+		}
+	}
+	for i := 0; i < n; i++ {
+		for j, f := range fs {
+			s := time.Now()
+			f()
+			t[j] = append(t[j], time.Since(s))
+		}
+	}
+	return t
 }
 
 func row(what string, a []time.Duration, vs string, b []time.Duration) {
