@@ -38,6 +38,7 @@ type Primary struct {
 	timeout  time.Duration
 	log      *slog.Logger
 	httpc    *http.Client
+	warm     *warmTransport // nil if the endpoint is not http(s)
 	client   *mcp.Client
 	onUp     func()
 	onTools  func([]*mcp.Tool)
@@ -68,7 +69,11 @@ func NewPrimary(endpoint string, token func() string, log *slog.Logger, o Primar
 	if p.timeout <= 0 {
 		p.timeout = 10 * time.Second
 	}
-	p.httpc = &http.Client{Transport: &bearer{p: p, next: http.DefaultTransport}}
+	var next http.RoundTripper = http.DefaultTransport
+	if w, err := newWarmTransport(endpoint, http.DefaultTransport); err == nil {
+		p.warm, next = w, w
+	}
+	p.httpc = &http.Client{Transport: &bearer{p: p, next: next}}
 	p.client = mcp.NewClient(&mcp.Implementation{Name: "devbox-config-edge", Version: Version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	return p
 }
@@ -127,6 +132,9 @@ func (p *Primary) Close() {
 	if s != nil {
 		s.Close()
 	}
+	if p.warm != nil {
+		p.warm.Close()
+	}
 }
 
 // Call runs a tool on the primary. While the breaker is open it fails at
@@ -145,6 +153,9 @@ func (p *Primary) Call(ctx context.Context, params *mcp.CallToolParams, retry bo
 func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
 	if !p.Up() {
 		return nil, p.downErr()
+	}
+	if retry {
+		ctx = withReplayable(ctx)
 	}
 	for attempt := 0; ; attempt++ {
 		s, err := p.sessionFor(ctx)

@@ -1,0 +1,352 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// warmTransport is the HTTP/1.1 transport of the edge's traffic to its
+// primary. Upstream `mempalace serve` closes the connection after every
+// answer (Connection: close), so with net/http every tool call would
+// first pay a TCP connect (and a TLS handshake for https) and three
+// goroutine hand-offs. Here a call is written and read on the calling
+// goroutine, over a connection dialled in advance: after a response that
+// closes its connection, one spare is dialled in the background for the
+// next call. A server that keeps connections alive gets them reused.
+//
+// A connection taken from the pool is checked first (a peek: has the
+// server closed it?). If it fails anyway before a byte of the answer is
+// read, the server most likely closed it as the request went out; a
+// request safe to send twice (GET, HEAD, or a read marked by
+// withReplayable) is sent once more on a fresh connection, and a write
+// fails as it would have (the outbox sends it again later). Requests
+// through a proxy (HTTP_PROXY and friends) or to another origin go to the
+// fallback (net/http).
+type warmTransport struct {
+	origin   string // scheme://host:port this transport serves
+	addr     string
+	tls      *tls.Config // nil for http
+	dialer   net.Dialer
+	fallback http.RoundTripper
+	proxy    func(*http.Request) (*url.URL, error)
+	maxAge   time.Duration // an idle connection older than this is not used
+
+	mu      sync.Mutex
+	idle    []*warmConn // newest last
+	dialing bool        // a spare is being dialled
+	closed  bool
+}
+
+// maxIdle bounds the pool (the agent rarely has more calls in flight).
+const maxIdle = 4
+
+// spareMaxAge keeps a pooled connection well inside upstream's 10 s socket
+// timeout, after which it closes a connection that sent nothing.
+const spareMaxAge = 5 * time.Second
+
+func newWarmTransport(endpoint string, fallback http.RoundTripper) (*warmTransport, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	t := &warmTransport{fallback: fallback, proxy: http.ProxyFromEnvironment, maxAge: spareMaxAge,
+		dialer: net.Dialer{KeepAlive: 30 * time.Second}}
+	port := u.Port()
+	if port == "" {
+		port = defaultPort(u.Scheme)
+	}
+	switch u.Scheme {
+	case "http":
+	case "https":
+		t.tls = &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}}
+	default:
+		return nil, fmt.Errorf("unsupported scheme %q", u.Scheme)
+	}
+	t.addr = net.JoinHostPort(u.Hostname(), port)
+	t.origin = u.Scheme + "://" + t.addr
+	return t, nil
+}
+
+func originOf(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = defaultPort(u.Scheme)
+	}
+	return u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port)
+}
+
+func defaultPort(scheme string) string {
+	if scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
+
+type warmConn struct {
+	net.Conn
+	raw   net.Conn // under TLS, for the peek
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	since time.Time
+	read  int64 // bytes read in the current exchange
+}
+
+func (c *warmConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read += int64(n)
+	return n, err
+}
+
+// errNothingRead marks a failure before any byte of the answer arrived.
+var errNothingRead = errors.New("the connection failed before the answer began")
+
+func (t *warmTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if originOf(req.URL) != t.origin {
+		return t.fallback.RoundTrip(req)
+	}
+	if t.proxy != nil {
+		if p, err := t.proxy(req); err != nil || p != nil {
+			return t.fallback.RoundTrip(req)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		var c *warmConn
+		pooled := false
+		if attempt == 0 {
+			c, pooled = t.take()
+		}
+		if c == nil {
+			var err error
+			if c, err = t.dial(req.Context()); err != nil {
+				closeBody(req)
+				return nil, err
+			}
+		}
+		resp, err := t.exchange(c, req)
+		if err == nil {
+			return resp, nil
+		}
+		c.Close()
+		if pooled && attempt == 0 && errors.Is(err, errNothingRead) && replayable(req) && req.Context().Err() == nil {
+			// Most likely the server closed the idle connection as the
+			// request went out and never took it. Once more, on a fresh
+			// connection, for a request that is safe to send twice.
+			if req, err = rewind(req); err == nil {
+				continue
+			}
+		}
+		return nil, err
+	}
+}
+
+// replayableKey marks a request's context: safe to send twice (a read).
+type replayableKey struct{}
+
+// withReplayable marks ctx's requests as safe to send twice.
+func withReplayable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, replayableKey{}, true)
+}
+
+// replayable is net/http's rule (GET and HEAD) plus requests marked by
+// withReplayable: a tool call the edge may send again (a read).
+func replayable(req *http.Request) bool {
+	if req.Method == http.MethodGet || req.Method == http.MethodHead {
+		return true
+	}
+	ok, _ := req.Context().Value(replayableKey{}).(bool)
+	return ok
+}
+
+// rewind is req with its body from the start (a copy: a RoundTripper
+// must not change the caller's request).
+func rewind(req *http.Request) (*http.Request, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return req, nil
+	}
+	if req.GetBody == nil {
+		return nil, errors.New("the request body cannot be sent again")
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil, err
+	}
+	r := req.Clone(req.Context())
+	r.Body = body
+	return r, nil
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// take returns a pooled connection the server has not closed, newest first.
+func (t *warmTransport) take() (*warmConn, bool) {
+	for {
+		t.mu.Lock()
+		n := len(t.idle)
+		if n == 0 {
+			t.mu.Unlock()
+			return nil, false
+		}
+		c := t.idle[n-1]
+		t.idle = t.idle[:n-1]
+		t.mu.Unlock()
+		if time.Since(c.since) < t.maxAge && alive(c.raw, c.raw != c.Conn) {
+			return c, true
+		}
+		c.Close()
+	}
+}
+
+func (t *warmTransport) put(c *warmConn) {
+	c.since = time.Now()
+	t.mu.Lock()
+	if t.closed || len(t.idle) >= maxIdle {
+		t.mu.Unlock()
+		c.Close()
+		return
+	}
+	t.idle = append(t.idle, c)
+	t.mu.Unlock()
+}
+
+// spare dials one connection for the next call, unless one is idle or
+// being dialled already.
+func (t *warmTransport) spare() {
+	t.mu.Lock()
+	if t.closed || t.dialing || len(t.idle) > 0 {
+		t.mu.Unlock()
+		return
+	}
+	t.dialing = true
+	t.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := t.dial(ctx)
+		t.mu.Lock()
+		t.dialing = false
+		t.mu.Unlock()
+		if err == nil {
+			t.put(c)
+		}
+	}()
+}
+
+func (t *warmTransport) dial(ctx context.Context) (*warmConn, error) {
+	raw, err := t.dialer.DialContext(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, err
+	}
+	conn := raw
+	if t.tls != nil {
+		tc := tls.Client(raw, t.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		conn = tc
+	}
+	c := &warmConn{Conn: conn, raw: raw, since: time.Now()}
+	c.br = bufio.NewReaderSize(c, 16<<10)
+	c.bw = bufio.NewWriterSize(conn, 8<<10)
+	return c, nil
+}
+
+// exchange writes req on c and reads the response head; the body is read
+// by the caller, and c goes back to the pool (or is closed) when it ends.
+func (t *warmTransport) exchange(c *warmConn, req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	} else {
+		c.SetDeadline(time.Time{})
+	}
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	c.read = 0
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if c.read == 0 && c.br.Buffered() == 0 {
+			return nil, fmt.Errorf("%w: %w", errNothingRead, err)
+		}
+		return nil, err
+	}
+	if err := req.Write(c.bw); err != nil {
+		return fail(err)
+	}
+	if err := c.bw.Flush(); err != nil {
+		return fail(err)
+	}
+	resp, err := http.ReadResponse(c.br, req)
+	if err != nil {
+		return fail(err)
+	}
+	keep := !resp.Close && !req.Close
+	done := func(eof bool) {
+		stop()
+		if eof && keep && c.br.Buffered() == 0 {
+			t.put(c)
+			return
+		}
+		c.Close()
+		if !keep {
+			t.spare()
+		}
+	}
+	if resp.Body == http.NoBody {
+		done(true)
+		return resp, nil
+	}
+	resp.Body = &warmBody{rc: resp.Body, done: done}
+	return resp, nil
+}
+
+// warmBody hands its connection back at the end of the body (done(true))
+// or closes it when the body is closed early (done(false)), whichever
+// comes first (Close may come from another goroutine).
+type warmBody struct {
+	rc       io.ReadCloser
+	done     func(eof bool)
+	finished atomic.Bool
+}
+
+func (b *warmBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && b.finished.CompareAndSwap(false, true) {
+		b.done(err == io.EOF)
+	}
+	return n, err
+}
+
+func (b *warmBody) Close() error {
+	if b.finished.CompareAndSwap(false, true) {
+		b.done(false)
+	}
+	return nil
+}
+
+// Close closes the idle connections; no spare is dialled after it.
+func (t *warmTransport) Close() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle, t.closed = nil, true
+	t.mu.Unlock()
+	for _, c := range idle {
+		c.Close()
+	}
+}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package edge
+
+import "net"
+
+// alive cannot peek here; a closed connection is caught by the retry.
+func alive(net.Conn, bool) bool { return true }

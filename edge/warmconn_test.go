@@ -1,0 +1,326 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// connLog records the connections a test server accepted and, for each
+// request, when the connection it came on was accepted.
+type connLog struct {
+	mu       sync.Mutex
+	accepted []time.Time
+}
+
+type acceptedAt struct{}
+
+func (l *connLog) server(t *testing.T, closeEach bool, handler func(w http.ResponseWriter, r *http.Request)) *httptest.Server {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if closeEach {
+			w.Header().Set("Connection", "close") // as upstream mempalace serve
+		}
+		if handler != nil {
+			handler(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "echo %s accepted %d", body, r.Context().Value(acceptedAt{}).(time.Time).UnixNano())
+	}))
+	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		now := time.Now()
+		l.mu.Lock()
+		l.accepted = append(l.accepted, now)
+		l.mu.Unlock()
+		return context.WithValue(ctx, acceptedAt{}, now)
+	}
+	return srv
+}
+
+func (l *connLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.accepted)
+}
+
+func post(t *testing.T, c *http.Client, ctx context.Context, u, body string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(body))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", body, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("POST %s: reading the answer: %v", body, err)
+	}
+	return string(out)
+}
+
+func warmClient(t *testing.T, u string) (*http.Client, *warmTransport) {
+	wt, err := newWarmTransport(u, http.DefaultTransport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wt.Close)
+	return &http.Client{Transport: wt}, wt
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Against a server that closes every connection (upstream mempalace
+// serve), each call after the first goes out on a connection that was
+// open before the call was made: no connect on the call's path.
+func TestWarmTransportDialsAheadForServersThatClose(t *testing.T) {
+	var log connLog
+	srv := log.server(t, true, nil)
+	srv.Start()
+	defer srv.Close()
+	c, _ := warmClient(t, srv.URL)
+	for i := 0; i < 5; i++ {
+		if i > 0 { // call 0 dialled its own; each call since, a spare
+			waitUntil(t, "the spare connection", func() bool { return log.count() == i+1 })
+		}
+		sent := time.Now().UnixNano()
+		got := post(t, c, context.Background(), srv.URL, fmt.Sprint("call", i))
+		var accepted int64
+		if _, err := fmt.Sscanf(got, fmt.Sprintf("echo call%d accepted %%d", i), &accepted); err != nil {
+			t.Fatalf("answer %q: %v", got, err)
+		}
+		if i > 0 && accepted > sent {
+			t.Errorf("call %d: its connection was accepted after the call was made: dialled on the call's path", i)
+		}
+	}
+}
+
+// A server that keeps connections alive gets one connection for
+// sequential calls, and no spare.
+func TestWarmTransportReusesKeptAliveConnections(t *testing.T) {
+	var log connLog
+	srv := log.server(t, false, nil)
+	srv.Start()
+	defer srv.Close()
+	c, _ := warmClient(t, srv.URL)
+	for i := 0; i < 5; i++ {
+		if got := post(t, c, context.Background(), srv.URL, fmt.Sprint(i)); !strings.HasPrefix(got, fmt.Sprintf("echo %d ", i)) {
+			t.Fatalf("answer %q", got)
+		}
+	}
+	if n := log.count(); n != 1 {
+		t.Errorf("%d connections for five sequential calls, want 1", n)
+	}
+}
+
+// A spare the server has since closed (its idle timeout) is noticed
+// before use; the call goes out on a fresh connection and succeeds.
+func TestWarmTransportSkipsASpareTheServerClosed(t *testing.T) {
+	var log connLog
+	srv := log.server(t, true, nil)
+	srv.Config.ReadHeaderTimeout = 30 * time.Millisecond // closes a silent connection
+	srv.Start()
+	defer srv.Close()
+	c, _ := warmClient(t, srv.URL)
+	post(t, c, context.Background(), srv.URL, "first")
+	waitUntil(t, "the spare connection", func() bool { return log.count() == 2 })
+	time.Sleep(150 * time.Millisecond) // the server drops the spare
+	if got := post(t, c, context.Background(), srv.URL, "second"); !strings.HasPrefix(got, "echo second ") {
+		t.Fatalf("answer %q", got)
+	}
+	if n := log.count(); n < 3 {
+		t.Errorf("%d connections: the second call used the closed spare", n)
+	}
+}
+
+// rawServer answers HTTP/1.1 by hand: the n-th connection (from 0) is
+// handled by conns[n] if present, else answered normally and closed.
+func rawServer(t *testing.T, conns map[int]func(net.Conn, *bufio.Reader)) (string, *atomic.Int32) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var n atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			i := int(n.Add(1) - 1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if h := conns[i]; h != nil {
+					h(c, br)
+					return
+				}
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				body, _ := io.ReadAll(req.Body)
+				answer := fmt.Sprintf("answered %s on connection %d", body, i)
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(answer), answer)
+			}()
+		}
+	}()
+	return "http://" + ln.Addr().String() + "/mcp", &n
+}
+
+// The race the peek cannot see: the server closes the spare just as the
+// request goes out, with no byte of an answer. A read is sent once more
+// on a fresh connection; a write is not (it fails, and the outbox sends
+// it again later).
+func TestWarmTransportResendsOnlyReadsWhenTheSpareDiesUnderTheRequest(t *testing.T) {
+	dropOnRequest := func(c net.Conn, br *bufio.Reader) {
+		http.ReadRequest(br) // takes the request, then closes without a word
+	}
+	for _, tc := range []struct {
+		name string
+		read bool
+	}{{"read", true}, {"write", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			u, conns := rawServer(t, map[int]func(net.Conn, *bufio.Reader){1: dropOnRequest})
+			c, _ := warmClient(t, u)
+			if got := post(t, c, context.Background(), u, "first"); got != "answered first on connection 0" {
+				t.Fatalf("answer %q", got)
+			}
+			waitUntil(t, "the spare connection", func() bool { return conns.Load() == 2 })
+			ctx := context.Background()
+			if tc.read {
+				ctx = withReplayable(ctx)
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader("second"))
+			resp, err := c.Do(req)
+			if !tc.read {
+				if err == nil {
+					resp.Body.Close()
+					t.Fatal("a write was sent twice")
+				}
+				if conns.Load() != 2 {
+					t.Errorf("%d connections: the write went out again", conns.Load())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("the read failed instead of going out again: %v", err)
+			}
+			defer resp.Body.Close()
+			if got, _ := io.ReadAll(resp.Body); string(got) != "answered second on connection 2" {
+				t.Errorf("answer %q", got)
+			}
+		})
+	}
+}
+
+// A call given up (its context) ends at once, not when the server
+// answers; the next call gets its own answer.
+func TestWarmTransportCancelledCallEndsAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	var log connLog
+	srv := log.server(t, false, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if string(body) == "slow" {
+			<-release
+		}
+		fmt.Fprintf(w, "answer to %s", body)
+	})
+	srv.Start()
+	defer srv.Close()
+	defer close(release)
+	c, _ := warmClient(t, srv.URL)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("slow"))
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	waitUntil(t, "the slow call to arrive", func() bool { return log.count() == 1 })
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled call: %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled call is still waiting for the server")
+	}
+	if got := post(t, c, context.Background(), srv.URL, "next"); got != "answer to next" {
+		t.Errorf("next call: %q", got)
+	}
+}
+
+// https works (HTTP/1.1 over TLS), with connections reused.
+func TestWarmTransportTLS(t *testing.T) {
+	var log connLog
+	srv := log.server(t, false, nil)
+	srv.StartTLS()
+	defer srv.Close()
+	c, wt := warmClient(t, srv.URL)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	wt.tls.RootCAs = pool
+	for i := 0; i < 3; i++ {
+		if got := post(t, c, context.Background(), srv.URL, fmt.Sprint(i)); !strings.HasPrefix(got, fmt.Sprintf("echo %d ", i)) {
+			t.Fatalf("answer %q", got)
+		}
+	}
+	if n := log.count(); n != 1 {
+		t.Errorf("%d TLS connections for three calls, want 1", n)
+	}
+}
+
+// A proxy from the environment, or another origin, is net/http's job.
+func TestWarmTransportLeavesProxiesAndOtherOriginsToNetHTTP(t *testing.T) {
+	var fell []string
+	fallback := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		fell = append(fell, r.URL.String())
+		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("via net/http")), Request: r}, nil
+	})
+	wt, err := newWarmTransport("http://primary.invalid:8080/mcp", fallback)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wt.Close()
+	c := &http.Client{Transport: wt}
+	wt.proxy = func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy.invalid:3128") }
+	if got := post(t, c, context.Background(), "http://primary.invalid:8080/mcp", "x"); got != "via net/http" {
+		t.Errorf("through a proxy: %q", got)
+	}
+	wt.proxy = nil
+	if got := post(t, c, context.Background(), "http://elsewhere.invalid/mcp", "x"); got != "via net/http" {
+		t.Errorf("another origin: %q", got)
+	}
+	if len(fell) != 2 {
+		t.Errorf("net/http saw %v", fell)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
