@@ -83,3 +83,25 @@ func BenchmarkMergeSearchResults(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeResult decodes a search answer of the test double (50
+// drawers, five hits) as the edge reads the primary's and the child's.
+func BenchmarkDecodeResult(b *testing.B) {
+	pl, _ := fakepalace.New(fakepalace.Options{Dir: b.TempDir()})
+	for i := 0; i < 50; i++ {
+		pl.Handle([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"w","room":"r","content":"benchmark drawer %d about outbox latency"}}}`, i)))
+	}
+	resp, err := pl.Handle([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"outbox latency","limit":5}}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r struct{ Result json.RawMessage }
+	json.Unmarshal(resp, &r)
+	b.SetBytes(int64(len(r.Result)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := decodeResult(r.Result); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -190,8 +190,12 @@ func (l *fastLane) serve(ctx context.Context, id, params json.RawMessage, name s
 	}()
 	select { // as the SDK path does: the first tool list, bounded
 	case <-l.e.toolsReady:
-	case <-time.After(15 * time.Second):
-	case <-ctx.Done():
+	default: // (no timer once the tools are known)
+		select {
+		case <-l.e.toolsReady:
+		case <-time.After(15 * time.Second):
+		case <-ctx.Done():
+		}
 	}
 	result, err := l.e.callTool(ctx, name, params)
 	if ctx.Err() != nil {

@@ -12,32 +12,12 @@ import (
 )
 
 // decodeResult turns a tool result as the wire carries it into the SDK's
-// type. MemPalace answers with one text block, decoded here directly with
-// the standard library; anything else (images, resources, annotations,
-// structured content) goes through the SDK's own decoder so nothing is lost.
+// type. MemPalace answers with text blocks only, read here in one gjson
+// pass; anything else (images, resources, annotations, structured
+// content) goes through the SDK's own decoder so nothing is lost.
 func decodeResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
-	var r struct {
-		Content []json.RawMessage `json:"content"`
-		IsError bool              `json:"isError"`
-		Meta    mcp.Meta          `json:"_meta"`
-	}
-	if strictDecode(raw, &r) == nil {
-		out := &mcp.CallToolResult{IsError: r.IsError, Meta: r.Meta, Content: make([]mcp.Content, 0, len(r.Content))}
-		simple := true
-		for _, c := range r.Content {
-			var t struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			}
-			if strictDecode(c, &t) != nil || t.Type != "text" {
-				simple = false
-				break
-			}
-			out.Content = append(out.Content, &mcp.TextContent{Text: t.Text})
-		}
-		if simple {
-			return out, nil
-		}
+	if res, ok := decodeTextResult(raw); ok {
+		return res, nil
 	}
 	var res mcp.CallToolResult
 	if err := json.Unmarshal(raw, &res); err != nil {
@@ -46,10 +26,82 @@ func decodeResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 	return &res, nil
 }
 
-func strictDecode(b []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	return d.Decode(v)
+// decodeTextResult reads a result with no keys but content (text blocks of
+// type and text only), isError and _meta; false for any other shape.
+func decodeTextResult(raw []byte) (*mcp.CallToolResult, bool) {
+	if !gjson.ValidBytes(raw) {
+		return nil, false
+	}
+	r := gjson.ParseBytes(raw)
+	if !r.IsObject() {
+		return nil, false
+	}
+	out := &mcp.CallToolResult{Content: []mcp.Content{}}
+	ok := true
+	r.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "content":
+			if v.Type == gjson.Null {
+				out.Content = []mcp.Content{}
+				return true
+			}
+			if !v.IsArray() {
+				ok = false
+				return false
+			}
+			content := out.Content[:0]
+			v.ForEach(func(_, c gjson.Result) bool {
+				text, ok2 := textBlock(c)
+				if !ok2 {
+					ok = false
+					return false
+				}
+				content = append(content, &mcp.TextContent{Text: text})
+				return true
+			})
+			out.Content = content
+		case "isError":
+			switch v.Type {
+			case gjson.True:
+				out.IsError = true
+			case gjson.False, gjson.Null:
+				out.IsError = false
+			default:
+				ok = false
+			}
+		case "_meta":
+			var m mcp.Meta
+			if v.Type != gjson.Null && (!v.IsObject() || json.Unmarshal([]byte(v.Raw), &m) != nil) {
+				ok = false
+			}
+			out.Meta = m
+		default:
+			ok = false
+		}
+		return ok
+	})
+	return out, ok
+}
+
+// textBlock is the text of {"type":"text","text":…} (no other keys).
+func textBlock(c gjson.Result) (string, bool) {
+	if !c.IsObject() {
+		return "", false
+	}
+	var text, typ string
+	hasText, ok := false, true
+	c.ForEach(func(k, v gjson.Result) bool {
+		switch {
+		case k.Str == "type" && v.Type == gjson.String:
+			typ = v.Str
+		case k.Str == "text" && v.Type == gjson.String:
+			text, hasText = v.Str, true
+		default:
+			ok = false
+		}
+		return ok
+	})
+	return text, ok && hasText && typ == "text"
 }
 
 // resultJSON parses a MemPalace result's single text block (nil if it is
