@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,10 @@ import (
 // goroutine, over a connection dialled in advance: after a response that
 // closes its connection, one spare is dialled in the background for the
 // next call. A server that keeps connections alive gets them reused.
+// While the agent is at work (a call in the last warmFor), an idle
+// connection about to age out (maxAge, inside upstream's 10 s socket
+// timeout) is replaced by a fresh one, so calls seconds apart find one
+// ready too; after that the pool lets its connections lapse.
 //
 // A connection taken from the pool is checked first (a peek: has the
 // server closed it?). If it fails anyway before a byte of the answer is
@@ -40,26 +45,33 @@ type warmTransport struct {
 	fallback http.RoundTripper
 	proxy    func(*http.Request) (*url.URL, error)
 	maxAge   time.Duration // an idle connection older than this is not used
+	warmFor  time.Duration // how long after a call one is kept ready
 
 	mu      sync.Mutex
 	idle    []*warmConn // newest last
 	dialing bool        // a spare is being dialled
 	closed  bool
+	lastUse time.Time
 }
 
 // maxIdle bounds the pool (the agent rarely has more calls in flight).
 const maxIdle = 4
 
 // spareMaxAge keeps a pooled connection well inside upstream's 10 s socket
-// timeout, after which it closes a connection that sent nothing.
-const spareMaxAge = 5 * time.Second
+// timeout, after which it closes a connection that sent nothing (and
+// Node's 5 s keep-alive timeout, roughly).
+const spareMaxAge = 4 * time.Second
+
+// warmAfterUse is how long after the agent's last call to the primary a
+// connection is kept ready: an agent's turn, not the hours between them.
+const warmAfterUse = 2 * time.Minute
 
 func newWarmTransport(endpoint string, fallback http.RoundTripper) (*warmTransport, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return nil, err
 	}
-	t := &warmTransport{fallback: fallback, proxy: http.ProxyFromEnvironment, maxAge: spareMaxAge,
+	t := &warmTransport{fallback: fallback, proxy: http.ProxyFromEnvironment, maxAge: spareMaxAge, warmFor: warmAfterUse,
 		dialer: net.Dialer{KeepAlive: 30 * time.Second}}
 	port := u.Port()
 	if port == "" {
@@ -95,6 +107,7 @@ func defaultPort(scheme string) string {
 type warmConn struct {
 	net.Conn
 	raw   net.Conn // under TLS, for the peek
+	age   *time.Timer
 	br    *bufio.Reader
 	bw    *bufio.Writer
 	since time.Time
@@ -119,6 +132,9 @@ func (t *warmTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return t.fallback.RoundTrip(req)
 		}
 	}
+	t.mu.Lock()
+	t.lastUse = time.Now()
+	t.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		var c *warmConn
 		pooled := false
@@ -203,6 +219,7 @@ func (t *warmTransport) take() (*warmConn, bool) {
 		c := t.idle[n-1]
 		t.idle = t.idle[:n-1]
 		t.mu.Unlock()
+		c.age.Stop()
 		if time.Since(c.since) < t.maxAge && alive(c.raw, c.raw != c.Conn) {
 			return c, true
 		}
@@ -219,7 +236,26 @@ func (t *warmTransport) put(c *warmConn) {
 		return
 	}
 	t.idle = append(t.idle, c)
+	c.age = time.AfterFunc(t.maxAge, func() { t.aged(c) })
 	t.mu.Unlock()
+}
+
+// aged retires an idle connection at maxAge and, while the agent is at
+// work, dials its replacement.
+func (t *warmTransport) aged(c *warmConn) {
+	t.mu.Lock()
+	i := slices.Index(t.idle, c)
+	if i < 0 {
+		t.mu.Unlock()
+		return // taken meanwhile
+	}
+	t.idle = slices.Delete(t.idle, i, i+1)
+	active := time.Since(t.lastUse) < t.warmFor
+	t.mu.Unlock()
+	c.Close()
+	if active {
+		t.spare()
+	}
 }
 
 // spare dials one connection for the next call, unless one is idle or
@@ -347,6 +383,7 @@ func (t *warmTransport) Close() {
 	t.idle, t.closed = nil, true
 	t.mu.Unlock()
 	for _, c := range idle {
+		c.age.Stop()
 		c.Close()
 	}
 }

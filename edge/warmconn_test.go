@@ -23,6 +23,7 @@ import (
 type connLog struct {
 	mu       sync.Mutex
 	accepted []time.Time
+	open     int
 }
 
 type acceptedAt struct{}
@@ -39,6 +40,16 @@ func (l *connLog) server(t *testing.T, closeEach bool, handler func(w http.Respo
 		body, _ := io.ReadAll(r.Body)
 		fmt.Fprintf(w, "echo %s accepted %d", body, r.Context().Value(acceptedAt{}).(time.Time).UnixNano())
 	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		switch st {
+		case http.StateNew:
+			l.open++
+		case http.StateClosed, http.StateHijacked:
+			l.open--
+		}
+	}
 	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		now := time.Now()
 		l.mu.Lock()
@@ -47,6 +58,12 @@ func (l *connLog) server(t *testing.T, closeEach bool, handler func(w http.Respo
 		return context.WithValue(ctx, acceptedAt{}, now)
 	}
 	return srv
+}
+
+func (l *connLog) stillOpen() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
 }
 
 func (l *connLog) count() int {
@@ -112,6 +129,51 @@ func TestWarmTransportDialsAheadForServersThatClose(t *testing.T) {
 			t.Errorf("call %d: its connection was accepted after the call was made: dialled on the call's path", i)
 		}
 	}
+}
+
+// While the agent is at work, calls seconds apart (here, many maxAges
+// apart) still find a connection opened before they were made: the idle
+// one is replaced before the server would drop it.
+func TestWarmTransportKeepsAConnectionReadyWhileTheAgentWorks(t *testing.T) {
+	var log connLog
+	srv := log.server(t, true, nil)
+	srv.Start()
+	defer srv.Close()
+	c, wt := warmClient(t, srv.URL)
+	wt.maxAge = 40 * time.Millisecond
+	post(t, c, context.Background(), srv.URL, "first")
+	time.Sleep(6 * wt.maxAge)
+	sent := time.Now().UnixNano()
+	got := post(t, c, context.Background(), srv.URL, "second")
+	var accepted int64
+	if _, err := fmt.Sscanf(got, "echo second accepted %d", &accepted); err != nil {
+		t.Fatalf("answer %q: %v", got, err)
+	}
+	if accepted > sent {
+		t.Error("after a pause the call dialled its own connection: none was kept ready")
+	}
+	if n := log.count(); n < 4 {
+		t.Errorf("%d connections: the idle one was never replaced", n)
+	}
+}
+
+// Once the agent stops calling, the edge stops dialling and holds no
+// connection open on the primary.
+func TestWarmTransportLetsConnectionsLapseWhenTheAgentStops(t *testing.T) {
+	var log connLog
+	srv := log.server(t, true, nil)
+	srv.Start()
+	defer srv.Close()
+	c, wt := warmClient(t, srv.URL)
+	wt.maxAge, wt.warmFor = 30*time.Millisecond, 100*time.Millisecond
+	post(t, c, context.Background(), srv.URL, "only")
+	time.Sleep(wt.warmFor + 10*wt.maxAge)
+	before := log.count()
+	time.Sleep(10 * wt.maxAge)
+	if after := log.count(); after != before {
+		t.Errorf("still dialling after the agent stopped: %d connections, then %d", before, after)
+	}
+	waitUntil(t, "the primary to see every connection closed", func() bool { return log.stillOpen() == 0 })
 }
 
 // A server that keeps connections alive gets one connection for
