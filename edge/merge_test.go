@@ -1,9 +1,13 @@
 package edge
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Hits from MemPalace 3.6.0 have no drawer_id: the same wing, room and
@@ -51,5 +55,55 @@ func TestMergeSearchWithoutDrawerIDs(t *testing.T) {
 	}
 	if err := json.Unmarshal(e.mergeSearch(local, primary, 2), &got); err != nil || len(got.Results) != 2 {
 		t.Fatalf("limit 2: %v %+v", err, got.Results)
+	}
+}
+
+// A merged read asks both palaces at once (its latency is the slower
+// side's, not the sum): the local palace has the search while the
+// primary is still holding its answer, and the answer merges both.
+func TestMergedReadAsksBothPalacesAtOnce(t *testing.T) {
+	// The call timeout is well past the wait below: a primary given up on
+	// would let the local half start late and still look parallel.
+	h := start(t, harnessOpts{childEnv: []string{"FAKEPALACE_TRACE=1"}, timeout: 30 * time.Second})
+	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "parallel halves of one search"})
+	h.eventually("replication", func() bool { return len(h.primary.Dump().Drawers) == 1 })
+	release := make(chan struct{})
+	h.primary.SetHold("mempalace_search", release)
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := h.s.CallTool(context.Background(), &mcp.CallToolParams{Name: "mempalace_search", Arguments: map[string]any{"query": "parallel halves"}})
+		done <- answer{res, err}
+	}()
+	localHasIt := false
+	for deadline := time.Now().Add(5 * time.Second); !localHasIt && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, m := range received(h.childLog.String()) {
+			localHasIt = localHasIt || m.Method == "tools/call" && m.Name == "mempalace_search"
+		}
+	}
+	t.Logf("localHasIt=%v at %v", localHasIt, time.Now())
+	select {
+	case a := <-done:
+		t.Logf("answered before release: %+v", a)
+	default:
+	}
+	close(release)
+	a := <-done
+	if !localHasIt {
+		t.Fatal("the local palace did not get the search while the primary was working on it: the halves ran one after the other")
+	}
+	if a.err != nil || a.res.IsError {
+		t.Fatalf("merged search: %v %+v", a.err, a.res)
+	}
+	var got struct {
+		Results []struct{ Origin string }
+		Edge    map[string]any
+	}
+	json.Unmarshal([]byte(a.res.Content[0].(*mcp.TextContent).Text), &got)
+	if len(got.Results) != 1 || got.Results[0].Origin != "both" || got.Edge["merged"] != true {
+		t.Errorf("merged answer: %+v", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"sync"
@@ -322,10 +323,17 @@ func (t *warmTransport) exchange(c *warmConn, req *http.Request) (*http.Response
 		}
 		return nil, err
 	}
-	if err := req.Write(c.bw); err != nil {
+	// Written without the caller's httptrace hooks (req.Write would call
+	// WroteRequest with the request still in c.bw); WroteRequest is called
+	// here once it is on the wire: a merged read starts its local half then.
+	if err := req.WithContext(context.Background()).Write(c.bw); err != nil {
 		return fail(err)
 	}
-	if err := c.bw.Flush(); err != nil {
+	err := c.bw.Flush()
+	if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
+	}
+	if err != nil {
 		return fail(err)
 	}
 	resp, err := http.ReadResponse(c.br, req)

@@ -44,6 +44,7 @@ type Palace struct {
 	wake    chan struct{}
 	calls   map[string]int
 	latency map[string]time.Duration
+	hold    map[string]<-chan struct{}
 	// vectors memoizes chunk embeddings, as a real palace stores them:
 	// only the query is embedded per search.
 	vectors map[string][]float64
@@ -68,7 +69,7 @@ func New(opts Options) (*Palace, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &Palace{st: st, opts: opts, tools: tools(), byName: map[string]tool{}, now: opts.Now, wake: make(chan struct{}), calls: map[string]int{}, latency: map[string]time.Duration{}, vectors: map[string][]float64{}}
+	pl := &Palace{st: st, opts: opts, tools: tools(), byName: map[string]tool{}, now: opts.Now, wake: make(chan struct{}), calls: map[string]int{}, latency: map[string]time.Duration{}, hold: map[string]<-chan struct{}{}, vectors: map[string][]float64{}}
 	for _, t := range pl.tools {
 		pl.byName[t.name] = t
 	}
@@ -252,6 +253,9 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 	if d := pl.latencyFor(name); d > 0 {
 		time.Sleep(d)
 	}
+	if hold := pl.holdFor(name); hold != nil {
+		<-hold
+	}
 	if pl.beforeCall != nil {
 		pl.beforeCall(name)
 	}
@@ -339,6 +343,24 @@ func (pl *Palace) SetLatency(tool string, d time.Duration) {
 	pl.mu.Lock()
 	pl.latency[tool] = d
 	pl.mu.Unlock()
+}
+
+// SetHold makes every call of tool wait until release is closed (nil
+// removes the hold): a test decides when the palace answers.
+func (pl *Palace) SetHold(tool string, release <-chan struct{}) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if release == nil {
+		delete(pl.hold, tool)
+		return
+	}
+	pl.hold[tool] = release
+}
+
+func (pl *Palace) holdFor(tool string) <-chan struct{} {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.hold[tool]
 }
 
 func (pl *Palace) latencyFor(tool string) time.Duration {
