@@ -235,7 +235,7 @@ func (c *Child) Relay(ctx context.Context, params json.RawMessage) (json.RawMess
 // Call is Relay for a call the edge builds or must read: params are
 // encoded and the result decoded.
 func (c *Child) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	b, err := json.Marshal(p)
+	b, err := encodeCallParams(p)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", p.Name, err)
 	}

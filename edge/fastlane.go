@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"slices"
@@ -86,17 +87,44 @@ func forwardMeta(m mcp.Meta) mcp.Meta {
 	return out
 }
 
-// decodeParams decodes a call the edge must route (not a pure relay).
+// decodeParams decodes a call the edge must route (not a pure relay):
+// the name and the arguments' bytes picked out with gjson, _meta decoded
+// only when there is one.
 func decodeParams(params json.RawMessage) (*mcp.CallToolParams, error) {
-	var p struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Meta      mcp.Meta        `json:"_meta"`
+	if !gjson.ValidBytes(params) || !gjson.ParseBytes(params).IsObject() {
+		return nil, errors.New("params is not a JSON object")
 	}
-	if err := json.Unmarshal(params, &p); err != nil {
-		return nil, err
+	f := gjson.GetManyBytes(params, "name", "arguments", "_meta")
+	if f[0].Exists() && f[0].Type != gjson.String {
+		return nil, errors.New("name is not a string")
 	}
-	return &mcp.CallToolParams{Name: p.Name, Arguments: rawArgs(p.Arguments), Meta: p.Meta}, nil
+	p := &mcp.CallToolParams{Name: f[0].Str}
+	if f[1].Exists() {
+		p.Arguments = rawArgs(json.RawMessage(f[1].Raw))
+	} else {
+		p.Arguments = rawArgs(nil)
+	}
+	if f[2].Exists() && f[2].Type != gjson.Null {
+		if err := json.Unmarshal([]byte(f[2].Raw), &p.Meta); err != nil {
+			return nil, fmt.Errorf("_meta: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// encodeCallParams encodes a call for the child or the primary. The usual
+// call (arguments as the agent sent them, no _meta) is written directly.
+func encodeCallParams(p *mcp.CallToolParams) ([]byte, error) {
+	if args, ok := p.Arguments.(json.RawMessage); ok && p.Meta == nil && len(args) > 0 {
+		name, err := json.Marshal(p.Name)
+		if err != nil {
+			return nil, err
+		}
+		b := make([]byte, 0, len(name)+len(args)+24)
+		b = append(append(append(b, `{"name":`...), name...), `,"arguments":`...)
+		return append(append(b, args...), '}'), nil
+	}
+	return json.Marshal(p)
 }
 
 // intercept reports whether the lane took the message (a line the guard

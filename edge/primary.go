@@ -2,7 +2,6 @@ package edge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -185,7 +184,7 @@ func (p *Primary) callOn(ctx context.Context, s *mcp.ClientSession, params *mcp.
 	if !postable(s) {
 		return s.CallTool(ctx, params)
 	}
-	body, err := json.Marshal(params)
+	body, err := encodeCallParams(params)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", params.Name, err)
 	}

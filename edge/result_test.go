@@ -48,3 +48,47 @@ func TestDecodeResultMatchesTheSDK(t *testing.T) {
 		}
 	}
 }
+
+// A call's params survive the lane: decoded for routing and encoded again
+// for the child or the primary, name, arguments and _meta unchanged; bad
+// params are refused, not guessed at.
+func TestCallParamsRoundTrip(t *testing.T) {
+	for _, in := range []string{
+		`{"name":"mempalace_search","arguments":{"query":"é \"q\"","limit":5}}`,
+		`{"name":"mempalace_status"}`,
+		`{"name":"mempalace_status","arguments":null}`,
+		`{"name":"x","arguments":{"a":[1,{"b":null}]},"_meta":{"progressToken":"p1"}}`,
+		`{"_meta":null,"name":"x","arguments":{}}`,
+	} {
+		p, err := decodeParams(json.RawMessage(in))
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		out, err := encodeCallParams(p)
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		var a, b struct {
+			Name      string
+			Arguments map[string]any
+			Meta      map[string]any `json:"_meta"`
+		}
+		json.Unmarshal([]byte(in), &a)
+		if a.Arguments == nil {
+			a.Arguments = map[string]any{} // an absent or null arguments goes on as {}
+		}
+		if err := json.Unmarshal(out, &b); err != nil {
+			t.Fatalf("%s -> %s: %v", in, out, err)
+		}
+		ja, _ := json.Marshal(a)
+		jb, _ := json.Marshal(b)
+		if string(ja) != string(jb) {
+			t.Errorf("%s -> %s", in, out)
+		}
+	}
+	for _, bad := range []string{`{"name":5}`, `[1]`, `{"name":"x"`, `{"name":"x","_meta":[1]}`} {
+		if p, err := decodeParams(json.RawMessage(bad)); err == nil {
+			t.Errorf("%s accepted: %+v", bad, p)
+		}
+	}
+}
