@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -308,6 +309,10 @@ func TestRateLimit(t *testing.T) {
 		}
 		if rpc != nil && rpc["code"] == float64(CodeRateLimited) {
 			limited++
+			want := map[string]any{"device": d.ID, "tool": "mempalace_add_drawer", "wing": "shared", "rule": "rate:write"}
+			if data, _ := rpc["data"].(map[string]any); !reflect.DeepEqual(data, want) {
+				t.Fatalf("rate limit data %v, want %v", rpc["data"], want)
+			}
 		}
 	}
 	if limited == 0 {
@@ -489,6 +494,9 @@ func TestSingleWriteSlot(t *testing.T) {
 				ok++
 			case rpc["code"] == float64(CodeRateLimited):
 				limited++
+				if data, _ := rpc["data"].(map[string]any); data["wing"] != "shared" || data["rule"] != "write_queue" || data["device"] != "desk-9b21" {
+					t.Errorf("write-queue limit data %v: want device, wing and rule", rpc["data"])
+				}
 			}
 		}(i)
 	}

@@ -222,9 +222,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	write := writeTools[t] || kgWrite[t] || coordWrite[t] || !(readWingless[t] || kgRead[t] || coordRead[t] || t == "get_drawer")
 
 	if !s.allowRate(d, write) {
-		entry.Rule = "rate"
+		// Checked before the wing is resolved (a by-id wing would cost an
+		// upstream call): the wing the call names, if any.
+		entry.Rule, entry.Wing = "rate:read", argWing(p.Arguments)
+		if write {
+			entry.Rule = "rate:write"
+		}
 		finish("limited", 0)
-		writeJSON(w, 200, rpcErr(req.ID, CodeRateLimited, "rate limited", map[string]any{"device": d.ID, "tool": p.Name}))
+		writeJSON(w, 200, rpcErr(req.ID, CodeRateLimited, fmt.Sprintf("devbox-config gateway: %s is over its %s rate", d.ID, strings.TrimPrefix(entry.Rule, "rate:")),
+			map[string]any{"device": d.ID, "tool": p.Name, "wing": entry.Wing, "rule": entry.Rule}))
 		return
 	}
 	drawerWing := ""
@@ -250,8 +256,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !s.acquireWrite(r.Context()) {
+			entry.Rule = "write_queue"
 			finish("limited", 0)
-			writeJSON(w, 200, rpcErr(req.ID, CodeRateLimited, "rate limited: the primary's write queue is full", map[string]any{"device": d.ID, "tool": p.Name}))
+			writeJSON(w, 200, rpcErr(req.ID, CodeRateLimited, "devbox-config gateway: rate limited: the primary's write queue is full",
+				map[string]any{"device": d.ID, "tool": p.Name, "wing": dec.Wing, "rule": entry.Rule}))
 			return
 		}
 		defer func() { <-s.writes }()
@@ -268,6 +276,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	finish("allow", status)
 	writeRawJSON(w, status, resp)
+}
+
+// argWing is the wing a call's arguments name ("" if none).
+func argWing(args map[string]any) string {
+	w, _ := args["wing"].(string)
+	return w
 }
 
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*Device, *Token, bool) {
