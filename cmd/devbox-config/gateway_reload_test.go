@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// The running gateway process reloads its config on SIGHUP: a token
+// revoked in a config whose change the file watch cannot see (its mtime
+// put back) stays valid until the signal, and is refused right after it.
+func TestGatewayReloadsOnSIGHUP(t *testing.T) {
+	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.jsonc")
+	os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(dir, "secret")+`", "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`", "devices": []}`), 0o600)
+	cli := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := run(append([]string{"gateway", "--config", cfg}, args...), &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		return strings.TrimSpace(out.String())
+	}
+	cli("device", "add", "laptop-7f3a", "--read", "shared", "--write", "shared", "--kg", "read")
+	token := cli("token", "issue", "laptop-7f3a")
+
+	pl, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	up := pl.NewHTTP(fakepalace.HTTPOptions{Token: "upstream-secret"})
+	if err := up.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer up.Stop()
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "gateway", "--listen", addr, "--upstream", up.URL(), "--config", cfg)
+	cmd.Env = append(os.Environ(), "MEMPALACE_UPSTREAM_TOKEN=upstream-secret")
+	var logs testbed.SyncBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+
+	status := func() int {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_kg_stats","arguments":{}}}`
+		req, _ := http.NewRequest("POST", "http://"+addr+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		var r struct{ Error json.RawMessage }
+		json.NewDecoder(resp.Body).Decode(&r)
+		if resp.StatusCode == 200 && r.Error != nil {
+			return -1 // a JSON-RPC error
+		}
+		return resp.StatusCode
+	}
+	waitStatus := func(what string, want int, within time.Duration) {
+		t.Helper()
+		got := 0
+		for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if got = status(); got == want {
+				return
+			}
+		}
+		t.Fatalf("%s: HTTP %d, want %d\n%s", what, got, want, logs.String())
+	}
+	waitStatus("before the revocation", 200, 10*time.Second)
+	fi, err := os.Stat(cfg) // after the token's first use was recorded
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := cli("token", "revoke", "laptop-7f3a"); !strings.Contains(out, "revoked 1") {
+		t.Fatalf("revoke: %s", out)
+	}
+	if err := os.Chtimes(cfg, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // three polls of the file watch
+	if got := status(); got != 200 {
+		t.Fatalf("the file watch saw a change it should not have (HTTP %d): this test cannot tell SIGHUP from it", got)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus("after SIGHUP", http.StatusUnauthorized, time.Second)
+	if strings.Contains(logs.String(), token) {
+		t.Error("the token appears in the gateway's log")
+	}
+}
