@@ -62,9 +62,19 @@ func (j *journey) render(args ...string) string {
 	return errOut
 }
 
-func (j *journey) mcpStatus() string {
-	out, errOut, _ := j.h.Run(j.t, 90*time.Second, j.oc, "mcp", "list")
-	return testbed.MCPList(out + errOut)["mempalace"]
+// mcpStatus is mempalace's status in `opencode mcp list`, and what the
+// command printed (for a failing check).
+func (j *journey) mcpStatus() (string, string) {
+	out, errOut, err := j.h.Run(j.t, 90*time.Second, j.oc, "mcp", "list")
+	printed := fmt.Sprintf("exit: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	return testbed.MCPList(out + errOut)["mempalace"], printed
+}
+
+// checkConnected checks that opencode lists mempalace as connected.
+func (j *journey) checkConnected(step, what string) {
+	j.t.Helper()
+	status, printed := j.mcpStatus()
+	j.check(step, what, status == "connected", "status ", status, "; opencode mcp list printed:\n", printed)
 }
 
 // run makes opencode call one tool through the mock model and returns the
@@ -135,7 +145,7 @@ func TestJourney(t *testing.T) {
 	// 1. Solitary: no MEMPALACE_* at all (R1).
 	j.render()
 	j.check("solitary", "render writes the local stdio entry", strings.Contains(read(j.cfg), `"command": ["mempalace-mcp"]`), read(j.cfg))
-	j.check("solitary", "opencode mcp list: mempalace connected", j.mcpStatus() == "connected")
+	j.checkConnected("solitary", "opencode mcp list: mempalace connected")
 	res := j.run("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "solitary drawer from opencode"})
 	j.check("solitary", "the model's add_drawer lands in the local palace", j.local().CountContent("solitary drawer from opencode") == 1, res)
 	j.run("diary_write", map[string]any{"agent_name": "opencode", "entry": "solitary diary from opencode"})
@@ -158,7 +168,7 @@ func TestJourney(t *testing.T) {
 	j.setEnv(map[string]string{"MEMPALACE_REMOTE_URL": j.srv.URL(), "MEMPALACE_REMOTE_TOKEN": token})
 	j.render()
 	j.check("remote", "render switches the entry to the primary", strings.Contains(read(j.cfg), `"type": "remote"`), read(j.cfg))
-	j.check("remote", "opencode mcp list: mempalace connected (to the primary)", j.mcpStatus() == "connected")
+	j.checkConnected("remote", "opencode mcp list: mempalace connected (to the primary)")
 	res = j.run("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "remote drawer straight to the primary"})
 	j.check("remote", "a write goes straight to the primary", j.primary.Dump().CountContent("remote drawer straight to the primary") == 1,
 		"the tool result the model saw: ", res, "; mempalace tools offered: ", len(mempalaceTools(j.mock.LastOffered())))
@@ -173,7 +183,7 @@ func TestJourney(t *testing.T) {
 	j.primaryCall("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "journey note from another device"})
 	serve = j.serve()
 	defer serve.Stop()
-	j.check("edge", "opencode mcp list: mempalace connected (through the edge)", j.mcpStatus() == "connected")
+	j.checkConnected("edge", "opencode mcp list: mempalace connected (through the edge)")
 	j.run("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "journey note written in edge mode"})
 	j.check("edge", "the write lands locally", j.local().CountContent("journey note written in edge mode") == 1)
 	j.check("edge", "and on the primary", eventually(func() bool { return j.primary.Dump().CountContent("journey note written in edge mode") == 1 }))
@@ -183,7 +193,7 @@ func TestJourney(t *testing.T) {
 
 	// 4. Offline: the primary stops.
 	j.srv.Stop()
-	j.check("offline", "opencode mcp list: mempalace still connected", j.mcpStatus() == "connected")
+	j.checkConnected("offline", "opencode mcp list: mempalace still connected")
 	res = j.run("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "journey note written offline"})
 	j.check("offline", "a write succeeds locally and is queued", strings.Contains(res, `"replication": "queued"`) && j.local().CountContent("journey note written offline") == 1, res)
 	res = j.run("search", map[string]any{"query": "journey note", "limit": 10})
@@ -211,7 +221,7 @@ func TestJourney(t *testing.T) {
 	j.setEnv(nil)
 	j.render("--reclaim")
 	j.check("reversal", "back to the solitary entry", strings.Contains(read(j.cfg), `"command": ["mempalace-mcp"]`) && !strings.Contains(read(j.cfg), "timeout"), read(j.cfg))
-	j.check("reversal", "opencode mcp list: mempalace connected (local)", j.mcpStatus() == "connected")
+	j.checkConnected("reversal", "opencode mcp list: mempalace connected (local)")
 	res = j.run("search", map[string]any{"query": "journey note", "limit": 10})
 	j.check("reversal", "the local palace is intact, with the writes made in edge mode", strings.Contains(res, "written in edge mode") && strings.Contains(res, "written offline"), res)
 	j.check("reversal", "no devbox-config process is left running", !anyProcess(j.bin, filepath.Join(h.Bin, "devbox-config")))
