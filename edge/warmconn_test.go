@@ -60,6 +60,14 @@ func (l *connLog) server(t *testing.T, closeEach bool, handler func(w http.Respo
 	return srv
 }
 
+// started is server, started, and closed when the test ends.
+func (l *connLog) started(t *testing.T, closeEach bool, handler func(w http.ResponseWriter, r *http.Request)) *httptest.Server {
+	srv := l.server(t, closeEach, handler)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func (l *connLog) stillOpen() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -87,6 +95,19 @@ func post(t *testing.T, c *http.Client, ctx context.Context, u, body string) str
 	return string(out)
 }
 
+// postedOnReadyConn posts body to a connLog server and reports whether
+// the connection it went out on was accepted before the call was made.
+func postedOnReadyConn(t *testing.T, c *http.Client, u, body string) bool {
+	t.Helper()
+	sent := time.Now().UnixNano()
+	got := post(t, c, context.Background(), u, body)
+	var accepted int64
+	if _, err := fmt.Sscanf(got, "echo "+body+" accepted %d", &accepted); err != nil {
+		t.Fatalf("answer %q: %v", got, err)
+	}
+	return accepted <= sent
+}
+
 func warmClient(t *testing.T, u string) (*http.Client, *warmTransport) {
 	wt, err := newWarmTransport(u, http.DefaultTransport)
 	if err != nil {
@@ -111,21 +132,13 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // open before the call was made: no connect on the call's path.
 func TestWarmTransportDialsAheadForServersThatClose(t *testing.T) {
 	var log connLog
-	srv := log.server(t, true, nil)
-	srv.Start()
-	defer srv.Close()
+	srv := log.started(t, true, nil)
 	c, _ := warmClient(t, srv.URL)
 	for i := 0; i < 5; i++ {
 		if i > 0 { // call 0 dialled its own; each call since, a spare
 			waitUntil(t, "the spare connection", func() bool { return log.count() == i+1 })
 		}
-		sent := time.Now().UnixNano()
-		got := post(t, c, context.Background(), srv.URL, fmt.Sprint("call", i))
-		var accepted int64
-		if _, err := fmt.Sscanf(got, fmt.Sprintf("echo call%d accepted %%d", i), &accepted); err != nil {
-			t.Fatalf("answer %q: %v", got, err)
-		}
-		if i > 0 && accepted > sent {
+		if ready := postedOnReadyConn(t, c, srv.URL, fmt.Sprint("call", i)); i > 0 && !ready {
 			t.Errorf("call %d: its connection was accepted after the call was made: dialled on the call's path", i)
 		}
 	}
@@ -136,20 +149,12 @@ func TestWarmTransportDialsAheadForServersThatClose(t *testing.T) {
 // one is replaced before the server would drop it.
 func TestWarmTransportKeepsAConnectionReadyWhileTheAgentWorks(t *testing.T) {
 	var log connLog
-	srv := log.server(t, true, nil)
-	srv.Start()
-	defer srv.Close()
+	srv := log.started(t, true, nil)
 	c, wt := warmClient(t, srv.URL)
 	wt.maxAge = 40 * time.Millisecond
 	post(t, c, context.Background(), srv.URL, "first")
 	time.Sleep(6 * wt.maxAge)
-	sent := time.Now().UnixNano()
-	got := post(t, c, context.Background(), srv.URL, "second")
-	var accepted int64
-	if _, err := fmt.Sscanf(got, "echo second accepted %d", &accepted); err != nil {
-		t.Fatalf("answer %q: %v", got, err)
-	}
-	if accepted > sent {
+	if !postedOnReadyConn(t, c, srv.URL, "second") {
 		t.Error("after a pause the call dialled its own connection: none was kept ready")
 	}
 	if n := log.count(); n < 4 {
@@ -161,9 +166,7 @@ func TestWarmTransportKeepsAConnectionReadyWhileTheAgentWorks(t *testing.T) {
 // connection open on the primary.
 func TestWarmTransportLetsConnectionsLapseWhenTheAgentStops(t *testing.T) {
 	var log connLog
-	srv := log.server(t, true, nil)
-	srv.Start()
-	defer srv.Close()
+	srv := log.started(t, true, nil)
 	c, wt := warmClient(t, srv.URL)
 	wt.maxAge, wt.warmFor = 30*time.Millisecond, 100*time.Millisecond
 	post(t, c, context.Background(), srv.URL, "only")
@@ -180,17 +183,22 @@ func TestWarmTransportLetsConnectionsLapseWhenTheAgentStops(t *testing.T) {
 // sequential calls, and no spare.
 func TestWarmTransportReusesKeptAliveConnections(t *testing.T) {
 	var log connLog
-	srv := log.server(t, false, nil)
-	srv.Start()
-	defer srv.Close()
+	srv := log.started(t, false, nil)
 	c, _ := warmClient(t, srv.URL)
-	for i := 0; i < 5; i++ {
-		if got := post(t, c, context.Background(), srv.URL, fmt.Sprint(i)); !strings.HasPrefix(got, fmt.Sprintf("echo %d ", i)) {
+	sequentialCalls(t, c, srv.URL, 5, &log)
+}
+
+// sequentialCalls makes n calls one after the other and expects them all
+// on one connection.
+func sequentialCalls(t *testing.T, c *http.Client, u string, n int, log *connLog) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if got := post(t, c, context.Background(), u, fmt.Sprint(i)); !strings.HasPrefix(got, fmt.Sprintf("echo %d ", i)) {
 			t.Fatalf("answer %q", got)
 		}
 	}
-	if n := log.count(); n != 1 {
-		t.Errorf("%d connections for five sequential calls, want 1", n)
+	if conns := log.count(); conns != 1 {
+		t.Errorf("%d connections for %d sequential calls, want 1", conns, n)
 	}
 }
 
@@ -347,14 +355,7 @@ func TestWarmTransportTLS(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	wt.tls.RootCAs = pool
-	for i := 0; i < 3; i++ {
-		if got := post(t, c, context.Background(), srv.URL, fmt.Sprint(i)); !strings.HasPrefix(got, fmt.Sprintf("echo %d ", i)) {
-			t.Fatalf("answer %q", got)
-		}
-	}
-	if n := log.count(); n != 1 {
-		t.Errorf("%d TLS connections for three calls, want 1", n)
-	}
+	sequentialCalls(t, c, srv.URL, 3, &log)
 }
 
 // A proxy from the environment, or another origin, is net/http's job.
