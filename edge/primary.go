@@ -153,8 +153,8 @@ func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retr
 	if !p.Up() {
 		return nil, p.downErr()
 	}
-	if retry {
-		ctx = withReplayable(ctx)
+	if retry && IsRead(params.Name) {
+		ctx = withReplayable(ctx) // the warm transport may resend it
 	}
 	for attempt := 0; ; attempt++ {
 		s, err := p.sessionFor(ctx)

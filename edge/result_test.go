@@ -92,3 +92,18 @@ func TestCallParamsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// Only reads may be sent to the primary twice (the warm transport resends
+// a call whose connection died before the answer began): never a write,
+// a coordination append or a tool the edge does not know.
+func TestOnlyReadsAreMarkedSafeToResend(t *testing.T) {
+	for tool, want := range map[string]bool{
+		"mempalace_search": true, "mempalace_kg_query": true, "mempalace_get_drawer": true, "mempalace_event_list": true, "mempalace_event_wait": true, "mempalace_artifact_get": true,
+		"mempalace_add_drawer": false, "mempalace_diary_write": false, "mempalace_kg_add": false, "mempalace_event_append": false, "mempalace_event_ack": false,
+		"mempalace_sync": false, "mempalace_delete_drawer": false, "mempalace_tool_from_a_newer_primary": false,
+	} {
+		if got := IsRead(tool); got != want {
+			t.Errorf("IsRead(%s) = %v, want %v", tool, got, want)
+		}
+	}
+}

@@ -69,3 +69,16 @@ var coordinationWrites = map[string]bool{"event_append": true, "event_ack": true
 func IsCoordinationWrite(tool string) bool {
 	return coordinationWrites[strings.TrimPrefix(tool, "mempalace_")]
 }
+
+// IsRead reports a tool that only reads (safe to send twice): merged,
+// primary-first and by-id reads, and coordination reads. Unknown tools are
+// writes.
+func IsRead(tool string) bool {
+	switch Route(tool) {
+	case MergedRead, PrimaryFirst, ByID:
+		return true
+	case Coordination:
+		return !IsCoordinationWrite(tool)
+	}
+	return false
+}
