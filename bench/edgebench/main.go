@@ -136,6 +136,7 @@ func main() {
 		fmt.Printf("|   merged minus slower side (median) | %s | | | | |\n", ms(median(m)-median(p)))
 		row("the primary's search through floorrelay (one stdio hop, nothing else)", f, "", nil)
 		fmt.Printf("|   floorrelay minus the primary directly (median) | %s | | | | |\n", ms(median(f)-median(p)))
+		fmt.Printf("|   merged minus floorrelay: the edge's own share (median) | %s | | | | |\n", ms(median(m)-median(f)))
 	} else {
 		m, p := alternate(*n/5, func() { call(ctx, edge, "mempalace_search", q) }, func() { call(ctx, prim, "mempalace_search", q) })
 		row(fmt.Sprintf("merged search (primary +%v)", *primLat), m, "the primary's search directly (the slower side)", p)
