@@ -246,8 +246,9 @@ func (c *childConn) toolCall(ctx context.Context, params json.RawMessage) (json.
 	return toolAnswer(line)
 }
 
-// toolAnswer splits a tools/call answer line (checked by route) into its
-// result or the JSON-RPC error it carries.
+// toolAnswer splits a tools/call answer (valid JSON: the child's lines are
+// checked by route, the primary's by answerFor) into its result or the
+// JSON-RPC error it carries.
 func toolAnswer(line []byte) (json.RawMessage, *jsonrpc.Error, error) {
 	f := gjson.GetManyBytes(line, "result", "error")
 	if f[1].Exists() && f[1].Type != gjson.Null {

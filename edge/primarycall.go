@@ -107,26 +107,14 @@ func (p *Primary) cancelOnPrimary(s *mcp.ClientSession, id string, why error) {
 	}
 }
 
-// answerFor picks the result or error out of a JSON-RPC response to id.
+// answerFor picks the result or error out of a JSON-RPC response to id
+// (false: not JSON, another id, or neither a result nor an error).
 func answerFor(b []byte, id string) (json.RawMessage, *jsonrpc.Error, bool) {
-	if !gjson.ValidBytes(b) {
+	if !gjson.ValidBytes(b) || gjson.GetBytes(b, "id").String() != id {
 		return nil, nil, false
 	}
-	f := gjson.GetManyBytes(b, "id", "result", "error")
-	if f[0].String() != id {
-		return nil, nil, false
-	}
-	if f[2].IsObject() {
-		var e jsonrpc.Error
-		if json.Unmarshal([]byte(f[2].Raw), &e) != nil {
-			return nil, nil, false
-		}
-		return nil, &e, true
-	}
-	if !f[1].IsObject() {
-		return nil, nil, false
-	}
-	return json.RawMessage(f[1].Raw), nil, true
+	result, rpcErr, err := toolAnswer(b)
+	return result, rpcErr, err == nil
 }
 
 // readEventAnswer reads a POST's event stream until the response to id;

@@ -74,10 +74,6 @@ func newWarmTransport(endpoint string, fallback http.RoundTripper) (*warmTranspo
 	}
 	t := &warmTransport{fallback: fallback, proxy: http.ProxyFromEnvironment, maxAge: spareMaxAge, warmFor: warmAfterUse,
 		dialer: net.Dialer{KeepAlive: 30 * time.Second}}
-	port := u.Port()
-	if port == "" {
-		port = defaultPort(u.Scheme)
-	}
 	switch u.Scheme {
 	case "http":
 	case "https":
@@ -85,24 +81,23 @@ func newWarmTransport(endpoint string, fallback http.RoundTripper) (*warmTranspo
 	default:
 		return nil, fmt.Errorf("unsupported scheme %q", u.Scheme)
 	}
-	t.addr = net.JoinHostPort(u.Hostname(), port)
-	t.origin = u.Scheme + "://" + t.addr
+	t.addr, t.origin = hostPort(u), originOf(u)
 	return t, nil
 }
 
-func originOf(u *url.URL) string {
+// originOf is scheme://host:port, the port made explicit.
+func originOf(u *url.URL) string { return u.Scheme + "://" + hostPort(u) }
+
+// hostPort is the address to dial for u (80 or 443 if it names no port).
+func hostPort(u *url.URL) string {
 	port := u.Port()
 	if port == "" {
-		port = defaultPort(u.Scheme)
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
 	}
-	return u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port)
-}
-
-func defaultPort(scheme string) string {
-	if scheme == "https" {
-		return "443"
-	}
-	return "80"
+	return net.JoinHostPort(u.Hostname(), port)
 }
 
 type warmConn struct {

@@ -126,21 +126,22 @@ func main() {
 	prim := connectHTTP(ctx, primary.url)
 	defer prim.Close()
 	q := map[string]any{"query": "outbox latency"}
+	search := func(s *mcp.ClientSession) func() { return func() { call(ctx, s, "mempalace_search", q) } }
+	paths := []func(){search(edge), search(prim)}
 	if *floorBin != "" {
 		floor := connect(ctx, append(os.Environ(), "FLOOR_URL="+primary.url, "FLOOR_TOKEN="+token), *floorBin)
 		defer floor.Close()
-		t := alternateN(*n/5, func() { call(ctx, edge, "mempalace_search", q) }, func() { call(ctx, prim, "mempalace_search", q) },
-			func() { call(ctx, floor, "mempalace_search", q) })
-		m, p, f := t[0], t[1], t[2]
-		row(fmt.Sprintf("merged search (primary +%v)", *primLat), m, "the primary's search directly (the slower side)", p)
-		fmt.Printf("|   merged minus slower side (median) | %s | | | | |\n", ms(median(m)-median(p)))
+		paths = append(paths, search(floor))
+	}
+	t := alternateN(*n/5, paths...)
+	m, p := t[0], t[1]
+	row(fmt.Sprintf("merged search (primary +%v)", *primLat), m, "the primary's search directly (the slower side)", p)
+	fmt.Printf("|   merged minus slower side (median) | %s | | | | |\n", ms(median(m)-median(p)))
+	if len(t) == 3 {
+		f := t[2]
 		row("the primary's search through floorrelay (one stdio hop, nothing else)", f, "", nil)
 		fmt.Printf("|   floorrelay minus the primary directly (median) | %s | | | | |\n", ms(median(f)-median(p)))
 		fmt.Printf("|   merged minus floorrelay: the edge's own share (median) | %s | | | | |\n", ms(median(m)-median(f)))
-	} else {
-		m, p := alternate(*n/5, func() { call(ctx, edge, "mempalace_search", q) }, func() { call(ctx, prim, "mempalace_search", q) })
-		row(fmt.Sprintf("merged search (primary +%v)", *primLat), m, "the primary's search directly (the slower side)", p)
-		fmt.Printf("|   merged minus slower side (median) | %s | | | | |\n", ms(median(m)-median(p)))
 	}
 	primary.setLatency("mempalace_search", 0)
 
@@ -204,20 +205,11 @@ func call(ctx context.Context, s *mcp.ClientSession, name string, args map[strin
 	}
 }
 
+// alternate runs two paths call by call (after 20 warm-up rounds), so
+// noise hits both alike.
 func alternate(n int, a, b func()) (ta, tb []time.Duration) {
-	for i := 0; i < 20; i++ {
-		a()
-		b()
-	}
-	for i := 0; i < n; i++ {
-		s := time.Now()
-		a()
-		ta = append(ta, time.Since(s))
-		s = time.Now()
-		b()
-		tb = append(tb, time.Since(s))
-	}
-	return
+	t := alternateN(n, a, b)
+	return t[0], t[1]
 }
 
 // alternateN is alternate for any number of paths.
