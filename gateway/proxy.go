@@ -89,13 +89,21 @@ func (s *Server) Reload() error {
 		return err
 	}
 	s.cfg.Store(c)
+	s.markSeen()
 	s.mu.Lock()
-	if fi, err := os.Stat(s.ConfigFile); err == nil {
-		s.mtime = fi.ModTime()
-	}
 	s.limiters = map[string]*rate.Limiter{} // new rates apply at once
 	s.mu.Unlock()
 	return nil
+}
+
+// markSeen records the config file's current mtime, so Watch reloads only
+// on a change it has not seen (or made itself).
+func (s *Server) markSeen() {
+	if fi, err := os.Stat(s.ConfigFile); err == nil {
+		s.mu.Lock()
+		s.mtime = fi.ModTime()
+		s.mu.Unlock()
+	}
 }
 
 // Watch reloads when the file changes (polled every 200 ms, so a
@@ -114,9 +122,7 @@ func (s *Server) Watch(ctx context.Context) {
 			if fi, err := os.Stat(s.ConfigFile); err == nil && !fi.ModTime().Equal(seen) {
 				if err := s.Reload(); err != nil {
 					s.Log.Error("config change not applied", "err", err)
-					s.mu.Lock()
-					s.mtime = fi.ModTime()
-					s.mu.Unlock()
+					s.markSeen()
 				} else {
 					s.Log.Info("config reloaded")
 				}
@@ -265,8 +271,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { <-s.writes }()
 	}
 	StampProvenance(d, p.Name, p.Arguments)
-	fwd, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "method": "tools/call", "params": map[string]any{"name": p.Name, "arguments": p.Arguments}})
-	status, resp := s.upstreamCall(r.Context(), fwd)
+	status, resp := s.upstreamCall(r.Context(), toolCall(req.ID, p.Name, p.Arguments))
 	if status == 200 && (dec.Filter || dec.Events) {
 		var rooms map[string]any
 		if (t == "list_rooms" && dec.Wing == "") || t == "status" {
@@ -302,10 +307,8 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*Device, 
 		// A new token is now current; the older one starts its grace period.
 		if err := cfg.Save(s.ConfigFile); err != nil {
 			s.Log.Error("could not record a token's first use", "err", err)
-		} else if fi, err := os.Stat(s.ConfigFile); err == nil {
-			s.mu.Lock()
-			s.mtime = fi.ModTime()
-			s.mu.Unlock()
+		} else {
+			s.markSeen()
 		}
 	}
 	return d, t, true
@@ -364,20 +367,28 @@ func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// toolCall is a tools/call request with id.
+func toolCall(id json.RawMessage, name string, args map[string]any) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{"name": name, "arguments": args}})
+	return b
+}
+
+// upstreamResult calls a tool on the upstream for the gateway's own use
+// and returns its result object (nil if there is none).
+func (s *Server) upstreamResult(ctx context.Context, name string, args map[string]any) map[string]any {
+	_, resp := s.upstreamCall(ctx, toolCall(json.RawMessage("0"), name, args))
+	return resultOf(resp)
+}
+
 func (s *Server) drawerWing(ctx context.Context, id string) string {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": map[string]any{"name": "mempalace_get_drawer", "arguments": map[string]any{"drawer_id": id}}})
-	_, resp := s.upstreamCall(ctx, b)
-	m := resultOf(resp)
-	w, _ := m["wing"].(string)
+	w, _ := s.upstreamResult(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})["wing"].(string)
 	return w
 }
 
 // readableRooms recomputes room counts over the wings a device may read,
 // from the upstream's wing -> room -> count taxonomy.
 func (s *Server) readableRooms(ctx context.Context, d *Device) map[string]any {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": map[string]any{"name": "mempalace_get_taxonomy", "arguments": map[string]any{}}})
-	_, resp := s.upstreamCall(ctx, b)
-	tax, _ := resultOf(resp)["taxonomy"].(map[string]any)
+	tax, _ := s.upstreamResult(ctx, "mempalace_get_taxonomy", map[string]any{})["taxonomy"].(map[string]any)
 	rooms := map[string]any{}
 	for wing, rs := range tax {
 		if !match(d.Read, wing) {
