@@ -1,0 +1,210 @@
+package catalogue
+
+import (
+	"slices"
+	"strings"
+)
+
+// Prefix is the namespace every MemPalace tool name carries.
+const Prefix = "mempalace_"
+
+// Route is how the edge answers a tool call (RFC 001 §4.2).
+type Route int
+
+const (
+	// Write: the local palace first; the agent gets the local result, and
+	// the call is queued for the primary when its wing replicates. Unknown
+	// tools are writes.
+	Write Route = iota
+	// MergedRead: both palaces in parallel, merged; local only (degraded)
+	// while the primary is down.
+	MergedRead
+	// PrimaryFirst: the primary; the local palace on failure (degraded).
+	// KG reads are not unioned: invalidate/supersede are order-dependent.
+	PrimaryFirst
+	// ByID: the local palace; the primary for an id it does not have.
+	ByID
+	// LocalOnly: this machine's own settings and state; never proxied.
+	LocalOnly
+	// Maintenance: jobs on the local palace (mine, sync, reconnect); never
+	// proxied (§7.2: sync must never reach the primary, mine would stall
+	// the single-writer primary).
+	Maintenance
+	// Destructive: deletes stay local; never proxied.
+	Destructive
+	// CoordinationRead: the primary's coordination log only.
+	CoordinationRead
+	// CoordinationWrite: an append to the primary's log, durable through
+	// the outbox and sent at once.
+	CoordinationWrite
+)
+
+func (r Route) String() string {
+	return [...]string{"write", "merged-read", "primary-first", "by-id", "local-only", "maintenance", "destructive", "coordination-read", "coordination-write"}[r]
+}
+
+// Local reports a route the local palace alone answers.
+func (r Route) Local() bool { return r == LocalOnly || r == Maintenance || r == Destructive }
+
+// Wings says where a call's wing(s) come from in its arguments.
+type Wings int
+
+const (
+	// NoWing: the call names no wing (KG, coordination, palace-wide).
+	NoWing Wings = iota
+	// ArgWing: the "wing" argument (optional for reads).
+	ArgWing
+	// DiaryWing: "wing", else the agent's diary wing (DiaryWingOf).
+	DiaryWing
+	// DrawerWing: the wing of the drawer "drawer_id" names (a look-up),
+	// plus "wing" when the call moves it.
+	DrawerWing
+	// TunnelWings: "source_wing" and "target_wing".
+	TunnelWings
+	// CheckpointWings: every item's "wing", and the diary's wing.
+	CheckpointWings
+	// KnowledgeGraph: no wing; the policy's kg rule decides.
+	KnowledgeGraph
+)
+
+// Replay is how the outbox sends a queued write again after a failure
+// without making a second copy on the primary.
+type Replay int
+
+const (
+	// Verbatim: exactly the call the agent made, under its own name
+	// (unknown tools: the edge needs no MemPalace internals for them).
+	Verbatim Replay = iota
+	// Resend: safe to repeat as is.
+	Resend
+	// ServerDeduped: the server dedupes by content id; identical copies in
+	// the queue are one op.
+	ServerDeduped
+	// FactAdd: an open fact is guarded by the server; a closed fact
+	// (valid_to set) is looked up by (subject, predicate, object,
+	// valid_from, valid_to) first.
+	FactAdd
+	// FactClose: in order; after ambiguity or "no open fact", confirm on
+	// the primary that the fact is closed.
+	FactClose
+	// DiarySuffix: skipped when the entry's sha256[:12] id suffix is
+	// already in the primary's diary wing (§7.6: no server guard).
+	DiarySuffix
+	// EventLookup: after ambiguity, the event carrying this op's
+	// metadata.edge_op_id is looked up first (RFC 003 §7.1).
+	EventLookup
+	// AckLookup: after ambiguity, this sender's ack of the target event is
+	// looked up first.
+	AckLookup
+)
+
+func (r Replay) String() string {
+	return [...]string{"verbatim", "resend", "server-deduped", "fact-add", "fact-close", "diary-suffix", "event-lookup", "ack-lookup"}[r]
+}
+
+// Gate is what the gateway requires of a device for a call (RFC 001 §6).
+type Gate int
+
+const (
+	// Deny: unknown tools.
+	Deny Gate = iota
+	// Admin: the admin scope (local-only, maintenance, destructive tools).
+	Admin
+	// ReadWing: read scope; a named wing must be readable, and answers are
+	// filtered to the readable wings.
+	ReadWing
+	// ReadByID: the named drawer's wing must be readable.
+	ReadByID
+	// ReadStatic: any read scope; the answer holds no palace data.
+	ReadStatic
+	// ReadAllWings: answers span wings in shapes the gateway cannot cut,
+	// so only a device that may read every wing ("*") may call it.
+	ReadAllWings
+	// WriteWing: every wing the call touches must be writable.
+	WriteWing
+	// KGRead, KGWrite: the knowledge-graph grant.
+	KGRead
+	KGWrite
+	// AgentWrite: the identity argument (Tool.Identity) must be one of the
+	// device's agents.
+	AgentWrite
+	// CoordinationGrant: a coordination identity; answers cut to the
+	// device's agents unless it is a coordinator.
+	CoordinationGrant
+)
+
+func (g Gate) String() string {
+	return [...]string{"deny", "admin", "read-wing", "read-by-id", "read-static", "read-all-wings", "write-wing", "kg-read", "kg-write", "agent-write", "coordination-read"}[g]
+}
+
+// Filter names the answer shape the gateway cuts to what a device may see.
+type Filter string
+
+const (
+	NoFilter         Filter = ""
+	FilterHits       Filter = "hits"        // search: results[].wing
+	FilterMatches    Filter = "matches"     // check_duplicate: matches[].wing
+	FilterDrawers    Filter = "drawers"     // list_drawers: drawers[].wing
+	FilterWingCounts Filter = "wing-counts" // list_wings, status, get_taxonomy: maps keyed by wing
+	FilterRooms      Filter = "rooms"       // list_rooms: rooms recomputed over readable wings
+	FilterDiary      Filter = "diary"       // diary_read: entries of readable wings
+	FilterCheckpoint Filter = "checkpoint"  // checkpoint: duplicates[].matches[].wing
+	FilterEvents     Filter = "events"      // event_list, event_wait: events[] to or from the device's agents
+)
+
+// Tool is one MemPalace tool's record.
+type Tool struct {
+	// Name without the "mempalace_" prefix.
+	Name string
+	// Since is the first release that has it ("3.6.0", "3.7.0", "3.9.0",
+	// "dev").
+	Since string
+	// Params is every argument name any release's schema lists; MemPalace
+	// rejects the rest (-32602).
+	Params []string
+	// Reads: the call changes nothing (safe to send twice).
+	Reads bool
+	Route Route
+	Wings Wings
+	// Replay applies to writes the edge queues.
+	Replay Replay
+	// OpStamp: the queued payload carries metadata.edge_op_id, so a lost
+	// answer can be looked up (the tool has a metadata argument).
+	OpStamp bool
+	Gate    Gate
+	// Identity is the argument naming the acting agent ("from_agent",
+	// "created_by", "agent_name"), for AgentWrite and the diary's checks.
+	Identity string
+	Filter   Filter
+	// Why records a deliberate decision where the edge, the gateway or
+	// upstream's own sets once disagreed.
+	Why string
+}
+
+// Known reports a record of the catalogue (false for Unknown's answer).
+func (t Tool) Known() bool { return t.Since != "" }
+
+// Accepts reports an argument name the tool's schema lists.
+func (t Tool) Accepts(arg string) bool { return slices.Contains(t.Params, arg) }
+
+// Lookup finds a tool by its full or bare name. An unknown name gets
+// Unknown's record and ok == false.
+func Lookup(name string) (Tool, bool) {
+	if t, ok := index()[strings.TrimPrefix(name, Prefix)]; ok {
+		return t, true
+	}
+	return Unknown(name), false
+}
+
+// Unknown is the record for a tool the catalogue does not know: a write
+// to the edge, replayed verbatim, denied by the gateway.
+func Unknown(name string) Tool {
+	return Tool{Name: strings.TrimPrefix(name, Prefix), Route: Write, Replay: Verbatim, Gate: Deny}
+}
+
+// All lists every record, in the reference's order.
+func All() []Tool { return slices.Clone(tools[:]) }
+
+// DiaryWingOf is MemPalace's default diary wing for an agent: "wing_" and
+// the agent name lower-cased (mempalace-surface §3.6).
+func DiaryWingOf(agent string) string { return "wing_" + strings.ToLower(agent) }
