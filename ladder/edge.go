@@ -1,0 +1,170 @@
+package ladder
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// The edge's and the gateway's own variables (besides the ladder's).
+const (
+	EnvEdgeChild     = "MEMPALACE_EDGE_CHILD"
+	EnvEdgeTimeout   = "MEMPALACE_EDGE_TIMEOUT"
+	EnvEdgeLease     = "MEMPALACE_EDGE_LEASE"
+	EnvEdgeLog       = "MEMPALACE_EDGE_LOG"
+	EnvEdgeHarness   = "MEMPALACE_EDGE_HARNESS"
+	EnvPalacePath    = "MEMPALACE_PALACE_PATH"
+	EnvUpstreamToken = "MEMPALACE_UPSTREAM_TOKEN"
+)
+
+// DefaultEdgeTimeout bounds every call to the primary unless
+// MEMPALACE_EDGE_TIMEOUT says otherwise.
+const DefaultEdgeTimeout = 10 * time.Second
+
+// EdgeSettings is what `devbox-config edge` and its operator commands read:
+// the ladder's validated settings plus the edge's own.
+type EdgeSettings struct {
+	Settings
+	// Child is the local palace server's argv: exactly ["mempalace-mcp"]
+	// unless MEMPALACE_EDGE_CHILD overrides it (RFC 001 §7.1: adding
+	// --palace silently moves the knowledge graph).
+	Child []string
+	// Timeout bounds every call to the primary (MEMPALACE_EDGE_TIMEOUT).
+	Timeout time.Duration
+	// Lease is how long a flusher holds the outbox before another process
+	// may take over (MEMPALACE_EDGE_LEASE; 0: the outbox's default).
+	Lease time.Duration
+	// LogLevel is MEMPALACE_EDGE_LOG (debug, info, warn, error).
+	LogLevel slog.Level
+	// Palace is the palace directory (MemPalace's own precedence).
+	Palace string
+	// Harness is MEMPALACE_EDGE_HARNESS, set by render's templates: the
+	// harness the edge serves (opencode, pi, ...), validated as a name.
+	Harness string
+}
+
+// Agent is the agent name the edge stamps and speaks as:
+// MEMPALACE_AGENT_NAME, else the harness ("" when neither is usable).
+func (s EdgeSettings) Agent() string {
+	if s.AgentName != "" {
+		return s.AgentName
+	}
+	return s.Harness
+}
+
+// ResolveEdge reads the edge's settings. Like Resolve, what it cannot use
+// becomes a warning, and the edge never acts on a value Resolve rejected
+// (an origin device render refuses is never stamped). A timeout or lease
+// that is not a duration is an error: the operator asked for something
+// specific that the edge cannot honour.
+func ResolveEdge(env Lookup, lookPath LookPath) (EdgeSettings, []Warning, error) {
+	get := func(k string) string { v, _ := env(k); return strings.TrimSpace(v) }
+	child := []string{LocalServer}
+	if v := get(EnvEdgeChild); v != "" {
+		child = strings.Fields(v)
+	}
+	// The local server the edge will start is the one to look for.
+	base, warns := Resolve(env, func(string) (string, error) { return lookPath(child[0]) })
+	s := EdgeSettings{Settings: base, Child: child, Timeout: DefaultEdgeTimeout, LogLevel: slog.LevelInfo}
+	if v := get(EnvEdgeTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return s, warns, fmt.Errorf("%s=%q: want a duration like 10s", EnvEdgeTimeout, v)
+		}
+		s.Timeout = d
+	}
+	if v := get(EnvEdgeLease); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 100*time.Millisecond {
+			return s, warns, fmt.Errorf("%s=%q: want a duration of at least 100ms", EnvEdgeLease, v)
+		}
+		s.Lease = d
+	}
+	switch v := strings.ToLower(get(EnvEdgeLog)); v {
+	case "", "info":
+	case "debug":
+		s.LogLevel = slog.LevelDebug
+	case "warn", "warning":
+		s.LogLevel = slog.LevelWarn
+	case "error":
+		s.LogLevel = slog.LevelError
+	default:
+		warns = append(warns, Warning{Var: EnvEdgeLog, Message: fmt.Sprintf("%q is not one of debug, info, warn, error; info is used", v)})
+	}
+	if v := get(EnvEdgeHarness); v != "" {
+		if validName(v) {
+			s.Harness = v
+		} else {
+			warns = append(warns, Warning{Var: EnvEdgeHarness, Message: fmt.Sprintf("%q is not a valid MemPalace agent name; ignored", v)})
+		}
+	}
+	palace, err := PalacePath(env)
+	if err != nil {
+		return s, warns, err
+	}
+	s.Palace = palace
+	return s, warns, nil
+}
+
+// PalacePath is MEMPALACE_PALACE_PATH, else palace_path in
+// ~/.mempalace/config.json, else ~/.mempalace/palace (MemPalace's own
+// precedence).
+func PalacePath(env Lookup) (string, error) {
+	get := func(k string) string { v, _ := env(k); return strings.TrimSpace(v) }
+	if p := get(EnvPalacePath); p != "" {
+		return p, nil
+	}
+	home := get("HOME")
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no HOME to find the palace: %w", err)
+		}
+		home = h
+	}
+	cfgPath := filepath.Join(home, ".mempalace", "config.json")
+	if b, err := os.ReadFile(cfgPath); err == nil {
+		var cfg struct {
+			PalacePath string `json:"palace_path"`
+		}
+		if err := json.Unmarshal(b, &cfg); err != nil {
+			return "", fmt.Errorf("%s: %w", cfgPath, err)
+		}
+		if cfg.PalacePath != "" {
+			if strings.HasPrefix(cfg.PalacePath, "~/") {
+				return filepath.Join(home, cfg.PalacePath[2:]), nil
+			}
+			return cfg.PalacePath, nil
+		}
+	}
+	return filepath.Join(home, ".mempalace", "palace"), nil
+}
+
+// TokenSource reads MEMPALACE_REMOTE_TOKEN afresh at every call, so a
+// rotated token is picked up; the value is never kept.
+func TokenSource(env Lookup) func() string {
+	return func() string { v, _ := env(EnvRemoteToken); return strings.TrimSpace(v) }
+}
+
+// UpstreamToken is MEMPALACE_UPSTREAM_TOKEN: the gateway's bearer for the
+// MemPalace behind it ("" when unset).
+func UpstreamToken(env Lookup) string {
+	v, _ := env(EnvUpstreamToken)
+	return strings.TrimSpace(v)
+}
+
+// ChildEnviron is the environment for the local palace server: the edge's
+// own, without the primary's token (the child has no use for it).
+func ChildEnviron(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, EnvRemoteToken+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

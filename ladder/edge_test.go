@@ -1,0 +1,85 @@
+package ladder
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func lookupOf(env map[string]string) Lookup {
+	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+}
+
+func TestResolveEdge(t *testing.T) {
+	home := t.TempDir()
+	found := func(string) (string, error) { return "/usr/bin/x", nil }
+	s, warns, err := ResolveEdge(lookupOf(map[string]string{"HOME": home, EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t", EnvEdge: "1"}), found)
+	if err != nil || len(warns) != 0 {
+		t.Fatalf("defaults: %v %v", err, warns)
+	}
+	if !reflect.DeepEqual(s.Child, []string{"mempalace-mcp"}) || s.Timeout != 10*time.Second || s.LogLevel != slog.LevelInfo || s.Palace != filepath.Join(home, ".mempalace", "palace") {
+		t.Errorf("defaults: %+v", s)
+	}
+
+	env := map[string]string{"HOME": home, EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t", EnvEdge: "1",
+		EnvEdgeChild: "fake-palace --quiet", EnvEdgeTimeout: "3s", EnvEdgeLease: "500ms", EnvEdgeLog: "debug", EnvEdgeHarness: "opencode", EnvPalacePath: "/p"}
+	looked := ""
+	s, _, err = ResolveEdge(lookupOf(env), func(f string) (string, error) { looked = f; return f, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s.Child, []string{"fake-palace", "--quiet"}) || s.Timeout != 3*time.Second || s.Lease != 500*time.Millisecond || s.LogLevel != slog.LevelDebug || s.Palace != "/p" || s.Agent() != "opencode" {
+		t.Errorf("overrides: %+v", s)
+	}
+	if looked != "fake-palace" {
+		t.Errorf("looked for %q on PATH, want the child the edge will start", looked)
+	}
+	env[EnvAgentName] = "claude"
+	if s, _, _ = ResolveEdge(lookupOf(env), found); s.Agent() != "claude" {
+		t.Errorf("agent name wins over the harness: %q", s.Agent())
+	}
+
+	for k, v := range map[string]string{EnvEdgeTimeout: "soon", EnvEdgeLease: "1ms"} {
+		bad := map[string]string{"HOME": home, k: v}
+		if _, _, err := ResolveEdge(lookupOf(bad), found); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: error %v does not name the variable", k, v, err)
+		}
+	}
+	_, warns, _ = ResolveEdge(lookupOf(map[string]string{"HOME": home, EnvEdgeLog: "loud", EnvEdgeHarness: "../x"}), found)
+	if len(warns) != 2 {
+		t.Errorf("want a warning each for MEMPALACE_EDGE_LOG and MEMPALACE_EDGE_HARNESS: %v", warns)
+	}
+}
+
+func TestPalacePathFromConfig(t *testing.T) {
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".mempalace"), 0o700)
+	os.WriteFile(filepath.Join(home, ".mempalace", "config.json"), []byte(`{"palace_path":"~/elsewhere"}`), 0o600)
+	if p, err := PalacePath(lookupOf(map[string]string{"HOME": home})); err != nil || p != filepath.Join(home, "elsewhere") {
+		t.Errorf("config.json palace_path: %q %v", p, err)
+	}
+	os.WriteFile(filepath.Join(home, ".mempalace", "config.json"), []byte(`{`), 0o600)
+	if _, err := PalacePath(lookupOf(map[string]string{"HOME": home})); err == nil || !strings.Contains(err.Error(), "config.json") {
+		t.Errorf("a broken config.json names the file: %v", err)
+	}
+}
+
+func TestTokenIsReadAfreshAndKeptFromTheChild(t *testing.T) {
+	env := map[string]string{EnvRemoteToken: " one "}
+	tok := TokenSource(lookupOf(env))
+	if tok() != "one" {
+		t.Fatal(tok())
+	}
+	env[EnvRemoteToken] = "two"
+	if tok() != "two" {
+		t.Error("a rotated token is not picked up")
+	}
+	got := ChildEnviron([]string{"A=1", EnvRemoteToken + "=secret", "MEMPALACE_REMOTE_TOKENX=2"})
+	if !reflect.DeepEqual(got, []string{"A=1", "MEMPALACE_REMOTE_TOKENX=2"}) {
+		t.Errorf("child env: %v", got)
+	}
+}
