@@ -208,3 +208,10 @@ func All() []Tool { return slices.Clone(tools[:]) }
 // DiaryWingOf is MemPalace's default diary wing for an agent: "wing_" and
 // the agent name lower-cased (mempalace-surface §3.6).
 func DiaryWingOf(agent string) string { return "wing_" + strings.ToLower(agent) }
+
+// RouteOf is the edge's route for a tool (Write for unknown tools).
+func RouteOf(name string) Route { t, _ := Lookup(name); return t.Route }
+
+// Reads reports a tool that only reads, safe to send twice (false for
+// unknown tools).
+func Reads(name string) bool { t, _ := Lookup(name); return t.Reads }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/fakepalace"
 )
 
@@ -57,7 +58,7 @@ func BenchmarkMergeSearchResults(b *testing.B) {
 		}
 		var r struct{ Result json.RawMessage }
 		json.Unmarshal(resp, &r)
-		res, err := decodeResult(r.Result)
+		res, err := wire.DecodeResult(r.Result)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func BenchmarkMergeSearchResults(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		lt, _ := usable(lres, nil)
 		pt, _ := usable(pres, nil)
-		if _, err := encodeResult(textResult(e.mergeSearch(lt, pt, 5), false, nil)); err != nil {
+		if _, err := wire.EncodeResult(textResult(e.mergeSearch(lt, pt, 5), false, nil)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -100,7 +101,7 @@ func BenchmarkDecodeResult(b *testing.B) {
 	b.SetBytes(int64(len(r.Result)))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := decodeResult(r.Result); err != nil {
+		if _, err := wire.DecodeResult(r.Result); err != nil {
 			b.Fatal(err)
 		}
 	}

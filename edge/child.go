@@ -14,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge/wire"
 )
 
 // legacyProtocol is the newest MCP version with the initialize handshake.
@@ -47,6 +49,8 @@ type ChildOptions struct {
 	OnProgress func(context.Context, *mcp.ProgressNotificationParams)
 	// Stderr receives the child's own log lines (default: the edge's stderr).
 	Stderr io.Writer
+	// Version is the edge's, reported to the child.
+	Version string
 }
 
 // NewChild prepares a supervisor; Run starts it.
@@ -63,7 +67,7 @@ func NewChild(argv, env []string, log *slog.Logger, o ChildOptions) *Child {
 		copts.ProgressNotificationHandler = func(ctx context.Context, r *mcp.ProgressNotificationClientRequest) { o.OnProgress(ctx, r.Params) }
 	}
 	copts.ToolListChangedHandler = func(ctx context.Context, r *mcp.ToolListChangedRequest) { go c.refreshTools() }
-	c.client = mcp.NewClient(&mcp.Implementation{Name: "devbox-config-edge", Version: Version}, copts)
+	c.client = mcp.NewClient(&mcp.Implementation{Name: "devbox-config-edge", Version: o.Version}, copts)
 	return c
 }
 
@@ -235,7 +239,7 @@ func (c *Child) Relay(ctx context.Context, params json.RawMessage) (json.RawMess
 // Call is Relay for a call the edge builds or must read: params are
 // encoded and the result decoded.
 func (c *Child) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	b, err := encodeCallParams(p)
+	b, err := wire.EncodeCallParams(p)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", p.Name, err)
 	}
@@ -246,7 +250,7 @@ func (c *Child) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolR
 	if rpcErr != nil {
 		return nil, rpcErr
 	}
-	return decodeResult(raw)
+	return wire.DecodeResult(raw)
 }
 
 // Spawns is how many times the child was started (for tests and status).

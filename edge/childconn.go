@@ -19,11 +19,13 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/edge/wire"
 )
 
 // maxChildMessage bounds one line from the local palace server. Answers may
 // be larger than what an agent may send (a page of drawers), so the bound
-// is wider than MaxMessage; a longer line ends the connection (the child
+// is wider than wire.MaxMessage; a longer line ends the connection (the child
 // is restarted) rather than a call waiting for an answer that was dropped.
 const maxChildMessage = 64 << 20
 
@@ -94,7 +96,7 @@ func (c *childConn) readLoop(stdout io.Reader) {
 	for {
 		var line []byte
 		var tooLong bool
-		line, tooLong, err = readLine(br, maxChildMessage)
+		line, tooLong, err = wire.ReadLine(br, maxChildMessage)
 		if tooLong {
 			err = fmt.Errorf("the local palace server sent a message over %d MiB", maxChildMessage>>20)
 			break
@@ -173,7 +175,7 @@ func (c *childConn) start(id, method string, params json.RawMessage, fn func(lin
 	}
 	c.calls[id] = fn
 	c.mu.Unlock()
-	if err := c.write(append(request(id, method, params), '\n')); err != nil {
+	if err := c.write(append(wire.Request(id, method, params), '\n')); err != nil {
 		c.forget(id)
 		return err
 	}
@@ -184,29 +186,7 @@ func (c *childConn) start(id, method string, params json.RawMessage, fn func(lin
 // the child is told (notifications/cancelled).
 func (c *childConn) abandon(id, reason string) {
 	c.forget(id)
-	c.write(append(cancellation(id, reason), '\n'))
-}
-
-// request is a JSON-RPC request with a string id (the edge's own ids, to
-// the child and to the primary alike); params as they are, {} if empty.
-func request(id, method string, params json.RawMessage) []byte {
-	if len(params) == 0 {
-		params = json.RawMessage("{}")
-	}
-	msg := make([]byte, 0, len(params)+len(method)+64)
-	msg = append(msg, `{"jsonrpc":"2.0","id":"`...)
-	msg = append(msg, id...)
-	msg = append(msg, `","method":`...)
-	msg = strconv.AppendQuote(msg, method)
-	msg = append(msg, `,"params":`...)
-	msg = append(msg, params...)
-	return append(msg, '}')
-}
-
-// cancellation is notifications/cancelled for the call with id.
-func cancellation(id, reason string) []byte {
-	n, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": id, "reason": reason}})
-	return n
+	c.write(append(wire.Cancellation(id, reason), '\n'))
 }
 
 // call relays one request and waits for the child's answer line. When
@@ -243,25 +223,17 @@ func (c *childConn) toolCall(ctx context.Context, params json.RawMessage) (json.
 	if err != nil {
 		return nil, nil, err
 	}
-	return toolAnswer(line)
+	return childAnswer(line)
 }
 
-// toolAnswer splits a tools/call answer (valid JSON: the child's lines are
-// checked by route, the primary's by answerFor) into its result or the
-// JSON-RPC error it carries.
-func toolAnswer(line []byte) (json.RawMessage, *jsonrpc.Error, error) {
-	f := gjson.GetManyBytes(line, "result", "error")
-	if f[1].Exists() && f[1].Type != gjson.Null {
-		var rpcErr jsonrpc.Error
-		if err := json.Unmarshal([]byte(f[1].Raw), &rpcErr); err != nil {
-			return nil, nil, fmt.Errorf("the local palace server's error answer: %w", err)
-		}
-		return nil, &rpcErr, nil
+// childAnswer splits one of the child's answer lines (valid JSON: route
+// checks each) into its result or its JSON-RPC error.
+func childAnswer(line []byte) (json.RawMessage, *jsonrpc.Error, error) {
+	result, rpcErr, err := wire.SplitAnswer(line)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the local palace server: %w", err)
 	}
-	if !f[0].IsObject() {
-		return nil, nil, errors.New("the local palace server answered without a result")
-	}
-	return json.RawMessage(f[0].Raw), nil, nil
+	return result, rpcErr, nil
 }
 
 // sdkSide is what the SDK's IOTransport reads and writes.

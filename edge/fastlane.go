@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -17,6 +15,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/wire"
 )
 
 // fastLane answers the agent's tool calls beside the SDK's server session,
@@ -42,89 +43,6 @@ type fastLane struct {
 
 func newFastLane(ctx context.Context, e *Edge, out io.Writer) *fastLane {
 	return &fastLane{e: e, out: out, ctx: ctx, inflight: map[string]func(){}}
-}
-
-// protocolMetaKeys are the stateless protocol's per-call handshake: they
-// describe the agent's hop to the edge, not the call, so they are not
-// passed on (a stateless-capable child or primary would take the agent's
-// capabilities for the edge's).
-var protocolMetaKeys = [...]string{mcp.MetaKeyProtocolVersion, mcp.MetaKeyClientInfo, mcp.MetaKeyClientCapabilities, mcp.MetaKeyLogLevel}
-
-// stripProtocolMeta removes protocolMetaKeys from a call's params, and
-// _meta itself if nothing else is in it.
-func stripProtocolMeta(params []byte) []byte {
-	for _, k := range protocolMetaKeys {
-		path := "_meta." + strings.ReplaceAll(k, ".", `\.`)
-		if gjson.GetBytes(params, path).Exists() {
-			if out, err := sjson.DeleteBytes(params, path); err == nil {
-				params = out
-			}
-		}
-	}
-	if m := gjson.GetBytes(params, "_meta"); m.IsObject() && len(m.Map()) == 0 {
-		if out, err := sjson.DeleteBytes(params, "_meta"); err == nil {
-			params = out
-		}
-	}
-	return params
-}
-
-// forwardMeta is a call's _meta without protocolMetaKeys (the SDK path).
-func forwardMeta(m mcp.Meta) mcp.Meta {
-	if m == nil {
-		return nil
-	}
-	out := mcp.Meta{}
-	for k, v := range m {
-		out[k] = v
-	}
-	for _, k := range protocolMetaKeys {
-		delete(out, k)
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-// decodeParams decodes a call the edge must route (not a pure relay):
-// the name and the arguments' bytes picked out with gjson, _meta decoded
-// only when there is one.
-func decodeParams(params json.RawMessage) (*mcp.CallToolParams, error) {
-	if !gjson.ValidBytes(params) || !gjson.ParseBytes(params).IsObject() {
-		return nil, errors.New("params is not a JSON object")
-	}
-	f := gjson.GetManyBytes(params, "name", "arguments", "_meta")
-	if f[0].Exists() && f[0].Type != gjson.String {
-		return nil, errors.New("name is not a string")
-	}
-	p := &mcp.CallToolParams{Name: f[0].Str}
-	if f[1].Exists() {
-		p.Arguments = rawArgs(json.RawMessage(f[1].Raw))
-	} else {
-		p.Arguments = rawArgs(nil)
-	}
-	if f[2].Exists() && f[2].Type != gjson.Null {
-		if err := json.Unmarshal([]byte(f[2].Raw), &p.Meta); err != nil {
-			return nil, fmt.Errorf("_meta: %w", err)
-		}
-	}
-	return p, nil
-}
-
-// encodeCallParams encodes a call for the child or the primary. The usual
-// call (arguments as the agent sent them, no _meta) is written directly.
-func encodeCallParams(p *mcp.CallToolParams) ([]byte, error) {
-	if args, ok := p.Arguments.(json.RawMessage); ok && p.Meta == nil && len(args) > 0 {
-		name, err := json.Marshal(p.Name)
-		if err != nil {
-			return nil, err
-		}
-		b := make([]byte, 0, len(name)+len(args)+24)
-		b = append(append(append(b, `{"name":`...), name...), `,"arguments":`...)
-		return append(append(b, args...), '}'), nil
-	}
-	return json.Marshal(p)
 }
 
 // intercept reports whether the lane took the message (a line the guard
@@ -160,7 +78,7 @@ func (l *fastLane) intercept(line []byte) bool {
 		}
 		body := []byte(params.Raw)
 		if stateless {
-			body = stripProtocolMeta(body)
+			body = wire.StripProtocolMeta(body)
 		}
 		if l.relay(key, json.RawMessage(id.Raw), body, name, stateless) {
 			return true
@@ -303,14 +221,14 @@ func (l *fastLane) relayed(key string, id, params json.RawMessage, name string, 
 	var result json.RawMessage
 	var rpcErr *jsonrpc.Error
 	if err == nil {
-		result, rpcErr, err = toolAnswer(line)
+		result, rpcErr, err = childAnswer(line)
 	}
 	switch {
 	case rpcErr != nil:
 		l.respond(id, nil, rpcErr, stateless)
 	case err != nil:
 		// The child died with the call in flight: the answer serve gives.
-		result, err = encodeResult(localDown(err))
+		result, err = wire.EncodeResult(localDown(err))
 		l.respond(id, result, err, stateless)
 	case l.e.missingLocally(name, result):
 		// Ask the primary, off the reader's goroutine.
@@ -329,43 +247,43 @@ func (l *fastLane) relayed(key string, id, params json.RawMessage, name string, 
 // local-only tools, and get_drawer (the primary only for a drawer the local
 // palace lacks: missingLocally).
 func (e *Edge) childAnswers(name string) bool {
-	class := Route(name)
-	return e.cfg.PassThrough() || (class == LocalOnly || class == ByID) && !e.primaryOnlyTool(name)
+	route := catalogue.RouteOf(name)
+	return e.cfg.PassThrough() || (route.Local() || route == catalogue.ByID) && !e.primaryOnlyTool(name)
 }
 
 // missingLocally reports a get_drawer the local palace answered "not
 // found", which goes on to the primary.
 func (e *Edge) missingLocally(name string, result json.RawMessage) bool {
-	return !e.cfg.PassThrough() && Route(name) == ByID && bytes.Contains(result, []byte("Drawer not found"))
+	return !e.cfg.PassThrough() && catalogue.RouteOf(name) == catalogue.ByID && bytes.Contains(result, []byte("Drawer not found"))
 }
 
 // fromPrimaryByID answers a get_drawer missing locally (byIDMissing); the
 // local answer stands if either cannot be read.
 func (e *Edge) fromPrimaryByID(ctx context.Context, params, local json.RawMessage) (json.RawMessage, error) {
-	res, err := decodeResult(local)
-	p, perr := decodeParams(params)
+	res, err := wire.DecodeResult(local)
+	p, perr := wire.DecodeParams(params)
 	if err != nil || perr != nil {
 		return local, nil
 	}
-	return encodeResult(e.byIDMissing(ctx, p, res))
+	return wire.EncodeResult(e.byIDMissing(ctx, p, res))
 }
 
 // callTool answers one tool call in the lane: the result bytes, or the
 // JSON-RPC error to send.
 func (e *Edge) callTool(ctx context.Context, name string, params json.RawMessage) (json.RawMessage, error) {
 	if e.childAnswers(name) {
-		raw, rpcErr, err := e.child.Relay(ctx, params)
+		raw, rpcErr, err := e.localServer.Relay(ctx, params)
 		switch {
 		case rpcErr != nil:
 			return nil, rpcErr
 		case err != nil:
-			return encodeResult(localDown(err))
+			return wire.EncodeResult(localDown(err))
 		case e.missingLocally(name, raw):
 			return e.fromPrimaryByID(ctx, params, raw)
 		}
 		return raw, nil
 	}
-	p, err := decodeParams(params)
+	p, err := wire.DecodeParams(params)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 	}
@@ -373,38 +291,7 @@ func (e *Edge) callTool(ctx context.Context, name string, params json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	return encodeResult(res)
-}
-
-// encodeResult encodes a result as the SDK would (no HTML escaping). The
-// edge's own results (one text block, nothing else) are written directly.
-func encodeResult(res *mcp.CallToolResult) (json.RawMessage, error) {
-	if len(res.Content) == 1 && res.Meta == nil && res.StructuredContent == nil && res.InputRequests == nil && !res.NeedsInput() {
-		if tc, ok := res.Content[0].(*mcp.TextContent); ok && tc.Meta == nil && tc.Annotations == nil {
-			var buf bytes.Buffer
-			buf.Grow(len(tc.Text) + 64)
-			buf.WriteString(`{"content":[{"type":"text","text":`)
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			if err := enc.Encode(tc.Text); err != nil {
-				return nil, err
-			}
-			buf.Truncate(buf.Len() - 1) // Encode's newline
-			buf.WriteString(`}]`)
-			if res.IsError {
-				buf.WriteString(`,"isError":true`)
-			}
-			buf.WriteByte('}')
-			return buf.Bytes(), nil
-		}
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(res); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return wire.EncodeResult(res)
 }
 
 // statelessResult marks a result as the SDK does for the stateless
@@ -427,11 +314,4 @@ func (e *Edge) statelessResult(raw json.RawMessage) json.RawMessage {
 		}
 	}
 	return out
-}
-
-// listed reports whether the edge lists a tool (the SDK answers the rest).
-func (e *Edge) listed(name string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.registered[name]
 }

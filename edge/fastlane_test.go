@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/edge/wire"
 )
 
 // traced is one message the child received (FAKEPALACE_TRACE=1).
@@ -219,20 +221,20 @@ func TestChildGarbageLineIsSkipped(t *testing.T) {
 func TestProtocolMetaIsNotForwarded(t *testing.T) {
 	in := `{"name":"mempalace_status","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"x"},"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"debug","progressToken":7}}`
 	var got map[string]any
-	json.Unmarshal(stripProtocolMeta([]byte(in)), &got)
+	json.Unmarshal(wire.StripProtocolMeta([]byte(in)), &got)
 	if m := got["_meta"].(map[string]any); len(m) != 1 || m["progressToken"] != 7.0 || got["name"] != "mempalace_status" {
 		t.Fatalf("stripped params: %v", got)
 	}
 	only := `{"name":"mempalace_status","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`
-	if out := string(stripProtocolMeta([]byte(only))); strings.Contains(out, "_meta") {
+	if out := string(wire.StripProtocolMeta([]byte(only))); strings.Contains(out, "_meta") {
 		t.Fatalf("an emptied _meta was kept: %s", out)
 	}
 	var meta map[string]any
 	json.Unmarshal([]byte(gjson.Get(in, "_meta").Raw), &meta)
-	if fm := forwardMeta(meta); len(fm) != 1 || fm["progressToken"] != 7.0 {
+	if fm := wire.ForwardMeta(meta); len(fm) != 1 || fm["progressToken"] != 7.0 {
 		t.Fatalf("forwardMeta: %v", fm)
 	}
-	if fm := forwardMeta(map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28"}); fm != nil {
+	if fm := wire.ForwardMeta(map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28"}); fm != nil {
 		t.Fatalf("forwardMeta of protocol fields only: %v", fm)
 	}
 }

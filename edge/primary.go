@@ -15,6 +15,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/wire"
 )
 
 // ErrPrimaryDown is returned at once, without touching the network, while
@@ -59,6 +62,7 @@ type PrimaryOptions struct {
 	Timeout time.Duration
 	OnUp    func()                  // called when the breaker closes
 	OnTools func(tools []*mcp.Tool) // the primary's tool list after each connect
+	Version string                  // the edge's, reported to the primary
 }
 
 // NewPrimary prepares a supervisor for endpoint. token is called for every
@@ -73,7 +77,7 @@ func NewPrimary(endpoint string, token func() string, log *slog.Logger, o Primar
 		p.warm, next = w, w
 	}
 	p.httpc = &http.Client{Transport: &bearer{p: p, next: next}}
-	p.client = mcp.NewClient(&mcp.Implementation{Name: "devbox-config-edge", Version: Version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	p.client = mcp.NewClient(&mcp.Implementation{Name: "devbox-config-edge", Version: o.Version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	return p
 }
 
@@ -153,7 +157,7 @@ func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retr
 	if !p.Up() {
 		return nil, p.downErr()
 	}
-	if retry && IsRead(params.Name) {
+	if retry && catalogue.Reads(params.Name) {
 		ctx = withReplayable(ctx) // the warm transport may resend it
 	}
 	for attempt := 0; ; attempt++ {
@@ -184,7 +188,7 @@ func (p *Primary) callOn(ctx context.Context, s *mcp.ClientSession, params *mcp.
 	if !postable(s) {
 		return s.CallTool(ctx, params)
 	}
-	body, err := encodeCallParams(params)
+	body, err := wire.EncodeCallParams(params)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", params.Name, err)
 	}
@@ -192,7 +196,7 @@ func (p *Primary) callOn(ctx context.Context, s *mcp.ClientSession, params *mcp.
 	if err != nil {
 		return nil, err
 	}
-	return decodeResult(raw)
+	return wire.DecodeResult(raw)
 }
 
 // sessionFor returns the live session, connecting single-flight if needed.

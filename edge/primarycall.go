@@ -1,11 +1,9 @@
 package edge
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -13,9 +11,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/edge/wire"
 )
 
 // maxPrimaryAnswer bounds one answer read from the primary.
@@ -38,7 +36,7 @@ func postable(s *mcp.ClientSession) bool {
 // failure. A call given up (ctx) is cancelled on the primary, best effort.
 func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte) (json.RawMessage, error) {
 	id := relayPrefix + strconv.FormatUint(p.next.Add(1), 10)
-	resp, err := p.send(ctx, s, request(id, "tools/call", params))
+	resp, err := p.send(ctx, s, wire.Request(id, "tools/call", params))
 	if err != nil {
 		if ctx.Err() != nil {
 			go p.cancelOnPrimary(s, id, ctx.Err())
@@ -55,7 +53,7 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 		default:
 			// A JSON-RPC error in the body is the primary's answer.
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			if _, rpcErr, ok := answerFor(body, id); ok && rpcErr != nil {
+			if _, rpcErr, ok := wire.AnswerFor(body, id); ok && rpcErr != nil {
 				return nil, rpcErr
 			}
 		}
@@ -63,7 +61,7 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 	}
 	var answer []byte
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" {
-		answer, err = readEventAnswer(resp.Body, id)
+		answer, err = wire.ReadEventAnswer(resp.Body, id, maxPrimaryAnswer)
 	} else {
 		answer, err = io.ReadAll(io.LimitReader(resp.Body, maxPrimaryAnswer))
 	}
@@ -73,7 +71,7 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 		}
 		return nil, fmt.Errorf("tools/call: reading the primary's answer: %w", err)
 	}
-	result, rpcErr, ok := answerFor(answer, id)
+	result, rpcErr, ok := wire.AnswerFor(answer, id)
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("tools/call: the primary's answer is not a JSON-RPC response to it")
@@ -101,49 +99,8 @@ func (p *Primary) send(ctx context.Context, s *mcp.ClientSession, msg []byte) (*
 func (p *Primary) cancelOnPrimary(s *mcp.ClientSession, id string, why error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if resp, err := p.send(ctx, s, cancellation(id, why.Error())); err == nil {
+	if resp, err := p.send(ctx, s, wire.Cancellation(id, why.Error())); err == nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		resp.Body.Close()
 	}
-}
-
-// answerFor picks the result or error out of a JSON-RPC response to id
-// (false: not JSON, another id, or neither a result nor an error).
-func answerFor(b []byte, id string) (json.RawMessage, *jsonrpc.Error, bool) {
-	if !gjson.ValidBytes(b) || gjson.GetBytes(b, "id").String() != id {
-		return nil, nil, false
-	}
-	result, rpcErr, err := toolAnswer(b)
-	return result, rpcErr, err == nil
-}
-
-// readEventAnswer reads a POST's event stream until the response to id;
-// the primary's notifications and requests on the way are skipped (the
-// edge's primary session declares no capabilities and takes no progress).
-func readEventAnswer(r io.Reader, id string) ([]byte, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxPrimaryAnswer)
-	var data []byte
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) == 0: // the end of an event
-			if len(data) > 0 && gjson.GetBytes(data, "id").String() == id {
-				return data, nil
-			}
-			data = data[:0]
-		case bytes.HasPrefix(line, []byte("data:")):
-			if len(data) > 0 {
-				data = append(data, '\n')
-			}
-			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
-		}
-	}
-	if len(data) > 0 && gjson.GetBytes(data, "id").String() == id {
-		return data, nil
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return nil, errors.New("the primary's event stream ended without an answer")
 }

@@ -3,6 +3,8 @@ package edge
 import (
 	"strings"
 	"testing"
+
+	"github.com/joakimp/devbox-config/edge/wire"
 )
 
 // A primary that answers a POST with an event stream may send its own
@@ -14,15 +16,15 @@ func TestReadEventAnswer(t *testing.T) {
 		": a comment\n" +
 		"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"edge-3\",\n" +
 		"data: \"result\":{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}}\n\n"
-	b, err := readEventAnswer(strings.NewReader(stream), "edge-3")
+	b, err := wire.ReadEventAnswer(strings.NewReader(stream), "edge-3", 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, rpcErr, ok := answerFor(b, "edge-3")
+	res, rpcErr, ok := wire.AnswerFor(b, "edge-3")
 	if !ok || rpcErr != nil || !strings.Contains(string(res), `"text":"ok"`) {
 		t.Fatalf("answer %s: %s %v %v", b, res, rpcErr, ok)
 	}
-	if _, err := readEventAnswer(strings.NewReader("data: {\"jsonrpc\":\"2.0\",\"id\":\"edge-2\",\"result\":{}}\n\n"), "edge-3"); err == nil {
+	if _, err := wire.ReadEventAnswer(strings.NewReader("data: {\"jsonrpc\":\"2.0\",\"id\":\"edge-2\",\"result\":{}}\n\n"), "edge-3", 1<<20); err == nil {
 		t.Fatal("a stream without the answer gave no error")
 	}
 }
@@ -39,7 +41,7 @@ func TestAnswerFor(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":"edge-1"}`, false, false},             // neither
 		{`not json`, false, false},
 	} {
-		_, rpcErr, ok := answerFor([]byte(c.body), "edge-1")
+		_, rpcErr, ok := wire.AnswerFor([]byte(c.body), "edge-1")
 		if ok != c.ok || (rpcErr != nil) != c.isError {
 			t.Errorf("%s: ok=%v error=%v", c.body, ok, rpcErr)
 		}

@@ -1,6 +1,12 @@
 package edge
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/ladder"
+)
 
 // RFC 001 §7.3.4/§7.3.5: the edge stamps added_by = "<agent>/<label>/<device>"
 // on writes bound for the primary, and nothing at all without a device —
@@ -20,7 +26,7 @@ func TestProvenanceRows(t *testing.T) {
 		e := &Edge{cfg: Config{Agent: c.agent, OriginDevice: c.device, OriginLabel: c.label}, policy: &Policy{Version: 1, Wings: map[string]Rule{}}}
 		for _, tool := range []string{"add_drawer", "checkpoint"} {
 			args := map[string]any{"wing": "w", "room": "r", "content": "x", "items": []any{map[string]any{"wing": "w", "room": "r", "content": "x"}}}
-			out, _, ok := e.replicable(tool, args, "")
+			out, ok := replicableArgs(e, tool, args)
 			if !ok {
 				t.Fatalf("%s not replicated", tool)
 			}
@@ -32,11 +38,20 @@ func TestProvenanceRows(t *testing.T) {
 			}
 		}
 		// Nothing else carries a device.
-		out, _, _ := e.replicable("diary_write", map[string]any{"agent_name": "pi", "entry": "e"}, "")
+		out, _ := replicableArgs(e, "diary_write", map[string]any{"agent_name": "pi", "entry": "e"})
 		if _, ok := out["added_by"]; ok || out["agent_name"] != "pi" {
 			t.Errorf("diary_write stamped: %v", out)
 		}
 	}
+}
+
+// replicableArgs is the payload replicable queues for a call, decoded.
+func replicableArgs(e *Edge, tool string, args map[string]any) (map[string]any, bool) {
+	rec, _ := catalogue.Lookup(tool)
+	b, _, ok := e.replicable(rec, nil, args, "")
+	var out map[string]any
+	json.Unmarshal(b, &out)
+	return out, ok
 }
 
 func TestPolicy(t *testing.T) {
@@ -72,5 +87,45 @@ func TestPolicy(t *testing.T) {
 		if _, err := LoadPolicy(dir); err == nil || !contains(err.Error(), field) || !contains(err.Error(), PolicyFile) {
 			t.Errorf("%s: error %v does not name the file and %s", body, err, field)
 		}
+	}
+}
+
+// RFC 001 §7.3.5 fails closed: an origin device the ladder (and so render)
+// rejects is never stamped by the edge, which reads the environment only
+// through the ladder.
+func TestRejectedOriginDeviceStampsNothing(t *testing.T) {
+	env := map[string]string{
+		"MEMPALACE_REMOTE_URL": "https://palace.example/mcp", "MEMPALACE_EDGE": "1",
+		"MEMPALACE_ORIGIN_DEVICE": "my laptop/1", "MEMPALACE_ORIGIN_LABEL": "lab", "MEMPALACE_AGENT_NAME": "opencode",
+		"MEMPALACE_PALACE_PATH": t.TempDir(),
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	s, warns, err := ladder.ResolveEdge(lookup, func(string) (string, error) { return "/bin/true", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := false
+	for _, w := range warns {
+		warned = warned || w.Var == ladder.EnvOriginDevice
+	}
+	if !warned {
+		t.Errorf("no warning about %s: %v", ladder.EnvOriginDevice, warns)
+	}
+	e := &Edge{cfg: ConfigFrom(s, ladder.TokenSource(lookup), nil, "test", nil), policy: &Policy{Version: 1, Wings: map[string]Rule{}}}
+	for _, tool := range []string{"add_drawer", "checkpoint"} {
+		out, ok := replicableArgs(e, tool, map[string]any{"wing": "w", "room": "r", "content": "x", "items": []any{map[string]any{"wing": "w", "room": "r", "content": "x"}}})
+		if !ok {
+			t.Fatalf("%s not replicated", tool)
+		}
+		if v, stamped := out["added_by"]; stamped {
+			t.Errorf("%s: stamped added_by=%v from an origin device the ladder rejected", tool, v)
+		}
+	}
+	// The same variables with a valid device do stamp (the test can fail).
+	env["MEMPALACE_ORIGIN_DEVICE"] = "7f3a9c2e1b04"
+	s, _, _ = ladder.ResolveEdge(lookup, func(string) (string, error) { return "/bin/true", nil })
+	e.cfg = ConfigFrom(s, nil, nil, "test", nil)
+	if out, _ := replicableArgs(e, "add_drawer", map[string]any{"wing": "w", "room": "r", "content": "x"}); out["added_by"] != "opencode/lab/7f3a9c2e1b04" {
+		t.Errorf("valid device: added_by %v", out["added_by"])
 	}
 }

@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/wire"
 )
 
 // decodeResult reads every result as the SDK's decoder does: MemPalace's
@@ -24,7 +27,7 @@ func TestDecodeResultMatchesTheSDK(t *testing.T) {
 		`{"content":[{"type":"text","text":"x"}],"structuredContent":{"a":1}}`,
 		`{"content":[{"type":"text","text":"x","_meta":{"a":1}}]}`,
 	} {
-		got, err := decodeResult(json.RawMessage(raw))
+		got, err := wire.DecodeResult(json.RawMessage(raw))
 		if err != nil {
 			t.Errorf("%s: %v", raw, err)
 			continue
@@ -40,7 +43,7 @@ func TestDecodeResultMatchesTheSDK(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`{"content":[{"type":"text","text":"x"}]`, `[1]`, `{"content":"x"}`, `{"content":[{"type":"text","text":1}]}`} {
-		got, err := decodeResult(json.RawMessage(bad))
+		got, err := wire.DecodeResult(json.RawMessage(bad))
 		var want mcp.CallToolResult
 		if werr := json.Unmarshal([]byte(bad), &want); (err == nil) != (werr == nil) {
 			g, _ := json.Marshal(got)
@@ -60,11 +63,11 @@ func TestCallParamsRoundTrip(t *testing.T) {
 		`{"name":"x","arguments":{"a":[1,{"b":null}]},"_meta":{"progressToken":"p1"}}`,
 		`{"_meta":null,"name":"x","arguments":{}}`,
 	} {
-		p, err := decodeParams(json.RawMessage(in))
+		p, err := wire.DecodeParams(json.RawMessage(in))
 		if err != nil {
 			t.Fatalf("%s: %v", in, err)
 		}
-		out, err := encodeCallParams(p)
+		out, err := wire.EncodeCallParams(p)
 		if err != nil {
 			t.Fatalf("%s: %v", in, err)
 		}
@@ -87,7 +90,7 @@ func TestCallParamsRoundTrip(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`{"name":5}`, `[1]`, `{"name":"x"`, `{"name":"x","_meta":[1]}`} {
-		if p, err := decodeParams(json.RawMessage(bad)); err == nil {
+		if p, err := wire.DecodeParams(json.RawMessage(bad)); err == nil {
 			t.Errorf("%s accepted: %+v", bad, p)
 		}
 	}
@@ -102,8 +105,8 @@ func TestOnlyReadsAreMarkedSafeToResend(t *testing.T) {
 		"mempalace_add_drawer": false, "mempalace_diary_write": false, "mempalace_kg_add": false, "mempalace_event_append": false, "mempalace_event_ack": false,
 		"mempalace_sync": false, "mempalace_delete_drawer": false, "mempalace_tool_from_a_newer_primary": false,
 	} {
-		if got := IsRead(tool); got != want {
-			t.Errorf("IsRead(%s) = %v, want %v", tool, got, want)
+		if got := catalogue.Reads(tool); got != want {
+			t.Errorf("Reads(%s) = %v, want %v", tool, got, want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -19,19 +20,21 @@ import (
 
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/ladder"
 )
 
-func edgeLogger(stderr io.Writer) *slog.Logger {
-	level := slog.LevelInfo
-	switch strings.ToLower(strings.TrimSpace(os.Getenv("MEMPALACE_EDGE_LOG"))) {
-	case "debug":
-		level = slog.LevelDebug
-	case "warn", "warning":
-		level = slog.LevelWarn
-	case "error":
-		level = slog.LevelError
+// edgeConfig reads the edge's settings through the ladder (the one reader
+// of MEMPALACE_*) and logs its warnings once.
+func edgeConfig(stderr io.Writer) (edge.Config, *slog.Logger, error) {
+	s, warns, err := ladder.ResolveEdge(os.LookupEnv, exec.LookPath)
+	log := newLogger(stderr, s.LogLevel).With("component", "edge")
+	if err != nil {
+		return edge.Config{}, log, usageError("%v", err)
 	}
-	return newLogger(stderr, level).With("component", "edge")
+	for _, w := range warns {
+		log.Warn(w.Message, "var", w.Var)
+	}
+	return edge.ConfigFrom(s, ladder.TokenSource(os.LookupEnv), ladder.ChildEnviron(os.Environ()), version, log), log, nil
 }
 
 func newEdgeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -50,12 +53,9 @@ is a transparent pass-through to the child that creates no file and opens no
 socket.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			log := edgeLogger(stderr)
-			edge.Version = version
-
-			cfg, err := edge.ConfigFromEnv(os.Getenv, log)
+			cfg, _, err := edgeConfig(stderr)
 			if err != nil {
-				return usageError("%v", err)
+				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
@@ -74,10 +74,10 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-func openOutbox() (*outbox.Store, edge.Config, error) {
-	cfg, err := edge.ConfigFromEnv(os.Getenv, slog.New(slog.DiscardHandler))
+func openOutbox(logTo io.Writer) (*outbox.Store, edge.Config, error) {
+	cfg, _, err := edgeConfig(logTo)
 	if err != nil {
-		return nil, cfg, usageError("%v", err)
+		return nil, cfg, err
 	}
 	path := filepath.Join(cfg.StateDir(), outbox.FileName)
 	if _, err := os.Stat(path); err != nil {
@@ -97,7 +97,7 @@ func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
 		Short: "Show the outbox (queue depth by state, oldest queued, last flush and error), primary reachability and embedder state",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, cfg, err := openOutbox()
+			s, cfg, err := openOutbox(io.Discard)
 			if err != nil {
 				return err
 			}
@@ -174,7 +174,7 @@ func newEdgeOutboxCmd(stdout io.Writer) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List queued, inflight and dead ops (--all: done ones too)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, _, err := openOutbox()
+			s, _, err := openOutbox(io.Discard)
 			if err != nil {
 				return err
 			}
@@ -206,7 +206,7 @@ func newEdgeOutboxCmd(stdout io.Writer) *cobra.Command {
 		return &cobra.Command{
 			Use: use + " ID", Short: short, Args: cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				s, _, err := openOutbox()
+				s, _, err := openOutbox(io.Discard)
 				if err != nil {
 					return err
 				}
@@ -246,7 +246,7 @@ func newEdgeFlushCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Send every queued write to the primary now and exit (e.g. before a laptop goes offline)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, cfg, err := openOutbox()
+			s, cfg, err := openOutbox(stderr)
 			if err != nil {
 				return err
 			}
@@ -256,8 +256,8 @@ func newEdgeFlushCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			log := edgeLogger(stderr)
-			p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, log, edge.PrimaryOptions{Timeout: cfg.CallTimeout})
+			log := cfg.Log
+			p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, log, edge.PrimaryOptions{Timeout: cfg.CallTimeout, Version: version})
 			defer p.Close()
 			sent, err := (&outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: log}).Drain(ctx)
 			st, _ := s.Stats(ctx)

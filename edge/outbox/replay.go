@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // send replays one op with the knowledge of what is safe to repeat for its
@@ -26,10 +28,9 @@ func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool
 	if err != nil {
 		return nil, err
 	}
-	tool := strings.TrimPrefix(op.Tool, "mempalace_")
-	call := func(t string, x map[string]any) (map[string]any, error) { return f.P.Call(ctx, "mempalace_"+t, x) }
-	switch tool {
-	case "kg_add":
+	rec, _ := catalogue.Lookup(op.Tool)
+	switch rec.Replay {
+	case catalogue.FactAdd:
 		if str(a, "valid_to") != "" {
 			found, err := f.factExists(ctx, a, str(a, "object"), str(a, "valid_from"), str(a, "valid_to"))
 			if err != nil {
@@ -39,45 +40,37 @@ func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool
 				return map[string]any{"success": true, "skipped": "an identical closed fact is already on the primary"}, nil
 			}
 		}
-	case "kg_invalidate", "kg_supersede":
+	case catalogue.FactClose:
 		if ambiguous {
-			if landed, err := f.closedAlready(ctx, tool, a); err != nil {
+			if landed, err := f.closedAlready(ctx, rec.Name, a); err != nil {
 				return nil, err
 			} else if landed {
 				return map[string]any{"success": true, "skipped": "confirmed on the primary"}, nil
 			}
 		}
-		res, err := call(tool, a)
+		res, err := f.P.Call(ctx, op.Tool, a)
 		if err == nil && res["success"] == false && strings.Contains(strings.ToLower(fmt.Sprint(res["error"])), "no open fact") {
-			if landed, cerr := f.closedAlready(ctx, tool, a); cerr == nil && landed {
+			if landed, cerr := f.closedAlready(ctx, rec.Name, a); cerr == nil && landed {
 				return map[string]any{"success": true, "skipped": "nothing open to close; confirmed closed on the primary"}, nil
 			}
 		}
 		return res, err
-	case "diary_write":
-		wing := str(a, "wing")
-		if wing == "" {
-			wing = "wing_" + strings.ToLower(str(a, "agent_name"))
-		}
-		entry := str(a, "entry")
-		if entry == "" {
-			entry = str(a, "content")
-		}
-		suffixes, err := f.diarySuffixes(ctx, run, wing)
+	case catalogue.DiarySuffix:
+		suffixes, err := f.diarySuffixes(ctx, run, catalogue.DiaryWingFor(a))
 		if err != nil {
 			return nil, err
 		}
-		sum := sha256.Sum256([]byte(entry))
+		sum := sha256.Sum256([]byte(catalogue.DiaryEntry(a)))
 		sfx := hex.EncodeToString(sum[:])[:12]
 		if suffixes[sfx] {
 			return map[string]any{"success": true, "skipped": "this diary entry is already on the primary"}, nil
 		}
-		res, err := call(tool, a)
+		res, err := f.P.Call(ctx, op.Tool, a)
 		if err == nil && res["success"] != false {
 			suffixes[sfx] = true
 		}
 		return res, err
-	case "event_append", "patch_submit", "task_create":
+	case catalogue.EventLookup:
 		if ambiguous {
 			if ev, err := f.findStamped(ctx, op, a); err != nil {
 				return nil, err
@@ -85,7 +78,7 @@ func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool
 				return map[string]any{"success": true, "event": ev, "recovered": "found on the primary by edge_op_id"}, nil
 			}
 		}
-	case "event_ack":
+	case catalogue.AckLookup:
 		if ambiguous {
 			if ev, err := f.findAck(ctx, op, a); err != nil {
 				return nil, err
@@ -94,7 +87,7 @@ func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool
 			}
 		}
 	}
-	return call(tool, a)
+	return f.P.Call(ctx, op.Tool, a)
 }
 
 func str(m map[string]any, k string) string {

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // State of an op.
@@ -138,12 +140,6 @@ func (s *Store) Close() error {
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
-// contentDeduped are the tools whose identical queued copies are one op:
-// content-addressed writes, order-independent. Every other op is unique by
-// its op_id (an identical event, a later identical update or fact are
-// real, ordered changes).
-var contentDeduped = map[string]bool{"mempalace_add_drawer": true, "mempalace_checkpoint": true}
-
 // Enqueue adds a write. The op_id is sha256(origin_device, local_seq,
 // tool, canonical payload); local_seq is allocated under SQLite's write
 // lock, so it stays monotonic across every process sharing the palace.
@@ -161,7 +157,7 @@ func (s *Store) Enqueue(ctx context.Context, tool string, payload json.RawMessag
 	}
 	defer tx.Rollback()
 	dedupe := ""
-	if contentDeduped[tool] {
+	if rec, _ := catalogue.Lookup(tool); rec.Replay == catalogue.ServerDeduped {
 		dedupe = "content:" + hash(tool, string(canon))
 		var existing int64
 		if err := tx.QueryRowContext(ctx, `SELECT local_seq FROM ops WHERE dedupe_key=? AND state IN ('queued','inflight')`, dedupe).Scan(&existing); err == nil {
@@ -179,7 +175,7 @@ func (s *Store) Enqueue(ctx context.Context, tool string, payload json.RawMessag
 		dedupe = "op:" + opID
 	}
 	stored := canon
-	if needsOpStamp(tool) {
+	if rec, _ := catalogue.Lookup(tool); rec.OpStamp {
 		if stored, err = stampOpID(canon, opID); err != nil {
 			return Op{}, err
 		}
@@ -465,16 +461,6 @@ func hash(parts ...string) string {
 		fmt.Fprintf(h, "%d:%s", len(p), p)
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// needsOpStamp are the appends with no idempotency on the primary (RFC 003
-// §7.1): they carry their op_id so a lost answer can be looked up.
-func needsOpStamp(tool string) bool {
-	switch strings.TrimPrefix(tool, "mempalace_") {
-	case "event_append", "patch_submit", "artifact_put", "task_create":
-		return true
-	}
-	return false
 }
 
 func stampOpID(canon []byte, opID string) ([]byte, error) {

@@ -1,4 +1,4 @@
-package edge
+package wire
 
 import (
 	"bufio"
@@ -12,22 +12,22 @@ import (
 // MaxMessage is the largest agent message accepted (MemPalace's 16 MiB).
 const MaxMessage = 16 << 20
 
-// syncWriter makes each Write atomic, so the guard's error replies never
+// SyncWriter makes each Write atomic, so the guard's error replies never
 // interleave with the SDK's messages (which it writes one per Write).
-type syncWriter struct {
+type SyncWriter struct {
 	mu sync.Mutex
-	w  io.WriteCloser
+	W  io.WriteCloser
 }
 
-func (s *syncWriter) Write(p []byte) (int, error) {
+func (s *SyncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.w.Write(p)
+	return s.W.Write(p)
 }
 
-func (s *syncWriter) Close() error { return s.w.Close() }
+func (s *SyncWriter) Close() error { return s.W.Close() }
 
-// guardInput stands between the agent and the SDK, whose stdio session
+// GuardInput stands between the agent and the SDK, whose stdio session
 // ends on the first line that is not JSON. Each line is checked: not JSON
 // gets -32700, a batch or non-object -32600, a line over MaxMessage
 // -32600 "Request too large" (its bytes are skipped, not buffered); only
@@ -36,7 +36,7 @@ func (s *syncWriter) Close() error { return s.w.Close() }
 //
 // intercept (may be nil) sees each checked line first; when it takes one,
 // the SDK never sees it (the fast lane).
-func guardInput(in io.Reader, out io.Writer, log *slog.Logger, intercept func([]byte) bool) io.ReadCloser {
+func GuardInput(in io.Reader, out io.Writer, log *slog.Logger, intercept func([]byte) bool) io.ReadCloser {
 	return &guard{br: bufio.NewReaderSize(in, 64<<10), out: out, log: log, intercept: intercept}
 }
 
@@ -59,7 +59,7 @@ func (g *guard) Read(p []byte) (int, error) {
 		if g.err != nil {
 			return 0, g.err
 		}
-		line, tooLong, err := readLine(g.br, MaxMessage)
+		line, tooLong, err := ReadLine(g.br, MaxMessage)
 		switch t := bytes.TrimSpace(line); {
 		case tooLong:
 			g.log.Warn("agent message over 16 MiB refused")
@@ -85,9 +85,9 @@ func (g *guard) Read(p []byte) (int, error) {
 
 func (g *guard) Close() error { return nil }
 
-// readLine reads one newline-terminated line of at most max bytes; a longer
+// ReadLine reads one newline-terminated line of at most max bytes; a longer
 // line is consumed and dropped (tooLong).
-func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+func ReadLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
 	for {
 		chunk, isPrefix, err := br.ReadLine()
 		if !tooLong {

@@ -50,7 +50,7 @@ func (e *Edge) mergedRead(ctx context.Context, p *mcp.CallToolParams) (*mcp.Call
 	lc := make(chan out, 1)
 	startLocal := sync.OnceFunc(func() {
 		go func() {
-			r, err := e.child.Call(ctx, p)
+			r, err := e.localServer.Call(ctx, p)
 			lc <- out{r, err}
 		}()
 	})

@@ -1,0 +1,26 @@
+// Package edge is `devbox-config edge`: the harness's MCP server in edge
+// mode (RFC 001 Phase 2). A local-first proxy: the local palace (a child
+// mempalace-mcp) is always written, replicated writes go through a durable
+// outbox to the primary, reads merge both, and with the primary down it
+// degrades instead of failing. Tools never vanish.
+//
+// Its parts, one file each:
+//
+//	edge.go          lifecycle: New, Serve, start-up of the edge-mode parts
+//	config.go        Config, built from the ladder's reading of the env
+//	registry.go      the tools the agent sees, and their cache file
+//	router.go        one tool call -> its catalogue route (local, primary,
+//	                 merged, by id, queued), behind two small interfaces
+//	mergedread.go    reads asked of both palaces and merged
+//	replicate.go     writes: local first, then the outbox
+//	provenance.go    added_by = "<agent>/<label>/<device>"
+//	fastlane.go      tool calls answered beside the SDK's session
+//	child.go         the local palace server's supervisor (childconn.go: its pipe)
+//	primary.go       the primary's client and breaker (primarycall.go: one call,
+//	                 warmtransport.go: the connection kept ready)
+//	policy.go        policy.json: which wings replicate
+//	result.go        results the edge builds and annotates
+//
+// The JSON-RPC wire code lives in edge/wire, durability in edge/outbox,
+// and what each MemPalace tool is in the catalogue package.
+package edge

@@ -1,0 +1,140 @@
+package edge
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// addTools registers tools; fromPrimary marks the primary's list (only
+// the tools the child lacks are added from it). Tools are never removed:
+// the list an agent saw stays the same, online or offline.
+func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
+	e.regMu.Lock()
+	defer e.regMu.Unlock()
+	e.mu.Lock()
+	var add []*mcp.Tool
+	for _, t := range tools {
+		if fromPrimary {
+			e.primaryTools[t.Name] = t
+		} else {
+			e.childTools[t.Name] = t
+		}
+	}
+	for _, t := range tools {
+		if !e.registered[t.Name] {
+			if st := sanitizeTool(t); st != nil {
+				e.registered[t.Name] = true
+				add = append(add, st)
+			} else {
+				e.log.Warn("tool skipped: its input schema is not an object schema", "tool", t.Name)
+			}
+		}
+	}
+	e.mu.Unlock()
+	for _, t := range add {
+		e.server.AddTool(t, e.handler)
+	}
+	e.mu.Lock()
+	if !fromPrimary {
+		e.childListed = true // only now: its tools are registered
+	}
+	childKnown, primaryKnown := e.childListed, len(e.primaryTools) > 0
+	e.mu.Unlock()
+	if childKnown && (primaryKnown || e.cfg.PassThrough()) {
+		e.markToolsReady()
+	}
+	if !e.cfg.PassThrough() && childKnown {
+		// Only a full view is cached: a cache written before the child's
+		// list was in would make every tool look primary-only next time,
+		// and writes would skip the local palace.
+		e.saveToolCache()
+	}
+}
+
+// sanitizeTool guards go-sdk's AddTool, which panics on a schema without
+// "type":"object".
+func sanitizeTool(t *mcp.Tool) *mcp.Tool {
+	c := *t
+	switch s := t.InputSchema.(type) {
+	case nil:
+		c.InputSchema = map[string]any{"type": "object"}
+	case map[string]any:
+		if s["type"] == nil {
+			m := map[string]any{}
+			for k, v := range s {
+				m[k] = v
+			}
+			m["type"] = "object"
+			c.InputSchema = m
+		} else if s["type"] != "object" {
+			return nil
+		}
+	}
+	return &c
+}
+
+type toolCache struct {
+	Child   []*mcp.Tool `json:"child"`
+	Primary []*mcp.Tool `json:"primary"`
+}
+
+const toolCacheFile = "tools.json"
+
+// loadToolCache registers the tools last seen, so the list is there at
+// once, offline too, before the child or the primary answer.
+func (e *Edge) loadToolCache() {
+	b, err := os.ReadFile(filepath.Join(e.cfg.StateDir(), toolCacheFile))
+	if err != nil {
+		return
+	}
+	var c toolCache
+	if json.Unmarshal(b, &c) != nil {
+		return
+	}
+	e.addTools(c.Primary, true)
+	if len(c.Child) > 0 {
+		e.addTools(c.Child, false)
+	}
+}
+
+func (e *Edge) saveToolCache() {
+	e.mu.Lock()
+	var c toolCache
+	for name, t := range e.primaryTools {
+		if e.childTools[name] == nil {
+			c.Primary = append(c.Primary, t)
+		}
+	}
+	for _, t := range e.childTools {
+		c.Child = append(c.Child, t)
+	}
+	e.mu.Unlock()
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return
+	}
+	tmp := filepath.Join(e.cfg.StateDir(), "."+toolCacheFile+".tmp")
+	if os.WriteFile(tmp, b, 0o600) == nil {
+		os.Rename(tmp, filepath.Join(e.cfg.StateDir(), toolCacheFile))
+	}
+}
+
+// primaryOnlyTool reports a tool the primary has and the local palace
+// does not (a newer primary). Until the child's list is known, no tool is
+// judged primary-only.
+func (e *Edge) primaryOnlyTool(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, onPrimary := e.primaryTools[name]
+	return onPrimary && e.childListed && e.childTools[name] == nil
+}
+
+// listed reports whether the edge lists a tool (the SDK answers the rest).
+func (e *Edge) listed(name string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.registered[name]
+}

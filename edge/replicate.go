@@ -1,0 +1,217 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// write: local first, the agent gets the local result; a successful write
+// to a replicated wing is enqueued for the primary, under the exact name
+// the agent called it by.
+func (e *Edge) write(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	rec, _ := catalogue.Lookup(p.Name)
+	args := argsMap(p.Arguments)
+	var oldWing string
+	if rec.Wings == catalogue.DrawerWing {
+		oldWing = e.localWing(ctx, fmt.Sprint(args["drawer_id"]))
+	}
+	res, err := e.local(ctx, p)
+	if err != nil || res == nil || res.IsError {
+		return res, err
+	}
+	m := resultJSON(res)
+	if m != nil && (m["success"] == false || m["error"] != nil) {
+		return res, nil // the local palace refused it: nothing to replicate
+	}
+	payload, wing, replicate := e.replicable(rec, p.Arguments, args, oldWing)
+	if e.polErr != nil {
+		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: policy unreadable: %v", e.polErr)}, false), nil
+	}
+	if !replicate {
+		return annotate(res, map[string]any{"replication": "local only (policy)"}, false), nil
+	}
+	if e.outbox == nil {
+		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: outbox unavailable: %v", e.obErr)}, false), nil
+	}
+	op, err := e.outbox.Enqueue(ctx, p.Name, payload, wing)
+	if err != nil {
+		e.log.Error("outbox write failed; the local write stands but is not replicated", "tool", p.Name, "err", err)
+		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: %v", err)}, false), nil
+	}
+	return annotate(res, map[string]any{"replication": "queued", "op_id": op.ID[:16]}, false), nil
+}
+
+// localWing finds the wing of a drawer in the local palace.
+func (e *Edge) localWing(ctx context.Context, id string) string {
+	b, _ := json.Marshal(map[string]any{"drawer_id": id})
+	res, err := e.localServer.Call(ctx, &mcp.CallToolParams{Name: "mempalace_get_drawer", Arguments: json.RawMessage(b)})
+	if err != nil {
+		return ""
+	}
+	m := resultJSON(res)
+	if m == nil {
+		return ""
+	}
+	w, _ := m["wing"].(string)
+	return w
+}
+
+// replicable decides what (if anything) goes to the outbox for a write:
+// the payload, its wing, and whether the policy replicates it. The payload
+// is the agent's arguments as sent (raw), except where the edge must
+// change them: provenance stamped on a tool that takes added_by, and a
+// checkpoint cut to its replicated items and diary.
+func (e *Edge) replicable(rec catalogue.Tool, raw any, args map[string]any, oldWing string) (json.RawMessage, string, bool) {
+	if rec.Wings == catalogue.KnowledgeGraph {
+		return rawPayload(raw, args), "", e.policy.KGReplicated()
+	}
+	if rec.Wings == catalogue.CheckpointWings {
+		return e.replicableCheckpoint(args)
+	}
+	wings := rec.WingsOf(args, oldWing)
+	if rec.Wings == catalogue.NoWing {
+		wings = []string{fmt.Sprint(args["wing"])} // a tool the catalogue does not know: its own "wing", if any
+		if _, ok := args["wing"].(string); !ok {
+			wings = nil
+		}
+	}
+	wing := ""
+	for _, w := range wings {
+		if w != "" {
+			wing = w
+			break
+		}
+	}
+	if wing != "" && !e.policy.Replicated(wing) {
+		return nil, wing, false
+	}
+	if e.stamps(rec) {
+		out := maps.Clone(args)
+		e.stamp(out)
+		b, _ := json.Marshal(out)
+		return b, wing, true
+	}
+	return rawPayload(raw, args), wing, true
+}
+
+// replicableCheckpoint keeps a checkpoint's items in replicated wings and
+// its diary if the diary's wing replicates; nothing left, nothing queued.
+func (e *Edge) replicableCheckpoint(args map[string]any) (json.RawMessage, string, bool) {
+	out := maps.Clone(args)
+	items, _ := args["items"].([]any)
+	keep := []any{}
+	for _, it := range items {
+		im, _ := it.(map[string]any)
+		if w, _ := im["wing"].(string); e.policy.Replicated(w) {
+			keep = append(keep, it)
+		}
+	}
+	diaryOK := false
+	if d, ok := args["diary"].(map[string]any); ok {
+		diaryOK = e.policy.Replicated(catalogue.DiaryWingFor(d))
+		if !diaryOK {
+			delete(out, "diary")
+		}
+	}
+	if len(keep) == 0 && !diaryOK {
+		return nil, "", false
+	}
+	out["items"] = keep
+	e.stamp(out)
+	b, _ := json.Marshal(out)
+	return b, "", true
+}
+
+// rawPayload is the agent's arguments exactly as sent (numbers and key
+// order untouched), else their re-encoding.
+func rawPayload(raw any, args map[string]any) json.RawMessage {
+	if b, ok := raw.(json.RawMessage); ok && len(b) > 0 {
+		return b
+	}
+	b, _ := json.Marshal(args)
+	return b
+}
+
+// coordinationWrite: durable through the outbox and sent at once; the agent
+// gets the primary's own answer (its event id), or "queued" when the
+// primary cannot be reached in time.
+func (e *Edge) coordinationWrite(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	if e.outbox == nil {
+		return e.primaryOnly(ctx, p, "the outbox is unavailable, sent directly")
+	}
+	op, err := e.outbox.Enqueue(ctx, p.Name, p.Arguments.(json.RawMessage), "")
+	if err != nil {
+		e.log.Error("outbox write failed; sending directly", "tool", p.Name, "err", err)
+		return e.primaryOnly(ctx, p, "the outbox failed, sent directly")
+	}
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
+	defer cancel()
+	done, _ := e.outbox.Wait(wctx, op.ID)
+	switch done.State {
+	case outbox.Done:
+		var m map[string]any
+		json.Unmarshal(done.Result, &m)
+		return jsonResult(m, false), nil
+	case outbox.Dead:
+		return errorResult(fmt.Sprintf("the primary refused this write: %s", done.Error), map[string]any{"op_id": op.ID[:16]}), nil
+	}
+	return jsonResult(map[string]any{
+		"success": true, "queued": true, "op_id": op.ID[:16],
+		"message": "the primary is unreachable; the write is queued durably and will be sent once, in order, when it is back",
+		"edge":    map[string]any{"primary": e.remote.State(), "degraded": true},
+	}, false), nil
+}
+
+func argsMap(a any) map[string]any {
+	var m map[string]any
+	switch x := a.(type) {
+	case json.RawMessage:
+		json.Unmarshal(x, &m)
+	case map[string]any:
+		m = x
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	return m
+}
+
+// primaryAdapter lets the outbox send through the supervisor.
+type primaryAdapter struct{ p *Primary }
+
+func (a primaryAdapter) Up() bool { return a.p.Up() }
+
+func (a primaryAdapter) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	b, _ := json.Marshal(args)
+	res, err := a.p.Call(ctx, &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)}, false)
+	if err != nil {
+		if errors.Is(err, ErrUnauthorized) {
+			return nil, outbox.ErrUnauthorized
+		}
+		if rpcErr := peerError(err); rpcErr != nil {
+			return nil, &outbox.RPCError{Code: int(rpcErr.Code), Message: rpcErr.Message}
+		}
+		return nil, err
+	}
+	m := resultJSON(res)
+	if m == nil {
+		m = map[string]any{}
+		if res.IsError {
+			m["success"] = false
+			m["error"] = "the primary answered isError"
+		}
+	}
+	return m, nil
+}
+
+// FlushTarget adapts a Primary for an outbox Flusher outside a running
+// edge (devbox-config edge flush).
+func FlushTarget(p *Primary) outbox.Primary { return primaryAdapter{p} }

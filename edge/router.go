@@ -1,0 +1,186 @@
+package edge
+
+// The router (route) answers each tool call by its catalogue route (RFC
+// 001 §4.2), through two small interfaces: the local palace server and the
+// primary. In a running edge they are the child supervisor (*Child) and
+// the primary's client (*Primary, with its breaker and warm transport);
+// in tests, anything that answers tool calls.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/wire"
+)
+
+// localPalace is the router's view of the local palace server.
+type localPalace interface {
+	// Call answers a tool call; a JSON-RPC error from the server is
+	// returned as a *jsonrpc.Error, a server that is down as ErrLocalDown.
+	Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error)
+	// Relay is Call on the wire's bytes: the result as sent, or the
+	// JSON-RPC error.
+	Relay(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error)
+}
+
+// primaryPalace is the router's view of the primary.
+type primaryPalace interface {
+	// Call answers a tool call within the call timeout; retry allows one
+	// resend after an expired session (reads only).
+	Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error)
+	// CallLong is Call bounded by ctx instead (event_wait's long poll).
+	CallLong(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error)
+	// Up reports a closed breaker; State says why in words.
+	Up() bool
+	State() string
+}
+
+// handler is the SDK's way in for a tool call (before the fast lane opens).
+func (e *Edge) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	e.setAgentIfNone(req.Session)
+	return e.route(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: wire.RawArgs(req.Params.Arguments), Meta: wire.ForwardMeta(req.Params.Meta)})
+}
+
+// route routes one tool call (RFC 001 §4.2).
+func (e *Edge) route(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	name := p.Name
+	if e.cfg.PassThrough() {
+		return e.local(ctx, p)
+	}
+	if e.primaryOnlyTool(name) {
+		return e.primaryOnly(ctx, p, "a tool only the primary has")
+	}
+	switch rec, _ := catalogue.Lookup(name); rec.Route {
+	case catalogue.MergedRead:
+		return e.mergedRead(ctx, p)
+	case catalogue.PrimaryFirst:
+		return e.primaryFirst(ctx, p)
+	case catalogue.ByID:
+		return e.byID(ctx, p)
+	case catalogue.LocalOnly, catalogue.Maintenance, catalogue.Destructive:
+		return e.local(ctx, p)
+	case catalogue.CoordinationRead:
+		return e.primaryOnly(ctx, p, "the coordination log lives on the primary")
+	case catalogue.CoordinationWrite:
+		return e.coordinationWrite(ctx, p)
+	}
+	return e.write(ctx, p)
+}
+
+// local calls the child. A JSON-RPC error from it is the agent's answer as
+// it is; a child that is down gives an error result, never a hang.
+func (e *Edge) local(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	res, err := e.localServer.Call(ctx, p)
+	if err != nil {
+		if rpcErr := peerError(err); rpcErr != nil {
+			return nil, rpcErr
+		}
+		return localDown(err), nil
+	}
+	return res, nil
+}
+
+// localDown is the error result for a local palace that cannot answer.
+func localDown(err error) *mcp.CallToolResult {
+	msg := err.Error()
+	if !errors.Is(err, ErrLocalDown) {
+		msg = ErrLocalDown.Error() + ": " + msg
+	}
+	return errorResult(msg, map[string]any{"local": "down"})
+}
+
+// primaryOnly calls the primary; down -> a clear error result.
+func (e *Edge) primaryOnly(ctx context.Context, p *mcp.CallToolParams, why string) (*mcp.CallToolResult, error) {
+	if e.remote == nil {
+		return errorResult("no primary is configured ("+why+")", nil), nil
+	}
+	res, err := e.callPrimary(ctx, p, true)
+	if err != nil {
+		if rpcErr := peerError(err); rpcErr != nil {
+			return nil, rpcErr
+		}
+		return errorResult(fmt.Sprintf("the primary is unreachable (%s): %v", why, err), map[string]any{"primary": e.remote.State()}), nil
+	}
+	return res, nil
+}
+
+// callPrimary bounds long-polls by their own timeout plus the call timeout.
+func (e *Edge) callPrimary(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	if strings.HasSuffix(p.Name, "event_wait") {
+		var a struct {
+			TimeoutMS *float64 `json:"timeout_ms"`
+		}
+		json.Unmarshal(p.Arguments.(json.RawMessage), &a)
+		ms := 60000.0
+		if a.TimeoutMS != nil {
+			ms = min(*a.TimeoutMS, 300000)
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond+e.cfg.CallTimeout)
+		defer cancel()
+		return e.remote.CallLong(ctx, p, retry)
+	}
+	return e.remote.Call(ctx, p, retry)
+}
+
+// primaryFirst asks the primary; on any failure (down, an error, a tool
+// it lacks) it answers from the local palace, marked degraded.
+func (e *Edge) primaryFirst(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	res, err := e.callPrimary(ctx, p, true)
+	if err == nil && !res.IsError {
+		return annotate(res, map[string]any{"source": "primary"}, false), nil
+	}
+	why := e.remote.State()
+	if err == nil {
+		why = "the primary answered an error: " + resultText(res)
+	} else if rpcErr := peerError(err); rpcErr != nil {
+		why = "the primary answered an error: " + rpcErr.Message
+	}
+	local, lerr := e.local(ctx, p)
+	if lerr != nil || local == nil || local.IsError {
+		if err == nil {
+			return res, nil // both failed: the primary's own answer
+		}
+		return local, lerr
+	}
+	return annotate(local, map[string]any{"source": "local", "primary": why}, true), nil
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	if res != nil && len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			return tc.Text
+		}
+	}
+	return "(no text)"
+}
+
+func (e *Edge) byID(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	res, err := e.local(ctx, p)
+	if err != nil || res == nil {
+		return res, err
+	}
+	return e.byIDMissing(ctx, p, res), nil
+}
+
+// byIDMissing: a drawer the local palace does not have is asked of the
+// primary (while it is up); any other local answer stands.
+func (e *Edge) byIDMissing(ctx context.Context, p *mcp.CallToolParams, res *mcp.CallToolResult) *mcp.CallToolResult {
+	m := resultJSON(res)
+	if m == nil || !strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found") || !e.remote.Up() {
+		return res
+	}
+	pres, perr := e.callPrimary(ctx, p, true)
+	if perr != nil {
+		return annotate(res, map[string]any{"source": "local", "primary": e.remote.State()}, true)
+	}
+	return annotate(pres, map[string]any{"source": "primary"}, false)
+}

@@ -1,0 +1,194 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+// inProcess answers tool calls from a test double in this process, over
+// the same wire encoding the child and the primary use: the router's two
+// interfaces without a process or a socket.
+type inProcess struct {
+	pl   *fakepalace.Palace
+	down bool // the primary's breaker is open
+}
+
+func (s *inProcess) Relay(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
+	if s.down {
+		return nil, nil, ErrPrimaryDown
+	}
+	line, err := s.pl.Handle(wire.Request("t-1", "tools/call", params))
+	if err != nil {
+		return nil, nil, err
+	}
+	return wire.SplitAnswer(line)
+}
+
+func (s *inProcess) call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	params, err := wire.EncodeCallParams(p)
+	if err != nil {
+		return nil, err
+	}
+	raw, rpcErr, err := s.Relay(ctx, params)
+	if rpcErr != nil {
+		return nil, rpcErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return wire.DecodeResult(raw)
+}
+
+// localPalace
+func (s *inProcess) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	return s.call(ctx, p)
+}
+
+// primaryPalace (through primaryOf)
+type inProcessPrimary struct{ *inProcess }
+
+func (s inProcessPrimary) Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	return s.call(ctx, p)
+}
+func (s inProcessPrimary) CallLong(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	return s.call(ctx, p)
+}
+func (s inProcessPrimary) Up() bool { return !s.down }
+func (s inProcessPrimary) State() string {
+	if s.down {
+		return "down"
+	}
+	return "up"
+}
+
+func newPalace(t *testing.T) *fakepalace.Palace {
+	t.Helper()
+	pl, err := fakepalace.New(fakepalace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+// routerUnderTest is an edge with no processes: the router, an outbox in
+// a temp dir, and two in-process palaces.
+func routerUnderTest(t *testing.T) (*Edge, *inProcess, *inProcess, *outbox.Store) {
+	t.Helper()
+	local, primary := &inProcess{pl: newPalace(t)}, &inProcess{pl: newPalace(t)}
+	ob, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev1", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ob.Close() })
+	e := &Edge{
+		cfg:         Config{PrimaryURL: "http://primary.invalid/mcp", CallTimeout: 1e9},
+		log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
+		localServer: local, remote: inProcessPrimary{primary},
+		outbox: ob, policy: &Policy{Version: 1, Wings: map[string]Rule{"private": {Replicate: "local"}}},
+		registered: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{},
+	}
+	return e, local, primary, ob
+}
+
+func call(t *testing.T, e *Edge, tool string, args map[string]any) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(args)
+	res, err := e.route(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	m := resultJSON(res)
+	if m == nil {
+		t.Fatalf("%s: not a JSON object result: %+v", tool, res)
+	}
+	return m
+}
+
+func TestRouterInProcess(t *testing.T) {
+	e, local, primary, ob := routerUnderTest(t)
+	ctx := context.Background()
+
+	// A write lands locally and is queued under the agent's name; a wing
+	// the policy keeps local is not queued.
+	w := call(t, e, "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "written here"})
+	if edge, _ := w["edge"].(map[string]any); edge["replication"] != "queued" {
+		t.Errorf("add_drawer: %v", w)
+	}
+	call(t, e, "mempalace_add_drawer", map[string]any{"wing": "private", "room": "r", "content": "stays here"})
+	if n := local.pl.Dump().CountContent("stays here"); n != 1 {
+		t.Errorf("local palace holds the private drawer %d times", n)
+	}
+	ops, _ := ob.List(ctx, 10)
+	if len(ops) != 1 || ops[0].Tool != "mempalace_add_drawer" || ops[0].Wing != "notes" {
+		t.Fatalf("queued: %+v", ops)
+	}
+
+	// A merged read sees both palaces.
+	primary.pl.Handle(wire.Request("x", "tools/call", json.RawMessage(`{"name":"mempalace_add_drawer","arguments":{"wing":"notes","room":"r","content":"written elsewhere"}}`)))
+	s := call(t, e, "mempalace_search", map[string]any{"query": "written", "limit": 10})
+	origins := map[string]string{}
+	for _, h := range s["results"].([]any) {
+		hm := h.(map[string]any)
+		origins[hm["text"].(string)], _ = hm["origin"].(string)
+	}
+	if origins["written here"] != "local" || origins["written elsewhere"] != "primary" {
+		t.Errorf("merged search origins: %v", origins)
+	}
+
+	// A primary-first read falls back to the local palace, degraded.
+	primary.down = true
+	st := call(t, e, "mempalace_list_wings", nil)
+	if st["degraded"] != true || st["wings"].(map[string]any)["private"] == nil {
+		t.Errorf("list_wings with the primary down: %v", st)
+	}
+	// A coordination read has nowhere else to go: a clear error.
+	ev := call(t, e, "mempalace_event_list", map[string]any{})
+	if ev["success"] != false || !strings.Contains(ev["error"].(string), "primary is unreachable") {
+		t.Errorf("event_list with the primary down: %v", ev)
+	}
+	// Local-only tools never reach the primary.
+	before := primary.pl.Calls("mempalace_get_aaak_spec") + primary.pl.Calls("mempalace_hook_settings")
+	primary.down = false
+	call(t, e, "mempalace_hook_settings", map[string]any{})
+	if primary.pl.Calls("mempalace_hook_settings") != 0 || before != 0 {
+		t.Error("hook_settings reached the primary")
+	}
+	// A by-id read of a drawer only the primary has is asked of it.
+	var d map[string]any
+	json.Unmarshal([]byte(gjsonText(t, primary.pl, `{"name":"mempalace_search","arguments":{"query":"written elsewhere"}}`)), &d)
+	id := d["results"].([]any)[0].(map[string]any)["drawer_id"].(string)
+	g := call(t, e, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+	if g["content"] != "written elsewhere" || g["edge"].(map[string]any)["source"] != "primary" {
+		t.Errorf("get_drawer of a primary-only drawer: %v", g)
+	}
+}
+
+// gjsonText is the text of a tool result the palace gives for params.
+func gjsonText(t *testing.T, pl *fakepalace.Palace, params string) string {
+	t.Helper()
+	line, err := pl.Handle(wire.Request("q", "tools/call", json.RawMessage(params)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, rpcErr, err := wire.SplitAnswer(line)
+	if err != nil || rpcErr != nil {
+		t.Fatal(err, rpcErr)
+	}
+	res, err := wire.DecodeResult(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
