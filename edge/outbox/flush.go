@@ -207,8 +207,11 @@ func (f *Flusher) drain(ctx context.Context) (int, time.Duration) {
 		if !f.P.Up() {
 			return n, time.Hour // the primary's recovery kicks us
 		}
-		ambiguous := op.State == Inflight || errorKind(op.Error) == kindAmbiguous
-		if _, err := f.S.flushDB.ExecContext(ctx, `UPDATE ops SET state='inflight', attempts=attempts+1 WHERE local_seq=?`, op.LocalSeq); err != nil {
+		// Once an attempt may have landed, the op stays "maybe applied"
+		// until it is done: whatever a later attempt's own error was (a
+		// look-up that failed says nothing about the write).
+		ambiguous := op.MaybeApplied || op.State == Inflight
+		if _, err := f.S.flushDB.ExecContext(ctx, `UPDATE ops SET maybe_applied=CASE WHEN state='inflight' THEN 1 ELSE maybe_applied END, state='inflight', attempts=attempts+1 WHERE local_seq=?`, op.LocalSeq); err != nil {
 			return n, time.Second
 		}
 		op.Attempts++
@@ -232,14 +235,6 @@ const (
 	kindPermanent = "permanent"
 )
 
-func errorKind(raw json.RawMessage) string {
-	var e struct {
-		Kind string `json:"kind"`
-	}
-	json.Unmarshal(raw, &e)
-	return e.Kind
-}
-
 // settle records the outcome; it reports whether the op is final.
 func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, err error) bool {
 	now := f.S.now()
@@ -262,7 +257,8 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, err err
 		f.Log.Debug("outbox op not sent; will retry", "op", op.ID[:12], "tool", op.Tool, "kind", kind, "err", msg)
 	}
 	next := now.Add(f.backoff(op.Attempts, kind))
-	f.S.flushDB.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=? WHERE local_seq=?`, state, string(ej), next.UnixMilli(), op.LocalSeq)
+	maybe := kind == kindAmbiguous // the write may have landed: sticks (drain)
+	f.S.flushDB.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=?, maybe_applied=(maybe_applied OR ?) WHERE local_seq=?`, state, string(ej), next.UnixMilli(), maybe, op.LocalSeq)
 	f.S.setMeta(ctx, f.S.flushDB, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), op.Tool, msg))
 	if state == Dead {
 		f.S.notify(op.ID)
@@ -305,6 +301,8 @@ func classify(res map[string]any, err error) (kind, msg string) {
 		switch {
 		case errors.Is(err, ErrUnauthorized):
 			return kindAuth, err.Error()
+		case errors.Is(err, ErrLookup):
+			return kindTransient, err.Error() // the write was not sent; the op's maybe_applied stands
 		case errors.As(err, &rpc):
 			if rpc.Code <= -32000 && rpc.Code >= -32099 {
 				return kindTransient, rpc.Error() // gates: peer writer, integrity, read-only, diverged, stale library; internal

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -98,11 +99,10 @@ func str(m map[string]any, k string) string {
 // factExists looks for a fact (subject, predicate, object, from, to) on
 // the primary; to == "" matches only an open fact.
 func (f *Flusher) factExists(ctx context.Context, a map[string]any, object, from, to string) (bool, error) {
-	res, err := f.P.Call(ctx, "mempalace_kg_query", map[string]any{"entity": str(a, "subject"), "direction": "outgoing"})
+	facts, err := f.lookUp(ctx, "mempalace_kg_query", map[string]any{"entity": str(a, "subject"), "direction": "outgoing"}, "facts")
 	if err != nil {
 		return false, err
 	}
-	facts, _ := res["facts"].([]any)
 	for _, x := range facts {
 		fm, _ := x.(map[string]any)
 		if fm["subject"] == str(a, "subject") && fm["predicate"] == str(a, "predicate") && fm["object"] == object &&
@@ -117,7 +117,7 @@ func (f *Flusher) factExists(ctx context.Context, a map[string]any, object, from
 // took effect: the old fact is closed and nothing identical is still open
 // (for supersede, the new fact is open).
 func (f *Flusher) closedAlready(ctx context.Context, tool string, a map[string]any) (bool, error) {
-	res, err := f.P.Call(ctx, "mempalace_kg_query", map[string]any{"entity": str(a, "subject"), "direction": "outgoing"})
+	facts, err := f.lookUp(ctx, "mempalace_kg_query", map[string]any{"entity": str(a, "subject"), "direction": "outgoing"}, "facts")
 	if err != nil {
 		return false, err
 	}
@@ -126,7 +126,6 @@ func (f *Flusher) closedAlready(ctx context.Context, tool string, a map[string]a
 		old = str(a, "old_object")
 	}
 	closed, open, newOpen := false, false, false
-	facts, _ := res["facts"].([]any)
 	for _, x := range facts {
 		fm, _ := x.(map[string]any)
 		if fm["subject"] != str(a, "subject") || fm["predicate"] != str(a, "predicate") {
@@ -164,11 +163,10 @@ func (f *Flusher) diarySuffixes(ctx context.Context, run *flushRun, wing string)
 	}
 	set := map[string]bool{}
 	for offset := 0; ; offset += 100 {
-		res, err := f.P.Call(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": offset})
+		res, drawers, err := f.lookUpPage(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": offset}, "drawers")
 		if err != nil {
 			return nil, err
 		}
-		drawers, _ := res["drawers"].([]any)
 		for _, x := range drawers {
 			d, _ := x.(map[string]any)
 			id := fmt.Sprint(d["drawer_id"])
@@ -206,15 +204,42 @@ func (f *Flusher) findEvent(ctx context.Context, op Op, filter map[string]any, m
 	// The primary stamps created_at itself; allow for clock skew.
 	filter["since_created_at"] = op.CreatedAt.Add(-15 * time.Minute).UTC().Format("2006-01-02T15:04:05Z")
 	filter["limit"] = 500
-	res, err := f.P.Call(ctx, "mempalace_event_list", filter)
+	evs, err := f.lookUp(ctx, "mempalace_event_list", filter, "events")
 	if err != nil {
 		return nil, err
 	}
-	evs, _ := res["events"].([]any)
 	for _, x := range evs {
 		if ev, _ := x.(map[string]any); ev != nil && match(ev) {
 			return ev, nil
 		}
 	}
 	return nil, nil
+}
+
+// ErrLookup is a look-up on the primary that could not be read: a JSON-RPC
+// error, an answer with "error" or success:false, or one without the list
+// it should hold. It never means "not there".
+var ErrLookup = errors.New("look-up failed")
+
+// lookUp calls a read tool and returns the list under key; any answer that
+// is not a readable list is ErrLookup (RFC 003 §7.6: a 200 with
+// success:false must be read, not trusted).
+func (f *Flusher) lookUp(ctx context.Context, tool string, args map[string]any, key string) ([]any, error) {
+	_, list, err := f.lookUpPage(ctx, tool, args, key)
+	return list, err
+}
+
+func (f *Flusher) lookUpPage(ctx context.Context, tool string, args map[string]any, key string) (map[string]any, []any, error) {
+	res, err := f.P.Call(ctx, tool, args)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrLookup, tool, err)
+	}
+	if e, ok := res["error"]; ok || res["success"] == false {
+		return nil, nil, fmt.Errorf("%w: %s answered %v", ErrLookup, tool, e)
+	}
+	list, ok := res[key].([]any)
+	if !ok {
+		return nil, nil, fmt.Errorf("%w: %s answered without %q", ErrLookup, tool, key)
+	}
+	return res, list, nil
 }

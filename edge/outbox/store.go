@@ -53,6 +53,10 @@ type Op struct {
 	FlushedAt     *time.Time      `json:"flushed_at,omitempty"`
 	Error         json.RawMessage `json:"error_json,omitempty"`
 	Result        json.RawMessage `json:"result_json,omitempty"`
+	// MaybeApplied: an attempt may have landed without an answer (a lost
+	// reply, a kill while in flight). It sticks until the op is done: the
+	// op is never sent again before a look-up says it is not there.
+	MaybeApplied bool `json:"maybe_applied"`
 }
 
 // Store is the SQLite outbox.
@@ -85,12 +89,30 @@ CREATE TABLE IF NOT EXISTS ops(
   created_at      INTEGER NOT NULL,
   flushed_at      INTEGER,
   error_json      TEXT,
-  result_json     TEXT
+  result_json     TEXT,
+  maybe_applied   INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX IF NOT EXISTS ops_dedupe_active ON ops(dedupe_key) WHERE state IN ('queued','inflight');
 CREATE INDEX IF NOT EXISTS ops_active ON ops(local_seq) WHERE state IN ('queued','inflight','dead');
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 `
+
+// migrate brings an outbox made by an older edge up to the schema.
+func migrate(db *sql.DB) error {
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('ops') WHERE name='maybe_applied'`).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		// An op an older edge left in flight, or whose last error was
+		// ambiguous, may have landed.
+		if _, err := db.Exec(`ALTER TABLE ops ADD COLUMN maybe_applied INTEGER NOT NULL DEFAULT 0;
+			UPDATE ops SET maybe_applied=1 WHERE state='inflight' OR json_extract(error_json,'$.kind')='ambiguous'`); err != nil {
+			return fmt.Errorf("adding maybe_applied: %w", err)
+		}
+	}
+	return nil
+}
 
 // FileName is the outbox's file name inside <palace>/edge.
 const FileName = "outbox.sqlite"
@@ -117,6 +139,10 @@ func Open(path, device, label string) (*Store, error) {
 	if _, err := db.Exec(schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("outbox %s is not a usable SQLite database: %w", path, err)
+	}
+	if err := migrate(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
 	var ok string
 	if err := db.QueryRow("PRAGMA quick_check").Scan(&ok); err != nil || ok != "ok" {
@@ -201,7 +227,7 @@ func (s *Store) Kick() {
 	}
 }
 
-const opCols = `local_seq, op_id, origin_device, origin_label, tool_name, payload_json, wing, state, attempts, next_attempt_at, created_at, flushed_at, error_json, result_json`
+const opCols = `local_seq, op_id, origin_device, origin_label, tool_name, payload_json, wing, state, attempts, next_attempt_at, created_at, flushed_at, error_json, result_json, maybe_applied`
 
 func scanOp(row interface{ Scan(...any) error }) (Op, error) {
 	var o Op
@@ -209,7 +235,7 @@ func scanOp(row interface{ Scan(...any) error }) (Op, error) {
 	var next, created int64
 	var flushed sql.NullInt64
 	var errJSON, resJSON sql.NullString
-	if err := row.Scan(&o.LocalSeq, &o.ID, &o.OriginDevice, &o.OriginLabel, &o.Tool, &payload, &o.Wing, &o.State, &o.Attempts, &next, &created, &flushed, &errJSON, &resJSON); err != nil {
+	if err := row.Scan(&o.LocalSeq, &o.ID, &o.OriginDevice, &o.OriginLabel, &o.Tool, &payload, &o.Wing, &o.State, &o.Attempts, &next, &created, &flushed, &errJSON, &resJSON, &o.MaybeApplied); err != nil {
 		return Op{}, err
 	}
 	o.Payload = json.RawMessage(payload)

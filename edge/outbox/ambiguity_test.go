@@ -1,0 +1,162 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+// lostThenFailing is a primary whose first send of the write under test
+// lands and loses its answer, and whose next look-up fails in one way;
+// everything else passes through to the real primary.
+type lostThenFailing struct {
+	inner   outbox.Primary
+	write   string // the tool whose first call is applied, then its answer lost
+	lookup  string // the look-up tool that fails once afterwards
+	failure func() (map[string]any, error)
+
+	mu             sync.Mutex
+	lost, failed   bool
+	writes, probes int
+}
+
+func (p *lostThenFailing) Up() bool { return p.inner.Up() }
+
+func (p *lostThenFailing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case tool == p.write:
+		p.writes++
+		res, err := p.inner.Call(ctx, tool, args)
+		if !p.lost && err == nil {
+			p.lost = true
+			return nil, errors.New("read tcp: connection reset by peer (the answer was lost)")
+		}
+		return res, err
+	case tool == p.lookup && p.lost && !p.failed:
+		p.failed, p.probes = true, p.probes+1
+		return p.failure()
+	}
+	return p.inner.Call(ctx, tool, args)
+}
+
+// A lost reply, then a look-up that fails in any way, never gives a second
+// copy: the op stays "maybe applied" and a failed look-up is never read as
+// "not there" (issue: event_append after a -32000 look-up appended twice).
+func TestLostReplyThenFailingLookupIsExactlyOnce(t *testing.T) {
+	failures := map[string]func() (map[string]any, error){
+		"transport":     func() (map[string]any, error) { return nil, errors.New("connection refused") },
+		"jsonrpc-32000": func() (map[string]any, error) { return nil, &outbox.RPCError{Code: -32000, Message: "Internal tool error"} },
+		"error-field": func() (map[string]any, error) {
+			return map[string]any{"error": "database is locked"}, nil
+		},
+		"success-false": func() (map[string]any, error) {
+			return map[string]any{"success": false, "error": "another mine is in progress"}, nil
+		},
+		"malformed": func() (map[string]any, error) { return map[string]any{"note": "no list here"}, nil },
+	}
+	type writeCase struct {
+		name, tool, lookup string
+		setup              func(r *rig)
+		enqueue            func(r *rig)
+		count              func(st *fakepalace.State) int
+	}
+	cases := []writeCase{
+		{"event", "mempalace_event_append", "mempalace_event_list", nil,
+			func(r *rig) {
+				r.enqueue("event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "pi@lab", "to_agent": "oc@lab", "body": "once"})
+			},
+			func(st *fakepalace.State) int { return countEvents(st, func(e *fakepalace.Event) bool { return e.Body == "once" }) }},
+		{"ack", "mempalace_event_ack", "mempalace_event_list",
+			func(r *rig) {
+				r.onPrimary("event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "oc@lab", "to_agent": "pi@lab", "body": "target"})
+			},
+			func(r *rig) {
+				r.enqueue("event_ack", map[string]any{"event_id": firstEventID(r), "from_agent": "pi@lab", "status": "applied"})
+			},
+			func(st *fakepalace.State) int {
+				return countEvents(st, func(e *fakepalace.Event) bool { return e.Type == "event.ack" })
+			}},
+		{"diary", "mempalace_diary_write", "mempalace_list_drawers", nil,
+			func(r *rig) { r.enqueue("diary_write", map[string]any{"agent_name": "pi", "entry": "dear diary, once"}) },
+			func(st *fakepalace.State) int { return st.CountContent("dear diary, once") }},
+		{"closed-fact", "mempalace_kg_add", "mempalace_kg_query", nil,
+			func(r *rig) {
+				r.enqueue("kg_add", map[string]any{"subject": "ada", "predicate": "worked_at", "object": "acme", "valid_from": "2020-01-01", "valid_to": "2021-01-01"})
+			},
+			func(st *fakepalace.State) int { return countTriples(st, "acme", true) }},
+		{"invalidate", "mempalace_kg_invalidate", "mempalace_kg_query",
+			func(r *rig) {
+				r.onPrimary("kg_add", map[string]any{"subject": "ada", "predicate": "works_at", "object": "acme"})
+			},
+			func(r *rig) {
+				r.enqueue("kg_invalidate", map[string]any{"subject": "ada", "predicate": "works_at", "object": "acme", "ended": "2026-01-01"})
+			},
+			func(st *fakepalace.State) int { return countTriples(st, "acme", true) }},
+		{"supersede", "mempalace_kg_supersede", "mempalace_kg_query",
+			func(r *rig) {
+				r.onPrimary("kg_add", map[string]any{"subject": "ada", "predicate": "works_at", "object": "acme"})
+			},
+			func(r *rig) {
+				r.enqueue("kg_supersede", map[string]any{"subject": "ada", "predicate": "works_at", "old_object": "acme", "new_object": "initech", "at": "2026-01-01"})
+			},
+			func(st *fakepalace.State) int { return countTriples(st, "initech", false) }},
+	}
+	for _, c := range cases {
+		for kind, fail := range failures {
+			t.Run(c.name+"/"+kind, func(t *testing.T) {
+				r := newRig(t)
+				if c.setup != nil {
+					c.setup(r)
+				}
+				fp := &lostThenFailing{inner: r.flusher.P, write: c.tool, lookup: c.lookup, failure: fail}
+				r.flusher.P = fp
+				c.enqueue(r)
+				r.drain()
+				if !fp.lost {
+					t.Fatalf("%s never reached the primary", c.tool)
+				}
+				if n := c.count(r.primary.Dump()); n != 1 {
+					t.Errorf("%d records on the primary after a lost reply and a %s look-up failure (%d sends, look-up failed: %v); want exactly 1", n, kind, fp.writes, fp.failed)
+				}
+			})
+		}
+	}
+}
+
+func countEvents(st *fakepalace.State, match func(*fakepalace.Event) bool) int {
+	n := 0
+	for _, e := range st.Events {
+		if match(e) {
+			n++
+		}
+	}
+	return n
+}
+
+// countTriples counts facts with the object, closed (valid_to set) or open.
+func countTriples(st *fakepalace.State, object string, closed bool) int {
+	n := 0
+	for _, tr := range st.Triples {
+		if tr.Object == object && (tr.ValidTo != nil && *tr.ValidTo != "") == closed {
+			n++
+		}
+	}
+	return n
+}
+
+func firstEventID(r *rig) string {
+	for _, e := range r.primary.Dump().Events {
+		if strings.Contains(e.Body, "target") {
+			return e.ID
+		}
+	}
+	r.t.Fatal("no target event")
+	return ""
+}
