@@ -51,8 +51,10 @@ func (p *lostThenFailing) Call(ctx context.Context, tool string, args map[string
 // "not there" (issue: event_append after a -32000 look-up appended twice).
 func TestLostReplyThenFailingLookupIsExactlyOnce(t *testing.T) {
 	failures := map[string]func() (map[string]any, error){
-		"transport":     func() (map[string]any, error) { return nil, errors.New("connection refused") },
-		"jsonrpc-32000": func() (map[string]any, error) { return nil, &outbox.RPCError{Code: -32000, Message: "Internal tool error"} },
+		"transport": func() (map[string]any, error) { return nil, errors.New("connection refused") },
+		"jsonrpc-32000": func() (map[string]any, error) {
+			return nil, &outbox.RPCError{Code: -32000, Message: "Internal tool error"}
+		},
 		"error-field": func() (map[string]any, error) {
 			return map[string]any{"error": "database is locked"}, nil
 		},
@@ -72,7 +74,9 @@ func TestLostReplyThenFailingLookupIsExactlyOnce(t *testing.T) {
 			func(r *rig) {
 				r.enqueue("event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "pi@lab", "to_agent": "oc@lab", "body": "once"})
 			},
-			func(st *fakepalace.State) int { return countEvents(st, func(e *fakepalace.Event) bool { return e.Body == "once" }) }},
+			func(st *fakepalace.State) int {
+				return countEvents(st, func(e *fakepalace.Event) bool { return e.Body == "once" })
+			}},
 		{"ack", "mempalace_event_ack", "mempalace_event_list",
 			func(r *rig) {
 				r.onPrimary("event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "oc@lab", "to_agent": "pi@lab", "body": "target"})
@@ -84,7 +88,9 @@ func TestLostReplyThenFailingLookupIsExactlyOnce(t *testing.T) {
 				return countEvents(st, func(e *fakepalace.Event) bool { return e.Type == "event.ack" })
 			}},
 		{"diary", "mempalace_diary_write", "mempalace_list_drawers", nil,
-			func(r *rig) { r.enqueue("diary_write", map[string]any{"agent_name": "pi", "entry": "dear diary, once"}) },
+			func(r *rig) {
+				r.enqueue("diary_write", map[string]any{"agent_name": "pi", "entry": "dear diary, once"})
+			},
 			func(st *fakepalace.State) int { return st.CountContent("dear diary, once") }},
 		{"closed-fact", "mempalace_kg_add", "mempalace_kg_query", nil,
 			func(r *rig) {
