@@ -244,7 +244,13 @@ func newEdgeFlushCmd(stdout, stderr io.Writer) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "flush",
 		Short: "Send every queued write to the primary now and exit (e.g. before a laptop goes offline)",
-		Args:  cobra.NoArgs,
+		Long: `flush sends every queued write now, in order, whatever backoff an earlier
+failure left it waiting out; a dead op (one the primary kept refusing) holds
+the ops behind it until you retry or drop it. It prints what it sent, the
+primary's state as it found it (unreachable, refused the token, or up), and
+each op it could not send with the reason. Exit status 0 when nothing is
+left, 1 otherwise.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, cfg, err := openOutbox(stderr)
 			if err != nil {
@@ -256,21 +262,46 @@ func newEdgeFlushCmd(stdout, stderr io.Writer) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			log := cfg.Log
-			p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, log, edge.PrimaryOptions{Timeout: cfg.CallTimeout, Version: version})
+			if err := s.ClearBackoff(ctx); err != nil {
+				return exitError{1, fmt.Errorf("outbox %s: %w", s.Path(), err)}
+			}
+			p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: cfg.CallTimeout, Version: version})
 			defer p.Close()
-			sent, err := (&outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: log}).Drain(ctx)
+			sent, err := (&outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: cfg.Log}).Drain(ctx)
 			st, _ := s.Stats(ctx)
 			fmt.Fprintf(stdout, "sent %d; left: queued %d, inflight %d, dead %d\n", sent, st.ByState[outbox.Queued], st.ByState[outbox.Inflight], st.ByState[outbox.Dead])
+			left := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight] + st.ByState[outbox.Dead]
+			if left == 0 && err == nil {
+				return nil
+			}
+			fmt.Fprintf(stdout, "primary: %s\n", flushPrimaryState(ctx, cfg, p))
+			ops, _ := s.List(ctx, 20)
+			for _, o := range ops {
+				why := errorText(o.Error)
+				if why == "" {
+					why = "not tried: an op before it was not sent"
+				}
+				fmt.Fprintf(stdout, "not sent: %s %s (%s): %s\n", o.ID[:12], o.Tool, o.State, why)
+			}
 			if err != nil {
 				return exitError{1, err}
 			}
-			if left := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight] + st.ByState[outbox.Dead]; left > 0 {
-				return exitError{1, fmt.Errorf("%d ops not sent (primary: %s)", left, p.State())}
-			}
-			return nil
+			return exitError{1, fmt.Errorf("%d ops not sent", left)}
 		},
 	}
 	c.Flags().DurationVar(&timeout, "timeout", time.Minute, "give up after this long")
 	return c
+}
+
+// flushPrimaryState says what flush found the primary to be: the breaker's
+// word when a call was made, else what /healthz answers (a primary never
+// asked is not "up").
+func flushPrimaryState(ctx context.Context, cfg edge.Config, p *edge.Primary) string {
+	switch st := p.State(); {
+	case st == "unauthorized":
+		return "refused the token (check MEMPALACE_REMOTE_TOKEN)"
+	case strings.HasPrefix(st, "down"):
+		return "unreachable (" + strings.TrimPrefix(st, "down: ") + ")"
+	}
+	return probePrimary(ctx, cfg)
 }

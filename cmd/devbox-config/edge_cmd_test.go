@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
@@ -94,4 +95,61 @@ func TestEdgeOperatorCommands(t *testing.T) {
 	if out := cli(0, "edge", "outbox", "list", "--all"); !strings.Contains(out, "dropped by the operator") {
 		t.Fatalf("list --all: %s", out)
 	}
+}
+
+// edge flush sends now: an op waiting out the backoff of an earlier
+// failure is sent, and with nothing listening on the primary's port the
+// output says the primary is unreachable, not "up".
+func TestEdgeFlushSendsNowAndTellsTheTruth(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	primary, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: "tok"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	url := srv.URL()
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", url)
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"before the laptop closes"}`), "w")
+	// An earlier failure leaves the head waiting out a long backoff.
+	(&outbox.Flusher{S: s, P: failing{}, BaseDelay: time.Hour, MaxDelay: time.Hour}).Drain(ctx)
+	if ops, _ := s.List(ctx, 1); len(ops) != 1 || time.Until(ops[0].NextAttemptAt) < 10*time.Minute {
+		t.Fatalf("setup: the op should wait out a backoff: %+v", ops)
+	}
+	s.Close()
+
+	srv.Stop() // nothing listens on the primary's port now
+	var out, errb bytes.Buffer
+	if code := run([]string{"edge", "flush", "--timeout", "5s"}, &out, &errb); code != 1 {
+		t.Fatalf("flush with the primary down: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "primary: unreachable") || strings.Contains(out.String(), "primary: up") || !strings.Contains(out.String(), "not sent: ") {
+		t.Errorf("flush with the primary down says:\n%s", out.String())
+	}
+
+	srv2 := primary.NewHTTP(fakepalace.HTTPOptions{Token: "tok"})
+	if err := srv2.Start(strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")); err != nil {
+		t.Fatal(err)
+	}
+	defer srv2.Stop()
+	out.Reset()
+	if code := run([]string{"edge", "flush", "--timeout", "10s"}, &out, &errb); code != 0 {
+		t.Fatalf("flush with the primary back: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if primary.Dump().CountContent("before the laptop closes") != 1 || !strings.Contains(out.String(), "sent 1") {
+		t.Errorf("flush did not send the op waiting out its backoff:\n%s", out.String())
+	}
+}
+
+type failing struct{}
+
+func (failing) Up() bool { return true }
+func (failing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	return nil, &outbox.RPCError{Code: -32000, Message: "database is locked"}
 }

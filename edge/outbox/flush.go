@@ -286,6 +286,13 @@ func (f *Flusher) backoff(attempts int, kind string) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
+// ClearBackoff makes every queued op due now (not the dead ones, which
+// wait for an operator): `edge flush` means "send it now".
+func (s *Store) ClearBackoff(ctx context.Context) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE state IN ('queued','inflight')`)
+	return err
+}
+
 // Resume clears the backoff of waiting ops (the primary is reachable
 // again) and wakes the flusher.
 func (s *Store) Resume(ctx context.Context) {
