@@ -215,3 +215,18 @@ func RouteOf(name string) Route { t, _ := Lookup(name); return t.Route }
 // Reads reports a tool that only reads, safe to send twice (false for
 // unknown tools).
 func Reads(name string) bool { t, _ := Lookup(name); return t.Reads }
+
+// InputSchema is an object schema naming the tool's arguments, for when
+// the edge must list the tool without having seen MemPalace's own schema.
+func (t Tool) InputSchema() map[string]any {
+	props := map[string]any{}
+	for _, p := range t.Params {
+		props[p] = map[string]any{}
+	}
+	return map[string]any{"type": "object", "properties": props}
+}
+
+// Description is a short text for a tool listed from the catalogue.
+func (t Tool) Description() string {
+	return "MemPalace " + t.Name + " (" + t.Route.String() + "; listed from devbox-config's catalogue while no MemPalace server has answered)"
+}

@@ -40,6 +40,12 @@ type Child struct {
 	ready   chan struct{} // closed when a session is up; replaced when it goes down
 	lastErr error
 	spawns  int
+	// startFailed: the last start did not bring a session up (the command
+	// is missing, or it failed its handshake). Calls fail at once instead
+	// of waiting for a server that is not coming.
+	startFailed bool
+	onDown      func(error)
+	wait        time.Duration
 }
 
 // ChildOptions are the handlers that forward the child's notifications.
@@ -51,11 +57,20 @@ type ChildOptions struct {
 	Stderr io.Writer
 	// Version is the edge's, reported to the child.
 	Version string
+	// OnDown is called when a start fails (the server is missing or
+	// broken), once per failure after a success or at first.
+	OnDown func(error)
+	// Wait bounds how long a call waits for a server being started
+	// (default 10 s, the edge's call timeout).
+	Wait time.Duration
 }
 
 // NewChild prepares a supervisor; Run starts it.
 func NewChild(argv, env []string, log *slog.Logger, o ChildOptions) *Child {
-	c := &Child{argv: argv, env: env, log: log, onTools: o.OnTools, stderr: o.Stderr, ready: make(chan struct{})}
+	c := &Child{argv: argv, env: env, log: log, onTools: o.OnTools, stderr: o.Stderr, ready: make(chan struct{}), onDown: o.OnDown, wait: o.Wait}
+	if c.wait <= 0 {
+		c.wait = 10 * time.Second
+	}
 	if c.stderr == nil {
 		c.stderr = os.Stderr
 	}
@@ -82,7 +97,15 @@ func (c *Child) Run(ctx context.Context) {
 		}
 		c.mu.Lock()
 		c.lastErr = err
+		var startErr *startError
+		first := errors.As(err, &startErr) && !c.startFailed
+		if errors.As(err, &startErr) {
+			c.startFailed = true
+		}
 		c.mu.Unlock()
+		if first && c.onDown != nil {
+			c.onDown(err)
+		}
 		if time.Since(start) > 30*time.Second {
 			backoff = 100 * time.Millisecond // it ran a while: a fresh failure
 		}
@@ -102,7 +125,7 @@ func (c *Child) runOnce(ctx context.Context) error {
 	cmd.Stderr = c.stderr // the child's own log lines go where ours do
 	conn, err := startChild(cmd, 2*time.Second, c.log)
 	if err != nil {
-		return fmt.Errorf("start %s: %w", c.argv[0], err)
+		return &startError{fmt.Errorf("start %s: %w", c.argv[0], err)}
 	}
 	r, w := conn.sdkSide()
 	connectCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -112,10 +135,10 @@ func (c *Child) runOnce(ctx context.Context) error {
 	cancel()
 	if err != nil {
 		conn.Close()
-		return fmt.Errorf("start %s: %w", c.argv[0], err)
+		return &startError{fmt.Errorf("start %s: %w", c.argv[0], err)}
 	}
 	c.mu.Lock()
-	c.session, c.conn = session, conn
+	c.session, c.conn, c.startFailed = session, conn, false
 	c.spawns++
 	close(c.ready)
 	c.mu.Unlock()
@@ -170,10 +193,14 @@ func (c *Child) Session(ctx context.Context, wait time.Duration) (*mcp.ClientSes
 // running waits up to wait for a running child: its session and connection.
 func (c *Child) running(ctx context.Context, wait time.Duration) (*mcp.ClientSession, *childConn, error) {
 	c.mu.Lock()
-	s, conn, ready, lastErr := c.session, c.conn, c.ready, c.lastErr
+	s, conn, ready, lastErr, failed := c.session, c.conn, c.ready, c.lastErr, c.startFailed
 	c.mu.Unlock()
 	if s != nil {
 		return s, conn, nil
+	}
+	if failed {
+		// Not coming up: say so now; the supervisor keeps trying.
+		return nil, nil, fmt.Errorf("%w: %v", ErrLocalDown, lastErr)
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -220,7 +247,7 @@ func (c *Child) live() *childConn {
 // once more to the respawned child: it cannot have landed.
 func (c *Child) Relay(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
 	for attempt := 0; ; attempt++ {
-		s, conn, err := c.running(ctx, 15*time.Second)
+		s, conn, err := c.running(ctx, c.wait)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -252,6 +279,12 @@ func (c *Child) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolR
 	}
 	return wire.DecodeResult(raw)
 }
+
+// startError is a start that brought no session up.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
 
 // Spawns is how many times the child was started (for tests and status).
 func (c *Child) Spawns() int {

@@ -40,7 +40,9 @@ type Edge struct {
 	primaryTools map[string]*mcp.Tool
 	toolsReady   chan struct{}
 	readyOnce    sync.Once
-	childListed  bool // the child's tool list is known (live or cached)
+	childListed  bool            // the child's tool list is known (live or cached)
+	childDown    atomic.Bool     // the local palace server failed to start
+	stopgap      map[string]bool // tools registered from the catalogue, awaiting a real list
 	agent        *mcp.ServerSession
 	initialized  atomic.Bool // the agent finished initialize: the fast lane is open
 	mismatch     string      // embedder canary: why merging stopped ("" = fine)
@@ -48,7 +50,7 @@ type Edge struct {
 
 // New builds an edge from its configuration; Serve runs it.
 func New(cfg Config) *Edge {
-	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{})}
+	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, stopgap: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{})}
 	impl := &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: cfg.Version}
 	e.implJSON, _ = json.Marshal(impl) // for stateless answers (statelessResult)
 	e.server = mcp.NewServer(impl, &mcp.ServerOptions{
@@ -87,6 +89,8 @@ func New(cfg Config) *Edge {
 		OnProgress: e.forwardProgress,
 		Stderr:     cfg.ChildStderr,
 		Version:    cfg.Version,
+		OnDown:     e.localServerDown,
+		Wait:       cfg.CallTimeout,
 	})
 	e.localServer = e.child
 	return e
@@ -189,7 +193,7 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 func (e *Edge) readyWhenChild() {
 	for i := 0; i < 600; i++ {
 		e.mu.Lock()
-		known := e.childListed
+		known := e.childListed || e.childDown.Load()
 		e.mu.Unlock()
 		if known {
 			e.markToolsReady()
@@ -200,8 +204,28 @@ func (e *Edge) readyWhenChild() {
 	e.markToolsReady()
 }
 
-// markToolsReady lets tools/list and tools/call through.
-func (e *Edge) markToolsReady() { e.readyOnce.Do(func() { close(e.toolsReady) }) }
+// markToolsReady lets tools/list and tools/call through; with no tool
+// known at all, the catalogue's stand in.
+func (e *Edge) markToolsReady() {
+	e.readyOnce.Do(func() {
+		e.addStopgapTools()
+		close(e.toolsReady)
+	})
+}
+
+// localDown is the child supervisor's word that the local palace server
+// did not start: calls fail at once, and the tools are ready with what is
+// known (the cache, the primary's list, else the catalogue's).
+func (e *Edge) localServerDown(err error) {
+	e.log.Error("the local palace server did not start; the edge runs degraded (reads from the primary, writes queued)", "err", err)
+	e.childDown.Store(true)
+	e.mu.Lock()
+	primaryKnown := len(e.primaryTools) > 0
+	e.mu.Unlock()
+	if e.cfg.PassThrough() || primaryKnown || (e.primary != nil && !e.primary.Up()) {
+		e.markToolsReady()
+	}
+}
 
 func (e *Edge) setAgent(ss *mcp.ServerSession) {
 	e.mu.Lock()

@@ -48,7 +48,9 @@ type harnessOpts struct {
 	device      string
 	palace      string // use this palace directory (default: a new one)
 	timeout     time.Duration
-	raw         bool // the agent is the test, writing JSON-RPC lines
+	raw         bool     // the agent is the test, writing JSON-RPC lines
+	child       []string // the local palace server's argv (default: the test double)
+	primaryDown bool     // nothing listens at the primary's URL
 }
 
 func start(t testing.TB, o harnessOpts) *harness {
@@ -81,6 +83,12 @@ func start(t testing.TB, o harnessOpts) *harness {
 		}
 		t.Cleanup(h.srv.Stop)
 		cfg.PrimaryURL = h.srv.URL()
+		if o.primaryDown {
+			h.srv.Stop()
+		}
+	}
+	if o.child != nil {
+		cfg.Child = o.child
 	}
 	if o.policy != "" {
 		os.MkdirAll(filepath.Join(h.palace, "edge"), 0o700)

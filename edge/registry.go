@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // addTools registers tools; fromPrimary marks the primary's list (only
@@ -13,7 +15,6 @@ import (
 // the list an agent saw stays the same, online or offline.
 func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 	e.regMu.Lock()
-	defer e.regMu.Unlock()
 	e.mu.Lock()
 	var add []*mcp.Tool
 	for _, t := range tools {
@@ -24,9 +25,10 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 		}
 	}
 	for _, t := range tools {
-		if !e.registered[t.Name] {
+		if !e.registered[t.Name] || e.stopgap[t.Name] {
 			if st := sanitizeTool(t); st != nil {
 				e.registered[t.Name] = true
+				delete(e.stopgap, t.Name) // the real definition replaces the catalogue's
 				add = append(add, st)
 			} else {
 				e.log.Warn("tool skipped: its input schema is not an object schema", "tool", t.Name)
@@ -41,12 +43,13 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 	if !fromPrimary {
 		e.childListed = true // only now: its tools are registered
 	}
-	childKnown, primaryKnown := e.childListed, len(e.primaryTools) > 0
+	childListed, primaryKnown := e.childListed, len(e.primaryTools) > 0
 	e.mu.Unlock()
-	if childKnown && (primaryKnown || e.cfg.PassThrough()) {
+	e.regMu.Unlock() // "registered" means AddTool is done; readiness may add the stopgap list
+	if (childListed || e.childDown.Load()) && (primaryKnown || e.cfg.PassThrough()) {
 		e.markToolsReady()
 	}
-	if !e.cfg.PassThrough() && childKnown {
+	if !e.cfg.PassThrough() && childListed {
 		// Only a full view is cached: a cache written before the child's
 		// list was in would make every tool look primary-only next time,
 		// and writes would skip the local palace.
@@ -137,4 +140,30 @@ func (e *Edge) listed(name string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.registered[name]
+}
+
+// addStopgapTools registers the catalogue's tools when the edge knows none
+// at all: no cached list, no local palace server, no primary reached. Each
+// is named and takes the arguments MemPalace's schema lists; the first real
+// list replaces it (addTools). So tools never vanish, even on a fresh
+// palace with nothing running.
+func (e *Edge) addStopgapTools() {
+	e.regMu.Lock()
+	defer e.regMu.Unlock()
+	e.mu.Lock()
+	if len(e.registered) > 0 || e.cfg.PassThrough() {
+		e.mu.Unlock()
+		return
+	}
+	var add []*mcp.Tool
+	for _, rec := range catalogue.All() {
+		name := catalogue.Prefix + rec.Name
+		e.registered[name], e.stopgap[name] = true, true
+		add = append(add, &mcp.Tool{Name: name, Description: rec.Description(), InputSchema: rec.InputSchema()})
+	}
+	e.mu.Unlock()
+	e.log.Warn("no tool list is known (no cache, the local palace server is not running, the primary not reached): listing the catalogue's tools", "tools", len(add))
+	for _, t := range add {
+		e.server.AddTool(t, e.handler)
+	}
 }

@@ -23,7 +23,11 @@ func (e *Edge) write(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolR
 	if rec.Wings == catalogue.DrawerWing {
 		oldWing = e.localWing(ctx, fmt.Sprint(args["drawer_id"]))
 	}
-	res, err := e.local(ctx, p)
+	raw, lerr := e.localServer.Call(ctx, p)
+	if errors.Is(lerr, ErrLocalDown) {
+		return e.writeWithoutLocal(ctx, rec, p, args, oldWing, lerr)
+	}
+	res, err := localAnswer(raw, lerr)
 	if err != nil || res == nil || res.IsError {
 		return res, err
 	}
@@ -47,6 +51,25 @@ func (e *Edge) write(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolR
 		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: %v", err)}, false), nil
 	}
 	return annotate(res, map[string]any{"replication": "queued", "op_id": op.ID[:16]}, false), nil
+}
+
+// writeWithoutLocal: the local palace server is not running. A write the
+// policy replicates is queued for the primary (the agent is told the local
+// palace does not have it); anything else is the clear error it was.
+func (e *Edge) writeWithoutLocal(ctx context.Context, rec catalogue.Tool, p *mcp.CallToolParams, args map[string]any, oldWing string, down error) (*mcp.CallToolResult, error) {
+	payload, wing, replicate := e.replicable(rec, p.Arguments, args, oldWing)
+	if !replicate || e.polErr != nil || e.outbox == nil {
+		return localDown(down), nil
+	}
+	op, err := e.outbox.Enqueue(ctx, p.Name, payload, wing)
+	if err != nil {
+		return localDown(down), nil
+	}
+	return jsonResult(map[string]any{
+		"success": true, "queued": true, "op_id": op.ID[:16],
+		"message": "the local palace server is not running: the write is queued for the primary only, and this machine's palace does not have it",
+		"edge":    map[string]any{"local": "down: " + down.Error(), "replication": "queued", "degraded": true},
+	}, false), nil
 }
 
 // localWing finds the wing of a drawer in the local palace.

@@ -78,7 +78,12 @@ func (e *Edge) route(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolR
 // local calls the child. A JSON-RPC error from it is the agent's answer as
 // it is; a child that is down gives an error result, never a hang.
 func (e *Edge) local(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	res, err := e.localServer.Call(ctx, p)
+	return localAnswer(e.localServer.Call(ctx, p))
+}
+
+// localAnswer is the agent's answer from the local palace's: a JSON-RPC
+// error as it is, a server that could not answer as an error result.
+func localAnswer(res *mcp.CallToolResult, err error) (*mcp.CallToolResult, error) {
 	if err != nil {
 		if rpcErr := peerError(err); rpcErr != nil {
 			return nil, rpcErr
