@@ -134,9 +134,25 @@ func countEntries(s splitStore, path string) (int64, error) {
 	return jsonEntries(path)
 }
 
-// openReadOnly opens a SQLite file without creating anything next to it.
+// openReadOnly opens a SQLite file without creating anything next to it:
+// read-only, and immutable unless a -shm already exists (a WAL-mode file
+// opened read-only would otherwise get a -wal and a -shm). Without a -shm
+// no process has the file open, so its main file holds every row. Only
+// for the checks' counts: --fix opens the files normally (openWritable).
 func openReadOnly(path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(1000)")
+	mode := "mode=ro"
+	if _, err := os.Stat(path + "-shm"); err != nil {
+		mode += "&immutable=1"
+	}
+	return openSQLite(path, mode)
+}
+
+// openWritable opens a SQLite file as MemPalace would, so a left-over -wal
+// is recovered into what a VACUUM INTO copies.
+func openWritable(path string) (*sql.DB, error) { return openSQLite(path, "mode=rw") }
+
+func openSQLite(path, mode string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?"+mode+"&_pragma=busy_timeout(1000)")
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +168,11 @@ func sqliteCounts(path string) (map[string]int64, error) {
 	}
 	if fi.Size() == 0 {
 		return map[string]int64{}, nil
+	}
+	_, shmErr := os.Stat(path + "-shm")
+	if wal, err := os.Stat(path + "-wal"); err == nil && wal.Size() > 0 && shmErr != nil {
+		// Rows may sit in the -wal that an immutable read would not see.
+		return nil, fmt.Errorf("has an un-checkpointed %s-wal (a mempalace process died?); doctor counts it as holding data", filepath.Base(path))
 	}
 	db, err := openReadOnly(path)
 	if err != nil {
@@ -331,7 +352,7 @@ func copyStore(s splitStore, from, to string) error {
 		return err
 	}
 	if s.sqlite && fi.Size() > 0 {
-		db, err := openReadOnly(from)
+		db, err := openWritable(from)
 		if err != nil {
 			return err
 		}
