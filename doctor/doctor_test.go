@@ -274,6 +274,12 @@ func TestEmbedderSidecar(t *testing.T) {
 			t.Fatalf("%s", fs[0].Message)
 		}
 	})
+	t.Run("no palace yet", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		must(t, os.RemoveAll(b.palace))
+		only(t, b.run())
+	})
 	t.Run("not checked outside edge mode", func(t *testing.T) {
 		b := newBox(t)
 		only(t, b.run())
@@ -551,7 +557,11 @@ func TestOutbox(t *testing.T) {
 		must(t, err)
 		s.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"waiting"}`), "w")
 		s.Close()
+		before := snapshot(t, b.home)
 		only(t, b.run()) // just queued
+		if after := snapshot(t, b.home); after != before {
+			t.Fatalf("reading the outbox left files behind:\n%s\n%s", before, after)
+		}
 		b.opts.Now = func() time.Time { return time.Now().Add(3 * time.Hour) }
 		fs := b.run()
 		only(t, fs, "warn:outbox-backlog")

@@ -68,7 +68,10 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState, p Probe) []Fin
 		return nil
 	}
 	var out []Finding
-	sc := readSidecar(st.Palace)
+	var sc sidecar
+	if _, err := os.Stat(st.Palace); err == nil { // no palace yet: the first start writes both
+		sc = readSidecar(st.Palace)
+	}
 	if sc.problem != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Warn, Section: "§7.4",
 			Message: sc.problem + "; merged search cannot tell whether the local palace and the primary embed alike",

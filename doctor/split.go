@@ -256,7 +256,7 @@ func FixSplit(opts Options) ([]FixResult, error) {
 	}
 	var out []FixResult
 	var errs []error
-	backup := filepath.Join(opts.mempalaceDir(), "doctor-backup-"+opts.Now().UTC().Format("20060102T150405Z"))
+	backup := filepath.Join(opts.mempalaceDir(), "doctor-backup-"+opts.Now().UTC().Format("20060102T150405.000000Z"))
 	for _, sp := range findSplits(opts, st) {
 		if sp.bothHoldData() {
 			msg := fmt.Sprintf("%s: refused, %s and %s both hold data (%s, %s); merge by hand, nothing was changed",
@@ -369,17 +369,21 @@ func copyStore(s splitStore, from, to string) error {
 	return writeNew(to, b, fi.Mode().Perm())
 }
 
-// writeNew writes a file that must not exist yet, via a temporary name.
+// writeNew writes a file that must not exist yet, and syncs it.
 func writeNew(path string, b []byte, perm fs.FileMode) error {
-	tmp := path + ".doctor-tmp"
-	if err := os.WriteFile(tmp, b, perm); err != nil {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
 		return err
 	}
-	if err := os.Link(tmp, path); err != nil {
-		os.Remove(tmp)
+	if _, err := f.Write(b); err != nil {
+		f.Close()
 		return err
 	}
-	return os.Remove(tmp)
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // removeStore removes a file and its SQLite companions.

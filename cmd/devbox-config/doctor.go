@@ -90,8 +90,10 @@ usage errors.`,
 				if findings == nil {
 					findings = []doctor.Finding{}
 				}
-				b, _ := json.MarshalIndent(map[string]any{"findings": findings}, "", "  ")
-				fmt.Fprintln(stdout, string(b))
+				enc := json.NewEncoder(stdout)
+				enc.SetEscapeHTML(false)
+				enc.SetIndent("", "  ")
+				enc.Encode(map[string]any{"findings": findings})
 			} else {
 				printFindings(stdout, findings)
 			}
