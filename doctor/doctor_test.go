@@ -134,7 +134,7 @@ func TestCleanStateHasNoFindings(t *testing.T) {
 	t.Run("solitary, the RFC's converged layout", func(t *testing.T) {
 		b := newBox(t)
 		kg(t, filepath.Join(b.palace, "knowledge_graph.sqlite3"), 3)
-		write(t, filepath.Join(b.palace, "known_entities.json"), `{"alice": {}}`, 0o600)
+		write(t, filepath.Join(b.palace, "known_entities.json"), `{"people": ["alice"], "projects": []}`, 0o600)
 		write(t, filepath.Join(b.palace, "hallways.json"), `[]`, 0o600)
 		for _, n := range []string{"knowledge_graph.sqlite3", "known_entities.json", "hallways.json"} {
 			must(t, os.Symlink("palace/"+n, filepath.Join(b.home, ".mempalace", n)))
@@ -175,14 +175,14 @@ func TestSplitStores(t *testing.T) {
 	})
 	t.Run("entities", func(t *testing.T) {
 		b := newBox(t)
-		write(t, filepath.Join(b.home, ".mempalace", "known_entities.json"), `{"alice": {}}`, 0o600)
-		write(t, filepath.Join(b.palace, "known_entities.json"), `{"bob": {}}`, 0o600)
+		write(t, filepath.Join(b.home, ".mempalace", "known_entities.json"), `{"people": ["alice"], "projects": []}`, 0o600)
+		write(t, filepath.Join(b.palace, "known_entities.json"), `{"people": ["bob"]}`, 0o600)
 		only(t, b.run(), "error:entities-split")
 	})
 	t.Run("hallways, one empty", func(t *testing.T) {
 		b := newBox(t)
 		write(t, filepath.Join(b.home, ".mempalace", "hallways.json"), ``, 0o600)
-		write(t, filepath.Join(b.palace, "hallways.json"), `[{"a": 1}]`, 0o600)
+		write(t, filepath.Join(b.palace, "hallways.json"), `[{"from": "wing_a", "to": "wing_b"}]`, 0o600)
 		only(t, b.run(), "warn:hallways-split")
 	})
 	t.Run("only one side exists", func(t *testing.T) {
@@ -586,8 +586,8 @@ func TestFixSplit(t *testing.T) {
 		pal := filepath.Join(b.palace, "knowledge_graph.sqlite3")
 		kg(t, home, 5)
 		kg(t, pal, 0)
-		write(t, filepath.Join(b.home, ".mempalace", "known_entities.json"), `{"alice": {}, "bob": {}}`, 0o600)
-		write(t, filepath.Join(b.palace, "known_entities.json"), `{}`, 0o600)
+		write(t, filepath.Join(b.home, ".mempalace", "known_entities.json"), `{"people": ["alice", "bob"], "projects": []}`, 0o600)
+		write(t, filepath.Join(b.palace, "known_entities.json"), `{"people": [], "projects": []}`, 0o600)
 		before := counts(t, home)
 
 		res, err := FixSplit(b.opts)

@@ -106,7 +106,7 @@ func describe(s splitStore, n int64, err error) string {
 	case s.sqlite:
 		return fmt.Sprintf("%d rows", n)
 	}
-	return fmt.Sprintf("%d entries", n)
+	return fmt.Sprintf("%d values", n)
 }
 
 // linkTarget is what ~/.mempalace/<name> should point at: relative when
@@ -204,7 +204,9 @@ func sqliteCounts(path string) (map[string]int64, error) {
 	return counts, nil
 }
 
-// jsonEntries counts a JSON file's top-level entries; blank or null is 0.
+// jsonEntries counts a JSON file's values (its scalar leaves), so a
+// skeleton such as {"people": [], "projects": []} is empty; blank or null
+// is 0.
 func jsonEntries(path string) (int64, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -217,15 +219,25 @@ func jsonEntries(path string) (int64, error) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		return 0, fmt.Errorf("not JSON: %w", err)
 	}
+	return leaves(v), nil
+}
+
+func leaves(v any) int64 {
+	var n int64
 	switch x := v.(type) {
 	case nil:
-		return 0, nil
 	case map[string]any:
-		return int64(len(x)), nil
+		for _, c := range x {
+			n += leaves(c)
+		}
 	case []any:
-		return int64(len(x)), nil
+		for _, c := range x {
+			n += leaves(c)
+		}
+	default:
+		n = 1
 	}
-	return 1, nil
+	return n
 }
 
 // FixResult is what FixSplit did for one store.
