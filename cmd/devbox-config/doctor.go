@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+
+	"github.com/joho/godotenv"
+	"github.com/spf13/cobra"
+
+	"github.com/joakimp/devbox-config/doctor"
+	"github.com/joakimp/devbox-config/ladder"
+)
+
+func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		asJSON, fix   bool
+		envFile, home string
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check for RFC 001's landmines and the opt-in's traps before they bite",
+		Long: `doctor checks, read-only, for the problems RFC 001 §7 calls a runbook and the
+opt-in's own traps, one finding per problem with the RFC section and the exact
+fix. Finding ids are stable, for scripts:
+
+  kg-split, entities-split, hallways-split   §7.1 two files for one store
+  embedder-sidecar                           §7.4 edge mode: embedder identity
+  edge-volume                                §1.2 edge palace not on a volume
+  env-permissions, token-in-config           R3   the token where others read it
+  proposed-pending                           §4.1 a .proposed nobody merged
+  primary-unreachable, primary-auth,         §6.2 /healthz, tools/list (401),
+  host-pin, origin-header                         403 behind a proxy
+  sync-shared                                §7.2 remote mode reaches mempalace_sync
+  outbox-dead, outbox-backlog                §4.3 the edge's queue
+
+The primary is checked only in remote and edge modes, within 1.5 s in all.
+--fix does one thing: for a split store whose one side is empty it backs
+both up to ~/.mempalace/doctor-backup-<time>/, keeps the side with data in
+the palace and makes ~/.mempalace/<name> a symlink to it. It refuses when
+both sides hold data (it never merges). Stop mempalace first.
+
+Exit status: 0 when nothing is an error or a warning, 1 otherwise, 2 on
+usage errors.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := doctor.Options{Env: os.LookupEnv, LookPath: exec.LookPath, EnvFiles: []string{".env"}}
+			if home != "" {
+				opts.Home, opts.HomeFromFlag = home, true
+			} else {
+				h, err := os.UserHomeDir()
+				if err != nil {
+					return usageError("no home directory (set HOME or pass --home): %v", err)
+				}
+				opts.Home = h
+			}
+			if envFile != "" {
+				vars, err := godotenv.Read(envFile)
+				if err != nil {
+					return usageError("--env-file %s: %v", envFile, err)
+				}
+				opts.Env = doctorEnvLookup(vars)
+				opts.EnvFiles = []string{envFile}
+			}
+			failed := false
+			if fix {
+				results, err := doctor.FixSplit(opts)
+				w := stdout
+				if asJSON {
+					w = stderr // stdout carries exactly the findings object
+				}
+				for _, r := range results {
+					fmt.Fprintln(w, "fix:", r.Message)
+				}
+				if len(results) == 0 && err == nil {
+					fmt.Fprintln(w, "fix: no split store to converge")
+				}
+				if err != nil && !errors.Is(err, doctor.ErrBothHoldData) {
+					fmt.Fprintln(stderr, "devbox-config: doctor --fix:", err)
+					failed = true
+				}
+			}
+			findings := doctor.Run(context.Background(), opts)
+			if asJSON {
+				if findings == nil {
+					findings = []doctor.Finding{}
+				}
+				enc := json.NewEncoder(stdout)
+				enc.SetEscapeHTML(false)
+				enc.SetIndent("", "  ")
+				enc.Encode(map[string]any{"findings": findings})
+			} else {
+				printFindings(stdout, findings)
+			}
+			if failed || doctor.Failing(findings) {
+				return exitError{1, errors.New("")}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, `print {"findings": [{"id", "severity", "section", "message", "fix"}]}`)
+	f.StringVar(&envFile, "env-file", "", "read the MEMPALACE_* variables from this .env file instead of the environment (and check its permissions; default: ./.env's)")
+	f.StringVar(&home, "home", "", "home directory to check (ignores XDG_CONFIG_HOME and PI_CODING_AGENT_DIR)")
+	f.BoolVar(&fix, "fix", false, "converge a split knowledge graph / entities / hallways file onto the palace's copy by symlink, after a backup, when one side is empty")
+	return cmd
+}
+
+// doctorEnvLookup reads every MEMPALACE_* variable (the ladder's and
+// MEMPALACE_PALACE_PATH) from the env file only, everything else from the
+// process.
+func doctorEnvLookup(vars map[string]string) ladder.Lookup {
+	file := envFileLookup(vars)
+	return func(name string) (string, bool) {
+		if strings.HasPrefix(name, "MEMPALACE_") {
+			v, ok := vars[name]
+			return v, ok
+		}
+		return file(name)
+	}
+}
+
+func printFindings(w io.Writer, fs []doctor.Finding) {
+	errs, warns := 0, 0
+	for _, f := range fs {
+		switch f.Severity {
+		case doctor.Error:
+			errs++
+		case doctor.Warn:
+			warns++
+		}
+		fmt.Fprintf(w, "%-5s %s (%s)\n  %s\n  fix: %s\n", f.Severity, f.ID, f.Section, f.Message, f.Fix)
+	}
+	if errs+warns == 0 {
+		fmt.Fprintf(w, "doctor: nothing to fix (%d note(s))\n", len(fs))
+		return
+	}
+	fmt.Fprintf(w, "doctor: %d error(s), %d warning(s)\n", errs, warns)
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"database/sql"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+// clearLadder empties the process's MEMPALACE_* variables for a test.
+func clearLadder(t *testing.T) {
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "MEMPALACE_") {
+			t.Setenv(k, "")
+		}
+	}
+}
+
+func doctorCLI(t *testing.T, want int, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if got := run(append([]string{"doctor"}, args...), &out, &errb); got != want {
+		t.Fatalf("doctor %v: exit %d, want %d\n%s%s", args, got, want, out.String(), errb.String())
+	}
+	return out.String() + errb.String()
+}
+
+func kgFile(t *testing.T, path string, rows int) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(path), 0o700)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE triples(id TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < rows; i++ {
+		db.Exec(`INSERT INTO triples VALUES('x')`)
+	}
+}
+
+func TestDoctorExitCodesAndJSON(t *testing.T) {
+	clearLadder(t)
+	home := t.TempDir()
+	var clean struct {
+		Findings []map[string]any `json:"findings"`
+	}
+	out := doctorCLI(t, 0, "--home", home, "--json")
+	if err := json.Unmarshal([]byte(out), &clean); err != nil || clean.Findings == nil || len(clean.Findings) != 0 {
+		t.Fatalf("clean --json should be {\"findings\": []}: %v %s", err, out)
+	}
+	if out := doctorCLI(t, 0, "--home", home); !strings.Contains(out, "nothing to fix") {
+		t.Fatalf("%s", out)
+	}
+
+	kgFile(t, filepath.Join(home, ".mempalace", "knowledge_graph.sqlite3"), 2)
+	kgFile(t, filepath.Join(home, ".mempalace", "palace", "knowledge_graph.sqlite3"), 1)
+	out = doctorCLI(t, 1, "--home", home, "--json")
+	var doc map[string][]map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc) != 1 || len(doc["findings"]) != 1 {
+		t.Fatalf("want exactly one finding under \"findings\": %v %s", err, out)
+	}
+	var keys []string
+	for k := range doc["findings"][0] {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if strings.Join(keys, ",") != "fix,id,message,section,severity" || doc["findings"][0]["id"] != "kg-split" || doc["findings"][0]["severity"] != "error" {
+		t.Fatalf("finding shape: %v", doc["findings"][0])
+	}
+	if out := doctorCLI(t, 1, "--home", home); !strings.Contains(out, "error kg-split (§7.1)") || !strings.Contains(out, "fix: ") {
+		t.Fatalf("%s", out)
+	}
+
+	doctorCLI(t, 2, "--home", home, "--bogus")
+	doctorCLI(t, 2, "--home", home, "extra")
+	doctorCLI(t, 2, "--home", home, "--env-file", filepath.Join(home, "missing.env"))
+}
+
+func TestDoctorFix(t *testing.T) {
+	clearLadder(t)
+	home := t.TempDir()
+	hk := filepath.Join(home, ".mempalace", "knowledge_graph.sqlite3")
+	pk := filepath.Join(home, ".mempalace", "palace", "knowledge_graph.sqlite3")
+	kgFile(t, hk, 4)
+	kgFile(t, pk, 0)
+	doctorCLI(t, 1, "--home", home)
+	out := doctorCLI(t, 0, "--home", home, "--fix")
+	if !strings.Contains(out, "fix: kg-split: "+hk+" now links to palace/knowledge_graph.sqlite3") || !strings.Contains(out, "nothing to fix") {
+		t.Fatalf("%s", out)
+	}
+	if l, err := os.Readlink(hk); err != nil || l != "palace/knowledge_graph.sqlite3" {
+		t.Fatalf("%q %v", l, err)
+	}
+
+	// Both hold data: refused, exit 1, the JSON stays the findings object.
+	home = t.TempDir()
+	kgFile(t, filepath.Join(home, ".mempalace", "knowledge_graph.sqlite3"), 1)
+	kgFile(t, filepath.Join(home, ".mempalace", "palace", "knowledge_graph.sqlite3"), 1)
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"doctor", "--home", home, "--fix", "--json"}, &stdout, &stderr); code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	var doc map[string][]map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil || doc["findings"][0]["id"] != "kg-split" {
+		t.Fatalf("%v %s", err, stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "refused") {
+		t.Fatalf("stderr should say the fix was refused: %s", stderr.String())
+	}
+}
+
+// Every path that could echo the token: a readable .env holding it, a
+// config holding it literally, a primary refusing it, --json and --fix.
+func TestDoctorNeverPrintsTheToken(t *testing.T) {
+	clearLadder(t)
+	const tok = "tok-NEVER-print-9f8e7d6c5b"
+	pl, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: "the-primarys-own-token"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	home := t.TempDir()
+	env := filepath.Join(home, ".env")
+	os.WriteFile(env, []byte("MEMPALACE_REMOTE_URL="+srv.URL()+"\nMEMPALACE_REMOTE_TOKEN="+tok+"\n"), 0o644)
+	os.Chmod(env, 0o644)
+	cfg := filepath.Join(home, ".config", "opencode", "opencode.jsonc")
+	os.MkdirAll(filepath.Dir(cfg), 0o700)
+	os.WriteFile(cfg, []byte(`{"mcp": {"mempalace": {"headers": {"Authorization": "Bearer `+tok+`"}}}}`), 0o600)
+
+	for _, args := range [][]string{{}, {"--json"}, {"--fix"}, {"--json", "--fix"}} {
+		out := doctorCLI(t, 1, append([]string{"--home", home, "--env-file", env}, args...)...)
+		if strings.Contains(out, tok) || strings.Contains(out, tok[4:20]) {
+			t.Fatalf("doctor %v printed the token:\n%s", args, out)
+		}
+		for _, id := range []string{"env-permissions", "token-in-config", "primary-auth"} {
+			if !strings.Contains(out, id) {
+				t.Fatalf("doctor %v: no %s finding:\n%s", args, id, out)
+			}
+		}
+	}
+}

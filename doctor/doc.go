@@ -1,0 +1,20 @@
+// Package doctor checks a devbox for the traps of RFC 001 before they bite:
+// the §7 landmines (a split knowledge graph, a shared sync, an unchecked
+// embedder), the opt-in's own pitfalls (an edge palace on an un-persisted
+// volume, a token in a readable .env or a harness config, a proposal
+// nobody merged) and the primary's reachability and policy (§6.2: the
+// token, the Host pin behind a proxy, an Origin-adding proxy).
+//
+// Each check is a small function that returns findings; a finding has a
+// stable id for scripts, a severity, the RFC section, what is wrong and the
+// exact fix. Checks only read: nothing is created, not even an outbox that
+// does not exist yet. The one exception is FixSplit (doctor --fix), which
+// converges a split store onto one inode by the RFC's symlink, after a
+// backup, and only when one side holds no data.
+//
+// The environment comes in as a lookup function (the ladder's variables
+// through ladder.Resolve); the token is read only to authenticate and to
+// look for copies of itself, and never appears in a finding. Every network
+// call is bounded by a context deadline, so a blackholed primary costs at
+// most Options.Timeout.
+package doctor

@@ -1,0 +1,202 @@
+package doctor
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge"
+	"github.com/joakimp/devbox-config/ladder"
+)
+
+// Severity of a finding. Error and Warn make doctor exit 1.
+type Severity string
+
+const (
+	Error Severity = "error"
+	Warn  Severity = "warn"
+	Info  Severity = "info"
+)
+
+// Finding ids: stable, for scripts.
+const (
+	IDKGSplit            = "kg-split"
+	IDEntitiesSplit      = "entities-split"
+	IDHallwaysSplit      = "hallways-split"
+	IDEmbedderSidecar    = "embedder-sidecar"
+	IDEdgeVolume         = "edge-volume"
+	IDEnvPermissions     = "env-permissions"
+	IDTokenInConfig      = "token-in-config"
+	IDProposedPending    = "proposed-pending"
+	IDPrimaryUnreachable = "primary-unreachable"
+	IDPrimaryAuth        = "primary-auth"
+	IDHostPin            = "host-pin"
+	IDOriginHeader       = "origin-header"
+	IDSyncShared         = "sync-shared"
+	IDOutboxDead         = "outbox-dead"
+	IDOutboxBacklog      = "outbox-backlog"
+)
+
+// Finding is one problem: what is wrong, where the RFC explains it, and the
+// exact fix. It never carries a token.
+type Finding struct {
+	ID       string   `json:"id"`
+	Severity Severity `json:"severity"`
+	Section  string   `json:"section"`
+	Message  string   `json:"message"`
+	Fix      string   `json:"fix"`
+}
+
+// Options configure a run.
+type Options struct {
+	// Home is the home directory; ~/.mempalace and the harness configs are
+	// found under it.
+	Home string
+	// HomeFromFlag ignores XDG_CONFIG_HOME and PI_CODING_AGENT_DIR (as
+	// render --home does).
+	HomeFromFlag bool
+	// Env is the environment; the ladder's variables are read through
+	// ladder.Resolve, MEMPALACE_PALACE_PATH through the palace rules.
+	Env ladder.Lookup
+	// LookPath finds mempalace-mcp (for ladder.Resolve).
+	LookPath ladder.LookPath
+	// EnvFiles are the .env files whose permissions are checked (those that
+	// do not exist are skipped).
+	EnvFiles []string
+	// MountInfo is the mount table read for edge-volume (default
+	// /proc/self/mountinfo).
+	MountInfo string
+	// Timeout bounds all the primary's checks together (default 1.5 s).
+	Timeout time.Duration
+	// BacklogAge is how old the oldest queued op may be before
+	// outbox-backlog (default 15 minutes).
+	BacklogAge time.Duration
+	// SlowPrimary is the /healthz round trip above which the primary is
+	// reported slow (default 500 ms).
+	SlowPrimary time.Duration
+	Now         func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.Env == nil {
+		o.Env = func(string) (string, bool) { return "", false }
+	}
+	if o.LookPath == nil {
+		o.LookPath = func(string) (string, error) { return "", exec.ErrNotFound }
+	}
+	if o.MountInfo == "" {
+		o.MountInfo = "/proc/self/mountinfo"
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 1500 * time.Millisecond
+	}
+	if o.BacklogAge <= 0 {
+		o.BacklogAge = 15 * time.Minute
+	}
+	if o.SlowPrimary <= 0 {
+		o.SlowPrimary = 500 * time.Millisecond
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// env is one variable, trimmed.
+func (o Options) env(name string) string {
+	v, _ := o.Env(name)
+	return strings.TrimSpace(v)
+}
+
+// token is MEMPALACE_REMOTE_TOKEN; callers must never put it in a finding.
+func (o Options) token() string { return o.env(ladder.EnvRemoteToken) }
+
+// getenv is the palace rules' view of the environment: HOME is Options.Home.
+func (o Options) getenv(name string) string {
+	if name == "HOME" {
+		return o.Home
+	}
+	return o.env(name)
+}
+
+// mempalaceDir is ~/.mempalace.
+func (o Options) mempalaceDir() string { return filepath.Join(o.Home, ".mempalace") }
+
+// Palace is the palace directory by MemPalace's rules
+// (MEMPALACE_PALACE_PATH, else config.json's palace_path, else
+// ~/.mempalace/palace).
+func (o Options) Palace() (string, error) { return edge.PalacePath(o.getenv) }
+
+// State is what the checks share: the ladder's reading and the palace.
+type State struct {
+	Settings ladder.Settings
+	Palace   string
+}
+
+// Run runs every check and returns the findings, in a stable order.
+func Run(ctx context.Context, opts Options) []Finding {
+	opts = opts.withDefaults()
+	st, findings := resolve(opts)
+	// The primary's checks run beside the local ones: the run costs the
+	// slower of the two, not their sum.
+	type primaryResult struct {
+		probe    Probe
+		findings []Finding
+	}
+	done := make(chan primaryResult, 1)
+	go func() {
+		p, fs := CheckPrimary(ctx, opts, st)
+		done <- primaryResult{p, fs}
+	}()
+	ob := readOutbox(ctx, opts, st)
+	findings = append(findings, CheckSplits(opts, st)...)
+	findings = append(findings, CheckEdgeVolume(opts, st)...)
+	findings = append(findings, CheckEnvPermissions(opts)...)
+	findings = append(findings, CheckTokenInConfig(opts)...)
+	findings = append(findings, CheckProposedPending(opts)...)
+	findings = append(findings, CheckOutbox(opts, ob)...)
+	pr := <-done
+	findings = append(findings, CheckEmbedderSidecar(opts, st, ob, pr.probe)...)
+	findings = append(findings, pr.findings...)
+	return redact(findings, opts.token())
+}
+
+// redact is the last line of defence: no finding carries the token, even
+// one quoted back by a server's error text.
+func redact(fs []Finding, tok string) []Finding {
+	if tok == "" {
+		return fs
+	}
+	for i := range fs {
+		fs[i].Message = strings.ReplaceAll(fs[i].Message, tok, "[token]")
+		fs[i].Fix = strings.ReplaceAll(fs[i].Fix, tok, "[token]")
+	}
+	return fs
+}
+
+// resolve reads the ladder and the palace. A palace that cannot be found
+// (an unreadable config.json) is a finding about §7.1's files.
+func resolve(opts Options) (State, []Finding) {
+	s, _ := ladder.Resolve(opts.Env, opts.LookPath)
+	st := State{Settings: s}
+	p, err := opts.Palace()
+	if err != nil {
+		return st, []Finding{{ID: IDKGSplit, Severity: Error, Section: "§7.1",
+			Message: "cannot find the palace: " + err.Error(),
+			Fix:     "repair ~/.mempalace/config.json (it must be a JSON object; palace_path is optional) or set MEMPALACE_PALACE_PATH"}}
+	}
+	st.Palace = p
+	return st, nil
+}
+
+// Failing reports whether any finding is an error or a warning (exit 1).
+func Failing(fs []Finding) bool {
+	for _, f := range fs {
+		if f.Severity == Error || f.Severity == Warn {
+			return true
+		}
+	}
+	return false
+}

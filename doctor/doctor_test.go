@@ -1,0 +1,680 @@
+package doctor
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+// box is a temp HOME with a palace at ~/.mempalace/palace (the stock
+// default) and a mount table that puts the home on a persisted volume.
+type box struct {
+	t      *testing.T
+	home   string
+	palace string
+	env    map[string]string
+	opts   Options
+}
+
+const persistedMounts = `22 1 0:21 / / rw,relatime - ext4 /dev/sda1 rw
+`
+
+func newBox(t *testing.T) *box {
+	t.Helper()
+	home := t.TempDir()
+	b := &box{t: t, home: home, palace: filepath.Join(home, ".mempalace", "palace"), env: map[string]string{}}
+	mi := filepath.Join(t.TempDir(), "mountinfo")
+	write(t, mi, persistedMounts, 0o644)
+	b.opts = Options{
+		Home: home, HomeFromFlag: true,
+		Env:       func(k string) (string, bool) { v, ok := b.env[k]; return v, ok },
+		LookPath:  func(string) (string, error) { return "/usr/bin/mempalace-mcp", nil },
+		MountInfo: mi,
+	}
+	must(t, os.MkdirAll(b.palace, 0o700))
+	return b
+}
+
+func (b *box) run() []Finding {
+	b.t.Helper()
+	return Run(context.Background(), b.opts)
+}
+
+// edgeMode points the box at a primary in edge mode with a good sidecar.
+func (b *box) edgeMode(url, token string) {
+	b.env["MEMPALACE_REMOTE_URL"] = url
+	b.env["MEMPALACE_REMOTE_TOKEN"] = token
+	b.env["MEMPALACE_EDGE"] = "1"
+	write(b.t, filepath.Join(b.palace, SidecarFile), `{"mempalace_drawers": {"model_name": "minilm", "dimension": 384}}`, 0o600)
+}
+
+func write(t *testing.T, path, s string, perm fs.FileMode) {
+	t.Helper()
+	must(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	must(t, os.WriteFile(path, []byte(s), perm))
+	must(t, os.Chmod(path, perm))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kg makes a knowledge graph like MemPalace's (WAL mode) with n triples.
+func kg(t *testing.T, path string, n int) {
+	t.Helper()
+	must(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+	must(t, err)
+	defer db.Close()
+	_, err = db.Exec(`CREATE TABLE entities(id TEXT PRIMARY KEY, name TEXT); CREATE TABLE triples(id TEXT PRIMARY KEY, subject TEXT, predicate TEXT, object TEXT)`)
+	must(t, err)
+	for i := 0; i < n; i++ {
+		_, err := db.Exec(`INSERT INTO entities VALUES(?, ?); INSERT INTO triples VALUES(?, 'alice', 'knows', ?)`, fmt.Sprint("e", i), "alice", fmt.Sprint("t", i), fmt.Sprint("bob", i))
+		must(t, err)
+	}
+}
+
+func ids(fs []Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, string(f.Severity)+":"+f.ID)
+	}
+	return out
+}
+
+// only asserts the findings are exactly want ("severity:id").
+func only(t *testing.T, fs []Finding, want ...string) {
+	t.Helper()
+	got := ids(fs)
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("findings %v, want %v\n%+v", got, want, fs)
+	}
+	for _, f := range fs {
+		if f.Section == "" || f.Message == "" || f.Fix == "" {
+			t.Fatalf("finding without section, message or fix: %+v", f)
+		}
+	}
+}
+
+func primary(t *testing.T, token string, o fakepalace.Options) *fakepalace.HTTPServer {
+	t.Helper()
+	o.Dir = t.TempDir()
+	pl, err := fakepalace.New(o)
+	must(t, err)
+	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: token})
+	must(t, srv.Start("127.0.0.1:0"))
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
+func TestCleanStateHasNoFindings(t *testing.T) {
+	t.Run("solitary, no palace files", func(t *testing.T) {
+		only(t, newBox(t).run())
+	})
+	t.Run("solitary, the RFC's converged layout", func(t *testing.T) {
+		b := newBox(t)
+		kg(t, filepath.Join(b.palace, "knowledge_graph.sqlite3"), 3)
+		write(t, filepath.Join(b.palace, "known_entities.json"), `{"people": ["alice"], "projects": []}`, 0o600)
+		write(t, filepath.Join(b.palace, "hallways.json"), `[]`, 0o600)
+		for _, n := range []string{"knowledge_graph.sqlite3", "known_entities.json", "hallways.json"} {
+			must(t, os.Symlink("palace/"+n, filepath.Join(b.home, ".mempalace", n)))
+		}
+		only(t, b.run())
+	})
+	t.Run("edge mode against a healthy primary", func(t *testing.T) {
+		b := newBox(t)
+		srv := primary(t, "tok-clean-0123456789", fakepalace.Options{})
+		b.edgeMode(srv.URL(), "tok-clean-0123456789")
+		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+		must(t, err)
+		s.Close()
+		write(t, filepath.Join(b.home, ".config", "opencode", "opencode.jsonc"), `{"mcp": {"mempalace": {"headers": {"Authorization": "Bearer {env:MEMPALACE_REMOTE_TOKEN}"}}}}`, 0o644)
+		env := filepath.Join(b.home, "devbox", ".env")
+		write(t, env, "MEMPALACE_REMOTE_TOKEN=tok-clean-0123456789\n", 0o600)
+		b.opts.EnvFiles = []string{env}
+		only(t, b.run())
+	})
+}
+
+func TestSplitStores(t *testing.T) {
+	t.Run("kg both hold data", func(t *testing.T) {
+		b := newBox(t)
+		kg(t, filepath.Join(b.home, ".mempalace", "knowledge_graph.sqlite3"), 2)
+		kg(t, filepath.Join(b.palace, "knowledge_graph.sqlite3"), 1)
+		fs := b.run()
+		only(t, fs, "error:kg-split")
+		if !strings.Contains(fs[0].Message, "4 rows") || !strings.Contains(fs[0].Message, "2 rows") {
+			t.Fatalf("message should count rows on both sides: %s", fs[0].Message)
+		}
+	})
+	t.Run("kg palace side empty", func(t *testing.T) {
+		b := newBox(t)
+		kg(t, filepath.Join(b.home, ".mempalace", "knowledge_graph.sqlite3"), 2)
+		kg(t, filepath.Join(b.palace, "knowledge_graph.sqlite3"), 0)
+		only(t, b.run(), "warn:kg-split")
+	})
+	t.Run("entities", func(t *testing.T) {
+		b := newBox(t)
+		write(t, filepath.Join(b.home, ".mempalace", "known_entities.json"), `{"people": ["alice"], "projects": []}`, 0o600)
+		write(t, filepath.Join(b.palace, "known_entities.json"), `{"people": ["bob"]}`, 0o600)
+		only(t, b.run(), "error:entities-split")
+	})
+	t.Run("hallways, one empty", func(t *testing.T) {
+		b := newBox(t)
+		write(t, filepath.Join(b.home, ".mempalace", "hallways.json"), ``, 0o600)
+		write(t, filepath.Join(b.palace, "hallways.json"), `[{"from": "wing_a", "to": "wing_b"}]`, 0o600)
+		only(t, b.run(), "warn:hallways-split")
+	})
+	t.Run("only one side exists", func(t *testing.T) {
+		b := newBox(t)
+		kg(t, filepath.Join(b.home, ".mempalace", "knowledge_graph.sqlite3"), 2)
+		only(t, b.run())
+	})
+	t.Run("a custom palace path from config.json", func(t *testing.T) {
+		b := newBox(t)
+		custom := filepath.Join(b.home, "palaces", "main")
+		write(t, filepath.Join(b.home, ".mempalace", "config.json"), `{"palace_path": "~/palaces/main"}`, 0o600)
+		kg(t, filepath.Join(b.home, ".mempalace", "knowledge_graph.sqlite3"), 1)
+		kg(t, filepath.Join(custom, "knowledge_graph.sqlite3"), 1)
+		fs := b.run()
+		only(t, fs, "error:kg-split")
+		if !strings.Contains(fs[0].Message, custom) {
+			t.Fatalf("should name the configured palace %s: %s", custom, fs[0].Message)
+		}
+	})
+}
+
+// snapshot is every path under dir with its size, to see nothing was
+// created.
+func snapshot(t *testing.T, dir string) string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil {
+			fi, _ := d.Info()
+			out = append(out, fmt.Sprintf("%s %d", p, fi.Size()))
+		}
+		return nil
+	})
+	return strings.Join(out, "\n")
+}
+
+func TestChecksCreateNothing(t *testing.T) {
+	b := newBox(t)
+	b.edgeMode("http://127.0.0.1:1/mcp", "tok-none-0123456789")
+	kg(t, filepath.Join(b.home, ".mempalace", "knowledge_graph.sqlite3"), 2)
+	kg(t, filepath.Join(b.palace, "knowledge_graph.sqlite3"), 1)
+	before := snapshot(t, b.home)
+	b.run()
+	if after := snapshot(t, b.home); after != before {
+		t.Fatalf("doctor changed the home:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	if _, err := os.Stat(OutboxPath(b.palace)); err == nil {
+		t.Fatal("doctor created an outbox")
+	}
+}
+
+func TestEmbedderSidecar(t *testing.T) {
+	srvURL := primary(t, "", fakepalace.Options{}).URL()
+	t.Run("missing", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		os.Remove(filepath.Join(b.palace, SidecarFile))
+		only(t, b.run(), "warn:embedder-sidecar")
+	})
+	t.Run("dimension 0", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		write(t, filepath.Join(b.palace, SidecarFile), `{"mempalace_drawers": {"model_name": "minilm", "dimension": 0}}`, 0o600)
+		fs := b.run()
+		only(t, fs, "warn:embedder-sidecar")
+		if !strings.Contains(fs[0].Message, "dimension 0") {
+			t.Fatalf("%s", fs[0].Message)
+		}
+	})
+	t.Run("the edge's canary", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+		must(t, err)
+		must(t, s.SetMeta(context.Background(), "embedder_mismatch", "drawer d1: local distance 0.1000, primary 0.7000"))
+		s.Close()
+		fs := b.run()
+		only(t, fs, "error:embedder-sidecar")
+		if !strings.Contains(fs[0].Message, "drawer d1") {
+			t.Fatalf("should quote the edge's record: %s", fs[0].Message)
+		}
+	})
+	t.Run("primary reports another model", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(primary(t, "", fakepalace.Options{Embedder: "embeddinggemma"}).URL(), "")
+		fs := b.run()
+		only(t, fs, "error:embedder-sidecar")
+		if !strings.Contains(fs[0].Message, "embeddinggemma") {
+			t.Fatalf("%s", fs[0].Message)
+		}
+	})
+	t.Run("no palace yet", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		must(t, os.RemoveAll(b.palace))
+		only(t, b.run())
+	})
+	t.Run("not checked outside edge mode", func(t *testing.T) {
+		b := newBox(t)
+		only(t, b.run())
+	})
+}
+
+func TestEdgeVolume(t *testing.T) {
+	srvURL := primary(t, "", fakepalace.Options{}).URL()
+	overlay := `22 1 0:21 / / rw,relatime - overlay overlay rw,lowerdir=/a
+30 22 0:30 / /proc rw - proc proc rw
+`
+	t.Run("palace on the container's layer", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		write(t, b.opts.MountInfo, overlay, 0o644)
+		only(t, b.run(), "error:edge-volume")
+	})
+	t.Run("palace on a volume", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		real, _ := filepath.EvalSymlinks(filepath.Join(b.home, ".mempalace"))
+		write(t, b.opts.MountInfo, overlay+fmt.Sprintf("40 22 8:1 /volumes/devbox-palace %s rw - ext4 /dev/sda1 rw\n", strings.ReplaceAll(real, " ", `\040`)), 0o644)
+		only(t, b.run())
+	})
+	t.Run("remote mode keeps no local state", func(t *testing.T) {
+		b := newBox(t)
+		b.env["MEMPALACE_REMOTE_URL"] = srvURL
+		write(t, b.opts.MountInfo, overlay, 0o644)
+		only(t, b.run(), "warn:sync-shared")
+	})
+}
+
+func TestEnvPermissions(t *testing.T) {
+	for _, c := range []struct {
+		name, content string
+		perm          fs.FileMode
+		want          []string
+	}{
+		{"token, world-readable", "MEMPALACE_REMOTE_TOKEN=abcdefgh12345\n", 0o644, []string{"error:env-permissions"}},
+		{"token, group-readable", "export MEMPALACE_REMOTE_TOKEN='abcdefgh12345'\n", 0o640, []string{"error:env-permissions"}},
+		{"token, 0600", "MEMPALACE_REMOTE_TOKEN=abcdefgh12345\n", 0o600, nil},
+		{"no token, world-readable", "MEMPALACE_REMOTE_URL=http://x/mcp\nMEMPALACE_REMOTE_TOKEN=\n", 0o644, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBox(t)
+			env := filepath.Join(b.home, "devbox", ".env")
+			write(t, env, c.content, c.perm)
+			b.opts.EnvFiles = []string{env, filepath.Join(b.home, "missing.env")}
+			fs := b.run()
+			only(t, fs, c.want...)
+			for _, f := range fs {
+				if !strings.Contains(f.Fix, "chmod 600 "+env) || strings.Contains(f.Message+f.Fix, "abcdefgh12345") {
+					t.Fatalf("%+v", f)
+				}
+			}
+		})
+	}
+}
+
+func TestTokenInConfig(t *testing.T) {
+	const tok = "tok-literal-5eCr3t-value"
+	for _, name := range []string{
+		".config/opencode/opencode.jsonc",
+		".config/opencode/opencode.jsonc.proposed",
+		".config/opencode/opencode.json.bak.20260101T000000.000000Z",
+		".config/opencode/.devbox-config.json",
+		".pi/agent/mcp.json",
+		".pi/agent/settings.json.bak.20260101T000000.000000Z",
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBox(t)
+			b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+			path := filepath.Join(b.home, name)
+			write(t, path, "{\n  \"mcp\": {\n    \"headers\": {\"Authorization\": \"Bearer "+tok+"\"}}}\n", 0o600)
+			fs := b.run()
+			only(t, fs, "error:token-in-config")
+			if !strings.Contains(fs[0].Message, path+" line 3") || strings.Contains(fs[0].Message+fs[0].Fix, tok) {
+				t.Fatalf("want the file and line, never the value: %s", fs[0].Message)
+			}
+		})
+	}
+	t.Run("a reference is fine, and other files are not read", func(t *testing.T) {
+		b := newBox(t)
+		b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+		write(t, filepath.Join(b.home, ".config/opencode/opencode.jsonc"), `{"Authorization": "Bearer {env:MEMPALACE_REMOTE_TOKEN}"}`, 0o600)
+		write(t, filepath.Join(b.home, ".pi/agent/notes.txt"), tok, 0o600)
+		only(t, b.run())
+	})
+	t.Run("XDG_CONFIG_HOME without --home", func(t *testing.T) {
+		b := newBox(t)
+		b.opts.HomeFromFlag = false
+		xdg := filepath.Join(b.home, "xdg")
+		b.env["XDG_CONFIG_HOME"] = xdg
+		b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+		write(t, filepath.Join(xdg, "opencode", "opencode.json"), tok, 0o600)
+		only(t, b.run(), "error:token-in-config")
+	})
+}
+
+func TestProposedPending(t *testing.T) {
+	b := newBox(t)
+	cfg := filepath.Join(b.home, ".config/opencode/opencode.jsonc")
+	write(t, cfg, `{"mcp": {"mempalace": {"type": "local"}}}`, 0o644)
+	write(t, cfg+".proposed", `{"mcp": {"mempalace": {"type": "remote"}}}`, 0o644)
+	old := time.Now().Add(-2 * time.Hour)
+	must(t, os.Chtimes(cfg+".proposed", old, old))
+	fs := b.run()
+	only(t, fs, "warn:proposed-pending")
+	if !strings.Contains(fs[0].Message, "2h0m0s ago") || !strings.Contains(fs[0].Message, "changed after the proposal") {
+		t.Fatalf("%s", fs[0].Message)
+	}
+	os.Remove(cfg + ".proposed")
+	only(t, b.run())
+}
+
+// blackhole accepts connections and never answers.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+func TestPrimaryUnreachable(t *testing.T) {
+	t.Run("blackholed: the whole run stays within 2 s", func(t *testing.T) {
+		b := newBox(t)
+		b.env["MEMPALACE_REMOTE_URL"] = blackhole(t)
+		start := time.Now()
+		fs := b.run()
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("doctor took %s with the primary blackholed", d)
+		}
+		only(t, fs, "error:primary-unreachable")
+	})
+	t.Run("nothing listening", func(t *testing.T) {
+		b := newBox(t)
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		addr := ln.Addr().String()
+		ln.Close()
+		b.env["MEMPALACE_REMOTE_URL"] = "http://" + addr + "/mcp"
+		only(t, b.run(), "error:primary-unreachable")
+	})
+	t.Run("slow", func(t *testing.T) {
+		b := newBox(t)
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(60 * time.Millisecond)
+			w.WriteHeader(200)
+			w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}`))
+		}))
+		t.Cleanup(slow.Close)
+		b.opts.SlowPrimary = 30 * time.Millisecond
+		b.env["MEMPALACE_REMOTE_URL"] = slow.URL + "/mcp"
+		only(t, b.run(), "warn:primary-unreachable")
+	})
+	t.Run("solitary makes no call", func(t *testing.T) {
+		b := newBox(t)
+		b.env["MEMPALACE_REMOTE_URL"] = ""
+		b.env["MEMPALACE_EDGE"] = "1"
+		only(t, b.run())
+	})
+}
+
+func TestPrimaryAuth(t *testing.T) {
+	srv := primary(t, "the-primarys-token-123", fakepalace.Options{})
+	for _, c := range []struct{ name, token, says string }{
+		{"wrong token", "not-the-token-4567890", "does not accept this token"},
+		{"no token", "", "is empty"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBox(t)
+			b.edgeMode(srv.URL(), c.token)
+			fs := b.run()
+			only(t, fs, "error:primary-auth")
+			if !strings.Contains(fs[0].Message, c.says) {
+				t.Fatalf("%s", fs[0].Message)
+			}
+		})
+	}
+}
+
+// behindProxy puts a reverse proxy in front of target that changes each
+// request as a tunnel would.
+func behindProxy(t *testing.T, target string, edit func(*http.Request)) string {
+	t.Helper()
+	u, _ := url.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	inner := rp.Director
+	rp.Director = func(r *http.Request) { inner(r); edit(r) }
+	p := httptest.NewServer(rp)
+	t.Cleanup(p.Close)
+	return p.URL + "/mcp"
+}
+
+func TestHostPin(t *testing.T) {
+	srv := primary(t, "", fakepalace.Options{}) // bound to 127.0.0.1: the pin is on
+	b := newBox(t)
+	b.edgeMode(behindProxy(t, srv.URL(), func(r *http.Request) { r.Host = "palace.example.com" }), "")
+	fs := b.run()
+	only(t, fs, "error:host-pin")
+	if !strings.Contains(fs[0].Fix, "docker0") || !strings.Contains(fs[0].Fix, "172.17.0.1") {
+		t.Fatalf("fix should say to bind the docker0 address: %s", fs[0].Fix)
+	}
+}
+
+func TestOriginHeader(t *testing.T) {
+	srv := primary(t, "", fakepalace.Options{})
+	b := newBox(t)
+	b.edgeMode(behindProxy(t, srv.URL(), func(r *http.Request) {
+		r.Host = r.URL.Host // this proxy forwards a Host the pin accepts
+		if r.Header.Get("Origin") == "" {
+			r.Header.Set("Origin", "https://palace.example.com")
+		}
+	}), "")
+	only(t, b.run(), "error:origin-header")
+}
+
+func TestSyncShared(t *testing.T) {
+	srv := primary(t, "tok-sync-0123456789", fakepalace.Options{})
+	b := newBox(t)
+	b.env["MEMPALACE_REMOTE_URL"] = srv.URL()
+	b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-sync-0123456789"
+	only(t, b.run(), "warn:sync-shared")
+	b.edgeMode(srv.URL(), "tok-sync-0123456789") // the edge keeps sync local
+	only(t, b.run())
+	ro := primary(t, "", fakepalace.Options{ReadOnly: true}) // sync hidden
+	b = newBox(t)
+	b.env["MEMPALACE_REMOTE_URL"] = ro.URL()
+	only(t, b.run())
+}
+
+type refusing struct{}
+
+func (refusing) Up() bool { return true }
+func (refusing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	return nil, &outbox.RPCError{Code: -32602, Message: "Unknown parameter 'bogus' for tool " + tool}
+}
+
+func TestOutbox(t *testing.T) {
+	ctx := context.Background()
+	t.Run("dead", func(t *testing.T) {
+		b := newBox(t) // solitary now: ops queued while edge mode was on still count
+		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+		must(t, err)
+		s.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"refused","bogus":1}`), "w")
+		(&outbox.Flusher{S: s, P: refusing{}, MaxPerm: 1}).Drain(ctx)
+		s.Close()
+		fs := b.run()
+		only(t, fs, "error:outbox-dead")
+		if !strings.Contains(fs[0].Message, "mempalace_add_drawer") {
+			t.Fatalf("%s", fs[0].Message)
+		}
+	})
+	t.Run("backlog", func(t *testing.T) {
+		b := newBox(t)
+		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+		must(t, err)
+		s.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"waiting"}`), "w")
+		s.Close()
+		before := snapshot(t, b.home)
+		only(t, b.run()) // just queued
+		if after := snapshot(t, b.home); after != before {
+			t.Fatalf("reading the outbox left files behind:\n%s\n%s", before, after)
+		}
+		b.opts.Now = func() time.Time { return time.Now().Add(3 * time.Hour) }
+		fs := b.run()
+		only(t, fs, "warn:outbox-backlog")
+		if !strings.Contains(fs[0].Message, "3h0m") {
+			t.Fatalf("%s", fs[0].Message)
+		}
+	})
+}
+
+// counts is the KG's per-table row counts.
+func counts(t *testing.T, path string) map[string]int64 {
+	t.Helper()
+	c, err := sqliteCounts(path)
+	must(t, err)
+	return c
+}
+
+func TestFixSplit(t *testing.T) {
+	t.Run("data on the HOME side moves into the palace", func(t *testing.T) {
+		b := newBox(t)
+		home := filepath.Join(b.home, ".mempalace", "knowledge_graph.sqlite3")
+		pal := filepath.Join(b.palace, "knowledge_graph.sqlite3")
+		kg(t, home, 5)
+		kg(t, pal, 0)
+		write(t, filepath.Join(b.home, ".mempalace", "known_entities.json"), `{"people": ["alice", "bob"], "projects": []}`, 0o600)
+		write(t, filepath.Join(b.palace, "known_entities.json"), `{"people": [], "projects": []}`, 0o600)
+		before := counts(t, home)
+
+		res, err := FixSplit(b.opts)
+		must(t, err)
+		if len(res) != 2 || !res[0].Done || !res[1].Done {
+			t.Fatalf("%+v", res)
+		}
+		hi, err1 := os.Stat(home)
+		pi, err2 := os.Stat(pal)
+		if err1 != nil || err2 != nil || !os.SameFile(hi, pi) {
+			t.Fatalf("not one inode after --fix: %v %v", err1, err2)
+		}
+		if l, _ := os.Readlink(home); l != "palace/knowledge_graph.sqlite3" {
+			t.Fatalf("link %q, want the RFC's relative palace/knowledge_graph.sqlite3", l)
+		}
+		if after := counts(t, pal); !sameCounts(before, after) || after["triples"] != 5 {
+			t.Fatalf("rows before %v, after %v", before, after)
+		}
+		if got := counts(t, filepath.Join(res[0].Backup, "home-knowledge_graph.sqlite3")); !sameCounts(before, got) {
+			t.Fatalf("backup holds %v, want %v", got, before)
+		}
+		if _, err := os.Stat(filepath.Join(res[0].Backup, "palace-knowledge_graph.sqlite3")); err != nil {
+			t.Fatalf("the empty side was not backed up: %v", err)
+		}
+		if n, _ := jsonEntries(filepath.Join(b.palace, "known_entities.json")); n != 2 {
+			t.Fatalf("entities after: %d", n)
+		}
+		only(t, b.run())
+	})
+	t.Run("data on the palace side: HOME becomes the link", func(t *testing.T) {
+		b := newBox(t)
+		home := filepath.Join(b.home, ".mempalace", "knowledge_graph.sqlite3")
+		pal := filepath.Join(b.palace, "knowledge_graph.sqlite3")
+		kg(t, home, 0)
+		kg(t, pal, 3)
+		before := counts(t, pal)
+		res, err := FixSplit(b.opts)
+		must(t, err)
+		hi, _ := os.Stat(home)
+		pi, _ := os.Stat(pal)
+		if !os.SameFile(hi, pi) || !sameCounts(before, counts(t, home)) {
+			t.Fatalf("after: same=%v counts %v, want %v", os.SameFile(hi, pi), counts(t, home), before)
+		}
+		if _, err := os.Stat(filepath.Join(res[0].Backup, "home-knowledge_graph.sqlite3")); err != nil {
+			t.Fatal(err)
+		}
+		only(t, b.run())
+	})
+	t.Run("refused when both hold data", func(t *testing.T) {
+		b := newBox(t)
+		home := filepath.Join(b.home, ".mempalace", "knowledge_graph.sqlite3")
+		pal := filepath.Join(b.palace, "knowledge_graph.sqlite3")
+		kg(t, home, 2)
+		kg(t, pal, 1)
+		before := snapshot(t, b.home)
+		res, err := FixSplit(b.opts)
+		if err == nil || !strings.Contains(err.Error(), ErrBothHoldData.Error()) || len(res) != 1 || res[0].Done {
+			t.Fatalf("want a refusal: %v %+v", err, res)
+		}
+		if after := snapshot(t, b.home); after != before {
+			t.Fatalf("a refused fix changed files:\n%s\n%s", before, after)
+		}
+		only(t, b.run(), "error:kg-split")
+	})
+}
+
+// The primary's checks never reach anything when the ladder is solitary:
+// a test that the mode decides, not the URL's presence.
+func TestLadderDecidesMode(t *testing.T) {
+	b := newBox(t)
+	b.env["MEMPALACE_REMOTE_URL"] = "ftp://x" // refused by the ladder: solitary
+	only(t, b.run())
+}
+
+// A -wal left by a crash may hold every row: that side holds data, so
+// --fix never removes it.
+func TestSplitCountsAnUncheckpointedWAL(t *testing.T) {
+	b := newBox(t)
+	home := filepath.Join(b.home, ".mempalace", "knowledge_graph.sqlite3")
+	kg(t, home, 0)
+	write(t, home+"-wal", "not empty", 0o600)
+	kg(t, filepath.Join(b.palace, "knowledge_graph.sqlite3"), 1)
+	only(t, b.run(), "error:kg-split")
+	if _, err := FixSplit(b.opts); err == nil {
+		t.Fatal("--fix converged a side whose -wal may hold data")
+	}
+	if _, err := os.Lstat(home + "-wal"); err != nil {
+		t.Fatal("--fix removed the -wal")
+	}
+}

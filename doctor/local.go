@@ -1,0 +1,351 @@
+package doctor
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/joho/godotenv"
+
+	"github.com/joakimp/devbox-config/fingerprint"
+	"github.com/joakimp/devbox-config/ladder"
+)
+
+// SidecarFile is MemPalace's embedder identity file in the palace (§7.4).
+const SidecarFile = "mempalace_embedder.json"
+
+// drawersCollection is the collection whose embedder the edge's merged
+// search depends on.
+const drawersCollection = "mempalace_drawers"
+
+// sidecar is the local palace's embedder identity: model "" when unknown.
+type sidecar struct {
+	model     string
+	dimension int
+	problem   string // why it is unusable ("" = fine)
+}
+
+func readSidecar(palace string) sidecar {
+	path := filepath.Join(palace, SidecarFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return sidecar{problem: path + " is missing"}
+		}
+		return sidecar{problem: fmt.Sprintf("%s cannot be read: %v", path, err)}
+	}
+	var doc map[string]struct {
+		Model     string `json:"model_name"`
+		Dimension int    `json:"dimension"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return sidecar{problem: fmt.Sprintf("%s is not the JSON object MemPalace writes: %v", path, err)}
+	}
+	d, ok := doc[drawersCollection]
+	if !ok || d.Model == "" {
+		return sidecar{problem: fmt.Sprintf("%s has no %s.model_name (MemPalace treats that as unknown and checks nothing)", path, drawersCollection)}
+	}
+	s := sidecar{model: d.Model, dimension: d.Dimension}
+	if d.Dimension == 0 {
+		s.problem = fmt.Sprintf("%s says %s has dimension 0 (the probe failed: MemPalace skips the dimension check and compares only the name %q)", path, drawersCollection, d.Model)
+	}
+	return s
+}
+
+// CheckEmbedderSidecar is embedder-sidecar (§7.4), in edge mode only, where
+// merged reads compare the local palace's distances with the primary's:
+// the sidecar missing or unusable, dimension 0, the edge's own canary (the
+// outbox's record of a mismatch it saw), or a model name different from
+// the one the primary reports (when it reports one).
+func CheckEmbedderSidecar(opts Options, st State, ob outboxState, p Probe) []Finding {
+	if st.Settings.Mode != ladder.Edge || st.Palace == "" {
+		return nil
+	}
+	var out []Finding
+	var sc sidecar
+	if _, err := os.Stat(st.Palace); err == nil { // no palace yet: the first start writes both
+		sc = readSidecar(st.Palace)
+	}
+	if sc.problem != "" {
+		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Warn, Section: "§7.4",
+			Message: sc.problem + "; merged search cannot tell whether the local palace and the primary embed alike",
+			Fix:     "start the local palace once with its embedder available (`mempalace status`) so it writes " + SidecarFile + " with the model and its dimension; set the same embedding_model in ~/.mempalace/config.json here and on the primary"})
+	}
+	if ob.mismatch != "" {
+		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
+			Message: "the edge saw the local palace and the primary rank the same drawer at different distances (" + ob.mismatch + "): they embed with different models, merged search is off",
+			Fix:     "set the same embedding_model in ~/.mempalace/config.json here and on the primary, then re-mine the palace whose model changed; `devbox-config edge status` shows the edge's record"})
+	}
+	if p.Embedder != "" && sc.model != "" && !strings.EqualFold(p.Embedder, sc.model) {
+		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
+			Message: fmt.Sprintf("the local palace embeds with %q, the primary reports %q: their distances are not comparable", sc.model, p.Embedder),
+			Fix:     "set the same embedding_model in ~/.mempalace/config.json here and on the primary, then re-mine the palace whose model changed"})
+	}
+	return out
+}
+
+// notPersisted: the filesystems that die with the container.
+func notPersisted(fstype string) bool {
+	switch fstype {
+	case "overlay", "overlayfs", "aufs", "tmpfs", "ramfs":
+		return true
+	}
+	return false
+}
+
+// mount is one /proc/self/mountinfo line's mount point and type.
+type mount struct{ point, fstype string }
+
+// readMountInfo parses a mountinfo file (proc(5)): field 5 is the mount
+// point (octal-escaped), the type follows the " - " separator.
+func readMountInfo(path string) ([]mount, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []mount
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Text()
+		pre, post, ok := strings.Cut(line, " - ")
+		f := strings.Fields(pre)
+		g := strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 1 {
+			continue
+		}
+		out = append(out, mount{point: unescapeMount(f[4]), fstype: g[0]})
+	}
+	return out, nil
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			var c int
+			if _, err := fmt.Sscanf(s[i+1:i+4], "%3o", &c); err == nil {
+				b.WriteByte(byte(c))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// mountOf is the mount holding path: the longest mount point that is path
+// or one of its parents (the last one listed wins on a tie: it is on top).
+func mountOf(mounts []mount, path string) (mount, bool) {
+	var best mount
+	found := false
+	for _, m := range mounts {
+		p := filepath.Clean(m.point)
+		if path == p || p == "/" || strings.HasPrefix(path, p+"/") {
+			if !found || len(p) >= len(filepath.Clean(best.point)) {
+				best, found = m, true
+			}
+		}
+	}
+	return best, found
+}
+
+// existingReal is path with symlinks resolved, for its nearest existing
+// ancestor (the palace may not exist yet).
+func existingReal(path string) string {
+	p := filepath.Clean(path)
+	var rest []string
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Clean(path)
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
+}
+
+// CheckEdgeVolume is edge-volume (§1.2): edge mode keeps local-first
+// writes and the outbox in the palace, so the palace must be on a volume
+// that outlives the container.
+func CheckEdgeVolume(opts Options, st State) []Finding {
+	if st.Settings.Mode != ladder.Edge || st.Palace == "" {
+		return nil
+	}
+	mounts, err := readMountInfo(opts.MountInfo)
+	if err != nil {
+		return nil // not Linux, or no /proc: nothing to say
+	}
+	real := existingReal(st.Palace)
+	m, ok := mountOf(mounts, real)
+	if !ok || !notPersisted(m.fstype) {
+		return nil
+	}
+	return []Finding{{ID: IDEdgeVolume, Severity: Error, Section: "§1.2",
+		Message: fmt.Sprintf("edge mode keeps the outbox and every local-first write in %s, which is on %s (%s, the container's own layer): writes not yet flushed to the primary die when the container is recreated", st.Palace, m.point, m.fstype),
+		Fix:     "uncomment the devbox-palace volume in docker-compose.yml (`devbox-palace:/home/developer/.mempalace`) and recreate the container; or turn edge mode off (MEMPALACE_EDGE=0)"}}
+}
+
+// CheckEnvPermissions is env-permissions (R3): a .env holding
+// MEMPALACE_REMOTE_TOKEN must be 0600.
+func CheckEnvPermissions(opts Options) []Finding {
+	var out []Finding
+	for _, path := range opts.EnvFiles {
+		fi, err := os.Stat(path)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		holds := false
+		if vars, err := godotenv.Read(path); err == nil {
+			holds = strings.TrimSpace(vars[ladder.EnvRemoteToken]) != ""
+		} else if b, err := os.ReadFile(path); err == nil {
+			holds = bytes.Contains(b, []byte(ladder.EnvRemoteToken)) // unparsable: assume the worst
+		}
+		if !holds {
+			continue
+		}
+		out = append(out, Finding{ID: IDEnvPermissions, Severity: Error, Section: "R3",
+			Message: fmt.Sprintf("%s holds %s and is readable by %s (mode %04o)", path, ladder.EnvRemoteToken, who(fi.Mode().Perm()), fi.Mode().Perm()),
+			Fix:     "chmod 600 " + path})
+	}
+	return out
+}
+
+func who(perm os.FileMode) string {
+	switch {
+	case perm&0o070 != 0 && perm&0o007 != 0:
+		return "group and others"
+	case perm&0o070 != 0:
+		return "its group"
+	}
+	return "others"
+}
+
+// harnessConfigs are the files render manages, by directory.
+func harnessDirs(opts Options) []string {
+	oc := filepath.Join(opts.Home, ".config", "opencode")
+	pi := filepath.Join(opts.Home, ".pi", "agent")
+	if !opts.HomeFromFlag {
+		if x := opts.env("XDG_CONFIG_HOME"); x != "" {
+			oc = filepath.Join(x, "opencode")
+		}
+		if d := opts.env("PI_CODING_AGENT_DIR"); d != "" {
+			pi = d
+		}
+	}
+	return []string{oc, pi}
+}
+
+// configNames are the harness configs render writes (opencode's three,
+// pi's settings and pi-mcp-adapter's mcp.json).
+func configNames() []string {
+	return []string{"config.json", "opencode.json", "opencode.jsonc", "settings.json", "mcp.json"}
+}
+
+// isConfigFile: a harness config, its .proposed, a .bak copy, or render's
+// record.
+func isConfigFile(name string) bool {
+	if name == fingerprint.StateFile {
+		return true
+	}
+	for _, c := range configNames() {
+		if name == c || name == c+".proposed" || strings.HasPrefix(name, c+".bak") {
+			return true
+		}
+	}
+	return false
+}
+
+// maxScan bounds how much of one file token-in-config reads.
+const maxScan = 8 << 20
+
+// minTokenLen: shorter values would match by accident.
+const minTokenLen = 8
+
+// CheckTokenInConfig is token-in-config (R3): the token's value written
+// literally into a harness config, a .proposed, a .bak or render's record.
+// The finding names the file and line, never the value.
+func CheckTokenInConfig(opts Options) []Finding {
+	tok := opts.token()
+	if len(tok) < minTokenLen {
+		return nil
+	}
+	var out []Finding
+	for _, dir := range harnessDirs(opts) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.Type().IsRegular() || !isConfigFile(e.Name()) {
+				continue
+			}
+			path := filepath.Join(dir, e.Name())
+			line := lineOf(path, tok)
+			if line == 0 {
+				continue
+			}
+			out = append(out, Finding{ID: IDTokenInConfig, Severity: Error, Section: "R3",
+				Message: fmt.Sprintf("%s line %d holds the value of %s literally: anyone who can read the file (or a backup of it) has the primary", path, line, ladder.EnvRemoteToken),
+				Fix:     fmt.Sprintf("replace the value by a reference (opencode: \"Bearer {env:%[1]s}\"; pi-mcp-adapter: \"bearerTokenEnv\": \"%[1]s\"), delete stale .bak/.proposed copies, and rotate the token if the file ever left this machine", ladder.EnvRemoteToken)})
+		}
+	}
+	return out
+}
+
+// lineOf is the 1-based line of the first occurrence of tok (0: none).
+func lineOf(path, tok string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, maxScan))
+	i := bytes.Index(b, []byte(tok))
+	if i < 0 {
+		return 0
+	}
+	return 1 + bytes.Count(b[:i], []byte("\n"))
+}
+
+// CheckProposedPending is proposed-pending (§4.1): render kept a user's
+// edit and left the environment's value in <config>.proposed; until the
+// user merges or discards it, the harness does not do what .env says.
+func CheckProposedPending(opts Options) []Finding {
+	var out []Finding
+	for _, dir := range harnessDirs(opts) {
+		for _, c := range configNames() {
+			cfg := filepath.Join(dir, c)
+			prop := cfg + ".proposed"
+			pi, err := os.Stat(prop)
+			if err != nil {
+				continue
+			}
+			ci, err := os.Stat(cfg)
+			if err != nil {
+				continue // a .proposed without its config is render's to clean up
+			}
+			age := opts.Now().Sub(pi.ModTime()).Round(time.Minute)
+			msg := fmt.Sprintf("%s waits for you (written %s ago): render kept your edit of the MemPalace entry in %s, so the harness does not do what the environment says", prop, age, cfg)
+			if pi.ModTime().Before(ci.ModTime()) {
+				msg += "; the config changed after the proposal was written and still does not match it"
+			}
+			out = append(out, Finding{ID: IDProposedPending, Severity: Warn, Section: "§4.1",
+				Message: msg,
+				Fix:     fmt.Sprintf("`diff %s %s`, then either copy the mempalace entry over and delete the .proposed, or run `devbox-config render --reclaim` to let the environment win (your version goes to a .bak)", cfg, prop)})
+		}
+	}
+	return out
+}

@@ -1,0 +1,111 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// outboxState is what doctor read from the edge's outbox.
+type outboxState struct {
+	path     string
+	exists   bool
+	stats    outbox.Stats
+	mismatch string // the edge's embedder canary: its record of a mismatch
+	err      error
+}
+
+// OutboxPath is where the edge keeps its queue: <palace>/edge/outbox.sqlite.
+func OutboxPath(palace string) string { return filepath.Join(palace, "edge", outbox.FileName) }
+
+// readOutbox opens the outbox only if it exists (outbox.Open would create
+// it): doctor never creates files. It is read in every mode, since ops
+// queued before edge mode was turned off still wait for the primary.
+func readOutbox(ctx context.Context, opts Options, st State) outboxState {
+	if st.Palace == "" {
+		return outboxState{}
+	}
+	ob := outboxState{path: OutboxPath(st.Palace)}
+	fi, err := os.Stat(ob.path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
+		return ob
+	}
+	ob.exists = true
+	s, err := outbox.Open(ob.path, "", "doctor")
+	if err != nil {
+		ob.err = err
+		return ob
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if ob.stats, err = s.Stats(ctx); err != nil {
+		ob.err = fmt.Errorf("outbox %s: %w", ob.path, err)
+		return ob
+	}
+	ob.mismatch, _ = s.Meta(ctx, "embedder_mismatch")
+	return ob
+}
+
+// CheckOutbox is outbox-dead and outbox-backlog (§4.3): writes the edge
+// gave up on, and how long the oldest queued write has waited.
+func CheckOutbox(opts Options, ob outboxState) []Finding {
+	if !ob.exists {
+		return nil
+	}
+	if ob.err != nil {
+		return []Finding{{ID: IDOutboxDead, Severity: Error, Section: "§4.3",
+			Message: "cannot read the outbox: " + ob.err.Error(),
+			Fix:     "move " + ob.path + " aside only after `devbox-config edge outbox list` shows nothing you need; the edge starts a new one"}}
+	}
+	var out []Finding
+	if n := ob.stats.ByState[outbox.Dead]; n > 0 {
+		msg := fmt.Sprintf("%d write(s) in %s are dead: they are in the local palace but the primary refused them and they will never be sent", n, ob.path)
+		if len(ob.stats.Dead) > 0 {
+			d := ob.stats.Dead[0]
+			msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, short(d.ID), errorKind(d.Error))
+		}
+		out = append(out, Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3", Message: msg,
+			Fix: "`devbox-config edge outbox list` to see them and why; fix the cause, then `devbox-config edge outbox retry ID` (or `drop ID` to give up on one)"})
+	}
+	if ob.stats.OldestQueued != nil {
+		age := opts.Now().Sub(*ob.stats.OldestQueued)
+		if age > opts.BacklogAge {
+			n := ob.stats.ByState[outbox.Queued] + ob.stats.ByState[outbox.Inflight]
+			msg := fmt.Sprintf("%d write(s) wait in %s for the primary; the oldest was queued %s ago", n, ob.path, age.Round(time.Second))
+			if ob.stats.LastError != "" {
+				msg += "; last error: " + ob.stats.LastError
+			}
+			out = append(out, Finding{ID: IDOutboxBacklog, Severity: Warn, Section: "§4.3", Message: msg,
+				Fix: "make the primary reachable (see primary-* findings) and run the edge (any harness session flushes it), or `devbox-config edge flush`"})
+		}
+	}
+	return out
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// errorKind is the "kind" (else "message") of an op's error_json.
+func errorKind(raw json.RawMessage) string {
+	var e struct{ Kind, Message string }
+	if json.Unmarshal(raw, &e) != nil {
+		return "no error recorded"
+	}
+	if e.Message != "" {
+		return e.Kind + ": " + e.Message
+	}
+	if e.Kind != "" {
+		return e.Kind
+	}
+	return "no error recorded"
+}

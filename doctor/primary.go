@@ -1,0 +1,326 @@
+package doctor
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/joakimp/devbox-config/ladder"
+)
+
+// Probe is what doctor learnt from the primary.
+type Probe struct {
+	// Reached: /healthz answered 200.
+	Reached bool
+	// Healthz is /healthz's round trip.
+	Healthz time.Duration
+	// Tools are the names tools/list gave (nil when not reached).
+	Tools []string
+	// Embedder is the model mempalace_status reports, when it reports one
+	// (MemPalace 3.x does not; the test double does).
+	Embedder string
+}
+
+// maxAnswer bounds what doctor reads of one answer.
+const maxAnswer = 4 << 20
+
+// newClient is a client for one run: no proxy from the environment (the
+// harness talks to the URL itself), no redirects, every dial bounded.
+func newClient(timeout time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: timeout}
+	return &http.Client{
+		Transport: &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: timeout, ResponseHeaderTimeout: timeout, DisableKeepAlives: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// healthzURL is the primary's /healthz beside its /mcp endpoint.
+func healthzURL(mcpURL string) (string, error) {
+	u, err := url.Parse(mcpURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/mcp") + "/healthz"
+	u.RawQuery, u.Fragment = "", ""
+	return u.String(), nil
+}
+
+// shownURL drops the query and any user info: what a message may show.
+func shownURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "MEMPALACE_REMOTE_URL"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+// CheckPrimary is primary-unreachable, primary-auth, host-pin,
+// origin-header and sync-shared (§6.2, §7.2), in remote and edge modes
+// only (solitary makes no network call, R1). All of it shares one
+// deadline, Options.Timeout.
+func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding) {
+	var p Probe
+	s := st.Settings
+	if s.Mode == ladder.Solitary || s.URL == "" {
+		return p, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	client := newClient(opts.Timeout)
+	hz, err := healthzURL(s.URL)
+	if err != nil {
+		return p, nil // the ladder already refused such a URL
+	}
+	shown := shownURL(hz)
+
+	start := time.Now()
+	status, err := get(ctx, client, hz, "")
+	p.Healthz = time.Since(start)
+	if err != nil {
+		return p, []Finding{unreachable(opts, shown, err)}
+	}
+	switch status {
+	case http.StatusOK:
+	case http.StatusForbidden:
+		// No Origin was sent, so this is the Host pin, unless a proxy adds
+		// an Origin: one that carries a loopback Origin through passes then.
+		if st2, err := get(ctx, client, hz, "http://localhost"); err == nil && st2 == http.StatusOK {
+			return p, []Finding{{ID: IDOriginHeader, Severity: Error, Section: "§6.2",
+				Message: fmt.Sprintf("%s answers 403 unless the request carries a loopback Origin: something in the path (a proxy, a browser-based client) adds a non-loopback Origin header, which MemPalace refuses with no override", shown),
+				Fix:     "stop the proxy from adding Origin (e.g. nginx `proxy_set_header Origin \"\";`, Pangolin/newt: no header rewrite) and keep browser-based clients out of the path"}}
+		}
+		return p, []Finding{{ID: IDHostPin, Severity: Error, Section: "§6.2",
+			Message: fmt.Sprintf("%s answers 403 to a plain request: the primary is bound to loopback, which pins the Host header, and a proxy or tunnel forwards it another Host", shown),
+			Fix:     "bind the docker0 address instead of loopback (`mempalace serve --host 172.17.0.1`, with a token): non-loopback relaxes the pin, yet only the host and its containers reach it; or list the proxy's name in MEMPALACE_MCP_EXTRA_ALLOWED_HOSTS (3.7+)"}}
+	default:
+		return p, []Finding{{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
+			Message: fmt.Sprintf("%s answered HTTP %d, not 200 ok: this is not a MemPalace primary's /mcp endpoint, or it is failing", shown, status),
+			Fix:     "check MEMPALACE_REMOTE_URL (it ends in /mcp) and the primary's log (`docker compose -f docker-compose.mempalace.yml logs`)"}}
+	}
+	p.Reached = true
+	var out []Finding
+	if p.Healthz > opts.SlowPrimary {
+		out = append(out, Finding{ID: IDPrimaryUnreachable, Severity: Warn, Section: "§6.2",
+			Message: fmt.Sprintf("%s took %s to answer (more than %s): every remote call pays that, and the primary serves one request at a time (§7.5)", shown, p.Healthz.Round(time.Millisecond), opts.SlowPrimary),
+			Fix:     "check the tunnel and the primary's load; edge mode (MEMPALACE_EDGE=1) keeps reads local when the primary is slow"})
+	}
+
+	c := mcpClient{client: client, url: s.URL, token: opts.token()}
+	tools, status, err := c.listTools(ctx)
+	switch {
+	case err != nil:
+		return p, append(out, unreachable(opts, shownURL(s.URL), err))
+	case status == http.StatusUnauthorized:
+		f := Finding{ID: IDPrimaryAuth, Severity: Error, Section: "§6.2",
+			Fix: "put the primary's token (its MEMPALACE_MCP_HTTP_TOKEN, or ~/.mempalace/server/<hash>/token on the primary) in .env as " + ladder.EnvRemoteToken + " and recreate the container"}
+		if s.TokenSet {
+			f.Message = fmt.Sprintf("%s answered 401 to tools/list with %s: the primary does not accept this token", shownURL(s.URL), ladder.EnvRemoteToken)
+		} else {
+			f.Message = fmt.Sprintf("%s answered 401 to tools/list: the primary requires a token and %s is empty", shownURL(s.URL), ladder.EnvRemoteToken)
+		}
+		return p, append(out, f)
+	case status != http.StatusOK:
+		return p, append(out, Finding{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
+			Message: fmt.Sprintf("%s answered HTTP %d to an authenticated tools/list", shownURL(s.URL), status),
+			Fix:     "check MEMPALACE_REMOTE_URL and the primary's log"})
+	}
+	p.Tools = tools
+	if s.Mode == ladder.Remote && contains(tools, "mempalace_sync") {
+		out = append(out, Finding{ID: IDSyncShared, Severity: Warn, Section: "§7.2",
+			Message: "in remote mode the agent can call mempalace_sync directly on the shared primary, which prunes drawers whose sources are absent on the primary's host: a sync from one device can delete another's",
+			Fix:     "use edge mode (MEMPALACE_EDGE=1: the edge never sends mempalace_sync to the primary) or put `devbox-config gateway` in front of the primary (sync is admin-only there)"})
+	}
+	if s.Mode == ladder.Edge {
+		p.Embedder = c.embedder(ctx)
+	}
+	return p, out
+}
+
+func unreachable(opts Options, shown string, err error) Finding {
+	why := err.Error()
+	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
+		why = fmt.Sprintf("no answer within %s", opts.Timeout)
+	}
+	return Finding{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
+		Message: fmt.Sprintf("cannot reach %s: %s", shown, why),
+		Fix:     "check that the primary runs (`docker compose -f docker-compose.mempalace.yml ps` on its host), MEMPALACE_REMOTE_URL, and the tunnel; in edge mode writes wait in the outbox meanwhile"}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// get is a GET that reads (and drops) the body; origin "" sends none.
+func get(ctx context.Context, c *http.Client, u, origin string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
+	return resp.StatusCode, nil
+}
+
+// mcpClient speaks just enough MCP over HTTP: POSTs of one JSON-RPC
+// message, JSON (or a single SSE event) back, an Mcp-Session-Id carried
+// when the server issues one (the official-SDK fork).
+type mcpClient struct {
+	client  *http.Client
+	url     string
+	token   string
+	session string
+}
+
+func (c *mcpClient) post(ctx context.Context, msg any) (int, []byte, error) {
+	body, _ := json.Marshal(msg)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.session != "" {
+		req.Header.Set("Mcp-Session-Id", c.session)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+		c.session = id
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b = firstSSEData(b)
+	}
+	return resp.StatusCode, b, nil
+}
+
+func firstSSEData(b []byte) []byte {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), maxAnswer)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data:"); ok {
+			return []byte(strings.TrimSpace(d))
+		}
+	}
+	return nil
+}
+
+// call is one JSON-RPC request: its HTTP status and its result.
+func (c *mcpClient) call(ctx context.Context, id int, method string, params any) (int, json.RawMessage, error) {
+	status, b, err := c.post(ctx, map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err != nil || status != http.StatusOK {
+		return status, nil, err
+	}
+	var resp struct {
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(b, &resp); err != nil {
+		return status, nil, fmt.Errorf("%s: the answer is not JSON-RPC: %w", method, err)
+	}
+	if resp.Error != nil {
+		return status, nil, fmt.Errorf("%s: error %d %s", method, resp.Error.Code, resp.Error.Message)
+	}
+	return status, resp.Result, nil
+}
+
+// listTools initializes (so a session-issuing server has a session) and
+// lists the tools.
+func (c *mcpClient) listTools(ctx context.Context) ([]string, int, error) {
+	status, _, err := c.call(ctx, 1, "initialize", map[string]any{
+		"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "devbox-config-doctor", "version": "1"},
+	})
+	if err != nil || status != http.StatusOK {
+		return nil, status, err
+	}
+	if c.session != "" {
+		c.post(ctx, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	}
+	status, res, err := c.call(ctx, 2, "tools/list", map[string]any{})
+	if err != nil || status != http.StatusOK {
+		return nil, status, err
+	}
+	var list struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(res, &list); err != nil {
+		return nil, status, fmt.Errorf("tools/list: %w", err)
+	}
+	names := make([]string, 0, len(list.Tools))
+	for _, t := range list.Tools {
+		names = append(names, t.Name)
+	}
+	return names, status, nil
+}
+
+// embedder asks mempalace_status for the primary's embedder name (""
+// when it does not say, or on any failure: a canary, not a check).
+func (c *mcpClient) embedder(ctx context.Context) string {
+	status, res, err := c.call(ctx, 3, "tools/call", map[string]any{"name": "mempalace_status", "arguments": map[string]any{}})
+	if err != nil || status != http.StatusOK {
+		return ""
+	}
+	var env struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(res, &env) != nil || len(env.Content) == 0 {
+		return ""
+	}
+	var st struct {
+		Embedder       string `json:"embedder"`
+		EmbeddingModel string `json:"embedding_model"`
+	}
+	if json.Unmarshal([]byte(env.Content[0].Text), &st) != nil {
+		return ""
+	}
+	if st.EmbeddingModel != "" {
+		return st.EmbeddingModel
+	}
+	return st.Embedder
+}
