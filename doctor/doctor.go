@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/ladder"
 )
 
@@ -113,12 +112,13 @@ func (o Options) env(name string) string {
 // token is MEMPALACE_REMOTE_TOKEN; callers must never put it in a finding.
 func (o Options) token() string { return o.env(ladder.EnvRemoteToken) }
 
-// getenv is the palace rules' view of the environment: HOME is Options.Home.
-func (o Options) getenv(name string) string {
+// palaceEnv is the palace rules' view of the environment: HOME is
+// Options.Home.
+func (o Options) palaceEnv(name string) (string, bool) {
 	if name == "HOME" {
-		return o.Home
+		return o.Home, o.Home != ""
 	}
-	return o.env(name)
+	return o.Env(name)
 }
 
 // mempalaceDir is ~/.mempalace.
@@ -127,7 +127,7 @@ func (o Options) mempalaceDir() string { return filepath.Join(o.Home, ".mempalac
 // Palace is the palace directory by MemPalace's rules
 // (MEMPALACE_PALACE_PATH, else config.json's palace_path, else
 // ~/.mempalace/palace).
-func (o Options) Palace() (string, error) { return edge.PalacePath(o.getenv) }
+func (o Options) Palace() (string, error) { return ladder.PalacePath(o.palaceEnv) }
 
 // State is what the checks share: the ladder's reading and the palace.
 type State struct {
