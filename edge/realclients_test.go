@@ -207,3 +207,43 @@ func TestCompliantStreamableHTTPPrimary(t *testing.T) {
 		t.Fatalf("after restart: %v", lines)
 	}
 }
+
+// An unknown tool is a write (RFC 001 §4.2) and is replayed exactly as the
+// agent called it: server-memory (no MemPalace tool at all) is both the
+// local server and, behind the official SDK's Streamable HTTP transport,
+// the primary. create_entities lands in both, under its own name (it was
+// replayed as mempalace_create_entities and blocked the queue).
+func TestUnknownToolReplaysUnderItsOwnName(t *testing.T) {
+	dir := testbed.Dir(t)
+	port := testbed.FreePort(t)
+	primaryFile := filepath.Join(t.TempDir(), "primary-memory.jsonl")
+	env := append(os.Environ(), "MCP_TOKEN="+testToken, fmt.Sprintf("PORT=%d", port), "MEMORY_FILE_PATH="+primaryFile)
+	srv := testbed.Start(t, env, "listening", testbed.Node(t), testbed.Script(t, "memory-http.mjs"))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	memory := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-memory", "dist", "index.js")
+	palace := filepath.Join(t.TempDir(), "palace")
+	localFile := filepath.Join(t.TempDir(), "local-memory.jsonl")
+	common := []string{"MEMPALACE_EDGE_CHILD=" + testbed.Node(t) + " " + memory, "MEMORY_FILE_PATH=" + localFile,
+		"MEMPALACE_PALACE_PATH=" + palace, "MEMPALACE_REMOTE_URL=" + url, "MEMPALACE_REMOTE_TOKEN=" + testToken, "LINGER_MS=1500"}
+	lines, stderr := sdkRun(t, common, `[{"name":"create_entities","arguments":{"entities":[{"name":"ada","entityType":"person","observations":["wrote the first program"]}]}}]`)
+	if !strings.Contains(callText(lines, "create_entities"), "wrote the first program") {
+		t.Fatalf("create_entities through the edge: %s\n%s", callText(lines, "create_entities"), stderr)
+	}
+	local, _ := os.ReadFile(localFile)
+	if !strings.Contains(string(local), "wrote the first program") {
+		t.Fatalf("the local server-memory does not have it: %q", local)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(readFile(primaryFile), "wrote the first program") {
+		h := testbed.NewHome(t)
+		h.Run(t, 30*time.Second, "env", "MEMPALACE_PALACE_PATH="+palace, "MEMPALACE_REMOTE_URL="+url, "MEMPALACE_REMOTE_TOKEN="+testToken, testbed.Build(t, "./cmd/devbox-config", "devbox-config"), "edge", "flush")
+	}
+	if !strings.Contains(readFile(primaryFile), "wrote the first program") {
+		t.Fatalf("create_entities never reached the primary; its calls:\n%s", srv.Log())
+	}
+	if !strings.Contains(srv.Log(), "tools/call create_entities") || strings.Contains(srv.Log(), "mempalace_create_entities") {
+		t.Errorf("the primary saw:\n%s", srv.Log())
+	}
+}
+
+func readFile(p string) string { b, _ := os.ReadFile(p); return string(b) }
