@@ -72,8 +72,9 @@
 // again (the per-type replay rules still hold for them). A fresh op costs
 // two single-statement commits (claim, record), a replay one indexed read.
 //
-// Rows are kept for the retention (default 7 days, counted from the last
-// change of the row) and pruned when the ledger is opened and lazily by a
+// Rows are kept for the retention (default 7 days, counted from the op
+// id's first use: the index it is pruned by is never rewritten, so
+// recording an answer touches one page) and pruned when the ledger is opened and lazily by a
 // claim at most once per [PruneEvery]; an idle gateway runs no timer for
 // it. An edge that lost an answer and retries after the retention gets the
 // op forwarded again.

@@ -82,6 +82,7 @@ type Options struct {
 type Ledger struct {
 	path     string
 	db       *sql.DB
+	stmt     statements
 	opt      Options
 	instance string
 	claims   atomic.Uint64
@@ -117,7 +118,7 @@ CREATE TABLE IF NOT EXISTS ops(
   updated_at  INTEGER NOT NULL,
   PRIMARY KEY (device, op_id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS ops_updated ON ops(updated_at);
+CREATE INDEX IF NOT EXISTS ops_created ON ops(created_at);
 `
 
 // Open opens (creating if needed) the ledger at path with the given
@@ -172,6 +173,10 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	var id [8]byte
 	rand.Read(id[:])
 	l := &Ledger{path: path, db: db, opt: opt, instance: hex.EncodeToString(id[:]), flights: map[key]*flight{}}
+	if err := l.prepare(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ledger %s: %w", path, err)
+	}
 	if err := l.prune(context.Background()); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("ledger %s: pruning expired rows: %w", path, err)
@@ -182,7 +187,38 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 // Close waits for a prune in progress and closes the database.
 func (l *Ledger) Close() error {
 	l.pruning.Wait()
+	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen} {
+		st.Close()
+	}
 	return l.db.Close()
+}
+
+// statements are the ledger's queries, prepared once (a fresh op runs
+// two of them; preparing each time was a visible share of its cost).
+type statements struct {
+	insert, get, take, done, reopen *sql.Stmt
+}
+
+func (l *Ledger) prepare() error {
+	var err error
+	prep := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = l.db.Prepare(q)
+		return st
+	}
+	l.stmt = statements{
+		insert: prep(`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at)
+			VALUES(?,?,?,?,'inflight',?,?,?) ON CONFLICT DO NOTHING`),
+		get: prep(`SELECT tool, args_digest, state, result FROM ops WHERE device=? AND op_id=?`),
+		take: prep(`UPDATE ops SET state='inflight', claim=?, updated_at=?
+			WHERE device=? AND op_id=? AND (state='open' OR (state='inflight' AND updated_at < ?))`),
+		done:   prep(`UPDATE ops SET state='done', claim='', result=?, updated_at=? WHERE device=? AND op_id=? AND claim=?`),
+		reopen: prep(`UPDATE ops SET state='open', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
+	}
+	return err
 }
 
 // Path is the database file.
@@ -295,8 +331,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 	wait := 2 * time.Millisecond
 	for {
 		now := l.opt.Now().UnixMilli()
-		res, err := l.db.ExecContext(ctx, `INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at)
-			VALUES(?,?,?,?,'inflight',?,?,?) ON CONFLICT DO NOTHING`, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
+		res, err := l.stmt.insert.ExecContext(ctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
 		if err != nil {
 			return "", nil, fmt.Errorf("ledger %s: %w", l.path, err)
 		}
@@ -307,7 +342,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		var first Call
 		var state string
 		var result sql.NullString
-		err = l.db.QueryRowContext(ctx, `SELECT tool, args_digest, state, result FROM ops WHERE device=? AND op_id=?`, c.Device, c.OpID).
+		err = l.stmt.get.QueryRowContext(ctx, c.Device, c.OpID).
 			Scan(&first.Tool, &first.ArgsDigest, &state, &result)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // pruned between the two statements
@@ -321,9 +356,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		if state == "done" {
 			return "", []byte(result.String), nil
 		}
-		res, err = l.db.ExecContext(ctx, `UPDATE ops SET state='inflight', claim=?, updated_at=?
-			WHERE device=? AND op_id=? AND (state='open' OR (state='inflight' AND updated_at < ?))`,
-			claim, now, c.Device, c.OpID, now-l.opt.StaleAfter.Milliseconds())
+		res, err = l.stmt.take.ExecContext(ctx, claim, now, c.Device, c.OpID, now-l.opt.StaleAfter.Milliseconds())
 		if err != nil {
 			return "", nil, fmt.Errorf("ledger %s: %w", l.path, err)
 		}
@@ -348,11 +381,9 @@ func (l *Ledger) settle(ctx context.Context, c Call, claim string, result []byte
 	now := l.opt.Now().UnixMilli()
 	var err error
 	if result != nil {
-		_, err = l.db.ExecContext(ctx, `UPDATE ops SET state='done', claim='', result=?, updated_at=? WHERE device=? AND op_id=? AND claim=?`,
-			string(result), now, c.Device, c.OpID, claim)
+		_, err = l.stmt.done.ExecContext(ctx, string(result), now, c.Device, c.OpID, claim)
 	} else {
-		_, err = l.db.ExecContext(ctx, `UPDATE ops SET state='open', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`,
-			now, c.Device, c.OpID, claim)
+		_, err = l.stmt.reopen.ExecContext(ctx, now, c.Device, c.OpID, claim)
 	}
 	if err != nil {
 		return fmt.Errorf("ledger %s: %w", l.path, err)
@@ -383,6 +414,6 @@ func (l *Ledger) maybePrune(now int64) {
 func (l *Ledger) prune(ctx context.Context) error {
 	now := l.opt.Now()
 	l.lastPrune.Store(now.UnixMilli())
-	_, err := l.db.ExecContext(ctx, `DELETE FROM ops WHERE updated_at < ?`, now.Add(-l.opt.Retention).UnixMilli())
+	_, err := l.db.ExecContext(ctx, `DELETE FROM ops WHERE created_at < ?`, now.Add(-l.opt.Retention).UnixMilli())
 	return err
 }
