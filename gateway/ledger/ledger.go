@@ -55,6 +55,8 @@ const (
 // (another tool or other arguments) from the same device.
 var ErrReused = errors.New("op id already used for a different write")
 
+var errAbandoned = errors.New("ledger: the first copy of this call ended without an answer")
+
 // Call identifies one tools/call for the ledger.
 type Call struct {
 	Device string // the authenticated device id
@@ -98,11 +100,12 @@ type key struct{ device, opID string }
 
 // flight is a call in progress in this process; duplicates wait on done.
 type flight struct {
-	call Call
-	done chan struct{}
-	ans  Answer
-	out  Outcome
-	err  error
+	call  Call
+	done  chan struct{}
+	ans   Answer
+	out   Outcome
+	err   error
+	claim string // the claim token, once the key is taken
 }
 
 const schema = `
@@ -247,14 +250,24 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 		l.mu.Lock()
 		f := l.flights[k]
 		if f == nil {
-			f = &flight{call: c, done: make(chan struct{})}
+			// errAbandoned stands if forward panics: the duplicates waiting
+			// are released with an error, not an empty answer.
+			f = &flight{call: c, done: make(chan struct{}), err: errAbandoned}
 			l.flights[k] = f
 			l.mu.Unlock()
-			f.ans, f.out, f.err = l.lead(ctx, c, forward)
-			l.mu.Lock()
-			delete(l.flights, k)
-			l.mu.Unlock()
-			close(f.done)
+			defer func() {
+				if f.err == errAbandoned && f.claim != "" {
+					// Reopen the key at once rather than after StaleAfter.
+					bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+					l.settle(bctx, c, f.claim, nil)
+					cancel()
+				}
+				l.mu.Lock()
+				delete(l.flights, k)
+				l.mu.Unlock()
+				close(f.done)
+			}()
+			f.ans, f.out, f.err = l.lead(ctx, c, forward, &f.claim)
 			return f.ans, f.out, f.err
 		}
 		l.mu.Unlock()
@@ -292,11 +305,12 @@ func sameWrite(first, c Call) error {
 }
 
 // lead is Do for the first caller of a key in this process.
-func (l *Ledger) lead(ctx context.Context, c Call, forward func(context.Context) (Answer, error)) (Answer, Outcome, error) {
+func (l *Ledger) lead(ctx context.Context, c Call, forward func(context.Context) (Answer, error), claimed *string) (Answer, Outcome, error) {
 	claim, recorded, err := l.claim(ctx, c)
 	if err != nil {
 		return Answer{}, "", err
 	}
+	*claimed = claim
 	if recorded != nil {
 		return Answer{Status: 200, Body: response(c.RequestID, recorded)}, OutcomeReplayed, nil
 	}

@@ -423,3 +423,41 @@ func BenchmarkDo(b *testing.B) {
 		})
 	})
 }
+
+func TestPanickingForwardReleasesDuplicates(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	op := opID("panic")
+	entered := make(chan struct{})
+	boom := make(chan struct{})
+	go func() {
+		defer func() { recover() }() // net/http recovers a handler's panic the same way
+		l.Do(context.Background(), call("laptop", op, "1"), func(context.Context) (Answer, error) {
+			close(entered)
+			<-boom
+			panic("forward bug")
+		})
+	}()
+	<-entered
+	done := make(chan error)
+	go func() {
+		_, _, err := l.Do(context.Background(), call("laptop", op, "2"), (&upstream{}).forward("2"))
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	close(boom)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a duplicate of a call that panicked got an answer")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a duplicate of a call that panicked waits forever")
+	}
+	// The key is open again at once (not after StaleAfter).
+	var u upstream
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, o, err := l.Do(ctx, call("laptop", op, "3"), u.forward("3")); err != nil || o != OutcomeForwarded {
+		t.Fatalf("after a panic: %v %v", o, err)
+	}
+}
