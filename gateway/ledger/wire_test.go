@@ -69,7 +69,7 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // send is one outbox send: a tools/call with the op id (none if op is "")
 // from a device; it returns the tool's result object.
-func send(t *testing.T, ctx context.Context, url, device, op, tool string, args map[string]any) (map[string]any, http.Header, error) {
+func send(t testing.TB, ctx context.Context, url, device, op, tool string, args map[string]any) (map[string]any, http.Header, error) {
 	t.Helper()
 	params := map[string]any{"name": tool, "arguments": args}
 	if op != "" {
@@ -89,7 +89,7 @@ func send(t *testing.T, ctx context.Context, url, device, op, tool string, args 
 	return res, resp.Header, nil
 }
 
-func newFront(t *testing.T) (*fakepalace.Palace, string) {
+func newFront(t testing.TB) (*fakepalace.Palace, string) {
 	pl, err := fakepalace.New(fakepalace.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -219,3 +219,29 @@ func TestLostAnswerBecomesAReplay(t *testing.T) {
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// BenchmarkWrite is a write (add_drawer, new content each time) through
+// the forward step over HTTP to the MemPalace double, without an op id
+// (no ledger) and with a fresh one (claim, forward, record), side by side.
+func BenchmarkWrite(b *testing.B) {
+	_, url := newFront(b)
+	ctx := context.Background()
+	run := time.Now().UnixNano()
+	write := func(op string, i int) {
+		res, _, err := send(b, ctx, url, "laptop", op, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": fmt.Sprint("note ", op, run, i)})
+		if err != nil || res["success"] != true {
+			b.Fatal(res, err)
+		}
+	}
+	round := 0    // every op id and content is new, also when -count reruns
+	for range 3 { // alternate, so both see the same machine
+		b.Run("without", func(b *testing.B) {
+			round++
+			timed(b, func(i int) { write("", round*1e9+i) })
+		})
+		b.Run("ledger", func(b *testing.B) {
+			round++
+			timed(b, func(i int) { write(opID(fmt.Sprint(run, round, i)), round*1e9+i) })
+		})
+	}
+}
