@@ -70,14 +70,25 @@
 // (<dir of audit_log>/op-ledger.sqlite). A process crash loses nothing; a
 // power cut may forget the last records, whose retries are then forwarded
 // again (the per-type replay rules still hold for them). A fresh op costs
-// two single-statement commits (claim, record), a replay one indexed read.
+// two single-statement commits (claim, record); a replay a no-op insert
+// and one primary-key read. Statements are prepared once.
 //
 // Rows are kept for the retention (default 7 days, counted from the op
 // id's first use: the index it is pruned by is never rewritten, so
-// recording an answer touches one page) and pruned when the ledger is opened and lazily by a
-// claim at most once per [PruneEvery]; an idle gateway runs no timer for
-// it. An edge that lost an answer and retries after the retention gets the
-// op forwarded again.
+// recording an answer touches one page) and pruned when the ledger is
+// opened and lazily by a claim at most once per [PruneEvery]; an idle
+// gateway runs no timer for it. An edge that lost an answer and retries
+// after the retention gets the op forwarded again.
+//
+// # What the ledger cannot see
+//
+// It closes the edge-to-gateway gap: an answer lost on the way back to
+// the edge. It cannot close the gateway-to-upstream one: if the upstream
+// applies a write and the connection drops before its answer reaches the
+// gateway, forward returns an error, nothing is recorded and a retry is
+// forwarded again. The gateway must therefore tell the edge that such a
+// call is ambiguous (sent, no answer), not merely "unreachable", so the
+// edge keeps its per-type look-up for that op.
 //
 // # Wiring (for the gateway's forward step)
 //
@@ -92,7 +103,13 @@
 //			return ledger.Answer{Status: status, Body: body}, nil
 //		})
 //
-// record outcome in the audit entry, answer ans.Status/ans.Body, and call
-// [Advertise] on every /mcp answer. Config: a ledger file (default
-// [Beside] audit_log) and a retention in days (default 7).
+// The answer forward returns is what is recorded and replayed, so it
+// should be the answer as the device is to see it (after any filtering).
+// errors.Is(err, ErrReused) is a permanent refusal (a JSON-RPC error the
+// outbox does not retry); errors.Is(err, ErrUnavailable) means the ledger
+// could not be read and forward was not run: refuse the write as for an
+// unwritable audit log. Any other error is forward's own. Record outcome in the audit entry, answer
+// ans.Status/ans.Body, call [Advertise] on every /mcp answer and
+// [AdvertiseInitialize] on the initialize answer. Config: a ledger file
+// (default [Beside] audit_log) and a retention in days (default 7).
 package ledger

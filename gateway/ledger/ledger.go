@@ -55,6 +55,10 @@ const (
 // (another tool or other arguments) from the same device.
 var ErrReused = errors.New("op id already used for a different write")
 
+// ErrUnavailable wraps a failure to read or write the ledger itself;
+// forward was not run (or its answer could not be recorded, see Do).
+var ErrUnavailable = errors.New("op-id ledger unavailable")
+
 var errAbandoned = errors.New("ledger: the first copy of this call ended without an answer")
 
 // Call identifies one tools/call for the ledger.
@@ -236,8 +240,10 @@ func (l *Ledger) Path() string { return l.path }
 // forward must use the context it is given: it is not cancelled when ctx
 // is (the answer is recorded even if the caller has hung up), only after
 // Options.StaleAfter. An error from forward (a transport failure) is
-// returned as it is and nothing is recorded. Other errors mean the ledger
-// could not be consulted; forward was not run.
+// returned as it is and nothing is recorded. ErrReused refuses a reuse of
+// the op id; ErrUnavailable means the ledger could not be consulted and
+// forward was not run. An answer that could not be recorded is returned
+// with OutcomeUnrecorded and logged, not as an error: the write is made.
 func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (Answer, error)) (Answer, Outcome, error) {
 	if c.Device == "" {
 		return Answer{}, "", errors.New("ledger: a call needs a device")
@@ -347,7 +353,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		now := l.opt.Now().UnixMilli()
 		res, err := l.stmt.insert.ExecContext(ctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
 		if err != nil {
-			return "", nil, fmt.Errorf("ledger %s: %w", l.path, err)
+			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			l.maybePrune(now)
@@ -362,7 +368,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 			continue // pruned between the two statements
 		}
 		if err != nil {
-			return "", nil, fmt.Errorf("ledger %s: %w", l.path, err)
+			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if err := sameWrite(first, c); err != nil {
 			return "", nil, err
@@ -372,7 +378,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		}
 		res, err = l.stmt.take.ExecContext(ctx, claim, now, c.Device, c.OpID, now-l.opt.StaleAfter.Milliseconds())
 		if err != nil {
-			return "", nil, fmt.Errorf("ledger %s: %w", l.path, err)
+			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			return claim, nil, nil
@@ -400,7 +406,7 @@ func (l *Ledger) settle(ctx context.Context, c Call, claim string, result []byte
 		_, err = l.stmt.reopen.ExecContext(ctx, now, c.Device, c.OpID, claim)
 	}
 	if err != nil {
-		return fmt.Errorf("ledger %s: %w", l.path, err)
+		return fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 	}
 	return nil
 }

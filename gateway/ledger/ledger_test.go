@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -462,4 +463,27 @@ func timed(b *testing.B, op func(i int)) {
 	slices.Sort(d)
 	b.ReportMetric(float64(d[len(d)/2].Nanoseconds())/1000, "p50-µs")
 	b.ReportMetric(float64(d[len(d)*9/10].Nanoseconds())/1000, "p90-µs")
+}
+
+func TestUnreadableLedgerDoesNotForward(t *testing.T) {
+	l, err := Open(filepath.Join(t.TempDir(), FileName), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	var u upstream
+	if _, _, err := l.Do(context.Background(), call("laptop", opID("x"), "1"), u.forward("1")); !errors.Is(err, ErrUnavailable) || u.calls.Load() != 0 {
+		t.Fatalf("closed ledger: %v, %d upstream calls", err, u.calls.Load())
+	}
+}
+
+func TestOpenRefusesGarbage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	os.WriteFile(path, []byte("this is not a database, it is a text file of some length........................................................................................"), 0o600)
+	if _, err := Open(path, 0); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("a garbage file opened: %v", err)
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), FileName), -time.Hour); err == nil {
+		t.Fatal("a negative retention was accepted")
+	}
 }
