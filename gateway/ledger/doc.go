@@ -1,0 +1,115 @@
+// Package ledger is the gateway's op-id ledger (issue 13; RFC 001 §4.3,
+// "the primary de-dupes on op_id"): a durable record, per device, of the
+// answer the upstream gave to each outbox op the edge sent, so that a
+// retried send is answered from the record instead of being applied twice.
+//
+// # Wire protocol
+//
+// The edge puts each outbox op's id into its tools/call request:
+//
+//	{"jsonrpc":"2.0","id":7,"method":"tools/call",
+//	 "params":{"name":"mempalace_diary_write","arguments":{…},
+//	           "_meta":{"devbox-config/op-id":"<64 lowercase hex>"}}}
+//
+// [OpIDOf] reads and validates it (a malformed one is an error, so the
+// gateway can refuse the call rather than forward it unprotected).
+//
+// The gateway tells the edge the ledger is there in two ways, both set by
+// this package so they cannot drift apart:
+//
+//   - every /mcp answer carries the header "Devbox-Config-Ledger: op-id/1"
+//     ([Advertise]; read back with [Advertised]);
+//   - the initialize result carries
+//     capabilities.experimental["devbox-config/op-id-ledger"] = {"version":1}
+//     ([AdvertiseInitialize]; read back with [AdvertisedIn]).
+//
+// The header is what `edge status` can check on any answer (even a
+// replayed one); the capability is where an MCP client looks first. An
+// edge that sees neither is not protected by a ledger and keeps its
+// per-type look-ups.
+//
+// # What is recorded
+//
+// The key is (device, op id): two devices' equal op ids never meet. The
+// first call with a key claims it (a row in state "inflight"), is forwarded
+// upstream, and, if the upstream's answer says the write was applied, that
+// answer's JSON-RPC result is recorded (state "done"). A later call with
+// the key gets the recorded result back under its own JSON-RPC id
+// ([OutcomeReplayed]) and never reaches the upstream. A duplicate that
+// arrives while the first is in flight waits for it and gets its answer
+// ([OutcomeJoined]): in-process through a shared flight, across two gateway
+// processes sharing the file by polling the row until it leaves "inflight".
+//
+// Only an answer that says the write landed is recorded: an HTTP 200
+// JSON-RPC result that is not isError and whose JSON text has neither
+// success:false nor an "error" member. Anything else — a transport failure,
+// a JSON-RPC error (MemPalace's -32000 "database is locked"), isError,
+// success:false, a non-JSON (e.g. SSE) body — is handed back but not
+// recorded ([OutcomeUnrecorded]), and the key returns to state "open" so
+// the next attempt is forwarded again. Recording a failure would turn a
+// transient "database is locked" into a permanent answer for that op; a
+// failure answer means "not applied", the same reading the edge makes
+// without a gateway.
+//
+// An op id is one write: the tool and arguments digest of its first use
+// are kept, and a later call with the same key but another tool or digest
+// is refused with [ErrReused].
+//
+// The forward runs on a context detached from the caller's cancellation
+// (bounded by Options.StaleAfter): if the edge hangs up mid-call, the
+// gateway still finishes the upstream call and records its answer, so the
+// edge's retry is a replay rather than an ambiguous second write. An
+// "inflight" row older than StaleAfter (default 2 minutes; a gateway that
+// crashed mid-forward) may be claimed again; that one case can still
+// duplicate, exactly as without a ledger.
+//
+// # Storage and cost
+//
+// SQLite (modernc.org/sqlite, pure Go: CGO_ENABLED=0 keeps working) in WAL
+// mode with synchronous=NORMAL, file mode 0600, at [Beside] the audit log
+// (<dir of audit_log>/op-ledger.sqlite). A process crash loses nothing; a
+// power cut may forget the last records, whose retries are then forwarded
+// again (the per-type replay rules still hold for them). A fresh op costs
+// two single-statement commits (claim, record); a replay a no-op insert
+// and one primary-key read. Statements are prepared once.
+//
+// Rows are kept for the retention (default 7 days, counted from the op
+// id's first use: the index it is pruned by is never rewritten, so
+// recording an answer touches one page) and pruned when the ledger is
+// opened and lazily by a claim at most once per [PruneEvery]; an idle
+// gateway runs no timer for it. An edge that lost an answer and retries
+// after the retention gets the op forwarded again.
+//
+// # What the ledger cannot see
+//
+// It closes the edge-to-gateway gap: an answer lost on the way back to
+// the edge. It cannot close the gateway-to-upstream one: if the upstream
+// applies a write and the connection drops before its answer reaches the
+// gateway, forward returns an error, nothing is recorded and a retry is
+// forwarded again. The gateway must therefore tell the edge that such a
+// call is ambiguous (sent, no answer), not merely "unreachable", so the
+// edge keeps its per-type look-up for that op.
+//
+// # Wiring (for the gateway's forward step)
+//
+// After authentication, authorization and the audit probe, for a tools/call
+// whose params carry an op id:
+//
+//	ans, outcome, err := l.Do(ctx, ledger.Call{Device: d.ID, OpID: id,
+//		Tool: p.Name, ArgsDigest: entry.ArgsDigest, RequestID: req.ID},
+//		func(ctx context.Context) (ledger.Answer, error) {
+//			// take the write slot here, so a replay does not queue
+//			status, body := s.upstreamCall(ctx, …)
+//			return ledger.Answer{Status: status, Body: body}, nil
+//		})
+//
+// The answer forward returns is what is recorded and replayed, so it
+// should be the answer as the device is to see it (after any filtering).
+// errors.Is(err, ErrReused) is a permanent refusal (a JSON-RPC error the
+// outbox does not retry); errors.Is(err, ErrUnavailable) means the ledger
+// could not be read and forward was not run: refuse the write as for an
+// unwritable audit log. Any other error is forward's own. Record outcome in the audit entry, answer
+// ans.Status/ans.Body, call [Advertise] on every /mcp answer and
+// [AdvertiseInitialize] on the initialize answer. Config: a ledger file
+// (default [Beside] audit_log) and a retention in days (default 7).
+package ledger

@@ -1,0 +1,439 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite"
+)
+
+// Defaults.
+const (
+	DefaultRetention  = 7 * 24 * time.Hour
+	DefaultStaleAfter = 2 * time.Minute
+	// PruneEvery is the most often a claim prunes expired rows.
+	PruneEvery = time.Hour
+)
+
+// Answer is what the upstream answered a forwarded call with.
+type Answer struct {
+	Status int    // HTTP status
+	Body   []byte // the JSON-RPC response
+}
+
+// Outcome says how Do answered.
+type Outcome string
+
+const (
+	// OutcomeForwarded: the first call with the op id; forwarded, and its
+	// answer recorded.
+	OutcomeForwarded Outcome = "forwarded"
+	// OutcomeUnrecorded: forwarded, but the answer says the write was not
+	// applied (or could not be recorded), so the next attempt is forwarded
+	// again.
+	OutcomeUnrecorded Outcome = "unrecorded"
+	// OutcomeReplayed: answered from the record; the upstream was not
+	// called.
+	OutcomeReplayed Outcome = "replayed"
+	// OutcomeJoined: a duplicate that arrived while the first was in
+	// flight in this process; it got the first one's answer.
+	OutcomeJoined Outcome = "joined"
+)
+
+// ErrReused is returned when an op id already stands for another write
+// (another tool or other arguments) from the same device.
+var ErrReused = errors.New("op id already used for a different write")
+
+// ErrUnavailable wraps a failure to read or write the ledger itself;
+// forward was not run (or its answer could not be recorded, see Do).
+var ErrUnavailable = errors.New("op-id ledger unavailable")
+
+var errAbandoned = errors.New("ledger: the first copy of this call ended without an answer")
+
+// Call identifies one tools/call for the ledger.
+type Call struct {
+	Device string // the authenticated device id
+	OpID   string // from OpIDOf
+	Tool   string
+	// ArgsDigest is any stable digest of the call's arguments (the audit
+	// log's args_digest); a reuse of the op id with another digest is
+	// refused.
+	ArgsDigest string
+	// RequestID is this request's JSON-RPC id: a replayed or joined answer
+	// carries it in place of the first request's.
+	RequestID json.RawMessage
+}
+
+// Options tune a Ledger; zero values are the defaults.
+type Options struct {
+	Retention  time.Duration // how long a row is kept (DefaultRetention)
+	StaleAfter time.Duration // when an inflight row may be claimed again (DefaultStaleAfter)
+	Now        func() time.Time
+	Log        *slog.Logger
+}
+
+// Ledger is the durable op-id ledger. It is safe for concurrent use, and
+// several Ledgers (processes) may share one file.
+type Ledger struct {
+	path     string
+	db       *sql.DB
+	stmt     statements
+	opt      Options
+	instance string
+	claims   atomic.Uint64
+
+	lastPrune atomic.Int64 // unix ms
+	pruning   sync.WaitGroup
+
+	mu      sync.Mutex
+	flights map[key]*flight
+}
+
+type key struct{ device, opID string }
+
+// flight is a call in progress in this process; duplicates wait on done.
+type flight struct {
+	call  Call
+	done  chan struct{}
+	ans   Answer
+	out   Outcome
+	err   error
+	claim string // the claim token, once the key is taken
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS ops(
+  device      TEXT NOT NULL,
+  op_id       TEXT NOT NULL,
+  tool        TEXT NOT NULL,
+  args_digest TEXT NOT NULL,
+  state       TEXT NOT NULL CHECK (state IN ('inflight','open','done')),
+  claim       TEXT NOT NULL DEFAULT '',
+  result      TEXT,
+  created_at  INTEGER NOT NULL,
+  updated_at  INTEGER NOT NULL,
+  PRIMARY KEY (device, op_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ops_created ON ops(created_at);
+`
+
+// Open opens (creating if needed) the ledger at path with the given
+// retention (0: DefaultRetention) and prunes expired rows.
+func Open(path string, retention time.Duration) (*Ledger, error) {
+	return OpenOptions(path, Options{Retention: retention})
+}
+
+// OpenOptions is Open with every option.
+func OpenOptions(path string, opt Options) (*Ledger, error) {
+	if opt.Retention < 0 || opt.StaleAfter < 0 {
+		return nil, fmt.Errorf("ledger %s: retention and stale bound must not be negative", path)
+	}
+	if opt.Retention == 0 {
+		opt.Retention = DefaultRetention
+	}
+	if opt.StaleAfter == 0 {
+		opt.StaleAfter = DefaultStaleAfter
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", path, err)
+	}
+	// It holds the upstream's answers: owner only (SQLite gives the -wal
+	// and -shm files the database file's mode).
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", path, err)
+	}
+	f.Close()
+	// WAL + synchronous=NORMAL: a commit is not fsynced, a process crash
+	// loses nothing (see doc.go for a power cut).
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ledger %s is not a usable SQLite database: %w", path, err)
+	}
+	var ok string
+	if err := db.QueryRow("PRAGMA quick_check").Scan(&ok); err != nil || ok != "ok" {
+		db.Close()
+		return nil, fmt.Errorf("ledger %s failed its integrity check (%v %s); move it aside to start a new one", path, err, ok)
+	}
+	var id [8]byte
+	rand.Read(id[:])
+	l := &Ledger{path: path, db: db, opt: opt, instance: hex.EncodeToString(id[:]), flights: map[key]*flight{}}
+	if err := l.prepare(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ledger %s: %w", path, err)
+	}
+	if err := l.prune(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ledger %s: pruning expired rows: %w", path, err)
+	}
+	return l, nil
+}
+
+// Close waits for a prune in progress and closes the database.
+func (l *Ledger) Close() error {
+	l.pruning.Wait()
+	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen} {
+		st.Close()
+	}
+	return l.db.Close()
+}
+
+// statements are the ledger's queries, prepared once (a fresh op runs
+// two of them; preparing each time was a visible share of its cost).
+type statements struct {
+	insert, get, take, done, reopen *sql.Stmt
+}
+
+func (l *Ledger) prepare() error {
+	var err error
+	prep := func(q string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var st *sql.Stmt
+		st, err = l.db.Prepare(q)
+		return st
+	}
+	l.stmt = statements{
+		insert: prep(`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at)
+			VALUES(?,?,?,?,'inflight',?,?,?) ON CONFLICT DO NOTHING`),
+		get: prep(`SELECT tool, args_digest, state, result FROM ops WHERE device=? AND op_id=?`),
+		take: prep(`UPDATE ops SET state='inflight', claim=?, updated_at=?
+			WHERE device=? AND op_id=? AND (state='open' OR (state='inflight' AND updated_at < ?))`),
+		done:   prep(`UPDATE ops SET state='done', claim='', result=?, updated_at=? WHERE device=? AND op_id=? AND claim=?`),
+		reopen: prep(`UPDATE ops SET state='open', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
+	}
+	return err
+}
+
+// Path is the database file.
+func (l *Ledger) Path() string { return l.path }
+
+// Do answers one tools/call carrying an op id. The first call with
+// (c.Device, c.OpID) runs forward (the upstream call) and records its
+// answer if the answer says the write was applied; a later one gets the
+// recorded answer, under its own request id, without running forward; a
+// duplicate while the first is in flight waits for it.
+//
+// forward must use the context it is given: it is not cancelled when ctx
+// is (the answer is recorded even if the caller has hung up), only after
+// Options.StaleAfter. An error from forward (a transport failure) is
+// returned as it is and nothing is recorded. ErrReused refuses a reuse of
+// the op id; ErrUnavailable means the ledger could not be consulted and
+// forward was not run. An answer that could not be recorded is returned
+// with OutcomeUnrecorded and logged, not as an error: the write is made.
+func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (Answer, error)) (Answer, Outcome, error) {
+	if c.Device == "" {
+		return Answer{}, "", errors.New("ledger: a call needs a device")
+	}
+	if err := checkOpID(c.OpID); err != nil {
+		return Answer{}, "", fmt.Errorf("ledger: op id: %w", err)
+	}
+	k := key{c.Device, c.OpID}
+	for {
+		l.mu.Lock()
+		f := l.flights[k]
+		if f == nil {
+			// errAbandoned stands if forward panics: the duplicates waiting
+			// are released with an error, not an empty answer.
+			f = &flight{call: c, done: make(chan struct{}), err: errAbandoned}
+			l.flights[k] = f
+			l.mu.Unlock()
+			defer func() {
+				if f.err == errAbandoned && f.claim != "" {
+					// Reopen the key at once rather than after StaleAfter.
+					bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+					l.settle(bctx, c, f.claim, nil)
+					cancel()
+				}
+				l.mu.Lock()
+				delete(l.flights, k)
+				l.mu.Unlock()
+				close(f.done)
+			}()
+			f.ans, f.out, f.err = l.lead(ctx, c, forward, &f.claim)
+			return f.ans, f.out, f.err
+		}
+		l.mu.Unlock()
+		if err := sameWrite(f.call, c); err != nil {
+			return Answer{}, "", err
+		}
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return Answer{}, "", ctx.Err()
+		}
+		if f.err != nil {
+			if isCtxErr(f.err) && ctx.Err() == nil {
+				continue // the first caller gave up waiting; this one has not
+			}
+			return Answer{}, "", f.err
+		}
+		return Answer{Status: f.ans.Status, Body: WithID(f.ans.Body, c.RequestID)}, OutcomeJoined, nil
+	}
+}
+
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func sameWrite(first, c Call) error {
+	if first.Tool != c.Tool || first.ArgsDigest != c.ArgsDigest {
+		what := "other arguments"
+		if first.Tool != c.Tool {
+			what = "tool " + first.Tool
+		}
+		return fmt.Errorf("ledger: device %s, op id %s: %w (first used with %s; now %s)", c.Device, c.OpID, ErrReused, what, c.Tool)
+	}
+	return nil
+}
+
+// lead is Do for the first caller of a key in this process.
+func (l *Ledger) lead(ctx context.Context, c Call, forward func(context.Context) (Answer, error), claimed *string) (Answer, Outcome, error) {
+	claim, recorded, err := l.claim(ctx, c)
+	if err != nil {
+		return Answer{}, "", err
+	}
+	*claimed = claim
+	if recorded != nil {
+		return Answer{Status: 200, Body: response(c.RequestID, recorded)}, OutcomeReplayed, nil
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opt.StaleAfter)
+	ans, ferr := forward(fctx)
+	cancel()
+	// Bookkeeping survives the caller hanging up, so no row stays inflight.
+	bctx, bcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer bcancel()
+	result, ok := Recordable(ans)
+	if ferr == nil && ok {
+		if err := l.settle(bctx, c, claim, result); err != nil {
+			l.opt.Log.Error("op-id ledger: answer not recorded; a retry will be forwarded again", "device", c.Device, "op_id", c.OpID, "err", err)
+			return ans, OutcomeUnrecorded, nil
+		}
+		return ans, OutcomeForwarded, nil
+	}
+	if err := l.settle(bctx, c, claim, nil); err != nil {
+		l.opt.Log.Error("op-id ledger: claim not released; a retry waits until it is stale", "device", c.Device, "op_id", c.OpID, "err", err)
+	}
+	if ferr != nil {
+		return Answer{}, "", ferr
+	}
+	return ans, OutcomeUnrecorded, nil
+}
+
+// claim takes the key for this process (returning its claim token) or
+// returns the recorded result. It waits, polling, while another process
+// holds a fresh claim.
+func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []byte, err error) {
+	claim = fmt.Sprintf("%s-%d", l.instance, l.claims.Add(1))
+	wait := 2 * time.Millisecond
+	for {
+		now := l.opt.Now().UnixMilli()
+		res, err := l.stmt.insert.ExecContext(ctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
+		if err != nil {
+			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			l.maybePrune(now)
+			return claim, nil, nil
+		}
+		var first Call
+		var state string
+		var result sql.NullString
+		err = l.stmt.get.QueryRowContext(ctx, c.Device, c.OpID).
+			Scan(&first.Tool, &first.ArgsDigest, &state, &result)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // pruned between the two statements
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+		}
+		if err := sameWrite(first, c); err != nil {
+			return "", nil, err
+		}
+		if state == "done" {
+			return "", []byte(result.String), nil
+		}
+		res, err = l.stmt.take.ExecContext(ctx, claim, now, c.Device, c.OpID, now-l.opt.StaleAfter.Milliseconds())
+		if err != nil {
+			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			return claim, nil, nil
+		}
+		// Another process is forwarding it: wait for its answer.
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// settle ends a claim: records result (state done) or, with none, opens
+// the key again. A claim taken over in the meantime is left alone.
+func (l *Ledger) settle(ctx context.Context, c Call, claim string, result []byte) error {
+	now := l.opt.Now().UnixMilli()
+	var err error
+	if result != nil {
+		_, err = l.stmt.done.ExecContext(ctx, string(result), now, c.Device, c.OpID, claim)
+	} else {
+		_, err = l.stmt.reopen.ExecContext(ctx, now, c.Device, c.OpID, claim)
+	}
+	if err != nil {
+		return fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+	}
+	return nil
+}
+
+// maybePrune prunes in the background if the last prune is PruneEvery
+// (or the retention, if shorter) old: work only when there are writes.
+func (l *Ledger) maybePrune(now int64) {
+	every := min(PruneEvery, l.opt.Retention).Milliseconds()
+	last := l.lastPrune.Load()
+	if now-last < every || !l.lastPrune.CompareAndSwap(last, now) {
+		return
+	}
+	l.pruning.Add(1)
+	go func() {
+		defer l.pruning.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := l.prune(ctx); err != nil {
+			l.opt.Log.Error("op-id ledger: pruning expired rows", "err", err)
+		}
+	}()
+}
+
+// prune deletes the rows older than the retention.
+func (l *Ledger) prune(ctx context.Context) error {
+	now := l.opt.Now()
+	l.lastPrune.Store(now.UnixMilli())
+	_, err := l.db.ExecContext(ctx, `DELETE FROM ops WHERE created_at < ?`, now.Add(-l.opt.Retention).UnixMilli())
+	return err
+}

@@ -1,0 +1,489 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+func opID(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// upstream is a write-counting stand-in for the MemPalace primary: every
+// call it receives is a write it applies, numbered.
+type upstream struct{ calls atomic.Int32 }
+
+func (u *upstream) forward(id string) func(context.Context) (Answer, error) {
+	return func(context.Context) (Answer, error) {
+		n := u.calls.Add(1)
+		text, _ := json.Marshal(fmt.Sprintf(`{"success": true, "drawer_id": "drawer_%d"}`, n))
+		return Answer{Status: 200, Body: fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":%s}]}}`, id, text)}, nil
+	}
+}
+
+func call(device, op, id string) Call {
+	return Call{Device: device, OpID: op, Tool: "mempalace_add_drawer", ArgsDigest: "d1", RequestID: json.RawMessage(id)}
+}
+
+func open(t testing.TB, path string, opt Options) *Ledger {
+	t.Helper()
+	l, err := OpenOptions(path, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func result(b []byte) string { return gjson.GetBytes(b, "result").Raw }
+
+func TestSameOpIDReachesUpstreamOnce(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	var u upstream
+	op := opID("a")
+	a1, o1, err := l.Do(context.Background(), call("laptop", op, "1"), u.forward("1"))
+	if err != nil || o1 != OutcomeForwarded {
+		t.Fatalf("first: %v %v", o1, err)
+	}
+	a2, o2, err := l.Do(context.Background(), call("laptop", op, `"second"`), u.forward(`"second"`))
+	if err != nil || o2 != OutcomeReplayed {
+		t.Fatalf("second: %v %v", o2, err)
+	}
+	if n := u.calls.Load(); n != 1 {
+		t.Fatalf("upstream applied the write %d times", n)
+	}
+	if result(a1.Body) != result(a2.Body) || result(a1.Body) == "" {
+		t.Fatalf("answers differ:\n%s\n%s", a1.Body, a2.Body)
+	}
+	if id := gjson.GetBytes(a2.Body, "id").Raw; id != `"second"` || a2.Status != 200 {
+		t.Fatalf("replay answered with id %s, status %d: %s", id, a2.Status, a2.Body)
+	}
+}
+
+func TestReplayAcrossRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	var u upstream
+	op := opID("a")
+	l, err := Open(path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, _, err := l.Do(context.Background(), call("laptop", op, "1"), u.forward("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l2 := open(t, path, Options{})
+	a2, o, err := l2.Do(context.Background(), call("laptop", op, "2"), u.forward("2"))
+	if err != nil || o != OutcomeReplayed || u.calls.Load() != 1 {
+		t.Fatalf("after restart: %v %v, upstream calls %d", o, err, u.calls.Load())
+	}
+	if result(a1.Body) != result(a2.Body) {
+		t.Fatalf("answers differ:\n%s\n%s", a1.Body, a2.Body)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("ledger file mode %v (%v), want 0600: it holds the upstream's answers", fi.Mode().Perm(), err)
+	}
+}
+
+func TestDevicesDoNotCollide(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	var u upstream
+	op := opID("same")
+	a, oa, err := l.Do(context.Background(), call("laptop", op, "1"), u.forward("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, ob, err := l.Do(context.Background(), call("build-box", op, "1"), u.forward("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.calls.Load() != 2 || oa != OutcomeForwarded || ob != OutcomeForwarded || result(a.Body) == result(b.Body) {
+		t.Fatalf("two devices' writes: %d upstream calls, %v %v", u.calls.Load(), oa, ob)
+	}
+}
+
+func TestConcurrentDuplicatesOneUpstreamCall(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	var u upstream
+	op := opID("dup")
+	gate := make(chan struct{})
+	slow := func(id string) func(context.Context) (Answer, error) {
+		return func(ctx context.Context) (Answer, error) {
+			<-gate // every duplicate arrives while the first is in flight
+			return u.forward(id)(ctx)
+		}
+	}
+	var wg sync.WaitGroup
+	answers := make([]Answer, 100)
+	outcomes := make([]Outcome, 100)
+	errs := make([]error, 100)
+	for i := range answers {
+		wg.Go(func() {
+			answers[i], outcomes[i], errs[i] = l.Do(context.Background(), call("laptop", op, fmt.Sprint(i)), slow(fmt.Sprint(i)))
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(gate)
+	wg.Wait()
+	if n := u.calls.Load(); n != 1 {
+		t.Fatalf("100 duplicates reached the upstream %d times", n)
+	}
+	counts := map[Outcome]int{}
+	for i := range answers {
+		if errs[i] != nil {
+			t.Fatalf("duplicate %d: %v", i, errs[i])
+		}
+		counts[outcomes[i]]++
+		if result(answers[i].Body) != result(answers[0].Body) {
+			t.Fatalf("duplicate %d answered differently: %s", i, answers[i].Body)
+		}
+		if id := gjson.GetBytes(answers[i].Body, "id").Raw; id != fmt.Sprint(i) {
+			t.Fatalf("duplicate %d answered with id %s", i, id)
+		}
+	}
+	if counts[OutcomeForwarded] != 1 {
+		t.Fatalf("outcomes %v", counts)
+	}
+}
+
+func TestTransportFailureNotRecorded(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	var u upstream
+	op := opID("t")
+	dropped := errors.New("connection reset by peer")
+	_, _, err := l.Do(context.Background(), call("laptop", op, "1"), func(context.Context) (Answer, error) {
+		u.calls.Add(1)
+		return Answer{}, dropped
+	})
+	if !errors.Is(err, dropped) {
+		t.Fatalf("transport failure came back as %v", err)
+	}
+	_, o, err := l.Do(context.Background(), call("laptop", op, "2"), u.forward("2"))
+	if err != nil || o != OutcomeForwarded || u.calls.Load() != 2 {
+		t.Fatalf("retry after a transport failure: %v %v, upstream calls %d (want it forwarded again)", o, err, u.calls.Load())
+	}
+	if _, o, _ := l.Do(context.Background(), call("laptop", op, "3"), u.forward("3")); o != OutcomeReplayed || u.calls.Load() != 2 {
+		t.Fatalf("third attempt: %v, upstream calls %d", o, u.calls.Load())
+	}
+}
+
+func TestFailureAnswersNotRecorded(t *testing.T) {
+	text := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	for name, a := range map[string]Answer{
+		"json-rpc error":    {200, []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Internal tool error: database is locked"}}`)},
+		"isError":           {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"isError":true,"content":[{"type":"text","text":"boom"}]}}`)},
+		"success false":     {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + text(`{"success": false, "error": "database is locked"}`) + `}]}}`)},
+		"error member":      {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + text(`{"error": "wing not found"}`) + `}]}}`)},
+		"structured failed": {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"success":false},"content":[]}}`)},
+		"bad gateway":       {502, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"upstream unreachable"}}`)},
+		"sse":               {200, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+			var u upstream
+			op := opID(name)
+			got, o, err := l.Do(context.Background(), call("laptop", op, "1"), func(context.Context) (Answer, error) {
+				u.calls.Add(1)
+				return a, nil
+			})
+			if err != nil || o != OutcomeUnrecorded || string(got.Body) != string(a.Body) || got.Status != a.Status {
+				t.Fatalf("failure answer: %v %v %d %s", o, err, got.Status, got.Body)
+			}
+			if _, o, err := l.Do(context.Background(), call("laptop", op, "2"), u.forward("2")); err != nil || o != OutcomeForwarded || u.calls.Load() != 2 {
+				t.Fatalf("retry: %v %v, upstream calls %d (want forwarded again)", o, err, u.calls.Load())
+			}
+		})
+	}
+}
+
+func TestReusedOpIDRefused(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	var u upstream
+	op := opID("r")
+	if _, _, err := l.Do(context.Background(), call("laptop", op, "1"), u.forward("1")); err != nil {
+		t.Fatal(err)
+	}
+	other := call("laptop", op, "2")
+	other.Tool = "mempalace_diary_write"
+	if _, _, err := l.Do(context.Background(), other, u.forward("2")); !errors.Is(err, ErrReused) {
+		t.Fatalf("another tool under a used op id: %v", err)
+	}
+	other = call("laptop", op, "3")
+	other.ArgsDigest = "d2"
+	if _, _, err := l.Do(context.Background(), other, u.forward("3")); !errors.Is(err, ErrReused) {
+		t.Fatalf("other arguments under a used op id: %v", err)
+	}
+	if u.calls.Load() != 1 {
+		t.Fatalf("a refused reuse reached the upstream (%d calls)", u.calls.Load())
+	}
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+func rows(t *testing.T, l *Ledger) int {
+	var n int
+	l.db.QueryRow(`SELECT count(*) FROM ops`).Scan(&n)
+	return n
+}
+
+func TestRetentionPrunes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	c := &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	l := open(t, path, Options{Retention: 7 * 24 * time.Hour, Now: c.now})
+	var u upstream
+	a, b := opID("a"), opID("b")
+	l.Do(context.Background(), call("laptop", a, "1"), u.forward("1"))
+	c.add(6 * 24 * time.Hour)
+	if _, o, _ := l.Do(context.Background(), call("laptop", a, "2"), u.forward("2")); o != OutcomeReplayed {
+		t.Fatalf("within the retention: %v", o)
+	}
+	c.add(2 * 24 * time.Hour)
+	// A claim is what prunes (no timer): b's insert prunes a, not b.
+	l.Do(context.Background(), call("laptop", b, "3"), u.forward("3"))
+	l.pruning.Wait()
+	if n := rows(t, l); n != 1 {
+		t.Fatalf("%d rows after the lazy prune, want 1 (b)", n)
+	}
+	if _, o, _ := l.Do(context.Background(), call("laptop", a, "4"), u.forward("4")); o != OutcomeForwarded || u.calls.Load() != 3 {
+		t.Fatalf("past the retention: %v, upstream calls %d", o, u.calls.Load())
+	}
+
+	// Open prunes too.
+	l.Close()
+	c.add(8 * 24 * time.Hour)
+	l2 := open(t, path, Options{Now: c.now})
+	if n := rows(t, l2); n != 0 {
+		t.Fatalf("%d rows after open past the retention", n)
+	}
+}
+
+func TestTwoProcessesOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	l1 := open(t, path, Options{})
+	l2 := open(t, path, Options{})
+	var u upstream
+	op := opID("two")
+	entered, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	var o1, o2 Outcome
+	var a1, a2 Answer
+	wg.Go(func() {
+		a1, o1, _ = l1.Do(context.Background(), call("laptop", op, "1"), func(ctx context.Context) (Answer, error) {
+			close(entered)
+			<-release
+			return u.forward("1")(ctx)
+		})
+	})
+	<-entered
+	wg.Go(func() { a2, o2, _ = l2.Do(context.Background(), call("laptop", op, "2"), u.forward("2")) })
+	time.Sleep(30 * time.Millisecond) // l2 is polling the inflight row
+	close(release)
+	wg.Wait()
+	if u.calls.Load() != 1 || o1 != OutcomeForwarded || o2 != OutcomeReplayed || result(a1.Body) != result(a2.Body) {
+		t.Fatalf("two gateways, one op: %d upstream calls, %v %v", u.calls.Load(), o1, o2)
+	}
+
+	// Many duplicates on both at once.
+	op = opID("many")
+	var wg2 sync.WaitGroup
+	for i := range 40 {
+		l := []*Ledger{l1, l2}[i%2]
+		wg2.Go(func() {
+			if _, _, err := l.Do(context.Background(), call("laptop", op, fmt.Sprint(i)), u.forward(fmt.Sprint(i))); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg2.Wait()
+	if u.calls.Load() != 2 {
+		t.Fatalf("40 duplicates over two gateways: %d upstream calls, want 1 more", u.calls.Load()-1)
+	}
+}
+
+func TestStaleInflightClaimedAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	c := &clock{t: time.Now()}
+	l1 := open(t, path, Options{})
+	l2 := open(t, path, Options{Now: c.now})
+	var u upstream
+	op := opID("stale")
+	entered, hang := make(chan struct{}), make(chan struct{})
+	defer close(hang)
+	go l1.Do(context.Background(), call("laptop", op, "1"), func(context.Context) (Answer, error) {
+		u.calls.Add(1)
+		close(entered)
+		<-hang // a gateway that died mid-forward
+		return Answer{}, errors.New("killed")
+	})
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, _, err := l2.Do(ctx, call("laptop", op, "2"), u.forward("2"))
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || u.calls.Load() != 1 {
+		t.Fatalf("a fresh inflight row must be waited for: %v, %d calls", err, u.calls.Load())
+	}
+	c.add(DefaultStaleAfter + time.Second)
+	if _, o, err := l2.Do(context.Background(), call("laptop", op, "3"), u.forward("3")); err != nil || o != OutcomeForwarded || u.calls.Load() != 2 {
+		t.Fatalf("stale inflight row: %v %v, %d calls", o, err, u.calls.Load())
+	}
+}
+
+func TestCallerHangUpStillRecorded(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	var u upstream
+	op := opID("hangup")
+	ctx, cancel := context.WithCancel(context.Background())
+	var fwdErr error
+	l.Do(ctx, call("laptop", op, "1"), func(fctx context.Context) (Answer, error) {
+		cancel() // the edge hangs up while the upstream works
+		fwdErr = fctx.Err()
+		return u.forward("1")(fctx)
+	})
+	if fwdErr != nil {
+		t.Fatalf("the forward's context ended with the caller's: %v", fwdErr)
+	}
+	if _, o, _ := l.Do(context.Background(), call("laptop", op, "2"), u.forward("2")); o != OutcomeReplayed || u.calls.Load() != 1 {
+		t.Fatalf("retry after a hang-up: %v, %d upstream calls", o, u.calls.Load())
+	}
+}
+
+func TestDoRejectsBadKeys(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	var u upstream
+	for _, c := range []Call{call("", opID("x"), "1"), call("laptop", "ABC", "1"), call("laptop", opID("x")[:63]+"G", "1")} {
+		if _, _, err := l.Do(context.Background(), c, u.forward("1")); err == nil {
+			t.Fatalf("%+v accepted", c)
+		}
+	}
+	if u.calls.Load() != 0 {
+		t.Fatal("a bad key reached the upstream")
+	}
+}
+
+// BenchmarkDo is the ledger's cost on a write: "fresh" is a new op id
+// (claim, forward, record: two commits), "replay" a retried one (answered
+// from the record), "none" the forward alone. p50-µs is the median op, the
+// figure that survives a shared, noisy machine.
+func BenchmarkDo(b *testing.B) {
+	l := open(b, filepath.Join(b.TempDir(), FileName), Options{})
+	var u upstream
+	ctx := context.Background()
+	fwd := u.forward("1")
+	b.Run("none", func(b *testing.B) {
+		timed(b, func(int) { fwd(ctx) })
+	})
+	b.Run("fresh", func(b *testing.B) {
+		run := time.Now().UnixNano() // -count reruns on the same file
+		timed(b, func(i int) {
+			if _, o, err := l.Do(ctx, call("laptop", opID(fmt.Sprint(run, i)), "1"), fwd); err != nil || o != OutcomeForwarded {
+				b.Fatal(o, err)
+			}
+		})
+	})
+	op := opID("replay")
+	l.Do(ctx, call("laptop", op, "1"), fwd)
+	b.Run("replay", func(b *testing.B) {
+		timed(b, func(int) {
+			if _, o, err := l.Do(ctx, call("laptop", op, "2"), fwd); err != nil || o != OutcomeReplayed {
+				b.Fatal(o, err)
+			}
+		})
+	})
+}
+
+func TestPanickingForwardReleasesDuplicates(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	op := opID("panic")
+	entered := make(chan struct{})
+	boom := make(chan struct{})
+	go func() {
+		defer func() { recover() }() // net/http recovers a handler's panic the same way
+		l.Do(context.Background(), call("laptop", op, "1"), func(context.Context) (Answer, error) {
+			close(entered)
+			<-boom
+			panic("forward bug")
+		})
+	}()
+	<-entered
+	done := make(chan error)
+	go func() {
+		_, _, err := l.Do(context.Background(), call("laptop", op, "2"), (&upstream{}).forward("2"))
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	close(boom)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a duplicate of a call that panicked got an answer")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a duplicate of a call that panicked waits forever")
+	}
+	// The key is open again at once (not after StaleAfter).
+	var u upstream
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, o, err := l.Do(ctx, call("laptop", op, "3"), u.forward("3")); err != nil || o != OutcomeForwarded {
+		t.Fatalf("after a panic: %v %v", o, err)
+	}
+}
+
+// timed runs op b.N times and reports the median and p90 op.
+func timed(b *testing.B, op func(i int)) {
+	d := make([]time.Duration, 0, b.N)
+	i := 0
+	for b.Loop() {
+		i++
+		t := time.Now()
+		op(i)
+		d = append(d, time.Since(t))
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2].Nanoseconds())/1000, "p50-µs")
+	b.ReportMetric(float64(d[len(d)*9/10].Nanoseconds())/1000, "p90-µs")
+}
+
+func TestUnreadableLedgerDoesNotForward(t *testing.T) {
+	l, err := Open(filepath.Join(t.TempDir(), FileName), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	var u upstream
+	if _, _, err := l.Do(context.Background(), call("laptop", opID("x"), "1"), u.forward("1")); !errors.Is(err, ErrUnavailable) || u.calls.Load() != 0 {
+		t.Fatalf("closed ledger: %v, %d upstream calls", err, u.calls.Load())
+	}
+}
+
+func TestOpenRefusesGarbage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	os.WriteFile(path, []byte("this is not a database, it is a text file of some length........................................................................................"), 0o600)
+	if _, err := Open(path, 0); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("a garbage file opened: %v", err)
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), FileName), -time.Hour); err == nil {
+		t.Fatal("a negative retention was accepted")
+	}
+}

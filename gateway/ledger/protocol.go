@@ -1,0 +1,140 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// The wire names shared by the edge and the gateway.
+const (
+	// MetaKey is the params._meta member carrying an outbox op's id.
+	MetaKey = "devbox-config/op-id"
+	// Header is the response header a gateway with a ledger sets on every
+	// /mcp answer; HeaderValue is its value (protocol op-id, version 1).
+	Header      = "Devbox-Config-Ledger"
+	HeaderValue = "op-id/1"
+	// Capability is the key under the initialize result's
+	// capabilities.experimental; its value is {"version": Version}.
+	Capability = "devbox-config/op-id-ledger"
+	Version    = 1
+)
+
+// FileName is the ledger's file name, in the audit log's directory.
+const FileName = "op-ledger.sqlite"
+
+// Beside is the ledger's default path for a gateway whose audit log is
+// auditLog.
+func Beside(auditLog string) string {
+	return filepath.Join(filepath.Dir(auditLog), FileName)
+}
+
+// OpIDOf returns the op id in a tools/call request's params
+// (params._meta["devbox-config/op-id"]). ok is false when there is none;
+// an op id that is present but not 64 lowercase hex digits is an error.
+func OpIDOf(params json.RawMessage) (id string, ok bool, err error) {
+	meta := gjson.GetBytes(params, "_meta")
+	if !meta.IsObject() {
+		return "", false, nil
+	}
+	var v gjson.Result
+	found := false
+	meta.ForEach(func(k, val gjson.Result) bool {
+		if k.String() == MetaKey {
+			v, found = val, true
+			return false
+		}
+		return true
+	})
+	if !found {
+		return "", false, nil
+	}
+	at := fmt.Sprintf("params._meta[%q]", MetaKey)
+	if v.Type != gjson.String {
+		return "", false, fmt.Errorf("%s: must be a string of 64 lowercase hex digits, got %s", at, kind(v))
+	}
+	if err := checkOpID(v.Str); err != nil {
+		return "", false, fmt.Errorf("%s: %w", at, err)
+	}
+	return v.Str, true, nil
+}
+
+func kind(v gjson.Result) string {
+	switch {
+	case v.IsObject():
+		return "an object"
+	case v.IsArray():
+		return "an array"
+	case v.Type == gjson.Number:
+		return "a number"
+	case v.Type == gjson.True, v.Type == gjson.False:
+		return "a boolean"
+	}
+	return "null"
+}
+
+// checkOpID accepts exactly 64 lowercase hex digits (a sha256, as the
+// outbox makes them).
+func checkOpID(s string) error {
+	if len(s) != 64 {
+		return fmt.Errorf("must be 64 lowercase hex digits, got %d characters", len(s))
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return fmt.Errorf("must be 64 lowercase hex digits, got %q at position %d", c, i+1)
+		}
+	}
+	return nil
+}
+
+// Advertise marks an answer as coming from a gateway with a ledger.
+func Advertise(h http.Header) { h.Set(Header, HeaderValue) }
+
+// Advertised reports whether an answer's headers say a ledger protects
+// the sender's op ids.
+func Advertised(h http.Header) bool { return h.Get(Header) == HeaderValue }
+
+// AdvertiseInitialize adds the ledger capability to an initialize answer
+// (a JSON-RPC response whose result has capabilities). Anything else (an
+// error answer, an SSE body) is returned unchanged.
+func AdvertiseInitialize(resp []byte) []byte {
+	if r := gjson.GetBytes(resp, "result"); !r.IsObject() {
+		return resp
+	}
+	if c := gjson.GetBytes(resp, "result.capabilities"); c.Exists() && !c.IsObject() {
+		return resp
+	}
+	if e := gjson.GetBytes(resp, "result.capabilities.experimental"); e.Exists() && !e.IsObject() {
+		return resp
+	}
+	out, err := sjson.SetRawBytes(resp, "result.capabilities.experimental."+escapePath(Capability), fmt.Appendf(nil, `{"version":%d}`, Version))
+	if err != nil {
+		return resp
+	}
+	return out
+}
+
+// AdvertisedIn reports whether an initialize result (the JSON-RPC result
+// object) announces the ledger, at this package's version or later.
+func AdvertisedIn(initResult json.RawMessage) bool {
+	v := gjson.GetBytes(initResult, "capabilities.experimental."+escapePath(Capability)+".version")
+	return v.Type == gjson.Number && v.Int() >= Version
+}
+
+// escapePath escapes a key for a gjson/sjson path.
+func escapePath(k string) string {
+	out := make([]byte, 0, len(k)+4)
+	for i := 0; i < len(k); i++ {
+		switch k[i] {
+		case '.', '*', '?', '\\':
+			out = append(out, '\\')
+		}
+		out = append(out, k[i])
+	}
+	return string(out)
+}
