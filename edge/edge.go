@@ -161,7 +161,8 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 				e.outbox.Resume(context.Background())
 			}
 		},
-		OnTools: func(t []*mcp.Tool) { e.addTools(t, true) },
+		OnTools:  func(t []*mcp.Tool) { e.addTools(t, true) },
+		OnLedger: func(on bool) { outbox.RecordProtection(e.outbox, on) },
 	})
 	e.remote = e.primary
 	if ob != nil {

@@ -44,6 +44,8 @@ type Primary struct {
 	client   *mcp.Client
 	onUp     func()
 	onTools  func([]*mcp.Tool)
+	onLedger func(bool)
+	ledger   atomic.Int32 // 0 unknown, 1 a gateway's op-id ledger answers, 2 none
 
 	mu         sync.Mutex
 	session    *mcp.ClientSession
@@ -63,12 +65,15 @@ type PrimaryOptions struct {
 	OnUp    func()                  // called when the breaker closes
 	OnTools func(tools []*mcp.Tool) // the primary's tool list after each connect
 	Version string                  // the edge's, reported to the primary
+	// OnLedger is told, on the first answer and on every change, whether
+	// the primary advertises an op-id ledger (a devbox-config gateway).
+	OnLedger func(advertised bool)
 }
 
 // NewPrimary prepares a supervisor for endpoint. token is called for every
 // request, so a rotated MEMPALACE_REMOTE_TOKEN is picked up.
 func NewPrimary(endpoint string, token func() string, log *slog.Logger, o PrimaryOptions) *Primary {
-	p := &Primary{endpoint: endpoint, token: token, timeout: o.Timeout, log: log, onUp: o.OnUp, onTools: o.OnTools, closed: make(chan struct{})}
+	p := &Primary{endpoint: endpoint, token: token, timeout: o.Timeout, log: log, onUp: o.OnUp, onTools: o.OnTools, onLedger: o.OnLedger, closed: make(chan struct{})}
 	if p.timeout <= 0 {
 		p.timeout = 10 * time.Second
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // maxPrimaryAnswer bounds one answer read from the primary.
@@ -44,6 +45,7 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 		return nil, fmt.Errorf("tools/call: %w", err)
 	}
 	defer resp.Body.Close()
+	p.sawLedger(resp.Header)
 	if resp.StatusCode == http.StatusNotFound && s.ID() != "" {
 		return nil, fmt.Errorf("the primary ended session %s: %w", s.ID(), mcp.ErrSessionMissing)
 	}
@@ -102,5 +104,17 @@ func (p *Primary) cancelOnPrimary(s *mcp.ClientSession, id string, why error) {
 	if resp, err := p.send(ctx, s, wire.Cancellation(id, why.Error())); err == nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		resp.Body.Close()
+	}
+}
+
+// sawLedger notes whether an answer came from a gateway with an op-id
+// ledger (every /mcp answer of one carries ledger.Header).
+func (p *Primary) sawLedger(h http.Header) {
+	v := int32(2)
+	if ledger.Advertised(h) {
+		v = 1
+	}
+	if old := p.ledger.Swap(v); old != v && p.onLedger != nil {
+		p.onLedger(v == 1)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // write: local first, the agent gets the local result; a successful write
@@ -214,7 +215,11 @@ func (a primaryAdapter) Up() bool { return a.p.Up() }
 
 func (a primaryAdapter) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
 	b, _ := json.Marshal(args)
-	res, err := a.p.Call(ctx, &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)}, false)
+	params := &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)}
+	if id := outbox.OpIDFrom(ctx); id != "" {
+		params.Meta = mcp.Meta{ledger.MetaKey: id} // a gateway's ledger answers a repeat from its record
+	}
+	res, err := a.p.Call(ctx, params, false)
 	if err != nil {
 		if errors.Is(err, ErrUnauthorized) {
 			return nil, outbox.ErrUnauthorized

@@ -110,8 +110,12 @@ func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
 			}
 			mismatch, _ := s.Meta(ctx, "embedder_mismatch")
 			primary := probePrimary(ctx, cfg)
+			protection := s.Protection(ctx)
+			if protection == "" {
+				protection = "not known yet (no answer from the primary recorded)"
+			}
 			if asJSON {
-				b, _ := json.MarshalIndent(map[string]any{"outbox": s.Path(), "queue": st, "primary": primary, "embedder_mismatch": mismatch}, "", "  ")
+				b, _ := json.MarshalIndent(map[string]any{"outbox": s.Path(), "queue": st, "primary": primary, "embedder_mismatch": mismatch, "protection": protection}, "", "  ")
 				fmt.Fprintln(stdout, string(b))
 				return nil
 			}
@@ -130,6 +134,7 @@ func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
 				fmt.Fprintf(stdout, "flushing   %s\n", st.FlushOwner)
 			}
 			fmt.Fprintf(stdout, "primary    %s\n", primary)
+			fmt.Fprintf(stdout, "protected  %s\n", protection)
 			if mismatch != "" {
 				fmt.Fprintf(stdout, "embedder   MISMATCH (merged search off): %s\n", mismatch)
 			} else {
@@ -265,7 +270,8 @@ left, 1 otherwise.`,
 			if err := s.ClearBackoff(ctx); err != nil {
 				return exitError{1, fmt.Errorf("outbox %s: %w", s.Path(), err)}
 			}
-			p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: cfg.CallTimeout, Version: version})
+			p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: cfg.CallTimeout, Version: version,
+				OnLedger: func(on bool) { outbox.RecordProtection(s, on) }})
 			defer p.Close()
 			sent, err := (&outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: cfg.Log}).Drain(ctx)
 			st, _ := s.Stats(ctx)

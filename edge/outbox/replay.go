@@ -49,7 +49,7 @@ func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool
 				return map[string]any{"success": true, "skipped": "confirmed on the primary"}, nil
 			}
 		}
-		res, err := f.P.Call(ctx, op.Tool, a)
+		res, err := f.sendWrite(ctx, op, a)
 		if err == nil && res["success"] == false && strings.Contains(strings.ToLower(fmt.Sprint(res["error"])), "no open fact") {
 			if landed, cerr := f.closedAlready(ctx, rec.Name, a); cerr == nil && landed {
 				return map[string]any{"success": true, "skipped": "nothing open to close; confirmed closed on the primary"}, nil
@@ -66,7 +66,7 @@ func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool
 		if suffixes[sfx] {
 			return map[string]any{"success": true, "skipped": "this diary entry is already on the primary"}, nil
 		}
-		res, err := f.P.Call(ctx, op.Tool, a)
+		res, err := f.sendWrite(ctx, op, a)
 		if err == nil && res["success"] != false {
 			suffixes[sfx] = true
 		}
@@ -88,7 +88,7 @@ func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool
 			}
 		}
 	}
-	return f.P.Call(ctx, op.Tool, a)
+	return f.sendWrite(ctx, op, a)
 }
 
 func str(m map[string]any, k string) string {
@@ -242,4 +242,26 @@ func (f *Flusher) lookUpPage(ctx context.Context, tool string, args map[string]a
 		return nil, nil, fmt.Errorf("%w: %s answered without %q", ErrLookup, tool, key)
 	}
 	return res, list, nil
+}
+
+// sendWrite sends the op's own call: exactly the tool and arguments the
+// agent's call left in the outbox, carrying the op id (WithOpID) so a
+// gateway's ledger answers a repeat from its record.
+func (f *Flusher) sendWrite(ctx context.Context, op Op, a map[string]any) (map[string]any, error) {
+	return f.P.Call(WithOpID(ctx, op.ID), op.Tool, a)
+}
+
+type opIDKey struct{}
+
+// WithOpID marks a call as the send of outbox op id: the Primary puts the
+// id in the request (params._meta["devbox-config/op-id"]). Look-ups are
+// never marked.
+func WithOpID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, opIDKey{}, id)
+}
+
+// OpIDFrom is the op id WithOpID put in ctx ("" for any other call).
+func OpIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(opIDKey{}).(string)
+	return id
 }

@@ -508,3 +508,28 @@ func stampOpID(canon []byte, opID string) ([]byte, error) {
 	}
 	return canonical(b)
 }
+
+// Protection meta: what guards this outbox's sends against a repeat.
+const metaProtection = "protection"
+
+// RecordProtection notes whether the primary last advertised an op-id
+// ledger (a devbox-config gateway: every write exactly once by op id) or
+// not (the per-type look-ups alone). s may be nil (no outbox).
+func RecordProtection(s *Store, ledger bool) {
+	if s == nil {
+		return
+	}
+	v := "look-ups: the primary advertises no op-id ledger; each record type's look-up guards a repeat"
+	if ledger {
+		v = "ledger: the primary's gateway de-duplicates every send by op id; look-ups as a second guard"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s.SetMeta(ctx, metaProtection, v+" (seen "+s.now().UTC().Format(time.RFC3339)+")")
+}
+
+// Protection is what RecordProtection last noted ("" before any answer).
+func (s *Store) Protection(ctx context.Context) string {
+	v, _ := s.meta(ctx, metaProtection)
+	return v
+}
