@@ -90,7 +90,11 @@ func Derive(events []Event, agent string) []Item {
 	}
 	var owed []Item
 	for _, ask := range log {
-		if !directed(ask, agent) || ask.FromAgent == agent {
+		// A terminal event closes its thread ([*] in §3.3's diagram); it
+		// asks nothing. Without this, every ack routed back to the asker
+		// (event_ack sets to_agent to the target's sender) would be owed by
+		// the asker, whose terminal answer would be owed back: ping-pong.
+		if !directed(ask, agent) || ask.FromAgent == agent || Terminal(deref(ask.Status)) {
 			continue
 		}
 		var progress, earlier *Event

@@ -17,6 +17,10 @@
 //     and has a terminal status (applied, superseded, failed, blocked)
 //     exists. claimed and ready announce progress and do not clear.
 //
+// One reading the rules leave implicit is made explicit: an event that
+// itself has a terminal status closes its thread and is never owed (an
+// ack routed back to the asker is not an ask to the asker).
+//
 // Items come oldest first, each with a sentence saying why it is owed.
 //
 // The package holds the pure derivation (Derive), the pager that reads
