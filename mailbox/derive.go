@@ -32,7 +32,7 @@ func Terminal(status string) bool {
 // else in this package compares seq for owed-ness; the pager's cursor
 // stays on arrival order by design (hlc.py: "arrival is the delivery
 // order").
-func before(a, b Event) bool {
+func before(a, b *Event) bool {
 	if a.pending || b.pending {
 		// Still in the outbox: written after everything the primary has
 		// returned, in the order the agent wrote it.
@@ -47,13 +47,13 @@ func before(a, b Event) bool {
 // directed reports whether e is addressed to agent: to_agent equal to it
 // exactly. A "*" broadcast owes nobody a reply (§7.4); to_agent=NULL is
 // addressed to nobody.
-func directed(e Event, agent string) bool {
+func directed(e *Event, agent string) bool {
 	return e.ToAgent != nil && *e.ToAgent == agent && *e.ToAgent != "*"
 }
 
 // joined reports whether reply r is joined to ask a: metadata.ack_of
 // names a, or both carry the same non-empty correlation_id.
-func joined(r, a Event) bool {
+func joined(r, a *Event) bool {
 	if a.ID != "" && r.AckOf == a.ID {
 		return true
 	}
@@ -66,12 +66,20 @@ func joined(r, a Event) bool {
 // overlap (the same id twice is counted once) and may hold anything: what
 // is not directed at agent or written by it is ignored.
 func Derive(events []Event, agent string) []Item {
+	items, _ := derive(events, agent, 0)
+	return items
+}
+
+// derive is Derive keeping only the oldest limit items (0: all), with the
+// number left out; why is written only for the items kept.
+func derive(events []Event, agent string, limit int) ([]Item, int) {
 	if agent == "" || agent == "*" {
-		return nil
+		return nil, 0
 	}
 	seen := make(map[string]bool, len(events))
-	log := make([]Event, 0, len(events))
-	for _, e := range events {
+	log := make([]*Event, 0, len(events))
+	for i := range events {
+		e := &events[i]
 		if !e.pending {
 			if seen[e.ID] {
 				continue
@@ -82,13 +90,21 @@ func Derive(events []Event, agent string) []Item {
 	}
 	sort.SliceStable(log, func(i, j int) bool { return before(log[i], log[j]) })
 
-	var mine []Event
+	// The agent's own events, indexed by the two join keys.
+	byAck, byCorr := map[string][]*Event{}, map[string][]*Event{}
 	for _, e := range log {
-		if e.FromAgent == agent {
-			mine = append(mine, e)
+		if e.FromAgent != agent {
+			continue
+		}
+		if e.AckOf != "" {
+			byAck[e.AckOf] = append(byAck[e.AckOf], e)
+		}
+		if c := deref(e.CorrelationID); c != "" {
+			byCorr[c] = append(byCorr[c], e)
 		}
 	}
 	var owed []Item
+	more := 0
 	for _, ask := range log {
 		// A terminal event closes its thread ([*] in §3.3's diagram); it
 		// asks nothing. Without this, every ack routed back to the asker
@@ -99,34 +115,39 @@ func Derive(events []Event, agent string) []Item {
 		}
 		var progress, earlier *Event
 		cleared := false
-		for i := range mine {
-			r := &mine[i]
-			if !joined(*r, ask) {
-				continue
-			}
-			switch {
-			case !Terminal(deref(r.Status)):
-				if before(ask, *r) {
-					progress = r
+		for _, replies := range [2][]*Event{byAck[ask.ID], byCorr[deref(ask.CorrelationID)]} {
+			for _, r := range replies {
+				if cleared || !joined(r, ask) {
+					continue
 				}
-			case before(ask, *r):
-				cleared = true
-			default:
-				earlier = r
-			}
-			if cleared {
-				break
+				later := before(ask, r)
+				switch {
+				case later && Terminal(deref(r.Status)):
+					cleared = true
+				case later:
+					if progress == nil || before(progress, r) {
+						progress = r
+					}
+				case Terminal(deref(r.Status)):
+					if earlier == nil || before(earlier, r) {
+						earlier = r
+					}
+				}
 			}
 		}
-		if !cleared {
-			owed = append(owed, Item{Event: ask, Why: why(ask, agent, progress, earlier)})
+		switch {
+		case cleared:
+		case limit > 0 && len(owed) >= limit:
+			more++
+		default:
+			owed = append(owed, Item{Event: *ask, Why: why(ask, agent, progress, earlier)})
 		}
 	}
-	return owed
+	return owed, more
 }
 
 // why says, in one sentence an agent can act on, why ask is still owed.
-func why(ask Event, agent string, progress, earlier *Event) string {
+func why(ask *Event, agent string, progress, earlier *Event) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s", orDash(ask.Type))
 	if st := deref(ask.Status); st != "" {
@@ -142,9 +163,9 @@ func why(ask Event, agent string, progress, earlier *Event) string {
 	}
 	switch {
 	case progress != nil:
-		fmt.Fprintf(&b, "; your latest reply is %s%s, which does not clear it", orDash(deref(progress.Status)), seqNote(*progress))
+		fmt.Fprintf(&b, "; your latest reply is %s%s, which does not clear it", orDash(deref(progress.Status)), seqNote(progress))
 	case earlier != nil:
-		fmt.Fprintf(&b, "; your %s%s on the same thread came before it, so it does not answer this one", orDash(deref(earlier.Status)), seqNote(*earlier))
+		fmt.Fprintf(&b, "; your %s%s on the same thread came before it, so it does not answer this one", orDash(deref(earlier.Status)), seqNote(earlier))
 	default:
 		b.WriteString("; no reply of yours joins it yet")
 	}
@@ -152,7 +173,7 @@ func why(ask Event, agent string, progress, earlier *Event) string {
 	return b.String()
 }
 
-func seqNote(e Event) string {
+func seqNote(e *Event) string {
 	if e.pending {
 		return " (still in the outbox)"
 	}

@@ -94,14 +94,10 @@ func build(evs []Event, agent, stream string, limit int) Result {
 		}
 		evs = kept
 	}
-	items := Derive(evs, agent)
-	r := Result{Agent: agent, Owed: items}
+	items, more := derive(evs, agent, limit)
+	r := Result{Agent: agent, Owed: items, More: more}
 	if r.Owed == nil {
 		r.Owed = []Item{}
-	}
-	if limit > 0 && len(r.Owed) > limit {
-		r.More = len(r.Owed) - limit
-		r.Owed = r.Owed[:limit]
 	}
 	r.Count = len(r.Owed)
 	if w := IdentityWarning(agent); w != "" {

@@ -135,6 +135,16 @@ func TestOwedPagesThroughTheTestDouble(t *testing.T) {
 		t.Fatalf("JSON: %s", b)
 	}
 
+	// the edge's tool answer carries the same JSON in one text block
+	tr, err := ToolResult(r)
+	if err != nil || len(tr.Content) != 1 || tr.IsError {
+		t.Fatalf("ToolResult: %+v %v", tr, err)
+	}
+	var fromTool map[string]any
+	if err := json.Unmarshal([]byte(tr.Content[0].(*mcp.TextContent).Text), &fromTool); err != nil || fromTool["count"] != 3.0 {
+		t.Fatalf("ToolResult text: %v %v", fromTool, err)
+	}
+
 	// limit keeps the oldest and counts the rest
 	r, _ = Owed(context.Background(), src, me, "", 2)
 	if r.Count != 2 || r.More != 1 || r.Owed[0].Event.ID != askIDs[6] {

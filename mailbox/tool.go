@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Names under which the edge offers the mailbox.
@@ -131,4 +133,14 @@ func firstLine(e Event) string {
 		line = string(r[:120]) + "…"
 	}
 	return line
+}
+
+// ToolResult is the mempalace_mailbox answer as MemPalace shapes its own:
+// one text block holding the JSON (indented, as the palace's tools are).
+func ToolResult(r Result) (*mcp.CallToolResult, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("mailbox result: %w", err)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
 }
