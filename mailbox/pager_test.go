@@ -284,3 +284,29 @@ func TestMailboxAnswersDegradedFromTheLastView(t *testing.T) {
 		t.Fatalf("hanging primary: %+v %v", r, err)
 	}
 }
+
+// order is sent only to a primary whose event_list schema lists it
+// (3.10+); a 3.7 primary would refuse the unknown argument.
+func TestSupportsOrder(t *testing.T) {
+	with := &mcp.Tool{Name: ListTool, InputSchema: map[string]any{"type": "object", "properties": map[string]any{"order": map[string]any{"type": "string"}, "since_event_id": map[string]any{"type": "string"}}}}
+	without := &mcp.Tool{Name: ListTool, InputSchema: map[string]any{"type": "object", "properties": map[string]any{"since_event_id": map[string]any{"type": "string"}}}}
+	other := &mcp.Tool{Name: "mempalace_event_wait", InputSchema: with.InputSchema}
+	if !SupportsOrder([]*mcp.Tool{other, with}) || SupportsOrder([]*mcp.Tool{other, without}) || SupportsOrder([]*mcp.Tool{other}) || SupportsOrder(nil) {
+		t.Fatal("SupportsOrder misread a schema")
+	}
+	var sent map[string]any
+	src := ToolSource{AscOrder: true, Call: func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+		sent = p.Arguments.(map[string]any)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"events":[],"count":0}`}}}, nil
+	}}
+	filter := map[string]any{"to_agent": me}
+	if _, err := Fetch(context.Background(), src, filter); err != nil || sent["order"] != "asc" || filter["order"] != nil {
+		t.Fatalf("sent %v, filter %v, %v", sent, filter, err)
+	}
+	src.Call = func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Unknown parameter 'order'"}}}, nil
+	}
+	if _, err := Fetch(context.Background(), src, nil); err == nil || !strings.Contains(err.Error(), "Unknown parameter") {
+		t.Fatalf("isError answer: %v", err)
+	}
+}

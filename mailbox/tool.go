@@ -14,6 +14,8 @@ const (
 	ToolName    = "mempalace_mailbox"
 	PromptName  = "mailbox"
 	ResourceURI = "mempalace://mailbox"
+	// ResourceMIMEType is the resource's content type: Result as JSON.
+	ResourceMIMEType = "application/json"
 	// DefaultLimit is the tool's limit when the caller gives none.
 	DefaultLimit = 50
 )
