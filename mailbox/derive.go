@@ -169,7 +169,7 @@ func why(ask *Event, agent string, progress, earlier *Event) string {
 	default:
 		b.WriteString("; no reply of yours joins it yet")
 	}
-	fmt.Fprintf(&b, ". Clear it with a terminal reply (applied, superseded, failed or blocked) joined by %s: mempalace_event_ack(event_id=%q, status=...)", join, ask.ID)
+	fmt.Fprintf(&b, ". Clear it with a terminal reply (applied, superseded, failed or blocked) joined by %s: mempalace_event_ack(event_id=%q, from_agent=%q, status=...)", join, ask.ID, agent)
 	return b.String()
 }
 

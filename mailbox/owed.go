@@ -45,7 +45,9 @@ func Filters(agent, stream string) []map[string]any {
 	return []map[string]any{to, from}
 }
 
-// Read fetches every event the owed set of agent depends on.
+// Read fetches every event the owed set of agent depends on. The
+// to_agent query comes first so that, where both return an event, Derive
+// keeps its full body rather than the from_agent query's preview.
 func Read(ctx context.Context, src Source, agent, stream string) ([]Event, error) {
 	var all []Event
 	for _, f := range Filters(agent, stream) {
