@@ -159,3 +159,24 @@ func TestMailboxCommand(t *testing.T) {
 		t.Fatalf("primary down: %s", errOut)
 	}
 }
+
+// A session-issuing primary (the fork on the official Python SDK) is read
+// the same way as upstream's stateless POST-only server.
+func TestMailboxCommandSessionPrimary(t *testing.T) {
+	pl, _ := fakepalace.New(fakepalace.Options{})
+	srv := pl.NewHTTP(fakepalace.HTTPOptions{SessionMode: true})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "")
+	t.Setenv("MEMPALACE_EDGE_HARNESS", "")
+	t.Setenv("MEMPALACE_AGENT_NAME", "")
+	t.Setenv("MEMPALACE_ORIGIN_LABEL", "")
+	ask := logEvent(t, pl, "mempalace_event_append", map[string]any{"type": "task.request", "stream": "s", "room": "r", "from_agent": "pi@laptop", "to_agent": "opencode@box", "status": "open"})
+	var out, errb bytes.Buffer
+	if code := run([]string{"mailbox", "--json", "--agent", "opencode@box"}, &out, &errb); code != 0 || !strings.Contains(out.String(), ask) || !strings.Contains(out.String(), `"count": 1`) {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+}
