@@ -56,6 +56,22 @@ func (s EdgeSettings) Agent() string {
 	return s.Harness
 }
 
+// Identity is the agent's address on the coordination log,
+// <agent>@<label> (RFC 003 §3.2): Agent() and MEMPALACE_ORIGIN_LABEL.
+// Without a label it is the bare name, which nobody in a fleet can
+// address (§7.7); without a name it is "". Same format as
+// mailbox.Identity.
+func (s EdgeSettings) Identity() string {
+	switch a := s.Agent(); {
+	case a == "":
+		return ""
+	case s.OriginLabel == "":
+		return a
+	default:
+		return a + "@" + s.OriginLabel
+	}
+}
+
 // ResolveEdge reads the edge's settings. Like Resolve, what it cannot use
 // becomes a warning, and the edge never acts on a value Resolve rejected
 // (an origin device render refuses is never stamped). A timeout or lease

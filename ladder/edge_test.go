@@ -83,3 +83,27 @@ func TestTokenIsReadAfreshAndKeptFromTheChild(t *testing.T) {
 		t.Errorf("child env: %v", got)
 	}
 }
+
+// The coordination identity is <agent>@<label> (RFC 003 §3.2), the agent
+// being Agent() (MEMPALACE_AGENT_NAME, else MEMPALACE_EDGE_HARNESS); no
+// label leaves it bare.
+func TestEdgeIdentity(t *testing.T) {
+	home := t.TempDir()
+	cases := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{EnvEdgeHarness: "opencode", EnvOriginLabel: "build-box"}, "opencode@build-box"},
+		{map[string]string{EnvEdgeHarness: "pi", EnvAgentName: "claude", EnvOriginLabel: "laptop"}, "claude@laptop"},
+		{map[string]string{EnvEdgeHarness: "pi"}, "pi"},
+		{map[string]string{EnvOriginLabel: "laptop"}, ""},
+		{map[string]string{EnvEdgeHarness: "pi@desk", EnvOriginLabel: "laptop"}, ""},
+	}
+	for _, c := range cases {
+		c.env["HOME"] = home
+		s, _, err := ResolveEdge(lookupOf(c.env), func(f string) (string, error) { return f, nil })
+		if err != nil || s.Identity() != c.want {
+			t.Errorf("%v: identity %q (%v), want %q", c.env, s.Identity(), err, c.want)
+		}
+	}
+}

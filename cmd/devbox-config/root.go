@@ -55,6 +55,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		return exitError{2, fmt.Errorf("%w (run '%s --help' for usage)", err, c.CommandPath())}
 	})
 	root.AddCommand(newRenderCmd(stdout, stderr), newEdgeCmd(os.Stdin, stdout, stderr), newGatewayCmd(stdout, stderr), newDoctorCmd(stdout, stderr), newVersionCmd(stdout))
+	root.AddCommand(newMailboxCmd(stdout, stderr, os.LookupEnv))
 	return root
 }
 

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+// logEvent appends through the test double's own JSON-RPC handler, as any
+// client of the primary would.
+func logEvent(t *testing.T, pl *fakepalace.Palace, tool string, args map[string]any) string {
+	t.Helper()
+	req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
+	resp, err := pl.Handle(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Result struct{ Content []struct{ Text string } } `json:"result"`
+	}
+	json.Unmarshal(resp, &r)
+	var out struct {
+		Event struct{ ID string } `json:"event"`
+	}
+	if len(r.Result.Content) == 0 || json.Unmarshal([]byte(r.Result.Content[0].Text), &out) != nil || out.Event.ID == "" {
+		t.Fatalf("%s: %s", tool, resp)
+	}
+	return out.Event.ID
+}
+
+// The positive control of RFC 003 §6: a synthetic sender (an agent we are
+// not) writes an ask; the CLI shows exactly that one item, and not the
+// answered ask, the broadcast or the unaddressed event beside it.
+func TestMailboxCommand(t *testing.T) {
+	const token = "tok-SECRET-mailbox"
+	pl, _ := fakepalace.New(fakepalace.Options{})
+	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: token})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	for _, k := range []string{"MEMPALACE_AGENT_NAME", "MEMPALACE_EDGE"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", token)
+	t.Setenv("MEMPALACE_EDGE_HARNESS", "opencode")
+	t.Setenv("MEMPALACE_ORIGIN_LABEL", "box")
+	const me, sender = "opencode@box", "synthetic@tester"
+
+	answered := logEvent(t, pl, "mempalace_event_append", map[string]any{"type": "task.request", "stream": "devbox", "room": "coord", "from_agent": sender, "to_agent": me, "status": "open", "body": "already done"})
+	logEvent(t, pl, "mempalace_event_ack", map[string]any{"event_id": answered, "from_agent": me, "status": "applied"})
+	logEvent(t, pl, "mempalace_event_append", map[string]any{"type": "note", "stream": "devbox", "room": "coord", "from_agent": sender, "to_agent": "*", "status": "open"})
+	logEvent(t, pl, "mempalace_event_append", map[string]any{"type": "note", "stream": "devbox", "room": "coord", "from_agent": sender, "status": "open"})
+	ask := logEvent(t, pl, "mempalace_event_append", map[string]any{"type": "task.request", "stream": "devbox", "room": "coord", "from_agent": sender, "to_agent": me, "correlation_id": "pc-1", "status": "open", "body": "positive control: please answer"})
+
+	cli := func(want int, args ...string) (string, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if got := run(args, &out, &errb); got != want {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, got, want, out.String(), errb.String())
+		}
+		if strings.Contains(out.String()+errb.String(), token) {
+			t.Fatalf("%v printed the token", args)
+		}
+		return out.String(), errb.String()
+	}
+
+	out, _ := cli(0, "mailbox", "--json")
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	keys := []string{}
+	for k := range got {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	if !reflect.DeepEqual(keys, []string{"agent", "count", "owed"}) || got["agent"] != me || got["count"] != 1.0 {
+		t.Fatalf("--json shape: %s", out)
+	}
+	item := got["owed"].([]any)[0].(map[string]any)
+	// the primary's object, every member of it, plus why
+	for _, k := range []string{"id", "seq", "origin_replica", "origin_seq", "hlc", "type", "stream", "room", "from_agent", "to_agent", "correlation_id", "branch", "base_commit", "status", "artifact_ids", "body", "created_at", "metadata", "why"} {
+		if _, ok := item[k]; !ok {
+			t.Errorf("item lacks %q: %v", k, item)
+		}
+	}
+	if item["id"] != ask || item["body"] != "positive control: please answer" || !strings.Contains(item["why"].(string), "from synthetic@tester is addressed to you (opencode@box)") {
+		t.Fatalf("item: %v", item)
+	}
+
+	out, _ = cli(0, "mailbox")
+	if !strings.Contains(out, "1 item is owed by opencode@box") || !strings.Contains(out, ask) || !strings.Contains(out, "positive control: please answer") || strings.Contains(out, answered) {
+		t.Fatalf("text: %s", out)
+	}
+
+	// answering it empties the mailbox; still exit 0
+	logEvent(t, pl, "mempalace_event_append", map[string]any{"type": "task.result", "stream": "devbox", "room": "coord", "from_agent": me, "to_agent": sender, "correlation_id": "pc-1", "status": "applied"})
+	out, _ = cli(0, "mailbox", "--json")
+	if !strings.Contains(out, `"owed": []`) || !strings.Contains(out, `"count": 0`) {
+		t.Fatalf("after the reply: %s", out)
+	}
+	if out, _ := cli(0, "mailbox"); !strings.Contains(out, "Nothing is owed by opencode@box") {
+		t.Fatalf("text after the reply: %s", out)
+	}
+
+	// --agent reads someone else's mailbox; --stream narrows it
+	out, _ = cli(0, "mailbox", "--json", "--agent", sender)
+	if !strings.Contains(out, `"agent": "synthetic@tester"`) || !strings.Contains(out, `"count": 0`) {
+		t.Fatalf("--agent: %s", out)
+	}
+	logEvent(t, pl, "mempalace_event_append", map[string]any{"type": "task.request", "stream": "other", "room": "coord", "from_agent": sender, "to_agent": me, "status": "open"})
+	if out, _ := cli(0, "mailbox", "--json", "--stream", "devbox"); !strings.Contains(out, `"count": 0`) {
+		t.Fatalf("--stream devbox: %s", out)
+	}
+	if out, _ := cli(0, "mailbox", "--json", "--stream", "other"); !strings.Contains(out, `"count": 1`) {
+		t.Fatalf("--stream other: %s", out)
+	}
+
+	// a bare identity works but is warned about
+	t.Setenv("MEMPALACE_ORIGIN_LABEL", "")
+	if _, errOut := cli(0, "mailbox", "--json"); !strings.Contains(errOut, `agent identity "opencode" is bare`) {
+		t.Fatalf("bare identity: %s", errOut)
+	}
+	t.Setenv("MEMPALACE_ORIGIN_LABEL", "box")
+
+	// the primary refuses the token: exit 1
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "wrong")
+	if _, errOut := cli(1, "mailbox"); !strings.Contains(errOut, "cannot read the primary") {
+		t.Fatalf("wrong token: %s", errOut)
+	}
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", token)
+
+	// usage errors: exit 2
+	if _, errOut := cli(2, "mailbox", "--agent", "*"); !strings.Contains(errOut, "broadcast") {
+		t.Fatalf("--agent '*': %s", errOut)
+	}
+	t.Setenv("MEMPALACE_EDGE_HARNESS", "")
+	if _, errOut := cli(2, "mailbox"); !strings.Contains(errOut, "no agent identity") {
+		t.Fatalf("no identity: %s", errOut)
+	}
+	t.Setenv("MEMPALACE_EDGE_HARNESS", "opencode")
+	t.Setenv("MEMPALACE_REMOTE_URL", "")
+	if _, errOut := cli(2, "mailbox"); !strings.Contains(errOut, "MEMPALACE_REMOTE_URL is not set") {
+		t.Fatalf("no URL: %s", errOut)
+	}
+	cli(2, "mailbox", "stray-arg")
+
+	// the primary is down: exit 1
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	srv.Stop()
+	if _, errOut := cli(1, "mailbox", "--timeout", "2s"); !strings.Contains(errOut, "cannot read the primary at http://127.0.0.1") {
+		t.Fatalf("primary down: %s", errOut)
+	}
+}
+
+// A session-issuing primary (the fork on the official Python SDK) is read
+// the same way as upstream's stateless POST-only server.
+func TestMailboxCommandSessionPrimary(t *testing.T) {
+	pl, _ := fakepalace.New(fakepalace.Options{})
+	srv := pl.NewHTTP(fakepalace.HTTPOptions{SessionMode: true})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "")
+	t.Setenv("MEMPALACE_EDGE_HARNESS", "")
+	t.Setenv("MEMPALACE_AGENT_NAME", "")
+	t.Setenv("MEMPALACE_ORIGIN_LABEL", "")
+	ask := logEvent(t, pl, "mempalace_event_append", map[string]any{"type": "task.request", "stream": "s", "room": "r", "from_agent": "pi@laptop", "to_agent": "opencode@box", "status": "open"})
+	var out, errb bytes.Buffer
+	if code := run([]string{"mailbox", "--json", "--agent", "opencode@box"}, &out, &errb); code != 0 || !strings.Contains(out.String(), ask) || !strings.Contains(out.String(), `"count": 1`) {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+}

@@ -1,0 +1,191 @@
+package mailbox
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Terminal reports whether a reply with this status clears what it joins:
+// applied, superseded, failed or blocked (RFC 003 §3.3). open, claimed
+// and ready do not: claimed announces work, ready says work exists while
+// the thread stays open.
+func Terminal(status string) bool {
+	switch status {
+	case "applied", "superseded", "failed", "blocked":
+		return true
+	}
+	return false
+}
+
+// before is the one ordering the derivation trusts: it reports whether a
+// was written before b.
+//
+// Today it compares seq, the primary's local arrival order (its SQLite
+// rowid). That is sound on a single replica — hub-and-spoke, every client
+// writing through one server — which is every fleet today. The moment a
+// second replica exists, a remote event authored earlier can arrive later
+// with a higher seq, and this comparison becomes wrong. Switch it to
+// `return a.HLC < b.HLC` (hlc is fixed width, so text order is causal
+// order) when mempalace_mesh_peers reports actual peers — before the
+// second replica is added, not after (RFC 003 §7.3, §8.2, §9.3). Nothing
+// else in this package compares seq for owed-ness; the pager's cursor
+// stays on arrival order by design (hlc.py: "arrival is the delivery
+// order").
+func before(a, b *Event) bool {
+	if a.pending || b.pending {
+		// Still in the outbox: written after everything the primary has
+		// returned, in the order the agent wrote it.
+		if a.pending && b.pending {
+			return a.pendingAt < b.pendingAt
+		}
+		return b.pending
+	}
+	return a.Seq < b.Seq
+}
+
+// directed reports whether e is addressed to agent: to_agent equal to it
+// exactly. A "*" broadcast owes nobody a reply (§7.4); to_agent=NULL is
+// addressed to nobody.
+func directed(e *Event, agent string) bool {
+	return e.ToAgent != nil && *e.ToAgent == agent && *e.ToAgent != "*"
+}
+
+// joined reports whether reply r is joined to ask a: metadata.ack_of
+// names a, or both carry the same non-empty correlation_id.
+func joined(r, a *Event) bool {
+	if a.ID != "" && r.AckOf == a.ID {
+		return true
+	}
+	c := deref(a.CorrelationID)
+	return c != "" && deref(r.CorrelationID) == c
+}
+
+// Derive returns the events still owed by agent, oldest first, each with
+// why (RFC 003 §3.3, reference semantics; see the package doc). events may
+// overlap (the same id twice is counted once) and may hold anything: what
+// is not directed at agent or written by it is ignored.
+func Derive(events []Event, agent string) []Item {
+	items, _ := derive(events, agent, 0)
+	return items
+}
+
+// derive is Derive keeping only the oldest limit items (0: all), with the
+// number left out; why is written only for the items kept.
+func derive(events []Event, agent string, limit int) ([]Item, int) {
+	if agent == "" || agent == "*" {
+		return nil, 0
+	}
+	seen := make(map[string]bool, len(events))
+	log := make([]*Event, 0, len(events))
+	for i := range events {
+		e := &events[i]
+		if !e.pending {
+			if seen[e.ID] {
+				continue
+			}
+			seen[e.ID] = true
+		}
+		log = append(log, e)
+	}
+	sort.SliceStable(log, func(i, j int) bool { return before(log[i], log[j]) })
+
+	// The agent's own events, indexed by the two join keys.
+	byAck, byCorr := map[string][]*Event{}, map[string][]*Event{}
+	for _, e := range log {
+		if e.FromAgent != agent {
+			continue
+		}
+		if e.AckOf != "" {
+			byAck[e.AckOf] = append(byAck[e.AckOf], e)
+		}
+		if c := deref(e.CorrelationID); c != "" {
+			byCorr[c] = append(byCorr[c], e)
+		}
+	}
+	var owed []Item
+	more := 0
+	for _, ask := range log {
+		// A terminal event closes its thread ([*] in §3.3's diagram); it
+		// asks nothing. Without this, every ack routed back to the asker
+		// (event_ack sets to_agent to the target's sender) would be owed by
+		// the asker, whose terminal answer would be owed back: ping-pong.
+		if !directed(ask, agent) || ask.FromAgent == agent || Terminal(deref(ask.Status)) {
+			continue
+		}
+		var progress, earlier *Event
+		cleared := false
+		for _, replies := range [2][]*Event{byAck[ask.ID], byCorr[deref(ask.CorrelationID)]} {
+			for _, r := range replies {
+				if cleared || !joined(r, ask) {
+					continue
+				}
+				later := before(ask, r)
+				switch {
+				case later && Terminal(deref(r.Status)):
+					cleared = true
+				case later:
+					if progress == nil || before(progress, r) {
+						progress = r
+					}
+				case Terminal(deref(r.Status)):
+					if earlier == nil || before(earlier, r) {
+						earlier = r
+					}
+				}
+			}
+		}
+		switch {
+		case cleared:
+		case limit > 0 && len(owed) >= limit:
+			more++
+		default:
+			owed = append(owed, Item{Event: *ask, Why: why(ask, agent, progress, earlier)})
+		}
+	}
+	return owed, more
+}
+
+// why says, in one sentence an agent can act on, why ask is still owed.
+func why(ask *Event, agent string, progress, earlier *Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", orDash(ask.Type))
+	if st := deref(ask.Status); st != "" {
+		fmt.Fprintf(&b, " (status %s)", st)
+	}
+	fmt.Fprintf(&b, " from %s is addressed to you (%s)", orDash(ask.FromAgent), agent)
+	if ask.Seq > 0 {
+		fmt.Fprintf(&b, " at seq %d", ask.Seq)
+	}
+	join := "metadata.ack_of=" + ask.ID
+	if c := deref(ask.CorrelationID); c != "" {
+		join += " or correlation_id=" + c
+	}
+	switch {
+	case progress != nil:
+		fmt.Fprintf(&b, "; your latest reply is %s%s, which does not clear it", orDash(deref(progress.Status)), seqNote(progress))
+	case earlier != nil:
+		fmt.Fprintf(&b, "; your %s%s on the same thread came before it, so it does not answer this one", orDash(deref(earlier.Status)), seqNote(earlier))
+	default:
+		b.WriteString("; no reply of yours joins it yet")
+	}
+	fmt.Fprintf(&b, ". Clear it with a terminal reply (applied, superseded, failed or blocked) joined by %s: mempalace_event_ack(event_id=%q, from_agent=%q, status=...)", join, ask.ID, agent)
+	return b.String()
+}
+
+func seqNote(e *Event) string {
+	if e.pending {
+		return " (still in the outbox)"
+	}
+	if e.Seq > 0 {
+		return fmt.Sprintf(" (seq %d)", e.Seq)
+	}
+	return ""
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

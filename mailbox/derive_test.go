@@ -1,0 +1,252 @@
+package mailbox
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const me = "opencode@box"
+
+// ev builds an event as the primary returns it (mempalace-surface §3.10).
+// to and corr "" mean null; ackOf "" means no metadata.ack_of.
+func ev(seq int64, id, from, to, corr, status, ackOf string) Event {
+	null := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	meta := map[string]any{}
+	if ackOf != "" {
+		meta["ack_of"] = ackOf
+	}
+	typ := "task.request"
+	if ackOf != "" {
+		typ = "event.ack"
+	}
+	raw, _ := json.Marshal(map[string]any{
+		"id": id, "seq": seq, "origin_replica": "rep_1", "origin_seq": seq, "hlc": "", "type": typ,
+		"stream": "devbox", "room": "coord", "from_agent": from, "to_agent": null(to), "correlation_id": null(corr),
+		"branch": nil, "base_commit": nil, "status": null(status), "artifact_ids": []string{}, "body": "body of " + id,
+		"created_at": "2026-12-01T09:00:00Z", "metadata": meta,
+	})
+	e, err := ParseEvent(raw)
+	if err != nil {
+		panic(err)
+	}
+	return e
+}
+
+func ids(items []Item) []string {
+	out := []string{}
+	for _, it := range items {
+		out = append(out, it.Event.ID)
+	}
+	return out
+}
+
+// The reference semantics of RFC 003 §3.3, case by case.
+func TestDeriveReferenceSemantics(t *testing.T) {
+	const peer = "pi@laptop"
+	cases := []struct {
+		name   string
+		agent  string
+		log    []Event
+		owed   []string
+		whyHas string // substring of the first item's why
+	}{
+		{"an ask addressed to me is owed", me,
+			[]Event{ev(1, "a1", peer, me, "", "open", "")},
+			[]string{"a1"}, "no reply of yours joins it"},
+		{"claimed then ready keep it owed", me,
+			[]Event{ev(1, "a1", peer, me, "c1", "open", ""), ev(2, "r1", me, peer, "c1", "claimed", ""), ev(3, "r2", me, peer, "c1", "ready", "")},
+			[]string{"a1"}, "your latest reply is ready (seq 3), which does not clear it"},
+		{"an open reply does not clear either", me,
+			[]Event{ev(1, "a1", peer, me, "", "open", ""), ev(2, "k1", me, peer, "a1", "open", "a1")},
+			[]string{"a1"}, "latest reply is open"},
+		{"applied clears", me,
+			[]Event{ev(1, "a1", peer, me, "c1", "open", ""), ev(2, "r1", me, peer, "c1", "claimed", ""), ev(3, "r2", me, peer, "c1", "applied", "")},
+			nil, ""},
+		{"superseded, failed and blocked clear too", me,
+			[]Event{ev(1, "a1", peer, me, "c1", "open", ""), ev(2, "a2", peer, me, "c2", "open", ""), ev(3, "a3", peer, me, "c3", "open", ""),
+				ev(4, "r1", me, peer, "c1", "superseded", ""), ev(5, "r2", me, peer, "c2", "failed", ""), ev(6, "r3", me, peer, "c3", "blocked", "")},
+			nil, ""},
+		{"an ack by correlation id clears (no ack_of)", me,
+			[]Event{ev(1, "a1", peer, me, "thread-9", "open", ""), ev(2, "r1", me, "", "thread-9", "applied", "")},
+			nil, ""},
+		{"an event_ack (metadata.ack_of) clears an ask without a correlation", me,
+			[]Event{ev(1, "a1", peer, me, "", "open", ""), ev(2, "k1", me, peer, "a1", "applied", "a1")},
+			nil, ""},
+		{"a terminal reply on a correlation does not clear a later ask on it", me,
+			[]Event{ev(1, "a1", peer, me, "c1", "open", ""), ev(2, "r1", me, peer, "c1", "applied", ""), ev(3, "a2", peer, me, "c1", "open", "")},
+			[]string{"a2"}, "your applied (seq 2) on the same thread came before it"},
+		{"the later-seq rule holds however the log arrives (input order does not matter)", me,
+			[]Event{ev(3, "a2", peer, me, "c1", "open", ""), ev(2, "r1", me, peer, "c1", "applied", ""), ev(1, "a1", peer, me, "c1", "open", "")},
+			[]string{"a2"}, "came before it"},
+		{"my own asks are not owed to me", me,
+			[]Event{ev(1, "m1", me, me, "", "open", ""), ev(2, "m2", me, peer, "", "open", "")},
+			nil, ""},
+		{"broadcasts and to_agent NULL are never owed", me,
+			[]Event{ev(1, "b1", peer, "*", "", "open", ""), ev(2, "n1", peer, "", "", "open", "")},
+			nil, ""},
+		{"an ask to another device of the same harness is not mine", me,
+			[]Event{ev(1, "x1", peer, "opencode@other", "", "open", "")},
+			nil, ""},
+		{"someone else's terminal reply does not clear my ask", me,
+			[]Event{ev(1, "a1", peer, me, "c1", "open", ""), ev(2, "r1", "opencode@other", peer, "c1", "applied", "")},
+			[]string{"a1"}, "no reply of yours"},
+		{"a terminal reply on another thread does not clear", me,
+			[]Event{ev(1, "a1", peer, me, "c1", "open", ""), ev(2, "r1", me, peer, "c2", "applied", "")},
+			[]string{"a1"}, "no reply of yours"},
+		{"oldest first, each item once although listed twice", me,
+			[]Event{ev(5, "a5", peer, me, "", "open", ""), ev(2, "a2", peer, me, "", "", ""), ev(5, "a5", peer, me, "", "open", ""), ev(9, "a9", "claude@ci", me, "", "open", "")},
+			[]string{"a2", "a5", "a9"}, "task.request from pi@laptop is addressed to you (opencode@box) at seq 2"},
+		{"a terminal reply routed back to the asker is not owed by the asker (no ack ping-pong)", peer,
+			[]Event{ev(1, "a1", peer, me, "", "open", ""), ev(2, "k1", me, peer, "a1", "applied", "a1"), ev(3, "r1", me, peer, "c9", "blocked", "")},
+			nil, ""},
+		{"a progress reply routed back to the asker is, by the reference rules, owed by it", peer,
+			[]Event{ev(1, "a1", peer, me, "c1", "open", ""), ev(2, "r1", me, peer, "c1", "claimed", "")},
+			[]string{"r1"}, "(status claimed) from opencode@box"},
+		{"two devices with one bare name: the other device's ask to 'pi' is discarded as its own", "pi",
+			[]Event{ev(1, "d1", "pi", "pi", "", "open", "")},
+			nil, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Derive(c.log, c.agent)
+			if g := ids(got); !reflect.DeepEqual(g, append([]string{}, c.owed...)) {
+				t.Fatalf("owed %v, want %v", g, c.owed)
+			}
+			if c.whyHas != "" && !strings.Contains(got[0].Why, c.whyHas) {
+				t.Fatalf("why %q lacks %q", got[0].Why, c.whyHas)
+			}
+			for _, it := range got {
+				if !strings.Contains(it.Why, `mempalace_event_ack(event_id="`+it.Event.ID+`"`) {
+					t.Errorf("why of %s does not say how to clear it: %q", it.Event.ID, it.Why)
+				}
+			}
+		})
+	}
+}
+
+// §7.7: two devices sharing the bare name "pi" cannot reach each other;
+// the mailbox and the outgoing-write check both say so.
+func TestBareNameOnTwoDevicesWarns(t *testing.T) {
+	// device B writes an ask meant for device A; both call themselves "pi"
+	ask := map[string]any{"type": "task.request", "stream": "devbox", "room": "coord", "from_agent": "pi", "to_agent": "pi", "status": "open"}
+	if w := CheckFromAgent("mempalace_event_append", ask); !strings.Contains(w, `from_agent "pi" is bare`) {
+		t.Fatalf("append from bare pi: warning %q", w)
+	}
+	r := build([]Event{ev(1, "d1", "pi", "pi", "", "open", "")}, "pi", "", 0)
+	if r.Count != 0 || len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], `agent identity "pi" is bare`) {
+		t.Fatalf("device A's mailbox: %+v", r)
+	}
+	// with device identities the same ask is delivered and nobody is warned
+	ask["from_agent"], ask["to_agent"] = "pi@desk", "pi@laptop"
+	if w := CheckFromAgent("mempalace_event_append", ask); w != "" {
+		t.Fatalf("stamped append warned: %q", w)
+	}
+	r = build([]Event{ev(1, "d1", "pi@desk", "pi@laptop", "", "open", "")}, "pi@laptop", "", 0)
+	if r.Count != 1 || r.Warnings != nil {
+		t.Fatalf("stamped mailbox: %+v", r)
+	}
+}
+
+func TestCheckFromAgent(t *testing.T) {
+	cases := []struct {
+		tool string
+		args map[string]any
+		want string // substring; "" means no warning
+	}{
+		{"mempalace_event_append", map[string]any{"type": "x"}, "from_agent is missing"},
+		{"mempalace_event_ack", map[string]any{"event_id": "e", "from_agent": "  "}, "from_agent is blank"},
+		{"mempalace_patch_submit", map[string]any{"from_agent": "opencode"}, `"opencode" is bare`},
+		{"mempalace_event_ack", map[string]any{"from_agent": "opencode@"}, "is bare"},
+		{"mempalace_event_append", map[string]any{"from_agent": 7.0}, "not a string"},
+		{"mempalace_event_append", map[string]any{"from_agent": "opencode@box"}, ""},
+		{"mempalace_event_list", map[string]any{"from_agent": "pi"}, ""}, // a read names nobody as writer
+		{"mempalace_add_drawer", map[string]any{}, ""},
+	}
+	for _, c := range cases {
+		before := len(c.args)
+		got := CheckFromAgent(c.tool, c.args)
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%s %v: %q, want %q", c.tool, c.args, got, c.want)
+		}
+		if len(c.args) != before {
+			t.Errorf("%s: args changed", c.tool)
+		}
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	for _, c := range [][3]string{{"opencode", "build-box", "opencode@build-box"}, {"pi", "", "pi"}, {"", "laptop", ""}, {" pi ", " laptop ", "pi@laptop"}, {"pi@desk", "laptop", "pi@desk"}} {
+		if got := Identity(c[0], c[1]); got != c[2] {
+			t.Errorf("Identity(%q, %q) = %q, want %q", c[0], c[1], got, c[2])
+		}
+	}
+}
+
+// Offline, a reply still in the outbox counts as sent; a claim does not.
+func TestPendingRepliesCountAsSent(t *testing.T) {
+	const peer = "pi@laptop"
+	seen := []Event{ev(1, "a1", peer, me, "c1", "open", ""), ev(2, "a2", peer, me, "", "open", ""), ev(3, "a3", peer, me, "c3", "open", "")}
+	pending := []map[string]any{
+		{"type": "task.result", "stream": "devbox", "room": "coord", "from_agent": me, "to_agent": peer, "correlation_id": "c1", "status": "applied"},
+		{"event_id": "a2", "from_agent": me, "status": "blocked", "body": "needs a token"},
+		{"type": "task.progress", "stream": "devbox", "room": "coord", "from_agent": me, "correlation_id": "c3", "status": "claimed"},
+		{"content": "not an event"},
+	}
+	got := build(WithPending(seen, pending), me, "devbox", 0)
+	if g := ids(got.Owed); !reflect.DeepEqual(g, []string{"a3"}) {
+		t.Fatalf("owed %v, want [a3]", g)
+	}
+	if !strings.Contains(got.Owed[0].Why, "claimed (still in the outbox)") {
+		t.Fatalf("why: %q", got.Owed[0].Why)
+	}
+	// without the outbox all three are owed
+	if got := build(seen, me, "", 0); got.Count != 3 {
+		t.Fatalf("without pending: %d owed", got.Count)
+	}
+}
+
+func TestItemJSONIsThePrimarysObjectPlusWhy(t *testing.T) {
+	raw := `{"id":"evt_1","seq":4,"z_unknown_field":{"kept":[1,2.50]},"to_agent":"opencode@box","from_agent":"pi@laptop","metadata":{}}`
+	e, err := ParseEvent(json.RawMessage(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(Item{Event: e, Why: `owed "because"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := raw[:len(raw)-1] + `,"why":"owed \"because\""}`
+	if string(b) != want {
+		t.Fatalf("got  %s\nwant %s", b, want)
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	agent, stream, limit, err := ParseArgs(map[string]any{}, me)
+	if err != nil || agent != me || stream != "" || limit != DefaultLimit {
+		t.Fatalf("defaults: %q %q %d %v", agent, stream, limit, err)
+	}
+	agent, stream, limit, err = ParseArgs(map[string]any{"agent": "pi@laptop", "stream": "devbox", "limit": 3.0}, me)
+	if err != nil || agent != "pi@laptop" || stream != "devbox" || limit != 3 {
+		t.Fatalf("given: %q %q %d %v", agent, stream, limit, err)
+	}
+	for _, bad := range []map[string]any{{"limit": 0.0}, {"limit": 501.0}, {"limit": 2.5}, {"limit": "5"}, {"agent": 1.0}, {"agent": "*"}} {
+		if _, _, _, err := ParseArgs(bad, me); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+	if _, _, _, err := ParseArgs(map[string]any{}, ""); err == nil || !strings.Contains(err.Error(), "no agent identity") {
+		t.Errorf("no identity: %v", err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal([]byte(InputSchema), &schema); err != nil || schema["type"] != "object" {
+		t.Fatalf("InputSchema: %v %v", schema, err)
+	}
+}

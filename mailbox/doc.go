@@ -1,0 +1,41 @@
+// Package mailbox answers "what do I still owe?" on RFC 003's coordination
+// log: the owed set, derived from the permanent, append-only event log,
+// never read from it (RFC 003 §3.3).
+//
+// status is written once into an immutable row, so a directed
+// status="open" event keeps matching `to_agent=<me> status=open` forever,
+// answered or not (§7.2). The mailbox instead derives, with the reference
+// semantics of §3.3, which events directed at an agent still lack a
+// terminal reply of its own:
+//
+//  1. the event is directed at the agent: to_agent equals its identity
+//     exactly. "*" broadcasts owe nobody a reply (§7.4) and to_agent=NULL is
+//     addressed to nobody;
+//  2. the agent did not write it (you cannot owe yourself);
+//  3. no event of the agent's that comes strictly later (higher seq), is
+//     joined to it by metadata.ack_of = <id> or a shared correlation_id,
+//     and has a terminal status (applied, superseded, failed, blocked)
+//     exists. claimed and ready announce progress and do not clear.
+//
+// One reading the rules leave implicit is made explicit: an event that
+// itself has a terminal status closes its thread and is never owed (an
+// ack routed back to the asker is not an ask to the asker).
+//
+// Items come oldest first, each with a sentence saying why it is owed.
+//
+// The package holds the pure derivation (Derive), the pager that reads
+// the primary's log through mempalace_event_list in pages of at most 500
+// with since_event_id cursors (Fetch), the combined Owed call and its
+// Result (the shape the CLI prints and the edge's mempalace_mailbox tool,
+// mailbox prompt and mempalace://mailbox resource answer), a Mailbox that
+// remembers its last view to answer degraded while the primary is down,
+// the outbox merge (pending replies count as sent), and the identity
+// helpers (<harness>@<label>, RFC 003 §3.2; the bare-from_agent warning,
+// §7.7). It reads no environment: identities and sources come in as
+// parameters.
+//
+// Ordering is seq today (hub-and-spoke: one replica, so arrival order is
+// a total order every client agrees on). The single function that decides
+// "later" is before, in derive.go; switching to hlc is a change to that
+// function only (§7.3, §9.3).
+package mailbox

@@ -1,0 +1,62 @@
+package mailbox
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Identity is an agent's address on the log, <harness>@<label> (RFC 003
+// §3.2): from_agent and to_agent carry the whole distinction between
+// machines, because origin_replica names the palace, not the writer. With
+// no label it is the bare harness name (which Bare flags); with no
+// harness it is "".
+func Identity(harness, label string) string {
+	harness, label = strings.TrimSpace(harness), strings.TrimSpace(label)
+	switch {
+	case harness == "":
+		return ""
+	case label == "" || strings.Contains(harness, "@"):
+		return harness
+	}
+	return harness + "@" + label
+}
+
+// Bare reports whether name lacks the @<device> half of an identity (or
+// either half is empty).
+func Bare(name string) bool {
+	h, d, ok := strings.Cut(name, "@")
+	return !ok || strings.TrimSpace(h) == "" || strings.TrimSpace(d) == ""
+}
+
+// IdentityWarning explains what a bare identity costs, or returns "".
+func IdentityWarning(agent string) string {
+	if agent == "" || !Bare(agent) {
+		return ""
+	}
+	return fmt.Sprintf("agent identity %q is bare: in a fleet nobody can address it, and every device using the same name discards the others' asks as its own (RFC 003 §3.2, §7.7); use <harness>@<device>, e.g. %q (set MEMPALACE_ORIGIN_LABEL)", agent, agent+"@laptop")
+}
+
+// CheckFromAgent returns a warning when an outgoing event_append,
+// event_ack or patch_submit has a missing, blank or bare from_agent, and
+// "" otherwise (or for any other tool). It never changes args: the edge
+// reports, the agent decides.
+func CheckFromAgent(tool string, args map[string]any) string {
+	switch tool {
+	case "mempalace_event_append", "mempalace_event_ack", "mempalace_patch_submit":
+	default:
+		return ""
+	}
+	v, present := args["from_agent"]
+	s, isString := v.(string)
+	switch {
+	case !present || v == nil:
+		return fmt.Sprintf("%s: from_agent is missing; every event needs its writer's identity, <harness>@<device> (RFC 003 §3.2)", tool)
+	case !isString:
+		return fmt.Sprintf("%s: from_agent is a %T, not a string", tool, v)
+	case strings.TrimSpace(s) == "":
+		return fmt.Sprintf("%s: from_agent is blank; every event needs its writer's identity, <harness>@<device> (RFC 003 §3.2)", tool)
+	case Bare(s):
+		return fmt.Sprintf("%s: from_agent %q is bare: replies to it are unreachable in a fleet, and another device using the same name will discard this one's asks as its own (RFC 003 §7.7); use <harness>@<device>, e.g. %q", tool, s, s+"@laptop")
+	}
+	return ""
+}

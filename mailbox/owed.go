@@ -1,0 +1,218 @@
+package mailbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Result is the mailbox's answer. Its JSON is what `devbox-config mailbox
+// --json` prints — {"agent", "owed", "count"} — plus, only when they
+// apply, more (items beyond limit), degraded/age/as_of (answered from
+// the last view because the primary could not be read) and warnings.
+type Result struct {
+	Agent string `json:"agent"`
+	// Owed is oldest first; each item is the primary's event object plus
+	// "why".
+	Owed []Item `json:"owed"`
+	// Count is len(Owed).
+	Count int `json:"count"`
+	// More counts owed items left out by limit.
+	More int `json:"more,omitempty"`
+	// Degraded: the primary could not be read; this is the last view.
+	Degraded bool `json:"degraded,omitempty"`
+	// Age is how old the last view is (a Go duration, e.g. "4m10s").
+	Age string `json:"age,omitempty"`
+	// AsOf is when the last view was read (RFC 3339, UTC).
+	AsOf     string   `json:"as_of,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Filters returns the two event_list queries the owed set needs: what is
+// addressed to agent (the primary's to_agent filter also returns "*"
+// broadcasts, which Derive drops) and what agent wrote (its replies; only
+// the join fields matter, so bodies come as previews). stream, if not
+// empty, narrows both. A primary whose from_agent no longer filters
+// (post-3.10 dev) returns more than needed; Derive ignores the excess.
+func Filters(agent, stream string) []map[string]any {
+	to := map[string]any{"to_agent": agent}
+	from := map[string]any{"from_agent": agent, "preview": true}
+	if stream != "" {
+		to["stream"], from["stream"] = stream, stream
+	}
+	return []map[string]any{to, from}
+}
+
+// Read fetches every event the owed set of agent depends on. The
+// to_agent query comes first so that, where both return an event, Derive
+// keeps its full body rather than the from_agent query's preview.
+func Read(ctx context.Context, src Source, agent, stream string) ([]Event, error) {
+	var all []Event
+	for _, f := range Filters(agent, stream) {
+		evs, err := Fetch(ctx, src, f)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, evs...)
+	}
+	return all, nil
+}
+
+// Owed reads the primary and derives agent's owed set. limit > 0 keeps
+// the oldest limit items (the rest are counted in More).
+func Owed(ctx context.Context, src Source, agent, stream string, limit int) (Result, error) {
+	if err := checkAgent(agent); err != nil {
+		return Result{}, err
+	}
+	evs, err := Read(ctx, src, agent, stream)
+	if err != nil {
+		return Result{}, err
+	}
+	return build(evs, agent, stream, limit), nil
+}
+
+func checkAgent(agent string) error {
+	switch agent {
+	case "":
+		return fmt.Errorf("no agent identity: name the agent (<harness>@<device>)")
+	case "*":
+		return fmt.Errorf(`agent "*" is the broadcast address, which owes nothing (RFC 003 §7.4)`)
+	}
+	return nil
+}
+
+// build derives from a set of events (fresh or remembered, with pending
+// ones merged).
+func build(evs []Event, agent, stream string, limit int) Result {
+	if stream != "" {
+		kept := evs[:0:0]
+		for _, e := range evs {
+			// A pending event_ack names no stream; it applies to its target's.
+			if e.Stream == stream || e.pending && e.Stream == "" {
+				kept = append(kept, e)
+			}
+		}
+		evs = kept
+	}
+	items, more := derive(evs, agent, limit)
+	r := Result{Agent: agent, Owed: items, More: more}
+	if r.Owed == nil {
+		r.Owed = []Item{}
+	}
+	r.Count = len(r.Owed)
+	if w := IdentityWarning(agent); w != "" {
+		r.Warnings = append(r.Warnings, w)
+	}
+	return r
+}
+
+// WithPending returns events plus the agent's writes still in the outbox,
+// so that offline a reply already written counts as sent and the agent
+// does not answer twice. Each pending map is the arguments of an
+// event_append (type, from_agent, to_agent, correlation_id, status,
+// metadata.ack_of, ...) or of an event_ack (event_id, from_agent,
+// status), oldest first; they all come after every event the primary
+// returned. Maps that are neither (no "type" and no "event_id") are
+// skipped.
+func WithPending(events []Event, pending []map[string]any) []Event {
+	out := append([]Event(nil), events...)
+	for i, a := range pending {
+		str := func(k string) string { s, _ := a[k].(string); return s }
+		ptr := func(k string) *string {
+			if s := str(k); s != "" {
+				return &s
+			}
+			return nil
+		}
+		e := Event{Type: str("type"), Stream: str("stream"), FromAgent: str("from_agent"), ToAgent: ptr("to_agent"),
+			CorrelationID: ptr("correlation_id"), Status: ptr("status"), pending: true, pendingAt: i}
+		switch {
+		case str("event_id") != "" && e.Type == "":
+			e.Type, e.AckOf, e.ToAgent, e.CorrelationID = "event.ack", str("event_id"), nil, nil
+		case e.Type != "":
+			if m, ok := a["metadata"].(map[string]any); ok {
+				e.AckOf, _ = m["ack_of"].(string)
+			}
+		default:
+			continue
+		}
+		raw := map[string]any{}
+		for k, v := range a {
+			raw[k] = v
+		}
+		raw["pending"] = true
+		e.Raw, _ = json.Marshal(raw)
+		out = append(out, e)
+	}
+	return out
+}
+
+// Mailbox answers Owed and remembers the last events it read for each
+// agent and stream, so that while the primary cannot be read it answers
+// from that view, marked degraded with its age.
+type Mailbox struct {
+	Src Source
+	// Wait bounds the primary read when a last view exists (0: only ctx
+	// bounds it). The edge sets it so the mailbox answers within its
+	// budget even when the primary hangs instead of refusing.
+	Wait time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+
+	mu    sync.Mutex
+	views map[[2]string]view
+}
+
+type view struct {
+	events []Event
+	at     time.Time
+}
+
+func (m *Mailbox) now() time.Time {
+	if m.Now != nil {
+		return m.Now()
+	}
+	return time.Now()
+}
+
+// Owed reads the primary and derives agent's owed set with pending (the
+// agent's event_append/event_ack arguments still in the outbox, see
+// WithPending) counted as sent. If the primary cannot be read and a view
+// of it was read before, the answer is derived from that view and marked
+// degraded; with no view the read's error is returned.
+func (m *Mailbox) Owed(ctx context.Context, agent, stream string, limit int, pending []map[string]any) (Result, error) {
+	if err := checkAgent(agent); err != nil {
+		return Result{}, err
+	}
+	key := [2]string{agent, stream}
+	m.mu.Lock()
+	last, have := m.views[key]
+	m.mu.Unlock()
+
+	rctx := ctx
+	if have && m.Wait > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, m.Wait)
+		defer cancel()
+	}
+	evs, err := Read(rctx, m.Src, agent, stream)
+	if err == nil {
+		m.mu.Lock()
+		if m.views == nil {
+			m.views = map[[2]string]view{}
+		}
+		m.views[key] = view{events: evs, at: m.now()}
+		m.mu.Unlock()
+		return build(WithPending(evs, pending), agent, stream, limit), nil
+	}
+	if !have {
+		return Result{}, err
+	}
+	r := build(WithPending(last.events, pending), agent, stream, limit)
+	age := m.now().Sub(last.at).Round(time.Second)
+	r.Degraded, r.Age, r.AsOf = true, age.String(), last.at.UTC().Format(time.RFC3339)
+	r.Warnings = append(r.Warnings, fmt.Sprintf("the primary could not be read (%v); this is its view from %s ago", err, age))
+	return r, nil
+}

@@ -1,0 +1,183 @@
+package mailbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// PageCap is event_list's hard limit: larger limits are silently clamped
+// to 500 (RFC 003 §3.5, logstream.py:947).
+const PageCap = 500
+
+// ListTool is the primary's tool the pager calls.
+const ListTool = "mempalace_event_list"
+
+// Source answers mempalace_event_list on the primary.
+type Source interface {
+	// EventList calls mempalace_event_list with args and returns the
+	// tool's JSON answer: {"events": [...], "count": n}, or {"error": ...}
+	// for a refused query (an unknown since_event_id, say).
+	EventList(ctx context.Context, args map[string]any) (json.RawMessage, error)
+}
+
+// ToolSource is a Source over any MCP tools/call: a *mcp.ClientSession's
+// CallTool, or a wrapper around the edge's connection to the primary.
+type ToolSource struct {
+	Call func(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error)
+	// AscOrder adds order="asc" to every call. Set it when the primary's
+	// event_list schema lists "order" (mempalace 3.10+, which lists newest
+	// first without a cursor); never otherwise, since the primary refuses
+	// an argument its schema does not list. See SupportsOrder.
+	AscOrder bool
+}
+
+// EventList implements Source.
+func (s ToolSource) EventList(ctx context.Context, args map[string]any) (json.RawMessage, error) {
+	if s.AscOrder {
+		args = maps.Clone(args)
+		args["order"] = "asc"
+	}
+	res, err := s.Call(ctx, &mcp.CallToolParams{Name: ListTool, Arguments: args})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ListTool, err)
+	}
+	text := ""
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			text = t.Text
+			break
+		}
+	}
+	if res.IsError {
+		return nil, fmt.Errorf("%s: the primary answered an error: %s", ListTool, text)
+	}
+	if text == "" && res.StructuredContent != nil {
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return nil, fmt.Errorf("%s: structured content: %w", ListTool, err)
+		}
+		return b, nil
+	}
+	if text == "" {
+		return nil, fmt.Errorf("%s: the primary's answer has no text content", ListTool)
+	}
+	return json.RawMessage(text), nil
+}
+
+// SupportsOrder reports whether event_list's input schema, among the
+// primary's tools, lists "order" (see ToolSource.AscOrder).
+func SupportsOrder(tools []*mcp.Tool) bool {
+	for _, t := range tools {
+		if t == nil || t.Name != ListTool {
+			continue
+		}
+		b, err := json.Marshal(t.InputSchema)
+		if err != nil {
+			return false
+		}
+		var s struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		if json.Unmarshal(b, &s) != nil {
+			return false
+		}
+		_, ok := s.Properties["order"]
+		return ok
+	}
+	return false
+}
+
+// ErrRefused wraps an {"error": ...} answer from event_list.
+var ErrRefused = errors.New("event_list refused the query")
+
+// Fetch pages through event_list with filter (stream, to_agent, ...),
+// PageCap events a page, each page resuming after the previous page's
+// last event id (since_event_id, which cannot skip anything: RFC 003
+// §3.5), until a short page. It returns the events in arrival order.
+//
+// It fails rather than return a partial log: a page that does not move
+// forward (a primary ignoring the cursor, or listing newest first past
+// the first page) is an error, as is an {"error": ...} answer (§7.6: a
+// refusal comes back as a successful call).
+func Fetch(ctx context.Context, src Source, filter map[string]any) ([]Event, error) {
+	var all []Event
+	cursor := ""
+	var last int64 = -1
+	for page := 0; ; page++ {
+		args := maps.Clone(filter)
+		if args == nil {
+			args = map[string]any{}
+		}
+		args["limit"] = PageCap
+		if cursor != "" {
+			args["since_event_id"] = cursor
+		}
+		raw, err := src.EventList(ctx, args)
+		if err != nil {
+			return nil, err
+		}
+		evs, err := parsePage(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s page %d: %w", ListTool, page+1, err)
+		}
+		if cursor == "" && descending(evs) {
+			if len(evs) >= PageCap {
+				return nil, fmt.Errorf("%s lists newest first and the log is longer than one page: the primary needs order=asc (set ToolSource.AscOrder when its schema lists order)", ListTool)
+			}
+			for i, j := 0, len(evs)-1; i < j; i, j = i+1, j-1 {
+				evs[i], evs[j] = evs[j], evs[i]
+			}
+		}
+		for _, e := range evs {
+			if e.Seq <= last {
+				return nil, fmt.Errorf("%s page %d: event %s (seq %d) is not after seq %d: the primary did not honour since_event_id", ListTool, page+1, e.ID, e.Seq, last)
+			}
+			last = e.Seq
+		}
+		all = append(all, evs...)
+		if len(evs) < PageCap {
+			return all, nil
+		}
+		cursor = evs[len(evs)-1].ID
+	}
+}
+
+func descending(evs []Event) bool {
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Seq >= evs[i-1].Seq {
+			return false
+		}
+	}
+	return len(evs) > 1
+}
+
+func parsePage(raw json.RawMessage) ([]Event, error) {
+	var p struct {
+		Events []json.RawMessage `json:"events"`
+		Error  any               `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, fmt.Errorf("answer is not a JSON object: %w (%.120s)", err, strings.TrimSpace(string(raw)))
+	}
+	if p.Error != nil {
+		return nil, fmt.Errorf("%w: %v", ErrRefused, p.Error)
+	}
+	if p.Events == nil {
+		return nil, fmt.Errorf("answer has no events array (%.120s)", strings.TrimSpace(string(raw)))
+	}
+	out := make([]Event, 0, len(p.Events))
+	for i, r := range p.Events {
+		e, err := ParseEvent(r)
+		if err != nil {
+			return nil, fmt.Errorf("events[%d]: %w", i, err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}

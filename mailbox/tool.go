@@ -1,0 +1,148 @@
+package mailbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Names under which the edge offers the mailbox.
+const (
+	ToolName    = "mempalace_mailbox"
+	PromptName  = "mailbox"
+	ResourceURI = "mempalace://mailbox"
+	// ResourceMIMEType is the resource's content type: Result as JSON.
+	ResourceMIMEType = "application/json"
+	// DefaultLimit is the tool's limit when the caller gives none.
+	DefaultLimit = 50
+)
+
+// ToolDescription is the mempalace_mailbox tool's description, written
+// for the model that reads tools/list.
+const ToolDescription = `What do I still owe? Lists the coordination-log events (RFC 003) addressed to you that you have not yet answered with a terminal reply, oldest first, each with a "why".
+
+Use this instead of mempalace_event_list(to_agent=<you>, status="open"): status is written once and never changes, so that query keeps returning asks you already answered. An item leaves your mailbox only when you reply to it with a terminal status:
+  mempalace_event_ack(event_id=<the item's id>, from_agent=<you>, status="applied" | "blocked" | "failed" | "superseded", body=<what you did or why not>)
+or an event_append from you, after it, with the same correlation_id and a terminal status. "claimed" and "ready" report progress and keep the item owed. Broadcasts (to_agent="*") never appear: they owe nobody a reply.
+
+Arguments are optional: agent (default: this session's identity, <harness>@<device>), stream (only this stream), limit (default 50, oldest first; "more" counts the rest). The answer is {"agent", "owed": [event + "why"], "count"}; "degraded": true with "age" means the primary is unreachable and this is the last view (replies still in the outbox count as sent).`
+
+// PromptDescription describes the mailbox prompt and resource.
+const PromptDescription = "The coordination events still owed by this agent (RFC 003 §3.3), oldest first, for the start of a session."
+
+// InputSchema is the mempalace_mailbox tool's input schema.
+const InputSchema = `{
+  "type": "object",
+  "properties": {
+    "agent": {"type": "string", "description": "Whose mailbox: an identity <harness>@<device>. Default: this session's identity."},
+    "stream": {"type": "string", "description": "Only events of this stream (a project or repository). Default: all streams."},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 500, "description": "At most this many items, oldest first (default 50)."}
+  }
+}`
+
+// ParseArgs reads the tool's arguments: agent defaults to self, limit to
+// DefaultLimit. A wrong type or an out-of-range limit is an error naming
+// the argument.
+func ParseArgs(args map[string]any, self string) (agent, stream string, limit int, err error) {
+	str := func(k string) (string, error) {
+		v, ok := args[k]
+		if !ok || v == nil {
+			return "", nil
+		}
+		s, ok := v.(string)
+		if !ok {
+			return "", fmt.Errorf("%s: want a string, got %T", k, v)
+		}
+		return strings.TrimSpace(s), nil
+	}
+	if agent, err = str("agent"); err != nil {
+		return "", "", 0, err
+	}
+	if stream, err = str("stream"); err != nil {
+		return "", "", 0, err
+	}
+	if agent == "" {
+		agent = self
+	}
+	limit = DefaultLimit
+	if v, ok := args["limit"]; ok && v != nil {
+		f, ok := v.(float64)
+		if i, isInt := v.(int); isInt {
+			f, ok = float64(i), true
+		}
+		if !ok || f != math.Trunc(f) {
+			return "", "", 0, fmt.Errorf("limit: want an integer, got %v", v)
+		}
+		if f < 1 || f > PageCap {
+			return "", "", 0, fmt.Errorf("limit: %v is outside 1..%d", v, PageCap)
+		}
+		limit = int(f)
+	}
+	if err := checkAgent(agent); err != nil {
+		return "", "", 0, err
+	}
+	return agent, stream, limit, nil
+}
+
+// Text renders the result for a person or a prompt: one numbered line per
+// item with its id, type, sender and why, plus the body's first line.
+func (r Result) Text() string {
+	var b strings.Builder
+	switch {
+	case r.Count == 0:
+		fmt.Fprintf(&b, "Nothing is owed by %s.\n", r.Agent)
+	case r.Count == 1 && r.More == 0:
+		fmt.Fprintf(&b, "1 item is owed by %s:\n", r.Agent)
+	default:
+		fmt.Fprintf(&b, "%d items are owed by %s (oldest first):\n", r.Count+r.More, r.Agent)
+	}
+	if r.Degraded {
+		fmt.Fprintf(&b, "(degraded: the primary is unreachable; this is its view from %s ago)\n", r.Age)
+	}
+	for i, it := range r.Owed {
+		e := it.Event
+		fmt.Fprintf(&b, "%d. %s [%s] stream %s from %s", i+1, e.ID, orDash(e.Type), orDash(e.Stream), orDash(e.FromAgent))
+		if c := deref(e.CorrelationID); c != "" {
+			fmt.Fprintf(&b, " correlation %s", c)
+		}
+		b.WriteString("\n")
+		if body := firstLine(e); body != "" {
+			fmt.Fprintf(&b, "   %s\n", body)
+		}
+		fmt.Fprintf(&b, "   why: %s\n", it.Why)
+	}
+	if r.More > 0 {
+		fmt.Fprintf(&b, "… and %d more (raise limit to see them).\n", r.More)
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w)
+	}
+	return b.String()
+}
+
+func firstLine(e Event) string {
+	var w struct {
+		Body string `json:"body"`
+	}
+	if json.Unmarshal(e.Raw, &w) != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(w.Body), "\n")
+	if r := []rune(line); len(r) > 120 {
+		line = string(r[:120]) + "…"
+	}
+	return line
+}
+
+// ToolResult is the mempalace_mailbox answer as MemPalace shapes its own:
+// one text block holding the JSON (indented, as the palace's tools are).
+func ToolResult(r Result) (*mcp.CallToolResult, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("mailbox result: %w", err)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
+}
