@@ -29,6 +29,9 @@ type Config struct {
 	// Agent, OriginDevice, OriginLabel stamp provenance on replicated
 	// writes: only values the ladder accepted.
 	Agent, OriginDevice, OriginLabel string
+	// Identity is the agent's address on the coordination log,
+	// <agent>@<label> (RFC 003 §3.2): whose mailbox the edge reads.
+	Identity string
 	// CallTimeout bounds every call to the primary.
 	CallTimeout time.Duration
 	// Lease is how long a flusher holds the outbox before another process
@@ -58,6 +61,7 @@ func ConfigFrom(s ladder.EdgeSettings, token func() string, childEnv []string, v
 		Agent:        s.Agent(),
 		OriginDevice: s.OriginDevice,
 		OriginLabel:  s.OriginLabel,
+		Identity:     s.Identity(),
 		CallTimeout:  s.Timeout,
 		Lease:        s.Lease,
 		Version:      version,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // Edge is one running edge: the agent-facing server and its supervisors.
@@ -44,8 +45,9 @@ type Edge struct {
 	childDown    atomic.Bool     // the local palace server failed to start
 	stopgap      map[string]bool // tools registered from the catalogue, awaiting a real list
 	agent        *mcp.ServerSession
-	initialized  atomic.Bool // the agent finished initialize: the fast lane is open
-	mismatch     string      // embedder canary: why merging stopped ("" = fine)
+	initialized  atomic.Bool      // the agent finished initialize: the fast lane is open
+	mismatch     string           // embedder canary: why merging stopped ("" = fine)
+	box          *mailbox.Mailbox // the coordination mailbox; nil in pass-through
 }
 
 // New builds an edge from its configuration; Serve runs it.
@@ -58,7 +60,7 @@ func New(cfg Config) *Edge {
 			e.setAgent(r.Session)
 			e.initialized.Store(true)
 		},
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
+		Capabilities: capabilities(cfg),
 	})
 	// tools/list and tools/call wait (bounded) for the first tool list, so
 	// an agent that asks at once gets the palace's tools rather than none or
@@ -93,7 +95,20 @@ func New(cfg Config) *Edge {
 		Wait:       cfg.CallTimeout,
 	})
 	e.localServer = e.child
+	if !cfg.PassThrough() {
+		e.addMailbox()
+	}
 	return e
+}
+
+// capabilities are the edge's: tools and logging; with a primary, the
+// mailbox's prompt and resource too.
+func capabilities(cfg Config) *mcp.ServerCapabilities {
+	c := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}}
+	if !cfg.PassThrough() {
+		c.Prompts, c.Resources = &mcp.PromptCapabilities{}, &mcp.ResourceCapabilities{}
+	}
+	return c
 }
 
 // Serve runs the edge on an agent connection until it closes or ctx ends.

@@ -151,7 +151,7 @@ func (e *Edge) addStopgapTools() {
 	e.regMu.Lock()
 	defer e.regMu.Unlock()
 	e.mu.Lock()
-	if len(e.registered) > 0 || e.cfg.PassThrough() {
+	if len(e.childTools)+len(e.primaryTools) > 0 || e.cfg.PassThrough() {
 		e.mu.Unlock()
 		return
 	}

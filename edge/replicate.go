@@ -12,6 +12,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // write: local first, the agent gets the local result; a successful write
@@ -168,6 +169,17 @@ func rawPayload(raw any, args map[string]any) json.RawMessage {
 // gets the primary's own answer (its event id), or "queued" when the
 // primary cannot be reached in time.
 func (e *Edge) coordinationWrite(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	res, err := e.coordinationSend(ctx, p)
+	// A bare or missing writer is unreachable in a fleet (RFC 003 §7.7):
+	// the agent is told; what it sent is never rewritten.
+	if w := mailbox.CheckFromAgent(p.Name, argsMap(p.Arguments)); w != "" && err == nil {
+		e.log.Warn("coordination write with an unaddressable writer", "tool", p.Name, "warning", w)
+		res = annotate(res, map[string]any{"warning": w}, false)
+	}
+	return res, err
+}
+
+func (e *Edge) coordinationSend(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	if e.outbox == nil {
 		return e.primaryOnly(ctx, p, "the outbox is unavailable, sent directly")
 	}

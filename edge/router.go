@@ -19,6 +19,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // localPalace is the router's view of the local palace server.
@@ -54,6 +55,9 @@ func (e *Edge) route(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolR
 	name := p.Name
 	if e.cfg.PassThrough() {
 		return e.local(ctx, p)
+	}
+	if name == mailbox.ToolName && e.box != nil {
+		return e.mailboxCall(ctx, p) // the edge's own tool
 	}
 	if e.primaryOnlyTool(name) {
 		return e.primaryOnly(ctx, p, "a tool only the primary has")

@@ -1,0 +1,115 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/mailbox"
+)
+
+// The coordination mailbox (RFC 003 §3.3, §3.5): "what do I still owe?",
+// derived by the edge for every harness, offered as a tool
+// (mempalace_mailbox), a prompt (mailbox) and a resource
+// (mempalace://mailbox) when a primary is configured.
+
+// addMailbox registers the mailbox's tool, prompt and resource.
+func (e *Edge) addMailbox() {
+	e.box = &mailbox.Mailbox{Src: e, Wait: e.cfg.CallTimeout}
+	var schema map[string]any
+	json.Unmarshal([]byte(mailbox.InputSchema), &schema)
+	e.mu.Lock()
+	e.registered[mailbox.ToolName] = true
+	e.mu.Unlock()
+	e.server.AddTool(&mcp.Tool{Name: mailbox.ToolName, Description: mailbox.ToolDescription, InputSchema: schema}, e.handler)
+	e.server.AddPrompt(&mcp.Prompt{Name: mailbox.PromptName, Description: mailbox.PromptDescription},
+		func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			r, err := e.owed(ctx, map[string]any{})
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.GetPromptResult{Description: mailbox.PromptDescription, Messages: []*mcp.PromptMessage{
+				{Role: "user", Content: &mcp.TextContent{Text: r.Text()}},
+			}}, nil
+		})
+	e.server.AddResource(&mcp.Resource{URI: mailbox.ResourceURI, Name: mailbox.PromptName, Description: mailbox.PromptDescription, MIMEType: mailbox.ResourceMIMEType},
+		func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			r, err := e.owed(ctx, map[string]any{})
+			if err != nil {
+				return nil, err
+			}
+			b, _ := json.MarshalIndent(r, "", "  ")
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: mailbox.ResourceURI, MIMEType: mailbox.ResourceMIMEType, Text: string(b)}}}, nil
+		})
+}
+
+// mailboxCall answers the mempalace_mailbox tool.
+func (e *Edge) mailboxCall(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	r, err := e.owed(ctx, argsMap(p.Arguments))
+	if err != nil {
+		return errorResult(err.Error(), map[string]any{"primary": e.remote.State()}), nil
+	}
+	return mailbox.ToolResult(r)
+}
+
+// owed derives the agent's owed set, counting its replies still in the
+// outbox as sent; offline, from the last view (degraded).
+func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, error) {
+	agent, stream, limit, err := mailbox.ParseArgs(args, e.cfg.Identity)
+	if err != nil {
+		return mailbox.Result{}, err
+	}
+	r, err := e.box.Owed(ctx, agent, stream, limit, e.pendingEvents(ctx))
+	if err != nil {
+		return r, fmt.Errorf("the mailbox could not be read: %w", err)
+	}
+	return r, nil
+}
+
+// EventList is the mailbox's Source: the primary's event_list, through
+// the same client as every other call (order=asc where the primary's
+// schema has it).
+func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMessage, error) {
+	if e.remote == nil {
+		return nil, errors.New("no primary is configured")
+	}
+	e.mu.Lock()
+	var tools []*mcp.Tool
+	for _, t := range e.primaryTools {
+		tools = append(tools, t)
+	}
+	e.mu.Unlock()
+	src := mailbox.ToolSource{AscOrder: mailbox.SupportsOrder(tools), Call: func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+		b, _ := json.Marshal(p.Arguments)
+		return e.remote.Call(ctx, &mcp.CallToolParams{Name: p.Name, Arguments: json.RawMessage(b)}, true)
+	}}
+	return src.EventList(ctx, args)
+}
+
+// pendingEvents are the event_append and event_ack calls still queued in
+// the outbox, oldest first: written by this agent, not yet on the primary.
+func (e *Edge) pendingEvents(ctx context.Context) []map[string]any {
+	if e.outbox == nil {
+		return nil
+	}
+	ops, err := e.outbox.List(ctx, 1000, outbox.Queued, outbox.Inflight)
+	if err != nil {
+		return nil
+	}
+	var out []map[string]any
+	for _, op := range ops {
+		if rec, _ := catalogue.Lookup(op.Tool); rec.Name != "event_append" && rec.Name != "event_ack" {
+			continue
+		}
+		var a map[string]any
+		if json.Unmarshal(op.Payload, &a) == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}

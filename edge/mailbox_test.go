@@ -1,0 +1,71 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// RFC 003 §6's positive control through the edge: a synthetic sender
+// writes one ask to this agent; the mailbox shows exactly that item as a
+// tool, a prompt and a resource; the agent's terminal reply clears it; with
+// the primary down it answers from the last view, marked degraded, and a
+// reply still in the outbox counts as sent.
+func TestMailboxThroughTheEdge(t *testing.T) {
+	h := start(t, harnessOpts{timeout: 2 * time.Second})
+	ask := func(body, to string) string {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_event_append",
+			"arguments": map[string]any{"type": "task.request", "stream": "devbox", "room": "r", "from_agent": "pi@laptop", "to_agent": to, "status": "open", "body": body}}})
+		out, _ := h.primary.Handle(b)
+		var res struct {
+			Result struct{ Content []struct{ Text string } }
+		}
+		json.Unmarshal(out, &res)
+		var ev struct{ Event struct{ ID string } }
+		json.Unmarshal([]byte(res.Result.Content[0].Text), &ev)
+		return ev.Event.ID
+	}
+	id := ask("please review the patch", "opencode@edge-test")
+	ask("for everyone", "*")
+	ask("for someone else", "claude@laptop")
+
+	names := toolNames(t, h)
+	if !strings.Contains(strings.Join(names, " "), "mempalace_mailbox") {
+		t.Fatalf("mempalace_mailbox not listed: %v", names)
+	}
+	_, m := callWithin(t, h, 5*time.Second, "mempalace_mailbox", map[string]any{})
+	owed, _ := m["owed"].([]any)
+	if m["count"] != 1.0 || len(owed) != 1 || owed[0].(map[string]any)["id"] != id || owed[0].(map[string]any)["why"] == "" {
+		t.Fatalf("mailbox: %v", m)
+	}
+	ctx := context.Background()
+	pr, err := h.s.GetPrompt(ctx, &mcp.GetPromptParams{Name: "mailbox"})
+	if err != nil || !strings.Contains(pr.Messages[0].Content.(*mcp.TextContent).Text, "please review the patch") {
+		t.Fatalf("prompt: %v %v", pr, err)
+	}
+	rr, err := h.s.ReadResource(ctx, &mcp.ReadResourceParams{URI: "mempalace://mailbox"})
+	if err != nil || !strings.Contains(rr.Contents[0].Text, id) {
+		t.Fatalf("resource: %v %v", rr, err)
+	}
+
+	// A bare writer is warned about, and sent as written.
+	_, w := callWithin(t, h, 5*time.Second, "mempalace_event_append", map[string]any{"type": "note", "stream": "devbox", "room": "r", "from_agent": "opencode", "body": "bare"})
+	if !strings.Contains(mustJSON(w), "is bare") {
+		t.Errorf("no warning for a bare from_agent: %v", w)
+	}
+
+	// Offline: the last view, degraded, and the reply in the outbox counts.
+	h.srv.Stop()
+	callWithin(t, h, 5*time.Second, "mempalace_event_ack", map[string]any{"event_id": id, "from_agent": "opencode@edge-test", "status": "applied"})
+	begin := time.Now()
+	_, m = callWithin(t, h, 5*time.Second, "mempalace_mailbox", map[string]any{})
+	took := time.Since(begin)
+	if m["degraded"] != true || m["count"] != 0.0 {
+		t.Errorf("offline mailbox after replying: %v", m)
+	}
+	t.Logf("offline mailbox answered in %v", took)
+}
