@@ -47,7 +47,7 @@ func (j *journey) check(step, what string, ok bool, detail ...any) {
 }
 
 func (j *journey) setEnv(kv map[string]string) {
-	for _, k := range []string{"MEMPALACE_REMOTE_URL", "MEMPALACE_REMOTE_TOKEN", "MEMPALACE_EDGE"} {
+	for _, k := range []string{"MEMPALACE_REMOTE_URL", "MEMPALACE_REMOTE_TOKEN", "MEMPALACE_EDGE", "MEMPALACE_ORIGIN_LABEL"} {
 		j.h.Setenv(k, kv[k])
 	}
 }
@@ -186,7 +186,7 @@ func TestJourney(t *testing.T) {
 
 	// 3. Edge: MEMPALACE_EDGE=1, restart. Another device already wrote to
 	// the primary; a long-running opencode (the TUI) keeps an edge alive.
-	j.setEnv(map[string]string{"MEMPALACE_REMOTE_URL": j.srv.URL(), "MEMPALACE_REMOTE_TOKEN": token, "MEMPALACE_EDGE": "1"})
+	j.setEnv(map[string]string{"MEMPALACE_REMOTE_URL": j.srv.URL(), "MEMPALACE_REMOTE_TOKEN": token, "MEMPALACE_EDGE": "1", "MEMPALACE_ORIGIN_LABEL": "journey-box"})
 	j.render()
 	j.check("edge", "opencode's server command is the edge", strings.Contains(read(j.cfg), `"command": ["devbox-config", "edge"]`), read(j.cfg))
 	j.primaryCall("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "journey note from another device"})
@@ -199,6 +199,13 @@ func TestJourney(t *testing.T) {
 	res = j.run("search", map[string]any{"query": "journey note", "limit": 10})
 	j.check("edge", "a search returns hits from both palaces", strings.Contains(res, `"origin": "primary"`) && strings.Contains(res, "another device") && strings.Contains(res, "written in edge mode"), res)
 	toolsOnline := mempalaceTools(j.mock.LastOffered())
+	// RFC 003 §6's positive control: a synthetic sender asks this agent
+	// (opencode@journey-box) something; the model's mailbox shows it.
+	j.primaryCall("event_append", map[string]any{"type": "task.request", "stream": "journey", "room": "r", "from_agent": "pi@laptop",
+		"to_agent": "opencode@journey-box", "status": "open", "body": "please review the journey patch"})
+	j.primaryCall("event_append", map[string]any{"type": "note", "stream": "journey", "room": "r", "from_agent": "pi@laptop", "to_agent": "*", "body": "a broadcast owes nobody"})
+	res = j.run("mailbox", map[string]any{})
+	j.check("edge", "the model's mailbox shows the one ask addressed to it", strings.Contains(res, "please review the journey patch") && strings.Contains(res, `"count": 1`) && !strings.Contains(res, "a broadcast owes nobody"), res)
 
 	// 4. Offline: the primary stops.
 	j.srv.Stop()
