@@ -46,8 +46,9 @@ type Flusher struct {
 	MaxPerm int           // attempts with a permanent error before dead (default 5)
 	// BaseDelay and MaxDelay bound the persisted backoff (500 ms, 5 min).
 	BaseDelay, MaxDelay time.Duration
-	// Poll is how often a flusher re-checks the database for another
-	// process's enqueue (default 100 ms).
+	// Poll is how often a flusher whose doorbell could not be bound (a
+	// palace path too long for a Unix socket) re-checks the database for
+	// another process's enqueue (default 100 ms).
 	Poll time.Duration
 }
 
@@ -82,38 +83,63 @@ func (f *Flusher) defaults() {
 	}
 }
 
-// Run flushes until ctx ends.
+// Run flushes until ctx ends. While nothing can be sent (the queue is
+// empty, a dead op holds it, the primary is down) it holds no lease and
+// sleeps without a timer: an enqueue in this process, the doorbell (an
+// enqueue in any process on this palace) or the primary's recovery wakes
+// it. Only a backoff that is due later sets a timer.
 func (f *Flusher) Run(ctx context.Context) {
 	f.defaults()
 	defer f.release()
-	var lastVersion int64 = -1
+	b, err := f.S.listenBell()
+	if err != nil {
+		f.Log.Warn("no doorbell for other processes' writes; polling the outbox instead", "err", err, "every", f.Poll)
+	} else {
+		defer b.Close()
+	}
 	for ctx.Err() == nil {
 		if !f.acquire(ctx) {
-			f.sleep(ctx, f.Lease/4)
+			f.sleep(ctx, f.Lease/4) // another process flushes
 			continue
 		}
 		n, wait := f.drain(ctx)
 		if n > 0 {
 			continue
 		}
-		// Nothing sendable now: sleep until woken (an enqueue here, the
-		// primary coming back), a retry is due, or another process commits.
-		deadline := time.Now().Add(min(wait, f.Lease/3))
-		for ctx.Err() == nil && time.Now().Before(deadline) {
-			select {
-			case <-ctx.Done():
-				return
-			case <-f.S.wake:
-				deadline = time.Now()
-			case <-time.After(f.Poll):
-				var v int64
-				if err := f.S.flushDB.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err == nil {
-					if lastVersion >= 0 && v != lastVersion {
-						deadline = time.Now()
-					}
-					lastVersion = v
-				}
+		if wait >= idle {
+			f.release() // nothing to do: let any process take it when there is
+			if b != nil {
+				f.sleep(ctx, 0)
+			} else {
+				f.pollUntilChanged(ctx)
 			}
+			continue
+		}
+		f.sleep(ctx, min(wait, f.Lease/3))
+	}
+}
+
+// idle is drain's answer when nothing can be sent until something happens.
+const idle = time.Hour
+
+// pollUntilChanged waits for a wake or another process's commit (PRAGMA
+// data_version), for an outbox whose doorbell could not be bound.
+func (f *Flusher) pollUntilChanged(ctx context.Context) {
+	var last int64 = -1
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.S.wake:
+			return
+		case <-time.After(f.Poll):
+		}
+		var v int64
+		if err := f.S.flushDB.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err == nil {
+			if last >= 0 && v != last {
+				return
+			}
+			last = v
 		}
 	}
 }
@@ -135,11 +161,18 @@ func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 	}
 }
 
+// sleep waits for a wake, or d (0: no timer, only a wake).
 func (f *Flusher) sleep(ctx context.Context, d time.Duration) {
+	var timeout <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timeout = t.C
+	}
 	select {
 	case <-ctx.Done():
 	case <-f.S.wake:
-	case <-time.After(d):
+	case <-timeout:
 	}
 }
 
@@ -190,7 +223,7 @@ func (f *Flusher) drain(ctx context.Context) (int, time.Duration) {
 		}
 		op, err := scanOp(f.S.flushDB.QueryRowContext(ctx, `SELECT `+opCols+` FROM ops WHERE state IN ('queued','inflight','dead') ORDER BY local_seq LIMIT 1`))
 		if errors.Is(err, sql.ErrNoRows) {
-			return n, time.Hour
+			return n, idle
 		}
 		if err != nil {
 			f.Log.Error("outbox read failed", "err", err)
@@ -199,13 +232,13 @@ func (f *Flusher) drain(ctx context.Context) (int, time.Duration) {
 		if op.State == Dead {
 			// Order holds: a dead op blocks the ops after it until an
 			// operator retries or drops it (devbox-config edge outbox).
-			return n, time.Hour
+			return n, idle
 		}
 		if wait := time.Until(op.NextAttemptAt); wait > 0 {
 			return n, wait
 		}
 		if !f.P.Up() {
-			return n, time.Hour // the primary's recovery kicks us
+			return n, idle // the primary's recovery kicks us
 		}
 		// Once an attempt may have landed, the op stays "maybe applied"
 		// until it is done: whatever a later attempt's own error was (a

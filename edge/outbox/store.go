@@ -216,10 +216,12 @@ func (s *Store) Enqueue(ctx context.Context, tool string, payload json.RawMessag
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	s.Kick()
+	go s.ring()
 	return Op{LocalSeq: seq, ID: opID, OriginDevice: s.device, OriginLabel: s.label, Tool: tool, Payload: stored, Wing: wing, State: Queued, CreatedAt: now}, nil
 }
 
-// Kick wakes this process's flusher.
+// Kick wakes this process's flusher (Enqueue also rings the doorbell of
+// every other process's).
 func (s *Store) Kick() {
 	select {
 	case s.wake <- struct{}{}:

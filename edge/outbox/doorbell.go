@@ -1,0 +1,94 @@
+package outbox
+
+import (
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// The doorbell wakes a sleeping flusher the moment any process sharing the
+// palace enqueues, so an idle flusher needs no timer at all. Each running
+// flusher binds a Unix datagram socket in <palace>/edge/doorbell/ (on the
+// palace's volume, so containers sharing the volume on one host reach each
+// other); Enqueue sends one byte to each. A socket nobody listens on any
+// more (a process that was killed) refuses the byte and is removed.
+
+// doorbellDir holds the flushers' sockets.
+const doorbellDir = "doorbell"
+
+// maxSocketPath is the longest path a Unix socket can be bound at
+// (sun_path is 108 bytes on Linux, 104 on the BSDs).
+const maxSocketPath = 103
+
+// errBellPathTooLong: the palace path leaves no room for a socket name.
+var errBellPathTooLong = errors.New("the palace path is too long for a Unix socket")
+
+// bell is one flusher's doorbell.
+type bell struct {
+	conn *net.UnixConn
+	path string
+}
+
+// listenBell binds this flusher's doorbell; every byte received kicks the
+// store's flusher. Close it when the flusher stops.
+func (s *Store) listenBell() (*bell, error) {
+	dir := filepath.Join(filepath.Dir(s.path), doorbellDir)
+	b := make([]byte, 4)
+	crand.Read(b)
+	path := filepath.Join(dir, hex.EncodeToString(b)+".sock")
+	if len(path) > maxSocketPath {
+		return nil, errBellPathTooLong
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		buf := make([]byte, 16)
+		for {
+			if _, _, err := conn.ReadFromUnix(buf); err != nil {
+				return // closed
+			}
+			s.Kick()
+		}
+	}()
+	return &bell{conn: conn, path: path}, nil
+}
+
+func (b *bell) Close() {
+	b.conn.Close()
+	os.Remove(b.path)
+}
+
+// ring wakes every flusher listening on this palace (best effort: a lost
+// ring only delays a flush until the next enqueue, a retry or a restart).
+func (s *Store) ring() {
+	dir := filepath.Join(filepath.Dir(s.path), doorbellDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".sock") {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
+		if err != nil {
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				os.Remove(path) // its flusher is gone
+			}
+			continue
+		}
+		c.Write([]byte{1})
+		c.Close()
+	}
+}

@@ -1,0 +1,68 @@
+package outbox_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+type countingPrimary struct{ calls atomic.Int32 }
+
+func (p *countingPrimary) Up() bool { return true }
+func (p *countingPrimary) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	p.calls.Add(1)
+	return map[string]any{"success": true}, nil
+}
+
+// Another process's enqueue wakes an idle flusher at once through the
+// doorbell, with no polling at all (Poll an hour: the previous flusher
+// only noticed another process's write by polling PRAGMA data_version).
+func TestDoorbellWakesAnIdleFlusherInAnotherProcess(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ob") // a short path: a Unix socket's is at most 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, outbox.FileName)
+	flushing, err := outbox.Open(path, "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flushing.Close()
+	other, err := outbox.Open(path, "dev", "lab") // as a second process sees the file
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	p := &countingPrimary{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { (&outbox.Flusher{S: flushing, P: p, Poll: time.Hour}).Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// Wait until the flusher has rung in (its socket exists) and gone idle.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if m, _ := filepath.Glob(filepath.Join(dir, "doorbell", "*.sock")); len(m) == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	if _, err := other.Enqueue(context.Background(), "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"x"}`), "w"); err != nil {
+		t.Fatal(err)
+	}
+	for p.calls.Load() == 0 && time.Since(start) < 5*time.Second {
+		time.Sleep(time.Millisecond)
+	}
+	if p.calls.Load() == 0 {
+		t.Fatal("the idle flusher never noticed the other process's enqueue")
+	}
+	t.Logf("enqueue in another store to send: %v", time.Since(start))
+}
