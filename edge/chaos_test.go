@@ -26,8 +26,11 @@ import (
 // flush lease is killed with SIGKILL, and the primary applies writes and
 // then drops the connection. At the end the outbox drains and the primary
 // must hold every acknowledged write exactly once (by content), every
-// unacknowledged one at most once, and facts closed in order.
-// CHAOS_SEED=n replays a run; CHAOS_WRITES sets the count (default 500).
+// unacknowledged one at most once, and facts closed in order. Besides
+// those faults, look-ups on the primary fail (JSON-RPC -32000, an "error"
+// field, success:false) and writes are refused unapplied with HTTP 200 and
+// success:false. CHAOS_SEED=n replays a run; CHAOS_WRITES sets the count
+// (default 1000).
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test skipped in -short")
@@ -36,7 +39,7 @@ func TestChaos(t *testing.T) {
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		seed, _ = strconv.ParseInt(s, 10, 64)
 	}
-	writes := 500
+	writes := 1000
 	if s := os.Getenv("CHAOS_WRITES"); s != "" {
 		writes, _ = strconv.Atoi(s)
 	}
@@ -101,16 +104,17 @@ func TestChaos(t *testing.T) {
 	}
 	var logMu sync.Mutex
 	var done []write
-	openFacts := map[string][]string{} // agent -> open fact objects it may invalidate
+	openFacts := map[string][]string{} // agent -> open fact objects it may invalidate or supersede
+	var eventIDs []string              // acknowledged events on the primary, to ack
 
 	var wg sync.WaitGroup
 	per := writes / len(agents)
 	var faultMu sync.Mutex
-	kills, restarts, drops := 0, 0, 0
+	kills, restarts, drops, lookups, refusals := 0, 0, 0, 0, 0
 	enough := func() bool { // every fault at least three times
 		faultMu.Lock()
 		defer faultMu.Unlock()
-		return kills >= 3 && restarts >= 3 && drops >= 3
+		return kills >= 3 && restarts >= 3 && drops >= 3 && lookups >= 3 && refusals >= 3
 	}
 	for ai, a := range agents {
 		wg.Add(1)
@@ -120,7 +124,7 @@ func TestChaos(t *testing.T) {
 				tag := fmt.Sprintf("%s-%d", a.name, i)
 				var tool string
 				var args map[string]any
-				switch k := rnd(12); {
+				switch k := rnd(14); {
 				case k < 3:
 					tool, args = "mempalace_add_drawer", map[string]any{"wing": "chaos", "room": "r", "content": "small drawer " + tag}
 				case k < 4:
@@ -131,7 +135,7 @@ func TestChaos(t *testing.T) {
 					tool, args = "mempalace_kg_add", map[string]any{"subject": "s" + a.name, "predicate": "had", "object": "closed " + tag, "valid_from": "2026-01-01", "valid_to": "2026-02-01"}
 				case k < 9:
 					tool, args = "mempalace_kg_add", map[string]any{"subject": "s" + a.name, "predicate": "has", "object": "open " + tag}
-				case k < 10:
+				case k < 11:
 					logMu.Lock()
 					objs := openFacts[a.name]
 					logMu.Unlock()
@@ -141,6 +145,21 @@ func TestChaos(t *testing.T) {
 					}
 					obj := objs[rnd(len(objs))]
 					tool, args = "mempalace_kg_invalidate", map[string]any{"subject": "s" + a.name, "predicate": "has", "object": obj, "ended": "2026-05-01"}
+					if k == 10 {
+						tool, args = "mempalace_kg_supersede", map[string]any{"subject": "s" + a.name, "predicate": "has", "old_object": obj, "new_object": "superseding " + tag, "at": "2026-05-01"}
+					}
+				case k < 12:
+					logMu.Lock()
+					var target string
+					if len(eventIDs) > 0 {
+						target = eventIDs[rnd(len(eventIDs))]
+					}
+					logMu.Unlock()
+					if target == "" {
+						i--
+						continue
+					}
+					tool, args = "mempalace_event_ack", map[string]any{"event_id": target, "from_agent": "opencode@" + a.name, "status": "applied", "body": "ack " + tag}
 				default:
 					tool, args = "mempalace_event_append", map[string]any{"type": "chaos.note", "stream": "chaos", "room": "r", "from_agent": "opencode@" + a.name, "body": "event " + tag}
 				}
@@ -152,13 +171,23 @@ func TestChaos(t *testing.T) {
 				cancel()
 				acked := err == nil && !res.IsError && okResult(res)
 				logMu.Lock()
-				if tool == "mempalace_kg_invalidate" && acked {
+				if (tool == "mempalace_kg_invalidate" || tool == "mempalace_kg_supersede") && acked {
+					old, _ := args["object"].(string)
+					if tool == "mempalace_kg_supersede" {
+						old = args["old_object"].(string)
+						openFacts[a.name] = append(openFacts[a.name], args["new_object"].(string))
+					}
 					objs := openFacts[a.name]
 					for j, o := range objs {
-						if o == args["object"] {
+						if o == old {
 							openFacts[a.name] = append(objs[:j], objs[j+1:]...)
 							break
 						}
+					}
+				}
+				if tool == "mempalace_event_append" && acked {
+					if id := eventID(res); id != "" {
+						eventIDs = append(eventIDs, id)
 					}
 				}
 				done = append(done, write{tool, args, acked})
@@ -194,7 +223,7 @@ func TestChaos(t *testing.T) {
 				return
 			case <-time.After(time.Duration(200+rnd(500)) * time.Millisecond):
 			}
-			switch round % 3 { // every fault, several times, at random moments
+			switch round % 5 { // every fault, several times, at random moments
 			case 0: // primary down for a while
 				srvMu.Lock()
 				srv.Stop()
@@ -206,8 +235,22 @@ func TestChaos(t *testing.T) {
 				faultMu.Lock()
 				restarts++
 				faultMu.Unlock()
+			case 3: // a look-up fails, in one of the ways MemPalace's do
+				kinds := []fakepalace.FaultKind{fakepalace.FailInternal, fakepalace.FailErrorField, fakepalace.FailSuccessFalse}
+				reads := []string{"mempalace_kg_query", "mempalace_event_list", "mempalace_list_drawers"}
+				srv.FailTool(reads[rnd(len(reads))], 1+rnd(2), kinds[rnd(len(kinds))])
+				faultMu.Lock()
+				lookups++
+				faultMu.Unlock()
+			case 4: // a write refused unapplied: HTTP 200, success:false
+				tools := []string{"mempalace_diary_write", "mempalace_event_append", "mempalace_kg_add", "mempalace_add_drawer", "mempalace_event_ack"}
+				kinds := []fakepalace.FaultKind{fakepalace.FailSuccessFalse, fakepalace.FailErrorField}
+				srv.FailTool(tools[rnd(len(tools))], 1, kinds[rnd(len(kinds))])
+				faultMu.Lock()
+				refusals++
+				faultMu.Unlock()
 			case 1: // a write lands and its answer is lost
-				tools := []string{"mempalace_diary_write", "mempalace_event_append", "mempalace_kg_add", "mempalace_kg_invalidate", "mempalace_add_drawer"}
+				tools := []string{"mempalace_diary_write", "mempalace_event_append", "mempalace_kg_add", "mempalace_kg_invalidate", "mempalace_kg_supersede", "mempalace_event_ack", "mempalace_add_drawer"}
 				srv.DropAfterApplyTool(tools[rnd(len(tools))], 1)
 				faultMu.Lock()
 				drops++
@@ -238,12 +281,16 @@ func TestChaos(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	monkey.Wait()
-	for _, tool := range []string{"", "mempalace_diary_write", "mempalace_event_append", "mempalace_kg_add", "mempalace_kg_invalidate", "mempalace_add_drawer"} {
+	for _, tool := range []string{"", "mempalace_diary_write", "mempalace_event_append", "mempalace_kg_add", "mempalace_kg_invalidate", "mempalace_kg_supersede", "mempalace_event_ack", "mempalace_add_drawer"} {
 		srv.DropAfterApplyTool(tool, 0)
+		srv.FailTool(tool, 0, "")
 	}
-	t.Logf("%d writes; primary restarted %d times, %d flushers killed, %d answers dropped", len(done), restarts, kills, drops)
-	if restarts < 3 || kills < 3 || drops < 3 {
-		t.Fatalf("too few faults to prove anything (restarts %d, kills %d, drops %d); raise CHAOS_WRITES", restarts, kills, drops)
+	for _, tool := range []string{"mempalace_kg_query", "mempalace_event_list", "mempalace_list_drawers"} {
+		srv.FailTool(tool, 0, "")
+	}
+	t.Logf("%d writes; primary restarted %d times, %d flushers killed, %d answers dropped, %d look-up failures, %d writes refused with success:false", len(done), restarts, kills, drops, lookups, refusals)
+	if restarts < 3 || kills < 3 || drops < 3 || lookups < 3 || refusals < 3 {
+		t.Fatalf("too few faults to prove anything (restarts %d, kills %d, drops %d, look-ups %d, refusals %d); raise CHAOS_WRITES", restarts, kills, drops, lookups, refusals)
 	}
 
 	// Drain: the surviving edges flush everything.
@@ -301,8 +348,15 @@ func TestChaos(t *testing.T) {
 		case "mempalace_diary_write":
 			n = drawers[w.args["entry"].(string)]
 			expectedDrawers[w.args["entry"].(string)] = true
-		case "mempalace_event_append":
+		case "mempalace_event_append", "mempalace_event_ack":
 			n = events[w.args["body"].(string)]
+		case "mempalace_kg_supersede":
+			s, o := w.args["subject"].(string), w.args["new_object"].(string)
+			n = facts[fk{s, "has", o, "2026-05-01", ""}] + facts[fk{s, "has", o, "2026-05-01", "2026-05-01"}]
+			old := w.args["old_object"].(string)
+			if w.acked && facts[fk{s, "has", old, "", ""}] != 0 {
+				t.Errorf("fact %s %s was superseded (acknowledged) but is still open on the primary", s, old)
+			}
 		case "mempalace_kg_add":
 			s, o := w.args["subject"].(string), w.args["object"].(string)
 			if w.args["valid_to"] != nil {
@@ -332,6 +386,15 @@ func TestChaos(t *testing.T) {
 	if t.Failed() {
 		t.Logf("replay with CHAOS_SEED=%d", seed)
 	}
+}
+
+// eventID is the id of the event a coordination write's answer carries.
+func eventID(res *mcp.CallToolResult) string {
+	var m struct{ Event struct{ ID string } }
+	if len(res.Content) > 0 {
+		json.Unmarshal([]byte(res.Content[0].(*mcp.TextContent).Text), &m)
+	}
+	return m.Event.ID
 }
 
 func okResult(res *mcp.CallToolResult) bool {

@@ -270,13 +270,19 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 	if saveErr != nil {
 		return nil, &rpcError{Code: -32000, Message: "Internal tool error", Data: map[string]any{"error_class": "OSError", "message": saveErr.Error()}}
 	}
+	return textContent(result), nil
+}
+
+// textContent is a tool result as MemPalace sends every one: a single
+// text block of json.dumps(result, indent=2, ensure_ascii=False).
+func textContent(result any) map[string]any {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	enc.Encode(result)
 	text := strings.TrimSuffix(buf.String(), "\n")
-	return map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}, nil
+	return map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}
 }
 
 // coerce converts an argument to its schema type the way upstream's

@@ -61,6 +61,16 @@ const (
 	Fail5xx FaultKind = "5xx"
 	// FailReset closes the connection without an answer.
 	FailReset FaultKind = "reset"
+	// FailInternal answers a tools/call, unapplied, with MemPalace's
+	// JSON-RPC -32000 "Internal tool error" (a handler that raised, e.g.
+	// database is locked).
+	FailInternal FaultKind = "internal"
+	// FailErrorField answers a tools/call, unapplied, with HTTP 200 and a
+	// result whose JSON is {"error": "database is locked"}.
+	FailErrorField FaultKind = "error-field"
+	// FailSuccessFalse answers a tools/call, unapplied, with HTTP 200 and
+	// {"success": false, "error": ...} (RFC 003 §7.6).
+	FailSuccessFalse FaultKind = "success-false"
 )
 
 // HTTPOptions configure the HTTP wire.
@@ -87,7 +97,8 @@ type HTTPServer struct {
 	sessions       map[string]bool
 	failNext       int
 	failKind       FaultKind
-	dropAfterApply map[string]int // tool ("" = any) -> calls left to drop
+	dropAfterApply map[string]int       // tool ("" = any) -> calls left to drop
+	failTool       map[string]toolFault // tool -> calls left to refuse, and how
 	byStatus       map[int]int
 	total          int
 	started        time.Time
@@ -95,7 +106,7 @@ type HTTPServer struct {
 
 // NewHTTP wraps a palace in the HTTP wire.
 func (pl *Palace) NewHTTP(opts HTTPOptions) *HTTPServer {
-	return &HTTPServer{pl: pl, opts: opts, sessions: map[string]bool{}, byStatus: map[int]int{}, dropAfterApply: map[string]int{}}
+	return &HTTPServer{pl: pl, opts: opts, sessions: map[string]bool{}, byStatus: map[int]int{}, dropAfterApply: map[string]int{}, failTool: map[string]toolFault{}}
 }
 
 // Start listens on addr ("127.0.0.1:0" picks a port). After Stop, Start
@@ -156,6 +167,43 @@ func (h *HTTPServer) DropAfterApplyTool(tool string, n int) {
 	h.mu.Lock()
 	h.dropAfterApply[tool] = n
 	h.mu.Unlock()
+}
+
+type toolFault struct {
+	n    int
+	kind FaultKind
+}
+
+// FailTool makes the next n tools/call requests of one tool fail without
+// being applied, answered as kind says (FailInternal, FailErrorField,
+// FailSuccessFalse): a look-up that errs, a write the palace refused.
+func (h *HTTPServer) FailTool(tool string, n int, kind FaultKind) {
+	h.mu.Lock()
+	h.failTool[tool] = toolFault{n, kind}
+	h.mu.Unlock()
+}
+
+func (h *HTTPServer) takeToolFault(tool string) (FaultKind, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f := h.failTool[tool]
+	if f.n <= 0 {
+		return "", false
+	}
+	f.n--
+	h.failTool[tool] = f
+	return f.kind, true
+}
+
+// toolFaultAnswer is the answer to a refused tools/call with id.
+func toolFaultAnswer(id json.RawMessage, kind FaultKind) []byte {
+	switch kind {
+	case FailInternal:
+		return encode(id, nil, &rpcError{Code: -32000, Message: "Internal tool error", Data: map[string]any{"error_class": "OperationalError", "message": "database is locked"}})
+	case FailErrorField:
+		return encode(id, textContent(map[string]any{"error": "database is locked"}), nil)
+	}
+	return encode(id, textContent(map[string]any{"success": false, "error": "another mine is in progress: try again"}), nil)
 }
 
 // ExpireSessions forgets every session (session mode): the next request
@@ -284,6 +332,16 @@ func (h *HTTPServer) serve(w *statusRecorder, r *http.Request) {
 	if h.pl.trace != nil {
 		h.pl.traceMessage(body)
 	}
+	if peek.Method == "tools/call" {
+		if kind, ok := h.takeToolFault(peek.Params.Name); ok {
+			var idOnly struct {
+				ID json.RawMessage `json:"id"`
+			}
+			json.Unmarshal(body, &idOnly)
+			writeRaw(w, http.StatusOK, toolFaultAnswer(idOnly.ID, kind))
+			return
+		}
+	}
 	resp, _ := h.pl.Handle(body)
 	if peek.Method == "tools/call" && h.takeDrop(peek.Params.Name) {
 		hijackClose(w)
@@ -388,6 +446,9 @@ func (h *HTTPServer) control(w http.ResponseWriter, r *http.Request) {
 		FailKind       FaultKind      `json:"fail_kind"`
 		DropAfterApply int            `json:"drop_after_apply"`
 		DropTool       string         `json:"drop_tool"`
+		FailTool       string         `json:"fail_tool"`
+		FailToolNext   int            `json:"fail_tool_next"`
+		FailToolKind   FaultKind      `json:"fail_tool_kind"`
 		ReadOnly       *bool          `json:"read_only"`
 		ExpireSessions bool           `json:"expire_sessions"`
 	}
@@ -407,6 +468,9 @@ func (h *HTTPServer) control(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.DropAfterApply > 0 {
 		h.DropAfterApplyTool(c.DropTool, c.DropAfterApply)
+	}
+	if c.FailTool != "" {
+		h.FailTool(c.FailTool, c.FailToolNext, c.FailToolKind)
 	}
 	if c.ReadOnly != nil {
 		h.pl.SetReadOnly(*c.ReadOnly)
