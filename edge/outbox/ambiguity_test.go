@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
@@ -165,4 +166,30 @@ func firstEventID(r *rig) string {
 	}
 	r.t.Fatal("no target event")
 	return ""
+}
+
+// A sender may ack one event twice (a progress ack, then a terminal one).
+// A second ack whose first attempt failed without reaching the primary
+// (ambiguous: the connection was refused) must not be taken for the first
+// one and skipped (found by the chaos test: an acknowledged ack never
+// reached the primary).
+func TestSecondAckIsNotMistakenForTheFirst(t *testing.T) {
+	r := newRig(t)
+	r.onPrimary("event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "oc@lab", "to_agent": "pi@lab", "body": "target"})
+	target := firstEventID(r)
+	r.enqueue("event_ack", map[string]any{"event_id": target, "from_agent": "pi@lab", "status": "claimed", "body": "on it"})
+	r.drain()
+	r.srv.Stop()
+	r.enqueue("event_ack", map[string]any{"event_id": target, "from_agent": "pi@lab", "status": "applied", "body": "done"})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	r.flusher.Drain(ctx) // refused: ambiguous, maybe applied
+	cancel()
+	if err := r.srv.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	r.drain()
+	acks := countEvents(r.primary.Dump(), func(e *fakepalace.Event) bool { return e.Type == "event.ack" })
+	if acks != 2 {
+		t.Errorf("%d acks on the primary, want 2 (the claim and the applied)", acks)
+	}
 }

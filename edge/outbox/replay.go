@@ -192,11 +192,20 @@ func (f *Flusher) findStamped(ctx context.Context, op Op, a map[string]any) (map
 	})
 }
 
-// findAck looks for an event.ack from this sender for the same target.
+// findAck looks for this ack on the primary: an event.ack from this
+// sender for the same target, with the same status and body (event_ack has
+// no metadata to carry an op id; a sender may ack one event more than
+// once, and only an identical ack is this one).
 func (f *Flusher) findAck(ctx context.Context, op Op, a map[string]any) (map[string]any, error) {
 	return f.findEvent(ctx, op, map[string]any{"type": "event.ack", "from_agent": str(a, "from_agent")}, func(ev map[string]any) bool {
 		meta, _ := ev["metadata"].(map[string]any)
-		return meta != nil && meta["ack_of"] == str(a, "event_id")
+		if meta == nil || meta["ack_of"] != str(a, "event_id") {
+			return false
+		}
+		if s := str(a, "status"); s != "" && ev["status"] != s {
+			return false
+		}
+		return str(a, "body") == "" || ev["body"] == str(a, "body")
 	})
 }
 
