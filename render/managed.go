@@ -132,7 +132,7 @@ func planPiMCP(opts Options, s ladder.Settings, explicit bool) Result {
 
 // plan applies the decision table to one managed subtree.
 func (m managed) plan(opts Options, r Result, f loaded) Result {
-	r.File = m.file
+	r.File, r.real = m.file, f.real
 	real, data, perm, doc := f.real, f.data, f.perm, f.doc
 	if data == nil && !m.creates {
 		r.Action = ActionNotPresent
@@ -164,11 +164,21 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 		stateBytes = []byte{}
 	}
 	rec, hasRec := state.Targets[m.target]
+	liveFP, err := fingerprint.Of(live)
+	if err != nil {
+		return skipped(r, "%s: %v", m.file, err)
+	}
 	recFP := ""
 	if hasRec {
-		recFP = rec.Fingerprint
-	} else if templates.FromOldGenerator(m.harness, live) {
-		recFP, _ = fingerprint.Of(live)
+		recFP = rec.Ours(liveFP)
+	}
+	if recFP == "" {
+		// No record of a value (perhaps only a pending one that was never
+		// written): as if there were no record.
+		hasRec = false
+		if templates.FromOldGenerator(m.harness, live) {
+			recFP = liveFP
+		}
 	}
 
 	action, err := merge.Decide(merge.Input{Live: live, Desired: m.desired, Record: recFP, Reclaim: opts.Reclaim})
@@ -218,7 +228,22 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 			r.Action = ActionAdopted
 		}
 		if !bytes.Equal(edited, data) {
-			r.Changes = append(r.Changes, Change{Path: m.file, Real: real, Old: data, New: edited, Perm: perm, Backup: true})
+			c := Change{Path: m.file, Real: real, Old: data, New: edited, Perm: perm, Backup: true}
+			if action != merge.Unchanged {
+				// The managed value changes: record it as pending first.
+				pending := rec
+				if !hasRec {
+					pending = fingerprint.Record{File: newRecord.File, Pointer: newRecord.Pointer, Mode: newRecord.Mode}
+				}
+				pending.Pending, pending.WrittenAt = newRecord.Fingerprint, newRecord.WrittenAt
+				ps := fingerprint.State{Targets: map[string]fingerprint.Record{}}
+				for k, v := range state.Targets {
+					ps.Targets[k] = v
+				}
+				ps.Targets[m.target] = pending
+				c.PendingState, c.StatePath = ps.Marshal(), statePath
+			}
+			r.Changes = append(r.Changes, c)
 		}
 		if oldProposed != nil {
 			r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: nil})

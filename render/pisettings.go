@@ -33,6 +33,7 @@ func planPiSettings(opts Options, s ladder.Settings, explicit bool) Result {
 	if err != nil {
 		return skipped(r, "cannot read %s: %v", file, err)
 	}
+	r.real = real
 	if data == nil {
 		// pi is not set up here (no agent dir) unless the target was asked
 		// for by name: creating files for a harness that is not installed
