@@ -6,9 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
-	"regexp"
 	"syscall"
 	"time"
 
@@ -58,7 +58,6 @@ func (OS) ReadFile(name string) ([]byte, error) { return filewrite.ReadRegular(n
 // MaxConfigSize is the largest config render reads (a harness config is a
 // few kilobytes; this only stops a runaway file from exhausting memory).
 const MaxConfigSize = 256 << 20
-
 
 func (OS) Lstat(name string) (fs.FileInfo, error)       { return os.Lstat(name) }
 func (OS) EvalSymlinks(name string) (string, error)     { return filepath.EvalSymlinks(name) }
