@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/tailscale/hujson"
@@ -22,7 +23,20 @@ type Doc struct {
 	src []byte
 	// v is src parsed; nil after an edit until the next read needs it.
 	v *hujson.Value
+	// lines holds the offset of each line's start in src; nil until
+	// needed, dropped with v.
+	lines []int
+	// bom: the input began with a UTF-8 byte order mark, which src does
+	// not hold and Bytes puts back.
+	bom bool
+	// addedNewline: the input ended in a // comment without a newline;
+	// src has one added (the parser needs it) and Bytes takes it away.
+	addedNewline bool
 }
+
+// utf8BOM is the byte order mark some Windows editors write; opencode's
+// parser skips it, so render keeps it and edits after it.
+var utf8BOM = []byte("\xef\xbb\xbf")
 
 // ErrNotObject is returned when a path runs through a value that is not an
 // object.
@@ -30,28 +44,58 @@ var ErrNotObject = errors.New("not an object")
 
 // ParseDoc parses JSONC. An empty or all-whitespace input is an empty
 // object. Parse errors carry the line and column.
+//
+// A leading UTF-8 byte order mark and a last line that is a // comment
+// without a final newline are accepted (opencode accepts both) and kept.
 func ParseDoc(src []byte) (*Doc, error) {
+	d := &Doc{}
+	if rest, ok := bytes.CutPrefix(src, utf8BOM); ok {
+		d.bom, src = true, rest
+	}
 	if len(bytes.TrimSpace(src)) == 0 {
 		src = []byte("{}\n")
 	}
 	src = bytes.Clone(src)
 	v, err := hujson.Parse(src)
+	if err != nil && endsInLineComment(src) {
+		if v2, err2 := hujson.Parse(append(src, '\n')); err2 == nil {
+			v, err, src, d.addedNewline = v2, nil, append(src, '\n'), true
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	if _, ok := v.Value.(*hujson.Object); !ok {
-		return nil, fmt.Errorf("top-level value is not an object")
+		line, col := position(src, v.StartOffset)
+		return nil, fmt.Errorf("line %d, column %d: the top-level value is %s, not an object", line, col, kindOf(v.Value))
 	}
-	return &Doc{src: src, v: &v}, nil
+	d.src, d.v = src, &v
+	return d, nil
+}
+
+// endsInLineComment reports whether the last line of src holds a //
+// outside a string (a cheap check; the re-parse decides).
+func endsInLineComment(src []byte) bool {
+	last := src[bytes.LastIndexByte(src, '\n')+1:]
+	return len(last) > 0 && bytes.Contains(last, []byte("//"))
 }
 
 // Bytes returns the document's current bytes.
-func (d *Doc) Bytes() []byte { return bytes.Clone(d.src) }
+func (d *Doc) Bytes() []byte {
+	src := d.src
+	if d.addedNewline {
+		src = bytes.TrimSuffix(src, []byte("\n"))
+	}
+	if d.bom {
+		return append(bytes.Clone(utf8BOM), src...)
+	}
+	return bytes.Clone(src)
+}
 
 // Get returns the value at path as standard JSON (comments and trailing
 // commas removed, whitespace as written), or nil if absent.
 func (d *Doc) Get(path ...string) ([]byte, error) {
-	v, err := lookup(d.tree(), path)
+	v, err := d.lookup(path)
 	if err != nil || v == nil {
 		return nil, err
 	}
@@ -63,7 +107,7 @@ func (d *Doc) Get(path ...string) ([]byte, error) {
 
 // Has reports whether path exists.
 func (d *Doc) Has(path ...string) (bool, error) {
-	v, err := lookup(d.tree(), path)
+	v, err := d.lookup(path)
 	return v != nil, err
 }
 
@@ -107,13 +151,13 @@ func (d *Doc) Delete(path ...string) (_ bool, err error) {
 	if len(path) == 0 {
 		return false, fmt.Errorf("empty path")
 	}
-	parent, err := lookup(d.tree(), path[:len(path)-1])
+	parent, err := d.lookup(path[:len(path)-1])
 	if err != nil || parent == nil {
 		return false, err
 	}
 	obj, ok := parent.Value.(*hujson.Object)
 	if !ok {
-		return false, fmt.Errorf("%s: %w", strings.Join(path[:len(path)-1], "."), ErrNotObject)
+		return false, d.notObject(path[:len(path)-1], parent)
 	}
 	i := memberIndex(obj, path[len(path)-1])
 	if i < 0 {
@@ -165,22 +209,38 @@ func (d *Doc) tree() *hujson.Value {
 	return d.v
 }
 
+// lineStart returns the offset of the start of the line holding offset.
+// The line index is built once per committed text, so a look-up is a
+// binary search, not a scan back through a long line.
+func (d *Doc) lineStart(offset int) int {
+	if d.lines == nil {
+		d.lines = append(d.lines, 0)
+		for i, c := range d.src {
+			if c == '\n' {
+				d.lines = append(d.lines, i+1)
+			}
+		}
+	}
+	i := sort.SearchInts(d.lines, offset+1) - 1
+	return d.lines[i]
+}
+
 // resetOnError drops a tree that a failed edit may have half changed; src
 // still holds the last committed bytes.
 func (d *Doc) resetOnError(err *error) {
 	if *err != nil {
-		d.v = nil
+		d.v, d.lines = nil, nil
 	}
 }
 
 // commit packs an edited tree into src.
 func (d *Doc) commit() {
 	d.src = d.v.Pack()
-	d.v = nil
+	d.v, d.lines = nil, nil
 }
 
 func (d *Doc) replace(path []string, value []byte) error {
-	parent, err := lookup(d.tree(), path[:len(path)-1])
+	parent, err := d.lookup(path[:len(path)-1])
 	if err != nil {
 		return err
 	}
@@ -201,13 +261,13 @@ func (d *Doc) replace(path []string, value []byte) error {
 // insert adds key=value as a new member of the object at parentPath: as
 // its first member, or after a leading "$schema" at the top level.
 func (d *Doc) insert(parentPath []string, key string, value []byte) error {
-	parent, err := lookup(d.tree(), parentPath)
+	parent, err := d.lookup(parentPath)
 	if err != nil {
 		return err
 	}
 	obj, ok := parent.Value.(*hujson.Object)
 	if !ok {
-		return fmt.Errorf("%s: %w", pathName(parentPath), ErrNotObject)
+		return d.notObject(parentPath, parent)
 	}
 	at := 0
 	if len(parentPath) == 0 && len(obj.Members) > 0 && memberName(obj.Members[0]) == "$schema" {
@@ -224,9 +284,11 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 		if m.Value.Value, err = d.formatValue(value, memberIndent, true); err != nil {
 			return err
 		}
+		// What is on the brace's line (spaces, a comment, a block comment
+		// spanning lines) stays there; the rest stays before the "}".
 		head, tail := splitHead(obj.AfterExtra)
 		m.Name.BeforeExtra = concat(head, []byte(nl+memberIndent))
-		if isBlank(tail) {
+		if isBlank(tail) && indentAfterNewline(tail) == nil {
 			tail = []byte(nl + parentIndent)
 		}
 		obj.AfterExtra = tail
@@ -239,8 +301,9 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 			if m.Value.Value, err = d.formatValue(value, "", false); err != nil {
 				return err
 			}
-			m.Name.BeforeExtra = next.BeforeExtra
-			next.BeforeExtra = []byte(" ")
+			// The spaces before the next member are copied; a comment
+			// there is the next member's and stays in front of it.
+			m.Name.BeforeExtra = leadingSpace(next.BeforeExtra)
 		} else {
 			if m.Value.Value, err = d.formatValue(value, string(indent), true); err != nil {
 				return err
@@ -405,7 +468,7 @@ func (d *Doc) unit() string {
 
 // lineIndent returns the leading whitespace of the line holding offset.
 func (d *Doc) lineIndent(offset int) string {
-	start := bytes.LastIndexByte(d.src[:offset], '\n') + 1
+	start := d.lineStart(offset)
 	end := start
 	for end < len(d.src) && (d.src[end] == ' ' || d.src[end] == '\t') {
 		end++
@@ -419,16 +482,16 @@ func (d *Doc) multiline(start, end int) bool {
 
 // startsLine reports whether only indentation precedes offset on its line.
 func (d *Doc) startsLine(offset int) bool {
-	start := bytes.LastIndexByte(d.src[:offset], '\n') + 1
+	start := d.lineStart(offset)
 	return start > 0 && isBlank(d.src[start:offset])
 }
 
-func lookup(root *hujson.Value, path []string) (*hujson.Value, error) {
-	v := root
+func (d *Doc) lookup(path []string) (*hujson.Value, error) {
+	v := d.tree()
 	for i, key := range path {
 		obj, ok := v.Value.(*hujson.Object)
 		if !ok {
-			return nil, fmt.Errorf("%s: %w", pathName(path[:i]), ErrNotObject)
+			return nil, d.notObject(path[:i], v)
 		}
 		j := memberIndex(obj, key)
 		if j < 0 {
@@ -451,34 +514,82 @@ func memberIndex(obj *hujson.Object, key string) int {
 	return -1
 }
 
-// Duplicates returns the dotted path of the first object along path that
-// names one key twice, or "" if there is none. An edit through a duplicated
-// key would be ambiguous: the harness and devbox-config might read
-// different members.
-func (d *Doc) Duplicates(path ...string) string {
+// DuplicateError names a key that an object along an edited path holds
+// twice, at the second occurrence.
+type DuplicateError struct {
+	Path         string // dotted path of the duplicated member
+	Line, Column int
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("line %d, column %d: %q is named twice", e.Line, e.Column, e.Path)
+}
+
+// Duplicates returns a *DuplicateError for the first object along path
+// that names the next key of path twice, or nil if there is none. An edit
+// through a duplicated key would be ambiguous: the harness and
+// devbox-config might read different members.
+func (d *Doc) Duplicates(path ...string) *DuplicateError {
 	v := d.tree()
-	for i := 0; ; i++ {
+	for i := 0; i < len(path); i++ {
 		obj, ok := v.Value.(*hujson.Object)
 		if !ok {
-			return ""
+			return nil
 		}
-		seen := map[string]bool{}
-		for _, m := range obj.Members {
-			k := memberName(m)
-			if seen[k] && (i < len(path) && k == path[i]) {
-				return pathName(append(path[:i:i], k))
+		j := -1
+		for n, m := range obj.Members {
+			if memberName(m) != path[i] {
+				continue
 			}
-			seen[k] = true
+			if j >= 0 {
+				line, col := position(d.src, m.Name.StartOffset)
+				return &DuplicateError{Path: pathName(path[:i+1]), Line: line, Column: col}
+			}
+			j = n
 		}
-		if i == len(path) {
-			return ""
-		}
-		j := memberIndex(obj, path[i])
 		if j < 0 {
-			return ""
+			return nil
 		}
 		v = &obj.Members[j].Value
 	}
+	return nil
+}
+
+// notObject is ErrNotObject for the value at path, with its line, column
+// and what it is instead.
+func (d *Doc) notObject(path []string, v *hujson.Value) error {
+	line, col := position(d.src, v.StartOffset)
+	return fmt.Errorf("line %d, column %d: %s is %s, %w", line, col, pathName(path), kindOf(v.Value), ErrNotObject)
+}
+
+// position returns the 1-based line and column (in bytes) of offset.
+func position(src []byte, offset int) (line, col int) {
+	offset = min(offset, len(src))
+	line = 1 + bytes.Count(src[:offset], []byte("\n"))
+	col = offset - bytes.LastIndexByte(src[:offset], '\n')
+	return line, col
+}
+
+// kindOf names a JSON value's type for messages.
+func kindOf(v hujson.ValueTrimmed) string {
+	switch x := v.(type) {
+	case *hujson.Object:
+		return "an object"
+	case *hujson.Array:
+		return "an array"
+	case hujson.Literal:
+		switch x.Kind() {
+		case 'n':
+			return "null"
+		case 't', 'f':
+			return "a boolean"
+		case '"':
+			return "a string"
+		case '0':
+			return "a number"
+		}
+	}
+	return "not an object"
 }
 
 func memberName(m hujson.ObjectMember) string {
@@ -502,30 +613,68 @@ func nestValue(path []string, value []byte) []byte {
 	return out
 }
 
-// splitHead splits extra at its first newline: head is what stays on the
-// current line (spaces and a line comment), tail starts with the newline.
+// lineBreaks returns the offsets of the newlines in extra (whitespace and
+// comments) that end a line of the document: not those inside a block
+// comment, which are the comment's own.
+func lineBreaks(extra []byte) []int {
+	var out []int
+	for i := 0; i < len(extra); {
+		switch {
+		case bytes.HasPrefix(extra[i:], []byte("//")):
+			n := bytes.IndexByte(extra[i:], '\n')
+			if n < 0 {
+				return out
+			}
+			i += n // the newline ends the comment and the line
+		case bytes.HasPrefix(extra[i:], []byte("/*")):
+			n := bytes.Index(extra[i+2:], []byte("*/"))
+			if n < 0 {
+				return out
+			}
+			i += 2 + n + 2
+		case extra[i] == '\n':
+			out = append(out, i)
+			i++
+		default:
+			i++
+		}
+	}
+	return out
+}
+
+// splitHead splits extra at its first line break outside a comment: head
+// is what stays on the current line (spaces, a line comment, a block
+// comment even if it spans lines), tail starts with the newline. Without a
+// line break, all of extra is tail.
 func splitHead(extra hujson.Extra) (head, tail []byte) {
-	i := bytes.IndexByte(extra, '\n')
-	if i < 0 {
+	breaks := lineBreaks(extra)
+	if len(breaks) == 0 {
 		return nil, extra
 	}
+	i := breaks[0]
 	if i > 0 && extra[i-1] == '\r' {
 		i--
 	}
-	head = extra[:i]
-	if isBlank(head) {
-		head = nil
-	}
-	return head, extra[i:]
+	return extra[:i], extra[i:]
 }
 
-// indentAfterNewline returns the whitespace after the last newline in
-// extra, or nil if extra holds no newline.
+// leadingSpace returns the spaces and tabs extra starts with.
+func leadingSpace(extra hujson.Extra) []byte {
+	n := 0
+	for n < len(extra) && (extra[n] == ' ' || extra[n] == '\t') {
+		n++
+	}
+	return concat(extra[:n])
+}
+
+// indentAfterNewline returns the whitespace after the last line break in
+// extra (outside comments), or nil if extra holds none.
 func indentAfterNewline(extra hujson.Extra) []byte {
-	i := bytes.LastIndexByte(extra, '\n')
-	if i < 0 {
+	breaks := lineBreaks(extra)
+	if len(breaks) == 0 {
 		return nil
 	}
+	i := breaks[len(breaks)-1]
 	rest := extra[i+1:]
 	n := 0
 	for n < len(rest) && (rest[n] == ' ' || rest[n] == '\t') {

@@ -143,8 +143,8 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 		r.Action = "unchanged"
 		return r
 	}
-	if dup := doc.Duplicates(m.pointer...); dup != "" {
-		return skipped(r, "%s names %q twice; edit it by hand so there is one, nothing written", m.file, dup)
+	if dup := doc.Duplicates(m.pointer...); dup != nil {
+		return skipped(r, "%s: %v; edit it by hand so there is one, nothing written", m.file, dup)
 	}
 	live, err := doc.Get(m.pointer...)
 	if err != nil {
