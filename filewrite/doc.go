@@ -22,9 +22,10 @@
 //     temp file.
 //
 // A temp file left behind by a killed process is removed by CleanStale,
-// which touches only names of the exact TempName pattern for one target
-// that are older than a given age (so a concurrent writer's temp file is
-// left alone).
+// which touches only names of the exact TempName pattern (or the
+// ".<base>.tmp<digits>" of render's earlier writer) for one target that
+// are older than a given age (so a concurrent writer's temp file is left
+// alone).
 //
 // ReadRegular is the matching read: it refuses special files without
 // blocking on a FIFO and refuses files larger than a bound.

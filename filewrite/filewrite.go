@@ -66,7 +66,13 @@ func WithFault(f func(step string) error) Option {
 }
 
 // tempPattern matches TempName's names; group 1 is the target's base name.
-var tempPattern = regexp.MustCompile(`^\.(.+)\.tmp-[0-9a-f]{16}$`)
+// legacyTempPattern matches the names render's writer used before this
+// package (os.CreateTemp's ".<base>.tmp<decimal digits>"), so the temp
+// files an old version left behind are cleaned up too.
+var (
+	tempPattern       = regexp.MustCompile(`^\.(.+)\.tmp-[0-9a-f]{16}$`)
+	legacyTempPattern = regexp.MustCompile(`^\.(.+)\.tmp[0-9]{1,10}$`)
+)
 
 // TempName returns a fresh temp file name for base: ".<base>.tmp-<16 hex>".
 func TempName(base string) string {
@@ -81,6 +87,9 @@ func TempName(base string) string {
 // and, if so, the base name of the file it was going to replace.
 func TempTarget(name string) (base string, ok bool) {
 	m := tempPattern.FindStringSubmatch(name)
+	if m == nil {
+		m = legacyTempPattern.FindStringSubmatch(name)
+	}
 	if m == nil {
 		return "", false
 	}

@@ -193,6 +193,9 @@ func TestCleanStale(t *testing.T) {
 		os.WriteFile(filepath.Join(dir, k), nil, 0o644)
 		os.Chtimes(filepath.Join(dir, k), old, old)
 	}
+	legacy := filepath.Join(dir, ".c.json.tmp2718281828")
+	os.WriteFile(legacy, nil, 0o644)
+	os.Chtimes(legacy, old, old)
 	fresh := filepath.Join(dir, TempName("c.json"))
 	os.WriteFile(fresh, nil, 0o644)
 	if err := CleanStale(dir, "c.json", time.Minute); err != nil {
@@ -207,6 +210,9 @@ func TestCleanStale(t *testing.T) {
 	}
 	if _, err := os.Stat(matches[0]); err == nil {
 		t.Fatal("stale temp file kept")
+	}
+	if _, err := os.Stat(legacy); err == nil {
+		t.Fatal("stale temp file of the earlier writer kept")
 	}
 	for _, k := range append(keep, filepath.Base(fresh)) {
 		if _, err := os.Stat(filepath.Join(dir, k)); err != nil {
