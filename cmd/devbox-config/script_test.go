@@ -43,6 +43,13 @@ func TestRenderScripts(t *testing.T) {
 			}
 			return nil
 		},
+		Condition: func(cond string) (bool, error) {
+			if cond != "bindmount" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			// A file bind mount needs root and a private mount namespace.
+			return os.Getuid() == 0 && exec.Command("unshare", "-m", "true").Run() == nil, nil
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"mtime":    cmdMtime,
 			"crlf":     cmdCRLF,
