@@ -249,7 +249,17 @@ func (d *Doc) replace(path []string, value []byte) error {
 	// Keep the layout: a value on lines of its own stays expanded, one
 	// inside a one-line object stays compact (as insert would write it).
 	multiline := d.multiline(m.Value.StartOffset, m.Value.EndOffset) || d.startsLine(m.Name.StartOffset)
-	nv, err := d.formatValue(value, d.lineIndent(m.Name.StartOffset), multiline)
+	indent := d.lineIndent(m.Name.StartOffset)
+	// Indent like the value being replaced, so that writing the same
+	// value again (a rung change and back) gives the same bytes even where
+	// the document's indentation is uneven.
+	unit := d.unit()
+	if o, ok := m.Value.Value.(*hujson.Object); ok && len(o.Members) > 0 && d.startsLine(o.Members[0].Name.StartOffset) {
+		if inner := d.lineIndent(o.Members[0].Name.StartOffset); strings.HasPrefix(inner, indent) && len(inner) > len(indent) {
+			unit = inner[len(indent):]
+		}
+	}
+	nv, err := d.formatValue(value, indent, unit, multiline)
 	if err != nil {
 		return err
 	}
@@ -281,7 +291,7 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 		// `{}` becomes a block with the member on a line of its own.
 		parentIndent := d.lineIndent(parent.StartOffset)
 		memberIndent := parentIndent + d.unit()
-		if m.Value.Value, err = d.formatValue(value, memberIndent, true); err != nil {
+		if m.Value.Value, err = d.formatValue(value, memberIndent, d.unit(), true); err != nil {
 			return err
 		}
 		// What is on the brace's line (spaces, a comment, a block comment
@@ -298,14 +308,14 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 		next := &obj.Members[at].Name
 		indent := indentAfterNewline(next.BeforeExtra)
 		if indent == nil { // a one-line object: insert inline, compactly
-			if m.Value.Value, err = d.formatValue(value, "", false); err != nil {
+			if m.Value.Value, err = d.formatValue(value, "", d.unit(), false); err != nil {
 				return err
 			}
 			// The spaces before the next member are copied; a comment
 			// there is the next member's and stays in front of it.
 			m.Name.BeforeExtra = leadingSpace(next.BeforeExtra)
 		} else {
-			if m.Value.Value, err = d.formatValue(value, string(indent), true); err != nil {
+			if m.Value.Value, err = d.formatValue(value, string(indent), d.unit(), true); err != nil {
 				return err
 			}
 			// A comment on the line of the opening brace (or of the previous
@@ -319,7 +329,7 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 	default: // only "$schema" so far: append after it
 		prev := &obj.Members[at-1]
 		indent := indentAfterNewline(prev.Name.BeforeExtra)
-		if m.Value.Value, err = d.formatValue(value, string(indent), indent != nil); err != nil {
+		if m.Value.Value, err = d.formatValue(value, string(indent), d.unit(), indent != nil); err != nil {
 			return err
 		}
 		if indent == nil {
@@ -341,7 +351,7 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 // formatValue renders standard JSON as a hujson value indented for a member
 // whose line starts with indent, using the document's indent unit and line
 // ending. Compact when multiline is false.
-func (d *Doc) formatValue(value []byte, indent string, multiline bool) (hujson.ValueTrimmed, error) {
+func (d *Doc) formatValue(value []byte, indent, unit string, multiline bool) (hujson.ValueTrimmed, error) {
 	v, err := hujson.Parse(value)
 	if err != nil {
 		return nil, err
@@ -351,7 +361,7 @@ func (d *Doc) formatValue(value []byte, indent string, multiline bool) (hujson.V
 	}
 	var out []byte
 	if multiline {
-		out = appendPretty(nil, v.Value, indent, d.unit(), d.newline())
+		out = appendPretty(nil, v.Value, indent, unit, d.newline())
 	} else {
 		v.Minimize()
 		out = v.Pack()
