@@ -32,6 +32,11 @@ type Doc struct {
 	// addedNewline: the input ended in a // comment without a newline;
 	// src has one added (the parser needs it) and Bytes takes it away.
 	addedNewline bool
+	// spans are the top-level values a skeleton left out of src (see
+	// ParseDocFocused); nil when src is the whole document.
+	spans [][]byte
+	// crlf: the whole document uses CRLF (src may no longer show it).
+	crlf bool
 }
 
 // utf8BOM is the byte order mark some Windows editors write; opencode's
@@ -80,21 +85,76 @@ func endsInLineComment(src []byte) bool {
 	return len(last) > 0 && bytes.Contains(last, []byte("//"))
 }
 
+// Clone returns an independent copy of the document: edits to one do not
+// change the other.
+func (d *Doc) Clone() *Doc {
+	c := *d
+	c.src = bytes.Clone(d.src)
+	c.v, c.lines = nil, nil // spans are never changed, so they are shared
+	return &c
+}
+
 // Bytes returns the document's current bytes.
 func (d *Doc) Bytes() []byte {
 	src := d.src
+	if d.spans != nil {
+		src = restore(src, d.spans)
+	}
 	if d.addedNewline {
 		src = bytes.TrimSuffix(src, []byte("\n"))
 	}
 	if d.bom {
 		return append(bytes.Clone(utf8BOM), src...)
 	}
+	if d.spans != nil {
+		return src // restore made a new slice
+	}
 	return bytes.Clone(src)
+}
+
+// expandFor turns a skeleton into the whole document when path leads into
+// a value the skeleton left out.
+func (d *Doc) expandFor(path []string) {
+	if d.spans == nil || len(path) == 0 {
+		return
+	}
+	{
+		obj := d.tree().Value.(*hujson.Object)
+		j := memberIndex(obj, path[0])
+		if j < 0 {
+			return
+		}
+		lit, ok := obj.Members[j].Value.Value.(hujson.Literal)
+		if !ok || placeholderIndex(lit) < 0 {
+			// a duplicate of path[0] may still be a placeholder
+			n := 0
+			for _, m := range obj.Members {
+				if memberName(m) == path[0] {
+					n++
+				}
+			}
+			if n < 2 {
+				return
+			}
+		}
+	}
+	d.expand()
+}
+
+// expand turns a skeleton into the whole document.
+func (d *Doc) expand() {
+	if d.spans != nil {
+		d.src = restore(d.src, d.spans)
+		d.spans, d.v, d.lines = nil, nil, nil
+	}
 }
 
 // Get returns the value at path as standard JSON (comments and trailing
 // commas removed, whitespace as written), or nil if absent.
 func (d *Doc) Get(path ...string) ([]byte, error) {
+	if len(path) == 0 {
+		d.expand() // the whole document, skipped values included
+	}
 	v, err := d.lookup(path)
 	if err != nil || v == nil {
 		return nil, err
@@ -436,7 +496,7 @@ func inlineArray(a *hujson.Array) ([]byte, bool) {
 
 // newline is the document's line ending: CRLF if it has any, else LF.
 func (d *Doc) newline() string {
-	if bytes.Contains(d.src, []byte("\r\n")) {
+	if d.crlf || bytes.Contains(d.src, []byte("\r\n")) {
 		return "\r\n"
 	}
 	return "\n"
@@ -497,6 +557,7 @@ func (d *Doc) startsLine(offset int) bool {
 }
 
 func (d *Doc) lookup(path []string) (*hujson.Value, error) {
+	d.expandFor(path)
 	v := d.tree()
 	for i, key := range path {
 		obj, ok := v.Value.(*hujson.Object)
@@ -540,6 +601,7 @@ func (e *DuplicateError) Error() string {
 // through a duplicated key would be ambiguous: the harness and
 // devbox-config might read different members.
 func (d *Doc) Duplicates(path ...string) *DuplicateError {
+	d.expandFor(path)
 	v := d.tree()
 	for i := 0; i < len(path); i++ {
 		obj, ok := v.Value.(*hujson.Object)

@@ -34,7 +34,9 @@ type loaded struct {
 }
 
 // load reads and parses a config. strict refuses what JSON.parse refuses.
-func load(sys System, path string, strict bool) (loaded, error) {
+// focus names the top-level keys render may edit (see
+// merge.ParseDocFocused).
+func load(sys System, path string, strict bool, focus ...string) (loaded, error) {
 	real, data, perm, err := readFile(sys, path)
 	if err != nil {
 		return loaded{}, fmt.Errorf("cannot read %s: %v", path, err)
@@ -44,7 +46,7 @@ func load(sys System, path string, strict bool) (loaded, error) {
 			return loaded{}, fmt.Errorf("%s is not valid JSON, nothing written: %v", path, err)
 		}
 	}
-	doc, err := merge.ParseDoc(data)
+	doc, err := merge.ParseDocFocused(data, focus...)
 	if err != nil {
 		return loaded{}, fmt.Errorf("%s does not parse, nothing written: %v", path, err)
 	}
@@ -79,7 +81,7 @@ func planOpencode(opts Options, s ladder.Settings) Result {
 	files := map[string]loaded{}
 	for _, name := range opencodeFiles {
 		path := filepath.Join(dir, name)
-		f, err := load(opts.Sys, path, false)
+		f, err := load(opts.Sys, path, false, "mcp", "$schema")
 		if err != nil {
 			r.File = path
 			return skipped(r, "%v", err)
@@ -123,7 +125,7 @@ func planPiMCP(opts Options, s ladder.Settings, explicit bool) Result {
 		target: TargetPiMCP, harness: templates.PiMCP, file: filepath.Join(piAgentDir(opts), "mcp.json"), pointer: []string{"mcpServers", "mempalace"},
 		desired: desired, mode: string(s.Mode), strict: true, creates: explicit,
 	}
-	f, err := load(opts.Sys, m.file, true)
+	f, err := load(opts.Sys, m.file, true, m.pointer[0])
 	if err != nil {
 		return skipped(r, "%v", err)
 	}
@@ -196,14 +198,14 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 	case merge.Unchanged, merge.KeepDeleted:
 		kept = data
 	default:
-		if edited, err = m.edit(data); err != nil {
+		if edited, err = m.edit(doc, data); err != nil {
 			return skipped(r, "%s: %v", m.file, err)
 		}
 		kept = data
 	}
 	if m.schema && data != nil {
 		if has, _ := doc.Has("$schema"); !has {
-			if kept, err = m.ensureSchema(data); err != nil {
+			if kept, err = m.ensureSchema(doc.Clone(), data); err != nil {
 				return skipped(r, "%s: %v", m.file, err)
 			}
 		}
@@ -270,13 +272,11 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 	return r
 }
 
-// edit returns data with the managed subtree set to the desired value (or
-// removed) and "$schema" present when the target wants it.
-func (m managed) edit(data []byte) ([]byte, error) {
-	doc, err := merge.ParseDoc(data)
-	if err != nil {
-		return nil, err
-	}
+// edit returns data (parsed as doc, which is left as it is) with the
+// managed subtree set to the desired value (or removed) and "$schema"
+// present when the target wants it.
+func (m managed) edit(doc *merge.Doc, data []byte) ([]byte, error) {
+	doc = doc.Clone()
 	if m.desired == nil {
 		if _, err := doc.Delete(m.pointer...); err != nil {
 			return nil, err
@@ -284,18 +284,15 @@ func (m managed) edit(data []byte) ([]byte, error) {
 	} else if err := doc.Set(m.desired, m.pointer...); err != nil {
 		return nil, err
 	}
-	out := doc.Bytes()
 	if m.schema {
-		return m.ensureSchema(out)
+		return m.ensureSchema(doc, data)
 	}
-	return ensureFinalNewline(out, data), nil
+	return ensureFinalNewline(doc.Bytes(), data), nil
 }
 
-func (m managed) ensureSchema(data []byte) ([]byte, error) {
-	doc, err := merge.ParseDoc(data)
-	if err != nil {
-		return nil, err
-	}
+// ensureSchema adds "$schema" to doc (data as read) if it lacks one and
+// returns the bytes.
+func (m managed) ensureSchema(doc *merge.Doc, data []byte) ([]byte, error) {
 	if ok, err := doc.Has("$schema"); err != nil || ok {
 		return ensureFinalNewline(doc.Bytes(), data), err
 	}
@@ -318,6 +315,9 @@ func ensureFinalNewline(out, orig []byte) []byte {
 // strictJSON validates standard JSON and reports the line and column of a
 // syntax error, as pi's JSON.parse would refuse it.
 func strictJSON(data []byte) error {
+	if json.Valid(data) {
+		return nil
+	}
 	var v any
 	err := json.Unmarshal(data, &v)
 	if err == nil {
