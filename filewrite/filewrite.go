@@ -9,7 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -65,15 +65,6 @@ func WithFault(f func(step string) error) Option {
 	return func(c *config) { c.fault = f }
 }
 
-// tempPattern matches TempName's names; group 1 is the target's base name.
-// legacyTempPattern matches the names render's writer used before this
-// package (os.CreateTemp's ".<base>.tmp<decimal digits>"), so the temp
-// files an old version left behind are cleaned up too.
-var (
-	tempPattern       = regexp.MustCompile(`^\.(.+)\.tmp-[0-9a-f]{16}$`)
-	legacyTempPattern = regexp.MustCompile(`^\.(.+)\.tmp[0-9]{1,10}$`)
-)
-
 // TempName returns a fresh temp file name for base: ".<base>.tmp-<16 hex>".
 func TempName(base string) string {
 	var b [8]byte
@@ -86,14 +77,33 @@ func TempName(base string) string {
 // TempTarget reports whether name is a temp file name of Write's pattern
 // and, if so, the base name of the file it was going to replace.
 func TempTarget(name string) (base string, ok bool) {
-	m := tempPattern.FindStringSubmatch(name)
-	if m == nil {
-		m = legacyTempPattern.FindStringSubmatch(name)
-	}
-	if m == nil {
+	// ".<base>.tmp-<16 lowercase hex>", or the earlier writer's
+	// ".<base>.tmp<1 to 10 decimal digits>" (os.CreateTemp's names).
+	// Matched by hand: a regexp compiled at init costs every start.
+	if len(name) < 2 || name[0] != '.' {
 		return "", false
 	}
-	return m[1], true
+	i := strings.LastIndex(name, ".tmp")
+	if i < 2 {
+		return "", false
+	}
+	suffix := name[i+len(".tmp"):]
+	switch {
+	case len(suffix) == 17 && suffix[0] == '-' && allOf(suffix[1:], "0123456789abcdef"):
+	case len(suffix) >= 1 && len(suffix) <= 10 && allOf(suffix, "0123456789"):
+	default:
+		return "", false
+	}
+	return name[1:i], true
+}
+
+func allOf(s, chars string) bool {
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(chars, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Resolve follows symlinks. A path that does not exist resolves to itself;

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -132,11 +131,6 @@ const backupsKept = 5
 // order.
 const backupLayout = "20060102T150405.000000Z"
 
-// backupSuffix matches the part of a backup name after "<file>.bak.":
-// exactly what backupName writes, so a user's own opencode.jsonc.bak.1 or
-// an epoch-named copy is never taken for one of ours.
-var backupSuffix = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$`)
-
 // backupName is <file>.bak.<UTC time to the microsecond>.
 func backupName(file string, now time.Time) string {
 	return file + ".bak." + now.UTC().Format(backupLayout)
@@ -146,7 +140,28 @@ func backupName(file string, now time.Time) string {
 // backups of the file whose base name is base.
 func isBackupOf(base, name string) bool {
 	rest, ok := strings.CutPrefix(name, base+".bak.")
-	return ok && backupSuffix.MatchString(rest)
+	return ok && isBackupTime(rest)
+}
+
+// isBackupTime reports whether s is exactly what backupLayout writes
+// (digits where the layout has digits, its T . Z elsewhere), so a user's
+// own opencode.jsonc.bak.1 or an epoch-named copy is never taken for one
+// of render's.
+func isBackupTime(s string) bool {
+	if len(s) != len(backupLayout) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		l, c := backupLayout[i], s[i]
+		if '0' <= l && l <= '9' {
+			if c < '0' || c > '9' {
+				return false
+			}
+		} else if c != l {
+			return false
+		}
+	}
+	return true
 }
 
 // writeBackup saves old beside file and prunes all but the newest
