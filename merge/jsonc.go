@@ -389,6 +389,11 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 	default: // only "$schema" so far: append after it
 		prev := &obj.Members[at-1]
 		indent := indentAfterNewline(prev.Name.BeforeExtra)
+		if head, _ := splitHead(obj.AfterExtra); indent == nil && !isBlank(head) {
+			// A comment after "$schema" on its line: the new member goes
+			// on the next line, so the comment stays where it was.
+			indent = []byte(d.lineIndent(prev.Name.StartOffset))
+		}
 		if m.Value.Value, err = d.formatValue(value, string(indent), d.unit(), indent != nil); err != nil {
 			return err
 		}
