@@ -223,10 +223,7 @@ func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, 
 	if err != nil {
 		return Result{}, err
 	}
-	dir, base := filepath.Split(real)
-	if dir == "" {
-		dir = "."
-	}
+	dir, base := filepath.Dir(real), filepath.Base(real)
 	uid, gid := -1, -1
 	fi, err := os.Stat(real)
 	switch {
