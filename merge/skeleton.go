@@ -180,6 +180,9 @@ func (s *scanner) eat(c byte) bool {
 
 // space skips whitespace and comments.
 func (s *scanner) space() bool {
+	if s.i < len(s.src) && s.src[s.i] > ' ' && s.src[s.i] != '/' {
+		return true // the common case in a minified file: nothing to skip
+	}
 	for s.i < len(s.src) {
 		switch c := s.src[s.i]; {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
@@ -209,12 +212,19 @@ func (s *scanner) str() bool {
 	if !s.eat('"') {
 		return false
 	}
-	start := s.i
+	start, high := s.i, false
 	for s.i < len(s.src) {
 		c := s.src[s.i]
+		if c >= 0x20 && c < 0x80 && c != '"' && c != '\\' {
+			s.i++
+			continue
+		}
 		switch {
+		case c >= 0x80:
+			high = true
+			s.i++
 		case c == '"':
-			ok := utf8.Valid(s.src[start:s.i])
+			ok := !high || utf8.Valid(s.src[start:s.i])
 			s.i++
 			return ok
 		case c == '\\':

@@ -96,6 +96,13 @@ func hugeHome(b *testing.B, data []byte) (string, func()) {
 // benchInsert runs a whole render (read, parse, decide, splice, backup,
 // write, record) of a first insert into data.
 func benchInsert(b *testing.B, data []byte) {
+	b.Run("write", func(b *testing.B) { benchRun(b, data, false) })
+	// The same without the writes (backup, file, record, their fsyncs):
+	// what render itself computes.
+	b.Run("dry-run", func(b *testing.B) { benchRun(b, data, true) })
+}
+
+func benchRun(b *testing.B, data []byte, dryRun bool) {
 	home, reset := hugeHome(b, data)
 	o := opts(home, nil)
 	o.Targets = []string{TargetOpencode}
@@ -105,7 +112,7 @@ func benchInsert(b *testing.B, data []byte) {
 		b.StopTimer()
 		reset()
 		b.StartTimer()
-		res, _, err := Run(o, false)
+		res, _, err := Run(o, dryRun)
 		if err != nil || res[0].Action != "insert" {
 			b.Fatalf("%v %+v", err, res[0])
 		}
