@@ -39,7 +39,7 @@ type loaded struct {
 func load(sys System, path string, strict bool, focus ...string) (loaded, error) {
 	real, data, perm, err := readFile(sys, path)
 	if err != nil {
-		return loaded{}, fmt.Errorf("cannot read %s: %v", path, err)
+		return loaded{}, errors.New(readError(path, err))
 	}
 	if strict && len(bytes.TrimSpace(data)) > 0 {
 		if err := strictJSON(data); err != nil {
@@ -157,7 +157,7 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 	statePath := filepath.Join(stateDir, fingerprint.StateFile)
 	_, stateBytes, _, err := readFile(opts.Sys, statePath)
 	if err != nil {
-		return skipped(r, "cannot read %s: %v", statePath, err)
+		return skipped(r, "%s", readError(statePath, err))
 	}
 	state, err := fingerprint.ParseState(stateBytes)
 	if err != nil {
@@ -216,7 +216,7 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 	proposed := m.file + ".proposed"
 	_, oldProposed, _, err := readFile(opts.Sys, proposed)
 	if err != nil {
-		return skipped(r, "cannot read %s: %v", proposed, err)
+		return skipped(r, "%s", readError(proposed, err))
 	}
 	newRecord := fingerprint.Record{File: filepath.Base(m.file), Pointer: "/" + strings.Join(m.pointer, "/"), Mode: m.mode, WrittenAt: opts.Now().UTC()}
 	newRecord.Fingerprint, _ = fingerprint.Of(m.desired)

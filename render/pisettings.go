@@ -31,7 +31,7 @@ func planPiSettings(opts Options, s ladder.Settings, explicit bool) Result {
 	}
 	real, data, perm, err := readFile(opts.Sys, file)
 	if err != nil {
-		return skipped(r, "cannot read %s: %v", file, err)
+		return skipped(r, "%s", readError(file, err))
 	}
 	r.real = real
 	if data == nil {

@@ -351,6 +351,23 @@ func (o Options) env(name string) string {
 	return strings.TrimSpace(v)
 }
 
+// readError is the warning for a file that could not be read. A special
+// file is named with what it is; render leaves it alone.
+func readError(path string, err error) string {
+	var nr *filewrite.NotRegularError
+	if errors.As(err, &nr) {
+		what, real := "a "+nr.Kind, nr.Real
+		if real == "" {
+			real = nr.Path
+		}
+		if real != path {
+			what = "a link to " + real + ", " + what
+		}
+		return fmt.Sprintf("cannot read %s: it is %s, not a regular file, so it is left alone", path, what)
+	}
+	return fmt.Sprintf("cannot read %s: %v", path, err)
+}
+
 // readFile reads a config, following symlinks. It returns the real path,
 // the bytes (nil if the file does not exist) and the mode.
 func readFile(sys System, path string) (real string, data []byte, perm fs.FileMode, err error) {
