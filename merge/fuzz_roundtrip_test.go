@@ -70,6 +70,7 @@ func FuzzRoundTrip(f *testing.F) {
 			}
 			out := d.Bytes()
 			checkEntry(t, out, e)
+			checkTreeIsParse(t, d)
 			for _, c := range comments(string(in)) {
 				if !had && !strings.Contains(string(out), c) {
 					t.Fatalf("rung %d: comment %q lost:\n%q\n%q", i, c, in, out)
@@ -161,4 +162,34 @@ func entrySpan(src []byte) (start, end int, ok bool) {
 		off = len(utf8BOM)
 	}
 	return v.StartOffset + off, v.EndOffset + off, true
+}
+
+// checkTreeIsParse: the tree a Doc keeps after an edit is exactly what
+// parsing its bytes gives (same values, offsets and comments in the same
+// places), so later edits see what a fresh parse would.
+func checkTreeIsParse(t *testing.T, d *Doc) {
+	t.Helper()
+	fresh, err := hujson.Parse(bytes.Clone(d.src))
+	if err != nil {
+		t.Fatalf("src does not parse: %v", err)
+	}
+	var kept, parsed []*hujson.Value
+	for v := range d.tree().All() {
+		kept = append(kept, v)
+	}
+	for v := range fresh.All() {
+		parsed = append(parsed, v)
+	}
+	if len(kept) != len(parsed) {
+		t.Fatalf("kept tree has %d values, a parse %d", len(kept), len(parsed))
+	}
+	for i := range kept {
+		a, b := kept[i], parsed[i]
+		if a.StartOffset != b.StartOffset || a.EndOffset != b.EndOffset ||
+			!bytes.Equal(a.BeforeExtra, b.BeforeExtra) || !bytes.Equal(a.AfterExtra, b.AfterExtra) ||
+			(a.BeforeExtra == nil) != (b.BeforeExtra == nil) || (a.AfterExtra == nil) != (b.AfterExtra == nil) {
+			t.Fatalf("value %d differs from a parse: [%d,%d) %q %q vs [%d,%d) %q %q\n%q", i,
+				a.StartOffset, a.EndOffset, a.BeforeExtra, a.AfterExtra, b.StartOffset, b.EndOffset, b.BeforeExtra, b.AfterExtra, d.src)
+		}
+	}
 }

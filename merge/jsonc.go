@@ -256,8 +256,8 @@ func (d *Doc) Delete(path ...string) (_ bool, err error) {
 }
 
 // tree returns the parsed document. Edits change it in place and then
-// commit, which packs it into src and drops it, so offsets are always those
-// of the current bytes.
+// commit, which packs it into src and updates its offsets, so offsets are
+// always those of the current bytes.
 func (d *Doc) tree() *hujson.Value {
 	if d.v == nil {
 		v, err := hujson.Parse(d.src)
@@ -294,9 +294,45 @@ func (d *Doc) resetOnError(err *error) {
 }
 
 // commit packs an edited tree into src.
+//
+// The tree is kept, its offsets updated to the new bytes, so the next
+// read does not parse the document again (a full parse is the costliest
+// step on a large file).
 func (d *Doc) commit() {
 	d.src = d.v.Pack()
-	d.v, d.lines = nil, nil
+	d.v.UpdateOffsets()
+	normalizeExtras(d.v, false)
+	d.lines = nil
+}
+
+// normalizeExtras makes the edited tree's Extras what a parse of its bytes
+// gives: nil when empty, except after an object's or array's last value,
+// where non-nil is what marks a trailing comma. (FuzzRoundTrip checks that
+// the kept tree equals a fresh parse.)
+func normalizeExtras(v *hujson.Value, last bool) {
+	if len(v.BeforeExtra) == 0 {
+		v.BeforeExtra = nil
+	}
+	if len(v.AfterExtra) == 0 && !last {
+		v.AfterExtra = nil
+	}
+	switch x := v.Value.(type) {
+	case *hujson.Object:
+		for i := range x.Members {
+			normalizeExtras(&x.Members[i].Name, false)
+			normalizeExtras(&x.Members[i].Value, i == len(x.Members)-1)
+		}
+		if len(x.AfterExtra) == 0 {
+			x.AfterExtra = nil
+		}
+	case *hujson.Array:
+		for i := range x.Elements {
+			normalizeExtras(&x.Elements[i], i == len(x.Elements)-1)
+		}
+		if len(x.AfterExtra) == 0 {
+			x.AfterExtra = nil
+		}
+	}
 }
 
 func (d *Doc) replace(path []string, value []byte) error {
