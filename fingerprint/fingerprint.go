@@ -87,11 +87,28 @@ type Record struct {
 	Mode string `json:"mode"`
 	// WrittenAt is when the record last changed (for humans).
 	WrittenAt time.Time `json:"written_at"`
+	// Pending is the fingerprint of a value devbox-config was about to
+	// write when it recorded this; it is cleared once the write is
+	// confirmed. After a kill between the write and the confirmation the
+	// live value matches either Fingerprint (the write did not happen) or
+	// Pending (it did), and both are devbox-config's own.
+	Pending string `json:"pending,omitempty"`
 }
 
 // Same reports whether two records say the same thing, ignoring the time.
 func (r Record) Same(o Record) bool {
-	return r.File == o.File && r.Pointer == o.Pointer && r.Fingerprint == o.Fingerprint && r.Mode == o.Mode
+	return r.File == o.File && r.Pointer == o.Pointer && r.Fingerprint == o.Fingerprint && r.Mode == o.Mode && r.Pending == o.Pending
+}
+
+// Ours returns the fingerprint of devbox-config's own value that the live
+// value's fingerprint liveFP matches: Pending when the live value is the
+// pending one (the write happened, its confirmation did not), else
+// Fingerprint (which may be "": no record of a value).
+func (r Record) Ours(liveFP string) string {
+	if r.Pending != "" && liveFP == r.Pending {
+		return r.Pending
+	}
+	return r.Fingerprint
 }
 
 // State is the content of StateFile.

@@ -209,6 +209,20 @@ func parseBool(v string) (value, ok bool) {
 }
 
 func checkURL(raw string) string {
+	// opencode expands {env:NAME} and {file:path} anywhere in its config
+	// before parsing it, so such a URL would send a variable (the token) or
+	// a file's contents to the primary. Refuse any brace: none is needed in
+	// a URL (percent-encode it as %7B if it really is one).
+	if i := strings.IndexAny(raw, "{}"); i >= 0 {
+		ref := raw[i:]
+		if j := strings.IndexByte(ref, '}'); j >= 0 {
+			ref = ref[:j+1]
+		}
+		if len(ref) > 60 {
+			ref = ref[:60] + "..."
+		}
+		return fmt.Sprintf("contains %q, which opencode would expand in its config (a variable's value or a file's contents would go to the primary in the URL); write it as %%7B...%%7D if a brace is meant", ref)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "not a valid URL"

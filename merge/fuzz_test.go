@@ -27,7 +27,7 @@ func FuzzSet(f *testing.F) {
 		// Only documents where mcp is absent or an object can take the value.
 		if ok, err := d.Has("mcp", "mempalace"); err != nil {
 			return
-		} else if ok && d.Duplicates("mcp", "mempalace") != "" {
+		} else if ok && d.Duplicates("mcp", "mempalace") != nil {
 			return
 		}
 		before, _ := d.Get("mcp", "mempalace")

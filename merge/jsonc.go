@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/tailscale/hujson"
@@ -22,7 +23,25 @@ type Doc struct {
 	src []byte
 	// v is src parsed; nil after an edit until the next read needs it.
 	v *hujson.Value
+	// lines holds the offset of each line's start in src; nil until
+	// needed, dropped with v.
+	lines []int
+	// bom: the input began with a UTF-8 byte order mark, which src does
+	// not hold and Bytes puts back.
+	bom bool
+	// addedNewline: the input ended in a // comment without a newline;
+	// src has one added (the parser needs it) and Bytes takes it away.
+	addedNewline bool
+	// spans are the top-level values a skeleton left out of src (see
+	// ParseDocFocused); nil when src is the whole document.
+	spans [][]byte
+	// crlf: the whole document uses CRLF (src may no longer show it).
+	crlf bool
 }
+
+// utf8BOM is the byte order mark some Windows editors write; opencode's
+// parser skips it, so render keeps it and edits after it.
+var utf8BOM = []byte("\xef\xbb\xbf")
 
 // ErrNotObject is returned when a path runs through a value that is not an
 // object.
@@ -30,28 +49,113 @@ var ErrNotObject = errors.New("not an object")
 
 // ParseDoc parses JSONC. An empty or all-whitespace input is an empty
 // object. Parse errors carry the line and column.
+//
+// A leading UTF-8 byte order mark and a last line that is a // comment
+// without a final newline are accepted (opencode accepts both) and kept.
 func ParseDoc(src []byte) (*Doc, error) {
+	d := &Doc{}
+	if rest, ok := bytes.CutPrefix(src, utf8BOM); ok {
+		d.bom, src = true, rest
+	}
 	if len(bytes.TrimSpace(src)) == 0 {
 		src = []byte("{}\n")
 	}
 	src = bytes.Clone(src)
 	v, err := hujson.Parse(src)
+	if err != nil && endsInLineComment(src) {
+		if v2, err2 := hujson.Parse(append(src, '\n')); err2 == nil {
+			v, err, src, d.addedNewline = v2, nil, append(src, '\n'), true
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
 	if _, ok := v.Value.(*hujson.Object); !ok {
-		return nil, fmt.Errorf("top-level value is not an object")
+		line, col := position(src, v.StartOffset)
+		return nil, fmt.Errorf("line %d, column %d: the top-level value is %s, not an object", line, col, kindOf(v.Value))
 	}
-	return &Doc{src: src, v: &v}, nil
+	d.src, d.v = src, &v
+	return d, nil
+}
+
+// endsInLineComment reports whether the last line of src holds a //
+// outside a string (a cheap check; the re-parse decides).
+func endsInLineComment(src []byte) bool {
+	last := src[bytes.LastIndexByte(src, '\n')+1:]
+	return len(last) > 0 && bytes.Contains(last, []byte("//"))
+}
+
+// Clone returns an independent copy of the document: edits to one do not
+// change the other.
+func (d *Doc) Clone() *Doc {
+	c := *d
+	c.src = bytes.Clone(d.src)
+	c.v, c.lines = nil, nil // spans are never changed, so they are shared
+	return &c
 }
 
 // Bytes returns the document's current bytes.
-func (d *Doc) Bytes() []byte { return bytes.Clone(d.src) }
+func (d *Doc) Bytes() []byte {
+	src := d.src
+	if d.spans != nil {
+		src = restore(src, d.spans)
+	}
+	if d.addedNewline {
+		src = bytes.TrimSuffix(src, []byte("\n"))
+	}
+	if d.bom {
+		return append(bytes.Clone(utf8BOM), src...)
+	}
+	if d.spans != nil {
+		return src // restore made a new slice
+	}
+	return bytes.Clone(src)
+}
+
+// expandFor turns a skeleton into the whole document when path leads into
+// a value the skeleton left out.
+func (d *Doc) expandFor(path []string) {
+	if d.spans == nil || len(path) == 0 {
+		return
+	}
+	{
+		obj := d.tree().Value.(*hujson.Object)
+		j := memberIndex(obj, path[0])
+		if j < 0 {
+			return
+		}
+		lit, ok := obj.Members[j].Value.Value.(hujson.Literal)
+		if !ok || placeholderIndex(lit) < 0 {
+			// a duplicate of path[0] may still be a placeholder
+			n := 0
+			for _, m := range obj.Members {
+				if memberName(m) == path[0] {
+					n++
+				}
+			}
+			if n < 2 {
+				return
+			}
+		}
+	}
+	d.expand()
+}
+
+// expand turns a skeleton into the whole document.
+func (d *Doc) expand() {
+	if d.spans != nil {
+		d.src = restore(d.src, d.spans)
+		d.spans, d.v, d.lines = nil, nil, nil
+	}
+}
 
 // Get returns the value at path as standard JSON (comments and trailing
 // commas removed, whitespace as written), or nil if absent.
 func (d *Doc) Get(path ...string) ([]byte, error) {
-	v, err := lookup(d.tree(), path)
+	if len(path) == 0 {
+		d.expand() // the whole document, skipped values included
+	}
+	v, err := d.lookup(path)
 	if err != nil || v == nil {
 		return nil, err
 	}
@@ -63,7 +167,7 @@ func (d *Doc) Get(path ...string) ([]byte, error) {
 
 // Has reports whether path exists.
 func (d *Doc) Has(path ...string) (bool, error) {
-	v, err := lookup(d.tree(), path)
+	v, err := d.lookup(path)
 	return v != nil, err
 }
 
@@ -107,13 +211,13 @@ func (d *Doc) Delete(path ...string) (_ bool, err error) {
 	if len(path) == 0 {
 		return false, fmt.Errorf("empty path")
 	}
-	parent, err := lookup(d.tree(), path[:len(path)-1])
+	parent, err := d.lookup(path[:len(path)-1])
 	if err != nil || parent == nil {
 		return false, err
 	}
 	obj, ok := parent.Value.(*hujson.Object)
 	if !ok {
-		return false, fmt.Errorf("%s: %w", strings.Join(path[:len(path)-1], "."), ErrNotObject)
+		return false, d.notObject(path[:len(path)-1], parent)
 	}
 	i := memberIndex(obj, path[len(path)-1])
 	if i < 0 {
@@ -152,8 +256,8 @@ func (d *Doc) Delete(path ...string) (_ bool, err error) {
 }
 
 // tree returns the parsed document. Edits change it in place and then
-// commit, which packs it into src and drops it, so offsets are always those
-// of the current bytes.
+// commit, which packs it into src and updates its offsets, so offsets are
+// always those of the current bytes.
 func (d *Doc) tree() *hujson.Value {
 	if d.v == nil {
 		v, err := hujson.Parse(d.src)
@@ -165,22 +269,74 @@ func (d *Doc) tree() *hujson.Value {
 	return d.v
 }
 
+// lineStart returns the offset of the start of the line holding offset.
+// The line index is built once per committed text, so a look-up is a
+// binary search, not a scan back through a long line.
+func (d *Doc) lineStart(offset int) int {
+	if d.lines == nil {
+		d.lines = append(d.lines, 0)
+		for i, c := range d.src {
+			if c == '\n' {
+				d.lines = append(d.lines, i+1)
+			}
+		}
+	}
+	i := sort.SearchInts(d.lines, offset+1) - 1
+	return d.lines[i]
+}
+
 // resetOnError drops a tree that a failed edit may have half changed; src
 // still holds the last committed bytes.
 func (d *Doc) resetOnError(err *error) {
 	if *err != nil {
-		d.v = nil
+		d.v, d.lines = nil, nil
 	}
 }
 
 // commit packs an edited tree into src.
+//
+// The tree is kept, its offsets updated to the new bytes, so the next
+// read does not parse the document again (a full parse is the costliest
+// step on a large file).
 func (d *Doc) commit() {
 	d.src = d.v.Pack()
-	d.v = nil
+	d.v.UpdateOffsets()
+	normalizeExtras(d.v, false)
+	d.lines = nil
+}
+
+// normalizeExtras makes the edited tree's Extras what a parse of its bytes
+// gives: nil when empty, except after an object's or array's last value,
+// where non-nil is what marks a trailing comma. (FuzzRoundTrip checks that
+// the kept tree equals a fresh parse.)
+func normalizeExtras(v *hujson.Value, last bool) {
+	if len(v.BeforeExtra) == 0 {
+		v.BeforeExtra = nil
+	}
+	if len(v.AfterExtra) == 0 && !last {
+		v.AfterExtra = nil
+	}
+	switch x := v.Value.(type) {
+	case *hujson.Object:
+		for i := range x.Members {
+			normalizeExtras(&x.Members[i].Name, false)
+			normalizeExtras(&x.Members[i].Value, i == len(x.Members)-1)
+		}
+		if len(x.AfterExtra) == 0 {
+			x.AfterExtra = nil
+		}
+	case *hujson.Array:
+		for i := range x.Elements {
+			normalizeExtras(&x.Elements[i], i == len(x.Elements)-1)
+		}
+		if len(x.AfterExtra) == 0 {
+			x.AfterExtra = nil
+		}
+	}
 }
 
 func (d *Doc) replace(path []string, value []byte) error {
-	parent, err := lookup(d.tree(), path[:len(path)-1])
+	parent, err := d.lookup(path[:len(path)-1])
 	if err != nil {
 		return err
 	}
@@ -189,7 +345,17 @@ func (d *Doc) replace(path []string, value []byte) error {
 	// Keep the layout: a value on lines of its own stays expanded, one
 	// inside a one-line object stays compact (as insert would write it).
 	multiline := d.multiline(m.Value.StartOffset, m.Value.EndOffset) || d.startsLine(m.Name.StartOffset)
-	nv, err := d.formatValue(value, d.lineIndent(m.Name.StartOffset), multiline)
+	indent := d.lineIndent(m.Name.StartOffset)
+	// Indent like the value being replaced, so that writing the same
+	// value again (a rung change and back) gives the same bytes even where
+	// the document's indentation is uneven.
+	unit := d.unit()
+	if o, ok := m.Value.Value.(*hujson.Object); ok && len(o.Members) > 0 && d.startsLine(o.Members[0].Name.StartOffset) {
+		if inner := d.lineIndent(o.Members[0].Name.StartOffset); strings.HasPrefix(inner, indent) && len(inner) > len(indent) {
+			unit = inner[len(indent):]
+		}
+	}
+	nv, err := d.formatValue(value, indent, unit, multiline)
 	if err != nil {
 		return err
 	}
@@ -201,13 +367,13 @@ func (d *Doc) replace(path []string, value []byte) error {
 // insert adds key=value as a new member of the object at parentPath: as
 // its first member, or after a leading "$schema" at the top level.
 func (d *Doc) insert(parentPath []string, key string, value []byte) error {
-	parent, err := lookup(d.tree(), parentPath)
+	parent, err := d.lookup(parentPath)
 	if err != nil {
 		return err
 	}
 	obj, ok := parent.Value.(*hujson.Object)
 	if !ok {
-		return fmt.Errorf("%s: %w", pathName(parentPath), ErrNotObject)
+		return d.notObject(parentPath, parent)
 	}
 	at := 0
 	if len(parentPath) == 0 && len(obj.Members) > 0 && memberName(obj.Members[0]) == "$schema" {
@@ -221,12 +387,14 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 		// `{}` becomes a block with the member on a line of its own.
 		parentIndent := d.lineIndent(parent.StartOffset)
 		memberIndent := parentIndent + d.unit()
-		if m.Value.Value, err = d.formatValue(value, memberIndent, true); err != nil {
+		if m.Value.Value, err = d.formatValue(value, memberIndent, d.unit(), true); err != nil {
 			return err
 		}
+		// What is on the brace's line (spaces, a comment, a block comment
+		// spanning lines) stays there; the rest stays before the "}".
 		head, tail := splitHead(obj.AfterExtra)
 		m.Name.BeforeExtra = concat(head, []byte(nl+memberIndent))
-		if isBlank(tail) {
+		if isBlank(tail) && indentAfterNewline(tail) == nil {
 			tail = []byte(nl + parentIndent)
 		}
 		obj.AfterExtra = tail
@@ -236,13 +404,14 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 		next := &obj.Members[at].Name
 		indent := indentAfterNewline(next.BeforeExtra)
 		if indent == nil { // a one-line object: insert inline, compactly
-			if m.Value.Value, err = d.formatValue(value, "", false); err != nil {
+			if m.Value.Value, err = d.formatValue(value, "", d.unit(), false); err != nil {
 				return err
 			}
-			m.Name.BeforeExtra = next.BeforeExtra
-			next.BeforeExtra = []byte(" ")
+			// The spaces before the next member are copied; a comment
+			// there is the next member's and stays in front of it.
+			m.Name.BeforeExtra = leadingSpace(next.BeforeExtra)
 		} else {
-			if m.Value.Value, err = d.formatValue(value, string(indent), true); err != nil {
+			if m.Value.Value, err = d.formatValue(value, string(indent), d.unit(), true); err != nil {
 				return err
 			}
 			// A comment on the line of the opening brace (or of the previous
@@ -256,7 +425,12 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 	default: // only "$schema" so far: append after it
 		prev := &obj.Members[at-1]
 		indent := indentAfterNewline(prev.Name.BeforeExtra)
-		if m.Value.Value, err = d.formatValue(value, string(indent), indent != nil); err != nil {
+		if head, _ := splitHead(obj.AfterExtra); indent == nil && !isBlank(head) {
+			// A comment after "$schema" on its line: the new member goes
+			// on the next line, so the comment stays where it was.
+			indent = []byte(d.lineIndent(prev.Name.StartOffset))
+		}
+		if m.Value.Value, err = d.formatValue(value, string(indent), d.unit(), indent != nil); err != nil {
 			return err
 		}
 		if indent == nil {
@@ -278,7 +452,7 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 // formatValue renders standard JSON as a hujson value indented for a member
 // whose line starts with indent, using the document's indent unit and line
 // ending. Compact when multiline is false.
-func (d *Doc) formatValue(value []byte, indent string, multiline bool) (hujson.ValueTrimmed, error) {
+func (d *Doc) formatValue(value []byte, indent, unit string, multiline bool) (hujson.ValueTrimmed, error) {
 	v, err := hujson.Parse(value)
 	if err != nil {
 		return nil, err
@@ -288,7 +462,7 @@ func (d *Doc) formatValue(value []byte, indent string, multiline bool) (hujson.V
 	}
 	var out []byte
 	if multiline {
-		out = appendPretty(nil, v.Value, indent, d.unit(), d.newline())
+		out = appendPretty(nil, v.Value, indent, unit, d.newline())
 	} else {
 		v.Minimize()
 		out = v.Pack()
@@ -363,7 +537,7 @@ func inlineArray(a *hujson.Array) ([]byte, bool) {
 
 // newline is the document's line ending: CRLF if it has any, else LF.
 func (d *Doc) newline() string {
-	if bytes.Contains(d.src, []byte("\r\n")) {
+	if d.crlf || bytes.Contains(d.src, []byte("\r\n")) {
 		return "\r\n"
 	}
 	return "\n"
@@ -405,7 +579,7 @@ func (d *Doc) unit() string {
 
 // lineIndent returns the leading whitespace of the line holding offset.
 func (d *Doc) lineIndent(offset int) string {
-	start := bytes.LastIndexByte(d.src[:offset], '\n') + 1
+	start := d.lineStart(offset)
 	end := start
 	for end < len(d.src) && (d.src[end] == ' ' || d.src[end] == '\t') {
 		end++
@@ -419,16 +593,17 @@ func (d *Doc) multiline(start, end int) bool {
 
 // startsLine reports whether only indentation precedes offset on its line.
 func (d *Doc) startsLine(offset int) bool {
-	start := bytes.LastIndexByte(d.src[:offset], '\n') + 1
+	start := d.lineStart(offset)
 	return start > 0 && isBlank(d.src[start:offset])
 }
 
-func lookup(root *hujson.Value, path []string) (*hujson.Value, error) {
-	v := root
+func (d *Doc) lookup(path []string) (*hujson.Value, error) {
+	d.expandFor(path)
+	v := d.tree()
 	for i, key := range path {
 		obj, ok := v.Value.(*hujson.Object)
 		if !ok {
-			return nil, fmt.Errorf("%s: %w", pathName(path[:i]), ErrNotObject)
+			return nil, d.notObject(path[:i], v)
 		}
 		j := memberIndex(obj, key)
 		if j < 0 {
@@ -451,34 +626,83 @@ func memberIndex(obj *hujson.Object, key string) int {
 	return -1
 }
 
-// Duplicates returns the dotted path of the first object along path that
-// names one key twice, or "" if there is none. An edit through a duplicated
-// key would be ambiguous: the harness and devbox-config might read
-// different members.
-func (d *Doc) Duplicates(path ...string) string {
+// DuplicateError names a key that an object along an edited path holds
+// twice, at the second occurrence.
+type DuplicateError struct {
+	Path         string // dotted path of the duplicated member
+	Line, Column int
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("line %d, column %d: %q is named twice", e.Line, e.Column, e.Path)
+}
+
+// Duplicates returns a *DuplicateError for the first object along path
+// that names the next key of path twice, or nil if there is none. An edit
+// through a duplicated key would be ambiguous: the harness and
+// devbox-config might read different members.
+func (d *Doc) Duplicates(path ...string) *DuplicateError {
+	d.expandFor(path)
 	v := d.tree()
-	for i := 0; ; i++ {
+	for i := 0; i < len(path); i++ {
 		obj, ok := v.Value.(*hujson.Object)
 		if !ok {
-			return ""
+			return nil
 		}
-		seen := map[string]bool{}
-		for _, m := range obj.Members {
-			k := memberName(m)
-			if seen[k] && (i < len(path) && k == path[i]) {
-				return pathName(append(path[:i:i], k))
+		j := -1
+		for n, m := range obj.Members {
+			if memberName(m) != path[i] {
+				continue
 			}
-			seen[k] = true
+			if j >= 0 {
+				line, col := position(d.src, m.Name.StartOffset)
+				return &DuplicateError{Path: pathName(path[:i+1]), Line: line, Column: col}
+			}
+			j = n
 		}
-		if i == len(path) {
-			return ""
-		}
-		j := memberIndex(obj, path[i])
 		if j < 0 {
-			return ""
+			return nil
 		}
 		v = &obj.Members[j].Value
 	}
+	return nil
+}
+
+// notObject is ErrNotObject for the value at path, with its line, column
+// and what it is instead.
+func (d *Doc) notObject(path []string, v *hujson.Value) error {
+	line, col := position(d.src, v.StartOffset)
+	return fmt.Errorf("line %d, column %d: %s is %s, %w", line, col, pathName(path), kindOf(v.Value), ErrNotObject)
+}
+
+// position returns the 1-based line and column (in bytes) of offset.
+func position(src []byte, offset int) (line, col int) {
+	offset = min(offset, len(src))
+	line = 1 + bytes.Count(src[:offset], []byte("\n"))
+	col = offset - bytes.LastIndexByte(src[:offset], '\n')
+	return line, col
+}
+
+// kindOf names a JSON value's type for messages.
+func kindOf(v hujson.ValueTrimmed) string {
+	switch x := v.(type) {
+	case *hujson.Object:
+		return "an object"
+	case *hujson.Array:
+		return "an array"
+	case hujson.Literal:
+		switch x.Kind() {
+		case 'n':
+			return "null"
+		case 't', 'f':
+			return "a boolean"
+		case '"':
+			return "a string"
+		case '0':
+			return "a number"
+		}
+	}
+	return "not an object"
 }
 
 func memberName(m hujson.ObjectMember) string {
@@ -502,30 +726,68 @@ func nestValue(path []string, value []byte) []byte {
 	return out
 }
 
-// splitHead splits extra at its first newline: head is what stays on the
-// current line (spaces and a line comment), tail starts with the newline.
+// lineBreaks returns the offsets of the newlines in extra (whitespace and
+// comments) that end a line of the document: not those inside a block
+// comment, which are the comment's own.
+func lineBreaks(extra []byte) []int {
+	var out []int
+	for i := 0; i < len(extra); {
+		switch {
+		case bytes.HasPrefix(extra[i:], []byte("//")):
+			n := bytes.IndexByte(extra[i:], '\n')
+			if n < 0 {
+				return out
+			}
+			i += n // the newline ends the comment and the line
+		case bytes.HasPrefix(extra[i:], []byte("/*")):
+			n := bytes.Index(extra[i+2:], []byte("*/"))
+			if n < 0 {
+				return out
+			}
+			i += 2 + n + 2
+		case extra[i] == '\n':
+			out = append(out, i)
+			i++
+		default:
+			i++
+		}
+	}
+	return out
+}
+
+// splitHead splits extra at its first line break outside a comment: head
+// is what stays on the current line (spaces, a line comment, a block
+// comment even if it spans lines), tail starts with the newline. Without a
+// line break, all of extra is tail.
 func splitHead(extra hujson.Extra) (head, tail []byte) {
-	i := bytes.IndexByte(extra, '\n')
-	if i < 0 {
+	breaks := lineBreaks(extra)
+	if len(breaks) == 0 {
 		return nil, extra
 	}
+	i := breaks[0]
 	if i > 0 && extra[i-1] == '\r' {
 		i--
 	}
-	head = extra[:i]
-	if isBlank(head) {
-		head = nil
-	}
-	return head, extra[i:]
+	return extra[:i], extra[i:]
 }
 
-// indentAfterNewline returns the whitespace after the last newline in
-// extra, or nil if extra holds no newline.
+// leadingSpace returns the spaces and tabs extra starts with.
+func leadingSpace(extra hujson.Extra) []byte {
+	n := 0
+	for n < len(extra) && (extra[n] == ' ' || extra[n] == '\t') {
+		n++
+	}
+	return concat(extra[:n])
+}
+
+// indentAfterNewline returns the whitespace after the last line break in
+// extra (outside comments), or nil if extra holds none.
 func indentAfterNewline(extra hujson.Extra) []byte {
-	i := bytes.LastIndexByte(extra, '\n')
-	if i < 0 {
+	breaks := lineBreaks(extra)
+	if len(breaks) == 0 {
 		return nil
 	}
+	i := breaks[len(breaks)-1]
 	rest := extra[i+1:]
 	n := 0
 	for n < len(rest) && (rest[n] == ' ' || rest[n] == '\t') {

@@ -3,6 +3,7 @@ package merge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestSetCreatesParentsAndSchemaOrder(t *testing.T) {
 func TestSetThroughNonObjectFails(t *testing.T) {
 	d, _ := ParseDoc([]byte(`{"mcp": [1, 2]}`))
 	err := d.Set(entry, "mcp", "mempalace")
-	if err == nil || !strings.Contains(err.Error(), "mcp: not an object") {
+	if !errors.Is(err, ErrNotObject) || !strings.Contains(err.Error(), "line 1, column 9: mcp is an array, not an object") {
 		t.Fatalf("err = %v, want one naming mcp", err)
 	}
 	if string(d.Bytes()) != `{"mcp": [1, 2]}` {
@@ -92,12 +93,14 @@ func TestDeleteKeepsNeighboursAndCommaStyle(t *testing.T) {
 
 func TestDuplicatesAreReported(t *testing.T) {
 	d, _ := ParseDoc([]byte(`{"mcp": {"mempalace": 1, "mempalace": 2}}`))
-	if got := d.Duplicates("mcp", "mempalace"); got != "mcp.mempalace" {
-		t.Fatalf("Duplicates = %q", got)
+	if got := d.Duplicates("mcp", "mempalace"); got == nil || got.Path != "mcp.mempalace" {
+		t.Fatalf("Duplicates = %v", got)
+	} else if got.Error() != `line 1, column 26: "mcp.mempalace" is named twice` {
+		t.Fatalf("message %q does not name the second occurrence's line and column", got.Error())
 	}
 	d, _ = ParseDoc([]byte(`{"mcp": {"mempalace": 1}, "x": 1, "x": 2}`))
-	if got := d.Duplicates("mcp", "mempalace"); got != "" {
-		t.Fatalf("a duplicate off the path was reported: %q", got)
+	if got := d.Duplicates("mcp", "mempalace"); got != nil {
+		t.Fatalf("a duplicate off the path was reported: %v", got)
 	}
 }
 

@@ -1,8 +1,11 @@
 package render
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -68,3 +71,76 @@ func BenchmarkRenderFlip(b *testing.B) {
 		}
 	}
 }
+
+// hugeHome writes an opencode.jsonc of the given bytes into a fresh HOME
+// and returns the HOME and a function that puts the file back as it was
+// (and forgets the record), so every iteration is a first insert.
+func hugeHome(b *testing.B, data []byte) (string, func()) {
+	home := b.TempDir()
+	dir := filepath.Join(home, ".config", "opencode")
+	os.MkdirAll(dir, 0o755)
+	file := filepath.Join(dir, "opencode.jsonc")
+	reset := func() {
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		os.Remove(filepath.Join(dir, ".devbox-config.json"))
+		baks, _ := filepath.Glob(file + ".bak.*")
+		for _, p := range baks {
+			os.Remove(p)
+		}
+	}
+	return home, reset
+}
+
+// benchInsert runs a whole render (read, parse, decide, splice, backup,
+// write, record) of a first insert into data.
+func benchInsert(b *testing.B, data []byte) {
+	b.Run("write", func(b *testing.B) { benchRun(b, data, false) })
+	// The same without the writes (backup, file, record, their fsyncs):
+	// what render itself computes.
+	b.Run("dry-run", func(b *testing.B) { benchRun(b, data, true) })
+}
+
+func benchRun(b *testing.B, data []byte, dryRun bool) {
+	home, reset := hugeHome(b, data)
+	o := opts(home, nil)
+	o.Targets = []string{TargetOpencode}
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		reset()
+		b.StartTimer()
+		res, _, err := Run(o, dryRun)
+		if err != nil || res[0].Action != "insert" {
+			b.Fatalf("%v %+v", err, res[0])
+		}
+	}
+}
+
+// BenchmarkRenderHugeMinified is issue 15's linear-time target for size: a
+// 50 MB opencode.jsonc on one line (the case that was quadratic).
+func BenchmarkRenderHugeMinified(b *testing.B) {
+	var buf bytes.Buffer
+	buf.WriteString(`{"$schema":"https://opencode.ai/config.json","agent":{`)
+	for i := 0; buf.Len() < hugeSize; i++ {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		fmt.Fprintf(&buf, `/*a%d*/"a%d":{"model":"p/m","prompt":"be brief","tools":{"x":true,"y":false},"n":[1,2,3]}`, i, i)
+	}
+	buf.WriteString("}}\n")
+	benchInsert(b, buf.Bytes())
+}
+
+// BenchmarkRenderDeepNesting is the target for depth: 100 000 nested
+// objects beside the entry.
+func BenchmarkRenderDeepNesting(b *testing.B) {
+	const depth = 100_000
+	data := "{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  \"deep\": " +
+		strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth) + "\n}\n"
+	benchInsert(b, []byte(data))
+}
+
+var hugeSize = 50 << 20

@@ -34,17 +34,19 @@ type loaded struct {
 }
 
 // load reads and parses a config. strict refuses what JSON.parse refuses.
-func load(sys System, path string, strict bool) (loaded, error) {
+// focus names the top-level keys render may edit (see
+// merge.ParseDocFocused).
+func load(sys System, path string, strict bool, focus ...string) (loaded, error) {
 	real, data, perm, err := readFile(sys, path)
 	if err != nil {
-		return loaded{}, fmt.Errorf("cannot read %s: %v", path, err)
+		return loaded{}, errors.New(readError(path, err))
 	}
 	if strict && len(bytes.TrimSpace(data)) > 0 {
 		if err := strictJSON(data); err != nil {
 			return loaded{}, fmt.Errorf("%s is not valid JSON, nothing written: %v", path, err)
 		}
 	}
-	doc, err := merge.ParseDoc(data)
+	doc, err := merge.ParseDocFocused(data, focus...)
 	if err != nil {
 		return loaded{}, fmt.Errorf("%s does not parse, nothing written: %v", path, err)
 	}
@@ -79,7 +81,7 @@ func planOpencode(opts Options, s ladder.Settings) Result {
 	files := map[string]loaded{}
 	for _, name := range opencodeFiles {
 		path := filepath.Join(dir, name)
-		f, err := load(opts.Sys, path, false)
+		f, err := load(opts.Sys, path, false, "mcp", "$schema")
 		if err != nil {
 			r.File = path
 			return skipped(r, "%v", err)
@@ -123,7 +125,7 @@ func planPiMCP(opts Options, s ladder.Settings, explicit bool) Result {
 		target: TargetPiMCP, harness: templates.PiMCP, file: filepath.Join(piAgentDir(opts), "mcp.json"), pointer: []string{"mcpServers", "mempalace"},
 		desired: desired, mode: string(s.Mode), strict: true, creates: explicit,
 	}
-	f, err := load(opts.Sys, m.file, true)
+	f, err := load(opts.Sys, m.file, true, m.pointer[0])
 	if err != nil {
 		return skipped(r, "%v", err)
 	}
@@ -132,7 +134,7 @@ func planPiMCP(opts Options, s ladder.Settings, explicit bool) Result {
 
 // plan applies the decision table to one managed subtree.
 func (m managed) plan(opts Options, r Result, f loaded) Result {
-	r.File = m.file
+	r.File, r.real = m.file, f.real
 	real, data, perm, doc := f.real, f.data, f.perm, f.doc
 	if data == nil && !m.creates {
 		r.Action = ActionNotPresent
@@ -143,8 +145,8 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 		r.Action = "unchanged"
 		return r
 	}
-	if dup := doc.Duplicates(m.pointer...); dup != "" {
-		return skipped(r, "%s names %q twice; edit it by hand so there is one, nothing written", m.file, dup)
+	if dup := doc.Duplicates(m.pointer...); dup != nil {
+		return skipped(r, "%s: %v; edit it by hand so there is one, nothing written", m.file, dup)
 	}
 	live, err := doc.Get(m.pointer...)
 	if err != nil {
@@ -155,7 +157,7 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 	statePath := filepath.Join(stateDir, fingerprint.StateFile)
 	_, stateBytes, _, err := readFile(opts.Sys, statePath)
 	if err != nil {
-		return skipped(r, "cannot read %s: %v", statePath, err)
+		return skipped(r, "%s", readError(statePath, err))
 	}
 	state, err := fingerprint.ParseState(stateBytes)
 	if err != nil {
@@ -164,11 +166,21 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 		stateBytes = []byte{}
 	}
 	rec, hasRec := state.Targets[m.target]
+	liveFP, err := fingerprint.Of(live)
+	if err != nil {
+		return skipped(r, "%s: %v", m.file, err)
+	}
 	recFP := ""
 	if hasRec {
-		recFP = rec.Fingerprint
-	} else if templates.FromOldGenerator(m.harness, live) {
-		recFP, _ = fingerprint.Of(live)
+		recFP = rec.Ours(liveFP)
+	}
+	if recFP == "" {
+		// No record of a value (perhaps only a pending one that was never
+		// written): as if there were no record.
+		hasRec = false
+		if templates.FromOldGenerator(m.harness, live) {
+			recFP = liveFP
+		}
 	}
 
 	action, err := merge.Decide(merge.Input{Live: live, Desired: m.desired, Record: recFP, Reclaim: opts.Reclaim})
@@ -186,14 +198,14 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 	case merge.Unchanged, merge.KeepDeleted:
 		kept = data
 	default:
-		if edited, err = m.edit(data); err != nil {
+		if edited, err = m.edit(doc, data); err != nil {
 			return skipped(r, "%s: %v", m.file, err)
 		}
 		kept = data
 	}
 	if m.schema && data != nil {
 		if has, _ := doc.Has("$schema"); !has {
-			if kept, err = m.ensureSchema(data); err != nil {
+			if kept, err = m.ensureSchema(doc.Clone(), data); err != nil {
 				return skipped(r, "%s: %v", m.file, err)
 			}
 		}
@@ -204,7 +216,7 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 	proposed := m.file + ".proposed"
 	_, oldProposed, _, err := readFile(opts.Sys, proposed)
 	if err != nil {
-		return skipped(r, "cannot read %s: %v", proposed, err)
+		return skipped(r, "%s", readError(proposed, err))
 	}
 	newRecord := fingerprint.Record{File: filepath.Base(m.file), Pointer: "/" + strings.Join(m.pointer, "/"), Mode: m.mode, WrittenAt: opts.Now().UTC()}
 	newRecord.Fingerprint, _ = fingerprint.Of(m.desired)
@@ -218,7 +230,22 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 			r.Action = ActionAdopted
 		}
 		if !bytes.Equal(edited, data) {
-			r.Changes = append(r.Changes, Change{Path: m.file, Real: real, Old: data, New: edited, Perm: perm, Backup: true})
+			c := Change{Path: m.file, Real: real, Old: data, New: edited, Perm: perm, Backup: true}
+			if action != merge.Unchanged {
+				// The managed value changes: record it as pending first.
+				pending := rec
+				if !hasRec {
+					pending = fingerprint.Record{File: newRecord.File, Pointer: newRecord.Pointer, Mode: newRecord.Mode}
+				}
+				pending.Pending, pending.WrittenAt = newRecord.Fingerprint, newRecord.WrittenAt
+				ps := fingerprint.State{Targets: map[string]fingerprint.Record{}}
+				for k, v := range state.Targets {
+					ps.Targets[k] = v
+				}
+				ps.Targets[m.target] = pending
+				c.PendingState, c.StatePath = ps.Marshal(), statePath
+			}
+			r.Changes = append(r.Changes, c)
 		}
 		if oldProposed != nil {
 			r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: nil})
@@ -245,13 +272,11 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 	return r
 }
 
-// edit returns data with the managed subtree set to the desired value (or
-// removed) and "$schema" present when the target wants it.
-func (m managed) edit(data []byte) ([]byte, error) {
-	doc, err := merge.ParseDoc(data)
-	if err != nil {
-		return nil, err
-	}
+// edit returns data (parsed as doc, which is left as it is) with the
+// managed subtree set to the desired value (or removed) and "$schema"
+// present when the target wants it.
+func (m managed) edit(doc *merge.Doc, data []byte) ([]byte, error) {
+	doc = doc.Clone()
 	if m.desired == nil {
 		if _, err := doc.Delete(m.pointer...); err != nil {
 			return nil, err
@@ -259,18 +284,15 @@ func (m managed) edit(data []byte) ([]byte, error) {
 	} else if err := doc.Set(m.desired, m.pointer...); err != nil {
 		return nil, err
 	}
-	out := doc.Bytes()
 	if m.schema {
-		return m.ensureSchema(out)
+		return m.ensureSchema(doc, data)
 	}
-	return ensureFinalNewline(out, data), nil
+	return ensureFinalNewline(doc.Bytes(), data), nil
 }
 
-func (m managed) ensureSchema(data []byte) ([]byte, error) {
-	doc, err := merge.ParseDoc(data)
-	if err != nil {
-		return nil, err
-	}
+// ensureSchema adds "$schema" to doc (data as read) if it lacks one and
+// returns the bytes.
+func (m managed) ensureSchema(doc *merge.Doc, data []byte) ([]byte, error) {
 	if ok, err := doc.Has("$schema"); err != nil || ok {
 		return ensureFinalNewline(doc.Bytes(), data), err
 	}
@@ -293,6 +315,9 @@ func ensureFinalNewline(out, orig []byte) []byte {
 // strictJSON validates standard JSON and reports the line and column of a
 // syntax error, as pi's JSON.parse would refuse it.
 func strictJSON(data []byte) error {
+	if json.Valid(data) {
+		return nil
+	}
 	var v any
 	err := json.Unmarshal(data, &v)
 	if err == nil {

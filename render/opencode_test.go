@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/tailscale/hujson"
 
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/testbed"
@@ -93,4 +96,99 @@ func TestOpencodeLoadsEveryRung(t *testing.T) {
 			testbed.NoFileContains(t, h.Dir, token)
 		})
 	}
+}
+
+// Issue 15's round trip, checked by the pinned opencode itself: for
+// comment-heavy configs (a block comment across the head, one that is all
+// "mcp" holds, a comment before a neighbour on one line, a byte order mark,
+// a final // comment without newline) every rendition of solitary, remote,
+// edge and solitary again parses in opencode with the entry present, and
+// from the first rendition on no byte outside the entry changes.
+func TestOpencodeParsesCommentHeavyRenditions(t *testing.T) {
+	oc := testbed.Opencode(t)
+	inputs := map[string]string{
+		"block comment across the head": "{ /* my settings,\n     synced */\n  \"theme\": \"nord\"\n}\n",
+		"block comment all mcp holds":   "{\n  \"mcp\": { /* servers\n  go here */ }\n}\n",
+		"comment before a neighbour":    "{\"mcp\": { /* keep me */ \"other\": {\"type\": \"local\", \"command\": [\"true\"], \"enabled\": false} }}",
+		"byte order mark":               "\ufeff{\n  // bom\n  \"theme\": \"nord\"\n}\n",
+		"final comment without newline": "{\n  \"theme\": \"nord\"\n}\n// the end",
+	}
+	rungs := []struct {
+		name string
+		env  map[string]string
+		typ  string
+	}{
+		{"solitary", nil, "local"},
+		{"remote", map[string]string{"MEMPALACE_REMOTE_URL": "https://palace.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"}, "remote"},
+		{"edge", map[string]string{"MEMPALACE_REMOTE_URL": "https://palace.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t", "MEMPALACE_EDGE": "1"}, "local"},
+		{"solitary", nil, "local"},
+	}
+	for name, in := range inputs {
+		t.Run(name, func(t *testing.T) {
+			h := testbed.NewHome(t)
+			dir := filepath.Join(h.Dir, ".config", "opencode")
+			os.MkdirAll(dir, 0o755)
+			file := filepath.Join(dir, "opencode.jsonc")
+			os.WriteFile(file, []byte(in), 0o644)
+			var first []byte
+			for i, r := range rungs {
+				res, _, err := Run(Options{Home: h.Dir, HomeFromFlag: true, Env: envOf(r.env), LookPath: found}, false)
+				if err != nil || res[0].Kept() {
+					t.Fatalf("%s: render %v %+v", r.name, err, res[0])
+				}
+				data, _ := os.ReadFile(file)
+				if i == 0 {
+					first = data
+				} else if !sameOutsideEntry(first, data) {
+					t.Fatalf("%s: bytes outside the entry changed:\n%q\n%q", r.name, first, data)
+				}
+				out, errOut, err := h.Run(t, 60*time.Second, oc, "debug", "config")
+				if err != nil {
+					t.Fatalf("%s: opencode debug config: %v\n%s\n%s", r.name, err, errOut, data)
+				}
+				var cfg struct {
+					MCP map[string]map[string]any `json:"mcp"`
+				}
+				if i := strings.IndexByte(out, '{'); i < 0 || json.Unmarshal([]byte(out[i:]), &cfg) != nil {
+					t.Fatalf("%s: debug config output:\n%s", r.name, out)
+				}
+				if e := cfg.MCP["mempalace"]; e == nil || e["type"] != r.typ {
+					t.Fatalf("%s: opencode sees mcp.mempalace = %v in\n%s", r.name, cfg.MCP["mempalace"], data)
+				}
+			}
+			if !bytes.Equal(first, mustRead(t, file)) {
+				t.Fatal("back to solitary did not give back the first rendition's bytes")
+			}
+		})
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sameOutsideEntry reports whether a and b differ only inside their
+// mcp.mempalace values.
+func sameOutsideEntry(a, b []byte) bool {
+	span := func(src []byte) (int, int, bool) {
+		body := bytes.TrimPrefix(src, []byte("\ufeff"))
+		v, err := hujson.Parse(append(bytes.Clone(body), '\n')) // a final // comment needs one
+		if err != nil {
+			return 0, 0, false
+		}
+		e := v.Find("/mcp/mempalace")
+		if e == nil {
+			return 0, 0, false
+		}
+		off := len(src) - len(body)
+		return e.StartOffset + off, e.EndOffset + off, true
+	}
+	sa, ea, ok1 := span(a)
+	sb, eb, ok2 := span(b)
+	return ok1 && ok2 && bytes.Equal(a[:sa], b[:sb]) && bytes.Equal(a[ea:], b[eb:])
 }

@@ -31,8 +31,9 @@ func planPiSettings(opts Options, s ladder.Settings, explicit bool) Result {
 	}
 	real, data, perm, err := readFile(opts.Sys, file)
 	if err != nil {
-		return skipped(r, "cannot read %s: %v", file, err)
+		return skipped(r, "%s", readError(file, err))
 	}
+	r.real = real
 	if data == nil {
 		// pi is not set up here (no agent dir) unless the target was asked
 		// for by name: creating files for a harness that is not installed

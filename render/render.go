@@ -20,6 +20,8 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/joakimp/devbox-config/filewrite"
+	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/ladder"
 )
 
@@ -78,6 +80,12 @@ type Change struct {
 	Perm     fs.FileMode
 	// Backup keeps a timestamped copy of Old before writing.
 	Backup bool
+	// PendingState, when set, is written to StatePath before this change:
+	// a record that names the rendition about to be written as pending,
+	// so a kill between this write and the record's confirmation leaves a
+	// record that recognises both the old and the new file.
+	PendingState []byte
+	StatePath    string
 }
 
 // Result is the outcome for one target.
@@ -93,6 +101,9 @@ type Result struct {
 	Changes []Change `json:"-"`
 	// Added lists the pi settings keys a merge added.
 	Added []string `json:"added,omitempty"`
+	// real is File with symlinks followed, where its temp files and
+	// backups live.
+	real string
 }
 
 // Kept reports whether the target did not get the environment's value:
@@ -139,6 +150,7 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 	if dryRun {
 		return r
 	}
+	cleanTemps(opts, r)
 	if len(r.Changes) == 0 {
 		logResult(opts.Log, r)
 		return r
@@ -170,13 +182,70 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 }
 
 func planTarget(opts Options, s ladder.Settings, t string, explicit bool) Result {
+	var r Result
 	switch t {
 	case TargetOpencode:
-		return planOpencode(opts, s)
+		r = planOpencode(opts, s)
 	case TargetPiMCP:
-		return planPiMCP(opts, s, explicit)
+		r = planPiMCP(opts, s, explicit)
 	default:
-		return planPiSettings(opts, s, explicit)
+		r = planPiSettings(opts, s, explicit)
+	}
+	return leaveReadOnly(r)
+}
+
+// leaveReadOnly skips a target whose config would be rewritten although
+// the user made it read-only (no write bit at all): they asked for the
+// file to stay as it is, and root could write it anyway.
+func leaveReadOnly(r Result) Result {
+	for _, c := range r.Changes {
+		if c.Backup && c.Old != nil && c.New != nil && c.Perm&0o222 == 0 {
+			return skipped(r, "%s is read-only (mode %04o), so it is left alone; make it writable to let render update it", c.Path, c.Perm)
+		}
+	}
+	return r
+}
+
+// staleTemp is how old a temp file must be before render takes it for one
+// a killed run left behind (a concurrent writer's is younger).
+const staleTemp = time.Minute
+
+// cleanTemps removes the stale temp files of render's own writes for this
+// target: of the config (beside its real file), its backups, its .proposed
+// sidecar and the state record. Nothing else is touched; failures only
+// leave the files for the next start.
+func cleanTemps(opts Options, r Result) {
+	if r.File == "" {
+		return
+	}
+	dirs := map[string]func(base string) bool{}
+	base := filepath.Base(r.File)
+	dirs[filepath.Dir(r.File)] = func(b string) bool {
+		return b == base || b == base+".proposed" || b == fingerprint.StateFile || isBackupOf(base, b)
+	}
+	if r.real != "" && r.real != r.File {
+		realBase := filepath.Base(r.real)
+		prev := dirs[filepath.Dir(r.real)]
+		dirs[filepath.Dir(r.real)] = func(b string) bool {
+			return b == realBase || isBackupOf(realBase, b) || (prev != nil && prev(b))
+		}
+	}
+	for dir, owned := range dirs {
+		entries, err := opts.Sys.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		done := map[string]bool{}
+		for _, e := range entries {
+			b, ok := filewrite.TempTarget(e.Name())
+			if !ok || !owned(b) || done[b] {
+				continue
+			}
+			done[b] = true
+			if err := opts.Sys.CleanStale(dir, b, staleTemp); err != nil {
+				opts.Log.Debug("cannot remove a stale temp file", "dir", dir, "err", err)
+			}
+		}
 	}
 }
 
@@ -191,13 +260,26 @@ func apply(opts Options, changes []Change) error {
 			}
 			continue
 		}
+		if c.PendingState != nil {
+			if _, err := opts.Sys.WriteFile(c.StatePath, c.PendingState, 0o644); err != nil {
+				return fmt.Errorf("write %s: %w", c.StatePath, err)
+			}
+		}
 		if c.Backup && c.Old != nil {
 			if err := writeBackup(opts.Sys, c.Real, c.Old, c.Perm, now); err != nil {
 				return err
 			}
 		}
-		if err := opts.Sys.WriteFile(c.Real, c.New, c.Perm); err != nil {
+		res, err := opts.Sys.WriteFile(c.Real, c.New, c.Perm)
+		if err != nil {
 			return fmt.Errorf("write %s: %w", c.Path, err)
+		}
+		if res.InPlace {
+			msg := "wrote the file in place: it is bind-mounted or hard-linked, so it cannot be replaced atomically"
+			if c.Backup && c.Old != nil {
+				msg += " (a .bak copy was kept first)"
+			}
+			opts.Log.Warn(msg, "file", c.Path)
 		}
 	}
 	return nil
@@ -267,6 +349,23 @@ func (o Options) withDefaults() Options {
 func (o Options) env(name string) string {
 	v, _ := o.Env(name)
 	return strings.TrimSpace(v)
+}
+
+// readError is the warning for a file that could not be read. A special
+// file is named with what it is; render leaves it alone.
+func readError(path string, err error) string {
+	var nr *filewrite.NotRegularError
+	if errors.As(err, &nr) {
+		what, real := "a "+nr.Kind, nr.Real
+		if real == "" {
+			real = nr.Path
+		}
+		if real != path {
+			what = "a link to " + real + ", " + what
+		}
+		return fmt.Sprintf("cannot read %s: it is %s, not a regular file, so it is left alone", path, what)
+	}
+	return fmt.Sprintf("cannot read %s: %v", path, err)
 }
 
 // readFile reads a config, following symlinks. It returns the real path,

@@ -10,20 +10,25 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/joakimp/devbox-config/filewrite"
 )
 
 // System is every file-system operation render performs. Planning only
 // reads; Apply is the only writer. Tests substitute failing systems to
 // prove that a failed write loses nothing.
 type System interface {
-	ReadFile(name string) ([]byte, error)
 	Lstat(name string) (fs.FileInfo, error)
 	EvalSymlinks(name string) (string, error)
 	ReadDir(name string) ([]fs.DirEntry, error)
-	// WriteFile replaces name atomically (temp file in the same directory,
-	// fsync, rename, fsync of the directory). An existing file keeps its
-	// mode and owner; a new one gets perm and its directory's owner.
-	WriteFile(name string, data []byte, perm fs.FileMode) error
+	// ReadFile reads a regular file; anything else is an error naming it.
+	ReadFile(name string) ([]byte, error)
+	// WriteFile replaces name as filewrite.Write does (atomically, or in
+	// place for a bind-mounted or hard-linked file, which the result says).
+	WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Result, error)
+	// CleanStale removes WriteFile's temp files for base in dir that are
+	// older than olderThan (left by a killed run).
+	CleanStale(dir, base string, olderThan time.Duration) error
 	Remove(name string) error
 	MkdirAll(name string, perm fs.FileMode) error
 	// LockDir takes an exclusive lock on a directory, so two containers
@@ -40,9 +45,19 @@ type OS struct {
 	// (10 retries, stale after 10 s) unless set.
 	PiLockRetries int
 	PiLockStale   time.Duration
+	// WriteOptions are passed to filewrite.Write (tests inject faults).
+	WriteOptions []filewrite.Option
 }
 
-func (OS) ReadFile(name string) ([]byte, error)         { return os.ReadFile(name) }
+// ReadFile reads a regular file only (see filewrite.ReadRegular): a
+// device, FIFO, socket or directory is refused at once, never opened
+// blocking.
+func (OS) ReadFile(name string) ([]byte, error) { return filewrite.ReadRegular(name, MaxConfigSize) }
+
+// MaxConfigSize is the largest config render reads (a harness config is a
+// few kilobytes; this only stops a runaway file from exhausting memory).
+const MaxConfigSize = 256 << 20
+
 func (OS) Lstat(name string) (fs.FileInfo, error)       { return os.Lstat(name) }
 func (OS) EvalSymlinks(name string) (string, error)     { return filepath.EvalSymlinks(name) }
 func (OS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(name) }
@@ -56,57 +71,14 @@ func (OS) Remove(name string) error {
 	return err
 }
 
-func (OS) WriteFile(name string, data []byte, perm fs.FileMode) error {
-	dir := filepath.Dir(name)
-	uid, gid := -1, -1
-	if fi, err := os.Stat(name); err == nil {
-		perm = fi.Mode().Perm()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			uid, gid = int(st.Uid), int(st.Gid)
-		}
-	} else if fi, err := os.Stat(dir); err == nil {
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			uid, gid = int(st.Uid), int(st.Gid)
-		}
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp*")
-	if err != nil {
-		return err
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if uid >= 0 && (uid != os.Getuid() || gid != os.Getgid()) {
-		// Only root can give a file away; anyone else keeps the file theirs.
-		if err := tmp.Chown(uid, gid); err != nil && os.Getuid() == 0 {
-			return err
-		}
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return err
-	}
-	done = true
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+// WriteFile writes through filewrite.Write.
+func (o OS) WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Result, error) {
+	return filewrite.Write(name, data, perm, o.WriteOptions...)
+}
+
+// CleanStale removes filewrite's stale temp files for base in dir.
+func (OS) CleanStale(dir, base string, olderThan time.Duration) error {
+	return filewrite.CleanStale(dir, base, olderThan)
 }
 
 func (OS) LockDir(dir string) (func(), error) {
@@ -152,29 +124,60 @@ func (o OS) LockPi(file string) (func(), error) {
 	}
 }
 
-// backupsKept is how many <file>.bak.<time> copies survive.
+// backupsKept is how many of render's own <file>.bak.<time> copies survive.
 const backupsKept = 5
 
-// backupName is <file>.bak.<UTC time to the microsecond>; the names sort in
-// time order.
+// backupLayout is the time format of a backup name; the names sort in time
+// order.
+const backupLayout = "20060102T150405.000000Z"
+
+// backupName is <file>.bak.<UTC time to the microsecond>.
 func backupName(file string, now time.Time) string {
-	return file + ".bak." + now.UTC().Format("20060102T150405.000000Z")
+	return file + ".bak." + now.UTC().Format(backupLayout)
+}
+
+// isBackupOf reports whether name (a base name) is one of render's own
+// backups of the file whose base name is base.
+func isBackupOf(base, name string) bool {
+	rest, ok := strings.CutPrefix(name, base+".bak.")
+	return ok && isBackupTime(rest)
+}
+
+// isBackupTime reports whether s is exactly what backupLayout writes
+// (digits where the layout has digits, its T . Z elsewhere), so a user's
+// own opencode.jsonc.bak.1 or an epoch-named copy is never taken for one
+// of render's.
+func isBackupTime(s string) bool {
+	if len(s) != len(backupLayout) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		l, c := backupLayout[i], s[i]
+		if '0' <= l && l <= '9' {
+			if c < '0' || c > '9' {
+				return false
+			}
+		} else if c != l {
+			return false
+		}
+	}
+	return true
 }
 
 // writeBackup saves old beside file and prunes all but the newest
-// backupsKept backups.
+// backupsKept of render's own backups; no other file is touched.
 func writeBackup(sys System, file string, old []byte, perm fs.FileMode, now time.Time) error {
-	if err := sys.WriteFile(backupName(file, now), old, perm); err != nil {
+	if _, err := sys.WriteFile(backupName(file, now), old, perm); err != nil {
 		return fmt.Errorf("backup of %s: %w", file, err)
 	}
 	entries, err := sys.ReadDir(filepath.Dir(file))
 	if err != nil {
 		return nil // the backup exists; pruning is best effort
 	}
-	prefix := filepath.Base(file) + ".bak."
+	base := filepath.Base(file)
 	var baks []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) && !e.IsDir() {
+		if isBackupOf(base, e.Name()) && e.Type().IsRegular() {
 			baks = append(baks, e.Name())
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,12 +43,20 @@ func TestRenderScripts(t *testing.T) {
 			}
 			return nil
 		},
+		Condition: func(cond string) (bool, error) {
+			if cond != "bindmount" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			// A file bind mount needs root and a private mount namespace.
+			return os.Getuid() == 0 && exec.Command("unshare", "-m", "true").Run() == nil, nil
+		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"mtime":    cmdMtime,
 			"crlf":     cmdCRLF,
 			"nosecret": cmdNoSecret,
 			"bakcount": cmdBakCount,
 			"cmpbak":   cmdCmpBak,
+			"bom":      cmdBOM,
 		},
 	})
 }
@@ -109,13 +118,39 @@ func cmdNoSecret(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// bakcount FILE N: exactly N FILE.bak.* backups exist.
+// renderBackup matches the suffix of render's own backup names.
+var renderBackup = regexp.MustCompile(`\.bak\.[0-9]{8}T[0-9]{6}\.[0-9]{6}Z$`)
+
+// backups returns render's own backups of file (FILE.bak.<time>), oldest
+// first; a user's FILE.bak.1 is not one.
+func backups(ts *testscript.TestScript, file string) []string {
+	all, err := filepath.Glob(ts.MkAbs(file) + ".bak.*")
+	ts.Check(err)
+	var out []string
+	for _, m := range all {
+		if renderBackup.MatchString(m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// bom FILE: put a UTF-8 byte order mark in front of FILE's bytes.
+func cmdBOM(ts *testscript.TestScript, neg bool, args []string) {
+	for _, a := range args {
+		p := ts.MkAbs(a)
+		b, err := os.ReadFile(p)
+		ts.Check(err)
+		ts.Check(os.WriteFile(p, append([]byte("\xef\xbb\xbf"), b...), 0o644))
+	}
+}
+
+// bakcount FILE N: exactly N of render's FILE.bak.<time> backups exist.
 func cmdBakCount(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 {
 		ts.Fatalf("usage: bakcount FILE N")
 	}
-	matches, err := filepath.Glob(ts.MkAbs(args[0]) + ".bak.*")
-	ts.Check(err)
+	matches := backups(ts, args[0])
 	want, err := strconv.Atoi(args[1])
 	ts.Check(err)
 	if len(matches) != want {
@@ -128,8 +163,7 @@ func cmdCmpBak(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 {
 		ts.Fatalf("usage: cmpbak FILE WANT")
 	}
-	matches, err := filepath.Glob(ts.MkAbs(args[0]) + ".bak.*")
-	ts.Check(err)
+	matches := backups(ts, args[0])
 	if len(matches) == 0 {
 		ts.Fatalf("no backup of %s", args[0])
 	}

@@ -1,0 +1,32 @@
+// Package filewrite is the one way devbox-config replaces a file on disk:
+// render's harness configs and records, the gateway's config save and the
+// edge's tool cache all go through Write.
+//
+// Write's guarantees, in order:
+//
+//   - Only regular files are written. A target that is a device, FIFO,
+//     socket or directory (after following symlinks) is refused with a
+//     *NotRegularError naming it, without opening it.
+//   - A symlink is followed: the real file is replaced, the link stays.
+//   - The bytes go to a temp file in the same directory, named
+//     ".<base>.tmp-<16 hex digits>" (TempName), which is fsynced, given the
+//     existing file's mode and owner (a new file gets perm and, when run as
+//     root, its directory's owner), renamed over the target, and the
+//     directory is fsynced. A reader sees the old bytes or the new ones.
+//   - When the rename cannot work (EBUSY or EXDEV: a single file
+//     bind-mounted into a container) or would break a hard link (link
+//     count > 1), the same inode is overwritten in place: written,
+//     truncated to the new length and fsynced. This is not atomic, so the
+//     caller keeps a backup first; Result.InPlace says it happened.
+//   - Every error is returned, never dropped; a failed write removes its
+//     temp file.
+//
+// A temp file left behind by a killed process is removed by CleanStale,
+// which touches only names of the exact TempName pattern (or the
+// ".<base>.tmp<digits>" of render's earlier writer) for one target that
+// are older than a given age (so a concurrent writer's temp file is left
+// alone).
+//
+// ReadRegular is the matching read: it refuses special files without
+// blocking on a FIFO and refuses files larger than a bound.
+package filewrite

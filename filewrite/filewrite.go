@@ -1,0 +1,391 @@
+package filewrite
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Result says how Write put the bytes in place.
+type Result struct {
+	// InPlace: the existing inode was overwritten because it could not be
+	// renamed over (bind mount) or is hard-linked. Not atomic.
+	InPlace bool
+}
+
+// NotRegularError is returned for a path that exists but is not a regular
+// file (after following symlinks).
+type NotRegularError struct {
+	Path string // the path as given
+	Real string // the path with symlinks followed
+	Kind string // "directory", "FIFO", "socket", "character device", ...
+}
+
+func (e *NotRegularError) Error() string {
+	if e.Real != "" && e.Real != e.Path {
+		return fmt.Sprintf("%s is a link to %s, a %s, not a regular file", e.Path, e.Real, e.Kind)
+	}
+	return fmt.Sprintf("%s is a %s, not a regular file", e.Path, e.Kind)
+}
+
+// Option changes how Write works; the options exist for tests.
+type Option func(*config)
+
+type config struct {
+	rename func(oldpath, newpath string) error
+	// fault, when set, is called at each named step; an error stops the
+	// write there as a kill would (temp files are left as they are).
+	fault func(step string) error
+}
+
+// WithRename replaces os.Rename, so a test can make it fail with EBUSY or
+// EXDEV as a bind-mounted file does.
+func WithRename(f func(oldpath, newpath string) error) Option {
+	return func(c *config) { c.rename = f }
+}
+
+// Steps WithFault is called at.
+const (
+	StepTempWritten = "temp-written" // temp file written and fsynced, not yet renamed
+	StepRenamed     = "renamed"      // renamed, directory not yet fsynced
+)
+
+// WithFault calls f at each step (StepTempWritten, StepRenamed); when it
+// returns an error Write returns it at once and cleans up nothing, as if
+// the process had been killed there.
+func WithFault(f func(step string) error) Option {
+	return func(c *config) { c.fault = f }
+}
+
+// TempName returns a fresh temp file name for base: ".<base>.tmp-<16 hex>".
+func TempName(base string) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return "." + base + ".tmp-" + hex.EncodeToString(b[:])
+}
+
+// TempTarget reports whether name is a temp file name of Write's pattern
+// and, if so, the base name of the file it was going to replace.
+func TempTarget(name string) (base string, ok bool) {
+	// ".<base>.tmp-<16 lowercase hex>", or the earlier writer's
+	// ".<base>.tmp<1 to 10 decimal digits>" (os.CreateTemp's names).
+	// Matched by hand: a regexp compiled at init costs every start.
+	if len(name) < 2 || name[0] != '.' {
+		return "", false
+	}
+	i := strings.LastIndex(name, ".tmp")
+	if i < 2 {
+		return "", false
+	}
+	suffix := name[i+len(".tmp"):]
+	switch {
+	case len(suffix) == 17 && suffix[0] == '-' && allOf(suffix[1:], "0123456789abcdef"):
+	case len(suffix) >= 1 && len(suffix) <= 10 && allOf(suffix, "0123456789"):
+	default:
+		return "", false
+	}
+	return name[1:i], true
+}
+
+func allOf(s, chars string) bool {
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(chars, s[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Resolve follows symlinks. A path that does not exist resolves to itself;
+// a symlink whose target is missing is an error (a dangling link is not
+// replaced by a new file).
+func Resolve(path string) (string, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return path, nil
+	}
+	if err != nil {
+		return path, err
+	}
+	if fi.Mode()&fs.ModeSymlink == 0 {
+		return path, nil
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return path, fmt.Errorf("%s is a symlink that cannot be followed: %w", path, err)
+	}
+	return real, nil
+}
+
+// CheckRegular returns nil if path (symlinks followed) is a regular file or
+// does not exist, and a *NotRegularError otherwise. It never opens the file.
+func CheckRegular(path string) error {
+	real, err := Resolve(path)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Stat(real)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return regular(path, real, fi)
+}
+
+func regular(path, real string, fi fs.FileInfo) error {
+	if fi.Mode().IsRegular() {
+		return nil
+	}
+	return &NotRegularError{Path: path, Real: real, Kind: kind(fi.Mode())}
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "block device"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	}
+	return "special file"
+}
+
+// ErrTooLarge is returned by ReadRegular for a file over its bound.
+var ErrTooLarge = errors.New("file too large")
+
+// ReadRegular reads a regular file of at most max bytes, following
+// symlinks. It refuses anything else with a *NotRegularError: it stats
+// before opening, opens with O_NONBLOCK (a FIFO swapped in between cannot
+// block) and checks the opened file again.
+func ReadRegular(path string, max int64) ([]byte, error) {
+	real, err := Resolve(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return nil, err
+	}
+	if err := regular(path, real, fi); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(real, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return nil, err
+	}
+	if err := regular(path, real, fi); err != nil {
+		return nil, err
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("%s: %w (%d bytes, the limit is %d)", path, ErrTooLarge, fi.Size(), max)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s: %w (over %d bytes)", path, ErrTooLarge, max)
+	}
+	return data, nil
+}
+
+// Write replaces the file at path with data, as the package doc says. perm
+// is the mode of a new file; an existing file keeps its own.
+func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, error) {
+	c := config{rename: os.Rename, fault: func(string) error { return nil }}
+	for _, o := range opts {
+		o(&c)
+	}
+	real, err := Resolve(path)
+	if err != nil {
+		return Result{}, err
+	}
+	dir, base := filepath.Dir(real), filepath.Base(real)
+	uid, gid := -1, -1
+	fi, err := os.Stat(real)
+	switch {
+	case err == nil:
+		if err := regular(path, real, fi); err != nil {
+			return Result{}, err
+		}
+		perm = fi.Mode().Perm()
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			uid, gid = int(st.Uid), int(st.Gid)
+			if st.Nlink > 1 {
+				return Result{InPlace: true}, writeInPlace(path, real, data)
+			}
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		if dfi, err := os.Stat(dir); err == nil {
+			if st, ok := dfi.Sys().(*syscall.Stat_t); ok {
+				uid, gid = int(st.Uid), int(st.Gid)
+			}
+		}
+	default:
+		return Result{}, err
+	}
+
+	tmp, err := createTemp(dir, base)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := fillTemp(tmp, data, perm, uid, gid); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return Result{}, fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := c.fault(StepTempWritten); err != nil {
+		return Result{}, err
+	}
+	if err := c.rename(tmp.Name(), real); err != nil {
+		os.Remove(tmp.Name())
+		if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV) {
+			return Result{InPlace: true}, writeInPlace(path, real, data)
+		}
+		return Result{}, fmt.Errorf("replace %s: %w", path, err)
+	}
+	if err := c.fault(StepRenamed); err != nil {
+		return Result{}, err
+	}
+	if err := syncDir(dir); err != nil {
+		return Result{}, fmt.Errorf("%s written, but syncing its directory failed: %w", path, err)
+	}
+	return Result{}, nil
+}
+
+func createTemp(dir, base string) (*os.File, error) {
+	for i := 0; ; i++ {
+		name := filepath.Join(dir, TempName(base))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, fs.ErrExist) || i >= 10 {
+			// Name the directory, not the temp file: that is what the
+			// user can fix (e.g. a read-only directory).
+			return nil, fmt.Errorf("cannot create a file in %s: %w", dir, unwrapPath(err))
+		}
+	}
+}
+
+func fillTemp(tmp *os.File, data []byte, perm os.FileMode, uid, gid int) error {
+	if _, err := tmp.Write(data); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if uid >= 0 && (uid != os.Getuid() || gid != os.Getgid()) {
+		// Only root can give a file away; anyone else keeps the file theirs.
+		if err := tmp.Chown(uid, gid); err != nil && os.Getuid() == 0 {
+			return err
+		}
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	return tmp.Close()
+}
+
+// writeInPlace overwrites the inode at real: write from offset 0, truncate
+// to the new length, fsync. The file's mode, owner and links are kept.
+func writeInPlace(path, real string, data []byte) error {
+	f, err := os.OpenFile(real, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return fmt.Errorf("open %s to write in place: %w", path, err)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = regular(path, real, fi)
+	}
+	if err == nil {
+		_, err = f.WriteAt(data, 0)
+	}
+	if err == nil {
+		err = f.Truncate(int64(len(data)))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s in place: %w", path, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	// Some file systems cannot fsync a directory; that is not a failure
+	// of the write.
+	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
+		return nil
+	}
+	return err
+}
+
+// CleanStale removes the temp files Write left in dir for the target named
+// base (".<base>.tmp-<16 hex>", see TempName) whose modification time is
+// more than olderThan ago. Nothing else is touched. It returns the first
+// error; a file that vanished meanwhile is not one.
+func CleanStale(dir, base string, olderThan time.Duration) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, e := range entries {
+		if b, ok := TempTarget(e.Name()); !ok || b != base || !e.Type().IsRegular() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || time.Since(fi.ModTime()) <= olderThan {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// unwrapPath drops the *PathError's path (a temp name) and keeps its cause.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,222 @@
+package filewrite
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestWriteReplacesAndKeepsMode(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.json")
+	os.WriteFile(p, []byte("old"), 0o640)
+	res, err := Write(p, []byte("new"), 0o644)
+	if err != nil || res.InPlace {
+		t.Fatalf("Write = %+v, %v", res, err)
+	}
+	got, _ := os.ReadFile(p)
+	fi, _ := os.Stat(p)
+	if string(got) != "new" || fi.Mode().Perm() != 0o640 {
+		t.Fatalf("content %q mode %o", got, fi.Mode().Perm())
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+func TestWriteFollowsSymlink(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real.json")
+	link := filepath.Join(dir, "link.json")
+	os.WriteFile(real, []byte("old"), 0o644)
+	os.Symlink("real.json", link)
+	if _, err := Write(link, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Lstat(link); fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatal("the link was replaced by a file")
+	}
+	if got, _ := os.ReadFile(real); string(got) != "new" {
+		t.Fatalf("real file = %q", got)
+	}
+}
+
+// Every kind of special file is refused, by name, and left as it was.
+func TestSpecialFilesRefused(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	devlink := filepath.Join(dir, "null")
+	os.Symlink("/dev/null", devlink)
+	sub := filepath.Join(dir, "sub")
+	os.Mkdir(sub, 0o755)
+	for path, kind := range map[string]string{fifo: "FIFO", sock: "socket", devlink: "character device", sub: "directory"} {
+		done := make(chan error, 2)
+		go func() {
+			_, err := Write(path, []byte("x"), 0o644)
+			done <- err
+			_, err = ReadRegular(path, 1<<20)
+			done <- err
+		}()
+		for i := 0; i < 2; i++ {
+			select {
+			case err := <-done:
+				var nr *NotRegularError
+				if !errors.As(err, &nr) || nr.Kind != kind || nr.Path != path {
+					t.Errorf("%s: err = %v, want a NotRegularError for a %s", path, err, kind)
+				}
+			case <-time.After(10 * time.Second): // a hang detector, not a timing target
+				t.Fatalf("%s: blocked", path)
+			}
+		}
+		if err := CheckRegular(path); err == nil {
+			t.Errorf("CheckRegular(%s) = nil", path)
+		}
+	}
+	if fi, err := os.Stat("/dev/null"); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		t.Fatal("/dev/null is no longer a device")
+	}
+}
+
+func TestReadRegularBound(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big")
+	os.WriteFile(p, make([]byte, 100), 0o644)
+	if _, err := ReadRegular(p, 99); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+	if b, err := ReadRegular(p, 100); err != nil || len(b) != 100 {
+		t.Fatalf("ReadRegular = %d bytes, %v", len(b), err)
+	}
+}
+
+// A rename that fails as on a bind-mounted file (EBUSY) or across devices
+// (EXDEV) falls back to writing the same inode, and says so.
+func TestRenameFailureWritesInPlace(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EBUSY, syscall.EXDEV} {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "c.json")
+		os.WriteFile(p, []byte("a longer old content"), 0o600)
+		before, _ := os.Stat(p)
+		res, err := Write(p, []byte("new"), 0o644, WithRename(func(o, n string) error {
+			return &os.LinkError{Op: "rename", Old: o, New: n, Err: errno}
+		}))
+		if err != nil || !res.InPlace {
+			t.Fatalf("%v: Write = %+v, %v", errno, res, err)
+		}
+		after, _ := os.Stat(p)
+		got, _ := os.ReadFile(p)
+		if string(got) != "new" || !os.SameFile(before, after) || after.Mode().Perm() != 0o600 {
+			t.Fatalf("%v: content %q, same inode %v, mode %o", errno, got, os.SameFile(before, after), after.Mode().Perm())
+		}
+		if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+			t.Fatalf("%v: temp file left: %v", errno, entries)
+		}
+	}
+}
+
+// Another rename error is returned, not swallowed, and the file is kept.
+func TestRenameErrorReturned(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(p, []byte("old"), 0o644)
+	_, err := Write(p, []byte("new"), 0o644, WithRename(func(o, n string) error { return syscall.EIO }))
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("err = %v", err)
+	}
+	if got, _ := os.ReadFile(p); string(got) != "old" {
+		t.Fatalf("content %q", got)
+	}
+}
+
+// A hard-linked file is written in place so every link sees the change.
+func TestHardLinkKept(t *testing.T) {
+	dir := t.TempDir()
+	p, q := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	os.WriteFile(p, []byte("old"), 0o644)
+	os.Link(p, q)
+	res, err := Write(p, []byte("new"), 0o644)
+	if err != nil || !res.InPlace {
+		t.Fatalf("Write = %+v, %v", res, err)
+	}
+	if got, _ := os.ReadFile(q); string(got) != "new" {
+		t.Fatalf("other link reads %q", got)
+	}
+}
+
+func TestReadOnlyDirErrorNamesDir(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Skip("root writes into read-only directories")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o555)
+	defer os.Chmod(dir, 0o755)
+	_, err := Write(filepath.Join(dir, "c.json"), []byte("x"), 0o644)
+	if err == nil || !strings.Contains(err.Error(), dir) || strings.Contains(err.Error(), ".tmp-") {
+		t.Fatalf("err = %v, want one naming %s and no temp file", err, dir)
+	}
+}
+
+// A kill after the temp file was written leaves it; CleanStale removes it
+// once it is old, and nothing of another name or another target.
+func TestCleanStale(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.json")
+	killed := errors.New("killed")
+	if _, err := Write(p, []byte("x"), 0o644, WithFault(func(step string) error {
+		if step == StepTempWritten {
+			return killed
+		}
+		return nil
+	})); !errors.Is(err, killed) {
+		t.Fatal(err)
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, ".c.json.tmp-*"))
+	if len(matches) != 1 {
+		t.Fatalf("temp files after the kill: %v", matches)
+	}
+	keep := []string{".c.json.tmp-1", ".c.json.tmpfoo", ".other.json.tmp-0123456789abcdef", "c.json.tmp-0123456789abcdef", ".c.json.tmp-0123456789ABCDEF"}
+	old := time.Now().Add(-2 * time.Minute)
+	for _, k := range keep {
+		os.WriteFile(filepath.Join(dir, k), nil, 0o644)
+		os.Chtimes(filepath.Join(dir, k), old, old)
+	}
+	legacy := filepath.Join(dir, ".c.json.tmp2718281828")
+	os.WriteFile(legacy, nil, 0o644)
+	os.Chtimes(legacy, old, old)
+	fresh := filepath.Join(dir, TempName("c.json"))
+	os.WriteFile(fresh, nil, 0o644)
+	if err := CleanStale(dir, "c.json", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(matches[0]); err != nil {
+		t.Fatal("a temp file younger than a minute was removed")
+	}
+	os.Chtimes(matches[0], old, old)
+	if err := CleanStale(dir, "c.json", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(matches[0]); err == nil {
+		t.Fatal("stale temp file kept")
+	}
+	if _, err := os.Stat(legacy); err == nil {
+		t.Fatal("stale temp file of the earlier writer kept")
+	}
+	for _, k := range append(keep, filepath.Base(fresh)) {
+		if _, err := os.Stat(filepath.Join(dir, k)); err != nil {
+			t.Errorf("%s removed", k)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package merge
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// FuzzSkeleton: a document parsed as a skeleton behaves exactly as the
+// whole document: it refuses what ParseDoc refuses, and setting, reading
+// and removing the entry (and "$schema") give the same bytes.
+func FuzzSkeleton(f *testing.F) {
+	for _, s := range commentHeavySeeds {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{
+		`{"agent": {"a": [1, 2.5e3, -0, "x\u00e9\n", true, false, null,], "b": {}}, "mcp": {}}`,
+		`{"big": "` + strings.Repeat("x", 100) + `", "mcp": {"o": 1}}`,
+		`{"bad": {"a": 01}, "mcp": {}}`, `{"bad": [1 2], "mcp": {}}`, `{"bad": "\x", "x": 1}`,
+		`{"deep": ` + strings.Repeat(`{"a":[`, 50) + "1" + strings.Repeat("]}", 50) + `}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		whole, err1 := ParseDoc(in)
+		skel, err2 := parseFocused(in, 0, []string{"mcp", "$schema"})
+		if (err1 == nil) != (err2 == nil) {
+			t.Fatalf("ParseDoc err %v, skeleton err %v:\n%q", err1, err2, in)
+		}
+		if err1 != nil {
+			return
+		}
+		if !bytes.Equal(whole.Bytes(), skel.Bytes()) {
+			t.Fatalf("Bytes differ:\n%q\n%q", whole.Bytes(), skel.Bytes())
+		}
+		for _, d := range []*Doc{whole, skel} {
+			d.Set([]byte(`"https://opencode.ai/config.json"`), "$schema")
+			d.Set(solitaryEntry, "mcp", "mempalace")
+		}
+		if !bytes.Equal(whole.Bytes(), skel.Bytes()) {
+			t.Fatalf("after Set:\n%q\n%q", whole.Bytes(), skel.Bytes())
+		}
+		g1, e1 := whole.Get("mcp", "mempalace")
+		g2, e2 := skel.Get("mcp", "mempalace")
+		if !bytes.Equal(g1, g2) || (e1 == nil) != (e2 == nil) {
+			t.Fatalf("Get: %s %v / %s %v", g1, e1, g2, e2)
+		}
+		if (whole.Duplicates("mcp", "mempalace") == nil) != (skel.Duplicates("mcp", "mempalace") == nil) {
+			t.Fatal("Duplicates differ")
+		}
+		whole.Delete("mcp", "mempalace")
+		skel.Delete("mcp", "mempalace")
+		if !bytes.Equal(whole.Bytes(), skel.Bytes()) {
+			t.Fatalf("after Delete:\n%q\n%q", whole.Bytes(), skel.Bytes())
+		}
+		// A path outside the focus still works (by expanding).
+		a1, _ := whole.Get("agent")
+		a2, _ := skel.Get("agent")
+		if !bytes.Equal(a1, a2) {
+			t.Fatalf("Get(agent): %s / %s", a1, a2)
+		}
+	})
+}
+
+// A large document really is parsed as a skeleton (else the benchmark
+// measures nothing new) and still round-trips byte for byte.
+func TestSkeletonUsedForLargeDocuments(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("{\n  // big\n  \"agent\": {")
+	for b.Len() < skeletonMin {
+		b.WriteString("\"k\": [1, 2, 3], /* c */ ")
+	}
+	b.WriteString("},\n  \"mcp\": {\n    \"o\": {}\n  }\n}\n")
+	in := []byte(b.String())
+	d, err := ParseDocFocused(in, "mcp", "$schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.spans == nil || len(d.src) > 1000 {
+		t.Fatalf("no skeleton: %d bytes parsed", len(d.src))
+	}
+	if !bytes.Equal(d.Bytes(), in) {
+		t.Fatal("skeleton Bytes differ from the input")
+	}
+	if err := d.Set(solitaryEntry, "mcp", "mempalace"); err != nil {
+		t.Fatal(err)
+	}
+	if d.spans == nil {
+		t.Fatal("an edit under the focus expanded the skeleton")
+	}
+	full, _ := ParseDoc(in)
+	full.Set(solitaryEntry, "mcp", "mempalace")
+	if !bytes.Equal(d.Bytes(), full.Bytes()) {
+		t.Fatal("skeleton edit differs from the whole document's")
+	}
+}
