@@ -2,12 +2,14 @@ package edge
 
 import (
 	"encoding/json"
-	"os"
+	"errors"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/filewrite"
 )
 
 // addTools registers tools; fromPrimary marks the primary's list (only
@@ -89,12 +91,17 @@ const toolCacheFile = "tools.json"
 // loadToolCache registers the tools last seen, so the list is there at
 // once, offline too, before the child or the primary answer.
 func (e *Edge) loadToolCache() {
-	b, err := os.ReadFile(filepath.Join(e.cfg.StateDir(), toolCacheFile))
+	file := filepath.Join(e.cfg.StateDir(), toolCacheFile)
+	b, err := filewrite.ReadRegular(file, 64<<20)
 	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			e.log.Warn("the cached tool list cannot be read; starting without it", "err", err)
+		}
 		return
 	}
 	var c toolCache
-	if json.Unmarshal(b, &c) != nil {
+	if err := json.Unmarshal(b, &c); err != nil {
+		e.log.Warn("the cached tool list is not valid JSON; starting without it", "file", file, "err", err)
 		return
 	}
 	e.addTools(c.Primary, true)
@@ -117,11 +124,13 @@ func (e *Edge) saveToolCache() {
 	e.mu.Unlock()
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
+		e.log.Warn("the tool list cannot be cached", "err", err)
 		return
 	}
-	tmp := filepath.Join(e.cfg.StateDir(), "."+toolCacheFile+".tmp")
-	if os.WriteFile(tmp, b, 0o600) == nil {
-		os.Rename(tmp, filepath.Join(e.cfg.StateDir(), toolCacheFile))
+	if _, err := filewrite.Write(filepath.Join(e.cfg.StateDir(), toolCacheFile), b, 0o600); err != nil {
+		// The list an agent sees stays the same; only the next start
+		// without a primary or a local server lists fewer tools.
+		e.log.Warn("the tool list cannot be cached", "err", err)
 	}
 }
 
