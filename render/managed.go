@@ -30,7 +30,7 @@ type loaded struct {
 	real string      // the path with symlinks followed
 	data []byte      // nil: the file does not exist
 	perm fs.FileMode // the file's mode (0644 for a new file)
-	doc  *merge.Doc  // data parsed; an empty document for a new file
+	doc  document    // data parsed; an empty document for a new file
 }
 
 // load reads and parses a config. strict refuses what JSON.parse refuses.
@@ -62,6 +62,7 @@ type managed struct {
 	schema  bool // make sure "$schema" is present (opencode)
 	strict  bool // the harness reads strict JSON: refuse comments
 	creates bool // create the file if it does not exist
+	toml    bool // the file is TOML (Codex), spliced by merge.TOMLDoc
 }
 
 func planOpencode(opts Options, s ladder.Settings) Result {
@@ -248,7 +249,7 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 // edit returns data with the managed subtree set to the desired value (or
 // removed) and "$schema" present when the target wants it.
 func (m managed) edit(data []byte) ([]byte, error) {
-	doc, err := merge.ParseDoc(data)
+	doc, err := m.parse(data)
 	if err != nil {
 		return nil, err
 	}
