@@ -94,6 +94,18 @@ was skipped or a user's value kept; 2 on usage errors.`,
 			for _, r := range results {
 				kept = kept || r.Kept()
 				switch {
+				case asJSON && (dryRun || showDiff):
+					// the diff goes inside the object, so stdout stays one JSON
+					// object per line
+					var diff strings.Builder
+					for _, c := range r.Changes {
+						diff.WriteString(c.Diff())
+					}
+					b, _ := json.Marshal(struct {
+						render.Result
+						Diff string `json:"diff"`
+					}{r, diff.String()})
+					fmt.Fprintln(stdout, string(b))
 				case asJSON:
 					b, _ := json.Marshal(r)
 					fmt.Fprintln(stdout, string(b))
@@ -125,8 +137,11 @@ was skipped or a user's value kept; 2 on usage errors.`,
 	f.StringVar(&home, "home", "", "home directory to render into (ignores XDG_CONFIG_HOME and PI_CODING_AGENT_DIR)")
 	f.BoolVar(&reclaim, "reclaim", false, "let the environment win over a managed entry you edited or deleted (your version is kept in a .bak)")
 	f.BoolVar(&strict, "strict", false, "exit 1 when a target was skipped or a user's value was kept")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object per target: {target, file, mode, action, proposed_file, warnings}")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per target: {target, file, mode, action, proposed_file, warnings}, with \"diff\" (a unified diff) under --diff or --dry-run")
 	f.StringVar(&piTemplate, "pi-template", "", "pi settings template (default: the embedded one)")
+	cmd.RegisterFlagCompletionFunc("target", func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		return render.AllTargets, cobra.ShellCompDirectiveNoFileComp
+	})
 	return cmd
 }
 
