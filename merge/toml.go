@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -242,10 +241,15 @@ func lineEnd(src []byte, off int) int {
 	return len(src)
 }
 
-var bareKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
+// tomlKey writes a key bare when TOML allows it (A-Za-z0-9_-), else quoted.
+// No regexp: this package is on every container start's path, and a
+// package-level regexp is compiled at init.
 func tomlKey(k string) string {
-	if bareKey.MatchString(k) {
+	bare := k != ""
+	for _, c := range k {
+		bare = bare && (c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-')
+	}
+	if bare {
 		return k
 	}
 	b, _ := json.Marshal(k)

@@ -177,3 +177,22 @@ func withoutEntry(t *testing.T, b []byte) map[string]any {
 	}
 	return m
 }
+
+// Keys TOML cannot write bare are quoted, and read back the same.
+func TestTOMLQuotesKeys(t *testing.T) {
+	d, _ := ParseTOML(nil)
+	v := []byte(`{"env":{"a.b":"1","c d":"2","ok_-9":"3"},"x y":true}`)
+	if err := d.Set(v, "mcp_servers", "mem palace"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(d.Bytes()), `[mcp_servers."mem palace"]`) || !strings.Contains(string(d.Bytes()), `"a.b" = "1"`) || !strings.Contains(string(d.Bytes()), `ok_-9 = "3"`) {
+		t.Fatalf("%s", d.Bytes())
+	}
+	got, _ := d.Get("mcp_servers", "mem palace")
+	if same, _ := fingerprint.Equal(got, v); !same {
+		t.Fatalf("read back %s", got)
+	}
+	if ok, err := d.Delete("mcp_servers", "mem palace"); !ok || err != nil || len(d.Bytes()) != 0 {
+		t.Fatalf("delete: %v %v %q", ok, err, d.Bytes())
+	}
+}
