@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -96,6 +98,9 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 
 	load := func() (*gateway.Config, error) {
 		c, err := gateway.LoadConfig(config)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, exitError{1, fmt.Errorf("no gateway config at %s: create one with 'devbox-config gateway init --config %s'", config, config)}
+		}
 		if err != nil {
 			return nil, exitError{1, err}
 		}

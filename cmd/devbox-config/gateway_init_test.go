@@ -27,7 +27,12 @@ func TestGatewayInitFromNothing(t *testing.T) {
 		}
 		return out.String(), errb.String()
 	}
-	_, errOut := cli(0, "init")
+	// before init, the operator commands say what to run
+	_, errOut := cli(1, "device", "add", "laptop-7f3a")
+	if !strings.Contains(errOut, "no gateway config at "+cfg+": create one with 'devbox-config gateway init --config "+cfg+"'") {
+		t.Errorf("device add before init says %q", errOut)
+	}
+	_, errOut = cli(0, "init")
 	if !strings.Contains(errOut, "wrote "+cfg+" (0600)") {
 		t.Errorf("init says %q", errOut)
 	}
