@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"fmt"
 	"path/filepath"
 
@@ -123,9 +122,6 @@ func loadTOML(sys System, path string) (loaded, error) {
 	doc, err := merge.ParseTOML(data)
 	if err != nil {
 		return loaded{}, fmt.Errorf("%s does not parse, nothing written: %v", path, err)
-	}
-	if data != nil && len(bytes.TrimSpace(data)) == 0 {
-		data = []byte{}
 	}
 	return loaded{real: real, data: data, perm: perm, doc: doc}, nil
 }
