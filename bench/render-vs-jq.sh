@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 n=${1:-300}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-go build -trimpath -ldflags="-s -w" -o "$work/devbox-config" ./cmd/devbox-config
+CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$work/devbox-config" ./cmd/devbox-config
 home=$work/home
 mkdir -p "$home/.config/opencode" "$home/.pi/agent" "$home/bin"
 cp testdata/bench/opencode.jsonc "$home/.config/opencode/"

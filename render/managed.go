@@ -30,7 +30,7 @@ type loaded struct {
 	real string      // the path with symlinks followed
 	data []byte      // nil: the file does not exist
 	perm fs.FileMode // the file's mode (0644 for a new file)
-	doc  *merge.Doc  // data parsed; an empty document for a new file
+	doc  document    // data parsed; an empty document for a new file
 }
 
 // load reads and parses a config. strict refuses what JSON.parse refuses.
@@ -64,6 +64,7 @@ type managed struct {
 	schema  bool // make sure "$schema" is present (opencode)
 	strict  bool // the harness reads strict JSON: refuse comments
 	creates bool // create the file if it does not exist
+	toml    bool // the file is TOML (Codex), spliced by merge.TOMLDoc
 }
 
 func planOpencode(opts Options, s ladder.Settings) Result {
@@ -203,9 +204,9 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 		}
 		kept = data
 	}
-	if m.schema && data != nil {
+	if jd, ok := doc.(*merge.Doc); ok && m.schema && data != nil {
 		if has, _ := doc.Has("$schema"); !has {
-			if kept, err = m.ensureSchema(doc.Clone(), data); err != nil {
+			if kept, err = m.ensureSchema(jd.Clone(), data); err != nil {
 				return skipped(r, "%s: %v", m.file, err)
 			}
 		}
@@ -275,8 +276,11 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 // edit returns data (parsed as doc, which is left as it is) with the
 // managed subtree set to the desired value (or removed) and "$schema"
 // present when the target wants it.
-func (m managed) edit(doc *merge.Doc, data []byte) ([]byte, error) {
-	doc = doc.Clone()
+func (m managed) edit(doc document, data []byte) ([]byte, error) {
+	doc, err := m.clone(doc, data)
+	if err != nil {
+		return nil, err
+	}
 	if m.desired == nil {
 		if _, err := doc.Delete(m.pointer...); err != nil {
 			return nil, err
@@ -284,10 +288,19 @@ func (m managed) edit(doc *merge.Doc, data []byte) ([]byte, error) {
 	} else if err := doc.Set(m.desired, m.pointer...); err != nil {
 		return nil, err
 	}
-	if m.schema {
-		return m.ensureSchema(doc, data)
+	if jd, ok := doc.(*merge.Doc); ok && m.schema {
+		return m.ensureSchema(jd, data)
 	}
 	return ensureFinalNewline(doc.Bytes(), data), nil
+}
+
+// clone is a copy of doc to edit: a JSONC document's tree is cloned, a
+// TOML one parsed again from data.
+func (m managed) clone(doc document, data []byte) (document, error) {
+	if jd, ok := doc.(*merge.Doc); ok {
+		return jd.Clone(), nil
+	}
+	return m.parse(data)
 }
 
 // ensureSchema adds "$schema" to doc (data as read) if it lacks one and

@@ -30,10 +30,16 @@ const (
 	TargetOpencode = "opencode"
 	TargetPi       = "pi"
 	TargetPiMCP    = "pi-mcp"
+	// The targets in harnesses.go.
+	TargetClaudeCode = "claude-code"
+	TargetCodex      = "codex"
+	TargetGemini     = "gemini"
+	TargetCursor     = "cursor"
+	TargetVSCode     = "vscode"
 )
 
 // AllTargets is every target, in the order they run.
-var AllTargets = []string{TargetOpencode, TargetPi, TargetPiMCP}
+var AllTargets = []string{TargetOpencode, TargetPi, TargetPiMCP, TargetClaudeCode, TargetCodex, TargetGemini, TargetCursor, TargetVSCode}
 
 // Actions besides merge.Action's.
 const (
@@ -164,7 +170,7 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 		return skipped(r, "%v", err)
 	}
 	defer unlock()
-	if t == TargetPi {
+	if t == TargetPi || t == TargetClaudeCode { // both write their file under <file>.lock
 		unlockPi, err := opts.Sys.LockPi(r.File)
 		if err != nil {
 			return skipped(r, "%v", err)
@@ -188,6 +194,8 @@ func planTarget(opts Options, s ladder.Settings, t string, explicit bool) Result
 		r = planOpencode(opts, s)
 	case TargetPiMCP:
 		r = planPiMCP(opts, s, explicit)
+	case TargetClaudeCode, TargetCodex, TargetGemini, TargetCursor, TargetVSCode:
+		r = planHarness(opts, s, harnessTargets[t], explicit)
 	default:
 		r = planPiSettings(opts, s, explicit)
 	}

@@ -5,7 +5,8 @@
 //	go run ./bench/procbench -n 300 -- 'cmd one' 'cmd two' ...
 //
 // Each command runs through sh -c with stdout and stderr discarded; a
-// failing run aborts the benchmark.
+// failing run aborts the benchmark. With -exec a command is split on spaces
+// and started directly, so the shell's own start is not in the figure.
 package main
 
 import (
@@ -14,12 +15,14 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"time"
 )
 
 func main() {
 	n := flag.Int("n", 200, "runs of each command")
 	warm := flag.Int("warmup", 5, "untimed runs of each command first")
+	direct := flag.Bool("exec", false, "start each command directly (split on spaces), not through sh -c")
 	flag.Parse()
 	cmds := flag.Args()
 	if len(cmds) == 0 {
@@ -30,7 +33,12 @@ func main() {
 	for i := 0; i < *warm+*n; i++ {
 		for j, c := range cmds {
 			start := time.Now()
-			if out, err := exec.Command("sh", "-c", c).CombinedOutput(); err != nil {
+			cmd := exec.Command("sh", "-c", c)
+			if *direct {
+				argv := strings.Fields(c)
+				cmd = exec.Command(argv[0], argv[1:]...)
+			}
+			if out, err := cmd.CombinedOutput(); err != nil {
 				fmt.Fprintf(os.Stderr, "%s: %v\n%s", c, err, out)
 				os.Exit(1)
 			}

@@ -193,6 +193,9 @@ func newEdgeOutboxCmd(stdout io.Writer) *cobra.Command {
 				return exitError{1, err}
 			}
 			if asJSON {
+				if ops == nil {
+					ops = []outbox.Op{} // an empty outbox is [], not null
+				}
 				b, _ := json.MarshalIndent(ops, "", "  ")
 				fmt.Fprintln(stdout, string(b))
 				return nil

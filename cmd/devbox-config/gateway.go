@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -96,6 +98,9 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 
 	load := func() (*gateway.Config, error) {
 		c, err := gateway.LoadConfig(config)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, exitError{1, fmt.Errorf("no gateway config at %s: create one with 'devbox-config gateway init --config %s'", config, config)}
+		}
 		if err != nil {
 			return nil, exitError{1, err}
 		}
@@ -273,6 +278,22 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	}
 	verify.Flags().StringVar(&pubFile, "pubkey", "", "Ed25519 public key of the checkpoints (default: the config's signing_key_file.pub)")
 	audit.AddCommand(verify)
-	cmd.AddCommand(device, token, audit)
+	initCmd := &cobra.Command{
+		Use:   "init",
+		Short: "Write a commented sample config (0600) at --config; never overwrites",
+		Long: `init writes a commented sample gateway config at --config (default
+gateway.jsonc) with mode 0600: the server secret, the audit log and its
+signing key beside it, and one example device commented out. It refuses to
+overwrite an existing file. Then: 'gateway device add', 'gateway token issue'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := gateway.WriteSample(config); err != nil {
+				return exitError{1, err}
+			}
+			fmt.Fprintf(stderr, "wrote %s (0600); next: devbox-config gateway --config %s device add ID ...\n", config, config)
+			return nil
+		},
+	}
+	cmd.AddCommand(initCmd, device, token, audit)
 	return cmd
 }

@@ -41,6 +41,14 @@ Targets:
             turns it off.
   pi-mcp    ~/.pi/agent/mcp.json mcpServers.mempalace (pi-mcp-adapter), only if
             the file exists or --target names it.
+  claude-code  ~/.claude.json ($CLAUDE_CONFIG_DIR) mcpServers.mempalace, under
+            Claude Code's own ~/.claude.json.lock; token as ${MEMPALACE_REMOTE_TOKEN}.
+  codex     ~/.codex/config.toml ($CODEX_HOME) [mcp_servers.mempalace], every
+            byte outside the table kept; token by bearer_token_env_var.
+  gemini    ~/.gemini/settings.json ($GEMINI_CLI_HOME) mcpServers.mempalace.
+  cursor    ~/.cursor/mcp.json mcpServers.mempalace, token as ${env:...}.
+  vscode    ~/.config/Code/User/mcp.json servers.mempalace, token as ${env:...}.
+  These five only when the harness's directory exists, or --target names it.
 
 Exit status: 0 on success and on degraded paths; 1 with --strict when a target
 was skipped or a user's value kept; 2 on usage errors.`,
@@ -86,6 +94,18 @@ was skipped or a user's value kept; 2 on usage errors.`,
 			for _, r := range results {
 				kept = kept || r.Kept()
 				switch {
+				case asJSON && (dryRun || showDiff):
+					// the diff goes inside the object, so stdout stays one JSON
+					// object per line
+					var diff strings.Builder
+					for _, c := range r.Changes {
+						diff.WriteString(c.Diff())
+					}
+					b, _ := json.Marshal(struct {
+						render.Result
+						Diff string `json:"diff"`
+					}{r, diff.String()})
+					fmt.Fprintln(stdout, string(b))
 				case asJSON:
 					b, _ := json.Marshal(r)
 					fmt.Fprintln(stdout, string(b))
@@ -113,12 +133,15 @@ was skipped or a user's value kept; 2 on usage errors.`,
 	f.BoolVar(&dryRun, "dry-run", false, "write nothing; print each target's decision and a unified diff")
 	f.BoolVar(&showDiff, "diff", false, "print each target's decision and a unified diff of what is written")
 	f.StringVar(&envFile, "env-file", "", "read the MEMPALACE_* and PI_SETTINGS_MERGE variables from this .env file instead of the environment")
-	f.StringSliceVar(&targets, "target", nil, "targets to render: opencode, pi, pi-mcp (default: all that are set up)")
+	f.StringSliceVar(&targets, "target", nil, "targets to render: "+strings.Join(render.AllTargets, ", ")+" (default: all that are set up)")
 	f.StringVar(&home, "home", "", "home directory to render into (ignores XDG_CONFIG_HOME and PI_CODING_AGENT_DIR)")
 	f.BoolVar(&reclaim, "reclaim", false, "let the environment win over a managed entry you edited or deleted (your version is kept in a .bak)")
 	f.BoolVar(&strict, "strict", false, "exit 1 when a target was skipped or a user's value was kept")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object per target: {target, file, mode, action, proposed_file, warnings}")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per target: {target, file, mode, action, proposed_file, warnings}, with \"diff\" (a unified diff) under --diff or --dry-run")
 	f.StringVar(&piTemplate, "pi-template", "", "pi settings template (default: the embedded one)")
+	cmd.RegisterFlagCompletionFunc("target", func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		return render.AllTargets, cobra.ShellCompDirectiveNoFileComp
+	})
 	return cmd
 }
 

@@ -56,7 +56,51 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	})
 	root.AddCommand(newRenderCmd(stdout, stderr), newEdgeCmd(os.Stdin, stdout, stderr), newGatewayCmd(stdout, stderr), newDoctorCmd(stdout, stderr), newVersionCmd(stdout))
 	root.AddCommand(newMailboxCmd(stdout, stderr, os.LookupEnv))
+	root.Version = version
+	root.SetVersionTemplate("{{versionText}}")
+	root.InitDefaultCompletionCmd()
+	usageHints(root)
 	return root
+}
+
+func init() {
+	cobra.AddTemplateFunc("versionText", versionText)
+}
+
+// usageHints makes every level of the command tree answer a mistake the same
+// way: exit 2, the command named, and "run '… --help'". A command that only
+// groups others (edge outbox, gateway device, completion) refuses an unknown
+// subcommand instead of printing its help and exiting 0; a wrong number of
+// arguments names the command (not just "accepts 1 arg(s)").
+func usageHints(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		usageHints(sub)
+	}
+	hint := func(err error) error {
+		return exitError{2, fmt.Errorf("%s: %w (run '%s --help' for usage)", c.CommandPath(), err, c.CommandPath())}
+	}
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.ArbitraryArgs
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			return exitError{2, fmt.Errorf("unknown command %q for %q (run '%s --help' for usage)", args[0], cmd.CommandPath(), cmd.CommandPath())}
+		}
+		return
+	}
+	if c.Args != nil && c.HasParent() {
+		check := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				if strings.HasPrefix(err.Error(), "unknown command") {
+					return exitError{2, fmt.Errorf("%w (run '%s --help' for usage)", err, cmd.CommandPath())}
+				}
+				return hint(err)
+			}
+			return nil
+		}
+	}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -73,8 +117,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return ee.code
 	}
+	if strings.HasPrefix(err.Error(), "unknown command") {
+		// the root's own check (cobra's legacyArgs), with its suggestions
+		msg, _, _ := strings.Cut(err.Error(), "\n")
+		fmt.Fprintf(stderr, "devbox-config: %s (run 'devbox-config --help' for usage)\n", msg)
+		return 2
+	}
 	fmt.Fprintln(stderr, "devbox-config:", err)
-	if strings.HasPrefix(err.Error(), "unknown command") || strings.Contains(err.Error(), "accepts") {
+	if strings.Contains(err.Error(), "accepts") {
 		return 2
 	}
 	return 1

@@ -21,19 +21,24 @@ func newVersionCmd(stdout io.Writer) *cobra.Command {
 		Short: "Print the version, the commit and the Go version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := commit
-			if c == "" {
-				c = "unknown"
-				if bi, ok := debug.ReadBuildInfo(); ok {
-					for _, s := range bi.Settings {
-						if s.Key == "vcs.revision" {
-							c = s.Value
-						}
-					}
-				}
-			}
-			fmt.Fprintf(stdout, "devbox-config %s\ncommit %s\n%s %s/%s\n", version, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprint(stdout, versionText())
 			return nil
 		},
 	}
+}
+
+// versionText is what both `version` and `--version` print.
+func versionText() string {
+	c := commit
+	if c == "" {
+		c = "unknown"
+		if bi, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range bi.Settings {
+				if s.Key == "vcs.revision" {
+					c = s.Value
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("devbox-config %s\ncommit %s\n%s %s/%s\n", version, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

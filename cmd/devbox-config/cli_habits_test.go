@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/render"
+)
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// --version prints what `version` prints.
+func TestVersionFlag(t *testing.T) {
+	code, flag, _ := runCLI("--version")
+	_, cmd, _ := runCLI("version")
+	if code != 0 || flag != cmd || !strings.HasPrefix(flag, "devbox-config ") {
+		t.Fatalf("--version: exit %d %q, version: %q", code, flag, cmd)
+	}
+}
+
+// A mistake at any level of the tree exits 2 and says which command to ask
+// for help, including the commands that only group others (which used to
+// print their help and exit 0).
+func TestUsageMistakesNameTheCommand(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nosuch"}, `unknown command "nosuch" for "devbox-config" (run 'devbox-config --help' for usage)`},
+		{[]string{"render", "nosuch"}, `run 'devbox-config render --help'`},
+		{[]string{"edge", "nosuch"}, `run 'devbox-config edge --help'`},
+		{[]string{"edge", "outbox", "nosuch"}, `unknown command "nosuch" for "devbox-config edge outbox" (run 'devbox-config edge outbox --help' for usage)`},
+		{[]string{"gateway", "nosuch"}, `run 'devbox-config gateway --help'`},
+		{[]string{"gateway", "device", "nosuch"}, `run 'devbox-config gateway device --help'`},
+		{[]string{"gateway", "token", "nosuch"}, `run 'devbox-config gateway token --help'`},
+		{[]string{"gateway", "audit", "nosuch"}, `run 'devbox-config gateway audit --help'`},
+		{[]string{"completion", "nosuch"}, `unknown command "nosuch" for "devbox-config completion"`},
+		{[]string{"edge", "outbox", "retry"}, `devbox-config edge outbox retry: accepts 1 arg(s), received 0 (run 'devbox-config edge outbox retry --help' for usage)`},
+		{[]string{"edge", "outbox", "drop"}, `devbox-config edge outbox drop: accepts 1 arg(s)`},
+		{[]string{"gateway", "token", "issue"}, `devbox-config gateway token issue: accepts 1 arg(s)`},
+		{[]string{"render", "--bogus"}, `run 'devbox-config render --help'`},
+	} {
+		code, _, errOut := runCLI(c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+	// a group on its own still shows its help
+	if code, out, _ := runCLI("edge", "outbox"); code != 0 || !strings.Contains(out, "Available Commands") {
+		t.Errorf("edge outbox alone: exit %d\n%s", code, out)
+	}
+}
+
+// Shell completion offers the render targets for --target.
+func TestTargetCompletion(t *testing.T) {
+	_, out, _ := runCLI("__complete", "render", "--target", "")
+	for _, tg := range render.AllTargets {
+		if !strings.Contains(out, tg+"\n") {
+			t.Errorf("--target completion lacks %s:\n%s", tg, out)
+		}
+	}
+}
+
+// An empty outbox lists as [] in JSON (not null), so `jq length` works.
+func TestOutboxListJSONEmpty(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	os.MkdirAll(filepath.Join(palace, "edge"), 0o755)
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	code, out, errOut := runCLI("edge", "outbox", "list", "--json")
+	if code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("outbox list --json on an empty outbox: exit %d %q %s", code, out, errOut)
+	}
+}
+
+// --json with --diff (or --dry-run) carries the diff inside each object.
+func TestRenderJSONWithDiff(t *testing.T) {
+	t.Setenv("MEMPALACE_REMOTE_URL", "https://palace.example.org/mcp")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok-SECRET-json-diff")
+	var home string
+	for _, flag := range []string{"--dry-run", "--diff"} {
+		home = t.TempDir()
+		code, out, errOut := runCLI("render", "--home", home, "--target", "opencode", "--json", flag)
+		var r struct {
+			Target, Action, Diff string
+		}
+		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &r); code != 0 || err != nil {
+			t.Fatalf("%s: exit %d, %v\n%s%s", flag, code, err, out, errOut)
+		}
+		if r.Target != "opencode" || !strings.Contains(r.Diff, "+++ b") || !strings.Contains(r.Diff, `"Bearer {env:MEMPALACE_REMOTE_TOKEN}"`) {
+			t.Fatalf("%s: %+v", flag, r)
+		}
+		if strings.Contains(out, "tok-SECRET-json-diff") {
+			t.Fatal("the token is in the output")
+		}
+	}
+	_, out, _ := runCLI("render", "--home", home, "--target", "opencode", "--json")
+	if strings.Contains(out, `"diff"`) {
+		t.Errorf("plain --json carries a diff: %s", out)
+	}
+}

@@ -1,0 +1,110 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// sampleConfig is what `gateway init` writes: every field the gateway
+// reads, explained, with one example device commented out. DIR is replaced
+// by the config file's directory (JSON-quoted), so the files sit beside it.
+const sampleConfig = `// devbox-config gateway configuration (JSONC: comments and trailing commas
+// are allowed). Written by 'devbox-config gateway init'. The gateway reloads
+// it within a second of a change, and on SIGHUP.
+//
+// 'gateway device add|remove' and 'gateway token issue|rotate|revoke' edit
+// this file for you; they rewrite it as plain JSON, so these comments go
+// with the first such edit. Relative paths are relative to the directory the
+// gateway runs in, so the ones below are absolute.
+{
+  // The server secret that keys the token HMACs: created (0600) on first use
+  // if it does not exist. Losing it invalidates every issued token.
+  "secret_file": DIR_SECRET,
+
+  // The upstream's shared token (mempalace serve's MEMPALACE_MCP_HTTP_TOKEN),
+  // 0600. MEMPALACE_UPSTREAM_TOKEN in the environment wins over this file.
+  // "upstream_token_file": DIR_UPSTREAM,
+
+  // Append-only, hash-chained audit log: one JSON line per request.
+  "audit_log": DIR_AUDIT,
+
+  // Ed25519 key that signs a checkpoint of the audit chain every 100 lines
+  // (created if missing; the public half is <file>.pub). Optional.
+  "signing_key_file": DIR_SIGNING,
+
+  // How long a rotated-out token stays valid after its successor's first
+  // use, in days (default 7).
+  // "grace_days": 7,
+
+  // Each device has its own token. Add one with
+  //   devbox-config gateway --config THIS_FILE device add laptop-7f3a --label laptop \
+  //     --read 'shared,wing_opencode' --write 'shared,wing_opencode' --kg read --agents opencode@laptop
+  // then 'gateway token issue laptop-7f3a' (shown once). Deny by default:
+  "devices": [
+    // {
+    //   "id": "laptop-7f3a",              // opaque, 1-64 of letters, digits, . _ -
+    //   "label": "laptop",                // for humans only, never identity
+    //   "read": ["shared", "wing_opencode"],   // wing globs it may read
+    //   "write": ["shared", "wing_opencode"],  // wing globs it may write
+    //   "kg": "read",                     // knowledge graph: none, read or write
+    //   "agents": ["opencode@laptop"],    // from_agent names it may use
+    //   "admin": false,                   // mine, sync, deletes, unknown tools
+    //   "coordinator": false,             // sees every coordination event
+    //   "read_rate": 0, "write_rate": 0   // requests per second; 0 = defaults
+    // }
+  ]
+}
+`
+
+// SampleConfig returns the commented sample configuration for a config file
+// at path: the secret, the audit log and the signing key beside it.
+func SampleConfig(path string) ([]byte, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Dir(abs)
+	quote := func(name string) string {
+		b, _ := json.Marshal(filepath.Join(dir, name))
+		return string(b)
+	}
+	r := strings.NewReplacer(
+		"DIR_SECRET", quote("gateway.secret"),
+		"DIR_UPSTREAM", quote("upstream.token"),
+		"DIR_AUDIT", quote("audit.jsonl"),
+		"DIR_SIGNING", quote("audit.key"),
+		"THIS_FILE", abs,
+	)
+	return []byte(r.Replace(sampleConfig)), nil
+}
+
+// WriteSample creates the sample configuration at path with mode 0600 (it
+// will hold token HMACs). It refuses to touch an existing file.
+func WriteSample(path string) error {
+	b, err := SampleConfig(path)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s exists; not overwritten (edit it, or remove it first)", path)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil { // umask must not widen or narrow it
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,355 @@
+package merge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
+)
+
+// TOMLDoc is a TOML file (Codex's config.toml) in which one table, such as
+// [mcp_servers.mempalace], can be read as JSON and replaced, inserted or
+// removed while every byte outside it stays as it was: comments, ordering,
+// blank lines, CRLF. Only the table form is edited; an entry written as an
+// inline table or with dotted keys elsewhere is reported, not rewritten.
+//
+// Positions come from go-toml's unstable parser, the one library that
+// exposes byte ranges for every key/value; values are decoded with the same
+// library, so what the splice reads is what a TOML reader reads.
+type TOMLDoc struct {
+	src  []byte
+	tree map[string]any
+}
+
+// ParseTOML parses src. Empty input is an empty document. Errors name the
+// line and column.
+func ParseTOML(src []byte) (*TOMLDoc, error) {
+	d := &TOMLDoc{src: bytes.Clone(src), tree: map[string]any{}}
+	if len(bytes.TrimSpace(src)) == 0 {
+		return d, nil
+	}
+	if err := toml.Unmarshal(src, &d.tree); err != nil {
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			line, col := de.Position()
+			return nil, fmt.Errorf("line %d, column %d: %s", line, col, de.Error())
+		}
+		return nil, err
+	}
+	return d, nil
+}
+
+// Bytes returns the document's current text.
+func (d *TOMLDoc) Bytes() []byte { return bytes.Clone(d.src) }
+
+// Get returns the value at path as standard JSON, or nil if it is absent.
+func (d *TOMLDoc) Get(path ...string) ([]byte, error) {
+	var v any = d.tree
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, nil
+		}
+		if v, ok = m[k]; !ok {
+			return nil, nil
+		}
+	}
+	return json.Marshal(v)
+}
+
+// Has reports whether path exists.
+func (d *TOMLDoc) Has(path ...string) (bool, error) {
+	b, err := d.Get(path...)
+	return b != nil, err
+}
+
+// Duplicates is always empty: TOML forbids defining a key twice, so such a
+// file does not parse.
+func (d *TOMLDoc) Duplicates(path ...string) *DuplicateError { return nil }
+
+// Set replaces the table at path with value (a JSON object), or appends the
+// table at the end of the file when there is none.
+func (d *TOMLDoc) Set(value []byte, path ...string) error {
+	body, err := tableText(value, path, d.newline())
+	if err != nil {
+		return err
+	}
+	start, end, found, err := d.span(path)
+	if err != nil {
+		return err
+	}
+	if found {
+		return d.reparse(concat(d.src[:start], body, d.src[end:]))
+	}
+	head := d.src
+	if len(bytes.TrimSpace(head)) > 0 {
+		if !bytes.HasSuffix(head, []byte("\n")) {
+			head = concat(head, []byte(d.newline()))
+		}
+		head = concat(head, []byte(d.newline()))
+	}
+	return d.reparse(concat(head, body))
+}
+
+// Delete removes the table at path (with the one blank line before it that
+// Set adds) and reports whether it was there.
+func (d *TOMLDoc) Delete(path ...string) (bool, error) {
+	start, end, found, err := d.span(path)
+	if err != nil || !found {
+		return false, err
+	}
+	nl := d.newline()
+	if bytes.HasSuffix(d.src[:start], []byte(nl+nl)) {
+		start -= len(nl)
+	} else if start == len(nl) && bytes.Equal(d.src[:start], []byte(nl)) {
+		start = 0
+	}
+	return true, d.reparse(concat(d.src[:start], d.src[end:]))
+}
+
+func (d *TOMLDoc) reparse(src []byte) error {
+	nd, err := ParseTOML(src)
+	if err != nil {
+		return fmt.Errorf("the edit would not parse (please report): %w", err)
+	}
+	*d = *nd
+	return nil
+}
+
+func (d *TOMLDoc) newline() string {
+	if bytes.Contains(d.src, []byte("\r\n")) {
+		return "\r\n"
+	}
+	return "\n"
+}
+
+// span finds the bytes of the table at path: from its header's '[' to the end of the last key/value line of it and its sub-tables.
+// Comment lines after that last key belong to what follows and are kept.
+func (d *TOMLDoc) span(path []string) (start, end int, found bool, err error) {
+	if len(d.src) == 0 {
+		return 0, 0, false, nil
+	}
+	p := &unstable.Parser{}
+	p.Reset(d.src)
+	var table []string
+	inside, closed := false, false
+	for p.NextExpression() {
+		e := p.Expression()
+		switch e.Kind {
+		case unstable.Table, unstable.ArrayTable:
+			keys, first, last := nodeKey(e.Key())
+			table = keys
+			mine := hasPrefix(keys, path)
+			if mine && e.Kind == unstable.ArrayTable {
+				return 0, 0, false, fmt.Errorf("%s is an array of tables here; edit it by hand", pathName(path))
+			}
+			if mine && closed {
+				return 0, 0, false, fmt.Errorf("%s is split into parts with other tables between them; put them together by hand", pathName(path))
+			}
+			if mine && !inside {
+				// From the '[' on: indentation before it is not the table's.
+				start, found, inside = bytes.LastIndexByte(d.src[:first], '['), true, true
+			}
+			if mine {
+				end = lineEnd(d.src, last)
+			} else if inside {
+				inside, closed = false, true
+			}
+		case unstable.KeyValue:
+			keys, _, _ := nodeKey(e.Key())
+			full := append(append([]string(nil), table...), keys...)
+			if inside {
+				end = lineEnd(d.src, int(e.Raw.Offset+e.Raw.Length))
+				continue
+			}
+			if hasPrefix(full, path) || hasPrefix(path, full) && isMap(d.tree, full) && containsPath(d.tree, path) {
+				return 0, 0, false, fmt.Errorf("%s is set with an inline table or dotted keys (line %d); render edits only a [%s] table: move it there by hand",
+					pathName(path), 1+bytes.Count(d.src[:e.Raw.Offset], []byte("\n")), strings.Join(path, "."))
+			}
+		}
+	}
+	if err := p.Error(); err != nil {
+		return 0, 0, false, err
+	}
+	return start, end, found, nil
+}
+
+func nodeKey(it unstable.Iterator) (keys []string, first, last int) {
+	first = -1
+	for it.Next() {
+		n := it.Node()
+		keys = append(keys, string(n.Data))
+		if first < 0 {
+			first = int(n.Raw.Offset)
+		}
+		last = int(n.Raw.Offset + n.Raw.Length)
+	}
+	return keys, first, last
+}
+
+func hasPrefix(keys, prefix []string) bool {
+	if len(keys) < len(prefix) {
+		return false
+	}
+	for i := range prefix {
+		if keys[i] != prefix[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func isMap(tree map[string]any, path []string) bool {
+	var v any = tree
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		v = m[k]
+	}
+	_, ok := v.(map[string]any)
+	return ok
+}
+
+func containsPath(tree map[string]any, path []string) bool {
+	var v any = tree
+	for _, k := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		if v, ok = m[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// lineEnd is the offset just past the newline ending the line holding off
+// (the end of the file if there is none). After a header or a key/value
+// only blanks and a comment can follow on the line.
+func lineEnd(src []byte, off int) int {
+	if i := bytes.IndexByte(src[off:], '\n'); i >= 0 {
+		return off + i + 1
+	}
+	return len(src)
+}
+
+// tomlKey writes a key bare when TOML allows it (A-Za-z0-9_-), else quoted.
+// No regexp: this package is on every container start's path, and a
+// package-level regexp is compiled at init.
+func tomlKey(k string) string {
+	bare := k != ""
+	for _, c := range k {
+		bare = bare && (c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-')
+	}
+	if bare {
+		return k
+	}
+	b, _ := json.Marshal(k)
+	return string(b)
+}
+
+// tableText renders a JSON object as a TOML table: scalars and arrays as
+// key = value lines in the object's own key order, nested objects as inline
+// tables.
+func tableText(value []byte, path []string, nl string) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(value))
+	dec.UseNumber()
+	var keys []string
+	vals := map[string]json.RawMessage{}
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("a TOML table needs a JSON object, got %.40q", value)
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k.(string))
+		vals[k.(string)] = raw
+	}
+	var b strings.Builder
+	var hdr []string
+	for _, p := range path {
+		hdr = append(hdr, tomlKey(p))
+	}
+	b.WriteString("[" + strings.Join(hdr, ".") + "]" + nl)
+	for _, k := range keys {
+		v, err := tomlValue(vals[k])
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", strings.Join(path, "."), k, err)
+		}
+		b.WriteString(tomlKey(k) + " = " + v + nl)
+	}
+	return []byte(b.String()), nil
+}
+
+// tomlValue writes one JSON value as TOML. A JSON string's escapes are all
+// valid in a TOML basic string; null has no TOML form.
+func tomlValue(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", errors.New("empty value")
+	}
+	switch raw[0] {
+	case '"', 't', 'f', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return "", err
+		}
+		if s, ok := v.(string); ok {
+			enc, _ := json.Marshal(s)
+			return string(enc), nil
+		}
+		return string(raw), nil
+	case '[':
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return "", err
+		}
+		parts := make([]string, 0, len(items))
+		for _, it := range items {
+			s, err := tomlValue(it)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, s)
+		}
+		return "[" + strings.Join(parts, ", ") + "]", nil
+	case '{':
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return "", err
+		}
+		if len(m) == 0 {
+			return "{}", nil
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(m))
+		for _, k := range keys {
+			s, err := tomlValue(m[k])
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, tomlKey(k)+" = "+s)
+		}
+		return "{ " + strings.Join(parts, ", ") + " }", nil
+	}
+	return "", fmt.Errorf("%.20s has no TOML form", raw)
+}

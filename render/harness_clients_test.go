@@ -1,0 +1,392 @@
+package render
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/fingerprint"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// The pinned real clients (realclients/package.json) load what render
+// wrote for them, rung by rung, offline, in an isolated HOME: Claude Code
+// and Gemini CLI connect in `mcp list`; Codex's `mcp list` only reads the
+// config, so its app-server is asked for the server's tools as well. In edge
+// mode the primary must see authorized requests from the edge and no 401:
+// that is what proves the entry got the token past Codex's and Gemini's
+// filters of a stdio server's environment.
+
+const clientToken = "tok-SECRET-harness-clients"
+
+// realClient returns node_modules/.bin/<bin> from $DEVBOX_REALCLIENTS.
+func realClient(t *testing.T, bin string) string {
+	t.Helper()
+	p := filepath.Join(testbed.Dir(t), "node_modules", ".bin", bin)
+	if _, err := os.Stat(p); err != nil {
+		msg := fmt.Sprintf("%s is not installed in %s (realclients/package.json pins it; run scripts/install-realclients)", bin, testbed.Dir(t))
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return p
+}
+
+type clientRig struct {
+	h       *testbed.Home
+	primary *fakepalace.HTTPServer
+}
+
+func newClientRig(t *testing.T) *clientRig {
+	t.Helper()
+	h := testbed.NewHome(t)
+	h.Link(t, testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp"), "mempalace-mcp")
+	h.Link(t, testbed.Build(t, "./cmd/devbox-config", "devbox-config"), "devbox-config")
+	h.Setenv("MEMPALACE_PALACE_PATH", filepath.Join(h.Dir, ".mempalace", "palace"))
+	pl, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: clientToken})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return &clientRig{h: h, primary: srv}
+}
+
+type clientRung struct {
+	name string
+	env  map[string]string
+}
+
+func (r *clientRig) rungs() []clientRung {
+	u := r.primary.URL()
+	return []clientRung{
+		{"solitary", nil},
+		{"remote", map[string]string{"MEMPALACE_REMOTE_URL": u, "MEMPALACE_REMOTE_TOKEN": clientToken}},
+		{"edge", map[string]string{"MEMPALACE_REMOTE_URL": u, "MEMPALACE_REMOTE_TOKEN": clientToken, "MEMPALACE_EDGE": "1"}},
+	}
+}
+
+// render sets the rung's variables and renders one target.
+func (r *clientRig) render(t *testing.T, target string, rung clientRung) Result {
+	t.Helper()
+	for _, k := range []string{"MEMPALACE_REMOTE_URL", "MEMPALACE_REMOTE_TOKEN", "MEMPALACE_EDGE"} {
+		r.h.Setenv(k, rung.env[k])
+	}
+	res, _, err := Run(Options{Home: r.h.Dir, Env: r.h.Lookup, Targets: []string{target},
+		LookPath: func(string) (string, error) { return filepath.Join(r.h.Bin, "mempalace-mcp"), nil }}, false)
+	if err != nil || len(res) != 1 || res[0].Kept() {
+		t.Fatalf("render %s: %v %+v", target, err, res)
+	}
+	return res[0]
+}
+
+// primaryCounts is the primary's request count by HTTP status.
+func (r *clientRig) primaryCounts(t *testing.T) map[string]float64 {
+	t.Helper()
+	_, body := testbed.Request(t, "GET", strings.TrimSuffix(r.primary.URL(), "/mcp")+"/statusz", "", map[string]string{"Authorization": "Bearer " + clientToken})
+	var st struct {
+		Requests struct {
+			ByStatus map[string]float64 `json:"by_status"`
+		} `json:"requests"`
+	}
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("statusz: %v\n%s", err, body)
+	}
+	return st.Requests.ByStatus
+}
+
+// checkPrimary: in remote and edge mode the primary got authorized
+// requests while the client ran, and no 401 (a token lost on the way).
+func (r *clientRig) checkPrimary(t *testing.T, rung clientRung, before map[string]float64) {
+	t.Helper()
+	if rung.name == "solitary" {
+		return
+	}
+	after := r.primaryCounts(t)
+	if after["401"] > before["401"] {
+		t.Errorf("%s: the primary refused %v request(s) with 401: the token did not reach it", rung.name, after["401"]-before["401"])
+	}
+	// one 200 is our own statusz request
+	if after["200"]-before["200"] < 2 {
+		t.Errorf("%s: the primary got no authorized request while the client ran (by status before %v, after %v)", rung.name, before, after)
+	}
+}
+
+var claudeListRE = regexp.MustCompile(`(?m)^mempalace: .* - (✔ Connected|✘ .*)$`)
+
+func TestClaudeCodeListsEveryRung(t *testing.T) {
+	claude := realClient(t, "claude")
+	r := newClientRig(t)
+	r.h.Setenv("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+	file := filepath.Join(r.h.Dir, ".claude.json")
+	for _, rung := range r.rungs() {
+		t.Run(rung.name, func(t *testing.T) {
+			res := r.render(t, TargetClaudeCode, rung)
+			before, _ := os.ReadFile(file)
+			entry := jsonAt(t, before, "mcpServers", "mempalace")
+			counts := r.primaryCounts(t)
+			out, errOut, err := r.h.Run(t, 90*time.Second, claude, "mcp", "list")
+			if err != nil {
+				t.Fatalf("claude mcp list: %v\n%s%s", err, out, errOut)
+			}
+			m := claudeListRE.FindStringSubmatch(out)
+			if m == nil || m[1] != "✔ Connected" {
+				t.Fatalf("claude mcp list does not show mempalace connected (%s):\n%s%s", res.Action, out, errOut)
+			}
+			r.checkPrimary(t, rung, counts)
+			// Claude Code rewrites ~/.claude.json itself (first start: its
+			// own top-level keys). The entry must survive as written, and the
+			// next render must see nothing to do.
+			after, _ := os.ReadFile(file)
+			if same, _ := fingerprint.Equal(entry, jsonAt(t, after, "mcpServers", "mempalace")); !same {
+				t.Fatalf("Claude Code changed mcpServers.mempalace:\n%s", after)
+			}
+			if !bytes.Equal(before, after) {
+				t.Logf("Claude Code rewrote %s, keeping the entry; top-level keys now %v", file, topKeys(t, after))
+			}
+			if again := r.render(t, TargetClaudeCode, rung); again.Action != "unchanged" || len(again.Changes) != 0 {
+				t.Fatalf("render after Claude Code ran: %s, %d changes", again.Action, len(again.Changes))
+			}
+			testbed.NoFileContains(t, r.h.Dir, clientToken)
+		})
+	}
+}
+
+var geminiListRE = regexp.MustCompile(`(?m)^[✓✗] mempalace: .* - (Connected|Disconnected|Disabled)`)
+
+func TestGeminiListsEveryRung(t *testing.T) {
+	gemini := realClient(t, "gemini")
+	r := newClientRig(t)
+	// Else user-level servers show "Disabled" in an untrusted folder.
+	r.h.Setenv("GEMINI_CLI_TRUST_WORKSPACE", "true")
+	file := filepath.Join(r.h.Dir, ".gemini", "settings.json")
+	for _, rung := range r.rungs() {
+		t.Run(rung.name, func(t *testing.T) {
+			r.render(t, TargetGemini, rung)
+			before, _ := os.ReadFile(file)
+			counts := r.primaryCounts(t)
+			out, errOut, err := r.h.Run(t, 120*time.Second, gemini, "mcp", "list")
+			if err != nil {
+				t.Fatalf("gemini mcp list: %v\n%s%s", err, out, errOut)
+			}
+			m := geminiListRE.FindStringSubmatch(testbedPlain(out + errOut))
+			if m == nil || m[1] != "Connected" {
+				t.Fatalf("gemini mcp list does not show mempalace connected:\n%s%s", out, errOut)
+			}
+			r.checkPrimary(t, rung, counts)
+			if after, _ := os.ReadFile(file); !bytes.Equal(before, after) {
+				t.Fatalf("Gemini CLI rewrote settings.json:\n%s", after)
+			}
+			testbed.NoFileContains(t, r.h.Dir, clientToken)
+		})
+	}
+}
+
+func TestCodexListsEveryRung(t *testing.T) {
+	codex := realClient(t, "codex")
+	r := newClientRig(t)
+	file := filepath.Join(r.h.Dir, ".codex", "config.toml")
+	for _, rung := range r.rungs() {
+		t.Run(rung.name, func(t *testing.T) {
+			r.render(t, TargetCodex, rung)
+			before, _ := os.ReadFile(file)
+			// --disable plugins: else Codex clones its plugin repository.
+			out, errOut, err := r.h.Run(t, 60*time.Second, codex, "--disable", "plugins", "mcp", "list", "--json")
+			if err != nil {
+				t.Fatalf("codex mcp list: %v\n%s%s", err, out, errOut)
+			}
+			var listed []struct {
+				Name      string `json:"name"`
+				Enabled   bool   `json:"enabled"`
+				Transport struct {
+					Type              string `json:"type"`
+					URL               string `json:"url"`
+					BearerTokenEnvVar string `json:"bearer_token_env_var"`
+				} `json:"transport"`
+			}
+			if err := json.Unmarshal([]byte(out), &listed); err != nil {
+				t.Fatalf("codex mcp list --json: %v\n%s%s", err, out, errOut)
+			}
+			if len(listed) != 1 || listed[0].Name != "mempalace" || !listed[0].Enabled {
+				t.Fatalf("codex mcp list: %s", out)
+			}
+			if rung.name == "remote" && (listed[0].Transport.URL != r.primary.URL() || listed[0].Transport.BearerTokenEnvVar != "MEMPALACE_REMOTE_TOKEN") {
+				t.Fatalf("codex reads the remote entry as %+v", listed[0].Transport)
+			}
+			counts := r.primaryCounts(t)
+			tools, toolsErr := codexServerTools(t, r.h, codex)
+			if toolsErr != "" || tools < 10 {
+				t.Fatalf("codex app-server: mempalace has %d tools, error %q", tools, toolsErr)
+			}
+			r.checkPrimary(t, rung, counts)
+			if after, _ := os.ReadFile(file); !bytes.Equal(before, after) {
+				t.Fatalf("Codex rewrote config.toml:\n%s", after)
+			}
+			testbed.NoFileContains(t, r.h.Dir, clientToken)
+		})
+	}
+}
+
+// codexServerTools asks `codex app-server` (line JSON-RPC, no login, no
+// model) for the mempalace server's status: Codex really starts or dials it.
+func codexServerTools(t *testing.T, h *testbed.Home, codex string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, codex, "--disable", "plugins", "app-server")
+	cmd.Dir, cmd.Env = h.Proj, h.Environ()
+	cmd.WaitDelay = 5 * time.Second
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); cancel(); cmd.Wait() }()
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientInfo":{"name":"devbox-config-test","version":"1"}}}`)
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","method":"initialized"}`)
+	fmt.Fprintln(stdin, `{"jsonrpc":"2.0","id":2,"method":"mcpServerStatus/list","params":{}}`)
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var msg struct {
+			ID     int `json:"id"`
+			Result struct {
+				Data []struct {
+					Name       string         `json:"name"`
+					Tools      map[string]any `json:"tools"`
+					ToolsError any            `json:"toolsError"`
+				} `json:"data"`
+			} `json:"result"`
+			Error any `json:"error"`
+		}
+		if json.Unmarshal(sc.Bytes(), &msg) != nil || msg.ID != 2 {
+			continue
+		}
+		if msg.Error != nil {
+			t.Fatalf("mcpServerStatus/list: %v", msg.Error)
+		}
+		for _, s := range msg.Result.Data {
+			if s.Name == "mempalace" {
+				e := ""
+				if s.ToolsError != nil {
+					e = fmt.Sprint(s.ToolsError)
+				}
+				return len(s.Tools), e
+			}
+		}
+		t.Fatalf("mcpServerStatus/list has no mempalace: %s", sc.Bytes())
+	}
+	t.Fatalf("codex app-server gave no answer: %v\n%s", sc.Err(), stderr.String())
+	return 0, ""
+}
+
+// Cursor and VS Code are desktop applications: neither has an npm package
+// or a CLI that lists MCP servers without a display, so no real client
+// checks their files here. The entries are checked against the shapes the
+// two document (cursor.com/docs/mcp; code.visualstudio.com/docs/copilot/
+// reference/mcp-configuration) for every rung, and must hold no token.
+func TestCursorAndVSCodeEntryShape(t *testing.T) {
+	t.Run("real-client", func(t *testing.T) {
+		t.Skip("Cursor and VS Code cannot run here: desktop apps, no npm package, no headless `mcp list`; the file shape is checked instead")
+	})
+	r := newClientRig(t)
+	for _, rung := range r.rungs() {
+		for _, c := range []struct {
+			target, file, key, ref string
+			typed                  bool
+		}{
+			{TargetCursor, filepath.Join(r.h.Dir, ".cursor", "mcp.json"), "mcpServers", "${env:MEMPALACE_REMOTE_TOKEN}", false},
+			{TargetVSCode, filepath.Join(r.h.Dir, ".config", "Code", "User", "mcp.json"), "servers", "${env:MEMPALACE_REMOTE_TOKEN}", true},
+		} {
+			t.Run(c.target+"/"+rung.name, func(t *testing.T) {
+				r.render(t, c.target, rung)
+				b, _ := os.ReadFile(c.file)
+				var doc map[string]map[string]map[string]any
+				if err := json.Unmarshal(b, &doc); err != nil {
+					t.Fatalf("%s is not strict JSON: %v", c.file, err)
+				}
+				e := doc[c.key]["mempalace"]
+				if e == nil {
+					t.Fatalf("no %s.mempalace in %s", c.key, b)
+				}
+				for k := range e {
+					switch k {
+					case "type", "command", "args", "env", "url", "headers":
+					default:
+						t.Errorf("field %q is not in the documented shape", k)
+					}
+				}
+				_, hasType := e["type"]
+				if hasType != c.typed {
+					t.Errorf("type present=%v, want %v: %v", hasType, c.typed, e)
+				}
+				switch rung.name {
+				case "remote":
+					hdr, _ := e["headers"].(map[string]any)
+					if e["url"] != r.primary.URL() || hdr["Authorization"] != "Bearer "+c.ref || (c.typed && e["type"] != "http") {
+						t.Errorf("remote entry: %v", e)
+					}
+				default:
+					cmd, _ := e["command"].(string)
+					if cmd == "" || e["url"] != nil || (c.typed && e["type"] != "stdio") {
+						t.Errorf("stdio entry: %v", e)
+					}
+					if rung.name == "edge" && (cmd != "devbox-config" || fmt.Sprint(e["args"]) != "[edge]") {
+						t.Errorf("edge entry: %v", e)
+					}
+					if _, err := os.Stat(filepath.Join(r.h.Bin, cmd)); err != nil {
+						t.Errorf("command %q is not on the home's PATH: %v", cmd, err)
+					}
+				}
+				testbed.NoFileContains(t, r.h.Dir, clientToken)
+			})
+		}
+	}
+}
+
+func jsonAt(t *testing.T, b []byte, path ...string) []byte {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, b)
+	}
+	for _, k := range path {
+		m, _ := v.(map[string]any)
+		v = m[k]
+	}
+	if v == nil {
+		t.Fatalf("no %v in %s", path, b)
+	}
+	out, _ := json.Marshal(v)
+	return out
+}
+
+func topKeys(t *testing.T, b []byte) []string {
+	var m map[string]json.RawMessage
+	json.Unmarshal(b, &m)
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+var ansiRE = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+
+func testbedPlain(s string) string { return ansiRE.ReplaceAllString(s, "") }
