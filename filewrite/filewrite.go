@@ -75,7 +75,8 @@ func TempName(base string) string {
 }
 
 // TempTarget reports whether name is a temp file name of Write's pattern
-// and, if so, the base name of the file it was going to replace.
+// (or of the os.CreateTemp names render's writer used before this
+// package) and, if so, the base name of the file it was going to replace.
 func TempTarget(name string) (base string, ok bool) {
 	// ".<base>.tmp-<16 lowercase hex>", or the earlier writer's
 	// ".<base>.tmp<1 to 10 decimal digits>" (os.CreateTemp's names).

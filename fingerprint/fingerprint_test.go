@@ -52,3 +52,21 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Error("corrupt state accepted")
 	}
 }
+
+// A record with a pending value recognises both renditions as its own:
+// the confirmed one (the write did not happen) and the pending one (it
+// did, the confirmation did not); anything else is a user's.
+func TestRecordOursWithPending(t *testing.T) {
+	r := Record{Fingerprint: "sha256:old", Pending: "sha256:new"}
+	for live, want := range map[string]string{"sha256:old": "sha256:old", "sha256:new": "sha256:new", "sha256:user": "sha256:old"} {
+		if got := r.Ours(live); got != want {
+			t.Errorf("Ours(%s) = %s, want %s", live, got, want)
+		}
+	}
+	if r.Same(Record{Fingerprint: "sha256:old"}) {
+		t.Error("a pending record is the same as a confirmed one: it would never be confirmed")
+	}
+	if (Record{Fingerprint: "sha256:x"}).Ours("sha256:y") != "sha256:x" {
+		t.Error("without a pending value Ours is the fingerprint")
+	}
+}

@@ -144,3 +144,12 @@ func BenchmarkRenderDeepNesting(b *testing.B) {
 }
 
 var hugeSize = 50 << 20
+
+// BenchmarkRenderDeepNestingInMCP puts the 100 000 levels inside "mcp"
+// itself, beside the entry, where the whole section is parsed.
+func BenchmarkRenderDeepNestingInMCP(b *testing.B) {
+	const depth = 100_000
+	data := "{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  \"mcp\": {\n    \"other\": " +
+		strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth) + "\n  }\n}\n"
+	benchInsert(b, []byte(data))
+}

@@ -151,7 +151,13 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 
 func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 	explicit := len(opts.Targets) > 0
-	plan := func() Result { return planTarget(opts, s, t, explicit) }
+	var reads *readLog
+	plan := func() Result {
+		o := opts
+		reads = &readLog{System: opts.Sys}
+		o.Sys = reads
+		return planTarget(o, s, t, explicit)
+	}
 	r := plan()
 	if dryRun {
 		return r
@@ -177,9 +183,11 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 		}
 		defer unlockPi()
 	}
-	// Decide again under the lock: another container may have written
-	// between the first look and the lock.
-	r = plan()
+	// Decide again under the lock if another container (or pi) wrote
+	// anything the first look read between it and the lock.
+	if !reads.unchanged() {
+		r = plan()
+	}
 	if err := apply(opts, r.Changes); err != nil {
 		return skipped(r, "%v", err)
 	}
