@@ -59,9 +59,10 @@
 // (bounded by Options.StaleAfter): if the edge hangs up mid-call, the
 // gateway still finishes the upstream call and records its answer, so the
 // edge's retry is a replay rather than an ambiguous second write. An
-// "inflight" row older than StaleAfter (default 2 minutes; a gateway that
-// crashed mid-forward) may be claimed again; that one case can still
-// duplicate, exactly as without a ledger.
+// "inflight" row older than StaleAfter (default 2 minutes) plus 5 s, past
+// its holder's forward deadline, is a gateway that crashed mid-forward and
+// may be claimed again; that one case can still duplicate, exactly as
+// without a ledger.
 //
 // # Storage and cost
 //

@@ -24,6 +24,9 @@ const (
 	DefaultStaleAfter = 2 * time.Minute
 	// PruneEvery is the most often a claim prunes expired rows.
 	PruneEvery = time.Hour
+	// staleGrace separates the holder's forward deadline (StaleAfter from
+	// its claim) from a takeover, so the two never overlap.
+	staleGrace = 5 * time.Second
 )
 
 // Answer is what the upstream answered a forwarded call with.
@@ -376,7 +379,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		if state == "done" {
 			return "", []byte(result.String), nil
 		}
-		res, err = l.stmt.take.ExecContext(ctx, claim, now, c.Device, c.OpID, now-l.opt.StaleAfter.Milliseconds())
+		res, err = l.stmt.take.ExecContext(ctx, claim, now, c.Device, c.OpID, now-(l.opt.StaleAfter+staleGrace).Milliseconds())
 		if err != nil {
 			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
