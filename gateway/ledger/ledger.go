@@ -267,9 +267,7 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 			defer func() {
 				if f.err == errAbandoned && f.claim != "" {
 					// Reopen the key at once rather than after StaleAfter.
-					bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-					l.settle(bctx, c, f.claim, nil)
-					cancel()
+					l.settle(context.WithoutCancel(ctx), c, f.claim, nil)
 				}
 				l.mu.Lock()
 				delete(l.flights, k)
@@ -326,9 +324,9 @@ func (l *Ledger) lead(ctx context.Context, c Call, forward func(context.Context)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opt.StaleAfter)
 	ans, ferr := forward(fctx)
 	cancel()
-	// Bookkeeping survives the caller hanging up, so no row stays inflight.
-	bctx, bcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer bcancel()
+	// Bookkeeping survives the caller hanging up, so no row stays inflight
+	// (busy_timeout bounds it).
+	bctx := context.WithoutCancel(ctx)
 	result, ok := Recordable(ans)
 	if ferr == nil && ok {
 		if err := l.settle(bctx, c, claim, result); err != nil {
@@ -352,9 +350,16 @@ func (l *Ledger) lead(ctx context.Context, c Call, forward func(context.Context)
 func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []byte, err error) {
 	claim = fmt.Sprintf("%s-%d", l.instance, l.claims.Add(1))
 	wait := 2 * time.Millisecond
+	// Each statement is short and bounded by busy_timeout; a cancellable
+	// context would cost the driver a watcher goroutine per statement.
+	// ctx ends the wait between polls.
+	sctx := context.WithoutCancel(ctx)
 	for {
+		if err := ctx.Err(); err != nil {
+			return "", nil, err
+		}
 		now := l.opt.Now().UnixMilli()
-		res, err := l.stmt.insert.ExecContext(ctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
+		res, err := l.stmt.insert.ExecContext(sctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
 		if err != nil {
 			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
@@ -365,7 +370,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		var first Call
 		var state string
 		var result sql.NullString
-		err = l.stmt.get.QueryRowContext(ctx, c.Device, c.OpID).
+		err = l.stmt.get.QueryRowContext(sctx, c.Device, c.OpID).
 			Scan(&first.Tool, &first.ArgsDigest, &state, &result)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // pruned between the two statements
@@ -379,7 +384,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		if state == "done" {
 			return "", []byte(result.String), nil
 		}
-		res, err = l.stmt.take.ExecContext(ctx, claim, now, c.Device, c.OpID, now-(l.opt.StaleAfter+staleGrace).Milliseconds())
+		res, err = l.stmt.take.ExecContext(sctx, claim, now, c.Device, c.OpID, now-(l.opt.StaleAfter+staleGrace).Milliseconds())
 		if err != nil {
 			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
