@@ -261,7 +261,7 @@ func TestRetentionPrunes(t *testing.T) {
 	c.add(2 * 24 * time.Hour)
 	// A claim is what prunes (no timer): b's insert prunes a, not b.
 	l.Do(context.Background(), call("laptop", b, "3"), u.forward("3"))
-	l.pruning.Wait()
+	l.bg.Wait()
 	if n := rows(t, l); n != 1 {
 		t.Fatalf("%d rows after the lazy prune, want 1 (b)", n)
 	}
@@ -490,4 +490,28 @@ func TestOpenRefusesGarbage(t *testing.T) {
 	if _, err := Open(filepath.Join(t.TempDir(), FileName), -time.Hour); err == nil {
 		t.Fatal("a negative retention was accepted")
 	}
+}
+
+// TestWALStaysBounded: with SQLite's own checkpoints off (they would
+// fsync on a request), the background checkpoints keep the WAL from
+// growing with every write, also under a stream with no pause.
+func TestWALStaysBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	l := open(t, path, Options{})
+	var u upstream
+	const ops = 5000 // about 85 MiB of WAL with no checkpoint
+	for i := range ops {
+		if _, _, err := l.Do(context.Background(), call("laptop", opID(fmt.Sprint("wal", i)), "1"), u.forward("1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.bg.Wait()
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > 32<<20 { // 87 MiB with no checkpoint, 12-16 MiB measured
+		t.Fatalf("WAL is %d MiB after %d writes", fi.Size()>>20, ops)
+	}
+	t.Logf("WAL %.1f MiB after %d writes", float64(fi.Size())/(1<<20), ops)
 }
