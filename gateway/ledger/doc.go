@@ -72,14 +72,17 @@
 // power cut may forget the last records, whose retries are then forwarded
 // again (the per-type replay rules still hold for them). A fresh op costs
 // two single-statement commits (claim, record); a replay a no-op insert
-// and one primary-key read. Statements are prepared once.
+// and one indexed read. Statements are prepared once. SQLite's automatic
+// checkpoint is off (it fsyncs on the request that crosses its threshold);
+// the ledger checkpoints in the background every 256 commits, and an idle
+// ledger does nothing.
 //
 // Rows are kept for the retention (default 7 days, counted from the op
-// id's first use: the index it is pruned by is never rewritten, so
-// recording an answer touches one page) and pruned when the ledger is
-// opened and lazily by a claim at most once per [PruneEvery]; an idle
-// gateway runs no timer for it. An edge that lost an answer and retries
-// after the retention gets the op forwarded again.
+// id's first use) and pruned when the ledger is opened and lazily by a
+// claim at most once per [PruneEvery]; an idle gateway runs no timer for
+// it. Rows are appended in time order, so a prune deletes the leading
+// rows. An edge that lost an answer and retries after the retention gets
+// the op forwarded again.
 //
 // # What the ledger cannot see
 //
