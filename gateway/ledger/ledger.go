@@ -59,7 +59,7 @@ const (
 var ErrReused = errors.New("op id already used for a different write")
 
 // ErrUnavailable wraps a failure to read or write the ledger itself;
-// forward was not run (or its answer could not be recorded, see Do).
+// forward was not run.
 var ErrUnavailable = errors.New("op-id ledger unavailable")
 
 var errAbandoned = errors.New("ledger: the first copy of this call ended without an answer")
@@ -80,8 +80,11 @@ type Call struct {
 
 // Options tune a Ledger; zero values are the defaults.
 type Options struct {
-	Retention  time.Duration // how long a row is kept (DefaultRetention)
-	StaleAfter time.Duration // when an inflight row may be claimed again (DefaultStaleAfter)
+	Retention time.Duration // how long a row is kept (DefaultRetention)
+	// StaleAfter bounds a forward (its context ends then) and is when an
+	// inflight row may be claimed again (+5 s; DefaultStaleAfter): set it
+	// above the longest write an op id may carry.
+	StaleAfter time.Duration
 	Now        func() time.Time
 	Log        *slog.Logger
 }
@@ -99,9 +102,9 @@ type Ledger struct {
 	bgdb       *sql.DB // the background connection: checkpoints
 	bg         sync.WaitGroup
 	lastPrune  atomic.Int64 // unix ms
-	commits    atomic.Int64
+	commits    atomic.Int64 // since the last checkpoint began
 	ckptBusy   atomic.Bool
-	ckptBehind atomic.Bool // the last checkpoint left many frames: wait for writers next time
+	ckptBehind atomic.Bool // the WAL has not restarted for long: the next checkpoint waits for writers
 
 	mu      sync.Mutex
 	flights map[key]*flight
