@@ -11,8 +11,9 @@
 //	 "params":{"name":"mempalace_diary_write","arguments":{…},
 //	           "_meta":{"devbox-config/op-id":"<64 lowercase hex>"}}}
 //
-// [OpIDOf] reads and validates it (a malformed one is an error, so the
-// gateway can refuse the call rather than forward it unprotected).
+// [SetOpID] puts it there (the edge); [OpIDOf] reads and validates it (a
+// malformed one is an error, so the gateway can refuse the call rather
+// than forward it unprotected).
 //
 // The gateway tells the edge the ledger is there in two ways, both set by
 // this package so they cannot drift apart:
