@@ -178,7 +178,12 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	// its fsyncs would land on the request whose commit crossed the
 	// threshold (tens of ms on a busy disk); checkpoint runs them in the
 	// background on a connection of its own.
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_pragma=wal_autocheckpoint(0)"
+	// busy_timeout first, so that switching a new file to WAL waits for
+	// another process doing the same; _txlock=immediate, so that creating
+	// the schema takes the write lock at BEGIN (waiting), not on upgrading
+	// a read, which SQLite refuses at once when another process wrote
+	// first (both found by TestTwoOSProcessesOneFile).
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
 	var id [8]byte
 	rand.Read(id[:])
 	l := &Ledger{path: path, opt: opt, instance: hex.EncodeToString(id[:]), flights: map[key]*flight{}}
@@ -189,7 +194,7 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 		}
 		(*db).SetMaxOpenConns(1)
 	}
-	if _, err := l.db.Exec(schema); err != nil {
+	if err := l.createSchema(); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("ledger %s is not a usable SQLite database: %w", path, err)
 	}
@@ -225,6 +230,18 @@ func (l *Ledger) Close() error {
 		return nil
 	}
 	return l.db.Close() // the last connection to close checkpoints the WAL
+}
+
+func (l *Ledger) createSchema() error {
+	tx, err := l.db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(schema); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // statements are the ledger's queries, prepared once (a fresh op runs
