@@ -11,8 +11,9 @@
 //	 "params":{"name":"mempalace_diary_write","arguments":{…},
 //	           "_meta":{"devbox-config/op-id":"<64 lowercase hex>"}}}
 //
-// [OpIDOf] reads and validates it (a malformed one is an error, so the
-// gateway can refuse the call rather than forward it unprotected).
+// [SetOpID] puts it there (the edge); [OpIDOf] reads and validates it (a
+// malformed one is an error, so the gateway can refuse the call rather
+// than forward it unprotected).
 //
 // The gateway tells the edge the ledger is there in two ways, both set by
 // this package so they cannot drift apart:
@@ -59,9 +60,10 @@
 // (bounded by Options.StaleAfter): if the edge hangs up mid-call, the
 // gateway still finishes the upstream call and records its answer, so the
 // edge's retry is a replay rather than an ambiguous second write. An
-// "inflight" row older than StaleAfter (default 2 minutes; a gateway that
-// crashed mid-forward) may be claimed again; that one case can still
-// duplicate, exactly as without a ledger.
+// "inflight" row older than StaleAfter (default 2 minutes) plus 5 s, past
+// its holder's forward deadline, is a gateway that crashed mid-forward and
+// may be claimed again; that one case can still duplicate, exactly as
+// without a ledger.
 //
 // # Storage and cost
 //
@@ -71,14 +73,17 @@
 // power cut may forget the last records, whose retries are then forwarded
 // again (the per-type replay rules still hold for them). A fresh op costs
 // two single-statement commits (claim, record); a replay a no-op insert
-// and one primary-key read. Statements are prepared once.
+// and one indexed read. Statements are prepared once. SQLite's automatic
+// checkpoint is off (it fsyncs on the request that crosses its threshold);
+// the ledger checkpoints in the background every 256 commits, and an idle
+// ledger does nothing.
 //
 // Rows are kept for the retention (default 7 days, counted from the op
-// id's first use: the index it is pruned by is never rewritten, so
-// recording an answer touches one page) and pruned when the ledger is
-// opened and lazily by a claim at most once per [PruneEvery]; an idle
-// gateway runs no timer for it. An edge that lost an answer and retries
-// after the retention gets the op forwarded again.
+// id's first use) and pruned when the ledger is opened and lazily by a
+// claim at most once per [PruneEvery]; an idle gateway runs no timer for
+// it. Rows are appended in time order, so a prune deletes the leading
+// rows. An edge that lost an answer and retries after the retention gets
+// the op forwarded again.
 //
 // # What the ledger cannot see
 //

@@ -24,6 +24,9 @@ const (
 	DefaultStaleAfter = 2 * time.Minute
 	// PruneEvery is the most often a claim prunes expired rows.
 	PruneEvery = time.Hour
+	// staleGrace separates the holder's forward deadline (StaleAfter from
+	// its claim) from a takeover, so the two never overlap.
+	staleGrace = 5 * time.Second
 )
 
 // Answer is what the upstream answered a forwarded call with.
@@ -56,7 +59,7 @@ const (
 var ErrReused = errors.New("op id already used for a different write")
 
 // ErrUnavailable wraps a failure to read or write the ledger itself;
-// forward was not run (or its answer could not be recorded, see Do).
+// forward was not run.
 var ErrUnavailable = errors.New("op-id ledger unavailable")
 
 var errAbandoned = errors.New("ledger: the first copy of this call ended without an answer")
@@ -77,8 +80,11 @@ type Call struct {
 
 // Options tune a Ledger; zero values are the defaults.
 type Options struct {
-	Retention  time.Duration // how long a row is kept (DefaultRetention)
-	StaleAfter time.Duration // when an inflight row may be claimed again (DefaultStaleAfter)
+	Retention time.Duration // how long a row is kept (DefaultRetention)
+	// StaleAfter bounds a forward (its context ends then) and is when an
+	// inflight row may be claimed again (+5 s; DefaultStaleAfter): set it
+	// above the longest write an op id may carry.
+	StaleAfter time.Duration
 	Now        func() time.Time
 	Log        *slog.Logger
 }
@@ -93,8 +99,12 @@ type Ledger struct {
 	instance string
 	claims   atomic.Uint64
 
-	lastPrune atomic.Int64 // unix ms
-	pruning   sync.WaitGroup
+	bgdb       *sql.DB // the background connection: checkpoints
+	bg         sync.WaitGroup
+	lastPrune  atomic.Int64 // unix ms
+	commits    atomic.Int64 // since the last checkpoint began
+	ckptBusy   atomic.Bool
+	ckptBehind atomic.Bool // the WAL has not restarted for long: the next checkpoint waits for writers
 
 	mu      sync.Mutex
 	flights map[key]*flight
@@ -112,6 +122,9 @@ type flight struct {
 	claim string // the claim token, once the key is taken
 }
 
+// A rowid table: rows are appended in time order, so the pruning needs no
+// index of its own (the expired rows are the first ones), and the only
+// randomly placed write is the small (device, op_id) index entry.
 const schema = `
 CREATE TABLE IF NOT EXISTS ops(
   device      TEXT NOT NULL,
@@ -122,10 +135,9 @@ CREATE TABLE IF NOT EXISTS ops(
   claim       TEXT NOT NULL DEFAULT '',
   result      TEXT,
   created_at  INTEGER NOT NULL,
-  updated_at  INTEGER NOT NULL,
-  PRIMARY KEY (device, op_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS ops_created ON ops(created_at);
+  updated_at  INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS ops_key ON ops(device, op_id);
 `
 
 // Open opens (creating if needed) the ledger at path with the given
@@ -162,42 +174,74 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	}
 	f.Close()
 	// WAL + synchronous=NORMAL: a commit is not fsynced, a process crash
-	// loses nothing (see doc.go for a power cut).
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)")
-	if err != nil {
-		return nil, fmt.Errorf("ledger %s: %w", path, err)
+	// loses nothing (see doc.go for a power cut). No automatic checkpoint:
+	// its fsyncs would land on the request whose commit crossed the
+	// threshold (tens of ms on a busy disk); checkpoint runs them in the
+	// background on a connection of its own.
+	// busy_timeout first, so that switching a new file to WAL waits for
+	// another process doing the same; _txlock=immediate, so that creating
+	// the schema takes the write lock at BEGIN (waiting), not on upgrading
+	// a read, which SQLite refuses at once when another process wrote
+	// first (both found by TestTwoOSProcessesOneFile).
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
+	var id [8]byte
+	rand.Read(id[:])
+	l := &Ledger{path: path, opt: opt, instance: hex.EncodeToString(id[:]), flights: map[key]*flight{}}
+	for _, db := range []**sql.DB{&l.db, &l.bgdb} {
+		if *db, err = sql.Open("sqlite", dsn); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("ledger %s: %w", path, err)
+		}
+		(*db).SetMaxOpenConns(1)
 	}
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
-		db.Close()
+	if err := l.createSchema(); err != nil {
+		l.Close()
 		return nil, fmt.Errorf("ledger %s is not a usable SQLite database: %w", path, err)
 	}
 	var ok string
-	if err := db.QueryRow("PRAGMA quick_check").Scan(&ok); err != nil || ok != "ok" {
-		db.Close()
+	if err := l.db.QueryRow("PRAGMA quick_check").Scan(&ok); err != nil || ok != "ok" {
+		l.Close()
 		return nil, fmt.Errorf("ledger %s failed its integrity check (%v %s); move it aside to start a new one", path, err, ok)
 	}
-	var id [8]byte
-	rand.Read(id[:])
-	l := &Ledger{path: path, db: db, opt: opt, instance: hex.EncodeToString(id[:]), flights: map[key]*flight{}}
 	if err := l.prepare(); err != nil {
-		db.Close()
+		l.Close()
 		return nil, fmt.Errorf("ledger %s: %w", path, err)
 	}
 	if err := l.prune(context.Background()); err != nil {
-		db.Close()
+		l.Close()
 		return nil, fmt.Errorf("ledger %s: pruning expired rows: %w", path, err)
 	}
 	return l, nil
 }
 
-// Close waits for a prune in progress and closes the database.
+// Close waits for a prune or checkpoint in progress and closes the
+// database.
 func (l *Ledger) Close() error {
-	l.pruning.Wait()
+	l.bg.Wait()
 	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen} {
-		st.Close()
+		if st != nil {
+			st.Close()
+		}
 	}
-	return l.db.Close()
+	if l.bgdb != nil {
+		l.bgdb.Close()
+	}
+	if l.db == nil {
+		return nil
+	}
+	return l.db.Close() // the last connection to close checkpoints the WAL
+}
+
+func (l *Ledger) createSchema() error {
+	tx, err := l.db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(schema); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // statements are the ledger's queries, prepared once (a fresh op runs
@@ -264,9 +308,7 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 			defer func() {
 				if f.err == errAbandoned && f.claim != "" {
 					// Reopen the key at once rather than after StaleAfter.
-					bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-					l.settle(bctx, c, f.claim, nil)
-					cancel()
+					l.settle(context.WithoutCancel(ctx), c, f.claim, nil)
 				}
 				l.mu.Lock()
 				delete(l.flights, k)
@@ -323,9 +365,9 @@ func (l *Ledger) lead(ctx context.Context, c Call, forward func(context.Context)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opt.StaleAfter)
 	ans, ferr := forward(fctx)
 	cancel()
-	// Bookkeeping survives the caller hanging up, so no row stays inflight.
-	bctx, bcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer bcancel()
+	// Bookkeeping survives the caller hanging up, so no row stays inflight
+	// (busy_timeout bounds it).
+	bctx := context.WithoutCancel(ctx)
 	result, ok := Recordable(ans)
 	if ferr == nil && ok {
 		if err := l.settle(bctx, c, claim, result); err != nil {
@@ -349,20 +391,28 @@ func (l *Ledger) lead(ctx context.Context, c Call, forward func(context.Context)
 func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []byte, err error) {
 	claim = fmt.Sprintf("%s-%d", l.instance, l.claims.Add(1))
 	wait := 2 * time.Millisecond
+	// Each statement is short and bounded by busy_timeout; a cancellable
+	// context would cost the driver a watcher goroutine per statement.
+	// ctx ends the wait between polls.
+	sctx := context.WithoutCancel(ctx)
 	for {
+		if err := ctx.Err(); err != nil {
+			return "", nil, err
+		}
 		now := l.opt.Now().UnixMilli()
-		res, err := l.stmt.insert.ExecContext(ctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
+		res, err := l.stmt.insert.ExecContext(sctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
 		if err != nil {
 			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
+			l.committed()
 			l.maybePrune(now)
 			return claim, nil, nil
 		}
 		var first Call
 		var state string
 		var result sql.NullString
-		err = l.stmt.get.QueryRowContext(ctx, c.Device, c.OpID).
+		err = l.stmt.get.QueryRowContext(sctx, c.Device, c.OpID).
 			Scan(&first.Tool, &first.ArgsDigest, &state, &result)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // pruned between the two statements
@@ -376,11 +426,12 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		if state == "done" {
 			return "", []byte(result.String), nil
 		}
-		res, err = l.stmt.take.ExecContext(ctx, claim, now, c.Device, c.OpID, now-l.opt.StaleAfter.Milliseconds())
+		res, err = l.stmt.take.ExecContext(sctx, claim, now, c.Device, c.OpID, now-(l.opt.StaleAfter+staleGrace).Milliseconds())
 		if err != nil {
 			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
+			l.committed()
 			return claim, nil, nil
 		}
 		// Another process is forwarding it: wait for its answer.
@@ -408,6 +459,7 @@ func (l *Ledger) settle(ctx context.Context, c Call, claim string, result []byte
 	if err != nil {
 		return fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 	}
+	l.committed()
 	return nil
 }
 
@@ -419,9 +471,9 @@ func (l *Ledger) maybePrune(now int64) {
 	if now-last < every || !l.lastPrune.CompareAndSwap(last, now) {
 		return
 	}
-	l.pruning.Add(1)
+	l.bg.Add(1)
 	go func() {
-		defer l.pruning.Done()
+		defer l.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := l.prune(ctx); err != nil {
@@ -434,6 +486,55 @@ func (l *Ledger) maybePrune(now int64) {
 func (l *Ledger) prune(ctx context.Context) error {
 	now := l.opt.Now()
 	l.lastPrune.Store(now.UnixMilli())
-	_, err := l.db.ExecContext(ctx, `DELETE FROM ops WHERE created_at < ?`, now.Add(-l.opt.Retention).UnixMilli())
+	// Rows are in rowid order of their first use: delete up to the first
+	// one still within the retention (a row whose clock ran behind its
+	// predecessor's is kept a little longer).
+	_, err := l.db.ExecContext(ctx, `DELETE FROM ops WHERE rowid < COALESCE(
+		(SELECT rowid FROM ops WHERE created_at >= ? ORDER BY rowid LIMIT 1),
+		(SELECT max(rowid) + 1 FROM ops))`, now.Add(-l.opt.Retention).UnixMilli())
 	return err
+}
+
+// Background checkpoints: every checkpointEvery commits, a PASSIVE
+// checkpoint (it never blocks a writer) on the background connection.
+// The WAL starts over at the first write after a checkpoint has copied
+// every frame; under a stream of writes with no pause, one lands during
+// every checkpoint and the WAL only grows. Once it is longer than
+// checkpointBehind frames, the next checkpoint is RESTART: it waits for
+// the writer (one request stalls for a checkpoint, only under such a
+// stream) and the WAL starts over. An idle ledger does none.
+const (
+	checkpointEvery  = 256  // commits (a fresh op is two)
+	checkpointBehind = 2048 // WAL frames (8 MiB of 4 KiB pages)
+)
+
+// committed counts a commit and starts a checkpoint when one is due.
+func (l *Ledger) committed() {
+	// Due from the checkpointEvery-th commit on; one still running defers
+	// it to the next commit.
+	if l.commits.Add(1) < checkpointEvery || !l.ckptBusy.CompareAndSwap(false, true) {
+		return
+	}
+	l.commits.Store(0)
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		defer l.ckptBusy.Store(false)
+		mode, db := "PASSIVE", l.bgdb
+		if l.ckptBehind.Load() {
+			// On the writers' own connection: it waits its turn in the pool
+			// instead of polling SQLite's busy handler against a writer that
+			// is never idle, and no writer of this process starts meanwhile.
+			mode, db = "RESTART", l.db
+		}
+		var busy, frames, done int
+		if err := db.QueryRow("PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &frames, &done); err != nil {
+			l.opt.Log.Error("op-id ledger: checkpoint", "mode", mode, "err", err)
+			return
+		}
+		// A passive checkpoint reports the frames it found, all copied;
+		// but a WAL this long has not restarted for a while: writes went on
+		// during every checkpoint.
+		l.ckptBehind.Store(frames > checkpointBehind)
+	}()
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -221,27 +222,50 @@ func TestLostAnswerBecomesAReplay(t *testing.T) {
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 
 // BenchmarkWrite is a write (add_drawer, new content each time) through
-// the forward step over HTTP to the MemPalace double, without an op id
-// (no ledger) and with a fresh one (claim, forward, record), side by side.
+// the forward step over HTTP to the MemPalace double, without an op id (no
+// ledger) and with a fresh one (claim, forward, record). The two alternate
+// op by op, so the shared machine's load falls on both alike; each reports
+// its mean and median, and "added" is the difference of the means.
 func BenchmarkWrite(b *testing.B) {
 	_, url := newFront(b)
 	ctx := context.Background()
 	run := time.Now().UnixNano()
-	write := func(op string, i int) {
-		res, _, err := send(b, ctx, url, "laptop", op, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": fmt.Sprint("note ", op, run, i)})
+	var without, with []time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		op := ""
+		if i%2 == 0 {
+			op = opID(fmt.Sprint(run, i))
+		}
+		t := time.Now()
+		res, _, err := send(b, ctx, url, "laptop", op, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": fmt.Sprint("note ", run, " ", i)})
+		d := time.Since(t)
 		if err != nil || res["success"] != true {
 			b.Fatal(res, err)
 		}
+		if op == "" {
+			without = append(without, d)
+		} else {
+			with = append(with, d)
+		}
 	}
-	round := 0    // every op id and content is new, also when -count reruns
-	for range 3 { // alternate, so both see the same machine
-		b.Run("without", func(b *testing.B) {
-			round++
-			timed(b, func(i int) { write("", round*1e9+i) })
-		})
-		b.Run("ledger", func(b *testing.B) {
-			round++
-			timed(b, func(i int) { write(opID(fmt.Sprint(run, round, i)), round*1e9+i) })
-		})
+	if len(with) == 0 {
+		return
 	}
+	mean := func(d []time.Duration) float64 {
+		var sum time.Duration
+		for _, x := range d {
+			sum += x
+		}
+		return float64(sum.Nanoseconds()) / 1000 / float64(len(d))
+	}
+	p50 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Nanoseconds()) / 1000
+	}
+	b.ReportMetric(mean(without), "without-mean-µs")
+	b.ReportMetric(mean(with), "ledger-mean-µs")
+	b.ReportMetric(mean(with)-mean(without), "added-mean-µs")
+	b.ReportMetric(p50(with)-p50(without), "added-p50-µs")
 }
