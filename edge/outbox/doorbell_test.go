@@ -66,3 +66,28 @@ func TestDoorbellWakesAnIdleFlusherInAnotherProcess(t *testing.T) {
 	}
 	t.Logf("enqueue in another store to send: %v", time.Since(start))
 }
+
+// Several processes opening one fresh outbox at once (two containers
+// starting on one palace) all get it: none fails with SQLITE_BUSY while
+// another switches the new file to WAL.
+func TestConcurrentOpensOfAFreshOutbox(t *testing.T) {
+	for round := 0; round < 40; round++ {
+		path := filepath.Join(t.TempDir(), outbox.FileName)
+		errs := make(chan error, 16)
+		for i := 0; i < 16; i++ {
+			go func() {
+				s, err := outbox.Open(path, "dev", "lab")
+				if err == nil {
+					_, err = s.Enqueue(context.Background(), "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"x"}`), "w")
+					s.Close()
+				}
+				errs <- err
+			}()
+		}
+		for i := 0; i < 16; i++ {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}

@@ -124,7 +124,9 @@ func Open(path, device, label string) (*Store, error) {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
 	open := func(sync string) (*sql.DB, error) {
-		dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(" + sync + ")&_pragma=busy_timeout(10000)&_txlock=immediate"
+		// busy_timeout first: switching a fresh file to WAL takes a lock that
+		// another process opening it at the same moment may hold.
+		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + sync + ")&_txlock=immediate"
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
 			return nil, err
