@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/merge"
 	"github.com/joakimp/devbox-config/templates"
@@ -90,6 +91,14 @@ var harnessTargets = map[string]harnessTarget{
 
 func planHarness(opts Options, s ladder.Settings, h harnessTarget, explicit bool) Result {
 	r := Result{Target: h.target, Mode: string(s.Mode)}
+	if s.Mode == ladder.Solitary && !explicit && h.present(opts) && !managedBefore(opts, h) {
+		// R1: with no MEMPALACE_* variables a container behaves exactly as
+		// before, and before, nothing registered MemPalace with these
+		// harnesses. Once render has managed one (an opt-in, then back to
+		// solitary), the entry follows the environment back (R6).
+		r.File, r.Action = h.file(opts), ActionNotOptedIn
+		return r
+	}
 	desired, err := templates.Entry(h.harness, s)
 	if err != nil {
 		return skipped(r, "%v", err)
@@ -152,4 +161,19 @@ func vscodeUserDir(o Options) string {
 		return filepath.Join(x, "Code", "User")
 	}
 	return filepath.Join(o.Home, ".config", "Code", "User")
+}
+
+// managedBefore reports a record of this target beside its config: render
+// wrote its entry at some start.
+func managedBefore(opts Options, h harnessTarget) bool {
+	_, b, _, err := readFile(opts.Sys, filepath.Join(filepath.Dir(h.file(opts)), fingerprint.StateFile))
+	if err != nil || b == nil {
+		return false
+	}
+	st, err := fingerprint.ParseState(b)
+	if err != nil {
+		return true // unreadable: plan as before and let it warn
+	}
+	_, ok := st.Targets[h.target]
+	return ok
 }

@@ -49,6 +49,9 @@ const (
 	ActionSkipped    = "skipped"     // a file could not be read or parsed: nothing written
 	ActionDisabled   = "disabled"    // PI_SETTINGS_MERGE=0
 	ActionNotPresent = "not-present" // the harness is not set up here; nothing to do
+	// ActionNotOptedIn: solitary, and render never managed this harness
+	// (R1: nothing registers MemPalace where nothing did before).
+	ActionNotOptedIn = "not-opted-in"
 )
 
 // Options configure a run.
@@ -309,7 +312,7 @@ func logResult(log *slog.Logger, r Result) {
 	case "kept-user-deletion":
 		log.Warn("you deleted the managed entry, so it is not recreated; run render --reclaim to restore it",
 			"target", r.Target, "file", r.File)
-	case ActionSkipped, ActionDisabled, ActionNotPresent, "unchanged":
+	case ActionSkipped, ActionDisabled, ActionNotPresent, ActionNotOptedIn, "unchanged":
 	default:
 		log.Info("updated", "target", r.Target, "file", r.File, "action", r.Action, "mode", r.Mode)
 	}
