@@ -19,11 +19,13 @@ type Entry struct {
 	Time           time.Time `json:"time"`
 	Device         string    `json:"device"`
 	TokenID        string    `json:"token_id"`
-	Method         string    `json:"method"`
+	Path           string    `json:"path,omitempty"` // the HTTP path
+	Method         string    `json:"method"`         // the JSON-RPC method, or the HTTP one
 	Tool           string    `json:"tool,omitempty"`
 	Wing           string    `json:"wing,omitempty"`
 	Decision       string    `json:"decision"` // allow | deny | limited | error
 	Rule           string    `json:"rule,omitempty"`
+	Status         int       `json:"status,omitempty"` // the HTTP status answered
 	UpstreamStatus int       `json:"upstream_status,omitempty"`
 	LatencyMS      float64   `json:"latency_ms"`
 	ArgsDigest     string    `json:"args_digest,omitempty"` // never the content
