@@ -43,6 +43,7 @@ func (s *Server) recoverPanic(x *exchange) {
 		return
 	}
 	s.Log.Error("request panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	x.entry.Rule = "panic"
 	if !x.answered {
 		s.answer(x, http.StatusInternalServerError, rpcErrBytes(x.id, -32603, "Internal error"), "error", "panic")
 		return

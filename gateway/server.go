@@ -142,3 +142,11 @@ func (s *Server) Watch(ctx context.Context) {
 		}
 	}
 }
+
+// Close closes the audit log.
+func (s *Server) Close() error {
+	if s.audit == nil {
+		return nil
+	}
+	return s.audit.Close()
+}
