@@ -74,13 +74,12 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		}
 		return deny("its answer spans wings: only a device that reads every wing (\"*\") may call it", "")
 	case catalogue.ReadByID:
-		if drawerWing == "" {
-			return allow("read:by-id(not found)", "") // nothing to leak
-		}
-		if match(d.Read, drawerWing) {
+		// A drawer that does not exist and one in an unreadable wing get
+		// the same denial: the answer says nothing of its existence.
+		if drawerWing != "" && match(d.Read, drawerWing) {
 			return allow("read:"+drawerWing, drawerWing)
 		}
-		return deny("read globs do not match the drawer's wing", drawerWing)
+		return deny(ruleNotVisible, drawerWing)
 	case catalogue.ReadWing:
 		if len(d.Read) == 0 {
 			return deny("no read scope", "")
@@ -106,6 +105,9 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 			if a, _ := dm["agent_name"].(string); !d.Grants(a, true) {
 				return deny(fmt.Sprintf("diary.agent_name %q is not one of this device's agents", a), "")
 			}
+		}
+		if t.Wings == catalogue.DrawerWing && (drawerWing == "" || !match(d.Read, drawerWing)) {
+			return deny(ruleNotVisible, drawerWing) // as for a read by id
 		}
 		wings := t.WingsOf(args, drawerWing)
 		if len(wings) == 0 {

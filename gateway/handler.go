@@ -307,8 +307,13 @@ func (s *Server) auditAhead(x *exchange, d *Device, req *rpcRequest) bool {
 // refuse answers a tools/call with a JSON-RPC error naming device, tool,
 // wing and rule (in an HTTP 200: a 4xx would make clients drop every
 // palace tool) and audits it as a denial.
+// The audit line keeps the wing of an object the device may not see; the
+// answer does not.
 func (s *Server) refuse(x *exchange, d *Device, req *rpcRequest, code int, msg, rule, wing string) {
 	x.entry.Rule, x.entry.Wing = rule, wing
+	if rule == ruleNotVisible {
+		wing = ""
+	}
 	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), code, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": wing, "rule": rule})), "deny", rule)
 }
 

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
 )
 
 // Tests of issue 14's findings, each run in front of the MemPalace double
@@ -418,7 +420,10 @@ func TestRobustnessAndAuditEveryPath(t *testing.T) {
 			do     func() int
 			status int
 		}{
-			{"401", func() int { s, _ := g.post("dbx_nope_nope_000000", `{"jsonrpc":"2.0","id":1,"method":"ping"}`); return s }, 401},
+			{"401", func() int {
+				s, _ := g.post("dbx_nope_nope_000000", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+				return s
+			}, 401},
 			{"403 origin", func() int {
 				return g.get(laptop, "/statusz", map[string]string{"Origin": "https://evil.example"})
 			}, 403},
@@ -498,6 +503,28 @@ func TestVerifyRejectsDuplicateAndUnknownFields(t *testing.T) {
 		os.WriteFile(f, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
 		if _, err := Verify(f, nil); err == nil {
 			t.Errorf("%s: an edited line verified as intact", what)
+		}
+	}
+}
+
+// A drawer in a wing the device cannot read and a drawer that does not
+// exist get the same answer, for a read and for an update by id.
+func TestByIDDenialHidesExistence(t *testing.T) {
+	g := newGW(t, devices)
+	seedPrivate(t, g)
+	laptop := g.tokens["laptop-7f3a"]
+	real := fakepalace.DrawerID("private_desk", "r", "the desk's private secret")
+	for _, tool := range []string{"get_drawer", "update_drawer"} {
+		args := func(id string) map[string]any {
+			if tool == "get_drawer" {
+				return map[string]any{"drawer_id": id}
+			}
+			return map[string]any{"drawer_id": id, "content": "overwritten"}
+		}
+		_, forbidden, _ := g.call(laptop, tool, args(real))
+		_, missing, _ := g.call(laptop, tool, args("drawer_private_desk_r_000000000000000000000000"))
+		if forbidden == nil || fmt.Sprint(forbidden) != fmt.Sprint(missing) {
+			t.Errorf("%s: a forbidden drawer answers %v, a missing one %v", tool, forbidden, missing)
 		}
 	}
 }
