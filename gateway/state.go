@@ -87,6 +87,11 @@ func UpdateConfig(file string, change func(*Config) error) error {
 		if err != nil {
 			return err
 		}
+		st, err := LoadState(StateFile(file, c))
+		if err != nil {
+			return err
+		}
+		c.FoldState(st)
 		if err := change(c); err != nil {
 			return err
 		}
@@ -95,6 +100,40 @@ func UpdateConfig(file string, change func(*Config) error) error {
 		}
 		return c.Save(file)
 	})
+}
+
+// FoldState writes what the state records into the config's tokens: each
+// token's first use, and the expiry (Grace after a newer token's first
+// use) of a token rotated out. The gateway computes the same from the two
+// files; an operator command folds them so that what it saves, and what
+// `device list` and the two-live-tokens rule see, is current.
+func (c *Config) FoldState(st *State) {
+	for i := range c.Devices {
+		d := &c.Devices[i]
+		for j := range d.Tokens {
+			if t := &d.Tokens[j]; t.FirstUsed == nil {
+				if at, ok := st.FirstUsed[t.ID]; ok {
+					at := at.UTC()
+					t.FirstUsed = &at
+				}
+			}
+		}
+		for j := range d.Tokens {
+			t := &d.Tokens[j]
+			if t.Expires != nil || t.Revoked {
+				continue
+			}
+			for k := range d.Tokens {
+				o := &d.Tokens[k]
+				if k == j || !o.Created.After(t.Created) || o.FirstUsed == nil {
+					continue
+				}
+				if e := o.FirstUsed.Add(c.Grace()).UTC(); t.Expires == nil || e.Before(*t.Expires) {
+					t.Expires = &e
+				}
+			}
+		}
+	}
 }
 
 // withLock runs fn holding an exclusive flock on <file>.lock.

@@ -95,11 +95,17 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 		}
 		return nil
 	}
+	// load reads the config with the gateway's state folded in.
 	load := func() (*gateway.Config, error) {
 		c, err := gateway.LoadConfig(config)
 		if err != nil {
 			return nil, exitError{1, err}
 		}
+		st, err := gateway.LoadState(gateway.StateFile(config, c))
+		if err != nil {
+			return nil, exitError{1, err}
+		}
+		c.FoldState(st)
 		return c, nil
 	}
 	device1 := func(c *gateway.Config, id string) (*gateway.Device, error) {
