@@ -98,9 +98,12 @@ func (s *Server) serveAdminGET(x *exchange) {
 	s.serveGET(x, rebuildQuery(q), true)
 }
 
-// serveStream authorizes /logstream/stream like event_list: a device
-// streams only events to or from its own agents (a filter it must give),
-// unless it is a coordinator.
+// serveStream authorizes /logstream/stream: a device streams only events
+// addressed to one of its own agents (to_agent, which also matches
+// broadcasts), unless it is a coordinator. The stream is relayed as it
+// comes, so it cannot be cut like event_list's answer; from_agent does
+// not scope it (on the dev surface from_agent on event reads names the
+// caller, it no longer filters).
 func (s *Server) serveStream(x *exchange) {
 	d, ok := s.authenticateStep(x)
 	if !ok {
@@ -111,8 +114,8 @@ func (s *Server) serveStream(x *exchange) {
 		s.answerText(x, http.StatusBadRequest, err.Error(), "deny", "query")
 		return
 	}
-	if !d.Coordinator && !d.Grants(q["to_agent"], false) && !d.Grants(q["from_agent"], false) {
-		s.answerText(x, http.StatusForbidden, "filter the stream by to_agent or from_agent naming one of this device's agents", "deny", "stream:agent")
+	if !d.Coordinator && !d.Grants(q["to_agent"], false) {
+		s.answerText(x, http.StatusForbidden, "filter the stream by to_agent naming one of this device's agents", "deny", "stream:agent")
 		return
 	}
 	s.serveGET(x, rebuildQuery(q), true)

@@ -142,6 +142,9 @@ func TestStreamQueryRepeatedRefused(t *testing.T) {
 				t.Fatalf("a refused stream reached the upstream: %+v", r)
 			}
 		}
+		if code := g.get(laptop, "/logstream/stream?from_agent=opencode@laptop", nil); code != 403 {
+			t.Errorf("a stream scoped by from_agent alone: HTTP %d, want 403", code)
+		}
 		if u.palace == nil {
 			g.get(laptop, "/logstream/stream?to_agent=opencode%40laptop&room=r&status=", nil)
 			rs := u.received(t)
