@@ -178,3 +178,38 @@ func TestWriteQueueTurns(t *testing.T) {
 		t.Fatalf("turns: %v, want a,b,a", got)
 	}
 }
+
+// The filter step alone: a search answer holding another wing's hit and
+// totals, for a device that reads only "shared", and for one that reads
+// every wing.
+func TestFilterStep(t *testing.T) {
+	s := &Server{}
+	search, _ := catalogue.Lookup("mempalace_search")
+	text := `{"query":"q","filters":{},"total_before_filter":9,"results":[{"wing":"shared","text":"a"},{"wing":"private_desk","text":"b","also_in":[{"wing":"private_desk"}]}]}`
+	env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
+	out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := resultOf(out)
+	if hits := m["results"].([]any); len(hits) != 1 || m["total_before_filter"] != nil || m["filtered"] != true {
+		t.Fatalf("filtered: %v", m)
+	}
+	if out, _ := s.filterAnswer(context.Background(), &devices[1], search, Decision{Allow: true}, env); string(out) != string(env) {
+		t.Fatalf("a read-* device's answer was changed: %s", out)
+	}
+	for _, bad := range []string{
+		`{"query":"q","cli_output":"x"}`, // an unknown key
+		`{"results":{"wing":"shared"}}`,  // results not a list
+		`{"results":["private_desk"]}`,   // hits not objects
+	} {
+		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": bad}}}})
+		if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env); err == nil {
+			t.Errorf("%s: passed", bad)
+		}
+	}
+	two := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}, map[string]any{"type": "text", "text": "{}"}}}})
+	if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, two); err == nil {
+		t.Error("two content blocks passed")
+	}
+}

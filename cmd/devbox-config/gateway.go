@@ -137,7 +137,7 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	f.StringSliceVar(&write, "write", nil, "wing globs the device may write")
 	f.StringVar(&kg, "kg", "none", "knowledge-graph grant: none, read or write")
 	f.StringSliceVar(&agents, "agents", nil, "from_agent names the device may use, e.g. opencode@laptop")
-	f.BoolVar(&admin, "admin", false, "may run mine, sync, deletes and unknown tools")
+	f.BoolVar(&admin, "admin", false, "may run mine, sync, deletes and the other admin tools (no device may run a tool the catalogue does not know)")
 	f.BoolVar(&coordinator, "coordinator", false, "sees every coordination event")
 	list := &cobra.Command{
 		Use: "list", Short: "List devices and their tokens (never the secrets)", Args: cobra.NoArgs,
