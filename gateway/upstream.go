@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // callTimeout bounds one upstream call (event_wait may hold five minutes).
@@ -17,6 +19,7 @@ const callTimeout = 5*time.Minute + 30*time.Second
 type ToolCall struct {
 	Device string
 	Tool   string
+	Reads  bool           // the catalogue's record: the call changes nothing
 	Args   map[string]any // as authorized and stamped
 	Body   []byte         // the message the upstream receives (re-encoded from the parse)
 }
@@ -34,7 +37,8 @@ type Ledger interface {
 // forward is the forward step of a tools/call: the re-encoded message,
 // through the ledger when there is one.
 func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (int, []byte) {
-	call := ToolCall{Device: d.ID, Tool: req.Tool, Args: req.Args, Body: req.encode()}
+	t, _ := catalogue.Lookup(req.Tool)
+	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode()}
 	if s.Ledger != nil {
 		return s.Ledger.Forward(ctx, call, s.upstreamCall)
 	}

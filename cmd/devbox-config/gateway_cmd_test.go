@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,4 +86,56 @@ func TestGatewayOperatorCommandsSeeState(t *testing.T) {
 		t.Fatalf("the rotated-out token's expiry is not shown:\n%s", out)
 	}
 	cli(0, "token", "issue", "laptop-7f3a") // the old one has expired
+}
+
+// `gateway device remove` racing a running gateway's first use of the
+// device's token, a hundred rounds: the removal always stands, and the
+// token is refused once the gateway reloads.
+func TestGatewayDeviceRemoveRacesFirstUse(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	}))
+	defer up.Close()
+	dir := t.TempDir()
+	for round := range 100 {
+		cfg := filepath.Join(dir, fmt.Sprintf("gateway-%d.jsonc", round))
+		os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(dir, "secret")+`", "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`", "devices": []}`), 0o600)
+		cli := func(args ...string) string {
+			var out, errb bytes.Buffer
+			if code := run(append([]string{"gateway", "--config", cfg}, args...), &out, &errb); code != 0 {
+				t.Errorf("%v: exit %d: %s", args, code, errb.String())
+			}
+			return strings.TrimSpace(out.String())
+		}
+		cli("device", "add", "laptop-7f3a", "--read", "shared")
+		tok := cli("token", "issue", "laptop-7f3a")
+		srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL + "/mcp", BindHost: "127.0.0.1"}
+		if err := srv.Open(); err != nil {
+			t.Fatal(err)
+		}
+		ping := func() int {
+			req := httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			w := httptest.NewRecorder()
+			srv.ServeHTTP(w, req)
+			return w.Code
+		}
+		done := make(chan struct{})
+		go func() { cli("device", "remove", "laptop-7f3a"); close(done) }()
+		ping()
+		<-done
+		c, err := gateway.LoadConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Device("laptop-7f3a") != nil {
+			t.Fatalf("round %d: the removed device is back", round)
+		}
+		srv.Reload()
+		if code := ping(); code != 401 {
+			t.Fatalf("round %d: the removed device's token answers %d", round, code)
+		}
+		srv.Close()
+	}
 }
