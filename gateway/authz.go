@@ -15,6 +15,9 @@ type Decision struct {
 	Allow bool
 	Rule  string // the rule that decided, for the denial's data and the audit log
 	Wing  string // the wing the call is about ("" if none)
+	// found: a checkpoint's items the gateway found to be near-duplicates
+	// of drawers in readable wings (see narrow), as upstream reports them.
+	found []any
 }
 
 var plainAgent = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`) })
@@ -141,19 +144,6 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		return allow("coordination:read", "")
 	}
 	return deny("no rule allows it", "")
-}
-
-// narrow rewrites an allowed read's arguments so the upstream answers only
-// what the device may see where the answer itself cannot be cut: a
-// diary_read without a wing reads the agent's entries in every wing, and
-// its entries carry no wing, so a device that does not read every wing
-// gets the read pinned to the diary's own wing (which Authorize checked).
-func narrow(d *Device, t catalogue.Tool, args map[string]any) {
-	if t.Filter == catalogue.FilterDiary && !d.readsAll() {
-		if w, _ := args["wing"].(string); w == "" {
-			args["wing"] = catalogue.DiaryWingFor(args)
-		}
-	}
 }
 
 // StampProvenance sets added_by = "<agent>/<label>/<device id>" from the

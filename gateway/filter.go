@@ -158,6 +158,7 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 				return nil, err
 			}
 		}
+		m["duplicates"] = append(append([]any{}, dec.found...), dups...) // with the items narrow held back
 	case catalogue.FilterEvents:
 		if err := cut(m, "events", func(e map[string]any) bool { return eventVisible(d, e) }); err != nil {
 			return nil, err

@@ -121,12 +121,15 @@ func (s *Server) serveStream(x *exchange) {
 	s.serveGET(x, rebuildQuery(q), true)
 }
 
-// serveGET forwards a checked GET and audits it once the relay ends.
+// serveGET forwards a checked GET; its audit line is written when the
+// upstream's status is known, before the body (a stream's may run for
+// hours) is relayed.
 func (s *Server) serveGET(x *exchange, query string, withToken bool) {
 	x.answered = true
-	status := s.forwardGET(x.w, x.r, query, withToken)
-	x.entry.UpstreamStatus = status
-	s.finish(x, "allow", "", status)
+	s.forwardGET(x.w, x.r, query, withToken, func(status int) {
+		x.entry.UpstreamStatus = status
+		s.finish(x, "allow", "", status)
+	})
 }
 
 // serveMCP is POST /mcp: authenticate, parse, then a protocol method is
@@ -180,7 +183,7 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	if !ok {
 		return
 	}
-	narrow(d, t, req.Args)
+	s.narrow(ctx, d, t, req.Args, &dec)
 	StampProvenance(d, req.Tool, req.Args)
 	if write {
 		if !s.auditAhead(x, d, req) {

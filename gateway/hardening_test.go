@@ -217,9 +217,7 @@ func TestCrossWingContentFiltered(t *testing.T) {
 				t.Errorf("%s leaked another wing: %s", what, s)
 			}
 		}
-		res, rpc, _ := g.call(laptop, "checkpoint", map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "r", "content": "the desk's private secret"}}})
-		leaks("checkpoint", res, rpc)
-		res, rpc, _ = g.call(laptop, "diary_read", map[string]any{"agent_name": "opencode"})
+		res, rpc, _ := g.call(laptop, "diary_read", map[string]any{"agent_name": "opencode"})
 		leaks("diary_read", res, rpc)
 		res, rpc, _ = g.call(laptop, "list_drawers", map[string]any{})
 		leaks("list_drawers", res, rpc)
@@ -231,6 +229,13 @@ func TestCrossWingContentFiltered(t *testing.T) {
 		if _, ok := res["total_before_filter"]; ok {
 			t.Errorf("search total_before_filter counts every wing: %v", res)
 		}
+		// Last: the item is filed in "shared" (its only near-duplicate is
+		// in a wing the laptop cannot read).
+		res, rpc, _ = g.call(laptop, "checkpoint", map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "r", "content": "the desk's private secret"}}})
+		if dups, _ := res["duplicates"].([]any); strings.Contains(fmt.Sprint(dups), "private_desk") {
+			t.Errorf("checkpoint leaked another wing: %v", res)
+		}
+		leaks("checkpoint", map[string]any{"duplicates": res["duplicates"]}, rpc)
 	})
 }
 
@@ -529,5 +534,29 @@ func TestByIDDenialHidesExistence(t *testing.T) {
 		if forbidden == nil || fmt.Sprint(forbidden) != fmt.Sprint(missing) {
 			t.Errorf("%s: a forbidden drawer answers %v, a missing one %v", tool, forbidden, missing)
 		}
+	}
+}
+
+// A checkpoint's duplicate check is no oracle for other wings: an item
+// that duplicates a drawer the device cannot read is filed like one that
+// duplicates nothing, while a duplicate of a readable drawer is still
+// reported and not filed.
+func TestCheckpointDedupIsNoOracle(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	g.call(desk, "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": "the desk's private hostname is alpha-7"})
+	g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "the shared release checklist"})
+	shape := func(content string) string {
+		res, rpc, _ := g.call(laptop, "checkpoint", map[string]any{"items": []any{map[string]any{"wing": "wing_opencode", "room": "r", "content": content}}})
+		if rpc != nil {
+			t.Fatalf("checkpoint: %v", rpc)
+		}
+		return fmt.Sprintf("added=%d duplicates=%d", len(res["added"].([]any)), len(res["duplicates"].([]any)))
+	}
+	if a, b := shape("the desk's private hostname is alpha-7"), shape("nothing like it exists anywhere"); a != b || a != "added=1 duplicates=0" {
+		t.Fatalf("a duplicate of a forbidden drawer answers %s, of nothing %s", a, b)
+	}
+	if got := shape("the shared release checklist"); got != "added=0 duplicates=1" {
+		t.Fatalf("a duplicate of a readable drawer: %s", got)
 	}
 }

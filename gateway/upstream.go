@@ -101,28 +101,34 @@ func (s *Server) drawerWing(ctx context.Context, id string) string {
 
 // forwardGET relays a GET route with the query rebuilt from what was
 // checked (never the raw one), streaming the answer as it arrives (an SSE
-// stream must not sit in a buffer). It returns the upstream's status.
-func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string, withToken bool) int {
+// stream must not sit in a buffer). started is called with the status as
+// soon as it is known, before the body is relayed.
+func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string, withToken bool, started func(status int)) {
+	fail := func() {
+		started(http.StatusBadGateway)
+		http.Error(w, "upstream unreachable", http.StatusBadGateway)
+	}
 	u, err := url.Parse(s.Upstream)
 	if err != nil {
-		http.Error(w, "upstream unreachable", http.StatusBadGateway)
-		return http.StatusBadGateway
+		fail()
+		return
 	}
 	u.Path, u.RawQuery = r.URL.Path, query
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u.String(), nil)
 	if err != nil {
-		http.Error(w, "upstream unreachable", http.StatusBadGateway)
-		return http.StatusBadGateway
+		fail()
+		return
 	}
 	if tok := s.UpstreamToken(); withToken && tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := s.stream.Do(req)
 	if err != nil {
-		http.Error(w, "upstream unreachable", http.StatusBadGateway)
-		return http.StatusBadGateway
+		fail()
+		return
 	}
 	defer resp.Body.Close()
+	started(resp.StatusCode)
 	for _, h := range []string{"Content-Type", "Cache-Control", "Retry-After"} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
@@ -140,7 +146,7 @@ func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string
 			}
 		}
 		if err != nil {
-			return resp.StatusCode
+			return
 		}
 	}
 }
