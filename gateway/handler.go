@@ -196,6 +196,16 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		}
 		defer s.writes.release()
 	}
+	if fanOut(d, t, req.Args) {
+		status, resp, err := s.answerByWing(ctx, d, t, req)
+		if err != nil {
+			s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", "")
+			return
+		}
+		x.entry.UpstreamStatus = status
+		s.answer(x, status, resp, "allow", dec.Rule+":by-wing")
+		return
+	}
 	status, resp := s.forward(ctx, d, req)
 	x.entry.UpstreamStatus = status
 	if status == http.StatusOK {

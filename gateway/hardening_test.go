@@ -560,3 +560,33 @@ func TestCheckpointDedupIsNoOracle(t *testing.T) {
 		t.Fatalf("a duplicate of a readable drawer: %s", got)
 	}
 }
+
+// Palace-wide reads are answered over the readable wings only: drawers of
+// another wing that rank or sort in do not make a page or a search come
+// back short (which would tell a device they exist, and paged through, how
+// many), and totals count readable drawers exactly.
+func TestPalaceWideReadsAreNoOracle(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	for i := range 3 {
+		g.call(desk, "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": fmt.Sprintf("release notes, the desk's own draft %d", i)})
+	}
+	g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "release checklist for the team"})
+	g.call(laptop, "add_drawer", map[string]any{"wing": "wing_opencode", "room": "r", "content": "opencode's notes on the release"})
+	res, rpc, _ := g.call(laptop, "search", map[string]any{"query": "release notes, the desk's own draft", "limit": 2})
+	if hits, _ := res["results"].([]any); rpc != nil || len(hits) != 2 {
+		t.Fatalf("a palace-wide search of limit 2 over two readable drawers: %v %v", res, rpc)
+	}
+	res, rpc, _ = g.call(laptop, "list_drawers", map[string]any{"limit": 2})
+	if ds, _ := res["drawers"].([]any); rpc != nil || len(ds) != 2 || res["total"] != 2.0 || strings.Contains(fmt.Sprint(res), "private") {
+		t.Fatalf("a palace-wide page of 2: %v %v", res, rpc)
+	}
+	res, _, _ = g.call(laptop, "list_drawers", map[string]any{"limit": 1, "offset": 1})
+	if ds, _ := res["drawers"].([]any); len(ds) != 1 || res["total"] != 2.0 {
+		t.Fatalf("the second page of 1: %v", res)
+	}
+	// A device that reads every wing gets upstream's answer.
+	if res, _, _ := g.call(desk, "list_drawers", map[string]any{}); res["total"] != 5.0 {
+		t.Fatalf("desk's palace-wide page: %v", res)
+	}
+}

@@ -29,10 +29,12 @@ def result(name, args):
     if t == "search":
         if args.get("cli_compatible"):
             return {"query": args.get("query"), "cli_output": "hit in private_desk: the desk's private secret"}
-        return {"query": args.get("query"), "filters": {}, "total_before_filter": 2,
-                "results": [dict(SHARED, text="a shared note"), dict(PRIVATE, text="the desk's private secret")]}
+        hits = [h for h in (dict(SHARED, text="a shared note", similarity=0.5), dict(PRIVATE, text="the desk's private secret", similarity=0.9))
+                if not args.get("wing") or h["wing"] == args["wing"]]
+        return {"query": args.get("query"), "filters": {"wing": args.get("wing")}, "total_before_filter": 2, "results": hits}
     if t == "list_drawers":
-        return {"drawers": [SHARED, PRIVATE], "total": 2, "count": 2, "offset": 0, "limit": 20}
+        ds = [d for d in (SHARED, PRIVATE) if not args.get("wing") or d["wing"] == args["wing"]]
+        return {"drawers": ds, "total": len(ds), "count": len(ds), "offset": 0, "limit": 20}
     if t == "checkpoint":
         return {"added": [], "errors": [], "duplicates": [{"room": "r", "matches": [
             {"id": "drawer_private_desk_r_1", "wing": "private_desk", "room": "r", "similarity": 0.99, "content": "the desk's private secret"}]}]}
@@ -47,6 +49,8 @@ def result(name, args):
     if t == "get_drawer":
         d = PRIVATE if "private" in args.get("drawer_id", "") else SHARED
         return {"drawer_id": d["drawer_id"], "wing": d["wing"], "room": "r", "content": d["content_preview"], "metadata": {}}
+    if t == "list_wings":
+        return {"wings": {"shared": 1, "private_desk": 1}}
     if t == "get_taxonomy":
         return {"taxonomy": {"shared": {"r": 1}, "private_desk": {"r": 1}}}
     if t in ("event_list", "event_wait"):

@@ -1,0 +1,123 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// fanOut reports whether a palace-wide read must be answered wing by
+// wing: upstream cuts search hits and drawer pages to their limit over
+// every wing, so an answer cut afterwards to the readable wings would come
+// back short wherever another wing's drawers ranked or sorted in, telling
+// a device they exist (and, paged through, how many).
+func fanOut(d *Device, t catalogue.Tool, args map[string]any) bool {
+	if d.readsAll() || (t.Filter != catalogue.FilterHits && t.Filter != catalogue.FilterDrawers) {
+		return false
+	}
+	w, _ := args["wing"].(string)
+	return w == ""
+}
+
+// maxFanPage is upstream's largest page (list_drawers and search limit).
+const maxFanPage = 100
+
+// answerByWing answers a palace-wide search or list_drawers over the
+// readable wings only: the same call once per readable wing (each
+// answer checked by the filter step), merged as upstream orders them
+// (search by similarity, drawers by id) and cut to the limit. Totals are
+// then exact over the readable wings.
+func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest) (int, []byte, error) {
+	wingCounts, _ := s.upstreamResult(ctx, catalogue.Prefix+"list_wings", map[string]any{})["wings"].(map[string]any)
+	wings := slices.Sorted(maps.Keys(wingCounts))
+	limit := numArg(req.Args, "limit", 5)
+	if t.Filter == catalogue.FilterDrawers {
+		limit = numArg(req.Args, "limit", 20)
+	}
+	limit = min(max(limit, 1), maxFanPage)
+	offset := max(numArg(req.Args, "offset", 0), 0)
+	items := []map[string]any{}
+	total := 0
+	key := "results"
+	if t.Filter == catalogue.FilterDrawers {
+		key = "drawers"
+	}
+	for _, w := range wings {
+		if !match(d.Read, w) {
+			continue
+		}
+		for page := 0; ; page++ {
+			args := maps.Clone(req.Args)
+			args["wing"] = w
+			if t.Filter == catalogue.FilterDrawers {
+				args["offset"], args["limit"] = page*maxFanPage, maxFanPage
+			}
+			status, resp := s.upstreamCall(ctx, toolCall(req.rawID(), req.Tool, args))
+			if status != http.StatusOK {
+				return status, resp, nil
+			}
+			out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true, Wing: w}, resp)
+			if err != nil {
+				return 0, nil, err
+			}
+			m := resultOf(out)
+			if m == nil || m["error"] != nil {
+				return status, out, nil // upstream's error, passed on
+			}
+			list, _ := m[key].([]any)
+			for _, x := range list {
+				if it := x.(map[string]any); it["wing"] == w { // this wing's, once
+					items = append(items, it)
+				}
+			}
+			if t.Filter != catalogue.FilterDrawers {
+				break
+			}
+			n, _ := m["total"].(float64)
+			if page == 0 {
+				total += int(n)
+			}
+			if len(list) < maxFanPage || (page+1)*maxFanPage >= offset+limit {
+				break
+			}
+		}
+	}
+	var m map[string]any
+	if t.Filter == catalogue.FilterHits {
+		slices.SortStableFunc(items, func(a, b map[string]any) int { return cmp.Compare(num(b["similarity"]), num(a["similarity"])) })
+		items = items[:min(len(items), limit)]
+		m = map[string]any{"query": req.Args["query"], "filters": map[string]any{"wing": nil, "room": req.Args["room"], "source_file": req.Args["source_file"]}, "results": items}
+	} else {
+		slices.SortStableFunc(items, func(a, b map[string]any) int { return cmp.Compare(str(a["drawer_id"]), str(b["drawer_id"])) })
+		page := items[min(offset, len(items)):min(offset+limit, len(items))]
+		m = map[string]any{"drawers": page, "total": total, "count": len(page), "offset": offset, "limit": limit}
+	}
+	m["filtered"] = true
+	text, _ := json.MarshalIndent(m, "", "  ")
+	return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": req.rawID(), "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}}), nil
+}
+
+// numArg reads an integer argument (a number or a numeric string, as
+// upstream coerces), else def.
+func numArg(args map[string]any, k string, def int) int {
+	switch v := args[k].(type) {
+	case json.Number:
+		if f, err := v.Float64(); err == nil {
+			return int(f)
+		}
+	case string:
+		if f, err := json.Number(v).Float64(); err == nil {
+			return int(f)
+		}
+	}
+	return def
+}
+
+func num(v any) float64 { f, _ := v.(float64); return f }
+
+func str(v any) string { s, _ := v.(string); return s }
