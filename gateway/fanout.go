@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
@@ -121,3 +122,38 @@ func numArg(args map[string]any, k string, def int) int {
 func num(v any) float64 { f, _ := v.(float64); return f }
 
 func str(v any) string { s, _ := v.(string); return s }
+
+// waitVisible keeps an event_wait waiting, for a device that is not a
+// coordinator, while upstream wakes it only for events the device cannot
+// see: it asks again from the last of those events with the time left, and
+// answers timed_out when the time is up, so an early return never tells it
+// that someone else's event arrived. resp is upstream's raw answer.
+func (s *Server) waitVisible(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest, start time.Time, resp []byte) (int, []byte, error) {
+	timeout := time.Duration(min(max(numArg(req.Args, "timeout_ms", 60000), 0), 300000)) * time.Millisecond
+	for {
+		out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true}, resp)
+		if err != nil {
+			return 0, nil, err
+		}
+		m := resultOf(out)
+		raw := resultOf(resp)
+		evs, _ := raw["events"].([]any)
+		if m == nil || m["error"] != nil || m["count"] != 0.0 || m["timed_out"] == true || len(evs) == 0 {
+			return http.StatusOK, out, nil
+		}
+		left := timeout - time.Since(start)
+		last, _ := evs[len(evs)-1].(map[string]any)
+		cursor, _ := last["id"].(string)
+		if left <= 0 || cursor == "" {
+			text, _ := json.MarshalIndent(map[string]any{"timed_out": true, "events": []any{}, "count": 0, "filtered": true}, "", "  ")
+			return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": req.rawID(), "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}}), nil
+		}
+		args := maps.Clone(req.Args)
+		args["since_event_id"], args["timeout_ms"] = cursor, left.Milliseconds()
+		status, next := s.upstreamCall(ctx, toolCall(req.rawID(), req.Tool, args))
+		if status != http.StatusOK {
+			return status, next, nil
+		}
+		resp = next
+	}
+}

@@ -206,6 +206,7 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		s.answer(x, status, resp, "allow", dec.Rule+":by-wing")
 		return
 	}
+	sent := time.Now() // real time: an event_wait's timeout runs from here
 	status, resp := s.forward(ctx, d, req)
 	x.entry.UpstreamStatus = status
 	if status == http.StatusOK {
@@ -213,7 +214,13 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 			s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, ruleNotVisible), ruleNotVisible, "")
 			return
 		}
-		out, err := s.filterAnswer(ctx, d, t, dec, resp)
+		var out []byte
+		var err error
+		if t.Name == "event_wait" && !d.Coordinator {
+			status, out, err = s.waitVisible(ctx, d, t, req, sent, resp)
+		} else {
+			out, err = s.filterAnswer(ctx, d, t, dec, resp)
+		}
 		if err != nil {
 			s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)
 			return

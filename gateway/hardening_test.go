@@ -590,3 +590,27 @@ func TestPalaceWideReadsAreNoOracle(t *testing.T) {
 		t.Fatalf("desk's palace-wide page: %v", res)
 	}
 }
+
+// An event_wait is not woken early by an event the device cannot see: it
+// answers the first visible event, or times out.
+func TestEventWaitIsNotWokenByOthersEvents(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		g.call(desk, "event_append", map[string]any{"type": "note", "stream": "w", "room": "r", "from_agent": "pi@desk", "to_agent": "someone@else"})
+		time.Sleep(400 * time.Millisecond)
+		g.call(desk, "event_append", map[string]any{"type": "note", "stream": "w", "room": "r", "from_agent": "pi@desk", "to_agent": "opencode@laptop"})
+	}()
+	res, rpc, _ := g.call(laptop, "event_wait", map[string]any{"stream": "w", "timeout_ms": 3000})
+	evs, _ := res["events"].([]any)
+	if rpc != nil || len(evs) != 1 || evs[0].(map[string]any)["to_agent"] != "opencode@laptop" {
+		t.Fatalf("event_wait answered %v %v", res, rpc)
+	}
+	g.call(desk, "event_append", map[string]any{"type": "note", "stream": "x", "room": "r", "from_agent": "pi@desk", "to_agent": "someone@else"})
+	start := time.Now()
+	res, _, _ = g.call(laptop, "event_wait", map[string]any{"stream": "x", "timeout_ms": 800})
+	if res["timed_out"] != true || res["count"] != 0.0 || time.Since(start) < 700*time.Millisecond {
+		t.Fatalf("with only another's event: %v after %v", res, time.Since(start))
+	}
+}
