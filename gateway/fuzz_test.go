@@ -115,7 +115,8 @@ func FuzzForwardedMatchesAuthorized(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
-	g := newGWAt(f, []Device{fuzzDevice}, startFake(f))
+	narrowDevice := Device{ID: "narrow-0001", Label: "narrow", Read: []string{"shared", "wing_*"}, Write: []string{"shared"}, KG: "read", Agents: []string{"opencode@laptop"}, ReadRate: 1e9, WriteRate: 1e9}
+	g := newGWAt(f, []Device{fuzzDevice, narrowDevice}, startFake(f))
 	tok := g.tokens[fuzzDevice.ID]
 	var mu sync.Mutex
 	var received [][]byte
@@ -179,6 +180,16 @@ func FuzzForwardedMatchesAuthorized(f *testing.F) {
 			if p["name"] != call.Tool || !bytes.Equal(encodeJSON(args), encodeJSON(call.Args)) {
 				t.Fatalf("authorized %s %s, the upstream runs %v %s", call.Tool, encodeJSON(call.Args), p["name"], encodeJSON(args))
 			}
+		}
+		// The same body from a narrow device (fan-out, narrowing, object
+		// checks): answered, never a crash.
+		req, _ = http.NewRequest("POST", "http://127.0.0.1/mcp", bytes.NewReader(body))
+		req.Host = "127.0.0.1"
+		req.Header.Set("Authorization", "Bearer "+g.tokens[narrowDevice.ID])
+		w = newRecorder()
+		g.srv.ServeHTTP(w, req)
+		if w.code == 500 || w.code == 0 {
+			t.Fatalf("the gateway failed on %q for a narrow device: %d %s", body, w.code, w.body.String())
 		}
 	})
 }

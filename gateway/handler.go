@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -196,38 +197,44 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		}
 		defer s.writes.release()
 	}
-	if fanOut(d, t, req.Args) {
-		status, resp, err := s.answerByWing(ctx, d, t, req)
-		if err != nil {
-			s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", "")
-			return
-		}
-		x.entry.UpstreamStatus = status
-		s.answer(x, status, resp, "allow", dec.Rule+":by-wing")
+	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
+	switch {
+	case errors.Is(err, errNotVisible):
+		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, ruleNotVisible), ruleNotVisible, "")
 		return
+	case err != nil:
+		s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)
+		return
+	}
+	x.entry.UpstreamStatus = status
+	s.answer(x, status, resp, "allow", dec.Rule)
+}
+
+// errNotVisible: the answer is about an object the device may not see.
+var errNotVisible = errors.New(ruleNotVisible)
+
+// forwardStep makes the authorized call and filters its answer: a
+// palace-wide read that must be answered wing by wing is, an event_wait
+// keeps waiting past events the device cannot see, artifact_get's answer
+// is checked, and everything else goes to the upstream once (through the
+// ledger) and through the filter step.
+func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, req *rpcRequest) (int, []byte, error) {
+	if fanOut(d, t, req.Args) {
+		return s.answerByWing(ctx, d, t, req)
 	}
 	sent := time.Now() // real time: an event_wait's timeout runs from here
 	status, resp := s.forward(ctx, d, req)
-	x.entry.UpstreamStatus = status
-	if status == http.StatusOK {
-		if !s.objectAfter(ctx, d, t, req.Args, resp) {
-			s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, ruleNotVisible), ruleNotVisible, "")
-			return
-		}
-		var out []byte
-		var err error
-		if t.Name == "event_wait" && !d.Coordinator {
-			status, out, err = s.waitVisible(ctx, d, t, req, sent, resp)
-		} else {
-			out, err = s.filterAnswer(ctx, d, t, dec, resp)
-		}
-		if err != nil {
-			s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)
-			return
-		}
-		resp = out
+	if status != http.StatusOK {
+		return status, resp, nil
 	}
-	s.answer(x, status, resp, "allow", dec.Rule)
+	if !s.objectAfter(ctx, d, t, req.Args, resp) {
+		return 0, nil, errNotVisible
+	}
+	if t.Name == "event_wait" && !d.Coordinator {
+		return s.waitVisible(ctx, d, t, req, sent, resp)
+	}
+	out, err := s.filterAnswer(ctx, d, t, dec, resp)
+	return status, out, err
 }
 
 // authenticateStep checks the bearer token; a first use is recorded in
