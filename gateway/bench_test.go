@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -88,4 +89,29 @@ func BenchmarkRead(b *testing.B) {
 		})
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "reads/s")
 	})
+}
+
+// BenchmarkNarrowSearch is a palace-wide search by a device that reads
+// two wings of three, which the gateway answers wing by wing (a wing list
+// and one search per readable wing), alternated with the same search sent
+// to the upstream directly.
+func BenchmarkNarrowSearch(b *testing.B) {
+	g := newGWB(b)
+	for _, w := range []string{"shared", "wing_opencode", "private_desk"} {
+		for i := range 20 {
+			post(b, g.http.URL+"/mcp", g.tokens["admin-0001"], toolCall(json.RawMessage("1"), "mempalace_add_drawer", map[string]any{"wing": w, "room": "r", "content": fmt.Sprintf("release note %d in %s", i, w)}))
+		}
+	}
+	body := toolCall(json.RawMessage("1"), "mempalace_search", map[string]any{"query": "release note", "limit": 5})
+	var direct, via time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		post(b, g.srv.Upstream, upstreamToken, body)
+		t1 := time.Now()
+		post(b, g.http.URL+"/mcp", g.tokens["laptop-7f3a"], body)
+		direct, via = direct+t1.Sub(t0), via+time.Since(t1)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+	b.ReportMetric(ms(direct), "direct-ms/search")
+	b.ReportMetric(ms(via), "gateway-ms/search")
 }
