@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -42,51 +43,34 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 	}
 	limit = min(max(limit, 1), maxFanPage)
 	offset := max(numArg(req.Args, "offset", 0), 0)
-	items := []map[string]any{}
-	total := 0
 	key := "results"
 	if t.Filter == catalogue.FilterDrawers {
 		key = "drawers"
 	}
+	var readable []string
 	for _, w := range wings {
-		if !match(d.Read, w) {
-			continue
+		if match(d.Read, w) {
+			readable = append(readable, w)
 		}
-		for page := 0; ; page++ {
-			args := maps.Clone(req.Args)
-			args["wing"] = w
-			if t.Filter == catalogue.FilterDrawers {
-				args["offset"], args["limit"] = page*maxFanPage, maxFanPage
-			}
-			status, resp := s.upstreamCall(ctx, toolCall(req.rawID(), req.Tool, args))
-			if status != http.StatusOK {
-				return status, resp, nil
-			}
-			out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true, Wing: w}, resp)
-			if err != nil {
-				return 0, nil, err
-			}
-			m := resultOf(out)
-			if m == nil || m["error"] != nil {
-				return status, out, nil // upstream's error, passed on
-			}
-			list, _ := m[key].([]any)
-			for _, x := range list {
-				if it := x.(map[string]any); it["wing"] == w { // this wing's, once
-					items = append(items, it)
-				}
-			}
-			if t.Filter != catalogue.FilterDrawers {
-				break
-			}
-			n, _ := m["total"].(float64)
-			if page == 0 {
-				total += int(n)
-			}
-			if len(list) < maxFanPage || (page+1)*maxFanPage >= offset+limit {
-				break
-			}
+	}
+	// The wings are asked at once; each one's pages in turn.
+	answers := make([]wingAnswer, len(readable))
+	var wg sync.WaitGroup
+	for i, w := range readable {
+		wg.Go(func() { answers[i] = s.askWing(ctx, d, t, req, w, key, offset+limit) })
+	}
+	wg.Wait()
+	items := []map[string]any{}
+	total := 0
+	for _, a := range answers {
+		if a.err != nil {
+			return 0, nil, a.err
 		}
+		if a.passOn != nil {
+			return a.status, a.passOn, nil
+		}
+		items = append(items, a.items...)
+		total += a.total
 	}
 	var m map[string]any
 	if t.Filter == catalogue.FilterHits {
@@ -101,6 +85,57 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 	m["filtered"] = true
 	text, _ := json.MarshalIndent(m, "", "  ")
 	return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": req.rawID(), "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}}), nil
+}
+
+// wingAnswer is one wing's part of a wing-by-wing answer; passOn is an
+// answer to pass on instead (upstream's error).
+type wingAnswer struct {
+	items  []map[string]any
+	total  int
+	status int
+	passOn []byte
+	err    error
+}
+
+// askWing asks the call for wing w: one search, or list_drawers pages
+// until need rows (or the wing's end), each checked by the filter step.
+func (s *Server) askWing(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest, w, key string, need int) wingAnswer {
+	var a wingAnswer
+	for page := 0; ; page++ {
+		args := maps.Clone(req.Args)
+		args["wing"] = w
+		if t.Filter == catalogue.FilterDrawers {
+			args["offset"], args["limit"] = page*maxFanPage, maxFanPage
+		}
+		status, resp := s.upstreamCall(ctx, toolCall(req.rawID(), req.Tool, args))
+		if status != http.StatusOK {
+			return wingAnswer{status: status, passOn: resp}
+		}
+		out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true, Wing: w}, resp)
+		if err != nil {
+			return wingAnswer{err: err}
+		}
+		m := resultOf(out)
+		if m == nil || m["error"] != nil {
+			return wingAnswer{status: status, passOn: out} // upstream's error, passed on
+		}
+		list, _ := m[key].([]any)
+		for _, x := range list {
+			if it := x.(map[string]any); it["wing"] == w { // this wing's, once
+				a.items = append(a.items, it)
+			}
+		}
+		if t.Filter != catalogue.FilterDrawers {
+			return a
+		}
+		if page == 0 {
+			n, _ := m["total"].(float64)
+			a.total = int(n)
+		}
+		if len(list) < maxFanPage || (page+1)*maxFanPage >= need {
+			return a
+		}
+	}
 }
 
 // numArg reads an integer argument (a number or a numeric string, as
