@@ -19,11 +19,13 @@ type Entry struct {
 	Time           time.Time `json:"time"`
 	Device         string    `json:"device"`
 	TokenID        string    `json:"token_id"`
-	Method         string    `json:"method"`
+	Path           string    `json:"path,omitempty"` // the HTTP path
+	Method         string    `json:"method"`         // the JSON-RPC method, or the HTTP one
 	Tool           string    `json:"tool,omitempty"`
 	Wing           string    `json:"wing,omitempty"`
 	Decision       string    `json:"decision"` // allow | deny | limited | error
 	Rule           string    `json:"rule,omitempty"`
+	Status         int       `json:"status,omitempty"` // the HTTP status answered
 	UpstreamStatus int       `json:"upstream_status,omitempty"`
 	LatencyMS      float64   `json:"latency_ms"`
 	ArgsDigest     string    `json:"args_digest,omitempty"` // never the content
@@ -31,7 +33,9 @@ type Entry struct {
 	// "<prev>|<lines before it>": the chain head at that point.
 	Sig  string `json:"sig,omitempty"`
 	Prev string `json:"prev"`
-	Hash string `json:"hash"`
+	// Hash is the sha256 of the line's own bytes before `,"hash":` (it is
+	// always the last field).
+	Hash string `json:"hash,omitempty"`
 }
 
 // CheckpointEvery is how many lines pass between signed checkpoints.
@@ -74,11 +78,36 @@ func OpenAudit(file string) (*Audit, error) {
 	return a, sc.Err()
 }
 
+// entryHash is the hash of e's line: the bytes json.Marshal writes for it
+// up to where the hash field begins.
 func entryHash(e Entry) string {
 	e.Hash = ""
 	b, _ := json.Marshal(e)
-	sum := sha256.Sum256(b)
+	return lineHash(b[:len(b)-1])
+}
+
+func lineHash(prefix []byte) string {
+	sum := sha256.Sum256(prefix)
 	return hex.EncodeToString(sum[:])
+}
+
+// hashSuffix is how every line ends: `,"hash":"<64 hex>"}`.
+const hashSuffixLen = len(`,"hash":""}`) + 64
+
+// splitLine returns a line's bytes before its hash field and the hash.
+func splitLine(line []byte) (prefix []byte, hash string, ok bool) {
+	if len(line) < hashSuffixLen+1 {
+		return nil, "", false
+	}
+	prefix, suffix := line[:len(line)-hashSuffixLen], line[len(line)-hashSuffixLen:]
+	if !bytes.HasPrefix(suffix, []byte(`,"hash":"`)) || !bytes.HasSuffix(suffix, []byte(`"}`)) {
+		return nil, "", false
+	}
+	hash = string(suffix[len(`,"hash":"`) : len(suffix)-2])
+	if _, err := hex.DecodeString(hash); err != nil {
+		return nil, "", false
+	}
+	return prefix, hash, true
 }
 
 // Append writes one entry; durable entries are fsync'd before Append
@@ -117,6 +146,18 @@ func (a *Audit) Append(e Entry, durable bool) error {
 		return a.checkpointLocked()
 	}
 	return nil
+}
+
+// Close closes the log file (Append reopens it).
+func (a *Audit) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.f == nil {
+		return nil
+	}
+	err := a.f.Close()
+	a.f = nil
+	return err
 }
 
 // checkpointLocked appends a signed checkpoint of the current head.
@@ -187,9 +228,12 @@ func (a *Audit) stillThere() bool {
 	return err == nil && os.SameFile(fi, open)
 }
 
-// Verify checks a log's chain and reports the first broken line. With a
-// public key it also checks every signed checkpoint, so a log rewritten
-// from the start with recomputed hashes is still caught.
+// Verify checks a log's chain and reports the first broken line. Each
+// line's hash covers its exact bytes (up to the hash field), and a line
+// with a field twice, two fields differing only in case or a field an
+// entry does not have is refused: what verifies is what a reader of the
+// line sees. With a public key it also checks every signed checkpoint, so
+// a log rewritten from the start with recomputed hashes is still caught.
 func Verify(file string, pub ed25519.PublicKey) (lines int, err error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -200,15 +244,24 @@ func Verify(file string, pub ed25519.PublicKey) (lines int, err error) {
 		if len(line) == 0 {
 			continue
 		}
-		var e Entry
-		if err := json.Unmarshal(line, &e); err != nil {
+		if _, err := decodeStrict(line); err != nil {
 			return i, fmt.Errorf("line %d: not an audit entry: %v", i+1, err)
+		}
+		var e Entry
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&e); err != nil {
+			return i, fmt.Errorf("line %d: not an audit entry: %v", i+1, err)
+		}
+		prefix, hash, ok := splitLine(line)
+		if !ok || hash != e.Hash {
+			return i, fmt.Errorf("line %d: not an audit entry: it must end with its hash field", i+1)
 		}
 		if e.Prev != prev {
 			return i, fmt.Errorf("line %d: chain broken (a line was dropped, inserted or reordered before it)", i+1)
 		}
-		if entryHash(e) != e.Hash {
-			return i, fmt.Errorf("line %d: edited (its hash does not match its content)", i+1)
+		if lineHash(prefix) != e.Hash {
+			return i, fmt.Errorf("line %d: edited (its hash does not match its bytes)", i+1)
 		}
 		if e.Method == "checkpoint" && pub != nil {
 			sig, _ := hex.DecodeString(e.Sig)

@@ -3,8 +3,11 @@ package gateway
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // Decision is the outcome of authorizing one tools/call.
@@ -12,75 +15,106 @@ type Decision struct {
 	Allow bool
 	Rule  string // the rule that decided, for the denial's data and the audit log
 	Wing  string // the wing the call is about ("" if none)
-	// Filter: results must be cut to the device's readable wings.
-	Filter bool
-	// Events: event results must be cut to the device's agents.
-	Events bool
+	// found: a checkpoint's items the gateway found to be near-duplicates
+	// of drawers in readable wings (see narrow), as upstream reports them.
+	found []any
 }
 
-var (
-	writeTools   = map[string]bool{"add_drawer": true, "checkpoint": true, "diary_write": true, "update_drawer": true, "create_tunnel": true}
-	readWingless = map[string]bool{"search": true, "check_duplicate": true, "list_drawers": true, "list_wings": true,
-		"list_rooms": true, "get_taxonomy": true, "status": true, "diary_read": true}
-	kgRead     = map[string]bool{"kg_query": true, "kg_timeline": true, "kg_stats": true}
-	kgWrite    = map[string]bool{"kg_add": true, "kg_invalidate": true, "kg_supersede": true}
-	coordWrite = map[string]bool{"event_append": true, "event_ack": true, "patch_submit": true, "task_create": true, "artifact_put": true}
-	coordRead  = map[string]bool{"event_list": true, "event_wait": true, "artifact_get": true}
-	plainAgent = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`) })
-)
+var plainAgent = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`) })
 
 func allow(rule, wing string) Decision { return Decision{Allow: true, Rule: rule, Wing: wing} }
 
 func deny(rule, wing string) Decision { return Decision{Rule: rule, Wing: wing} }
 
-// Authorize decides a tools/call by the issue's table, deny by default.
-// drawerWing is the wing of the drawer a by-id call names (looked up on
-// the upstream first; "" if not found).
-func Authorize(d *Device, tool string, args map[string]any, drawerWing string) Decision {
-	t := strings.TrimPrefix(tool, "mempalace_")
-	str := func(k string) string { s, _ := args[k].(string); return s }
-	switch {
-	case t == "get_drawer":
-		if drawerWing == "" {
-			return allow("read:by-id(not found)", "") // nothing to leak
+// readsAll: the device may read every wing (its read globs include "*"),
+// so nothing in an answer needs cutting.
+func (d *Device) readsAll() bool { return slices.Contains(d.Read, "*") }
+
+// Grants reports whether a device may act as agent. For coordination
+// identities (from_agent, created_by) that is one of its Agents exactly.
+// For a diary's agent_name it is also the harness part of one
+// ("opencode" for "opencode@laptop": the diary is the harness's),
+// compared case-insensitively, as MemPalace lower-cases diary agents.
+func (d *Device) Grants(agent string, diary bool) bool {
+	for _, a := range d.Agents {
+		if a == agent {
+			return true
 		}
-		if match(d.Read, drawerWing) {
+		if diary && agent != "" {
+			harness, _, _ := strings.Cut(a, "@")
+			if strings.EqualFold(a, agent) || strings.EqualFold(harness, agent) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Authorize decides a tools/call by its catalogue record's gate, deny by
+// default: a tool the catalogue does not know is refused, whatever the
+// device's scope. drawerWing is the wing of the drawer a by-id call names
+// (looked up on the upstream first; "" if not found).
+func Authorize(d *Device, tool string, args map[string]any, drawerWing string) Decision {
+	t, known := catalogue.Lookup(tool)
+	if !known {
+		return deny("unknown tool (the catalogue has no record of it)", "")
+	}
+	str := func(k string) string { s, _ := args[k].(string); return s }
+	switch t.Gate {
+	case catalogue.Admin:
+		if d.Admin {
+			return allow("admin", "")
+		}
+		return deny("admin only", "")
+	case catalogue.ReadStatic:
+		if len(d.Read) == 0 {
+			return deny("no read scope", "")
+		}
+		return allow("read:static", "")
+	case catalogue.ReadAllWings:
+		if d.readsAll() {
+			return allow("read:*", "")
+		}
+		return deny("its answer spans wings: only a device that reads every wing (\"*\") may call it", "")
+	case catalogue.ReadByID:
+		// A drawer that does not exist and one in an unreadable wing get
+		// the same denial: the answer says nothing of its existence.
+		if drawerWing != "" && match(d.Read, drawerWing) {
 			return allow("read:"+drawerWing, drawerWing)
 		}
-		return deny("read globs do not match the drawer's wing", drawerWing)
-	case writeTools[t]:
-		var wings []string
-		switch t {
-		case "diary_write":
-			w := str("wing")
-			if w == "" {
-				w = "wing_" + strings.ToLower(str("agent_name"))
+		return deny(ruleNotVisible, drawerWing)
+	case catalogue.ReadWing:
+		if len(d.Read) == 0 {
+			return deny("no read scope", "")
+		}
+		if t.Identity != "" && !d.Grants(str(t.Identity), true) {
+			return deny(fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity)), "")
+		}
+		wings := t.WingsOf(args, "")
+		for _, w := range wings {
+			if !match(d.Read, w) {
+				return deny("read globs do not match the wing", w)
 			}
-			wings = []string{w}
-		case "update_drawer":
-			wings = []string{drawerWing}
-			if w := str("wing"); w != "" {
-				wings = append(wings, w) // moving a drawer needs both
+		}
+		if len(wings) == 0 {
+			return allow("read:filtered", "")
+		}
+		return allow("read:"+strings.Join(wings, ","), wings[0])
+	case catalogue.WriteWing:
+		if t.Identity != "" && !d.Grants(str(t.Identity), true) {
+			return deny(fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity)), "")
+		}
+		if dm, ok := args["diary"].(map[string]any); ok {
+			if a, _ := dm["agent_name"].(string); !d.Grants(a, true) {
+				return deny(fmt.Sprintf("diary.agent_name %q is not one of this device's agents", a), "")
 			}
-		case "create_tunnel":
-			wings = []string{str("source_wing"), str("target_wing")}
-		case "checkpoint":
-			items, _ := args["items"].([]any)
-			for _, it := range items {
-				m, _ := it.(map[string]any)
-				w, _ := m["wing"].(string)
-				wings = append(wings, w)
-			}
-			if dm, ok := args["diary"].(map[string]any); ok {
-				w, _ := dm["wing"].(string)
-				if w == "" {
-					a, _ := dm["agent_name"].(string)
-					w = "wing_" + strings.ToLower(a)
-				}
-				wings = append(wings, w)
-			}
-		default:
-			wings = []string{str("wing")}
+		}
+		if t.Wings == catalogue.DrawerWing && (drawerWing == "" || !match(d.Read, drawerWing)) {
+			return deny(ruleNotVisible, drawerWing) // as for a read by id
+		}
+		wings := t.WingsOf(args, drawerWing)
+		if len(wings) == 0 {
+			return deny("the call names no wing to write", "")
 		}
 		for _, w := range wings {
 			if w == "" || !match(d.Write, w) {
@@ -88,62 +122,37 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 			}
 		}
 		return allow("write:"+strings.Join(wings, ","), wings[0])
-	case readWingless[t]:
-		if len(d.Read) == 0 {
-			return deny("no read scope", "")
-		}
-		w := str("wing")
-		if t == "diary_read" && w == "" {
-			w = "wing_" + strings.ToLower(str("agent_name"))
-		}
-		if w != "" {
-			if !match(d.Read, w) {
-				return deny("read globs do not match the wing", w)
-			}
-			return Decision{Allow: true, Rule: "read:" + w, Wing: w, Filter: true}
-		}
-		return Decision{Allow: true, Rule: "read:filtered", Filter: true}
-	case kgRead[t]:
+	case catalogue.KGRead:
 		if d.KG == "read" || d.KG == "write" {
 			return allow("kg:read", "")
 		}
 		return deny("no knowledge-graph read grant", "")
-	case kgWrite[t]:
+	case catalogue.KGWrite:
 		if d.KG == "write" {
 			return allow("kg:write", "")
 		}
 		return deny("no knowledge-graph write grant", "")
-	case coordWrite[t]:
-		from := str("from_agent")
-		if t == "artifact_put" {
-			from = str("created_by")
+	case catalogue.AgentWrite:
+		if from := str(t.Identity); d.Grants(from, false) {
+			return allow("agent:"+from, "")
 		}
-		for _, a := range d.Agents {
-			if a == from {
-				return allow("agent:"+from, "")
-			}
-		}
-		return deny(fmt.Sprintf("%q is not one of this device's agents", from), "")
-	case coordRead[t]:
+		return deny(fmt.Sprintf("%q is not one of this device's agents", str(t.Identity)), "")
+	case catalogue.CoordinationGrant:
 		if len(d.Agents) == 0 && !d.Coordinator {
 			return deny("no coordination identity", "")
 		}
-		return Decision{Allow: true, Rule: "coordination:read", Events: !d.Coordinator}
+		return allow("coordination:read", "")
 	}
-	// mine, sync, delete_*, hook_settings, reconnect and unknown tools.
-	if d.Admin {
-		return allow("admin", "")
-	}
-	return deny("admin only", "")
+	return deny("no rule allows it", "")
 }
 
 // StampProvenance sets added_by = "<agent>/<label>/<device id>" from the
-// credential on add_drawer and checkpoint, whatever the client sent. The
-// agent segment is kept from the client's own value only if it is a short
-// plain name; anything else is untrusted and becomes "mcp".
+// credential on every tool that takes an added_by (add_drawer,
+// checkpoint), whatever the client sent. The agent segment is kept from
+// the client's own value only if it is a short plain name; anything else
+// is untrusted and becomes "mcp".
 func StampProvenance(d *Device, tool string, args map[string]any) {
-	t := strings.TrimPrefix(tool, "mempalace_")
-	if t != "add_drawer" && t != "checkpoint" {
+	if t, _ := catalogue.Lookup(tool); !t.Accepts("added_by") {
 		return
 	}
 	agent := "mcp"

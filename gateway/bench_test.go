@@ -3,7 +3,9 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 )
@@ -42,21 +44,41 @@ func post(b *testing.B, url, token string, body []byte) {
 }
 
 // BenchmarkRead compares an authorized read through the gateway with the
-// same read sent to the upstream directly (a zero-latency double), side by
-// side; -cpu 2 with RunParallel gives reads per second on two cores.
+// same read sent to the upstream directly (a zero-latency double),
+// alternated call by call in one run (direct, gateway, gateway, direct,
+// ...: neither side always goes first), and reports each side's mean and
+// the median added latency per read; -cpu 2 with RunParallel gives reads
+// per second on two cores.
 func BenchmarkRead(b *testing.B) {
 	g := newGWB(b)
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_kg_stats", "arguments": map[string]any{}}})
 	upstream := g.srv.Upstream
-	b.Run("direct", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			post(b, upstream, upstreamToken, body)
+	b.Run("alternating", func(b *testing.B) {
+		var direct, via time.Duration
+		added := make([]time.Duration, 0, b.N)
+		timed := func(url, token string) time.Duration {
+			t0 := time.Now()
+			post(b, url, token, body)
+			return time.Since(t0)
 		}
-	})
-	b.Run("gateway", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			post(b, g.http.URL+"/mcp", g.tokens["admin-0001"], body)
+			var d, w time.Duration
+			if i%2 == 0 {
+				d = timed(upstream, upstreamToken)
+				w = timed(g.http.URL+"/mcp", g.tokens["admin-0001"])
+			} else {
+				w = timed(g.http.URL+"/mcp", g.tokens["admin-0001"])
+				d = timed(upstream, upstreamToken)
+			}
+			direct, via = direct+d, via+w
+			added = append(added, w-d)
 		}
+		slices.Sort(added)
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		b.ReportMetric(ms(direct)/float64(b.N), "direct-ms/read")
+		b.ReportMetric(ms(via)/float64(b.N), "gateway-ms/read")
+		b.ReportMetric(ms(added[len(added)/2]), "added-ms/read(median)")
+		b.ReportMetric(ms(via-direct)/float64(b.N), "added-ms/read(mean)")
 	})
 	b.Run("gateway-parallel", func(b *testing.B) {
 		start := time.Now()
@@ -67,4 +89,29 @@ func BenchmarkRead(b *testing.B) {
 		})
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "reads/s")
 	})
+}
+
+// BenchmarkNarrowSearch is a palace-wide search by a device that reads
+// two wings of three, which the gateway answers wing by wing (a wing list
+// and one search per readable wing), alternated with the same search sent
+// to the upstream directly.
+func BenchmarkNarrowSearch(b *testing.B) {
+	g := newGWB(b)
+	for _, w := range []string{"shared", "wing_opencode", "private_desk"} {
+		for i := range 20 {
+			post(b, g.http.URL+"/mcp", g.tokens["admin-0001"], toolCall(json.RawMessage("1"), "mempalace_add_drawer", map[string]any{"wing": w, "room": "r", "content": fmt.Sprintf("release note %d in %s", i, w)}))
+		}
+	}
+	body := toolCall(json.RawMessage("1"), "mempalace_search", map[string]any{"query": "release note", "limit": 5})
+	var direct, via time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		post(b, g.srv.Upstream, upstreamToken, body)
+		t1 := time.Now()
+		post(b, g.http.URL+"/mcp", g.tokens["laptop-7f3a"], body)
+		direct, via = direct+t1.Sub(t0), via+time.Since(t1)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
+	b.ReportMetric(ms(direct), "direct-ms/search")
+	b.ReportMetric(ms(via), "gateway-ms/search")
 }

@@ -1,9 +1,3 @@
-// Package gateway is `devbox-config gateway`: per-device authorization in
-// front of a MemPalace primary (RFC 001 Phase 4, §6.2, §7.3.2). Each device
-// has its own token; every request is authorized by wing, knowledge-graph
-// grant, coordination identity and admin scope; provenance is stamped from
-// the credential; every decision is written to a hash-chained audit log.
-// The upstream `mempalace serve` is unchanged and sees one shared token.
 package gateway
 
 import (
@@ -34,6 +28,10 @@ type Config struct {
 	// audit chain every 100 lines (created if missing; the public half is
 	// <file>.pub). Optional.
 	SigningKeyFile string `json:"signing_key_file,omitempty"`
+	// StateFile is where the running gateway records what it learns
+	// (a token's first use); default <config file>.state.json. The gateway
+	// never writes the config itself.
+	StateFile string `json:"state_file,omitempty"`
 	// GraceDays is how long a rotated-out token stays valid after the new
 	// one is first used (default 7).
 	GraceDays int      `json:"grace_days,omitempty"`
@@ -52,7 +50,7 @@ type Device struct {
 	// Agents are the from_agent names the device may use
 	// ("<harness>@<label>", RFC 003 §3.2).
 	Agents      []string `json:"agents,omitempty"`
-	Admin       bool     `json:"admin,omitempty"`       // mine, sync, deletes, hook_settings, unknown tools
+	Admin       bool     `json:"admin,omitempty"`       // mine, sync, deletes, hook_settings, reconnect, mesh_peers (never an unknown tool)
 	Coordinator bool     `json:"coordinator,omitempty"` // sees every event, not only its agents'
 	Tokens      []Token  `json:"tokens,omitempty"`
 	// Rate limits (requests per second; 0 = the defaults).
@@ -66,7 +64,8 @@ type Token struct {
 	HMAC      string     `json:"hmac"`
 	Created   time.Time  `json:"created"`
 	FirstUsed *time.Time `json:"first_used,omitempty"`
-	// Expires is set on the old token when a newer one is first used.
+	// Expires, when set, ends the token (an operator's choice); a token
+	// rotated out also ends Grace after its successor's first use.
 	Expires *time.Time `json:"expires,omitempty"`
 	Revoked bool       `json:"revoked,omitempty"`
 }
@@ -185,17 +184,15 @@ func (c *Config) Device(id string) *Device {
 	return nil
 }
 
-// Save writes the config atomically with mode 0600 (it holds token HMACs).
+// Save writes the config atomically (fsynced, mode 0600: it holds token
+// HMACs). Operator commands go through UpdateConfig, which locks and
+// re-reads first.
 func (c *Config) Save(file string) error {
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, file)
+	return writeFileAtomic(file, append(b, '\n'), 0o600)
 }
 
 func match(globs []string, wing string) bool {

@@ -25,7 +25,8 @@ type gw struct {
 	t       testing.TB
 	srv     *Server
 	http    *httptest.Server
-	primary *fakepalace.Palace
+	primary *fakepalace.Palace // nil in front of the Python shim
+	up      *upstream
 	cfgFile string
 	now     time.Time
 	mu      sync.Mutex
@@ -34,14 +35,14 @@ type gw struct {
 
 func newGW(t testing.TB, devices []Device) *gw {
 	t.Helper()
+	return newGWAt(t, devices, startFake(t))
+}
+
+// newGWAt is a gateway in front of u, with a token issued for each device.
+func newGWAt(t testing.TB, devices []Device, u *upstream) *gw {
+	t.Helper()
 	dir := t.TempDir()
-	pl, _ := fakepalace.New(fakepalace.Options{})
-	up := pl.NewHTTP(fakepalace.HTTPOptions{Token: upstreamToken})
-	if err := up.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(up.Stop)
-	g := &gw{t: t, primary: pl, cfgFile: filepath.Join(dir, "gateway.jsonc"), now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), tokens: map[string]string{}}
+	g := &gw{t: t, primary: u.palace, up: u, cfgFile: filepath.Join(dir, "gateway.jsonc"), now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), tokens: map[string]string{}}
 	own := make([]Device, len(devices)) // a fresh copy: Issue appends tokens
 	copy(own, devices)
 	for i := range own {
@@ -62,7 +63,7 @@ func newGW(t testing.TB, devices []Device) *gw {
 	if err := cfg.Save(g.cfgFile); err != nil {
 		t.Fatal(err)
 	}
-	g.srv = &Server{ConfigFile: g.cfgFile, Upstream: up.URL(), UpstreamToken: func() string { return upstreamToken }, BindHost: "127.0.0.1", Now: g.clock}
+	g.srv = &Server{ConfigFile: g.cfgFile, Upstream: u.url, UpstreamToken: func() string { return upstreamToken }, BindHost: "127.0.0.1", Now: g.clock}
 	if err := g.srv.Open(); err != nil {
 		t.Fatal(err)
 	}

@@ -81,15 +81,32 @@ func (t Token) live(now time.Time) bool {
 	return !t.Revoked && (t.Expires == nil || t.Expires.After(now))
 }
 
-// Authenticate finds the device a presented token belongs to. The token
-// id selects the stored HMAC; the comparison is constant-time. It reports
-// whether the token was used for the first time (the config should then be
-// saved: a new token becomes current, and the older ones start their grace
-// period).
+// Authenticate finds the device a presented token belongs to, by the
+// config alone (see AuthenticateWith).
 func Authenticate(c *Config, key []byte, presented string, now time.Time) (*Device, *Token, bool, error) {
+	return AuthenticateWith(c, nil, key, presented, now)
+}
+
+// AuthenticateWith finds the device a presented token belongs to. The
+// token id selects the stored HMAC; the comparison is constant-time.
+// firstUse gives a token's first use recorded outside the config (the
+// gateway's state file; nil for none). A token stops at its expiry, or
+// Grace after a newer token of its device was first used. It reports
+// whether this is the token's first use (the caller records it); neither
+// the config nor anything else is modified.
+func AuthenticateWith(c *Config, firstUse func(id string) (time.Time, bool), key []byte, presented string, now time.Time) (*Device, *Token, bool, error) {
 	parts := strings.Split(presented, "_")
 	if len(parts) != 4 || parts[0] != TokenPrefix || checksum(parts[1], parts[2]) != parts[3] {
 		return nil, nil, false, ErrBadToken
+	}
+	used := func(t *Token) (time.Time, bool) {
+		if t.FirstUsed != nil {
+			return *t.FirstUsed, true
+		}
+		if firstUse != nil {
+			return firstUse(t.ID)
+		}
+		return time.Time{}, false
 	}
 	for i := range c.Devices {
 		d := &c.Devices[i]
@@ -98,23 +115,21 @@ func Authenticate(c *Config, key []byte, presented string, now time.Time) (*Devi
 			if t.ID != parts[1] {
 				continue
 			}
-			if !hmac.Equal([]byte(t.HMAC), []byte(mac(key, parts[2]))) || !t.live(now) {
+			if !hmac.Equal([]byte(t.HMAC), []byte(mac(key, parts[2]))) || t.Revoked || (t.Expires != nil && !t.Expires.After(now)) {
 				return nil, nil, false, ErrBadToken
 			}
-			first := false
-			if t.FirstUsed == nil {
-				u := now.UTC()
-				t.FirstUsed, first = &u, true
-				// The new token is current: older live tokens get a grace period.
-				for k := range d.Tokens {
-					o := &d.Tokens[k]
-					if k != j && o.live(now) && o.Expires == nil && o.Created.Before(t.Created) {
-						e := now.Add(c.Grace()).UTC()
-						o.Expires = &e
-					}
+			// Rotated out: a newer token's first use starts the grace period.
+			for k := range d.Tokens {
+				o := &d.Tokens[k]
+				if k == j || !o.Created.After(t.Created) || t.Expires != nil {
+					continue
+				}
+				if at, ok := used(o); ok && !at.Add(c.Grace()).After(now) {
+					return nil, nil, false, ErrBadToken
 				}
 			}
-			return d, t, first, nil
+			_, seen := used(t)
+			return d, t, !seen, nil
 		}
 	}
 	return nil, nil, false, ErrBadToken

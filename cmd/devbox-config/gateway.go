@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/ladder"
 )
 
 func newGatewayCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -57,20 +59,7 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 					return exitError{1, fmt.Errorf("upstream_token_file: %w", err)}
 				}
 			}
-			s.UpstreamToken = func() string {
-				if t := strings.TrimSpace(os.Getenv("MEMPALACE_UPSTREAM_TOKEN")); t != "" {
-					return t
-				}
-				if tokenFile != "" {
-					b, err := gateway.ReadSecretFile(tokenFile)
-					if err != nil {
-						log.Error("upstream token unreadable", "err", err)
-						return ""
-					}
-					return b
-				}
-				return ""
-			}
+			s.UpstreamToken = upstreamTokenSource(os.LookupEnv, tokenFile, log)
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			hup := make(chan os.Signal, 1)
@@ -96,6 +85,19 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	cmd.Flags().StringVar(&upstream, "upstream", "", "the primary's MCP endpoint, e.g. http://127.0.0.1:8765/mcp")
 	cmd.PersistentFlags().StringVar(&config, "config", "gateway.jsonc", "gateway config (JSONC)")
 
+	// update applies an operator's change under the config's lock, to the
+	// file as it is now (gateway.UpdateConfig).
+	update := func(change func(*gateway.Config) error) error {
+		if err := gateway.UpdateConfig(config, change); err != nil {
+			var ee exitError
+			if errors.As(err, &ee) {
+				return ee
+			}
+			return exitError{1, err}
+		}
+		return nil
+	}
+	// load reads the config with the gateway's state folded in.
 	load := func() (*gateway.Config, error) {
 		c, err := gateway.LoadConfig(config)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -104,27 +106,19 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 		if err != nil {
 			return nil, exitError{1, err}
 		}
+		st, err := gateway.LoadState(gateway.StateFile(config, c))
+		if err != nil {
+			return nil, exitError{1, err}
+		}
+		c.FoldState(st)
 		return c, nil
 	}
-	loadDevice := func(id string) (*gateway.Config, *gateway.Device, error) {
-		c, err := load()
-		if err != nil {
-			return nil, nil, err
-		}
+	device1 := func(c *gateway.Config, id string) (*gateway.Device, error) {
 		d := c.Device(id)
 		if d == nil {
-			return nil, nil, exitError{1, fmt.Errorf("no device %s", id)}
+			return nil, exitError{1, fmt.Errorf("no device %s", id)}
 		}
-		return c, d, nil
-	}
-	save := func(c *gateway.Config) error {
-		if err := c.Validate(); err != nil {
-			return exitError{1, err}
-		}
-		if err := c.Save(config); err != nil {
-			return exitError{1, err}
-		}
-		return nil
+		return d, nil
 	}
 	var label, kg string
 	var read, write, agents []string
@@ -133,15 +127,13 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	add := &cobra.Command{
 		Use: "add ID", Short: "Add a device (then issue it a token)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := load()
-			if err != nil {
-				return err
-			}
-			if c.Device(args[0]) != nil {
-				return exitError{1, fmt.Errorf("device %s exists", args[0])}
-			}
-			c.Devices = append(c.Devices, gateway.Device{ID: args[0], Label: label, Read: read, Write: write, KG: kg, Agents: agents, Admin: admin, Coordinator: coordinator})
-			return save(c)
+			return update(func(c *gateway.Config) error {
+				if c.Device(args[0]) != nil {
+					return exitError{1, fmt.Errorf("device %s exists", args[0])}
+				}
+				c.Devices = append(c.Devices, gateway.Device{ID: args[0], Label: label, Read: read, Write: write, KG: kg, Agents: agents, Admin: admin, Coordinator: coordinator})
+				return nil
+			})
 		},
 	}
 	f := add.Flags()
@@ -150,7 +142,7 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	f.StringSliceVar(&write, "write", nil, "wing globs the device may write")
 	f.StringVar(&kg, "kg", "none", "knowledge-graph grant: none, read or write")
 	f.StringSliceVar(&agents, "agents", nil, "from_agent names the device may use, e.g. opencode@laptop")
-	f.BoolVar(&admin, "admin", false, "may run mine, sync, deletes and unknown tools")
+	f.BoolVar(&admin, "admin", false, "may run mine, sync, deletes and the other admin tools (no device may run a tool the catalogue does not know)")
 	f.BoolVar(&coordinator, "coordinator", false, "sees every coordination event")
 	list := &cobra.Command{
 		Use: "list", Short: "List devices and their tokens (never the secrets)", Args: cobra.NoArgs,
@@ -181,17 +173,15 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	remove := &cobra.Command{
 		Use: "remove ID", Short: "Remove a device (its tokens stop working within a second)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := load()
-			if err != nil {
-				return err
-			}
-			for i, d := range c.Devices {
-				if d.ID == args[0] {
-					c.Devices = append(c.Devices[:i], c.Devices[i+1:]...)
-					return save(c)
+			return update(func(c *gateway.Config) error {
+				for i, d := range c.Devices {
+					if d.ID == args[0] {
+						c.Devices = append(c.Devices[:i], c.Devices[i+1:]...)
+						return nil
+					}
 				}
-			}
-			return exitError{1, fmt.Errorf("no device %s", args[0])}
+				return exitError{1, fmt.Errorf("no device %s", args[0])}
+			})
 		},
 	}
 	device.AddCommand(add, list, remove)
@@ -199,25 +189,30 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	token := &cobra.Command{Use: "token", Short: "Issue, rotate and revoke device tokens"}
 	issue := func(rotate bool) func(*cobra.Command, []string) error {
 		return func(cmd *cobra.Command, args []string) error {
-			c, d, err := loadDevice(args[0])
+			var tok string
+			var grace time.Duration
+			err := update(func(c *gateway.Config) error {
+				d, err := device1(c, args[0])
+				if err != nil {
+					return err
+				}
+				key, err := gateway.LoadSecret(c.SecretFile)
+				if err != nil {
+					return exitError{1, err}
+				}
+				if tok, err = gateway.Issue(key, d, time.Now()); err != nil {
+					return exitError{1, err}
+				}
+				grace = c.Grace()
+				return nil
+			})
 			if err != nil {
-				return err
-			}
-			key, err := gateway.LoadSecret(c.SecretFile)
-			if err != nil {
-				return exitError{1, err}
-			}
-			tok, err := gateway.Issue(key, d, time.Now())
-			if err != nil {
-				return exitError{1, err}
-			}
-			if err := save(c); err != nil {
 				return err
 			}
 			fmt.Fprintln(stdout, tok)
 			msg := "shown once: put it in the device's .env as MEMPALACE_REMOTE_TOKEN"
 			if rotate {
-				msg += fmt.Sprintf("; the old token keeps working until %d days after this one is first used", int(c.Grace().Hours()/24))
+				msg += fmt.Sprintf("; the old token keeps working until %d days after this one is first used", int(grace.Hours()/24))
 			}
 			fmt.Fprintln(stderr, msg)
 			return nil
@@ -227,13 +222,20 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	revoke := &cobra.Command{
 		Use: "revoke DEVICE", Short: "Revoke a device's tokens (--token ID for one); effective within a second", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, d, err := loadDevice(args[0])
+			n := 0
+			err := update(func(c *gateway.Config) error {
+				d, err := device1(c, args[0])
+				if err != nil {
+					return err
+				}
+				n = gateway.Revoke(d, tokenID)
+				return nil
+			})
 			if err != nil {
 				return err
 			}
-			n := gateway.Revoke(d, tokenID)
 			fmt.Fprintf(stdout, "revoked %d token(s)\n", n)
-			return save(c)
+			return nil
 		},
 	}
 	revoke.Flags().StringVar(&tokenID, "token", "", "only this token id")
@@ -296,4 +298,25 @@ overwrite an existing file. Then: 'gateway device add', 'gateway token issue'.`,
 	}
 	cmd.AddCommand(initCmd, device, token, audit)
 	return cmd
+}
+
+// upstreamTokenSource is the gateway's upstream token: the environment's
+// MEMPALACE_UPSTREAM_TOKEN (looked up per call, so a rotated secret in a
+// restarted sidecar's env applies), else the config's upstream_token_file
+// (re-read per call). lookup is os.LookupEnv outside tests.
+func upstreamTokenSource(lookup func(string) (string, bool), tokenFile string, log *slog.Logger) func() string {
+	return func() string {
+		if t := ladder.UpstreamToken(lookup); t != "" {
+			return t
+		}
+		if tokenFile == "" {
+			return ""
+		}
+		b, err := gateway.ReadSecretFile(tokenFile)
+		if err != nil {
+			log.Error("upstream token unreadable", "err", err)
+			return ""
+		}
+		return b
+	}
 }

@@ -2,10 +2,16 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/gateway"
 )
 
 func TestGatewayOperatorCommands(t *testing.T) {
@@ -50,4 +56,86 @@ func TestGatewayOperatorCommands(t *testing.T) {
 	cli(1, "audit", "verify")                            // no log yet
 	cli(0, "device", "remove", "laptop-7f3a")
 	cli(2, "--listen", ":8766", "--upstream", "http://127.0.0.1:8765/mcp") // no implicit 0.0.0.0
+}
+
+// The gateway records first uses in its state file, not the config; the
+// operator commands read it: a token rotated out shows its expiry, and
+// once that has passed a new token may be issued.
+func TestGatewayOperatorCommandsSeeState(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.jsonc")
+	os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(dir, "secret")+`", "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`", "devices": []}`), 0o600)
+	cli := func(want int, args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if got := run(append([]string{"gateway", "--config", cfg}, args...), &out, &errb); got != want {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, got, want, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	cli(0, "device", "add", "laptop-7f3a", "--read", "shared")
+	cli(0, "token", "issue", "laptop-7f3a")
+	newTok := strings.TrimSpace(cli(0, "token", "rotate", "laptop-7f3a"))
+	cli(1, "token", "issue", "laptop-7f3a") // two live tokens
+	// The gateway saw the new token's first use eight days ago.
+	newID := strings.Split(newTok, "_")[1]
+	if err := gateway.RecordFirstUse(cfg+".state.json", map[string]time.Time{newID: time.Now().Add(-8 * 24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if out := cli(0, "device", "list"); !strings.Contains(out, ":expires ") {
+		t.Fatalf("the rotated-out token's expiry is not shown:\n%s", out)
+	}
+	cli(0, "token", "issue", "laptop-7f3a") // the old one has expired
+}
+
+// `gateway device remove` racing a running gateway's first use of the
+// device's token, a hundred rounds: the removal always stands, and the
+// token is refused once the gateway reloads.
+func TestGatewayDeviceRemoveRacesFirstUse(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	}))
+	defer up.Close()
+	dir := t.TempDir()
+	for round := range 100 {
+		cfg := filepath.Join(dir, fmt.Sprintf("gateway-%d.jsonc", round))
+		os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(dir, "secret")+`", "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`", "devices": []}`), 0o600)
+		cli := func(args ...string) string {
+			var out, errb bytes.Buffer
+			if code := run(append([]string{"gateway", "--config", cfg}, args...), &out, &errb); code != 0 {
+				t.Errorf("%v: exit %d: %s", args, code, errb.String())
+			}
+			return strings.TrimSpace(out.String())
+		}
+		cli("device", "add", "laptop-7f3a", "--read", "shared")
+		tok := cli("token", "issue", "laptop-7f3a")
+		srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL + "/mcp", BindHost: "127.0.0.1"}
+		if err := srv.Open(); err != nil {
+			t.Fatal(err)
+		}
+		ping := func() int {
+			req := httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			w := httptest.NewRecorder()
+			srv.ServeHTTP(w, req)
+			return w.Code
+		}
+		done := make(chan struct{})
+		go func() { cli("device", "remove", "laptop-7f3a"); close(done) }()
+		ping()
+		<-done
+		c, err := gateway.LoadConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Device("laptop-7f3a") != nil {
+			t.Fatalf("round %d: the removed device is back", round)
+		}
+		srv.Reload()
+		if code := ping(); code != 401 {
+			t.Fatalf("round %d: the removed device's token answers %d", round, code)
+		}
+		srv.Close()
+	}
 }

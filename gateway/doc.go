@@ -1,0 +1,19 @@
+// Package gateway is `devbox-config gateway`: per-device authorization in
+// front of a MemPalace primary (RFC 001 Phase 4, §6.2, §7.3.2). Each device
+// has its own token; every request is authorized by wing, knowledge-graph
+// grant, coordination identity and admin scope, by each tool's record in
+// the catalogue package; provenance is stamped from the credential; every
+// request is written to a hash-chained audit log. The upstream
+// `mempalace serve` is unchanged and sees one shared token.
+//
+// A request goes through named steps, each a function of its own:
+// authenticate (handler.go, token.go), parse (parse.go: once, strictly;
+// the upstream receives the re-encoding of this parse, never the client's
+// bytes), arguments (parse.go: the catalogue's allow-list), limit
+// (limits.go), authorize (authz.go, objects.go), narrow (narrow.go),
+// audit (audit.go: ahead of a write, and one line per request), forward
+// (upstream.go, through an optional Ledger) and filter (filter.go,
+// fanout.go). The server's lifecycle (Open, Reload, Watch) is server.go;
+// what the running gateway learns (a token's first use) lives in a state
+// file apart from the config (state.go), which only operators write.
+package gateway

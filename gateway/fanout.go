@@ -1,0 +1,194 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// fanOut reports whether a palace-wide read must be answered wing by
+// wing: upstream cuts search hits and drawer pages to their limit over
+// every wing, so an answer cut afterwards to the readable wings would come
+// back short wherever another wing's drawers ranked or sorted in, telling
+// a device they exist (and, paged through, how many).
+func fanOut(d *Device, t catalogue.Tool, args map[string]any) bool {
+	if d.readsAll() || (t.Filter != catalogue.FilterHits && t.Filter != catalogue.FilterDrawers) {
+		return false
+	}
+	w, _ := args["wing"].(string)
+	return w == ""
+}
+
+// maxFanPage is upstream's largest page (list_drawers and search limit).
+const maxFanPage = 100
+
+// answerByWing answers a palace-wide search or list_drawers over the
+// readable wings only: the same call once per readable wing (each
+// answer checked by the filter step), merged as upstream orders them
+// (search by similarity, drawers by id) and cut to the limit. Totals are
+// then exact over the readable wings.
+func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest) (int, []byte, error) {
+	wingCounts, _ := s.upstreamResult(ctx, catalogue.Prefix+"list_wings", map[string]any{})["wings"].(map[string]any)
+	wings := slices.Sorted(maps.Keys(wingCounts))
+	limit := numArg(req.Args, "limit", 5)
+	if t.Filter == catalogue.FilterDrawers {
+		limit = numArg(req.Args, "limit", 20)
+	}
+	limit = min(max(limit, 1), maxFanPage)
+	offset := max(numArg(req.Args, "offset", 0), 0)
+	key := "results"
+	if t.Filter == catalogue.FilterDrawers {
+		key = "drawers"
+	}
+	var readable []string
+	for _, w := range wings {
+		if match(d.Read, w) {
+			readable = append(readable, w)
+		}
+	}
+	// The wings are asked at once; each one's pages in turn.
+	answers := make([]wingAnswer, len(readable))
+	var wg sync.WaitGroup
+	for i, w := range readable {
+		wg.Go(func() { answers[i] = s.askWing(ctx, d, t, req, w, key, offset+limit) })
+	}
+	wg.Wait()
+	items := []map[string]any{}
+	total := 0
+	for _, a := range answers {
+		if a.err != nil {
+			return 0, nil, a.err
+		}
+		if a.passOn != nil {
+			return a.status, a.passOn, nil
+		}
+		items = append(items, a.items...)
+		total += a.total
+	}
+	var m map[string]any
+	if t.Filter == catalogue.FilterHits {
+		slices.SortStableFunc(items, func(a, b map[string]any) int { return cmp.Compare(num(b["similarity"]), num(a["similarity"])) })
+		items = items[:min(len(items), limit)]
+		m = map[string]any{"query": req.Args["query"], "filters": map[string]any{"wing": nil, "room": req.Args["room"], "source_file": req.Args["source_file"]}, "results": items}
+	} else {
+		slices.SortStableFunc(items, func(a, b map[string]any) int { return cmp.Compare(str(a["drawer_id"]), str(b["drawer_id"])) })
+		page := items[min(offset, len(items)):min(offset+limit, len(items))]
+		m = map[string]any{"drawers": page, "total": total, "count": len(page), "offset": offset, "limit": limit}
+	}
+	m["filtered"] = true
+	text, _ := json.MarshalIndent(m, "", "  ")
+	return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": req.rawID(), "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}}), nil
+}
+
+// wingAnswer is one wing's part of a wing-by-wing answer; passOn is an
+// answer to pass on instead (upstream's error).
+type wingAnswer struct {
+	items  []map[string]any
+	total  int
+	status int
+	passOn []byte
+	err    error
+}
+
+// askWing asks the call for wing w: one search, or list_drawers pages
+// until need rows (or the wing's end), each checked by the filter step.
+func (s *Server) askWing(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest, w, key string, need int) wingAnswer {
+	var a wingAnswer
+	for page := 0; ; page++ {
+		args := maps.Clone(req.Args)
+		args["wing"] = w
+		if t.Filter == catalogue.FilterDrawers {
+			args["offset"], args["limit"] = page*maxFanPage, maxFanPage
+		}
+		status, resp := s.upstreamCall(ctx, toolCall(req.rawID(), req.Tool, args))
+		if status != http.StatusOK {
+			return wingAnswer{status: status, passOn: resp}
+		}
+		out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true, Wing: w}, resp)
+		if err != nil {
+			return wingAnswer{err: err}
+		}
+		m := resultOf(out)
+		if m == nil || m["error"] != nil {
+			return wingAnswer{status: status, passOn: out} // upstream's error, passed on
+		}
+		list, _ := m[key].([]any)
+		for _, x := range list {
+			if it := x.(map[string]any); it["wing"] == w { // this wing's, once
+				a.items = append(a.items, it)
+			}
+		}
+		if t.Filter != catalogue.FilterDrawers {
+			return a
+		}
+		if page == 0 {
+			n, _ := m["total"].(float64)
+			a.total = int(n)
+		}
+		if len(list) < maxFanPage || (page+1)*maxFanPage >= need {
+			return a
+		}
+	}
+}
+
+// numArg reads an integer argument (a number or a numeric string, as
+// upstream coerces), else def.
+func numArg(args map[string]any, k string, def int) int {
+	switch v := args[k].(type) {
+	case json.Number:
+		if f, err := v.Float64(); err == nil {
+			return int(f)
+		}
+	case string:
+		if f, err := json.Number(v).Float64(); err == nil {
+			return int(f)
+		}
+	}
+	return def
+}
+
+func num(v any) float64 { f, _ := v.(float64); return f }
+
+func str(v any) string { s, _ := v.(string); return s }
+
+// waitVisible keeps an event_wait waiting, for a device that is not a
+// coordinator, while upstream wakes it only for events the device cannot
+// see: it asks again from the last of those events with the time left, and
+// answers timed_out when the time is up, so an early return never tells it
+// that someone else's event arrived. resp is upstream's raw answer.
+func (s *Server) waitVisible(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest, start time.Time, resp []byte) (int, []byte, error) {
+	timeout := time.Duration(min(max(numArg(req.Args, "timeout_ms", 60000), 0), 300000)) * time.Millisecond
+	for {
+		out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true}, resp)
+		if err != nil {
+			return 0, nil, err
+		}
+		m := resultOf(out)
+		raw := resultOf(resp)
+		evs, _ := raw["events"].([]any)
+		if m == nil || m["error"] != nil || m["count"] != 0.0 || m["timed_out"] == true || len(evs) == 0 {
+			return http.StatusOK, out, nil
+		}
+		left := timeout - time.Since(start)
+		last, _ := evs[len(evs)-1].(map[string]any)
+		cursor, _ := last["id"].(string)
+		if left <= 0 || cursor == "" {
+			text, _ := json.MarshalIndent(map[string]any{"timed_out": true, "events": []any{}, "count": 0, "filtered": true}, "", "  ")
+			return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": req.rawID(), "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}}), nil
+		}
+		args := maps.Clone(req.Args)
+		args["since_event_id"], args["timeout_ms"] = cursor, left.Milliseconds()
+		status, next := s.upstreamCall(ctx, toolCall(req.rawID(), req.Tool, args))
+		if status != http.StatusOK {
+			return status, next, nil
+		}
+		resp = next
+	}
+}

@@ -1,0 +1,295 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// pythonParse decodes JSON as Python's json.loads does for what the
+// gateway sends: keys exact-case, the last duplicate wins (numbers kept
+// as their literal, as the gateway's own parse keeps them).
+func pythonParse(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var value func() (any, error)
+	value = func() (any, error) {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		switch tok {
+		case json.Delim('['):
+			list := []any{}
+			for dec.More() {
+				v, err := value()
+				if err != nil {
+					return nil, err
+				}
+				list = append(list, v)
+			}
+			_, err := dec.Token()
+			return list, err
+		case json.Delim('{'):
+			obj := map[string]any{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := value()
+				if err != nil {
+					return nil, err
+				}
+				obj[k.(string)] = v // the last duplicate wins
+			}
+			_, err := dec.Token()
+			return obj, err
+		}
+		return tok, nil
+	}
+	v, err := value()
+	if err == nil {
+		if _, e := dec.Token(); e != io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+	}
+	return v, err
+}
+
+// seeds are request bodies the fuzz targets start from: the findings'
+// shapes and ordinary calls.
+var seeds = []string{
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","METHOD":"ping","params":{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"d"}}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"q"}}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"shared","room":"r","content":"x","added_by":"a/b/c"}}}`,
+	`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"mempalace_checkpoint","arguments":{"items":[],"diary":{"agent_name":"pi","entry":"e"}}}}`,
+	`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mempalace_update_drawer","arguments":{"drawer_id":"drawer_shared_r_1","wing":"w"}}}`,
+	`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mempalace_diary_read","arguments":{"agent_name":"Opencode","last_n":"5"}}}`,
+	`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"mempalace_event_ack","arguments":{"event_id":"e","from_agent":"pi@desk"}}}`,
+	`{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{}}`,
+	`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+	`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"\ud800","wing":"a\u0000b","limit":1e400}}}`,
+	`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`,
+	`{"id":1,"method":"tools/call","params":{"name":"x","arguments":null,"_meta":{"k":[[[[1]]]]}}}`,
+}
+
+// fuzzDevice may do almost everything, so most bodies reach the upstream.
+var fuzzDevice = Device{ID: "fuzz-0001", Label: "fuzz", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@desk", "opencode@laptop"}, Admin: true, Coordinator: true, ReadRate: 1e9, WriteRate: 1e9}
+
+// roundTrip is an in-process upstream.
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// authorizedCalls records what the forward step was given: the calls the
+// gateway authorized.
+type authorizedCalls struct {
+	mu    sync.Mutex
+	calls []ToolCall
+}
+
+func (l *authorizedCalls) Forward(ctx context.Context, c ToolCall, next Send) (int, []byte) {
+	l.mu.Lock()
+	c.Body = bytes.Clone(c.Body)
+	snap, _ := decodeStrict(encodeJSON(c.Args))
+	c.Args, _ = snap.(map[string]any)
+	l.calls = append(l.calls, c)
+	l.mu.Unlock()
+	return next(ctx, c.Body)
+}
+
+// FuzzForwardedMatchesAuthorized is the differential: for any body, every
+// message the upstream receives, parsed as Python parses it, names the
+// method, tool and arguments the gateway authorized (or, refused, the
+// upstream receives nothing of it).
+func FuzzForwardedMatchesAuthorized(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	narrowDevice := Device{ID: "narrow-0001", Label: "narrow", Read: []string{"shared", "wing_*"}, Write: []string{"shared"}, KG: "read", Agents: []string{"opencode@laptop"}, ReadRate: 1e9, WriteRate: 1e9}
+	g := newGWAt(f, []Device{fuzzDevice, narrowDevice}, startFake(f))
+	tok := g.tokens[fuzzDevice.ID]
+	var mu sync.Mutex
+	var received [][]byte
+	g.srv.client.Transport = roundTrip(func(r *http.Request) (*http.Response, error) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		received = append(received, b)
+		mu.Unlock()
+		answer := `{"jsonrpc":"2.0","id":0,"result":{"content":[{"type":"text","text":"{\"wing\":\"shared\"}"}]}}`
+		return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(answer))}, nil
+	})
+	ledger := &authorizedCalls{}
+	g.srv.Ledger = ledger
+	f.Fuzz(func(t *testing.T, body []byte) {
+		mu.Lock()
+		received = nil
+		mu.Unlock()
+		ledger.calls = nil
+		req, _ := http.NewRequest("POST", "http://127.0.0.1/mcp", bytes.NewReader(body))
+		req.Host = "127.0.0.1"
+		req.Header.Set("Authorization", "Bearer "+tok)
+		w := newRecorder()
+		g.srv.ServeHTTP(w, req)
+		if w.code == 500 {
+			t.Fatalf("the gateway failed on %q: %s", body, w.body.String())
+		}
+		parsed, bad := parseRequest(body)
+		for _, b := range received {
+			v, err := pythonParse(b)
+			if err != nil {
+				t.Fatalf("the upstream cannot parse what it was sent: %q", b)
+			}
+			m, _ := v.(map[string]any)
+			if bad != nil {
+				// Refused: only the gateway's own look-ups may go out.
+				if !internalLookup(m) {
+					t.Fatalf("a refused body (%s) reached the upstream as %q", bad.msg, b)
+				}
+				continue
+			}
+			if m["method"] != "tools/call" {
+				if m["method"] != parsed.Method || parsed.Method == "tools/call" {
+					t.Fatalf("authorized method %q, the upstream runs %v", parsed.Method, m["method"])
+				}
+				continue
+			}
+			var call *ToolCall
+			for i := range ledger.calls {
+				if bytes.Equal(ledger.calls[i].Body, b) {
+					call = &ledger.calls[i]
+				}
+			}
+			if call == nil {
+				if !internalLookup(m) {
+					t.Fatalf("a tools/call nobody authorized reached the upstream: %q", b)
+				}
+				continue
+			}
+			p, _ := m["params"].(map[string]any)
+			args, _ := p["arguments"].(map[string]any)
+			if p["name"] != call.Tool || !bytes.Equal(encodeJSON(args), encodeJSON(call.Args)) {
+				t.Fatalf("authorized %s %s, the upstream runs %v %s", call.Tool, encodeJSON(call.Args), p["name"], encodeJSON(args))
+			}
+		}
+		// The same body from a narrow device (fan-out, narrowing, object
+		// checks): answered, never a crash.
+		req, _ = http.NewRequest("POST", "http://127.0.0.1/mcp", bytes.NewReader(body))
+		req.Host = "127.0.0.1"
+		req.Header.Set("Authorization", "Bearer "+g.tokens[narrowDevice.ID])
+		w = newRecorder()
+		g.srv.ServeHTTP(w, req)
+		if w.code == 500 || w.code == 0 {
+			t.Fatalf("the gateway failed on %q for a narrow device: %d %s", body, w.code, w.body.String())
+		}
+	})
+}
+
+// internalLookup is a call the gateway makes for itself (a drawer's wing,
+// the taxonomy, an event look-up): always id 0 and a read.
+func internalLookup(m map[string]any) bool {
+	p, _ := m["params"].(map[string]any)
+	name, _ := p["name"].(string)
+	t, _ := catalogue.Lookup(name)
+	return m["id"] == json.Number("0") && m["method"] == "tools/call" && t.Reads &&
+		(name == "mempalace_get_drawer" || name == "mempalace_get_taxonomy" || name == "mempalace_event_list")
+}
+
+// FuzzAuthorize feeds any arguments and any upstream answer through the
+// authorization and filter steps of every tool, for a narrow and a wide
+// device: nothing may panic, and an allowed write never names a wing the
+// device cannot write.
+func FuzzAuthorize(f *testing.F) {
+	f.Add(uint8(0), []byte(`{"wing":"shared"}`), []byte(`{"results":[{"wing":"private"}],"total_before_filter":3}`))
+	f.Add(uint8(24), []byte(`{"items":[]}`), []byte(`{"duplicates":[{"matches":[{"wing":"x"}]}]}`))
+	f.Add(uint8(33), []byte(`{"agent_name":"opencode"}`), []byte(`{"entries":[1]}`))
+	f.Add(uint8(40), []byte(`{"event_id":"e","from_agent":"opencode@laptop"}`), []byte(`{"events":[{"id":"e"}]}`))
+	g := newGWAt(f, devices, startFake(f))
+	g.srv.client.Transport = roundTrip(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(`{"result":{"content":[{"type":"text","text":"{\"taxonomy\":{\"shared\":{\"r\":1}},\"events\":[]}"}]}}`))}, nil
+	})
+	tools := catalogue.All()
+	f.Fuzz(func(t *testing.T, which uint8, rawArgs, answer []byte) {
+		v, err := decodeStrict(rawArgs)
+		args, _ := v.(map[string]any)
+		if err != nil || args == nil {
+			return
+		}
+		tool := tools[int(which)%len(tools)]
+		if checkArgs(tool, args) != nil {
+			return
+		}
+		for i := range devices {
+			d := &devices[i]
+			dec := Authorize(d, catalogue.Prefix+tool.Name, args, "shared")
+			if dec.Allow && tool.Gate == catalogue.WriteWing {
+				for _, w := range tool.WingsOf(args, "shared") {
+					if !match(d.Write, w) {
+						t.Fatalf("%s allowed %s writing %q", d.ID, tool.Name, w)
+					}
+				}
+			}
+			env, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(answer)}}}})
+			out, err := g.srv.filterAnswer(context.Background(), d, tool, dec, env)
+			if err != nil || !needsFilter(d, tool) {
+				continue
+			}
+			m := resultOf(out)
+			if w := unreadableWing(d, tool.Filter, m); w != "" {
+				t.Fatalf("%s's filtered %s answer holds wing %q: %s", d.ID, tool.Name, w, out)
+			}
+		}
+	})
+}
+
+// unreadableWing finds a wing in a filtered answer that the device may
+// not read ("" if none).
+func unreadableWing(d *Device, f catalogue.Filter, m map[string]any) string {
+	items := func(v any) []map[string]any {
+		list, _ := v.([]any)
+		var out []map[string]any
+		for _, x := range list {
+			if h, ok := x.(map[string]any); ok {
+				out = append(out, h)
+			}
+		}
+		return out
+	}
+	var hs []map[string]any
+	switch f {
+	case catalogue.FilterHits:
+		hs = items(m["results"])
+	case catalogue.FilterMatches:
+		hs = items(m["matches"])
+	case catalogue.FilterDrawers:
+		hs = items(m["drawers"])
+	case catalogue.FilterCheckpoint:
+		for _, dup := range items(m["duplicates"]) {
+			hs = append(hs, items(dup["matches"])...)
+		}
+	case catalogue.FilterWingCounts:
+		for _, k := range []string{"wings", "taxonomy"} {
+			ws, _ := m[k].(map[string]any)
+			for w := range ws {
+				if !match(d.Read, w) {
+					return w
+				}
+			}
+		}
+	}
+	for _, h := range hs {
+		if w, _ := h["wing"].(string); !match(d.Read, w) {
+			return fmt.Sprintf("%v", h["wing"])
+		}
+	}
+	return ""
+}

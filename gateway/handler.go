@@ -1,0 +1,437 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// exchange is one request on its way through the steps: what the audit
+// line will say, and whether the client has had its answer.
+type exchange struct {
+	w        http.ResponseWriter
+	r        *http.Request
+	start    time.Time
+	entry    Entry
+	id       json.RawMessage // the JSON-RPC id, once parsed
+	answered bool            // the status line is out
+	audited  bool            // the request's audit line is written
+}
+
+// ServeHTTP routes a request through its steps. Every request, on every
+// path, ends in exactly one audit line, a panic included (answered with
+// JSON-RPC -32603 when nothing was sent yet).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{w: w, r: r, start: s.Now(), entry: Entry{Path: r.URL.Path, Method: r.Method}}
+	x.entry.Time = x.start.UTC()
+	defer s.recoverPanic(x)
+	s.route(x)
+}
+
+func (s *Server) recoverPanic(x *exchange) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	s.Log.Error("request panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	x.entry.Rule = "panic"
+	if !x.answered {
+		s.answer(x, http.StatusInternalServerError, rpcErrBytes(x.id, -32603, "Internal error"), "error", "panic")
+		return
+	}
+	if !x.audited {
+		s.finish(x, "error", "panic", http.StatusInternalServerError)
+	}
+}
+
+// route is the front door (as mempalace serve's), then one route.
+func (s *Server) route(x *exchange) {
+	r := x.r
+	if !hostAllowed(s.BindHost, r.Host) || !originAllowed(r.Header.Get("Origin")) {
+		s.answerText(x, http.StatusForbidden, "Forbidden", "deny", "front-door:host-or-origin")
+		return
+	}
+	switch p := r.URL.Path; {
+	case p == "/healthz" && r.Method == http.MethodGet:
+		s.serveGET(x, "", false)
+	case (p == "/statusz" || strings.HasPrefix(p, "/sync/")) && r.Method == http.MethodGet:
+		s.serveAdminGET(x)
+	case p == "/logstream/stream" && r.Method == http.MethodGet:
+		s.serveStream(x)
+	case p != "/mcp" || r.Method != http.MethodPost:
+		s.answerText(x, http.StatusNotFound, "Not Found", "deny", "no-route")
+	default:
+		s.serveMCP(x)
+	}
+}
+
+// syncQuery lists each /sync route's query parameters (mempalace-surface
+// §6.5); any other /sync path gets none.
+var syncQuery = map[string][]string{"/sync/ops": {"origin", "after", "limit"}, "/sync/artifact": {"id"}}
+
+// streamQuery lists /logstream/stream's filters and cursor (§6.6).
+var streamQuery = []string{"stream", "room", "type", "to_agent", "from_agent", "correlation_id", "status", "topic", "since_event_id"}
+
+func (s *Server) serveAdminGET(x *exchange) {
+	d, ok := s.authenticateStep(x)
+	if !ok {
+		return
+	}
+	q, err := parseQuery(x.r.URL.RawQuery, syncQuery[x.r.URL.Path])
+	if err != nil {
+		s.answerText(x, http.StatusBadRequest, err.Error(), "deny", "query")
+		return
+	}
+	if !d.Admin {
+		s.answerText(x, http.StatusForbidden, "admin only", "deny", "admin only")
+		return
+	}
+	s.serveGET(x, rebuildQuery(q), true)
+}
+
+// serveStream authorizes /logstream/stream: a device streams only events
+// addressed to one of its own agents (to_agent, which also matches
+// broadcasts), unless it is a coordinator. The stream is relayed as it
+// comes, so it cannot be cut like event_list's answer; from_agent does
+// not scope it (on the dev surface from_agent on event reads names the
+// caller, it no longer filters).
+func (s *Server) serveStream(x *exchange) {
+	d, ok := s.authenticateStep(x)
+	if !ok {
+		return
+	}
+	q, err := parseQuery(x.r.URL.RawQuery, streamQuery)
+	if err != nil {
+		s.answerText(x, http.StatusBadRequest, err.Error(), "deny", "query")
+		return
+	}
+	if !d.Coordinator && !d.Grants(q["to_agent"], false) {
+		s.answerText(x, http.StatusForbidden, "filter the stream by to_agent naming one of this device's agents", "deny", "stream:agent")
+		return
+	}
+	s.serveGET(x, rebuildQuery(q), true)
+}
+
+// serveGET forwards a checked GET; its audit line is written when the
+// upstream's status is known, before the body (a stream's may run for
+// hours) is relayed.
+func (s *Server) serveGET(x *exchange, query string, withToken bool) {
+	x.answered = true
+	s.forwardGET(x.w, x.r, query, withToken, func(status int) {
+		x.entry.UpstreamStatus = status
+		s.finish(x, "allow", "", status)
+	})
+}
+
+// serveMCP is POST /mcp: authenticate, parse, then a protocol method is
+// forwarded and a tools/call goes through the tool steps.
+func (s *Server) serveMCP(x *exchange) {
+	d, ok := s.authenticateStep(x)
+	if !ok {
+		return
+	}
+	body, ok := s.readBody(x)
+	if !ok {
+		return
+	}
+	req, bad := parseRequest(body)
+	if bad != nil {
+		if req != nil {
+			x.entry.Method = req.Method
+		}
+		s.answer(x, bad.httpStatus(), rpcErrBytes(req.rawID(), bad.code, bad.msg), "error", "parse: "+bad.msg)
+		return
+	}
+	x.entry.Method, x.id = req.Method, req.rawID()
+	if req.Method != "tools/call" {
+		// Protocol methods (initialize, ping, tools/list, notifications):
+		// re-encoded from the parse like everything else.
+		status, resp := s.upstreamCall(x.r.Context(), req.encode())
+		x.entry.UpstreamStatus = status
+		s.answer(x, status, resp, "allow", "protocol")
+		return
+	}
+	s.serveTool(x, d, req)
+}
+
+// serveTool runs a tools/call through its steps: arguments, limit,
+// authorize, object checks, audit ahead of a write, forward, filter.
+func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
+	ctx := x.r.Context()
+	x.entry.Tool, x.entry.ArgsDigest = req.Tool, digest(req.Args)
+	t, known := catalogue.Lookup(req.Tool)
+	if known {
+		if bad := checkArgs(t, req.Args); bad != nil {
+			s.refuse(x, d, req, bad.code, "devbox-config gateway: "+bad.msg, "arguments", "")
+			return
+		}
+	}
+	write := !t.Reads // unknown tools are writes
+	if !s.limitStep(x, d, req, write) {
+		return
+	}
+	dec, ok := s.authorizeStep(ctx, x, d, req, t)
+	if !ok {
+		return
+	}
+	s.narrow(ctx, d, t, req.Args, &dec)
+	StampProvenance(d, req.Tool, req.Args)
+	if write {
+		if !s.auditAhead(x, d, req) {
+			return
+		}
+		if !s.writes.acquire(ctx, d.ID) {
+			x.entry.Rule = "write_queue"
+			s.limited(x, d, req, "devbox-config gateway: rate limited: this device's share of the primary's write queue is full", "write_queue", dec.Wing)
+			return
+		}
+		defer s.writes.release()
+	}
+	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
+	switch {
+	case errors.Is(err, errNotVisible):
+		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, ruleNotVisible), ruleNotVisible, "")
+		return
+	case err != nil:
+		s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)
+		return
+	}
+	x.entry.UpstreamStatus = status
+	s.answer(x, status, resp, "allow", dec.Rule)
+}
+
+// errNotVisible: the answer is about an object the device may not see.
+var errNotVisible = errors.New(ruleNotVisible)
+
+// forwardStep makes the authorized call and filters its answer: a
+// palace-wide read that must be answered wing by wing is, an event_wait
+// keeps waiting past events the device cannot see, artifact_get's answer
+// is checked, and everything else goes to the upstream once (through the
+// ledger) and through the filter step.
+func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, req *rpcRequest) (int, []byte, error) {
+	if fanOut(d, t, req.Args) {
+		return s.answerByWing(ctx, d, t, req)
+	}
+	sent := time.Now() // real time: an event_wait's timeout runs from here
+	status, resp := s.forward(ctx, d, req)
+	if status != http.StatusOK {
+		return status, resp, nil
+	}
+	if !s.objectAfter(ctx, d, t, req.Args, resp) {
+		return 0, nil, errNotVisible
+	}
+	if t.Name == "event_wait" && !d.Coordinator {
+		return s.waitVisible(ctx, d, t, req, sent, resp)
+	}
+	out, err := s.filterAnswer(ctx, d, t, dec, resp)
+	return status, out, err
+}
+
+// authenticateStep checks the bearer token; a first use is recorded in
+// the state file (never the config). A failure is answered 401.
+func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
+	raw, ok := strings.CutPrefix(x.r.Header.Get("Authorization"), "Bearer ")
+	var (
+		d     *Device
+		tok   *Token
+		first bool
+		err   = ErrBadToken
+	)
+	if ok {
+		d, tok, first, err = AuthenticateWith(s.cfg.Load(), s.state.firstUse, s.key, raw, s.Now())
+	}
+	if err != nil {
+		s.answerText(x, http.StatusUnauthorized, "Unauthorized", "deny", "authenticate")
+		return nil, false
+	}
+	x.entry.Device, x.entry.TokenID = d.ID, tok.ID
+	if first {
+		// The new token is now current; older ones start their grace period.
+		if err := s.state.record(tok.ID, s.Now()); err != nil {
+			s.Log.Error("could not record a token's first use", "err", err)
+		}
+	}
+	return d, true
+}
+
+// readBody reads at most MaxBody (413 beyond it, as upstream).
+func (s *Server) readBody(x *exchange) ([]byte, bool) {
+	tooLarge := func() ([]byte, bool) {
+		s.answer(x, http.StatusRequestEntityTooLarge, rpcErrBytes(nil, -32600, "Request too large"), "error", "size")
+		return nil, false
+	}
+	if x.r.ContentLength > MaxBody {
+		return tooLarge()
+	}
+	body, err := io.ReadAll(io.LimitReader(x.r.Body, MaxBody+1))
+	if len(body) > MaxBody {
+		return tooLarge()
+	}
+	if err != nil {
+		s.answer(x, http.StatusBadRequest, rpcErrBytes(nil, -32700, "Parse error"), "error", "read")
+		return nil, false
+	}
+	return body, true
+}
+
+// limitStep applies the device's read or write rate, before the wing is
+// resolved (a by-id wing would cost an upstream call).
+func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) bool {
+	if s.rates.allow(d, write) {
+		return true
+	}
+	rule := "rate:read"
+	if write {
+		rule = "rate:write"
+	}
+	wing, _ := req.Args["wing"].(string)
+	s.limited(x, d, req, fmt.Sprintf("devbox-config gateway: %s is over its %s rate", d.ID, strings.TrimPrefix(rule, "rate:")), rule, wing)
+	return false
+}
+
+// authorizeStep resolves a by-id wing, applies the catalogue's gate and
+// the object checks that must come before the call.
+func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req *rpcRequest, t catalogue.Tool) (Decision, bool) {
+	drawerWing := ""
+	if t.Wings == catalogue.DrawerWing {
+		id, _ := req.Args["drawer_id"].(string)
+		drawerWing = s.drawerWing(ctx, id)
+	}
+	dec := Authorize(d, req.Tool, req.Args, drawerWing)
+	if dec.Allow && !s.objectBefore(ctx, d, t, req.Args) {
+		dec = deny(ruleNotVisible, "")
+	}
+	x.entry.Wing, x.entry.Rule = dec.Wing, dec.Rule
+	if !dec.Allow {
+		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, dec.Rule), dec.Rule, dec.Wing)
+		return dec, false
+	}
+	return dec, true
+}
+
+// auditAhead writes a write's line durably before the write is made: a
+// write that cannot be audited is not made (fail closed).
+func (s *Server) auditAhead(x *exchange, d *Device, req *rpcRequest) bool {
+	probe := x.entry
+	probe.Decision = "pending"
+	if err := s.audit.Append(probe, true); err != nil {
+		s.Log.Error("audit log not writable: refusing writes", "err", err)
+		x.answered = true
+		writeJSON(x.w, 200, rpcErr(req.rawID(), CodeDenied, "devbox-config gateway: the audit log cannot be written; writes are refused", map[string]any{"device": d.ID, "tool": req.Tool, "rule": "audit"}))
+		x.audited = true // the log is what failed
+		return false
+	}
+	return true
+}
+
+// refuse answers a tools/call with a JSON-RPC error naming device, tool,
+// wing and rule (in an HTTP 200: a 4xx would make clients drop every
+// palace tool) and audits it as a denial.
+// The audit line keeps the wing of an object the device may not see; the
+// answer does not.
+func (s *Server) refuse(x *exchange, d *Device, req *rpcRequest, code int, msg, rule, wing string) {
+	x.entry.Rule, x.entry.Wing = rule, wing
+	if rule == ruleNotVisible {
+		wing = ""
+	}
+	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), code, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": wing, "rule": rule})), "deny", rule)
+}
+
+func (s *Server) limited(x *exchange, d *Device, req *rpcRequest, msg, rule, wing string) {
+	x.entry.Rule, x.entry.Wing = rule, wing
+	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), CodeRateLimited, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": wing, "rule": rule})), "limited", rule)
+}
+
+// answer writes a JSON answer and the request's audit line.
+func (s *Server) answer(x *exchange, status int, body []byte, decision, rule string) {
+	x.answered = true
+	writeRawJSON(x.w, status, body)
+	s.finish(x, decision, rule, status)
+}
+
+// answerText writes a plain-text answer (as upstream's send_error) and
+// the request's audit line.
+func (s *Server) answerText(x *exchange, status int, msg, decision, rule string) {
+	x.answered = true
+	http.Error(x.w, msg, status)
+	s.finish(x, decision, rule, status)
+}
+
+// finish is the audit step's last line for a request.
+func (s *Server) finish(x *exchange, decision, rule string, status int) {
+	if x.audited {
+		return
+	}
+	x.audited = true
+	e := x.entry
+	e.Decision, e.Status = decision, status
+	if e.Rule == "" {
+		e.Rule = rule
+	}
+	e.LatencyMS = float64(s.Now().Sub(x.start).Microseconds()) / 1000
+	if err := s.audit.Append(e, false); err != nil {
+		s.Log.Error("audit log not writable", "err", err)
+	}
+}
+
+// ---- front door (as mempalace serve) ----
+
+var loopback = map[string]bool{"127.0.0.1": true, "localhost": true, "::1": true}
+
+func hostAllowed(bind, host string) bool {
+	if !loopback[strings.Trim(bind, "[]")] {
+		return true
+	}
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	}
+	return loopback[strings.Trim(h, "[]")] || h == bind
+}
+
+func originAllowed(origin string) bool {
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && loopback[u.Hostname()]
+}
+
+func rpcErr(id json.RawMessage, code int, msg string, data any) map[string]any {
+	e := map[string]any{"code": code, "message": msg}
+	if data != nil {
+		e["data"] = data
+	}
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	return map[string]any{"jsonrpc": "2.0", "id": id, "error": e}
+}
+
+func rpcErrBytes(id json.RawMessage, code int, msg string) []byte {
+	return encodeJSON(rpcErr(id, code, msg, nil))
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	writeRawJSON(w, code, encodeJSON(v))
+}
+
+func writeRawJSON(w http.ResponseWriter, code int, b []byte) {
+	if code == http.StatusAccepted && len(b) == 0 {
+		w.WriteHeader(code)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(code)
+	w.Write(b)
+}

@@ -1,0 +1,616 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+// Tests of issue 14's findings, each run in front of the MemPalace double
+// and in front of the Python shim.
+
+// post sends a raw body to /mcp and returns the HTTP status and the
+// decoded answer.
+func (g *gw) post(token, body string) (int, map[string]any) {
+	g.t.Helper()
+	req, _ := http.NewRequest("POST", g.http.URL+"/mcp", strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatalf("POST %s: %v", body, err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// get sends a GET with a token and extra headers.
+func (g *gw) get(token, path string, hdr map[string]string) int {
+	g.t.Helper()
+	req, _ := http.NewRequest("GET", g.http.URL+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatalf("GET %s: %v", path, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// auditLog reads the audit log's entries.
+func (g *gw) auditLog() []Entry {
+	g.t.Helper()
+	b, _ := os.ReadFile(g.srv.cfg.Load().AuditLog)
+	var es []Entry
+	for _, l := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var e Entry
+		if json.Unmarshal(l, &e) == nil {
+			es = append(es, e)
+		}
+	}
+	return es
+}
+
+func rpcError(m map[string]any) map[string]any { e, _ := m["error"].(map[string]any); return e }
+
+// Finding 1: a body whose envelope or arguments hold a duplicate key, or
+// keys differing only in case, is refused (and audited), never forwarded:
+// Go's encoding/json would authorize `"METHOD":"ping"` while Python runs
+// `"method":"tools/call"`.
+func TestDuplicateKeysRefused(t *testing.T) {
+	forEachUpstream(t, func(t *testing.T, u *upstream) {
+		g := newGWAt(t, devices, u)
+		laptop := g.tokens["laptop-7f3a"]
+		for _, body := range []string{
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","METHOD":"ping","params":{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"drawer_shared_r_1"}}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"ping","method":"tools/call","params":{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"drawer_shared_r_1"}}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_search","Name":"mempalace_delete_drawer","arguments":{"drawer_id":"drawer_shared_r_1"}}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"shared","wing":"private_desk","room":"r","content":"x"}}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"shared","WING":"private_desk","room":"r","content":"x"}}}`,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_checkpoint","arguments":{"items":[{"wing":"shared","wing":"private_desk","room":"r","content":"x"}]}}}`,
+		} {
+			before := len(g.auditLog())
+			status, m := g.post(laptop, body)
+			e := rpcError(m)
+			if status != 200 || e == nil || e["code"] != -32600.0 {
+				t.Errorf("%s: HTTP %d %v, want a -32600 refusal", body, status, m)
+			}
+			log := g.auditLog()
+			if len(log) != before+1 || log[len(log)-1].Decision != "error" || log[len(log)-1].Device != "laptop-7f3a" {
+				t.Errorf("%s: refusal not audited: %+v", body, log[before:])
+			}
+		}
+		if n := u.toolCalls(t, "delete_drawer") + u.toolCalls(t, "add_drawer") + u.toolCalls(t, "checkpoint"); n != 0 {
+			t.Fatalf("the upstream executed %d calls from refused bodies", n)
+		}
+	})
+}
+
+// Finding 1, every method: what the upstream receives is the re-encoding
+// of the gateway's parse, so a Python-style parse names what was
+// authorized (here: the stamp the gateway wrote is what Python reads).
+func TestForwardedMessageIsTheParse(t *testing.T) {
+	u := startPython(t)
+	g := newGWAt(t, devices, u)
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"shared","room":"r","content":"<b>&amp;</b>","added_by":"opencode/x/spoof"}}}`
+	if _, m := g.post(g.tokens["laptop-7f3a"], body); rpcError(m) != nil {
+		t.Fatalf("refused: %v", m)
+	}
+	rs := u.received(t)
+	last := rs[len(rs)-1]
+	if last.Method != "tools/call" || last.Name != "mempalace_add_drawer" || last.Arguments["added_by"] != "opencode/laptop/laptop-7f3a" || last.Arguments["content"] != "<b>&amp;</b>" {
+		t.Fatalf("the upstream received %+v", last)
+	}
+}
+
+// Finding 1, query strings: a repeated parameter is refused (the gateway
+// used to check the first to_agent while Python uses the last), and the
+// upstream gets the query rebuilt from what was checked.
+func TestStreamQueryRepeatedRefused(t *testing.T) {
+	forEachUpstream(t, func(t *testing.T, u *upstream) {
+		g := newGWAt(t, devices, u)
+		laptop := g.tokens["laptop-7f3a"]
+		for _, q := range []string{"to_agent=opencode@laptop&to_agent=pi@desk", "from_agent=opencode@laptop&to_agent=pi@desk&to_agent=pi@desk", "to_agent=opencode@laptop&nonsense=1"} {
+			before := len(g.auditLog())
+			if code := g.get(laptop, "/logstream/stream?"+q, nil); code != 400 {
+				t.Errorf("%s: HTTP %d, want 400", q, code)
+			}
+			if log := g.auditLog(); len(log) != before+1 || log[len(log)-1].Status != 400 {
+				t.Errorf("%s: refusal not audited", q)
+			}
+		}
+		for _, r := range u.received(t) {
+			if r.Path == "/logstream/stream" {
+				t.Fatalf("a refused stream reached the upstream: %+v", r)
+			}
+		}
+		if code := g.get(laptop, "/logstream/stream?from_agent=opencode@laptop", nil); code != 403 {
+			t.Errorf("a stream scoped by from_agent alone: HTTP %d, want 403", code)
+		}
+		if u.palace == nil {
+			g.get(laptop, "/logstream/stream?to_agent=opencode%40laptop&room=r&status=", nil)
+			rs := u.received(t)
+			if q := rs[len(rs)-1].Query; len(q) != 2 || q["to_agent"] != "opencode@laptop" || q["room"] != "r" {
+				t.Fatalf("the upstream got the query %v", q)
+			}
+		}
+	})
+}
+
+// Finding 2: an argument no release's schema lists is refused by the
+// gateway, naming it, and never reaches the upstream.
+func TestUnknownArgumentRefused(t *testing.T) {
+	forEachUpstream(t, func(t *testing.T, u *upstream) {
+		g := newGWAt(t, devices, u)
+		before := u.toolCalls(t, "search")
+		_, rpc, _ := g.call(g.tokens["laptop-7f3a"], "search", map[string]any{"query": "x", "min_similarity": 0.1})
+		if msg, _ := rpc["message"].(string); !strings.HasPrefix(msg, "devbox-config gateway") || !strings.Contains(msg, "'min_similarity'") {
+			t.Fatalf("unknown argument: %v", rpc)
+		}
+		if u.toolCalls(t, "search") != before {
+			t.Fatal("the call with an unknown argument reached the upstream")
+		}
+	})
+}
+
+// Finding 2: search with cli_compatible answers {query, cli_output}, a
+// shape the filter does not know: refused, not passed on.
+func TestUnknownResultShapeRefused(t *testing.T) {
+	u := startPython(t)
+	g := newGWAt(t, devices, u)
+	res, rpc, _ := g.call(g.tokens["laptop-7f3a"], "search", map[string]any{"query": "x", "cli_compatible": true})
+	if rpc == nil || strings.Contains(fmt.Sprint(res, rpc), "private") {
+		t.Fatalf("an unknown shape was passed on: %v %v", res, rpc)
+	}
+	// The desk reads every wing: nothing to cut, the answer passes.
+	if res, rpc, _ := g.call(g.tokens["desk-9b21"], "search", map[string]any{"query": "x", "cli_compatible": true}); rpc != nil || res["cli_output"] == nil {
+		t.Fatalf("read-* device: %v %v", res, rpc)
+	}
+}
+
+// seedPrivate files a drawer in the desk's private wing (the double) and
+// a diary entry of the laptop's agent in that wing, behind the gateway's
+// back, as a local agent of the primary could.
+func seedPrivate(t *testing.T, g *gw) {
+	if g.primary == nil {
+		return // the shim's answers hold private data already
+	}
+	g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": "the desk's private secret"})
+	msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_diary_write","arguments":{"agent_name":"opencode","wing":"private_desk","entry":"the desk's private secret"}}}`
+	if _, err := g.primary.Handle([]byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Finding 3: answers the gateway approved carry nothing of a wing the
+// device cannot read, counts and totals included.
+func TestCrossWingContentFiltered(t *testing.T) {
+	forEachUpstream(t, func(t *testing.T, u *upstream) {
+		g := newGWAt(t, devices, u)
+		seedPrivate(t, g)
+		laptop := g.tokens["laptop-7f3a"]
+		g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "a shared note"})
+		leaks := func(what string, res, rpc map[string]any) {
+			t.Helper()
+			if rpc != nil {
+				t.Errorf("%s refused: %v", what, rpc)
+			}
+			if s := fmt.Sprint(res); strings.Contains(s, "private") {
+				t.Errorf("%s leaked another wing: %s", what, s)
+			}
+		}
+		res, rpc, _ := g.call(laptop, "diary_read", map[string]any{"agent_name": "opencode"})
+		leaks("diary_read", res, rpc)
+		res, rpc, _ = g.call(laptop, "list_drawers", map[string]any{})
+		leaks("list_drawers", res, rpc)
+		if tot, ok := res["total"]; ok && tot != res["count"] {
+			t.Errorf("list_drawers total %v counts drawers not shown (count %v)", tot, res["count"])
+		}
+		res, rpc, _ = g.call(laptop, "search", map[string]any{"query": "secret note"})
+		leaks("search", res, rpc)
+		if _, ok := res["total_before_filter"]; ok {
+			t.Errorf("search total_before_filter counts every wing: %v", res)
+		}
+		// Last: the item is filed in "shared" (its only near-duplicate is
+		// in a wing the laptop cannot read).
+		res, rpc, _ = g.call(laptop, "checkpoint", map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "r", "content": "the desk's private secret"}}})
+		if dups, _ := res["duplicates"].([]any); strings.Contains(fmt.Sprint(dups), "private_desk") {
+			t.Errorf("checkpoint leaked another wing: %v", res)
+		}
+		leaks("checkpoint", map[string]any{"duplicates": res["duplicates"]}, rpc)
+	})
+}
+
+// Finding 4: identities and objects. A device may not write or read the
+// diary of an agent it is not granted, ack an event it cannot see, or
+// read an artifact no visible event refers to (unless its agent made it).
+func TestIdentityAndObjectChecks(t *testing.T) {
+	forEachUpstream(t, func(t *testing.T, u *upstream) {
+		g := newGWAt(t, devices, u)
+		laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+		denied := func(what string, rpc map[string]any) {
+			t.Helper()
+			if rpc == nil || rpc["code"] != float64(CodeDenied) {
+				t.Errorf("%s: not denied: %v", what, rpc)
+			}
+		}
+		_, rpc, _ := g.call(laptop, "diary_write", map[string]any{"agent_name": "pi", "wing": "shared", "entry": "ignore previous instructions"})
+		denied("diary_write as another agent", rpc)
+		if u.toolCalls(t, "diary_write") != 0 {
+			t.Error("a diary_write for another agent reached the upstream")
+		}
+		_, rpc, _ = g.call(laptop, "diary_read", map[string]any{"agent_name": "pi", "wing": "shared"})
+		denied("diary_read as another agent", rpc)
+
+		hidden, visible, art, artVisible := "evt_1", "evt_2", "art_1", "art_2"
+		if u.palace != nil {
+			e1, _, _ := g.call(desk, "event_append", map[string]any{"type": "note", "stream": "s", "room": "secret-room", "from_agent": "pi@desk", "to_agent": "someone@else"})
+			a1, _, _ := g.call(desk, "artifact_put", map[string]any{"kind": "note", "content": "the desk's private secret", "created_by": "pi@desk"})
+			p2, _, _ := g.call(desk, "patch_submit", map[string]any{"content": "diff\n", "from_agent": "pi@desk", "stream": "s", "to_agent": "opencode@laptop"})
+			hidden = e1["event"].(map[string]any)["id"].(string)
+			visible = p2["event"].(map[string]any)["id"].(string)
+			art = a1["artifact"].(map[string]any)["id"].(string)
+			artVisible = p2["artifact"].(map[string]any)["id"].(string)
+		}
+		acks := u.toolCalls(t, "event_ack")
+		res, rpc, _ := g.call(laptop, "event_ack", map[string]any{"event_id": hidden, "from_agent": "opencode@laptop"})
+		denied("event_ack of an invisible event", rpc)
+		if strings.Contains(fmt.Sprint(res, rpc), "secret-room") || u.toolCalls(t, "event_ack") != acks {
+			t.Error("the ack of an invisible event was made")
+		}
+		_, rpc, _ = g.call(laptop, "event_ack", map[string]any{"event_id": "evt_nonexistent", "from_agent": "opencode@laptop"})
+		denied("event_ack of a missing event", rpc)
+		if _, rpc, _ = g.call(laptop, "event_ack", map[string]any{"event_id": visible, "from_agent": "opencode@laptop"}); rpc != nil {
+			t.Errorf("event_ack of an event to the laptop's agent: %v", rpc)
+		}
+		res, rpc, _ = g.call(laptop, "artifact_get", map[string]any{"artifact_id": art})
+		denied("artifact_get of an artifact no visible event refers to", rpc)
+		if strings.Contains(fmt.Sprint(res, rpc), "secret") {
+			t.Errorf("artifact content leaked: %v %v", res, rpc)
+		}
+		if res, rpc, _ = g.call(laptop, "artifact_get", map[string]any{"artifact_id": artVisible}); rpc != nil || res["artifact"] == nil {
+			t.Errorf("artifact_get of an artifact a visible event refers to: %v %v", res, rpc)
+		}
+		if res, rpc, _ = g.call(desk, "artifact_get", map[string]any{"artifact_id": art}); rpc != nil || res["artifact"] == nil {
+			t.Errorf("artifact_get by its creator's device: %v %v", res, rpc)
+		}
+	})
+}
+
+// Finding 5: the request path never writes the config. A token's first
+// use racing an operator's `device remove` (gateway.UpdateConfig, as the
+// command does) never brings the device back, over hundreds of rounds.
+func TestFirstUseNeverUndoesRemoval(t *testing.T) {
+	u := startFake(t)
+	dir := t.TempDir()
+	key := []byte(strings.Repeat("k", 64))
+	os.WriteFile(filepath.Join(dir, "secret"), key, 0o600)
+	for round := range 300 {
+		cfgFile := filepath.Join(dir, fmt.Sprintf("gateway-%d.jsonc", round))
+		cfg := &Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: []Device{{ID: "laptop-7f3a", Read: []string{"shared"}, KG: "read"}}}
+		tok, _ := Issue(key, &cfg.Devices[0], time.Now())
+		if err := cfg.Save(cfgFile); err != nil {
+			t.Fatal(err)
+		}
+		srv := &Server{ConfigFile: cfgFile, Upstream: u.url, UpstreamToken: func() string { return upstreamToken }, BindHost: "127.0.0.1"}
+		if err := srv.Open(); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			err := UpdateConfig(cfgFile, func(c *Config) error { c.Devices = nil; return nil })
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			srv.ServeHTTP(newRecorder(), toolRequest(tok, "mempalace_kg_stats"))
+		}()
+		wg.Wait()
+		after, err := LoadConfig(cfgFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Device("laptop-7f3a") != nil {
+			t.Fatalf("round %d: the removed device is back in the config", round)
+		}
+		srv.Reload()
+		w := newRecorder()
+		srv.ServeHTTP(w, toolRequest(tok, "mempalace_kg_stats"))
+		if w.code != 401 {
+			t.Fatalf("round %d: the removed device's token answers %d", round, w.code)
+		}
+		srv.Close()
+	}
+}
+
+// recorder is a minimal ResponseWriter for in-process requests.
+type recorder struct {
+	hdr  http.Header
+	code int
+	body bytes.Buffer
+}
+
+func newRecorder() *recorder                    { return &recorder{hdr: http.Header{}} }
+func (r *recorder) Header() http.Header         { return r.hdr }
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+func (r *recorder) WriteHeader(c int) {
+	if r.code == 0 {
+		r.code = c
+	}
+}
+
+func toolRequest(token, tool string) *http.Request {
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":%q,"arguments":{}}}`, tool)
+	req, _ := http.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(body))
+	req.Host = "127.0.0.1"
+	req.Header.Set("Authorization", "Bearer "+token)
+	return req
+}
+
+// Finding 6: one device's burst of slow writes fills only its own share of
+// the write queue; another device's write is still served.
+func TestWriteFairness(t *testing.T) {
+	forEachUpstream(t, func(t *testing.T, u *upstream) {
+		ds := make([]Device, len(devices))
+		copy(ds, devices)
+		for i := range ds {
+			ds[i].ReadRate, ds[i].WriteRate = 1e6, 1e6
+		}
+		g := newGWAt(t, ds, u)
+		if u.palace != nil {
+			u.palace.SetLatency("mempalace_add_drawer", 300*time.Millisecond)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		deskLimited := 0
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, rpc, _ := g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": fmt.Sprintf("slow burst %d", i)})
+				if rpc != nil {
+					mu.Lock()
+					deskLimited++
+					mu.Unlock()
+				}
+			}()
+		}
+		time.Sleep(150 * time.Millisecond) // the burst fills the queue
+		_, rpc, _ := g.call(g.tokens["laptop-7f3a"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "the laptop's one write"})
+		wg.Wait()
+		if rpc != nil {
+			t.Fatalf("another device's write was refused behind the burst: %v", rpc)
+		}
+		if deskLimited == 0 {
+			t.Fatal("20 concurrent slow writes from one device were never limited")
+		}
+	})
+}
+
+// Finding 7: no input panics the gateway; a panic anywhere is answered and
+// audited; every request on every path is audited.
+func TestRobustnessAndAuditEveryPath(t *testing.T) {
+	forEachUpstream(t, func(t *testing.T, u *upstream) {
+		g := newGWAt(t, devices, u)
+		laptop, admin := g.tokens["laptop-7f3a"], g.tokens["admin-0001"]
+		before := len(g.auditLog())
+		status, m := g.post(laptop, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_checkpoint","arguments":{"items":[]}}}`)
+		if status != 200 || rpcError(m) == nil {
+			t.Fatalf("checkpoint with no items: HTTP %d %v", status, m)
+		}
+		if log := g.auditLog(); len(log) != before+1 || log[before].Tool != "mempalace_checkpoint" {
+			t.Fatalf("checkpoint with no items not audited: %+v", log[before:])
+		}
+		paths := []struct {
+			what   string
+			do     func() int
+			status int
+		}{
+			{"401", func() int {
+				s, _ := g.post("dbx_nope_nope_000000", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+				return s
+			}, 401},
+			{"403 origin", func() int {
+				return g.get(laptop, "/statusz", map[string]string{"Origin": "https://evil.example"})
+			}, 403},
+			{"404", func() int { return g.get(laptop, "/nope", nil) }, 404},
+			{"413", func() int {
+				s, _ := g.post(laptop, `{"x":"`+strings.Repeat("a", MaxBody)+`"}`)
+				return s
+			}, 413},
+			{"statusz non-admin", func() int { return g.get(laptop, "/statusz", nil) }, 403},
+			{"sync non-admin", func() int { return g.get(laptop, "/sync/peers", nil) }, 403},
+			{"stream refused", func() int { return g.get(laptop, "/logstream/stream", nil) }, 403},
+			{"healthz", func() int { return g.get("", "/healthz", nil) }, 200},
+			{"statusz admin", func() int { return g.get(admin, "/statusz", nil) }, -1},
+		}
+		for _, p := range paths {
+			n := len(g.auditLog())
+			got := p.do()
+			if p.status != -1 && got != p.status {
+				t.Errorf("%s: HTTP %d, want %d", p.what, got, p.status)
+			}
+			if log := g.auditLog(); len(log) != n+1 || log[n].Status != got {
+				t.Errorf("%s: not audited (%d new lines)", p.what, len(log)-n)
+			}
+		}
+		if _, err := Verify(g.srv.cfg.Load().AuditLog, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// panicLedger panics in the forward step.
+type panicLedger struct{}
+
+func (panicLedger) Forward(context.Context, ToolCall, Send) (int, []byte) { panic("ledger broke") }
+
+func TestPanicIsAnsweredAndAudited(t *testing.T) {
+	g := newGW(t, devices)
+	g.srv.Ledger = panicLedger{}
+	status, m := g.post(g.tokens["desk-9b21"], `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"mempalace_kg_stats","arguments":{}}}`)
+	if status != 500 || rpcError(m)["code"] != -32603.0 || m["id"] != 5.0 {
+		t.Fatalf("a panic: HTTP %d %v", status, m)
+	}
+	log := g.auditLog()
+	if last := log[len(log)-1]; last.Decision != "error" || last.Rule != "panic" || last.Tool != "mempalace_kg_stats" {
+		t.Fatalf("a panic's audit line: %+v", last)
+	}
+	// The write slot is released by the panicking write: the next write goes through.
+	g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "x"})
+	g.srv.Ledger = nil
+	if _, rpc, _ := g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "after a panic"}); rpc != nil {
+		t.Fatalf("a write after a panicking write: %v", rpc)
+	}
+}
+
+// Finding 7: verify hashes each line's exact bytes: a line edited with an
+// added duplicate or unknown field no longer verifies.
+func TestVerifyRejectsDuplicateAndUnknownFields(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "audit.jsonl")
+	a, _ := OpenAudit(file)
+	for range 3 {
+		a.Append(Entry{Device: "laptop-7f3a", Method: "tools/call", Tool: "mempalace_sync", Decision: "deny"}, false)
+	}
+	b, _ := os.ReadFile(file)
+	if _, err := Verify(file, nil); err != nil {
+		t.Fatal(err)
+	}
+	for what, edit := range map[string]func(string) string{
+		"duplicate field": func(l string) string { return strings.Replace(l, `{"time"`, `{"decision":"allow","time"`, 1) },
+		"case variant":    func(l string) string { return strings.Replace(l, `{"time"`, `{"Decision":"allow","time"`, 1) },
+		"unknown field":   func(l string) string { return strings.Replace(l, `{"time"`, `{"note":"approved by ops","time"`, 1) },
+		"whitespace":      func(l string) string { return strings.Replace(l, `,"device"`, `, "device"`, 1) },
+	} {
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		lines[1] = edit(lines[1])
+		f := filepath.Join(dir, "edited.jsonl")
+		os.WriteFile(f, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
+		if _, err := Verify(f, nil); err == nil {
+			t.Errorf("%s: an edited line verified as intact", what)
+		}
+	}
+}
+
+// A drawer in a wing the device cannot read and a drawer that does not
+// exist get the same answer, for a read and for an update by id.
+func TestByIDDenialHidesExistence(t *testing.T) {
+	g := newGW(t, devices)
+	seedPrivate(t, g)
+	laptop := g.tokens["laptop-7f3a"]
+	real := fakepalace.DrawerID("private_desk", "r", "the desk's private secret")
+	for _, tool := range []string{"get_drawer", "update_drawer"} {
+		args := func(id string) map[string]any {
+			if tool == "get_drawer" {
+				return map[string]any{"drawer_id": id}
+			}
+			return map[string]any{"drawer_id": id, "content": "overwritten"}
+		}
+		_, forbidden, _ := g.call(laptop, tool, args(real))
+		_, missing, _ := g.call(laptop, tool, args("drawer_private_desk_r_000000000000000000000000"))
+		if forbidden == nil || fmt.Sprint(forbidden) != fmt.Sprint(missing) {
+			t.Errorf("%s: a forbidden drawer answers %v, a missing one %v", tool, forbidden, missing)
+		}
+	}
+}
+
+// A checkpoint's duplicate check is no oracle for other wings: an item
+// that duplicates a drawer the device cannot read is filed like one that
+// duplicates nothing, while a duplicate of a readable drawer is still
+// reported and not filed.
+func TestCheckpointDedupIsNoOracle(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	g.call(desk, "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": "the desk's private hostname is alpha-7"})
+	g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "the shared release checklist"})
+	shape := func(content string) string {
+		res, rpc, _ := g.call(laptop, "checkpoint", map[string]any{"items": []any{map[string]any{"wing": "wing_opencode", "room": "r", "content": content}}})
+		if rpc != nil {
+			t.Fatalf("checkpoint: %v", rpc)
+		}
+		return fmt.Sprintf("added=%d duplicates=%d", len(res["added"].([]any)), len(res["duplicates"].([]any)))
+	}
+	if a, b := shape("the desk's private hostname is alpha-7"), shape("nothing like it exists anywhere"); a != b || a != "added=1 duplicates=0" {
+		t.Fatalf("a duplicate of a forbidden drawer answers %s, of nothing %s", a, b)
+	}
+	if got := shape("the shared release checklist"); got != "added=0 duplicates=1" {
+		t.Fatalf("a duplicate of a readable drawer: %s", got)
+	}
+}
+
+// Palace-wide reads are answered over the readable wings only: drawers of
+// another wing that rank or sort in do not make a page or a search come
+// back short (which would tell a device they exist, and paged through, how
+// many), and totals count readable drawers exactly.
+func TestPalaceWideReadsAreNoOracle(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	for i := range 3 {
+		g.call(desk, "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": fmt.Sprintf("release notes, the desk's own draft %d", i)})
+	}
+	g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "release checklist for the team"})
+	g.call(laptop, "add_drawer", map[string]any{"wing": "wing_opencode", "room": "r", "content": "opencode's notes on the release"})
+	res, rpc, _ := g.call(laptop, "search", map[string]any{"query": "release notes, the desk's own draft", "limit": 2})
+	if hits, _ := res["results"].([]any); rpc != nil || len(hits) != 2 {
+		t.Fatalf("a palace-wide search of limit 2 over two readable drawers: %v %v", res, rpc)
+	}
+	res, rpc, _ = g.call(laptop, "list_drawers", map[string]any{"limit": 2})
+	if ds, _ := res["drawers"].([]any); rpc != nil || len(ds) != 2 || res["total"] != 2.0 || strings.Contains(fmt.Sprint(res), "private") {
+		t.Fatalf("a palace-wide page of 2: %v %v", res, rpc)
+	}
+	res, _, _ = g.call(laptop, "list_drawers", map[string]any{"limit": 1, "offset": 1})
+	if ds, _ := res["drawers"].([]any); len(ds) != 1 || res["total"] != 2.0 {
+		t.Fatalf("the second page of 1: %v", res)
+	}
+	// A device that reads every wing gets upstream's answer.
+	if res, _, _ := g.call(desk, "list_drawers", map[string]any{}); res["total"] != 5.0 {
+		t.Fatalf("desk's palace-wide page: %v", res)
+	}
+}
+
+// An event_wait is not woken early by an event the device cannot see: it
+// answers the first visible event, or times out.
+func TestEventWaitIsNotWokenByOthersEvents(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		g.call(desk, "event_append", map[string]any{"type": "note", "stream": "w", "room": "r", "from_agent": "pi@desk", "to_agent": "someone@else"})
+		time.Sleep(400 * time.Millisecond)
+		g.call(desk, "event_append", map[string]any{"type": "note", "stream": "w", "room": "r", "from_agent": "pi@desk", "to_agent": "opencode@laptop"})
+	}()
+	res, rpc, _ := g.call(laptop, "event_wait", map[string]any{"stream": "w", "timeout_ms": 3000})
+	evs, _ := res["events"].([]any)
+	if rpc != nil || len(evs) != 1 || evs[0].(map[string]any)["to_agent"] != "opencode@laptop" {
+		t.Fatalf("event_wait answered %v %v", res, rpc)
+	}
+	g.call(desk, "event_append", map[string]any{"type": "note", "stream": "x", "room": "r", "from_agent": "pi@desk", "to_agent": "someone@else"})
+	start := time.Now()
+	res, _, _ = g.call(laptop, "event_wait", map[string]any{"stream": "x", "timeout_ms": 800})
+	if res["timed_out"] != true || res["count"] != 0.0 || time.Since(start) < 700*time.Millisecond {
+		t.Fatalf("with only another's event: %v after %v", res, time.Since(start))
+	}
+}

@@ -1,0 +1,78 @@
+package gateway
+
+import (
+	"context"
+	"slices"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// ruleNotVisible is the one denial for an object a device may not see and
+// for one that does not exist: the two are not told apart.
+const ruleNotVisible = "the target is not visible to this device"
+
+// scanPages bounds an event look-up: at most this many pages of 500.
+const scanPages = 20
+
+// objectBefore is the object check made before a call: event_ack needs
+// an event the caller can see (acking one it cannot would tell it the
+// event's stream, room and sender).
+func (s *Server) objectBefore(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any) bool {
+	if t.Name != "event_ack" || d.Coordinator {
+		return true
+	}
+	id, _ := args["event_id"].(string)
+	return id != "" && s.findEvent(ctx, d, func(e map[string]any) bool { return e["id"] == id })
+}
+
+// objectAfter is the check made on an answer before it is passed on:
+// artifact_get's artifact must be one the caller created or one an event
+// it can see refers to.
+func (s *Server) objectAfter(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any, resp []byte) bool {
+	if t.Name != "artifact_get" || d.Coordinator {
+		return true
+	}
+	art, _ := resultOf(resp)["artifact"].(map[string]any)
+	if art == nil {
+		return false // not found looks the same as not visible
+	}
+	if by, _ := art["created_by"].(string); d.Grants(by, false) {
+		return true
+	}
+	id, _ := args["artifact_id"].(string)
+	return s.findEvent(ctx, d, func(e map[string]any) bool {
+		ids, _ := e["artifact_ids"].([]any)
+		return slices.Contains(ids, any(id))
+	})
+}
+
+// findEvent looks for an event the device can see that satisfies want,
+// through event_list filtered by each of its agents (as addressee and as
+// sender), page by page.
+func (s *Server) findEvent(ctx context.Context, d *Device, want func(map[string]any) bool) bool {
+	for _, a := range d.Agents {
+		for _, filter := range []string{"to_agent", "from_agent"} {
+			cursor := ""
+			for range scanPages {
+				args := map[string]any{filter: a, "limit": 500}
+				if cursor != "" {
+					args["since_event_id"] = cursor
+				}
+				evs, _ := s.upstreamResult(ctx, "mempalace_event_list", args)["events"].([]any)
+				for _, x := range evs {
+					if e, ok := x.(map[string]any); ok && eventVisible(d, e) && want(e) {
+						return true
+					}
+				}
+				if len(evs) < 500 {
+					break
+				}
+				last, _ := evs[len(evs)-1].(map[string]any)
+				if cursor, _ = last["id"].(string); cursor == "" {
+					break
+				}
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,350 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// maxDepth bounds nesting in a request body: far beyond any tool's
+// arguments, well below where a recursive parser (Python's) gives up.
+const maxDepth = 64
+
+// decodeStrict parses one JSON value the way the gateway can trust it to
+// mean the same to any parser: valid UTF-8, no key twice in an object and
+// no two keys that differ only in case (Go's encoding/json matches struct
+// fields case-insensitively, Python's json does not; both keep the last
+// duplicate), nesting at most maxDepth, nothing after the value. Numbers
+// stay json.Number, so re-encoding writes the literal that was sent.
+func decodeStrict(b []byte) (any, error) {
+	if !utf8.Valid(b) {
+		return nil, strictError("not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	v, err := strictValue(dec, "$", 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, strictError("data after the JSON value")
+	}
+	return v, nil
+}
+
+func strictValue(dec *json.Decoder, at string, depth int) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil
+	}
+	if depth >= maxDepth {
+		return nil, strictError(fmt.Sprintf("%s: nested deeper than %d", at, maxDepth))
+	}
+	switch d {
+	case '[':
+		list := []any{}
+		for dec.More() {
+			v, err := strictValue(dec, fmt.Sprintf("%s[%d]", at, len(list)), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, v)
+		}
+		_, err := dec.Token() // ']'
+		return list, err
+	case '{':
+		obj := map[string]any{}
+		folded := map[string]string{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			k, _ := kt.(string)
+			if prev, dup := folded[foldKey(k)]; dup {
+				if prev == k {
+					return nil, strictError(fmt.Sprintf("%s: key %q appears twice", at, k))
+				}
+				return nil, strictError(fmt.Sprintf("%s: keys %q and %q differ only in case", at, prev, k))
+			}
+			folded[foldKey(k)] = k
+			v, err := strictValue(dec, at+"."+k, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			obj[k] = v
+		}
+		_, err := dec.Token() // '}'
+		return obj, err
+	}
+	return nil, fmt.Errorf("%s: unexpected %v", at, d)
+}
+
+// strictError is valid JSON the gateway refuses to interpret (a
+// duplicate or case-variant key, deep nesting, invalid UTF-8, trailing
+// data), as opposed to a syntax error.
+type strictError string
+
+func (e strictError) Error() string { return string(e) }
+
+// foldKey maps a key to one representative of its case-folding class:
+// two keys get the same foldKey exactly when strings.EqualFold holds.
+func foldKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, k)
+}
+
+// encodeJSON writes v as compact JSON without HTML escaping (the upstream
+// gets the characters that were sent).
+func encodeJSON(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("gateway: encoding a parsed value: %v", err)) // cannot happen: v came from decodeStrict
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// rpcRequest is one JSON-RPC message as the gateway parsed it. What the
+// upstream receives is encode()'s output, built from these fields alone.
+type rpcRequest struct {
+	msg    map[string]any // the envelope as parsed
+	id     any            // nil when absent
+	hasID  bool
+	Method string
+	// Tool and Args: a tools/call's name and arguments (Args never nil).
+	Tool string
+	Args map[string]any
+}
+
+// badRequest is a parse step's refusal: a JSON-RPC error code and
+// message (and, for a body that is not JSON, HTTP 400 as upstream
+// answers; a JSON-RPC error in a 200 otherwise).
+type badRequest struct {
+	code int
+	msg  string
+}
+
+func (e *badRequest) httpStatus() int {
+	if e.code == -32700 {
+		return 400
+	}
+	return 200
+}
+
+func (e *badRequest) Error() string { return e.msg }
+
+// envelopeKeys and callKeys are the only keys a request and a tools/call's
+// params may carry.
+var (
+	envelopeKeys = []string{"jsonrpc", "id", "method", "params"}
+	callKeys     = []string{"name", "arguments", "_meta"}
+)
+
+// parseRequest is the parse step: the body is parsed once, strictly, and
+// everything later (authorization, audit, forwarding) reads the result.
+// A refused request comes back too when its id could be read (the
+// refusal answers it).
+func parseRequest(body []byte) (*rpcRequest, *badRequest) {
+	v, err := decodeStrict(body)
+	var strict strictError
+	if errors.As(err, &strict) {
+		return nil, &badRequest{-32600, "Invalid Request: " + err.Error()}
+	}
+	if err != nil {
+		return nil, &badRequest{-32700, "Parse error"}
+	}
+	msg, ok := v.(map[string]any)
+	if !ok {
+		return nil, &badRequest{-32600, "Invalid Request: one JSON-RPC object per request (no batches)"}
+	}
+	for k := range msg {
+		if !slices.Contains(envelopeKeys, k) {
+			return nil, &badRequest{-32600, fmt.Sprintf("Invalid Request: unknown member %q", k)}
+		}
+	}
+	r := &rpcRequest{msg: msg}
+	r.id, r.hasID = msg["id"]
+	switch r.id.(type) {
+	case nil, string, json.Number:
+	default:
+		return nil, &badRequest{-32600, "Invalid Request: id must be a string, a number or null"}
+	}
+	if v, ok := msg["jsonrpc"]; ok && v != "2.0" {
+		return r, &badRequest{-32600, `Invalid Request: jsonrpc must be "2.0"`}
+	}
+	m, ok := msg["method"].(string)
+	if !ok {
+		return r, &badRequest{-32600, "Invalid Request: method must be a string"}
+	}
+	r.Method = m
+	switch {
+	case m == "initialize" || m == "ping" || m == "tools/list" || strings.HasPrefix(m, "notifications/"):
+		if p := msg["params"]; p != nil {
+			if _, ok := p.(map[string]any); !ok {
+				return r, &badRequest{-32602, "Invalid params: params must be an object"}
+			}
+		}
+		return r, nil
+	case m != "tools/call":
+		return r, &badRequest{-32601, "Unknown method: " + m}
+	}
+	p, ok := msg["params"].(map[string]any)
+	if !ok {
+		return r, &badRequest{-32602, "Invalid params: 'name' is required for tools/call"}
+	}
+	for k := range p {
+		if !slices.Contains(callKeys, k) {
+			return r, &badRequest{-32602, fmt.Sprintf("Invalid params: unknown member %q", k)}
+		}
+	}
+	name, ok := p["name"].(string)
+	if !ok || name == "" {
+		return r, &badRequest{-32602, "Invalid params: 'name' must be a non-empty string"}
+	}
+	r.Tool = name
+	switch a := p["arguments"].(type) {
+	case nil: // absent or null: no arguments
+		r.Args = map[string]any{}
+	case map[string]any:
+		r.Args = a
+	default:
+		return r, &badRequest{-32602, "Invalid params: 'arguments' must be an object"}
+	}
+	return r, nil
+}
+
+// stringArgs are the arguments authorization reads as names (wings,
+// agents, ids): anything but a string there is refused, so no coercion
+// upstream can turn it into a name the gateway did not check.
+var stringArgs = []string{"wing", "room", "agent_name", "from_agent", "created_by", "to_agent", "drawer_id", "event_id", "artifact_id", "source_wing", "target_wing", "added_by"}
+
+// checkArgs is the argument allow-list: every argument must be one the
+// tool's schema lists (in some release), and name-like ones strings.
+func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
+	var unknown []string
+	for k := range args {
+		if !t.Accepts(k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return &badRequest{-32602, fmt.Sprintf("Unknown parameter '%s' for tool %s%s", strings.Join(unknown, "', '"), catalogue.Prefix, t.Name)}
+	}
+	for _, k := range stringArgs {
+		if v, ok := args[k]; ok {
+			if _, isStr := v.(string); !isStr {
+				return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter '%s': must be a string", k)}
+			}
+		}
+	}
+	if d, ok := args["diary"]; ok {
+		dm, isObj := d.(map[string]any)
+		if !isObj {
+			return &badRequest{-32602, "Invalid value for parameter 'diary': must be an object"}
+		}
+		for _, k := range []string{"wing", "agent_name"} {
+			if v, ok := dm[k]; ok {
+				if _, isStr := v.(string); !isStr {
+					return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter 'diary.%s': must be a string", k)}
+				}
+			}
+		}
+	}
+	if it, ok := args["items"]; ok {
+		items, isList := it.([]any)
+		if !isList {
+			return &badRequest{-32602, "Invalid value for parameter 'items': must be an array"}
+		}
+		for i, x := range items {
+			m, isObj := x.(map[string]any)
+			if !isObj {
+				return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter 'items[%d]': must be an object", i)}
+			}
+			if w, ok := m["wing"]; ok {
+				if _, isStr := w.(string); !isStr {
+					return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter 'items[%d].wing': must be a string", i)}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// encode is the message the upstream receives: the parsed envelope, with
+// a tools/call's arguments as authorized (and stamped).
+func (r *rpcRequest) encode() []byte {
+	out := make(map[string]any, len(r.msg))
+	for k, v := range r.msg {
+		out[k] = v
+	}
+	if r.Method == "tools/call" {
+		p := map[string]any{}
+		for k, v := range r.msg["params"].(map[string]any) {
+			p[k] = v
+		}
+		p["name"], p["arguments"] = r.Tool, r.Args
+		out["params"] = p
+	}
+	return encodeJSON(out)
+}
+
+// rawID is the request's id for an answer ("null" when absent).
+func (r *rpcRequest) rawID() json.RawMessage {
+	if r == nil || r.id == nil {
+		return json.RawMessage("null")
+	}
+	return encodeJSON(r.id)
+}
+
+// parseQuery is the query step of a GET route: each parameter at most
+// once and only those the route knows; empty values are dropped (as
+// Python's parse_qsl does). The upstream gets rebuildQuery's output, so
+// it sees exactly the parameters checked here.
+func parseQuery(raw string, allowed []string) (map[string]string, error) {
+	vals, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, fmt.Errorf("query: %w", err)
+	}
+	q := map[string]string{}
+	for k, vs := range vals {
+		if len(vs) > 1 {
+			return nil, fmt.Errorf("query parameter %q given %d times", k, len(vs))
+		}
+		if !slices.Contains(allowed, k) {
+			return nil, fmt.Errorf("unknown query parameter %q", k)
+		}
+		if vs[0] != "" {
+			q[k] = vs[0]
+		}
+	}
+	return q, nil
+}
+
+func rebuildQuery(q map[string]string) string {
+	v := url.Values{}
+	for k, x := range q {
+		v.Set(k, x)
+	}
+	return v.Encode()
+}

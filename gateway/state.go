@@ -1,0 +1,226 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// State is what the running gateway learns and must keep: a token's first
+// use (which makes it current and starts its predecessor's grace period).
+// It lives in its own file, written only by the gateway; the config is
+// written only by operator commands. Neither ever rewrites the other's
+// file, so an operator's `device remove` or `token revoke` can never be
+// undone by a request.
+type State struct {
+	// FirstUsed is each token's first use, by token id.
+	FirstUsed map[string]time.Time `json:"first_used"`
+}
+
+// StateFile is where a config's runtime state lives: the config's
+// state_file, else <config file>.state.json.
+func StateFile(configFile string, c *Config) string {
+	if c != nil && c.StateFile != "" {
+		return c.StateFile
+	}
+	return configFile + ".state.json"
+}
+
+// LoadState reads a state file; a missing file is an empty state.
+func LoadState(file string) (*State, error) {
+	st := &State{FirstUsed: map[string]time.Time{}}
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if st.FirstUsed == nil {
+		st.FirstUsed = map[string]time.Time{}
+	}
+	return st, nil
+}
+
+// RecordFirstUse adds first uses to the state file under its lock: the
+// file is re-read and merged (an earlier record of a token wins), so two
+// writers never drop each other's records.
+func RecordFirstUse(file string, uses map[string]time.Time) error {
+	return withLock(file, func() error {
+		st, err := LoadState(file)
+		if err != nil {
+			return err
+		}
+		changed := false
+		for id, t := range uses {
+			if old, ok := st.FirstUsed[id]; !ok || t.Before(old) {
+				st.FirstUsed[id] = t.UTC()
+				changed = true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		b, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return err
+		}
+		return writeFileAtomic(file, append(b, '\n'), 0o600)
+	})
+}
+
+// UpdateConfig is an operator's change to the config: under the config's
+// lock the file is re-read, change applied to what is on disk now, the
+// result validated and written atomically. Two operator commands never
+// lose each other's change; the gateway never writes the config at all.
+func UpdateConfig(file string, change func(*Config) error) error {
+	return withLock(file, func() error {
+		c, err := LoadConfig(file)
+		if err != nil {
+			return err
+		}
+		st, err := LoadState(StateFile(file, c))
+		if err != nil {
+			return err
+		}
+		c.FoldState(st)
+		if err := change(c); err != nil {
+			return err
+		}
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		return c.Save(file)
+	})
+}
+
+// FoldState writes what the state records into the config's tokens: each
+// token's first use, and the expiry (Grace after a newer token's first
+// use) of a token rotated out. The gateway computes the same from the two
+// files; an operator command folds them so that what it saves, and what
+// `device list` and the two-live-tokens rule see, is current.
+func (c *Config) FoldState(st *State) {
+	for i := range c.Devices {
+		d := &c.Devices[i]
+		for j := range d.Tokens {
+			if t := &d.Tokens[j]; t.FirstUsed == nil {
+				if at, ok := st.FirstUsed[t.ID]; ok {
+					at := at.UTC()
+					t.FirstUsed = &at
+				}
+			}
+		}
+		for j := range d.Tokens {
+			t := &d.Tokens[j]
+			if t.Expires != nil || t.Revoked {
+				continue
+			}
+			for k := range d.Tokens {
+				o := &d.Tokens[k]
+				if k == j || !o.Created.After(t.Created) || o.FirstUsed == nil {
+					continue
+				}
+				if e := o.FirstUsed.Add(c.Grace()).UTC(); t.Expires == nil || e.Before(*t.Expires) {
+					t.Expires = &e
+				}
+			}
+		}
+	}
+}
+
+// withLock runs fn holding an exclusive flock on <file>.lock.
+func withLock(file string, fn func() error) error {
+	f, err := os.OpenFile(file+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("%s.lock: %w", file, err)
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return fn()
+}
+
+// writeFileAtomic writes a temporary file in the same directory, fsyncs
+// it, renames it over file and fsyncs the directory: a reader sees the old
+// or the new content, never a part, and a crash keeps one of the two.
+func writeFileAtomic(file string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(file)
+	tmp, err := os.CreateTemp(dir, filepath.Base(file)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// tokenState is the gateway's in-memory view of the state file.
+type tokenState struct {
+	mu    sync.Mutex
+	file  string
+	first map[string]time.Time
+}
+
+func (ts *tokenState) firstUse(id string) (time.Time, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t, ok := ts.first[id]
+	return t, ok
+}
+
+// load replaces the view with the file's content.
+func (ts *tokenState) load(file string) error {
+	st, err := LoadState(file)
+	if err != nil {
+		return err
+	}
+	ts.mu.Lock()
+	ts.file, ts.first = file, st.FirstUsed
+	ts.mu.Unlock()
+	return nil
+}
+
+// record notes a first use in memory at once and in the state file.
+func (ts *tokenState) record(id string, at time.Time) error {
+	ts.mu.Lock()
+	if _, ok := ts.first[id]; ok {
+		ts.mu.Unlock()
+		return nil
+	}
+	ts.first[id] = at.UTC()
+	file := ts.file
+	ts.mu.Unlock()
+	return RecordFirstUse(file, map[string]time.Time{id: at})
+}

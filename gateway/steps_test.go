@@ -1,0 +1,215 @@
+package gateway
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// The parse step alone: what is refused, with which code, and what the
+// upstream would receive.
+func TestParseStep(t *testing.T) {
+	for body, code := range map[string]int{
+		`{"jsonrpc":"2.0","id":1,"method":"ping"}`:                                            0,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`:                              0,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_status"}}`: 0,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{}}}`: 0, // unknown tools are the authorizer's
+		`{not json`: -32700,
+		`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`:                                                              -32600,
+		`{"jsonrpc":"2.0","id":1,"method":"ping"} {}`:                                                             -32600,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","Method":"tools/call"}`:                                          -32600,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","extra":1}`:                                                      -32600,
+		`{"jsonrpc":"2.0","id":{},"method":"ping"}`:                                                               -32600,
+		`{"jsonrpc":"1.0","id":1,"method":"ping"}`:                                                                -32600,
+		`{"jsonrpc":"2.0","id":1,"method":"resources/list"}`:                                                      -32601,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_status","arguments":[]}}`:      -32602,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_status","cursor":"x"}}`:        -32602,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}`:                                -32602,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"k":1,"k":2}}}`:          -32600,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"k":{"x":1,"X":2}}}}`:    -32600,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"\u212a":1,"k":2}}}`:     -32600, // KELVIN SIGN folds to k
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"k":"` + "\xff" + `"}}}`: -32600,
+		`{"a":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`:                                         -32600,
+	} {
+		req, bad := parseRequest([]byte(body))
+		switch {
+		case code == 0 && bad != nil:
+			t.Errorf("%s: refused %v", body, bad.msg)
+		case code != 0 && (bad == nil || bad.code != code):
+			t.Errorf("%s: %+v, want code %d", body, bad, code)
+		case code == 0:
+			if again, bad := parseRequest(req.encode()); bad != nil || again.Method != req.Method || again.Tool != req.Tool {
+				t.Errorf("%s: its re-encoding %s parses differently", body, req.encode())
+			}
+		}
+	}
+	// A number keeps its literal; HTML characters are not escaped.
+	req, _ := parseRequest([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"<a&b>","limit":1.50}}}`))
+	if got := string(req.encode()); !strings.Contains(got, `"limit":1.50`) || !strings.Contains(got, `"query":"<a&b>"`) {
+		t.Errorf("re-encoding: %s", got)
+	}
+}
+
+func TestArgumentStep(t *testing.T) {
+	search, _ := catalogue.Lookup("mempalace_search")
+	checkpoint, _ := catalogue.Lookup("mempalace_checkpoint")
+	for _, c := range []struct {
+		t    catalogue.Tool
+		args string
+		want string
+	}{
+		{search, `{"query":"q","wing":"shared"}`, ""},
+		{search, `{"query":"q","min_similarity":0.5}`, "'min_similarity'"},
+		{search, `{"query":"q","b":1,"a":2}`, "'a', 'b'"},
+		{search, `{"query":"q","wing":5}`, "'wing': must be a string"},
+		{checkpoint, `{"items":[{"wing":["x"]}]}`, "items[0].wing"},
+		{checkpoint, `{"items":{}}`, "'items': must be an array"},
+		{checkpoint, `{"items":[],"diary":{"agent_name":1}}`, "diary.agent_name"},
+	} {
+		v, _ := decodeStrict([]byte(c.args))
+		bad := checkArgs(c.t, v.(map[string]any))
+		if (c.want == "") != (bad == nil) || (bad != nil && !strings.Contains(bad.msg, c.want)) {
+			t.Errorf("%s %s: %v, want %q", c.t.Name, c.args, bad, c.want)
+		}
+	}
+}
+
+func TestQueryStep(t *testing.T) {
+	for raw, want := range map[string]string{
+		"to_agent=a%40b&room=r":   "room=r&to_agent=a%40b",
+		"to_agent=a&status=":      "to_agent=a",
+		"to_agent=a&to_agent=b":   "error",
+		"to_agent=a&TO_AGENT=b":   "error", // not a parameter of the route
+		"to_agent=a;room=b":       "error",
+		"to_agent=a&room=%zz":     "error",
+		"to_agent=a+b&room=x%20y": "room=x+y&to_agent=a+b",
+	} {
+		q, err := parseQuery(raw, streamQuery)
+		got := "error"
+		if err == nil {
+			got = rebuildQuery(q)
+		}
+		if got != want {
+			t.Errorf("%q: %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// Issue 12's behaviour changes, decided by the catalogue.
+func TestCatalogueDecisions(t *testing.T) {
+	laptop, desk, admin := &devices[0], &devices[1], &devices[2]
+	for _, c := range []struct {
+		d     *Device
+		tool  string
+		allow bool
+	}{
+		{admin, "mempalace_frobnicate", false}, // unknown: denied even for admin
+		{admin, "frobnicate", false},
+		{laptop, "mempalace_traverse", false}, // graph reads: read "*" only
+		{desk, "mempalace_traverse", true},
+		{desk, "mempalace_find_tunnels", true},
+		{desk, "mempalace_graph_stats", true},
+		{desk, "mempalace_list_tunnels", true},
+		{desk, "mempalace_list_hallways", true},
+		{desk, "mempalace_follow_tunnels", true},
+		{desk, "mempalace_find_duplicates", true},
+		{laptop, "mempalace_find_duplicates", false},
+		{laptop, "mempalace_get_aaak_spec", true}, // static: any read scope
+		{&Device{ID: "no-read"}, "mempalace_get_aaak_spec", false},
+		{desk, "mempalace_sync", false},
+		{admin, "mempalace_sync", true},
+	} {
+		if got := Authorize(c.d, c.tool, map[string]any{}, "").Allow; got != c.allow {
+			t.Errorf("%s %s: allowed=%v, want %v", c.d.ID, c.tool, got, c.allow)
+		}
+	}
+	// Through the gateway: the graph reads are rate-limited as reads, so a
+	// device with a tiny write rate is not held back by it.
+	d := devices[1]
+	d.WriteRate = 0.001
+	g := newGW(t, []Device{d})
+	for i := range 30 {
+		if _, rpc, _ := g.call(g.tokens[d.ID], "list_tunnels", nil); rpc != nil && rpc["code"] == float64(CodeRateLimited) {
+			t.Fatalf("read %d of list_tunnels limited as a write: %v", i, rpc)
+		}
+	}
+	if _, rpc, _ := g.call(g.tokens[d.ID], "frobnicate", nil); rpc == nil || rpc["code"] != float64(CodeDenied) {
+		t.Fatalf("an unknown tool: %v", rpc)
+	}
+}
+
+// The write queue alone: a device over its share is refused while others
+// are queued, and the slot passes between devices in turn.
+func TestWriteQueueTurns(t *testing.T) {
+	q := newWriteQueue(2, time.Minute)
+	ctx := context.Background()
+	if !q.acquire(ctx, "a") {
+		t.Fatal("the free slot was refused")
+	}
+	order := make(chan string, 8)
+	start := func(dev string) {
+		go func() {
+			if q.acquire(ctx, dev) {
+				order <- dev
+				time.Sleep(5 * time.Millisecond)
+				q.release()
+			} else {
+				order <- dev + ":refused"
+			}
+		}()
+		time.Sleep(10 * time.Millisecond) // queued in this order
+	}
+	start("a")
+	start("a")
+	start("a") // over a's share of two
+	start("b")
+	if got := <-order; got != "a:refused" {
+		t.Fatalf("over its share: %s", got)
+	}
+	q.release()
+	var got []string
+	for range 3 {
+		got = append(got, <-order)
+	}
+	if strings.Join(got, ",") != "a,b,a" {
+		t.Fatalf("turns: %v, want a,b,a", got)
+	}
+}
+
+// The filter step alone: a search answer holding another wing's hit and
+// totals, for a device that reads only "shared", and for one that reads
+// every wing.
+func TestFilterStep(t *testing.T) {
+	s := &Server{}
+	search, _ := catalogue.Lookup("mempalace_search")
+	text := `{"query":"q","filters":{},"total_before_filter":9,"results":[{"wing":"shared","text":"a"},{"wing":"private_desk","text":"b","also_in":[{"wing":"private_desk"}]}]}`
+	env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
+	out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := resultOf(out)
+	if hits := m["results"].([]any); len(hits) != 1 || m["total_before_filter"] != nil || m["filtered"] != true {
+		t.Fatalf("filtered: %v", m)
+	}
+	if out, _ := s.filterAnswer(context.Background(), &devices[1], search, Decision{Allow: true}, env); string(out) != string(env) {
+		t.Fatalf("a read-* device's answer was changed: %s", out)
+	}
+	for _, bad := range []string{
+		`{"query":"q","cli_output":"x"}`, // an unknown key
+		`{"results":{"wing":"shared"}}`,  // results not a list
+		`{"results":["private_desk"]}`,   // hits not objects
+	} {
+		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": bad}}}})
+		if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env); err == nil {
+			t.Errorf("%s: passed", bad)
+		}
+	}
+	two := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}, map[string]any{"type": "text", "text": "{}"}}}})
+	if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, two); err == nil {
+		t.Error("two content blocks passed")
+	}
+}

@@ -1,0 +1,152 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// callTimeout bounds one upstream call (event_wait may hold five minutes).
+const callTimeout = 5*time.Minute + 30*time.Second
+
+// ToolCall is one authorized tools/call on its way to the upstream.
+type ToolCall struct {
+	Device string
+	Tool   string
+	Reads  bool           // the catalogue's record: the call changes nothing
+	Args   map[string]any // as authorized and stamped
+	Body   []byte         // the message the upstream receives (re-encoded from the parse)
+}
+
+// Send is the upstream call a Ledger wraps.
+type Send func(ctx context.Context, body []byte) (status int, resp []byte)
+
+// Ledger, when set on a Server, sits between the forward step and the
+// upstream for every authorized tools/call: it may answer from its own
+// record (a call it has already made once) or call next.
+type Ledger interface {
+	Forward(ctx context.Context, call ToolCall, next Send) (status int, resp []byte)
+}
+
+// forward is the forward step of a tools/call: the re-encoded message,
+// through the ledger when there is one.
+func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (int, []byte) {
+	t, _ := catalogue.Lookup(req.Tool)
+	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode()}
+	if s.Ledger != nil {
+		return s.Ledger.Forward(ctx, call, s.upstreamCall)
+	}
+	return s.upstreamCall(ctx, call.Body)
+}
+
+// upstreamCall POSTs one JSON-RPC message to the upstream's /mcp.
+func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Upstream, bytes.NewReader(body))
+	if err != nil {
+		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream unreachable")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if tok := s.UpstreamToken(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream unreachable")
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	return resp.StatusCode, b
+}
+
+// toolCall is a tools/call request with id.
+func toolCall(id json.RawMessage, name string, args map[string]any) []byte {
+	return encodeJSON(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{"name": name, "arguments": args}})
+}
+
+// upstreamResult calls a tool on the upstream for the gateway's own use
+// and returns its result object (nil if there is none).
+func (s *Server) upstreamResult(ctx context.Context, name string, args map[string]any) map[string]any {
+	_, resp := s.upstreamCall(ctx, toolCall(json.RawMessage("0"), name, args))
+	return resultOf(resp)
+}
+
+func resultOf(resp []byte) map[string]any {
+	var r struct {
+		Result struct {
+			Content []struct{ Text string } `json:"content"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(resp, &r) != nil || len(r.Result.Content) == 0 {
+		return nil
+	}
+	var m map[string]any
+	json.Unmarshal([]byte(r.Result.Content[0].Text), &m)
+	return m
+}
+
+// drawerWing asks the upstream which wing a drawer is in (ids are never
+// parsed: wing names contain '_').
+func (s *Server) drawerWing(ctx context.Context, id string) string {
+	w, _ := s.upstreamResult(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})["wing"].(string)
+	return w
+}
+
+// forwardGET relays a GET route with the query rebuilt from what was
+// checked (never the raw one), streaming the answer as it arrives (an SSE
+// stream must not sit in a buffer). started is called with the status as
+// soon as it is known, before the body is relayed.
+func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string, withToken bool, started func(status int)) {
+	fail := func() {
+		started(http.StatusBadGateway)
+		http.Error(w, "upstream unreachable", http.StatusBadGateway)
+	}
+	u, err := url.Parse(s.Upstream)
+	if err != nil {
+		fail()
+		return
+	}
+	u.Path, u.RawQuery = r.URL.Path, query
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u.String(), nil)
+	if err != nil {
+		fail()
+		return
+	}
+	if tok := s.UpstreamToken(); withToken && tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := s.stream.Do(req)
+	if err != nil {
+		fail()
+		return
+	}
+	defer resp.Body.Close()
+	started(resp.StatusCode)
+	for _, h := range []string{"Content-Type", "Cache-Control", "Retry-After"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			w.Write(buf[:n])
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
