@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/tailscale/hujson"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // Config is the gateway's JSONC configuration file.
@@ -32,6 +34,11 @@ type Config struct {
 	// (a token's first use); default <config file>.state.json. The gateway
 	// never writes the config itself.
 	StateFile string `json:"state_file,omitempty"`
+	// LedgerFile is the op-id ledger (default: op-ledger.sqlite beside the
+	// audit log); LedgerRetentionDays how long an op id is remembered
+	// (default 7).
+	LedgerFile          string `json:"ledger_file,omitempty"`
+	LedgerRetentionDays int    `json:"ledger_retention_days,omitempty"`
 	// GraceDays is how long a rotated-out token stays valid after the new
 	// one is first used (default 7).
 	GraceDays int      `json:"grace_days,omitempty"`
@@ -202,4 +209,20 @@ func match(globs []string, wing string) bool {
 		}
 	}
 	return false
+}
+
+// LedgerPath is the op-id ledger's file.
+func (c *Config) LedgerPath() string {
+	if c.LedgerFile != "" {
+		return c.LedgerFile
+	}
+	return ledger.Beside(c.AuditLog)
+}
+
+// LedgerRetention is how long the ledger remembers an op id.
+func (c *Config) LedgerRetention() time.Duration {
+	if c.LedgerRetentionDays > 0 {
+		return time.Duration(c.LedgerRetentionDays) * 24 * time.Hour
+	}
+	return 7 * 24 * time.Hour
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // exchange is one request on its way through the steps: what the audit
@@ -136,6 +137,9 @@ func (s *Server) serveGET(x *exchange, query string, withToken bool) {
 // serveMCP is POST /mcp: authenticate, parse, then a protocol method is
 // forwarded and a tools/call goes through the tool steps.
 func (s *Server) serveMCP(x *exchange) {
+	if s.Ledger != nil {
+		ledger.Advertise(x.w.Header()) // every /mcp answer, refusals too
+	}
 	d, ok := s.authenticateStep(x)
 	if !ok {
 		return
@@ -157,6 +161,9 @@ func (s *Server) serveMCP(x *exchange) {
 		// Protocol methods (initialize, ping, tools/list, notifications):
 		// re-encoded from the parse like everything else.
 		status, resp := s.upstreamCall(x.r.Context(), req.encode())
+		if req.Method == "initialize" && s.Ledger != nil {
+			resp = ledger.AdvertiseInitialize(resp)
+		}
 		x.entry.UpstreamStatus = status
 		s.answer(x, status, resp, "allow", "protocol")
 		return

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/ladder"
 )
 
@@ -50,10 +51,19 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 			if err := s.Open(); err != nil {
 				return exitError{1, err}
 			}
-			tokenFile := ""
-			if c, err := gateway.LoadConfig(config); err == nil {
-				tokenFile = c.UpstreamTokenFile
+			c, err := gateway.LoadConfig(config)
+			if err != nil {
+				return exitError{1, err}
 			}
+			tokenFile := c.UpstreamTokenFile
+			// The op-id ledger: every write an edge resends reaches the
+			// upstream once (RFC 001 §4.3).
+			l, err := ledger.Open(c.LedgerPath(), c.LedgerRetention())
+			if err != nil {
+				return exitError{1, fmt.Errorf("op-id ledger: %w", err)}
+			}
+			defer l.Close()
+			s.Ledger = gateway.OpLedger{L: l, Log: log}
 			if tokenFile != "" {
 				if _, err := gateway.ReadSecretFile(tokenFile); err != nil {
 					return exitError{1, fmt.Errorf("upstream_token_file: %w", err)}

@@ -1,0 +1,57 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
+)
+
+// OpLedger is the forward step's Ledger backed by the op-id ledger
+// (package ledger, RFC 001 §4.3): a write whose params carry an outbox op
+// id (params._meta["devbox-config/op-id"]) is forwarded the first time and
+// answered from the record after that, so every write an edge resends
+// reaches the upstream once. Reads and calls without an op id pass
+// through.
+type OpLedger struct {
+	L   *ledger.Ledger
+	Log *slog.Logger
+}
+
+// Forward implements Ledger.
+func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, []byte) {
+	if call.Reads {
+		return next(ctx, call.Body)
+	}
+	reqID := json.RawMessage(gjson.GetBytes(call.Body, "id").Raw)
+	if len(reqID) == 0 {
+		reqID = json.RawMessage("null")
+	}
+	opID, ok, err := ledger.OpIDOf(json.RawMessage(gjson.GetBytes(call.Body, "params").Raw))
+	if err != nil {
+		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error())
+	}
+	if !ok {
+		return next(ctx, call.Body)
+	}
+	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: digest(call.Args), RequestID: reqID},
+		func(ctx context.Context) (ledger.Answer, error) {
+			status, body := next(ctx, call.Body)
+			return ledger.Answer{Status: status, Body: body}, nil
+		})
+	switch {
+	case errors.Is(err, ledger.ErrReused):
+		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error())
+	case errors.Is(err, ledger.ErrUnavailable):
+		o.Log.Error("op-id ledger unavailable: refusing the write", "device", call.Device, "tool", call.Tool, "err", err)
+		return 200, rpcErrBytes(reqID, CodeDenied, "devbox-config gateway: the op-id ledger cannot be read; writes are refused")
+	case err != nil:
+		return 502, rpcErrBytes(reqID, -32000, "devbox-config gateway: "+err.Error())
+	}
+	o.Log.Debug("op-id ledger", "device", call.Device, "tool", call.Tool, "op", opID[:12], "outcome", outcome)
+	return ans.Status, ans.Body
+}

@@ -1,0 +1,224 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/edge"
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+)
+
+// losingFront stands between the edge and the gateway and loses the
+// gateway's answer to the first call of each tool named in drop, after
+// the gateway has made the call: the edge sees a failure for a write that
+// happened.
+type losingFront struct {
+	to   string
+	mu   sync.Mutex
+	drop map[string]bool
+	lost []string
+}
+
+func (f *losingFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, f.to+r.URL.Path, bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), 502)
+		return
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	tool := gjson.GetBytes(body, "params.name").String()
+	f.mu.Lock()
+	lose := f.drop[tool]
+	if lose {
+		delete(f.drop, tool)
+		f.lost = append(f.lost, tool)
+	}
+	f.mu.Unlock()
+	if lose {
+		if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			c.Close()
+		}
+		return
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(answer)
+}
+
+// The edge -> gateway -> upstream path, with the gateway's answer to every
+// write type lost once: each record is on the upstream exactly once, and a
+// write without a look-up of its own (artifact_put) reached the upstream
+// once: the ledger answered its resend. The same run without the ledger
+// puts a second artifact on the upstream (the control).
+func TestEdgeThroughGatewayExactlyOnce(t *testing.T) {
+	for _, withLedger := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ledger", false: "no ledger (control)"}[withLedger], func(t *testing.T) {
+			g := newGW(t, []Device{{ID: "dev1", Label: "lab", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@lab"}, Coordinator: true, Admin: true}})
+			if withLedger {
+				l, err := ledger.Open(filepath.Join(t.TempDir(), ledger.FileName), time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				g.srv.Ledger = OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
+			}
+			writes := []string{"mempalace_add_drawer", "mempalace_diary_write", "mempalace_kg_add", "mempalace_kg_invalidate", "mempalace_kg_supersede",
+				"mempalace_event_append", "mempalace_event_ack", "mempalace_artifact_put", "mempalace_patch_submit"}
+			front := &losingFront{to: g.http.URL, drop: map[string]bool{}}
+			for _, w := range writes {
+				front.drop[w] = true
+			}
+			fs := httptest.NewServer(front)
+			defer fs.Close()
+
+			// A target for the ack, and facts to close, already upstream.
+			up := g.primary
+			upCall(t, up, "mempalace_event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "oc@lab", "to_agent": "pi@lab", "body": "the ask"})
+			upCall(t, up, "mempalace_kg_add", map[string]any{"subject": "ada", "predicate": "works_at", "object": "acme"})
+			upCall(t, up, "mempalace_kg_add", map[string]any{"subject": "bob", "predicate": "works_at", "object": "acme"})
+			var target string
+			for _, e := range up.Dump().Events {
+				target = e.ID
+			}
+
+			st, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev1", "lab")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			log := slog.New(slog.DiscardHandler)
+			tok := g.tokens["dev1"]
+			p := edge.NewPrimary(fs.URL+"/mcp", func() string { return tok }, log, edge.PrimaryOptions{Timeout: 3 * time.Second, OnUp: func() { st.Resume(context.Background()) }})
+			defer p.Close()
+			f := &outbox.Flusher{S: st, P: edge.FlushTarget(p), Log: log, BaseDelay: time.Millisecond}
+			ctx := context.Background()
+			enqueue := func(tool string, args map[string]any) {
+				b, _ := json.Marshal(args)
+				if _, err := st.Enqueue(ctx, tool, b, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			enqueue("mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "one drawer"})
+			enqueue("mempalace_diary_write", map[string]any{"agent_name": "pi", "entry": "one diary entry"})
+			enqueue("mempalace_kg_add", map[string]any{"subject": "ada", "predicate": "worked_at", "object": "initech", "valid_from": "2020-01-01", "valid_to": "2021-01-01"})
+			enqueue("mempalace_kg_invalidate", map[string]any{"subject": "ada", "predicate": "works_at", "object": "acme", "ended": "2026-01-01"})
+			enqueue("mempalace_kg_supersede", map[string]any{"subject": "bob", "predicate": "works_at", "old_object": "acme", "new_object": "globex", "at": "2026-01-01"})
+			enqueue("mempalace_event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@lab", "body": "one event"})
+			enqueue("mempalace_event_ack", map[string]any{"event_id": target, "from_agent": "pi@lab", "status": "applied", "body": "one ack"})
+			enqueue("mempalace_artifact_put", map[string]any{"kind": "note", "content": "one artifact", "created_by": "pi@lab"})
+			enqueue("mempalace_patch_submit", map[string]any{"content": "diff --git a b\n", "from_agent": "pi@lab", "stream": "s", "body": "one patch"})
+
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				if !p.Up() {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				st.Resume(ctx)
+				f.Drain(ctx)
+				s, _ := st.Stats(ctx)
+				if s.ByState[outbox.Queued]+s.ByState[outbox.Inflight] == 0 {
+					if s.ByState[outbox.Dead] > 0 {
+						t.Fatalf("dead ops: %+v", s.Dead)
+					}
+					break
+				}
+			}
+			if len(front.lost) != len(writes) {
+				t.Fatalf("answers lost: %v, want one of each of %v", front.lost, writes)
+			}
+
+			d := up.Dump()
+			count := func(match func(string) bool) int {
+				n := 0
+				for _, dr := range d.Drawers {
+					if match(dr.Content) {
+						n++
+					}
+				}
+				return n
+			}
+			events := func(body string) int {
+				n := 0
+				for _, e := range d.Events {
+					if e.Body == body {
+						n++
+					}
+				}
+				return n
+			}
+			facts := func(s, o string, closed bool) int {
+				n := 0
+				for _, tr := range d.Triples {
+					if tr.Subject == s && tr.Object == o && (tr.ValidTo != nil && *tr.ValidTo != "") == closed {
+						n++
+					}
+				}
+				return n
+			}
+			artifacts := func(content string) int {
+				n := 0
+				for _, a := range d.Artifacts {
+					if strings.Contains(a.Content, content) {
+						n++
+					}
+				}
+				return n
+			}
+			want := map[string]int{
+				"drawer":          count(func(c string) bool { return c == "one drawer" }),
+				"diary":           count(func(c string) bool { return c == "one diary entry" }),
+				"closed fact":     facts("ada", "initech", true),
+				"invalidated":     facts("ada", "acme", true),
+				"still open":      facts("ada", "acme", false) + facts("bob", "acme", false),
+				"superseded by":   facts("bob", "globex", false),
+				"event":           events("one event"),
+				"ack":             events("one ack"),
+				"patch event":     events("one patch"),
+				"patch artifact":  artifacts("diff --git a b"),
+				"artifact":        artifacts("one artifact"),
+				"artifact upcall": up.Calls("mempalace_artifact_put"),
+			}
+			for what, n := range want {
+				expect := 1
+				if what == "still open" {
+					expect = 0
+				}
+				if !withLedger && (what == "artifact" || what == "artifact upcall") {
+					expect = 2 // no look-up can find an artifact: the resend makes a second
+				}
+				if n != expect {
+					t.Errorf("%s: %d on the upstream, want %d", what, n, expect)
+				}
+			}
+		})
+	}
+}
+
+func upCall(t *testing.T, pl *fakepalace.Palace, tool string, args map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
+	if _, err := pl.Handle(b); err != nil {
+		t.Fatal(err)
+	}
+}
