@@ -41,6 +41,12 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
   // use, in days (default 7).
   // "grace_days": 7,
 
+  // The op-id ledger: every write an edge's outbox resends reaches
+  // MemPalace once (default: op-ledger.sqlite beside the audit log), and
+  // how many days an op id is remembered (default 7).
+  // "ledger_file": "/var/lib/devbox-gateway/op-ledger.sqlite",
+  // "ledger_retention_days": 7,
+
   // Each device has its own token. Add one with
   //   devbox-config gateway --config THIS_FILE device add laptop-7f3a --label laptop \
   //     --read 'shared,wing_opencode' --write 'shared,wing_opencode' --kg read --agents opencode@laptop

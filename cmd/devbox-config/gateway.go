@@ -97,11 +97,17 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 
 	// update applies an operator's change under the config's lock, to the
 	// file as it is now (gateway.UpdateConfig).
+	noConfig := func() error {
+		return exitError{1, fmt.Errorf("no gateway config at %s: create one with 'devbox-config gateway init --config %s'", config, config)}
+	}
 	update := func(change func(*gateway.Config) error) error {
 		if err := gateway.UpdateConfig(config, change); err != nil {
 			var ee exitError
-			if errors.As(err, &ee) {
+			switch {
+			case errors.As(err, &ee):
 				return ee
+			case errors.Is(err, fs.ErrNotExist):
+				return noConfig()
 			}
 			return exitError{1, err}
 		}
@@ -111,7 +117,7 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	load := func() (*gateway.Config, error) {
 		c, err := gateway.LoadConfig(config)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, exitError{1, fmt.Errorf("no gateway config at %s: create one with 'devbox-config gateway init --config %s'", config, config)}
+			return nil, noConfig()
 		}
 		if err != nil {
 			return nil, exitError{1, err}
