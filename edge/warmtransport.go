@@ -236,22 +236,43 @@ func (t *warmTransport) put(c *warmConn) {
 	t.mu.Unlock()
 }
 
-// aged retires an idle connection at maxAge and, while the agent is at
-// work, dials its replacement.
+// aged retires an idle connection at maxAge. While the agent is at work
+// its replacement is dialled first and the old one retired after, so a
+// call in between still finds a connection ready (maxAge is well inside
+// upstream's socket timeout, so the old one lives the dial's few ms more).
 func (t *warmTransport) aged(c *warmConn) {
+	t.mu.Lock()
+	idle := slices.Contains(t.idle, c)
+	active := time.Since(t.lastUse) < t.warmFor
+	t.mu.Unlock()
+	if !idle {
+		return // taken meanwhile
+	}
+	if !active {
+		t.retire(c)
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if n, err := t.dial(ctx); err == nil {
+			t.put(n)
+		}
+		t.retire(c)
+	}()
+}
+
+// retire closes an idle connection unless a call took it meanwhile.
+func (t *warmTransport) retire(c *warmConn) {
 	t.mu.Lock()
 	i := slices.Index(t.idle, c)
 	if i < 0 {
 		t.mu.Unlock()
-		return // taken meanwhile
+		return
 	}
 	t.idle = slices.Delete(t.idle, i, i+1)
-	active := time.Since(t.lastUse) < t.warmFor
 	t.mu.Unlock()
 	c.Close()
-	if active {
-		t.spare()
-	}
 }
 
 // spare dials one connection for the next call, unless one is idle or

@@ -97,6 +97,30 @@ CREATE INDEX IF NOT EXISTS ops_active ON ops(local_seq) WHERE state IN ('queued'
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 `
 
+// setUp creates or migrates the schema. Processes opening one fresh file
+// at the same moment (two containers starting on one palace) can meet
+// SQLITE_BUSY where SQLite does not wait (switching the file to WAL), so a
+// busy set-up is tried again for a few seconds.
+func setUp(db *sql.DB) error {
+	delay := 5 * time.Millisecond
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		_, err := db.Exec(schema)
+		if err == nil {
+			err = migrate(db)
+		}
+		if err == nil || !busy(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+// busy reports SQLite's SQLITE_BUSY (database is locked).
+func busy(err error) bool {
+	return strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked")
+}
+
 // migrate brings an outbox made by an older edge up to the schema.
 func migrate(db *sql.DB) error {
 	var n int
@@ -138,13 +162,9 @@ func Open(path, device, label string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
-	if _, err := db.Exec(schema); err != nil {
+	if err := setUp(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("outbox %s is not a usable SQLite database: %w", path, err)
-	}
-	if err := migrate(db); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
 	var ok string
 	if err := db.QueryRow("PRAGMA quick_check").Scan(&ok); err != nil || ok != "ok" {
