@@ -14,6 +14,7 @@ import (
 
 	"github.com/tailscale/hujson"
 
+	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
@@ -199,7 +200,8 @@ func (c *Config) Save(file string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(file, append(b, '\n'), 0o600)
+	_, err = filewrite.Write(file, append(b, '\n'), 0o600)
+	return err
 }
 
 func match(globs []string, wing string) bool {

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/joakimp/devbox-config/filewrite"
 )
 
 // State is what the running gateway learns and must keep: a token's first
@@ -73,7 +74,8 @@ func RecordFirstUse(file string, uses map[string]time.Time) error {
 		if err != nil {
 			return err
 		}
-		return writeFileAtomic(file, append(b, '\n'), 0o600)
+		_, err = filewrite.Write(file, append(b, '\n'), 0o600)
+		return err
 	})
 }
 
@@ -148,42 +150,6 @@ func withLock(file string, fn func() error) error {
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return fn()
-}
-
-// writeFileAtomic writes a temporary file in the same directory, fsyncs
-// it, renames it over file and fsyncs the directory: a reader sees the old
-// or the new content, never a part, and a crash keeps one of the two.
-func writeFileAtomic(file string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(file)
-	tmp, err := os.CreateTemp(dir, filepath.Base(file)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), file); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // tokenState is the gateway's in-memory view of the state file.
