@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +21,8 @@ import (
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -31,7 +36,15 @@ import (
 // field, success:false) and writes are refused unapplied with HTTP 200 and
 // success:false. CHAOS_SEED=n replays a run; CHAOS_WRITES sets the count
 // (default 1000).
-func TestChaos(t *testing.T) {
+func TestChaos(t *testing.T) { chaos(t, false) }
+
+// TestChaosThroughGateway is TestChaos with the edges talking to the
+// primary through `devbox-config gateway` and its op-id ledger (in this
+// process, as an http.Handler): restarts, drops and refusals happen behind
+// it.
+func TestChaosThroughGateway(t *testing.T) { chaos(t, true) }
+
+func chaos(t *testing.T, viaGateway bool) {
 	if testing.Short() {
 		t.Skip("chaos test skipped in -short")
 	}
@@ -43,7 +56,7 @@ func TestChaos(t *testing.T) {
 	if s := os.Getenv("CHAOS_WRITES"); s != "" {
 		writes, _ = strconv.Atoi(s)
 	}
-	t.Logf("chaos seed %d (replay: CHAOS_SEED=%d go test ./edge -run Chaos)", seed, seed)
+	t.Logf("chaos seed %d (replay: CHAOS_SEED=%d go test ./edge -run '%s$')", seed, seed, t.Name())
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	var rngMu sync.Mutex
 	rnd := func(n int) int { rngMu.Lock(); defer rngMu.Unlock(); return rng.IntN(n) }
@@ -61,7 +74,11 @@ func TestChaos(t *testing.T) {
 	palace := filepath.Join(t.TempDir(), "palace")
 	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
 	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
-	env := append(os.Environ(), "MEMPALACE_REMOTE_URL="+srv.URL(), "MEMPALACE_REMOTE_TOKEN="+testToken,
+	url, token := srv.URL(), testToken
+	if viaGateway {
+		url, token = chaosGateway(t, srv.URL())
+	}
+	env := append(os.Environ(), "MEMPALACE_REMOTE_URL="+url, "MEMPALACE_REMOTE_TOKEN="+token,
 		"MEMPALACE_EDGE_CHILD="+child, "MEMPALACE_PALACE_PATH="+palace, "MEMPALACE_EDGE_TIMEOUT=1s",
 		"MEMPALACE_EDGE_LEASE=1s", "MEMPALACE_EDGE_LOG=error", "MEMPALACE_ORIGIN_DEVICE=chaos-dev")
 
@@ -319,7 +336,7 @@ func TestChaos(t *testing.T) {
 	drawers := map[string]int{}
 	for _, d := range st.Drawers {
 		drawers[d.Content]++
-		if d.AddedBy != "" && !d.Diary && d.AddedBy != "mcp/-/chaos-dev" {
+		if d.AddedBy != "" && !d.Diary && d.AddedBy != "mcp/-/chaos-dev" && d.AddedBy != "mcp/chaos/chaos-dev" {
 			t.Errorf("drawer stamped %q", d.AddedBy)
 		}
 	}
@@ -435,4 +452,46 @@ func leasePid(palace string) int {
 	}
 	pid, _ := strconv.Atoi(parts[1])
 	return pid
+}
+
+// chaosGateway runs a gateway (with its op-id ledger) in front of the
+// primary at upstream and returns its URL and a device token that may do
+// everything the chaos agents do.
+func chaosGateway(t *testing.T, upstream string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
+		Devices: []gateway.Device{{ID: "chaos-dev", Label: "chaos", Read: []string{"*"}, Write: []string{"*"}, KG: "write",
+			Agents: []string{"opencode@A", "opencode@B"}, Coordinator: true, WriteRate: 10000, ReadRate: 10000}}}
+	key, err := gateway.LoadSecret(cfg.SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := gateway.Issue(key, &cfg.Devices[0], time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "gateway.jsonc")
+	if err := cfg.Save(file); err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(cfg.LedgerPath(), cfg.LedgerRetention())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	log := slog.New(slog.DiscardHandler)
+	s := &gateway.Server{ConfigFile: file, Upstream: upstream, UpstreamToken: func() string { return testToken }, BindHost: "127.0.0.1", Log: log,
+		Ledger: gateway.OpLedger{L: l, Log: log}}
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: s}
+	go hs.Serve(ln)
+	t.Cleanup(func() { hs.Close() })
+	return "http://" + ln.Addr().String() + "/mcp", tok
 }
