@@ -205,44 +205,6 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 	}()
 }
 
-// readyWhenChild marks the tools ready as soon as the child's list is in.
-func (e *Edge) readyWhenChild() {
-	for i := 0; i < 600; i++ {
-		e.mu.Lock()
-		known := e.childListed || e.childDown.Load()
-		e.mu.Unlock()
-		if known {
-			e.markToolsReady()
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	e.markToolsReady()
-}
-
-// markToolsReady lets tools/list and tools/call through; with no tool
-// known at all, the catalogue's stand in.
-func (e *Edge) markToolsReady() {
-	e.readyOnce.Do(func() {
-		e.addStopgapTools()
-		close(e.toolsReady)
-	})
-}
-
-// localDown is the child supervisor's word that the local palace server
-// did not start: calls fail at once, and the tools are ready with what is
-// known (the cache, the primary's list, else the catalogue's).
-func (e *Edge) localServerDown(err error) {
-	e.log.Error("the local palace server did not start; the edge runs degraded (reads from the primary, writes queued)", "err", err)
-	e.childDown.Store(true)
-	e.mu.Lock()
-	primaryKnown := len(e.primaryTools) > 0
-	e.mu.Unlock()
-	if e.cfg.PassThrough() || primaryKnown || (e.primary != nil && !e.primary.Up()) {
-		e.markToolsReady()
-	}
-}
-
 func (e *Edge) setAgent(ss *mcp.ServerSession) {
 	e.mu.Lock()
 	e.agent = ss

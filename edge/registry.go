@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -174,5 +175,43 @@ func (e *Edge) addStopgapTools() {
 	e.log.Warn("no tool list is known (no cache, the local palace server is not running, the primary not reached): listing the catalogue's tools", "tools", len(add))
 	for _, t := range add {
 		e.server.AddTool(t, e.handler)
+	}
+}
+
+// readyWhenChild marks the tools ready as soon as the child's list is in.
+func (e *Edge) readyWhenChild() {
+	for i := 0; i < 600; i++ {
+		e.mu.Lock()
+		known := e.childListed || e.childDown.Load()
+		e.mu.Unlock()
+		if known {
+			e.markToolsReady()
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	e.markToolsReady()
+}
+
+// markToolsReady lets tools/list and tools/call through; with no tool
+// known at all, the catalogue's stand in.
+func (e *Edge) markToolsReady() {
+	e.readyOnce.Do(func() {
+		e.addStopgapTools()
+		close(e.toolsReady)
+	})
+}
+
+// localDown is the child supervisor's word that the local palace server
+// did not start: calls fail at once, and the tools are ready with what is
+// known (the cache, the primary's list, else the catalogue's).
+func (e *Edge) localServerDown(err error) {
+	e.log.Error("the local palace server did not start; the edge runs degraded (reads from the primary, writes queued)", "err", err)
+	e.childDown.Store(true)
+	e.mu.Lock()
+	primaryKnown := len(e.primaryTools) > 0
+	e.mu.Unlock()
+	if e.cfg.PassThrough() || primaryKnown || (e.primary != nil && !e.primary.Up()) {
+		e.markToolsReady()
 	}
 }
