@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/joho/godotenv"
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/doctor"
@@ -50,21 +49,13 @@ usage errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := doctor.Options{Env: os.LookupEnv, LookPath: exec.LookPath, EnvFiles: []string{".env"}}
-			if home != "" {
-				opts.Home, opts.HomeFromFlag = home, true
-			} else {
-				h, err := os.UserHomeDir()
-				if err != nil {
-					return usageError("no home directory (set HOME or pass --home): %v", err)
-				}
-				opts.Home = h
+			se, err := readStartEnv(home, envFile)
+			if err != nil {
+				return err
 			}
-			if envFile != "" {
-				vars, err := godotenv.Read(envFile)
-				if err != nil {
-					return usageError("--env-file %s: %v", envFile, err)
-				}
-				opts.Env = doctorEnvLookup(vars)
+			opts.Home, opts.HomeFromFlag = se.home, se.homeFromFlag
+			if se.vars != nil {
+				opts.Env = doctorEnvLookup(se.vars)
 				opts.EnvFiles = []string{envFile}
 			}
 			failed := false

@@ -56,21 +56,13 @@ was skipped or a user's value kept; 2 on usage errors.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := newLogger(stderr, slog.LevelInfo)
 			opts := render.Options{Reclaim: reclaim, Log: log, Env: os.LookupEnv, LookPath: exec.LookPath}
-			if home != "" {
-				opts.Home, opts.HomeFromFlag = home, true
-			} else {
-				h, err := os.UserHomeDir()
-				if err != nil {
-					return usageError("no home directory (set HOME or pass --home): %v", err)
-				}
-				opts.Home = h
+			se, err := readStartEnv(home, envFile)
+			if err != nil {
+				return err
 			}
-			if envFile != "" {
-				vars, err := godotenv.Read(envFile)
-				if err != nil {
-					return usageError("--env-file %s: %v", envFile, err)
-				}
-				opts.Env = envFileLookup(vars)
+			opts.Home, opts.HomeFromFlag = se.home, se.homeFromFlag
+			if se.vars != nil {
+				opts.Env = envFileLookup(se.vars)
 			}
 			if piTemplate != "" {
 				b, err := os.ReadFile(piTemplate)
@@ -147,6 +139,33 @@ was skipped or a user's value kept; 2 on usage errors.`,
 
 // envFileLookup reads the ladder's variables from an env file only, and
 // everything else (PATH, XDG_*) from the process.
+// startEnv is what --home and --env-file say, as render and doctor read
+// them.
+type startEnv struct {
+	home         string
+	homeFromFlag bool
+	vars         map[string]string // the --env-file's variables; nil without one
+}
+
+func readStartEnv(home, envFile string) (startEnv, error) {
+	se := startEnv{home: home, homeFromFlag: home != ""}
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return se, usageError("no home directory (set HOME or pass --home): %v", err)
+		}
+		se.home = h
+	}
+	if envFile != "" {
+		vars, err := godotenv.Read(envFile)
+		if err != nil {
+			return se, usageError("--env-file %s: %v", envFile, err)
+		}
+		se.vars = vars
+	}
+	return se, nil
+}
+
 func envFileLookup(vars map[string]string) ladder.Lookup {
 	return func(name string) (string, bool) {
 		for _, v := range ladder.Vars {
