@@ -230,3 +230,8 @@ func (t Tool) InputSchema() map[string]any {
 func (t Tool) Description() string {
 	return "MemPalace " + t.Name + " (" + t.Route.String() + "; listed from devbox-config's catalogue while no MemPalace server has answered)"
 }
+
+// FilterOf is a tool's answer shape (NoFilter for unknown tools): what the
+// gateway cuts to a device's wings and how the edge merges two palaces'
+// answers.
+func FilterOf(name string) Filter { t, _ := Lookup(name); return t.Filter }

@@ -16,6 +16,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // canaryTolerance is how far two distances for one drawer may differ
@@ -31,7 +33,10 @@ func (e *Edge) mergedRead(ctx context.Context, p *mcp.CallToolParams) (*mcp.Call
 		res *mcp.CallToolResult
 		err error
 	}
-	if strings.HasSuffix(p.Name, "list_drawers") {
+	// The answer's shape, as the catalogue names it for the gateway's
+	// filter, says how the two sides merge.
+	shape := catalogue.FilterOf(p.Name)
+	if shape == catalogue.FilterDrawers {
 		// Page the union: both sides from the start, up to the end of the
 		// requested page.
 		a := argsMap(p.Arguments)
@@ -83,17 +88,17 @@ func (e *Edge) mergedRead(ctx context.Context, p *mcp.CallToolParams) (*mcp.Call
 		return e.local(ctx, p)
 	}
 	args := argsMap(orig.Arguments)
-	if strings.TrimPrefix(p.Name, "mempalace_") == "search" { // as Route names it
+	if shape == catalogue.FilterHits {
 		return textResult(e.mergeSearch(lt, pt, intArg(args, "limit", 5)), false, nil), nil
 	}
 	lm, pm := resultJSON(local), resultJSON(prim.res)
 	var merged map[string]any
-	switch strings.TrimPrefix(p.Name, "mempalace_") {
-	case "check_duplicate":
+	switch shape {
+	case catalogue.FilterMatches:
 		merged = mergeDuplicates(lm, pm)
-	case "diary_read":
+	case catalogue.FilterDiary:
 		merged = mergeDiary(lm, pm, intArg(args, "last_n", 10))
-	case "list_drawers":
+	case catalogue.FilterDrawers:
 		merged = mergeDrawers(lm, pm, intArg(args, "offset", 0), intArg(args, "limit", 20))
 	default:
 		merged = pm

@@ -3,6 +3,8 @@ package mailbox
 import (
 	"fmt"
 	"strings"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // Identity is an agent's address on the log, <harness>@<label> (RFC 003
@@ -36,14 +38,15 @@ func IdentityWarning(agent string) string {
 	return fmt.Sprintf("agent identity %q is bare: in a fleet nobody can address it, and every device using the same name discards the others' asks as its own (RFC 003 §3.2, §7.7); use <harness>@<device>, e.g. %q (set MEMPALACE_ORIGIN_LABEL)", agent, agent+"@laptop")
 }
 
-// CheckFromAgent returns a warning when an outgoing event_append,
-// event_ack or patch_submit has a missing, blank or bare from_agent, and
+// CheckFromAgent returns a warning when an outgoing coordination write that
+// names its writer in from_agent (event_append, event_ack, patch_submit,
+// task_create: the catalogue's records) has a missing, blank or bare
+// from_agent, and
 // "" otherwise (or for any other tool). It never changes args: the edge
 // reports, the agent decides.
 func CheckFromAgent(tool string, args map[string]any) string {
-	switch tool {
-	case "mempalace_event_append", "mempalace_event_ack", "mempalace_patch_submit":
-	default:
+	// The coordination writes that name their writer in from_agent.
+	if rec, _ := catalogue.Lookup(tool); rec.Route != catalogue.CoordinationWrite || rec.Identity != "from_agent" {
 		return ""
 	}
 	v, present := args["from_agent"]
