@@ -100,9 +100,11 @@ type Report struct {
 	Sampled     int            `json:"verify_sampled"`
 	// Calls counts the calls made to the primary and the local palace by
 	// tool (for calls per record).
-	Calls      map[string]int `json:"calls"`
-	Checkpoint string         `json:"checkpoint,omitempty"`
-	Notes      []string       `json:"notes"`
+	Calls map[string]int `json:"calls"`
+	// Seconds is how long each phase took (read, queue, send, verify).
+	Seconds    map[string]float64 `json:"seconds"`
+	Checkpoint string             `json:"checkpoint,omitempty"`
+	Notes      []string           `json:"notes"`
 }
 
 // OK reports a join after which everything selected is on the primary
@@ -110,7 +112,7 @@ type Report struct {
 func (r Report) OK() bool { return len(r.Failed) == 0 && len(r.Mismatches) == 0 }
 
 func newReport(target string) Report {
-	r := Report{Sent: map[string]int{}, Skipped: map[string]int{}, Manifest: map[string]int{}, Pending: map[string]int{}, Calls: map[string]int{}, Target: target, Mismatches: []Mismatch{}, Failed: []Failure{}, Excluded: Excluded{Wings: []string{}}}
+	r := Report{Sent: map[string]int{}, Skipped: map[string]int{}, Manifest: map[string]int{}, Pending: map[string]int{}, Calls: map[string]int{}, Seconds: map[string]float64{}, Target: target, Mismatches: []Mismatch{}, Failed: []Failure{}, Excluded: Excluded{Wings: []string{}}}
 	for _, k := range Kinds {
 		r.Sent[k], r.Skipped[k], r.Pending[k] = 0, 0, 0
 	}
@@ -227,6 +229,11 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 	}
 
 	var man Manifest
+	phase := time.Now()
+	lap := func(name string) {
+		rep.Seconds[name] = float64(time.Since(phase).Milliseconds()) / 1000
+		phase = time.Now()
+	}
 	if !o.Resume {
 		o.Progress.Phase("reading the local palace", 0)
 		kgFiles := []string{}
@@ -247,6 +254,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 		rep.FactsSource = man.FactsSource
 		rep.Failed = append(rep.Failed, man.Failed...)
 	}
+	lap("read")
 
 	// What earlier runs queued or sent.
 	var store *outbox.Store
@@ -353,6 +361,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 		o.Progress.Set(queued)
 	}
 	o.Progress.Done()
+	lap("queue")
 	cp.UpdatedAt = time.Now().UTC()
 	if err := writeCheckpoint(cfg.Palace, target, cp); err != nil {
 		log.Warn("join checkpoint not written", "err", err)
@@ -368,6 +377,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 		writeCheckpoint(cfg.Palace, target, cp)
 	})
 	rep.Failed = append(rep.Failed, dropped...)
+	lap("send")
 
 	// Outcome per record, from the ops as they now are.
 	final, err := allOps(ctx, store)
@@ -439,6 +449,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 			o.Progress.Set(done)
 		}
 		o.Progress.Done()
+		lap("verify")
 	}
 
 	// Checkpoint.
