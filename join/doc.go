@@ -16,6 +16,8 @@
 //     sha256(entry)[:12] id suffix against the primary's diary wing listed
 //     once per wing; the op id rides in _meta for a gateway's ledger, and
 //     a kill at any point leaves ops the next run resumes.
+//   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
+//     list_drawers, content from get_drawer.
 //   - Wings the policy marks local are never read for sending; --wing
 //     globs narrow further.
 //   - The state of each target is checkpointed in <palace>/edge/

@@ -489,3 +489,78 @@ func TestJoinFactsBeyondTimelineCap(t *testing.T) {
 		}
 	}
 }
+
+// A primary that accepts nothing ends the join with everything queued and
+// named; --resume sends exactly what was left, and only that.
+func TestJoinPrimaryDownThenResume(t *testing.T) {
+	p, pr := newPalace(t), newPrimary(t)
+	fill(t, p, "a")
+	p.policy(t, localWorkspace)
+	p.save(t)
+	cfg := config(t, p, pr)
+	addr := pr.srv.Addr()
+	pr.srv.Stop()
+	rep := run(t, cfg, Options{Stall: time.Second, Verify: All})
+	if rep.OK() || rep.Sent[Drawers] != 0 {
+		t.Fatalf("a join to a stopped primary reported success: %+v", rep)
+	}
+	joined := strings.Join(func() []string {
+		var s []string
+		for _, f := range rep.Failed {
+			s = append(s, f.Error)
+		}
+		return s
+	}(), "\n")
+	if !strings.Contains(joined, "accepted nothing") || !strings.Contains(joined, "run devbox-config join again") {
+		t.Fatalf("failures do not say what to do:\n%s", joined)
+	}
+	cp, _ := readCheckpoint(p.dir)
+	if cp[rep.Target].State != "in_progress" || cp[rep.Target].JoinedAt != nil {
+		t.Fatalf("bootstrap.json after a failed join: %+v", cp[rep.Target])
+	}
+	if err := pr.srv.Start(addr); err != nil {
+		t.Fatal(err)
+	}
+	rep = run(t, cfg, Options{Resume: true})
+	if !rep.OK() || rep.Sent[Drawers] != 7 || rep.Sent[Diaries] != 3 || rep.Sent[Facts] != 4 {
+		t.Fatalf("resume: %+v", rep)
+	}
+	if rep.Manifest[Drawers] != 7 {
+		t.Fatalf("resume read %d drawers; it sends only what was queued", rep.Manifest[Drawers])
+	}
+	exactlyOnce(t, pr)
+	cp, _ = readCheckpoint(p.dir)
+	if cp[rep.Target].State != "complete" || cp[rep.Target].JoinedAt == nil {
+		t.Fatalf("bootstrap.json after resume: %+v", cp[rep.Target])
+	}
+	if _, err := Run(context.Background(), config(t, newPalace(t), pr), Options{Resume: true}); err == nil {
+		t.Fatal("--resume on a palace that never started a join must be a usage error")
+	}
+}
+
+func TestProgressLines(t *testing.T) {
+	var b strings.Builder
+	p := &Progress{W: &b, Every: 30 * time.Millisecond}
+	p.Phase("sending", 100)
+	p.Set(1)
+	if b.Len() != 0 {
+		t.Fatalf("a log line before the interval: %q", b.String())
+	}
+	time.Sleep(40 * time.Millisecond)
+	p.Set(50)
+	p.Set(60)
+	p.Done()
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "50/100 records") || !strings.Contains(lines[1], "60/100") || !strings.Contains(lines[0], "ETA") {
+		t.Fatalf("log lines: %q", b.String())
+	}
+	b.Reset()
+	p = &Progress{W: &b, Terminal: true}
+	p.Phase("queuing", 10)
+	time.Sleep(210 * time.Millisecond)
+	p.Set(5)
+	p.Done()
+	if !strings.HasPrefix(b.String(), "\r\x1b[K") || strings.Count(b.String(), "\n") != 1 || !strings.Contains(b.String(), "5/10") {
+		t.Fatalf("terminal line: %q", b.String())
+	}
+}

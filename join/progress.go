@@ -34,7 +34,8 @@ func (p *Progress) Phase(name string, total int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.endLocked()
-	p.phase, p.done, p.total, p.start, p.last = name, 0, total, time.Now(), time.Time{}
+	now := time.Now()
+	p.phase, p.done, p.total, p.start, p.last, p.drawn = name, 0, total, now, now, false
 }
 
 // Set records how much of the phase is done and draws when due.
@@ -76,20 +77,26 @@ func (p *Progress) line() string {
 }
 
 func (p *Progress) drawLocked() {
+	p.drawn = true
 	if p.Terminal {
 		fmt.Fprintf(p.W, "\r\x1b[K%s", p.line())
-		p.drawn = true
 		return
 	}
 	fmt.Fprintln(p.W, p.line())
 }
 
-// endLocked finishes a redrawn line so the next output starts clean.
+// endLocked finishes a phase that drew anything: the redrawn line ends,
+// a log gets the phase's last count (a short phase stays silent).
 func (p *Progress) endLocked() {
-	if p.Terminal && p.drawn {
-		fmt.Fprintf(p.W, "\r\x1b[K%s\n", p.line())
-		p.drawn = false
+	if !p.drawn || p.phase == "" {
+		return
 	}
+	if p.Terminal {
+		fmt.Fprintf(p.W, "\r\x1b[K%s\n", p.line())
+	} else {
+		fmt.Fprintln(p.W, p.line())
+	}
+	p.drawn = false
 }
 
 // Done ends the current phase.
