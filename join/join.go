@@ -386,6 +386,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 	}
 	var verifyTargets []verifyTarget
 	diaryWings := map[string]bool{}
+	var wrote []writtenRecord // sent by this run: checked for a concurrent copy
 	for _, pl := range plan {
 		op, ok := final[pl.op.ID]
 		if !ok {
@@ -399,6 +400,9 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 				rep.Skipped[pl.rec.Kind]++
 			} else {
 				rep.Sent[pl.rec.Kind]++
+				if pl.rec.Kind == Diaries || pl.rec.Closed {
+					wrote = append(wrote, writtenRecord{pl.rec, str(res, "entry_id")})
+				}
 			}
 			if pl.rec.LocalID != "" {
 				id := str(res, "drawer_id")
@@ -424,15 +428,26 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 		}
 	}
 
+	// Diaries and closed facts have no server guard: a copy another
+	// palace's join sent at the same time is found and named, never
+	// deleted.
+	var listing map[string]map[string][]string
+	if ctx.Err() == nil && (len(wrote) > 0 || (o.Verify != 0 && len(diaryWings) > 0)) {
+		for _, w := range wrote {
+			if w.rec.Kind == Diaries {
+				diaryWings[w.rec.Wing] = true
+			}
+		}
+		listing = primaryDiaryIDs(ctx, primary, diaryWings)
+		rep.Mismatches = append(rep.Mismatches, concurrentCopies(ctx, primary, wrote, listing)...)
+	}
+
 	// Verification by content.
 	if o.Verify != 0 && len(verifyTargets) > 0 && ctx.Err() == nil {
-		if len(diaryWings) > 0 {
-			ids := primaryDiaryIDs(ctx, primary, diaryWings)
-			for i := range verifyTargets {
-				t := &verifyTargets[i]
-				if t.primaryID == "" && t.rec.Kind == Diaries {
-					t.primaryID = ids[t.rec.Wing][suffixOf(t.rec.Content)]
-				}
+		for i := range verifyTargets {
+			t := &verifyTargets[i]
+			if ids := listing[t.rec.Wing][suffixOf(t.rec.Content)]; t.primaryID == "" && t.rec.Kind == Diaries && len(ids) > 0 {
+				t.primaryID = ids[0]
 			}
 		}
 		sort.Slice(verifyTargets, func(i, j int) bool { return verifyTargets[i].rec.LocalID < verifyTargets[j].rec.LocalID })
@@ -514,11 +529,12 @@ func suffixOf(entry string) string {
 	return hex.EncodeToString(sum[:])[:12]
 }
 
-// primaryDiaryIDs lists the primary's diary wings once each: suffix -> id.
-func primaryDiaryIDs(ctx context.Context, primary Caller, wings map[string]bool) map[string]map[string]string {
-	out := map[string]map[string]string{}
+// primaryDiaryIDs lists the primary's diary wings once each:
+// wing -> sha256(entry)[:12] suffix -> ids, sorted.
+func primaryDiaryIDs(ctx context.Context, primary Caller, wings map[string]bool) map[string]map[string][]string {
+	out := map[string]map[string][]string{}
 	for wing := range wings {
-		ids := map[string]string{}
+		ids := map[string][]string{}
 		for offset := 0; ; {
 			page, err := primary.Call(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": offset})
 			if err != nil || errorOf(page) != nil {
@@ -526,11 +542,10 @@ func primaryDiaryIDs(ctx context.Context, primary Caller, wings map[string]bool)
 			}
 			rows, _ := page["drawers"].([]any)
 			for _, x := range rows {
-				id := str(x.(map[string]any), "drawer_id")
+				row, _ := x.(map[string]any)
+				id := str(row, "drawer_id")
 				if i := strings.LastIndex(id, "_"); i >= 0 && len(id)-i-1 == 12 {
-					if _, ok := ids[id[i+1:]]; !ok {
-						ids[id[i+1:]] = id
-					}
+					ids[id[i+1:]] = append(ids[id[i+1:]], id)
 				}
 			}
 			offset += len(rows)
@@ -539,7 +554,59 @@ func primaryDiaryIDs(ctx context.Context, primary Caller, wings map[string]bool)
 				break
 			}
 		}
+		for _, v := range ids {
+			sort.Strings(v)
+		}
 		out[wing] = ids
+	}
+	return out
+}
+
+// writtenRecord is a diary entry or closed fact this run sent.
+type writtenRecord struct {
+	rec Record
+	id  string // diary_write's entry_id
+}
+
+// concurrentCopies finds, after the drain, a second copy of what this run
+// wrote where no server guard could stop one: a diary entry whose suffix
+// appears twice in its wing, a closed fact twice on its subject. Only a
+// join of another palace running at the same moment makes one (the
+// outbox's look-ups and lease serialize everything else). One listing per
+// diary wing, one kg_query per subject.
+func concurrentCopies(ctx context.Context, primary Caller, wrote []writtenRecord, listing map[string]map[string][]string) []Mismatch {
+	var out []Mismatch
+	subjects := map[string][]writtenRecord{}
+	for _, w := range wrote {
+		if w.rec.Kind == Facts {
+			subjects[str(w.rec.Args, "subject")] = append(subjects[str(w.rec.Args, "subject")], w)
+			continue
+		}
+		if ids := listing[w.rec.Wing][suffixOf(w.rec.Content)]; len(ids) > 1 {
+			out = append(out, Mismatch{Kind: Diaries, LocalID: w.rec.LocalID, PrimaryID: w.id, Wing: w.rec.Wing, Verdict: "duplicate on the primary",
+				Detail: fmt.Sprintf("the primary holds this entry %d times (%s): another palace joined at the same moment; keep one and delete the others there", len(ids), strings.Join(ids, ", "))})
+		}
+	}
+	for subject, ws := range subjects {
+		res, err := primary.Call(ctx, "mempalace_kg_query", map[string]any{"entity": subject, "direction": "outgoing"})
+		if err != nil || errorOf(res) != nil {
+			continue // the look-up says nothing either way; verification is by drawers
+		}
+		facts, _ := res["facts"].([]any)
+		for _, w := range ws {
+			n := 0
+			for _, x := range facts {
+				f, _ := x.(map[string]any)
+				if str(f, "subject") == subject && str(f, "predicate") == str(w.rec.Args, "predicate") && str(f, "object") == str(w.rec.Args, "object") &&
+					str(f, "valid_from") == str(w.rec.Args, "valid_from") && str(f, "valid_to") == str(w.rec.Args, "valid_to") {
+					n++
+				}
+			}
+			if n > 1 {
+				out = append(out, Mismatch{Kind: Facts, LocalID: recordName(w.rec), Verdict: "duplicate on the primary",
+					Detail: fmt.Sprintf("the primary holds this closed fact %d times: another palace joined at the same moment (closed facts have no server guard, RFC 001 §3.2)", n)})
+			}
+		}
 	}
 	return out
 }
@@ -593,6 +660,6 @@ func notes(r Report) []string {
 	if r.FactsSource != "" {
 		n = append(n, "facts read by: "+r.FactsSource)
 	}
-	n = append(n, "join one palace at a time: a diary entry or closed fact that two palaces both hold can land twice if they join concurrently (no server guard, RFC 001 §7.6, §3.2)")
+	n = append(n, "join one palace at a time: a diary entry or closed fact that two palaces both hold can land twice if they join concurrently (no server guard, RFC 001 §7.6, §3.2); a copy found after sending is named as a mismatch")
 	return n
 }

@@ -564,3 +564,57 @@ func TestProgressLines(t *testing.T) {
 		t.Fatalf("terminal line: %q", b.String())
 	}
 }
+
+// Two different palaces joining one primary at the same moment: neither
+// MemPalace nor the outbox can stop both from sending a diary entry or a
+// closed fact they share (no server guard; the look-ups race). The join
+// cannot prevent it, so it finds it: each run names the second copy as a
+// mismatch instead of reporting success.
+func TestJoinNamesACopyFromAConcurrentPalace(t *testing.T) {
+	pr := newPrimary(t)
+	trace := &testbed.SyncBuffer{}
+	fakepalace.SetTrace(pr.pl, trace)
+	diaryGate, factGate := make(chan struct{}), make(chan struct{})
+	pr.pl.SetHold("mempalace_diary_write", diaryGate)
+	pr.pl.SetHold("mempalace_kg_add", factGate)
+	var cfgs []Config
+	for _, tag := range []string{"a", "b"} {
+		p := newPalace(t)
+		p.do(t, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": tag + " own note"})
+		p.do(t, "diary_write", map[string]any{"agent_name": "opencode", "entry": "shared diary entry"})
+		p.do(t, "kg_add", map[string]any{"subject": "Alice", "predicate": "lived_in", "object": "Oslo", "valid_from": "2020-01-01", "valid_to": "2023-06-30"})
+		p.save(t)
+		cfgs = append(cfgs, config(t, p, pr))
+	}
+	waitFor := func(tool string, n int) {
+		deadline := time.Now().Add(20 * time.Second)
+		for strings.Count(trace.String(), `"name":"`+tool+`"`) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("never saw %d %s calls:\n%s", n, tool, trace.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	reps := make([]Report, 2)
+	var wg sync.WaitGroup
+	for i := range cfgs {
+		wg.Add(1)
+		go func() { defer wg.Done(); reps[i] = run(t, cfgs[i], Options{}) }()
+	}
+	waitFor("mempalace_diary_write", 2) // both looked, found nothing, and wrote
+	close(diaryGate)
+	waitFor("mempalace_kg_add", 2)
+	close(factGate)
+	wg.Wait()
+	for i, r := range reps {
+		verdicts := map[string]int{}
+		for _, m := range r.Mismatches {
+			if m.Verdict == "duplicate on the primary" {
+				verdicts[m.Kind]++
+			}
+		}
+		if r.OK() || verdicts[Diaries] != 1 || verdicts[Facts] != 1 {
+			t.Errorf("join %d did not name both copies: %+v", i, r.Mismatches)
+		}
+	}
+}
