@@ -97,7 +97,7 @@ func drain(ctx context.Context, store *outbox.Store, primary outbox.Primary, sta
 	}
 	stopWatch()
 	<-watched
-	if hw, ok := highWater(ctx, store); ok {
+	if hw, ok := highWater(context.WithoutCancel(ctx), store); ok {
 		checkpoint(hw)
 	}
 	return failed

@@ -5,12 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -186,7 +186,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 		return rep, usage("%v", err)
 	}
 	for _, g := range o.Wings {
-		if _, err := filepath.Match(g, "x"); err != nil {
+		if _, err := path.Match(g, "x"); err != nil {
 			return rep, usage("--wing %q: bad glob: %v", g, err)
 		}
 	}
@@ -211,21 +211,23 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 		}
 	}
 
-	// The local palace, through the server the edge starts.
-	cctx, stopChild := context.WithCancel(context.Background())
-	child := edge.NewChild(cfg.Child, cfg.ChildEnv, log, edge.ChildOptions{Stderr: cfg.ChildStderr, Version: cfg.Version, Wait: max(cfg.Timeout, 10*time.Second)})
-	childDone := make(chan struct{})
-	go func() { child.Run(cctx); close(childDone) }()
-	defer func() { stopChild(); <-childDone }()
-	local := &counter{calls: rep.Calls, side: "local", next: childCaller{child}}
-	probe, cancel := context.WithTimeout(ctx, max(cfg.Timeout, 10*time.Second))
-	_, err = local.Call(probe, "mempalace_status", map[string]any{})
-	cancel()
-	if err != nil {
-		if errors.Is(err, edge.ErrLocalDown) || errors.Is(err, context.DeadlineExceeded) {
+	// The local palace, through the server the edge starts (not needed
+	// to finish what an interrupted run queued).
+	var local Caller
+	if !o.Resume {
+		cctx, stopChild := context.WithCancel(context.Background())
+		child := edge.NewChild(cfg.Child, cfg.ChildEnv, log, edge.ChildOptions{Stderr: cfg.ChildStderr, Version: cfg.Version, Wait: max(cfg.Timeout, 10*time.Second)})
+		childDone := make(chan struct{})
+		go func() { child.Run(cctx); close(childDone) }()
+		defer func() { stopChild(); <-childDone }()
+		wait := max(cfg.Timeout, 10*time.Second)
+		probe, cancel := context.WithTimeout(ctx, wait)
+		_, err = child.Session(probe, wait)
+		cancel()
+		if err != nil {
 			return rep, usage("no local palace server (%s): %v", cfg.Child[0], err)
 		}
-		return rep, usage("the local palace server does not answer: %v", err)
+		local = &counter{calls: rep.Calls, side: "local", next: childCaller{child}}
 	}
 
 	var man Manifest
@@ -380,7 +382,10 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 	lap("send")
 
 	// Outcome per record, from the ops as they now are.
-	final, err := allOps(ctx, store)
+	// The bookkeeping after the drain runs even when ctx ended (Ctrl-C):
+	// the report names what stays queued.
+	post := context.WithoutCancel(ctx)
+	final, err := allOps(post, store)
 	if err != nil {
 		rep.Failed = append(rep.Failed, Failure{Kind: "outbox", Record: obPath, Error: err.Error()})
 	}

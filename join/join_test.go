@@ -348,6 +348,12 @@ func TestJoinDryRunSendsNothing(t *testing.T) {
 	if _, err := os.Stat(checkpointPath(p.dir)); err == nil {
 		t.Fatal("a dry run wrote bootstrap.json")
 	}
+	// policy.json can keep the knowledge graph local.
+	p.policy(t, `{"version": 1, "wings": {"workspace": {"replicate": "local"}}, "kg": {"replicate": "local"}}`)
+	rep = run(t, config(t, p, pr), Options{})
+	if !rep.OK() || !rep.Excluded.KnowledgeGraph || rep.Sent[Facts] != 0 || len(pr.pl.Dump().Triples) != 0 || rep.Sent[Drawers] != 7 {
+		t.Fatalf("a local knowledge graph: %+v", rep)
+	}
 }
 
 func TestJoinUsageErrors(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -49,7 +50,8 @@ diary entry or closed fact they share.
 
 Exit status: 0 when everything selected is on the primary and what was
 verified matched, 1 when anything failed or mismatched (named in the output),
-2 on usage errors (no URL, no token, no local server).`,
+2 on usage errors (no URL, no token, no local server). The local server's own
+log lines are shown with MEMPALACE_EDGE_LOG=debug.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, err := parseVerify(verify)
@@ -84,7 +86,7 @@ verified matched, 1 when anything failed or mismatched (named in the output),
 				Palace: s.Palace, Home: home, Agent: s.Agent(), Label: s.OriginLabel, Device: s.OriginDevice,
 				Timeout: s.Timeout, Version: version, Log: log, ChildStderr: io.Discard,
 			}
-			if s.LogLevel <= -4 { // debug: the local server's own lines too
+			if s.LogLevel <= slog.LevelDebug { // the local server's own lines too
 				cfg.ChildStderr = stderr
 			}
 			p := &join.Progress{W: stderr}
