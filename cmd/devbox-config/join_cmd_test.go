@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -290,4 +291,39 @@ func TestJoinCommandOutputAndExitCodes(t *testing.T) {
 
 func writesOn(pl *fakepalace.Palace) int {
 	return pl.Calls("mempalace_add_drawer") + pl.Calls("mempalace_diary_write") + pl.Calls("mempalace_kg_add")
+}
+
+// Ctrl-C (SIGTERM) mid-join: exit 1, the report names what stays queued,
+// and the next run sends exactly the rest.
+func TestJoinInterruptedThenRerun(t *testing.T) {
+	f := newJoinFixture(t, func(pl *fakepalace.Palace) { fillBig(pl, t) })
+	os.MkdirAll(filepath.Join(f.palace, "edge"), 0o700)
+	os.WriteFile(filepath.Join(f.palace, "edge", "policy.json"), []byte(`{"version":1,"wings":{"workspace":{"replicate":"local"}}}`), 0o600)
+	f.primary.SetLatency("mempalace_add_drawer", 5*time.Millisecond)
+	cmd := f.command(context.Background(), nil, "--json")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(f.primary.Dump().Drawers) < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the join sent nothing:\n%s", errb.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("interrupted join: %v\n%s%s", err, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "not sent yet") || !strings.Contains(out.String(), "run devbox-config join again") {
+		t.Fatalf("the report does not name what stays queued:\n%s", out.String())
+	}
+	code, stdout, stderr := f.run(t, nil, "--json", "--verify", "all")
+	if code != 0 {
+		t.Fatalf("rerun: exit %d\n%s%s", code, stdout, stderr)
+	}
+	checkOnce(t, f.primary, 240, 60)
 }
