@@ -39,24 +39,27 @@ func (k kgReader) read(ctx context.Context, local Caller) ([]fact, string, error
 	if len(first) < timelineCap {
 		return first, "kg_timeline (the whole graph in one answer)", nil
 	}
-	// Full page: the graph may hold more. Page on if the server can.
-	all := append([]fact(nil), first...)
-	for offset := len(first); ; offset += timelineCap {
-		page, err := timeline(ctx, local, map[string]any{"limit": timelineCap, "offset": offset})
-		if err != nil || (offset == len(first) && len(page) > 0 && page[0] == first[0]) {
-			// -32602 (no such argument) or an argument ignored: no paging.
-			all = nil
-			break
-		}
-		all = append(all, page...)
-		if len(page) < timelineCap {
-			return all, "kg_timeline (paged by limit/offset)", nil
-		}
-	}
 	want := -1
 	if st, err := local.Call(ctx, "mempalace_kg_stats", map[string]any{}); err == nil && errorOf(st) == nil {
 		if n, ok := st["triples"].(float64); ok {
 			want = int(n)
+		}
+	}
+	// Full page: the graph may hold more. Page on if the server can; the
+	// pages count only if they add up to the server's own triple count
+	// (an unstable order across pages would skip a fact).
+	all := append([]fact(nil), first...)
+	for offset := len(first); ; offset += timelineCap {
+		page, err := timeline(ctx, local, map[string]any{"limit": timelineCap, "offset": offset})
+		if err != nil || (offset == len(first) && len(page) > 0 && page[0] == first[0]) {
+			break // -32602 (no such argument) or an argument ignored: no paging
+		}
+		all = append(all, page...)
+		if len(page) < timelineCap {
+			if want < 0 || len(all) == want {
+				return all, "kg_timeline (paged by limit/offset)", nil
+			}
+			break
 		}
 	}
 	var tried []string

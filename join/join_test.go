@@ -632,3 +632,38 @@ func TestJoinNamesACopyFromAConcurrentPalace(t *testing.T) {
 		}
 	}
 }
+
+// pagingKG answers kg_timeline as 3.10+ does: limit/offset pages of a
+// graph larger than 100.
+type pagingKG struct{ facts []fact }
+
+func (k pagingKG) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	switch tool {
+	case "mempalace_kg_stats":
+		return map[string]any{"triples": float64(len(k.facts))}, nil
+	case "mempalace_kg_timeline":
+		off, _ := args["offset"].(int)
+		lim := 100
+		rows := []any{}
+		for _, f := range k.facts[min(off, len(k.facts)):min(off+lim, len(k.facts))] {
+			rows = append(rows, map[string]any{"subject": f.Subject, "predicate": f.Predicate, "object": f.Object, "valid_from": f.ValidFrom, "valid_to": f.ValidTo})
+		}
+		return map[string]any{"timeline": rows, "count": float64(len(rows))}, nil
+	}
+	return nil, fmt.Errorf("unexpected %s", tool)
+}
+
+func TestFactsPagedWhereTheServerCan(t *testing.T) {
+	k := pagingKG{}
+	for i := range 250 {
+		k.facts = append(k.facts, fact{Subject: "s", Predicate: "p", Object: fmt.Sprint(i)})
+	}
+	got, source, err := kgReader{}.read(context.Background(), k)
+	if err != nil || len(got) != 250 || !strings.Contains(source, "paged") {
+		t.Fatalf("%d facts, %q, %v", len(got), source, err)
+	}
+	got, _, err = kgReader{}.read(context.Background(), pagingKG{facts: k.facts[:100]})
+	if err != nil || len(got) != 100 {
+		t.Fatalf("exactly 100 facts: %d %v", len(got), err)
+	}
+}
