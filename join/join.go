@@ -114,7 +114,7 @@ func (r Report) OK() bool { return len(r.Failed) == 0 && len(r.Mismatches) == 0 
 func newReport(target string) Report {
 	r := Report{Sent: map[string]int{}, Skipped: map[string]int{}, Manifest: map[string]int{}, Pending: map[string]int{}, Calls: map[string]int{}, Seconds: map[string]float64{}, Target: target, Mismatches: []Mismatch{}, Failed: []Failure{}, Excluded: Excluded{Wings: []string{}}}
 	for _, k := range Kinds {
-		r.Sent[k], r.Skipped[k], r.Pending[k] = 0, 0, 0
+		r.Sent[k], r.Skipped[k], r.Pending[k], r.Manifest[k] = 0, 0, 0, 0
 	}
 	return r
 }
