@@ -327,3 +327,19 @@ func TestJoinInterruptedThenRerun(t *testing.T) {
 	}
 	checkOnce(t, f.primary, 240, 60)
 }
+
+// Only --origin-device stamps: MEMPALACE_ORIGIN_DEVICE in the environment
+// (the edge's stamp for new writes) does not attribute a bulk import.
+func TestJoinStampsOnlyWithTheFlag(t *testing.T) {
+	f := newJoinFixture(t, func(pl *fakepalace.Palace) {
+		fakeCall(t, pl, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": "hello"})
+	})
+	if code, out, errOut := f.run(t, []string{"MEMPALACE_ORIGIN_DEVICE=env-device"}); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, d := range f.primary.Dump().Drawers {
+		if d.AddedBy != "mcp" {
+			t.Fatalf("stamped without --origin-device: %q", d.AddedBy)
+		}
+	}
+}
