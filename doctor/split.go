@@ -147,6 +147,21 @@ func openReadOnly(path string) (*sql.DB, error) {
 	return openSQLite(path, mode)
 }
 
+// OpenReadOnly opens one of MemPalace's SQLite files for reading without
+// creating anything next to it (openReadOnly), refusing a file whose rows
+// may sit in an un-checkpointed -wal that an immutable read would not see.
+// For readers outside doctor (join reads knowledge_graph.sqlite3 this way).
+func OpenReadOnly(path string) (*sql.DB, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
+	_, shmErr := os.Stat(path + "-shm")
+	if wal, err := os.Stat(path + "-wal"); err == nil && wal.Size() > 0 && shmErr != nil {
+		return nil, fmt.Errorf("%s has an un-checkpointed %s-wal (a mempalace process died?); start and stop mempalace once to fold it in", path, filepath.Base(path))
+	}
+	return openReadOnly(path)
+}
+
 // openWritable opens a SQLite file as MemPalace would, so a left-over -wal
 // is recovered into what a VACUUM INTO copies.
 func openWritable(path string) (*sql.DB, error) { return openSQLite(path, "mode=rw") }

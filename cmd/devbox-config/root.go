@@ -56,6 +56,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	})
 	root.AddCommand(newRenderCmd(stdout, stderr), newEdgeCmd(os.Stdin, stdout, stderr), newGatewayCmd(stdout, stderr), newDoctorCmd(stdout, stderr), newVersionCmd(stdout))
 	root.AddCommand(newMailboxCmd(stdout, stderr, os.LookupEnv))
+	root.AddCommand(newJoinCmd(stdout, stderr, os.LookupEnv))
 	root.Version = version
 	root.SetVersionTemplate("{{versionText}}")
 	root.InitDefaultCompletionCmd()

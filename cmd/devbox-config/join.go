@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/joakimp/devbox-config/join"
+	"github.com/joakimp/devbox-config/ladder"
+)
+
+func newJoinCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
+	var (
+		dryRun, asJSON, resume bool
+		device, verify         string
+		wings                  []string
+		seed                   uint64
+	)
+	c := &cobra.Command{
+		Use:   "join",
+		Short: "Bring this palace's existing history into the primary, idempotently, verified by content",
+		Long: `join replays the local palace into the primary at MEMPALACE_REMOTE_URL (bearer
+MEMPALACE_REMOTE_TOKEN, from the environment only), RFC 001 §4.4. It reads the
+palace through the local server the edge starts (mempalace-mcp, or
+MEMPALACE_EDGE_CHILD), never its files, and sends each record type with its own
+dedupe rule: drawers and open facts by the server's guards, closed facts looked
+up first, diary entries skipped when their sha256(entry)[:12] id suffix is
+already in the primary's diary wing. Wings <palace>/edge/policy.json marks local
+are never sent; --wing narrows further.
+
+Every record goes through a join outbox in <palace>/edge, so a join killed at
+any point resumes on the next run; <palace>/edge/bootstrap.json records each
+target's state. A second join of the same palace sends nothing.
+
+Diary entries replay verbatim; their date on the primary becomes the join date.
+Join one palace at a time: two palaces joining concurrently could both send a
+diary entry or closed fact they share.
+
+Exit status: 0 when everything selected is on the primary and what was
+verified matched, 1 when anything failed or mismatched (named in the output),
+2 on usage errors (no URL, no token, no local server). The local server's own
+log lines are shown with MEMPALACE_EDGE_LOG=debug.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := parseVerify(verify)
+			if err != nil {
+				return usageError("%v", err)
+			}
+			// --origin-device is validated by the ladder as
+			// MEMPALACE_ORIGIN_DEVICE is; without the flag nothing is
+			// stamped, whatever the environment says.
+			lookup := func(k string) (string, bool) {
+				if k == ladder.EnvOriginDevice {
+					return device, device != ""
+				}
+				return env(k)
+			}
+			s, warns, err := ladder.ResolveEdge(lookup, exec.LookPath)
+			log := newLogger(stderr, s.LogLevel).With("component", "join")
+			if err != nil {
+				return usageError("%v", err)
+			}
+			for _, w := range warns {
+				if w.Var == ladder.EnvOriginDevice {
+					return usageError("--origin-device %q: %s", device, strings.TrimSuffix(w.Message, "; ignored, nothing will be stamped"))
+				}
+				if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvOriginLabel || w.Var == ladder.EnvAgentName {
+					log.Warn(w.Message, "var", w.Var)
+				}
+			}
+			home, _ := env("HOME")
+			cfg := join.Config{
+				URL: s.URL, Token: ladder.TokenSource(env), Child: s.Child, ChildEnv: ladder.ChildEnviron(os.Environ()),
+				Palace: s.Palace, Home: home, Agent: s.Agent(), Label: s.OriginLabel, Device: s.OriginDevice,
+				Timeout: s.Timeout, Version: version, Log: log, ChildStderr: io.Discard,
+			}
+			if s.LogLevel <= slog.LevelDebug { // the local server's own lines too
+				cfg.ChildStderr = stderr
+			}
+			p := &join.Progress{W: stderr}
+			if f, ok := stderr.(*os.File); ok {
+				p.Terminal = isatty.IsTerminal(f.Fd())
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			rep, err := join.Run(ctx, cfg, join.Options{DryRun: dryRun, Resume: resume, Wings: wings, Verify: n, Seed: seed, Progress: p})
+			var ue *join.UsageError
+			if errors.As(err, &ue) {
+				return usageError("join: %v", ue.Err)
+			}
+			if err != nil {
+				return exitError{1, err}
+			}
+			if asJSON {
+				b, _ := json.MarshalIndent(rep, "", "  ")
+				fmt.Fprintln(stdout, string(b))
+			} else {
+				printJoin(stdout, rep)
+			}
+			if !rep.OK() {
+				return exitError{1, errors.New("")}
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&dryRun, "dry-run", false, "print the manifest (what would be sent, per record type) and send nothing")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object with the outcome")
+	f.StringVar(&device, "origin-device", "", "stamp added_by = <agent>/<label>/<device> on every replayed drawer (an opaque id, e.g. a uuid; without it nothing is stamped)")
+	f.StringArrayVar(&wings, "wing", nil, "join only wings matching this glob (repeatable)")
+	f.StringVar(&verify, "verify", "25", "compare N drawers and diaries by content on both sides (a seeded sample), or all; 0: none")
+	f.Uint64Var(&seed, "seed", 1, "the verification sample's seed")
+	f.BoolVar(&resume, "resume", false, "only finish an interrupted join: send what it left queued, read nothing new")
+	return c
+}
+
+func parseVerify(v string) (int, error) {
+	if v == "all" {
+		return join.All, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("--verify %q: want a number of drawers or all", v)
+	}
+	return n, nil
+}
+
+func printJoin(w io.Writer, r join.Report) {
+	kinds := func(m map[string]int) string {
+		parts := make([]string, 0, len(join.Kinds))
+		for _, k := range join.Kinds {
+			parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+		}
+		return strings.Join(parts, ", ")
+	}
+	if r.DryRun {
+		fmt.Fprintf(w, "join to %s: dry run, nothing is sent\n", r.Target)
+		fmt.Fprintf(w, "%-16s %8s %10s\n", "record type", "local", "to send")
+		for _, k := range join.Kinds {
+			fmt.Fprintf(w, "%-16s %8d %10d\n", k, r.Manifest[k], r.Pending[k])
+		}
+		fmt.Fprintf(w, "%-16s %8d\n", "  facts open", r.Manifest["facts_open"])
+		fmt.Fprintf(w, "%-16s %8d\n", "  facts closed", r.Manifest["facts_closed"])
+	} else {
+		fmt.Fprintf(w, "join to %s\n", r.Target)
+		fmt.Fprintf(w, "sent      %s\n", kinds(r.Sent))
+		fmt.Fprintf(w, "skipped   %s (already on the primary)\n", kinds(r.Skipped))
+	}
+	if len(r.Excluded.Wings) > 0 {
+		fmt.Fprintf(w, "excluded  %s (local in policy.json)\n", strings.Join(r.Excluded.Wings, ", "))
+	}
+	if len(r.Excluded.Narrowed) > 0 {
+		fmt.Fprintf(w, "not selected by --wing: %s\n", strings.Join(r.Excluded.Narrowed, ", "))
+	}
+	if r.Excluded.KnowledgeGraph {
+		fmt.Fprintln(w, "excluded  the knowledge graph (local in policy.json)")
+	}
+	if !r.DryRun && r.Sampled > 0 {
+		fmt.Fprintf(w, "verified  %d of %d sampled by content (seed %d)\n", r.Verified, r.Sampled, r.VerifySeed)
+	}
+	for _, m := range r.Mismatches {
+		fmt.Fprintf(w, "MISMATCH  %s %s: %s: %s\n", m.Kind, m.LocalID, m.Verdict, m.Detail)
+	}
+	for _, f := range r.Failed {
+		fmt.Fprintf(w, "FAILED    %s %s: %s\n", f.Kind, f.Record, f.Error)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note      %s\n", n)
+	}
+	if r.Checkpoint != "" {
+		fmt.Fprintf(w, "state     %s\n", r.Checkpoint)
+	}
+}

@@ -1,0 +1,71 @@
+package join
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"time"
+
+	"github.com/joakimp/devbox-config/filewrite"
+)
+
+// CheckpointFile is the join state's name inside <palace>/edge (RFC 001
+// §4.4): in the palace, not the container, so a recreate or a second
+// container on the same palace sees that it has joined.
+const CheckpointFile = "bootstrap.json"
+
+// TargetState is one primary's entry in bootstrap.json.
+type TargetState struct {
+	// JoinedAt is when a join to this target last completed (nil while
+	// the first one is under way).
+	JoinedAt *time.Time `json:"joined_at"`
+	// HighWater is the join outbox's highest local_seq settled: every op
+	// up to it reached the primary or was reported failed.
+	HighWater int64 `json:"high_water"`
+	// Counts are the last run's sent and skipped records by type.
+	Counts map[string]map[string]int `json:"counts"`
+	// State is "in_progress" while ops are queued, "complete" after.
+	State     string    `json:"state"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Outbox is the join outbox file, relative to <palace>/edge.
+	Outbox string `json:"outbox"`
+}
+
+func checkpointPath(palace string) string { return filepath.Join(palace, "edge", CheckpointFile) }
+
+// readCheckpoint reads bootstrap.json (missing: no join yet).
+func readCheckpoint(palace string) (map[string]TargetState, error) {
+	file := checkpointPath(palace)
+	b, err := filewrite.ReadRegular(file, 16<<20)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]TargetState{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	m := map[string]TargetState{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w (move it aside to start over; the join outbox still knows what was sent)", file, err)
+	}
+	return m, nil
+}
+
+// writeCheckpoint updates one target's entry, re-reading the file first
+// so another process's targets are kept.
+func writeCheckpoint(palace, target string, st TargetState) error {
+	m, err := readCheckpoint(palace)
+	if err != nil {
+		m = map[string]TargetState{}
+	}
+	m[target] = st
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := filewrite.Write(checkpointPath(palace), append(b, '\n'), 0o600); err != nil {
+		return fmt.Errorf("%s: %w", checkpointPath(palace), err)
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+// Package join brings an existing palace into a primary (RFC 001 §4.4,
+// §7.6): `devbox-config join`. A join is idempotent replay of local
+// history through the edge's own machinery, never a file copy:
+//
+//   - The local palace is read through the same local server the edge
+//     starts (edge.Child): list_wings, list_drawers paging, get_drawer for
+//     full content (list_drawers gives 200-character previews), diaries as
+//     the drawers of each agent's diary wing (room "diary"), facts by
+//     kg_timeline, or read-only from knowledge_graph.sqlite3 where
+//     kg_timeline cannot page (capped at 100 before 3.10).
+//   - Every record is queued in a join outbox of its own
+//     (<palace>/edge/join-outbox-<target>.sqlite) and drained by the
+//     outbox's Flusher, so the per-type replay rules apply: drawers and
+//     open facts by the server's own guards, closed facts looked up first
+//     by (subject, predicate, object, valid_from, valid_to), diaries by the
+//     sha256(entry)[:12] id suffix against the primary's diary wing listed
+//     once per wing; the op id rides in _meta for a gateway's ledger, and
+//     a kill at any point leaves ops the next run resumes.
+//   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
+//     list_drawers, content from get_drawer.
+//   - Wings the policy marks local are never read for sending; --wing
+//     globs narrow further.
+//   - The state of each target is checkpointed in <palace>/edge/
+//     bootstrap.json ({target_url: {joined_at, high_water, counts}}).
+//   - Verification is by content: get_drawer on both sides, reassembled
+//     content compared, an edit told from truncation by the prefix test
+//     and the final-chunk arithmetic (§4.4, §9.3). Counts prove nothing.
+package join

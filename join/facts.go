@@ -1,0 +1,150 @@
+package join
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/joakimp/devbox-config/doctor"
+)
+
+// fact is one knowledge-graph triple as a join replays it.
+type fact struct {
+	Subject, Predicate, Object, ValidFrom, ValidTo string
+}
+
+// timelineCap is kg_timeline's page before 3.10 (and its maximum limit).
+const timelineCap = 100
+
+// kgReader reads the local knowledge graph: kg_timeline while it answers
+// everything, its limit/offset paging where the server has it (3.10+),
+// else the server's own knowledge_graph.sqlite3, read-only.
+type kgReader struct {
+	// Files are the candidate knowledge_graph.sqlite3 paths, in the order
+	// the local server would use them (RFC 001 §7.1: <palace>/ with
+	// --palace, else ~/.mempalace/). The one whose triple count matches
+	// the server's kg_stats is read.
+	Files []string
+}
+
+func (k kgReader) read(ctx context.Context, local Caller) ([]fact, string, error) {
+	first, err := timeline(ctx, local, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(first) < timelineCap {
+		return first, "kg_timeline (the whole graph in one answer)", nil
+	}
+	want := -1
+	if st, err := local.Call(ctx, "mempalace_kg_stats", map[string]any{}); err == nil && errorOf(st) == nil {
+		if n, ok := st["triples"].(float64); ok {
+			want = int(n)
+		}
+	}
+	// Full page: the graph may hold more. Page on if the server can; the
+	// pages count only if they add up to the server's own triple count
+	// (an unstable order across pages would skip a fact).
+	all := append([]fact(nil), first...)
+	for offset := len(first); ; offset += timelineCap {
+		page, err := timeline(ctx, local, map[string]any{"limit": timelineCap, "offset": offset})
+		if err != nil || (offset == len(first) && len(page) > 0 && page[0] == first[0]) {
+			break // -32602 (no such argument) or an argument ignored: no paging
+		}
+		all = append(all, page...)
+		if len(page) < timelineCap {
+			if want < 0 || len(all) == want {
+				return all, "kg_timeline (paged by limit/offset)", nil
+			}
+			break
+		}
+	}
+	var tried []string
+	for _, file := range k.Files {
+		facts, err := readKGFile(ctx, file)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			tried = append(tried, err.Error())
+			continue
+		}
+		if want >= 0 && len(facts) != want {
+			tried = append(tried, fmt.Sprintf("%s holds %d triples, the local server's kg_stats %d (not the file it serves; see devbox-config doctor)", file, len(facts), want))
+			continue
+		}
+		return facts, fmt.Sprintf("%s, read-only (kg_timeline stops at %d facts and cannot page on this server)", file, timelineCap), nil
+	}
+	if len(tried) == 0 {
+		tried = append(tried, "none of "+strings.Join(k.Files, ", ")+" exists")
+	}
+	return nil, "", fmt.Errorf("kg_timeline stops at %d facts and cannot page on this server, and no knowledge_graph.sqlite3 matches the server's graph: %s", timelineCap, strings.Join(tried, "; "))
+}
+
+func timeline(ctx context.Context, local Caller, args map[string]any) ([]fact, error) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	res, err := local.Call(ctx, "mempalace_kg_timeline", args)
+	if err != nil {
+		return nil, err
+	}
+	if err := errorOf(res); err != nil {
+		return nil, fmt.Errorf("local palace: kg_timeline: %w", err)
+	}
+	rows, ok := res["timeline"].([]any)
+	if !ok {
+		return nil, errors.New("local palace: kg_timeline answered without a timeline")
+	}
+	out := make([]fact, 0, len(rows))
+	for _, x := range rows {
+		m, _ := x.(map[string]any)
+		out = append(out, fact{str(m, "subject"), str(m, "predicate"), str(m, "object"), str(m, "valid_from"), str(m, "valid_to")})
+	}
+	return out, nil
+}
+
+// readKGFile reads every triple of a MemPalace knowledge graph, read-only
+// and without creating a -wal or -shm (doctor.OpenReadOnly). Triples name
+// entities by id; the entities table gives their names.
+func readKGFile(ctx context.Context, file string) ([]fact, error) {
+	db, err := doctor.OpenReadOnly(file)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type='table' AND name='entities'`).Scan(&n); err != nil {
+		return nil, fmt.Errorf("%s: not a readable SQLite database: %w", file, err)
+	}
+	q := `SELECT t.subject, t.predicate, t.object, t.valid_from, t.valid_to FROM triples t ORDER BY t.rowid`
+	if n > 0 {
+		q = `SELECT COALESCE(s.name, t.subject), t.predicate, COALESCE(o.name, t.object), t.valid_from, t.valid_to
+			FROM triples t LEFT JOIN entities s ON s.id = t.subject LEFT JOIN entities o ON o.id = t.object ORDER BY t.rowid`
+	}
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("%s: triples: %w", file, err)
+	}
+	defer rows.Close()
+	var out []fact
+	for rows.Next() {
+		var f fact
+		var from, to sql.NullString
+		if err := rows.Scan(&f.Subject, &f.Predicate, &f.Object, &from, &to); err != nil {
+			return nil, fmt.Errorf("%s: triples: %w", file, err)
+		}
+		f.ValidFrom, f.ValidTo = from.String, to.String
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: triples: %w", file, err)
+	}
+	return out, nil
+}
+
+// exists reports a regular file (for the candidate list's order).
+func exists(p string) bool { fi, err := os.Stat(p); return err == nil && fi.Mode().IsRegular() }

@@ -1,0 +1,76 @@
+package join
+
+import (
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway"
+)
+
+// Through a devbox-config gateway: the device's grants and stamp apply,
+// and three palaces (the third holding the first's records) land each
+// record once. (Every send carries its op id in _meta, edge.FlushTarget's
+// doing; this gateway does not wire the op-id ledger yet.)
+func TestJoinThroughTheGateway(t *testing.T) {
+	dir := t.TempDir()
+	up, _ := fakepalace.New(fakepalace.Options{})
+	srv := up.NewHTTP(fakepalace.HTTPOptions{Token: "upstream-secret"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	now := time.Now()
+	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
+		Devices: []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project", "wing_*"}, KG: "write", Agents: []string{"opencode@desk"}}}}
+	key, err := gateway.LoadSecret(cfg.SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := gateway.Issue(key, &cfg.Devices[0], now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "gateway.jsonc")
+	if err := cfg.Save(cfgFile); err != nil {
+		t.Fatal(err)
+	}
+	gw := &gateway.Server{ConfigFile: cfgFile, Upstream: srv.URL(), UpstreamToken: func() string { return "upstream-secret" }, BindHost: "127.0.0.1"}
+	if err := gw.Open(); err != nil {
+		t.Fatal(err)
+	}
+	h := httptest.NewServer(gw)
+	t.Cleanup(h.Close)
+
+	pr := &primary{pl: up, srv: srv}
+	for i, tag := range []string{"a", "b", "a"} {
+		p := newPalace(t)
+		fill(t, p, tag)
+		p.policy(t, localWorkspace)
+		p.save(t)
+		c := config(t, p, pr)
+		c.URL, c.Token = h.URL+"/mcp", func() string { return tok }
+		rep := run(t, c, Options{Verify: All})
+		if !rep.OK() {
+			t.Fatalf("join %s through the gateway: %+v", tag, rep)
+		}
+		if rep.Calls["primary add_drawer"] == 0 {
+			t.Fatalf("join %s sent nothing through the gateway", tag)
+		}
+		if i == 2 && (rep.Sent[Drawers] != 0 || rep.Sent[Diaries] != 0 || rep.Skipped[Diaries] != 3) {
+			t.Fatalf("a third palace holding palace a's records: sent %v skipped %v", rep.Sent, rep.Skipped)
+		}
+	}
+	st := exactlyOnce(t, pr)
+	if len(st.Drawers) != 17 || len(st.Triples) != 6 {
+		t.Fatalf("primary holds %d drawers and %d facts, want 17 and 6", len(st.Drawers), len(st.Triples))
+	}
+	for _, d := range st.Drawers {
+		if !d.Diary && !strings.HasSuffix(d.AddedBy, "/desk/desk-9b21") {
+			t.Errorf("the gateway's stamp is missing: %s added_by %q", d.ID, d.AddedBy)
+		}
+	}
+}

@@ -1,0 +1,267 @@
+package join
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge"
+)
+
+// Caller is one tool call answering the JSON object of the result's text
+// (outbox.Primary's shape, which edge.FlushTarget gives for the primary).
+type Caller interface {
+	Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error)
+}
+
+// Record types, the keys of the report's sent/skipped objects.
+const (
+	Drawers = "drawers"
+	Diaries = "diaries"
+	Facts   = "facts"
+)
+
+// Kinds lists the record types in report order.
+var Kinds = []string{Drawers, Diaries, Facts}
+
+// Record is one local record and the write that replays it.
+type Record struct {
+	Kind    string
+	Tool    string
+	Args    map[string]any
+	Wing    string // "" for facts
+	LocalID string // drawers and diaries
+	Content string // drawers and diaries: the full content (for verification)
+	Closed  bool   // facts: valid_to is set
+}
+
+// key identifies the write: tool and arguments (json.Marshal sorts keys).
+func (r Record) key() string { return keyOf(r.Tool, r.Args) }
+
+func keyOf(tool string, args map[string]any) string {
+	b, _ := json.Marshal(args)
+	return tool + "\x00" + string(b)
+}
+
+// childCaller reads the local palace through the edge's child supervisor.
+type childCaller struct{ c *edge.Child }
+
+func (l childCaller) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	res, err := l.c.Call(ctx, &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)})
+	if err != nil {
+		return nil, fmt.Errorf("local palace: %s: %w", tool, err)
+	}
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(t.Text), &m); err == nil {
+				return m, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("local palace: %s answered no JSON object", tool)
+}
+
+// Selection is what a join reads: the policy's replicated wings, narrowed
+// by --wing globs.
+type Selection struct {
+	Policy *edge.Policy
+	Globs  []string // none: every replicated wing
+	// Stamp, when set, is the added_by every replayed drawer gets
+	// ("<agent>/<label>/<device>", §7.3.4); empty: nothing is stamped.
+	Stamp string
+}
+
+func (s Selection) narrowed(wing string) bool {
+	if len(s.Globs) == 0 {
+		return false
+	}
+	for _, g := range s.Globs {
+		if ok, _ := path.Match(g, wing); ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Manifest is what the local palace holds for the primary.
+type Manifest struct {
+	Records []Record
+	// Excluded: wings policy.json marks local; Narrowed: wings --wing
+	// leaves out.
+	Excluded, Narrowed []string
+	// FactsSource says how the facts were read.
+	FactsSource string
+	// KGExcluded: policy.json marks the knowledge graph local.
+	KGExcluded bool
+	// Failed: local records that could not be read.
+	Failed []Failure
+}
+
+// Failure names a record that did not reach the primary, and why.
+type Failure struct {
+	Kind   string `json:"type"`
+	Record string `json:"record"`
+	Wing   string `json:"wing,omitempty"`
+	Error  string `json:"error"`
+}
+
+// errorOf is a tool answer's own failure ("error", success:false).
+func errorOf(m map[string]any) error {
+	if e, ok := m["error"]; ok {
+		return fmt.Errorf("%v", e)
+	}
+	if m["success"] == false {
+		return errors.New("success: false")
+	}
+	return nil
+}
+
+func str(m map[string]any, k string) string { s, _ := m[k].(string); return s }
+
+// readLocal pages the local palace: every drawer of every selected wing,
+// full content by get_drawer, diaries told apart by their room and type.
+func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, progress func(string, int)) (Manifest, error) {
+	var man Manifest
+	w, err := local.Call(ctx, "mempalace_list_wings", map[string]any{})
+	if err != nil {
+		return man, err
+	}
+	if err := errorOf(w); err != nil {
+		return man, fmt.Errorf("local palace: list_wings: %w", err)
+	}
+	counts, _ := w["wings"].(map[string]any)
+	wings := make([]string, 0, len(counts))
+	for k := range counts {
+		wings = append(wings, k)
+	}
+	sort.Strings(wings)
+	seen := map[string]bool{}
+	for _, wing := range wings {
+		if !sel.Policy.Replicated(wing) {
+			man.Excluded = append(man.Excluded, wing)
+			continue
+		}
+		if sel.narrowed(wing) {
+			man.Narrowed = append(man.Narrowed, wing)
+			continue
+		}
+		for offset := 0; ; {
+			page, err := local.Call(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "limit": 100, "offset": offset})
+			if err != nil {
+				return man, err
+			}
+			if err := errorOf(page); err != nil {
+				return man, fmt.Errorf("local palace: list_drawers %s: %w", wing, err)
+			}
+			rows, _ := page["drawers"].([]any)
+			for _, x := range rows {
+				row, _ := x.(map[string]any)
+				id := str(row, "drawer_id")
+				if id == "" || seen[id] {
+					continue
+				}
+				seen[id] = true
+				rec, err := readDrawer(ctx, local, id, wing, sel.Stamp)
+				if err != nil {
+					man.Failed = append(man.Failed, Failure{Kind: Drawers, Record: id, Wing: wing, Error: err.Error()})
+					continue
+				}
+				man.Records = append(man.Records, rec)
+				if progress != nil {
+					progress("reading the local palace", len(man.Records))
+				}
+			}
+			offset += len(rows)
+			total, _ := page["total"].(float64)
+			if len(rows) == 0 || float64(offset) >= total {
+				break
+			}
+		}
+	}
+	if !sel.Policy.KGReplicated() {
+		man.KGExcluded = true
+		return man, nil
+	}
+	facts, source, err := kg.read(ctx, local)
+	if err != nil {
+		man.Failed = append(man.Failed, Failure{Kind: Facts, Record: "knowledge graph", Error: err.Error()})
+		man.FactsSource = "none: " + err.Error()
+		return man, nil
+	}
+	man.FactsSource = source
+	for _, f := range facts {
+		args := map[string]any{"subject": f.Subject, "predicate": f.Predicate, "object": f.Object}
+		if f.ValidFrom != "" {
+			args["valid_from"] = f.ValidFrom
+		}
+		if f.ValidTo != "" {
+			args["valid_to"] = f.ValidTo
+		}
+		man.Records = append(man.Records, Record{Kind: Facts, Tool: "mempalace_kg_add", Args: args, Closed: f.ValidTo != ""})
+	}
+	return man, nil
+}
+
+// readDrawer fetches one logical drawer in full (list_drawers holds only a
+// 200-character preview) and builds the write that replays it.
+func readDrawer(ctx context.Context, local Caller, id, wing, stamp string) (Record, error) {
+	d, err := local.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+	if err != nil {
+		return Record{}, err
+	}
+	if err := errorOf(d); err != nil {
+		return Record{}, fmt.Errorf("get_drawer: %w", err)
+	}
+	content := str(d, "content")
+	if content == "" {
+		return Record{}, errors.New("get_drawer answered no content")
+	}
+	meta, _ := d["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	room := str(d, "room")
+	if room == "" {
+		room = str(meta, "room")
+	}
+	if isDiary(id, room, meta) {
+		agent := str(meta, "agent")
+		if agent == "" {
+			agent = strings.TrimPrefix(wing, "wing_")
+		}
+		args := map[string]any{"agent_name": agent, "entry": content, "wing": wing}
+		if t := str(meta, "topic"); t != "" {
+			args["topic"] = t
+		}
+		return Record{Kind: Diaries, Tool: "mempalace_diary_write", Args: args, Wing: catalogue.DiaryWingFor(args), LocalID: id, Content: content}, nil
+	}
+	args := map[string]any{"wing": wing, "room": room, "content": content}
+	if sf := str(meta, "source_file"); sf != "" {
+		args["source_file"] = sf
+	}
+	switch by := str(meta, "added_by"); {
+	case stamp != "":
+		args["added_by"] = stamp
+	case by != "":
+		args["added_by"] = by // the record's own value, replayed verbatim
+	}
+	return Record{Kind: Drawers, Tool: "mempalace_add_drawer", Args: args, Wing: wing, LocalID: id, Content: content}, nil
+}
+
+// isDiary: a diary_write entry (room "diary", type diary_entry or a diary
+// id), not a drawer someone filed in a room called diary.
+func isDiary(id, room string, meta map[string]any) bool {
+	return room == "diary" && (str(meta, "type") == "diary_entry" || strings.HasPrefix(id, "diary_"))
+}

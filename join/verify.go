@@ -1,0 +1,142 @@
+package join
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"unicode/utf8"
+)
+
+// ChunkSize is MemPalace's MCP chunk size (config.chunk_size, 800
+// characters in 3.6.0 and since).
+const ChunkSize = 800
+
+// Mismatch is a verified record whose content differs on the primary.
+type Mismatch struct {
+	Kind      string `json:"type"`
+	LocalID   string `json:"local_id"`
+	PrimaryID string `json:"primary_id,omitempty"`
+	Wing      string `json:"wing,omitempty"`
+	// Verdict: "missing" (not on the primary), "truncated on the primary",
+	// "truncated locally", "edited" (two complete revisions), "damaged"
+	// (neither a prefix nor complete).
+	Verdict string `json:"verdict"`
+	Detail  string `json:"detail"`
+}
+
+// verifyTarget is one record to verify: its local content and the id the
+// primary holds it under.
+type verifyTarget struct {
+	rec       Record
+	primaryID string
+}
+
+// sample picks n of the targets with a seeded generator (all when n < 0
+// or n >= len).
+func sample(ts []verifyTarget, n int, seed uint64) []verifyTarget {
+	if n < 0 || n >= len(ts) {
+		return ts
+	}
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	idx := r.Perm(len(ts))[:n]
+	out := make([]verifyTarget, 0, n)
+	for _, i := range idx {
+		out = append(out, ts[i])
+	}
+	return out
+}
+
+// verify compares each target's content on both sides: get_drawer on the
+// local palace and on the primary, reassembled content compared (never
+// counts, never chunk-id sets: RFC 001 §4.4, §9.3).
+func verify(ctx context.Context, local, primary Caller, ts []verifyTarget) (verified int, mismatches []Mismatch, failed []Failure) {
+	for _, t := range ts {
+		if ctx.Err() != nil {
+			return
+		}
+		l, err := local.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": t.rec.LocalID})
+		if err != nil || errorOf(l) != nil {
+			failed = append(failed, Failure{Kind: t.rec.Kind, Record: t.rec.LocalID, Wing: t.rec.Wing, Error: fmt.Sprintf("verify: local get_drawer: %v", firstErr(err, errorOf(l)))})
+			continue
+		}
+		if t.primaryID == "" {
+			mismatches = append(mismatches, Mismatch{Kind: t.rec.Kind, LocalID: t.rec.LocalID, Wing: t.rec.Wing, Verdict: "missing", Detail: "no record with this content's id on the primary"})
+			continue
+		}
+		p, err := primary.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": t.primaryID})
+		if err != nil {
+			failed = append(failed, Failure{Kind: t.rec.Kind, Record: t.rec.LocalID, Wing: t.rec.Wing, Error: fmt.Sprintf("verify: primary get_drawer %s: %v", t.primaryID, err)})
+			continue
+		}
+		if e := errorOf(p); e != nil {
+			mismatches = append(mismatches, Mismatch{Kind: t.rec.Kind, LocalID: t.rec.LocalID, PrimaryID: t.primaryID, Wing: t.rec.Wing, Verdict: "missing", Detail: e.Error()})
+			continue
+		}
+		if m, ok := compare(t, l, p); !ok {
+			mismatches = append(mismatches, m)
+			continue
+		}
+		verified++
+	}
+	return
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// compare adjudicates two get_drawer answers (RFC 001 §4.4, §9.3). Equal
+// content is verified. Two sides that each satisfy the final-chunk
+// arithmetic for their own content are two complete revisions (an edit on
+// one side), not damage. Truncation is a prefix (only that) whose chunk
+// count promises more than it holds.
+func compare(t verifyTarget, local, primary map[string]any) (Mismatch, bool) {
+	lc, pc := str(local, "content"), str(primary, "content")
+	if lc == pc {
+		return Mismatch{}, true
+	}
+	m := Mismatch{Kind: t.rec.Kind, LocalID: t.rec.LocalID, PrimaryID: t.primaryID, Wing: t.rec.Wing}
+	ll, pl := utf8.RuneCountInString(lc), utf8.RuneCountInString(pc)
+	lok, lwhy := complete(local, lc)
+	pok, pwhy := complete(primary, pc)
+	switch {
+	case lok && pok:
+		// Both complete by their own arithmetic: two revisions, even when
+		// one extends the other.
+		m.Verdict = "edited"
+		m.Detail = fmt.Sprintf("two complete revisions (%d and %d characters, each with a consistent final chunk): an update on one side, not loss", ll, pl)
+	case strings.HasPrefix(lc, pc) && !pok:
+		m.Verdict = "truncated on the primary"
+		m.Detail = fmt.Sprintf("the primary holds the first %d of %d characters (%s)", pl, ll, pwhy)
+	case strings.HasPrefix(pc, lc) && !lok:
+		m.Verdict = "truncated locally"
+		m.Detail = fmt.Sprintf("the local palace holds the first %d of the primary's %d characters (%s)", ll, pl, lwhy)
+	default:
+		m.Verdict = "damaged"
+		m.Detail = fmt.Sprintf("the sides differ and not by a clean truncation; local: %s; primary: %s", lwhy, pwhy)
+	}
+	return m, false
+}
+
+// complete checks one side's final-chunk arithmetic: with n chunks of 800,
+// the last holds len(content) - 800*(n-1) characters, which must be 1..800.
+func complete(d map[string]any, content string) (bool, string) {
+	n := 1
+	if c, ok := d["chunks"].(float64); ok && c >= 1 {
+		n = int(c)
+	} else if ids, ok := d["chunk_ids"].([]any); ok && len(ids) > 0 {
+		n = len(ids)
+	}
+	l := utf8.RuneCountInString(content)
+	last := l - ChunkSize*(n-1)
+	if last >= 1 && last <= ChunkSize {
+		return true, fmt.Sprintf("%d chunk(s), final chunk %d characters: complete", n, last)
+	}
+	return false, fmt.Sprintf("%d chunk(s) but %d characters: the final chunk would hold %d, so chunks are missing", n, l, last)
+}
