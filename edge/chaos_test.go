@@ -310,14 +310,25 @@ func chaos(t *testing.T, viaGateway bool) {
 		t.Fatalf("too few faults to prove anything (restarts %d, kills %d, drops %d, look-ups %d, refusals %d); raise CHAOS_WRITES", restarts, kills, drops, lookups, refusals)
 	}
 
-	// Drain: the surviving edges flush everything.
+	// Drain: the surviving edges flush everything. After hundreds of
+	// faults some ops wait out a long backoff (up to five minutes), so the
+	// operator's `edge flush` is run now and then, as a user would before
+	// closing a laptop: it makes every queued op due at once (and sends,
+	// when no running edge holds the flush lease).
 	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ob.Close()
 	deadline := time.Now().Add(90 * time.Second)
+	lastFlush := time.Time{}
 	for {
+		if time.Since(lastFlush) > 2*time.Second {
+			flush := exec.Command(bin, "edge", "flush", "--timeout", "5s")
+			flush.Env = env
+			flush.Run() // exit 1 while something is left; the loop checks
+			lastFlush = time.Now()
+		}
 		st, _ := ob.Stats(context.Background())
 		if st.ByState[outbox.Queued]+st.ByState[outbox.Inflight] == 0 {
 			if st.ByState[outbox.Dead] > 0 {
