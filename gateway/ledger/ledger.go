@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,7 +195,19 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 		}
 		(*db).SetMaxOpenConns(1)
 	}
-	if err := l.createSchema(); err != nil {
+	// Switching a fresh file to WAL can still return SQLITE_BUSY without
+	// waiting when another process does it at the same moment: try the
+	// set-up again for a few seconds.
+	delay := 5 * time.Millisecond
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		err = l.createSchema()
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("ledger %s is not a usable SQLite database: %w", path, err)
 	}
