@@ -176,6 +176,7 @@ func (s *Server) serveMCP(x *exchange) {
 func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	ctx := x.r.Context()
 	x.entry.Tool, x.entry.ArgsDigest = req.Tool, digest(req.Args)
+	req.sentDigest = x.entry.ArgsDigest
 	t, known := catalogue.Lookup(req.Tool)
 	if known {
 		if bad := checkArgs(t, req.Args); bad != nil {

@@ -38,7 +38,7 @@ func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, [
 	if !ok {
 		return next(ctx, call.Body)
 	}
-	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: digest(call.Args), RequestID: reqID},
+	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, RequestID: reqID},
 		func(ctx context.Context) (ledger.Answer, error) {
 			status, body := next(ctx, call.Body)
 			return ledger.Answer{Status: status, Body: body}, nil

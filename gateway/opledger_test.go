@@ -222,3 +222,46 @@ func upCall(t *testing.T, pl *fakepalace.Palace, tool string, args map[string]an
 		t.Fatal(err)
 	}
 }
+
+// A narrow device's checkpoint resent under its op id gets the recorded
+// answer: the gateway narrows a resend differently (the item the first send
+// filed is now a duplicate in a readable wing), and the ledger must know
+// the write by what the device sent, not by what the gateway forwarded
+// (found by an attacker pass: the resend was refused as a reused op id and
+// the edge's op went dead).
+func TestNarrowedCheckpointResendIsAReplay(t *testing.T) {
+	g := newGW(t, []Device{{ID: "alice", Label: "laptop", Read: []string{"alice_*"}, Write: []string{"alice_*"}, Agents: []string{"opencode@laptop"}}})
+	l, err := ledger.Open(filepath.Join(t.TempDir(), ledger.FileName), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	g.srv.Ledger = OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
+	opID := strings.Repeat("ab", 32)
+	send := func() map[string]any {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+			"name":      "mempalace_checkpoint",
+			"arguments": map[string]any{"items": []any{map[string]any{"wing": "alice_w", "room": "cp", "content": "a zebra quartz note"}}},
+			"_meta":     map[string]any{ledger.MetaKey: opID}}})
+		req, _ := http.NewRequest("POST", g.http.URL+"/mcp", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+g.tokens["alice"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		return m
+	}
+	first, second := send(), send()
+	if first["error"] != nil || second["error"] != nil {
+		t.Fatalf("first %v, resend %v: want the recorded answer both times", first["error"], second["error"])
+	}
+	if n := g.primary.Calls("mempalace_checkpoint"); n != 1 {
+		t.Errorf("the upstream saw the checkpoint %d times, want 1", n)
+	}
+	if n := g.primary.Dump().CountContent("a zebra quartz note"); n != 1 {
+		t.Errorf("%d copies of the item", n)
+	}
+}

@@ -134,6 +134,8 @@ type rpcRequest struct {
 	// Tool and Args: a tools/call's name and arguments (Args never nil).
 	Tool string
 	Args map[string]any
+	// sentDigest is digest(Args) as parsed, before any step changes them.
+	sentDigest string
 }
 
 // badRequest is a parse step's refusal: a JSON-RPC error code and

@@ -22,6 +22,11 @@ type ToolCall struct {
 	Reads  bool           // the catalogue's record: the call changes nothing
 	Args   map[string]any // as authorized and stamped
 	Body   []byte         // the message the upstream receives (re-encoded from the parse)
+	// ArgsDigest is the digest of the arguments as the device sent them,
+	// before the gateway narrowed or stamped them: what identifies one
+	// write across its resends (the narrowing of a resend can differ: a
+	// checkpoint item the first send filed is a duplicate the second time).
+	ArgsDigest string
 }
 
 // Send is the upstream call a Ledger wraps.
@@ -38,7 +43,7 @@ type Ledger interface {
 // through the ledger when there is one.
 func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (int, []byte) {
 	t, _ := catalogue.Lookup(req.Tool)
-	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode()}
+	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode(), ArgsDigest: req.sentDigest}
 	if s.Ledger != nil {
 		return s.Ledger.Forward(ctx, call, s.upstreamCall)
 	}
