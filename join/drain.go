@@ -20,7 +20,7 @@ func drain(ctx context.Context, store *outbox.Store, primary outbox.Primary, sta
 	if err := store.ClearBackoff(ctx); err != nil {
 		return []Failure{{Kind: "outbox", Record: store.Path(), Error: err.Error()}}
 	}
-	f := &outbox.Flusher{S: store, P: primary, Log: log, MaxPerm: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second}
+	f := &outbox.Flusher{S: store, P: primary, Log: log, MaxPerm: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true}
 	st0, err := store.Stats(ctx)
 	if err != nil {
 		return []Failure{{Kind: "outbox", Record: store.Path(), Error: err.Error()}}

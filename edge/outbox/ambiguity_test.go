@@ -193,3 +193,26 @@ func TestSecondAckIsNotMistakenForTheFirst(t *testing.T) {
 		t.Errorf("%d acks on the primary, want 2 (the claim and the applied)", acks)
 	}
 }
+
+// An agent that writes the same diary text twice made two entries, and the
+// primary gets both; only a replay of history (join) or a resend after an
+// attempt that may have landed takes a matching entry for this one (found
+// by an attacker pass: the second entry was dropped as "already on the
+// primary").
+func TestRepeatedDiaryTextIsTwoEntries(t *testing.T) {
+	for _, history := range []bool{false, true} {
+		r := newRig(t)
+		r.flusher.History = history
+		r.enqueue("diary_write", map[string]any{"agent_name": "pi", "wing": "pi_d", "entry": "Session ended; nothing to report."})
+		r.drain()
+		r.enqueue("diary_write", map[string]any{"agent_name": "pi", "wing": "pi_d", "entry": "Session ended; nothing to report."})
+		r.drain()
+		want := 2
+		if history {
+			want = 1 // join: the entry already there is this record
+		}
+		if n := r.primary.Dump().CountContent("Session ended; nothing to report."); n != want {
+			t.Errorf("history=%v: %d entries on the primary, want %d", history, n, want)
+		}
+	}
+}

@@ -46,6 +46,13 @@ type Flusher struct {
 	MaxPerm int           // attempts with a permanent error before dead (default 5)
 	// BaseDelay and MaxDelay bound the persisted backoff (500 ms, 5 min).
 	BaseDelay, MaxDelay time.Duration
+	// History: the ops replay a palace's existing records (devbox-config
+	// join, RFC 001 §4.4), so a diary entry whose text is already in the
+	// primary's diary wing is that record, sent before. Otherwise (the
+	// edge's live writes) a diary entry is looked up only after an attempt
+	// that may have landed: an agent writing the same text twice made two
+	// entries, and the primary gets both.
+	History bool
 	// Poll is how often a flusher whose doorbell could not be bound (a
 	// palace path too long for a Unix socket) re-checks the database for
 	// another process's enqueue (default 100 ms).

@@ -20,7 +20,8 @@ import (
 //	kg_add, open fact          resend (the server's open-fact guard)
 //	kg_add, closed fact        kg_query first; skip if (s,p,o,from,to) exists
 //	kg_invalidate/supersede    in order; "nothing open" or ambiguity -> confirm with kg_query
-//	diary_write                skip if the entry's sha256[:12] suffix is on the primary
+//	diary_write                after ambiguity (always when replaying history, join):
+//	                           skip if the entry's sha256[:12] suffix is on the primary
 //	update_drawer              resend
 //	event_append, patch_submit after ambiguity: event_list for metadata.edge_op_id first
 //	event_ack                  after ambiguity: look for this sender's ack of the target
@@ -57,6 +58,9 @@ func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool
 		}
 		return res, err
 	case catalogue.DiarySuffix:
+		if !f.History && !ambiguous {
+			break // a first attempt of a live write: nothing to look up
+		}
 		suffixes, err := f.diarySuffixes(ctx, run, catalogue.DiaryWingFor(a))
 		if err != nil {
 			return nil, err
