@@ -243,14 +243,20 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args map[string]a
 	}
 	m := resultJSON(res)
 	if m == nil {
-		m = map[string]any{}
-		if res.IsError {
-			m["success"] = false
-			m["error"] = "the primary answered isError"
+		if !res.IsError {
+			// A 200 whose result holds no JSON object (an empty result, a
+			// text that is not JSON) says nothing about the write: it may
+			// have landed, so it is not taken for success.
+			return nil, errUnreadableAnswer
 		}
+		m = map[string]any{"success": false, "error": "the primary answered isError"}
 	}
 	return m, nil
 }
+
+// errUnreadableAnswer: the primary answered a write with a result the
+// outbox cannot read (classified ambiguous: maybe applied).
+var errUnreadableAnswer = errors.New("the primary's answer holds no JSON object: the write may or may not have landed")
 
 // FlushTarget adapts a Primary for an outbox Flusher outside a running
 // edge (devbox-config edge flush).
