@@ -56,6 +56,7 @@ func TestSendsCarryTheirOpID(t *testing.T) {
 
 	ev := r.enqueue("event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "pi@lab", "body": "b"})
 	diary := r.enqueue("diary_write", map[string]any{"agent_name": "pi", "entry": "with an op id"})
+	r.enqueue("kg_add", map[string]any{"subject": "ada", "predicate": "worked_at", "object": "acme", "valid_from": "2020-01-01", "valid_to": "2021-01-01"}) // a closed fact: always looked up first
 	r.drain()
 	mu.Lock()
 	defer mu.Unlock()
@@ -65,13 +66,13 @@ func TestSendsCarryTheirOpID(t *testing.T) {
 	if got := seen["mempalace_diary_write"]; len(got) != 1 || got[0] != diary.ID {
 		t.Errorf("diary_write sent with op ids %q, want [%s]", got, diary.ID)
 	}
-	for _, id := range seen["mempalace_list_drawers"] {
+	for _, id := range seen["mempalace_kg_query"] {
 		if id != "" {
 			t.Errorf("a look-up carried op id %s", id)
 		}
 	}
-	if len(seen["mempalace_list_drawers"]) == 0 {
-		t.Error("the diary's look-up was not made")
+	if len(seen["mempalace_kg_query"]) == 0 {
+		t.Error("the closed fact's look-up was not made")
 	}
 	if pr := r.store.Protection(context.Background()); !strings.HasPrefix(pr, "ledger:") {
 		t.Errorf("protection recorded: %q", pr)
