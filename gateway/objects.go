@@ -27,7 +27,7 @@ func (s *Server) objectBefore(ctx context.Context, d *Device, t catalogue.Tool, 
 
 // objectAfter is the check made on an answer before it is passed on:
 // artifact_get's artifact must be one the caller created or one an event
-// it can see refers to.
+// it can see, written by another agent, refers to.
 func (s *Server) objectAfter(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any, resp []byte) bool {
 	if t.Name != "artifact_get" || d.Coordinator {
 		return true
@@ -41,6 +41,12 @@ func (s *Server) objectAfter(ctx context.Context, d *Device, t catalogue.Tool, a
 	}
 	id, _ := args["artifact_id"].(string)
 	return s.findEvent(ctx, d, func(e map[string]any) bool {
+		// A reference the device wrote itself proves nothing: it could
+		// name any id it learnt (found by an attacker pass). Only an
+		// event another agent wrote counts.
+		if from, _ := e["from_agent"].(string); d.Grants(from, false) {
+			return false
+		}
 		ids, _ := e["artifact_ids"].([]any)
 		return slices.Contains(ids, any(id))
 	})

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -263,5 +264,34 @@ func TestNarrowedCheckpointResendIsAReplay(t *testing.T) {
 	}
 	if n := g.primary.Dump().CountContent("a zebra quartz note"); n != 1 {
 		t.Errorf("%d copies of the item", n)
+	}
+}
+
+// A device cannot make another's artifact visible to itself by naming it
+// in an event of its own (found by an attacker pass).
+func TestOwnReferenceDoesNotOpenAnArtifact(t *testing.T) {
+	g := newGW(t, []Device{
+		{ID: "alice", Label: "a", Read: []string{"alice_*"}, Write: []string{"alice_*"}, Agents: []string{"alice@a"}},
+		{ID: "bob", Label: "b", Read: []string{"bob_*"}, Write: []string{"bob_*"}, Agents: []string{"bob@b"}},
+	})
+	put, errObj, _ := g.call(g.tokens["bob"], "artifact_put", map[string]any{"kind": "note", "content": "BOB PRIVATE ARTIFACT", "created_by": "bob@b"})
+	if errObj != nil {
+		t.Fatal(errObj)
+	}
+	id := put["artifact"].(map[string]any)["id"].(string)
+	if _, e, _ := g.call(g.tokens["alice"], "artifact_get", map[string]any{"artifact_id": id}); e == nil {
+		t.Fatal("alice reads bob's artifact outright")
+	}
+	if _, e, _ := g.call(g.tokens["alice"], "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "alice@a", "to_agent": "alice@a", "body": "mine", "artifact_ids": []any{id}}); e != nil {
+		t.Fatal(e)
+	}
+	res, e, _ := g.call(g.tokens["alice"], "artifact_get", map[string]any{"artifact_id": id})
+	if e == nil || strings.Contains(fmt.Sprint(res), "BOB PRIVATE") {
+		t.Errorf("after naming it in her own event alice reads bob's artifact: %v %v", res, e)
+	}
+	// An event bob sends her with it does open it.
+	g.call(g.tokens["bob"], "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "bob@b", "to_agent": "alice@a", "body": "for you", "artifact_ids": []any{id}})
+	if res, e, _ := g.call(g.tokens["alice"], "artifact_get", map[string]any{"artifact_id": id}); e != nil || !strings.Contains(fmt.Sprint(res), "BOB PRIVATE") {
+		t.Errorf("bob's event to alice does not open it: %v %v", res, e)
 	}
 }
