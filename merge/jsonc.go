@@ -190,7 +190,7 @@ func (d *Doc) Set(value []byte, path ...string) (err error) {
 			return err
 		}
 		if !ok {
-			return d.insert(path[:i-1], path[i-1], nestValue(path[i:], value))
+			return d.insert(path[:i-1], path[i-1], nestValue(path[i:], value), false)
 		}
 	}
 	ok, err := d.Has(path...)
@@ -198,9 +198,31 @@ func (d *Doc) Set(value []byte, path ...string) (err error) {
 		return err
 	}
 	if !ok {
-		return d.insert(path[:len(path)-1], path[len(path)-1], value)
+		return d.insert(path[:len(path)-1], path[len(path)-1], value, false)
 	}
 	return d.replace(path, value)
+}
+
+// Append adds a new key as the last member of its parent object, which
+// must exist (pi's settings merge: keys missing from the live file are
+// added after the user's, in the template's order). An existing value is
+// replaced in place, as Set does.
+func (d *Doc) Append(value []byte, path ...string) (err error) {
+	defer d.resetOnError(&err)
+	if len(path) == 0 {
+		return fmt.Errorf("empty path")
+	}
+	if !json.Valid(value) {
+		return fmt.Errorf("value for %s is not valid JSON", strings.Join(path, "."))
+	}
+	ok, err := d.Has(path...)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return d.replace(path, value)
+	}
+	return d.insert(path[:len(path)-1], path[len(path)-1], value, true)
 }
 
 // Delete removes the member at path. It reports whether anything was
@@ -365,8 +387,9 @@ func (d *Doc) replace(path []string, value []byte) error {
 }
 
 // insert adds key=value as a new member of the object at parentPath: as
-// its first member, or after a leading "$schema" at the top level.
-func (d *Doc) insert(parentPath []string, key string, value []byte) error {
+// its first member, or after a leading "$schema" at the top level; with
+// last, after its last member.
+func (d *Doc) insert(parentPath []string, key string, value []byte, last bool) error {
 	parent, err := d.lookup(parentPath)
 	if err != nil {
 		return err
@@ -376,7 +399,10 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 		return d.notObject(parentPath, parent)
 	}
 	at := 0
-	if len(parentPath) == 0 && len(obj.Members) > 0 && memberName(obj.Members[0]) == "$schema" {
+	switch {
+	case last:
+		at = len(obj.Members)
+	case len(parentPath) == 0 && len(obj.Members) > 0 && memberName(obj.Members[0]) == "$schema":
 		at = 1
 	}
 	nl := d.newline()
@@ -422,7 +448,7 @@ func (d *Doc) insert(parentPath []string, key string, value []byte) error {
 		}
 		obj.Members = append(obj.Members[:at], append([]hujson.ObjectMember{m}, obj.Members[at:]...)...)
 
-	default: // only "$schema" so far: append after it
+	default: // after the last member (a leading "$schema" alone, or last)
 		prev := &obj.Members[at-1]
 		indent := indentAfterNewline(prev.Name.BeforeExtra)
 		if head, _ := splitHead(obj.AfterExtra); indent == nil && !isBlank(head) {

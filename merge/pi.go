@@ -38,7 +38,7 @@ func FillMissing(live *Doc, template []byte) ([]string, error) {
 				val := m.Value.Clone()
 				val.BeforeExtra, val.AfterExtra = nil, nil
 				val.Minimize()
-				if err := live.Set(val.Pack(), p...); err != nil {
+				if err := live.Append(val.Pack(), p...); err != nil {
 					return err
 				}
 				added = append(added, strings.Join(p, "."))
