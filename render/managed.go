@@ -78,6 +78,12 @@ func planOpencode(opts Options, s ladder.Settings) Result {
 	// opencode.json, else a new opencode.jsonc. Any config that does not
 	// parse stops the target: opencode would not start with it either, and
 	// we cannot tell what it holds.
+	if fi, err := opts.Sys.Lstat(dir); err == nil && !fi.IsDir() && !dirExists(opts.Sys, dir) {
+		// A file (or a link to one) where opencode's directory should be:
+		// say so, rather than "not a directory" about a file inside it.
+		r.File = dir
+		return skipped(r, "%s is a file, not a directory, so opencode's config cannot be there; nothing written (move it aside)", dir)
+	}
 	var holders, existing []string
 	files := map[string]loaded{}
 	for _, name := range opencodeFiles {
