@@ -103,10 +103,8 @@ func (e *Edge) replicable(rec catalogue.Tool, raw any, args map[string]any, oldW
 	}
 	wings := rec.WingsOf(args, oldWing)
 	if rec.Wings == catalogue.NoWing {
-		wings = []string{fmt.Sprint(args["wing"])} // a tool the catalogue does not know: its own "wing", if any
-		if _, ok := args["wing"].(string); !ok {
-			wings = nil
-		}
+		w, _ := args["wing"].(string) // a tool the catalogue does not know: its own "wing", if any
+		wings = []string{w}
 	}
 	wing := ""
 	for _, w := range wings {
