@@ -27,6 +27,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // State of an op.
@@ -97,28 +98,15 @@ CREATE INDEX IF NOT EXISTS ops_active ON ops(local_seq) WHERE state IN ('queued'
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 `
 
-// setUp creates or migrates the schema. Processes opening one fresh file
-// at the same moment (two containers starting on one palace) can meet
-// SQLITE_BUSY where SQLite does not wait (switching the file to WAL), so a
-// busy set-up is tried again for a few seconds.
+// setUp creates or migrates the schema, again while another process
+// opening the same fresh file makes it busy (sqlitewal.RetryBusy).
 func setUp(db *sql.DB) error {
-	delay := 5 * time.Millisecond
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		_, err := db.Exec(schema)
-		if err == nil {
-			err = migrate(db)
-		}
-		if err == nil || !busy(err) || time.Now().After(deadline) {
+	return sqlitewal.RetryBusy(func() error {
+		if _, err := db.Exec(schema); err != nil {
 			return err
 		}
-		time.Sleep(delay)
-		delay = min(2*delay, 200*time.Millisecond)
-	}
-}
-
-// busy reports SQLite's SQLITE_BUSY (database is locked).
-func busy(err error) bool {
-	return strings.Contains(err.Error(), "SQLITE_BUSY") || strings.Contains(err.Error(), "database is locked")
+		return migrate(db)
+	})
 }
 
 // migrate brings an outbox made by an older edge up to the schema.

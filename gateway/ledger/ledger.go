@@ -11,12 +11,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // Defaults.
@@ -195,18 +196,8 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 		}
 		(*db).SetMaxOpenConns(1)
 	}
-	// Switching a fresh file to WAL can still return SQLITE_BUSY without
-	// waiting when another process does it at the same moment: try the
-	// set-up again for a few seconds.
-	delay := 5 * time.Millisecond
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		err = l.createSchema()
-		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(delay)
-		delay = min(2*delay, 200*time.Millisecond)
-	}
+	// Another gateway opening the same fresh file can make it busy.
+	err = sqlitewal.RetryBusy(l.createSchema)
 	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("ledger %s is not a usable SQLite database: %w", path, err)

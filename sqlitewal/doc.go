@@ -1,0 +1,6 @@
+// Package sqlitewal holds what the outbox and the gateway's op-id ledger
+// share about opening a SQLite file in WAL mode that several processes may
+// open at the same moment: SQLite can answer SQLITE_BUSY without waiting
+// for its busy timeout (switching a fresh file to WAL), so set-up is tried
+// again for a few seconds.
+package sqlitewal
