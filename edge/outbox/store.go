@@ -192,8 +192,9 @@ func (s *Store) Enqueue(ctx context.Context, tool string, payload json.RawMessag
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	defer tx.Rollback()
+	rec, _ := catalogue.Lookup(tool)
 	dedupe := ""
-	if rec, _ := catalogue.Lookup(tool); rec.Replay == catalogue.ServerDeduped {
+	if rec.Replay == catalogue.ServerDeduped {
 		dedupe = "content:" + hash(tool, string(canon))
 		var existing int64
 		if err := tx.QueryRowContext(ctx, `SELECT local_seq FROM ops WHERE dedupe_key=? AND state IN ('queued','inflight')`, dedupe).Scan(&existing); err == nil {
@@ -211,7 +212,7 @@ func (s *Store) Enqueue(ctx context.Context, tool string, payload json.RawMessag
 		dedupe = "op:" + opID
 	}
 	stored := canon
-	if rec, _ := catalogue.Lookup(tool); rec.OpStamp {
+	if rec.OpStamp {
 		if stored, err = stampOpID(canon, opID); err != nil {
 			return Op{}, err
 		}
