@@ -62,26 +62,14 @@ func (j *journey) render(args ...string) string {
 	return errOut
 }
 
-// mcpStatus is mempalace's status in `opencode mcp list`, and what the
-// command printed (for a failing check).
-func (j *journey) mcpStatus() (string, string) {
-	out, errOut, err := j.h.Run(j.t, 90*time.Second, j.oc, "mcp", "list")
-	printed := fmt.Sprintf("exit: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
-	return testbed.MCPList(out + errOut)["mempalace"], printed
-}
-
-// checkConnected checks that opencode lists mempalace as connected. A
-// "failed" first answer is asked once more, and the transcript says so:
-// opencode's first tool list has been seen to fail on a loaded two-core
-// machine ("Failed to get tools") with a server that answers every other
-// time; a server that is really broken fails both.
+// checkConnected checks that opencode lists mempalace as connected (a
+// failed first answer is asked once more, testbed.OpencodeMCPStatus, and
+// the transcript says so).
 func (j *journey) checkConnected(step, what string) {
 	j.t.Helper()
-	status, printed := j.mcpStatus()
-	if status != "connected" {
-		j.t.Logf("%-9s opencode mcp list said %q; asking once more. It printed:\n%s", step, status, printed)
-		time.Sleep(time.Second)
-		status, printed = j.mcpStatus()
+	status, printed, retried := testbed.OpencodeMCPStatus(j.t, j.h, j.oc, "mempalace")
+	if retried {
+		j.t.Logf("%-9s opencode mcp list did not say connected at first; asked once more", step)
 	}
 	j.check(step, what, status == "connected", "status ", status, "; opencode mcp list printed:\n", printed)
 }

@@ -81,13 +81,12 @@ func TestOpencodeLoadsEveryRung(t *testing.T) {
 				t.Fatalf("opencode resolved mcp.mempalace = %v", cfg.MCP["mempalace"])
 			}
 
-			out, errOut, _ = h.Run(t, 90*time.Second, oc, "mcp", "list")
-			status, listed := testbed.MCPList(out + errOut)["mempalace"]
-			if !listed {
-				t.Fatalf("opencode mcp list does not report mempalace:\n%s%s", out, errOut)
+			status, printed, _ := testbed.OpencodeMCPStatus(t, h, oc, "mempalace")
+			if status == "" {
+				t.Fatalf("opencode mcp list does not report mempalace:\n%s", printed)
 			}
 			if r.status != "" && status != r.status {
-				t.Fatalf("opencode mcp list: mempalace %s, want %s:\n%s%s", status, r.status, out, errOut)
+				t.Fatalf("opencode mcp list: mempalace %s, want %s:\n%s", status, r.status, printed)
 			}
 			after, _ := os.ReadFile(file)
 			if !bytes.Equal(before, after) {

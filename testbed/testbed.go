@@ -13,6 +13,7 @@ package testbed
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -184,6 +185,27 @@ func (h *Home) Run(t testing.TB, timeout time.Duration, name string, args ...str
 }
 
 var ansi = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+
+// OpencodeMCPStatus runs `opencode mcp list` in h and returns server's
+// status and what the command printed. A first answer other than
+// "connected" is asked once more, a second later, and retried says so:
+// opencode's first tool list has been seen to fail on a loaded two-core
+// machine ("Failed to get tools") against a server that answers every
+// other call; a server that is really broken fails both.
+func OpencodeMCPStatus(t testing.TB, h *Home, oc, server string) (status, printed string, retried bool) {
+	t.Helper()
+	ask := func() (string, string) {
+		out, errOut, err := h.Run(t, 90*time.Second, oc, "mcp", "list")
+		return MCPList(out + errOut)[server], fmt.Sprintf("exit: %v\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
+	}
+	status, printed = ask()
+	if status == "connected" {
+		return status, printed, false
+	}
+	time.Sleep(time.Second)
+	status, printed = ask()
+	return status, printed, true
+}
 
 // MCPList parses `opencode mcp list` into server name -> status
 // ("connected", "failed", "needs authentication", "disabled").
