@@ -54,6 +54,18 @@ const (
 	ActionNotOptedIn = "not-opted-in"
 )
 
+// lockOwner names the harness that writes target's file under
+// <file>.lock (proper-lockfile), or "" if none does.
+func lockOwner(target string) string {
+	switch target {
+	case TargetPi:
+		return "pi"
+	case TargetClaudeCode:
+		return "Claude Code"
+	}
+	return ""
+}
+
 // Options configure a run.
 type Options struct {
 	// Home is the home directory. XDG_CONFIG_HOME and PI_CODING_AGENT_DIR
@@ -179,12 +191,12 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 		return skipped(r, "%v", err)
 	}
 	defer unlock()
-	if t == TargetPi || t == TargetClaudeCode { // both write their file under <file>.lock
-		unlockPi, err := opts.Sys.LockPi(r.File)
+	if owner := lockOwner(t); owner != "" { // the harness writes its file under <file>.lock
+		unlockOwner, err := opts.Sys.LockOwner(r.File, owner)
 		if err != nil {
 			return skipped(r, "%v", err)
 		}
-		defer unlockPi()
+		defer unlockOwner()
 	}
 	// Decide again under the lock if another container (or pi) wrote
 	// anything the first look read between it and the lock.

@@ -34,17 +34,19 @@ type System interface {
 	// LockDir takes an exclusive lock on a directory, so two containers
 	// starting on one volume cannot interleave their read-decide-write.
 	LockDir(dir string) (unlock func(), err error)
-	// LockPi takes pi's own settings lock: the proper-lockfile directory
-	// <file>.lock that pi creates while it writes settings.json.
-	LockPi(file string) (unlock func(), err error)
+	// LockOwner takes the lock a harness holds while it writes its own
+	// file: the proper-lockfile directory <file>.lock that pi (settings.json)
+	// and Claude Code (~/.claude.json) create. owner names the harness in
+	// the error when the lock stays held.
+	LockOwner(file, owner string) (unlock func(), err error)
 }
 
 // OS is the real file system.
 type OS struct {
-	// PiLockRetries and PiLockStale follow proper-lockfile as pi uses it
-	// (10 retries, stale after 10 s) unless set.
-	PiLockRetries int
-	PiLockStale   time.Duration
+	// OwnerLockRetries and OwnerLockStale follow proper-lockfile as pi and
+	// Claude Code use it (10 retries, stale after 10 s) unless set.
+	OwnerLockRetries int
+	OwnerLockStale   time.Duration
 	// WriteOptions are passed to filewrite.Write (tests inject faults).
 	WriteOptions []filewrite.Option
 }
@@ -96,8 +98,8 @@ func (OS) LockDir(dir string) (func(), error) {
 	}, nil
 }
 
-func (o OS) LockPi(file string) (func(), error) {
-	retries, stale := o.PiLockRetries, o.PiLockStale
+func (o OS) LockOwner(file, owner string) (func(), error) {
+	retries, stale := o.OwnerLockRetries, o.OwnerLockStale
 	if retries == 0 {
 		retries = 10
 	}
@@ -118,7 +120,7 @@ func (o OS) LockPi(file string) (func(), error) {
 			continue
 		}
 		if i >= retries {
-			return nil, fmt.Errorf("%s is held by another writer (pi running?)", lock)
+			return nil, fmt.Errorf("%s is held by another writer (%s writing its file?); the next start tries again", lock, owner)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

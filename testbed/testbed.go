@@ -39,7 +39,7 @@ func Dir(t testing.TB) string {
 		dir = filepath.Join(home, ".cache", "devbox-config", "realclients")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "opencode-ai")); err != nil {
-		msg := "pinned npm packages not installed in " + dir + " (run .ci/run, or: cd realclients && DEVBOX_REALCLIENTS=" + dir + " ../.ci/install-realclients)"
+		msg := "pinned npm packages not installed in " + dir + " (run scripts/test, or: DEVBOX_REALCLIENTS=" + dir + " scripts/install-realclients)"
 		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}
