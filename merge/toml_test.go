@@ -2,6 +2,8 @@ package merge
 
 import (
 	"bytes"
+	"maps"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -116,66 +118,416 @@ func TestTOMLRefusesOtherForms(t *testing.T) {
 	}
 }
 
-// FuzzTOMLSet: on any TOML the splice accepts, the output parses, holds the
-// value, keeps every byte outside the table, changes no other key, and
-// Delete leaves the other keys as they were.
-func FuzzTOMLSet(f *testing.F) {
-	for _, s := range []string{"", "a = 1\n", codexConfig, "[mcp_servers.mempalace]\r\nurl = 'x' # c\r\n", "x = \"\"\"\n[mcp_servers.mempalace]\n\"\"\"\n", "[mcp_servers]\n[mcp_servers.mempalace]\n"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, in []byte) {
-		d, err := ParseTOML(in)
-		if err != nil {
-			return
-		}
-		start, end, found, err := d.span([]string{"mcp_servers", "mempalace"})
-		if err != nil {
-			return
-		}
-		before := withoutEntry(t, in)
-		if err := d.Set(tomlEntry, "mcp_servers", "mempalace"); err != nil {
-			return // e.g. mcp_servers is an inline table: nothing written
-		}
-		out := d.Bytes()
-		if found {
-			if !bytes.HasPrefix(out, in[:start]) || !bytes.HasSuffix(out, in[end:]) {
-				t.Fatalf("bytes outside the table changed:\n%q\n%q", in, out)
-			}
-		} else if !bytes.HasPrefix(out, in) {
-			t.Fatalf("insert changed existing bytes:\n%q\n%q", in, out)
-		}
-		got, _ := d.Get("mcp_servers", "mempalace")
-		if same, _ := fingerprint.Equal(got, tomlEntry); !same {
-			t.Fatalf("read back %s from %q", got, out)
-		}
-		if after := withoutEntry(t, out); !reflect.DeepEqual(before, after) {
-			t.Fatalf("other keys changed:\n%v\n%v", before, after)
-		}
-		again := d.Bytes()
-		if err := d.Set(tomlEntry, "mcp_servers", "mempalace"); err != nil || !bytes.Equal(d.Bytes(), again) {
-			t.Fatalf("a second Set changed the file: %v\n%q\n%q", err, again, d.Bytes())
-		}
-		if _, err := d.Delete("mcp_servers", "mempalace"); err != nil {
-			t.Fatal(err)
-		}
-		if after := withoutEntry(t, d.Bytes()); !reflect.DeepEqual(before, after) {
-			t.Fatalf("delete changed other keys:\n%v\n%v", before, after)
-		}
-	})
+// The splice's rule, written down here from toml.go's doc comments and not
+// from its code, so the tests below do not ask span() where the table is:
+//
+//   - the table starts at its header's '['; indentation before the header
+//     is not the table's and stays;
+//   - it ends with the newline of its last header or key/value line, its
+//     sub-tables' included; comment and blank lines between those lines are
+//     the table's;
+//   - comment and blank lines after that last line belong to what follows
+//     (the next header, or the end of the file) and stay;
+//   - Delete takes, with the table, one empty line right before its header
+//     (the one an insert adds) or a file's lone leading newline;
+//   - an insert goes at the end, after a newline if the file lacks a final
+//     one and then one empty line; a file of only whitespace gets just the
+//     table;
+//   - lines the splice writes end in CRLF when the file has any CRLF.
+//
+// A spliceCase is a document cut at those boundaries: the test, not the
+// code, knows where each part starts.
+type spliceCase struct {
+	prefix string // anything before the table, ending in a newline (or empty)
+	indent string // blanks before the header's '['
+	core   string // '[mcp_servers.mempalace]' to the newline of its last header or key/value line
+	tail   string // comment and blank lines after that, before the next header
+	suffix string // the next header, maybe after comment and blank lines, and the rest; or only comment/blank lines
 }
 
-func withoutEntry(t *testing.T, b []byte) map[string]any {
-	m := map[string]any{}
-	if err := toml.Unmarshal(b, &m); err != nil {
-		t.Fatalf("does not parse: %v\n%q", err, b)
+func (c spliceCase) doc() string { return c.prefix + c.indent + c.core + c.tail + c.suffix }
+
+// newTable is what Set writes for tomlEntry: its keys in the JSON's order,
+// the nested object as an inline table with sorted keys.
+func newTable(nl string) string {
+	return "[mcp_servers.mempalace]" + nl +
+		`url = "https://palace.example.org/mcp"` + nl +
+		`bearer_token_env_var = "MEMPALACE_REMOTE_TOKEN"` + nl +
+		`env = { A = "x y", B = "2" }` + nl +
+		`args = ["edge", "--x"]` + nl
+}
+
+// tomlEntry as a TOML reader sees it.
+var tomlEntryValue = map[string]any{
+	"url":                  "https://palace.example.org/mcp",
+	"bearer_token_env_var": "MEMPALACE_REMOTE_TOKEN",
+	"env":                  map[string]any{"A": "x y", "B": "2"},
+	"args":                 []any{"edge", "--x"},
+}
+
+func docNewline(doc string) string {
+	if strings.Contains(doc, "\r\n") {
+		return "\r\n"
 	}
-	if s, ok := m["mcp_servers"].(map[string]any); ok {
-		delete(s, "mempalace")
-		if len(s) == 0 {
-			delete(m, "mcp_servers")
+	return "\n"
+}
+
+// afterDelete is what stays of before+table: before, less the one empty
+// line (or lone leading newline) Delete takes with the table.
+func afterDelete(before, nl string) string {
+	if strings.HasSuffix(before, nl+nl) || before == nl {
+		return before[:len(before)-len(nl)]
+	}
+	return before
+}
+
+// afterInsert is doc with the new table appended.
+func afterInsert(doc string) string {
+	nl := docNewline(doc)
+	if strings.Trim(doc, " \t\r\n") == "" {
+		return doc + newTable(nl)
+	}
+	if !strings.HasSuffix(doc, "\n") {
+		doc += nl
+	}
+	return doc + nl + newTable(nl)
+}
+
+// onlyCommentLines reports whether every line of s is blank or a comment.
+func onlyCommentLines(s string) bool {
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l = strings.Trim(l, " \t\r\n"); l != "" && l[0] != '#' {
+			return false
 		}
 	}
-	return m
+	return true
+}
+
+// startsAtHeader reports whether s, past leading comment and blank lines,
+// is empty or starts with a '[' header: at the top level after whole lines,
+// a line starting with '[' can only be a header.
+func startsAtHeader(s string) bool {
+	for s != "" {
+		l, rest, _ := strings.Cut(s, "\n")
+		t := strings.TrimLeft(l, " \t")
+		if strings.HasPrefix(t, "[") {
+			return true
+		}
+		if t = strings.TrimRight(t, " \t\r"); t != "" && t[0] != '#' {
+			return false
+		}
+		s = rest
+	}
+	return true
+}
+
+// parseTOML is go-toml's reading of b, or ok false.
+func parseTOML(b string) (m map[string]any, ok bool) {
+	m = map[string]any{}
+	return m, toml.Unmarshal([]byte(b), &m) == nil
+}
+
+// mempalaceOf is mcp_servers.mempalace in m, or nil.
+func mempalaceOf(m map[string]any) any {
+	s, _ := m["mcp_servers"].(map[string]any)
+	return s["mempalace"]
+}
+
+// othersOf is m without mcp_servers.mempalace (and without mcp_servers if
+// that leaves it empty), m itself left as it was.
+func othersOf(m map[string]any) map[string]any {
+	o := maps.Clone(m)
+	if s, ok := o["mcp_servers"].(map[string]any); ok {
+		s = maps.Clone(s)
+		delete(s, "mempalace")
+		if len(s) == 0 {
+			delete(o, "mcp_servers")
+		} else {
+			o["mcp_servers"] = s
+		}
+	}
+	return o
+}
+
+// sameTOML is reflect.DeepEqual with nan equal to nan.
+func sameTOML(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			if w, ok := y[k]; !ok || !sameTOML(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameTOML(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case float64:
+		y, ok := b.(float64)
+		return ok && (x == y || math.IsNaN(x) && math.IsNaN(y))
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+// usable says why c is not a document the rule above covers, or "".
+func (c spliceCase) usable() string {
+	switch {
+	case c.prefix != "" && !strings.HasSuffix(c.prefix, "\n"):
+		return "prefix does not end in a newline"
+	case strings.Trim(c.indent, " \t") != "":
+		return "indent is not blanks"
+	case !onlyCommentLines(c.tail):
+		return "tail has more than comment lines"
+	case !startsAtHeader(c.suffix):
+		return "suffix does not start at a header"
+	}
+	for _, part := range []string{c.prefix, c.suffix} {
+		m, ok := parseTOML(part)
+		if !ok {
+			return "a part does not parse"
+		}
+		if mempalaceOf(m) != nil {
+			return "a part has mcp_servers.mempalace"
+		}
+	}
+	if _, ok := parseTOML(c.doc()); !ok {
+		return "the document does not parse"
+	}
+	return ""
+}
+
+// checkSplice runs Set, Delete and an insert on c and holds each result to
+// the bytes the rule gives and to go-toml's reading of them. The insert is
+// also tried on each of more that parses (the fuzzed prefix as it came,
+// without the final newline the case needs).
+func checkSplice(t *testing.T, c spliceCase, more ...string) {
+	t.Helper()
+	doc := c.doc()
+	nl := docNewline(doc)
+	m, _ := parseTOML(doc)
+	others := othersOf(m)
+	path := []string{"mcp_servers", "mempalace"}
+
+	holds := func(what, got, want string, value any, others map[string]any) {
+		t.Helper()
+		if got != want {
+			t.Fatalf("%s of %q:\n got %q\nwant %q", what, doc, got, want)
+		}
+		m, ok := parseTOML(got)
+		if !ok {
+			t.Fatalf("%s of %q does not parse: %q", what, doc, got)
+		}
+		if v := mempalaceOf(m); !sameTOML(v, value) {
+			t.Fatalf("%s of %q: mcp_servers.mempalace reads %v, want %v", what, doc, v, value)
+		}
+		if o := othersOf(m); !sameTOML(o, others) {
+			t.Fatalf("%s of %q changed other keys:\n%v\n%v", what, doc, others, o)
+		}
+	}
+
+	d, err := ParseTOML([]byte(doc))
+	if err != nil {
+		t.Fatalf("%q: %v", doc, err)
+	}
+	if err := d.Set(tomlEntry, path...); err != nil {
+		t.Fatalf("Set on %q: %v", doc, err)
+	}
+	set := c.prefix + c.indent + newTable(nl) + c.tail + c.suffix
+	holds("Set", string(d.Bytes()), set, tomlEntryValue, others)
+	if err := d.Set(tomlEntry, path...); err != nil {
+		t.Fatalf("second Set on %q: %v", set, err)
+	}
+	holds("a second Set", string(d.Bytes()), set, tomlEntryValue, others)
+
+	deleted := afterDelete(c.prefix+c.indent, nl) + c.tail + c.suffix
+	for _, from := range []string{doc, set} {
+		d, _ := ParseTOML([]byte(from))
+		if ok, err := d.Delete(path...); !ok || err != nil {
+			t.Fatalf("Delete on %q: %v %v", from, ok, err)
+		}
+		holds("Delete", string(d.Bytes()), deleted, nil, others)
+	}
+
+	// Without the table (as Delete leaves it, the prefix on its own, more):
+	// Set inserts, every old byte stays where it was, and Delete takes the
+	// insert away again.
+	for _, without := range append([]string{deleted, c.prefix}, more...) {
+		m, ok := parseTOML(without)
+		if !ok {
+			continue
+		}
+		others := othersOf(m) // the prefix alone lacks the suffix's keys
+		d, _ := ParseTOML([]byte(without))
+		if err := d.Set(tomlEntry, path...); err != nil {
+			t.Fatalf("insert into %q: %v", without, err)
+		}
+		ins := afterInsert(without)
+		holds("insert", string(d.Bytes()), ins, tomlEntryValue, others)
+		if ok, err := d.Delete(path...); !ok || err != nil {
+			t.Fatalf("Delete on %q: %v %v", ins, ok, err)
+		}
+		holds("Delete after insert", string(d.Bytes()), afterDelete(strings.TrimSuffix(ins, newTable(docNewline(ins))), docNewline(ins)), nil, others)
+	}
+}
+
+// Which lines are the table's, case by case.
+func TestTOMLSpliceBoundaries(t *testing.T) {
+	for name, c := range map[string]spliceCase{
+		"comments above the next header are its": {
+			prefix: "model = \"o3\"\n\n",
+			core:   "[mcp_servers.mempalace]\ncommand = \"x\"\n",
+			tail:   "# about profiles\n\n",
+			suffix: "# also about profiles\n[profiles.fast]\nmodel = \"o3\"\n",
+		},
+		"comments and blank lines between keys and sub-tables are the table's": {
+			core: "[mcp_servers.mempalace]\n# inside\n\ncommand = \"x\"\n# still inside\n[mcp_servers.mempalace.env]\n\nX = \"1\"\n",
+			tail: "# after\n",
+		},
+		"a last sub-table without keys ends the table": {
+			prefix: "[mcp_servers]\n",
+			core:   "[mcp_servers.mempalace]\nurl = 'u'\n[mcp_servers.mempalace.env]  # none yet\n",
+			tail:   "   # indented, after\n",
+			suffix: "[mcp_servers.other]\ncommand = \"y\"\n",
+		},
+		"a header alone": {
+			core:   "[ mcp_servers . \"mempalace\" ] # c\n",
+			suffix: "[a]\n",
+		},
+		"comments at the end of the file stay": {
+			prefix: "a = 1\n",
+			core:   "[mcp_servers.mempalace]\nx = [\n  1,\n] # multi-line\n",
+			tail:   "# the end\n\n# really\n",
+		},
+		"no newline at the end": {
+			prefix: "a = 1\n",
+			core:   "[mcp_servers.mempalace]\nx = 1",
+		},
+		"indentation before the header stays": {
+			prefix: "a = 1\n\n",
+			indent: "  \t",
+			core:   "[mcp_servers.mempalace]\nx = 1\n",
+			suffix: "[b]\n",
+		},
+		"CRLF": {
+			prefix: "# c\r\n\r\n",
+			core:   "[mcp_servers.mempalace]\r\nx = 1\r\n",
+			tail:   "\r\n# next\r\n",
+			suffix: "[b]\r\ny = 2\r\n",
+		},
+		"a lone leading newline": {
+			prefix: "\n",
+			core:   "[mcp_servers.mempalace]\nx = 1\n",
+		},
+		"the header inside a string before the table": {
+			prefix: "x = \"\"\"\n[mcp_servers.mempalace]\n\"\"\"\n",
+			core:   "[mcp_servers.mempalace]\nx = 1\n",
+			suffix: "[b]\n",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if why := c.usable(); why != "" {
+				t.Fatal(why)
+			}
+			checkSplice(t, c)
+		})
+	}
+}
+
+// tableLines builds a [mcp_servers.mempalace] table from shape's bits and
+// cuts it by the rule: core up to its last header or key/value line, tail
+// the comment and blank lines after.
+func tableLines(shape uint16) (indent, core, tail string) {
+	nl := "\n"
+	if shape&(1<<13) != 0 {
+		nl = "\r\n"
+	}
+	type line struct {
+		text string
+		kv   bool // a header or key/value line
+	}
+	header := []string{"[mcp_servers.mempalace]", "[ mcp_servers . mempalace ]", `[mcp_servers."mempalace"]`, `[ "mcp_servers".'mempalace' ]`}[shape&3]
+	if shape&(1<<3) != 0 {
+		header += "  # the palace"
+	}
+	lines := []line{{header, true}}
+	for _, o := range []struct {
+		bit uint
+		line
+	}{
+		{4, line{"# an old entry", false}},
+		{5, line{`command = "mempalace-mcp"`, true}},
+		{6, line{"", false}},
+		{7, line{"env_vars = [" + nl + `  "MEMPALACE_PALACE_PATH",` + nl + "]   # multi-line array", true}},
+		{8, line{"[mcp_servers.mempalace.env]" + nl + `X = "1"`, true}},
+		{9, line{"[mcp_servers.mempalace.extra]", true}},
+		{15, line{"# between" + nl + `Y = "2"`, true}},
+		{10, line{"# belongs to what follows", false}},
+		{11, line{"", false}},
+		{12, line{"\t  # so does this", false}},
+	} {
+		if shape&(1<<o.bit) != 0 {
+			lines = append(lines, o.line)
+		}
+	}
+	last := 0
+	for i, l := range lines {
+		if l.kv {
+			last = i
+		}
+	}
+	for i, l := range lines {
+		if i <= last {
+			core += l.text + nl
+		} else {
+			tail += l.text + nl
+		}
+	}
+	if shape&(1<<2) != 0 {
+		indent = "  "
+	}
+	return indent, core, tail
+}
+
+// FuzzTOMLSet: a fuzzed prefix, a table the test writes (its shape fuzzed)
+// and a fuzzed suffix from the next header on. Set must give exactly prefix
+// + the new table + the comment lines after the old one + suffix; Delete
+// exactly the parts without the table; an insert the old bytes followed by
+// the table; each must read back with go-toml as it should.
+func FuzzTOMLSet(f *testing.F) {
+	prefixes := []string{"", " ", "\n", "a = 1", "a = 1\n", "model = \"o4-mini\"   # trailing comment\n\n", "# only a comment\r\n[a]\r\nb = 1\r\n", "[mcp_servers]\n", "[mcp_servers.other]\ncommand = \"x\"\n\n", "x = \"\"\"\n[mcp_servers.mempalace]\n\"\"\"\n"}
+	suffixes := []string{"", "[profiles.fast]\nmodel = \"o3\"\n", "# this comment sits above the next table and belongs to it\n[profiles.fast]\nmodel = \"o3\"\n", "\r\n# c\r\n[a]\r\nb = 1\r\n", "# the end", "[mcp_servers.other]\nx = 1\n"}
+	shapes := []uint16{0, 1<<4 | 1<<5 | 1<<7 | 1<<8 | 1<<10, 1<<5 | 1<<10 | 1<<11 | 1<<12, 1<<2 | 1<<9 | 1<<13 | 1<<15, 1 << 14, 3 | 1<<3 | 1<<4 | 1<<6}
+	for i, p := range prefixes {
+		for j, s := range suffixes {
+			f.Add([]byte(p), shapes[(i+j)%len(shapes)], []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, prefix []byte, shape uint16, suffix []byte) {
+		c := spliceCase{prefix: string(prefix), suffix: string(suffix)}
+		if c.prefix != "" && !strings.HasSuffix(c.prefix, "\n") {
+			c.prefix += "\n"
+		}
+		c.indent, c.core, c.tail = tableLines(shape)
+		if shape&(1<<14) != 0 && c.tail == "" && c.suffix == "" {
+			c.core = strings.TrimSuffix(strings.TrimSuffix(c.core, "\n"), "\r")
+		}
+		if c.usable() != "" {
+			return
+		}
+		checkSplice(t, c, string(prefix))
+	})
 }
 
 // Keys TOML cannot write bare are quoted, and read back the same.
