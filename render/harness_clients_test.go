@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/testbed"
@@ -325,6 +327,9 @@ func TestCursorAndVSCodeEntryShape(t *testing.T) {
 				if e == nil {
 					t.Fatalf("no %s.mempalace in %s", c.key, b)
 				}
+				if c.target == TargetVSCode {
+					validateVSCodeSchema(t, b)
+				}
 				for k := range e {
 					switch k {
 					case "type", "command", "args", "env", "url", "headers":
@@ -357,6 +362,32 @@ func TestCursorAndVSCodeEntryShape(t *testing.T) {
 				testbed.NoFileContains(t, r.h.Dir, clientToken)
 			})
 		}
+	}
+}
+
+// validateVSCodeSchema checks a user mcp.json against the schema VS Code
+// itself validates it with (testdata/vscode-mcp.schema.json says where it
+// comes from).
+func validateVSCodeSchema(t *testing.T, file []byte) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/vscode-mcp.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(file, &v); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Validate(v); err != nil {
+		t.Errorf("VS Code's mcp.json schema refuses the rendered file: %v\n%s", err, file)
 	}
 }
 
