@@ -198,7 +198,8 @@ func (j *piJourney) renderPi(step string) {
 	}
 	err := json.Unmarshal([]byte(mcp), &doc)
 	j.check(step, "render keeps the user's my-notes entry in mcp.json byte for byte",
-		err == nil && doc.MCPServers["my-notes"] != nil && strings.Count(mcp, piUserServer) == 1, err, "\n", mcp)
+		err == nil && doc.MCPServers["my-notes"] != nil && strings.Count(mcp, piUserServer) == 1,
+		"parse error: ", err, "\nwant this once, verbatim:\n", piUserServer, "\nrender wrote:\n", mcp)
 	j.wrote = map[string][]byte{}
 	for _, f := range j.piFiles() {
 		b, err := os.ReadFile(f)
