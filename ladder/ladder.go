@@ -48,6 +48,10 @@ var Vars = []string{EnvRemoteURL, EnvRemoteToken, EnvEdge, EnvAgentName, EnvOrig
 // images use today; RFC 001 §7.1 forbids adding --palace).
 const LocalServer = "mempalace-mcp"
 
+// EdgeCommand is the command the edge rung's entry starts
+// ("devbox-config edge"): this binary, as installed on the devbox's PATH.
+const EdgeCommand = "devbox-config"
+
 // Settings is the validated result of reading the ladder.
 //
 // The token itself is deliberately not kept: render only needs to know
@@ -157,6 +161,11 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	}
 	if s.Mode == Edge && !s.LocalServerFound {
 		warn(EnvEdge, "edge mode needs %s on PATH for the local palace; the edge will run degraded until it is installed", LocalServer)
+	}
+	if s.Mode == Edge {
+		if _, err := lookPath(EdgeCommand); err != nil {
+			warn(EnvEdge, "the harness will start %q, but %s is not on PATH: install it there (scripts/build /usr/local/bin/%s) or the harness cannot start the edge", EdgeCommand+" edge", EdgeCommand, EdgeCommand)
+		}
 	}
 	if s.Mode == Solitary && !s.LocalServerFound {
 		warn(LocalServer, "not on PATH: no mempalace server is registered (solitary mode without MemPalace)")

@@ -6,15 +6,39 @@ import (
 	"testing"
 )
 
+// resolve resolves env with devbox-config on PATH and mempalace-mcp there
+// if haveServer.
 func resolve(env map[string]string, haveServer bool) (Settings, []Warning) {
+	return resolveWith(env, map[string]bool{LocalServer: haveServer, EdgeCommand: true})
+}
+
+func resolveWith(env map[string]string, onPath map[string]bool) (Settings, []Warning) {
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	lp := func(string) (string, error) {
-		if haveServer {
-			return "/usr/bin/mempalace-mcp", nil
+	lp := func(cmd string) (string, error) {
+		if onPath[cmd] {
+			return "/usr/bin/" + cmd, nil
 		}
 		return "", errors.New("not found")
 	}
 	return Resolve(lookup, lp)
+}
+
+// TestEdgeWithoutDevboxConfigOnPATHWarns: the edge rung's entry starts
+// "devbox-config edge"; a devbox without the binary on PATH gets the entry
+// (the rung is kept, as for a missing mempalace-mcp) and a warning that says
+// the harness cannot start it. The other rungs never start it: no warning.
+func TestEdgeWithoutDevboxConfigOnPATHWarns(t *testing.T) {
+	edge := map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t", EnvEdge: "1"}
+	s, w := resolveWith(edge, map[string]bool{LocalServer: true})
+	if s.Mode != Edge || len(w) != 1 || !strings.Contains(w[0].String(), `the harness will start "devbox-config edge", but devbox-config is not on PATH`) {
+		t.Fatalf("edge without devbox-config on PATH: mode %s, warnings %v", s.Mode, w)
+	}
+	remote := map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t"}
+	for _, env := range []map[string]string{nil, remote} {
+		if _, w := resolveWith(env, map[string]bool{LocalServer: true}); len(w) != 0 {
+			t.Errorf("%v: warnings %v, want none (this rung never starts devbox-config)", env, w)
+		}
+	}
 }
 
 func TestLadderRungs(t *testing.T) {
