@@ -39,7 +39,7 @@ var tools = [...]Tool{
 	{Name: "check_duplicate", Since: "3.6.0", Params: []string{"content", "threshold"}, Reads: true, Route: MergedRead, Gate: ReadWing, Filter: FilterMatches},
 	{Name: "add_drawer", Since: "3.6.0", Params: []string{"wing", "room", "content", "source_file", "added_by"}, Route: Write, Wings: ArgWing, Replay: ServerDeduped, Gate: WriteWing},
 	{Name: "checkpoint", Since: "3.6.0", Params: []string{"items", "diary", "dedup_threshold", "added_by"}, Route: Write, Wings: CheckpointWings, Replay: ServerDeduped, Gate: WriteWing, Filter: FilterCheckpoint,
-		Why: "its diary half has no server guard (§7.6); the items are content-addressed, and the edge replays a checkpoint whole"},
+		Why: "its diary half has no server guard (§7.6); the items are content-addressed: after ambiguity the edge looks the diary up by its suffix and, if it landed, resends the items alone"},
 	{Name: "delete_drawer", Since: "3.6.0", Params: []string{"drawer_id"}, Route: Destructive, Gate: Admin},
 	{Name: "mine", Since: "3.6.0", Params: []string{"source", "mode", "wing", "agent", "limit", "dry_run", "extract"}, Route: Maintenance, Gate: Admin},
 	{Name: "delete_by_source", Since: "3.6.0", Params: []string{"source_file", "dry_run"}, Route: Destructive, Gate: Admin},

@@ -93,6 +93,14 @@ func TestLostReplyThenFailingLookupIsExactlyOnce(t *testing.T) {
 				r.enqueue("diary_write", map[string]any{"agent_name": "pi", "entry": "dear diary, once"})
 			},
 			func(st *fakepalace.State) int { return st.CountContent("dear diary, once") }},
+		{"checkpoint-diary", "mempalace_checkpoint", "mempalace_list_drawers", nil,
+			func(r *rig) {
+				r.enqueue("checkpoint", map[string]any{
+					"items": []any{map[string]any{"wing": "w", "room": "r", "content": "a checkpoint item"}},
+					"diary": map[string]any{"agent_name": "pi", "entry": "checkpoint diary, once"},
+				})
+			},
+			func(st *fakepalace.State) int { return st.CountContent("checkpoint diary, once") }},
 		{"closed-fact", "mempalace_kg_add", "mempalace_kg_query", nil,
 			func(r *rig) {
 				r.enqueue("kg_add", map[string]any{"subject": "ada", "predicate": "worked_at", "object": "acme", "valid_from": "2020-01-01", "valid_to": "2021-01-01"})

@@ -16,7 +16,10 @@ import (
 // record type (RFC 001 §3, §4.4, §7.6; RFC 003 §7.1). ambiguous means an
 // earlier attempt may have landed without an answer.
 //
-//	add_drawer, checkpoint     resend (the server dedupes by content id)
+//	add_drawer                 resend (the server dedupes by content id)
+//	checkpoint                 resend; with a diary, after ambiguity (always when
+//	                           replaying history): if the diary's sha256[:12]
+//	                           suffix is on the primary, resend the items alone
 //	kg_add, open fact          resend (the server's open-fact guard)
 //	kg_add, closed fact        kg_query first; skip if (s,p,o,from,to) exists
 //	kg_invalidate/supersede    in order; "nothing open" or ambiguity -> confirm with kg_query
@@ -57,6 +60,10 @@ func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool
 			}
 		}
 		return res, err
+	case catalogue.ServerDeduped:
+		if d, ok := a["diary"].(map[string]any); ok && (ambiguous || f.History) {
+			return f.sendCheckpoint(ctx, run, op, a, d)
+		}
 	case catalogue.DiarySuffix:
 		if !f.History && !ambiguous {
 			break // a first attempt of a live write: nothing to look up
@@ -93,6 +100,47 @@ func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool
 		}
 	}
 	return f.sendWrite(ctx, op, a)
+}
+
+// sendCheckpoint replays a checkpoint that carries a diary entry and may
+// have landed before. Its items are content-addressed (the server files an
+// identical item once), but its diary half has no server guard: a resend
+// would write the entry twice. MemPalace files the items first and the
+// diary last, so the diary's suffix on the primary means the checkpoint
+// landed; its items are then sent again without the diary, under an op id
+// derived from this op's (so a gateway's ledger still answers a repeat of
+// that send from its record, and never sees this op id with other
+// arguments).
+func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, a, diary map[string]any) (map[string]any, error) {
+	suffixes, err := f.diarySuffixes(ctx, run, catalogue.DiaryWingFor(diary))
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256([]byte(catalogue.DiaryEntry(diary)))
+	sfx := hex.EncodeToString(sum[:])[:12]
+	if !suffixes[sfx] {
+		res, err := f.sendWrite(ctx, op, a)
+		if err == nil && res["success"] != false {
+			suffixes[sfx] = true
+		}
+		return res, err
+	}
+	items, _ := a["items"].([]any)
+	if len(items) == 0 {
+		return map[string]any{"success": true, "skipped": "this checkpoint's diary entry is already on the primary"}, nil
+	}
+	rest := make(map[string]any, len(a))
+	for k, v := range a {
+		if k != "diary" {
+			rest[k] = v
+		}
+	}
+	id := sha256.Sum256([]byte("checkpoint items without the diary:" + op.ID))
+	res, err := f.P.Call(WithOpID(ctx, hex.EncodeToString(id[:])), op.Tool, rest)
+	if err == nil && res != nil {
+		res["diary_skipped"] = "this checkpoint's diary entry is already on the primary; its items were sent again without it"
+	}
+	return res, err
 }
 
 func str(m map[string]any, k string) string {

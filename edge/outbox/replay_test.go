@@ -105,6 +105,23 @@ func TestReplayTableAgainstApplyThenDrop(t *testing.T) {
 				t.Fatalf("%d drawers", len(st.Drawers))
 			}
 		}},
+		{"checkpoint with a diary", "mempalace_checkpoint", nil, func(r *rig) {
+			r.enqueue("checkpoint", map[string]any{
+				"items": []any{map[string]any{"wing": "w", "room": "r", "content": "checkpoint item with a diary"}},
+				"diary": map[string]any{"agent_name": "opencode", "entry": "the session's diary entry, written once"},
+			})
+		}, func(t *testing.T, st *fakepalace.State) {
+			diaries := 0
+			for _, d := range st.Drawers {
+				if d.Room == "diary" {
+					diaries++
+				}
+			}
+			// the items are content-addressed; the diary half has no guard
+			if len(st.Drawers) != 2 || diaries != 1 {
+				t.Fatalf("%d drawers, %d of them diary entries; want the item and one diary entry", len(st.Drawers), diaries)
+			}
+		}},
 		{"kg_add open", "mempalace_kg_add", nil, func(r *rig) {
 			r.enqueue("kg_add", map[string]any{"subject": "a", "predicate": "p", "object": "b"})
 		}, func(t *testing.T, st *fakepalace.State) {
