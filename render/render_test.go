@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/fingerprint"
@@ -167,5 +168,65 @@ func TestOwnerAndModeKept(t *testing.T) {
 	sfi, _ := os.Stat(filepath.Join(dir, fingerprint.StateFile))
 	if s := sfi.Sys().(*syscall.Stat_t); s.Uid != 1234 {
 		t.Fatalf("new record owned by %d, want the directory's owner", s.Uid)
+	}
+}
+
+// The harnesses that write their own file under <file>.lock (pi and
+// Claude Code, both through proper-lockfile): a held lock skips the target
+// with a message naming the harness and writes nothing; a lock older than
+// the stale bound (the harness crashed holding it) is taken over, the
+// entry written, and the lock gone afterwards, as proper-lockfile does.
+func TestHarnessLockHeldAndStale(t *testing.T) {
+	remote := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"}
+	for _, c := range []struct {
+		target, owner string
+		file          func(home string) string
+		setUp         func(home string)
+	}{
+		{TargetPi, "pi", func(h string) string { return filepath.Join(h, ".pi", "agent", "settings.json") }, func(h string) {
+			os.MkdirAll(filepath.Join(h, ".pi", "agent"), 0o755)
+			os.WriteFile(filepath.Join(h, ".pi", "agent", "settings.json"), []byte("{}\n"), 0o644)
+		}},
+		{TargetClaudeCode, "Claude Code", func(h string) string { return filepath.Join(h, ".claude.json") }, func(h string) {
+			os.MkdirAll(filepath.Join(h, ".claude"), 0o755)
+			os.WriteFile(filepath.Join(h, ".claude.json"), []byte("{\"numStartups\": 3}\n"), 0o644)
+		}},
+	} {
+		t.Run(c.target, func(t *testing.T) {
+			home := t.TempDir()
+			c.setUp(home)
+			file := c.file(home)
+			lock := file + ".lock"
+			before, _ := os.ReadFile(file)
+			o := opts(home, remote)
+			o.Targets = []string{c.target}
+			o.Sys = OS{OwnerLockRetries: 2, OwnerLockStale: time.Minute}
+
+			if err := os.Mkdir(lock, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			res, _, err := Run(o, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, _ := os.ReadFile(file)
+			if res[0].Action != ActionSkipped || !strings.Contains(strings.Join(res[0].Warnings, " "), "("+c.owner+" writing its file?)") || string(after) != string(before) {
+				t.Fatalf("held lock: action %s, warnings %q, file changed %v", res[0].Action, res[0].Warnings, string(after) != string(before))
+			}
+
+			old := time.Now().Add(-2 * time.Minute)
+			os.Chtimes(lock, old, old)
+			res, _, err = Run(o, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, _ = os.ReadFile(file)
+			if res[0].Action == ActionSkipped || string(after) == string(before) {
+				t.Fatalf("stale lock: action %s, warnings %q: the crashed holder's lock was not taken over", res[0].Action, res[0].Warnings)
+			}
+			if _, err := os.Stat(lock); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("the lock is still there after render: %v", err)
+			}
+		})
 	}
 }
