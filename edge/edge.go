@@ -124,9 +124,11 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	wg.Add(1)
 	go func() { defer wg.Done(); e.child.Run(ctx) }()
 
-	sw := &wire.SyncWriter{W: out}
+	pending := wire.NewPending()
+	sw := &wire.SyncWriter{W: out, Pending: pending}
 	lane := newFastLane(ctx, e, sw)
-	ss, err := e.server.Connect(ctx, &mcp.IOTransport{Reader: wire.GuardInput(in, sw, e.log, lane.intercept), Writer: sw, MaxLineLength: wire.MaxMessage + 1}, nil)
+	in = wire.GuardInput(in, sw, e.log, lane.intercept, pending, func() { e.drain(ctx, pending) })
+	ss, err := e.server.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: sw, MaxLineLength: wire.MaxMessage + 1}, nil)
 	if err != nil {
 		cancel()
 		wg.Wait()
@@ -144,6 +146,26 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 		e.outbox.Close()
 	}
 	return err
+}
+
+// drainGrace is how long after the call timeout the end of the agent's
+// input still waits: time for a call that timed out to be answered so.
+const drainGrace = time.Second
+
+// drain runs when the agent closes its input (a pipe of requests and EOF
+// is a complete conversation): every request already read is answered
+// before the session ends, at most the call timeout (plus drainGrace)
+// later, so a hung child or primary cannot keep the edge running.
+func (e *Edge) drain(ctx context.Context, pending *wire.Pending) {
+	if pending.Len() == 0 {
+		return
+	}
+	e.log.Debug("agent closed its input; answering the requests already read", "pending", pending.Len())
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout+drainGrace)
+	defer cancel()
+	if _, err := pending.Wait(ctx); err != nil {
+		e.log.Warn("agent closed its input; stopping without answering every request", "err", err)
+	}
 }
 
 // start brings up the edge-mode parts: state dir, policy, tool cache,

@@ -14,15 +14,21 @@ const MaxMessage = 16 << 20
 
 // SyncWriter makes each Write atomic, so the guard's error replies never
 // interleave with the SDK's messages (which it writes one per Write).
+// With Pending set, each message written is an answer it records.
 type SyncWriter struct {
-	mu sync.Mutex
-	W  io.WriteCloser
+	mu      sync.Mutex
+	W       io.WriteCloser
+	Pending *Pending
 }
 
 func (s *SyncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.W.Write(p)
+	n, err := s.W.Write(p)
+	s.mu.Unlock()
+	if s.Pending != nil {
+		s.Pending.Answered(p) // written, or never will be
+	}
+	return n, err
 }
 
 func (s *SyncWriter) Close() error { return s.W.Close() }
@@ -36,8 +42,12 @@ func (s *SyncWriter) Close() error { return s.W.Close() }
 //
 // intercept (may be nil) sees each checked line first; when it takes one,
 // the SDK never sees it (the fast lane).
-func GuardInput(in io.Reader, out io.Writer, log *slog.Logger, intercept func([]byte) bool) io.ReadCloser {
-	return &guard{br: bufio.NewReaderSize(in, 64<<10), out: out, log: log, intercept: intercept}
+//
+// pending (may be nil) records each checked line, and atEOF (may be nil)
+// runs once when the input ends, before the SDK is told: the edge waits
+// there for the answers still owed, which the SDK would drop.
+func GuardInput(in io.Reader, out io.Writer, log *slog.Logger, intercept func([]byte) bool, pending *Pending, atEOF func()) io.ReadCloser {
+	return &guard{br: bufio.NewReaderSize(in, 64<<10), out: out, log: log, intercept: intercept, pending: pending, atEOF: atEOF}
 }
 
 type guard struct {
@@ -45,6 +55,8 @@ type guard struct {
 	out       io.Writer
 	log       *slog.Logger
 	intercept func([]byte) bool
+	pending   *Pending
+	atEOF     func()
 	buf       []byte // a checked line not yet handed out
 	err       error
 }
@@ -57,6 +69,10 @@ func (g *guard) reply(code int, msg string) {
 func (g *guard) Read(p []byte) (int, error) {
 	for len(g.buf) == 0 {
 		if g.err != nil {
+			if g.atEOF != nil {
+				g.atEOF()
+				g.atEOF = nil
+			}
 			return 0, g.err
 		}
 		line, tooLong, err := ReadLine(g.br, MaxMessage)
@@ -70,9 +86,13 @@ func (g *guard) Read(p []byte) (int, error) {
 			g.reply(-32700, "Parse error")
 		case t[0] != '{':
 			g.reply(-32600, "Invalid Request")
-		case g.intercept != nil && g.intercept(t):
 		default:
-			g.buf = append(t, '\n')
+			if g.pending != nil {
+				g.pending.Request(t) // before anyone can answer it
+			}
+			if g.intercept == nil || !g.intercept(t) {
+				g.buf = append(t, '\n')
+			}
 		}
 		if err != nil {
 			g.err = err

@@ -1,0 +1,146 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tidwall/gjson"
+)
+
+// Pending is the agent's requests not answered yet, by id: the guard
+// records each request it lets through (Request), the writer each answer
+// it sends (Answered). When the agent closes its input, the guard waits
+// for them (Wait) before the SDK sees the end, since the SDK neither
+// writes nor lets a handler finish once its input has ended.
+//
+// An id is matched as the SDK reads it: a string as its value, a number
+// as the integer it truncates to.
+type Pending struct {
+	n       atomic.Int64 // len(ids), read without the lock on every write
+	mu      sync.Mutex
+	ids     map[string]int
+	changed chan struct{} // closed at the next answer; nil when nobody waits
+}
+
+// NewPending returns an empty set.
+func NewPending() *Pending { return &Pending{ids: map[string]int{}} }
+
+// idKey is an id's key, ok false for one that is not a request's (absent,
+// null, an object).
+func idKey(id gjson.Result) (string, bool) {
+	switch id.Type {
+	case gjson.String:
+		return "s" + id.Str, true
+	case gjson.Number:
+		return "n" + strconv.FormatInt(int64(id.Num), 10), true
+	}
+	return "", false
+}
+
+// Request records a message from the agent: a request is pending until
+// answered; notifications/cancelled takes its request off (the agent wants
+// no answer, and MCP gives none).
+func (p *Pending) Request(msg []byte) {
+	f := gjson.GetManyBytes(msg, "method", "id")
+	if f[0].Type != gjson.String {
+		return // the agent's answer to the edge's own request
+	}
+	if f[0].Str == "notifications/cancelled" {
+		if k, ok := idKey(gjson.GetBytes(msg, "params.requestId")); ok {
+			p.remove(k, true)
+		}
+		return
+	}
+	k, ok := idKey(f[1])
+	if !ok {
+		return // a notification
+	}
+	p.mu.Lock()
+	p.ids[k]++
+	p.n.Add(1)
+	p.mu.Unlock()
+}
+
+// Answered records a message to the agent: an answer takes its request
+// off. It costs nothing while no request is pending, and reads only the
+// message's start when the writer puts the id before the result, as the
+// SDK and the fast lane do.
+func (p *Pending) Answered(msg []byte) {
+	if p.n.Load() == 0 {
+		return
+	}
+	id := gjson.GetBytes(msg, "id")
+	k, ok := idKey(id)
+	if !ok || !isResponse(msg, id) {
+		return
+	}
+	p.remove(k, false)
+}
+
+// isResponse tells an answer from a request of the edge's own (which has
+// a method), looking at the key after the id when there is one.
+func isResponse(msg []byte, id gjson.Result) bool {
+	if id.Index > 0 && id.Index+len(id.Raw) <= len(msg) {
+		rest := bytes.TrimLeft(msg[id.Index+len(id.Raw):], " \t\r\n")
+		if r, ok := bytes.CutPrefix(rest, []byte(",")); ok {
+			r = bytes.TrimLeft(r, " \t\r\n")
+			switch {
+			case bytes.HasPrefix(r, []byte(`"result"`)), bytes.HasPrefix(r, []byte(`"error"`)):
+				return true
+			case bytes.HasPrefix(r, []byte(`"method"`)):
+				return false
+			}
+		}
+	}
+	return !gjson.GetBytes(msg, "method").Exists()
+}
+
+func (p *Pending) remove(k string, all bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.ids[k]
+	if !ok {
+		return
+	}
+	if c <= 1 || all {
+		delete(p.ids, k)
+		p.n.Add(-int64(c))
+	} else {
+		p.ids[k] = c - 1
+		p.n.Add(-1)
+	}
+	if p.changed != nil {
+		close(p.changed)
+		p.changed = nil
+	}
+}
+
+// Len is the number of requests not answered yet.
+func (p *Pending) Len() int { return int(p.n.Load()) }
+
+// Wait returns once every pending request is answered, or with ctx's
+// error (wrapped) and the number still unanswered.
+func (p *Pending) Wait(ctx context.Context) (int, error) {
+	for {
+		p.mu.Lock()
+		if len(p.ids) == 0 {
+			p.mu.Unlock()
+			return 0, nil
+		}
+		if p.changed == nil {
+			p.changed = make(chan struct{})
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			n := p.Len()
+			return n, fmt.Errorf("%d requests unanswered: %w", n, ctx.Err())
+		}
+	}
+}
