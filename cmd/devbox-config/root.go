@@ -36,6 +36,7 @@ type exitError struct {
 }
 
 func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
 
 func usageError(format string, args ...any) error {
 	return exitError{2, fmt.Errorf(format, args...)}
