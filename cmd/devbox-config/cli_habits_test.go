@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,31 @@ func TestUsageMistakesNameTheCommand(t *testing.T) {
 	// a group on its own still shows its help
 	if code, out, _ := runCLI("edge", "outbox"); code != 0 || !strings.Contains(out, "Available Commands") {
 		t.Errorf("edge outbox alone: exit %d\n%s", code, out)
+	}
+}
+
+// `help TOPIC` with no such command is a usage mistake like any other: exit
+// 2 and the hint (it printed the root's help and exited 0); help for a real
+// command, and completion of help's argument, still work.
+func TestHelpUnknownTopic(t *testing.T) {
+	for _, args := range [][]string{{"help", "nosuch"}, {"help", "edge", "nosuch"}} {
+		code, out, errOut := runCLI(args...)
+		want := fmt.Sprintf("devbox-config: unknown help topic %q (run 'devbox-config --help' for usage)\n", strings.Join(args[1:], " "))
+		if code != 2 || errOut != want || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", args, code, out, errOut, want)
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"help", "render"}, {"help", "edge", "outbox"}} {
+		code, out, errOut := runCLI(args...)
+		if code != 0 || !strings.Contains(out, "Usage:") || errOut != "" {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	if _, out, _ := runCLI("help", "render"); !strings.Contains(out, "--target") {
+		t.Errorf("help render is not render's help:\n%s", out)
+	}
+	if _, out, _ := runCLI("__complete", "help", "ren"); !strings.HasPrefix(out, "render") {
+		t.Errorf("completion of help's topic: %q", out)
 	}
 }
 
