@@ -90,11 +90,16 @@ func SampleConfig(path string) ([]byte, error) {
 }
 
 // WriteSample creates the sample configuration at path with mode 0600 (it
-// will hold token HMACs). It refuses to touch an existing file.
+// will hold token HMACs), and its missing parent directories with mode 0700
+// (the secret and the audit log go beside it). It refuses to touch an
+// existing file.
 func WriteSample(path string) error {
 	b, err := SampleConfig(path)
 	if err != nil {
 		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("gateway config %s: %w", path, err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {

@@ -300,7 +300,8 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 		Use:   "init",
 		Short: "Write a commented sample config (0600) at --config; never overwrites",
 		Long: `init writes a commented sample gateway config at --config (default
-gateway.jsonc) with mode 0600: the server secret, the audit log and its
+gateway.jsonc) with mode 0600, creating its directory (0700) if it is
+missing: the server secret, the audit log and its
 signing key beside it, and one example device commented out. It refuses to
 overwrite an existing file. Then: 'gateway device add', 'gateway token issue'.`,
 		Args: cobra.NoArgs,

@@ -81,6 +81,34 @@ func TestGatewayInitFromNothing(t *testing.T) {
 	}
 }
 
+// gateway init --config in a directory that does not exist yet creates it
+// (0700) and writes the config (0600); before, it failed with "open …: no
+// such file or directory". It still refuses to overwrite.
+func TestGatewayInitMissingDirectory(t *testing.T) {
+	base := t.TempDir()
+	cfg := filepath.Join(base, "some", "missing", "dir", "gateway.jsonc")
+	code, _, errOut := runCLI("gateway", "init", "--config", cfg)
+	if code != 0 || !strings.Contains(errOut, "wrote "+cfg+" (0600)") {
+		t.Fatalf("init into a missing directory: exit %d: %s", code, errOut)
+	}
+	for _, d := range []string{"some", "some/missing", "some/missing/dir"} {
+		fi, err := os.Stat(filepath.Join(base, d))
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v, want a directory with mode 0700", d, fi, err)
+		}
+	}
+	fi, err := os.Stat(cfg)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config: %v %v, want mode 0600", fi, err)
+	}
+	if _, err := gateway.LoadConfig(cfg); err != nil {
+		t.Fatalf("the sample does not load: %v", err)
+	}
+	if code, _, errOut := runCLI("gateway", "init", "--config", cfg); code != 1 || !strings.Contains(errOut, "exists; not overwritten") {
+		t.Errorf("second init: exit %d: %s", code, errOut)
+	}
+}
+
 // The commented-out example device is valid once uncommented, so a user
 // who edits the sample by hand gets a working device.
 func TestGatewaySampleExampleDeviceIsValid(t *testing.T) {
