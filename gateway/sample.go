@@ -50,7 +50,9 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
   // Each device has its own token. Add one with
   //   devbox-config gateway --config THIS_FILE device add laptop-7f3a --label laptop \
   //     --read 'shared,wing_opencode' --write 'shared,wing_opencode' --kg read --agents opencode@laptop
-  // then 'gateway token issue laptop-7f3a' (shown once). Deny by default:
+  // then (shown once)
+  //   devbox-config gateway --config THIS_FILE token issue laptop-7f3a
+  // (--config can be left out where this file is ./gateway.jsonc). Deny by default:
   "devices": [
     // {
     //   "id": "laptop-7f3a",              // opaque, 1-64 of letters, digits, . _ -
@@ -84,7 +86,7 @@ func SampleConfig(path string) ([]byte, error) {
 		"DIR_UPSTREAM", quote("upstream.token"),
 		"DIR_AUDIT", quote("audit.jsonl"),
 		"DIR_SIGNING", quote("audit.key"),
-		"THIS_FILE", abs,
+		"THIS_FILE", shellWord(abs),
 	)
 	return []byte(r.Replace(sampleConfig)), nil
 }

@@ -93,12 +93,12 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on, e.g. 172.17.0.1:8766 (no default)")
 	cmd.Flags().StringVar(&upstream, "upstream", "", "the primary's MCP endpoint, e.g. http://127.0.0.1:8765/mcp")
-	cmd.PersistentFlags().StringVar(&config, "config", "gateway.jsonc", "gateway config (JSONC)")
+	cmd.PersistentFlags().StringVar(&config, "config", gateway.DefaultConfigFile, "gateway config (JSONC)")
 
 	// update applies an operator's change under the config's lock, to the
 	// file as it is now (gateway.UpdateConfig).
 	noConfig := func() error {
-		return exitError{1, fmt.Errorf("no gateway config at %s: create one with 'devbox-config gateway init --config %s'", config, config)}
+		return exitError{1, fmt.Errorf("no gateway config at %s: create one with '%s'", config, gateway.Hint(config, "init"))}
 	}
 	update := func(change func(*gateway.Config) error) error {
 		if err := gateway.UpdateConfig(config, change); err != nil {
@@ -303,13 +303,15 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 gateway.jsonc) with mode 0600, creating its directory (0700) if it is
 missing: the server secret, the audit log and its
 signing key beside it, and one example device commented out. It refuses to
-overwrite an existing file. Then: 'gateway device add', 'gateway token issue'.`,
+overwrite an existing file. Then: 'gateway device add', 'gateway token issue',
+each with the same --config (devbox-config gateway --config FILE device add
+...) unless it is ./gateway.jsonc.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := gateway.WriteSample(config); err != nil {
 				return exitError{1, err}
 			}
-			fmt.Fprintf(stderr, "wrote %s (0600); next: devbox-config gateway --config %s device add ID ...\n", config, config)
+			fmt.Fprintf(stderr, "wrote %s (0600); next: %s\n", config, gateway.Hint(config, "device add ID ..."))
 			return nil
 		},
 	}
