@@ -86,13 +86,42 @@ func TestHelpUnknownTopic(t *testing.T) {
 	}
 }
 
-// Shell completion offers the render targets for --target.
+// Shell completion offers the render targets for --target, and after a
+// comma the rest of the list prefixed with what was typed (it offered bare
+// names there, which the shell never matches against "opencode,").
 func TestTargetCompletion(t *testing.T) {
 	_, out, _ := runCLI("__complete", "render", "--target", "")
 	for _, tg := range render.AllTargets {
 		if !strings.Contains(out, tg+"\n") {
 			t.Errorf("--target completion lacks %s:\n%s", tg, out)
 		}
+	}
+	complete := func(word string) []string {
+		t.Helper()
+		code, out, _ := runCLI("__complete", "render", "--target", word)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || len(lines) == 0 || lines[len(lines)-1] != ":4" { // ShellCompDirectiveNoFileComp
+			t.Fatalf("completion of %q: exit %d\n%s", word, code, out)
+		}
+		return lines[:len(lines)-1]
+	}
+	var want []string
+	for _, tg := range render.AllTargets {
+		if tg != "opencode" {
+			want = append(want, "opencode,"+tg)
+		}
+	}
+	if got := complete("opencode,"); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("after 'opencode,': %q, want %q", got, want)
+	}
+	if got := complete("opencode,pi"); strings.Join(got, " ") != "opencode,pi opencode,pi-mcp" {
+		t.Errorf("after 'opencode,pi': %q", got)
+	}
+	if got := complete("pi,opencode,c"); strings.Join(got, " ") != "pi,opencode,claude-code pi,opencode,codex pi,opencode,cursor" {
+		t.Errorf("after 'pi,opencode,c': %q", got)
+	}
+	if got := complete("ve"); len(got) != 0 {
+		t.Errorf("after 've': %q", got)
 	}
 }
 
