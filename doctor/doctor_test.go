@@ -678,3 +678,40 @@ func TestSplitCountsAnUncheckpointedWAL(t *testing.T) {
 		t.Fatal("--fix removed the -wal")
 	}
 }
+
+// The fix texts name compose files that exist in this repository: the
+// primary-unreachable fix named docker-compose.mempalace.yml, which is not
+// in it (the primary runs in examples/docker-compose.mempalace-gateway.yml).
+func TestFixTextsNameRealComposeFiles(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	nothing := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	defer failing.Close()
+	var fixes []string
+	for _, url := range []string{nothing, failing.URL + "/mcp"} {
+		b := newBox(t)
+		b.env["MEMPALACE_REMOTE_URL"] = url
+		for _, f := range b.run() {
+			if f.ID == IDPrimaryUnreachable {
+				fixes = append(fixes, f.Fix)
+			}
+		}
+	}
+	named := 0
+	for _, fix := range fixes {
+		for _, w := range strings.Fields(fix) {
+			w = strings.Trim(w, "`(),;:")
+			if !strings.HasSuffix(w, ".yml") && !strings.HasSuffix(w, ".yaml") {
+				continue
+			}
+			named++
+			if _, err := os.Stat(filepath.Join("..", w)); err != nil {
+				t.Errorf("fix %q names %s, which is not in the repository: %v", fix, w, err)
+			}
+		}
+	}
+	if named < 2 {
+		t.Errorf("the primary's fix texts name %d compose files, want the one that runs the primary in each:\n%s", named, strings.Join(fixes, "\n"))
+	}
+}

@@ -107,7 +107,7 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 	default:
 		return p, []Finding{{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
 			Message: fmt.Sprintf("%s answered HTTP %d, not 200 ok: this is not a MemPalace primary's /mcp endpoint, or it is failing", shown, status),
-			Fix:     "check MEMPALACE_REMOTE_URL (it ends in /mcp) and the primary's log (`docker compose -f docker-compose.mempalace.yml logs`)"}}
+			Fix:     "check MEMPALACE_REMOTE_URL (it ends in /mcp) and the primary's log (`docker compose logs` in the compose project that runs the primary on its host: " + primaryCompose + ")"}}
 	}
 	p.Reached = true
 	var out []Finding
@@ -148,6 +148,10 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 	return p, out
 }
 
+// primaryCompose names the compose file that runs a primary in this
+// repository, for the fix texts (the devbox cannot see the primary's host).
+const primaryCompose = "in the devbox-config repository, examples/docker-compose.mempalace-gateway.yml runs one as service mempalace"
+
 func unreachable(opts Options, shown string, err error) Finding {
 	why := err.Error()
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
@@ -155,7 +159,7 @@ func unreachable(opts Options, shown string, err error) Finding {
 	}
 	return Finding{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
 		Message: fmt.Sprintf("cannot reach %s: %s", shown, why),
-		Fix:     "check that the primary runs (`docker compose -f docker-compose.mempalace.yml ps` on its host), MEMPALACE_REMOTE_URL, and the tunnel; in edge mode writes wait in the outbox meanwhile"}
+		Fix:     "check that the primary runs (`docker compose ps` in the compose project that runs it on its host: " + primaryCompose + "), MEMPALACE_REMOTE_URL, and the tunnel; in edge mode writes wait in the outbox meanwhile"}
 }
 
 func isTimeout(err error) bool {

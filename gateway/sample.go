@@ -50,7 +50,9 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
   // Each device has its own token. Add one with
   //   devbox-config gateway --config THIS_FILE device add laptop-7f3a --label laptop \
   //     --read 'shared,wing_opencode' --write 'shared,wing_opencode' --kg read --agents opencode@laptop
-  // then 'gateway token issue laptop-7f3a' (shown once). Deny by default:
+  // then (shown once)
+  //   devbox-config gateway --config THIS_FILE token issue laptop-7f3a
+  // (--config can be left out where this file is ./gateway.jsonc). Deny by default:
   "devices": [
     // {
     //   "id": "laptop-7f3a",              // opaque, 1-64 of letters, digits, . _ -
@@ -84,17 +86,22 @@ func SampleConfig(path string) ([]byte, error) {
 		"DIR_UPSTREAM", quote("upstream.token"),
 		"DIR_AUDIT", quote("audit.jsonl"),
 		"DIR_SIGNING", quote("audit.key"),
-		"THIS_FILE", abs,
+		"THIS_FILE", shellWord(abs),
 	)
 	return []byte(r.Replace(sampleConfig)), nil
 }
 
 // WriteSample creates the sample configuration at path with mode 0600 (it
-// will hold token HMACs). It refuses to touch an existing file.
+// will hold token HMACs), and its missing parent directories with mode 0700
+// (the secret and the audit log go beside it). It refuses to touch an
+// existing file.
 func WriteSample(path string) error {
 	b, err := SampleConfig(path)
 	if err != nil {
 		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("gateway config %s: %w", path, err)
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {

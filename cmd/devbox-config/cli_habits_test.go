@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,13 +61,67 @@ func TestUsageMistakesNameTheCommand(t *testing.T) {
 	}
 }
 
-// Shell completion offers the render targets for --target.
+// `help TOPIC` with no such command is a usage mistake like any other: exit
+// 2 and the hint (it printed the root's help and exited 0); help for a real
+// command, and completion of help's argument, still work.
+func TestHelpUnknownTopic(t *testing.T) {
+	for _, args := range [][]string{{"help", "nosuch"}, {"help", "edge", "nosuch"}} {
+		code, out, errOut := runCLI(args...)
+		want := fmt.Sprintf("devbox-config: unknown help topic %q (run 'devbox-config --help' for usage)\n", strings.Join(args[1:], " "))
+		if code != 2 || errOut != want || out != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q", args, code, out, errOut, want)
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"help", "render"}, {"help", "edge", "outbox"}} {
+		code, out, errOut := runCLI(args...)
+		if code != 0 || !strings.Contains(out, "Usage:") || errOut != "" {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	if _, out, _ := runCLI("help", "render"); !strings.Contains(out, "--target") {
+		t.Errorf("help render is not render's help:\n%s", out)
+	}
+	if _, out, _ := runCLI("__complete", "help", "ren"); !strings.HasPrefix(out, "render") {
+		t.Errorf("completion of help's topic: %q", out)
+	}
+}
+
+// Shell completion offers the render targets for --target, and after a
+// comma the rest of the list prefixed with what was typed (it offered bare
+// names there, which the shell never matches against "opencode,").
 func TestTargetCompletion(t *testing.T) {
 	_, out, _ := runCLI("__complete", "render", "--target", "")
 	for _, tg := range render.AllTargets {
 		if !strings.Contains(out, tg+"\n") {
 			t.Errorf("--target completion lacks %s:\n%s", tg, out)
 		}
+	}
+	complete := func(word string) []string {
+		t.Helper()
+		code, out, _ := runCLI("__complete", "render", "--target", word)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || len(lines) == 0 || lines[len(lines)-1] != ":4" { // ShellCompDirectiveNoFileComp
+			t.Fatalf("completion of %q: exit %d\n%s", word, code, out)
+		}
+		return lines[:len(lines)-1]
+	}
+	var want []string
+	for _, tg := range render.AllTargets {
+		if tg != "opencode" {
+			want = append(want, "opencode,"+tg)
+		}
+	}
+	if got := complete("opencode,"); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("after 'opencode,': %q, want %q", got, want)
+	}
+	if got := complete("opencode,pi"); strings.Join(got, " ") != "opencode,pi opencode,pi-mcp" {
+		t.Errorf("after 'opencode,pi': %q", got)
+	}
+	if got := complete("pi,opencode,c"); strings.Join(got, " ") != "pi,opencode,claude-code pi,opencode,codex pi,opencode,cursor" {
+		t.Errorf("after 'pi,opencode,c': %q", got)
+	}
+	if got := complete("ve"); len(got) != 0 {
+		t.Errorf("after 've': %q", got)
 	}
 }
 

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -80,14 +82,35 @@ func openOutbox(logTo io.Writer) (*outbox.Store, edge.Config, error) {
 		return nil, cfg, err
 	}
 	path := filepath.Join(cfg.StateDir(), outbox.FileName)
-	if _, err := os.Stat(path); err != nil {
-		return nil, cfg, exitError{1, fmt.Errorf("no outbox at %s (edge mode never ran on this palace?)", path)}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, cfg, exitError{1, noOutboxError{path}}
+	} else if err != nil {
+		return nil, cfg, exitError{1, fmt.Errorf("outbox %s: %w", path, err)}
 	}
 	s, err := outbox.Open(path, cfg.OriginDevice, cfg.OriginLabel)
 	if err != nil {
 		return nil, cfg, exitError{1, err}
 	}
 	return s, cfg, nil
+}
+
+// noOutboxError: the palace has no outbox file, because edge mode never
+// ran on it. status and list answer that (exit 0) instead of failing, and
+// nothing is created to answer it (R1).
+type noOutboxError struct{ path string }
+
+func (e noOutboxError) Error() string {
+	return fmt.Sprintf("no outbox at %s (edge mode never ran on this palace?)", e.path)
+}
+
+// noOutbox reports whether err is openOutbox's "there is no outbox" and
+// the path it looked at.
+func noOutbox(err error) (string, bool) {
+	var e noOutboxError
+	if errors.As(err, &e) {
+		return e.path, true
+	}
+	return "", false
 }
 
 func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
@@ -98,6 +121,11 @@ func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, cfg, err := openOutbox(io.Discard)
+			if path, ok := noOutbox(err); ok {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				return statusWithoutOutbox(stdout, path, probePrimary(ctx, cfg), asJSON)
+			}
 			if err != nil {
 				return err
 			}
@@ -115,7 +143,7 @@ func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
 				protection = "not known yet (no answer from the primary recorded)"
 			}
 			if asJSON {
-				b, _ := json.MarshalIndent(map[string]any{"outbox": s.Path(), "queue": st, "primary": primary, "embedder_mismatch": mismatch, "protection": protection}, "", "  ")
+				b, _ := json.MarshalIndent(map[string]any{"outbox": s.Path(), "outbox_exists": true, "queue": st, "primary": primary, "embedder_mismatch": mismatch, "protection": protection}, "", "  ")
 				fmt.Fprintln(stdout, string(b))
 				return nil
 			}
@@ -150,6 +178,31 @@ func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
 	return c
 }
 
+// statusWithoutOutbox is `edge status` on a palace where edge mode never
+// ran: nothing is queued, and the primary is still probed. It opens and
+// creates nothing.
+func statusWithoutOutbox(stdout io.Writer, path, primary string, asJSON bool) error {
+	const note = "no outbox yet: edge mode never ran on this palace"
+	if asJSON {
+		b, err := json.MarshalIndent(map[string]any{
+			"outbox":        path,
+			"outbox_exists": false,
+			"note":          note,
+			"queue":         outbox.Stats{ByState: map[string]int{outbox.Queued: 0, outbox.Inflight: 0, outbox.Dead: 0, outbox.Done: 0}},
+			"primary":       primary,
+		}, "", "  ")
+		if err != nil {
+			return exitError{1, fmt.Errorf("edge status: %w", err)}
+		}
+		fmt.Fprintln(stdout, string(b))
+		return nil
+	}
+	fmt.Fprintf(stdout, "outbox     none yet at %s (edge mode never ran on this palace)\n", path)
+	fmt.Fprintf(stdout, "queue      empty\n")
+	fmt.Fprintf(stdout, "primary    %s\n", primary)
+	return nil
+}
+
 // probePrimary asks the primary's /healthz (token-free, as upstream).
 func probePrimary(ctx context.Context, cfg edge.Config) string {
 	if cfg.PrimaryURL == "" {
@@ -180,6 +233,14 @@ func newEdgeOutboxCmd(stdout io.Writer) *cobra.Command {
 		Use: "list", Short: "List queued, inflight and dead ops (--all: done ones too)", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, _, err := openOutbox(io.Discard)
+			if path, ok := noOutbox(err); ok {
+				if asJSON {
+					fmt.Fprintln(stdout, "[]")
+				} else {
+					fmt.Fprintf(stdout, "the outbox is empty: edge mode never ran on this palace (no %s yet)\n", path)
+				}
+				return nil
+			}
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ func TestEdgeOperatorCommands(t *testing.T) {
 		}
 		return out.String() + errb.String()
 	}
-	if out := cli(1, "edge", "status"); !strings.Contains(out, "no outbox") {
+	if out := cli(0, "edge", "status"); !strings.Contains(out, "none yet") {
 		t.Fatalf("status without an outbox: %s", out)
 	}
 
@@ -152,4 +153,57 @@ type failing struct{}
 func (failing) Up() bool { return true }
 func (failing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
 	return nil, &outbox.RPCError{Code: -32000, Message: "database is locked"}
+}
+
+// On a fresh HOME where edge mode never ran, the operator commands answer
+// "nothing queued" and exit 0 (they used to exit 1 with "no outbox at …"),
+// and they create no file or directory to say so (R1).
+func TestEdgeCommandsWithoutOutboxCreateNothing(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("MEMPALACE_PALACE_PATH", "")
+	t.Setenv("MEMPALACE_EDGE", "1")
+	t.Setenv("MEMPALACE_REMOTE_URL", "http://127.0.0.1:1/mcp") // nothing listens
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok-SECRET-fresh")
+	want := filepath.Join(home, ".mempalace", "palace", "edge", outbox.FileName)
+	cli := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d, want 0\n%s%s", args, code, out, errOut)
+		}
+		if strings.Contains(out+errOut, "tok-SECRET-fresh") {
+			t.Fatalf("%v printed the token", args)
+		}
+		return out
+	}
+	if out := cli("edge", "outbox", "list", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Errorf("outbox list --json: %q, want []", out)
+	}
+	if out := cli("edge", "outbox", "list"); !strings.Contains(out, "empty") || !strings.Contains(out, "edge mode never ran on this palace") {
+		t.Errorf("outbox list: %q", out)
+	}
+	if out := cli("edge", "status"); !strings.Contains(out, "none yet at "+want) || !strings.Contains(out, "edge mode never ran") || !strings.Contains(out, "unreachable") {
+		t.Errorf("status: %q", out)
+	}
+	var st struct {
+		Outbox       string `json:"outbox"`
+		OutboxExists *bool  `json:"outbox_exists"`
+		Note         string `json:"note"`
+		Queue        struct {
+			ByState map[string]int `json:"by_state"`
+		} `json:"queue"`
+		Primary string `json:"primary"`
+	}
+	out := cli("edge", "status", "--json")
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json is not JSON: %v\n%s", err, out)
+	}
+	if st.OutboxExists == nil || *st.OutboxExists || st.Outbox != want || !strings.Contains(st.Note, "no outbox") || st.Queue.ByState["queued"] != 0 || !strings.Contains(st.Primary, "unreachable") {
+		t.Errorf("status --json: %+v\n%s", st, out)
+	}
+	entries, err := os.ReadDir(home)
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("HOME after the commands: %v %v (want nothing created)", entries, err)
+	}
 }

@@ -93,12 +93,12 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	}
 	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on, e.g. 172.17.0.1:8766 (no default)")
 	cmd.Flags().StringVar(&upstream, "upstream", "", "the primary's MCP endpoint, e.g. http://127.0.0.1:8765/mcp")
-	cmd.PersistentFlags().StringVar(&config, "config", "gateway.jsonc", "gateway config (JSONC)")
+	cmd.PersistentFlags().StringVar(&config, "config", gateway.DefaultConfigFile, "gateway config (JSONC)")
 
 	// update applies an operator's change under the config's lock, to the
 	// file as it is now (gateway.UpdateConfig).
 	noConfig := func() error {
-		return exitError{1, fmt.Errorf("no gateway config at %s: create one with 'devbox-config gateway init --config %s'", config, config)}
+		return exitError{1, fmt.Errorf("no gateway config at %s: create one with '%s'", config, gateway.Hint(config, "init"))}
 	}
 	update := func(change func(*gateway.Config) error) error {
 		if err := gateway.UpdateConfig(config, change); err != nil {
@@ -143,13 +143,29 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 	add := &cobra.Command{
 		Use: "add ID", Short: "Add a device (then issue it a token)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return update(func(c *gateway.Config) error {
-				if c.Device(args[0]) != nil {
-					return exitError{1, fmt.Errorf("device %s exists", args[0])}
+			d := gateway.Device{ID: args[0], Label: label, Read: read, Write: write, KG: kg, Agents: agents, Admin: admin, Coordinator: coordinator}
+			err := update(func(c *gateway.Config) error {
+				if c.Device(d.ID) != nil {
+					return exitError{1, fmt.Errorf("device %s exists", d.ID)}
 				}
-				c.Devices = append(c.Devices, gateway.Device{ID: args[0], Label: label, Read: read, Write: write, KG: kg, Agents: agents, Admin: admin, Coordinator: coordinator})
+				c.Devices = append(c.Devices, d)
 				return nil
 			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, "added device "+d.ID+": "+scopes(d))
+			if len(d.Read) == 0 && len(d.Write) == 0 {
+				what := "it can do nothing until given scopes"
+				if d.KG != "none" || d.Admin {
+					what = "it can read and write no wing until given some"
+				}
+				fmt.Fprintf(stderr, "devbox-config: warning: device %s has no --read and no --write wings: %s (--read WINGS, --write WINGS, --kg read|write, --agents NAMES, --admin); to give them, '%s' and add it again with them\n",
+					d.ID, what, gateway.Hint(config, "device remove "+d.ID))
+				return nil
+			}
+			fmt.Fprintf(stderr, "next: %s\n", gateway.Hint(config, "token issue "+d.ID))
+			return nil
 		},
 	}
 	f := add.Flags()
@@ -300,20 +316,41 @@ tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`,
 		Use:   "init",
 		Short: "Write a commented sample config (0600) at --config; never overwrites",
 		Long: `init writes a commented sample gateway config at --config (default
-gateway.jsonc) with mode 0600: the server secret, the audit log and its
+gateway.jsonc) with mode 0600, creating its directory (0700) if it is
+missing: the server secret, the audit log and its
 signing key beside it, and one example device commented out. It refuses to
-overwrite an existing file. Then: 'gateway device add', 'gateway token issue'.`,
+overwrite an existing file. Then: 'gateway device add', 'gateway token issue',
+each with the same --config (devbox-config gateway --config FILE device add
+...) unless it is ./gateway.jsonc.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := gateway.WriteSample(config); err != nil {
 				return exitError{1, err}
 			}
-			fmt.Fprintf(stderr, "wrote %s (0600); next: devbox-config gateway --config %s device add ID ...\n", config, config)
+			fmt.Fprintf(stderr, "wrote %s (0600); next: %s\n", config, gateway.Hint(config, "device add ID ..."))
 			return nil
 		},
 	}
 	cmd.AddCommand(initCmd, device, token, audit)
 	return cmd
+}
+
+// scopes says what a device may do, for `gateway device add`.
+func scopes(d gateway.Device) string {
+	list := func(globs []string) string {
+		if len(globs) == 0 {
+			return "none"
+		}
+		return strings.Join(globs, ",")
+	}
+	s := "read " + list(d.Read) + "; write " + list(d.Write) + "; kg " + d.KG + "; agents " + list(d.Agents)
+	if d.Admin {
+		s += "; admin"
+	}
+	if d.Coordinator {
+		s += "; coordinator"
+	}
+	return s
 }
 
 // upstreamTokenSource is the gateway's upstream token: the environment's

@@ -14,6 +14,36 @@ import (
 	"github.com/joakimp/devbox-config/gateway"
 )
 
+// device add says what it added; a device with no read and no write wings
+// gets a warning naming the flags (before: exit 0, silent, and a device that
+// can do nothing). Exit 0 either way.
+func TestGatewayDeviceAddSaysWhatItAdded(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.jsonc")
+	if code, _, errOut := runCLI("gateway", "--config", cfg, "init"); code != 0 {
+		t.Fatalf("init: %s", errOut)
+	}
+	code, out, errOut := runCLI("gateway", "--config", cfg, "device", "add", "laptop1")
+	if code != 0 || out != "added device laptop1: read none; write none; kg none; agents none\n" {
+		t.Errorf("device add without scopes: exit %d, stdout %q", code, out)
+	}
+	for _, want := range []string{"warning: device laptop1", "can do nothing until given scopes", "--read", "--write", "devbox-config gateway --config " + cfg + " device remove laptop1"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("device add without scopes: stderr %q lacks %q", errOut, want)
+		}
+	}
+	code, out, errOut = runCLI("gateway", "--config", cfg, "device", "add", "laptop2", "--read", "shared,wing_a", "--write", "shared", "--kg", "read", "--agents", "opencode@laptop", "--admin")
+	if code != 0 || out != "added device laptop2: read shared,wing_a; write shared; kg read; agents opencode@laptop; admin\n" {
+		t.Errorf("device add with scopes: exit %d, stdout %q", code, out)
+	}
+	if strings.Contains(errOut, "warning") || !strings.Contains(errOut, "next: devbox-config gateway --config "+cfg+" token issue laptop2") {
+		t.Errorf("device add with scopes: stderr %q", errOut)
+	}
+	if c, err := gateway.LoadConfig(cfg); err != nil || c.Device("laptop1") == nil || c.Device("laptop2") == nil {
+		t.Fatalf("devices not added: %v", err)
+	}
+}
+
 func TestGatewayOperatorCommands(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gateway.jsonc")

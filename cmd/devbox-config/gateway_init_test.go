@@ -29,7 +29,7 @@ func TestGatewayInitFromNothing(t *testing.T) {
 	}
 	// before init, the operator commands say what to run
 	_, errOut := cli(1, "device", "add", "laptop-7f3a")
-	if !strings.Contains(errOut, "no gateway config at "+cfg+": create one with 'devbox-config gateway init --config "+cfg+"'") {
+	if !strings.Contains(errOut, "no gateway config at "+cfg+": create one with 'devbox-config gateway --config "+cfg+" init'") {
 		t.Errorf("device add before init says %q", errOut)
 	}
 	_, errOut = cli(0, "init")
@@ -79,6 +79,117 @@ func TestGatewayInitFromNothing(t *testing.T) {
 	if fi, _ := os.Stat(cfg); fi.Mode().Perm() != 0o600 {
 		t.Errorf("after device add the config's mode is %v", fi.Mode().Perm())
 	}
+}
+
+// gateway init --config in a directory that does not exist yet creates it
+// (0700) and writes the config (0600); before, it failed with "open …: no
+// such file or directory". It still refuses to overwrite.
+func TestGatewayInitMissingDirectory(t *testing.T) {
+	base := t.TempDir()
+	cfg := filepath.Join(base, "some", "missing", "dir", "gateway.jsonc")
+	code, _, errOut := runCLI("gateway", "init", "--config", cfg)
+	if code != 0 || !strings.Contains(errOut, "wrote "+cfg+" (0600)") {
+		t.Fatalf("init into a missing directory: exit %d: %s", code, errOut)
+	}
+	for _, d := range []string{"some", "some/missing", "some/missing/dir"} {
+		fi, err := os.Stat(filepath.Join(base, d))
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v, want a directory with mode 0700", d, fi, err)
+		}
+	}
+	fi, err := os.Stat(cfg)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config: %v %v, want mode 0600", fi, err)
+	}
+	if _, err := gateway.LoadConfig(cfg); err != nil {
+		t.Fatalf("the sample does not load: %v", err)
+	}
+	if code, _, errOut := runCLI("gateway", "init", "--config", cfg); code != 1 || !strings.Contains(errOut, "exists; not overwritten") {
+		t.Errorf("second init: exit %d: %s", code, errOut)
+	}
+}
+
+// runHint runs a command line the CLI printed as a hint, as pasted into a
+// shell (the hints here have no quoting: t.TempDir has no spaces).
+func runHint(t *testing.T, hint string) (code int, stdout, stderr string) {
+	t.Helper()
+	words := strings.Fields(hint)
+	if len(words) < 2 || words[0] != "devbox-config" || strings.ContainsAny(hint, `'"\`) {
+		t.Fatalf("not a command line to run: %q", hint)
+	}
+	return runCLI(words[1:]...)
+}
+
+// The hints gateway prints name --config when it is not the default, in the
+// form that works (right after 'gateway', absolute), so pasted in another
+// directory they reach the same config; before, 'gateway token issue
+// laptop-7f3a' from the sample failed there with "no gateway config at
+// gateway.jsonc".
+func TestGatewayHintsWorkFromAnotherDirectory(t *testing.T) {
+	work, elsewhere := t.TempDir(), t.TempDir()
+	t.Chdir(work)
+	rel := filepath.Join("gw", "gateway.jsonc")
+	abs := filepath.Join(work, rel)
+
+	// the hint of an operator command run before init
+	code, _, errOut := runCLI("gateway", "--config", rel, "device", "list")
+	hint, ok := between(errOut, "create one with '", "'")
+	if code != 1 || !ok || hint != "devbox-config gateway --config "+abs+" init" {
+		t.Fatalf("device list before init: exit %d: %s", code, errOut)
+	}
+	t.Chdir(elsewhere)
+	if code, _, errOut := runHint(t, hint); code != 0 {
+		t.Fatalf("%s: exit %d: %s", hint, code, errOut)
+	}
+	os.Remove(abs)
+
+	// init's "next:" hint
+	t.Chdir(work)
+	code, _, errOut = runCLI("gateway", "init", "--config", rel)
+	next, ok := between(errOut, "next: ", "\n")
+	if code != 0 || !ok || next != "devbox-config gateway --config "+abs+" device add ID ..." {
+		t.Fatalf("init: exit %d: %s", code, errOut)
+	}
+	sample, _ := os.ReadFile(abs) // before device add rewrites it without comments
+	t.Chdir(elsewhere)
+	add := strings.Replace(next, "ID ...", "laptop-7f3a --read shared --write shared", 1)
+	if code, out, errOut := runHint(t, add); code != 0 {
+		t.Fatalf("%s: exit %d: %s%s", add, code, out, errOut)
+	}
+
+	// the sample's comment: the token issue line
+	var issue string
+	for _, l := range strings.Split(string(sample), "\n") {
+		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "//")); strings.HasSuffix(l, "token issue laptop-7f3a") {
+			issue = l
+		}
+	}
+	if issue != "devbox-config gateway --config "+abs+" token issue laptop-7f3a" {
+		t.Fatalf("the sample's token issue hint is %q:\n%s", issue, sample)
+	}
+	if code, out, errOut := runHint(t, issue); code != 0 || !strings.HasPrefix(out, "dbx_") {
+		t.Fatalf("%s: exit %d: %s%s", issue, code, out, errOut)
+	}
+
+	// with the default config the hints leave --config out, and they work
+	// where it is ./gateway.jsonc
+	t.Chdir(elsewhere)
+	code, _, errOut = runCLI("gateway", "init")
+	if next, _ := between(errOut, "next: ", "\n"); code != 0 || next != "devbox-config gateway device add ID ..." {
+		t.Fatalf("init with the default config: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runHint(t, "devbox-config gateway device add laptop-7f3a --read shared"); code != 0 {
+		t.Fatalf("device add on ./gateway.jsonc: exit %d: %s", code, errOut)
+	}
+}
+
+func between(s, from, to string) (string, bool) {
+	_, rest, ok := strings.Cut(s, from)
+	if !ok {
+		return "", false
+	}
+	v, _, ok := strings.Cut(rest, to)
+	return v, ok
 }
 
 // The commented-out example device is valid once uncommented, so a user

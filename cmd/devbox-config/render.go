@@ -132,9 +132,31 @@ was skipped or a user's value kept; 2 on usage errors.`,
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per target: {target, file, mode, action, proposed_file, warnings}, with \"diff\" (a unified diff) under --diff or --dry-run")
 	f.StringVar(&piTemplate, "pi-template", "", "pi settings template (default: the embedded one)")
 	cmd.RegisterFlagCompletionFunc("target", func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-		return render.AllTargets, cobra.ShellCompDirectiveNoFileComp
+		return completeTargets(toComplete), cobra.ShellCompDirectiveNoFileComp
 	})
 	return cmd
+}
+
+// completeTargets completes --target's comma-separated list: after
+// "opencode," it offers "opencode,pi", "opencode,pi-mcp", … (what was typed,
+// then each target not listed yet), since the shell matches a candidate
+// against the whole word.
+func completeTargets(toComplete string) []string {
+	prefix, partial := "", toComplete
+	if i := strings.LastIndex(toComplete, ","); i >= 0 {
+		prefix, partial = toComplete[:i+1], toComplete[i+1:]
+	}
+	listed := map[string]bool{}
+	for _, t := range strings.Split(prefix, ",") {
+		listed[strings.TrimSpace(t)] = true
+	}
+	var out []string
+	for _, t := range render.AllTargets {
+		if !listed[t] && strings.HasPrefix(t, partial) {
+			out = append(out, prefix+t)
+		}
+	}
+	return out
 }
 
 // envFileLookup reads the ladder's variables from an env file only, and

@@ -36,6 +36,7 @@ type exitError struct {
 }
 
 func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
 
 func usageError(format string, args ...any) error {
 	return exitError{2, fmt.Errorf(format, args...)}
@@ -60,12 +61,36 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.Version = version
 	root.SetVersionTemplate("{{versionText}}")
 	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	strictHelp(root)
 	usageHints(root)
 	return root
 }
 
 func init() {
 	cobra.AddTemplateFunc("versionText", versionText)
+}
+
+// strictHelp makes `help TOPIC` refuse a topic that names no command the way
+// every other usage mistake is refused (exit 2, "run '… --help'"), where
+// cobra's help command prints the root's usage and exits 0. `help`,
+// `help render`, `help edge outbox` are unchanged.
+func strictHelp(root *cobra.Command) {
+	for _, h := range root.Commands() {
+		if h.Name() != "help" || h.Run == nil {
+			continue
+		}
+		show := h.Run
+		h.Run = nil
+		h.RunE = func(c *cobra.Command, args []string) error {
+			found, rest, err := c.Root().Find(args)
+			if found == nil || err != nil || len(rest) > 0 {
+				return exitError{2, fmt.Errorf("unknown help topic %q (run '%s --help' for usage)", strings.Join(args, " "), c.Root().CommandPath())}
+			}
+			show(c, args)
+			return nil
+		}
+	}
 }
 
 // usageHints makes every level of the command tree answer a mistake the same
