@@ -12,6 +12,11 @@ trap 'rm -rf "$work"' EXIT
 CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$work/devbox-config" ./cmd/devbox-config
 CGO_ENABLED=1 go build -trimpath -ldflags='-s -w' -o "$work/devbox-config-cgo" ./cmd/devbox-config
 CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$work/hello" ./bench/hello
+# render alone, then render plus each group of the edge's and gateway's
+# dependencies (bench/startcost)
+for tags in none nethttp sqlite gosdk nethttp,sqlite,gosdk; do
+  CGO_ENABLED=0 go build -tags "$tags" -trimpath -ldflags='-s -w' -o "$work/render-$tags" ./bench/startcost
+done
 home=$work/home
 mkdir -p "$home/.config/opencode" "$home/.pi/agent"
 cp testdata/bench/opencode.jsonc "$home/.config/opencode/"
@@ -25,5 +30,11 @@ GODEBUG=inittrace=1 "$work/devbox-config" render --home "$home" 2>&1 >/dev/null 
 go run ./bench/procbench -exec -n "$n" -- \
   "$work/hello" \
   "$work/devbox-config render --home $home" \
+  "$work/render-none --home $home" \
+  "$work/render-nethttp --home $home" \
+  "$work/render-sqlite --home $home" \
+  "$work/render-gosdk --home $home" \
+  "$work/render-nethttp,sqlite,gosdk --home $home" \
   "$work/devbox-config-cgo render --home $home" \
   "$work/devbox-config version"
+ls -l "$work" | awk 'NR>1 && $1 ~ /^-/ {printf "  %-32s %5.1f MB\n", $9, $5/1e6}'

@@ -1,0 +1,5 @@
+//go:build gosdk
+
+package main
+
+import _ "github.com/modelcontextprotocol/go-sdk/mcp"

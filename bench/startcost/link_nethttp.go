@@ -1,0 +1,5 @@
+//go:build nethttp
+
+package main
+
+import _ "net/http"

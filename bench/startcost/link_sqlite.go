@@ -1,0 +1,5 @@
+//go:build sqlite
+
+package main
+
+import _ "modernc.org/sqlite"
