@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -158,7 +159,13 @@ func TestClaudeCodeListsEveryRung(t *testing.T) {
 				t.Fatalf("Claude Code changed mcpServers.mempalace:\n%s", after)
 			}
 			if !bytes.Equal(before, after) {
-				t.Logf("Claude Code rewrote %s, keeping the entry; top-level keys now %v", file, topKeys(t, after))
+				// Say precisely what it changed: top-level keys it added, and
+				// none it removed or changed (mcpServers included).
+				added, removed, changed := topLevelDiff(t, before, after)
+				if len(removed) > 0 || len(changed) > 0 {
+					t.Fatalf("Claude Code removed %v and changed %v in %s:\n%s", removed, changed, file, after)
+				}
+				t.Logf("Claude Code rewrote %s: it added the top-level keys %v and changed nothing else", file, added)
 			}
 			if again := r.render(t, TargetClaudeCode, rung); again.Action != "unchanged" || len(again.Changes) != 0 {
 				t.Fatalf("render after Claude Code ran: %s, %d changes", again.Action, len(again.Changes))
@@ -408,14 +415,37 @@ func jsonAt(t *testing.T, b []byte, path ...string) []byte {
 	return out
 }
 
-func topKeys(t *testing.T, b []byte) []string {
-	var m map[string]json.RawMessage
-	json.Unmarshal(b, &m)
-	var keys []string
-	for k := range m {
-		keys = append(keys, k)
+// topLevelDiff compares two JSON objects key by key (values by meaning):
+// the keys only after has, only before has, and those whose value differs.
+func topLevelDiff(t *testing.T, before, after []byte) (added, removed, changed []string) {
+	t.Helper()
+	var b, a map[string]json.RawMessage
+	if err := json.Unmarshal(before, &b); err != nil {
+		t.Fatalf("before: %v", err)
 	}
-	return keys
+	if err := json.Unmarshal(after, &a); err != nil {
+		t.Fatalf("after: %v", err)
+	}
+	for k, v := range a {
+		old, ok := b[k]
+		switch {
+		case !ok:
+			added = append(added, k)
+		default:
+			if same, _ := fingerprint.Equal(old, v); !same {
+				changed = append(changed, k)
+			}
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			removed = append(removed, k)
+		}
+	}
+	sort.Strings(added)
+	sort.Strings(removed)
+	sort.Strings(changed)
+	return added, removed, changed
 }
 
 var ansiRE = regexp.MustCompile(`\x1b\[[0-9;]*m`)
