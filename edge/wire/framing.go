@@ -61,8 +61,11 @@ type guard struct {
 	err       error
 }
 
-func (g *guard) reply(code int, msg string) {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
+func (g *guard) reply(code int, msg string) { g.replyTo(nil, code, msg) }
+
+// replyTo answers a refused message under its id when it has a usable one.
+func (g *guard) replyTo(id any, code int, msg string) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
 	g.out.Write(append(b, '\n'))
 }
 
@@ -87,6 +90,12 @@ func (g *guard) Read(p []byte) (int, error) {
 		case t[0] != '{':
 			g.reply(-32600, "Invalid Request")
 		default:
+			if id, why := checkEnvelope(t); why != "" {
+				// The SDK would end the session on it: answered here instead.
+				g.log.Warn("agent sent a message that is not valid JSON-RPC; answered with Invalid Request", "why", why)
+				g.replyTo(id, -32600, "Invalid Request: "+why)
+				break
+			}
 			if g.pending != nil {
 				g.pending.Request(t) // before anyone can answer it
 			}

@@ -1,0 +1,88 @@
+package wire
+
+import (
+	"bytes"
+
+	segjson "github.com/segmentio/encoding/json"
+)
+
+// maxDepth is the go-sdk's nesting limit for a message (internal/json).
+const maxDepth = 1000
+
+// envelope is the part of a JSON-RPC message the go-sdk's DecodeMessage
+// (internal/jsonrpc2) checks before it hands the message on. A message
+// that fails there ends the SDK's session, so the guard checks the same
+// things first, with the same decoder (segmentio/encoding/json, exact-case
+// keys, the last of duplicate keys wins): what the guard lets through is
+// exactly what the SDK will read.
+type envelope struct {
+	VersionTag string             `json:"jsonrpc"`
+	ID         any                `json:"id,omitempty"`
+	Method     segjson.RawMessage `json:"method"`
+	Error      *struct {
+		Code    int64              `json:"code"`
+		Message string             `json:"message"`
+		Data    segjson.RawMessage `json:"data,omitempty"`
+	} `json:"error,omitempty"`
+}
+
+// checkEnvelope reports why the SDK would refuse msg ("" if it would not)
+// and the id it would read (nil when there is none or it is unusable).
+func checkEnvelope(msg []byte) (id any, why string) {
+	if tooDeep(msg) {
+		return nil, "nested more than 1000 levels"
+	}
+	var e envelope
+	dec := segjson.NewDecoder(bytes.NewReader(msg))
+	dec.DontMatchCaseInsensitiveStructFields()
+	if err := dec.Decode(&e); err != nil {
+		return nil, "not a JSON-RPC message: " + err.Error()
+	}
+	switch e.ID.(type) {
+	case nil, string, float64:
+	default:
+		return nil, "id is neither a string nor a number"
+	}
+	if e.VersionTag != "2.0" {
+		return e.ID, `"jsonrpc" is not "2.0"`
+	}
+	if len(e.Method) > 0 {
+		var m string
+		if err := segjson.Unmarshal(e.Method, &m); err != nil {
+			return e.ID, `"method" is not a string`
+		}
+		return e.ID, ""
+	}
+	if e.ID == nil {
+		return nil, "neither a request (no method) nor a response (no id)"
+	}
+	return e.ID, ""
+}
+
+// tooDeep is the SDK's depth check: '{' and '[' against '}' and ']',
+// outside strings.
+func tooDeep(b []byte) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > maxDepth {
+				return true
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return false
+}
