@@ -223,6 +223,9 @@ type primaryAdapter struct{ p *Primary }
 
 func (a primaryAdapter) Up() bool { return a.p.Up() }
 
+// Ledger: the outbox's replay may lean on a gateway's op-id ledger.
+func (a primaryAdapter) Ledger() bool { return a.p.LedgerAdvertised() }
+
 func (a primaryAdapter) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
 	b, _ := json.Marshal(args)
 	params := &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)}

@@ -28,7 +28,47 @@ import (
 //	update_drawer              resend
 //	event_append, patch_submit after ambiguity: event_list for metadata.edge_op_id first
 //	event_ack                  after ambiguity: look for this sender's ack of the target
+//
+// A look-up the primary refuses outright (a JSON-RPC error outside the
+// server range, e.g. a gateway device that may write its diary wing but
+// not read it) can never succeed. Behind a gateway that advertises its
+// op-id ledger the op is then sent under its own op id without the
+// look-up: the ledger answers a repeat from its record. Without a ledger
+// the refusal is permanent (classify), so the op goes dead where an
+// operator sees why, instead of being retried forever.
 func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool) (map[string]any, error) {
+	res, err := f.replay(ctx, run, op, ambiguous)
+	if err != nil && errors.Is(err, ErrLookup) && lookUpRefused(err) && f.behindLedger() {
+		f.Log.Warn("outbox: the primary refuses the look-up this op's replay needs; sending it under its op id, which the gateway's ledger answers from its record", "op", op.ID[:12], "tool", op.Tool, "err", err)
+		a, aerr := args(op)
+		if aerr != nil {
+			return nil, aerr
+		}
+		return f.sendWrite(ctx, op, a)
+	}
+	return res, err
+}
+
+// LedgerTarget is a Primary that knows whether it is a gateway with an
+// op-id ledger (it advertised one on its last answer).
+type LedgerTarget interface {
+	Ledger() bool
+}
+
+func (f *Flusher) behindLedger() bool {
+	lt, ok := f.P.(LedgerTarget)
+	return ok && lt.Ledger()
+}
+
+// lookUpRefused: the look-up failed with a JSON-RPC refusal that is not in
+// the server range (-32000..-32099, which a retry may get past).
+func lookUpRefused(err error) bool {
+	var rpc *RPCError
+	return errors.As(err, &rpc) && (rpc.Code > -32000 || rpc.Code < -32099)
+}
+
+// replay is send without the refused-look-up fallback.
+func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bool) (map[string]any, error) {
 	a, err := args(op)
 	if err != nil {
 		return nil, err
