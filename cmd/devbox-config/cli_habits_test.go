@@ -123,6 +123,15 @@ func TestTargetCompletion(t *testing.T) {
 	if got := complete("ve"); len(got) != 0 {
 		t.Errorf("after 've': %q", got)
 	}
+	// nothing is built on a name render refuses or an empty item
+	for _, word := range []string{"nosuch,", "OPENCODE,", "opencode,,", ",", "opencode,nosuch,"} {
+		if got := complete(word); len(got) != 0 {
+			t.Errorf("after %q: %q, want nothing (render refuses that list)", word, got)
+		}
+	}
+	if got := complete("opencode, p"); strings.Join(got, " ") != "opencode, pi opencode, pi-mcp" {
+		t.Errorf("after 'opencode, p': %q", got)
+	}
 }
 
 // An empty outbox lists as [] in JSON (not null), so `jq length` works.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 
 	"github.com/joho/godotenv"
@@ -147,9 +148,19 @@ func completeTargets(toComplete string) []string {
 		prefix, partial = toComplete[:i+1], toComplete[i+1:]
 	}
 	listed := map[string]bool{}
-	for _, t := range strings.Split(prefix, ",") {
-		listed[strings.TrimSpace(t)] = true
+	for _, t := range strings.Split(strings.TrimSuffix(prefix, ","), ",") {
+		if t = strings.TrimSpace(t); t == "" && prefix != "" {
+			return nil // "opencode,," or ",": render would run no such list as typed
+		} else if t != "" && !slices.Contains(render.AllTargets, t) {
+			return nil // a name render refuses: nothing built on it
+		}
+		listed[t] = true
 	}
+	// "opencode, p": the space stays in the candidate (the shell matches the
+	// whole word), render trims it
+	trimmed := strings.TrimLeft(partial, " ")
+	prefix += partial[:len(partial)-len(trimmed)]
+	partial = trimmed
 	var out []string
 	for _, t := range render.AllTargets {
 		if !listed[t] && strings.HasPrefix(t, partial) {
