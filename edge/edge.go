@@ -70,7 +70,7 @@ func New(cfg Config) *Edge {
 			if method == "tools/list" || method == "tools/call" {
 				select {
 				case <-e.toolsReady:
-				case <-time.After(15 * time.Second):
+				case <-time.After(toolsWait):
 				case <-ctx.Done():
 				}
 			}
@@ -148,6 +148,10 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	return err
 }
 
+// toolsWait bounds how long tools/list and tools/call wait for the local
+// palace's first tool list.
+const toolsWait = 15 * time.Second
+
 // drainGrace is how long after the call timeout the end of the agent's
 // input still waits: time for a call that timed out to be answered so.
 const drainGrace = time.Second
@@ -155,13 +159,21 @@ const drainGrace = time.Second
 // drain runs when the agent closes its input (a pipe of requests and EOF
 // is a complete conversation): every request already read is answered
 // before the session ends, at most the call timeout (plus drainGrace)
-// later, so a hung child or primary cannot keep the edge running.
+// later, and toolsWait more while the local palace has not listed its
+// tools yet (a slow start), so a hung child or primary cannot keep the
+// edge running.
 func (e *Edge) drain(ctx context.Context, pending *wire.Pending) {
 	if pending.Len() == 0 {
 		return
 	}
 	e.log.Debug("agent closed its input; answering the requests already read", "pending", pending.Len())
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout+drainGrace)
+	limit := e.cfg.CallTimeout + drainGrace
+	select {
+	case <-e.toolsReady:
+	default: // requests may still be waiting for the first tool list
+		limit += toolsWait
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	if _, err := pending.Wait(ctx); err != nil {
 		e.log.Warn("agent closed its input; stopping without answering every request", "err", err)

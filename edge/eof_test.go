@@ -118,7 +118,8 @@ func TestPipedRequestsAnsweredBeforeEOF(t *testing.T) {
 			pipedInitialize+pipedList+pipedStatus+pipedCalls, 60*time.Second)
 		got := answers(t, out)
 		wantAnswered(t, got, out, "1", "2", "3", "4", "five")
-		if tools, _ := got["2"]["result"].(map[string]any)["tools"].([]any); len(tools) == 0 {
+		res, _ := got["2"]["result"].(map[string]any)
+	if tools, _ := res["tools"].([]any); len(tools) == 0 {
 			t.Errorf("tools/list answered no tools: %v", got["2"])
 		}
 		if !strings.Contains(fmt.Sprint(got["4"]), "drawer_w_r_") {
@@ -198,6 +199,32 @@ func TestPipedEOFBoundedByCallTimeout(t *testing.T) {
 	wantAnswered(t, got, out, "1", "2")
 	if took > 20*time.Second {
 		t.Errorf("the edge took %s to exit with a hung call (bound: 1s + 1s)", took)
+	}
+	if t.Failed() {
+		t.Logf("stderr:\n%s", errOut)
+	}
+}
+
+// TestPipedEOFWaitsForASlowLocalPalace: the local palace takes 3 s to
+// start (longer than the call timeout) and the agent's requests and EOF
+// arrive at once. tools/list and tools/call wait for the first tool list
+// (toolsWait), so the drain waits as long: every request is answered with
+// the palace's real answer (before, the edge gave up after the call
+// timeout and answered none of them; attacker pass).
+func TestPipedEOFWaitsForASlowLocalPalace(t *testing.T) {
+	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	slow := filepath.Join(t.TempDir(), "slow-mempalace-mcp")
+	if err := os.WriteFile(slow, []byte("#!/bin/sh\nsleep 3\nexec "+child+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	palace := filepath.Join(t.TempDir(), "palace")
+	out, errOut, _ := runPiped(t, []string{"MEMPALACE_EDGE_CHILD=" + slow, "MEMPALACE_PALACE_PATH=" + palace, "MEMPALACE_EDGE_TIMEOUT=1s"},
+		pipedInitialize+pipedList+pipedStatus, 60*time.Second)
+	got := answers(t, out)
+	wantAnswered(t, got, out, "1", "2", "3")
+	res, _ := got["2"]["result"].(map[string]any)
+	if tools, _ := res["tools"].([]any); len(tools) == 0 {
+		t.Errorf("tools/list answered without the palace's tools: %v", got["2"])
 	}
 	if t.Failed() {
 		t.Logf("stderr:\n%s", errOut)
