@@ -119,7 +119,7 @@ func TestPipedRequestsAnsweredBeforeEOF(t *testing.T) {
 		got := answers(t, out)
 		wantAnswered(t, got, out, "1", "2", "3", "4", "five")
 		res, _ := got["2"]["result"].(map[string]any)
-	if tools, _ := res["tools"].([]any); len(tools) == 0 {
+		if tools, _ := res["tools"].([]any); len(tools) == 0 {
 			t.Errorf("tools/list answered no tools: %v", got["2"])
 		}
 		if !strings.Contains(fmt.Sprint(got["4"]), "drawer_w_r_") {
