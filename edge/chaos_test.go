@@ -61,15 +61,7 @@ func chaos(t *testing.T, viaGateway bool) {
 	var rngMu sync.Mutex
 	rnd := func(n int) int { rngMu.Lock(); defer rngMu.Unlock(); return rng.IntN(n) }
 
-	primary, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	primary, srv := startPrimary(t)
 	var srvMu sync.Mutex
 	palace := filepath.Join(t.TempDir(), "palace")
 	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")

@@ -103,15 +103,7 @@ func TestPipedRequestsAnsweredBeforeEOF(t *testing.T) {
 	})
 
 	t.Run("handshake, list and calls, with a primary", func(t *testing.T) {
-		primary, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken})
-		if err := srv.Start("127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Stop()
+		_, srv := startPrimary(t)
 		palace := filepath.Join(t.TempDir(), "palace")
 		out, errOut, _ := runPiped(t, []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace,
 			"MEMPALACE_REMOTE_URL=" + srv.URL(), "MEMPALACE_REMOTE_TOKEN=" + testToken, "MEMPALACE_EDGE_TIMEOUT=5s"},

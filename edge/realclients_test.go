@@ -127,12 +127,7 @@ func TestTypeScriptSDKCancelsThroughTheEdge(t *testing.T) {
 // double as the child and as an upstream-style primary.
 func TestInspectorCLIThroughEdge(t *testing.T) {
 	dir := testbed.Dir(t)
-	primary, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	primary, srv := startPrimary(t)
 	h := testbed.NewHome(t)
 	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
 	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")

@@ -73,6 +73,22 @@ func (s inProcessPrimary) State() string {
 	return "up"
 }
 
+// startPrimary starts a fake primary over HTTP (bearer testToken) on a
+// free port, stopped when the test ends.
+func startPrimary(t *testing.T) (*fakepalace.Palace, *fakepalace.HTTPServer) {
+	t.Helper()
+	primary, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return primary, srv
+}
+
 func newPalace(t *testing.T) *fakepalace.Palace {
 	t.Helper()
 	pl, err := fakepalace.New(fakepalace.Options{})

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 )
@@ -55,16 +54,8 @@ func TestRefusedLookUpBehindTheLedger(t *testing.T) {
 					front := &losingFront{to: g.http.URL, drop: map[string]bool{w.tool: true}}
 					fs := httptest.NewServer(front)
 					defer fs.Close()
-					st, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev1", "lab")
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer st.Close()
-					log := slog.New(slog.DiscardHandler)
-					tok := g.tokens["dev1"]
-					p := edge.NewPrimary(fs.URL+"/mcp", func() string { return tok }, log, edge.PrimaryOptions{Timeout: 3 * time.Second, OnUp: func() { st.Resume(context.Background()) }})
-					defer p.Close()
-					f := &outbox.Flusher{S: st, P: edge.FlushTarget(p), Log: log, BaseDelay: time.Millisecond, MaxPerm: 3}
+					st, p, f := edgeOutbox(t, fs.URL+"/mcp", g.tokens["dev1"])
+					f.MaxPerm = 3
 					ctx := context.Background()
 					b, _ := json.Marshal(w.args)
 					if _, err := st.Enqueue(ctx, w.tool, b, ""); err != nil {

@@ -102,16 +102,7 @@ func TestEdgeThroughGatewayExactlyOnce(t *testing.T) {
 				target = e.ID
 			}
 
-			st, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev1", "lab")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			log := slog.New(slog.DiscardHandler)
-			tok := g.tokens["dev1"]
-			p := edge.NewPrimary(fs.URL+"/mcp", func() string { return tok }, log, edge.PrimaryOptions{Timeout: 3 * time.Second, OnUp: func() { st.Resume(context.Background()) }})
-			defer p.Close()
-			f := &outbox.Flusher{S: st, P: edge.FlushTarget(p), Log: log, BaseDelay: time.Millisecond}
+			st, p, f := edgeOutbox(t, fs.URL+"/mcp", g.tokens["dev1"])
 			ctx := context.Background()
 			enqueue := func(tool string, args map[string]any) {
 				b, _ := json.Marshal(args)
@@ -294,4 +285,20 @@ func TestOwnReferenceDoesNotOpenAnArtifact(t *testing.T) {
 	if res, e, _ := g.call(g.tokens["alice"], "artifact_get", map[string]any{"artifact_id": id}); e != nil || !strings.Contains(fmt.Sprint(res), "BOB PRIVATE") {
 		t.Errorf("bob's event to alice does not open it: %v %v", res, e)
 	}
+}
+
+// edgeOutbox is device dev1's edge side: an outbox, the primary
+// supervisor pointed at url with tok, and a flusher between them, all
+// closed when the test ends.
+func edgeOutbox(t *testing.T, url, tok string) (*outbox.Store, *edge.Primary, *outbox.Flusher) {
+	t.Helper()
+	st, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev1", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	log := slog.New(slog.DiscardHandler)
+	p := edge.NewPrimary(url, func() string { return tok }, log, edge.PrimaryOptions{Timeout: 3 * time.Second, OnUp: func() { st.Resume(context.Background()) }})
+	t.Cleanup(p.Close)
+	return st, p, &outbox.Flusher{S: st, P: edge.FlushTarget(p), Log: log, BaseDelay: time.Millisecond}
 }
