@@ -33,9 +33,10 @@ func checkEnvelope(msg []byte) (id any, why string) {
 		return nil, "nested more than 1000 levels"
 	}
 	var e envelope
-	dec := segjson.NewDecoder(bytes.NewReader(msg))
-	dec.DontMatchCaseInsensitiveStructFields()
-	if err := dec.Decode(&e); err != nil {
+	// Parse with these flags is what the SDK's Decoder.Decode runs on one
+	// value (the guard has already checked the line is one JSON value),
+	// without the Decoder's 32 KiB buffer per message.
+	if _, err := segjson.Parse(msg, &e, segjson.DontMatchCaseInsensitiveStructFields); err != nil {
 		return nil, "not a JSON-RPC message: " + err.Error()
 	}
 	switch e.ID.(type) {
@@ -60,29 +61,43 @@ func checkEnvelope(msg []byte) (id any, why string) {
 }
 
 // tooDeep is the SDK's depth check: '{' and '[' against '}' and ']',
-// outside strings.
+// outside strings. It jumps from one structural byte to the next (and
+// through a string to its closing quote), so a large string content costs
+// a memchr, not a loop over every byte.
 func tooDeep(b []byte) bool {
-	depth, inString, escaped := 0, false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
+	if len(b) <= maxDepth {
+		return false // deeper needs more than maxDepth opening brackets
+	}
+	depth := 0
+	for {
+		i := bytes.IndexAny(b, "\"{}[]")
+		if i < 0 {
+			return false
+		}
+		c := b[i]
+		b = b[i+1:]
+		switch c {
+		case '"':
+			for { // to the quote that closes the string
+				j := bytes.IndexByte(b, '"')
+				if j < 0 {
+					return false
+				}
+				k := j
+				for k > 0 && b[k-1] == '\\' {
+					k--
+				}
+				b = b[j+1:]
+				if (j-k)%2 == 0 { // not escaped
+					break
+				}
 			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
+		case '{', '[':
 			if depth++; depth > maxDepth {
 				return true
 			}
-		case c == '}' || c == ']':
+		default:
 			depth--
 		}
 	}
-	return false
 }
