@@ -348,7 +348,7 @@ func classify(res map[string]any, err error) (kind, msg string) {
 		switch {
 		case errors.Is(err, ErrUnauthorized):
 			return kindAuth, err.Error()
-		case errors.Is(err, ErrLookup) && lookUpRefused(err):
+		case lookUpRefused(err):
 			return kindPermanent, err.Error() // the look-up can never succeed: dead, for an operator (see send)
 		case errors.Is(err, ErrLookup):
 			return kindTransient, err.Error() // the write was not sent; the op's maybe_applied stands

@@ -38,7 +38,7 @@ import (
 // operator sees why, instead of being retried forever.
 func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool) (map[string]any, error) {
 	res, err := f.replay(ctx, run, op, ambiguous)
-	if err != nil && errors.Is(err, ErrLookup) && lookUpRefused(err) && f.behindLedger() {
+	if lookUpRefused(err) && f.behindLedger() {
 		f.Log.Warn("outbox: the primary refuses the look-up this op's replay needs; sending it under its op id, which the gateway's ledger answers from its record", "op", op.ID[:12], "tool", op.Tool, "err", err)
 		a, aerr := args(op)
 		if aerr != nil {
@@ -60,11 +60,11 @@ func (f *Flusher) behindLedger() bool {
 	return ok && lt.Ledger()
 }
 
-// lookUpRefused: the look-up failed with a JSON-RPC refusal that is not in
-// the server range (-32000..-32099, which a retry may get past).
+// lookUpRefused: a replay's look-up failed with a JSON-RPC refusal that is
+// not in the server range (-32000..-32099, which a retry may get past).
 func lookUpRefused(err error) bool {
 	var rpc *RPCError
-	return errors.As(err, &rpc) && (rpc.Code > -32000 || rpc.Code < -32099)
+	return errors.Is(err, ErrLookup) && errors.As(err, &rpc) && (rpc.Code > -32000 || rpc.Code < -32099)
 }
 
 // replay is send without the refused-look-up fallback.
@@ -108,20 +108,14 @@ func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bo
 		if !f.History && !ambiguous {
 			break // a first attempt of a live write: nothing to look up
 		}
-		suffixes, err := f.diarySuffixes(ctx, run, catalogue.DiaryWingFor(a))
+		landed, err := f.diaryLanded(ctx, run, a)
 		if err != nil {
 			return nil, err
 		}
-		sum := sha256.Sum256([]byte(catalogue.DiaryEntry(a)))
-		sfx := hex.EncodeToString(sum[:])[:12]
-		if suffixes[sfx] {
+		if landed {
 			return map[string]any{"success": true, "skipped": "this diary entry is already on the primary"}, nil
 		}
-		res, err := f.sendWrite(ctx, op, a)
-		if err == nil && res["success"] != false {
-			suffixes[sfx] = true
-		}
-		return res, err
+		return f.sendDiary(ctx, run, op, a, a)
 	case catalogue.EventLookup:
 		if ambiguous {
 			if ev, err := f.findStamped(ctx, op, a); err != nil {
@@ -152,18 +146,12 @@ func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bo
 // that send from its record, and never sees this op id with other
 // arguments).
 func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, a, diary map[string]any) (map[string]any, error) {
-	suffixes, err := f.diarySuffixes(ctx, run, catalogue.DiaryWingFor(diary))
+	landed, err := f.diaryLanded(ctx, run, diary)
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256([]byte(catalogue.DiaryEntry(diary)))
-	sfx := hex.EncodeToString(sum[:])[:12]
-	if !suffixes[sfx] {
-		res, err := f.sendWrite(ctx, op, a)
-		if err == nil && res["success"] != false {
-			suffixes[sfx] = true
-		}
-		return res, err
+	if !landed {
+		return f.sendDiary(ctx, run, op, a, diary)
 	}
 	items, _ := a["items"].([]any)
 	if len(items) == 0 {
@@ -179,6 +167,33 @@ func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, a, d
 	res, err := f.P.Call(WithOpID(ctx, hex.EncodeToString(id[:])), op.Tool, rest)
 	if err == nil && res != nil {
 		res["diary_skipped"] = "this checkpoint's diary entry is already on the primary; its items were sent again without it"
+	}
+	return res, err
+}
+
+// diarySuffix is the last 12 hex digits of a diary entry's drawer id:
+// sha256 of its text.
+func diarySuffix(diary map[string]any) string {
+	sum := sha256.Sum256([]byte(catalogue.DiaryEntry(diary)))
+	return hex.EncodeToString(sum[:])[:12]
+}
+
+// diaryLanded reports whether an entry with this diary's text is in its
+// wing on the primary (looked up once per drain and wing).
+func (f *Flusher) diaryLanded(ctx context.Context, run *flushRun, diary map[string]any) (bool, error) {
+	suffixes, err := f.diarySuffixes(ctx, run, catalogue.DiaryWingFor(diary))
+	if err != nil {
+		return false, err
+	}
+	return suffixes[diarySuffix(diary)], nil
+}
+
+// sendDiary sends the op (a diary_write, or a checkpoint carrying diary)
+// and, once it landed, remembers the entry for the rest of the drain.
+func (f *Flusher) sendDiary(ctx context.Context, run *flushRun, op Op, a, diary map[string]any) (map[string]any, error) {
+	res, err := f.sendWrite(ctx, op, a)
+	if err == nil && res["success"] != false {
+		run.diarySuffixes[catalogue.DiaryWingFor(diary)][diarySuffix(diary)] = true
 	}
 	return res, err
 }
