@@ -9,13 +9,13 @@ import (
 // maxDepth is the go-sdk's nesting limit for a message (internal/json).
 const maxDepth = 1000
 
-// envelope is the part of a JSON-RPC message the go-sdk's DecodeMessage
+// wireEnvelope is the part of a JSON-RPC message the go-sdk's DecodeMessage
 // (internal/jsonrpc2) checks before it hands the message on. A message
 // that fails there ends the SDK's session, so the guard checks the same
 // things first, with the same decoder (segmentio/encoding/json, exact-case
 // keys, the last of duplicate keys wins): what the guard lets through is
 // exactly what the SDK will read.
-type envelope struct {
+type wireEnvelope struct {
 	VersionTag string             `json:"jsonrpc"`
 	ID         any                `json:"id,omitempty"`
 	Method     segjson.RawMessage `json:"method"`
@@ -26,38 +26,47 @@ type envelope struct {
 	} `json:"error,omitempty"`
 }
 
+// envelope is what the SDK reads of a message: its id (nil, a string or a
+// float64) and, for a request or notification, its method.
+type envelope struct {
+	ID        any
+	Method    string
+	IsRequest bool
+}
+
 // checkEnvelope reports why the SDK would refuse msg ("" if it would not)
-// and the id it would read (nil when there is none or it is unusable).
-func checkEnvelope(msg []byte) (id any, why string) {
+// and what it would read (the id is nil when absent or unusable).
+func checkEnvelope(msg []byte) (envelope, string) {
 	if tooDeep(msg) {
-		return nil, "nested more than 1000 levels"
+		return envelope{}, "nested more than 1000 levels"
 	}
-	var e envelope
+	var e wireEnvelope
 	// Parse with these flags is what the SDK's Decoder.Decode runs on one
 	// value (the guard has already checked the line is one JSON value),
 	// without the Decoder's 32 KiB buffer per message.
 	if _, err := segjson.Parse(msg, &e, segjson.DontMatchCaseInsensitiveStructFields); err != nil {
-		return nil, "not a JSON-RPC message: " + err.Error()
+		return envelope{}, "not a JSON-RPC message: " + err.Error()
 	}
 	switch e.ID.(type) {
 	case nil, string, float64:
 	default:
-		return nil, "id is neither a string nor a number"
+		return envelope{}, "id is neither a string nor a number"
 	}
+	env := envelope{ID: e.ID}
 	if e.VersionTag != "2.0" {
-		return e.ID, `"jsonrpc" is not "2.0"`
+		return env, `"jsonrpc" is not "2.0"`
 	}
 	if len(e.Method) > 0 {
-		var m string
-		if err := segjson.Unmarshal(e.Method, &m); err != nil {
-			return e.ID, `"method" is not a string`
+		if err := segjson.Unmarshal(e.Method, &env.Method); err != nil {
+			return env, `"method" is not a string`
 		}
-		return e.ID, ""
+		env.IsRequest = true
+		return env, ""
 	}
 	if e.ID == nil {
-		return nil, "neither a request (no method) nor a response (no id)"
+		return env, "neither a request (no method) nor a response (no id)"
 	}
-	return e.ID, ""
+	return env, ""
 }
 
 // tooDeep is the SDK's depth check: '{' and '[' against '}' and ']',

@@ -92,14 +92,15 @@ func (g *guard) Read(p []byte) (int, error) {
 		case t[0] != '{':
 			g.reply(-32600, "Invalid Request")
 		default:
-			if id, why := checkEnvelope(t); why != "" {
+			env, why := checkEnvelope(t)
+			if why != "" {
 				// The SDK would end the session on it: answered here instead.
 				g.log.Warn("agent sent a message that is not valid JSON-RPC; answered with Invalid Request", "why", why)
-				g.replyTo(id, -32600, "Invalid Request: "+why)
+				g.replyTo(env.ID, -32600, "Invalid Request: "+why)
 				break
 			}
 			if g.pending != nil {
-				g.pending.Request(t) // before anyone can answer it
+				g.pending.request(env, t) // before anyone can answer it
 			}
 			if g.intercept == nil || !g.intercept(t) {
 				g.buf = append(t, '\n')

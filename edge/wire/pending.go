@@ -43,19 +43,25 @@ func idKey(id gjson.Result) (string, bool) {
 
 // Request records a message from the agent: a request is pending until
 // answered; notifications/cancelled takes its request off (the agent wants
-// no answer, and MCP gives none).
+// no answer, and MCP gives none). The message is read as the SDK reads it
+// (checkEnvelope); the guard, which has read it already, calls request.
 func (p *Pending) Request(msg []byte) {
-	f := gjson.GetManyBytes(msg, "method", "id")
-	if f[0].Type != gjson.String {
+	if env, why := checkEnvelope(msg); why == "" {
+		p.request(env, msg)
+	}
+}
+
+func (p *Pending) request(env envelope, msg []byte) {
+	if !env.IsRequest {
 		return // the agent's answer to the edge's own request
 	}
-	if f[0].Str == "notifications/cancelled" {
+	if env.Method == "notifications/cancelled" {
 		if k, ok := idKey(gjson.GetBytes(msg, "params.requestId")); ok {
 			p.remove(k, true)
 		}
 		return
 	}
-	k, ok := idKey(f[1])
+	k, ok := anyIDKey(env.ID)
 	if !ok {
 		return // a notification
 	}
@@ -63,6 +69,17 @@ func (p *Pending) Request(msg []byte) {
 	p.ids[k]++
 	p.n.Add(1)
 	p.mu.Unlock()
+}
+
+// anyIDKey is idKey for an id as the SDK's decoder left it.
+func anyIDKey(id any) (string, bool) {
+	switch v := id.(type) {
+	case string:
+		return "s" + v, true
+	case float64:
+		return "n" + strconv.FormatInt(int64(v), 10), true
+	}
+	return "", false
 }
 
 // Answered records a message to the agent: an answer takes its request
