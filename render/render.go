@@ -23,6 +23,7 @@ import (
 	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/render/memo"
 )
 
 // Target names.
@@ -88,6 +89,11 @@ type Options struct {
 	Sys            System
 	Now            func() time.Time
 	Log            *slog.Logger
+	// Memo, when set, records what the run read (its plans' reads, the
+	// directories scanned for temp files) and whether it wrote, for the
+	// start memo. Env and LookPath are wrapped by the caller (memo.Recorder),
+	// and Sys must be OS, whose reads the memo replays.
+	Memo *memo.Recorder
 }
 
 // Change is one file write or removal that a plan wants.
@@ -146,6 +152,9 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if dryRun {
+		opts.Memo.Spoil() // a dry run prints its plans: not a start
+	}
 	settings, lw := ladder.Resolve(opts.Env, opts.LookPath)
 	for _, w := range lw {
 		opts.Log.Warn(w.String())
@@ -179,9 +188,11 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 	}
 	cleanTemps(opts, r)
 	if len(r.Changes) == 0 {
+		opts.Memo.Files(reads.memo())
 		logResult(opts.Log, r)
 		return r
 	}
+	opts.Memo.Spoil() // it writes: the next start plans again
 	dir := filepath.Dir(r.Changes[0].Path)
 	if err := opts.Sys.MkdirAll(dir, 0o755); err != nil {
 		return skipped(r, "cannot create %s: %v", dir, err)
@@ -263,6 +274,12 @@ func cleanTemps(opts Options, r Result) {
 	}
 	for dir, owned := range dirs {
 		entries, err := opts.Sys.ReadDir(dir)
+		// the memo replays this scan as "no temp file of any target here"
+		temp := err != nil && !errors.Is(err, fs.ErrNotExist)
+		for _, e := range entries {
+			temp = temp || memo.LooksTemp(e.Name())
+		}
+		opts.Memo.Dir(dir, temp)
 		if err != nil {
 			continue
 		}

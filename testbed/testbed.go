@@ -223,8 +223,8 @@ func MCPList(out string) map[string]string {
 // nothing).
 func FilesContaining(dir, secret string) (found []string, read int) {
 	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || d.Type()&os.ModeSymlink != 0 {
-			return nil
+		if err != nil || !d.Type().IsRegular() {
+			return nil // directories, links, and a FIFO a test made (a read would block)
 		}
 		if b, err := os.ReadFile(p); err == nil {
 			read++

@@ -5,6 +5,10 @@ package main
 
 import (
 	"os"
+
+	// A start's render with nothing changed is answered in this package's
+	// init, before the edge's and gateway's packages initialise.
+	_ "github.com/joakimp/devbox-config/render/memo/atstart"
 )
 
 func main() {

@@ -15,9 +15,10 @@ import (
 
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/render"
+	"github.com/joakimp/devbox-config/render/memo"
 )
 
-func newRenderCmd(stdout, stderr io.Writer) *cobra.Command {
+func newRenderCmd(stdout, stderr io.Writer, rec *memo.Recorder) *cobra.Command {
 	var (
 		dryRun, showDiff, reclaim, strict, asJSON bool
 		envFile, home, piTemplate                 string
@@ -56,7 +57,7 @@ was skipped or a user's value kept; 2 on usage errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := newLogger(stderr, slog.LevelInfo)
-			opts := render.Options{Reclaim: reclaim, Log: log, Env: os.LookupEnv, LookPath: exec.LookPath}
+			opts := render.Options{Reclaim: reclaim, Log: log, Env: rec.Env(os.LookupEnv), LookPath: rec.LookPath(exec.LookPath), Memo: rec}
 			se, err := readStartEnv(home, envFile)
 			if err != nil {
 				return err

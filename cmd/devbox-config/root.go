@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/joakimp/devbox-config/filewrite"
+	"github.com/joakimp/devbox-config/render/memo"
 )
 
 const ladderHelp = `devbox-config wires MemPalace into developer containers (pi-devbox,
@@ -42,7 +47,9 @@ func usageError(format string, args ...any) error {
 	return exitError{2, fmt.Errorf(format, args...)}
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
+// newRoot builds the command tree; rec, when not nil, records a render for
+// the start memo.
+func newRoot(stdout, stderr io.Writer, rec *memo.Recorder) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "devbox-config",
 		Short:         "Share one MemPalace across a fleet of devboxes, opt-in and offline-first",
@@ -55,7 +62,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return exitError{2, fmt.Errorf("%w (run '%s --help' for usage)", err, c.CommandPath())}
 	})
-	root.AddCommand(newRenderCmd(stdout, stderr), newEdgeCmd(os.Stdin, stdout, stderr), newGatewayCmd(stdout, stderr), newDoctorCmd(stdout, stderr), newVersionCmd(stdout))
+	root.AddCommand(newRenderCmd(stdout, stderr, rec), newEdgeCmd(os.Stdin, stdout, stderr), newGatewayCmd(stdout, stderr), newDoctorCmd(stdout, stderr), newVersionCmd(stdout))
 	root.AddCommand(newMailboxCmd(stdout, stderr, os.LookupEnv))
 	root.AddCommand(newJoinCmd(stdout, stderr, os.LookupEnv))
 	root.Version = version
@@ -129,8 +136,38 @@ func usageHints(c *cobra.Command) {
 	}
 }
 
+// run runs one command. A plain start's render (memo.Command) is recorded,
+// and its memo saved, so that the next start with nothing changed is
+// answered by package render/memo/atstart before this runs.
 func run(args []string, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr)
+	home, ok := memo.Command(args)
+	if !ok {
+		return execute(args, stdout, stderr, nil)
+	}
+	rec := memo.NewRecorder(args)
+	env := rec.Env(os.LookupEnv)
+	env("HOME") // the home render uses without --home
+	path, ok := memo.Path(home, env)
+	var out, errb bytes.Buffer
+	code := execute(args, io.MultiWriter(stdout, &out), io.MultiWriter(stderr, &errb), rec)
+	if ok {
+		write := func(path string, data []byte) error {
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return err
+			}
+			_, err := filewrite.Write(path, data, 0o600)
+			return err
+		}
+		if err := rec.Save(path, out.Bytes(), errb.Bytes(), code, write); err != nil {
+			// the memo only saves time: the next start plans in full
+			newLogger(stderr, slog.LevelInfo).Debug("cannot save the start memo", "file", path, "err", err)
+		}
+	}
+	return code
+}
+
+func execute(args []string, stdout, stderr io.Writer, rec *memo.Recorder) int {
+	root := newRoot(stdout, stderr, rec)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {

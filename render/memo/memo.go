@@ -1,0 +1,460 @@
+package memo
+
+import (
+	"bytes"
+	"errors"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"syscall"
+)
+
+// What this package imports decides when atstart's init runs: nothing that
+// imports strings (path/filepath, os/exec, crypto/*, fmt, encoding/json
+// and filewrite all do), because strings, sorting after reflect, waits for
+// reflect and everything ready before it. TestAtStartInitialisesEarly
+// keeps it so. Hence the ports in paths.go, the line format in format.go,
+// FNV-128a for sums, and Save taking its writer as an argument.
+
+// MaxConfigSize is the largest file a check reads (filewrite.MaxConfigSize,
+// which render's reads use; a test keeps them equal).
+const MaxConfigSize = 256 << 20
+
+// maxMemo bounds the memo file read at start.
+const maxMemo = 1 << 20
+
+// Memo is one no-change render: its command, every input it read with the
+// answer it got, and what it printed.
+type Memo struct {
+	Binary Binary
+	Args   []string
+	Env    []EnvRead
+	Paths  []PathRead
+	Files  []FileRead
+	// Dirs are the directories the run scanned for stale temp files and
+	// found none in; a temp file there now means a full run.
+	Dirs   []string
+	Stderr string
+	Exit   int
+}
+
+// Binary identifies the executable that recorded a memo; another build (a
+// new release in the image, a rebuilt binary) plans again.
+type Binary struct {
+	Path    string
+	Size    int64
+	ModTime int64 // nanoseconds
+	Inode   uint64
+}
+
+// EnvRead is one environment variable render looked up.
+type EnvRead struct {
+	Name string
+	Set  bool
+	// Sum is the FNV-128a of the value; a secret has none, only Blank.
+	Sum   string
+	Blank bool
+}
+
+// PathRead is one PATH look-up: the path found, and whether it was found
+// without an error (render uses only that).
+type PathRead struct {
+	Name  string
+	Path  string
+	Found bool
+}
+
+// File operations render's System performs while planning.
+const (
+	OpRead  = "read"  // ReadFile: Sum of the bytes, or the error
+	OpLstat = "lstat" // Lstat: Mode, or the error
+	OpEval  = "eval"  // EvalSymlinks: Target, or the error
+)
+
+// FileRead is one read and what it saw.
+type FileRead struct {
+	Op     string
+	Name   string
+	Sum    string
+	Mode   fs.FileMode
+	Target string
+	Err    string
+}
+
+// Secret reports whether render may use a variable only as blank or not
+// (MEMPALACE_*TOKEN): its value is never written (harness configs name
+// it) and so is not summed into the memo either.
+func Secret(name string) bool {
+	const pre, suf = "MEMPALACE_", "TOKEN"
+	return len(name) >= len(pre)+len(suf) && name[:len(pre)] == pre && name[len(name)-len(suf):] == suf
+}
+
+// Sum is how the memo records bytes it read or a value it looked up:
+// FNV-128a in hex. Not a cryptographic hash (crypto/sha256 imports
+// strings): it tells a changed file from an unchanged one, which is all a
+// memo needs; whoever can write a colliding config can write the config.
+func Sum(b []byte) string {
+	h := fnv.New128a()
+	h.Write(b)
+	var out [32]byte
+	const digits = "0123456789abcdef"
+	for i, c := range h.Sum(nil) {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&15]
+	}
+	return string(out[:])
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func envRead(name, value string, set bool) EnvRead {
+	e := EnvRead{Name: name, Set: set}
+	if Secret(name) {
+		e.Blank = isBlank(value)
+	} else {
+		e.Sum = Sum([]byte(value))
+	}
+	return e
+}
+
+// isBlank is strings.TrimSpace(v) == "" (what the ladder tests a token
+// with).
+func isBlank(v string) bool {
+	return len(bytes.TrimSpace([]byte(v))) == 0
+}
+
+// ReadRecord, LstatRecord and EvalRecord are what one of render's reads
+// saw, as the memo keeps it.
+func ReadRecord(name string, data []byte, err string) FileRead {
+	r := FileRead{Op: OpRead, Name: name, Err: err}
+	if err == "" {
+		r.Sum = Sum(data)
+	}
+	return r
+}
+
+func LstatRecord(name string, mode fs.FileMode, err string) FileRead {
+	return FileRead{Op: OpLstat, Name: name, Mode: mode, Err: err}
+}
+
+func EvalRecord(name, target, err string) FileRead {
+	return FileRead{Op: OpEval, Name: name, Target: target, Err: err}
+}
+
+// holds asks the read once more and reports whether the answer is the one
+// recorded. Only answers a check can reproduce exactly hold: a file read
+// (its bytes), a missing file (its error), an lstat, a resolved link; a
+// read or link error of another kind never holds, so such a start plans.
+func (f FileRead) holds() bool {
+	switch f.Op {
+	case OpRead:
+		if f.Err == "" {
+			sum, ok := readSum(f.Name)
+			return ok && sum == f.Sum
+		}
+		// filewrite.ReadRegular on a path with no entry: its Lstat's
+		// error, or for ENOENT its Stat's.
+		_, err := os.Lstat(f.Name)
+		if errors.Is(err, fs.ErrNotExist) {
+			_, err = os.Stat(f.Name)
+		}
+		return err != nil && errText(err) == f.Err
+	case OpLstat:
+		fi, err := os.Lstat(f.Name)
+		var mode fs.FileMode
+		if err == nil {
+			mode = fi.Mode()
+		}
+		return errText(err) == f.Err && mode == f.Mode
+	case OpEval:
+		t, err := evalSymlinks(f.Name)
+		return f.Err == "" && err == nil && t == f.Target
+	}
+	return false
+}
+
+// readSum reads a regular file as filewrite.ReadRegular does (stat before
+// opening, O_NONBLOCK so a FIFO swapped in cannot block, the opened file
+// checked again, the size bound) and returns its Sum.
+func readSum(name string) (string, bool) {
+	fi, err := os.Stat(name)
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", false
+	}
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > MaxConfigSize {
+		return "", false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
+	if err != nil || int64(len(b)) > MaxConfigSize {
+		return "", false
+	}
+	return Sum(b), true
+}
+
+// Command reports whether args (without the program name) are a start the
+// memo may answer: "render" with only --home DIR (absolute), --target LIST,
+// --strict and --reclaim, in cobra's spellings. home is --home's value
+// ("" without one).
+func Command(args []string) (home string, ok bool) {
+	if len(args) == 0 || args[0] != "render" {
+		return "", false
+	}
+	for i := 1; i < len(args); i++ {
+		name, value, hasValue := cut(args[i], '=')
+		switch name {
+		case "--strict", "--reclaim":
+			if hasValue {
+				return "", false
+			}
+		case "--home", "--target":
+			if !hasValue {
+				if i+1 >= len(args) {
+					return "", false
+				}
+				i++
+				value = args[i]
+			}
+			if name == "--home" {
+				if value == "" || value[0] != '/' {
+					return "", false
+				}
+				home = value
+			}
+		default:
+			return "", false
+		}
+	}
+	return home, true
+}
+
+// cut is strings.Cut for one byte.
+func cut(s string, sep byte) (before, after string, found bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == sep {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+// Path is where the memo for a start lives; ok is false when there is no
+// home to put it in.
+func Path(home string, env func(string) (string, bool)) (string, bool) {
+	if home != "" {
+		return clean(home + "/.cache/devbox-config/render-memo"), true
+	}
+	if c, _ := env("XDG_CACHE_HOME"); c != "" && c[0] == '/' {
+		return clean(c + "/devbox-config/render-memo"), true
+	}
+	if h, _ := env("HOME"); h != "" && h[0] == '/' {
+		return clean(h + "/.cache/devbox-config/render-memo"), true
+	}
+	return "", false
+}
+
+// self identifies the running executable.
+func self() (Binary, error) {
+	p, err := os.Executable()
+	if err != nil {
+		return Binary{}, err
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return Binary{}, err
+	}
+	b := Binary{Path: p, Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		b.Inode = st.Ino
+	}
+	return b, nil
+}
+
+// Load reads the memo at path (nil if there is none or it is not one; a
+// special file there is refused without blocking, as readSum does).
+func Load(path string) *Memo {
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxMemo {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxMemo+1))
+	if err != nil || len(b) > maxMemo {
+		return nil
+	}
+	m, err := parse(b)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// Check reports whether m answers this start: the same command from the
+// same executable, and every input it recorded answering as it did.
+// getenv is the process environment (os.LookupEnv).
+func (m *Memo) Check(args []string, getenv func(string) (string, bool)) bool {
+	if m == nil || !slices.Equal(m.Args, args) {
+		return false
+	}
+	if b, err := self(); err != nil || b != m.Binary {
+		return false
+	}
+	for _, e := range m.Env {
+		v, set := getenv(e.Name)
+		if envRead(e.Name, v, set) != e {
+			return false
+		}
+	}
+	pathEnv, _ := getenv("PATH")
+	for _, p := range m.Paths {
+		got, found, ok := lookPath(p.Name, pathEnv)
+		if !ok || got != p.Path || found != p.Found {
+			return false
+		}
+	}
+	for _, f := range m.Files {
+		if !f.holds() {
+			return false
+		}
+	}
+	for _, d := range m.Dirs {
+		if hasTemp(d) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasTemp reports whether dir holds a name that LooksTemp (or cannot be
+// listed any more).
+func hasTemp(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return true
+	}
+	for _, n := range names {
+		if LooksTemp(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// Recorder collects one render's inputs as it runs. A nil Recorder records
+// nothing (every method may be called on it).
+type Recorder struct {
+	args    []string
+	env     []EnvRead
+	paths   []PathRead
+	files   []FileRead
+	dirs    []string
+	spoiled bool
+}
+
+// NewRecorder records the render started with args.
+func NewRecorder(args []string) *Recorder {
+	return &Recorder{args: slices.Clone(args)}
+}
+
+// Env wraps an environment look-up so that each variable is recorded.
+func (r *Recorder) Env(lookup func(string) (string, bool)) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, set := lookup(name)
+		if r != nil && !slices.ContainsFunc(r.env, func(e EnvRead) bool { return e.Name == name }) {
+			r.env = append(r.env, envRead(name, v, set))
+		}
+		return v, set
+	}
+}
+
+// LookPath wraps a PATH look-up (exec.LookPath) so that each answer is
+// recorded; the PATH it searched is recorded as a variable.
+func (r *Recorder) LookPath(lookPath func(string) (string, error)) func(string) (string, error) {
+	return func(name string) (string, error) {
+		if r != nil {
+			r.Env(os.LookupEnv)("PATH")
+		}
+		p, err := lookPath(name)
+		if r != nil && !slices.ContainsFunc(r.paths, func(x PathRead) bool { return x.Name == name }) {
+			r.paths = append(r.paths, PathRead{Name: name, Path: p, Found: err == nil})
+		}
+		return p, err
+	}
+}
+
+// Files records the reads of a plan whose result the run used.
+func (r *Recorder) Files(reads []FileRead) {
+	if r != nil {
+		r.files = append(r.files, reads...)
+	}
+}
+
+// Dir records a directory scanned for stale temp files; temp says it held
+// a name that LooksTemp (or could not be listed), which leaves the run
+// unmemoised: a later run may have a temp file to clean.
+func (r *Recorder) Dir(dir string, temp bool) {
+	if r == nil {
+		return
+	}
+	r.spoiled = r.spoiled || temp
+	if !slices.Contains(r.dirs, dir) {
+		r.dirs = append(r.dirs, dir)
+	}
+}
+
+// Spoil marks the run as one the memo must not answer (it wrote, or it is
+// not a start).
+func (r *Recorder) Spoil() {
+	if r != nil {
+		r.spoiled = true
+	}
+}
+
+// Spoiled reports whether the run may not be memoised.
+func (r *Recorder) Spoiled() bool { return r == nil || r.spoiled }
+
+// Save writes the memo of the finished run to path with write (filewrite's
+// atomic replace, given by the caller), if the run may be answered from
+// one: nothing spoiled it, nothing went to stdout, and it exited 0 or 1.
+// The memo is written only when it differs from the one there, so a
+// steady start writes nothing.
+func (r *Recorder) Save(path string, stdout, stderr []byte, exit int, write func(path string, data []byte) error) error {
+	if r.Spoiled() || len(stdout) > 0 || (exit != 0 && exit != 1) {
+		return nil
+	}
+	b, err := self()
+	if err != nil {
+		return err
+	}
+	dirs := slices.Clone(r.dirs)
+	slices.Sort(dirs) // scanned in map order
+	m := Memo{Binary: b, Args: r.args, Env: r.env, Paths: r.paths, Files: r.files,
+		Dirs: dirs, Stderr: string(stderr), Exit: exit}
+	data := m.encode()
+	if old := Load(path); old != nil && bytes.Equal(old.encode(), data) {
+		return nil
+	}
+	return write(path, data)
+}
