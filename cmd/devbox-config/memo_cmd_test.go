@@ -261,6 +261,14 @@ func TestStartMemoAnswersAsAFullRunWould(t *testing.T) {
 			if !third.answered || third.stderr != second.stderr {
 				t.Fatalf("an unchanged third start was not answered from the memo (answered=%v)\n%s", third.answered, third.stderr)
 			}
+			// A steady start writes nothing, the memo included.
+			memoInfo, _ := os.Stat(memoFile)
+			if again := runRender(t, bin, home, environ(), args...); !again.answered {
+				t.Fatal("a fourth unchanged start was not answered")
+			}
+			if fi, _ := os.Stat(memoFile); !fi.ModTime().Equal(memoInfo.ModTime()) {
+				t.Error("an answered start rewrote the memo")
+			}
 			// The answer comes before reflect and everything that needs it
 			// initialise (package atstart's doc).
 			if slices.Contains(third.inits, "reflect") || len(third.inits) > 30 {
@@ -345,5 +353,43 @@ func TestAtStartInitialisesEarly(t *testing.T) {
 		case "strings", "reflect", "fmt", "path/filepath", "os/exec":
 			t.Errorf("render/memo/atstart imports %s (go list -deps)", p)
 		}
+	}
+}
+
+// A link or a FIFO planted where the memo goes is neither followed nor
+// opened: the start plans in full and says nothing about it.
+func TestStartMemoLeavesAPlantedFileAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
+	for _, kind := range []string{"link", "fifo"} {
+		t.Run(kind, func(t *testing.T) {
+			home := filepath.Join(t.TempDir(), "home")
+			os.MkdirAll(filepath.Join(home, ".cache/devbox-config"), 0o700)
+			os.MkdirAll(filepath.Join(home, ".config/opencode"), 0o755)
+			victim := filepath.Join(t.TempDir(), "victim")
+			os.WriteFile(victim, []byte("keep me\n"), 0o644)
+			memoFile := filepath.Join(home, ".cache/devbox-config/render-memo")
+			if kind == "link" {
+				os.Symlink(victim, memoFile)
+			} else {
+				syscall.Mkfifo(memoFile, 0o600)
+			}
+			env := []string{"HOME=" + home, "PATH=/usr/bin:/bin", "MEMPALACE_REMOTE_URL=https://p.example/mcp", "MEMPALACE_REMOTE_TOKEN=x"}
+			for i := 0; i < 3; i++ {
+				r := runRender(t, bin, home, env, "--home", home)
+				if r.code != 0 || r.answered {
+					t.Fatalf("start %d: exit %d, answered %v: %s", i, r.code, r.answered, r.stderr)
+				}
+			}
+			if b, _ := os.ReadFile(victim); string(b) != "keep me\n" {
+				t.Fatalf("the memo was written through a planted link: %q", b)
+			}
+			fi, _ := os.Lstat(memoFile)
+			if kind == "fifo" && fi.Mode()&fs.ModeNamedPipe == 0 || kind == "link" && fi.Mode()&fs.ModeSymlink == 0 {
+				t.Fatalf("the planted %s was replaced: %v", kind, fi.Mode())
+			}
+		})
 	}
 }

@@ -152,6 +152,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	code := execute(args, io.MultiWriter(stdout, &out), io.MultiWriter(stderr, &errb), rec)
 	if ok {
 		write := func(path string, data []byte) error {
+			// A cache of render's own: never written through a link or
+			// over anything but a regular file (filewrite follows links,
+			// as a user's dotfiles want; this file has no such user).
+			if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+				return fmt.Errorf("%s is not a regular file", path)
+			}
 			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 				return err
 			}
