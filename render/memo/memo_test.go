@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/ladder"
 )
 
 // recorded is a memo of a start that read one file, lstat'ed a missing
@@ -313,5 +315,17 @@ func TestSecretNames(t *testing.T) {
 	}
 	if !strings.HasPrefix(header, "devbox-config render memo") {
 		t.Fatal(header)
+	}
+}
+
+// The memo keeps only blank-or-not of exactly the variables the ladder
+// keeps only that of (Settings.TokenSet; the token itself is never kept),
+// and sums every other variable render reads.
+func TestSecretsAreTheLaddersTokens(t *testing.T) {
+	for _, v := range append(slices.Clone(ladder.Vars), ladder.EnvUpstreamToken, ladder.EnvPalacePath) {
+		want := v == ladder.EnvRemoteToken || v == ladder.EnvUpstreamToken
+		if Secret(v) != want {
+			t.Errorf("Secret(%s) = %v, want %v", v, !want, want)
+		}
 	}
 }
