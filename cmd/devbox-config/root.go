@@ -7,12 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/render/memo"
 )
 
@@ -137,8 +135,8 @@ func usageHints(c *cobra.Command) {
 }
 
 // run runs one command. A plain start's render (memo.Command) is recorded,
-// and its memo saved, so that the next start with nothing changed is
-// answered by package render/memo/atstart before this runs.
+// and its memo saved (startmemo.go), so that the next start with nothing
+// changed is answered by package render/memo/atstart before this runs.
 func run(args []string, stdout, stderr io.Writer) int {
 	home, ok := memo.Command(args)
 	if !ok {
@@ -147,24 +145,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rec := memo.NewRecorder(args)
 	env := rec.Env(os.LookupEnv)
 	env("HOME") // the home render uses without --home
-	path, ok := memo.Path(home, env)
+	path, base, ok := memo.Path(home, env)
 	var out, errb bytes.Buffer
 	code := execute(args, io.MultiWriter(stdout, &out), io.MultiWriter(stderr, &errb), rec)
 	if ok {
-		write := func(path string, data []byte) error {
-			// A cache of render's own: never written through a link or
-			// over anything but a regular file (filewrite follows links,
-			// as a user's dotfiles want; this file has no such user).
-			if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
-				return fmt.Errorf("%s is not a regular file", path)
-			}
-			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-				return err
-			}
-			_, err := filewrite.Write(path, data, 0o600)
-			return err
-		}
-		if err := rec.Save(path, out.Bytes(), errb.Bytes(), code, write); err != nil {
+		if err := rec.Save(path, out.Bytes(), errb.Bytes(), code, memoWriter(base)); err != nil {
 			// the memo only saves time: the next start plans in full
 			newLogger(stderr, slog.LevelInfo).Debug("cannot save the start memo", "file", path, "err", err)
 		}

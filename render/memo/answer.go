@@ -15,7 +15,7 @@ func Answer(argv []string, getenv func(string) (string, bool), stderr *os.File) 
 	if !ok {
 		return 0, false
 	}
-	path, ok := Path(home, getenv)
+	path, _, ok := Path(home, getenv)
 	if !ok {
 		return 0, false
 	}

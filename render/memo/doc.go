@@ -22,10 +22,19 @@
 // printed on stdout, and a run that met a temp file (a killed write's,
 // which a full run may clean) leave no memo.
 //
+// A memo is trusted only from the user running the start: Load refuses a
+// file another user owns, a link and a special file, and parse any exit
+// status but 0 and 1. It answers only the build that wrote it (path, size,
+// times, inode and the Go build ID). A start whose environment holds a URL
+// with a password in it (which the ladder refuses) leaves no memo, so no
+// sum of the password is kept.
+//
 // The memo is part of render's record. It lives at
 // $XDG_CACHE_HOME/devbox-config/render-memo (without XDG_CACHE_HOME, and
 // always with --home, <home>/.cache/devbox-config/render-memo), mode 0600,
-// in a line format of its own (format.go). Deleting it costs one start a
-// full plan; a corrupt memo is ignored and replaced, a special file there
-// is ignored.
+// in a line format of its own (format.go). cmd/devbox-config writes it
+// only where every existing entry from the home (or $XDG_CACHE_HOME) down
+// belongs to the user running render: root rendering over a user's home
+// writes none there. Deleting it costs one start a full plan; a corrupt
+// memo is ignored and replaced.
 package memo

@@ -10,8 +10,8 @@ import (
 // The memo file is one record per line, a keyword and its fields; strings
 // are Go-quoted (strconv.Quote), so any byte survives:
 //
-//	devbox-config render memo 2
-//	binary "/usr/local/bin/devbox-config" 17981602 1796135841174619781 9978221
+//	devbox-config render memo 3
+//	binary "/usr/local/bin/devbox-config" 17981602 1796135841174619781 9978221 "OzsiSAU6…/96pQbTc7…"
 //	arg "render"
 //	env "MEMPALACE_REMOTE_URL" set sum 7f54…
 //	env "MEMPALACE_REMOTE_TOKEN" set nonblank
@@ -22,7 +22,7 @@ import (
 //	dir "/home/u/.config/opencode"
 //	exit 0
 //	stderr "level=WARN msg=…\n"
-const header = "devbox-config render memo 2"
+const header = "devbox-config render memo 3"
 
 var errFormat = errors.New("not a start memo")
 
@@ -39,7 +39,7 @@ func (m *Memo) encode() []byte {
 	}
 	q, n := strconv.Quote, func(i int64) string { return strconv.FormatInt(i, 10) }
 	line(header)
-	line("binary", q(m.Binary.Path), n(m.Binary.Size), n(m.Binary.ModTime), strconv.FormatUint(m.Binary.Inode, 10))
+	line("binary", q(m.Binary.Path), n(m.Binary.Size), n(m.Binary.ModTime), strconv.FormatUint(m.Binary.Inode, 10), q(m.Binary.BuildID))
 	for _, a := range m.Args {
 		line("arg", q(a))
 	}
@@ -134,7 +134,7 @@ func parse(data []byte) (*Memo, error) {
 		ok = ok && err == nil
 		return i
 	}
-	want := map[string]int{"binary": 4, "arg": 1, "lookpath": 3, OpRead: 3, OpLstat: 3, OpEval: 3, "dir": 1, "exit": 1, "stderr": 1}
+	want := map[string]int{"binary": 5, "arg": 1, "lookpath": 3, OpRead: 3, OpLstat: 3, OpEval: 3, "dir": 1, "exit": 1, "stderr": 1}
 	seen := map[string]bool{}
 	for _, l := range lines[1:] {
 		f, err := fields(l)
@@ -149,7 +149,7 @@ func parse(data []byte) (*Memo, error) {
 		case "binary":
 			ino, err := strconv.ParseUint(f[3], 10, 64)
 			ok = ok && err == nil
-			m.Binary = Binary{Path: f[0], Size: num(f[1]), ModTime: num(f[2]), Inode: ino}
+			m.Binary = Binary{Path: f[0], Size: num(f[1]), ModTime: num(f[2]), Inode: ino, BuildID: f[4]}
 		case "arg":
 			m.Args = append(m.Args, f[0])
 		case "env":
@@ -186,7 +186,10 @@ func parse(data []byte) (*Memo, error) {
 		case "dir":
 			m.Dirs = append(m.Dirs, f[0])
 		case "exit":
-			m.Exit = int(num(f[0]))
+			// only what Save writes: a memo never fails a start
+			if m.Exit = int(num(f[0])); m.Exit != 0 && m.Exit != 1 {
+				return nil, errFormat
+			}
 		case "stderr":
 			m.Stderr = f[0]
 		default:

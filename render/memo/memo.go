@@ -47,6 +47,10 @@ type Binary struct {
 	Size    int64
 	ModTime int64 // nanoseconds
 	Inode   uint64
+	// BuildID is the Go build ID the linker puts in an ELF note in the
+	// executable's first pages (`go tool buildid`): a build with other
+	// sources or flags has another, whatever its size and times.
+	BuildID string
 }
 
 // EnvRead is one environment variable render looked up.
@@ -248,19 +252,20 @@ func cut(s string, sep byte) (before, after string, found bool) {
 	return s, "", false
 }
 
-// Path is where the memo for a start lives; ok is false when there is no
-// home to put it in.
-func Path(home string, env func(string) (string, bool)) (string, bool) {
+// Path is where the memo for a start lives, and the directory it is kept
+// under (the home, or $XDG_CACHE_HOME); ok is false when there is no home
+// to put it in.
+func Path(home string, env func(string) (string, bool)) (path, base string, ok bool) {
 	if home != "" {
-		return clean(home + "/.cache/devbox-config/render-memo"), true
+		return clean(home + "/.cache/devbox-config/render-memo"), clean(home), true
 	}
 	if c, _ := env("XDG_CACHE_HOME"); c != "" && c[0] == '/' {
-		return clean(c + "/devbox-config/render-memo"), true
+		return clean(c + "/devbox-config/render-memo"), clean(c), true
 	}
 	if h, _ := env("HOME"); h != "" && h[0] == '/' {
-		return clean(h + "/.cache/devbox-config/render-memo"), true
+		return clean(h + "/.cache/devbox-config/render-memo"), clean(h), true
 	}
-	return "", false
+	return "", "", false
 }
 
 // self identifies the running executable.
@@ -273,26 +278,56 @@ func self() (Binary, error) {
 	if err != nil {
 		return Binary{}, err
 	}
-	b := Binary{Path: p, Size: fi.Size(), ModTime: fi.ModTime().UnixNano()}
+	b := Binary{Path: p, Size: fi.Size(), ModTime: fi.ModTime().UnixNano(), BuildID: buildID(p)}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		b.Inode = st.Ino
 	}
 	return b, nil
 }
 
-// Load reads the memo at path (nil if there is none or it is not one; a
-// special file there is refused without blocking, as readSum does).
+// buildID finds the Go build ID note (name "Go\x00\x00", type 4) in the
+// first 32 KB of the executable at path, where cmd/link puts it and `go
+// tool buildid` reads it; "" if there is none.
+func buildID(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	b := make([]byte, 32<<10)
+	n, _ := io.ReadFull(f, b)
+	b = b[:n]
+	le := func(x []byte) int { return int(x[0]) | int(x[1])<<8 | int(x[2])<<16 | int(x[3])<<24 }
+	for off := 0; ; {
+		i := bytes.Index(b[off:], []byte("Go\x00\x00"))
+		if i < 0 {
+			return ""
+		}
+		i += off
+		if i >= 12 && le(b[i-12:]) == 4 && le(b[i-4:]) == 4 {
+			if d := le(b[i-8:]); d > 0 && i+4+d <= len(b) {
+				return string(b[i+4 : i+4+d])
+			}
+		}
+		off = i + 1
+	}
+}
+
+// Load reads the memo at path: nil if there is none, it is not one, or it
+// is not a regular file of the user running this (a memo another user
+// could write would decide what this start prints). A link is not
+// followed, and a special file is refused without being opened.
 func Load(path string) *Memo {
-	fi, err := os.Stat(path)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > maxMemo {
+	fi, err := os.Lstat(path)
+	if err != nil || !ownRegular(fi) {
 		return nil
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	if fi, err = f.Stat(); err != nil || !ownRegular(fi) {
 		return nil
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxMemo+1))
@@ -304,6 +339,12 @@ func Load(path string) *Memo {
 		return nil
 	}
 	return m
+}
+
+// ownRegular: a regular file of the effective user, within maxMemo.
+func ownRegular(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.Mode().IsRegular() && fi.Size() <= maxMemo && int(st.Uid) == os.Geteuid()
 }
 
 // Check reports whether m answers this start: the same command from the
@@ -384,6 +425,9 @@ func (r *Recorder) Env(lookup func(string) (string, bool)) func(string) (string,
 		v, set := lookup(name)
 		if r != nil && !slices.ContainsFunc(r.env, func(e EnvRead) bool { return e.Name == name }) {
 			r.env = append(r.env, envRead(name, v, set))
+			// A URL with a password in it is refused by the ladder; its sum
+			// would let a reader of the memo test guesses offline.
+			r.spoiled = r.spoiled || hasUserinfo(v)
 		}
 		return v, set
 	}
@@ -402,6 +446,22 @@ func (r *Recorder) LookPath(lookPath func(string) (string, error)) func(string) 
 		}
 		return p, err
 	}
+}
+
+// hasUserinfo reports whether v holds a URL with credentials
+// ("scheme://user:pass@host"): an '@' after "://" before the next '/'.
+func hasUserinfo(v string) bool {
+	for i := 0; i+3 <= len(v); i++ {
+		if v[i:i+3] != "://" {
+			continue
+		}
+		for j := i + 3; j < len(v) && v[j] != '/'; j++ {
+			if v[j] == '@' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Files records the reads of a plan whose result the run used.

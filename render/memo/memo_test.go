@@ -219,7 +219,7 @@ func TestAnswerPrintsTheRecordedOutput(t *testing.T) {
 	fx.record(t, "level=WARN msg=\"kept your edit\" target=opencode\n", 1)
 	// Answer finds the memo from --home: put it where Path says.
 	home := t.TempDir()
-	p, _ := Path(home, fx.getenv)
+	p, _, _ := Path(home, fx.getenv)
 	b, _ := os.ReadFile(fx.memoPath)
 	b = bytes.Replace(b, []byte("arg \"/h\""), []byte("arg \""+home+"\""), 1)
 	writeFile(p, b)
@@ -326,6 +326,33 @@ func TestSecretsAreTheLaddersTokens(t *testing.T) {
 		want := v == ladder.EnvRemoteToken || v == ladder.EnvUpstreamToken
 		if Secret(v) != want {
 			t.Errorf("Secret(%s) = %v, want %v", v, !want, want)
+		}
+	}
+}
+
+func TestBuildIDIsGoToolBuildid(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "tool", "buildid", exe).Output()
+	if err != nil {
+		t.Skipf("go tool buildid: %v", err)
+	}
+	if got, want := buildID(exe), strings.TrimSpace(string(out)); got != want || got == "" {
+		t.Fatalf("buildID = %q, go tool buildid = %q", got, want)
+	}
+	if buildID("/etc/hostname") != "" {
+		t.Fatal("a build ID found in a file that is not a Go binary")
+	}
+}
+
+func TestURLCredentialsLeaveNoMemo(t *testing.T) {
+	for v, want := range map[string]bool{"https://u:p@h/mcp": true, "https://u@h": true, "https://h/a@b": false, "https://h/mcp": false, "a@b": false, "x https://h:1@": true} {
+		r := NewRecorder(args)
+		r.Env(func(string) (string, bool) { return v, true })("MEMPALACE_REMOTE_URL")
+		if r.Spoiled() != want {
+			t.Errorf("recording %q: spoiled=%v, want %v", v, !want, want)
 		}
 	}
 }

@@ -214,17 +214,43 @@ func lookPath(file string, pathEnv string) (path string, found, ok bool) {
 	return "", false, true
 }
 
-// LooksTemp reports whether a directory entry may be a temp file of
-// filewrite's (a superset of filewrite.TempTarget, which needs package
-// strings): a name starting with "." that holds ".tmp".
+// LooksTemp reports whether a directory entry is a temp file name of
+// filewrite's: filewrite.TempTarget, written without package strings
+// (".<base>.tmp-<16 lowercase hex>" or ".<base>.tmp<1 to 10 digits>"; a
+// fuzz test holds the two equal).
 func LooksTemp(name string) bool {
 	if len(name) < 2 || name[0] != '.' {
 		return false
 	}
-	for i := 1; i+4 <= len(name); i++ {
-		if name[i:i+4] == ".tmp" {
-			return true
+	i := -1
+	for j := len(name) - 4; j >= 0; j-- {
+		if name[j:j+4] == ".tmp" {
+			i = j
+			break
 		}
 	}
+	if i < 2 {
+		return false
+	}
+	suffix := name[i+4:]
+	switch {
+	case len(suffix) == 17 && suffix[0] == '-' && allOf(suffix[1:], "0123456789abcdef"):
+		return true
+	case len(suffix) >= 1 && len(suffix) <= 10 && allOf(suffix, "0123456789"):
+		return true
+	}
 	return false
+}
+
+func allOf(s, chars string) bool {
+	for i := 0; i < len(s); i++ {
+		found := false
+		for j := 0; j < len(chars); j++ {
+			found = found || s[i] == chars[j]
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }

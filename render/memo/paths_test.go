@@ -129,15 +129,16 @@ func FuzzLookPath(f *testing.F) {
 	})
 }
 
-// Every name filewrite writes or cleans as a temp file is one the memo's
-// scan sees, so a start with a temp file to clean always plans.
-func FuzzLooksTempCoversTempTarget(f *testing.F) {
-	for _, s := range []string{filewrite.TempName("opencode.jsonc"), ".x.tmp1", ".a.tmp-0123456789abcdef", "x.tmp", ".tmp"} {
+// The memo's scan sees exactly the names filewrite writes or cleans as
+// temp files: a start with a temp file to clean always plans, and a user's
+// own ".history.tmp" does not turn the memo off.
+func FuzzLooksTempIsTempTarget(f *testing.F) {
+	for _, s := range []string{filewrite.TempName("opencode.jsonc"), ".x.tmp1", ".a.tmp-0123456789abcdef", "x.tmp", ".tmp", ".bash_history.tmp", ".a.tmp.tmp1", ".ab.tmp-0123456789ABCDEF"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if _, ok := filewrite.TempTarget(name); ok && !LooksTemp(name) {
-			t.Fatalf("filewrite takes %q for a temp file, LooksTemp does not", name)
+		if _, ok := filewrite.TempTarget(name); ok != LooksTemp(name) {
+			t.Fatalf("filewrite.TempTarget(%q) ok=%v, LooksTemp %v", name, ok, !ok)
 		}
 	})
 }
