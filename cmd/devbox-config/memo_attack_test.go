@@ -36,6 +36,19 @@ func attackHome(t *testing.T, bin string) (home string, env []string) {
 	return home, env
 }
 
+// attackBin builds the binary for a test that must run as root (why says
+// what for).
+func attackBin(t *testing.T, why string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, " + why)
+	}
+	return testbed.Build(t, "./cmd/devbox-config", "devbox-config")
+}
+
 func memoPath(home string) string { return filepath.Join(home, ".cache/devbox-config/render-memo") }
 
 // Finding 1: the memo is written with filewrite.Write, which follows a
@@ -70,13 +83,7 @@ func TestAttackMemoWriteFollowsAPlantedSymlink(t *testing.T) {
 // outside the home, makes the memo land there (MkdirAll and Write follow
 // it). (A user's own ~/.cache link to another disk is theirs to follow.)
 func TestAttackMemoWriteFollowsASymlinkedCacheDir(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, to plant the link as another user")
-	}
-	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
+	bin := attackBin(t, "to plant the link as another user")
 	home, env := attackHome(t, bin)
 	outside := t.TempDir()
 	os.RemoveAll(filepath.Join(home, ".cache"))
@@ -95,13 +102,7 @@ func TestAttackMemoWriteFollowsASymlinkedCacheDir(t *testing.T) {
 // loses their own cache directory (every XDG application of theirs then
 // fails to write under ~/.cache).
 func TestAttackRootRenderCreatesRootOwnedCacheInUsersHome(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
+	bin := attackBin(t, "to own the home as another user")
 	home, env := attackHome(t, bin)
 	const uid, gid = 12345, 12345
 	filepath.Walk(home, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, gid) })
