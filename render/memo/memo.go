@@ -18,8 +18,8 @@ import (
 // keeps it so. Hence the ports in paths.go, the line format in format.go,
 // FNV-128a for sums, and Save taking its writer as an argument.
 
-// MaxConfigSize is the largest file a check reads (filewrite.MaxConfigSize,
-// which render's reads use; a test keeps them equal).
+// MaxConfigSize is the largest config render reads (render.MaxConfigSize
+// is defined as this), and so the largest file a check reads.
 const MaxConfigSize = 256 << 20
 
 // maxMemo bounds the memo file read at start.
