@@ -268,17 +268,24 @@ func Path(home string, env func(string) (string, bool)) (path, base string, ok b
 	return "", "", false
 }
 
-// self identifies the running executable.
+// self identifies the running executable: the file this process runs
+// (/proc/self/exe, opened: if an upgrade renamed another build over the
+// path meanwhile, the path would name that one), under its path.
 func self() (Binary, error) {
 	p, err := os.Executable()
 	if err != nil {
 		return Binary{}, err
 	}
-	fi, err := os.Stat(p)
+	f, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return Binary{}, err
 	}
-	b := Binary{Path: p, Size: fi.Size(), ModTime: fi.ModTime().UnixNano(), BuildID: buildID(p)}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Binary{}, err
+	}
+	b := Binary{Path: p, Size: fi.Size(), ModTime: fi.ModTime().UnixNano(), BuildID: buildID(f)}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		b.Inode = st.Ino
 	}
@@ -286,16 +293,11 @@ func self() (Binary, error) {
 }
 
 // buildID finds the Go build ID note (name "Go\x00\x00", type 4) in the
-// first 32 KB of the executable at path, where cmd/link puts it and `go
-// tool buildid` reads it; "" if there is none.
-func buildID(path string) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
+// first 32 KB of the executable, where cmd/link puts it and `go tool
+// buildid` reads it; "" if there is none.
+func buildID(f io.ReaderAt) string {
 	b := make([]byte, 32<<10)
-	n, _ := io.ReadFull(f, b)
+	n, _ := f.ReadAt(b, 0)
 	b = b[:n]
 	le := func(x []byte) int { return int(x[0]) | int(x[1])<<8 | int(x[2])<<16 | int(x[3])<<24 }
 	for off := 0; ; {

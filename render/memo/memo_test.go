@@ -339,10 +339,14 @@ func TestBuildIDIsGoToolBuildid(t *testing.T) {
 	if err != nil {
 		t.Skipf("go tool buildid: %v", err)
 	}
-	if got, want := buildID(exe), strings.TrimSpace(string(out)); got != want || got == "" {
+	b, err := self()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.BuildID, strings.TrimSpace(string(out)); got != want || got == "" {
 		t.Fatalf("buildID = %q, go tool buildid = %q", got, want)
 	}
-	if buildID("/etc/hostname") != "" {
+	if buildID(strings.NewReader("not a Go binary, Go\x00\x00 without a note")) != "" {
 		t.Fatal("a build ID found in a file that is not a Go binary")
 	}
 }
