@@ -393,3 +393,27 @@ func TestStartMemoLeavesAPlantedFileAlone(t *testing.T) {
 		})
 	}
 }
+
+// The memo goes only where nobody else can move things: under a
+// world-writable $XDG_CACHE_HOME none is kept, under a sticky one (as
+// /tmp) it is.
+func TestStartMemoNotKeptUnderAWorldWritableCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
+	for mode, kept := range map[os.FileMode]bool{0o777: false, 0o777 | os.ModeSticky: true, 0o755: true} {
+		home := filepath.Join(t.TempDir(), "home")
+		os.MkdirAll(filepath.Join(home, ".config/opencode"), 0o755)
+		cache := filepath.Join(t.TempDir(), "cache")
+		os.Mkdir(cache, 0o755)
+		os.Chmod(cache, mode)
+		env := []string{"HOME=" + home, "XDG_CACHE_HOME=" + cache, "PATH=/usr/bin:/bin", "MEMPALACE_REMOTE_URL=https://p.example/mcp", "MEMPALACE_REMOTE_TOKEN=x"}
+		runRender(t, bin, home, env)
+		runRender(t, bin, home, env)
+		_, err := os.Stat(filepath.Join(cache, "devbox-config", "render-memo"))
+		if (err == nil) != kept {
+			t.Errorf("XDG_CACHE_HOME mode %v: memo kept=%v, want %v", mode, err == nil, kept)
+		}
+	}
+}
