@@ -192,7 +192,7 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 		logResult(opts.Log, r)
 		return r
 	}
-	opts.Memo.Spoil() // it writes: the next start plans again
+	opts.Memo.Writing() // what it read is not what the next start finds
 	dir := filepath.Dir(r.Changes[0].Path)
 	if err := opts.Sys.MkdirAll(dir, 0o755); err != nil {
 		return skipped(r, "cannot create %s: %v", dir, err)

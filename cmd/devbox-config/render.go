@@ -52,10 +52,11 @@ Targets:
   vscode    ~/.config/Code/User/mcp.json servers.mempalace, token as ${env:...}.
   These five only when the harness's directory exists, or --target names it.
 
-A start that changes nothing leaves a memo of what it read (sums, never a
-file's bytes or the token) in $XDG_CACHE_HOME/devbox-config/render-memo
+A start keeps a memo of what a start that changes nothing reads (sums, never
+a file's bytes or the token) in $XDG_CACHE_HOME/devbox-config/render-memo
 (~/.cache/...); the next start with the same command, environment and files
-prints what that start printed, without planning. Any change means a full run.
+prints what that start would print, without planning. Any change means a
+full run.
 
 Exit status: 0 on success and on degraded paths; 1 with --strict when a target
 was skipped or a user's value kept; 2 on usage errors.`,

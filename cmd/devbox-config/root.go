@@ -142,19 +142,51 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return execute(args, stdout, stderr, nil)
 	}
-	rec := memo.NewRecorder(args)
-	env := rec.Env(os.LookupEnv)
-	env("HOME") // the home render uses without --home
-	path, base, ok := memo.Path(home, env)
-	var out, errb bytes.Buffer
-	code := execute(args, io.MultiWriter(stdout, &out), io.MultiWriter(stderr, &errb), rec)
-	if ok {
-		if err := rec.Save(path, out.Bytes(), errb.Bytes(), code, memoWriter(base)); err != nil {
-			// the memo only saves time: the next start plans in full
-			newLogger(stderr, slog.LevelInfo).Debug("cannot save the start memo", "file", path, "err", err)
-		}
+	start := recordStart(args, home, stdout, stderr)
+	if start.rec.Wrote() && (start.code == 0 || start.code == 1) {
+		// This start changed files, so what it read is not what the next
+		// start finds: run that next start now, unseen, so that the one
+		// after this container's is answered from the memo. It changes
+		// nothing unless something else wrote meanwhile (then it keeps no
+		// memo either).
+		next := recordStart(args, home, io.Discard, io.Discard)
+		next.save(stderr)
+		return start.code
 	}
-	return code
+	start.save(stderr)
+	return start.code
+}
+
+// recordedStart is one render run with its recorder and what it printed.
+type recordedStart struct {
+	rec         *memo.Recorder
+	path, base  string
+	ok          bool // there is a home to keep the memo in
+	out, stderr bytes.Buffer
+	code        int
+}
+
+func recordStart(args []string, home string, stdout, stderr io.Writer) *recordedStart {
+	s := &recordedStart{rec: memo.NewRecorder(args)}
+	env := s.rec.Env(os.LookupEnv)
+	env("HOME") // the home render uses without --home
+	s.path, s.base, s.ok = memo.Path(home, env)
+	s.code = execute(args, io.MultiWriter(stdout, &s.out), io.MultiWriter(stderr, &s.stderr), s.rec)
+	return s
+}
+
+// save keeps the memo of s, if it may answer a start (Recorder.Save).
+func (s *recordedStart) save(stderr io.Writer) {
+	if !s.ok {
+		return
+	}
+	if err := cleanMemoTemps(s.path, s.base); err != nil {
+		newLogger(stderr, slog.LevelInfo).Debug("cannot clean the start memo's temp files", "file", s.path, "err", err)
+	}
+	if err := s.rec.Save(s.path, s.out.Bytes(), s.stderr.Bytes(), s.code, memoWriter(s.base)); err != nil {
+		// the memo only saves time: the next start plans in full
+		newLogger(stderr, slog.LevelInfo).Debug("cannot save the start memo", "file", s.path, "err", err)
+	}
 }
 
 func execute(args []string, stdout, stderr io.Writer, rec *memo.Recorder) int {

@@ -18,8 +18,7 @@ import (
 // in the way (ownedPath): checked before the directories are made (so root
 // rendering over a user's home writes no memo there and creates no
 // root-owned ~/.cache) and again after (so a link planted while they were
-// made is not followed). A killed earlier write's temp file is cleaned
-// first.
+// made is not followed).
 func memoWriter(base string) func(path string, data []byte) error {
 	return func(path string, data []byte) error {
 		if err := ownedPath(path, base); err != nil {
@@ -30,9 +29,6 @@ func memoWriter(base string) func(path string, data []byte) error {
 			return err
 		}
 		if err := ownedPath(path, base); err != nil {
-			return err
-		}
-		if err := filewrite.CleanStale(dir, filepath.Base(path), time.Minute); err != nil {
 			return err
 		}
 		_, err := filewrite.Write(path, data, 0o600)
@@ -62,4 +58,19 @@ func ownedPath(path, base string) error {
 			return nil
 		}
 	}
+}
+
+// cleanMemoTemps removes a killed earlier memo write's temp file (older
+// than a minute) beside path, where ownedPath allows writing. A start
+// answered from the memo sees one there (the memo scans its own
+// directory) and runs in full, which comes here.
+func cleanMemoTemps(path, base string) error {
+	if err := ownedPath(path, base); err != nil {
+		return err
+	}
+	err := filewrite.CleanStale(filepath.Dir(path), filepath.Base(path), time.Minute)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }

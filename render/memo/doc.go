@@ -18,9 +18,12 @@
 // so that start plans in full, as does any start after a change.
 //
 // Only a plain start is memoised: `render` with at most --home (an absolute
-// path), --target, --strict and --reclaim. A dry run, a run that wrote or
-// printed on stdout, and a run that met a temp file (a killed write's,
-// which a full run may clean) leave no memo.
+// path), --target, --strict and --reclaim. A dry run, a run that printed on
+// stdout, and a run that met a temp file (a killed write's, which a full
+// run may clean) leave no memo. A run that wrote is not memoised either
+// (what it read is gone), so cmd/devbox-config runs the start after it at
+// once, unseen, and keeps that one's memo: the first start after a change
+// pays for two renders, and every start after it is answered.
 //
 // A memo is trusted only from the user running the start: Load refuses a
 // file another user owns, a link and a special file, and parse any exit

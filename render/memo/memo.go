@@ -414,6 +414,7 @@ type Recorder struct {
 	files   []FileRead
 	dirs    []string
 	spoiled bool
+	wrote   bool
 }
 
 // NewRecorder records the render started with args.
@@ -494,6 +495,18 @@ func (r *Recorder) Spoil() {
 	}
 }
 
+// Writing marks the run as one that writes a target: what it read is not
+// what the next start finds, so it is not memoised (the caller may record
+// a second, unchanged run instead; see Wrote).
+func (r *Recorder) Writing() {
+	if r != nil {
+		r.spoiled, r.wrote = true, true
+	}
+}
+
+// Wrote reports whether Writing was called.
+func (r *Recorder) Wrote() bool { return r != nil && r.wrote }
+
 // Spoiled reports whether the run may not be memoised.
 func (r *Recorder) Spoiled() bool { return r == nil || r.spoiled }
 
@@ -511,6 +524,11 @@ func (r *Recorder) Save(path string, stdout, stderr []byte, exit int, write func
 		return err
 	}
 	dirs := slices.Clone(r.dirs)
+	// the memo's own directory too: a killed memo write's temp file there
+	// makes the next start run in full, which cleans it
+	if i := bytes.LastIndexByte([]byte(path), '/'); i > 0 && !slices.Contains(dirs, path[:i]) {
+		dirs = append(dirs, path[:i])
+	}
 	slices.Sort(dirs) // scanned in map order
 	m := Memo{Binary: b, Args: r.args, Env: r.env, Paths: r.paths, Files: r.files,
 		Dirs: dirs, Stderr: string(stderr), Exit: exit}
