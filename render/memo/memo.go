@@ -467,10 +467,17 @@ func hasUserinfo(v string) bool {
 	return false
 }
 
-// Files records the reads of a plan whose result the run used.
+// Files records the reads of a plan whose result the run used. A read
+// asked again with the same answer (plans lstat a file before and after
+// reading it) is kept once: a check asks it once.
 func (r *Recorder) Files(reads []FileRead) {
-	if r != nil {
-		r.files = append(r.files, reads...)
+	if r == nil {
+		return
+	}
+	for _, f := range reads {
+		if !slices.Contains(r.files, f) {
+			r.files = append(r.files, f)
+		}
 	}
 }
 

@@ -360,3 +360,13 @@ func TestURLCredentialsLeaveNoMemo(t *testing.T) {
 		}
 	}
 }
+
+func TestRepeatedReadsAreCheckedOnce(t *testing.T) {
+	r := NewRecorder(args)
+	a, b := LstatRecord("/x", 0o644, ""), LstatRecord("/x", 0o600, "")
+	r.Files([]FileRead{a, a, ReadRecord("/x", []byte("1"), "")})
+	r.Files([]FileRead{a, b})
+	if want := []FileRead{a, ReadRecord("/x", []byte("1"), ""), b}; !slices.Equal(r.files, want) {
+		t.Fatalf("recorded %v, want %v (one of each answer, in order)", r.files, want)
+	}
+}
