@@ -150,6 +150,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// nothing unless something else wrote meanwhile (then it keeps no
 		// memo either).
 		next := recordStart(args, home, io.Discard, io.Discard)
+		if next.rec.Wrote() {
+			// something wrote meanwhile and this one wrote again: say so
+			stderr.Write(next.stderr.Bytes())
+		}
 		next.save(stderr)
 		return start.code
 	}
