@@ -3,15 +3,12 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
-	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // TestRefusedLookUpBehindTheLedger: a device that may write its diary
@@ -44,12 +41,7 @@ func TestRefusedLookUpBehindTheLedger(t *testing.T) {
 				t.Run(name+"/"+wname+map[bool]string{true: "/ledger", false: "/no ledger"}[withLedger], func(t *testing.T) {
 					g := newGW(t, []Device{dev})
 					if withLedger {
-						l, err := ledger.Open(filepath.Join(t.TempDir(), ledger.FileName), time.Hour)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer l.Close()
-						g.srv.Ledger = OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
+						g.withLedger()
 					}
 					front := &losingFront{to: g.http.URL, drop: map[string]bool{w.tool: true}}
 					fs := httptest.NewServer(front)

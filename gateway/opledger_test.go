@@ -71,17 +71,24 @@ func (f *losingFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // write without a look-up of its own (artifact_put) reached the upstream
 // once: the ledger answered its resend. The same run without the ledger
 // puts a second artifact on the upstream (the control).
+// withLedger gives the test gateway a fresh op-id ledger, closed with the
+// test.
+func (g *gw) withLedger() {
+	g.t.Helper()
+	l, err := ledger.Open(filepath.Join(g.t.TempDir(), ledger.FileName), time.Hour)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.t.Cleanup(func() { l.Close() })
+	g.srv.Ledger = OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
+}
+
 func TestEdgeThroughGatewayExactlyOnce(t *testing.T) {
 	for _, withLedger := range []bool{true, false} {
 		t.Run(map[bool]string{true: "ledger", false: "no ledger (control)"}[withLedger], func(t *testing.T) {
 			g := newGW(t, []Device{{ID: "dev1", Label: "lab", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@lab"}, Coordinator: true, Admin: true}})
 			if withLedger {
-				l, err := ledger.Open(filepath.Join(t.TempDir(), ledger.FileName), time.Hour)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer l.Close()
-				g.srv.Ledger = OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
+				g.withLedger()
 			}
 			writes := []string{"mempalace_add_drawer", "mempalace_diary_write", "mempalace_kg_add", "mempalace_kg_invalidate", "mempalace_kg_supersede",
 				"mempalace_event_append", "mempalace_event_ack", "mempalace_artifact_put", "mempalace_patch_submit"}
@@ -223,12 +230,7 @@ func upCall(t *testing.T, pl *fakepalace.Palace, tool string, args map[string]an
 // the edge's op went dead).
 func TestNarrowedCheckpointResendIsAReplay(t *testing.T) {
 	g := newGW(t, []Device{{ID: "alice", Label: "laptop", Read: []string{"alice_*"}, Write: []string{"alice_*"}, Agents: []string{"opencode@laptop"}}})
-	l, err := ledger.Open(filepath.Join(t.TempDir(), ledger.FileName), time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	g.srv.Ledger = OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
+	g.withLedger()
 	opID := strings.Repeat("ab", 32)
 	send := func() map[string]any {
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
