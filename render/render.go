@@ -275,17 +275,12 @@ func cleanTemps(opts Options, r Result) {
 	for dir, owned := range dirs {
 		entries, err := opts.Sys.ReadDir(dir)
 		// the memo replays this scan as "no temp file of any target here"
+		// (memo.LooksTemp is TempTarget)
 		temp := err != nil && !errors.Is(err, fs.ErrNotExist)
-		for _, e := range entries {
-			temp = temp || memo.LooksTemp(e.Name())
-		}
-		opts.Memo.Dir(dir, temp)
-		if err != nil {
-			continue
-		}
 		done := map[string]bool{}
 		for _, e := range entries {
 			b, ok := filewrite.TempTarget(e.Name())
+			temp = temp || ok
 			if !ok || !owned(b) || done[b] {
 				continue
 			}
@@ -294,6 +289,7 @@ func cleanTemps(opts Options, r Result) {
 				opts.Log.Debug("cannot remove a stale temp file", "dir", dir, "err", err)
 			}
 		}
+		opts.Memo.Dir(dir, temp)
 	}
 }
 
