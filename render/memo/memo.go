@@ -187,23 +187,36 @@ func (f FileRead) holds() bool {
 // opening, O_NONBLOCK so a FIFO swapped in cannot block, the opened file
 // checked again, the size bound) and returns its Sum.
 func readSum(name string) (string, bool) {
-	fi, err := os.Stat(name)
-	if err != nil || !fi.Mode().IsRegular() {
-		return "", false
-	}
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() > MaxConfigSize {
-		return "", false
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxConfigSize+1))
-	if err != nil || int64(len(b)) > MaxConfigSize {
+	b, ok := readChecked(name, os.Stat, 0, MaxConfigSize, func(fi fs.FileInfo) bool { return fi.Mode().IsRegular() })
+	if !ok {
 		return "", false
 	}
 	return Sum(b), true
+}
+
+// readChecked reads the file at name, of at most max bytes, if ok accepts
+// it both as stat (os.Stat or os.Lstat) sees it before opening and as the
+// opened file is: a special file is never opened, and one swapped in
+// meanwhile never blocks (O_NONBLOCK) nor is read. flags are added to the
+// open's.
+func readChecked(name string, stat func(string) (fs.FileInfo, error), flags int, max int64, ok func(fs.FileInfo) bool) ([]byte, bool) {
+	fi, err := stat(name)
+	if err != nil || !ok(fi) || fi.Size() > max {
+		return nil, false
+	}
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|flags, 0)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil || !ok(fi) || fi.Size() > max {
+		return nil, false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil || int64(len(b)) > max {
+		return nil, false
+	}
+	return b, true
 }
 
 // Command reports whether args (without the program name) are a start the
@@ -320,20 +333,8 @@ func buildID(f io.ReaderAt) string {
 // could write would decide what this start prints). A link is not
 // followed, and a special file is refused without being opened.
 func Load(path string) *Memo {
-	fi, err := os.Lstat(path)
-	if err != nil || !ownRegular(fi) {
-		return nil
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	if fi, err = f.Stat(); err != nil || !ownRegular(fi) {
-		return nil
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxMemo+1))
-	if err != nil || len(b) > maxMemo {
+	b, ok := readChecked(path, os.Lstat, syscall.O_NOFOLLOW, maxMemo, ownRegular)
+	if !ok {
 		return nil
 	}
 	m, err := parse(b)
@@ -343,10 +344,10 @@ func Load(path string) *Memo {
 	return m
 }
 
-// ownRegular: a regular file of the effective user, within maxMemo.
+// ownRegular: a regular file of the effective user.
 func ownRegular(fi fs.FileInfo) bool {
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && fi.Mode().IsRegular() && fi.Size() <= maxMemo && int(st.Uid) == os.Geteuid()
+	return ok && fi.Mode().IsRegular() && int(st.Uid) == os.Geteuid()
 }
 
 // Check reports whether m answers this start: the same command from the
