@@ -17,42 +17,24 @@ CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$work/hello" ./bench/hello
 for tags in none nethttp sqlite gosdk nethttp,sqlite,gosdk; do
   CGO_ENABLED=0 go build -tags "$tags" -trimpath -ldflags='-s -w' -o "$work/render-$tags" ./bench/startcost
 done
-# home (and cgohome for the cgo build: a memo names the binary that wrote
-# it): the steady state, answered from the start memo; full: the same files
-# where no memo can be kept (.cache is a file), so every start plans in full
 home=$work/home
-cgohome=$work/cgohome
-full=$work/full
-for h in "$home" "$cgohome" "$full"; do
-  mkdir -p "$h/.config/opencode" "$h/.pi/agent"
-  cp testdata/bench/opencode.jsonc "$h/.config/opencode/"
-  cp testdata/bench/pi-settings.json "$h/.pi/agent/settings.json"
-  printf '{\n  "mcpServers": {}\n}\n' > "$h/.pi/agent/mcp.json"
-done
-: > "$full/.cache"
+mkdir -p "$home/.config/opencode" "$home/.pi/agent"
+cp testdata/bench/opencode.jsonc "$home/.config/opencode/"
+cp testdata/bench/pi-settings.json "$home/.pi/agent/settings.json"
+printf '{\n  "mcpServers": {}\n}\n' > "$home/.pi/agent/mcp.json"
 export MEMPALACE_REMOTE_URL=https://palace.example.org/mcp MEMPALACE_REMOTE_TOKEN=t
-for run in writes memo; do # the first start writes, the second saves the memo
-  "$work/devbox-config" render --home "$home" 2>/dev/null
-  "$work/devbox-config-cgo" render --home "$cgohome" 2>/dev/null
-done
-"$work/devbox-config" render --home "$full" 2>/dev/null
-test -f "$home/.cache/devbox-config/render-memo" && test -f "$cgohome/.cache/devbox-config/render-memo"
+"$work/devbox-config" render --home "$home" 2>/dev/null
 echo
 echo "$(go version); inits before main (GODEBUG=inittrace=1, last init's start + clock):"
-echo "  answered from the memo:"
 GODEBUG=inittrace=1 "$work/devbox-config" render --home "$home" 2>&1 >/dev/null | awk '/^init /{t=$3; sub("@","",t); c=$5; k++; if (t+c>m) m=t+c; s+=c} END {printf "  %d inits, %.2f ms clock in inits, last done at %.2f ms\n", k, s, m}'
-echo "  in full:"
-GODEBUG=inittrace=1 "$work/devbox-config" render --home "$full" 2>&1 >/dev/null | awk '/^init /{t=$3; sub("@","",t); c=$5; k++; if (t+c>m) m=t+c; s+=c} END {printf "  %d inits, %.2f ms clock in inits, last done at %.2f ms\n", k, s, m}'
 go run ./bench/procbench -exec -n "$n" -- \
   "$work/hello" \
   "$work/devbox-config render --home $home" \
-  "$work/devbox-config render --home $full" \
-  "$work/render-none --home $full" \
-  "$work/render-nethttp --home $full" \
-  "$work/render-sqlite --home $full" \
-  "$work/render-gosdk --home $full" \
-  "$work/render-nethttp,sqlite,gosdk --home $full" \
-  "$work/devbox-config-cgo render --home $cgohome" \
-  "$work/devbox-config-cgo render --home $full" \
+  "$work/render-none --home $home" \
+  "$work/render-nethttp --home $home" \
+  "$work/render-sqlite --home $home" \
+  "$work/render-gosdk --home $home" \
+  "$work/render-nethttp,sqlite,gosdk --home $home" \
+  "$work/devbox-config-cgo render --home $home" \
   "$work/devbox-config version"
 ls -l "$work" | awk 'NR>1 && $1 ~ /^-/ {printf "  %-32s %5.1f MB\n", $9, $5/1e6}'

@@ -3,8 +3,6 @@ package render
 import (
 	"bytes"
 	"io/fs"
-
-	"github.com/joakimp/devbox-config/render/memo"
 )
 
 // readLog is a System that remembers what a plan read, so that the plan
@@ -76,20 +74,4 @@ func (l *readLog) unchanged() bool {
 		}
 	}
 	return true
-}
-
-// memo is the reads as the start memo records them.
-func (l *readLog) memo() []memo.FileRead {
-	out := make([]memo.FileRead, 0, len(l.reads))
-	for _, r := range l.reads {
-		switch r.op {
-		case "read":
-			out = append(out, memo.ReadRecord(r.name, r.data, r.err))
-		case "lstat":
-			out = append(out, memo.LstatRecord(r.name, r.mode, r.err))
-		case "eval":
-			out = append(out, memo.EvalRecord(r.name, r.target, r.err))
-		}
-	}
-	return out
 }

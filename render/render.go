@@ -23,7 +23,6 @@ import (
 	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/ladder"
-	"github.com/joakimp/devbox-config/render/memo"
 )
 
 // Target names.
@@ -89,11 +88,6 @@ type Options struct {
 	Sys            System
 	Now            func() time.Time
 	Log            *slog.Logger
-	// Memo, when set, records what the run read (its plans' reads, the
-	// directories scanned for temp files) and whether it wrote, for the
-	// start memo. Env and LookPath are wrapped by the caller (memo.Recorder),
-	// and Sys must be OS, whose reads the memo replays.
-	Memo *memo.Recorder
 }
 
 // Change is one file write or removal that a plan wants.
@@ -152,9 +146,6 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if dryRun {
-		opts.Memo.Spoil() // a dry run prints its plans: not a start
-	}
 	settings, lw := ladder.Resolve(opts.Env, opts.LookPath)
 	for _, w := range lw {
 		opts.Log.Warn(w.String())
@@ -188,11 +179,9 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 	}
 	cleanTemps(opts, r)
 	if len(r.Changes) == 0 {
-		opts.Memo.Files(reads.memo())
 		logResult(opts.Log, r)
 		return r
 	}
-	opts.Memo.Writing() // what it read is not what the next start finds
 	dir := filepath.Dir(r.Changes[0].Path)
 	if err := opts.Sys.MkdirAll(dir, 0o755); err != nil {
 		return skipped(r, "cannot create %s: %v", dir, err)
@@ -274,13 +263,12 @@ func cleanTemps(opts Options, r Result) {
 	}
 	for dir, owned := range dirs {
 		entries, err := opts.Sys.ReadDir(dir)
-		// the memo replays this scan as "no temp file of any target here"
-		// (memo.LooksTemp is TempTarget)
-		temp := err != nil && !errors.Is(err, fs.ErrNotExist)
+		if err != nil {
+			continue
+		}
 		done := map[string]bool{}
 		for _, e := range entries {
 			b, ok := filewrite.TempTarget(e.Name())
-			temp = temp || ok
 			if !ok || !owned(b) || done[b] {
 				continue
 			}
@@ -289,7 +277,6 @@ func cleanTemps(opts Options, r Result) {
 				opts.Log.Debug("cannot remove a stale temp file", "dir", dir, "err", err)
 			}
 		}
-		opts.Memo.Dir(dir, temp)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/filewrite"
-	"github.com/joakimp/devbox-config/render/memo"
 )
 
 // System is every file-system operation render performs. Planning only
@@ -59,8 +58,7 @@ func (OS) ReadFile(name string) ([]byte, error) { return filewrite.ReadRegular(n
 
 // MaxConfigSize is the largest config render reads (a harness config is a
 // few kilobytes; this only stops a runaway file from exhausting memory).
-// The start memo's check reads with the same bound.
-const MaxConfigSize = memo.MaxConfigSize
+const MaxConfigSize = 256 << 20
 
 func (OS) Lstat(name string) (fs.FileInfo, error)       { return os.Lstat(name) }
 func (OS) EvalSymlinks(name string) (string, error)     { return filepath.EvalSymlinks(name) }

@@ -15,10 +15,9 @@ import (
 
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/render"
-	"github.com/joakimp/devbox-config/render/memo"
 )
 
-func newRenderCmd(stdout, stderr io.Writer, rec *memo.Recorder) *cobra.Command {
+func newRenderCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		dryRun, showDiff, reclaim, strict, asJSON bool
 		envFile, home, piTemplate                 string
@@ -52,18 +51,12 @@ Targets:
   vscode    ~/.config/Code/User/mcp.json servers.mempalace, token as ${env:...}.
   These five only when the harness's directory exists, or --target names it.
 
-A start keeps a memo of what a start that changes nothing reads (sums, never
-a file's bytes or the token) in $XDG_CACHE_HOME/devbox-config/render-memo
-(~/.cache/...); the next start with the same command, environment and files
-prints what that start would print, without planning. Any change means a
-full run.
-
 Exit status: 0 on success and on degraded paths; 1 with --strict when a target
 was skipped or a user's value kept; 2 on usage errors.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log := newLogger(stderr, slog.LevelInfo)
-			opts := render.Options{Reclaim: reclaim, Log: log, Env: rec.Env(os.LookupEnv), LookPath: rec.LookPath(exec.LookPath), Memo: rec}
+			opts := render.Options{Reclaim: reclaim, Log: log, Env: os.LookupEnv, LookPath: exec.LookPath}
 			se, err := readStartEnv(home, envFile)
 			if err != nil {
 				return err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,8 +9,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/joakimp/devbox-config/render/memo"
 )
 
 const ladderHelp = `devbox-config wires MemPalace into developer containers (pi-devbox,
@@ -45,9 +42,8 @@ func usageError(format string, args ...any) error {
 	return exitError{2, fmt.Errorf(format, args...)}
 }
 
-// newRoot builds the command tree; rec, when not nil, records a render for
-// the start memo.
-func newRoot(stdout, stderr io.Writer, rec *memo.Recorder) *cobra.Command {
+// newRoot builds the command tree.
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "devbox-config",
 		Short:         "Share one MemPalace across a fleet of devboxes, opt-in and offline-first",
@@ -60,7 +56,7 @@ func newRoot(stdout, stderr io.Writer, rec *memo.Recorder) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return exitError{2, fmt.Errorf("%w (run '%s --help' for usage)", err, c.CommandPath())}
 	})
-	root.AddCommand(newRenderCmd(stdout, stderr, rec), newEdgeCmd(os.Stdin, stdout, stderr), newGatewayCmd(stdout, stderr), newDoctorCmd(stdout, stderr), newVersionCmd(stdout))
+	root.AddCommand(newRenderCmd(stdout, stderr), newEdgeCmd(os.Stdin, stdout, stderr), newGatewayCmd(stdout, stderr), newDoctorCmd(stdout, stderr), newVersionCmd(stdout))
 	root.AddCommand(newMailboxCmd(stdout, stderr, os.LookupEnv))
 	root.AddCommand(newJoinCmd(stdout, stderr, os.LookupEnv))
 	root.Version = version
@@ -134,67 +130,9 @@ func usageHints(c *cobra.Command) {
 	}
 }
 
-// run runs one command. A plain start's render (memo.Command) is recorded,
-// and its memo saved (startmemo.go), so that the next start with nothing
-// changed is answered by package render/memo/atstart before this runs.
+// run runs one command and returns its exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	home, ok := memo.Command(args)
-	if !ok {
-		return execute(args, stdout, stderr, nil)
-	}
-	start := recordStart(args, home, stdout, stderr)
-	if start.rec.Wrote() && (start.code == 0 || start.code == 1) {
-		// This start changed files, so what it read is not what the next
-		// start finds: run that next start now, unseen, so that the one
-		// after this container's is answered from the memo. It changes
-		// nothing unless something else wrote meanwhile (then it keeps no
-		// memo either).
-		next := recordStart(args, home, io.Discard, io.Discard)
-		if next.rec.Wrote() {
-			// something wrote meanwhile and this one wrote again: say so
-			stderr.Write(next.stderr.Bytes())
-		}
-		next.save(stderr)
-		return start.code
-	}
-	start.save(stderr)
-	return start.code
-}
-
-// recordedStart is one render run with its recorder and what it printed.
-type recordedStart struct {
-	rec         *memo.Recorder
-	path, base  string
-	ok          bool // there is a home to keep the memo in
-	out, stderr bytes.Buffer
-	code        int
-}
-
-func recordStart(args []string, home string, stdout, stderr io.Writer) *recordedStart {
-	s := &recordedStart{rec: memo.NewRecorder(args)}
-	env := s.rec.Env(os.LookupEnv)
-	env("HOME") // the home render uses without --home
-	s.path, s.base, s.ok = memo.Path(home, env)
-	s.code = execute(args, io.MultiWriter(stdout, &s.out), io.MultiWriter(stderr, &s.stderr), s.rec)
-	return s
-}
-
-// save keeps the memo of s, if it may answer a start (Recorder.Save).
-func (s *recordedStart) save(stderr io.Writer) {
-	if !s.ok {
-		return
-	}
-	if err := cleanMemoTemps(s.path, s.base); err != nil {
-		newLogger(stderr, slog.LevelInfo).Debug("cannot clean the start memo's temp files", "file", s.path, "err", err)
-	}
-	if err := s.rec.Save(s.path, s.out.Bytes(), s.stderr.Bytes(), s.code, memoWriter(s.base)); err != nil {
-		// the memo only saves time: the next start plans in full
-		newLogger(stderr, slog.LevelInfo).Debug("cannot save the start memo", "file", s.path, "err", err)
-	}
-}
-
-func execute(args []string, stdout, stderr io.Writer, rec *memo.Recorder) int {
-	root := newRoot(stdout, stderr, rec)
+	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
