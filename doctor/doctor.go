@@ -109,8 +109,9 @@ func (o Options) env(name string) string {
 	return strings.TrimSpace(v)
 }
 
-// token is MEMPALACE_REMOTE_TOKEN; callers must never put it in a finding.
-func (o Options) token() string { return o.env(ladder.EnvRemoteToken) }
+// token is MEMPALACE_REMOTE_TOKEN as the ladder reads it (the one reader
+// of the environment); callers must never put it in a finding.
+func (o Options) token() string { return ladder.TokenSource(o.Env)() }
 
 // palaceEnv is the palace rules' view of the environment: HOME is
 // Options.Home.

@@ -71,10 +71,9 @@ read, 2 on usage errors (no agent identity, no MEMPALACE_REMOTE_URL).`,
 			if timeout <= 0 {
 				return usageError("--timeout must be positive")
 			}
-			tok, _ := env(ladder.EnvRemoteToken)
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			r, err := readMailbox(ctx, s.URL, strings.TrimSpace(tok), agent, stream, timeout)
+			r, err := readMailbox(ctx, s.URL, ladder.TokenSource(env)(), agent, stream, timeout)
 			if err != nil {
 				return exitError{1, fmt.Errorf("cannot read the primary at %s: %w", redactEndpoint(s.URL), err)}
 			}
