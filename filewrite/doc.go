@@ -8,11 +8,18 @@
 //     socket or directory (after following symlinks) is refused with a
 //     *NotRegularError naming it, without opening it.
 //   - A symlink is followed: the real file is replaced, the link stays.
+//     With Owned (render's own sidecars, records and backups) a symlink is
+//     refused instead, and a hard-linked file is replaced, never written
+//     in place: nothing is written through a link the caller owns. The
+//     rename replaces the name itself, so a link swapped in after the check
+//     is replaced, not followed.
 //   - The bytes go to a temp file in the same directory, named
 //     ".<base>.tmp-<16 hex digits>" (TempName), which is fsynced, given the
 //     existing file's mode and owner (a new file gets perm and, when run as
 //     root, its directory's owner), renamed over the target, and the
 //     directory is fsynced. A reader sees the old bytes or the new ones.
+//   - The temp file is created with O_CREAT|O_EXCL, which fails on any
+//     existing name, a symlink included: a temp file is never a link.
 //   - When the rename cannot work (EBUSY or EXDEV: a single file
 //     bind-mounted into a container) or would break a hard link (link
 //     count > 1), the same inode is overwritten in place: written,

@@ -40,10 +40,20 @@ func (e *NotRegularError) Error() string {
 type Option func(*config)
 
 type config struct {
+	owned  bool
 	rename func(oldpath, newpath string) error
 	// fault, when set, is called at each named step; an error stops the
 	// write there as a kill would (temp files are left as they are).
 	fault func(step string) error
+}
+
+// Owned marks path as the caller's own file (render's .proposed, record
+// and backups), not one a user may have linked elsewhere: a symlink at path
+// is refused with a *NotRegularError naming it, never followed, and a file
+// with other hard links is replaced by the rename like any other (its other
+// names keep the old bytes), never written in place.
+func Owned() Option {
+	return func(c *config) { c.owned = true }
 }
 
 // WithRename replaces os.Rename, so a test can make it fail with EBUSY or
@@ -220,13 +230,18 @@ func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, 
 	for _, o := range opts {
 		o(&c)
 	}
-	real, err := Resolve(path)
-	if err != nil {
-		return Result{}, err
+	real, stat := path, os.Stat
+	if c.owned {
+		stat = os.Lstat // a symlink is not regular: refused below
+	} else {
+		var err error
+		if real, err = Resolve(path); err != nil {
+			return Result{}, err
+		}
 	}
 	dir, base := filepath.Dir(real), filepath.Base(real)
 	uid, gid := -1, -1
-	fi, err := os.Stat(real)
+	fi, err := stat(real)
 	switch {
 	case err == nil:
 		if err := regular(path, real, fi); err != nil {
@@ -235,7 +250,7 @@ func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, 
 		perm = fi.Mode().Perm()
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			uid, gid = int(st.Uid), int(st.Gid)
-			if st.Nlink > 1 {
+			if st.Nlink > 1 && !c.owned {
 				return Result{InPlace: true}, writeInPlace(path, real, data)
 			}
 		}
@@ -263,7 +278,7 @@ func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, 
 	}
 	if err := c.rename(tmp.Name(), real); err != nil {
 		os.Remove(tmp.Name())
-		if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV) {
+		if !c.owned && (errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV)) {
 			return Result{InPlace: true}, writeInPlace(path, real, data)
 		}
 		return Result{}, fmt.Errorf("replace %s: %w", path, err)

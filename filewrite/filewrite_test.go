@@ -220,3 +220,44 @@ func TestCleanStale(t *testing.T) {
 		}
 	}
 }
+
+// Owned: a symlink at the path is refused, named, and left as it is with
+// the file it points to; a hard-linked file is replaced, its other name
+// keeping the old bytes.
+func TestOwnedNeverWritesThroughALink(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("keep"), 0o644)
+	link := filepath.Join(dir, "record.json")
+	os.Symlink(victim, link)
+	_, err := Write(link, []byte("new"), 0o644, Owned())
+	var nr *NotRegularError
+	if !errors.As(err, &nr) || nr.Path != link || nr.Kind != "symlink" {
+		t.Fatalf("Write over a symlink = %v, want a NotRegularError naming it", err)
+	}
+	if got, _ := os.ReadFile(victim); string(got) != "keep" {
+		t.Fatalf("written through the link: %q", got)
+	}
+	if fi, _ := os.Lstat(link); fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatal("the link was replaced")
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	os.WriteFile(other, []byte("mine"), 0o640)
+	hard := filepath.Join(dir, "proposed")
+	if err := os.Link(other, hard); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	res, err := Write(hard, []byte("new"), 0o644, Owned())
+	if err != nil || res.InPlace {
+		t.Fatalf("Write over a hard link = %+v, %v", res, err)
+	}
+	if got, _ := os.ReadFile(other); string(got) != "mine" {
+		t.Fatalf("written in place through the other name: %q", got)
+	}
+	if got, _ := os.ReadFile(hard); string(got) != "new" {
+		t.Fatalf("the owned file holds %q", got)
+	}
+	if fi, _ := os.Stat(hard); fi.Mode().Perm() != 0o640 {
+		t.Fatalf("mode %o, want the replaced file's 0640", fi.Mode().Perm())
+	}
+}

@@ -162,9 +162,9 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 
 	stateDir := filepath.Dir(m.file)
 	statePath := filepath.Join(stateDir, fingerprint.StateFile)
-	_, stateBytes, _, err := readFile(opts.Sys, statePath)
+	stateBytes, err := readOwn(opts.Sys, statePath)
 	if err != nil {
-		return skipped(r, "%s", readError(statePath, err))
+		return skipped(r, "%v", err)
 	}
 	state, err := fingerprint.ParseState(stateBytes)
 	if err != nil {
@@ -221,9 +221,9 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 		edited = kept
 	}
 	proposed := m.file + ".proposed"
-	_, oldProposed, _, err := readFile(opts.Sys, proposed)
+	oldProposed, err := readOwn(opts.Sys, proposed)
 	if err != nil {
-		return skipped(r, "%s", readError(proposed, err))
+		return skipped(r, "%v", err)
 	}
 	newRecord := fingerprint.Record{File: filepath.Base(m.file), Pointer: "/" + strings.Join(m.pointer, "/"), Mode: m.mode, WrittenAt: opts.Now().UTC()}
 	newRecord.Fingerprint, _ = fingerprint.Of(m.desired)
@@ -255,11 +255,11 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 			r.Changes = append(r.Changes, c)
 		}
 		if oldProposed != nil {
-			r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: nil})
+			r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: nil, own: true})
 		}
 		if !hasRec || !rec.Same(newRecord) {
 			state.Targets[m.target] = newRecord
-			r.Changes = append(r.Changes, Change{Path: statePath, Real: statePath, Old: stateBytes, New: state.Marshal(), Perm: 0o644})
+			r.Changes = append(r.Changes, Change{Path: statePath, Real: statePath, Old: stateBytes, New: state.Marshal(), Perm: 0o644, own: true})
 		}
 	case merge.KeepEdit, merge.KeepDeleted:
 		// Keep the user's value. Only "$schema" may still be added: opencode
@@ -270,10 +270,10 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 		if action == merge.KeepEdit {
 			r.ProposedFile = proposed
 			if !bytes.Equal(oldProposed, edited) {
-				r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: edited, Perm: perm})
+				r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: edited, Perm: perm, own: true})
 			}
 		} else if oldProposed != nil {
-			r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: nil})
+			r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: nil, own: true})
 		}
 	}
 	return r

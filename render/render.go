@@ -107,6 +107,9 @@ type Change struct {
 	// record that recognises both the old and the new file.
 	PendingState []byte
 	StatePath    string
+	// own: the file is render's own (a .proposed, the record), written
+	// with System.WriteOwn, never through a link.
+	own bool
 }
 
 // Result is the outcome for one target.
@@ -292,9 +295,15 @@ func apply(opts Options, changes []Change) error {
 			continue
 		}
 		if c.PendingState != nil {
-			if _, err := opts.Sys.WriteFile(c.StatePath, c.PendingState, 0o644); err != nil {
+			if err := opts.Sys.WriteOwn(c.StatePath, c.PendingState, 0o644); err != nil {
 				return fmt.Errorf("write %s: %w", c.StatePath, err)
 			}
+		}
+		if c.own {
+			if err := opts.Sys.WriteOwn(c.Real, c.New, c.Perm); err != nil {
+				return fmt.Errorf("write %s: %w", c.Path, err)
+			}
+			continue
 		}
 		if c.Backup && c.Old != nil {
 			if err := writeBackup(opts.Sys, c.Real, c.Old, c.Perm, now); err != nil {
@@ -426,6 +435,28 @@ func readFile(sys System, path string) (real string, data []byte, perm fs.FileMo
 		perm = fi2.Mode().Perm()
 	}
 	return real, data, perm, nil
+}
+
+// readOwn reads one of render's own files (a .proposed, the record): nil
+// if it does not exist, and an error naming it if it is a symlink, which
+// render never reads or writes through (the file it points to is not
+// render's).
+func readOwn(sys System, path string) ([]byte, error) {
+	fi, err := sys.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, fmt.Errorf("%s is a symbolic link: render writes its own files (.proposed, %s, backups) only as regular files, never through a link, so nothing is written for this target; remove the link and the next start writes a regular file", path, fingerprint.StateFile)
+	}
+	_, data, _, err := readFile(sys, path)
+	if err != nil {
+		return nil, errors.New(readError(path, err))
+	}
+	return data, nil
 }
 
 // Diff returns a unified diff of the change, labelled with its path.

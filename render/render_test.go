@@ -93,6 +93,13 @@ func (f failingSys) WriteFile(name string, data []byte, perm fs.FileMode) (filew
 	return f.OS.WriteFile(name, data, perm)
 }
 
+func (f failingSys) WriteOwn(name string, data []byte, perm fs.FileMode) error {
+	if strings.HasSuffix(name, f.failOn) {
+		return errors.New("disk full")
+	}
+	return f.OS.WriteOwn(name, data, perm)
+}
+
 // A write that fails loses nothing: the config keeps its bytes, no record
 // claims the write, and the run reports the target as skipped (exit 0).
 func TestFailedWriteLosesNothing(t *testing.T) {

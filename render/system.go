@@ -26,6 +26,10 @@ type System interface {
 	// WriteFile replaces name as filewrite.Write does (atomically, or in
 	// place for a bind-mounted or hard-linked file, which the result says).
 	WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Result, error)
+	// WriteOwn replaces one of render's own files (a .proposed, the
+	// record, a backup) as filewrite.Write with filewrite.Owned does: never
+	// through a link (a symlink is refused), never in place.
+	WriteOwn(name string, data []byte, perm fs.FileMode) error
 	// CleanStale removes WriteFile's temp files for base in dir that are
 	// older than olderThan (left by a killed run).
 	CleanStale(dir, base string, olderThan time.Duration) error
@@ -76,6 +80,12 @@ func (OS) Remove(name string) error {
 // WriteFile writes through filewrite.Write.
 func (o OS) WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Result, error) {
 	return filewrite.Write(name, data, perm, o.WriteOptions...)
+}
+
+// WriteOwn writes through filewrite.Write with filewrite.Owned.
+func (o OS) WriteOwn(name string, data []byte, perm fs.FileMode) error {
+	_, err := filewrite.Write(name, data, perm, append(o.WriteOptions, filewrite.Owned())...)
+	return err
 }
 
 // CleanStale removes filewrite's stale temp files for base in dir.
@@ -169,7 +179,7 @@ func isBackupTime(s string) bool {
 // writeBackup saves old beside file and prunes all but the newest
 // backupsKept of render's own backups; no other file is touched.
 func writeBackup(sys System, file string, old []byte, perm fs.FileMode, now time.Time) error {
-	if _, err := sys.WriteFile(backupName(file, now), old, perm); err != nil {
+	if err := sys.WriteOwn(backupName(file, now), old, perm); err != nil {
 		return fmt.Errorf("backup of %s: %w", file, err)
 	}
 	entries, err := sys.ReadDir(filepath.Dir(file))
