@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/ladder"
@@ -139,144 +140,198 @@ func planPiMCP(opts Options, s ladder.Settings, explicit bool) Result {
 	return m.plan(opts, r, f)
 }
 
-// plan applies the decision table to one managed subtree.
+// plan applies the decision table to one managed subtree: decide reads
+// what the decision needs and makes it, describe turns it into the changes.
 func (m managed) plan(opts Options, r Result, f loaded) Result {
 	r.File, r.real = m.file, f.real
-	real, data, perm, doc := f.real, f.data, f.perm, f.doc
-	if data == nil && !m.creates {
+	if f.data == nil && !m.creates {
 		r.Action = ActionNotPresent
 		return r
 	}
-	if data == nil && m.desired == nil {
+	if f.data == nil && m.desired == nil {
 		// R5 on a fresh HOME: nothing to register, so no file at all.
 		r.Action = "unchanged"
 		return r
 	}
-	if dup := doc.Duplicates(m.pointer...); dup != nil {
-		return skipped(r, "%s: %v; edit it by hand so there is one, nothing written", m.file, dup)
-	}
-	live, err := doc.Get(m.pointer...)
-	if err != nil {
-		return skipped(r, "%s: %v", m.file, err)
-	}
-
-	stateDir := filepath.Dir(m.file)
-	statePath := filepath.Join(stateDir, fingerprint.StateFile)
-	stateBytes, err := readOwn(opts.Sys, statePath)
+	d, err := m.decide(opts, f)
+	r.Warnings = append(r.Warnings, d.warnings...)
 	if err != nil {
 		return skipped(r, "%v", err)
 	}
-	state, err := fingerprint.ParseState(stateBytes)
-	if err != nil {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("%s is unreadable (%v); treating every managed entry as possibly edited", statePath, err))
-		state, _ = fingerprint.ParseState(nil)
-		stateBytes = []byte{}
+	r.Action = string(d.action)
+	return m.describe(r, f, d, opts.Now().UTC())
+}
+
+// decision is what decide found and decided for one managed subtree.
+type decision struct {
+	action merge.Action
+	// state is the record file as read (empty if it was unreadable) and
+	// stateBytes its bytes; rec is this target's record in it, hasRec
+	// whether that records a value render wrote (not only a pending one).
+	state       fingerprint.State
+	stateBytes  []byte
+	statePath   string
+	rec         fingerprint.Record
+	hasRec      bool
+	oldProposed []byte // the .proposed sidecar as read (nil: none)
+	warnings    []string
+}
+
+// decide reads the record and the .proposed sidecar and decides, from the
+// live subtree, the desired one and the record, what happens to the
+// subtree (merge.Decide). An error skips the target.
+func (m managed) decide(opts Options, f loaded) (decision, error) {
+	var d decision
+	if dup := f.doc.Duplicates(m.pointer...); dup != nil {
+		return d, fmt.Errorf("%s: %v; edit it by hand so there is one, nothing written", m.file, dup)
 	}
-	rec, hasRec := state.Targets[m.target]
+	live, err := f.doc.Get(m.pointer...)
+	if err != nil {
+		return d, fmt.Errorf("%s: %v", m.file, err)
+	}
+	d.statePath = filepath.Join(filepath.Dir(m.file), fingerprint.StateFile)
+	if d.stateBytes, err = readOwn(opts.Sys, d.statePath); err != nil {
+		return d, err
+	}
+	if d.state, err = fingerprint.ParseState(d.stateBytes); err != nil {
+		d.warnings = append(d.warnings, fmt.Sprintf("%s is unreadable (%v); treating every managed entry as possibly edited", d.statePath, err))
+		d.state, _ = fingerprint.ParseState(nil)
+		d.stateBytes = []byte{}
+	}
+	if d.oldProposed, err = readOwn(opts.Sys, m.file+".proposed"); err != nil {
+		return d, err
+	}
 	liveFP, err := fingerprint.Of(live)
 	if err != nil {
-		return skipped(r, "%s: %v", m.file, err)
+		return d, fmt.Errorf("%s: %v", m.file, err)
 	}
+	d.rec, d.hasRec = d.state.Targets[m.target]
 	recFP := ""
-	if hasRec {
-		recFP = rec.Ours(liveFP)
+	if d.hasRec {
+		recFP = d.rec.Ours(liveFP)
 	}
 	if recFP == "" {
 		// No record of a value (perhaps only a pending one that was never
 		// written): as if there were no record.
-		hasRec = false
+		d.hasRec = false
 		if templates.FromOldGenerator(m.harness, live) {
 			recFP = liveFP
 		}
 	}
+	if d.action, err = merge.Decide(merge.Input{Live: live, Desired: m.desired, Record: recFP, Reclaim: opts.Reclaim}); err != nil {
+		return d, fmt.Errorf("%s: %v", m.file, err)
+	}
+	return d, nil
+}
 
-	action, err := merge.Decide(merge.Input{Live: live, Desired: m.desired, Record: recFP, Reclaim: opts.Reclaim})
+// describe turns a decision into the changes it needs: the config, the
+// .proposed sidecar and the record, as bytes before and after.
+func (m managed) describe(r Result, f loaded, d decision, now time.Time) Result {
+	edited, kept, err := m.renditions(d.action, f)
 	if err != nil {
 		return skipped(r, "%s: %v", m.file, err)
 	}
-	r.Action = string(action)
-
-	// edited: the managed subtree set to the environment's value (plus
-	// "$schema"), for the file or for the .proposed sidecar. kept: the file
-	// as it is, plus "$schema". Each is built only when needed: the common
-	// start, where nothing changes, parses every file once and edits none.
-	var edited, kept []byte
-	switch action {
-	case merge.Unchanged, merge.KeepDeleted:
-		kept = data
-	default:
-		if edited, err = m.edit(doc, data); err != nil {
-			return skipped(r, "%s: %v", m.file, err)
-		}
-		kept = data
+	if d.action == merge.KeepEdit || d.action == merge.KeepDeleted {
+		return m.describeKept(r, f, d, edited, kept)
 	}
-	if jd, ok := doc.(*merge.Doc); ok && m.schema && data != nil {
-		if has, _ := doc.Has("$schema"); !has {
-			if kept, err = m.ensureSchema(jd.Clone(), data); err != nil {
-				return skipped(r, "%s: %v", m.file, err)
+	return m.describeWritten(r, f, d, edited, now)
+}
+
+// renditions are the file with the managed subtree set to the
+// environment's value (edited: for the file, or for the .proposed sidecar)
+// and the file as it is (kept), each with "$schema" when the target wants
+// it. edited is built only when needed: the common start, where nothing
+// changes, parses every file once and edits none.
+func (m managed) renditions(action merge.Action, f loaded) (edited, kept []byte, err error) {
+	kept = f.data
+	if action != merge.Unchanged && action != merge.KeepDeleted {
+		if edited, err = m.edit(f.doc, f.data); err != nil {
+			return nil, nil, err
+		}
+	}
+	if jd, ok := f.doc.(*merge.Doc); ok && m.schema && f.data != nil {
+		if has, _ := f.doc.Has("$schema"); !has {
+			if kept, err = m.ensureSchema(jd.Clone(), f.data); err != nil {
+				return nil, nil, err
 			}
 		}
 	}
 	if action == merge.Unchanged {
 		edited = kept
 	}
-	proposed := m.file + ".proposed"
-	oldProposed, err := readOwn(opts.Sys, proposed)
-	if err != nil {
-		return skipped(r, "%v", err)
-	}
-	newRecord := fingerprint.Record{File: filepath.Base(m.file), Pointer: "/" + strings.Join(m.pointer, "/"), Mode: m.mode, WrittenAt: opts.Now().UTC()}
-	newRecord.Fingerprint, _ = fingerprint.Of(m.desired)
+	return edited, kept, nil
+}
 
-	switch action {
-	case merge.Unchanged, merge.Insert, merge.Replace, merge.Remove:
-		switch {
-		case data == nil:
-			r.Action = ActionCreate
-		case action == merge.Unchanged && !hasRec && m.desired != nil:
-			r.Action = ActionAdopted
+// describeWritten: the environment's value goes into the file (insert,
+// replace, remove, or unchanged), a stale .proposed goes, and the record
+// names what was written.
+func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, now time.Time) Result {
+	switch {
+	case f.data == nil:
+		r.Action = ActionCreate
+	case d.action == merge.Unchanged && !d.hasRec && m.desired != nil:
+		r.Action = ActionAdopted
+	}
+	newRecord := fingerprint.Record{File: filepath.Base(m.file), Pointer: "/" + strings.Join(m.pointer, "/"), Mode: m.mode, WrittenAt: now}
+	newRecord.Fingerprint, _ = fingerprint.Of(m.desired)
+	if !bytes.Equal(edited, f.data) {
+		c := Change{Path: m.file, Real: f.real, Old: f.data, New: edited, Perm: f.perm, Backup: true}
+		if d.action != merge.Unchanged {
+			// The managed value changes: record it as pending first.
+			c.PendingState, c.StatePath = d.pending(m.target, newRecord).Marshal(), d.statePath
 		}
-		if !bytes.Equal(edited, data) {
-			c := Change{Path: m.file, Real: real, Old: data, New: edited, Perm: perm, Backup: true}
-			if action != merge.Unchanged {
-				// The managed value changes: record it as pending first.
-				pending := rec
-				if !hasRec {
-					pending = fingerprint.Record{File: newRecord.File, Pointer: newRecord.Pointer, Mode: newRecord.Mode}
-				}
-				pending.Pending, pending.WrittenAt = newRecord.Fingerprint, newRecord.WrittenAt
-				ps := fingerprint.State{Targets: map[string]fingerprint.Record{}}
-				for k, v := range state.Targets {
-					ps.Targets[k] = v
-				}
-				ps.Targets[m.target] = pending
-				c.PendingState, c.StatePath = ps.Marshal(), statePath
-			}
-			r.Changes = append(r.Changes, c)
-		}
-		if oldProposed != nil {
-			r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: nil, own: true})
-		}
-		if !hasRec || !rec.Same(newRecord) {
-			state.Targets[m.target] = newRecord
-			r.Changes = append(r.Changes, Change{Path: statePath, Real: statePath, Old: stateBytes, New: state.Marshal(), Perm: 0o644, own: true})
-		}
-	case merge.KeepEdit, merge.KeepDeleted:
-		// Keep the user's value. Only "$schema" may still be added: opencode
-		// would add it itself, less carefully.
-		if !bytes.Equal(kept, data) {
-			r.Changes = append(r.Changes, Change{Path: m.file, Real: real, Old: data, New: kept, Perm: perm, Backup: true})
-		}
-		if action == merge.KeepEdit {
-			r.ProposedFile = proposed
-			if !bytes.Equal(oldProposed, edited) {
-				r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: edited, Perm: perm, own: true})
-			}
-		} else if oldProposed != nil {
-			r.Changes = append(r.Changes, Change{Path: proposed, Real: proposed, Old: oldProposed, New: nil, own: true})
-		}
+		r.Changes = append(r.Changes, c)
+	}
+	if d.oldProposed != nil {
+		r.Changes = append(r.Changes, m.proposedChange(d.oldProposed, nil, 0))
+	}
+	if !d.hasRec || !d.rec.Same(newRecord) {
+		d.state.Targets[m.target] = newRecord
+		r.Changes = append(r.Changes, Change{Path: d.statePath, Real: d.statePath, Old: d.stateBytes, New: d.state.Marshal(), Perm: 0o644, own: true})
 	}
 	return r
+}
+
+// describeKept: the user's value stays (only "$schema" may still be added:
+// opencode would add it itself, less carefully); an edit gets the
+// environment's value in the .proposed sidecar, a deletion none.
+func (m managed) describeKept(r Result, f loaded, d decision, edited, kept []byte) Result {
+	if !bytes.Equal(kept, f.data) {
+		r.Changes = append(r.Changes, Change{Path: m.file, Real: f.real, Old: f.data, New: kept, Perm: f.perm, Backup: true})
+	}
+	switch {
+	case d.action == merge.KeepEdit:
+		r.ProposedFile = m.file + ".proposed"
+		if !bytes.Equal(d.oldProposed, edited) {
+			r.Changes = append(r.Changes, m.proposedChange(d.oldProposed, edited, f.perm))
+		}
+	case d.oldProposed != nil:
+		r.Changes = append(r.Changes, m.proposedChange(d.oldProposed, nil, 0))
+	}
+	return r
+}
+
+// proposedChange writes (or, with new nil, removes) the .proposed sidecar.
+func (m managed) proposedChange(old, new []byte, perm fs.FileMode) Change {
+	p := m.file + ".proposed"
+	return Change{Path: p, Real: p, Old: old, New: new, Perm: perm, own: true}
+}
+
+// pending is the record naming newRecord as pending for target: written
+// before the config, so a kill between the two leaves a record that
+// recognises both the old file and the new one.
+func (d decision) pending(target string, newRecord fingerprint.Record) fingerprint.State {
+	pending := d.rec
+	if !d.hasRec {
+		pending = fingerprint.Record{File: newRecord.File, Pointer: newRecord.Pointer, Mode: newRecord.Mode}
+	}
+	pending.Pending, pending.WrittenAt = newRecord.Fingerprint, newRecord.WrittenAt
+	ps := fingerprint.State{Targets: map[string]fingerprint.Record{}}
+	for k, v := range d.state.Targets {
+		ps.Targets[k] = v
+	}
+	ps.Targets[target] = pending
+	return ps
 }
 
 // edit returns data (parsed as doc, which is left as it is) with the
