@@ -230,45 +230,19 @@ func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, 
 	for _, o := range opts {
 		o(&c)
 	}
-	real, stat := path, os.Stat
-	if c.owned {
-		stat = os.Lstat // a symlink is not regular: refused below
-	} else {
-		var err error
-		if real, err = Resolve(path); err != nil {
-			return Result{}, err
-		}
-	}
-	dir, base := filepath.Dir(real), filepath.Base(real)
-	uid, gid := -1, -1
-	fi, err := stat(real)
-	switch {
-	case err == nil:
-		if err := regular(path, real, fi); err != nil {
-			return Result{}, err
-		}
-		perm = fi.Mode().Perm()
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-			uid, gid = int(st.Uid), int(st.Gid)
-			if st.Nlink > 1 && !c.owned {
-				return Result{InPlace: true}, writeInPlace(path, real, data)
-			}
-		}
-	case errors.Is(err, fs.ErrNotExist):
-		if dfi, err := os.Stat(dir); err == nil {
-			if st, ok := dfi.Sys().(*syscall.Stat_t); ok {
-				uid, gid = int(st.Uid), int(st.Gid)
-			}
-		}
-	default:
+	t, err := c.target(path, perm)
+	if err != nil {
 		return Result{}, err
 	}
-
+	real, dir, base := t.real, filepath.Dir(t.real), filepath.Base(t.real)
+	if t.linked && !c.owned {
+		return Result{InPlace: true}, writeInPlace(path, real, data)
+	}
 	tmp, err := createTemp(dir, base)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := fillTemp(tmp, data, perm, uid, gid); err != nil {
+	if err := fillTemp(tmp, data, t.perm, t.uid, t.gid); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return Result{}, fmt.Errorf("write %s: %w", tmp.Name(), err)
@@ -290,6 +264,53 @@ func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, 
 		return Result{}, fmt.Errorf("%s written, but syncing its directory failed: %w", path, err)
 	}
 	return Result{}, nil
+}
+
+// target is the file Write replaces and what it keeps of it.
+type target struct {
+	real     string      // path with symlinks followed (path itself when owned)
+	perm     os.FileMode // the existing file's mode, else the caller's
+	uid, gid int         // the existing file's owner, else its directory's; -1: unknown
+	linked   bool        // the file has other hard links
+}
+
+func (c config) target(path string, perm os.FileMode) (target, error) {
+	t := target{real: path, perm: perm, uid: -1, gid: -1}
+	stat := os.Lstat // owned: a symlink is not regular, so refused below
+	if !c.owned {
+		var err error
+		if t.real, err = Resolve(path); err != nil {
+			return t, err
+		}
+		stat = os.Stat
+	}
+	fi, err := stat(t.real)
+	if errors.Is(err, fs.ErrNotExist) {
+		if dfi, err := os.Stat(filepath.Dir(t.real)); err == nil {
+			t.uid, t.gid, _ = owner(dfi)
+		}
+		return t, nil
+	}
+	if err != nil {
+		return t, err
+	}
+	if err := regular(path, t.real, fi); err != nil {
+		return t, err
+	}
+	t.perm = fi.Mode().Perm()
+	var links uint64
+	t.uid, t.gid, links = owner(fi)
+	t.linked = links > 1
+	return t, nil
+}
+
+// owner is a file's owner and link count (-1, -1, 0 if unknown).
+func owner(fi fs.FileInfo) (uid, gid int, links uint64) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return -1, -1, 0
+	}
+	return int(st.Uid), int(st.Gid), uint64(st.Nlink)
 }
 
 func createTemp(dir, base string) (*os.File, error) {
