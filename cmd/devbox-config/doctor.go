@@ -16,15 +16,7 @@ import (
 	"github.com/joakimp/devbox-config/ladder"
 )
 
-func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
-	var (
-		asJSON, fix   bool
-		envFile, home string
-	)
-	cmd := &cobra.Command{
-		Use:   "doctor",
-		Short: "Check for RFC 001's landmines and the opt-in's traps before they bite",
-		Long: `doctor checks, read-only, for the problems RFC 001 §7 calls a runbook and the
+const doctorHelp = `doctor checks, read-only, for the problems RFC 001 §7 calls a runbook and the
 opt-in's own traps, one finding per problem with the RFC section and the exact
 fix. Finding ids are stable, for scripts:
 
@@ -45,61 +37,84 @@ the palace and makes ~/.mempalace/<name> a symlink to it. It refuses when
 both sides hold data (it never merges). Stop mempalace first.
 
 Exit status: 0 when nothing is an error or a warning, 1 otherwise, 2 on
-usage errors.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := doctor.Options{Env: os.LookupEnv, LookPath: exec.LookPath, EnvFiles: []string{".env"}}
-			se, err := readStartEnv(home, envFile)
-			if err != nil {
-				return err
-			}
-			opts.Home, opts.HomeFromFlag = se.home, se.homeFromFlag
-			if se.vars != nil {
-				opts.Env = doctorEnvLookup(se.vars)
-				opts.EnvFiles = []string{envFile}
-			}
-			failed := false
-			if fix {
-				results, err := doctor.FixSplit(opts)
-				w := stdout
-				if asJSON {
-					w = stderr // stdout carries exactly the findings object
-				}
-				for _, r := range results {
-					fmt.Fprintln(w, "fix:", r.Message)
-				}
-				if len(results) == 0 && err == nil {
-					fmt.Fprintln(w, "fix: no split store to converge")
-				}
-				if err != nil && !errors.Is(err, doctor.ErrBothHoldData) {
-					fmt.Fprintln(stderr, "devbox-config: doctor --fix:", err)
-					failed = true
-				}
-			}
-			findings := doctor.Run(context.Background(), opts)
-			if asJSON {
-				if findings == nil {
-					findings = []doctor.Finding{}
-				}
-				enc := json.NewEncoder(stdout)
-				enc.SetEscapeHTML(false)
-				enc.SetIndent("", "  ")
-				enc.Encode(map[string]any{"findings": findings})
-			} else {
-				printFindings(stdout, findings)
-			}
-			if failed || doctor.Failing(findings) {
-				return exitError{1, errors.New("")}
-			}
-			return nil
-		},
+usage errors.`
+
+// doctorCmd is `doctor`: its flags, and run.
+type doctorCmd struct {
+	stdout, stderr io.Writer
+	asJSON, fix    bool
+	envFile, home  string
+}
+
+func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
+	dc := &doctorCmd{stdout: stdout, stderr: stderr}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check for RFC 001's landmines and the opt-in's traps before they bite",
+		Long:  doctorHelp,
+		Args:  noArgs,
+		RunE:  func(*cobra.Command, []string) error { return dc.run() },
 	}
 	f := cmd.Flags()
-	f.BoolVar(&asJSON, "json", false, `print {"findings": [{"id", "severity", "section", "message", "fix"}]}`)
-	f.StringVar(&envFile, "env-file", "", "read the MEMPALACE_* variables from this .env file instead of the environment (and check its permissions; default: ./.env's)")
-	f.StringVar(&home, "home", "", "home directory to check (ignores XDG_CONFIG_HOME and PI_CODING_AGENT_DIR)")
-	f.BoolVar(&fix, "fix", false, "converge a split knowledge graph / entities / hallways file onto the palace's copy by symlink, after a backup, when one side is empty")
+	f.BoolVar(&dc.asJSON, "json", false, `print {"findings": [{"id", "severity", "section", "message", "fix"}]}`)
+	f.StringVar(&dc.envFile, "env-file", "", "read the MEMPALACE_* variables from this .env file instead of the environment (and check its permissions; default: ./.env's)")
+	f.StringVar(&dc.home, "home", "", "home directory to check (ignores XDG_CONFIG_HOME and PI_CODING_AGENT_DIR)")
+	f.BoolVar(&dc.fix, "fix", false, "converge a split knowledge graph / entities / hallways file onto the palace's copy by symlink, after a backup, when one side is empty")
 	return cmd
+}
+
+func (dc *doctorCmd) run() error {
+	opts := doctor.Options{Env: os.LookupEnv, LookPath: exec.LookPath, EnvFiles: []string{".env"}}
+	se, err := readStartEnv(dc.home, dc.envFile)
+	if err != nil {
+		return err
+	}
+	opts.Home, opts.HomeFromFlag = se.home, se.homeFromFlag
+	if se.vars != nil {
+		opts.Env = doctorEnvLookup(se.vars)
+		opts.EnvFiles = []string{dc.envFile}
+	}
+	fixFailed := dc.fix && !dc.fixSplit(opts)
+	findings := doctor.Run(context.Background(), opts)
+	if dc.asJSON {
+		if findings == nil {
+			findings = []doctor.Finding{}
+		}
+		enc := json.NewEncoder(dc.stdout)
+		enc.SetEscapeHTML(false)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"findings": findings}); err != nil {
+			return failed(fmt.Errorf("doctor --json: %w", err))
+		}
+	} else {
+		printFindings(dc.stdout, findings)
+	}
+	if fixFailed || doctor.Failing(findings) {
+		return failed(nil) // the findings say why
+	}
+	return nil
+}
+
+// fixSplit is --fix: it converges what it can and says what it did; false
+// when it failed (a split it refuses, both sides holding data, is a
+// finding, not a failure).
+func (dc *doctorCmd) fixSplit(opts doctor.Options) bool {
+	results, err := doctor.FixSplit(opts)
+	w := dc.stdout
+	if dc.asJSON {
+		w = dc.stderr // stdout carries exactly the findings object
+	}
+	for _, r := range results {
+		fmt.Fprintln(w, "fix:", r.Message)
+	}
+	if len(results) == 0 && err == nil {
+		fmt.Fprintln(w, "fix: no split store to converge")
+	}
+	if err != nil && !errors.Is(err, doctor.ErrBothHoldData) {
+		fmt.Fprintln(dc.stderr, "devbox-config: doctor --fix:", err)
+		return false
+	}
+	return true
 }
 
 // doctorEnvLookup reads every MEMPALACE_* variable (the ladder's and

@@ -21,17 +21,7 @@ import (
 	"github.com/joakimp/devbox-config/ladder"
 )
 
-func newJoinCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
-	var (
-		dryRun, asJSON, resume bool
-		device, verify         string
-		wings                  []string
-		seed                   uint64
-	)
-	c := &cobra.Command{
-		Use:   "join",
-		Short: "Bring this palace's existing history into the primary, idempotently, verified by content",
-		Long: `join replays the local palace into the primary at MEMPALACE_REMOTE_URL (bearer
+const joinHelp = `join replays the local palace into the primary at MEMPALACE_REMOTE_URL (bearer
 MEMPALACE_REMOTE_TOKEN, from the environment only), RFC 001 §4.4. It reads the
 palace through the local server the edge starts (mempalace-mcp, or
 MEMPALACE_EDGE_CHILD), never its files, and sends each record type with its own
@@ -51,79 +41,109 @@ diary entry or closed fact they share.
 Exit status: 0 when everything selected is on the primary and what was
 verified matched, 1 when anything failed or mismatched (named in the output),
 2 on usage errors (no URL, no token, no local server). The local server's own
-log lines are shown with MEMPALACE_EDGE_LOG=debug.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			n, err := parseVerify(verify)
-			if err != nil {
-				return usageError("%v", err)
-			}
-			// --origin-device is validated by the ladder as
-			// MEMPALACE_ORIGIN_DEVICE is; without the flag nothing is
-			// stamped, whatever the environment says.
-			lookup := func(k string) (string, bool) {
-				if k == ladder.EnvOriginDevice {
-					return device, device != ""
-				}
-				return env(k)
-			}
-			s, warns, err := ladder.ResolveEdge(lookup, exec.LookPath)
-			log := newLogger(stderr, s.LogLevel).With("component", "join")
-			if err != nil {
-				return usageError("%v", err)
-			}
-			for _, w := range warns {
-				if w.Var == ladder.EnvOriginDevice {
-					return usageError("--origin-device %q: %s", device, strings.TrimSuffix(w.Message, "; ignored, nothing will be stamped"))
-				}
-				if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvOriginLabel || w.Var == ladder.EnvAgentName {
-					log.Warn(w.Message, "var", w.Var)
-				}
-			}
-			home, _ := env("HOME")
-			cfg := join.Config{
-				URL: s.URL, Token: ladder.TokenSource(env), Child: s.Child, ChildEnv: ladder.ChildEnviron(os.Environ()),
-				Palace: s.Palace, Home: home, Agent: s.Agent(), Label: s.OriginLabel, Device: s.OriginDevice,
-				Timeout: s.Timeout, Version: version, Log: log, ChildStderr: io.Discard,
-			}
-			if s.LogLevel <= slog.LevelDebug { // the local server's own lines too
-				cfg.ChildStderr = stderr
-			}
-			p := &join.Progress{W: stderr}
-			if f, ok := stderr.(*os.File); ok {
-				p.Terminal = isatty.IsTerminal(f.Fd())
-			}
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-			defer stop()
-			rep, err := join.Run(ctx, cfg, join.Options{DryRun: dryRun, Resume: resume, Wings: wings, Verify: n, Seed: seed, Progress: p})
-			var ue *join.UsageError
-			if errors.As(err, &ue) {
-				return usageError("join: %v", ue.Err)
-			}
-			if err != nil {
-				return exitError{1, err}
-			}
-			if asJSON {
-				b, _ := json.MarshalIndent(rep, "", "  ")
-				fmt.Fprintln(stdout, string(b))
-			} else {
-				printJoin(stdout, rep)
-			}
-			if !rep.OK() {
-				return exitError{1, errors.New("")}
-			}
-			return nil
-		},
+log lines are shown with MEMPALACE_EDGE_LOG=debug.`
+
+// joinCmd is `join`: its flags, and run.
+type joinCmd struct {
+	stdout, stderr         io.Writer
+	env                    ladder.Lookup
+	dryRun, asJSON, resume bool
+	device, verify         string
+	wings                  []string
+	seed                   uint64
+}
+
+func newJoinCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
+	jc := &joinCmd{stdout: stdout, stderr: stderr, env: env}
+	c := &cobra.Command{
+		Use:   "join",
+		Short: "Bring this palace's existing history into the primary, idempotently, verified by content",
+		Long:  joinHelp,
+		Args:  noArgs,
+		RunE:  func(*cobra.Command, []string) error { return jc.run() },
 	}
 	f := c.Flags()
-	f.BoolVar(&dryRun, "dry-run", false, "print the manifest (what would be sent, per record type) and send nothing")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object with the outcome")
-	f.StringVar(&device, "origin-device", "", "stamp added_by = <agent>/<label>/<device> on every replayed drawer (an opaque id, e.g. a uuid; without it nothing is stamped)")
-	f.StringArrayVar(&wings, "wing", nil, "join only wings matching this glob (repeatable)")
-	f.StringVar(&verify, "verify", "25", "compare N drawers and diaries by content on both sides (a seeded sample), or all; 0: none")
-	f.Uint64Var(&seed, "seed", 1, "the verification sample's seed")
-	f.BoolVar(&resume, "resume", false, "only finish an interrupted join: send what it left queued, read nothing new")
+	f.BoolVar(&jc.dryRun, "dry-run", false, "print the manifest (what would be sent, per record type) and send nothing")
+	f.BoolVar(&jc.asJSON, "json", false, "print one JSON object with the outcome")
+	f.StringVar(&jc.device, "origin-device", "", "stamp added_by = <agent>/<label>/<device> on every replayed drawer (an opaque id, e.g. a uuid; without it nothing is stamped)")
+	f.StringArrayVar(&jc.wings, "wing", nil, "join only wings matching this glob (repeatable)")
+	f.StringVar(&jc.verify, "verify", "25", "compare N drawers and diaries by content on both sides (a seeded sample), or all; 0: none")
+	f.Uint64Var(&jc.seed, "seed", 1, "the verification sample's seed")
+	f.BoolVar(&jc.resume, "resume", false, "only finish an interrupted join: send what it left queued, read nothing new")
 	return c
+}
+
+func (jc *joinCmd) run() error {
+	n, err := parseVerify(jc.verify)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	cfg, err := jc.config()
+	if err != nil {
+		return err
+	}
+	p := &join.Progress{W: jc.stderr}
+	if f, ok := jc.stderr.(*os.File); ok {
+		p.Terminal = isatty.IsTerminal(f.Fd())
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	rep, err := join.Run(ctx, cfg, join.Options{DryRun: jc.dryRun, Resume: jc.resume, Wings: jc.wings, Verify: n, Seed: jc.seed, Progress: p})
+	var ue *join.UsageError
+	if errors.As(err, &ue) {
+		return usageError("join: %v", ue.Err)
+	}
+	if err != nil {
+		return failed(err)
+	}
+	if jc.asJSON {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return failed(fmt.Errorf("encode the report: %w", err))
+		}
+		fmt.Fprintln(jc.stdout, string(b))
+	} else {
+		printJoin(jc.stdout, rep)
+	}
+	if !rep.OK() {
+		return failed(nil) // the report names what failed
+	}
+	return nil
+}
+
+// config is join's configuration, read through the ladder.
+// --origin-device is validated by the ladder as MEMPALACE_ORIGIN_DEVICE
+// is; without the flag nothing is stamped, whatever the environment says.
+func (jc *joinCmd) config() (join.Config, error) {
+	lookup := func(k string) (string, bool) {
+		if k == ladder.EnvOriginDevice {
+			return jc.device, jc.device != ""
+		}
+		return jc.env(k)
+	}
+	s, warns, err := ladder.ResolveEdge(lookup, exec.LookPath)
+	log := newLogger(jc.stderr, s.LogLevel).With("component", "join")
+	if err != nil {
+		return join.Config{}, usageError("%v", err)
+	}
+	for _, w := range warns {
+		if w.Var == ladder.EnvOriginDevice {
+			return join.Config{}, usageError("--origin-device %q: %s", jc.device, strings.TrimSuffix(w.Message, "; ignored, nothing will be stamped"))
+		}
+		if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvOriginLabel || w.Var == ladder.EnvAgentName {
+			log.Warn(w.Message, "var", w.Var)
+		}
+	}
+	home, _ := jc.env("HOME")
+	cfg := join.Config{
+		URL: s.URL, Token: ladder.TokenSource(jc.env), Child: s.Child, ChildEnv: ladder.ChildEnviron(os.Environ()),
+		Palace: s.Palace, Home: home, Agent: s.Agent(), Label: s.OriginLabel, Device: s.OriginDevice,
+		Timeout: s.Timeout, Version: version, Log: log, ChildStderr: io.Discard,
+	}
+	if s.LogLevel <= slog.LevelDebug { // the local server's own lines too
+		cfg.ChildStderr = jc.stderr
+	}
+	return cfg, nil
 }
 
 func parseVerify(v string) (int, error) {

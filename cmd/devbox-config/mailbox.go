@@ -19,14 +19,7 @@ import (
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
-func newMailboxCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
-	var agent, stream string
-	var asJSON bool
-	var timeout time.Duration
-	cmd := &cobra.Command{
-		Use:   "mailbox",
-		Short: "Show what this agent still owes on the coordination log (RFC 003 §3.3), for hooks and scripts",
-		Long: `mailbox reads the primary's coordination log (MEMPALACE_REMOTE_URL, bearer
+const mailboxHelp = `mailbox reads the primary's coordination log (MEMPALACE_REMOTE_URL, bearer
 MEMPALACE_REMOTE_TOKEN from the environment) and prints the events addressed to
 this agent that it has not answered with a terminal reply, oldest first, each
 with why it is owed. It is derived, not the status=open query: status is
@@ -40,69 +33,97 @@ MEMPALACE_EDGE_TIMEOUT (10s).
 them, each plus "why"], "count": n}.
 
 Exit status: 0 whether or not something is owed, 1 when the primary cannot be
-read, 2 on usage errors (no agent identity, no MEMPALACE_REMOTE_URL).`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			// The local server is not needed here: nothing looks it up.
-			s, warns, err := ladder.ResolveEdge(env, func(string) (string, error) { return "", exec.ErrNotFound })
-			if err != nil {
-				return usageError("%v", err)
-			}
-			for _, w := range warns {
-				if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvEdgeHarness || w.Var == ladder.EnvAgentName || w.Var == ladder.EnvOriginLabel {
-					fmt.Fprintln(stderr, "devbox-config: warning:", w)
-				}
-			}
-			if !cmd.Flags().Changed("timeout") {
-				timeout = s.Timeout
-			}
-			if agent = strings.TrimSpace(agent); agent == "" {
-				agent = s.Identity()
-			}
-			switch agent {
-			case "":
-				return usageError("no agent identity: pass --agent NAME or set %s (or %s) and %s", ladder.EnvAgentName, ladder.EnvEdgeHarness, ladder.EnvOriginLabel)
-			case "*":
-				return usageError(`--agent "*" is the broadcast address, which owes nothing (RFC 003 §7.4)`)
-			}
-			if s.URL == "" {
-				return usageError("%s is not set or not usable: the mailbox reads the primary", ladder.EnvRemoteURL)
-			}
-			if timeout <= 0 {
-				return usageError("--timeout must be positive")
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			r, err := readMailbox(ctx, s.URL, ladder.TokenSource(env)(), agent, stream, timeout)
-			if err != nil {
-				return exitError{1, fmt.Errorf("cannot read the primary at %s: %w", redactEndpoint(s.URL), err)}
-			}
-			for _, w := range r.Warnings {
-				fmt.Fprintln(stderr, "devbox-config: warning:", w)
-			}
-			if asJSON {
-				b, err := json.MarshalIndent(struct {
-					Agent string         `json:"agent"`
-					Owed  []mailbox.Item `json:"owed"`
-					Count int            `json:"count"`
-				}{r.Agent, r.Owed, r.Count}, "", "  ")
-				if err != nil {
-					return exitError{1, fmt.Errorf("encode the mailbox: %w", err)}
-				}
-				fmt.Fprintln(stdout, string(b))
-				return nil
-			}
-			r.Warnings = nil
-			fmt.Fprint(stdout, r.Text())
-			return nil
-		},
+read, 2 on usage errors (no agent identity, no MEMPALACE_REMOTE_URL).`
+
+// mailboxCmd is `mailbox`: its flags, and run.
+type mailboxCmd struct {
+	stdout, stderr io.Writer
+	env            ladder.Lookup
+	agent, stream  string
+	asJSON         bool
+	timeout        time.Duration
+}
+
+func newMailboxCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
+	mc := &mailboxCmd{stdout: stdout, stderr: stderr, env: env}
+	cmd := &cobra.Command{
+		Use:   "mailbox",
+		Short: "Show what this agent still owes on the coordination log (RFC 003 §3.3), for hooks and scripts",
+		Long:  mailboxHelp,
+		Args:  noArgs,
+		RunE:  func(c *cobra.Command, _ []string) error { return mc.run(c.Flags().Changed("timeout")) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&agent, "agent", "", "whose mailbox (default: <harness>@<label> from the environment)")
-	f.StringVar(&stream, "stream", "", "only events of this stream")
-	f.BoolVar(&asJSON, "json", false, `print {"agent", "owed", "count"}`)
-	f.DurationVar(&timeout, "timeout", ladder.DefaultEdgeTimeout, "give up on the primary after this long (default: MEMPALACE_EDGE_TIMEOUT, else 10s)")
+	f.StringVar(&mc.agent, "agent", "", "whose mailbox (default: <harness>@<label> from the environment)")
+	f.StringVar(&mc.stream, "stream", "", "only events of this stream")
+	f.BoolVar(&mc.asJSON, "json", false, `print {"agent", "owed", "count"}`)
+	f.DurationVar(&mc.timeout, "timeout", ladder.DefaultEdgeTimeout, "give up on the primary after this long (default: MEMPALACE_EDGE_TIMEOUT, else 10s)")
 	return cmd
+}
+
+// run reads the mailbox; timeoutSet says --timeout was given (else the
+// environment's MEMPALACE_EDGE_TIMEOUT applies).
+func (mc *mailboxCmd) run(timeoutSet bool) error {
+	url, err := mc.settle(timeoutSet)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), mc.timeout)
+	defer cancel()
+	r, err := readMailbox(ctx, url, ladder.TokenSource(mc.env)(), mc.agent, mc.stream, mc.timeout)
+	if err != nil {
+		return failed(fmt.Errorf("cannot read the primary at %s: %w", redactEndpoint(url), err))
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintln(mc.stderr, "devbox-config: warning:", w)
+	}
+	if !mc.asJSON {
+		r.Warnings = nil
+		fmt.Fprint(mc.stdout, r.Text())
+		return nil
+	}
+	b, err := json.MarshalIndent(struct {
+		Agent string         `json:"agent"`
+		Owed  []mailbox.Item `json:"owed"`
+		Count int            `json:"count"`
+	}{r.Agent, r.Owed, r.Count}, "", "  ")
+	if err != nil {
+		return failed(fmt.Errorf("encode the mailbox: %w", err))
+	}
+	fmt.Fprintln(mc.stdout, string(b))
+	return nil
+}
+
+// settle reads the ladder and settles the agent and the timeout; it
+// returns the primary's URL, or the usage mistake that leaves none.
+func (mc *mailboxCmd) settle(timeoutSet bool) (string, error) {
+	// The local server is not needed here: nothing looks it up.
+	s, warns, err := ladder.ResolveEdge(mc.env, func(string) (string, error) { return "", exec.ErrNotFound })
+	if err != nil {
+		return "", usageError("%v", err)
+	}
+	for _, w := range warns {
+		if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvEdgeHarness || w.Var == ladder.EnvAgentName || w.Var == ladder.EnvOriginLabel {
+			fmt.Fprintln(mc.stderr, "devbox-config: warning:", w)
+		}
+	}
+	if !timeoutSet {
+		mc.timeout = s.Timeout
+	}
+	if mc.agent = strings.TrimSpace(mc.agent); mc.agent == "" {
+		mc.agent = s.Identity()
+	}
+	switch {
+	case mc.agent == "":
+		return "", usageError("no agent identity: pass --agent NAME or set %s (or %s) and %s", ladder.EnvAgentName, ladder.EnvEdgeHarness, ladder.EnvOriginLabel)
+	case mc.agent == "*":
+		return "", usageError(`--agent "*" is the broadcast address, which owes nothing (RFC 003 §7.4)`)
+	case s.URL == "":
+		return "", usageError("%s is not set or not usable: the mailbox reads the primary", ladder.EnvRemoteURL)
+	case mc.timeout <= 0:
+		return "", usageError("--timeout must be positive")
+	}
+	return s.URL, nil
 }
 
 // readMailbox connects to the primary over Streamable HTTP (upstream's

@@ -17,16 +17,7 @@ import (
 	"github.com/joakimp/devbox-config/render"
 )
 
-func newRenderCmd(stdout, stderr io.Writer) *cobra.Command {
-	var (
-		dryRun, showDiff, reclaim, strict, asJSON bool
-		envFile, home, piTemplate                 string
-		targets                                   []string
-	)
-	cmd := &cobra.Command{
-		Use:   "render",
-		Short: "Make the harness configs say what the MEMPALACE_* environment says",
-		Long: `render runs at every container start. For each harness config it sets the
+const renderHelp = `render runs at every container start. For each harness config it sets the
 MemPalace entry to what the ladder says, but only over a value devbox-config
 wrote itself (remembered as a fingerprint in .devbox-config.json beside the
 config). A value you edited is kept, and the environment's value goes to
@@ -52,90 +43,123 @@ Targets:
   These five only when the harness's directory exists, or --target names it.
 
 Exit status: 0 on success and on degraded paths; 1 with --strict when a target
-was skipped or a user's value kept; 2 on usage errors.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			log := newLogger(stderr, slog.LevelInfo)
-			opts := render.Options{Reclaim: reclaim, Log: log, Env: os.LookupEnv, LookPath: exec.LookPath}
-			se, err := readStartEnv(home, envFile)
-			if err != nil {
-				return err
-			}
-			opts.Home, opts.HomeFromFlag = se.home, se.homeFromFlag
-			if se.vars != nil {
-				opts.Env = envFileLookup(se.vars)
-			}
-			if piTemplate != "" {
-				b, err := os.ReadFile(piTemplate)
-				if err != nil {
-					return usageError("--pi-template: %v", err)
-				}
-				opts.PiTemplate, opts.PiTemplateName = b, piTemplate
-			}
-			for _, t := range targets {
-				for _, part := range strings.Split(t, ",") {
-					if part = strings.TrimSpace(part); part != "" {
-						opts.Targets = append(opts.Targets, part)
-					}
-				}
-			}
-			results, _, err := render.Run(opts, dryRun)
-			if err != nil {
-				return usageError("%v", err)
-			}
-			kept := false
-			for _, r := range results {
-				kept = kept || r.Kept()
-				switch {
-				case asJSON && (dryRun || showDiff):
-					// the diff goes inside the object, so stdout stays one JSON
-					// object per line
-					var diff strings.Builder
-					for _, c := range r.Changes {
-						diff.WriteString(c.Diff())
-					}
-					b, _ := json.Marshal(struct {
-						render.Result
-						Diff string `json:"diff"`
-					}{r, diff.String()})
-					fmt.Fprintln(stdout, string(b))
-				case asJSON:
-					b, _ := json.Marshal(r)
-					fmt.Fprintln(stdout, string(b))
-				case dryRun || showDiff:
-					printResult(stdout, r, dryRun)
-				}
-				if !asJSON && (dryRun || showDiff) {
-					for _, c := range r.Changes {
-						fmt.Fprint(stdout, c.Diff())
-					}
-				}
-				for _, w := range r.Warnings {
-					if !strings.HasPrefix(w, "MEMPALACE_") && !strings.HasPrefix(w, ladder.LocalServer) && !strings.HasPrefix(w, "PI_SETTINGS_MERGE") {
-						log.Warn(w, "target", r.Target)
-					}
-				}
-			}
-			if strict && kept {
-				return exitError{1, fmt.Errorf("--strict: a target was skipped or kept a user's value")}
-			}
-			return nil
-		},
+was skipped or a user's value kept; 2 on usage errors.`
+
+// renderCmd is `render`: its flags, and run.
+type renderCmd struct {
+	stdout, stderr                            io.Writer
+	dryRun, showDiff, reclaim, strict, asJSON bool
+	envFile, home, piTemplate                 string
+	targets                                   []string
+}
+
+func newRenderCmd(stdout, stderr io.Writer) *cobra.Command {
+	rc := &renderCmd{stdout: stdout, stderr: stderr}
+	cmd := &cobra.Command{
+		Use:   "render",
+		Short: "Make the harness configs say what the MEMPALACE_* environment says",
+		Long:  renderHelp,
+		Args:  noArgs,
+		RunE:  func(*cobra.Command, []string) error { return rc.run() },
 	}
 	f := cmd.Flags()
-	f.BoolVar(&dryRun, "dry-run", false, "write nothing; print each target's decision and a unified diff")
-	f.BoolVar(&showDiff, "diff", false, "print each target's decision and a unified diff of what is written")
-	f.StringVar(&envFile, "env-file", "", "read the MEMPALACE_* and PI_SETTINGS_MERGE variables from this .env file instead of the environment")
-	f.StringSliceVar(&targets, "target", nil, "targets to render: "+strings.Join(render.AllTargets, ", ")+" (default: all that are set up)")
-	f.StringVar(&home, "home", "", "home directory to render into (ignores XDG_CONFIG_HOME and PI_CODING_AGENT_DIR)")
-	f.BoolVar(&reclaim, "reclaim", false, "let the environment win over a managed entry you edited or deleted (your version is kept in a .bak)")
-	f.BoolVar(&strict, "strict", false, "exit 1 when a target was skipped or a user's value was kept")
-	f.BoolVar(&asJSON, "json", false, "print one JSON object per target: {target, file, mode, action, proposed_file, warnings}, with \"diff\" (a unified diff) under --diff or --dry-run")
-	f.StringVar(&piTemplate, "pi-template", "", "pi settings template (default: the embedded one)")
+	f.BoolVar(&rc.dryRun, "dry-run", false, "write nothing; print each target's decision and a unified diff")
+	f.BoolVar(&rc.showDiff, "diff", false, "print each target's decision and a unified diff of what is written")
+	f.StringVar(&rc.envFile, "env-file", "", "read the MEMPALACE_* and PI_SETTINGS_MERGE variables from this .env file instead of the environment")
+	f.StringSliceVar(&rc.targets, "target", nil, "targets to render: "+strings.Join(render.AllTargets, ", ")+" (default: all that are set up)")
+	f.StringVar(&rc.home, "home", "", "home directory to render into (ignores XDG_CONFIG_HOME and PI_CODING_AGENT_DIR)")
+	f.BoolVar(&rc.reclaim, "reclaim", false, "let the environment win over a managed entry you edited or deleted (your version is kept in a .bak)")
+	f.BoolVar(&rc.strict, "strict", false, "exit 1 when a target was skipped or a user's value was kept")
+	f.BoolVar(&rc.asJSON, "json", false, "print one JSON object per target: {target, file, mode, action, proposed_file, warnings}, with \"diff\" (a unified diff) under --diff or --dry-run")
+	f.StringVar(&rc.piTemplate, "pi-template", "", "pi settings template (default: the embedded one)")
 	cmd.RegisterFlagCompletionFunc("target", func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		return completeTargets(toComplete), cobra.ShellCompDirectiveNoFileComp
 	})
 	return cmd
+}
+
+func (rc *renderCmd) run() error {
+	log := newLogger(rc.stderr, slog.LevelInfo)
+	opts, err := rc.options(log)
+	if err != nil {
+		return err
+	}
+	results, _, err := render.Run(opts, rc.dryRun)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	kept := false
+	for _, r := range results {
+		kept = kept || r.Kept()
+		rc.print(r)
+		for _, w := range r.Warnings {
+			// the ladder's own warnings were logged once by render.Run
+			if !strings.HasPrefix(w, "MEMPALACE_") && !strings.HasPrefix(w, ladder.LocalServer) && !strings.HasPrefix(w, "PI_SETTINGS_MERGE") {
+				log.Warn(w, "target", r.Target)
+			}
+		}
+	}
+	if rc.strict && kept {
+		return failed(fmt.Errorf("--strict: a target was skipped or kept a user's value"))
+	}
+	return nil
+}
+
+// options are render's options as the flags and the environment say.
+func (rc *renderCmd) options(log *slog.Logger) (render.Options, error) {
+	opts := render.Options{Reclaim: rc.reclaim, Log: log, Env: os.LookupEnv, LookPath: exec.LookPath}
+	se, err := readStartEnv(rc.home, rc.envFile)
+	if err != nil {
+		return opts, err
+	}
+	opts.Home, opts.HomeFromFlag = se.home, se.homeFromFlag
+	if se.vars != nil {
+		opts.Env = envFileLookup(se.vars)
+	}
+	if rc.piTemplate != "" {
+		b, err := os.ReadFile(rc.piTemplate)
+		if err != nil {
+			return opts, usageError("--pi-template: %v", err)
+		}
+		opts.PiTemplate, opts.PiTemplateName = b, rc.piTemplate
+	}
+	for _, t := range rc.targets {
+		for _, part := range strings.Split(t, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				opts.Targets = append(opts.Targets, part)
+			}
+		}
+	}
+	return opts, nil
+}
+
+// print shows one target's result as the flags ask: nothing by default
+// (the log says what changed), a line and a diff with --diff or
+// --dry-run, an object per line with --json (the diff inside it, so
+// stdout stays one JSON object per line).
+func (rc *renderCmd) print(r render.Result) {
+	withDiff := rc.dryRun || rc.showDiff
+	var diff strings.Builder
+	if withDiff { // a diff of a large config costs time: only when asked
+		for _, c := range r.Changes {
+			diff.WriteString(c.Diff())
+		}
+	}
+	// A Result holds strings only: Marshal cannot fail.
+	switch {
+	case rc.asJSON && withDiff:
+		b, _ := json.Marshal(struct {
+			render.Result
+			Diff string `json:"diff"`
+		}{r, diff.String()})
+		fmt.Fprintln(rc.stdout, string(b))
+	case rc.asJSON:
+		b, _ := json.Marshal(r)
+		fmt.Fprintln(rc.stdout, string(b))
+	case withDiff:
+		printResult(rc.stdout, r, rc.dryRun)
+		fmt.Fprint(rc.stdout, diff.String())
+	}
 }
 
 // completeTargets completes --target's comma-separated list: after

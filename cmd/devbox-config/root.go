@@ -29,19 +29,6 @@ Also read: MEMPALACE_REMOTE_TOKEN (never written to any file; harness configs
 reference it by name), MEMPALACE_AGENT_NAME, MEMPALACE_ORIGIN_DEVICE,
 MEMPALACE_ORIGIN_LABEL, PI_SETTINGS_MERGE (0 turns pi's settings merge off).`
 
-// exitError carries an exit code through cobra.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e exitError) Error() string { return e.err.Error() }
-func (e exitError) Unwrap() error { return e.err }
-
-func usageError(format string, args ...any) error {
-	return exitError{2, fmt.Errorf(format, args...)}
-}
-
 // newRoot builds the command tree.
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
@@ -50,87 +37,59 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 		Long:          ladderHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return exitError{2, fmt.Errorf("%w (run '%s --help' for usage)", err, c.CommandPath())}
-	})
-	root.AddCommand(newRenderCmd(stdout, stderr), newEdgeCmd(os.Stdin, stdout, stderr), newGatewayCmd(stdout, stderr), newDoctorCmd(stdout, stderr), newVersionCmd(stdout))
-	root.AddCommand(newMailboxCmd(stdout, stderr, os.LookupEnv))
-	root.AddCommand(newJoinCmd(stdout, stderr, os.LookupEnv))
-	root.Version = version
-	root.SetVersionTemplate("{{versionText}}")
-	root.InitDefaultCompletionCmd()
-	root.InitDefaultHelpCmd()
-	strictHelp(root)
-	usageHints(root)
+	root.SetFlagErrorFunc(usageHint)
+	root.SetVersionTemplate(versionText()) // plain text: no template actions
+	root.AddCommand(
+		newRenderCmd(stdout, stderr),
+		newEdgeCmd(os.Stdin, stdout, stderr),
+		newGatewayCmd(stdout, stderr),
+		newDoctorCmd(stdout, stderr),
+		newVersionCmd(stdout),
+		newMailboxCmd(stdout, stderr, os.LookupEnv),
+		newJoinCmd(stdout, stderr, os.LookupEnv),
+	)
+	refuseUnknown(root)
+	cobraCommands(root)
 	return root
 }
 
-func init() {
-	cobra.AddTemplateFunc("versionText", versionText)
-}
-
-// strictHelp makes `help TOPIC` refuse a topic that names no command the way
-// every other usage mistake is refused (exit 2, "run '… --help'"), where
-// cobra's help command prints the root's usage and exits 0. `help`,
-// `help render`, `help edge outbox` are unchanged.
-func strictHelp(root *cobra.Command) {
-	for _, h := range root.Commands() {
-		if h.Name() != "help" || h.Run == nil {
-			continue
-		}
-		show := h.Run
-		h.Run = nil
-		h.RunE = func(c *cobra.Command, args []string) error {
-			found, rest, err := c.Root().Find(args)
-			if found == nil || err != nil || len(rest) > 0 {
-				return exitError{2, fmt.Errorf("unknown help topic %q (run '%s --help' for usage)", strings.Join(args, " "), c.Root().CommandPath())}
+// cobraCommands adds the commands cobra makes itself (completion and its
+// shells, help) with the habits of ours: completion refuses an unknown
+// shell, a shell refuses an argument, and `help TOPIC` refuses a topic that
+// names no command (exit 2, "run '… --help'"), where cobra's help prints
+// the root's usage and exits 0. `help`, `help render`, `help edge outbox`
+// are unchanged.
+func cobraCommands(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	for _, c := range root.Commands() {
+		switch {
+		case c.Name() == "completion":
+			refuseUnknown(c)
+			for _, shell := range c.Commands() {
+				shell.Args = noArgs
 			}
-			show(c, args)
-			return nil
-		}
-	}
-}
-
-// usageHints makes every level of the command tree answer a mistake the same
-// way: exit 2, the command named, and "run '… --help'". A command that only
-// groups others (edge outbox, gateway device, completion) refuses an unknown
-// subcommand instead of printing its help and exiting 0; a wrong number of
-// arguments names the command (not just "accepts 1 arg(s)").
-func usageHints(c *cobra.Command) {
-	for _, sub := range c.Commands() {
-		usageHints(sub)
-	}
-	hint := func(err error) error {
-		return exitError{2, fmt.Errorf("%s: %w (run '%s --help' for usage)", c.CommandPath(), err, c.CommandPath())}
-	}
-	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
-		c.Args = cobra.ArbitraryArgs
-		c.RunE = func(cmd *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return cmd.Help()
-			}
-			return exitError{2, fmt.Errorf("unknown command %q for %q (run '%s --help' for usage)", args[0], cmd.CommandPath(), cmd.CommandPath())}
-		}
-		return
-	}
-	if c.Args != nil && c.HasParent() {
-		check := c.Args
-		c.Args = func(cmd *cobra.Command, args []string) error {
-			if err := check(cmd, args); err != nil {
-				if strings.HasPrefix(err.Error(), "unknown command") {
-					return exitError{2, fmt.Errorf("%w (run '%s --help' for usage)", err, cmd.CommandPath())}
+		case c.Name() == "help" && c.Run != nil:
+			show := c.Run
+			c.Run = nil
+			c.RunE = func(c *cobra.Command, args []string) error {
+				found, rest, err := c.Root().Find(args)
+				if found == nil || err != nil || len(rest) > 0 {
+					return exitError{exitUsage, fmt.Errorf("unknown help topic %q (run '%s --help' for usage)", strings.Join(args, " "), c.Root().CommandPath())}
 				}
-				return hint(err)
+				show(c, args)
+				return nil
 			}
-			return nil
 		}
 	}
 }
 
-// run runs one command and returns its exit status.
+// run runs one command and returns its exit status: an exitError's code,
+// else 1 for any error.
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
@@ -139,23 +98,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	var ee exitError
-	if errors.As(err, &ee) {
-		if ee.err != nil && ee.err.Error() != "" {
-			fmt.Fprintln(stderr, "devbox-config:", ee.err)
-		}
-		return ee.code
+	if !errors.As(err, &ee) {
+		ee = exitError{exitFailure, err}
 	}
-	if strings.HasPrefix(err.Error(), "unknown command") {
-		// the root's own check (cobra's legacyArgs), with its suggestions
-		msg, _, _ := strings.Cut(err.Error(), "\n")
-		fmt.Fprintf(stderr, "devbox-config: %s (run 'devbox-config --help' for usage)\n", msg)
-		return 2
+	if msg := ee.Error(); msg != "" {
+		fmt.Fprintln(stderr, "devbox-config:", msg)
 	}
-	fmt.Fprintln(stderr, "devbox-config:", err)
-	if strings.Contains(err.Error(), "accepts") {
-		return 2
-	}
-	return 1
+	return ee.code
 }
 
 // newLogger writes slog records to stderr as single key=value lines,

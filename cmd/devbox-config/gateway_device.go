@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/joakimp/devbox-config/gateway"
+)
+
+// newGatewayDeviceCmd is `gateway device add|list|remove`.
+func newGatewayDeviceCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command {
+	list := &cobra.Command{
+		Use: "list", Short: "List devices and their tokens (never the secrets)", Args: noArgs,
+		RunE: func(*cobra.Command, []string) error { return listDevices(g, stdout) },
+	}
+	remove := &cobra.Command{
+		Use: "remove ID", Short: "Remove a device (its tokens stop working within a second)", Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error { return removeDevice(g, args[0]) },
+	}
+	return group("device", "Add, list and remove devices", newDeviceAddCmd(g, stdout, stderr), list, remove)
+}
+
+// deviceAddCmd is `gateway device add ID`: its flags, and run.
+type deviceAddCmd struct {
+	config         *gatewayConfig
+	stdout, stderr io.Writer
+	d              gateway.Device
+}
+
+func newDeviceAddCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command {
+	ac := &deviceAddCmd{config: g, stdout: stdout, stderr: stderr}
+	c := &cobra.Command{
+		Use: "add ID", Short: "Add a device (then issue it a token)", Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error { return ac.run(args[0]) },
+	}
+	f := c.Flags()
+	f.StringVar(&ac.d.Label, "label", "", "human-readable label (never identity)")
+	f.StringSliceVar(&ac.d.Read, "read", nil, "wing globs the device may read")
+	f.StringSliceVar(&ac.d.Write, "write", nil, "wing globs the device may write")
+	f.StringVar(&ac.d.KG, "kg", "none", "knowledge-graph grant: none, read or write")
+	f.StringSliceVar(&ac.d.Agents, "agents", nil, "from_agent names the device may use, e.g. opencode@laptop")
+	f.BoolVar(&ac.d.Admin, "admin", false, "may run mine, sync, deletes and the other admin tools (no device may run a tool the catalogue does not know)")
+	f.BoolVar(&ac.d.Coordinator, "coordinator", false, "sees every coordination event")
+	return c
+}
+
+func (ac *deviceAddCmd) run(id string) error {
+	d := ac.d
+	d.ID = id
+	err := ac.config.update(func(c *gateway.Config) error {
+		if c.Device(d.ID) != nil {
+			return failed(fmt.Errorf("device %s exists", d.ID))
+		}
+		c.Devices = append(c.Devices, d)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(ac.stdout, "added device "+d.ID+": "+scopes(d))
+	if len(d.Read) > 0 || len(d.Write) > 0 {
+		fmt.Fprintf(ac.stderr, "next: %s\n", ac.config.hint("token issue "+d.ID))
+		return nil
+	}
+	what := "it can do nothing until given scopes"
+	if d.KG != "none" || d.Admin {
+		what = "it can read and write no wing until given some"
+	}
+	fmt.Fprintf(ac.stderr, "devbox-config: warning: device %s has no --read and no --write wings: %s (--read WINGS, --write WINGS, --kg read|write, --agents NAMES, --admin); to give them, '%s' and add it again with them\n",
+		d.ID, what, ac.config.hint("device remove "+d.ID))
+	return nil
+}
+
+// listDevices is `gateway device list`.
+func listDevices(g *gatewayConfig, stdout io.Writer) error {
+	c, err := g.load()
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(w, "DEVICE\tLABEL\tREAD\tWRITE\tKG\tADMIN\tTOKENS")
+	for _, d := range c.Devices {
+		var toks []string
+		for _, t := range d.Tokens {
+			state := "live"
+			switch {
+			case t.Revoked:
+				state = "revoked"
+			case t.Expires != nil:
+				state = "expires " + t.Expires.Format(time.DateOnly)
+			}
+			toks = append(toks, t.ID+":"+state)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\n", d.ID, d.Label, strings.Join(d.Read, ","), strings.Join(d.Write, ","), d.KG, d.Admin, strings.Join(toks, " "))
+	}
+	return w.Flush()
+}
+
+// removeDevice is `gateway device remove ID`.
+func removeDevice(g *gatewayConfig, id string) error {
+	return g.update(func(c *gateway.Config) error {
+		for i, d := range c.Devices {
+			if d.ID == id {
+				c.Devices = append(c.Devices[:i], c.Devices[i+1:]...)
+				return nil
+			}
+		}
+		return failed(fmt.Errorf("no device %s", id))
+	})
+}
+
+// scopes says what a device may do, for `gateway device add`.
+func scopes(d gateway.Device) string {
+	list := func(globs []string) string {
+		if len(globs) == 0 {
+			return "none"
+		}
+		return strings.Join(globs, ",")
+	}
+	s := "read " + list(d.Read) + "; write " + list(d.Write) + "; kg " + d.KG + "; agents " + list(d.Agents)
+	if d.Admin {
+		s += "; admin"
+	}
+	if d.Coordinator {
+		s += "; coordinator"
+	}
+	return s
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/joakimp/devbox-config/gateway"
+)
+
+// newGatewayTokenCmd is `gateway token issue|rotate|revoke`.
+func newGatewayTokenCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command {
+	issue := func(rotate bool) func(*cobra.Command, []string) error {
+		return func(_ *cobra.Command, args []string) error { return issueToken(g, stdout, stderr, args[0], rotate) }
+	}
+	var tokenID string
+	revoke := &cobra.Command{
+		Use: "revoke DEVICE", Short: "Revoke a device's tokens (--token ID for one); effective within a second", Args: exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error { return revokeTokens(g, stdout, args[0], tokenID) },
+	}
+	revoke.Flags().StringVar(&tokenID, "token", "", "only this token id")
+	return group("token", "Issue, rotate and revoke device tokens",
+		&cobra.Command{Use: "issue DEVICE", Short: "Issue a token (shown once)", Args: exactArgs(1), RunE: issue(false)},
+		&cobra.Command{Use: "rotate DEVICE", Short: "Issue the next token; the old one stays valid for the grace period after the new one's first use", Args: exactArgs(1), RunE: issue(true)},
+		revoke)
+}
+
+// issueToken is `gateway token issue|rotate DEVICE`: the token on stdout,
+// shown once, and what to do with it on stderr.
+func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bool) error {
+	var tok string
+	var grace time.Duration
+	err := g.update(func(c *gateway.Config) error {
+		d, err := deviceIn(c, id)
+		if err != nil {
+			return err
+		}
+		key, err := gateway.LoadSecret(c.SecretFile)
+		if err != nil {
+			return failed(err)
+		}
+		if tok, err = gateway.Issue(key, d, time.Now()); err != nil {
+			return failed(err)
+		}
+		grace = c.Grace()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	msg := "shown once: put it in the device's .env as MEMPALACE_REMOTE_TOKEN"
+	if rotate {
+		msg += fmt.Sprintf("; the old token keeps working until %d days after this one is first used", int(grace.Hours()/24))
+	}
+	fmt.Fprintln(stderr, msg)
+	return nil
+}
+
+// revokeTokens is `gateway token revoke DEVICE [--token ID]`.
+func revokeTokens(g *gatewayConfig, stdout io.Writer, id, tokenID string) error {
+	n := 0
+	err := g.update(func(c *gateway.Config) error {
+		d, err := deviceIn(c, id)
+		if err != nil {
+			return err
+		}
+		n = gateway.Revoke(d, tokenID)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "revoked %d token(s)\n", n)
+	return nil
+}
