@@ -184,17 +184,6 @@ func hash(s string) uint32 {
 	return h
 }
 
-// The test double must never ship in the devbox-config binary.
-func TestBinaryDoesNotLinkTheTestDouble(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(out), "/fakepalace") {
-		t.Fatal("devbox-config links the fakepalace test double")
-	}
-}
-
 // Exit status contract: 0 on success and degraded paths, 1 with --strict
 // when a target was kept or skipped, 2 on usage errors.
 func TestExitCodes(t *testing.T) {
