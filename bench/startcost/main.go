@@ -9,7 +9,7 @@
 //	go build -tags gosdk   ./bench/startcost   # go-sdk's mcp (edge, mailbox)
 //	go build -tags nethttp,sqlite,gosdk ./bench/startcost
 //
-// bench/render-vs-hello.sh runs them beside hello and the real binary;
+// bench/render-start.sh runs them beside hello and the real binary;
 // BENCHMARKS.md has the figures.
 package main
 
