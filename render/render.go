@@ -1,12 +1,3 @@
-// Package render makes each harness config say what the MEMPALACE_*
-// environment says (RFC 001 Phase 1.5), without ever destroying a user's
-// own edit.
-//
-// A run has two steps. Plan only reads: it decides, per target, what the
-// files should become and returns the changes as before/after bytes. Apply
-// is the only writer, through a System. --dry-run is a plan that is printed
-// instead of applied, so what a dry run shows is exactly what a real run
-// writes.
 package render
 
 import (
