@@ -108,6 +108,7 @@ func mempalaceTools(names []string) []string {
 // TestJourney is the R1 acceptance test and every rung after it, in the
 // order a user flips .env and restarts a container.
 func TestJourney(t *testing.T) {
+	testbed.Integration(t, "the opencode journey: the real client from npm, the binaries built")
 	oc := testbed.Opencode(t)
 	h := testbed.NewHome(t)
 	j := &journey{t: t, h: h, oc: oc}

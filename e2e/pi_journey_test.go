@@ -242,6 +242,7 @@ func (j *piJourney) run(tool string, args map[string]any) string {
 // TestPiJourney: solitary, remote, edge and offline with pi and
 // pi-mcp-adapter, the transcript printed as it goes.
 func TestPiJourney(t *testing.T) {
+	testbed.Integration(t, "the pi journey: the real client from npm, the binaries built")
 	pi, adapter := piClient(t)
 	h := testbed.NewHome(t)
 	j := &piJourney{journey: journey{t: t, h: h}, pi: pi, adapter: adapter}

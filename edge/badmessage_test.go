@@ -1,11 +1,12 @@
 package edge
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/joakimp/devbox-config/testbed"
 )
 
 // TestNonJSONRPCObjectDoesNotEndTheSession: a line that is a JSON object
@@ -17,7 +18,6 @@ import (
 // each ended the SDK's session (the edge exited 1 answering nothing, not
 // even the initialize before it); found by an attacker pass.
 func TestNonJSONRPCObjectDoesNotEndTheSession(t *testing.T) {
-	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
 	deep := strings.Repeat(`{"a":`, 1001) + "1" + strings.Repeat("}", 1001)
 	for _, bad := range []string{
 		`{}`,
@@ -37,15 +37,30 @@ func TestNonJSONRPCObjectDoesNotEndTheSession(t *testing.T) {
 			name = name[:60]
 		}
 		t.Run(name, func(t *testing.T) {
+			h := start(t, harnessOpts{raw: true, passThrough: true})
 			ping := `{"jsonrpc":"2.0","id":"after","method":"ping"}` + "\n"
-			out, errOut, _ := runPiped(t, []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + t.TempDir()},
-				pipedInitialize+bad+"\n"+ping, 30*time.Second)
-			got := answers(t, out)
-			if _, ok := got["1"]; !ok {
-				t.Fatalf("initialize unanswered:\n%s\n%s", out, errOut)
+			if _, err := io.WriteString(h.in, pipedInitialize+bad+"\n"+ping); err != nil {
+				t.Fatal(err)
 			}
-			if _, ok := got["after"]; !ok {
-				t.Fatalf("the request after the bad line is unanswered (the session ended):\n%s\n%s", out, errOut)
+			var got []string
+			answered := map[string]bool{}
+			deadline := time.After(30 * time.Second)
+			for !answered["after"] {
+				select {
+				case m, ok := <-h.lines:
+					if !ok {
+						t.Fatalf("the session ended; the edge wrote:\n%s", strings.Join(got, "\n"))
+					}
+					b, _ := json.Marshal(m)
+					got = append(got, string(b))
+					answered[fmt.Sprint(m["id"])] = true
+				case <-deadline:
+					t.Fatalf("the request after the bad line is unanswered; the edge wrote:\n%s", strings.Join(got, "\n"))
+				}
+			}
+			out := strings.Join(got, "\n")
+			if !answered["1"] {
+				t.Fatalf("initialize unanswered:\n%s", out)
 			}
 			if !strings.Contains(out, `"code":-32600`) {
 				t.Fatalf("the bad line got no Invalid Request:\n%s", out)

@@ -45,9 +45,7 @@ func TestChaos(t *testing.T) { chaos(t, false) }
 func TestChaosThroughGateway(t *testing.T) { chaos(t, true) }
 
 func chaos(t *testing.T, viaGateway bool) {
-	if testing.Short() {
-		t.Skip("chaos test skipped in -short")
-	}
+	testbed.Integration(t, "chaos: builds the binary, a thousand writes through restarts and drops")
 	seed := time.Now().UnixNano()
 	if s := os.Getenv("CHAOS_SEED"); s != "" {
 		seed, _ = strconv.ParseInt(s, 10, 64)
@@ -65,7 +63,7 @@ func chaos(t *testing.T, viaGateway bool) {
 	var srvMu sync.Mutex
 	palace := filepath.Join(t.TempDir(), "palace")
 	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
-	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	child := testbed.Self(t, fakepalace.ProgramName)
 	url, token := srv.URL(), testToken
 	if viaGateway {
 		url, token = chaosGateway(t, srv.URL())

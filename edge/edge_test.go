@@ -59,7 +59,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if o.palace != "" {
 		h.palace = o.palace
 	}
-	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	child := testbed.Self(t, fakepalace.ProgramName)
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := Config{
 		Token: func() string { return testToken }, Child: []string{child},

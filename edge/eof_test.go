@@ -91,7 +91,8 @@ func wantAnswered(t *testing.T, got map[string]map[string]any, out string, ids .
 // JSON-RPC line on stdout, then exits 0; the write it took is in the
 // local palace and its outbox.
 func TestPipedRequestsAnsweredBeforeEOF(t *testing.T) {
-	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	testbed.Integration(t, "builds and runs the devbox-config binary")
+	child := testbed.Self(t, fakepalace.ProgramName)
 
 	t.Run("initialize alone, pass-through", func(t *testing.T) {
 		palace := filepath.Join(t.TempDir(), "palace")
@@ -182,7 +183,8 @@ func TestPipedRequestsAnsweredBeforeEOFInProcess(t *testing.T) {
 // waits at most the call timeout (plus drainGrace), answers what it can
 // and exits 0.
 func TestPipedEOFBoundedByCallTimeout(t *testing.T) {
-	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	testbed.Integration(t, "builds and runs the devbox-config binary")
+	child := testbed.Self(t, fakepalace.ProgramName)
 	palace := filepath.Join(t.TempDir(), "palace")
 	out, errOut, took := runPiped(t, []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace,
 		"MEMPALACE_EDGE_TIMEOUT=1s", "FAKEPALACE_LATENCY_MS=mempalace_status=120000"},
@@ -204,7 +206,8 @@ func TestPipedEOFBoundedByCallTimeout(t *testing.T) {
 // the palace's real answer (before, the edge gave up after the call
 // timeout and answered none of them; attacker pass).
 func TestPipedEOFWaitsForASlowLocalPalace(t *testing.T) {
-	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	testbed.Integration(t, "builds and runs the devbox-config binary")
+	child := testbed.Self(t, fakepalace.ProgramName)
 	slow := filepath.Join(t.TempDir(), "slow-mempalace-mcp")
 	if err := os.WriteFile(slow, []byte("#!/bin/sh\nsleep 3\nexec "+child+" \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)

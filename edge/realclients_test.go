@@ -57,6 +57,7 @@ func callText(lines []map[string]any, tool string) string {
 // The official TypeScript SDK drives the edge with server-everything as
 // the child: tools, echo, progress and logging pass through.
 func TestTypeScriptSDKThroughEdgeToServerEverything(t *testing.T) {
+	testbed.Integration(t, "drives the pinned npm clients")
 	ev := testbed.Module(t, "@modelcontextprotocol/server-everything/dist/index.js")
 	lines := sdkLines(t, []string{
 		"MEMPALACE_EDGE_CHILD=" + testbed.Node(t) + " " + ev + " stdio", "LOG_LEVEL=debug", "LINGER_MS=1500",
@@ -85,8 +86,9 @@ func TestTypeScriptSDKThroughEdgeToServerEverything(t *testing.T) {
 // tells the local palace server (notifications/cancelled with the id the
 // server knows the call by), and the next call is answered.
 func TestTypeScriptSDKCancelsThroughTheEdge(t *testing.T) {
+	testbed.Integration(t, "drives the pinned npm clients")
 	lines, stderr := sdkRun(t, []string{
-		"MEMPALACE_EDGE_CHILD=" + testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp"),
+		"MEMPALACE_EDGE_CHILD=" + testbed.Self(t, fakepalace.ProgramName),
 		"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_status=2000",
 		"MEMPALACE_PALACE_PATH=" + filepath.Join(t.TempDir(), "palace"),
 	}, `[{"name":"mempalace_status","arguments":{},"cancel_after_ms":300},
@@ -126,11 +128,12 @@ func TestTypeScriptSDKCancelsThroughTheEdge(t *testing.T) {
 // The Inspector CLI (v2) calls a MemPalace tool through the edge, with the
 // double as the child and as an upstream-style primary.
 func TestInspectorCLIThroughEdge(t *testing.T) {
+	testbed.Integration(t, "drives the pinned npm clients")
 	dir := testbed.Dir(t)
 	primary, srv := startPrimary(t)
 	h := testbed.NewHome(t)
 	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
-	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	child := testbed.Self(t, fakepalace.ProgramName)
 	palace := filepath.Join(t.TempDir(), "palace")
 	h.Setenv("PATH", filepath.Dir(testbed.Node(t))+":"+h.Getenv("PATH"))
 	args := []string{filepath.Join(dir, "node_modules", ".bin", "mcp-inspector"), "--cli",
@@ -167,13 +170,14 @@ func TestInspectorCLIThroughEdge(t *testing.T) {
 // request; after the server restarts (sessions gone) the edge
 // re-initializes.
 func TestCompliantStreamableHTTPPrimary(t *testing.T) {
+	testbed.Integration(t, "drives the pinned npm clients")
 	testbed.Dir(t)
 	port := testbed.FreePort(t)
 	env := append(os.Environ(), "MCP_TOKEN="+testToken, fmt.Sprintf("PORT=%d", port))
 	wrapper := testbed.Script(t, "auth-http.mjs")
 	srv := testbed.Start(t, env, "listening", testbed.Node(t), wrapper)
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	child := testbed.Self(t, fakepalace.ProgramName)
 	palace := filepath.Join(t.TempDir(), "palace")
 	common := []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace, "MEMPALACE_REMOTE_URL=" + url, "MEMPALACE_REMOTE_TOKEN=" + testToken}
 
@@ -209,6 +213,7 @@ func TestCompliantStreamableHTTPPrimary(t *testing.T) {
 // the primary. create_entities lands in both, under its own name (it was
 // replayed as mempalace_create_entities and blocked the queue).
 func TestUnknownToolReplaysUnderItsOwnName(t *testing.T) {
+	testbed.Integration(t, "drives the pinned npm clients")
 	dir := testbed.Dir(t)
 	port := testbed.FreePort(t)
 	primaryFile := filepath.Join(t.TempDir(), "primary-memory.jsonl")

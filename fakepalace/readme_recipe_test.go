@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // TestREADMEFakeFleetRecipe runs the README's "Stand up a fake fleet by
@@ -17,9 +19,7 @@ import (
 // exist and is not on PATH. Only /tmp/ (a private directory here) and the
 // two ports (free ones here) are changed, so parallel runs do not collide.
 func TestREADMEFakeFleetRecipe(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds fakepalace and starts two primaries")
-	}
+	testbed.Integration(t, "builds fakepalace and starts two primaries")
 	for _, bin := range []string{"bash", "curl", "go"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("%s not on PATH", bin)

@@ -251,6 +251,7 @@ func TestEventWaitWakesOnAppend(t *testing.T) {
 // The program: as mempalace-mcp over stdio it persists to the palace path,
 // ignores a line that is not JSON, and exits on EOF.
 func TestProgramStdio(t *testing.T) {
+	testbed.Integration(t, "builds the test double's program")
 	bin := filepath.Join(t.TempDir(), "mempalace-mcp")
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/fakepalace").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/edge"
+	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -24,7 +25,7 @@ func startEdge(t *testing.T, url, token, agent, claimedDevice string) *mcp.Clien
 	palace := filepath.Join(t.TempDir(), "palace")
 	cfg := edge.Config{
 		PrimaryURL: url, Token: func() string { return token },
-		Child:    []string{testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")},
+		Child:    []string{testbed.Self(t, fakepalace.ProgramName)},
 		ChildEnv: append(os.Environ(), "MEMPALACE_PALACE_PATH="+palace),
 		Palace:   palace, Agent: agent, OriginDevice: claimedDevice, CallTimeout: 3 * time.Second,
 		Log: slog.New(slog.DiscardHandler),

@@ -105,7 +105,7 @@ func newPrimary(t testing.TB) *primary {
 
 func config(t testing.TB, p *palace, pr *primary) Config {
 	t.Helper()
-	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
+	child := testbed.Self(t, fakepalace.ProgramName)
 	return Config{
 		URL: pr.srv.URL(), Token: func() string { return testToken }, Child: []string{child},
 		ChildEnv: append(os.Environ(), "MEMPALACE_PALACE_PATH="+p.dir), ChildStderr: os.Stderr,

@@ -54,8 +54,12 @@ type clientRig struct {
 func newClientRig(t *testing.T) *clientRig {
 	t.Helper()
 	h := testbed.NewHome(t)
-	h.Link(t, testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp"), "mempalace-mcp")
-	h.Link(t, testbed.Build(t, "./cmd/devbox-config", "devbox-config"), "devbox-config")
+	bin := testbed.Build
+	if testing.Short() { // the unit tier only checks the entries: commands on PATH, never run
+		bin = func(t testing.TB, _, name string) string { return testbed.Self(t, name) }
+	}
+	h.Link(t, bin(t, "./cmd/fakepalace", "mempalace-mcp"), "mempalace-mcp")
+	h.Link(t, bin(t, "./cmd/devbox-config", "devbox-config"), "devbox-config")
 	h.Setenv("MEMPALACE_PALACE_PATH", filepath.Join(h.Dir, ".mempalace", "palace"))
 	pl, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
 	if err != nil {
@@ -132,6 +136,7 @@ func (r *clientRig) checkPrimary(t *testing.T, rung clientRung, before map[strin
 var claudeListRE = regexp.MustCompile(`(?m)^mempalace: .* - (✔ Connected|✘ .*)$`)
 
 func TestClaudeCodeListsEveryRung(t *testing.T) {
+	testbed.Integration(t, "drives the real harness CLIs from npm and builds the binaries")
 	claude := realClient(t, "claude")
 	r := newClientRig(t)
 	r.h.Setenv("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
@@ -178,6 +183,7 @@ func TestClaudeCodeListsEveryRung(t *testing.T) {
 var geminiListRE = regexp.MustCompile(`(?m)^[✓✗] mempalace: .* - (Connected|Disconnected|Disabled)`)
 
 func TestGeminiListsEveryRung(t *testing.T) {
+	testbed.Integration(t, "drives the real harness CLIs from npm and builds the binaries")
 	gemini := realClient(t, "gemini")
 	r := newClientRig(t)
 	// Else user-level servers show "Disabled" in an untrusted folder.
@@ -206,6 +212,7 @@ func TestGeminiListsEveryRung(t *testing.T) {
 }
 
 func TestCodexListsEveryRung(t *testing.T) {
+	testbed.Integration(t, "drives the real harness CLIs from npm and builds the binaries")
 	codex := realClient(t, "codex")
 	r := newClientRig(t)
 	file := filepath.Join(r.h.Dir, ".codex", "config.toml")

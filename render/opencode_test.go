@@ -21,6 +21,7 @@ import (
 // afterwards (no "$schema" rewrite). The MemPalace test double stands in
 // for mempalace-mcp and for the primary.
 func TestOpencodeLoadsEveryRung(t *testing.T) {
+	testbed.Integration(t, "drives the real opencode from npm and builds the binaries")
 	oc := testbed.Opencode(t)
 	h := testbed.NewHome(t)
 	h.Link(t, testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp"), "mempalace-mcp")
@@ -104,6 +105,7 @@ func TestOpencodeLoadsEveryRung(t *testing.T) {
 // edge and solitary again parses in opencode with the entry present, and
 // from the first rendition on no byte outside the entry changes.
 func TestOpencodeParsesCommentHeavyRenditions(t *testing.T) {
+	testbed.Integration(t, "drives the real opencode from npm and builds the binaries")
 	oc := testbed.Opencode(t)
 	inputs := map[string]string{
 		"block comment across the head": "{ /* my settings,\n     synced */\n  \"theme\": \"nord\"\n}\n",

@@ -33,6 +33,7 @@ import (
 // Dir returns the directory holding the installed npm packages.
 func Dir(t testing.TB) string {
 	t.Helper()
+	notInUnitTier(t, "the npm clients")
 	dir := os.Getenv("DEVBOX_REALCLIENTS")
 	if dir == "" {
 		home, _ := os.UserHomeDir()
@@ -91,6 +92,7 @@ var (
 // returns the binary's path. name is the file name (e.g. "mempalace-mcp").
 func Build(t testing.TB, pkg, name string) string {
 	t.Helper()
+	notInUnitTier(t, "a binary build ("+pkg+")")
 	buildMu.Lock()
 	defer buildMu.Unlock()
 	key := pkg + "\x00" + name

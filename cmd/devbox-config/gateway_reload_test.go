@@ -21,6 +21,7 @@ import (
 // revoked in a config whose change the file watch cannot see (its mtime
 // put back) stays valid until the signal, and is refused right after it.
 func TestGatewayReloadsOnSIGHUP(t *testing.T) {
+	testbed.Integration(t, "builds and runs the devbox-config binary")
 	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gateway.jsonc")

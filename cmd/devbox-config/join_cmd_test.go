@@ -41,6 +41,7 @@ type joinFixture struct {
 
 func newJoinFixture(t *testing.T, fill func(pl *fakepalace.Palace)) *joinFixture {
 	t.Helper()
+	testbed.Integration(t, "builds and runs the devbox-config binary")
 	f := &joinFixture{palace: filepath.Join(t.TempDir(), "palace")}
 	local, _ := fakepalace.New(fakepalace.Options{})
 	fill(local)

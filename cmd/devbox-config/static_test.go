@@ -6,15 +6,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // The documented release build (scripts/build) makes one static binary: no
 // dynamic loader (PT_INTERP), no dynamic section, no shared libraries. A
 // default `go build` with cgo available links libc instead.
 func TestReleaseBuildIsStatic(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	testbed.Integration(t, "builds the binary as releases are")
 	if runtime.GOOS != "linux" {
 		t.Skip("ELF check")
 	}

@@ -1,0 +1,111 @@
+package fakepalace
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Main is the test double as a program (cmd/fakepalace, see its doc):
+// argv without the program's name; it returns the exit status. A test
+// binary can be the program too, with no build: see MainIfLinked.
+func Main(argv []string) int {
+	if len(argv) > 0 && argv[0] == "dump" {
+		fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+		state := fs.String("state", defaultPalace(), "palace state directory")
+		if fs.Parse(argv[1:]) != nil {
+			return 2
+		}
+		st, err := ReadDump(*state)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakepalace:", err)
+			return 1
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(st)
+		return 0
+	}
+	fs := flag.NewFlagSet("fakepalace", flag.ContinueOnError)
+	state := fs.String("state", defaultPalace(), "palace state directory (persists across restarts)")
+	fs.StringVar(state, "palace", *state, "alias of --state (mempalace-mcp's flag)")
+	httpAddr := fs.String("http", "", "serve HTTP on this address instead of stdio, e.g. 127.0.0.1:8765")
+	session := fs.Bool("session-mode", false, "issue and require Mcp-Session-Id (404 for an unknown session)")
+	embedder := fs.String("embedder", "minilm", "embedder name; different names give incomparable distances")
+	noDrawerID := fs.Bool("no-drawer-id", false, "omit drawer_id from search hits, as mempalace 3.6.0")
+	readOnly := fs.Bool("read-only", false, "refuse mutating tools with -32003")
+	allowInsecure := fs.Bool("allow-insecure", false, "allow a non-loopback bind without a token")
+	if err := fs.Parse(argv); err != nil {
+		return 2
+	}
+	pl, err := New(Options{Dir: *state, Embedder: *embedder, OmitDrawerID: *noDrawerID, ReadOnly: *readOnly})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakepalace:", err)
+		return 1
+	}
+	for _, spec := range strings.Split(os.Getenv("FAKEPALACE_LATENCY_MS"), ",") {
+		if tool, ms, ok := strings.Cut(spec, "="); ok {
+			n, _ := strconv.Atoi(ms)
+			pl.SetLatency(tool, time.Duration(n)*time.Millisecond)
+		}
+	}
+	if os.Getenv("FAKEPALACE_TRACE") == "1" {
+		SetTrace(pl, os.Stderr)
+	}
+	if *httpAddr == "" {
+		SetStdioFaults(pl, os.Getenv("FAKEPALACE_CRASH_ON"), os.Getenv("FAKEPALACE_GARBAGE_ON"), os.Stdout)
+		if err := pl.ServeStdio(os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "fakepalace:", err)
+			return 1
+		}
+		return 0
+	}
+	token := os.Getenv("MEMPALACE_MCP_HTTP_TOKEN")
+	if token == "" && !IsLoopbackAddr(*httpAddr) && !*allowInsecure {
+		fmt.Fprintln(os.Stderr, "fakepalace: refusing a non-loopback bind without MEMPALACE_MCP_HTTP_TOKEN (use --allow-insecure)")
+		return 1
+	}
+	srv := pl.NewHTTP(HTTPOptions{Token: token, SessionMode: *session})
+	if err := srv.Start(*httpAddr); err != nil {
+		fmt.Fprintln(os.Stderr, "fakepalace:", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "MemPalace MCP HTTP server listening on %s\n", srv.URL())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	<-sig
+	srv.Stop()
+	return 0
+}
+
+// defaultPalace follows MemPalace: MEMPALACE_PALACE_PATH, else
+// ~/.mempalace/palace.
+func defaultPalace() string {
+	if p := os.Getenv("MEMPALACE_PALACE_PATH"); p != "" {
+		return p
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".mempalace", "palace")
+}
+
+// ProgramName is the name the test double answers to as MemPalace's stdio
+// server.
+const ProgramName = "mempalace-mcp"
+
+// MainIfLinked makes a test binary the test double's program when it was
+// started under ProgramName (through a link testbed.Self made): it runs
+// Main and exits. Otherwise it returns at once. A test package that starts the
+// program calls it first in its TestMain, so `go test -short` builds no
+// binary for it.
+func MainIfLinked() {
+	if filepath.Base(os.Args[0]) == ProgramName {
+		os.Exit(Main(os.Args[1:]))
+	}
+}
