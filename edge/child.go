@@ -37,7 +37,7 @@ type Child struct {
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	conn    *childConn    // the session's connection; tool calls are relayed over it
-	ready   chan struct{} // closed when a session is up; replaced when it goes down
+	changed chan struct{} // closed when a session comes up or a start fails; then replaced
 	lastErr error
 	spawns  int
 	// startFailed: the last start did not bring a session up (the command
@@ -67,7 +67,7 @@ type ChildOptions struct {
 
 // NewChild prepares a supervisor; Run starts it.
 func NewChild(argv, env []string, log *slog.Logger, o ChildOptions) *Child {
-	c := &Child{argv: argv, env: env, log: log, onTools: o.OnTools, stderr: o.Stderr, ready: make(chan struct{}), onDown: o.OnDown, wait: o.Wait}
+	c := &Child{argv: argv, env: env, log: log, onTools: o.OnTools, stderr: o.Stderr, changed: make(chan struct{}), onDown: o.OnDown, wait: o.Wait}
 	if c.wait <= 0 {
 		c.wait = 10 * time.Second
 	}
@@ -101,6 +101,7 @@ func (c *Child) Run(ctx context.Context) {
 		first := errors.As(err, &startErr) && !c.startFailed
 		if errors.As(err, &startErr) {
 			c.startFailed = true
+			c.signalLocked() // calls waiting for a start fail now, not at their timeout
 		}
 		c.mu.Unlock()
 		if first && c.onDown != nil {
@@ -140,7 +141,7 @@ func (c *Child) runOnce(ctx context.Context) error {
 	c.mu.Lock()
 	c.session, c.conn, c.startFailed = session, conn, false
 	c.spawns++
-	close(c.ready)
+	c.signalLocked()
 	c.mu.Unlock()
 	c.refreshTools()
 
@@ -191,35 +192,42 @@ func (c *Child) Session(ctx context.Context, wait time.Duration) (*mcp.ClientSes
 }
 
 // running waits up to wait for a running child: its session and connection.
+// A child whose start failed is reported at once (the supervisor keeps
+// trying), also when the start fails while the call waits.
 func (c *Child) running(ctx context.Context, wait time.Duration) (*mcp.ClientSession, *childConn, error) {
-	c.mu.Lock()
-	s, conn, ready, lastErr, failed := c.session, c.conn, c.ready, c.lastErr, c.startFailed
-	c.mu.Unlock()
-	if s != nil {
-		return s, conn, nil
-	}
-	if failed {
-		// Not coming up: say so now; the supervisor keeps trying.
-		return nil, nil, fmt.Errorf("%w: %v", ErrLocalDown, lastErr)
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ready:
+	var timeout <-chan time.Time
+	for {
 		c.mu.Lock()
-		s, conn = c.session, c.conn
+		s, conn, changed, lastErr, failed := c.session, c.conn, c.changed, c.lastErr, c.startFailed
 		c.mu.Unlock()
-		if s != nil {
+		switch {
+		case s != nil:
 			return s, conn, nil
+		case failed:
+			return nil, nil, fmt.Errorf("%w: %w", ErrLocalDown, lastErr)
 		}
-	case <-t.C:
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+		if timeout == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			if lastErr != nil {
+				return nil, nil, fmt.Errorf("%w: %w", ErrLocalDown, lastErr)
+			}
+			return nil, nil, ErrLocalDown
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
 	}
-	if lastErr != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrLocalDown, lastErr)
-	}
-	return nil, nil, ErrLocalDown
+}
+
+// signalLocked wakes the calls waiting in running (c.mu held).
+func (c *Child) signalLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
 }
 
 // invalidate forgets a session that ended (if it is still the current one);
@@ -228,7 +236,6 @@ func (c *Child) invalidate(s *mcp.ClientSession) {
 	c.mu.Lock()
 	if c.session == s {
 		c.session, c.conn = nil, nil
-		c.ready = make(chan struct{})
 	}
 	c.mu.Unlock()
 }
