@@ -398,10 +398,13 @@ func redact(raw string) string {
 var sdkSentinels = map[string]bool{"rejected by transport": true, "server is closing": true, "client is closing": true, "unknown error": true, "internal error": true}
 
 // peerError returns the JSON-RPC error a peer actually answered, or nil for
-// a transport failure (however the SDK dressed it).
+// a transport failure (however the SDK dressed it) and for a palace that
+// is down (whatever its cause: a failed handshake's error is not an
+// answer to this call).
 func peerError(err error) *jsonrpc.Error {
 	var e *jsonrpc.Error
-	if err == nil || !errors.As(err, &e) || sdkSentinels[e.Message] || errors.Is(err, mcp.ErrSessionMissing) {
+	if err == nil || !errors.As(err, &e) || sdkSentinels[e.Message] || errors.Is(err, mcp.ErrSessionMissing) ||
+		errors.Is(err, ErrLocalDown) || errors.Is(err, ErrPrimaryDown) {
 		return nil
 	}
 	return e
