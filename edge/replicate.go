@@ -186,21 +186,33 @@ func (e *Edge) coordinationSend(ctx context.Context, p *mcp.CallToolParams) (*mc
 		e.log.Error("outbox write failed; sending directly", "tool", p.Name, "err", err)
 		return e.primaryOnly(ctx, p, "the outbox failed, sent directly")
 	}
-	wctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
-	defer cancel()
-	done, _ := e.outbox.Wait(wctx, op.ID)
+	// Sent at once unless the breaker is open (the flusher waits for the
+	// primary's recovery); the wait ends at the answer, or at the first
+	// failed attempt (the op stays queued and the flusher retries it).
+	done := op
+	if e.remote.Up() {
+		wctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
+		defer cancel()
+		done, _ = e.outbox.Wait(wctx, op.ID) // on an error (ctx, a read) the op is as it was: queued
+	}
 	switch done.State {
 	case outbox.Done:
 		var m map[string]any
-		json.Unmarshal(done.Result, &m)
+		if err := json.Unmarshal(done.Result, &m); err != nil {
+			return nil, fmt.Errorf("the outbox's record of the primary's answer: %w", err)
+		}
 		return jsonResult(m, false), nil
 	case outbox.Dead:
 		return errorResult(fmt.Sprintf("the primary refused this write: %s", done.Error), map[string]any{"op_id": op.ID[:16]}), nil
 	}
+	edge := map[string]any{"primary": e.remote.State(), "degraded": true}
+	if len(done.Error) > 0 {
+		edge["attempt"] = done.Error
+	}
 	return jsonResult(map[string]any{
 		"success": true, "queued": true, "op_id": op.ID[:16],
-		"message": "the primary is unreachable; the write is queued durably and will be sent once, in order, when it is back",
-		"edge":    map[string]any{"primary": e.remote.State(), "degraded": true},
+		"message": "the primary did not take the write now; it is queued durably and will be sent once, in order, when the primary takes it",
+		"edge":    edge,
 	}, false), nil
 }
 

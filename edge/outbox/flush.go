@@ -300,9 +300,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, err err
 	maybe := kind == kindAmbiguous // the write may have landed: sticks (drain)
 	f.S.flushDB.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=?, maybe_applied=(maybe_applied OR ?) WHERE local_seq=?`, state, string(ej), next.UnixMilli(), maybe, op.LocalSeq)
 	f.S.setMeta(ctx, f.S.flushDB, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), op.Tool, msg))
-	if state == Dead {
-		f.S.notify(op.ID)
-	}
+	f.S.notify(op.ID) // dead, or queued with its error: a waiter learns it now
 	return false
 }
 

@@ -426,9 +426,11 @@ func (s *Store) SetMeta(ctx context.Context, key, value string) error {
 // Meta reads an edge-wide value ("" if unset).
 func (s *Store) Meta(ctx context.Context, key string) (string, error) { return s.meta(ctx, key) }
 
-// Wait blocks until the op reached the primary (done) or died, or ctx
-// ends; it returns the op as it then is. The flusher may be another
-// process, so the row is re-read on every wake and at least every 50 ms.
+// Wait blocks until the op reached the primary (done) or died, an attempt
+// to send it failed (it is queued with the error: the flusher sends it
+// again after its backoff or the primary's recovery), or ctx ends; it returns
+// the op as it then is. The flusher may be another process, so the row is
+// re-read on every wake and at least every 50 ms.
 func (s *Store) Wait(ctx context.Context, opID string) (Op, error) {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
@@ -454,7 +456,7 @@ func (s *Store) Wait(ctx context.Context, opID string) (Op, error) {
 		if err != nil {
 			return o, err
 		}
-		if o.State == Done || o.State == Dead {
+		if o.State == Done || o.State == Dead || o.State == Queued && len(o.Error) > 0 {
 			return o, nil
 		}
 		select {
