@@ -37,9 +37,36 @@ type Config struct {
 	// Lease is how long a flusher holds the outbox before another process
 	// may take over (0: the outbox's default, 10 s).
 	Lease time.Duration
+	// ToolsWait bounds how long tools/list and tools/call wait for the
+	// local palace's first tool list (0: DefaultToolsWait).
+	ToolsWait time.Duration
+	// PrimaryToolsWait bounds how long that first list waits for the
+	// primary's tools (0: DefaultPrimaryToolsWait).
+	PrimaryToolsWait time.Duration
+	// Probe is the first wait before the breaker probes a primary that
+	// went down; the waits double up to 30 s (0: PrimaryOptions' default,
+	// 250 ms).
+	Probe time.Duration
 	// Version is reported to MCP peers.
 	Version string
 	Log     *slog.Logger
+}
+
+// The production defaults of Config's waits; tests set short ones.
+const (
+	DefaultToolsWait        = 15 * time.Second
+	DefaultPrimaryToolsWait = 3 * time.Second
+)
+
+// withDefaults is c with every unset wait at its production default.
+func (c Config) withDefaults() Config {
+	if c.ToolsWait <= 0 {
+		c.ToolsWait = DefaultToolsWait
+	}
+	if c.PrimaryToolsWait <= 0 {
+		c.PrimaryToolsWait = DefaultPrimaryToolsWait
+	}
+	return c
 }
 
 // StateDir is where the edge keeps its own files: <palace>/edge.

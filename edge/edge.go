@@ -41,8 +41,10 @@ type Edge struct {
 	primaryTools map[string]*mcp.Tool
 	toolsReady   chan struct{}
 	readyOnce    sync.Once
-	childListed  bool            // the child's tool list is known (live or cached)
-	childDown    atomic.Bool     // the local palace server failed to start
+	childListed  bool          // the child's tool list is known (live or cached)
+	childDown    atomic.Bool   // the local palace server failed to start
+	childKnown   chan struct{} // closed once the child listed its tools or failed to start
+	childOnce    sync.Once
 	stopgap      map[string]bool // tools registered from the catalogue, awaiting a real list
 	agent        *mcp.ServerSession
 	initialized  atomic.Bool      // the agent finished initialize: the fast lane is open
@@ -52,7 +54,8 @@ type Edge struct {
 
 // New builds an edge from its configuration; Serve runs it.
 func New(cfg Config) *Edge {
-	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, stopgap: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{})}
+	cfg = cfg.withDefaults()
+	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, stopgap: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{})}
 	impl := &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: cfg.Version}
 	e.implJSON, _ = json.Marshal(impl) // for stateless answers (statelessResult)
 	e.server = mcp.NewServer(impl, &mcp.ServerOptions{
@@ -70,7 +73,7 @@ func New(cfg Config) *Edge {
 			if method == "tools/list" || method == "tools/call" {
 				select {
 				case <-e.toolsReady:
-				case <-time.After(toolsWait):
+				case <-time.After(e.cfg.ToolsWait):
 				case <-ctx.Done():
 				}
 			}
@@ -148,10 +151,6 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	return err
 }
 
-// toolsWait bounds how long tools/list and tools/call wait for the local
-// palace's first tool list.
-const toolsWait = 15 * time.Second
-
 // drainGrace is how long after the call timeout the end of the agent's
 // input still waits: time for a call that timed out to be answered so.
 const drainGrace = time.Second
@@ -159,7 +158,7 @@ const drainGrace = time.Second
 // drain runs when the agent closes its input (a pipe of requests and EOF
 // is a complete conversation): every request already read is answered
 // before the session ends, at most the call timeout (plus drainGrace)
-// later, and toolsWait more while the local palace has not listed its
+// later, and ToolsWait more while the local palace has not listed its
 // tools yet (a slow start), so a hung child or primary cannot keep the
 // edge running.
 func (e *Edge) drain(ctx context.Context, pending *wire.Pending) {
@@ -171,7 +170,7 @@ func (e *Edge) drain(ctx context.Context, pending *wire.Pending) {
 	select {
 	case <-e.toolsReady:
 	default: // requests may still be waiting for the first tool list
-		limit += toolsWait
+		limit += e.cfg.ToolsWait
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -204,6 +203,7 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 	e.outbox = ob
 	e.primary = NewPrimary(e.cfg.PrimaryURL, e.cfg.Token, e.log, PrimaryOptions{
 		Timeout: e.cfg.CallTimeout,
+		Probe:   e.cfg.Probe,
 		Version: e.cfg.Version,
 		OnUp: func() {
 			if e.outbox != nil {
@@ -221,19 +221,25 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 	}
 	// Connect early (in the background) to learn the primary's tools; a
 	// failure only opens the breaker. The tool list waits for the primary's
-	// tools at most 3 s, and not at all once the primary is known down.
+	// tools at most PrimaryToolsWait, and not at all once the primary is
+	// known down.
+	wg.Add(2)
 	go func() {
+		defer wg.Done()
 		cctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
 		defer cancel()
 		if _, err := e.primary.sessionFor(cctx); err != nil && ctx.Err() == nil {
 			e.primary.fail(err)
-			e.readyWhenChild()
+			e.readyWhenChild(ctx)
 		}
 	}()
 	go func() {
+		defer wg.Done()
+		t := time.NewTimer(e.cfg.PrimaryToolsWait)
+		defer t.Stop()
 		select {
-		case <-time.After(3 * time.Second):
-			e.readyWhenChild()
+		case <-t.C:
+			e.readyWhenChild(ctx)
 		case <-ctx.Done():
 		}
 	}()

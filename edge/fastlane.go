@@ -139,7 +139,7 @@ func (l *fastLane) serve(ctx context.Context, id, params json.RawMessage, name s
 	default: // (no timer once the tools are known)
 		select {
 		case <-l.e.toolsReady:
-		case <-time.After(toolsWait):
+		case <-time.After(l.e.cfg.ToolsWait):
 		case <-ctx.Done():
 		}
 	}

@@ -56,15 +56,26 @@ type Primary struct {
 	probing    bool
 	lastStatus atomic.Int32  // last HTTP status seen
 	next       atomic.Uint64 // ids of the calls sent as plain POSTs
-	closed     chan struct{}
+
+	probeMin, probeMax time.Duration
+	// ctx ends at Close; wg holds every goroutine the Primary starts
+	// (prober, tool listing, closing a dropped session, telling the
+	// primary of a call given up), and Close waits for them.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	isClosed bool
 }
 
 // PrimaryOptions tune a Primary.
 type PrimaryOptions struct {
-	Timeout time.Duration
-	OnUp    func()                  // called when the breaker closes
-	OnTools func(tools []*mcp.Tool) // the primary's tool list after each connect
-	Version string                  // the edge's, reported to the primary
+	Timeout time.Duration // each call's bound (default 10 s)
+	// Probe is the first wait before probing a primary that went down;
+	// the waits double (jittered) up to ProbeMax. Defaults: 250 ms, 30 s.
+	Probe, ProbeMax time.Duration
+	OnUp            func()                  // called when the breaker closes
+	OnTools         func(tools []*mcp.Tool) // the primary's tool list after each connect
+	Version         string                  // the edge's, reported to the primary
 	// OnLedger is told, on the first answer and on every change, whether
 	// the primary advertises an op-id ledger (a devbox-config gateway).
 	OnLedger func(advertised bool)
@@ -73,9 +84,17 @@ type PrimaryOptions struct {
 // NewPrimary prepares a supervisor for endpoint. token is called for every
 // request, so a rotated MEMPALACE_REMOTE_TOKEN is picked up.
 func NewPrimary(endpoint string, token func() string, log *slog.Logger, o PrimaryOptions) *Primary {
-	p := &Primary{endpoint: endpoint, token: token, timeout: o.Timeout, log: log, onUp: o.OnUp, onTools: o.OnTools, onLedger: o.OnLedger, closed: make(chan struct{})}
+	p := &Primary{endpoint: endpoint, token: token, timeout: o.Timeout, log: log, onUp: o.OnUp, onTools: o.OnTools, onLedger: o.OnLedger,
+		probeMin: o.Probe, probeMax: o.ProbeMax}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if p.timeout <= 0 {
-		p.timeout = 10 * time.Second
+		p.timeout = DefaultPrimaryTimeout
+	}
+	if p.probeMin <= 0 {
+		p.probeMin = 250 * time.Millisecond
+	}
+	if p.probeMax <= 0 {
+		p.probeMax = 30 * time.Second
 	}
 	var next http.RoundTripper = http.DefaultTransport
 	if w, err := newWarmTransport(endpoint, http.DefaultTransport); err == nil {
@@ -126,23 +145,45 @@ func (p *Primary) State() string {
 	return "up"
 }
 
-// Close ends the session and the prober.
+// DefaultPrimaryTimeout bounds a call to the primary when
+// PrimaryOptions.Timeout is 0.
+const DefaultPrimaryTimeout = 10 * time.Second
+
+// Close ends the session and the prober, and returns once every goroutine
+// the Primary started has ended.
 func (p *Primary) Close() {
 	p.mu.Lock()
 	s := p.session
-	p.session = nil
-	select {
-	case <-p.closed:
-	default:
-		close(p.closed)
-	}
+	p.session, p.isClosed = nil, true
 	p.mu.Unlock()
+	p.cancel()
 	if s != nil {
 		s.Close()
 	}
 	if p.warm != nil {
 		p.warm.Close()
 	}
+	p.wg.Wait()
+}
+
+// goLocked runs fn on a goroutine Close waits for (p.mu held); after Close
+// it starts nothing.
+func (p *Primary) goLocked(fn func()) {
+	if p.isClosed {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		fn()
+	}()
+}
+
+// goOwned is goLocked for a caller without p.mu.
+func (p *Primary) goOwned(fn func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.goLocked(fn)
 }
 
 // Call runs a tool on the primary. While the breaker is open it fails at
@@ -243,7 +284,7 @@ func (p *Primary) sessionFor(ctx context.Context) (*mcp.ClientSession, error) {
 		if err != nil {
 			return nil, err
 		}
-		go p.listTools(s)
+		p.goOwned(func() { p.listTools(s) })
 		return s, nil
 	}
 }
@@ -252,7 +293,7 @@ func (p *Primary) listTools(s *mcp.ClientSession) {
 	if p.onTools == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
 	defer cancel()
 	var tools []*mcp.Tool
 	for t, err := range s.Tools(ctx, nil) {
@@ -270,8 +311,8 @@ func (p *Primary) drop(s *mcp.ClientSession) {
 	if p.session == s {
 		p.session = nil
 	}
+	p.goLocked(func() { s.Close() })
 	p.mu.Unlock()
-	go s.Close()
 }
 
 // fail opens the breaker for a transport failure and starts the prober.
@@ -286,12 +327,14 @@ func (p *Primary) fail(err error) error {
 	p.mu.Lock()
 	wasDown := p.down
 	p.down, p.unauth, p.lastErr = true, unauth, err
-	if p.session != nil {
-		go p.session.Close()
+	if s := p.session; s != nil {
+		p.goLocked(func() { s.Close() })
 		p.session = nil
 	}
-	start := !p.probing
-	p.probing = true
+	if !p.probing {
+		p.probing = true
+		p.goLocked(p.probe)
+	}
 	p.mu.Unlock()
 	if !wasDown {
 		if unauth {
@@ -299,9 +342,6 @@ func (p *Primary) fail(err error) error {
 		} else {
 			p.log.Warn("primary unreachable; answering from the local palace", "url", redact(p.endpoint), "err", err)
 		}
-	}
-	if start {
-		go p.probe()
 	}
 	if unauth {
 		return fmt.Errorf("%w", ErrUnauthorized)
@@ -318,15 +358,18 @@ func (p *Primary) downErr() error {
 	return fmt.Errorf("%w: %v", ErrPrimaryDown, p.lastErr)
 }
 
-// probe polls /healthz with jittered backoff (0.25 s to 30 s) and, when it
+// probe polls /healthz with jittered backoff (probeMin to probeMax, 0.25 s
+// to 30 s by default) and, when it
 // answers, opens a session; success closes the breaker.
 func (p *Primary) probe() {
-	wait := 250 * time.Millisecond
+	wait := p.probeMin
 	for {
+		t := time.NewTimer(wait/2 + time.Duration(rand.Int64N(int64(wait/2)+1)))
 		select {
-		case <-p.closed:
+		case <-p.ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(wait/2 + time.Duration(rand.Int64N(int64(wait/2)+1))):
+		case <-t.C:
 		}
 		if p.tryUp() {
 			p.mu.Lock()
@@ -338,12 +381,12 @@ func (p *Primary) probe() {
 			}
 			return
 		}
-		wait = min(wait*2, 30*time.Second)
+		wait = min(wait*2, p.probeMax)
 	}
 }
 
 func (p *Primary) tryUp() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), min(p.timeout, 5*time.Second))
+	ctx, cancel := context.WithTimeout(p.ctx, min(p.timeout, 5*time.Second))
 	defer cancel()
 	if h := healthzURL(p.endpoint); h != "" {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h, nil)

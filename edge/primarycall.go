@@ -40,7 +40,8 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 	resp, err := p.send(ctx, s, wire.Request(id, "tools/call", params))
 	if err != nil {
 		if ctx.Err() != nil {
-			go p.cancelOnPrimary(s, id, ctx.Err())
+			why := ctx.Err()
+			p.goOwned(func() { p.cancelOnPrimary(s, id, why) })
 		}
 		return nil, fmt.Errorf("tools/call: %w", err)
 	}
@@ -69,7 +70,8 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			go p.cancelOnPrimary(s, id, ctx.Err())
+			why := ctx.Err()
+			p.goOwned(func() { p.cancelOnPrimary(s, id, why) })
 		}
 		return nil, fmt.Errorf("tools/call: reading the primary's answer: %w", err)
 	}
@@ -99,7 +101,7 @@ func (p *Primary) send(ctx context.Context, s *mcp.ClientSession, msg []byte) (*
 
 // cancelOnPrimary tells the primary a call was given up.
 func (p *Primary) cancelOnPrimary(s *mcp.ClientSession, id string, why error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, 2*time.Second)
 	defer cancel()
 	if resp, err := p.send(ctx, s, wire.Cancellation(id, why.Error())); err == nil {
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))

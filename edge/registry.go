@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -45,6 +46,7 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 	e.mu.Lock()
 	if !fromPrimary {
 		e.childListed = true // only now: its tools are registered
+		e.childOnce.Do(func() { close(e.childKnown) })
 	}
 	childListed, primaryKnown := e.childListed, len(e.primaryTools) > 0
 	e.mu.Unlock()
@@ -178,17 +180,16 @@ func (e *Edge) addStopgapTools() {
 	}
 }
 
-// readyWhenChild marks the tools ready as soon as the child's list is in.
-func (e *Edge) readyWhenChild() {
-	for i := 0; i < 600; i++ {
-		e.mu.Lock()
-		known := e.childListed || e.childDown.Load()
-		e.mu.Unlock()
-		if known {
-			e.markToolsReady()
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
+// readyWhenChild marks the tools ready as soon as the child's list is in
+// (or it failed to start), at most ToolsWait from now.
+func (e *Edge) readyWhenChild(ctx context.Context) {
+	t := time.NewTimer(e.cfg.ToolsWait)
+	defer t.Stop()
+	select {
+	case <-e.childKnown:
+	case <-t.C:
+	case <-ctx.Done():
+		return
 	}
 	e.markToolsReady()
 }
@@ -208,6 +209,7 @@ func (e *Edge) markToolsReady() {
 func (e *Edge) localServerDown(err error) {
 	e.log.Error("the local palace server did not start; the edge runs degraded (reads from the primary, writes queued)", "err", err)
 	e.childDown.Store(true)
+	e.childOnce.Do(func() { close(e.childKnown) })
 	e.mu.Lock()
 	primaryKnown := len(e.primaryTools) > 0
 	e.mu.Unlock()
