@@ -16,6 +16,7 @@ require (
 	github.com/tidwall/gjson v1.20.2
 	github.com/tidwall/pretty v1.3.0
 	github.com/tidwall/sjson v1.2.9
+	go.uber.org/goleak v1.3.0
 	golang.org/x/time v0.15.0
 	modernc.org/sqlite v1.62.0
 )

@@ -53,6 +53,12 @@ type warmTransport struct {
 	dialing bool        // a spare is being dialled
 	closed  bool
 	lastUse time.Time
+
+	// ctx ends at Close; wg holds the background dials, which Close waits
+	// for.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // maxIdle bounds the pool (the agent rarely has more calls in flight).
@@ -82,7 +88,29 @@ func newWarmTransport(endpoint string, fallback http.RoundTripper) (*warmTranspo
 		return nil, fmt.Errorf("unsupported scheme %q", u.Scheme)
 	}
 	t.addr, t.origin = hostPort(u), originOf(u)
+	t.ctx, t.cancel = context.WithCancel(context.Background())
 	return t, nil
+}
+
+// dialLocked dials a connection in the background (t.mu held), on a
+// goroutine Close waits for; then done gets it (nil if the dial failed).
+// After Close it dials nothing and reports false.
+func (t *warmTransport) dialLocked(done func(*warmConn)) bool {
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	go func() {
+		defer t.wg.Done()
+		ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
+		defer cancel()
+		c, err := t.dial(ctx)
+		if err != nil {
+			c = nil
+		}
+		done(c)
+	}()
+	return true
 }
 
 // originOf is scheme://host:port, the port made explicit.
@@ -244,22 +272,16 @@ func (t *warmTransport) aged(c *warmConn) {
 	t.mu.Lock()
 	idle := slices.Contains(t.idle, c)
 	active := time.Since(t.lastUse) < t.warmFor
-	t.mu.Unlock()
-	if !idle {
-		return // taken meanwhile
-	}
-	if !active {
-		t.retire(c)
-		return
-	}
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if n, err := t.dial(ctx); err == nil {
+	replacing := idle && active && t.dialLocked(func(n *warmConn) {
+		if n != nil {
 			t.put(n)
 		}
 		t.retire(c)
-	}()
+	})
+	t.mu.Unlock()
+	if idle && !replacing {
+		t.retire(c)
+	}
 }
 
 // retire closes an idle connection unless a call took it meanwhile.
@@ -279,23 +301,18 @@ func (t *warmTransport) retire(c *warmConn) {
 // being dialled already.
 func (t *warmTransport) spare() {
 	t.mu.Lock()
-	if t.closed || t.dialing || len(t.idle) > 0 {
-		t.mu.Unlock()
+	defer t.mu.Unlock()
+	if t.dialing || len(t.idle) > 0 {
 		return
 	}
-	t.dialing = true
-	t.mu.Unlock()
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c, err := t.dial(ctx)
+	t.dialing = t.dialLocked(func(c *warmConn) {
 		t.mu.Lock()
 		t.dialing = false
 		t.mu.Unlock()
-		if err == nil {
+		if c != nil {
 			t.put(c)
 		}
-	}()
+	})
 }
 
 func (t *warmTransport) dial(ctx context.Context) (*warmConn, error) {
@@ -400,14 +417,17 @@ func (b *warmBody) Close() error {
 	return nil
 }
 
-// Close closes the idle connections; no spare is dialled after it.
+// Close closes the idle connections and returns once the background
+// dials have ended; no spare is dialled after it.
 func (t *warmTransport) Close() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle, t.closed = nil, true
 	t.mu.Unlock()
+	t.cancel()
 	for _, c := range idle {
 		c.age.Stop()
 		c.Close()
 	}
+	t.wg.Wait()
 }

@@ -32,15 +32,16 @@ var errBellPathTooLong = errors.New("the palace path is too long for a Unix sock
 type bell struct {
 	conn *net.UnixConn
 	path string
+	done chan struct{} // closed when its reader has stopped
 }
 
 // listenBell binds this flusher's doorbell; every byte received kicks the
 // store's flusher. Close it when the flusher stops.
 func (s *Store) listenBell() (*bell, error) {
 	dir := filepath.Join(filepath.Dir(s.path), doorbellDir)
-	b := make([]byte, 4)
-	crand.Read(b)
-	path := filepath.Join(dir, hex.EncodeToString(b)+".sock")
+	name := make([]byte, 4)
+	crand.Read(name) // never fails (crypto/rand)
+	path := filepath.Join(dir, hex.EncodeToString(name)+".sock")
 	if len(path) > maxSocketPath {
 		return nil, errBellPathTooLong
 	}
@@ -51,7 +52,9 @@ func (s *Store) listenBell() (*bell, error) {
 	if err != nil {
 		return nil, err
 	}
+	b := &bell{conn: conn, path: path, done: make(chan struct{})}
 	go func() {
+		defer close(b.done)
 		buf := make([]byte, 16)
 		for {
 			if _, _, err := conn.ReadFromUnix(buf); err != nil {
@@ -60,12 +63,31 @@ func (s *Store) listenBell() (*bell, error) {
 			s.Kick()
 		}
 	}()
-	return &bell{conn: conn, path: path}, nil
+	return b, nil
 }
 
+// Close stops the bell and returns once its reader has stopped.
 func (b *bell) Close() {
-	b.conn.Close()
-	os.Remove(b.path)
+	b.conn.Close() // the reader's ReadFromUnix returns
+	<-b.done
+	// A socket that cannot be removed is removed by the next ring that
+	// finds it refusing (ECONNREFUSED).
+	_ = os.Remove(b.path)
+}
+
+// ringAll rings every flusher's doorbell in the background, on a goroutine
+// Close waits for (none after Close).
+func (s *Store) ringAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.rings.Add(1)
+	go func() {
+		defer s.rings.Done()
+		s.ring()
+	}()
 }
 
 // ring wakes every flusher listening on this palace (best effort: a lost

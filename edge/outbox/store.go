@@ -72,6 +72,8 @@ type Store struct {
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
 	wake    chan struct{}
+	closed  bool
+	rings   sync.WaitGroup // doorbell rings in flight; Close waits for them
 }
 
 const schema = `
@@ -167,10 +169,13 @@ func Open(path, device, label string) (*Store, error) {
 	return &Store{path: path, db: db, flushDB: fdb, device: device, label: label, now: time.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1)}, nil
 }
 
-// Close closes the database.
+// Close waits for the doorbell rings in flight, then closes the database.
 func (s *Store) Close() error {
-	s.flushDB.Close()
-	return s.db.Close()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.rings.Wait()
+	return errors.Join(s.flushDB.Close(), s.db.Close())
 }
 
 // Path is the database file.
@@ -227,7 +232,7 @@ func (s *Store) Enqueue(ctx context.Context, tool string, payload json.RawMessag
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	s.Kick()
-	go s.ring()
+	s.ringAll()
 	return Op{LocalSeq: seq, ID: opID, OriginDevice: s.device, OriginLabel: s.label, Tool: tool, Payload: stored, Wing: wing, State: Queued, CreatedAt: now}, nil
 }
 

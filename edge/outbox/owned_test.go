@@ -1,0 +1,46 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// Close returns only once the doorbell rings Enqueue started have ended
+// (checked at once, with no grace), then closes the database: a ring never
+// outlives its store.
+func TestCloseWaitsForTheRings(t *testing.T) {
+	for range 5 {
+		dir := t.TempDir()
+		s, err := outbox.Open(filepath.Join(dir, outbox.FileName), "dev", "lab")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// doorbells of flushers that are gone: the ring dials each, and
+		// removes it
+		bells := filepath.Join(dir, "doorbell")
+		os.MkdirAll(bells, 0o700)
+		for i := range 100 {
+			os.WriteFile(filepath.Join(bells, fmt.Sprintf("gone%d.sock", i)), nil, 0o600)
+		}
+		if _, err := s.Enqueue(context.Background(), "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"x"}`), "w"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		for i, g := range strings.Split(string(buf), "\n\n") {
+			if i > 0 && strings.Contains(g, "outbox.(*Store)") {
+				t.Fatalf("Close returned with a ring running:\n%s", g)
+			}
+		}
+	}
+}
