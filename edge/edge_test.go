@@ -64,7 +64,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	cfg := Config{
 		Token: func() string { return testToken }, Child: []string{child},
 		ChildEnv: append(append(os.Environ(), "MEMPALACE_PALACE_PATH="+h.palace), o.childEnv...),
-		Palace:   h.palace, Agent: "opencode", Identity: "opencode@edge-test", OriginDevice: o.device, CallTimeout: 3 * time.Second, Log: log,
+		Palace:   h.palace, Agent: "opencode", Identity: "opencode@edge-test", OriginDevice: o.device, CallTimeout: 3 * time.Second, Probe: 10 * time.Millisecond, Log: log,
 		ChildStderr: io.MultiWriter(h.childLog, os.Stderr),
 	}
 	if o.timeout > 0 {

@@ -27,7 +27,7 @@ func startEdge(t *testing.T, url, token, agent, claimedDevice string) *mcp.Clien
 		PrimaryURL: url, Token: func() string { return token },
 		Child:    []string{testbed.Self(t, fakepalace.ProgramName)},
 		ChildEnv: append(os.Environ(), "MEMPALACE_PALACE_PATH="+palace),
-		Palace:   palace, Agent: agent, OriginDevice: claimedDevice, CallTimeout: 3 * time.Second,
+		Palace:   palace, Agent: agent, OriginDevice: claimedDevice, CallTimeout: 3 * time.Second, Probe: 10 * time.Millisecond,
 		Log: slog.New(slog.DiscardHandler),
 	}
 	inR, inW := io.Pipe()

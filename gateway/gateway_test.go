@@ -479,7 +479,7 @@ func TestSingleWriteSlot(t *testing.T) {
 		ds[i].ReadRate, ds[i].WriteRate = 1e6, 1e6
 	}
 	g := newGW(t, ds)
-	g.primary.SetLatency("mempalace_add_drawer", 200*time.Millisecond)
+	g.primary.SetLatency("mempalace_add_drawer", 80*time.Millisecond)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ok, limited := 0, 0

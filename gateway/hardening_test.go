@@ -303,7 +303,11 @@ func TestFirstUseNeverUndoesRemoval(t *testing.T) {
 	dir := t.TempDir()
 	key := []byte(strings.Repeat("k", 64))
 	os.WriteFile(filepath.Join(dir, "secret"), key, 0o600)
-	for round := range 300 {
+	rounds := 300
+	if testing.Short() {
+		rounds = 50 // the unit tier's share of the race hunt; the others run all 300
+	}
+	for round := range rounds {
 		cfgFile := filepath.Join(dir, fmt.Sprintf("gateway-%d.jsonc", round))
 		cfg := &Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: []Device{{ID: "laptop-7f3a", Read: []string{"shared"}, KG: "read"}}}
 		tok, _ := Issue(key, &cfg.Devices[0], time.Now())
@@ -380,7 +384,7 @@ func TestWriteFairness(t *testing.T) {
 		}
 		g := newGWAt(t, ds, u)
 		if u.palace != nil {
-			u.palace.SetLatency("mempalace_add_drawer", 300*time.Millisecond)
+			u.palace.SetLatency("mempalace_add_drawer", 100*time.Millisecond)
 		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -397,7 +401,7 @@ func TestWriteFairness(t *testing.T) {
 				}
 			}()
 		}
-		time.Sleep(150 * time.Millisecond) // the burst fills the queue
+		time.Sleep(50 * time.Millisecond) // the burst fills the queue
 		_, rpc, _ := g.call(g.tokens["laptop-7f3a"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "the laptop's one write"})
 		wg.Wait()
 		if rpc != nil {
@@ -597,9 +601,9 @@ func TestEventWaitIsNotWokenByOthersEvents(t *testing.T) {
 	g := newGW(t, devices)
 	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
 	go func() {
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 		g.call(desk, "event_append", map[string]any{"type": "note", "stream": "w", "room": "r", "from_agent": "pi@desk", "to_agent": "someone@else"})
-		time.Sleep(400 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond)
 		g.call(desk, "event_append", map[string]any{"type": "note", "stream": "w", "room": "r", "from_agent": "pi@desk", "to_agent": "opencode@laptop"})
 	}()
 	res, rpc, _ := g.call(laptop, "event_wait", map[string]any{"stream": "w", "timeout_ms": 3000})
@@ -609,8 +613,8 @@ func TestEventWaitIsNotWokenByOthersEvents(t *testing.T) {
 	}
 	g.call(desk, "event_append", map[string]any{"type": "note", "stream": "x", "room": "r", "from_agent": "pi@desk", "to_agent": "someone@else"})
 	start := time.Now()
-	res, _, _ = g.call(laptop, "event_wait", map[string]any{"stream": "x", "timeout_ms": 800})
-	if res["timed_out"] != true || res["count"] != 0.0 || time.Since(start) < 700*time.Millisecond {
+	res, _, _ = g.call(laptop, "event_wait", map[string]any{"stream": "x", "timeout_ms": 300})
+	if res["timed_out"] != true || res["count"] != 0.0 || time.Since(start) < 250*time.Millisecond {
 		t.Fatalf("with only another's event: %v after %v", res, time.Since(start))
 	}
 }

@@ -300,7 +300,7 @@ func edgeOutbox(t *testing.T, url, tok string) (*outbox.Store, *edge.Primary, *o
 	}
 	t.Cleanup(func() { st.Close() })
 	log := slog.New(slog.DiscardHandler)
-	p := edge.NewPrimary(url, func() string { return tok }, log, edge.PrimaryOptions{Timeout: 3 * time.Second, OnUp: func() { st.Resume(context.Background()) }})
+	p := edge.NewPrimary(url, func() string { return tok }, log, edge.PrimaryOptions{Timeout: 3 * time.Second, Probe: 10 * time.Millisecond, OnUp: func() { st.Resume(context.Background()) }})
 	t.Cleanup(p.Close)
 	return st, p, &outbox.Flusher{S: st, P: edge.FlushTarget(p), Log: log, BaseDelay: time.Millisecond}
 }

@@ -49,7 +49,7 @@ func TestSendsCarryTheirOpID(t *testing.T) {
 	proxy.ModifyResponse = func(resp *http.Response) error { ledger.Advertise(resp.Header); return nil }
 	front := httptest.NewServer(proxy)
 	defer front.Close()
-	p := edge.NewPrimary(front.URL+target.Path, func() string { return "t" }, slog.New(slog.DiscardHandler), edge.PrimaryOptions{Timeout: 2 * time.Second,
+	p := edge.NewPrimary(front.URL+target.Path, func() string { return "t" }, slog.New(slog.DiscardHandler), edge.PrimaryOptions{Timeout: 2 * time.Second, Probe: 10 * time.Millisecond,
 		OnLedger: func(on bool) { outbox.RecordProtection(r.store, on) }})
 	defer p.Close()
 	r.p, r.flusher.P = p, edge.FlushTarget(p)
@@ -121,7 +121,7 @@ func TestUnreadableAnswerIsNotSuccess(t *testing.T) {
 		io.Copy(w, resp.Body)
 	}))
 	defer front.Close()
-	p := edge.NewPrimary(front.URL+target.Path, func() string { return "t" }, slog.New(slog.DiscardHandler), edge.PrimaryOptions{Timeout: 2 * time.Second})
+	p := edge.NewPrimary(front.URL+target.Path, func() string { return "t" }, slog.New(slog.DiscardHandler), edge.PrimaryOptions{Timeout: 2 * time.Second, Probe: 10 * time.Millisecond})
 	defer p.Close()
 	r.p, r.flusher.P = p, edge.FlushTarget(p)
 	r.enqueue("event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@lab", "body": "must arrive"})

@@ -41,7 +41,7 @@ func newRig(t *testing.T) *rig {
 	}
 	t.Cleanup(func() { s.Close() })
 	log := slog.New(slog.DiscardHandler)
-	p := edge.NewPrimary(srv.URL(), func() string { return "t" }, log, edge.PrimaryOptions{Timeout: 2 * time.Second, OnUp: func() { s.Resume(context.Background()) }})
+	p := edge.NewPrimary(srv.URL(), func() string { return "t" }, log, edge.PrimaryOptions{Timeout: 2 * time.Second, Probe: 10 * time.Millisecond, OnUp: func() { s.Resume(context.Background()) }})
 	t.Cleanup(p.Close)
 	return &rig{t: t, store: s, primary: pl, srv: srv, p: p, flusher: &outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: log, BaseDelay: time.Millisecond}}
 }

@@ -69,7 +69,7 @@ def result(name, args):
         return {"artifact": {"id": aid, "kind": "note", "created_by": "pi@desk", "content": "the desk's private secret"}}
     if t == "add_drawer":
         if str(args.get("content", "")).startswith("slow"):
-            time.sleep(0.3)
+            time.sleep(0.1)
         return {"success": True, "drawer_id": "drawer_x", "wing": args.get("wing"), "room": args.get("room"), "chunks": 1}
     return {"success": True}
 
