@@ -57,6 +57,9 @@ func readCheckpoint(palace string) (map[string]TargetState, error) {
 func writeCheckpoint(palace, target string, st TargetState) error {
 	m, err := readCheckpoint(palace)
 	if err != nil {
+		// An unreadable file gives way to this target's entry (queue logs
+		// that it could not be read): the join outboxes, not this file,
+		// know what each target was sent.
 		m = map[string]TargetState{}
 	}
 	m[target] = st

@@ -4,38 +4,110 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"time"
 
+	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
 // drain sends the join outbox with the outbox's own Flusher (its per-type
-// replay rules, its lease: two joins of one palace never send at once).
-// A record the primary refuses is reported and dropped so the rest move
-// on (a later join queues it again); a primary that accepts nothing for
-// o.Stall, or refuses the token, ends the drain with the rest queued for
-// the next run. checkpoint gets the high-water mark every few seconds.
-func drain(ctx context.Context, store *outbox.Store, primary outbox.Primary, state func() string, o Options, log *slog.Logger, checkpoint func(highWater int64)) []Failure {
-	if err := store.ClearBackoff(ctx); err != nil {
-		return []Failure{{Kind: "outbox", Record: store.Path(), Error: err.Error()}}
+// replay rules, its lease: two joins of one palace never send at once),
+// through a Primary whose calls are counted. A record the primary refuses
+// is reported and dropped so the rest move on (a later join queues it
+// again); a primary that accepts nothing for o.Stall, or refuses the
+// token, ends the drain with the rest queued for the next run. The
+// high-water mark is checkpointed every few seconds.
+func (j *joining) drain(ctx context.Context) {
+	defer j.lap("send")
+	j.primary = edge.NewPrimary(j.cfg.URL, j.cfg.Token, j.log, edge.PrimaryOptions{Timeout: j.cfg.Timeout, Version: j.cfg.Version,
+		OnLedger: func(on bool) { outbox.RecordProtection(j.store, on) }})
+	primary := countingPrimary{&counter{calls: j.rep.Calls, side: "primary", next: edge.FlushTarget(j.primary)}, j.primary.Up}
+	j.sent = primary
+	if err := j.store.ClearBackoff(ctx); err != nil {
+		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
+		return
 	}
-	f := &outbox.Flusher{S: store, P: primary, Log: log, MaxPerm: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true}
-	st0, err := store.Stats(ctx)
+	st, err := j.store.Stats(ctx)
 	if err != nil {
-		return []Failure{{Kind: "outbox", Record: store.Path(), Error: err.Error()}}
+		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
+		return
 	}
-	total := st0.ByState[outbox.Queued] + st0.ByState[outbox.Inflight] + st0.ByState[outbox.Dead]
-	done0 := st0.ByState[outbox.Done]
+	total := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight] + st.ByState[outbox.Dead]
 	if total == 0 {
-		return nil
+		return
 	}
-	o.Progress.Phase("sending", total)
-	defer o.Progress.Done()
+	j.o.Progress.Phase("sending", total)
+	defer j.o.Progress.Done()
+	stop := j.watch(ctx, st.ByState[outbox.Done])
+	f := &outbox.Flusher{S: j.store, P: primary, Log: j.log, Lease: j.cfg.Lease, MaxPerm: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true}
+	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, st.ByState[outbox.Done])...)
+	stop()
+	if hw, ok := highWater(context.WithoutCancel(ctx), j.store); ok {
+		j.cp.HighWater = max(j.cp.HighWater, hw)
+		j.saveCheckpoint()
+	}
+}
 
-	// Progress and checkpoints while Drain runs (it returns only when the
-	// queue is empty or its head cannot be sent).
-	watchCtx, stopWatch := context.WithCancel(ctx)
+// send drains with f until nothing is left, the primary refuses the token
+// or accepts nothing for o.Stall, or ctx ends; refused ops are dropped
+// and returned as failures.
+func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failure {
+	var failed []Failure
+	lastProgress := time.Now()
+	for ctx.Err() == nil {
+		f.Drain(ctx) // an error is another process holding the lease: it sends, we wait
+		refused, err := j.dropRefused(ctx)
+		failed = append(failed, refused...)
+		var st outbox.Stats
+		if err == nil {
+			st, err = j.store.Stats(ctx)
+		}
+		if err != nil {
+			return append(failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
+		}
+		if d := st.ByState[outbox.Done]; d != done {
+			done, lastProgress = d, time.Now()
+		}
+		left := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight] + st.ByState[outbox.Dead]
+		if left == 0 {
+			return failed
+		}
+		if s := j.primary.State(); s == "unauthorized" {
+			return append(failed, Failure{Kind: "primary", Record: "token", Error: fmt.Sprintf("the primary refused the token (check MEMPALACE_REMOTE_TOKEN); %d records stay queued for the next run", left)})
+		} else if time.Since(lastProgress) > j.o.Stall {
+			return append(failed, Failure{Kind: "primary", Record: "connection", Error: fmt.Sprintf("the primary accepted nothing for %s (%s); %d records stay queued: run devbox-config join again to resume", j.o.Stall, s, left)})
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return failed
+}
+
+// dropRefused reports and drops the ops the primary refused (dead), so the
+// ones after them move on.
+func (j *joining) dropRefused(ctx context.Context) ([]Failure, error) {
+	dead, err := j.store.List(ctx, 1000, outbox.Dead)
+	if err != nil {
+		return nil, err
+	}
+	var failed []Failure
+	for _, op := range dead {
+		failed = append(failed, failureOf(op))
+		if _, err := j.store.Drop(ctx, op.ID); err != nil {
+			j.log.Warn("could not drop a refused op", "op", op.ID[:12], "err", err)
+		}
+	}
+	return failed, nil
+}
+
+// watch reports progress (ops done since done0) and checkpoints the
+// high-water mark every two seconds while the drain runs (the Flusher's
+// Drain returns only when the queue is empty or its head cannot be sent);
+// stop ends it and waits for it.
+func (j *joining) watch(ctx context.Context, done0 int) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
@@ -44,63 +116,23 @@ func drain(ctx context.Context, store *outbox.Store, primary outbox.Primary, sta
 		lastCP := time.Now()
 		for {
 			select {
-			case <-watchCtx.Done():
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			if st, err := store.Stats(watchCtx); err == nil {
-				o.Progress.Set(st.ByState[outbox.Done] - done0)
+			if st, err := j.store.Stats(ctx); err == nil {
+				j.o.Progress.Set(st.ByState[outbox.Done] - done0)
 			}
 			if time.Since(lastCP) > 2*time.Second {
 				lastCP = time.Now()
-				if hw, ok := highWater(watchCtx, store); ok {
-					checkpoint(hw)
+				if hw, ok := highWater(ctx, j.store); ok {
+					j.cp.HighWater = max(j.cp.HighWater, hw)
+					j.saveCheckpoint()
 				}
 			}
 		}
 	}()
-
-	var failed []Failure
-	lastDone, lastProgress := done0, time.Now()
-	for ctx.Err() == nil {
-		f.Drain(ctx) // an error is another process holding the lease: it sends, we wait
-		dead, _ := store.List(ctx, 1000, outbox.Dead)
-		for _, op := range dead {
-			failed = append(failed, failureOf(op))
-			if _, err := store.Drop(ctx, op.ID); err != nil {
-				log.Warn("could not drop a refused op", "op", op.ID[:12], "err", err)
-			}
-		}
-		st, err := store.Stats(ctx)
-		if err != nil {
-			failed = append(failed, Failure{Kind: "outbox", Record: store.Path(), Error: err.Error()})
-			break
-		}
-		if d := st.ByState[outbox.Done]; d != lastDone {
-			lastDone, lastProgress = d, time.Now()
-		}
-		left := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight] + st.ByState[outbox.Dead]
-		if left == 0 {
-			break
-		}
-		if s := state(); s == "unauthorized" {
-			failed = append(failed, Failure{Kind: "primary", Record: "token", Error: fmt.Sprintf("the primary refused the token (check MEMPALACE_REMOTE_TOKEN); %d records stay queued for the next run", left)})
-			break
-		} else if time.Since(lastProgress) > o.Stall {
-			failed = append(failed, Failure{Kind: "primary", Record: "connection", Error: fmt.Sprintf("the primary accepted nothing for %s (%s); %d records stay queued: run devbox-config join again to resume", o.Stall, s, left)})
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	stopWatch()
-	<-watched
-	if hw, ok := highWater(context.WithoutCancel(ctx), store); ok {
-		checkpoint(hw)
-	}
-	return failed
+	return func() { cancel(); <-watched }
 }
 
 // highWater is the last local_seq before the first op still to send.
@@ -115,7 +147,11 @@ func highWater(ctx context.Context, store *outbox.Store) (int64, bool) {
 // failureOf names a refused op by its record.
 func failureOf(op outbox.Op) Failure {
 	var args map[string]any
-	json.Unmarshal(op.Payload, &args)
+	if err := json.Unmarshal(op.Payload, &args); err != nil {
+		// the outbox stores canonical JSON objects; an op that is not one
+		// is named by its id
+		return Failure{Kind: kindOfTool(op.Tool), Record: op.ID[:12], Wing: op.Wing, Error: "the primary refused it: " + errText(op.Error)}
+	}
 	kind := kindOfTool(op.Tool)
 	name := recordName(Record{Args: args})
 	if kind != Facts {
@@ -126,4 +162,45 @@ func failureOf(op outbox.Op) Failure {
 		name = fmt.Sprintf("%s/%s: %q", op.Wing, str(args, "room"), string(c))
 	}
 	return Failure{Kind: kind, Record: name, Wing: op.Wing, Error: "the primary refused it: " + errText(op.Error)}
+}
+
+// allOps reads every op of the join outbox, by op id.
+func allOps(ctx context.Context, s *outbox.Store) (map[string]outbox.Op, error) {
+	out := map[string]outbox.Op{}
+	if s == nil {
+		return out, nil
+	}
+	ops, err := s.List(ctx, 1<<30, outbox.Queued, outbox.Inflight, outbox.Dead, outbox.Done)
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range ops {
+		out[op.ID] = op
+	}
+	return out, nil
+}
+
+// priorOps indexes an earlier run's ops by the write they carry; of two
+// ops for one write, one that reached the primary wins.
+func priorOps(ctx context.Context, s *outbox.Store) (map[string]outbox.Op, error) {
+	out := map[string]outbox.Op{}
+	if s == nil {
+		return out, nil
+	}
+	ops, err := allOps(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	for _, op := range ops {
+		var args map[string]any
+		if json.Unmarshal(op.Payload, &args) != nil {
+			continue
+		}
+		k := keyOf(op.Tool, args)
+		if cur, ok := out[k]; ok && cur.State == outbox.Done && len(cur.Error) == 0 {
+			continue
+		}
+		out[k] = op
+	}
+	return out, nil
 }

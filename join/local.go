@@ -131,7 +131,8 @@ func errorOf(m map[string]any) error {
 func str(m map[string]any, k string) string { s, _ := m[k].(string); return s }
 
 // readLocal pages the local palace: every drawer of every selected wing,
-// full content by get_drawer, diaries told apart by their room and type.
+// full content by get_drawer, diaries told apart by their room and type;
+// then the knowledge graph's facts.
 func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, progress func(string, int)) (Manifest, error) {
 	var man Manifest
 	w, err := local.Call(ctx, "mempalace_list_wings", map[string]any{})
@@ -149,44 +150,14 @@ func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, pr
 	sort.Strings(wings)
 	seen := map[string]bool{}
 	for _, wing := range wings {
-		if !sel.Policy.Replicated(wing) {
+		switch {
+		case !sel.Policy.Replicated(wing):
 			man.Excluded = append(man.Excluded, wing)
-			continue
-		}
-		if sel.narrowed(wing) {
+		case sel.narrowed(wing):
 			man.Narrowed = append(man.Narrowed, wing)
-			continue
-		}
-		for offset := 0; ; {
-			page, err := local.Call(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "limit": 100, "offset": offset})
-			if err != nil {
+		default:
+			if err := man.readWing(ctx, local, wing, sel.Stamp, seen, progress); err != nil {
 				return man, err
-			}
-			if err := errorOf(page); err != nil {
-				return man, fmt.Errorf("local palace: list_drawers %s: %w", wing, err)
-			}
-			rows, _ := page["drawers"].([]any)
-			for _, x := range rows {
-				row, _ := x.(map[string]any)
-				id := str(row, "drawer_id")
-				if id == "" || seen[id] {
-					continue
-				}
-				seen[id] = true
-				rec, err := readDrawer(ctx, local, id, wing, sel.Stamp)
-				if err != nil {
-					man.Failed = append(man.Failed, Failure{Kind: Drawers, Record: id, Wing: wing, Error: err.Error()})
-					continue
-				}
-				man.Records = append(man.Records, rec)
-				if progress != nil {
-					progress("reading the local palace", len(man.Records))
-				}
-			}
-			offset += len(rows)
-			total, _ := page["total"].(float64)
-			if len(rows) == 0 || float64(offset) >= total {
-				break
 			}
 		}
 	}
@@ -194,11 +165,55 @@ func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, pr
 		man.KGExcluded = true
 		return man, nil
 	}
+	man.readFacts(ctx, local, kg)
+	return man, nil
+}
+
+// readWing adds a wing's drawers, list_drawers page by page (seen: the
+// drawers already read, in another wing's listing).
+func (man *Manifest) readWing(ctx context.Context, local Caller, wing, stamp string, seen map[string]bool, progress func(string, int)) error {
+	for offset := 0; ; {
+		page, err := local.Call(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "limit": 100, "offset": offset})
+		if err != nil {
+			return err
+		}
+		if err := errorOf(page); err != nil {
+			return fmt.Errorf("local palace: list_drawers %s: %w", wing, err)
+		}
+		rows, _ := page["drawers"].([]any)
+		for _, x := range rows {
+			row, _ := x.(map[string]any)
+			id := str(row, "drawer_id")
+			if id == "" || seen[id] {
+				continue
+			}
+			seen[id] = true
+			rec, err := readDrawer(ctx, local, id, wing, stamp)
+			if err != nil {
+				man.Failed = append(man.Failed, Failure{Kind: Drawers, Record: id, Wing: wing, Error: err.Error()})
+				continue
+			}
+			man.Records = append(man.Records, rec)
+			if progress != nil {
+				progress("reading the local palace", len(man.Records))
+			}
+		}
+		offset += len(rows)
+		total, _ := page["total"].(float64)
+		if len(rows) == 0 || float64(offset) >= total {
+			return nil
+		}
+	}
+}
+
+// readFacts adds the knowledge graph's facts; one that cannot be read is a
+// failure of the facts alone.
+func (man *Manifest) readFacts(ctx context.Context, local Caller, kg kgReader) {
 	facts, source, err := kg.read(ctx, local)
 	if err != nil {
 		man.Failed = append(man.Failed, Failure{Kind: Facts, Record: "knowledge graph", Error: err.Error()})
 		man.FactsSource = "none: " + err.Error()
-		return man, nil
+		return
 	}
 	man.FactsSource = source
 	for _, f := range facts {
@@ -211,7 +226,6 @@ func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, pr
 		}
 		man.Records = append(man.Records, Record{Kind: Facts, Tool: "mempalace_kg_add", Args: args, Closed: f.ValidTo != ""})
 	}
-	return man, nil
 }
 
 // readDrawer fetches one logical drawer in full (list_drawers holds only a

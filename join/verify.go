@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"strings"
 	"unicode/utf8"
 )
@@ -139,4 +140,86 @@ func complete(d map[string]any, content string) (bool, string) {
 		return true, fmt.Sprintf("%d chunk(s), final chunk %d characters: complete", n, last)
 	}
 	return false, fmt.Sprintf("%d chunk(s) but %d characters: the final chunk would hold %d, so chunks are missing", n, l, last)
+}
+
+// primaryDiaryIDs lists the primary's diary wings once each:
+// wing -> sha256(entry)[:12] suffix -> ids, sorted.
+func primaryDiaryIDs(ctx context.Context, primary Caller, wings map[string]bool) map[string]map[string][]string {
+	out := map[string]map[string][]string{}
+	for wing := range wings {
+		ids := map[string][]string{}
+		for offset := 0; ; {
+			page, err := primary.Call(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": offset})
+			if err != nil || errorOf(page) != nil {
+				break
+			}
+			rows, _ := page["drawers"].([]any)
+			for _, x := range rows {
+				row, _ := x.(map[string]any)
+				id := str(row, "drawer_id")
+				if i := strings.LastIndex(id, "_"); i >= 0 && len(id)-i-1 == 12 {
+					ids[id[i+1:]] = append(ids[id[i+1:]], id)
+				}
+			}
+			offset += len(rows)
+			total, _ := page["total"].(float64)
+			if len(rows) == 0 || float64(offset) >= total {
+				break
+			}
+		}
+		for _, v := range ids {
+			sort.Strings(v)
+		}
+		out[wing] = ids
+	}
+	return out
+}
+
+// writtenRecord is a diary entry or closed fact this run sent.
+type writtenRecord struct {
+	rec Record
+	id  string // diary_write's entry_id
+}
+
+// concurrentCopies finds, after the drain, a second copy of what this run
+// wrote where no server guard could stop one: a diary entry whose suffix
+// appears twice in its wing, a closed fact twice on its subject. Only a
+// join of another palace running at the same moment makes one (the
+// outbox's look-ups and lease serialize everything else). One listing per
+// diary wing, one kg_query per subject.
+func concurrentCopies(ctx context.Context, primary Caller, wrote []writtenRecord, listing map[string]map[string][]string) []Mismatch {
+	var out []Mismatch
+	subjects := map[string][]writtenRecord{}
+	for _, w := range wrote {
+		if w.rec.Kind == Facts {
+			subjects[str(w.rec.Args, "subject")] = append(subjects[str(w.rec.Args, "subject")], w)
+			continue
+		}
+		if ids := listing[w.rec.Wing][suffixOf(w.rec.Content)]; len(ids) > 1 {
+			out = append(out, Mismatch{Kind: Diaries, LocalID: w.rec.LocalID, PrimaryID: w.id, Wing: w.rec.Wing, Verdict: "duplicate on the primary",
+				Detail: fmt.Sprintf("the primary holds this entry %d times (%s): another palace joined at the same moment; keep one and delete the others there", len(ids), strings.Join(ids, ", "))})
+		}
+	}
+	for subject, ws := range subjects {
+		res, err := primary.Call(ctx, "mempalace_kg_query", map[string]any{"entity": subject, "direction": "outgoing"})
+		if err != nil || errorOf(res) != nil {
+			continue // the look-up says nothing either way; verification is by drawers
+		}
+		facts, _ := res["facts"].([]any)
+		for _, w := range ws {
+			n := 0
+			for _, x := range facts {
+				f, _ := x.(map[string]any)
+				if str(f, "subject") == subject && str(f, "predicate") == str(w.rec.Args, "predicate") && str(f, "object") == str(w.rec.Args, "object") &&
+					str(f, "valid_from") == str(w.rec.Args, "valid_from") && str(f, "valid_to") == str(w.rec.Args, "valid_to") {
+					n++
+				}
+			}
+			if n > 1 {
+				out = append(out, Mismatch{Kind: Facts, LocalID: recordName(w.rec), Verdict: "duplicate on the primary",
+					Detail: fmt.Sprintf("the primary holds this closed fact %d times: another palace joined at the same moment (closed facts have no server guard, RFC 001 §3.2)", n)})
+			}
+		}
+	}
+	return out
 }

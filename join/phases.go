@@ -1,0 +1,441 @@
+package join
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge"
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// joining is one run of Run. Its methods are the join's phases, in order:
+// start, readManifest, plan, queue, drain, settle, verify, checkpoint;
+// each reads what the phases before it left here, and adds to the report.
+type joining struct {
+	cfg    Config
+	o      Options
+	log    *slog.Logger
+	target string
+	obPath string // the join outbox
+	policy *edge.Policy
+	stamp  string // added_by for replayed drawers ("" without --origin-device)
+	rep    Report
+	began  time.Time // of the phase being timed (lap)
+
+	local     Caller // the local palace (nil with --resume)
+	stopLocal func() // stops its server
+	man       Manifest
+	store     *outbox.Store        // nil on a dry run with no earlier join
+	prior     map[string]outbox.Op // what earlier runs queued, by write
+	planned   []planned            // the writes of this run, in order
+	cp        TargetState          // this target's checkpoint, as it goes
+	primary   *edge.Primary        // set by drain
+	sent      Caller               // the primary, counted
+	final     map[string]outbox.Op // the ops after the drain, by id
+	targets   []verifyTarget       // sent or found: verifiable by content
+	wrote     []writtenRecord      // sent by this run with no server guard
+	diaries   map[string]bool      // diary wings to list on the primary
+	left      int                  // ops still queued after the drain
+}
+
+// planned is one write of the plan and what earlier runs did with it.
+type planned struct {
+	rec  Record
+	op   outbox.Op
+	had  bool // queued or sent by an earlier run
+	sent bool // settled by an earlier run
+}
+
+// requeue reports a write this run queues: none was queued before, or the
+// one before was dropped after a refusal.
+func (p planned) requeue() bool { return !p.had || p.op.State == outbox.Done && len(p.op.Error) != 0 }
+
+// start checks the configuration and the flags (a *UsageError when the
+// join cannot start) and starts the local palace's server, unless the run
+// only resumes what an interrupted one queued.
+func start(ctx context.Context, cfg Config, o Options) (*joining, error) {
+	j := &joining{cfg: cfg.withDefaults(), o: o, log: cfg.Log, target: Target(cfg.URL), stopLocal: func() {}, began: time.Now()}
+	j.rep = newReport(j.target)
+	j.rep.VerifySeed = o.Seed
+	if j.log == nil {
+		j.log = slog.New(slog.DiscardHandler)
+	}
+	if err := j.check(); err != nil {
+		return j, err
+	}
+	if j.o.Stall <= 0 {
+		j.o.Stall = max(3*cfg.Timeout, 30*time.Second)
+	}
+	if o.Resume {
+		return j, nil // nothing is read anew: no local server
+	}
+	cctx, stop := context.WithCancel(context.Background())
+	child := edge.NewChild(cfg.Child, cfg.ChildEnv, j.log, edge.ChildOptions{Stderr: cfg.ChildStderr, Version: cfg.Version, Wait: j.cfg.StartWait})
+	stopped := make(chan struct{})
+	go func() { child.Run(cctx); close(stopped) }()
+	j.stopLocal = func() { stop(); <-stopped }
+	probe, cancel := context.WithTimeout(ctx, j.cfg.StartWait)
+	defer cancel()
+	if _, err := child.Session(probe, j.cfg.StartWait); err != nil {
+		return j, usage("no local palace server (%s): %v", cfg.Child[0], err)
+	}
+	j.local = &counter{calls: j.rep.Calls, side: "local", next: childCaller{child}}
+	return j, nil
+}
+
+// check is start's look at the configuration, the policy and the flags.
+func (j *joining) check() error {
+	cfg, o := j.cfg, j.o
+	switch {
+	case cfg.URL == "":
+		return usage("MEMPALACE_REMOTE_URL is not set: there is no primary to join")
+	case !o.DryRun && (cfg.Token == nil || cfg.Token() == ""):
+		return usage("MEMPALACE_REMOTE_TOKEN is not set: the primary would refuse the join")
+	case len(cfg.Child) == 0:
+		return usage("no local server command")
+	case cfg.Palace == "":
+		return usage("no palace directory")
+	}
+	stateDir := filepath.Join(cfg.Palace, "edge")
+	policy, err := edge.LoadPolicy(stateDir)
+	if err != nil {
+		return usage("%w", err)
+	}
+	j.policy = policy
+	for _, g := range o.Wings {
+		if _, err := path.Match(g, "x"); err != nil {
+			return usage("--wing %q: bad glob: %w", g, err)
+		}
+	}
+	if cfg.Device != "" {
+		agent, label := cfg.Agent, cfg.Label
+		if agent == "" {
+			agent = "mcp"
+		}
+		if label == "" {
+			label = "-"
+		}
+		j.stamp = agent + "/" + label + "/" + cfg.Device
+	}
+	j.obPath = filepath.Join(stateDir, OutboxFile(j.target))
+	if o.Resume {
+		if _, err := os.Stat(j.obPath); err != nil {
+			return usage("--resume: no join to %s was started on this palace (%s)", j.target, j.obPath)
+		}
+	}
+	return nil
+}
+
+// close ends what start started.
+func (j *joining) close() {
+	if j.primary != nil {
+		j.primary.Close()
+	}
+	if j.store != nil {
+		if err := j.store.Close(); err != nil {
+			j.log.Warn("join outbox not closed cleanly", "file", j.obPath, "err", err)
+		}
+	}
+	j.stopLocal()
+}
+
+// lap records how long the phase since the last lap took.
+func (j *joining) lap(name string) {
+	j.rep.Seconds[name] = float64(time.Since(j.began).Milliseconds()) / 1000
+	j.began = time.Now()
+}
+
+// readManifest reads the local palace: the records of the selected wings
+// and the knowledge graph (nothing on --resume). A palace that cannot be
+// read ends the join.
+func (j *joining) readManifest(ctx context.Context) *Failure {
+	defer j.lap("read")
+	if j.o.Resume {
+		return nil
+	}
+	j.o.Progress.Phase("reading the local palace", 0)
+	man, err := readLocal(ctx, j.local, Selection{Policy: j.policy, Globs: j.o.Wings, Stamp: j.stamp}, kgReader{Files: j.kgFiles()}, func(_ string, n int) { j.o.Progress.Set(n) })
+	j.o.Progress.Done()
+	if err != nil {
+		return &Failure{Kind: "palace", Record: j.cfg.Palace, Error: err.Error()}
+	}
+	j.man = man
+	j.rep.Excluded = Excluded{Wings: append([]string{}, man.Excluded...), Narrowed: man.Narrowed, KnowledgeGraph: man.KGExcluded}
+	j.rep.FactsSource = man.FactsSource
+	j.rep.Failed = append(j.rep.Failed, man.Failed...)
+	return nil
+}
+
+// kgFiles are the knowledge_graph.sqlite3 files the local server may use,
+// in its order (RFC 001 §7.1: <palace>/ with --palace, else ~/.mempalace/).
+func (j *joining) kgFiles() []string {
+	home := ""
+	if j.cfg.Home != "" {
+		home = filepath.Join(j.cfg.Home, ".mempalace", "knowledge_graph.sqlite3")
+	}
+	inPalace := filepath.Join(j.cfg.Palace, "knowledge_graph.sqlite3")
+	switch {
+	case home == "":
+		return []string{inPalace}
+	case hasPalaceFlag(j.cfg.Child):
+		return []string{inPalace, home}
+	}
+	return []string{home, inPalace}
+}
+
+// plan opens the join outbox (not for a dry run with no earlier join),
+// learns what earlier runs queued or sent, and lists this run's writes, one
+// per distinct write, with the manifest's counts.
+func (j *joining) plan(ctx context.Context) *Failure {
+	if !j.o.DryRun || exists(j.obPath) {
+		store, err := outbox.Open(j.obPath, j.cfg.Device, j.cfg.Label)
+		if err != nil {
+			return &Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()}
+		}
+		j.store = store
+	}
+	prior, err := priorOps(ctx, j.store)
+	if err != nil {
+		return &Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()}
+	}
+	j.prior = prior
+	if j.o.Resume {
+		j.man.Records = j.resumed()
+	}
+	byKey := map[string]bool{}
+	for _, rec := range j.man.Records {
+		k := rec.key()
+		if byKey[k] {
+			continue // the same write twice (e.g. one content in two mined drawers)
+		}
+		byKey[k] = true
+		p := planned{rec: rec}
+		if op, ok := j.prior[k]; ok {
+			p.op, p.had = op, true
+			p.sent = op.State == outbox.Done && len(op.Error) == 0
+		}
+		j.planned = append(j.planned, p)
+		j.rep.Manifest[rec.Kind]++
+		switch {
+		case rec.Kind == Facts && rec.Closed:
+			j.rep.Manifest["facts_closed"]++
+		case rec.Kind == Facts:
+			j.rep.Manifest["facts_open"]++
+		}
+		if !p.sent {
+			j.rep.Pending[rec.Kind]++
+		}
+	}
+	j.rep.Notes = notes(j.rep)
+	return nil
+}
+
+// resumed is a --resume's manifest: only what an interrupted run left
+// queued, in the order it was queued.
+func (j *joining) resumed() []Record {
+	var recs []Record
+	for _, op := range j.prior {
+		if op.State == outbox.Done {
+			continue
+		}
+		var args map[string]any
+		if err := json.Unmarshal(op.Payload, &args); err != nil {
+			// priorOps indexed only the ops whose payload is an object
+			j.rep.Failed = append(j.rep.Failed, Failure{Kind: kindOfTool(op.Tool), Record: op.ID[:12], Wing: op.Wing, Error: "the join outbox holds a payload that is not a JSON object: " + err.Error()})
+			continue
+		}
+		recs = append(recs, Record{Kind: kindOfTool(op.Tool), Tool: op.Tool, Args: args, Wing: op.Wing, Closed: str(args, "valid_to") != ""})
+	}
+	sort.Slice(recs, func(a, b int) bool { return j.prior[recs[a].key()].LocalSeq < j.prior[recs[b].key()].LocalSeq })
+	return recs
+}
+
+// dryRun ends a --dry-run after the plan: what would be sent and skipped.
+func (j *joining) dryRun() Report {
+	j.rep.DryRun = true
+	for _, p := range j.planned {
+		if p.sent {
+			j.rep.Skipped[p.rec.Kind]++
+		}
+	}
+	return j.rep
+}
+
+// queue puts in the join outbox what no earlier run queued (a dropped op
+// is queued again) and checkpoints the target as in progress.
+func (j *joining) queue(ctx context.Context) {
+	j.cp = TargetState{State: "in_progress", Outbox: filepath.Base(j.obPath)}
+	if st, err := readCheckpoint(j.cfg.Palace); err != nil {
+		j.log.Warn("join checkpoint unreadable; this run's replaces this target's entry", "err", err)
+	} else if prev, ok := st[j.target]; ok {
+		j.cp.JoinedAt, j.cp.HighWater = prev.JoinedAt, prev.HighWater
+	}
+	toQueue := 0
+	for _, p := range j.planned {
+		if p.requeue() {
+			toQueue++
+		}
+	}
+	j.o.Progress.Phase("queuing", toQueue)
+	queued := 0
+	for i := range j.planned {
+		p := &j.planned[i]
+		if !p.requeue() {
+			continue
+		}
+		payload, err := json.Marshal(p.rec.Args)
+		if err == nil {
+			p.op, err = j.store.Enqueue(ctx, p.rec.Tool, payload, p.rec.Wing)
+		}
+		if err != nil {
+			j.rep.Failed = append(j.rep.Failed, Failure{Kind: p.rec.Kind, Record: recordName(p.rec), Wing: p.rec.Wing, Error: err.Error()})
+			continue
+		}
+		p.had, p.sent = true, false
+		queued++
+		j.o.Progress.Set(queued)
+	}
+	j.o.Progress.Done()
+	j.lap("queue")
+	j.saveCheckpoint()
+}
+
+// saveCheckpoint writes the target's checkpoint as it stands; a write that
+// fails is logged (the final checkpoint reports its own failure).
+func (j *joining) saveCheckpoint() {
+	j.cp.UpdatedAt = time.Now().UTC()
+	if err := writeCheckpoint(j.cfg.Palace, j.target, j.cp); err != nil {
+		j.log.Warn("join checkpoint not written", "err", err)
+	}
+}
+
+// settle reads each planned write's outcome from the ops as they now are
+// (also after Ctrl-C: the report names what stays queued): sent, skipped
+// (on the primary already), dropped after a refusal, or still queued.
+func (j *joining) settle(ctx context.Context) {
+	final, err := allOps(context.WithoutCancel(ctx), j.store)
+	if err != nil {
+		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
+	}
+	j.final, j.diaries = final, map[string]bool{}
+	for _, pl := range j.planned {
+		op, ok := final[pl.op.ID]
+		switch {
+		case !ok: // failed to queue: already reported
+		case op.State == outbox.Done && len(op.Error) == 0:
+			j.settled(pl, op)
+		case op.State == outbox.Done:
+			// Dropped after a refusal: already in rep.Failed (this run) or
+			// left by an earlier run's failure and queued again.
+		default:
+			j.rep.Failed = append(j.rep.Failed, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: "not sent yet (" + string(op.State) + "): " + errText(op.Error) + "; run devbox-config join again to resume"})
+		}
+	}
+	for _, op := range final {
+		if op.State != outbox.Done {
+			j.left++
+		}
+	}
+}
+
+// settled counts one write the primary has: sent by this run, or skipped
+// (an earlier run sent it, or the primary already held it); a record with
+// a local id is kept for verification.
+func (j *joining) settled(pl planned, op outbox.Op) {
+	var res map[string]any
+	if err := json.Unmarshal(op.Result, &res); err != nil {
+		// The flusher records the primary's answer as JSON: an unreadable
+		// one still reached the primary; it only names no id.
+		j.log.Warn("the join outbox's record of an answer is unreadable", "op", op.ID[:12], "err", err)
+	}
+	if pl.sent || str(res, "skipped") != "" || str(res, "reason") == "already_exists" {
+		j.rep.Skipped[pl.rec.Kind]++
+	} else {
+		j.rep.Sent[pl.rec.Kind]++
+		if pl.rec.Kind == Diaries || pl.rec.Closed {
+			j.wrote = append(j.wrote, writtenRecord{pl.rec, str(res, "entry_id")})
+		}
+	}
+	if pl.rec.LocalID == "" {
+		return
+	}
+	id := str(res, "drawer_id")
+	if id == "" {
+		id = str(res, "entry_id")
+	}
+	if id == "" && pl.rec.Kind == Diaries {
+		j.diaries[pl.rec.Wing] = true
+	}
+	j.targets = append(j.targets, verifyTarget{rec: pl.rec, primaryID: id})
+}
+
+// verify names a second copy on the primary of what this run wrote with no
+// server guard (diaries, closed facts: another palace joining at the same
+// moment; never deleted), then compares a seeded sample of the records by
+// content on both sides.
+func (j *joining) verify(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	var listing map[string]map[string][]string
+	if len(j.wrote) > 0 || (j.o.Verify != 0 && len(j.diaries) > 0) {
+		for _, w := range j.wrote {
+			if w.rec.Kind == Diaries {
+				j.diaries[w.rec.Wing] = true
+			}
+		}
+		listing = primaryDiaryIDs(ctx, j.sent, j.diaries)
+		j.rep.Mismatches = append(j.rep.Mismatches, concurrentCopies(ctx, j.sent, j.wrote, listing)...)
+	}
+	if j.o.Verify == 0 || len(j.targets) == 0 {
+		return
+	}
+	for i := range j.targets {
+		t := &j.targets[i]
+		if ids := listing[t.rec.Wing][suffixOf(t.rec.Content)]; t.primaryID == "" && t.rec.Kind == Diaries && len(ids) > 0 {
+			t.primaryID = ids[0]
+		}
+	}
+	sort.Slice(j.targets, func(a, b int) bool { return j.targets[a].rec.LocalID < j.targets[b].rec.LocalID })
+	picked := sample(j.targets, j.o.Verify, j.o.Seed)
+	j.rep.Sampled = len(picked)
+	j.o.Progress.Phase("verifying", len(picked))
+	for done, t := range picked {
+		v, m, f := verify(ctx, j.local, j.sent, []verifyTarget{t})
+		j.rep.Verified += v
+		j.rep.Mismatches = append(j.rep.Mismatches, m...)
+		j.rep.Failed = append(j.rep.Failed, f...)
+		j.o.Progress.Set(done + 1)
+	}
+	j.o.Progress.Done()
+	j.lap("verify")
+}
+
+// checkpoint records the target's final state: complete when nothing is
+// left queued (joined, if nothing failed), with the counts and the
+// high-water mark. A checkpoint that cannot be written is a failure.
+func (j *joining) checkpoint() {
+	j.cp.Counts = map[string]map[string]int{"sent": j.rep.Sent, "skipped": j.rep.Skipped}
+	if j.left == 0 {
+		j.cp.State = "complete"
+		if j.rep.OK() {
+			now := time.Now().UTC()
+			j.cp.JoinedAt = &now
+		}
+		for _, op := range j.final {
+			j.cp.HighWater = max(j.cp.HighWater, op.LocalSeq)
+		}
+	}
+	j.cp.UpdatedAt = time.Now().UTC()
+	if err := writeCheckpoint(j.cfg.Palace, j.target, j.cp); err != nil {
+		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "checkpoint", Record: checkpointPath(j.cfg.Palace), Error: err.Error()})
+		return
+	}
+	j.rep.Checkpoint = checkpointPath(j.cfg.Palace)
+}
