@@ -266,7 +266,7 @@ func (c *Child) Relay(ctx context.Context, params json.RawMessage) (json.RawMess
 		if errors.Is(err, errNotSent) && attempt == 0 {
 			continue
 		}
-		return nil, nil, fmt.Errorf("%w: %v", ErrLocalDown, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrLocalDown, err)
 	}
 }
 

@@ -153,7 +153,7 @@ func (c *childConn) write(b []byte) error {
 	default:
 	}
 	if _, err := c.stdin.Write(b); err != nil {
-		return fmt.Errorf("%w: %v", errNotSent, err)
+		return fmt.Errorf("%w: %w", errNotSent, err)
 	}
 	return nil
 }

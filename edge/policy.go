@@ -74,7 +74,7 @@ func LoadPolicy(dir string) (*Policy, error) {
 	}
 	for glob, r := range p.Wings {
 		if _, err := path.Match(glob, "x"); err != nil {
-			return nil, fmt.Errorf("%s: wings[%q]: bad glob: %v", file, glob, err)
+			return nil, fmt.Errorf("%s: wings[%q]: bad glob: %w", file, glob, err)
 		}
 		if err := check(fmt.Sprintf("wings[%q]", glob), r); err != nil {
 			return nil, err

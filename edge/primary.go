@@ -17,16 +17,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
 )
 
 // ErrPrimaryDown is returned at once, without touching the network, while
 // the circuit breaker is open.
 var ErrPrimaryDown = errors.New("primary unreachable")
-
-// ErrUnauthorized means the primary refused the token (401/403): a
-// configuration problem, not an outage.
-var ErrUnauthorized = errors.New("primary refused the token (401/403): check MEMPALACE_REMOTE_TOKEN")
 
 // Primary supervises the connection to the primary palace: one MCP session
 // over Streamable HTTP (upstream's POST-only JSON server and compliant
@@ -187,7 +184,8 @@ func (p *Primary) goOwned(fn func()) {
 }
 
 // Call runs a tool on the primary. While the breaker is open it fails at
-// once with ErrPrimaryDown. A JSON-RPC error from the primary is returned
+// once with ErrPrimaryDown (outbox.ErrUnauthorized when the primary
+// refused the token: a configuration problem, not an outage). A JSON-RPC error from the primary is returned
 // as it is (the primary is up); a transport failure opens the breaker. An
 // expired session is re-initialized and, if retry, the call is sent once
 // more (reads; writes go through the outbox, which knows what is safe).
@@ -344,18 +342,21 @@ func (p *Primary) fail(err error) error {
 		}
 	}
 	if unauth {
-		return fmt.Errorf("%w", ErrUnauthorized)
+		return outbox.ErrUnauthorized
 	}
-	return fmt.Errorf("%w: %v", ErrPrimaryDown, err)
+	return fmt.Errorf("%w: %w", ErrPrimaryDown, err)
 }
 
 func (p *Primary) downErr() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.unauth {
-		return ErrUnauthorized
+	switch {
+	case p.unauth:
+		return outbox.ErrUnauthorized
+	case p.lastErr == nil: // closed again meanwhile
+		return ErrPrimaryDown
 	}
-	return fmt.Errorf("%w: %v", ErrPrimaryDown, p.lastErr)
+	return fmt.Errorf("%w: %w", ErrPrimaryDown, p.lastErr)
 }
 
 // probe polls /healthz with jittered backoff (probeMin to probeMax, 0.25 s

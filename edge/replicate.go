@@ -246,9 +246,6 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args map[string]a
 	}
 	res, err := a.p.Call(ctx, params, false)
 	if err != nil {
-		if errors.Is(err, ErrUnauthorized) {
-			return nil, outbox.ErrUnauthorized
-		}
 		if rpcErr := peerError(err); rpcErr != nil {
 			return nil, &outbox.RPCError{Code: int(rpcErr.Code), Message: rpcErr.Message}
 		}

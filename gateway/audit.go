@@ -245,13 +245,13 @@ func Verify(file string, pub ed25519.PublicKey) (lines int, err error) {
 			continue
 		}
 		if _, err := decodeStrict(line); err != nil {
-			return i, fmt.Errorf("line %d: not an audit entry: %v", i+1, err)
+			return i, fmt.Errorf("line %d: not an audit entry: %w", i+1, err)
 		}
 		var e Entry
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&e); err != nil {
-			return i, fmt.Errorf("line %d: not an audit entry: %v", i+1, err)
+			return i, fmt.Errorf("line %d: not an audit entry: %w", i+1, err)
 		}
 		prefix, hash, ok := splitLine(line)
 		if !ok || hash != e.Hash {

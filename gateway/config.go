@@ -137,7 +137,7 @@ func (c *Config) Validate() error {
 					return fmt.Errorf("%s.%s[%d]: an empty glob can never match a wing", at, field, j)
 				}
 				if _, err := path.Match(g, "x"); err != nil {
-					return fmt.Errorf("%s.%s[%d]: %q is not a valid glob: %v", at, field, j, g, err)
+					return fmt.Errorf("%s.%s[%d]: %q is not a valid glob: %w", at, field, j, g, err)
 				}
 			}
 		}

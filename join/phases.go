@@ -83,7 +83,7 @@ func start(ctx context.Context, cfg Config, o Options) (*joining, error) {
 	probe, cancel := context.WithTimeout(ctx, j.cfg.StartWait)
 	defer cancel()
 	if _, err := child.Session(probe, j.cfg.StartWait); err != nil {
-		return j, usage("no local palace server (%s): %v", cfg.Child[0], err)
+		return j, usage("no local palace server (%s): %w", cfg.Child[0], err)
 	}
 	j.local = &counter{calls: j.rep.Calls, side: "local", next: childCaller{child}}
 	return j, nil

@@ -24,8 +24,10 @@ type Primary interface {
 	Up() bool
 }
 
-// ErrUnauthorized is a 401/403 from the primary: stop and report.
-var ErrUnauthorized = errors.New("the primary refused the token")
+// ErrUnauthorized is a 401/403 from the primary: a configuration problem,
+// not an outage. The edge's Primary returns it; the flusher stops and
+// reports.
+var ErrUnauthorized = errors.New("the primary refused the token (401/403): check MEMPALACE_REMOTE_TOKEN")
 
 // RPCError is a JSON-RPC error answered by the primary.
 type RPCError struct {
@@ -105,8 +107,12 @@ func (f *Flusher) Run(ctx context.Context) {
 		defer b.Close()
 	}
 	for ctx.Err() == nil {
-		if !f.acquire(ctx) {
-			f.sleep(ctx, f.Lease/4) // another process flushes
+		ok, err := f.acquire(ctx)
+		if err != nil && ctx.Err() == nil {
+			f.Log.Error("outbox lease unreadable; trying again", "err", err)
+		}
+		if !ok {
+			f.sleep(ctx, f.Lease/4) // another process flushes, or the database failed
 			continue
 		}
 		n, wait := f.drain(ctx)
@@ -157,8 +163,12 @@ func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 	f.defaults()
 	defer f.release()
 	for {
-		if !f.acquire(ctx) {
-			return sent, fmt.Errorf("another edge process is flushing this palace")
+		ok, err := f.acquire(ctx)
+		if err != nil {
+			return sent, err
+		}
+		if !ok {
+			return sent, ErrLeaseHeld
 		}
 		n, _ := f.drain(ctx)
 		sent += n
@@ -183,29 +193,45 @@ func (f *Flusher) sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// acquire takes or renews the flush lease.
-func (f *Flusher) acquire(ctx context.Context) bool {
+// ErrLeaseHeld: another process holds the flush lease (it flushes).
+var ErrLeaseHeld = errors.New("another edge process is flushing this palace")
+
+// acquire takes or renews the flush lease: false while another process
+// holds it; an error when the database could not say.
+func (f *Flusher) acquire(ctx context.Context) (bool, error) {
 	now := f.S.now()
 	tx, err := f.S.flushDB.BeginTx(ctx, nil)
 	if err != nil {
-		return false
+		return false, fmt.Errorf("outbox lease: %w", err)
 	}
-	defer tx.Rollback()
+	defer tx.Rollback() // after Commit, a no-op
 	var v string
 	err = tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='lease'`).Scan(&v)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return false
+		return false, fmt.Errorf("outbox lease: %w", err)
 	}
 	var l lease
-	json.Unmarshal([]byte(v), &l)
+	if v != "" {
+		if err := json.Unmarshal([]byte(v), &l); err != nil {
+			// a lease this code did not write: taken over, as an expired one
+			f.Log.Warn("outbox lease unreadable; taking it", "value", v, "err", err)
+			l = lease{}
+		}
+	}
 	if l.Owner != "" && l.Owner != f.Owner && time.UnixMilli(l.Expires).After(now) {
-		return false
+		return false, nil
 	}
-	b, _ := json.Marshal(lease{Owner: f.Owner, Expires: now.Add(f.Lease).UnixMilli()})
+	b, err := json.Marshal(lease{Owner: f.Owner, Expires: now.Add(f.Lease).UnixMilli()})
+	if err != nil {
+		return false, err
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('lease', ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, string(b)); err != nil {
-		return false
+		return false, fmt.Errorf("outbox lease: %w", err)
 	}
-	return tx.Commit() == nil
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("outbox lease: %w", err)
+	}
+	return true, nil
 }
 
 func (f *Flusher) release() {
@@ -223,7 +249,11 @@ func (f *Flusher) drain(ctx context.Context) (int, time.Duration) {
 	renew := time.Now()
 	for ctx.Err() == nil {
 		if time.Since(renew) > f.Lease/3 {
-			if !f.acquire(ctx) {
+			ok, err := f.acquire(ctx)
+			if err != nil {
+				f.Log.Error("outbox lease not renewed", "err", err)
+			}
+			if !ok {
 				return n, f.Lease / 4
 			}
 			renew = time.Now()
@@ -387,7 +417,7 @@ func args(op Op) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(op.Payload))
 	dec.UseNumber()
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("%w: payload is not a JSON object: %v", errPermanent, err)
+		return nil, fmt.Errorf("%w: payload is not a JSON object: %w", errPermanent, err)
 	}
 	return m, nil
 }

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,4 +44,26 @@ func TestCloseWaitsForTheRings(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A database that fails is not taken for another process holding the
+// lease: Drain says what failed.
+func TestDrainReportsADatabaseFailure(t *testing.T) {
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	f := &outbox.Flusher{S: s, P: upPrimary{}}
+	_, err = f.Drain(context.Background())
+	if err == nil || errors.Is(err, outbox.ErrLeaseHeld) || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("Drain on a closed database: %v", err)
+	}
+}
+
+type upPrimary struct{}
+
+func (upPrimary) Up() bool { return true }
+func (upPrimary) Call(context.Context, string, map[string]any) (map[string]any, error) {
+	return map[string]any{"success": true}, nil
 }

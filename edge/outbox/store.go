@@ -373,40 +373,67 @@ type Stats struct {
 	FlushOwner   string         `json:"flush_owner,omitempty"`
 }
 
-// Stats reads the queue's state.
+// Stats reads the queue's state; any read that fails is the error.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{ByState: map[string]int{Queued: 0, Inflight: 0, Done: 0, Dead: 0}}
-	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*) FROM ops GROUP BY state`)
-	if err != nil {
+	if err := s.countByState(ctx, st.ByState); err != nil {
 		return st, err
 	}
-	for rows.Next() {
-		var k string
-		var n int
-		rows.Scan(&k, &n)
-		st.ByState[k] = n
-	}
-	rows.Close()
 	var oldest sql.NullInt64
-	s.db.QueryRowContext(ctx, `SELECT MIN(created_at) FROM ops WHERE state IN ('queued','inflight')`).Scan(&oldest)
+	if err := s.db.QueryRowContext(ctx, `SELECT MIN(created_at) FROM ops WHERE state IN ('queued','inflight')`).Scan(&oldest); err != nil {
+		return st, fmt.Errorf("outbox: %w", err)
+	}
 	if oldest.Valid {
 		t := time.UnixMilli(oldest.Int64)
 		st.OldestQueued = &t
 	}
-	if v, err := s.meta(ctx, "last_flush"); err == nil && v != "" {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-			st.LastFlush = &t
-		}
+	lastFlush, err := s.meta(ctx, "last_flush")
+	if err != nil {
+		return st, err
 	}
-	st.LastError, _ = s.meta(ctx, "last_error")
-	if v, err := s.meta(ctx, "lease"); err == nil && v != "" {
+	if lastFlush != "" {
+		t, err := time.Parse(time.RFC3339Nano, lastFlush)
+		if err != nil {
+			return st, fmt.Errorf("outbox: last_flush %q: %w", lastFlush, err)
+		}
+		st.LastFlush = &t
+	}
+	if st.LastError, err = s.meta(ctx, "last_error"); err != nil {
+		return st, err
+	}
+	owner, err := s.meta(ctx, "lease")
+	if err != nil {
+		return st, err
+	}
+	if owner != "" {
 		var l lease
-		if json.Unmarshal([]byte(v), &l) == nil && time.UnixMilli(l.Expires).After(s.now()) {
+		if err := json.Unmarshal([]byte(owner), &l); err != nil {
+			return st, fmt.Errorf("outbox: lease %q: %w", owner, err)
+		}
+		if time.UnixMilli(l.Expires).After(s.now()) {
 			st.FlushOwner = l.Owner
 		}
 	}
-	st.Dead, _ = s.List(ctx, 100, Dead)
-	return st, nil
+	st.Dead, err = s.List(ctx, 100, Dead)
+	return st, err
+}
+
+// countByState counts the ops in each state into by.
+func (s *Store) countByState(ctx context.Context, by map[string]int) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*) FROM ops GROUP BY state`)
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var n int
+		if err := rows.Scan(&k, &n); err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+		by[k] = n
+	}
+	return rows.Err()
 }
 
 func (s *Store) meta(ctx context.Context, key string) (string, error) {
