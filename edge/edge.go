@@ -191,7 +191,7 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 		// Replicating with an unknown policy could send a private wing to
 		// the primary: nothing replicates until the file is fixed.
 		e.log.Error("replication policy unreadable; nothing is replicated until it is fixed", "err", err)
-		pol, e.polErr = &Policy{Version: 1, Wings: map[string]Rule{"*": {Replicate: "local"}}}, err
+		pol, e.polErr = &Policy{Version: 1, Wings: map[string]Rule{"*": {Replicate: Local}}}, err
 	}
 	e.policy = pol
 	e.loadToolCache()

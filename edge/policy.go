@@ -35,10 +35,22 @@ type Policy struct {
 
 // Rule is one wing's policy.
 type Rule struct {
-	Replicate string `json:"replicate"` // "replicated" or "local"
+	Replicate Replication `json:"replicate"`
 	// Target is reserved for per-wing primaries; it must be empty for now.
 	Target string `json:"target,omitempty"`
 }
+
+// Replication is a rule's answer: Replicated or Local.
+type Replication string
+
+const (
+	// Replicated: writes go to the primary too (through the outbox).
+	Replicated Replication = "replicated"
+	// Local: writes stay in the local palace.
+	Local Replication = "local"
+)
+
+func (r Replication) String() string { return string(r) }
 
 // PolicyFile is the policy's name inside <palace>/edge.
 const PolicyFile = "policy.json"
@@ -64,8 +76,8 @@ func LoadPolicy(dir string) (*Policy, error) {
 		return nil, fmt.Errorf("%s: version: %d is not supported (want 1)", file, p.Version)
 	}
 	check := func(field string, r Rule) error {
-		if r.Replicate != "replicated" && r.Replicate != "local" {
-			return fmt.Errorf("%s: %s.replicate: %q must be \"replicated\" or \"local\"", file, field, r.Replicate)
+		if r.Replicate != Replicated && r.Replicate != Local {
+			return fmt.Errorf("%s: %s.replicate: %q must be %q or %q", file, field, r.Replicate, Replicated, Local)
 		}
 		if r.Target != "" {
 			return fmt.Errorf("%s: %s.target: per-wing primaries are not supported yet; leave it out", file, field)
@@ -90,14 +102,14 @@ func LoadPolicy(dir string) (*Policy, error) {
 
 // Replicated reports whether writes to wing go to the primary.
 func (p *Policy) Replicated(wing string) bool {
-	best, bestLen := "replicated", -1
+	best, bestLen := Replicated, -1
 	for glob, r := range p.Wings {
 		if ok, _ := path.Match(glob, wing); ok && len(glob) > bestLen {
 			best, bestLen = r.Replicate, len(glob)
 		}
 	}
-	return best == "replicated"
+	return best == Replicated
 }
 
 // KGReplicated reports whether knowledge-graph writes go to the primary.
-func (p *Policy) KGReplicated() bool { return p.KG == nil || p.KG.Replicate == "replicated" }
+func (p *Policy) KGReplicated() bool { return p.KG == nil || p.KG.Replicate == Replicated }

@@ -334,7 +334,7 @@ func (j *joining) settle(ctx context.Context) {
 			// Dropped after a refusal: already in rep.Failed (this run) or
 			// left by an earlier run's failure and queued again.
 		default:
-			j.rep.Failed = append(j.rep.Failed, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: "not sent yet (" + string(op.State) + "): " + errText(op.Error) + "; run devbox-config join again to resume"})
+			j.rep.Failed = append(j.rep.Failed, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: "not sent yet (" + op.State.String() + "): " + errText(op.Error) + "; run devbox-config join again to resume"})
 		}
 	}
 	for _, op := range final {

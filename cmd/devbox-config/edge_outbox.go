@@ -95,9 +95,9 @@ func (lc *outboxListCmd) run() error {
 		return err
 	}
 	defer s.Close()
-	states := []string{}
+	states := []outbox.State{}
 	if lc.all {
-		states = []string{outbox.Queued, outbox.Inflight, outbox.Dead, outbox.Done}
+		states = []outbox.State{outbox.Queued, outbox.Inflight, outbox.Dead, outbox.Done}
 	}
 	ops, err := s.List(context.Background(), 10000, states...)
 	if err != nil {

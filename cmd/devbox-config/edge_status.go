@@ -111,7 +111,7 @@ func (sc *edgeStatusCmd) withoutOutbox(path, primary string) error {
 			"outbox":        path,
 			"outbox_exists": false,
 			"note":          note,
-			"queue":         outbox.Stats{ByState: map[string]int{outbox.Queued: 0, outbox.Inflight: 0, outbox.Dead: 0, outbox.Done: 0}},
+			"queue":         outbox.Stats{ByState: map[outbox.State]int{outbox.Queued: 0, outbox.Inflight: 0, outbox.Dead: 0, outbox.Done: 0}},
 			"primary":       primary,
 		}, "", "  ")
 		if err != nil {

@@ -298,25 +298,44 @@ func (f *Flusher) drain(ctx context.Context) (int, time.Duration) {
 	return n, 0
 }
 
+// errorKind is how an attempt failed, as error_json's "kind" records it.
+type errorKind string
+
 const (
-	kindTransient = "transient"
-	kindAmbiguous = "ambiguous"
-	kindAuth      = "unauthorized"
-	kindPermanent = "permanent"
+	landed        errorKind = "" // not a failure: the primary has the write
+	kindTransient errorKind = "transient"
+	kindAmbiguous errorKind = "ambiguous" // may have landed
+	kindAuth      errorKind = "unauthorized"
+	kindPermanent errorKind = "permanent"
 )
 
-// settle records the outcome; it reports whether the op is final.
+func (k errorKind) String() string { return string(k) }
+
+// settle records the outcome; it reports whether the op is final. A
+// record that cannot be written is logged: the op stays in flight, which
+// the next attempt treats as maybe applied (its look-ups, or the
+// gateway's ledger, keep it exactly once).
 func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, err error) bool {
 	now := f.S.now()
 	kind, msg := classify(res, err)
-	if kind == "" {
-		rj, _ := json.Marshal(res)
-		f.S.flushDB.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=?, result_json=?, error_json=NULL WHERE local_seq=?`, now.UnixMilli(), string(rj), op.LocalSeq)
-		f.S.setMeta(ctx, f.S.flushDB, "last_flush", now.UTC().Format(time.RFC3339Nano))
+	if kind == landed {
+		rj, err := json.Marshal(res)
+		if err == nil {
+			_, err = f.S.flushDB.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=?, result_json=?, error_json=NULL WHERE local_seq=?`, now.UnixMilli(), string(rj), op.LocalSeq)
+		}
+		if err == nil {
+			err = f.S.setMeta(ctx, f.S.flushDB, "last_flush", now.UTC().Format(time.RFC3339Nano))
+		}
+		if err != nil {
+			f.Log.Error("outbox: a sent op's outcome not recorded", "op", op.ID[:12], "err", err)
+		}
 		f.S.notify(op.ID)
 		return true
 	}
-	ej, _ := json.Marshal(map[string]any{"kind": kind, "message": msg, "at": now.UTC(), "attempt": op.Attempts})
+	ej, err := json.Marshal(map[string]any{"kind": kind, "message": msg, "at": now.UTC(), "attempt": op.Attempts})
+	if err != nil {
+		ej = []byte(`{"kind":"` + kind.String() + `"}`) // msg held something JSON cannot encode
+	}
 	state := Queued
 	if kind == kindPermanent && op.Attempts >= f.MaxPerm {
 		state = Dead
@@ -328,8 +347,13 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, err err
 	}
 	next := now.Add(f.backoff(op.Attempts, kind))
 	maybe := kind == kindAmbiguous // the write may have landed: sticks (drain)
-	f.S.flushDB.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=?, maybe_applied=(maybe_applied OR ?) WHERE local_seq=?`, state, string(ej), next.UnixMilli(), maybe, op.LocalSeq)
-	f.S.setMeta(ctx, f.S.flushDB, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), op.Tool, msg))
+	_, err = f.S.flushDB.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=?, maybe_applied=(maybe_applied OR ?) WHERE local_seq=?`, string(state), string(ej), next.UnixMilli(), maybe, op.LocalSeq)
+	if err == nil {
+		err = f.S.setMeta(ctx, f.S.flushDB, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), op.Tool, msg))
+	}
+	if err != nil {
+		f.Log.Error("outbox: a failed attempt not recorded", "op", op.ID[:12], "err", err)
+	}
 	f.S.notify(op.ID) // dead, or queued with its error: a waiter learns it now
 	return false
 }
@@ -343,7 +367,7 @@ func (f *Flusher) nextAttempt(op Op) time.Time {
 }
 
 // backoff is exponential with full jitter, capped, persisted by the caller.
-func (f *Flusher) backoff(attempts int, kind string) time.Duration {
+func (f *Flusher) backoff(attempts int, kind errorKind) time.Duration {
 	if kind == kindAuth {
 		return f.MaxDelay
 	}
@@ -370,7 +394,7 @@ func (s *Store) Resume(ctx context.Context) {
 
 // classify turns a send's outcome into "" (landed) or an error kind
 // (RFC 003 §7.6: a 200 with success:false must be read, not trusted).
-func classify(res map[string]any, err error) (kind, msg string) {
+func classify(res map[string]any, err error) (kind errorKind, msg string) {
 	if err != nil {
 		var rpc *RPCError
 		switch {
@@ -393,7 +417,7 @@ func classify(res map[string]any, err error) (kind, msg string) {
 	failed := res["success"] == false
 	errMsg, hasErr := res["error"]
 	if !failed && !hasErr {
-		return "", ""
+		return landed, ""
 	}
 	m := fmt.Sprint(errMsg)
 	low := strings.ToLower(m)

@@ -30,13 +30,22 @@ import (
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
-// State of an op.
+// State is where an op is in its life: Queued, Inflight, Done or Dead.
+type State string
+
 const (
-	Queued   = "queued"
-	Inflight = "inflight"
-	Done     = "done"
-	Dead     = "dead"
+	// Queued: waiting to be sent (again, after a failed attempt).
+	Queued State = "queued"
+	// Inflight: being sent; after a crash, maybe applied.
+	Inflight State = "inflight"
+	// Done: the primary has it (or an operator dropped it: Error says).
+	Done State = "done"
+	// Dead: the primary keeps refusing it; it holds the ops behind it until
+	// an operator retries or drops it.
+	Dead State = "dead"
 )
+
+func (s State) String() string { return string(s) }
 
 // Op is one queued write.
 type Op struct {
@@ -47,7 +56,7 @@ type Op struct {
 	Tool          string          `json:"tool_name"`
 	Payload       json.RawMessage `json:"payload_json"`
 	Wing          string          `json:"wing"`
-	State         string          `json:"state"`
+	State         State           `json:"state"`
 	Attempts      int             `json:"attempts"`
 	NextAttemptAt time.Time       `json:"next_attempt_at"`
 	CreatedAt     time.Time       `json:"created_at"`
@@ -301,14 +310,14 @@ func (s *Store) GetByID(ctx context.Context, id string) (Op, error) {
 }
 
 // List returns ops in local_seq order; states filters (none: all but done).
-func (s *Store) List(ctx context.Context, limit int, states ...string) ([]Op, error) {
+func (s *Store) List(ctx context.Context, limit int, states ...State) ([]Op, error) {
 	if len(states) == 0 {
-		states = []string{Queued, Inflight, Dead}
+		states = []State{Queued, Inflight, Dead}
 	}
 	q := `SELECT ` + opCols + ` FROM ops WHERE state IN (` + strings.TrimSuffix(strings.Repeat("?,", len(states)), ",") + `) ORDER BY local_seq LIMIT ?`
 	args := []any{}
 	for _, st := range states {
-		args = append(args, st)
+		args = append(args, string(st))
 	}
 	rows, err := s.db.QueryContext(ctx, q, append(args, limit)...)
 	if err != nil {
@@ -365,17 +374,17 @@ func (s *Store) Drop(ctx context.Context, id string) (Op, error) {
 
 // Stats summarises the queue for `edge status`.
 type Stats struct {
-	ByState      map[string]int `json:"by_state"`
-	OldestQueued *time.Time     `json:"oldest_queued,omitempty"`
-	LastFlush    *time.Time     `json:"last_flush,omitempty"`
-	LastError    string         `json:"last_error,omitempty"`
-	Dead         []Op           `json:"dead,omitempty"`
-	FlushOwner   string         `json:"flush_owner,omitempty"`
+	ByState      map[State]int `json:"by_state"`
+	OldestQueued *time.Time    `json:"oldest_queued,omitempty"`
+	LastFlush    *time.Time    `json:"last_flush,omitempty"`
+	LastError    string        `json:"last_error,omitempty"`
+	Dead         []Op          `json:"dead,omitempty"`
+	FlushOwner   string        `json:"flush_owner,omitempty"`
 }
 
 // Stats reads the queue's state; any read that fails is the error.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{ByState: map[string]int{Queued: 0, Inflight: 0, Done: 0, Dead: 0}}
+	st := Stats{ByState: map[State]int{Queued: 0, Inflight: 0, Done: 0, Dead: 0}}
 	if err := s.countByState(ctx, st.ByState); err != nil {
 		return st, err
 	}
@@ -419,14 +428,14 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 }
 
 // countByState counts the ops in each state into by.
-func (s *Store) countByState(ctx context.Context, by map[string]int) error {
+func (s *Store) countByState(ctx context.Context, by map[State]int) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*) FROM ops GROUP BY state`)
 	if err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var k string
+		var k State
 		var n int
 		if err := rows.Scan(&k, &n); err != nil {
 			return fmt.Errorf("outbox: %w", err)
