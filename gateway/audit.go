@@ -23,8 +23,8 @@ type Entry struct {
 	Method         string    `json:"method"`         // the JSON-RPC method, or the HTTP one
 	Tool           string    `json:"tool,omitempty"`
 	Wing           string    `json:"wing,omitempty"`
-	Decision       string    `json:"decision"` // allow | deny | limited | error
-	Rule           string    `json:"rule,omitempty"`
+	Decision       Verdict   `json:"decision"`
+	Rule           Rule      `json:"rule,omitempty"`
 	Status         int       `json:"status,omitempty"` // the HTTP status answered
 	UpstreamStatus int       `json:"upstream_status,omitempty"`
 	LatencyMS      float64   `json:"latency_ms"`
@@ -162,7 +162,7 @@ func (a *Audit) Close() error {
 
 // checkpointLocked appends a signed checkpoint of the current head.
 func (a *Audit) checkpointLocked() error {
-	c := Entry{Time: time.Now().UTC(), Method: "checkpoint", Decision: "checkpoint", Prev: a.prev}
+	c := Entry{Time: time.Now().UTC(), Method: "checkpoint", Decision: VerdictCheckpoint, Prev: a.prev}
 	c.Sig = hex.EncodeToString(ed25519.Sign(a.key, []byte(fmt.Sprintf("%s|%d", a.prev, a.lines))))
 	c.Hash = entryHash(c)
 	b, _ := json.Marshal(c)

@@ -13,7 +13,7 @@ import (
 // Decision is the outcome of authorizing one tools/call.
 type Decision struct {
 	Allow bool
-	Rule  string // the rule that decided, for the denial's data and the audit log
+	Rule  Rule   // the rule that decided, for the denial's data and the audit log
 	Wing  string // the wing the call is about ("" if none)
 	// found: a checkpoint's items the gateway found to be near-duplicates
 	// of drawers in readable wings (see narrow), as upstream reports them.
@@ -22,9 +22,9 @@ type Decision struct {
 
 var plainAgent = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`) })
 
-func allow(rule, wing string) Decision { return Decision{Allow: true, Rule: rule, Wing: wing} }
+func allow(rule Rule, wing string) Decision { return Decision{Allow: true, Rule: rule, Wing: wing} }
 
-func deny(rule, wing string) Decision { return Decision{Rule: rule, Wing: wing} }
+func deny(rule Rule, wing string) Decision { return Decision{Rule: rule, Wing: wing} }
 
 // readsAll: the device may read every wing (its read globs include "*"),
 // so nothing in an answer needs cutting.
@@ -65,7 +65,7 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		if d.Admin {
 			return allow("admin", "")
 		}
-		return deny("admin only", "")
+		return deny(ruleAdminOnly, "")
 	case catalogue.ReadStatic:
 		if len(d.Read) == 0 {
 			return deny("no read scope", "")
@@ -80,7 +80,7 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		// A drawer that does not exist and one in an unreadable wing get
 		// the same denial: the answer says nothing of its existence.
 		if drawerWing != "" && match(d.Read, drawerWing) {
-			return allow("read:"+drawerWing, drawerWing)
+			return allow(Rule("read:"+drawerWing), drawerWing)
 		}
 		return deny(ruleNotVisible, drawerWing)
 	case catalogue.ReadWing:
@@ -88,7 +88,7 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 			return deny("no read scope", "")
 		}
 		if t.Identity != "" && !d.Grants(str(t.Identity), true) {
-			return deny(fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity)), "")
+			return deny(Rule(fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity))), "")
 		}
 		wings := t.WingsOf(args, "")
 		for _, w := range wings {
@@ -99,14 +99,14 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		if len(wings) == 0 {
 			return allow("read:filtered", "")
 		}
-		return allow("read:"+strings.Join(wings, ","), wings[0])
+		return allow(Rule("read:"+strings.Join(wings, ",")), wings[0])
 	case catalogue.WriteWing:
 		if t.Identity != "" && !d.Grants(str(t.Identity), true) {
-			return deny(fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity)), "")
+			return deny(Rule(fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity))), "")
 		}
 		if dm, ok := args["diary"].(map[string]any); ok {
 			if a, _ := dm["agent_name"].(string); !d.Grants(a, true) {
-				return deny(fmt.Sprintf("diary.agent_name %q is not one of this device's agents", a), "")
+				return deny(Rule(fmt.Sprintf("diary.agent_name %q is not one of this device's agents", a)), "")
 			}
 		}
 		if t.Wings == catalogue.DrawerWing && (drawerWing == "" || !match(d.Read, drawerWing)) {
@@ -121,22 +121,22 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 				return deny("write globs do not match the target wing", w)
 			}
 		}
-		return allow("write:"+strings.Join(wings, ","), wings[0])
+		return allow(Rule("write:"+strings.Join(wings, ",")), wings[0])
 	case catalogue.KGRead:
-		if d.KG == "read" || d.KG == "write" {
+		if d.KG == KGRead || d.KG == KGWrite {
 			return allow("kg:read", "")
 		}
 		return deny("no knowledge-graph read grant", "")
 	case catalogue.KGWrite:
-		if d.KG == "write" {
+		if d.KG == KGWrite {
 			return allow("kg:write", "")
 		}
 		return deny("no knowledge-graph write grant", "")
 	case catalogue.AgentWrite:
 		if from := str(t.Identity); d.Grants(from, false) {
-			return allow("agent:"+from, "")
+			return allow(Rule("agent:"+from), "")
 		}
-		return deny(fmt.Sprintf("%q is not one of this device's agents", str(t.Identity)), "")
+		return deny(Rule(fmt.Sprintf("%q is not one of this device's agents", str(t.Identity))), "")
 	case catalogue.CoordinationGrant:
 		if len(d.Agents) == 0 && !d.Coordinator {
 			return deny("no coordination identity", "")

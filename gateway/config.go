@@ -53,8 +53,8 @@ type Device struct {
 	// Read and Write are wing globs (path.Match).
 	Read  []string `json:"read,omitempty"`
 	Write []string `json:"write,omitempty"`
-	// KG is the knowledge-graph grant: "none", "read" or "write".
-	KG string `json:"kg,omitempty"`
+	// KG is the knowledge-graph grant ("" is KGNone).
+	KG KGGrant `json:"kg,omitempty"`
 	// Agents are the from_agent names the device may use
 	// ("<harness>@<label>", RFC 003 §3.2).
 	Agents      []string `json:"agents,omitempty"`
@@ -65,6 +65,17 @@ type Device struct {
 	ReadRate  float64 `json:"read_rate,omitempty"`
 	WriteRate float64 `json:"write_rate,omitempty"`
 }
+
+// KGGrant is a device's knowledge-graph grant.
+type KGGrant string
+
+const (
+	KGNone  KGGrant = "none"
+	KGRead  KGGrant = "read"  // kg_query, kg_timeline, kg_stats
+	KGWrite KGGrant = "write" // and kg_add, kg_invalidate, kg_supersede
+)
+
+func (g KGGrant) String() string { return string(g) }
 
 // Token is a stored credential: never the secret, only its HMAC.
 type Token struct {
@@ -142,7 +153,7 @@ func (c *Config) Validate() error {
 			}
 		}
 		switch d.KG {
-		case "", "none", "read", "write":
+		case "", KGNone, KGRead, KGWrite:
 		default:
 			return fmt.Errorf("%s.kg: %q must be none, read or write", at, d.KG)
 		}

@@ -45,13 +45,13 @@ func (s *Server) recoverPanic(x *exchange) {
 		return
 	}
 	s.Log.Error("request panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-	x.entry.Rule = "panic"
+	x.entry.Rule = rulePanic
 	if !x.answered {
-		s.answer(x, http.StatusInternalServerError, rpcErrBytes(x.id, -32603, "Internal error"), "error", "panic")
+		s.answer(x, http.StatusInternalServerError, rpcErrBytes(x.id, -32603, "Internal error"), VerdictError, rulePanic)
 		return
 	}
 	if !x.audited {
-		s.finish(x, "error", "panic", http.StatusInternalServerError)
+		s.finish(x, VerdictError, rulePanic, http.StatusInternalServerError)
 	}
 }
 
@@ -59,7 +59,7 @@ func (s *Server) recoverPanic(x *exchange) {
 func (s *Server) route(x *exchange) {
 	r := x.r
 	if !hostAllowed(s.BindHost, r.Host) || !originAllowed(r.Header.Get("Origin")) {
-		s.answerText(x, http.StatusForbidden, "Forbidden", "deny", "front-door:host-or-origin")
+		s.answerText(x, http.StatusForbidden, "Forbidden", VerdictDeny, ruleFrontDoor)
 		return
 	}
 	switch p := r.URL.Path; {
@@ -70,7 +70,7 @@ func (s *Server) route(x *exchange) {
 	case p == "/logstream/stream" && r.Method == http.MethodGet:
 		s.serveStream(x)
 	case p != "/mcp" || r.Method != http.MethodPost:
-		s.answerText(x, http.StatusNotFound, "Not Found", "deny", "no-route")
+		s.answerText(x, http.StatusNotFound, "Not Found", VerdictDeny, ruleNoRoute)
 	default:
 		s.serveMCP(x)
 	}
@@ -90,11 +90,11 @@ func (s *Server) serveAdminGET(x *exchange) {
 	}
 	q, err := parseQuery(x.r.URL.RawQuery, syncQuery[x.r.URL.Path])
 	if err != nil {
-		s.answerText(x, http.StatusBadRequest, err.Error(), "deny", "query")
+		s.answerText(x, http.StatusBadRequest, err.Error(), VerdictDeny, ruleQuery)
 		return
 	}
 	if !d.Admin {
-		s.answerText(x, http.StatusForbidden, "admin only", "deny", "admin only")
+		s.answerText(x, http.StatusForbidden, "admin only", VerdictDeny, ruleAdminOnly)
 		return
 	}
 	s.serveGET(x, rebuildQuery(q), true)
@@ -113,11 +113,11 @@ func (s *Server) serveStream(x *exchange) {
 	}
 	q, err := parseQuery(x.r.URL.RawQuery, streamQuery)
 	if err != nil {
-		s.answerText(x, http.StatusBadRequest, err.Error(), "deny", "query")
+		s.answerText(x, http.StatusBadRequest, err.Error(), VerdictDeny, ruleQuery)
 		return
 	}
 	if !d.Coordinator && !d.Grants(q["to_agent"], false) {
-		s.answerText(x, http.StatusForbidden, "filter the stream by to_agent naming one of this device's agents", "deny", "stream:agent")
+		s.answerText(x, http.StatusForbidden, "filter the stream by to_agent naming one of this device's agents", VerdictDeny, ruleStreamAgent)
 		return
 	}
 	s.serveGET(x, rebuildQuery(q), true)
@@ -130,7 +130,7 @@ func (s *Server) serveGET(x *exchange, query string, withToken bool) {
 	x.answered = true
 	s.forwardGET(x.w, x.r, query, withToken, func(status int) {
 		x.entry.UpstreamStatus = status
-		s.finish(x, "allow", "", status)
+		s.finish(x, VerdictAllow, "", status)
 	})
 }
 
@@ -153,7 +153,7 @@ func (s *Server) serveMCP(x *exchange) {
 		if req != nil {
 			x.entry.Method = req.Method
 		}
-		s.answer(x, bad.httpStatus(), rpcErrBytes(req.rawID(), bad.code, bad.msg), "error", "parse: "+bad.msg)
+		s.answer(x, bad.httpStatus(), rpcErrBytes(req.rawID(), bad.code, bad.msg), VerdictError, Rule("parse: "+bad.msg))
 		return
 	}
 	x.entry.Method, x.id = req.Method, req.rawID()
@@ -165,7 +165,7 @@ func (s *Server) serveMCP(x *exchange) {
 			resp = ledger.AdvertiseInitialize(resp)
 		}
 		x.entry.UpstreamStatus = status
-		s.answer(x, status, resp, "allow", "protocol")
+		s.answer(x, status, resp, VerdictAllow, ruleProtocol)
 		return
 	}
 	s.serveTool(x, d, req)
@@ -180,7 +180,7 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	t, known := catalogue.Lookup(req.Tool)
 	if known {
 		if bad := checkArgs(t, req.Args); bad != nil {
-			s.refuse(x, d, req, bad.code, "devbox-config gateway: "+bad.msg, "arguments", "")
+			s.refuse(x, d, req, bad.code, "devbox-config gateway: "+bad.msg, ruleArguments, "")
 			return
 		}
 	}
@@ -199,8 +199,8 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 			return
 		}
 		if !s.writes.acquire(ctx, d.ID) {
-			x.entry.Rule = "write_queue"
-			s.limited(x, d, req, "devbox-config gateway: rate limited: this device's share of the primary's write queue is full", "write_queue", dec.Wing)
+			x.entry.Rule = ruleWriteQueue
+			s.limited(x, d, req, "devbox-config gateway: rate limited: this device's share of the primary's write queue is full", ruleWriteQueue, dec.Wing)
 			return
 		}
 		defer s.writes.release()
@@ -215,11 +215,11 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		return
 	}
 	x.entry.UpstreamStatus = status
-	s.answer(x, status, resp, "allow", dec.Rule)
+	s.answer(x, status, resp, VerdictAllow, dec.Rule)
 }
 
 // errNotVisible: the answer is about an object the device may not see.
-var errNotVisible = errors.New(ruleNotVisible)
+var errNotVisible = errors.New(ruleNotVisible.String())
 
 // forwardStep makes the authorized call and filters its answer: a
 // palace-wide read that must be answered wing by wing is, an event_wait
@@ -259,7 +259,7 @@ func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
 		d, tok, first, err = AuthenticateWith(s.cfg.Load(), s.state.firstUse, s.key, raw, s.Now())
 	}
 	if err != nil {
-		s.answerText(x, http.StatusUnauthorized, "Unauthorized", "deny", "authenticate")
+		s.answerText(x, http.StatusUnauthorized, "Unauthorized", VerdictDeny, ruleAuthenticate)
 		return nil, false
 	}
 	x.entry.Device, x.entry.TokenID = d.ID, tok.ID
@@ -275,7 +275,7 @@ func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
 // readBody reads at most MaxBody (413 beyond it, as upstream).
 func (s *Server) readBody(x *exchange) ([]byte, bool) {
 	tooLarge := func() ([]byte, bool) {
-		s.answer(x, http.StatusRequestEntityTooLarge, rpcErrBytes(nil, -32600, "Request too large"), "error", "size")
+		s.answer(x, http.StatusRequestEntityTooLarge, rpcErrBytes(nil, -32600, "Request too large"), VerdictError, ruleSize)
 		return nil, false
 	}
 	if x.r.ContentLength > MaxBody {
@@ -286,7 +286,7 @@ func (s *Server) readBody(x *exchange) ([]byte, bool) {
 		return tooLarge()
 	}
 	if err != nil {
-		s.answer(x, http.StatusBadRequest, rpcErrBytes(nil, -32700, "Parse error"), "error", "read")
+		s.answer(x, http.StatusBadRequest, rpcErrBytes(nil, -32700, "Parse error"), VerdictError, ruleRead)
 		return nil, false
 	}
 	return body, true
@@ -298,12 +298,12 @@ func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) 
 	if s.rates.allow(d, write) {
 		return true
 	}
-	rule := "rate:read"
+	rule := ruleRateRead
 	if write {
-		rule = "rate:write"
+		rule = ruleRateWrite
 	}
 	wing, _ := req.Args["wing"].(string)
-	s.limited(x, d, req, fmt.Sprintf("devbox-config gateway: %s is over its %s rate", d.ID, strings.TrimPrefix(rule, "rate:")), rule, wing)
+	s.limited(x, d, req, fmt.Sprintf("devbox-config gateway: %s is over its %s rate", d.ID, strings.TrimPrefix(rule.String(), "rate:")), rule, wing)
 	return false
 }
 
@@ -331,11 +331,11 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 // write that cannot be audited is not made (fail closed).
 func (s *Server) auditAhead(x *exchange, d *Device, req *rpcRequest) bool {
 	probe := x.entry
-	probe.Decision = "pending"
+	probe.Decision = VerdictPending
 	if err := s.audit.Append(probe, true); err != nil {
 		s.Log.Error("audit log not writable: refusing writes", "err", err)
 		x.answered = true
-		writeJSON(x.w, 200, rpcErr(req.rawID(), CodeDenied, "devbox-config gateway: the audit log cannot be written; writes are refused", map[string]any{"device": d.ID, "tool": req.Tool, "rule": "audit"}))
+		writeJSON(x.w, 200, rpcErr(req.rawID(), CodeDenied, "devbox-config gateway: the audit log cannot be written; writes are refused", map[string]any{"device": d.ID, "tool": req.Tool, "rule": ruleAudit}))
 		x.audited = true // the log is what failed
 		return false
 	}
@@ -347,21 +347,21 @@ func (s *Server) auditAhead(x *exchange, d *Device, req *rpcRequest) bool {
 // palace tool) and audits it as a denial.
 // The audit line keeps the wing of an object the device may not see; the
 // answer does not.
-func (s *Server) refuse(x *exchange, d *Device, req *rpcRequest, code int, msg, rule, wing string) {
+func (s *Server) refuse(x *exchange, d *Device, req *rpcRequest, code int, msg string, rule Rule, wing string) {
 	x.entry.Rule, x.entry.Wing = rule, wing
 	if rule == ruleNotVisible {
 		wing = ""
 	}
-	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), code, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": wing, "rule": rule})), "deny", rule)
+	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), code, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": wing, "rule": rule})), VerdictDeny, rule)
 }
 
-func (s *Server) limited(x *exchange, d *Device, req *rpcRequest, msg, rule, wing string) {
+func (s *Server) limited(x *exchange, d *Device, req *rpcRequest, msg string, rule Rule, wing string) {
 	x.entry.Rule, x.entry.Wing = rule, wing
-	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), CodeRateLimited, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": wing, "rule": rule})), "limited", rule)
+	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), CodeRateLimited, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": wing, "rule": rule})), VerdictLimited, rule)
 }
 
 // answer writes a JSON answer and the request's audit line.
-func (s *Server) answer(x *exchange, status int, body []byte, decision, rule string) {
+func (s *Server) answer(x *exchange, status int, body []byte, decision Verdict, rule Rule) {
 	x.answered = true
 	writeRawJSON(x.w, status, body)
 	s.finish(x, decision, rule, status)
@@ -369,14 +369,14 @@ func (s *Server) answer(x *exchange, status int, body []byte, decision, rule str
 
 // answerText writes a plain-text answer (as upstream's send_error) and
 // the request's audit line.
-func (s *Server) answerText(x *exchange, status int, msg, decision, rule string) {
+func (s *Server) answerText(x *exchange, status int, msg string, decision Verdict, rule Rule) {
 	x.answered = true
 	http.Error(x.w, msg, status)
 	s.finish(x, decision, rule, status)
 }
 
 // finish is the audit step's last line for a request.
-func (s *Server) finish(x *exchange, decision, rule string, status int) {
+func (s *Server) finish(x *exchange, decision Verdict, rule Rule, status int) {
 	if x.audited {
 		return
 	}

@@ -7,10 +7,6 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 )
 
-// ruleNotVisible is the one denial for an object a device may not see and
-// for one that does not exist: the two are not told apart.
-const ruleNotVisible = "the target is not visible to this device"
-
 // scanPages bounds an event look-up: at most this many pages of 500.
 const scanPages = 20
 

@@ -42,7 +42,7 @@ func newDeviceAddCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command 
 	f.StringVar(&ac.d.Label, "label", "", "human-readable label (never identity)")
 	f.StringSliceVar(&ac.d.Read, "read", nil, "wing globs the device may read")
 	f.StringSliceVar(&ac.d.Write, "write", nil, "wing globs the device may write")
-	f.StringVar(&ac.d.KG, "kg", "none", "knowledge-graph grant: none, read or write")
+	f.StringVar((*string)(&ac.d.KG), "kg", "none", "knowledge-graph grant: none, read or write")
 	f.StringSliceVar(&ac.d.Agents, "agents", nil, "from_agent names the device may use, e.g. opencode@laptop")
 	f.BoolVar(&ac.d.Admin, "admin", false, "may run mine, sync, deletes and the other admin tools (no device may run a tool the catalogue does not know)")
 	f.BoolVar(&ac.d.Coordinator, "coordinator", false, "sees every coordination event")
@@ -122,7 +122,7 @@ func scopes(d gateway.Device) string {
 		}
 		return strings.Join(globs, ",")
 	}
-	s := "read " + list(d.Read) + "; write " + list(d.Write) + "; kg " + d.KG + "; agents " + list(d.Agents)
+	s := "read " + list(d.Read) + "; write " + list(d.Write) + "; kg " + d.KG.String() + "; agents " + list(d.Agents)
 	if d.Admin {
 		s += "; admin"
 	}

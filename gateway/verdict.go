@@ -1,0 +1,53 @@
+package gateway
+
+// Verdict is what the audit log says became of a request: Entry.Decision.
+type Verdict string
+
+const (
+	// VerdictAllow: authorized and forwarded (or answered by the gateway).
+	VerdictAllow Verdict = "allow"
+	// VerdictDeny: refused by a rule.
+	VerdictDeny Verdict = "deny"
+	// VerdictLimited: refused by a rate or the write queue (a client
+	// retries).
+	VerdictLimited Verdict = "limited"
+	// VerdictError: the request could not be read, or the gateway failed.
+	VerdictError Verdict = "error"
+	// VerdictPending: a write's line written before the write is made.
+	VerdictPending Verdict = "pending"
+	// VerdictCheckpoint: a signed checkpoint of the chain, not a request.
+	VerdictCheckpoint Verdict = "checkpoint"
+)
+
+func (v Verdict) String() string { return string(v) }
+
+// Rule names what decided a request, in the audit line and a refusal's
+// data: one of the constants below, or built from the grant that allowed
+// it ("read:<wings>", "write:<wings>", "agent:<name>") or the reason a
+// request could not be read ("parse: …").
+type Rule string
+
+func (r Rule) String() string { return string(r) }
+
+// The rules with fixed names.
+const (
+	// ruleNotVisible is the one denial for an object a device may not see
+	// and for one that does not exist: the two are not told apart.
+	ruleNotVisible Rule = "the target is not visible to this device"
+
+	ruleFrontDoor    Rule = "front-door:host-or-origin"
+	ruleNoRoute      Rule = "no-route"
+	ruleQuery        Rule = "query"
+	ruleAdminOnly    Rule = "admin only"
+	ruleStreamAgent  Rule = "stream:agent"
+	ruleAuthenticate Rule = "authenticate"
+	ruleSize         Rule = "size"
+	ruleRead         Rule = "read"
+	rulePanic        Rule = "panic"
+	ruleProtocol     Rule = "protocol"
+	ruleArguments    Rule = "arguments"
+	ruleWriteQueue   Rule = "write_queue"
+	ruleAudit        Rule = "audit"
+	ruleRateRead     Rule = "rate:read"
+	ruleRateWrite    Rule = "rate:write"
+)
