@@ -546,7 +546,7 @@ func TestOutbox(t *testing.T) {
 		b := newBox(t) // solitary now: ops queued while edge mode was on still count
 		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
 		must(t, err)
-		s.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"refused","bogus":1}`), "w")
+		s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused","bogus":1}`), Wing: "w"})
 		(&outbox.Flusher{S: s, P: refusing{}, MaxPerm: 1}).Drain(ctx)
 		s.Close()
 		fs := b.run()
@@ -559,7 +559,7 @@ func TestOutbox(t *testing.T) {
 		b := newBox(t)
 		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
 		must(t, err)
-		s.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"waiting"}`), "w")
+		s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"waiting"}`), Wing: "w"})
 		s.Close()
 		before := snapshot(t, b.home)
 		only(t, b.run()) // just queued

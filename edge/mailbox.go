@@ -49,8 +49,8 @@ func (e *Edge) addMailbox() {
 }
 
 // mailboxCall answers the mempalace_mailbox tool.
-func (e *Edge) mailboxCall(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	r, err := e.owed(ctx, argsMap(p.Arguments))
+func (e *Edge) mailboxCall(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+	r, err := e.owed(ctx, c.argsMap())
 	if err != nil {
 		return errorResult(err.Error(), map[string]any{"primary": e.remote.State()}), nil
 	}
@@ -85,8 +85,8 @@ func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMess
 	}
 	e.mu.Unlock()
 	src := mailbox.ToolSource{AscOrder: mailbox.SupportsOrder(tools), Call: func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-		b, _ := json.Marshal(p.Arguments)
-		return e.remote.Call(ctx, &mcp.CallToolParams{Name: p.Name, Arguments: json.RawMessage(b)}, true)
+		// event_list is a read: it may be sent again (withReplayable)
+		return e.remote.Call(withReplayable(ctx), newCall(&mcp.CallToolParams{Name: p.Name, Arguments: p.Arguments}).params, true)
 	}}
 	return src.EventList(ctx, args)
 }

@@ -27,24 +27,23 @@ const canaryTolerance = 1e-3
 // mergedRead asks both palaces in parallel (the latency is the slower
 // side's, not the sum) and merges; with one side failing it answers from
 // the other, marked degraded.
-func (e *Edge) mergedRead(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	orig := p
+func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult, error) {
 	type out struct {
 		res *mcp.CallToolResult
 		err error
 	}
 	// The answer's shape, as the catalogue names it for the gateway's
 	// filter, says how the two sides merge.
-	shape := catalogue.FilterOf(p.Name)
+	shape, c, args := orig.tool.Filter, orig, orig.argsMap()
 	if shape == catalogue.FilterDrawers {
 		// Page the union: both sides from the start, up to the end of the
 		// requested page.
-		a := argsMap(p.Arguments)
-		want := min(intArg(a, "offset", 0)+intArg(a, "limit", 20), 100)
-		q := copyMap(a)
-		q["offset"], q["limit"] = 0, want
-		b, _ := json.Marshal(q)
-		p = &mcp.CallToolParams{Name: p.Name, Arguments: json.RawMessage(b), Meta: p.Meta}
+		q := copyMap(args)
+		q["offset"], q["limit"] = 0, min(intArg(args, "offset", 0)+intArg(args, "limit", 20), 100)
+		var err error
+		if c, err = orig.with(q); err != nil {
+			return nil, err
+		}
 	}
 	// The primary (the slower side) is asked first; the local palace as
 	// soon as the primary's request is written (or has failed), so the
@@ -55,13 +54,13 @@ func (e *Edge) mergedRead(ctx context.Context, p *mcp.CallToolParams) (*mcp.Call
 	lc := make(chan out, 1)
 	startLocal := sync.OnceFunc(func() {
 		go func() {
-			r, err := e.localServer.Call(ctx, p)
+			r, err := e.localServer.Call(ctx, c.params)
 			lc <- out{r, err}
 		}()
 	})
 	pctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
 	var prim out
-	prim.res, prim.err = e.callPrimary(pctx, p, true)
+	prim.res, prim.err = e.callPrimary(pctx, c, true)
 	startLocal()
 	lo := <-lc
 	local, lerr := lo.res, lo.err
@@ -85,9 +84,8 @@ func (e *Edge) mergedRead(ctx context.Context, p *mcp.CallToolParams) (*mcp.Call
 		return annotate(prim.res, map[string]any{"local": why, "primary": "ok"}, true), nil
 	default:
 		// Neither side gave a usable answer: the local one as it is.
-		return e.local(ctx, p)
+		return e.local(ctx, c)
 	}
-	args := argsMap(orig.Arguments)
 	if shape == catalogue.FilterHits {
 		return textResult(e.mergeSearch(lt, pt, intArg(args, "limit", 5)), false, nil), nil
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
 )
@@ -188,7 +187,9 @@ func (p *Primary) goOwned(fn func()) {
 // refused the token: a configuration problem, not an outage). A JSON-RPC error from the primary is returned
 // as it is (the primary is up); a transport failure opens the breaker. An
 // expired session is re-initialized and, if retry, the call is sent once
-// more (reads; writes go through the outbox, which knows what is safe).
+// more (reads; writes go through the outbox, which knows what is safe). A
+// read whose ctx is marked withReplayable may also be resent by the warm
+// transport when its connection fails before the answer began.
 func (p *Primary) Call(ctx context.Context, params *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
@@ -200,9 +201,6 @@ func (p *Primary) Call(ctx context.Context, params *mcp.CallToolParams, retry bo
 func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
 	if !p.Up() {
 		return nil, p.downErr()
-	}
-	if retry && catalogue.Reads(params.Name) {
-		ctx = withReplayable(ctx) // the warm transport may resend it
 	}
 	for attempt := 0; ; attempt++ {
 		s, err := p.sessionFor(ctx)

@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/joakimp/devbox-config/ladder"
 )
 
@@ -47,8 +48,7 @@ func TestProvenanceRows(t *testing.T) {
 
 // replicableArgs is the payload replicable queues for a call, decoded.
 func replicableArgs(e *Edge, tool string, args map[string]any) (map[string]any, bool) {
-	rec, _ := catalogue.Lookup(tool)
-	b, _, ok := e.replicable(rec, nil, args, "")
+	b, _, ok := e.replicable(newCall(&mcp.CallToolParams{Name: tool, Arguments: args}), "")
 	var out map[string]any
 	json.Unmarshal(b, &out)
 	return out, ok

@@ -18,16 +18,14 @@ import (
 // write: local first, the agent gets the local result; a successful write
 // to a replicated wing is enqueued for the primary, under the exact name
 // the agent called it by.
-func (e *Edge) write(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	rec, _ := catalogue.Lookup(p.Name)
-	args := argsMap(p.Arguments)
+func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	var oldWing string
-	if rec.Wings == catalogue.DrawerWing {
-		oldWing = e.localWing(ctx, fmt.Sprint(args["drawer_id"]))
+	if c.tool.Wings == catalogue.DrawerWing {
+		oldWing = e.localWing(ctx, fmt.Sprint(c.argsMap()["drawer_id"]))
 	}
-	raw, lerr := e.localServer.Call(ctx, p)
+	raw, lerr := e.localServer.Call(ctx, c.params)
 	if errors.Is(lerr, ErrLocalDown) {
-		return e.writeWithoutLocal(ctx, rec, p, args, oldWing, lerr)
+		return e.writeWithoutLocal(ctx, c, oldWing, lerr)
 	}
 	res, err := localAnswer(raw, lerr)
 	if err != nil || res == nil || res.IsError {
@@ -37,7 +35,7 @@ func (e *Edge) write(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolR
 	if m != nil && (m["success"] == false || m["error"] != nil) {
 		return res, nil // the local palace refused it: nothing to replicate
 	}
-	payload, wing, replicate := e.replicable(rec, p.Arguments, args, oldWing)
+	payload, wing, replicate := e.replicable(c, oldWing)
 	if e.polErr != nil {
 		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: policy unreadable: %v", e.polErr)}, false), nil
 	}
@@ -47,9 +45,9 @@ func (e *Edge) write(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolR
 	if e.outbox == nil {
 		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: outbox unavailable: %v", e.obErr)}, false), nil
 	}
-	op, err := e.outbox.Enqueue(ctx, p.Name, payload, wing)
+	op, err := e.outbox.Enqueue(ctx, outbox.Write{Name: c.name, Tool: c.tool, Payload: payload, Wing: wing})
 	if err != nil {
-		e.log.Error("outbox write failed; the local write stands but is not replicated", "tool", p.Name, "err", err)
+		e.log.Error("outbox write failed; the local write stands but is not replicated", "tool", c.name, "err", err)
 		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: %v", err)}, false), nil
 	}
 	return annotate(res, map[string]any{"replication": "queued", "op_id": op.ID[:16]}, false), nil
@@ -58,12 +56,12 @@ func (e *Edge) write(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolR
 // writeWithoutLocal: the local palace server is not running. A write the
 // policy replicates is queued for the primary (the agent is told the local
 // palace does not have it); anything else is the clear error it was.
-func (e *Edge) writeWithoutLocal(ctx context.Context, rec catalogue.Tool, p *mcp.CallToolParams, args map[string]any, oldWing string, down error) (*mcp.CallToolResult, error) {
-	payload, wing, replicate := e.replicable(rec, p.Arguments, args, oldWing)
+func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, down error) (*mcp.CallToolResult, error) {
+	payload, wing, replicate := e.replicable(c, oldWing)
 	if !replicate || e.polErr != nil || e.outbox == nil {
 		return localDown(down), nil
 	}
-	op, err := e.outbox.Enqueue(ctx, p.Name, payload, wing)
+	op, err := e.outbox.Enqueue(ctx, outbox.Write{Name: c.name, Tool: c.tool, Payload: payload, Wing: wing})
 	if err != nil {
 		return localDown(down), nil
 	}
@@ -91,12 +89,13 @@ func (e *Edge) localWing(ctx context.Context, id string) string {
 
 // replicable decides what (if anything) goes to the outbox for a write:
 // the payload, its wing, and whether the policy replicates it. The payload
-// is the agent's arguments as sent (raw), except where the edge must
-// change them: provenance stamped on a tool that takes added_by, and a
-// checkpoint cut to its replicated items and diary.
-func (e *Edge) replicable(rec catalogue.Tool, raw any, args map[string]any, oldWing string) (json.RawMessage, string, bool) {
+// is the agent's arguments as sent, except where the edge must change
+// them: provenance stamped on a tool that takes added_by, and a checkpoint
+// cut to its replicated items and diary.
+func (e *Edge) replicable(c *call, oldWing string) (json.RawMessage, string, bool) {
+	rec, args := c.tool, c.argsMap()
 	if rec.Wings == catalogue.KnowledgeGraph {
-		return rawPayload(raw, args), "", e.policy.KGReplicated()
+		return c.raw(), "", e.policy.KGReplicated()
 	}
 	if rec.Wings == catalogue.CheckpointWings {
 		return e.replicableCheckpoint(args)
@@ -119,10 +118,13 @@ func (e *Edge) replicable(rec catalogue.Tool, raw any, args map[string]any, oldW
 	if e.stamps(rec) {
 		out := maps.Clone(args)
 		e.stamp(out)
-		b, _ := json.Marshal(out)
+		b, err := json.Marshal(out)
+		if err != nil { // values just decoded from JSON: they encode
+			return nil, wing, false
+		}
 		return b, wing, true
 	}
-	return rawPayload(raw, args), wing, true
+	return c.raw(), wing, true
 }
 
 // replicableCheckpoint keeps a checkpoint's items in replicated wings and
@@ -149,42 +151,35 @@ func (e *Edge) replicableCheckpoint(args map[string]any) (json.RawMessage, strin
 	}
 	out["items"] = keep
 	e.stamp(out)
-	b, _ := json.Marshal(out)
-	return b, "", true
-}
-
-// rawPayload is the agent's arguments exactly as sent (numbers and key
-// order untouched), else their re-encoding.
-func rawPayload(raw any, args map[string]any) json.RawMessage {
-	if b, ok := raw.(json.RawMessage); ok && len(b) > 0 {
-		return b
+	b, err := json.Marshal(out)
+	if err != nil { // values just decoded from JSON: they encode
+		return nil, "", false
 	}
-	b, _ := json.Marshal(args)
-	return b
+	return b, "", true
 }
 
 // coordinationWrite: durable through the outbox and sent at once; the agent
 // gets the primary's own answer (its event id), or "queued" when the
 // primary cannot be reached in time.
-func (e *Edge) coordinationWrite(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	res, err := e.coordinationSend(ctx, p)
+func (e *Edge) coordinationWrite(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+	res, err := e.coordinationSend(ctx, c)
 	// A bare or missing writer is unreachable in a fleet (RFC 003 §7.7):
 	// the agent is told; what it sent is never rewritten.
-	if w := mailbox.CheckFromAgent(p.Name, argsMap(p.Arguments)); w != "" && err == nil {
-		e.log.Warn("coordination write with an unaddressable writer", "tool", p.Name, "warning", w)
+	if w := mailbox.CheckFromAgent(c.tool, c.name, c.argsMap()); w != "" && err == nil {
+		e.log.Warn("coordination write with an unaddressable writer", "tool", c.name, "warning", w)
 		res = annotate(res, map[string]any{"warning": w}, false)
 	}
 	return res, err
 }
 
-func (e *Edge) coordinationSend(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	if e.outbox == nil {
-		return e.primaryOnly(ctx, p, "the outbox is unavailable, sent directly")
+		return e.primaryOnly(ctx, c, "the outbox is unavailable, sent directly")
 	}
-	op, err := e.outbox.Enqueue(ctx, p.Name, p.Arguments.(json.RawMessage), "")
+	op, err := e.outbox.Enqueue(ctx, outbox.Write{Name: c.name, Tool: c.tool, Payload: c.raw()})
 	if err != nil {
-		e.log.Error("outbox write failed; sending directly", "tool", p.Name, "err", err)
-		return e.primaryOnly(ctx, p, "the outbox failed, sent directly")
+		e.log.Error("outbox write failed; sending directly", "tool", c.name, "err", err)
+		return e.primaryOnly(ctx, c, "the outbox failed, sent directly")
 	}
 	// Sent at once unless the breaker is open (the flusher waits for the
 	// primary's recovery); the wait ends at the answer, or at the first
@@ -214,20 +209,6 @@ func (e *Edge) coordinationSend(ctx context.Context, p *mcp.CallToolParams) (*mc
 		"message": "the primary did not take the write now; it is queued durably and will be sent once, in order, when the primary takes it",
 		"edge":    edge,
 	}, false), nil
-}
-
-func argsMap(a any) map[string]any {
-	var m map[string]any
-	switch x := a.(type) {
-	case json.RawMessage:
-		json.Unmarshal(x, &m)
-	case map[string]any:
-		m = x
-	}
-	if m == nil {
-		m = map[string]any{}
-	}
-	return m
 }
 
 // primaryAdapter lets the outbox send through the supervisor.

@@ -47,42 +47,41 @@ type primaryPalace interface {
 // handler is the SDK's way in for a tool call (before the fast lane opens).
 func (e *Edge) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	e.setAgentIfNone(req.Session)
-	return e.route(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: wire.RawArgs(req.Params.Arguments), Meta: wire.ForwardMeta(req.Params.Meta)})
+	return e.route(ctx, newCall(&mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: wire.ForwardMeta(req.Params.Meta)}))
 }
 
-// route routes one tool call (RFC 001 §4.2).
-func (e *Edge) route(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	name := p.Name
+// route routes one tool call by its catalogue route (RFC 001 §4.2).
+func (e *Edge) route(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	if e.cfg.PassThrough() {
-		return e.local(ctx, p)
+		return e.local(ctx, c)
 	}
-	if name == mailbox.ToolName && e.box != nil {
-		return e.mailboxCall(ctx, p) // the edge's own tool
+	if c.name == mailbox.ToolName && e.box != nil {
+		return e.mailboxCall(ctx, c) // the edge's own tool
 	}
-	if e.primaryOnlyTool(name) {
-		return e.primaryOnly(ctx, p, "a tool only the primary has")
+	if e.primaryOnlyTool(c.name) {
+		return e.primaryOnly(ctx, c, "a tool only the primary has")
 	}
-	switch rec, _ := catalogue.Lookup(name); rec.Route {
+	switch c.tool.Route {
 	case catalogue.MergedRead:
-		return e.mergedRead(ctx, p)
+		return e.mergedRead(ctx, c)
 	case catalogue.PrimaryFirst:
-		return e.primaryFirst(ctx, p)
+		return e.primaryFirst(ctx, c)
 	case catalogue.ByID:
-		return e.byID(ctx, p)
+		return e.byID(ctx, c)
 	case catalogue.LocalOnly, catalogue.Maintenance, catalogue.Destructive:
-		return e.local(ctx, p)
+		return e.local(ctx, c)
 	case catalogue.CoordinationRead:
-		return e.primaryOnly(ctx, p, "the coordination log lives on the primary")
+		return e.primaryOnly(ctx, c, "the coordination log lives on the primary")
 	case catalogue.CoordinationWrite:
-		return e.coordinationWrite(ctx, p)
+		return e.coordinationWrite(ctx, c)
 	}
-	return e.write(ctx, p)
+	return e.write(ctx, c)
 }
 
 // local calls the child. A JSON-RPC error from it is the agent's answer as
 // it is; a child that is down gives an error result, never a hang.
-func (e *Edge) local(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	return localAnswer(e.localServer.Call(ctx, p))
+func (e *Edge) local(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+	return localAnswer(e.localServer.Call(ctx, c.params))
 }
 
 // localAnswer is the agent's answer from the local palace's: a JSON-RPC
@@ -107,11 +106,11 @@ func localDown(err error) *mcp.CallToolResult {
 }
 
 // primaryOnly calls the primary; down -> a clear error result.
-func (e *Edge) primaryOnly(ctx context.Context, p *mcp.CallToolParams, why string) (*mcp.CallToolResult, error) {
+func (e *Edge) primaryOnly(ctx context.Context, c *call, why string) (*mcp.CallToolResult, error) {
 	if e.remote == nil {
 		return errorResult("no primary is configured ("+why+")", nil), nil
 	}
-	res, err := e.callPrimary(ctx, p, true)
+	res, err := e.callPrimary(ctx, c, true)
 	if err != nil {
 		if rpcErr := peerError(err); rpcErr != nil {
 			return nil, rpcErr
@@ -121,29 +120,30 @@ func (e *Edge) primaryOnly(ctx context.Context, p *mcp.CallToolParams, why strin
 	return res, nil
 }
 
-// callPrimary bounds long-polls by their own timeout plus the call timeout.
-func (e *Edge) callPrimary(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
-	if strings.HasSuffix(p.Name, "event_wait") {
-		var a struct {
-			TimeoutMS *float64 `json:"timeout_ms"`
-		}
-		json.Unmarshal(p.Arguments.(json.RawMessage), &a)
+// callPrimary calls the primary: a read may be sent twice (the warm
+// transport's resend, withReplayable), and a long-poll is bounded by its
+// own timeout plus the call timeout.
+func (e *Edge) callPrimary(ctx context.Context, c *call, retry bool) (*mcp.CallToolResult, error) {
+	if retry && c.tool.Reads {
+		ctx = withReplayable(ctx)
+	}
+	if c.tool.Name == "event_wait" {
 		ms := 60000.0
-		if a.TimeoutMS != nil {
-			ms = min(*a.TimeoutMS, 300000)
+		if t, ok := c.argsMap()["timeout_ms"].(float64); ok {
+			ms = min(t, 300000)
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond+e.cfg.CallTimeout)
 		defer cancel()
-		return e.remote.CallLong(ctx, p, retry)
+		return e.remote.CallLong(ctx, c.params, retry)
 	}
-	return e.remote.Call(ctx, p, retry)
+	return e.remote.Call(ctx, c.params, retry)
 }
 
 // primaryFirst asks the primary; on any failure (down, an error, a tool
 // it lacks) it answers from the local palace, marked degraded.
-func (e *Edge) primaryFirst(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	res, err := e.callPrimary(ctx, p, true)
+func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+	res, err := e.callPrimary(ctx, c, true)
 	if err == nil && !res.IsError {
 		return annotate(res, map[string]any{"source": "primary"}, false), nil
 	}
@@ -153,7 +153,7 @@ func (e *Edge) primaryFirst(ctx context.Context, p *mcp.CallToolParams) (*mcp.Ca
 	} else if rpcErr := peerError(err); rpcErr != nil {
 		why = "the primary answered an error: " + rpcErr.Message
 	}
-	local, lerr := e.local(ctx, p)
+	local, lerr := e.local(ctx, c)
 	if lerr != nil || local == nil || local.IsError {
 		if err == nil {
 			return res, nil // both failed: the primary's own answer
@@ -172,22 +172,22 @@ func resultText(res *mcp.CallToolResult) string {
 	return "(no text)"
 }
 
-func (e *Edge) byID(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-	res, err := e.local(ctx, p)
+func (e *Edge) byID(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+	res, err := e.local(ctx, c)
 	if err != nil || res == nil {
 		return res, err
 	}
-	return e.byIDMissing(ctx, p, res), nil
+	return e.byIDMissing(ctx, c, res), nil
 }
 
 // byIDMissing: a drawer the local palace does not have is asked of the
 // primary (while it is up); any other local answer stands.
-func (e *Edge) byIDMissing(ctx context.Context, p *mcp.CallToolParams, res *mcp.CallToolResult) *mcp.CallToolResult {
+func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
 	m := resultJSON(res)
 	if m == nil || !strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found") || !e.remote.Up() {
 		return res
 	}
-	pres, perr := e.callPrimary(ctx, p, true)
+	pres, perr := e.callPrimary(ctx, c, true)
 	if perr != nil {
 		return annotate(res, map[string]any{"source": "local", "primary": e.remote.State()}, true)
 	}

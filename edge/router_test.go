@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -118,10 +119,10 @@ func routerUnderTest(t *testing.T) (*Edge, *inProcess, *inProcess, *outbox.Store
 	return e, local, primary, ob
 }
 
-func call(t *testing.T, e *Edge, tool string, args map[string]any) map[string]any {
+func routed(t *testing.T, e *Edge, tool string, args map[string]any) map[string]any {
 	t.Helper()
 	b, _ := json.Marshal(args)
-	res, err := e.route(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)})
+	res, err := e.route(context.Background(), newCall(&mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)}))
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}
@@ -138,11 +139,11 @@ func TestRouterInProcess(t *testing.T) {
 
 	// A write lands locally and is queued under the agent's name; a wing
 	// the policy keeps local is not queued.
-	w := call(t, e, "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "written here"})
+	w := routed(t, e, "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "written here"})
 	if edge, _ := w["edge"].(map[string]any); edge["replication"] != "queued" {
 		t.Errorf("add_drawer: %v", w)
 	}
-	call(t, e, "mempalace_add_drawer", map[string]any{"wing": "private", "room": "r", "content": "stays here"})
+	routed(t, e, "mempalace_add_drawer", map[string]any{"wing": "private", "room": "r", "content": "stays here"})
 	if n := local.pl.Dump().CountContent("stays here"); n != 1 {
 		t.Errorf("local palace holds the private drawer %d times", n)
 	}
@@ -153,7 +154,7 @@ func TestRouterInProcess(t *testing.T) {
 
 	// A merged read sees both palaces.
 	primary.pl.Handle(wire.Request("x", "tools/call", json.RawMessage(`{"name":"mempalace_add_drawer","arguments":{"wing":"notes","room":"r","content":"written elsewhere"}}`)))
-	s := call(t, e, "mempalace_search", map[string]any{"query": "written", "limit": 10})
+	s := routed(t, e, "mempalace_search", map[string]any{"query": "written", "limit": 10})
 	origins := map[string]string{}
 	for _, h := range s["results"].([]any) {
 		hm := h.(map[string]any)
@@ -165,19 +166,19 @@ func TestRouterInProcess(t *testing.T) {
 
 	// A primary-first read falls back to the local palace, degraded.
 	primary.down = true
-	st := call(t, e, "mempalace_list_wings", nil)
+	st := routed(t, e, "mempalace_list_wings", nil)
 	if st["degraded"] != true || st["wings"].(map[string]any)["private"] == nil {
 		t.Errorf("list_wings with the primary down: %v", st)
 	}
 	// A coordination read has nowhere else to go: a clear error.
-	ev := call(t, e, "mempalace_event_list", map[string]any{})
+	ev := routed(t, e, "mempalace_event_list", map[string]any{})
 	if ev["success"] != false || !strings.Contains(ev["error"].(string), "primary is unreachable") {
 		t.Errorf("event_list with the primary down: %v", ev)
 	}
 	// Local-only tools never reach the primary.
 	before := primary.pl.Calls("mempalace_get_aaak_spec") + primary.pl.Calls("mempalace_hook_settings")
 	primary.down = false
-	call(t, e, "mempalace_hook_settings", map[string]any{})
+	routed(t, e, "mempalace_hook_settings", map[string]any{})
 	if primary.pl.Calls("mempalace_hook_settings") != 0 || before != 0 {
 		t.Error("hook_settings reached the primary")
 	}
@@ -185,7 +186,7 @@ func TestRouterInProcess(t *testing.T) {
 	var d map[string]any
 	json.Unmarshal([]byte(gjsonText(t, primary.pl, `{"name":"mempalace_search","arguments":{"query":"written elsewhere"}}`)), &d)
 	id := d["results"].([]any)[0].(map[string]any)["drawer_id"].(string)
-	g := call(t, e, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+	g := routed(t, e, "mempalace_get_drawer", map[string]any{"drawer_id": id})
 	if g["content"] != "written elsewhere" || g["edge"].(map[string]any)["source"] != "primary" {
 		t.Errorf("get_drawer of a primary-only drawer: %v", g)
 	}
@@ -207,4 +208,76 @@ func gjsonText(t *testing.T, pl *fakepalace.Palace, params string) string {
 		t.Fatal(err)
 	}
 	return res.Content[0].(*mcp.TextContent).Text
+}
+
+// recording remembers the arguments' bytes of every call it is given.
+type recording struct {
+	mu   sync.Mutex
+	args map[string][]string // tool -> each call's arguments, as received
+}
+
+func (r *recording) note(p *mcp.CallToolParams) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, _ := p.Arguments.(json.RawMessage)
+	r.args[p.Name] = append(r.args[p.Name], string(b))
+}
+
+type recordingLocal struct {
+	*inProcess
+	*recording
+}
+
+func (s recordingLocal) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	s.note(p)
+	return s.inProcess.Call(ctx, p)
+}
+
+type recordingPrimary struct {
+	inProcessPrimary
+	*recording
+}
+
+func (s recordingPrimary) Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	s.note(p)
+	return s.inProcessPrimary.Call(ctx, p, retry)
+}
+
+// A call is understood once and forwarded as the agent wrote it: the
+// arguments' bytes (spacing, key order, a number's spelling) reach the
+// local palace and the primary unchanged on every route that forwards
+// them, and a write's outbox payload is made from them (the outbox keeps
+// its canonical form of them: sorted keys, no escapes it need not have).
+func TestCallsForwardTheAgentsBytes(t *testing.T) {
+	e, local, primary, ob := routerUnderTest(t)
+	lrec, prec := &recording{args: map[string][]string{}}, &recording{args: map[string][]string{}}
+	e.localServer, e.remote = recordingLocal{local, lrec}, recordingPrimary{inProcessPrimary{primary}, prec}
+	ctx := context.Background()
+	for _, c := range []struct {
+		tool, args     string
+		local, primary bool // reaches the local palace, the primary
+	}{
+		{"mempalace_add_drawer", `{ "content" : "spelled  as sent \u00e9", "wing":"notes","room":"r" }`, true, false},
+		{"mempalace_search", `{"limit":5.0, "query":"spelled"}`, true, true},
+		{"mempalace_list_wings", ` {} `, false, true},
+		{"mempalace_hook_settings", `{"silent_save" :true}`, true, false},
+	} {
+		if _, err := e.route(ctx, newCall(&mcp.CallToolParams{Name: c.tool, Arguments: json.RawMessage(c.args)})); err != nil {
+			t.Fatalf("%s: %v", c.tool, err)
+		}
+		for _, side := range []struct {
+			name string
+			want bool
+			rec  *recording
+		}{{"local", c.local, lrec}, {"primary", c.primary, prec}} {
+			got := side.rec.args[c.tool]
+			if side.want && (len(got) != 1 || got[0] != c.args) {
+				t.Errorf("%s: the %s palace got %q, the agent sent %q", c.tool, side.name, got, c.args)
+			}
+		}
+	}
+	ops, err := ob.List(ctx, 10)
+	if err != nil || len(ops) != 1 || !strings.Contains(string(ops[0].Payload), `"content":"spelled  as sent é"`) {
+		t.Fatalf("queued: %+v %v", ops, err)
+	}
 }

@@ -50,7 +50,7 @@ func TestRefusedLookUpBehindTheLedger(t *testing.T) {
 					f.MaxPerm = 3
 					ctx := context.Background()
 					b, _ := json.Marshal(w.args)
-					if _, err := st.Enqueue(ctx, w.tool, b, ""); err != nil {
+					if _, err := st.Enqueue(ctx, outbox.Write{Name: w.tool, Payload: b}); err != nil {
 						t.Fatal(err)
 					}
 					deadline := time.Now().Add(3 * time.Second)

@@ -113,7 +113,7 @@ func TestEdgeThroughGatewayExactlyOnce(t *testing.T) {
 			ctx := context.Background()
 			enqueue := func(tool string, args map[string]any) {
 				b, _ := json.Marshal(args)
-				if _, err := st.Enqueue(ctx, tool, b, ""); err != nil {
+				if _, err := st.Enqueue(ctx, outbox.Write{Name: tool, Payload: b}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -291,7 +291,7 @@ func (j *joining) queue(ctx context.Context) {
 		}
 		payload, err := json.Marshal(p.rec.Args)
 		if err == nil {
-			p.op, err = j.store.Enqueue(ctx, p.rec.Tool, payload, p.rec.Wing)
+			p.op, err = j.store.Enqueue(ctx, outbox.Write{Name: p.rec.Tool, Payload: payload, Wing: p.rec.Wing})
 		}
 		if err != nil {
 			j.rep.Failed = append(j.rep.Failed, Failure{Kind: p.rec.Kind, Record: recordName(p.rec), Wing: p.rec.Wing, Error: err.Error()})

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 const me = "opencode@box"
@@ -136,7 +138,7 @@ func TestDeriveReferenceSemantics(t *testing.T) {
 func TestBareNameOnTwoDevicesWarns(t *testing.T) {
 	// device B writes an ask meant for device A; both call themselves "pi"
 	ask := map[string]any{"type": "task.request", "stream": "devbox", "room": "coord", "from_agent": "pi", "to_agent": "pi", "status": "open"}
-	if w := CheckFromAgent("mempalace_event_append", ask); !strings.Contains(w, `from_agent "pi" is bare`) {
+	if w := CheckFromAgent(record("mempalace_event_append"), "mempalace_event_append", ask); !strings.Contains(w, `from_agent "pi" is bare`) {
 		t.Fatalf("append from bare pi: warning %q", w)
 	}
 	r := build([]Event{ev(1, "d1", "pi", "pi", "", "open", "")}, "pi", "", 0)
@@ -145,7 +147,7 @@ func TestBareNameOnTwoDevicesWarns(t *testing.T) {
 	}
 	// with device identities the same ask is delivered and nobody is warned
 	ask["from_agent"], ask["to_agent"] = "pi@desk", "pi@laptop"
-	if w := CheckFromAgent("mempalace_event_append", ask); w != "" {
+	if w := CheckFromAgent(record("mempalace_event_append"), "mempalace_event_append", ask); w != "" {
 		t.Fatalf("stamped append warned: %q", w)
 	}
 	r = build([]Event{ev(1, "d1", "pi@desk", "pi@laptop", "", "open", "")}, "pi@laptop", "", 0)
@@ -171,7 +173,7 @@ func TestCheckFromAgent(t *testing.T) {
 	}
 	for _, c := range cases {
 		before := len(c.args)
-		got := CheckFromAgent(c.tool, c.args)
+		got := CheckFromAgent(record(c.tool), c.tool, c.args)
 		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 			t.Errorf("%s %v: %q, want %q", c.tool, c.args, got, c.want)
 		}
@@ -249,4 +251,10 @@ func TestParseArgs(t *testing.T) {
 	if err := json.Unmarshal([]byte(InputSchema), &schema); err != nil || schema["type"] != "object" {
 		t.Fatalf("InputSchema: %v %v", schema, err)
 	}
+}
+
+// record is a tool's catalogue record, as the edge passes it.
+func record(name string) catalogue.Tool {
+	t, _ := catalogue.Lookup(name)
+	return t
 }

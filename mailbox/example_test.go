@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
@@ -42,7 +43,8 @@ func Example() {
 	fmt.Println(r.Count, r.Degraded)
 
 	// The warning the edge adds to an outgoing write with a bare writer.
-	fmt.Println(mailbox.CheckFromAgent("mempalace_event_append", map[string]any{"from_agent": "opencode"}) != "")
+	rec, _ := catalogue.Lookup("mempalace_event_append")
+	fmt.Println(mailbox.CheckFromAgent(rec, "mempalace_event_append", map[string]any{"from_agent": "opencode"}) != "")
 	// Output:
 	// 1 evt_1 false
 	// 0 true

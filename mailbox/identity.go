@@ -44,9 +44,9 @@ func IdentityWarning(agent string) string {
 // from_agent, and
 // "" otherwise (or for any other tool). It never changes args: the edge
 // reports, the agent decides.
-func CheckFromAgent(tool string, args map[string]any) string {
+func CheckFromAgent(rec catalogue.Tool, tool string, args map[string]any) string {
 	// The coordination writes that name their writer in from_agent.
-	if rec, _ := catalogue.Lookup(tool); rec.Route != catalogue.CoordinationWrite || rec.Identity != "from_agent" {
+	if rec.Route != catalogue.CoordinationWrite || rec.Identity != "from_agent" {
 		return ""
 	}
 	v, present := args["from_agent"]

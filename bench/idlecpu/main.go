@@ -130,7 +130,7 @@ func (e *edgeProc) crossProcess(pl *fakepalace.Palace) []time.Duration {
 		content := fmt.Sprintf("cross-process %s %d", e.palace, i)
 		before := pl.Calls("mempalace_add_drawer")
 		t := time.Now()
-		_, err := st.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"`+content+`"}`), "w")
+		_, err := st.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"` + content + `"}`), Wing: "w"})
 		must(err)
 		for pl.Calls("mempalace_add_drawer") == before {
 			if time.Since(t) > 10*time.Second {

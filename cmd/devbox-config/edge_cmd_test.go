@@ -53,8 +53,8 @@ func TestEdgeOperatorCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	bad, _ := s.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"refused once","bogus":1}`), "w")
-	s.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"waiting behind it"}`), "w")
+	bad, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused once","bogus":1}`), Wing: "w"})
+	s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"waiting behind it"}`), Wing: "w"})
 	f := &outbox.Flusher{S: s, P: refusing{}, MaxPerm: 1}
 	f.Drain(ctx)
 	s.Close()
@@ -117,7 +117,7 @@ func TestEdgeFlushSendsNowAndTellsTheTruth(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	s.Enqueue(ctx, "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"before the laptop closes"}`), "w")
+	s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"before the laptop closes"}`), Wing: "w"})
 	// An earlier failure leaves the head waiting out a long backoff.
 	(&outbox.Flusher{S: s, P: failing{}, BaseDelay: time.Hour, MaxDelay: time.Hour}).Drain(ctx)
 	if ops, _ := s.List(ctx, 1); len(ops) != 1 || time.Until(ops[0].NextAttemptAt) < 10*time.Minute {

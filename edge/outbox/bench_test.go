@@ -61,7 +61,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		p := []byte(fmt.Sprintf(`{"wing":"w","room":"r","content":"drawer %d with a realistic sentence of content"}`, i))
 		t := time.Now()
-		if _, err := s.Enqueue(ctx, "mempalace_add_drawer", p, "w"); err != nil {
+		if _, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: p, Wing: "w"}); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(t))
@@ -150,7 +150,7 @@ func fill(b *testing.B, s *outbox.Store, n int) {
 	sentInSlice = 0
 	for i := 0; i < n; i++ {
 		p := []byte(fmt.Sprintf(`{"type":"bench","stream":"s","room":"r","from_agent":"a","body":"event %d"}`, i))
-		if _, err := s.Enqueue(ctx, "mempalace_event_append", p, ""); err != nil {
+		if _, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_event_append", Payload: p}); err != nil {
 			b.Fatal(err)
 		}
 	}

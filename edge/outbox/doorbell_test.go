@@ -55,7 +55,7 @@ func TestDoorbellWakesAnIdleFlusherInAnotherProcess(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
-	if _, err := other.Enqueue(context.Background(), "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"x"}`), "w"); err != nil {
+	if _, err := other.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"x"}`), Wing: "w"}); err != nil {
 		t.Fatal(err)
 	}
 	for p.calls.Load() == 0 && time.Since(start) < 5*time.Second {
@@ -82,7 +82,7 @@ func TestConcurrentOpensOfAFreshOutbox(t *testing.T) {
 			go func() {
 				s, err := outbox.Open(path, "dev", "lab")
 				if err == nil {
-					_, err = s.Enqueue(context.Background(), "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"x"}`), "w")
+					_, err = s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"x"}`), Wing: "w"})
 					s.Close()
 				}
 				errs <- err

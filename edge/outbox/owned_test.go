@@ -30,7 +30,7 @@ func TestCloseWaitsForTheRings(t *testing.T) {
 		for i := range 100 {
 			os.WriteFile(filepath.Join(bells, fmt.Sprintf("gone%d.sock", i)), nil, 0o600)
 		}
-		if _, err := s.Enqueue(context.Background(), "mempalace_add_drawer", []byte(`{"wing":"w","room":"r","content":"x"}`), "w"); err != nil {
+		if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"x"}`), Wing: "w"}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Close(); err != nil {

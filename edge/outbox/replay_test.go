@@ -49,7 +49,7 @@ func newRig(t *testing.T) *rig {
 func (r *rig) enqueue(tool string, args map[string]any) outbox.Op {
 	r.t.Helper()
 	b, _ := json.Marshal(args)
-	op, err := r.store.Enqueue(context.Background(), "mempalace_"+tool, b, "")
+	op, err := r.store.Enqueue(context.Background(), outbox.Write{Name: "mempalace_" + tool, Payload: b})
 	if err != nil {
 		r.t.Fatal(err)
 	}

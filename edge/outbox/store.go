@@ -190,13 +190,29 @@ func (s *Store) Close() error {
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
+// Write is one write to queue.
+type Write struct {
+	// Name is the tool as the agent called it; Tool its catalogue record
+	// (the caller's, when it has it; looked up by Name when it is zero).
+	Name string
+	Tool catalogue.Tool
+	// Payload is the arguments to send; Wing the wing they write ("" for
+	// none).
+	Payload json.RawMessage
+	Wing    string
+}
+
 // Enqueue adds a write. The op_id is sha256(origin_device, local_seq,
 // tool, canonical payload); local_seq is allocated under SQLite's write
 // lock, so it stays monotonic across every process sharing the palace.
 // Coordination writes get metadata.edge_op_id = op_id stamped into the
 // payload, so an ambiguous send can be looked up instead of repeated. An
 // identical add_drawer/checkpoint already queued is returned as it is.
-func (s *Store) Enqueue(ctx context.Context, tool string, payload json.RawMessage, wing string) (Op, error) {
+func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
+	tool, payload, wing, rec := w.Name, w.Payload, w.Wing, w.Tool
+	if !rec.Known() {
+		rec, _ = catalogue.Lookup(tool)
+	}
 	canon, err := canonical(payload)
 	if err != nil {
 		return Op{}, fmt.Errorf("outbox: payload of %s: %w", tool, err)
@@ -205,8 +221,7 @@ func (s *Store) Enqueue(ctx context.Context, tool string, payload json.RawMessag
 	if err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
-	defer tx.Rollback()
-	rec, _ := catalogue.Lookup(tool)
+	defer tx.Rollback() // after Commit, a no-op
 	dedupe := ""
 	if rec.Replay == catalogue.ServerDeduped {
 		dedupe = "content:" + hash(tool, string(canon))

@@ -1,0 +1,91 @@
+package edge
+
+import (
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/wire"
+)
+
+// call is one tool call as the edge understands it, once: built where the
+// call comes in (the fast lane, or the SDK's handler) and taken by every
+// step after it (the router, replication, merged reads, the outbox, the
+// mailbox's identity check), so none looks its record up or parses its
+// arguments again.
+type call struct {
+	name string
+	// tool is its catalogue record (a tool the catalogue does not know is
+	// a write: the zero record's route).
+	tool catalogue.Tool
+	// body is the params as the agent sent them (the fast lane's); nil on
+	// the SDK's path, which has params at once.
+	body   json.RawMessage
+	params *mcp.CallToolParams // Arguments: the agent's bytes, as forwarded
+	args   map[string]any      // the arguments parsed, on first need
+}
+
+// newCall is a call from its decoded params (the SDK's path, or one the
+// edge makes).
+func newCall(p *mcp.CallToolParams) *call {
+	switch a := p.Arguments.(type) {
+	case json.RawMessage:
+		p.Arguments = wire.RawArgs(a)
+	default: // arguments the edge made as values
+		b, err := json.Marshal(a)
+		if err != nil {
+			b = nil // a value JSON cannot hold: sent as {}
+		}
+		p.Arguments = wire.RawArgs(b)
+	}
+	c := &call{name: p.Name, params: p}
+	c.tool, _ = catalogue.Lookup(p.Name)
+	return c
+}
+
+// laneCall is a call from the agent's params bytes (the fast lane), named
+// by the guard's look at them; the params are decoded only if a step
+// needs them (a relayed call never does).
+func laneCall(name string, body json.RawMessage) *call {
+	c := &call{name: name, body: body}
+	c.tool, _ = catalogue.Lookup(name)
+	return c
+}
+
+// decoded is the call's params, decoded from body on first need.
+func (c *call) decoded() (*mcp.CallToolParams, error) {
+	if c.params == nil {
+		p, err := wire.DecodeParams(c.body)
+		if err != nil {
+			return nil, err
+		}
+		c.params = p
+	}
+	return c.params, nil
+}
+
+// raw is the arguments as the agent sent them ({} when it sent none).
+func (c *call) raw() json.RawMessage { return c.params.Arguments.(json.RawMessage) }
+
+// argsMap is the arguments parsed (once; {} when they are not an object).
+func (c *call) argsMap() map[string]any {
+	if c.args == nil {
+		if err := json.Unmarshal(c.raw(), &c.args); err != nil || c.args == nil {
+			// not an object: the palaces answer that; the edge's own
+			// reading of it finds no field
+			c.args = map[string]any{}
+		}
+	}
+	return c.args
+}
+
+// with is the call with other arguments (the edge's own, e.g. a merged
+// read's widened page): same name, record and _meta.
+func (c *call) with(args map[string]any) (*call, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	return &call{name: c.name, tool: c.tool, params: &mcp.CallToolParams{Name: c.name, Arguments: json.RawMessage(b), Meta: c.params.Meta}, args: args}, nil
+}
