@@ -117,4 +117,12 @@
 // ans.Status/ans.Body, call [Advertise] on every /mcp answer and
 // [AdvertiseInitialize] on the initialize answer. Config: a ledger file
 // (default [Beside] audit_log) and a retention in days (default 7).
+//
+// # Files
+//
+//	ledger.go    the Ledger: its options, the file and schema, Open and Close
+//	do.go        Do: the claim protocol (claim, forward, settle, join a flight)
+//	upkeep.go    pruning expired rows and the background checkpoints
+//	answer.go    which answers are recorded
+//	protocol.go  the wire names shared with the edge
 package ledger
