@@ -9,6 +9,8 @@
 //	edge.go          lifecycle: New, Serve, start-up of the edge-mode parts
 //	config.go        Config, built from the ladder's reading of the env
 //	registry.go      the tools the agent sees, and their cache file
+//	call.go          one tool call as the edge understands it, once: its
+//	                 catalogue record, its arguments as sent, and parsed
 //	router.go        one tool call -> its catalogue route (local, primary,
 //	                 merged, by id, queued), behind two small interfaces
 //	mergedread.go    reads asked of both palaces and merged
