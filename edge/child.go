@@ -135,7 +135,7 @@ func (c *Child) runOnce(ctx context.Context) error {
 	session, err := c.client.Connect(connectCtx, &mcp.IOTransport{Reader: r, Writer: w, MaxLineLength: -1}, &mcp.ClientSessionOptions{ProtocolVersion: legacyProtocol})
 	cancel()
 	if err != nil {
-		conn.Close()
+		conn.Close() // the handshake's error is the one to report
 		return &startError{fmt.Errorf("start %s: %w", c.argv[0], err)}
 	}
 	c.mu.Lock()
@@ -150,7 +150,7 @@ func (c *Child) runOnce(ctx context.Context) error {
 	var werr error
 	select {
 	case <-ctx.Done():
-		session.Close()
+		session.Close() // stopping: the child ends either way
 		werr = ctx.Err()
 	case werr = <-done:
 	}
@@ -304,7 +304,11 @@ func (c *Child) Spawns() int {
 func (c *Child) SetLoggingLevel(p *mcp.SetLoggingLevelParams) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if s, err := c.Session(ctx, 10*time.Second); err == nil {
-		s.SetLoggingLevel(ctx, p)
+	s, err := c.Session(ctx, 10*time.Second)
+	if err == nil {
+		err = s.SetLoggingLevel(ctx, p)
+	}
+	if err != nil {
+		c.log.Debug("the agent's logging level not passed on to the local palace server", "err", err)
 	}
 }

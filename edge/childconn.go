@@ -120,7 +120,7 @@ func (c *childConn) readLoop(stdout io.Reader) {
 	for _, fn := range orphans {
 		fn(nil, err)
 	}
-	c.sdkW.CloseWithError(io.EOF)
+	c.sdkW.CloseWithError(io.EOF) // never fails (io.PipeWriter)
 }
 
 func (c *childConn) route(line []byte) {
@@ -186,7 +186,7 @@ func (c *childConn) start(id, method string, params json.RawMessage, fn func(lin
 // the child is told (notifications/cancelled).
 func (c *childConn) abandon(id, reason string) {
 	c.forget(id)
-	c.write(append(wire.Cancellation(id, reason), '\n'))
+	c.write(append(wire.Cancellation(id, reason), '\n')) // best effort: a child already gone has nothing to cancel
 }
 
 // call relays one request and waits for the child's answer line. When
@@ -255,7 +255,7 @@ func (w sdkWriter) Close() error { return w.c.Close() }
 func (c *childConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.wmu.Lock()
-		c.stdin.Close()
+		c.stdin.Close() // the child's exit, waited for below, is what counts
 		c.wmu.Unlock()
 		exited := make(chan error, 1)
 		go func() { exited <- c.cmd.Wait() }()
@@ -273,7 +273,7 @@ func (c *childConn) Close() error {
 		if c.cmd.Process.Signal(syscall.SIGTERM) == nil && wait() {
 			return
 		}
-		c.cmd.Process.Kill()
+		c.cmd.Process.Kill() // an error: exited already, or unkillable; the wait says which
 		if !wait() {
 			c.closeErr = errors.New("the local palace server did not exit")
 		}

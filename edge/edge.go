@@ -146,7 +146,9 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 		e.primary.Close()
 	}
 	if e.outbox != nil {
-		e.outbox.Close()
+		if cerr := e.outbox.Close(); cerr != nil {
+			e.log.Warn("outbox not closed cleanly", "err", cerr)
+		}
 	}
 	return err
 }
@@ -206,12 +208,19 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 		Probe:   e.cfg.Probe,
 		Version: e.cfg.Version,
 		OnUp: func() {
-			if e.outbox != nil {
-				e.outbox.Resume(context.Background())
+			if e.outbox == nil {
+				return
+			}
+			if err := e.outbox.Resume(context.Background()); err != nil {
+				e.log.Warn("queued writes wait out their backoff: the outbox could not be resumed", "err", err)
 			}
 		},
-		OnTools:  func(t []*mcp.Tool) { e.addTools(t, true) },
-		OnLedger: func(on bool) { outbox.RecordProtection(e.outbox, on) },
+		OnTools: func(t []*mcp.Tool) { e.addTools(t, true) },
+		OnLedger: func(on bool) {
+			if err := outbox.RecordProtection(e.outbox, on); err != nil {
+				e.log.Warn("the primary's protection not recorded (edge status shows the last one)", "err", err)
+			}
+		},
 	})
 	e.remote = e.primary
 	if ob != nil {
@@ -229,7 +238,7 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 		cctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
 		defer cancel()
 		if _, err := e.primary.sessionFor(cctx); err != nil && ctx.Err() == nil {
-			e.primary.fail(err)
+			e.primary.fail(err) // opens the breaker, which reports it
 			e.readyWhenChild(ctx)
 		}
 	}()
@@ -259,13 +268,13 @@ func (e *Edge) agentSession() *mcp.ServerSession {
 
 func (e *Edge) forwardLog(ctx context.Context, p *mcp.LoggingMessageParams) {
 	if ss := e.agentSession(); ss != nil {
-		ss.Log(ctx, p)
+		ss.Log(ctx, p) // an agent gone: nothing to tell
 	}
 }
 
 func (e *Edge) forwardProgress(ctx context.Context, p *mcp.ProgressNotificationParams) {
 	if ss := e.agentSession(); ss != nil {
-		ss.NotifyProgress(ctx, p)
+		ss.NotifyProgress(ctx, p) // an agent gone: nothing to tell
 	}
 }
 

@@ -165,12 +165,12 @@ func (l *fastLane) respond(id, result json.RawMessage, err error, stateless bool
 		if !errors.As(err, &rpcErr) {
 			rpcErr = &jsonrpc.Error{Code: -32603, Message: err.Error()}
 		}
-		b, _ := json.Marshal(rpcErr)
+		b, _ := json.Marshal(rpcErr) // a code, a message, raw data: it encodes
 		msg = append(append(msg, `,"error":`...), b...)
 	} else {
 		msg = append(append(msg, `,"result":`...), result...)
 	}
-	l.out.Write(append(msg, "}\n"...))
+	l.out.Write(append(msg, "}\n"...)) // an agent that stopped reading: its session ends with its input
 }
 
 // relay answers a call only the child answers (pass-through, local-only

@@ -22,7 +22,7 @@ import (
 func (e *Edge) addMailbox() {
 	e.box = &mailbox.Mailbox{Src: e, Wait: e.cfg.CallTimeout}
 	var schema map[string]any
-	json.Unmarshal([]byte(mailbox.InputSchema), &schema)
+	json.Unmarshal([]byte(mailbox.InputSchema), &schema) // a constant, parsed in the mailbox package's tests
 	e.mu.Lock()
 	e.registered[mailbox.ToolName] = true
 	e.mu.Unlock()
@@ -43,7 +43,10 @@ func (e *Edge) addMailbox() {
 			if err != nil {
 				return nil, err
 			}
-			b, _ := json.MarshalIndent(r, "", "  ")
+			b, err := json.MarshalIndent(r, "", "  ")
+			if err != nil {
+				return nil, err
+			}
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: mailbox.ResourceURI, MIMEType: mailbox.ResourceMIMEType, Text: string(b)}}}, nil
 		})
 }

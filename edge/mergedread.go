@@ -206,10 +206,10 @@ func (e *Edge) mergeSearch(lt, pt string, limit int) []byte {
 			for j := range ph {
 				ph[j].origin = "primary"
 			}
-			edge, _ := json.Marshal(map[string]any{"merged": false, "embedder_mismatch": true, "detail": e.mismatchDetail(), "local": "ok", "primary": "ok"})
+			edge, _ := json.Marshal(map[string]any{"merged": false, "embedder_mismatch": true, "detail": e.mismatchDetail(), "local": "ok", "primary": "ok"}) // plain values: they encode
 			out := spliceHits(pt, ph)
-			out, _ = sjson.SetRawBytes(out, "edge", edge)
-			out, _ = sjson.SetBytes(out, "embedder_mismatch", true)
+			out, _ = sjson.SetRawBytes(out, "edge", edge)           // out is the primary's object text: it takes a member
+			out, _ = sjson.SetBytes(out, "embedder_mismatch", true) // as above
 			return out
 		}
 	}
@@ -233,7 +233,7 @@ func (e *Edge) mergeSearch(lt, pt string, limit int) []byte {
 		all = all[:limit]
 	}
 	out := spliceHits(pt, all)
-	out, _ = sjson.SetRawBytes(out, "edge", []byte(`{"merged":true,"local":"ok","primary":"ok"}`))
+	out, _ = sjson.SetRawBytes(out, "edge", []byte(`{"merged":true,"local":"ok","primary":"ok"}`)) // out is the primary's object text: it takes a member
 	return out
 }
 
@@ -283,7 +283,9 @@ func (e *Edge) embedderMismatch(detail string) {
 	if first {
 		e.log.Error("embedder mismatch between the local palace and the primary: merged search is off, only the primary's results are returned", "detail", detail)
 		if e.outbox != nil {
-			e.outbox.SetMeta(context.Background(), "embedder_mismatch", detail)
+			if err := e.outbox.SetMeta(context.Background(), "embedder_mismatch", detail); err != nil {
+				e.log.Warn("the embedder mismatch not recorded in the outbox (edge status will not show it)", "err", err)
+			}
 		}
 	}
 }

@@ -104,7 +104,7 @@ func LoadPolicy(dir string) (*Policy, error) {
 func (p *Policy) Replicated(wing string) bool {
 	best, bestLen := Replicated, -1
 	for glob, r := range p.Wings {
-		if ok, _ := path.Match(glob, wing); ok && len(glob) > bestLen {
+		if ok, _ := path.Match(glob, wing); ok && len(glob) > bestLen { // LoadPolicy checked every glob
 			best, bestLen = r.Replicate, len(glob)
 		}
 	}

@@ -154,7 +154,7 @@ func (p *Primary) Close() {
 	p.mu.Unlock()
 	p.cancel()
 	if s != nil {
-		s.Close()
+		s.Close() // ending: the session is gone either way
 	}
 	if p.warm != nil {
 		p.warm.Close()
@@ -307,7 +307,7 @@ func (p *Primary) drop(s *mcp.ClientSession) {
 	if p.session == s {
 		p.session = nil
 	}
-	p.goLocked(func() { s.Close() })
+	p.goLocked(func() { s.Close() }) // a failed session: closing it is courtesy
 	p.mu.Unlock()
 }
 
@@ -324,7 +324,7 @@ func (p *Primary) fail(err error) error {
 	wasDown := p.down
 	p.down, p.unauth, p.lastErr = true, unauth, err
 	if s := p.session; s != nil {
-		p.goLocked(func() { s.Close() })
+		p.goLocked(func() { s.Close() }) // a failed session: closing it is courtesy
 		p.session = nil
 	}
 	if !p.probing {
@@ -388,13 +388,16 @@ func (p *Primary) tryUp() bool {
 	ctx, cancel := context.WithTimeout(p.ctx, min(p.timeout, 5*time.Second))
 	defer cancel()
 	if h := healthzURL(p.endpoint); h != "" {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h, nil)
+		if err != nil {
+			return false
+		}
 		resp, err := p.httpc.Do(req)
 		if err != nil {
 			return false
 		}
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1024))
-		resp.Body.Close()
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1024)) // the status is the answer; the body is drained for reuse
+		resp.Body.Close()                                    // as above
 		if resp.StatusCode >= 500 {
 			return false
 		}

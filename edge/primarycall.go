@@ -45,7 +45,7 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 		}
 		return nil, fmt.Errorf("tools/call: %w", err)
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() // read to its end or abandoned: nothing to report
 	p.sawLedger(resp.Header)
 	if resp.StatusCode == http.StatusNotFound && s.ID() != "" {
 		return nil, fmt.Errorf("the primary ended session %s: %w", s.ID(), mcp.ErrSessionMissing)
@@ -63,7 +63,7 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 		return nil, fmt.Errorf("tools/call: the primary answered HTTP %d", resp.StatusCode)
 	}
 	var answer []byte
-	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" {
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" { // a bad header reads as JSON, whose parse then says so
 		answer, err = wire.ReadEventAnswer(resp.Body, id, maxPrimaryAnswer)
 	} else {
 		answer, err = io.ReadAll(io.LimitReader(resp.Body, maxPrimaryAnswer))
@@ -104,8 +104,8 @@ func (p *Primary) cancelOnPrimary(s *mcp.ClientSession, id string, why error) {
 	ctx, cancel := context.WithTimeout(p.ctx, 2*time.Second)
 	defer cancel()
 	if resp, err := p.send(ctx, s, wire.Cancellation(id, why.Error())); err == nil {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		resp.Body.Close()
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16)) // best effort, as the cancellation itself
+		resp.Body.Close()                                     // as above
 	}
 }
 

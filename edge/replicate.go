@@ -74,7 +74,7 @@ func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, d
 
 // localWing finds the wing of a drawer in the local palace.
 func (e *Edge) localWing(ctx context.Context, id string) string {
-	b, _ := json.Marshal(map[string]any{"drawer_id": id})
+	b, _ := json.Marshal(map[string]any{"drawer_id": id}) // a string: it encodes
 	res, err := e.localServer.Call(ctx, &mcp.CallToolParams{Name: "mempalace_get_drawer", Arguments: json.RawMessage(b)})
 	if err != nil {
 		return ""
@@ -220,7 +220,7 @@ func (a primaryAdapter) Up() bool { return a.p.Up() }
 func (a primaryAdapter) Ledger() bool { return a.p.LedgerAdvertised() }
 
 func (a primaryAdapter) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
-	b, _ := json.Marshal(args)
+	b, _ := json.Marshal(args) // the flusher decoded them from JSON: they encode
 	params := &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)}
 	if id := outbox.OpIDFrom(ctx); id != "" {
 		params.Meta = mcp.Meta{ledger.MetaKey: id} // a gateway's ledger answers a repeat from its record

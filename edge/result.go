@@ -33,7 +33,7 @@ func jsonResult(m map[string]any, isError bool) *mcp.CallToolResult {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	enc.Encode(m)
+	enc.Encode(m) // values the edge built or decoded from JSON: they encode
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSuffix(buf.String(), "\n")}}, IsError: isError}
 }
 
@@ -74,7 +74,7 @@ func annotate(res *mcp.CallToolResult, edge map[string]any, degraded bool) *mcp.
 	}
 	out := []byte(text)
 	if degraded {
-		out, _ = sjson.SetBytes(out, "degraded", true)
+		out, _ = sjson.SetBytes(out, "degraded", true) // out is an object text (objectText): it takes a member
 		edge["degraded"] = true
 	}
 	eb, err := json.Marshal(edge)

@@ -176,7 +176,7 @@ func (t *warmTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return resp, nil
 		}
-		c.Close()
+		c.Close() // the exchange's error is the one to report
 		if pooled && attempt == 0 && errors.Is(err, errNothingRead) && replayable(req) && req.Context().Err() == nil {
 			// Most likely the server closed the idle connection as the
 			// request went out and never took it. Once more, on a fresh
@@ -227,7 +227,7 @@ func rewind(req *http.Request) (*http.Request, error) {
 
 func closeBody(req *http.Request) {
 	if req.Body != nil {
-		req.Body.Close()
+		req.Body.Close() // a RoundTripper closes the body; the dial's error is reported
 	}
 }
 
@@ -247,7 +247,7 @@ func (t *warmTransport) take() (*warmConn, bool) {
 		if time.Since(c.since) < t.maxAge && alive(c.raw, c.raw != c.Conn) {
 			return c, true
 		}
-		c.Close()
+		c.Close() // too old or closed by the server: discarded
 	}
 }
 
@@ -256,7 +256,7 @@ func (t *warmTransport) put(c *warmConn) {
 	t.mu.Lock()
 	if t.closed || len(t.idle) >= maxIdle {
 		t.mu.Unlock()
-		c.Close()
+		c.Close() // the pool is full or closed: discarded
 		return
 	}
 	t.idle = append(t.idle, c)
@@ -294,7 +294,7 @@ func (t *warmTransport) retire(c *warmConn) {
 	}
 	t.idle = slices.Delete(t.idle, i, i+1)
 	t.mu.Unlock()
-	c.Close()
+	c.Close() // an idle spare retired: nothing in flight
 }
 
 // spare dials one connection for the next call, unless one is idle or
@@ -324,7 +324,7 @@ func (t *warmTransport) dial(ctx context.Context) (*warmConn, error) {
 	if t.tls != nil {
 		tc := tls.Client(raw, t.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			raw.Close()
+			raw.Close() // the handshake's error is the one to report
 			return nil, err
 		}
 		conn = tc
@@ -340,11 +340,11 @@ func (t *warmTransport) dial(ctx context.Context) (*warmConn, error) {
 func (t *warmTransport) exchange(c *warmConn, req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
+		c.SetDeadline(dl) // fails only on a closed connection, which the write then reports
 	} else {
-		c.SetDeadline(time.Time{})
+		c.SetDeadline(time.Time{}) // as above
 	}
-	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
+	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) }) // ends the exchange; on a closed connection nothing to end
 	c.read = 0
 	fail := func(err error) (*http.Response, error) {
 		stop()
@@ -380,7 +380,7 @@ func (t *warmTransport) exchange(c *warmConn, req *http.Request) (*http.Response
 			t.put(c)
 			return
 		}
-		c.Close()
+		c.Close() // not kept: the answer was read (or abandoned) already
 		if !keep {
 			t.spare()
 		}
@@ -427,7 +427,7 @@ func (t *warmTransport) Close() {
 	t.cancel()
 	for _, c := range idle {
 		c.age.Stop()
-		c.Close()
+		c.Close() // idle: nothing in flight
 	}
 	t.wg.Wait()
 }

@@ -23,7 +23,7 @@ func alive(c net.Conn, tlsConn bool) bool {
 	}
 	ok = true
 	var buf [1]byte
-	rc.Read(func(fd uintptr) bool {
+	rc.Read(func(fd uintptr) bool { // the peek below decides; a failed call leaves ok true: the call fails and is retried
 		n, _, err := syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		switch {
 		case errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EINTR):

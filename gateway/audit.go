@@ -65,7 +65,7 @@ func OpenAudit(file string) (*Audit, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close() // read only: its error says nothing
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -82,7 +82,7 @@ func OpenAudit(file string) (*Audit, error) {
 // up to where the hash field begins.
 func entryHash(e Entry) string {
 	e.Hash = ""
-	b, _ := json.Marshal(e)
+	b, _ := json.Marshal(e) // an Entry is strings, numbers and a time: it encodes
 	return lineHash(b[:len(b)-1])
 }
 
@@ -120,10 +120,10 @@ func (a *Audit) Append(e Entry, durable bool) error {
 	defer a.mu.Unlock()
 	e.Prev = a.prev
 	e.Hash = entryHash(e)
-	b, _ := json.Marshal(e)
+	b, _ := json.Marshal(e) // as entryHash
 	if a.f == nil || !a.stillThere() {
 		if a.f != nil {
-			a.f.Close()
+			a.f.Close() // replaced by the file reopened below
 		}
 		f, err := os.OpenFile(a.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
@@ -165,7 +165,7 @@ func (a *Audit) checkpointLocked() error {
 	c := Entry{Time: time.Now().UTC(), Method: "checkpoint", Decision: VerdictCheckpoint, Prev: a.prev}
 	c.Sig = hex.EncodeToString(ed25519.Sign(a.key, []byte(fmt.Sprintf("%s|%d", a.prev, a.lines))))
 	c.Hash = entryHash(c)
-	b, _ := json.Marshal(c)
+	b, _ := json.Marshal(c) // as entryHash
 	if _, err := a.f.Write(append(b, '\n')); err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func Verify(file string, pub ed25519.PublicKey) (lines int, err error) {
 			return i, fmt.Errorf("line %d: edited (its hash does not match its bytes)", i+1)
 		}
 		if e.Method == "checkpoint" && pub != nil {
-			sig, _ := hex.DecodeString(e.Sig)
+			sig, _ := hex.DecodeString(e.Sig) // a signature that is not hex does not verify, and is reported so
 			if !ed25519.Verify(pub, []byte(fmt.Sprintf("%s|%d", e.Prev, i)), sig) {
 				return i, fmt.Errorf("line %d: checkpoint signature does not verify (the log before it was rewritten)", i+1)
 			}

@@ -217,7 +217,7 @@ func (c *Config) Save(file string) error {
 
 func match(globs []string, wing string) bool {
 	for _, g := range globs {
-		if ok, _ := path.Match(g, wing); ok {
+		if ok, _ := path.Match(g, wing); ok { // Validate checked every glob
 			return true
 		}
 	}

@@ -83,7 +83,7 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 		m = map[string]any{"drawers": page, "total": total, "count": len(page), "offset": offset, "limit": limit}
 	}
 	m["filtered"] = true
-	text, _ := json.MarshalIndent(m, "", "  ")
+	text, _ := json.MarshalIndent(m, "", "  ") // values decoded from JSON: they encode
 	return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": req.rawID(), "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}}), nil
 }
 
@@ -180,7 +180,7 @@ func (s *Server) waitVisible(ctx context.Context, d *Device, t catalogue.Tool, r
 		last, _ := evs[len(evs)-1].(map[string]any)
 		cursor, _ := last["id"].(string)
 		if left <= 0 || cursor == "" {
-			text, _ := json.MarshalIndent(map[string]any{"timed_out": true, "events": []any{}, "count": 0, "filtered": true}, "", "  ")
+			text, _ := json.MarshalIndent(map[string]any{"timed_out": true, "events": []any{}, "count": 0, "filtered": true}, "", "  ") // plain values: they encode
 			return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": req.rawID(), "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}}), nil
 		}
 		args := maps.Clone(req.Args)

@@ -169,7 +169,7 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 		delete(m, "total")
 	}
 	m["filtered"] = true
-	text, _ := json.MarshalIndent(m, "", "  ")
+	text, _ := json.MarshalIndent(m, "", "  ") // values decoded from JSON: they encode
 	env["result"] = map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}
 	return json.Marshal(env)
 }

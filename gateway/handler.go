@@ -441,5 +441,5 @@ func writeRawJSON(w http.ResponseWriter, code int, b []byte) {
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(code)
-	w.Write(b)
+	w.Write(b) // a client that hung up: its audit line is written all the same
 }

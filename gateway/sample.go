@@ -78,7 +78,7 @@ func SampleConfig(path string) ([]byte, error) {
 	}
 	dir := filepath.Dir(abs)
 	quote := func(name string) string {
-		b, _ := json.Marshal(filepath.Join(dir, name))
+		b, _ := json.Marshal(filepath.Join(dir, name)) // a string: it encodes
 		return string(b)
 	}
 	r := strings.NewReplacer(
@@ -111,12 +111,12 @@ func WriteSample(path string) error {
 		return err
 	}
 	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(path)
+		f.Close()       // the write's error is the one to report
+		os.Remove(path) // a half-written sample is removed if it can be
 		return err
 	}
 	if err := f.Chmod(0o600); err != nil { // umask must not widen or narrow it
-		f.Close()
+		f.Close() // the chmod's error is the one to report
 		return err
 	}
 	return f.Close()

@@ -144,11 +144,11 @@ func withLock(file string, fn func() error) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close() // a lock file: nothing written to it
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		return fmt.Errorf("%s.lock: %w", file, err)
 	}
-	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // closing the file releases it anyway
 	return fn()
 }
 

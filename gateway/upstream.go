@@ -66,8 +66,11 @@ func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
 	if err != nil {
 		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream unreachable")
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	defer resp.Body.Close() // read to its end, or it failed: reported below
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil { // an answer cut short is no answer: never forwarded as one
+		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream answer cut short")
+	}
 	return resp.StatusCode, b
 }
 
@@ -93,7 +96,7 @@ func resultOf(resp []byte) map[string]any {
 		return nil
 	}
 	var m map[string]any
-	json.Unmarshal([]byte(r.Result.Content[0].Text), &m)
+	json.Unmarshal([]byte(r.Result.Content[0].Text), &m) // not an object: nil, "no result object"
 	return m
 }
 
@@ -132,7 +135,7 @@ func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string
 		fail()
 		return
 	}
-	defer resp.Body.Close()
+	defer resp.Body.Close() // read to its end or the client gone: nothing to report
 	started(resp.StatusCode)
 	for _, h := range []string{"Content-Type", "Cache-Control", "Retry-After"} {
 		if v := resp.Header.Get(h); v != "" {
@@ -145,7 +148,7 @@ func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			w.Write(buf[:n])
+			w.Write(buf[:n]) // a client that hung up: the stream ends at the next read
 			if flusher != nil {
 				flusher.Flush()
 			}

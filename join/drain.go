@@ -20,7 +20,11 @@ import (
 func (j *joining) drain(ctx context.Context) {
 	defer j.lap("send")
 	j.primary = edge.NewPrimary(j.cfg.URL, j.cfg.Token, j.log, edge.PrimaryOptions{Timeout: j.cfg.Timeout, Version: j.cfg.Version,
-		OnLedger: func(on bool) { outbox.RecordProtection(j.store, on) }})
+		OnLedger: func(on bool) {
+			if err := outbox.RecordProtection(j.store, on); err != nil {
+				j.log.Warn("the primary's protection not recorded in the join outbox", "err", err)
+			}
+		}})
 	primary := countingPrimary{&counter{calls: j.rep.Calls, side: "primary", next: edge.FlushTarget(j.primary)}, j.primary.Up}
 	j.sent = primary
 	if err := j.store.ClearBackoff(ctx); err != nil {

@@ -115,7 +115,7 @@ func readKGFile(ctx context.Context, file string) ([]fact, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
+	defer db.Close() // read only: its error says nothing
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type='table' AND name='entities'`).Scan(&n); err != nil {
 		return nil, fmt.Errorf("%s: not a readable SQLite database: %w", file, err)
@@ -129,7 +129,7 @@ func readKGFile(ctx context.Context, file string) ([]fact, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: triples: %w", file, err)
 	}
-	defer rows.Close()
+	defer rows.Close() // read only: its error says nothing
 	var out []fact
 	for rows.Next() {
 		var f fact

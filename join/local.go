@@ -46,7 +46,7 @@ type Record struct {
 func (r Record) key() string { return keyOf(r.Tool, r.Args) }
 
 func keyOf(tool string, args map[string]any) string {
-	b, _ := json.Marshal(args)
+	b, _ := json.Marshal(args) // values decoded from JSON: they encode
 	return tool + "\x00" + string(b)
 }
 
@@ -88,7 +88,7 @@ func (s Selection) narrowed(wing string) bool {
 		return false
 	}
 	for _, g := range s.Globs {
-		if ok, _ := path.Match(g, wing); ok {
+		if ok, _ := path.Match(g, wing); ok { // start checked every glob
 			return false
 		}
 	}

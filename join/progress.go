@@ -79,10 +79,10 @@ func (p *Progress) line() string {
 func (p *Progress) drawLocked() {
 	p.drawn = true
 	if p.Terminal {
-		fmt.Fprintf(p.W, "\r\x1b[K%s", p.line())
+		fmt.Fprintf(p.W, "\r\x1b[K%s", p.line()) // progress on stderr: a lost line is not worth failing the join
 		return
 	}
-	fmt.Fprintln(p.W, p.line())
+	fmt.Fprintln(p.W, p.line()) // as above
 }
 
 // endLocked finishes a phase that drew anything: the redrawn line ends,
@@ -92,9 +92,9 @@ func (p *Progress) endLocked() {
 		return
 	}
 	if p.Terminal {
-		fmt.Fprintf(p.W, "\r\x1b[K%s\n", p.line())
+		fmt.Fprintf(p.W, "\r\x1b[K%s\n", p.line()) // as above
 	} else {
-		fmt.Fprintln(p.W, p.line())
+		fmt.Fprintln(p.W, p.line()) // as above
 	}
 	p.drawn = false
 }

@@ -110,7 +110,7 @@ func (s *Store) ring() {
 			}
 			continue
 		}
-		c.Write([]byte{1})
-		c.Close()
+		c.Write([]byte{1}) // best effort, as every ring
+		c.Close()          // a datagram socket: nothing buffered to lose
 	}
 }

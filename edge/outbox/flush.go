@@ -69,7 +69,7 @@ type lease struct {
 func (f *Flusher) defaults() {
 	if f.Owner == "" {
 		b := make([]byte, 6)
-		crand.Read(b)
+		crand.Read(b) // never fails (crypto/rand)
 		f.Owner = fmt.Sprintf("edge-%d-%s", os.Getpid(), hex.EncodeToString(b))
 	}
 	if f.Lease == 0 {
@@ -237,7 +237,9 @@ func (f *Flusher) acquire(ctx context.Context) (bool, error) {
 func (f *Flusher) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	f.S.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key='lease' AND json_extract(value, '$.owner')=?`, f.Owner)
+	if _, err := f.S.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key='lease' AND json_extract(value, '$.owner')=?`, f.Owner); err != nil {
+		f.Log.Debug("outbox lease not released; it expires", "err", err)
+	}
 }
 
 // drain sends ops in local_seq order, one at a time, and stops at the
@@ -386,10 +388,11 @@ func (s *Store) ClearBackoff(ctx context.Context) error {
 }
 
 // Resume clears the backoff of waiting ops (the primary is reachable
-// again) and wakes the flusher.
-func (s *Store) Resume(ctx context.Context) {
-	s.flushDB.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE state IN ('queued','inflight') AND (error_json IS NULL OR json_extract(error_json,'$.kind') IN ('transient','ambiguous'))`)
+// again) and wakes the flusher; an error leaves the backoff as it was.
+func (s *Store) Resume(ctx context.Context) error {
+	_, err := s.flushDB.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE state IN ('queued','inflight') AND (error_json IS NULL OR json_extract(error_json,'$.kind') IN ('transient','ambiguous'))`)
 	s.Kick()
+	return err
 }
 
 // classify turns a send's outcome into "" (landed) or an error kind

@@ -88,7 +88,7 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 		dedupe = "content:" + hash(tool, string(canon))
 		var existing int64
 		if err := tx.QueryRowContext(ctx, `SELECT local_seq FROM ops WHERE dedupe_key=? AND state IN ('queued','inflight')`, dedupe).Scan(&existing); err == nil {
-			tx.Rollback()
+			tx.Rollback() // read only so far: nothing to undo
 			return s.Get(ctx, existing)
 		}
 	}
@@ -150,7 +150,7 @@ func canonical(raw json.RawMessage) ([]byte, error) {
 func hash(parts ...string) string {
 	h := sha256.New()
 	for _, p := range parts {
-		fmt.Fprintf(h, "%d:%s", len(p), p)
+		fmt.Fprintf(h, "%d:%s", len(p), p) // a hash never fails a write
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -47,7 +47,7 @@ func (s *Store) GetByID(ctx context.Context, id string) (Op, error) {
 	if err != nil {
 		return Op{}, err
 	}
-	defer rows.Close()
+	defer rows.Close() // read only: its error says nothing
 	var found []Op
 	for rows.Next() {
 		o, err := scanOp(rows)
@@ -79,7 +79,7 @@ func (s *Store) List(ctx context.Context, limit int, states ...State) ([]Op, err
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
+	defer rows.Close() // read only: its error says nothing
 	var out []Op
 	for rows.Next() {
 		o, err := scanOp(rows)
@@ -119,7 +119,7 @@ func (s *Store) Drop(ctx context.Context, id string) (Op, error) {
 	if o.State == Done {
 		return o, fmt.Errorf("op %s already reached the primary", o.ID[:12])
 	}
-	e, _ := json.Marshal(map[string]any{"kind": "dropped", "message": "dropped by the operator", "at": s.now().UTC()})
+	e, _ := json.Marshal(map[string]any{"kind": "dropped", "message": "dropped by the operator", "at": s.now().UTC()}) // plain values: they encode
 	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='done', error_json=?, flushed_at=NULL WHERE local_seq=?`, string(e), o.LocalSeq); err != nil {
 		return Op{}, err
 	}
@@ -189,7 +189,7 @@ func (s *Store) countByState(ctx context.Context, by map[State]int) error {
 	if err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
-	defer rows.Close()
+	defer rows.Close() // read only: its error says nothing
 	for rows.Next() {
 		var k State
 		var n int

@@ -108,17 +108,17 @@ func Open(path, device, label string) (*Store, error) {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
 	if err := setUp(db); err != nil {
-		db.Close()
+		db.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("outbox %s is not a usable SQLite database: %w", path, err)
 	}
 	var ok string
 	if err := db.QueryRow("PRAGMA quick_check").Scan(&ok); err != nil || ok != "ok" {
-		db.Close()
+		db.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("outbox %s failed its integrity check (%v %s); move it aside to start a new one", path, err, ok)
 	}
 	fdb, err := open("NORMAL")
 	if err != nil {
-		db.Close()
+		db.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
 	return &Store{path: path, db: db, flushDB: fdb, device: device, label: label, now: time.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1)}, nil
@@ -163,10 +163,11 @@ const metaProtection = "protection"
 
 // RecordProtection notes whether the primary last advertised an op-id
 // ledger (a devbox-config gateway: every write exactly once by op id) or
-// not (the per-type look-ups alone). s may be nil (no outbox).
-func RecordProtection(s *Store, ledger bool) {
+// not (the per-type look-ups alone). s may be nil (no outbox). The note is
+// what edge status shows; an error means it shows the last one.
+func RecordProtection(s *Store, ledger bool) error {
 	if s == nil {
-		return
+		return nil
 	}
 	v := "look-ups: the primary advertises no op-id ledger; each record type's look-up guards a repeat"
 	if ledger {
@@ -174,11 +175,11 @@ func RecordProtection(s *Store, ledger bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s.SetMeta(ctx, metaProtection, v+" (seen "+s.now().UTC().Format(time.RFC3339)+")")
+	return s.SetMeta(ctx, metaProtection, v+" (seen "+s.now().UTC().Format(time.RFC3339)+")")
 }
 
 // Protection is what RecordProtection last noted ("" before any answer).
 func (s *Store) Protection(ctx context.Context) string {
-	v, _ := s.meta(ctx, metaProtection)
+	v, _ := s.meta(ctx, metaProtection) // unreadable reads as not known yet
 	return v
 }

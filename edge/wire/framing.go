@@ -67,8 +67,8 @@ func (g *guard) reply(code int, msg string) { g.replyTo(nil, code, msg) }
 
 // replyTo answers a refused message under its id when it has a usable one.
 func (g *guard) replyTo(id any, code int, msg string) {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
-	g.out.Write(append(b, '\n'))
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}}) // a code and a message: they encode
+	g.out.Write(append(b, '\n'))                                                                                            // an agent that stopped reading: its session ends with its input
 }
 
 func (g *guard) Read(p []byte) (int, error) {

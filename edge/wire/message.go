@@ -34,7 +34,7 @@ func Request(id, method string, params json.RawMessage) []byte {
 
 // Cancellation is notifications/cancelled for the call with id.
 func Cancellation(id, reason string) []byte {
-	n, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": id, "reason": reason}})
+	n, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": id, "reason": reason}}) // a string: it encodes
 	return n
 }
 

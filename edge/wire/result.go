@@ -108,18 +108,18 @@ func EncodeResult(res *mcp.CallToolResult) (json.RawMessage, error) {
 		if tc, ok := res.Content[0].(*mcp.TextContent); ok && tc.Meta == nil && tc.Annotations == nil {
 			var buf bytes.Buffer
 			buf.Grow(len(tc.Text) + 64)
-			buf.WriteString(`{"content":[{"type":"text","text":`)
+			buf.WriteString(`{"content":[{"type":"text","text":`) // a bytes.Buffer never fails a write
 			enc := json.NewEncoder(&buf)
 			enc.SetEscapeHTML(false)
 			if err := enc.Encode(tc.Text); err != nil {
 				return nil, err
 			}
 			buf.Truncate(buf.Len() - 1) // Encode's newline
-			buf.WriteString(`}]`)
+			buf.WriteString(`}]`)       // as above
 			if res.IsError {
-				buf.WriteString(`,"isError":true`)
+				buf.WriteString(`,"isError":true`) // as above
 			}
-			buf.WriteByte('}')
+			buf.WriteByte('}') // as above
 			return buf.Bytes(), nil
 		}
 	}

@@ -137,7 +137,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		if err != nil {
 			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
-		if n, _ := res.RowsAffected(); n == 1 {
+		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not inserted: the row is read next
 			l.committed()
 			l.maybePrune(now)
 			return claim, nil, nil
@@ -163,7 +163,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		if err != nil {
 			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
-		if n, _ := res.RowsAffected(); n == 1 {
+		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not taken: the row is polled
 			l.committed()
 			return claim, nil, nil
 		}

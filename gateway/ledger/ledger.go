@@ -174,7 +174,7 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", path, err)
 	}
-	f.Close()
+	f.Close() // opened only to create it with mode 0600
 	// WAL + synchronous=NORMAL: a commit is not fsynced, a process crash
 	// loses nothing (see doc.go for a power cut). No automatic checkpoint:
 	// its fsyncs would land on the request whose commit crossed the
@@ -187,11 +187,11 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	// first (both found by TestTwoOSProcessesOneFile).
 	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
 	var id [8]byte
-	rand.Read(id[:])
+	rand.Read(id[:]) // never fails (crypto/rand)
 	l := &Ledger{path: path, opt: opt, instance: hex.EncodeToString(id[:]), flights: map[key]*flight{}}
 	for _, db := range []**sql.DB{&l.db, &l.bgdb} {
 		if *db, err = sql.Open("sqlite", dsn); err != nil {
-			l.Close()
+			l.Close() // the open's error is the one to report
 			return nil, fmt.Errorf("ledger %s: %w", path, err)
 		}
 		(*db).SetMaxOpenConns(1)
@@ -199,20 +199,20 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	// Another gateway opening the same fresh file can make it busy.
 	err = sqlitewal.RetryBusy(l.createSchema)
 	if err != nil {
-		l.Close()
+		l.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("ledger %s is not a usable SQLite database: %w", path, err)
 	}
 	var ok string
 	if err := l.db.QueryRow("PRAGMA quick_check").Scan(&ok); err != nil || ok != "ok" {
-		l.Close()
+		l.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("ledger %s failed its integrity check (%v %s); move it aside to start a new one", path, err, ok)
 	}
 	if err := l.prepare(); err != nil {
-		l.Close()
+		l.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("ledger %s: %w", path, err)
 	}
 	if err := l.prune(context.Background()); err != nil {
-		l.Close()
+		l.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("ledger %s: pruning expired rows: %w", path, err)
 	}
 	return l, nil
@@ -224,11 +224,11 @@ func (l *Ledger) Close() error {
 	l.bg.Wait()
 	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen} {
 		if st != nil {
-			st.Close()
+			st.Close() // a statement: closing it frees memory only
 		}
 	}
 	if l.bgdb != nil {
-		l.bgdb.Close()
+		l.bgdb.Close() // read and checkpoint only: the main connection's close reports
 	}
 	if l.db == nil {
 		return nil
@@ -241,7 +241,7 @@ func (l *Ledger) createSchema() error {
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
+	defer tx.Rollback() // after Commit, a no-op
 	if _, err := tx.Exec(schema); err != nil {
 		return err
 	}
