@@ -117,6 +117,13 @@ func warmClient(t *testing.T, u string) (*http.Client, *warmTransport) {
 	return &http.Client{Transport: wt}, wt
 }
 
+// idleConns is how many connections the pool holds.
+func (t *warmTransport) idleConns() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.idle)
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); !cond(); {
@@ -133,10 +140,10 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 func TestWarmTransportDialsAheadForServersThatClose(t *testing.T) {
 	var log connLog
 	srv := log.started(t, true, nil)
-	c, _ := warmClient(t, srv.URL)
+	c, wt := warmClient(t, srv.URL)
 	for i := 0; i < 5; i++ {
-		if i > 0 { // call 0 dialled its own; each call since, a spare
-			waitUntil(t, "the spare connection", func() bool { return log.count() == i+1 })
+		if i > 0 { // call 0 dialled its own; each call since, a spare (accepted and pooled)
+			waitUntil(t, "the spare connection", func() bool { return log.count() == i+1 && wt.idleConns() == 1 })
 		}
 		if ready := postedOnReadyConn(t, c, srv.URL, fmt.Sprint("call", i)); i > 0 && !ready {
 			t.Errorf("call %d: its connection was accepted after the call was made: dialled on the call's path", i)
@@ -272,11 +279,12 @@ func TestWarmTransportResendsOnlyReadsWhenTheSpareDiesUnderTheRequest(t *testing
 	}{{"read", true}, {"write", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			u, conns := rawServer(t, map[int]func(net.Conn, *bufio.Reader){1: dropOnRequest})
-			c, _ := warmClient(t, u)
+			c, wt := warmClient(t, u)
 			if got := post(t, c, context.Background(), u, "first"); got != "answered first on connection 0" {
 				t.Fatalf("answer %q", got)
 			}
-			waitUntil(t, "the spare connection", func() bool { return conns.Load() == 2 })
+			// accepted by the server and in the pool: the next call takes it
+			waitUntil(t, "the spare connection", func() bool { return conns.Load() == 2 && wt.idleConns() == 1 })
 			ctx := context.Background()
 			if tc.read {
 				ctx = withReplayable(ctx)
