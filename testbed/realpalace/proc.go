@@ -1,0 +1,158 @@
+package realpalace
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// logBuf collects a process's stderr (and serve's stdout) for failure
+// messages; safe for the process's writes and the test's reads.
+type logBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 4<<20 {
+		return len(p), nil // enough to explain a failure
+	}
+	return l.b.Write(p)
+}
+
+func (l *logBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// proc is one MemPalace process, the leader of its own process group so
+// that what it starts (serve's server child) is stopped with it.
+type proc struct {
+	cmd    *exec.Cmd
+	log    *logBuf
+	done   chan struct{} // closed when Wait returned
+	mark   string        // a path every process of this palace names (leftover check)
+	waited error
+}
+
+func startProc(argv, env []string, mark string, stdin io.Reader, stdout io.Writer) (*proc, error) {
+	p := &proc{log: &logBuf{}, done: make(chan struct{}), mark: mark}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir = env, mark
+	cmd.Stdin, cmd.Stderr = stdin, p.log
+	cmd.Stdout = stdout
+	if stdout == nil {
+		cmd.Stdout = p.log
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	}
+	p.cmd = cmd
+	go func() { p.waited = cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends the whole process group: SIGTERM, then SIGKILL after grace.
+// It returns an error naming any process of this palace still alive
+// afterwards.
+func (p *proc) stop(grace time.Duration) error {
+	pgid := p.cmd.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGTERM) // ESRCH: already gone
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		<-p.done
+	}
+	return p.leftovers(pgid)
+}
+
+// kill ends the process group at once (SIGKILL), as a crash would.
+func (p *proc) kill() error {
+	pgid := p.cmd.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	<-p.done
+	return p.leftovers(pgid)
+}
+
+// leftovers waits up to 5 s for every process of the group, and every
+// process whose command line or working directory names this palace's
+// scratch directory, to be gone (a SIGKILLed leader's children are killed
+// with the group but may take a moment to be reaped).
+func (p *proc) leftovers(pgid int) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := p.alive(pgid)
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			for _, pid := range left {
+				syscall.Kill(pid, syscall.SIGKILL) // leave nothing running, but say so
+			}
+			return fmt.Errorf("left behind after stopping %s: %s", filepath.Base(p.cmd.Path), strings.Join(left2s(left), "; "))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func left2s(pids []int) []string {
+	var out []string
+	for _, pid := range pids {
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		out = append(out, fmt.Sprintf("pid %d %s", pid, strings.ReplaceAll(strings.TrimRight(string(cmd), "\x00"), "\x00", " ")))
+	}
+	return out
+}
+
+// alive lists live (not zombie) processes in group pgid or naming mark.
+func (p *proc) alive(pgid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil // not Linux: the group signal is all there is
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[i+1:])) // state ppid pgrp ...
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		pgrp, _ := strconv.Atoi(f[2])
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if pgrp == pgid || bytes.Contains(cmdline, []byte(p.mark)) || cwd == p.mark || strings.HasPrefix(cwd, p.mark+"/") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// errExited: the process ended before it was ready.
+var errExited = errors.New("exited before it was ready")
