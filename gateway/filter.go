@@ -23,7 +23,7 @@ var knownKeys = map[catalogue.Filter][]string{
 		"query_sanitized", "sanitizer", "context_received", "fallback", "fallback_reason", "distinct_results_truncated", "candidates_truncated", "error", "details", "hint", "truncated", "notice", "total", "count"},
 	catalogue.FilterMatches:    {"is_duplicate", "matches", "vector_disabled", "vector_disabled_reason", "hint", "error"},
 	catalogue.FilterDrawers:    {"drawers", "total", "count", "offset", "limit", "error", "truncated", "notice"},
-	catalogue.FilterWingCounts: {"total_drawers", "wings", "rooms", "taxonomy", "protocol", "aaak_dialect", "backend", "embedder", "sqlite_integrity", "library_versions", "updates", "vector_disabled", "vector_disabled_reason", "hnsw_capacity", "sqlite_integrity_failed", "error", "partial"},
+	catalogue.FilterWingCounts: {"total_drawers", "wings", "rooms", "taxonomy", "protocol", "aaak_dialect", "backend", "embedder", "embedding_device", "sqlite_integrity", "library_versions", "updates", "vector_disabled", "vector_disabled_reason", "hnsw_capacity", "sqlite_integrity_failed", "error", "partial"},
 	catalogue.FilterRooms:      {"wing", "rooms", "error"},
 	catalogue.FilterDiary:      {"agent", "entries", "total", "showing", "message", "error", "truncated", "notice"},
 	catalogue.FilterCheckpoint: {"added", "duplicates", "errors", "diary", "error"},
