@@ -1,4 +1,4 @@
-package fakepalace
+package fakepalace_test
 
 import (
 	"bufio"
@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+
+	. "github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // conn is a raw JSON-RPC connection to a MemPalace (the double or, when
@@ -75,10 +76,12 @@ func (c *httpConn) send(t *testing.T, msg string) []byte {
 	return b
 }
 
-// transports yields the connections the contract runs on: the double over
-// stdio (in-process pipes) and over HTTP, plus a real MemPalace if named.
-func transports(t *testing.T) map[string]func(t *testing.T) conn {
-	m := map[string]func(t *testing.T) conn{
+// opener opens a fresh, empty palace's connection for one subtest.
+type opener func(t *testing.T) conn
+
+// fakeTransports are the double over stdio (in-process pipes) and HTTP.
+func fakeTransports() map[string]opener {
+	return map[string]opener{
 		"stdio": func(t *testing.T) conn {
 			pl, _ := New(Options{})
 			inR, inW := io.Pipe()
@@ -97,30 +100,40 @@ func transports(t *testing.T) map[string]func(t *testing.T) conn {
 			return &httpConn{url: srv.URL(), token: "tok"}
 		},
 	}
-	if cmd := os.Getenv("MEMPALACE_CONTRACT_CMD"); cmd != "" {
-		m["real-stdio"] = func(t *testing.T) conn {
-			c := exec.Command("sh", "-c", cmd)
-			in, _ := c.StdinPipe()
-			out, _ := c.StdoutPipe()
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { in.Close(); c.Wait() })
-			return &stdioConn{in: in, out: bufio.NewReader(out)}
-		}
+}
+
+// realTransports are real MemPalace (testbed/realpalace's pinned
+// release): mempalace-mcp over stdio and mempalace serve over HTTP, each
+// on a throwaway palace of its own.
+func realTransports() map[string]opener {
+	return map[string]opener{
+		"stdio": func(t *testing.T) conn { return clientConn{realpalace.New(t).Stdio(t).Client} },
+		"http": func(t *testing.T) conn {
+			srv := realpalace.New(t).Serve(t, "tok")
+			return &httpConn{url: srv.URL, token: srv.Token}
+		},
 	}
-	if u := os.Getenv("MEMPALACE_CONTRACT_URL"); u != "" {
-		m["real-http"] = func(t *testing.T) conn { return &httpConn{url: u, token: os.Getenv("MEMPALACE_CONTRACT_TOKEN")} }
+}
+
+// clientConn is a real server's connection through testbed's client.
+type clientConn struct{ c *realpalace.Client }
+
+func (c clientConn) send(t *testing.T, msg string) []byte {
+	t.Helper()
+	b, err := c.c.Send([]byte(msg))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return m
+	return b
 }
 
 type response struct {
 	ID     json.RawMessage `json:"id"`
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
 	} `json:"error"`
 }
 
@@ -166,9 +179,24 @@ func call(t *testing.T, c conn, name string, args map[string]any) map[string]any
 	return out
 }
 
-func TestContract(t *testing.T) {
-	for name, open := range transports(t) {
+// TestContract runs the contract against the double.
+func TestContract(t *testing.T) { runContract(t, fakeTransports(), false) }
+
+// TestRealContract runs the same contract against real MemPalace over
+// both wires. Where the double and the real server differ, either the
+// double was fixed or the difference is recorded, with its reason, in
+// "recorded differences", which asserts each side's own behaviour (so a
+// change on either side fails it); nothing is skipped.
+func TestRealContract(t *testing.T) {
+	realpalace.Venv(t)
+	runContract(t, realTransports(), true)
+}
+
+func runContract(t *testing.T, transports map[string]opener, real bool) {
+	for name, open := range transports {
 		t.Run(name, func(t *testing.T) {
+			contract311(t, open)
+			recordedDifferences(t, open, real)
 			t.Run("initialize negotiation", func(t *testing.T) {
 				c := open(t)
 				for sent, want := range map[string]string{"2025-06-18": "2025-06-18", "1999-01-01": "2025-11-25"} {
@@ -180,7 +208,8 @@ func TestContract(t *testing.T) {
 					}
 				}
 				r := rpc(t, c, "initialize", map[string]any{})
-				if !strings.Contains(string(r.Result), `"protocolVersion":"2024-11-05"`) {
+				var absent struct{ ProtocolVersion string }
+				if json.Unmarshal(r.Result, &absent); absent.ProtocolVersion != "2024-11-05" {
 					t.Errorf("absent version: %s", r.Result)
 				}
 				if c.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`) != nil {
@@ -239,8 +268,9 @@ func TestContract(t *testing.T) {
 				if r := rpc(t, c, "resources/list", nil); r.Error == nil || r.Error.Code != -32601 {
 					t.Errorf("unknown method: %+v", r.Error)
 				}
+				var batch response
 				raw := c.send(t, `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`)
-				if !strings.Contains(string(raw), `"code":-32600`) || !strings.Contains(string(raw), `"id":null`) {
+				if json.Unmarshal(raw, &batch) != nil || batch.Error == nil || batch.Error.Code != -32600 || string(batch.ID) != "null" {
 					t.Errorf("batch: %s", raw)
 				}
 				if r := call(t, c, "mempalace_search", map[string]any{"query": "x", "limit": "3"}); r["results"] == nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -45,7 +46,7 @@ func (pl *Palace) appendEvent(a args) (*Event, error) {
 			return nil, err
 		}
 	}
-	for _, f := range []string{"to_agent", "correlation_id", "branch", "base_commit"} {
+	for _, f := range []string{"to_agent", "correlation_id", "branch", "base_commit", "topic"} {
 		if err := routing(f, a.str(f), false); err != nil {
 			return nil, err
 		}
@@ -82,7 +83,7 @@ func (pl *Palace) appendEvent(a args) (*Event, error) {
 		HLC:  fmt.Sprintf("%013d-%06x-%s", now.UnixMilli(), seq, pl.st.ReplicaID),
 		Type: typ, Stream: a.str("stream"), Room: a.str("room"), FromAgent: a.str("from_agent"),
 		ToAgent: a.strp("to_agent"), CorrelationID: a.strp("correlation_id"), Branch: a.strp("branch"), BaseCommit: a.strp("base_commit"),
-		Status: a.strp("status"), ArtifactIDs: ids, Body: body, CreatedAt: now.Format("2006-01-02T15:04:05Z"), Metadata: meta,
+		Status: a.strp("status"), Topic: a.strp("topic"), ArtifactIDs: ids, Body: body, CreatedAt: now.Format("2006-01-02T15:04:05Z"), Metadata: meta,
 	}
 	pl.st.Events = append(pl.st.Events, e)
 	pl.wakeWaiters()
@@ -103,33 +104,53 @@ func (pl *Palace) eventAppend(a args) any {
 	return map[string]any{"success": true, "event": e}
 }
 
-// filterEvents applies event_list's filters. to_agent also matches "*".
+// fromAgentNote is 3.10+'s answer to a from_agent on an event read: it
+// names the caller, it does not filter (writer does).
+const fromAgentNote = "from_agent is your identity and does not filter event_list/event_wait. Filter by who wrote an event with writer=<agent>; for your inbox use to_agent=<you>."
+
+// eventIndex is the position of event id in the log, or an error naming
+// the cursor field.
+func (pl *Palace) eventIndex(field, id string) (int, error) {
+	for i, e := range pl.st.Events {
+		if e.ID == id {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%s '%s' not found", field, id)
+}
+
+// filterEvents applies event_list's filters in append order. to_agent
+// also matches "*"; writer filters by who wrote an event (from_agent does
+// not filter: it is the caller's identity).
 func (pl *Palace) filterEvents(a args) ([]*Event, error) {
-	start := 0
+	start, end := 0, len(pl.st.Events)
 	if since := a.str("since_event_id"); since != "" {
-		found := false
-		for i, e := range pl.st.Events {
-			if e.ID == since {
-				start, found = i+1, true
-			}
+		i, err := pl.eventIndex("since_event_id", since)
+		if err != nil {
+			return nil, err
 		}
-		if !found {
-			return nil, fmt.Errorf("since_event_id '%s' not found", since)
+		start = i + 1
+	}
+	if before := a.str("before_event_id"); before != "" {
+		i, err := pl.eventIndex("before_event_id", before)
+		if err != nil {
+			return nil, err
 		}
+		end = i
 	}
 	eq := func(k string, v *string) bool { return a.str(k) == "" || (v != nil && *v == a.str(k)) }
 	var out []*Event
-	for _, e := range pl.st.Events[start:] {
+	for _, e := range pl.st.Events[start:max(start, end)] {
 		if a.str("stream") != "" && e.Stream != a.str("stream") || a.str("room") != "" && e.Room != a.str("room") || a.str("type") != "" && e.Type != a.str("type") {
 			continue
 		}
-		if a.str("from_agent") != "" && e.FromAgent != a.str("from_agent") {
+		if who := pl.writerFilter(a); who != "" && e.FromAgent != who {
 			continue
 		}
 		if to := a.str("to_agent"); to != "" && (e.ToAgent == nil || (*e.ToAgent != to && *e.ToAgent != "*")) {
 			continue
 		}
-		if !eq("correlation_id", e.CorrelationID) || !eq("status", e.Status) {
+		if !eq("correlation_id", e.CorrelationID) || !eq("status", e.Status) || !eq("topic", e.Topic) {
 			continue
 		}
 		if sc := a.str("since_created_at"); sc != "" && e.CreatedAt < sc {
@@ -140,12 +161,45 @@ func (pl *Palace) filterEvents(a args) ([]*Event, error) {
 	return out, nil
 }
 
+// writerFilter is whose events a read keeps: writer from 3.11.0 (where
+// from_agent names the caller), from_agent before.
+func (pl *Palace) writerFilter(a args) string {
+	if atLeast(pl.opts.Version, "3.11.0") {
+		return a.str("writer")
+	}
+	return a.str("from_agent")
+}
+
+// noted adds 3.11's note to an event read given a from_agent.
+func (pl *Palace) noted(a args, m map[string]any) map[string]any {
+	if atLeast(pl.opts.Version, "3.11.0") && a.str("from_agent") != "" && a.str("writer") == "" {
+		m["note"] = fromAgentNote
+	}
+	return m
+}
+
+// eventList lists oldest first before 3.10.0; from 3.10.0 newest first
+// unless a since_event_id cursor is given, and "order" overrides.
 func (pl *Palace) eventList(a args) any {
+	order := "desc"
+	if a.str("since_event_id") != "" || !atLeast(pl.opts.Version, "3.10.0") {
+		order = "asc"
+	}
+	if a.has("order") {
+		order = strings.ToLower(strings.TrimSpace(a.str("order")))
+	}
+	if order != "asc" && order != "desc" {
+		return map[string]any{"error": fmt.Sprintf("order='%s' must be 'asc' or 'desc'", a.str("order"))}
+	}
 	evs, err := pl.filterEvents(a)
 	if err != nil {
 		return map[string]any{"error": err.Error()}
 	}
 	limit := clamp(a.int("limit", 50), 1, 500)
+	if order == "desc" {
+		evs = slices.Clone(evs)
+		slices.Reverse(evs)
+	}
 	evs = evs[:min(len(evs), limit)]
 	out := make([]any, 0, len(evs))
 	for _, e := range evs {
@@ -161,7 +215,7 @@ func (pl *Palace) eventList(a args) any {
 		}
 		out = append(out, e)
 	}
-	return map[string]any{"events": out, "count": len(out)}
+	return pl.noted(a, map[string]any{"events": out, "count": len(out)})
 }
 
 // eventWait long-polls: it releases the palace lock while it waits, so a
@@ -176,11 +230,11 @@ func (pl *Palace) eventWait(a args) any {
 		}
 		if len(evs) > 0 {
 			evs = evs[:min(len(evs), clamp(a.int("limit", 50), 1, 500))]
-			return map[string]any{"timed_out": false, "events": evs, "count": len(evs)}
+			return pl.noted(a, map[string]any{"timed_out": false, "events": evs, "count": len(evs)})
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return map[string]any{"timed_out": true, "events": []any{}, "count": 0}
+			return pl.noted(a, map[string]any{"timed_out": true, "events": []any{}, "count": 0})
 		}
 		wake := pl.waiter()
 		pl.mu.Unlock()
@@ -208,7 +262,7 @@ func (pl *Palace) eventAck(a args) any {
 	}
 	e, err := pl.appendEvent(args{
 		"type": "event.ack", "stream": target.Stream, "room": target.Room, "from_agent": a["from_agent"], "to_agent": target.FromAgent,
-		"correlation_id": corr, "status": a["status"], "body": a["body"], "metadata": map[string]any{"ack_of": target.ID},
+		"correlation_id": corr, "status": a["status"], "body": a["body"], "topic": a["topic"], "metadata": map[string]any{"ack_of": target.ID},
 	})
 	if err != nil {
 		return fail("%v", err)
@@ -281,7 +335,7 @@ func (pl *Palace) patchSubmit(a args) any {
 	}
 	room := orDefault(a.str("room"), "patches")
 	ea := args{"type": "patch.ready", "stream": a["stream"], "room": room, "from_agent": a["from_agent"], "status": "ready", "artifact_ids": []any{art.ID}}
-	for _, k := range []string{"to_agent", "correlation_id", "branch", "base_commit", "body", "metadata"} {
+	for _, k := range []string{"to_agent", "correlation_id", "branch", "base_commit", "body", "metadata", "topic"} {
 		if v, ok := a[k]; ok {
 			ea[k] = v
 		}

@@ -26,7 +26,11 @@ type Options struct {
 	OmitDrawerID bool
 	// ReadOnly hides mutating tools and refuses them with -32003.
 	ReadOnly bool
-	// Version is serverInfo.version (default "3.7.0").
+	// Version is the release the double plays (default "3.11.0", the one
+	// the contract runs against real MemPalace): serverInfo.version, and
+	// the parameters and behaviour a later release added (kg_timeline
+	// paging and event_list's order from 3.10.0; writer, and from_agent
+	// no longer filtering event reads, from 3.11.0).
 	Version string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -60,7 +64,7 @@ func New(opts Options) (*Palace, error) {
 		opts.Embedder = "minilm"
 	}
 	if opts.Version == "" {
-		opts.Version = "3.7.0"
+		opts.Version = "3.11.0"
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -69,7 +73,7 @@ func New(opts Options) (*Palace, error) {
 	if err != nil {
 		return nil, err
 	}
-	pl := &Palace{st: st, opts: opts, tools: tools(), byName: map[string]tool{}, now: opts.Now, wake: make(chan struct{}), calls: map[string]int{}, latency: map[string]time.Duration{}, hold: map[string]<-chan struct{}{}, vectors: map[string][]float64{}}
+	pl := &Palace{st: st, opts: opts, tools: tools(opts.Version), byName: map[string]tool{}, now: opts.Now, wake: make(chan struct{}), calls: map[string]int{}, latency: map[string]time.Duration{}, hold: map[string]<-chan struct{}{}, vectors: map[string][]float64{}}
 	for _, t := range pl.tools {
 		pl.byName[t.name] = t
 	}
@@ -267,6 +271,9 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 		saveErr = save(pl.opts.Dir, pl.st)
 	}
 	pl.mu.Unlock()
+	if e, ok := result.(*rpcError); ok {
+		return nil, e // a handler that raised: nothing was changed
+	}
 	if saveErr != nil {
 		return nil, &rpcError{Code: -32000, Message: "Internal tool error", Data: map[string]any{"error_class": "OSError", "message": saveErr.Error()}}
 	}

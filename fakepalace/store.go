@@ -20,6 +20,8 @@ type Drawer struct {
 	SourceFile string `json:"source_file"`
 	AddedBy    string `json:"added_by"`
 	FiledAt    string `json:"filed_at"`
+	// Modified is when update_drawer last changed it ("": never).
+	Modified string `json:"last_modified,omitempty"`
 	// Diary entries only.
 	Diary bool   `json:"diary,omitempty"`
 	Agent string `json:"agent,omitempty"`
@@ -73,6 +75,7 @@ type Event struct {
 	Branch        *string        `json:"branch"`
 	BaseCommit    *string        `json:"base_commit"`
 	Status        *string        `json:"status"`
+	Topic         *string        `json:"topic"`
 	ArtifactIDs   []string       `json:"artifact_ids"`
 	Body          string         `json:"body"`
 	CreatedAt     string         `json:"created_at"`

@@ -1,11 +1,16 @@
 package fakepalace
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -14,11 +19,20 @@ import (
 type prop struct {
 	name, typ string
 	extra     map[string]any
+	since     string // the first release that has it ("": all)
 }
 
 func p(name, typ string) prop { return prop{name: name, typ: typ} }
 
-func pe(name, typ string, extra map[string]any) prop { return prop{name, typ, extra} }
+func pe(name, typ string, extra map[string]any) prop { return prop{name: name, typ: typ, extra: extra} }
+
+// from marks props that a release added.
+func from(release string, ps ...prop) []prop {
+	for i := range ps {
+		ps[i].since = release
+	}
+	return ps
+}
 
 type tool struct {
 	name     string
@@ -56,9 +70,37 @@ func (t tool) prop(name string) (prop, bool) {
 	return prop{}, false
 }
 
-// tools is the 3.7.0 surface named in the issue (32 tools), schemas per
-// mempalace-surface.md §1.1 and §1.3.
-func tools() []tool {
+// tools is the surface the double serves (32 tools; see the contract's
+// doubleLacks for the rest of 3.11.0's), schemas per mempalace-surface.md
+// §1.1 and §1.3 and 3.11.0's own tools/list, for release version: a prop
+// a later release added is left out.
+func tools(version string) []tool {
+	ts := allTools()
+	for i := range ts {
+		ts[i].props = slices.DeleteFunc(ts[i].props, func(pr prop) bool { return pr.since != "" && !atLeast(version, pr.since) })
+	}
+	return ts
+}
+
+// atLeast reports release v >= min, comparing dotted numbers.
+func atLeast(v, min string) bool {
+	a, b := strings.Split(v, "."), strings.Split(min, ".")
+	for i := range max(len(a), len(b)) {
+		x, y := 0, 0
+		if i < len(a) {
+			x, _ = strconv.Atoi(a[i])
+		}
+		if i < len(b) {
+			y, _ = strconv.Atoi(b[i])
+		}
+		if x != y {
+			return x > y
+		}
+	}
+	return true
+}
+
+func allTools() []tool {
 	str := func(n string) prop { return p(n, "string") }
 	obj := func(n string) prop { return p(n, "object") }
 	return []tool{
@@ -88,7 +130,7 @@ func tools() []tool {
 		{name: "mempalace_kg_query", desc: "Facts about an entity.", props: []prop{str("entity"), str("as_of"), str("direction")}, required: []string{"entity"}, handler: (*Palace).kgQuery},
 		{name: "mempalace_kg_invalidate", desc: "Close (end-date) a triple.", props: []prop{str("subject"), str("predicate"), str("object"), str("ended")}, required: []string{"subject", "predicate", "object"}, mutating: true, handler: (*Palace).kgInvalidate},
 		{name: "mempalace_kg_supersede", desc: "Close the old object and open a new one.", props: []prop{str("subject"), str("predicate"), str("old_object"), str("new_object"), str("at")}, required: []string{"subject", "predicate", "old_object", "new_object"}, mutating: true, handler: (*Palace).kgSupersede},
-		{name: "mempalace_kg_timeline", desc: "Chronological facts.", props: []prop{str("entity")}, handler: (*Palace).kgTimeline},
+		{name: "mempalace_kg_timeline", desc: "Chronological facts, paged.", props: append([]prop{str("entity")}, from("3.10.0", pe("limit", "integer", map[string]any{"minimum": 1}), pe("offset", "integer", map[string]any{"minimum": 0}))...), handler: (*Palace).kgTimeline},
 		{name: "mempalace_kg_stats", desc: "Knowledge-graph counts.", handler: (*Palace).kgStats},
 		{name: "mempalace_mine", desc: "Run a miner in-process.", props: []prop{
 			str("source"), pe("mode", "string", map[string]any{"enum": []string{"projects", "convos", "extract"}}), str("wing"), str("agent"), p("limit", "integer"), p("dry_run", "boolean"), pe("extract", "string", map[string]any{"enum": []string{"exchange", "general"}}),
@@ -99,12 +141,12 @@ func tools() []tool {
 		{name: "mempalace_event_append", desc: "Append a logstream event (RFC 003).", props: []prop{
 			str("type"), str("stream"), str("room"), str("from_agent"), str("to_agent"), str("correlation_id"), str("branch"), str("base_commit"), str("status"), str("body"), obj("metadata"), pe("artifact_ids", "array", map[string]any{"items": map[string]any{"type": "string"}}), str("topic"),
 		}, required: []string{"type", "stream", "room", "from_agent"}, mutating: true, handler: (*Palace).eventAppend},
-		{name: "mempalace_event_list", desc: "List logstream events.", props: []prop{
+		{name: "mempalace_event_list", desc: "List logstream events (3.10+: newest first without a cursor).", props: slices.Concat([]prop{
 			str("stream"), str("room"), str("type"), str("to_agent"), str("from_agent"), str("correlation_id"), str("status"), str("since_event_id"), str("since_created_at"), p("limit", "integer"), p("preview", "boolean"), str("topic"),
-		}, handler: (*Palace).eventList},
-		{name: "mempalace_event_wait", desc: "Long-poll for events (<= 300 s).", props: []prop{
+		}, from("3.10.0", str("before_event_id"), str("order")), from("3.11.0", str("writer"))), handler: (*Palace).eventList},
+		{name: "mempalace_event_wait", desc: "Long-poll for events (<= 300 s).", props: append([]prop{
 			str("stream"), str("room"), str("type"), str("to_agent"), str("from_agent"), str("correlation_id"), str("status"), str("since_event_id"), str("since_created_at"), p("timeout_ms", "integer"), p("limit", "integer"), str("topic"),
-		}, handler: (*Palace).eventWait},
+		}, from("3.11.0", str("writer"))...), handler: (*Palace).eventWait},
 		{name: "mempalace_event_ack", desc: "Append an event.ack for an event.", props: []prop{str("event_id"), str("from_agent"), str("status"), str("body"), str("topic")}, required: []string{"event_id", "from_agent"}, mutating: true, handler: (*Palace).eventAck},
 		{name: "mempalace_artifact_put", desc: "Store a text artifact (<= 4 MiB).", props: []prop{str("kind"), str("content"), str("created_by"), obj("metadata")}, required: []string{"kind", "content", "created_by"}, mutating: true, handler: (*Palace).artifactPut},
 		{name: "mempalace_artifact_get", desc: "Fetch an artifact with content.", props: []prop{str("artifact_id")}, required: []string{"artifact_id"}, handler: (*Palace).artifactGet},
@@ -206,16 +248,25 @@ func (pl *Palace) addDrawer(a args) any {
 }
 
 func (pl *Palace) drawerPayload(d *Drawer) map[string]any {
-	meta := map[string]any{"wing": d.Wing, "room": d.Room, "source_file": baseName(d.SourceFile), "added_by": d.AddedBy, "filed_at": d.FiledAt, "id_recipe": "v3", "chunk_index": 0}
+	meta := map[string]any{"wing": d.Wing, "room": d.Room, "source_file": baseName(d.SourceFile), "added_by": d.AddedBy, "filed_at": d.FiledAt, "id_recipe": "v3", "chunk_index": 0,
+		"last_modified": cmp.Or(d.Modified, d.FiledAt)}
 	if d.Diary {
 		meta["hall"], meta["type"], meta["agent"], meta["date"], meta["topic"] = "hall_diary", "diary_entry", d.Agent, d.Date, d.Topic
 	}
 	out := map[string]any{"drawer_id": d.ID, "content": d.Content, "wing": d.Wing, "room": d.Room, "metadata": meta}
 	if ids := d.ChunkIDs(); ids != nil {
 		out["chunks"], out["chunk_ids"] = len(ids), ids
-		meta["chunks"], meta["chunk_ids"] = len(ids), ids
+		meta["chunks"], meta["chunk_ids"], meta["parent_drawer_id"] = len(ids), ids, d.ID
 	}
 	return out
+}
+
+// deleteHint is delete_by_source's dry-run hint (3.11's words).
+func deleteHint(n int) string {
+	if n == 0 {
+		return "No drawers match this source_file."
+	}
+	return fmt.Sprintf("No drawers were deleted. Re-run with dry_run=false to remove these %d drawer(s) and 0 index entr(y/ies).", n)
 }
 
 func baseName(p string) string {
@@ -296,6 +347,7 @@ func (pl *Palace) updateDrawer(a args) any {
 	if nd.Content == d.Content && nd.Wing == d.Wing && nd.Room == d.Room {
 		return map[string]any{"success": true, "drawer_id": id, "noop": true}
 	}
+	nd.Modified = pl.isoNow()
 	*d = nd // the id does not change when the content does
 	out := map[string]any{"success": true, "drawer_id": id, "wing": d.Wing, "room": d.Room}
 	if ids := d.ChunkIDs(); ids != nil {
@@ -331,7 +383,7 @@ func (pl *Palace) deleteBySource(a args) any {
 		for _, d := range match[:min(len(match), 5)] {
 			sample = append(sample, map[string]any{"wing": d.Wing, "room": d.Room})
 		}
-		return map[string]any{"success": true, "dry_run": true, "source_file": src, "match_count": len(match), "closet_match_count": 0, "sample": sample, "hint": "pass dry_run=false to delete"}
+		return map[string]any{"success": true, "dry_run": true, "source_file": src, "match_count": len(match), "closet_match_count": 0, "sample": sample, "hint": deleteHint(len(match))}
 	}
 	for _, d := range match {
 		delete(pl.st.Drawers, d.ID)
@@ -367,6 +419,10 @@ func (pl *Palace) checkpoint(a args) any {
 	}
 	out := map[string]any{"added": added, "duplicates": dups, "errors": errs}
 	if d, ok := a["diary"].(map[string]any); ok {
+		d = maps.Clone(d)
+		if _, ok := d["topic"]; !ok {
+			d["topic"] = "session-checkpoint"
+		}
 		out["diary"] = pl.diaryWrite(args(d))
 	}
 	return out
@@ -408,6 +464,9 @@ func (pl *Palace) search(a args) any {
 	}
 	limit := clamp(a.int("limit", 5), 1, 100)
 	maxDist := a.num("max_distance", 1.5)
+	if maxDist == 0 {
+		maxDist = math.Inf(1) // 0 disables the threshold
+	}
 	wing, room, src := a.str("wing"), a.str("room"), a.str("source_file")
 	hits := pl.rank(query, func(d *Drawer) bool {
 		return (wing == "" || d.Wing == wing) && (room == "" || d.Room == room) && (src == "" || baseName(d.SourceFile) == src || d.SourceFile == src)
@@ -418,16 +477,18 @@ func (pl *Palace) search(a args) any {
 			continue
 		}
 		r := map[string]any{
-			"text": h.text, "wing": h.d.Wing, "room": h.d.Room, "source_file": baseName(h.d.SourceFile), "source_path": h.d.SourceFile,
+			"text": h.text, "wing": h.d.Wing, "room": h.d.Room, "source_file": cmp.Or(baseName(h.d.SourceFile), "?"), "source_path": h.d.SourceFile,
 			"created_at": h.d.FiledAt, "similarity": round(max(0, 1-h.dist), 3), "distance": round(h.dist, 4), "effective_distance": round(h.dist, 4),
-			"matched_via": "drawer",
+			"matched_via": "drawer", "filed_at": h.d.FiledAt, "authored_at": h.d.FiledAt, "authored_at_source": "filed_at",
+			"content_date": nil, "content_date_source": "unknown", "closet_boost": 0,
 		}
 		if !pl.opts.OmitDrawerID {
 			r["drawer_id"] = h.d.ID
 		}
 		results = append(results, r)
 	}
-	return map[string]any{"query": query, "filters": map[string]any{"wing": nilIfEmpty(wing), "room": nilIfEmpty(room), "source_file": nilIfEmpty(src)}, "total_before_filter": len(hits), "results": results}
+	filters := map[string]any{"wing": nilIfEmpty(wing), "room": nilIfEmpty(room), "source_file": nilIfEmpty(src), "since": nilIfEmpty(a.str("since")), "before": nilIfEmpty(a.str("before"))}
+	return map[string]any{"query": query, "filters": filters, "total_before_filter": len(hits), "results": results}
 }
 
 func (pl *Palace) duplicates(content string, threshold float64) []map[string]any {
@@ -475,7 +536,7 @@ func (pl *Palace) status(a args) any {
 	total, wings, rooms, _ := pl.counts()
 	return map[string]any{
 		"total_drawers": total, "wings": wings, "rooms": rooms, "protocol": "MemPalace protocol (test double)", "aaak_dialect": "AAAK (test double)",
-		"backend": "fakepalace", "embedder": pl.opts.Embedder,
+		"backend": "fakepalace", "embedder": pl.opts.Embedder, "embedding_device": pl.opts.Embedder + " (test double)",
 		"sqlite_integrity": map[string]any{"checked": true, "ok": true, "error_count": 0, "errors": []any{}},
 	}
 }
@@ -626,6 +687,8 @@ func ptr(s string) *string {
 	return &s
 }
 
+// kgInvalidate closes every open (subject, predicate, object) fact; with
+// none open it closes nothing and answers success all the same (3.11).
 func (pl *Palace) kgInvalidate(a args) any {
 	s, pr, o := a.str("subject"), a.str("predicate"), a.str("object")
 	ended, err := kgDate("ended", a.str("ended"))
@@ -635,41 +698,62 @@ func (pl *Palace) kgInvalidate(a args) any {
 	if ended == "" {
 		ended = pl.now().Format("2006-01-02")
 	}
-	n := 0
+	if e := pl.inverted(s, pr, o, ended, "valid_to"); e != nil {
+		return e
+	}
 	for _, t := range pl.st.Triples {
 		if t.Subject == s && t.Predicate == pr && t.Object == o && t.ValidTo == nil {
 			t.ValidTo = ptr(ended)
-			n++
 		}
-	}
-	if n == 0 {
-		return fail("No open fact to invalidate: %s", fact(s, pr, o))
 	}
 	return map[string]any{"success": true, "fact": fact(s, pr, o), "ended": ended}
 }
 
+// inverted refuses to close an open (s, pr, o) fact at an end before its
+// start, as 3.11 does: a ValueError its dispatcher answers as JSON-RPC
+// -32000 (an interval no query would ever see).
+func (pl *Palace) inverted(s, pr, o, end, field string) *rpcError {
+	for _, t := range pl.st.Triples {
+		if t.Subject == s && t.Predicate == pr && t.Object == o && t.ValidTo == nil && t.ValidFrom != nil && boundKey(end, true) < boundKey(*t.ValidFrom, false) {
+			msg := fmt.Sprintf("%s='%s' is before valid_from='%s'; an inverted interval would be invisible to every KG query", field, end, *t.ValidFrom)
+			return &rpcError{Code: -32000, Message: "Internal tool error", Data: map[string]any{"error_class": "ValueError", "message": msg}}
+		}
+	}
+	return nil
+}
+
+// kgSupersede closes the open old fact (if any) and opens the new one at
+// one instant: "at" (a date means its midnight UTC), else now. With no
+// open old fact it degrades to an add; an open new fact is kept (3.11).
 func (pl *Palace) kgSupersede(a args) any {
 	s, pr, old, nw := a.str("subject"), a.str("predicate"), a.str("old_object"), a.str("new_object")
 	at, err := kgDate("at", a.str("at"))
 	if err != nil {
 		return fail("%v", err)
 	}
-	if at == "" {
-		at = pl.now().Format("2006-01-02")
+	switch {
+	case at == "":
+		at = pl.now().UTC().Format("2006-01-02T15:04:05Z")
+	case len(at) == len("2006-01-02"):
+		at += "T00:00:00Z"
+	}
+	if e := pl.inverted(s, pr, old, at, "at"); e != nil {
+		return e
 	}
 	var open *Triple
 	for _, t := range pl.st.Triples {
 		if t.Subject == s && t.Predicate == pr && t.Object == old && t.ValidTo == nil {
+			t.ValidTo = ptr(at)
+		}
+		if t.Subject == s && t.Predicate == pr && t.Object == nw && t.ValidTo == nil {
 			open = t
 		}
 	}
 	if open == nil {
-		return fail("No open fact to supersede: %s", fact(s, pr, old))
+		open = pl.newTriple(s, pr, nw, ptr(at), nil)
+		pl.st.Triples = append(pl.st.Triples, open)
 	}
-	open.ValidTo = ptr(at)
-	t := pl.newTriple(s, pr, nw, ptr(at), nil)
-	pl.st.Triples = append(pl.st.Triples, t)
-	return map[string]any{"success": true, "triple_id": t.ID, "fact": fact(s, pr, nw), "superseded": fact(s, pr, old)}
+	return map[string]any{"success": true, "triple_id": open.ID, "fact": fact(s, pr, nw), "superseded": old}
 }
 
 func factMap(t *Triple, direction string) map[string]any {
@@ -698,9 +782,43 @@ func (pl *Palace) kgQuery(a args) any {
 			facts = append(facts, factMap(t, "incoming"))
 		}
 	}
-	return map[string]any{"entity": e, "as_of": nilIfEmpty(asOf), "facts": facts, "count": len(facts)}
+	// 3.11 also sorts the facts into active, historical and future ones
+	// (only without as_of: then every fact is active).
+	active, historical, future := facts, []map[string]any{}, []map[string]any{}
+	if asOf == "" {
+		now := pl.now().UTC().Format("2006-01-02T15:04:05Z")
+		active = []map[string]any{}
+		for _, f := range facts {
+			from, _ := f["valid_from"].(*string)
+			to, _ := f["valid_to"].(*string)
+			switch {
+			case from != nil && boundKey(*from, false) > now:
+				future = append(future, f)
+			case to != nil && boundKey(*to, true) < now:
+				historical = append(historical, f)
+			default:
+				active = append(active, f)
+			}
+		}
+	}
+	return map[string]any{"entity": e, "as_of": nilIfEmpty(asOf), "facts": facts, "count": len(facts),
+		"active_facts": active, "historical_facts": historical, "future_facts": future}
 }
 
+// boundKey is a fact bound as a UTC instant: a date starts at its
+// midnight and ends at its last second.
+func boundKey(v string, end bool) string {
+	if strings.Contains(v, "T") {
+		return v
+	}
+	if end {
+		return v + "T23:59:59Z"
+	}
+	return v + "T00:00:00Z"
+}
+
+// kgTimeline pages the facts ordered by valid_from, those without one
+// last, then by id (3.11's ORDER BY valid_from ASC NULLS LAST, id ASC).
 func (pl *Palace) kgTimeline(a args) any {
 	e := a.str("entity")
 	var ts []*Triple
@@ -709,15 +827,25 @@ func (pl *Palace) kgTimeline(a args) any {
 			ts = append(ts, t)
 		}
 	}
-	sort.SliceStable(ts, func(i, j int) bool { return deref(ts[i].ValidFrom) < deref(ts[j].ValidFrom) })
+	sort.SliceStable(ts, func(i, j int) bool {
+		a, b := ts[i].ValidFrom, ts[j].ValidFrom
+		if (a == nil) != (b == nil) {
+			return b == nil
+		}
+		if a != nil && *a != *b {
+			return *a < *b
+		}
+		return ts[i].ID < ts[j].ID
+	})
+	limit, offset := clamp(a.int("limit", 100), 1, 100), max(a.int("offset", 0), 0)
 	out := []map[string]any{}
-	for _, t := range ts[:min(len(ts), 100)] {
+	for _, t := range ts[min(offset, len(ts)):min(offset+limit, len(ts))] {
 		out = append(out, factMap(t, ""))
 	}
 	if e == "" {
 		e = "all"
 	}
-	return map[string]any{"entity": e, "timeline": out, "count": len(out)}
+	return map[string]any{"entity": e, "timeline": out, "count": len(out), "total": len(ts), "offset": offset, "limit": limit}
 }
 
 func deref(s *string) string {

@@ -1,9 +1,10 @@
-package fakepalace
+package fakepalace_test
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	. "github.com/joakimp/devbox-config/fakepalace"
 	"io"
 	"net"
 	"net/http"
