@@ -222,10 +222,10 @@ type Stdio struct {
 	mu    sync.Mutex  // one request in flight: answers come back in order
 }
 
-func startStdio(argv, env []string, mark string) (*Stdio, error) {
+func startStdio(argv, env []string, mark string, g *groups) (*Stdio, error) {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	pr, err := startProc(argv, env, mark, inR, outW)
+	pr, err := startProc(argv, env, mark, g, inR, outW)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,7 @@ type Palace struct {
 	// Embedder answers the palace's embedding calls.
 	Embedder *Embedder
 	scratch  string
+	groups   *groups
 }
 
 // New makes a palace in t's temporary directory with an embedder of its
@@ -53,7 +54,7 @@ func Open(venv, scratch string, emb *Embedder) (*Palace, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Palace{Dir: filepath.Join(scratch, "palace"), Home: filepath.Join(scratch, "home"), Venv: venv, Embedder: emb, scratch: scratch}
+	p := &Palace{Dir: filepath.Join(scratch, "palace"), Home: filepath.Join(scratch, "home"), Venv: venv, Embedder: emb, scratch: scratch, groups: &groups{live: map[int]bool{}}}
 	for _, d := range []string{p.Dir, filepath.Join(p.Home, ".config", "mempalace")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
@@ -105,7 +106,7 @@ func (p *Palace) StartStdio(argv ...string) (*Stdio, error) {
 	if len(argv) == 0 {
 		argv = p.MCPCommand()
 	}
-	return startStdio(argv, p.Env(), p.scratch)
+	return startStdio(argv, p.Env(), p.scratch, p.groups)
 }
 
 // Stdio starts the stdio server (argv, default MCPCommand) for a test and
@@ -175,7 +176,7 @@ func (s *Server) start() error {
 	s.URL = s.Base + "/mcp"
 	env := append(s.palace.Env(), "MEMPALACE_MCP_HTTP_TOKEN="+s.Token)
 	argv := []string{s.palace.Bin("mempalace"), "serve", "--host", "127.0.0.1", "--port", strconv.Itoa(s.Port), "--palace", s.palace.Dir}
-	pr, err := startProc(argv, env, s.palace.scratch, nil, nil)
+	pr, err := startProc(argv, env, s.palace.scratch, s.palace.groups, nil, nil)
 	if err != nil {
 		return err
 	}

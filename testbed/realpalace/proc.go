@@ -33,6 +33,26 @@ func (l *logBuf) Write(p []byte) (int, error) {
 
 func (l *logBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
+// groups are the process groups of one palace's running processes: a
+// process that names the palace in one of them is not left behind, it is
+// running on purpose.
+type groups struct {
+	mu   sync.Mutex
+	live map[int]bool
+}
+
+func (g *groups) set(pgid int, on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if on {
+		g.live[pgid] = true
+	} else {
+		delete(g.live, pgid)
+	}
+}
+
+func (g *groups) running(pgid int) bool { g.mu.Lock(); defer g.mu.Unlock(); return g.live[pgid] }
+
 // proc is one MemPalace process, the leader of its own process group so
 // that what it starts (serve's server child) is stopped with it.
 type proc struct {
@@ -40,11 +60,12 @@ type proc struct {
 	log    *logBuf
 	done   chan struct{} // closed when Wait returned
 	mark   string        // a path every process of this palace names (leftover check)
+	groups *groups       // the palace's running groups
 	waited error
 }
 
-func startProc(argv, env []string, mark string, stdin io.Reader, stdout io.Writer) (*proc, error) {
-	p := &proc{log: &logBuf{}, done: make(chan struct{}), mark: mark}
+func startProc(argv, env []string, mark string, g *groups, stdin io.Reader, stdout io.Writer) (*proc, error) {
+	p := &proc{log: &logBuf{}, done: make(chan struct{}), mark: mark, groups: g}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir = env, mark
 	cmd.Stdin, cmd.Stderr = stdin, p.log
@@ -57,6 +78,7 @@ func startProc(argv, env []string, mark string, stdin io.Reader, stdout io.Write
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	p.cmd = cmd
+	g.set(cmd.Process.Pid, true)
 	go func() { p.waited = cmd.Wait(); close(p.done) }()
 	return p, nil
 }
@@ -94,10 +116,11 @@ func (p *proc) kill() error {
 }
 
 // leftovers waits up to 5 s for every process of the group, and every
-// process whose command line or working directory names this palace's
-// scratch directory, to be gone (a SIGKILLed leader's children are killed
+// process outside the palace's other running groups whose command line
+// or working directory names this palace's scratch directory, to be gone (a SIGKILLed leader's children are killed
 // with the group but may take a moment to be reaped).
 func (p *proc) leftovers(pgid int) error {
+	defer p.groups.set(pgid, false)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		left := p.alive(pgid)
@@ -145,6 +168,9 @@ func (p *proc) alive(pgid int) []int {
 			continue
 		}
 		pgrp, _ := strconv.Atoi(f[2])
+		if pgrp != pgid && p.groups.running(pgrp) {
+			continue // another of this palace's processes, running on purpose
+		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
 		if pgrp == pgid || bytes.Contains(cmdline, []byte(p.mark)) || cwd == p.mark || strings.HasPrefix(cwd, p.mark+"/") {
