@@ -2,6 +2,7 @@ package catalogue
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -156,12 +157,16 @@ const (
 type Tool struct {
 	// Name without the "mempalace_" prefix.
 	Name string
-	// Since is the first release that has it ("3.6.0", "3.7.0", "3.9.0",
-	// "dev").
+	// Since is the first release that has it ("3.6.0" ... "3.11.0"), or
+	// Dev for a tool only upstream's development code has.
 	Since string
 	// Params is every argument name any release's schema lists; MemPalace
 	// rejects the rest (-32602).
 	Params []string
+	// ParamSince is the release of each parameter added after Since (Dev:
+	// not in any served release yet); the others came with the tool.
+	// ParamsIn gives one release's list.
+	ParamSince map[string]string
 	// Reads: the call changes nothing (safe to send twice).
 	Reads bool
 	Route Route
@@ -183,6 +188,55 @@ type Tool struct {
 
 // Known reports a record of the catalogue (false for Unknown's answer).
 func (t Tool) Known() bool { return t.Since != "" }
+
+// Dev is the release of what only upstream's development code has
+// (mempalace-surface §0): later than every numbered release.
+const Dev = "dev"
+
+// Checked is the newest release whose own tools/list the catalogue has
+// been compared with, by test (testdata/tools-3.11.0.json, and the real
+// server in the integration tier).
+const Checked = "3.11.0"
+
+// In reports whether release has the tool.
+func (t Tool) In(release string) bool { return t.Known() && !ReleaseAfter(t.Since, release) }
+
+// ParamsIn lists the arguments release's schema lists for the tool (nil
+// if release does not have it).
+func (t Tool) ParamsIn(release string) []string {
+	if !t.In(release) {
+		return nil
+	}
+	var out []string
+	for _, p := range t.Params {
+		if since, ok := t.ParamSince[p]; !ok || !ReleaseAfter(since, release) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ReleaseAfter reports whether release a is later than b ("3.10.0" is
+// after "3.9.0"; Dev after every numbered release).
+func ReleaseAfter(a, b string) bool {
+	if a == Dev || b == Dev {
+		return a == Dev && b != Dev
+	}
+	x, y := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range max(len(x), len(y)) {
+		var m, n int
+		if i < len(x) {
+			m, _ = strconv.Atoi(x[i])
+		}
+		if i < len(y) {
+			n, _ = strconv.Atoi(y[i])
+		}
+		if m != n {
+			return m > n
+		}
+	}
+	return false
+}
 
 // Accepts reports an argument name the tool's schema lists.
 func (t Tool) Accepts(arg string) bool { return slices.Contains(t.Params, arg) }

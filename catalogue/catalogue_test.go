@@ -2,6 +2,7 @@ package catalogue
 
 import (
 	"bufio"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -10,15 +11,16 @@ import (
 )
 
 // surface reads testdata/surface.txt: tool -> the union of its argument
-// names over every release, and its first release.
-func surface(t *testing.T) (params map[string][]string, since map[string]string) {
+// names over every release, its first release, and each argument's
+// first release.
+func surface(t *testing.T) (params map[string][]string, since map[string]string, paramSince map[string]map[string]string) {
 	t.Helper()
 	f, err := os.Open("testdata/surface.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	params, since = map[string][]string{}, map[string]string{}
+	params, since, paramSince = map[string][]string{}, map[string]string{}, map[string]map[string]string{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -31,23 +33,30 @@ func surface(t *testing.T) (params map[string][]string, since map[string]string)
 		}
 		name, rel, ps := fields[0], fields[1], fields[2]
 		if _, seen := since[name]; !seen {
-			since[name] = rel
+			since[name], paramSince[name] = rel, map[string]string{}
 		}
 		if _, ok := params[name]; !ok {
 			params[name] = []string{}
 		}
-		if ps != "-" {
-			params[name] = append(params[name], strings.Split(ps, ",")...)
+		if ps == "-" {
+			continue
+		}
+		for _, p := range strings.Split(ps, ",") {
+			params[name] = append(params[name], p)
+			if _, seen := paramSince[name][p]; !seen && rel != since[name] {
+				paramSince[name][p] = rel
+			}
 		}
 	}
-	return params, since
+	return params, since, paramSince
 }
 
 // TestEveryReferenceToolHasARecord walks the reference's full tool list
 // (3.6.0 to dev) and fails for any tool without a record, or a record
-// whose arguments differ from the union the reference lists.
+// whose arguments, or their releases, differ from what the reference
+// lists.
 func TestEveryReferenceToolHasARecord(t *testing.T) {
-	params, since := surface(t)
+	params, since, paramSince := surface(t)
 	for name, want := range params {
 		rec, ok := Lookup(Prefix + name)
 		if !ok {
@@ -62,6 +71,9 @@ func TestEveryReferenceToolHasARecord(t *testing.T) {
 		want = slices.Compact(want)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: Params = %v, the reference lists %v", name, got, want)
+		}
+		if !maps.Equal(rec.ParamSince, paramSince[name]) && (len(rec.ParamSince) > 0 || len(paramSince[name]) > 0) {
+			t.Errorf("%s: ParamSince = %v, the reference dates %v", name, rec.ParamSince, paramSince[name])
 		}
 	}
 	for _, rec := range All() {
@@ -84,7 +96,7 @@ func TestSurfaceListIsTheReferences(t *testing.T) {
 	if start < 0 || end < start {
 		t.Fatal("reference: §1 not found")
 	}
-	params, _ := surface(t)
+	params, _, _ := surface(t)
 	for _, m := range regexp.MustCompile("`mempalace_([a-z_]+)`").FindAllStringSubmatch(s[start:end], -1) {
 		if _, ok := params[m[1]]; !ok {
 			t.Errorf("the reference's §1 names mempalace_%s; testdata/surface.txt does not", m[1])

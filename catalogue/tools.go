@@ -5,11 +5,16 @@ import "sync"
 // Parameter lists shared by several tools.
 var (
 	eventFilter = []string{"stream", "room", "type", "to_agent", "from_agent", "correlation_id", "status", "since_event_id", "since_created_at", "limit", "topic", "writer"}
+	// topic310 is the logstream's topic routing (3.10.0).
+	topic310 = map[string]string{"topic": "3.10.0"}
 )
 
 // tools is the catalogue: every tool of mempalace-surface §1 (3.6.0, 3.7.0,
-// 3.9.0 and the dev schema), in the reference's order, then the dev-only
-// ones. Params are the union over releases (§1.1, §1.3).
+// 3.9.0 and the dev schema) and of 3.11.0's own tools/list, in the
+// reference's order, then the later ones. Params are the union over
+// releases (§1.1, §1.3, 3.11.0); ParamSince dates the later ones: the
+// reference's release where it names one, else 3.11.0, the first served
+// release seen with it.
 var tools = [...]Tool{
 	{Name: "status", Since: "3.6.0", Reads: true, Route: PrimaryFirst, Gate: ReadWing, Filter: FilterWingCounts},
 	{Name: "list_wings", Since: "3.6.0", Reads: true, Route: PrimaryFirst, Gate: ReadWing, Filter: FilterWingCounts},
@@ -22,7 +27,7 @@ var tools = [...]Tool{
 	{Name: "kg_invalidate", Since: "3.6.0", Params: []string{"subject", "predicate", "object", "ended"}, Route: Write, Wings: KnowledgeGraph, Replay: FactClose, Gate: KGWrite},
 	{Name: "kg_supersede", Since: "3.6.0", Params: []string{"subject", "predicate", "old_object", "new_object", "at"}, Route: Write, Wings: KnowledgeGraph, Replay: FactClose, Gate: KGWrite,
 		Why: "absent from upstream's classify_tool sets (it would be 'unknown'): it is a write"},
-	{Name: "kg_timeline", Since: "3.6.0", Params: []string{"entity", "limit", "offset"}, Reads: true, Route: PrimaryFirst, Wings: KnowledgeGraph, Gate: KGRead},
+	{Name: "kg_timeline", Since: "3.6.0", Params: []string{"entity", "limit", "offset"}, ParamSince: map[string]string{"limit": "3.10.0", "offset": "3.10.0"}, Reads: true, Route: PrimaryFirst, Wings: KnowledgeGraph, Gate: KGRead},
 	{Name: "kg_stats", Since: "3.6.0", Reads: true, Route: PrimaryFirst, Wings: KnowledgeGraph, Gate: KGRead},
 	{Name: "traverse", Since: "3.6.0", Params: []string{"start_room", "max_hops"}, Reads: true, Route: PrimaryFirst, Gate: ReadAllWings, Why: graphWhy},
 	{Name: "find_tunnels", Since: "3.6.0", Params: []string{"wing_a", "wing_b"}, Reads: true, Route: PrimaryFirst, Gate: ReadAllWings, Why: graphWhy},
@@ -32,16 +37,18 @@ var tools = [...]Tool{
 	{Name: "create_tunnel", Since: "3.6.0", Params: []string{"source_wing", "source_room", "target_wing", "target_room", "label", "source_drawer_id", "target_drawer_id"}, Route: Write, Wings: TunnelWings, Replay: Resend, Gate: WriteWing},
 	{Name: "list_tunnels", Since: "3.6.0", Params: []string{"wing"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy},
 	{Name: "delete_tunnel", Since: "3.6.0", Params: []string{"tunnel_id"}, Route: Destructive, Gate: Admin},
-	{Name: "list_hallways", Since: "3.6.0", Params: []string{"wing", "limit", "offset"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy},
+	{Name: "list_hallways", Since: "3.6.0", Params: []string{"wing", "limit", "offset"}, ParamSince: map[string]string{"limit": "3.11.0", "offset": "3.11.0"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy},
 	{Name: "delete_hallway", Since: "3.6.0", Params: []string{"hallway_id"}, Route: Destructive, Gate: Admin},
 	{Name: "follow_tunnels", Since: "3.6.0", Params: []string{"wing", "room"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy},
-	{Name: "search", Since: "3.6.0", Params: []string{"query", "limit", "wing", "room", "source_file", "since", "before", "max_distance", "context", "candidate_strategy", "cli_compatible"}, Reads: true, Route: MergedRead, Wings: ArgWing, Gate: ReadWing, Filter: FilterHits},
+	{Name: "search", Since: "3.6.0", Params: []string{"query", "limit", "wing", "room", "source_file", "since", "before", "max_distance", "context", "candidate_strategy", "cli_compatible", "include_media", "query_task"},
+		ParamSince: map[string]string{"cli_compatible": "3.9.0", "candidate_strategy": "3.11.0", "include_media": "3.11.0", "query_task": "3.11.0"}, Reads: true, Route: MergedRead, Wings: ArgWing, Gate: ReadWing, Filter: FilterHits},
 	{Name: "check_duplicate", Since: "3.6.0", Params: []string{"content", "threshold"}, Reads: true, Route: MergedRead, Gate: ReadWing, Filter: FilterMatches},
 	{Name: "add_drawer", Since: "3.6.0", Params: []string{"wing", "room", "content", "source_file", "added_by"}, Route: Write, Wings: ArgWing, Replay: ServerDeduped, Gate: WriteWing},
 	{Name: "checkpoint", Since: "3.6.0", Params: []string{"items", "diary", "dedup_threshold", "added_by"}, Route: Write, Wings: CheckpointWings, Replay: ServerDeduped, Gate: WriteWing, Filter: FilterCheckpoint,
 		Why: "its diary half has no server guard (§7.6); the items are content-addressed: after ambiguity the edge looks the diary up by its suffix and, if it landed, resends the items alone"},
 	{Name: "delete_drawer", Since: "3.6.0", Params: []string{"drawer_id"}, Route: Destructive, Gate: Admin},
-	{Name: "mine", Since: "3.6.0", Params: []string{"source", "mode", "wing", "agent", "limit", "dry_run", "extract"}, Route: Maintenance, Gate: Admin},
+	{Name: "mine", Since: "3.6.0", Params: []string{"source", "mode", "wing", "agent", "limit", "dry_run", "extract", "include_ignored", "include_subagents"},
+		ParamSince: map[string]string{"include_ignored": "3.11.0", "include_subagents": "3.11.0"}, Route: Maintenance, Gate: Admin},
 	{Name: "delete_by_source", Since: "3.6.0", Params: []string{"source_file", "dry_run"}, Route: Destructive, Gate: Admin},
 	{Name: "sync", Since: "3.6.0", Params: []string{"project_dir", "wing", "apply"}, Route: Maintenance, Gate: Admin,
 		Why: "§7.2: sync prunes against this machine's files; on a shared primary it deletes every other machine's drawers"},
@@ -53,21 +60,23 @@ var tools = [...]Tool{
 	{Name: "hook_settings", Since: "3.6.0", Params: []string{"silent_save", "desktop_toast"}, Route: LocalOnly, Gate: Admin},
 	{Name: "memories_filed_away", Since: "3.6.0", Route: LocalOnly, Gate: Admin,
 		Why: "consumes this machine's hook marker: a write (the dev release moved it to WRITE_TOOLS)"},
-	{Name: "reconnect", Since: "3.6.0", Route: Maintenance, Gate: Admin},
-	{Name: "event_append", Since: "3.7.0", Params: []string{"type", "stream", "room", "from_agent", "to_agent", "correlation_id", "branch", "base_commit", "status", "body", "metadata", "artifact_ids", "topic"}, Route: CoordinationWrite, Replay: EventLookup, OpStamp: true, Gate: AgentWrite, Identity: "from_agent"},
-	{Name: "event_list", Since: "3.7.0", Params: append(eventFilter, "preview", "before_event_id", "order", "slim"), Reads: true, Route: CoordinationRead, Gate: CoordinationGrant, Filter: FilterEvents},
-	{Name: "event_wait", Since: "3.7.0", Params: append(eventFilter, "timeout_ms"), Reads: true, Route: CoordinationRead, Gate: CoordinationGrant, Filter: FilterEvents},
-	{Name: "event_ack", Since: "3.7.0", Params: []string{"event_id", "from_agent", "status", "body", "topic"}, Route: CoordinationWrite, Replay: AckLookup, Gate: AgentWrite, Identity: "from_agent"},
+	{Name: "reconnect", Since: "3.6.0", Route: Maintenance, Gate: Admin,
+		Why: "3.11 keeps it in read-only mode (it changes no palace data, it reopens the palace), but it acts on the server process: the edge keeps it local, the gateway admin-only"},
+	{Name: "event_append", Since: "3.7.0", Params: []string{"type", "stream", "room", "from_agent", "to_agent", "correlation_id", "branch", "base_commit", "status", "body", "metadata", "artifact_ids", "topic"}, ParamSince: topic310, Route: CoordinationWrite, Replay: EventLookup, OpStamp: true, Gate: AgentWrite, Identity: "from_agent"},
+	{Name: "event_list", Since: "3.7.0", Params: append(eventFilter, "preview", "before_event_id", "order", "slim"),
+		ParamSince: map[string]string{"topic": "3.10.0", "before_event_id": "3.10.0", "order": "3.10.0", "writer": "3.11.0", "slim": Dev}, Reads: true, Route: CoordinationRead, Gate: CoordinationGrant, Filter: FilterEvents},
+	{Name: "event_wait", Since: "3.7.0", Params: append(eventFilter, "timeout_ms"), ParamSince: map[string]string{"topic": "3.10.0", "writer": "3.11.0"}, Reads: true, Route: CoordinationRead, Gate: CoordinationGrant, Filter: FilterEvents},
+	{Name: "event_ack", Since: "3.7.0", Params: []string{"event_id", "from_agent", "status", "body", "topic"}, ParamSince: topic310, Route: CoordinationWrite, Replay: AckLookup, Gate: AgentWrite, Identity: "from_agent"},
 	{Name: "artifact_put", Since: "3.7.0", Params: []string{"kind", "content", "created_by", "metadata"}, Route: CoordinationWrite, Replay: Resend, OpStamp: true, Gate: AgentWrite, Identity: "created_by",
 		Why: "no MemPalace tool lists artifacts, so a lost answer cannot be looked up (its edge_op_id is stamped all the same): only the gateway's op-id ledger makes a resend exactly-once"},
 	{Name: "artifact_get", Since: "3.7.0", Params: []string{"artifact_id"}, Reads: true, Route: CoordinationRead, Gate: CoordinationGrant},
-	{Name: "patch_submit", Since: "3.7.0", Params: []string{"content", "from_agent", "stream", "room", "to_agent", "correlation_id", "branch", "base_commit", "body", "metadata", "topic"}, Route: CoordinationWrite, Replay: EventLookup, OpStamp: true, Gate: AgentWrite, Identity: "from_agent"},
+	{Name: "patch_submit", Since: "3.7.0", Params: []string{"content", "from_agent", "stream", "room", "to_agent", "correlation_id", "branch", "base_commit", "body", "metadata", "topic"}, ParamSince: topic310, Route: CoordinationWrite, Replay: EventLookup, OpStamp: true, Gate: AgentWrite, Identity: "from_agent"},
 	{Name: "task_create", Since: "3.9.0", Params: []string{"project", "from_agent", "to_agent", "goal", "branch", "base_commit", "done"}, Route: CoordinationWrite, Replay: Resend, Gate: AgentWrite, Identity: "from_agent",
 		Why: "no metadata argument, so no edge_op_id can ride in it (MemPalace refuses unknown arguments): without the gateway's op-id ledger a lost answer may repeat it"},
-	{Name: "find_duplicates", Since: "dev", Params: []string{"wing", "room", "threshold", "max_clusters"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy},
-	{Name: "get_drawers", Since: "dev", Params: []string{"drawer_ids"}, Reads: true, Route: ByID, Gate: ReadAllWings,
+	{Name: "find_duplicates", Since: Dev, Params: []string{"wing", "room", "threshold", "max_clusters"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy},
+	{Name: "get_drawers", Since: "3.11.0", Params: []string{"drawer_ids"}, Reads: true, Route: ByID, Gate: ReadAllWings,
 		Why: "a batch by id: the local palace answers (per-id fall-back to the primary is not done); the gateway cannot check up to 500 drawers' wings per call, so it needs read on every wing"},
-	{Name: "delete_drawers", Since: "dev", Params: []string{"drawer_ids"}, Route: Destructive, Gate: Admin},
+	{Name: "delete_drawers", Since: "3.11.0", Params: []string{"drawer_ids"}, Route: Destructive, Gate: Admin},
 }
 
 // graphWhy is the decision for the room-graph and audit reads, which the
