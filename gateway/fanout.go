@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/http"
 	"slices"
@@ -26,6 +27,20 @@ func fanOut(d *Device, t catalogue.Tool, args map[string]any) bool {
 	return w == ""
 }
 
+// errCLIText: a palace-wide search asking for the CLI's text output
+// (cli_compatible, 3.9+) answers with one formatted text over every wing,
+// which no filter can cut; asked wing by wing it would come back without
+// that text. Naming a readable wing makes it one forwarded call.
+var errCLIText = errors.New("cli_compatible answers with the CLI's text over every wing, which the gateway cannot cut to this device's wings: name a wing it reads")
+
+// denialRule is the rule a denial of the forward step is audited under.
+func denialRule(err error) Rule {
+	if errors.Is(err, errCLIText) {
+		return ruleCLIText
+	}
+	return ruleNotVisible
+}
+
 // maxFanPage is upstream's largest page (list_drawers and search limit).
 const maxFanPage = 100
 
@@ -35,6 +50,9 @@ const maxFanPage = 100
 // (search by similarity, drawers by id) and cut to the limit. Totals are
 // then exact over the readable wings.
 func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest) (int, []byte, error) {
+	if v, asked := req.Args["cli_compatible"]; asked && v != false {
+		return 0, nil, errCLIText
+	}
 	wingCounts, _ := s.upstreamResult(ctx, catalogue.Prefix+"list_wings", map[string]any{})["wings"].(map[string]any)
 	wings := slices.Sorted(maps.Keys(wingCounts))
 	limit := numArg(req.Args, "limit", 5)

@@ -20,7 +20,8 @@ var errUnknownShape = errors.New("the answer's shape is not one the gateway's fi
 // wing's data in a form the filter does not cut.
 var knownKeys = map[catalogue.Filter][]string{
 	catalogue.FilterHits: {"query", "filters", "total_before_filter", "results", "date_filter_pool_truncated", "index_recovered", "vector_disabled", "vector_disabled_reason",
-		"query_sanitized", "sanitizer", "context_received", "fallback", "fallback_reason", "distinct_results_truncated", "candidates_truncated", "error", "details", "hint", "truncated", "notice", "total", "count"},
+		"query_sanitized", "sanitizer", "context_received", "fallback", "fallback_reason", "distinct_results_truncated", "candidates_truncated", "error", "details", "hint", "truncated", "notice", "total", "count",
+		"cli_output"}, // 3.9+ cli_compatible: the hits as text; passed only for one readable wing
 	catalogue.FilterMatches:    {"is_duplicate", "matches", "vector_disabled", "vector_disabled_reason", "hint", "error"},
 	catalogue.FilterDrawers:    {"drawers", "total", "count", "offset", "limit", "error", "truncated", "notice"},
 	catalogue.FilterWingCounts: {"total_drawers", "wings", "rooms", "taxonomy", "protocol", "aaak_dialect", "backend", "embedder", "embedding_device", "sqlite_integrity", "library_versions", "updates", "vector_disabled", "vector_disabled_reason", "hnsw_capacity", "sqlite_integrity_failed", "error", "partial"},
@@ -95,6 +96,9 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	byWing := func(h map[string]any) bool { return readable(h["wing"]) }
 	switch t.Filter {
 	case catalogue.FilterHits:
+		if _, ok := m["cli_output"]; ok && (dec.Wing == "" || !readable(dec.Wing)) {
+			return nil, errUnknownShape // the CLI's text over more than one readable wing
+		}
 		if err := cut(m, "results", byWing); err != nil {
 			return nil, err
 		}

@@ -207,8 +207,8 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	}
 	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
 	switch {
-	case errors.Is(err, errNotVisible):
-		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, ruleNotVisible), ruleNotVisible, "")
+	case errors.Is(err, errNotVisible), errors.Is(err, errCLIText):
+		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), denialRule(err), "")
 		return
 	case err != nil:
 		s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)

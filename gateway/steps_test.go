@@ -199,7 +199,8 @@ func TestFilterStep(t *testing.T) {
 		t.Fatalf("a read-* device's answer was changed: %s", out)
 	}
 	for _, bad := range []string{
-		`{"query":"q","cli_output":"x"}`, // an unknown key
+		`{"query":"q","cli_output":"x"}`, // the CLI's text, no wing named
+		`{"query":"q","surprise":"x"}`,   // an unknown key
 		`{"results":{"wing":"shared"}}`,  // results not a list
 		`{"results":["private_desk"]}`,   // hits not objects
 	} {
@@ -207,6 +208,10 @@ func TestFilterStep(t *testing.T) {
 		if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env); err == nil {
 			t.Errorf("%s: passed", bad)
 		}
+	}
+	cli := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": `{"query":"q","cli_output":"x"}`}}}})
+	if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true, Wing: "shared"}, cli); err != nil {
+		t.Errorf("the CLI's text for one readable wing: %v", err)
 	}
 	two := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}, map[string]any{"type": "text", "text": "{}"}}}})
 	if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, two); err == nil {

@@ -50,4 +50,5 @@ const (
 	ruleAudit        Rule = "audit"
 	ruleRateRead     Rule = "rate:read"
 	ruleRateWrite    Rule = "rate:write"
+	ruleCLIText      Rule = "cli_compatible:wing" // errCLIText
 )
