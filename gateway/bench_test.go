@@ -2,12 +2,18 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // BenchmarkTokenCheck is the cost of authenticating one request.
@@ -114,4 +120,67 @@ func BenchmarkNarrowSearch(b *testing.B) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
 	b.ReportMetric(ms(direct), "direct-ms/search")
 	b.ReportMetric(ms(via), "gateway-ms/search")
+}
+
+// BenchmarkFilterRealAnswer is the filter step alone on answers recorded
+// from real MemPalace 3.11.0 serve (testdata/real-3.11.0: a search and a
+// list_drawers page of one wing, 60 drawers of about 500 characters in
+// it), for a device that reads that wing only.
+func BenchmarkFilterRealAnswer(b *testing.B) {
+	d := &Device{ID: "laptop-7f3a", Read: []string{"shared"}}
+	for _, name := range []string{"search", "list_drawers"} {
+		resp, err := os.ReadFile("testdata/real-3.11.0/" + name + ".json")
+		if err != nil {
+			b.Fatal(err)
+		}
+		t, _ := catalogue.Lookup(name)
+		s := &Server{}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(resp)))
+			for b.Loop() {
+				if _, err := s.filterAnswer(context.Background(), d, t, Decision{Allow: true, Wing: "shared"}, resp); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRecordedAnswer is a read through the gateway whose upstream
+// answers at once with an answer recorded from real MemPalace 3.11.0
+// serve (closing the connection after it, as serve does), alternated
+// with the same call to that upstream directly, for a device that reads
+// the answer's wing only: what the gateway adds on a real answer's size
+// and shape, without the real server's own time and noise.
+func BenchmarkRecordedAnswer(b *testing.B) {
+	for _, name := range []string{"search", "list_drawers"} {
+		resp, err := os.ReadFile("testdata/real-3.11.0/" + name + ".json")
+		if err != nil {
+			b.Fatal(err)
+		}
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.Header().Set("Connection", "close")
+			w.Write(resp)
+		}))
+		b.Cleanup(up.Close)
+		g := newGWAt(b, []Device{{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared"}, ReadRate: 1e9, WriteRate: 1e9}}, &upstream{url: up.URL + "/mcp"})
+		body := toolCall(json.RawMessage("1"), "mempalace_"+name, map[string]any{"query": "release", "wing": "shared"})
+		if name == "list_drawers" {
+			body = toolCall(json.RawMessage("1"), "mempalace_"+name, map[string]any{"wing": "shared"})
+		}
+		b.Run(name, func(b *testing.B) {
+			added := make([]time.Duration, 0, b.N)
+			for i := 0; b.Loop(); i++ {
+				t0 := time.Now()
+				post(b, up.URL+"/mcp", upstreamToken, body)
+				t1 := time.Now()
+				post(b, g.http.URL+"/mcp", g.tokens["laptop-7f3a"], body)
+				added = append(added, time.Since(t1)-t1.Sub(t0))
+			}
+			slices.Sort(added)
+			b.ReportMetric(float64(added[len(added)/2].Microseconds())/1000, "added-ms(median)")
+		})
+	}
 }

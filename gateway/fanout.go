@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +31,8 @@ func fanOut(d *Device, t catalogue.Tool, args map[string]any) bool {
 // errCLIText: a palace-wide search asking for the CLI's text output
 // (cli_compatible, 3.9+) answers with one formatted text over every wing,
 // which no filter can cut; asked wing by wing it would come back without
-// that text. Naming a readable wing makes it one forwarded call.
+// that text. Naming a readable wing makes it one forwarded call (as does
+// a device that reads one wing only).
 var errCLIText = errors.New("cli_compatible answers with the CLI's text over every wing, which the gateway cannot cut to this device's wings: name a wing it reads")
 
 // denialRule is the rule a denial of the forward step is audited under.
@@ -50,11 +52,6 @@ const maxFanPage = 100
 // (search by similarity, drawers by id) and cut to the limit. Totals are
 // then exact over the readable wings.
 func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest) (int, []byte, error) {
-	if v, asked := req.Args["cli_compatible"]; asked && v != false {
-		return 0, nil, errCLIText
-	}
-	wingCounts, _ := s.upstreamResult(ctx, catalogue.Prefix+"list_wings", map[string]any{})["wings"].(map[string]any)
-	wings := slices.Sorted(maps.Keys(wingCounts))
 	limit := numArg(req.Args, "limit", 5)
 	if t.Filter == catalogue.FilterDrawers {
 		limit = numArg(req.Args, "limit", 20)
@@ -65,11 +62,20 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 	if t.Filter == catalogue.FilterDrawers {
 		key = "drawers"
 	}
-	var readable []string
-	for _, w := range wings {
-		if match(d.Read, w) {
-			readable = append(readable, w)
+	readable := s.readableWings(ctx, d)
+	if len(readable) == 1 {
+		// One wing: the call itself, pinned to it, is the answer.
+		args := maps.Clone(req.Args)
+		args["wing"] = readable[0]
+		status, resp := s.upstreamCall(ctx, toolCall(req.rawID(), req.Tool, args))
+		if status != http.StatusOK {
+			return status, resp, nil
 		}
+		out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true, Wing: readable[0]}, resp)
+		return status, out, err
+	}
+	if v, asked := req.Args["cli_compatible"]; asked && v != false {
+		return 0, nil, errCLIText
 	}
 	// The wings are asked at once; each one's pages in turn.
 	answers := make([]wingAnswer, len(readable))
@@ -103,6 +109,23 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 	m["filtered"] = true
 	text, _ := json.MarshalIndent(m, "", "  ") // values decoded from JSON: they encode
 	return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": req.rawID(), "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}}), nil
+}
+
+// readableWings lists the wings a device reads, sorted: its read grants
+// themselves when none is a pattern (no upstream call: a named wing that
+// does not exist answers empty), else the upstream's wings they match.
+func (s *Server) readableWings(ctx context.Context, d *Device) []string {
+	if !slices.ContainsFunc(d.Read, func(g string) bool { return strings.ContainsAny(g, `*?[\`) }) {
+		return slices.Compact(slices.Sorted(slices.Values(d.Read)))
+	}
+	wingCounts, _ := s.upstreamResult(ctx, catalogue.Prefix+"list_wings", map[string]any{})["wings"].(map[string]any)
+	var readable []string
+	for _, w := range slices.Sorted(maps.Keys(wingCounts)) {
+		if match(d.Read, w) {
+			readable = append(readable, w)
+		}
+	}
+	return readable
 }
 
 // wingAnswer is one wing's part of a wing-by-wing answer; passOn is an

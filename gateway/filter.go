@@ -1,11 +1,18 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	segjson "github.com/segmentio/encoding/json"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
@@ -42,33 +49,65 @@ func needsFilter(d *Device, t catalogue.Tool) bool {
 	return !d.readsAll()
 }
 
-// resultText is a tools/call answer's one text block, parsed: (nil, false)
-// for a JSON-RPC error answer (passed on as is), an error for anything
-// but MemPalace's envelope of exactly one text block holding an object.
-func resultText(resp []byte) (env map[string]any, m map[string]any, err error) {
-	if json.Unmarshal(resp, &env) != nil {
-		return nil, nil, errUnknownShape
+// answerEnvelope is a tools/call answer as MemPalace sends it: exactly
+// one text block, or a JSON-RPC error.
+type answerEnvelope struct {
+	JSONRPC segjson.RawMessage `json:"jsonrpc"`
+	ID      segjson.RawMessage `json:"id"`
+	Result  *struct {
+		Content []struct {
+			Type string             `json:"type"`
+			Text segjson.RawMessage `json:"text"`
+		} `json:"content"`
+	} `json:"result"`
+	Error segjson.RawMessage `json:"error"`
+}
+
+// answerText is a tools/call answer's envelope and its one text block,
+// parsed (isErr for a JSON-RPC error answer, passed on as is); an error
+// for anything but MemPalace's envelope of exactly one text block holding
+// an object. The envelope is decoded into a struct (segmentio's decoder:
+// exact-case keys, no unknown ones) and the text is read where it lies
+// (gjson), never decoded into maps: on MemPalace's real answers
+// (kilobytes of text) that decoding was most of the gateway's added
+// latency.
+func answerText(resp []byte) (env answerEnvelope, text gjson.Result, isErr bool, err error) {
+	if _, perr := segjson.Parse(resp, &env, segjson.DisallowUnknownFields|segjson.DontMatchCaseInsensitiveStructFields); perr != nil {
+		return env, text, false, errUnknownShape
 	}
-	res, ok := env["result"].(map[string]any)
-	if !ok {
-		if _, isErr := env["error"]; isErr {
-			return env, nil, nil
+	if env.Result == nil {
+		if env.Error != nil {
+			return env, text, true, nil
 		}
-		return nil, nil, errUnknownShape
+		return env, text, false, errUnknownShape
 	}
-	content, _ := res["content"].([]any)
-	if len(res) != 1 || len(content) != 1 {
-		return nil, nil, errUnknownShape
+	c := env.Result.Content
+	if len(c) != 1 || c[0].Type != "text" || len(c[0].Text) < 2 || c[0].Text[0] != '"' {
+		return env, text, false, errUnknownShape
 	}
-	block, _ := content[0].(map[string]any)
-	text, ok := block["text"].(string)
-	if !ok || block["type"] != "text" || len(block) != 2 {
-		return nil, nil, errUnknownShape
+	body, ok := unquote(c[0].Text[1 : len(c[0].Text)-1])
+	if !ok || !utf8.Valid(body) || !gjson.ValidBytes(body) {
+		return env, text, false, errUnknownShape
 	}
-	if json.Unmarshal([]byte(text), &m) != nil || m == nil {
-		return nil, nil, errUnknownShape
+	if text = gjson.ParseBytes(body); !text.IsObject() {
+		return env, text, false, errUnknownShape
 	}
-	return env, m, nil
+	return env, text, false, nil
+}
+
+// uniqueKeys reports an object none of whose keys appears twice, all of
+// them among allowed (any key when allowed is empty): gjson reads the
+// first of two equal keys, a client's parser may read the last.
+func uniqueKeys(obj gjson.Result, allowed ...string) bool {
+	seen := make(map[string]bool, 8)
+	ok := true
+	obj.ForEach(func(k, _ gjson.Result) bool {
+		key := k.String()
+		ok = !seen[key] && (len(allowed) == 0 || slices.Contains(allowed, key))
+		seen[key] = true
+		return ok
+	})
+	return ok
 }
 
 // filterAnswer is the filter step: it cuts an answer to the wings (or
@@ -80,49 +119,170 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	if !needsFilter(d, t) {
 		return resp, nil
 	}
-	env, m, err := resultText(resp)
+	env, m, isErr, err := answerText(resp)
 	if err != nil {
 		return nil, err
 	}
-	if m == nil {
-		return resp, nil // a JSON-RPC error
+	if isErr {
+		return resp, nil
 	}
-	for k := range m {
-		if !slices.Contains(knownKeys[t.Filter], k) {
-			return nil, fmt.Errorf("%w (%q)", errUnknownShape, k)
+	if !uniqueKeys(m, knownKeys[t.Filter]...) {
+		var unknown string
+		m.ForEach(func(k, _ gjson.Result) bool {
+			unknown = k.String()
+			return slices.Contains(knownKeys[t.Filter], unknown)
+		})
+		return nil, fmt.Errorf("%w (%q, or a key twice)", errUnknownShape, unknown)
+	}
+	var text []byte
+	if key, ok := listKey[t.Filter]; ok {
+		text, err = cutList(d, t.Filter, dec, m, key)
+	} else {
+		text, err = s.filterObject(ctx, d, t, dec, m.Raw)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(text)+len(text)/8+64)
+	out = append(out, `{"jsonrpc":`...)
+	out = append(out, cmp.Or(string(env.JSONRPC), `"2.0"`)...)
+	out = append(out, `,"id":`...)
+	out = append(out, cmp.Or(string(env.ID), "null")...)
+	out = append(out, `,"result":{"content":[{"type":"text","text":`...)
+	out = appendQuoted(out, text)
+	return append(out, `}]}}`...), nil
+}
+
+// listKey names, per filter, the one list of objects it cuts item by item.
+var listKey = map[catalogue.Filter]string{catalogue.FilterHits: "results", catalogue.FilterMatches: "matches", catalogue.FilterDrawers: "drawers", catalogue.FilterEvents: "events"}
+
+// cutList keeps the items of m[key] the device may see and rebuilds the
+// answer around them from MemPalace's own bytes: every other member as it
+// came, in its order, with the counts that would reveal what was cut
+// recomputed or removed, and "filtered": true. A missing list becomes an
+// empty one; anything but a list of objects there is an unknown shape.
+func cutList(d *Device, f catalogue.Filter, dec Decision, m gjson.Result, key string) ([]byte, error) {
+	if m.Get("cli_output").Exists() && (dec.Wing == "" || !match(d.Read, dec.Wing)) {
+		return nil, errUnknownShape // the CLI's text over more than one readable wing
+	}
+	list := m.Get(key)
+	if list.Exists() && !list.IsArray() {
+		return nil, errUnknownShape
+	}
+	kept, n := []byte{'['}, 0
+	var bad bool
+	list.ForEach(func(_, it gjson.Result) bool {
+		if bad = !it.IsObject(); bad {
+			return false
 		}
+		keep, ok := visible(d, f, it)
+		if bad = !ok; bad || !keep {
+			return !bad
+		}
+		raw := it.Raw
+		if f == catalogue.FilterHits && it.Get("also_in").Exists() {
+			// folded copies, possibly in other wings; it cannot fail on an
+			// object gjson validated, and a failure keeps the hit whole
+			if cut, err := sjson.Delete(raw, "also_in"); err == nil {
+				raw = cut
+			} else {
+				bad = true
+				return false
+			}
+		}
+		if n++; n > 1 {
+			kept = append(kept, ',')
+		}
+		kept = append(kept, raw...)
+		return true
+	})
+	if bad {
+		return nil, errUnknownShape
+	}
+	kept = append(kept, ']')
+	out := []byte{'{'}
+	member := func(k string, raw []byte) {
+		if len(out) > 1 {
+			out = append(out, ", "...)
+		}
+		out = append(append(append(out, encodeJSON(k)...), ": "...), raw...)
+	}
+	count := []byte(strconv.Itoa(n))
+	m.ForEach(func(k, v gjson.Result) bool {
+		switch name := k.String(); {
+		case name == key:
+			member(name, kept)
+		case name == "count" && f != catalogue.FilterMatches:
+			member(name, count)
+		case name == "is_duplicate" && f == catalogue.FilterMatches:
+			member(name, strconv.AppendBool(nil, n > 0))
+		case name == "total" && (f != catalogue.FilterDrawers || dec.Wing == ""), name == "total_before_filter" && f == catalogue.FilterHits:
+			// a total counting other wings (or other agents' events)
+		default:
+			member(name, []byte(v.Raw))
+		}
+		return true
+	})
+	if !list.Exists() {
+		member(key, kept)
+	}
+	if f == catalogue.FilterDrawers && !m.Get("count").Exists() {
+		member("count", count)
+	}
+	if f == catalogue.FilterMatches && !m.Get("is_duplicate").Exists() {
+		member("is_duplicate", strconv.AppendBool(nil, n > 0))
+	}
+	member("filtered", []byte("true"))
+	return append(out, '}'), nil
+}
+
+// visible reports whether the device may see an item of a cut list: a
+// hit, match or drawer of a readable wing, an event eventVisible keeps.
+// ok is false when a key it decides by appears twice (gjson reads the
+// first, a client's parser may read the last).
+func visible(d *Device, f catalogue.Filter, it gjson.Result) (keep, ok bool) {
+	var wing, to, from string
+	var n int
+	it.ForEach(func(k, v gjson.Result) bool {
+		var into *string
+		switch k.Str {
+		case "wing":
+			into = &wing
+		case "to_agent":
+			into = &to
+		case "from_agent":
+			into = &from
+		default:
+			return true
+		}
+		if n++; *into != "" || n > 3 {
+			n = 99
+			return false
+		}
+		if v.Type == gjson.String {
+			*into = v.Str
+		}
+		return true
+	})
+	if n > 3 {
+		return false, false
+	}
+	if f == catalogue.FilterEvents {
+		return eventVisible(d, to, from), true
+	}
+	return match(d.Read, wing), true
+}
+
+// filterObject is the filter step for the answers that are not one list:
+// wing counts, room counts, a diary, a checkpoint's duplicates.
+func (s *Server) filterObject(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, text string) ([]byte, error) {
+	var m map[string]any
+	if json.Unmarshal([]byte(text), &m) != nil {
+		return nil, errUnknownShape
 	}
 	readable := func(w any) bool { s, _ := w.(string); return match(d.Read, s) }
 	byWing := func(h map[string]any) bool { return readable(h["wing"]) }
 	switch t.Filter {
-	case catalogue.FilterHits:
-		if _, ok := m["cli_output"]; ok && (dec.Wing == "" || !readable(dec.Wing)) {
-			return nil, errUnknownShape // the CLI's text over more than one readable wing
-		}
-		if err := cut(m, "results", byWing); err != nil {
-			return nil, err
-		}
-		for _, h := range m["results"].([]any) {
-			delete(h.(map[string]any), "also_in") // folded copies, possibly in other wings
-		}
-		delete(m, "total_before_filter")
-		delete(m, "total")
-		if _, ok := m["count"]; ok {
-			m["count"] = len(m["results"].([]any))
-		}
-	case catalogue.FilterMatches:
-		if err := cut(m, "matches", byWing); err != nil {
-			return nil, err
-		}
-		m["is_duplicate"] = len(m["matches"].([]any)) > 0
-	case catalogue.FilterDrawers:
-		if err := cut(m, "drawers", byWing); err != nil {
-			return nil, err
-		}
-		m["count"] = len(m["drawers"].([]any))
-		if dec.Wing == "" {
-			delete(m, "total") // a palace-wide total counts every wing
-		}
 	case catalogue.FilterWingCounts:
 		total := 0.0
 		for _, key := range []string{"wings", "taxonomy"} {
@@ -163,19 +323,11 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 			}
 		}
 		m["duplicates"] = append(append([]any{}, dec.found...), dups...) // with the items narrow held back
-	case catalogue.FilterEvents:
-		if err := cut(m, "events", func(e map[string]any) bool { return eventVisible(d, e) }); err != nil {
-			return nil, err
-		}
-		if _, ok := m["count"]; ok {
-			m["count"] = len(m["events"].([]any))
-		}
-		delete(m, "total")
+	default:
+		return nil, errUnknownShape
 	}
 	m["filtered"] = true
-	text, _ := json.MarshalIndent(m, "", "  ") // values decoded from JSON: they encode
-	env["result"] = map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}
-	return json.Marshal(env)
+	return json.MarshalIndent(m, "", "  ")
 }
 
 // cut keeps the objects of list m[key] that keep approves; a missing list
@@ -206,12 +358,10 @@ func cut(m map[string]any, key string, keep func(map[string]any) bool) error {
 
 // eventVisible: an event to or from one of the device's agents, or a
 // broadcast; every event for a coordinator.
-func eventVisible(d *Device, e map[string]any) bool {
+func eventVisible(d *Device, to, from string) bool {
 	if d.Coordinator {
 		return true
 	}
-	to, _ := e["to_agent"].(string)
-	from, _ := e["from_agent"].(string)
 	return to == "*" || (to != "" && slices.Contains(d.Agents, to)) || (from != "" && slices.Contains(d.Agents, from))
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"os"
+	"unicode/utf8"
 )
 
 // pythonParse decodes JSON as Python's json.loads does for what the
@@ -292,4 +294,32 @@ func unreadableWing(d *Device, f catalogue.Filter, m map[string]any) string {
 		}
 	}
 	return ""
+}
+
+// FuzzJSONString checks the filter's JSON string reading and writing
+// against encoding/json: unquote reads every string body of valid UTF-8
+// encoding/json reads, to the same text (encoding/json replaces invalid
+// UTF-8, which the filter refuses instead), and what appendQuoted writes
+// reads back as the text it was given.
+func FuzzJSONString(f *testing.F) {
+	rec, _ := os.ReadFile("testdata/real-3.11.0/list_drawers.json")
+	for _, s := range []string{`a\nb\"c\\d\/e\tf\u00e9\ud83d\ude00`, `\ud83d`, `\ud83d\u0041`, `\udc00x`, `\u001f\b\f\r`, "plain é ✓", string(rec)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !utf8.Valid(b) {
+			return
+		}
+		var want string
+		if json.Unmarshal(append(append([]byte{'"'}, b...), '"'), &want) == nil {
+			got, ok := unquote(b)
+			if !ok || string(got) != want {
+				t.Fatalf("unquote(%q) = %q, %v; encoding/json reads %q", b, got, ok, want)
+			}
+		}
+		var back string
+		if q := appendQuoted(nil, b); json.Unmarshal(q, &back) != nil || back != string(b) {
+			t.Fatalf("appendQuoted(%q) = %s reads back as %q", b, q, back)
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -440,6 +441,7 @@ func writeRawJSON(w http.ResponseWriter, code int, b []byte) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b))) // not chunked
 	w.WriteHeader(code)
 	w.Write(b) // a client that hung up: its audit line is written all the same
 }

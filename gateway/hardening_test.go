@@ -618,3 +618,42 @@ func TestEventWaitIsNotWokenByOthersEvents(t *testing.T) {
 		t.Fatalf("with only another's event: %v after %v", res, time.Since(start))
 	}
 }
+
+// A device whose read grants are exact names gets palace-wide reads
+// answered over those wings without asking the upstream for its wing list
+// (the round trip that made a search through the gateway milliseconds
+// slower on real MemPalace); one readable wing makes the read one call
+// pinned to it. Nothing of another wing comes back either way.
+func TestExactGrantsNeedNoWingList(t *testing.T) {
+	ds := append([]Device{{ID: "phone-0001", Label: "phone", Read: []string{"shared"}}, {ID: "glob-0001", Label: "glob", Read: []string{"wing_*"}}}, devices...)
+	g := newGW(t, ds)
+	desk := g.tokens["desk-9b21"]
+	for _, w := range []string{"shared", "private_desk", "wing_opencode"} {
+		for i := range 3 {
+			g.call(desk, "add_drawer", map[string]any{"wing": w, "room": "r", "content": fmt.Sprintf("release notes %d in %s", i, w)})
+		}
+	}
+	lists, searches := g.primary.Calls("mempalace_list_wings"), g.primary.Calls("mempalace_search")
+	res, rpc, _ := g.call(g.tokens["phone-0001"], "search", map[string]any{"query": "release notes private_desk", "limit": 5})
+	hits, _ := res["results"].([]any)
+	if rpc != nil || len(hits) != 3 || strings.Contains(fmt.Sprint(hits), "private") || res["filtered"] != true || res["total_before_filter"] != nil {
+		t.Fatalf("one readable wing: %v %v", res, rpc)
+	}
+	if g.primary.Calls("mempalace_list_wings") != lists || g.primary.Calls("mempalace_search") != searches+1 {
+		t.Fatalf("one wing is one pinned search and no wing list: %d list_wings, %d searches", g.primary.Calls("mempalace_list_wings")-lists, g.primary.Calls("mempalace_search")-searches)
+	}
+	res, _, _ = g.call(g.tokens["phone-0001"], "list_drawers", map[string]any{"limit": 2})
+	if ds, _ := res["drawers"].([]any); len(ds) != 2 || res["total"] != 3.0 || res["count"] != 2.0 {
+		t.Fatalf("one wing's page: %v", res)
+	}
+	// laptop reads two wings by name: still no wing list.
+	res, _, _ = g.call(g.tokens["laptop-7f3a"], "list_drawers", map[string]any{})
+	if ds, _ := res["drawers"].([]any); len(ds) != 6 || res["total"] != 6.0 || strings.Contains(fmt.Sprint(res), "private") || g.primary.Calls("mempalace_list_wings") != lists {
+		t.Fatalf("two named wings: %v", res)
+	}
+	// A pattern still needs the upstream's wings.
+	res, _, _ = g.call(g.tokens["glob-0001"], "list_drawers", map[string]any{})
+	if ds, _ := res["drawers"].([]any); len(ds) != 3 || res["total"] != 3.0 || g.primary.Calls("mempalace_list_wings") != lists+1 {
+		t.Fatalf("wing_*: %v", res)
+	}
+}

@@ -62,7 +62,7 @@ func (s *Server) findEvent(ctx context.Context, d *Device, want func(map[string]
 				}
 				evs, _ := s.upstreamResult(ctx, "mempalace_event_list", args)["events"].([]any)
 				for _, x := range evs {
-					if e, ok := x.(map[string]any); ok && eventVisible(d, e) && want(e) {
+					if e, ok := x.(map[string]any); ok && eventVisible(d, str(e["to_agent"]), str(e["from_agent"])) && want(e) {
 						return true
 					}
 				}
