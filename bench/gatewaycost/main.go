@@ -1,0 +1,252 @@
+// Command gatewaycost measures what `devbox-config gateway` adds to a call
+// in front of real MemPalace serve, as processes: the pinned release from
+// testbed/realpalace (serve, with its embedder), the gateway binary, and
+// this program as the client. Every call is made twice, directly to serve
+// and through the gateway, alternating which goes first, and the median
+// of the per-pair differences is what the gateway adds; reads as a device
+// with an exact wing grant (the issue's case), writes as the same device.
+//
+//	scripts/build /tmp/devbox-config
+//	go run ./bench/gatewaycost -gateway /tmp/devbox-config -n 200
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
+)
+
+var (
+	gatewayBin = flag.String("gateway", "", "devbox-config binary (scripts/build)")
+	baseline   = flag.String("baseline", "", "another devbox-config binary, measured in the same run (e.g. the commit before a change)")
+	n          = flag.Int("n", 200, "rounds of calls per measurement")
+	perWing    = flag.Int("drawers", 60, "drawers seeded in each of three wings")
+)
+
+const upstreamToken = "gatewaycost-upstream-token"
+
+func main() {
+	flag.Parse()
+	if *gatewayBin == "" {
+		log.Fatal("need -gateway (scripts/build /tmp/devbox-config)")
+	}
+	venv, err := realpalace.Find()
+	if err != nil {
+		log.Fatal(err)
+	}
+	tmp, err := os.MkdirTemp("", "gatewaycost")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	emb, err := realpalace.StartEmbedder()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer emb.Close()
+	palace, err := realpalace.Open(venv, tmp, emb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	serve, err := palace.StartServe(upstreamToken)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer serve.Stop()
+	seed(serve.Client)
+
+	clients := []client{{url: serve.URL, token: upstreamToken}}
+	for i, bin := range []string{*gatewayBin, *baseline} {
+		if bin == "" {
+			continue
+		}
+		gw, token := startGateway(filepath.Join(tmp, strconv.Itoa(i)), bin, serve.URL)
+		defer gw.Process.Signal(os.Interrupt)
+		clients = append(clients, client{url: gw.url, token: token})
+	}
+
+	fmt.Printf("MemPalace %s serve, %d drawers in each of 3 wings of about 500 characters; a device that reads one wing (exact grant); %d rounds, the order rotating each round.\n\n", realpalace.Version, *perWing, *n)
+	head := "| call | direct median | gateway median | added (median of rounds) | added p90 |"
+	rule := "| --- | --- | --- | --- | --- |"
+	if *baseline != "" {
+		head += " baseline added (median) |"
+		rule += " --- |"
+	}
+	fmt.Println(head)
+	fmt.Println(rule)
+	for _, c := range []struct {
+		label, tool string
+		args        func(i int) map[string]any
+	}{
+		{"read: search, wing named", "mempalace_search", fixed(map[string]any{"query": "release note edge", "wing": "shared"})},
+		{"read: search, palace-wide", "mempalace_search", fixed(map[string]any{"query": "release note edge"})},
+		{"read: list_drawers, wing named", "mempalace_list_drawers", fixed(map[string]any{"wing": "shared"})},
+		{"read: list_drawers, palace-wide", "mempalace_list_drawers", fixed(map[string]any{})},
+		{"read: kg_stats", "mempalace_kg_stats", fixed(map[string]any{})},
+		{"read: diary_read", "mempalace_diary_read", fixed(map[string]any{"agent_name": "opencode", "wing": "shared"})},
+		{"write: add_drawer", "mempalace_add_drawer", func(i int) map[string]any {
+			return map[string]any{"wing": "shared", "room": "bench", "content": fmt.Sprintf("write %d of the gateway cost run %d", i, time.Now().UnixNano())}
+		}},
+		{"write: kg_add (closed fact)", "mempalace_kg_add", func(i int) map[string]any {
+			return map[string]any{"subject": "bench", "predicate": "measured", "object": "run " + strconv.Itoa(i), "valid_from": "2026-01-01", "valid_to": "2026-01-02"}
+		}},
+	} {
+		measure(c.label, c.tool, c.args, clients)
+	}
+}
+
+func fixed(a map[string]any) func(int) map[string]any { return func(int) map[string]any { return a } }
+
+// measure makes the call directly and through each gateway in turn, the
+// order rotating every round, and prints one table row: what the first
+// gateway adds, and what the baseline adds if there is one.
+func measure(label, tool string, args func(int) map[string]any, clients []client) {
+	took := make([][]time.Duration, len(clients))
+	added := make([][]time.Duration, len(clients))
+	for i := range *n {
+		round := make([]time.Duration, len(clients))
+		for k := range clients {
+			j := (i + k) % len(clients)
+			round[j] = clients[j].call(tool, args(len(clients)*i+k))
+		}
+		for j := range clients {
+			took[j] = append(took[j], round[j])
+			added[j] = append(added[j], round[j]-round[0])
+		}
+	}
+	ms := func(x time.Duration) string { return fmt.Sprintf("%.2f ms", float64(x.Microseconds())/1000) }
+	plus := func(x time.Duration) string { return fmt.Sprintf("%+.2f ms", float64(x.Microseconds())/1000) }
+	row := fmt.Sprintf("| %s | %s | %s | %s | %s |", label, ms(median(took[0])), ms(median(took[1])), plus(median(added[1])), plus(pct(added[1], 90)))
+	if len(clients) > 2 {
+		row += " " + plus(median(added[2])) + " |"
+	}
+	fmt.Println(row)
+}
+
+func median(x []time.Duration) time.Duration { return pct(x, 50) }
+
+func pct(x []time.Duration, p int) time.Duration {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	return s[len(s)*p/100]
+}
+
+// client is this program as an MCP client over HTTP (a keep-alive
+// connection where the server keeps one: the gateway does, serve closes
+// every connection after its answer).
+type client struct{ url, token string }
+
+var hc = &http.Client{Timeout: 60 * time.Second}
+
+func (c client) call(tool string, args map[string]any) time.Duration {
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
+	start := time.Now()
+	req, _ := http.NewRequest(http.MethodPost, c.url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		log.Fatalf("%s: %v", tool, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	took := time.Since(start)
+	var r struct {
+		Result struct{ Content []struct{ Text string } } `json:"result"`
+		Error  *struct{ Message string }                 `json:"error"`
+	}
+	if json.Unmarshal(b, &r) != nil || r.Error != nil || len(r.Result.Content) == 0 || strings.Contains(r.Result.Content[0].Text, `"success": false`) {
+		log.Fatalf("%s via %s: %s", tool, c.url, b)
+	}
+	return took
+}
+
+// seed files three wings of drawers, a diary entry and a fact through
+// serve's own MCP tools.
+func seed(c *realpalace.Client) {
+	para := strings.Repeat("the edge keeps the palace writable while the primary is away. ", 8)
+	for _, w := range []string{"shared", "wing_opencode", "private_desk"} {
+		for i := range *perWing {
+			if _, err := c.Call("mempalace_add_drawer", map[string]any{"wing": w, "room": fmt.Sprintf("room%d", i%4), "content": fmt.Sprintf("release note %d in %s: %s", i, w, para)}); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	for _, call := range []realpalace.Call{
+		{Tool: "mempalace_diary_write", Args: map[string]any{"agent_name": "opencode", "entry": "measured the gateway", "wing": "shared"}},
+		realpalace.Fact("edge", "uses", "sqlite", "", ""),
+	} {
+		if _, err := c.Call(call.Tool, call.Args); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+type gatewayProc struct {
+	*exec.Cmd
+	url string
+}
+
+// startGateway writes a gateway config with one device that reads and
+// writes the shared wing, reads the knowledge graph and acts as
+// opencode@laptop, and starts the gateway binary in front of upstream.
+func startGateway(dir, bin, upstream string) (*gatewayProc, string) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		log.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "gateway.jsonc")
+	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
+		Devices: []gateway.Device{{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write", Agents: []string{"opencode@laptop"}, ReadRate: 1e6, WriteRate: 1e6}}}
+	key, err := gateway.LoadSecret(cfg.SecretFile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	token, err := gateway.Issue(key, &cfg.Devices[0], time.Now())
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := cfg.Save(cfgFile); err != nil {
+		log.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin, "gateway", "--listen", addr, "--upstream", upstream, "--config", cfgFile)
+	cmd.Env = append(os.Environ(), "MEMPALACE_UPSTREAM_TOKEN="+upstreamToken)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	p := &gatewayProc{Cmd: cmd, url: "http://" + addr + "/mcp"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return p, token
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	log.Fatalf("the gateway did not listen: %s", stderr.String())
+	return nil, ""
+}
