@@ -73,7 +73,7 @@ func startProc(argv, env []string, mark string, g *groups, stdin io.Reader, stdo
 	if stdout == nil {
 		cmd.Stdout = p.log
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
