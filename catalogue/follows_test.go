@@ -1,4 +1,4 @@
-package catalogue
+package catalogue_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	. "github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 

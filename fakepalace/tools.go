@@ -10,10 +10,11 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 type prop struct {
@@ -82,23 +83,8 @@ func tools(version string) []tool {
 	return ts
 }
 
-// atLeast reports release v >= min, comparing dotted numbers.
-func atLeast(v, min string) bool {
-	a, b := strings.Split(v, "."), strings.Split(min, ".")
-	for i := range max(len(a), len(b)) {
-		x, y := 0, 0
-		if i < len(a) {
-			x, _ = strconv.Atoi(a[i])
-		}
-		if i < len(b) {
-			y, _ = strconv.Atoi(b[i])
-		}
-		if x != y {
-			return x > y
-		}
-	}
-	return true
-}
+// atLeast reports release v >= min (the catalogue's order of releases).
+func atLeast(v, min string) bool { return !catalogue.ReleaseAfter(min, v) }
 
 func allTools() []tool {
 	str := func(n string) prop { return p(n, "string") }

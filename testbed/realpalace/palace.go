@@ -114,15 +114,22 @@ func (p *Palace) StartStdio(argv ...string) (*Stdio, error) {
 func (p *Palace) Stdio(t testing.TB, argv ...string) *Stdio {
 	t.Helper()
 	s, err := p.StartStdio(argv...)
+	return stopAtCleanup(t, s, err)
+}
+
+// stopAtCleanup fails the test on a start error, else stops the process
+// at cleanup and fails the test if anything is left behind.
+func stopAtCleanup[P interface{ Stop() error }](t testing.TB, p P, err error) P {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
+		if err := p.Stop(); err != nil {
 			t.Error(err)
 		}
 	})
-	return s
+	return p
 }
 
 // Server is `mempalace serve` on 127.0.0.1 with a bearer token.
@@ -160,15 +167,7 @@ func (p *Palace) StartServe(token string) (*Server, error) {
 func (p *Palace) Serve(t testing.TB, token string) *Server {
 	t.Helper()
 	s, err := p.StartServe(token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return s
+	return stopAtCleanup(t, s, err)
 }
 
 func (s *Server) start() error {

@@ -13,25 +13,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
-
-// logBuf collects a process's stderr (and serve's stdout) for failure
-// messages; safe for the process's writes and the test's reads.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 4<<20 {
-		return len(p), nil // enough to explain a failure
-	}
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // groups are the process groups of one palace's running processes: a
 // process that names the palace in one of them is not left behind, it is
@@ -57,7 +41,7 @@ func (g *groups) running(pgid int) bool { g.mu.Lock(); defer g.mu.Unlock(); retu
 // that what it starts (serve's server child) is stopped with it.
 type proc struct {
 	cmd    *exec.Cmd
-	log    *logBuf
+	log    *testbed.SyncBuffer
 	done   chan struct{} // closed when Wait returned
 	mark   string        // a path every process of this palace names (leftover check)
 	groups *groups       // the palace's running groups
@@ -65,7 +49,7 @@ type proc struct {
 }
 
 func startProc(argv, env []string, mark string, g *groups, stdin io.Reader, stdout io.Writer) (*proc, error) {
-	p := &proc{log: &logBuf{}, done: make(chan struct{}), mark: mark, groups: g}
+	p := &proc{log: &testbed.SyncBuffer{}, done: make(chan struct{}), mark: mark, groups: g}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir = env, mark
 	cmd.Stdin, cmd.Stderr = stdin, p.log
