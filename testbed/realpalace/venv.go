@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // Version is the MemPalace release the tests run against, pinned by
@@ -52,9 +54,7 @@ func Find() (string, error) {
 // CI can never pass by skipping.
 func Venv(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("real MemPalace runs in the integration tier, not under -short")
-	}
+	testbed.Integration(t, "real MemPalace "+Version)
 	dir, err := Find()
 	if err != nil {
 		if os.Getenv("CI") != "" {
