@@ -2,22 +2,24 @@ package render
 
 import (
 	"fmt"
+	"io/fs"
 	"path/filepath"
+	"strings"
 
 	"github.com/joakimp/devbox-config/fingerprint"
+	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/merge"
 	"github.com/joakimp/devbox-config/templates"
 )
 
-// The harnesses after opencode and pi: Claude Code, Codex, Gemini CLI,
-// Cursor and VS Code. Each is one managed subtree with the same fingerprint
-// and decision table as opencode's; what differs is the file, its format,
-// and when the harness counts as set up here. A harness that is not set up
-// is skipped silently unless --target names it.
+// Every harness is one record (package harness): its file, format, key
+// path, entries and traps. The plan here reads the record; nothing in
+// render changes per harness. A harness that is not set up is skipped
+// silently unless --target names it.
 
 // document is a parsed config in which one subtree can be read and
-// replaced: merge.Doc for JSON and JSONC, merge.TOMLDoc for Codex.
+// replaced: merge.Doc for JSON and JSONC, merge.TOMLDoc for TOML.
 type document interface {
 	Get(path ...string) ([]byte, error)
 	Has(path ...string) (bool, error)
@@ -27,146 +29,116 @@ type document interface {
 	Bytes() []byte
 }
 
-func (m managed) parse(data []byte) (document, error) {
-	if m.toml {
+// parse parses a config in the record's format. focus names the top-level
+// keys render may edit (see merge.ParseDocFocused).
+func parse(rec harness.Record, data []byte) (document, error) {
+	switch rec.Format {
+	case harness.TOML:
 		return merge.ParseTOML(data)
 	}
-	return merge.ParseDoc(data)
+	return merge.ParseDocFocused(data, focus(rec)...)
 }
 
-// harnessTarget describes one of these harnesses.
-type harnessTarget struct {
-	target  string
-	harness templates.Harness
-	file    func(Options) string
-	// present says the harness is set up here (its directory exists).
-	present func(Options) bool
-	pointer []string
-	strict  bool // the harness reads strict JSON
-	toml    bool
+// focus is the top-level keys render reads and edits in a JSON(C) file.
+func focus(rec harness.Record) []string {
+	f := []string{rec.Key[0]}
+	if rec.Schema != "" {
+		f = append(f, "$schema")
+	}
+	return f
 }
 
-var harnessTargets = map[string]harnessTarget{
-	// Claude Code keeps user-scope servers in ~/.claude.json (the file it
-	// also rewrites itself, under ~/.claude.json.lock; runTarget takes that
-	// lock). JSON.parse: a comment makes it refuse the file.
-	TargetClaudeCode: {
-		target: TargetClaudeCode, harness: templates.ClaudeCode, pointer: []string{"mcpServers", "mempalace"}, strict: true,
-		file: func(o Options) string { return filepath.Join(claudeDir(o), ".claude.json") },
-		present: func(o Options) bool {
-			if d := o.env("CLAUDE_CONFIG_DIR"); d != "" && !o.HomeFromFlag {
-				return dirExists(o.Sys, d)
-			}
-			return dirExists(o.Sys, filepath.Join(o.Home, ".claude"))
-		},
-	},
-	// Codex: $CODEX_HOME/config.toml (default ~/.codex), never rewritten by
-	// Codex itself.
-	TargetCodex: {
-		target: TargetCodex, harness: templates.Codex, pointer: []string{"mcp_servers", "mempalace"}, toml: true,
-		file:    func(o Options) string { return filepath.Join(codexDir(o), "config.toml") },
-		present: func(o Options) bool { return dirExists(o.Sys, codexDir(o)) },
-	},
-	// Gemini CLI: ~/.gemini/settings.json ($GEMINI_CLI_HOME replaces the
-	// home directory), read with comments stripped.
-	TargetGemini: {
-		target: TargetGemini, harness: templates.Gemini, pointer: []string{"mcpServers", "mempalace"},
-		file:    func(o Options) string { return filepath.Join(geminiDir(o), "settings.json") },
-		present: func(o Options) bool { return dirExists(o.Sys, geminiDir(o)) },
-	},
-	// Cursor: ~/.cursor/mcp.json, merged with a project's .cursor/mcp.json.
-	TargetCursor: {
-		target: TargetCursor, harness: templates.Cursor, pointer: []string{"mcpServers", "mempalace"},
-		file:    func(o Options) string { return filepath.Join(o.Home, ".cursor", "mcp.json") },
-		present: func(o Options) bool { return dirExists(o.Sys, filepath.Join(o.Home, ".cursor")) },
-	},
-	// VS Code: the user profile's mcp.json ($XDG_CONFIG_HOME/Code/User),
-	// key "servers".
-	TargetVSCode: {
-		target: TargetVSCode, harness: templates.VSCode, pointer: []string{"servers", "mempalace"},
-		file:    func(o Options) string { return filepath.Join(vscodeUserDir(o), "mcp.json") },
-		present: func(o Options) bool { return dirExists(o.Sys, vscodeUserDir(o)) },
-	},
+func (o Options) harnessEnv() harness.Env {
+	return harness.Env{Home: o.Home, HomeFromFlag: o.HomeFromFlag, Lookup: o.Env}
 }
 
-func planHarness(opts Options, s ladder.Settings, h harnessTarget, explicit bool) Result {
-	r := Result{Target: h.target, Mode: string(s.Mode)}
-	if s.Mode == ladder.Solitary && !explicit && h.present(opts) && !managedBefore(opts, h) {
+// planEntry plans one harness's managed entry.
+func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit bool) Result {
+	env := opts.harnessEnv()
+	loc := rec.Location
+	r := Result{Target: rec.Name, Mode: string(s.Mode)}
+	present := dirExists(opts.Sys, loc.MarkerPath(env))
+	if rec.Scope == harness.OptIn && s.Mode == ladder.Solitary && !explicit && present && !managedBefore(opts, rec) {
 		// R1: with no MEMPALACE_* variables a container behaves exactly as
 		// before, and before, nothing registered MemPalace with these
 		// harnesses. Once render has managed one (an opt-in, then back to
 		// solitary), the entry follows the environment back (R6).
-		r.File, r.Action = h.file(opts), ActionNotOptedIn
+		r.File, r.Action = loc.Path(env), ActionNotOptedIn
 		return r
 	}
-	desired, err := templates.Entry(h.harness, s)
+	ref, _ := rec.TokenRef()
+	desired, err := templates.Entry(rec.Name, rec.Entries.For(s.Mode), s, ref)
 	if err != nil {
 		return skipped(r, "%v", err)
 	}
-	m := managed{
-		target: h.target, harness: h.harness, file: h.file(opts), pointer: h.pointer,
-		desired: desired, mode: string(s.Mode), strict: h.strict, toml: h.toml,
-		creates: explicit || h.present(opts),
+	dir := loc.DirPath(env)
+	if fi, err := opts.Sys.Lstat(dir); err == nil && !fi.IsDir() && !dirExists(opts.Sys, dir) {
+		// A file (or a link to one) where the harness's directory should
+		// be: say so, rather than "not a directory" about a file inside it.
+		r.File = dir
+		return skipped(r, "%s is a file, not a directory, so %s's config cannot be there; nothing written (move it aside)", dir, rec.Title)
 	}
-	r.File = m.file
-	var f loaded
-	if h.toml {
-		f, err = loadTOML(opts.Sys, m.file)
-	} else {
-		f, err = load(opts.Sys, m.file, h.strict)
-	}
+	name, f, warnings, err := choose(opts, rec, dir)
+	r.Warnings = append(r.Warnings, warnings...)
 	if err != nil {
+		r.File = filepath.Join(dir, name)
 		return skipped(r, "%v", err)
 	}
+	creates := explicit || rec.Scope == harness.Always || (rec.Scope == harness.OptIn && present)
+	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates}
 	return m.plan(opts, r, f)
 }
 
-// loadTOML reads and parses a TOML config; errors name file, line and
-// column.
-func loadTOML(sys System, path string) (loaded, error) {
-	real, data, perm, err := readFile(sys, path)
-	if err != nil {
-		return loaded{}, fmt.Errorf("cannot read %s: %v", path, err)
+// choose reads every file the harness reads and picks the one to edit: the
+// one that already holds the entry (the last, by precedence), else the
+// first of Location.Write that exists, else a new Write[0]. Any file that
+// does not parse stops the target: the harness would not start with it
+// either, and what it holds is unknown. On error name is the file at fault.
+func choose(opts Options, rec harness.Record, dir string) (name string, f loaded, warnings []string, err error) {
+	var holders []string
+	files := map[string]loaded{}
+	for _, n := range rec.Location.Names() {
+		l, err := load(opts.Sys, rec, filepath.Join(dir, n))
+		if err != nil {
+			return n, loaded{}, nil, err
+		}
+		files[n] = l
+		if l.data == nil {
+			continue
+		}
+		if ok, _ := l.doc.Has(rec.Pointer()...); ok {
+			holders = append(holders, n)
+		}
 	}
-	doc, err := merge.ParseTOML(data)
-	if err != nil {
-		return loaded{}, fmt.Errorf("%s does not parse, nothing written: %v", path, err)
+	name = rec.Location.Write[0]
+	switch {
+	case len(holders) > 0:
+		name = holders[len(holders)-1]
+		for _, other := range holders[:len(holders)-1] {
+			warnings = append(warnings, fmt.Sprintf(
+				"%s also defines %s; %s deep-merges it under %s, so stale keys from it may leak into the entry",
+				filepath.Join(dir, other), strings.Join(rec.Pointer(), "."), rec.Title, name))
+		}
+	default:
+		for _, w := range rec.Location.Write {
+			if files[w].data != nil {
+				name = w
+				break
+			}
+		}
 	}
-	return loaded{real: real, data: data, perm: perm, doc: doc}, nil
-}
-
-func claudeDir(o Options) string {
-	if d := o.env("CLAUDE_CONFIG_DIR"); d != "" && !o.HomeFromFlag {
-		return d
+	if _, ok := files[name]; !ok { // a Write name the harness does not read
+		if files[name], err = load(opts.Sys, rec, filepath.Join(dir, name)); err != nil {
+			return name, loaded{}, warnings, err
+		}
 	}
-	return o.Home
-}
-
-func codexDir(o Options) string {
-	if d := o.env("CODEX_HOME"); d != "" && !o.HomeFromFlag {
-		return d
-	}
-	return filepath.Join(o.Home, ".codex")
-}
-
-func geminiDir(o Options) string {
-	if d := o.env("GEMINI_CLI_HOME"); d != "" && !o.HomeFromFlag {
-		return filepath.Join(d, ".gemini")
-	}
-	return filepath.Join(o.Home, ".gemini")
-}
-
-func vscodeUserDir(o Options) string {
-	if x := o.env("XDG_CONFIG_HOME"); x != "" && !o.HomeFromFlag {
-		return filepath.Join(x, "Code", "User")
-	}
-	return filepath.Join(o.Home, ".config", "Code", "User")
+	return name, files[name], warnings, nil
 }
 
 // managedBefore reports a record of this target beside its config: render
 // wrote its entry at some start.
-func managedBefore(opts Options, h harnessTarget) bool {
-	_, b, _, err := readFile(opts.Sys, filepath.Join(filepath.Dir(h.file(opts)), fingerprint.StateFile))
+func managedBefore(opts Options, rec harness.Record) bool {
+	_, b, _, err := readFile(opts.Sys, filepath.Join(rec.Location.DirPath(opts.harnessEnv()), fingerprint.StateFile))
 	if err != nil || b == nil {
 		return false
 	}
@@ -174,6 +146,14 @@ func managedBefore(opts Options, h harnessTarget) bool {
 	if err != nil {
 		return true // unreadable: plan as before and let it warn
 	}
-	_, ok := st.Targets[h.target]
+	_, ok := st.Targets[rec.Name]
 	return ok
+}
+
+// loaded is a config read and parsed once per plan.
+type loaded struct {
+	real string      // the path with symlinks followed
+	data []byte      // nil: the file does not exist
+	perm fs.FileMode // the file's mode (0644 for a new file)
+	doc  document    // data parsed; an empty document for a new file
 }

@@ -11,43 +11,24 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/fingerprint"
-	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/merge"
-	"github.com/joakimp/devbox-config/templates"
 )
 
-// opencodeSchema is the "$schema" opencode inserts into any config that
-// lacks it (rewriting the file; older builds dropped comments and wrote
-// expanded secrets doing so). Writing it ourselves keeps opencode's hands
-// off the file.
-const opencodeSchema = "https://opencode.ai/config.json"
-
-// opencodeFiles are the global config files opencode reads, lowest
-// precedence first (config.json < opencode.json < opencode.jsonc).
-var opencodeFiles = []string{"config.json", "opencode.json", "opencode.jsonc"}
-
-// loaded is a config read and parsed once per plan.
-type loaded struct {
-	real string      // the path with symlinks followed
-	data []byte      // nil: the file does not exist
-	perm fs.FileMode // the file's mode (0644 for a new file)
-	doc  document    // data parsed; an empty document for a new file
-}
-
-// load reads and parses a config. strict refuses what JSON.parse refuses.
-// focus names the top-level keys render may edit (see
-// merge.ParseDocFocused).
-func load(sys System, path string, strict bool, focus ...string) (loaded, error) {
+// load reads and parses a config in the record's format. A strict JSON
+// file is refused where JSON.parse would refuse it; errors name the file,
+// line and column.
+func load(sys System, rec harness.Record, path string) (loaded, error) {
 	real, data, perm, err := readFile(sys, path)
 	if err != nil {
 		return loaded{}, errors.New(readError(path, err))
 	}
-	if strict && len(bytes.TrimSpace(data)) > 0 {
+	if rec.Format == harness.JSON && len(bytes.TrimSpace(data)) > 0 {
 		if err := strictJSON(data); err != nil {
 			return loaded{}, fmt.Errorf("%s is not valid JSON, nothing written: %v", path, err)
 		}
 	}
-	doc, err := merge.ParseDocFocused(data, focus...)
+	doc, err := parse(rec, data)
 	if err != nil {
 		return loaded{}, fmt.Errorf("%s does not parse, nothing written: %v", path, err)
 	}
@@ -56,88 +37,12 @@ func load(sys System, path string, strict bool, focus ...string) (loaded, error)
 
 // managed describes one env-authoritative subtree.
 type managed struct {
-	target  string
-	harness templates.Harness
+	rec     harness.Record
 	file    string   // the config to edit
 	pointer []string // the managed subtree
 	desired []byte   // nil: nothing must be registered
 	mode    string
-	schema  bool // make sure "$schema" is present (opencode)
-	strict  bool // the harness reads strict JSON: refuse comments
 	creates bool // create the file if it does not exist
-	toml    bool // the file is TOML (Codex), spliced by merge.TOMLDoc
-}
-
-func planOpencode(opts Options, s ladder.Settings) Result {
-	dir := opencodeDir(opts)
-	r := Result{Target: TargetOpencode, Mode: string(s.Mode)}
-	desired, err := templates.Entry(templates.Opencode, s)
-	if err != nil {
-		return skipped(r, "%v", err)
-	}
-	// The file that already holds mcp.mempalace, else opencode.jsonc, else
-	// opencode.json, else a new opencode.jsonc. Any config that does not
-	// parse stops the target: opencode would not start with it either, and
-	// we cannot tell what it holds.
-	if fi, err := opts.Sys.Lstat(dir); err == nil && !fi.IsDir() && !dirExists(opts.Sys, dir) {
-		// A file (or a link to one) where opencode's directory should be:
-		// say so, rather than "not a directory" about a file inside it.
-		r.File = dir
-		return skipped(r, "%s is a file, not a directory, so opencode's config cannot be there; nothing written (move it aside)", dir)
-	}
-	var holders, existing []string
-	files := map[string]loaded{}
-	for _, name := range opencodeFiles {
-		path := filepath.Join(dir, name)
-		f, err := load(opts.Sys, path, false, "mcp", "$schema")
-		if err != nil {
-			r.File = path
-			return skipped(r, "%v", err)
-		}
-		files[name] = f
-		if f.data == nil {
-			continue
-		}
-		existing = append(existing, name)
-		if ok, _ := f.doc.Has("mcp", "mempalace"); ok {
-			holders = append(holders, name)
-		}
-	}
-	file := "opencode.jsonc"
-	switch {
-	case len(holders) > 0:
-		file = holders[len(holders)-1]
-		for _, other := range holders[:len(holders)-1] {
-			r.Warnings = append(r.Warnings, fmt.Sprintf(
-				"%s also defines mcp.mempalace; opencode deep-merges it under %s, so stale keys from it may leak into the entry",
-				filepath.Join(dir, other), file))
-		}
-	case contains(existing, "opencode.jsonc"):
-	case contains(existing, "opencode.json"):
-		file = "opencode.json"
-	}
-	m := managed{
-		target: TargetOpencode, harness: templates.Opencode, file: filepath.Join(dir, file), pointer: []string{"mcp", "mempalace"},
-		desired: desired, mode: string(s.Mode), schema: true, creates: true,
-	}
-	return m.plan(opts, r, files[file])
-}
-
-func planPiMCP(opts Options, s ladder.Settings, explicit bool) Result {
-	r := Result{Target: TargetPiMCP, Mode: string(s.Mode)}
-	desired, err := templates.Entry(templates.PiMCP, s)
-	if err != nil {
-		return skipped(r, "%v", err)
-	}
-	m := managed{
-		target: TargetPiMCP, harness: templates.PiMCP, file: filepath.Join(piAgentDir(opts), "mcp.json"), pointer: []string{"mcpServers", "mempalace"},
-		desired: desired, mode: string(s.Mode), strict: true, creates: explicit,
-	}
-	f, err := load(opts.Sys, m.file, true, m.pointer[0])
-	if err != nil {
-		return skipped(r, "%v", err)
-	}
-	return m.plan(opts, r, f)
 }
 
 // plan applies the decision table to one managed subtree: decide reads
@@ -205,7 +110,7 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 	if err != nil {
 		return d, fmt.Errorf("%s: %v", m.file, err)
 	}
-	d.rec, d.hasRec = d.state.Targets[m.target]
+	d.rec, d.hasRec = d.state.Targets[m.rec.Name]
 	recFP := ""
 	if d.hasRec {
 		recFP = d.rec.Ours(liveFP)
@@ -214,7 +119,7 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 		// No record of a value (perhaps only a pending one that was never
 		// written): as if there were no record.
 		d.hasRec = false
-		if templates.FromOldGenerator(m.harness, live) {
+		if m.rec.Adopts != nil && m.rec.Adopts(live) {
 			recFP = liveFP
 		}
 	}
@@ -249,7 +154,7 @@ func (m managed) renditions(action merge.Action, f loaded) (edited, kept []byte,
 			return nil, nil, err
 		}
 	}
-	if jd, ok := f.doc.(*merge.Doc); ok && m.schema && f.data != nil {
+	if jd, ok := f.doc.(*merge.Doc); ok && m.rec.Schema != "" && f.data != nil {
 		if has, _ := f.doc.Has("$schema"); !has {
 			if kept, err = m.ensureSchema(jd.Clone(), f.data); err != nil {
 				return nil, nil, err
@@ -278,7 +183,7 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 		c := Change{Path: m.file, Real: f.real, Old: f.data, New: edited, Perm: f.perm, Backup: true}
 		if d.action != merge.Unchanged {
 			// The managed value changes: record it as pending first.
-			c.PendingState, c.StatePath = d.pending(m.target, newRecord).Marshal(), d.statePath
+			c.PendingState, c.StatePath = d.pending(m.rec.Name, newRecord).Marshal(), d.statePath
 		}
 		r.Changes = append(r.Changes, c)
 	}
@@ -286,7 +191,7 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 		r.Changes = append(r.Changes, m.proposedChange(d.oldProposed, nil, 0))
 	}
 	if !d.hasRec || !d.rec.Same(newRecord) {
-		d.state.Targets[m.target] = newRecord
+		d.state.Targets[m.rec.Name] = newRecord
 		r.Changes = append(r.Changes, Change{Path: d.statePath, Real: d.statePath, Old: d.stateBytes, New: d.state.Marshal(), Perm: 0o644, own: true})
 	}
 	return r
@@ -349,7 +254,7 @@ func (m managed) edit(doc document, data []byte) ([]byte, error) {
 	} else if err := doc.Set(m.desired, m.pointer...); err != nil {
 		return nil, err
 	}
-	if jd, ok := doc.(*merge.Doc); ok && m.schema {
+	if jd, ok := doc.(*merge.Doc); ok && m.rec.Schema != "" {
 		return m.ensureSchema(jd, data)
 	}
 	return ensureFinalNewline(doc.Bytes(), data), nil
@@ -361,7 +266,7 @@ func (m managed) clone(doc document, data []byte) (document, error) {
 	if jd, ok := doc.(*merge.Doc); ok {
 		return jd.Clone(), nil
 	}
-	return m.parse(data)
+	return parse(m.rec, data)
 }
 
 // ensureSchema adds "$schema" to doc (data as read) if it lacks one and
@@ -370,7 +275,7 @@ func (m managed) ensureSchema(doc *merge.Doc, data []byte) ([]byte, error) {
 	if ok, err := doc.Has("$schema"); err != nil || ok {
 		return ensureFinalNewline(doc.Bytes(), data), err
 	}
-	v, _ := json.Marshal(opencodeSchema)
+	v, _ := json.Marshal(m.rec.Schema)
 	if err := doc.Set(v, "$schema"); err != nil {
 		return nil, err
 	}
@@ -411,33 +316,6 @@ func strictJSON(data []byte) error {
 		return fmt.Errorf("line %d, column %d: %v", line, col, se)
 	}
 	return err
-}
-
-func opencodeDir(opts Options) string {
-	if !opts.HomeFromFlag {
-		if x := opts.env("XDG_CONFIG_HOME"); x != "" {
-			return filepath.Join(x, "opencode")
-		}
-	}
-	return filepath.Join(opts.Home, ".config", "opencode")
-}
-
-func piAgentDir(opts Options) string {
-	if !opts.HomeFromFlag {
-		if d := opts.env("PI_CODING_AGENT_DIR"); d != "" {
-			return d
-		}
-	}
-	return filepath.Join(opts.Home, ".pi", "agent")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // dirExists reports whether a directory exists.

@@ -5,26 +5,26 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/merge"
-	"github.com/joakimp/devbox-config/templates"
 )
 
-// planPiSettings ports pi-devbox's entrypoint merge: template first, live
+// planSettings ports pi-devbox's entrypoint merge: template first, live
 // second, only missing keys filled, arrays as leaves, rewrite only when
 // something was added, timestamped .bak first, PI_SETTINGS_MERGE=0 turns it
 // off, invalid JSON on either side skips with a warning.
-func planPiSettings(opts Options, s ladder.Settings, explicit bool) Result {
-	dir := piAgentDir(opts)
-	file := filepath.Join(dir, "settings.json")
-	r := Result{Target: TargetPi, Mode: string(s.Mode), File: file}
+func planSettings(opts Options, s ladder.Settings, rec harness.Record, explicit bool) Result {
+	dir := rec.Location.DirPath(opts.harnessEnv())
+	file := filepath.Join(dir, rec.Location.Write[0])
+	r := Result{Target: rec.Name, Mode: string(s.Mode), File: file}
 	if !s.PiSettingsMerge {
 		r.Action = ActionDisabled
 		return r
 	}
 	tmpl, tmplName := opts.PiTemplate, opts.PiTemplateName
 	if tmpl == nil {
-		tmpl, tmplName = templates.PiSettings(), "the embedded pi settings template"
+		tmpl, tmplName = rec.Settings(), "the embedded pi settings template"
 	}
 	if err := strictJSON(tmpl); err != nil {
 		return skipped(r, "%s is not valid JSON, nothing written: %v", tmplName, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/fingerprint"
+	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
 )
 
@@ -21,7 +22,7 @@ const (
 	TargetOpencode = "opencode"
 	TargetPi       = "pi"
 	TargetPiMCP    = "pi-mcp"
-	// The targets in harnesses.go.
+	// Some of the other records in package harness.
 	TargetClaudeCode = "claude-code"
 	TargetCodex      = "codex"
 	TargetGemini     = "gemini"
@@ -29,8 +30,8 @@ const (
 	TargetVSCode     = "vscode"
 )
 
-// AllTargets is every target, in the order they run.
-var AllTargets = []string{TargetOpencode, TargetPi, TargetPiMCP, TargetClaudeCode, TargetCodex, TargetGemini, TargetCursor, TargetVSCode}
+// AllTargets is every target (every harness record), in the order they run.
+var AllTargets = harness.Names()
 
 // Actions besides merge.Action's.
 const (
@@ -44,18 +45,6 @@ const (
 	// (R1: nothing registers MemPalace where nothing did before).
 	ActionNotOptedIn = "not-opted-in"
 )
-
-// lockOwner names the harness that writes target's file under
-// <file>.lock (proper-lockfile), or "" if none does.
-func lockOwner(target string) string {
-	switch target {
-	case TargetPi:
-		return "pi"
-	case TargetClaudeCode:
-		return "Claude Code"
-	}
-	return ""
-}
 
 // Options configure a run.
 type Options struct {
@@ -185,7 +174,8 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 		return skipped(r, "%v", err)
 	}
 	defer unlock()
-	if owner := lockOwner(t); owner != "" { // the harness writes its file under <file>.lock
+	if rec, _ := harness.ByName(t); rec.Lock != "" { // the harness writes its file under <file>.lock
+		owner := rec.Lock
 		unlockOwner, err := opts.Sys.LockOwner(r.File, owner)
 		if err != nil {
 			return skipped(r, "%v", err)
@@ -205,18 +195,11 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 }
 
 func planTarget(opts Options, s ladder.Settings, t string, explicit bool) Result {
-	var r Result
-	switch t {
-	case TargetOpencode:
-		r = planOpencode(opts, s)
-	case TargetPiMCP:
-		r = planPiMCP(opts, s, explicit)
-	case TargetClaudeCode, TargetCodex, TargetGemini, TargetCursor, TargetVSCode:
-		r = planHarness(opts, s, harnessTargets[t], explicit)
-	default:
-		r = planPiSettings(opts, s, explicit)
+	rec, _ := harness.ByName(t)
+	if rec.Settings != nil {
+		return leaveReadOnly(planSettings(opts, s, rec, explicit))
 	}
-	return leaveReadOnly(r)
+	return leaveReadOnly(planEntry(opts, s, rec, explicit))
 }
 
 // leaveReadOnly skips a target whose config would be rewritten although

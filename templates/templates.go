@@ -1,15 +1,17 @@
-// Package templates holds the embedded harness entries devbox-config writes
-// for each rung of the ladder, and the default pi settings template.
+// Package templates turns a harness record's entry template into the JSON
+// of the managed entry for a rung of the ladder, and holds the default pi
+// settings template.
 //
 // An entry never contains a secret: the bearer token is referenced by name
-// ({env:MEMPALACE_REMOTE_TOKEN} for opencode, bearerTokenEnv for pi's MCP
-// adapter), so rotating it needs no rewrite and no file ever holds it.
+// (the harness's own syntax, Record.EnvRef, or a field naming the variable),
+// so rotating it needs no rewrite and no file ever holds it.
 package templates
 
 import (
 	"bytes"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"text/template"
 
@@ -19,31 +21,38 @@ import (
 //go:embed files
 var files embed.FS
 
-// Harness names an entry family.
-type Harness string
+// data is what an entry template sees.
+type data struct {
+	ladder.Settings
+	tokenRef string
+}
 
-const (
-	Opencode Harness = "opencode"
-	PiMCP    Harness = "pi-mcp"
-)
+// Token is the harness's reference to MEMPALACE_REMOTE_TOKEN; a template
+// that needs one for a harness that has none fails.
+func (d data) Token() (string, error) {
+	if d.tokenRef == "" {
+		return "", errors.New("this harness cannot reference " + ladder.EnvRemoteToken + " from the environment")
+	}
+	return d.tokenRef, nil
+}
 
-// Entry returns the standard JSON of the managed entry for a harness in the
-// given settings, or nil when nothing must be registered (R5).
-func Entry(h Harness, s ladder.Settings) ([]byte, error) {
+// Entry returns the standard JSON of the managed entry that the template
+// src (named name in errors) gives in the settings s, or nil when nothing
+// must be registered (R5). tokenRef is the harness's reference to the
+// token's variable ("" if it has none).
+func Entry(name, src string, s ladder.Settings, tokenRef string) ([]byte, error) {
 	if !s.Register() {
 		return nil, nil
 	}
-	name := fmt.Sprintf("files/%s-%s.json.tmpl", h, s.Mode)
-	src, err := files.ReadFile(name)
-	if err != nil {
-		return nil, fmt.Errorf("no template for %s in %s mode: %w", h, s.Mode, err)
+	if src == "" {
+		return nil, fmt.Errorf("no template for %s in %s mode", name, s.Mode)
 	}
-	t, err := template.New(name).Funcs(template.FuncMap{"json": jsonString}).Parse(string(src))
+	t, err := template.New(name).Funcs(template.FuncMap{"json": jsonString}).Parse(src)
 	if err != nil {
 		return nil, fmt.Errorf("template %s: %w", name, err)
 	}
 	var buf bytes.Buffer
-	if err := t.Execute(&buf, s); err != nil {
+	if err := t.Execute(&buf, data{Settings: s, tokenRef: tokenRef}); err != nil {
 		return nil, fmt.Errorf("template %s: %w", name, err)
 	}
 	out := bytes.TrimSpace(buf.Bytes())
@@ -70,30 +79,4 @@ func jsonString(s string) (string, error) {
 		return "", err
 	}
 	return string(bytes.TrimSpace(buf.Bytes())), nil
-}
-
-// FromOldGenerator reports whether an opencode entry is exactly what the
-// images' previous generator (generate-config.py, RFC 001 §4.1) wrote:
-// {"type":"local","command":["mempalace-mcp"]} or
-// {"type":"remote","url":…,"headers":{"Authorization":"Bearer {env:MEMPALACE_REMOTE_TOKEN}"}}.
-// Such an entry has no record but is not a user's edit, so the environment
-// may replace it (ucf's "matches a historical md5" rule).
-func FromOldGenerator(h Harness, entry []byte) bool {
-	if h != Opencode || entry == nil {
-		return false
-	}
-	var v map[string]any
-	if json.Unmarshal(entry, &v) != nil {
-		return false
-	}
-	switch v["type"] {
-	case "local":
-		cmd, ok := v["command"].([]any)
-		return len(v) == 2 && ok && len(cmd) == 1 && cmd[0] == ladder.LocalServer
-	case "remote":
-		url, ok := v["url"].(string)
-		hdr, hok := v["headers"].(map[string]any)
-		return len(v) == 3 && ok && url != "" && hok && len(hdr) == 1 && hdr["Authorization"] == "Bearer {env:"+ladder.EnvRemoteToken+"}"
-	}
-	return false
 }

@@ -1,0 +1,207 @@
+package harness
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/joakimp/devbox-config/ladder"
+)
+
+// Format is how a harness's config file is written.
+type Format string
+
+const (
+	// JSON is strict JSON: the harness reads it with JSON.parse, so a
+	// comment makes it refuse the file and render refuses it first.
+	JSON Format = "json"
+	// JSONC is JSON with comments and trailing commas.
+	JSONC Format = "jsonc"
+	// TOML is spliced table by table (Codex).
+	TOML Format = "toml"
+	// YAML is spliced entry by entry in block style.
+	YAML Format = "yaml"
+)
+
+// Scope says when render writes a harness's entry at all.
+type Scope string
+
+const (
+	// Always: the images registered MemPalace with this harness before
+	// render existed (opencode), so render manages it at every start and
+	// creates its file; R1's solitary entry is the one they wrote.
+	Always Scope = "always"
+	// FileExists: written when the file exists or --target names the
+	// target (pi-mcp-adapter's mcp.json).
+	FileExists Scope = "file-exists"
+	// OptIn: written when the harness is set up here (its directory
+	// exists) or --target names it; in solitary mode only once render
+	// has managed it (R1: nothing registers MemPalace where nothing did
+	// before).
+	OptIn Scope = "opt-in"
+)
+
+// Env is what locating a file reads: the home directory and, unless the
+// home came from --home, the harness's own directory variables.
+type Env struct {
+	Home         string
+	HomeFromFlag bool
+	Lookup       ladder.Lookup
+}
+
+func (e Env) get(name string) string {
+	if name == "" || e.HomeFromFlag || e.Lookup == nil {
+		return ""
+	}
+	v, _ := e.Lookup(name)
+	return strings.TrimSpace(v)
+}
+
+// Location is where a harness keeps its user-level config.
+type Location struct {
+	// Dir is the config directory, relative to the home directory ("" is
+	// the home directory itself), or to $XDG_CONFIG_HOME (default
+	// ~/.config) when XDG is set.
+	Dir string
+	XDG bool
+	// DirEnv names a variable that replaces the whole directory
+	// (CODEX_HOME); HomeEnv one that replaces the home directory under
+	// it (GEMINI_CLI_HOME). Both are ignored with --home.
+	DirEnv, HomeEnv string
+	// Files are the names the harness reads in the directory, lowest
+	// precedence first; empty means Write.
+	Files []string
+	// Write are the names render may edit, preferred first: the one that
+	// holds the entry, else the first that exists, else Write[0] (new).
+	Write []string
+	// Marker is the directory, relative to the home directory, whose
+	// existence says the harness is set up here ("" : the config
+	// directory). With DirEnv set, the directory it names is the marker.
+	Marker string
+}
+
+// DirPath is the config directory.
+func (l Location) DirPath(e Env) string {
+	if d := e.get(l.DirEnv); d != "" {
+		return d
+	}
+	home := e.Home
+	if h := e.get(l.HomeEnv); h != "" {
+		home = h
+	}
+	if l.XDG {
+		base := filepath.Join(home, ".config")
+		if x := e.get("XDG_CONFIG_HOME"); x != "" {
+			base = x
+		}
+		return filepath.Join(base, l.Dir)
+	}
+	return filepath.Join(home, l.Dir)
+}
+
+// MarkerPath is the directory whose existence says the harness is set up.
+func (l Location) MarkerPath(e Env) string {
+	if l.Marker == "" || e.get(l.DirEnv) != "" {
+		return l.DirPath(e)
+	}
+	return filepath.Join(e.Home, l.Marker)
+}
+
+// Names are the files the harness reads, lowest precedence first.
+func (l Location) Names() []string {
+	if len(l.Files) > 0 {
+		return l.Files
+	}
+	return l.Write
+}
+
+// Path is the file render writes when none exists yet.
+func (l Location) Path(e Env) string { return filepath.Join(l.DirPath(e), l.Write[0]) }
+
+// Entries are an entry's JSON for each rung, as text/template sources:
+// {{json .URL}} is the primary's URL as a JSON string, {{.Token}} the
+// harness's reference to MEMPALACE_REMOTE_TOKEN (Record.EnvRef).
+type Entries struct {
+	Solitary, Remote, Edge string
+}
+
+// For is the entry template of a rung.
+func (e Entries) For(m ladder.Mode) string {
+	switch m {
+	case ladder.Remote:
+		return e.Remote
+	case ladder.Edge:
+		return e.Edge
+	}
+	return e.Solitary
+}
+
+// Record is one harness.
+type Record struct {
+	// Name is the render target (--target) and MEMPALACE_EDGE_HARNESS.
+	Name string
+	// Title is the harness's own name, for people.
+	Title    string
+	Location Location
+	Format   Format
+	// Key is the key path of the MCP map in the file; the entry is
+	// Key + Server. ListKey, when set, makes the map a YAML list whose
+	// items are named by ListKey (Continue's `- name: mempalace`).
+	Key     []string
+	ListKey string
+	Scope   Scope
+	// EnvRef is how the harness references an environment variable in a
+	// header value, as a fmt format with one %s ("${%s}"); "" when it
+	// cannot (the entry names the variable, or the remote rung bridges).
+	EnvRef  string
+	Entries Entries
+	// Schema is a "$schema" value the file must hold (the harness would
+	// insert it itself, rewriting the file).
+	Schema string
+	// Lock names the harness when it writes its own file under
+	// <file>.lock (proper-lockfile), which render then takes too.
+	Lock string
+	// Adopts recognises an entry an older generator wrote: it has no
+	// record but is not a user's edit, so the environment may replace it.
+	Adopts func(entry []byte) bool
+	// Settings, when set, makes the target a settings merge instead of a
+	// managed entry: missing keys of this template are added (pi).
+	Settings func() []byte
+	// Traps are what bit, for docs/harnesses.md and the reader.
+	Traps []string
+}
+
+// Server is the name of the entry in every harness's MCP map.
+const Server = "mempalace"
+
+// Pointer is the key path of the managed entry.
+func (r Record) Pointer() []string {
+	return append(append([]string(nil), r.Key...), Server)
+}
+
+// TokenRef is the harness's reference to the token's variable.
+func (r Record) TokenRef() (string, error) {
+	if r.EnvRef == "" {
+		return "", fmt.Errorf("%s cannot reference %s from the environment in a header", r.Title, ladder.EnvRemoteToken)
+	}
+	return fmt.Sprintf(r.EnvRef, ladder.EnvRemoteToken), nil
+}
+
+// ByName is the record of a target.
+func ByName(name string) (Record, bool) {
+	for _, r := range All() {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Record{}, false
+}
+
+// Names are the targets, in the order they run.
+func Names() []string {
+	var out []string
+	for _, r := range All() {
+		out = append(out, r.Name)
+	}
+	return out
+}

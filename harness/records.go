@@ -1,0 +1,132 @@
+package harness
+
+import (
+	"encoding/json"
+
+	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/templates"
+)
+
+// All is every harness, in the order render runs them. docs/harnesses.md
+// is this list for people, with the version of each real client that
+// proves its record.
+func All() []Record {
+	return []Record{
+		{
+			Name: "opencode", Title: "opencode",
+			Location: Location{XDG: true, Dir: "opencode",
+				Files: []string{"config.json", "opencode.json", "opencode.jsonc"},
+				Write: []string{"opencode.jsonc", "opencode.json"}},
+			Format: JSONC, Key: []string{"mcp"}, Scope: Always, EnvRef: "{env:%s}",
+			Entries: Entries{
+				Solitary: `{"type": "local", "command": ["mempalace-mcp"], "enabled": true}`,
+				Remote:   `{"type": "remote", "url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}, "oauth": false, "enabled": true}`,
+				Edge:     `{"type": "local", "command": ["devbox-config", "edge"], "environment": {"MEMPALACE_EDGE_HARNESS": "opencode"}, "enabled": true}`,
+			},
+			Schema: "https://opencode.ai/config.json",
+			Adopts: fromOldGenerator,
+			Traps: []string{
+				"inserts \"$schema\" into a file without one, rewriting it (older builds dropped comments and wrote expanded secrets): render writes it first",
+				"an unset {env:VAR} silently becomes \"\"",
+				"deep-merges mcp.mempalace across config.json < opencode.json < opencode.jsonc",
+			},
+		},
+		{
+			Name: "pi", Title: "pi (settings)",
+			Location: Location{Dir: ".pi/agent", DirEnv: "PI_CODING_AGENT_DIR", Write: []string{"settings.json"}},
+			Format:   JSON, Scope: FileExists, Lock: "pi",
+			Settings: templates.PiSettings,
+			Traps:    []string{"rewrites settings.json itself under settings.json.lock; a comment makes it ignore the file"},
+		},
+		{
+			Name: "pi-mcp", Title: "pi + pi-mcp-adapter",
+			Location: Location{Dir: ".pi/agent", DirEnv: "PI_CODING_AGENT_DIR", Write: []string{"mcp.json"}},
+			Format:   JSON, Key: []string{"mcpServers"}, Scope: FileExists,
+			Entries: Entries{
+				Solitary: `{"command": "mempalace-mcp"}`,
+				Remote:   `{"url": {{json .URL}}, "auth": "bearer", "bearerTokenEnv": "MEMPALACE_REMOTE_TOKEN"}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "pi"}}`,
+			},
+			Traps: []string{"pi's own MemPalace extension has no edge branch: doctor reports it (docs/upstream.md)"},
+		},
+		{
+			Name: "claude-code", Title: "Claude Code",
+			Location: Location{DirEnv: "CLAUDE_CONFIG_DIR", Write: []string{".claude.json"}, Marker: ".claude"},
+			Format:   JSON, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}", Lock: "Claude Code",
+			Entries: Entries{
+				Solitary: `{"type": "stdio", "command": "mempalace-mcp", "args": []}`,
+				Remote:   `{"type": "http", "url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
+				Edge:     `{"type": "stdio", "command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "claude-code"}}`,
+			},
+			Traps: []string{"rewrites ~/.claude.json itself (under ~/.claude.json.lock): render takes the lock and fingerprints only the entry"},
+		},
+		{
+			Name: "codex", Title: "Codex",
+			Location: Location{Dir: ".codex", DirEnv: "CODEX_HOME", Write: []string{"config.toml"}},
+			Format:   TOML, Key: []string{"mcp_servers"}, Scope: OptIn,
+			Entries: Entries{
+				Solitary: `{"command": "mempalace-mcp", "env_vars": ["MEMPALACE_PALACE_PATH"]}`,
+				Remote:   `{"url": {{json .URL}}, "bearer_token_env_var": "MEMPALACE_REMOTE_TOKEN"}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "codex"}, "env_vars": ["MEMPALACE_REMOTE_URL", "MEMPALACE_REMOTE_TOKEN", "MEMPALACE_EDGE", "MEMPALACE_AGENT_NAME", "MEMPALACE_ORIGIN_DEVICE", "MEMPALACE_ORIGIN_LABEL", "MEMPALACE_PALACE_PATH", "MEMPALACE_EDGE_CHILD", "MEMPALACE_EDGE_TIMEOUT", "MEMPALACE_EDGE_LEASE", "MEMPALACE_EDGE_LOG"]}`,
+			},
+			Traps: []string{
+				"stdio servers get only HOME, PATH and a few more: env_vars passes the MEMPALACE_* variables by name",
+				"an inline bearer_token stops Codex entirely; bearer_token_env_var names the variable",
+			},
+		},
+		{
+			Name: "gemini", Title: "Gemini CLI",
+			Location: Location{Dir: ".gemini", HomeEnv: "GEMINI_CLI_HOME", Write: []string{"settings.json"}},
+			Format:   JSONC, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
+			Entries: Entries{
+				Solitary: `{"command": "mempalace-mcp"}`,
+				Remote:   `{"httpUrl": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "gemini", "MEMPALACE_REMOTE_TOKEN": "$MEMPALACE_REMOTE_TOKEN"}}`,
+			},
+			Traps: []string{"removes variables whose names contain TOKEN from a stdio server's environment: the edge entry hands the token back as $MEMPALACE_REMOTE_TOKEN"},
+		},
+		{
+			Name: "cursor", Title: "Cursor",
+			Location: Location{Dir: ".cursor", Write: []string{"mcp.json"}},
+			Format:   JSONC, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${env:%s}",
+			Entries: Entries{
+				Solitary: `{"command": "mempalace-mcp"}`,
+				Remote:   `{"url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "cursor"}}`,
+			},
+		},
+		{
+			Name: "vscode", Title: "VS Code",
+			Location: Location{XDG: true, Dir: "Code/User", Write: []string{"mcp.json"}},
+			Format:   JSONC, Key: []string{"servers"}, Scope: OptIn, EnvRef: "${env:%s}",
+			Entries: Entries{
+				Solitary: `{"type": "stdio", "command": "mempalace-mcp"}`,
+				Remote:   `{"type": "http", "url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
+				Edge:     `{"type": "stdio", "command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "vscode"}}`,
+			},
+		},
+	}
+}
+
+// fromOldGenerator reports whether an opencode entry is exactly what the
+// images' previous generator (generate-config.py, RFC 001 §4.1) wrote:
+// {"type":"local","command":["mempalace-mcp"]} or
+// {"type":"remote","url":…,"headers":{"Authorization":"Bearer {env:MEMPALACE_REMOTE_TOKEN}"}}.
+// Such an entry has no record but is not a user's edit (ucf's "matches a
+// historical md5" rule).
+func fromOldGenerator(entry []byte) bool {
+	var v map[string]any
+	if entry == nil || json.Unmarshal(entry, &v) != nil {
+		return false
+	}
+	switch v["type"] {
+	case "local":
+		cmd, ok := v["command"].([]any)
+		return len(v) == 2 && ok && len(cmd) == 1 && cmd[0] == ladder.LocalServer
+	case "remote":
+		url, ok := v["url"].(string)
+		hdr, hok := v["headers"].(map[string]any)
+		return len(v) == 3 && ok && url != "" && hok && len(hdr) == 1 && hdr["Authorization"] == "Bearer {env:"+ladder.EnvRemoteToken+"}"
+	}
+	return false
+}
