@@ -1,0 +1,737 @@
+package merge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/joakimp/devbox-config/fingerprint"
+)
+
+// YAMLDoc is a YAML file (Continue's config.yaml, Goose's) in which one
+// entry can be read as JSON and replaced, inserted or removed while every
+// byte outside it stays as it was: comments, order, blank lines, anchors,
+// CRLF. The entry is a mapping member (extensions.mempalace) or, with a
+// list key, the item of a block sequence named by it (mcpServers' item
+// whose name is mempalace). Only block style is edited: an entry or a
+// parent written in flow style ({…}, […]) is reported, not rewritten.
+//
+// The library parses (go.yaml.in/yaml/v3: the YAML organisation's
+// maintained yaml.v3, whose node API gives every key's line and column);
+// the splice works on lines, since a block entry is exactly the lines
+// from its key (or its "- ") to the next line indented no deeper, less
+// the comments and blank lines at its end, which belong to what follows.
+// Every edit is parsed again, so what the splice wrote is what a YAML
+// reader reads.
+type YAMLDoc struct {
+	src     []byte
+	root    *yaml.Node // the top-level mapping; nil for an empty document
+	listKey string
+}
+
+// ParseYAML parses src. Empty input is an empty document. listKey names
+// the field that names a sequence's items ("" : paths run through
+// mappings only). Errors name the line.
+func ParseYAML(src []byte, listKey string) (*YAMLDoc, error) {
+	d := &YAMLDoc{src: bytes.Clone(src), listKey: listKey}
+	for i := bytes.IndexByte(src, '\r'); i >= 0; i = bytes.IndexByte(src[i+1:], '\r') + i + 1 {
+		if i+1 == len(src) || src[i+1] != '\n' {
+			// YAML reads a lone CR as a line break; the splice counts lines by LF
+			return nil, fmt.Errorf("line %d: a carriage return without a line feed; render edits YAML with LF or CRLF line endings only", 1+bytes.Count(src[:i], []byte("\n")))
+		}
+		if bytes.IndexByte(src[i+1:], '\r') < 0 {
+			break
+		}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return d, nil
+		}
+		return nil, yamlError(err)
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); err == nil {
+		return nil, fmt.Errorf("line %d: a second YAML document; the config must be one document", more.Line)
+	} else if !errors.Is(err, io.EOF) {
+		return nil, yamlError(err)
+	}
+	if len(doc.Content) == 0 {
+		return d, nil
+	}
+	top := doc.Content[0]
+	switch {
+	case top.Kind == yaml.ScalarNode && top.Tag == "!!null":
+		return d, nil
+	case top.Kind != yaml.MappingNode:
+		return nil, fmt.Errorf("line %d, column %d: the top-level value is not a mapping", top.Line, top.Column)
+	}
+	d.root = top
+	return d, nil
+}
+
+// yamlError puts the library's "yaml: line N: …" as "line N: …".
+func yamlError(err error) error {
+	msg, ok := strings.CutPrefix(err.Error(), "yaml: ")
+	if !ok {
+		return err
+	}
+	return errors.New(msg)
+}
+
+// Bytes returns the document's current text.
+func (d *YAMLDoc) Bytes() []byte { return bytes.Clone(d.src) }
+
+// find walks path: each step a mapping key, or, in a sequence with a list
+// key, the item so named. It returns the node at the end (nil if absent),
+// the deepest node found along the way and how many steps it took.
+func (d *YAMLDoc) find(path []string) (node, parent *yaml.Node, depth int) {
+	n := d.root
+	for i, k := range path {
+		if n == nil {
+			return nil, nil, 0
+		}
+		next := d.child(n, k)
+		if next == nil {
+			return nil, n, i
+		}
+		parent, n = n, next
+	}
+	return n, parent, len(path)
+}
+
+// child is n's member k: a mapping's value, or a sequence's item named k.
+func (d *YAMLDoc) child(n *yaml.Node, k string) *yaml.Node {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				return n.Content[i+1]
+			}
+		}
+	case yaml.SequenceNode:
+		if d.listKey == "" {
+			return nil
+		}
+		for _, it := range n.Content {
+			if v := d.child(it, d.listKey); it.Kind == yaml.MappingNode && v != nil && v.Kind == yaml.ScalarNode && v.Value == k {
+				return it
+			}
+		}
+	}
+	return nil
+}
+
+// Get returns the value at path as standard JSON, or nil if it is absent.
+func (d *YAMLDoc) Get(path ...string) ([]byte, error) {
+	n, _, _ := d.find(path)
+	if n == nil {
+		return nil, nil
+	}
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return nil, fmt.Errorf("line %d: %s: %w", n.Line, strings.Join(path, "."), err)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("line %d: %s has no JSON form (a key that is not a string?): %w", n.Line, strings.Join(path, "."), err)
+	}
+	return b, nil
+}
+
+// Has reports whether path exists.
+func (d *YAMLDoc) Has(path ...string) (bool, error) {
+	n, _, _ := d.find(path)
+	return n != nil, nil
+}
+
+// Duplicates reports the first mapping along path that names the next key
+// twice, or a sequence with two items of that name.
+func (d *YAMLDoc) Duplicates(path ...string) *DuplicateError {
+	n := d.root
+	for i, k := range path {
+		if n == nil {
+			return nil
+		}
+		var found []*yaml.Node // the key nodes (or items) named k
+		var next *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			for j := 0; j+1 < len(n.Content); j += 2 {
+				if n.Content[j].Value == k {
+					found, next = append(found, n.Content[j]), n.Content[j+1]
+				}
+			}
+		case yaml.SequenceNode:
+			for _, it := range n.Content {
+				if v := d.child(it, d.listKey); d.listKey != "" && it.Kind == yaml.MappingNode && v != nil && v.Value == k {
+					found, next = append(found, it), it
+				}
+			}
+		}
+		if len(found) > 1 {
+			return &DuplicateError{Path: strings.Join(path[:i+1], "."), Line: found[1].Line, Column: found[1].Column}
+		}
+		n = next
+	}
+	return nil
+}
+
+// Set replaces the entry at path with value (a JSON object), or inserts it
+// at the end of its parent, creating the parents that are missing. An edit
+// that would not read back as value is refused and nothing changes.
+func (d *YAMLDoc) Set(value []byte, path ...string) error {
+	if len(path) == 0 {
+		return errors.New("yaml: an empty path")
+	}
+	orig := *d
+	if err := d.set(value, path); err != nil {
+		*d = orig
+		return err
+	}
+	got, err := d.Get(path...)
+	if same, _ := fingerprint.Equal(got, value); err != nil || !same {
+		*d = orig
+		return fmt.Errorf("%s: the edit would not read back as written (please report); edit it by hand", strings.Join(path, "."))
+	}
+	return nil
+}
+
+func (d *YAMLDoc) set(value []byte, path []string) error {
+	n, parent, depth := d.find(path)
+	if n != nil {
+		start, end, ind, err := d.span(n, parent, path)
+		if err != nil {
+			return err
+		}
+		body, err := d.entryText(value, path[len(path)-1], parent.Kind == yaml.SequenceNode, ind)
+		if err != nil {
+			return err
+		}
+		return d.reparse(concat(d.src[:start], d.fit(body, end), d.src[end:]))
+	}
+	return d.insert(value, path, parent, depth)
+}
+
+// Delete removes the entry at path and reports whether it was there.
+func (d *YAMLDoc) Delete(path ...string) (bool, error) {
+	n, parent, _ := d.find(path)
+	if n == nil {
+		return false, nil
+	}
+	start, end, _, err := d.span(n, parent, path)
+	if err != nil {
+		return false, err
+	}
+	if d.noFinalNL(end) && start > 0 {
+		// the entry was the last line, without a line break: the one before
+		// it goes too (insert put it there)
+		start--
+		if start > 0 && d.src[start-1] == '\r' {
+			start--
+		}
+	}
+	out := concat(d.src[:start], d.src[end:])
+	if len(path) > 1 && len(parent.Content) == map[bool]int{true: 1, false: 2}[parent.Kind == yaml.SequenceNode] {
+		// The last member goes: the parent stays an empty collection
+		// ("key: []"), which the harness reads as before, not null.
+		owner, _, _ := d.find(path[:len(path)-2])
+		if key := d.keyOf(owner, parent); key != nil {
+			if at := d.afterColon(key); at > 0 && at <= start {
+				empty := " {}"
+				if parent.Kind == yaml.SequenceNode {
+					empty = " []"
+				}
+				out = concat(d.src[:at], []byte(empty), d.src[at:start], d.src[end:])
+			}
+		}
+	}
+	return true, d.reparse(out)
+}
+
+// afterColon is the offset just past the ":" that follows key (0 if it is
+// not on the key's line).
+func (d *YAMLDoc) afterColon(key *yaml.Node) int {
+	ls := d.lineStart(key.Line)
+	off := ls + key.Column - 1 + len(key.Value)
+	if off > len(d.src) {
+		return 0
+	}
+	eol := lineEnd(d.src, ls)
+	i := bytes.IndexByte(d.src[off:eol], ':')
+	if i < 0 {
+		return 0
+	}
+	return off + i + 1
+}
+
+func (d *YAMLDoc) reparse(src []byte) error {
+	nd, err := ParseYAML(src, d.listKey)
+	if err != nil {
+		return fmt.Errorf("the edit would not parse (please report): %w", err)
+	}
+	*d = *nd
+	return nil
+}
+
+func (d *YAMLDoc) newline() string {
+	if bytes.Contains(d.src, []byte("\r\n")) {
+		return "\r\n"
+	}
+	return "\n"
+}
+
+// lineStart is the offset of the first byte of 1-based line n.
+func (d *YAMLDoc) lineStart(n int) int {
+	off := 0
+	for i := 1; i < n; i++ {
+		j := bytes.IndexByte(d.src[off:], '\n')
+		if j < 0 {
+			return len(d.src)
+		}
+		off += j + 1
+	}
+	return off
+}
+
+// blockEnd is the end of the block that starts on line first and holds
+// the lines indented deeper than col (0-based): the start of the next line
+// indented no deeper, less the blank and comment lines before it. With
+// compact, the block is a key whose sequence may sit at the key's own
+// indentation ("key:" then "- item"), so such lines are the block's too.
+func (d *YAMLDoc) blockEnd(first, col int, compact bool) int {
+	off := d.lineStart(first)
+	off = lineEnd(d.src, off) // the first line is the block's
+	end := off
+	for off < len(d.src) {
+		next := lineEnd(d.src, off)
+		line := d.src[off:next]
+		text := bytes.TrimLeft(line, " \t")
+		body := bytes.TrimRight(text, "\r\n")
+		indent := len(line) - len(text)
+		switch {
+		case len(body) == 0, body[0] == '#':
+			// blank or a comment: the block's only if a line of it follows
+		case compact && indent == col && (bytes.HasPrefix(body, []byte("- ")) || string(body) == "-"):
+			end = next
+		case indent <= col:
+			return end
+		default:
+			end = next
+		}
+		off = next
+	}
+	return end
+}
+
+// span is the bytes of the entry n (the value of its key in parent, or an
+// item of parent): from the start of its key's (or "- "'s) line to the end
+// of its block. ind is the entry's indentation.
+func (d *YAMLDoc) span(n, parent *yaml.Node, path []string) (start, end, ind int, err error) {
+	if err := d.blockStyle(path[:len(path)-1]); err != nil {
+		return 0, 0, 0, err
+	}
+	var line, col int
+	compact := false
+	if parent.Kind == yaml.SequenceNode {
+		if line, col, err = d.dash(n); err != nil {
+			return 0, 0, 0, err
+		}
+	} else {
+		key := d.keyOf(parent, n)
+		line, col = key.Line, key.Column-1
+		compact = n.Kind == yaml.SequenceNode
+	}
+	start = d.lineStart(line)
+	if pre := d.src[start:min(start+col, len(d.src))]; len(bytes.Trim(pre, " ")) != 0 {
+		return 0, 0, 0, fmt.Errorf("line %d: %s does not start its own line; put it on a line of its own by hand", line, strings.Join(path, "."))
+	}
+	return start, d.blockEnd(line, col, compact), col, nil
+}
+
+// blockStyle refuses a path through a collection written in flow style
+// ({…} or […]): the document's top level and each node along path.
+func (d *YAMLDoc) blockStyle(path []string) error {
+	n := d.root
+	for i := 0; n != nil; i++ {
+		if (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) && n.Style&yaml.FlowStyle != 0 {
+			what := "the document"
+			if i > 0 {
+				what = strings.Join(path[:i], ".")
+			}
+			return fmt.Errorf("line %d: %s is written in flow style ({…} or […]); render edits only block style: rewrite it as a block by hand", n.Line, what)
+		}
+		if i == len(path) {
+			break
+		}
+		n = d.child(n, path[i])
+	}
+	return nil
+}
+
+// keyOf is the key node of value v in mapping m.
+func (d *YAMLDoc) keyOf(m, v *yaml.Node) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i+1] == v {
+			return m.Content[i]
+		}
+	}
+	return nil
+}
+
+// dash finds the "-" that opens sequence item n: back from the item's
+// first byte over blanks and line breaks.
+func (d *YAMLDoc) dash(n *yaml.Node) (line, col int, err error) {
+	off := d.lineStart(n.Line) + n.Column - 1
+	if n.Anchor != "" || n.Tag != "" && n.Tag != "!!map" {
+		off = d.lineStart(n.Line) // "- &a" or "- !tag": the dash is on this line
+		i := bytes.IndexByte(d.src[off:], '-')
+		if i < 0 {
+			return 0, 0, fmt.Errorf("line %d: cannot find the item's \"-\"", n.Line)
+		}
+		off += i + 1
+	}
+	for off > 0 {
+		c := d.src[off-1]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			off--
+			continue
+		}
+		break
+	}
+	if off == 0 || d.src[off-1] != '-' {
+		return 0, 0, fmt.Errorf("line %d: the item is not a block sequence entry (\"- \"); edit it by hand", n.Line)
+	}
+	off--
+	line = 1 + bytes.Count(d.src[:off], []byte("\n"))
+	col = off - d.lineStart(line)
+	return line, col, nil
+}
+
+// insert adds the entry under the deepest existing parent, creating the
+// missing levels as block mappings.
+func (d *YAMLDoc) insert(value []byte, path []string, parent *yaml.Node, depth int) error {
+	nl := d.newline()
+	rest := path[depth:]
+	if parent == nil || depth == 0 { // at the end of the file, at the top level
+		if err := d.blockStyle(nil); err != nil {
+			return err
+		}
+		ind := 0
+		if d.root != nil && len(d.root.Content) > 0 {
+			first := d.root.Content[0]
+			ind = first.Column - 1
+			ls := d.lineStart(first.Line)
+			if pre := d.src[ls:min(ls+ind, len(d.src))]; len(bytes.Trim(pre, " ")) != 0 {
+				return fmt.Errorf("line %d: the first top-level key does not start its own line; edit the file by hand", first.Line)
+			}
+		}
+		text, err := d.levels(value, rest, ind, nl)
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(d.src)) == 0 {
+			return d.reparse(text)
+		}
+		return d.reparse(concat(d.ensureNL(), d.fit(text, len(d.src))))
+	}
+	owner, _, _ := d.find(path[:depth-1])
+	if owner == nil {
+		owner = d.root
+	}
+	empty := parent.Kind == yaml.ScalarNode && parent.Tag == "!!null" ||
+		(parent.Kind == yaml.MappingNode || parent.Kind == yaml.SequenceNode) && len(parent.Content) == 0
+	if !empty && parent.Kind != yaml.MappingNode && !(parent.Kind == yaml.SequenceNode && d.listKey != "" && len(rest) == 1) {
+		return fmt.Errorf("line %d: %s is not a %s; render cannot add %s to it", parent.Line, strings.Join(path[:depth], "."), d.collection(len(rest)), strings.Join(rest, "."))
+	}
+	if !empty && parent.Kind == yaml.MappingNode && d.listKey != "" && len(rest) == 1 {
+		return fmt.Errorf("line %d: %s is a mapping, not the list of named items it should be; render cannot add %s to it", parent.Line, strings.Join(path[:depth], "."), rest[0])
+	}
+	check := path[:depth]
+	if empty {
+		check = path[:depth-1] // "key: []" becomes a block
+	}
+	if err := d.blockStyle(check); err != nil {
+		return err
+	}
+	_, end, col, err := d.span(parent, owner, path[:depth])
+	if err != nil {
+		return err
+	}
+	if !empty {
+		first := parent.Content[0]
+		ind := first.Column - 1
+		if parent.Kind == yaml.SequenceNode {
+			if _, ind, err = d.dash(first); err != nil {
+				return err
+			}
+		}
+		text, err := d.levels(value, rest, ind, nl)
+		if err != nil {
+			return err
+		}
+		return d.reparse(concat(d.src[:end], d.sepAt(end), d.fit(text, end), d.src[end:]))
+	}
+	// "key:", "key: ~", "key: []" or "key: {}": the value becomes the block.
+	text, err := d.levels(value, rest, col+2, nl)
+	if err != nil {
+		return err
+	}
+	keyLine := d.lineStart(d.keyOf(owner, parent).Line)
+	eol := lineEnd(d.src, keyLine)
+	text = d.fit(text, eol)
+	if parent.Kind == yaml.ScalarNode && parent.Value == "" {
+		return d.reparse(concat(d.src[:eol], d.sepAt(eol), text, d.src[eol:]))
+	}
+	if parent.Line != d.keyOf(owner, parent).Line {
+		return fmt.Errorf("line %d: the empty value of %s is not on its key's line; edit it by hand", parent.Line, strings.Join(path[:depth], "."))
+	}
+	vs := keyLine + parent.Column - 1
+	ve := vs + d.valueLen(vs)
+	head := bytes.TrimRight(d.src[:vs], " \t")
+	return d.reparse(concat(head, d.src[ve:eol], d.sepAt(eol), text, d.src[eol:]))
+}
+
+// collection names what a path's parent must be.
+func (d *YAMLDoc) collection(rest int) string {
+	if d.listKey != "" && rest == 1 {
+		return "list"
+	}
+	return "mapping"
+}
+
+// valueLen is the length of the empty value ("[]", "{ }", "~", "null")
+// that starts at off.
+func (d *YAMLDoc) valueLen(off int) int {
+	rest := d.src[off:]
+	switch {
+	case len(rest) > 0 && (rest[0] == '[' || rest[0] == '{'):
+		close := byte(']')
+		if rest[0] == '{' {
+			close = '}'
+		}
+		if i := bytes.IndexByte(rest, close); i >= 0 {
+			return i + 1
+		}
+	case bytes.HasPrefix(rest, []byte("null")), bytes.HasPrefix(rest, []byte("Null")), bytes.HasPrefix(rest, []byte("NULL")):
+		return 4
+	case bytes.HasPrefix(rest, []byte("~")):
+		return 1
+	}
+	return 0
+}
+
+// sepAt is a line break to put before text inserted at off when the line
+// there has none (the file's last line).
+func (d *YAMLDoc) sepAt(off int) []byte {
+	if off > 0 && d.src[off-1] != '\n' && d.src[off-1] != '\r' {
+		return []byte(d.newline())
+	}
+	return nil
+}
+
+// noFinalNL: off is the end of a document whose last line has no line
+// break.
+func (d *YAMLDoc) noFinalNL(off int) bool {
+	return off == len(d.src) && off > 0 && d.src[off-1] != '\n' && d.src[off-1] != '\r'
+}
+
+// fit drops text's final line break when it goes at the end of a
+// document whose last line has none, so the file keeps its ending (and
+// Delete gives it back).
+func (d *YAMLDoc) fit(text []byte, at int) []byte {
+	if d.noFinalNL(at) {
+		return bytes.TrimSuffix(bytes.TrimSuffix(text, []byte("\n")), []byte("\r"))
+	}
+	return text
+}
+
+// ensureNL is the document with a final line break.
+func (d *YAMLDoc) ensureNL() []byte {
+	if len(d.src) == 0 || d.src[len(d.src)-1] == '\n' || d.src[len(d.src)-1] == '\r' {
+		return d.src
+	}
+	return concat(d.src, []byte(d.newline()))
+}
+
+// levels writes the missing mapping levels path[:len-1] and the entry at
+// indentation ind: a named list item when the document has a list key,
+// else a mapping member.
+func (d *YAMLDoc) levels(value []byte, path []string, ind int, nl string) ([]byte, error) {
+	var b bytes.Buffer
+	for _, k := range path[:len(path)-1] {
+		b.WriteString(strings.Repeat(" ", ind) + yamlKey(k) + ":" + nl)
+		ind += 2
+	}
+	body, err := d.entryText(value, path[len(path)-1], d.listKey != "", ind)
+	if err != nil {
+		return nil, err
+	}
+	b.Write(body)
+	return b.Bytes(), nil
+}
+
+// entryText writes one entry in block style at indentation ind: "key:"
+// and its members, or, as a sequence item, "- " and the members.
+func (d *YAMLDoc) entryText(value []byte, key string, item bool, ind int) ([]byte, error) {
+	var b strings.Builder
+	nl := d.newline()
+	pad := strings.Repeat(" ", ind)
+	if item {
+		var obj orderedObject
+		if err := json.Unmarshal(value, &obj); err != nil {
+			return nil, fmt.Errorf("a list item needs a JSON object: %w", err)
+		}
+		if len(obj) == 0 {
+			return []byte(pad + "- {}" + nl), nil
+		}
+		for i, m := range obj {
+			lead := pad + "  "
+			if i == 0 {
+				lead = pad + "- "
+			}
+			if err := writeMember(&b, lead, ind+2, m.key, m.value, nl); err != nil {
+				return nil, err
+			}
+		}
+		return []byte(b.String()), nil
+	}
+	if err := writeMember(&b, pad, ind, key, value, nl); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}
+
+// writeMember writes "key: value" (a scalar or a flow list of scalars on
+// the line; an object or a list of objects as a block below it).
+func writeMember(b *strings.Builder, lead string, ind int, key string, raw json.RawMessage, nl string) error {
+	raw = bytes.TrimSpace(raw)
+	b.WriteString(lead + yamlKey(key) + ":")
+	switch {
+	case len(raw) > 0 && raw[0] == '{':
+		var obj orderedObject
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return err
+		}
+		if len(obj) == 0 {
+			b.WriteString(" {}" + nl)
+			return nil
+		}
+		b.WriteString(nl)
+		for _, m := range obj {
+			if err := writeMember(b, strings.Repeat(" ", ind+2), ind+2, m.key, m.value, nl); err != nil {
+				return err
+			}
+		}
+		return nil
+	case len(raw) > 0 && raw[0] == '[':
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return err
+		}
+		parts := make([]string, 0, len(items))
+		for _, it := range items {
+			s, err := yamlScalar(it)
+			if err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			parts = append(parts, s)
+		}
+		b.WriteString(" [" + strings.Join(parts, ", ") + "]" + nl)
+		return nil
+	}
+	s, err := yamlScalar(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	b.WriteString(" " + s + nl)
+	return nil
+}
+
+// yamlScalar writes a JSON scalar as YAML: a string plain when YAML reads
+// it back as the same string, else double-quoted (a JSON string is a
+// valid YAML double-quoted scalar); numbers, booleans and null as JSON
+// writes them.
+func yamlScalar(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", errors.New("empty value")
+	}
+	switch raw[0] {
+	case '{', '[':
+		return "", errors.New("a nested object or list inside a list has no form here")
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", err
+		}
+		if plainSafe(s) {
+			return s, nil
+		}
+		enc, _ := json.Marshal(s)
+		return string(enc), nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", err
+	}
+	return string(raw), nil
+}
+
+// plainSafe: s reads back as the same string when written plain, in a
+// block mapping and in a flow list alike (so no flow indicator at all).
+func plainSafe(s string) bool {
+	if s == "" || strings.TrimSpace(s) != s || strings.ContainsAny(s, ",[]{}#&*!|>'\"%@`\\\n\r\t") ||
+		strings.ContainsAny(s[:1], "-?:") || strings.Contains(s, ": ") || strings.HasSuffix(s, ":") {
+		return false
+	}
+	var v any
+	if err := yaml.Unmarshal([]byte(s), &v); err != nil {
+		return false
+	}
+	got, ok := v.(string)
+	return ok && got == s
+}
+
+// yamlKey writes a mapping key plain when it is safe, else quoted.
+func yamlKey(k string) string {
+	if plainSafe(k) {
+		return k
+	}
+	b, _ := json.Marshal(k)
+	return string(b)
+}
+
+// orderedObject is a JSON object's members in their order.
+type orderedObject []struct {
+	key   string
+	value json.RawMessage
+}
+
+func (o *orderedObject) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("not a JSON object: %.40q", b)
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		*o = append(*o, struct {
+			key   string
+			value json.RawMessage
+		}{k.(string), raw})
+	}
+	return nil
+}
