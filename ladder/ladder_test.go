@@ -109,3 +109,25 @@ func fmtAll(s Settings, w []Warning) string {
 	}
 	return out
 }
+
+func TestWithParentEnv(t *testing.T) {
+	parent := func(int) []string {
+		return []string{"MEMPALACE_REMOTE_TOKEN=from-parent", "MEMPALACE_REMOTE_URL=http://p/mcp", "OTHER=x"}
+	}
+	own := map[string]string{"MEMPALACE_REMOTE_URL": "http://own/mcp"}
+	look := func(k string) (string, bool) { v, ok := own[k]; return v, ok }
+	if _, ok := WithParentEnv(look, 1, parent)("MEMPALACE_REMOTE_TOKEN"); ok {
+		t.Fatal("without MEMPALACE_ENV_FROM_PARENT=1 the parent's environment must not be read")
+	}
+	own[EnvFromParent] = "1"
+	env := WithParentEnv(look, 1, parent)
+	if v, _ := env("MEMPALACE_REMOTE_TOKEN"); v != "from-parent" {
+		t.Fatalf("token from the parent: %q", v)
+	}
+	if v, _ := env("MEMPALACE_REMOTE_URL"); v != "http://own/mcp" {
+		t.Fatalf("the own environment must win: %q", v)
+	}
+	if _, ok := env("OTHER"); ok {
+		t.Fatal("only MEMPALACE_* variables come from the parent")
+	}
+}

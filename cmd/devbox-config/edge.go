@@ -18,7 +18,10 @@ import (
 // edgeConfig reads the edge's settings through the ladder (the one reader
 // of MEMPALACE_*) and logs its warnings once.
 func edgeConfig(stderr io.Writer) (edge.Config, *slog.Logger, error) {
-	s, warns, err := ladder.ResolveEdge(os.LookupEnv, exec.LookPath)
+	// MEMPALACE_ENV_FROM_PARENT=1: a harness that starts servers with a
+	// fixed handful of variables (Auggie) still hands the edge its own.
+	env := ladder.WithParentEnv(os.LookupEnv, os.Getppid(), nil)
+	s, warns, err := ladder.ResolveEdge(env, exec.LookPath)
 	log := newLogger(stderr, s.LogLevel).With("component", "edge")
 	if err != nil {
 		return edge.Config{}, log, usageError("%v", err)
@@ -26,7 +29,7 @@ func edgeConfig(stderr io.Writer) (edge.Config, *slog.Logger, error) {
 	for _, w := range warns {
 		log.Warn(w.Message, "var", w.Var)
 	}
-	return edge.ConfigFrom(s, ladder.TokenSource(os.LookupEnv), ladder.ChildEnviron(os.Environ()), version, log), log, nil
+	return edge.ConfigFrom(s, ladder.TokenSource(env), ladder.ChildEnviron(os.Environ()), version, log), log, nil
 }
 
 const edgeHelp = `edge is what the harness runs as its mempalace MCP server when MEMPALACE_EDGE=1.

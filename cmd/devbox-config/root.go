@@ -46,6 +46,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(
 		newRenderCmd(stdout, stderr),
 		newEdgeCmd(os.Stdin, stdout, stderr),
+		newBridgeCmd(os.Stdin, stdout, stderr),
 		newGatewayCmd(stdout, stderr),
 		newDoctorCmd(stdout, stderr),
 		newVersionCmd(stdout),

@@ -1,0 +1,115 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Config is what the bridge needs: the primary and the token, both from
+// the environment (the ladder reads them).
+type Config struct {
+	URL string
+	// Token is called for every request, so a rotated token is used at
+	// once; it is never logged.
+	Token   func() string
+	Version string
+	// Timeout bounds the connection to the primary and each call
+	// (default 30 s).
+	Timeout time.Duration
+	Log     *slog.Logger
+}
+
+// Bridge is one stdio session forwarded to the primary.
+type Bridge struct {
+	cfg     Config
+	primary *mcp.ClientSession
+}
+
+// New checks the configuration.
+func New(cfg Config) (*Bridge, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("MEMPALACE_REMOTE_URL is not set: the bridge has no primary to forward to")
+	}
+	if cfg.Token == nil || cfg.Token() == "" {
+		return nil, errors.New("MEMPALACE_REMOTE_TOKEN is not set: the primary would refuse every call")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Bridge{cfg: cfg}, nil
+}
+
+// Serve connects to the primary, offers its tools on in/out and forwards
+// every call until the harness closes its input or ctx ends.
+func (b *Bridge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
+	tools, err := b.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer b.primary.Close()
+	server := mcp.NewServer(&mcp.Implementation{Name: "devbox-config-bridge", Version: b.cfg.Version}, nil)
+	for _, t := range tools {
+		server.AddTool(t, b.forward)
+	}
+	b.cfg.Log.Info("bridging to the primary", "url", b.cfg.URL, "tools", len(tools))
+	err = server.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// connect opens the session with the primary and lists its tools.
+func (b *Bridge) connect(ctx context.Context) ([]*mcp.Tool, error) {
+	cctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "devbox-config-bridge", Version: b.cfg.Version}, nil)
+	transport := &mcp.StreamableClientTransport{
+		Endpoint:   b.cfg.URL,
+		HTTPClient: &http.Client{Transport: bearer{token: b.cfg.Token, next: http.DefaultTransport}},
+	}
+	cs, err := client.Connect(cctx, transport, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the primary at %s: %w", b.cfg.URL, err)
+	}
+	var tools []*mcp.Tool
+	for t, err := range cs.Tools(cctx, nil) {
+		if err != nil {
+			cs.Close()
+			return nil, fmt.Errorf("list the primary's tools: %w", err)
+		}
+		tools = append(tools, t)
+	}
+	b.primary = cs
+	return tools, nil
+}
+
+// forward is every tool's handler: the call as the harness made it, to
+// the primary, and its result (or error) back.
+func (b *Bridge) forward(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	return b.primary.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
+}
+
+// bearer adds the token to every request to the primary.
+type bearer struct {
+	token func() string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token())
+	return b.next.RoundTrip(r)
+}

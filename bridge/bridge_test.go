@@ -1,0 +1,117 @@
+package bridge
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+func primary(t *testing.T, token string) string {
+	t.Helper()
+	pl, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: token})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv.URL()
+}
+
+// serve runs a bridge on pipes and returns a client session on them.
+func serve(t *testing.T, cfg Config) (*mcp.ClientSession, chan error) {
+	t.Helper()
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, bw := io.Pipe() // bridge -> harness
+	br, hw := io.Pipe() // harness -> bridge
+	done := make(chan error, 1)
+	go func() { done <- b.Serve(context.Background(), br, bw) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "harness"}, nil).Connect(ctx, &mcp.IOTransport{Reader: hr, Writer: hw}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close(); hw.Close(); <-done })
+	return cs, done
+}
+
+// A harness on the bridge sees the primary's tools and its calls reach the
+// primary with the token from the environment.
+func TestBridgeForwardsToolsWithTheToken(t *testing.T) {
+	url := primary(t, "tok-bridge-SECRET")
+	cs, _ := serve(t, Config{URL: url, Token: func() string { return "tok-bridge-SECRET" }})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	if len(names) < 10 || !strings.Contains(strings.Join(names, " "), "mempalace_status") {
+		t.Fatalf("the bridge offers %v", names)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "mempalace_add_drawer", Arguments: map[string]any{"wing": "w", "room": "r", "content": "bridged drawer"}})
+	if err != nil || res.IsError {
+		t.Fatalf("add_drawer through the bridge: %v %+v", err, res)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "mempalace_search", Arguments: map[string]any{"query": "bridged drawer"}})
+	if err != nil || res.IsError || !strings.Contains(textOf(res), "bridged drawer") {
+		t.Fatalf("search through the bridge does not find the drawer: %v %s", err, textOf(res))
+	}
+}
+
+// A wrong token is the primary's 401, reported at start, not a bridge that
+// offers no tools.
+func TestBridgeRefusedTokenFailsAtStart(t *testing.T) {
+	url := primary(t, "right")
+	b, err := New(Config{URL: url, Token: func() string { return "wrong" }, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w := io.Pipe()
+	defer w.Close()
+	err = b.Serve(context.Background(), r, nopCloser{io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "connect to the primary") {
+		t.Fatalf("Serve with a refused token: %v", err)
+	}
+}
+
+func TestBridgeNeedsURLAndToken(t *testing.T) {
+	if _, err := New(Config{Token: func() string { return "t" }}); err == nil || !strings.Contains(err.Error(), "MEMPALACE_REMOTE_URL") {
+		t.Fatalf("no URL: %v", err)
+	}
+	if _, err := New(Config{URL: "http://127.0.0.1:9/mcp", Token: func() string { return "" }}); err == nil || !strings.Contains(err.Error(), "MEMPALACE_REMOTE_TOKEN") {
+		t.Fatalf("no token: %v", err)
+	}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+func textOf(r *mcp.CallToolResult) string {
+	if r == nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
