@@ -164,6 +164,9 @@ type Record struct {
 	// Adopts recognises an entry an older generator wrote: it has no
 	// record but is not a user's edit, so the environment may replace it.
 	Adopts func(entry []byte) bool
+	// Skeleton starts a file render creates (what the harness needs
+	// beside the entry to accept the file at all).
+	Skeleton string
 	// Settings, when set, makes the target a settings merge instead of a
 	// managed entry: missing keys of this template are added (pi).
 	Settings func() []byte

@@ -19,7 +19,8 @@ import (
 // silently unless --target names it.
 
 // document is a parsed config in which one subtree can be read and
-// replaced: merge.Doc for JSON and JSONC, merge.TOMLDoc for TOML.
+// replaced: merge.Doc for JSON and JSONC, merge.TOMLDoc for TOML,
+// merge.YAMLDoc for YAML.
 type document interface {
 	Get(path ...string) ([]byte, error)
 	Has(path ...string) (bool, error)
@@ -35,6 +36,8 @@ func parse(rec harness.Record, data []byte) (document, error) {
 	switch rec.Format {
 	case harness.TOML:
 		return merge.ParseTOML(data)
+	case harness.YAML:
+		return merge.ParseYAML(data, rec.ListKey)
 	}
 	return merge.ParseDocFocused(data, focus(rec)...)
 }
@@ -83,6 +86,11 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 	if err != nil {
 		r.File = filepath.Join(dir, name)
 		return skipped(r, "%v", err)
+	}
+	if f.data == nil && rec.Skeleton != "" {
+		if f.doc, err = parse(rec, []byte(rec.Skeleton)); err != nil {
+			return skipped(r, "the new file's skeleton does not parse (please report): %v", err)
+		}
 	}
 	creates := explicit || rec.Scope == harness.Always || (rec.Scope == harness.OptIn && present)
 	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates}

@@ -261,12 +261,12 @@ func (m managed) edit(doc document, data []byte) ([]byte, error) {
 }
 
 // clone is a copy of doc to edit: a JSONC document's tree is cloned, a
-// TOML one parsed again from data.
+// TOML or YAML one parsed again from its bytes.
 func (m managed) clone(doc document, data []byte) (document, error) {
 	if jd, ok := doc.(*merge.Doc); ok {
 		return jd.Clone(), nil
 	}
-	return parse(m.rec, data)
+	return parse(m.rec, doc.Bytes())
 }
 
 // ensureSchema adds "$schema" to doc (data as read) if it lacks one and

@@ -334,7 +334,7 @@ func selectTargets(names []string) ([]string, error) {
 			ok = ok || n == t
 		}
 		if !ok {
-			return nil, fmt.Errorf("unknown target %q (want %s)", n, strings.Join(AllTargets, ", "))
+			return nil, fmt.Errorf("unknown target %q (render --help lists the targets under --target)", n)
 		}
 		if !seen[n] {
 			out = append(out, n)
