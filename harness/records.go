@@ -105,6 +105,93 @@ func All() []Record {
 				Edge:     `{"type": "stdio", "command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "vscode"}}`,
 			},
 		},
+		{
+			Name: "copilot", Title: "GitHub Copilot CLI",
+			Location: Location{Dir: ".copilot", DirEnv: "COPILOT_HOME", Write: []string{"mcp-config.json"}},
+			Format:   JSONC, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
+			Entries: Entries{
+				Solitary: `{"type": "local", "command": "mempalace-mcp", "args": [], "tools": ["*"]}`,
+				Remote:   `{"type": "http", "url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}, "tools": ["*"]}`,
+				Edge:     `{"type": "local", "command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "copilot"}, "tools": ["*"]}`,
+			},
+			Traps: []string{
+				"starts MCP servers only after a GitHub login, so offline only its own reading of the file can be checked (`copilot mcp list --json` shows the header unexpanded; its changelog says headers are resolved from the environment when it connects)",
+				"unpacks ~235 MB into $COPILOT_PKG_CACHE_HOME on first run",
+			},
+		},
+		{
+			Name: "cline", Title: "Cline CLI",
+			Location: Location{Dir: ".cline/data/settings", Write: []string{"cline_mcp_settings.json"}, Marker: ".cline"},
+			Format:   JSON, Key: []string{"mcpServers"}, Scope: OptIn,
+			Entries: Entries{
+				Solitary: `{"command": "mempalace-mcp", "args": [], "timeout": 60}`,
+				Remote:   `{"command": "devbox-config", "args": ["bridge"], "timeout": 60}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "cline"}, "timeout": 60}`,
+			},
+			Traps: []string{
+				"sends header values verbatim (${VAR}, $VAR, ${env:VAR} arrive literally): the remote rung runs `devbox-config bridge`, which reads the token from the environment",
+				"a server that does not answer initialize in 3 s is skipped: the entries set \"timeout\": 60",
+				"its hub daemon starts the servers and outlives the CLI, with the environment of the run that started it",
+				"strict JSON: a comment makes it load no server",
+			},
+		},
+		{
+			Name: "qwen", Title: "Qwen Code",
+			Location: Location{Dir: ".qwen", Write: []string{"settings.json"}},
+			Format:   JSONC, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
+			Entries: Entries{
+				Solitary: `{"command": "mempalace-mcp"}`,
+				Remote:   `{"httpUrl": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "qwen", "MEMPALACE_REMOTE_TOKEN": "$MEMPALACE_REMOTE_TOKEN"}}`,
+			},
+			Traps: []string{
+				"Gemini CLI's fork: the same shape, and it rewrites settings.json itself once (adds \"$version\", keeps comments)",
+			},
+		},
+		{
+			Name: "kilo", Title: "Kilo CLI",
+			Location: Location{XDG: true, Dir: "kilo", Files: []string{"kilo.json", "kilo.jsonc"}, Write: []string{"kilo.jsonc", "kilo.json"}},
+			Format:   JSONC, Key: []string{"mcp"}, Scope: OptIn, EnvRef: "{env:%s}",
+			Entries: Entries{
+				Solitary: `{"type": "local", "command": ["mempalace-mcp"], "enabled": true}`,
+				Remote:   `{"type": "remote", "url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}, "oauth": false, "enabled": true}`,
+				Edge:     `{"type": "local", "command": ["devbox-config", "edge"], "environment": {"MEMPALACE_EDGE_HARNESS": "kilo"}, "enabled": true}`,
+			},
+			Schema: "https://app.kilo.ai/config.json",
+			Traps: []string{
+				"opencode's fork: only {env:VAR} is expanded",
+				"rewrites its config at start (inserts \"$schema\" and a one-time permission migration, re-indents the entry): render fingerprints only the entry's meaning",
+			},
+		},
+		{
+			Name: "auggie", Title: "Auggie (Augment CLI)",
+			Location: Location{Dir: ".augment", Write: []string{"settings.json"}},
+			Format:   JSONC, Key: []string{"mcpServers"}, Scope: OptIn,
+			Entries: Entries{
+				Solitary: `{"command": "mempalace-mcp", "args": []}`,
+				Remote:   `{"command": "devbox-config", "args": ["bridge"], "env": {"MEMPALACE_ENV_FROM_PARENT": "1"}}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "auggie", "MEMPALACE_ENV_FROM_PARENT": "1"}}`,
+			},
+			Traps: []string{
+				"sends header values verbatim and starts stdio servers with HOME, PATH, SHELL, TERM, USER and LOGNAME only: the remote rung is `devbox-config bridge`, and bridge and edge read the MEMPALACE_* variables they lack from Auggie's own environment (MEMPALACE_ENV_FROM_PARENT=1)",
+				"never connects offline: only its reading of the file is checked",
+			},
+		},
+		{
+			Name: "continue", Title: "Continue CLI (cn)",
+			Location: Location{Dir: ".continue", Write: []string{"config.yaml"}},
+			Format:   YAML, Key: []string{"mcpServers"}, ListKey: "name", Scope: OptIn, EnvRef: "${{ secrets.%s }}",
+			Skeleton: "name: Local Config\nversion: 1.0.0\nschema: v1\n",
+			Entries: Entries{
+				Solitary: `{"name": "mempalace", "command": "mempalace-mcp"}`,
+				Remote:   `{"name": "mempalace", "type": "streamable-http", "url": {{json .URL}}, "requestOptions": {"headers": {"Authorization": "Bearer {{.Token}}"}}}`,
+				Edge:     `{"name": "mempalace", "command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "continue"}}`,
+			},
+			Traps: []string{
+				"a config without name and version is refused whole: a new file starts with them",
+				"${{ secrets.VAR }} is read from the environment by the CLI (the IDE extensions read Continue's own secret store)",
+			},
+		},
 	}
 }
 
