@@ -192,6 +192,61 @@ func All() []Record {
 				"${{ secrets.VAR }} is read from the environment by the CLI (the IDE extensions read Continue's own secret store)",
 			},
 		},
+		{
+			Name: "crush", Title: "Crush",
+			Location: Location{XDG: true, Dir: "crush", Write: []string{"crush.json"}},
+			Format:   JSON, Key: []string{"mcp"}, Scope: OptIn, EnvRef: "$%s",
+			Entries: Entries{
+				Solitary: `{"type": "stdio", "command": "mempalace-mcp", "args": []}`,
+				Remote:   `{"type": "http", "url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
+				Edge:     `{"type": "stdio", "command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "crush"}}`,
+			},
+			Traps: []string{"its npm package downloads the release binary while installing, which fails offline: documented shape only"},
+		},
+		{
+			Name: "goose", Title: "Goose",
+			Location: Location{XDG: true, Dir: "goose", Write: []string{"config.yaml"}},
+			Format:   YAML, Key: []string{"extensions"}, Scope: OptIn,
+			Entries: Entries{
+				Solitary: `{"name": "mempalace", "type": "stdio", "cmd": "mempalace-mcp", "args": [], "enabled": true, "timeout": 300}`,
+				Remote:   `{"name": "mempalace", "type": "stdio", "cmd": "devbox-config", "args": ["bridge"], "env_keys": ["MEMPALACE_REMOTE_URL", "MEMPALACE_REMOTE_TOKEN"], "enabled": true, "timeout": 300}`,
+				Edge:     `{"name": "mempalace", "type": "stdio", "cmd": "devbox-config", "args": ["edge"], "envs": {"MEMPALACE_EDGE_HARNESS": "goose"}, "env_keys": ["MEMPALACE_REMOTE_URL", "MEMPALACE_REMOTE_TOKEN", "MEMPALACE_EDGE"], "enabled": true, "timeout": 300}`,
+			},
+			Traps: []string{"its docs name no environment reference in a remote extension's headers: the remote rung is `devbox-config bridge`, handed the two variables by name (env_keys)"},
+		},
+		{
+			Name: "zed", Title: "Zed",
+			Location: Location{XDG: true, Dir: "zed", Write: []string{"settings.json"}},
+			Format:   JSONC, Key: []string{"context_servers"}, Scope: OptIn,
+			Entries: Entries{
+				Solitary: `{"command": "mempalace-mcp", "args": [], "env": {}}`,
+				Remote:   `{"command": "devbox-config", "args": ["bridge"], "env": {}}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "zed"}}`,
+			},
+			Traps: []string{"its docs show literal header values only: the remote rung is `devbox-config bridge`", "settings.json is Zed's whole settings file, which Zed edits itself"},
+		},
+		{
+			Name: "windsurf", Title: "Windsurf",
+			Location: Location{Dir: ".codeium/windsurf", Write: []string{"mcp_config.json"}},
+			Format:   JSON, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${env:%s}",
+			Entries: Entries{
+				Solitary: `{"command": "mempalace-mcp", "args": []}`,
+				Remote:   `{"serverUrl": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "windsurf"}}`,
+			},
+			Traps: []string{"a remote server is serverUrl, not url (a Cursor-style url does not connect)"},
+		},
+		{
+			Name: "roo", Title: "Roo Code",
+			Location: Location{XDG: true, Dir: "Code/User/globalStorage/rooveterinaryinc.roo-cline/settings", Write: []string{"mcp_settings.json"}},
+			Format:   JSON, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${env:%s}",
+			Entries: Entries{
+				Solitary: `{"command": "mempalace-mcp", "args": []}`,
+				Remote:   `{"type": "streamable-http", "url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "roo"}}`,
+			},
+			Traps: []string{"a VS Code extension: its global file is in VS Code's globalStorage; a project's .roo/mcp.json wins over it"},
+		},
 	}
 }
 

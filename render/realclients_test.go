@@ -367,3 +367,108 @@ func (m *mockModel) serve(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(bw, "data: [DONE]\n\n")
 	bw.Flush()
 }
+
+// Crush, Goose, Zed, Windsurf and Roo Code have no client that runs here:
+// each rung's entry is checked against the shape its published docs give
+// (fields, the remote key, the token's reference or the bridge), and must
+// hold no token.
+func TestDocumentedShapes(t *testing.T) {
+	for _, c := range []struct {
+		target, missing string
+		fields          []string // the documented fields of an entry
+		remote          func(e map[string]any, url string) bool
+	}{
+		{"crush", "Crush: its npm package (@charmland/crush) downloads its release binary while installing, which fails offline",
+			[]string{"type", "command", "args", "env", "url", "headers"},
+			func(e map[string]any, url string) bool {
+				return e["type"] == "http" && e["url"] == url && header(e) == "Bearer $MEMPALACE_REMOTE_TOKEN"
+			}},
+		{"goose", "Goose: a Rust binary with no npm package",
+			[]string{"name", "type", "cmd", "args", "envs", "env_keys", "enabled", "timeout"},
+			func(e map[string]any, _ string) bool {
+				return e["type"] == "stdio" && e["cmd"] == "devbox-config" && fmt.Sprint(e["args"]) == "[bridge]" && fmt.Sprint(e["env_keys"]) == "[MEMPALACE_REMOTE_URL MEMPALACE_REMOTE_TOKEN]"
+			}},
+		{"zed", "Zed: a desktop editor with no npm package or headless MCP listing",
+			[]string{"command", "args", "env"},
+			func(e map[string]any, _ string) bool {
+				return e["command"] == "devbox-config" && fmt.Sprint(e["args"]) == "[bridge]"
+			}},
+		{"windsurf", "Windsurf: a desktop editor with no npm package or headless MCP listing",
+			[]string{"command", "args", "env", "serverUrl", "headers"},
+			func(e map[string]any, url string) bool {
+				return e["serverUrl"] == url && e["url"] == nil && header(e) == "Bearer ${env:MEMPALACE_REMOTE_TOKEN}"
+			}},
+		{"roo", "Roo Code: a VS Code extension, not runnable without VS Code",
+			[]string{"type", "command", "args", "env", "url", "headers"},
+			func(e map[string]any, url string) bool {
+				return e["type"] == "streamable-http" && e["url"] == url && header(e) == "Bearer ${env:MEMPALACE_REMOTE_TOKEN}"
+			}},
+	} {
+		t.Run(c.target, func(t *testing.T) {
+			t.Run("real-client", func(t *testing.T) {
+				t.Skip("no real client: " + c.missing + "; the documented shape is checked instead")
+			})
+			rec, ok := harness.ByName(c.target)
+			if !ok {
+				t.Fatalf("no harness record %q", c.target)
+			}
+			home := t.TempDir()
+			env := map[string]string{}
+			o := func() Options {
+				return Options{Home: home, HomeFromFlag: true, Env: envOf(env), LookPath: found, Targets: []string{c.target}}
+			}
+			file := filepath.Join(rec.Location.DirPath(harness.Env{Home: home, HomeFromFlag: true}), rec.Location.Write[0])
+			for _, rung := range []string{"solitary", "remote", "edge"} {
+				t.Run(rung, func(t *testing.T) {
+					if rung != "solitary" {
+						env["MEMPALACE_REMOTE_URL"], env["MEMPALACE_REMOTE_TOKEN"] = "https://palace.example.org/mcp", "tok-SECRET-doc"
+					}
+					if rung == "edge" {
+						env["MEMPALACE_EDGE"] = "1"
+					}
+					if res, _, err := Run(o(), false); err != nil || res[0].Kept() {
+						t.Fatalf("render: %v %+v", err, res)
+					}
+					data, _ := os.ReadFile(file)
+					doc, err := parse(rec, data)
+					if err != nil {
+						t.Fatalf("%s does not parse as %s: %v", file, rec.Format, err)
+					}
+					raw, _ := doc.Get(rec.Pointer()...)
+					var e map[string]any
+					if err := json.Unmarshal(raw, &e); err != nil || e == nil {
+						t.Fatalf("no entry at %v in %s", rec.Pointer(), data)
+					}
+					for k := range e {
+						if !slices.Contains(c.fields, k) {
+							t.Errorf("field %q is not in %s's documented shape", k, rec.Title)
+						}
+					}
+					switch rung {
+					case "remote":
+						if !c.remote(e, "https://palace.example.org/mcp") {
+							t.Errorf("remote entry: %v", e)
+						}
+					case "edge":
+						if cmd := fmt.Sprint(e["command"], e["cmd"]); !strings.Contains(cmd, "devbox-config") || !strings.Contains(fmt.Sprint(e["args"]), "edge") {
+							t.Errorf("edge entry: %v", e)
+						}
+					default:
+						if cmd := fmt.Sprint(e["command"], e["cmd"]); !strings.Contains(cmd, "mempalace-mcp") {
+							t.Errorf("solitary entry: %v", e)
+						}
+					}
+					if strings.Contains(string(data), "tok-SECRET-doc") {
+						t.Fatalf("the token is in %s", file)
+					}
+				})
+			}
+		})
+	}
+}
+
+func header(e map[string]any) string {
+	h, _ := e["headers"].(map[string]any)
+	s, _ := h["Authorization"].(string)
+	return s
+}
