@@ -247,6 +247,17 @@ func All() []Record {
 			},
 			Traps: []string{"a VS Code extension: its global file is in VS Code's globalStorage; a project's .roo/mcp.json wins over it"},
 		},
+		{
+			Name: "amp", Title: "Amp",
+			Location: Location{XDG: true, Dir: "amp", Write: []string{"settings.json"}},
+			Format:   JSONC, Key: []string{"amp.mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
+			Entries: Entries{
+				Solitary: `{"command": "mempalace-mcp", "args": []}`,
+				Remote:   `{"url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "amp"}}`,
+			},
+			Traps: []string{"the key is the single dotted name \"amp.mcpServers\", not a path", "looks its account's servers up at ampcode.com on every start"},
+		},
 	}
 }
 

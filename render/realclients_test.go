@@ -128,6 +128,18 @@ func clientCases(t *testing.T) []clientCase {
 			},
 		},
 		{
+			// `amp mcp doctor` waits for its MCP service and connects every
+			// server; AMP_URL points its account service at a closed port.
+			target: "amp", bin: "amp",
+			user:    `{ // mine` + "\n" + `"amp.mcpServers": {"memory": {"command": "` + memory + `", "args": []}}}` + "\n",
+			comment: "// mine",
+			env:     map[string]string{"AMP_URL": "http://127.0.0.1:9/", "AMP_API_KEY": "x"},
+			check: func(t *testing.T, r *clientRig, _ *mockModel) ([]string, bool) {
+				return listed(r.run(t, 120, "amp", "mcp", "doctor"), `(?m)^([\w-]+) \(user settings\): (\w+)`, "connected")
+			},
+			connects: true,
+		},
+		{
 			// Continue's cn lists servers only in its terminal UI: a headless
 			// prompt (cn -p) loads them and offers their tools to the model,
 			// a local mock that records them.
