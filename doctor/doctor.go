@@ -158,6 +158,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	findings = append(findings, CheckTokenInConfig(opts)...)
 	findings = append(findings, CheckProposedPending(opts)...)
 	findings = append(findings, CheckOutbox(opts, ob)...)
+	findings = append(findings, CheckPiExtension(opts, st)...)
 	pr := <-done
 	findings = append(findings, CheckEmbedderSidecar(opts, st, ob, pr.probe)...)
 	findings = append(findings, pr.findings...)

@@ -348,6 +348,11 @@ func TestTokenInConfig(t *testing.T) {
 		".config/opencode/.devbox-config.json",
 		".pi/agent/mcp.json",
 		".pi/agent/settings.json.bak.20260101T000000.000000Z",
+		// every harness record's file is looked at, not only opencode's and pi's
+		".claude.json",
+		".cline/data/settings/cline_mcp_settings.json",
+		".continue/config.yaml.proposed",
+		".config/amp/settings.json",
 	} {
 		t.Run(name, func(t *testing.T) {
 			b := newBox(t)
@@ -718,4 +723,53 @@ func TestFixTextsNameRealComposeFiles(t *testing.T) {
 	if named < 2 {
 		t.Errorf("the primary's fix texts name %d compose files, want the one that runs the primary in each:\n%s", named, strings.Join(fixes, "\n"))
 	}
+}
+
+// pi's MemPalace extension has no edge branch: in edge mode doctor says so
+// (naming the file that showed the extension) until a pi-mcp-adapter entry
+// runs the edge; in remote mode there is nothing to say.
+func TestPiExtensionWithoutEdge(t *testing.T) {
+	srvURL := primary(t, "", fakepalace.Options{}).URL()
+	agent := func(b *box) string { return filepath.Join(b.home, ".pi", "agent") }
+	for _, c := range []struct {
+		name, shows string
+		install     func(b *box)
+	}{
+		{"extensions directory", "extensions/mempalace.ts", func(b *box) {
+			write(t, filepath.Join(agent(b), "extensions", "mempalace.ts"), "export default function () {}\n", 0o644)
+		}},
+		{"extension in a directory", "extensions/pi-mempalace", func(b *box) {
+			write(t, filepath.Join(agent(b), "extensions", "pi-mempalace", "index.ts"), "export default function () {}\n", 0o644)
+		}},
+		{"settings packages", `"packages": "npm:@mempalace/pi-extension"`, func(b *box) {
+			write(t, filepath.Join(agent(b), "settings.json"), `{"packages": ["npm:pi-mcp-adapter", {"source": "npm:@mempalace/pi-extension"}]}`, 0o644)
+		}},
+		{"settings extensions", `"extensions": "/opt/mempalace/extensions/pi/mempalace.ts"`, func(b *box) {
+			write(t, filepath.Join(agent(b), "settings.json"), `{"extensions": ["/opt/mempalace/extensions/pi/mempalace.ts"]}`, 0o644)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBox(t)
+			b.edgeMode(srvURL, "")
+			c.install(b)
+			fs := b.run()
+			only(t, fs, "warn:pi-extension-no-edge")
+			if !strings.Contains(fs[0].Message, c.shows) || !strings.Contains(fs[0].Fix, "render --target pi-mcp") {
+				t.Fatalf("the finding does not name %s or the fix: %+v", c.shows, fs[0])
+			}
+			// the adapter runs the edge: pi is routed through it
+			write(t, filepath.Join(agent(b), "mcp.json"), `{"mcpServers": {"mempalace": {"command": "devbox-config", "args": ["edge"]}}}`, 0o644)
+			only(t, b.run())
+			// remote mode: the extension's remote branch is what was asked
+			os.Remove(filepath.Join(agent(b), "mcp.json"))
+			delete(b.env, "MEMPALACE_EDGE")
+			only(t, b.run(), "warn:sync-shared")
+		})
+	}
+	t.Run("pi-mcp-adapter alone is not the extension", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		write(t, filepath.Join(agent(b), "settings.json"), `{"packages": ["npm:pi-mcp-adapter"]}`, 0o644)
+		only(t, b.run())
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/joho/godotenv"
 
 	"github.com/joakimp/devbox-config/fingerprint"
+	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
 )
 
@@ -233,34 +234,38 @@ func who(perm os.FileMode) string {
 	return "others"
 }
 
-// harnessConfigs are the files render manages, by directory.
-func harnessDirs(opts Options) []string {
-	oc := filepath.Join(opts.Home, ".config", "opencode")
-	pi := filepath.Join(opts.Home, ".pi", "agent")
-	if !opts.HomeFromFlag {
-		if x := opts.env("XDG_CONFIG_HOME"); x != "" {
-			oc = filepath.Join(x, "opencode")
-		}
-		if d := opts.env("PI_CODING_AGENT_DIR"); d != "" {
-			pi = d
-		}
-	}
-	return []string{oc, pi}
+// harnessDir is a directory holding harness configs render manages and
+// their names there (the harness records say which).
+type harnessDir struct {
+	dir   string
+	names []string
 }
 
-// configNames are the harness configs render writes (opencode's three,
-// pi's settings and pi-mcp-adapter's mcp.json).
-func configNames() []string {
-	return []string{"config.json", "opencode.json", "opencode.jsonc", "settings.json", "mcp.json"}
+// harnessDirs are the directories of every harness record, each with the
+// config names render manages in it.
+func harnessDirs(opts Options) []harnessDir {
+	env := harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}
+	var out []harnessDir
+	at := map[string]int{}
+	for _, r := range harness.All() {
+		d := r.Location.DirPath(env)
+		i, ok := at[d]
+		if !ok {
+			i, at[d] = len(out), len(out)
+			out = append(out, harnessDir{dir: d})
+		}
+		out[i].names = append(out[i].names, r.Location.Names()...)
+	}
+	return out
 }
 
 // isConfigFile: a harness config, its .proposed, a .bak copy, or render's
 // record.
-func isConfigFile(name string) bool {
+func (h harnessDir) isConfigFile(name string) bool {
 	if name == fingerprint.StateFile {
 		return true
 	}
-	for _, c := range configNames() {
+	for _, c := range h.names {
 		if name == c || name == c+".proposed" || strings.HasPrefix(name, c+".bak") {
 			return true
 		}
@@ -283,23 +288,23 @@ func CheckTokenInConfig(opts Options) []Finding {
 		return nil
 	}
 	var out []Finding
-	for _, dir := range harnessDirs(opts) {
-		ents, err := os.ReadDir(dir)
+	for _, hd := range harnessDirs(opts) {
+		ents, err := os.ReadDir(hd.dir)
 		if err != nil {
 			continue
 		}
 		for _, e := range ents {
-			if !e.Type().IsRegular() || !isConfigFile(e.Name()) {
+			if !e.Type().IsRegular() || !hd.isConfigFile(e.Name()) {
 				continue
 			}
-			path := filepath.Join(dir, e.Name())
+			path := filepath.Join(hd.dir, e.Name())
 			line := lineOf(path, tok)
 			if line == 0 {
 				continue
 			}
 			out = append(out, Finding{ID: IDTokenInConfig, Severity: Error, Section: "R3",
 				Message: fmt.Sprintf("%s line %d holds the value of %s literally: anyone who can read the file (or a backup of it) has the primary", path, line, ladder.EnvRemoteToken),
-				Fix:     fmt.Sprintf("replace the value by a reference (opencode: \"Bearer {env:%[1]s}\"; pi-mcp-adapter: \"bearerTokenEnv\": \"%[1]s\"), delete stale .bak/.proposed copies, and rotate the token if the file ever left this machine", ladder.EnvRemoteToken)})
+				Fix:     fmt.Sprintf("replace the value by the harness's own reference to %[1]s (opencode: \"Bearer {env:%[1]s}\"; pi-mcp-adapter: \"bearerTokenEnv\": \"%[1]s\"; docs/harnesses.md lists every harness's), or run `devbox-config render --reclaim`; delete stale .bak/.proposed copies, and rotate the token if the file ever left this machine", ladder.EnvRemoteToken)})
 		}
 	}
 	return out
@@ -325,9 +330,9 @@ func lineOf(path, tok string) int {
 // user merges or discards it, the harness does not do what .env says.
 func CheckProposedPending(opts Options) []Finding {
 	var out []Finding
-	for _, dir := range harnessDirs(opts) {
-		for _, c := range configNames() {
-			cfg := filepath.Join(dir, c)
+	for _, hd := range harnessDirs(opts) {
+		for _, c := range hd.names {
+			cfg := filepath.Join(hd.dir, c)
 			prop := cfg + ".proposed"
 			pi, err := os.Stat(prop)
 			if err != nil {
