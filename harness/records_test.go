@@ -1,0 +1,99 @@
+package harness
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/templates"
+)
+
+// Every record is complete and consistent: a unique name, a file to write,
+// and for a managed entry a key path and, at every rung, an entry that is a
+// JSON object holding no literal token; a remote entry that references the
+// token does so in the record's own syntax, and one that cannot runs the
+// bridge.
+func TestRecordsAreConsistent(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range All() {
+		if r.Name == "" || seen[r.Name] || r.Title == "" || len(r.Location.Write) == 0 {
+			t.Fatalf("record %q: empty or repeated name, no title or no file", r.Name)
+		}
+		seen[r.Name] = true
+		if r.Settings != nil {
+			continue
+		}
+		if len(r.Key) == 0 || r.Format == "" || r.Scope == "" {
+			t.Fatalf("%s: no key path, format or scope", r.Name)
+		}
+		ref, _ := r.TokenRef()
+		for _, mode := range []ladder.Mode{ladder.Solitary, ladder.Remote, ladder.Edge} {
+			s := ladder.Settings{Mode: mode, URL: "https://p.example.org/mcp", TokenSet: true, LocalServerFound: true}
+			b, err := templates.Entry(r.Name, r.Entries.For(mode), s, ref)
+			if err != nil {
+				t.Fatalf("%s %s: %v", r.Name, mode, err)
+			}
+			var e map[string]any
+			if err := json.Unmarshal(b, &e); err != nil {
+				t.Fatalf("%s %s: not a JSON object: %s", r.Name, mode, b)
+			}
+			if r.ListKey != "" && e[r.ListKey] != Server {
+				t.Errorf("%s %s: a list item must be named %q by %q: %s", r.Name, mode, Server, r.ListKey, b)
+			}
+			text := string(b)
+			switch {
+			case mode == ladder.Edge && !strings.Contains(text, `"edge"`):
+				t.Errorf("%s: the edge entry does not run devbox-config edge: %s", r.Name, b)
+			case mode == ladder.Edge && !strings.HasPrefix(r.Name, edgeHarness(e)):
+				t.Errorf("%s: the edge entry does not name its harness (pi-mcp's is pi): %s", r.Name, b)
+			case mode == ladder.Remote && ref != "" && !strings.Contains(text, ref):
+				t.Errorf("%s: the remote entry does not use the record's reference %s: %s", r.Name, ref, b)
+			case mode == ladder.Remote && ref == "" && !strings.Contains(text, "MEMPALACE_REMOTE_TOKEN") && !strings.Contains(text, `"bridge"`):
+				t.Errorf("%s: no way to the token in the remote entry: %s", r.Name, b)
+			}
+		}
+	}
+}
+
+func TestLocation(t *testing.T) {
+	env := func(m map[string]string, flag bool) Env {
+		return Env{Home: "/h", HomeFromFlag: flag, Lookup: func(k string) (string, bool) { v, ok := m[k]; return v, ok }}
+	}
+	vars := map[string]string{"XDG_CONFIG_HOME": "/x", "CODEX_HOME": "/c", "GEMINI_CLI_HOME": "/g"}
+	for _, c := range []struct {
+		name      string
+		flag      bool
+		path, dir string
+	}{
+		{"codex", false, "/c/config.toml", "/c"},
+		{"codex", true, "/h/.codex/config.toml", "/h/.codex"},
+		{"gemini", false, "/g/.gemini/settings.json", "/g/.gemini"},
+		{"amp", false, "/x/amp/settings.json", "/x/amp"},
+		{"amp", true, "/h/.config/amp/settings.json", "/h/.config/amp"},
+		{"claude-code", false, "/h/.claude.json", "/h/.claude"},
+		{"cline", false, "/h/.cline/data/settings/cline_mcp_settings.json", "/h/.cline"},
+	} {
+		r, _ := ByName(c.name)
+		e := env(vars, c.flag)
+		if got := r.Location.Path(e); got != c.path {
+			t.Errorf("%s (--home %v): file %s, want %s", c.name, c.flag, got, c.path)
+		}
+		if got := r.Location.MarkerPath(e); got != c.dir {
+			t.Errorf("%s (--home %v): set up when %s exists, want %s", c.name, c.flag, got, c.dir)
+		}
+	}
+}
+
+// edgeHarness is MEMPALACE_EDGE_HARNESS in an entry's env map, whatever
+// the harness calls that map ("-" when there is none).
+func edgeHarness(e map[string]any) string {
+	for _, k := range []string{"env", "environment", "envs"} {
+		if m, ok := e[k].(map[string]any); ok {
+			if h, ok := m["MEMPALACE_EDGE_HARNESS"].(string); ok && h != "" {
+				return h
+			}
+		}
+	}
+	return "-"
+}
