@@ -121,8 +121,12 @@ func (d *TOMLDoc) reparse(src []byte) error {
 	return nil
 }
 
-func (d *TOMLDoc) newline() string {
-	if bytes.Contains(d.src, []byte("\r\n")) {
+func (d *TOMLDoc) newline() string { return newlineOf(d.src) }
+
+// newlineOf is the line break a spliced document's new lines use: CRLF
+// when the document has any, else LF.
+func newlineOf(src []byte) string {
+	if bytes.Contains(src, []byte("\r\n")) {
 		return "\r\n"
 	}
 	return "\n"

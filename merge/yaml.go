@@ -280,12 +280,7 @@ func (d *YAMLDoc) reparse(src []byte) error {
 	return nil
 }
 
-func (d *YAMLDoc) newline() string {
-	if bytes.Contains(d.src, []byte("\r\n")) {
-		return "\r\n"
-	}
-	return "\n"
-}
+func (d *YAMLDoc) newline() string { return newlineOf(d.src) }
 
 // lineStart is the offset of the first byte of 1-based line n.
 func (d *YAMLDoc) lineStart(n int) int {

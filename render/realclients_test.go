@@ -288,7 +288,7 @@ func stopClineHub(t *testing.T, home string) {
 		}
 		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if strings.Contains(string(cmd), "--cline-hub-daemon") && strings.Contains(string(env), "\x00HOME="+home+"\x00") {
+		if strings.Contains(string(cmd), "--cline-hub-daemon") && strings.Contains("\x00"+string(env), "\x00HOME="+home+"\x00") {
 			syscall.Kill(pid, syscall.SIGTERM)
 			for i := 0; i < 50; i++ {
 				if syscall.Kill(pid, 0) != nil {

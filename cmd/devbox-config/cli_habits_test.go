@@ -117,8 +117,14 @@ func TestTargetCompletion(t *testing.T) {
 	if got := complete("opencode,pi"); strings.Join(got, " ") != "opencode,pi opencode,pi-mcp" {
 		t.Errorf("after 'opencode,pi': %q", got)
 	}
-	if got := complete("pi,opencode,c"); strings.Join(got, " ") != "pi,opencode,claude-code pi,opencode,codex pi,opencode,cursor" {
-		t.Errorf("after 'pi,opencode,c': %q", got)
+	var wantC []string // every target starting with c, in render's order
+	for _, tg := range render.AllTargets {
+		if strings.HasPrefix(tg, "c") {
+			wantC = append(wantC, "pi,opencode,"+tg)
+		}
+	}
+	if got := complete("pi,opencode,c"); len(wantC) < 3 || strings.Join(got, " ") != strings.Join(wantC, " ") {
+		t.Errorf("after 'pi,opencode,c': %q, want %q", got, wantC)
 	}
 	if got := complete("ve"); len(got) != 0 {
 		t.Errorf("after 've': %q", got)
