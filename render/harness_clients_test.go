@@ -35,9 +35,7 @@ const clientToken = "tok-SECRET-harness-clients"
 // realClient returns node_modules/.bin/<bin> from $DEVBOX_REALCLIENTS.
 func realClient(t *testing.T, bin string) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("real clients run in the integration tier (not under -short)")
-	}
+	testbed.Integration(t, "drives the real harness CLIs from npm")
 	p := filepath.Join(testbed.Dir(t), "node_modules", ".bin", bin)
 	if _, err := os.Stat(p); err != nil {
 		msg := fmt.Sprintf("%s is not installed in %s (realclients/package.json pins it; run scripts/install-realclients)", bin, testbed.Dir(t))

@@ -156,9 +156,7 @@ func clientCases(t *testing.T) []clientCase {
 }
 
 func TestRealClientsEveryRung(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real clients run in the integration tier (not under -short)")
-	}
+	testbed.Integration(t, "drives the real harness CLIs from npm and builds the binaries")
 	for _, c := range clientCases(t) {
 		t.Run(c.target, func(t *testing.T) {
 			realClient(t, c.bin)
