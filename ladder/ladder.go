@@ -61,6 +61,9 @@ type Settings struct {
 	Mode Mode
 	// URL is the primary's MCP endpoint (remote and edge modes).
 	URL string
+	// URLProblem says why MEMPALACE_REMOTE_URL was set but not used ("" when
+	// it is unset or used): a malformed URL is told apart from an unset one.
+	URLProblem string
 	// TokenSet reports whether MEMPALACE_REMOTE_TOKEN is non-blank.
 	TokenSet bool
 	// LocalServerFound reports whether mempalace-mcp is on PATH.
@@ -82,7 +85,8 @@ func (s Settings) Register() bool {
 // Warning is one line of advice for the operator; never fatal.
 type Warning struct {
 	Var     string // the variable it is about, e.g. MEMPALACE_EDGE
-	Message string
+	Message string // what is wrong, and the fall-back taken
+	Fix     string // the exact change that makes it right
 }
 
 func (w Warning) String() string { return w.Var + ": " + w.Message }
@@ -124,8 +128,8 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 		return strings.TrimSpace(v)
 	}
 	var warns []Warning
-	warn := func(v, format string, args ...any) {
-		warns = append(warns, Warning{Var: v, Message: fmt.Sprintf(format, args...)})
+	warn := func(v, fix, format string, args ...any) {
+		warns = append(warns, Warning{Var: v, Message: fmt.Sprintf(format, args...), Fix: fix})
 	}
 
 	s := Settings{Mode: Solitary, PiSettingsMerge: true}
@@ -134,13 +138,14 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 
 	edge, edgeOK := parseBool(get(EnvEdge))
 	if !edgeOK {
-		warn(EnvEdge, "%q is not one of 1, true, 0, false; treated as unset", get(EnvEdge))
+		warn(EnvEdge, EnvEdge+"=1 for edge mode, "+EnvEdge+"=0 (or remove it) for none", "%q is not one of 1, true, 0, false; treated as unset", get(EnvEdge))
 		edge = false
 	}
 
 	if raw := get(EnvRemoteURL); raw != "" {
-		if problem := checkURL(raw); problem != "" {
-			warn(EnvRemoteURL, "%s; staying solitary", problem)
+		if p := checkURL(raw); p.problem != "" {
+			s.URLProblem = p.problem
+			warn(EnvRemoteURL, p.fix, "%s; staying solitary", p.problem)
 		} else {
 			s.URL = raw
 			s.Mode = Remote
@@ -148,46 +153,52 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 				s.Mode = Edge
 			}
 			if !isHTTPS(raw) && !isLoopback(raw) {
-				warn(EnvRemoteURL, "%s is neither https:// nor loopback: the bearer token would cross the network in clear text", redactURL(raw))
+				warn(EnvRemoteURL, "serve the primary (or the gateway in front of it) over https:// and write "+EnvRemoteURL+"=https://..., or reach it through a loopback tunnel (http://127.0.0.1:PORT/mcp)",
+					"%s is neither https:// nor loopback: the bearer token would cross the network in clear text", redactURL(raw))
 			}
 		}
 	} else if edge {
-		warn(EnvEdge, "set without %s; edge mode needs a primary, staying solitary", EnvRemoteURL)
+		warn(EnvEdge, "set "+EnvRemoteURL+"=https://HOST/mcp (the primary's or its gateway's endpoint) and "+EnvRemoteToken+", or remove "+EnvEdge,
+			"set without %s; edge mode needs a primary, staying solitary", EnvRemoteURL)
 	}
 
 	s.TokenSet = get(EnvRemoteToken) != ""
 	if s.Mode != Solitary && !s.TokenSet {
-		warn(EnvRemoteToken, "empty while %s is set: the primary will answer 401 unless it runs without a token on loopback", EnvRemoteURL)
+		warn(EnvRemoteToken, "set "+EnvRemoteToken+" in .env to this device's token (behind a devbox-config gateway: the one `devbox-config gateway token issue DEVICE` printed)",
+			"empty while %s is set: the primary will answer 401 unless it runs without a token on loopback", EnvRemoteURL)
 	}
 	if s.Mode == Edge && !s.LocalServerFound {
-		warn(EnvEdge, "edge mode needs %s on PATH for the local palace; the edge will run degraded until it is installed", LocalServer)
+		warn(EnvEdge, "install MemPalace in the image so "+LocalServer+" is on PATH (pip install mempalace), or set "+EnvEdge+"=0",
+			"edge mode needs %s on PATH for the local palace; the edge will run degraded until it is installed", LocalServer)
 	}
 	if s.Mode == Edge {
 		if _, err := lookPath(EdgeCommand); err != nil {
-			warn(EnvEdge, "the harness will start %q, but %s is not on PATH: install it there (scripts/build /usr/local/bin/%s) or the harness cannot start the edge", EdgeCommand+" edge", EdgeCommand, EdgeCommand)
+			warn(EnvEdge, "scripts/build /usr/local/bin/"+EdgeCommand+" (or install the release binary there)",
+				"the harness will start %q, but %s is not on PATH: install it there (scripts/build /usr/local/bin/%s) or the harness cannot start the edge", EdgeCommand+" edge", EdgeCommand, EdgeCommand)
 		}
 	}
 	if s.Mode == Solitary && !s.LocalServerFound {
-		warn(LocalServer, "not on PATH: no mempalace server is registered (solitary mode without MemPalace)")
+		warn(LocalServer, "nothing, if this devbox is meant to run without MemPalace; else install it (pip install mempalace) so "+LocalServer+" is on PATH",
+			"not on PATH: no mempalace server is registered (solitary mode without MemPalace)")
 	}
 
 	if v := get(EnvAgentName); v != "" {
 		if validName(v) {
 			s.AgentName = v
 		} else {
-			warn(EnvAgentName, "%q is not a valid MemPalace agent name (letters, digits, _ . ' - and space, up to 128); ignored", v)
+			warn(EnvAgentName, EnvAgentName+"=opencode (a name such as the harness's)", "%q is not a valid MemPalace agent name (letters, digits, _ . ' - and space, up to 128); ignored", v)
 		}
 	}
 	if v := get(EnvOriginDevice); v != "" {
 		if strings.ContainsAny(v, "/ \t") {
-			warn(EnvOriginDevice, "must be an opaque id without '/' or spaces (e.g. a uuid); ignored, nothing will be stamped")
+			warn(EnvOriginDevice, EnvOriginDevice+"=$(cat /proc/sys/kernel/random/uuid) (any opaque id without '/' or spaces)", "must be an opaque id without '/' or spaces (e.g. a uuid); ignored, nothing will be stamped")
 		} else {
 			s.OriginDevice = v
 		}
 	}
 	if v := get(EnvOriginLabel); v != "" {
 		if strings.Contains(v, "/") {
-			warn(EnvOriginLabel, "must not contain '/'; ignored, '-' will be used")
+			warn(EnvOriginLabel, "remove the '/' from "+EnvOriginLabel+" (e.g. "+strings.ReplaceAll(v, "/", "-")+")", "must not contain '/'; ignored, '-' will be used")
 		} else {
 			s.OriginLabel = v
 		}
@@ -195,7 +206,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	if v := get(EnvPiSettingsMrg); v != "" {
 		merge, ok := parseBool(v)
 		if !ok {
-			warn(EnvPiSettingsMrg, "%q is not one of 1, true, 0, false; the merge stays enabled", v)
+			warn(EnvPiSettingsMrg, EnvPiSettingsMrg+"=0 to stop render merging pi's settings, or remove it", "%q is not one of 1, true, 0, false; the merge stays enabled", v)
 			merge = true
 		}
 		s.PiSettingsMerge = merge
@@ -217,7 +228,10 @@ func parseBool(v string) (value, ok bool) {
 	return false, false
 }
 
-func checkURL(raw string) string {
+// urlCheck is why a URL cannot be used and the fix ("" when it can).
+type urlCheck struct{ problem, fix string }
+
+func checkURL(raw string) urlCheck {
 	// opencode expands {env:NAME} and {file:path} anywhere in its config
 	// before parsing it, so such a URL would send a variable (the token) or
 	// a file's contents to the primary. Refuse any brace: none is needed in
@@ -230,22 +244,61 @@ func checkURL(raw string) string {
 		if len(ref) > 60 {
 			ref = ref[:60] + "..."
 		}
-		return fmt.Sprintf("contains %q, which opencode would expand in its config (a variable's value or a file's contents would go to the primary in the URL); write it as %%7B...%%7D if a brace is meant", ref)
+		return urlCheck{fmt.Sprintf("contains %q, which opencode would expand in its config (a variable's value or a file's contents would go to the primary in the URL)", ref),
+			"remove the reference (the token goes in " + EnvRemoteToken + ", never in the URL); write a brace that is really meant as %7B...%7D"}
+	}
+	// Credentials are looked for before anything quotes the URL back.
+	if hasCredentials(raw) {
+		return urlCheck{"carries credentials in the URL (user:password@ or a token in the query): they would be written into every harness config",
+			"remove them from " + EnvRemoteURL + ", put the token in " + EnvRemoteToken + ", and rotate it if a config with the URL ever left the machine"}
+	}
+	if !strings.Contains(raw, "://") {
+		scheme := "https://"
+		if isLoopback("http://" + raw) {
+			scheme = "http://"
+		}
+		return urlCheck{fmt.Sprintf("%q has no scheme", raw), EnvRemoteURL + "=" + scheme + raw}
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "not a valid URL"
+		return urlCheck{"not a valid URL", EnvRemoteURL + "=https://HOST/mcp (the primary's or its gateway's /mcp endpoint)"}
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Sprintf("scheme %q is not http or https", u.Scheme)
+		return urlCheck{fmt.Sprintf("scheme %q is not http or https", u.Scheme), EnvRemoteURL + "=https://" + u.Host + u.Path}
 	}
 	if u.Host == "" {
-		return "has no host"
+		return urlCheck{"has no host", EnvRemoteURL + "=https://HOST/mcp (the primary's or its gateway's /mcp endpoint)"}
 	}
-	if u.User != nil {
-		return "must not carry credentials (use MEMPALACE_REMOTE_TOKEN)"
+	return urlCheck{}
+}
+
+// hasCredentials: user info before the host, or a query parameter whose
+// name says it is a secret (some deployments take keys in the query).
+func hasCredentials(raw string) bool {
+	rest := raw
+	if _, after, ok := strings.Cut(raw, "://"); ok {
+		rest = after
 	}
-	return ""
+	authority, _, _ := strings.Cut(rest, "/")
+	authority, _, _ = strings.Cut(authority, "?")
+	if strings.Contains(authority, "@") {
+		return true
+	}
+	_, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return false
+	}
+	query, _, _ = strings.Cut(query, "#")
+	for _, kv := range strings.Split(query, "&") {
+		k, _, _ := strings.Cut(kv, "=")
+		k = strings.ToLower(k)
+		for _, s := range []string{"token", "key", "secret", "password", "auth", "sig"} {
+			if strings.Contains(k, s) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isHTTPS(raw string) bool {

@@ -1,0 +1,141 @@
+package ladder
+
+import (
+	"sort"
+	"strings"
+)
+
+// The contract suite's variables (fakepalace's tests against a real
+// MemPalace).
+const (
+	EnvContractCmd   = "MEMPALACE_CONTRACT_CMD"
+	EnvContractURL   = "MEMPALACE_CONTRACT_URL"
+	EnvContractToken = "MEMPALACE_CONTRACT_TOKEN"
+)
+
+// ownVars are the names devbox-config itself reads: the ladder's, the
+// edge's, the gateway's and the contract suite's.
+func ownVars() []string {
+	return append(append([]string(nil), Vars...),
+		EnvEdgeChild, EnvEdgeTimeout, EnvEdgeLease, EnvEdgeLog, EnvEdgeHarness, EnvPalacePath, EnvUpstreamToken,
+		EnvContractCmd, EnvContractURL, EnvContractToken)
+}
+
+// mempalaceVars are the variables MemPalace reads: every MEMPAL(ACE)_*
+// name in 3.11.0's Python source (mempalace/**/*.py, the legacy MEMPAL_*
+// spellings included), plus the three later releases add
+// (MEMPALACE_KG_RESULT_CAP, MEMPALACE_MAX_RESPONSE_CHARS,
+// MEMPALACE_MCP_ENSURE_HUB).
+var mempalaceVars = []string{
+	"MEMPALACE_BACKEND", "MEMPALACE_BACKEND_EXPLICIT", "MEMPALACE_CLI_WRITE_ROUTING", "MEMPALACE_CONFIG_DIR",
+	"MEMPALACE_DAEMON_LOCK_BACKOFF_SECONDS", "MEMPALACE_DAEMON_RETENTION_DAYS", "MEMPALACE_DAEMON_STATE_ROOT",
+	"MEMPALACE_EAGER_WARMUP", "MEMPALACE_EMBEDDINGGEMMA2_BATCH_SIZE", "MEMPALACE_EMBEDDINGGEMMA2_DIMENSION",
+	"MEMPALACE_EMBEDDINGGEMMA2_MODALITIES", "MEMPALACE_EMBEDDINGGEMMA2_REVISION", "MEMPALACE_EMBEDDINGGEMMA_BATCH_SIZE",
+	"MEMPALACE_EMBEDDING_API_KEY", "MEMPALACE_EMBEDDING_API_MODEL", "MEMPALACE_EMBEDDING_API_URL",
+	"MEMPALACE_EMBEDDING_DEVICE", "MEMPALACE_EMBEDDING_MODEL", "MEMPALACE_EMBEDDING_THREADS",
+	"MEMPALACE_ENTITY_LANGUAGES", "MEMPALACE_HOOKS_AUTO_SAVE", "MEMPALACE_HOOKS_DAEMON", "MEMPALACE_HOOK_WRITE_ROUTING",
+	"MEMPALACE_HUB_FORWARD", "MEMPALACE_HYBRID_BM25_WEIGHT", "MEMPALACE_HYBRID_VECTOR_WEIGHT", "MEMPALACE_IDENTITY_PATH",
+	"MEMPALACE_KG_HALLWAY_MIN_COUNT", "MEMPALACE_KG_RESULT_CAP", "MEMPALACE_LANG", "MEMPALACE_LOG_FILE", "MEMPALACE_MAX_BACKUPS",
+	"MEMPALACE_MAX_CHUNKS_PER_FILE", "MEMPALACE_MAX_RESPONSE_CHARS", "MEMPALACE_MCP_ALLOW_PEER_WRITER",
+	"MEMPALACE_MCP_ALLOW_STALE_LIBRARY", "MEMPALACE_MCP_ENSURE_HUB", "MEMPALACE_MCP_EXTRA_ALLOWED_HOSTS",
+	"MEMPALACE_MCP_HTTP_ALLOW_INSECURE_NO_TOKEN", "MEMPALACE_MCP_HTTP_TOKEN", "MEMPALACE_MCP_IDLE_HOURS",
+	"MEMPALACE_MCP_READ_ONLY", "MEMPALACE_MCP_TLS_CERT", "MEMPALACE_MCP_TLS_KEY", "MEMPALACE_MCP_WRITER_WAIT_SECONDS",
+	"MEMPALACE_MCP_WRITE_STALL_EXIT_SECS", "MEMPALACE_MCP_WRITE_STALL_WARN_SECS", "MEMPALACE_MILVUS_CONSISTENCY_LEVEL",
+	"MEMPALACE_MILVUS_DB_NAME", "MEMPALACE_MILVUS_NAMESPACE", "MEMPALACE_MILVUS_TOKEN", "MEMPALACE_MILVUS_URI",
+	"MEMPALACE_MINE_PID_FILE", "MEMPALACE_MINE_TIMEOUT_HOURS", "MEMPALACE_PALACE", "MEMPALACE_PGVECTOR_DSN",
+	"MEMPALACE_PGVECTOR_LIVE_URL", "MEMPALACE_PGVECTOR_NAMESPACE", "MEMPALACE_PGVECTOR_SHARED_NAMESPACE",
+	"MEMPALACE_PROJECT_FILES", "MEMPALACE_PYTHON", "MEMPALACE_QDRANT_API_KEY", "MEMPALACE_QDRANT_NAMESPACE",
+	"MEMPALACE_QDRANT_TIMEOUT", "MEMPALACE_QDRANT_URL", "MEMPALACE_SOURCE_DIR", "MEMPALACE_SSE_MAX_CLIENTS",
+	"MEMPALACE_STARTUP_INTEGRITY_MAX_MB", "MEMPALACE_SYNC_HTTP_TIMEOUT", "MEMPALACE_SYNC_INTERVAL",
+	"MEMPALACE_TOPIC_TUNNEL_MIN_COUNT", "MEMPALACE_TRANSPORT", "MEMPALACE_WING", "MEMPALACE_WRITE_ROUTING",
+	"MEMPAL_DIR", "MEMPAL_ENTITY_LANGUAGES", "MEMPAL_LANG", "MEMPAL_PALACE_PATH",
+}
+
+// namePrefix is the prefix every name devbox-config and MemPalace read
+// shares; any other name under it is a mistake.
+const namePrefix = "MEMPALACE_"
+
+// CheckNames looks at an environment's variable names (the keys of a .env
+// file, or of os.Environ): a MEMPALACE_* name that neither devbox-config
+// (the ladder, the edge, the gateway) nor MemPalace reads is silently
+// ignored by all of them, so it is a warning, with "did you mean" for the
+// nearest known name; so is any other name one or two edits from a name
+// devbox-config reads (MEMPALCE_REMOTE_URL).
+func CheckNames(names []string) []Warning {
+	own := ownVars()
+	known := map[string]bool{}
+	for _, n := range append(append([]string(nil), own...), mempalaceVars...) {
+		known[n] = true
+	}
+	var out []Warning
+	seen := map[string]bool{}
+	for _, name := range names {
+		if known[name] || seen[name] {
+			continue
+		}
+		seen[name] = true
+		candidates := own
+		if strings.HasPrefix(name, namePrefix) {
+			candidates = append(append([]string(nil), own...), mempalaceVars...)
+		}
+		near := nearest(name, candidates)
+		switch {
+		case near != "":
+			out = append(out, Warning{Var: name,
+				Message: "is not a variable devbox-config or MemPalace reads; did you mean " + near + "?",
+				Fix:     "rename " + name + " to " + near})
+		case strings.HasPrefix(name, namePrefix):
+			out = append(out, Warning{Var: name,
+				Message: "is not a variable devbox-config or MemPalace 3.11 reads: nothing uses its value",
+				Fix:     "remove " + name + ", or correct its name (devbox-config reads " + strings.Join(Vars, ", ") + "; MemPalace's are in its README)"})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Var < out[j].Var })
+	return out
+}
+
+// maxNameEdits is how far a name may be from a known one to be taken for
+// a misspelling of it.
+const maxNameEdits = 2
+
+// nearest is the candidate at most maxNameEdits from name (the closest;
+// "" when none is).
+func nearest(name string, candidates []string) string {
+	best, bestD := "", maxNameEdits+1
+	for _, c := range candidates {
+		if d := editDistance(name, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal-string-alignment distance: insertions,
+// deletions, substitutions and transpositions of neighbours (ULR for URL
+// is one edit). Hand-written: twenty lines do not justify a dependency.
+func editDistance(a, b string) int {
+	if d := len(a) - len(b); d > maxNameEdits || -d > maxNameEdits {
+		return maxNameEdits + 1 // cannot be near: skip the table
+	}
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}
