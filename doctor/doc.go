@@ -12,9 +12,14 @@
 // converges a split store onto one inode by the RFC's symlink, after a
 // backup, and only when one side holds no data.
 //
-// The environment comes in as a lookup function (the ladder's variables
-// through ladder.Resolve); the token is read only to authenticate and to
-// look for copies of itself, and never appears in a finding. Every network
-// call is bounded by a context deadline, so a blackholed primary costs at
-// most Options.Timeout.
+// The environment comes in as a lookup function and read through the
+// ladder (ladder.Resolve, ladder.CheckNames), the one reader: every
+// fall-back the ladder takes and every name nobody reads is a finding. The
+// token is read only to authenticate and to look for copies of itself, and
+// is never formatted into a finding; text that comes from outside (a
+// server's answer, the outbox's record of one) has it masked when it is
+// long enough to be a secret (MinTokenLen), and a shorter one is a finding
+// of its own, so words that contain it stay intact. Every network call is
+// bounded by a context deadline, so a blackholed primary costs at most
+// Options.Timeout.
 package doctor

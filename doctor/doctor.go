@@ -61,6 +61,9 @@ type Options struct {
 	Env ladder.Lookup
 	// LookPath finds mempalace-mcp (for ladder.Resolve).
 	LookPath ladder.LookPath
+	// Names are the environment's variable names (a .env file's keys, or
+	// os.Environ's), for env-unknown.
+	Names []string
 	// EnvFiles are the .env files whose permissions are checked (those that
 	// do not exist are skipped).
 	EnvFiles []string
@@ -130,9 +133,11 @@ func (o Options) mempalaceDir() string { return filepath.Join(o.Home, ".mempalac
 // ~/.mempalace/palace).
 func (o Options) Palace() (string, error) { return ladder.PalacePath(o.palaceEnv) }
 
-// State is what the checks share: the ladder's reading and the palace.
+// State is what the checks share: the ladder's reading (its settings and
+// the fall-backs it took) and the palace.
 type State struct {
 	Settings ladder.Settings
+	Warnings []ladder.Warning
 	Palace   string
 }
 
@@ -162,7 +167,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	pr := <-done
 	findings = append(findings, CheckEmbedderSidecar(opts, st, ob, pr.probe)...)
 	findings = append(findings, pr.findings...)
-	return redact(findings, opts.token())
+	return redact(append(CheckEnv(opts, st, pr.probe), findings...), opts.token())
 }
 
 // redact is the last line of defence: no finding carries the token, even
@@ -181,12 +186,12 @@ func redact(fs []Finding, tok string) []Finding {
 // resolve reads the ladder and the palace. A palace that cannot be found
 // (an unreadable config.json) is a finding about §7.1's files.
 func resolve(opts Options) (State, []Finding) {
-	s, _ := ladder.Resolve(opts.Env, opts.LookPath)
-	st := State{Settings: s}
+	s, warns := ladder.Resolve(opts.Env, opts.LookPath)
+	st := State{Settings: s, Warnings: warns}
 	p, err := opts.Palace()
 	if err != nil {
 		return st, []Finding{{ID: IDKGSplit, Severity: Error, Section: "§7.1",
-			Message: "cannot find the palace: " + err.Error(),
+			Message: "cannot find the palace: " + opts.mask(err.Error()),
 			Fix:     "repair ~/.mempalace/config.json (it must be a JSON object; palace_path is optional) or set MEMPALACE_PALACE_PATH"}}
 	}
 	st.Palace = p

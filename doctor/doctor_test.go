@@ -431,6 +431,7 @@ func TestPrimaryUnreachable(t *testing.T) {
 	t.Run("blackholed: the whole run stays within its timeout", func(t *testing.T) {
 		b := newBox(t)
 		b.env["MEMPALACE_REMOTE_URL"] = blackhole(t)
+		b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-unused-0123456789"
 		limit := 2 * time.Second // the default timeout, 1.5 s, and the rest
 		if testing.Short() {
 			b.opts.Timeout, limit = 200*time.Millisecond, 700*time.Millisecond
@@ -448,6 +449,7 @@ func TestPrimaryUnreachable(t *testing.T) {
 		addr := ln.Addr().String()
 		ln.Close()
 		b.env["MEMPALACE_REMOTE_URL"] = "http://" + addr + "/mcp"
+		b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-unused-0123456789"
 		only(t, b.run(), "error:primary-unreachable")
 	})
 	t.Run("slow", func(t *testing.T) {
@@ -466,7 +468,7 @@ func TestPrimaryUnreachable(t *testing.T) {
 		b := newBox(t)
 		b.env["MEMPALACE_REMOTE_URL"] = ""
 		b.env["MEMPALACE_EDGE"] = "1"
-		only(t, b.run())
+		only(t, b.run(), "error:env-fallback") // and no call
 	})
 }
 
@@ -504,7 +506,7 @@ func behindProxy(t *testing.T, target string, edit func(*http.Request)) string {
 func TestHostPin(t *testing.T) {
 	srv := primary(t, "", fakepalace.Options{}) // bound to 127.0.0.1: the pin is on
 	b := newBox(t)
-	b.edgeMode(behindProxy(t, srv.URL(), func(r *http.Request) { r.Host = "palace.example.com" }), "")
+	b.edgeMode(behindProxy(t, srv.URL(), func(r *http.Request) { r.Host = "palace.example.com" }), "tok-unused-0123456789")
 	fs := b.run()
 	only(t, fs, "error:host-pin")
 	if !strings.Contains(fs[0].Fix, "docker0") || !strings.Contains(fs[0].Fix, "172.17.0.1") {
@@ -520,7 +522,7 @@ func TestOriginHeader(t *testing.T) {
 		if r.Header.Get("Origin") == "" {
 			r.Header.Set("Origin", "https://palace.example.com")
 		}
-	}), "")
+	}), "tok-unused-0123456789")
 	only(t, b.run(), "error:origin-header")
 }
 
@@ -668,7 +670,7 @@ func TestFixSplit(t *testing.T) {
 func TestLadderDecidesMode(t *testing.T) {
 	b := newBox(t)
 	b.env["MEMPALACE_REMOTE_URL"] = "ftp://x" // refused by the ladder: solitary
-	only(t, b.run())
+	only(t, b.run(), "error:env-fallback")
 }
 
 // A -wal left by a crash may hold every row: that side holds data, so

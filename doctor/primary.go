@@ -28,6 +28,9 @@ type Probe struct {
 	// Embedder is the model mempalace_status reports, when it reports one
 	// (MemPalace 3.x does not; the test double does).
 	Embedder string
+	// Gateway: the answer came from a devbox-config gateway (it advertises
+	// its op-id ledger on every /mcp answer, refusals included).
+	Gateway bool
 }
 
 // maxAnswer bounds what doctor reads of one answer.

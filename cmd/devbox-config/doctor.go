@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,10 @@ const doctorHelp = `doctor checks, read-only, for the problems RFC 001 §7 calls
 opt-in's own traps, one finding per problem with the RFC section and the exact
 fix. Finding ids are stable, for scripts:
 
+  env-fallback, env-unknown                  §1.2 a value render cannot use (and
+                                                  the fall-back it takes), a name
+                                                  nobody reads ("did you mean")
+  weak-token                                 §6.2 a token under 16 characters
   kg-split, entities-split, hallways-split   §7.1 two files for one store
   embedder-sidecar                           §7.4 edge mode: embedder identity
   edge-volume                                §1.2 edge palace not on a volume
@@ -30,7 +35,7 @@ fix. Finding ids are stable, for scripts:
   sync-shared                                §7.2 remote mode reaches mempalace_sync
   outbox-dead, outbox-backlog                §4.3 the edge's queue
 
-The primary is checked only in remote and edge modes, within 1.5 s in all.
+The primary is checked only in remote and edge modes, within --timeout in all.
 --fix does one thing: for a split store whose one side is empty it backs
 both up to ~/.mempalace/doctor-backup-<time>/, keeps the side with data in
 the palace and makes ~/.mempalace/<name> a symlink to it. It refuses when
@@ -44,6 +49,7 @@ type doctorCmd struct {
 	stdout, stderr io.Writer
 	asJSON, fix    bool
 	envFile, home  string
+	timeout        time.Duration
 }
 
 func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -59,20 +65,32 @@ func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.BoolVar(&dc.asJSON, "json", false, `print {"findings": [{"id", "severity", "section", "message", "fix"}]}`)
 	f.StringVar(&dc.envFile, "env-file", "", "read the MEMPALACE_* variables from this .env file instead of the environment (and check its permissions; default: ./.env's)")
 	f.StringVar(&dc.home, "home", "", "home directory to check (ignores XDG_CONFIG_HOME and PI_CODING_AGENT_DIR)")
+	f.DurationVar(&dc.timeout, "timeout", 1500*time.Millisecond, "bound on the primary's checks, all together")
 	f.BoolVar(&dc.fix, "fix", false, "converge a split knowledge graph / entities / hallways file onto the palace's copy by symlink, after a backup, when one side is empty")
 	return cmd
 }
 
 func (dc *doctorCmd) run() error {
-	opts := doctor.Options{Env: os.LookupEnv, LookPath: exec.LookPath, EnvFiles: []string{".env"}}
+	if dc.timeout <= 0 {
+		return usageError("--timeout %s: want a positive duration like 1.5s", dc.timeout)
+	}
+	opts := doctor.Options{Env: os.LookupEnv, LookPath: exec.LookPath, EnvFiles: []string{".env"}, Timeout: dc.timeout}
 	se, err := readStartEnv(dc.home, dc.envFile)
 	if err != nil {
 		return err
 	}
 	opts.Home, opts.HomeFromFlag = se.home, se.homeFromFlag
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		opts.Names = append(opts.Names, name)
+	}
 	if se.vars != nil {
 		opts.Env = doctorEnvLookup(se.vars)
 		opts.EnvFiles = []string{dc.envFile}
+		opts.Names = opts.Names[:0] // the file's names are the ones that count
+		for name := range se.vars {
+			opts.Names = append(opts.Names, name)
+		}
 	}
 	fixFailed := dc.fix && !dc.fixSplit(opts)
 	findings := doctor.Run(context.Background(), opts)

@@ -151,3 +151,79 @@ func TestDoctorNeverPrintsTheToken(t *testing.T) {
 		}
 	}
 }
+
+// brokenEnv is one of testdata/broken-env/*.env: a .env with one mistake,
+// its name says which; its "# want:" and "# fix:" lines say the finding
+// doctor must give and a piece of its fix.
+type brokenEnv struct{ path, want, fix string }
+
+func brokenEnvFiles(t *testing.T) []brokenEnv {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", "broken-env", "*.env"))
+	if err != nil || len(paths) < 10 {
+		t.Fatalf("want at least ten broken .env files, found %d (%v)", len(paths), err)
+	}
+	var out []brokenEnv
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := brokenEnv{path: p}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "# want: "); ok {
+				e.want = v
+			}
+			if v, ok := strings.CutPrefix(l, "# fix: "); ok {
+				e.fix = v
+			}
+		}
+		if e.want == "" || e.fix == "" {
+			t.Fatalf("%s: no '# want:' or '# fix:' line", p)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// doctor on each broken .env: a finding that names the fix, and never exit
+// 0 (before: a URL without a scheme, a misspelled variable and
+// MEMPALACE_EDGE=yes all passed with "nothing to fix"). The files are
+// copied 0600 first, so env-permissions is not what fails them, and no
+// secret in them (a token, a URL's password) is printed.
+func TestDoctorBrokenEnvFiles(t *testing.T) {
+	clearLadder(t)
+	for _, e := range brokenEnvFiles(t) {
+		t.Run(filepath.Base(e.path), func(t *testing.T) {
+			home := t.TempDir()
+			b, _ := os.ReadFile(e.path)
+			env := filepath.Join(home, ".env")
+			if err := os.WriteFile(env, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			code := run([]string{"doctor", "--home", home, "--env-file", env, "--timeout", "300ms", "--json"}, &out, &errb)
+			if code == 0 {
+				t.Fatalf("exit 0 on %s:\n%s", e.path, out.String())
+			}
+			var doc struct{ Findings []doctorFinding }
+			if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+				t.Fatalf("exit %d, not JSON: %v\n%s%s", code, err, out.String(), errb.String())
+			}
+			found := false
+			for _, f := range doc.Findings {
+				found = found || f.ID == e.want && strings.Contains(f.Fix, e.fix)
+			}
+			if !found {
+				t.Errorf("no %s finding whose fix says %q:\n%s", e.want, e.fix, out.String())
+			}
+			for _, secret := range []string{"Qm7vR2xK9pL4wT8nY3cF6hJ1", "Zr5tW8yB2nM6qK1xV4cJ7hL0"} {
+				if strings.Contains(out.String()+errb.String(), secret) {
+					t.Errorf("printed a secret from the file:\n%s", out.String())
+				}
+			}
+		})
+	}
+}
+
+type doctorFinding struct{ ID, Severity, Section, Message, Fix string }

@@ -1,0 +1,81 @@
+package doctor
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/joakimp/devbox-config/ladder"
+)
+
+// Finding ids of the environment's checks.
+const (
+	IDEnvFallback = "env-fallback"
+	IDEnvUnknown  = "env-unknown"
+	IDWeakToken   = "weak-token"
+)
+
+// MinTokenLen is the shortest token doctor treats as a secret. A shorter
+// one is a finding of its own (weak-token): it is guessable, and it cannot
+// be masked in what doctor quotes without blanking ordinary words that
+// contain it (a token "example" inside "examples/").
+const MinTokenLen = 16
+
+// CheckEnv is env-fallback, env-unknown and weak-token (§1.2): every
+// fall-back the ladder takes (what render would do with this environment),
+// every name nobody reads, and a token too short to be a secret. p says
+// whether the primary is a devbox-config gateway (its fixes differ).
+func CheckEnv(opts Options, st State, p Probe) []Finding {
+	var out []Finding
+	for _, w := range st.Warnings {
+		f := Finding{ID: IDEnvFallback, Severity: Warn, Section: "§1.2", Message: w.String(), Fix: w.Fix}
+		switch w.Var {
+		case ladder.EnvRemoteURL, ladder.EnvEdge:
+			f.Severity = Error // the devbox is not on the rung .env asks for
+		case ladder.LocalServer:
+			if st.Settings.Mode == ladder.Solitary {
+				continue // a devbox without MemPalace is a valid choice (R5), not a fall-back
+			}
+		case ladder.EnvRemoteToken:
+			if p.Reached {
+				continue // the primary's own answer decides: primary-auth, or none needed
+			}
+			if p.Gateway {
+				f.Fix = gatewayTokenFix
+			}
+		}
+		out = append(out, f)
+	}
+	for _, w := range ladder.CheckNames(opts.Names) {
+		sev := Warn
+		if strings.Contains(w.Message, "did you mean") {
+			sev = Error // meant for someone, read by no one
+		}
+		out = append(out, Finding{ID: IDEnvUnknown, Severity: sev, Section: "§1.2", Message: w.String(), Fix: w.Fix})
+	}
+	if tok := opts.token(); tok != "" && len(tok) < MinTokenLen && opts.env(ladder.EnvRemoteURL) != "" {
+		f := Finding{ID: IDWeakToken, Severity: Warn, Section: "§6.2",
+			Message: fmt.Sprintf("%s is %d characters long: a token shorter than %d can be guessed, and doctor cannot hide it in what it quotes without blanking ordinary words", ladder.EnvRemoteToken, len(tok), MinTokenLen),
+			Fix:     fmt.Sprintf("use a token of at least %d characters: in front of a bare mempalace serve, a new random one (`openssl rand -hex 32`) set as the primary's MEMPALACE_MCP_HTTP_TOKEN and here; behind a devbox-config gateway, the one `devbox-config gateway token issue DEVICE` prints", MinTokenLen)}
+		if p.Gateway {
+			f.Fix = fmt.Sprintf("use a token of at least %d characters: %s", MinTokenLen, gatewayTokenFix)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// gatewayTokenFix is what a device behind a devbox-config gateway puts in
+// .env: its own token, never the upstream's shared one.
+const gatewayTokenFix = "this primary is a devbox-config gateway: ask its operator for this device's own token (`devbox-config gateway token issue DEVICE` on the gateway's host, or `token rotate DEVICE` to replace a revoked or lost one) and put it in .env as " + ladder.EnvRemoteToken + ", then recreate the container; never the upstream's shared token (the gateway's MEMPALACE_UPSTREAM_TOKEN), which stays on the gateway's host"
+
+// mask hides the token in text that came from outside doctor (a server's
+// answer, the outbox's record of one, a file's contents): only a token of
+// MinTokenLen or more, so words that merely contain a short one stay
+// intact. doctor's own text never holds the token: it is never formatted
+// into a finding.
+func (o Options) mask(text string) string {
+	if tok := o.token(); len(tok) >= MinTokenLen {
+		return strings.ReplaceAll(text, tok, "[token]")
+	}
+	return text
+}
