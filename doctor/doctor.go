@@ -167,20 +167,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	pr := <-done
 	findings = append(findings, CheckEmbedderSidecar(opts, st, ob, pr.probe)...)
 	findings = append(findings, pr.findings...)
-	return redact(append(CheckEnv(opts, st, pr.probe), findings...), opts.token())
-}
-
-// redact is the last line of defence: no finding carries the token, even
-// one quoted back by a server's error text.
-func redact(fs []Finding, tok string) []Finding {
-	if tok == "" {
-		return fs
-	}
-	for i := range fs {
-		fs[i].Message = strings.ReplaceAll(fs[i].Message, tok, "[token]")
-		fs[i].Fix = strings.ReplaceAll(fs[i].Fix, tok, "[token]")
-	}
-	return fs
+	return append(CheckEnv(opts, st, pr.probe), findings...)
 }
 
 // resolve reads the ladder and the palace. A palace that cannot be found

@@ -75,12 +75,12 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState, p Probe) []Fin
 	}
 	if sc.problem != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Warn, Section: "§7.4",
-			Message: sc.problem + "; merged search cannot tell whether the local palace and the primary embed alike",
+			Message: opts.mask(sc.problem) + "; merged search cannot tell whether the local palace and the primary embed alike",
 			Fix:     "start the local palace once with its embedder available (`mempalace status`) so it writes " + SidecarFile + " with the model and its dimension; set the same embedding_model in ~/.mempalace/config.json here and on the primary"})
 	}
 	if ob.mismatch != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
-			Message: "the edge saw the local palace and the primary rank the same drawer at different distances (" + ob.mismatch + "): they embed with different models, merged search is off",
+			Message: "the edge saw the local palace and the primary rank the same drawer at different distances (" + opts.mask(ob.mismatch) + "): they embed with different models, merged search is off",
 			Fix:     "set the same embedding_model in ~/.mempalace/config.json here and on the primary, then re-mine the palace whose model changed; `devbox-config edge status` shows the edge's record"})
 	}
 	if p.Embedder != "" && sc.model != "" && !strings.EqualFold(p.Embedder, sc.model) {
@@ -276,15 +276,12 @@ func (h harnessDir) isConfigFile(name string) bool {
 // maxScan bounds how much of one file token-in-config reads.
 const maxScan = 8 << 20
 
-// minTokenLen: shorter values would match by accident.
-const minTokenLen = 8
-
 // CheckTokenInConfig is token-in-config (R3): the token's value written
 // literally into a harness config, a .proposed, a .bak or render's record.
 // The finding names the file and line, never the value.
 func CheckTokenInConfig(opts Options) []Finding {
 	tok := opts.token()
-	if len(tok) < minTokenLen {
+	if len(tok) < MinTokenLen { // shorter values would match by accident: weak-token says so
 		return nil
 	}
 	var out []Finding

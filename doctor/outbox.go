@@ -60,7 +60,7 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 	}
 	if ob.err != nil {
 		return []Finding{{ID: IDOutboxDead, Severity: Error, Section: "§4.3",
-			Message: "cannot read the outbox: " + ob.err.Error(),
+			Message: "cannot read the outbox: " + opts.mask(ob.err.Error()),
 			Fix:     "move " + ob.path + " aside only after `devbox-config edge outbox list` shows nothing you need; the edge starts a new one"}}
 	}
 	var out []Finding
@@ -68,7 +68,7 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		msg := fmt.Sprintf("%d write(s) in %s are dead: they are in the local palace but the primary refused them and they will never be sent", n, ob.path)
 		if len(ob.stats.Dead) > 0 {
 			d := ob.stats.Dead[0]
-			msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, short(d.ID), errorKind(d.Error))
+			msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, short(d.ID), opts.mask(errorKind(d.Error))) // the primary's words
 		}
 		out = append(out, Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3", Message: msg,
 			Fix: "`devbox-config edge outbox list` to see them and why; fix the cause, then `devbox-config edge outbox retry ID` (or `drop ID` to give up on one)"})
@@ -79,7 +79,7 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 			n := ob.stats.ByState[outbox.Queued] + ob.stats.ByState[outbox.Inflight]
 			msg := fmt.Sprintf("%d write(s) wait in %s for the primary; the oldest was queued %s ago", n, ob.path, age.Round(time.Second))
 			if ob.stats.LastError != "" {
-				msg += "; last error: " + ob.stats.LastError
+				msg += "; last error: " + opts.mask(ob.stats.LastError) // the primary's words
 			}
 			out = append(out, Finding{ID: IDOutboxBacklog, Severity: Warn, Section: "§4.3", Message: msg,
 				Fix: "make the primary reachable (see primary-* findings) and run the edge (any harness session flushes it), or `devbox-config edge flush`"})

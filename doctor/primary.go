@@ -156,7 +156,7 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 const primaryCompose = "in the devbox-config repository, examples/docker-compose.mempalace-gateway.yml runs one as service mempalace"
 
 func unreachable(opts Options, shown string, err error) Finding {
-	why := err.Error()
+	why := opts.mask(err.Error()) // the client's error quotes the server
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		why = fmt.Sprintf("no answer within %s", opts.Timeout)
 	}

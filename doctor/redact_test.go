@@ -1,0 +1,107 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// text is every finding's message and fix.
+func text(fs []Finding) string {
+	b, _ := json.Marshal(fs)
+	var s strings.Builder
+	for _, f := range fs {
+		s.WriteString(f.Message + "\n" + f.Fix + "\n")
+	}
+	return s.String() + string(b)
+}
+
+// A short or common token is not masked (it blanked "devbox-config" as
+// "devbo[token]-config" with token x, and "examples/" as "[token]s/" with
+// the README's token "example"): it is a weak-token finding instead, and
+// the words around it stay intact.
+func TestRedactionLeavesWordsAlone(t *testing.T) {
+	for _, c := range []struct {
+		token, url string
+		intact     []string
+	}{
+		{"x", "http://127.0.0.1:1/mcp", []string{"devbox-config", "examples/docker-compose"}},
+		{"example", "http://127.0.0.1:1/mcp", []string{"examples/docker-compose", "devbox-config"}},
+		{"example", "palace.example.org/mcp", []string{"https://palace.example.org/mcp"}},
+		{"palace", "palace.example.org/mcp", []string{"https://palace.example.org/mcp", "knowledge_graph"}},
+	} {
+		t.Run(c.token+" "+c.url, func(t *testing.T) {
+			b := newBox(t)
+			b.env["MEMPALACE_REMOTE_URL"] = c.url
+			b.env["MEMPALACE_REMOTE_TOKEN"] = c.token
+			b.opts.Timeout = 300 * time.Millisecond
+			kg(t, filepath.Join(b.home, ".mempalace", "knowledge_graph.sqlite3"), 2)
+			kg(t, filepath.Join(b.palace, "knowledge_graph.sqlite3"), 1)
+			fs := b.run()
+			out := text(fs)
+			if strings.Contains(out, "[token]") {
+				t.Errorf("a %d-character token was masked in words:\n%s", len(c.token), out)
+			}
+			for _, w := range c.intact {
+				if !strings.Contains(out, w) {
+					t.Errorf("%q is not intact:\n%s", w, out)
+				}
+			}
+			weak := false
+			for _, f := range fs {
+				weak = weak || f.ID == IDWeakToken && strings.Contains(f.Message, "16")
+			}
+			if !weak {
+				t.Errorf("no weak-token finding for a %d-character token: %v", len(c.token), ids(fs))
+			}
+		})
+	}
+}
+
+// A token long enough to be a secret never appears in doctor's output,
+// even when the outside world quotes it back: a server's error text, the
+// outbox's record of a refusal.
+func TestRedactionMasksASecretQuotedBack(t *testing.T) {
+	const tok = "Qm7vR2xK9pL4wT8nY3cF6hJ1"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			w.Write([]byte("ok\n"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"no such client: ` + r.Header.Get("Authorization") + `"}}`))
+	}))
+	t.Cleanup(echo.Close)
+	b := newBox(t)
+	b.env["MEMPALACE_REMOTE_URL"] = echo.URL + "/mcp"
+	b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+	ctx := context.Background()
+	s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+	must(t, err)
+	s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused"}`), Wing: "w"})
+	(&outbox.Flusher{S: s, P: echoing{tok}, MaxPerm: 1}).Drain(ctx)
+	s.Close()
+	fs := b.run()
+	out := text(fs)
+	if strings.Contains(out, tok) || !strings.Contains(out, "[token]") {
+		t.Fatalf("the token is printed, or nothing was masked:\n%s", out)
+	}
+	only(t, fs, "error:primary-unreachable", "error:outbox-dead")
+}
+
+// echoing refuses every write quoting the token back, as a careless
+// server might.
+type echoing struct{ tok string }
+
+func (echoing) Up() bool { return true }
+func (e echoing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	return nil, &outbox.RPCError{Code: -32602, Message: "token " + e.tok + " may not call " + tool}
+}
+
