@@ -15,6 +15,10 @@ import (
 // callTimeout bounds one upstream call (event_wait may hold five minutes).
 const callTimeout = 5*time.Minute + 30*time.Second
 
+// UpstreamRefused is the message of the 502 a device gets when the
+// upstream refuses the gateway's own token: the device's token was fine.
+const UpstreamRefused = "devbox-config gateway: the upstream refused the gateway's token: on the gateway's host, set MEMPALACE_UPSTREAM_TOKEN (or the config's upstream_token_file) to the primary's token and restart the gateway"
+
 // ToolCall is one authorized tools/call on its way to the upstream.
 type ToolCall struct {
 	Device string
@@ -70,6 +74,11 @@ func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil { // an answer cut short is no answer: never forwarded as one
 		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream answer cut short")
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		// The device was authenticated here; passing the 401 on would send
+		// its operator after the wrong token.
+		return http.StatusBadGateway, rpcErrBytes(nil, -32000, UpstreamRefused)
 	}
 	return resp.StatusCode, b
 }
