@@ -36,6 +36,7 @@ const (
 	IDSyncShared         = "sync-shared"
 	IDOutboxDead         = "outbox-dead"
 	IDOutboxBacklog      = "outbox-backlog"
+	IDGatewayUpstream    = "gateway-upstream"
 )
 
 // Finding is one problem: what is wrong, where the RFC explains it, and the

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/ladder"
 )
 
@@ -86,7 +87,7 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 	if err != nil {
 		return p, nil // the ladder already refused such a URL
 	}
-	shown := shownURL(hz)
+	shown := opts.mask(shownURL(hz)) // the URL may embed the token
 
 	start := time.Now()
 	status, err := get(ctx, client, hz, "")
@@ -120,27 +121,36 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 			Fix:     "check the tunnel and the primary's load; edge mode (MEMPALACE_EDGE=1) keeps reads local when the primary is slow"})
 	}
 
+	return p, append(out, checkTools(ctx, opts, st, client, &p)...)
+}
+
+// checkTools is the authenticated half of CheckPrimary: tools/list with
+// the token. Behind a devbox-config gateway (it advertises itself on every
+// /mcp answer) a refusal is about the device's own token, and a 502 about
+// the gateway's upstream.
+func checkTools(ctx context.Context, opts Options, st State, client *http.Client, p *Probe) []Finding {
+	s := st.Settings
 	c := mcpClient{client: client, url: s.URL, token: opts.token()}
 	tools, status, err := c.listTools(ctx)
+	p.Gateway = c.gateway
+	at := opts.mask(shownURL(s.URL))
 	switch {
 	case err != nil:
-		return p, append(out, unreachable(opts, shownURL(s.URL), err))
+		return []Finding{unreachable(opts, at, err)}
 	case status == http.StatusUnauthorized:
-		f := Finding{ID: IDPrimaryAuth, Severity: Error, Section: "§6.2",
-			Fix: "put the primary's token (its MEMPALACE_MCP_HTTP_TOKEN, or ~/.mempalace/server/<hash>/token on the primary) in .env as " + ladder.EnvRemoteToken + " and recreate the container"}
-		if s.TokenSet {
-			f.Message = fmt.Sprintf("%s answered 401 to tools/list with %s: the primary does not accept this token", shownURL(s.URL), ladder.EnvRemoteToken)
-		} else {
-			f.Message = fmt.Sprintf("%s answered 401 to tools/list: the primary requires a token and %s is empty", shownURL(s.URL), ladder.EnvRemoteToken)
-		}
-		return p, append(out, f)
+		return []Finding{authFinding(at, s.TokenSet, c.gateway)}
+	case c.gateway && status == http.StatusBadGateway:
+		return []Finding{{ID: IDGatewayUpstream, Severity: Error, Section: "§6.2",
+			Message: fmt.Sprintf("%s is a devbox-config gateway: it accepted this device's token, but the primary behind it failed: %s", at, opts.mask(c.refusal)),
+			Fix:     "on the gateway's host (nothing in this devbox's .env changes): if the upstream refused the gateway's token, set MEMPALACE_UPSTREAM_TOKEN in the gateway's environment (or upstream_token_file in its config) to the primary's token and restart the gateway; if the primary is unreachable, start it and check the gateway's --upstream"}}
 	case status != http.StatusOK:
-		return p, append(out, Finding{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
-			Message: fmt.Sprintf("%s answered HTTP %d to an authenticated tools/list", shownURL(s.URL), status),
-			Fix:     "check MEMPALACE_REMOTE_URL and the primary's log"})
+		return []Finding{{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
+			Message: fmt.Sprintf("%s answered HTTP %d to an authenticated tools/list", at, status),
+			Fix:     "check MEMPALACE_REMOTE_URL and the primary's log"}}
 	}
 	p.Tools = tools
-	if s.Mode == ladder.Remote && contains(tools, "mempalace_sync") {
+	var out []Finding
+	if s.Mode == ladder.Remote && !c.gateway && contains(tools, "mempalace_sync") {
 		out = append(out, Finding{ID: IDSyncShared, Severity: Warn, Section: "§7.2",
 			Message: "in remote mode the agent can call mempalace_sync directly on the shared primary, which prunes drawers whose sources are absent on the primary's host: a sync from one device can delete another's",
 			Fix:     "use edge mode (MEMPALACE_EDGE=1: the edge never sends mempalace_sync to the primary) or put `devbox-config gateway` in front of the primary (sync is admin-only there)"})
@@ -148,7 +158,24 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 	if s.Mode == ladder.Edge {
 		p.Embedder = c.embedder(ctx)
 	}
-	return p, out
+	return out
+}
+
+// authFinding is primary-auth: a 401 to tools/list. Behind a gateway the
+// fix is the device's own token; only a bare primary wants its shared one.
+func authFinding(at string, tokenSet, behindGateway bool) Finding {
+	f := Finding{ID: IDPrimaryAuth, Severity: Error, Section: "§6.2",
+		Fix: "put the primary's token (its MEMPALACE_MCP_HTTP_TOKEN, or ~/.mempalace/server/<hash>/token on the primary) in .env as " + ladder.EnvRemoteToken + " and recreate the container"}
+	who := "the primary"
+	if behindGateway {
+		who, f.Fix = "the devbox-config gateway", gatewayTokenFix
+	}
+	if tokenSet {
+		f.Message = fmt.Sprintf("%s answered 401 to tools/list with %s: %s does not accept this token (revoked, expired, mistyped, or not one it issued)", at, ladder.EnvRemoteToken, who)
+	} else {
+		f.Message = fmt.Sprintf("%s answered 401 to tools/list: %s requires a token and %s is empty", at, who, ladder.EnvRemoteToken)
+	}
+	return f
 }
 
 // primaryCompose names the compose file that runs a primary in this
@@ -205,6 +232,11 @@ type mcpClient struct {
 	url     string
 	token   string
 	session string
+	// gateway: an answer carried a devbox-config gateway's advertisement
+	// (its op-id ledger's header, on every /mcp answer, refusals too).
+	gateway bool
+	// refusal is the JSON-RPC error message of the last non-200 answer.
+	refusal string
 }
 
 func (c *mcpClient) post(ctx context.Context, msg any) (int, []byte, error) {
@@ -229,6 +261,7 @@ func (c *mcpClient) post(ctx context.Context, msg any) (int, []byte, error) {
 	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
 		c.session = id
 	}
+	c.gateway = c.gateway || ledger.Advertised(resp.Header)
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return resp.StatusCode, nil, err
@@ -253,8 +286,17 @@ func firstSSEData(b []byte) []byte {
 // call is one JSON-RPC request: its HTTP status and its result.
 func (c *mcpClient) call(ctx context.Context, id int, method string, params any) (int, json.RawMessage, error) {
 	status, b, err := c.post(ctx, map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	if err != nil || status != http.StatusOK {
+	if err != nil {
 		return status, nil, err
+	}
+	if status != http.StatusOK {
+		var answer struct {
+			Error struct{ Message string } `json:"error"`
+		}
+		if json.Unmarshal(b, &answer) == nil { // not JSON-RPC: no message to quote
+			c.refusal = answer.Error.Message
+		}
+		return status, nil, nil
 	}
 	var resp struct {
 		Result json.RawMessage `json:"result"`

@@ -104,4 +104,3 @@ func (echoing) Up() bool { return true }
 func (e echoing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
 	return nil, &outbox.RPCError{Code: -32602, Message: "token " + e.tok + " may not call " + tool}
 }
-

@@ -31,7 +31,9 @@ fix. Finding ids are stable, for scripts:
   env-permissions, token-in-config           R3   the token where others read it
   proposed-pending                           §4.1 a .proposed nobody merged
   primary-unreachable, primary-auth,         §6.2 /healthz, tools/list (401),
-  host-pin, origin-header                         403 behind a proxy
+  host-pin, origin-header                         403 behind a proxy; behind a
+                                                  gateway: the device's own token
+  gateway-upstream                           §6.2 the gateway's upstream failed
   sync-shared                                §7.2 remote mode reaches mempalace_sync
   outbox-dead, outbox-backlog                §4.3 the edge's queue
 

@@ -1,0 +1,97 @@
+package doctor
+
+import (
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+)
+
+const upstreamTok = "the-upstreams-shared-token-42"
+
+// gatewayFleet is a devbox-config gateway (with its op-id ledger, as
+// `devbox-config gateway` runs it) in front of a primary; it returns the
+// gateway's /mcp URL, a device token and a function that revokes it.
+func gatewayFleet(t *testing.T, gatewayUpstreamToken string) (url, token string, revoke func()) {
+	t.Helper()
+	prim := primary(t, upstreamTok, fakepalace.Options{})
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "gateway.jsonc")
+	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
+		Devices: []gateway.Device{{ID: "laptop-7f3a", Read: []string{"*"}, Write: []string{"shared"}}}}
+	key, err := gateway.LoadSecret(cfg.SecretFile)
+	must(t, err)
+	token, err = gateway.Issue(key, &cfg.Devices[0], time.Now())
+	must(t, err)
+	must(t, cfg.Save(cfgFile))
+	l, err := ledger.Open(cfg.LedgerPath(), cfg.LedgerRetention())
+	must(t, err)
+	srv := &gateway.Server{ConfigFile: cfgFile, Upstream: prim.URL(), BindHost: "127.0.0.1",
+		UpstreamToken: func() string { return gatewayUpstreamToken }, Ledger: gateway.OpLedger{L: l}}
+	must(t, srv.Open())
+	h := httptest.NewServer(srv)
+	t.Cleanup(func() { h.Close(); srv.Close(); l.Close() })
+	revoke = func() {
+		must(t, gateway.UpdateConfig(cfgFile, func(cfg *gateway.Config) error { gateway.Revoke(cfg.Device("laptop-7f3a"), ""); return nil }))
+		must(t, srv.Reload())
+	}
+	return h.URL + "/mcp", token, revoke
+}
+
+// Behind a gateway doctor never tells the device to use the primary's
+// shared token (it did, after a revocation: "put the primary's token
+// (its MEMPALACE_MCP_HTTP_TOKEN ...) in .env"): it names the device token
+// the gateway issues. And a gateway whose own upstream token is wrong is
+// the gateway's finding, fixed on the gateway's host.
+func TestDoctorBehindAGateway(t *testing.T) {
+	upstreamAdvice := []string{"MEMPALACE_MCP_HTTP_TOKEN", "~/.mempalace/server", "the primary's token (its"}
+	t.Run("healthy: nothing to fix, and sync is the gateway's to guard", func(t *testing.T) {
+		url, tok, _ := gatewayFleet(t, upstreamTok)
+		b := newBox(t)
+		b.env["MEMPALACE_REMOTE_URL"] = url
+		b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+		only(t, b.run())
+	})
+	for _, c := range []struct{ name, token string }{
+		{"a revoked device token", "revoke"},
+		{"no token", ""},
+		{"the upstream's shared token", upstreamTok},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			url, tok, revoke := gatewayFleet(t, upstreamTok)
+			b := newBox(t)
+			b.env["MEMPALACE_REMOTE_URL"] = url
+			b.env["MEMPALACE_REMOTE_TOKEN"] = c.token
+			if c.token == "revoke" {
+				b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+				revoke()
+			}
+			fs := b.run()
+			only(t, fs, "error:primary-auth")
+			for _, bad := range upstreamAdvice {
+				if strings.Contains(fs[0].Fix, bad) {
+					t.Errorf("the fix sends the device after the upstream's token (%q): %s", bad, fs[0].Fix)
+				}
+			}
+			if !strings.Contains(fs[0].Fix, "gateway token issue") || !strings.Contains(fs[0].Message, "gateway") {
+				t.Errorf("want the gateway named and its device token as the fix:\n%s\n%s", fs[0].Message, fs[0].Fix)
+			}
+		})
+	}
+	t.Run("the gateway's own upstream token is wrong", func(t *testing.T) {
+		url, tok, _ := gatewayFleet(t, "not-the-upstreams-token-000")
+		b := newBox(t)
+		b.env["MEMPALACE_REMOTE_URL"] = url
+		b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+		fs := b.run()
+		only(t, fs, "error:gateway-upstream")
+		if !strings.Contains(fs[0].Fix, "on the gateway's host") || !strings.Contains(fs[0].Fix, "MEMPALACE_UPSTREAM_TOKEN") || strings.Contains(fs[0].Fix, "in .env as") {
+			t.Errorf("the fix belongs on the gateway's host, not in the device's .env: %s", fs[0].Fix)
+		}
+	})
+}
