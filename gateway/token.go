@@ -155,7 +155,7 @@ func ReadSecretFile(file string) (string, error) {
 		return "", err
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("%s is readable by others (mode %o): chmod 600 it", file, fi.Mode().Perm())
+		return "", fmt.Errorf("%s is readable by others (mode %o): chmod 600 %s", file, fi.Mode().Perm(), file)
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {

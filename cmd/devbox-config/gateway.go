@@ -16,9 +16,13 @@ gives every device its own token: requests are authorized by wing, knowledge-
 graph grant, coordination identity and admin scope (deny by default), added_by
 is stamped from the credential, results are filtered to readable wings, and
 every request goes to a hash-chained audit log. The upstream's token comes from
-MEMPALACE_UPSTREAM_TOKEN or the config's upstream_token_file, never argv.
-There is no implicit 0.0.0.0: bind the docker0 gateway address behind the
-tunnel (RFC 001 §6.2). The config reloads on change and on SIGHUP.`
+MEMPALACE_UPSTREAM_TOKEN or the config's upstream_token_file, never argv; the
+gateway refuses to start without one unless --no-upstream-token says the
+upstream has none. There is no implicit 0.0.0.0: bind the docker0 gateway
+address behind the tunnel (RFC 001 §6.2); a wildcard needs --allow-wildcard.
+An --upstream it cannot use (no scheme, no /mcp path, credentials) and a
+missing config are refused before it listens, each with its fix. The config
+reloads on change and on SIGHUP.`
 
 // newGatewayCmd is `gateway` (it serves: gateway_serve.go) and its
 // operator subcommands, which share --config.
@@ -34,6 +38,8 @@ func newGatewayCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&sc.listen, "listen", "", "address to listen on, e.g. 172.17.0.1:8766 (no default)")
 	cmd.Flags().StringVar(&sc.upstream, "upstream", "", "the primary's MCP endpoint, e.g. http://127.0.0.1:8765/mcp")
+	cmd.Flags().BoolVar(&sc.allowWildcard, "allow-wildcard", false, "allow --listen 0.0.0.0 or [::] (every interface): only behind a firewall")
+	cmd.Flags().BoolVar(&sc.noUpstreamToken, "no-upstream-token", false, "the upstream runs without a token (loopback mempalace serve): start without MEMPALACE_UPSTREAM_TOKEN")
 	cmd.PersistentFlags().StringVar(&g.file, "config", gateway.DefaultConfigFile, "gateway config (JSONC)")
 	cmd.AddCommand(
 		newGatewayInitCmd(g, stderr),

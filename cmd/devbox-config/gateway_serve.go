@@ -2,13 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -20,18 +24,21 @@ import (
 
 // gatewayServeCmd is `gateway --listen … --upstream …`: its flags, and run.
 type gatewayServeCmd struct {
-	config           *gatewayConfig
-	stderr           io.Writer
-	listen, upstream string
+	config                         *gatewayConfig
+	stderr                         io.Writer
+	listen, upstream               string
+	allowWildcard, noUpstreamToken bool
 }
 
+// run refuses, before it listens, every setting that cannot work (each
+// with its fix), then serves.
 func (sc *gatewayServeCmd) run() error {
-	if sc.listen == "" || sc.upstream == "" {
-		return usageError("--listen and --upstream are required")
+	host, err := sc.checkFlags()
+	if err != nil {
+		return err
 	}
-	host, _, err := net.SplitHostPort(sc.listen)
-	if err != nil || host == "" {
-		return usageError("--listen %q: want HOST:PORT with an explicit host", sc.listen)
+	if _, err := os.Stat(sc.config.file); errors.Is(err, fs.ErrNotExist) {
+		return sc.config.missing()
 	}
 	log := newLogger(sc.stderr, 0).With("component", "gateway")
 	s := &gateway.Server{ConfigFile: sc.config.file, Upstream: sc.upstream, BindHost: host, Log: log}
@@ -63,14 +70,79 @@ func (sc *gatewayServeCmd) open(s *gateway.Server, log *slog.Logger) (*ledger.Le
 		return nil, failed(fmt.Errorf("op-id ledger: %w", err))
 	}
 	s.Ledger = gateway.OpLedger{L: l, Log: log}
-	if c.UpstreamTokenFile != "" {
-		if _, err := gateway.ReadSecretFile(c.UpstreamTokenFile); err != nil {
-			l.Close()
-			return nil, failed(fmt.Errorf("upstream_token_file: %w", err))
-		}
+	if err := sc.checkUpstreamToken(c); err != nil {
+		l.Close()
+		return nil, err
 	}
-	s.UpstreamToken = upstreamTokenSource(os.LookupEnv, c.UpstreamTokenFile, log)
+	if !sc.noUpstreamToken {
+		s.UpstreamToken = upstreamTokenSource(os.LookupEnv, c.UpstreamTokenFile, log)
+	}
 	return l, nil
+}
+
+// checkFlags refuses a --listen or --upstream that cannot work; it returns
+// the listen host.
+func (sc *gatewayServeCmd) checkFlags() (string, error) {
+	if sc.listen == "" || sc.upstream == "" {
+		return "", usageError("--listen and --upstream are required")
+	}
+	host, _, err := net.SplitHostPort(sc.listen)
+	if err != nil || host == "" {
+		return "", usageError("--listen %q: want HOST:PORT with an explicit host", sc.listen)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() && !sc.allowWildcard {
+		return "", usageError("--listen %s binds every interface, so anyone who can reach this host can try device tokens: bind the docker0 address behind the tunnel (--listen 172.17.0.1:PORT) or loopback, or say --allow-wildcard if a firewall really keeps the rest out", sc.listen)
+	}
+	if problem, fix := checkUpstream(sc.upstream); problem != "" {
+		return "", usageError("--upstream %q %s: %s", sc.upstream, problem, fix)
+	}
+	return host, nil
+}
+
+// checkUpstream is why an --upstream URL cannot work and its fix ("" when
+// it can): the gateway POSTs to it and builds /healthz and the GET routes
+// beside it.
+func checkUpstream(raw string) (problem, fix string) {
+	if !strings.Contains(raw, "://") {
+		return "has no scheme", "--upstream http://" + raw
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "is not a URL", "--upstream http://127.0.0.1:8765/mcp (mempalace serve's address)"
+	case u.User != nil:
+		return "carries credentials", "give the upstream's token in the gateway's environment (" + ladder.EnvUpstreamToken + ") or the config's upstream_token_file, never in argv"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("has scheme %q", u.Scheme), "--upstream http://" + u.Host + u.Path
+	case u.Host == "":
+		return "has no host", "--upstream http://127.0.0.1:8765/mcp (mempalace serve's address)"
+	case u.Path == "" || u.Path == "/":
+		return "has no path (mempalace serve answers on /mcp)", "--upstream " + strings.TrimSuffix(raw, "/") + "/mcp"
+	}
+	return "", ""
+}
+
+// checkUpstreamToken refuses to start without the upstream's token
+// (every call would be the upstream's 401) unless --no-upstream-token says
+// the upstream has none; a token file must exist, be private and hold one.
+func (sc *gatewayServeCmd) checkUpstreamToken(c *gateway.Config) error {
+	env := ladder.UpstreamToken(os.LookupEnv)
+	switch {
+	case sc.noUpstreamToken && (env != "" || c.UpstreamTokenFile != ""):
+		return usageError("--no-upstream-token, yet the upstream's token is set (%s or upstream_token_file): drop --no-upstream-token, or unset the token if the upstream really has none", ladder.EnvUpstreamToken)
+	case sc.noUpstreamToken, env != "":
+		return nil
+	case c.UpstreamTokenFile == "":
+		return failed(fmt.Errorf("no upstream token: every call would get the upstream's 401. Set %s in the gateway's environment to the primary's token (mempalace serve's MEMPALACE_MCP_HTTP_TOKEN), or upstream_token_file in %s; or pass --no-upstream-token if the upstream runs without one (loopback only)", ladder.EnvUpstreamToken, sc.config.file))
+	}
+	tok, err := gateway.ReadSecretFile(c.UpstreamTokenFile)
+	if err == nil && tok == "" {
+		err = fmt.Errorf("%s is empty", c.UpstreamTokenFile)
+	}
+	if err != nil {
+		return failed(fmt.Errorf("upstream_token_file: %w (write the primary's token to it, chmod 600, or set %s instead)", err, ladder.EnvUpstreamToken))
+	}
+	return nil
 }
 
 // serve answers until SIGTERM or SIGINT, reloading the config on SIGHUP and
