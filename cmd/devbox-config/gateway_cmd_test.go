@@ -27,7 +27,7 @@ func TestGatewayDeviceAddSaysWhatItAdded(t *testing.T) {
 	if code != 0 || out != "added device laptop1: read none; write none; kg none; agents none\n" {
 		t.Errorf("device add without scopes: exit %d, stdout %q", code, out)
 	}
-	for _, want := range []string{"warning: device laptop1", "can do nothing until given scopes", "--read", "--write", "devbox-config gateway --config " + cfg + " device remove laptop1"} {
+	for _, want := range []string{"warning: device laptop1", "can do nothing until given scopes", "--read", "--write", "devbox-config gateway --config " + cfg + " device set laptop1"} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("device add without scopes: stderr %q lacks %q", errOut, want)
 		}

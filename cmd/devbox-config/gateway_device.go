@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/joakimp/devbox-config/gateway"
 )
 
-// newGatewayDeviceCmd is `gateway device add|list|remove`.
+// newGatewayDeviceCmd is `gateway device add|set|list|remove`.
 func newGatewayDeviceCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List devices and their tokens (never the secrets)", Args: noArgs,
@@ -22,7 +23,19 @@ func newGatewayDeviceCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Comm
 		Use: "remove ID", Short: "Remove a device (its tokens stop working within a second)", Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error { return removeDevice(g, args[0]) },
 	}
-	return group("device", "Add, list and remove devices", newDeviceAddCmd(g, stdout, stderr), list, remove)
+	return group("device", "Add, change, list and remove devices", newDeviceAddCmd(g, stdout, stderr), newDeviceSetCmd(g, stdout), list, remove)
+}
+
+// deviceFlags are the scope flags `device add` and `device set` share,
+// parsed into d.
+func deviceFlags(f *pflag.FlagSet, d *gateway.Device) {
+	f.StringVar(&d.Label, "label", "", "human-readable label (never identity)")
+	f.StringSliceVar(&d.Read, "read", nil, "wing globs the device may read")
+	f.StringSliceVar(&d.Write, "write", nil, "wing globs the device may write")
+	f.StringVar((*string)(&d.KG), "kg", "none", "knowledge-graph grant: none, read or write")
+	f.StringSliceVar(&d.Agents, "agents", nil, "from_agent names the device may use, e.g. opencode@laptop")
+	f.BoolVar(&d.Admin, "admin", false, "may run mine, sync, deletes and the other admin tools (no device may run a tool the catalogue does not know)")
+	f.BoolVar(&d.Coordinator, "coordinator", false, "sees every coordination event")
 }
 
 // deviceAddCmd is `gateway device add ID`: its flags, and run.
@@ -38,14 +51,7 @@ func newDeviceAddCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command 
 		Use: "add ID", Short: "Add a device (then issue it a token)", Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error { return ac.run(args[0]) },
 	}
-	f := c.Flags()
-	f.StringVar(&ac.d.Label, "label", "", "human-readable label (never identity)")
-	f.StringSliceVar(&ac.d.Read, "read", nil, "wing globs the device may read")
-	f.StringSliceVar(&ac.d.Write, "write", nil, "wing globs the device may write")
-	f.StringVar((*string)(&ac.d.KG), "kg", "none", "knowledge-graph grant: none, read or write")
-	f.StringSliceVar(&ac.d.Agents, "agents", nil, "from_agent names the device may use, e.g. opencode@laptop")
-	f.BoolVar(&ac.d.Admin, "admin", false, "may run mine, sync, deletes and the other admin tools (no device may run a tool the catalogue does not know)")
-	f.BoolVar(&ac.d.Coordinator, "coordinator", false, "sees every coordination event")
+	deviceFlags(c.Flags(), &ac.d)
 	return c
 }
 
@@ -71,8 +77,61 @@ func (ac *deviceAddCmd) run(id string) error {
 	if d.KG != "none" || d.Admin {
 		what = "it can read and write no wing until given some"
 	}
-	fmt.Fprintf(ac.stderr, "devbox-config: warning: device %s has no --read and no --write wings: %s (--read WINGS, --write WINGS, --kg read|write, --agents NAMES, --admin); to give them, '%s' and add it again with them\n",
-		d.ID, what, ac.config.hint("device remove "+d.ID))
+	fmt.Fprintf(ac.stderr, "devbox-config: warning: device %s has no --read and no --write wings: %s; give them with '%s'\n",
+		d.ID, what, ac.config.hint("device set "+d.ID+" --read WINGS --write WINGS [--kg read|write] [--agents NAMES] [--admin]"))
+	return nil
+}
+
+// newDeviceSetCmd is `gateway device set ID`: the scope flags given
+// replace the device's, the rest (its tokens above all) stay.
+func newDeviceSetCmd(g *gatewayConfig, stdout io.Writer) *cobra.Command {
+	var given gateway.Device
+	c := &cobra.Command{
+		Use: "set ID", Short: "Change a device's scopes in place (only the flags given; its tokens stay)", Args: exactArgs(1),
+	}
+	deviceFlags(c.Flags(), &given)
+	c.RunE = func(_ *cobra.Command, args []string) error { return setDevice(g, stdout, c.Flags(), given, args[0]) }
+	return c
+}
+
+// setDevice is `gateway device set ID`: each changed flag's value replaces
+// the device's (--write ” clears the writes), validated like the whole
+// config, under its lock.
+func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gateway.Device, id string) error {
+	set := func(d *gateway.Device) map[string]func() {
+		return map[string]func(){
+			"label": func() { d.Label = given.Label }, "read": func() { d.Read = given.Read }, "write": func() { d.Write = given.Write },
+			"kg": func() { d.KG = given.KG }, "agents": func() { d.Agents = given.Agents },
+			"admin": func() { d.Admin = given.Admin }, "coordinator": func() { d.Coordinator = given.Coordinator },
+		}
+	}
+	changed := 0
+	for name := range set(&given) {
+		if f.Changed(name) {
+			changed++
+		}
+	}
+	if changed == 0 {
+		return usageError("device set %s: nothing to change; give --label, --read, --write, --kg, --agents, --admin or --coordinator", id)
+	}
+	var after gateway.Device
+	err := g.update(func(c *gateway.Config) error {
+		d, err := deviceIn(c, id)
+		if err != nil {
+			return err
+		}
+		for name, apply := range set(d) {
+			if f.Changed(name) {
+				apply()
+			}
+		}
+		after = *d
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "device "+id+": "+scopes(after))
 	return nil
 }
 
@@ -114,7 +173,7 @@ func removeDevice(g *gatewayConfig, id string) error {
 	})
 }
 
-// scopes says what a device may do, for `gateway device add`.
+// scopes says what a device may do, for `gateway device add` and `set`.
 func scopes(d gateway.Device) string {
 	list := func(globs []string) string {
 		if len(globs) == 0 {

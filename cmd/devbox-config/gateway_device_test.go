@@ -1,0 +1,69 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/gateway"
+)
+
+// `gateway device set` changes a device's scopes in place: only the flags
+// given change, and its tokens stay (before: the only way was device
+// remove, which killed the tokens, and add again, or editing JSON by hand).
+func TestGatewayDeviceSetKeepsTokens(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.jsonc")
+	cli := func(want int, args ...string) (string, string) {
+		t.Helper()
+		code, out, errOut := runCLI(append([]string{"gateway", "--config", cfg}, args...)...)
+		if code != want {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, want, out, errOut)
+		}
+		return out, errOut
+	}
+	cli(0, "init")
+	cli(0, "device", "add", "laptop-7f3a", "--label", "laptop", "--read", "shared", "--agents", "opencode@laptop")
+	tok, _ := cli(0, "token", "issue", "laptop-7f3a")
+	tok = strings.TrimSpace(tok)
+	before, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out, _ := cli(0, "device", "set", "laptop-7f3a", "--read", "shared,wing_opencode", "--write", "shared", "--kg", "write")
+	if out != "device laptop-7f3a: read shared,wing_opencode; write shared; kg write; agents opencode@laptop\n" {
+		t.Errorf("set says %q", out)
+	}
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Device("laptop-7f3a")
+	if d.Label != "laptop" || strings.Join(d.Read, ",") != "shared,wing_opencode" || strings.Join(d.Write, ",") != "shared" || d.KG != gateway.KGWrite || strings.Join(d.Agents, ",") != "opencode@laptop" {
+		t.Errorf("after set: %+v", d)
+	}
+	if len(d.Tokens) != 1 || d.Tokens[0] != before.Device("laptop-7f3a").Tokens[0] {
+		t.Errorf("the tokens changed: %+v, were %+v", d.Tokens, before.Device("laptop-7f3a").Tokens)
+	}
+	key, _ := gateway.LoadSecret(c.SecretFile)
+	if got, _, _, err := gateway.Authenticate(c, key, tok, time.Now()); err != nil || got.ID != "laptop-7f3a" {
+		t.Errorf("the token issued before set no longer authenticates: %v", err)
+	}
+
+	cli(0, "device", "set", "laptop-7f3a", "--write", "", "--admin=false", "--agents", "opencode@laptop,pi@laptop")
+	c, _ = gateway.LoadConfig(cfg)
+	if d := c.Device("laptop-7f3a"); len(d.Write) != 0 || strings.Join(d.Agents, ",") != "opencode@laptop,pi@laptop" || strings.Join(d.Read, ",") != "shared,wing_opencode" {
+		t.Errorf("--write '' should clear the writes and leave the rest: %+v", d)
+	}
+	_, errOut := cli(2, "device", "set", "laptop-7f3a")
+	if !strings.Contains(errOut, "--read") {
+		t.Errorf("set without flags: %s", errOut)
+	}
+	cli(1, "device", "set", "nosuch", "--read", "x")
+	cli(1, "device", "set", "laptop-7f3a", "--kg", "everything")
+	if c2, _ := gateway.LoadConfig(cfg); c2.Device("laptop-7f3a").KG != gateway.KGWrite {
+		t.Error("a refused set changed the device")
+	}
+}
