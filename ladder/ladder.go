@@ -61,8 +61,9 @@ type Settings struct {
 	Mode Mode
 	// URL is the primary's MCP endpoint (remote and edge modes).
 	URL string
-	// URLProblem says why MEMPALACE_REMOTE_URL was set but not used ("" when
-	// it is unset or used): a malformed URL is told apart from an unset one.
+	// URLProblem says why MEMPALACE_REMOTE_URL was set but not used, and
+	// its fix ("" when it is unset or used): a malformed URL is told apart
+	// from an unset one.
 	URLProblem string
 	// TokenSet reports whether MEMPALACE_REMOTE_TOKEN is non-blank.
 	TokenSet bool
@@ -74,6 +75,15 @@ type Settings struct {
 	// PiSettingsMerge is false when PI_SETTINGS_MERGE=0 disables pi's
 	// settings merge.
 	PiSettingsMerge bool
+}
+
+// NoURL says why there is no primary's URL: unset, or malformed with the
+// fix.
+func (s Settings) NoURL() string {
+	if s.URLProblem != "" {
+		return EnvRemoteURL + " is malformed: " + s.URLProblem
+	}
+	return EnvRemoteURL + " unset"
 }
 
 // Register reports whether a harness should have a mempalace entry at all.
@@ -144,7 +154,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 
 	if raw := get(EnvRemoteURL); raw != "" {
 		if p := checkURL(raw); p.problem != "" {
-			s.URLProblem = p.problem
+			s.URLProblem = p.problem + " (fix: " + p.fix + ")"
 			warn(EnvRemoteURL, p.fix, "%s; staying solitary", p.problem)
 		} else {
 			s.URL = raw

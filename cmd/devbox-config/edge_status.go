@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/ladder"
 )
 
 // edgeStatusCmd is `edge status`: its flags, and run.
@@ -129,7 +132,8 @@ func (sc *edgeStatusCmd) withoutOutbox(path, primary string) error {
 // probePrimary asks the primary's /healthz (token-free, as upstream).
 func probePrimary(ctx context.Context, cfg edge.Config) string {
 	if cfg.PrimaryURL == "" {
-		return "not configured (MEMPALACE_REMOTE_URL unset)"
+		s, _ := ladder.Resolve(os.LookupEnv, func(string) (string, error) { return "", exec.ErrNotFound })
+		return "not configured (" + s.NoURL() + ")"
 	}
 	u := cfg.PrimaryURL
 	if i := strings.Index(u, "://"); i >= 0 {

@@ -126,6 +126,9 @@ func (jc *joinCmd) config() (join.Config, error) {
 	if err != nil {
 		return join.Config{}, usageError("%v", err)
 	}
+	if s.URLProblem != "" {
+		return join.Config{}, usageError("join: %s: there is no primary to join", s.NoURL())
+	}
 	for _, w := range warns {
 		if w.Var == ladder.EnvOriginDevice {
 			return join.Config{}, usageError("--origin-device %q: %s", jc.device, strings.TrimSuffix(w.Message, "; ignored, nothing will be stamped"))
