@@ -31,7 +31,7 @@ var knownKeys = map[catalogue.Filter][]string{
 		"cli_output"}, // 3.9+ cli_compatible: the hits as text; passed only for one readable wing
 	catalogue.FilterMatches:    {"is_duplicate", "matches", "vector_disabled", "vector_disabled_reason", "hint", "error"},
 	catalogue.FilterDrawers:    {"drawers", "total", "count", "offset", "limit", "error", "truncated", "notice"},
-	catalogue.FilterWingCounts: {"total_drawers", "wings", "rooms", "taxonomy", "protocol", "aaak_dialect", "backend", "embedder", "embedding_device", "sqlite_integrity", "library_versions", "updates", "vector_disabled", "vector_disabled_reason", "hnsw_capacity", "sqlite_integrity_failed", "error", "partial"},
+	catalogue.FilterWingCounts: {"total_drawers", "wings", "rooms", "taxonomy", "protocol", "aaak_dialect", "backend", "embedder", "embedding_device", "details", "hint", "sqlite_integrity", "library_versions", "updates", "vector_disabled", "vector_disabled_reason", "hnsw_capacity", "sqlite_integrity_failed", "error", "partial"},
 	catalogue.FilterRooms:      {"wing", "rooms", "error"},
 	catalogue.FilterDiary:      {"agent", "entries", "total", "showing", "message", "error", "truncated", "notice"},
 	catalogue.FilterCheckpoint: {"added", "duplicates", "errors", "diary", "error"},
