@@ -166,7 +166,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	findings = append(findings, CheckOutbox(opts, ob)...)
 	findings = append(findings, CheckPiExtension(opts, st)...)
 	pr := <-done
-	findings = append(findings, CheckEmbedderSidecar(opts, st, ob, pr.probe)...)
+	findings = append(findings, CheckEmbedderSidecar(opts, st, ob)...)
 	findings = append(findings, pr.findings...)
 	return append(CheckEnv(opts, st, pr.probe), findings...)
 }

@@ -236,21 +236,34 @@ func TestChecksCreateNothing(t *testing.T) {
 
 func TestEmbedderSidecar(t *testing.T) {
 	srvURL := primary(t, "", fakepalace.Options{}).URL()
-	t.Run("missing", func(t *testing.T) {
+	t.Run("missing on a palace that holds data", func(t *testing.T) {
 		b := newBox(t)
 		b.edgeMode(srvURL, "")
 		os.Remove(filepath.Join(b.palace, SidecarFile))
-		only(t, b.run(), "warn:embedder-sidecar")
-	})
-	t.Run("dimension 0", func(t *testing.T) {
-		b := newBox(t)
-		b.edgeMode(srvURL, "")
-		write(t, filepath.Join(b.palace, SidecarFile), `{"mempalace_drawers": {"model_name": "minilm", "dimension": 0}}`, 0o600)
+		write(t, filepath.Join(b.palace, "chroma.sqlite3"), "x", 0o600)
 		fs := b.run()
 		only(t, fs, "warn:embedder-sidecar")
-		if !strings.Contains(fs[0].Message, "dimension 0") {
-			t.Fatalf("%s", fs[0].Message)
+		if !strings.Contains(fs[0].Fix, "mempalace palace set-embedder --model") {
+			t.Fatalf("the fix should be MemPalace's own command: %s", fs[0].Fix)
 		}
+	})
+	t.Run("missing on a palace not written to yet: the first write records it", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		os.Remove(filepath.Join(b.palace, SidecarFile))
+		only(t, b.run())
+	})
+	t.Run("dimension 0, as MemPalace 3.11 records it", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		write(t, filepath.Join(b.palace, SidecarFile), "{\n  \"mempalace_drawers\": {\n    \"model_name\": \"minilm\",\n    \"dimension\": 0\n  }\n}", 0o600)
+		only(t, b.run())
+	})
+	t.Run("no model name", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		write(t, filepath.Join(b.palace, SidecarFile), `{"mempalace_drawers": {"dimension": 384}}`, 0o600)
+		only(t, b.run(), "warn:embedder-sidecar")
 	})
 	t.Run("the edge's canary", func(t *testing.T) {
 		b := newBox(t)
@@ -265,15 +278,6 @@ func TestEmbedderSidecar(t *testing.T) {
 			t.Fatalf("should quote the edge's record: %s", fs[0].Message)
 		}
 	})
-	t.Run("primary reports another model", func(t *testing.T) {
-		b := newBox(t)
-		b.edgeMode(primary(t, "", fakepalace.Options{Embedder: "embeddinggemma"}).URL(), "")
-		fs := b.run()
-		only(t, fs, "error:embedder-sidecar")
-		if !strings.Contains(fs[0].Message, "embeddinggemma") {
-			t.Fatalf("%s", fs[0].Message)
-		}
-	})
 	t.Run("no palace yet", func(t *testing.T) {
 		b := newBox(t)
 		b.edgeMode(srvURL, "")
@@ -284,6 +288,24 @@ func TestEmbedderSidecar(t *testing.T) {
 		b := newBox(t)
 		only(t, b.run())
 	})
+}
+
+// A fake fleet passes doctor: the test double's local palace records its
+// embedder as MemPalace does (before: it wrote no sidecar, and doctor's fix
+// named a command the double does not have), its primary answers
+// mempalace_status like 3.11.0.
+func TestFakeFleetPassesDoctor(t *testing.T) {
+	const tok = "tok-fake-fleet-0123456789"
+	b := newBox(t)
+	b.edgeMode(primary(t, tok, fakepalace.Options{}).URL(), tok)
+	must(t, os.Remove(filepath.Join(b.palace, SidecarFile)))
+	local, err := fakepalace.New(fakepalace.Options{Dir: b.palace})
+	must(t, err)
+	if out, err := local.Handle([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_diary_write","arguments":{"agent_name":"pi","entry":"first day"}}}`)); err != nil || !strings.Contains(string(out), "success") {
+		t.Fatalf("%s %v", out, err)
+	}
+	write(t, filepath.Join(b.palace, "chroma.sqlite3"), "a palace with data", 0o600) // as if MemPalace's: the sidecar must be there
+	only(t, b.run())
 }
 
 func TestEdgeVolume(t *testing.T) {

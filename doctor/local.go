@@ -27,23 +27,32 @@ const drawersCollection = "mempalace_drawers"
 
 // sidecar is the local palace's embedder identity: model "" when unknown.
 type sidecar struct {
-	model     string
-	dimension int
-	problem   string // why it is unusable ("" = fine)
+	model   string
+	problem string // why it is unusable ("" = fine)
 }
 
+// chromaFile is the default backend's store: a palace that has it has
+// been written to.
+const chromaFile = "chroma.sqlite3"
+
+// readSidecar reads <palace>/mempalace_embedder.json. MemPalace 3.11
+// records it on a new palace's first write, with dimension 0 for its core
+// embedders (it does not probe them): a missing file is a problem only on a
+// palace that already holds data (chroma.sqlite3), and dimension 0 never is.
 func readSidecar(palace string) sidecar {
 	path := filepath.Join(palace, SidecarFile)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		if os.IsNotExist(err) {
-			return sidecar{problem: path + " is missing"}
+		if !os.IsNotExist(err) {
+			return sidecar{problem: fmt.Sprintf("%s cannot be read: %v", path, err)}
 		}
-		return sidecar{problem: fmt.Sprintf("%s cannot be read: %v", path, err)}
+		if _, err := os.Stat(filepath.Join(palace, chromaFile)); err != nil {
+			return sidecar{} // not written to yet: the first write records it
+		}
+		return sidecar{problem: fmt.Sprintf("%s is missing although the palace holds data (%s)", path, chromaFile)}
 	}
 	var doc map[string]struct {
-		Model     string `json:"model_name"`
-		Dimension int    `json:"dimension"`
+		Model string `json:"model_name"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return sidecar{problem: fmt.Sprintf("%s is not the JSON object MemPalace writes: %v", path, err)}
@@ -52,41 +61,29 @@ func readSidecar(palace string) sidecar {
 	if !ok || d.Model == "" {
 		return sidecar{problem: fmt.Sprintf("%s has no %s.model_name (MemPalace treats that as unknown and checks nothing)", path, drawersCollection)}
 	}
-	s := sidecar{model: d.Model, dimension: d.Dimension}
-	if d.Dimension == 0 {
-		s.problem = fmt.Sprintf("%s says %s has dimension 0 (the probe failed: MemPalace skips the dimension check and compares only the name %q)", path, drawersCollection, d.Model)
-	}
-	return s
+	return sidecar{model: d.Model}
 }
 
 // CheckEmbedderSidecar is embedder-sidecar (§7.4), in edge mode only, where
 // merged reads compare the local palace's distances with the primary's:
-// the sidecar missing or unusable, dimension 0, the edge's own canary (the
-// outbox's record of a mismatch it saw), or a model name different from
-// the one the primary reports (when it reports one).
-func CheckEmbedderSidecar(opts Options, st State, ob outboxState, p Probe) []Finding {
+// the sidecar unusable (or missing on a palace with data), or the edge's
+// own canary (the outbox's record of a mismatch it saw). MemPalace 3.11
+// does not report its embedder over MCP, so the primary's model is known
+// only through that canary.
+func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 	if st.Settings.Mode != ladder.Edge || st.Palace == "" {
 		return nil
 	}
 	var out []Finding
-	var sc sidecar
-	if _, err := os.Stat(st.Palace); err == nil { // no palace yet: the first start writes both
-		sc = readSidecar(st.Palace)
-	}
-	if sc.problem != "" {
+	if sc := readSidecar(st.Palace); sc.problem != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Warn, Section: "§7.4",
 			Message: opts.mask(sc.problem) + "; merged search cannot tell whether the local palace and the primary embed alike",
-			Fix:     "start the local palace once with its embedder available (`mempalace status`) so it writes " + SidecarFile + " with the model and its dimension; set the same embedding_model in ~/.mempalace/config.json here and on the primary"})
+			Fix:     "record the model the palace was filled with: `mempalace palace set-embedder --model NAME` (NAME: embedding_model in ~/.mempalace/config.json, minilm by default); set the same embedding_model here and on the primary"})
 	}
 	if ob.mismatch != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
 			Message: "the edge saw the local palace and the primary rank the same drawer at different distances (" + opts.mask(ob.mismatch) + "): they embed with different models, merged search is off",
 			Fix:     "set the same embedding_model in ~/.mempalace/config.json here and on the primary, then re-mine the palace whose model changed; `devbox-config edge status` shows the edge's record"})
-	}
-	if p.Embedder != "" && sc.model != "" && !strings.EqualFold(p.Embedder, sc.model) {
-		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
-			Message: fmt.Sprintf("the local palace embeds with %q, the primary reports %q: their distances are not comparable", sc.model, p.Embedder),
-			Fix:     "set the same embedding_model in ~/.mempalace/config.json here and on the primary, then re-mine the palace whose model changed"})
 	}
 	return out
 }

@@ -26,9 +26,6 @@ type Probe struct {
 	Healthz time.Duration
 	// Tools are the names tools/list gave (nil when not reached).
 	Tools []string
-	// Embedder is the model mempalace_status reports, when it reports one
-	// (MemPalace 3.x does not; the test double does).
-	Embedder string
 	// Gateway: the answer came from a devbox-config gateway (it advertises
 	// its op-id ledger on every /mcp answer, refusals included).
 	Gateway bool
@@ -154,9 +151,6 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 		out = append(out, Finding{ID: IDSyncShared, Severity: Warn, Section: "§7.2",
 			Message: "in remote mode the agent can call mempalace_sync directly on the shared primary, which prunes drawers whose sources are absent on the primary's host: a sync from one device can delete another's",
 			Fix:     "use edge mode (MEMPALACE_EDGE=1: the edge never sends mempalace_sync to the primary) or put `devbox-config gateway` in front of the primary (sync is admin-only there)"})
-	}
-	if s.Mode == ladder.Edge {
-		p.Embedder = c.embedder(ctx)
 	}
 	return out
 }
@@ -344,32 +338,4 @@ func (c *mcpClient) listTools(ctx context.Context) ([]string, int, error) {
 		names = append(names, t.Name)
 	}
 	return names, status, nil
-}
-
-// embedder asks mempalace_status for the primary's embedder name (""
-// when it does not say, or on any failure: a canary, not a check).
-func (c *mcpClient) embedder(ctx context.Context) string {
-	status, res, err := c.call(ctx, 3, "tools/call", map[string]any{"name": "mempalace_status", "arguments": map[string]any{}})
-	if err != nil || status != http.StatusOK {
-		return ""
-	}
-	var env struct {
-		Content []struct {
-			Text string `json:"text"`
-		} `json:"content"`
-	}
-	if json.Unmarshal(res, &env) != nil || len(env.Content) == 0 {
-		return ""
-	}
-	var st struct {
-		Embedder       string `json:"embedder"`
-		EmbeddingModel string `json:"embedding_model"`
-	}
-	if json.Unmarshal([]byte(env.Content[0].Text), &st) != nil {
-		return ""
-	}
-	if st.EmbeddingModel != "" {
-		return st.EmbeddingModel
-	}
-	return st.Embedder
 }

@@ -269,6 +269,9 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 	var saveErr error
 	if t.mutating {
 		saveErr = save(pl.opts.Dir, pl.st)
+		if saveErr == nil {
+			saveErr = recordEmbedder(pl.opts.Dir, pl.opts.Embedder)
+		}
 	}
 	pl.mu.Unlock()
 	if e, ok := result.(*rpcError); ok {

@@ -518,12 +518,19 @@ func (pl *Palace) counts() (total int, wings map[string]int, rooms map[string]in
 	return
 }
 
+// status has the keys of 3.11.0's mempalace_status on a palace with
+// drawers (tools_read.py tool_status, and the MCP layer's
+// sqlite_integrity, library_versions, updates): no embedder name, which
+// 3.11.0 does not report (its embedding_device is "cpu" or a description
+// of the embedder's endpoint).
 func (pl *Palace) status(a args) any {
 	total, wings, rooms, _ := pl.counts()
 	return map[string]any{
 		"total_drawers": total, "wings": wings, "rooms": rooms, "protocol": "MemPalace protocol (test double)", "aaak_dialect": "AAAK (test double)",
-		"backend": "fakepalace", "embedder": pl.opts.Embedder, "embedding_device": pl.opts.Embedder + " (test double)",
-		"sqlite_integrity": map[string]any{"checked": true, "ok": true, "error_count": 0, "errors": []any{}},
+		"backend": "fakepalace", "embedding_device": pl.opts.Embedder + " (test double)",
+		"sqlite_integrity": map[string]any{"checked": true, "ok": true, "sqlite_version": "", "palace": pl.opts.Dir, "sqlite_path": "", "error_count": 0, "errors": []any{}},
+		"library_versions": map[string]any{"stale": false, "serving": map[string]any{"mempalace": pl.opts.Version}, "packages": []any{}},
+		"updates":          map[string]any{"server": map[string]any{"enabled": false, "installed": pl.opts.Version}},
 	}
 }
 
