@@ -5,20 +5,11 @@ import (
 	"strings"
 )
 
-// The contract suite's variables (fakepalace's tests against a real
-// MemPalace).
-const (
-	EnvContractCmd   = "MEMPALACE_CONTRACT_CMD"
-	EnvContractURL   = "MEMPALACE_CONTRACT_URL"
-	EnvContractToken = "MEMPALACE_CONTRACT_TOKEN"
-)
-
 // ownVars are the names devbox-config itself reads: the ladder's, the
-// edge's, the gateway's and the contract suite's.
+// edge's and the gateway's.
 func ownVars() []string {
 	return append(append([]string(nil), Vars...),
-		EnvEdgeChild, EnvEdgeTimeout, EnvEdgeLease, EnvEdgeLog, EnvEdgeHarness, EnvPalacePath, EnvUpstreamToken,
-		EnvContractCmd, EnvContractURL, EnvContractToken)
+		EnvEdgeChild, EnvEdgeTimeout, EnvEdgeLease, EnvEdgeLog, EnvEdgeHarness, EnvPalacePath, EnvUpstreamToken)
 }
 
 // mempalaceVars are the variables MemPalace reads: every MEMPAL(ACE)_*
@@ -52,7 +43,8 @@ var mempalaceVars = []string{
 }
 
 // namePrefix is the prefix every name devbox-config and MemPalace read
-// shares; any other name under it is a mistake.
+// shares; any other name under it is a mistake (the test suite's own
+// variables are DEVBOX_*).
 const namePrefix = "MEMPALACE_"
 
 // CheckNames looks at an environment's variable names (the keys of a .env

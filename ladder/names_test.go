@@ -24,7 +24,8 @@ func TestCheckNames(t *testing.T) {
 		{EnvPalacePath, ""},
 		{"MEMPALACE_MCP_HTTP_TOKEN", ""},
 		{"MEMPALACE_EMBEDDING_MODEL", ""},
-		{"MEMPALACE_CONTRACT_CMD", ""},
+		{"MEMPALACE_CONTRACT_CMD", "-"}, // the contract suite's old hook: gone
+		{"DEVBOX_MEMPALACE_VENV", ""},
 		{"HOME", ""},
 		{"PATH", ""},
 		{"MEMPAL_PALACE_PATH", ""},
