@@ -6,10 +6,10 @@ import (
 )
 
 // ownVars are the names devbox-config itself reads: the ladder's, the
-// edge's and the gateway's.
+// edge's and bridge's, and the gateway's.
 func ownVars() []string {
 	return append(append([]string(nil), Vars...),
-		EnvEdgeChild, EnvEdgeTimeout, EnvEdgeLease, EnvEdgeLog, EnvEdgeHarness, EnvPalacePath, EnvUpstreamToken)
+		EnvEdgeChild, EnvEdgeTimeout, EnvEdgeLease, EnvEdgeLog, EnvEdgeHarness, EnvPalacePath, EnvUpstreamToken, EnvFromParent)
 }
 
 // mempalaceVars are the variables MemPalace reads: every MEMPAL(ACE)_*

@@ -21,6 +21,8 @@ func TestCheckNames(t *testing.T) {
 		{"MEMPALACE_FROBNICATE", "-"}, // unknown, nothing near
 		{EnvRemoteURL, ""},
 		{EnvUpstreamToken, ""},
+		{EnvFromParent, ""},
+		{"MEMPALACE_ENV_FROM_PARNT", EnvFromParent},
 		{EnvPalacePath, ""},
 		{"MEMPALACE_MCP_HTTP_TOKEN", ""},
 		{"MEMPALACE_EMBEDDING_MODEL", ""},
