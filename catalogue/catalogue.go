@@ -132,10 +132,14 @@ const (
 	// CoordinationGrant: a coordination identity; answers cut to the
 	// device's agents unless it is a coordinator.
 	CoordinationGrant
+	// Never: no device, admin included (mine and sync on a shared primary:
+	// RFC 001 §7.2, §6.2's "no remote mine"); the gateway's refusal says
+	// where to run them instead.
+	Never
 )
 
 func (g Gate) String() string {
-	return [...]string{"deny", "admin", "read-wing", "read-by-id", "read-static", "read-all-wings", "write-wing", "kg-read", "kg-write", "agent-write", "coordination-read"}[g]
+	return [...]string{"deny", "admin", "read-wing", "read-by-id", "read-static", "read-all-wings", "write-wing", "kg-read", "kg-write", "agent-write", "coordination-read", "never"}[g]
 }
 
 // Filter names the answer shape the gateway cuts to what a device may see.
@@ -289,3 +293,15 @@ func (t Tool) Description() string {
 // gateway cuts to a device's wings and how the edge merges two palaces'
 // answers.
 func FilterOf(name string) Filter { t, _ := Lookup(name); return t.Filter }
+
+// NeverNames lists the tools no device may call through the gateway
+// (Gate Never), by their full names, in the catalogue's order.
+func NeverNames() []string {
+	var out []string
+	for _, t := range tools {
+		if t.Gate == Never {
+			out = append(out, Prefix+t.Name)
+		}
+	}
+	return out
+}

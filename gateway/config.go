@@ -58,7 +58,7 @@ type Device struct {
 	// Agents are the from_agent names the device may use
 	// ("<harness>@<label>", RFC 003 §3.2).
 	Agents      []string `json:"agents,omitempty"`
-	Admin       bool     `json:"admin,omitempty"`       // mine, sync, deletes, hook_settings, reconnect, mesh_peers (never an unknown tool)
+	Admin       bool     `json:"admin,omitempty"`       // deletes (kept in the trash), hook_settings, reconnect, mesh_peers (never sync or mine, never an unknown tool)
 	Coordinator bool     `json:"coordinator,omitempty"` // sees every event, not only its agents'
 	Tokens      []Token  `json:"tokens,omitempty"`
 	// Rate limits (requests per second; 0 = the defaults).

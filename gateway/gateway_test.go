@@ -132,7 +132,7 @@ func TestAuthorizationTable(t *testing.T) {
 		{"sync by a non-admin", desk, "sync", map[string]any{}, false},
 		{"mine by a non-admin", laptop, "mine", map[string]any{"source": "/w"}, false},
 		{"delete by a non-admin", desk, "delete_drawer", map[string]any{"drawer_id": "x"}, false},
-		{"sync by the admin", admin, "sync", map[string]any{}, true},
+		{"sync by the admin", admin, "sync", map[string]any{}, false},
 		{"an unknown tool by a non-admin", laptop, "traverse", map[string]any{"start_room": "r"}, false},
 	}
 	for _, r := range rows {

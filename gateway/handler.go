@@ -322,7 +322,11 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 	}
 	x.entry.Wing, x.entry.Rule = dec.Wing, dec.Rule
 	if !dec.Allow {
-		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, dec.Rule), dec.Rule, dec.Wing)
+		msg := fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, dec.Rule)
+		if dec.why != "" {
+			msg = "devbox-config gateway: " + dec.why
+		}
+		s.refuse(x, d, req, CodeDenied, msg, dec.Rule, dec.Wing)
 		return dec, false
 	}
 	return dec, true

@@ -61,7 +61,7 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
     //   "write": ["shared", "wing_opencode"],  // wing globs it may write
     //   "kg": "read",                     // knowledge graph: none, read or write
     //   "agents": ["opencode@laptop"],    // from_agent names it may use
-    //   "admin": false,                   // mine, sync, deletes, unknown tools
+    //   "admin": false,                   // deletes (kept in the trash), reconnect, hook settings; never sync or mine
     //   "coordinator": false,             // sees every coordination event
     //   "read_rate": 0, "write_rate": 0   // requests per second; 0 = defaults
     // }

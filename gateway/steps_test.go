@@ -120,7 +120,9 @@ func TestCatalogueDecisions(t *testing.T) {
 		{laptop, "mempalace_get_aaak_spec", true}, // static: any read scope
 		{&Device{ID: "no-read"}, "mempalace_get_aaak_spec", false},
 		{desk, "mempalace_sync", false},
-		{admin, "mempalace_sync", true},
+		{admin, "mempalace_sync", false}, // issue 27: never on the primary
+		{admin, "mempalace_mine", false},
+		{admin, "mempalace_delete_drawer", true},
 	} {
 		if got := Authorize(c.d, c.tool, map[string]any{}, "").Allow; got != c.allow {
 			t.Errorf("%s %s: allowed=%v, want %v", c.d.ID, c.tool, got, c.allow)

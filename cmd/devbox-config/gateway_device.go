@@ -34,7 +34,7 @@ func deviceFlags(f *pflag.FlagSet, d *gateway.Device) {
 	f.StringSliceVar(&d.Write, "write", nil, "wing globs the device may write")
 	f.StringVar((*string)(&d.KG), "kg", "none", "knowledge-graph grant: none, read or write")
 	f.StringSliceVar(&d.Agents, "agents", nil, "from_agent names the device may use, e.g. opencode@laptop")
-	f.BoolVar(&d.Admin, "admin", false, "may run mine, sync, deletes and the other admin tools (no device may run a tool the catalogue does not know)")
+	f.BoolVar(&d.Admin, "admin", false, "may delete drawers (kept in the gateway's trash) and run the other admin tools (no device runs sync or mine on the primary, or a tool the catalogue does not know)")
 	f.BoolVar(&d.Coordinator, "coordinator", false, "sees every coordination event")
 }
 
