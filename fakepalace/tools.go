@@ -394,9 +394,13 @@ func (pl *Palace) deleteBySource(a args) any {
 		}
 	}
 	if a.boolean("dry_run", true) {
-		sample := []map[string]any{}
-		for _, d := range match[:min(len(match), 5)] {
-			sample = append(sample, map[string]any{"wing": d.Wing, "room": d.Room})
+		sample := []map[string]any{} // distinct (wing, room) pairs, at most five, as MemPalace's
+		seen := map[[2]string]bool{}
+		for _, d := range match {
+			if pair := [2]string{d.Wing, d.Room}; !seen[pair] && len(sample) < 5 {
+				seen[pair] = true
+				sample = append(sample, map[string]any{"wing": d.Wing, "room": d.Room})
+			}
 		}
 		return map[string]any{"success": true, "dry_run": true, "source_file": src, "match_count": len(match), "closet_match_count": 0, "sample": sample, "hint": deleteHint(len(match))}
 	}

@@ -116,6 +116,13 @@ func splitLine(line []byte) (prefix []byte, hash string, ok bool) {
 // written but not fsync'd: a power cut may lose the last read lines, never
 // break the chain.
 func (a *Audit) Append(e Entry, durable bool) error {
+	_, err := a.appendLine(e, durable)
+	return err
+}
+
+// appendLine is Append, returning the line's hash (what a record made for
+// the request elsewhere, such as the trash's, refers to).
+func (a *Audit) appendLine(e Entry, durable bool) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e.Prev = a.prev
@@ -128,24 +135,24 @@ func (a *Audit) Append(e Entry, durable bool) error {
 		f, err := os.OpenFile(a.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			a.f = nil
-			return err
+			return "", err
 		}
 		a.f = f
 	}
 	if _, err := a.f.Write(append(b, '\n')); err != nil {
-		return err
+		return "", err
 	}
 	if durable {
 		if err := a.f.Sync(); err != nil {
-			return err
+			return "", err
 		}
 	}
 	a.prev = e.Hash
 	a.lines++
 	if a.key != nil && a.lines%CheckpointEvery == CheckpointEvery-1 {
-		return a.checkpointLocked()
+		return e.Hash, a.checkpointLocked()
 	}
-	return nil
+	return e.Hash, nil
 }
 
 // Close closes the log file (Append reopens it).

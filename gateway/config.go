@@ -16,6 +16,7 @@ import (
 
 	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
 // Config is the gateway's JSONC configuration file.
@@ -42,8 +43,15 @@ type Config struct {
 	LedgerRetentionDays int    `json:"ledger_retention_days,omitempty"`
 	// GraceDays is how long a rotated-out token stays valid after the new
 	// one is first used (default 7).
-	GraceDays int      `json:"grace_days,omitempty"`
-	Devices   []Device `json:"devices"`
+	GraceDays int `json:"grace_days,omitempty"`
+	// TrashFile keeps the drawers a delete through the gateway removed
+	// (default: trash.sqlite beside the audit log); TrashRetentionDays how
+	// long (default 30). DeleteCap is the most drawers one delete may
+	// remove from a device without the bulk_delete grant (default 10).
+	TrashFile          string   `json:"trash_file,omitempty"`
+	TrashRetentionDays int      `json:"trash_retention_days,omitempty"`
+	DeleteCap          int      `json:"delete_cap,omitempty"`
+	Devices            []Device `json:"devices"`
 }
 
 // Device is one machine's identity and what it may do.
@@ -60,7 +68,10 @@ type Device struct {
 	Agents      []string `json:"agents,omitempty"`
 	Admin       bool     `json:"admin,omitempty"`       // deletes (kept in the trash), hook_settings, reconnect, mesh_peers (never sync or mine, never an unknown tool)
 	Coordinator bool     `json:"coordinator,omitempty"` // sees every event, not only its agents'
-	Tokens      []Token  `json:"tokens,omitempty"`
+	// BulkDelete lets an admin device make one delete of more drawers than
+	// the config's delete_cap (they still go to the trash).
+	BulkDelete bool    `json:"bulk_delete,omitempty"`
+	Tokens     []Token `json:"tokens,omitempty"`
 	// Rate limits (requests per second; 0 = the defaults).
 	ReadRate  float64 `json:"read_rate,omitempty"`
 	WriteRate float64 `json:"write_rate,omitempty"`
@@ -131,6 +142,9 @@ func (c *Config) Validate() error {
 	if c.GraceDays < 0 {
 		return errors.New("grace_days: must not be negative")
 	}
+	if c.TrashRetentionDays < 0 || c.DeleteCap < 0 {
+		return errors.New("trash_retention_days, delete_cap: must not be negative")
+	}
 	seen := map[string]bool{}
 	tokens := map[string]bool{}
 	for i, d := range c.Devices {
@@ -177,6 +191,9 @@ func (c *Config) Validate() error {
 		}
 		if live > 2 {
 			return fmt.Errorf("%s.tokens: %d live tokens; at most two (current and the one being rotated out)", at, live)
+		}
+		if d.BulkDelete && !d.Admin {
+			return fmt.Errorf("%s.bulk_delete: only an admin device may delete, so the grant can never apply; give it admin too, or drop bulk_delete", at)
 		}
 		if d.ReadRate < 0 || d.WriteRate < 0 {
 			return fmt.Errorf("%s: rates must not be negative", at)
@@ -238,4 +255,32 @@ func (c *Config) LedgerRetention() time.Duration {
 		return time.Duration(c.LedgerRetentionDays) * 24 * time.Hour
 	}
 	return 7 * 24 * time.Hour
+}
+
+// TrashPath is the trash's file.
+func (c *Config) TrashPath() string {
+	if c.TrashFile != "" {
+		return c.TrashFile
+	}
+	return trash.Beside(c.AuditLog)
+}
+
+// TrashRetention is how long the trash keeps a delete.
+func (c *Config) TrashRetention() time.Duration {
+	if c.TrashRetentionDays > 0 {
+		return time.Duration(c.TrashRetentionDays) * 24 * time.Hour
+	}
+	return trash.DefaultRetention
+}
+
+// DefaultDeleteCap is delete_cap's default.
+const DefaultDeleteCap = 10
+
+// DeleteCapOrDefault is the most drawers one delete may remove from a
+// device without the bulk_delete grant.
+func (c *Config) DeleteCapOrDefault() int {
+	if c.DeleteCap > 0 {
+		return c.DeleteCap
+	}
+	return DefaultDeleteCap
 }

@@ -67,6 +67,7 @@ func newGWAt(t testing.TB, devices []Device, u *upstream) *gw {
 	if err := g.srv.Open(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { g.srv.Close() }) // after the HTTP server's (cleanups run last first)
 	g.http = httptest.NewServer(g.srv)
 	t.Cleanup(g.http.Close)
 	return g

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -28,6 +26,7 @@ type exchange struct {
 	id       json.RawMessage // the JSON-RPC id, once parsed
 	answered bool            // the status line is out
 	audited  bool            // the request's audit line is written
+	ahead    string          // the hash of a write's line written before it is made
 }
 
 // ServeHTTP routes a request through its steps. Every request, on every
@@ -173,7 +172,8 @@ func (s *Server) serveMCP(x *exchange) {
 }
 
 // serveTool runs a tools/call through its steps: arguments, limit,
-// authorize, object checks, audit ahead of a write, forward, filter.
+// authorize, object checks, audit ahead of a write, keep in the trash
+// what a delete removes (keep.go), forward, filter.
 func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	ctx := x.r.Context()
 	x.entry.Tool, x.entry.ArgsDigest = req.Tool, digest(req.Args)
@@ -206,7 +206,12 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		}
 		defer s.writes.release()
 	}
+	k, ok := s.keepStep(ctx, x, d, t, req)
+	if !ok {
+		return
+	}
 	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
+	s.settle(ctx, k, status, resp)
 	switch {
 	case errors.Is(err, errNotVisible), errors.Is(err, errCLIText):
 		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), denialRule(err), "")
@@ -337,7 +342,8 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 func (s *Server) auditAhead(x *exchange, d *Device, req *rpcRequest) bool {
 	probe := x.entry
 	probe.Decision = VerdictPending
-	if err := s.audit.Append(probe, true); err != nil {
+	var err error
+	if x.ahead, err = s.audit.appendLine(probe, true); err != nil {
 		s.Log.Error("audit log not writable: refusing writes", "err", err)
 		x.answered = true
 		writeJSON(x.w, 200, rpcErr(req.rawID(), CodeDenied, "devbox-config gateway: the audit log cannot be written; writes are refused", map[string]any{"device": d.ID, "tool": req.Tool, "rule": ruleAudit}))
@@ -395,29 +401,6 @@ func (s *Server) finish(x *exchange, decision Verdict, rule Rule, status int) {
 	if err := s.audit.Append(e, false); err != nil {
 		s.Log.Error("audit log not writable", "err", err)
 	}
-}
-
-// ---- front door (as mempalace serve) ----
-
-var loopback = map[string]bool{"127.0.0.1": true, "localhost": true, "::1": true}
-
-func hostAllowed(bind, host string) bool {
-	if !loopback[strings.Trim(bind, "[]")] {
-		return true
-	}
-	h := host
-	if hh, _, err := net.SplitHostPort(host); err == nil {
-		h = hh
-	}
-	return loopback[strings.Trim(h, "[]")] || h == bind
-}
-
-func originAllowed(origin string) bool {
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	return err == nil && loopback[u.Hostname()]
 }
 
 func rpcErr(id json.RawMessage, code int, msg string, data any) map[string]any {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
 // JSON-RPC codes of the gateway's own refusals. A denial is permanent (an
@@ -54,6 +57,9 @@ type Server struct {
 
 	rates  limiters
 	writes *writeQueue
+
+	binMu sync.Mutex
+	bin   *trash.Store // opened by Trash
 }
 
 // Open loads the configuration, the runtime state, the secret and the
@@ -143,10 +149,38 @@ func (s *Server) Watch(ctx context.Context) {
 	}
 }
 
-// Close closes the audit log.
-func (s *Server) Close() error {
-	if s.audit == nil {
-		return nil
+// Trash is the gateway's trash, opened on first use (a gateway that
+// never forwards a delete never opens it; `gateway` opens it at start-up,
+// so that a trash that cannot be opened stops the gateway, not a delete).
+// Its file and retention are the config's when it is opened.
+func (s *Server) Trash() (*trash.Store, error) {
+	s.binMu.Lock()
+	defer s.binMu.Unlock()
+	if s.bin != nil {
+		return s.bin, nil
 	}
-	return s.audit.Close()
+	c := s.cfg.Load()
+	st, err := trash.Open(c.TrashPath(), c.TrashRetention())
+	if err != nil {
+		return nil, err
+	}
+	st.Now = s.Now
+	s.bin = st
+	return st, nil
+}
+
+// Close closes the audit log and the trash.
+func (s *Server) Close() error {
+	s.binMu.Lock()
+	bin := s.bin
+	s.bin = nil
+	s.binMu.Unlock()
+	var err error
+	if bin != nil {
+		err = bin.Close()
+	}
+	if s.audit != nil {
+		err = errors.Join(err, s.audit.Close())
+	}
+	return err
 }

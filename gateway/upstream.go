@@ -56,17 +56,22 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (int, 
 
 // upstreamCall POSTs one JSON-RPC message to the upstream's /mcp.
 func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
+	return postMCP(ctx, s.client, s.Upstream, s.UpstreamToken(), body)
+}
+
+// postMCP POSTs one JSON-RPC message to an MCP endpoint with a bearer token.
+func postMCP(ctx context.Context, client *http.Client, url, token string, body []byte) (int, []byte) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Upstream, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream unreachable")
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if tok := s.UpstreamToken(); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := s.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream unreachable")
 	}
