@@ -46,6 +46,7 @@ func newGatewayCmd(stdout, stderr io.Writer) *cobra.Command {
 		newGatewayDeviceCmd(g, stdout, stderr),
 		newGatewayTokenCmd(g, stdout, stderr),
 		newGatewayAuditCmd(g, stdout),
+		newGatewayTrashCmd(g, stdout, stderr),
 	)
 	return cmd
 }
