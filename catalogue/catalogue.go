@@ -295,12 +295,12 @@ func (t Tool) Description() string {
 func FilterOf(name string) Filter { t, _ := Lookup(name); return t.Filter }
 
 // NeverNames lists the tools no device may call through the gateway
-// (Gate Never), by their full names, in the catalogue's order.
+// (Gate Never), by their bare names, in the catalogue's order.
 func NeverNames() []string {
 	var out []string
 	for _, t := range tools {
 		if t.Gate == Never {
-			out = append(out, Prefix+t.Name)
+			out = append(out, t.Name)
 		}
 	}
 	return out

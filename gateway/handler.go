@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
@@ -144,6 +145,8 @@ func (s *Server) serveMCP(x *exchange) {
 	if !ok {
 		return
 	}
+	info := s.cfg.Load().deviceInfo(d)
+	deviceinfo.Advertise(x.w.Header(), info) // every authenticated /mcp answer
 	body, ok := s.readBody(x)
 	if !ok {
 		return
@@ -163,6 +166,9 @@ func (s *Server) serveMCP(x *exchange) {
 		status, resp := s.upstreamCall(x.r.Context(), req.encode())
 		if req.Method == "initialize" && s.Ledger != nil {
 			resp = ledger.AdvertiseInitialize(resp)
+		}
+		if req.Method == "initialize" {
+			resp = deviceinfo.AdvertiseInitialize(resp, info)
 		}
 		x.entry.UpstreamStatus = status
 		s.answer(x, status, resp, VerdictAllow, ruleProtocol)

@@ -47,9 +47,12 @@ func (sc *gatewayServeCmd) run() error {
 	}
 	defer func() {
 		if err := s.Close(); err != nil {
-			log.Error("closing the audit log", "err", err)
+			log.Error("closing the audit log and the trash", "err", err)
 		}
 	}()
+	if _, err := s.Trash(); err != nil { // a delete it cannot keep is refused: say so now
+		return failed(fmt.Errorf("trash_file: %w", err))
+	}
 	l, err := sc.open(s, log)
 	if err != nil {
 		return err
