@@ -28,10 +28,19 @@ type Config struct {
 	UpstreamTokenFile string `json:"upstream_token_file,omitempty"`
 	// AuditLog is the append-only JSONL audit file.
 	AuditLog string `json:"audit_log"`
-	// SigningKeyFile holds the Ed25519 key that signs a checkpoint of the
-	// audit chain every 100 lines (created if missing; the public half is
-	// <file>.pub). Optional.
+	// SigningKeyFile holds the Ed25519 key that signs checkpoints of the
+	// audit chain (created if missing; the public half is <file>.pub).
+	// Optional; keep it out of the log's directory: whoever can rewrite the
+	// log and read the key can sign a rewritten log.
 	SigningKeyFile string `json:"signing_key_file,omitempty"`
+	// A signed checkpoint follows every AuditCheckpointLines lines
+	// (default 100) and comes AuditCheckpointSeconds (default 60) after a
+	// line none covers yet; each is also written to AuditAnchor: "stderr"
+	// (the service manager's journal) or a file outside the log's
+	// directory, which `audit verify --anchor` checks the log against.
+	AuditCheckpointLines   int    `json:"audit_checkpoint_lines,omitempty"`
+	AuditCheckpointSeconds int    `json:"audit_checkpoint_seconds,omitempty"`
+	AuditAnchor            string `json:"audit_anchor,omitempty"`
 	// StateFile is where the running gateway records what it learns
 	// (a token's first use); default <config file>.state.json. The gateway
 	// never writes the config itself.
@@ -144,6 +153,15 @@ func (c *Config) Validate() error {
 	}
 	if c.TrashRetentionDays < 0 || c.DeleteCap < 0 {
 		return errors.New("trash_retention_days, delete_cap: must not be negative")
+	}
+	if c.AuditCheckpointLines < 0 || c.AuditCheckpointSeconds < 0 {
+		return errors.New("audit_checkpoint_lines, audit_checkpoint_seconds: must not be negative")
+	}
+	if c.AuditAnchor != "" && c.SigningKeyFile == "" {
+		return errors.New("audit_anchor: anchors are written with signed checkpoints, and there are none without signing_key_file: set it too")
+	}
+	if err := checkAnchorPlace(c.AuditAnchor, c.AuditLog); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	tokens := map[string]bool{}
@@ -283,4 +301,9 @@ func (c *Config) DeleteCapOrDefault() int {
 		return c.DeleteCap
 	}
 	return DefaultDeleteCap
+}
+
+// Cadence is how often the audit log is signed.
+func (c *Config) Cadence() Cadence {
+	return Cadence{Lines: c.AuditCheckpointLines, Interval: time.Duration(c.AuditCheckpointSeconds) * time.Second}
 }

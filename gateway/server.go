@@ -1,13 +1,16 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +47,9 @@ type Server struct {
 	// Ledger, if set, wraps every authorized tools/call's upstream call
 	// (nil: none).
 	Ledger Ledger
+	// Stderr is where audit anchors go when audit_anchor is "stderr"
+	// (nil: os.Stderr).
+	Stderr io.Writer
 
 	cfg    atomic.Pointer[Config]
 	key    []byte
@@ -83,18 +89,43 @@ func (s *Server) Open() error {
 		return fmt.Errorf("secret_file: %w", err)
 	}
 	s.key = key
-	if s.audit, err = OpenAudit(cfg.AuditLog); err != nil {
-		return fmt.Errorf("audit_log: %w", err)
-	}
-	if f := cfg.SigningKeyFile; f != "" {
-		if s.audit.key, err = SigningKey(f); err != nil {
-			return fmt.Errorf("signing_key_file: %w", err)
-		}
+	if err := s.openAudit(cfg); err != nil {
+		return err
 	}
 	s.client = &http.Client{Timeout: callTimeout}
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	s.stream = &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}}
 	s.writes = newWriteQueue(writeShare, 30*time.Second)
+	return nil
+}
+
+// openAudit opens the audit log (its directory created 0700), with its
+// signing key, cadence and anchor.
+func (s *Server) openAudit(cfg *Config) error {
+	if err := os.MkdirAll(filepath.Dir(cfg.AuditLog), 0o700); err != nil {
+		return fmt.Errorf("audit_log: %w", err)
+	}
+	a, err := OpenAudit(cfg.AuditLog)
+	if err != nil {
+		return fmt.Errorf("audit_log: %w", err)
+	}
+	a.cadence, a.now = cfg.Cadence(), s.Now
+	switch cfg.AuditAnchor {
+	case "":
+	case AnchorStderr:
+		a.anchor.w = cmp.Or[io.Writer](s.Stderr, os.Stderr)
+	default:
+		a.anchor.file = cfg.AuditAnchor
+	}
+	if f := cfg.SigningKeyFile; f != "" {
+		if a.key, err = SigningKey(f); err != nil {
+			return fmt.Errorf("signing_key_file: %w", err)
+		}
+		if filepath.Dir(filepath.Clean(f)) == filepath.Dir(filepath.Clean(cfg.AuditLog)) {
+			s.Log.Warn("signing_key_file is in the audit log's directory: whoever can rewrite the log and read the key can sign a rewritten log; move the key (and its .pub) elsewhere, readable by the gateway alone", "signing_key_file", f)
+		}
+	}
+	s.audit = a
 	return nil
 }
 
@@ -125,7 +156,8 @@ func (s *Server) markSeen() {
 }
 
 // Watch reloads when the file changes (polled every 200 ms, so a
-// revocation takes effect within a second) until ctx ends.
+// revocation takes effect within a second), and signs the audit log's
+// unsigned lines when they are due, until ctx ends.
 func (s *Server) Watch(ctx context.Context) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -134,6 +166,9 @@ func (s *Server) Watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if err := s.audit.CheckpointIfDue(); err != nil {
+				s.Log.Error("audit checkpoint", "err", err)
+			}
 			s.mu.Lock()
 			seen := s.mtime
 			s.mu.Unlock()
