@@ -373,7 +373,11 @@ func (d Delete) Summary() string {
 	if d.Label != "" {
 		who += " (" + d.Label + ")"
 	}
-	s := fmt.Sprintf("%d  %s  %s by %s: %d drawer(s), %s", d.ID, d.Time.Format(time.RFC3339), what, who, len(d.Drawers), d.State)
+	state := d.State.String()
+	if d.Tool == "update_drawer" && d.State == StateDeleted {
+		state = "replaced" // the drawer is there, with other content
+	}
+	s := fmt.Sprintf("%d  %s  %s by %s: %d drawer(s), %s", d.ID, d.Time.Format(time.RFC3339), what, who, len(d.Drawers), state)
 	if d.Note != "" {
 		s += "; " + d.Note
 	}
