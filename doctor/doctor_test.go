@@ -1,9 +1,11 @@
 package doctor
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // box is a temp HOME with a palace at ~/.mempalace/palace (the stock
@@ -560,6 +563,38 @@ func TestSyncShared(t *testing.T) {
 	b = newBox(t)
 	b.env["MEMPALACE_REMOTE_URL"] = ro.URL()
 	only(t, b.run())
+	// Behind a devbox-config gateway, which refuses sync for every device
+	// and says so in its initialize answer: nothing to warn about. A
+	// gateway that does not say so (before issue 27 it let an admin's sync
+	// through) still gets the warning, though it is a gateway.
+	gw, tok, _ := gatewayFleet(t, upstreamTok)
+	b = newBox(t)
+	b.env["MEMPALACE_REMOTE_URL"], b.env["MEMPALACE_REMOTE_TOKEN"] = gw, tok
+	only(t, b.run())
+	b.env["MEMPALACE_REMOTE_URL"] = withoutDeviceInfo(t, gw)
+	only(t, b.run(), "warn:sync-shared")
+}
+
+// withoutDeviceInfo is a proxy in front of a gateway that drops its
+// device advertisement (an older gateway's answers).
+func withoutDeviceInfo(t *testing.T, target string) string {
+	t.Helper()
+	u, _ := url.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	rp.ModifyResponse = func(r *http.Response) error {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		b = bytes.ReplaceAll(b, []byte(`"devbox-config/device"`), []byte(`"something-else"`))
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		r.Header.Del("Content-Length")
+		r.Header.Del(deviceinfo.Header)
+		return nil
+	}
+	p := httptest.NewServer(rp)
+	t.Cleanup(p.Close)
+	return p.URL + "/mcp"
 }
 
 type refusing struct{}
