@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -268,27 +269,22 @@ func (c *Config) LedgerPath() string {
 }
 
 // LedgerRetention is how long the ledger remembers an op id.
-func (c *Config) LedgerRetention() time.Duration {
-	if c.LedgerRetentionDays > 0 {
-		return time.Duration(c.LedgerRetentionDays) * 24 * time.Hour
-	}
-	return 7 * 24 * time.Hour
-}
+func (c *Config) LedgerRetention() time.Duration { return days(c.LedgerRetentionDays, 7*24*time.Hour) }
 
 // TrashPath is the trash's file.
-func (c *Config) TrashPath() string {
-	if c.TrashFile != "" {
-		return c.TrashFile
-	}
-	return trash.Beside(c.AuditLog)
-}
+func (c *Config) TrashPath() string { return cmp.Or(c.TrashFile, trash.Beside(c.AuditLog)) }
 
 // TrashRetention is how long the trash keeps a delete.
 func (c *Config) TrashRetention() time.Duration {
-	if c.TrashRetentionDays > 0 {
-		return time.Duration(c.TrashRetentionDays) * 24 * time.Hour
+	return days(c.TrashRetentionDays, trash.DefaultRetention)
+}
+
+// days is a setting in days, or def when it is not set.
+func days(n int, def time.Duration) time.Duration {
+	if n > 0 {
+		return time.Duration(n) * 24 * time.Hour
 	}
-	return trash.DefaultRetention
+	return def
 }
 
 // DefaultDeleteCap is delete_cap's default.

@@ -12,6 +12,19 @@ import (
 	"github.com/joakimp/devbox-config/gateway"
 )
 
+// gatewayCLI runs `devbox-config gateway --config cfg ARGS`, wants exit
+// code want, and returns stdout and stderr.
+func gatewayCLI(t *testing.T, cfg string) func(want int, args ...string) (string, string) {
+	return func(want int, args ...string) (string, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if got := run(append([]string{"gateway", "--config", cfg}, args...), &out, &errb); got != want {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, got, want, out.String(), errb.String())
+		}
+		return out.String(), errb.String()
+	}
+}
+
 // The audit log's end can be checked: `audit verify` says how many lines
 // follow the last signed checkpoint, and with the anchor the gateway
 // wrote outside the log's directory, a log whose last lines were removed
@@ -26,14 +39,7 @@ func TestAuditVerifyAnchorCatchesACutLog(t *testing.T) {
 	cfg := filepath.Join(keyDir, "gateway.jsonc")
 	os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(keyDir, "secret")+`", "audit_log": "`+auditLog+`",
   "signing_key_file": "`+filepath.Join(keyDir, "audit.key")+`", "audit_anchor": "`+anchor+`", "audit_checkpoint_lines": 10, "devices": []}`), 0o600)
-	cli := func(want int, args ...string) (string, string) {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if got := run(append([]string{"gateway", "--config", cfg}, args...), &out, &errb); got != want {
-			t.Fatalf("%v: exit %d, want %d\n%s%s", args, got, want, out.String(), errb.String())
-		}
-		return out.String(), errb.String()
-	}
+	cli := gatewayCLI(t, cfg)
 	srv := &gateway.Server{ConfigFile: cfg, Upstream: "http://127.0.0.1:1/mcp", BindHost: "127.0.0.1"}
 	if err := srv.Open(); err != nil {
 		t.Fatal(err)

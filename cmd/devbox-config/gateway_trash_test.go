@@ -29,14 +29,8 @@ func TestGatewayTrashListAndRestore(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gateway.jsonc")
 	os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(dir, "secret")+`", "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`", "devices": []}`), 0o600)
-	cli := func(want int, args ...string) string {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if got := run(append([]string{"gateway", "--config", cfg}, args...), &out, &errb); got != want {
-			t.Fatalf("%v: exit %d, want %d\n%s%s", args, got, want, out.String(), errb.String())
-		}
-		return out.String()
-	}
+	run := gatewayCLI(t, cfg)
+	cli := func(want int, args ...string) string { t.Helper(); out, _ := run(want, args...); return out }
 	cli(0, "device", "add", "ops-0001", "--label", "ops", "--read", "*", "--write", "*", "--admin")
 	tok := strings.TrimSpace(cli(0, "token", "issue", "ops-0001"))
 	if out := cli(0, "trash", "list"); !strings.Contains(out, "the trash is empty") {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,16 +122,10 @@ func Open(path string, retention time.Duration) (*Store, error) {
 	if retention == 0 {
 		retention = DefaultRetention
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	// It holds deleted drawers' content: owner only.
+	if err := sqlitewal.CreatePrivate(path); err != nil {
 		return nil, fmt.Errorf("trash %s: %w", path, err)
 	}
-	// It holds deleted drawers' content: owner only (SQLite gives the -wal
-	// and -shm files the database file's mode).
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("trash %s: %w", path, err)
-	}
-	f.Close() // opened only to create it with mode 0600
 	// synchronous=FULL: a kept drawer is on disk before its delete is
 	// forwarded, power cut included (deletes are rare; the fsync is cheap
 	// beside the delete itself).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,6 +19,9 @@ func TestKeepSettleFindPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Now = func() time.Time { return now }
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the trash holds deleted content: mode %v, want 0600 (%v)", fi.Mode().Perm(), err)
+	}
 	a := Drawer{ID: "drawer_w_r_1", Wing: "w", Room: "r", Content: "one", Metadata: json.RawMessage(`{"filed_at":"2026-11-01T10:00:00"}`), Kind: KindFiled}
 	b := Drawer{ID: "drawer_w_r_2", Wing: "w", Room: "r", Content: "two", Metadata: json.RawMessage(`{}`), Kind: KindRefiled}
 	id, err := s.Keep(ctx, Delete{Device: "ops-1", Label: "ops", Tool: "delete_drawers", Audit: "abc", Drawers: []Drawer{a, b}})
