@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -57,6 +58,7 @@ type Audit struct {
 	since   int
 	waiting time.Time
 	now     func() time.Time // the clock of checkpoints (nil: time.Now)
+	log     *slog.Logger     // where a failed anchor is reported (nil: nowhere)
 }
 
 // OpenAudit opens (or creates) the log and finds the chain's head, and

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -106,5 +107,31 @@ func TestACheckpointMethodIsNotACheckpoint(t *testing.T) {
 	a, err := OpenAudit(cfg.AuditLog)
 	if err != nil || a.since != 0 || a.lines != 2 {
 		t.Fatalf("reopened: since %d, lines %d, %v", a.since, a.lines, err)
+	}
+}
+
+// An anchor that cannot be written is logged, and refuses nothing: the
+// log and its checkpoint are on disk.
+func TestUnwritableAnchorRefusesNothing(t *testing.T) {
+	g := newGW(t, devices)
+	dir := t.TempDir()
+	gone := filepath.Join(dir, "gone")
+	if err := UpdateConfig(g.cfgFile, func(c *Config) error {
+		c.SigningKeyFile, c.AuditAnchor, c.AuditCheckpointLines = filepath.Join(dir, "audit.key"), filepath.Join(gone, "anchor"), 1
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g.srv.Close()
+	var logged bytes.Buffer
+	g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	if err := g.srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if res, rpc, _ := g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "written whatever the anchor"}); rpc != nil || res["success"] != true {
+		t.Fatalf("a write with the anchor's directory missing: %v %v", res, rpc)
+	}
+	if !strings.Contains(logged.String(), "audit anchor not written") {
+		t.Fatalf("not logged: %s", logged.String())
 	}
 }

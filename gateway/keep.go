@@ -128,9 +128,15 @@ func (k *kept) outcome(status int, resp []byte) (state trash.State, note string,
 	switch k.tool {
 	case "delete_drawers":
 		items, _ := r["results"].([]any)
+		removed := map[string]bool{}
 		for _, x := range items {
-			if it, _ := x.(map[string]any); it["error"] != nil {
+			if it, _ := x.(map[string]any); it["error"] == nil {
 				id, _ := it["drawer_id"].(string)
+				removed[id] = true
+			}
+		}
+		for _, id := range k.drawers { // an id named twice fails the second time: it was removed all the same
+			if !removed[id] {
 				notRemoved = append(notRemoved, id)
 			}
 		}

@@ -109,7 +109,7 @@ func (s *Server) openAudit(cfg *Config) error {
 	if err != nil {
 		return fmt.Errorf("audit_log: %w", err)
 	}
-	a.cadence, a.now = cfg.Cadence(), s.Now
+	a.cadence, a.now, a.log = cfg.Cadence(), s.Now, s.Log
 	switch cfg.AuditAnchor {
 	case "":
 	case AnchorStderr:

@@ -194,3 +194,20 @@ func TestUnwritableTrashRefusesDeletes(t *testing.T) {
 		t.Fatal("deleted without a trash")
 	}
 }
+
+// An id named twice in delete_drawers is removed once and fails the
+// second time: it stays in the trash all the same. An id that names no
+// drawer is not kept.
+func TestDeleteDrawersTwiceNamedStaysKept(t *testing.T) {
+	g := newGW(t, devices)
+	admin := g.tokens["admin-0001"]
+	ids := seedDrawers(t, g, admin, "twice.md", 2)
+	res, rpc, _ := g.call(admin, "delete_drawers", map[string]any{"drawer_ids": []any{ids[0], ids[0], ids[1], "drawer_shared_notes_ffffffffffffffffffffffff"}})
+	if rpc != nil || res["deleted"] != 2.0 || res["errors"] != 2.0 {
+		t.Fatalf("delete_drawers: %v %v", res, rpc)
+	}
+	ds := g.kept(t)
+	if len(ds) != 1 || len(ds[0].Drawers) != 2 {
+		t.Fatalf("kept: %+v", ds)
+	}
+}
