@@ -115,8 +115,8 @@ func (s *Server) readDrawers(ctx context.Context, ids []string) ([]map[string]an
 	return out, nil
 }
 
-// listPage is list_drawers' largest page; scanPages bounds a scan of the
-// whole palace (500 pages: 50,000 drawers).
+// listPage is list_drawers' largest page; sourcePages bounds the look-up
+// of a source's drawers (500 pages: 50,000 drawers).
 const (
 	listPage       = 100
 	sourcePages    = 500
@@ -127,8 +127,8 @@ const (
 // remove. MemPalace's dry run gives only a count of rows and up to five
 // (wing, room) pairs, and every answer that lists drawers gives a
 // source_file cut to its file name, so the gateway lists the drawers
-// whose file name is src's, in the dry run's pairs (or the whole palace
-// when it named five, the most it names), and accepts them only if their
+// whose file name is src's, in the dry run's pairs (or every pair of the
+// palace when it named five, the most it names), and accepts them only if their
 // rows add up to the dry run's count: every drawer the delete matches has
 // that file name, so equal counts mean the same drawers. Anything else
 // (two files of one name in other directories, a palace changing under
@@ -144,25 +144,11 @@ func (s *Server) readSource(ctx context.Context, src string) (doomed, error) {
 		return out, nil
 	}
 	sample, _ := dry["sample"].([]any)
-	scopes := []map[string]any{{}} // the whole palace
-	if len(sample) > 0 && len(sample) < sampleComplete {
-		scopes = nil
-		seen := map[[2]string]bool{}
-		for _, x := range sample {
-			p, _ := x.(map[string]any)
-			w, _ := p["wing"].(string)
-			r, _ := p["room"].(string)
-			if pair := [2]string{w, r}; !seen[pair] {
-				seen[pair] = true
-				scopes = append(scopes, map[string]any{"wing": w, "room": r})
-			}
-		}
-	}
 	name := pythonName(src)
 	var ids []string
-	rows := 0
-	for _, scope := range scopes {
-		found, n, err := s.listByName(ctx, scope, name)
+	rows, pages := 0, 0
+	for _, scope := range s.sourceScopes(ctx, sample) {
+		found, n, err := s.listByName(ctx, scope, name, &pages)
 		if err != nil {
 			return doomed{}, err
 		}
@@ -176,11 +162,52 @@ func (s *Server) readSource(ctx context.Context, src string) (doomed, error) {
 	return out, err
 }
 
+// sourceScopes are the (wing, room) pairs to look for a source's drawers
+// in: the dry run's sample when it names fewer than five (then it names
+// them all), else every pair get_taxonomy names (list_drawers reads a whole
+// scope for each page, so pairs cost far less than the whole palace on a
+// large one), else the whole palace.
+func (s *Server) sourceScopes(ctx context.Context, sample []any) []map[string]any {
+	var pairs [][2]string
+	if len(sample) > 0 && len(sample) < sampleComplete {
+		for _, x := range sample {
+			p, _ := x.(map[string]any)
+			w, _ := p["wing"].(string)
+			r, _ := p["room"].(string)
+			pairs = append(pairs, [2]string{w, r})
+		}
+	} else {
+		tax, _ := s.upstreamResult(ctx, "mempalace_get_taxonomy", map[string]any{})["taxonomy"].(map[string]any)
+		for w, rooms := range tax {
+			rs, _ := rooms.(map[string]any)
+			for r := range rs {
+				pairs = append(pairs, [2]string{w, r})
+			}
+		}
+	}
+	var scopes []map[string]any
+	seen := map[[2]string]bool{}
+	for _, p := range pairs {
+		if p[0] == "" || p[1] == "" { // list_drawers would read it as no filter
+			return []map[string]any{{}}
+		}
+		if !seen[p] {
+			seen[p] = true
+			scopes = append(scopes, map[string]any{"wing": p[0], "room": p[1]})
+		}
+	}
+	if len(scopes) == 0 {
+		return []map[string]any{{}} // the whole palace
+	}
+	return scopes
+}
+
 // listByName pages list_drawers over scope and returns the drawers whose
-// source_file is name, with the rows they hold (their chunks).
-func (s *Server) listByName(ctx context.Context, scope map[string]any, name string) (ids []string, rows int, err error) {
+// source_file is name, with the rows they hold (their chunks); pages
+// counts the pages read over every scope, at most sourcePages.
+func (s *Server) listByName(ctx context.Context, scope map[string]any, name string, pages *int) (ids []string, rows int, err error) {
 	for page := 0; ; page++ {
-		if page == sourcePages {
+		if *pages++; *pages > sourcePages {
 			return nil, 0, fmt.Errorf("%w: more than %d drawers to look through", errUnknowable, sourcePages*listPage)
 		}
 		args := map[string]any{"limit": listPage, "offset": page * listPage}

@@ -211,3 +211,24 @@ func TestDeleteDrawersTwiceNamedStaysKept(t *testing.T) {
 		t.Fatalf("kept: %+v", ds)
 	}
 }
+
+// A source in more (wing, room) pairs than the dry run's sample names
+// (five) is looked for pair by pair, as get_taxonomy lists them, not in
+// the whole palace at once; its drawers are all kept.
+func TestDeleteBySourceBeyondTheSample(t *testing.T) {
+	g := newGW(t, []Device{{ID: "cleanup-01", Read: []string{"*"}, Write: []string{"*"}, Admin: true, BulkDelete: true}})
+	tok := g.tokens["cleanup-01"]
+	for i := range 7 {
+		g.call(tok, "add_drawer", map[string]any{"wing": fmt.Sprintf("w%d", i), "room": "notes", "content": fmt.Sprintf("note %d", i), "source_file": "/srv/notes.md"})
+		g.call(tok, "add_drawer", map[string]any{"wing": fmt.Sprintf("w%d", i), "room": "other", "content": fmt.Sprintf("other %d", i), "source_file": "/srv/other.md"})
+	}
+	if res, rpc, _ := g.call(tok, "delete_by_source", map[string]any{"source_file": "/srv/notes.md", "dry_run": false}); rpc != nil || res["deleted"] != 7.0 {
+		t.Fatalf("delete_by_source: %v %v", res, rpc)
+	}
+	if ds := g.kept(t); len(ds) != 1 || len(ds[0].Drawers) != 7 {
+		t.Fatalf("kept: %+v", ds)
+	}
+	if n := g.up.toolCalls(t, "get_taxonomy"); n != 1 {
+		t.Fatalf("get_taxonomy called %d times, want once", n)
+	}
+}

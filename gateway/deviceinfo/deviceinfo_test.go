@@ -76,3 +76,19 @@ func TestAbsentOrMalformed(t *testing.T) {
 		t.Errorf("a character outside the BMP: %s", admin.encode())
 	}
 }
+
+// BenchmarkAdvertise is what every authenticated /mcp answer pays for the
+// header: the object encoded and escaped.
+func BenchmarkAdvertise(b *testing.B) {
+	b.ReportAllocs()
+	h := http.Header{}
+	plain := admin
+	plain.Label = "ops"
+	for _, in := range []Info{plain, admin} {
+		b.Run(map[bool]string{true: "ascii-label", false: "other-label"}[in.Label == "ops"], func(b *testing.B) {
+			for b.Loop() {
+				Advertise(h, in)
+			}
+		})
+	}
+}
