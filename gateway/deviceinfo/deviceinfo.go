@@ -55,9 +55,6 @@ func (in Info) encode() []byte {
 		}
 	}
 	b, _ := json.Marshal(in) // strings, numbers, booleans and lists of strings: it encodes
-	if ascii(b) {
-		return b // json.Marshal escaped the control characters already
-	}
 	var out strings.Builder
 	for _, r := range string(b) {
 		switch {
@@ -71,15 +68,6 @@ func (in Info) encode() []byte {
 		}
 	}
 	return []byte(out.String())
-}
-
-func ascii(b []byte) bool {
-	for _, c := range b {
-		if c >= 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // decode reads an Info from JSON: an object whose version is a number of
