@@ -55,7 +55,7 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
   // ('gateway trash list|restore|prune'): trash.sqlite beside the audit log
   // unless trash_file says otherwise, kept trash_retention_days (default 30).
   // One delete may remove at most delete_cap drawers (default 10) unless the
-  // device has "bulk_delete": true.
+  // device has "bulk_delete": true ('gateway device set ID --bulk-delete').
   // "trash_file": "/var/lib/devbox-gateway/trash.sqlite",
   // "trash_retention_days": 30,
   // "delete_cap": 10,

@@ -41,7 +41,7 @@ func (sc *gatewayServeCmd) run() error {
 		return sc.config.missing()
 	}
 	log := newLogger(sc.stderr, 0).With("component", "gateway")
-	s := &gateway.Server{ConfigFile: sc.config.file, Upstream: sc.upstream, BindHost: host, Log: log}
+	s := &gateway.Server{ConfigFile: sc.config.file, Upstream: sc.upstream, BindHost: host, Log: log, Stderr: sc.stderr}
 	if err := s.Open(); err != nil {
 		return failed(err)
 	}

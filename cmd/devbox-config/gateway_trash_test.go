@@ -95,4 +95,14 @@ func TestGatewayTrashListAndRestore(t *testing.T) {
 	if out := cli(0, "trash", "prune"); !strings.Contains(out, "pruned 0 delete(s) older than 30 days") {
 		t.Errorf("prune: %s", out)
 	}
+	// The bulk-delete grant: only on an admin device, set and taken back.
+	cli(0, "device", "add", "laptop-7f3a", "--read", "shared")
+	run(1, "device", "set", "laptop-7f3a", "--bulk-delete")
+	if out := cli(0, "device", "set", "ops-0001", "--bulk-delete"); !strings.Contains(out, "; admin; bulk delete") {
+		t.Errorf("set --bulk-delete: %s", out)
+	}
+	if c, _ := gateway.LoadConfig(cfg); !c.Device("ops-0001").BulkDelete || c.Device("laptop-7f3a").BulkDelete {
+		t.Errorf("bulk_delete in the config: %+v", c.Devices)
+	}
+	cli(0, "device", "set", "ops-0001", "--bulk-delete=false")
 }
