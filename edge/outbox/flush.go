@@ -265,7 +265,9 @@ func (f *Flusher) drain(ctx context.Context) (int, time.Duration) {
 			return n, idle
 		}
 		if err != nil {
-			f.Log.Error("outbox read failed", "err", err)
+			if ctx.Err() == nil { // a cancelled read is the edge stopping, not a failure
+				f.Log.Error("outbox read failed", "err", err)
+			}
 			return n, time.Second
 		}
 		if op.State == Dead {
