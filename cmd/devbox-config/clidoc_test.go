@@ -40,8 +40,12 @@ func TestCLIReference(t *testing.T) {
 	b.WriteString("# Command reference\n\n" +
 		"What `devbox-config … --help` prints, for every command. Generated from\n" +
 		"the commands themselves by `TestCLIReference` (`UPDATE_GOLDEN=1 go test\n" +
-		"./cmd/devbox-config -run CLIReference`); do not edit by hand. Shell\n" +
-		"completion: `devbox-config completion bash|zsh|fish`.\n\n")
+		"./cmd/devbox-config -run CLIReference`); do not edit by hand.\n\n" +
+		"Every command exits 2 on a usage mistake (an unknown command, flag or\n" +
+		"`help` topic, a wrong argument count) and names the command to ask\n" +
+		"`--help`; `devbox-config --version` prints what `version` prints. Shell\n" +
+		"completion (`devbox-config completion bash|zsh|fish`) offers render's\n" +
+		"targets after `--target`, also after a comma (`opencode,<TAB>`).\n\n")
 	for _, p := range paths {
 		name := strings.Join(append([]string{"devbox-config"}, p...), " ")
 		fmt.Fprintf(&b, "- [%s](#%s)\n", name, strings.ReplaceAll(name, " ", "-"))
