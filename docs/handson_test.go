@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -87,7 +86,7 @@ func TestREADMEHandsOn(t *testing.T) {
 	}
 	blocks, steps := handsOn(t, string(readme))
 
-	ports := map[string]string{"127.0.0.1:8765": "127.0.0.1:" + freePort(t), "127.0.0.1:8766": "127.0.0.1:" + freePort(t)}
+	ports := map[string]string{"127.0.0.1:8765": "127.0.0.1:" + strconv.Itoa(testbed.FreePort(t)), "127.0.0.1:8766": "127.0.0.1:" + strconv.Itoa(testbed.FreePort(t))}
 	var script strings.Builder
 	n := 0
 	for _, block := range blocks {
@@ -165,22 +164,9 @@ func TestREADMEHandsOn(t *testing.T) {
 	if len(tokens) != 2 || !strings.HasPrefix(tokens[0], "dbx_") || !strings.HasPrefix(tokens[1], "dbx_") {
 		t.Fatalf("the device tokens were not issued: %q", tokens)
 	}
-	filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			t.Errorf("%s: %v", p, err)
-			return nil
-		}
-		for _, tok := range tokens {
-			if bytes.Contains(b, []byte(tok)) {
-				t.Errorf("%s holds a device token", p)
-			}
-		}
-		return nil
-	})
+	for _, tok := range tokens {
+		testbed.NoFileContains(t, home, tok)
+	}
 	if _, err := os.Stat(filepath.Join(home, ".config", "opencode")); !os.IsNotExist(err) {
 		t.Errorf("render --dry-run wrote into the HOME: %v", err)
 	}
@@ -278,14 +264,4 @@ func unavailable(t *testing.T, why string) {
 		t.Fatal(why)
 	}
 	t.Skip(why)
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }

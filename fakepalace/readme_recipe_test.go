@@ -1,7 +1,6 @@
 package fakepalace_test
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +39,7 @@ func TestREADMEFakeFleetRecipe(t *testing.T) {
 		t.Fatal("docs/development.md: the fake-fleet block is not closed")
 	}
 	tmp, home := t.TempDir(), t.TempDir()
-	script := strings.NewReplacer("/tmp/", tmp+"/", "127.0.0.1:8765", "127.0.0.1:"+freePort(t), "127.0.0.1:8766", "127.0.0.1:"+freePort(t)).Replace(block)
+	script := strings.NewReplacer("/tmp/", tmp+"/", "127.0.0.1:8765", "127.0.0.1:"+strconv.Itoa(testbed.FreePort(t)), "127.0.0.1:8766", "127.0.0.1:"+strconv.Itoa(testbed.FreePort(t))).Replace(block)
 	if err := os.WriteFile(filepath.Join(tmp, "recipe.sh"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -80,14 +79,4 @@ func TestREADMEFakeFleetRecipe(t *testing.T) {
 	if target, err := os.Readlink(filepath.Join(home, "bin", "mempalace-mcp")); err != nil || target != filepath.Join(tmp, "fakepalace") {
 		t.Errorf("~/bin/mempalace-mcp = %q, %v; want a link to the built fakepalace", target, err)
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
