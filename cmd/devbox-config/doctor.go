@@ -17,9 +17,9 @@ import (
 	"github.com/joakimp/devbox-config/ladder"
 )
 
-const doctorHelp = `doctor checks, read-only, for the problems RFC 001 §7 calls a runbook and the
-opt-in's own traps, one finding per problem with the RFC section and the exact
-fix. Finding ids are stable, for scripts:
+const doctorHelp = `doctor checks, read-only, for what makes opting in lose data or fail silently,
+one finding per problem with the exact fix and, as a reference, the RFC 001
+section it comes from. Finding ids are stable, for scripts:
 
   env-fallback, env-unknown                  §1.2 a value render cannot use (and
                                                   the fall-back it takes), a name
@@ -58,7 +58,7 @@ func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
 	dc := &doctorCmd{stdout: stdout, stderr: stderr}
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check for RFC 001's landmines and the opt-in's traps before they bite",
+		Short: "Check a devbox for the traps of opting in (the token's exposure, split stores, the primary) before they bite",
 		Long:  doctorHelp,
 		Args:  noArgs,
 		RunE:  func(*cobra.Command, []string) error { return dc.run() },
