@@ -157,6 +157,71 @@ const (
 	FilterEvents     Filter = "events"      // event_list, event_wait: events[] to or from the device's agents
 )
 
+// Records says where a tool's answer carries records, each of which the
+// gateway gives an "origin" (who wrote it: gateway/origin) and the edge
+// keeps through a merged read.
+type Records string
+
+const (
+	NoRecords Records = ""
+	// RecordHits: results[], a drawer each (drawer_id): search, get_drawers.
+	RecordHits Records = "hits"
+	// RecordMatches: matches[], a drawer each (id): check_duplicate.
+	RecordMatches Records = "matches"
+	// RecordDrawers: drawers[] (drawer_id): list_drawers.
+	RecordDrawers Records = "drawers"
+	// RecordDrawer: the answer itself is one drawer (drawer_id): get_drawer.
+	RecordDrawer Records = "drawer"
+	// RecordDiary: entries[] of the answer's agent (timestamp and content
+	// identify one): diary_read.
+	RecordDiary Records = "diary"
+	// RecordFacts: facts[] and its active_facts[], historical_facts[] and
+	// future_facts[] (subject, predicate, object, valid_from): kg_query.
+	RecordFacts Records = "facts"
+	// RecordTimeline: timeline[], facts as RecordFacts: kg_timeline.
+	RecordTimeline Records = "timeline"
+	// RecordEvents: events[] (id): event_list, event_wait.
+	RecordEvents Records = "events"
+	// RecordArtifact: the answer's artifact object (id): artifact_get.
+	RecordArtifact Records = "artifact"
+)
+
+func (r Records) String() string { return string(r) }
+
+// Lists names the answer's lists of records ("" for none; the first is
+// the one its count counts).
+func (r Records) Lists() []string {
+	switch r {
+	case RecordHits:
+		return []string{"results"}
+	case RecordMatches:
+		return []string{"matches"}
+	case RecordDrawers:
+		return []string{"drawers"}
+	case RecordDiary:
+		return []string{"entries"}
+	case RecordFacts:
+		return []string{"facts", "active_facts", "historical_facts", "future_facts"}
+	case RecordTimeline:
+		return []string{"timeline"}
+	case RecordEvents:
+		return []string{"events"}
+	}
+	return nil
+}
+
+// Object is the member holding the answer's one record ("." for the
+// answer itself, "" when the records are in lists or there are none).
+func (r Records) Object() string {
+	switch r {
+	case RecordDrawer:
+		return "."
+	case RecordArtifact:
+		return "artifact"
+	}
+	return ""
+}
+
 // Tool is one MemPalace tool's record.
 type Tool struct {
 	// Name without the "mempalace_" prefix.
@@ -185,6 +250,8 @@ type Tool struct {
 	// "created_by", "agent_name"), for AgentWrite and the diary's checks.
 	Identity string
 	Filter   Filter
+	// Records: where its answer carries records that get an origin.
+	Records Records
 	// Why records a deliberate decision where the edge, the gateway or
 	// upstream's own sets once disagreed.
 	Why string

@@ -1,0 +1,88 @@
+// Package origin is the wire format of who wrote each record a
+// devbox-config gateway answers with (issue 28; RFC 001 §6.1's memory
+// poisoning, §7.3.2's server-side provenance). It imports nothing of the
+// gateway, so an edge can import it alone; the gateway's answers and an
+// edge's merged reads are written and read with it.
+//
+// # The origin of a record (version 1)
+//
+// Every record of an answer that carries records gains one member, "origin",
+// added beside MemPalace's own fields (never replacing one: an answer whose
+// record already has an "origin" is refused as a shape the gateway does not
+// know). Its value is an object, [Origin]:
+//
+//	"origin": {"device":"laptop-7f3a","label":"laptop","agent":"opencode","at":"2026-11-30T12:00:00.123Z","trusted":true}
+//	"origin": {"device":"oldbox-11c2","label":"oldbox","agent":"pi","at":"2026-11-30T12:00:00Z","via":"ops-0001","trusted":true}
+//	"origin": {"device":"unknown","trusted":false}
+//
+// Members, in this order, the optional ones absent when empty:
+//
+//   - device (always): the id of the device whose authenticated write put
+//     the record on the primary (its current content, for a drawer whose
+//     content update_drawer rewrote), or "unknown" ([Unknown]) for a record
+//     the gateway did not stamp: written before the gateway stood in front
+//     of the primary, or around it. "unknown" is never a device id (the
+//     gateway's config refuses it).
+//   - label: the device's label when it wrote (for humans only; never
+//     compared).
+//   - agent: the agent the write named: the agent segment of a drawer's
+//     added_by, a diary's agent, an event's from_agent (absent for facts).
+//   - at: when the gateway stamped it, RFC 3339 in UTC, to the millisecond.
+//   - via: for a record a join attributed to device (an admin's join
+//     with --origin-device, see below), the admin device that made it.
+//   - trusted (always): whether the reading device trusts device. A device
+//     whose gateway config names no trusted set trusts every device and
+//     records of unknown origin (true throughout: nothing changes for whoever
+//     never configures it); one that names a set trusts those devices and
+//     itself, never "unknown". A device set to withhold untrusted records
+//     gets none (each answer then has "untrusted_withheld": n, the number
+//     left out of its first list), so every record it gets says true.
+//   - local: never written by a gateway. An edge that merges its own
+//     palace's answer with the primary's marks a record only its local
+//     palace returned with {"device": <this device's id from
+//     gateway/deviceinfo, or "unknown" without one>, "trusted": true,
+//     "local": true} ([Set]); one both returned keeps the primary's origin.
+//
+// Where: per tool (catalogue.Records names them; Lists and Object say
+// where), each object of
+//
+//	search           results[]
+//	get_drawers      results[] (not the items that are errors)
+//	check_duplicate  matches[]
+//	list_drawers     drawers[]
+//	get_drawer       the answer object itself
+//	diary_read       entries[]
+//	kg_query         facts[], active_facts[], historical_facts[], future_facts[]
+//	kg_timeline      timeline[]
+//	event_list       events[]
+//	event_wait       events[]
+//	artifact_get     artifact
+//
+// An answer that is an error ({"error": ...}, a JSON-RPC error) carries
+// none. Records the gateway answers wing by wing (a palace-wide search by
+// a device that reads only some wings) carry theirs the same way.
+//
+// Whether answers carry origins, and what the reading device trusts, the
+// gateway advertises in gateway/deviceinfo (origins: [Version]; trusts;
+// untrusted; instruction_wing): absent there, a primary's records carry
+// no origin and none can be told from another.
+//
+// What a reader may rely on: device is what the gateway verified, by the
+// token that authenticated the write, not what the writer claimed;
+// metadata.added_by (MemPalace's own, on get_drawer and list_drawers) is
+// "<agent>/<label>/<device>" for a drawer filed through the gateway and
+// names the same device, but only origin also covers search hits, facts,
+// diaries and events, and only origin is absent-proof ("unknown" for a
+// forged added_by written around the gateway).
+//
+// # A join's attribution
+//
+// A join replays a whole palace and attributes it to one device
+// (--origin-device). Through a gateway it sends that device's id in every
+// write's params._meta["devbox-config/origin-device"] ([MetaKey]; the edge's
+// primary client puts it there for calls made with a context from
+// [WithDevice]). The gateway honours it from an admin device when it names a
+// device of its config (origin: that device, via: the admin); from any
+// device it accepts its own id (a no-op); anything else is refused
+// (JSON-RPC -31003, nothing written).
+package origin

@@ -1,0 +1,127 @@
+package origin
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// The wire names.
+const (
+	// Key is the member every record of an answer gains.
+	Key = "origin"
+	// Unknown is Origin.Device for a record the gateway did not stamp.
+	Unknown = "unknown"
+	// MetaKey is the params._meta member by which a join names the device
+	// its writes are attributed to (honoured from admin devices only).
+	MetaKey = "devbox-config/origin-device"
+	// Version is this format's version (deviceinfo's "origins").
+	Version = 1
+)
+
+// Origin is who wrote one record, as the gateway answers it.
+type Origin struct {
+	// Device is the writing device's id, or Unknown.
+	Device string `json:"device"`
+	// Label is the device's label when it wrote (for humans only).
+	Label string `json:"label,omitempty"`
+	// Agent is the agent the write named: added_by's agent segment for a
+	// drawer, the diary's agent, an event's from_agent ("" for facts).
+	Agent string `json:"agent,omitempty"`
+	// At is when the gateway stamped it (RFC 3339, UTC).
+	At string `json:"at,omitempty"`
+	// Via is the admin device whose join attributed the record to Device
+	// ("" when Device itself wrote it).
+	Via string `json:"via,omitempty"`
+	// Trusted: the reading device trusts Device (always true for a device
+	// that names no trusted set).
+	Trusted bool `json:"trusted"`
+	// Local is set by an edge on a record only its own local palace
+	// holds; never by the gateway.
+	Local bool `json:"local,omitempty"`
+}
+
+// Known reports an origin the gateway stamped.
+func (o Origin) Known() bool { return o.Device != "" && o.Device != Unknown }
+
+// AppendJSON appends o as one compact JSON object, members in the order
+// of the struct, empty optional ones left out.
+func (o Origin) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"device":`...)
+	dst = appendString(dst, o.Device)
+	for _, m := range [...]struct{ k, v string }{{"label", o.Label}, {"agent", o.Agent}, {"at", o.At}, {"via", o.Via}} {
+		if m.v != "" {
+			dst = append(append(append(dst, ',', '"'), m.k...), '"', ':')
+			dst = appendString(dst, m.v)
+		}
+	}
+	dst = append(dst, `,"trusted":`...)
+	if o.Trusted {
+		dst = append(dst, "true"...)
+	} else {
+		dst = append(dst, "false"...)
+	}
+	if o.Local {
+		dst = append(dst, `,"local":true`...)
+	}
+	return append(dst, '}')
+}
+
+// appendString appends s (valid UTF-8) as a JSON string.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		start = i + 1
+		if c == '"' || c == '\\' {
+			dst = append(dst, '\\', c)
+			continue
+		}
+		const hex = "0123456789abcdef"
+		dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+	}
+	return append(append(dst, s[start:]...), '"')
+}
+
+// Of reads the origin of one record (the record's JSON object); false
+// when it has none, or one that is not an object with a device.
+func Of(record []byte) (Origin, bool) {
+	v := gjson.GetBytes(record, Key)
+	if !v.IsObject() || v.Get("device").Type != gjson.String {
+		return Origin{}, false
+	}
+	var o Origin
+	if json.Unmarshal([]byte(v.Raw), &o) != nil {
+		return Origin{}, false
+	}
+	return o, true
+}
+
+// Set returns the record (a JSON object) with its origin set to o,
+// replacing one it had: how an edge marks the records of its own palace.
+func Set(record []byte, o Origin) ([]byte, error) {
+	return sjson.SetRawBytes(record, Key, o.AppendJSON(nil))
+}
+
+// deviceKey is WithDevice's context key.
+type deviceKey struct{}
+
+// WithDevice marks the calls made with ctx as a join's, attributing their
+// writes to device id: the primary's client puts id in
+// params._meta[MetaKey].
+func WithDevice(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, deviceKey{}, id)
+}
+
+// DeviceFrom is the device WithDevice put in ctx ("" for any other call).
+func DeviceFrom(ctx context.Context) string {
+	id, _ := ctx.Value(deviceKey{}).(string)
+	return id
+}

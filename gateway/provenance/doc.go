@@ -1,0 +1,40 @@
+// Package provenance is the gateway's provenance index (issue 28; RFC 001
+// §6.1, §7.3.2): who wrote each record that reached the primary through
+// the gateway, stamped from the credential that authenticated the write,
+// so that every answer carrying records can say who wrote each
+// (gateway/origin is that wire format).
+//
+// # What is indexed
+//
+// A record is found again by what a read returns of it, so each kind has
+// its own key (Key):
+//
+//   - drawers (and diary entries, which search and get_drawer return as
+//     drawers) by their logical id;
+//   - coordination events and artifacts by id;
+//   - knowledge-graph facts by subject, predicate, object and valid_from,
+//     as MemPalace normalizes them (kg_query and kg_timeline return no
+//     ids);
+//   - diary entries by agent, timestamp and the sha256 of the text
+//     (diary_read returns no ids; a long entry's chunks each by its own
+//     text).
+//
+// Each maps to a Stamp: the device id and its label when it wrote, the
+// agent the write named, when the gateway stamped it, and, for a record a
+// join attributed to another device, the admin device that made the join.
+// The first stamp of a record stays (a drawer filed twice with the same
+// content is its first filer's); an update that rewrites a drawer's
+// content replaces it (the new content is the updater's).
+//
+// # Where it lives
+//
+// provenance.sqlite beside the audit log unless provenance_file names
+// another; mode 0600, WAL, synchronous=NORMAL: a stamp a power cut loses
+// leaves its record of unknown origin, the fail-safe direction. The whole
+// index is read into memory when it is opened, and every stamp is written
+// to both, so an answer's records are looked up without touching SQLite
+// (a record is about a hundred bytes: a million of them is ~100 MB). One
+// gateway process per index: a second one would not see the first's new
+// stamps until it is restarted. Nothing is ever pruned: a record keeps its
+// origin for as long as the palace keeps it.
+package provenance

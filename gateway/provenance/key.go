@@ -1,0 +1,75 @@
+package provenance
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
+
+// Kind is what a Key identifies.
+type Kind string
+
+const (
+	// KindDrawer: a drawer (a diary entry too) by its logical id.
+	KindDrawer Kind = "drawer"
+	// KindEvent: a coordination event or artifact by its id.
+	KindEvent Kind = "event"
+	// KindFact: a knowledge-graph fact by subject, predicate, object and
+	// valid_from, as MemPalace normalizes them.
+	KindFact Kind = "fact"
+	// KindDiary: a diary entry by agent, timestamp and the sha256 of its
+	// text (diary_read carries no ids).
+	KindDiary Kind = "diary"
+)
+
+func (k Kind) String() string { return string(k) }
+
+// Key identifies one record in the index.
+type Key struct {
+	Kind  Kind
+	Parts []string // the kind's columns, in order
+}
+
+// Drawer is the key of a drawer or diary entry by id.
+func Drawer(id string) Key { return Key{KindDrawer, []string{id}} }
+
+// Event is the key of a coordination event or artifact by id.
+func Event(id string) Key { return Key{KindEvent, []string{id}} }
+
+// Fact is the key of a fact, normalized as MemPalace stores it: subject
+// and object by entity id (trimmed, lower-cased, spaces to '_', "'"
+// dropped), the predicate trimmed, lower-cased, spaces to '_', valid_from
+// trimmed with "+00:00" as "Z" ("" when the fact has none).
+func Fact(subject, predicate, object, validFrom string) Key {
+	vf := strings.TrimSpace(validFrom)
+	if s, ok := strings.CutSuffix(vf, "+00:00"); ok {
+		vf = s + "Z"
+	}
+	return Key{KindFact, []string{entityID(subject), strings.ReplaceAll(strings.ToLower(strings.TrimSpace(predicate)), " ", "_"), entityID(object), vf}}
+}
+
+// entityID is MemPalace's entity id of a name.
+func entityID(name string) string {
+	return strings.NewReplacer(" ", "_", "'", "").Replace(strings.ToLower(strings.TrimSpace(name)))
+}
+
+// Diary is the key of a diary entry (or one chunk of one) by its agent
+// (trimmed, lower-cased, as MemPalace stores it), its timestamp and its
+// text.
+func Diary(agent, timestamp, text string) Key {
+	sum := sha256.Sum256([]byte(text))
+	return Key{KindDiary, []string{strings.ToLower(strings.TrimSpace(agent)), timestamp, hex.EncodeToString(sum[:])}}
+}
+
+// mapKey is the key in memory: the kind and each part length-prefixed,
+// so no two keys share one.
+func (k Key) mapKey() string {
+	b := make([]byte, 0, 64)
+	b = append(b, k.Kind...)
+	for _, p := range k.Parts {
+		b = append(strconv.AppendInt(append(b, '|'), int64(len(p)), 10), ':')
+		b = append(b, p...)
+	}
+	return string(b)
+}

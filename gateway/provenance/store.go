@@ -1,0 +1,221 @@
+package provenance
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/joakimp/devbox-config/sqlitewal"
+)
+
+// FileName is the index's file name, in the audit log's directory.
+const FileName = "provenance.sqlite"
+
+// Beside is the index's default path for a gateway whose audit log is
+// auditLog.
+func Beside(auditLog string) string { return filepath.Join(filepath.Dir(auditLog), FileName) }
+
+// Stamp is who wrote a record through the gateway.
+type Stamp struct {
+	Device string // the device id
+	Label  string // its label when it wrote
+	Agent  string // the agent the write named ("" for facts)
+	// Via is the admin device whose join attributed the record to Device
+	// ("" when Device wrote it itself).
+	Via string
+	At  time.Time
+}
+
+// Entry is one record to stamp.
+type Entry struct {
+	Key   Key
+	Stamp Stamp
+	// Replace: the record's content was rewritten (update_drawer), so the
+	// new writer replaces the old; otherwise the first stamp stays (a
+	// drawer filed again with the same content is still its first
+	// filer's).
+	Replace bool
+}
+
+// tables maps each kind to its table and key columns.
+var tables = map[Kind]struct {
+	name string
+	cols []string
+}{
+	KindDrawer: {"drawers", []string{"id"}},
+	KindEvent:  {"events", []string{"id"}},
+	KindFact:   {"facts", []string{"subject", "predicate", "object", "valid_from"}},
+	KindDiary:  {"diary", []string{"entry_agent", "timestamp", "text_sha256"}},
+}
+
+// Store is the gateway's provenance index: a SQLite file, and all of it
+// in memory, where every answer's records are looked up.
+type Store struct {
+	path string
+	db   *sql.DB
+
+	mu   sync.RWMutex
+	m    map[string]Stamp
+	strs map[string]string // device ids and labels, held once
+}
+
+// Open opens (creating if needed) the index at path and reads it into
+// memory.
+func Open(path string) (*Store, error) {
+	// It names who wrote what: owner only.
+	if err := sqlitewal.CreatePrivate(path); err != nil {
+		return nil, fmt.Errorf("provenance index %s: %w", path, err)
+	}
+	// synchronous=NORMAL: a stamp lost to a power cut leaves its record
+	// of unknown origin, which no device that names a trusted set trusts.
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("provenance index %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	s := &Store{path: path, db: db, m: map[string]Stamp{}, strs: map[string]string{}}
+	if err := sqlitewal.RetryBusy(func() error { _, err := db.Exec(schema()); return err }); err != nil {
+		db.Close() // the schema's error is the one to report
+		return nil, fmt.Errorf("provenance index %s is not a usable SQLite database: %w", path, err)
+	}
+	if err := s.load(); err != nil {
+		db.Close() // the load's error is the one to report
+		return nil, fmt.Errorf("provenance index %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func schema() string {
+	var b strings.Builder
+	for _, k := range []Kind{KindDrawer, KindEvent, KindFact, KindDiary} {
+		t := tables[k]
+		fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s(", t.name)
+		for _, c := range t.cols {
+			fmt.Fprintf(&b, "%s TEXT NOT NULL, ", c)
+		}
+		fmt.Fprintf(&b, "device TEXT NOT NULL, label TEXT NOT NULL, agent TEXT NOT NULL, via TEXT NOT NULL, at INTEGER NOT NULL, PRIMARY KEY(%s)) WITHOUT ROWID;\n", strings.Join(t.cols, ", "))
+	}
+	return b.String()
+}
+
+// load reads every table into memory.
+func (s *Store) load() error {
+	for kind, t := range tables {
+		rows, err := s.db.Query(fmt.Sprintf("SELECT %s, device, label, agent, via, at FROM %s", strings.Join(t.cols, ", "), t.name))
+		if err != nil {
+			return err
+		}
+		parts := make([]string, len(t.cols))
+		dest := make([]any, 0, len(t.cols)+5)
+		for i := range parts {
+			dest = append(dest, &parts[i])
+		}
+		var st Stamp
+		var at int64
+		dest = append(dest, &st.Device, &st.Label, &st.Agent, &st.Via, &at)
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				rows.Close() // the scan's error is the one to report
+				return err
+			}
+			st.At = time.UnixMilli(at).UTC()
+			s.m[Key{kind, parts}.mapKey()] = s.interned(st)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// interned is st with its device, label and via held once for the
+// whole index (the caller holds mu, or is load).
+func (s *Store) interned(st Stamp) Stamp {
+	for _, p := range []*string{&st.Device, &st.Label, &st.Via} {
+		if v, ok := s.strs[*p]; ok {
+			*p = v
+		} else {
+			s.strs[*p] = *p
+		}
+	}
+	return st
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Len is how many records the index holds.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.m)
+}
+
+// Record stamps entries, in one transaction, then in memory: once it
+// returns, every lookup sees them.
+func (s *Store) Record(ctx context.Context, entries ...Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	for _, e := range entries {
+		t, ok := tables[e.Key.Kind]
+		if !ok || len(e.Key.Parts) != len(t.cols) {
+			return fmt.Errorf("provenance: a %s key of %d parts", e.Key.Kind, len(e.Key.Parts))
+		}
+		verb := "INSERT OR IGNORE"
+		if e.Replace {
+			verb = "INSERT OR REPLACE"
+		}
+		q := fmt.Sprintf("%s INTO %s(%s, device, label, agent, via, at) VALUES(%s?, ?, ?, ?, ?)", verb, t.name, strings.Join(t.cols, ", "), strings.Repeat("?, ", len(t.cols)))
+		args := make([]any, 0, len(t.cols)+5)
+		for _, p := range e.Key.Parts {
+			args = append(args, p)
+		}
+		args = append(args, e.Stamp.Device, e.Stamp.Label, e.Stamp.Agent, e.Stamp.Via, e.Stamp.At.UnixMilli())
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range entries {
+		k := e.Key.mapKey()
+		if _, had := s.m[k]; had && !e.Replace {
+			continue
+		}
+		st := e.Stamp
+		st.At = st.At.UTC().Truncate(time.Millisecond)
+		s.m[k] = s.interned(st)
+	}
+	return nil
+}
+
+// Lookup is the stamp of a record (false: the gateway did not stamp it).
+func (s *Store) Lookup(k Key) (Stamp, bool) {
+	mk := k.mapKey()
+	s.mu.RLock()
+	st, ok := s.m[mk]
+	s.mu.RUnlock()
+	return st, ok
+}

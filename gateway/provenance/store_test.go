@@ -1,0 +1,112 @@
+package provenance
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	t0     = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	laptop = Stamp{Device: "laptop-7f3a", Label: "laptop", Agent: "opencode", At: t0}
+	desk   = Stamp{Device: "desk-9b21", Label: "desk", Agent: "pi", At: t0.Add(time.Minute)}
+)
+
+// A stamp is found by the key a read gives, survives a reopen, is the
+// first writer's unless the content was rewritten, and the file is the
+// owner's alone.
+func TestRecordLookupReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "audit", FileName)
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := []Entry{
+		{Key: Drawer("drawer_shared_notes_1"), Stamp: laptop},
+		{Key: Event("evt_1"), Stamp: laptop},
+		{Key: Fact(" Edge ", "Uses Store", "Mac's SQLite", ""), Stamp: laptop},
+		{Key: Diary("OpenCode", "2026-11-30T12:00:00.000001", "shipped it"), Stamp: laptop},
+	}
+	if err := s.Record(ctx, entries...); err != nil {
+		t.Fatal(err)
+	}
+	// desk files the same drawer again, then rewrites the event's content.
+	if err := s.Record(ctx, Entry{Key: Drawer("drawer_shared_notes_1"), Stamp: desk}, Entry{Key: Event("evt_1"), Stamp: desk, Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(s *Store) {
+		t.Helper()
+		for _, c := range []struct {
+			k    Key
+			want Stamp
+		}{
+			{Drawer("drawer_shared_notes_1"), laptop},
+			{Event("evt_1"), desk},
+			{Fact("edge", "uses_store", "macs_sqlite", ""), laptop}, // as kg_query reads it back
+			{Diary("opencode", "2026-11-30T12:00:00.000001", "shipped it"), laptop},
+		} {
+			got, ok := s.Lookup(c.k)
+			if !ok || got != c.want {
+				t.Errorf("%v: %+v %v, want %+v", c.k, got, ok, c.want)
+			}
+		}
+		for _, k := range []Key{Drawer("drawer_other"), Fact("edge", "uses_store", "macs_sqlite", "2026-01-01"), Diary("opencode", "2026-11-30T12:00:00.000001", "shipped it!")} {
+			if got, ok := s.Lookup(k); ok {
+				t.Errorf("%v: found %+v", k, got)
+			}
+		}
+	}
+	check(s)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check(s)
+	if s.Len() != 4 {
+		t.Errorf("%d records, want 4", s.Len())
+	}
+	for _, p := range []string{path, filepath.Dir(path)} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := fi.Mode().Perm(); mode&0o077 != 0 {
+			t.Errorf("%s: mode %o, want the owner's alone", p, mode)
+		}
+	}
+}
+
+// Keys differ whenever a part does, whatever the parts hold.
+func TestKeysDoNotCollide(t *testing.T) {
+	a := Key{KindFact, []string{"a|1:b", "c", "d", ""}}.mapKey()
+	b := Key{KindFact, []string{"a", "b|1:c", "d", ""}}.mapKey()
+	if a == b {
+		t.Errorf("two facts share a key: %q", a)
+	}
+	if Drawer("x").mapKey() == Event("x").mapKey() {
+		t.Error("a drawer and an event share a key")
+	}
+	if Fact("a", "b", "c", "2026-01-01T00:00:00+00:00").Parts[3] != "2026-01-01T00:00:00Z" {
+		t.Error("valid_from is not normalized as MemPalace stores it")
+	}
+}
+
+func TestNotADatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	os.WriteFile(path, []byte("not sqlite, long enough to be read as a header by SQLite's pager at all"), 0o600)
+	if s, err := Open(path); err == nil {
+		s.Close()
+		t.Fatal("a file that is not a database opened")
+	}
+}
