@@ -29,6 +29,9 @@ type Entry struct {
 	UpstreamStatus int       `json:"upstream_status,omitempty"`
 	LatencyMS      float64   `json:"latency_ms"`
 	ArgsDigest     string    `json:"args_digest,omitempty"` // never the content
+	// Origin is the device an admin's join attributed the write to
+	// (origin.MetaKey), when not the device itself.
+	Origin string `json:"origin,omitempty"`
 	// Sig, on a checkpoint entry, is the Ed25519 signature of
 	// "<prev>|<lines before it>": the chain head at that point.
 	Sig  string `json:"sig,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
 // Decision is the outcome of authorizing one tools/call.
@@ -32,6 +33,35 @@ func deny(rule Rule, wing string) Decision { return Decision{Rule: rule, Wing: w
 // readsAll: the device may read every wing (its read globs include "*"),
 // so nothing in an answer needs cutting.
 func (d *Device) readsAll() bool { return slices.Contains(d.Read, "*") }
+
+// reads reports whether the device may read wing: one its read globs
+// match, or the instruction wing, which every device reads.
+func (d *Device) reads(wing string) bool {
+	return match(d.Read, wing) || (wing != "" && wing == d.instructions)
+}
+
+// readsSome: the device may read some wing.
+func (d *Device) readsSome() bool { return len(d.Read) > 0 || d.instructions != "" }
+
+// writes reports whether the device may write wing: the instruction wing
+// only if it is an admin device (whatever its globs say), any other wing
+// its write globs match.
+func (d *Device) writes(wing string) (bool, Rule) {
+	switch {
+	case wing != "" && wing == d.instructions:
+		return d.Admin, ruleInstructionWing
+	case wing != "" && match(d.Write, wing):
+		return true, ""
+	}
+	return false, "write globs do not match the target wing"
+}
+
+// trusts reports whether the device trusts the records device id wrote
+// (origin.Unknown: records of unknown origin): every device's when it
+// names no trusted set, else its own and those of the set.
+func (d *Device) trusts(id string) bool {
+	return d.Trusts == nil || id == d.ID || (id != origin.Unknown && slices.Contains(d.Trusts, id))
+}
 
 // Grants reports whether a device may act as agent. For coordination
 // identities (from_agent, created_by) that is one of its Agents exactly.
@@ -74,7 +104,7 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		}
 		return deny(ruleAdminOnly, "")
 	case catalogue.ReadStatic:
-		if len(d.Read) == 0 {
+		if !d.readsSome() {
 			return deny("no read scope", "")
 		}
 		return allow("read:static", "")
@@ -86,12 +116,12 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 	case catalogue.ReadByID:
 		// A drawer that does not exist and one in an unreadable wing get
 		// the same denial: the answer says nothing of its existence.
-		if drawerWing != "" && match(d.Read, drawerWing) {
+		if drawerWing != "" && d.reads(drawerWing) {
 			return allow(Rule("read:"+drawerWing), drawerWing)
 		}
 		return deny(ruleNotVisible, drawerWing)
 	case catalogue.ReadWing:
-		if len(d.Read) == 0 {
+		if !d.readsSome() {
 			return deny("no read scope", "")
 		}
 		if t.Identity != "" && !d.Grants(str(t.Identity), true) {
@@ -99,7 +129,7 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		}
 		wings := t.WingsOf(args, "")
 		for _, w := range wings {
-			if !match(d.Read, w) {
+			if !d.reads(w) {
 				return deny("read globs do not match the wing", w)
 			}
 		}
@@ -116,7 +146,7 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 				return deny(Rule(fmt.Sprintf("diary.agent_name %q is not one of this device's agents", a)), "")
 			}
 		}
-		if t.Wings == catalogue.DrawerWing && (drawerWing == "" || !match(d.Read, drawerWing)) {
+		if t.Wings == catalogue.DrawerWing && (drawerWing == "" || !d.reads(drawerWing)) {
 			return deny(ruleNotVisible, drawerWing) // as for a read by id
 		}
 		wings := t.WingsOf(args, drawerWing)
@@ -124,8 +154,8 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 			return deny("the call names no wing to write", "")
 		}
 		for _, w := range wings {
-			if w == "" || !match(d.Write, w) {
-				return deny("write globs do not match the target wing", w)
+			if ok, rule := d.writes(w); !ok {
+				return deny(rule, w)
 			}
 		}
 		return allow(Rule("write:"+strings.Join(wings, ",")), wings[0])

@@ -17,6 +17,8 @@ import (
 
 	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
@@ -58,10 +60,18 @@ type Config struct {
 	// (default: trash.sqlite beside the audit log); TrashRetentionDays how
 	// long (default 30). DeleteCap is the most drawers one delete may
 	// remove from a device without the bulk_delete grant (default 10).
-	TrashFile          string   `json:"trash_file,omitempty"`
-	TrashRetentionDays int      `json:"trash_retention_days,omitempty"`
-	DeleteCap          int      `json:"delete_cap,omitempty"`
-	Devices            []Device `json:"devices"`
+	TrashFile          string `json:"trash_file,omitempty"`
+	TrashRetentionDays int    `json:"trash_retention_days,omitempty"`
+	DeleteCap          int    `json:"delete_cap,omitempty"`
+	// ProvenanceFile is the provenance index (default: provenance.sqlite
+	// beside the audit log): who wrote each record, for the origin every
+	// answer's records carry.
+	ProvenanceFile string `json:"provenance_file,omitempty"`
+	// InstructionWing is the wing for instructions every agent may act on
+	// (RFC 001 §6.1): every device may read it, only admin devices write
+	// it, whatever their globs say. "" (absent): none.
+	InstructionWing string   `json:"instruction_wing,omitempty"`
+	Devices         []Device `json:"devices"`
 }
 
 // Device is one machine's identity and what it may do.
@@ -85,7 +95,30 @@ type Device struct {
 	// Rate limits (requests per second; 0 = the defaults).
 	ReadRate  float64 `json:"read_rate,omitempty"`
 	WriteRate float64 `json:"write_rate,omitempty"`
+	// Trusts names the devices whose records this device trusts (and
+	// itself); absent: every device's, and records of unknown origin.
+	Trusts []string `json:"trusts,omitempty"`
+	// Untrusted is what its answers do with a record from outside Trusts.
+	Untrusted Untrusted `json:"untrusted,omitempty"`
+
+	// instructions is the config's instruction wing (set when the config
+	// is loaded).
+	instructions string
 }
+
+// Untrusted is what a device's answers do with a record written by a
+// device it does not trust.
+type Untrusted string
+
+const (
+	// UntrustedMark (the default): the record's origin says
+	// "trusted": false.
+	UntrustedMark Untrusted = "mark"
+	// UntrustedWithhold: the record is left out of the answer.
+	UntrustedWithhold Untrusted = "withhold"
+)
+
+func (u Untrusted) String() string { return string(u) }
 
 // KGGrant is a device's knowledge-graph grant.
 type KGGrant string
@@ -137,7 +170,15 @@ func LoadConfig(file string) (*Config, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
+	c.bind()
 	return &c, nil
+}
+
+// bind gives each device what it needs of the whole config.
+func (c *Config) bind() {
+	for i := range c.Devices {
+		c.Devices[i].instructions = c.InstructionWing
+	}
 }
 
 // Validate checks every field. A rule that can never match is an error,
@@ -164,12 +205,21 @@ func (c *Config) Validate() error {
 	if err := checkAnchorPlace(c.AuditAnchor, c.AuditLog); err != nil {
 		return err
 	}
+	if w := c.InstructionWing; w != "" && (strings.TrimSpace(w) != w || strings.ContainsAny(w, `*?[\/`)) {
+		return fmt.Errorf("instruction_wing: %q must be one wing's name (no glob characters, '/' or surrounding spaces), e.g. \"wing_instructions\"", w)
+	}
 	seen := map[string]bool{}
+	for _, d := range c.Devices {
+		seen[d.ID] = false
+	}
 	tokens := map[string]bool{}
 	for i, d := range c.Devices {
 		at := fmt.Sprintf("devices[%d]", i)
 		if !deviceIDRE().MatchString(d.ID) {
 			return fmt.Errorf("%s.id: %q must be 1-64 of letters, digits, . _ - (an opaque id such as a uuid)", at, d.ID)
+		}
+		if d.ID == origin.Unknown {
+			return fmt.Errorf("%s.id: %q is what answers call a record of unknown origin; choose another id", at, d.ID)
 		}
 		if seen[d.ID] {
 			return fmt.Errorf("%s.id: %q appears twice", at, d.ID)
@@ -217,6 +267,31 @@ func (c *Config) Validate() error {
 		if d.ReadRate < 0 || d.WriteRate < 0 {
 			return fmt.Errorf("%s: rates must not be negative", at)
 		}
+		if err := checkTrust(at, d, seen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTrust checks a device's trusted set against the devices there are
+// (known holds every device id of the config).
+func checkTrust(at string, d Device, known map[string]bool) error {
+	if d.Trusts != nil && len(d.Trusts) == 0 {
+		return fmt.Errorf("%s.trusts: an empty list; name the devices it trusts (its own id alone to trust only itself), or leave trusts out to trust every device", at)
+	}
+	for j, id := range d.Trusts {
+		if _, ok := known[id]; !ok {
+			return fmt.Errorf("%s.trusts[%d]: %q is no device of this config (records of unknown origin are never trusted by a device that names a set)", at, j, id)
+		}
+	}
+	switch d.Untrusted {
+	case "", UntrustedMark, UntrustedWithhold:
+	default:
+		return fmt.Errorf("%s.untrusted: %q must be mark or withhold", at, d.Untrusted)
+	}
+	if d.Untrusted != "" && d.Trusts == nil {
+		return fmt.Errorf("%s.untrusted: without trusts the device trusts every device, so no record is untrusted; name its trusted devices too, or drop untrusted", at)
 	}
 	return nil
 }
@@ -270,6 +345,11 @@ func (c *Config) LedgerPath() string {
 
 // LedgerRetention is how long the ledger remembers an op id.
 func (c *Config) LedgerRetention() time.Duration { return days(c.LedgerRetentionDays, 7*24*time.Hour) }
+
+// ProvenancePath is the provenance index's file.
+func (c *Config) ProvenancePath() string {
+	return cmp.Or(c.ProvenanceFile, provenance.Beside(c.AuditLog))
+}
 
 // TrashPath is the trash's file.
 func (c *Config) TrashPath() string { return cmp.Or(c.TrashFile, trash.Beside(c.AuditLog)) }

@@ -85,7 +85,7 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 	}
 	wg.Wait()
 	items := []map[string]any{}
-	total := 0
+	total, withheld := 0, 0
 	for _, a := range answers {
 		if a.err != nil {
 			return 0, nil, a.err
@@ -94,7 +94,7 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 			return a.status, a.passOn, nil
 		}
 		items = append(items, a.items...)
-		total += a.total
+		total, withheld = total+a.total, withheld+a.withheld
 	}
 	var m map[string]any
 	if t.Filter == catalogue.FilterHits {
@@ -107,6 +107,9 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 		m = map[string]any{"drawers": page, "total": total, "count": len(page), "offset": offset, "limit": limit}
 	}
 	m["filtered"] = true
+	if withheld > 0 {
+		m["untrusted_withheld"] = withheld // by the wings' answers: the device withholds what it does not trust
+	}
 	text, _ := json.MarshalIndent(m, "", "  ") // values decoded from JSON: they encode
 	return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": req.rawID(), "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}}), nil
 }
@@ -116,12 +119,16 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 // does not exist answers empty), else the upstream's wings they match.
 func (s *Server) readableWings(ctx context.Context, d *Device) []string {
 	if !slices.ContainsFunc(d.Read, func(g string) bool { return strings.ContainsAny(g, `*?[\`) }) {
-		return slices.Compact(slices.Sorted(slices.Values(d.Read)))
+		wings := slices.Clone(d.Read)
+		if d.instructions != "" {
+			wings = append(wings, d.instructions)
+		}
+		return slices.Compact(slices.Sorted(slices.Values(wings)))
 	}
 	wingCounts, _ := s.upstreamResult(ctx, catalogue.Prefix+"list_wings", map[string]any{})["wings"].(map[string]any)
 	var readable []string
 	for _, w := range slices.Sorted(maps.Keys(wingCounts)) {
-		if match(d.Read, w) {
+		if d.reads(w) {
 			readable = append(readable, w)
 		}
 	}
@@ -131,11 +138,12 @@ func (s *Server) readableWings(ctx context.Context, d *Device) []string {
 // wingAnswer is one wing's part of a wing-by-wing answer; passOn is an
 // answer to pass on instead (upstream's error).
 type wingAnswer struct {
-	items  []map[string]any
-	total  int
-	status int
-	passOn []byte
-	err    error
+	items    []map[string]any
+	total    int
+	withheld int // records of untrusted origin left out
+	status   int
+	passOn   []byte
+	err      error
 }
 
 // askWing asks the call for wing w: one search, or list_drawers pages
@@ -160,6 +168,8 @@ func (s *Server) askWing(ctx context.Context, d *Device, t catalogue.Tool, req *
 		if m == nil || m["error"] != nil {
 			return wingAnswer{status: status, passOn: out} // upstream's error, passed on
 		}
+		n, _ := m["untrusted_withheld"].(float64)
+		a.withheld += int(n)
 		list, _ := m[key].([]any)
 		for _, x := range list {
 			if it := x.(map[string]any); it["wing"] == w { // this wing's, once
@@ -173,7 +183,7 @@ func (s *Server) askWing(ctx context.Context, d *Device, t catalogue.Tool, req *
 			n, _ := m["total"].(float64)
 			a.total = int(n)
 		}
-		if len(list) < maxFanPage || (page+1)*maxFanPage >= need {
+		if len(list)+int(n) < maxFanPage || (page+1)*maxFanPage >= need {
 			return a
 		}
 	}

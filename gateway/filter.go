@@ -116,15 +116,26 @@ func uniqueKeys(obj gjson.Result, allowed ...string) bool {
 // carries "filtered": true whether or not anything was cut, so the marker
 // itself says nothing about other wings.
 func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, resp []byte) ([]byte, error) {
-	if !needsFilter(d, t) {
+	cut, ann := needsFilter(d, t), s.annotatorFor(d, t)
+	if !cut && ann == nil {
 		return resp, nil
 	}
 	env, m, isErr, err := answerText(resp)
+	if err != nil && !cut && d.Trusts == nil {
+		return resp, nil // as before origins: nothing to cut, and every record is trusted
+	}
 	if err != nil {
 		return nil, err
 	}
 	if isErr {
 		return resp, nil
+	}
+	if !cut {
+		text, err := ann.answer(m)
+		if err != nil {
+			return nil, err
+		}
+		return rewrap(env, text), nil
 	}
 	if !uniqueKeys(m, knownKeys[t.Filter]...) {
 		var unknown string
@@ -136,13 +147,18 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	}
 	var text []byte
 	if key, ok := listKey[t.Filter]; ok {
-		text, err = cutList(d, t.Filter, dec, m, key)
-	} else {
-		text, err = s.filterObject(ctx, d, t, dec, m.Raw)
+		text, err = cutList(d, t.Filter, dec, m, key, ann)
+	} else if text, err = s.filterObject(ctx, d, t, dec, m.Raw); err == nil && ann != nil {
+		text, err = ann.answer(gjson.ParseBytes(text))
 	}
 	if err != nil {
 		return nil, err
 	}
+	return rewrap(env, text), nil
+}
+
+// rewrap puts an answer's text back in MemPalace's envelope.
+func rewrap(env answerEnvelope, text []byte) []byte {
 	out := make([]byte, 0, len(text)+len(text)/8+64)
 	out = append(out, `{"jsonrpc":`...)
 	out = append(out, cmp.Or(string(env.JSONRPC), `"2.0"`)...)
@@ -150,56 +166,40 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	out = append(out, cmp.Or(string(env.ID), "null")...)
 	out = append(out, `,"result":{"content":[{"type":"text","text":`...)
 	out = appendQuoted(out, text)
-	return append(out, `}]}}`...), nil
+	return append(out, `}]}}`...)
 }
 
 // listKey names, per filter, the one list of objects it cuts item by item.
 var listKey = map[catalogue.Filter]string{catalogue.FilterHits: "results", catalogue.FilterMatches: "matches", catalogue.FilterDrawers: "drawers", catalogue.FilterEvents: "events"}
 
-// cutList keeps the items of m[key] the device may see and rebuilds the
-// answer around them from MemPalace's own bytes: every other member as it
-// came, in its order, with the counts that would reveal what was cut
-// recomputed or removed, and "filtered": true. A missing list becomes an
-// empty one; anything but a list of objects there is an unknown shape.
-func cutList(d *Device, f catalogue.Filter, dec Decision, m gjson.Result, key string) ([]byte, error) {
-	if m.Get("cli_output").Exists() && (dec.Wing == "" || !match(d.Read, dec.Wing)) {
+// cutList keeps the items of m[key] the device may see (each with its
+// origin, those it withholds left out: ann) and rebuilds the answer
+// around them from MemPalace's own bytes: every other member as it came,
+// in its order, with the counts that would reveal what was cut recomputed
+// or removed, and "filtered": true. A missing list becomes an empty one;
+// anything but a list of objects there is an unknown shape.
+func cutList(d *Device, f catalogue.Filter, dec Decision, m gjson.Result, key string, ann *annotator) ([]byte, error) {
+	if m.Get("cli_output").Exists() && (dec.Wing == "" || !d.reads(dec.Wing)) {
 		return nil, errUnknownShape // the CLI's text over more than one readable wing
 	}
 	list := m.Get(key)
 	if list.Exists() && !list.IsArray() {
 		return nil, errUnknownShape
 	}
-	kept, n := []byte{'['}, 0
-	var bad bool
-	list.ForEach(func(_, it gjson.Result) bool {
-		if bad = !it.IsObject(); bad {
-			return false
+	keep := func(it gjson.Result) (bool, bool) { return visible(d, f, it) }
+	alsoIn := func(raw string) (string, bool) {
+		if f != catalogue.FilterHits || !gjson.Get(raw, "also_in").Exists() {
+			return raw, true
 		}
-		keep, ok := visible(d, f, it)
-		if bad = !ok; bad || !keep {
-			return !bad
-		}
-		raw := it.Raw
-		if f == catalogue.FilterHits && it.Get("also_in").Exists() {
-			// folded copies, possibly in other wings; it cannot fail on an
-			// object gjson validated, and a failure keeps the hit whole
-			if cut, err := sjson.Delete(raw, "also_in"); err == nil {
-				raw = cut
-			} else {
-				bad = true
-				return false
-			}
-		}
-		if n++; n > 1 {
-			kept = append(kept, ',')
-		}
-		kept = append(kept, raw...)
-		return true
-	})
-	if bad {
-		return nil, errUnknownShape
+		// folded copies, possibly in other wings; it cannot fail on an
+		// object gjson validated, and a failure keeps the hit whole
+		cut, err := sjson.Delete(raw, "also_in")
+		return cut, err == nil
 	}
-	kept = append(kept, ']')
+	kept, n, err := ann.walk(list, keep, alsoIn)
+	if err != nil {
+		return nil, err
+	}
 	out := []byte{'{'}
 	member := func(k string, raw []byte) {
 		if len(out) > 1 {
@@ -233,7 +233,7 @@ func cutList(d *Device, f catalogue.Filter, dec Decision, m gjson.Result, key st
 		member("is_duplicate", strconv.AppendBool(nil, n > 0))
 	}
 	member("filtered", []byte("true"))
-	return append(out, '}'), nil
+	return ann.closeAnswer(out), nil
 }
 
 // visible reports whether the device may see an item of a cut list: a
@@ -270,7 +270,7 @@ func visible(d *Device, f catalogue.Filter, it gjson.Result) (keep, ok bool) {
 	if f == catalogue.FilterEvents {
 		return eventVisible(d, to, from), true
 	}
-	return match(d.Read, wing), true
+	return d.reads(wing), true
 }
 
 // filterObject is the filter step for the answers that are not one list:
@@ -280,7 +280,7 @@ func (s *Server) filterObject(ctx context.Context, d *Device, t catalogue.Tool, 
 	if json.Unmarshal([]byte(text), &m) != nil {
 		return nil, errUnknownShape
 	}
-	readable := func(w any) bool { s, _ := w.(string); return match(d.Read, s) }
+	readable := func(w any) bool { s, _ := w.(string); return d.reads(s) }
 	byWing := func(h map[string]any) bool { return readable(h["wing"]) }
 	switch t.Filter {
 	case catalogue.FilterWingCounts:
@@ -371,7 +371,7 @@ func (s *Server) readableRooms(ctx context.Context, d *Device) map[string]any {
 	tax, _ := s.upstreamResult(ctx, "mempalace_get_taxonomy", map[string]any{})["taxonomy"].(map[string]any)
 	rooms := map[string]any{}
 	for wing, rs := range tax {
-		if !match(d.Read, wing) {
+		if !d.reads(wing) {
 			continue
 		}
 		rm, _ := rs.(map[string]any)

@@ -178,8 +178,10 @@ func (s *Server) serveMCP(x *exchange) {
 }
 
 // serveTool runs a tools/call through its steps: arguments, limit,
-// authorize, object checks, audit ahead of a write, keep in the trash
-// what a delete removes (keep.go), forward, filter.
+// authorize, object checks, the author of a write (record.go), audit
+// ahead of a write, keep in the trash what a delete removes (keep.go),
+// forward, filter (with each record's origin: origins.go), and record
+// what a write made in the provenance index.
 func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	ctx := x.r.Context()
 	x.entry.Tool, x.entry.ArgsDigest = req.Tool, digest(req.Args)
@@ -200,7 +202,13 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		return
 	}
 	s.narrow(ctx, d, t, req.Args, &dec)
-	StampProvenance(d, req.Tool, req.Args)
+	author := d
+	if write {
+		if author, ok = s.authorStep(x, d, req); !ok {
+			return
+		}
+	}
+	StampProvenance(author, req.Tool, req.Args)
 	if write {
 		if !s.auditAhead(x, d, req) {
 			return
@@ -225,6 +233,9 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	case err != nil:
 		s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)
 		return
+	}
+	if write && status == http.StatusOK {
+		s.recordStep(ctx, d, author, t, req.Args, resp)
 	}
 	x.entry.UpstreamStatus = status
 	s.answer(x, status, resp, VerdictAllow, dec.Rule)

@@ -48,7 +48,7 @@ func (s *Server) narrow(ctx context.Context, d *Device, t catalogue.Tool, args m
 			list, _ := res["matches"].([]any)
 			for _, m := range list {
 				if mm, ok := m.(map[string]any); ok {
-					if w, _ := mm["wing"].(string); match(d.Read, w) {
+					if w, _ := mm["wing"].(string); d.reads(w) {
 						matches = append(matches, mm)
 					}
 				}

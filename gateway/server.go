@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
@@ -66,6 +67,8 @@ type Server struct {
 
 	binMu sync.Mutex
 	bin   *trash.Store // opened by Trash
+
+	prov *provenance.Store // who wrote what (opened by Open)
 }
 
 // Open loads the configuration, the runtime state, the secret and the
@@ -91,6 +94,10 @@ func (s *Server) Open() error {
 	s.key = key
 	if err := s.openAudit(cfg); err != nil {
 		return err
+	}
+	if s.prov, err = provenance.Open(cfg.ProvenancePath()); err != nil {
+		s.audit.Close() // the index's error is the one to report
+		return fmt.Errorf("provenance_file: %w", err)
 	}
 	s.client = &http.Client{Timeout: callTimeout}
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
@@ -204,7 +211,7 @@ func (s *Server) Trash() (*trash.Store, error) {
 	return st, nil
 }
 
-// Close closes the audit log and the trash.
+// Close closes the audit log, the trash and the provenance index.
 func (s *Server) Close() error {
 	s.binMu.Lock()
 	bin := s.bin
@@ -216,6 +223,9 @@ func (s *Server) Close() error {
 	}
 	if s.audit != nil {
 		err = errors.Join(err, s.audit.Close())
+	}
+	if s.prov != nil {
+		err = errors.Join(err, s.prov.Close())
 	}
 	return err
 }

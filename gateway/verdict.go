@@ -51,4 +51,9 @@ const (
 	ruleRateRead     Rule = "rate:read"
 	ruleRateWrite    Rule = "rate:write"
 	ruleCLIText      Rule = "cli_compatible:wing" // errCLIText
+	// ruleInstructionWing: only admin devices write the instruction wing.
+	ruleInstructionWing Rule = "instruction wing: admin devices only"
+	// ruleOriginClaim: a write names a device to attribute it to that the
+	// gateway does not honour from this device (origin.MetaKey).
+	ruleOriginClaim Rule = "origin-device: admin devices only"
 )

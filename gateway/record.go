@@ -1,0 +1,182 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/gateway/provenance"
+)
+
+// authorStep is who a write is attributed to: the device whose token made
+// it, or, for an admin device's join, the device the request's
+// params._meta[origin.MetaKey] names (a device of the config). A claim
+// the gateway does not honour is refused (ok false: answered), so that a
+// join never believes it attributed what it did not.
+func (s *Server) authorStep(x *exchange, d *Device, req *rpcRequest) (author *Device, ok bool) {
+	params, _ := req.msg["params"].(map[string]any)
+	meta, _ := params["_meta"].(map[string]any)
+	raw, present := meta[origin.MetaKey]
+	if !present {
+		return d, true
+	}
+	claim, isStr := raw.(string)
+	refuse := func(msg string) (*Device, bool) {
+		s.refuse(x, d, req, CodeDenied, "devbox-config gateway: "+msg+"; nothing was written", ruleOriginClaim, "")
+		return nil, false
+	}
+	switch a := s.cfg.Load().Device(claim); {
+	case !isStr:
+		return refuse(fmt.Sprintf("params._meta[%q] must be a device id (a string)", origin.MetaKey))
+	case claim == d.ID:
+		return d, true
+	case !d.Admin:
+		return refuse(fmt.Sprintf("only an admin device may attribute writes to another device (params._meta[%q] is %q, this device is %s): join with --origin-device %s, or without it (the gateway attributes this device's writes to it), or from an admin device", origin.MetaKey, claim, d.ID, d.ID))
+	case a == nil:
+		return refuse(fmt.Sprintf("params._meta[%q] names %q, no device of the gateway's config: add it first (gateway device add %s --label ...; it needs no token) to attribute records to it", origin.MetaKey, claim, claim))
+	default:
+		x.entry.Origin = a.ID
+		return a, true
+	}
+}
+
+// recordStep is the provenance step of a write the upstream answered:
+// what the answer says it wrote goes into the index, stamped with the
+// author (via, the admin whose join attributed it), before the writer
+// gets the answer, so every read after it sees the origin. A failure is
+// logged, not answered: the write is made, and its records read as of
+// unknown origin (trusted by no device that names a trusted set).
+func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.Tool, args map[string]any, resp []byte) {
+	res := resultOf(resp)
+	if res == nil || res["success"] == false {
+		return
+	}
+	st := provenance.Stamp{Device: author.ID, Label: author.Label, At: s.Now()}
+	if author != d {
+		st.Via = d.ID
+	}
+	ctx = context.WithoutCancel(ctx) // the write is made: it is recorded even if its caller left
+	entries := s.stamps(ctx, t, args, res, st)
+	if err := s.prov.Record(ctx, entries...); err != nil {
+		s.Log.Error("provenance index not writable: this write's records read as of unknown origin", "tool", t.Name, "device", d.ID, "err", err)
+	}
+}
+
+// stamps lists the records a write's answer says it made, each with its
+// stamp (st, with the agent the write named).
+func (s *Server) stamps(ctx context.Context, t catalogue.Tool, args, res map[string]any, st provenance.Stamp) []provenance.Entry {
+	with := func(agent string) provenance.Stamp { st.Agent = agent; return st }
+	filedBy := with(addedByAgent(args))
+	switch t.Name {
+	case "add_drawer":
+		return filed(res, filedBy)
+	case "checkpoint":
+		var out []provenance.Entry
+		added, _ := res["added"].([]any)
+		for _, a := range added {
+			m, _ := a.(map[string]any)
+			out = append(out, filed(m, filedBy)...)
+		}
+		if dres, ok := res["diary"].(map[string]any); ok {
+			dargs, _ := args["diary"].(map[string]any)
+			out = append(out, diaryStamps(dargs, dres, st)...)
+		}
+		return out
+	case "update_drawer":
+		if _, rewritten := args["content"]; !rewritten || res["noop"] == true {
+			return nil // moved or untouched: the content is still its writer's
+		}
+		return []provenance.Entry{{Key: provenance.Drawer(str(args["drawer_id"])), Stamp: with(""), Replace: true}}
+	case "diary_write":
+		return diaryStamps(args, res, st)
+	case "kg_add":
+		return []provenance.Entry{{Key: provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["valid_from"])), Stamp: with("")}}
+	case "kg_supersede":
+		from, ok := s.supersededAt(ctx, args)
+		if !ok {
+			return nil
+		}
+		return []provenance.Entry{{Key: provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["new_object"]), from), Stamp: with("")}}
+	case "event_append", "event_ack", "patch_submit", "task_create", "artifact_put":
+		var out []provenance.Entry
+		for _, k := range []string{"event", "task", "artifact"} {
+			if m, _ := res[k].(map[string]any); str(m["id"]) != "" {
+				agent := str(args["from_agent"])
+				if k == "artifact" && agent == "" {
+					agent = str(args["created_by"])
+				}
+				out = append(out, provenance.Entry{Key: provenance.Event(str(m["id"])), Stamp: with(agent)})
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// filed is the drawer an add_drawer answer says it filed; none when the
+// drawer was there already (its first filer's).
+func filed(res map[string]any, st provenance.Stamp) []provenance.Entry {
+	id := str(res["drawer_id"])
+	if res["success"] != true || res["reason"] == "already_exists" || id == "" {
+		return nil
+	}
+	return []provenance.Entry{{Key: provenance.Drawer(id), Stamp: st}}
+}
+
+// diaryChunk is the chunk size of MemPalace's diary entries (config
+// chunk_size, default 800 characters): diary_read returns a long entry
+// chunk by chunk, each found by its own text.
+const diaryChunk = 800
+
+// diaryStamps are a diary_write's entry: by its id (search and
+// get_drawer return it as a drawer) and by agent, timestamp and text (what
+// diary_read returns), chunk by chunk for a long one.
+func diaryStamps(args, res map[string]any, st provenance.Stamp) []provenance.Entry {
+	id, agent, ts := str(res["entry_id"]), str(res["agent"]), str(res["timestamp"])
+	if res["success"] != true || id == "" {
+		return nil
+	}
+	st.Agent = agent
+	text := catalogue.DiaryEntry(args)
+	out := []provenance.Entry{{Key: provenance.Drawer(id), Stamp: st}, {Key: provenance.Diary(agent, ts, text), Stamp: st}}
+	if n, _ := res["chunks"].(float64); n > 1 {
+		r := []rune(text)
+		for i := 0; i < len(r); i += diaryChunk {
+			out = append(out, provenance.Entry{Key: provenance.Diary(agent, ts, string(r[i:min(i+diaryChunk, len(r))])), Stamp: st})
+		}
+	}
+	return out
+}
+
+// supersededAt is the valid_from of the fact a kg_supersede opened: its
+// "at" (a date means its midnight, UTC), else the open fact's own,
+// asked of the upstream (MemPalace takes its clock's now).
+func (s *Server) supersededAt(ctx context.Context, args map[string]any) (string, bool) {
+	if at := strings.TrimSpace(str(args["at"])); at != "" {
+		if len(at) == len("2006-01-02") {
+			at += "T00:00:00Z"
+		}
+		return at, true
+	}
+	want := provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["new_object"]), "")
+	facts, _ := s.upstreamResult(ctx, "mempalace_kg_query", map[string]any{"entity": str(args["subject"]), "direction": "outgoing"})["facts"].([]any)
+	for _, x := range facts {
+		f, _ := x.(map[string]any)
+		got := provenance.Fact(str(f["subject"]), str(f["predicate"]), str(f["object"]), "")
+		if f["valid_to"] == nil && slices.Equal(got.Parts[:3], want.Parts[:3]) {
+			return str(f["valid_from"]), true
+		}
+	}
+	s.Log.Warn("provenance: the fact kg_supersede opened was not found; it reads as of unknown origin", "subject", args["subject"], "predicate", args["predicate"])
+	return "", false
+}
+
+// addedByAgent is the agent segment of the added_by StampProvenance set
+// ("" when there is none).
+func addedByAgent(args map[string]any) string {
+	agent, _, _ := strings.Cut(str(args["added_by"]), "/")
+	return agent
+}
