@@ -332,6 +332,13 @@ func TestConfigValidationNamesFields(t *testing.T) {
 		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d"},{"id":"d"}]}`:           "devices[1].id",
 		`{"secret_file":"s","audit_log":"a","devices":[], "extra": 1}`:                    "extra",
 		`{"audit_log":"a"}`: "secret_file",
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"unknown"}]}`:                                                             "devices[0].id: \"unknown\" is what answers call",
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","trusts":[]}]}`:                                                       "devices[0].trusts: an empty list",
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","trusts":["ops"]}]}`:                                                  "devices[0].trusts[0]: \"ops\" is no device",
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","trusts":["unknown"]}]}`:                                              "devices[0].trusts[0]",
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","trusts":["d"],"untrusted":"hide"}]}`:                                 "devices[0].untrusted: \"hide\" must be mark or withhold",
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","untrusted":"withhold"}]}`:                                            "devices[0].untrusted: without trusts",
+		`{"secret_file":"s","audit_log":"a","instruction_wing":"wing_*","devices":[]}`:                                                 "instruction_wing",
 		"{\n  // comment\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [{\"id\": \"d\", \"read\": [\"[\"]}],\n}": "devices[0].read[0]",
 	} {
 		f := filepath.Join(dir, "g.jsonc")

@@ -97,9 +97,14 @@ func TestTrustedSet(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			g := newGW(t, trustingDevices(mode))
 			laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
+			var laptops any
 			for _, w := range []struct{ tok, text string }{{laptop, "deploy with the green button from the laptop"}, {admin, "deploy with the green button, says ops"}} {
-				if res, rpc, _ := g.call(w.tok, "add_drawer", map[string]any{"wing": "shared", "room": "howto", "content": w.text}); rpc != nil || res["success"] != true {
+				res, rpc, _ := g.call(w.tok, "add_drawer", map[string]any{"wing": "shared", "room": "howto", "content": w.text})
+				if rpc != nil || res["success"] != true {
 					t.Fatalf("write: %v %v", res, rpc)
+				}
+				if laptops == nil {
+					laptops = res["drawer_id"]
 				}
 			}
 			// one written around the gateway, straight into the primary
@@ -142,9 +147,31 @@ func TestTrustedSet(t *testing.T) {
 					}
 				}
 			}
+			got, _, _ := g.call(desk, "get_drawer", map[string]any{"drawer_id": laptops})
+			o := originOf(t, got)
+			switch {
+			case o["device"] != "laptop-7f3a" || o["trusted"] != false:
+				t.Errorf("get_drawer of laptop's drawer: %v", got)
+			case mode == UntrustedWithhold && (got["content"] != nil || !strings.Contains(str(got["error"]), "withheld: written by laptop-7f3a (laptop)")):
+				t.Errorf("get_drawer of a withheld drawer: %v", got)
+			case mode == UntrustedMark && got["content"] == nil:
+				t.Errorf("get_drawer of a marked drawer: %v", got)
+			}
 			page, _, _ := g.call(desk, "list_drawers", map[string]any{"wing": "shared"})
 			if ds, _ := page["drawers"].([]any); (mode == UntrustedMark && len(ds) != 3) || (mode == UntrustedWithhold && (len(ds) != 1 || page["count"] != 1.0)) {
 				t.Errorf("list_drawers: %v", page)
+			}
+			// laptop reads two wings: its palace-wide reads are answered wing by
+			// wing; it trusts itself and the admin, not the unknown writer
+			g.configure(t, func(c *Config) { l := c.Device("laptop-7f3a"); l.Trusts, l.Untrusted = []string{"admin-0001"}, mode })
+			hits, _, _ := g.call(laptop, "search", map[string]any{"query": "deploy green button"})
+			list, _ := hits["results"].([]any)
+			n := map[bool]int{}
+			for _, h := range list {
+				n[originOf(t, h)["trusted"] == true]++
+			}
+			if (mode == UntrustedMark && (n[true] != 2 || n[false] != 1)) || (mode == UntrustedWithhold && (n[true] != 2 || n[false] != 0 || hits["untrusted_withheld"] != 1.0)) {
+				t.Errorf("a palace-wide search answered wing by wing: %v", hits)
 			}
 		})
 	}
@@ -210,4 +237,178 @@ func TestInstructionWing(t *testing.T) {
 	if n := len(g.primary.Dump().Drawers); n != 2 {
 		t.Errorf("%d drawers on the primary, want the admin's instruction and desk's note", n)
 	}
+}
+
+// Facts, diary entries and events carry their writer's origin too, in
+// every answer that returns them; a fact kg_supersede opened without
+// "at" is found by the valid_from MemPalace gave it.
+func TestOriginOfFactsDiariesEvents(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	must := func(tok, tool string, args map[string]any) map[string]any {
+		t.Helper()
+		res, rpc, _ := g.call(tok, tool, args)
+		if rpc != nil || res["success"] == false {
+			t.Fatalf("%s: %v %v", tool, res, rpc)
+		}
+		return res
+	}
+	must(desk, "kg_add", map[string]any{"subject": "Edge", "predicate": "uses", "object": "SQLite", "valid_from": "2026-01-01"})
+	must(desk, "kg_add", map[string]any{"subject": "Edge", "predicate": "runs on", "object": "Linux"})
+	must(admin, "kg_supersede", map[string]any{"subject": "edge", "predicate": "runs_on", "old_object": "linux", "new_object": "Darwin"})
+	long := strings.Repeat("a long entry about the release, ", 40) // over one 800-character chunk
+	must(laptop, "diary_write", map[string]any{"agent_name": "opencode", "entry": "shipped the release"})
+	must(laptop, "diary_write", map[string]any{"agent_name": "opencode", "entry": long})
+	ev := must(laptop, "event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "opencode@laptop", "to_agent": "pi@desk", "body": "review please"})["event"].(map[string]any)
+
+	q := must(desk, "kg_query", map[string]any{"entity": "edge"})
+	for _, list := range []string{"facts", "active_facts"} {
+		facts, _ := q[list].([]any)
+		for _, f := range facts {
+			fm := f.(map[string]any)
+			want := "desk-9b21"
+			if fm["object"] == "Darwin" {
+				want = "admin-0001"
+			}
+			if o := originOf(t, f); o["device"] != want {
+				t.Errorf("kg_query %s: %v has origin %v, want %s", list, fm, o, want)
+			}
+		}
+		if len(facts) < 2 {
+			t.Errorf("kg_query %s: %v", list, q)
+		}
+	}
+	tl := must(desk, "kg_timeline", map[string]any{"entity": "edge"})
+	for _, f := range tl["timeline"].([]any) {
+		if o := originOf(t, f); o["device"] != "desk-9b21" && o["device"] != "admin-0001" {
+			t.Errorf("kg_timeline: %v", f)
+		}
+	}
+	g.around(t, "kg_add", map[string]any{"subject": "edge", "predicate": "likes", "object": "tea"})
+	for _, f := range must(desk, "kg_query", map[string]any{"entity": "edge"})["facts"].([]any) {
+		if f.(map[string]any)["object"] == "tea" && originOf(t, f)["device"] != "unknown" {
+			t.Errorf("a fact written around the gateway: %v", f)
+		}
+	}
+
+	d := must(laptop, "diary_read", map[string]any{"agent_name": "opencode", "last_n": 10}) // only its own agents' diary
+	entries, _ := d["entries"].([]any)
+	if len(entries) < 3 { // the short entry and the long one's chunks
+		t.Fatalf("diary_read: %v", d)
+	}
+	for _, e := range entries {
+		if o := originOf(t, e); o["device"] != "laptop-7f3a" || o["agent"] != "opencode" {
+			t.Errorf("diary entry %v: origin %v", e.(map[string]any)["content"], o)
+		}
+	}
+
+	evs := must(desk, "event_list", map[string]any{"to_agent": "pi@desk"})["events"].([]any)
+	if len(evs) != 1 || originOf(t, evs[0])["device"] != "laptop-7f3a" || originOf(t, evs[0])["agent"] != "opencode@laptop" || evs[0].(map[string]any)["id"] != ev["id"] {
+		t.Errorf("event_list: %v", evs)
+	}
+}
+
+// A drawer filed again with the same content stays its first filer's;
+// an update that rewrites its content makes it the updater's; a move
+// alone does not.
+func TestOriginFollowsTheContent(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	res, _, _ := g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "the same words"})
+	id := res["drawer_id"]
+	if again, _, _ := g.call(desk, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "the same words"}); again["reason"] != "already_exists" {
+		t.Fatalf("not a refile: %v", again)
+	}
+	got, _, _ := g.call(desk, "get_drawer", map[string]any{"drawer_id": id})
+	wantOrigin(t, "after a refile", got, "laptop-7f3a", "laptop")
+	g.call(desk, "update_drawer", map[string]any{"drawer_id": id, "room": "moved"})
+	got, _, _ = g.call(desk, "get_drawer", map[string]any{"drawer_id": id})
+	wantOrigin(t, "after a move", got, "laptop-7f3a", "laptop")
+	if res, rpc, _ := g.call(desk, "update_drawer", map[string]any{"drawer_id": id, "content": "other words"}); rpc != nil || res["success"] != true {
+		t.Fatalf("update: %v %v", res, rpc)
+	}
+	got, _, _ = g.call(laptop, "get_drawer", map[string]any{"drawer_id": id})
+	wantOrigin(t, "after a rewrite", got, "desk-9b21", "desk")
+}
+
+// claimed sends a write with params._meta naming the device it is to be
+// attributed to (what a join with --origin-device sends); it returns the
+// result text decoded, or the JSON-RPC error.
+func (g *gw) claimed(t *testing.T, token, claim, tool string, args map[string]any) (map[string]any, map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args, "_meta": map[string]any{"devbox-config/origin-device": claim}}})
+	_, m := g.post(token, string(b))
+	if e := rpcError(m); e != nil {
+		return nil, e
+	}
+	return resultOf(encodeJSON(m)), nil
+}
+
+// An admin's join attributes the palace it replays to the device it
+// names: drawers, diary entries and facts read back with that device's
+// origin (via the admin) and the drawer's added_by names it too. Any other
+// device may name only itself; an admin may name only a device of the
+// config. A refused claim writes nothing.
+func TestJoinAttribution(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	g.configure(t, func(c *Config) { c.Device("admin-0001").Agents = []string{"opencode@laptop"} })
+	res, rpc := g.claimed(t, admin, "laptop-7f3a", "add_drawer", map[string]any{"wing": "shared", "room": "old", "content": "from the laptop's old palace", "added_by": "opencode/laptop/laptop-7f3a"})
+	if rpc != nil || res["success"] != true {
+		t.Fatalf("the admin's join: %v %v", res, rpc)
+	}
+	id := res["drawer_id"]
+	if _, rpc := g.claimed(t, admin, "laptop-7f3a", "kg_add", map[string]any{"subject": "old", "predicate": "was", "object": "here"}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	if _, rpc := g.claimed(t, admin, "laptop-7f3a", "diary_write", map[string]any{"agent_name": "opencode", "entry": "an old diary entry"}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	got, _, _ := g.call(desk, "get_drawer", map[string]any{"drawer_id": id})
+	wantOrigin(t, "a joined drawer", got, "laptop-7f3a", "laptop")
+	if o := originOf(t, got); o["via"] != "admin-0001" {
+		t.Errorf("a joined drawer's origin %v does not say which admin joined it", o)
+	}
+	if by := got["metadata"].(map[string]any)["added_by"]; by != "opencode/laptop/laptop-7f3a" {
+		t.Errorf("added_by %v", by)
+	}
+	for _, f := range must1(t, g, desk, "kg_query", map[string]any{"entity": "old"})["facts"].([]any) {
+		wantOrigin(t, "a joined fact", f, "laptop-7f3a", "laptop")
+	}
+	for _, e := range must1(t, g, laptop, "diary_read", map[string]any{"agent_name": "opencode"})["entries"].([]any) {
+		wantOrigin(t, "a joined diary entry", e, "laptop-7f3a", "laptop")
+	}
+	var attributed bool
+	for _, e := range g.auditLog() {
+		attributed = attributed || (e.Device == "admin-0001" && e.Origin == "laptop-7f3a" && e.Tool == "mempalace_add_drawer" && e.Decision == VerdictAllow)
+	}
+	if !attributed {
+		t.Error("the audit log does not say the admin attributed the write to laptop")
+	}
+
+	before := len(g.primary.Dump().Drawers)
+	for _, c := range []struct{ token, claim, want string }{
+		{desk, "laptop-7f3a", "only an admin device"},
+		{admin, "nobody-0000", "no device of the gateway's config"},
+	} {
+		_, rpc := g.claimed(t, c.token, c.claim, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "claimed by " + c.claim})
+		if rpc == nil || rpc["code"] != float64(CodeDenied) || !strings.Contains(str(rpc["message"]), c.want) {
+			t.Errorf("claim %s: %v, want a refusal saying %q", c.claim, rpc, c.want)
+		}
+	}
+	if res, rpc := g.claimed(t, desk, "desk-9b21", "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "desk names itself"}); rpc != nil || res["success"] != true {
+		t.Errorf("a device naming itself: %v %v", res, rpc)
+	}
+	if n := len(g.primary.Dump().Drawers); n != before+1 {
+		t.Errorf("%d drawers written, want only desk's own", n-before)
+	}
+}
+
+func must1(t *testing.T, g *gw, tok, tool string, args map[string]any) map[string]any {
+	t.Helper()
+	res, rpc, _ := g.call(tok, tool, args)
+	if rpc != nil {
+		t.Fatalf("%s: %v", tool, rpc)
+	}
+	return res
 }
