@@ -68,15 +68,23 @@ func TestGatewayTellsTheDeviceItsScopes(t *testing.T) {
 	var init struct{ Result json.RawMessage }
 	json.Unmarshal(b, &init)
 	in, ok := deviceinfo.FromInitialize(init.Result)
-	if !ok || in.ID != "admin-0001" || in.Label != "ops" || !in.Admin || in.BulkDelete || in.DeleteCap != 10 || !in.Trash || in.TrashRetentionDays != 30 || !in.Refused("sync") || !in.Refused("mine") || in.KG != "write" {
+	if !ok || in.ID != "admin-0001" || in.Label != "ops" || !in.Admin || in.BulkDelete || in.DeleteCap != 10 || !in.Trash || in.TrashRetentionDays != 30 || !in.Refused("sync") || !in.Refused("mine") || in.KG != "write" ||
+		in.Origins != 1 || in.Trusts != nil || in.Untrusted != "mark" || in.InstructionWing != "" {
 		t.Fatalf("initialize's advertisement: %+v %v\n%s", in, ok, b)
 	}
 	if h, ok := deviceinfo.FromHeader(resp.Header); !ok || !reflect.DeepEqual(h, in) {
 		t.Fatalf("the header says otherwise: %+v", h)
 	}
-	// A narrow device, refused: its own scopes, not admin.
+	// A narrow device, refused: its own scopes, not admin; its trusted set
+	// with itself in it.
+	g.configure(t, func(c *Config) {
+		c.InstructionWing = "wing_instructions"
+		l := c.Device("laptop-7f3a")
+		l.Trusts, l.Untrusted = []string{"admin-0001"}, UntrustedWithhold
+	})
 	resp, _ = post(g.tokens["laptop-7f3a"], `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"x"}}}`)
-	if h, ok := deviceinfo.FromHeader(resp.Header); !ok || h.Admin || h.ID != "laptop-7f3a" || strings.Join(h.Write, ",") != "shared,wing_opencode" || h.KG != "read" {
+	if h, ok := deviceinfo.FromHeader(resp.Header); !ok || h.Admin || h.ID != "laptop-7f3a" || strings.Join(h.Write, ",") != "shared,wing_opencode" || h.KG != "read" ||
+		strings.Join(h.Trusts, ",") != "laptop-7f3a,admin-0001" || h.Untrusted != "withhold" || h.InstructionWing != "wing_instructions" {
 		t.Fatalf("a refusal's header: %+v %v", h, ok)
 	}
 	// Without a valid token: nothing about any device.

@@ -38,6 +38,23 @@ type Info struct {
 	Refuses            []string `json:"refuses"`
 	Trash              bool     `json:"trash"`
 	TrashRetentionDays int      `json:"trash_retention_days"`
+	// Origins is the version of gateway/origin's format every record of
+	// this gateway's answers carries (0: none).
+	Origins int `json:"origins"`
+	// Trusts is the devices whose records it trusts, itself included
+	// (nil: every device's, unknown origin included); Untrusted what its
+	// answers do with the others' ("mark" or "withhold").
+	Trusts    []string `json:"trusts"`
+	Untrusted string   `json:"untrusted"`
+	// InstructionWing is the wing every device reads and only admin
+	// devices write ("": none).
+	InstructionWing string `json:"instruction_wing"`
+}
+
+// TrustsDevice reports whether the device trusts records device id wrote,
+// as the gateway decides it (gateway/origin's "unknown" included).
+func (in Info) TrustsDevice(id string) bool {
+	return in.Trusts == nil || slices.Contains(in.Trusts, id)
 }
 
 // Refused reports whether the gateway refuses tool (bare or with the

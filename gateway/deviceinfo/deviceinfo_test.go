@@ -11,7 +11,8 @@ import (
 )
 
 var admin = Info{ID: "ops-0001", Label: "Jöns' laptop 💻", Admin: true, DeleteCap: 10, Read: []string{"*"}, Write: []string{"*"}, KG: "write",
-	Agents: []string{"pi@ops"}, Refuses: []string{"sync", "mine"}, Trash: true, TrashRetentionDays: 30}
+	Agents: []string{"pi@ops"}, Refuses: []string{"sync", "mine"}, Trash: true, TrashRetentionDays: 30,
+	Origins: 1, Trusts: []string{"ops-0001", "desk-9b21"}, Untrusted: "withhold", InstructionWing: "wing_instructions"}
 
 // Both directions, both places: what is advertised reads back the same.
 func TestRoundTrip(t *testing.T) {
@@ -40,13 +41,17 @@ func TestRoundTrip(t *testing.T) {
 	// The documented example's shape: every field, lists never null.
 	var m map[string]any
 	json.Unmarshal(Info{ID: "d"}.encode(), &m)
-	for _, k := range []string{"version", "id", "label", "admin", "bulk_delete", "delete_cap", "read", "write", "kg", "agents", "coordinator", "refuses", "trash", "trash_retention_days"} {
+	for _, k := range []string{"version", "id", "label", "admin", "bulk_delete", "delete_cap", "read", "write", "kg", "agents", "coordinator", "refuses", "trash", "trash_retention_days",
+		"origins", "trusts", "untrusted", "instruction_wing"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("field %s missing: %v", k, m)
 		}
 	}
 	if m["read"] == nil || m["refuses"] == nil {
 		t.Errorf("an empty list is null: %v", m)
+	}
+	if m["trusts"] != nil || !(Info{}).TrustsDevice("unknown") || !got.TrustsDevice("desk-9b21") || got.TrustsDevice("laptop-7f3a") || got.TrustsDevice("unknown") {
+		t.Errorf("trusts: null is every device, a list only those: %v", m["trusts"])
 	}
 }
 

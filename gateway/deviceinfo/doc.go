@@ -4,7 +4,8 @@
 // gateway's trash (issue 27). An edge reads it to decide whether a delete
 // may be queued for the primary (an admin device's is kept there as a
 // recoverable tombstone) or stays local; doctor reads it to know that sync
-// cannot reach the primary; the trust work will read the identity. It
+// cannot reach the primary; an edge reads the identity and trust settings
+// to mark its own records and to know what it may inject (gateway/origin). It
 // imports nothing of the gateway, so the edge can import it alone.
 //
 // # Wire format (version 1)
@@ -25,7 +26,8 @@
 //
 //	{"version":1,"id":"ops-0001","label":"ops","admin":true,"bulk_delete":false,
 //	 "delete_cap":10,"read":["*"],"write":["*"],"kg":"write","agents":["pi@ops"],
-//	 "coordinator":false,"refuses":["mine","sync"],"trash":true,"trash_retention_days":30}
+//	 "coordinator":false,"refuses":["mine","sync"],"trash":true,"trash_retention_days":30,
+//	 "origins":1,"trusts":null,"untrusted":"mark","instruction_wing":"wing_instructions"}
 //
 // Fields: version (this format's, 1; a reader accepts a later one and reads
 // the fields it knows); id (the device's opaque id) and label (for humans);
@@ -36,7 +38,17 @@
 // and coordinator (it sees every coordination event); refuses (bare tool
 // names the gateway refuses for every device, admin included: "sync" and
 // "mine"); trash (deletes through this gateway are kept and can be
-// restored by the operator) and trash_retention_days (for how long).
+// restored by the operator) and trash_retention_days (for how long);
+// origins (the version of gateway/origin's format every record of this
+// gateway's answers carries: each says who wrote it and whether this
+// device trusts the writer; absent or 0 from a gateway older than that),
+// trusts (the device ids whose records this device trusts, its own
+// included; null: every device's, records of unknown origin included),
+// untrusted ("mark": an untrusted record's origin says "trusted": false;
+// "withhold": answers leave such records out) and instruction_wing (the
+// wing every device reads and only admin devices write, "" for none: an
+// edge should not queue a non-admin device's write to it, which the
+// gateway refuses).
 //
 // Absent (a plain `mempalace serve`, or a gateway older than this), a
 // client knows nothing of the device and must assume the primary deletes
