@@ -35,13 +35,25 @@
 //     records of unknown origin (true throughout: nothing changes for whoever
 //     never configures it); one that names a set trusts those devices and
 //     itself, never "unknown". A device set to withhold untrusted records
-//     gets none (each answer then has "untrusted_withheld": n, the number
-//     left out of its first list), so every record it gets says true.
-//   - local: never written by a gateway. An edge that merges its own
-//     palace's answer with the primary's marks a record only its local
-//     palace returned with {"device": <this device's id from
-//     gateway/deviceinfo, or "unknown" without one>, "trusted": true,
-//     "local": true} ([Set]); one both returned keeps the primary's origin.
+//     gets none, so every record it gets says true: an answer with records
+//     left out says how many in "untrusted_withheld": n (a top-level
+//     member, present only when n > 0, counting its first list; count, or
+//     diary_read's showing, counts what is left), and a get_drawer or
+//     artifact_get of a withheld record answers {"error": "withheld: ...",
+//     "untrusted_withheld": 1, "origin": {...}}. Whatever an edge injects
+//     on its own initiative (a wake-up summary, owed asks) takes only
+//     records whose origin says trusted: true.
+//   - palace: never written by a gateway. An edge that merges its own
+//     palace's answer with the primary's says there which palace returned
+//     the record: "primary" (the primary's origin as it came), "both" (the
+//     primary's origin, palace added) or "local" (only this device's
+//     palace has it: {"device": <this device's id from gateway/deviceinfo,
+//     or "unknown" when the primary advertises none>, "label": ...,
+//     "trusted": true, "palace": "local"}, written with [Set]). This
+//     replaces the edge's earlier "origin": "local" | "primary" | "both"
+//     string on merged search and check_duplicate hits, which a gateway's
+//     origin object would otherwise collide with: the edge must neither
+//     overwrite nor drop the primary's object.
 //
 // Where: per tool (catalogue.Records names them; Lists and Object say
 // where), each object of
@@ -68,12 +80,15 @@
 // no origin and none can be told from another.
 //
 // What a reader may rely on: device is what the gateway verified, by the
-// token that authenticated the write, not what the writer claimed;
+// token that authenticated the write, not what the writer claimed.
 // metadata.added_by (MemPalace's own, on get_drawer and list_drawers) is
-// "<agent>/<label>/<device>" for a drawer filed through the gateway and
-// names the same device, but only origin also covers search hits, facts,
-// diaries and events, and only origin is absent-proof ("unknown" for a
-// forged added_by written around the gateway).
+// "<agent>/<label>/<device>" for a drawer filed through the gateway, the
+// same device, label and agent as its origin (after another device's
+// update_drawer rewrote the content, origin names the updater and
+// added_by still the filer). But added_by can be written around the
+// gateway with any value, and search hits, facts, diaries and events have
+// none: origin says "unknown" for what the gateway did not stamp,
+// whatever added_by claims.
 //
 // # A join's attribution
 //

@@ -3,6 +3,7 @@ package origin
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -38,10 +39,18 @@ type Origin struct {
 	// Trusted: the reading device trusts Device (always true for a device
 	// that names no trusted set).
 	Trusted bool `json:"trusted"`
-	// Local is set by an edge on a record only its own local palace
-	// holds; never by the gateway.
-	Local bool `json:"local,omitempty"`
+	// Palace is set by an edge on a merged read, never by the gateway:
+	// which palace answered with the record (PalaceLocal, PalacePrimary
+	// or PalaceBoth).
+	Palace string `json:"palace,omitempty"`
 }
+
+// The values of Origin.Palace.
+const (
+	PalaceLocal   = "local"   // only the edge's own local palace
+	PalacePrimary = "primary" // only the primary
+	PalaceBoth    = "both"    // both
+)
 
 // Known reports an origin the gateway stamped.
 func (o Origin) Known() bool { return o.Device != "" && o.Device != Unknown }
@@ -51,21 +60,19 @@ func (o Origin) Known() bool { return o.Device != "" && o.Device != Unknown }
 func (o Origin) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"device":`...)
 	dst = appendString(dst, o.Device)
-	for _, m := range [...]struct{ k, v string }{{"label", o.Label}, {"agent", o.Agent}, {"at", o.At}, {"via", o.Via}} {
-		if m.v != "" {
-			dst = append(append(append(dst, ',', '"'), m.k...), '"', ':')
-			dst = appendString(dst, m.v)
+	opt := func(k, v string) {
+		if v != "" {
+			dst = append(append(append(dst, ',', '"'), k...), '"', ':')
+			dst = appendString(dst, v)
 		}
 	}
+	opt("label", o.Label)
+	opt("agent", o.Agent)
+	opt("at", o.At)
+	opt("via", o.Via)
 	dst = append(dst, `,"trusted":`...)
-	if o.Trusted {
-		dst = append(dst, "true"...)
-	} else {
-		dst = append(dst, "false"...)
-	}
-	if o.Local {
-		dst = append(dst, `,"local":true`...)
-	}
+	dst = strconv.AppendBool(dst, o.Trusted)
+	opt("palace", o.Palace)
 	return append(dst, '}')
 }
 

@@ -13,7 +13,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, o := range []Origin{
 		{Device: "laptop-7f3a", Label: "laptop", Agent: "opencode", At: "2026-11-30T12:00:00.123Z", Trusted: true},
 		{Device: Unknown},
-		{Device: "ops-0001", Label: "Jöns' \"desk\"\n\\ \x01 💻", Via: "ops-0001", Trusted: true, Local: true},
+		{Device: "ops-0001", Label: "Jöns' \"desk\"\n\\ \x01 💻", Via: "ops-0001", Trusted: true, Palace: PalaceBoth},
 	} {
 		b := o.AppendJSON(nil)
 		var viaStd Origin
