@@ -12,6 +12,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
@@ -224,6 +225,12 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args map[string]a
 	params := &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)}
 	if id := outbox.OpIDFrom(ctx); id != "" {
 		params.Meta = mcp.Meta{ledger.MetaKey: id} // a gateway's ledger answers a repeat from its record
+	}
+	if dev := origin.DeviceFrom(ctx); dev != "" { // a join's --origin-device, for a gateway's provenance
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[origin.MetaKey] = dev
 	}
 	res, err := a.p.Call(ctx, params, false)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
 // drain sends the join outbox with the outbox's own Flusher (its per-type
@@ -42,6 +43,11 @@ func (j *joining) drain(ctx context.Context) {
 	}
 	j.o.Progress.Phase("sending", total)
 	defer j.o.Progress.Done()
+	if j.cfg.Device != "" {
+		// A gateway attributes the writes to --origin-device (an admin's
+		// join; any other device's only to itself): gateway/origin.
+		ctx = origin.WithDevice(ctx, j.cfg.Device)
+	}
 	stop := j.watch(ctx, st.ByState[outbox.Done])
 	f := &outbox.Flusher{S: j.store, P: primary, Log: j.log, Lease: j.cfg.Lease, MaxPerm: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true}
 	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, st.ByState[outbox.Done])...)

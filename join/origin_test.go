@@ -1,0 +1,119 @@
+package join
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/origin"
+)
+
+// A join with --origin-device through a gateway, made by an admin
+// device, attributes the whole palace to the device it names: every
+// drawer, diary entry and fact reads back with that device's origin (via
+// the admin), and added_by names it. Made by a device that is not an
+// admin, it is refused record by record, saying why, and nothing lands.
+func TestJoinOriginDeviceThroughTheGateway(t *testing.T) {
+	dir := t.TempDir()
+	up, _ := fakepalace.New(fakepalace.Options{})
+	srv := up.NewHTTP(fakepalace.HTTPOptions{Token: "upstream-secret"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: []gateway.Device{
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@ops"}},
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@desk"}},
+		{ID: "oldbox-11c2", Label: "oldbox"}, // no token: the palace it once held is joined for it
+	}}
+	key, err := gateway.LoadSecret(cfg.SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[string]string{}
+	for i := range 2 {
+		if tokens[cfg.Devices[i].ID], err = gateway.Issue(key, &cfg.Devices[i], time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgFile := filepath.Join(dir, "gateway.jsonc")
+	if err := cfg.Save(cfgFile); err != nil {
+		t.Fatal(err)
+	}
+	gw := &gateway.Server{ConfigFile: cfgFile, Upstream: srv.URL(), UpstreamToken: func() string { return "upstream-secret" }, BindHost: "127.0.0.1"}
+	if err := gw.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	h := httptest.NewServer(gw)
+	t.Cleanup(h.Close)
+	pr := &primary{pl: up, srv: srv}
+
+	// desk is not an admin: its claim for oldbox is refused.
+	p := newPalace(t)
+	fill(t, p, "a")
+	p.policy(t, localWorkspace)
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token, c.Device = h.URL+"/mcp", func() string { return tokens["desk-9b21"] }, "oldbox-11c2"
+	rep := run(t, c, Options{})
+	if rep.OK() || len(up.Dump().Drawers) != 0 || !strings.Contains(rep.Failed[0].Error, "only an admin device") {
+		t.Fatalf("a non-admin's join for another device: %+v, %d drawers landed", rep.Failed, len(up.Dump().Drawers))
+	}
+
+	p = newPalace(t)
+	fill(t, p, "b")
+	p.policy(t, localWorkspace)
+	p.save(t)
+	c = config(t, p, pr)
+	c.URL, c.Token, c.Device = h.URL+"/mcp", func() string { return tokens["ops-0001"] }, "oldbox-11c2"
+	if rep := run(t, c, Options{Verify: All}); !rep.OK() {
+		t.Fatalf("the admin's join: %+v", rep)
+	}
+	read := func(tool string, args map[string]any) map[string]any {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args}})
+		req, _ := http.NewRequest("POST", h.URL+"/mcp", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+tokens["desk-9b21"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r struct{ Result struct{ Content []struct{ Text string } } }
+		json.NewDecoder(resp.Body).Decode(&r)
+		var m map[string]any
+		json.Unmarshal([]byte(r.Result.Content[0].Text), &m)
+		return m
+	}
+	records := 0
+	check := func(what string, list any) {
+		t.Helper()
+		for _, x := range list.([]any) {
+			raw, _ := json.Marshal(x)
+			o, ok := origin.Of(raw)
+			if !ok || o.Device != "oldbox-11c2" || o.Label != "oldbox" || o.Via != "ops-0001" || !o.Trusted {
+				t.Errorf("%s: origin %+v in %s", what, o, raw)
+			}
+			records++
+		}
+	}
+	check("list_drawers", read("list_drawers", map[string]any{"wing": "project", "limit": 100})["drawers"])
+	check("diary_read", read("diary_read", map[string]any{"agent_name": "opencode", "last_n": 100})["entries"])
+	check("kg_query", read("kg_query", map[string]any{"entity": "Alice"})["facts"])
+	if records < 10 {
+		t.Errorf("only %d records read back", records)
+	}
+	for _, d := range up.Dump().Drawers {
+		if !d.Diary && !strings.HasSuffix(d.AddedBy, "/oldbox/oldbox-11c2") {
+			t.Errorf("%s: added_by %q", d.ID, d.AddedBy)
+		}
+	}
+}
