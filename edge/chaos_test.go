@@ -492,6 +492,7 @@ func chaosGateway(t *testing.T, upstream string) (string, string) {
 	if err := s.Open(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() }) // after the HTTP server's (cleanups run last first)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -42,6 +42,7 @@ func TestJoinThroughTheGateway(t *testing.T) {
 	if err := gw.Open(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { gw.Close() })
 	h := httptest.NewServer(gw)
 	t.Cleanup(h.Close)
 

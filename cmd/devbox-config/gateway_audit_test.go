@@ -44,6 +44,7 @@ func TestAuditVerifyAnchorCatchesACutLog(t *testing.T) {
 	if err := srv.Open(); err != nil {
 		t.Fatal(err)
 	}
+	defer srv.Close()
 	for range 25 { // unauthenticated requests: 25 audit lines, a checkpoint after every 10
 		srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(`{}`)))
 	}

@@ -137,6 +137,7 @@ func TestGatewayDeviceRemoveRacesFirstUse(t *testing.T) {
 		if err := srv.Open(); err != nil {
 			t.Fatal(err)
 		}
+		defer srv.Close()
 		ping := func() int {
 			req := httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 			req.Header.Set("Authorization", "Bearer "+tok)

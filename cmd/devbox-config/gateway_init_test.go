@@ -225,4 +225,5 @@ func TestGatewaySampleExampleDeviceIsValid(t *testing.T) {
 	if err := s.Open(); err != nil {
 		t.Fatalf("the gateway does not open on the sample: %v", err)
 	}
+	s.Close()
 }
