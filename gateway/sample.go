@@ -60,6 +60,18 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
   // "trash_retention_days": 30,
   // "delete_cap": 10,
 
+  // The instruction wing: instructions every agent in the fleet may act on
+  // (conventions, runbooks, "always run the tests before a release"). Every
+  // device reads it; only admin devices write it, whatever their write globs
+  // say, so no single laptop can plant an instruction the whole fleet reads
+  // as trusted memory. Remove the line to have none.
+  "instruction_wing": "wing_instructions",
+
+  // Who wrote every record, for the "origin" each record of an answer
+  // carries: provenance.sqlite beside the audit log unless this says
+  // otherwise. Never pruned.
+  // "provenance_file": "/var/lib/devbox-gateway/provenance.sqlite",
+
   // How long a rotated-out token stays valid after its successor's first
   // use, in days (default 7).
   // "grace_days": 7,
@@ -75,7 +87,14 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
   //     --read 'shared,wing_opencode' --write 'shared,wing_opencode' --kg read --agents opencode@laptop
   // then (shown once)
   //   devbox-config gateway --config THIS_FILE token issue laptop-7f3a
-  // (--config can be left out where this file is ./gateway.jsonc). Deny by default:
+  // (--config can be left out where this file is ./gateway.jsonc).
+  //
+  // A device may name the devices it trusts, "trusts": ["ops-0001"] (its own
+  // records always): records any other device wrote, or that were written
+  // before or around the gateway, then say "trusted": false in their origin,
+  // or are left out of its answers with "untrusted": "withhold". Without
+  // "trusts" it trusts every device. 'gateway device set ID --trusts IDS
+  // [--untrusted withhold]' sets them. Deny by default:
   "devices": [
     // {
     //   "id": "laptop-7f3a",              // opaque, 1-64 of letters, digits, . _ -

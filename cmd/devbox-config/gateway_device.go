@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -37,6 +38,8 @@ func deviceFlags(f *pflag.FlagSet, d *gateway.Device) {
 	f.BoolVar(&d.Admin, "admin", false, "may delete drawers (kept in the gateway's trash) and run the other admin tools (no device runs sync or mine on the primary, or a tool the catalogue does not know)")
 	f.BoolVar(&d.Coordinator, "coordinator", false, "sees every coordination event")
 	f.BoolVar(&d.BulkDelete, "bulk-delete", false, "an admin device's one delete may remove more than the config's delete_cap drawers (every one still kept in the trash)")
+	f.StringSliceVar(&d.Trusts, "trusts", nil, "device ids whose records it trusts, besides its own (records of unknown origin never); '' trusts every device again (the default)")
+	f.StringVar((*string)(&d.Untrusted), "untrusted", "", "what its answers do with a record from a device it does not trust: mark (\"trusted\": false in the record's origin; the default) or withhold (left out)")
 }
 
 // deviceAddCmd is `gateway device add ID`: its flags, and run.
@@ -105,6 +108,12 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 			"kg": func() { d.KG = given.KG }, "agents": func() { d.Agents = given.Agents },
 			"admin": func() { d.Admin = given.Admin }, "coordinator": func() { d.Coordinator = given.Coordinator },
 			"bulk-delete": func() { d.BulkDelete = given.BulkDelete },
+			"trusts": func() {
+				if d.Trusts = given.Trusts; len(given.Trusts) == 0 {
+					d.Trusts, d.Untrusted = nil, "" // every device again: nothing is untrusted
+				}
+			},
+			"untrusted": func() { d.Untrusted = given.Untrusted },
 		}
 	}
 	changed := 0
@@ -114,7 +123,7 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 		}
 	}
 	if changed == 0 {
-		return usageError("device set %s: nothing to change; give --label, --read, --write, --kg, --agents, --admin, --coordinator or --bulk-delete", id)
+		return usageError("device set %s: nothing to change; give --label, --read, --write, --kg, --agents, --admin, --coordinator, --bulk-delete, --trusts or --untrusted", id)
 	}
 	var after gateway.Device
 	err := g.update(func(c *gateway.Config) error {
@@ -192,6 +201,9 @@ func scopes(d gateway.Device) string {
 	}
 	if d.BulkDelete {
 		s += "; bulk delete"
+	}
+	if d.Trusts != nil {
+		s += "; trusts " + list(d.Trusts) + " (" + string(cmp.Or(d.Untrusted, gateway.UntrustedMark)) + " the rest)"
 	}
 	return s
 }

@@ -67,3 +67,40 @@ func TestGatewayDeviceSetKeepsTokens(t *testing.T) {
 		t.Error("a refused set changed the device")
 	}
 }
+
+// `device add|set --trusts --untrusted` name the devices a device trusts
+// and what its answers do with the rest; --trusts '' trusts every device
+// again. A set naming a device that does not exist is refused and
+// changes nothing.
+func TestGatewayDeviceTrusts(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	cli := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(append([]string{"gateway", "--config", cfg}, args...)...)
+		if code != want {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, want, out, errOut)
+		}
+		return out + errOut
+	}
+	cli(0, "init")
+	cli(0, "device", "add", "ops-0001", "--admin", "--read", "*", "--write", "*")
+	out := cli(0, "device", "add", "laptop-7f3a", "--read", "shared", "--trusts", "ops-0001")
+	if !strings.Contains(out, "trusts ops-0001 (mark the rest)") {
+		t.Errorf("add says %q", out)
+	}
+	if out := cli(0, "device", "set", "laptop-7f3a", "--untrusted", "withhold"); !strings.Contains(out, "trusts ops-0001 (withhold the rest)") {
+		t.Errorf("set says %q", out)
+	}
+	if out := cli(1, "device", "set", "laptop-7f3a", "--trusts", "nosuch-1"); !strings.Contains(out, `"nosuch-1" is no device`) {
+		t.Errorf("a trusted device that does not exist: %q", out)
+	}
+	c, _ := gateway.LoadConfig(cfg)
+	if d := c.Device("laptop-7f3a"); strings.Join(d.Trusts, ",") != "ops-0001" || d.Untrusted != gateway.UntrustedWithhold {
+		t.Errorf("after set: %+v", d)
+	}
+	cli(0, "device", "set", "laptop-7f3a", "--trusts", "")
+	c, _ = gateway.LoadConfig(cfg)
+	if d := c.Device("laptop-7f3a"); d.Trusts != nil || d.Untrusted != "" {
+		t.Errorf("--trusts '' should trust every device again: %+v", d)
+	}
+}

@@ -220,6 +220,15 @@ func TestGatewaySampleExampleDeviceIsValid(t *testing.T) {
 	if d == nil || d.KG != "read" || len(d.Agents) != 1 {
 		t.Fatalf("example device: %+v", c.Devices)
 	}
+	if c.InstructionWing != "wing_instructions" {
+		t.Errorf("the sample's instruction wing: %q", c.InstructionWing)
+	}
+	if dec := gateway.Authorize(d, "mempalace_add_drawer", map[string]any{"wing": "wing_instructions", "room": "r", "content": "x"}, ""); dec.Allow {
+		t.Errorf("the example device, not an admin, may write the instruction wing: %+v", dec)
+	}
+	if dec := gateway.Authorize(d, "mempalace_list_drawers", map[string]any{"wing": "wing_instructions"}, ""); !dec.Allow {
+		t.Errorf("the example device may not read the instruction wing: %+v", dec)
+	}
 	// and the gateway opens with it
 	s := &gateway.Server{ConfigFile: cfg, Upstream: "http://127.0.0.1:1/mcp", BindHost: "127.0.0.1"}
 	if err := s.Open(); err != nil {
