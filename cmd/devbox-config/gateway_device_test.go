@@ -69,7 +69,7 @@ func TestGatewayDeviceSetKeepsTokens(t *testing.T) {
 }
 
 // `device add|set --trusts --untrusted` name the devices a device trusts
-// and what its answers do with the rest; --trusts '' trusts every device
+// and what its answers do with the rest; an empty --trusts trusts every device
 // again. A set naming a device that does not exist is refused and
 // changes nothing.
 func TestGatewayDeviceTrusts(t *testing.T) {
