@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,30 +37,69 @@ func (s *Server) annotatorFor(d *Device, t catalogue.Tool) *annotator {
 	return &annotator{d: d, prov: s.prov, rec: t.Records, withhold: d.Untrusted == UntrustedWithhold}
 }
 
+// keyFields names, per kind of record, the members its index key is
+// made of (catalogue.Records).
+var keyFields = map[catalogue.Records][]string{
+	catalogue.RecordMatches:  {"id"},
+	catalogue.RecordEvents:   {"id"},
+	catalogue.RecordArtifact: {"id"},
+	catalogue.RecordDiary:    {"timestamp", "content"},
+	catalogue.RecordFacts:    {"subject", "predicate", "object", "valid_from"},
+	catalogue.RecordTimeline: {"subject", "predicate", "object", "valid_from"},
+}
+
+// record is what the origin step reads of one record, in one pass over
+// its members: the key's fields, and whether it has an origin already or
+// is an error item.
+type record struct {
+	f                 [4]string
+	hasOrigin, failed bool
+}
+
+func (a *annotator) read(it gjson.Result) record {
+	names, ok := keyFields[a.rec]
+	if !ok {
+		names = []string{"drawer_id"}
+	}
+	var r record
+	it.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case origin.Key:
+			r.hasOrigin = true
+		case "error":
+			r.failed = true
+		default:
+			for i, n := range names {
+				if k.Str == n && r.f[i] == "" {
+					r.f[i] = v.Str
+				}
+			}
+		}
+		return true
+	})
+	return r
+}
+
 // key is the index key of one record (ok false: the record says too
 // little to be found, as a 3.6.0 search hit without drawer_id).
-func (a *annotator) key(it gjson.Result) (provenance.Key, bool) {
-	get := func(k string) string { return it.Get(k).Str }
+func (a *annotator) key(r record) (provenance.Key, bool) {
 	switch a.rec {
-	case catalogue.RecordMatches, catalogue.RecordEvents, catalogue.RecordArtifact:
-		id := get("id")
-		if a.rec == catalogue.RecordMatches {
-			return provenance.Drawer(id), id != ""
-		}
-		return provenance.Event(id), id != ""
+	case catalogue.RecordMatches:
+		return provenance.Drawer(r.f[0]), r.f[0] != ""
+	case catalogue.RecordEvents, catalogue.RecordArtifact:
+		return provenance.Event(r.f[0]), r.f[0] != ""
 	case catalogue.RecordDiary:
-		return provenance.Diary(a.agent, get("timestamp"), get("content")), a.agent != ""
+		return provenance.Diary(a.agent, r.f[0], r.f[1]), a.agent != ""
 	case catalogue.RecordFacts, catalogue.RecordTimeline:
-		return provenance.Fact(get("subject"), get("predicate"), get("object"), get("valid_from")), get("subject") != ""
+		return provenance.Fact(r.f[0], r.f[1], r.f[2], r.f[3]), r.f[0] != ""
 	}
-	id := get("drawer_id")
-	return provenance.Drawer(id), id != ""
+	return provenance.Drawer(r.f[0]), r.f[0] != ""
 }
 
 // originOf is who wrote one record, as the reading device gets it.
-func (a *annotator) originOf(it gjson.Result) origin.Origin {
+func (a *annotator) originOf(r record) origin.Origin {
 	o := origin.Origin{Device: origin.Unknown}
-	if k, ok := a.key(it); ok {
+	if k, ok := a.key(r); ok {
 		if st, known := a.prov.Lookup(k); known {
 			o = origin.Origin{Device: st.Device, Label: st.Label, Agent: st.Agent, Via: st.Via, At: st.At.UTC().Format(time.RFC3339Nano)}
 		}
@@ -68,39 +108,32 @@ func (a *annotator) originOf(it gjson.Result) origin.Origin {
 	return o
 }
 
-// item is one record with its origin added (keep false: withheld). A
-// record that already has an "origin" is an answer shape the gateway does
-// not know; an item that is an error (get_drawers' missing ids) is passed
-// as it is.
-func (a *annotator) item(it gjson.Result) (raw string, keep bool, err error) {
-	if it.Get(origin.Key).Exists() {
-		return "", false, errUnknownShape
+// item appends one record to dst with its origin added (keep false:
+// withheld, nothing appended). A record that already has an "origin" is
+// an answer shape the gateway does not know; an item that is an error
+// (get_drawers' missing ids) is appended as it is.
+func (a *annotator) item(dst []byte, it gjson.Result) (out []byte, keep bool, err error) {
+	r := a.read(it)
+	switch {
+	case r.hasOrigin:
+		return dst, false, errUnknownShape
+	case r.failed:
+		return append(dst, it.Raw...), true, nil
 	}
-	if it.Get("error").Exists() {
-		return it.Raw, true, nil
-	}
-	o := a.originOf(it)
+	o := a.originOf(r)
 	if !o.Trusted && a.withhold {
-		return "", false, nil
+		return dst, false, nil
 	}
-	return withMember(it.Raw, origin.Key, o.AppendJSON(nil)), true, nil
-}
-
-// withMember adds "key": value as the last member of the JSON object obj.
-func withMember(obj, key string, value []byte) string {
-	end := strings.LastIndexByte(obj, '}')
-	body := strings.TrimRight(obj[:end], " \t\r\n")
-	var b strings.Builder
-	b.Grow(len(obj) + len(key) + len(value) + 8)
-	b.WriteString(body)
+	// "origin" goes last: before the closing brace and the space before it.
+	obj := it.Raw
+	body := strings.TrimRight(obj[:strings.LastIndexByte(obj, '}')], " \t\r\n")
+	dst = append(dst, body...)
 	if body != "{" {
-		b.WriteString(", ")
+		dst = append(dst, ", "...)
 	}
-	b.Write(appendQuoted(nil, []byte(key)))
-	b.WriteString(": ")
-	b.Write(value)
-	b.WriteString(obj[len(body):])
-	return b.String()
+	dst = append(dst, `"`+origin.Key+`": `...)
+	dst = o.AppendJSON(dst)
+	return append(dst, obj[len(body):]...), true, nil
 }
 
 // walk rebuilds a list of records, each through keep (the visibility cut;
@@ -122,27 +155,31 @@ func (a *annotator) walk(list gjson.Result, keep func(gjson.Result) (bool, bool)
 				return true
 			}
 		}
-		raw := it.Raw
-		if a != nil {
+		if kept > 0 {
+			out = append(out, ',')
+		}
+		mark := len(out)
+		if a == nil {
+			out = append(out, it.Raw...)
+		} else {
 			var ok bool
-			if raw, ok, err = a.item(it); err != nil {
+			if out, ok, err = a.item(out, it); err != nil {
 				return false
 			} else if !ok {
 				a.withheld++
+				out = out[:max(mark-1, 1)] // the comma too
 				return true
 			}
 		}
 		if each != nil {
-			var ok bool
-			if raw, ok = each(raw); !ok {
+			raw, ok := each(string(out[mark:]))
+			if !ok {
 				err = errUnknownShape
 				return false
 			}
+			out = append(out[:mark], raw...)
 		}
-		if kept++; kept > 1 {
-			out = append(out, ',')
-		}
-		out = append(out, raw...)
+		kept++
 		return true
 	})
 	return append(out, ']'), kept, err
@@ -160,57 +197,67 @@ func (a *annotator) answer(m gjson.Result) ([]byte, error) {
 		if !rec.IsObject() || (obj == "." && m.Get("error").Exists()) {
 			return []byte(m.Raw), nil // an error answer: no record
 		}
-		raw, keep, err := a.item(rec)
+		raw, keep, err := a.item(nil, rec)
 		switch {
 		case err != nil:
 			return nil, err
 		case !keep:
 			return a.withheldOne(rec), nil
 		case obj == ".":
-			return []byte(raw), nil
+			return raw, nil
 		}
-		out, err := sjson.SetRaw(m.Raw, obj, raw)
-		return []byte(out), err
+		return sjson.SetRawBytes([]byte(m.Raw), obj, raw)
 	}
-	a.agent = strings.ToLower(strings.TrimSpace(m.Get("agent").Str))
+	type member struct {
+		name string
+		v    gjson.Result
+		raw  []byte // the list walked, for a list of records
+	}
+	var members []member
+	m.ForEach(func(k, v gjson.Result) bool {
+		members = append(members, member{name: k.String(), v: v})
+		if k.Str == "agent" {
+			a.agent = strings.ToLower(strings.TrimSpace(v.Str))
+		}
+		return true
+	})
 	lists := a.rec.Lists()
-	walked := make(map[string][]byte, len(lists))
 	counted := 0
-	for i, name := range lists {
-		v := m.Get(name)
-		if !v.IsArray() {
+	for i := range members {
+		mb := &members[i]
+		at := slices.Index(lists, mb.name)
+		if at < 0 || !mb.v.IsArray() {
 			continue
 		}
 		before := a.withheld
-		raw, kept, err := a.walk(v, nil, nil)
+		raw, kept, err := a.walk(mb.v, nil, nil)
 		if err != nil {
 			return nil, err
 		}
-		walked[name] = raw
-		if i == 0 {
+		mb.raw = raw
+		if at == 0 {
 			counted = kept
 		} else {
 			a.withheld = before // counted in the first list
 		}
 	}
-	out := []byte{'{'}
-	m.ForEach(func(k, v gjson.Result) bool {
-		name := k.String()
-		raw, ok := walked[name]
+	out := make([]byte, 0, len(m.Raw)+len(m.Raw)/4)
+	out = append(out, '{')
+	for _, mb := range members {
+		raw := mb.raw
 		switch {
-		case ok:
-		case (name == "count" || name == "showing") && a.withheld > 0:
+		case raw != nil:
+		case (mb.name == "count" || mb.name == "showing") && a.withheld > 0:
 			raw = strconv.AppendInt(nil, int64(counted), 10)
 		default:
-			raw = []byte(v.Raw)
+			raw = []byte(mb.v.Raw)
 		}
 		if len(out) > 1 {
 			out = append(out, ", "...)
 		}
-		out = append(appendQuoted(out, []byte(name)), ": "...)
+		out = append(appendQuoted(out, []byte(mb.name)), ": "...)
 		out = append(out, raw...)
-		return true
-	})
+	}
 	return a.closeAnswer(out), nil
 }
 
@@ -226,7 +273,7 @@ func (a *annotator) closeAnswer(out []byte) []byte {
 // withheldOne is the answer for one record (get_drawer's) the device
 // withholds: an error naming its writer.
 func (a *annotator) withheldOne(m gjson.Result) []byte {
-	o := a.originOf(m)
+	o := a.originOf(a.read(m))
 	who := o.Device
 	if o.Label != "" {
 		who += " (" + o.Label + ")"
