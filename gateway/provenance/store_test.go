@@ -2,6 +2,7 @@ package provenance
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -108,5 +109,22 @@ func TestNotADatabase(t *testing.T) {
 	if s, err := Open(path); err == nil {
 		s.Close()
 		t.Fatal("a file that is not a database opened")
+	}
+}
+
+// BenchmarkRecord is one write's stamp: one transaction, one row.
+func BenchmarkRecord(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), FileName))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	i := 0
+	for b.Loop() {
+		i++
+		if err := s.Record(ctx, Entry{Key: Drawer(fmt.Sprintf("drawer_shared_notes_%024d", i)), Stamp: laptop}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
