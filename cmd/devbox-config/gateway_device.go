@@ -153,7 +153,7 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 		return err
 	}
 	w := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(w, "DEVICE\tLABEL\tREAD\tWRITE\tKG\tADMIN\tTOKENS")
+	fmt.Fprintln(w, "DEVICE\tLABEL\tREAD\tWRITE\tKG\tADMIN\tTRUSTS\tTOKENS")
 	for _, d := range c.Devices {
 		var toks []string
 		for _, t := range d.Tokens {
@@ -166,7 +166,11 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 			}
 			toks = append(toks, t.ID+":"+state)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\n", d.ID, d.Label, strings.Join(d.Read, ","), strings.Join(d.Write, ","), d.KG, d.Admin, strings.Join(toks, " "))
+		trusts := "all"
+		if d.Trusts != nil {
+			trusts = strings.Join(d.Trusts, ",") + ":" + string(cmp.Or(d.Untrusted, gateway.UntrustedMark))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", d.ID, d.Label, strings.Join(d.Read, ","), strings.Join(d.Write, ","), d.KG, d.Admin, trusts, strings.Join(toks, " "))
 	}
 	return w.Flush()
 }

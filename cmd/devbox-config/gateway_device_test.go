@@ -98,6 +98,9 @@ func TestGatewayDeviceTrusts(t *testing.T) {
 	if d := c.Device("laptop-7f3a"); strings.Join(d.Trusts, ",") != "ops-0001" || d.Untrusted != gateway.UntrustedWithhold {
 		t.Errorf("after set: %+v", d)
 	}
+	if out := cli(0, "device", "list"); !strings.Contains(out, "ops-0001:withhold") || !strings.Contains(out, "TRUSTS") {
+		t.Errorf("device list does not show the trusted set:\n%s", out)
+	}
 	cli(0, "device", "set", "laptop-7f3a", "--trusts", "")
 	c, _ = gateway.LoadConfig(cfg)
 	if d := c.Device("laptop-7f3a"); d.Trusts != nil || d.Untrusted != "" {
