@@ -26,6 +26,27 @@
 // content is its first filer's); an update that rewrites a drawer's
 // content replaces it (the new content is the updater's).
 //
+// # Limits
+//
+// What a read returns must find the key, so:
+//
+//   - MemPalace answers an identical open fact's add with the existing
+//     fact's id, and the gateway cannot tell that from a new one: a fact
+//     written around the gateway and asserted again through it is stamped
+//     with the device that asserted it (never one a device that names a
+//     trusted set would otherwise have trusted: unknown is untrusted too).
+//     A drawer filed again is told apart (already_exists) and not stamped.
+//   - A long diary entry's chunks are found by 800-character slices of
+//     its text (MemPalace's default chunk_size); a palace configured with
+//     another size reads its long entries' chunks as of unknown origin in
+//     diary_read (search and get_drawer find the entry by id).
+//   - A diary entry whose text update_drawer rewrote reads as of unknown
+//     origin in diary_read (its id, in search and get_drawer, names the
+//     updater).
+//   - A kg_supersede without "at" is stamped by the valid_from kg_query
+//     then reports for the open fact it opened (one more upstream call);
+//     if none is found the fact stays of unknown origin (logged).
+//
 // # Where it lives
 //
 // provenance.sqlite beside the audit log unless provenance_file names
