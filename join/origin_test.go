@@ -87,7 +87,9 @@ func TestJoinOriginDeviceThroughTheGateway(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var r struct{ Result struct{ Content []struct{ Text string } } }
+		var r struct {
+			Result struct{ Content []struct{ Text string } }
+		}
 		json.NewDecoder(resp.Body).Decode(&r)
 		var m map[string]any
 		json.Unmarshal([]byte(r.Result.Content[0].Text), &m)
