@@ -16,44 +16,15 @@ import (
 // record once. (Every send carries its op id in _meta, edge.FlushTarget's
 // doing; this gateway does not wire the op-id ledger yet.)
 func TestJoinThroughTheGateway(t *testing.T) {
-	dir := t.TempDir()
-	up, _ := fakepalace.New(fakepalace.Options{})
-	srv := up.NewHTTP(fakepalace.HTTPOptions{Token: "upstream-secret"})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	now := time.Now()
-	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
-		Devices: []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project", "wing_*"}, KG: "write", Agents: []string{"opencode@desk"}}}}
-	key, err := gateway.LoadSecret(cfg.SecretFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := gateway.Issue(key, &cfg.Devices[0], now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgFile := filepath.Join(dir, "gateway.jsonc")
-	if err := cfg.Save(cfgFile); err != nil {
-		t.Fatal(err)
-	}
-	gw := &gateway.Server{ConfigFile: cfgFile, Upstream: srv.URL(), UpstreamToken: func() string { return "upstream-secret" }, BindHost: "127.0.0.1"}
-	if err := gw.Open(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
-	h := httptest.NewServer(gw)
-	t.Cleanup(h.Close)
-
-	pr := &primary{pl: up, srv: srv}
+	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project", "wing_*"}, KG: "write", Agents: []string{"opencode@desk"}}})
+	tok := tokens["desk-9b21"]
 	for i, tag := range []string{"a", "b", "a"} {
 		p := newPalace(t)
 		fill(t, p, tag)
 		p.policy(t, localWorkspace)
 		p.save(t)
 		c := config(t, p, pr)
-		c.URL, c.Token = h.URL+"/mcp", func() string { return tok }
+		c.URL, c.Token = url, func() string { return tok }
 		rep := run(t, c, Options{Verify: All})
 		if !rep.OK() {
 			t.Fatalf("join %s through the gateway: %+v", tag, rep)
@@ -74,4 +45,41 @@ func TestJoinThroughTheGateway(t *testing.T) {
 			t.Errorf("the gateway's stamp is missing: %s added_by %q", d.ID, d.AddedBy)
 		}
 	}
+}
+
+// frontGateway is a devbox-config gateway with devices (a token issued
+// to each) in front of a fresh test double: the primary, the gateway's
+// /mcp URL and the tokens by device id.
+func frontGateway(t *testing.T, devices []gateway.Device) (pr *primary, url string, tokens map[string]string) {
+	t.Helper()
+	dir := t.TempDir()
+	up, _ := fakepalace.New(fakepalace.Options{})
+	srv := up.NewHTTP(fakepalace.HTTPOptions{Token: "upstream-secret"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: devices}
+	key, err := gateway.LoadSecret(cfg.SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens = map[string]string{}
+	for i := range cfg.Devices {
+		if tokens[cfg.Devices[i].ID], err = gateway.Issue(key, &cfg.Devices[i], time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgFile := filepath.Join(dir, "gateway.jsonc")
+	if err := cfg.Save(cfgFile); err != nil {
+		t.Fatal(err)
+	}
+	gw := &gateway.Server{ConfigFile: cfgFile, Upstream: srv.URL(), UpstreamToken: func() string { return "upstream-secret" }, BindHost: "127.0.0.1"}
+	if err := gw.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	h := httptest.NewServer(gw)
+	t.Cleanup(h.Close)
+	return &primary{pl: up, srv: srv}, h.URL + "/mcp", tokens
 }

@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/gateway/origin"
 )
@@ -21,40 +17,12 @@ import (
 // the admin), and added_by names it. Made by a device that is not an
 // admin, it is refused record by record, saying why, and nothing lands.
 func TestJoinOriginDeviceThroughTheGateway(t *testing.T) {
-	dir := t.TempDir()
-	up, _ := fakepalace.New(fakepalace.Options{})
-	srv := up.NewHTTP(fakepalace.HTTPOptions{Token: "upstream-secret"})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: []gateway.Device{
+	pr, url, tokens := frontGateway(t, []gateway.Device{
 		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@ops"}},
 		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@desk"}},
-		{ID: "oldbox-11c2", Label: "oldbox"}, // no token: the palace it once held is joined for it
-	}}
-	key, err := gateway.LoadSecret(cfg.SecretFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := map[string]string{}
-	for i := range 2 {
-		if tokens[cfg.Devices[i].ID], err = gateway.Issue(key, &cfg.Devices[i], time.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfgFile := filepath.Join(dir, "gateway.jsonc")
-	if err := cfg.Save(cfgFile); err != nil {
-		t.Fatal(err)
-	}
-	gw := &gateway.Server{ConfigFile: cfgFile, Upstream: srv.URL(), UpstreamToken: func() string { return "upstream-secret" }, BindHost: "127.0.0.1"}
-	if err := gw.Open(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { gw.Close() })
-	h := httptest.NewServer(gw)
-	t.Cleanup(h.Close)
-	pr := &primary{pl: up, srv: srv}
+		{ID: "oldbox-11c2", Label: "oldbox"}, // the palace it once held is joined for it
+	})
+	up := pr.pl
 
 	// desk is not an admin: its claim for oldbox is refused.
 	p := newPalace(t)
@@ -62,7 +30,7 @@ func TestJoinOriginDeviceThroughTheGateway(t *testing.T) {
 	p.policy(t, localWorkspace)
 	p.save(t)
 	c := config(t, p, pr)
-	c.URL, c.Token, c.Device = h.URL+"/mcp", func() string { return tokens["desk-9b21"] }, "oldbox-11c2"
+	c.URL, c.Token, c.Device = url, func() string { return tokens["desk-9b21"] }, "oldbox-11c2"
 	rep := run(t, c, Options{})
 	if rep.OK() || len(up.Dump().Drawers) != 0 || !strings.Contains(rep.Failed[0].Error, "only an admin device") {
 		t.Fatalf("a non-admin's join for another device: %+v, %d drawers landed", rep.Failed, len(up.Dump().Drawers))
@@ -73,14 +41,14 @@ func TestJoinOriginDeviceThroughTheGateway(t *testing.T) {
 	p.policy(t, localWorkspace)
 	p.save(t)
 	c = config(t, p, pr)
-	c.URL, c.Token, c.Device = h.URL+"/mcp", func() string { return tokens["ops-0001"] }, "oldbox-11c2"
+	c.URL, c.Token, c.Device = url, func() string { return tokens["ops-0001"] }, "oldbox-11c2"
 	if rep := run(t, c, Options{Verify: All}); !rep.OK() {
 		t.Fatalf("the admin's join: %+v", rep)
 	}
 	read := func(tool string, args map[string]any) map[string]any {
 		t.Helper()
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args}})
-		req, _ := http.NewRequest("POST", h.URL+"/mcp", bytes.NewReader(b))
+		req, _ := http.NewRequest("POST", url, bytes.NewReader(b))
 		req.Header.Set("Authorization", "Bearer "+tokens["desk-9b21"])
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
