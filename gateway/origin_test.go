@@ -385,6 +385,9 @@ func TestJoinAttribution(t *testing.T) {
 	if !attributed {
 		t.Error("the audit log does not say the admin attributed the write to laptop")
 	}
+	if _, err := Verify(g.srv.cfg.Load().AuditLog, nil); err != nil {
+		t.Errorf("the audit log with an attribution does not verify: %v", err)
+	}
 
 	before := len(g.primary.Dump().Drawers)
 	for _, c := range []struct{ token, claim, want string }{

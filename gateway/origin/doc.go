@@ -15,7 +15,8 @@
 //	"origin": {"device":"oldbox-11c2","label":"oldbox","agent":"pi","at":"2026-11-30T12:00:00Z","via":"ops-0001","trusted":true}
 //	"origin": {"device":"unknown","trusted":false}
 //
-// Members, in this order, the optional ones absent when empty:
+// Members (the gateway writes them in this order; a reader must not rely
+// on it), the optional ones absent when empty:
 //
 //   - device (always): the id of the device whose authenticated write put
 //     the record on the primary (its current content, for a drawer whose
