@@ -35,10 +35,19 @@ func fanOut(d *Device, t catalogue.Tool, args map[string]any) bool {
 // a device that reads one wing only).
 var errCLIText = errors.New("cli_compatible answers with the CLI's text over every wing, which the gateway cannot cut to this device's wings: name a wing it reads")
 
+// isDenial reports an error of the forward step that is a refusal of
+// the call (not a failure of the gateway's).
+func isDenial(err error) bool {
+	return errors.Is(err, errNotVisible) || errors.Is(err, errCLIText) || errors.Is(err, errCLIUntrusted)
+}
+
 // denialRule is the rule a denial of the forward step is audited under.
 func denialRule(err error) Rule {
-	if errors.Is(err, errCLIText) {
+	switch {
+	case errors.Is(err, errCLIText):
 		return ruleCLIText
+	case errors.Is(err, errCLIUntrusted):
+		return ruleCLIUntrusted
 	}
 	return ruleNotVisible
 }

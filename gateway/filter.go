@@ -130,6 +130,9 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	if isErr {
 		return resp, nil
 	}
+	if d.Trusts != nil && m.Get("cli_output").Exists() {
+		return nil, errCLIUntrusted
+	}
 	if !cut {
 		text, err := ann.answer(m)
 		if err != nil {

@@ -227,7 +227,7 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
 	s.settle(ctx, k, status, resp)
 	switch {
-	case errors.Is(err, errNotVisible), errors.Is(err, errCLIText):
+	case isDenial(err):
 		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), denialRule(err), "")
 		return
 	case err != nil:

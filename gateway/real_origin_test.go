@@ -58,6 +58,14 @@ func TestRealOriginsSurviveServe(t *testing.T) {
 	is("search: the admin's drawer", byText["the release train needs a green build, says ops"], "admin-0001", true)
 	is("search: a drawer written around the gateway", byText["the release train is cancelled, says a stranger"], "unknown", false)
 
+	// The CLI's text of the hits carries no origins: not for a device that names a trusted set.
+	if _, rpc, _ := g.call(desk, "search", map[string]any{"query": "release train", "wing": "shared", "cli_compatible": true}); rpc == nil || !strings.Contains(str(rpc["message"]), "names a trusted set") {
+		t.Errorf("cli_compatible for a device with a trusted set: %v", rpc)
+	}
+	if res := must(admin, "search", map[string]any{"query": "release train", "wing": "shared", "cli_compatible": true}); !strings.Contains(str(res["cli_output"]), "release train") {
+		t.Errorf("cli_compatible for a device without one: %v", res)
+	}
+
 	got := must(desk, "get_drawer", map[string]any{"drawer_id": drawer})
 	is("get_drawer", got, "laptop-7f3a", false)
 	if by := str(got["metadata"].(map[string]any)["added_by"]); by != "opencode/laptop/laptop-7f3a" || originOf(t, got)["agent"] != "opencode" || originOf(t, got)["label"] != "laptop" {

@@ -50,7 +50,8 @@ const (
 	ruleAudit        Rule = "audit"
 	ruleRateRead     Rule = "rate:read"
 	ruleRateWrite    Rule = "rate:write"
-	ruleCLIText      Rule = "cli_compatible:wing" // errCLIText
+	ruleCLIText      Rule = "cli_compatible:wing"  // errCLIText
+	ruleCLIUntrusted Rule = "cli_compatible:trust" // errCLIUntrusted
 	// ruleInstructionWing: only admin devices write the instruction wing.
 	ruleInstructionWing Rule = "instruction wing: admin devices only"
 	// ruleOriginClaim: a write names a device to attribute it to that the
