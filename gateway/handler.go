@@ -104,9 +104,9 @@ func (s *Server) serveAdminGET(x *exchange) {
 // serveStream authorizes /logstream/stream: a device streams only events
 // addressed to one of its own agents (to_agent, which also matches
 // broadcasts), unless it is a coordinator. The stream is relayed as it
-// comes, so it cannot be cut like event_list's answer; from_agent does
-// not scope it (on the dev surface from_agent on event reads names the
-// caller, it no longer filters).
+// comes, frame by frame with each event's origin (stream.go), so it
+// cannot be cut like event_list's answer; from_agent does not scope it
+// (on the dev surface from_agent on event reads names the caller).
 func (s *Server) serveStream(x *exchange) {
 	d, ok := s.authenticateStep(x)
 	if !ok {
@@ -121,6 +121,7 @@ func (s *Server) serveStream(x *exchange) {
 		s.answerText(x, http.StatusForbidden, "filter the stream by to_agent naming one of this device's agents", VerdictDeny, ruleStreamAgent)
 		return
 	}
+	x.w = s.originsOfStream(x.w, d)
 	s.serveGET(x, rebuildQuery(q), true)
 }
 

@@ -1,8 +1,14 @@
 package gateway
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // TestRealOriginsSurviveServe: drawers, diary entries, facts and events
@@ -130,4 +136,38 @@ func TestRealOriginsSurviveServe(t *testing.T) {
 		}
 		is(tool, evs[0], "laptop-7f3a", false)
 	}
+
+	// The stream: an event appended while a device listens comes with its
+	// writer's origin (desk trusts only the admin: marked).
+	streamStart := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.http.URL+"/logstream/stream?to_agent=pi@desk", nil)
+	req.Header.Set("Authorization", "Bearer "+desk)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		time.Sleep(500 * time.Millisecond) // the stream tails from the newest event when it starts
+		g.call(laptop, "event_append", map[string]any{"type": "ask", "stream": "release", "room": "train", "from_agent": "opencode@laptop", "to_agent": "pi@desk", "body": "streamed ask"})
+	})
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		data, ok := strings.CutPrefix(lines.Text(), "data: ")
+		if !ok || !strings.Contains(data, "streamed ask") {
+			continue
+		}
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("a frame's data is not JSON: %v: %s", err, data)
+		}
+		is("/logstream/stream", ev, "laptop-7f3a", false)
+		t.Logf("streamed after %v", time.Since(streamStart))
+		return
+	}
+	t.Errorf("the streamed event never came: %v", lines.Err())
 }

@@ -158,6 +158,9 @@ func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string
 	}
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush() // the status and headers now, not with the first frame (an idle stream's comes 15 s later)
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)

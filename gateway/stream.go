@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"bytes"
+	"net/http"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// originStream is the origin step of /logstream/stream: a ResponseWriter
+// in front of the client's that passes the upstream's SSE frames on whole,
+// each event's data with its origin added, or the frame left out when the
+// device withholds what it does not trust. A frame is passed on once its
+// blank line has arrived; heartbeats and anything else without data pass
+// as they are. The upstream sends each event as one line of JSON (mempalace
+// surface §6.6); a data line that is not one JSON object reaches a device
+// that trusts every record as it is, and no device that names a set.
+type originStream struct {
+	http.ResponseWriter
+	a       *annotator
+	pending []byte
+	asIs    bool // not a stream: the upstream's error, passed on
+}
+
+// originsOfStream is w with the origin step of /logstream/stream for d
+// (w itself when there is no provenance index).
+func (s *Server) originsOfStream(w http.ResponseWriter, d *Device) http.ResponseWriter {
+	t, _ := catalogue.Lookup("event_list")
+	if a := s.annotatorFor(d, t); a != nil {
+		return &originStream{ResponseWriter: w, a: a}
+	}
+	return w
+}
+
+// WriteHeader: only a 200 is a stream of frames.
+func (o *originStream) WriteHeader(code int) {
+	o.asIs = code != http.StatusOK
+	o.ResponseWriter.WriteHeader(code)
+}
+
+// Write takes the upstream's bytes as they come and passes on the frames
+// they complete.
+func (o *originStream) Write(b []byte) (int, error) {
+	if o.asIs {
+		return o.ResponseWriter.Write(b)
+	}
+	o.pending = append(o.pending, b...)
+	for {
+		end := bytes.Index(o.pending, []byte("\n\n"))
+		if end < 0 {
+			return len(b), nil
+		}
+		frame := o.pending[:end+2]
+		if out, keep := o.frame(frame); keep {
+			if _, err := o.ResponseWriter.Write(out); err != nil {
+				return len(b), err
+			}
+		}
+		o.pending = o.pending[end+2:]
+	}
+}
+
+// frame is one SSE frame as the device gets it (keep false: left out).
+func (o *originStream) frame(frame []byte) (out []byte, keep bool) {
+	lines := bytes.SplitAfter(frame, []byte("\n"))
+	for i, l := range lines {
+		data, ok := bytes.CutPrefix(l, []byte("data: "))
+		if !ok {
+			continue
+		}
+		data = bytes.TrimSuffix(data, []byte("\n"))
+		ev := gjson.ParseBytes(data)
+		if !gjson.ValidBytes(data) || !ev.IsObject() {
+			return frame, o.a.d.Trusts == nil
+		}
+		rec, keep, err := o.a.item([]byte("data: "), ev)
+		if err != nil || !keep {
+			return nil, false
+		}
+		lines[i] = append(rec, '\n')
+	}
+	return bytes.Join(lines, nil), true
+}
+
+// Flush passes on what the frames so far made of the stream.
+func (o *originStream) Flush() {
+	if f, ok := o.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
