@@ -70,9 +70,12 @@
 //	event_list       events[]
 //	event_wait       events[]
 //	artifact_get     artifact
+//	GET /logstream/stream   each frame's data (one line: the event with its origin;
+//	                        a withheld event's frame is left out)
 //
 // An answer that is an error ({"error": ...}, a JSON-RPC error) carries
-// none. Records the gateway answers wing by wing (a palace-wide search by
+// none. search's cli_compatible text (cli_output) repeats the hits without
+// origins, so a device that names a trusted set is refused it. Records the gateway answers wing by wing (a palace-wide search by
 // a device that reads only some wings) carry theirs the same way.
 //
 // Whether answers carry origins, and what the reading device trusts, the
