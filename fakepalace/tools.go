@@ -625,9 +625,7 @@ func (pl *Palace) diaryRead(a args) any {
 
 // ---- knowledge graph ----
 
-func entityID(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(strings.ToLower(s), " ", "_"), "'", "")
-}
+func entityID(s string) string { return catalogue.EntityID(s) }
 
 func (pl *Palace) newTriple(s, pr, o string, from, to *string) *Triple {
 	rec := pl.now().Format(time.RFC3339Nano)
@@ -635,7 +633,7 @@ func (pl *Palace) newTriple(s, pr, o string, from, to *string) *Triple {
 	if from != nil {
 		vf = *from
 	}
-	id := fmt.Sprintf("t_%s_%s_%s_%s", entityID(s), strings.ReplaceAll(strings.ToLower(pr), " ", "_"), entityID(o), delimitedSHA256(vf, rec+randHex(4))[:12])
+	id := fmt.Sprintf("t_%s_%s_%s_%s", entityID(s), strings.ReplaceAll(strings.ToLower(pr), " ", "_"), entityID(o), catalogue.IDHash(vf, rec+randHex(4))[:12])
 	return &Triple{ID: id, Subject: s, Predicate: pr, Object: o, ValidFrom: from, ValidTo: to, Confidence: 1.0, RecordedAt: rec}
 }
 
