@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"net"
@@ -565,7 +566,7 @@ func TestSyncShared(t *testing.T) {
 type refusing struct{}
 
 func (refusing) Up() bool { return true }
-func (refusing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (refusing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	return nil, &outbox.RPCError{Code: -32602, Message: "Unknown parameter 'bogus' for tool " + tool}
 }
 
@@ -576,7 +577,7 @@ func TestOutbox(t *testing.T) {
 		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
 		must(t, err)
 		s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused","bogus":1}`), Wing: "w"})
-		(&outbox.Flusher{S: s, P: refusing{}, MaxPerm: 1}).Drain(ctx)
+		(&outbox.Flusher{S: s, P: refusing{}, MaxRefusals: 1}).Drain(ctx)
 		s.Close()
 		fs := b.run()
 		only(t, fs, "error:outbox-dead")

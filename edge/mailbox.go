@@ -9,7 +9,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/catalogue"
-	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
@@ -95,13 +94,16 @@ func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMess
 }
 
 // pendingEvents are the event_append and event_ack calls still queued in
-// the outbox, oldest first: written by this agent, not yet on the primary.
+// the outbox, oldest first, every one of them (however many palace
+// writes wait beside them): written by this agent, not yet on the
+// primary.
 func (e *Edge) pendingEvents(ctx context.Context) []map[string]any {
 	if e.outbox == nil {
 		return nil
 	}
-	ops, err := e.outbox.List(ctx, 1000, outbox.Queued, outbox.Inflight)
+	ops, err := e.outbox.PendingOn(ctx, catalogue.CoordinationLane)
 	if err != nil {
+		e.log.Warn("the mailbox cannot see the replies still queued; it may show them as owed", "err", err)
 		return nil
 	}
 	var out []map[string]any

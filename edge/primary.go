@@ -205,7 +205,7 @@ func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retr
 	for attempt := 0; ; attempt++ {
 		s, err := p.sessionFor(ctx)
 		if err != nil {
-			return nil, p.fail(err)
+			return nil, p.fail(fmt.Errorf("%w: %w", outbox.ErrNotSent, err)) // no session: the call never left
 		}
 		res, err := p.callOn(ctx, s, params)
 		if err == nil {
@@ -352,9 +352,10 @@ func (p *Primary) downErr() error {
 	case p.unauth:
 		return outbox.ErrUnauthorized
 	case p.lastErr == nil: // closed again meanwhile
-		return ErrPrimaryDown
+		return fmt.Errorf("%w: %w", ErrPrimaryDown, outbox.ErrNotSent)
 	}
-	return fmt.Errorf("%w: %w", ErrPrimaryDown, p.lastErr)
+	// This call never left: the breaker answered it.
+	return fmt.Errorf("%w (%w): %v", ErrPrimaryDown, outbox.ErrNotSent, p.lastErr)
 }
 
 // probe polls /healthz with jittered backoff (probeMin to probeMax, 0.25 s
@@ -453,4 +454,32 @@ func peerError(err error) *jsonrpc.Error {
 		return nil
 	}
 	return e
+}
+
+// Check asks the primary with an authenticated call (an MCP handshake and
+// a ping, not only /healthz, which asks for no token) and says what it
+// found: "reachable, token accepted", "refused the token (HTTP 401)", or
+// "unreachable: <why>". For `edge status` and `edge flush`.
+func (p *Primary) Check(ctx context.Context) string {
+	p.lastStatus.Store(0)
+	refused := func() (string, bool) {
+		if st := p.lastStatus.Load(); st == http.StatusUnauthorized || st == http.StatusForbidden {
+			return fmt.Sprintf("refused the token (HTTP %d): check MEMPALACE_REMOTE_TOKEN", st), true
+		}
+		return "", false
+	}
+	s, err := p.sessionFor(ctx)
+	if err == nil {
+		err = s.Ping(ctx, nil)
+		if err != nil && peerError(err) != nil {
+			err = nil // the primary answered (a server without ping is still up)
+		}
+	}
+	if msg, ok := refused(); ok {
+		return msg
+	}
+	if err != nil {
+		return "unreachable: " + err.Error()
+	}
+	return "reachable, token accepted"
 }

@@ -47,7 +47,7 @@ func TestRefusedLookUpBehindTheLedger(t *testing.T) {
 					fs := httptest.NewServer(front)
 					defer fs.Close()
 					st, p, f := edgeOutbox(t, fs.URL+"/mcp", g.tokens["dev1"])
-					f.MaxPerm = 3
+					f.MaxRefusals = 3
 					ctx := context.Background()
 					b, _ := json.Marshal(w.args)
 					if _, err := st.Enqueue(ctx, outbox.Write{Name: w.tool, Payload: b}); err != nil {

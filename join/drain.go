@@ -25,8 +25,8 @@ func (j *joining) drain(ctx context.Context) {
 				j.log.Warn("the primary's protection not recorded in the join outbox", "err", err)
 			}
 		}})
-	primary := countingPrimary{&counter{calls: j.rep.Calls, side: "primary", next: edge.FlushTarget(j.primary)}, j.primary.Up}
-	j.sent = primary
+	primary := countingPrimary{&counter{calls: j.rep.Calls, side: "primary"}, edge.FlushTarget(j.primary)}
+	j.sent = callerOf{primary}
 	if err := j.store.ClearBackoff(ctx); err != nil {
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
 		return
@@ -43,7 +43,7 @@ func (j *joining) drain(ctx context.Context) {
 	j.o.Progress.Phase("sending", total)
 	defer j.o.Progress.Done()
 	stop := j.watch(ctx, st.ByState[outbox.Done])
-	f := &outbox.Flusher{S: j.store, P: primary, Log: j.log, Lease: j.cfg.Lease, MaxPerm: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true}
+	f := &outbox.Flusher{S: j.store, P: primary, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1}
 	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, st.ByState[outbox.Done])...)
 	stop()
 	if hw, ok := highWater(context.WithoutCancel(ctx), j.store); ok {

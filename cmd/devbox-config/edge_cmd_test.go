@@ -17,7 +17,7 @@ import (
 type refusing struct{}
 
 func (refusing) Up() bool { return true }
-func (refusing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (refusing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	return nil, &outbox.RPCError{Code: -32602, Message: "Unknown parameter 'bogus' for tool " + tool}
 }
 
@@ -53,9 +53,11 @@ func TestEdgeOperatorCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	bad, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused once","bogus":1}`), Wing: "w"})
-	s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"waiting behind it"}`), Wing: "w"})
-	f := &outbox.Flusher{S: s, P: refusing{}, MaxPerm: 1}
+	// One source file: the second write orders after the first (a causal
+	// key in common), so it waits while the first is dead.
+	bad, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused once","source_file":"notes.md","bogus":1}`), Wing: "w"})
+	s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"waiting behind it","source_file":"notes.md"}`), Wing: "w"})
+	f := &outbox.Flusher{S: s, P: refusing{}, MaxRefusals: 1}
 	f.Drain(ctx)
 	s.Close()
 
@@ -70,10 +72,10 @@ func TestEdgeOperatorCommands(t *testing.T) {
 	if st["queue"].(map[string]any)["by_state"].(map[string]any)["dead"] != 1.0 {
 		t.Fatalf("status --json: %v", st)
 	}
-	if out := cli(0, "edge", "outbox", "list"); !strings.Contains(out, "dead") || !strings.Contains(out, "queued") || !strings.Contains(out, "permanent: JSON-RPC error -32602") {
+	if out := cli(0, "edge", "outbox", "list"); !strings.Contains(out, "dead") || !strings.Contains(out, "queued") || !strings.Contains(out, "refused: JSON-RPC error -32602") {
 		t.Fatalf("list: %s", out)
 	}
-	// flush stops at the dead op: order holds
+	// flush sends nothing: the dead op holds back the one behind it
 	if out := cli(1, "edge", "flush"); !strings.Contains(out, "sent 0") {
 		t.Fatalf("flush with a dead head: %s", out)
 	}
@@ -81,7 +83,7 @@ func TestEdgeOperatorCommands(t *testing.T) {
 	if out := cli(0, "edge", "outbox", "retry", bad.ID[:12]); !strings.Contains(out, "queued") {
 		t.Fatalf("retry: %s", out)
 	}
-	if out := cli(0, "edge", "outbox", "drop", bad.ID[:12]); !strings.Contains(out, "done") {
+	if out := cli(0, "edge", "outbox", "drop", bad.ID[:12]); !strings.Contains(out, "dropped") || strings.Contains(out, "done") {
 		t.Fatalf("drop: %s", out)
 	}
 	if out := cli(0, "edge", "flush"); !strings.Contains(out, "sent 1; left: queued 0, inflight 0, dead 0") {
@@ -151,7 +153,7 @@ func TestEdgeFlushSendsNowAndTellsTheTruth(t *testing.T) {
 type failing struct{}
 
 func (failing) Up() bool { return true }
-func (failing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (failing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	return nil, &outbox.RPCError{Code: -32000, Message: "database is locked"}
 }
 

@@ -14,6 +14,11 @@ import (
 const (
 	// MetaKey is the params._meta member carrying an outbox op's id.
 	MetaKey = "devbox-config/op-id"
+	// ResendKey is the params._meta member of a send made again after it
+	// may have landed: "looked-up" (the edge's look-up found it is not on
+	// the primary) or "operator" (an operator said to send it again). The
+	// ledger forwards an op it holds in doubt only with it.
+	ResendKey = "devbox-config/resend"
 	// Header is the response header a gateway with a ledger sets on every
 	// /mcp answer; HeaderValue is its value (protocol op-id, version 1).
 	Header      = "Devbox-Config-Ledger"
