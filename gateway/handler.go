@@ -195,19 +195,15 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	}
 	s.narrow(ctx, d, t, req.Args, &dec)
 	StampProvenance(d, req.Tool, req.Args)
-	if write {
-		if !s.auditAhead(x, d, req) {
-			return
-		}
-		if !s.writes.acquire(ctx, d.ID) {
-			x.entry.Rule = ruleWriteQueue
-			s.limited(x, d, req, "devbox-config gateway: rate limited: this device's share of the primary's write queue is full", ruleWriteQueue, dec.Wing)
-			return
-		}
-		defer s.writes.release()
+	if write && !s.auditAhead(x, d, req) {
+		return
 	}
 	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
 	switch {
+	case errors.Is(err, errWriteQueueFull):
+		x.entry.Rule = ruleWriteQueue
+		s.limited(x, d, req, "devbox-config gateway: rate limited: this device's share of the primary's write queue is full", ruleWriteQueue, dec.Wing)
+		return
 	case errors.Is(err, errNotVisible), errors.Is(err, errCLIText):
 		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), denialRule(err), "")
 		return
@@ -232,7 +228,10 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 		return s.answerByWing(ctx, d, t, req)
 	}
 	sent := time.Now() // real time: an event_wait's timeout runs from here
-	status, resp := s.forward(ctx, d, req)
+	status, resp, err := s.forward(ctx, d, req)
+	if err != nil {
+		return 0, nil, err
+	}
 	if status != http.StatusOK {
 		return status, resp, nil
 	}

@@ -38,12 +38,17 @@ func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, [
 	if !ok {
 		return next(ctx, call.Body)
 	}
-	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, RequestID: reqID},
+	resend := ledger.ResendOf(json.RawMessage(gjson.GetBytes(call.Body, "params").Raw))
+	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, RequestID: reqID, Resend: resend},
 		func(ctx context.Context) (ledger.Answer, error) {
 			status, body := next(ctx, call.Body)
 			return ledger.Answer{Status: status, Body: body}, nil
 		})
 	switch {
+	case errors.Is(err, ledger.ErrInFlight):
+		return 200, rpcErrBytes(reqID, ledger.CodeInFlight, "devbox-config gateway: this op is being forwarded now (retry later; nothing waits for it here)")
+	case errors.Is(err, ledger.ErrInDoubt):
+		return 200, rpcErrBytes(reqID, ledger.CodeInDoubt, "devbox-config gateway: this op was in flight when the gateway stopped and may have reached the primary: look it up, and send it again with _meta[\""+ledger.ResendKey+"\"] only if it is not there")
 	case errors.Is(err, ledger.ErrReused):
 		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error())
 	case errors.Is(err, ledger.ErrUnavailable):

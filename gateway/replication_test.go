@@ -2,16 +2,20 @@ package gateway
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // palaceSide is one palace's outbox, its primary supervisor and flusher,
@@ -61,7 +65,7 @@ func sideAt(t *testing.T, path, url, tok string) palaceSide {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	p := edge.NewPrimary(url, func() string { return tok }, nil, edge.PrimaryOptions{Timeout: 3 * time.Second, Probe: 10 * time.Millisecond, OnUp: func() { st.Resume(context.Background()) }})
+	p := edge.NewPrimary(url, func() string { return tok }, slog.New(slog.DiscardHandler), edge.PrimaryOptions{Timeout: 3 * time.Second, Probe: 10 * time.Millisecond, OnUp: func() { st.Resume(context.Background()) }})
 	t.Cleanup(p.Close)
 	return palaceSide{t: t, st: st, p: p, f: &outbox.Flusher{S: st, P: edge.FlushTarget(p), BaseDelay: time.Millisecond}}
 }
@@ -154,4 +158,119 @@ func copyFile(t *testing.T, from, to string) {
 	if err := out.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// crashedForward leaves in the gateway's ledger file what a gateway
+// SIGKILLed mid-forward leaves: the op's row in flight, claimed by a
+// process that is gone.
+func crashedForward(t *testing.T, ledgerFile, device string, op outbox.Op) {
+	t.Helper()
+	req, bad := parseRequest([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + op.Tool + `","arguments":` + string(op.Payload) + `}}`))
+	if bad != nil {
+		t.Fatal(bad.msg)
+	}
+	db, err := sql.Open("sqlite", "file:"+ledgerFile+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now().UnixMilli()
+	if _, err := db.Exec(`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at) VALUES(?,?,?,?,'inflight','gone-1',?,?)`,
+		device, op.ID, op.Tool, digest(req.Args), now, now); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 26, point 5: a gateway SIGKILLed while it forwarded an
+// artifact_put leaves the op's ledger row in flight. After the restart a
+// retry of that op is answered at once with a retryable "in flight" and
+// holds no write slot, so another device's write is not held up; once
+// the row is stale the op is in doubt: the artifact (which the upstream
+// did apply) is never forwarded again on its own, and the edge shows the
+// op in doubt until an operator settles it. An op with a look-up
+// (event_append) is looked up and sent again only when it is not there.
+// Before, every retry polled the row while holding the one write slot
+// (another device's write waited seconds, each time), and once stale the
+// artifact was forwarded again: two on the upstream.
+func TestAGatewayCrashNeitherStallsNorDuplicates(t *testing.T) {
+	g := newGW(t, []Device{
+		{ID: "dev1", Label: "lab", Read: []string{"*"}, Write: []string{"*"}, Agents: []string{"pi@lab"}, WriteRate: 1e6, ReadRate: 1e6},
+		{ID: "dev2", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, Agents: []string{"oc@desk"}},
+	})
+	ledgerFile := filepath.Join(t.TempDir(), ledger.FileName)
+	l, err := ledger.OpenOptions(ledgerFile, ledger.Options{Retention: time.Hour, StaleAfter: 300 * time.Millisecond, StaleGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	g.srv.Ledger = OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
+
+	a := sideAt(t, filepath.Join(t.TempDir(), outbox.FileName), g.http.URL+"/mcp", g.tokens["dev1"])
+	art := a.enqueue("mempalace_artifact_put", map[string]any{"kind": "note", "content": "one artifact", "created_by": "pi@lab"})
+	ev := a.enqueue("mempalace_event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@lab", "body": "one event"})
+	// The crashed gateway had forwarded the artifact (the upstream applied
+	// it) and was about to forward the event.
+	crashedForward(t, ledgerFile, "dev1", art)
+	crashedForward(t, ledgerFile, "dev1", ev)
+	upCall(t, g.primary, "mempalace_artifact_put", mustArgs(t, art.Payload))
+
+	ctx := context.Background()
+	a.f.Drain(ctx) // both answered "in flight": retried later, nothing waits
+	for _, op := range []outbox.Op{art, ev} {
+		got, _ := a.st.GetByID(ctx, op.ID)
+		if got.State != outbox.Queued || !strings.Contains(string(got.Error), "busy") {
+			t.Errorf("%s while the crashed claim is fresh: %s %s", op.Tool, got.State, got.Error)
+		}
+	}
+	start := time.Now()
+	if _, rpcErr, _ := g.call(g.tokens["dev2"], "add_drawer", map[string]any{"wing": "w", "room": "r", "content": "another device's write"}); rpcErr != nil {
+		t.Fatalf("another device's write: %v", rpcErr)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("another device's write waited %s behind the crashed op's retries", d)
+	}
+
+	time.Sleep(500 * time.Millisecond) // the crashed claims go stale: in doubt
+	a.drain()
+	count := func(match func(string) bool, items []string) int {
+		n := 0
+		for _, s := range items {
+			if match(s) {
+				n++
+			}
+		}
+		return n
+	}
+	d := g.primary.Dump()
+	var arts, evs []string
+	for _, x := range d.Artifacts {
+		arts = append(arts, x.Content)
+	}
+	for _, e := range d.Events {
+		evs = append(evs, e.Body)
+	}
+	if n := count(func(s string) bool { return s == "one artifact" }, arts); n != 1 {
+		t.Errorf("%d artifacts on the upstream, want 1", n)
+	}
+	if n := count(func(s string) bool { return s == "one event" }, evs); n != 1 {
+		t.Errorf("%d events on the upstream, want 1 (looked up, then sent)", n)
+	}
+	if got, _ := a.st.GetByID(ctx, art.ID); got.State != outbox.InDoubt {
+		t.Errorf("the artifact's op: %s, want in doubt", got.State)
+	}
+	if got, _ := a.st.GetByID(ctx, ev.ID); got.State != outbox.Done {
+		t.Errorf("the event's op: %s, want done", got.State)
+	}
+	if _, err := a.st.Delivered(ctx, art.Short()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustArgs(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

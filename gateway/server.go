@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // JSON-RPC codes of the gateway's own refusals. A denial is permanent (an
@@ -17,7 +19,7 @@ import (
 // clients retry.
 const (
 	CodeDenied      = -31003
-	CodeRateLimited = -32029
+	CodeRateLimited = ledger.CodeRateLimited
 )
 
 // MaxBody is mempalace serve's request cap.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // Kind is how an attempt to send an op failed, as its error_json's
@@ -92,23 +94,19 @@ type HTTPError struct{ Status int }
 
 func (e *HTTPError) Error() string { return fmt.Sprintf("the primary answered HTTP %d", e.Status) }
 
-// JSON-RPC codes with a meaning of their own here: MemPalace's gates,
-// and the devbox-config gateway's answers about an op id.
+// JSON-RPC codes with a meaning of their own here: MemPalace's gates (the
+// devbox-config gateway's are in package ledger).
 const (
-	codePeerWriter    = -32001 // another MemPalace writer holds the palace
-	codeIntegrity     = -32002 // the palace's SQLite failed its check
-	codeReadOnly      = -32003
-	codeDiverged      = -32004 // the vector index needs a rebuild
-	codeStaleLibrary  = -32005
-	CodeRateLimited   = -32029 // gateway: over this device's rate
-	CodeInFlight      = -32030 // gateway: this op id is being forwarded now
-	CodeInDoubt       = -32031 // gateway: this op id was in flight when it stopped
-	codeInvalidParams = -32602
+	codePeerWriter   = -32001 // another MemPalace writer holds the palace
+	codeIntegrity    = -32002 // the palace's SQLite failed its check
+	codeReadOnly     = -32003
+	codeDiverged     = -32004 // the vector index needs a rebuild
+	codeStaleLibrary = -32005
 )
 
 // busyCodes are answers that say "not now" about the primary, not "no"
 // about the op: a server an operator repairs, a limit, a send elsewhere.
-var busyCodes = map[int]bool{codePeerWriter: true, codeIntegrity: true, codeReadOnly: true, codeDiverged: true, codeStaleLibrary: true, CodeRateLimited: true, CodeInFlight: true}
+var busyCodes = map[int]bool{codePeerWriter: true, codeIntegrity: true, codeReadOnly: true, codeDiverged: true, codeStaleLibrary: true, ledger.CodeRateLimited: true, ledger.CodeInFlight: true}
 
 // busyWords in a success:false or error answer say "not now" too.
 var busyWords = []string{"database is locked", "another mine is in progress", "read-only", "read only", "busy", "temporarily", "try again"}
@@ -155,7 +153,7 @@ func classifyErr(err error) Kind {
 		return Busy
 	case errors.As(err, &rpc):
 		switch {
-		case rpc.Code == CodeInDoubt:
+		case rpc.Code == ledger.CodeInDoubt:
 			return Lost
 		case busyCodes[rpc.Code]:
 			return Busy

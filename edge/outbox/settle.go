@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // settle records an attempt's outcome by the failure table (failure.go)
@@ -70,7 +71,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 
 func isInDoubt(err error) bool {
 	rpc, ok := asRPC(err)
-	return ok && rpc.Code == CodeInDoubt
+	return ok && rpc.Code == ledger.CodeInDoubt
 }
 
 // settleDone marks an op done (with the primary's answer, or an
