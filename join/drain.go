@@ -200,7 +200,7 @@ func priorOps(ctx context.Context, s *outbox.Store) (map[string]outbox.Op, error
 		if json.Unmarshal(op.Payload, &args) != nil {
 			continue
 		}
-		k := keyOf(op.Tool, args)
+		k := keyOf(op.Tool, args, op.Ordinal)
 		if cur, ok := out[k]; ok && cur.State == outbox.Done && len(cur.Error) == 0 {
 			continue
 		}

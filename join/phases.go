@@ -208,8 +208,15 @@ func (j *joining) plan(ctx context.Context) *Failure {
 	if j.o.Resume {
 		j.man.Records = j.resumed()
 	}
-	byKey := map[string]bool{}
+	byKey, equal := map[string]bool{}, map[string]int{}
 	for _, rec := range j.man.Records {
+		if rec.Kind == Diaries && rec.Ordinal == 0 {
+			// Equal entries are each a write: the n-th of n is on the primary
+			// when it holds n (the local ids' order numbers them alike in
+			// every run).
+			equal[rec.key()]++
+			rec.Ordinal = equal[rec.key()]
+		}
 		k := rec.key()
 		if byKey[k] {
 			continue // the same write twice (e.g. one content in two mined drawers)
@@ -250,7 +257,7 @@ func (j *joining) resumed() []Record {
 			j.rep.Failed = append(j.rep.Failed, Failure{Kind: kindOfTool(op.Tool), Record: op.ID[:12], Wing: op.Wing, Error: "the join outbox holds a payload that is not a JSON object: " + err.Error()})
 			continue
 		}
-		recs = append(recs, Record{Kind: kindOfTool(op.Tool), Tool: op.Tool, Args: args, Wing: op.Wing, Closed: str(args, "valid_to") != ""})
+		recs = append(recs, Record{Kind: kindOfTool(op.Tool), Tool: op.Tool, Args: args, Wing: op.Wing, Closed: str(args, "valid_to") != "", Ordinal: op.Ordinal})
 	}
 	sort.Slice(recs, func(a, b int) bool { return j.prior[recs[a].key()].LocalSeq < j.prior[recs[b].key()].LocalSeq })
 	return recs
@@ -291,7 +298,7 @@ func (j *joining) queue(ctx context.Context) {
 		}
 		payload, err := json.Marshal(p.rec.Args)
 		if err == nil {
-			p.op, err = j.store.Enqueue(ctx, outbox.Write{Name: p.rec.Tool, Payload: payload, Wing: p.rec.Wing})
+			p.op, err = j.store.Enqueue(ctx, outbox.Write{Name: p.rec.Tool, Payload: payload, Wing: p.rec.Wing, Ordinal: p.rec.Ordinal})
 		}
 		if err != nil {
 			j.rep.Failed = append(j.rep.Failed, Failure{Kind: p.rec.Kind, Record: recordName(p.rec), Wing: p.rec.Wing, Error: err.Error()})
@@ -391,7 +398,7 @@ func (j *joining) verify(ctx context.Context) {
 			}
 		}
 		listing = primaryDiaryIDs(ctx, j.sent, j.diaries)
-		j.rep.Mismatches = append(j.rep.Mismatches, concurrentCopies(ctx, j.sent, j.wrote, listing)...)
+		j.rep.Mismatches = append(j.rep.Mismatches, concurrentCopies(ctx, j.sent, j.wrote, listing, j.equalEntries())...)
 	}
 	if j.o.Verify == 0 || len(j.targets) == 0 {
 		return
@@ -415,6 +422,18 @@ func (j *joining) verify(ctx context.Context) {
 	}
 	j.o.Progress.Done()
 	j.lap("verify")
+}
+
+// equalEntries counts the planned diary entries by wing and text suffix:
+// how many the primary may hold of each from this palace.
+func (j *joining) equalEntries() map[string]int {
+	n := map[string]int{}
+	for _, p := range j.planned {
+		if p.rec.Kind == Diaries {
+			n[p.rec.Wing+"\x00"+suffixOf(p.rec.Content)]++
+		}
+	}
+	return n
 }
 
 // checkpoint records the target's final state: complete when nothing is

@@ -187,7 +187,7 @@ type writtenRecord struct {
 // join of another palace running at the same moment makes one (the
 // outbox's look-ups and lease serialize everything else). One listing per
 // diary wing, one kg_query per subject.
-func concurrentCopies(ctx context.Context, primary Caller, wrote []writtenRecord, listing map[string]map[string][]string) []Mismatch {
+func concurrentCopies(ctx context.Context, primary Caller, wrote []writtenRecord, listing map[string]map[string][]string, local map[string]int) []Mismatch {
 	var out []Mismatch
 	subjects := map[string][]writtenRecord{}
 	for _, w := range wrote {
@@ -195,9 +195,10 @@ func concurrentCopies(ctx context.Context, primary Caller, wrote []writtenRecord
 			subjects[str(w.rec.Args, "subject")] = append(subjects[str(w.rec.Args, "subject")], w)
 			continue
 		}
-		if ids := listing[w.rec.Wing][suffixOf(w.rec.Content)]; len(ids) > 1 {
+		n := max(local[w.rec.Wing+"\x00"+suffixOf(w.rec.Content)], 1)
+		if ids := listing[w.rec.Wing][suffixOf(w.rec.Content)]; len(ids) > n && w.rec.Ordinal <= 1 {
 			out = append(out, Mismatch{Kind: Diaries, LocalID: w.rec.LocalID, PrimaryID: w.id, Wing: w.rec.Wing, Verdict: "duplicate on the primary",
-				Detail: fmt.Sprintf("the primary holds this entry %d times (%s): another palace joined at the same moment; keep one and delete the others there", len(ids), strings.Join(ids, ", "))})
+				Detail: fmt.Sprintf("the primary holds this entry %d times (%s), this palace %d: another palace joined at the same moment; keep %d and delete the others there", len(ids), strings.Join(ids, ", "), n, n)})
 		}
 	}
 	for subject, ws := range subjects {
