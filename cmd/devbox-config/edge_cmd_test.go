@@ -132,7 +132,7 @@ func TestEdgeFlushSendsNowAndTellsTheTruth(t *testing.T) {
 	if code := run([]string{"edge", "flush", "--timeout", "5s"}, &out, &errb); code != 1 {
 		t.Fatalf("flush with the primary down: exit %d\n%s%s", code, out.String(), errb.String())
 	}
-	if !strings.Contains(out.String(), "primary: unreachable") || strings.Contains(out.String(), "primary: up") || !strings.Contains(out.String(), "not sent: ") {
+	if !strings.Contains(out.String(), "primary: unreachable") || strings.Contains(out.String(), "primary: up") || !strings.Contains(out.String(), "unreachable: not sent") {
 		t.Errorf("flush with the primary down says:\n%s", out.String())
 	}
 

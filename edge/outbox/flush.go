@@ -68,10 +68,10 @@ type Flusher struct {
 	// a gateway ledger's 7, so an op's outbox record outlives its
 	// ledger record); Run prunes them at most every PruneEvery.
 	Retention time.Duration
-	// Retries bounds how often one Drain sends again what failed on the
-	// connection (a lost answer, an unreachable primary), waiting up to a
-	// Lease each time for the primary, before it gives up (default 3;
-	// negative: none, for a caller that waits itself).
+	// Retries bounds how often one Drain sends again an op whose answer was
+	// lost, waiting up to Lease/10, 2·Lease/10, … for the primary's breaker
+	// to close, before it gives up (default 3; negative: none, for a
+	// caller that waits itself).
 	Retries int
 
 	lease     held
@@ -247,9 +247,11 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 }
 
 // Drain sends everything sendable now and returns when nothing is left
-// that can be sent (for `edge flush` and join). What failed on the
-// connection (a lost answer, the primary unreachable) is sent again, up
-// to Retries times, waiting for the primary to answer within ctx.
+// that can be sent (for `edge flush` and join). An op whose connection
+// dropped after it was sent (a lost answer: the primary is there) is sent
+// again, with its look-up, up to Retries times, waiting a little longer
+// each time for the primary's breaker to close; an op that never reached
+// the primary (it is down) is left for the next run.
 func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 	f.defaults()
 	defer f.release()
@@ -266,26 +268,26 @@ func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 		if r.attempted > 0 {
 			continue
 		}
-		retry, err := f.S.connectionFailures(ctx)
+		lost, err := f.S.lostAnswers(ctx)
 		if err != nil {
 			return sent, err
 		}
-		if (retry == 0 && f.P.Up()) || retries >= f.Retries {
-			return sent, nil
+		if lost == 0 || retries >= f.Retries {
+			return sent, nil // what never reached the primary waits for it: not retried here
 		}
 		retries++
-		f.waitUp(ctx)
-		if err := f.S.retryConnectionFailures(ctx); err != nil {
+		f.waitUp(ctx, time.Duration(retries)*f.Lease/10)
+		if err := f.S.retryLostAnswers(ctx); err != nil {
 			return sent, err
 		}
 	}
 	return sent, ctx.Err()
 }
 
-// waitUp waits (polling) for the primary's breaker to close, at most a
-// lease's length and within ctx.
-func (f *Flusher) waitUp(ctx context.Context) {
-	for deadline := time.Now().Add(f.Lease); !f.P.Up() && ctx.Err() == nil && time.Now().Before(deadline); {
+// waitUp waits (polling) for the primary's breaker to close, at most d
+// and within ctx.
+func (f *Flusher) waitUp(ctx context.Context, d time.Duration) {
+	for deadline := time.Now().Add(d); !f.P.Up() && ctx.Err() == nil && time.Now().Before(deadline); {
 		f.sleep(ctx, 50*time.Millisecond)
 	}
 }

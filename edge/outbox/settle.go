@@ -127,17 +127,15 @@ func (s *Store) Resume(ctx context.Context) error {
 	return err
 }
 
-// connectionFailures counts the pending ops whose last attempt failed on
-// the connection (a lost answer, the primary unreachable).
-func (s *Store) connectionFailures(ctx context.Context) (int, error) {
+// lostAnswers counts the pending ops whose last attempt lost its answer.
+func (s *Store) lostAnswers(ctx context.Context) (int, error) {
 	var n int
-	err := s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE state IN ('queued','inflight') AND json_extract(error_json,'$.kind') IN (?, ?)`, Lost.String(), Unreachable.String()).Scan(&n)
+	err := s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE state IN ('queued','inflight') AND json_extract(error_json,'$.kind')=?`, Lost.String()).Scan(&n)
 	return n, err
 }
 
-// retryConnectionFailures makes those ops due now (one Drain's bounded
-// retry).
-func (s *Store) retryConnectionFailures(ctx context.Context) error {
-	_, err := s.flushDB.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE state IN ('queued','inflight') AND json_extract(error_json,'$.kind') IN (?, ?)`, Lost.String(), Unreachable.String())
+// retryLostAnswers makes those ops due now (one Drain's bounded retry).
+func (s *Store) retryLostAnswers(ctx context.Context) error {
+	_, err := s.flushDB.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE state IN ('queued','inflight') AND json_extract(error_json,'$.kind')=?`, Lost.String())
 	return err
 }
