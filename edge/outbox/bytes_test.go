@@ -28,14 +28,14 @@ import (
 // tools/call it passes on, and cuts the connection (after reading the
 // request, without passing it on) for the calls cut says to.
 type front struct {
-	to    *url.URL
-	cut   func(tool string, body []byte) bool
+	to  *url.URL
+	cut func(tool string, body []byte) bool
 	// answer, if set and it returns a result, answers a tools/call in the
 	// primary's place (a server the double does not imitate).
 	answer func(tool string) json.RawMessage
-	mu    sync.Mutex
-	sizes map[string][]int
-	args  map[string][]string // the arguments' bytes as they arrived
+	mu     sync.Mutex
+	sizes  map[string][]int
+	args   map[string][]string // the arguments' bytes as they arrived
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
