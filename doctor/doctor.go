@@ -37,6 +37,8 @@ const (
 	IDOutboxDead         = "outbox-dead"
 	IDOutboxBacklog      = "outbox-backlog"
 	IDGatewayUpstream    = "gateway-upstream"
+	IDOutboxHeld         = "outbox-held"
+	IDOutboxInDoubt      = "outbox-in-doubt"
 )
 
 // Finding is one problem: what is wrong, where the RFC explains it, and the

@@ -585,6 +585,18 @@ func TestOutbox(t *testing.T) {
 			t.Fatalf("%s", fs[0].Message)
 		}
 	})
+	t.Run("held", func(t *testing.T) {
+		b := newBox(t)
+		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+		must(t, err)
+		s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"made while policy.json was broken"}`), Wing: "w", Held: true})
+		s.Close()
+		fs := b.run()
+		only(t, fs, "error:outbox-held")
+		if !strings.Contains(fs[0].Message, "policy.json") {
+			t.Fatalf("%s", fs[0].Message)
+		}
+	})
 	t.Run("backlog", func(t *testing.T) {
 		b := newBox(t)
 		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")

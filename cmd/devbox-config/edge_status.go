@@ -50,6 +50,9 @@ func (sc *edgeStatusCmd) run() error {
 		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
 	}
 	v := edgeStatus{outbox: s.Path(), stats: st, primary: checkPrimary(ctx, cfg), protection: s.Protection(ctx)}
+	if _, err := edge.LoadPolicy(cfg.StateDir()); err != nil {
+		v.policy = "DOES NOT PARSE (writes are held, unsent, until it does): " + err.Error()
+	}
 	// An unreadable mark reads as none: status reports, it does not fail
 	// on what it cannot tell.
 	v.mismatch, _ = s.Meta(ctx, "embedder_mismatch")
@@ -57,7 +60,7 @@ func (sc *edgeStatusCmd) run() error {
 		v.protection = "not known yet (no answer from the primary recorded)"
 	}
 	if sc.asJSON {
-		b, err := json.MarshalIndent(map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection}, "", "  ")
+		b, err := json.MarshalIndent(map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy}, "", "  ")
 		if err != nil {
 			return failed(fmt.Errorf("edge status: %w", err))
 		}
@@ -70,8 +73,8 @@ func (sc *edgeStatusCmd) run() error {
 
 // edgeStatus is what `edge status` found.
 type edgeStatus struct {
-	outbox, primary, protection, mismatch string
-	stats                                 outbox.Stats
+	outbox, primary, protection, mismatch, policy string
+	stats                                         outbox.Stats
 }
 
 func (v edgeStatus) print(w io.Writer) {
@@ -91,6 +94,9 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "flushing   %s\n", st.FlushOwner)
 	}
 	fmt.Fprintf(w, "primary    %s\n", v.primary)
+	if v.policy != "" {
+		fmt.Fprintf(w, "policy     %s\n", v.policy)
+	}
 	fmt.Fprintf(w, "protected  %s\n", v.protection)
 	if v.mismatch != "" {
 		fmt.Fprintf(w, "embedder   MISMATCH (merged search off): %s\n", v.mismatch)
