@@ -250,6 +250,10 @@ func readDrawer(ctx context.Context, local Caller, id, wing, stamp string) (Reco
 	if content == "" {
 		return Record{}, errors.New("get_drawer answered no content")
 	}
+	if ok, why := complete(d, content); !ok {
+		// Replayed, it would be a truncated copy under another id.
+		return Record{}, fmt.Errorf("the local palace holds it truncated (%s): not sent; repair it in the local palace first", why)
+	}
 	meta, _ := d["metadata"].(map[string]any)
 	if meta == nil {
 		meta = map[string]any{}

@@ -53,7 +53,7 @@ type planned struct {
 }
 
 // requeue reports a write this run queues: none was queued before, or the
-// one before was dropped after a refusal.
+// one before was dropped by an operator.
 func (p planned) requeue() bool { return !p.had || p.op.State == outbox.Done && len(p.op.Error) != 0 }
 
 // start checks the configuration and the flags (a *UsageError when the
@@ -277,7 +277,7 @@ func (j *joining) dryRun() Report {
 // queue puts in the join outbox what no earlier run queued (a dropped op
 // is queued again) and checkpoints the target as in progress.
 func (j *joining) queue(ctx context.Context) {
-	j.cp = TargetState{State: "in_progress", Outbox: filepath.Base(j.obPath)}
+	j.cp = TargetState{State: StateInProgress, Outbox: filepath.Base(j.obPath)}
 	if st, err := readCheckpoint(j.cfg.Palace); err != nil {
 		j.log.Warn("join checkpoint unreadable; this run's replaces this target's entry", "err", err)
 	} else if prev, ok := st[j.target]; ok {
@@ -293,6 +293,14 @@ func (j *joining) queue(ctx context.Context) {
 	queued := 0
 	for i := range j.planned {
 		p := &j.planned[i]
+		if p.had && p.op.State == outbox.Dead {
+			// Refused by an earlier run: this one tries it again.
+			if op, err := j.store.Retry(ctx, p.op.ID); err != nil {
+				j.log.Warn("a record an earlier join saw refused is not tried again", "op", p.op.Short(), "err", err)
+			} else {
+				p.op = op
+			}
+		}
 		if !p.requeue() {
 			continue
 		}
@@ -337,15 +345,15 @@ func (j *joining) settle(ctx context.Context) {
 		case !ok: // failed to queue: already reported
 		case op.State == outbox.Done && len(op.Error) == 0:
 			j.settled(pl, op)
-		case op.State == outbox.Done:
-			// Dropped after a refusal: already in rep.Failed (this run) or
-			// left by an earlier run's failure and queued again.
+		case op.State == outbox.Done, op.State == outbox.Dead, op.State == outbox.InDoubt:
+			// Dropped by an operator, or waiting for one: in rep.Failed
+			// (stuck) with the command that shows it.
 		default:
 			j.rep.Failed = append(j.rep.Failed, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: "not sent yet (" + op.State.String() + "): " + errText(op.Error) + "; run devbox-config join again to resume"})
 		}
 	}
 	for _, op := range final {
-		if op.State != outbox.Done {
+		if op.State == outbox.Queued || op.State == outbox.Inflight {
 			j.left++
 		}
 	}
@@ -436,14 +444,17 @@ func (j *joining) equalEntries() map[string]int {
 	return n
 }
 
-// checkpoint records the target's final state: complete when nothing is
-// left queued (joined, if nothing failed), with the counts and the
-// high-water mark. A checkpoint that cannot be written is a failure.
+// checkpoint records the target's final state, with the counts and the
+// high-water mark: complete (joined) only when nothing is left queued and
+// nothing failed or mismatched; failed when nothing is left to send but
+// something did; in_progress while ops are queued. A checkpoint that
+// cannot be written is a failure.
 func (j *joining) checkpoint() {
 	j.cp.Counts = map[string]map[string]int{"sent": j.rep.Sent, "skipped": j.rep.Skipped}
 	if j.left == 0 {
-		j.cp.State = "complete"
+		j.cp.State = StateFailed
 		if j.rep.OK() {
+			j.cp.State = StateComplete
 			now := time.Now().UTC()
 			j.cp.JoinedAt = &now
 		}
@@ -451,6 +462,7 @@ func (j *joining) checkpoint() {
 			j.cp.HighWater = max(j.cp.HighWater, op.LocalSeq)
 		}
 	}
+	j.cp.Failed = len(j.rep.Failed) + len(j.rep.Mismatches)
 	j.cp.UpdatedAt = time.Now().UTC()
 	if err := writeCheckpoint(j.cfg.Palace, j.target, j.cp); err != nil {
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "checkpoint", Record: checkpointPath(j.cfg.Palace), Error: err.Error()})

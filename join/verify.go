@@ -93,20 +93,24 @@ func firstErr(errs ...error) error {
 }
 
 // compare adjudicates two get_drawer answers (RFC 001 §4.4, §9.3). Equal
-// content is verified. Two sides that each satisfy the final-chunk
+// content is verified when the local side's final-chunk arithmetic holds
+// (equal truncated texts are not). Two sides that each satisfy the final-chunk
 // arithmetic for their own content are two complete revisions (an edit on
 // one side), not damage. Truncation is a prefix (only that) whose chunk
 // count promises more than it holds.
 func compare(t verifyTarget, local, primary map[string]any) (Mismatch, bool) {
 	lc, pc := str(local, "content"), str(primary, "content")
-	if lc == pc {
-		return Mismatch{}, true
-	}
 	m := Mismatch{Kind: t.rec.Kind, LocalID: t.rec.LocalID, PrimaryID: t.primaryID, Wing: t.rec.Wing}
-	ll, pl := utf8.RuneCountInString(lc), utf8.RuneCountInString(pc)
 	lok, lwhy := complete(local, lc)
 	pok, pwhy := complete(primary, pc)
+	if lc == pc && lok {
+		return Mismatch{}, true
+	}
+	ll, pl := utf8.RuneCountInString(lc), utf8.RuneCountInString(pc)
 	switch {
+	case lc == pc:
+		m.Verdict = "truncated locally"
+		m.Detail = fmt.Sprintf("both sides hold the same %d characters, but the local palace's chunks promise more (%s): the text itself is incomplete", ll, lwhy)
 	case lok && pok:
 		// Both complete by their own arithmetic: two revisions, even when
 		// one extends the other.
