@@ -281,3 +281,17 @@ func TestCallsForwardTheAgentsBytes(t *testing.T) {
 		t.Fatalf("queued: %+v %v", ops, err)
 	}
 }
+
+// Issue 29, point 5: the agent's answer names the op by its full id (as
+// `edge outbox list --json` does; the commands take it or its short form).
+// Before, answers carried a 16-digit prefix, tables 12 and JSON 64.
+func TestTheAgentIsToldTheFullOpID(t *testing.T) {
+	e, _, _, ob := routerUnderTest(t)
+	res := routed(t, e, "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "which op?"})
+	edge, _ := res["edge"].(map[string]any)
+	id, _ := edge["op_id"].(string)
+	ops, _ := ob.List(context.Background(), 10)
+	if len(ops) != 1 || id != ops[0].ID {
+		t.Fatalf("the agent was told op %q; the outbox holds %v", id, ops)
+	}
+}

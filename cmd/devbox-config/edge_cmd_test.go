@@ -209,3 +209,68 @@ func TestEdgeCommandsWithoutOutboxCreateNothing(t *testing.T) {
 		t.Fatalf("HOME after the commands: %v %v (want nothing created)", entries, err)
 	}
 }
+
+// Issue 29, point 5: `edge status` asks the primary with the token, so a
+// revoked token reads "refused the token", never "reachable"; and with the
+// right token, "reachable, token accepted". Before, it asked only /healthz,
+// which takes no token.
+func TestEdgeStatusChecksTheToken(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	primary, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: "the-current-token"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	status := func() string {
+		var out, errb bytes.Buffer
+		if code := run([]string{"edge", "status"}, &out, &errb); code != 0 {
+			t.Fatalf("status: exit %d\n%s%s", code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "a-revoked-token")
+	if out := status(); !strings.Contains(out, "refused the token") || strings.Contains(out, "reachable") {
+		t.Errorf("status with a revoked token:\n%s", out)
+	}
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "the-current-token")
+	if out := status(); !strings.Contains(out, "reachable, token accepted") {
+		t.Errorf("status with the right token:\n%s", out)
+	}
+}
+
+// Issue 29, point 5: one op-id form everywhere: tables print the 12-digit
+// short form, --json the full id, and every command takes either.
+func TestOpIDForms(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", "http://127.0.0.1:1/mcp")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _ := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Wing: "w"})
+	s.Close()
+	cli := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	if out := cli("edge", "outbox", "list"); !strings.Contains(out, op.ID[:12]) || strings.Contains(out, op.ID[:13]) {
+		t.Errorf("list prints the op as:\n%s", out)
+	}
+	if out := cli("edge", "outbox", "list", "--json"); !strings.Contains(out, `"op_id": "`+op.ID+`"`) {
+		t.Errorf("list --json:\n%s", out)
+	}
+	for _, id := range []string{op.ID, op.ID[:12], strings.ToUpper(op.ID[:8])} {
+		if out := cli("edge", "outbox", "retry", id); !strings.HasPrefix(out, op.ID[:12]+" ") {
+			t.Errorf("retry %s: %s", id, out)
+		}
+	}
+}
