@@ -47,7 +47,7 @@ func (s palaceSide) drain() {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
-		s.st.Resume(ctx)
+		s.st.ClearBackoff(ctx)
 		s.f.Drain(ctx)
 		st, _ := s.st.Stats(ctx)
 		if st.ByState[outbox.Queued]+st.ByState[outbox.Inflight] == 0 {
@@ -215,7 +215,9 @@ func TestAGatewayCrashNeitherStallsNorDuplicates(t *testing.T) {
 	upCall(t, g.primary, "mempalace_artifact_put", mustArgs(t, art.Payload))
 
 	ctx := context.Background()
-	a.f.Drain(ctx) // both answered "in flight": retried later, nothing waits
+	a.f.BaseDelay = time.Minute // one attempt each here
+	a.f.Drain(ctx)              // both answered "in flight": retried later, nothing waits
+	a.f.BaseDelay = time.Millisecond
 	for _, op := range []outbox.Op{art, ev} {
 		got, _ := a.st.GetByID(ctx, op.ID)
 		if got.State != outbox.Queued || !strings.Contains(string(got.Error), "busy") {

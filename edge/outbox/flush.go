@@ -255,7 +255,7 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 	f.defaults()
 	defer f.release()
-	for retries := 0; ctx.Err() == nil; {
+	for retries, fruitless := 0, 0; ctx.Err() == nil; {
 		ok, err := f.acquire(ctx)
 		if err != nil {
 			return sent, err
@@ -265,7 +265,12 @@ func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 		}
 		r := f.round(ctx)
 		sent += r.done
-		if r.attempted > 0 {
+		if r.done > 0 {
+			fruitless = 0
+			continue
+		}
+		if r.attempted > 0 && fruitless < 3 {
+			fruitless++ // failed attempts due again already (a short backoff): a few more rounds
 			continue
 		}
 		lost, err := f.S.lostAnswers(ctx)
