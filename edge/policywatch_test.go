@@ -55,4 +55,3 @@ func TestAWriteMadeWhileThePolicyIsBrokenIsHeldThenSent(t *testing.T) {
 		t.Fatalf("the private write: %+v", ops)
 	}
 }
-
