@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 
 	"github.com/tidwall/gjson"
 
@@ -42,7 +43,10 @@ func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, [
 	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, RequestID: reqID, Resend: resend},
 		func(ctx context.Context) (ledger.Answer, error) {
 			status, body := next(ctx, call.Body)
-			return ledger.Answer{Status: status, Body: body}, nil
+			// 502, 504: the upstream call was sent and its answer lost (the
+			// upstream step's own words): in doubt, never forwarded again
+			// unasked.
+			return ledger.Answer{Status: status, Body: body, MaybeApplied: status == http.StatusBadGateway || status == http.StatusGatewayTimeout}, nil
 		})
 	switch {
 	case errors.Is(err, ledger.ErrInFlight):

@@ -62,7 +62,11 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 		}
 		return ans, OutcomeForwarded, nil
 	}
-	if err := l.settle(bctx, c, claim, nil); err != nil {
+	settleAs := l.settle
+	if ferr == nil && ans.MaybeApplied {
+		settleAs = l.settleInDoubt
+	}
+	if err := settleAs(bctx, c, claim, nil); err != nil {
 		l.opt.Log.Error("op-id ledger: claim not released; the op stays in flight, then in doubt", "device", c.Device, "op_id", c.OpID, "err", err)
 	}
 	if ferr != nil {
@@ -122,23 +126,33 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 			return "", []byte(result.String), false, nil
 		case state == "inflight" && updated >= stale:
 			return "", nil, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
-		case state == "inflight" && c.Resend == "":
+		case (state == "inflight" || state == "doubt") && c.Resend == "":
 			return "", nil, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInDoubt)
 		}
-		res, err = l.stmt.take.ExecContext(sctx, claim, now, c.Device, c.OpID, stale, c.Resend != "")
+		res, err = l.stmt.take.ExecContext(sctx, claim, now, c.Device, c.OpID, c.Resend != "", stale)
 		if err != nil {
 			return "", nil, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not taken: the row is read again
 			l.committed()
-			if state == "inflight" {
+			if state != "open" {
 				l.opt.Log.Warn("op-id ledger: an op in doubt forwarded again on the caller's word", "device", c.Device, "op_id", c.OpID, "why", c.Resend)
 			}
-			return claim, nil, state == "inflight", nil
+			return claim, nil, state != "open", nil
 		}
 	}
 	// Taken by another call between the read and the take, three times.
 	return "", nil, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
+}
+
+// settleInDoubt ends a claim whose forward reached the upstream without
+// an answer: the op is in doubt (result is unused).
+func (l *Ledger) settleInDoubt(ctx context.Context, c Call, claim string, _ []byte) error {
+	if _, err := l.stmt.doubt.ExecContext(ctx, l.opt.Now().UnixMilli(), c.Device, c.OpID, claim); err != nil {
+		return fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+	}
+	l.committed()
+	return nil
 }
 
 // settle ends a claim: records result (state done) or, with none, opens

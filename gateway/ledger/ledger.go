@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,10 @@ const (
 type Answer struct {
 	Status int    // HTTP status
 	Body   []byte // the JSON-RPC response
+	// MaybeApplied: the call reached the upstream and no answer came
+	// back (the forward's own judgement: the request was written, the
+	// connection then failed). The op is then in doubt, not open again.
+	MaybeApplied bool
 }
 
 // Outcome says how Do answered.
@@ -135,7 +140,7 @@ CREATE TABLE IF NOT EXISTS ops(
   op_id       TEXT NOT NULL,
   tool        TEXT NOT NULL,
   args_digest TEXT NOT NULL,
-  state       TEXT NOT NULL CHECK (state IN ('inflight','open','done')),
+  state       TEXT NOT NULL CHECK (state IN ('inflight','open','done','doubt')),
   claim       TEXT NOT NULL DEFAULT '',
   result      TEXT,
   created_at  INTEGER NOT NULL,
@@ -227,7 +232,7 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 // database.
 func (l *Ledger) Close() error {
 	l.bg.Wait()
-	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen} {
+	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen, l.stmt.doubt} {
 		if st != nil {
 			st.Close() // a statement: closing it frees memory only
 		}
@@ -247,7 +252,22 @@ func (l *Ledger) createSchema() error {
 		return err
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if _, err := tx.Exec(schema); err != nil {
+	var old string
+	if err := tx.QueryRow(`SELECT COALESCE((SELECT sql FROM sqlite_master WHERE type='table' AND name='ops'), '')`).Scan(&old); err != nil {
+		return err
+	}
+	if old != "" && !strings.Contains(old, "'doubt'") {
+		// A ledger from before the doubt state: rebuilt in rowid order
+		// (pruning relies on it), every row kept.
+		for _, q := range []string{`DROP INDEX IF EXISTS ops_key`, `ALTER TABLE ops RENAME TO ops_v1`, schema,
+			`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, result, created_at, updated_at)
+				SELECT device, op_id, tool, args_digest, state, claim, result, created_at, updated_at FROM ops_v1 ORDER BY rowid`,
+			`DROP TABLE ops_v1`} {
+			if _, err := tx.Exec(q); err != nil {
+				return fmt.Errorf("migrating the ledger: %w", err)
+			}
+		}
+	} else if _, err := tx.Exec(schema); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -256,7 +276,7 @@ func (l *Ledger) createSchema() error {
 // statements are the ledger's queries, prepared once (a fresh op runs
 // two of them; preparing each time was a visible share of its cost).
 type statements struct {
-	insert, get, take, done, reopen *sql.Stmt
+	insert, get, take, done, reopen, doubt *sql.Stmt
 }
 
 func (l *Ledger) prepare() error {
@@ -274,9 +294,10 @@ func (l *Ledger) prepare() error {
 			VALUES(?,?,?,?,'inflight',?,?,?) ON CONFLICT DO NOTHING`),
 		get: prep(`SELECT tool, args_digest, state, result, updated_at FROM ops WHERE device=? AND op_id=?`),
 		take: prep(`UPDATE ops SET state='inflight', claim=?, updated_at=?
-			WHERE device=? AND op_id=? AND (state='open' OR (state='inflight' AND updated_at < ? AND ?))`),
+			WHERE device=? AND op_id=? AND (state='open' OR (? AND (state='doubt' OR (state='inflight' AND updated_at < ?))))`),
 		done:   prep(`UPDATE ops SET state='done', claim='', result=?, updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 		reopen: prep(`UPDATE ops SET state='open', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
+		doubt:  prep(`UPDATE ops SET state='doubt', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 	}
 	return err
 }

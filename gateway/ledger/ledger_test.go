@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -202,16 +203,39 @@ func TestTransportFailureNotRecorded(t *testing.T) {
 	}
 }
 
+// A forward that reached the upstream and lost its answer leaves the op
+// in doubt, not open: it is never forwarded again unasked.
+func TestALostUpstreamAnswerLeavesTheOpInDoubt(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	var u upstream
+	op := opID("lost upstream")
+	lost := func(ctx context.Context) (Answer, error) {
+		u.calls.Add(1)
+		return Answer{Status: 502, Body: []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"upstream answer lost"}}`), MaybeApplied: true}, nil
+	}
+	if _, o, err := l.Do(context.Background(), call("laptop", op, "1"), lost); err != nil || o != OutcomeUnrecorded {
+		t.Fatalf("the lost answer: %v %v", o, err)
+	}
+	if _, _, err := l.Do(context.Background(), call("laptop", op, "2"), u.forward("2")); !errors.Is(err, ErrInDoubt) || u.calls.Load() != 1 {
+		t.Fatalf("a retry after a lost upstream answer: %v, %d upstream calls", err, u.calls.Load())
+	}
+	resend := call("laptop", op, "3")
+	resend.Resend = "looked-up"
+	if _, o, err := l.Do(context.Background(), resend, u.forward("3")); err != nil || o != OutcomeResent || u.calls.Load() != 2 {
+		t.Fatalf("resent after a look-up: %v %v, %d upstream calls", o, err, u.calls.Load())
+	}
+}
+
 func TestFailureAnswersNotRecorded(t *testing.T) {
 	text := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	for name, a := range map[string]Answer{
-		"json-rpc error":    {200, []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Internal tool error: database is locked"}}`)},
-		"isError":           {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"isError":true,"content":[{"type":"text","text":"boom"}]}}`)},
-		"success false":     {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + text(`{"success": false, "error": "database is locked"}`) + `}]}}`)},
-		"error member":      {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + text(`{"error": "wing not found"}`) + `}]}}`)},
-		"structured failed": {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"success":false},"content":[]}}`)},
-		"bad gateway":       {502, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"upstream unreachable"}}`)},
-		"sse":               {200, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n")},
+		"json-rpc error":    {Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Internal tool error: database is locked"}}`)},
+		"isError":           {Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"isError":true,"content":[{"type":"text","text":"boom"}]}}`)},
+		"success false":     {Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + text(`{"success": false, "error": "database is locked"}`) + `}]}}`)},
+		"error member":      {Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + text(`{"error": "wing not found"}`) + `}]}}`)},
+		"structured failed": {Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"success":false},"content":[]}}`)},
+		"bad gateway":       {Status: 502, Body: []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"upstream unreachable"}}`)},
+		"sse":               {Status: 200, Body: []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
@@ -533,4 +557,32 @@ func TestWALStaysBounded(t *testing.T) {
 		t.Fatalf("WAL is %d MiB after %d writes", fi.Size()>>20, ops)
 	}
 	t.Logf("WAL %.1f MiB after %d writes", float64(fi.Size())/(1<<20), ops)
+}
+
+// A ledger from before the doubt state is rebuilt when opened, its rows
+// (and their order) kept.
+func TestAnOlderLedgerIsMigrated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE ops(device TEXT NOT NULL, op_id TEXT NOT NULL, tool TEXT NOT NULL, args_digest TEXT NOT NULL,
+		state TEXT NOT NULL CHECK (state IN ('inflight','open','done')), claim TEXT NOT NULL DEFAULT '', result TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+		CREATE UNIQUE INDEX ops_key ON ops(device, op_id);
+		INSERT INTO ops VALUES('laptop', ?, 'mempalace_add_drawer', 'd1', 'done', '', '{"content":[]}', ?, ?)`, opID("old"), time.Now().UnixMilli(), time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	l := open(t, path, Options{})
+	if _, o, err := l.Do(context.Background(), call("laptop", opID("old"), "1"), (&upstream{}).forward("1")); err != nil || o != OutcomeReplayed {
+		t.Fatalf("a row of the older ledger: %v %v", o, err)
+	}
+	lost := func(ctx context.Context) (Answer, error) { return Answer{Status: 502, MaybeApplied: true}, nil }
+	if _, _, err := l.Do(context.Background(), call("laptop", opID("new"), "2"), lost); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Do(context.Background(), call("laptop", opID("new"), "3"), lost); !errors.Is(err, ErrInDoubt) {
+		t.Fatalf("the doubt state in a migrated ledger: %v", err)
+	}
 }
