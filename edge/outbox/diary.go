@@ -98,22 +98,52 @@ func (f *Flusher) sendDiary(ctx context.Context, run *flushRun, op Op, a map[str
 	return res, err
 }
 
-// diarySent notes an entry on the primary: the wing's count (History) or
-// its fence (live writes). A fence that cannot be moved stays where it
-// was (a later look-up then counts this entry as well: logged).
-func (f *Flusher) diarySent(ctx context.Context, run *flushRun, op Op, diary map[string]any, entryID string) {
-	wing := catalogue.DiaryWingFor(diary)
-	if w := run.diary[wing]; w != nil && w.counts != nil {
+// diarySent notes an entry on the primary in this round's counts
+// (History). A live write's fence moves when its op is recorded done, in
+// the same transaction (moveFence): a flusher killed between the two
+// must not leave a fence past an entry its op does not yet own.
+func (f *Flusher) diarySent(_ context.Context, run *flushRun, _ Op, diary map[string]any, _ string) {
+	if w := run.diary[catalogue.DiaryWingFor(diary)]; w != nil && w.counts != nil {
 		w.counts[catalogue.EntrySuffix(catalogue.DiaryEntry(diary))]++
 	}
-	stamp, _, ok := catalogue.DiaryEntryID(entryID)
-	if !ok || f.History {
-		return
+}
+
+// entryOf is the diary entry a landed op (a diary_write, or a checkpoint
+// with a diary) made or found on the primary: its wing and id ("" for
+// none).
+func entryOf(op Op, res map[string]any) (wing, id string) {
+	a, err := args(op)
+	if err != nil {
+		return "", ""
 	}
-	if _, err := f.S.flushDB.ExecContext(context.WithoutCancel(ctx), `INSERT INTO meta(key, value) VALUES(?, ?)
-		ON CONFLICT(key) DO UPDATE SET value=max(value, excluded.value)`, fenceKey(wing), stamp); err != nil {
-		f.Log.Warn("outbox: the diary fence not moved", "wing", wing, "op", op.Short(), "err", err)
+	rec, _ := catalogue.Lookup(op.Tool)
+	switch {
+	case rec.Replay == catalogue.DiarySuffix:
+		return catalogue.DiaryWingFor(a), str(res, "entry_id")
+	case rec.Replay == catalogue.ServerDeduped && a["diary"] != nil:
+		d, _ := a["diary"].(map[string]any)
+		id := str(res, "diary_entry_id")
+		if rd, ok := res["diary"].(map[string]any); ok && id == "" {
+			id = str(rd, "entry_id")
+		}
+		return catalogue.DiaryWingFor(d), id
 	}
+	return "", ""
+}
+
+// moveFence moves a wing's fence to a landed live write's entry, in the
+// transaction that records the op done.
+func (f *Flusher) moveFence(ctx context.Context, tx execer, op Op, res map[string]any) error {
+	if f.History {
+		return nil
+	}
+	wing, id := entryOf(op, res)
+	stamp, _, ok := catalogue.DiaryEntryID(id)
+	if !ok {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=max(value, excluded.value)`, fenceKey(wing), stamp)
+	return err
 }
 
 // readFence records the newest entry of a wing on the primary as its

@@ -176,16 +176,19 @@ func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, diar
 	f.diarySent(ctx, run, op, diary, entryID)
 	items, _ := mustArgs(op)["items"].([]any)
 	if len(items) == 0 {
-		return map[string]any{"success": true, "skipped": "this checkpoint's diary entry is already on the primary"}, nil
+		return map[string]any{"success": true, "skipped": "this checkpoint's diary entry is already on the primary", "diary_entry_id": entryID}, nil
 	}
 	rest, err := sjson.DeleteBytes(append([]byte(nil), op.Payload...), "diary")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errPermanent, err)
 	}
+	// Content-addressed items are safe to send again: a gateway holding
+	// this send in doubt may forward it (WithResend).
 	id := sha256.Sum256([]byte("checkpoint items without the diary:" + op.ID))
-	res, err := f.P.Call(WithOpID(ctx, hex.EncodeToString(id[:])), op.Tool, rest)
+	res, err := f.P.Call(WithResend(WithOpID(ctx, hex.EncodeToString(id[:])), ResendLookedUp), op.Tool, rest)
 	if err == nil && res != nil {
 		res["diary_skipped"] = "this checkpoint's diary entry is already on the primary; its items were sent again without it"
+		res["diary_entry_id"] = entryID
 	}
 	return res, err
 }

@@ -23,7 +23,12 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	if kind == "" {
 		rj, err := json.Marshal(res)
 		if err == nil {
-			err = f.fenced(ctx, func(tx *sql.Tx) error { return settleDone(ctx, tx, op.LocalSeq, now, string(rj), "") })
+			err = f.fenced(ctx, func(tx *sql.Tx) error {
+				if err := f.moveFence(ctx, tx, op, res); err != nil {
+					return err
+				}
+				return settleDone(ctx, tx, op.LocalSeq, now, string(rj), "")
+			})
 		}
 		if err != nil {
 			f.Log.Error("outbox: a sent op's outcome not recorded", "op", op.Short(), "err", err)
