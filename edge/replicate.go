@@ -79,27 +79,10 @@ func (e *Edge) queue(ctx context.Context, c *call, oldWing string) map[string]an
 // why it waits.
 func describe(o outbox.Op) string {
 	s := fmt.Sprintf("op %s (%s, %s)", o.Short(), o.Tool, o.State)
-	if why := errorWords(o.Error); why != "" {
+	if why := outbox.Words(o.Error); why != "" {
 		s += ": " + why
 	}
 	return s
-}
-
-// errorWords is an op's last error in words: its kind's rule and the
-// primary's message.
-func errorWords(raw json.RawMessage) string {
-	var e struct{ Kind, Message string }
-	if json.Unmarshal(raw, &e) != nil || e.Kind == "" {
-		return ""
-	}
-	says := e.Kind
-	if r, ok := outbox.Rules[outbox.Kind(e.Kind)]; ok {
-		says = r.Says
-	}
-	if e.Message == "" {
-		return says
-	}
-	return says + " (" + e.Message + ")"
 }
 
 // writeWithoutLocal: the local palace server is not running. A write the
@@ -262,7 +245,7 @@ func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResu
 		}
 		return jsonResult(m, false), nil
 	case outbox.Dead:
-		return errorResult("the primary refused this write: "+errorWords(done.Error), map[string]any{"op_id": op.ID}), nil
+		return errorResult("the primary refused this write: "+outbox.Words(done.Error), map[string]any{"op_id": op.ID}), nil
 	case outbox.InDoubt:
 		return errorResult(fmt.Sprintf("this write may or may not be on the primary, and nothing can look it up: it is not sent again on its own; `devbox-config edge outbox retry %s` sends it again, `devbox-config edge outbox delivered %s` records it as landed", op.Short(), op.Short()),
 			map[string]any{"op_id": op.ID, "state": "in doubt"}), nil
@@ -279,7 +262,7 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 	if b, blocked, err := e.outbox.Blocker(ctx, op); err == nil && blocked {
 		return "it waits behind " + describe(b)
 	}
-	if why := errorWords(op.Error); why != "" {
+	if why := outbox.Words(op.Error); why != "" {
 		return "its last attempt: " + why
 	}
 	if !e.remote.Up() {

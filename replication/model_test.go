@@ -96,7 +96,7 @@ type world struct {
 	proxy   *faultProxy
 	reader  *realpalace.Client // the primary, read directly
 	fake    *fakepalace.Palace // nil for real MemPalace
-	gw      *proc
+	gw      *testbed.Proc
 	gwVars  map[string]string
 	target  string // where the flushers send
 	token   string
@@ -110,7 +110,7 @@ type palace struct {
 	name, agent, diaryAgent, wing string
 	path                          string
 	st                            *outbox.Store
-	flushers                      []*proc
+	flushers                      []*testbed.Proc
 	n                             int
 	drawers                       map[string]string // id -> content
 	drawerIDs                     []string
@@ -169,11 +169,11 @@ func (w *world) step() {
 	case r < 14 && len(p.flushers) > 0:
 		i := w.rng.IntN(len(p.flushers))
 		w.logf("SIGKILL flusher %d of %s", i, p.name)
-		p.flushers[i].kill()
+		p.flushers[i].Kill()
 		p.flushers = slices.Delete(p.flushers, i, i+1)
 	case r < 17 && w.cfg.gateway && w.gw != nil:
 		w.logf("SIGKILL the gateway")
-		w.gw.kill()
+		w.gw.Kill()
 		w.gw = nil
 	case r < 22 && w.cfg.gateway && w.gw == nil:
 		w.logf("restart the gateway")
@@ -351,7 +351,7 @@ func (w *world) waitSettled(p *palace, deadline time.Time) {
 				w.t.Logf("still %s: %s %s %s", o.State, o.Short(), o.Tool, o.Error)
 			}
 			for i, f := range p.flushers {
-				w.t.Logf("flusher %d of %s:\n%s", i, p.name, f.log)
+				w.t.Logf("flusher %d of %s:\n%s", i, p.name, f.Log())
 			}
 			w.t.Fatalf("palace %s: %d ops not settled after %s (%v)", p.name, st.ByState[outbox.Queued]+st.ByState[outbox.Inflight], w.cfg.settle, st.ByState)
 		}
@@ -516,12 +516,12 @@ func (w *world) startFlusher(p *palace) {
 func (w *world) stopAll() {
 	for _, p := range w.palaces {
 		for _, f := range p.flushers {
-			f.stop()
+			f.Stop()
 		}
 		p.flushers = nil
 	}
 	if w.gw != nil {
-		w.gw.kill()
+		w.gw.Kill()
 		w.gw = nil
 	}
 }

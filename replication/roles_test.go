@@ -1,19 +1,14 @@
 package replication
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +17,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // The test binary plays three parts: the test, a flusher (an edge's
@@ -112,86 +108,19 @@ func exitOf(err error) int {
 	return 0
 }
 
-// proc is one of the parts as a process of its own.
-type proc struct {
-	cmd  *exec.Cmd
-	log  *lockedBuf
-	done chan struct{}
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-// start runs this test binary in role with vars, and waits for ready on
-// its stderr.
-func start(t *testing.T, role, ready string, vars map[string]string) *proc {
+// start runs this test binary in role with vars (a process of its own,
+// no build), and waits for ready on its output.
+func start(t *testing.T, role, ready string, vars map[string]string) *testbed.Proc {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), roleEnv+"="+role)
+	env := append(os.Environ(), roleEnv+"="+role)
 	for k, v := range vars {
-		cmd.Env = append(cmd.Env, "REPLICATION_"+k+"="+v)
+		env = append(env, "REPLICATION_"+k+"="+v)
 	}
-	p := &proc{cmd: cmd, log: &lockedBuf{}, done: make(chan struct{})}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	up := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		once := sync.Once{}
-		for sc.Scan() {
-			fmt.Fprintln(p.log, sc.Text())
-			if strings.Contains(sc.Text(), ready) {
-				once.Do(func() { close(up) })
-			}
-		}
-		io.Copy(io.Discard, stderr) // a line too long for the scanner: the rest is dropped
-		cmd.Wait()
-		close(p.done)
-	}()
-	select {
-	case <-up:
-	case <-p.done:
-		t.Fatalf("%s exited before it was ready:\n%s", role, p.log)
-	case <-time.After(10 * time.Second):
-		p.kill()
-		t.Fatalf("%s not ready after 10 s:\n%s", role, p.log)
-	}
-	return p
-}
-
-// kill is a crash: SIGKILL, at once.
-func (p *proc) kill() {
-	p.cmd.Process.Kill() // already gone: nothing to kill
-	<-p.done
-}
-
-// stop ends the process as its owner would (SIGTERM), SIGKILL after 5 s.
-func (p *proc) stop() {
-	p.cmd.Process.Signal(syscall.SIGTERM) // already gone: nothing to stop
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		p.kill()
-	}
+	return testbed.Start(t, env, ready, exe, "-test.run=^$")
 }
 
 func freePort(t *testing.T) string {

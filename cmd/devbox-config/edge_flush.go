@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -104,7 +103,7 @@ func notSentWhy(ctx context.Context, s *outbox.Store, o outbox.Op) string {
 	case outbox.Held:
 		return "held until " + outbox.PolicyHint + " parses"
 	}
-	why := kindWords(o.Error)
+	why := outbox.Words(o.Error)
 	if b, blocked, err := s.Blocker(ctx, o); err == nil && blocked && b.ID != o.ID {
 		why = fmt.Sprintf("waits behind %s (%s, %s) on the same object", b.Short(), b.Tool, b.State)
 	}
@@ -115,18 +114,4 @@ func notSentWhy(ctx context.Context, s *outbox.Store, o outbox.Op) string {
 		why = "not tried yet"
 	}
 	return why
-}
-
-// kindWords is an op's last failure as the failure table says it, with
-// the primary's message.
-func kindWords(raw json.RawMessage) string {
-	var e struct{ Kind, Message string }
-	if json.Unmarshal(raw, &e) != nil || e.Kind == "" {
-		return ""
-	}
-	says := e.Kind
-	if r, ok := outbox.Rules[outbox.Kind(e.Kind)]; ok {
-		says = r.Says
-	}
-	return says + ": " + e.Message
 }

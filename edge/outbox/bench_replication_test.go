@@ -91,6 +91,25 @@ func benchPrimary(b *testing.B) *fakepalace.HTTPServer {
 	return srv
 }
 
+// timed queues w and notes how long it took to be done.
+func (p *benchPath) timed(b *testing.B, w outbox.Write) {
+	t := time.Now()
+	op, err := p.s.Enqueue(context.Background(), w)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for {
+		o, err := p.s.Wait(context.Background(), op.ID)
+		if err != nil || o.State == outbox.Done {
+			break
+		}
+		if o.State != outbox.Queued && o.State != outbox.Inflight {
+			b.Fatalf("%s: %s %s", p.name, o.State, o.Error)
+		}
+	}
+	p.delay = append(p.delay, time.Since(t))
+}
+
 func quantile(d []time.Duration, q float64) float64 {
 	d = slices.Clone(d)
 	slices.Sort(d)
@@ -107,28 +126,13 @@ func BenchmarkReplicationDelay(b *testing.B) {
 	srv := benchPrimary(b)
 	gwURL, gwTok := benchGateway(b, srv.URL())
 	paths := []*benchPath{newPath(b, "direct", srv.URL(), "t"), newPath(b, "gateway", gwURL, gwTok)}
-	ctx := context.Background()
 	for i := 0; b.Loop(); i++ {
 		for _, p := range paths {
 			for _, w := range []outbox.Write{
 				{Name: "mempalace_add_drawer", Payload: []byte(fmt.Sprintf(`{"wing":"w","room":"r","content":"delay %s %d"}`, p.name, i))},
 				{Name: "mempalace_event_append", Payload: []byte(fmt.Sprintf(`{"type":"note","stream":"s","room":"r","from_agent":"pi@lab","body":"delay %s %d"}`, p.name, i))},
 			} {
-				t := time.Now()
-				op, err := p.s.Enqueue(ctx, w)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for {
-					o, err := p.s.Wait(ctx, op.ID)
-					if err != nil || o.State == outbox.Done {
-						break
-					}
-					if o.State != outbox.Queued && o.State != outbox.Inflight {
-						b.Fatalf("%s: %s %s", p.name, o.State, o.Error)
-					}
-				}
-				p.delay = append(p.delay, time.Since(t))
+				p.timed(b, w)
 			}
 		}
 	}
@@ -146,7 +150,6 @@ func BenchmarkCheckpoint6MB(b *testing.B) {
 	srv := benchPrimary(b)
 	gwURL, gwTok := benchGateway(b, srv.URL())
 	paths := []*benchPath{newPath(b, "direct", srv.URL(), "t"), newPath(b, "gateway", gwURL, gwTok)}
-	ctx := context.Background()
 	size := 0
 	for i := 0; b.Loop(); i++ {
 		for _, p := range paths {
@@ -159,21 +162,7 @@ func BenchmarkCheckpoint6MB(b *testing.B) {
 			enc.SetEscapeHTML(false)
 			enc.Encode(map[string]any{"items": items, "dedup_threshold": 2})
 			size = buf.Len()
-			t := time.Now()
-			op, err := p.s.Enqueue(ctx, outbox.Write{Name: "mempalace_checkpoint", Payload: bytes.TrimSpace(buf.Bytes())})
-			if err != nil {
-				b.Fatal(err)
-			}
-			for {
-				o, err := p.s.Wait(ctx, op.ID)
-				if err != nil || o.State == outbox.Done {
-					break
-				}
-				if o.State == outbox.Dead || o.State == outbox.InDoubt {
-					b.Fatalf("%s: %s %s", p.name, o.State, o.Error)
-				}
-			}
-			p.delay = append(p.delay, time.Since(t))
+			p.timed(b, outbox.Write{Name: "mempalace_checkpoint", Payload: bytes.TrimSpace(buf.Bytes())})
 		}
 	}
 	b.ReportMetric(float64(size)/1e6, "checkpoint-MB")

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -70,6 +71,23 @@ var Rules = map[Kind]Rule{
 	Unauthorized: {Class: Transient, Says: "the primary refused the token"},
 	Refused:      {Class: Refusal, CountsTowardDead: true, Says: "refused by the primary"},
 	Lost:         {Class: Ambiguous, MaybeApplied: true, Says: "the answer was lost: it may have landed"},
+}
+
+// Words says an op's last failure (its error_json) as the failure table
+// says its kind, with the primary's message ("" for none).
+func Words(errJSON []byte) string {
+	var e struct{ Kind, Message string }
+	if json.Unmarshal(errJSON, &e) != nil || e.Kind == "" {
+		return ""
+	}
+	says := e.Kind
+	if r, ok := Rules[Kind(e.Kind)]; ok {
+		says = r.Says
+	}
+	if e.Message == "" {
+		return says
+	}
+	return says + ": " + e.Message
 }
 
 // ErrNotSent marks a failure before the request left this process (the
