@@ -60,6 +60,8 @@ type Server struct {
 
 	mu    sync.Mutex
 	mtime time.Time
+	// eventParams is what the upstream's event_list lists (objects.go).
+	eventParams map[string]bool
 
 	rates  limiters
 	writes *writeQueue
@@ -140,6 +142,9 @@ func (s *Server) Reload() error {
 		return fmt.Errorf("state_file: %w", err)
 	}
 	s.cfg.Store(c)
+	s.mu.Lock()
+	s.eventParams = nil // the upstream may have changed too: asked again
+	s.mu.Unlock()
 	s.markSeen()
 	s.rates.reset() // new rates apply at once
 	return nil
