@@ -3,12 +3,12 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // TestRefusedLookUpBehindTheLedger: a device that may write its diary
@@ -43,10 +43,9 @@ func TestRefusedLookUpBehindTheLedger(t *testing.T) {
 					if withLedger {
 						g.withLedger()
 					}
-					front := &losingFront{to: g.http.URL, drop: map[string]bool{w.tool: true}}
-					fs := httptest.NewServer(front)
-					defer fs.Close()
-					st, p, f := edgeOutbox(t, fs.URL+"/mcp", g.tokens["dev1"])
+					front := realpalace.NewProxy(t, g.http.URL)
+					front.Drop(w.tool)
+					st, p, f := edgeOutbox(t, front.URL, g.tokens["dev1"])
 					f.MaxPerm = 3
 					ctx := context.Background()
 					b, _ := json.Marshal(w.args)
@@ -81,7 +80,7 @@ func TestRefusedLookUpBehindTheLedger(t *testing.T) {
 							diaries++
 						}
 					}
-					t.Logf("lost %v; upstream: items %d diaries %d", front.lost, items, diaries)
+					t.Logf("lost %v; upstream: items %d diaries %d", front.Lost(), items, diaries)
 					wantItems := 0
 					if wname == "checkpoint" {
 						wantItems = 1

@@ -26,8 +26,14 @@ type Palace struct {
 	Venv string
 	// Embedder answers the palace's embedding calls.
 	Embedder *Embedder
-	scratch  string
-	groups   *groups
+	// Model is the embedding model its processes ask the Embedder for
+	// (MEMPALACE_EMBEDDING_API_MODEL; Open sets EmbedModel). Another name
+	// embeds the same text differently while MemPalace records the same
+	// identity, the bare "openai-compat": a palace with another embedder
+	// behind one name.
+	Model   string
+	scratch string
+	groups  *groups
 }
 
 // New makes a palace in t's temporary directory with an embedder of its
@@ -54,7 +60,7 @@ func Open(venv, scratch string, emb *Embedder) (*Palace, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Palace{Dir: filepath.Join(scratch, "palace"), Home: filepath.Join(scratch, "home"), Venv: venv, Embedder: emb, scratch: scratch, groups: &groups{live: map[int]bool{}}}
+	p := &Palace{Dir: filepath.Join(scratch, "palace"), Home: filepath.Join(scratch, "home"), Venv: venv, Embedder: emb, Model: EmbedModel, scratch: scratch, groups: &groups{live: map[int]bool{}}}
 	for _, d := range []string{p.Dir, filepath.Join(p.Home, ".config", "mempalace")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
@@ -88,7 +94,7 @@ func (p *Palace) Env() []string {
 		"no_proxy=127.0.0.1,localhost",
 		"MEMPALACE_EMBEDDING_MODEL=openai-compat",
 		"MEMPALACE_EMBEDDING_API_URL=" + p.Embedder.URL,
-		"MEMPALACE_EMBEDDING_API_MODEL=" + EmbedModel,
+		"MEMPALACE_EMBEDDING_API_MODEL=" + p.Model,
 	}
 }
 
@@ -241,6 +247,9 @@ func (s *Server) Restart() error {
 	}
 	return s.start()
 }
+
+// Palace is the palace serve serves.
+func (s *Server) Palace() *Palace { return s.palace }
 
 // Log is what serve and its child wrote (stdout and stderr).
 func (s *Server) Log() string { return s.proc.log.String() }
