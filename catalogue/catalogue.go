@@ -254,6 +254,15 @@ func Lookup(name string) (Tool, bool) {
 	return Unknown(name), false
 }
 
+// QueryLanguage are the tools of mempalace-light-mcp (palace_query,
+// palace_exec, palace_coordinate): each takes one query string that can
+// carry any palace operation (reads of every wing, writes, deletes, sync,
+// mine), so no per-wing grant can authorize one. They have no record:
+// the edge treats them as any tool it does not know (a write: local
+// first, then the outbox), and the gateway refuses them to every device,
+// admins included, naming this reason.
+var QueryLanguage = []string{"palace_query", "palace_exec", "palace_coordinate"}
+
 // Unknown is the record for a tool the catalogue does not know: a write
 // to the edge, replayed verbatim, denied by the gateway.
 func Unknown(name string) Tool {
