@@ -194,7 +194,7 @@ func fail(format string, v ...any) map[string]any {
 
 func (pl *Palace) nowLocal() time.Time { return pl.now() }
 
-func (pl *Palace) isoNow() string { return pl.now().Format("2006-01-02T15:04:05.000000") }
+func (pl *Palace) isoNow() string { return pl.timestamp(pl.now()) }
 
 // ---- drawers ----
 
@@ -621,7 +621,7 @@ func (pl *Palace) diaryWrite(a args) any {
 		now = now.Add(time.Microsecond)
 		id = DiaryID(wing, now, entry)
 	}
-	d := &Drawer{ID: id, Wing: wing, Room: "diary", Content: entry, AddedBy: agentL, FiledAt: now.Format("2006-01-02T15:04:05.000000"), Diary: true, Agent: agentL, Topic: topic, Date: now.Format("2006-01-02")}
+	d := &Drawer{ID: id, Wing: wing, Room: "diary", Content: entry, AddedBy: agentL, FiledAt: pl.timestamp(now), Diary: true, Agent: agentL, Topic: topic, Date: now.Format("2006-01-02")}
 	pl.storeDrawer(d) // no probe: the same entry twice is stored twice (RFC 001 §7.6)
 	out := map[string]any{"success": true, "entry_id": id, "agent": agentL, "topic": topic, "timestamp": d.FiledAt, "chunks": len(chunks(entry))}
 	if ids := d.ChunkIDs(); ids != nil {
