@@ -52,20 +52,7 @@ func TestRefusedLookUpBehindTheLedger(t *testing.T) {
 					if _, err := st.Enqueue(ctx, outbox.Write{Name: w.tool, Payload: b}); err != nil {
 						t.Fatal(err)
 					}
-					deadline := time.Now().Add(3 * time.Second)
-					var s outbox.Stats
-					for time.Now().Before(deadline) {
-						if !p.Up() {
-							time.Sleep(50 * time.Millisecond)
-							continue
-						}
-						st.Resume(ctx)
-						f.Drain(ctx)
-						s, _ = st.Stats(ctx)
-						if s.ByState[outbox.Queued]+s.ByState[outbox.Inflight] == 0 {
-							break
-						}
-					}
+					s := drain(t, st, p, f, 3*time.Second)
 					ops, _ := st.List(ctx, 10)
 					for _, o := range ops {
 						t.Logf("op %s state %s attempts %d err %s", o.ID[:12], o.State, o.Attempts, o.Error)

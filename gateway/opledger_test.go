@@ -76,21 +76,8 @@ func TestEdgeThroughGatewayExactlyOnce(t *testing.T) {
 			enqueue("mempalace_artifact_put", map[string]any{"kind": "note", "content": "one artifact", "created_by": "pi@lab"})
 			enqueue("mempalace_patch_submit", map[string]any{"content": "diff --git a b\n", "from_agent": "pi@lab", "stream": "s", "body": "one patch"})
 
-			deadline := time.Now().Add(30 * time.Second)
-			for time.Now().Before(deadline) {
-				if !p.Up() {
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				st.Resume(ctx)
-				f.Drain(ctx)
-				s, _ := st.Stats(ctx)
-				if s.ByState[outbox.Queued]+s.ByState[outbox.Inflight] == 0 {
-					if s.ByState[outbox.Dead] > 0 {
-						t.Fatalf("dead ops: %+v", s.Dead)
-					}
-					break
-				}
+			if s := drain(t, st, p, f, 30*time.Second); s.ByState[outbox.Dead] > 0 {
+				t.Fatalf("dead ops: %+v", s.Dead)
 			}
 			if lost := front.Lost(); len(lost) != len(writes) {
 				t.Fatalf("answers lost: %v, want one of each of %v", lost, writes)
@@ -252,4 +239,27 @@ func edgeOutbox(t *testing.T, url, tok string) (*outbox.Store, *edge.Primary, *o
 	p := edge.NewPrimary(url, func() string { return tok }, log, edge.PrimaryOptions{Timeout: 3 * time.Second, Probe: 10 * time.Millisecond, OnUp: func() { st.Resume(context.Background()) }})
 	t.Cleanup(p.Close)
 	return st, p, &outbox.Flusher{S: st, P: edge.FlushTarget(p), Log: log, BaseDelay: time.Millisecond}
+}
+
+// drain drains the outbox as the edge's flusher would, until nothing is
+// queued or in flight or d has passed, and returns its stats.
+func drain(t *testing.T, st *outbox.Store, p *edge.Primary, f *outbox.Flusher, d time.Duration) outbox.Stats {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(d)
+	for {
+		if !p.Up() {
+			time.Sleep(50 * time.Millisecond)
+		} else {
+			st.Resume(ctx)
+			f.Drain(ctx)
+		}
+		s, err := st.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.ByState[outbox.Queued]+s.ByState[outbox.Inflight] == 0 || time.Now().After(deadline) {
+			return s
+		}
+	}
 }

@@ -169,7 +169,9 @@ func TestRealExactlyOnce(t *testing.T) {
 				}
 				ops[i] = op.ID
 			}
-			drainAll(t, st, p, f, 90*time.Second)
+			if s := drain(t, st, p, f, 90*time.Second); s.ByState[outbox.Queued]+s.ByState[outbox.Inflight] != 0 {
+				t.Fatalf("the outbox did not drain: %+v", s)
+			}
 			if lost := proxy.Lost(); len(lost) != len(writes) {
 				t.Errorf("answers lost: %v, want one per write", lost)
 			}
@@ -202,29 +204,4 @@ func TestRealExactlyOnce(t *testing.T) {
 			}
 		})
 	}
-}
-
-// drainAll drains the outbox until nothing is queued or in flight (or d
-// passes), as the edge's flusher would.
-func drainAll(t *testing.T, st *outbox.Store, p interface{ Up() bool }, f *outbox.Flusher, d time.Duration) {
-	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if !p.Up() {
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		st.Resume(ctx)
-		f.Drain(ctx)
-		s, err := st.Stats(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.ByState[outbox.Queued]+s.ByState[outbox.Inflight] == 0 {
-			return
-		}
-	}
-	s, _ := st.Stats(ctx)
-	t.Fatalf("the outbox did not drain in %s: %+v", d, s)
 }

@@ -69,6 +69,49 @@ func Open(venv, scratch string, emb *Embedder) (*Palace, error) {
 	return p, nil
 }
 
+// Scratch is where a program that is not a test (bench/) keeps real
+// palaces: the venv, a temporary directory and one embedder for them all.
+// Close stops the embedder and removes the directory; stop the palaces'
+// processes first.
+type Scratch struct {
+	Venv, Dir string
+	Embedder  *Embedder
+}
+
+// NewScratch finds the venv (Find), makes a temporary directory named
+// after prefix and starts an embedder.
+func NewScratch(prefix string) (*Scratch, error) {
+	venv, err := Find()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	emb, err := StartEmbedder()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &Scratch{Venv: venv, Dir: dir, Embedder: emb}, nil
+}
+
+// Open makes a palace in Dir/name.
+func (s *Scratch) Open(name string) (*Palace, error) {
+	dir := filepath.Join(s.Dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return Open(s.Venv, dir, s.Embedder)
+}
+
+// Close stops the embedder and removes Dir.
+func (s *Scratch) Close() error {
+	s.Embedder.Close()
+	return os.RemoveAll(s.Dir)
+}
+
 // Env is the complete environment of a MemPalace process on this palace
 // (nothing is inherited): its own HOME and config directory, no
 // telemetry, no model or hub downloads, no hub forwarding, the
