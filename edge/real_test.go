@@ -217,6 +217,18 @@ func TestRealRoutingTable(t *testing.T) {
 	if got, _ := h.call("get_drawer", map[string]any{"drawer_id": both}); got["edge"].(map[string]any)["source"] != "primary" {
 		t.Fatalf("after the local delete the drawer comes from the primary: %v", got)
 	}
+
+	// The edge's mailbox reads the real coordination log: an ask to this
+	// agent is owed until its ack (queued through the edge) is on serve.
+	ask := r.srv.MustCall(t, "mempalace_event_append", map[string]any{"type": "task.request", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": "opencode@edge-test", "status": "open", "body": "review"})["event"].(map[string]any)["id"]
+	if box, _ := h.call("mailbox", nil); box["count"] != 1.0 || fmt.Sprint(box["owed"].([]any)[0].(map[string]any)["id"]) != ask {
+		t.Fatalf("the mailbox: %v", box)
+	}
+	h.call("event_ack", map[string]any{"event_id": ask, "from_agent": "opencode@edge-test", "status": "applied"})
+	waitFor(t, 30*time.Second, "the ack on serve", func() bool { return r.proxy.Calls("mempalace_event_ack") >= 1 })
+	if box, _ := h.call("mailbox", nil); box["count"] != 0.0 {
+		t.Fatalf("the mailbox after the ack: %v", box)
+	}
 }
 
 // TestRealDegradedThenRecovers: with real serve killed, reads answer from
