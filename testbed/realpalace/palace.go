@@ -158,6 +158,16 @@ func (p *Palace) StartStdio(argv ...string) (*Stdio, error) {
 	return startStdio(argv, p.Env(), p.scratch, p.groups)
 }
 
+// StartStdioEnv is StartStdio with extra variables after Env's (a later
+// one wins): the palace by MEMPALACE_PALACE_PATH instead of --palace,
+// another embedding model. The caller stops it.
+func (p *Palace) StartStdioEnv(extra []string, argv ...string) (*Stdio, error) {
+	if len(argv) == 0 {
+		argv = p.MCPCommand()
+	}
+	return startStdio(argv, append(p.Env(), extra...), p.scratch, p.groups)
+}
+
 // Stdio starts the stdio server (argv, default MCPCommand) for a test and
 // stops it at cleanup, failing the test if any process is left behind.
 func (p *Palace) Stdio(t testing.TB, argv ...string) *Stdio {
