@@ -69,12 +69,13 @@ func main() {
 	fmt.Printf("MemPalace %s; a local palace of %d drawers (%d longer than the 800-character chunk), %d diary entries and %d facts (%d closed), filed through mempalace-mcp in %s.\n\n",
 		realpalace.Version, *nDrawers, chunked(calls), *nDiaries, *nFacts, *nFacts/2, time.Since(start).Round(time.Second))
 
-	fmt.Println("| round | first | direct: wall (CPU) | join --verify 0: wall (CPU) | join / direct: wall (CPU) | join: read + queue + send | verify all (second join) |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Println("| round | first | direct: wall | join --verify 0: wall | join / direct, wall | direct: CPU = serve + client and embedder | join: CPU = serve + embedder + join and its local server | join / direct, CPU | join: read + queue + send | verify all (second join) |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	var wallRatio, cpuRatio []float64
 	var verifies []time.Duration
 	for r := range *rounds {
-		var d, dc, j, jc, v time.Duration
+		var d, j, v time.Duration
+		var dc, jc cpu
 		var phases string
 		first := "direct"
 		if r%2 == 1 {
@@ -87,13 +88,29 @@ func main() {
 				j, jc, v, phases = joinOnce(local, open(fmt.Sprintf("r%d-join", r)))
 			}
 		}
-		wallRatio, cpuRatio, verifies = append(wallRatio, j.Seconds()/d.Seconds()), append(cpuRatio, jc.Seconds()/dc.Seconds()), append(verifies, v)
-		fmt.Printf("| %d | %s | %s (%s) | %s (%s) | %.3f (%.3f) | %s | %s |\n", r+1, first, secs(d), secs(dc), secs(j), secs(jc), j.Seconds()/d.Seconds(), jc.Seconds()/dc.Seconds(), phases, secs(v))
+		wr, cr := j.Seconds()/d.Seconds(), jc.total().Seconds()/dc.total().Seconds()
+		wallRatio, cpuRatio, verifies = append(wallRatio, wr), append(cpuRatio, cr), append(verifies, v)
+		fmt.Printf("| %d | %s | %s | %s | %.3f | %s | %s | %.3f | %s | %s |\n", r+1, first, secs(d), secs(j), wr, dc, jc, cr, phases, secs(v))
 	}
 	fmt.Printf("\nmedian of the rounds: join / direct %.3f wall, %.3f CPU; verification %s\n", medianF(wallRatio), medianF(cpuRatio), secs(median(verifies)))
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+// cpu is where one side's CPU time went: serve's processes, this process
+// (the plain client and the embedding server, or the embedding server
+// alone), the join process with its local server.
+type cpu struct{ serve, self, join time.Duration }
+
+func (c cpu) total() time.Duration { return c.serve + c.self + c.join }
+
+func (c cpu) String() string {
+	s := fmt.Sprintf("%s = %.1f + %.1f", secs(c.total()), c.serve.Seconds(), c.self.Seconds())
+	if c.join > 0 {
+		s += fmt.Sprintf(" + %.1f", c.join.Seconds())
+	}
+	return s
+}
 
 func median(x []time.Duration) time.Duration {
 	s := slices.Clone(x)
@@ -180,17 +197,18 @@ func mustAll(c *realpalace.Client, calls []realpalace.Call) {
 
 // direct is the plain client on a fresh serve: every call, one after
 // another, over HTTP. It returns the wall time and the CPU time serve,
-// this client and the embedder used meanwhile.
-func direct(p *realpalace.Palace, calls []realpalace.Call) (wall, cpu time.Duration) {
+// and this client with the embedder, used meanwhile.
+func direct(p *realpalace.Palace, calls []realpalace.Call) (time.Duration, cpu) {
 	srv, err := p.StartServe(token)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer srv.Stop()
 	c := realpalace.HTTPClient(srv.URL, token)
-	cpu0, start := groupCPU(srv.Pid())+selfCPU(), time.Now()
+	g0, s0, start := groupCPU(srv.Pid()), selfCPU(), time.Now()
 	mustAll(c, calls)
-	return time.Since(start), groupCPU(srv.Pid()) + selfCPU() - cpu0
+	wall := time.Since(start)
+	return wall, cpu{serve: groupCPU(srv.Pid()) - g0, self: selfCPU() - s0}
 }
 
 // report is what joincost reads of join --json.
@@ -208,7 +226,7 @@ type report struct {
 // (timed: wall, and the CPU time of serve, the embedder, the join and its
 // local server), then again with --verify all (timed apart), and checks
 // both.
-func joinOnce(local, p *realpalace.Palace) (took, cpu, verify time.Duration, phases string) {
+func joinOnce(local, p *realpalace.Palace) (took time.Duration, used cpu, verify time.Duration, phases string) {
 	srv, err := p.StartServe(token)
 	if err != nil {
 		log.Fatal(err)
@@ -227,25 +245,25 @@ func joinOnce(local, p *realpalace.Palace) (took, cpu, verify time.Duration, pha
 		"MEMPALACE_REMOTE_URL="+srv.URL, "MEMPALACE_REMOTE_TOKEN="+token,
 		"MEMPALACE_EDGE_CHILD="+strings.Join(local.MCPCommand(), " "), "MEMPALACE_PALACE_PATH="+local.Dir,
 		"MEMPALACE_AGENT_NAME=opencode", "MEMPALACE_ORIGIN_LABEL=bench", "MEMPALACE_EDGE_TIMEOUT=60s")
-	run := func(verify string) (report, time.Duration, time.Duration) {
+	run := func(verify string) (report, time.Duration, cpu) {
 		cmd := exec.Command(*bin, "join", "--json", "--verify", verify)
 		cmd.Env = env
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
-		cpu0, start := groupCPU(srv.Pid())+selfCPU(), time.Now()
+		g0, s0, start := groupCPU(srv.Pid()), selfCPU(), time.Now()
 		err := cmd.Run()
 		took := time.Since(start)
-		cpu := groupCPU(srv.Pid()) + selfCPU() - cpu0
+		used := cpu{serve: groupCPU(srv.Pid()) - g0, self: selfCPU() - s0}
 		if cmd.ProcessState != nil { // the join and its local server (waited for)
-			cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			used.join = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 		}
 		var r report
 		if jerr := json.Unmarshal(out.Bytes(), &r); err != nil || jerr != nil || len(r.Failed) > 0 || len(r.Mismatch) > 0 {
 			log.Fatalf("join --verify %s: %v %v\n%s\n%s", verify, err, jerr, out.String(), errb.String())
 		}
-		return r, took, cpu
+		return r, took, used
 	}
-	r, took, cpu := run("0")
+	r, took, used := run("0")
 	want := map[string]int{"drawers": *nDrawers, "diaries": *nDiaries, "facts": *nFacts}
 	for k, n := range want {
 		if r.Sent[k] != n {
@@ -260,5 +278,5 @@ func joinOnce(local, p *realpalace.Palace) (took, cpu, verify time.Duration, pha
 	if v.Verified != *nDrawers+*nDiaries || v.Sent["drawers"]+v.Sent["diaries"]+v.Sent["facts"] != 0 {
 		log.Fatalf("the verifying join: verified %d, sent %v", v.Verified, v.Sent)
 	}
-	return took, cpu, vtook, phases
+	return took, used, vtook, phases
 }
