@@ -140,10 +140,14 @@ const (
 	// CoordinationGrant: a coordination identity; answers cut to the
 	// device's agents unless it is a coordinator.
 	CoordinationGrant
+	// Never: no device, admin included (mine and sync on a shared primary:
+	// RFC 001 §7.2, §6.2's "no remote mine"); the gateway's refusal says
+	// where to run them instead.
+	Never
 )
 
 func (g Gate) String() string {
-	return [...]string{"deny", "admin", "read-wing", "read-by-id", "read-static", "read-all-wings", "write-wing", "kg-read", "kg-write", "agent-write", "coordination-read"}[g]
+	return [...]string{"deny", "admin", "read-wing", "read-by-id", "read-static", "read-all-wings", "write-wing", "kg-read", "kg-write", "agent-write", "coordination-read", "never"}[g]
 }
 
 // Filter names the answer shape the gateway cuts to what a device may see.
@@ -258,6 +262,15 @@ func Lookup(name string) (Tool, bool) {
 	return Unknown(name), false
 }
 
+// QueryLanguage are the tools of mempalace-light-mcp (palace_query,
+// palace_exec, palace_coordinate): each takes one query string that can
+// carry any palace operation (reads of every wing, writes, deletes, sync,
+// mine), so no per-wing grant can authorize one. They have no record:
+// the edge treats them as any tool it does not know (a write: local
+// first, then the outbox), and the gateway refuses them to every device,
+// admins included, naming this reason.
+var QueryLanguage = []string{"palace_query", "palace_exec", "palace_coordinate"}
+
 // Unknown is the record for a tool the catalogue does not know: a write
 // to the edge, replayed verbatim, denied by the gateway.
 func Unknown(name string) Tool {
@@ -297,3 +310,15 @@ func (t Tool) Description() string {
 // gateway cuts to a device's wings and how the edge merges two palaces'
 // answers.
 func FilterOf(name string) Filter { t, _ := Lookup(name); return t.Filter }
+
+// NeverNames lists the tools no device may call through the gateway
+// (Gate Never), by their bare names, in the catalogue's order.
+func NeverNames() []string {
+	var out []string
+	for _, t := range tools {
+		if t.Gate == Never {
+			out = append(out, t.Name)
+		}
+	}
+	return out
+}

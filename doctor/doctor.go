@@ -24,6 +24,7 @@ const (
 	IDKGSplit            = "kg-split"
 	IDEntitiesSplit      = "entities-split"
 	IDHallwaysSplit      = "hallways-split"
+	IDPalaceLocation     = "palace-location"
 	IDEmbedderSidecar    = "embedder-sidecar"
 	IDEdgeVolume         = "edge-volume"
 	IDEnvPermissions     = "env-permissions"
@@ -160,6 +161,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 		done <- primaryResult{p, fs}
 	}()
 	ob := readOutbox(ctx, opts, st)
+	findings = append(findings, CheckPalaceLocation(opts, st)...)
 	findings = append(findings, CheckSplits(opts, st)...)
 	findings = append(findings, CheckEdgeVolume(opts, st)...)
 	findings = append(findings, CheckEnvPermissions(opts)...)

@@ -1,10 +1,12 @@
 package doctor
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // box is a temp HOME with a palace at ~/.mempalace/palace (the stock
@@ -265,6 +268,21 @@ func TestEmbedderSidecar(t *testing.T) {
 		b.edgeMode(srvURL, "")
 		write(t, filepath.Join(b.palace, SidecarFile), `{"mempalace_drawers": {"dimension": 384}}`, 0o600)
 		only(t, b.run(), "warn:embedder-sidecar")
+	})
+	t.Run("filled with another model than the one configured", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		b.env["MEMPALACE_EMBEDDING_MODEL"] = "embeddinggemma"
+		fs := b.run()
+		only(t, fs, "error:embedder-sidecar")
+		if !strings.Contains(fs[0].Message, `"minilm"`) || !strings.Contains(fs[0].Message, `MEMPALACE_EMBEDDING_MODEL configures "embeddinggemma"`) || !strings.Contains(fs[0].Fix, "MEMPALACE_EMBEDDING_MODEL=minilm") {
+			t.Fatalf("%+v", fs[0])
+		}
+		delete(b.env, "MEMPALACE_EMBEDDING_MODEL")
+		write(t, filepath.Join(b.home, ".mempalace", "config.json"), `{"embedding_model": "embeddinggemma"}`, 0o600)
+		if fs := b.run(); len(fs) != 1 || !strings.Contains(fs[0].Message, "config.json configures") {
+			t.Fatalf("config.json's embedding_model: %+v", fs)
+		}
 	})
 	t.Run("the edge's canary", func(t *testing.T) {
 		b := newBox(t)
@@ -561,6 +579,38 @@ func TestSyncShared(t *testing.T) {
 	b = newBox(t)
 	b.env["MEMPALACE_REMOTE_URL"] = ro.URL()
 	only(t, b.run())
+	// Behind a devbox-config gateway, which refuses sync for every device
+	// and says so in its initialize answer: nothing to warn about. A
+	// gateway that does not say so (before issue 27 it let an admin's sync
+	// through) still gets the warning, though it is a gateway.
+	gw, tok, _ := gatewayFleet(t, upstreamTok)
+	b = newBox(t)
+	b.env["MEMPALACE_REMOTE_URL"], b.env["MEMPALACE_REMOTE_TOKEN"] = gw, tok
+	only(t, b.run())
+	b.env["MEMPALACE_REMOTE_URL"] = withoutDeviceInfo(t, gw)
+	only(t, b.run(), "warn:sync-shared")
+}
+
+// withoutDeviceInfo is a proxy in front of a gateway that drops its
+// device advertisement (an older gateway's answers).
+func withoutDeviceInfo(t *testing.T, target string) string {
+	t.Helper()
+	u, _ := url.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	rp.ModifyResponse = func(r *http.Response) error {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		b = bytes.ReplaceAll(b, []byte(`"devbox-config/device"`), []byte(`"something-else"`))
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+		r.Header.Del("Content-Length")
+		r.Header.Del(deviceinfo.Header)
+		return nil
+	}
+	p := httptest.NewServer(rp)
+	t.Cleanup(p.Close)
+	return p.URL + "/mcp"
 }
 
 type refusing struct{}
@@ -809,4 +859,25 @@ func TestPiExtensionWithoutEdge(t *testing.T) {
 		write(t, filepath.Join(agent(b), "settings.json"), `{"packages": ["npm:pi-mcp-adapter"]}`, 0o644)
 		only(t, b.run())
 	})
+}
+
+// palace-location: MemPalace 3.10+ keeps a fresh install's palace in its
+// XDG config directory; doctor says so only where MemPalace has written.
+func TestPalaceLocation(t *testing.T) {
+	b := newBox(t)
+	only(t, b.run()) // nothing written anywhere: nothing to say
+	xdg := filepath.Join(b.home, ".config", "mempalace", "palace")
+	write(t, filepath.Join(xdg, "chroma.sqlite3"), "x", 0o600)
+	fs := b.run()
+	only(t, fs, "warn:palace-location")
+	if !strings.Contains(fs[0].Message, xdg) || !strings.Contains(fs[0].Message, "holds no install") {
+		t.Fatalf("%+v", fs[0])
+	}
+	b.env["MEMPALACE_PALACE"] = "/elsewhere/palace" // MemPalace's alias, which the ladder does not read
+	if fs := b.run(); len(fs) != 1 || !strings.Contains(fs[0].Message, "/elsewhere/palace (MEMPALACE_PALACE)") {
+		t.Fatalf("an alias: %+v", fs)
+	}
+	delete(b.env, "MEMPALACE_PALACE")
+	write(t, filepath.Join(b.home, ".mempalace", "config.json"), `{}`, 0o600) // an install: MemPalace keeps ~/.mempalace
+	only(t, b.run())
 }

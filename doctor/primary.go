@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/ladder"
 )
@@ -147,10 +148,12 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 	}
 	p.Tools = tools
 	var out []Finding
-	if s.Mode == ladder.Remote && !c.gateway && contains(tools, "mempalace_sync") {
+	// A gateway that refuses sync says so in its initialize answer; one
+	// that does not (before issue 27) lets an admin device's sync through.
+	if s.Mode == ladder.Remote && contains(tools, "mempalace_sync") && !c.device.Refused("sync") {
 		out = append(out, Finding{ID: IDSyncShared, Severity: Warn, Section: "§7.2",
 			Message: "in remote mode the agent can call mempalace_sync directly on the shared primary, which prunes drawers whose sources are absent on the primary's host: a sync from one device can delete another's",
-			Fix:     "use edge mode (MEMPALACE_EDGE=1: the edge never sends mempalace_sync to the primary) or put `devbox-config gateway` in front of the primary (sync is admin-only there)"})
+			Fix:     "use edge mode (MEMPALACE_EDGE=1: the edge never sends mempalace_sync to the primary) or put `devbox-config gateway` in front of the primary (it refuses sync for every device)"})
 	}
 	return out
 }
@@ -231,6 +234,9 @@ type mcpClient struct {
 	gateway bool
 	// refusal is the JSON-RPC error message of the last non-200 answer.
 	refusal string
+	// device is what a devbox-config gateway's initialize says of this
+	// device (zero from a bare primary).
+	device deviceinfo.Info
 }
 
 func (c *mcpClient) post(ctx context.Context, msg any) (int, []byte, error) {
@@ -311,13 +317,14 @@ func (c *mcpClient) call(ctx context.Context, id int, method string, params any)
 // listTools initializes (so a session-issuing server has a session) and
 // lists the tools.
 func (c *mcpClient) listTools(ctx context.Context) ([]string, int, error) {
-	status, _, err := c.call(ctx, 1, "initialize", map[string]any{
+	status, init, err := c.call(ctx, 1, "initialize", map[string]any{
 		"protocolVersion": "2025-06-18", "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "devbox-config-doctor", "version": "1"},
 	})
 	if err != nil || status != http.StatusOK {
 		return nil, status, err
 	}
+	c.device, _ = deviceinfo.FromInitialize(init) // absent: a bare primary
 	if c.session != "" {
 		c.post(ctx, map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
 	}

@@ -74,8 +74,8 @@ func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, e
 }
 
 // EventList is the mailbox's Source: the primary's event_list, through
-// the same client as every other call (order=asc where the primary's
-// schema has it).
+// the same client as every other call (order=asc and writer where the
+// primary's schema has them).
 func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMessage, error) {
 	if e.remote == nil {
 		return nil, errors.New("no primary is configured")
@@ -86,10 +86,10 @@ func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMess
 		tools = append(tools, t)
 	}
 	e.mu.Unlock()
-	src := mailbox.ToolSource{AscOrder: mailbox.SupportsOrder(tools), Call: func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	src := mailbox.NewToolSource(func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 		// event_list is a read: it may be sent again (withReplayable)
 		return e.remote.Call(withReplayable(ctx), newCall(&mcp.CallToolParams{Name: p.Name, Arguments: p.Arguments}).params, true)
-	}}
+	}, tools)
 	return src.EventList(ctx, args)
 }
 

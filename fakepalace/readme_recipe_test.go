@@ -1,7 +1,6 @@
 package fakepalace_test
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +13,8 @@ import (
 	"github.com/joakimp/devbox-config/testbed"
 )
 
-// TestREADMEFakeFleetRecipe runs the README's "Stand up a fake fleet by
-// hand" block as a newcomer pastes it, on a fresh HOME where ~/bin does not
+// TestREADMEFakeFleetRecipe runs the fake-fleet block of docs/development.md
+// ("The fake fleet") as a newcomer pastes it, on a fresh HOME where ~/bin does not
 // exist and is not on PATH. Only /tmp/ (a private directory here) and the
 // two ports (free ones here) are changed, so parallel runs do not collide.
 func TestREADMEFakeFleetRecipe(t *testing.T) {
@@ -25,7 +24,7 @@ func TestREADMEFakeFleetRecipe(t *testing.T) {
 			t.Skipf("%s not on PATH", bin)
 		}
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/development.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,14 +32,14 @@ func TestREADMEFakeFleetRecipe(t *testing.T) {
 	s := string(readme)
 	i := strings.Index(s, opening)
 	if i < 0 {
-		t.Fatalf("README.md has no block starting %q", opening)
+		t.Fatalf("docs/development.md has no block starting %q", opening)
 	}
 	block, _, ok := strings.Cut(s[i+len("```sh\n"):], "```\n")
 	if !ok {
-		t.Fatal("README.md: the fake-fleet block is not closed")
+		t.Fatal("docs/development.md: the fake-fleet block is not closed")
 	}
 	tmp, home := t.TempDir(), t.TempDir()
-	script := strings.NewReplacer("/tmp/", tmp+"/", "127.0.0.1:8765", "127.0.0.1:"+freePort(t), "127.0.0.1:8766", "127.0.0.1:"+freePort(t)).Replace(block)
+	script := strings.NewReplacer("/tmp/", tmp+"/", "127.0.0.1:8765", "127.0.0.1:"+strconv.Itoa(testbed.FreePort(t)), "127.0.0.1:8766", "127.0.0.1:"+strconv.Itoa(testbed.FreePort(t))).Replace(block)
 	if err := os.WriteFile(filepath.Join(tmp, "recipe.sh"), []byte(script), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +69,7 @@ func TestREADMEFakeFleetRecipe(t *testing.T) {
 		t.Fatalf("the recipe did not finish in 3 minutes (a primary left in the foreground?):\n%s", out)
 	}
 	if err != nil {
-		t.Fatalf("the README's fake-fleet recipe fails as written on a fresh HOME: %v\n%s", err, out)
+		t.Fatalf("docs/development.md's fake-fleet recipe fails as written on a fresh HOME: %v\n%s", err, out)
 	}
 	for _, want := range []string{`{"ok":true}`, `"drawers"`, "listening on http://127.0.0.1:"} {
 		if !strings.Contains(string(out), want) {
@@ -80,14 +79,4 @@ func TestREADMEFakeFleetRecipe(t *testing.T) {
 	if target, err := os.Readlink(filepath.Join(home, "bin", "mempalace-mcp")); err != nil || target != filepath.Join(tmp, "fakepalace") {
 		t.Errorf("~/bin/mempalace-mcp = %q, %v; want a link to the built fakepalace", target, err)
 	}
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }

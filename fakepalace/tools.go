@@ -40,7 +40,8 @@ type tool struct {
 	desc     string
 	props    []prop
 	required []string
-	mutating bool // refused with -32003 in read-only mode
+	mutating bool   // refused with -32003 in read-only mode
+	since    string // the first release that serves it ("": all)
 	handler  func(pl *Palace, a args) any
 }
 
@@ -71,12 +72,12 @@ func (t tool) prop(name string) (prop, bool) {
 	return prop{}, false
 }
 
-// tools is the surface the double serves (32 tools; see the contract's
+// tools is the surface the double serves (33 tools; see the contract's
 // doubleLacks for the rest of 3.11.0's), schemas per mempalace-surface.md
-// §1.1 and §1.3 and 3.11.0's own tools/list, for release version: a prop
-// a later release added is left out.
+// §1.1 and §1.3 and 3.11.0's own tools/list, for release version: a tool
+// or a prop a later release added is left out.
 func tools(version string) []tool {
-	ts := allTools()
+	ts := slices.DeleteFunc(allTools(), func(t tool) bool { return t.since != "" && !atLeast(version, t.since) })
 	for i := range ts {
 		ts[i].props = slices.DeleteFunc(ts[i].props, func(pr prop) bool { return pr.since != "" && !atLeast(version, pr.since) })
 	}
@@ -106,6 +107,7 @@ func allTools() []tool {
 		}, handler: (*Palace).listDrawers},
 		{name: "mempalace_update_drawer", desc: "Change content and/or wing/room.", props: []prop{str("drawer_id"), str("content"), str("wing"), str("room")}, required: []string{"drawer_id"}, mutating: true, handler: (*Palace).updateDrawer},
 		{name: "mempalace_delete_drawer", desc: "Delete one logical drawer (all chunks).", props: []prop{str("drawer_id")}, required: []string{"drawer_id"}, mutating: true, handler: (*Palace).deleteDrawer},
+		{name: "mempalace_delete_drawers", desc: "Delete many drawers by ID in one call. Irreversible.", props: []prop{pe("drawer_ids", "array", map[string]any{"items": map[string]any{"type": "string"}})}, required: []string{"drawer_ids"}, mutating: true, since: "3.11.0", handler: (*Palace).deleteDrawers},
 		{name: "mempalace_delete_by_source", desc: "Bulk delete by exact source_file (dry-run default).", props: []prop{str("source_file"), p("dry_run", "boolean")}, required: []string{"source_file"}, mutating: true, handler: (*Palace).deleteBySource},
 		{name: "mempalace_checkpoint", desc: "Dedup and file many items, then one diary entry.", props: []prop{
 			pe("items", "array", map[string]any{"items": map[string]any{"type": "object"}}), obj("diary"), p("dedup_threshold", "number"), str("added_by"),
@@ -192,7 +194,7 @@ func fail(format string, v ...any) map[string]any {
 
 func (pl *Palace) nowLocal() time.Time { return pl.now() }
 
-func (pl *Palace) isoNow() string { return pl.now().Format("2006-01-02T15:04:05.000000") }
+func (pl *Palace) isoNow() string { return pl.timestamp(pl.now()) }
 
 // ---- drawers ----
 
@@ -356,6 +358,33 @@ func (pl *Palace) deleteDrawer(a args) any {
 	return map[string]any{"success": true, "drawer_id": id, "deleted_ids": ids, "chunks_deleted": len(ids)}
 }
 
+// deleteDrawers is 3.11.0's bulk delete: each id as delete_drawer, in
+// order, a missing one an error item; 1 to 500 ids.
+func (pl *Palace) deleteDrawers(a args) any {
+	ids, ok := a["drawer_ids"].([]any)
+	switch {
+	case !ok:
+		return map[string]any{"error": "drawer_ids must be a list of drawer IDs"}
+	case len(ids) == 0:
+		return map[string]any{"error": "drawer_ids must not be empty"}
+	case len(ids) > 500:
+		return map[string]any{"error": fmt.Sprintf("drawer_ids holds %d ids, but the bulk delete accepts at most 500 per call", len(ids))}
+	}
+	results, deleted, errs := []any{}, 0, 0
+	for _, x := range ids {
+		id, _ := x.(string)
+		r := pl.deleteDrawer(args{"drawer_id": id}).(map[string]any)
+		if r["success"] != true {
+			errs++
+			results = append(results, map[string]any{"drawer_id": id, "error": r["error"]})
+			continue
+		}
+		deleted++
+		results = append(results, map[string]any{"drawer_id": id, "deleted_ids": r["deleted_ids"], "chunks_deleted": r["chunks_deleted"], "closets_deleted": 0})
+	}
+	return map[string]any{"results": results, "count": len(results), "deleted": deleted, "errors": errs}
+}
+
 func (pl *Palace) deleteBySource(a args) any {
 	src := a.str("source_file")
 	var match []*Drawer
@@ -365,9 +394,13 @@ func (pl *Palace) deleteBySource(a args) any {
 		}
 	}
 	if a.boolean("dry_run", true) {
-		sample := []map[string]any{}
-		for _, d := range match[:min(len(match), 5)] {
-			sample = append(sample, map[string]any{"wing": d.Wing, "room": d.Room})
+		sample := []map[string]any{} // distinct (wing, room) pairs, at most five, as MemPalace's
+		seen := map[[2]string]bool{}
+		for _, d := range match {
+			if pair := [2]string{d.Wing, d.Room}; !seen[pair] && len(sample) < 5 {
+				seen[pair] = true
+				sample = append(sample, map[string]any{"wing": d.Wing, "room": d.Room})
+			}
 		}
 		return map[string]any{"success": true, "dry_run": true, "source_file": src, "match_count": len(match), "closet_match_count": 0, "sample": sample, "hint": deleteHint(len(match))}
 	}
@@ -592,7 +625,7 @@ func (pl *Palace) diaryWrite(a args) any {
 		now = now.Add(time.Microsecond)
 		id = DiaryID(wing, now, entry)
 	}
-	d := &Drawer{ID: id, Wing: wing, Room: "diary", Content: entry, AddedBy: agentL, FiledAt: now.Format("2006-01-02T15:04:05.000000"), Diary: true, Agent: agentL, Topic: topic, Date: now.Format("2006-01-02")}
+	d := &Drawer{ID: id, Wing: wing, Room: "diary", Content: entry, AddedBy: agentL, FiledAt: pl.timestamp(now), Diary: true, Agent: agentL, Topic: topic, Date: now.Format("2006-01-02")}
 	pl.storeDrawer(d) // no probe: the same entry twice is stored twice (RFC 001 §7.6)
 	out := map[string]any{"success": true, "entry_id": id, "agent": agentL, "topic": topic, "timestamp": d.FiledAt, "chunks": len(chunks(entry))}
 	if ids := d.ChunkIDs(); ids != nil {

@@ -7,9 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
+	"errors"
+	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"time"
 )
@@ -38,24 +38,31 @@ type Entry struct {
 	Hash string `json:"hash,omitempty"`
 }
 
-// CheckpointEvery is how many lines pass between signed checkpoints.
-const CheckpointEvery = 100
-
 // Audit appends entries to a JSONL file as a hash chain: each line carries
 // the previous line's hash and its own, so an edited, dropped or reordered
-// line breaks the chain.
+// line breaks the chain. With a key it signs checkpoints of the chain
+// (checkpoint.go), so that the log's end can be checked too.
 type Audit struct {
 	mu    sync.Mutex
 	file  string
 	prev  string
 	lines int
 	f     *os.File // kept open: appends sit on every request
-	// key signs a checkpoint of the chain head every CheckpointEvery lines
-	// (nil: no checkpoints).
-	key ed25519.PrivateKey
+	// key signs a checkpoint of the chain head (nil: no checkpoints);
+	// cadence and anchor say when, and where else it is written.
+	key     ed25519.PrivateKey
+	cadence Cadence
+	anchor  anchorSink
+	// since is how many lines follow the last checkpoint; waiting, since
+	// when the first of them has waited for one.
+	since   int
+	waiting time.Time
+	now     func() time.Time // the clock of checkpoints (nil: time.Now)
+	log     *slog.Logger     // where a failed anchor is reported (nil: nowhere)
 }
 
-// OpenAudit opens (or creates) the log and finds the chain's head.
+// OpenAudit opens (or creates) the log and finds the chain's head, and
+// how many lines follow its last checkpoint.
 func OpenAudit(file string) (*Audit, error) {
 	a := &Audit{file: file, prev: "genesis"}
 	f, err := os.Open(file)
@@ -73,6 +80,12 @@ func OpenAudit(file string) (*Audit, error) {
 		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Hash != "" {
 			a.prev = e.Hash
 			a.lines++
+			if a.since++; a.since == 1 {
+				a.waiting = e.Time
+			}
+			if e.Decision == VerdictCheckpoint {
+				a.since = 0
+			}
 		}
 	}
 	return a, sc.Err()
@@ -116,6 +129,13 @@ func splitLine(line []byte) (prefix []byte, hash string, ok bool) {
 // written but not fsync'd: a power cut may lose the last read lines, never
 // break the chain.
 func (a *Audit) Append(e Entry, durable bool) error {
+	_, err := a.appendLine(e, durable)
+	return err
+}
+
+// appendLine is Append, returning the line's hash (what a record made for
+// the request elsewhere, such as the trash's, refers to).
+func (a *Audit) appendLine(e Entry, durable bool) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e.Prev = a.prev
@@ -128,93 +148,44 @@ func (a *Audit) Append(e Entry, durable bool) error {
 		f, err := os.OpenFile(a.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 		if err != nil {
 			a.f = nil
-			return err
+			return "", err
 		}
 		a.f = f
 	}
 	if _, err := a.f.Write(append(b, '\n')); err != nil {
-		return err
+		return "", err
 	}
 	if durable {
 		if err := a.f.Sync(); err != nil {
-			return err
+			return "", err
 		}
 	}
 	a.prev = e.Hash
 	a.lines++
-	if a.key != nil && a.lines%CheckpointEvery == CheckpointEvery-1 {
-		return a.checkpointLocked()
+	if a.since++; a.since == 1 {
+		a.waiting = a.clock()
 	}
-	return nil
+	if a.key != nil && a.since >= a.cadence.lines() {
+		return e.Hash, a.checkpointLocked()
+	}
+	return e.Hash, nil
 }
 
-// Close closes the log file (Append reopens it).
+// Close signs the lines no checkpoint covers yet and closes the log file
+// (Append reopens it).
 func (a *Audit) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.f == nil {
 		return nil
 	}
-	err := a.f.Close()
+	var err error
+	if a.key != nil && a.since > 0 {
+		err = a.checkpointLocked()
+	}
+	err = errors.Join(err, a.f.Close())
 	a.f = nil
 	return err
-}
-
-// checkpointLocked appends a signed checkpoint of the current head.
-func (a *Audit) checkpointLocked() error {
-	c := Entry{Time: time.Now().UTC(), Method: "checkpoint", Decision: VerdictCheckpoint, Prev: a.prev}
-	c.Sig = hex.EncodeToString(ed25519.Sign(a.key, []byte(fmt.Sprintf("%s|%d", a.prev, a.lines))))
-	c.Hash = entryHash(c)
-	b, _ := json.Marshal(c) // as entryHash
-	if _, err := a.f.Write(append(b, '\n')); err != nil {
-		return err
-	}
-	if err := a.f.Sync(); err != nil {
-		return err
-	}
-	a.prev = c.Hash
-	a.lines++
-	return nil
-}
-
-// SigningKey reads the Ed25519 key that signs checkpoints, creating it
-// (0600, public half in <file>.pub) if it does not exist.
-func SigningKey(file string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(file)
-	if err == nil {
-		raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
-		if err != nil || len(raw) != ed25519.PrivateKeySize {
-			return nil, fmt.Errorf("%s: not an Ed25519 private key", file)
-		}
-		return ed25519.PrivateKey(raw), nil
-	}
-	if !os.IsNotExist(err) {
-		return nil, err
-	}
-	pub, priv, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(file, []byte(hex.EncodeToString(priv)+"\n"), 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(file+".pub", []byte(hex.EncodeToString(pub)+"\n"), 0o644); err != nil {
-		return nil, err
-	}
-	return priv, nil
-}
-
-// PublicKey reads a <key>.pub file.
-func PublicKey(file string) (ed25519.PublicKey, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil || len(raw) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("%s: not an Ed25519 public key", file)
-	}
-	return ed25519.PublicKey(raw), nil
 }
 
 // stillThere reports whether the open file is still the one at the path
@@ -226,53 +197,6 @@ func (a *Audit) stillThere() bool {
 	}
 	open, err := a.f.Stat()
 	return err == nil && os.SameFile(fi, open)
-}
-
-// Verify checks a log's chain and reports the first broken line. Each
-// line's hash covers its exact bytes (up to the hash field), and a line
-// with a field twice, two fields differing only in case or a field an
-// entry does not have is refused: what verifies is what a reader of the
-// line sees. With a public key it also checks every signed checkpoint, so
-// a log rewritten from the start with recomputed hashes is still caught.
-func Verify(file string, pub ed25519.PublicKey) (lines int, err error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0, err
-	}
-	prev := "genesis"
-	for i, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		if _, err := decodeStrict(line); err != nil {
-			return i, fmt.Errorf("line %d: not an audit entry: %w", i+1, err)
-		}
-		var e Entry
-		dec := json.NewDecoder(bytes.NewReader(line))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&e); err != nil {
-			return i, fmt.Errorf("line %d: not an audit entry: %w", i+1, err)
-		}
-		prefix, hash, ok := splitLine(line)
-		if !ok || hash != e.Hash {
-			return i, fmt.Errorf("line %d: not an audit entry: it must end with its hash field", i+1)
-		}
-		if e.Prev != prev {
-			return i, fmt.Errorf("line %d: chain broken (a line was dropped, inserted or reordered before it)", i+1)
-		}
-		if lineHash(prefix) != e.Hash {
-			return i, fmt.Errorf("line %d: edited (its hash does not match its bytes)", i+1)
-		}
-		if e.Method == "checkpoint" && pub != nil {
-			sig, _ := hex.DecodeString(e.Sig) // a signature that is not hex does not verify, and is reported so
-			if !ed25519.Verify(pub, []byte(fmt.Sprintf("%s|%d", e.Prev, i)), sig) {
-				return i, fmt.Errorf("line %d: checkpoint signature does not verify (the log before it was rewritten)", i+1)
-			}
-		}
-		prev = e.Hash
-		lines = i + 1
-	}
-	return lines, nil
 }
 
 func digest(args map[string]any) string {

@@ -18,6 +18,9 @@ type Decision struct {
 	// found: a checkpoint's items the gateway found to be near-duplicates
 	// of drawers in readable wings (see narrow), as upstream reports them.
 	found []any
+	// why, on a denial, replaces the refusal's usual text (a Never tool's
+	// says where to run it instead).
+	why string
 }
 
 var plainAgent = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`) })
@@ -56,11 +59,18 @@ func (d *Device) Grants(agent string, diary bool) bool {
 // (looked up on the upstream first; "" if not found).
 func Authorize(d *Device, tool string, args map[string]any, drawerWing string) Decision {
 	t, known := catalogue.Lookup(tool)
-	if !known {
+	switch {
+	case slices.Contains(catalogue.QueryLanguage, strings.TrimPrefix(tool, catalogue.Prefix)):
+		return deny(ruleQueryLanguage, "")
+	case !known:
 		return deny("unknown tool (the catalogue has no record of it)", "")
 	}
 	str := func(k string) string { s, _ := args[k].(string); return s }
 	switch t.Gate {
+	case catalogue.Never:
+		dec := deny(ruleNever, "")
+		dec.why = neverWhy[t.Name]
+		return dec
 	case catalogue.Admin:
 		if d.Admin {
 			return allow("admin", "")

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
 // Config is the gateway's JSONC configuration file.
@@ -27,10 +29,19 @@ type Config struct {
 	UpstreamTokenFile string `json:"upstream_token_file,omitempty"`
 	// AuditLog is the append-only JSONL audit file.
 	AuditLog string `json:"audit_log"`
-	// SigningKeyFile holds the Ed25519 key that signs a checkpoint of the
-	// audit chain every 100 lines (created if missing; the public half is
-	// <file>.pub). Optional.
+	// SigningKeyFile holds the Ed25519 key that signs checkpoints of the
+	// audit chain (created if missing; the public half is <file>.pub).
+	// Optional; keep it out of the log's directory: whoever can rewrite the
+	// log and read the key can sign a rewritten log.
 	SigningKeyFile string `json:"signing_key_file,omitempty"`
+	// A signed checkpoint follows every AuditCheckpointLines lines
+	// (default 100) and comes AuditCheckpointSeconds (default 60) after a
+	// line none covers yet; each is also written to AuditAnchor: "stderr"
+	// (the service manager's journal) or a file outside the log's
+	// directory, which `audit verify --anchor` checks the log against.
+	AuditCheckpointLines   int    `json:"audit_checkpoint_lines,omitempty"`
+	AuditCheckpointSeconds int    `json:"audit_checkpoint_seconds,omitempty"`
+	AuditAnchor            string `json:"audit_anchor,omitempty"`
 	// StateFile is where the running gateway records what it learns
 	// (a token's first use); default <config file>.state.json. The gateway
 	// never writes the config itself.
@@ -42,8 +53,15 @@ type Config struct {
 	LedgerRetentionDays int    `json:"ledger_retention_days,omitempty"`
 	// GraceDays is how long a rotated-out token stays valid after the new
 	// one is first used (default 7).
-	GraceDays int      `json:"grace_days,omitempty"`
-	Devices   []Device `json:"devices"`
+	GraceDays int `json:"grace_days,omitempty"`
+	// TrashFile keeps the drawers a delete through the gateway removed
+	// (default: trash.sqlite beside the audit log); TrashRetentionDays how
+	// long (default 30). DeleteCap is the most drawers one delete may
+	// remove from a device without the bulk_delete grant (default 10).
+	TrashFile          string   `json:"trash_file,omitempty"`
+	TrashRetentionDays int      `json:"trash_retention_days,omitempty"`
+	DeleteCap          int      `json:"delete_cap,omitempty"`
+	Devices            []Device `json:"devices"`
 }
 
 // Device is one machine's identity and what it may do.
@@ -58,9 +76,12 @@ type Device struct {
 	// Agents are the from_agent names the device may use
 	// ("<harness>@<label>", RFC 003 §3.2).
 	Agents      []string `json:"agents,omitempty"`
-	Admin       bool     `json:"admin,omitempty"`       // mine, sync, deletes, hook_settings, reconnect, mesh_peers (never an unknown tool)
+	Admin       bool     `json:"admin,omitempty"`       // deletes (kept in the trash), hook_settings, reconnect, mesh_peers (never sync or mine, never an unknown tool)
 	Coordinator bool     `json:"coordinator,omitempty"` // sees every event, not only its agents'
-	Tokens      []Token  `json:"tokens,omitempty"`
+	// BulkDelete lets an admin device make one delete of more drawers than
+	// the config's delete_cap (they still go to the trash).
+	BulkDelete bool    `json:"bulk_delete,omitempty"`
+	Tokens     []Token `json:"tokens,omitempty"`
 	// Rate limits (requests per second; 0 = the defaults).
 	ReadRate  float64 `json:"read_rate,omitempty"`
 	WriteRate float64 `json:"write_rate,omitempty"`
@@ -131,6 +152,18 @@ func (c *Config) Validate() error {
 	if c.GraceDays < 0 {
 		return errors.New("grace_days: must not be negative")
 	}
+	if c.TrashRetentionDays < 0 || c.DeleteCap < 0 {
+		return errors.New("trash_retention_days, delete_cap: must not be negative")
+	}
+	if c.AuditCheckpointLines < 0 || c.AuditCheckpointSeconds < 0 {
+		return errors.New("audit_checkpoint_lines, audit_checkpoint_seconds: must not be negative")
+	}
+	if c.AuditAnchor != "" && c.SigningKeyFile == "" {
+		return errors.New("audit_anchor: anchors are written with signed checkpoints, and there are none without signing_key_file: set it too")
+	}
+	if err := checkAnchorPlace(c.AuditAnchor, c.AuditLog); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	tokens := map[string]bool{}
 	for i, d := range c.Devices {
@@ -177,6 +210,9 @@ func (c *Config) Validate() error {
 		}
 		if live > 2 {
 			return fmt.Errorf("%s.tokens: %d live tokens; at most two (current and the one being rotated out)", at, live)
+		}
+		if d.BulkDelete && !d.Admin {
+			return fmt.Errorf("%s.bulk_delete: only an admin device may delete, so the grant can never apply; give it admin too, or drop bulk_delete", at)
 		}
 		if d.ReadRate < 0 || d.WriteRate < 0 {
 			return fmt.Errorf("%s: rates must not be negative", at)
@@ -233,9 +269,37 @@ func (c *Config) LedgerPath() string {
 }
 
 // LedgerRetention is how long the ledger remembers an op id.
-func (c *Config) LedgerRetention() time.Duration {
-	if c.LedgerRetentionDays > 0 {
-		return time.Duration(c.LedgerRetentionDays) * 24 * time.Hour
+func (c *Config) LedgerRetention() time.Duration { return days(c.LedgerRetentionDays, 7*24*time.Hour) }
+
+// TrashPath is the trash's file.
+func (c *Config) TrashPath() string { return cmp.Or(c.TrashFile, trash.Beside(c.AuditLog)) }
+
+// TrashRetention is how long the trash keeps a delete.
+func (c *Config) TrashRetention() time.Duration {
+	return days(c.TrashRetentionDays, trash.DefaultRetention)
+}
+
+// days is a setting in days, or def when it is not set.
+func days(n int, def time.Duration) time.Duration {
+	if n > 0 {
+		return time.Duration(n) * 24 * time.Hour
 	}
-	return 7 * 24 * time.Hour
+	return def
+}
+
+// DefaultDeleteCap is delete_cap's default.
+const DefaultDeleteCap = 10
+
+// DeleteCapOrDefault is the most drawers one delete may remove from a
+// device without the bulk_delete grant.
+func (c *Config) DeleteCapOrDefault() int {
+	if c.DeleteCap > 0 {
+		return c.DeleteCap
+	}
+	return DefaultDeleteCap
+}
+
+// Cadence is how often the audit log is signed.
+func (c *Config) Cadence() Cadence {
+	return Cadence{Lines: c.AuditCheckpointLines, Interval: time.Duration(c.AuditCheckpointSeconds) * time.Second}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -197,13 +198,19 @@ func FuzzForwardedMatchesAuthorized(f *testing.F) {
 }
 
 // internalLookup is a call the gateway makes for itself (a drawer's wing,
-// the taxonomy, an event look-up): always id 0 and a read.
+// the taxonomy, an event look-up, what a delete will remove): always id 0
+// and a read (delete_by_source only as a dry run).
 func internalLookup(m map[string]any) bool {
 	p, _ := m["params"].(map[string]any)
 	name, _ := p["name"].(string)
 	t, _ := catalogue.Lookup(name)
-	return m["id"] == json.Number("0") && m["method"] == "tools/call" && t.Reads &&
-		(name == "mempalace_get_drawer" || name == "mempalace_get_taxonomy" || name == "mempalace_event_list")
+	if m["id"] != json.Number("0") || m["method"] != "tools/call" {
+		return false
+	}
+	if args, _ := p["arguments"].(map[string]any); name == "mempalace_delete_by_source" {
+		return args["dry_run"] == true
+	}
+	return t.Reads && slices.Contains([]string{"get_drawer", "get_drawers", "list_drawers", "get_taxonomy", "event_list"}, t.Name)
 }
 
 // FuzzAuthorize feeds any arguments and any upstream answer through the

@@ -6,15 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
@@ -28,6 +27,7 @@ type exchange struct {
 	id       json.RawMessage // the JSON-RPC id, once parsed
 	answered bool            // the status line is out
 	audited  bool            // the request's audit line is written
+	ahead    string          // the hash of a write's line written before it is made
 }
 
 // ServeHTTP routes a request through its steps. Every request, on every
@@ -145,6 +145,8 @@ func (s *Server) serveMCP(x *exchange) {
 	if !ok {
 		return
 	}
+	info := s.cfg.Load().deviceInfo(d)
+	deviceinfo.Advertise(x.w.Header(), info) // every authenticated /mcp answer
 	body, ok := s.readBody(x)
 	if !ok {
 		return
@@ -165,6 +167,9 @@ func (s *Server) serveMCP(x *exchange) {
 		if req.Method == "initialize" && s.Ledger != nil {
 			resp = ledger.AdvertiseInitialize(resp)
 		}
+		if req.Method == "initialize" {
+			resp = deviceinfo.AdvertiseInitialize(resp, info)
+		}
 		x.entry.UpstreamStatus = status
 		s.answer(x, status, resp, VerdictAllow, ruleProtocol)
 		return
@@ -173,7 +178,8 @@ func (s *Server) serveMCP(x *exchange) {
 }
 
 // serveTool runs a tools/call through its steps: arguments, limit,
-// authorize, object checks, audit ahead of a write, forward, filter.
+// authorize, object checks, audit ahead of a write, keep in the trash
+// what a delete removes (keep.go), forward, filter.
 func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	ctx := x.r.Context()
 	x.entry.Tool, x.entry.ArgsDigest = req.Tool, digest(req.Args)
@@ -198,11 +204,27 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	if write && !s.auditAhead(x, d, req) {
 		return
 	}
+	if destroys(t, req.Args) {
+		// What the trash keeps is what the delete removes: no other write
+		// lands between the look-up and the delete.
+		if !s.writes.acquire(ctx, d.ID) {
+			x.entry.Rule = ruleWriteQueue
+			s.limited(x, d, req, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
+			return
+		}
+		defer s.writes.release()
+		req.slotHeld = true
+	}
+	k, ok := s.keepStep(ctx, x, d, t, req)
+	if !ok {
+		return
+	}
 	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
+	s.settle(ctx, k, status, resp)
 	switch {
 	case errors.Is(err, errWriteQueueFull):
 		x.entry.Rule = ruleWriteQueue
-		s.limited(x, d, req, "devbox-config gateway: rate limited: this device's share of the primary's write queue is full", ruleWriteQueue, dec.Wing)
+		s.limited(x, d, req, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
 		return
 	case errors.Is(err, errNotVisible), errors.Is(err, errCLIText):
 		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), denialRule(err), "")
@@ -321,7 +343,11 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 	}
 	x.entry.Wing, x.entry.Rule = dec.Wing, dec.Rule
 	if !dec.Allow {
-		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, dec.Rule), dec.Rule, dec.Wing)
+		msg := fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, dec.Rule)
+		if dec.why != "" {
+			msg = "devbox-config gateway: " + dec.why
+		}
+		s.refuse(x, d, req, CodeDenied, msg, dec.Rule, dec.Wing)
 		return dec, false
 	}
 	return dec, true
@@ -332,7 +358,8 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 func (s *Server) auditAhead(x *exchange, d *Device, req *rpcRequest) bool {
 	probe := x.entry
 	probe.Decision = VerdictPending
-	if err := s.audit.Append(probe, true); err != nil {
+	var err error
+	if x.ahead, err = s.audit.appendLine(probe, true); err != nil {
 		s.Log.Error("audit log not writable: refusing writes", "err", err)
 		x.answered = true
 		writeJSON(x.w, 200, rpcErr(req.rawID(), CodeDenied, "devbox-config gateway: the audit log cannot be written; writes are refused", map[string]any{"device": d.ID, "tool": req.Tool, "rule": ruleAudit}))
@@ -390,29 +417,6 @@ func (s *Server) finish(x *exchange, decision Verdict, rule Rule, status int) {
 	if err := s.audit.Append(e, false); err != nil {
 		s.Log.Error("audit log not writable", "err", err)
 	}
-}
-
-// ---- front door (as mempalace serve) ----
-
-var loopback = map[string]bool{"127.0.0.1": true, "localhost": true, "::1": true}
-
-func hostAllowed(bind, host string) bool {
-	if !loopback[strings.Trim(bind, "[]")] {
-		return true
-	}
-	h := host
-	if hh, _, err := net.SplitHostPort(host); err == nil {
-		h = hh
-	}
-	return loopback[strings.Trim(h, "[]")] || h == bind
-}
-
-func originAllowed(origin string) bool {
-	if origin == "" {
-		return true
-	}
-	u, err := url.Parse(origin)
-	return err == nil && loopback[u.Hostname()]
 }
 
 func rpcErr(id json.RawMessage, code int, msg string, data any) map[string]any {

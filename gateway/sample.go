@@ -30,12 +30,35 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
   // 0600. MEMPALACE_UPSTREAM_TOKEN in the environment wins over this file.
   // "upstream_token_file": DIR_UPSTREAM,
 
-  // Append-only, hash-chained audit log: one JSON line per request.
+  // Append-only, hash-chained audit log: one JSON line per request, in a
+  // directory of its own (created 0700), away from the signing key below.
+  // The op-id ledger and the trash go beside it by default.
   "audit_log": DIR_AUDIT,
 
-  // Ed25519 key that signs a checkpoint of the audit chain every 100 lines
-  // (created if missing; the public half is <file>.pub). Optional.
+  // Ed25519 key that signs checkpoints of the audit chain (created if
+  // missing; the public half is <file>.pub, which 'audit verify' reads).
+  // Kept here, beside the secret, and not in the log's directory: whoever
+  // can rewrite the log and read this key could sign a rewritten log.
   "signing_key_file": DIR_SIGNING,
+
+  // A signed checkpoint every audit_checkpoint_lines lines (default 100) and
+  // audit_checkpoint_seconds (default 60) after a line none covers yet, and
+  // when the gateway stops. Each is also written to audit_anchor: "stderr"
+  // (the service manager's journal) or a file outside the log's directory
+  // (another disk, another owner); 'audit verify --anchor' then catches a
+  // log whose end was cut.
+  "audit_anchor": "stderr",
+  // "audit_checkpoint_lines": 100,
+  // "audit_checkpoint_seconds": 60,
+
+  // Every delete through the gateway keeps what it removes in the trash
+  // ('gateway trash list|restore|prune'): trash.sqlite beside the audit log
+  // unless trash_file says otherwise, kept trash_retention_days (default 30).
+  // One delete may remove at most delete_cap drawers (default 10) unless the
+  // device has "bulk_delete": true ('gateway device set ID --bulk-delete').
+  // "trash_file": "/var/lib/devbox-gateway/trash.sqlite",
+  // "trash_retention_days": 30,
+  // "delete_cap": 10,
 
   // How long a rotated-out token stays valid after its successor's first
   // use, in days (default 7).
@@ -61,7 +84,8 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
     //   "write": ["shared", "wing_opencode"],  // wing globs it may write
     //   "kg": "read",                     // knowledge graph: none, read or write
     //   "agents": ["opencode@laptop"],    // from_agent names it may use
-    //   "admin": false,                   // mine, sync, deletes, unknown tools
+    //   "admin": false,                   // deletes (kept in the trash), reconnect, hook settings; never sync or mine
+    //   "bulk_delete": false,             // an admin's delete of more than delete_cap drawers
     //   "coordinator": false,             // sees every coordination event
     //   "read_rate": 0, "write_rate": 0   // requests per second; 0 = defaults
     // }
@@ -70,7 +94,8 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
 `
 
 // SampleConfig returns the commented sample configuration for a config file
-// at path: the secret, the audit log and the signing key beside it.
+// at path: the secret and the audit log's signing key beside it, the audit
+// log in audit/ below it.
 func SampleConfig(path string) ([]byte, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -84,8 +109,8 @@ func SampleConfig(path string) ([]byte, error) {
 	r := strings.NewReplacer(
 		"DIR_SECRET", quote("gateway.secret"),
 		"DIR_UPSTREAM", quote("upstream.token"),
-		"DIR_AUDIT", quote("audit.jsonl"),
-		"DIR_SIGNING", quote("audit.key"),
+		"DIR_AUDIT", quote(filepath.Join("audit", "audit.jsonl")),
+		"DIR_SIGNING", quote("audit-signing.key"),
 		"THIS_FILE", shellWord(abs),
 	)
 	return []byte(r.Replace(sampleConfig)), nil

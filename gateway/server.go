@@ -1,17 +1,22 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
 // JSON-RPC codes of the gateway's own refusals. A denial is permanent (an
@@ -43,6 +48,9 @@ type Server struct {
 	// Ledger, if set, wraps every authorized tools/call's upstream call
 	// (nil: none).
 	Ledger Ledger
+	// Stderr is where audit anchors go when audit_anchor is "stderr"
+	// (nil: os.Stderr).
+	Stderr io.Writer
 
 	cfg    atomic.Pointer[Config]
 	key    []byte
@@ -53,9 +61,14 @@ type Server struct {
 
 	mu    sync.Mutex
 	mtime time.Time
+	// eventParams is what the upstream's event_list lists (objects.go).
+	eventParams map[string]bool
 
 	rates  limiters
 	writes *writeQueue
+
+	binMu sync.Mutex
+	bin   *trash.Store // opened by Trash
 }
 
 // Open loads the configuration, the runtime state, the secret and the
@@ -79,18 +92,43 @@ func (s *Server) Open() error {
 		return fmt.Errorf("secret_file: %w", err)
 	}
 	s.key = key
-	if s.audit, err = OpenAudit(cfg.AuditLog); err != nil {
-		return fmt.Errorf("audit_log: %w", err)
-	}
-	if f := cfg.SigningKeyFile; f != "" {
-		if s.audit.key, err = SigningKey(f); err != nil {
-			return fmt.Errorf("signing_key_file: %w", err)
-		}
+	if err := s.openAudit(cfg); err != nil {
+		return err
 	}
 	s.client = &http.Client{Timeout: callTimeout}
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	s.stream = &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}}
 	s.writes = newWriteQueue(writeShare, 30*time.Second)
+	return nil
+}
+
+// openAudit opens the audit log (its directory created 0700), with its
+// signing key, cadence and anchor.
+func (s *Server) openAudit(cfg *Config) error {
+	if err := os.MkdirAll(filepath.Dir(cfg.AuditLog), 0o700); err != nil {
+		return fmt.Errorf("audit_log: %w", err)
+	}
+	a, err := OpenAudit(cfg.AuditLog)
+	if err != nil {
+		return fmt.Errorf("audit_log: %w", err)
+	}
+	a.cadence, a.now, a.log = cfg.Cadence(), s.Now, s.Log
+	switch cfg.AuditAnchor {
+	case "":
+	case AnchorStderr:
+		a.anchor.w = cmp.Or[io.Writer](s.Stderr, os.Stderr)
+	default:
+		a.anchor.file = cfg.AuditAnchor
+	}
+	if f := cfg.SigningKeyFile; f != "" {
+		if a.key, err = SigningKey(f); err != nil {
+			return fmt.Errorf("signing_key_file: %w", err)
+		}
+		if filepath.Dir(filepath.Clean(f)) == filepath.Dir(filepath.Clean(cfg.AuditLog)) {
+			s.Log.Warn("signing_key_file is in the audit log's directory: whoever can rewrite the log and read the key can sign a rewritten log; move the key (and its .pub) elsewhere, readable by the gateway alone", "signing_key_file", f)
+		}
+	}
+	s.audit = a
 	return nil
 }
 
@@ -105,6 +143,9 @@ func (s *Server) Reload() error {
 		return fmt.Errorf("state_file: %w", err)
 	}
 	s.cfg.Store(c)
+	s.mu.Lock()
+	s.eventParams = nil // the upstream may have changed too: asked again
+	s.mu.Unlock()
 	s.markSeen()
 	s.rates.reset() // new rates apply at once
 	return nil
@@ -121,7 +162,8 @@ func (s *Server) markSeen() {
 }
 
 // Watch reloads when the file changes (polled every 200 ms, so a
-// revocation takes effect within a second) until ctx ends.
+// revocation takes effect within a second), and signs the audit log's
+// unsigned lines when they are due, until ctx ends.
 func (s *Server) Watch(ctx context.Context) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -130,6 +172,9 @@ func (s *Server) Watch(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if err := s.audit.CheckpointIfDue(); err != nil {
+				s.Log.Error("audit checkpoint", "err", err)
+			}
 			s.mu.Lock()
 			seen := s.mtime
 			s.mu.Unlock()
@@ -145,10 +190,38 @@ func (s *Server) Watch(ctx context.Context) {
 	}
 }
 
-// Close closes the audit log.
-func (s *Server) Close() error {
-	if s.audit == nil {
-		return nil
+// Trash is the gateway's trash, opened on first use (a gateway that
+// never forwards a delete never opens it; `gateway` opens it at start-up,
+// so that a trash that cannot be opened stops the gateway, not a delete).
+// Its file and retention are the config's when it is opened.
+func (s *Server) Trash() (*trash.Store, error) {
+	s.binMu.Lock()
+	defer s.binMu.Unlock()
+	if s.bin != nil {
+		return s.bin, nil
 	}
-	return s.audit.Close()
+	c := s.cfg.Load()
+	st, err := trash.Open(c.TrashPath(), c.TrashRetention())
+	if err != nil {
+		return nil, err
+	}
+	st.Now = s.Now
+	s.bin = st
+	return st, nil
+}
+
+// Close closes the audit log and the trash.
+func (s *Server) Close() error {
+	s.binMu.Lock()
+	bin := s.bin
+	s.bin = nil
+	s.binMu.Unlock()
+	var err error
+	if bin != nil {
+		err = bin.Close()
+	}
+	if s.audit != nil {
+		err = errors.Join(err, s.audit.Close())
+	}
+	return err
 }

@@ -120,10 +120,24 @@ func TestCatalogueDecisions(t *testing.T) {
 		{laptop, "mempalace_get_aaak_spec", true}, // static: any read scope
 		{&Device{ID: "no-read"}, "mempalace_get_aaak_spec", false},
 		{desk, "mempalace_sync", false},
-		{admin, "mempalace_sync", true},
+		{admin, "mempalace_sync", false}, // issue 27: never on the primary
+		{admin, "mempalace_mine", false},
+		{admin, "mempalace_delete_drawer", true},
 	} {
 		if got := Authorize(c.d, c.tool, map[string]any{}, "").Allow; got != c.allow {
 			t.Errorf("%s %s: allowed=%v, want %v", c.d.ID, c.tool, got, c.allow)
+		}
+	}
+	// mempalace-light-mcp's query language: refused to every device, with
+	// the reason, and unknown to the catalogue (the edge writes them).
+	for _, tool := range catalogue.QueryLanguage {
+		if _, known := catalogue.Lookup(tool); known {
+			t.Errorf("%s has a catalogue record: the edge would route it as that record says", tool)
+		}
+		for _, d := range []*Device{laptop, desk, admin, {ID: "all", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Coordinator: true}} {
+			if dec := Authorize(d, tool, map[string]any{"query": "STATUS"}, ""); dec.Allow || dec.Rule != ruleQueryLanguage {
+				t.Errorf("%s for %s: %+v", tool, d.ID, dec)
+			}
 		}
 	}
 	// Through the gateway: the graph reads are rate-limited as reads, so a

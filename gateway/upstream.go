@@ -52,14 +52,14 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (int, 
 	t, _ := catalogue.Lookup(req.Tool)
 	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode(), ArgsDigest: req.sentDigest}
 	send, full := s.upstreamCall, false
-	if !t.Reads {
+	if !t.Reads && !req.slotHeld {
 		// One write at a time to the single-writer primary: the slot is
 		// taken here, after the ledger's claim (which answers an op in
 		// flight or in doubt at once, holding nothing).
 		send = func(ctx context.Context, body []byte) (int, []byte) {
 			if !s.writes.acquire(ctx, d.ID) {
 				full = true
-				return http.StatusTooManyRequests, rpcErrBytes(nil, CodeRateLimited, "devbox-config gateway: rate limited: this device's share of the primary's write queue is full")
+				return http.StatusTooManyRequests, rpcErrBytes(nil, CodeRateLimited, msgWriteQueueFull)
 			}
 			defer s.writes.release()
 			return s.upstreamCall(ctx, body)
@@ -78,24 +78,32 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (int, 
 	return status, body, nil
 }
 
+// msgWriteQueueFull answers a write the device's share of the queue has no room for.
+const msgWriteQueueFull = "devbox-config gateway: rate limited: this device's share of the primary's write queue is full"
+
 // errWriteQueueFull: the device's share of the write queue is full.
 var errWriteQueueFull = errors.New("write queue full")
 
 // upstreamCall POSTs one JSON-RPC message to the upstream's /mcp.
 func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
+	return postMCP(ctx, s.client, s.Upstream, s.UpstreamToken(), body)
+}
+
+// postMCP POSTs one JSON-RPC message to an MCP endpoint with a bearer token.
+func postMCP(ctx context.Context, client *http.Client, url, token string, body []byte) (int, []byte) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Upstream, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream unreachable")
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if tok := s.UpstreamToken(); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	var wrote atomic.Bool // the request left whole: the upstream may have applied it
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) { wrote.Store(w.Err == nil) }}))
-	resp, err := s.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		if !wrote.Load() { // never sent: the edge retries it as it is
 			return http.StatusServiceUnavailable, rpcErrBytes(nil, -32000, "upstream unreachable: not sent")

@@ -2,5 +2,6 @@
 // share about opening a SQLite file in WAL mode that several processes may
 // open at the same moment: SQLite can answer SQLITE_BUSY without waiting
 // for its busy timeout (switching a fresh file to WAL), so set-up is tried
-// again for a few seconds.
+// again for a few seconds (RetryBusy); and a new file is created private
+// before SQLite opens it (CreatePrivate).
 package sqlitewal

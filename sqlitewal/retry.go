@@ -1,6 +1,8 @@
 package sqlitewal
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -23,4 +25,19 @@ func RetryBusy(setUp func() error) error {
 		time.Sleep(delay)
 		delay = min(2*delay, 200*time.Millisecond)
 	}
+}
+
+// CreatePrivate creates a database file that does not exist yet with mode
+// 0600 and its directory with mode 0700, before SQLite opens it: SQLite
+// gives the -wal and -shm files the database file's mode, so the three are
+// the owner's alone.
+func CreatePrivate(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

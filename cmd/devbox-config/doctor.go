@@ -17,15 +17,16 @@ import (
 	"github.com/joakimp/devbox-config/ladder"
 )
 
-const doctorHelp = `doctor checks, read-only, for the problems RFC 001 §7 calls a runbook and the
-opt-in's own traps, one finding per problem with the RFC section and the exact
-fix. Finding ids are stable, for scripts:
+const doctorHelp = `doctor checks, read-only, for what makes opting in lose data or fail silently,
+one finding per problem with the exact fix and, as a reference, the RFC 001
+section it comes from. Finding ids are stable, for scripts:
 
   env-fallback, env-unknown                  §1.2 a value render cannot use (and
                                                   the fall-back it takes), a name
                                                   nobody reads ("did you mean")
   weak-token                                 §6.2 a token under 16 characters
   kg-split, entities-split, hallways-split   §7.1 two files for one store
+  palace-location                            §7.1 MemPalace's palace is elsewhere
   embedder-sidecar                           §7.4 edge mode: embedder identity
   edge-volume                                §1.2 edge palace not on a volume
   env-permissions, token-in-config           R3   the token where others read it
@@ -58,7 +59,7 @@ func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
 	dc := &doctorCmd{stdout: stdout, stderr: stderr}
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check for RFC 001's landmines and the opt-in's traps before they bite",
+		Short: "Check a devbox for the traps of opting in (the token's exposure, split stores, the primary) before they bite",
 		Long:  doctorHelp,
 		Args:  noArgs,
 		RunE:  func(*cobra.Command, []string) error { return dc.run() },

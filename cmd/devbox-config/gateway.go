@@ -15,14 +15,16 @@ const gatewayHelp = `gateway sits in front of 'mempalace serve' (unchanged, one 
 gives every device its own token: requests are authorized by wing, knowledge-
 graph grant, coordination identity and admin scope (deny by default), added_by
 is stamped from the credential, results are filtered to readable wings, and
-every request goes to a hash-chained audit log. The upstream's token comes from
-MEMPALACE_UPSTREAM_TOKEN or the config's upstream_token_file, never argv; the
-gateway refuses to start without one unless --no-upstream-token says the
-upstream has none. There is no implicit 0.0.0.0: bind the docker0 gateway
-address behind the tunnel (RFC 001 §6.2); a wildcard needs --allow-wildcard.
-An --upstream it cannot use (no scheme, no /mcp path, credentials) and a
-missing config are refused before it listens, each with its fix. The config
-reloads on change and on SIGHUP.`
+every request goes to a hash-chained audit log with signed checkpoints.
+Every delete (admin devices only) is kept in the gateway's trash first
+('gateway trash'); sync and mine are refused for every device. The
+upstream's token comes from MEMPALACE_UPSTREAM_TOKEN or the config's
+upstream_token_file, never argv; the gateway refuses to start without one
+unless --no-upstream-token says the upstream has none. There is no implicit
+0.0.0.0: bind the docker0 gateway address behind the tunnel (RFC 001 §6.2);
+a wildcard needs --allow-wildcard. An --upstream it cannot use (no scheme, no
+/mcp path, credentials) and a missing config are refused before it listens,
+each with its fix. The config reloads on change and on SIGHUP.`
 
 // newGatewayCmd is `gateway` (it serves: gateway_serve.go) and its
 // operator subcommands, which share --config.
@@ -46,6 +48,7 @@ func newGatewayCmd(stdout, stderr io.Writer) *cobra.Command {
 		newGatewayDeviceCmd(g, stdout, stderr),
 		newGatewayTokenCmd(g, stdout, stderr),
 		newGatewayAuditCmd(g, stdout),
+		newGatewayTrashCmd(g, stdout, stderr),
 	)
 	return cmd
 }

@@ -4,26 +4,39 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/gateway"
 )
 
+const auditVerifyHelp = `verify checks the audit log's hash chain and its signed checkpoints, and
+says how many lines follow the last checkpoint: no signature covers them, so
+the chain alone cannot tell whether lines were cut from the log's end. The
+gateway signs a checkpoint every audit_checkpoint_lines lines (default 100),
+audit_checkpoint_seconds (default 60) after a line none covers yet, and when
+it stops, and writes each to audit_anchor too (a file outside the log's
+directory, or stderr for the service manager's journal). --anchor FILE reads
+those anchors (a journal's text works: each line's JSON from its first '{')
+and fails when the log is shorter than an anchor says, or differs from it.`
+
 // newGatewayAuditCmd is `gateway audit verify [FILE]`.
 func newGatewayAuditCmd(g *gatewayConfig, stdout io.Writer) *cobra.Command {
-	var pubFile string
+	var pubFile, anchorFile string
 	verify := &cobra.Command{
-		Use: "verify [FILE]", Short: "Verify the audit log's hash chain and signed checkpoints (default: the config's audit_log)", Args: maxArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error { return verifyAudit(g, stdout, args, pubFile) },
+		Use: "verify [FILE]", Short: "Verify the audit log's hash chain, signed checkpoints and end (default: the config's audit_log)", Long: auditVerifyHelp, Args: maxArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error { return verifyAudit(g, stdout, args, pubFile, anchorFile) },
 	}
 	verify.Flags().StringVar(&pubFile, "pubkey", "", "Ed25519 public key of the checkpoints (default: the config's signing_key_file.pub)")
+	verify.Flags().StringVar(&anchorFile, "anchor", "", "anchors the gateway wrote (its audit_anchor file, or a journal's text): fail if the log was cut below them")
 	return group("audit", "Check the audit log", verify)
 }
 
 // verifyAudit checks the audit log named by args (else the config's) with
-// the public key pubFile (else the config's signing key's).
-func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile string) error {
+// the public key pubFile (else the config's signing key's), against the
+// anchors in anchorFile if given.
+func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile, anchorFile string) error {
 	file := ""
 	if len(args) == 1 {
 		file = args[0]
@@ -45,10 +58,30 @@ func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile stri
 		}
 		pub = k
 	}
-	n, err := gateway.Verify(file, pub)
+	var anchors []gateway.Anchor
+	if anchorFile != "" {
+		var err error
+		if anchors, err = gateway.ReadAnchors(anchorFile); err != nil {
+			return failed(err)
+		}
+	}
+	r, err := gateway.VerifyLog(file, pub, anchors)
 	if err != nil {
 		return failed(fmt.Errorf("%s: %w", file, err))
 	}
-	fmt.Fprintf(stdout, "%s: %d lines, chain intact\n", file, n)
+	fmt.Fprintf(stdout, "%s: %d lines, chain intact\n", file, r.Lines)
+	switch {
+	case r.Checkpoint == 0:
+		fmt.Fprintf(stdout, "no signed checkpoint: no signature covers any of its %d lines (set signing_key_file)\n", r.Lines)
+	case !r.Signed:
+		fmt.Fprintf(stdout, "last checkpoint at line %d (%s), its signature not checked (no public key: --pubkey); %d line(s) after it\n", r.Checkpoint, r.CheckpointAt.Format(time.RFC3339), r.Unsigned)
+	default:
+		fmt.Fprintf(stdout, "last signed checkpoint at line %d (%s); %d line(s) after it are not covered by a signature\n", r.Checkpoint, r.CheckpointAt.Format(time.RFC3339), r.Unsigned)
+	}
+	if r.Anchor.Lines > 0 {
+		fmt.Fprintf(stdout, "anchor: the log reaches line %d with the head the anchor recorded at %s\n", r.Anchor.Lines, r.Anchor.Time.Format(time.RFC3339))
+	} else if r.Unsigned > 0 {
+		fmt.Fprintln(stdout, "without --anchor, a cut of the log's end is not detected")
+	}
 	return nil
 }

@@ -53,14 +53,7 @@ func TestGatewayOperatorCommands(t *testing.T) {
   "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`",
   "devices": []
 }`), 0o600)
-	cli := func(want int, args ...string) (string, string) {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if got := run(append([]string{"gateway", "--config", cfg}, args...), &out, &errb); got != want {
-			t.Fatalf("%v: exit %d, want %d\n%s%s", args, got, want, out.String(), errb.String())
-		}
-		return out.String(), errb.String()
-	}
+	cli := gatewayCLI(t, cfg)
 	cli(0, "device", "add", "laptop-7f3a", "--label", "laptop", "--read", "shared,wing_opencode", "--write", "shared", "--kg", "read", "--agents", "opencode@laptop")
 	cli(1, "device", "add", "laptop-7f3a")
 	out, errOut := cli(0, "token", "issue", "laptop-7f3a")

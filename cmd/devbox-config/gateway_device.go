@@ -34,8 +34,9 @@ func deviceFlags(f *pflag.FlagSet, d *gateway.Device) {
 	f.StringSliceVar(&d.Write, "write", nil, "wing globs the device may write")
 	f.StringVar((*string)(&d.KG), "kg", "none", "knowledge-graph grant: none, read or write")
 	f.StringSliceVar(&d.Agents, "agents", nil, "from_agent names the device may use, e.g. opencode@laptop")
-	f.BoolVar(&d.Admin, "admin", false, "may run mine, sync, deletes and the other admin tools (no device may run a tool the catalogue does not know)")
+	f.BoolVar(&d.Admin, "admin", false, "may delete drawers (kept in the gateway's trash) and run the other admin tools (no device runs sync or mine on the primary, or a tool the catalogue does not know)")
 	f.BoolVar(&d.Coordinator, "coordinator", false, "sees every coordination event")
+	f.BoolVar(&d.BulkDelete, "bulk-delete", false, "an admin device's one delete may remove more than the config's delete_cap drawers (every one still kept in the trash)")
 }
 
 // deviceAddCmd is `gateway device add ID`: its flags, and run.
@@ -103,6 +104,7 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 			"label": func() { d.Label = given.Label }, "read": func() { d.Read = given.Read }, "write": func() { d.Write = given.Write },
 			"kg": func() { d.KG = given.KG }, "agents": func() { d.Agents = given.Agents },
 			"admin": func() { d.Admin = given.Admin }, "coordinator": func() { d.Coordinator = given.Coordinator },
+			"bulk-delete": func() { d.BulkDelete = given.BulkDelete },
 		}
 	}
 	changed := 0
@@ -112,7 +114,7 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 		}
 	}
 	if changed == 0 {
-		return usageError("device set %s: nothing to change; give --label, --read, --write, --kg, --agents, --admin or --coordinator", id)
+		return usageError("device set %s: nothing to change; give --label, --read, --write, --kg, --agents, --admin, --coordinator or --bulk-delete", id)
 	}
 	var after gateway.Device
 	err := g.update(func(c *gateway.Config) error {
@@ -187,6 +189,9 @@ func scopes(d gateway.Device) string {
 	}
 	if d.Coordinator {
 		s += "; coordinator"
+	}
+	if d.BulkDelete {
+		s += "; bulk delete"
 	}
 	return s
 }

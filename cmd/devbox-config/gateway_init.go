@@ -11,11 +11,13 @@ import (
 
 const gatewayInitHelp = `init writes a commented sample gateway config at --config (default
 gateway.jsonc) with mode 0600, creating its directory (0700) if it is
-missing: the server secret, the audit log and its
-signing key beside it, and one example device commented out. It refuses to
-overwrite an existing file. Then: 'gateway device add', 'gateway token issue',
-each with the same --config (devbox-config gateway --config FILE device add
-...) unless it is ./gateway.jsonc.`
+missing: the server secret and the audit log's signing key beside it, the
+audit log (with the op-id ledger and the trash) in audit/ below it, away
+from the key, its checkpoints anchored to stderr, and one example device
+commented out. It refuses to overwrite an existing file. Then: 'gateway
+device add', 'gateway token issue', each with the same --config
+(devbox-config gateway --config FILE device add ...) unless it is
+./gateway.jsonc.`
 
 // newGatewayInitCmd is `gateway init`.
 func newGatewayInitCmd(g *gatewayConfig, stderr io.Writer) *cobra.Command {

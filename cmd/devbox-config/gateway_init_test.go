@@ -44,7 +44,7 @@ func TestGatewayInitFromNothing(t *testing.T) {
 		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
 	}
 	b, _ := os.ReadFile(cfg)
-	for _, want := range []string{`"secret_file": "` + filepath.Join(dir, "gw", "gateway.secret") + `"`, `"audit_log": "` + filepath.Join(dir, "gw", "audit.jsonl") + `"`, `//   "id": "laptop-7f3a"`, "// "} {
+	for _, want := range []string{`"secret_file": "` + filepath.Join(dir, "gw", "gateway.secret") + `"`, `"audit_log": "` + filepath.Join(dir, "gw", "audit", "audit.jsonl") + `"`, `"signing_key_file": "` + filepath.Join(dir, "gw", "audit-signing.key") + `"`, `"audit_anchor": "stderr"`, `//   "id": "laptop-7f3a"`, "// "} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("sample lacks %q:\n%s", want, b)
 		}

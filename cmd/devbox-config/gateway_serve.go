@@ -41,15 +41,18 @@ func (sc *gatewayServeCmd) run() error {
 		return sc.config.missing()
 	}
 	log := newLogger(sc.stderr, 0).With("component", "gateway")
-	s := &gateway.Server{ConfigFile: sc.config.file, Upstream: sc.upstream, BindHost: host, Log: log}
+	s := &gateway.Server{ConfigFile: sc.config.file, Upstream: sc.upstream, BindHost: host, Log: log, Stderr: sc.stderr}
 	if err := s.Open(); err != nil {
 		return failed(err)
 	}
 	defer func() {
 		if err := s.Close(); err != nil {
-			log.Error("closing the audit log", "err", err)
+			log.Error("closing the audit log and the trash", "err", err)
 		}
 	}()
+	if _, err := s.Trash(); err != nil { // a delete it cannot keep is refused: say so now
+		return failed(fmt.Errorf("trash_file: %w", err))
+	}
 	l, err := sc.open(s, log)
 	if err != nil {
 		return err

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -175,16 +173,11 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("ledger %s: %w", path, err)
-	}
-	// It holds the upstream's answers: owner only (SQLite gives the -wal
-	// and -shm files the database file's mode).
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// It holds the upstream's answers: owner only.
+	err := sqlitewal.CreatePrivate(path)
 	if err != nil {
 		return nil, fmt.Errorf("ledger %s: %w", path, err)
 	}
-	f.Close() // opened only to create it with mode 0600
 	// WAL + synchronous=NORMAL: a commit is not fsynced, a process crash
 	// loses nothing (see doc.go for a power cut). No automatic checkpoint:
 	// its fsyncs would land on the request whose commit crossed the

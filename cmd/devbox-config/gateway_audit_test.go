@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/gateway"
+)
+
+// gatewayCLI runs `devbox-config gateway --config cfg ARGS`, wants exit
+// code want, and returns stdout and stderr.
+func gatewayCLI(t *testing.T, cfg string) func(want int, args ...string) (string, string) {
+	return func(want int, args ...string) (string, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if got := run(append([]string{"gateway", "--config", cfg}, args...), &out, &errb); got != want {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, got, want, out.String(), errb.String())
+		}
+		return out.String(), errb.String()
+	}
+}
+
+// The audit log's end can be checked: `audit verify` says how many lines
+// follow the last signed checkpoint, and with the anchor the gateway
+// wrote outside the log's directory, a log whose last lines were removed
+// fails, where the hash chain alone still verifies.
+func TestAuditVerifyAnchorCatchesACutLog(t *testing.T) {
+	dir := t.TempDir()
+	logDir, keyDir, anchorDir := filepath.Join(dir, "log"), filepath.Join(dir, "keys"), filepath.Join(dir, "elsewhere")
+	for _, d := range []string{logDir, keyDir, anchorDir} {
+		os.MkdirAll(d, 0o700)
+	}
+	auditLog, anchor := filepath.Join(logDir, "audit.jsonl"), filepath.Join(anchorDir, "audit.anchor")
+	cfg := filepath.Join(keyDir, "gateway.jsonc")
+	os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(keyDir, "secret")+`", "audit_log": "`+auditLog+`",
+  "signing_key_file": "`+filepath.Join(keyDir, "audit.key")+`", "audit_anchor": "`+anchor+`", "audit_checkpoint_lines": 10, "devices": []}`), 0o600)
+	cli := gatewayCLI(t, cfg)
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: "http://127.0.0.1:1/mcp", BindHost: "127.0.0.1"}
+	if err := srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	for range 25 { // unauthenticated requests: 25 audit lines, a checkpoint after every 10
+		srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(`{}`)))
+	}
+	out, _ := cli(0, "audit", "verify")
+	if !strings.Contains(out, "27 lines, chain intact") || !strings.Contains(out, "last signed checkpoint at line 22") || !strings.Contains(out, "5 line(s) after it are not covered by a signature") {
+		t.Fatalf("verify does not name the unsigned tail:\n%s", out)
+	}
+	if out, _ := cli(0, "audit", "verify", "--anchor", anchor); !strings.Contains(out, "anchor: the log reaches line 22 with the head the anchor recorded") {
+		t.Fatalf("verify --anchor on the whole log:\n%s", out)
+	}
+	// Cut the last eight lines: into the signed part.
+	b, _ := os.ReadFile(auditLog)
+	lines := strings.SplitAfter(strings.TrimSpace(string(b)), "\n")
+	os.WriteFile(auditLog, []byte(strings.Join(lines[:len(lines)-8], "")+"\n"), 0o600)
+	if out, _ := cli(0, "audit", "verify"); !strings.Contains(out, "19 lines, chain intact") {
+		t.Fatalf("the hash chain alone cannot see a cut end: %s", out)
+	}
+	_, errOut := cli(1, "audit", "verify", "--anchor", anchor)
+	if !strings.Contains(errOut, "the log ends at line 19") || !strings.Contains(errOut, "22 lines") {
+		t.Fatalf("verify --anchor on a cut log: %s", errOut)
+	}
+	// A rewritten line under the anchor's count: caught too.
+	os.WriteFile(auditLog, []byte(strings.Join(lines, "")), 0o600)
+	edited := strings.Replace(string(b), `"status":401`, `"status":200`, 1)
+	if edited == string(b) {
+		t.Fatal("nothing to edit")
+	}
+	os.WriteFile(auditLog, []byte(edited), 0o600)
+	if _, errOut := cli(1, "audit", "verify", "--anchor", anchor); !strings.Contains(errOut, "line 1") {
+		t.Fatalf("an edited line: %s", errOut)
+	}
+	srv.Close()
+	// The anchor must live outside the log's directory.
+	os.WriteFile(cfg, fmt.Appendf(nil, `{"secret_file": %q, "audit_log": %q, "signing_key_file": %q, "audit_anchor": %q, "devices": []}`, filepath.Join(keyDir, "secret"), auditLog, filepath.Join(keyDir, "audit.key"), filepath.Join(logDir, "anchor")), 0o600)
+	if _, errOut := cli(1, "audit", "verify"); !strings.Contains(errOut, "audit_anchor") || !strings.Contains(errOut, "outside") {
+		t.Fatalf("an anchor beside the log: %s", errOut)
+	}
+}

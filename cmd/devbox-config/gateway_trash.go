@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/trash"
+)
+
+const trashHelp = `Every delete through the gateway (delete_drawer, delete_drawers,
+delete_by_source with dry_run false) and every update_drawer keeps what it
+removes or replaces in the gateway's trash (trash_file, default trash.sqlite
+beside the audit log) for trash_retention_days (default 30), with the device
+that made it and the hash of its audit line.`
+
+// newGatewayTrashCmd is `gateway trash list|restore|prune`.
+func newGatewayTrashCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command {
+	var upstream string
+	restore := &cobra.Command{
+		Use:   "restore --upstream URL ID...",
+		Short: "Put drawers back on the primary: ID is a delete's number (all its drawers) or a drawer id",
+		Long: trashHelp + `
+
+restore files each drawer again on the primary (--upstream, with the shared
+upstream token from MEMPALACE_UPSTREAM_TOKEN or upstream_token_file):
+a drawer filed over MCP comes back under the same id (its id derives from
+wing, room and content); a mined drawer, or one whose content changed after
+filing, comes back with the same content under the id wing, room and
+content give; a diary entry is written again as a new entry, dated the
+restore; an update_drawer's replaced version is put back in place. What no
+restore brings back: ` + trash.Lost + `.`,
+		RunE: func(_ *cobra.Command, args []string) error {
+			return restoreTrash(g, stdout, stderr, upstream, args)
+		},
+	}
+	restore.Flags().StringVar(&upstream, "upstream", "", "the primary's MCP endpoint, as given to the gateway (e.g. http://127.0.0.1:8765/mcp)")
+	list := &cobra.Command{
+		Use: "list", Short: "List what the trash keeps, newest first, and what each drawer comes back as", Long: trashHelp, Args: noArgs,
+		RunE: func(*cobra.Command, []string) error { return listTrash(g, stdout) },
+	}
+	prune := &cobra.Command{
+		Use: "prune", Short: "Remove what is older than the retention (the gateway also prunes as it goes)", Long: trashHelp, Args: noArgs,
+		RunE: func(*cobra.Command, []string) error { return pruneTrash(g, stdout) },
+	}
+	return group("trash", "List, restore and prune what deletes through the gateway removed", list, restore, prune)
+}
+
+// openTrash opens the config's trash; ok is false when there is none yet
+// (no delete has gone through the gateway).
+func openTrash(g *gatewayConfig) (*trash.Store, bool, error) {
+	c, err := g.load()
+	if err != nil {
+		return nil, false, err
+	}
+	if _, err := os.Stat(c.TrashPath()); errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	st, err := trash.Open(c.TrashPath(), c.TrashRetention())
+	if err != nil {
+		return nil, false, failed(err)
+	}
+	return st, true, nil
+}
+
+func listTrash(g *gatewayConfig, stdout io.Writer) error {
+	st, ok, err := openTrash(g)
+	if err != nil || !ok {
+		if ok = err == nil; ok {
+			fmt.Fprintln(stdout, "the trash is empty: no delete has gone through the gateway")
+		}
+		return err
+	}
+	defer st.Close() // read only
+	ds, err := st.List(context.Background())
+	if err != nil {
+		return failed(err)
+	}
+	fmt.Fprintf(stdout, "%s: %d delete(s), each kept %d days\n", st.Path(), len(ds), int(st.Retention().Hours()/24))
+	for _, d := range ds {
+		fmt.Fprintln(stdout, d.Summary())
+		for _, dr := range d.Drawers {
+			back := "comes back as " + dr.ComesBackAs()
+			if dr.RestoredAt != nil {
+				back = fmt.Sprintf("restored %s as %s", dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs)
+			}
+			fmt.Fprintf(stdout, "    %s  %s/%s  %s\n", dr.ID, dr.Wing, dr.Room, back)
+		}
+	}
+	return nil
+}
+
+func pruneTrash(g *gatewayConfig, stdout io.Writer) error {
+	st, ok, err := openTrash(g)
+	if err != nil || !ok {
+		return err
+	}
+	defer st.Close() // its error says nothing the prune's does not
+	n, err := st.Prune(context.Background())
+	if err != nil {
+		return failed(err)
+	}
+	fmt.Fprintf(stdout, "pruned %d delete(s) older than %d days\n", n, int(st.Retention().Hours()/24))
+	return nil
+}
+
+func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, refs []string) error {
+	if upstream == "" || len(refs) == 0 {
+		return usageError("trash restore: give --upstream URL and at least one ID (a delete's number or a drawer id; see 'trash list')")
+	}
+	c, err := g.load()
+	if err != nil {
+		return err
+	}
+	st, ok, err := openTrash(g)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return failed(errors.New("the trash is empty: no delete has gone through the gateway"))
+	}
+	defer st.Close() // its writes are committed one by one
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	r := gateway.Restorer{Trash: st, Upstream: upstream, Token: upstreamTokenSource(os.LookupEnv, c.UpstreamTokenFile, log)}
+	rs, err := r.Restore(context.Background(), refs)
+	failures := 0
+	var heading int64
+	for _, x := range rs {
+		if x.Delete.ID != heading {
+			heading = x.Delete.ID
+			fmt.Fprintln(stdout, "delete "+x.Delete.Summary())
+		}
+		fmt.Fprintln(stdout, "    "+restoredLine(x))
+		if x.Err != nil {
+			failures++
+		}
+	}
+	if len(rs) > 0 {
+		fmt.Fprintln(stdout, "no restore brings back "+trash.Lost)
+	}
+	if err != nil {
+		return failed(err)
+	}
+	if failures > 0 {
+		return failed(fmt.Errorf("%d of %d drawer(s) not restored", failures, len(rs)))
+	}
+	return nil
+}
+
+// restoredLine says what became of one drawer.
+func restoredLine(x gateway.Restored) string {
+	d := x.Drawer
+	switch {
+	case x.Err != nil:
+		return d.ID + ": not restored: " + x.Err.Error()
+	case x.Already:
+		return d.ID + ": already on the primary as " + x.As + " (nothing re-filed)"
+	case d.Kind == trash.KindPrior:
+		return d.ID + ": the replaced version is back in place, under the same id"
+	case d.Kind == trash.KindDiary:
+		return fmt.Sprintf("%s: written again as a new diary entry, %s, dated now (it was dated %s)", d.ID, x.As, d.Meta("filed_at"))
+	case x.As == d.ID:
+		return fmt.Sprintf("%s: back under the same id, with the same content (filed now; it was filed %s)", d.ID, d.Meta("filed_at"))
+	}
+	return fmt.Sprintf("%s: back with the same content under a new id, %s (its id did not derive from wing, room and content: a mined drawer's derives from its source file and chunk, an updated drawer keeps its first id; it was filed %s)", d.ID, x.As, d.Meta("filed_at"))
+}

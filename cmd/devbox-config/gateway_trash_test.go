@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway"
+)
+
+// The operator's story: an admin device deletes a drawer through the
+// gateway; `gateway trash list` shows it, who deleted it and what it comes
+// back as; `gateway trash restore` puts it back under the same id with the
+// same content, and says so.
+func TestGatewayTrashListAndRestore(t *testing.T) {
+	pl, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	up := pl.NewHTTP(fakepalace.HTTPOptions{Token: "upstream-token"})
+	if err := up.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer up.Stop()
+	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "upstream-token")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.jsonc")
+	os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(dir, "secret")+`", "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`", "devices": []}`), 0o600)
+	run := gatewayCLI(t, cfg)
+	cli := func(want int, args ...string) string { t.Helper(); out, _ := run(want, args...); return out }
+	cli(0, "device", "add", "ops-0001", "--label", "ops", "--read", "*", "--write", "*", "--admin")
+	tok := strings.TrimSpace(cli(0, "token", "issue", "ops-0001"))
+	if out := cli(0, "trash", "list"); !strings.Contains(out, "the trash is empty") {
+		t.Fatalf("list before any delete: %q", out)
+	}
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1"}
+	if err := srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	call := func(tool string, args map[string]any) (map[string]any, map[string]any) {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args}})
+		req := httptest.NewRequest("POST", "http://127.0.0.1/mcp", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+		var r struct {
+			Result struct{ Content []struct{ Text string } }
+			Error  map[string]any
+		}
+		json.Unmarshal(w.Body.Bytes(), &r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: HTTP %d", tool, w.Code)
+		}
+		var m map[string]any
+		if len(r.Result.Content) > 0 {
+			json.Unmarshal([]byte(r.Result.Content[0].Text), &m)
+		}
+		return m, r.Error
+	}
+	added, _ := call("add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": "rotate the staging keys on Fridays"})
+	id := added["drawer_id"].(string)
+	if res, rpcErr := call("delete_drawer", map[string]any{"drawer_id": id}); res["success"] != true {
+		t.Fatalf("delete: %v %v", res, rpcErr)
+	}
+	if _, rpcErr := call("get_drawer", map[string]any{"drawer_id": id}); rpcErr == nil {
+		t.Fatal("not deleted")
+	}
+	out := cli(0, "trash", "list")
+	for _, want := range []string{"1  ", "delete_drawer by ops-0001 (ops): 1 drawer(s), deleted", id, "shared/notes", "comes back as the same id and content", "each kept 30 days"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("trash list lacks %q:\n%s", want, out)
+		}
+	}
+	cli(2, "trash", "restore", id) // no --upstream
+	out = cli(0, "trash", "restore", "--upstream", up.URL(), id)
+	for _, want := range []string{id + ": back under the same id, with the same content", "no restore brings back filed_at"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("trash restore lacks %q:\n%s", want, out)
+		}
+	}
+	if got, _ := call("get_drawer", map[string]any{"drawer_id": id}); got["content"] != "rotate the staging keys on Fridays" {
+		t.Fatalf("not restored: %v", got)
+	}
+	if out := cli(1, "trash", "restore", "--upstream", up.URL(), "1"); !strings.Contains(out, "restored already") {
+		t.Errorf("a second restore: %s", out)
+	}
+	if out := cli(0, "trash", "list"); !strings.Contains(out, "restored ") || !strings.Contains(out, " as "+id) {
+		t.Errorf("list after the restore:\n%s", out)
+	}
+	if out := cli(0, "trash", "prune"); !strings.Contains(out, "pruned 0 delete(s) older than 30 days") {
+		t.Errorf("prune: %s", out)
+	}
+	// The bulk-delete grant: only on an admin device, set and taken back.
+	cli(0, "device", "add", "laptop-7f3a", "--read", "shared")
+	run(1, "device", "set", "laptop-7f3a", "--bulk-delete")
+	if out := cli(0, "device", "set", "ops-0001", "--bulk-delete"); !strings.Contains(out, "; admin; bulk delete") {
+		t.Errorf("set --bulk-delete: %s", out)
+	}
+	if c, _ := gateway.LoadConfig(cfg); !c.Device("ops-0001").BulkDelete || c.Device("laptop-7f3a").BulkDelete {
+		t.Errorf("bulk_delete in the config: %+v", c.Devices)
+	}
+	cli(0, "device", "set", "ops-0001", "--bulk-delete=false")
+}

@@ -1,0 +1,122 @@
+package deviceinfo
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// The wire names.
+const (
+	// Capability is the key under the initialize result's
+	// capabilities.experimental.
+	Capability = "devbox-config/device"
+	// Header is the response header on every authenticated /mcp answer.
+	Header = "Devbox-Config-Device"
+	// Version is this format's version.
+	Version = 1
+)
+
+// Info is the device a token names, as the gateway holds it.
+type Info struct {
+	Version            int      `json:"version"`
+	ID                 string   `json:"id"`
+	Label              string   `json:"label"`
+	Admin              bool     `json:"admin"`
+	BulkDelete         bool     `json:"bulk_delete"`
+	DeleteCap          int      `json:"delete_cap"`
+	Read               []string `json:"read"`
+	Write              []string `json:"write"`
+	KG                 string   `json:"kg"`
+	Agents             []string `json:"agents"`
+	Coordinator        bool     `json:"coordinator"`
+	Refuses            []string `json:"refuses"`
+	Trash              bool     `json:"trash"`
+	TrashRetentionDays int      `json:"trash_retention_days"`
+}
+
+// Refused reports whether the gateway refuses tool (bare or with the
+// mempalace_ prefix) for every device.
+func (in Info) Refused(tool string) bool {
+	return slices.Contains(in.Refuses, strings.TrimPrefix(tool, "mempalace_"))
+}
+
+// encode is the object as compact JSON, printable ASCII only.
+func (in Info) encode() []byte {
+	in.Version = Version
+	for _, l := range []*[]string{&in.Read, &in.Write, &in.Agents, &in.Refuses} {
+		if *l == nil {
+			*l = []string{} // [] rather than null: a reader need not tell them apart
+		}
+	}
+	b, _ := json.Marshal(in) // strings, numbers, booleans and lists of strings: it encodes
+	var out strings.Builder
+	for _, r := range string(b) {
+		switch {
+		case r >= 0x20 && r < 0x7f:
+			out.WriteRune(r)
+		case r > 0xffff:
+			r -= 0x10000
+			fmt.Fprintf(&out, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+		default:
+			fmt.Fprintf(&out, `\u%04x`, r)
+		}
+	}
+	return []byte(out.String())
+}
+
+// decode reads an Info from JSON: an object whose version is a number of
+// at least 1 (later versions are read for the fields this one knows).
+func decode(b []byte) (Info, bool) {
+	var in Info
+	if v := gjson.GetBytes(b, "version"); v.Type != gjson.Number || v.Int() < 1 || json.Unmarshal(b, &in) != nil {
+		return Info{}, false
+	}
+	return in, true
+}
+
+// Advertise sets the header on an answer.
+func Advertise(h http.Header, in Info) { h.Set(Header, string(in.encode())) }
+
+// FromHeader reads the header of an answer (false: absent or unreadable).
+func FromHeader(h http.Header) (Info, bool) {
+	v := h.Get(Header)
+	if v == "" {
+		return Info{}, false
+	}
+	return decode([]byte(v))
+}
+
+// AdvertiseInitialize adds the capability to an initialize answer (a
+// JSON-RPC response whose result has capabilities). Anything else (an
+// error answer, an SSE body) is returned unchanged.
+func AdvertiseInitialize(resp []byte, in Info) []byte {
+	if r := gjson.GetBytes(resp, "result"); !r.IsObject() {
+		return resp
+	}
+	for _, p := range []string{"result.capabilities", "result.capabilities.experimental"} {
+		if c := gjson.GetBytes(resp, p); c.Exists() && !c.IsObject() {
+			return resp
+		}
+	}
+	out, err := sjson.SetRawBytes(resp, "result.capabilities.experimental."+strings.ReplaceAll(Capability, ".", `\.`), in.encode())
+	if err != nil {
+		return resp
+	}
+	return out
+}
+
+// FromInitialize reads the capability from an initialize result (the
+// JSON-RPC result object).
+func FromInitialize(initResult json.RawMessage) (Info, bool) {
+	v := gjson.GetBytes(initResult, "capabilities.experimental."+strings.ReplaceAll(Capability, ".", `\.`))
+	if !v.IsObject() {
+		return Info{}, false
+	}
+	return decode([]byte(v.Raw))
+}

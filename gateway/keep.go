@@ -1,0 +1,164 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/trash"
+)
+
+// Rules of the trash step.
+const (
+	ruleDeleteCap  Rule = "delete_cap"
+	ruleUnknowable Rule = "trash:unknowable"
+	ruleTrash      Rule = "trash:unwritable"
+)
+
+// kept is a call's drawers in the trash, waiting for the primary's answer.
+type kept struct {
+	id      int64
+	tool    string
+	rows    int      // delete_by_source: the rows MemPalace counted
+	drawers []string // the kept drawer ids
+}
+
+// keepStep is the trash step of a call that removes or replaces drawers
+// (destroys): it reads what the call will remove, refuses a delete of
+// more drawers than the cap from a device without the bulk-delete grant,
+// and keeps the drawers in the trash, durably, before the call is
+// forwarded. It answers the request itself when it refuses (ok false); a
+// nil kept means there was nothing to keep.
+func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest) (k *kept, ok bool) {
+	if !destroys(t, req.Args) {
+		return nil, true
+	}
+	refuse := func(rule Rule, msg string) (*kept, bool) {
+		s.refuse(x, d, req, CodeDenied, "devbox-config gateway: "+msg+"; nothing was deleted", rule, "")
+		return nil, false
+	}
+	doom, err := s.readDoomed(ctx, t, req.Args)
+	if err != nil {
+		return refuse(ruleUnknowable, fmt.Sprintf("%s: %v (the gateway keeps what a delete removes, so that it can be restored, and makes no delete it cannot keep)", req.Tool, err))
+	}
+	cfg := s.cfg.Load()
+	if limit := cfg.DeleteCapOrDefault(); t.Name != "update_drawer" && len(doom.drawers) > limit && !d.BulkDelete {
+		return refuse(ruleDeleteCap, fmt.Sprintf("%s would remove %d drawers, more than the %d (delete_cap) a device without the bulk-delete grant may remove at once; delete fewer at a time, or ask the operator for the grant (\"bulk_delete\": true on device %s)", req.Tool, len(doom.drawers), limit, d.ID))
+	}
+	if len(doom.drawers) == 0 {
+		return nil, true
+	}
+	bin, err := s.Trash()
+	if err != nil {
+		s.Log.Error("trash cannot be opened: refusing deletes", "err", err)
+		return refuse(ruleTrash, "the gateway's trash cannot be opened, and a delete it cannot keep is not made")
+	}
+	del := trash.Delete{Device: d.ID, Label: d.Label, Tool: t.Name, Source: doom.source, Audit: x.ahead}
+	k = &kept{tool: t.Name, rows: doom.rows}
+	for _, p := range doom.drawers {
+		id, _ := p["drawer_id"].(string)
+		wing, _ := p["wing"].(string)
+		room, _ := p["room"].(string)
+		content, _ := p["content"].(string)
+		meta, _ := p["metadata"].(map[string]any)
+		src, _ := meta["source_file"].(string)
+		if doom.source != "" {
+			src = doom.source // the whole path, where the metadata has only its name
+		}
+		del.Drawers = append(del.Drawers, trash.Drawer{ID: id, Wing: wing, Room: room, Content: content, Metadata: metadataOf(p), SourceFile: src, Kind: trash.Classify(t.Name, id, wing, room, content, meta)})
+		k.drawers = append(k.drawers, id)
+	}
+	if k.id, err = bin.Keep(ctx, del); err != nil {
+		s.Log.Error("trash not writable: refusing deletes", "err", err)
+		return refuse(ruleTrash, "the gateway's trash cannot be written, and a delete it cannot keep is not made")
+	}
+	return k, true
+}
+
+// preCall are the JSON-RPC errors MemPalace answers before a tool runs
+// (unknown tool or parameters, the read-only, integrity, stale-library,
+// diverged-index and peer-writer gates): nothing was removed.
+var preCall = []int64{-32601, -32602, -32001, -32002, -32003, -32004, -32005, CodeDenied, CodeRateLimited}
+
+// settle records the primary's answer to a kept call: deleted (less the
+// drawers it reports it did not remove), dropped from the trash when it
+// removed nothing, unconfirmed when no answer says either.
+func (s *Server) settle(ctx context.Context, k *kept, status int, resp []byte) {
+	if k == nil {
+		return
+	}
+	bin, err := s.Trash()
+	if err != nil {
+		s.Log.Error("trash: recording a delete's answer", "delete", k.id, "err", err)
+		return
+	}
+	state, note, notRemoved, drop := k.outcome(status, resp)
+	if drop {
+		err = bin.Drop(ctx, k.id)
+	} else {
+		err = bin.Settle(ctx, k.id, state, note, notRemoved)
+	}
+	if err != nil {
+		s.Log.Error("trash: recording a delete's answer", "delete", k.id, "err", err)
+	}
+	if note != "" {
+		s.Log.Warn("trash: "+note, "delete", k.id, "tool", k.tool)
+	}
+}
+
+// outcome reads a kept call's answer.
+func (k *kept) outcome(status int, resp []byte) (state trash.State, note string, notRemoved []string, drop bool) {
+	if status != http.StatusOK || !gjson.ValidBytes(resp) {
+		return trash.StateUnconfirmed, "no answer from the primary: the drawers may or may not be gone", nil, false
+	}
+	if code := gjson.GetBytes(resp, "error.code"); code.Exists() {
+		if slices.Contains(preCall, code.Int()) {
+			return "", "", nil, true
+		}
+		return trash.StateUnconfirmed, "the primary answered error " + code.String() + ": the drawers may or may not be gone", nil, false
+	}
+	r := resultOf(resp)
+	if r == nil {
+		return trash.StateUnconfirmed, "the primary's answer is not a result: the drawers may or may not be gone", nil, false
+	}
+	switch k.tool {
+	case "delete_drawers":
+		items, _ := r["results"].([]any)
+		removed := map[string]bool{}
+		for _, x := range items {
+			if it, _ := x.(map[string]any); it["error"] == nil {
+				id, _ := it["drawer_id"].(string)
+				removed[id] = true
+			}
+		}
+		for _, id := range k.drawers { // an id named twice fails the second time: it was removed all the same
+			if !removed[id] {
+				notRemoved = append(notRemoved, id)
+			}
+		}
+		if deleted, _ := r["deleted"].(float64); items == nil || deleted == 0 {
+			return "", "", nil, true
+		}
+		return trash.StateDeleted, "", notRemoved, false
+	case "delete_by_source":
+		deleted, _ := r["deleted"].(float64)
+		if r["success"] != true || r["dry_run"] != false || deleted == 0 {
+			return "", "", nil, true
+		}
+		switch n := int(deleted); {
+		case n > k.rows:
+			note = fmt.Sprintf("the primary deleted %d row(s) from the source and the trash kept %d: %d filed between the gateway's read and the delete are not in the trash", n, k.rows, n-k.rows)
+		case n < k.rows:
+			note = fmt.Sprintf("the primary deleted %d row(s) from the source of the %d kept: some kept drawers may still be on the primary", n, k.rows)
+		}
+		return trash.StateDeleted, note, nil, false
+	}
+	if r["success"] != true || r["noop"] == true {
+		return "", "", nil, true
+	}
+	return trash.StateDeleted, "", nil, false
+}

@@ -1,0 +1,385 @@
+package trash
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/joakimp/devbox-config/sqlitewal"
+)
+
+// DefaultRetention is how long a delete is kept when the config names no
+// retention.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// FileName is the trash's file name, in the audit log's directory.
+const FileName = "trash.sqlite"
+
+// Beside is the trash's default path for a gateway whose audit log is
+// auditLog.
+func Beside(auditLog string) string { return filepath.Join(filepath.Dir(auditLog), FileName) }
+
+// State is where a kept delete stands.
+type State string
+
+const (
+	// StatePending: kept, the delete not yet answered (a gateway that
+	// stopped here left it unconfirmed).
+	StatePending State = "pending"
+	// StateDeleted: the primary answered that it deleted the drawers.
+	StateDeleted State = "deleted"
+	// StateUnconfirmed: the delete was sent and no answer came: the
+	// drawers may or may not be gone (a restore of one still there finds
+	// it there).
+	StateUnconfirmed State = "unconfirmed"
+)
+
+func (s State) String() string { return string(s) }
+
+// Delete is one request that removed (or replaced) drawers on the primary.
+type Delete struct {
+	ID     int64
+	Time   time.Time
+	Device string // the device id
+	Label  string // its label when it deleted
+	Tool   string // delete_drawer, delete_drawers, delete_by_source, update_drawer
+	Source string // delete_by_source's source_file
+	// Audit is the hash of the request's audit line written before the
+	// delete was forwarded (grep the audit log for it).
+	Audit   string
+	State   State
+	Note    string // what the gateway noticed when the answer came
+	Drawers []Drawer
+}
+
+// Drawer is one kept drawer: what MemPalace reported of it just before
+// the delete.
+type Drawer struct {
+	ID, Wing, Room, Content string
+	Metadata                json.RawMessage // MemPalace's metadata, as reported
+	// SourceFile is the source_file a restore files it with: the path a
+	// delete_by_source named, else the metadata's (a file name only).
+	SourceFile string
+	Kind       Kind
+	// RestoredAt and RestoredAs, once restored: when, and the id it came
+	// back under.
+	RestoredAt *time.Time
+	RestoredAs string
+}
+
+// Store is the gateway's trash, a SQLite file several processes (the
+// gateway, an operator's `gateway trash` command) may open at once.
+type Store struct {
+	path      string
+	db        *sql.DB
+	retention time.Duration
+	// Now is the clock (time.Now).
+	Now func() time.Time
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS deletes(
+  id     INTEGER PRIMARY KEY AUTOINCREMENT,
+  at     INTEGER NOT NULL,
+  device TEXT NOT NULL,
+  label  TEXT NOT NULL,
+  tool   TEXT NOT NULL,
+  source TEXT NOT NULL,
+  audit  TEXT NOT NULL,
+  state  TEXT NOT NULL CHECK (state IN ('pending','deleted','unconfirmed')),
+  note   TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS drawers(
+  delete_id   INTEGER NOT NULL,
+  drawer_id   TEXT NOT NULL,
+  wing        TEXT NOT NULL,
+  room        TEXT NOT NULL,
+  content     TEXT NOT NULL,
+  metadata    TEXT NOT NULL,
+  source_file TEXT NOT NULL,
+  kind        TEXT NOT NULL,
+  restored_at INTEGER,
+  restored_as TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (delete_id, drawer_id)
+);
+CREATE INDEX IF NOT EXISTS drawers_by_id ON drawers(drawer_id);
+`
+
+// Open opens (creating if needed) the trash at path, keeping deletes for
+// retention (0: DefaultRetention), and prunes the older ones.
+func Open(path string, retention time.Duration) (*Store, error) {
+	if retention < 0 {
+		return nil, fmt.Errorf("trash %s: the retention must not be negative", path)
+	}
+	if retention == 0 {
+		retention = DefaultRetention
+	}
+	// It holds deleted drawers' content: owner only.
+	if err := sqlitewal.CreatePrivate(path); err != nil {
+		return nil, fmt.Errorf("trash %s: %w", path, err)
+	}
+	// synchronous=FULL: a kept drawer is on disk before its delete is
+	// forwarded, power cut included (deletes are rare; the fsync is cheap
+	// beside the delete itself).
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("trash %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	s := &Store{path: path, db: db, retention: retention, Now: time.Now}
+	if err := sqlitewal.RetryBusy(func() error { _, err := db.Exec(schema); return err }); err != nil {
+		db.Close() // the schema's error is the one to report
+		return nil, fmt.Errorf("trash %s is not a usable SQLite database: %w", path, err)
+	}
+	if _, err := s.Prune(context.Background()); err != nil {
+		db.Close() // the prune's error is the one to report
+		return nil, fmt.Errorf("trash %s: pruning: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Path is the database file.
+func (s *Store) Path() string { return s.path }
+
+// Retention is how long a delete is kept.
+func (s *Store) Retention() time.Duration { return s.retention }
+
+// Keep records a delete and its drawers (state pending), durably, before
+// the delete is forwarded; it prunes the expired deletes in the same
+// transaction. It returns the delete's id.
+func (s *Store) Keep(ctx context.Context, d Delete) (int64, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if err := prune(ctx, tx, s.Now().Add(-s.retention)); err != nil {
+		return 0, err
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO deletes(at, device, label, tool, source, audit, state) VALUES(?,?,?,?,?,?,?)`,
+		s.Now().UnixMilli(), d.Device, d.Label, d.Tool, d.Source, d.Audit, StatePending)
+	if err != nil {
+		return 0, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	for _, dr := range d.Drawers {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO drawers(delete_id, drawer_id, wing, room, content, metadata, source_file, kind) VALUES(?,?,?,?,?,?,?,?)`,
+			id, dr.ID, dr.Wing, dr.Room, dr.Content, string(dr.Metadata), dr.SourceFile, dr.Kind); err != nil {
+			return 0, err
+		}
+	}
+	return id, tx.Commit()
+}
+
+// Settle records the primary's answer to a kept delete: state, a note,
+// and the kept drawers it did not remove (dropped from the trash: they
+// are still on the primary).
+func (s *Store) Settle(ctx context.Context, id int64, state State, note string, notRemoved []string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if _, err := tx.ExecContext(ctx, `UPDATE deletes SET state=?, note=? WHERE id=?`, state, note, id); err != nil {
+		return err
+	}
+	for _, d := range notRemoved {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM drawers WHERE delete_id=? AND drawer_id=?`, id, d); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// Drop removes a kept delete the primary refused: nothing was removed.
+func (s *Store) Drop(ctx context.Context, id int64) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if _, err := tx.ExecContext(ctx, `DELETE FROM drawers WHERE delete_id=?`, id); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM deletes WHERE id=?`, id); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// Prune removes the deletes older than the retention, restored or not,
+// and returns how many.
+func (s *Store) Prune(ctx context.Context) (int, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deletes WHERE at < ?`, s.Now().Add(-s.retention).UnixMilli()).Scan(&n); err != nil {
+		return 0, err
+	}
+	if err := prune(ctx, tx, s.Now().Add(-s.retention)); err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
+}
+
+func prune(ctx context.Context, tx *sql.Tx, before time.Time) error {
+	ms := before.UnixMilli()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM drawers WHERE delete_id IN (SELECT id FROM deletes WHERE at < ?)`, ms); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM deletes WHERE at < ?`, ms)
+	return err
+}
+
+// List returns every kept delete with its drawers, newest first.
+func (s *Store) List(ctx context.Context) ([]Delete, error) {
+	return s.deletes(ctx, `SELECT id, at, device, label, tool, source, audit, state, note FROM deletes ORDER BY id DESC`)
+}
+
+// Get returns one kept delete, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, id int64) (Delete, error) {
+	ds, err := s.deletes(ctx, `SELECT id, at, device, label, tool, source, audit, state, note FROM deletes WHERE id=?`, id)
+	if err == nil && len(ds) == 0 {
+		err = fmt.Errorf("%w: no delete %d in the trash", ErrNotFound, id)
+	}
+	if err != nil {
+		return Delete{}, err
+	}
+	return ds[0], nil
+}
+
+// ErrNotFound: nothing in the trash answers to the reference.
+var ErrNotFound = errors.New("not in the trash")
+
+// Find resolves a reference an operator gives `trash restore`: a delete's
+// number (all its drawers), or a drawer id (that drawer, from the newest
+// delete that kept it and has not restored it).
+func (s *Store) Find(ctx context.Context, ref string) (Delete, error) {
+	if n, err := strconv.ParseInt(ref, 10, 64); err == nil {
+		return s.Get(ctx, n)
+	}
+	var id int64
+	err := s.db.QueryRowContext(ctx, `SELECT delete_id FROM drawers WHERE drawer_id=? ORDER BY restored_at IS NOT NULL, delete_id DESC LIMIT 1`, ref).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Delete{}, fmt.Errorf("%w: no drawer %s (and no delete numbered so)", ErrNotFound, ref)
+	}
+	if err != nil {
+		return Delete{}, err
+	}
+	d, err := s.Get(ctx, id)
+	if err != nil {
+		return Delete{}, err
+	}
+	for _, dr := range d.Drawers {
+		if dr.ID == ref {
+			d.Drawers = []Drawer{dr}
+			break
+		}
+	}
+	return d, nil
+}
+
+// MarkRestored records that a kept drawer came back, as id as.
+func (s *Store) MarkRestored(ctx context.Context, deleteID int64, drawerID, as string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE drawers SET restored_at=?, restored_as=? WHERE delete_id=? AND drawer_id=?`, s.Now().UnixMilli(), as, deleteID, drawerID)
+	return err
+}
+
+func (s *Store) deletes(ctx context.Context, q string, args ...any) ([]Delete, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []Delete
+	for rows.Next() {
+		var d Delete
+		var at int64
+		if err := rows.Scan(&d.ID, &at, &d.Device, &d.Label, &d.Tool, &d.Source, &d.Audit, &d.State, &d.Note); err != nil {
+			rows.Close() // the scan's error is the one to report
+			return nil, err
+		}
+		d.Time = time.UnixMilli(at).UTC()
+		out = append(out, d)
+	}
+	rows.Close() // read to the end: Err reports
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		if out[i].Drawers, err = s.drawers(ctx, out[i].ID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT drawer_id, wing, room, content, metadata, source_file, kind, restored_at, restored_as FROM drawers WHERE delete_id=? ORDER BY drawer_id`, deleteID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close() // read to the end: Err reports
+	var out []Drawer
+	for rows.Next() {
+		var d Drawer
+		var meta string
+		var restored sql.NullInt64
+		if err := rows.Scan(&d.ID, &d.Wing, &d.Room, &d.Content, &meta, &d.SourceFile, &d.Kind, &restored, &d.RestoredAs); err != nil {
+			return nil, err
+		}
+		d.Metadata = json.RawMessage(meta)
+		if restored.Valid {
+			t := time.UnixMilli(restored.Int64).UTC()
+			d.RestoredAt = &t
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// Summary is a delete in one line, for `trash list` and a restore's
+// heading.
+func (d Delete) Summary() string {
+	what := d.Tool
+	if d.Source != "" {
+		what += " " + strconvQuote(d.Source)
+	}
+	who := d.Device
+	if d.Label != "" {
+		who += " (" + d.Label + ")"
+	}
+	state := d.State.String()
+	if d.Tool == "update_drawer" && d.State == StateDeleted {
+		state = "replaced" // the drawer is there, with other content
+	}
+	s := fmt.Sprintf("%d  %s  %s by %s: %d drawer(s), %s", d.ID, d.Time.Format(time.RFC3339), what, who, len(d.Drawers), state)
+	if d.Note != "" {
+		s += "; " + d.Note
+	}
+	return s
+}
+
+func strconvQuote(s string) string {
+	if strings.ContainsAny(s, " \t\"'") {
+		return strconv.Quote(s)
+	}
+	return s
+}

@@ -1,0 +1,93 @@
+package trash
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestKeepSettleFindPrune(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "trash.sqlite")
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	s, err := Open(file, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Now = func() time.Time { return now }
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the trash holds deleted content: mode %v, want 0600 (%v)", fi.Mode().Perm(), err)
+	}
+	a := Drawer{ID: "drawer_w_r_1", Wing: "w", Room: "r", Content: "one", Metadata: json.RawMessage(`{"filed_at":"2026-11-01T10:00:00"}`), Kind: KindFiled}
+	b := Drawer{ID: "drawer_w_r_2", Wing: "w", Room: "r", Content: "two", Metadata: json.RawMessage(`{}`), Kind: KindRefiled}
+	id, err := s.Keep(ctx, Delete{Device: "ops-1", Label: "ops", Tool: "delete_drawers", Audit: "abc", Drawers: []Drawer{a, b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx, id, StateDeleted, "", []string{"drawer_w_r_2"}); err != nil {
+		t.Fatal(err)
+	}
+	// Another process (an operator's command) sees it.
+	s2, err := Open(file, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	d, err := s2.Find(ctx, "drawer_w_r_1")
+	if err != nil || d.ID != id || d.State != StateDeleted || len(d.Drawers) != 1 || d.Drawers[0].Content != "one" || d.Drawers[0].Meta("filed_at") != "2026-11-01T10:00:00" {
+		t.Fatalf("find by drawer id: %+v %v", d, err)
+	}
+	if _, err := s2.Find(ctx, "drawer_w_r_2"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a drawer the primary did not remove is not in the trash: %v", err)
+	}
+	if err := s2.MarkRestored(ctx, id, "drawer_w_r_1", "drawer_w_r_1"); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s2.Get(ctx, id); d.Drawers[0].RestoredAt == nil || d.Drawers[0].RestoredAs != "drawer_w_r_1" {
+		t.Fatalf("restored: %+v", d.Drawers[0])
+	}
+	// A refused delete leaves nothing behind.
+	id2, _ := s.Keep(ctx, Delete{Device: "ops-1", Tool: "delete_drawer", Drawers: []Drawer{b}})
+	if err := s.Drop(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, id2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("dropped: %v", err)
+	}
+	// Kept for the retention, then pruned.
+	now = now.Add(DefaultRetention - time.Minute)
+	if n, err := s.Prune(ctx); n != 0 || err != nil {
+		t.Fatalf("pruned within the retention: %d %v", n, err)
+	}
+	now = now.Add(2 * time.Minute)
+	if n, err := s.Prune(ctx); n != 1 || err != nil {
+		t.Fatalf("after the retention: pruned %d, %v", n, err)
+	}
+	if ds, _ := s.List(ctx); len(ds) != 0 {
+		t.Fatalf("left after pruning: %+v", ds)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		tool, id, content string
+		meta              map[string]any
+		want              Kind
+	}{
+		{"mempalace_delete_drawer", "drawer_w_r_5f071391b1962154702ebc8c", "hello", nil, KindFiled},
+		{"delete_drawer", "drawer_w_r_0123456789abcdef01234567", "hello", nil, KindRefiled}, // mined, or updated after filing
+		{"delete_drawer", "diary_wing_pi_20261130_120000000000_abcdefabcdef", "entry", map[string]any{"type": "diary_entry", "agent": "pi"}, KindDiary},
+		{"update_drawer", "drawer_w_r_5f071391b1962154702ebc8c", "hello", nil, KindPrior},
+	} {
+		if got := Classify(c.tool, c.id, "w", "r", c.content, c.meta); got != c.want {
+			t.Errorf("%s %s: %s, want %s", c.tool, c.id, got, c.want)
+		}
+	}
+}
