@@ -88,8 +88,11 @@ const (
 	// FactClose: in order; after ambiguity or "no open fact", confirm on
 	// the primary that the fact is closed.
 	FactClose
-	// DiarySuffix: skipped when the entry's sha256[:12] id suffix is
-	// already in the primary's diary wing (§7.6: no server guard).
+	// DiarySuffix: §7.6, no server guard: after ambiguity, landed if an
+	// entry with its sha256[:12] id suffix is in the primary's diary wing
+	// newer than the last entry this outbox knows it wrote there; in a
+	// replay of history (join), the n-th of n equal local entries is
+	// landed when the primary holds n.
 	DiarySuffix
 	// EventLookup: after ambiguity, the event carrying this op's
 	// metadata.edge_op_id is looked up first (RFC 003 §7.1).
@@ -97,10 +100,15 @@ const (
 	// AckLookup: after ambiguity, this sender's ack of the target event is
 	// looked up first.
 	AckLookup
+	// Unrepeatable: a resend would make a second copy and nothing can look
+	// the first up (no MemPalace tool lists artifacts; a task carries no
+	// op id): after ambiguity it waits in doubt for an operator, unless a
+	// gateway's op-id ledger answers the resend from its record.
+	Unrepeatable
 )
 
 func (r Replay) String() string {
-	return [...]string{"verbatim", "resend", "server-deduped", "fact-add", "fact-close", "diary-suffix", "event-lookup", "ack-lookup"}[r]
+	return [...]string{"verbatim", "resend", "server-deduped", "fact-add", "fact-close", "diary-suffix", "event-lookup", "ack-lookup", "unrepeatable"}[r]
 }
 
 // Gate is what the gateway requires of a device for a call (RFC 001 §6).
@@ -320,6 +328,15 @@ func Lookup(name string) (Tool, bool) {
 	}
 	return Unknown(name), false
 }
+
+// QueryLanguage are the tools of mempalace-light-mcp (palace_query,
+// palace_exec, palace_coordinate): each takes one query string that can
+// carry any palace operation (reads of every wing, writes, deletes, sync,
+// mine), so no per-wing grant can authorize one. They have no record:
+// the edge treats them as any tool it does not know (a write: local
+// first, then the outbox), and the gateway refuses them to every device,
+// admins included, naming this reason.
+var QueryLanguage = []string{"palace_query", "palace_exec", "palace_coordinate"}
 
 // Unknown is the record for a tool the catalogue does not know: a write
 // to the edge, replayed verbatim, denied by the gateway.

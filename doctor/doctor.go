@@ -24,6 +24,7 @@ const (
 	IDKGSplit            = "kg-split"
 	IDEntitiesSplit      = "entities-split"
 	IDHallwaysSplit      = "hallways-split"
+	IDPalaceLocation     = "palace-location"
 	IDEmbedderSidecar    = "embedder-sidecar"
 	IDEdgeVolume         = "edge-volume"
 	IDEnvPermissions     = "env-permissions"
@@ -37,6 +38,8 @@ const (
 	IDOutboxDead         = "outbox-dead"
 	IDOutboxBacklog      = "outbox-backlog"
 	IDGatewayUpstream    = "gateway-upstream"
+	IDOutboxHeld         = "outbox-held"
+	IDOutboxInDoubt      = "outbox-in-doubt"
 )
 
 // Finding is one problem: what is wrong, where the RFC explains it, and the
@@ -158,6 +161,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 		done <- primaryResult{p, fs}
 	}()
 	ob := readOutbox(ctx, opts, st)
+	findings = append(findings, CheckPalaceLocation(opts, st)...)
 	findings = append(findings, CheckSplits(opts, st)...)
 	findings = append(findings, CheckEdgeVolume(opts, st)...)
 	findings = append(findings, CheckEnvPermissions(opts)...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -267,6 +268,21 @@ func TestEmbedderSidecar(t *testing.T) {
 		b.edgeMode(srvURL, "")
 		write(t, filepath.Join(b.palace, SidecarFile), `{"mempalace_drawers": {"dimension": 384}}`, 0o600)
 		only(t, b.run(), "warn:embedder-sidecar")
+	})
+	t.Run("filled with another model than the one configured", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		b.env["MEMPALACE_EMBEDDING_MODEL"] = "embeddinggemma"
+		fs := b.run()
+		only(t, fs, "error:embedder-sidecar")
+		if !strings.Contains(fs[0].Message, `"minilm"`) || !strings.Contains(fs[0].Message, `MEMPALACE_EMBEDDING_MODEL configures "embeddinggemma"`) || !strings.Contains(fs[0].Fix, "MEMPALACE_EMBEDDING_MODEL=minilm") {
+			t.Fatalf("%+v", fs[0])
+		}
+		delete(b.env, "MEMPALACE_EMBEDDING_MODEL")
+		write(t, filepath.Join(b.home, ".mempalace", "config.json"), `{"embedding_model": "embeddinggemma"}`, 0o600)
+		if fs := b.run(); len(fs) != 1 || !strings.Contains(fs[0].Message, "config.json configures") {
+			t.Fatalf("config.json's embedding_model: %+v", fs)
+		}
 	})
 	t.Run("the edge's canary", func(t *testing.T) {
 		b := newBox(t)
@@ -600,7 +616,7 @@ func withoutDeviceInfo(t *testing.T, target string) string {
 type refusing struct{}
 
 func (refusing) Up() bool { return true }
-func (refusing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (refusing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	return nil, &outbox.RPCError{Code: -32602, Message: "Unknown parameter 'bogus' for tool " + tool}
 }
 
@@ -611,11 +627,23 @@ func TestOutbox(t *testing.T) {
 		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
 		must(t, err)
 		s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused","bogus":1}`), Wing: "w"})
-		(&outbox.Flusher{S: s, P: refusing{}, MaxPerm: 1}).Drain(ctx)
+		(&outbox.Flusher{S: s, P: refusing{}, MaxRefusals: 1}).Drain(ctx)
 		s.Close()
 		fs := b.run()
 		only(t, fs, "error:outbox-dead")
 		if !strings.Contains(fs[0].Message, "mempalace_add_drawer") {
+			t.Fatalf("%s", fs[0].Message)
+		}
+	})
+	t.Run("held", func(t *testing.T) {
+		b := newBox(t)
+		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+		must(t, err)
+		s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"made while policy.json was broken"}`), Wing: "w", Held: true})
+		s.Close()
+		fs := b.run()
+		only(t, fs, "error:outbox-held")
+		if !strings.Contains(fs[0].Message, "policy.json") {
 			t.Fatalf("%s", fs[0].Message)
 		}
 	})
@@ -831,4 +859,25 @@ func TestPiExtensionWithoutEdge(t *testing.T) {
 		write(t, filepath.Join(agent(b), "settings.json"), `{"packages": ["npm:pi-mcp-adapter"]}`, 0o644)
 		only(t, b.run())
 	})
+}
+
+// palace-location: MemPalace 3.10+ keeps a fresh install's palace in its
+// XDG config directory; doctor says so only where MemPalace has written.
+func TestPalaceLocation(t *testing.T) {
+	b := newBox(t)
+	only(t, b.run()) // nothing written anywhere: nothing to say
+	xdg := filepath.Join(b.home, ".config", "mempalace", "palace")
+	write(t, filepath.Join(xdg, "chroma.sqlite3"), "x", 0o600)
+	fs := b.run()
+	only(t, fs, "warn:palace-location")
+	if !strings.Contains(fs[0].Message, xdg) || !strings.Contains(fs[0].Message, "holds no install") {
+		t.Fatalf("%+v", fs[0])
+	}
+	b.env["MEMPALACE_PALACE"] = "/elsewhere/palace" // MemPalace's alias, which the ladder does not read
+	if fs := b.run(); len(fs) != 1 || !strings.Contains(fs[0].Message, "/elsewhere/palace (MEMPALACE_PALACE)") {
+		t.Fatalf("an alias: %+v", fs)
+	}
+	delete(b.env, "MEMPALACE_PALACE")
+	write(t, filepath.Join(b.home, ".mempalace", "config.json"), `{}`, 0o600) // an install: MemPalace keeps ~/.mempalace
+	only(t, b.run())
 }

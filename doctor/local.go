@@ -75,10 +75,18 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 		return nil
 	}
 	var out []Finding
-	if sc := readSidecar(st.Palace); sc.problem != "" {
+	sc := readSidecar(st.Palace)
+	if sc.problem != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Warn, Section: "§7.4",
 			Message: opts.mask(sc.problem) + "; merged search cannot tell whether the local palace and the primary embed alike",
 			Fix:     "record the model the palace was filled with: `mempalace palace set-embedder --model NAME` (NAME: embedding_model in ~/.mempalace/config.json, minilm by default); set the same embedding_model here and on the primary"})
+	}
+	if sc.model != "" {
+		if model, from := ladder.EmbeddingModel(opts.palaceEnv); !strings.EqualFold(model, sc.model) {
+			out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
+				Message: fmt.Sprintf("the local palace was filled with embedder %q (%s) and %s configures %q: MemPalace refuses every search and write on it (\"Embedder identity mismatch\"), so the edge's local palace takes nothing", sc.model, filepath.Join(st.Palace, SidecarFile), from, model),
+				Fix:     fmt.Sprintf("set MEMPALACE_EMBEDDING_MODEL=%s (or embedding_model in ~/.mempalace/config.json) for the local palace, the model it was filled with; or re-embed it with the new one (`mempalace repair rebuild-index`)", sc.model)})
+		}
 	}
 	if ob.mismatch != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
@@ -86,6 +94,27 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 			Fix:     "set the same embedding_model in ~/.mempalace/config.json here and on the primary, then re-mine the palace whose model changed; `devbox-config edge status` shows the edge's record"})
 	}
 	return out
+}
+
+// CheckPalaceLocation is palace-location (§7.1): MemPalace 3.10+ finds
+// the palace by rules devbox-config's ladder does not follow (the aliases
+// MEMPALACE_PALACE and MEMPAL_PALACE_PATH; its config directory:
+// MEMPALACE_CONFIG_DIR, ~/.mempalace only when that holds an install,
+// else $XDG_CONFIG_HOME/mempalace or ~/.config/mempalace). When MemPalace's
+// palace holds data (or an alias names it) and is not the one doctor,
+// the edge and join read, they work on a palace MemPalace does not use:
+// the edge's outbox and every check here are beside the wrong palace.
+func CheckPalaceLocation(opts Options, st State) []Finding {
+	theirs, why := ladder.MemPalacePalace(opts.palaceEnv)
+	if st.Palace == "" || theirs == "" || filepath.Clean(theirs) == filepath.Clean(st.Palace) {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(theirs, chromaFile)); err != nil && !strings.HasPrefix(why, "MEMPAL") {
+		return nil // MemPalace has written nothing there (yet)
+	}
+	return []Finding{{ID: IDPalaceLocation, Severity: Warn, Section: "§7.1",
+		Message: fmt.Sprintf("MemPalace keeps this palace in %s (%s), devbox-config (the edge, join, doctor) reads %s: the edge's outbox and these checks are beside a palace MemPalace does not use", theirs, why, st.Palace),
+		Fix:     fmt.Sprintf("set %s=%s in .env, so MemPalace and devbox-config name one palace (on the persisted volume: move it there first if it is not)", ladder.EnvPalacePath, theirs)}}
 }
 
 // notPersisted: the filesystems that die with the container.

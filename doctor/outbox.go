@@ -71,7 +71,23 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 			msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, short(d.ID), opts.mask(errorKind(d.Error))) // the primary's words
 		}
 		out = append(out, Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3", Message: msg,
-			Fix: "`devbox-config edge outbox list` to see them and why; fix the cause, then `devbox-config edge outbox retry ID` (or `drop ID` to give up on one)"})
+			Fix: "`devbox-config edge outbox list` to see them and why (each holds back only the writes on its object); fix the cause, then `devbox-config edge outbox retry ID` (or `drop ID` to give up on one)"})
+	}
+	if n := ob.stats.ByState[outbox.Held]; n > 0 {
+		out = append(out, Finding{ID: IDOutboxHeld, Severity: Error, Section: "§5",
+			Message: fmt.Sprintf("%d write(s) in %s are held, unsent: they were made while %s did not parse, and whether they replicate is not known until it does", n, ob.path, filepath.Join(filepath.Dir(ob.path), "policy.json")),
+			Fix:     "fix policy.json (`devbox-config edge status` shows its error); the running edge, or `devbox-config edge flush`, then sends them"})
+	}
+	if n := ob.stats.ByState[outbox.InDoubt]; n > 0 {
+		msg := fmt.Sprintf("%d write(s) in %s are in doubt: each may or may not have reached the primary, and no MemPalace tool can look it up", n, ob.path)
+		id := "ID"
+		if len(ob.stats.InDoubt) > 0 {
+			d := ob.stats.InDoubt[0]
+			msg += fmt.Sprintf("; the first is %s op %s", d.Tool, short(d.ID))
+			id = short(d.ID)
+		}
+		out = append(out, Finding{ID: IDOutboxInDoubt, Severity: Warn, Section: "§4.3", Message: msg,
+			Fix: fmt.Sprintf("check the primary for it, then `devbox-config edge outbox delivered %s` if it is there, or `devbox-config edge outbox retry %s` to send it again", id, id)})
 	}
 	if ob.stats.OldestQueued != nil {
 		age := opts.Now().Sub(*ob.stats.OldestQueued)

@@ -86,7 +86,7 @@ func TestRedactionMasksASecretQuotedBack(t *testing.T) {
 	s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
 	must(t, err)
 	s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused"}`), Wing: "w"})
-	(&outbox.Flusher{S: s, P: echoing{tok}, MaxPerm: 1}).Drain(ctx)
+	(&outbox.Flusher{S: s, P: echoing{tok}, MaxRefusals: 1}).Drain(ctx)
 	s.Close()
 	fs := b.run()
 	out := text(fs)
@@ -101,6 +101,6 @@ func TestRedactionMasksASecretQuotedBack(t *testing.T) {
 type echoing struct{ tok string }
 
 func (echoing) Up() bool { return true }
-func (e echoing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (e echoing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	return nil, &outbox.RPCError{Code: -32602, Message: "token " + e.tok + " may not call " + tool}
 }

@@ -14,13 +14,17 @@
 //	router.go        one tool call -> its catalogue route (local, primary,
 //	                 merged, by id, queued), behind two small interfaces
 //	mergedread.go    reads asked of both palaces and merged
-//	replicate.go     writes: local first, then the outbox
+//	replicate.go     writes: local first, then the outbox (the policy's cut,
+//	                 the agent's bytes with the edge's edits spliced in)
+//	flushtarget.go   the primary as the outbox's flusher sends to it
 //	provenance.go    added_by = "<agent>/<label>/<device>"
 //	fastlane.go      tool calls answered beside the SDK's session
 //	child.go         the local palace server's supervisor (childconn.go: its pipe)
 //	primary.go       the primary's client and breaker (primarycall.go: one call,
+//	                 primaryprobe.go: the breaker's probe and the token check,
 //	                 warmtransport.go: the connection kept ready)
-//	policy.go        policy.json: which wings replicate
+//	policy.go        policy.json: which wings replicate (policywatch.go: re-read
+//	                 when it changes; writes held while it does not parse)
 //	result.go        results the edge builds and annotates
 //
 // The JSON-RPC wire code lives in edge/wire, durability in edge/outbox,

@@ -31,8 +31,7 @@ type Edge struct {
 	remote      primaryPalace // nil in pass-through
 	outbox      *outbox.Store
 	obErr       error
-	policy      *Policy
-	polErr      error // the policy file could not be read: nothing replicates
+	pw          *policyWatch // the replication policy, re-read when it changes
 
 	mu           sync.Mutex
 	regMu        sync.Mutex // serializes addTools, so "registered" means AddTool is done
@@ -188,21 +187,23 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		e.log.Error("cannot create the edge's state directory; replication is off", "dir", dir, "err", err)
 	}
-	pol, err := LoadPolicy(dir)
-	if err != nil {
+	e.pw = &policyWatch{dir: dir}
+	pol, polErr, _ := e.pw.current()
+	if polErr != nil {
 		// Replicating with an unknown policy could send a private wing to
-		// the primary: nothing replicates until the file is fixed.
-		e.log.Error("replication policy unreadable; nothing is replicated until it is fixed", "err", err)
-		pol, e.polErr = &Policy{Version: 1, Wings: map[string]Rule{"*": {Replicate: Local}}}, err
+		// the primary: writes are held until the file is fixed.
+		e.log.Error("replication policy unreadable; writes are held in the outbox, unsent, until it parses", "err", polErr)
 	}
-	e.policy = pol
 	e.loadToolCache()
-	ob, err := outbox.Open(filepath.Join(dir, outbox.FileName), e.cfg.OriginDevice, e.cfg.OriginLabel)
+	ob, err := outbox.OpenOptions(filepath.Join(dir, outbox.FileName), outbox.Options{Device: e.cfg.OriginDevice, Label: e.cfg.OriginLabel, Log: e.log})
 	if err != nil {
 		e.obErr = err
 		e.log.Error("outbox unavailable: local writes still succeed but are not replicated", "err", err)
 	}
 	e.outbox = ob
+	if ob != nil && polErr == nil {
+		e.release(ctx, pol) // ops held by an earlier run, if any
+	}
 	e.primary = NewPrimary(e.cfg.PrimaryURL, e.cfg.Token, e.log, PrimaryOptions{
 		Timeout: e.cfg.CallTimeout,
 		Probe:   e.cfg.Probe,
@@ -224,7 +225,7 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 	})
 	e.remote = e.primary
 	if ob != nil {
-		f := &outbox.Flusher{S: ob, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease}
+		f := &outbox.Flusher{S: ob, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout}
 		wg.Add(1)
 		go func() { defer wg.Done(); f.Run(ctx) }()
 	}

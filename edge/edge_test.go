@@ -18,6 +18,7 @@ import (
 
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/testbed"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 const testToken = "tok-SECRET-edge-test"
@@ -51,6 +52,12 @@ type harnessOpts struct {
 	raw         bool     // the agent is the test, writing JSON-RPC lines
 	child       []string // the local palace server's argv (default: the test double)
 	primaryDown bool     // nothing listens at the primary's URL
+	// realLocal is a real MemPalace palace: its mempalace-mcp is the
+	// child, with exactly its environment (testbed/realpalace).
+	realLocal *realpalace.Palace
+	// primaryURL is a primary of the test's own (real serve, a proxy in
+	// front of it) with testToken; no double is started.
+	primaryURL string
 }
 
 func start(t testing.TB, o harnessOpts) *harness {
@@ -58,6 +65,9 @@ func start(t testing.TB, o harnessOpts) *harness {
 	h := &harness{t: t, palace: filepath.Join(t.TempDir(), "palace"), logs: &testbed.SyncBuffer{}, childLog: &testbed.SyncBuffer{}, primaryLog: &testbed.SyncBuffer{}}
 	if o.palace != "" {
 		h.palace = o.palace
+	}
+	if o.realLocal != nil {
+		h.palace = o.realLocal.Dir
 	}
 	child := testbed.Self(t, fakepalace.ProgramName)
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -70,7 +80,10 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if o.timeout > 0 {
 		cfg.CallTimeout = o.timeout
 	}
-	if !o.passThrough {
+	switch {
+	case o.primaryURL != "":
+		cfg.PrimaryURL = o.primaryURL
+	case !o.passThrough:
 		var err error
 		h.primary, err = fakepalace.New(fakepalace.Options{Dir: t.TempDir(), Embedder: o.embedder})
 		if err != nil {
@@ -86,6 +99,9 @@ func start(t testing.TB, o harnessOpts) *harness {
 		if o.primaryDown {
 			h.srv.Stop()
 		}
+	}
+	if o.realLocal != nil {
+		cfg.Child, cfg.ChildEnv = o.realLocal.MCPCommand(), o.realLocal.Env()
 	}
 	if o.child != nil {
 		cfg.Child = o.child

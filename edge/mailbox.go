@@ -9,7 +9,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/catalogue"
-	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
@@ -75,8 +74,8 @@ func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, e
 }
 
 // EventList is the mailbox's Source: the primary's event_list, through
-// the same client as every other call (order=asc where the primary's
-// schema has it).
+// the same client as every other call (order=asc and writer where the
+// primary's schema has them).
 func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMessage, error) {
 	if e.remote == nil {
 		return nil, errors.New("no primary is configured")
@@ -87,21 +86,24 @@ func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMess
 		tools = append(tools, t)
 	}
 	e.mu.Unlock()
-	src := mailbox.ToolSource{AscOrder: mailbox.SupportsOrder(tools), Call: func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	src := mailbox.NewToolSource(func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 		// event_list is a read: it may be sent again (withReplayable)
 		return e.remote.Call(withReplayable(ctx), newCall(&mcp.CallToolParams{Name: p.Name, Arguments: p.Arguments}).params, true)
-	}}
+	}, tools)
 	return src.EventList(ctx, args)
 }
 
 // pendingEvents are the event_append and event_ack calls still queued in
-// the outbox, oldest first: written by this agent, not yet on the primary.
+// the outbox, oldest first, every one of them (however many palace
+// writes wait beside them): written by this agent, not yet on the
+// primary.
 func (e *Edge) pendingEvents(ctx context.Context) []map[string]any {
 	if e.outbox == nil {
 		return nil
 	}
-	ops, err := e.outbox.List(ctx, 1000, outbox.Queued, outbox.Inflight)
+	ops, err := e.outbox.PendingOn(ctx, catalogue.CoordinationLane)
 	if err != nil {
+		e.log.Warn("the mailbox cannot see the replies still queued; it may show them as owed", "err", err)
 		return nil
 	}
 	var out []map[string]any

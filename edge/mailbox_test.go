@@ -3,11 +3,14 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
 // RFC 003 §6's positive control through the edge: a synthetic sender
@@ -68,4 +71,26 @@ func TestMailboxThroughTheEdge(t *testing.T) {
 		t.Errorf("offline mailbox after replying: %v", m)
 	}
 	t.Logf("offline mailbox answered in %v", took)
+}
+
+// Issue 26, point 9: a reply queued behind a thousand palace writes still
+// counts as sent: the mailbox reads every reply the outbox holds. Before,
+// it read the first 1,000 queued ops of any kind, missed the ack, and told
+// the agent to answer again.
+func TestTheMailboxSeesEveryQueuedReply(t *testing.T) {
+	e, _, _, ob := routerUnderTest(t)
+	ctx := context.Background()
+	for i := range 1000 {
+		b, _ := json.Marshal(map[string]any{"wing": "notes", "room": "r", "content": fmt.Sprint("queued while offline ", i)})
+		if _, err := ob.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ob.Enqueue(ctx, outbox.Write{Name: "mempalace_event_ack", Payload: []byte(`{"event_id":"evt_1","from_agent":"opencode@lab","status":"applied"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	pending := e.pendingEvents(ctx)
+	if len(pending) != 1 || pending[0]["event_id"] != "evt_1" {
+		t.Fatalf("the replies the mailbox counts as sent: %v", pending)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
@@ -95,7 +96,7 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	case catalogue.FilterMatches:
 		merged = mergeDuplicates(lm, pm)
 	case catalogue.FilterDiary:
-		merged = mergeDiary(lm, pm, intArg(args, "last_n", 10))
+		merged = mergeDiary(lm, pm, intArg(args, "last_n", 10), time.Local)
 	case catalogue.FilterDrawers:
 		merged = mergeDrawers(lm, pm, intArg(args, "offset", 0), intArg(args, "limit", 20))
 	default:
@@ -337,10 +338,15 @@ func num(v any) float64 {
 
 // mergeDiary: union, deduplicated by content (a replicated entry has a
 // different timestamp on the primary: it was written at flush time),
-// newest first, cut to last_n.
-func mergeDiary(lm, pm map[string]any, lastN int) map[string]any {
+// newest first by entryTime (local is the zone of a timestamp without an
+// offset), cut to last_n.
+func mergeDiary(lm, pm map[string]any, lastN int, local *time.Location) map[string]any {
+	type dated struct {
+		entry map[string]any
+		at    time.Time
+	}
 	seen := map[string]bool{}
-	var all []map[string]any
+	var all []dated
 	for _, side := range []map[string]any{lm, pm} {
 		es, _ := side["entries"].([]any)
 		for _, x := range es {
@@ -353,16 +359,17 @@ func mergeDiary(lm, pm map[string]any, lastN int) map[string]any {
 				continue
 			}
 			seen[k] = true
-			all = append(all, h)
+			ts, _ := h["timestamp"].(string)
+			all = append(all, dated{h, entryTime(ts, local)})
 		}
 	}
-	sort.SliceStable(all, func(i, j int) bool { return fmt.Sprint(all[i]["timestamp"]) > fmt.Sprint(all[j]["timestamp"]) })
+	sort.SliceStable(all, func(i, j int) bool { return all[i].at.After(all[j].at) })
 	if lastN > 0 && len(all) > lastN {
 		all = all[:lastN]
 	}
 	res := make([]any, len(all))
 	for i, h := range all {
-		res[i] = h
+		res[i] = h.entry
 	}
 	out := copyMap(pm)
 	if out["agent"] == nil {
@@ -373,6 +380,24 @@ func mergeDiary(lm, pm map[string]any, lastN int) map[string]any {
 	out["total"] = max(num(lm["total"]), num(pm["total"]), float64(len(all)))
 	out["edge"] = map[string]any{"merged": true, "local": "ok", "primary": "ok"}
 	return out
+}
+
+// entryTime is the instant a diary entry was written. MemPalace 3.12
+// writes its timestamps with a UTC offset (or Z), read as they say; 3.11
+// writes datetime.now() without one, the local time of the machine that
+// wrote it, read in local (the edge's own zone: the local palace's
+// machine, and for a 3.11 primary the assumption that the fleet keeps one
+// zone). A timestamp that does not parse is the oldest.
+func entryTime(ts string, local *time.Location) time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, ts); err == nil {
+		return t
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05.999999999", "2006-01-02 15:04:05.999999999", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, ts, local); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
 }
 
 // mergeDrawers: union by drawer_id, sorted by id (as MemPalace sorts), the

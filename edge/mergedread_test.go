@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -105,5 +106,41 @@ func TestMergedReadAsksBothPalacesAtOnce(t *testing.T) {
 	json.Unmarshal([]byte(a.res.Content[0].(*mcp.TextContent).Text), &got)
 	if len(got.Results) != 1 || got.Results[0].Origin != "both" || got.Edge["merged"] != true {
 		t.Errorf("merged answer: %+v", got)
+	}
+}
+
+// A merged diary read orders entries by the instant they were written,
+// whatever form their timestamps take: MemPalace 3.11 writes the local
+// time of the palace's machine without an offset (datetime.now()), 3.12
+// writes it with a UTC offset. On an edge whose machine is two hours
+// east of UTC, a local 3.11 entry written at 05:00 (03:00 UTC) is older
+// than a 3.12 primary's entry of 04:00+00:00, and a +02:00 entry of
+// 05:30 (03:30 UTC) sits between them. Comparing the strings puts the
+// local entry first.
+func TestMergeDiaryOrdersTimestampsWithAndWithoutOffsets(t *testing.T) {
+	east := time.FixedZone("east", 2*3600)
+	entry := func(ts, content string) any {
+		return map[string]any{"timestamp": ts, "content": content, "topic": "general"}
+	}
+	local := map[string]any{"agent": "pi", "entries": []any{
+		entry("2026-12-02T05:00:00.000000", "local, 03:00 UTC"),
+		entry("2026-12-02T01:15:00.250000", "local, 23:15 UTC the day before"),
+	}, "total": 2.0}
+	primary := map[string]any{"agent": "pi", "entries": []any{
+		entry("2026-12-02T04:00:00.000000+00:00", "primary, 04:00 UTC"),
+		entry("2026-12-02T05:30:00+02:00", "primary, 03:30 UTC"),
+		entry("2026-12-01T23:30:00Z", "primary, 23:30 UTC the day before"),
+	}, "total": 3.0}
+	got := mergeDiary(local, primary, 10, east)
+	var order []string
+	for _, e := range got["entries"].([]any) {
+		order = append(order, e.(map[string]any)["content"].(string))
+	}
+	want := []string{"primary, 04:00 UTC", "primary, 03:30 UTC", "local, 03:00 UTC", "primary, 23:30 UTC the day before", "local, 23:15 UTC the day before"}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("merged, newest first:\n got %q\nwant %q", order, want)
+	}
+	if two := mergeDiary(local, primary, 2, east)["entries"].([]any); len(two) != 2 || two[1].(map[string]any)["content"] != "primary, 03:30 UTC" {
+		t.Errorf("last_n 2 keeps the two newest: %v", two)
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
@@ -205,7 +203,7 @@ func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retr
 	for attempt := 0; ; attempt++ {
 		s, err := p.sessionFor(ctx)
 		if err != nil {
-			return nil, p.fail(err)
+			return nil, p.fail(fmt.Errorf("%w: %w", outbox.ErrNotSent, err)) // no session: the call never left
 		}
 		res, err := p.callOn(ctx, s, params)
 		if err == nil {
@@ -352,79 +350,10 @@ func (p *Primary) downErr() error {
 	case p.unauth:
 		return outbox.ErrUnauthorized
 	case p.lastErr == nil: // closed again meanwhile
-		return ErrPrimaryDown
+		return fmt.Errorf("%w: %w", ErrPrimaryDown, outbox.ErrNotSent)
 	}
-	return fmt.Errorf("%w: %w", ErrPrimaryDown, p.lastErr)
-}
-
-// probe polls /healthz with jittered backoff (probeMin to probeMax, 0.25 s
-// to 30 s by default) and, when it
-// answers, opens a session; success closes the breaker.
-func (p *Primary) probe() {
-	wait := p.probeMin
-	for {
-		t := time.NewTimer(wait/2 + time.Duration(rand.Int64N(int64(wait/2)+1)))
-		select {
-		case <-p.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		if p.tryUp() {
-			p.mu.Lock()
-			p.down, p.unauth, p.lastErr, p.probing = false, false, nil, false
-			p.mu.Unlock()
-			p.log.Info("primary reachable again", "url", redact(p.endpoint))
-			if p.onUp != nil {
-				p.onUp()
-			}
-			return
-		}
-		wait = min(wait*2, p.probeMax)
-	}
-}
-
-func (p *Primary) tryUp() bool {
-	ctx, cancel := context.WithTimeout(p.ctx, min(p.timeout, 5*time.Second))
-	defer cancel()
-	if h := healthzURL(p.endpoint); h != "" {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h, nil)
-		if err != nil {
-			return false
-		}
-		resp, err := p.httpc.Do(req)
-		if err != nil {
-			return false
-		}
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1024)) // the status is the answer; the body is drained for reuse
-		resp.Body.Close()                                    // as above
-		if resp.StatusCode >= 500 {
-			return false
-		}
-	}
-	// /healthz answered (or is not routed here): a real handshake decides,
-	// which also proves the token.
-	p.lastStatus.Store(0)
-	s, err := p.sessionFor(ctx)
-	if err != nil {
-		return false
-	}
-	if err := s.Ping(ctx, nil); err != nil {
-		if peerError(err) == nil {
-			p.drop(s)
-			return false
-		}
-	}
-	return true
-}
-
-func healthzURL(endpoint string) string {
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return ""
-	}
-	u.Path, u.RawQuery, u.Fragment = "/healthz", "", ""
-	return u.String()
+	// This call never left: the breaker answered it.
+	return fmt.Errorf("%w (%w): %v", ErrPrimaryDown, outbox.ErrNotSent, p.lastErr)
 }
 
 // redact drops credentials and the query from a URL for logs.

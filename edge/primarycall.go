@@ -8,11 +8,14 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 )
@@ -37,18 +40,24 @@ func postable(s *mcp.ClientSession) bool {
 // failure. A call given up (ctx) is cancelled on the primary, best effort.
 func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte) (json.RawMessage, error) {
 	id := relayPrefix + strconv.FormatUint(p.next.Add(1), 10)
-	resp, err := p.send(ctx, s, wire.Request(id, "tools/call", params))
+	var wrote atomic.Bool // the request left whole: the primary may have applied it
+	trace := &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) { wrote.Store(w.Err == nil) }}
+	resp, err := p.send(httptrace.WithClientTrace(ctx, trace), s, wire.Request(id, "tools/call", params))
 	if err != nil {
 		if ctx.Err() != nil {
 			why := ctx.Err()
 			p.goOwned(func() { p.cancelOnPrimary(s, id, why) })
+		}
+		if !wrote.Load() {
+			return nil, fmt.Errorf("tools/call: %w: %w", outbox.ErrNotSent, err)
 		}
 		return nil, fmt.Errorf("tools/call: %w", err)
 	}
 	defer resp.Body.Close() // read to its end or abandoned: nothing to report
 	p.sawLedger(resp.Header)
 	if resp.StatusCode == http.StatusNotFound && s.ID() != "" {
-		return nil, fmt.Errorf("the primary ended session %s: %w", s.ID(), mcp.ErrSessionMissing)
+		// an unknown session is refused before the call is read
+		return nil, fmt.Errorf("the primary ended session %s: %w (%w)", s.ID(), mcp.ErrSessionMissing, outbox.ErrNotSent)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		switch resp.StatusCode {
@@ -60,7 +69,7 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 				return nil, rpcErr
 			}
 		}
-		return nil, fmt.Errorf("tools/call: the primary answered HTTP %d", resp.StatusCode)
+		return nil, fmt.Errorf("tools/call: %w", &outbox.HTTPError{Status: resp.StatusCode})
 	}
 	var answer []byte
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" { // a bad header reads as JSON, whose parse then says so

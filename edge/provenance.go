@@ -1,28 +1,21 @@
 package edge
 
-import "github.com/joakimp/devbox-config/catalogue"
-
-// stamp sets added_by = "<agent>/<label>/<device>" on a write bound for
-// the primary, only when MEMPALACE_ORIGIN_DEVICE is set (RFC 001 §7.3.4,
-// §7.3.5): never a hostname, container id or placeholder; the local palace
-// is never stamped.
-func (e *Edge) stamp(args map[string]any) {
-	if e.cfg.OriginDevice == "" {
-		return
+// Stamp is the added_by a write bound for the primary carries:
+// "<agent>/<label>/<device>", only when MEMPALACE_ORIGIN_DEVICE is set
+// (RFC 001 §7.3.4, §7.3.5): never a hostname, container id or
+// placeholder; "" (nothing stamped) without one. The local palace is
+// never stamped; a tool that takes no added_by is never stamped (decide).
+func (c Config) Stamp() string {
+	if c.OriginDevice == "" {
+		return ""
 	}
-	label := e.cfg.OriginLabel
+	label := c.OriginLabel
 	if label == "" {
 		label = "-"
 	}
-	agent := e.cfg.Agent
+	agent := c.Agent
 	if agent == "" {
 		agent = "mcp"
 	}
-	args["added_by"] = agent + "/" + label + "/" + e.cfg.OriginDevice
-}
-
-// stamps reports a write whose payload gets added_by: a tool that takes
-// it (add_drawer, checkpoint), with an origin device configured.
-func (e *Edge) stamps(rec catalogue.Tool) bool {
-	return e.cfg.OriginDevice != "" && rec.Accepts("added_by")
+	return agent + "/" + label + "/" + c.OriginDevice
 }

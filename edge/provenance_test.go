@@ -24,10 +24,10 @@ func TestProvenanceRows(t *testing.T) {
 		{"pi", "", "", nil},                                           // solitary-style: nothing
 	}
 	for _, c := range cases {
-		e := &Edge{cfg: Config{Agent: c.agent, OriginDevice: c.device, OriginLabel: c.label}, policy: &Policy{Version: 1, Wings: map[string]Rule{}}}
+		cfg := Config{Agent: c.agent, OriginDevice: c.device, OriginLabel: c.label}
 		for _, tool := range []string{"add_drawer", "checkpoint"} {
 			args := map[string]any{"wing": "w", "room": "r", "content": "x", "items": []any{map[string]any{"wing": "w", "room": "r", "content": "x"}}}
-			out, ok := replicableArgs(e, tool, args)
+			out, ok := replicableArgs(cfg, tool, args)
 			if !ok {
 				t.Fatalf("%s not replicated", tool)
 			}
@@ -39,16 +39,17 @@ func TestProvenanceRows(t *testing.T) {
 			}
 		}
 		// Nothing else carries a device.
-		out, _ := replicableArgs(e, "diary_write", map[string]any{"agent_name": "pi", "entry": "e"})
+		out, _ := replicableArgs(cfg, "diary_write", map[string]any{"agent_name": "pi", "entry": "e"})
 		if _, ok := out["added_by"]; ok || out["agent_name"] != "pi" {
 			t.Errorf("diary_write stamped: %v", out)
 		}
 	}
 }
 
-// replicableArgs is the payload replicable queues for a call, decoded.
-func replicableArgs(e *Edge, tool string, args map[string]any) (map[string]any, bool) {
-	b, _, ok := e.replicable(newCall(&mcp.CallToolParams{Name: tool, Arguments: args}), "")
+// replicableArgs is the payload decide queues for a call, decoded.
+func replicableArgs(cfg Config, tool string, args map[string]any) (map[string]any, bool) {
+	c := newCall(&mcp.CallToolParams{Name: tool, Arguments: args})
+	b, _, ok := decide(&Policy{Version: 1, Wings: map[string]Rule{}}, c.tool, c.argsMap(), c.raw(), "", cfg.Stamp())
 	var out map[string]any
 	json.Unmarshal(b, &out)
 	return out, ok
@@ -111,9 +112,9 @@ func TestRejectedOriginDeviceStampsNothing(t *testing.T) {
 	if !warned {
 		t.Errorf("no warning about %s: %v", ladder.EnvOriginDevice, warns)
 	}
-	e := &Edge{cfg: ConfigFrom(s, ladder.TokenSource(lookup), nil, "test", nil), policy: &Policy{Version: 1, Wings: map[string]Rule{}}}
+	cfg := ConfigFrom(s, ladder.TokenSource(lookup), nil, "test", nil)
 	for _, tool := range []string{"add_drawer", "checkpoint"} {
-		out, ok := replicableArgs(e, tool, map[string]any{"wing": "w", "room": "r", "content": "x", "items": []any{map[string]any{"wing": "w", "room": "r", "content": "x"}}})
+		out, ok := replicableArgs(cfg, tool, map[string]any{"wing": "w", "room": "r", "content": "x", "items": []any{map[string]any{"wing": "w", "room": "r", "content": "x"}}})
 		if !ok {
 			t.Fatalf("%s not replicated", tool)
 		}
@@ -124,8 +125,8 @@ func TestRejectedOriginDeviceStampsNothing(t *testing.T) {
 	// The same variables with a valid device do stamp (the test can fail).
 	env["MEMPALACE_ORIGIN_DEVICE"] = "7f3a9c2e1b04"
 	s, _, _ = ladder.ResolveEdge(lookup, func(string) (string, error) { return "/bin/true", nil })
-	e.cfg = ConfigFrom(s, nil, nil, "test", nil)
-	if out, _ := replicableArgs(e, "add_drawer", map[string]any{"wing": "w", "room": "r", "content": "x"}); out["added_by"] != "opencode/lab/7f3a9c2e1b04" {
+	cfg = ConfigFrom(s, nil, nil, "test", nil)
+	if out, _ := replicableArgs(cfg, "add_drawer", map[string]any{"wing": "w", "room": "r", "content": "x"}); out["added_by"] != "opencode/lab/7f3a9c2e1b04" {
 		t.Errorf("valid device: added_by %v", out["added_by"])
 	}
 }

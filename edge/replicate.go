@@ -5,20 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
+	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
-	"github.com/joakimp/devbox-config/gateway/ledger"
-	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // write: local first, the agent gets the local result; a successful write
 // to a replicated wing is enqueued for the primary, under the exact name
-// the agent called it by.
+// the agent called it by, with the agent's own argument bytes.
 func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	var oldWing string
 	if c.tool.Wings == catalogue.DrawerWing {
@@ -36,38 +35,74 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	if m != nil && (m["success"] == false || m["error"] != nil) {
 		return res, nil // the local palace refused it: nothing to replicate
 	}
-	payload, wing, replicate := e.replicable(c, oldWing)
-	if e.polErr != nil {
-		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: policy unreadable: %v", e.polErr)}, false), nil
-	}
-	if !replicate {
-		return annotate(res, map[string]any{"replication": "local only (policy)"}, false), nil
-	}
+	return annotate(res, e.queue(ctx, c, oldWing), false), nil
+}
+
+// queue puts a write the local palace took in the outbox as the policy
+// says, and says what became of it (the agent's answer's "edge" object).
+func (e *Edge) queue(ctx context.Context, c *call, oldWing string) map[string]any {
 	if e.outbox == nil {
-		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: outbox unavailable: %v", e.obErr)}, false), nil
+		return map[string]any{"replication": fmt.Sprintf("not replicated: outbox unavailable: %v", e.obErr)}
 	}
-	op, err := e.outbox.Enqueue(ctx, outbox.Write{Name: c.name, Tool: c.tool, Payload: payload, Wing: wing})
+	pol, polErr := e.currentPolicy(ctx)
+	w := outbox.Write{Name: c.name, Tool: c.tool, Args: c.argsMap(), Held: polErr != nil}
+	var ok bool
+	if w.Held {
+		// Replicated or not, nobody can say: held, whole, until it parses.
+		w.Payload, w.Wing, ok = stamped(c.tool, c.raw(), e.cfg.Stamp()), firstWing(c.tool, c.argsMap(), oldWing), true
+	} else {
+		w.Payload, w.Wing, ok = decide(pol, c.tool, c.argsMap(), c.raw(), oldWing, e.cfg.Stamp())
+	}
+	if !ok {
+		return map[string]any{"replication": "local only (policy)"}
+	}
+	if w.Payload == nil {
+		return map[string]any{"replication": "not replicated: its arguments could not be read"}
+	}
+	op, err := e.outbox.Enqueue(ctx, w)
 	if err != nil {
 		e.log.Error("outbox write failed; the local write stands but is not replicated", "tool", c.name, "err", err)
-		return annotate(res, map[string]any{"replication": fmt.Sprintf("not replicated: %v", err)}, false), nil
+		return map[string]any{"replication": fmt.Sprintf("not replicated: %v", err)}
 	}
-	return annotate(res, map[string]any{"replication": "queued", "op_id": op.ID[:16]}, false), nil
+	if w.Held {
+		return map[string]any{"replication": "held", "op_id": op.ID,
+			"message": fmt.Sprintf("the replication policy does not parse (%v): this write waits in the outbox and is sent once the policy parses, if it replicates its wing", polErr)}
+	}
+	out := map[string]any{"replication": "queued", "op_id": op.ID}
+	if b, blocked, err := e.outbox.Blocker(ctx, op); err == nil && blocked {
+		out["behind"] = describe(b)
+	}
+	return out
+}
+
+// describe names an op for an agent: its short id, tool and state, and
+// why it waits.
+func describe(o outbox.Op) string {
+	s := fmt.Sprintf("op %s (%s, %s)", o.Short(), o.Tool, o.State)
+	if why := outbox.Words(o.Error); why != "" {
+		s += ": " + why
+	}
+	return s
 }
 
 // writeWithoutLocal: the local palace server is not running. A write the
 // policy replicates is queued for the primary (the agent is told the local
 // palace does not have it); anything else is the clear error it was.
 func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, down error) (*mcp.CallToolResult, error) {
-	payload, wing, replicate := e.replicable(c, oldWing)
-	if !replicate || e.polErr != nil || e.outbox == nil {
+	pol, polErr := e.currentPolicy(ctx)
+	if polErr != nil || e.outbox == nil {
 		return localDown(down), nil
 	}
-	op, err := e.outbox.Enqueue(ctx, outbox.Write{Name: c.name, Tool: c.tool, Payload: payload, Wing: wing})
+	payload, wing, replicate := decide(pol, c.tool, c.argsMap(), c.raw(), oldWing, e.cfg.Stamp())
+	if !replicate || payload == nil {
+		return localDown(down), nil
+	}
+	op, err := e.outbox.Enqueue(ctx, outbox.Write{Name: c.name, Tool: c.tool, Payload: payload, Args: c.argsMap(), Wing: wing})
 	if err != nil {
 		return localDown(down), nil
 	}
 	return jsonResult(map[string]any{
-		"success": true, "queued": true, "op_id": op.ID[:16],
+		"success": true, "queued": true, "op_id": op.ID,
 		"message": "the local palace server is not running: the write is queued for the primary only, and this machine's palace does not have it",
 		"edge":    map[string]any{"local": "down: " + down.Error(), "replication": "queued", "degraded": true},
 	}, false), nil
@@ -88,75 +123,82 @@ func (e *Edge) localWing(ctx context.Context, id string) string {
 	return w
 }
 
-// replicable decides what (if anything) goes to the outbox for a write:
-// the payload, its wing, and whether the policy replicates it. The payload
-// is the agent's arguments as sent, except where the edge must change
-// them: provenance stamped on a tool that takes added_by, and a checkpoint
-// cut to its replicated items and diary.
-func (e *Edge) replicable(c *call, oldWing string) (json.RawMessage, string, bool) {
-	rec, args := c.tool, c.argsMap()
-	if rec.Wings == catalogue.KnowledgeGraph {
-		return c.raw(), "", e.policy.KGReplicated()
+// decide is what the policy makes of a write: the payload to queue, its
+// wing, and whether it replicates at all. The payload is the agent's
+// argument bytes as sent, with two edits spliced in, never re-encoded: the
+// provenance stamp on a tool that takes added_by (stamp "": none), and a
+// checkpoint cut to its replicated items and diary. A nil payload with ok
+// is arguments that could not be edited.
+func decide(pol *Policy, rec catalogue.Tool, args map[string]any, raw json.RawMessage, oldWing, stamp string) (json.RawMessage, string, bool) {
+	switch rec.Wings {
+	case catalogue.KnowledgeGraph:
+		return raw, "", pol.KGReplicated()
+	case catalogue.CheckpointWings:
+		return decideCheckpoint(pol, args, raw, stamp)
 	}
-	if rec.Wings == catalogue.CheckpointWings {
-		return e.replicableCheckpoint(args)
+	wing := firstWing(rec, args, oldWing)
+	if wing != "" && !pol.Replicated(wing) {
+		return nil, wing, false
 	}
+	return stamped(rec, raw, stamp), wing, true
+}
+
+// firstWing is the wing an op is listed under: the first its call names.
+func firstWing(rec catalogue.Tool, args map[string]any, oldWing string) string {
 	wings := rec.WingsOf(args, oldWing)
 	if rec.Wings == catalogue.NoWing {
 		w, _ := args["wing"].(string) // a tool the catalogue does not know: its own "wing", if any
 		wings = []string{w}
 	}
-	wing := ""
 	for _, w := range wings {
 		if w != "" {
-			wing = w
-			break
+			return w
 		}
 	}
-	if wing != "" && !e.policy.Replicated(wing) {
-		return nil, wing, false
-	}
-	if e.stamps(rec) {
-		out := maps.Clone(args)
-		e.stamp(out)
-		b, err := json.Marshal(out)
-		if err != nil { // values just decoded from JSON: they encode
-			return nil, wing, false
-		}
-		return b, wing, true
-	}
-	return c.raw(), wing, true
+	return ""
 }
 
-// replicableCheckpoint keeps a checkpoint's items in replicated wings and
-// its diary if the diary's wing replicates; nothing left, nothing queued.
-func (e *Edge) replicableCheckpoint(args map[string]any) (json.RawMessage, string, bool) {
-	out := maps.Clone(args)
+// stamped is raw with added_by set to stamp, for a tool that takes it.
+func stamped(rec catalogue.Tool, raw json.RawMessage, stamp string) json.RawMessage {
+	if stamp == "" || !rec.Accepts("added_by") {
+		return raw
+	}
+	out, err := sjson.SetBytes(append([]byte(nil), raw...), "added_by", stamp)
+	if err != nil {
+		return nil // not an object: the local palace would have refused it
+	}
+	return out
+}
+
+// decideCheckpoint keeps a checkpoint's items in replicated wings and its
+// diary if the diary's wing replicates; nothing left, nothing queued.
+func decideCheckpoint(pol *Policy, args map[string]any, raw json.RawMessage, stamp string) (json.RawMessage, string, bool) {
+	out := append(json.RawMessage(nil), raw...)
 	items, _ := args["items"].([]any)
-	keep := []any{}
-	for _, it := range items {
-		im, _ := it.(map[string]any)
-		if w, _ := im["wing"].(string); e.policy.Replicated(w) {
-			keep = append(keep, it)
+	kept := 0
+	var err error
+	for i := len(items) - 1; i >= 0 && err == nil; i-- {
+		im, _ := items[i].(map[string]any)
+		if w, _ := im["wing"].(string); pol.Replicated(w) {
+			kept++
+			continue
 		}
+		out, err = sjson.DeleteBytes(out, "items."+strconv.Itoa(i))
 	}
 	diaryOK := false
-	if d, ok := args["diary"].(map[string]any); ok {
-		diaryOK = e.policy.Replicated(catalogue.DiaryWingFor(d))
-		if !diaryOK {
-			delete(out, "diary")
+	if d, ok := args["diary"].(map[string]any); ok && err == nil {
+		if diaryOK = pol.Replicated(catalogue.DiaryWingFor(d)); !diaryOK {
+			out, err = sjson.DeleteBytes(out, "diary")
 		}
 	}
-	if len(keep) == 0 && !diaryOK {
+	if kept == 0 && !diaryOK {
 		return nil, "", false
 	}
-	out["items"] = keep
-	e.stamp(out)
-	b, err := json.Marshal(out)
-	if err != nil { // values just decoded from JSON: they encode
-		return nil, "", false
+	if err != nil {
+		return nil, "", true
 	}
-	return b, "", true
+	rec, _ := catalogue.Lookup("checkpoint")
+	return stamped(rec, out, stamp), "", true
 }
 
 // coordinationWrite: durable through the outbox and sent at once; the agent
@@ -177,7 +219,11 @@ func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResu
 	if e.outbox == nil {
 		return e.primaryOnly(ctx, c, "the outbox is unavailable, sent directly")
 	}
-	op, err := e.outbox.Enqueue(ctx, outbox.Write{Name: c.name, Tool: c.tool, Payload: c.raw()})
+	op, err := e.outbox.Enqueue(ctx, outbox.Write{Name: c.name, Tool: c.tool, Payload: c.raw(), Args: c.argsMap()})
+	var tooLarge *outbox.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return errorResult(err.Error(), nil), nil // never sent: the primary would cut the connection
+	}
 	if err != nil {
 		e.log.Error("outbox write failed; sending directly", "tool", c.name, "err", err)
 		return e.primaryOnly(ctx, c, "the outbox failed, sent directly")
@@ -199,63 +245,28 @@ func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResu
 		}
 		return jsonResult(m, false), nil
 	case outbox.Dead:
-		return errorResult(fmt.Sprintf("the primary refused this write: %s", done.Error), map[string]any{"op_id": op.ID[:16]}), nil
-	}
-	edge := map[string]any{"primary": e.remote.State(), "degraded": true}
-	if len(done.Error) > 0 {
-		edge["attempt"] = done.Error
+		return errorResult("the primary refused this write: "+outbox.Words(done.Error), map[string]any{"op_id": op.ID}), nil
+	case outbox.InDoubt:
+		return errorResult(fmt.Sprintf("this write may or may not be on the primary, and nothing can look it up: it is not sent again on its own; `devbox-config edge outbox retry %s` sends it again, `devbox-config edge outbox delivered %s` records it as landed", op.Short(), op.Short()),
+			map[string]any{"op_id": op.ID, "state": "in doubt"}), nil
 	}
 	return jsonResult(map[string]any{
-		"success": true, "queued": true, "op_id": op.ID[:16],
-		"message": "the primary did not take the write now; it is queued durably and will be sent once, in order, when the primary takes it",
-		"edge":    edge,
+		"success": true, "queued": true, "op_id": op.ID,
+		"message": "the primary has not taken this write yet: it is queued durably and will be sent once, in order; " + e.whyWaiting(ctx, done),
+		"edge":    map[string]any{"primary": e.remote.State(), "degraded": true},
 	}, false), nil
 }
 
-// primaryAdapter lets the outbox send through the supervisor.
-type primaryAdapter struct{ p *Primary }
-
-func (a primaryAdapter) Up() bool { return a.p.Up() }
-
-// Ledger: the outbox's replay may lean on a gateway's op-id ledger.
-func (a primaryAdapter) Ledger() bool { return a.p.LedgerAdvertised() }
-
-func (a primaryAdapter) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
-	b, _ := json.Marshal(args) // the flusher decoded them from JSON: they encode
-	params := &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)}
-	if id := outbox.OpIDFrom(ctx); id != "" {
-		params.Meta = mcp.Meta{ledger.MetaKey: id} // a gateway's ledger answers a repeat from its record
+// whyWaiting says, in words, why a queued op has not reached the primary.
+func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
+	if b, blocked, err := e.outbox.Blocker(ctx, op); err == nil && blocked {
+		return "it waits behind " + describe(b)
 	}
-	if dev := origin.DeviceFrom(ctx); dev != "" { // a join's --origin-device, for a gateway's provenance
-		if params.Meta == nil {
-			params.Meta = mcp.Meta{}
-		}
-		params.Meta[origin.MetaKey] = dev
+	if why := outbox.Words(op.Error); why != "" {
+		return "its last attempt: " + why
 	}
-	res, err := a.p.Call(ctx, params, false)
-	if err != nil {
-		if rpcErr := peerError(err); rpcErr != nil {
-			return nil, &outbox.RPCError{Code: int(rpcErr.Code), Message: rpcErr.Message}
-		}
-		return nil, err
+	if !e.remote.Up() {
+		return "the primary is " + e.remote.State()
 	}
-	m := resultJSON(res)
-	if m == nil {
-		if !res.IsError {
-			// A 200 whose result holds no JSON object (an empty result, a
-			// text that is not JSON) says nothing about the write: it may
-			// have landed, so it is not taken for success.
-			return nil, errUnreadableAnswer
-		}
-		m = map[string]any{"success": false, "error": "the primary answered isError"}
-	}
-	return m, nil
+	return "the primary has not answered yet"
 }
-
-// errUnreadableAnswer: the primary answered a write with a result the
-// outbox cannot read (classified ambiguous: maybe applied).
-var errUnreadableAnswer = errors.New("the primary's answer holds no JSON object: the write may or may not have landed")
-
-// FlushTarget adapts a Primary for an outbox Flusher outside a running
-// edge (devbox-config edge flush).
-func FlushTarget(p *Primary) outbox.Primary { return primaryAdapter{p} }

@@ -113,7 +113,7 @@ func routerUnderTest(t *testing.T) (*Edge, *inProcess, *inProcess, *outbox.Store
 		cfg:         Config{PrimaryURL: "http://primary.invalid/mcp", CallTimeout: 1e9},
 		log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		localServer: local, remote: inProcessPrimary{primary},
-		outbox: ob, policy: &Policy{Version: 1, Wings: map[string]Rule{"private": {Replicate: "local"}}},
+		outbox: ob, pw: &policyWatch{dir: t.TempDir(), pol: &Policy{Version: 1, Wings: map[string]Rule{"private": {Replicate: "local"}}}},
 		registered: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{},
 	}
 	return e, local, primary, ob
@@ -246,8 +246,8 @@ func (s recordingPrimary) Call(ctx context.Context, p *mcp.CallToolParams, retry
 // A call is understood once and forwarded as the agent wrote it: the
 // arguments' bytes (spacing, key order, a number's spelling) reach the
 // local palace and the primary unchanged on every route that forwards
-// them, and a write's outbox payload is made from them (the outbox keeps
-// its canonical form of them: sorted keys, no escapes it need not have).
+// them, and a write's outbox payload is them, byte for byte (what the
+// flusher sends).
 func TestCallsForwardTheAgentsBytes(t *testing.T) {
 	e, local, primary, ob := routerUnderTest(t)
 	lrec, prec := &recording{args: map[string][]string{}}, &recording{args: map[string][]string{}}
@@ -277,7 +277,21 @@ func TestCallsForwardTheAgentsBytes(t *testing.T) {
 		}
 	}
 	ops, err := ob.List(ctx, 10)
-	if err != nil || len(ops) != 1 || !strings.Contains(string(ops[0].Payload), `"content":"spelled  as sent é"`) {
+	if err != nil || len(ops) != 1 || string(ops[0].Payload) != `{ "content" : "spelled  as sent \u00e9", "wing":"notes","room":"r" }` {
 		t.Fatalf("queued: %+v %v", ops, err)
+	}
+}
+
+// Issue 29, point 5: the agent's answer names the op by its full id (as
+// `edge outbox list --json` does; the commands take it or its short form).
+// Before, answers carried a 16-digit prefix, tables 12 and JSON 64.
+func TestTheAgentIsToldTheFullOpID(t *testing.T) {
+	e, _, _, ob := routerUnderTest(t)
+	res := routed(t, e, "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "which op?"})
+	edge, _ := res["edge"].(map[string]any)
+	id, _ := edge["op_id"].(string)
+	ops, _ := ob.List(context.Background(), 10)
+	if len(ops) != 1 || id != ops[0].ID {
+		t.Fatalf("the agent was told op %q; the outbox holds %v", id, ops)
 	}
 }

@@ -7,13 +7,13 @@
 package fakepalace
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // ChunkSize is MemPalace's MCP chunk size (config.chunk_size default, no
@@ -23,34 +23,19 @@ const ChunkSize = 800
 // MaxContent is sanitize_content's limit.
 const MaxContent = 100000
 
-// delimitedSHA256 is ids.py's length-prefixed hash:
-// sha256("".join(f"{len(p)}:{p}")), len counting code points.
-func delimitedSHA256(parts ...string) string {
-	var b strings.Builder
-	for _, p := range parts {
-		fmt.Fprintf(&b, "%d:%s", utf8.RuneCountInString(p), p)
-	}
-	sum := sha256.Sum256([]byte(b.String()))
-	return hex.EncodeToString(sum[:])
-}
-
 // DrawerID is make_drawer_id_from_content: drawer_{wing}_{room}_{h24}.
-func DrawerID(wing, room, content string) string {
-	return fmt.Sprintf("drawer_%s_%s_%s", wing, room, delimitedSHA256(wing, room, content)[:24])
-}
+// The recipe is the catalogue's (the edge orders writes by it), so the
+// contract suite's run against real MemPalace checks the one copy.
+func DrawerID(wing, room, content string) string { return catalogue.DrawerID(wing, room, content) }
 
 // DiaryID is tool_diary_write's id: a microsecond local timestamp and the
 // first 12 hex of sha256(entry) (not length-prefixed).
 func DiaryID(wing string, now time.Time, entry string) string {
-	sum := sha256.Sum256([]byte(entry))
-	return fmt.Sprintf("diary_%s_%s%06d_%s", wing, now.Format("20060102_150405"), now.Nanosecond()/1000, hex.EncodeToString(sum[:])[:12])
+	return fmt.Sprintf("diary_%s_%s%06d_%s", wing, now.Format("20060102_150405"), now.Nanosecond()/1000, catalogue.EntrySuffix(entry))
 }
 
 // DiarySuffix is the content key of a diary id: sha256(entry)[:12].
-func DiarySuffix(entry string) string {
-	sum := sha256.Sum256([]byte(entry))
-	return hex.EncodeToString(sum[:])[:12]
-}
+func DiarySuffix(entry string) string { return catalogue.EntrySuffix(entry) }
 
 // ChunkID is {logical_id}_chunk_{index:06d}.
 func ChunkID(id string, i int) string { return fmt.Sprintf("%s_chunk_%06d", id, i) }

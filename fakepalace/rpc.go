@@ -30,7 +30,9 @@ type Options struct {
 	// the contract runs against real MemPalace): serverInfo.version, and
 	// the parameters and behaviour a later release added (kg_timeline
 	// paging and event_list's order from 3.10.0; writer, and from_agent
-	// no longer filtering event reads, from 3.11.0).
+	// no longer filtering event reads, from 3.11.0; timestamps with a UTC
+	// offset and hallways.sqlite3 from 3.12.0, read from its release notes:
+	// release.go).
 	Version string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -71,6 +73,9 @@ func New(opts Options) (*Palace, error) {
 	}
 	st, err := load(opts.Dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := openHallways(opts.Dir, opts.Version); err != nil {
 		return nil, err
 	}
 	pl := &Palace{st: st, opts: opts, tools: tools(opts.Version), byName: map[string]tool{}, now: opts.Now, wake: make(chan struct{}), calls: map[string]int{}, latency: map[string]time.Duration{}, hold: map[string]<-chan struct{}{}, vectors: map[string][]float64{}}

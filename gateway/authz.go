@@ -89,7 +89,10 @@ func (d *Device) Grants(agent string, diary bool) bool {
 // (looked up on the upstream first; "" if not found).
 func Authorize(d *Device, tool string, args map[string]any, drawerWing string) Decision {
 	t, known := catalogue.Lookup(tool)
-	if !known {
+	switch {
+	case slices.Contains(catalogue.QueryLanguage, strings.TrimPrefix(tool, catalogue.Prefix)):
+		return deny(ruleQueryLanguage, "")
+	case !known:
 		return deny("unknown tool (the catalogue has no record of it)", "")
 	}
 	str := func(k string) string { s, _ := args[k].(string); return s }

@@ -210,16 +210,19 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		}
 	}
 	StampProvenance(author, req.Tool, req.Args)
-	if write {
-		if !s.auditAhead(x, d, req) {
-			return
-		}
+	if write && !s.auditAhead(x, d, req) {
+		return
+	}
+	if destroys(t, req.Args) {
+		// What the trash keeps is what the delete removes: no other write
+		// lands between the look-up and the delete.
 		if !s.writes.acquire(ctx, d.ID) {
 			x.entry.Rule = ruleWriteQueue
-			s.limited(x, d, req, "devbox-config gateway: rate limited: this device's share of the primary's write queue is full", ruleWriteQueue, dec.Wing)
+			s.limited(x, d, req, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
 			return
 		}
 		defer s.writes.release()
+		req.slotHeld = true
 	}
 	k, ok := s.keepStep(ctx, x, d, t, req)
 	if !ok {
@@ -228,6 +231,10 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
 	s.settle(ctx, k, status, resp)
 	switch {
+	case errors.Is(err, errWriteQueueFull):
+		x.entry.Rule = ruleWriteQueue
+		s.limited(x, d, req, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
+		return
 	case isDenial(err):
 		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), denialRule(err), "")
 		return
@@ -255,7 +262,10 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 		return s.answerByWing(ctx, d, t, req)
 	}
 	sent := time.Now() // real time: an event_wait's timeout runs from here
-	status, resp := s.forward(ctx, d, req)
+	status, resp, err := s.forward(ctx, d, req)
+	if err != nil {
+		return 0, nil, err
+	}
 	if status != http.StatusOK {
 		return status, resp, nil
 	}

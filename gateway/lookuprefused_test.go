@@ -3,12 +3,12 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // TestRefusedLookUpBehindTheLedger: a device that may write its diary
@@ -43,30 +43,16 @@ func TestRefusedLookUpBehindTheLedger(t *testing.T) {
 					if withLedger {
 						g.withLedger()
 					}
-					front := &losingFront{to: g.http.URL, drop: map[string]bool{w.tool: true}}
-					fs := httptest.NewServer(front)
-					defer fs.Close()
-					st, p, f := edgeOutbox(t, fs.URL+"/mcp", g.tokens["dev1"])
-					f.MaxPerm = 3
+					front := realpalace.NewProxy(t, g.http.URL)
+					front.Drop(w.tool)
+					st, p, f := edgeOutbox(t, front.URL, g.tokens["dev1"])
+					f.MaxRefusals = 3
 					ctx := context.Background()
 					b, _ := json.Marshal(w.args)
 					if _, err := st.Enqueue(ctx, outbox.Write{Name: w.tool, Payload: b}); err != nil {
 						t.Fatal(err)
 					}
-					deadline := time.Now().Add(3 * time.Second)
-					var s outbox.Stats
-					for time.Now().Before(deadline) {
-						if !p.Up() {
-							time.Sleep(50 * time.Millisecond)
-							continue
-						}
-						st.Resume(ctx)
-						f.Drain(ctx)
-						s, _ = st.Stats(ctx)
-						if s.ByState[outbox.Queued]+s.ByState[outbox.Inflight] == 0 {
-							break
-						}
-					}
+					s := drain(t, st, p, f, 3*time.Second)
 					ops, _ := st.List(ctx, 10)
 					for _, o := range ops {
 						t.Logf("op %s state %s attempts %d err %s", o.ID[:12], o.State, o.Attempts, o.Error)
@@ -81,7 +67,7 @@ func TestRefusedLookUpBehindTheLedger(t *testing.T) {
 							diaries++
 						}
 					}
-					t.Logf("lost %v; upstream: items %d diaries %d", front.lost, items, diaries)
+					t.Logf("lost %v; upstream: items %d diaries %d", front.Lost(), items, diaries)
 					wantItems := 0
 					if wname == "checkpoint" {
 						wantItems = 1

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/joakimp/devbox-config/catalogue"
 )
 
@@ -50,13 +52,24 @@ func (s *Server) objectAfter(ctx context.Context, d *Device, t catalogue.Tool, a
 
 // findEvent looks for an event the device can see that satisfies want,
 // through event_list filtered by each of its agents (as addressee and as
-// sender), page by page.
+// writer), oldest first, page by page. The filters and the order are
+// named as the upstream's own schema names them (eventListParams): from
+// 3.10.0 event_list lists newest first unless told order=asc, and from
+// 3.11.0 from_agent names the caller and filters nothing (writer does).
 func (s *Server) findEvent(ctx context.Context, d *Device, want func(map[string]any) bool) bool {
+	params := s.eventListParams(ctx)
+	sender := "from_agent"
+	if params["writer"] {
+		sender = "writer"
+	}
 	for _, a := range d.Agents {
-		for _, filter := range []string{"to_agent", "from_agent"} {
+		for _, filter := range []string{"to_agent", sender} {
 			cursor := ""
 			for range scanPages {
 				args := map[string]any{filter: a, "limit": 500}
+				if params["order"] {
+					args["order"] = "asc"
+				}
 				if cursor != "" {
 					args["since_event_id"] = cursor
 				}
@@ -77,4 +90,31 @@ func (s *Server) findEvent(ctx context.Context, d *Device, want func(map[string]
 		}
 	}
 	return false
+}
+
+// eventListParams is the set of parameters the upstream's event_list
+// schema lists, read from its tools/list at the first look-up and kept
+// until the next Reload (nil, and asked again next time, when the list
+// cannot be read: the look-up then names only what every release has).
+func (s *Server) eventListParams(ctx context.Context) map[string]bool {
+	s.mu.Lock()
+	known := s.eventParams
+	s.mu.Unlock()
+	if known != nil {
+		return known
+	}
+	_, resp := s.upstreamCall(ctx, []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`))
+	props := gjson.GetBytes(resp, `result.tools.#(name=="mempalace_event_list").inputSchema.properties`)
+	if !props.IsObject() {
+		return nil
+	}
+	known = map[string]bool{}
+	props.ForEach(func(k, _ gjson.Result) bool {
+		known[k.Str] = true
+		return true
+	})
+	s.mu.Lock()
+	s.eventParams = known
+	s.mu.Unlock()
+	return known
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 
 	"github.com/tidwall/gjson"
 
@@ -38,12 +39,20 @@ func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, [
 	if !ok {
 		return next(ctx, call.Body)
 	}
-	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, RequestID: reqID},
+	resend := ledger.ResendOf(json.RawMessage(gjson.GetBytes(call.Body, "params").Raw))
+	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, RequestID: reqID, Resend: resend},
 		func(ctx context.Context) (ledger.Answer, error) {
 			status, body := next(ctx, call.Body)
-			return ledger.Answer{Status: status, Body: body}, nil
+			// 502, 504: the upstream call was sent and its answer lost (the
+			// upstream step's own words): in doubt, never forwarded again
+			// unasked.
+			return ledger.Answer{Status: status, Body: body, MaybeApplied: status == http.StatusBadGateway || status == http.StatusGatewayTimeout}, nil
 		})
 	switch {
+	case errors.Is(err, ledger.ErrInFlight):
+		return 200, rpcErrBytes(reqID, ledger.CodeInFlight, "devbox-config gateway: this op is being forwarded now (retry later; nothing waits for it here)")
+	case errors.Is(err, ledger.ErrInDoubt):
+		return 200, rpcErrBytes(reqID, ledger.CodeInDoubt, "devbox-config gateway: this op was in flight when the gateway stopped and may have reached the primary: look it up, and send it again with _meta[\""+ledger.ResendKey+"\"] only if it is not there")
 	case errors.Is(err, ledger.ErrReused):
 		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error())
 	case errors.Is(err, ledger.ErrUnavailable):

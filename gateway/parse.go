@@ -136,6 +136,9 @@ type rpcRequest struct {
 	Args map[string]any
 	// sentDigest is digest(Args) as parsed, before any step changes them.
 	sentDigest string
+	// slotHeld: the handler holds the write slot for this call (a delete:
+	// the trash's look-up and the delete hold it together).
+	slotHeld bool
 }
 
 // badRequest is a parse step's refusal: a JSON-RPC error code and

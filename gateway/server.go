@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
 )
@@ -24,7 +25,7 @@ import (
 // clients retry.
 const (
 	CodeDenied      = -31003
-	CodeRateLimited = -32029
+	CodeRateLimited = ledger.CodeRateLimited
 )
 
 // MaxBody is mempalace serve's request cap.
@@ -61,6 +62,8 @@ type Server struct {
 
 	mu    sync.Mutex
 	mtime time.Time
+	// eventParams is what the upstream's event_list lists (objects.go).
+	eventParams map[string]bool
 
 	rates  limiters
 	writes *writeQueue
@@ -147,6 +150,9 @@ func (s *Server) Reload() error {
 		return fmt.Errorf("state_file: %w", err)
 	}
 	s.cfg.Store(c)
+	s.mu.Lock()
+	s.eventParams = nil // the upstream may have changed too: asked again
+	s.mu.Unlock()
 	s.markSeen()
 	s.rates.reset() // new rates apply at once
 	return nil

@@ -128,6 +128,18 @@ func TestCatalogueDecisions(t *testing.T) {
 			t.Errorf("%s %s: allowed=%v, want %v", c.d.ID, c.tool, got, c.allow)
 		}
 	}
+	// mempalace-light-mcp's query language: refused to every device, with
+	// the reason, and unknown to the catalogue (the edge writes them).
+	for _, tool := range catalogue.QueryLanguage {
+		if _, known := catalogue.Lookup(tool); known {
+			t.Errorf("%s has a catalogue record: the edge would route it as that record says", tool)
+		}
+		for _, d := range []*Device{laptop, desk, admin, {ID: "all", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Coordinator: true}} {
+			if dec := Authorize(d, tool, map[string]any{"query": "STATUS"}, ""); dec.Allow || dec.Rule != ruleQueryLanguage {
+				t.Errorf("%s for %s: %+v", tool, d.ID, dec)
+			}
+		}
+	}
 	// Through the gateway: the graph reads are rate-limited as reads, so a
 	// device with a tiny write rate is not held back by it.
 	d := devices[1]

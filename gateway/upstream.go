@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -45,14 +48,41 @@ type Ledger interface {
 
 // forward is the forward step of a tools/call: the re-encoded message,
 // through the ledger when there is one.
-func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (int, []byte) {
+func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (int, []byte, error) {
 	t, _ := catalogue.Lookup(req.Tool)
 	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode(), ArgsDigest: req.sentDigest}
-	if s.Ledger != nil {
-		return s.Ledger.Forward(ctx, call, s.upstreamCall)
+	send, full := s.upstreamCall, false
+	if !t.Reads && !req.slotHeld {
+		// One write at a time to the single-writer primary: the slot is
+		// taken here, after the ledger's claim (which answers an op in
+		// flight or in doubt at once, holding nothing).
+		send = func(ctx context.Context, body []byte) (int, []byte) {
+			if !s.writes.acquire(ctx, d.ID) {
+				full = true
+				return http.StatusTooManyRequests, rpcErrBytes(nil, CodeRateLimited, msgWriteQueueFull)
+			}
+			defer s.writes.release()
+			return s.upstreamCall(ctx, body)
+		}
 	}
-	return s.upstreamCall(ctx, call.Body)
+	var status int
+	var body []byte
+	if s.Ledger != nil {
+		status, body = s.Ledger.Forward(ctx, call, send)
+	} else {
+		status, body = send(ctx, call.Body)
+	}
+	if full {
+		return 0, nil, errWriteQueueFull
+	}
+	return status, body, nil
 }
+
+// msgWriteQueueFull answers a write the device's share of the queue has no room for.
+const msgWriteQueueFull = "devbox-config gateway: rate limited: this device's share of the primary's write queue is full"
+
+// errWriteQueueFull: the device's share of the write queue is full.
+var errWriteQueueFull = errors.New("write queue full")
 
 // upstreamCall POSTs one JSON-RPC message to the upstream's /mcp.
 func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
@@ -71,9 +101,15 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	var wrote atomic.Bool // the request left whole: the upstream may have applied it
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) { wrote.Store(w.Err == nil) }}))
 	resp, err := client.Do(req)
 	if err != nil {
-		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream unreachable")
+		if !wrote.Load() { // never sent: the edge retries it as it is
+			return http.StatusServiceUnavailable, rpcErrBytes(nil, -32000, "upstream unreachable: not sent")
+		}
+		// Sent, no answer: 502, which the edge reads as "maybe applied".
+		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream answer lost: the upstream may have applied it")
 	}
 	defer resp.Body.Close() // read to its end, or it failed: reported below
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

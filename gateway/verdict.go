@@ -34,6 +34,8 @@ const (
 	// ruleNotVisible is the one denial for an object a device may not see
 	// and for one that does not exist: the two are not told apart.
 	ruleNotVisible Rule = "the target is not visible to this device"
+	// ruleQueryLanguage refuses catalogue.QueryLanguage to every device.
+	ruleQueryLanguage Rule = "a query-language tool (mempalace-light-mcp): one query string can carry writes, deletes, sync or mine, which no per-wing grant can authorize"
 
 	ruleFrontDoor    Rule = "front-door:host-or-origin"
 	ruleNoRoute      Rule = "no-route"

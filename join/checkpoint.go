@@ -26,12 +26,26 @@ type TargetState struct {
 	HighWater int64 `json:"high_water"`
 	// Counts are the last run's sent and skipped records by type.
 	Counts map[string]map[string]int `json:"counts"`
-	// State is "in_progress" while ops are queued, "complete" after.
-	State     string    `json:"state"`
+	// State is StateInProgress while ops are queued, then StateComplete,
+	// or StateFailed when a record was refused, in doubt or mismatched.
+	State State `json:"state"`
+	// Failed counts the records that failed or mismatched in the last run.
+	Failed    int       `json:"failed"`
 	UpdatedAt time.Time `json:"updated_at"`
 	// Outbox is the join outbox file, relative to <palace>/edge.
 	Outbox string `json:"outbox"`
 }
+
+// State is a target's join state in bootstrap.json.
+type State string
+
+const (
+	StateInProgress State = "in_progress"
+	StateComplete   State = "complete"
+	StateFailed     State = "failed"
+)
+
+func (s State) String() string { return string(s) }
 
 func checkpointPath(palace string) string { return filepath.Join(palace, "edge", CheckpointFile) }
 

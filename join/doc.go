@@ -12,10 +12,12 @@
 //     (<palace>/edge/join-outbox-<target>.sqlite) and drained by the
 //     outbox's Flusher, so the per-type replay rules apply: drawers and
 //     open facts by the server's own guards, closed facts looked up first
-//     by (subject, predicate, object, valid_from, valid_to), diaries by the
-//     sha256(entry)[:12] id suffix against the primary's diary wing listed
-//     once per wing; the op id rides in _meta for a gateway's ledger, and
-//     a kill at any point leaves ops the next run resumes.
+//     by (subject, predicate, object, valid_from, valid_to), diaries
+//     counted: the n-th of n equal local entries (one wing, one text) is on
+//     the primary when the primary's wing, listed once, holds n with its
+//     sha256(entry)[:12] id suffix (two equal entries are two writes); the
+//     op id rides in _meta for a gateway's ledger, and a kill at any point
+//     leaves ops the next run resumes.
 //   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
 //     list_drawers, content from get_drawer.
 //   - Wings the policy marks local are never read for sending; --wing

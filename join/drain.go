@@ -14,9 +14,10 @@ import (
 // drain sends the join outbox with the outbox's own Flusher (its per-type
 // replay rules, its lease: two joins of one palace never send at once),
 // through a Primary whose calls are counted. A record the primary refuses
-// is reported and dropped so the rest move on (a later join queues it
-// again); a primary that accepts nothing for o.Stall, or refuses the
-// token, ends the drain with the rest queued for the next run. The
+// stays dead in the join outbox, holding back only the records on its
+// object, and is reported with the command that lists it (a later join
+// tries it again); a primary that accepts nothing for o.Stall, or refuses
+// the token, ends the drain with the rest queued for the next run. The
 // high-water mark is checkpointed every few seconds.
 func (j *joining) drain(ctx context.Context) {
 	defer j.lap("send")
@@ -26,8 +27,8 @@ func (j *joining) drain(ctx context.Context) {
 				j.log.Warn("the primary's protection not recorded in the join outbox", "err", err)
 			}
 		}})
-	primary := countingPrimary{&counter{calls: j.rep.Calls, side: "primary", next: edge.FlushTarget(j.primary)}, j.primary.Up}
-	j.sent = primary
+	primary := countingPrimary{&counter{calls: j.rep.Calls, side: "primary"}, edge.FlushTarget(j.primary)}
+	j.sent = callerOf{primary}
 	if err := j.store.ClearBackoff(ctx); err != nil {
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
 		return
@@ -37,8 +38,9 @@ func (j *joining) drain(ctx context.Context) {
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
 		return
 	}
-	total := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight] + st.ByState[outbox.Dead]
+	total := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight]
 	if total == 0 {
+		j.rep.Failed = append(j.rep.Failed, j.stuck(ctx)...)
 		return
 	}
 	j.o.Progress.Phase("sending", total)
@@ -49,38 +51,36 @@ func (j *joining) drain(ctx context.Context) {
 		ctx = origin.WithDevice(ctx, j.cfg.Device)
 	}
 	stop := j.watch(ctx, st.ByState[outbox.Done])
-	f := &outbox.Flusher{S: j.store, P: primary, Log: j.log, Lease: j.cfg.Lease, MaxPerm: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true}
+	f := &outbox.Flusher{S: j.store, P: primary, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1}
 	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, st.ByState[outbox.Done])...)
 	stop()
+	j.rep.Failed = append(j.rep.Failed, j.stuck(context.WithoutCancel(ctx))...)
 	if hw, ok := highWater(context.WithoutCancel(ctx), j.store); ok {
 		j.cp.HighWater = max(j.cp.HighWater, hw)
 		j.saveCheckpoint()
 	}
 }
 
-// send drains with f until nothing is left, the primary refuses the token
-// or accepts nothing for o.Stall, or ctx ends; refused ops are dropped
-// and returned as failures.
+// send drains with f until nothing sendable is left, the primary refuses
+// the token or accepts nothing for o.Stall, or ctx ends.
 func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failure {
 	var failed []Failure
 	lastProgress := time.Now()
 	for ctx.Err() == nil {
 		f.Drain(ctx) // an error is another process holding the lease: it sends, we wait
-		refused, err := j.dropRefused(ctx)
-		failed = append(failed, refused...)
-		var st outbox.Stats
-		if err == nil {
-			st, err = j.store.Stats(ctx)
-		}
+		st, err := j.store.Stats(ctx)
 		if err != nil {
 			return append(failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
 		}
-		if d := st.ByState[outbox.Done]; d != done {
+		if d := st.ByState[outbox.Done] + st.ByState[outbox.Dead] + st.ByState[outbox.InDoubt]; d != done {
 			done, lastProgress = d, time.Now()
 		}
-		left := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight] + st.ByState[outbox.Dead]
+		left := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight]
 		if left == 0 {
 			return failed
+		}
+		if time.Since(lastProgress) > time.Second && j.allWaiting(ctx, st) {
+			return failed // each op left waits behind a refused or in-doubt one: stuck reports them
 		}
 		if s := j.primary.State(); s == "unauthorized" {
 			return append(failed, Failure{Kind: "primary", Record: "token", Error: fmt.Sprintf("the primary refused the token (check MEMPALACE_REMOTE_TOKEN); %d records stay queued for the next run", left)})
@@ -95,21 +95,40 @@ func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failu
 	return failed
 }
 
-// dropRefused reports and drops the ops the primary refused (dead), so the
-// ones after them move on.
-func (j *joining) dropRefused(ctx context.Context) ([]Failure, error) {
-	dead, err := j.store.List(ctx, 1000, outbox.Dead)
-	if err != nil {
-		return nil, err
+// allWaiting reports whether every op left waits behind another on its
+// object (a refused or in-doubt op holds it): nothing more is sent until
+// an operator settles those, so waiting longer would only delay the report.
+func (j *joining) allWaiting(ctx context.Context, st outbox.Stats) bool {
+	if st.ByState[outbox.Inflight] > 0 {
+		return false
 	}
-	var failed []Failure
-	for _, op := range dead {
-		failed = append(failed, failureOf(op))
-		if _, err := j.store.Drop(ctx, op.ID); err != nil {
-			j.log.Warn("could not drop a refused op", "op", op.ID[:12], "err", err)
+	ops, err := j.store.List(ctx, 1<<30, outbox.Queued)
+	if err != nil {
+		return false // the stall's own deadline reports it
+	}
+	for _, op := range ops {
+		if _, waits, err := j.store.Blocker(ctx, op); err != nil || !waits {
+			return false
 		}
 	}
-	return failed, nil
+	return true
+}
+
+// ListCommand is the command that shows a join's refused records.
+const ListCommand = "devbox-config edge outbox list --join"
+
+// stuck reports the ops that wait for an operator: refused (dead) or in
+// doubt, each with the command that shows them.
+func (j *joining) stuck(ctx context.Context) []Failure {
+	ops, err := j.store.List(ctx, 1<<30, outbox.Dead, outbox.InDoubt)
+	if err != nil {
+		return []Failure{{Kind: "outbox", Record: j.obPath, Error: err.Error()}}
+	}
+	var failed []Failure
+	for _, op := range ops {
+		failed = append(failed, failureOf(op))
+	}
+	return failed
 }
 
 // watch reports progress (ops done since done0) and checkpoints the
@@ -160,7 +179,7 @@ func failureOf(op outbox.Op) Failure {
 	if err := json.Unmarshal(op.Payload, &args); err != nil {
 		// the outbox stores canonical JSON objects; an op that is not one
 		// is named by its id
-		return Failure{Kind: kindOfTool(op.Tool), Record: op.ID[:12], Wing: op.Wing, Error: "the primary refused it: " + errText(op.Error)}
+		return Failure{Kind: kindOfTool(op.Tool), Record: op.Short(), Wing: op.Wing, Error: whyStuck(op)}
 	}
 	kind := kindOfTool(op.Tool)
 	name := recordName(Record{Args: args})
@@ -171,7 +190,15 @@ func failureOf(op outbox.Op) Failure {
 		}
 		name = fmt.Sprintf("%s/%s: %q", op.Wing, str(args, "room"), string(c))
 	}
-	return Failure{Kind: kind, Record: name, Wing: op.Wing, Error: "the primary refused it: " + errText(op.Error)}
+	return Failure{Kind: kind, Record: name, Wing: op.Wing, Error: whyStuck(op)}
+}
+
+// whyStuck says why an op waits for an operator, and where to act on it.
+func whyStuck(op outbox.Op) string {
+	if op.State == outbox.InDoubt {
+		return fmt.Sprintf("it may or may not have reached the primary, and nothing can look it up: see `%s`, then `devbox-config edge outbox retry --join %s` or `delivered --join %s`", ListCommand, op.Short(), op.Short())
+	}
+	return fmt.Sprintf("the primary refused it: %s (op %s in the join outbox: `%s`; the next join tries it again, or `devbox-config edge outbox drop --join %s`)", errText(op.Error), op.Short(), ListCommand, op.Short())
 }
 
 // allOps reads every op of the join outbox, by op id.
@@ -206,7 +233,7 @@ func priorOps(ctx context.Context, s *outbox.Store) (map[string]outbox.Op, error
 		if json.Unmarshal(op.Payload, &args) != nil {
 			continue
 		}
-		k := keyOf(op.Tool, args)
+		k := keyOf(op.Tool, args, op.Ordinal)
 		if cur, ok := out[k]; ok && cur.State == outbox.Done && len(cur.Error) == 0 {
 			continue
 		}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
 // Config is what a join runs with; cmd builds it from the ladder.
@@ -137,20 +139,47 @@ type counter struct {
 	next  Caller
 }
 
-func (c *counter) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (c *counter) count(tool string) {
 	c.mu.Lock()
 	c.calls[c.side+" "+strings.TrimPrefix(tool, "mempalace_")]++
 	c.mu.Unlock()
+}
+
+func (c *counter) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	c.count(tool)
 	return c.next.Call(ctx, tool, args)
 }
 
-// countingPrimary is an outbox.Primary that counts its calls.
+// countingPrimary is the primary as the flusher sends to it, its calls
+// counted.
 type countingPrimary struct {
-	*counter
-	up func() bool
+	c *counter
+	p outbox.Primary
 }
 
-func (c countingPrimary) Up() bool { return c.up() }
+func (c countingPrimary) Up() bool { return c.p.Up() }
+
+func (c countingPrimary) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	c.c.count(tool)
+	return c.p.Call(ctx, tool, args)
+}
+
+// Ledger passes on whether the primary is a gateway with an op-id ledger.
+func (c countingPrimary) Ledger() bool {
+	lt, ok := c.p.(outbox.LedgerTarget)
+	return ok && lt.Ledger()
+}
+
+// callerOf is a primary as a Caller (verification's look-ups).
+type callerOf struct{ p outbox.Primary }
+
+func (c callerOf) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	return c.p.Call(ctx, tool, b)
+}
 
 // Target names a primary in bootstrap.json and the join outbox's file:
 // the URL without query, fragment or credentials.

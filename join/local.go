@@ -40,14 +40,22 @@ type Record struct {
 	LocalID string // drawers and diaries
 	Content string // drawers and diaries: the full content (for verification)
 	Closed  bool   // facts: valid_to is set
+	// Ordinal: a diary entry is the n-th of the local palace's entries
+	// with its wing, agent and text (the primary must hold n of them).
+	Ordinal int
 }
 
-// key identifies the write: tool and arguments (json.Marshal sorts keys).
-func (r Record) key() string { return keyOf(r.Tool, r.Args) }
+// key identifies the write: tool, arguments (json.Marshal sorts keys)
+// and, for a diary entry, which of its equal entries it is.
+func (r Record) key() string { return keyOf(r.Tool, r.Args, r.Ordinal) }
 
-func keyOf(tool string, args map[string]any) string {
+func keyOf(tool string, args map[string]any, ordinal int) string {
 	b, _ := json.Marshal(args) // values decoded from JSON: they encode
-	return tool + "\x00" + string(b)
+	k := tool + "\x00" + string(b)
+	if ordinal > 1 {
+		k += fmt.Sprintf("\x00%d", ordinal)
+	}
+	return k
 }
 
 // childCaller reads the local palace through the edge's child supervisor.
@@ -241,6 +249,10 @@ func readDrawer(ctx context.Context, local Caller, id, wing, stamp string) (Reco
 	content := str(d, "content")
 	if content == "" {
 		return Record{}, errors.New("get_drawer answered no content")
+	}
+	if ok, why := complete(d, content); !ok {
+		// Replayed, it would be a truncated copy under another id.
+		return Record{}, fmt.Errorf("the local palace holds it truncated (%s): not sent; repair it in the local palace first", why)
 	}
 	meta, _ := d["metadata"].(map[string]any)
 	if meta == nil {

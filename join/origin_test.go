@@ -35,6 +35,13 @@ func TestJoinOriginDeviceThroughTheGateway(t *testing.T) {
 	if rep.OK() || len(up.Dump().Drawers) != 0 || !strings.Contains(rep.Failed[0].Error, "only an admin device") {
 		t.Fatalf("a non-admin's join for another device: %+v, %d drawers landed", rep.Failed, len(up.Dump().Drawers))
 	}
+	for _, f := range rep.Failed {
+		// the ops left wait behind the refused ones: said as such, not as
+		// a primary that "accepted nothing" after the stall's wait
+		if f.Kind == "primary" {
+			t.Errorf("a join whose records were refused reports %+v", f)
+		}
+	}
 
 	p = newPalace(t)
 	fill(t, p, "b")

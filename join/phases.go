@@ -53,7 +53,7 @@ type planned struct {
 }
 
 // requeue reports a write this run queues: none was queued before, or the
-// one before was dropped after a refusal.
+// one before was dropped by an operator.
 func (p planned) requeue() bool { return !p.had || p.op.State == outbox.Done && len(p.op.Error) != 0 }
 
 // start checks the configuration and the flags (a *UsageError when the
@@ -208,8 +208,15 @@ func (j *joining) plan(ctx context.Context) *Failure {
 	if j.o.Resume {
 		j.man.Records = j.resumed()
 	}
-	byKey := map[string]bool{}
+	byKey, equal := map[string]bool{}, map[string]int{}
 	for _, rec := range j.man.Records {
+		if rec.Kind == Diaries && rec.Ordinal == 0 {
+			// Equal entries are each a write: the n-th of n is on the primary
+			// when it holds n (the local ids' order numbers them alike in
+			// every run).
+			equal[rec.key()]++
+			rec.Ordinal = equal[rec.key()]
+		}
 		k := rec.key()
 		if byKey[k] {
 			continue // the same write twice (e.g. one content in two mined drawers)
@@ -250,7 +257,7 @@ func (j *joining) resumed() []Record {
 			j.rep.Failed = append(j.rep.Failed, Failure{Kind: kindOfTool(op.Tool), Record: op.ID[:12], Wing: op.Wing, Error: "the join outbox holds a payload that is not a JSON object: " + err.Error()})
 			continue
 		}
-		recs = append(recs, Record{Kind: kindOfTool(op.Tool), Tool: op.Tool, Args: args, Wing: op.Wing, Closed: str(args, "valid_to") != ""})
+		recs = append(recs, Record{Kind: kindOfTool(op.Tool), Tool: op.Tool, Args: args, Wing: op.Wing, Closed: str(args, "valid_to") != "", Ordinal: op.Ordinal})
 	}
 	sort.Slice(recs, func(a, b int) bool { return j.prior[recs[a].key()].LocalSeq < j.prior[recs[b].key()].LocalSeq })
 	return recs
@@ -270,7 +277,7 @@ func (j *joining) dryRun() Report {
 // queue puts in the join outbox what no earlier run queued (a dropped op
 // is queued again) and checkpoints the target as in progress.
 func (j *joining) queue(ctx context.Context) {
-	j.cp = TargetState{State: "in_progress", Outbox: filepath.Base(j.obPath)}
+	j.cp = TargetState{State: StateInProgress, Outbox: filepath.Base(j.obPath)}
 	if st, err := readCheckpoint(j.cfg.Palace); err != nil {
 		j.log.Warn("join checkpoint unreadable; this run's replaces this target's entry", "err", err)
 	} else if prev, ok := st[j.target]; ok {
@@ -286,12 +293,20 @@ func (j *joining) queue(ctx context.Context) {
 	queued := 0
 	for i := range j.planned {
 		p := &j.planned[i]
+		if p.had && p.op.State == outbox.Dead {
+			// Refused by an earlier run: this one tries it again.
+			if op, err := j.store.Retry(ctx, p.op.ID); err != nil {
+				j.log.Warn("a record an earlier join saw refused is not tried again", "op", p.op.Short(), "err", err)
+			} else {
+				p.op = op
+			}
+		}
 		if !p.requeue() {
 			continue
 		}
 		payload, err := json.Marshal(p.rec.Args)
 		if err == nil {
-			p.op, err = j.store.Enqueue(ctx, outbox.Write{Name: p.rec.Tool, Payload: payload, Wing: p.rec.Wing})
+			p.op, err = j.store.Enqueue(ctx, outbox.Write{Name: p.rec.Tool, Payload: payload, Wing: p.rec.Wing, Ordinal: p.rec.Ordinal})
 		}
 		if err != nil {
 			j.rep.Failed = append(j.rep.Failed, Failure{Kind: p.rec.Kind, Record: recordName(p.rec), Wing: p.rec.Wing, Error: err.Error()})
@@ -330,15 +345,15 @@ func (j *joining) settle(ctx context.Context) {
 		case !ok: // failed to queue: already reported
 		case op.State == outbox.Done && len(op.Error) == 0:
 			j.settled(pl, op)
-		case op.State == outbox.Done:
-			// Dropped after a refusal: already in rep.Failed (this run) or
-			// left by an earlier run's failure and queued again.
+		case op.State == outbox.Done, op.State == outbox.Dead, op.State == outbox.InDoubt:
+			// Dropped by an operator, or waiting for one: in rep.Failed
+			// (stuck) with the command that shows it.
 		default:
 			j.rep.Failed = append(j.rep.Failed, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: "not sent yet (" + op.State.String() + "): " + errText(op.Error) + "; run devbox-config join again to resume"})
 		}
 	}
 	for _, op := range final {
-		if op.State != outbox.Done {
+		if op.State == outbox.Queued || op.State == outbox.Inflight {
 			j.left++
 		}
 	}
@@ -391,7 +406,7 @@ func (j *joining) verify(ctx context.Context) {
 			}
 		}
 		listing = primaryDiaryIDs(ctx, j.sent, j.diaries)
-		j.rep.Mismatches = append(j.rep.Mismatches, concurrentCopies(ctx, j.sent, j.wrote, listing)...)
+		j.rep.Mismatches = append(j.rep.Mismatches, concurrentCopies(ctx, j.sent, j.wrote, listing, j.equalEntries())...)
 	}
 	if j.o.Verify == 0 || len(j.targets) == 0 {
 		return
@@ -417,14 +432,29 @@ func (j *joining) verify(ctx context.Context) {
 	j.lap("verify")
 }
 
-// checkpoint records the target's final state: complete when nothing is
-// left queued (joined, if nothing failed), with the counts and the
-// high-water mark. A checkpoint that cannot be written is a failure.
+// equalEntries counts the planned diary entries by wing and text suffix:
+// how many the primary may hold of each from this palace.
+func (j *joining) equalEntries() map[string]int {
+	n := map[string]int{}
+	for _, p := range j.planned {
+		if p.rec.Kind == Diaries {
+			n[p.rec.Wing+"\x00"+suffixOf(p.rec.Content)]++
+		}
+	}
+	return n
+}
+
+// checkpoint records the target's final state, with the counts and the
+// high-water mark: complete (joined) only when nothing is left queued and
+// nothing failed or mismatched; failed when nothing is left to send but
+// something did; in_progress while ops are queued. A checkpoint that
+// cannot be written is a failure.
 func (j *joining) checkpoint() {
 	j.cp.Counts = map[string]map[string]int{"sent": j.rep.Sent, "skipped": j.rep.Skipped}
 	if j.left == 0 {
-		j.cp.State = "complete"
+		j.cp.State = StateFailed
 		if j.rep.OK() {
+			j.cp.State = StateComplete
 			now := time.Now().UTC()
 			j.cp.JoinedAt = &now
 		}
@@ -432,6 +462,7 @@ func (j *joining) checkpoint() {
 			j.cp.HighWater = max(j.cp.HighWater, op.LocalSeq)
 		}
 	}
+	j.cp.Failed = len(j.rep.Failed) + len(j.rep.Mismatches)
 	j.cp.UpdatedAt = time.Now().UTC()
 	if err := writeCheckpoint(j.cfg.Palace, j.target, j.cp); err != nil {
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "checkpoint", Record: checkpointPath(j.cfg.Palace), Error: err.Error()})

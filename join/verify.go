@@ -93,20 +93,24 @@ func firstErr(errs ...error) error {
 }
 
 // compare adjudicates two get_drawer answers (RFC 001 §4.4, §9.3). Equal
-// content is verified. Two sides that each satisfy the final-chunk
+// content is verified when the local side's final-chunk arithmetic holds
+// (equal truncated texts are not). Two sides that each satisfy the final-chunk
 // arithmetic for their own content are two complete revisions (an edit on
 // one side), not damage. Truncation is a prefix (only that) whose chunk
 // count promises more than it holds.
 func compare(t verifyTarget, local, primary map[string]any) (Mismatch, bool) {
 	lc, pc := str(local, "content"), str(primary, "content")
-	if lc == pc {
-		return Mismatch{}, true
-	}
 	m := Mismatch{Kind: t.rec.Kind, LocalID: t.rec.LocalID, PrimaryID: t.primaryID, Wing: t.rec.Wing}
-	ll, pl := utf8.RuneCountInString(lc), utf8.RuneCountInString(pc)
 	lok, lwhy := complete(local, lc)
 	pok, pwhy := complete(primary, pc)
+	if lc == pc && lok {
+		return Mismatch{}, true
+	}
+	ll, pl := utf8.RuneCountInString(lc), utf8.RuneCountInString(pc)
 	switch {
+	case lc == pc:
+		m.Verdict = "truncated locally"
+		m.Detail = fmt.Sprintf("both sides hold the same %d characters, but the local palace's chunks promise more (%s): the text itself is incomplete", ll, lwhy)
 	case lok && pok:
 		// Both complete by their own arithmetic: two revisions, even when
 		// one extends the other.
@@ -187,7 +191,7 @@ type writtenRecord struct {
 // join of another palace running at the same moment makes one (the
 // outbox's look-ups and lease serialize everything else). One listing per
 // diary wing, one kg_query per subject.
-func concurrentCopies(ctx context.Context, primary Caller, wrote []writtenRecord, listing map[string]map[string][]string) []Mismatch {
+func concurrentCopies(ctx context.Context, primary Caller, wrote []writtenRecord, listing map[string]map[string][]string, local map[string]int) []Mismatch {
 	var out []Mismatch
 	subjects := map[string][]writtenRecord{}
 	for _, w := range wrote {
@@ -195,9 +199,10 @@ func concurrentCopies(ctx context.Context, primary Caller, wrote []writtenRecord
 			subjects[str(w.rec.Args, "subject")] = append(subjects[str(w.rec.Args, "subject")], w)
 			continue
 		}
-		if ids := listing[w.rec.Wing][suffixOf(w.rec.Content)]; len(ids) > 1 {
+		n := max(local[w.rec.Wing+"\x00"+suffixOf(w.rec.Content)], 1)
+		if ids := listing[w.rec.Wing][suffixOf(w.rec.Content)]; len(ids) > n && w.rec.Ordinal <= 1 {
 			out = append(out, Mismatch{Kind: Diaries, LocalID: w.rec.LocalID, PrimaryID: w.id, Wing: w.rec.Wing, Verdict: "duplicate on the primary",
-				Detail: fmt.Sprintf("the primary holds this entry %d times (%s): another palace joined at the same moment; keep one and delete the others there", len(ids), strings.Join(ids, ", "))})
+				Detail: fmt.Sprintf("the primary holds this entry %d times (%s), this palace %d: another palace joined at the same moment; keep %d and delete the others there", len(ids), strings.Join(ids, ", "), n, n)})
 		}
 	}
 	for subject, ws := range subjects {

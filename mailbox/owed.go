@@ -33,12 +33,14 @@ type Result struct {
 // Filters returns the two event_list queries the owed set needs: what is
 // addressed to agent (the primary's to_agent filter also returns "*"
 // broadcasts, which Derive drops) and what agent wrote (its replies; only
-// the join fields matter, so bodies come as previews). stream, if not
-// empty, narrows both. A primary whose from_agent no longer filters
-// (post-3.10 dev) returns more than needed; Derive ignores the excess.
+// the join fields matter, so bodies come as previews), by "writer" as
+// 3.11 names it (a ToolSource sends it as from_agent to a primary
+// without writer). stream, if not empty, narrows both. A primary that
+// filters by neither (from_agent on 3.11) returns more than needed;
+// Derive ignores the excess.
 func Filters(agent, stream string) []map[string]any {
 	to := map[string]any{"to_agent": agent}
-	from := map[string]any{"from_agent": agent, "preview": true}
+	from := map[string]any{"writer": agent, "preview": true}
 	if stream != "" {
 		to["stream"], from["stream"] = stream, stream
 	}

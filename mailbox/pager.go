@@ -28,20 +28,40 @@ type Source interface {
 
 // ToolSource is a Source over any MCP tools/call: a *mcp.ClientSession's
 // CallTool, or a wrapper around the edge's connection to the primary.
+// NewToolSource sets its switches from the primary's own schema.
 type ToolSource struct {
 	Call func(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error)
 	// AscOrder adds order="asc" to every call. Set it when the primary's
 	// event_list schema lists "order" (mempalace 3.10+, which lists newest
 	// first without a cursor); never otherwise, since the primary refuses
-	// an argument its schema does not list. See SupportsOrder.
+	// an argument its schema does not list.
 	AscOrder bool
+	// Writer sends the writer filter (Filters) as "writer", for a primary
+	// whose schema lists it (3.11+, where from_agent names the caller and
+	// filters nothing); without it the filter goes as from_agent, which
+	// named the writer before 3.11.
+	Writer bool
+}
+
+// NewToolSource is a ToolSource calling call on a primary that lists
+// tools: order and writer are sent where its event_list lists them.
+func NewToolSource(call func(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error), tools []*mcp.Tool) ToolSource {
+	p := listParams(tools)
+	return ToolSource{Call: call, AscOrder: p["order"], Writer: p["writer"]}
 }
 
 // EventList implements Source.
 func (s ToolSource) EventList(ctx context.Context, args map[string]any) (json.RawMessage, error) {
+	args = maps.Clone(args)
+	if args == nil {
+		args = map[string]any{}
+	}
 	if s.AscOrder {
-		args = maps.Clone(args)
 		args["order"] = "asc"
+	}
+	if w, ok := args["writer"]; ok && !s.Writer {
+		delete(args, "writer")
+		args["from_agent"] = w
 	}
 	res, err := s.Call(ctx, &mcp.CallToolParams{Name: ListTool, Arguments: args})
 	if err != nil {
@@ -70,27 +90,29 @@ func (s ToolSource) EventList(ctx context.Context, args map[string]any) (json.Ra
 	return json.RawMessage(text), nil
 }
 
-// SupportsOrder reports whether event_list's input schema, among the
-// primary's tools, lists "order" (see ToolSource.AscOrder).
-func SupportsOrder(tools []*mcp.Tool) bool {
+// listParams is the set of parameters event_list's input schema lists
+// among the primary's tools (empty when it has no event_list).
+func listParams(tools []*mcp.Tool) map[string]bool {
+	out := map[string]bool{}
 	for _, t := range tools {
 		if t == nil || t.Name != ListTool {
 			continue
 		}
 		b, err := json.Marshal(t.InputSchema)
 		if err != nil {
-			return false
+			return out
 		}
 		var s struct {
 			Properties map[string]json.RawMessage `json:"properties"`
 		}
 		if json.Unmarshal(b, &s) != nil {
-			return false
+			return out
 		}
-		_, ok := s.Properties["order"]
-		return ok
+		for k := range s.Properties {
+			out[k] = true
+		}
 	}
-	return false
+	return out
 }
 
 // ErrRefused wraps an {"error": ...} answer from event_list.
@@ -128,7 +150,7 @@ func Fetch(ctx context.Context, src Source, filter map[string]any) ([]Event, err
 		}
 		if cursor == "" && descending(evs) {
 			if len(evs) >= PageCap {
-				return nil, fmt.Errorf("%s lists newest first and the log is longer than one page: the primary needs order=asc (set ToolSource.AscOrder when its schema lists order)", ListTool)
+				return nil, fmt.Errorf("%s lists newest first and the log is longer than one page: the primary needs order=asc (NewToolSource sends it when its schema lists order)", ListTool)
 			}
 			for i, j := 0, len(evs)-1; i < j; i, j = i+1, j-1 {
 				evs[i], evs[j] = evs[j], evs[i]

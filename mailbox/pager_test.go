@@ -103,9 +103,9 @@ func TestOwedPagesThroughTheTestDouble(t *testing.T) {
 		}
 		tools = append(tools, tool)
 	}
-	src := ToolSource{Call: s.CallTool, AscOrder: SupportsOrder(tools)}
-	if !src.AscOrder {
-		t.Fatal("the test double (as MemPalace 3.10+) lists order, which lists newest first without it")
+	src := NewToolSource(s.CallTool, tools)
+	if !src.AscOrder || !src.Writer {
+		t.Fatal("the test double (as MemPalace 3.11) lists order (3.10+: newest first without it) and writer (3.11+: from_agent filters nothing)")
 	}
 	before := pl.Calls(ListTool)
 	r, err := Owed(context.Background(), src, me, "", 0)
@@ -119,11 +119,12 @@ func TestOwedPagesThroughTheTestDouble(t *testing.T) {
 	if !strings.Contains(r.Owed[1].Why, "your latest reply is claimed") {
 		t.Errorf("why of the claimed ask: %q", r.Owed[1].Why)
 	}
-	// 1111 events to me (asks + broadcasts) = 3 pages; from_agent names
-	// the caller and does not filter (MemPalace 3.10+, as the double now),
-	// so the query for my replies pages through all 2208 events: 5 pages.
-	if calls := pl.Calls(ListTool) - before; calls != 8 {
-		t.Errorf("%d event_list calls, want 8 (pages of 500)", calls)
+	// 1111 events to me (asks + broadcasts) = 3 pages, and my 1097
+	// replies = 3 pages: the query for my replies names the writer, as
+	// 3.11 filters (from_agent names the caller and filters nothing: the
+	// whole log of 2208 events would be 5 pages).
+	if calls := pl.Calls(ListTool) - before; calls != 6 {
+		t.Errorf("%d event_list calls, want 6 (pages of 500)", calls)
 	}
 	// the items are the primary's own objects, full body included, plus why
 	b, _ := json.Marshal(r)
@@ -189,7 +190,7 @@ func (f *fakeSource) EventList(ctx context.Context, args map[string]any) (json.R
 		if to, _ := args["to_agent"].(string); to != "" && deref(e.ToAgent) != to && deref(e.ToAgent) != "*" {
 			continue
 		}
-		if from, _ := args["from_agent"].(string); from != "" && e.FromAgent != from {
+		if from, _ := args["writer"].(string); from != "" && e.FromAgent != from {
 			continue
 		}
 		keep = append(keep, e.Raw)
@@ -287,27 +288,45 @@ func TestMailboxAnswersDegradedFromTheLastView(t *testing.T) {
 	}
 }
 
-// order is sent only to a primary whose event_list schema lists it
-// (3.10+); a 3.7 primary would refuse the unknown argument.
-func TestSupportsOrder(t *testing.T) {
-	with := &mcp.Tool{Name: ListTool, InputSchema: map[string]any{"type": "object", "properties": map[string]any{"order": map[string]any{"type": "string"}, "since_event_id": map[string]any{"type": "string"}}}}
-	without := &mcp.Tool{Name: ListTool, InputSchema: map[string]any{"type": "object", "properties": map[string]any{"since_event_id": map[string]any{"type": "string"}}}}
-	other := &mcp.Tool{Name: "mempalace_event_wait", InputSchema: with.InputSchema}
-	if !SupportsOrder([]*mcp.Tool{other, with}) || SupportsOrder([]*mcp.Tool{other, without}) || SupportsOrder([]*mcp.Tool{other}) || SupportsOrder(nil) {
-		t.Fatal("SupportsOrder misread a schema")
+// order and writer are sent only to a primary whose event_list schema
+// lists them (order 3.10+, writer 3.11+); a 3.7 primary would refuse the
+// unknown argument, and before 3.11 from_agent named the writer.
+func TestToolSourceFollowsTheSchema(t *testing.T) {
+	schema := func(props ...string) map[string]any {
+		m := map[string]any{}
+		for _, p := range props {
+			m[p] = map[string]any{"type": "string"}
+		}
+		return map[string]any{"type": "object", "properties": m}
 	}
 	var sent map[string]any
-	src := ToolSource{AscOrder: true, Call: func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	call := func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 		sent = p.Arguments.(map[string]any)
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"events":[],"count":0}`}}}, nil
-	}}
-	filter := map[string]any{"to_agent": me}
-	if _, err := Fetch(context.Background(), src, filter); err != nil || sent["order"] != "asc" || filter["order"] != nil {
-		t.Fatalf("sent %v, filter %v, %v", sent, filter, err)
 	}
-	src.Call = func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	other := &mcp.Tool{Name: "mempalace_event_wait", InputSchema: schema("order", "writer")}
+	for _, c := range []struct {
+		release string
+		tools   []*mcp.Tool
+		want    map[string]any
+	}{
+		{"3.11", []*mcp.Tool{other, {Name: ListTool, InputSchema: schema("order", "writer", "from_agent", "since_event_id")}}, map[string]any{"order": "asc", "writer": me}},
+		{"3.10", []*mcp.Tool{other, {Name: ListTool, InputSchema: schema("order", "from_agent", "since_event_id")}}, map[string]any{"order": "asc", "from_agent": me}},
+		{"3.7", []*mcp.Tool{other, {Name: ListTool, InputSchema: schema("from_agent", "since_event_id")}}, map[string]any{"from_agent": me}},
+		{"none", []*mcp.Tool{other}, map[string]any{"from_agent": me}},
+	} {
+		filter := map[string]any{"writer": me}
+		if _, err := Fetch(context.Background(), NewToolSource(call, c.tools), filter); err != nil {
+			t.Fatal(err)
+		}
+		delete(sent, "limit")
+		if !reflect.DeepEqual(sent, c.want) || !reflect.DeepEqual(filter, map[string]any{"writer": me}) {
+			t.Errorf("%s: sent %v (want %v), filter now %v", c.release, sent, c.want, filter)
+		}
+	}
+	src := NewToolSource(func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "Unknown parameter 'order'"}}}, nil
-	}
+	}, nil)
 	if _, err := Fetch(context.Background(), src, nil); err == nil || !strings.Contains(err.Error(), "Unknown parameter") {
 		t.Fatalf("isError answer: %v", err)
 	}

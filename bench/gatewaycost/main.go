@@ -46,21 +46,12 @@ func main() {
 	if *gatewayBin == "" {
 		log.Fatal("need -gateway (scripts/build /tmp/devbox-config)")
 	}
-	venv, err := realpalace.Find()
+	sc, err := realpalace.NewScratch("gatewaycost")
 	if err != nil {
 		log.Fatal(err)
 	}
-	tmp, err := os.MkdirTemp("", "gatewaycost")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	emb, err := realpalace.StartEmbedder()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer emb.Close()
-	palace, err := realpalace.Open(venv, tmp, emb)
+	defer sc.Close()
+	palace, err := sc.Open("serve")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,7 +67,7 @@ func main() {
 		if bin == "" {
 			continue
 		}
-		gw, token := startGateway(filepath.Join(tmp, strconv.Itoa(i)), bin, serve.URL)
+		gw, token := startGateway(filepath.Join(sc.Dir, strconv.Itoa(i)), bin, serve.URL)
 		defer gw.Process.Signal(os.Interrupt)
 		clients = append(clients, client{url: gw.url, token: token})
 	}

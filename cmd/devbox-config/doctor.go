@@ -26,6 +26,7 @@ section it comes from. Finding ids are stable, for scripts:
                                                   nobody reads ("did you mean")
   weak-token                                 §6.2 a token under 16 characters
   kg-split, entities-split, hallways-split   §7.1 two files for one store
+  palace-location                            §7.1 MemPalace's palace is elsewhere
   embedder-sidecar                           §7.4 edge mode: embedder identity
   edge-volume                                §1.2 edge palace not on a volume
   env-permissions, token-in-config           R3   the token where others read it

@@ -17,7 +17,7 @@ import (
 type refusing struct{}
 
 func (refusing) Up() bool { return true }
-func (refusing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (refusing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	return nil, &outbox.RPCError{Code: -32602, Message: "Unknown parameter 'bogus' for tool " + tool}
 }
 
@@ -53,9 +53,11 @@ func TestEdgeOperatorCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	bad, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused once","bogus":1}`), Wing: "w"})
-	s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"waiting behind it"}`), Wing: "w"})
-	f := &outbox.Flusher{S: s, P: refusing{}, MaxPerm: 1}
+	// One source file: the second write orders after the first (a causal
+	// key in common), so it waits while the first is dead.
+	bad, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused once","source_file":"notes.md","bogus":1}`), Wing: "w"})
+	s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"waiting behind it","source_file":"notes.md"}`), Wing: "w"})
+	f := &outbox.Flusher{S: s, P: refusing{}, MaxRefusals: 1}
 	f.Drain(ctx)
 	s.Close()
 
@@ -70,10 +72,10 @@ func TestEdgeOperatorCommands(t *testing.T) {
 	if st["queue"].(map[string]any)["by_state"].(map[string]any)["dead"] != 1.0 {
 		t.Fatalf("status --json: %v", st)
 	}
-	if out := cli(0, "edge", "outbox", "list"); !strings.Contains(out, "dead") || !strings.Contains(out, "queued") || !strings.Contains(out, "permanent: JSON-RPC error -32602") {
+	if out := cli(0, "edge", "outbox", "list"); !strings.Contains(out, "dead") || !strings.Contains(out, "queued") || !strings.Contains(out, "refused: JSON-RPC error -32602") {
 		t.Fatalf("list: %s", out)
 	}
-	// flush stops at the dead op: order holds
+	// flush sends nothing: the dead op holds back the one behind it
 	if out := cli(1, "edge", "flush"); !strings.Contains(out, "sent 0") {
 		t.Fatalf("flush with a dead head: %s", out)
 	}
@@ -81,7 +83,7 @@ func TestEdgeOperatorCommands(t *testing.T) {
 	if out := cli(0, "edge", "outbox", "retry", bad.ID[:12]); !strings.Contains(out, "queued") {
 		t.Fatalf("retry: %s", out)
 	}
-	if out := cli(0, "edge", "outbox", "drop", bad.ID[:12]); !strings.Contains(out, "done") {
+	if out := cli(0, "edge", "outbox", "drop", bad.ID[:12]); !strings.Contains(out, "dropped") || strings.Contains(out, "done") {
 		t.Fatalf("drop: %s", out)
 	}
 	if out := cli(0, "edge", "flush"); !strings.Contains(out, "sent 1; left: queued 0, inflight 0, dead 0") {
@@ -130,7 +132,7 @@ func TestEdgeFlushSendsNowAndTellsTheTruth(t *testing.T) {
 	if code := run([]string{"edge", "flush", "--timeout", "5s"}, &out, &errb); code != 1 {
 		t.Fatalf("flush with the primary down: exit %d\n%s%s", code, out.String(), errb.String())
 	}
-	if !strings.Contains(out.String(), "primary: unreachable") || strings.Contains(out.String(), "primary: up") || !strings.Contains(out.String(), "not sent: ") {
+	if !strings.Contains(out.String(), "primary: unreachable") || strings.Contains(out.String(), "primary: up") || !strings.Contains(out.String(), "unreachable: not sent") {
 		t.Errorf("flush with the primary down says:\n%s", out.String())
 	}
 
@@ -151,7 +153,7 @@ func TestEdgeFlushSendsNowAndTellsTheTruth(t *testing.T) {
 type failing struct{}
 
 func (failing) Up() bool { return true }
-func (failing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (failing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	return nil, &outbox.RPCError{Code: -32000, Message: "database is locked"}
 }
 
@@ -205,5 +207,70 @@ func TestEdgeCommandsWithoutOutboxCreateNothing(t *testing.T) {
 	entries, err := os.ReadDir(home)
 	if err != nil || len(entries) != 0 {
 		t.Fatalf("HOME after the commands: %v %v (want nothing created)", entries, err)
+	}
+}
+
+// Issue 29, point 5: `edge status` asks the primary with the token, so a
+// revoked token reads "refused the token", never "reachable"; and with the
+// right token, "reachable, token accepted". Before, it asked only /healthz,
+// which takes no token.
+func TestEdgeStatusChecksTheToken(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	primary, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: "the-current-token"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	status := func() string {
+		var out, errb bytes.Buffer
+		if code := run([]string{"edge", "status"}, &out, &errb); code != 0 {
+			t.Fatalf("status: exit %d\n%s%s", code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "a-revoked-token")
+	if out := status(); !strings.Contains(out, "refused the token") || strings.Contains(out, "reachable") {
+		t.Errorf("status with a revoked token:\n%s", out)
+	}
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "the-current-token")
+	if out := status(); !strings.Contains(out, "reachable, token accepted") {
+		t.Errorf("status with the right token:\n%s", out)
+	}
+}
+
+// Issue 29, point 5: one op-id form everywhere: tables print the 12-digit
+// short form, --json the full id, and every command takes either.
+func TestOpIDForms(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", "http://127.0.0.1:1/mcp")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _ := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Wing: "w"})
+	s.Close()
+	cli := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	if out := cli("edge", "outbox", "list"); !strings.Contains(out, op.ID[:12]) || strings.Contains(out, op.ID[:13]) {
+		t.Errorf("list prints the op as:\n%s", out)
+	}
+	if out := cli("edge", "outbox", "list", "--json"); !strings.Contains(out, `"op_id": "`+op.ID+`"`) {
+		t.Errorf("list --json:\n%s", out)
+	}
+	for _, id := range []string{op.ID, op.ID[:12], strings.ToUpper(op.ID[:8])} {
+		if out := cli("edge", "outbox", "retry", id); !strings.HasPrefix(out, op.ID[:12]+" ") {
+			t.Errorf("retry %s: %s", id, out)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,12 +12,16 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
-const edgeFlushHelp = `flush sends every queued write now, in order, whatever backoff an earlier
-failure left it waiting out; a dead op (one the primary kept refusing) holds
-the ops behind it until you retry or drop it. It prints what it sent, the
-primary's state as it found it (unreachable, refused the token, or up), and
-each op it could not send with the reason. Exit status 0 when nothing is
-left, 1 otherwise.`
+const edgeFlushHelp = `flush sends every queued write now, whatever backoff an earlier failure left it
+waiting out; a write whose answer was lost, or that could not reach the
+primary, is tried again a few times within --timeout. Writes made while
+policy.json did not parse are released first, if it parses now. A dead op
+(the primary refused it 5 times) and an op in doubt wait for you, and hold back
+only the writes on the same object. It prints what it sent, the primary's
+state (reachable with the token accepted, refused the token, or unreachable),
+and each op it could not send with what happened to it: the answer was lost,
+not sent (unreachable), refused and why, in doubt. Exit status 0 when nothing
+is left, 1 otherwise.`
 
 // edgeFlushCmd is `edge flush`: its flags, and run.
 type edgeFlushCmd struct {
@@ -40,7 +43,7 @@ func newEdgeFlushCmd(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func (fc *edgeFlushCmd) run() error {
-	s, cfg, err := openOutbox(fc.stderr)
+	s, cfg, err := openOutbox(fc.stderr, false)
 	if err != nil {
 		return err
 	}
@@ -50,48 +53,65 @@ func (fc *edgeFlushCmd) run() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fc.timeout)
 	defer cancel()
+	if pol, err := edge.LoadPolicy(cfg.StateDir()); err == nil {
+		if _, _, err := edge.ReleaseHeld(ctx, s, pol, cfg.Stamp()); err != nil {
+			return failed(fmt.Errorf("outbox %s: releasing the writes held while the policy did not parse: %w", s.Path(), err))
+		}
+	}
 	if err := s.ClearBackoff(ctx); err != nil {
 		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
 	}
 	p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: cfg.CallTimeout, Version: version,
-		OnLedger: func(on bool) { outbox.RecordProtection(s, on) }})
+		OnLedger: func(on bool) {
+			if err := outbox.RecordProtection(s, on); err != nil {
+				cfg.Log.Debug("the primary's protection not recorded", "err", err)
+			}
+		}})
 	defer p.Close()
-	sent, drainErr := (&outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: cfg.Log}).Drain(ctx)
-	st, err := s.Stats(ctx)
+	sent, drainErr := (&outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: cfg.Log, SendTimeout: 2 * cfg.CallTimeout}).Drain(ctx)
+	// What is left is read even when the time ran out.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer rcancel()
+	st, err := s.Stats(rctx)
 	if err != nil {
 		return failed(fmt.Errorf("sent %d, then could not read the outbox %s: %w", sent, s.Path(), err))
 	}
-	fmt.Fprintf(fc.stdout, "sent %d; left: queued %d, inflight %d, dead %d\n", sent, st.ByState[outbox.Queued], st.ByState[outbox.Inflight], st.ByState[outbox.Dead])
-	left := st.ByState[outbox.Queued] + st.ByState[outbox.Inflight] + st.ByState[outbox.Dead]
+	by := st.ByState
+	fmt.Fprintf(fc.stdout, "sent %d; left: queued %d, inflight %d, dead %d, in doubt %d, held %d\n", sent, by[outbox.Queued], by[outbox.Inflight], by[outbox.Dead], by[outbox.InDoubt], by[outbox.Held])
+	left := st.Waiting()
 	if left == 0 && drainErr == nil {
 		return nil
 	}
-	fmt.Fprintf(fc.stdout, "primary: %s\n", flushPrimaryState(ctx, cfg, p))
-	// The ops left, with why; a list that cannot be read leaves the count
-	// above and the error below to say it.
-	ops, _ := s.List(ctx, 20)
+	fmt.Fprintf(fc.stdout, "primary: %s\n", p.Check(rctx))
+	// The ops left, with what happened to each; a list that cannot be read
+	// leaves the count above and the error below to say it.
+	ops, _ := s.List(rctx, 20)
 	for _, o := range ops {
-		why := errorText(o.Error)
-		if why == "" {
-			why = "not tried: an op before it was not sent"
-		}
-		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.ID[:12], o.Tool, o.State, why)
+		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, notSentWhy(rctx, s, o))
 	}
-	if drainErr != nil {
+	if drainErr != nil && drainErr != context.DeadlineExceeded {
 		return failed(drainErr)
 	}
 	return failed(fmt.Errorf("%d ops not sent", left))
 }
 
-// flushPrimaryState says what flush found the primary to be: the breaker's
-// word when a call was made, else what /healthz answers (a primary never
-// asked is not "up").
-func flushPrimaryState(ctx context.Context, cfg edge.Config, p *edge.Primary) string {
-	switch st := p.State(); {
-	case st == "unauthorized":
-		return "refused the token (check MEMPALACE_REMOTE_TOKEN)"
-	case strings.HasPrefix(st, "down"):
-		return "unreachable (" + strings.TrimPrefix(st, "down: ") + ")"
+// notSentWhy says, in words, why an op is still waiting.
+func notSentWhy(ctx context.Context, s *outbox.Store, o outbox.Op) string {
+	switch o.State {
+	case outbox.InDoubt:
+		return fmt.Sprintf("it may have landed and nothing can look it up: `devbox-config edge outbox retry %s` sends it again, `delivered %s` records it as landed", o.Short(), o.Short())
+	case outbox.Held:
+		return "held until " + outbox.PolicyHint + " parses"
 	}
-	return probePrimary(ctx, cfg)
+	why := outbox.Words(o.Error)
+	if b, blocked, err := s.Blocker(ctx, o); err == nil && blocked && b.ID != o.ID {
+		why = fmt.Sprintf("waits behind %s (%s, %s) on the same object", b.Short(), b.Tool, b.State)
+	}
+	if o.State == outbox.Dead {
+		why += fmt.Sprintf("; fix the cause, then `devbox-config edge outbox retry %s` (or drop %s)", o.Short(), o.Short())
+	}
+	if why == "" {
+		why = "not tried yet"
+	}
+	return why
 }

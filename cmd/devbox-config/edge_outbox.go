@@ -16,14 +16,30 @@ import (
 
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/join"
 )
 
-func openOutbox(logTo io.Writer) (*outbox.Store, edge.Config, error) {
+// outboxPath is the edge's outbox, or (joinOutbox) the join outbox of the
+// primary MEMPALACE_REMOTE_URL names.
+func outboxPath(cfg edge.Config, joinOutbox bool) (string, error) {
+	if !joinOutbox {
+		return filepath.Join(cfg.StateDir(), outbox.FileName), nil
+	}
+	if cfg.PrimaryURL == "" {
+		return "", usageError("--join: MEMPALACE_REMOTE_URL is not set: which primary's join?")
+	}
+	return filepath.Join(cfg.StateDir(), join.OutboxFile(join.Target(cfg.PrimaryURL))), nil
+}
+
+func openOutbox(logTo io.Writer, joinOutbox bool) (*outbox.Store, edge.Config, error) {
 	cfg, _, err := edgeConfig(logTo)
 	if err != nil {
 		return nil, cfg, err
 	}
-	path := filepath.Join(cfg.StateDir(), outbox.FileName)
+	path, err := outboxPath(cfg, joinOutbox)
+	if err != nil {
+		return nil, cfg, err
+	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, cfg, failed(noOutboxError{path})
 	} else if err != nil {
@@ -55,34 +71,52 @@ func noOutbox(err error) (string, bool) {
 	return "", false
 }
 
+const outboxHelp = `An op is one write queued for the primary. Tables print its id's first 12
+hex digits; --json prints all 64; every command takes either (or any unique
+prefix of 6 or more). --join acts on the join outbox of the primary
+MEMPALACE_REMOTE_URL names (what devbox-config join queued) instead of the
+edge's.
+
+States: queued (waiting, maybe behind another op on the same object),
+inflight, dead (the primary refused it 5 times: fix the cause, then retry, or
+drop), indoubt (it may have landed and nothing can look it up: retry sends it
+again, delivered records it as landed), held (written while policy.json did
+not parse: sent once it parses), done.`
+
 func newEdgeOutboxCmd(stdout io.Writer) *cobra.Command {
-	retry := func(s *outbox.Store, id string) (outbox.Op, error) { return s.Retry(context.Background(), id) }
-	drop := func(s *outbox.Store, id string) (outbox.Op, error) { return s.Drop(context.Background(), id) }
-	return group("outbox", "Inspect and repair the outbox: list, retry ID, drop ID",
+	ctx := context.Background()
+	g := group("outbox", "Inspect and repair the outbox: list, retry ID, drop ID, delivered ID",
 		newOutboxListCmd(stdout),
-		newOutboxActCmd(stdout, "retry", "Requeue an op (e.g. a dead one after fixing the cause) with its attempts reset", retry),
-		newOutboxActCmd(stdout, "drop", "Give up on an op: it is never sent, and the ops behind it move on", drop))
+		newOutboxActCmd(stdout, "retry", "Send an op again: a dead one after fixing its cause, or one in doubt (a second copy if the first landed)",
+			func(s *outbox.Store, id string) (outbox.Op, error) { return s.Retry(ctx, id) }),
+		newOutboxActCmd(stdout, "drop", "Give up on an op: it is never sent, and the ops waiting behind it move on",
+			func(s *outbox.Store, id string) (outbox.Op, error) { return s.Drop(ctx, id) }),
+		newOutboxActCmd(stdout, "delivered", "Record an op in doubt as landed on the primary (you checked it is there): never sent again",
+			func(s *outbox.Store, id string) (outbox.Op, error) { return s.Delivered(ctx, id) }))
+	g.Long = outboxHelp
+	return g
 }
 
 // outboxListCmd is `edge outbox list`: its flags, and run.
 type outboxListCmd struct {
-	stdout      io.Writer
-	all, asJSON bool
+	stdout                  io.Writer
+	all, asJSON, joinOutbox bool
 }
 
 func newOutboxListCmd(stdout io.Writer) *cobra.Command {
 	lc := &outboxListCmd{stdout: stdout}
 	c := &cobra.Command{
-		Use: "list", Short: "List queued, inflight and dead ops (--all: done ones too)", Args: noArgs,
+		Use: "list", Short: "List the ops not done: queued, inflight, dead, in doubt, held (--all: done ones too)", Args: noArgs,
 		RunE: func(*cobra.Command, []string) error { return lc.run() },
 	}
-	c.Flags().BoolVar(&lc.all, "all", false, "include ops already sent")
-	c.Flags().BoolVar(&lc.asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&lc.all, "all", false, "include ops already sent, dropped or recorded as delivered")
+	c.Flags().BoolVar(&lc.asJSON, "json", false, "print JSON (full op ids)")
+	c.Flags().BoolVar(&lc.joinOutbox, "join", false, "the join outbox of MEMPALACE_REMOTE_URL's primary")
 	return c
 }
 
 func (lc *outboxListCmd) run() error {
-	s, _, err := openOutbox(io.Discard)
+	s, _, err := openOutbox(io.Discard, lc.joinOutbox)
 	if path, ok := noOutbox(err); ok {
 		if lc.asJSON {
 			fmt.Fprintln(lc.stdout, "[]")
@@ -97,7 +131,7 @@ func (lc *outboxListCmd) run() error {
 	defer s.Close()
 	states := []outbox.State{}
 	if lc.all {
-		states = []outbox.State{outbox.Queued, outbox.Inflight, outbox.Dead, outbox.Done}
+		states = []outbox.State{outbox.Queued, outbox.Inflight, outbox.Dead, outbox.InDoubt, outbox.Held, outbox.Done}
 	}
 	ops, err := s.List(context.Background(), 10000, states...)
 	if err != nil {
@@ -114,20 +148,25 @@ func (lc *outboxListCmd) run() error {
 		fmt.Fprintln(lc.stdout, string(b))
 		return nil
 	}
+	if len(ops) == 0 {
+		fmt.Fprintf(lc.stdout, "nothing waiting in %s\n", s.Path())
+		return nil
+	}
 	w := tabwriter.NewWriter(lc.stdout, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(w, "SEQ\tOP\tSTATE\tTRIES\tTOOL\tWING\tCREATED\tERROR")
 	for _, o := range ops {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", o.LocalSeq, o.ID[:12], o.State, o.Attempts, o.Tool, o.Wing, o.CreatedAt.Local().Format(time.DateTime), errorText(o.Error))
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", o.LocalSeq, o.Short(), o.State, o.Attempts, o.Tool, o.Wing, o.CreatedAt.Local().Format(time.DateTime), errorText(o.Error))
 	}
 	return w.Flush()
 }
 
-// newOutboxActCmd is `edge outbox retry|drop ID`: act on one op.
+// newOutboxActCmd is `edge outbox retry|drop|delivered ID`: act on one op.
 func newOutboxActCmd(stdout io.Writer, use, short string, act func(*outbox.Store, string) (outbox.Op, error)) *cobra.Command {
-	return &cobra.Command{
+	var joinOutbox bool
+	c := &cobra.Command{
 		Use: use + " ID", Short: short, Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			s, _, err := openOutbox(io.Discard)
+			s, _, err := openOutbox(io.Discard, joinOutbox)
 			if err != nil {
 				return err
 			}
@@ -136,10 +175,26 @@ func newOutboxActCmd(stdout io.Writer, use, short string, act func(*outbox.Store
 			if err != nil {
 				return failed(err)
 			}
-			fmt.Fprintf(stdout, "%s %s: %s\n", o.ID[:12], o.Tool, o.State)
+			fmt.Fprintf(stdout, "%s %s: %s\n", o.Short(), o.Tool, outcome(use, o))
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&joinOutbox, "join", false, "the join outbox of MEMPALACE_REMOTE_URL's primary")
+	return c
+}
+
+// outcome says what an operator command did to an op, in its words.
+func outcome(use string, o outbox.Op) string {
+	switch use {
+	case "drop":
+		return "dropped (never sent; the ops behind it move on)"
+	case "delivered":
+		return "recorded as delivered (never sent again)"
+	}
+	if o.Resend {
+		return "queued to be sent again, without a look-up"
+	}
+	return "queued to be sent again"
 }
 
 func errorText(raw json.RawMessage) string {

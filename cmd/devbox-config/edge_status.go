@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,9 +37,9 @@ func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
 func (sc *edgeStatusCmd) run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, cfg, err := openOutbox(io.Discard)
+	s, cfg, err := openOutbox(io.Discard, false)
 	if path, ok := noOutbox(err); ok {
-		return sc.withoutOutbox(path, probePrimary(ctx, cfg))
+		return sc.withoutOutbox(path, checkPrimary(ctx, cfg))
 	}
 	if err != nil {
 		return err
@@ -51,7 +49,10 @@ func (sc *edgeStatusCmd) run() error {
 	if err != nil {
 		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
 	}
-	v := edgeStatus{outbox: s.Path(), stats: st, primary: probePrimary(ctx, cfg), protection: s.Protection(ctx)}
+	v := edgeStatus{outbox: s.Path(), stats: st, primary: checkPrimary(ctx, cfg), protection: s.Protection(ctx)}
+	if _, err := edge.LoadPolicy(cfg.StateDir()); err != nil {
+		v.policy = "DOES NOT PARSE (writes are held, unsent, until it does): " + err.Error()
+	}
 	// An unreadable mark reads as none: status reports, it does not fail
 	// on what it cannot tell.
 	v.mismatch, _ = s.Meta(ctx, "embedder_mismatch")
@@ -59,7 +60,7 @@ func (sc *edgeStatusCmd) run() error {
 		v.protection = "not known yet (no answer from the primary recorded)"
 	}
 	if sc.asJSON {
-		b, err := json.MarshalIndent(map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection}, "", "  ")
+		b, err := json.MarshalIndent(map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy}, "", "  ")
 		if err != nil {
 			return failed(fmt.Errorf("edge status: %w", err))
 		}
@@ -72,14 +73,14 @@ func (sc *edgeStatusCmd) run() error {
 
 // edgeStatus is what `edge status` found.
 type edgeStatus struct {
-	outbox, primary, protection, mismatch string
-	stats                                 outbox.Stats
+	outbox, primary, protection, mismatch, policy string
+	stats                                         outbox.Stats
 }
 
 func (v edgeStatus) print(w io.Writer) {
 	st := v.stats
 	fmt.Fprintf(w, "outbox     %s\n", v.outbox)
-	fmt.Fprintf(w, "queue      queued %d, inflight %d, dead %d, done %d\n", st.ByState[outbox.Queued], st.ByState[outbox.Inflight], st.ByState[outbox.Dead], st.ByState[outbox.Done])
+	fmt.Fprintf(w, "queue      queued %d, inflight %d, dead %d, in doubt %d, held %d, done %d\n", st.ByState[outbox.Queued], st.ByState[outbox.Inflight], st.ByState[outbox.Dead], st.ByState[outbox.InDoubt], st.ByState[outbox.Held], st.ByState[outbox.Done])
 	if st.OldestQueued != nil {
 		fmt.Fprintf(w, "oldest     queued %s ago\n", time.Since(*st.OldestQueued).Round(time.Second))
 	}
@@ -93,6 +94,9 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "flushing   %s\n", st.FlushOwner)
 	}
 	fmt.Fprintf(w, "primary    %s\n", v.primary)
+	if v.policy != "" {
+		fmt.Fprintf(w, "policy     %s\n", v.policy)
+	}
 	fmt.Fprintf(w, "protected  %s\n", v.protection)
 	if v.mismatch != "" {
 		fmt.Fprintf(w, "embedder   MISMATCH (merged search off): %s\n", v.mismatch)
@@ -100,7 +104,13 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "embedder   no mismatch seen\n")
 	}
 	for _, o := range st.Dead {
-		fmt.Fprintf(w, "DEAD       %s %s: %s (devbox-config edge outbox retry|drop %s)\n", o.ID[:12], o.Tool, o.Error, o.ID[:12])
+		fmt.Fprintf(w, "DEAD       %s %s: %s (fix the cause, then devbox-config edge outbox retry %s; or drop %s)\n", o.Short(), o.Tool, errorText(o.Error), o.Short(), o.Short())
+	}
+	for _, o := range st.InDoubt {
+		fmt.Fprintf(w, "IN DOUBT   %s %s: it may have landed and nothing can look it up: devbox-config edge outbox retry %s sends it again, delivered %s records it as landed\n", o.Short(), o.Tool, o.Short(), o.Short())
+	}
+	if n := st.ByState[outbox.Held]; n > 0 {
+		fmt.Fprintf(w, "HELD       %d write(s) made while %s did not parse: sent once it parses (fix it; the edge, or devbox-config edge flush, then sends them)\n", n, outbox.PolicyHint)
 	}
 }
 
@@ -129,29 +139,14 @@ func (sc *edgeStatusCmd) withoutOutbox(path, primary string) error {
 	return nil
 }
 
-// probePrimary asks the primary's /healthz (token-free, as upstream).
-func probePrimary(ctx context.Context, cfg edge.Config) string {
+// checkPrimary asks the primary with an authenticated call (edge.Primary
+// Check): a revoked token is "refused the token", not "reachable".
+func checkPrimary(ctx context.Context, cfg edge.Config) string {
 	if cfg.PrimaryURL == "" {
 		s, _ := ladder.Resolve(os.LookupEnv, func(string) (string, error) { return "", exec.ErrNotFound })
 		return "not configured (" + s.NoURL() + ")"
 	}
-	u := cfg.PrimaryURL
-	if i := strings.Index(u, "://"); i >= 0 {
-		if j := strings.Index(u[i+3:], "/"); j >= 0 {
-			u = u[:i+3+j]
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/healthz", nil)
-	if err != nil {
-		return "unreachable: " + err.Error()
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "unreachable: " + err.Error()
-	}
-	resp.Body.Close()
-	if resp.StatusCode == 200 {
-		return "reachable (/healthz ok)"
-	}
-	return fmt.Sprintf("answers /healthz with HTTP %d", resp.StatusCode)
+	p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: min(cfg.CallTimeout, 5*time.Second), Version: version})
+	defer p.Close()
+	return p.Check(ctx)
 }

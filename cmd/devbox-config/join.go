@@ -26,8 +26,8 @@ MEMPALACE_REMOTE_TOKEN, from the environment only), RFC 001 §4.4. It reads the
 palace through the local server the edge starts (mempalace-mcp, or
 MEMPALACE_EDGE_CHILD), never its files, and sends each record type with its own
 dedupe rule: drawers and open facts by the server's guards, closed facts looked
-up first, diary entries skipped when their sha256(entry)[:12] id suffix is
-already in the primary's diary wing. Wings <palace>/edge/policy.json marks local
+up first, diary entries counted: of n equal entries (one wing, one text) the
+primary gets as many as it lacks of n. Wings <palace>/edge/policy.json marks local
 are never sent; --wing narrows further.
 
 Every record goes through a join outbox in <palace>/edge, so a join killed at

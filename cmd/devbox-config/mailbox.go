@@ -155,7 +155,7 @@ func readMailbox(ctx context.Context, endpoint, token, agent, stream string, tim
 	if !found {
 		return mailbox.Result{}, errors.New("the primary has no " + mailbox.ListTool + " (MemPalace older than 3.7.0?)")
 	}
-	src := mailbox.ToolSource{Call: s.CallTool, AscOrder: mailbox.SupportsOrder(tools)}
+	src := mailbox.NewToolSource(s.CallTool, tools)
 	return mailbox.Owed(ctx, src, agent, stream, 0)
 }
 

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -28,7 +29,7 @@ type lostThenFailing struct {
 
 func (p *lostThenFailing) Up() bool { return p.inner.Up() }
 
-func (p *lostThenFailing) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (p *lostThenFailing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {

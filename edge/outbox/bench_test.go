@@ -20,7 +20,7 @@ type memPrimary struct{ pl *fakepalace.Palace }
 
 func (m memPrimary) Up() bool { return true }
 
-func (m memPrimary) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (m memPrimary) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
 	resp, err := m.pl.Handle(b)
 	if err != nil {
@@ -140,7 +140,7 @@ var sentInSlice int
 
 func (s sliceLimited) Up() bool { return sentInSlice < s.limit }
 
-func (s sliceLimited) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (s sliceLimited) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	sentInSlice++
 	return s.memPrimary.Call(ctx, tool, args)
 }

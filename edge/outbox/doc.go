@@ -1,7 +1,10 @@
-// Package outbox is the edge's durable, ordered, replay-safe queue of writes
-// bound for the primary (RFC 001 §4.3). It lives in <palace>/edge/
-// outbox.sqlite, beside the local palace it mirrors, on the volume that edge
-// mode requires to be persisted.
+// Package outbox is the edge's durable, replay-safe queue of writes bound
+// for the primary (RFC 001 §4.3), ordered per object (the catalogue's
+// causal keys) on two lanes. It lives in <palace>/edge/outbox.sqlite,
+// beside the local palace it mirrors, on the volume that edge mode
+// requires to be persisted. docs/replication.md says what it promises:
+// op identity, the failure table, look-ups and their limits, in doubt,
+// held, fencing, retention.
 //
 // Enqueue commits with synchronous=FULL: the agent was already told its
 // write succeeded. The flusher's bookkeeping (inflight, done) uses NORMAL on
@@ -11,9 +14,15 @@
 // Its files:
 //
 //	store.go     the Store: the SQLite file, its schema, Open and Close, meta values
-//	op.go        an op, its states, and Enqueue (op id, de-duplication, the op-id stamp)
-//	query.go     reading ops (Get, List, Stats), operator commands, waiting for an op
-//	flush.go     the Flusher: the lease, the drain loop, settling an attempt
+//	migrate.go   an older file brought up to the schema; the outbox's identity
+//	op.go        an op, its states, and Enqueue (op id, the size cap, the op-id stamp)
+//	query.go     reading ops (the next to send, Get, List, Stats), operator commands
+//	failure.go   the failure kinds and their rules (Rules), classifying an attempt
+//	lease.go     the fenced flush lease
+//	flush.go     the Flusher: a round on two lanes, Run and Drain
+//	settle.go    recording an attempt's outcome, the backoff
 //	replay.go    per record type, what is safe to send again
+//	diary.go     diary entries counted: the fences, a join's count
+//	upkeep.go    retention: pruning done ops, giving their space back
 //	doorbell.go  waking a sleeping flusher in another process
 package outbox

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -14,7 +15,7 @@ import (
 type countingPrimary struct{ calls atomic.Int32 }
 
 func (p *countingPrimary) Up() bool { return true }
-func (p *countingPrimary) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (p *countingPrimary) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	p.calls.Add(1)
 	return map[string]any{"success": true}, nil
 }

@@ -4,15 +4,20 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
 
-// State is where an op is in its life: Queued, Inflight, Done or Dead.
+// State is where an op is in its life.
 type State string
 
 const (
@@ -20,26 +25,44 @@ const (
 	Queued State = "queued"
 	// Inflight: being sent; after a crash, maybe applied.
 	Inflight State = "inflight"
-	// Done: the primary has it (or an operator dropped it: Error says).
+	// Done: the primary has it (or an operator dropped it or recorded it
+	// as delivered: Error says).
 	Done State = "done"
-	// Dead: the primary keeps refusing it; it holds the ops behind it until
-	// an operator retries or drops it.
+	// Dead: the primary refused it MaxRefusals times; it holds back the
+	// ops that share a causal key with it until an operator retries or
+	// drops it.
 	Dead State = "dead"
+	// InDoubt: a send may have landed and nothing can look it up (an
+	// artifact or a task, with no op-id ledger to ask): it is never sent
+	// again unless an operator says so (retry: send it again; delivered:
+	// record it as landed). It holds back only its own causal keys.
+	InDoubt State = "indoubt"
+	// Held: written while the replication policy did not parse; sent once
+	// it parses and replicates the op's wings (the edge releases it).
+	Held State = "held"
 )
 
 func (s State) String() string { return string(s) }
 
+// Pending reports a state that is not final: the op still holds its keys.
+func (s State) Pending() bool { return s != Done }
+
 // Op is one queued write.
 type Op struct {
-	LocalSeq      int64           `json:"local_seq"`
-	ID            string          `json:"op_id"`
-	OriginDevice  string          `json:"origin_device"`
-	OriginLabel   string          `json:"origin_label"`
-	Tool          string          `json:"tool_name"`
+	LocalSeq     int64  `json:"local_seq"`
+	ID           string `json:"op_id"`
+	OriginDevice string `json:"origin_device"`
+	OriginLabel  string `json:"origin_label"`
+	Tool         string `json:"tool_name"`
+	// Payload is the arguments as they are sent: the agent's own bytes,
+	// with only what the edge stamps spliced in.
 	Payload       json.RawMessage `json:"payload_json"`
 	Wing          string          `json:"wing"`
+	Lane          catalogue.Lane  `json:"lane"`
+	Ordinal       int             `json:"ordinal,omitempty"`
 	State         State           `json:"state"`
 	Attempts      int             `json:"attempts"`
+	Refusals      int             `json:"refusals"`
 	NextAttemptAt time.Time       `json:"next_attempt_at"`
 	CreatedAt     time.Time       `json:"created_at"`
 	FlushedAt     *time.Time      `json:"flushed_at,omitempty"`
@@ -49,6 +72,21 @@ type Op struct {
 	// reply, a kill while in flight). It sticks until the op is done: the
 	// op is never sent again before a look-up says it is not there.
 	MaybeApplied bool `json:"maybe_applied"`
+	// Resend: an operator said to send an op in doubt again, whether or
+	// not its first send landed.
+	Resend bool `json:"resend,omitempty"`
+}
+
+// Short is the op id's short form, as tables print it; every command
+// accepts it or the full id.
+func (o Op) Short() string { return ShortID(o.ID) }
+
+// ShortID is the first 12 hex digits of an op id.
+func ShortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
 }
 
 // Write is one write to queue.
@@ -57,26 +95,61 @@ type Write struct {
 	// (the caller's, when it has it; looked up by Name when it is zero).
 	Name string
 	Tool catalogue.Tool
-	// Payload is the arguments to send; Wing the wing they write ("" for
-	// none).
+	// Payload is the arguments as the agent sent them; they are kept and
+	// sent as they are. Args is them parsed, when the caller has them.
 	Payload json.RawMessage
-	Wing    string
+	Args    map[string]any
+	// Wing is the wing the write touches ("" for none).
+	Wing string
+	// Ordinal: for a replay of history (join), this write is the n-th of
+	// the equal records the local palace holds (a diary entry written
+	// twice with one text), so the primary must hold n of them.
+	Ordinal int
+	// Held: the replication policy did not parse; the op waits (Held)
+	// until it does.
+	Held bool
 }
 
-// Enqueue adds a write. The op_id is sha256(origin_device, local_seq,
-// tool, canonical payload); local_seq is allocated under SQLite's write
-// lock, so it stays monotonic across every process sharing the palace.
-// Coordination writes get metadata.edge_op_id = op_id stamped into the
-// payload, so an ambiguous send can be looked up instead of repeated. An
-// identical add_drawer/checkpoint already queued is returned as it is.
+// The primary's request cap: MemPalace's _HTTP_MAX_REQUEST_BYTES (a
+// devbox-config gateway has the same). An op whose arguments leave no
+// room in it for the JSON-RPC envelope is refused when it is queued.
+const (
+	MaxRequest = 16 << 20
+	envelope   = 1 << 10 // jsonrpc, id, method, name, _meta with the op id: under 300 bytes
+	MaxPayload = MaxRequest - envelope
+)
+
+// TooLargeError refuses an op that could never be sent: its arguments
+// exceed what the primary accepts in one request.
+type TooLargeError struct {
+	Tool      string
+	Size, Cap int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s: %d bytes of arguments, over the %d the primary accepts in one request (16 MiB less the envelope); the write stays in the local palace only", e.Tool, e.Size, e.Cap)
+}
+
+// Enqueue adds a write. Its op id covers the outbox's identity, its
+// local_seq (allocated under SQLite's write lock, so monotonic across
+// every process sharing the palace), the tool and the payload: no two
+// outboxes, and no two ops of one, share it. Coordination writes get
+// metadata.edge_op_id = op_id spliced into the payload, so an ambiguous
+// send can be looked up instead of repeated. An identical add_drawer or
+// checkpoint already queued is returned as it is.
 func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
-	tool, payload, wing, rec := w.Name, w.Payload, w.Wing, w.Tool
+	tool, rec := w.Name, w.Tool
 	if !rec.Known() {
 		rec, _ = catalogue.Lookup(tool)
 	}
-	canon, err := canonical(payload)
-	if err != nil {
-		return Op{}, fmt.Errorf("outbox: payload of %s: %w", tool, err)
+	args := w.Args
+	if args == nil {
+		if err := json.Unmarshal(w.Payload, &args); err != nil || args == nil {
+			return Op{}, fmt.Errorf("outbox: payload of %s: not a JSON object", tool)
+		}
+	}
+	if len(w.Payload) > MaxPayload {
+		return Op{}, &TooLargeError{Tool: tool, Size: len(w.Payload), Cap: MaxPayload}
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -84,12 +157,18 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 	}
 	defer tx.Rollback() // after Commit, a no-op
 	dedupe := ""
-	if rec.Replay == catalogue.ServerDeduped {
+	if rec.Replay == catalogue.ServerDeduped && !w.Held {
+		canon, err := canonical(w.Payload)
+		if err != nil {
+			return Op{}, fmt.Errorf("outbox: payload of %s: %w", tool, err)
+		}
 		dedupe = "content:" + hash(tool, string(canon))
 		var existing int64
 		if err := tx.QueryRowContext(ctx, `SELECT local_seq FROM ops WHERE dedupe_key=? AND state IN ('queued','inflight')`, dedupe).Scan(&existing); err == nil {
 			tx.Rollback() // read only so far: nothing to undo
 			return s.Get(ctx, existing)
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return Op{}, fmt.Errorf("outbox: %w", err)
 		}
 	}
 	var seq int64
@@ -97,28 +176,44 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	seq++
-	opID := hash(s.device, fmt.Sprint(seq), tool, string(canon))
-	if dedupe == "" {
-		dedupe = "op:" + opID
+	op := Op{LocalSeq: seq, ID: OpID(s.identity, seq, tool, w.Payload), OriginDevice: s.device, OriginLabel: s.label, Tool: tool,
+		Payload: w.Payload, Wing: w.Wing, Lane: rec.Lane(), Ordinal: w.Ordinal, State: Queued, CreatedAt: s.now()}
+	if w.Held {
+		op.State = Held
 	}
-	stored := canon
+	if dedupe == "" {
+		dedupe = "op:" + op.ID
+	}
 	if rec.OpStamp {
-		if stored, err = stampOpID(canon, opID); err != nil {
-			return Op{}, err
+		if op.Payload, err = stampOpID(w.Payload, op.ID); err != nil {
+			return Op{}, fmt.Errorf("outbox: payload of %s: %w", tool, err)
+		}
+		if len(op.Payload) > MaxPayload {
+			return Op{}, &TooLargeError{Tool: tool, Size: len(op.Payload), Cap: MaxPayload}
 		}
 	}
-	now := s.now()
-	_, err = tx.ExecContext(ctx, `INSERT INTO ops(local_seq, op_id, dedupe_key, origin_device, origin_label, tool_name, payload_json, wing, state, created_at)
-		VALUES(?,?,?,?,?,?,?,?,'queued',?)`, seq, opID, dedupe, s.device, s.label, tool, string(stored), wing, now.UnixMilli())
+	_, err = tx.ExecContext(ctx, `INSERT INTO ops(local_seq, op_id, dedupe_key, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, created_at)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`, seq, op.ID, dedupe, s.device, s.label, tool, string(op.Payload), op.Wing, op.Lane.String(), op.Ordinal, op.State.String(), op.CreatedAt.UnixMilli())
 	if err != nil {
+		return Op{}, fmt.Errorf("outbox: %w", err)
+	}
+	if err := insertKeys(ctx, tx, seq, rec.CausalKeys(args)); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
-	s.Kick()
-	s.ringAll()
-	return Op{LocalSeq: seq, ID: opID, OriginDevice: s.device, OriginLabel: s.label, Tool: tool, Payload: stored, Wing: wing, State: Queued, CreatedAt: now}, nil
+	if !w.Held {
+		s.Kick()
+		s.ringAll()
+	}
+	return op, nil
+}
+
+// OpID is sha256 over the outbox's identity, the op's sequence, the tool
+// and the payload (each length-prefixed).
+func OpID(identity string, seq int64, tool string, payload []byte) string {
+	return hash("op/2", identity, fmt.Sprint(seq), tool, string(payload))
 }
 
 // Kick wakes this process's flusher (Enqueue also rings the doorbell of
@@ -130,7 +225,9 @@ func (s *Store) Kick() {
 	}
 }
 
-// canonical re-encodes JSON with sorted keys and no HTML escaping.
+// canonical re-encodes JSON with sorted keys and no HTML escaping: the
+// key under which identical queued writes are one op (never what is
+// sent).
 func canonical(raw json.RawMessage) ([]byte, error) {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -155,22 +252,17 @@ func hash(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func stampOpID(canon []byte, opID string) ([]byte, error) {
-	var m map[string]any
-	dec := json.NewDecoder(bytes.NewReader(canon))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil {
-		return nil, err
+// stampOpID splices metadata.edge_op_id into the payload, every other
+// byte as it was.
+func stampOpID(payload []byte, opID string) ([]byte, error) {
+	payload = append([]byte(nil), payload...) // sjson may write into its input: the caller's bytes stay theirs
+	if m := gjson.GetBytes(payload, "metadata"); m.Exists() && !m.IsObject() && m.Type != gjson.Null {
+		return payload, nil // not an object: the primary refuses it, with its own words
+	} else if m.Type == gjson.Null && m.Exists() {
+		var err error
+		if payload, err = sjson.SetRawBytes(payload, "metadata", []byte("{}")); err != nil {
+			return nil, err
+		}
 	}
-	meta, _ := m["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	meta["edge_op_id"] = opID
-	m["metadata"] = meta
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return canonical(b)
+	return sjson.SetBytes(payload, "metadata.edge_op_id", opID)
 }

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -85,45 +86,18 @@ func TestSendsCarryTheirOpID(t *testing.T) {
 // such an answer emptied the outbox and the write was lost).
 func TestUnreadableAnswerIsNotSuccess(t *testing.T) {
 	r := newRig(t)
-	target, _ := url.Parse(r.srv.URL())
-	var mu sync.Mutex
+	f := r.behind(nil)
 	garbled := 0
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		mu.Lock()
-		first := gjson.GetBytes(body, "params.name").String() == "mempalace_event_append" && garbled < 2
-		if first {
-			garbled++
+	f.answer = func(tool string) json.RawMessage { // answered without reaching the primary
+		if tool != "mempalace_event_append" || garbled == 2 {
+			return nil
 		}
-		mu.Unlock()
-		if first { // answered without reaching the primary
-			id := gjson.GetBytes(body, "id").Raw
-			result := `{"content":[{"type":"text","text":"Internal server error, try later"}]}`
-			if garbled == 2 {
-				result = `{}`
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.Write([]byte(`{"jsonrpc":"2.0","id":` + id + `,"result":` + result + `}`))
-			return
+		garbled++
+		if garbled == 2 {
+			return json.RawMessage(`{}`)
 		}
-		out, _ := http.NewRequest(req.Method, target.Scheme+"://"+target.Host+req.URL.Path, bytes.NewReader(body))
-		out.Header = req.Header.Clone()
-		resp, err := http.DefaultClient.Do(out)
-		if err != nil {
-			http.Error(w, err.Error(), 502)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
-	}))
-	defer front.Close()
-	p := edge.NewPrimary(front.URL+target.Path, func() string { return "t" }, slog.New(slog.DiscardHandler), edge.PrimaryOptions{Timeout: 2 * time.Second, Probe: 10 * time.Millisecond})
-	defer p.Close()
-	r.p, r.flusher.P = p, edge.FlushTarget(p)
+		return json.RawMessage(`{"content":[{"type":"text","text":"Internal server error, try later"}]}`)
+	}
 	r.enqueue("event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@lab", "body": "must arrive"})
 	r.drain()
 	if garbled != 2 {

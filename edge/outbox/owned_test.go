@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -67,6 +68,6 @@ func TestDrainReportsADatabaseFailure(t *testing.T) {
 type upPrimary struct{}
 
 func (upPrimary) Up() bool { return true }
-func (upPrimary) Call(context.Context, string, map[string]any) (map[string]any, error) {
+func (upPrimary) Call(context.Context, string, json.RawMessage) (map[string]any, error) {
 	return map[string]any{"success": true}, nil
 }

@@ -4,13 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // opCols are the columns scanOp reads, in its order.
-const opCols = `local_seq, op_id, origin_device, origin_label, tool_name, payload_json, wing, state, attempts, next_attempt_at, created_at, flushed_at, error_json, result_json, maybe_applied`
+const opCols = `local_seq, op_id, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, attempts, refusals, next_attempt_at, created_at, flushed_at, error_json, result_json, maybe_applied, resend`
 
 func scanOp(row interface{ Scan(...any) error }) (Op, error) {
 	var o Op
@@ -18,7 +21,8 @@ func scanOp(row interface{ Scan(...any) error }) (Op, error) {
 	var next, created int64
 	var flushed sql.NullInt64
 	var errJSON, resJSON sql.NullString
-	if err := row.Scan(&o.LocalSeq, &o.ID, &o.OriginDevice, &o.OriginLabel, &o.Tool, &payload, &o.Wing, &o.State, &o.Attempts, &next, &created, &flushed, &errJSON, &resJSON, &o.MaybeApplied); err != nil {
+	if err := row.Scan(&o.LocalSeq, &o.ID, &o.OriginDevice, &o.OriginLabel, &o.Tool, &payload, &o.Wing, &o.Lane, &o.Ordinal, &o.State, &o.Attempts, &o.Refusals,
+		&next, &created, &flushed, &errJSON, &resJSON, &o.MaybeApplied, &o.Resend); err != nil {
 		return Op{}, err
 	}
 	o.Payload = json.RawMessage(payload)
@@ -36,14 +40,50 @@ func scanOp(row interface{ Scan(...any) error }) (Op, error) {
 	return o, nil
 }
 
+// next is a lane's next op to send: the oldest queued (or in flight after
+// a crash) op that no earlier pending op shares a causal key with and
+// whose backoff is over. With none due, it returns how long until the
+// first is (idle: none waits).
+func (s *Store) next(ctx context.Context, lane catalogue.Lane) (*Op, time.Duration, error) {
+	rows, err := s.flushDB.QueryContext(ctx, `SELECT `+opCols+` FROM ops o
+		WHERE o.lane=? AND o.state <> 'done' AND o.state IN ('queued','inflight')
+		AND NOT EXISTS (SELECT 1 FROM op_keys k JOIN op_keys e ON e.key=k.key AND e.local_seq<k.local_seq WHERE k.local_seq=o.local_seq)
+		ORDER BY o.local_seq`, lane.String())
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close() // read only: its error says nothing
+	now := s.now()
+	wait := idle
+	for rows.Next() {
+		o, err := scanOp(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		if !o.NextAttemptAt.After(now) {
+			return &o, 0, nil
+		}
+		wait = min(wait, o.NextAttemptAt.Sub(now))
+	}
+	return nil, wait, rows.Err()
+}
+
 // Get returns one op by local_seq.
 func (s *Store) Get(ctx context.Context, seq int64) (Op, error) {
 	return scanOp(s.db.QueryRowContext(ctx, `SELECT `+opCols+` FROM ops WHERE local_seq=?`, seq))
 }
 
-// GetByID returns one op by op_id (or a unique prefix of it).
+// minIDPrefix is the shortest op id prefix a command accepts.
+const minIDPrefix = 6
+
+// GetByID returns one op by its op id or a unique prefix of it (the short
+// form tables print, or any other of at least 6 hex digits).
 func (s *Store) GetByID(ctx context.Context, id string) (Op, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+opCols+` FROM ops WHERE op_id LIKE ? || '%' LIMIT 2`, id)
+	id = strings.ToLower(strings.TrimSpace(id))
+	if len(id) < minIDPrefix || strings.Trim(id, "0123456789abcdef") != "" {
+		return Op{}, fmt.Errorf("op id %q: give the op id from `devbox-config edge outbox list` (its %d-digit short form, or all 64 hex digits)", id, len(ShortID(strings.Repeat("0", 64))))
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+opCols+` FROM ops WHERE op_id >= ? AND op_id < ? LIMIT 2`, id, id+"g")
 	if err != nil {
 		return Op{}, err
 	}
@@ -58,24 +98,39 @@ func (s *Store) GetByID(ctx context.Context, id string) (Op, error) {
 	}
 	switch len(found) {
 	case 0:
-		return Op{}, fmt.Errorf("no op %q in the outbox", id)
+		return Op{}, fmt.Errorf("no op %s in the outbox %s", id, s.path)
 	case 1:
 		return found[0], nil
 	}
-	return Op{}, fmt.Errorf("op id %q is ambiguous; give more characters", id)
+	return Op{}, fmt.Errorf("op id %s is ambiguous; give more digits", id)
 }
 
-// List returns ops in local_seq order; states filters (none: all but done).
+// List returns ops in local_seq order; states filters (none: every
+// pending state).
 func (s *Store) List(ctx context.Context, limit int, states ...State) ([]Op, error) {
+	return s.list(ctx, "", limit, states...)
+}
+
+// PendingOn lists a lane's pending ops (not done), oldest first, all of
+// them: the mailbox counts every reply still queued.
+func (s *Store) PendingOn(ctx context.Context, lane catalogue.Lane) ([]Op, error) {
+	return s.list(ctx, lane, -1, Queued, Inflight, Dead, InDoubt, Held)
+}
+
+func (s *Store) list(ctx context.Context, lane catalogue.Lane, limit int, states ...State) ([]Op, error) {
 	if len(states) == 0 {
-		states = []State{Queued, Inflight, Dead}
+		states = []State{Queued, Inflight, Dead, InDoubt, Held}
 	}
-	q := `SELECT ` + opCols + ` FROM ops WHERE state IN (` + strings.TrimSuffix(strings.Repeat("?,", len(states)), ",") + `) ORDER BY local_seq LIMIT ?`
+	q := `SELECT ` + opCols + ` FROM ops WHERE state IN (` + strings.TrimSuffix(strings.Repeat("?,", len(states)), ",") + `)`
 	args := []any{}
 	for _, st := range states {
 		args = append(args, string(st))
 	}
-	rows, err := s.db.QueryContext(ctx, q, append(args, limit)...)
+	if lane != "" {
+		q += ` AND lane=? AND state <> 'done'`
+		args = append(args, lane.String())
+	}
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY local_seq LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, err
 	}
@@ -91,40 +146,75 @@ func (s *Store) List(ctx context.Context, limit int, states ...State) ([]Op, err
 	return out, rows.Err()
 }
 
-// Retry puts a dead (or waiting) op back at the front of the queue with its
-// attempts reset. Operator command.
+// errFinal refuses an operator command on an op already done.
+func errFinal(o Op) error {
+	return fmt.Errorf("op %s already reached the primary (or was dropped): nothing to do", o.Short())
+}
+
+// Retry puts a dead, in-doubt or waiting op back in the queue with its
+// attempts and backoff reset. For an op in doubt it means "send it
+// again": it is sent without a look-up, a second copy if the first
+// landed. Operator command.
 func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
 	o, err := s.GetByID(ctx, id)
 	if err != nil {
 		return Op{}, err
 	}
-	if o.State == Done {
-		return o, fmt.Errorf("op %s already reached the primary", o.ID[:12])
+	switch o.State {
+	case Done:
+		return o, errFinal(o)
+	case Held:
+		return o, fmt.Errorf("op %s is held until the replication policy parses (%s): fix the policy and the edge sends it", o.Short(), PolicyHint)
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, next_attempt_at=0 WHERE local_seq=?`, o.LocalSeq); err != nil {
+	resend := o.State == InDoubt || o.Resend
+	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=? WHERE local_seq=?`, resend, o.LocalSeq); err != nil {
 		return Op{}, err
 	}
 	s.Kick()
+	s.ringAll()
 	return s.Get(ctx, o.LocalSeq)
 }
 
-// Drop removes an op that will never be sent (a dead one, or a queued one
-// the operator gives up on): the only way an op leaves the queue unsent.
-// It is marked dead with a "dropped" error and skipped from then on.
+// PolicyHint names the file held ops wait for.
+const PolicyHint = "<palace>/edge/policy.json"
+
+// Drop gives up on an op that will never be sent (a dead one, or a queued
+// one the operator gives up on): the only way an op leaves the queue
+// unsent. It is marked done with a "dropped" error; the ops that waited
+// behind it move on.
 func (s *Store) Drop(ctx context.Context, id string) (Op, error) {
+	return s.operatorDone(ctx, id, Dropped, "dropped by the operator: never sent")
+}
+
+// Delivered records an op in doubt (or any pending op) as landed on the
+// primary, on the operator's word that it is there. It is never sent.
+func (s *Store) Delivered(ctx context.Context, id string) (Op, error) {
+	return s.operatorDone(ctx, id, Delivered, "recorded as delivered by the operator: never sent again")
+}
+
+func (s *Store) operatorDone(ctx context.Context, id string, kind Kind, msg string) (Op, error) {
 	o, err := s.GetByID(ctx, id)
 	if err != nil {
 		return Op{}, err
 	}
 	if o.State == Done {
-		return o, fmt.Errorf("op %s already reached the primary", o.ID[:12])
+		return o, errFinal(o)
 	}
-	e, _ := json.Marshal(map[string]any{"kind": "dropped", "message": "dropped by the operator", "at": s.now().UTC()}) // plain values: they encode
-	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='done', error_json=?, flushed_at=NULL WHERE local_seq=?`, string(e), o.LocalSeq); err != nil {
+	e, _ := json.Marshal(map[string]any{"kind": kind, "message": msg, "at": s.now().UTC()}) // plain values: they encode
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Op{}, err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if err := settleDone(ctx, tx, o.LocalSeq, s.now(), "", string(e)); err != nil {
+		return Op{}, err
+	}
+	if err := tx.Commit(); err != nil {
 		return Op{}, err
 	}
 	s.notify(o.ID)
 	s.Kick()
+	s.ringAll()
 	return s.Get(ctx, o.LocalSeq)
 }
 
@@ -134,13 +224,29 @@ type Stats struct {
 	OldestQueued *time.Time    `json:"oldest_queued,omitempty"`
 	LastFlush    *time.Time    `json:"last_flush,omitempty"`
 	LastError    string        `json:"last_error,omitempty"`
-	Dead         []Op          `json:"dead,omitempty"`
-	FlushOwner   string        `json:"flush_owner,omitempty"`
+	// Dead, InDoubt and Held list (up to 100 of) the ops that wait for
+	// an operator or the policy.
+	Dead       []Op   `json:"dead,omitempty"`
+	InDoubt    []Op   `json:"in_doubt,omitempty"`
+	Held       []Op   `json:"held,omitempty"`
+	FlushOwner string `json:"flush_owner,omitempty"`
+	Identity   string `json:"identity"`
+}
+
+// Waiting is how many ops are not done.
+func (st Stats) Waiting() int {
+	n := 0
+	for k, v := range st.ByState {
+		if k.Pending() {
+			n += v
+		}
+	}
+	return n
 }
 
 // Stats reads the queue's state; any read that fails is the error.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{ByState: map[State]int{Queued: 0, Inflight: 0, Done: 0, Dead: 0}}
+	st := Stats{ByState: map[State]int{Queued: 0, Inflight: 0, Done: 0, Dead: 0, InDoubt: 0, Held: 0}, Identity: s.identity}
 	if err := s.countByState(ctx, st.ByState); err != nil {
 		return st, err
 	}
@@ -166,21 +272,22 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if st.LastError, err = s.meta(ctx, "last_error"); err != nil {
 		return st, err
 	}
-	owner, err := s.meta(ctx, "lease")
+	l, err := readLease(ctx, s.db)
 	if err != nil {
-		return st, err
+		return st, fmt.Errorf("outbox: %w", err)
 	}
-	if owner != "" {
-		var l lease
-		if err := json.Unmarshal([]byte(owner), &l); err != nil {
-			return st, fmt.Errorf("outbox: lease %q: %w", owner, err)
-		}
-		if time.UnixMilli(l.Expires).After(s.now()) {
-			st.FlushOwner = l.Owner
+	if l.Owner != "" && time.UnixMilli(l.Expires).After(s.now()) {
+		st.FlushOwner = l.Owner
+	}
+	for _, w := range []struct {
+		state State
+		into  *[]Op
+	}{{Dead, &st.Dead}, {InDoubt, &st.InDoubt}, {Held, &st.Held}} {
+		if *w.into, err = s.List(ctx, 100, w.state); err != nil {
+			return st, err
 		}
 	}
-	st.Dead, err = s.List(ctx, 100, Dead)
-	return st, err
+	return st, nil
 }
 
 // countByState counts the ops in each state into by.
@@ -201,11 +308,11 @@ func (s *Store) countByState(ctx context.Context, by map[State]int) error {
 	return rows.Err()
 }
 
-// Wait blocks until the op reached the primary (done) or died, an attempt
-// to send it failed (it is queued with the error: the flusher sends it
-// again after its backoff or the primary's recovery), or ctx ends; it returns
-// the op as it then is. The flusher may be another process, so the row is
-// re-read on every wake and at least every 50 ms.
+// Wait blocks until the op reached the primary (done), died or went in
+// doubt, an attempt to send it failed (it is queued with the error: the
+// flusher sends it again after its backoff or the primary's recovery), or
+// ctx ends; it returns the op as it then is. The flusher may be another
+// process, so the row is re-read on every wake and at least every 50 ms.
 func (s *Store) Wait(ctx context.Context, opID string) (Op, error) {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
@@ -231,7 +338,7 @@ func (s *Store) Wait(ctx context.Context, opID string) (Op, error) {
 		if err != nil {
 			return o, err
 		}
-		if o.State == Done || o.State == Dead || o.State == Queued && len(o.Error) > 0 {
+		if o.State == Done || o.State == Dead || o.State == InDoubt || o.State == Queued && len(o.Error) > 0 {
 			return o, nil
 		}
 		select {
@@ -252,4 +359,59 @@ func (s *Store) notify(opID string) {
 		}
 	}
 	s.mu.Unlock()
+}
+
+// Blocker is the earliest pending op sharing a causal key with op: what op
+// waits for ("" when nothing holds it back).
+func (s *Store) Blocker(ctx context.Context, op Op) (Op, bool, error) {
+	o, err := scanOp(s.db.QueryRowContext(ctx, `SELECT `+opCols+` FROM ops WHERE local_seq = (
+		SELECT MIN(e.local_seq) FROM op_keys k JOIN op_keys e ON e.key=k.key AND e.local_seq<k.local_seq WHERE k.local_seq=?)`, op.LocalSeq))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Op{}, false, nil
+	}
+	return o, err == nil, err
+}
+
+// Release settles a held op once the policy parses: queued with payload
+// (its op id made anew: the payload may have changed, and no send has
+// used the old one) if replicate, else done as kept local.
+func (s *Store) Release(ctx context.Context, o Op, payload json.RawMessage, replicate bool) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if !replicate || payload == nil {
+		e, _ := json.Marshal(map[string]any{"kind": Local, "message": "kept local by the replication policy, once it parsed", "at": s.now().UTC()}) // plain values: they encode
+		if err := settleDone(ctx, tx, o.LocalSeq, s.now(), "", string(e)); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	rec, _ := catalogue.Lookup(o.Tool)
+	var args map[string]any
+	if err := json.Unmarshal(payload, &args); err != nil {
+		return fmt.Errorf("op %s: %w", o.Short(), err)
+	}
+	id := OpID(s.identity, o.LocalSeq, o.Tool, payload)
+	if rec.OpStamp {
+		if payload, err = stampOpID(payload, id); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state='queued', op_id=?, dedupe_key=?, payload_json=? WHERE local_seq=? AND state='held'`, id, "op:"+id, string(payload), o.LocalSeq); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, o.LocalSeq); err != nil {
+		return err
+	}
+	if err := insertKeys(ctx, tx, o.LocalSeq, rec.CausalKeys(args)); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.Kick()
+	s.ringAll()
+	return nil
 }

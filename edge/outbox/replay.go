@@ -4,47 +4,53 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // send replays one op with the knowledge of what is safe to repeat for its
 // record type (RFC 001 §3, §4.4, §7.6; RFC 003 §7.1). ambiguous means an
-// earlier attempt may have landed without an answer.
+// earlier attempt may have landed without an answer. The op's own bytes
+// are what is sent; its arguments are parsed only to look things up.
 //
 //	add_drawer                 resend (the server dedupes by content id)
-//	checkpoint                 resend; with a diary, after ambiguity (always when
-//	                           replaying history): if the diary's sha256[:12]
-//	                           suffix is on the primary, resend the items alone
+//	checkpoint                 resend; its diary as diary_write's (below); if
+//	                           the diary landed, the items alone are resent
 //	kg_add, open fact          resend (the server's open-fact guard)
 //	kg_add, closed fact        kg_query first; skip if (s,p,o,from,to) exists
 //	kg_invalidate/supersede    in order; "nothing open" or ambiguity -> confirm with kg_query
-//	diary_write                after ambiguity (always when replaying history, join):
-//	                           skip if the entry's sha256[:12] suffix is on the primary
-//	update_drawer              resend
+//	diary_write                after ambiguity: landed if its wing holds an entry
+//	                           with its text newer than the newest this outbox
+//	                           knows it wrote there (diary.go); in a replay of
+//	                           history: the n-th of n equal entries is landed
+//	                           when the primary holds n
+//	update_drawer, create_tunnel  resend
 //	event_append, patch_submit after ambiguity: event_list for metadata.edge_op_id first
 //	event_ack                  after ambiguity: look for this sender's ack of the target
+//	artifact_put, task_create  after ambiguity: in doubt, for an operator (no look-up
+//	                           exists), unless a gateway's ledger answers the resend
 //
-// A look-up the primary refuses outright (a JSON-RPC error outside the
-// server range, e.g. a gateway device that may write its diary wing but
-// not read it) can never succeed. Behind a gateway that advertises its
-// op-id ledger the op is then sent under its own op id without the
-// look-up: the ledger answers a repeat from its record. Without a ledger
-// the refusal is permanent (classify), so the op goes dead where an
-// operator sees why, instead of being retried forever.
+// A resend after a look-up that found nothing tells a gateway so
+// (WithResend), so that an op it holds in doubt after a crash is
+// forwarded again. A look-up the primary refuses outright (a JSON-RPC
+// error outside the server range, e.g. a gateway device that may write
+// its diary wing but not read it) can never succeed. Behind a gateway
+// that advertises its op-id ledger the op is then sent under its own op
+// id without the look-up: the ledger answers a repeat from its record.
+// Without a ledger the refusal counts toward dead, where an operator sees
+// why.
 func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool) (map[string]any, error) {
 	res, err := f.replay(ctx, run, op, ambiguous)
 	if lookUpRefused(err) && f.behindLedger() {
-		f.Log.Warn("outbox: the primary refuses the look-up this op's replay needs; sending it under its op id, which the gateway's ledger answers from its record", "op", op.ID[:12], "tool", op.Tool, "err", err)
-		a, aerr := args(op)
-		if aerr != nil {
-			return nil, aerr
-		}
-		return f.sendWrite(ctx, op, a)
+		f.Log.Warn("outbox: the primary refuses the look-up this op's replay needs; sending it under its op id, which the gateway's ledger answers from its record", "op", op.Short(), "tool", op.Tool, "err", err)
+		return f.sendWrite(ctx, op, op.Payload)
 	}
 	return res, err
 }
@@ -63,9 +69,13 @@ func (f *Flusher) behindLedger() bool {
 // lookUpRefused: a replay's look-up failed with a JSON-RPC refusal that is
 // not in the server range (-32000..-32099, which a retry may get past).
 func lookUpRefused(err error) bool {
-	var rpc *RPCError
-	return errors.Is(err, ErrLookup) && errors.As(err, &rpc) && (rpc.Code > -32000 || rpc.Code < -32099)
+	rpc, ok := asRPC(err)
+	return errors.Is(err, ErrLookup) && ok && (rpc.Code > -32000 || rpc.Code < -32099)
 }
+
+// errNoLookUp: an op that may have landed, of a type nothing can look up,
+// with no ledger to ask: it is not sent (settle puts it in doubt).
+var errNoLookUp = errors.New("it may have landed and no MemPalace tool can look it up: not sent again without an operator")
 
 // replay is send without the refused-look-up fallback.
 func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bool) (map[string]any, error) {
@@ -93,7 +103,7 @@ func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bo
 				return map[string]any{"success": true, "skipped": "confirmed on the primary"}, nil
 			}
 		}
-		res, err := f.sendWrite(ctx, op, a)
+		res, err := f.sendWrite(resendIf(ctx, ambiguous), op, op.Payload)
 		if err == nil && res["success"] == false && strings.Contains(strings.ToLower(fmt.Sprint(res["error"])), "no open fact") {
 			if landed, cerr := f.closedAlready(ctx, rec.Name, a); cerr == nil && landed {
 				return map[string]any{"success": true, "skipped": "nothing open to close; confirmed closed on the primary"}, nil
@@ -101,21 +111,11 @@ func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bo
 		}
 		return res, err
 	case catalogue.ServerDeduped:
-		if d, ok := a["diary"].(map[string]any); ok && (ambiguous || f.History) {
-			return f.sendCheckpoint(ctx, run, op, a, d)
+		if d, ok := a["diary"].(map[string]any); ok {
+			return f.sendCheckpoint(ctx, run, op, d, ambiguous)
 		}
 	case catalogue.DiarySuffix:
-		if !f.History && !ambiguous {
-			break // a first attempt of a live write: nothing to look up
-		}
-		landed, err := f.diaryLanded(ctx, run, a)
-		if err != nil {
-			return nil, err
-		}
-		if landed {
-			return map[string]any{"success": true, "skipped": "this diary entry is already on the primary"}, nil
-		}
-		return f.sendDiary(ctx, run, op, a, a)
+		return f.sendDiary(ctx, run, op, a, ambiguous)
 	case catalogue.EventLookup:
 		if ambiguous {
 			if ev, err := f.findStamped(ctx, op, a); err != nil {
@@ -132,68 +132,63 @@ func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bo
 				return map[string]any{"success": true, "event": ev, "recovered": "ack found on the primary"}, nil
 			}
 		}
+	case catalogue.Unrepeatable:
+		switch {
+		case op.Resend:
+			return f.sendWrite(WithResend(ctx, ResendByOperator), op, op.Payload)
+		case ambiguous && !f.behindLedger():
+			return nil, errNoLookUp
+		}
+		return f.sendWrite(ctx, op, op.Payload)
 	}
-	return f.sendWrite(ctx, op, a)
+	return f.sendWrite(resendIf(ctx, ambiguous), op, op.Payload)
 }
 
-// sendCheckpoint replays a checkpoint that carries a diary entry and may
-// have landed before. Its items are content-addressed (the server files an
-// identical item once), but its diary half has no server guard: a resend
-// would write the entry twice. MemPalace files the items first and the
-// diary last, so the diary's suffix on the primary means the checkpoint
-// landed; its items are then sent again without the diary, under an op id
-// derived from this op's (so a gateway's ledger still answers a repeat of
-// that send from its record, and never sees this op id with other
-// arguments).
-func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, a, diary map[string]any) (map[string]any, error) {
-	landed, err := f.diaryLanded(ctx, run, diary)
+// resendIf marks a send after ambiguity whose look-up found nothing.
+func resendIf(ctx context.Context, ambiguous bool) context.Context {
+	if ambiguous {
+		return WithResend(ctx, ResendLookedUp)
+	}
+	return ctx
+}
+
+// sendCheckpoint replays a checkpoint that carries a diary entry. Its
+// items are content-addressed (the server files an identical item once),
+// but its diary half has no server guard: a resend would write the entry
+// twice. MemPalace files the items first and the diary last, so the
+// diary's entry on the primary means the checkpoint landed; its items are
+// then sent again without the diary, under an op id derived from this
+// op's (so a gateway's ledger still answers a repeat of that send from
+// its record, and never sees this op id with other arguments).
+func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, diary map[string]any, ambiguous bool) (map[string]any, error) {
+	entryID, landed, err := f.diaryLanded(ctx, run, op, diary, ambiguous)
 	if err != nil {
 		return nil, err
 	}
 	if !landed {
-		return f.sendDiary(ctx, run, op, a, diary)
-	}
-	items, _ := a["items"].([]any)
-	if len(items) == 0 {
-		return map[string]any{"success": true, "skipped": "this checkpoint's diary entry is already on the primary"}, nil
-	}
-	rest := make(map[string]any, len(a))
-	for k, v := range a {
-		if k != "diary" {
-			rest[k] = v
+		res, err := f.sendWrite(resendIf(ctx, ambiguous), op, op.Payload)
+		if err == nil && res["success"] != false {
+			d, _ := res["diary"].(map[string]any)
+			f.diarySent(ctx, run, op, diary, str(d, "entry_id"))
 		}
+		return res, err
 	}
+	f.diarySent(ctx, run, op, diary, entryID)
+	items, _ := mustArgs(op)["items"].([]any)
+	if len(items) == 0 {
+		return map[string]any{"success": true, "skipped": "this checkpoint's diary entry is already on the primary", "diary_entry_id": entryID}, nil
+	}
+	rest, err := sjson.DeleteBytes(append([]byte(nil), op.Payload...), "diary")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errPermanent, err)
+	}
+	// Content-addressed items are safe to send again: a gateway holding
+	// this send in doubt may forward it (WithResend).
 	id := sha256.Sum256([]byte("checkpoint items without the diary:" + op.ID))
-	res, err := f.P.Call(WithOpID(ctx, hex.EncodeToString(id[:])), op.Tool, rest)
+	res, err := f.P.Call(WithResend(WithOpID(ctx, hex.EncodeToString(id[:])), ResendLookedUp), op.Tool, rest)
 	if err == nil && res != nil {
 		res["diary_skipped"] = "this checkpoint's diary entry is already on the primary; its items were sent again without it"
-	}
-	return res, err
-}
-
-// diarySuffix is the last 12 hex digits of a diary entry's drawer id:
-// sha256 of its text.
-func diarySuffix(diary map[string]any) string {
-	sum := sha256.Sum256([]byte(catalogue.DiaryEntry(diary)))
-	return hex.EncodeToString(sum[:])[:12]
-}
-
-// diaryLanded reports whether an entry with this diary's text is in its
-// wing on the primary (looked up once per drain and wing).
-func (f *Flusher) diaryLanded(ctx context.Context, run *flushRun, diary map[string]any) (bool, error) {
-	suffixes, err := f.diarySuffixes(ctx, run, catalogue.DiaryWingFor(diary))
-	if err != nil {
-		return false, err
-	}
-	return suffixes[diarySuffix(diary)], nil
-}
-
-// sendDiary sends the op (a diary_write, or a checkpoint carrying diary)
-// and, once it landed, remembers the entry for the rest of the drain.
-func (f *Flusher) sendDiary(ctx context.Context, run *flushRun, op Op, a, diary map[string]any) (map[string]any, error) {
-	res, err := f.sendWrite(ctx, op, a)
-	if err == nil && res["success"] != false {
-		run.diarySuffixes[catalogue.DiaryWingFor(diary)][diarySuffix(diary)] = true
+		res["diary_entry_id"] = entryID
 	}
 	return res, err
 }
@@ -213,7 +208,7 @@ func (f *Flusher) factExists(ctx context.Context, a map[string]any, object, from
 	for _, x := range facts {
 		fm, _ := x.(map[string]any)
 		if fm["subject"] == str(a, "subject") && fm["predicate"] == str(a, "predicate") && fm["object"] == object &&
-			strOrEmpty(fm["valid_from"]) == from && strOrEmpty(fm["valid_to"]) == to {
+			str(fm, "valid_from") == from && str(fm, "valid_to") == to {
 			return true, nil
 		}
 	}
@@ -240,13 +235,13 @@ func (f *Flusher) closedAlready(ctx context.Context, tool string, a map[string]a
 		}
 		switch fm["object"] {
 		case old:
-			if strOrEmpty(fm["valid_to"]) == "" {
+			if str(fm, "valid_to") == "" {
 				open = true
 			} else {
 				closed = true
 			}
 		case str(a, "new_object"):
-			if tool == "kg_supersede" && strOrEmpty(fm["valid_to"]) == "" {
+			if tool == "kg_supersede" && str(fm, "valid_to") == "" {
 				newOpen = true
 			}
 		}
@@ -255,39 +250,6 @@ func (f *Flusher) closedAlready(ctx context.Context, tool string, a map[string]a
 		return closed && !open && newOpen, nil
 	}
 	return closed && !open, nil
-}
-
-func strOrEmpty(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
-// diarySuffixes lists the primary's diary drawers of a wing once per flush
-// run and collects their sha256(entry)[:12] id suffixes (RFC 001 §7.6).
-func (f *Flusher) diarySuffixes(ctx context.Context, run *flushRun, wing string) (map[string]bool, error) {
-	if s, ok := run.diarySuffixes[wing]; ok {
-		return s, nil
-	}
-	set := map[string]bool{}
-	for offset := 0; ; offset += 100 {
-		res, drawers, err := f.lookUpPage(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": offset}, "drawers")
-		if err != nil {
-			return nil, err
-		}
-		for _, x := range drawers {
-			d, _ := x.(map[string]any)
-			id := fmt.Sprint(d["drawer_id"])
-			if i := strings.LastIndex(id, "_"); i >= 0 && len(id)-i-1 == 12 {
-				set[id[i+1:]] = true
-			}
-		}
-		total, _ := res["total"].(float64)
-		if len(drawers) == 0 || float64(offset+len(drawers)) >= total {
-			break
-		}
-	}
-	run.diarySuffixes[wing] = set
-	return set, nil
 }
 
 // findStamped looks for the event this op appended, by its edge_op_id, in
@@ -346,7 +308,11 @@ func (f *Flusher) lookUp(ctx context.Context, tool string, args map[string]any, 
 }
 
 func (f *Flusher) lookUpPage(ctx context.Context, tool string, args map[string]any, key string) (map[string]any, []any, error) {
-	res, err := f.P.Call(ctx, tool, args)
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrLookup, tool, err)
+	}
+	res, err := f.P.Call(ctx, tool, b)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: %w", ErrLookup, tool, err)
 	}
@@ -360,24 +326,62 @@ func (f *Flusher) lookUpPage(ctx context.Context, tool string, args map[string]a
 	return res, list, nil
 }
 
-// sendWrite sends the op's own call: exactly the tool and arguments the
-// agent's call left in the outbox, carrying the op id (WithOpID) so a
-// gateway's ledger answers a repeat from its record.
-func (f *Flusher) sendWrite(ctx context.Context, op Op, a map[string]any) (map[string]any, error) {
-	return f.P.Call(WithOpID(ctx, op.ID), op.Tool, a)
+// sendWrite sends the op's own call: exactly the tool and the argument
+// bytes the agent's call left in the outbox, carrying the op id
+// (WithOpID) so a gateway's ledger answers a repeat from its record.
+func (f *Flusher) sendWrite(ctx context.Context, op Op, payload json.RawMessage) (map[string]any, error) {
+	return f.P.Call(WithOpID(ctx, op.ID), op.Tool, payload)
 }
 
-type opIDKey struct{}
+// args parses an op's payload for the replay's look-ups.
+func args(op Op) (map[string]any, error) {
+	var m map[string]any
+	if err := json.Unmarshal(op.Payload, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("%w: payload is not a JSON object: %v", errPermanent, err)
+	}
+	return m, nil
+}
+
+func mustArgs(op Op) map[string]any {
+	m, _ := args(op) // replay parsed it before: it parses
+	return m
+}
+
+type ctxKey int
+
+const (
+	opIDKey ctxKey = iota
+	resendKey
+)
 
 // WithOpID marks a call as the send of outbox op id: the Primary puts the
 // id in the request (params._meta["devbox-config/op-id"]). Look-ups are
 // never marked.
 func WithOpID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, opIDKey{}, id)
+	return context.WithValue(ctx, opIDKey, id)
 }
 
 // OpIDFrom is the op id WithOpID put in ctx ("" for any other call).
 func OpIDFrom(ctx context.Context) string {
-	id, _ := ctx.Value(opIDKey{}).(string)
+	id, _ := ctx.Value(opIDKey).(string)
 	return id
+}
+
+// Why an op that may have landed is sent again (the gateway's ledger
+// forwards an op it holds in doubt only with one of these).
+const (
+	ResendLookedUp   = "looked-up" // its look-up found it is not on the primary
+	ResendByOperator = "operator"  // an operator said to send it again
+)
+
+// WithResend marks a send as a resend after ambiguity, and why; the
+// Primary puts it in params._meta["devbox-config/resend"].
+func WithResend(ctx context.Context, why string) context.Context {
+	return context.WithValue(ctx, resendKey, why)
+}
+
+// ResendFrom is why WithResend marked the call ("" for none).
+func ResendFrom(ctx context.Context) string {
+	v, _ := ctx.Value(resendKey).(string)
+	return v
 }

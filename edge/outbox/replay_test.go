@@ -234,7 +234,7 @@ func TestReplayTableAgainstApplyThenDrop(t *testing.T) {
 func (r *rig) onPrimary(tool string, args map[string]any) {
 	r.t.Helper()
 	b, _ := json.Marshal(args)
-	res, err := edge.FlushTarget(r.p).Call(context.Background(), "mempalace_"+tool, mustMap(b))
+	res, err := edge.FlushTarget(r.p).Call(context.Background(), "mempalace_"+tool, b)
 	if err != nil || res["success"] == false {
 		r.t.Fatalf("%s on the primary: %v %v", tool, res, err)
 	}
@@ -244,34 +244,6 @@ func mustMap(b []byte) map[string]any {
 	var m map[string]any
 	json.Unmarshal(b, &m)
 	return m
-}
-
-// A permanent refusal makes an op dead after MaxPerm attempts; it blocks
-// the ops behind it (order) until an operator retries or drops it.
-func TestDeadOpBlocksUntilDropped(t *testing.T) {
-	r := newRig(t)
-	r.flusher.MaxPerm = 2
-	bad := r.enqueue("add_drawer", map[string]any{"wing": "bad/wing", "room": "r", "content": "refused"})
-	r.enqueue("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "behind the dead one"})
-	ctx := context.Background()
-	for i := 0; i < 5; i++ {
-		r.store.Resume(ctx)
-		r.flusher.Drain(ctx)
-	}
-	st, _ := r.store.Stats(ctx)
-	if st.ByState[outbox.Dead] != 1 || st.ByState[outbox.Queued] != 1 || len(r.primary.Dump().Drawers) != 0 {
-		t.Fatalf("want one dead op blocking one queued: %+v, primary has %d", st, len(r.primary.Dump().Drawers))
-	}
-	if !strings.Contains(string(st.Dead[0].Error), "invalid characters") {
-		t.Fatalf("dead op error: %s", st.Dead[0].Error)
-	}
-	if _, err := r.store.Drop(ctx, bad.ID[:10]); err != nil {
-		t.Fatal(err)
-	}
-	r.drain()
-	if len(r.primary.Dump().Drawers) != 1 {
-		t.Fatal("the op behind the dropped one was not sent")
-	}
 }
 
 // local_seq is monotonic and op_ids differ for identical events; an

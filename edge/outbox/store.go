@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,12 +18,13 @@ import (
 
 // Store is the SQLite outbox.
 type Store struct {
-	path    string
-	db      *sql.DB // synchronous=FULL: enqueue and operator commands
-	flushDB *sql.DB // synchronous=NORMAL: the flusher's bookkeeping
-	device  string
-	label   string
-	now     func() time.Time
+	path     string
+	db       *sql.DB // synchronous=FULL: enqueue and operator commands
+	flushDB  *sql.DB // synchronous=NORMAL: the flusher's bookkeeping
+	device   string
+	label    string
+	identity string // this file's random identity: every op id covers it
+	now      func() time.Time
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
@@ -31,6 +33,10 @@ type Store struct {
 	rings   sync.WaitGroup // doorbell rings in flight; Close waits for them
 }
 
+// The schema. An op's causal keys are in op_keys only while the op is not
+// done: an op may be sent when no earlier op shares a key with it.
+// auto_vacuum=INCREMENTAL (set before the first table) lets the flusher's
+// pruning give the space of old ops back to the file system.
 const schema = `
 CREATE TABLE IF NOT EXISTS ops(
   local_seq       INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -41,61 +47,66 @@ CREATE TABLE IF NOT EXISTS ops(
   tool_name       TEXT NOT NULL,
   payload_json    TEXT NOT NULL,
   wing            TEXT NOT NULL DEFAULT '',
-  state           TEXT NOT NULL CHECK (state IN ('queued','inflight','done','dead')),
+  lane            TEXT NOT NULL DEFAULT 'palace',
+  ordinal         INTEGER NOT NULL DEFAULT 0,
+  state           TEXT NOT NULL,
   attempts        INTEGER NOT NULL DEFAULT 0,
+  refusals        INTEGER NOT NULL DEFAULT 0,
   next_attempt_at INTEGER NOT NULL DEFAULT 0,
   created_at      INTEGER NOT NULL,
   flushed_at      INTEGER,
   error_json      TEXT,
   result_json     TEXT,
-  maybe_applied   INTEGER NOT NULL DEFAULT 0
+  maybe_applied   INTEGER NOT NULL DEFAULT 0,
+  resend          INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX IF NOT EXISTS ops_dedupe_active ON ops(dedupe_key) WHERE state IN ('queued','inflight');
-CREATE INDEX IF NOT EXISTS ops_active ON ops(local_seq) WHERE state IN ('queued','inflight','dead');
+CREATE INDEX IF NOT EXISTS ops_pending ON ops(lane, local_seq) WHERE state <> 'done';
+CREATE INDEX IF NOT EXISTS ops_settled ON ops(flushed_at) WHERE state = 'done';
+CREATE TABLE IF NOT EXISTS op_keys(
+  key       TEXT NOT NULL,
+  local_seq INTEGER NOT NULL,
+  PRIMARY KEY(key, local_seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS op_keys_seq ON op_keys(local_seq);
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 `
-
-// setUp creates or migrates the schema, again while another process
-// opening the same fresh file makes it busy (sqlitewal.RetryBusy).
-func setUp(db *sql.DB) error {
-	return sqlitewal.RetryBusy(func() error {
-		if _, err := db.Exec(schema); err != nil {
-			return err
-		}
-		return migrate(db)
-	})
-}
-
-// migrate brings an outbox made by an older edge up to the schema.
-func migrate(db *sql.DB) error {
-	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('ops') WHERE name='maybe_applied'`).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
-		// An op an older edge left in flight, or whose last error was
-		// ambiguous, may have landed.
-		if _, err := db.Exec(`ALTER TABLE ops ADD COLUMN maybe_applied INTEGER NOT NULL DEFAULT 0;
-			UPDATE ops SET maybe_applied=1 WHERE state='inflight' OR json_extract(error_json,'$.kind')='ambiguous'`); err != nil {
-			return fmt.Errorf("adding maybe_applied: %w", err)
-		}
-	}
-	return nil
-}
 
 // FileName is the outbox's file name inside <palace>/edge.
 const FileName = "outbox.sqlite"
 
+// Options tune a Store; zero values are the defaults.
+type Options struct {
+	// Device and Label are the provenance this process stamps on new ops.
+	Device, Label string
+	// Now is the clock (time.Now).
+	Now func() time.Time
+	// Log hears of migrations and of a copied file (discarded if nil).
+	Log *slog.Logger
+}
+
 // Open opens (creating if needed) the outbox at path. device and label are
 // the provenance this process stamps on new ops.
 func Open(path, device, label string) (*Store, error) {
+	return OpenOptions(path, Options{Device: device, Label: label})
+}
+
+// OpenOptions is Open with every option.
+func OpenOptions(path string, o Options) (*Store, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
 	open := func(sync string) (*sql.DB, error) {
 		// busy_timeout first: switching a fresh file to WAL takes a lock that
-		// another process opening it at the same moment may hold.
-		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(" + sync + ")&_txlock=immediate"
+		// another process opening it at the same moment may hold;
+		// auto_vacuum before anything creates a table.
+		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=journal_size_limit(4194304)&_pragma=synchronous(" + sync + ")&_txlock=immediate"
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
 			return nil, err
@@ -107,21 +118,25 @@ func Open(path, device, label string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
-	if err := setUp(db); err != nil {
-		db.Close() // the open's error is the one to report
+	s := &Store{path: path, db: db, device: o.Device, label: o.Label, now: o.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1)}
+	if err := sqlitewal.RetryBusy(func() error { return s.setUp(o.Log) }); err != nil {
+		db.Close() // the set-up's error is the one to report
 		return nil, fmt.Errorf("outbox %s is not a usable SQLite database: %w", path, err)
 	}
 	var ok string
 	if err := db.QueryRow("PRAGMA quick_check").Scan(&ok); err != nil || ok != "ok" {
-		db.Close() // the open's error is the one to report
+		db.Close() // the check's error is the one to report
 		return nil, fmt.Errorf("outbox %s failed its integrity check (%v %s); move it aside to start a new one", path, err, ok)
 	}
-	fdb, err := open("NORMAL")
-	if err != nil {
+	if err := sqlitewal.RetryBusy(func() error { return s.loadIdentity(o.Log) }); err != nil {
+		db.Close() // the identity's error is the one to report
+		return nil, fmt.Errorf("outbox %s: its identity: %w", path, err)
+	}
+	if s.flushDB, err = open("NORMAL"); err != nil {
 		db.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
-	return &Store{path: path, db: db, flushDB: fdb, device: device, label: label, now: time.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1)}, nil
+	return s, nil
 }
 
 // Close waits for the doorbell rings in flight, then closes the database.
@@ -136,6 +151,10 @@ func (s *Store) Close() error {
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
 
+// Identity is the outbox's random identity (32 hex digits): every op id
+// covers it, so two outboxes never make the same op id.
+func (s *Store) Identity() string { return s.identity }
+
 func (s *Store) meta(ctx context.Context, key string) (string, error) {
 	var v string
 	err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key=?`, key).Scan(&v)
@@ -145,14 +164,18 @@ func (s *Store) meta(ctx context.Context, key string) (string, error) {
 	return v, err
 }
 
-func (s *Store) setMeta(ctx context.Context, db *sql.DB, key, value string) error {
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func setMeta(ctx context.Context, db execer, key, value string) error {
 	_, err := db.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, key, value)
 	return err
 }
 
 // SetMeta stores an edge-wide value (embedder state, primary tool list).
 func (s *Store) SetMeta(ctx context.Context, key, value string) error {
-	return s.setMeta(ctx, s.db, key, value)
+	return setMeta(ctx, s.db, key, value)
 }
 
 // Meta reads an edge-wide value ("" if unset).

@@ -80,19 +80,36 @@ func DecodeParams(params json.RawMessage) (*mcp.CallToolParams, error) {
 	return p, nil
 }
 
-// EncodeCallParams encodes a call for the child or the primary. The usual
-// call (arguments as the agent sent them, no _meta) is written directly.
+// EncodeCallParams encodes a call for the child or the primary. Arguments
+// the agent sent (json.RawMessage) are written as they are, byte for
+// byte, with or without _meta: never re-encoded (json.Marshal would
+// escape every <, > and & in them as six bytes).
 func EncodeCallParams(p *mcp.CallToolParams) ([]byte, error) {
-	if args, ok := p.Arguments.(json.RawMessage); ok && p.Meta == nil && len(args) > 0 {
-		name, err := json.Marshal(p.Name)
-		if err != nil {
+	args, ok := p.Arguments.(json.RawMessage)
+	if !ok || len(args) == 0 {
+		return json.Marshal(p)
+	}
+	name, err := json.Marshal(p.Name)
+	if err != nil {
+		return nil, err
+	}
+	var meta []byte
+	if p.Meta != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(p.Meta); err != nil {
 			return nil, err
 		}
-		b := make([]byte, 0, len(name)+len(args)+24)
-		b = append(append(append(b, `{"name":`...), name...), `,"arguments":`...)
-		return append(append(b, args...), '}'), nil
+		meta = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
-	return json.Marshal(p)
+	b := make([]byte, 0, len(name)+len(args)+len(meta)+34)
+	b = append(append(append(b, `{"name":`...), name...), `,"arguments":`...)
+	b = append(b, args...)
+	if meta != nil {
+		b = append(append(b, `,"_meta":`...), meta...)
+	}
+	return append(b, '}'), nil
 }
 
 // RawArgs is a call's arguments, {} when absent or null.

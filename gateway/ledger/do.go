@@ -5,14 +5,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Do answers one tools/call carrying an op id. The first call with
-// (c.Device, c.OpID) runs forward (the upstream call) and records its
-// answer if the answer says the write was applied; a later one gets the
-// recorded answer, under its own request id, without running forward; a
-// duplicate while the first is in flight waits for it.
+// (c.Device, c.OpID) claims it, runs forward (the upstream call) and
+// records its answer if the answer says the write was applied; a later
+// one gets the recorded answer, under its own request id, without
+// running forward. A call for an op id in flight is answered at once
+// with ErrInFlight (retryable: the caller holds nothing, not even the
+// gateway's write slot, which forward takes after the claim); one for an
+// op id in doubt (its claim outlived its holder) with ErrInDoubt, unless
+// c.Resend says why it may be forwarded again (OutcomeResent).
 //
 // forward must use the context it is given: it is not cancelled when ctx
 // is (the answer is recorded even if the caller has hung up), only after
@@ -28,50 +31,48 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 	if err := checkOpID(c.OpID); err != nil {
 		return Answer{}, "", fmt.Errorf("ledger: op id: %w", err)
 	}
-	k := key{c.Device, c.OpID}
-	for {
-		l.mu.Lock()
-		f := l.flights[k]
-		if f == nil {
-			// errAbandoned stands if forward panics: the duplicates waiting
-			// are released with an error, not an empty answer.
-			f = &flight{call: c, done: make(chan struct{}), err: errAbandoned}
-			l.flights[k] = f
-			l.mu.Unlock()
-			defer func() {
-				if f.err == errAbandoned && f.claim != "" {
-					// Reopen the key at once rather than after StaleAfter.
-					l.settle(context.WithoutCancel(ctx), c, f.claim, nil)
-				}
-				l.mu.Lock()
-				delete(l.flights, k)
-				l.mu.Unlock()
-				close(f.done)
-			}()
-			f.ans, f.out, f.err = l.lead(ctx, c, forward, &f.claim)
-			return f.ans, f.out, f.err
-		}
-		l.mu.Unlock()
-		if err := sameWrite(f.call, c); err != nil {
-			return Answer{}, "", err
-		}
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return Answer{}, "", ctx.Err()
-		}
-		if f.err != nil {
-			if isCtxErr(f.err) && ctx.Err() == nil {
-				continue // the first caller gave up waiting; this one has not
-			}
-			return Answer{}, "", f.err
-		}
-		return Answer{Status: f.ans.Status, Body: WithID(f.ans.Body, c.RequestID)}, OutcomeJoined, nil
+	claim, recorded, resent, err := l.claim(ctx, c)
+	if err != nil {
+		return Answer{}, "", err
 	}
-}
-
-func isCtxErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+	if recorded != nil {
+		return Answer{Status: 200, Body: response(c.RequestID, recorded)}, OutcomeReplayed, nil
+	}
+	settled := false
+	defer func() {
+		if !settled { // forward panicked: open the key again at once, not after StaleAfter
+			l.settle(context.WithoutCancel(ctx), c, claim, nil)
+		}
+	}()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opt.StaleAfter)
+	ans, ferr := forward(fctx)
+	cancel()
+	settled = true
+	// Bookkeeping survives the caller hanging up, so no row stays inflight
+	// (busy_timeout bounds it).
+	bctx := context.WithoutCancel(ctx)
+	result, ok := Recordable(ans)
+	if ferr == nil && ok {
+		if err := l.settle(bctx, c, claim, result); err != nil {
+			l.opt.Log.Error("op-id ledger: answer not recorded; a retry will be forwarded again", "device", c.Device, "op_id", c.OpID, "err", err)
+			return ans, OutcomeUnrecorded, nil
+		}
+		if resent {
+			return ans, OutcomeResent, nil
+		}
+		return ans, OutcomeForwarded, nil
+	}
+	settleAs := l.settle
+	if ferr == nil && ans.MaybeApplied {
+		settleAs = l.settleInDoubt
+	}
+	if err := settleAs(bctx, c, claim, nil); err != nil {
+		l.opt.Log.Error("op-id ledger: claim not released; the op stays in flight, then in doubt", "device", c.Device, "op_id", c.OpID, "err", err)
+	}
+	if ferr != nil {
+		return Answer{}, "", ferr
+	}
+	return ans, OutcomeUnrecorded, nil
 }
 
 func sameWrite(first, c Call) error {
@@ -85,98 +86,73 @@ func sameWrite(first, c Call) error {
 	return nil
 }
 
-// lead is Do for the first caller of a key in this process.
-func (l *Ledger) lead(ctx context.Context, c Call, forward func(context.Context) (Answer, error), claimed *string) (Answer, Outcome, error) {
-	claim, recorded, err := l.claim(ctx, c)
-	if err != nil {
-		return Answer{}, "", err
-	}
-	*claimed = claim
-	if recorded != nil {
-		return Answer{Status: 200, Body: response(c.RequestID, recorded)}, OutcomeReplayed, nil
-	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opt.StaleAfter)
-	ans, ferr := forward(fctx)
-	cancel()
-	// Bookkeeping survives the caller hanging up, so no row stays inflight
-	// (busy_timeout bounds it).
-	bctx := context.WithoutCancel(ctx)
-	result, ok := Recordable(ans)
-	if ferr == nil && ok {
-		if err := l.settle(bctx, c, claim, result); err != nil {
-			l.opt.Log.Error("op-id ledger: answer not recorded; a retry will be forwarded again", "device", c.Device, "op_id", c.OpID, "err", err)
-			return ans, OutcomeUnrecorded, nil
-		}
-		return ans, OutcomeForwarded, nil
-	}
-	if err := l.settle(bctx, c, claim, nil); err != nil {
-		l.opt.Log.Error("op-id ledger: claim not released; a retry waits until it is stale", "device", c.Device, "op_id", c.OpID, "err", err)
-	}
-	if ferr != nil {
-		return Answer{}, "", ferr
-	}
-	return ans, OutcomeUnrecorded, nil
-}
-
-// claim takes the key for this process (returning its claim token) or
-// returns the recorded result. It waits, polling, while another process
-// holds a fresh claim.
-func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []byte, err error) {
+// claim takes the key for this call (returning its claim token), or
+// returns the recorded result, or refuses at once: ErrInFlight while
+// another claim is fresh, ErrInDoubt once it is stale and c.Resend says
+// nothing. resent: a stale claim was taken over on c.Resend's word.
+func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []byte, resent bool, err error) {
 	claim = fmt.Sprintf("%s-%d", l.instance, l.claims.Add(1))
-	wait := 2 * time.Millisecond
 	// Each statement is short and bounded by busy_timeout; a cancellable
 	// context would cost the driver a watcher goroutine per statement.
-	// ctx ends the wait between polls.
 	sctx := context.WithoutCancel(ctx)
-	for {
-		if err := ctx.Err(); err != nil {
-			return "", nil, err
-		}
+	for try := 0; try < 3; try++ {
 		now := l.opt.Now().UnixMilli()
 		res, err := l.stmt.insert.ExecContext(sctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
 		if err != nil {
-			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+			return "", nil, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not inserted: the row is read next
 			l.committed()
 			l.maybePrune(now)
-			return claim, nil, nil
+			return claim, nil, false, nil
 		}
 		var first Call
 		var state string
 		var result sql.NullString
-		err = l.stmt.get.QueryRowContext(sctx, c.Device, c.OpID).
-			Scan(&first.Tool, &first.ArgsDigest, &state, &result)
+		var updated int64
+		err = l.stmt.get.QueryRowContext(sctx, c.Device, c.OpID).Scan(&first.Tool, &first.ArgsDigest, &state, &result, &updated)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // pruned between the two statements
 		}
 		if err != nil {
-			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+			return "", nil, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if err := sameWrite(first, c); err != nil {
-			return "", nil, err
+			return "", nil, false, err
 		}
-		if state == "done" {
-			return "", []byte(result.String), nil
+		stale := now - (l.opt.StaleAfter + l.opt.StaleGrace).Milliseconds()
+		switch {
+		case state == "done":
+			return "", []byte(result.String), false, nil
+		case state == "inflight" && updated >= stale:
+			return "", nil, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
+		case (state == "inflight" || state == "doubt") && c.Resend == "":
+			return "", nil, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInDoubt)
 		}
-		res, err = l.stmt.take.ExecContext(sctx, claim, now, c.Device, c.OpID, now-(l.opt.StaleAfter+staleGrace).Milliseconds())
+		res, err = l.stmt.take.ExecContext(sctx, claim, now, c.Device, c.OpID, c.Resend != "", stale)
 		if err != nil {
-			return "", nil, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+			return "", nil, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
-		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not taken: the row is polled
+		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not taken: the row is read again
 			l.committed()
-			return claim, nil, nil
+			if state != "open" {
+				l.opt.Log.Warn("op-id ledger: an op in doubt forwarded again on the caller's word", "device", c.Device, "op_id", c.OpID, "why", c.Resend)
+			}
+			return claim, nil, state != "open", nil
 		}
-		// Another process is forwarding it: wait for its answer.
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return "", nil, ctx.Err()
-		case <-t.C:
-		}
-		wait = min(2*wait, 100*time.Millisecond)
 	}
+	// Taken by another call between the read and the take, three times.
+	return "", nil, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
+}
+
+// settleInDoubt ends a claim whose forward reached the upstream without
+// an answer: the op is in doubt (result is unused).
+func (l *Ledger) settleInDoubt(ctx context.Context, c Call, claim string, _ []byte) error {
+	if _, err := l.stmt.doubt.ExecContext(ctx, l.opt.Now().UnixMilli(), c.Device, c.OpID, claim); err != nil {
+		return fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+	}
+	l.committed()
+	return nil
 }
 
 // settle ends a claim: records result (state done) or, with none, opens

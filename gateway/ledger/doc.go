@@ -31,15 +31,29 @@
 //
 // # What is recorded
 //
-// The key is (device, op id): two devices' equal op ids never meet. The
-// first call with a key claims it (a row in state "inflight"), is forwarded
-// upstream, and, if the upstream's answer says the write was applied, that
-// answer's JSON-RPC result is recorded (state "done"). A later call with
-// the key gets the recorded result back under its own JSON-RPC id
-// ([OutcomeReplayed]) and never reaches the upstream. A duplicate that
-// arrives while the first is in flight waits for it and gets its answer
-// ([OutcomeJoined]): in-process through a shared flight, across two gateway
-// processes sharing the file by polling the row until it leaves "inflight".
+// The key is (device, op id): two devices' equal op ids never meet (and an
+// edge's op ids cover its outbox's own random identity, so two palaces of
+// one device never make the same one). The first call with a key claims it
+// (a row in state "inflight"), is forwarded upstream, and, if the
+// upstream's answer says the write was applied, that answer's JSON-RPC
+// result is recorded (state "done"). A later call with the key gets the
+// recorded result back under its own JSON-RPC id ([OutcomeReplayed]) and
+// never reaches the upstream. A duplicate that arrives while the first is
+// in flight (in this process or another sharing the file) is answered at
+// once with [ErrInFlight], a retryable refusal (JSON-RPC [CodeInFlight]):
+// it holds nothing while it waits, not even the gateway's write slot,
+// which the forward takes after the claim.
+//
+// A claim older than StaleAfter plus StaleGrace outlived its holder (a
+// gateway killed mid-forward: the upstream may or may not have applied
+// the write). The op is then in doubt: a call for it is answered
+// [ErrInDoubt] ([CodeInDoubt]) and it is never forwarded again on its
+// own. The edge looks the write up where its record type has a look-up
+// and sends it again, with params._meta[ResendKey] = "looked-up", only if
+// it is not there; for one without a look-up (an artifact, a task) it
+// waits in doubt for an operator, whose "send it again" carries
+// ResendKey = "operator". Such a call takes the stale claim over and is
+// forwarded ([OutcomeResent]).
 //
 // Only an answer that says the write landed is recorded: an HTTP 200
 // JSON-RPC result that is not isError and whose JSON text has neither
@@ -57,13 +71,10 @@
 // is refused with [ErrReused].
 //
 // The forward runs on a context detached from the caller's cancellation
-// (bounded by Options.StaleAfter): if the edge hangs up mid-call, the
-// gateway still finishes the upstream call and records its answer, so the
-// edge's retry is a replay rather than an ambiguous second write. An
-// "inflight" row older than StaleAfter (default 2 minutes) plus 5 s, past
-// its holder's forward deadline, is a gateway that crashed mid-forward and
-// may be claimed again; that one case can still duplicate, exactly as
-// without a ledger.
+// (bounded by Options.StaleAfter, default 2 minutes): if the edge hangs up
+// mid-call, the gateway still finishes the upstream call and records its
+// answer, so the edge's retry is a replay rather than an ambiguous second
+// write.
 //
 // # Storage and cost
 //
@@ -101,9 +112,11 @@
 // whose params carry an op id:
 //
 //	ans, outcome, err := l.Do(ctx, ledger.Call{Device: d.ID, OpID: id,
-//		Tool: p.Name, ArgsDigest: entry.ArgsDigest, RequestID: req.ID},
+//		Tool: p.Name, ArgsDigest: entry.ArgsDigest, RequestID: req.ID,
+//		Resend: ledger.ResendOf(params)},
 //		func(ctx context.Context) (ledger.Answer, error) {
-//			// take the write slot here, so a replay does not queue
+//			// take the write slot here, after the claim, so neither a
+//			// replay nor an op in flight queues for it
 //			status, body := s.upstreamCall(ctx, …)
 //			return ledger.Answer{Status: status, Body: body}, nil
 //		})
@@ -111,9 +124,10 @@
 // The answer forward returns is what is recorded and replayed, so it
 // should be the answer as the device is to see it (after any filtering).
 // errors.Is(err, ErrReused) is a permanent refusal (a JSON-RPC error the
-// outbox does not retry); errors.Is(err, ErrUnavailable) means the ledger
-// could not be read and forward was not run: refuse the write as for an
-// unwritable audit log. Any other error is forward's own. Record outcome in the audit entry, answer
+// outbox does not retry); ErrInFlight and ErrInDoubt are answered with
+// CodeInFlight and CodeInDoubt; errors.Is(err, ErrUnavailable) means the
+// ledger could not be read and forward was not run: refuse the write as
+// for an unwritable audit log. Any other error is forward's own. Record outcome in the audit entry, answer
 // ans.Status/ans.Body, call [Advertise] on every /mcp answer and
 // [AdvertiseInitialize] on the initialize answer. Config: a ledger file
 // (default [Beside] audit_log) and a retention in days (default 7).
@@ -121,7 +135,7 @@
 // # Files
 //
 //	ledger.go    the Ledger: its options, the file and schema, Open and Close
-//	do.go        Do: the claim protocol (claim, forward, settle, join a flight)
+//	do.go        Do: the claim protocol (claim, forward, settle; in flight, in doubt)
 //	upkeep.go    pruning expired rows and the background checkpoints
 //	answer.go    which answers are recorded
 //	protocol.go  the wire names shared with the edge

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,15 +25,20 @@ const (
 	DefaultStaleAfter = 2 * time.Minute
 	// PruneEvery is the most often a claim prunes expired rows.
 	PruneEvery = time.Hour
-	// staleGrace separates the holder's forward deadline (StaleAfter from
-	// its claim) from a takeover, so the two never overlap.
-	staleGrace = 5 * time.Second
+	// DefaultStaleGrace separates the holder's forward deadline
+	// (StaleAfter from its claim) from "in doubt", so the two never
+	// overlap: the holder has settled its claim by then if it is alive.
+	DefaultStaleGrace = 5 * time.Second
 )
 
 // Answer is what the upstream answered a forwarded call with.
 type Answer struct {
 	Status int    // HTTP status
 	Body   []byte // the JSON-RPC response
+	// MaybeApplied: the call reached the upstream and no answer came
+	// back (the forward's own judgement: the request was written, the
+	// connection then failed). The op is then in doubt, not open again.
+	MaybeApplied bool
 }
 
 // Outcome says how Do answered.
@@ -49,9 +55,10 @@ const (
 	// OutcomeReplayed: answered from the record; the upstream was not
 	// called.
 	OutcomeReplayed Outcome = "replayed"
-	// OutcomeJoined: a duplicate that arrived while the first was in
-	// flight in this process; it got the first one's answer.
-	OutcomeJoined Outcome = "joined"
+	// OutcomeResent: an op in doubt (its claim outlived its holder: a
+	// gateway that stopped mid-forward) forwarded again because the
+	// caller said it may be (Call.Resend).
+	OutcomeResent Outcome = "resent"
 )
 
 // ErrReused is returned when an op id already stands for another write
@@ -62,7 +69,17 @@ var ErrReused = errors.New("op id already used for a different write")
 // forward was not run.
 var ErrUnavailable = errors.New("op-id ledger unavailable")
 
-var errAbandoned = errors.New("ledger: the first copy of this call ended without an answer")
+// ErrInFlight: the op id is being forwarded now (by this gateway or
+// another sharing the file). Retryable; the caller holds nothing while it
+// waits.
+var ErrInFlight = errors.New("op id in flight: being forwarded now")
+
+// ErrInDoubt: the op id was in flight when its gateway stopped (its claim
+// outlived StaleAfter and the grace): the upstream may have applied it.
+// It is forwarded again only on a call that says why it may be
+// (Call.Resend: the caller looked it up and it is not there, or an
+// operator said to).
+var ErrInDoubt = errors.New("op id in doubt: it was in flight when its gateway stopped, and may have reached the upstream")
 
 // Call identifies one tools/call for the ledger.
 type Call struct {
@@ -73,20 +90,24 @@ type Call struct {
 	// log's args_digest); a reuse of the op id with another digest is
 	// refused.
 	ArgsDigest string
-	// RequestID is this request's JSON-RPC id: a replayed or joined answer
-	// carries it in place of the first request's.
+	// RequestID is this request's JSON-RPC id: a replayed answer carries
+	// it in place of the first request's.
 	RequestID json.RawMessage
+	// Resend is why a caller sends an op that may have landed again
+	// (params._meta ResendKey): an op in doubt is forwarded only with it.
+	Resend string
 }
 
 // Options tune a Ledger; zero values are the defaults.
 type Options struct {
 	Retention time.Duration // how long a row is kept (DefaultRetention)
-	// StaleAfter bounds a forward (its context ends then) and is when an
-	// inflight row may be claimed again (+5 s; DefaultStaleAfter): set it
-	// above the longest write an op id may carry.
-	StaleAfter time.Duration
-	Now        func() time.Time
-	Log        *slog.Logger
+	// StaleAfter bounds a forward (its context ends then); an inflight row
+	// older than StaleAfter+StaleGrace outlived its holder and is in doubt
+	// (DefaultStaleAfter, DefaultStaleGrace): set it above the longest
+	// write an op id may carry.
+	StaleAfter, StaleGrace time.Duration
+	Now                    func() time.Time
+	Log                    *slog.Logger
 }
 
 // Ledger is the durable op-id ledger. It is safe for concurrent use, and
@@ -106,20 +127,6 @@ type Ledger struct {
 	ckptBusy   atomic.Bool
 	ckptBehind atomic.Bool // the WAL has not restarted for long: the next checkpoint waits for writers
 
-	mu      sync.Mutex
-	flights map[key]*flight
-}
-
-type key struct{ device, opID string }
-
-// flight is a call in progress in this process; duplicates wait on done.
-type flight struct {
-	call  Call
-	done  chan struct{}
-	ans   Answer
-	out   Outcome
-	err   error
-	claim string // the claim token, once the key is taken
 }
 
 // A rowid table: rows are appended in time order, so the pruning needs no
@@ -131,7 +138,7 @@ CREATE TABLE IF NOT EXISTS ops(
   op_id       TEXT NOT NULL,
   tool        TEXT NOT NULL,
   args_digest TEXT NOT NULL,
-  state       TEXT NOT NULL CHECK (state IN ('inflight','open','done')),
+  state       TEXT NOT NULL CHECK (state IN ('inflight','open','done','doubt')),
   claim       TEXT NOT NULL DEFAULT '',
   result      TEXT,
   created_at  INTEGER NOT NULL,
@@ -157,6 +164,9 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	if opt.StaleAfter == 0 {
 		opt.StaleAfter = DefaultStaleAfter
 	}
+	if opt.StaleGrace == 0 {
+		opt.StaleGrace = DefaultStaleGrace
+	}
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -181,7 +191,7 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
 	var id [8]byte
 	rand.Read(id[:]) // never fails (crypto/rand)
-	l := &Ledger{path: path, opt: opt, instance: hex.EncodeToString(id[:]), flights: map[key]*flight{}}
+	l := &Ledger{path: path, opt: opt, instance: hex.EncodeToString(id[:])}
 	for _, db := range []**sql.DB{&l.db, &l.bgdb} {
 		if *db, err = sql.Open("sqlite", dsn); err != nil {
 			l.Close() // the open's error is the one to report
@@ -215,7 +225,7 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 // database.
 func (l *Ledger) Close() error {
 	l.bg.Wait()
-	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen} {
+	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen, l.stmt.doubt} {
 		if st != nil {
 			st.Close() // a statement: closing it frees memory only
 		}
@@ -235,7 +245,22 @@ func (l *Ledger) createSchema() error {
 		return err
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if _, err := tx.Exec(schema); err != nil {
+	var old string
+	if err := tx.QueryRow(`SELECT COALESCE((SELECT sql FROM sqlite_master WHERE type='table' AND name='ops'), '')`).Scan(&old); err != nil {
+		return err
+	}
+	if old != "" && !strings.Contains(old, "'doubt'") {
+		// A ledger from before the doubt state: rebuilt in rowid order
+		// (pruning relies on it), every row kept.
+		for _, q := range []string{`DROP INDEX IF EXISTS ops_key`, `ALTER TABLE ops RENAME TO ops_v1`, schema,
+			`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, result, created_at, updated_at)
+				SELECT device, op_id, tool, args_digest, state, claim, result, created_at, updated_at FROM ops_v1 ORDER BY rowid`,
+			`DROP TABLE ops_v1`} {
+			if _, err := tx.Exec(q); err != nil {
+				return fmt.Errorf("migrating the ledger: %w", err)
+			}
+		}
+	} else if _, err := tx.Exec(schema); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -244,7 +269,7 @@ func (l *Ledger) createSchema() error {
 // statements are the ledger's queries, prepared once (a fresh op runs
 // two of them; preparing each time was a visible share of its cost).
 type statements struct {
-	insert, get, take, done, reopen *sql.Stmt
+	insert, get, take, done, reopen, doubt *sql.Stmt
 }
 
 func (l *Ledger) prepare() error {
@@ -260,11 +285,12 @@ func (l *Ledger) prepare() error {
 	l.stmt = statements{
 		insert: prep(`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at)
 			VALUES(?,?,?,?,'inflight',?,?,?) ON CONFLICT DO NOTHING`),
-		get: prep(`SELECT tool, args_digest, state, result FROM ops WHERE device=? AND op_id=?`),
+		get: prep(`SELECT tool, args_digest, state, result, updated_at FROM ops WHERE device=? AND op_id=?`),
 		take: prep(`UPDATE ops SET state='inflight', claim=?, updated_at=?
-			WHERE device=? AND op_id=? AND (state='open' OR (state='inflight' AND updated_at < ?))`),
+			WHERE device=? AND op_id=? AND (state='open' OR (? AND (state='doubt' OR (state='inflight' AND updated_at < ?))))`),
 		done:   prep(`UPDATE ops SET state='done', claim='', result=?, updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 		reopen: prep(`UPDATE ops SET state='open', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
+		doubt:  prep(`UPDATE ops SET state='doubt', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -118,47 +119,66 @@ func TestDevicesDoNotCollide(t *testing.T) {
 	}
 }
 
+// doUntilAnswered calls Do until it stops answering "in flight" (as an
+// edge's outbox does, after a backoff).
+func doUntilAnswered(l *Ledger, c Call, forward func(context.Context) (Answer, error)) (Answer, Outcome, error) {
+	for {
+		a, o, err := l.Do(context.Background(), c, forward)
+		if !errors.Is(err, ErrInFlight) {
+			return a, o, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Duplicates that arrive while the first is in flight are answered at
+// once "in flight" (they hold nothing meanwhile); their retries get the
+// first's answer, under their own ids. One upstream call in all.
 func TestConcurrentDuplicatesOneUpstreamCall(t *testing.T) {
 	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
 	var u upstream
 	op := opID("dup")
-	gate := make(chan struct{})
-	slow := func(id string) func(context.Context) (Answer, error) {
-		return func(ctx context.Context) (Answer, error) {
-			<-gate // every duplicate arrives while the first is in flight
-			return u.forward(id)(ctx)
-		}
+	gate, entered := make(chan struct{}), make(chan struct{})
+	first := func(ctx context.Context) (Answer, error) {
+		close(entered)
+		<-gate
+		return u.forward("0")(ctx)
 	}
+	done := make(chan error)
+	go func() { _, _, err := l.Do(context.Background(), call("laptop", op, "0"), first); done <- err }()
+	<-entered
 	var wg sync.WaitGroup
-	answers := make([]Answer, 100)
-	outcomes := make([]Outcome, 100)
 	errs := make([]error, 100)
-	for i := range answers {
+	start := time.Now()
+	for i := range errs {
 		wg.Go(func() {
-			answers[i], outcomes[i], errs[i] = l.Do(context.Background(), call("laptop", op, fmt.Sprint(i)), slow(fmt.Sprint(i)))
+			_, _, errs[i] = l.Do(context.Background(), call("laptop", op, fmt.Sprint(i+1)), u.forward(fmt.Sprint(i+1)))
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
-	close(gate)
 	wg.Wait()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("100 duplicates in flight took %s to be answered", d)
+	}
+	for i, err := range errs {
+		if !errors.Is(err, ErrInFlight) {
+			t.Fatalf("duplicate %d while the first is in flight: %v, want ErrInFlight", i, err)
+		}
+	}
+	close(gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		a, o, err := l.Do(context.Background(), call("laptop", op, fmt.Sprint(i+1)), u.forward("999"))
+		if err != nil || o != OutcomeReplayed || !strings.Contains(result(a.Body), "drawer_1") {
+			t.Fatalf("retry %d: %v %v %s", i, o, err, a.Body)
+		}
+		if id := gjson.GetBytes(a.Body, "id").Raw; id != fmt.Sprint(i+1) {
+			t.Fatalf("retry %d answered with id %s", i, id)
+		}
+	}
 	if n := u.calls.Load(); n != 1 {
-		t.Fatalf("100 duplicates reached the upstream %d times", n)
-	}
-	counts := map[Outcome]int{}
-	for i := range answers {
-		if errs[i] != nil {
-			t.Fatalf("duplicate %d: %v", i, errs[i])
-		}
-		counts[outcomes[i]]++
-		if result(answers[i].Body) != result(answers[0].Body) {
-			t.Fatalf("duplicate %d answered differently: %s", i, answers[i].Body)
-		}
-		if id := gjson.GetBytes(answers[i].Body, "id").Raw; id != fmt.Sprint(i) {
-			t.Fatalf("duplicate %d answered with id %s", i, id)
-		}
-	}
-	if counts[OutcomeForwarded] != 1 {
-		t.Fatalf("outcomes %v", counts)
+		t.Fatalf("101 copies reached the upstream %d times", n)
 	}
 }
 
@@ -183,16 +203,39 @@ func TestTransportFailureNotRecorded(t *testing.T) {
 	}
 }
 
+// A forward that reached the upstream and lost its answer leaves the op
+// in doubt, not open: it is never forwarded again unasked.
+func TestALostUpstreamAnswerLeavesTheOpInDoubt(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	var u upstream
+	op := opID("lost upstream")
+	lost := func(ctx context.Context) (Answer, error) {
+		u.calls.Add(1)
+		return Answer{Status: 502, Body: []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"upstream answer lost"}}`), MaybeApplied: true}, nil
+	}
+	if _, o, err := l.Do(context.Background(), call("laptop", op, "1"), lost); err != nil || o != OutcomeUnrecorded {
+		t.Fatalf("the lost answer: %v %v", o, err)
+	}
+	if _, _, err := l.Do(context.Background(), call("laptop", op, "2"), u.forward("2")); !errors.Is(err, ErrInDoubt) || u.calls.Load() != 1 {
+		t.Fatalf("a retry after a lost upstream answer: %v, %d upstream calls", err, u.calls.Load())
+	}
+	resend := call("laptop", op, "3")
+	resend.Resend = "looked-up"
+	if _, o, err := l.Do(context.Background(), resend, u.forward("3")); err != nil || o != OutcomeResent || u.calls.Load() != 2 {
+		t.Fatalf("resent after a look-up: %v %v, %d upstream calls", o, err, u.calls.Load())
+	}
+}
+
 func TestFailureAnswersNotRecorded(t *testing.T) {
 	text := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	for name, a := range map[string]Answer{
-		"json-rpc error":    {200, []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Internal tool error: database is locked"}}`)},
-		"isError":           {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"isError":true,"content":[{"type":"text","text":"boom"}]}}`)},
-		"success false":     {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + text(`{"success": false, "error": "database is locked"}`) + `}]}}`)},
-		"error member":      {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + text(`{"error": "wing not found"}`) + `}]}}`)},
-		"structured failed": {200, []byte(`{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"success":false},"content":[]}}`)},
-		"bad gateway":       {502, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"upstream unreachable"}}`)},
-		"sse":               {200, []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n")},
+		"json-rpc error":    {Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Internal tool error: database is locked"}}`)},
+		"isError":           {Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"isError":true,"content":[{"type":"text","text":"boom"}]}}`)},
+		"success false":     {Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + text(`{"success": false, "error": "database is locked"}`) + `}]}}`)},
+		"error member":      {Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + text(`{"error": "wing not found"}`) + `}]}}`)},
+		"structured failed": {Status: 200, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"success":false},"content":[]}}`)},
+		"bad gateway":       {Status: 502, Body: []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"upstream unreachable"}}`)},
+		"sse":               {Status: 200, Body: []byte("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
@@ -286,8 +329,8 @@ func TestTwoProcessesOneFile(t *testing.T) {
 	op := opID("two")
 	entered, release := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
-	var o1, o2 Outcome
-	var a1, a2 Answer
+	var o1 Outcome
+	var a1 Answer
 	wg.Go(func() {
 		a1, o1, _ = l1.Do(context.Background(), call("laptop", op, "1"), func(ctx context.Context) (Answer, error) {
 			close(entered)
@@ -296,21 +339,23 @@ func TestTwoProcessesOneFile(t *testing.T) {
 		})
 	})
 	<-entered
-	wg.Go(func() { a2, o2, _ = l2.Do(context.Background(), call("laptop", op, "2"), u.forward("2")) })
-	time.Sleep(30 * time.Millisecond) // l2 is polling the inflight row
+	if _, _, err := l2.Do(context.Background(), call("laptop", op, "2"), u.forward("2")); !errors.Is(err, ErrInFlight) {
+		t.Fatalf("the other gateway, while the op is in flight: %v, want ErrInFlight at once", err)
+	}
 	close(release)
 	wg.Wait()
-	if u.calls.Load() != 1 || o1 != OutcomeForwarded || o2 != OutcomeReplayed || result(a1.Body) != result(a2.Body) {
-		t.Fatalf("two gateways, one op: %d upstream calls, %v %v", u.calls.Load(), o1, o2)
+	a2, o2, err := l2.Do(context.Background(), call("laptop", op, "2"), u.forward("2"))
+	if err != nil || u.calls.Load() != 1 || o1 != OutcomeForwarded || o2 != OutcomeReplayed || result(a1.Body) != result(a2.Body) {
+		t.Fatalf("two gateways, one op: %d upstream calls, %v %v %v", u.calls.Load(), o1, o2, err)
 	}
 
-	// Many duplicates on both at once.
+	// Many duplicates on both at once, each retried until answered.
 	op = opID("many")
 	var wg2 sync.WaitGroup
 	for i := range 40 {
 		l := []*Ledger{l1, l2}[i%2]
 		wg2.Go(func() {
-			if _, _, err := l.Do(context.Background(), call("laptop", op, fmt.Sprint(i)), u.forward(fmt.Sprint(i))); err != nil {
+			if _, _, err := doUntilAnswered(l, call("laptop", op, fmt.Sprint(i)), u.forward(fmt.Sprint(i))); err != nil {
 				t.Error(err)
 			}
 		})
@@ -321,7 +366,10 @@ func TestTwoProcessesOneFile(t *testing.T) {
 	}
 }
 
-func TestStaleInflightClaimedAgain(t *testing.T) {
+// A claim that outlives its holder (a gateway killed mid-forward) is in
+// flight, then in doubt: never forwarded again unless the caller says why
+// it may be (it looked the write up, or an operator said so).
+func TestStaleInflightIsInDoubt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	c := &clock{t: time.Now()}
 	l1 := open(t, path, Options{})
@@ -337,15 +385,20 @@ func TestStaleInflightClaimedAgain(t *testing.T) {
 		return Answer{}, errors.New("killed")
 	})
 	<-entered
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	_, _, err := l2.Do(ctx, call("laptop", op, "2"), u.forward("2"))
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) || u.calls.Load() != 1 {
-		t.Fatalf("a fresh inflight row must be waited for: %v, %d calls", err, u.calls.Load())
+	if _, _, err := l2.Do(context.Background(), call("laptop", op, "2"), u.forward("2")); !errors.Is(err, ErrInFlight) || u.calls.Load() != 1 {
+		t.Fatalf("a fresh inflight row: %v, %d calls; want ErrInFlight at once", err, u.calls.Load())
 	}
-	c.add(DefaultStaleAfter + staleGrace + time.Second)
-	if _, o, err := l2.Do(context.Background(), call("laptop", op, "3"), u.forward("3")); err != nil || o != OutcomeForwarded || u.calls.Load() != 2 {
-		t.Fatalf("stale inflight row: %v %v, %d calls", o, err, u.calls.Load())
+	c.add(DefaultStaleAfter + DefaultStaleGrace + time.Second)
+	if _, _, err := l2.Do(context.Background(), call("laptop", op, "3"), u.forward("3")); !errors.Is(err, ErrInDoubt) || u.calls.Load() != 1 {
+		t.Fatalf("a stale inflight row: %v, %d calls; want ErrInDoubt, not forwarded", err, u.calls.Load())
+	}
+	resend := call("laptop", op, "4")
+	resend.Resend = "looked-up"
+	if _, o, err := l2.Do(context.Background(), resend, u.forward("4")); err != nil || o != OutcomeResent || u.calls.Load() != 2 {
+		t.Fatalf("in doubt, sent again on the caller's word: %v %v, %d calls", o, err, u.calls.Load())
+	}
+	if _, o, err := l2.Do(context.Background(), call("laptop", op, "5"), u.forward("5")); err != nil || o != OutcomeReplayed {
+		t.Fatalf("after the resend: %v %v", o, err)
 	}
 }
 
@@ -412,12 +465,14 @@ func BenchmarkDo(b *testing.B) {
 	})
 }
 
-func TestPanickingForwardReleasesDuplicates(t *testing.T) {
+func TestPanickingForwardReleasesTheKey(t *testing.T) {
 	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
 	op := opID("panic")
 	entered := make(chan struct{})
 	boom := make(chan struct{})
+	panicked := make(chan struct{})
 	go func() {
+		defer close(panicked)
 		defer func() { recover() }() // net/http recovers a handler's panic the same way
 		l.Do(context.Background(), call("laptop", op, "1"), func(context.Context) (Answer, error) {
 			close(entered)
@@ -426,26 +481,14 @@ func TestPanickingForwardReleasesDuplicates(t *testing.T) {
 		})
 	}()
 	<-entered
-	done := make(chan error)
-	go func() {
-		_, _, err := l.Do(context.Background(), call("laptop", op, "2"), (&upstream{}).forward("2"))
-		done <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	close(boom)
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("a duplicate of a call that panicked got an answer")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a duplicate of a call that panicked waits forever")
+	if _, _, err := l.Do(context.Background(), call("laptop", op, "2"), (&upstream{}).forward("2")); !errors.Is(err, ErrInFlight) {
+		t.Fatalf("a duplicate while the first is in flight: %v", err)
 	}
+	close(boom)
+	<-panicked
 	// The key is open again at once (not after StaleAfter).
 	var u upstream
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, o, err := l.Do(ctx, call("laptop", op, "3"), u.forward("3")); err != nil || o != OutcomeForwarded {
+	if _, o, err := l.Do(context.Background(), call("laptop", op, "3"), u.forward("3")); err != nil || o != OutcomeForwarded {
 		t.Fatalf("after a panic: %v %v", o, err)
 	}
 }
@@ -514,4 +557,32 @@ func TestWALStaysBounded(t *testing.T) {
 		t.Fatalf("WAL is %d MiB after %d writes", fi.Size()>>20, ops)
 	}
 	t.Logf("WAL %.1f MiB after %d writes", float64(fi.Size())/(1<<20), ops)
+}
+
+// A ledger from before the doubt state is rebuilt when opened, its rows
+// (and their order) kept.
+func TestAnOlderLedgerIsMigrated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE ops(device TEXT NOT NULL, op_id TEXT NOT NULL, tool TEXT NOT NULL, args_digest TEXT NOT NULL,
+		state TEXT NOT NULL CHECK (state IN ('inflight','open','done')), claim TEXT NOT NULL DEFAULT '', result TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+		CREATE UNIQUE INDEX ops_key ON ops(device, op_id);
+		INSERT INTO ops VALUES('laptop', ?, 'mempalace_add_drawer', 'd1', 'done', '', '{"content":[]}', ?, ?)`, opID("old"), time.Now().UnixMilli(), time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	l := open(t, path, Options{})
+	if _, o, err := l.Do(context.Background(), call("laptop", opID("old"), "1"), (&upstream{}).forward("1")); err != nil || o != OutcomeReplayed {
+		t.Fatalf("a row of the older ledger: %v %v", o, err)
+	}
+	lost := func(ctx context.Context) (Answer, error) { return Answer{Status: 502, MaybeApplied: true}, nil }
+	if _, _, err := l.Do(context.Background(), call("laptop", opID("new"), "2"), lost); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Do(context.Background(), call("laptop", opID("new"), "3"), lost); !errors.Is(err, ErrInDoubt) {
+		t.Fatalf("the doubt state in a migrated ledger: %v", err)
+	}
 }

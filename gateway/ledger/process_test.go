@@ -83,7 +83,7 @@ func TestLedgerChildProcess(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 20 {
 		wg.Go(func() {
-			a, _, err := l.Do(context.Background(), call("laptop", os.Getenv("LEDGER_OP"), fmt.Sprint(i)), forward)
+			a, _, err := doUntilAnswered(l, call("laptop", os.Getenv("LEDGER_OP"), fmt.Sprint(i)), forward)
 			if err != nil {
 				t.Error(err)
 				return

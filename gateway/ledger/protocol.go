@@ -14,6 +14,11 @@ import (
 const (
 	// MetaKey is the params._meta member carrying an outbox op's id.
 	MetaKey = "devbox-config/op-id"
+	// ResendKey is the params._meta member of a send made again after it
+	// may have landed: "looked-up" (the edge's look-up found it is not on
+	// the primary) or "operator" (an operator said to send it again). The
+	// ledger forwards an op it holds in doubt only with it.
+	ResendKey = "devbox-config/resend"
 	// Header is the response header a gateway with a ledger sets on every
 	// /mcp answer; HeaderValue is its value (protocol op-id, version 1).
 	Header      = "Devbox-Config-Ledger"
@@ -22,6 +27,19 @@ const (
 	// capabilities.experimental; its value is {"version": Version}.
 	Capability = "devbox-config/op-id-ledger"
 	Version    = 1
+)
+
+// JSON-RPC error codes a devbox-config gateway answers about an op id (or
+// a device's share of the primary), which the edge's outbox reads.
+const (
+	// CodeRateLimited: over the device's rate, or its share of the write
+	// queue is full. Retry after a backoff.
+	CodeRateLimited = -32029
+	// CodeInFlight: ErrInFlight. Retry after a backoff.
+	CodeInFlight = -32030
+	// CodeInDoubt: ErrInDoubt. Look the write up; send it again with
+	// ResendKey only if it is not on the primary.
+	CodeInDoubt = -32031
 )
 
 // FileName is the ledger's file name, in the audit log's directory.
@@ -61,6 +79,12 @@ func OpIDOf(params json.RawMessage) (id string, ok bool, err error) {
 		return "", false, fmt.Errorf("%s: %w", at, err)
 	}
 	return v.Str, true, nil
+}
+
+// ResendOf returns why a tools/call is a resend of an op that may have
+// landed (params._meta[ResendKey]), "" for none.
+func ResendOf(params json.RawMessage) string {
+	return gjson.GetBytes(params, "_meta."+escapePath(ResendKey)).String()
 }
 
 // SetOpID returns tools/call params carrying op id (the edge's side of

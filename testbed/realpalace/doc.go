@@ -28,8 +28,11 @@
 // MemPalace's openai-compat embedder pointed at p.Embedder, which answers
 // with the double's own vectors (Vector, fakepalace.Embed under
 // EmbedModel): a real palace and a fakepalace give the same text the same
-// vector, so their distances compare exactly. Nothing is inherited from
-// the test's environment.
+// vector, so their distances compare exactly. A palace whose Model is
+// set to another name (before its processes start) embeds the same text
+// differently while MemPalace records the same identity, "openai-compat":
+// two palaces with different embedders behind one name. Nothing is
+// inherited from the test's environment.
 //
 // The edge's child is a real stdio server with
 //

@@ -19,12 +19,16 @@ import (
 // distances are comparable.
 const EmbedModel = "minilm"
 
-// Vector is the embedding the server answers for text: the double's
-// (fakepalace.Embed, a bag-of-words hash embedding), with a text that has
-// no words mapped to a unit vector of its own (MemPalace normalises; a
-// zero vector would be NaN).
-func Vector(text string) []float64 {
-	v := fakepalace.Embed(EmbedModel, text)
+// Vector is the embedding the server answers for text under EmbedModel.
+func Vector(text string) []float64 { return VectorOf(EmbedModel, text) }
+
+// VectorOf is the embedding the server answers for text when MemPalace
+// asks for model: the double's (fakepalace.Embed, a bag-of-words hash
+// embedding; another model name gives other vectors), with a text that
+// has no words mapped to a unit vector of its own (MemPalace normalises;
+// a zero vector would be NaN).
+func VectorOf(model, text string) []float64 {
+	v := fakepalace.Embed(model, text)
 	for _, x := range v {
 		if x != 0 {
 			return v
@@ -35,7 +39,7 @@ func Vector(text string) []float64 {
 }
 
 // Embedder is an OpenAI-compatible embedding server on 127.0.0.1
-// (POST /v1/embeddings) answering with Vector: what MemPalace's
+// (POST /v1/embeddings) answering with VectorOf the model asked for: what MemPalace's
 // openai-compat embedder calls instead of downloading a model.
 type Embedder struct {
 	// URL is the base MemPalace is given (it appends /v1/embeddings).
@@ -100,9 +104,12 @@ func serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 		Index     int       `json:"index"`
 		Embedding []float64 `json:"embedding"`
 	}
+	if req.Model == "" {
+		req.Model = EmbedModel
+	}
 	rows := make([]row, len(inputs))
 	for i, in := range inputs {
-		rows[i] = row{Object: "embedding", Index: i, Embedding: Vector(in)}
+		rows[i] = row{Object: "embedding", Index: i, Embedding: VectorOf(req.Model, in)}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"object": "list", "model": req.Model, "data": rows,

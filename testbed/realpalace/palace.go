@@ -26,8 +26,14 @@ type Palace struct {
 	Venv string
 	// Embedder answers the palace's embedding calls.
 	Embedder *Embedder
-	scratch  string
-	groups   *groups
+	// Model is the embedding model its processes ask the Embedder for
+	// (MEMPALACE_EMBEDDING_API_MODEL; Open sets EmbedModel). Another name
+	// embeds the same text differently while MemPalace records the same
+	// identity, the bare "openai-compat": a palace with another embedder
+	// behind one name.
+	Model   string
+	scratch string
+	groups  *groups
 }
 
 // New makes a palace in t's temporary directory with an embedder of its
@@ -54,13 +60,56 @@ func Open(venv, scratch string, emb *Embedder) (*Palace, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Palace{Dir: filepath.Join(scratch, "palace"), Home: filepath.Join(scratch, "home"), Venv: venv, Embedder: emb, scratch: scratch, groups: &groups{live: map[int]bool{}}}
+	p := &Palace{Dir: filepath.Join(scratch, "palace"), Home: filepath.Join(scratch, "home"), Venv: venv, Embedder: emb, Model: EmbedModel, scratch: scratch, groups: &groups{live: map[int]bool{}}}
 	for _, d := range []string{p.Dir, filepath.Join(p.Home, ".config", "mempalace")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// Scratch is where a program that is not a test (bench/) keeps real
+// palaces: the venv, a temporary directory and one embedder for them all.
+// Close stops the embedder and removes the directory; stop the palaces'
+// processes first.
+type Scratch struct {
+	Venv, Dir string
+	Embedder  *Embedder
+}
+
+// NewScratch finds the venv (Find), makes a temporary directory named
+// after prefix and starts an embedder.
+func NewScratch(prefix string) (*Scratch, error) {
+	venv, err := Find()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	emb, err := StartEmbedder()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &Scratch{Venv: venv, Dir: dir, Embedder: emb}, nil
+}
+
+// Open makes a palace in Dir/name.
+func (s *Scratch) Open(name string) (*Palace, error) {
+	dir := filepath.Join(s.Dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	return Open(s.Venv, dir, s.Embedder)
+}
+
+// Close stops the embedder and removes Dir.
+func (s *Scratch) Close() error {
+	s.Embedder.Close()
+	return os.RemoveAll(s.Dir)
 }
 
 // Env is the complete environment of a MemPalace process on this palace
@@ -88,7 +137,7 @@ func (p *Palace) Env() []string {
 		"no_proxy=127.0.0.1,localhost",
 		"MEMPALACE_EMBEDDING_MODEL=openai-compat",
 		"MEMPALACE_EMBEDDING_API_URL=" + p.Embedder.URL,
-		"MEMPALACE_EMBEDDING_API_MODEL=" + EmbedModel,
+		"MEMPALACE_EMBEDDING_API_MODEL=" + p.Model,
 	}
 }
 
@@ -107,6 +156,16 @@ func (p *Palace) StartStdio(argv ...string) (*Stdio, error) {
 		argv = p.MCPCommand()
 	}
 	return startStdio(argv, p.Env(), p.scratch, p.groups)
+}
+
+// StartStdioEnv is StartStdio with extra variables after Env's (a later
+// one wins): the palace by MEMPALACE_PALACE_PATH instead of --palace,
+// another embedding model. The caller stops it.
+func (p *Palace) StartStdioEnv(extra []string, argv ...string) (*Stdio, error) {
+	if len(argv) == 0 {
+		argv = p.MCPCommand()
+	}
+	return startStdio(argv, append(p.Env(), extra...), p.scratch, p.groups)
 }
 
 // Stdio starts the stdio server (argv, default MCPCommand) for a test and
@@ -241,6 +300,9 @@ func (s *Server) Restart() error {
 	}
 	return s.start()
 }
+
+// Palace is the palace serve serves.
+func (s *Server) Palace() *Palace { return s.palace }
 
 // Log is what serve and its child wrote (stdout and stderr).
 func (s *Server) Log() string { return s.proc.log.String() }

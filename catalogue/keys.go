@@ -1,0 +1,161 @@
+package catalogue
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Lane is the outbox's sending line a write takes: palace writes one at
+// a time to the single-writer primary, coordination writes on their own
+// line (MemPalace serves the logstream tools without its write lock), so
+// an event never waits behind a slow drawer.
+type Lane string
+
+const (
+	PalaceLane       Lane = "palace"
+	CoordinationLane Lane = "coordination"
+)
+
+func (l Lane) String() string { return string(l) }
+
+// Lane is the record's sending line.
+func (t Tool) Lane() Lane {
+	if t.Route == CoordinationWrite {
+		return CoordinationLane
+	}
+	return PalaceLane
+}
+
+// CausalKeys are the objects a write touches, as keys: the outbox sends
+// the writes of one key in the order they were made, and a write that
+// cannot be sent (dead, in doubt, backing off) holds back only the writes
+// that share a key with it. Writes with no key in common are independent.
+//
+//	add_drawer        drawer:<its id, as MemPalace computes it>, source:<source_file>
+//	update_drawer     drawer:<drawer_id>
+//	delete_drawer     drawer:<drawer_id>
+//	delete_by_source  source:<source_file>  (orders with every drawer of that source)
+//	checkpoint        each item's drawer (and source) key, and its diary's key
+//	diary_write       diary:<wing>  (one wing's entries in order: look-ups count them)
+//	kg_add, kg_invalidate, kg_supersede
+//	                  fact:<subject>/<predicate>, normalised as MemPalace ids them
+//	create_tunnel     tunnel:<source wing/room>/<target wing/room>
+//	event_append, patch_submit
+//	                  event:<correlation_id> (a reply orders after what it answers);
+//	                  none without one
+//	event_ack         event:<event_id> (after the event's other replies)
+//	artifact_put, task_create
+//	                  none: each stands alone
+//	a tool the catalogue does not know
+//	                  tool:<name> (all its calls in order: nothing is known of them)
+func (t Tool) CausalKeys(args map[string]any) []string {
+	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
+	var keys []string
+	add := func(prefix, v string) {
+		if v != "" {
+			keys = append(keys, prefix+":"+v)
+		}
+	}
+	drawer := func(a map[string]any) {
+		add("drawer", DrawerID(str(a, "wing"), str(a, "room"), str(a, "content")))
+		add("source", str(a, "source_file"))
+	}
+	switch t.Name {
+	case "add_drawer":
+		drawer(args)
+	case "update_drawer", "delete_drawer":
+		add("drawer", str(args, "drawer_id"))
+	case "delete_by_source":
+		add("source", str(args, "source_file"))
+	case "checkpoint":
+		items, _ := args["items"].([]any)
+		for _, it := range items {
+			if m, ok := it.(map[string]any); ok {
+				drawer(m)
+			}
+		}
+		if d, ok := args["diary"].(map[string]any); ok {
+			add("diary", DiaryWingFor(d))
+		}
+	case "diary_write":
+		add("diary", DiaryWingFor(args))
+	case "kg_add", "kg_invalidate", "kg_supersede":
+		add("fact", EntityID(str(args, "subject"))+"/"+PredicateID(str(args, "predicate")))
+	case "create_tunnel":
+		add("tunnel", str(args, "source_wing")+"/"+str(args, "source_room")+"/"+str(args, "target_wing")+"/"+str(args, "target_room"))
+	case "event_append", "patch_submit":
+		add("event", str(args, "correlation_id"))
+	case "event_ack":
+		add("event", str(args, "event_id"))
+	case "artifact_put", "task_create":
+	default:
+		if !t.Known() {
+			add("tool", t.Name)
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
+// DrawerID is the id MemPalace gives a drawer filed over MCP (ids.py
+// make_drawer_id_from_content, recipe v3): drawer_<wing>_<room>_ and the
+// first 24 hex digits of the length-prefixed sha256 of wing, room and
+// content (lengths in code points, the bytes hashed UTF-8).
+func DrawerID(wing, room, content string) string {
+	return fmt.Sprintf("drawer_%s_%s_%s", wing, room, IDHash(wing, room, content)[:24])
+}
+
+// IDHash is MemPalace's id hash (ids.py): the hex sha256 of
+// "".join(f"{len(p)}:{p}"), lengths in code points.
+func IDHash(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		fmt.Fprintf(&b, "%d:%s", utf8.RuneCountInString(p), p)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+// EntityID is how MemPalace's knowledge graph ids a subject or object:
+// lower-cased, spaces to underscores, apostrophes dropped.
+func EntityID(name string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(strings.ToLower(name), " ", "_"), "'", "")
+}
+
+// PredicateID is how it ids a predicate: lower-cased, spaces to
+// underscores.
+func PredicateID(p string) string { return strings.ReplaceAll(strings.ToLower(p), " ", "_") }
+
+// EntrySuffix is the content half of a diary entry's id: the first 12 hex
+// digits of sha256(entry), not length-prefixed (RFC 001 §7.6).
+func EntrySuffix(entry string) string {
+	sum := sha256.Sum256([]byte(entry))
+	return hex.EncodeToString(sum[:])[:12]
+}
+
+// DiaryEntryID splits a diary entry's id (diary_<wing>_<YYYYmmdd_HHMMSSffffff>_<suffix>)
+// into its timestamp, on the primary's own clock and in an order that
+// sorts as text, and its content suffix. ok is false for any other id.
+func DiaryEntryID(id string) (stamp, suffix string, ok bool) {
+	const stampLen, suffixLen = len("20060102_150405000000"), 12
+	n := len(id)
+	if n < stampLen+suffixLen+2 || id[n-suffixLen-1] != '_' || id[n-suffixLen-stampLen-2] != '_' || !strings.HasPrefix(id, "diary_") {
+		return "", "", false
+	}
+	stamp, suffix = id[n-suffixLen-stampLen-1:n-suffixLen-1], id[n-suffixLen:]
+	for i := 0; i < len(stamp); i++ {
+		if c := stamp[i]; !(c >= '0' && c <= '9' || i == 8 && c == '_') {
+			return "", "", false
+		}
+	}
+	for i := 0; i < len(suffix); i++ {
+		if c := suffix[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return "", "", false
+		}
+	}
+	return stamp, suffix, true
+}

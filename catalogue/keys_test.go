@@ -1,0 +1,80 @@
+package catalogue
+
+import (
+	"slices"
+	"testing"
+)
+
+// The reference's own example of the v3 recipe (mempalace-surface §4).
+func TestDrawerIDIsMemPalaces(t *testing.T) {
+	if got := DrawerID("w", "r", "hello"); got != "drawer_w_r_5f071391b1962154702ebc8c" {
+		t.Fatalf("DrawerID(w, r, hello) = %s", got)
+	}
+	// lengths count code points, not bytes: "é" is one
+	if DrawerID("w", "r", "é") == DrawerID("w", "r", "e") {
+		t.Fatal("different contents, one id")
+	}
+}
+
+func TestCausalKeys(t *testing.T) {
+	key := func(tool string, args map[string]any) []string {
+		rec, _ := Lookup(tool)
+		return rec.CausalKeys(args)
+	}
+	d := DrawerID("w", "r", "c")
+	cases := []struct {
+		tool string
+		args map[string]any
+		want []string
+	}{
+		{"mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "c", "source_file": "a.md"}, []string{"drawer:" + d, "source:a.md"}},
+		{"mempalace_update_drawer", map[string]any{"drawer_id": d, "content": "new"}, []string{"drawer:" + d}},
+		{"mempalace_delete_by_source", map[string]any{"source_file": "a.md"}, []string{"source:a.md"}},
+		{"mempalace_checkpoint", map[string]any{"items": []any{map[string]any{"wing": "w", "room": "r", "content": "c"}}, "diary": map[string]any{"agent_name": "Pi", "entry": "e"}},
+			[]string{"diary:wing_pi", "drawer:" + d}},
+		{"mempalace_diary_write", map[string]any{"agent_name": "Pi", "entry": "e"}, []string{"diary:wing_pi"}},
+		{"mempalace_diary_write", map[string]any{"agent_name": "Pi", "wing": "journal", "entry": "e"}, []string{"diary:journal"}},
+		// MemPalace's own normalisation: one fact however it is spelled
+		{"mempalace_kg_add", map[string]any{"subject": "Ada Lovelace", "predicate": "Works At", "object": "x"}, []string{"fact:ada_lovelace/works_at"}},
+		{"mempalace_kg_invalidate", map[string]any{"subject": "ada lovelace", "predicate": "works_at", "object": "x"}, []string{"fact:ada_lovelace/works_at"}},
+		{"mempalace_kg_supersede", map[string]any{"subject": "Ada Lovelace", "predicate": "works at", "old_object": "x", "new_object": "y"}, []string{"fact:ada_lovelace/works_at"}},
+		{"mempalace_event_append", map[string]any{"type": "ask", "correlation_id": "evt_1"}, []string{"event:evt_1"}},
+		{"mempalace_event_append", map[string]any{"type": "ask"}, nil},
+		{"mempalace_event_ack", map[string]any{"event_id": "evt_1"}, []string{"event:evt_1"}},
+		{"mempalace_artifact_put", map[string]any{"kind": "note", "content": "x"}, nil},
+		{"mempalace_task_create", map[string]any{"goal": "x"}, nil},
+		{"mempalace_future_tool", map[string]any{}, []string{"tool:future_tool"}},
+	}
+	for _, c := range cases {
+		if got := key(c.tool, c.args); !slices.Equal(got, c.want) {
+			t.Errorf("%s %v: keys %q, want %q", c.tool, c.args, got, c.want)
+		}
+	}
+}
+
+func TestLanes(t *testing.T) {
+	for _, rec := range All() {
+		want := PalaceLane
+		if rec.Route == CoordinationWrite {
+			want = CoordinationLane
+		}
+		if rec.Lane() != want {
+			t.Errorf("%s: lane %s", rec.Name, rec.Lane())
+		}
+	}
+	if rec, _ := Lookup("mempalace_event_ack"); rec.Lane() != CoordinationLane {
+		t.Error("event_ack is not on the coordination lane")
+	}
+}
+
+func TestDiaryEntryID(t *testing.T) {
+	stamp, suffix, ok := DiaryEntryID("diary_wing_my_agent_20260809_101112123456_0123456789ab")
+	if !ok || stamp != "20260809_101112123456" || suffix != "0123456789ab" {
+		t.Fatalf("%q %q %v", stamp, suffix, ok)
+	}
+	for _, bad := range []string{"drawer_w_r_0123456789ab", "diary_w_2026080_101112123456_0123456789ab", "diary_w_20260809_101112123456_0123456789aZ", "diary__x"} {
+		if _, _, ok := DiaryEntryID(bad); ok {
+			t.Errorf("%q parsed as a diary entry id", bad)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/origin"
+)
+
+// primaryAdapter lets the outbox send through the supervisor: the op's
+// argument bytes as they are, its op id (and why it is sent again, if it
+// is) in _meta.
+type primaryAdapter struct{ p *Primary }
+
+func (a primaryAdapter) Up() bool { return a.p.Up() }
+
+// Ledger: the outbox's replay may lean on a gateway's op-id ledger.
+func (a primaryAdapter) Ledger() bool { return a.p.LedgerAdvertised() }
+
+func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	if id := outbox.OpIDFrom(ctx); id != "" {
+		params.Meta = mcp.Meta{ledger.MetaKey: id} // a gateway's ledger answers a repeat from its record
+		if why := outbox.ResendFrom(ctx); why != "" {
+			params.Meta[ledger.ResendKey] = why // an op it holds in doubt is forwarded again
+		}
+	}
+	if dev := origin.DeviceFrom(ctx); dev != "" { // a join's --origin-device, for a gateway's provenance
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[origin.MetaKey] = dev
+	}
+	res, err := a.p.Call(ctx, params, false)
+	if err != nil {
+		if rpcErr := peerError(err); rpcErr != nil {
+			return nil, &outbox.RPCError{Code: int(rpcErr.Code), Message: rpcErr.Message}
+		}
+		return nil, err
+	}
+	m := answerOf(tool, res)
+	if m == nil {
+		return nil, errUnreadableAnswer
+	}
+	return m, nil
+}
+
+// errUnreadableAnswer: a MemPalace tool (one the catalogue knows, which
+// always answers one JSON object) answered without one: not its answer
+// (a proxy's page, an empty result), so the write may or may not have
+// landed (classified lost: looked up before any resend).
+var errUnreadableAnswer = errors.New("the primary's answer holds no JSON object: the write may or may not have landed")
+
+// answerOf is the outbox's reading of an MCP result: the first text block
+// that is a JSON object (a 3.8+ stdio proxy puts a notice block before
+// it). A result with none is still an answer for a tool the catalogue
+// does not know: isError says whether the primary took the write (MCP's
+// own word; an empty or prose result is success). For a MemPalace tool
+// it is nil: unreadable.
+func answerOf(tool string, res *mcp.CallToolResult) map[string]any {
+	text := ""
+	for _, c := range res.Content {
+		tc, ok := c.(*mcp.TextContent)
+		if !ok {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(tc.Text), &m) == nil && m != nil {
+			if res.IsError && m["error"] == nil {
+				m["error"] = tc.Text
+			}
+			return m
+		}
+		if text == "" {
+			text = tc.Text
+		}
+	}
+	switch _, known := catalogue.Lookup(tool); {
+	case res.IsError:
+		return map[string]any{"success": false, "error": "the primary answered isError: " + text}
+	case known:
+		return nil
+	}
+	return map[string]any{"answer": text}
+}
+
+// FlushTarget adapts a Primary for an outbox Flusher outside a running
+// edge (devbox-config edge flush, join).
+func FlushTarget(p *Primary) outbox.Primary { return primaryAdapter{p} }

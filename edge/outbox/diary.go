@@ -1,0 +1,232 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// Diary entries have no server guard (RFC 001 §7.6) and their text may
+// repeat ("standup: nothing new", day after day), so "an entry with this
+// text is on the primary" never means "this op landed". The look-ups
+// count instead:
+//
+//   - Live writes (the edge): each diary wing has a fence, the id stamp of
+//     the newest entry this outbox knows it wrote there (or, before its
+//     first, the newest entry the wing held). Entry ids carry the
+//     primary's own clock, so an entry with the op's text newer than the
+//     fence is the op's: ops of one wing are sent in order (one causal
+//     key), so no earlier op of this outbox can have made it. Before the
+//     first send to a wing the fence is read from the primary (two
+//     list_drawers calls, once per wing for the outbox's life).
+//   - A replay of history (join, Flusher.History): the n-th of n equal
+//     entries in the local palace is on the primary when the primary's
+//     wing holds n entries with that text.
+//
+// The limit: another writer appending the same text to the same wing
+// after the fence (another palace or device under the same agent name)
+// is counted as this op's, for a live write whose answer was lost; and a
+// palace joining counts every equal entry on the primary, whoever wrote
+// it. docs/replication.md says so.
+
+// flushRun caches what one lane's round learned about the primary.
+type flushRun struct {
+	diary map[string]*wingDiary // by wing
+}
+
+// wingDiary is one diary wing as a round knows it.
+type wingDiary struct {
+	counts map[string]int // History: entry suffix -> entries on the primary
+}
+
+// fenceKey is a wing's fence in meta.
+func fenceKey(wing string) string { return "fence:diary:" + wing }
+
+// noEntries is the fence of a wing that held no entry: every stamp is newer.
+const noEntries = "0"
+
+// diaryLanded reports whether the diary entry of op (a diary_write, or a
+// checkpoint's diary) is on the primary, and its id there when it was
+// found by a look-up. A first attempt of a live write looks nothing up,
+// but reads the wing's fence first if the outbox has none.
+func (f *Flusher) diaryLanded(ctx context.Context, run *flushRun, op Op, diary map[string]any, ambiguous bool) (string, bool, error) {
+	wing, suffix := catalogue.DiaryWingFor(diary), catalogue.EntrySuffix(catalogue.DiaryEntry(diary))
+	if f.History {
+		n, err := f.primaryCount(ctx, run, wing, suffix)
+		return "", err == nil && n >= max(op.Ordinal, 1), err
+	}
+	fence, err := f.S.meta(ctx, fenceKey(wing))
+	if err != nil {
+		return "", false, fmt.Errorf("%w: the diary fence of %s: %w", ErrLookup, wing, err)
+	}
+	switch {
+	case fence == "" && ambiguous:
+		// No fence (an op an older edge left in flight): the older rule,
+		// an entry with the text anywhere in the wing.
+		id, found, err := f.newestWith(ctx, wing, suffix, noEntries)
+		return id, found, err
+	case fence == "":
+		// A device that may write the wing but not read it (a gateway's
+		// grant) sends without a fence; should the answer be lost, the
+		// look-up is refused the same way, and the op says why.
+		if err := f.readFence(ctx, wing); err != nil && !lookUpRefused(err) {
+			return "", false, err
+		}
+		return "", false, nil
+	case !ambiguous:
+		return "", false, nil
+	}
+	id, found, err := f.newestWith(ctx, wing, suffix, fence)
+	return id, found, err
+}
+
+// sendDiary sends a diary_write (looked up first as diaryLanded says).
+func (f *Flusher) sendDiary(ctx context.Context, run *flushRun, op Op, a map[string]any, ambiguous bool) (map[string]any, error) {
+	id, landed, err := f.diaryLanded(ctx, run, op, a, ambiguous)
+	if err != nil {
+		return nil, err
+	}
+	if landed {
+		f.diarySent(ctx, run, op, a, id)
+		return map[string]any{"success": true, "skipped": "this diary entry is already on the primary", "entry_id": id}, nil
+	}
+	res, err := f.sendWrite(resendIf(ctx, ambiguous), op, op.Payload)
+	if err == nil && res["success"] != false {
+		f.diarySent(ctx, run, op, a, str(res, "entry_id"))
+	}
+	return res, err
+}
+
+// diarySent notes an entry on the primary in this round's counts
+// (History). A live write's fence moves when its op is recorded done, in
+// the same transaction (moveFence): a flusher killed between the two
+// must not leave a fence past an entry its op does not yet own.
+func (f *Flusher) diarySent(_ context.Context, run *flushRun, _ Op, diary map[string]any, _ string) {
+	if w := run.diary[catalogue.DiaryWingFor(diary)]; w != nil && w.counts != nil {
+		w.counts[catalogue.EntrySuffix(catalogue.DiaryEntry(diary))]++
+	}
+}
+
+// entryOf is the diary entry a landed op (a diary_write, or a checkpoint
+// with a diary) made or found on the primary: its wing and id ("" for
+// none).
+func entryOf(op Op, res map[string]any) (wing, id string) {
+	a, err := args(op)
+	if err != nil {
+		return "", ""
+	}
+	rec, _ := catalogue.Lookup(op.Tool)
+	switch {
+	case rec.Replay == catalogue.DiarySuffix:
+		return catalogue.DiaryWingFor(a), str(res, "entry_id")
+	case rec.Replay == catalogue.ServerDeduped && a["diary"] != nil:
+		d, _ := a["diary"].(map[string]any)
+		id := str(res, "diary_entry_id")
+		if rd, ok := res["diary"].(map[string]any); ok && id == "" {
+			id = str(rd, "entry_id")
+		}
+		return catalogue.DiaryWingFor(d), id
+	}
+	return "", ""
+}
+
+// moveFence moves a wing's fence to a landed live write's entry, in the
+// transaction that records the op done.
+func (f *Flusher) moveFence(ctx context.Context, tx execer, op Op, res map[string]any) error {
+	if f.History {
+		return nil
+	}
+	wing, id := entryOf(op, res)
+	stamp, _, ok := catalogue.DiaryEntryID(id)
+	if !ok {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=max(value, excluded.value)`, fenceKey(wing), stamp)
+	return err
+}
+
+// readFence records the newest entry of a wing on the primary as its
+// fence (noEntries for an empty wing). list_drawers sorts by id, and a
+// wing's diary ids sort by their stamp; a drawer filed in room "diary"
+// that is not an entry sorts after them and is passed over.
+func (f *Flusher) readFence(ctx context.Context, wing string) error {
+	first, _, err := f.lookUpPage(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 1}, "drawers")
+	if err != nil {
+		return err
+	}
+	total, _ := first["total"].(float64)
+	fence := noEntries
+	for end := int(total); end > 0 && fence == noEntries; end -= 100 {
+		_, rows, err := f.lookUpPage(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": max(end-100, 0)}, "drawers")
+		if err != nil {
+			return err
+		}
+		for i := len(rows) - 1; i >= 0 && fence == noEntries; i-- {
+			row, _ := rows[i].(map[string]any)
+			if stamp, _, ok := catalogue.DiaryEntryID(str(row, "drawer_id")); ok {
+				fence = stamp
+			}
+		}
+	}
+	_, err = f.S.flushDB.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO NOTHING`, fenceKey(wing), fence)
+	if err != nil {
+		return fmt.Errorf("%w: recording the diary fence of %s: %w", ErrLookup, wing, err)
+	}
+	return nil
+}
+
+// newestWith finds the oldest entry of wing with the suffix whose stamp is
+// after fence (listed from the fence's date on, the primary's own
+// filter; the stamps decide).
+func (f *Flusher) newestWith(ctx context.Context, wing, suffix, fence string) (string, bool, error) {
+	filter := map[string]any{"wing": wing, "room": "diary", "limit": 100}
+	if len(fence) >= 8 {
+		filter["since"] = fence[:4] + "-" + fence[4:6] + "-" + fence[6:8]
+	}
+	var best, bestStamp string
+	err := f.eachEntry(ctx, filter, func(id, stamp, sfx string) {
+		if sfx == suffix && stamp > fence && (best == "" || stamp < bestStamp) {
+			best, bestStamp = id, stamp
+		}
+	})
+	return best, best != "", err
+}
+
+// primaryCount is how many entries with the suffix the wing holds on the
+// primary (the wing listed once per round).
+func (f *Flusher) primaryCount(ctx context.Context, run *flushRun, wing, suffix string) (int, error) {
+	if w := run.diary[wing]; w != nil {
+		return w.counts[suffix], nil
+	}
+	counts := map[string]int{}
+	if err := f.eachEntry(ctx, map[string]any{"wing": wing, "room": "diary", "limit": 100}, func(_, _, sfx string) { counts[sfx]++ }); err != nil {
+		return 0, err
+	}
+	run.diary[wing] = &wingDiary{counts: counts}
+	return counts[suffix], nil
+}
+
+// eachEntry pages list_drawers with filter and calls fn for every diary
+// entry id in it.
+func (f *Flusher) eachEntry(ctx context.Context, filter map[string]any, fn func(id, stamp, suffix string)) error {
+	for offset := 0; ; {
+		filter["offset"] = offset
+		res, rows, err := f.lookUpPage(ctx, "mempalace_list_drawers", filter, "drawers")
+		if err != nil {
+			return err
+		}
+		for _, x := range rows {
+			row, _ := x.(map[string]any)
+			id := str(row, "drawer_id")
+			if stamp, sfx, ok := catalogue.DiaryEntryID(id); ok {
+				fn(id, stamp, sfx)
+			}
+		}
+		offset += len(rows)
+		total, _ := res["total"].(float64)
+		if len(rows) == 0 || float64(offset) >= total {
+			return nil
+		}
+	}
+}

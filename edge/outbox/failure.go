@@ -1,0 +1,200 @@
+package outbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
+)
+
+// Kind is how an attempt to send an op failed, as its error_json's
+// "kind" records it; every kind belongs to one Class, whose rule the
+// flusher applies (Rules; docs/replication.md has the same table).
+type Kind string
+
+const (
+	// Unreachable: the request never left (no connection, the breaker
+	// open, the handshake failed).
+	Unreachable Kind = "unreachable"
+	// Busy: the primary answered "not now" (read-only, another writer,
+	// locked, rate limited, the op in flight at the gateway): not applied.
+	Busy Kind = "busy"
+	// Unauthorized: the primary refused the token (HTTP 401/403).
+	Unauthorized Kind = "unauthorized"
+	// Refused: the primary answered no (a JSON-RPC error, success:false,
+	// isError, a gateway's denial): not applied.
+	Refused Kind = "refused"
+	// Lost: the request may have reached the primary and no answer came
+	// (a timeout after sending, a connection cut, an upstream's answer
+	// lost behind a gateway, a gateway that crashed mid-forward).
+	Lost Kind = "lost"
+	// Dropped and Delivered are an operator's records, Local the policy's
+	// (a held op whose wing it keeps local): not attempts.
+	Dropped   Kind = "dropped"
+	Delivered Kind = "delivered"
+	Local     Kind = "local"
+)
+
+func (k Kind) String() string { return string(k) }
+
+// Class is a failure class: what the flusher does about a kind of failure.
+type Class string
+
+const (
+	Transient Class = "transient" // not applied: try again after a backoff, for ever
+	Refusal   Class = "refused"   // not applied: dead after MaxRefusals attempts
+	Ambiguous Class = "ambiguous" // maybe applied: look up before any resend
+)
+
+// Rule is a kind's class and what it means for the op.
+type Rule struct {
+	Class Class
+	// CountsTowardDead: the attempt counts toward MaxRefusals.
+	CountsTowardDead bool
+	// MaybeApplied: the op is never sent again before a look-up says it
+	// is not on the primary (or, with no look-up, an operator says so).
+	MaybeApplied bool
+	// ResetWhenUp: the primary coming back clears the backoff (the op never
+	// reached it, so nothing was learned about the op itself). No other
+	// kind's backoff is ever reset but by an operator.
+	ResetWhenUp bool
+	// Says is what `edge flush` and `edge status` print for it.
+	Says string
+}
+
+// Rules is the one table of failure kinds and their rules.
+var Rules = map[Kind]Rule{
+	Unreachable:  {Class: Transient, ResetWhenUp: true, Says: "unreachable: not sent"},
+	Busy:         {Class: Transient, Says: "the primary said not now: not applied"},
+	Unauthorized: {Class: Transient, Says: "the primary refused the token"},
+	Refused:      {Class: Refusal, CountsTowardDead: true, Says: "refused by the primary"},
+	Lost:         {Class: Ambiguous, MaybeApplied: true, Says: "the answer was lost: it may have landed"},
+}
+
+// Words says an op's last failure (its error_json) as the failure table
+// says its kind, with the primary's message ("" for none).
+func Words(errJSON []byte) string {
+	var e struct{ Kind, Message string }
+	if json.Unmarshal(errJSON, &e) != nil || e.Kind == "" {
+		return ""
+	}
+	says := e.Kind
+	if r, ok := Rules[Kind(e.Kind)]; ok {
+		says = r.Says
+	}
+	if e.Message == "" {
+		return says
+	}
+	return says + ": " + e.Message
+}
+
+// ErrNotSent marks a failure before the request left this process (the
+// primary could not be reached): the Primary wraps its error with it.
+var ErrNotSent = errors.New("not sent")
+
+// ErrUnauthorized is a 401/403 from the primary: a configuration problem,
+// not an outage. The edge's Primary returns it; the flusher waits.
+var ErrUnauthorized = errors.New("the primary refused the token (401/403): check MEMPALACE_REMOTE_TOKEN")
+
+// RPCError is a JSON-RPC error answered by the primary.
+type RPCError struct {
+	Code    int
+	Message string
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("JSON-RPC error %d: %s", e.Code, e.Message) }
+
+// HTTPError is an HTTP status other than 2xx answered by the primary with
+// no JSON-RPC answer in it.
+type HTTPError struct{ Status int }
+
+func (e *HTTPError) Error() string { return fmt.Sprintf("the primary answered HTTP %d", e.Status) }
+
+// JSON-RPC codes with a meaning of their own here: MemPalace's gates (the
+// devbox-config gateway's are in package ledger).
+const (
+	codePeerWriter   = -32001 // another MemPalace writer holds the palace
+	codeIntegrity    = -32002 // the palace's SQLite failed its check
+	codeReadOnly     = -32003
+	codeDiverged     = -32004 // the vector index needs a rebuild
+	codeStaleLibrary = -32005
+)
+
+// busyCodes are answers that say "not now" about the primary, not "no"
+// about the op: a server an operator repairs, a limit, a send elsewhere.
+var busyCodes = map[int]bool{codePeerWriter: true, codeIntegrity: true, codeReadOnly: true, codeDiverged: true, codeStaleLibrary: true, ledger.CodeRateLimited: true, ledger.CodeInFlight: true}
+
+// busyWords in a success:false or error answer say "not now" too.
+var busyWords = []string{"database is locked", "another mine is in progress", "read-only", "read only", "busy", "temporarily", "try again"}
+
+// classify turns a send's outcome into "" (landed) or the kind of failure
+// (RFC 003 §7.6: a 200 with success:false must be read, not trusted).
+func classify(res map[string]any, err error) (Kind, string) {
+	if err != nil {
+		return classifyErr(err), err.Error()
+	}
+	failed := res["success"] == false
+	errMsg, hasErr := res["error"]
+	if !failed && !hasErr {
+		return "", ""
+	}
+	m := fmt.Sprint(errMsg)
+	if !hasErr {
+		m = "success: false"
+	}
+	low := strings.ToLower(m)
+	for _, w := range busyWords {
+		if strings.Contains(low, w) {
+			return Busy, m
+		}
+	}
+	return Refused, m
+}
+
+func classifyErr(err error) Kind {
+	var rpc *RPCError
+	var st *HTTPError
+	switch {
+	case errors.Is(err, ErrUnauthorized):
+		return Unauthorized
+	case errors.Is(err, ErrNotSent):
+		return Unreachable
+	case errors.Is(err, errPermanent):
+		return Refused
+	case errors.Is(err, ErrLookup):
+		// The write was not sent; the op stays as maybe applied as it was.
+		if lookUpRefused(err) {
+			return Refused // the look-up can never succeed: dead, for an operator
+		}
+		return Busy
+	case errors.As(err, &rpc):
+		switch {
+		case rpc.Code == ledger.CodeInDoubt:
+			return Lost
+		case busyCodes[rpc.Code]:
+			return Busy
+		}
+		return Refused
+	case errors.As(err, &st):
+		switch {
+		case st.Status == 429 || st.Status == 503:
+			return Busy
+		case st.Status == 401 || st.Status == 403:
+			return Unauthorized
+		case st.Status >= 500:
+			return Lost // a proxy in front whose upstream dropped: maybe applied
+		}
+		return Refused
+	}
+	return Lost
+}
+
+var errPermanent = errors.New("permanent")
+
+func asRPC(err error) (*RPCError, bool) {
+	var rpc *RPCError
+	ok := errors.As(err, &rpc)
+	return rpc, ok
+}

@@ -1,0 +1,175 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// The flush lease: at most one process sends an outbox's ops, provably.
+// The lease row names its owner, when it expires and a fencing token that
+// grows by one at every change of hands. The holder renews it while it
+// sends (keepLease), starts no send with less of it left than the send's
+// bound (SendTimeout), and records every outcome in a transaction that
+// first checks the token is still its own (fenced): a flusher that lost
+// the lease (paused past its expiry, its file unwritable) records nothing
+// and sends nothing more, and the next holder finds the op in flight,
+// which it treats as maybe applied.
+
+type lease struct {
+	Owner   string `json:"owner"`
+	Expires int64  `json:"expires"` // unix ms
+	Token   int64  `json:"token"`
+}
+
+// held is this flusher's view of its lease.
+type held struct {
+	mu      sync.Mutex
+	token   int64
+	expires time.Time
+}
+
+func (h *held) set(token int64, expires time.Time) {
+	h.mu.Lock()
+	h.token, h.expires = token, expires
+	h.mu.Unlock()
+}
+
+func (h *held) get() (int64, time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.token, h.expires
+}
+
+// ErrLeaseHeld: another process holds the flush lease (it flushes).
+var ErrLeaseHeld = errors.New("another edge process is flushing this palace")
+
+// errLeaseLost: the lease changed hands; this flusher records nothing.
+var errLeaseLost = errors.New("the flush lease passed to another process")
+
+// hold is how long a renewal keeps the lease: Lease, or longer when a
+// send may take longer, so that a send always starts with SendTimeout
+// left and a renewal (every Lease/3) keeps it so.
+func (f *Flusher) hold() time.Duration { return max(f.Lease, f.SendTimeout+f.Lease/3) }
+
+func readLease(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) (lease, error) {
+	var v string
+	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='lease'`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return lease{}, nil
+	}
+	if err != nil {
+		return lease{}, err
+	}
+	var l lease
+	if err := json.Unmarshal([]byte(v), &l); err != nil {
+		return lease{}, fmt.Errorf("lease %q: %w", v, err)
+	}
+	return l, nil
+}
+
+// acquire takes or renews the flush lease: false while another process
+// holds it; an error when the database could not say.
+func (f *Flusher) acquire(ctx context.Context) (bool, error) {
+	now := f.S.now()
+	tx, err := f.S.flushDB.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("outbox lease: %w", err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	l, err := readLease(ctx, tx)
+	if err != nil {
+		f.Log.Warn("outbox lease unreadable; taking it", "err", err) // a lease this code did not write: taken over, as an expired one
+		l = lease{}
+	}
+	live := time.UnixMilli(l.Expires).After(now)
+	if l.Owner != "" && l.Owner != f.Owner && live {
+		return false, nil
+	}
+	token := l.Token
+	if l.Owner != f.Owner || !live {
+		token++ // the lease changes hands (or lapsed and is taken again)
+	}
+	expires := now.Add(f.hold())
+	b, err := json.Marshal(lease{Owner: f.Owner, Expires: expires.UnixMilli(), Token: token})
+	if err != nil {
+		return false, err
+	}
+	if err := setMeta(ctx, tx, "lease", string(b)); err != nil {
+		return false, fmt.Errorf("outbox lease: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("outbox lease: %w", err)
+	}
+	f.lease.set(token, expires)
+	return true, nil
+}
+
+func (f *Flusher) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	// The token stays, so the next holder's is one more.
+	if _, err := f.S.flushDB.ExecContext(ctx, `UPDATE meta SET value=json_set(value, '$.owner', '', '$.expires', 0) WHERE key='lease' AND json_extract(value, '$.owner')=?`, f.Owner); err != nil {
+		f.Log.Debug("outbox lease not released; it expires", "err", err)
+	}
+	f.lease.set(0, time.Time{})
+}
+
+// keepLease renews the lease every Lease/3 until stop closes; when the
+// lease is lost it calls lost (which ends the sends in flight).
+func (f *Flusher) keepLease(ctx context.Context, stop <-chan struct{}, lost func()) {
+	t := time.NewTicker(f.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := f.acquire(ctx)
+		if err != nil && ctx.Err() == nil {
+			f.Log.Error("outbox lease not renewed", "err", err)
+		}
+		if !ok {
+			f.Log.Warn("outbox lease lost: sends in flight are abandoned; the next holder looks them up")
+			lost()
+			return
+		}
+	}
+}
+
+// leaseLeft is how long the lease runs from now (0 if not held).
+func (f *Flusher) leaseLeft() time.Duration {
+	_, exp := f.lease.get()
+	return max(0, exp.Sub(f.S.now()))
+}
+
+// fenced runs fn in a transaction that first checks the lease is still
+// this flusher's (errLeaseLost otherwise, with nothing written).
+func (f *Flusher) fenced(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	token, _ := f.lease.get()
+	tx, err := f.S.flushDB.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	l, err := readLease(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if l.Owner != f.Owner || l.Token != token || token == 0 {
+		return errLeaseLost
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

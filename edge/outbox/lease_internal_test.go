@@ -1,0 +1,77 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+type countingSender struct{ calls atomic.Int32 }
+
+func (c *countingSender) Up() bool { return true }
+func (c *countingSender) Call(context.Context, string, json.RawMessage) (map[string]any, error) {
+	c.calls.Add(1)
+	return map[string]any{"success": true}, nil
+}
+
+// A flusher whose lease passed to another process (its token is no
+// longer the lease's) sends nothing more and records nothing: the op
+// stays as the new holder finds it.
+func TestALostLeaseRecordsNothing(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	op, err := s.Enqueue(ctx, Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &countingSender{}
+	f := &Flusher{S: s, P: p, Lease: time.Hour}
+	f.defaults()
+	if ok, err := f.acquire(ctx); !ok || err != nil {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	token, _ := f.lease.get()
+	takeOver := func() {
+		v := fmt.Sprintf(`{"owner":"another","expires":%d,"token":%d}`, time.Now().Add(time.Hour).UnixMilli(), token+1)
+		if err := setMeta(ctx, s.db, "lease", v); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The lease passes between the send and its record: nothing recorded.
+	takeOver()
+	if f.settle(ctx, op, map[string]any{"success": true}, nil); mustGet(t, s, op).State != Queued {
+		t.Fatal("a flusher that lost its lease recorded the op as done")
+	}
+	// And nothing more is sent.
+	n, _, err := s.next(ctx, op.Lane)
+	if err != nil || n == nil {
+		t.Fatalf("next: %v %v", n, err)
+	}
+	f.attempt(ctx, &flushRun{diary: map[string]*wingDiary{}}, *n)
+	if p.calls.Load() != 0 || mustGet(t, s, op).Attempts != 0 {
+		t.Fatalf("a flusher that lost its lease sent the op (%d calls)", p.calls.Load())
+	}
+	// The lease's owner is told apart from its token: a process that took
+	// it over keeps its own.
+	if ok, _ := f.acquire(ctx); ok {
+		t.Fatal("a live lease of another process was taken")
+	}
+}
+
+func mustGet(t *testing.T, s *Store, op Op) Op {
+	t.Helper()
+	o, err := s.Get(context.Background(), op.LocalSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}

@@ -1,0 +1,211 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// setUp creates the schema, or brings an outbox made by an older edge up
+// to it, and turns on incremental vacuum (a one-time VACUUM of an older
+// file). Run again while another process opening the same fresh file
+// makes it busy (sqlitewal.RetryBusy).
+func (s *Store) setUp(log *slog.Logger) error {
+	ctx := context.Background()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	old, err := columnMissing(tx, "ops", "lane")
+	if err != nil {
+		return err
+	}
+	if old {
+		if err := migrateV1(ctx, tx); err != nil {
+			return fmt.Errorf("migrating an older outbox: %w", err)
+		}
+	} else if _, err := tx.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if old {
+		log.Info("outbox migrated: ops ordered per object, an identity of its own, space of pruned ops given back", "file", s.path)
+	}
+	var mode int
+	if err := s.db.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil {
+		return err
+	}
+	if mode != 2 { // a file made before incremental vacuum: once, rewritten whole
+		if _, err := s.db.Exec(`PRAGMA auto_vacuum = INCREMENTAL`); err != nil {
+			return err
+		}
+		if _, err := s.db.Exec(`VACUUM`); err != nil {
+			return fmt.Errorf("turning on incremental vacuum: %w", err)
+		}
+	}
+	return nil
+}
+
+// columnMissing reports a table that exists without column (false when
+// the table does not exist: a fresh file).
+func columnMissing(tx *sql.Tx, table, column string) (bool, error) {
+	var tables, cols int
+	if err := tx.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?`, table).Scan(&tables); err != nil {
+		return false, err
+	}
+	if tables == 0 {
+		return false, nil
+	}
+	if err := tx.QueryRow(`SELECT count(*) FROM pragma_table_info(?) WHERE name=?`, table, column).Scan(&cols); err != nil {
+		return false, err
+	}
+	return cols == 0, nil
+}
+
+// migrateV1 rebuilds an outbox of the first schema (one global order, a
+// CHECK on four states) as the current one: every op kept with its op id,
+// sequence and state; the lane and causal keys of those not done derived
+// from their tool and payload.
+func migrateV1(ctx context.Context, tx *sql.Tx) error {
+	if noMaybe, err := columnMissing(tx, "ops", "maybe_applied"); err != nil {
+		return err
+	} else if noMaybe {
+		// An op an older edge left in flight, or whose last error was
+		// ambiguous, may have landed.
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE ops ADD COLUMN maybe_applied INTEGER NOT NULL DEFAULT 0;
+			UPDATE ops SET maybe_applied=1 WHERE state='inflight' OR json_extract(error_json,'$.kind')='ambiguous'`); err != nil {
+			return err
+		}
+	}
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name='ops'), 0)`).Scan(&seq); err != nil {
+		return err
+	}
+	steps := []string{
+		`DROP INDEX IF EXISTS ops_dedupe_active`,
+		`DROP INDEX IF EXISTS ops_active`,
+		`ALTER TABLE ops RENAME TO ops_v1`,
+		schema,
+		`INSERT INTO ops(local_seq, op_id, dedupe_key, origin_device, origin_label, tool_name, payload_json, wing, state, attempts, next_attempt_at, created_at, flushed_at, error_json, result_json, maybe_applied)
+			SELECT local_seq, op_id, dedupe_key, origin_device, origin_label, tool_name, payload_json, wing, state, attempts, next_attempt_at, created_at,
+				CASE WHEN state='done' THEN COALESCE(flushed_at, created_at) END, error_json, result_json, maybe_applied FROM ops_v1`,
+		`DROP TABLE ops_v1`,
+		`DELETE FROM sqlite_sequence WHERE name='ops'`,
+	}
+	for _, q := range steps {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%.40s…: %w", q, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO sqlite_sequence(name, seq) VALUES('ops', ?)`, seq); err != nil {
+		return err
+	}
+	return keyPending(ctx, tx)
+}
+
+// keyPending derives the lane and causal keys of every op not done.
+func keyPending(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT local_seq, tool_name, payload_json FROM ops WHERE state <> 'done'`)
+	if err != nil {
+		return err
+	}
+	type pending struct {
+		seq     int64
+		tool    string
+		payload string
+	}
+	var ps []pending
+	for rows.Next() {
+		var p pending
+		if err := rows.Scan(&p.seq, &p.tool, &p.payload); err != nil {
+			rows.Close() // the scan's error is the one to report
+			return err
+		}
+		ps = append(ps, p)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	for _, p := range ps {
+		rec, _ := catalogue.Lookup(p.tool)
+		var args map[string]any
+		if err := json.Unmarshal([]byte(p.payload), &args); err != nil {
+			args = nil // a payload that is not an object has no keys; the primary refuses it
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE ops SET lane=? WHERE local_seq=?`, rec.Lane().String(), p.seq); err != nil {
+			return err
+		}
+		if err := insertKeys(ctx, tx, p.seq, rec.CausalKeys(args)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func insertKeys(ctx context.Context, tx *sql.Tx, seq int64, keys []string) error {
+	for _, k := range keys {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO op_keys(key, local_seq) VALUES(?, ?)`, k, seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Identity meta: the outbox's random identity, and the file it was made
+// for (its inode: a copy of the file is another inode).
+const (
+	metaIdentity     = "identity"
+	metaIdentityFile = "identity_file"
+)
+
+// loadIdentity reads the outbox's identity, making one for a new (or
+// migrated) file and a new one for a copy: a file whose inode is not the
+// one its identity was made for is another outbox (a backup restored, a
+// palace copied into a second container), and must not make the op ids
+// the original makes. A file system that does not keep inodes stable only
+// changes the identity more often, which costs nothing: ops already
+// queued keep their ids.
+func (s *Store) loadIdentity(log *slog.Logger) error {
+	ctx := context.Background()
+	file := fileID(s.path)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	var id, boundTo string
+	for k, dst := range map[string]*string{metaIdentity: &id, metaIdentityFile: &boundTo} {
+		if err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key=?`, k).Scan(dst); err != nil && err != sql.ErrNoRows {
+			return err
+		}
+	}
+	if id != "" && boundTo == file {
+		s.identity = id
+		return nil
+	}
+	b := make([]byte, 16)
+	rand.Read(b) // never fails (crypto/rand)
+	fresh := hex.EncodeToString(b)
+	if id != "" {
+		log.Warn("this outbox is a copy of another (its file is not the one its identity was made for): it takes a new identity, so its ops never share an op id with the original's", "file", s.path, "was", id[:8], "now", fresh[:8])
+	}
+	for k, v := range map[string]string{metaIdentity: fresh, metaIdentityFile: file} {
+		if err := setMeta(ctx, tx, k, v); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.identity = fresh
+	return nil
+}

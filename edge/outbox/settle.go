@@ -1,0 +1,146 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+)
+
+// settle records an attempt's outcome by the failure table (failure.go)
+// and reports whether the op reached the primary. A record that cannot be
+// written (the lease lost, the file unwritable) is logged: the op stays
+// in flight, which the next attempt treats as maybe applied (its
+// look-ups, or the gateway's ledger, keep it exactly once).
+func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr error) bool {
+	now := f.S.now()
+	kind, msg := classify(res, sendErr)
+	if kind == "" {
+		rj, err := json.Marshal(res)
+		if err == nil {
+			err = f.fenced(ctx, func(tx *sql.Tx) error {
+				if err := f.moveFence(ctx, tx, op, res); err != nil {
+					return err
+				}
+				return settleDone(ctx, tx, op.LocalSeq, now, string(rj), "")
+			})
+		}
+		if err != nil {
+			f.Log.Error("outbox: a sent op's outcome not recorded", "op", op.Short(), "err", err)
+		}
+		f.S.notify(op.ID)
+		return true
+	}
+	rule := Rules[kind]
+	refusals := op.Refusals
+	if rule.CountsTowardDead {
+		refusals++
+	}
+	state := Queued
+	rec, _ := catalogue.Lookup(op.Tool)
+	switch {
+	case refusals >= f.MaxRefusals:
+		state = Dead
+		f.Log.Error("outbox op is dead: the primary refused it; the ops sharing its keys wait (devbox-config edge outbox list)", "op", op.Short(), "tool", op.Tool, "refusals", refusals, "err", msg)
+	case kind == Lost && rec.Replay == catalogue.Unrepeatable && (!f.behindLedger() || isInDoubt(sendErr)):
+		state = InDoubt
+		f.Log.Error("outbox op in doubt: it may have landed and nothing can look it up; devbox-config edge outbox retry (send it again) or delivered (it landed) settles it", "op", op.Short(), "tool", op.Tool, "err", msg)
+	case kind == Unauthorized:
+		f.Log.Error("the primary refused the token; queued writes wait for a fixed MEMPALACE_REMOTE_TOKEN", "op", op.Short())
+	default:
+		f.Log.Debug("outbox op not sent; will retry", "op", op.Short(), "tool", op.Tool, "kind", kind, "err", msg)
+	}
+	ej, err := json.Marshal(map[string]any{"kind": kind, "class": rule.Class, "message": msg, "at": now.UTC(), "attempt": op.Attempts})
+	if err != nil {
+		ej = []byte(`{"kind":"` + kind.String() + `"}`) // msg held something JSON cannot encode
+	}
+	next := now.Add(f.backoff(op.Attempts, kind))
+	err = f.fenced(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=?, refusals=?, maybe_applied=(maybe_applied OR ?) WHERE local_seq=?`,
+			state.String(), string(ej), next.UnixMilli(), refusals, rule.MaybeApplied, op.LocalSeq); err != nil {
+			return err
+		}
+		return setMeta(ctx, tx, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), op.Tool, msg))
+	})
+	if err != nil {
+		f.Log.Error("outbox: a failed attempt not recorded", "op", op.Short(), "err", err)
+	}
+	f.S.notify(op.ID) // dead, in doubt, or queued with its error: a waiter learns it now
+	return false
+}
+
+func isInDoubt(err error) bool {
+	rpc, ok := asRPC(err)
+	return ok && rpc.Code == ledger.CodeInDoubt
+}
+
+// settleDone marks an op done (with the primary's answer, or an
+// operator's record in errJSON) and frees its causal keys.
+func settleDone(ctx context.Context, tx *sql.Tx, seq int64, now time.Time, result, errJSON string) error {
+	var res, ej any
+	if result != "" {
+		res = result
+	}
+	if errJSON != "" {
+		ej = errJSON
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=?, result_json=COALESCE(?, result_json), error_json=? WHERE local_seq=?`, now.UnixMilli(), res, ej, seq); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, seq); err != nil {
+		return err
+	}
+	if result == "" {
+		return nil
+	}
+	return setMeta(ctx, tx, "last_flush", now.UTC().Format(time.RFC3339Nano))
+}
+
+// backoff is exponential in the op's attempts with full jitter, capped;
+// the caller persists it. An op that keeps failing waits longer each
+// time: nothing but an operator (or, for an op that never reached the
+// primary, its recovery) resets it.
+func (f *Flusher) backoff(attempts int, kind Kind) time.Duration {
+	if kind == Unauthorized {
+		return f.MaxDelay
+	}
+	d := f.BaseDelay << min(max(attempts-1, 0), 20)
+	if d > f.MaxDelay || d <= 0 {
+		d = f.MaxDelay
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// ClearBackoff makes every queued op due now (not the dead or in-doubt
+// ones, which wait for an operator): `edge flush` means "send it now".
+func (s *Store) ClearBackoff(ctx context.Context) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE state IN ('queued','inflight')`)
+	return err
+}
+
+// Resume is the primary's recovery: the ops that never reached it are
+// due now (an op whose own send failed keeps its backoff), and the
+// flusher wakes. An error leaves the backoff as it was.
+func (s *Store) Resume(ctx context.Context) error {
+	_, err := s.flushDB.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE state IN ('queued','inflight') AND json_extract(error_json,'$.kind')=?`, Unreachable.String())
+	s.Kick()
+	return err
+}
+
+// lostAnswers counts the pending ops whose last attempt lost its answer.
+func (s *Store) lostAnswers(ctx context.Context) (int, error) {
+	var n int
+	err := s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE state IN ('queued','inflight') AND json_extract(error_json,'$.kind')=?`, Lost.String()).Scan(&n)
+	return n, err
+}
+
+// retryLostAnswers makes those ops due now (one Drain's bounded retry).
+func (s *Store) retryLostAnswers(ctx context.Context) error {
+	_, err := s.flushDB.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE state IN ('queued','inflight') AND json_extract(error_json,'$.kind')=?`, Lost.String())
+	return err
+}

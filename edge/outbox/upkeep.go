@@ -1,0 +1,63 @@
+package outbox
+
+import (
+	"context"
+	"time"
+)
+
+// Retention: done ops are deleted once they are older than the retention
+// (their answer and payload are of no use to any look-up then: the diary
+// fences, in meta, are what look-ups keep), and the pages they held are
+// given back to the file system (incremental vacuum), so the outbox's
+// size follows what is pending and recent, not its history.
+const (
+	// DefaultRetention outlives a gateway ledger's default 7 days, so an
+	// op's outbox record outlives the ledger's record of it.
+	DefaultRetention = 8 * 24 * time.Hour
+	// PruneEvery is the most often Run prunes.
+	PruneEvery = time.Hour
+	// pruneBatch bounds one delete, so an enqueue never waits behind a
+	// prune of a long history for more than one batch.
+	pruneBatch = 5000
+)
+
+// upkeep prunes when a prune is due (Run's, between rounds).
+func (f *Flusher) upkeep(ctx context.Context) {
+	now := f.S.now()
+	if now.Sub(f.lastPrune) < min(PruneEvery, f.Retention) {
+		return
+	}
+	f.lastPrune = now
+	if n, err := f.S.Prune(ctx, f.Retention); err != nil {
+		f.Log.Warn("outbox: done ops not pruned; next time", "err", err)
+	} else if n > 0 {
+		f.Log.Debug("outbox: pruned done ops", "ops", n)
+	}
+}
+
+// Prune deletes the done ops that settled longer than retention ago and
+// gives the space back; it returns how many it deleted.
+func (s *Store) Prune(ctx context.Context, retention time.Duration) (int64, error) {
+	cutoff := s.now().Add(-retention).UnixMilli()
+	var total int64
+	for {
+		res, err := s.flushDB.ExecContext(ctx, `DELETE FROM ops WHERE local_seq IN (
+			SELECT local_seq FROM ops WHERE state='done' AND flushed_at < ? LIMIT ?)`, cutoff, pruneBatch)
+		if err != nil {
+			return total, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < pruneBatch {
+			break
+		}
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	_, err := s.flushDB.ExecContext(ctx, `PRAGMA incremental_vacuum`)
+	return total, err
+}

@@ -1,0 +1,112 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// The breaker's way back (probe), and the check `edge status` and
+// `edge flush` make (Check): both ask with the token, not only /healthz.
+
+// probe polls /healthz with jittered backoff (probeMin to probeMax, 0.25 s
+// to 30 s by default) and, when it
+// answers, opens a session; success closes the breaker.
+func (p *Primary) probe() {
+	wait := p.probeMin
+	for {
+		t := time.NewTimer(wait/2 + time.Duration(rand.Int64N(int64(wait/2)+1)))
+		select {
+		case <-p.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if p.tryUp() {
+			p.mu.Lock()
+			p.down, p.unauth, p.lastErr, p.probing = false, false, nil, false
+			p.mu.Unlock()
+			p.log.Info("primary reachable again", "url", redact(p.endpoint))
+			if p.onUp != nil {
+				p.onUp()
+			}
+			return
+		}
+		wait = min(wait*2, p.probeMax)
+	}
+}
+
+func (p *Primary) tryUp() bool {
+	ctx, cancel := context.WithTimeout(p.ctx, min(p.timeout, 5*time.Second))
+	defer cancel()
+	if h := healthzURL(p.endpoint); h != "" {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h, nil)
+		if err != nil {
+			return false
+		}
+		resp, err := p.httpc.Do(req)
+		if err != nil {
+			return false
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1024)) // the status is the answer; the body is drained for reuse
+		resp.Body.Close()                                    // as above
+		if resp.StatusCode >= 500 {
+			return false
+		}
+	}
+	// /healthz answered (or is not routed here): a real handshake decides,
+	// which also proves the token.
+	p.lastStatus.Store(0)
+	s, err := p.sessionFor(ctx)
+	if err != nil {
+		return false
+	}
+	if err := s.Ping(ctx, nil); err != nil {
+		if peerError(err) == nil {
+			p.drop(s)
+			return false
+		}
+	}
+	return true
+}
+
+func healthzURL(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return ""
+	}
+	u.Path, u.RawQuery, u.Fragment = "/healthz", "", ""
+	return u.String()
+}
+
+// Check asks the primary with an authenticated call (an MCP handshake and
+// a ping, not only /healthz, which asks for no token) and says what it
+// found: "reachable, token accepted", "refused the token (HTTP 401)", or
+// "unreachable: <why>". For `edge status` and `edge flush`.
+func (p *Primary) Check(ctx context.Context) string {
+	p.lastStatus.Store(0)
+	refused := func() (string, bool) {
+		if st := p.lastStatus.Load(); st == http.StatusUnauthorized || st == http.StatusForbidden {
+			return fmt.Sprintf("refused the token (HTTP %d): check MEMPALACE_REMOTE_TOKEN", st), true
+		}
+		return "", false
+	}
+	s, err := p.sessionFor(ctx)
+	if err == nil {
+		err = s.Ping(ctx, nil)
+		if err != nil && peerError(err) != nil {
+			err = nil // the primary answered (a server without ping is still up)
+		}
+	}
+	if msg, ok := refused(); ok {
+		return msg
+	}
+	if err != nil {
+		return "unreachable: " + err.Error()
+	}
+	return "reachable, token accepted"
+}

@@ -1,0 +1,151 @@
+package realpalace
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// Proxy stands in front of an HTTP endpoint (serve, a gateway) on
+// 127.0.0.1: it passes every request on as it came and counts the
+// tools/call requests by tool. A tool named in Drop loses its next
+// answer: the request is passed on, the answer awaited (the write is
+// applied), and the client's connection closed without it.
+type Proxy struct {
+	// URL is the proxy's /mcp endpoint; Base without the path.
+	URL, Base string
+	to        string // the target's base URL
+	srv       *httptest.Server
+
+	mu    sync.Mutex
+	drop  map[string]int
+	calls map[string]int
+	lost  []string
+	down  bool
+}
+
+// StartProxy starts a proxy in front of target (an /mcp URL or a base
+// URL); Close stops it.
+func StartProxy(target string) *Proxy {
+	p := &Proxy{to: strings.TrimSuffix(target, "/mcp"), drop: map[string]int{}, calls: map[string]int{}}
+	p.srv = httptest.NewServer(p)
+	p.Base, p.URL = p.srv.URL, p.srv.URL+"/mcp"
+	return p
+}
+
+// NewProxy is StartProxy for a test, closed at cleanup.
+func NewProxy(t testing.TB, target string) *Proxy {
+	p := StartProxy(target)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Close stops the proxy.
+func (p *Proxy) Close() { p.srv.Close() }
+
+// Drop makes the next call of each tool (its full name) lose its answer
+// after the target has made it.
+func (p *Proxy) Drop(tools ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range tools {
+		p.drop[t]++
+	}
+}
+
+// SetDown makes the proxy refuse every request at once (HTTP 502, nothing
+// passed on), as a primary that is unreachable; false passes them again.
+func (p *Proxy) SetDown(down bool) {
+	p.mu.Lock()
+	p.down = down
+	p.mu.Unlock()
+}
+
+// Calls is how many tools/call requests for tool (its full name) the
+// proxy passed on.
+func (p *Proxy) Calls(tool string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls[tool]
+}
+
+// Tools is every tool called through the proxy, with its count.
+func (p *Proxy) Tools() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.calls))
+	for k, v := range p.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// Lost lists the tools whose answers were lost, in order.
+func (p *Proxy) Lost() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lost...)
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	tool := ""
+	if gjson.GetBytes(body, "method").Str == "tools/call" {
+		tool = gjson.GetBytes(body, "params.name").Str
+	}
+	p.mu.Lock()
+	down := p.down
+	if tool != "" && !down {
+		p.calls[tool]++
+	}
+	p.mu.Unlock()
+	if down {
+		http.Error(w, "the proxy is down", http.StatusBadGateway)
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.to+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	p.mu.Lock()
+	lose := tool != "" && p.drop[tool] > 0
+	if lose {
+		p.drop[tool]--
+		p.lost = append(p.lost, tool)
+	}
+	p.mu.Unlock()
+	if lose {
+		if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			c.Close() // the answer is lost with the connection
+		}
+		return
+	}
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	w.Write(answer) // the client went away: nothing else to tell it
+}
