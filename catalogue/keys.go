@@ -38,6 +38,7 @@ func (t Tool) Lane() Lane {
 //	add_drawer        drawer:<its id, as MemPalace computes it>, source:<source_file>
 //	update_drawer     drawer:<drawer_id>
 //	delete_drawer     drawer:<drawer_id>
+//	delete_drawers    drawer:<each of drawer_ids>
 //	delete_by_source  source:<source_file>  (orders with every drawer of that source)
 //	checkpoint        each item's drawer (and source) key, and its diary's key
 //	diary_write       diary:<wing>  (one wing's entries in order: look-ups count them)
@@ -69,6 +70,12 @@ func (t Tool) CausalKeys(args map[string]any) []string {
 		drawer(args)
 	case "update_drawer", "delete_drawer":
 		add("drawer", str(args, "drawer_id"))
+	case "delete_drawers":
+		ids, _ := args["drawer_ids"].([]any)
+		for _, id := range ids {
+			s, _ := id.(string)
+			add("drawer", s)
+		}
 	case "delete_by_source":
 		add("source", str(args, "source_file"))
 	case "checkpoint":

@@ -30,6 +30,7 @@ func TestCausalKeys(t *testing.T) {
 		{"mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "c", "source_file": "a.md"}, []string{"drawer:" + d, "source:a.md"}},
 		{"mempalace_update_drawer", map[string]any{"drawer_id": d, "content": "new"}, []string{"drawer:" + d}},
 		{"mempalace_delete_by_source", map[string]any{"source_file": "a.md"}, []string{"source:a.md"}},
+		{"mempalace_delete_drawers", map[string]any{"drawer_ids": []any{"d2", "d1", "d2"}}, []string{"drawer:d1", "drawer:d2"}},
 		{"mempalace_checkpoint", map[string]any{"items": []any{map[string]any{"wing": "w", "room": "r", "content": "c"}}, "diary": map[string]any{"agent_name": "Pi", "entry": "e"}},
 			[]string{"diary:wing_pi", "drawer:" + d}},
 		{"mempalace_diary_write", map[string]any{"agent_name": "Pi", "entry": "e"}, []string{"diary:wing_pi"}},

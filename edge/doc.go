@@ -26,6 +26,9 @@
 //	policy.go        policy.json: which wings replicate (policywatch.go: re-read
 //	                 when it changes; writes held while it does not parse)
 //	result.go        results the edge builds and annotates
+//	tombstone.go     deletes: local, a tombstone merged reads respect, queued
+//	                 only for an admin device behind a gateway
+//	                 (tombstonecheck.go: what edge status asks the primary)
 //
 // The JSON-RPC wire code lives in edge/wire, durability in edge/outbox,
 // and what each MemPalace tool is in the catalogue package.

@@ -245,11 +245,11 @@ func (l *fastLane) relayed(key string, id json.RawMessage, c *call, stateless bo
 }
 
 // childAnswers reports a call only the child answers: all of pass-through,
-// local-only tools, and get_drawer (the primary only for a drawer the local
+// local-only tools but deletes (deleteCall), and get_drawer (the primary only for a drawer the local
 // palace lacks: missingLocally).
 func (e *Edge) childAnswers(c *call) bool {
 	route := c.tool.Route
-	return e.cfg.PassThrough() || (route.Local() || route == catalogue.ByID) && !e.primaryOnlyTool(c.name)
+	return e.cfg.PassThrough() || (route.Local() && route != catalogue.Destructive || route == catalogue.ByID) && !e.primaryOnlyTool(c.name)
 }
 
 // missingLocally reports a get_drawer the local palace answered "not

@@ -62,6 +62,7 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	pctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
 	var prim out
 	prim.res, prim.err = e.callPrimary(pctx, c, true)
+	prim.res = e.hideTombstoned(ctx, shape, prim.res) // tombstone.go
 	startLocal()
 	lo := <-lc
 	local, lerr := lo.res, lo.err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // ErrPrimaryDown is returned at once, without touching the network, while
@@ -39,7 +40,8 @@ type Primary struct {
 	onUp     func()
 	onTools  func([]*mcp.Tool)
 	onLedger func(bool)
-	ledger   atomic.Int32 // 0 unknown, 1 a gateway's op-id ledger answers, 2 none
+	ledger   atomic.Int32                    // 0 unknown, 1 a gateway's op-id ledger answers, 2 none
+	device   atomic.Pointer[deviceinfo.Info] // what the gateway last said of this device (nil: none said)
 
 	mu         sync.Mutex
 	session    *mcp.ClientSession
@@ -114,8 +116,20 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := b.next.RoundTrip(r)
 	if err == nil {
 		b.p.lastStatus.Store(int32(resp.StatusCode))
+		if in, ok := deviceinfo.FromHeader(resp.Header); ok {
+			b.p.device.Store(&in)
+		}
 	}
 	return resp, err
+}
+
+// Device is what a devbox-config gateway last said of this device
+// (its Devbox-Config-Device header); false before one did.
+func (p *Primary) Device() (deviceinfo.Info, bool) {
+	if in := p.device.Load(); in != nil {
+		return *in, true
+	}
+	return deviceinfo.Info{}, false
 }
 
 // Up reports whether calls are attempted (the breaker is closed).

@@ -35,6 +35,7 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	if m != nil && (m["success"] == false || m["error"] != nil) {
 		return res, nil // the local palace refused it: nothing to replicate
 	}
+	e.lift(ctx, c) // a write that recreates deleted content (tombstone.go)
 	return annotate(res, e.queue(ctx, c, oldWing), false), nil
 }
 

@@ -68,8 +68,10 @@ func (e *Edge) route(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		return e.primaryFirst(ctx, c)
 	case catalogue.ByID:
 		return e.byID(ctx, c)
-	case catalogue.LocalOnly, catalogue.Maintenance, catalogue.Destructive:
+	case catalogue.LocalOnly, catalogue.Maintenance:
 		return e.local(ctx, c)
+	case catalogue.Destructive:
+		return e.deleteCall(ctx, c)
 	case catalogue.CoordinationRead:
 		return e.primaryOnly(ctx, c, "the coordination log lives on the primary")
 	case catalogue.CoordinationWrite:
@@ -184,7 +186,7 @@ func (e *Edge) byID(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 // primary (while it is up); any other local answer stands.
 func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
 	m := resultJSON(res)
-	if m == nil || !strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found") || !e.remote.Up() {
+	if m == nil || !strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found") || !e.remote.Up() || e.hidden(ctx, fmt.Sprint(c.argsMap()["drawer_id"])) {
 		return res
 	}
 	pres, perr := e.callPrimary(ctx, c, true)

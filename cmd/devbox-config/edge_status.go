@@ -59,8 +59,12 @@ func (sc *edgeStatusCmd) run() error {
 	if v.protection == "" {
 		v.protection = "not known yet (no answer from the primary recorded)"
 	}
+	if v.tombs, err = checkTombstones(ctx, s, cfg); err != nil {
+		return failed(err)
+	}
 	if sc.asJSON {
-		b, err := json.MarshalIndent(map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy}, "", "  ")
+		b, err := json.MarshalIndent(map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy,
+			"tombstones": map[string]any{"total": v.tombs.Total, "on_primary": v.tombs.OnPrimary, "unchecked": v.tombs.Unchecked}}, "", "  ")
 		if err != nil {
 			return failed(fmt.Errorf("edge status: %w", err))
 		}
@@ -75,6 +79,7 @@ func (sc *edgeStatusCmd) run() error {
 type edgeStatus struct {
 	outbox, primary, protection, mismatch, policy string
 	stats                                         outbox.Stats
+	tombs                                         edge.Remaining
 }
 
 func (v edgeStatus) print(w io.Writer) {
@@ -112,6 +117,36 @@ func (v edgeStatus) print(w io.Writer) {
 	if n := st.ByState[outbox.Held]; n > 0 {
 		fmt.Fprintf(w, "HELD       %d write(s) made while %s did not parse: sent once it parses (fix it; the edge, or devbox-config edge flush, then sends them)\n", n, outbox.PolicyHint)
 	}
+	v.printTombstones(w)
+}
+
+// printTombstones: what this device deleted, and what of it the primary
+// still holds (docs/trash.md).
+func (v edgeStatus) printTombstones(w io.Writer) {
+	tb := v.tombs
+	if tb.Total == 0 {
+		return
+	}
+	fmt.Fprintf(w, "deleted    %d record(s) deleted on this device, hidden from its merged reads (docs/trash.md)\n", tb.Total)
+	for _, l := range tb.OnPrimary {
+		fmt.Fprintf(w, "ON PRIMARY %s\n", l)
+	}
+	if tb.Unchecked != "" {
+		fmt.Fprintf(w, "deleted    not all checked against the primary: %s\n", tb.Unchecked)
+	}
+}
+
+// checkTombstones asks the primary which tombstoned records it still
+// holds, bounded: a primary that is down or slow is said, never a failure.
+func checkTombstones(ctx context.Context, s *outbox.Store, cfg edge.Config) (edge.Remaining, error) {
+	var p *edge.Primary
+	if cfg.PrimaryURL != "" {
+		p = edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: min(cfg.CallTimeout, 5*time.Second), Version: version})
+		defer p.Close()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return edge.CheckTombstones(cctx, s, p)
 }
 
 // withoutOutbox is `edge status` on a palace where edge mode never ran:

@@ -25,4 +25,5 @@
 //	diary.go     diary entries counted: the fences, a join's count
 //	upkeep.go    retention: pruning done ops, giving their space back
 //	doorbell.go  waking a sleeping flusher in another process
+//	tombstone.go what this device deleted (merged reads hide the primary's copy)
 package outbox

@@ -98,6 +98,10 @@ func settleDone(ctx context.Context, tx *sql.Tx, seq int64, now time.Time, resul
 	if result == "" {
 		return nil
 	}
+	// A delete the primary took: its tombstones' work is done there.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE op_id<>'' AND op_id=(SELECT op_id FROM ops WHERE local_seq=?)`, seq); err != nil {
+		return err
+	}
 	return setMeta(ctx, tx, "last_flush", now.UTC().Format(time.RFC3339Nano))
 }
 

@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS op_keys(
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS op_keys_seq ON op_keys(local_seq);
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-`
+` + tombstoneSchema
 
 // FileName is the outbox's file name inside <palace>/edge.
 const FileName = "outbox.sqlite"

@@ -1,0 +1,377 @@
+package edge
+
+// Deletes that stay deleted for the device that made them (issue 27). A
+// delete through the edge applies to the local palace and leaves a
+// tombstone in the outbox's file (outbox.Tombstone); merged reads drop the
+// primary's records it names; a write that recreates the same content
+// lifts it. The delete is also queued for the primary only when a
+// devbox-config gateway said this device is admin-scoped (and under its
+// delete cap, or bulk-delete granted): the gateway keeps what it deletes
+// in its trash. Otherwise nothing is sent, and `edge status` names what
+// the primary still holds (tombstonecheck.go).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// maxRecordReads bounds the records a delete reads before it goes (to
+// tell diary entries, whose tombstones need their agent and text).
+const maxRecordReads = 100
+
+// deletion is one delete the agent makes, as the edge reads it before it
+// goes: the tombstones it leaves, the wing of the first record (the
+// policy's), and how many drawers it names.
+type deletion struct {
+	marks []outbox.Tombstone
+	wing  string
+	diary bool // a diary entry among them: its id differs on the primary
+}
+
+// deleteCall answers delete_drawer, delete_drawers and delete_by_source
+// (dry_run false): read, delete locally, tombstone, queue when allowed.
+// Every other destructive tool (delete_tunnel, delete_hallway, a dry run)
+// is the local palace's alone, as before.
+func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+	if e.outbox == nil || !removesDrawers(c) {
+		return e.local(ctx, c)
+	}
+	d := e.readDeletion(ctx, c)
+	res, err := e.local(ctx, c)
+	if err != nil || res == nil || res.IsError {
+		return res, err
+	}
+	m := resultJSON(res)
+	n, ok := deletedCount(c, m)
+	if !ok || len(d.marks) == 0 {
+		return res, nil // the local palace refused it: nothing deleted, nothing kept
+	}
+	return annotate(res, e.keepDeletion(ctx, c, d, n), false), nil
+}
+
+// removesDrawers reports a delete of drawers (delete_by_source only with
+// dry_run false, as MemPalace defaults to a dry run).
+func removesDrawers(c *call) bool {
+	switch c.tool.Name {
+	case "delete_drawer", "delete_drawers":
+		return true
+	case "delete_by_source":
+		return c.argsMap()["dry_run"] == false
+	}
+	return false
+}
+
+// deletedCount is how many drawers the local palace's answer says went,
+// and whether it was a delete at all. A drawer the local palace does not
+// have still counts: it is the primary's copy the agent saw and means.
+func deletedCount(c *call, m map[string]any) (int, bool) {
+	if m == nil {
+		return 0, false
+	}
+	switch c.tool.Name {
+	case "delete_drawer":
+		return 1, m["success"] == true || strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found")
+	case "delete_drawers":
+		_, ok := m["results"].([]any)
+		return len(drawerIDs(c)), ok && m["error"] == nil
+	}
+	n, _ := m["deleted"].(float64)
+	return int(n), m["success"] == true && m["dry_run"] == false
+}
+
+func drawerIDs(c *call) []string {
+	args := c.argsMap()
+	if id, ok := args["drawer_id"].(string); ok && c.tool.Name == "delete_drawer" {
+		return []string{id}
+	}
+	var ids []string
+	list, _ := args["drawer_ids"].([]any)
+	for _, x := range list {
+		if id, ok := x.(string); ok && id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// readDeletion reads what a delete removes before it goes: each drawer's
+// record (the local palace's, else the primary's while it is up), so a
+// diary entry's tombstone carries its agent, timestamp and text.
+func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
+	var d deletion
+	if c.tool.Name == "delete_by_source" {
+		if src, _ := c.argsMap()["source_file"].(string); src != "" {
+			d.marks = append(d.marks, outbox.Tombstone{Kind: outbox.TombSource, Key: src})
+		}
+		return d
+	}
+	for i, id := range drawerIDs(c) {
+		d.marks = append(d.marks, outbox.Tombstone{Kind: outbox.TombDrawer, Key: id})
+		if i >= maxRecordReads {
+			continue
+		}
+		rec := e.record(ctx, id)
+		if d.wing == "" {
+			d.wing = gjson.Get(rec, "wing").String()
+		}
+		if meta := gjson.Get(rec, "metadata"); meta.Get("type").String() == "diary_entry" || meta.Get("agent").Exists() {
+			d.diary = true
+			d.marks = append(d.marks, outbox.Tombstone{Kind: outbox.TombDiary, Key: id, Agent: strings.ToLower(meta.Get("agent").String()),
+				Stamp: meta.Get("filed_at").String(), Text: gjson.Get(rec, "content").String()})
+		}
+	}
+	return d
+}
+
+// record is a drawer's get_drawer answer (its object text; "" when
+// neither palace has it).
+func (e *Edge) record(ctx context.Context, id string) string {
+	c := newCall(&mcp.CallToolParams{Name: catalogue.Prefix + "get_drawer", Arguments: map[string]any{"drawer_id": id}})
+	if t, ok := usable(e.localServer.Call(ctx, c.params)); ok {
+		return t
+	}
+	if e.remote == nil || !e.remote.Up() {
+		return ""
+	}
+	t, _ := usable(e.callPrimary(ctx, c, true))
+	return t
+}
+
+// keepDeletion records the tombstones and, when the gateway allows it,
+// queues the delete for the primary; it says which (the answer's "edge").
+func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int) map[string]any {
+	if err := e.outbox.AddTombstones(ctx, d.marks); err != nil {
+		e.log.Error("a delete's tombstone not kept: merged reads may show the primary's copy", "tool", c.name, "err", err)
+		return map[string]any{"tombstone": fmt.Sprintf("not kept: %v", err)}
+	}
+	out := map[string]any{"tombstone": "hidden from this device's merged reads, until it writes the same content again"}
+	if why := e.notSent(d, n); why != "" {
+		out["replication"] = "local only: " + why + "; `devbox-config edge status` names what the primary still holds"
+		return out
+	}
+	q := e.queue(ctx, c, d.wing)
+	if id, ok := q["op_id"].(string); ok {
+		if err := e.outbox.TombstonesSent(ctx, d.marks, id); err != nil {
+			e.log.Warn("a tombstone not linked to its queued delete: it stays after the delete lands", "err", err)
+		}
+	}
+	for k, v := range q {
+		out[k] = v
+	}
+	return out
+}
+
+// notSent says why a delete stays local ("": it may be sent). RFC 001
+// §4.2: admin-scoped only, never a hard delete remotely (so only behind a
+// gateway that keeps a trash), and local only while the primary is down.
+func (e *Edge) notSent(d deletion, n int) string {
+	if d.diary {
+		return "a diary entry has another id on the primary (written there when it was sent)"
+	}
+	if e.primary == nil || !e.remote.Up() {
+		return "the primary is not reachable"
+	}
+	info, ok := e.primary.Device()
+	switch {
+	case !ok:
+		return "the primary is not a devbox-config gateway (nothing there could undo a delete)"
+	case !info.Admin:
+		return "this device is not admin-scoped at the gateway"
+	case !info.Trash:
+		return "the gateway keeps no trash"
+	case n > info.DeleteCap && !info.BulkDelete:
+		return fmt.Sprintf("%d drawers is over the gateway's delete cap of %d, and this device has no bulk-delete grant", n, info.DeleteCap)
+	}
+	return ""
+}
+
+// lift removes the tombstones a write the local palace took recreates:
+// the drawer ids add_drawer and checkpoint items make, their sources, and
+// a diary entry of the same text by the same agent.
+func (e *Edge) lift(ctx context.Context, c *call) {
+	if e.outbox == nil {
+		return
+	}
+	args := c.argsMap()
+	var drawers, sources, texts []string
+	var agent string
+	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
+	drawer := func(m map[string]any) {
+		drawers = append(drawers, catalogue.DrawerID(str(m, "wing"), str(m, "room"), str(m, "content")))
+		if s := str(m, "source_file"); s != "" {
+			sources = append(sources, s)
+		}
+	}
+	diary := func(m map[string]any) {
+		agent = strings.ToLower(str(m, "agent_name"))
+		texts = append(texts, str(m, "entry"), str(m, "content"))
+	}
+	switch c.tool.Name {
+	case "add_drawer":
+		drawer(args)
+	case "diary_write":
+		diary(args)
+	case "checkpoint":
+		items, _ := args["items"].([]any)
+		for _, it := range items {
+			if m, ok := it.(map[string]any); ok {
+				drawer(m)
+			}
+		}
+		if m, ok := args["diary"].(map[string]any); ok {
+			diary(m)
+		}
+	default:
+		return
+	}
+	if err := e.outbox.LiftTombstones(ctx, drawers, sources, agent, texts); err != nil {
+		e.log.Warn("a write that recreates deleted content did not lift its tombstone: merged reads still hide the primary's copy", "tool", c.name, "err", err)
+	}
+}
+
+// tombs is the tombstones as merged reads match them.
+type tombs struct {
+	drawers map[string]bool
+	sources map[string]bool // base names: MemPalace answers cut source_file to it
+	diary   []outbox.Tombstone
+}
+
+// tombstones reads them (none when the outbox is unavailable or cannot be
+// read: a read is never refused for it, and the failure is logged).
+func (e *Edge) tombstones(ctx context.Context) tombs {
+	var t tombs
+	if e.outbox == nil {
+		return t
+	}
+	ts, err := e.outbox.Tombstones(ctx)
+	if err != nil {
+		e.log.Warn("tombstones unreadable: merged reads may show records this device deleted", "err", err)
+		return t
+	}
+	t.drawers, t.sources = map[string]bool{}, map[string]bool{}
+	for _, x := range ts {
+		switch x.Kind {
+		case outbox.TombDrawer:
+			t.drawers[x.Key] = true
+		case outbox.TombSource:
+			t.sources[baseName(x.Key)] = true
+		case outbox.TombDiary:
+			t.diary = append(t.diary, x)
+		}
+	}
+	return t
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexAny(p, `/\`); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// hidden reports a drawer id the device deleted.
+func (e *Edge) hidden(ctx context.Context, id string) bool {
+	return e.tombstones(ctx).drawers[id]
+}
+
+// hideTombstoned drops from a primary's answer of shape the records this
+// device deleted; an answer with nothing to drop is returned as it is.
+func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *mcp.CallToolResult) *mcp.CallToolResult {
+	text, ok := objectText(res)
+	if !ok || res.IsError {
+		return res
+	}
+	t := e.tombstones(ctx)
+	if len(t.drawers)+len(t.sources)+len(t.diary) == 0 {
+		return res
+	}
+	var list string
+	var drop func(gjson.Result) bool
+	switch shape {
+	case catalogue.FilterHits:
+		list, drop = "results", func(h gjson.Result) bool {
+			return t.drawers[h.Get("drawer_id").String()] || t.sources[baseName(h.Get("source_file").String())]
+		}
+	case catalogue.FilterDrawers:
+		list, drop = "drawers", func(d gjson.Result) bool {
+			return t.drawers[d.Get("drawer_id").String()] || t.sources[baseName(d.Get("metadata.source_file").String())]
+		}
+	case catalogue.FilterMatches:
+		list, drop = "matches", func(m gjson.Result) bool { return t.drawers[m.Get("id").String()] }
+	case catalogue.FilterDiary:
+		agent := strings.ToLower(gjson.Get(text, "agent").String())
+		list, drop = "entries", func(en gjson.Result) bool { return t.diaryHides(agent, en) }
+	default:
+		return res
+	}
+	out, n := dropFrom(text, list, drop)
+	if n == 0 {
+		return res
+	}
+	return textResult(out, false, res.Meta)
+}
+
+// diaryHides reports a primary diary entry a tombstone names: the same
+// agent and text (a chunk of it, for a long entry), written at the
+// deleted entry's time or later. The primary's copy of an entry this
+// device wrote was written when the outbox sent it, later than the local
+// one, and under another id, so an equal timestamp alone would miss it.
+func (t tombs) diaryHides(agent string, en gjson.Result) bool {
+	content := en.Get("content").String()
+	if content == "" {
+		return false
+	}
+	at := entryTime(en.Get("timestamp").String(), time.Local)
+	for _, x := range t.diary {
+		if x.Agent == agent && strings.Contains(x.Text, content) && !at.Before(entryTime(x.Stamp, time.Local)) {
+			return true
+		}
+	}
+	return false
+}
+
+// dropFrom is text with the elements of its array at path for which drop
+// holds taken out (the others as they came), and how many went.
+func dropFrom(text, path string, drop func(gjson.Result) bool) ([]byte, int) {
+	arr := gjson.Get(text, path)
+	if !arr.IsArray() {
+		return []byte(text), 0
+	}
+	kept := []json.RawMessage{}
+	n := 0
+	arr.ForEach(func(_, v gjson.Result) bool {
+		if v.IsObject() && drop(v) {
+			n++
+		} else {
+			kept = append(kept, json.RawMessage(v.Raw))
+		}
+		return true
+	})
+	if n == 0 {
+		return []byte(text), 0
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return []byte(text), 0 // raw elements of a valid array: they encode
+	}
+	out, err := sjson.SetRawBytes([]byte(text), path, b)
+	if err != nil {
+		return []byte(text), 0
+	}
+	for _, k := range []string{"count", "showing"} {
+		if c := gjson.GetBytes(out, k); c.Type == gjson.Number {
+			out, _ = sjson.SetBytes(out, k, c.Int()-int64(n)) // out is an object text: it takes a member
+		}
+	}
+	return out, n
+}

@@ -1,0 +1,154 @@
+package edge
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+// hiddenEverywhere fails the test if any merged read through h shows the
+// deleted drawer (id, content) or the deleted diary entry (agent, text).
+func hiddenEverywhere(t *testing.T, h *harness, when, id, content, agent, entry string) {
+	t.Helper()
+	m, _ := h.call("search", map[string]any{"query": content, "limit": 10})
+	if s := mustJSON(m["results"]); strings.Contains(s, id) || strings.Contains(s, content) {
+		t.Errorf("%s: search shows the deleted drawer: %s", when, s)
+	}
+	m, _ = h.call("list_drawers", map[string]any{"limit": 100})
+	if s := mustJSON(m["drawers"]); strings.Contains(s, id) {
+		t.Errorf("%s: list_drawers shows the deleted drawer: %s", when, s)
+	}
+	if m, _ = h.call("get_drawer", map[string]any{"drawer_id": id}); m["content"] != nil {
+		t.Errorf("%s: get_drawer finds the deleted drawer: %v", when, m)
+	}
+	m, _ = h.call("check_duplicate", map[string]any{"content": content, "threshold": 0.5})
+	if s := mustJSON(m["matches"]); strings.Contains(s, id) {
+		t.Errorf("%s: check_duplicate matches the deleted drawer: %s", when, s)
+	}
+	m, _ = h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 50})
+	if s := mustJSON(m["entries"]); strings.Contains(s, entry) {
+		t.Errorf("%s: diary_read shows the deleted entry: %s", when, s)
+	}
+}
+
+// A drawer and a diary entry deleted through an edge whose primary is no
+// gateway (so the delete stays local, RFC 001 §4.2) never come back from
+// the primary's side of a merged read: with the primary up and down,
+// across a restart. edge status names what the primary still holds; a
+// write of the same content lifts the tombstone.
+func TestADeleteStaysDeleted(t *testing.T) {
+	primary, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	palace := filepath.Join(t.TempDir(), "palace")
+	const content, entry, agent = "the staging password is hunter2, do not share", "decided: ship the poisoned build", "pi"
+	id := DrawerIDFor("shared", "ops", content)
+	var entryID string
+
+	t.Run("delete", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		h.call("add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": content})
+		w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": entry})
+		entryID, _ = w["entry_id"].(string)
+		h.eventually("both on the primary", func() bool {
+			d := primary.Dump()
+			return d.Drawers[id] != nil && len(d.Drawers) == 2
+		})
+		m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id})
+		if ed, _ := m["edge"].(map[string]any); m["success"] != true || !strings.HasPrefix(asString(ed["replication"]), "local only") {
+			t.Fatalf("delete_drawer: %v", m)
+		}
+		if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": entryID}); m["success"] != true {
+			t.Fatalf("deleting the diary entry: %v", m)
+		}
+		if primary.Dump().Drawers[id] == nil {
+			t.Fatal("a non-admin device's delete reached the primary")
+		}
+		hiddenEverywhere(t, h, "primary up", id, content, agent, entry)
+	})
+	t.Run("restarted", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		hiddenEverywhere(t, h, "after a restart", id, content, agent, entry)
+	})
+	t.Run("edge status", func(t *testing.T) {
+		s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		p := NewPrimary(srv.URL(), func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 2 * time.Second})
+		defer p.Close()
+		r, err := CheckTombstones(context.Background(), s, p)
+		got := strings.Join(r.OnPrimary, "\n")
+		if err != nil || r.Total != 3 || r.Unchecked != "" || len(r.OnPrimary) != 2 || !strings.Contains(got, "drawer "+id) || !strings.Contains(got, "diary entry of pi") {
+			t.Fatalf("what edge status says remains on the primary: %+v %v", r, err)
+		}
+	})
+	srv.Stop()
+	t.Run("primary down", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		hiddenEverywhere(t, h, "primary down", id, content, agent, entry)
+		s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		p := NewPrimary(srv.URL(), func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: time.Second})
+		defer p.Close()
+		if r, err := CheckTombstones(context.Background(), s, p); err != nil || r.Total != 3 || !strings.Contains(r.Unchecked, "could not ask the primary") {
+			t.Fatalf("edge status with the primary down: %+v %v", r, err)
+		}
+	})
+	if err := srv.Start(srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("recreated", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		h.call("add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": content})
+		h.call("diary_write", map[string]any{"agent_name": agent, "entry": entry})
+		if m, _ := h.call("search", map[string]any{"query": content, "limit": 10}); !strings.Contains(mustJSON(m["results"]), id) {
+			t.Errorf("a recreated drawer stays hidden: %v", m)
+		}
+		if m, _ := h.call("diary_read", map[string]any{"agent_name": agent}); !strings.Contains(mustJSON(m["entries"]), entry) {
+			t.Errorf("a rewritten diary entry stays hidden: %v", m)
+		}
+	})
+}
+
+// A delete_by_source hides the primary's drawers of that source (matched
+// by file name, as MemPalace answers carry it); a dry run keeps nothing.
+func TestADeleteBySourceHidesThePrimarysDrawers(t *testing.T) {
+	h := start(t, harnessOpts{})
+	const src = "/home/me/notes/plan.md"
+	h.call("add_drawer", map[string]any{"wing": "shared", "room": "plan", "content": "step one: migrate the schema", "source_file": src})
+	h.eventually("on the primary", func() bool { return len(h.primary.Dump().Drawers) == 1 })
+	if m, _ := h.call("delete_by_source", map[string]any{"source_file": src}); m["dry_run"] != true || m["edge"] != nil {
+		t.Fatalf("a dry run: %v", m)
+	}
+	if m, _ := h.call("delete_by_source", map[string]any{"source_file": src, "dry_run": false}); m["success"] != true || m["edge"] == nil {
+		t.Fatalf("delete_by_source: %v", m)
+	}
+	m, _ := h.call("search", map[string]any{"query": "migrate the schema", "limit": 10})
+	if s := mustJSON(m["results"]); strings.Contains(s, "migrate") {
+		t.Fatalf("search shows a deleted source's drawer: %s", s)
+	}
+	if m, _ := h.call("list_drawers", map[string]any{}); strings.Contains(mustJSON(m["drawers"]), "migrate") {
+		t.Fatalf("list_drawers shows a deleted source's drawer: %v", m)
+	}
+	h.call("add_drawer", map[string]any{"wing": "shared", "room": "plan", "content": "step two: backfill", "source_file": src})
+	if m, _ := h.call("search", map[string]any{"query": "migrate the schema", "limit": 10}); !strings.Contains(mustJSON(m["results"]), "migrate") {
+		t.Fatalf("a new drawer of the source did not lift its tombstone: %v", m)
+	}
+}
