@@ -1,0 +1,140 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge"
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// edgeAt is startEdge with the palace directory named, so the test can
+// read its outbox as edge status does.
+func edgeAt(t *testing.T, url, token, palace string) *mcp.ClientSession {
+	t.Helper()
+	cfg := edge.Config{
+		PrimaryURL: url, Token: func() string { return token },
+		Child:    []string{testbed.Self(t, fakepalace.ProgramName)},
+		ChildEnv: append(os.Environ(), "MEMPALACE_PALACE_PATH="+palace),
+		Palace:   palace, Agent: "opencode", CallTimeout: 3 * time.Second, Probe: 10 * time.Millisecond,
+		Log: slog.New(slog.DiscardHandler),
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { edge.New(cfg).Serve(ctx, inR, outW); outW.Close(); close(done) }()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "opencode", Version: "0"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(); cancel(); <-done })
+	return s
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+func replication(m map[string]any) string {
+	e, _ := m["edge"].(map[string]any)
+	s, _ := e["replication"].(string)
+	return s
+}
+
+// An admin device's delete through its edge reaches the primary behind a
+// real gateway, which keeps the drawer in its trash; the restore brings it
+// back with the same id and content, and the deleting edge sees it again
+// (its tombstone retired when the delete landed).
+func TestAnAdminEdgesDeleteReachesTheTrash(t *testing.T) {
+	g := newGW(t, devices)
+	s := edgeAt(t, g.http.URL+"/mcp", g.tokens["admin-0001"], filepath.Join(t.TempDir(), "palace"))
+	const content = "the on-call rota: ana, then bo"
+	added := edgeCall(t, s, "add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": content})
+	id, _ := added["drawer_id"].(string)
+	waitUntil(t, "the drawer on the primary", func() bool { return g.primary.Dump().Drawers[id] != nil })
+	if m := edgeCall(t, s, "delete_drawer", map[string]any{"drawer_id": id}); m["success"] != true || replication(m) != "queued" {
+		t.Fatalf("the admin's delete: %v", m)
+	}
+	waitUntil(t, "the delete on the primary", func() bool { return g.primary.Dump().Drawers[id] == nil })
+	ds := g.kept(t)
+	if len(ds) != 1 || ds[0].Device != "admin-0001" || len(ds[0].Drawers) != 1 || ds[0].Drawers[0].ID != id || ds[0].Drawers[0].Content != content {
+		t.Fatalf("the trash: %+v", ds)
+	}
+	if m := edgeCall(t, s, "search", map[string]any{"query": content}); strings.Contains(fmtJSON(m), id) {
+		t.Fatalf("search shows the deleted drawer: %v", m)
+	}
+	rs, err := g.restorer(t).Restore(context.Background(), []string{id})
+	if err != nil || len(rs) != 1 || rs[0].Err != nil || rs[0].As != id {
+		t.Fatalf("restore: %+v %v", rs, err)
+	}
+	if d := g.primary.Dump().Drawers[id]; d == nil || d.Content != content {
+		t.Fatalf("the restored drawer: %+v", d)
+	}
+	if m := edgeCall(t, s, "get_drawer", map[string]any{"drawer_id": id}); m["content"] != content {
+		t.Fatalf("the deleting edge does not see the restored drawer: %v", m)
+	}
+}
+
+// A non-admin device's delete stays local: nothing reaches the primary,
+// its merged reads hide the primary's copy, and edge status names it. An
+// admin's delete over the gateway's delete_cap stays local too.
+func TestANonAdminEdgesDeleteStaysLocal(t *testing.T) {
+	g := newGW(t, devices)
+	url := g.http.URL + "/mcp"
+	palace := filepath.Join(t.TempDir(), "palace")
+	s := edgeAt(t, url, g.tokens["desk-9b21"], palace)
+	const content = "rollback plan: revert the flag, then the migration"
+	added := edgeCall(t, s, "add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": content})
+	id, _ := added["drawer_id"].(string)
+	waitUntil(t, "the drawer on the primary", func() bool { return g.primary.Dump().Drawers[id] != nil })
+	m := edgeCall(t, s, "delete_drawer", map[string]any{"drawer_id": id})
+	if m["success"] != true || !strings.Contains(replication(m), "not admin-scoped") {
+		t.Fatalf("the non-admin's delete: %v", m)
+	}
+	if m := edgeCall(t, s, "search", map[string]any{"query": content}); strings.Contains(fmtJSON(m), id) {
+		t.Fatalf("search shows the deleted drawer: %v", m)
+	}
+	time.Sleep(300 * time.Millisecond) // what a queued delete would have had to reach the primary
+	if g.primary.Dump().Drawers[id] == nil || len(g.kept(t)) != 0 {
+		t.Fatal("a non-admin device's delete reached the primary")
+	}
+	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	p := edge.NewPrimary(url, func() string { return g.tokens["desk-9b21"] }, slog.New(slog.DiscardHandler), edge.PrimaryOptions{Timeout: 2 * time.Second})
+	defer p.Close()
+	if r, err := edge.CheckTombstones(context.Background(), ob, p); err != nil || len(r.OnPrimary) != 1 || !strings.Contains(r.OnPrimary[0], id) {
+		t.Fatalf("edge status: %+v %v", r, err)
+	}
+
+	admin := edgeAt(t, url, g.tokens["admin-0001"], filepath.Join(t.TempDir(), "palace"))
+	var ids []any
+	for i := range 11 {
+		a := edgeCall(t, admin, "add_drawer", map[string]any{"wing": "shared", "room": "bulk", "content": "bulk note " + string(rune('a'+i))})
+		ids = append(ids, a["drawer_id"])
+	}
+	waitUntil(t, "eleven drawers on the primary", func() bool { return len(g.primary.Dump().Drawers) == 12 })
+	if m := edgeCall(t, admin, "delete_drawers", map[string]any{"drawer_ids": ids}); !strings.Contains(replication(m), "over the gateway's delete cap of 10") {
+		t.Fatalf("a delete over the cap: %v", m)
+	}
+}
