@@ -22,11 +22,16 @@ import (
 // read its outbox as edge status does.
 func edgeAt(t *testing.T, url, token, palace string) *mcp.ClientSession {
 	t.Helper()
+	return edgeWith(t, url, token, palace, []string{testbed.Self(t, fakepalace.ProgramName)}, append(os.Environ(), "MEMPALACE_PALACE_PATH="+palace), 3*time.Second)
+}
+
+// edgeWith is edgeAt with the local palace server's command and
+// environment (a real mempalace-mcp) and the call timeout.
+func edgeWith(t *testing.T, url, token, palace string, child, env []string, timeout time.Duration) *mcp.ClientSession {
+	t.Helper()
 	cfg := edge.Config{
-		PrimaryURL: url, Token: func() string { return token },
-		Child:    []string{testbed.Self(t, fakepalace.ProgramName)},
-		ChildEnv: append(os.Environ(), "MEMPALACE_PALACE_PATH="+palace),
-		Palace:   palace, Agent: "opencode", CallTimeout: 3 * time.Second, Probe: 10 * time.Millisecond,
+		PrimaryURL: url, Token: func() string { return token }, Child: child, ChildEnv: env,
+		Palace: palace, Agent: "opencode", CallTimeout: timeout, Probe: 10 * time.Millisecond,
 		Log: slog.New(slog.DiscardHandler),
 	}
 	inR, inW := io.Pipe()
