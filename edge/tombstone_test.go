@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
-	"github.com/joakimp/devbox-config/fakepalace"
 )
 
 // hiddenEverywhere fails the test if any merged read through h shows the
@@ -43,15 +42,7 @@ func hiddenEverywhere(t *testing.T, h *harness, when, id, content, agent, entry 
 // across a restart. edge status names what the primary still holds; a
 // write of the same content lifts the tombstone.
 func TestADeleteStaysDeleted(t *testing.T) {
-	primary, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	primary, srv := startPrimary(t)
 	palace := filepath.Join(t.TempDir(), "palace")
 	const content, entry, agent = "the staging password is hunter2, do not share", "decided: ship the poisoned build", "pi"
 	id := DrawerIDFor("shared", "ops", content)
