@@ -186,7 +186,7 @@ func TestJourney(t *testing.T) {
 	j.check("edge", "the write lands locally", j.local().CountContent("journey note written in edge mode") == 1)
 	j.check("edge", "and on the primary", eventually(func() bool { return j.primary.Dump().CountContent("journey note written in edge mode") == 1 }))
 	res = j.run("search", map[string]any{"query": "journey note", "limit": 10})
-	j.check("edge", "a search returns hits from both palaces", strings.Contains(res, `"origin": "primary"`) && strings.Contains(res, "another device") && strings.Contains(res, "written in edge mode"), res)
+	j.check("edge", "a search returns hits from both palaces", strings.Contains(res, `"palace": "primary"`) && strings.Contains(res, "another device") && strings.Contains(res, "written in edge mode"), res)
 	toolsOnline := mempalaceTools(j.mock.LastOffered())
 	// RFC 003 §6's positive control: a synthetic sender asks this agent
 	// (opencode@journey-box) something; the model's mailbox shows it.

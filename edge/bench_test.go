@@ -12,6 +12,7 @@ import (
 
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // BenchmarkLocalRead is a get_drawer answered by the local palace through
@@ -75,11 +76,12 @@ func BenchmarkMergeSearchResults(b *testing.B) {
 	}
 	lres, pres := answer(local), answer(primary)
 	e := &Edge{log: slog.New(slog.DiscardHandler)}
+	mk := marksFor(deviceinfo.Info{ID: "desk-9b21", Label: "desk"})
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		lt, _ := usable(lres, nil)
 		pt, _ := usable(pres, nil)
-		if _, err := wire.EncodeResult(textResult(e.mergeSearch(lt, pt, 5), false, nil)); err != nil {
+		if _, err := wire.EncodeResult(textResult(e.mergeSearch(lt, pt, 5, mk), false, nil)); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -465,17 +465,29 @@ func leasePid(palace string) int {
 // everything the chaos agents do.
 func chaosGateway(t *testing.T, upstream string) (string, string) {
 	t.Helper()
+	url, tokens := testGateway(t, upstream, gateway.Device{ID: "chaos-dev", Label: "chaos", Read: []string{"*"}, Write: []string{"*"}, KG: "write",
+		Agents: []string{"opencode@A", "opencode@B"}, Coordinator: true, WriteRate: 10000, ReadRate: 10000})
+	return url, tokens["chaos-dev"]
+}
+
+// testGateway runs a gateway (with its op-id ledger) for devices in front
+// of the primary at upstream (bearer testToken); its URL and a token for
+// each device by id.
+func testGateway(t *testing.T, upstream string, devices ...gateway.Device) (string, map[string]string) {
+	t.Helper()
 	dir := t.TempDir()
-	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
-		Devices: []gateway.Device{{ID: "chaos-dev", Label: "chaos", Read: []string{"*"}, Write: []string{"*"}, KG: "write",
-			Agents: []string{"opencode@A", "opencode@B"}, Coordinator: true, WriteRate: 10000, ReadRate: 10000}}}
+	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: devices}
 	key, err := gateway.LoadSecret(cfg.SecretFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := gateway.Issue(key, &cfg.Devices[0], time.Now())
-	if err != nil {
-		t.Fatal(err)
+	tokens := map[string]string{}
+	for i := range cfg.Devices {
+		tok, err := gateway.Issue(key, &cfg.Devices[i], time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[cfg.Devices[i].ID] = tok
 	}
 	file := filepath.Join(dir, "gateway.jsonc")
 	if err := cfg.Save(file); err != nil {
@@ -500,5 +512,5 @@ func chaosGateway(t *testing.T, upstream string) (string, string) {
 	hs := &http.Server{Handler: s}
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
-	return "http://" + ln.Addr().String() + "/mcp", tok
+	return "http://" + ln.Addr().String() + "/mcp", tokens
 }

@@ -2,6 +2,7 @@ package edge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,6 +59,8 @@ type harnessOpts struct {
 	// primaryURL is a primary of the test's own (real serve, a proxy in
 	// front of it) with testToken; no double is started.
 	primaryURL string
+	// token is the primary's bearer (default testToken).
+	token string
 }
 
 func start(t testing.TB, o harnessOpts) *harness {
@@ -72,7 +75,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	child := testbed.Self(t, fakepalace.ProgramName)
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := Config{
-		Token: func() string { return testToken }, Child: []string{child},
+		Token: func() string { return cmp.Or(o.token, testToken) }, Child: []string{child},
 		ChildEnv: append(append(os.Environ(), "MEMPALACE_PALACE_PATH="+h.palace), o.childEnv...),
 		Palace:   h.palace, Agent: "opencode", Identity: "opencode@edge-test", OriginDevice: o.device, CallTimeout: 3 * time.Second, Probe: 10 * time.Millisecond, Log: log,
 		ChildStderr: io.MultiWriter(h.childLog, os.Stderr),
@@ -219,12 +222,19 @@ func (h *harness) call(name string, args map[string]any) (map[string]any, *mcp.C
 // onPrimary calls the primary directly, as another device would.
 func (h *harness) onPrimary(name string, args map[string]any) map[string]any {
 	h.t.Helper()
+	return postTool(h.t, h.srv.URL(), testToken, name, args)
+}
+
+// postTool calls a tool on an MCP endpoint that answers plain POSTs (the
+// test double, a gateway) with a bearer; the answer's text, decoded.
+func postTool(t testing.TB, url, token, name string, args map[string]any) map[string]any {
+	t.Helper()
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + name, "arguments": args}})
-	req, _ := http.NewRequest("POST", h.srv.URL(), bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+testToken)
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	var r struct {
@@ -296,7 +306,7 @@ func TestRoutingTable(t *testing.T) {
 	last := -1.0
 	for _, x := range hits {
 		hm := x.(map[string]any)
-		origins[hm["text"].(string)] = hm["origin"].(string)
+		origins[hm["text"].(string)] = palaceOf(hm)
 		if d := hm["distance"].(float64); d < last {
 			t.Errorf("not sorted by distance: %v", hits)
 		} else {
@@ -424,7 +434,7 @@ func TestEmbedderCanary(t *testing.T) {
 		t.Fatalf("no mismatch flagged: %v", r)
 	}
 	for _, x := range r["results"].([]any) {
-		if x.(map[string]any)["origin"] != "primary" {
+		if palaceOf(x) != "primary" {
 			t.Fatalf("local hits merged despite the mismatch: %v", r["results"])
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net/http/httptrace"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
 // canaryTolerance is how far two distances for one drawer may differ
@@ -68,6 +68,7 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	local, lerr := lo.res, lo.err
 	lt, lok := usable(local, lerr)
 	pt, pok := usable(prim.res, prim.err)
+	mk, recs := e.marks(), orig.tool.Records
 	switch {
 	case lok && pok:
 	case lok:
@@ -77,21 +78,21 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		} else if pt != "" {
 			why = gjson.Get(pt, "error").String()
 		}
-		return annotate(local, map[string]any{"local": "ok", "primary": why}, true), nil
+		return annotate(withText(local, mk.text(lt, recs, origin.PalaceLocal)), map[string]any{"local": "ok", "primary": why}, true), nil
 	case pok:
 		why := "unusable answer"
 		if lerr != nil {
 			why = lerr.Error()
 		}
-		return annotate(prim.res, map[string]any{"local": why, "primary": "ok"}, true), nil
+		return annotate(withText(prim.res, mk.text(pt, recs, origin.PalacePrimary)), map[string]any{"local": why, "primary": "ok"}, true), nil
 	default:
 		// Neither side gave a usable answer: the local one as it is.
 		return e.local(ctx, c)
 	}
 	if shape == catalogue.FilterHits {
-		return textResult(e.mergeSearch(lt, pt, intArg(args, "limit", 5)), false, nil), nil
+		return textResult(e.mergeSearch(lt, pt, intArg(args, "limit", 5), mk), false, nil), nil
 	}
-	lm, pm := resultJSON(local), resultJSON(prim.res)
+	lm, pm := objectMap(mk.text(lt, recs, origin.PalaceLocal)), objectMap(mk.text(pt, recs, origin.PalacePrimary))
 	var merged map[string]any
 	switch shape {
 	case catalogue.FilterMatches:
@@ -135,15 +136,15 @@ func intArg(m map[string]any, k string, def int) int {
 
 // hit is one search hit, read in one pass: its bytes as they came, its
 // identity (drawer_id, or for 3.6.0 hits without one, wing + room +
-// sha256(text)), its distance (BM25-only hits have none and sort last) and
-// the origin the edge gives it.
+// sha256(text)), its distance (BM25-only hits have none and sort last),
+// its own origin member (a gateway's) and the palace that returned it.
 type hit struct {
-	raw       string
-	key       string
-	dist      float64
-	hasDist   bool
-	hasOrigin bool
-	origin    string
+	raw     string
+	key     string
+	dist    float64
+	hasDist bool
+	origin  string // the origin member's JSON ("" when absent)
+	palace  string
 }
 
 func readHit(h gjson.Result) hit {
@@ -165,8 +166,8 @@ func readHit(h gjson.Result) hit {
 			wing = v.String()
 		case "room":
 			room = v.String()
-		case "origin":
-			x.hasOrigin = true
+		case origin.Key:
+			x.origin = v.Raw
 		}
 		return true
 	})
@@ -191,8 +192,8 @@ func readHits(results gjson.Result) []hit {
 
 // mergeSearch merges two search answers (JSON object texts) without
 // decoding them: hits are read with gjson and spliced back as they came,
-// each tagged with its origin. The envelope is the primary's.
-func (e *Edge) mergeSearch(lt, pt string, limit int) []byte {
+// each with its origin (marks). The envelope is the primary's.
+func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	lh, ph := readHits(gjson.Get(lt, "results")), readHits(gjson.Get(pt, "results"))
 	local := make(map[string]int, len(lh))
 	for i, h := range lh {
@@ -206,10 +207,10 @@ func (e *Edge) mergeSearch(lt, pt string, limit int) []byte {
 		if ok && h.hasDist && lh[i].hasDist && math.Abs(lh[i].dist-h.dist) > canaryTolerance {
 			e.embedderMismatch(fmt.Sprintf("drawer %s: local distance %.4f, primary %.4f", h.key, lh[i].dist, h.dist))
 			for j := range ph {
-				ph[j].origin = "primary"
+				ph[j].palace = origin.PalacePrimary
 			}
 			edge, _ := json.Marshal(map[string]any{"merged": false, "embedder_mismatch": true, "detail": e.mismatchDetail(), "local": "ok", "primary": "ok"}) // plain values: they encode
-			out := spliceHits(pt, ph)
+			out := spliceHits(pt, ph, mk)
 			out, _ = sjson.SetRawBytes(out, "edge", edge)           // out is the primary's object text: it takes a member
 			out, _ = sjson.SetBytes(out, "embedder_mismatch", true) // as above
 			return out
@@ -217,53 +218,53 @@ func (e *Edge) mergeSearch(lt, pt string, limit int) []byte {
 	}
 	seen := make(map[string]int, len(lh)+len(ph))
 	all := make([]hit, 0, len(lh)+len(ph))
-	add := func(hits []hit, origin string) {
+	add := func(hits []hit, palace string) {
 		for _, h := range hits {
 			if i, ok := seen[h.key]; ok {
-				all[i].origin = "both"
+				all[i].palace, all[i].origin = origin.PalaceBoth, h.origin // the primary's origin
 				continue
 			}
 			seen[h.key] = len(all)
-			h.origin = origin
+			h.palace = palace
 			all = append(all, h)
 		}
 	}
-	add(lh, "local")
-	add(ph, "primary")
+	add(lh, origin.PalaceLocal)
+	add(ph, origin.PalacePrimary)
 	sort.SliceStable(all, func(i, j int) bool { return all[i].dist < all[j].dist })
 	if limit > 0 && len(all) > limit {
 		all = all[:limit]
 	}
-	out := spliceHits(pt, all)
+	out := spliceHits(pt, all, mk)
 	out, _ = sjson.SetRawBytes(out, "edge", []byte(`{"merged":true,"local":"ok","primary":"ok"}`)) // out is the primary's object text: it takes a member
 	return out
 }
 
-// spliceHits replaces the envelope's results with hits, each tagged with
-// its origin (written first in the hit; set over any origin it had).
-func spliceHits(envelope string, hits []hit) []byte {
+// spliceHits replaces the envelope's results with hits, each with its
+// origin (marks: written first in the hit, or set over the one it had).
+func spliceHits(envelope string, hits []hit, mk marks) []byte {
 	arr := make([]byte, 0, len(envelope))
 	arr = append(arr, '[')
 	for i, h := range hits {
 		if i > 0 {
 			arr = append(arr, ',')
 		}
+		o := mk.own
+		if h.palace != origin.PalaceLocal {
+			o = mk.primary(h.origin, h.palace)
+		}
 		body := strings.TrimSpace(h.raw[1:])
 		switch {
-		case h.hasOrigin:
-			tagged, err := sjson.Set(h.raw, "origin", h.origin)
+		case h.origin != "" || gjson.Get(h.raw, origin.Key).Exists():
+			tagged, err := sjson.SetRaw(h.raw, origin.Key, string(o))
 			if err != nil {
 				tagged = h.raw
 			}
 			arr = append(arr, tagged...)
 		case body == "}":
-			arr = append(arr, `{"origin":`...)
-			arr = strconv.AppendQuote(arr, h.origin)
-			arr = append(arr, '}')
+			arr = append(append(append(arr, `{"origin":`...), o...), '}')
 		default:
-			arr = append(arr, `{"origin":`...)
-			arr = strconv.AppendQuote(arr, h.origin)
-			arr = append(arr, ',')
+			arr = append(append(append(arr, `{"origin":`...), o...), ',')
 			arr = append(arr, body...)
 		}
 	}
@@ -299,26 +300,22 @@ func (e *Edge) mismatchDetail() string {
 }
 
 func mergeDuplicates(lm, pm map[string]any) map[string]any {
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	var all []map[string]any
-	for _, side := range []struct {
-		m      map[string]any
-		origin string
-	}{{lm, "local"}, {pm, "primary"}} {
-		ms, _ := side.m["matches"].([]any)
+	for _, side := range []map[string]any{lm, pm} {
+		ms, _ := side["matches"].([]any)
 		for _, x := range ms {
 			h, ok := x.(map[string]any)
 			if !ok {
 				continue
 			}
 			id := fmt.Sprint(h["id"])
-			if seen[id] {
+			if i, ok := seen[id]; ok {
+				all[i] = both(all[i], h)
 				continue
 			}
-			seen[id] = true
-			c := copyMap(h)
-			c["origin"] = side.origin
-			all = append(all, c)
+			seen[id] = len(all)
+			all = append(all, h)
 		}
 	}
 	sort.SliceStable(all, func(i, j int) bool { return num(all[i]["similarity"]) > num(all[j]["similarity"]) })
@@ -346,7 +343,7 @@ func mergeDiary(lm, pm map[string]any, lastN int, local *time.Location) map[stri
 		entry map[string]any
 		at    time.Time
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	var all []dated
 	for _, side := range []map[string]any{lm, pm} {
 		es, _ := side["entries"].([]any)
@@ -356,10 +353,11 @@ func mergeDiary(lm, pm map[string]any, lastN int, local *time.Location) map[stri
 				continue
 			}
 			k := fmt.Sprint(h["topic"], "\x00", h["content"])
-			if seen[k] {
+			if i, ok := seen[k]; ok {
+				all[i].entry = both(all[i].entry, h)
 				continue
 			}
-			seen[k] = true
+			seen[k] = len(all)
 			ts, _ := h["timestamp"].(string)
 			all = append(all, dated{h, entryTime(ts, local)})
 		}
@@ -409,8 +407,11 @@ func mergeDrawers(lm, pm map[string]any, offset, limit int) map[string]any {
 		ds, _ := side["drawers"].([]any)
 		for _, x := range ds {
 			if d, ok := x.(map[string]any); ok {
-				if _, dup := byID[fmt.Sprint(d["drawer_id"])]; !dup {
-					byID[fmt.Sprint(d["drawer_id"])] = d
+				id := fmt.Sprint(d["drawer_id"])
+				if kept, dup := byID[id]; dup {
+					byID[id] = both(kept, d)
+				} else {
+					byID[id] = d
 				}
 			}
 		}

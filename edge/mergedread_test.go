@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
 // Hits from MemPalace 3.6.0 have no drawer_id: the same wing, room and
@@ -28,12 +31,13 @@ func TestMergeSearchWithoutDrawerIDs(t *testing.T) {
 	var got struct {
 		TotalBeforeFilter int `json:"total_before_filter"`
 		Results           []struct {
-			Room, Text, Origin string
-			Distance           *float64
+			Room, Text string
+			Origin     origin.Origin
+			Distance   *float64
 		}
 		Edge map[string]any
 	}
-	if err := json.Unmarshal(e.mergeSearch(local, primary, 5), &got); err != nil {
+	if err := json.Unmarshal(e.mergeSearch(local, primary, 5, marksFor(deviceinfo.Info{})), &got); err != nil {
 		t.Fatal(err)
 	}
 	want := []struct{ room, text, origin string }{
@@ -47,14 +51,14 @@ func TestMergeSearchWithoutDrawerIDs(t *testing.T) {
 		t.Fatalf("got %d hits: %+v", len(got.Results), got.Results)
 	}
 	for i, w := range want {
-		if r := got.Results[i]; r.Room != w.room || r.Text != w.text || r.Origin != w.origin {
+		if r := got.Results[i]; r.Room != w.room || r.Text != w.text || r.Origin.Palace != w.origin {
 			t.Errorf("hit %d: %+v, want %+v", i, r, w)
 		}
 	}
 	if got.TotalBeforeFilter != 3 || got.Edge["merged"] != true {
 		t.Fatalf("envelope: %+v", got)
 	}
-	if err := json.Unmarshal(e.mergeSearch(local, primary, 2), &got); err != nil || len(got.Results) != 2 {
+	if err := json.Unmarshal(e.mergeSearch(local, primary, 2, marksFor(deviceinfo.Info{})), &got); err != nil || len(got.Results) != 2 {
 		t.Fatalf("limit 2: %v %+v", err, got.Results)
 	}
 }
@@ -100,11 +104,11 @@ func TestMergedReadAsksBothPalacesAtOnce(t *testing.T) {
 		t.Fatalf("merged search: %v %+v", a.err, a.res)
 	}
 	var got struct {
-		Results []struct{ Origin string }
+		Results []struct{ Origin origin.Origin }
 		Edge    map[string]any
 	}
 	json.Unmarshal([]byte(a.res.Content[0].(*mcp.TextContent).Text), &got)
-	if len(got.Results) != 1 || got.Results[0].Origin != "both" || got.Edge["merged"] != true {
+	if len(got.Results) != 1 || got.Results[0].Origin.Palace != "both" || got.Edge["merged"] != true {
 		t.Errorf("merged answer: %+v", got)
 	}
 }

@@ -151,14 +151,14 @@ func TestRealRoutingTable(t *testing.T) {
 	}
 	origins, ids, last := map[string]string{}, map[string]int{}, -1.0
 	for _, x := range hits {
-		origins[fmt.Sprint(x["text"])] = fmt.Sprint(x["origin"])
+		origins[fmt.Sprint(x["text"])] = palaceOf(x)
 		ids[fmt.Sprint(x["drawer_id"])]++
 		d, ok := x["distance"].(float64)
 		if !ok || d < last {
 			t.Errorf("not sorted by distance: %v", hits)
 		}
 		last = d
-		if p, ok := own[fmt.Sprint(x["drawer_id"])]; ok && x["origin"] != "local" && math.Abs(p-d) > canaryTolerance {
+		if p, ok := own[fmt.Sprint(x["drawer_id"])]; ok && palaceOf(x) != "local" && math.Abs(p-d) > canaryTolerance {
 			t.Errorf("hit %v: distance %v, the primary's own %v", x["text"], d, p)
 		}
 	}
@@ -311,7 +311,7 @@ func TestRealEmbedderCanary(t *testing.T) {
 		t.Fatalf("not the primary's ranking: %v, the primary's %v", hits, ownHits)
 	}
 	for i := range hits {
-		if hits[i]["drawer_id"] != ownHits[i]["drawer_id"] || hits[i]["origin"] != "primary" {
+		if hits[i]["drawer_id"] != ownHits[i]["drawer_id"] || palaceOf(hits[i]) != "primary" {
 			t.Errorf("hit %d: %v, the primary's %v", i, hits[i], ownHits[i])
 		}
 	}

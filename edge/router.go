@@ -19,6 +19,8 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
@@ -42,6 +44,10 @@ type primaryPalace interface {
 	// Up reports a closed breaker; State says why in words.
 	Up() bool
 	State() string
+	// Device is what the primary advertised of this device
+	// (gateway/deviceinfo); false before it answered, or when it
+	// advertises nothing (not a gateway).
+	Device() (deviceinfo.Info, bool)
 }
 
 // handler is the SDK's way in for a tool call (before the fast lane opens).
@@ -162,6 +168,9 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 		}
 		return local, lerr
 	}
+	if t, ok := objectText(local); ok && c.tool.Records != catalogue.NoRecords {
+		local = withText(local, e.marks().text(t, c.tool.Records, origin.PalaceLocal))
+	}
 	return annotate(local, map[string]any{"source": "local", "primary": why}, true), nil
 }
 
@@ -192,6 +201,9 @@ func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult
 	pres, perr := e.callPrimary(ctx, c, true)
 	if perr != nil {
 		return annotate(res, map[string]any{"source": "local", "primary": e.remote.State()}, true)
+	}
+	if t, ok := objectText(pres); ok {
+		pres = withText(pres, e.marks().text(t, c.tool.Records, origin.PalacePrimary))
 	}
 	return annotate(pres, map[string]any{"source": "primary"}, false)
 }

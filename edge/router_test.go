@@ -16,14 +16,16 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // inProcess answers tool calls from a test double in this process, over
 // the same wire encoding the child and the primary use: the router's two
 // interfaces without a process or a socket.
 type inProcess struct {
-	pl   *fakepalace.Palace
-	down bool // the primary's breaker is open
+	pl     *fakepalace.Palace
+	down   bool            // the primary's breaker is open
+	device deviceinfo.Info // what the primary advertises (none without an ID)
 }
 
 func (s *inProcess) Relay(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
@@ -67,6 +69,9 @@ func (s inProcessPrimary) CallLong(ctx context.Context, p *mcp.CallToolParams, r
 	return s.call(ctx, p)
 }
 func (s inProcessPrimary) Up() bool { return !s.down }
+func (s inProcessPrimary) Device() (deviceinfo.Info, bool) {
+	return s.device, s.device.ID != ""
+}
 func (s inProcessPrimary) State() string {
 	if s.down {
 		return "down"
@@ -158,7 +163,7 @@ func TestRouterInProcess(t *testing.T) {
 	origins := map[string]string{}
 	for _, h := range s["results"].([]any) {
 		hm := h.(map[string]any)
-		origins[hm["text"].(string)], _ = hm["origin"].(string)
+		origins[hm["text"].(string)] = palaceOf(hm)
 	}
 	if origins["written here"] != "local" || origins["written elsewhere"] != "primary" {
 		t.Errorf("merged search origins: %v", origins)

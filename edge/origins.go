@@ -1,0 +1,139 @@
+package edge
+
+// Origins through merged reads (issue 28, gateway/origin): every record a
+// merged read returns says which palace answered with it in its origin's
+// palace member. The primary's origin object (a gateway's stamp) is kept
+// as it came, palace "primary" or "both" added; a record only this
+// device's palace holds is marked as this device's own (palace "local").
+
+import (
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/gateway/origin"
+)
+
+// marks is how one merged read marks its records: this device's own
+// origin (from the device the primary advertises, "unknown" when it
+// advertises none) and whether a primary record without an origin is
+// trusted (what the reading device trusts of "unknown").
+type marks struct {
+	own            []byte // the local origin, as JSON
+	unknownTrusted bool
+}
+
+// marks reads the device the primary advertised (gateway/deviceinfo).
+func (e *Edge) marks() marks {
+	var in deviceinfo.Info
+	if e.remote != nil {
+		in, _ = e.remote.Device()
+	}
+	return marksFor(in)
+}
+
+func marksFor(in deviceinfo.Info) marks {
+	own := origin.Origin{Device: in.ID, Label: in.Label, Trusted: true, Palace: origin.PalaceLocal}
+	if own.Device == "" {
+		own = origin.Origin{Device: origin.Unknown, Trusted: true, Palace: origin.PalaceLocal}
+	}
+	return marks{own: own.AppendJSON(nil), unknownTrusted: in.TrustsDevice(origin.Unknown)}
+}
+
+// primary is the origin of a primary record whose own origin is raw (the
+// member's JSON, "" when absent): the gateway's object with palace set,
+// or an unknown origin when it has none (a primary without a gateway).
+func (m marks) primary(raw, palace string) []byte {
+	if o := gjson.Parse(raw); o.IsObject() && o.Get("device").Type == gjson.String {
+		if out, err := sjson.SetBytes([]byte(raw), "palace", palace); err == nil {
+			return out
+		}
+	}
+	return origin.Origin{Device: origin.Unknown, Trusted: m.unknownTrusted, Palace: palace}.AppendJSON(nil)
+}
+
+// text marks every record of an answer's text (catalogue.Records says
+// where they are) as the palace's: "local" or "primary". What cannot be
+// marked is left as it is.
+func (m marks) text(text string, recs catalogue.Records, palace string) string {
+	mark := func(rec string) string {
+		o := m.own
+		if palace != origin.PalaceLocal {
+			o = m.primary(gjson.Get(rec, origin.Key).Raw, palace)
+		}
+		out, err := sjson.SetRaw(rec, origin.Key, string(o))
+		if err != nil {
+			return rec
+		}
+		return out
+	}
+	if recs.Object() == "." {
+		if gjson.Parse(text).IsObject() && !gjson.Get(text, "error").Exists() {
+			return mark(text)
+		}
+		return text
+	}
+	for _, list := range recs.Lists() {
+		arr := gjson.Get(text, list)
+		if !arr.IsArray() {
+			continue
+		}
+		out := make([]byte, 0, len(arr.Raw)+256)
+		out = append(out, '[')
+		i := 0
+		arr.ForEach(func(_, v gjson.Result) bool {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			i++
+			if v.IsObject() {
+				out = append(out, mark(v.Raw)...)
+			} else {
+				out = append(out, v.Raw...)
+			}
+			return true
+		})
+		if marked, err := sjson.SetRaw(text, list, string(append(out, ']'))); err == nil {
+			text = marked
+		}
+	}
+	return text
+}
+
+// both is the record kept for one both palaces returned, with the origin
+// of the primary's copy (already marked) and palace "both".
+func both(kept, fromPrimary map[string]any) map[string]any {
+	c := copyMap(kept)
+	o, ok := fromPrimary[origin.Key].(map[string]any)
+	if !ok {
+		return c
+	}
+	o = copyMap(o)
+	o["palace"] = origin.PalaceBoth
+	c[origin.Key] = o
+	return c
+}
+
+// objectMap decodes an answer's JSON object text (nil when it is not one).
+func objectMap(text string) map[string]any {
+	var m map[string]any
+	if json.Unmarshal([]byte(text), &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// withText is res with its single text block replaced by text (res
+// itself when text is what it held).
+func withText(res *mcp.CallToolResult, text string) *mcp.CallToolResult {
+	if t, ok := objectText(res); !ok || t == text {
+		return res
+	}
+	c := *res
+	c.Content = []mcp.Content{&mcp.TextContent{Text: text}}
+	return &c
+}
