@@ -47,6 +47,14 @@ type Config struct {
 	// went down; the waits double up to 30 s (0: PrimaryOptions' default,
 	// 250 ms).
 	Probe time.Duration
+	// MailboxPoll is how often the owed asks are read again during a
+	// session (0: DefaultMailboxPoll, RFC 003 §3.5's floor; tests set
+	// shorter).
+	MailboxPoll time.Duration
+	// WakeWait bounds how long initialize waits for this process's first
+	// read of the owed asks before answering from the view it has (0:
+	// DefaultWakeWait; negative: not at all).
+	WakeWait time.Duration
 	// Version is reported to MCP peers.
 	Version string
 	Log     *slog.Logger
@@ -56,6 +64,8 @@ type Config struct {
 const (
 	DefaultToolsWait        = 15 * time.Second
 	DefaultPrimaryToolsWait = 3 * time.Second
+	DefaultMailboxPoll      = 5 * time.Minute
+	DefaultWakeWait         = 25 * time.Millisecond
 )
 
 // withDefaults is c with every unset wait at its production default.
@@ -65,6 +75,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PrimaryToolsWait <= 0 {
 		c.PrimaryToolsWait = DefaultPrimaryToolsWait
+	}
+	if c.MailboxPoll <= 0 {
+		c.MailboxPoll = DefaultMailboxPoll
+	}
+	switch {
+	case c.WakeWait == 0:
+		c.WakeWait = DefaultWakeWait
+	case c.WakeWait < 0:
+		c.WakeWait = 0
 	}
 	return c
 }

@@ -49,6 +49,7 @@ type Edge struct {
 	initialized  atomic.Bool      // the agent finished initialize: the fast lane is open
 	mismatch     string           // embedder canary: why merging stopped ("" = fine)
 	box          *mailbox.Mailbox // the coordination mailbox; nil in pass-through
+	wk           *wake            // the owed asks told without a tool call; nil in pass-through
 }
 
 // New builds an edge from its configuration; Serve runs it.
@@ -57,13 +58,18 @@ func New(cfg Config) *Edge {
 	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, stopgap: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{})}
 	impl := &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: cfg.Version}
 	e.implJSON, _ = json.Marshal(impl) // for stateless answers (statelessResult)
-	e.server = mcp.NewServer(impl, &mcp.ServerOptions{
+	opts := &mcp.ServerOptions{
 		InitializedHandler: func(ctx context.Context, r *mcp.InitializedRequest) {
 			e.setAgent(r.Session)
 			e.initialized.Store(true)
 		},
 		Capabilities: capabilities(cfg),
-	})
+	}
+	if !cfg.PassThrough() {
+		opts.SubscribeHandler = func(_ context.Context, r *mcp.SubscribeRequest) error { e.subscribe(r.Params.URI, true); return nil }
+		opts.UnsubscribeHandler = func(_ context.Context, r *mcp.UnsubscribeRequest) error { e.subscribe(r.Params.URI, false); return nil }
+	}
+	e.server = mcp.NewServer(impl, opts)
 	// tools/list and tools/call wait (bounded) for the first tool list, so
 	// an agent that asks at once gets the palace's tools rather than none or
 	// "unknown tool"; initialize is never held up.
@@ -77,6 +83,14 @@ func New(cfg Config) *Edge {
 				}
 			}
 			res, err := next(ctx, method, req)
+			if err == nil && e.wk != nil {
+				switch r := res.(type) { // the session starts: the owed asks (wake.go)
+				case *mcp.InitializeResult:
+					r.Instructions = e.wakeInstructions(ctx)
+				case *mcp.DiscoverResult: // the stateless protocol's (2026-07-28)
+					r.Instructions = e.wakeInstructions(ctx)
+				}
+			}
 			if method == "logging/setLevel" && err == nil {
 				// The agent's level applies to the child too, so its log
 				// messages are produced and pass through.
@@ -108,7 +122,7 @@ func New(cfg Config) *Edge {
 func capabilities(cfg Config) *mcp.ServerCapabilities {
 	c := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}}
 	if !cfg.PassThrough() {
-		c.Prompts, c.Resources = &mcp.PromptCapabilities{}, &mcp.ResourceCapabilities{}
+		c.Prompts, c.Resources = &mcp.PromptCapabilities{}, &mcp.ResourceCapabilities{Subscribe: true}
 	}
 	return c
 }
@@ -224,6 +238,10 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 		},
 	})
 	e.remote = e.primary
+	if e.wk != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.watchOwed(ctx) }()
+	}
 	if ob != nil {
 		f := &outbox.Flusher{S: ob, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout}
 		wg.Add(1)

@@ -61,6 +61,10 @@ type harnessOpts struct {
 	primaryURL string
 	// token is the primary's bearer (default testToken).
 	token string
+	// wakeWait, mailboxPoll: Config's (default: the edge's).
+	wakeWait, mailboxPoll time.Duration
+	// client is the agent's client options (default none).
+	client *mcp.ClientOptions
 }
 
 func start(t testing.TB, o harnessOpts) *harness {
@@ -83,6 +87,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if o.timeout > 0 {
 		cfg.CallTimeout = o.timeout
 	}
+	cfg.WakeWait, cfg.MailboxPoll = o.wakeWait, o.mailboxPoll
 	switch {
 	case o.primaryURL != "":
 		cfg.PrimaryURL = o.primaryURL
@@ -139,7 +144,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 		})
 		return h
 	}
-	s, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, o.client).Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,6 +148,9 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 	if ctx.Err() != nil {
 		return // cancelled by the agent (or the edge is stopping): no answer
 	}
+	if err == nil {
+		result = l.e.withNote(result)
+	}
 	l.respond(id, result, err, stateless)
 }
 
@@ -181,8 +184,8 @@ func (l *fastLane) respond(id, result json.RawMessage, err error, stateless bool
 // the child restarting); serve then takes the call.
 func (l *fastLane) relay(key string, id json.RawMessage, c *call, stateless bool) bool {
 	e := l.e
-	if !e.childAnswers(c) {
-		return false
+	if !e.childAnswers(c) || e.notePending() {
+		return false // (a note goes on serve's answer)
 	}
 	select {
 	case <-e.toolsReady:

@@ -20,6 +20,9 @@ import (
 // addMailbox registers the mailbox's tool, prompt and resource.
 func (e *Edge) addMailbox() {
 	e.box = &mailbox.Mailbox{Src: e, Wait: e.cfg.CallTimeout}
+	if e.cfg.Identity != "" {
+		e.wk = newWake()
+	}
 	var schema map[string]any
 	json.Unmarshal([]byte(mailbox.InputSchema), &schema) // a constant, parsed in the mailbox package's tests
 	e.mu.Lock()

@@ -53,7 +53,13 @@ type primaryPalace interface {
 // handler is the SDK's way in for a tool call (before the fast lane opens).
 func (e *Edge) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	e.setAgentIfNone(req.Session)
-	return e.route(ctx, newCall(&mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: wire.ForwardMeta(req.Params.Meta)}))
+	res, err := e.route(ctx, newCall(&mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: wire.ForwardMeta(req.Params.Meta)}))
+	if err == nil && res != nil {
+		if n := e.takeNote(); n != "" {
+			res.Content = append(res.Content, &mcp.TextContent{Text: n}) // a new ask (wake.go)
+		}
+	}
+	return res, err
 }
 
 // route routes one tool call by its catalogue route (RFC 001 §4.2).

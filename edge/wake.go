@@ -1,0 +1,313 @@
+package edge
+
+// What the agent owes, told without a tool call (issue 28; RFC 003 §3.5):
+// the edge keeps a view of the agent's owed asks, refreshed in the
+// background every MailboxPoll (the five-minute floor), and
+//
+//   - answers initialize with MCP server instructions summarizing it (the
+//     count and the first few asks, one line each, from trusted senders
+//     only; none when nothing is owed), from the view it has: never
+//     waiting on the primary longer than WakeWait;
+//   - tells a running session of an ask that arrived since: a
+//     notifications/resources/updated for mempalace://mailbox when the
+//     client subscribed to it, else a one-line note on the next tool
+//     answer.
+//
+// The view is kept in the outbox's meta too, so the next session starts
+// from it (as of when it was read) when the primary is slow or down.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/mailbox"
+)
+
+// The summary's bounds.
+const (
+	wakeShown    = 5    // asks listed, one line each
+	wakeLineMax  = 160  // bytes of one ask's line
+	wakeMaxBytes = 2048 // of the whole summary
+	wakeMetaKey  = "wake_owed"
+)
+
+// owedAsk is one owed ask as the summary shows it.
+type owedAsk struct {
+	ID   string `json:"id"`
+	Line string `json:"line"`
+}
+
+// owedView is the agent's owed asks from trusted senders, oldest first, as
+// of At.
+type owedView struct {
+	At   time.Time `json:"at"`
+	Asks []owedAsk `json:"asks"`
+}
+
+// wake is the edge's view and what the session has been told of it.
+type wake struct {
+	mu         sync.Mutex
+	view       owedView
+	have       bool            // a view exists (read, or kept from an earlier session)
+	told       map[string]bool // ask ids the session was told of
+	note       string          // for the next tool answer ("": none)
+	subscribed bool            // the client subscribed to the mailbox resource
+	started    bool            // the session started (told the view at initialize)
+	first      chan struct{}   // closed once this process's first read ended
+	firstOnce  sync.Once
+}
+
+func newWake() *wake { return &wake{told: map[string]bool{}, first: make(chan struct{})} }
+
+// watchOwed keeps the view: the kept one at once, then a read now and
+// every MailboxPoll, until ctx ends.
+func (e *Edge) watchOwed(ctx context.Context) {
+	defer e.wk.firstOnce.Do(func() { close(e.wk.first) })
+	e.loadOwed(ctx)
+	t := time.NewTicker(e.cfg.MailboxPoll)
+	defer t.Stop()
+	for {
+		e.refreshOwed(ctx)
+		e.wk.firstOnce.Do(func() { close(e.wk.first) })
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// loadOwed starts from the view an earlier session kept.
+func (e *Edge) loadOwed(ctx context.Context) {
+	if e.outbox == nil {
+		return
+	}
+	s, err := e.outbox.Meta(ctx, wakeMetaKey)
+	var v owedView
+	if err != nil || s == "" || json.Unmarshal([]byte(s), &v) != nil {
+		return // none kept (or unreadable): the first read makes one
+	}
+	e.wk.mu.Lock()
+	if !e.wk.have {
+		e.wk.view, e.wk.have = v, true
+	}
+	e.wk.mu.Unlock()
+}
+
+// refreshOwed reads the owed set, keeps the trusted asks as the view and
+// tells the session of those it was not told of yet.
+func (e *Edge) refreshOwed(ctx context.Context) {
+	r, err := e.owed(ctx, map[string]any{"limit": float64(500)})
+	if err != nil || r.Degraded {
+		if ctx.Err() == nil {
+			e.log.Debug("owed asks not refreshed; the last view stands", "err", err, "degraded", r.Degraded)
+		}
+		return
+	}
+	v := owedView{At: time.Now().UTC(), Asks: []owedAsk{}}
+	for _, it := range r.Owed {
+		if e.trustedEvent(it.Event.Raw) {
+			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event)})
+		}
+	}
+	e.wk.mu.Lock()
+	e.wk.view, e.wk.have = v, true
+	var fresh []owedAsk
+	if e.wk.started || e.initialized.Load() {
+		for _, a := range v.Asks {
+			if !e.wk.told[a.ID] {
+				fresh = append(fresh, a)
+				e.wk.told[a.ID] = true
+			}
+		}
+	}
+	subscribed := e.wk.subscribed
+	if len(fresh) > 0 && !subscribed {
+		e.wk.note = newAsksNote(fresh)
+	}
+	e.wk.mu.Unlock()
+	if b, err := json.Marshal(v); err == nil && e.outbox != nil {
+		if err := e.outbox.SetMeta(ctx, wakeMetaKey, string(b)); err != nil {
+			e.log.Debug("the owed view not kept for the next session", "err", err)
+		}
+	}
+	if len(fresh) > 0 && subscribed {
+		// Sent only to sessions that subscribed; an agent gone hears nothing.
+		e.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: mailbox.ResourceURI})
+	}
+}
+
+// trustedEvent reports an event whose sender the reading device trusts:
+// its origin says trusted (gateway/origin). An event without an origin
+// counts as trusted only from a primary that stamps none (not a gateway,
+// so no trusted set is configured anywhere).
+func (e *Edge) trustedEvent(raw json.RawMessage) bool {
+	if o, ok := origin.Of(raw); ok {
+		return o.Trusted
+	}
+	if gjson.GetBytes(raw, origin.Key).Exists() || e.remote == nil {
+		return false
+	}
+	in, ok := e.remote.Device()
+	return !ok || in.Origins == 0
+}
+
+// askLine is one ask on one line: id, type, sender, stream, the start of
+// its body.
+func askLine(ev mailbox.Event) string {
+	body := strings.Join(strings.Fields(gjson.GetBytes(ev.Raw, "body").String()), " ")
+	line := fmt.Sprintf("%s: %s from %s", ev.ID, orDashStr(ev.Type), orDashStr(ev.FromAgent))
+	if ev.Stream != "" {
+		line += " (stream " + ev.Stream + ")"
+	}
+	if body != "" {
+		line += ": " + body
+	}
+	return truncate(line, wakeLineMax)
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marked with "…".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+func orDashStr(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// renderOwed is the server instructions for a view ("" when nothing is
+// owed): the count, the first wakeShown asks, how to clear them.
+func renderOwed(v owedView, self string) string {
+	if len(v.Asks) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Coordination mailbox (devbox-config edge): %s owes %d %s from trusted senders (as of %s). Oldest first:\n",
+		self, len(v.Asks), plural(len(v.Asks), "ask", "asks"), v.At.UTC().Format(time.RFC3339))
+	for i, a := range v.Asks {
+		if i == wakeShown {
+			fmt.Fprintf(&b, "- and %d more: call mempalace_mailbox for all of them\n", len(v.Asks)-wakeShown)
+			break
+		}
+		b.WriteString("- " + a.Line + "\n")
+	}
+	fmt.Fprintf(&b, "Answer each with mempalace_event_ack(event_id=<id>, from_agent=%q, status=applied|blocked|failed|superseded); mempalace_mailbox lists them with why.", self)
+	return truncate(b.String(), wakeMaxBytes)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// newAsksNote is the one line a tool answer carries for asks that arrived
+// during the session.
+func newAsksNote(fresh []owedAsk) string {
+	s := fmt.Sprintf("[devbox-config] %d new %s for you on the coordination log: %s", len(fresh), plural(len(fresh), "ask", "asks"), fresh[0].Line)
+	if len(fresh) > 1 {
+		s += fmt.Sprintf(" (and %d more)", len(fresh)-1)
+	}
+	return truncate(s+"; call mempalace_mailbox.", wakeLineMax+80)
+}
+
+// wakeInstructions is what initialize answers with: the view as it is
+// once this process's first read ended, or WakeWait passed (the primary
+// is never waited on longer). Every ask in the view counts as told.
+func (e *Edge) wakeInstructions(ctx context.Context) string {
+	if e.wk == nil {
+		return ""
+	}
+	t := time.NewTimer(e.cfg.WakeWait)
+	defer t.Stop()
+	select {
+	case <-e.wk.first:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	e.wk.mu.Lock()
+	defer e.wk.mu.Unlock()
+	e.wk.started = true
+	for _, a := range e.wk.view.Asks {
+		e.wk.told[a.ID] = true
+	}
+	return renderOwed(e.wk.view, e.cfg.Identity)
+}
+
+// takeNote is the note for this tool answer ("": none), given once.
+func (e *Edge) takeNote() string {
+	if e.wk == nil {
+		return ""
+	}
+	e.wk.mu.Lock()
+	defer e.wk.mu.Unlock()
+	n := e.wk.note
+	e.wk.note = ""
+	return n
+}
+
+// notePending reports a note waiting for the next tool answer.
+func (e *Edge) notePending() bool {
+	if e.wk == nil {
+		return false
+	}
+	e.wk.mu.Lock()
+	defer e.wk.mu.Unlock()
+	return e.wk.note != ""
+}
+
+// subscribe notes whether the client subscribed to the mailbox resource.
+func (e *Edge) subscribe(uri string, on bool) {
+	if e.wk != nil && uri == mailbox.ResourceURI {
+		e.wk.mu.Lock()
+		e.wk.subscribed = on
+		e.wk.mu.Unlock()
+	}
+}
+
+// withNote is a tool answer (its result's JSON) carrying the note, if one
+// waits, as one more text block.
+func (e *Edge) withNote(result json.RawMessage) json.RawMessage {
+	n := e.takeNote()
+	if n == "" {
+		return result
+	}
+	block, _ := json.Marshal(&mcp.TextContent{Text: n}) // a text block: it encodes
+	out, err := sjson.SetRawBytes(result, "content.-1", block)
+	if err != nil {
+		e.restoreNote(n)
+		return result
+	}
+	return out
+}
+
+// restoreNote puts back a note no answer could carry.
+func (e *Edge) restoreNote(n string) {
+	e.wk.mu.Lock()
+	if e.wk.note == "" {
+		e.wk.note = n
+	}
+	e.wk.mu.Unlock()
+}
