@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // BenchmarkLocalRead is a get_drawer answered by the local palace through
@@ -107,4 +111,60 @@ func BenchmarkDecodeResult(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkWakeInitialize is an agent's initialize answered by a new edge
+// process-alike (New and Serve on pipes, its child starting beside it),
+// whose agent owes one ask, as a harness starting a session sees it:
+// with the primary hung (it accepts and never answers), initialize is
+// answered from the view the last session kept, after WakeWait; with the
+// primary up, once the edge's first read is in.
+func BenchmarkWakeInitialize(b *testing.B) {
+	seed := start(b, harnessOpts{mailboxPoll: 100 * time.Millisecond})
+	id := askVia(b, seed.srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "owed across sessions")
+	seed.eventually("the view kept", func() bool {
+		return strings.Contains(seed.edge.wakeInstructions(context.Background()), id)
+	})
+	hung := hungPrimary(b)
+	// no-wake is the same edge with no agent identity (nothing to tell):
+	// what an initialize costs without the owed asks.
+	for _, c := range []struct{ name, url, identity string }{{"primary-hung", hung, "opencode@edge-test"}, {"primary-up", seed.srv.URL(), "opencode@edge-test"}, {"no-wake", hung, ""}} {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := Config{Token: func() string { return testToken }, Child: []string{testbed.Self(b, fakepalace.ProgramName)},
+				ChildEnv: append(os.Environ(), "MEMPALACE_PALACE_PATH="+seed.palace), Palace: seed.palace, Agent: "opencode", Identity: c.identity,
+				PrimaryURL: c.url, CallTimeout: 30 * time.Second, Log: slog.New(slog.DiscardHandler), ChildStderr: io.Discard}
+			var total time.Duration
+			for b.Loop() {
+				took, in := wakeOnce(b, cfg)
+				if c.identity != "" && !strings.Contains(in, id) {
+					b.Fatalf("instructions: %q", in)
+				}
+				total += took
+			}
+			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/initialize")
+		})
+	}
+}
+
+// wakeOnce starts an edge, sends initialize as a harness does, and
+// returns how long the answer took and its instructions.
+func wakeOnce(b *testing.B, cfg Config) (time.Duration, string) {
+	e := New(cfg)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Serve(ctx, inR, outW); outW.Close(); close(done) }()
+	defer func() { inW.Close(); cancel(); <-done }()
+	begin := time.Now()
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"0"}}}`)
+	var r struct {
+		Result struct{ Instructions string }
+	}
+	if err := json.NewDecoder(outR).Decode(&r); err != nil {
+		b.Fatal(err)
+	}
+	took := time.Since(begin)
+	go io.Copy(io.Discard, outR) // whatever else it says until it stops
+	return took, r.Result.Instructions
 }

@@ -51,9 +51,9 @@ type Config struct {
 	// session (0: DefaultMailboxPoll, RFC 003 §3.5's floor; tests set
 	// shorter).
 	MailboxPoll time.Duration
-	// WakeWait bounds how long initialize waits for this process's first
-	// read of the owed asks before answering from the view it has (0:
-	// DefaultWakeWait; negative: not at all).
+	// WakeWait bounds how long after the edge starts its initialize
+	// answer waits for its first read of the owed asks before answering
+	// from the view it has (0: DefaultWakeWait; negative: not at all).
 	WakeWait time.Duration
 	// Version is reported to MCP peers.
 	Version string
@@ -65,7 +65,7 @@ const (
 	DefaultToolsWait        = 15 * time.Second
 	DefaultPrimaryToolsWait = 3 * time.Second
 	DefaultMailboxPoll      = 5 * time.Minute
-	DefaultWakeWait         = 25 * time.Millisecond
+	DefaultWakeWait         = 30 * time.Millisecond
 )
 
 // withDefaults is c with every unset wait at its production default.

@@ -239,6 +239,7 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 	})
 	e.remote = e.primary
 	if e.wk != nil {
+		e.loadOwed(ctx)
 		wg.Add(1)
 		go func() { defer wg.Done(); e.watchOwed(ctx) }()
 	}

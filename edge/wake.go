@@ -63,16 +63,18 @@ type wake struct {
 	subscribed bool            // the client subscribed to the mailbox resource
 	started    bool            // the session started (told the view at initialize)
 	first      chan struct{}   // closed once this process's first read ended
+	deadline   time.Time       // initialize waits for first until then (the edge's start + WakeWait)
 	firstOnce  sync.Once
 }
 
-func newWake() *wake { return &wake{told: map[string]bool{}, first: make(chan struct{})} }
+func newWake(wait time.Duration) *wake {
+	return &wake{told: map[string]bool{}, first: make(chan struct{}), deadline: time.Now().Add(wait)}
+}
 
-// watchOwed keeps the view: the kept one at once, then a read now and
-// every MailboxPoll, until ctx ends.
+// watchOwed keeps the view (loadOwed gave it the kept one): a read now
+// and every MailboxPoll, until ctx ends.
 func (e *Edge) watchOwed(ctx context.Context) {
 	defer e.wk.firstOnce.Do(func() { close(e.wk.first) })
-	e.loadOwed(ctx)
 	t := time.NewTicker(e.cfg.MailboxPoll)
 	defer t.Stop()
 	for {
@@ -234,13 +236,14 @@ func newAsksNote(fresh []owedAsk) string {
 }
 
 // wakeInstructions is what initialize answers with: the view as it is
-// once this process's first read ended, or WakeWait passed (the primary
-// is never waited on longer). Every ask in the view counts as told.
+// once this process's first read ended, or WakeWait after the edge
+// started (an initialize that comes later waits less; the primary is
+// never waited on longer). Every ask in the view counts as told.
 func (e *Edge) wakeInstructions(ctx context.Context) string {
 	if e.wk == nil {
 		return ""
 	}
-	t := time.NewTimer(e.cfg.WakeWait)
+	t := time.NewTimer(time.Until(e.wk.deadline))
 	defer t.Stop()
 	select {
 	case <-e.wk.first:
