@@ -195,6 +195,17 @@ func TestJourney(t *testing.T) {
 	j.primaryCall("event_append", map[string]any{"type": "note", "stream": "journey", "room": "r", "from_agent": "pi@laptop", "to_agent": "*", "body": "a broadcast owes nobody"})
 	res = j.run("mailbox", map[string]any{})
 	j.check("edge", "the model's mailbox shows the one ask addressed to it", strings.Contains(res, "please review the journey patch") && strings.Contains(res, `"count": 1`) && !strings.Contains(res, "a broadcast owes nobody"), res)
+	// Issue 28: the next session's model is told of the ask in its context
+	// before it calls any tool (the edge's server instructions, which
+	// opencode puts into its system prompt; the edge that answered the
+	// mailbox kept its view, so the new edge has it even before its own
+	// first read).
+	j.mock.Next(ToolCall{Name: "mempalace_mempalace_status", Args: map[string]any{}})
+	if out, errOut, err := j.h.Run(j.t, 120*time.Second, j.oc, "run", "what do I owe?"); err != nil {
+		t.Fatalf("opencode run: %v\n%s\n%s", err, out, errOut)
+	}
+	sys := j.mock.LastSystem()
+	j.check("edge", "a new session's model has the owed ask in its system prompt, without a tool call", strings.Contains(sys, "please review the journey patch") && strings.Contains(sys, "owes 1 ask") && !strings.Contains(sys, "a broadcast owes nobody"), sys)
 
 	// 4. Offline: the primary stops.
 	j.srv.Stop()

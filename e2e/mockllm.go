@@ -28,6 +28,7 @@ type MockLLM struct {
 	mu      sync.Mutex
 	script  []ToolCall
 	offered [][]string
+	systems []string // the system messages of each request that offered tools
 	results []string
 	srv     *http.Server
 	URL     string
@@ -63,6 +64,17 @@ func (m *MockLLM) LastOffered() []string {
 		return nil
 	}
 	return m.offered[len(m.offered)-1]
+}
+
+// LastSystem is the system messages (joined) of the latest request that
+// offered tools: what the model was told besides the user's turn.
+func (m *MockLLM) LastSystem() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.systems) == 0 {
+		return ""
+	}
+	return m.systems[len(m.systems)-1]
 }
 
 // LastResult is the latest tool result opencode sent back.
@@ -107,6 +119,13 @@ func (m *MockLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	if len(tools) > 0 {
 		m.offered = append(m.offered, tools)
+		var sys []string
+		for _, msg := range req.Messages {
+			if msg.Role == "system" {
+				sys = append(sys, contentText(msg.Content))
+			}
+		}
+		m.systems = append(m.systems, strings.Join(sys, "\n"))
 	}
 	if last == "tool" {
 		m.results = append(m.results, contentText(req.Messages[len(req.Messages)-1].Content))
