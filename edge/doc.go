@@ -14,6 +14,8 @@
 //	router.go        one tool call -> its catalogue route (local, primary,
 //	                 merged, by id, queued), behind two small interfaces
 //	mergedread.go    reads asked of both palaces and merged
+//	origins.go       the origin each merged record carries (gateway/origin's palace)
+//	wake.go          the owed asks told at initialize and during a session
 //	replicate.go     writes: local first, then the outbox (the policy's cut,
 //	                 the agent's bytes with the edge's edits spliced in)
 //	flushtarget.go   the primary as the outbox's flusher sends to it
