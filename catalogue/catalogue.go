@@ -351,9 +351,6 @@ func All() []Tool { return slices.Clone(tools[:]) }
 // the agent name lower-cased (mempalace-surface §3.6).
 func DiaryWingOf(agent string) string { return "wing_" + strings.ToLower(agent) }
 
-// RouteOf is the edge's route for a tool (Write for unknown tools).
-func RouteOf(name string) Route { t, _ := Lookup(name); return t.Route }
-
 // Reads reports a tool that only reads, safe to send twice (false for
 // unknown tools).
 func Reads(name string) bool { t, _ := Lookup(name); return t.Reads }
@@ -372,11 +369,6 @@ func (t Tool) InputSchema() map[string]any {
 func (t Tool) Description() string {
 	return "MemPalace " + t.Name + " (" + t.Route.String() + "; listed from devbox-config's catalogue while no MemPalace server has answered)"
 }
-
-// FilterOf is a tool's answer shape (NoFilter for unknown tools): what the
-// gateway cuts to a device's wings and how the edge merges two palaces'
-// answers.
-func FilterOf(name string) Filter { t, _ := Lookup(name); return t.Filter }
 
 // NeverNames lists the tools no device may call through the gateway
 // (Gate Never), by their bare names, in the catalogue's order.

@@ -876,13 +876,6 @@ func (pl *Palace) kgTimeline(a args) any {
 	return map[string]any{"entity": e, "timeline": out, "count": len(out), "total": len(ts), "offset": offset, "limit": limit}
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
 func (pl *Palace) kgStats(a args) any {
 	ents, rels := map[string]bool{}, map[string]bool{}
 	cur := 0

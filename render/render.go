@@ -360,11 +360,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-func (o Options) env(name string) string {
-	v, _ := o.Env(name)
-	return strings.TrimSpace(v)
-}
-
 // readError is the warning for a file that could not be read. A special
 // file is named with what it is; render leaves it alone.
 func readError(path string, err error) string {

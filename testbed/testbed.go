@@ -272,16 +272,6 @@ func Request(t testing.TB, method, url, body string, hdr map[string]string) (*ht
 	return resp, string(b)
 }
 
-// Contains reports whether s contains all of subs.
-func Contains(s string, subs ...string) bool {
-	for _, x := range subs {
-		if !strings.Contains(s, x) {
-			return false
-		}
-	}
-	return true
-}
-
 // Script copies realclients/<name> next to the installed node_modules (so
 // Node resolves the pinned packages from it) and returns its path.
 func Script(t testing.TB, name string) string {

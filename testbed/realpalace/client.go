@@ -287,12 +287,6 @@ func (s *Stdio) Stop() error {
 	return s.proc.stop(5 * time.Second)
 }
 
-// Log is what the server wrote to stderr.
-func (s *Stdio) Log() string { return s.proc.log.String() }
-
-// Pid is the server's process id.
-func (s *Stdio) Pid() int { return s.proc.cmd.Process.Pid }
-
 func tail(log string) string {
 	if log = strings.TrimSpace(log); log == "" {
 		return ""

@@ -304,9 +304,6 @@ func (s *Server) Restart() error {
 // Palace is the palace serve serves.
 func (s *Server) Palace() *Palace { return s.palace }
 
-// Log is what serve and its child wrote (stdout and stderr).
-func (s *Server) Log() string { return s.proc.log.String() }
-
 // Pid is serve's process id (the leader of its process group).
 func (s *Server) Pid() int { return s.proc.cmd.Process.Pid }
 
