@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,7 +151,7 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 	var out []Finding
 	// A gateway that refuses sync says so in its initialize answer; one
 	// that does not (before issue 27) lets an admin device's sync through.
-	if s.Mode == ladder.Remote && contains(tools, "mempalace_sync") && !c.device.Refused("sync") {
+	if s.Mode == ladder.Remote && slices.Contains(tools, "mempalace_sync") && !c.device.Refused("sync") {
 		out = append(out, Finding{ID: IDSyncShared, Severity: Warn, Section: "§7.2",
 			Message: "in remote mode the agent can call mempalace_sync directly on the shared primary, which prunes drawers whose sources are absent on the primary's host: a sync from one device can delete another's",
 			Fix:     "use edge mode (MEMPALACE_EDGE=1: the edge never sends mempalace_sync to the primary) or put `devbox-config gateway` in front of the primary (it refuses sync for every device)"})
@@ -192,15 +193,6 @@ func unreachable(opts Options, shown string, err error) Finding {
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // get is a GET that reads (and drops) the body; origin "" sends none.

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -151,13 +152,8 @@ func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, pr
 		return man, fmt.Errorf("local palace: list_wings: %w", err)
 	}
 	counts, _ := w["wings"].(map[string]any)
-	wings := make([]string, 0, len(counts))
-	for k := range counts {
-		wings = append(wings, k)
-	}
-	sort.Strings(wings)
 	seen := map[string]bool{}
-	for _, wing := range wings {
+	for _, wing := range slices.Sorted(maps.Keys(counts)) {
 		switch {
 		case !sel.Policy.Replicated(wing):
 			man.Excluded = append(man.Excluded, wing)

@@ -1,6 +1,7 @@
 package join
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -58,7 +59,7 @@ func verify(ctx context.Context, local, primary Caller, ts []verifyTarget) (veri
 		}
 		l, err := local.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": t.rec.LocalID})
 		if err != nil || errorOf(l) != nil {
-			failed = append(failed, Failure{Kind: t.rec.Kind, Record: t.rec.LocalID, Wing: t.rec.Wing, Error: fmt.Sprintf("verify: local get_drawer: %v", firstErr(err, errorOf(l)))})
+			failed = append(failed, Failure{Kind: t.rec.Kind, Record: t.rec.LocalID, Wing: t.rec.Wing, Error: fmt.Sprintf("verify: local get_drawer: %v", cmp.Or(err, errorOf(l)))})
 			continue
 		}
 		if t.primaryID == "" {
@@ -81,15 +82,6 @@ func verify(ctx context.Context, local, primary Caller, ts []verifyTarget) (veri
 		verified++
 	}
 	return
-}
-
-func firstErr(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
 }
 
 // compare adjudicates two get_drawer answers (RFC 001 §4.4, §9.3). Equal

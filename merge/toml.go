@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -340,13 +341,8 @@ func tomlValue(raw json.RawMessage) (string, error) {
 		if len(m) == 0 {
 			return "{}", nil
 		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
 		parts := make([]string, 0, len(m))
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			s, err := tomlValue(m[k])
 			if err != nil {
 				return "", err
