@@ -42,11 +42,12 @@ func Main(argv []string) int {
 	noDrawerID := fs.Bool("no-drawer-id", false, "omit drawer_id from search hits, as mempalace 3.6.0")
 	readOnly := fs.Bool("read-only", false, "refuse mutating tools with -32003")
 	release := fs.String("release", "", "the MemPalace release to play, e.g. 3.9.0 (default: the one the contract checks against the real server)")
+	instructions := fs.String("instructions", "", "answer initialize with these server instructions (real MemPalace sends none)")
 	allowInsecure := fs.Bool("allow-insecure", false, "allow a non-loopback bind without a token")
 	if err := fs.Parse(argv); err != nil {
 		return 2
 	}
-	pl, err := New(Options{Dir: *state, Embedder: *embedder, OmitDrawerID: *noDrawerID, ReadOnly: *readOnly, Version: *release})
+	pl, err := New(Options{Dir: *state, Embedder: *embedder, OmitDrawerID: *noDrawerID, ReadOnly: *readOnly, Version: *release, Instructions: *instructions})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakepalace:", err)
 		return 1

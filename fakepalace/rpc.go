@@ -36,6 +36,10 @@ type Options struct {
 	Version string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Instructions, when set, is the initialize result's "instructions":
+	// what an MCP server asks a client to put into its model's context.
+	// Real MemPalace sends none; tests use it to see which clients do.
+	Instructions string
 }
 
 // Palace is one MemPalace instance: its state and its tool dispatcher.
@@ -173,7 +177,11 @@ func (pl *Palace) dispatch(method string, params json.RawMessage) (any, *rpcErro
 				}
 			}
 		}
-		return map[string]any{"protocolVersion": v, "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "mempalace", "version": pl.opts.Version}}, nil
+		res := map[string]any{"protocolVersion": v, "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "mempalace", "version": pl.opts.Version}}
+		if pl.opts.Instructions != "" {
+			res["instructions"] = pl.opts.Instructions
+		}
+		return res, nil
 	case "ping":
 		return map[string]any{}, nil
 	case "tools/list":

@@ -295,3 +295,23 @@ func TestProgramStdio(t *testing.T) {
 		}
 	}
 }
+
+// Real MemPalace answers initialize without server instructions; the
+// double sends them only when asked (Options.Instructions, --instructions),
+// for tests of what a client does with them.
+func TestInitializeInstructions(t *testing.T) {
+	for _, want := range []string{"", "owed: 2 asks"} {
+		_, srv := startHTTP(t, Options{Instructions: want}, HTTPOptions{})
+		_, body := testbed.Request(t, "POST", srv.URL(), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`, nil)
+		var r struct {
+			Result map[string]any `json:"result"`
+		}
+		if err := json.Unmarshal([]byte(body), &r); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		got, has := r.Result["instructions"]
+		if want == "" && has || want != "" && got != want {
+			t.Errorf("Instructions %q: initialize answered %s", want, body)
+		}
+	}
+}

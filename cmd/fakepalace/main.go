@@ -2,7 +2,7 @@
 // stdio (default; link or copy it as "mempalace-mcp" to stand in for the
 // local palace) or over HTTP as a primary (`mempalace serve`).
 //
-//	fakepalace [--state DIR] [--embedder NAME] [--no-drawer-id] [--read-only] [--release 3.9.0]
+//	fakepalace [--state DIR] [--embedder NAME] [--no-drawer-id] [--read-only] [--release 3.9.0] [--instructions TEXT]
 //	fakepalace --http 127.0.0.1:8765 [--session-mode] [--state DIR] ...
 //	fakepalace dump --state DIR
 //
