@@ -11,10 +11,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -81,7 +79,7 @@ func clientCases(t *testing.T) []clientCase {
 			target: "cline", bin: "cline",
 			user: `{"mcpServers": {"memory": {"command": "` + memory + `", "args": [], "timeout": 60}}}` + "\n",
 			check: func(t *testing.T, r *clientRig, m *mockModel) ([]string, bool) {
-				defer stopClineHub(t, r.h.Dir)
+				defer testbed.StopClineHub(r.h.Dir)
 				r.run(t, 60, "cline", "auth", "-p", "openai-compatible", "-k", "x", "-m", "m", "-b", m.url+"/v1")
 				r.run(t, 150, "cline", "-t", "90", "say hi please")
 				return m.servers(), m.has("mempalace_status")
@@ -273,30 +271,6 @@ func sharedCache(t *testing.T, name string) string {
 		dir = t.TempDir()
 	}
 	return filepath.Join(dir, "devbox-config", name)
-}
-
-// stopClineHub ends the hub daemon the run in home started (Cline leaves
-// it running, with that run's environment).
-func stopClineHub(t *testing.T, home string) {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if strings.Contains(string(cmd), "--cline-hub-daemon") && strings.Contains("\x00"+string(env), "\x00HOME="+home+"\x00") {
-			syscall.Kill(pid, syscall.SIGTERM)
-			for i := 0; i < 50; i++ {
-				if syscall.Kill(pid, 0) != nil {
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 }
 
 // mockModel is an OpenAI-compatible chat endpoint that answers "hi" and

@@ -330,8 +330,14 @@ func (l *SyncBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return 
 // waits until its stderr contains ready (if not empty).
 func Start(t testing.TB, env []string, ready string, name string, args ...string) *Proc {
 	t.Helper()
+	return StartIn(t, "", env, ready, name, args...)
+}
+
+// StartIn is Start in the directory dir ("": the test's).
+func StartIn(t testing.TB, dir string, env []string, ready string, name string, args ...string) *Proc {
+	t.Helper()
 	cmd := exec.Command(name, args...)
-	cmd.Env = env
+	cmd.Dir, cmd.Env = dir, env
 	p := &Proc{cmd: cmd, stderr: &SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr, cmd.Stdout = p.stderr, p.stderr
 	if err := cmd.Start(); err != nil {
@@ -380,4 +386,28 @@ func (p *Proc) Stop() {
 func (p *Proc) Kill() {
 	p.cmd.Process.Kill()
 	<-p.done
+}
+
+// StopClineHub ends the hub daemon a Cline run in home started (Cline
+// leaves it running, with that run's environment).
+func StopClineHub(home string) {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if strings.Contains(string(cmd), "--cline-hub-daemon") && strings.Contains("\x00"+string(env), "\x00HOME="+home+"\x00") {
+			syscall.Kill(pid, syscall.SIGTERM)
+			for i := 0; i < 50; i++ {
+				if syscall.Kill(pid, 0) != nil {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
