@@ -15,6 +15,7 @@ import (
 
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/testbed"
+	"github.com/joakimp/devbox-config/testbed/mockmodel"
 )
 
 const token = "tok-SECRET-journey-4711"
@@ -23,7 +24,7 @@ type journey struct {
 	t       *testing.T
 	h       *testbed.Home
 	oc, bin string
-	mock    *MockLLM
+	mock    *mockmodel.Model
 	palace  string
 	cfg     string
 	primary *fakepalace.Palace
@@ -78,12 +79,12 @@ func (j *journey) checkConnected(step, what string) {
 // tool's result text as opencode passed it back to the model.
 func (j *journey) run(tool string, args map[string]any) string {
 	j.t.Helper()
-	j.mock.Next(ToolCall{Name: "mempalace_mempalace_" + tool, Args: args})
+	j.mock.Next(mockmodel.ToolCall{Name: "mempalace_mempalace_" + tool, Args: args})
 	out, errOut, err := j.h.Run(j.t, 120*time.Second, j.oc, "run", "please use memory")
 	if err != nil || !strings.Contains(out, "MOCK DONE") {
 		j.t.Fatalf("opencode run (%s): %v\nstdout:\n%s\nstderr:\n%s", tool, err, out, errOut)
 	}
-	return j.mock.LastResult()
+	return j.mock.LastToolResult()
 }
 
 func (j *journey) local() *fakepalace.State {
@@ -116,11 +117,7 @@ func TestJourney(t *testing.T) {
 	h.Link(t, j.bin, "devbox-config")
 	h.Link(t, testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp"), "mempalace-mcp")
 	j.palace = filepath.Join(h.Dir, ".mempalace", "palace")
-	var err error
-	if j.mock, err = StartMockLLM(); err != nil {
-		t.Fatal(err)
-	}
-	defer j.mock.Close()
+	j.mock = mockmodel.Start(t)
 	// The user's own opencode config: the mock model, no MemPalace yet.
 	j.cfg = filepath.Join(h.Dir, ".config", "opencode", "opencode.jsonc")
 	os.MkdirAll(filepath.Dir(j.cfg), 0o755)
@@ -133,7 +130,7 @@ func TestJourney(t *testing.T) {
     "mock": {
       "npm": "@ai-sdk/openai-compatible",
       "name": "Mock",
-      "options": {"baseURL": "`+j.mock.URL+`", "apiKey": "x"},
+      "options": {"baseURL": "`+j.mock.URL+`/v1", "apiKey": "x"},
       "models": {"mock-1": {"name": "Mock 1", "tool_call": true}}
     }
   }
@@ -153,7 +150,7 @@ func TestJourney(t *testing.T) {
 	j.check("solitary", "opencode runs mempalace-mcp, and no devbox-config process exists", hasCmd(tree, "mempalace-mcp") && !hasCmd(tree, "devbox-config") && !anyProcess(j.bin, filepath.Join(h.Bin, "devbox-config")), tree)
 	j.check("solitary", "the MemPalace server opened no network socket", noSockets(tree, "mempalace-mcp"), tree)
 	serve.Stop()
-	_, err = os.Stat(filepath.Join(j.palace, "edge"))
+	_, err := os.Stat(filepath.Join(j.palace, "edge"))
 	j.check("solitary", "no <palace>/edge/ exists", os.IsNotExist(err))
 
 	// 2. Remote: URL and token in .env, restart.
@@ -169,7 +166,7 @@ func TestJourney(t *testing.T) {
 	j.checkConnected("remote", "opencode mcp list: mempalace connected (to the primary)")
 	res = j.run("add_drawer", map[string]any{"wing": "journey", "room": "notes", "content": "remote drawer straight to the primary"})
 	j.check("remote", "a write goes straight to the primary", j.primary.Dump().CountContent("remote drawer straight to the primary") == 1,
-		"the tool result the model saw: ", res, "; mempalace tools offered: ", len(mempalaceTools(j.mock.LastOffered())))
+		"the tool result the model saw: ", res, "; mempalace tools offered: ", len(mempalaceTools(j.mock.Offered())))
 	found, nread := testbed.FilesContaining(h.Dir, token)
 	j.check("remote", "the token is in no file on disk", len(found) == 0 && nread > 0, found)
 
@@ -187,7 +184,7 @@ func TestJourney(t *testing.T) {
 	j.check("edge", "and on the primary", eventually(func() bool { return j.primary.Dump().CountContent("journey note written in edge mode") == 1 }))
 	res = j.run("search", map[string]any{"query": "journey note", "limit": 10})
 	j.check("edge", "a search returns hits from both palaces", strings.Contains(res, `"palace": "primary"`) && strings.Contains(res, "another device") && strings.Contains(res, "written in edge mode"), res)
-	toolsOnline := mempalaceTools(j.mock.LastOffered())
+	toolsOnline := mempalaceTools(j.mock.Offered())
 	// RFC 003 §6's positive control: a synthetic sender asks this agent
 	// (opencode@journey-box) something; the model's mailbox shows it.
 	j.primaryCall("event_append", map[string]any{"type": "task.request", "stream": "journey", "room": "r", "from_agent": "pi@laptop",
@@ -200,7 +197,7 @@ func TestJourney(t *testing.T) {
 	// opencode puts into its system prompt; the edge that answered the
 	// mailbox kept its view, so the new edge has it even before its own
 	// first read).
-	j.mock.Next(ToolCall{Name: "mempalace_mempalace_status", Args: map[string]any{}})
+	j.mock.Next(mockmodel.ToolCall{Name: "mempalace_mempalace_status", Args: map[string]any{}})
 	if out, errOut, err := j.h.Run(j.t, 120*time.Second, j.oc, "run", "what do I owe?"); err != nil {
 		t.Fatalf("opencode run: %v\n%s\n%s", err, out, errOut)
 	}
@@ -214,7 +211,7 @@ func TestJourney(t *testing.T) {
 	j.check("offline", "a write succeeds locally and is queued", strings.Contains(res, `"replication": "queued"`) && j.local().CountContent("journey note written offline") == 1, res)
 	res = j.run("search", map[string]any{"query": "journey note", "limit": 10})
 	j.check("offline", "a search answers from the local palace, marked degraded", strings.Contains(res, `"degraded": true`) && strings.Contains(res, "written offline"), res)
-	toolsOffline := mempalaceTools(j.mock.LastOffered())
+	toolsOffline := mempalaceTools(j.mock.Offered())
 	j.check("offline", fmt.Sprintf("opencode still offers every mempalace tool (%d)", len(toolsOnline)), len(toolsOnline) > 20 && strings.Join(toolsOnline, ",") == strings.Join(toolsOffline, ","), toolsOnline, toolsOffline)
 	if err := j.srv.Start(""); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/render"
 	"github.com/joakimp/devbox-config/testbed"
+	"github.com/joakimp/devbox-config/testbed/mockmodel"
 )
 
 // piJourney is the opencode journey's pi half: pi (pinned
@@ -231,12 +232,12 @@ func (j *piJourney) checkPiLeft(step string) {
 // and returns the tool's result as pi passed it back to the model.
 func (j *piJourney) run(tool string, args map[string]any) string {
 	j.t.Helper()
-	j.mock.Next(ToolCall{Name: "mcp", Args: map[string]any{"tool": "mempalace_" + tool, "args": args}})
+	j.mock.Next(mockmodel.ToolCall{Name: "mcp", Args: map[string]any{"tool": "mempalace_" + tool, "args": args}})
 	out, errOut, err := j.h.Run(j.t, 120*time.Second, j.pi, "-p", "--no-session", "-e", j.adapter, "--provider", "mock", "--model", "mock-1", "please use memory")
 	if err != nil || !strings.Contains(out, "MOCK DONE") {
 		j.t.Fatalf("pi -p (%s): %v\nstdout:\n%s\nstderr:\n%s", tool, err, out, errOut)
 	}
-	return j.mock.LastResult()
+	return j.mock.LastToolResult()
 }
 
 // TestPiJourney: solitary, remote, edge and offline with pi and
@@ -251,17 +252,13 @@ func TestPiJourney(t *testing.T) {
 	h.Link(t, testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp"), "mempalace-mcp")
 	j.palace = filepath.Join(h.Dir, ".mempalace", "palace")
 	h.Setenv("MEMPALACE_PALACE_PATH", j.palace)
-	var err error
-	if j.mock, err = StartMockLLM(); err != nil {
-		t.Fatal(err)
-	}
-	defer j.mock.Close()
+	j.mock = mockmodel.Start(t)
 	agent := filepath.Join(h.Dir, ".pi", "agent")
 	os.MkdirAll(agent, 0o755)
 	// The user's pi: the mock model as its provider, and the adapter's file
 	// with a server of their own (piUserServer); no settings.json (pi
 	// writes none; render creates it from its template).
-	os.WriteFile(filepath.Join(agent, "models.json"), []byte(`{"providers": {"mock": {"baseUrl": "`+j.mock.URL+`", "api": "openai-completions", "apiKey": "x", "models": [{"id": "mock-1"}]}}}`), 0o644)
+	os.WriteFile(filepath.Join(agent, "models.json"), []byte(`{"providers": {"mock": {"baseUrl": "`+j.mock.URL+`/v1", "api": "openai-completions", "apiKey": "x", "models": [{"id": "mock-1"}]}}}`), 0o644)
 	mcpFile := filepath.Join(agent, "mcp.json")
 	os.WriteFile(mcpFile, []byte(piUserMCP), 0o644)
 	j.cfg = mcpFile

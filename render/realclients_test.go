@@ -1,23 +1,19 @@
 package render
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/testbed"
+	"github.com/joakimp/devbox-config/testbed/mockmodel"
 )
 
 // Seven more real clients, one case each (TestRealClientsEveryRung): each
@@ -40,7 +36,7 @@ type clientCase struct {
 	env     map[string]string
 	// check runs the client and returns the servers it loaded and whether
 	// the mempalace server was reached (only when connects).
-	check    func(t *testing.T, r *clientRig, m *mockModel) (servers []string, reached bool)
+	check    func(t *testing.T, r *clientRig, m *mockmodel.Model) (servers []string, reached bool)
 	connects bool
 }
 
@@ -55,7 +51,7 @@ func clientCases(t *testing.T) []clientCase {
 			user:    `{ // mine` + "\n" + `"mcpServers": {"memory": {"type": "local", "command": "` + memory + `", "args": [], "tools": ["*"]}}}` + "\n",
 			comment: "// mine",
 			env:     map[string]string{"COPILOT_PKG_CACHE_HOME": sharedCache(t, "copilot-pkg")},
-			check: func(t *testing.T, r *clientRig, _ *mockModel) ([]string, bool) {
+			check: func(t *testing.T, r *clientRig, _ *mockmodel.Model) ([]string, bool) {
 				out := r.run(t, 120, "copilot", "mcp", "list", "--json")
 				var list struct {
 					MCPServers map[string]struct {
@@ -78,11 +74,11 @@ func clientCases(t *testing.T) []clientCase {
 			// model, here a local mock that records them.
 			target: "cline", bin: "cline",
 			user: `{"mcpServers": {"memory": {"command": "` + memory + `", "args": [], "timeout": 60}}}` + "\n",
-			check: func(t *testing.T, r *clientRig, m *mockModel) ([]string, bool) {
+			check: func(t *testing.T, r *clientRig, m *mockmodel.Model) ([]string, bool) {
 				defer testbed.StopClineHub(r.h.Dir)
-				r.run(t, 60, "cline", "auth", "-p", "openai-compatible", "-k", "x", "-m", "m", "-b", m.url+"/v1")
+				r.run(t, 60, "cline", "auth", "-p", "openai-compatible", "-k", "x", "-m", "m", "-b", m.URL+"/v1")
 				r.run(t, 150, "cline", "-t", "90", "say hi please")
-				return m.servers(), m.has("mempalace_status")
+				return servers(m), m.OfferedAny("mempalace_status")
 			},
 			connects: true,
 		},
@@ -90,7 +86,7 @@ func clientCases(t *testing.T) []clientCase {
 			target: "qwen", bin: "qwen",
 			user:    `{ // mine` + "\n" + `"mcpServers": {"memory": {"command": "` + memory + `"}}}` + "\n",
 			comment: "// mine",
-			check: func(t *testing.T, r *clientRig, _ *mockModel) ([]string, bool) {
+			check: func(t *testing.T, r *clientRig, _ *mockmodel.Model) ([]string, bool) {
 				return listed(r.run(t, 120, "qwen", "mcp", "list"), `(?m)^\S*\s*([\w-]+): .* - (Connected|Disconnected|Disabled)`, "Connected")
 			},
 			connects: true,
@@ -99,7 +95,7 @@ func clientCases(t *testing.T) []clientCase {
 			target: "kilo", bin: "kilo",
 			user:    `{ // mine` + "\n" + `"mcp": {"memory": {"type": "local", "command": ["` + memory + `"]}}}` + "\n",
 			comment: "// mine",
-			check: func(t *testing.T, r *clientRig, _ *mockModel) ([]string, bool) {
+			check: func(t *testing.T, r *clientRig, _ *mockmodel.Model) ([]string, bool) {
 				return listed(r.run(t, 120, "kilo", "mcp", "list"), `(?m)^\S+\s+[✓✗]\s+([\w-]+)\s+(\w+)`, "connected")
 			},
 			connects: true,
@@ -110,7 +106,7 @@ func clientCases(t *testing.T) []clientCase {
 			target: "auggie", bin: "auggie",
 			user:    `{ // mine` + "\n" + `"mcpServers": {"memory": {"command": "` + memory + `", "args": []}}}` + "\n",
 			comment: "// mine",
-			check: func(t *testing.T, r *clientRig, _ *mockModel) ([]string, bool) {
+			check: func(t *testing.T, r *clientRig, _ *mockmodel.Model) ([]string, bool) {
 				out := r.run(t, 120, "auggie", "mcp", "list", "--json")
 				var list struct {
 					Servers []struct{ Name string } `json:"servers"`
@@ -132,7 +128,7 @@ func clientCases(t *testing.T) []clientCase {
 			user:    `{ // mine` + "\n" + `"amp.mcpServers": {"memory": {"command": "` + memory + `", "args": []}}}` + "\n",
 			comment: "// mine",
 			env:     map[string]string{"AMP_URL": "http://127.0.0.1:9/", "AMP_API_KEY": "x"},
-			check: func(t *testing.T, r *clientRig, _ *mockModel) ([]string, bool) {
+			check: func(t *testing.T, r *clientRig, _ *mockmodel.Model) ([]string, bool) {
 				return listed(r.run(t, 120, "amp", "mcp", "doctor"), `(?m)^([\w-]+) \(user settings\): (\w+)`, "connected")
 			},
 			connects: true,
@@ -144,9 +140,9 @@ func clientCases(t *testing.T) []clientCase {
 			target: "continue", bin: "cn",
 			user:    "# mine\nname: my config\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: m\n    provider: openai\n    model: m\n    apiKey: x\n    apiBase: %[1]s\nmcpServers:\n  - name: memory # hand-added\n    command: " + memory + "\n",
 			comment: "# mine",
-			check: func(t *testing.T, r *clientRig, m *mockModel) ([]string, bool) {
+			check: func(t *testing.T, r *clientRig, m *mockmodel.Model) ([]string, bool) {
 				r.run(t, 150, "cn", "-p", "say hi please")
-				return m.servers(), m.has("mempalace_status")
+				return servers(m), m.OfferedAny("mempalace_status")
 			},
 			connects: true,
 		},
@@ -166,13 +162,13 @@ func TestRealClientsEveryRung(t *testing.T) {
 			for k, v := range c.env {
 				r.h.Setenv(k, v)
 			}
-			m := newMockModel(t)
+			m := mockmodel.Start(t)
 			env := harness.Env{Home: r.h.Dir, Lookup: r.h.Lookup}
 			file := filepath.Join(rec.Location.DirPath(env), rec.Location.Write[0])
 			os.MkdirAll(filepath.Dir(file), 0o755)
 			user := c.user
 			if strings.Contains(user, "%[1]s") {
-				user = fmt.Sprintf(user, m.url+"/v1")
+				user = fmt.Sprintf(user, m.URL+"/v1")
 			}
 			if err := os.WriteFile(file, []byte(user), 0o644); err != nil {
 				t.Fatal(err)
@@ -180,7 +176,7 @@ func TestRealClientsEveryRung(t *testing.T) {
 			for _, rung := range r.rungs() {
 				t.Run(rung.name, func(t *testing.T) {
 					r.render(t, c.target, rung)
-					m.reset()
+					m.Reset()
 					counts := r.primaryCounts(t)
 					servers, reached := c.check(t, r, m)
 					if c.connects && !reached {
@@ -188,7 +184,7 @@ func TestRealClientsEveryRung(t *testing.T) {
 						// loaded two-core machine (testbed.OpencodeMCPStatus);
 						// Kilo is its fork. A broken server fails twice.
 						t.Logf("%s did not reach mempalace at once; asking again", c.bin)
-						m.reset()
+						m.Reset()
 						servers, reached = c.check(t, r, m)
 					}
 					if !slices.Contains(servers, "mempalace") {
@@ -273,83 +269,17 @@ func sharedCache(t *testing.T, name string) string {
 	return filepath.Join(dir, "devbox-config", name)
 }
 
-// mockModel is an OpenAI-compatible chat endpoint that answers "hi" and
-// records the tools each request offered: what a client loaded from its
-// MCP servers, seen without a real model.
-type mockModel struct {
-	url   string
-	mu    sync.Mutex
-	tools []string
-}
-
-func newMockModel(t *testing.T) *mockModel {
-	m := &mockModel{}
-	srv := httptest.NewServer(http.HandlerFunc(m.serve))
-	t.Cleanup(srv.Close)
-	m.url = srv.URL
-	return m
-}
-
-func (m *mockModel) reset() { m.mu.Lock(); m.tools = nil; m.mu.Unlock() }
-
-func (m *mockModel) has(tool string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, n := range m.tools {
-		if strings.HasSuffix(n, tool) {
-			return true
-		}
-	}
-	return false
-}
-
-// servers are the MCP servers whose tools were offered: mempalace by its
-// status tool, memory (server-memory) by create_entities.
-func (m *mockModel) servers() []string {
+// servers are the MCP servers whose tools the model was offered: mempalace
+// by its status tool, memory (server-memory) by create_entities.
+func servers(m *mockmodel.Model) []string {
 	var out []string
-	if m.has("mempalace_status") {
+	if m.OfferedAny("mempalace_status") {
 		out = append(out, "mempalace")
 	}
-	if m.has("create_entities") {
+	if m.OfferedAny("create_entities") {
 		out = append(out, "memory")
 	}
 	return out
-}
-
-func (m *mockModel) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	if !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
-		return
-	}
-	var req struct {
-		Stream bool `json:"stream"`
-		Tools  []struct {
-			Function struct{ Name string } `json:"function"`
-		} `json:"tools"`
-	}
-	json.Unmarshal(body, &req)
-	m.mu.Lock()
-	for _, tl := range req.Tools {
-		m.tools = append(m.tools, tl.Function.Name)
-	}
-	m.mu.Unlock()
-	if !req.Stream {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	bw := bufio.NewWriter(w)
-	for _, chunk := range []string{
-		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}`,
-		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`,
-	} {
-		fmt.Fprintf(bw, "data: %s\n\n", chunk)
-	}
-	fmt.Fprint(bw, "data: [DONE]\n\n")
-	bw.Flush()
 }
 
 // Crush, Goose, Zed, Windsurf and Roo Code have no client that runs here:

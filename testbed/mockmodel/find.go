@@ -87,6 +87,27 @@ func (m *Model) Offered() []string {
 	return nil
 }
 
+// LastSystem is the system messages (joined by newlines) of the latest
+// chat completions request that offered tools: what the model was told
+// besides the user's turn.
+func (m *Model) LastSystem() string {
+	reqs := m.ModelRequests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		var req chatReq
+		if reqs[i].API != OpenAIChat || json.Unmarshal(reqs[i].Body, &req) != nil || len(req.Tools) == 0 {
+			continue
+		}
+		var sys []string
+		for _, msg := range req.Messages {
+			if msg.Role == "system" {
+				sys = append(sys, contentText(msg.Content))
+			}
+		}
+		return strings.Join(sys, "\n")
+	}
+	return ""
+}
+
 // OfferedAny reports whether any chat completions request offered a tool
 // whose name ends in suffix.
 func (m *Model) OfferedAny(suffix string) bool {

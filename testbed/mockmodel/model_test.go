@@ -74,13 +74,16 @@ func TestScriptedToolCall(t *testing.T) {
 	if strings.Contains(out, "tool_calls") {
 		t.Fatalf("a request without tools got the call: %s", out)
 	}
-	out = post(t, m.URL+"/v1/chat/completions", `{"tools":[{"type":"function","function":{"name":"mempalace_status"}}],"messages":[{"role":"user","content":"go"}]}`)
+	out = post(t, m.URL+"/v1/chat/completions", `{"tools":[{"type":"function","function":{"name":"mempalace_status"}}],"messages":[{"role":"system","content":"be brief"},{"role":"system","content":[{"type":"text","text":"you owe 1 ask"}]},{"role":"user","content":"go"}]}`)
 	if !strings.Contains(out, `"name":"mempalace_status"`) || !strings.Contains(out, `"arguments":"{\"x\":1}"`) {
 		t.Fatalf("no scripted call: %s", out)
 	}
 	out = post(t, m.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"go"},{"role":"tool","content":[{"type":"text","text":"the result"}]}]}`)
 	if !strings.Contains(out, AfterTool) || m.LastToolResult() != "the result" {
 		t.Fatalf("after the tool: %s, result %q", out, m.LastToolResult())
+	}
+	if sys := m.LastSystem(); sys != "be brief\nyou owe 1 ask" {
+		t.Errorf("LastSystem = %q", sys)
 	}
 	if got := m.Offered(); !slices.Equal(got, []string{"mempalace_status"}) || !m.OfferedAny("_status") {
 		t.Errorf("offered %v", got)
