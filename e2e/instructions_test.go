@@ -74,14 +74,24 @@ type instrRig struct {
 	h      *testbed.Home
 	model  *mockmodel.Model
 	server []string // the server's command line
+	ran    []string // what each client run printed, logged if the test fails
 }
 
 func newInstrRig(t *testing.T) *instrRig {
 	t.Helper()
 	h := testbed.NewHome(t)
 	bin := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
-	return &instrRig{h: h, model: mockmodel.Start(t),
+	r := &instrRig{h: h, model: mockmodel.Start(t),
 		server: []string{bin, "--state", filepath.Join(h.Dir, ".mempalace", "palace"), "--instructions", instrText()}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(strings.Join(r.ran, "\n"))
+			for k, v := range r.model.Around(instrHead, 200) {
+				t.Logf("the model got the instructions' head at %s:\n%s", k, v)
+			}
+		}
+	})
+	return r
 }
 
 // write puts a file under the rig's home.
@@ -95,8 +105,9 @@ func (r *instrRig) write(t *testing.T, rel, content string) string {
 	return p
 }
 
-// run runs a client in the rig's home and fails the test if the model got
-// no request: then nothing was learned.
+// run runs a client in the rig's home (what it printed is logged if the
+// test fails) and fails the test if the model got no request: then
+// nothing was learned.
 func (r *instrRig) run(t *testing.T, timeout time.Duration, name string, args ...string) string {
 	t.Helper()
 	out, errOut, err := r.h.Run(t, timeout, name, args...)
@@ -104,7 +115,7 @@ func (r *instrRig) run(t *testing.T, timeout time.Duration, name string, args ..
 	if len(r.model.ModelRequests()) == 0 {
 		t.Fatalf("the model got no request, so nothing was learned\n%s", printed)
 	}
-	t.Log(printed)
+	r.ran = append(r.ran, printed)
 	return out + errOut
 }
 
@@ -207,7 +218,7 @@ args = `+jsonList(r.server[1:])+`
 	{
 		harness: "Gemini CLI", pkgs: []string{"@google/gemini-cli"},
 		run: func(t *testing.T, r *instrRig) {
-			r.write(t, ".gemini/settings.json", `{"security": {"auth": {"selectedType": "gemini-api-key"}}, `+strings.TrimPrefix(r.mcpServers(""), "{"))
+			r.write(t, ".gemini/settings.json", `{"security": {"auth": {"selectedType": "gemini-api-key"}}, "privacy": {"usageStatisticsEnabled": false}, `+strings.TrimPrefix(r.mcpServers(""), "{"))
 			r.h.Setenv("GEMINI_API_KEY", "x")
 			r.h.Setenv("GOOGLE_GEMINI_BASE_URL", r.model.URL)
 			r.h.Setenv("GEMINI_CLI_TRUST_WORKSPACE", "true")
@@ -221,7 +232,7 @@ args = `+jsonList(r.server[1:])+`
 	{
 		harness: "Qwen Code", pkgs: []string{"@qwen-code/qwen-code"},
 		run: func(t *testing.T, r *instrRig) {
-			r.write(t, ".qwen/settings.json", r.mcpServers(""))
+			r.write(t, ".qwen/settings.json", `{"privacy": {"usageStatisticsEnabled": false}, `+strings.TrimPrefix(r.mcpServers(""), "{"))
 			r.h.Setenv("OPENAI_API_KEY", "x")
 			r.h.Setenv("OPENAI_BASE_URL", r.model.URL+"/v1")
 			r.h.Setenv("OPENAI_MODEL", "m")
@@ -334,9 +345,6 @@ func TestServerInstructions(t *testing.T) {
 			r := newInstrRig(t)
 			c.run(t, r)
 			where, tail := r.model.Where(instrHead), r.model.Where(instrTail)
-			for k, v := range r.model.Around(instrHead, 200) {
-				t.Logf("%s:\n%s", k, v)
-			}
 			upgrade := fmt.Sprintf("if the pinned %s changed this on purpose, update instrCases and run UPDATE_GOLDEN=1 go test ./e2e -run ServerInstructionsTable", strings.Join(c.pkgs, " + "))
 			if injects := len(where) > 0; injects != c.injects {
 				t.Fatalf("%s: server instructions reach the model: %v, want %v (%v); %s", c.harness, injects, c.injects, where, upgrade)
@@ -394,9 +402,6 @@ func TestOpencodeInstructionsFiles(t *testing.T) {
 		if w := sees(m); !slices.Equal(w, []string{"openai-chat messages[0](system).content"}) {
 			t.Fatalf("the file written mid-session: %s at %v, want the system prompt", m, w)
 		}
-	}
-	for k, v := range r.model.Around("OWED-ABS-V1", 120) {
-		t.Logf("%s:\n%s", k, v)
 	}
 	r.write(t, ".mempalace/owed-abs.md", "You owe: OWED-ABS-V2\n")
 	prompt("third, same session", "--continue")
