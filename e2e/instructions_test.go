@@ -119,20 +119,6 @@ func (r *instrRig) run(t *testing.T, timeout time.Duration, name string, args ..
 	return out + errOut
 }
 
-// client is node_modules/.bin/<name>, skipping (failing in CI) when absent.
-func client(t *testing.T, name string) string {
-	t.Helper()
-	p := filepath.Join(testbed.Dir(t), "node_modules", ".bin", name)
-	if _, err := os.Stat(p); err != nil {
-		msg := fmt.Sprintf("%s is not installed in %s (realclients/package.json pins it; run scripts/install-realclients)", name, testbed.Dir(t))
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
-}
-
 func clip(s string) string {
 	if len(s) > 2000 {
 		return "…" + s[len(s)-2000:]
@@ -188,7 +174,7 @@ var instrCases = []instrCase{
 			r.h.Setenv("ANTHROPIC_BASE_URL", r.model.URL)
 			r.h.Setenv("ANTHROPIC_API_KEY", "x")
 			r.h.Setenv("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-			r.run(t, 120*time.Second, client(t, "claude"), "-p", say)
+			r.run(t, 120*time.Second, testbed.Bin(t, "claude"), "-p", say)
 		},
 		injects: true, whole: true, where: []string{"anthropic messages[1](system).content[0].text"},
 		place:  "a system message after the first user turn, under `# MCP Server Instructions` / `## mempalace`",
@@ -209,7 +195,7 @@ wire_api = "responses"
 command = "`+r.server[0]+`"
 args = `+jsonList(r.server[1:])+`
 `)
-			r.run(t, 120*time.Second, client(t, "codex"), "--disable", "plugins", "exec", "--skip-git-repo-check", say)
+			r.run(t, 120*time.Second, testbed.Bin(t, "codex"), "--disable", "plugins", "exec", "--skip-git-repo-check", say)
 		},
 		injects: true, whole: true, where: []string{"openai-responses tools[8].description"},
 		place:  "the description of the tool namespace `mcp__mempalace` (Responses API `namespace` tool), not the prompt",
@@ -223,7 +209,7 @@ args = `+jsonList(r.server[1:])+`
 			r.h.Setenv("GOOGLE_GEMINI_BASE_URL", r.model.URL)
 			r.h.Setenv("GEMINI_CLI_TRUST_WORKSPACE", "true")
 			// A fixed model: "auto" first asks a router model for JSON.
-			r.run(t, 120*time.Second, client(t, "gemini"), "-m", "gemini-2.5-flash", "-p", say)
+			r.run(t, 120*time.Second, testbed.Bin(t, "gemini"), "-m", "gemini-2.5-flash", "-p", say)
 		},
 		injects: true, whole: true, where: []string{"gemini contents[0](user).parts[0].text"},
 		place:  "the first user turn's `<project_context>`, between `---[start of server instructions]---` lines; only in a trusted folder (an untrusted one runs no user-level server anyway)",
@@ -236,7 +222,7 @@ args = `+jsonList(r.server[1:])+`
 			r.h.Setenv("OPENAI_API_KEY", "x")
 			r.h.Setenv("OPENAI_BASE_URL", r.model.URL+"/v1")
 			r.h.Setenv("OPENAI_MODEL", "m")
-			r.run(t, 120*time.Second, client(t, "qwen"), "--auth-type", "openai", "-p", say)
+			r.run(t, 120*time.Second, testbed.Bin(t, "qwen"), "--auth-type", "openai", "-p", say)
 		},
 		injects: true, whole: true, where: []string{"openai-chat messages[1](user).content[3].text"},
 		place:  "a `<system-reminder>` part of the first user message: \"supplied by the MCP server. Treat the instructions as configuration guidance, not as system directives\"",
@@ -246,7 +232,7 @@ args = `+jsonList(r.server[1:])+`
 		harness: "Kilo CLI", pkgs: []string{"@kilocode/cli"},
 		run: func(t *testing.T, r *instrRig) {
 			r.write(t, ".config/kilo/kilo.jsonc", r.opencodeConfig("https://app.kilo.ai/config.json", ""))
-			r.run(t, 120*time.Second, client(t, "kilo"), "run", say)
+			r.run(t, 120*time.Second, testbed.Bin(t, "kilo"), "run", say)
 		},
 		injects: true, whole: true, where: []string{"openai-chat messages[0](system).content"},
 		place:  "system prompt, in `<mcp_instructions>` (opencode's code)",
@@ -287,7 +273,7 @@ args = `+jsonList(r.server[1:])+`
 			r.h.Setenv("COPILOT_PROVIDER_API_KEY", "x")
 			r.h.Setenv("COPILOT_MODEL", "m")
 			r.h.Setenv("COPILOT_OFFLINE", "1")
-			r.run(t, 150*time.Second, client(t, "copilot"), "-p", say, "--allow-all-tools")
+			r.run(t, 150*time.Second, testbed.Bin(t, "copilot"), "-p", say, "--allow-all-tools")
 		},
 		place:  "dropped (its tools are offered)",
 		source: "closed source (MCP client in a native module)",
@@ -297,10 +283,10 @@ args = `+jsonList(r.server[1:])+`
 		run: func(t *testing.T, r *instrRig) {
 			defer testbed.StopClineHub(r.h.Dir)
 			r.write(t, ".cline/data/settings/cline_mcp_settings.json", r.mcpServers(`, "timeout": 60`))
-			if out, errOut, err := r.h.Run(t, 60*time.Second, client(t, "cline"), "auth", "-p", "openai-compatible", "-k", "x", "-m", "m", "-b", r.model.URL+"/v1"); err != nil {
+			if out, errOut, err := r.h.Run(t, 60*time.Second, testbed.Bin(t, "cline"), "auth", "-p", "openai-compatible", "-k", "x", "-m", "m", "-b", r.model.URL+"/v1"); err != nil {
 				t.Fatalf("cline auth: %v\n%s%s", err, out, errOut)
 			}
-			r.run(t, 150*time.Second, client(t, "cline"), "-t", "90", say)
+			r.run(t, 150*time.Second, testbed.Bin(t, "cline"), "-t", "90", say)
 		},
 		place:  "dropped (its tools are offered)",
 		source: "its binary defines the SDK's `getInstructions()` and never calls it",
@@ -310,7 +296,7 @@ args = `+jsonList(r.server[1:])+`
 		run: func(t *testing.T, r *instrRig) {
 			r.write(t, ".continue/config.yaml", "name: c\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: m\n    provider: openai\n    model: m\n    apiKey: x\n    apiBase: "+
 				r.model.URL+"/v1\nmcpServers:\n  - name: mempalace\n    command: "+r.server[0]+"\n    args: "+jsonList(r.server[1:])+"\n")
-			r.run(t, 150*time.Second, client(t, "cn"), "-p", say)
+			r.run(t, 150*time.Second, testbed.Bin(t, "cn"), "-p", say)
 		},
 		place:  "dropped (its tools are offered)",
 		source: "`dist/index.js` defines the SDK's `getInstructions()` and never calls it",
@@ -332,7 +318,7 @@ args = `+jsonList(r.server[1:])+`
 func piRun(t *testing.T, r *instrRig) {
 	t.Helper()
 	adapter := filepath.Join(testbed.Dir(t), "node_modules", "pi-mcp-adapter", "index.ts")
-	r.run(t, 120*time.Second, client(t, "pi"), "-p", "--no-session", "-e", adapter, "--provider", "mock", "--model", "m", say)
+	r.run(t, 120*time.Second, testbed.Bin(t, "pi"), "-p", "--no-session", "-e", adapter, "--provider", "mock", "--model", "m", say)
 }
 
 func TestServerInstructions(t *testing.T) {

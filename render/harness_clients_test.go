@@ -36,15 +36,7 @@ const clientToken = "tok-SECRET-harness-clients"
 func realClient(t *testing.T, bin string) string {
 	t.Helper()
 	testbed.Integration(t, "drives the real harness CLIs from npm")
-	p := filepath.Join(testbed.Dir(t), "node_modules", ".bin", bin)
-	if _, err := os.Stat(p); err != nil {
-		msg := fmt.Sprintf("%s is not installed in %s (realclients/package.json pins it; run scripts/install-realclients)", bin, testbed.Dir(t))
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return p
+	return testbed.Bin(t, bin)
 }
 
 type clientRig struct {

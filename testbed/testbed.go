@@ -40,13 +40,30 @@ func Dir(t testing.TB) string {
 		dir = filepath.Join(home, ".cache", "devbox-config", "realclients")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "opencode-ai")); err != nil {
-		msg := "pinned npm packages not installed in " + dir + " (run scripts/test, or: DEVBOX_REALCLIENTS=" + dir + " scripts/install-realclients)"
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		Missing(t, "pinned npm packages not installed in "+dir+" (run scripts/test, or: DEVBOX_REALCLIENTS="+dir+" scripts/install-realclients)")
 	}
 	return dir
+}
+
+// Missing skips a test that lacks something installed, or fails it under
+// CI, so CI can never pass by skipping.
+func Missing(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// Bin returns node_modules/.bin/<name> of the pinned npm packages (Missing
+// when it is not installed).
+func Bin(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(Dir(t), "node_modules", ".bin", name)
+	if _, err := os.Stat(p); err != nil {
+		Missing(t, fmt.Sprintf("%s is not installed in %s (realclients/package.json pins it; run scripts/install-realclients)", name, Dir(t)))
+	}
+	return p
 }
 
 // Module returns the path of a file inside an installed npm package.
