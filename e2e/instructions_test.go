@@ -20,7 +20,7 @@ import (
 // clients: each runs one headless prompt against a mock model
 // (testbed/mockmodel, which records every request) with one MCP server,
 // the test double answering initialize with instructions that carry
-// instrHead and, about 2 KB later, instrTail. The model saw the
+// instrHead and, 2.2 KB later, instrTail. The model saw the
 // instructions iff a request carries instrHead; whole iff instrTail
 // arrived too. instrCases is the knowledge: TestServerInstructions checks
 // it against the clients, and docs/harnesses.md's table is generated from
@@ -31,8 +31,8 @@ const (
 	instrTail = "MEMPALACE-INSTRUCTIONS-TAIL-0b9e51"
 )
 
-// instrText is the server's instructions: the shape the edge's owed-ask
-// summary will have, about 2 KB.
+// instrText is the server's instructions: the shape of the edge's owed-ask
+// summary, 2.2 KB (more than the edge's 2 KB cap).
 func instrText() string {
 	var b strings.Builder
 	b.WriteString("Before you answer, read this: " + instrHead + ".\nYou owe 24 asks:\n")
@@ -55,7 +55,7 @@ type instrCase struct {
 	untested string
 	// injects: the instructions reached the model without a tool call;
 	// where lists the places (mockmodel.Model.Where) exactly; whole: all
-	// 2 KB arrived.
+	// 2.2 KB arrived.
 	injects, whole bool
 	where          []string
 	// control proves, when the instructions did not arrive, that the
@@ -339,7 +339,7 @@ func TestServerInstructions(t *testing.T) {
 				t.Errorf("%s: the instructions are at %v, want %v; %s", c.harness, where, c.where, upgrade)
 			}
 			if whole := c.injects && slices.Equal(tail, where); whole != c.whole {
-				t.Errorf("%s: all 2 KB arrived: %v (the tail at %v), want %v; %s", c.harness, whole, tail, c.whole, upgrade)
+				t.Errorf("%s: all 2.2 KB arrived: %v (the tail at %v), want %v; %s", c.harness, whole, tail, c.whole, upgrade)
 			}
 			switch {
 			case c.injects:
@@ -449,7 +449,7 @@ func instrTable(t *testing.T) string {
 			}
 			tested, reach = "not tested"+tested+": "+c.untested, "unknown"
 		case c.injects && c.whole:
-			reach = "yes, all of 2 KB"
+			reach = "yes, all 2.2 KB"
 		case c.injects:
 			reach = "yes"
 		}
