@@ -65,79 +65,72 @@ func walk(v any, path string, f func(path, s string)) {
 	}
 }
 
+// chats are the chat completions requests so far, decoded, oldest first.
+func (m *Model) chats() []chatReq {
+	var out []chatReq
+	for _, r := range m.ModelRequests() {
+		var req chatReq
+		if r.API == OpenAIChat && json.Unmarshal(r.Body, &req) == nil {
+			out = append(out, req)
+		}
+	}
+	return out
+}
+
+// lastChat is the latest chat completions request for which ok holds.
+func (m *Model) lastChat(ok func(chatReq) bool) (chatReq, bool) {
+	reqs := m.chats()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if ok(reqs[i]) {
+			return reqs[i], true
+		}
+	}
+	return chatReq{}, false
+}
+
+func offersTools(r chatReq) bool { return len(r.Tools) > 0 }
+
 // Offered are the tool names of the latest chat completions request that
 // offered tools.
 func (m *Model) Offered() []string {
-	reqs := m.ModelRequests()
-	for i := len(reqs) - 1; i >= 0; i-- {
-		if reqs[i].API != OpenAIChat {
-			continue
-		}
-		var req chatReq
-		json.Unmarshal(reqs[i].Body, &req)
-		if len(req.Tools) == 0 {
-			continue
-		}
-		var names []string
-		for _, t := range req.Tools {
-			names = append(names, t.Function.Name)
-		}
-		return names
+	req, _ := m.lastChat(offersTools)
+	var names []string
+	for _, t := range req.Tools {
+		names = append(names, t.Function.Name)
 	}
-	return nil
+	return names
 }
 
 // LastSystem is the system messages (joined by newlines) of the latest
 // chat completions request that offered tools: what the model was told
 // besides the user's turn.
 func (m *Model) LastSystem() string {
-	reqs := m.ModelRequests()
-	for i := len(reqs) - 1; i >= 0; i-- {
-		var req chatReq
-		if reqs[i].API != OpenAIChat || json.Unmarshal(reqs[i].Body, &req) != nil || len(req.Tools) == 0 {
-			continue
+	req, _ := m.lastChat(offersTools)
+	var sys []string
+	for _, msg := range req.Messages {
+		if msg.Role == "system" {
+			sys = append(sys, contentText(msg.Content))
 		}
-		var sys []string
-		for _, msg := range req.Messages {
-			if msg.Role == "system" {
-				sys = append(sys, contentText(msg.Content))
-			}
-		}
-		return strings.Join(sys, "\n")
 	}
-	return ""
+	return strings.Join(sys, "\n")
 }
 
 // OfferedAny reports whether any chat completions request offered a tool
 // whose name ends in suffix.
 func (m *Model) OfferedAny(suffix string) bool {
-	for _, r := range m.ModelRequests() {
-		if r.API != OpenAIChat {
-			continue
-		}
-		var req chatReq
-		json.Unmarshal(r.Body, &req)
-		if slices.ContainsFunc(req.Tools, func(t chatTool) bool { return strings.HasSuffix(t.Function.Name, suffix) }) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(m.chats(), func(r chatReq) bool {
+		return slices.ContainsFunc(r.Tools, func(t chatTool) bool { return strings.HasSuffix(t.Function.Name, suffix) })
+	})
 }
 
 // LastToolResult is the latest tool result a client sent back on chat
 // completions.
 func (m *Model) LastToolResult() string {
-	reqs := m.ModelRequests()
-	for i := len(reqs) - 1; i >= 0; i-- {
-		var req chatReq
-		if reqs[i].API != OpenAIChat || json.Unmarshal(reqs[i].Body, &req) != nil || len(req.Messages) == 0 {
-			continue
-		}
-		if last := req.Messages[len(req.Messages)-1]; last.Role == "tool" {
-			return contentText(last.Content)
-		}
+	req, ok := m.lastChat(func(r chatReq) bool { return len(r.Messages) > 0 && r.Messages[len(r.Messages)-1].Role == "tool" })
+	if !ok {
+		return ""
 	}
-	return ""
+	return contentText(req.Messages[len(req.Messages)-1].Content)
 }
 
 // contentText flattens a message content (a string or a list of parts).
