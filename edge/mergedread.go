@@ -326,7 +326,10 @@ func mergeDuplicates(lm, pm map[string]any) map[string]any {
 	for i, h := range all {
 		res[i] = h
 	}
-	return map[string]any{"is_duplicate": len(all) > 0, "matches": res, "edge": map[string]any{"merged": true, "local": "ok", "primary": "ok"}}
+	out := copyMap(pm) // the primary's envelope: a gateway's filtered and untrusted_withheld
+	out["is_duplicate"], out["matches"] = len(all) > 0, res
+	out["edge"] = map[string]any{"merged": true, "local": "ok", "primary": "ok"}
+	return out
 }
 
 func num(v any) float64 {
@@ -334,18 +337,23 @@ func num(v any) float64 {
 	return f
 }
 
-// mergeDiary: union, deduplicated by content (a replicated entry has a
-// different timestamp on the primary: it was written at flush time),
+// mergeDiary: the union of the two sides as multisets of (topic, text),
 // newest first by entryTime (local is the zone of a timestamp without an
-// offset), cut to last_n.
+// offset), cut to last_n. Text repeats ("standup: nothing new" on Monday
+// and on Tuesday is two entries), and a replicated entry has a different
+// timestamp on the primary (it was written there when it was sent), so
+// for each (topic, text) the merge keeps max(local count, primary count)
+// entries: the local ones, newest first, paired with the primary's, newest
+// first (each pair one entry, palace both), and the longer side's rest.
 func mergeDiary(lm, pm map[string]any, lastN int, local *time.Location) map[string]any {
 	type dated struct {
 		entry map[string]any
 		at    time.Time
 	}
-	seen := map[string]int{}
-	var all []dated
-	for _, side := range []map[string]any{lm, pm} {
+	type group struct{ sides [2][]dated }
+	groups := map[string]*group{}
+	var order []string
+	for s, side := range []map[string]any{lm, pm} {
 		es, _ := side["entries"].([]any)
 		for _, x := range es {
 			h, ok := x.(map[string]any)
@@ -353,13 +361,32 @@ func mergeDiary(lm, pm map[string]any, lastN int, local *time.Location) map[stri
 				continue
 			}
 			k := fmt.Sprint(h["topic"], "\x00", h["content"])
-			if i, ok := seen[k]; ok {
-				all[i].entry = both(all[i].entry, h)
-				continue
+			g := groups[k]
+			if g == nil {
+				g = &group{}
+				groups[k] = g
+				order = append(order, k)
 			}
-			seen[k] = len(all)
 			ts, _ := h["timestamp"].(string)
-			all = append(all, dated{h, entryTime(ts, local)})
+			g.sides[s] = append(g.sides[s], dated{h, entryTime(ts, local)})
+		}
+	}
+	var all []dated
+	for _, k := range order {
+		g := groups[k]
+		for s := range g.sides {
+			sort.SliceStable(g.sides[s], func(i, j int) bool { return g.sides[s][i].at.After(g.sides[s][j].at) })
+		}
+		l, p := g.sides[0], g.sides[1]
+		for i := range max(len(l), len(p)) {
+			switch {
+			case i >= len(l):
+				all = append(all, p[i])
+			case i >= len(p):
+				all = append(all, l[i])
+			default:
+				all = append(all, dated{both(l[i].entry, p[i].entry), l[i].at})
+			}
 		}
 	}
 	sort.SliceStable(all, func(i, j int) bool { return all[i].at.After(all[j].at) })
@@ -425,11 +452,11 @@ func mergeDrawers(lm, pm map[string]any, offset, limit int) map[string]any {
 	for i := offset; i < len(ids) && i < offset+limit; i++ {
 		page = append(page, byID[ids[i]])
 	}
-	return map[string]any{
-		"drawers": page, "count": len(page), "offset": offset, "limit": limit,
-		"total": max(num(lm["total"]), num(pm["total"]), float64(len(ids))),
-		"edge":  map[string]any{"merged": true, "local": "ok", "primary": "ok", "total": "at least; the two palaces overlap"},
-	}
+	out := copyMap(pm) // the primary's envelope: a gateway's filtered and untrusted_withheld
+	out["drawers"], out["count"], out["offset"], out["limit"] = page, len(page), offset, limit
+	out["total"] = max(num(lm["total"]), num(pm["total"]), float64(len(ids)))
+	out["edge"] = map[string]any{"merged": true, "local": "ok", "primary": "ok", "total": "at least; the two palaces overlap"}
+	return out
 }
 
 func copyMap(m map[string]any) map[string]any {
