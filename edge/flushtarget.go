@@ -21,7 +21,7 @@ type primaryAdapter struct{ p *Primary }
 func (a primaryAdapter) Up() bool { return a.p.Up() }
 
 // Ledger: the outbox's replay may lean on a gateway's op-id ledger.
-func (a primaryAdapter) Ledger() bool { return a.p.LedgerAdvertised() }
+func (a primaryAdapter) Ledger(ctx context.Context) (bool, error) { return a.p.Ledger(ctx) }
 
 func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	params := &mcp.CallToolParams{Name: tool, Arguments: args}

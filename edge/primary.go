@@ -292,6 +292,7 @@ func (p *Primary) sessionFor(ctx context.Context) (*mcp.ClientSession, error) {
 		if err != nil {
 			return nil, err
 		}
+		p.initLedger(s)
 		p.goOwned(func() { p.listTools(s) })
 		return s, nil
 	}

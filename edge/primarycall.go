@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -124,12 +125,41 @@ func (p *Primary) LedgerAdvertised() bool { return p.ledger.Load() == 1 }
 
 // sawLedger notes whether an answer came from a gateway with an op-id
 // ledger (every /mcp answer of one carries ledger.Header).
-func (p *Primary) sawLedger(h http.Header) {
+func (p *Primary) sawLedger(h http.Header) { p.setLedger(ledger.Advertised(h)) }
+
+// initLedger notes what a new session's initialize answer said (a
+// gateway with a ledger announces it among its capabilities), so that a
+// process knows before its first call whether a resend is answered from
+// a ledger.
+func (p *Primary) initLedger(s *mcp.ClientSession) {
+	r, err := json.Marshal(s.InitializeResult())
+	p.setLedger(err == nil && ledger.AdvertisedIn(r))
+}
+
+func (p *Primary) setLedger(on bool) {
 	v := int32(2)
-	if ledger.Advertised(h) {
+	if on {
 		v = 1
 	}
 	if old := p.ledger.Swap(v); old != v && p.onLedger != nil {
-		p.onLedger(v == 1)
+		p.onLedger(on)
 	}
+}
+
+// Ledger reports whether the primary is a gateway with an op-id ledger.
+// Before any answer said, a session is opened to learn it (its
+// initialize answer says); an error: still not known.
+func (p *Primary) Ledger(ctx context.Context) (bool, error) {
+	if v := p.ledger.Load(); v != 0 {
+		return v == 1, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	if _, err := p.sessionFor(ctx); err != nil {
+		return false, fmt.Errorf("whether the primary keeps an op-id ledger: %w", err)
+	}
+	if v := p.ledger.Load(); v != 0 {
+		return v == 1, nil
+	}
+	return false, errors.New("whether the primary keeps an op-id ledger: its session said nothing yet")
 }

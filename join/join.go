@@ -165,9 +165,12 @@ func (c countingPrimary) Call(ctx context.Context, tool string, args json.RawMes
 }
 
 // Ledger passes on whether the primary is a gateway with an op-id ledger.
-func (c countingPrimary) Ledger() bool {
+func (c countingPrimary) Ledger(ctx context.Context) (bool, error) {
 	lt, ok := c.p.(outbox.LedgerTarget)
-	return ok && lt.Ledger()
+	if !ok {
+		return false, nil
+	}
+	return lt.Ledger(ctx)
 }
 
 // callerOf is a primary as a Caller (verification's look-ups).

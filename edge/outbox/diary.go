@@ -66,19 +66,51 @@ func (f *Flusher) diaryLanded(ctx context.Context, run *flushRun, op Op, diary m
 		// an entry with the text anywhere in the wing.
 		id, found, err := f.newestWith(ctx, wing, suffix, noEntries)
 		return id, found, err
-	case fence == "":
-		// A device that may write the wing but not read it (a gateway's
-		// grant) sends without a fence; should the answer be lost, the
-		// look-up is refused the same way, and the op says why.
-		if err := f.readFence(ctx, wing); err != nil && !lookUpRefused(err) {
-			return "", false, err
-		}
-		return "", false, nil
 	case !ambiguous:
+		// The fence was read before the op was marked in flight
+		// (prepareDiary); a device that may write the wing but not read it
+		// (a gateway's grant) sends without one.
 		return "", false, nil
 	}
 	id, found, err := f.newestWith(ctx, wing, suffix, fence)
 	return id, found, err
+}
+
+// prepareDiary reads the fence of a diary op's wing (a diary_write's, a
+// checkpoint's diary) when the outbox has none, before the op's first
+// attempt is marked in flight: a process cut while reading it leaves the
+// op unsent, not maybe applied, so no look-up without a fence ever takes
+// another writer's equal entry for it. A read the primary refuses (a
+// device that may write the wing but not read it) sends without a fence;
+// any other failure is transient: the op is not sent now.
+func (f *Flusher) prepareDiary(ctx context.Context, op Op) error {
+	if f.History {
+		return nil
+	}
+	a, err := args(op)
+	if err != nil {
+		return nil // the send says why
+	}
+	rec, _ := catalogue.Lookup(op.Tool)
+	switch d, _ := a["diary"].(map[string]any); {
+	case rec.Replay == catalogue.DiarySuffix:
+	case rec.Replay == catalogue.ServerDeduped && d != nil:
+		a = d
+	default:
+		return nil
+	}
+	wing := catalogue.DiaryWingFor(a)
+	fence, err := f.S.meta(ctx, fenceKey(wing))
+	if err != nil {
+		return fmt.Errorf("%w: the diary fence of %s: %w", ErrLookup, wing, err)
+	}
+	if fence != "" {
+		return nil
+	}
+	if err := f.readFence(ctx, wing); err != nil && !lookUpRefused(err) {
+		return err
+	}
+	return nil
 }
 
 // sendDiary sends a diary_write (looked up first as diaryLanded says).

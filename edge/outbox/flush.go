@@ -225,6 +225,17 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 	// it is done, whatever a later attempt's own error was (a look-up that
 	// failed says nothing about the write).
 	ambiguous := op.MaybeApplied || op.State == Inflight
+	if !ambiguous {
+		pctx, cancel := context.WithTimeout(ctx, f.SendTimeout)
+		err := f.prepareDiary(pctx, op)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return false // shutting down: the op was not sent, and is not in flight
+		case err != nil:
+			return f.settle(context.WithoutCancel(ctx), op, nil, err)
+		}
+	}
 	err := f.fenced(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE ops SET maybe_applied=CASE WHEN state='inflight' THEN 1 ELSE maybe_applied END, state='inflight', attempts=attempts+1
 			WHERE local_seq=? AND state IN ('queued','inflight')`, op.LocalSeq)

@@ -46,9 +46,28 @@ import (
 // id without the look-up: the ledger answers a repeat from its record.
 // Without a ledger the refusal counts toward dead, where an operator sees
 // why.
+//
+// Behind a ledger an op that may have landed is first sent again under
+// its op id alone, before any look-up: the ledger answers it from its
+// record if it landed, and forwards it if it never arrived. Only an op
+// the ledger holds in doubt is looked up (and resent saying so). Whether
+// the primary keeps a ledger is asked before deciding (a new process has
+// seen no answer yet); while that is not known nothing is decided.
 func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool) (map[string]any, error) {
+	if ambiguous && !op.Resend {
+		behind, err := f.behindLedger(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrLookup, err)
+		}
+		if behind {
+			res, err := f.sendWrite(ctx, op, op.Payload)
+			if rec, _ := catalogue.Lookup(op.Tool); !isInDoubt(err) || rec.Replay == catalogue.Unrepeatable {
+				return res, err
+			}
+		}
+	}
 	res, err := f.replay(ctx, run, op, ambiguous)
-	if lookUpRefused(err) && f.behindLedger() {
+	if lookUpRefused(err) && f.knownLedger(ctx) {
 		f.Log.Warn("outbox: the primary refuses the look-up this op's replay needs; sending it under its op id, which the gateway's ledger answers from its record", "op", op.Short(), "tool", op.Tool, "err", err)
 		return f.sendWrite(ctx, op, op.Payload)
 	}
@@ -56,14 +75,24 @@ func (f *Flusher) send(ctx context.Context, run *flushRun, op Op, ambiguous bool
 }
 
 // LedgerTarget is a Primary that knows whether it is a gateway with an
-// op-id ledger (it advertised one on its last answer).
+// op-id ledger (it advertised one on its last answer, or it asks: an
+// error says it could not).
 type LedgerTarget interface {
-	Ledger() bool
+	Ledger(ctx context.Context) (bool, error)
 }
 
-func (f *Flusher) behindLedger() bool {
+func (f *Flusher) behindLedger(ctx context.Context) (bool, error) {
 	lt, ok := f.P.(LedgerTarget)
-	return ok && lt.Ledger()
+	if !ok {
+		return false, nil
+	}
+	return lt.Ledger(ctx)
+}
+
+// knownLedger: the primary is known to keep an op-id ledger.
+func (f *Flusher) knownLedger(ctx context.Context) bool {
+	on, err := f.behindLedger(ctx)
+	return err == nil && on
 }
 
 // lookUpRefused: a replay's look-up failed with a JSON-RPC refusal that is
@@ -136,7 +165,7 @@ func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bo
 		switch {
 		case op.Resend:
 			return f.sendWrite(WithResend(ctx, ResendByOperator), op, op.Payload)
-		case ambiguous && !f.behindLedger():
+		case ambiguous && !f.knownLedger(ctx):
 			return nil, errNoLookUp
 		}
 		return f.sendWrite(ctx, op, op.Payload)
