@@ -619,7 +619,18 @@ func TestJoinNamesACopyFromAConcurrentPalace(t *testing.T) {
 	waitFor("mempalace_diary_write", 2) // both looked, found nothing, and wrote
 	close(diaryGate)
 	waitFor("mempalace_kg_add", 2)
+	// Both facts are on the primary before either join verifies: a join
+	// released first could otherwise read the primary before the other's
+	// fact landed and find one copy (on a loaded machine).
+	verifyGate := make(chan struct{})
+	pr.pl.SetHold("mempalace_kg_query", verifyGate)
 	close(factGate)
+	for deadline := time.Now().Add(20 * time.Second); pr.pl.Calls("mempalace_kg_add") < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the two held kg_add calls were never applied")
+		}
+	}
+	close(verifyGate)
 	wg.Wait()
 	for i, r := range reps {
 		verdicts := map[string]int{}
