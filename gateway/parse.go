@@ -241,7 +241,18 @@ func parseRequest(body []byte) (*rpcRequest, *badRequest) {
 // stringArgs are the arguments authorization reads as names (wings,
 // agents, ids): anything but a string there is refused, so no coercion
 // upstream can turn it into a name the gateway did not check.
-var stringArgs = []string{"wing", "room", "agent_name", "from_agent", "created_by", "to_agent", "drawer_id", "event_id", "artifact_id", "source_wing", "target_wing", "added_by"}
+var stringArgs = []string{"wing", "room", "agent_name", "from_agent", "created_by", "to_agent", "drawer_id", "event_id", "artifact_id", "source_wing", "target_wing", "source_room", "target_room", "added_by"}
+
+// nameArgs are the arguments MemPalace passes through sanitize_name (or
+// _sanitize_optional_name) before use: wings, rooms, a diary's agent.
+// sanitize_name strips surrounding whitespace (Python's str.strip) and
+// otherwise takes the name as sent or refuses it, so the gateway refuses
+// a padded name: authorizing "wing_instructions " and forwarding it would
+// file into wing_instructions. Refusing, rather than stripping here and
+// forwarding the stripped name, keeps what the gateway forwards, audits
+// and the edge queued the same bytes, and needs no copy of the rest of
+// MemPalace's rules: any name it would change is refused.
+var nameArgs = []string{"wing", "room", "agent_name", "source_wing", "source_room", "target_wing", "target_room", "wing_a", "wing_b", "start_room"}
 
 // checkArgs is the argument allow-list: every argument must be one the
 // tool's schema lists (in some release), and name-like ones strings.
@@ -263,6 +274,9 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 			}
 		}
 	}
+	if bad := checkNames("", args); bad != nil {
+		return bad
+	}
 	if d, ok := args["diary"]; ok {
 		dm, isObj := d.(map[string]any)
 		if !isObj {
@@ -274,6 +288,9 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 					return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter 'diary.%s': must be a string", k)}
 				}
 			}
+		}
+		if bad := checkNames("diary.", dm); bad != nil {
+			return bad
 		}
 	}
 	if it, ok := args["items"]; ok {
@@ -291,10 +308,39 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 					return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter 'items[%d].wing': must be a string", i)}
 				}
 			}
+			if bad := checkNames(fmt.Sprintf("items[%d].", i), m); bad != nil {
+				return bad
+			}
 		}
 	}
 	return nil
 }
+
+// checkNames refuses a name argument (nameArgs) of m that MemPalace
+// would strip, naming it (at prefixes nested ones) and the name to send.
+func checkNames(at string, m map[string]any) *badRequest {
+	for _, k := range nameArgs {
+		if s, ok := m[k].(string); ok && padded(s) {
+			return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter '%s%s': %q has whitespace at its start or end, which MemPalace strips (the gateway authorizes names as sent); send %q", at, k, s, strings.TrimFunc(s, pythonSpace))}
+		}
+	}
+	return nil
+}
+
+// padded reports a name whose first or last character is whitespace as
+// Python's str.strip() sees it.
+func padded(s string) bool {
+	first, _ := utf8.DecodeRuneInString(s)
+	last, _ := utf8.DecodeLastRuneInString(s)
+	return s != "" && (pythonSpace(first) || pythonSpace(last))
+}
+
+// pythonSpace is Python 3's str.isspace for one character (what
+// str.strip() removes): Go's unicode.IsSpace, plus U+001C..U+001F (the
+// information separators, bidirectional class B or S), which Python
+// counts and Go does not. TestRealPythonWhitespace checks it against the
+// real MemPalace's Python over every code point.
+func pythonSpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
 
 // encode is the message the upstream receives: the parsed envelope, with
 // a tools/call's arguments as authorized (and stamped).

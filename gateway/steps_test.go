@@ -232,3 +232,44 @@ func TestFilterStep(t *testing.T) {
 		t.Error("two content blocks passed")
 	}
 }
+
+// TestPaddedNames: a name argument with whitespace at either end, as
+// Python's str.strip() sees whitespace, is refused wherever it sits; the
+// characters Python does not strip are not.
+func TestPaddedNames(t *testing.T) {
+	for _, c := range []struct {
+		r      rune
+		strips bool
+	}{
+		{' ', true}, {'\t', true}, {'\n', true}, {'\v', true}, {'\f', true}, {'\r', true},
+		{0x1c, true}, {0x1d, true}, {0x1e, true}, {0x1f, true}, // Python only
+		{0x85, true}, {0xa0, true}, {0x1680, true}, {0x2000, true}, {0x2003, true}, {0x200a, true},
+		{0x2028, true}, {0x2029, true}, {0x202f, true}, {0x205f, true}, {0x3000, true},
+		{0x200b, false}, {0x180e, false}, {0xfeff, false}, {0x00, false}, {'_', false}, {'x', false},
+	} {
+		if pythonSpace(c.r) != c.strips {
+			t.Errorf("pythonSpace(%U) = %v, Python's str.isspace says %v", c.r, !c.strips, c.strips)
+		}
+	}
+	add, _ := catalogue.Lookup("mempalace_add_drawer")
+	checkpoint, _ := catalogue.Lookup("mempalace_checkpoint")
+	tunnel, _ := catalogue.Lookup("mempalace_create_tunnel")
+	for _, c := range []struct {
+		t    catalogue.Tool
+		args map[string]any
+		want string
+	}{
+		{add, map[string]any{"wing": "wing_instructions ", "room": "r"}, `'wing': "wing_instructions " has whitespace`},
+		{add, map[string]any{"wing": "shared", "room": "\u3000r"}, `'room'`},
+		{add, map[string]any{"wing": "shared", "room": "r r"}, ""},
+		{add, map[string]any{"wing": "", "room": "r"}, ""}, // MemPalace refuses it itself
+		{checkpoint, map[string]any{"items": []any{map[string]any{"wing": "ok"}, map[string]any{"wing": "w\u0085"}}}, "'items[1].wing'"},
+		{checkpoint, map[string]any{"items": []any{}, "diary": map[string]any{"agent_name": "\u00a0pi"}}, "'diary.agent_name'"},
+		{tunnel, map[string]any{"source_wing": "a", "target_wing": "b", "target_room": "r\x1f"}, "'target_room'"},
+	} {
+		bad := checkArgs(c.t, c.args)
+		if (c.want == "") != (bad == nil) || (bad != nil && !strings.Contains(bad.msg, c.want)) {
+			t.Errorf("%s %q: %v, want %q", c.t.Name, c.args, bad, c.want)
+		}
+	}
+}
