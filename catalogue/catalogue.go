@@ -348,8 +348,11 @@ func Unknown(name string) Tool {
 func All() []Tool { return slices.Clone(tools[:]) }
 
 // DiaryWingOf is MemPalace's default diary wing for an agent: "wing_" and
-// the agent name lower-cased (mempalace-surface §3.6).
-func DiaryWingOf(agent string) string { return "wing_" + strings.ToLower(agent) }
+// the agent name lower-cased, spaces to underscores (mempalace-surface
+// §3.6; tools_diary.py: f"wing_{agent_name.replace(' ', '_')}").
+func DiaryWingOf(agent string) string {
+	return "wing_" + strings.ReplaceAll(strings.ToLower(agent), " ", "_")
+}
 
 // Reads reports a tool that only reads, safe to send twice (false for
 // unknown tools).

@@ -169,6 +169,7 @@ func TestWingsOf(t *testing.T) {
 		{"diary_write", map[string]any{"agent_name": "Claude"}, "", []string{"wing_claude"}},
 		{"diary_write", map[string]any{"agent_name": "Claude", "wing": "notes"}, "", []string{"notes"}},
 		{"diary_read", map[string]any{"agent_name": "Pi"}, "", []string{"wing_pi"}},
+		{"diary_write", map[string]any{"agent_name": "My Bot"}, "", []string{"wing_my_bot"}},
 		{"update_drawer", map[string]any{"drawer_id": "d"}, "old", []string{"old"}},
 		{"update_drawer", map[string]any{"drawer_id": "d", "wing": "new"}, "old", []string{"old", "new"}},
 		{"create_tunnel", map[string]any{"source_wing": "a", "target_wing": "b"}, "", []string{"a", "b"}},

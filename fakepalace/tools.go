@@ -614,7 +614,7 @@ func (pl *Palace) diaryWrite(a args) any {
 	agentL := strings.ToLower(agent)
 	wing := a.str("wing")
 	if wing == "" {
-		wing = "wing_" + agentL
+		wing = catalogue.DiaryWingOf(agent)
 	}
 	if err := sanitizeName("wing", wing); err != nil {
 		return fail("%v", err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
@@ -94,5 +95,17 @@ func TestRealPythonWhitespace(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) || len(want) < 25 {
 		t.Errorf("pythonSpace: %U\nPython's str.isspace: %U", got, want)
+	}
+}
+
+// TestRealDiaryWingOfSpacedAgent: the diary wing the gateway authorizes
+// for an agent name with a space is the one real MemPalace files into
+// ("My Bot" → wing_my_bot, not "wing_my bot").
+func TestRealDiaryWingOfSpacedAgent(t *testing.T) {
+	srv := realpalace.New(t).Stdio(t)
+	res := srv.MustCall(t, "mempalace_diary_write", map[string]any{"agent_name": "My Bot", "entry": "a spaced agent's entry"})
+	want := "diary_" + catalogue.DiaryWingOf("My Bot") + "_"
+	if id := fmt.Sprint(res["entry_id"]); !strings.HasPrefix(id, want) {
+		t.Errorf("real entry id %q, want the prefix %q", id, want)
 	}
 }
