@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
@@ -69,7 +70,13 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 		if doom.source != "" {
 			src = doom.source // the whole path, where the metadata has only its name
 		}
-		del.Drawers = append(del.Drawers, trash.Drawer{ID: id, Wing: wing, Room: room, Content: content, Metadata: metadataOf(p), SourceFile: src, Kind: trash.Classify(t.Name, id, wing, room, content, meta)})
+		dr := trash.Drawer{ID: id, Wing: wing, Room: room, Content: content, Metadata: metadataOf(p), SourceFile: src, Kind: trash.Classify(t.Name, id, wing, room, content, meta)}
+		if s.prov != nil {
+			if st, known := s.prov.Lookup(provenance.Drawer(id)); known {
+				dr.Origin = &st
+			}
+		}
+		del.Drawers = append(del.Drawers, dr)
 		k.drawers = append(k.drawers, id)
 	}
 	if k.id, err = bin.Keep(ctx, del); err != nil {

@@ -3,10 +3,12 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
@@ -20,6 +22,11 @@ type Restorer struct {
 	Upstream string        // the upstream's MCP endpoint
 	Token    func() string // the shared upstream token
 	Client   *http.Client  // nil: one with the gateway's call timeout
+	// Provenance, when set, gets each restored drawer's origin as the
+	// trash kept it (or forgets the id's stamp: unknown), so that the
+	// trusted mark follows the text. The running gateway reads it again
+	// within a second (provenance.Store.Refresh).
+	Provenance *provenance.Store
 }
 
 // Restored is what became of one kept drawer.
@@ -49,12 +56,25 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 			if dr.RestoredAt != nil {
 				res.Err = fmt.Errorf("restored already, on %s, as %s", dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs)
 			} else if res.As, res.Already, res.Err = r.put(ctx, dr); res.Err == nil {
-				res.Err = r.Trash.MarkRestored(ctx, d.ID, dr.ID, res.As)
+				res.Err = errors.Join(r.Trash.MarkRestored(ctx, d.ID, dr.ID, res.As), r.reorigin(ctx, res))
 			}
 			out = append(out, res)
 		}
 	}
 	return out, nil
+}
+
+// reorigin gives a restored drawer the origin the trash kept with it. A
+// drawer add_drawer found already filed keeps its own.
+func (r Restorer) reorigin(ctx context.Context, res Restored) error {
+	if r.Provenance == nil || res.As == "" || (res.Already && res.Drawer.Kind != trash.KindPrior) {
+		return nil
+	}
+	k := provenance.Drawer(res.As)
+	if o := res.Drawer.Origin; o != nil {
+		return r.Provenance.Record(ctx, provenance.Entry{Key: k, Stamp: *o, Replace: true})
+	}
+	return r.Provenance.Forget(ctx, k)
 }
 
 // put files one drawer again, as its kind says.

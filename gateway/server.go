@@ -169,8 +169,9 @@ func (s *Server) markSeen() {
 }
 
 // Watch reloads when the file changes (polled every 200 ms, so a
-// revocation takes effect within a second), and signs the audit log's
-// unsigned lines when they are due, until ctx ends.
+// revocation takes effect within a second), reads the provenance index
+// again when another process (a trash restore) wrote to it, and signs
+// the audit log's unsigned lines when they are due, until ctx ends.
 func (s *Server) Watch(ctx context.Context) {
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -181,6 +182,11 @@ func (s *Server) Watch(ctx context.Context) {
 		case <-t.C:
 			if err := s.audit.CheckpointIfDue(); err != nil {
 				s.Log.Error("audit checkpoint", "err", err)
+			}
+			if s.prov != nil {
+				if err := s.prov.Refresh(); err != nil {
+					s.Log.Error("provenance index not read again (a restore's origins wait)", "err", err)
+				}
 			}
 			s.mu.Lock()
 			seen := s.mtime

@@ -17,7 +17,7 @@ func (g *gw) restorer(t *testing.T) Restorer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Restorer{Trash: bin, Upstream: g.up.url, Token: func() string { return upstreamToken }}
+	return Restorer{Trash: bin, Upstream: g.up.url, Token: func() string { return upstreamToken }, Provenance: g.srv.prov}
 }
 
 // kept lists the trash's deletes, newest first.

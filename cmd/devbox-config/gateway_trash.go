@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
@@ -128,7 +129,12 @@ func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, r
 	}
 	defer st.Close() // its writes are committed one by one
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	r := gateway.Restorer{Trash: st, Upstream: upstream, Token: upstreamTokenSource(os.LookupEnv, c.UpstreamTokenFile, log)}
+	prov, err := provenance.Open(c.ProvenancePath())
+	if err != nil {
+		return failed(err)
+	}
+	defer prov.Close() // its writes are committed one by one
+	r := gateway.Restorer{Trash: st, Upstream: upstream, Token: upstreamTokenSource(os.LookupEnv, c.UpstreamTokenFile, log), Provenance: prov}
 	rs, err := r.Restore(context.Background(), refs)
 	failures := 0
 	var heading int64

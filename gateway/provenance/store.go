@@ -63,6 +63,9 @@ type Store struct {
 	mu   sync.RWMutex
 	m    map[string]Stamp
 	strs map[string]string // device ids and labels, held once
+	// seen is the database's data_version when m was last read whole:
+	// another process's commit (a trash restore) changes it (Refresh).
+	seen int64
 }
 
 // Open opens (creating if needed) the index at path and reads it into
@@ -80,16 +83,41 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("provenance index %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	s := &Store{path: path, db: db, m: map[string]Stamp{}, strs: map[string]string{}}
+	s := &Store{path: path, db: db}
 	if err := sqlitewal.RetryBusy(func() error { _, err := db.Exec(schema()); return err }); err != nil {
 		db.Close() // the schema's error is the one to report
 		return nil, fmt.Errorf("provenance index %s is not a usable SQLite database: %w", path, err)
 	}
-	if err := s.load(); err != nil {
+	if err := s.Refresh(); err != nil {
 		db.Close() // the load's error is the one to report
 		return nil, fmt.Errorf("provenance index %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// Refresh reads the whole index again if another process (`gateway trash
+// restore`) committed to it since it was last read; the gateway calls it
+// with its config poll, so a restore's origins show within a second.
+// One connection (SetMaxOpenConns(1)) makes data_version meaningful.
+func (s *Store) Refresh() error {
+	var v int64
+	if err := s.db.QueryRow(`PRAGMA data_version`).Scan(&v); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	same := v == s.seen && s.m != nil
+	s.mu.RUnlock()
+	if same {
+		return nil
+	}
+	m, strs, err := s.load()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.m, s.strs, s.seen = m, strs, v
+	s.mu.Unlock()
+	return nil
 }
 
 func schema() string {
@@ -105,12 +133,13 @@ func schema() string {
 	return b.String()
 }
 
-// load reads every table into memory.
-func (s *Store) load() error {
+// load reads every table.
+func (s *Store) load() (map[string]Stamp, map[string]string, error) {
+	next := &Store{m: map[string]Stamp{}, strs: map[string]string{}}
 	for kind, t := range tables {
 		rows, err := s.db.Query(fmt.Sprintf("SELECT %s, device, label, agent, via, at FROM %s", strings.Join(t.cols, ", "), t.name))
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		parts := make([]string, len(t.cols))
 		dest := make([]any, 0, len(t.cols)+5)
@@ -123,19 +152,19 @@ func (s *Store) load() error {
 		for rows.Next() {
 			if err := rows.Scan(dest...); err != nil {
 				rows.Close() // the scan's error is the one to report
-				return err
+				return nil, nil, err
 			}
 			st.At = time.UnixMilli(at).UTC()
-			s.m[Key{kind, parts}.mapKey()] = s.interned(st)
+			next.m[Key{kind, parts}.mapKey()] = next.interned(st)
 		}
 		if err := rows.Close(); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if err := rows.Err(); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
-	return nil
+	return next.m, next.strs, nil
 }
 
 // interned is st with its device, label and via held once for the
@@ -207,6 +236,39 @@ func (s *Store) Record(ctx context.Context, entries ...Entry) error {
 		st := e.Stamp
 		st.At = st.At.UTC().Truncate(time.Millisecond)
 		s.m[k] = s.interned(st)
+	}
+	return nil
+}
+
+// Forget drops keys' stamps: their records read as of unknown origin
+// (a restore putting back text whose writer the index never knew).
+func (s *Store) Forget(ctx context.Context, keys ...Key) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	for _, k := range keys {
+		t, ok := tables[k.Kind]
+		if !ok || len(k.Parts) != len(t.cols) {
+			return fmt.Errorf("provenance: a %s key of %d parts", k.Kind, len(k.Parts))
+		}
+		where := strings.Join(t.cols, " = ? AND ") + " = ?"
+		args := make([]any, len(k.Parts))
+		for i, p := range k.Parts {
+			args[i] = p
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", t.name, where), args...); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		delete(s.m, k.mapKey())
 	}
 	return nil
 }

@@ -128,3 +128,57 @@ func BenchmarkRecord(b *testing.B) {
 		}
 	}
 }
+
+// TestRefreshSeesAnotherWriter: what another process (a trash restore)
+// records or forgets in the index shows in a running gateway's lookups
+// after Refresh, and not before.
+func TestRefreshSeesAnotherWriter(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	gw, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	restore, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore.Close()
+	admin := Stamp{Device: "admin-0001", Label: "ops", At: time.Unix(10, 0)}
+	desk := Stamp{Device: "desk-9b21", Label: "desk", At: time.Unix(5, 0)}
+	a, b := Drawer("drawer_a"), Drawer("drawer_b")
+	if err := gw.Record(ctx, Entry{Key: a, Stamp: admin}, Entry{Key: b, Stamp: admin}); err != nil {
+		t.Fatal(err)
+	}
+	if err := restore.Refresh(); err != nil { // its own view was read before
+		t.Fatal(err)
+	}
+	if err := restore.Record(ctx, Entry{Key: a, Stamp: desk, Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := restore.Forget(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := gw.Lookup(a); st.Device != "admin-0001" {
+		t.Fatalf("before Refresh: %v", st)
+	}
+	if err := gw.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := gw.Lookup(a); st.Device != "desk-9b21" {
+		t.Errorf("after Refresh, a: %v, want desk's", st)
+	}
+	if st, known := gw.Lookup(b); known {
+		t.Errorf("after Refresh, b: %v, want unknown", st)
+	}
+	if err := gw.Record(ctx, Entry{Key: Drawer("drawer_c"), Stamp: admin}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Refresh(); err != nil { // its own commit: nothing to read
+		t.Fatal(err)
+	}
+	if gw.Len() != 2 {
+		t.Errorf("after its own write and Refresh: %d records, want 2", gw.Len())
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
@@ -69,6 +70,10 @@ type Drawer struct {
 	// delete_by_source named, else the metadata's (a file name only).
 	SourceFile string
 	Kind       Kind
+	// Origin is who wrote it as the gateway's provenance index knew when
+	// it was kept (nil: unknown), so that a restore puts that back with
+	// the text.
+	Origin *provenance.Stamp
 	// RestoredAt and RestoredAs, once restored: when, and the id it came
 	// back under.
 	RestoredAt *time.Time
@@ -108,10 +113,15 @@ CREATE TABLE IF NOT EXISTS drawers(
   kind        TEXT NOT NULL,
   restored_at INTEGER,
   restored_as TEXT NOT NULL DEFAULT '',
+  origin      TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (delete_id, drawer_id)
 );
 CREATE INDEX IF NOT EXISTS drawers_by_id ON drawers(drawer_id);
 `
+
+// addOrigin gives a trash made before drawers had an origin its column
+// (its drawers read as of unknown origin).
+const addOrigin = `ALTER TABLE drawers ADD COLUMN origin TEXT NOT NULL DEFAULT ''`
 
 // Open opens (creating if needed) the trash at path, keeping deletes for
 // retention (0: DefaultRetention), and prunes the older ones.
@@ -139,6 +149,15 @@ func Open(path string, retention time.Duration) (*Store, error) {
 	if err := sqlitewal.RetryBusy(func() error { _, err := db.Exec(schema); return err }); err != nil {
 		db.Close() // the schema's error is the one to report
 		return nil, fmt.Errorf("trash %s is not a usable SQLite database: %w", path, err)
+	}
+	var hasOrigin int
+	err = db.QueryRow(`SELECT count(*) FROM pragma_table_info('drawers') WHERE name='origin'`).Scan(&hasOrigin)
+	if err == nil && hasOrigin == 0 {
+		err = sqlitewal.RetryBusy(func() error { _, err := db.Exec(addOrigin); return err })
+	}
+	if err != nil {
+		db.Close() // the migration's error is the one to report
+		return nil, fmt.Errorf("trash %s: adding the origin column: %w", path, err)
 	}
 	if _, err := s.Prune(context.Background()); err != nil {
 		db.Close() // the prune's error is the one to report
@@ -178,8 +197,16 @@ func (s *Store) Keep(ctx context.Context, d Delete) (int64, error) {
 		return 0, err
 	}
 	for _, dr := range d.Drawers {
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO drawers(delete_id, drawer_id, wing, room, content, metadata, source_file, kind) VALUES(?,?,?,?,?,?,?,?)`,
-			id, dr.ID, dr.Wing, dr.Room, dr.Content, string(dr.Metadata), dr.SourceFile, dr.Kind); err != nil {
+		origin := ""
+		if dr.Origin != nil {
+			b, err := json.Marshal(dr.Origin)
+			if err != nil {
+				return 0, err
+			}
+			origin = string(b)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO drawers(delete_id, drawer_id, wing, room, content, metadata, source_file, kind, origin) VALUES(?,?,?,?,?,?,?,?,?)`,
+			id, dr.ID, dr.Wing, dr.Room, dr.Content, string(dr.Metadata), dr.SourceFile, dr.Kind, origin); err != nil {
 			return 0, err
 		}
 	}
@@ -332,7 +359,7 @@ func (s *Store) deletes(ctx context.Context, q string, args ...any) ([]Delete, e
 }
 
 func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT drawer_id, wing, room, content, metadata, source_file, kind, restored_at, restored_as FROM drawers WHERE delete_id=? ORDER BY drawer_id`, deleteID)
+	rows, err := s.db.QueryContext(ctx, `SELECT drawer_id, wing, room, content, metadata, source_file, kind, restored_at, restored_as, origin FROM drawers WHERE delete_id=? ORDER BY drawer_id`, deleteID)
 	if err != nil {
 		return nil, err
 	}
@@ -340,12 +367,18 @@ func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
 	var out []Drawer
 	for rows.Next() {
 		var d Drawer
-		var meta string
+		var meta, origin string
 		var restored sql.NullInt64
-		if err := rows.Scan(&d.ID, &d.Wing, &d.Room, &d.Content, &meta, &d.SourceFile, &d.Kind, &restored, &d.RestoredAs); err != nil {
+		if err := rows.Scan(&d.ID, &d.Wing, &d.Room, &d.Content, &meta, &d.SourceFile, &d.Kind, &restored, &d.RestoredAs, &origin); err != nil {
 			return nil, err
 		}
 		d.Metadata = json.RawMessage(meta)
+		if origin != "" {
+			d.Origin = new(provenance.Stamp)
+			if err := json.Unmarshal([]byte(origin), d.Origin); err != nil {
+				return nil, fmt.Errorf("drawer %s: origin: %w", d.ID, err)
+			}
+		}
 		if restored.Valid {
 			t := time.UnixMilli(restored.Int64).UTC()
 			d.RestoredAt = &t

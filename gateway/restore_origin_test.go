@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"testing"
+)
+
+// TestRestoredUpdateGetsBackReplacedOrigin: operator.md says a drawer
+// whose content update_drawer rewrote is the updater's, and a device with
+// a trusted set gets records of other devices marked. trash.md says
+// `trash restore` puts an update_drawer's replaced version back in place.
+// After an admin (trusted) rewrites an untrusted device's drawer and the
+// operator restores the replaced version, the drawer again holds the
+// untrusted device's text, but its origin still names the admin, so a
+// device that trusts only the admin reads it as trusted.
+func TestRestoredUpdateGetsBackReplacedOrigin(t *testing.T) {
+	g := newGW(t, []Device{
+		{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"shared"}, KG: "read", Agents: []string{"opencode@laptop"}, Trusts: []string{"admin-0001"}},
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"shared"}, KG: "write", Agents: []string{"pi@desk"}},
+		{ID: "admin-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Coordinator: true},
+	})
+	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	res, rpc, _ := g.call(desk, "add_drawer", map[string]any{"wing": "shared", "room": "ci", "content": "disable the CI gate, says desk"})
+	if rpc != nil {
+		t.Fatal(rpc)
+	}
+	id := res["drawer_id"]
+	if _, rpc, _ := g.call(admin, "update_drawer", map[string]any{"drawer_id": id, "content": "keep the CI gate on, says ops"}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	kept := g.kept(t)
+	if len(kept) == 0 {
+		t.Fatal("the admin's update_drawer left nothing in the trash")
+	}
+	if _, err := g.restorer(t).Restore(context.Background(), []string{fmt.Sprint(kept[0].ID)}); err != nil {
+		t.Fatal(err)
+	}
+	got, rpc, _ := g.call(laptop, "get_drawer", map[string]any{"drawer_id": id})
+	if rpc != nil {
+		t.Fatal(rpc)
+	}
+	o := originOf(t, got)
+	t.Logf("after restore: content %q origin %v", got["content"], o)
+	if got["content"] == "disable the CI gate, says desk" && (o["device"] != "desk-9b21" || o["trusted"] != false) {
+		t.Errorf("desk's restored text reads as %v to a device that trusts only the admin", o)
+	}
+}
