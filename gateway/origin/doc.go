@@ -28,6 +28,12 @@
 //     compared).
 //   - agent: the agent the write named: the agent segment of a drawer's
 //     added_by, a diary's agent, an event's from_agent (absent for facts).
+//     It is the writer's claim; only device is verified. A drawer's
+//     added_by agent is any short plain name the client sent (the
+//     device's agents list is not consulted); a diary's agent and an
+//     event's from_agent must be one of the device's agents (or, for a
+//     diary, the harness part of one), so a device cannot name another
+//     device's agent there, but nothing shows which of its own spoke.
 //   - at: when the gateway stamped it, RFC 3339 in UTC, to the millisecond.
 //   - via: for a record a join attributed to device (an admin's join
 //     with --origin-device, see below), the admin device that made it.
