@@ -1,5 +1,10 @@
 package catalogue
 
+import (
+	"strings"
+	"unicode"
+)
+
 // WingsOf lists the wing(s) a call touches, by its record's Wings rule.
 // drawerWing is the wing of the drawer a DrawerWing call names, looked up
 // by the caller ("" when unknown). An empty string in the list means the
@@ -57,3 +62,15 @@ func DiaryEntry(args map[string]any) string {
 	c, _ := args["content"].(string)
 	return c
 }
+
+// PythonSpace is Python 3's str.isspace for one character (what
+// str.strip() removes, as MemPalace's sanitize_name does to wing, room
+// and agent names): Go's unicode.IsSpace, plus U+001C..U+001F (the
+// information separators), which Python counts and Go does not.
+// gateway's TestRealPythonWhitespace checks it against the real
+// MemPalace's Python over every code point.
+func PythonSpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
+
+// SanitizedName is a name as MemPalace files it: stripped of whitespace
+// at both ends (sanitize_name's strip).
+func SanitizedName(s string) string { return strings.TrimFunc(s, PythonSpace) }

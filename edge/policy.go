@@ -9,6 +9,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // Policy is <palace>/edge/policy.json: which wings replicate to the primary
@@ -100,8 +102,10 @@ func LoadPolicy(dir string) (*Policy, error) {
 	return p, nil
 }
 
-// Replicated reports whether writes to wing go to the primary.
+// Replicated reports whether writes to wing go to the primary: the wing
+// as MemPalace files it (" wing_private_x" is wing_private_x there).
 func (p *Policy) Replicated(wing string) bool {
+	wing = catalogue.SanitizedName(wing)
 	best, bestLen := Replicated, -1
 	for glob, r := range p.Wings {
 		if ok, _ := path.Match(glob, wing); ok && len(glob) > bestLen { // LoadPolicy checked every glob

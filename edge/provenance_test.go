@@ -69,7 +69,9 @@ func TestPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for wing, want := range map[string]bool{"workspace": false, "wing_opencode": false, "wing_pi": true, "notes": true} {
+	// a padded name is the wing MemPalace files it in (sanitize_name
+	// strips it): " workspace" must stay local as workspace does
+	for wing, want := range map[string]bool{"workspace": false, "wing_opencode": false, "wing_pi": true, "notes": true, " workspace": false, "workspace\u00a0": false, "\twing_opencode\n": false, " wing_pi ": true} {
 		if p.Replicated(wing) != want {
 			t.Errorf("%s: replicated=%v, want %v (longest glob wins)", wing, !want, want)
 		}

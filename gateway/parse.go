@@ -321,7 +321,7 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 func checkNames(at string, m map[string]any) *badRequest {
 	for _, k := range nameArgs {
 		if s, ok := m[k].(string); ok && padded(s) {
-			return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter '%s%s': %q has whitespace at its start or end, which MemPalace strips (the gateway authorizes names as sent); send %q", at, k, s, strings.TrimFunc(s, pythonSpace))}
+			return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter '%s%s': %q has whitespace at its start or end, which MemPalace strips (the gateway authorizes names as sent); send %q", at, k, s, catalogue.SanitizedName(s))}
 		}
 	}
 	return nil
@@ -329,18 +329,7 @@ func checkNames(at string, m map[string]any) *badRequest {
 
 // padded reports a name whose first or last character is whitespace as
 // Python's str.strip() sees it.
-func padded(s string) bool {
-	first, _ := utf8.DecodeRuneInString(s)
-	last, _ := utf8.DecodeLastRuneInString(s)
-	return s != "" && (pythonSpace(first) || pythonSpace(last))
-}
-
-// pythonSpace is Python 3's str.isspace for one character (what
-// str.strip() removes): Go's unicode.IsSpace, plus U+001C..U+001F (the
-// information separators, bidirectional class B or S), which Python
-// counts and Go does not. TestRealPythonWhitespace checks it against the
-// real MemPalace's Python over every code point.
-func pythonSpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
+func padded(s string) bool { return catalogue.SanitizedName(s) != s }
 
 // encode is the message the upstream receives: the parsed envelope, with
 // a tools/call's arguments as authorized (and stamped).

@@ -72,7 +72,7 @@ func TestRealPaddedWingNeverReachesInstructionWing(t *testing.T) {
 	}
 }
 
-// TestRealPythonWhitespace: pythonSpace is exactly what the real
+// TestRealPythonWhitespace: catalogue.PythonSpace is exactly what the real
 // MemPalace's Python strips (str.isspace), over every code point.
 func TestRealPythonWhitespace(t *testing.T) {
 	venv := realpalace.Venv(t)
@@ -89,12 +89,12 @@ func TestRealPythonWhitespace(t *testing.T) {
 	}
 	var got []rune
 	for r := rune(0); r < 0x110000; r++ {
-		if pythonSpace(r) {
+		if catalogue.PythonSpace(r) {
 			got = append(got, r)
 		}
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) || len(want) < 25 {
-		t.Errorf("pythonSpace: %U\nPython's str.isspace: %U", got, want)
+		t.Errorf("catalogue.PythonSpace: %U\nPython's str.isspace: %U", got, want)
 	}
 }
 

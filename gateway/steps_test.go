@@ -247,8 +247,8 @@ func TestPaddedNames(t *testing.T) {
 		{0x2028, true}, {0x2029, true}, {0x202f, true}, {0x205f, true}, {0x3000, true},
 		{0x200b, false}, {0x180e, false}, {0xfeff, false}, {0x00, false}, {'_', false}, {'x', false},
 	} {
-		if pythonSpace(c.r) != c.strips {
-			t.Errorf("pythonSpace(%U) = %v, Python's str.isspace says %v", c.r, !c.strips, c.strips)
+		if catalogue.PythonSpace(c.r) != c.strips {
+			t.Errorf("catalogue.PythonSpace(%U) = %v, Python's str.isspace says %v", c.r, !c.strips, c.strips)
 		}
 	}
 	add, _ := catalogue.Lookup("mempalace_add_drawer")
