@@ -88,9 +88,14 @@ func TestOriginsThroughTheMergedRead(t *testing.T) {
 		byText[x.(map[string]any)["text"].(string)] = x
 	}
 	wantLaptop("search", byText["the release goes out on friday"])
-	if o := recordOrigin(byText["desk's own note about the release"]); o["device"] != "desk-9b21" || o["label"] != "desk" || o["trusted"] != true || (o["palace"] != "local" && o["palace"] != "both") {
-		// "both" once desk's flusher has sent it (it replicates): desk's
-		// own either way
+	o := recordOrigin(byText["desk's own note about the release"])
+	switch {
+	case o["palace"] == "local" && o["device"] == "desk-9b21" && o["label"] == "desk" && o["trusted"] == true:
+	case o["palace"] == "both" && (o["device"] == "desk-9b21" || o["device"] == "unknown"):
+		// desk's flusher sent it meanwhile (it replicates); "unknown"
+		// while the gateway has forwarded it but not yet recorded its
+		// stamp (gateway/origin's documented window)
+	default:
 		t.Errorf("search, desk's local drawer: origin %v", o)
 	}
 	l, _ := h.call("list_drawers", map[string]any{"wing": "shared"})

@@ -89,6 +89,10 @@
 // untrusted; instruction_wing): absent there, a primary's records carry
 // no origin and none can be told from another.
 //
+// A record read while its write is in flight through the gateway (MemPalace
+// has applied it, the gateway has not yet recorded its stamp: the time of
+// one upstream answer) reads "unknown".
+//
 // What a reader may rely on: device is what the gateway verified, by the
 // token that authenticated the write, not what the writer claimed.
 // metadata.added_by (MemPalace's own, on get_drawer and list_drawers) is
