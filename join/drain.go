@@ -50,7 +50,7 @@ func (j *joining) drain(ctx context.Context) {
 		// join; any other device's only to itself): gateway/origin.
 		ctx = origin.WithDevice(ctx, j.cfg.Device)
 	}
-	stop := j.watch(ctx, st.ByState[outbox.Done])
+	stop := j.watch(ctx)
 	f := &outbox.Flusher{S: j.store, P: primary, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1}
 	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, st.ByState[outbox.Done])...)
 	stop()
@@ -131,13 +131,15 @@ func (j *joining) stuck(ctx context.Context) []Failure {
 	return failed
 }
 
-// watch reports progress (ops done since done0) and checkpoints the
+// watch reports progress (ops done since it started) and checkpoints the
 // high-water mark every two seconds while the drain runs (the Flusher's
 // Drain returns only when the queue is empty or its head cannot be sent);
-// stop ends it and waits for it.
-func (j *joining) watch(ctx context.Context, done0 int) (stop func()) {
+// stop ends it and waits for it. It reads only the pending ops' index
+// (Store.Pending): the done ops a join outbox keeps are never scanned.
+func (j *joining) watch(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	watched := make(chan struct{})
+	pending0, _, err := j.store.Pending(ctx)
 	go func() {
 		defer close(watched)
 		t := time.NewTicker(200 * time.Millisecond)
@@ -149,15 +151,14 @@ func (j *joining) watch(ctx context.Context, done0 int) (stop func()) {
 				return
 			case <-t.C:
 			}
-			if st, err := j.store.Stats(ctx); err == nil {
-				j.o.Progress.Set(st.ByState[outbox.Done] - done0)
+			n, oldest, perr := j.store.Pending(ctx)
+			if perr == nil && err == nil {
+				j.o.Progress.Set(pending0 - n) // nothing is enqueued while the drain runs
 			}
-			if time.Since(lastCP) > 2*time.Second {
+			if perr == nil && n > 0 && time.Since(lastCP) > 2*time.Second {
 				lastCP = time.Now()
-				if hw, ok := highWater(ctx, j.store); ok {
-					j.cp.HighWater = max(j.cp.HighWater, hw)
-					j.saveCheckpoint()
-				}
+				j.cp.HighWater = max(j.cp.HighWater, oldest-1)
+				j.saveCheckpoint()
 			}
 		}
 	}()
@@ -166,11 +167,11 @@ func (j *joining) watch(ctx context.Context, done0 int) (stop func()) {
 
 // highWater is the last local_seq before the first op still to send.
 func highWater(ctx context.Context, store *outbox.Store) (int64, bool) {
-	ops, err := store.List(ctx, 1)
-	if err != nil || len(ops) == 0 {
+	n, oldest, err := store.Pending(ctx)
+	if err != nil || n == 0 {
 		return 0, false
 	}
-	return ops[0].LocalSeq - 1, true
+	return oldest - 1, true
 }
 
 // failureOf names a refused op by its record.

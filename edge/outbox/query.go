@@ -290,6 +290,17 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
+// Pending counts the ops not done and gives the oldest one's local_seq
+// (0 with none). It reads only the pending ops' index, so it stays cheap
+// however many done ops the outbox keeps: a progress display polls it.
+func (s *Store) Pending(ctx context.Context) (n int, oldest int64, err error) {
+	var first sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), MIN(local_seq) FROM ops WHERE state <> 'done'`).Scan(&n, &first); err != nil {
+		return 0, 0, fmt.Errorf("outbox: %w", err)
+	}
+	return n, first.Int64, nil
+}
+
 // countByState counts the ops in each state into by.
 func (s *Store) countByState(ctx context.Context, by map[State]int) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*) FROM ops GROUP BY state`)

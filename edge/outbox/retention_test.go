@@ -102,3 +102,49 @@ func TestTheFlusherPrunes(t *testing.T) {
 		t.Fatalf("done ops older than the retention after the flusher ran: %v", st.ByState)
 	}
 }
+
+// Pending (join's progress and high-water mark) counts what Stats counts
+// as not done and names the first op a List of the pending ops returns:
+// an op dropped by the operator or sent no longer counts.
+func TestPendingCountsWhatIsNotDone(t *testing.T) {
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var ids []string
+	for i := range 3 {
+		op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(fmt.Sprintf(`{"wing":"w","room":"r","content":"note %d"}`, i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, op.ID)
+	}
+	check := func(wantN int) {
+		t.Helper()
+		n, oldest, err := s.Pending(ctx)
+		st, serr := s.Stats(ctx)
+		ops, lerr := s.List(ctx, 1)
+		if err != nil || serr != nil || lerr != nil {
+			t.Fatal(err, serr, lerr)
+		}
+		wantOldest := int64(0)
+		if len(ops) > 0 {
+			wantOldest = ops[0].LocalSeq
+		}
+		if n != wantN || n != st.Waiting() || oldest != wantOldest {
+			t.Fatalf("Pending = %d, oldest %d; want %d (Stats: %d), oldest %d", n, oldest, wantN, st.Waiting(), wantOldest)
+		}
+	}
+	check(3)
+	if _, err := s.Drop(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	check(2)
+	pl, _ := fakepalace.New(fakepalace.Options{})
+	if _, err := (&outbox.Flusher{S: s, P: memPrimary{pl}}).Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(0)
+}
