@@ -6,8 +6,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // restorer is the operator's restore for a test gateway.
@@ -230,5 +233,68 @@ func TestDeleteBySourceBeyondTheSample(t *testing.T) {
 	}
 	if n := g.up.toolCalls(t, "get_taxonomy"); n != 1 {
 		t.Fatalf("get_taxonomy called %d times, want once", n)
+	}
+}
+
+// What the trash keeps is what the delete removes: a write from another
+// device that arrives while a delete_by_source is between its look-up and
+// the delete waits for the delete (the look-up and the delete hold the
+// primary's write slot together), so the delete goes ahead with what it
+// enumerated and the new drawer of that source stays.
+func TestAWriteWaitsForTheDeleteItWouldRaceWith(t *testing.T) {
+	g := newGW(t, []Device{
+		{ID: "cleanup-01", Read: []string{"*"}, Write: []string{"*"}, Admin: true},
+		{ID: "desk-9b21", Read: []string{"*"}, Write: []string{"*"}},
+	})
+	admin, desk := g.tokens["cleanup-01"], g.tokens["desk-9b21"]
+	for i := range 3 {
+		g.call(admin, "add_drawer", map[string]any{"wing": "w", "room": "notes", "content": fmt.Sprintf("old note %d", i), "source_file": "/srv/notes.md"})
+	}
+	pl := g.up.palace
+	trace := &testbed.SyncBuffer{}
+	fakepalace.SetTrace(pl, trace)
+	// the gateway's enumeration of the source's drawers is held mid-look-up
+	hold := make(chan struct{})
+	pl.SetHold("mempalace_list_drawers", hold)
+	released := false
+	defer func() {
+		if !released {
+			close(hold) // a failing test must not hang
+		}
+	}()
+	deleted := make(chan map[string]any, 1)
+	go func() {
+		res, rpc, _ := g.call(admin, "delete_by_source", map[string]any{"source_file": "/srv/notes.md", "dry_run": false})
+		if rpc != nil {
+			res = map[string]any{"refused": rpc}
+		}
+		deleted <- res
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(trace.String(), `"name":"mempalace_list_drawers"`); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway never enumerated the source's drawers")
+		}
+	}
+	added := make(chan map[string]any, 1)
+	go func() {
+		res, _, _ := g.call(desk, "add_drawer", map[string]any{"wing": "w", "room": "notes", "content": "a new note", "source_file": "/srv/notes.md"})
+		added <- res
+	}()
+	// give the write its chance to overtake the delete (it cannot while the
+	// slot is held; without it, it lands within milliseconds)
+	for deadline := time.Now().Add(300 * time.Millisecond); pl.Calls("mempalace_add_drawer") < 4 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	}
+	released = true
+	close(hold)
+	if res := <-deleted; res["deleted"] != 3.0 {
+		t.Fatalf("delete_by_source with a write arriving mid-look-up: %v", res)
+	}
+	res := <-added
+	id, _ := res["drawer_id"].(string)
+	if got, _, _ := g.call(admin, "get_drawer", map[string]any{"drawer_id": id}); got["content"] != "a new note" {
+		t.Fatalf("the write that arrived during the delete is gone from the primary: %v", got)
+	}
+	if ds := g.kept(t); len(ds) != 1 || len(ds[0].Drawers) != 3 || ds[0].Note != "" {
+		t.Fatalf("kept: %+v", ds)
 	}
 }
