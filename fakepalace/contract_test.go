@@ -15,8 +15,8 @@ import (
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
-// conn is a raw JSON-RPC connection to a MemPalace (the double or, when
-// MEMPALACE_CONTRACT_CMD / MEMPALACE_CONTRACT_URL is set, a real one).
+// conn is a raw JSON-RPC connection to a MemPalace (the double, or real
+// MemPalace in TestRealContract).
 type conn interface {
 	send(t *testing.T, msg string) []byte // the raw response, nil if none
 }

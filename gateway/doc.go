@@ -11,9 +11,15 @@
 // the upstream receives the re-encoding of this parse, never the client's
 // bytes), arguments (parse.go: the catalogue's allow-list), limit
 // (limits.go), authorize (authz.go, objects.go), narrow (narrow.go),
-// audit (audit.go: ahead of a write, and one line per request), forward
-// (upstream.go, through an optional Ledger) and filter (filter.go,
-// fanout.go). The server's lifecycle (Open, Reload, Watch) is server.go;
+// author (origins.go: who a write is attributed to, a join's
+// --origin-device), audit (audit.go: ahead of a write, and one line per
+// request), keep (keep.go, doomed.go: what a delete removes goes to the
+// trash first, under the write slot), forward (upstream.go, through an
+// optional Ledger) and filter (filter.go, fanout.go; origins.go adds each
+// record's origin, record.go stamps the provenance index after a write).
+// Beside the steps: restore.go (gateway trash restore), stream.go (the
+// /logstream relay, events with their origins), advertise.go (what a
+// device is told about itself). The server's lifecycle (Open, Reload, Watch) is server.go;
 // what the running gateway learns (a token's first use) lives in a state
 // file apart from the config (state.go), which only operators write.
 package gateway

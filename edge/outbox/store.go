@@ -194,7 +194,7 @@ func RecordProtection(s *Store, ledger bool) error {
 	}
 	v := "look-ups: the primary advertises no op-id ledger; each record type's look-up guards a repeat"
 	if ledger {
-		v = "ledger: the primary's gateway de-duplicates every send by op id; look-ups as a second guard"
+		v = "ledger: the primary's gateway de-duplicates every send by op id; an op that may have landed is sent again under it, and looked up only when the gateway holds it in doubt"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
