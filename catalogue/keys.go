@@ -128,14 +128,15 @@ func IDHash(parts ...string) string {
 }
 
 // EntityID is how MemPalace's knowledge graph ids a subject or object:
-// lower-cased, spaces to underscores, apostrophes dropped.
+// stripped (sanitize_kg_value), lower-cased, spaces to underscores,
+// apostrophes dropped.
 func EntityID(name string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(strings.ToLower(name), " ", "_"), "'", "")
+	return strings.NewReplacer(" ", "_", "'", "").Replace(strings.ToLower(SanitizedName(name)))
 }
 
-// PredicateID is how it ids a predicate: lower-cased, spaces to
-// underscores.
-func PredicateID(p string) string { return strings.ReplaceAll(strings.ToLower(p), " ", "_") }
+// PredicateID is how it ids a predicate: stripped (sanitize_name),
+// lower-cased, spaces to underscores.
+func PredicateID(p string) string { return strings.ReplaceAll(strings.ToLower(SanitizedName(p)), " ", "_") }
 
 // EntrySuffix is the content half of a diary entry's id: the first 12 hex
 // digits of sha256(entry), not length-prefixed (RFC 001 §7.6).

@@ -79,3 +79,15 @@ func TestDiaryEntryID(t *testing.T) {
 		}
 	}
 }
+
+// MemPalace strips a fact's subject, object and predicate before it ids
+// them (sanitize_kg_value, sanitize_name): " Alice" is Alice's fact, and
+// orders with it.
+func TestFactKeysAreMemPalacesIDs(t *testing.T) {
+	rec, _ := Lookup("mempalace_kg_add")
+	a := rec.CausalKeys(map[string]any{"subject": "Alice", "predicate": "works on", "object": "devbox"})
+	b := rec.CausalKeys(map[string]any{"subject": " Alice\u00a0", "predicate": "works on\t", "object": "devbox"})
+	if !slices.Equal(a, b) {
+		t.Fatalf("padded names are another fact: %v vs %v", a, b)
+	}
+}

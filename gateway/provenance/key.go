@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // Kind is what a Key identifies.
@@ -46,12 +48,7 @@ func Fact(subject, predicate, object, validFrom string) Key {
 	if s, ok := strings.CutSuffix(vf, "+00:00"); ok {
 		vf = s + "Z"
 	}
-	return Key{KindFact, []string{entityID(subject), strings.ReplaceAll(strings.ToLower(strings.TrimSpace(predicate)), " ", "_"), entityID(object), vf}}
-}
-
-// entityID is MemPalace's entity id of a name.
-func entityID(name string) string {
-	return strings.NewReplacer(" ", "_", "'", "").Replace(strings.ToLower(strings.TrimSpace(name)))
+	return Key{KindFact, []string{catalogue.EntityID(subject), catalogue.PredicateID(predicate), catalogue.EntityID(object), vf}}
 }
 
 // Diary is the key of a diary entry (or one chunk of one) by its agent
