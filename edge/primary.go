@@ -40,8 +40,8 @@ type Primary struct {
 	onUp     func()
 	onTools  func([]*mcp.Tool)
 	onLedger func(bool)
-	ledger   atomic.Int32                    // 0 unknown, 1 a gateway's op-id ledger answers, 2 none
-	device   atomic.Pointer[deviceinfo.Info] // what the gateway last said of this device (nil: none said)
+	ledger   atomic.Int32               // 0 unknown, 1 a gateway's op-id ledger answers, 2 none
+	device   atomic.Pointer[advertised] // what the gateway last said of this device (nil: none said)
 
 	mu         sync.Mutex
 	session    *mcp.ClientSession
@@ -116,18 +116,35 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := b.next.RoundTrip(r)
 	if err == nil {
 		b.p.lastStatus.Store(int32(resp.StatusCode))
-		if in, ok := deviceinfo.FromHeader(resp.Header); ok {
-			b.p.device.Store(&in)
-		}
+		b.p.sawDevice(resp.Header)
 	}
 	return resp, err
+}
+
+// advertised is a Devbox-Config-Device header as it came and as it reads.
+type advertised struct {
+	header string
+	info   deviceinfo.Info
+}
+
+// sawDevice keeps the device an answer's header advertises. The gateway
+// sends the same header on every answer: it is decoded only when it
+// changes, not on every call.
+func (p *Primary) sawDevice(h http.Header) {
+	v := h.Get(deviceinfo.Header)
+	if last := p.device.Load(); v == "" || last != nil && last.header == v {
+		return
+	}
+	if in, ok := deviceinfo.FromHeader(h); ok {
+		p.device.Store(&advertised{header: v, info: in})
+	}
 }
 
 // Device is what a devbox-config gateway last said of this device
 // (its Devbox-Config-Device header); false before one did.
 func (p *Primary) Device() (deviceinfo.Info, bool) {
-	if in := p.device.Load(); in != nil {
-		return *in, true
+	if a := p.device.Load(); a != nil {
+		return a.info, true
 	}
 	return deviceinfo.Info{}, false
 }
