@@ -178,10 +178,10 @@ func (e *Edge) notSent(d deletion, n int) string {
 	if d.diary {
 		return "a diary entry has another id on the primary (written there when it was sent)"
 	}
-	if e.primary == nil || !e.remote.Up() {
+	if e.remote == nil || !e.remote.Up() {
 		return "the primary is not reachable"
 	}
-	info, ok := e.primary.Device()
+	info, ok := e.remote.Device()
 	switch {
 	case !ok:
 		return "the primary is not a devbox-config gateway (nothing there could undo a delete)"
