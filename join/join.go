@@ -262,11 +262,6 @@ func errText(raw json.RawMessage) string {
 	return e.Kind + ": " + e.Message
 }
 
-func suffixOf(entry string) string {
-	sum := sha256.Sum256([]byte(entry))
-	return hex.EncodeToString(sum[:])[:12]
-}
-
 func notes(r Report) []string {
 	n := []string{}
 	if r.Manifest[Diaries] > 0 {

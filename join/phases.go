@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
@@ -413,7 +414,7 @@ func (j *joining) verify(ctx context.Context) {
 	}
 	for i := range j.targets {
 		t := &j.targets[i]
-		if ids := listing[t.rec.Wing][suffixOf(t.rec.Content)]; t.primaryID == "" && t.rec.Kind == Diaries && len(ids) > 0 {
+		if ids := listing[t.rec.Wing][catalogue.EntrySuffix(t.rec.Content)]; t.primaryID == "" && t.rec.Kind == Diaries && len(ids) > 0 {
 			t.primaryID = ids[0]
 		}
 	}
@@ -438,7 +439,7 @@ func (j *joining) equalEntries() map[string]int {
 	n := map[string]int{}
 	for _, p := range j.planned {
 		if p.rec.Kind == Diaries {
-			n[p.rec.Wing+"\x00"+suffixOf(p.rec.Content)]++
+			n[p.rec.Wing+"\x00"+catalogue.EntrySuffix(p.rec.Content)]++
 		}
 	}
 	return n

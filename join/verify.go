@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // ChunkSize is MemPalace's MCP chunk size (config.chunk_size, 800
@@ -191,8 +193,8 @@ func concurrentCopies(ctx context.Context, primary Caller, wrote []writtenRecord
 			subjects[str(w.rec.Args, "subject")] = append(subjects[str(w.rec.Args, "subject")], w)
 			continue
 		}
-		n := max(local[w.rec.Wing+"\x00"+suffixOf(w.rec.Content)], 1)
-		if ids := listing[w.rec.Wing][suffixOf(w.rec.Content)]; len(ids) > n && w.rec.Ordinal <= 1 {
+		n := max(local[w.rec.Wing+"\x00"+catalogue.EntrySuffix(w.rec.Content)], 1)
+		if ids := listing[w.rec.Wing][catalogue.EntrySuffix(w.rec.Content)]; len(ids) > n && w.rec.Ordinal <= 1 {
 			out = append(out, Mismatch{Kind: Diaries, LocalID: w.rec.LocalID, PrimaryID: w.id, Wing: w.rec.Wing, Verdict: "duplicate on the primary",
 				Detail: fmt.Sprintf("the primary holds this entry %d times (%s), this palace %d: another palace joined at the same moment; keep %d and delete the others there", len(ids), strings.Join(ids, ", "), n, n)})
 		}
