@@ -56,24 +56,22 @@ func (f *Flusher) diaryLanded(ctx context.Context, run *flushRun, op Op, diary m
 		n, err := f.primaryCount(ctx, run, wing, suffix)
 		return "", err == nil && n >= max(op.Ordinal, 1), err
 	}
-	fence, err := f.S.meta(ctx, fenceKey(wing))
-	if err != nil {
-		return "", false, fmt.Errorf("%w: the diary fence of %s: %w", ErrLookup, wing, err)
-	}
-	switch {
-	case fence == "" && ambiguous:
-		// No fence (an op an older edge left in flight): the older rule,
-		// an entry with the text anywhere in the wing.
-		id, found, err := f.newestWith(ctx, wing, suffix, noEntries)
-		return id, found, err
-	case !ambiguous:
+	if !ambiguous {
 		// The fence was read before the op was marked in flight
 		// (prepareDiary); a device that may write the wing but not read it
 		// (a gateway's grant) sends without one.
 		return "", false, nil
 	}
-	id, found, err := f.newestWith(ctx, wing, suffix, fence)
-	return id, found, err
+	fence, err := f.S.meta(ctx, fenceKey(wing))
+	if err != nil {
+		return "", false, fmt.Errorf("%w: the diary fence of %s: %w", ErrLookup, wing, err)
+	}
+	if fence == "" {
+		// No fence (an op an older edge left in flight): the older rule,
+		// an entry with the text anywhere in the wing.
+		fence = noEntries
+	}
+	return f.newestWith(ctx, wing, suffix, fence)
 }
 
 // prepareDiary reads the fence of a diary op's wing (a diary_write's, a
