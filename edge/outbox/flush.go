@@ -293,7 +293,7 @@ func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 		}
 		retries++
 		f.waitUp(ctx, time.Duration(retries)*f.Lease/10)
-		if err := f.S.retryLostAnswers(ctx); err != nil {
+		if err := f.S.dueNow(ctx, Lost); err != nil {
 			return sent, err
 		}
 	}

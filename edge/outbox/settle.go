@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -127,24 +128,33 @@ func (s *Store) ClearBackoff(ctx context.Context) error {
 	return err
 }
 
-// Resume is the primary's recovery: the ops that never reached it are
-// due now (an op whose own send failed keeps its backoff), and the
-// flusher wakes. An error leaves the backoff as it was.
+// Resume is the primary's recovery: the ops whose last attempt never
+// reached it (the kinds Rules marks ResetWhenUp) are due now (an op whose
+// own send failed keeps its backoff), and the flusher wakes. An error
+// leaves the backoff as it was.
 func (s *Store) Resume(ctx context.Context) error {
-	_, err := s.flushDB.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE state IN ('queued','inflight') AND json_extract(error_json,'$.kind')=?`, Unreachable.String())
+	var errs []error
+	for k, r := range Rules {
+		if r.ResetWhenUp {
+			errs = append(errs, s.dueNow(ctx, k))
+		}
+	}
 	s.Kick()
+	return errors.Join(errs...)
+}
+
+// failedAs selects the pending ops whose last attempt failed as a kind.
+const failedAs = `state IN ('queued','inflight') AND json_extract(error_json,'$.kind')=?`
+
+// dueNow makes the pending ops whose last attempt failed as kind due now.
+func (s *Store) dueNow(ctx context.Context, kind Kind) error {
+	_, err := s.flushDB.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE `+failedAs, kind.String())
 	return err
 }
 
 // lostAnswers counts the pending ops whose last attempt lost its answer.
 func (s *Store) lostAnswers(ctx context.Context) (int, error) {
 	var n int
-	err := s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE state IN ('queued','inflight') AND json_extract(error_json,'$.kind')=?`, Lost.String()).Scan(&n)
+	err := s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE `+failedAs, Lost.String()).Scan(&n)
 	return n, err
-}
-
-// retryLostAnswers makes those ops due now (one Drain's bounded retry).
-func (s *Store) retryLostAnswers(ctx context.Context) error {
-	_, err := s.flushDB.ExecContext(ctx, `UPDATE ops SET next_attempt_at=0 WHERE state IN ('queued','inflight') AND json_extract(error_json,'$.kind')=?`, Lost.String())
-	return err
 }
