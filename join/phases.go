@@ -255,7 +255,7 @@ func (j *joining) resumed() []Record {
 		var args map[string]any
 		if err := json.Unmarshal(op.Payload, &args); err != nil {
 			// priorOps indexed only the ops whose payload is an object
-			j.rep.Failed = append(j.rep.Failed, Failure{Kind: kindOfTool(op.Tool), Record: op.ID[:12], Wing: op.Wing, Error: "the join outbox holds a payload that is not a JSON object: " + err.Error()})
+			j.rep.Failed = append(j.rep.Failed, Failure{Kind: kindOfTool(op.Tool), Record: op.Short(), Wing: op.Wing, Error: "the join outbox holds a payload that is not a JSON object: " + err.Error()})
 			continue
 		}
 		recs = append(recs, Record{Kind: kindOfTool(op.Tool), Tool: op.Tool, Args: args, Wing: op.Wing, Closed: str(args, "valid_to") != "", Ordinal: op.Ordinal})
@@ -368,7 +368,7 @@ func (j *joining) settled(pl planned, op outbox.Op) {
 	if err := json.Unmarshal(op.Result, &res); err != nil {
 		// The flusher records the primary's answer as JSON: an unreadable
 		// one still reached the primary; it only names no id.
-		j.log.Warn("the join outbox's record of an answer is unreadable", "op", op.ID[:12], "err", err)
+		j.log.Warn("the join outbox's record of an answer is unreadable", "op", op.Short(), "err", err)
 	}
 	if pl.sent || str(res, "skipped") != "" || str(res, "reason") == "already_exists" {
 		j.rep.Skipped[pl.rec.Kind]++
