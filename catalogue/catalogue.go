@@ -31,7 +31,9 @@ const (
 	// proxied (§7.2: sync must never reach the primary, mine would stall
 	// the single-writer primary).
 	Maintenance
-	// Destructive: deletes stay local; never proxied.
+	// Destructive: deletes apply locally; the edge queues a drawer delete
+	// for the primary only when the gateway says the device is admin
+	// (edge/tombstone.go), and the gateway keeps it in its trash.
 	Destructive
 	// CoordinationRead: the primary's coordination log only.
 	CoordinationRead
