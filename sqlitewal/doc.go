@@ -1,7 +1,9 @@
-// Package sqlitewal holds what the outbox and the gateway's op-id ledger
-// share about opening a SQLite file in WAL mode that several processes may
-// open at the same moment: SQLite can answer SQLITE_BUSY without waiting
-// for its busy timeout (switching a fresh file to WAL), so set-up is tried
-// again for a few seconds (RetryBusy); and a new file is created private
-// before SQLite opens it (CreatePrivate).
+// Package sqlitewal holds what the outbox and the gateway's stores (op-id
+// ledger, trash, provenance index) share about opening a SQLite file in
+// WAL mode that several processes may open at the same moment: one
+// connection string (Open: busy_timeout first, immediate transactions);
+// SQLite can answer SQLITE_BUSY without waiting for its busy timeout
+// (switching a fresh file to WAL), so set-up is tried again for a few
+// seconds (RetryBusy); and a new file is created private before SQLite
+// opens it (CreatePrivate).
 package sqlitewal

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite"
-
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
@@ -102,17 +100,9 @@ func OpenOptions(path string, o Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
+	// auto_vacuum before anything creates a table.
 	open := func(sync string) (*sql.DB, error) {
-		// busy_timeout first: switching a fresh file to WAL takes a lock that
-		// another process opening it at the same moment may hold;
-		// auto_vacuum before anything creates a table.
-		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=journal_size_limit(4194304)&_pragma=synchronous(" + sync + ")&_txlock=immediate"
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			return nil, err
-		}
-		db.SetMaxOpenConns(1)
-		return db, nil
+		return sqlitewal.Open(path, sync, "auto_vacuum(INCREMENTAL)", "journal_size_limit(4194304)")
 	}
 	db, err := open("FULL")
 	if err != nil {

@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite"
-
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
@@ -183,21 +181,14 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	// its fsyncs would land on the request whose commit crossed the
 	// threshold (tens of ms on a busy disk); checkpoint runs them in the
 	// background on a connection of its own.
-	// busy_timeout first, so that switching a new file to WAL waits for
-	// another process doing the same; _txlock=immediate, so that creating
-	// the schema takes the write lock at BEGIN (waiting), not on upgrading
-	// a read, which SQLite refuses at once when another process wrote
-	// first (both found by TestTwoOSProcessesOneFile).
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
 	var id [8]byte
 	rand.Read(id[:]) // never fails (crypto/rand)
 	l := &Ledger{path: path, opt: opt, instance: hex.EncodeToString(id[:])}
 	for _, db := range []**sql.DB{&l.db, &l.bgdb} {
-		if *db, err = sql.Open("sqlite", dsn); err != nil {
+		if *db, err = sqlitewal.Open(path, "NORMAL", "wal_autocheckpoint(0)"); err != nil {
 			l.Close() // the open's error is the one to report
 			return nil, fmt.Errorf("ledger %s: %w", path, err)
 		}
-		(*db).SetMaxOpenConns(1)
 	}
 	// Another gateway opening the same fresh file can make it busy.
 	err = sqlitewal.RetryBusy(l.createSchema)

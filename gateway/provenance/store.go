@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite"
-
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
@@ -77,12 +75,10 @@ func Open(path string) (*Store, error) {
 	}
 	// synchronous=NORMAL: a stamp lost to a power cut leaves its record
 	// of unknown origin, which no device that names a trusted set trusts.
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sqlitewal.Open(path, "NORMAL")
 	if err != nil {
 		return nil, fmt.Errorf("provenance index %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(1)
 	s := &Store{path: path, db: db}
 	if err := sqlitewal.RetryBusy(func() error { _, err := db.Exec(schema()); return err }); err != nil {
 		db.Close() // the schema's error is the one to report

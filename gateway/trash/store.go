@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite"
-
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
@@ -139,12 +137,10 @@ func Open(path string, retention time.Duration) (*Store, error) {
 	// synchronous=FULL: a kept drawer is on disk before its delete is
 	// forwarded, power cut included (deletes are rare; the fsync is cheap
 	// beside the delete itself).
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sqlitewal.Open(path, "FULL")
 	if err != nil {
 		return nil, fmt.Errorf("trash %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(1)
 	s := &Store{path: path, db: db, retention: retention, Now: time.Now}
 	if err := sqlitewal.RetryBusy(func() error { _, err := db.Exec(schema); return err }); err != nil {
 		db.Close() // the schema's error is the one to report

@@ -1,0 +1,36 @@
+package sqlitewal
+
+import (
+	"database/sql"
+	"strings"
+
+	_ "modernc.org/sqlite" // the pure-Go driver: the binary stays static
+)
+
+// Open opens the SQLite database at path in WAL mode, with the given
+// synchronous level (FULL or NORMAL) and one connection (so that a
+// transaction and PRAGMA data_version see one connection's view). pragmas
+// are further _pragma values (e.g. "wal_autocheckpoint(0)"), set after
+// busy_timeout and before journal_mode. The file is not created here:
+// CreatePrivate first, for a private one.
+//
+// busy_timeout comes first, so that switching a new file to WAL waits for
+// another process doing the same; _txlock=immediate, so that creating a
+// schema takes the write lock at BEGIN (waiting), not on upgrading a read,
+// which SQLite refuses at once when another process wrote first (both
+// found by the ledger's TestTwoOSProcessesOneFile). A set-up can still
+// meet SQLITE_BUSY at once: run it in RetryBusy.
+func Open(path, synchronous string, pragmas ...string) (*sql.DB, error) {
+	var dsn strings.Builder
+	dsn.WriteString("file:" + path + "?_pragma=busy_timeout(10000)")
+	for _, p := range pragmas {
+		dsn.WriteString("&_pragma=" + p)
+	}
+	dsn.WriteString("&_pragma=journal_mode(WAL)&_pragma=synchronous(" + synchronous + ")&_txlock=immediate")
+	db, err := sql.Open("sqlite", dsn.String())
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
