@@ -32,15 +32,15 @@ func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, [
 	if len(reqID) == 0 {
 		reqID = json.RawMessage("null")
 	}
-	opID, ok, err := ledger.OpIDOf(json.RawMessage(gjson.GetBytes(call.Body, "params").Raw))
+	params := json.RawMessage(gjson.GetBytes(call.Body, "params").Raw)
+	opID, ok, err := ledger.OpIDOf(params)
 	if err != nil {
 		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error())
 	}
 	if !ok {
 		return next(ctx, call.Body)
 	}
-	resend := ledger.ResendOf(json.RawMessage(gjson.GetBytes(call.Body, "params").Raw))
-	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, RequestID: reqID, Resend: resend},
+	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, RequestID: reqID, Resend: ledger.ResendOf(params)},
 		func(ctx context.Context) (ledger.Answer, error) {
 			status, body := next(ctx, call.Body)
 			// 502, 504: the upstream call was sent and its answer lost (the
