@@ -136,7 +136,9 @@ func EntityID(name string) string {
 
 // PredicateID is how it ids a predicate: stripped (sanitize_name),
 // lower-cased, spaces to underscores.
-func PredicateID(p string) string { return strings.ReplaceAll(strings.ToLower(SanitizedName(p)), " ", "_") }
+func PredicateID(p string) string {
+	return strings.ReplaceAll(strings.ToLower(SanitizedName(p)), " ", "_")
+}
 
 // EntrySuffix is the content half of a diary entry's id: the first 12 hex
 // digits of sha256(entry), not length-prefixed (RFC 001 §7.6).
