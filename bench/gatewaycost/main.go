@@ -37,11 +37,17 @@ var (
 	baseline   = flag.String("baseline", "", "another devbox-config binary, measured in the same run (e.g. the commit before a change)")
 	n          = flag.Int("n", 200, "rounds of calls per measurement")
 	perWing    = flag.Int("drawers", 60, "drawers seeded in each of three wings")
+	relay      = flag.String("relay", "", "comma-separated relay processes to measure too (transport: the gateway's net/http client; raw: one connection per call, no transport; predial: raw with the next connection dialled ahead): each forwards a call to serve and does nothing else, the floor under any second process")
+	only       = flag.String("only", "", "measure only the calls whose label contains this")
 )
 
 const upstreamToken = "gatewaycost-upstream-token"
 
 func main() {
+	if spec := os.Getenv(relayEnv); spec != "" {
+		runRelay(spec)
+		return
+	}
 	flag.Parse()
 	if *gatewayBin == "" {
 		log.Fatal("need -gateway (scripts/build /tmp/devbox-config)")
@@ -71,6 +77,17 @@ func main() {
 		defer gw.Process.Signal(os.Interrupt)
 		clients = append(clients, client{url: gw.url, token: token})
 	}
+	for _, mode := range strings.Split(*relay, ",") {
+		if mode == "" {
+			continue
+		}
+		if mode == "transport" {
+			mode = ""
+		}
+		r := startRelay(serve.URL, mode)
+		defer r.Process.Signal(os.Interrupt)
+		clients = append(clients, client{url: r.url, token: upstreamToken})
+	}
 
 	fmt.Printf("MemPalace %s serve, %d drawers in each of 3 wings of about 500 characters; a device that reads one wing (exact grant); %d rounds, the order rotating each round.\n\n", realpalace.Version, *perWing, *n)
 	head := "| call | direct median | gateway median | added (median of rounds) | added p90 |"
@@ -78,6 +95,12 @@ func main() {
 	if *baseline != "" {
 		head += " baseline added (median) |"
 		rule += " --- |"
+	}
+	for _, mode := range strings.Split(*relay, ",") {
+		if mode != "" {
+			head += " relay (" + mode + ") added |"
+			rule += " --- |"
+		}
 	}
 	fmt.Println(head)
 	fmt.Println(rule)
@@ -98,6 +121,9 @@ func main() {
 			return map[string]any{"subject": "bench", "predicate": "measured", "object": "run " + strconv.Itoa(i), "valid_from": "2026-01-01", "valid_to": "2026-01-02"}
 		}},
 	} {
+		if !strings.Contains(c.label, *only) {
+			continue
+		}
 		measure(c.label, c.tool, c.args, clients)
 	}
 }
@@ -124,8 +150,8 @@ func measure(label, tool string, args func(int) map[string]any, clients []client
 	ms := func(x time.Duration) string { return fmt.Sprintf("%.2f ms", float64(x.Microseconds())/1000) }
 	plus := func(x time.Duration) string { return fmt.Sprintf("%+.2f ms", float64(x.Microseconds())/1000) }
 	row := fmt.Sprintf("| %s | %s | %s | %s | %s |", label, ms(median(took[0])), ms(median(took[1])), plus(median(added[1])), plus(pct(added[1], 90)))
-	if len(clients) > 2 {
-		row += " " + plus(median(added[2])) + " |"
+	for j := 2; j < len(clients); j++ {
+		row += " " + plus(median(added[j])) + " |"
 	}
 	fmt.Println(row)
 }
