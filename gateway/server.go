@@ -102,8 +102,8 @@ func (s *Server) Open() error {
 		s.audit.Close() // the index's error is the one to report
 		return fmt.Errorf("provenance_file: %w", err)
 	}
-	s.client = &http.Client{Timeout: callTimeout}
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	s.client = upstreamClient(dialer, http.DefaultTransport)
 	s.stream = &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}}
 	s.writes = newWriteQueue(writeShare, 30*time.Second)
 	return nil

@@ -1,0 +1,122 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// rawUpstream listens on loopback and hands each connection to serve.
+func rawUpstream(t *testing.T, serve func(c net.Conn)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); serve(c) }()
+		}
+	}()
+	return "http://" + l.Addr().String() + "/mcp"
+}
+
+// readRequest reads one whole HTTP request from c.
+func readRequest(c net.Conn) *http.Request {
+	r, err := http.ReadRequest(bufio.NewReader(c))
+	if err != nil {
+		return nil
+	}
+	io.ReadAll(r.Body)
+	return r
+}
+
+// What the edge does with an upstream failure depends on whether the
+// call left whole: never sent is retried as it is (503), sent without an
+// answer may have been applied (502). The one-connection transport keeps
+// that line where net/http's transport drew it.
+func TestUpstreamFailuresSayWhetherTheCallWasSent(t *testing.T) {
+	dialer := &net.Dialer{Timeout: 2 * time.Second}
+	client := upstreamClient(dialer, http.DefaultTransport)
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{}}}`)
+
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := "http://" + l.Addr().String() + "/mcp"
+	l.Close()
+	hangs := make(chan struct{})
+	t.Cleanup(func() { close(hangs) })
+	cases := []struct {
+		name, url  string
+		ctxTimeout time.Duration
+		status     int
+		says       string
+	}{
+		{"nothing listens", closed, 0, 503, "not sent"},
+		{"read, then hung up", rawUpstream(t, func(c net.Conn) { readRequest(c) }), 0, 502, "may have applied"},
+		{"answer cut short", rawUpstream(t, func(c net.Conn) {
+			readRequest(c)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\nConnection: close\r\n\r\n{\"jsonrpc\"")
+		}), 0, 502, "cut short"},
+		{"no answer before the call's deadline", rawUpstream(t, func(c net.Conn) { readRequest(c); <-hangs }), 200 * time.Millisecond, 502, "may have applied"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			if c.ctxTimeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, c.ctxTimeout)
+				defer cancel()
+			}
+			status, resp := postMCP(ctx, client, c.url, "tok", body)
+			if status != c.status || !strings.Contains(string(resp), c.says) {
+				t.Fatalf("HTTP %d %s; want %d saying %q", status, resp, c.status, c.says)
+			}
+		})
+	}
+}
+
+// Every call has a connection of its own, and the request arrives whole
+// with the gateway's token, even at an upstream that would keep the
+// connection; an https upstream goes through the next transport.
+func TestUpstreamCallsGetAConnectionEach(t *testing.T) {
+	var conns atomic.Int32
+	var auth atomic.Value
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		auth.Store(r.Header.Get("Authorization"))
+		w.Write(b) // echoes the call
+	})
+	plain := httptest.NewUnstartedServer(h)
+	plain.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	plain.Start()
+	defer plain.Close()
+	tls := httptest.NewTLSServer(h)
+	defer tls.Close()
+
+	client := upstreamClient(&net.Dialer{Timeout: 2 * time.Second}, tls.Client().Transport)
+	for i, url := range []string{plain.URL, plain.URL, tls.URL} {
+		status, resp := postMCP(context.Background(), client, url+"/mcp", "gateway-token", []byte(`{"call":`+string(rune('0'+i))+`}`))
+		if status != 200 || string(resp) != `{"call":`+string(rune('0'+i))+`}` || auth.Load() != "Bearer gateway-token" {
+			t.Fatalf("call %d to %s: HTTP %d %s, auth %v", i, url, status, resp, auth.Load())
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("two calls to the http upstream used %d connections; want one each", n)
+	}
+}
