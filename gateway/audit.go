@@ -94,12 +94,16 @@ func OpenAudit(file string) (*Audit, error) {
 	return a, sc.Err()
 }
 
-// entryHash is the hash of e's line: the bytes json.Marshal writes for it
-// up to where the hash field begins.
-func entryHash(e Entry) string {
+// sealLine is e's line (newline included) and its hash: the sha256 of
+// the bytes json.Marshal writes for e up to where the hash field begins.
+// The line is those bytes with `,"hash":"<hash>"}` after them: what
+// json.Marshal writes for e with its Hash set (the last field).
+func sealLine(e Entry) (line []byte, hash string) {
 	e.Hash = ""
 	b, _ := json.Marshal(e) // an Entry is strings, numbers and a time: it encodes
-	return lineHash(b[:len(b)-1])
+	prefix := b[:len(b)-1]
+	hash = lineHash(prefix)
+	return append(append(append(prefix, `,"hash":"`...), hash...), "\"}\n"...), hash
 }
 
 func lineHash(prefix []byte) string {
@@ -142,8 +146,7 @@ func (a *Audit) appendLine(e Entry, durable bool) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e.Prev = a.prev
-	e.Hash = entryHash(e)
-	b, _ := json.Marshal(e) // as entryHash
+	line, hash := sealLine(e)
 	if a.f == nil || !a.stillThere() {
 		if a.f != nil {
 			a.f.Close() // replaced by the file reopened below
@@ -155,7 +158,7 @@ func (a *Audit) appendLine(e Entry, durable bool) (string, error) {
 		}
 		a.f = f
 	}
-	if _, err := a.f.Write(append(b, '\n')); err != nil {
+	if _, err := a.f.Write(line); err != nil {
 		return "", err
 	}
 	if durable {
@@ -163,15 +166,15 @@ func (a *Audit) appendLine(e Entry, durable bool) (string, error) {
 			return "", err
 		}
 	}
-	a.prev = e.Hash
+	a.prev = hash
 	a.lines++
 	if a.since++; a.since == 1 {
 		a.waiting = a.clock()
 	}
 	if a.key != nil && a.since >= a.cadence.lines() {
-		return e.Hash, a.checkpointLocked()
+		return hash, a.checkpointLocked()
 	}
-	return e.Hash, nil
+	return hash, nil
 }
 
 // Close signs the lines no checkpoint covers yet and closes the log file

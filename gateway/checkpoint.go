@@ -133,18 +133,17 @@ func (a *Audit) clock() time.Time {
 func (a *Audit) checkpointLocked() error {
 	c := Entry{Time: a.clock().UTC(), Method: "checkpoint", Decision: VerdictCheckpoint, Prev: a.prev}
 	c.Sig = hex.EncodeToString(ed25519.Sign(a.key, fmt.Appendf(nil, "%s|%d", a.prev, a.lines)))
-	c.Hash = entryHash(c)
-	b, _ := json.Marshal(c) // as entryHash
-	if _, err := a.f.Write(append(b, '\n')); err != nil {
+	line, hash := sealLine(c)
+	if _, err := a.f.Write(line); err != nil {
 		return err
 	}
 	if err := a.f.Sync(); err != nil {
 		return err
 	}
-	a.prev = c.Hash
+	a.prev = hash
 	a.lines++
 	a.since = 0
-	if err := a.anchor.write(Anchor{Time: c.Time, Log: a.file, Lines: a.lines, Head: c.Hash, Sig: c.Sig}); err != nil && a.log != nil {
+	if err := a.anchor.write(Anchor{Time: c.Time, Log: a.file, Lines: a.lines, Head: hash, Sig: c.Sig}); err != nil && a.log != nil {
 		// The log and its checkpoint are written: a request is not refused
 		// for its second copy, whose loss the operator must hear of.
 		a.log.Error("audit anchor not written: audit_anchor cannot vouch for the log's end until it is", "audit_anchor", a.anchor.file, "lines", a.lines, "err", err)

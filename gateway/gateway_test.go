@@ -451,10 +451,13 @@ func TestSignedCheckpoints(t *testing.T) {
 			e.Decision = "deny"
 		}
 		e.Prev = prev
-		e.Hash = entryHash(e)
-		prev = e.Hash
-		nb, _ := json.Marshal(e)
-		out = append(out, string(nb))
+		line, hash := sealLine(e)
+		e.Hash = hash
+		if nb, _ := json.Marshal(e); string(nb)+"\n" != string(line) {
+			t.Fatalf("a sealed line is not what json.Marshal writes for its entry:\n%s\n%s", line, nb)
+		}
+		prev = hash
+		out = append(out, strings.TrimSuffix(string(line), "\n"))
 	}
 	os.WriteFile(file, []byte(strings.Join(out, "\n")+"\n"), 0o600)
 	if _, err := Verify(file, nil); err != nil {
