@@ -264,7 +264,7 @@ func (s *Server) waitHealthy(limit time.Duration) error {
 			resp.Body.Close()
 			if resp.StatusCode == 200 && strings.TrimSpace(string(b[:n])) == "ok" {
 				cancel()
-				return nil
+				return s.ownsPort()
 			}
 		}
 		cancel()
@@ -273,6 +273,28 @@ func (s *Server) waitHealthy(limit time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// ownsPort checks that the healthy server on the port is this one: a
+// ping with this server's token. A free port can be taken between the
+// check and the bind by another test's serve, whose /healthz answers
+// all the same; it refuses this token (401), and the start is retried on
+// another port.
+func (s *Server) ownsPort() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+s.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	resp.Body.Close() // the status is the answer
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("port %d is another server's (ping: HTTP %d)", s.Port, resp.StatusCode)
+	}
+	return nil
 }
 
 // Stop ends serve and its server child (SIGTERM, SIGKILL after 10 s) and

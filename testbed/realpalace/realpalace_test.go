@@ -56,6 +56,15 @@ func TestRealBothWires(t *testing.T) {
 	if _, err := HTTPClient(srv.URL, "wrong").Tools(); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("a wrong bearer: %v", err)
 	}
+	// A start whose port another serve took between the check and the
+	// bind sees that server healthy; the ping with its own token tells
+	// them apart, and the start is retried on another port.
+	if err := srv.ownsPort(); err != nil {
+		t.Fatalf("serve's own port: %v", err)
+	}
+	if err := (&Server{Port: srv.Port, URL: srv.URL, Token: "another-test's-token"}).ownsPort(); err == nil || !strings.Contains(err.Error(), "another server's") {
+		t.Fatalf("a port another serve holds: %v", err)
+	}
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
