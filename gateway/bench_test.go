@@ -200,3 +200,23 @@ func BenchmarkRecordedAnswer(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAuditLine is one request's audit line: a read's (written, not
+// fsynced) and a write's (fsynced before the write is made).
+func BenchmarkAuditLine(b *testing.B) {
+	for _, durable := range []bool{false, true} {
+		b.Run(map[bool]string{false: "read", true: "write"}[durable], func(b *testing.B) {
+			a, err := OpenAudit(b.TempDir() + "/audit.jsonl")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer a.Close()
+			e := Entry{Time: time.Now(), Device: "laptop-7f3a", TokenID: "a1b2c3", Path: "/mcp", Method: "tools/call", Tool: "mempalace_search", Wing: "shared", Decision: VerdictAllow, Status: 200, UpstreamStatus: 200, LatencyMS: 1.25, ArgsDigest: "0123456789abcdef0123456789abcdef"}
+			for b.Loop() {
+				if err := a.Append(e, durable); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
