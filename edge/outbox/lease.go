@@ -56,9 +56,7 @@ var errLeaseLost = errors.New("the flush lease passed to another process")
 // left and a renewal (every Lease/3) keeps it so.
 func (f *Flusher) hold() time.Duration { return max(f.Lease, f.SendTimeout+f.Lease/3) }
 
-func readLease(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}) (lease, error) {
+func readLease(ctx context.Context, q querier) (lease, error) {
 	var v string
 	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key='lease'`).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {

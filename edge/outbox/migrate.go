@@ -114,25 +114,13 @@ func migrateV1(ctx context.Context, tx *sql.Tx) error {
 
 // keyPending derives the lane and causal keys of every op not done.
 func keyPending(ctx context.Context, tx *sql.Tx) error {
-	rows, err := tx.QueryContext(ctx, `SELECT local_seq, tool_name, payload_json FROM ops WHERE state <> 'done'`)
-	if err != nil {
-		return err
-	}
 	type pending struct {
-		seq     int64
-		tool    string
-		payload string
+		seq           int64
+		tool, payload string
 	}
-	var ps []pending
-	for rows.Next() {
-		var p pending
-		if err := rows.Scan(&p.seq, &p.tool, &p.payload); err != nil {
-			rows.Close() // the scan's error is the one to report
-			return err
-		}
-		ps = append(ps, p)
-	}
-	if err := rows.Close(); err != nil {
+	ps, err := queryAll(ctx, tx, func(r rowScanner) (p pending, err error) { err = r.Scan(&p.seq, &p.tool, &p.payload); return },
+		`SELECT local_seq, tool_name, payload_json FROM ops WHERE state <> 'done'`)
+	if err != nil {
 		return err
 	}
 	for _, p := range ps {

@@ -15,7 +15,34 @@ import (
 // opCols are the columns scanOp reads, in its order.
 const opCols = `local_seq, op_id, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, attempts, refusals, next_attempt_at, created_at, flushed_at, error_json, result_json, maybe_applied, resend`
 
-func scanOp(row interface{ Scan(...any) error }) (Op, error) {
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}
+
+// rowScanner is a *sql.Row or *sql.Rows.
+type rowScanner interface{ Scan(...any) error }
+
+// queryAll runs query and scans every row of its answer.
+func queryAll[T any](ctx context.Context, db querier, scan func(rowScanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close() // read only: its error says nothing
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+func scanOp(row rowScanner) (Op, error) {
 	var o Op
 	var payload string
 	var next, created int64
@@ -83,18 +110,9 @@ func (s *Store) GetByID(ctx context.Context, id string) (Op, error) {
 	if len(id) < minIDPrefix || strings.Trim(id, "0123456789abcdef") != "" {
 		return Op{}, fmt.Errorf("op id %q: give the op id from `devbox-config edge outbox list` (its %d-digit short form, or all 64 hex digits)", id, len(ShortID(strings.Repeat("0", 64))))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+opCols+` FROM ops WHERE op_id >= ? AND op_id < ? LIMIT 2`, id, id+"g")
+	found, err := queryAll(ctx, s.db, scanOp, `SELECT `+opCols+` FROM ops WHERE op_id >= ? AND op_id < ? LIMIT 2`, id, id+"g")
 	if err != nil {
 		return Op{}, err
-	}
-	defer rows.Close() // read only: its error says nothing
-	var found []Op
-	for rows.Next() {
-		o, err := scanOp(rows)
-		if err != nil {
-			return Op{}, err
-		}
-		found = append(found, o)
 	}
 	switch len(found) {
 	case 0:
@@ -121,7 +139,7 @@ func (s *Store) list(ctx context.Context, lane catalogue.Lane, limit int, states
 	if len(states) == 0 {
 		states = []State{Queued, Inflight, Dead, InDoubt, Held}
 	}
-	q := `SELECT ` + opCols + ` FROM ops WHERE state IN (` + strings.TrimSuffix(strings.Repeat("?,", len(states)), ",") + `)`
+	q := `SELECT ` + opCols + ` FROM ops WHERE state IN (` + marks(len(states)) + `)`
 	args := []any{}
 	for _, st := range states {
 		args = append(args, string(st))
@@ -130,20 +148,7 @@ func (s *Store) list(ctx context.Context, lane catalogue.Lane, limit int, states
 		q += ` AND lane=? AND state <> 'done'`
 		args = append(args, lane.String())
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY local_seq LIMIT ?`, append(args, limit)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close() // read only: its error says nothing
-	var out []Op
-	for rows.Next() {
-		o, err := scanOp(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s.db, scanOp, q+` ORDER BY local_seq LIMIT ?`, append(args, limit)...)
 }
 
 // errFinal refuses an operator command on an op already done.

@@ -108,22 +108,13 @@ func (s *Store) LiftTombstones(ctx context.Context, drawers, sources []string, a
 
 // Tombstones lists every tombstone, oldest first.
 func (s *Store) Tombstones(ctx context.Context) ([]Tombstone, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT kind, key, agent, stamp, text, op_id, created_at FROM tombstones ORDER BY created_at, kind, key`)
-	if err != nil {
-		return nil, fmt.Errorf("outbox tombstones: %w", err)
-	}
-	defer rows.Close() // read to the end below; its error is rows.Err's
-	var out []Tombstone
-	for rows.Next() {
-		var t Tombstone
+	out, err := queryAll(ctx, s.db, func(r rowScanner) (t Tombstone, err error) {
 		var ms int64
-		if err := rows.Scan(&t.Kind, &t.Key, &t.Agent, &t.Stamp, &t.Text, &t.OpID, &ms); err != nil {
-			return nil, fmt.Errorf("outbox tombstones: %w", err)
-		}
+		err = r.Scan(&t.Kind, &t.Key, &t.Agent, &t.Stamp, &t.Text, &t.OpID, &ms)
 		t.Created = time.UnixMilli(ms)
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+		return t, err
+	}, `SELECT kind, key, agent, stamp, text, op_id, created_at FROM tombstones ORDER BY created_at, kind, key`)
+	if err != nil {
 		return nil, fmt.Errorf("outbox tombstones: %w", err)
 	}
 	return out, nil
