@@ -32,12 +32,7 @@ import (
 
 // flushRun caches what one lane's round learned about the primary.
 type flushRun struct {
-	diary map[string]*wingDiary // by wing
-}
-
-// wingDiary is one diary wing as a round knows it.
-type wingDiary struct {
-	counts map[string]int // History: entry suffix -> entries on the primary
+	counts map[string]map[string]int // History: wing -> entry suffix -> entries on the primary
 }
 
 // fenceKey is a wing's fence in meta.
@@ -62,7 +57,7 @@ func (f *Flusher) diaryLanded(ctx context.Context, run *flushRun, op Op, diary m
 		// (a gateway's grant) sends without one.
 		return "", false, nil
 	}
-	fence, err := f.S.meta(ctx, fenceKey(wing))
+	fence, err := f.S.Meta(ctx, fenceKey(wing))
 	if err != nil {
 		return "", false, fmt.Errorf("%w: the diary fence of %s: %w", ErrLookup, wing, err)
 	}
@@ -82,23 +77,12 @@ func (f *Flusher) diaryLanded(ctx context.Context, run *flushRun, op Op, diary m
 // device that may write the wing but not read it) sends without a fence;
 // any other failure is transient: the op is not sent now.
 func (f *Flusher) prepareDiary(ctx context.Context, op Op) error {
-	if f.History {
-		return nil
+	d, _ := diaryOf(op)
+	if f.History || d == nil {
+		return nil // (a payload that is not an object: the send says why)
 	}
-	a, err := args(op)
-	if err != nil {
-		return nil // the send says why
-	}
-	rec, _ := catalogue.Lookup(op.Tool)
-	switch d, _ := a["diary"].(map[string]any); {
-	case rec.Replay == catalogue.DiarySuffix:
-	case rec.Replay == catalogue.ServerDeduped && d != nil:
-		a = d
-	default:
-		return nil
-	}
-	wing := catalogue.DiaryWingFor(a)
-	fence, err := f.S.meta(ctx, fenceKey(wing))
+	wing := catalogue.DiaryWingFor(d)
+	fence, err := f.S.Meta(ctx, fenceKey(wing))
 	if err != nil {
 		return fmt.Errorf("%w: the diary fence of %s: %w", ErrLookup, wing, err)
 	}
@@ -118,47 +102,58 @@ func (f *Flusher) sendDiary(ctx context.Context, run *flushRun, op Op, a map[str
 		return nil, err
 	}
 	if landed {
-		f.diarySent(ctx, run, op, a, id)
+		run.sent(a)
 		return map[string]any{"success": true, "skipped": "this diary entry is already on the primary", "entry_id": id}, nil
 	}
 	res, err := f.sendWrite(resendIf(ctx, ambiguous), op, op.Payload)
 	if err == nil && res["success"] != false {
-		f.diarySent(ctx, run, op, a, str(res, "entry_id"))
+		run.sent(a)
 	}
 	return res, err
 }
 
-// diarySent notes an entry on the primary in this round's counts
-// (History). A live write's fence moves when its op is recorded done, in
-// the same transaction (moveFence): a flusher killed between the two
-// must not leave a fence past an entry its op does not yet own.
-func (f *Flusher) diarySent(_ context.Context, run *flushRun, _ Op, diary map[string]any, _ string) {
-	if w := run.diary[catalogue.DiaryWingFor(diary)]; w != nil && w.counts != nil {
-		w.counts[catalogue.EntrySuffix(catalogue.DiaryEntry(diary))]++
+// sent notes an entry on the primary in this round's counts (History). A
+// live write's fence moves when its op is recorded done, in the same
+// transaction (moveFence): a flusher killed between the two must not
+// leave a fence past an entry its op does not yet own.
+func (run *flushRun) sent(diary map[string]any) {
+	if c := run.counts[catalogue.DiaryWingFor(diary)]; c != nil {
+		c[catalogue.EntrySuffix(catalogue.DiaryEntry(diary))]++
 	}
+}
+
+// diaryOf is the diary entry op writes: a diary_write's arguments, or a
+// checkpoint's diary (checkpoint); nil for any other op.
+func diaryOf(op Op) (diary map[string]any, checkpoint bool) {
+	a, err := args(op)
+	if err != nil {
+		return nil, false
+	}
+	rec, _ := catalogue.Lookup(op.Tool)
+	switch d, _ := a["diary"].(map[string]any); {
+	case rec.Replay == catalogue.DiarySuffix:
+		return a, false
+	case rec.Replay == catalogue.ServerDeduped && d != nil:
+		return d, true
+	}
+	return nil, false
 }
 
 // entryOf is the diary entry a landed op (a diary_write, or a checkpoint
 // with a diary) made or found on the primary: its wing and id ("" for
 // none).
 func entryOf(op Op, res map[string]any) (wing, id string) {
-	a, err := args(op)
-	if err != nil {
+	d, checkpoint := diaryOf(op)
+	if d == nil {
 		return "", ""
 	}
-	rec, _ := catalogue.Lookup(op.Tool)
-	switch {
-	case rec.Replay == catalogue.DiarySuffix:
-		return catalogue.DiaryWingFor(a), str(res, "entry_id")
-	case rec.Replay == catalogue.ServerDeduped && a["diary"] != nil:
-		d, _ := a["diary"].(map[string]any)
-		id := str(res, "diary_entry_id")
+	if id = str(res, "entry_id"); checkpoint {
+		id = str(res, "diary_entry_id")
 		if rd, ok := res["diary"].(map[string]any); ok && id == "" {
 			id = str(rd, "entry_id")
 		}
-		return catalogue.DiaryWingFor(d), id
 	}
-	return "", ""
+	return catalogue.DiaryWingFor(d), id
 }
 
 // moveFence moves a wing's fence to a landed live write's entry, in the
@@ -226,14 +221,14 @@ func (f *Flusher) newestWith(ctx context.Context, wing, suffix, fence string) (s
 // primaryCount is how many entries with the suffix the wing holds on the
 // primary (the wing listed once per round).
 func (f *Flusher) primaryCount(ctx context.Context, run *flushRun, wing, suffix string) (int, error) {
-	if w := run.diary[wing]; w != nil {
-		return w.counts[suffix], nil
+	if c := run.counts[wing]; c != nil {
+		return c[suffix], nil
 	}
 	counts := map[string]int{}
 	if err := f.eachEntry(ctx, map[string]any{"wing": wing, "room": "diary", "limit": 100}, func(_, _, sfx string) { counts[sfx]++ }); err != nil {
 		return 0, err
 	}
-	run.diary[wing] = &wingDiary{counts: counts}
+	run.counts[wing] = counts
 	return counts[suffix], nil
 }
 

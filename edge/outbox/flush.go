@@ -187,7 +187,7 @@ func (f *Flusher) round(ctx context.Context) roundResult {
 
 // lane sends one lane's due ops, one at a time, until none is due.
 func (f *Flusher) lane(ctx context.Context, lane catalogue.Lane) roundResult {
-	run := &flushRun{diary: map[string]*wingDiary{}}
+	run := &flushRun{counts: map[string]map[string]int{}}
 	r := roundResult{wait: idle}
 	for ctx.Err() == nil {
 		op, wait, err := f.S.next(ctx, lane)

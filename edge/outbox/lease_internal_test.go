@@ -56,7 +56,7 @@ func TestALostLeaseRecordsNothing(t *testing.T) {
 	if err != nil || n == nil {
 		t.Fatalf("next: %v %v", n, err)
 	}
-	f.attempt(ctx, &flushRun{diary: map[string]*wingDiary{}}, *n)
+	f.attempt(ctx, &flushRun{counts: map[string]map[string]int{}}, *n)
 	if p.calls.Load() != 0 || mustGet(t, s, op).Attempts != 0 {
 		t.Fatalf("a flusher that lost its lease sent the op (%d calls)", p.calls.Load())
 	}

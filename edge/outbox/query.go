@@ -263,7 +263,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		t := time.UnixMilli(oldest.Int64)
 		st.OldestQueued = &t
 	}
-	lastFlush, err := s.meta(ctx, "last_flush")
+	lastFlush, err := s.Meta(ctx, "last_flush")
 	if err != nil {
 		return st, err
 	}
@@ -274,7 +274,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		}
 		st.LastFlush = &t
 	}
-	if st.LastError, err = s.meta(ctx, "last_error"); err != nil {
+	if st.LastError, err = s.Meta(ctx, "last_error"); err != nil {
 		return st, err
 	}
 	l, err := readLease(ctx, s.db)

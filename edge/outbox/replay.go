@@ -140,8 +140,8 @@ func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bo
 		}
 		return res, err
 	case catalogue.ServerDeduped:
-		if d, ok := a["diary"].(map[string]any); ok {
-			return f.sendCheckpoint(ctx, run, op, d, ambiguous)
+		if _, ok := a["diary"].(map[string]any); ok {
+			return f.sendCheckpoint(ctx, run, op, a, ambiguous)
 		}
 	case catalogue.DiarySuffix:
 		return f.sendDiary(ctx, run, op, a, ambiguous)
@@ -189,7 +189,8 @@ func resendIf(ctx context.Context, ambiguous bool) context.Context {
 // then sent again without the diary, under an op id derived from this
 // op's (so a gateway's ledger still answers a repeat of that send from
 // its record, and never sees this op id with other arguments).
-func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, diary map[string]any, ambiguous bool) (map[string]any, error) {
+func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, a map[string]any, ambiguous bool) (map[string]any, error) {
+	diary, _ := a["diary"].(map[string]any) // an object: replay checked
 	entryID, landed, err := f.diaryLanded(ctx, run, op, diary, ambiguous)
 	if err != nil {
 		return nil, err
@@ -197,14 +198,12 @@ func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, diar
 	if !landed {
 		res, err := f.sendWrite(resendIf(ctx, ambiguous), op, op.Payload)
 		if err == nil && res["success"] != false {
-			d, _ := res["diary"].(map[string]any)
-			f.diarySent(ctx, run, op, diary, str(d, "entry_id"))
+			run.sent(diary)
 		}
 		return res, err
 	}
-	f.diarySent(ctx, run, op, diary, entryID)
-	items, _ := mustArgs(op)["items"].([]any)
-	if len(items) == 0 {
+	run.sent(diary)
+	if items, _ := a["items"].([]any); len(items) == 0 {
 		return map[string]any{"success": true, "skipped": "this checkpoint's diary entry is already on the primary", "diary_entry_id": entryID}, nil
 	}
 	rest, err := sjson.DeleteBytes(append([]byte(nil), op.Payload...), "diary")
@@ -369,11 +368,6 @@ func args(op Op) (map[string]any, error) {
 		return nil, fmt.Errorf("%w: payload is not a JSON object: %v", errPermanent, err)
 	}
 	return m, nil
-}
-
-func mustArgs(op Op) map[string]any {
-	m, _ := args(op) // replay parsed it before: it parses
-	return m
 }
 
 type ctxKey int

@@ -145,7 +145,8 @@ func (s *Store) Path() string { return s.path }
 // covers it, so two outboxes never make the same op id.
 func (s *Store) Identity() string { return s.identity }
 
-func (s *Store) meta(ctx context.Context, key string) (string, error) {
+// Meta reads an edge-wide value ("" if unset).
+func (s *Store) Meta(ctx context.Context, key string) (string, error) {
 	var v string
 	err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key=?`, key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -167,9 +168,6 @@ func setMeta(ctx context.Context, db execer, key, value string) error {
 func (s *Store) SetMeta(ctx context.Context, key, value string) error {
 	return setMeta(ctx, s.db, key, value)
 }
-
-// Meta reads an edge-wide value ("" if unset).
-func (s *Store) Meta(ctx context.Context, key string) (string, error) { return s.meta(ctx, key) }
 
 // Protection meta: what guards this outbox's sends against a repeat.
 const metaProtection = "protection"
@@ -193,6 +191,6 @@ func RecordProtection(s *Store, ledger bool) error {
 
 // Protection is what RecordProtection last noted ("" before any answer).
 func (s *Store) Protection(ctx context.Context) string {
-	v, _ := s.meta(ctx, metaProtection) // unreadable reads as not known yet
+	v, _ := s.Meta(ctx, metaProtection) // unreadable reads as not known yet
 	return v
 }
