@@ -75,9 +75,11 @@ func (b *bell) Close() {
 	_ = os.Remove(b.path)
 }
 
-// ringAll rings every flusher's doorbell in the background, on a goroutine
-// Close waits for (none after Close).
+// ringAll wakes this process's flusher (Kick) and rings every flusher's
+// doorbell in the background, on a goroutine Close waits for (none after
+// Close).
 func (s *Store) ringAll() {
+	s.Kick()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

@@ -77,17 +77,11 @@ type Op struct {
 	Resend bool `json:"resend,omitempty"`
 }
 
-// Short is the op id's short form, as tables print it; every command
-// accepts it or the full id.
-func (o Op) Short() string { return ShortID(o.ID) }
+// Short is the op id's first shortID hex digits, as tables print it; every
+// command accepts it or the full id.
+func (o Op) Short() string { return o.ID[:min(len(o.ID), shortID)] }
 
-// ShortID is the first 12 hex digits of an op id.
-func ShortID(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
+const shortID = 12
 
 // Write is one write to queue.
 type Write struct {
@@ -204,7 +198,6 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	if !w.Held {
-		s.Kick()
 		s.ringAll()
 	}
 	return op, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,7 +109,7 @@ const minIDPrefix = 6
 func (s *Store) GetByID(ctx context.Context, id string) (Op, error) {
 	id = strings.ToLower(strings.TrimSpace(id))
 	if len(id) < minIDPrefix || strings.Trim(id, "0123456789abcdef") != "" {
-		return Op{}, fmt.Errorf("op id %q: give the op id from `devbox-config edge outbox list` (its %d-digit short form, or all 64 hex digits)", id, len(ShortID(strings.Repeat("0", 64))))
+		return Op{}, fmt.Errorf("op id %q: give the op id from `devbox-config edge outbox list` (its %d-digit short form, or all 64 hex digits)", id, shortID)
 	}
 	found, err := queryAll(ctx, s.db, scanOp, `SELECT `+opCols+` FROM ops WHERE op_id >= ? AND op_id < ? LIMIT 2`, id, id+"g")
 	if err != nil {
@@ -175,7 +176,6 @@ func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
 	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=? WHERE local_seq=?`, resend, o.LocalSeq); err != nil {
 		return Op{}, err
 	}
-	s.Kick()
 	s.ringAll()
 	return s.Get(ctx, o.LocalSeq)
 }
@@ -205,22 +205,27 @@ func (s *Store) operatorDone(ctx context.Context, id string, kind Kind, msg stri
 	if o.State == Done {
 		return o, errFinal(o)
 	}
-	e, _ := json.Marshal(map[string]any{"kind": kind, "message": msg, "at": s.now().UTC()}) // plain values: they encode
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return Op{}, err
-	}
-	defer tx.Rollback() // after Commit, a no-op
-	if err := settleDone(ctx, tx, o.LocalSeq, s.now(), "", string(e)); err != nil {
-		return Op{}, err
-	}
-	if err := tx.Commit(); err != nil {
+	if err := s.doneUnsent(ctx, o.LocalSeq, kind, msg); err != nil {
 		return Op{}, err
 	}
 	s.notify(o.ID)
-	s.Kick()
 	s.ringAll()
 	return s.Get(ctx, o.LocalSeq)
+}
+
+// doneUnsent records an op done without a send, on an operator's word or
+// the policy's (kind, msg: its error_json).
+func (s *Store) doneUnsent(ctx context.Context, seq int64, kind Kind, msg string) error {
+	e, _ := json.Marshal(map[string]any{"kind": kind, "message": msg, "at": s.now().UTC()}) // plain values: they encode
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if err := settleDone(ctx, tx, seq, s.now(), "", string(e)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Stats summarises the queue for `edge status`.
@@ -284,15 +289,12 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if l.Owner != "" && time.UnixMilli(l.Expires).After(s.now()) {
 		st.FlushOwner = l.Owner
 	}
-	for _, w := range []struct {
-		state State
-		into  *[]Op
-	}{{Dead, &st.Dead}, {InDoubt, &st.InDoubt}, {Held, &st.Held}} {
-		if *w.into, err = s.List(ctx, 100, w.state); err != nil {
-			return st, err
+	if st.Dead, err = s.List(ctx, 100, Dead); err == nil {
+		if st.InDoubt, err = s.List(ctx, 100, InDoubt); err == nil {
+			st.Held, err = s.List(ctx, 100, Held)
 		}
 	}
-	return st, nil
+	return st, err
 }
 
 // Pending counts the ops not done and gives the oldest one's local_seq
@@ -336,12 +338,7 @@ func (s *Store) Wait(ctx context.Context, opID string) (Op, error) {
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		ws := s.waiters[opID]
-		for i, w := range ws {
-			if w == ch {
-				s.waiters[opID] = append(ws[:i], ws[i+1:]...)
-			}
-		}
+		s.waiters[opID] = slices.DeleteFunc(s.waiters[opID], func(w chan struct{}) bool { return w == ch })
 		if len(s.waiters[opID]) == 0 {
 			delete(s.waiters, opID)
 		}
@@ -392,17 +389,8 @@ func (s *Store) Blocker(ctx context.Context, op Op) (Op, bool, error) {
 // (its op id made anew: the payload may have changed, and no send has
 // used the old one) if replicate, else done as kept local.
 func (s *Store) Release(ctx context.Context, o Op, payload json.RawMessage, replicate bool) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // after Commit, a no-op
 	if !replicate || payload == nil {
-		e, _ := json.Marshal(map[string]any{"kind": Local, "message": "kept local by the replication policy, once it parsed", "at": s.now().UTC()}) // plain values: they encode
-		if err := settleDone(ctx, tx, o.LocalSeq, s.now(), "", string(e)); err != nil {
-			return err
-		}
-		return tx.Commit()
+		return s.doneUnsent(ctx, o.LocalSeq, Local, "kept local by the replication policy, once it parsed")
 	}
 	rec, _ := catalogue.Lookup(o.Tool)
 	var args map[string]any
@@ -411,10 +399,16 @@ func (s *Store) Release(ctx context.Context, o Op, payload json.RawMessage, repl
 	}
 	id := OpID(s.identity, o.LocalSeq, o.Tool, payload)
 	if rec.OpStamp {
+		var err error
 		if payload, err = stampOpID(payload, id); err != nil {
 			return err
 		}
 	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
 	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state='queued', op_id=?, dedupe_key=?, payload_json=? WHERE local_seq=? AND state='held'`, id, "op:"+id, string(payload), o.LocalSeq); err != nil {
 		return err
 	}
@@ -427,7 +421,6 @@ func (s *Store) Release(ctx context.Context, o Op, payload json.RawMessage, repl
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	s.Kick()
 	s.ringAll()
 	return nil
 }
