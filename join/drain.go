@@ -55,9 +55,8 @@ func (j *joining) drain(ctx context.Context) {
 	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, st.ByState[outbox.Done])...)
 	stop()
 	j.rep.Failed = append(j.rep.Failed, j.stuck(context.WithoutCancel(ctx))...)
-	if hw, ok := highWater(context.WithoutCancel(ctx), j.store); ok {
-		j.cp.HighWater = max(j.cp.HighWater, hw)
-		j.saveCheckpoint()
+	if n, oldest, err := j.store.Pending(context.WithoutCancel(ctx)); err == nil && n > 0 {
+		j.markHighWater(oldest)
 	}
 }
 
@@ -157,21 +156,18 @@ func (j *joining) watch(ctx context.Context) (stop func()) {
 			}
 			if perr == nil && n > 0 && time.Since(lastCP) > 2*time.Second {
 				lastCP = time.Now()
-				j.cp.HighWater = max(j.cp.HighWater, oldest-1)
-				j.saveCheckpoint()
+				j.markHighWater(oldest)
 			}
 		}
 	}()
 	return func() { cancel(); <-watched }
 }
 
-// highWater is the last local_seq before the first op still to send.
-func highWater(ctx context.Context, store *outbox.Store) (int64, bool) {
-	n, oldest, err := store.Pending(ctx)
-	if err != nil || n == 0 {
-		return 0, false
-	}
-	return oldest - 1, true
+// markHighWater checkpoints the high-water mark: the last local_seq before
+// oldest, the first op still to send.
+func (j *joining) markHighWater(oldest int64) {
+	j.cp.HighWater = max(j.cp.HighWater, oldest-1)
+	j.saveCheckpoint()
 }
 
 // failureOf names a refused op by its record.
@@ -222,10 +218,7 @@ func allOps(ctx context.Context, s *outbox.Store) (map[string]outbox.Op, error) 
 // ops for one write, one that reached the primary wins.
 func priorOps(ctx context.Context, s *outbox.Store) (map[string]outbox.Op, error) {
 	out := map[string]outbox.Op{}
-	if s == nil {
-		return out, nil
-	}
-	ops, err := allOps(ctx, s)
+	ops, err := allOps(ctx, s) // none without a store
 	if err != nil {
 		return nil, err
 	}

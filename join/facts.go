@@ -32,7 +32,7 @@ type kgReader struct {
 }
 
 func (k kgReader) read(ctx context.Context, local Caller) ([]fact, string, error) {
-	first, err := timeline(ctx, local, nil)
+	first, err := timeline(ctx, local, map[string]any{})
 	if err != nil {
 		return nil, "", err
 	}
@@ -85,9 +85,6 @@ func (k kgReader) read(ctx context.Context, local Caller) ([]fact, string, error
 }
 
 func timeline(ctx context.Context, local Caller, args map[string]any) ([]fact, error) {
-	if args == nil {
-		args = map[string]any{}
-	}
 	res, err := local.Call(ctx, "mempalace_kg_timeline", args)
 	if err != nil {
 		return nil, err

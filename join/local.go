@@ -1,6 +1,7 @@
 package join
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -250,19 +251,10 @@ func readDrawer(ctx context.Context, local Caller, id, wing, stamp string) (Reco
 		// Replayed, it would be a truncated copy under another id.
 		return Record{}, fmt.Errorf("the local palace holds it truncated (%s): not sent; repair it in the local palace first", why)
 	}
-	meta, _ := d["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	room := str(d, "room")
-	if room == "" {
-		room = str(meta, "room")
-	}
+	meta, _ := d["metadata"].(map[string]any) // nil reads as empty
+	room := cmp.Or(str(d, "room"), str(meta, "room"))
 	if isDiary(id, room, meta) {
-		agent := str(meta, "agent")
-		if agent == "" {
-			agent = strings.TrimPrefix(wing, "wing_")
-		}
+		agent := cmp.Or(str(meta, "agent"), strings.TrimPrefix(wing, "wing_"))
 		args := map[string]any{"agent_name": agent, "entry": content, "wing": wing}
 		if t := str(meta, "topic"); t != "" {
 			args["topic"] = t

@@ -1,6 +1,7 @@
 package join
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -115,14 +116,7 @@ func (j *joining) check() error {
 		}
 	}
 	if cfg.Device != "" {
-		agent, label := cfg.Agent, cfg.Label
-		if agent == "" {
-			agent = "mcp"
-		}
-		if label == "" {
-			label = "-"
-		}
-		j.stamp = agent + "/" + label + "/" + cfg.Device
+		j.stamp = cmp.Or(cfg.Agent, "mcp") + "/" + cmp.Or(cfg.Label, "-") + "/" + cfg.Device
 	}
 	j.obPath = filepath.Join(stateDir, OutboxFile(j.target))
 	if o.Resume {
@@ -381,10 +375,7 @@ func (j *joining) settled(pl planned, op outbox.Op) {
 	if pl.rec.LocalID == "" {
 		return
 	}
-	id := str(res, "drawer_id")
-	if id == "" {
-		id = str(res, "entry_id")
-	}
+	id := cmp.Or(str(res, "drawer_id"), str(res, "entry_id"))
 	if id == "" && pl.rec.Kind == Diaries {
 		j.diaries[pl.rec.Wing] = true
 	}
