@@ -176,14 +176,14 @@ func (f *Flusher) moveFence(ctx context.Context, tx execer, op Op, res map[strin
 // wing's diary ids sort by their stamp; a drawer filed in room "diary"
 // that is not an entry sorts after them and is passed over.
 func (f *Flusher) readFence(ctx context.Context, wing string) error {
-	first, _, err := f.lookUpPage(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 1}, "drawers")
+	first, _, err := f.lookUp(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 1}, "drawers")
 	if err != nil {
 		return err
 	}
 	total, _ := first["total"].(float64)
 	fence := noEntries
 	for end := int(total); end > 0 && fence == noEntries; end -= 100 {
-		_, rows, err := f.lookUpPage(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": max(end-100, 0)}, "drawers")
+		_, rows, err := f.lookUp(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": max(end-100, 0)}, "drawers")
 		if err != nil {
 			return err
 		}
@@ -237,7 +237,7 @@ func (f *Flusher) primaryCount(ctx context.Context, run *flushRun, wing, suffix 
 func (f *Flusher) eachEntry(ctx context.Context, filter map[string]any, fn func(id, stamp, suffix string)) error {
 	for offset := 0; ; {
 		filter["offset"] = offset
-		res, rows, err := f.lookUpPage(ctx, "mempalace_list_drawers", filter, "drawers")
+		res, rows, err := f.lookUp(ctx, "mempalace_list_drawers", filter, "drawers")
 		if err != nil {
 			return err
 		}

@@ -116,7 +116,7 @@ func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bo
 	switch rec.Replay {
 	case catalogue.FactAdd:
 		if str(a, "valid_to") != "" {
-			found, err := f.factExists(ctx, a, str(a, "object"), str(a, "valid_from"), str(a, "valid_to"))
+			found, err := f.factExists(ctx, a)
 			if err != nil {
 				return nil, err
 			}
@@ -226,28 +226,35 @@ func str(m map[string]any, k string) string {
 	return s
 }
 
-// factExists looks for a fact (subject, predicate, object, from, to) on
-// the primary; to == "" matches only an open fact.
-func (f *Flusher) factExists(ctx context.Context, a map[string]any, object, from, to string) (bool, error) {
-	facts, err := f.lookUp(ctx, "mempalace_kg_query", map[string]any{"entity": str(a, "subject"), "direction": "outgoing"}, "facts")
-	if err != nil {
-		return false, err
-	}
+// factsOf are the primary's facts with a's subject and predicate.
+func (f *Flusher) factsOf(ctx context.Context, a map[string]any) ([]map[string]any, error) {
+	_, facts, err := f.lookUp(ctx, "mempalace_kg_query", map[string]any{"entity": str(a, "subject"), "direction": "outgoing"}, "facts")
+	var out []map[string]any
 	for _, x := range facts {
-		fm, _ := x.(map[string]any)
-		if fm["subject"] == str(a, "subject") && fm["predicate"] == str(a, "predicate") && fm["object"] == object &&
-			str(fm, "valid_from") == from && str(fm, "valid_to") == to {
+		if fm, _ := x.(map[string]any); fm["subject"] == str(a, "subject") && fm["predicate"] == str(a, "predicate") {
+			out = append(out, fm)
+		}
+	}
+	return out, err
+}
+
+// factExists looks for a's fact (subject, predicate, object, valid_from,
+// valid_to) on the primary.
+func (f *Flusher) factExists(ctx context.Context, a map[string]any) (bool, error) {
+	facts, err := f.factsOf(ctx, a)
+	for _, fm := range facts {
+		if fm["object"] == str(a, "object") && str(fm, "valid_from") == str(a, "valid_from") && str(fm, "valid_to") == str(a, "valid_to") {
 			return true, nil
 		}
 	}
-	return false, nil
+	return false, err
 }
 
 // closedAlready confirms on the primary that an invalidate or supersede
 // took effect: the old fact is closed and nothing identical is still open
 // (for supersede, the new fact is open).
 func (f *Flusher) closedAlready(ctx context.Context, tool string, a map[string]any) (bool, error) {
-	facts, err := f.lookUp(ctx, "mempalace_kg_query", map[string]any{"entity": str(a, "subject"), "direction": "outgoing"}, "facts")
+	facts, err := f.factsOf(ctx, a)
 	if err != nil {
 		return false, err
 	}
@@ -256,11 +263,7 @@ func (f *Flusher) closedAlready(ctx context.Context, tool string, a map[string]a
 		old = str(a, "old_object")
 	}
 	closed, open, newOpen := false, false, false
-	for _, x := range facts {
-		fm, _ := x.(map[string]any)
-		if fm["subject"] != str(a, "subject") || fm["predicate"] != str(a, "predicate") {
-			continue
-		}
+	for _, fm := range facts {
 		switch fm["object"] {
 		case old:
 			if str(fm, "valid_to") == "" {
@@ -310,7 +313,7 @@ func (f *Flusher) findEvent(ctx context.Context, op Op, filter map[string]any, m
 	// The primary stamps created_at itself; allow for clock skew.
 	filter["since_created_at"] = op.CreatedAt.Add(-15 * time.Minute).UTC().Format("2006-01-02T15:04:05Z")
 	filter["limit"] = 500
-	evs, err := f.lookUp(ctx, "mempalace_event_list", filter, "events")
+	_, evs, err := f.lookUp(ctx, "mempalace_event_list", filter, "events")
 	if err != nil {
 		return nil, err
 	}
@@ -327,15 +330,10 @@ func (f *Flusher) findEvent(ctx context.Context, op Op, filter map[string]any, m
 // it should hold. It never means "not there".
 var ErrLookup = errors.New("look-up failed")
 
-// lookUp calls a read tool and returns the list under key; any answer that
-// is not a readable list is ErrLookup (RFC 003 §7.6: a 200 with
-// success:false must be read, not trusted).
-func (f *Flusher) lookUp(ctx context.Context, tool string, args map[string]any, key string) ([]any, error) {
-	_, list, err := f.lookUpPage(ctx, tool, args, key)
-	return list, err
-}
-
-func (f *Flusher) lookUpPage(ctx context.Context, tool string, args map[string]any, key string) (map[string]any, []any, error) {
+// lookUp calls a read tool and returns its answer and the list under key;
+// any answer that is not a readable list is ErrLookup (RFC 003 §7.6: a
+// 200 with success:false must be read, not trusted).
+func (f *Flusher) lookUp(ctx context.Context, tool string, args map[string]any, key string) (map[string]any, []any, error) {
 	b, err := json.Marshal(args)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: %w", ErrLookup, tool, err)
