@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 )
@@ -140,10 +141,7 @@ func WithPending(events []Event, pending []map[string]any) []Event {
 		default:
 			continue
 		}
-		raw := map[string]any{}
-		for k, v := range a {
-			raw[k] = v
-		}
+		raw := maps.Clone(a) // not nil: it has a type or an event_id
 		raw["pending"] = true
 		e.Raw, _ = json.Marshal(raw)
 		out = append(out, e)

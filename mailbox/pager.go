@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
 )
 
 // PageCap is event_list's hard limit: larger limits are silently clamped
@@ -98,19 +100,8 @@ func listParams(tools []*mcp.Tool) map[string]bool {
 		if t == nil || t.Name != ListTool {
 			continue
 		}
-		b, err := json.Marshal(t.InputSchema)
-		if err != nil {
-			return out
-		}
-		var s struct {
-			Properties map[string]json.RawMessage `json:"properties"`
-		}
-		if json.Unmarshal(b, &s) != nil {
-			return out
-		}
-		for k := range s.Properties {
-			out[k] = true
-		}
+		b, _ := json.Marshal(t.InputSchema) // a schema that does not encode lists nothing
+		gjson.GetBytes(b, "properties").ForEach(func(k, _ gjson.Result) bool { out[k.String()] = true; return true })
 	}
 	return out
 }
@@ -152,9 +143,7 @@ func Fetch(ctx context.Context, src Source, filter map[string]any) ([]Event, err
 			if len(evs) >= PageCap {
 				return nil, fmt.Errorf("%s lists newest first and the log is longer than one page: the primary needs order=asc (NewToolSource sends it when its schema lists order)", ListTool)
 			}
-			for i, j := 0, len(evs)-1; i < j; i, j = i+1, j-1 {
-				evs[i], evs[j] = evs[j], evs[i]
-			}
+			slices.Reverse(evs)
 		}
 		for _, e := range evs {
 			if e.Seq <= last {
