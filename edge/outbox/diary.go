@@ -158,7 +158,7 @@ func entryOf(op Op, res map[string]any) (wing, id string) {
 
 // moveFence moves a wing's fence to a landed live write's entry, in the
 // transaction that records the op done.
-func (f *Flusher) moveFence(ctx context.Context, tx execer, op Op, res map[string]any) error {
+func (f *Flusher) moveFence(ctx context.Context, tx querier, op Op, res map[string]any) error {
 	if f.History {
 		return nil
 	}

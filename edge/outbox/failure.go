@@ -112,19 +112,13 @@ type HTTPError struct{ Status int }
 
 func (e *HTTPError) Error() string { return fmt.Sprintf("the primary answered HTTP %d", e.Status) }
 
-// JSON-RPC codes with a meaning of their own here: MemPalace's gates (the
-// devbox-config gateway's are in package ledger).
-const (
-	codePeerWriter   = -32001 // another MemPalace writer holds the palace
-	codeIntegrity    = -32002 // the palace's SQLite failed its check
-	codeReadOnly     = -32003
-	codeDiverged     = -32004 // the vector index needs a rebuild
-	codeStaleLibrary = -32005
-)
-
-// busyCodes are answers that say "not now" about the primary, not "no"
-// about the op: a server an operator repairs, a limit, a send elsewhere.
-var busyCodes = map[int]bool{codePeerWriter: true, codeIntegrity: true, codeReadOnly: true, codeDiverged: true, codeStaleLibrary: true, ledger.CodeRateLimited: true, ledger.CodeInFlight: true}
+// busyCodes are JSON-RPC answers that say "not now" about the primary,
+// not "no" about the op: a server an operator repairs, a limit, a send
+// elsewhere. MemPalace's gates are -32001 (another writer holds the
+// palace), -32002 (its SQLite failed its check), -32003 (read-only),
+// -32004 (the vector index needs a rebuild) and -32005 (a stale library);
+// the devbox-config gateway's are in package ledger.
+var busyCodes = map[int]bool{-32001: true, -32002: true, -32003: true, -32004: true, -32005: true, ledger.CodeRateLimited: true, ledger.CodeInFlight: true}
 
 // busyWords in a success:false or error answer say "not now" too.
 var busyWords = []string{"database is locked", "another mine is in progress", "read-only", "read only", "busy", "temporarily", "try again"}
@@ -192,9 +186,3 @@ func classifyErr(err error) Kind {
 }
 
 var errPermanent = errors.New("permanent")
-
-func asRPC(err error) (*RPCError, bool) {
-	var rpc *RPCError
-	ok := errors.As(err, &rpc)
-	return rpc, ok
-}

@@ -95,10 +95,7 @@ func (f *Flusher) acquire(ctx context.Context) (bool, error) {
 		token++ // the lease changes hands (or lapsed and is taken again)
 	}
 	expires := now.Add(f.hold())
-	b, err := json.Marshal(lease{Owner: f.Owner, Expires: expires.UnixMilli(), Token: token})
-	if err != nil {
-		return false, err
-	}
+	b, _ := json.Marshal(lease{Owner: f.Owner, Expires: expires.UnixMilli(), Token: token}) // plain values: they encode
 	if err := setMeta(ctx, tx, "lease", string(b)); err != nil {
 		return false, fmt.Errorf("outbox lease: %w", err)
 	}

@@ -18,6 +18,7 @@ const opCols = `local_seq, op_id, origin_device, origin_label, tool_name, payloa
 
 // querier is a *sql.DB or a *sql.Tx.
 type querier interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }

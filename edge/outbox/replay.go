@@ -98,8 +98,8 @@ func (f *Flusher) knownLedger(ctx context.Context) bool {
 // lookUpRefused: a replay's look-up failed with a JSON-RPC refusal that is
 // not in the server range (-32000..-32099, which a retry may get past).
 func lookUpRefused(err error) bool {
-	rpc, ok := asRPC(err)
-	return errors.Is(err, ErrLookup) && ok && (rpc.Code > -32000 || rpc.Code < -32099)
+	var rpc *RPCError
+	return errors.Is(err, ErrLookup) && errors.As(err, &rpc) && (rpc.Code > -32000 || rpc.Code < -32099)
 }
 
 // errNoLookUp: an op that may have landed, of a type nothing can look up,

@@ -76,21 +76,14 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 }
 
 func isInDoubt(err error) bool {
-	rpc, ok := asRPC(err)
-	return ok && rpc.Code == ledger.CodeInDoubt
+	var rpc *RPCError
+	return errors.As(err, &rpc) && rpc.Code == ledger.CodeInDoubt
 }
 
 // settleDone marks an op done (with the primary's answer, or an
 // operator's record in errJSON) and frees its causal keys.
 func settleDone(ctx context.Context, tx *sql.Tx, seq int64, now time.Time, result, errJSON string) error {
-	var res, ej any
-	if result != "" {
-		res = result
-	}
-	if errJSON != "" {
-		ej = errJSON
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=?, result_json=COALESCE(?, result_json), error_json=? WHERE local_seq=?`, now.UnixMilli(), res, ej, seq); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=?, result_json=COALESCE(NULLIF(?, ''), result_json), error_json=NULLIF(?, '') WHERE local_seq=?`, now.UnixMilli(), result, errJSON, seq); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, seq); err != nil {

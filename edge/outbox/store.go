@@ -155,11 +155,7 @@ func (s *Store) Meta(ctx context.Context, key string) (string, error) {
 	return v, err
 }
 
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-func setMeta(ctx context.Context, db execer, key, value string) error {
+func setMeta(ctx context.Context, db querier, key, value string) error {
 	_, err := db.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value`, key, value)
 	return err
 }
