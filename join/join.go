@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -229,12 +230,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 }
 
 func hasPalaceFlag(argv []string) bool {
-	for _, a := range argv[1:] {
-		if a == "--palace" || strings.HasPrefix(a, "--palace=") {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(argv[1:], func(a string) bool { return a == "--palace" || strings.HasPrefix(a, "--palace=") })
 }
 
 func recordName(r Record) string {

@@ -94,15 +94,8 @@ type Selection struct {
 }
 
 func (s Selection) narrowed(wing string) bool {
-	if len(s.Globs) == 0 {
-		return false
-	}
-	for _, g := range s.Globs {
-		if ok, _ := path.Match(g, wing); ok { // start checked every glob
-			return false
-		}
-	}
-	return true
+	// start checked every glob
+	return len(s.Globs) > 0 && !slices.ContainsFunc(s.Globs, func(g string) bool { ok, _ := path.Match(g, wing); return ok })
 }
 
 // Manifest is what the local palace holds for the primary.
@@ -177,35 +170,43 @@ func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, pr
 // readWing adds a wing's drawers, list_drawers page by page (seen: the
 // drawers already read, in another wing's listing).
 func (man *Manifest) readWing(ctx context.Context, local Caller, wing, stamp string, seen map[string]bool, progress func(string, int)) error {
+	return eachDrawer(ctx, local, "local palace", map[string]any{"wing": wing}, func(row map[string]any) {
+		id := str(row, "drawer_id")
+		if id == "" || seen[id] {
+			return
+		}
+		seen[id] = true
+		rec, err := readDrawer(ctx, local, id, wing, stamp)
+		if err != nil {
+			man.Failed = append(man.Failed, Failure{Kind: Drawers, Record: id, Wing: wing, Error: err.Error()})
+			return
+		}
+		man.Records = append(man.Records, rec)
+		if progress != nil {
+			progress("reading the local palace", len(man.Records))
+		}
+	})
+}
+
+// eachDrawer pages list_drawers with filter on c (who: for a refusal's
+// error) and calls fn for every row.
+func eachDrawer(ctx context.Context, c Caller, who string, filter map[string]any, fn func(row map[string]any)) error {
 	for offset := 0; ; {
-		page, err := local.Call(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "limit": 100, "offset": offset})
+		filter["limit"], filter["offset"] = 100, offset
+		page, err := c.Call(ctx, "mempalace_list_drawers", filter)
 		if err != nil {
 			return err
 		}
 		if err := errorOf(page); err != nil {
-			return fmt.Errorf("local palace: list_drawers %s: %w", wing, err)
+			return fmt.Errorf("%s: list_drawers %s: %w", who, filter["wing"], err)
 		}
 		rows, _ := page["drawers"].([]any)
 		for _, x := range rows {
 			row, _ := x.(map[string]any)
-			id := str(row, "drawer_id")
-			if id == "" || seen[id] {
-				continue
-			}
-			seen[id] = true
-			rec, err := readDrawer(ctx, local, id, wing, stamp)
-			if err != nil {
-				man.Failed = append(man.Failed, Failure{Kind: Drawers, Record: id, Wing: wing, Error: err.Error()})
-				continue
-			}
-			man.Records = append(man.Records, rec)
-			if progress != nil {
-				progress("reading the local palace", len(man.Records))
-			}
+			fn(row)
 		}
 		offset += len(rows)
-		total, _ := page["total"].(float64)
-		if len(rows) == 0 || float64(offset) >= total {
+		if total, _ := page["total"].(float64); len(rows) == 0 || float64(offset) >= total {
 			return nil
 		}
 	}

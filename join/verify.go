@@ -146,25 +146,14 @@ func primaryDiaryIDs(ctx context.Context, primary Caller, wings map[string]bool)
 	out := map[string]map[string][]string{}
 	for wing := range wings {
 		ids := map[string][]string{}
-		for offset := 0; ; {
-			page, err := primary.Call(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": offset})
-			if err != nil || errorOf(page) != nil {
-				break
+		// A listing that fails keeps what it read: what it misses is named
+		// as missing or passed over, never as a copy.
+		_ = eachDrawer(ctx, primary, "primary", map[string]any{"wing": wing, "room": "diary"}, func(row map[string]any) {
+			id := str(row, "drawer_id")
+			if i := strings.LastIndex(id, "_"); i >= 0 && len(id)-i-1 == 12 {
+				ids[id[i+1:]] = append(ids[id[i+1:]], id)
 			}
-			rows, _ := page["drawers"].([]any)
-			for _, x := range rows {
-				row, _ := x.(map[string]any)
-				id := str(row, "drawer_id")
-				if i := strings.LastIndex(id, "_"); i >= 0 && len(id)-i-1 == 12 {
-					ids[id[i+1:]] = append(ids[id[i+1:]], id)
-				}
-			}
-			offset += len(rows)
-			total, _ := page["total"].(float64)
-			if len(rows) == 0 || float64(offset) >= total {
-				break
-			}
-		}
+		})
 		for _, v := range ids {
 			sort.Strings(v)
 		}
