@@ -258,8 +258,16 @@ func (st Stats) Waiting() int {
 // Stats reads the queue's state; any read that fails is the error.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{ByState: map[State]int{Queued: 0, Inflight: 0, Done: 0, Dead: 0, InDoubt: 0, Held: 0}, Identity: s.identity}
-	if err := s.countByState(ctx, st.ByState); err != nil {
-		return st, err
+	type count struct {
+		state State
+		n     int
+	}
+	counts, err := queryAll(ctx, s.db, func(r rowScanner) (c count, err error) { err = r.Scan(&c.state, &c.n); return }, `SELECT state, COUNT(*) FROM ops GROUP BY state`)
+	if err != nil {
+		return st, fmt.Errorf("outbox: %w", err)
+	}
+	for _, c := range counts {
+		st.ByState[c.state] = c.n
 	}
 	var oldest sql.NullInt64
 	if err := s.db.QueryRowContext(ctx, `SELECT MIN(created_at) FROM ops WHERE state IN ('queued','inflight')`).Scan(&oldest); err != nil {
@@ -307,24 +315,6 @@ func (s *Store) Pending(ctx context.Context) (n int, oldest int64, err error) {
 		return 0, 0, fmt.Errorf("outbox: %w", err)
 	}
 	return n, first.Int64, nil
-}
-
-// countByState counts the ops in each state into by.
-func (s *Store) countByState(ctx context.Context, by map[State]int) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT state, COUNT(*) FROM ops GROUP BY state`)
-	if err != nil {
-		return fmt.Errorf("outbox: %w", err)
-	}
-	defer rows.Close() // read only: its error says nothing
-	for rows.Next() {
-		var k State
-		var n int
-		if err := rows.Scan(&k, &n); err != nil {
-			return fmt.Errorf("outbox: %w", err)
-		}
-		by[k] = n
-	}
-	return rows.Err()
 }
 
 // Wait blocks until the op reached the primary (done), died or went in
