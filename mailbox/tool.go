@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
 )
 
 // Names under which the edge offers the mailbox.
@@ -124,13 +125,11 @@ func (r Result) Text() string {
 }
 
 func firstLine(e Event) string {
-	var w struct {
-		Body string `json:"body"`
-	}
-	if json.Unmarshal(e.Raw, &w) != nil {
+	body := gjson.GetBytes(e.Raw, "body")
+	if body.Type != gjson.String {
 		return ""
 	}
-	line, _, _ := strings.Cut(strings.TrimSpace(w.Body), "\n")
+	line, _, _ := strings.Cut(strings.TrimSpace(body.Str), "\n")
 	if r := []rune(line); len(r) > 120 {
 		line = string(r[:120]) + "…"
 	}
