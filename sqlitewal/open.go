@@ -2,7 +2,6 @@ package sqlitewal
 
 import (
 	"database/sql"
-	"strings"
 
 	_ "modernc.org/sqlite" // the pure-Go driver: the binary stays static
 )
@@ -21,13 +20,11 @@ import (
 // found by the ledger's TestTwoOSProcessesOneFile). A set-up can still
 // meet SQLITE_BUSY at once: run it in RetryBusy.
 func Open(path, synchronous string, pragmas ...string) (*sql.DB, error) {
-	var dsn strings.Builder
-	dsn.WriteString("file:" + path + "?_pragma=busy_timeout(10000)")
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)"
 	for _, p := range pragmas {
-		dsn.WriteString("&_pragma=" + p)
+		dsn += "&_pragma=" + p
 	}
-	dsn.WriteString("&_pragma=journal_mode(WAL)&_pragma=synchronous(" + synchronous + ")&_txlock=immediate")
-	db, err := sql.Open("sqlite", dsn.String())
+	db, err := sql.Open("sqlite", dsn+"&_pragma=journal_mode(WAL)&_pragma=synchronous("+synchronous+")&_txlock=immediate")
 	if err != nil {
 		return nil, err
 	}
