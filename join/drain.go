@@ -172,13 +172,13 @@ func (j *joining) markHighWater(oldest int64) {
 
 // failureOf names a refused op by its record.
 func failureOf(op outbox.Op) Failure {
+	kind := kindOfTool(op.Tool)
 	var args map[string]any
 	if err := json.Unmarshal(op.Payload, &args); err != nil {
 		// the outbox stores canonical JSON objects; an op that is not one
 		// is named by its id
-		return Failure{Kind: kindOfTool(op.Tool), Record: op.Short(), Wing: op.Wing, Error: whyStuck(op)}
+		return Failure{Kind: kind, Record: op.Short(), Wing: op.Wing, Error: whyStuck(op)}
 	}
-	kind := kindOfTool(op.Tool)
 	name := recordName(Record{Args: args})
 	if kind != Facts {
 		c := []rune(str(args, "content") + str(args, "entry"))

@@ -43,9 +43,8 @@ func sample(ts []verifyTarget, n int, seed uint64) []verifyTarget {
 		return ts
 	}
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	idx := r.Perm(len(ts))[:n]
 	out := make([]verifyTarget, 0, n)
-	for _, i := range idx {
+	for _, i := range r.Perm(len(ts))[:n] {
 		out = append(out, ts[i])
 	}
 	return out
