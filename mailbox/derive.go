@@ -1,6 +1,7 @@
 package mailbox
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strings"
@@ -183,9 +184,4 @@ func seqNote(e *Event) string {
 	return ""
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+func orDash(s string) string { return cmp.Or(s, "-") }

@@ -1,6 +1,7 @@
 package mailbox
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -65,10 +66,7 @@ func ParseArgs(args map[string]any, self string) (agent, stream string, limit in
 	if stream, err = str("stream"); err != nil {
 		return "", "", 0, err
 	}
-	if agent == "" {
-		agent = self
-	}
-	limit = DefaultLimit
+	agent, limit = cmp.Or(agent, self), DefaultLimit
 	if v, ok := args["limit"]; ok && v != nil {
 		f, ok := v.(float64)
 		if i, isInt := v.(int); isInt {

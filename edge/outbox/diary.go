@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -61,12 +62,9 @@ func (f *Flusher) diaryLanded(ctx context.Context, run *flushRun, op Op, diary m
 	if err != nil {
 		return "", false, fmt.Errorf("%w: the diary fence of %s: %w", ErrLookup, wing, err)
 	}
-	if fence == "" {
-		// No fence (an op an older edge left in flight): the older rule,
-		// an entry with the text anywhere in the wing.
-		fence = noEntries
-	}
-	return f.newestWith(ctx, wing, suffix, fence)
+	// No fence (an op an older edge left in flight): the older rule, an
+	// entry with the text anywhere in the wing.
+	return f.newestWith(ctx, wing, suffix, cmp.Or(fence, noEntries))
 }
 
 // prepareDiary reads the fence of a diary op's wing (a diary_write's, a

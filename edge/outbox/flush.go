@@ -292,20 +292,16 @@ func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 			return sent, nil // what never reached the primary waits for it: not retried here
 		}
 		retries++
-		f.waitUp(ctx, time.Duration(retries)*f.Lease/10)
+		// Wait (polling) for the primary's breaker to close, a little
+		// longer each time.
+		for deadline := time.Now().Add(time.Duration(retries) * f.Lease / 10); !f.P.Up() && ctx.Err() == nil && time.Now().Before(deadline); {
+			f.sleep(ctx, 50*time.Millisecond)
+		}
 		if err := f.S.dueNow(ctx, Lost); err != nil {
 			return sent, err
 		}
 	}
 	return sent, ctx.Err()
-}
-
-// waitUp waits (polling) for the primary's breaker to close, at most d
-// and within ctx.
-func (f *Flusher) waitUp(ctx context.Context, d time.Duration) {
-	for deadline := time.Now().Add(d); !f.P.Up() && ctx.Err() == nil && time.Now().Before(deadline); {
-		f.sleep(ctx, 50*time.Millisecond)
-	}
 }
 
 // pollUntilChanged waits for a wake or another process's commit (PRAGMA

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -175,9 +176,7 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 	if w.Held {
 		op.State = Held
 	}
-	if dedupe == "" {
-		dedupe = "op:" + op.ID
-	}
+	dedupe = cmp.Or(dedupe, "op:"+op.ID)
 	if rec.OpStamp {
 		if op.Payload, err = stampOpID(w.Payload, op.ID); err != nil {
 			return Op{}, fmt.Errorf("outbox: payload of %s: %w", tool, err)
