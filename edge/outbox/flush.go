@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -74,7 +75,7 @@ type Flusher struct {
 	// caller that waits itself).
 	Retries int
 
-	lease     held
+	held      atomic.Pointer[lease] // nil: not held (mine)
 	lastPrune time.Time
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 )
 
@@ -26,23 +25,12 @@ type lease struct {
 	Token   int64  `json:"token"`
 }
 
-// held is this flusher's view of its lease.
-type held struct {
-	mu      sync.Mutex
-	token   int64
-	expires time.Time
-}
-
-func (h *held) set(token int64, expires time.Time) {
-	h.mu.Lock()
-	h.token, h.expires = token, expires
-	h.mu.Unlock()
-}
-
-func (h *held) get() (int64, time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.token, h.expires
+// mine is the lease as this flusher last wrote it (zero: not held).
+func (f *Flusher) mine() lease {
+	if l := f.held.Load(); l != nil {
+		return *l
+	}
+	return lease{}
 }
 
 // ErrLeaseHeld: another process holds the flush lease (it flushes).
@@ -50,11 +38,6 @@ var ErrLeaseHeld = errors.New("another edge process is flushing this palace")
 
 // errLeaseLost: the lease changed hands; this flusher records nothing.
 var errLeaseLost = errors.New("the flush lease passed to another process")
-
-// hold is how long a renewal keeps the lease: Lease, or longer when a
-// send may take longer, so that a send always starts with SendTimeout
-// left and a renewal (every Lease/3) keeps it so.
-func (f *Flusher) hold() time.Duration { return max(f.Lease, f.SendTimeout+f.Lease/3) }
 
 func readLease(ctx context.Context, q querier) (lease, error) {
 	var v string
@@ -94,15 +77,18 @@ func (f *Flusher) acquire(ctx context.Context) (bool, error) {
 	if l.Owner != f.Owner || !live {
 		token++ // the lease changes hands (or lapsed and is taken again)
 	}
-	expires := now.Add(f.hold())
-	b, _ := json.Marshal(lease{Owner: f.Owner, Expires: expires.UnixMilli(), Token: token}) // plain values: they encode
+	// A renewal holds it for Lease, or longer when a send may take longer,
+	// so that a send always starts with SendTimeout left and a renewal
+	// (every Lease/3) keeps it so.
+	l = lease{Owner: f.Owner, Expires: now.Add(max(f.Lease, f.SendTimeout+f.Lease/3)).UnixMilli(), Token: token}
+	b, _ := json.Marshal(l) // plain values: they encode
 	if err := setMeta(ctx, tx, "lease", string(b)); err != nil {
 		return false, fmt.Errorf("outbox lease: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return false, fmt.Errorf("outbox lease: %w", err)
 	}
-	f.lease.set(token, expires)
+	f.held.Store(&l)
 	return true, nil
 }
 
@@ -113,7 +99,7 @@ func (f *Flusher) release() {
 	if _, err := f.S.flushDB.ExecContext(ctx, `UPDATE meta SET value=json_set(value, '$.owner', '', '$.expires', 0) WHERE key='lease' AND json_extract(value, '$.owner')=?`, f.Owner); err != nil {
 		f.Log.Debug("outbox lease not released; it expires", "err", err)
 	}
-	f.lease.set(0, time.Time{})
+	f.held.Store(nil)
 }
 
 // keepLease renews the lease every Lease/3 until stop closes; when the
@@ -143,14 +129,13 @@ func (f *Flusher) keepLease(ctx context.Context, stop <-chan struct{}, lost func
 
 // leaseLeft is how long the lease runs from now (0 if not held).
 func (f *Flusher) leaseLeft() time.Duration {
-	_, exp := f.lease.get()
-	return max(0, exp.Sub(f.S.now()))
+	return max(0, time.UnixMilli(f.mine().Expires).Sub(f.S.now()))
 }
 
 // fenced runs fn in a transaction that first checks the lease is still
 // this flusher's (errLeaseLost otherwise, with nothing written).
 func (f *Flusher) fenced(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	token, _ := f.lease.get()
+	token := f.mine().Token
 	tx, err := f.S.flushDB.BeginTx(ctx, nil)
 	if err != nil {
 		return err

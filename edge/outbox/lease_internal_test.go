@@ -38,7 +38,7 @@ func TestALostLeaseRecordsNothing(t *testing.T) {
 	if ok, err := f.acquire(ctx); !ok || err != nil {
 		t.Fatalf("acquire: %v %v", ok, err)
 	}
-	token, _ := f.lease.get()
+	token := f.mine().Token
 	takeOver := func() {
 		v := fmt.Sprintf(`{"owner":"another","expires":%d,"token":%d}`, time.Now().Add(time.Hour).UnixMilli(), token+1)
 		if err := setMeta(ctx, s.db, "lease", v); err != nil {
