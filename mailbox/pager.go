@@ -54,10 +54,7 @@ func NewToolSource(call func(ctx context.Context, params *mcp.CallToolParams) (*
 
 // EventList implements Source.
 func (s ToolSource) EventList(ctx context.Context, args map[string]any) (json.RawMessage, error) {
-	args = maps.Clone(args)
-	if args == nil {
-		args = map[string]any{}
-	}
+	args = maps.Collect(maps.All(args)) // a copy, never nil
 	if s.AscOrder {
 		args["order"] = "asc"
 	}
@@ -123,10 +120,7 @@ func Fetch(ctx context.Context, src Source, filter map[string]any) ([]Event, err
 	cursor := ""
 	var last int64 = -1
 	for page := 0; ; page++ {
-		args := maps.Clone(filter)
-		if args == nil {
-			args = map[string]any{}
-		}
+		args := maps.Collect(maps.All(filter)) // a copy, never nil
 		args["limit"] = PageCap
 		if cursor != "" {
 			args["since_event_id"] = cursor
