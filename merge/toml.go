@@ -50,17 +50,25 @@ func (d *TOMLDoc) Bytes() []byte { return bytes.Clone(d.src) }
 
 // Get returns the value at path as standard JSON, or nil if it is absent.
 func (d *TOMLDoc) Get(path ...string) ([]byte, error) {
-	var v any = d.tree
+	v, ok := valueAt(d.tree, path)
+	if !ok {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// valueAt is the value at path in a decoded tree, and whether it is there.
+func valueAt(v any, path []string) (any, bool) {
 	for _, k := range path {
 		m, ok := v.(map[string]any)
 		if !ok {
-			return nil, nil
+			return nil, false
 		}
 		if v, ok = m[k]; !ok {
-			return nil, nil
+			return nil, false
 		}
 	}
-	return json.Marshal(v)
+	return v, true
 }
 
 // Has reports whether path exists.
@@ -172,7 +180,9 @@ func (d *TOMLDoc) span(path []string) (start, end int, found bool, err error) {
 				end = lineEnd(d.src, int(e.Raw.Offset+e.Raw.Length))
 				continue
 			}
-			if hasPrefix(full, path) || hasPrefix(path, full) && isMap(d.tree, full) && containsPath(d.tree, path) {
+			v, _ := valueAt(d.tree, full)
+			_, isMap := v.(map[string]any)
+			if _, holds := valueAt(d.tree, path); hasPrefix(full, path) || hasPrefix(path, full) && isMap && holds {
 				return 0, 0, false, fmt.Errorf("%s is set with an inline table or dotted keys (line %d); render edits only a [%s] table: move it there by hand",
 					pathName(path), 1+bytes.Count(d.src[:e.Raw.Offset], []byte("\n")), strings.Join(path, "."))
 			}
@@ -198,42 +208,7 @@ func nodeKey(it unstable.Iterator) (keys []string, first, last int) {
 }
 
 func hasPrefix(keys, prefix []string) bool {
-	if len(keys) < len(prefix) {
-		return false
-	}
-	for i := range prefix {
-		if keys[i] != prefix[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func isMap(tree map[string]any, path []string) bool {
-	var v any = tree
-	for _, k := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return false
-		}
-		v = m[k]
-	}
-	_, ok := v.(map[string]any)
-	return ok
-}
-
-func containsPath(tree map[string]any, path []string) bool {
-	var v any = tree
-	for _, k := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return false
-		}
-		if v, ok = m[k]; !ok {
-			return false
-		}
-	}
-	return true
+	return len(keys) >= len(prefix) && slices.Equal(keys[:len(prefix)], prefix)
 }
 
 // lineEnd is the offset just past the newline ending the line holding off
@@ -265,25 +240,9 @@ func tomlKey(k string) string {
 // key = value lines in the object's own key order, nested objects as inline
 // tables.
 func tableText(value []byte, path []string, nl string) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(value))
-	dec.UseNumber()
-	var keys []string
-	vals := map[string]json.RawMessage{}
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
+	var obj orderedObject
+	if err := json.Unmarshal(value, &obj); err != nil {
 		return nil, fmt.Errorf("a TOML table needs a JSON object, got %.40q", value)
-	}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		keys = append(keys, k.(string))
-		vals[k.(string)] = raw
 	}
 	var b strings.Builder
 	var hdr []string
@@ -291,12 +250,12 @@ func tableText(value []byte, path []string, nl string) ([]byte, error) {
 		hdr = append(hdr, tomlKey(p))
 	}
 	b.WriteString("[" + strings.Join(hdr, ".") + "]" + nl)
-	for _, k := range keys {
-		v, err := tomlValue(vals[k])
+	for _, m := range obj {
+		v, err := tomlValue(m.value)
 		if err != nil {
-			return nil, fmt.Errorf("%s.%s: %w", strings.Join(path, "."), k, err)
+			return nil, fmt.Errorf("%s.%s: %w", strings.Join(path, "."), m.key, err)
 		}
-		b.WriteString(tomlKey(k) + " = " + v + nl)
+		b.WriteString(tomlKey(m.key) + " = " + v + nl)
 	}
 	return []byte(b.String()), nil
 }

@@ -704,7 +704,9 @@ func yamlKey(k string) string {
 }
 
 // orderedObject is a JSON object's members in their order.
-type orderedObject []struct {
+type orderedObject []member
+
+type member struct {
 	key   string
 	value json.RawMessage
 }
@@ -723,10 +725,7 @@ func (o *orderedObject) UnmarshalJSON(b []byte) error {
 		if err := dec.Decode(&raw); err != nil {
 			return err
 		}
-		*o = append(*o, struct {
-			key   string
-			value json.RawMessage
-		}{k.(string), raw})
+		*o = append(*o, member{k.(string), raw})
 	}
 	return nil
 }
