@@ -605,12 +605,8 @@ func (d *Doc) unit() string {
 
 // lineIndent returns the leading whitespace of the line holding offset.
 func (d *Doc) lineIndent(offset int) string {
-	start := d.lineStart(offset)
-	end := start
-	for end < len(d.src) && (d.src[end] == ' ' || d.src[end] == '\t') {
-		end++
-	}
-	return string(d.src[start:end])
+	line := d.src[d.lineStart(offset):]
+	return string(line[:len(line)-len(bytes.TrimLeft(line, " \t"))])
 }
 
 func (d *Doc) multiline(start, end int) bool {
@@ -799,11 +795,7 @@ func splitHead(extra hujson.Extra) (head, tail []byte) {
 
 // leadingSpace returns the spaces and tabs extra starts with.
 func leadingSpace(extra hujson.Extra) []byte {
-	n := 0
-	for n < len(extra) && (extra[n] == ' ' || extra[n] == '\t') {
-		n++
-	}
-	return concat(extra[:n])
+	return concat(extra[:len(extra)-len(bytes.TrimLeft(extra, " \t"))])
 }
 
 // indentAfterNewline returns the whitespace after the last line break in
@@ -813,13 +805,8 @@ func indentAfterNewline(extra hujson.Extra) []byte {
 	if len(breaks) == 0 {
 		return nil
 	}
-	i := breaks[len(breaks)-1]
-	rest := extra[i+1:]
-	n := 0
-	for n < len(rest) && (rest[n] == ' ' || rest[n] == '\t') {
-		n++
-	}
-	return append([]byte{}, rest[:n]...)
+	rest := extra[breaks[len(breaks)-1]+1:]
+	return append([]byte{}, rest[:len(rest)-len(bytes.TrimLeft(rest, " \t"))]...)
 }
 
 func isBlank(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
