@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"strings"
 	"time"
@@ -231,10 +232,7 @@ func (d decision) pending(target string, newRecord fingerprint.Record) fingerpri
 		pending = fingerprint.Record{File: newRecord.File, Pointer: newRecord.Pointer, Mode: newRecord.Mode}
 	}
 	pending.Pending, pending.WrittenAt = newRecord.Fingerprint, newRecord.WrittenAt
-	ps := fingerprint.State{Targets: map[string]fingerprint.Record{}}
-	for k, v := range d.state.Targets {
-		ps.Targets[k] = v
-	}
+	ps := fingerprint.State{Targets: maps.Clone(d.state.Targets)}
 	ps.Targets[target] = pending
 	return ps
 }
@@ -297,25 +295,15 @@ func strictJSON(data []byte) error {
 	if json.Valid(data) {
 		return nil
 	}
-	var v any
-	err := json.Unmarshal(data, &v)
-	if err == nil {
-		return nil
-	}
+	err := json.Unmarshal(data, new(any))
 	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		off := int(se.Offset) - 1 // Offset counts the offending byte
-		if off > len(data) {
-			off = len(data)
-		}
-		if off < 0 {
-			off = 0
-		}
-		line := 1 + bytes.Count(data[:off], []byte("\n"))
-		col := off - bytes.LastIndexByte(data[:off], '\n')
-		return fmt.Errorf("line %d, column %d: %v", line, col, se)
+	if !errors.As(err, &se) {
+		return err
 	}
-	return err
+	off := min(max(int(se.Offset)-1, 0), len(data)) // Offset counts the offending byte
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	col := off - bytes.LastIndexByte(data[:off], '\n')
+	return fmt.Errorf("line %d, column %d: %v", line, col, se)
 }
 
 // dirExists reports whether a directory exists.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,19 +16,6 @@ import (
 	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
-)
-
-// Target names.
-const (
-	TargetOpencode = "opencode"
-	TargetPi       = "pi"
-	TargetPiMCP    = "pi-mcp"
-	// Some of the other records in package harness.
-	TargetClaudeCode = "claude-code"
-	TargetCodex      = "codex"
-	TargetGemini     = "gemini"
-	TargetCursor     = "cursor"
-	TargetVSCode     = "vscode"
 )
 
 // AllTargets is every target (every harness record), in the order they run.
@@ -329,11 +317,7 @@ func selectTargets(names []string) ([]string, error) {
 	seen := map[string]bool{}
 	for _, n := range names {
 		n = strings.TrimSpace(n)
-		ok := false
-		for _, t := range AllTargets {
-			ok = ok || n == t
-		}
-		if !ok {
+		if !slices.Contains(AllTargets, n) {
 			return nil, fmt.Errorf("unknown target %q (render --help lists the targets under --target)", n)
 		}
 		if !seen[n] {

@@ -17,6 +17,18 @@ import (
 	"github.com/joakimp/devbox-config/merge"
 )
 
+// Target names the tests use (the names themselves live in the harness
+// records).
+const (
+	TargetOpencode   = "opencode"
+	TargetPi         = "pi"
+	TargetClaudeCode = "claude-code"
+	TargetCodex      = "codex"
+	TargetGemini     = "gemini"
+	TargetCursor     = "cursor"
+	TargetVSCode     = "vscode"
+)
+
 func envOf(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
