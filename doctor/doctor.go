@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -192,10 +193,5 @@ func resolve(opts Options) (State, []Finding) {
 
 // Failing reports whether any finding is an error or a warning (exit 1).
 func Failing(fs []Finding) bool {
-	for _, f := range fs {
-		if f.Severity == Error || f.Severity == Warn {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(fs, func(f Finding) bool { return f.Severity == Error || f.Severity == Warn })
 }

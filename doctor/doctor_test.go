@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -699,10 +700,10 @@ func TestFixSplit(t *testing.T) {
 		if l, _ := os.Readlink(home); l != "palace/knowledge_graph.sqlite3" {
 			t.Fatalf("link %q, want the RFC's relative palace/knowledge_graph.sqlite3", l)
 		}
-		if after := counts(t, pal); !sameCounts(before, after) || after["triples"] != 5 {
+		if after := counts(t, pal); !maps.Equal(before, after) || after["triples"] != 5 {
 			t.Fatalf("rows before %v, after %v", before, after)
 		}
-		if got := counts(t, filepath.Join(res[0].Backup, "home-knowledge_graph.sqlite3")); !sameCounts(before, got) {
+		if got := counts(t, filepath.Join(res[0].Backup, "home-knowledge_graph.sqlite3")); !maps.Equal(before, got) {
 			t.Fatalf("backup holds %v, want %v", got, before)
 		}
 		if _, err := os.Stat(filepath.Join(res[0].Backup, "palace-knowledge_graph.sqlite3")); err != nil {
@@ -724,7 +725,7 @@ func TestFixSplit(t *testing.T) {
 		must(t, err)
 		hi, _ := os.Stat(home)
 		pi, _ := os.Stat(pal)
-		if !os.SameFile(hi, pi) || !sameCounts(before, counts(t, home)) {
+		if !os.SameFile(hi, pi) || !maps.Equal(before, counts(t, home)) {
 			t.Fatalf("after: same=%v counts %v, want %v", os.SameFile(hi, pi), counts(t, home), before)
 		}
 		if _, err := os.Stat(filepath.Join(res[0].Backup, "home-knowledge_graph.sqlite3")); err != nil {

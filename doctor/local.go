@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -137,9 +136,7 @@ func readMountInfo(path string) ([]mount, error) {
 		return nil, err
 	}
 	var out []mount
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := sc.Text()
+	for line := range strings.Lines(string(b)) {
 		pre, post, ok := strings.Cut(line, " - ")
 		f := strings.Fields(pre)
 		g := strings.Fields(post)

@@ -68,7 +68,7 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		msg := fmt.Sprintf("%d write(s) in %s are dead: they are in the local palace but the primary refused them and they will never be sent", n, ob.path)
 		if len(ob.stats.Dead) > 0 {
 			d := ob.stats.Dead[0]
-			msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, short(d.ID), opts.mask(errorKind(d.Error))) // the primary's words
+			msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, d.Short(), opts.mask(errorKind(d.Error))) // the primary's words
 		}
 		out = append(out, Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3", Message: msg,
 			Fix: "`devbox-config edge outbox list` to see them and why (each holds back only the writes on its object); fix the cause, then `devbox-config edge outbox retry ID` (or `drop ID` to give up on one)"})
@@ -83,8 +83,8 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		id := "ID"
 		if len(ob.stats.InDoubt) > 0 {
 			d := ob.stats.InDoubt[0]
-			msg += fmt.Sprintf("; the first is %s op %s", d.Tool, short(d.ID))
-			id = short(d.ID)
+			msg += fmt.Sprintf("; the first is %s op %s", d.Tool, d.Short())
+			id = d.Short()
 		}
 		out = append(out, Finding{ID: IDOutboxInDoubt, Severity: Warn, Section: "§4.3", Message: msg,
 			Fix: fmt.Sprintf("check the primary for it, then `devbox-config edge outbox delivered %s` if it is there, or `devbox-config edge outbox retry %s` to send it again", id, id)})
@@ -102,13 +102,6 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		}
 	}
 	return out
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
 }
 
 // errorKind is the "kind" (else "message") of an op's error_json.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,15 +19,15 @@ import (
 // ~/.mempalace/<name> (the CLI, known_entities always) and <palace>/<name>
 // (`mempalace serve`, which always passes --palace).
 type splitStore struct {
-	id, name string
-	sqlite   bool
+	id, name, noun string
+	sqlite         bool
 }
 
 func splitStores() []splitStore {
 	return []splitStore{
-		{IDKGSplit, "knowledge_graph.sqlite3", true},
-		{IDEntitiesSplit, "known_entities.json", false},
-		{IDHallwaysSplit, "hallways.json", false},
+		{IDKGSplit, "knowledge_graph.sqlite3", "knowledge graph", true},
+		{IDEntitiesSplit, "known_entities.json", "known entities", false},
+		{IDHallwaysSplit, "hallways.json", "hallways", false},
 	}
 }
 
@@ -75,7 +76,7 @@ func CheckSplits(opts Options, st State) []Finding {
 	for _, sp := range findSplits(opts, st) {
 		link := linkTarget(sp.home, sp.pal)
 		what := fmt.Sprintf("%s (%s) and %s (%s) are two different files: the CLI and the local stdio server use the first, `mempalace serve` (always --palace) the second, so each sees half of the %s",
-			sp.home, describe(sp.store, sp.homeN, sp.homeErr), sp.pal, describe(sp.store, sp.palN, sp.palErr), storeNoun(sp.store))
+			sp.home, describe(sp.store, sp.homeN, sp.homeErr), sp.pal, describe(sp.store, sp.palN, sp.palErr), sp.store.noun)
 		f := Finding{ID: sp.store.id, Section: "§7.1", Message: what}
 		if sp.bothHoldData() {
 			f.Severity = Error
@@ -87,16 +88,6 @@ func CheckSplits(opts Options, st State) []Finding {
 		out = append(out, f)
 	}
 	return out
-}
-
-func storeNoun(s splitStore) string {
-	switch s.id {
-	case IDKGSplit:
-		return "knowledge graph"
-	case IDEntitiesSplit:
-		return "known entities"
-	}
-	return "hallways"
 }
 
 func describe(s splitStore, n int64, err error) string {
@@ -329,7 +320,7 @@ func converge(sp split, backup string) (FixResult, error) {
 			return r, fmt.Errorf("copy %s to %s: %w (nothing removed; backup in %s)", sp.home, sp.pal, err, backup)
 		}
 		after, err := entries(sp.store, sp.pal)
-		if err != nil || !sameCounts(before, after) {
+		if err != nil || !maps.Equal(before, after) {
 			return r, fmt.Errorf("copy of %s to %s does not hold the same rows (%v, %v); %s left in place, backup in %s", sp.home, sp.pal, before, after, sp.home, backup)
 		}
 	}
@@ -356,18 +347,6 @@ func entries(s splitStore, path string) (map[string]int64, error) {
 	}
 	n, err := jsonEntries(path)
 	return map[string]int64{"": n}, err
-}
-
-func sameCounts(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // copyStore copies a store to a path that must not exist. A SQLite file is
