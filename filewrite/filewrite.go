@@ -100,21 +100,12 @@ func TempTarget(name string) (base string, ok bool) {
 	}
 	suffix := name[i+len(".tmp"):]
 	switch {
-	case len(suffix) == 17 && suffix[0] == '-' && allOf(suffix[1:], "0123456789abcdef"):
-	case len(suffix) >= 1 && len(suffix) <= 10 && allOf(suffix, "0123456789"):
+	case len(suffix) == 17 && suffix[0] == '-' && strings.Trim(suffix[1:], "0123456789abcdef") == "":
+	case len(suffix) >= 1 && len(suffix) <= 10 && strings.Trim(suffix, "0123456789") == "":
 	default:
 		return "", false
 	}
 	return name[1:i], true
-}
-
-func allOf(s, chars string) bool {
-	for i := 0; i < len(s); i++ {
-		if strings.IndexByte(chars, s[i]) < 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // Resolve follows symlinks. A path that does not exist resolves to itself;
@@ -136,23 +127,6 @@ func Resolve(path string) (string, error) {
 		return path, fmt.Errorf("%s is a symlink that cannot be followed: %w", path, err)
 	}
 	return real, nil
-}
-
-// CheckRegular returns nil if path (symlinks followed) is a regular file or
-// does not exist, and a *NotRegularError otherwise. It never opens the file.
-func CheckRegular(path string) error {
-	real, err := Resolve(path)
-	if err != nil {
-		return err
-	}
-	fi, err := os.Stat(real)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return regular(path, real, fi)
 }
 
 func regular(path, real string, fi fs.FileInfo) error {
