@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/doctor"
-	"github.com/joakimp/devbox-config/ladder"
 )
 
 const doctorHelp = `doctor checks, read-only, for what makes opting in lose data or fail silently,
@@ -88,7 +87,9 @@ func (dc *doctorCmd) run() error {
 		opts.Names = append(opts.Names, name)
 	}
 	if se.vars != nil {
-		opts.Env = doctorEnvLookup(se.vars)
+		// every MEMPALACE_* variable (the ladder's and MEMPALACE_PALACE_PATH)
+		// from the file only
+		opts.Env = envFileLookup(se.vars, func(name string) bool { return strings.HasPrefix(name, "MEMPALACE_") || ladderVar(name) })
 		opts.EnvFiles = []string{dc.envFile}
 		opts.Names = opts.Names[:0] // the file's names are the ones that count
 		for name := range se.vars {
@@ -136,20 +137,6 @@ func (dc *doctorCmd) fixSplit(opts doctor.Options) bool {
 		return false
 	}
 	return true
-}
-
-// doctorEnvLookup reads every MEMPALACE_* variable (the ladder's and
-// MEMPALACE_PALACE_PATH) from the env file only, everything else from the
-// process.
-func doctorEnvLookup(vars map[string]string) ladder.Lookup {
-	file := envFileLookup(vars)
-	return func(name string) (string, bool) {
-		if strings.HasPrefix(name, "MEMPALACE_") {
-			v, ok := vars[name]
-			return v, ok
-		}
-		return file(name)
-	}
 }
 
 func printFindings(w io.Writer, fs []doctor.Finding) {

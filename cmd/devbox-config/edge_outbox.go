@@ -141,12 +141,7 @@ func (lc *outboxListCmd) run() error {
 		if ops == nil {
 			ops = []outbox.Op{} // an empty outbox is [], not null
 		}
-		b, err := json.MarshalIndent(ops, "", "  ")
-		if err != nil {
-			return failed(fmt.Errorf("edge outbox list: %w", err))
-		}
-		fmt.Fprintln(lc.stdout, string(b))
-		return nil
+		return printJSON(lc.stdout, "edge outbox list", ops)
 	}
 	if len(ops) == 0 {
 		fmt.Fprintf(lc.stdout, "nothing waiting in %s\n", s.Path())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -63,13 +62,8 @@ func (sc *edgeStatusCmd) run() error {
 		return failed(err)
 	}
 	if sc.asJSON {
-		b, err := json.MarshalIndent(map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy,
-			"tombstones": map[string]any{"total": v.tombs.Total, "on_primary": v.tombs.OnPrimary, "unchecked": v.tombs.Unchecked}}, "", "  ")
-		if err != nil {
-			return failed(fmt.Errorf("edge status: %w", err))
-		}
-		fmt.Fprintln(sc.stdout, string(b))
-		return nil
+		return printJSON(sc.stdout, "edge status", map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy,
+			"tombstones": map[string]any{"total": v.tombs.Total, "on_primary": v.tombs.OnPrimary, "unchecked": v.tombs.Unchecked}})
 	}
 	v.print(sc.stdout)
 	return nil
@@ -155,18 +149,13 @@ func checkTombstones(ctx context.Context, s *outbox.Store, cfg edge.Config) (edg
 func (sc *edgeStatusCmd) withoutOutbox(path, primary string) error {
 	const note = "no outbox yet: edge mode never ran on this palace"
 	if sc.asJSON {
-		b, err := json.MarshalIndent(map[string]any{
+		return printJSON(sc.stdout, "edge status", map[string]any{
 			"outbox":        path,
 			"outbox_exists": false,
 			"note":          note,
 			"queue":         outbox.Stats{ByState: map[outbox.State]int{outbox.Queued: 0, outbox.Inflight: 0, outbox.Dead: 0, outbox.Done: 0}},
 			"primary":       primary,
-		}, "", "  ")
-		if err != nil {
-			return failed(fmt.Errorf("edge status: %w", err))
-		}
-		fmt.Fprintln(sc.stdout, string(b))
-		return nil
+		})
 	}
 	fmt.Fprintf(sc.stdout, "outbox     none yet at %s (edge mode never ran on this palace)\n", path)
 	fmt.Fprintf(sc.stdout, "queue      empty\n")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -97,11 +96,9 @@ func (jc *joinCmd) run() error {
 		return failed(err)
 	}
 	if jc.asJSON {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return failed(fmt.Errorf("encode the report: %w", err))
+		if err := printJSON(jc.stdout, "encode the report", rep); err != nil {
+			return err
 		}
-		fmt.Fprintln(jc.stdout, string(b))
 	} else {
 		printJoin(jc.stdout, rep)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,16 +81,11 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 		fmt.Fprint(mc.stdout, r.Text())
 		return nil
 	}
-	b, err := json.MarshalIndent(struct {
+	return printJSON(mc.stdout, "encode the mailbox", struct {
 		Agent string         `json:"agent"`
 		Owed  []mailbox.Item `json:"owed"`
 		Count int            `json:"count"`
-	}{r.Agent, r.Owed, r.Count}, "", "  ")
-	if err != nil {
-		return failed(fmt.Errorf("encode the mailbox: %w", err))
-	}
-	fmt.Fprintln(mc.stdout, string(b))
-	return nil
+	}{r.Agent, r.Owed, r.Count})
 }
 
 // settle reads the ladder and settles the agent and the timeout; it

@@ -114,7 +114,7 @@ func (rc *renderCmd) options(log *slog.Logger) (render.Options, error) {
 	}
 	opts.Home, opts.HomeFromFlag = se.home, se.homeFromFlag
 	if se.vars != nil {
-		opts.Env = envFileLookup(se.vars)
+		opts.Env = envFileLookup(se.vars, ladderVar)
 	}
 	if rc.piTemplate != "" {
 		b, err := os.ReadFile(rc.piTemplate)
@@ -194,8 +194,6 @@ func completeTargets(toComplete string) []string {
 	return out
 }
 
-// envFileLookup reads the ladder's variables from an env file only, and
-// everything else (PATH, XDG_*) from the process.
 // startEnv is what --home and --env-file say, as render and doctor read
 // them.
 type startEnv struct {
@@ -223,17 +221,20 @@ func readStartEnv(home, envFile string) (startEnv, error) {
 	return se, nil
 }
 
-func envFileLookup(vars map[string]string) ladder.Lookup {
+// envFileLookup reads the variables fromFile names from the env file's vars
+// only, and everything else (PATH, XDG_*) from the process.
+func envFileLookup(vars map[string]string, fromFile func(name string) bool) ladder.Lookup {
 	return func(name string) (string, bool) {
-		for _, v := range ladder.Vars {
-			if v == name {
-				val, ok := vars[name]
-				return val, ok
-			}
+		if fromFile(name) {
+			v, ok := vars[name]
+			return v, ok
 		}
 		return os.LookupEnv(name)
 	}
 }
+
+// ladderVar: render reads the ladder's variables from an --env-file.
+func ladderVar(name string) bool { return slices.Contains(ladder.Vars, name) }
 
 func printResult(w io.Writer, r render.Result, dryRun bool) {
 	when := ""

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -120,4 +121,15 @@ func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 			return a
 		},
 	}))
+}
+
+// printJSON prints v as every --json but doctor's does: indented, with a
+// final newline; what names the command in the (unexpected) encoding error.
+func printJSON(w io.Writer, what string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return failed(fmt.Errorf("%s: %w", what, err))
+	}
+	fmt.Fprintln(w, string(b))
+	return nil
 }
