@@ -59,16 +59,6 @@ func healthzURL(mcpURL string) (string, error) {
 	return u.String(), nil
 }
 
-// shownURL drops the query and any user info: what a message may show.
-func shownURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "MEMPALACE_REMOTE_URL"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
-}
-
 // CheckPrimary is primary-unreachable, primary-auth, host-pin,
 // origin-header and sync-shared (§6.2, §7.2), in remote and edge modes
 // only (solitary makes no network call, R1). All of it shares one
@@ -86,7 +76,7 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 	if err != nil {
 		return p, nil // the ladder already refused such a URL
 	}
-	shown := opts.mask(shownURL(hz)) // the URL may embed the token
+	shown := opts.mask(ladder.RedactURL(hz)) // the URL may embed the token
 
 	start := time.Now()
 	status, err := get(ctx, client, hz, "")
@@ -132,7 +122,7 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 	c := mcpClient{client: client, url: s.URL, token: opts.token()}
 	tools, status, err := c.listTools(ctx)
 	p.Gateway = c.gateway
-	at := opts.mask(shownURL(s.URL))
+	at := opts.mask(ladder.RedactURL(s.URL))
 	switch {
 	case err != nil:
 		return []Finding{unreachable(opts, at, err)}

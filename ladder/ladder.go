@@ -164,7 +164,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 			}
 			if !isHTTPS(raw) && !isLoopback(raw) {
 				warn(EnvRemoteURL, "serve the primary (or the gateway in front of it) over https:// and write "+EnvRemoteURL+"=https://..., or reach it through a loopback tunnel (http://127.0.0.1:PORT/mcp)",
-					"%s is neither https:// nor loopback: the bearer token would cross the network in clear text", redactURL(raw))
+					"%s is neither https:// nor loopback: the bearer token would cross the network in clear text", RedactURL(raw))
 			}
 		}
 	} else if edge {
@@ -329,13 +329,13 @@ func isLoopback(raw string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// redactURL drops the query, which some deployments use for keys.
-func redactURL(raw string) string {
+// RedactURL is a URL as a message may show it: without user info, query
+// (some deployments take keys there) and fragment.
+func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "the URL"
 	}
-	u.RawQuery = ""
-	u.Fragment = ""
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
 }

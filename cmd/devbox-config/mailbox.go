@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os/exec"
 	"strings"
 	"time"
@@ -71,7 +70,7 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 	defer cancel()
 	r, err := readMailbox(ctx, url, ladder.TokenSource(mc.env)(), mc.agent, mc.stream, mc.timeout)
 	if err != nil {
-		return failed(fmt.Errorf("cannot read the primary at %s: %w", redactEndpoint(url), err))
+		return failed(fmt.Errorf("cannot read the primary at %s: %w", ladder.RedactURL(url), err))
 	}
 	for _, w := range r.Warnings {
 		fmt.Fprintln(mc.stderr, "devbox-config: warning:", w)
@@ -166,14 +165,4 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set("Authorization", "Bearer "+b.token)
 	}
 	return b.next.RoundTrip(r)
-}
-
-// redactEndpoint drops credentials, query and fragment for messages.
-func redactEndpoint(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "the primary"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }
