@@ -65,10 +65,7 @@ func Equal(a, b []byte) (bool, error) {
 		return false, err
 	}
 	fb, err := Of(b)
-	if err != nil {
-		return false, err
-	}
-	return fa == fb, nil
+	return err == nil && fa == fb, err
 }
 
 // StateFile is the name of the record file, kept in the same directory as

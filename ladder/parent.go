@@ -1,7 +1,6 @@
 package ladder
 
 import (
-	"bytes"
 	"os"
 	"strconv"
 	"strings"
@@ -47,11 +46,5 @@ func procEnviron(pid int) []string {
 	if err != nil {
 		return nil // no parent to read: nothing to add
 	}
-	var out []string
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if len(kv) > 0 {
-			out = append(out, string(kv))
-		}
-	}
-	return out
+	return strings.FieldsFunc(string(b), func(r rune) bool { return r == 0 })
 }
