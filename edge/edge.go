@@ -60,7 +60,7 @@ func New(cfg Config) *Edge {
 	e.implJSON, _ = json.Marshal(impl) // for stateless answers (statelessResult)
 	opts := &mcp.ServerOptions{
 		InitializedHandler: func(ctx context.Context, r *mcp.InitializedRequest) {
-			e.setAgent(r.Session)
+			e.setAgent(r.Session, true)
 			e.initialized.Store(true)
 		},
 		Capabilities: capabilities(cfg),
@@ -150,7 +150,7 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 		wg.Wait()
 		return fmt.Errorf("agent connection: %w", err)
 	}
-	e.setAgent(ss)
+	e.setAgent(ss, true)
 	err = ss.Wait()
 	cancel()
 	lane.wg.Wait()
@@ -274,9 +274,12 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 	}()
 }
 
-func (e *Edge) setAgent(ss *mcp.ServerSession) {
+// setAgent records the agent's session (only if none is known, unless replace).
+func (e *Edge) setAgent(ss *mcp.ServerSession, replace bool) {
 	e.mu.Lock()
-	e.agent = ss
+	if replace || e.agent == nil {
+		e.agent = ss
+	}
 	e.mu.Unlock()
 }
 
@@ -296,16 +299,4 @@ func (e *Edge) forwardProgress(ctx context.Context, p *mcp.ProgressNotificationP
 	if ss := e.agentSession(); ss != nil {
 		ss.NotifyProgress(ctx, p) // an agent gone: nothing to tell
 	}
-}
-
-// ---- tools ----
-
-// ---- calls ----
-
-func (e *Edge) setAgentIfNone(ss *mcp.ServerSession) {
-	e.mu.Lock()
-	if e.agent == nil {
-		e.agent = ss
-	}
-	e.mu.Unlock()
 }

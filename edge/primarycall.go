@@ -119,10 +119,6 @@ func (p *Primary) cancelOnPrimary(s *mcp.ClientSession, id string, why error) {
 	}
 }
 
-// LedgerAdvertised reports whether the primary's last answer came from a
-// gateway with an op-id ledger.
-func (p *Primary) LedgerAdvertised() bool { return p.ledger.Load() == 1 }
-
 // sawLedger notes whether an answer came from a gateway with an op-id
 // ledger (every /mcp answer of one carries ledger.Header).
 func (p *Primary) sawLedger(h http.Header) { p.setLedger(ledger.Advertised(h)) }

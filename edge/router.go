@@ -52,7 +52,7 @@ type primaryPalace interface {
 
 // handler is the SDK's way in for a tool call (before the fast lane opens).
 func (e *Edge) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	e.setAgentIfNone(req.Session)
+	e.setAgent(req.Session, false)
 	res, err := e.route(ctx, newCall(&mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: wire.ForwardMeta(req.Params.Meta)}))
 	if err == nil && res != nil {
 		if n := e.takeNote(); n != "" {
