@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -84,10 +86,7 @@ func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMess
 		return nil, errors.New("no primary is configured")
 	}
 	e.mu.Lock()
-	var tools []*mcp.Tool
-	for _, t := range e.primaryTools {
-		tools = append(tools, t)
-	}
+	tools := slices.Collect(maps.Values(e.primaryTools))
 	e.mu.Unlock()
 	src := mailbox.NewToolSource(func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 		// event_list is a read: it may be sent again (withReplayable)

@@ -1,5 +1,7 @@
 package edge
 
+import "cmp"
+
 // Stamp is the added_by a write bound for the primary carries:
 // "<agent>/<label>/<device>", only when MEMPALACE_ORIGIN_DEVICE is set
 // (RFC 001 §7.3.4, §7.3.5): never a hostname, container id or
@@ -9,13 +11,5 @@ func (c Config) Stamp() string {
 	if c.OriginDevice == "" {
 		return ""
 	}
-	label := c.OriginLabel
-	if label == "" {
-		label = "-"
-	}
-	agent := c.Agent
-	if agent == "" {
-		agent = "mcp"
-	}
-	return agent + "/" + label + "/" + c.OriginDevice
+	return cmp.Or(c.Agent, "mcp") + "/" + cmp.Or(c.OriginLabel, "-") + "/" + c.OriginDevice
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -71,10 +72,7 @@ func sanitizeTool(t *mcp.Tool) *mcp.Tool {
 		c.InputSchema = map[string]any{"type": "object"}
 	case map[string]any:
 		if s["type"] == nil {
-			m := map[string]any{}
-			for k, v := range s {
-				m[k] = v
-			}
+			m := maps.Clone(s)
 			m["type"] = "object"
 			c.InputSchema = m
 		} else if s["type"] != "object" {

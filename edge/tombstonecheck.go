@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,7 +50,7 @@ func CheckTombstones(ctx context.Context, s *outbox.Store, p *Primary) (Remainin
 		if checked == MaxTombstoneChecks || ctx.Err() != nil {
 			break
 		}
-		if t.Kind == outbox.TombDrawer && diaryTombstoned(ts, t.Key) {
+		if t.Kind == outbox.TombDrawer && slices.ContainsFunc(ts, func(d outbox.Tombstone) bool { return d.Kind == outbox.TombDiary && d.Key == t.Key }) {
 			continue // its diary tombstone is the one asked about
 		}
 		line, err := onPrimary(ctx, p, t)
@@ -66,15 +67,6 @@ func CheckTombstones(ctx context.Context, s *outbox.Store, p *Primary) (Remainin
 		r.Unchecked = fmt.Sprintf("%d not checked (at most %d are, within the status's time)", n, MaxTombstoneChecks)
 	}
 	return r, nil
-}
-
-func diaryTombstoned(ts []outbox.Tombstone, id string) bool {
-	for _, t := range ts {
-		if t.Kind == outbox.TombDiary && t.Key == id {
-			return true
-		}
-	}
-	return false
 }
 
 func countDiary(ts []outbox.Tombstone) int {

@@ -17,6 +17,7 @@ package edge
 // from it (as of when it was read) when the primary is slow or down.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -168,7 +169,7 @@ func (e *Edge) trustedEvent(raw json.RawMessage) bool {
 // its body.
 func askLine(ev mailbox.Event) string {
 	body := strings.Join(strings.Fields(gjson.GetBytes(ev.Raw, "body").String()), " ")
-	line := fmt.Sprintf("%s: %s from %s", ev.ID, orDashStr(ev.Type), orDashStr(ev.FromAgent))
+	line := fmt.Sprintf("%s: %s from %s", ev.ID, cmp.Or(ev.Type, "-"), cmp.Or(ev.FromAgent, "-"))
 	if ev.Stream != "" {
 		line += " (stream " + ev.Stream + ")"
 	}
@@ -188,13 +189,6 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
-}
-
-func orDashStr(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // renderOwed is the server instructions for a view ("" when nothing is

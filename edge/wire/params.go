@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,10 +43,7 @@ func ForwardMeta(m mcp.Meta) mcp.Meta {
 	if m == nil {
 		return nil
 	}
-	out := mcp.Meta{}
-	for k, v := range m {
-		out[k] = v
-	}
+	out := maps.Clone(m)
 	for _, k := range protocolMetaKeys {
 		delete(out, k)
 	}
