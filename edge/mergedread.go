@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http/httptrace"
 	"sort"
@@ -39,7 +40,7 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	if shape == catalogue.FilterDrawers {
 		// Page the union: both sides from the start, up to the end of the
 		// requested page.
-		q := copyMap(args)
+		q := maps.Clone(args)
 		q["offset"], q["limit"] = 0, min(intArg(args, "offset", 0)+intArg(args, "limit", 20), 100)
 		var err error
 		if c, err = orig.with(q); err != nil {
@@ -78,13 +79,13 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		} else if pt != "" {
 			why = gjson.Get(pt, "error").String()
 		}
-		return annotate(withText(local, mk.text(lt, recs, origin.PalaceLocal)), map[string]any{"local": "ok", "primary": why}, true), nil
+		return annotate(mk.result(local, recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": why}, true), nil
 	case pok:
 		why := "unusable answer"
 		if lerr != nil {
 			why = lerr.Error()
 		}
-		return annotate(withText(prim.res, mk.text(pt, recs, origin.PalacePrimary)), map[string]any{"local": why, "primary": "ok"}, true), nil
+		return annotate(mk.result(prim.res, recs, origin.PalacePrimary), map[string]any{"local": why, "primary": "ok"}, true), nil
 	default:
 		// Neither side gave a usable answer: the local one as it is.
 		return e.local(ctx, c)
@@ -299,35 +300,51 @@ func (e *Edge) mismatchDetail() string {
 	return e.mismatch
 }
 
-func mergeDuplicates(lm, pm map[string]any) map[string]any {
+// keyed is a record of a merged list and its id.
+type keyed struct {
+	id  string
+	rec map[string]any
+}
+
+// union is the object records of both sides' lists at list, local first,
+// one per id member: a record both returned is kept once (both).
+func union(lm, pm map[string]any, list, id string) []keyed {
 	seen := map[string]int{}
-	var all []map[string]any
+	var all []keyed
 	for _, side := range []map[string]any{lm, pm} {
-		ms, _ := side["matches"].([]any)
-		for _, x := range ms {
-			h, ok := x.(map[string]any)
+		xs, _ := side[list].([]any)
+		for _, x := range xs {
+			r, ok := x.(map[string]any)
 			if !ok {
 				continue
 			}
-			id := fmt.Sprint(h["id"])
-			if i, ok := seen[id]; ok {
-				all[i] = both(all[i], h)
+			k := fmt.Sprint(r[id])
+			if i, dup := seen[k]; dup {
+				all[i].rec = both(all[i].rec, r)
 				continue
 			}
-			seen[id] = len(all)
-			all = append(all, h)
+			seen[k] = len(all)
+			all = append(all, keyed{k, r})
 		}
 	}
-	sort.SliceStable(all, func(i, j int) bool { return num(all[i]["similarity"]) > num(all[j]["similarity"]) })
-	if len(all) > 5 {
-		all = all[:5]
+	return all
+}
+
+// records is the list of a page of merged records.
+func records(page []keyed) []any {
+	out := make([]any, len(page))
+	for i, k := range page {
+		out[i] = k.rec
 	}
-	res := make([]any, len(all))
-	for i, h := range all {
-		res[i] = h
-	}
-	out := copyMap(pm) // the primary's envelope: a gateway's filtered and untrusted_withheld
-	out["is_duplicate"], out["matches"] = len(all) > 0, res
+	return out
+}
+
+func mergeDuplicates(lm, pm map[string]any) map[string]any {
+	all := union(lm, pm, "matches", "id")
+	sort.SliceStable(all, func(i, j int) bool { return num(all[i].rec["similarity"]) > num(all[j].rec["similarity"]) })
+	all = all[:min(len(all), 5)]
+	out := maps.Clone(pm) // the primary's envelope: a gateway's filtered and untrusted_withheld
+	out["is_duplicate"], out["matches"] = len(all) > 0, records(all)
 	out["edge"] = map[string]any{"merged": true, "local": "ok", "primary": "ok"}
 	return out
 }
@@ -397,7 +414,7 @@ func mergeDiary(lm, pm map[string]any, lastN int, local *time.Location) map[stri
 	for i, h := range all {
 		res[i] = h.entry
 	}
-	out := copyMap(pm)
+	out := maps.Clone(pm)
 	if out["agent"] == nil {
 		out["agent"] = lm["agent"]
 	}
@@ -429,40 +446,12 @@ func entryTime(ts string, local *time.Location) time.Time {
 // mergeDrawers: union by drawer_id, sorted by id (as MemPalace sorts), the
 // requested page of the union.
 func mergeDrawers(lm, pm map[string]any, offset, limit int) map[string]any {
-	byID := map[string]map[string]any{}
-	for _, side := range []map[string]any{lm, pm} {
-		ds, _ := side["drawers"].([]any)
-		for _, x := range ds {
-			if d, ok := x.(map[string]any); ok {
-				id := fmt.Sprint(d["drawer_id"])
-				if kept, dup := byID[id]; dup {
-					byID[id] = both(kept, d)
-				} else {
-					byID[id] = d
-				}
-			}
-		}
-	}
-	ids := make([]string, 0, len(byID))
-	for id := range byID {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	page := []any{}
-	for i := offset; i < len(ids) && i < offset+limit; i++ {
-		page = append(page, byID[ids[i]])
-	}
-	out := copyMap(pm) // the primary's envelope: a gateway's filtered and untrusted_withheld
+	all := union(lm, pm, "drawers", "drawer_id")
+	sort.Slice(all, func(i, j int) bool { return all[i].id < all[j].id })
+	page := records(all[min(max(offset, 0), len(all)):min(max(offset+limit, offset, 0), len(all))])
+	out := maps.Clone(pm) // the primary's envelope: a gateway's filtered and untrusted_withheld
 	out["drawers"], out["count"], out["offset"], out["limit"] = page, len(page), offset, limit
-	out["total"] = max(num(lm["total"]), num(pm["total"]), float64(len(ids)))
+	out["total"] = max(num(lm["total"]), num(pm["total"]), float64(len(all)))
 	out["edge"] = map[string]any{"merged": true, "local": "ok", "primary": "ok", "total": "at least; the two palaces overlap"}
 	return out
-}
-
-func copyMap(m map[string]any) map[string]any {
-	c := make(map[string]any, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }

@@ -148,3 +148,33 @@ func TestMergeDiaryOrdersTimestampsWithAndWithoutOffsets(t *testing.T) {
 		t.Errorf("last_n 2 keeps the two newest: %v", two)
 	}
 }
+
+// A merged list_drawers pages the union of both palaces, sorted by id as
+// MemPalace sorts, a drawer both hold once (palace "both"); an offset out
+// of range gives an empty page, never a crash.
+func TestMergeDrawersPagesTheUnion(t *testing.T) {
+	d := func(id, palace string) any {
+		return map[string]any{"drawer_id": id, "origin": map[string]any{"device": "x", "palace": palace}}
+	}
+	lm := map[string]any{"drawers": []any{d("d3", "local"), d("d1", "local")}, "total": float64(2)}
+	pm := map[string]any{"drawers": []any{d("d2", "primary"), d("d3", "primary"), d("d4", "primary")}, "total": float64(3)}
+	ids := func(m map[string]any) (out []string) {
+		for _, x := range m["drawers"].([]any) {
+			r := x.(map[string]any)
+			out = append(out, r["drawer_id"].(string)+"/"+r["origin"].(map[string]any)["palace"].(string))
+		}
+		return out
+	}
+	got := mergeDrawers(lm, pm, 1, 2)
+	if s := fmt.Sprint(ids(got)); s != "[d2/primary d3/both]" || got["count"] != 2 || got["total"] != float64(4) {
+		t.Errorf("page 1+2 of the union: %v (count %v, total %v)", s, got["count"], got["total"])
+	}
+	if s := fmt.Sprint(ids(mergeDrawers(lm, pm, 0, 20))); s != "[d1/local d2/primary d3/both d4/primary]" {
+		t.Errorf("the whole union: %v", s)
+	}
+	for _, off := range []int{-1, 4, 99} {
+		if got := mergeDrawers(lm, pm, off, 20); off >= 0 && len(got["drawers"].([]any)) != 0 {
+			t.Errorf("offset %d past the end: %v", off, got["drawers"])
+		}
+	}
+}

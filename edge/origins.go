@@ -8,6 +8,7 @@ package edge
 
 import (
 	"encoding/json"
+	"maps"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
@@ -107,33 +108,35 @@ func (m marks) text(text string, recs catalogue.Records, palace string) string {
 // both is the record kept for one both palaces returned, with the origin
 // of the primary's copy (already marked) and palace "both".
 func both(kept, fromPrimary map[string]any) map[string]any {
-	c := copyMap(kept)
+	c := maps.Clone(kept)
 	o, ok := fromPrimary[origin.Key].(map[string]any)
 	if !ok {
 		return c
 	}
-	o = copyMap(o)
+	o = maps.Clone(o)
 	o["palace"] = origin.PalaceBoth
 	c[origin.Key] = o
 	return c
 }
 
-// objectMap decodes an answer's JSON object text (nil when it is not one).
+// objectMap decodes an answer's JSON object text (empty when it is not
+// one, or does not decode whole).
 func objectMap(text string) map[string]any {
 	var m map[string]any
-	if json.Unmarshal([]byte(text), &m) != nil {
-		return nil
+	if json.Unmarshal([]byte(text), &m) != nil || m == nil {
+		return map[string]any{}
 	}
 	return m
 }
 
-// withText is res with its single text block replaced by text (res
-// itself when text is what it held).
-func withText(res *mcp.CallToolResult, text string) *mcp.CallToolResult {
-	if t, ok := objectText(res); !ok || t == text {
-		return res
+// result is res with the records of its object text marked (text); res
+// itself when it holds none, or nothing changed.
+func (m marks) result(res *mcp.CallToolResult, recs catalogue.Records, palace string) *mcp.CallToolResult {
+	t, ok := objectText(res)
+	if out := m.text(t, recs, palace); ok && out != t {
+		c := *res
+		c.Content = []mcp.Content{&mcp.TextContent{Text: out}}
+		return &c
 	}
-	c := *res
-	c.Content = []mcp.Content{&mcp.TextContent{Text: text}}
-	return &c
+	return res
 }

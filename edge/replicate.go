@@ -31,8 +31,7 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	if err != nil || res == nil || res.IsError {
 		return res, err
 	}
-	m := resultJSON(res)
-	if m != nil && (m["success"] == false || m["error"] != nil) {
+	if m := resultJSON(res); m["success"] == false || m["error"] != nil {
 		return res, nil // the local palace refused it: nothing to replicate
 	}
 	e.lift(ctx, c) // a write that recreates deleted content (tombstone.go)
@@ -111,16 +110,11 @@ func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, d
 
 // localWing finds the wing of a drawer in the local palace.
 func (e *Edge) localWing(ctx context.Context, id string) string {
-	b, _ := json.Marshal(map[string]any{"drawer_id": id}) // a string: it encodes
-	res, err := e.localServer.Call(ctx, &mcp.CallToolParams{Name: "mempalace_get_drawer", Arguments: json.RawMessage(b)})
+	res, err := e.localServer.Call(ctx, getDrawer(id).params)
 	if err != nil {
 		return ""
 	}
-	m := resultJSON(res)
-	if m == nil {
-		return ""
-	}
-	w, _ := m["wing"].(string)
+	w, _ := resultJSON(res)["wing"].(string)
 	return w
 }
 

@@ -11,22 +11,9 @@ import (
 	"github.com/tidwall/sjson"
 )
 
-// resultJSON parses a MemPalace result's single text block (nil if it is
-// not a JSON object).
-func resultJSON(res *mcp.CallToolResult) map[string]any {
-	if res == nil || len(res.Content) == 0 {
-		return nil
-	}
-	tc, ok := res.Content[0].(*mcp.TextContent)
-	if !ok {
-		return nil
-	}
-	var m map[string]any
-	if json.Unmarshal([]byte(tc.Text), &m) != nil {
-		return nil
-	}
-	return m
-}
+// resultJSON parses a MemPalace result's single text block (empty if it
+// is not a JSON object).
+func resultJSON(res *mcp.CallToolResult) map[string]any { return objectMap(resultText(res)) }
 
 func jsonResult(m map[string]any, isError bool) *mcp.CallToolResult {
 	var buf bytes.Buffer
@@ -47,14 +34,10 @@ func errorResult(msg string, edge map[string]any) *mcp.CallToolResult {
 
 // objectText is a result's single text block when it is a JSON object.
 func objectText(res *mcp.CallToolResult) (string, bool) {
-	if res == nil || len(res.Content) == 0 {
-		return "", false
+	if t := resultText(res); gjson.Valid(t) && gjson.Parse(t).IsObject() {
+		return t, true
 	}
-	tc, ok := res.Content[0].(*mcp.TextContent)
-	if !ok || !gjson.Valid(tc.Text) || !gjson.Parse(tc.Text).IsObject() {
-		return "", false
-	}
-	return tc.Text, true
+	return "", false
 }
 
 // textResult is a result of one text block, indented as MemPalace's are

@@ -174,10 +174,7 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 		}
 		return local, lerr
 	}
-	if t, ok := objectText(local); ok && c.tool.Records != catalogue.NoRecords {
-		local = withText(local, e.marks().text(t, c.tool.Records, origin.PalaceLocal))
-	}
-	return annotate(local, map[string]any{"source": "local", "primary": why}, true), nil
+	return annotate(e.marks().result(local, c.tool.Records, origin.PalaceLocal), map[string]any{"source": "local", "primary": why}, true), nil
 }
 
 func resultText(res *mcp.CallToolResult) string {
@@ -200,16 +197,12 @@ func (e *Edge) byID(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 // byIDMissing: a drawer the local palace does not have is asked of the
 // primary (while it is up); any other local answer stands.
 func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
-	m := resultJSON(res)
-	if m == nil || !strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found") || !e.remote.Up() || e.hidden(ctx, fmt.Sprint(c.argsMap()["drawer_id"])) {
+	if !strings.HasPrefix(fmt.Sprint(resultJSON(res)["error"]), "Drawer not found") || !e.remote.Up() || e.hidden(ctx, fmt.Sprint(c.argsMap()["drawer_id"])) {
 		return res
 	}
 	pres, perr := e.callPrimary(ctx, c, true)
 	if perr != nil {
 		return annotate(res, map[string]any{"source": "local", "primary": e.remote.State()}, true)
 	}
-	if t, ok := objectText(pres); ok {
-		pres = withText(pres, e.marks().text(t, c.tool.Records, origin.PalacePrimary))
-	}
-	return annotate(pres, map[string]any{"source": "primary"}, false)
+	return annotate(e.marks().result(pres, c.tool.Records, origin.PalacePrimary), map[string]any{"source": "primary"}, false)
 }

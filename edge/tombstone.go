@@ -51,8 +51,7 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	if err != nil || res == nil || res.IsError {
 		return res, err
 	}
-	m := resultJSON(res)
-	n, ok := deletedCount(c, m)
+	n, ok := deletedCount(c, resultJSON(res))
 	if !ok || len(d.marks) == 0 {
 		return res, nil // the local palace refused it: nothing deleted, nothing kept
 	}
@@ -75,9 +74,6 @@ func removesDrawers(c *call) bool {
 // and whether it was a delete at all. A drawer the local palace does not
 // have still counts: it is the primary's copy the agent saw and means.
 func deletedCount(c *call, m map[string]any) (int, bool) {
-	if m == nil {
-		return 0, false
-	}
 	switch c.tool.Name {
 	case "delete_drawer":
 		return 1, m["success"] == true || strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found")
@@ -136,7 +132,7 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 // record is a drawer's get_drawer answer (its object text; "" when
 // neither palace has it).
 func (e *Edge) record(ctx context.Context, id string) string {
-	c := newCall(&mcp.CallToolParams{Name: catalogue.Prefix + "get_drawer", Arguments: map[string]any{"drawer_id": id}})
+	c := getDrawer(id)
 	if t, ok := usable(e.localServer.Call(ctx, c.params)); ok {
 		return t
 	}
@@ -145,6 +141,11 @@ func (e *Edge) record(ctx context.Context, id string) string {
 	}
 	t, _ := usable(e.callPrimary(ctx, c, true))
 	return t
+}
+
+// getDrawer is the edge's own get_drawer call for id.
+func getDrawer(id string) *call {
+	return newCall(&mcp.CallToolParams{Name: catalogue.Prefix + "get_drawer", Arguments: map[string]any{"drawer_id": id}})
 }
 
 // keepDeletion records the tombstones and, when the gateway allows it,
