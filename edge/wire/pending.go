@@ -29,18 +29,6 @@ type Pending struct {
 // NewPending returns an empty set.
 func NewPending() *Pending { return &Pending{ids: map[string]int{}} }
 
-// idKey is an id's key, ok false for one that is not a request's (absent,
-// null, an object).
-func idKey(id gjson.Result) (string, bool) {
-	switch id.Type {
-	case gjson.String:
-		return "s" + id.Str, true
-	case gjson.Number:
-		return "n" + strconv.FormatInt(int64(id.Num), 10), true
-	}
-	return "", false
-}
-
 // Request records a message from the agent: a request is pending until
 // answered; notifications/cancelled takes its request off (the agent wants
 // no answer, and MCP gives none). The message is read as the SDK reads it
@@ -56,12 +44,12 @@ func (p *Pending) request(env envelope, msg []byte) {
 		return // the agent's answer to the edge's own request
 	}
 	if env.Method == "notifications/cancelled" {
-		if k, ok := idKey(gjson.GetBytes(msg, "params.requestId")); ok {
+		if k, ok := idKey(gjson.GetBytes(msg, "params.requestId").Value()); ok {
 			p.remove(k, true)
 		}
 		return
 	}
-	k, ok := anyIDKey(env.ID)
+	k, ok := idKey(env.ID)
 	if !ok {
 		return // a notification
 	}
@@ -71,8 +59,9 @@ func (p *Pending) request(env envelope, msg []byte) {
 	p.mu.Unlock()
 }
 
-// anyIDKey is idKey for an id as the SDK's decoder left it.
-func anyIDKey(id any) (string, bool) {
+// idKey is an id's key (as the SDK's decoder, or gjson's Value, left it),
+// ok false for one that is not a request's (absent, null, an object).
+func idKey(id any) (string, bool) {
 	switch v := id.(type) {
 	case string:
 		return "s" + v, true
@@ -91,7 +80,7 @@ func (p *Pending) Answered(msg []byte) {
 		return
 	}
 	id := gjson.GetBytes(msg, "id")
-	k, ok := idKey(id)
+	k, ok := idKey(id.Value())
 	if !ok || !isResponse(msg, id) {
 		return
 	}
