@@ -189,24 +189,28 @@ func (c *childConn) abandon(id, reason string) {
 	c.write(append(wire.Cancellation(id, reason), '\n')) // best effort: a child already gone has nothing to cancel
 }
 
-// call relays one request and waits for the child's answer line. When
-// ctx ends first, the call is abandoned.
-func (c *childConn) call(ctx context.Context, method string, params json.RawMessage) ([]byte, error) {
+// toolCall relays tools/call, waits for the child's answer and splits it
+// into its result or the JSON-RPC error the child sent. When ctx ends
+// first, the call is abandoned.
+func (c *childConn) toolCall(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
 	type answer struct {
 		line []byte
 		err  error
 	}
 	ch := make(chan answer, 1)
 	id := c.newID()
-	if err := c.start(id, method, params, func(line []byte, err error) { ch <- answer{line, err} }); err != nil {
-		return nil, err
+	if err := c.start(id, "tools/call", params, func(line []byte, err error) { ch <- answer{line, err} }); err != nil {
+		return nil, nil, err
 	}
 	select {
 	case a := <-ch:
-		return a.line, a.err
+		if a.err != nil {
+			return nil, nil, a.err
+		}
+		return childAnswer(a.line)
 	case <-ctx.Done():
 		c.abandon(id, ctx.Err().Error())
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 }
 
@@ -214,16 +218,6 @@ func (c *childConn) forget(id string) {
 	c.mu.Lock()
 	delete(c.calls, id)
 	c.mu.Unlock()
-}
-
-// toolCall relays tools/call and splits the answer into its result or the
-// JSON-RPC error the child sent.
-func (c *childConn) toolCall(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
-	line, err := c.call(ctx, "tools/call", params)
-	if err != nil {
-		return nil, nil, err
-	}
-	return childAnswer(line)
 }
 
 // childAnswer splits one of the child's answer lines (valid JSON: route

@@ -76,11 +76,7 @@ func New(cfg Config) *Edge {
 	e.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/list" || method == "tools/call" {
-				select {
-				case <-e.toolsReady:
-				case <-time.After(e.cfg.ToolsWait):
-				case <-ctx.Done():
-				}
+				e.waitTools(ctx)
 			}
 			res, err := next(ctx, method, req)
 			if err == nil && e.wk != nil {

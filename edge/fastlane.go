@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -135,15 +134,7 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 			cancel()
 		}
 	}()
-	select { // as the SDK path does: the first tool list, bounded
-	case <-l.e.toolsReady:
-	default: // (no timer once the tools are known)
-		select {
-		case <-l.e.toolsReady:
-		case <-time.After(l.e.cfg.ToolsWait):
-		case <-ctx.Done():
-		}
-	}
+	l.e.waitTools(ctx) // as the SDK path does
 	result, err := l.e.callTool(ctx, c)
 	if ctx.Err() != nil {
 		return // cancelled by the agent (or the edge is stopping): no answer

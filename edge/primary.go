@@ -343,10 +343,7 @@ func (p *Primary) drop(s *mcp.ClientSession) {
 
 // fail opens the breaker for a transport failure and starts the prober.
 func (p *Primary) fail(err error) error {
-	unauth := false
-	if st := p.lastStatus.Load(); st == http.StatusUnauthorized || st == http.StatusForbidden {
-		unauth = true
-	}
+	unauth := p.refused() != 0
 	if errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -43,12 +43,14 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 	id := relayPrefix + strconv.FormatUint(p.next.Add(1), 10)
 	var wrote atomic.Bool // the request left whole: the primary may have applied it
 	trace := &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) { wrote.Store(w.Err == nil) }}
-	resp, err := p.send(httptrace.WithClientTrace(ctx, trace), s, wire.Request(id, "tools/call", params))
-	if err != nil {
-		if ctx.Err() != nil {
-			why := ctx.Err()
+	givenUp := func() {
+		if why := ctx.Err(); why != nil {
 			p.goOwned(func() { p.cancelOnPrimary(s, id, why) })
 		}
+	}
+	resp, err := p.send(httptrace.WithClientTrace(ctx, trace), s, wire.Request(id, "tools/call", params))
+	if err != nil {
+		givenUp()
 		if !wrote.Load() {
 			return nil, fmt.Errorf("tools/call: %w: %w", outbox.ErrNotSent, err)
 		}
@@ -79,10 +81,7 @@ func (p *Primary) post(ctx context.Context, s *mcp.ClientSession, params []byte)
 		answer, err = io.ReadAll(io.LimitReader(resp.Body, maxPrimaryAnswer))
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			why := ctx.Err()
-			p.goOwned(func() { p.cancelOnPrimary(s, id, why) })
-		}
+		givenUp()
 		return nil, fmt.Errorf("tools/call: reading the primary's answer: %w", err)
 	}
 	result, rpcErr, ok := wire.AnswerFor(answer, id)

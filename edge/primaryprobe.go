@@ -74,6 +74,14 @@ func (p *Primary) tryUp() bool {
 	return true
 }
 
+// refused is the last status seen when it refused the token (401 or 403), else 0.
+func (p *Primary) refused() int32 {
+	if st := p.lastStatus.Load(); st == http.StatusUnauthorized || st == http.StatusForbidden {
+		return st
+	}
+	return 0
+}
+
 func healthzURL(endpoint string) string {
 	u, err := url.Parse(endpoint)
 	if err != nil {
@@ -89,12 +97,6 @@ func healthzURL(endpoint string) string {
 // "unreachable: <why>". For `edge status` and `edge flush`.
 func (p *Primary) Check(ctx context.Context) string {
 	p.lastStatus.Store(0)
-	refused := func() (string, bool) {
-		if st := p.lastStatus.Load(); st == http.StatusUnauthorized || st == http.StatusForbidden {
-			return fmt.Sprintf("refused the token (HTTP %d): check MEMPALACE_REMOTE_TOKEN", st), true
-		}
-		return "", false
-	}
 	s, err := p.sessionFor(ctx)
 	if err == nil {
 		err = s.Ping(ctx, nil)
@@ -102,8 +104,8 @@ func (p *Primary) Check(ctx context.Context) string {
 			err = nil // the primary answered (a server without ping is still up)
 		}
 	}
-	if msg, ok := refused(); ok {
-		return msg
+	if st := p.refused(); st != 0 {
+		return fmt.Sprintf("refused the token (HTTP %d): check MEMPALACE_REMOTE_TOKEN", st)
 	}
 	if err != nil {
 		return "unreachable: " + err.Error()

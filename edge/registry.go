@@ -22,14 +22,12 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 	e.regMu.Lock()
 	e.mu.Lock()
 	var add []*mcp.Tool
-	for _, t := range tools {
-		if fromPrimary {
-			e.primaryTools[t.Name] = t
-		} else {
-			e.childTools[t.Name] = t
-		}
+	known := e.childTools
+	if fromPrimary {
+		known = e.primaryTools
 	}
 	for _, t := range tools {
+		known[t.Name] = t
 		if !e.registered[t.Name] || e.stopgap[t.Name] {
 			if st := sanitizeTool(t); st != nil {
 				e.registered[t.Name] = true
@@ -192,6 +190,20 @@ func (e *Edge) readyWhenChild(ctx context.Context) {
 	e.markToolsReady()
 }
 
+// waitTools waits for the first tool list, at most ToolsWait (no timer
+// once the tools are known).
+func (e *Edge) waitTools(ctx context.Context) {
+	select {
+	case <-e.toolsReady:
+	default:
+		select {
+		case <-e.toolsReady:
+		case <-time.After(e.cfg.ToolsWait):
+		case <-ctx.Done():
+		}
+	}
+}
+
 // markToolsReady lets tools/list and tools/call through; with no tool
 // known at all, the catalogue's stand in.
 func (e *Edge) markToolsReady() {
@@ -201,7 +213,7 @@ func (e *Edge) markToolsReady() {
 	})
 }
 
-// localDown is the child supervisor's word that the local palace server
+// localServerDown is the child supervisor's word that the local palace server
 // did not start: calls fail at once, and the tools are ready with what is
 // known (the cache, the primary's list, else the catalogue's).
 func (e *Edge) localServerDown(err error) {

@@ -63,20 +63,16 @@ func CheckTombstones(ctx context.Context, s *outbox.Store, p *Primary) (Remainin
 			r.OnPrimary = append(r.OnPrimary, line)
 		}
 	}
-	if n := len(ts) - checked - countDiary(ts); n > 0 {
+	n := len(ts) - checked // less the drawer tombstones their diary one stood for
+	for _, t := range ts {
+		if t.Kind == outbox.TombDiary {
+			n--
+		}
+	}
+	if n > 0 {
 		r.Unchecked = fmt.Sprintf("%d not checked (at most %d are, within the status's time)", n, MaxTombstoneChecks)
 	}
 	return r, nil
-}
-
-func countDiary(ts []outbox.Tombstone) int {
-	n := 0
-	for _, t := range ts {
-		if t.Kind == outbox.TombDiary {
-			n++
-		}
-	}
-	return n
 }
 
 // onPrimary is the status line for a tombstoned record the primary still

@@ -293,17 +293,12 @@ func (e *Edge) withNote(result json.RawMessage) json.RawMessage {
 	block, _ := json.Marshal(&mcp.TextContent{Text: n}) // a text block: it encodes
 	out, err := sjson.SetRawBytes(result, "content.-1", block)
 	if err != nil {
-		e.restoreNote(n)
+		e.wk.mu.Lock()
+		if e.wk.note == "" { // put back: no answer could carry it
+			e.wk.note = n
+		}
+		e.wk.mu.Unlock()
 		return result
 	}
 	return out
-}
-
-// restoreNote puts back a note no answer could carry.
-func (e *Edge) restoreNote(n string) {
-	e.wk.mu.Lock()
-	if e.wk.note == "" {
-		e.wk.note = n
-	}
-	e.wk.mu.Unlock()
 }

@@ -168,7 +168,9 @@ func (t *warmTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if c == nil {
 			var err error
 			if c, err = t.dial(req.Context()); err != nil {
-				closeBody(req)
+				if req.Body != nil {
+					req.Body.Close() // a RoundTripper closes the body; the dial's error is reported
+				}
 				return nil, err
 			}
 		}
@@ -223,12 +225,6 @@ func rewind(req *http.Request) (*http.Request, error) {
 	r := req.Clone(req.Context())
 	r.Body = body
 	return r, nil
-}
-
-func closeBody(req *http.Request) {
-	if req.Body != nil {
-		req.Body.Close() // a RoundTripper closes the body; the dial's error is reported
-	}
 }
 
 // take returns a pooled connection the server has not closed, newest first.
