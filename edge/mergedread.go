@@ -61,34 +61,31 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		}()
 	})
 	pctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
-	var prim out
-	prim.res, prim.err = e.callPrimary(pctx, c, true)
-	prim.res = e.hideTombstoned(ctx, shape, prim.res) // tombstone.go
+	pres, perr := e.callPrimary(pctx, c, true)
+	pres = e.hideTombstoned(ctx, shape, pres) // tombstone.go
 	startLocal()
 	lo := <-lc
-	local, lerr := lo.res, lo.err
-	lt, lok := usable(local, lerr)
-	pt, pok := usable(prim.res, prim.err)
+	lt, lok := usable(lo.res, lo.err)
+	pt, pok := usable(pres, perr)
 	mk, recs := e.marks(), orig.tool.Records
 	switch {
 	case lok && pok:
 	case lok:
 		why := "unusable answer"
-		if prim.err != nil {
-			why = prim.err.Error()
+		if perr != nil {
+			why = perr.Error()
 		} else if pt != "" {
 			why = gjson.Get(pt, "error").String()
 		}
-		return annotate(mk.result(local, recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": why}, true), nil
+		return annotate(mk.result(lo.res, recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": why}, true), nil
 	case pok:
 		why := "unusable answer"
-		if lerr != nil {
-			why = lerr.Error()
+		if lo.err != nil {
+			why = lo.err.Error()
 		}
-		return annotate(mk.result(prim.res, recs, origin.PalacePrimary), map[string]any{"local": why, "primary": "ok"}, true), nil
+		return annotate(mk.result(pres, recs, origin.PalacePrimary), map[string]any{"local": why, "primary": "ok"}, true), nil
 	default:
-		// Neither side gave a usable answer: the local one as it is.
-		return e.local(ctx, c)
+		return localAnswer(lo.res, lo.err) // neither usable: the local answer as it came
 	}
 	if shape == catalogue.FilterHits {
 		return textResult(e.mergeSearch(lt, pt, intArg(args, "limit", 5), mk), false, nil), nil

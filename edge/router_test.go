@@ -131,11 +131,11 @@ func routed(t *testing.T, e *Edge, tool string, args map[string]any) map[string]
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}
-	m := resultJSON(res)
-	if m == nil {
+	text, ok := objectText(res)
+	if !ok {
 		t.Fatalf("%s: not a JSON object result: %+v", tool, res)
 	}
-	return m
+	return objectMap(text)
 }
 
 func TestRouterInProcess(t *testing.T) {
@@ -180,6 +180,15 @@ func TestRouterInProcess(t *testing.T) {
 	if ev["success"] != false || !strings.Contains(ev["error"].(string), "primary is unreachable") {
 		t.Errorf("event_list with the primary down: %v", ev)
 	}
+	// A merged read neither palace answers usably: the local palace's own
+	// answer (here its JSON-RPC error), asked once.
+	rec := &recording{args: map[string][]string{}}
+	e.localServer = recordingLocal{local, rec}
+	_, err := e.route(ctx, newCall(&mcp.CallToolParams{Name: "mempalace_search", Arguments: json.RawMessage(`{}`)}))
+	if rpcErr := peerError(err); rpcErr == nil || !strings.Contains(rpcErr.Message, "query") || len(rec.args["mempalace_search"]) != 1 {
+		t.Errorf("search without a query, the primary down: %v, the local palace asked %d times", err, len(rec.args["mempalace_search"]))
+	}
+	e.localServer = local
 	// Local-only tools never reach the primary.
 	before := primary.pl.Calls("mempalace_get_aaak_spec") + primary.pl.Calls("mempalace_hook_settings")
 	primary.down = false
