@@ -58,20 +58,23 @@ func (p *Primary) tryUp() bool {
 			return false
 		}
 	}
-	// /healthz answered (or is not routed here): a real handshake decides,
-	// which also proves the token.
+	return p.handshake(ctx) == nil // /healthz answered (or is not routed here): a real handshake decides
+}
+
+// handshake is an authenticated round trip: a session opened (or reused)
+// and pinged (a server without ping still answered). A session whose ping
+// failed is dropped.
+func (p *Primary) handshake(ctx context.Context) error {
 	p.lastStatus.Store(0)
 	s, err := p.sessionFor(ctx)
 	if err != nil {
-		return false
+		return err
 	}
-	if err := s.Ping(ctx, nil); err != nil {
-		if peerError(err) == nil {
-			p.drop(s)
-			return false
-		}
+	if err := s.Ping(ctx, nil); err != nil && peerError(err) == nil {
+		p.drop(s)
+		return err
 	}
-	return true
+	return nil
 }
 
 // refused is the last status seen when it refused the token (401 or 403), else 0.
@@ -96,14 +99,7 @@ func healthzURL(endpoint string) string {
 // found: "reachable, token accepted", "refused the token (HTTP 401)", or
 // "unreachable: <why>". For `edge status` and `edge flush`.
 func (p *Primary) Check(ctx context.Context) string {
-	p.lastStatus.Store(0)
-	s, err := p.sessionFor(ctx)
-	if err == nil {
-		err = s.Ping(ctx, nil)
-		if err != nil && peerError(err) != nil {
-			err = nil // the primary answered (a server without ping is still up)
-		}
-	}
+	err := p.handshake(ctx)
 	if st := p.refused(); st != 0 {
 		return fmt.Sprintf("refused the token (HTTP %d): check MEMPALACE_REMOTE_TOKEN", st)
 	}

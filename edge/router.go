@@ -197,7 +197,7 @@ func (e *Edge) byID(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 // byIDMissing: a drawer the local palace does not have is asked of the
 // primary (while it is up); any other local answer stands.
 func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
-	if !strings.HasPrefix(fmt.Sprint(resultJSON(res)["error"]), "Drawer not found") || !e.remote.Up() || e.hidden(ctx, fmt.Sprint(c.argsMap()["drawer_id"])) {
+	if !strings.HasPrefix(fmt.Sprint(resultJSON(res)["error"]), "Drawer not found") || !e.remote.Up() || e.tombstones(ctx).drawers[fmt.Sprint(c.argsMap()["drawer_id"])] {
 		return res
 	}
 	pres, perr := e.callPrimary(ctx, c, true)

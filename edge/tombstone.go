@@ -280,11 +280,6 @@ func baseName(p string) string {
 	return p
 }
 
-// hidden reports a drawer id the device deleted.
-func (e *Edge) hidden(ctx context.Context, id string) bool {
-	return e.tombstones(ctx).drawers[id]
-}
-
 // hideTombstoned drops from a primary's answer of shape the records this
 // device deleted; an answer with nothing to drop is returned as it is.
 func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *mcp.CallToolResult) *mcp.CallToolResult {

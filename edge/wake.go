@@ -59,7 +59,6 @@ type owedView struct {
 type wake struct {
 	mu         sync.Mutex
 	view       owedView
-	have       bool            // a view exists (read, or kept from an earlier session)
 	told       map[string]bool // ask ids the session was told of
 	note       string          // for the next tool answer ("": none)
 	subscribed bool            // the client subscribed to the mailbox resource
@@ -101,9 +100,7 @@ func (e *Edge) loadOwed(ctx context.Context) {
 		return // none kept (or unreadable): the first read makes one
 	}
 	e.wk.mu.Lock()
-	if !e.wk.have {
-		e.wk.view, e.wk.have = v, true
-	}
+	e.wk.view = v // before watchOwed's first read: start runs this first
 	e.wk.mu.Unlock()
 }
 
@@ -124,7 +121,7 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 		}
 	}
 	e.wk.mu.Lock()
-	e.wk.view, e.wk.have = v, true
+	e.wk.view = v
 	var fresh []owedAsk
 	if e.wk.started || e.initialized.Load() {
 		for _, a := range v.Asks {
