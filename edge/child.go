@@ -97,9 +97,9 @@ func (c *Child) Run(ctx context.Context) {
 		}
 		c.mu.Lock()
 		c.lastErr = err
-		var startErr *startError
-		first := errors.As(err, &startErr) && !c.startFailed
-		if errors.As(err, &startErr) {
+		failed := errors.As(err, new(*startError))
+		first := failed && !c.startFailed
+		if failed {
 			c.startFailed = true
 			c.signalLocked() // calls waiting for a start fail now, not at their timeout
 		}

@@ -129,7 +129,7 @@ func decide(pol *Policy, rec catalogue.Tool, args map[string]any, raw json.RawMe
 	case catalogue.KnowledgeGraph:
 		return raw, "", pol.KGReplicated()
 	case catalogue.CheckpointWings:
-		return decideCheckpoint(pol, args, raw, stamp)
+		return decideCheckpoint(pol, rec, args, raw, stamp)
 	}
 	wing := firstWing(rec, args, oldWing)
 	if wing != "" && !pol.Replicated(wing) {
@@ -167,7 +167,7 @@ func stamped(rec catalogue.Tool, raw json.RawMessage, stamp string) json.RawMess
 
 // decideCheckpoint keeps a checkpoint's items in replicated wings and its
 // diary if the diary's wing replicates; nothing left, nothing queued.
-func decideCheckpoint(pol *Policy, args map[string]any, raw json.RawMessage, stamp string) (json.RawMessage, string, bool) {
+func decideCheckpoint(pol *Policy, rec catalogue.Tool, args map[string]any, raw json.RawMessage, stamp string) (json.RawMessage, string, bool) {
 	out := append(json.RawMessage(nil), raw...)
 	items, _ := args["items"].([]any)
 	kept := 0
@@ -192,7 +192,6 @@ func decideCheckpoint(pol *Policy, args map[string]any, raw json.RawMessage, sta
 	if err != nil {
 		return nil, "", true
 	}
-	rec, _ := catalogue.Lookup("checkpoint")
 	return stamped(rec, out, stamp), "", true
 }
 
