@@ -97,10 +97,7 @@ func (l *fastLane) intercept(line []byte) bool {
 		return true
 	case "notifications/cancelled":
 		rid := gjson.Get(f[2].Raw, "requestId").Raw
-		l.mu.Lock()
-		cancel := l.inflight[rid]
-		delete(l.inflight, rid)
-		l.mu.Unlock()
+		cancel := l.take(rid)
 		if cancel == nil {
 			return false // one of the SDK's calls, or already answered
 		}
@@ -109,6 +106,16 @@ func (l *fastLane) intercept(line []byte) bool {
 		return true
 	}
 	return false
+}
+
+// take removes a call from the in-flight set: its cancel, nil when it is
+// not there (answered or cancelled already).
+func (l *fastLane) take(key string) func() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cancel := l.inflight[key]
+	delete(l.inflight, key)
+	return cancel
 }
 
 // protocolOf tells a call of the stateless protocol (2026-07-28, SEP-2575:
@@ -126,11 +133,7 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 	defer l.wg.Done()
 	key := string(id)
 	defer func() {
-		l.mu.Lock()
-		cancel := l.inflight[key]
-		delete(l.inflight, key)
-		l.mu.Unlock()
-		if cancel != nil {
+		if cancel := l.take(key); cancel != nil {
 			cancel()
 		}
 	}()
@@ -195,9 +198,7 @@ func (l *fastLane) relay(key string, id json.RawMessage, c *call, stateless bool
 		l.relayed(key, id, c, stateless, line, err)
 	})
 	if err != nil {
-		l.mu.Lock()
-		delete(l.inflight, key)
-		l.mu.Unlock()
+		l.take(key)
 		return false
 	}
 	return true
@@ -206,11 +207,7 @@ func (l *fastLane) relay(key string, id json.RawMessage, c *call, stateless bool
 // relayed finishes a relayed call with the child's answer (on the child
 // reader's goroutine).
 func (l *fastLane) relayed(key string, id json.RawMessage, c *call, stateless bool, line []byte, err error) {
-	l.mu.Lock()
-	_, live := l.inflight[key]
-	delete(l.inflight, key)
-	l.mu.Unlock()
-	if !live {
+	if l.take(key) == nil {
 		return // cancelled: no answer
 	}
 	var result json.RawMessage

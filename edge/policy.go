@@ -52,8 +52,6 @@ const (
 	Local Replication = "local"
 )
 
-func (r Replication) String() string { return string(r) }
-
 // PolicyFile is the policy's name inside <palace>/edge.
 const PolicyFile = "policy.json"
 

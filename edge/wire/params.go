@@ -64,12 +64,7 @@ func DecodeParams(params json.RawMessage) (*mcp.CallToolParams, error) {
 	if f[0].Exists() && f[0].Type != gjson.String {
 		return nil, errors.New("name is not a string")
 	}
-	p := &mcp.CallToolParams{Name: f[0].Str}
-	if f[1].Exists() {
-		p.Arguments = RawArgs(json.RawMessage(f[1].Raw))
-	} else {
-		p.Arguments = RawArgs(nil)
-	}
+	p := &mcp.CallToolParams{Name: f[0].Str, Arguments: RawArgs(json.RawMessage(f[1].Raw))} // absent: Raw is "", so {}
 	if f[2].Exists() && f[2].Type != gjson.Null {
 		if err := json.Unmarshal([]byte(f[2].Raw), &p.Meta); err != nil {
 			return nil, fmt.Errorf("_meta: %w", err)
