@@ -63,9 +63,11 @@ func New(cfg Config) *Edge {
 			e.setAgent(r.Session, true)
 			e.initialized.Store(true)
 		},
-		Capabilities: capabilities(cfg),
+		// tools and logging; with a primary, the mailbox's prompt and resource too
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
 	}
 	if !cfg.PassThrough() {
+		opts.Capabilities.Prompts, opts.Capabilities.Resources = &mcp.PromptCapabilities{}, &mcp.ResourceCapabilities{Subscribe: true}
 		opts.SubscribeHandler = func(_ context.Context, r *mcp.SubscribeRequest) error { e.subscribe(r.Params.URI, true); return nil }
 		opts.UnsubscribeHandler = func(_ context.Context, r *mcp.UnsubscribeRequest) error { e.subscribe(r.Params.URI, false); return nil }
 	}
@@ -111,16 +113,6 @@ func New(cfg Config) *Edge {
 		e.addMailbox()
 	}
 	return e
-}
-
-// capabilities are the edge's: tools and logging; with a primary, the
-// mailbox's prompt and resource too.
-func capabilities(cfg Config) *mcp.ServerCapabilities {
-	c := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}}
-	if !cfg.PassThrough() {
-		c.Prompts, c.Resources = &mcp.PromptCapabilities{}, &mcp.ResourceCapabilities{Subscribe: true}
-	}
-	return c
 }
 
 // Serve runs the edge on an agent connection until it closes or ctx ends.

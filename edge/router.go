@@ -1,11 +1,5 @@
 package edge
 
-// The router (route) answers each tool call by its catalogue route (RFC
-// 001 §4.2), through two small interfaces: the local palace server and the
-// primary. In a running edge they are the child supervisor (*Child) and
-// the primary's client (*Primary, with its breaker and warm transport);
-// in tests, anything that answers tool calls.
-
 import (
 	"context"
 	"encoding/json"
@@ -24,7 +18,8 @@ import (
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
-// localPalace is the router's view of the local palace server.
+// localPalace is the router's view of the local palace server: the child
+// supervisor (*Child), or in tests anything that answers tool calls.
 type localPalace interface {
 	// Call answers a tool call; a JSON-RPC error from the server is
 	// returned as a *jsonrpc.Error, a server that is down as ErrLocalDown.
@@ -34,7 +29,8 @@ type localPalace interface {
 	Relay(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error)
 }
 
-// primaryPalace is the router's view of the primary.
+// primaryPalace is the router's view of the primary: its client
+// (*Primary, with its breaker and warm transport), or a test's.
 type primaryPalace interface {
 	// Call answers a tool call within the call timeout; retry allows one
 	// resend after an expired session (reads only).
@@ -62,7 +58,8 @@ func (e *Edge) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	return res, err
 }
 
-// route routes one tool call by its catalogue route (RFC 001 §4.2).
+// route answers one tool call by its catalogue route (RFC 001 §4.2),
+// through the two interfaces above.
 func (e *Edge) route(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	if e.cfg.PassThrough() {
 		return e.local(ctx, c)

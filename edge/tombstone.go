@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -166,9 +167,7 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int) map
 			e.log.Warn("a tombstone not linked to its queued delete: it stays after the delete lands", "err", err)
 		}
 	}
-	for k, v := range q {
-		out[k] = v
-	}
+	maps.Copy(out, q)
 	return out
 }
 

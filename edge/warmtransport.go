@@ -104,10 +104,7 @@ func (t *warmTransport) dialLocked(done func(*warmConn)) bool {
 		defer t.wg.Done()
 		ctx, cancel := context.WithTimeout(t.ctx, 10*time.Second)
 		defer cancel()
-		c, err := t.dial(ctx)
-		if err != nil {
-			c = nil
-		}
+		c, _ := t.dial(ctx) // nil when the dial failed: done is told so
 		done(c)
 	}()
 	return true

@@ -63,8 +63,6 @@ type guard struct {
 	err       error
 }
 
-func (g *guard) reply(code int, msg string) { g.replyTo(nil, code, msg) }
-
 // replyTo answers a refused message under its id when it has a usable one.
 func (g *guard) replyTo(id any, code int, msg string) {
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}}) // a code and a message: they encode
@@ -84,13 +82,13 @@ func (g *guard) Read(p []byte) (int, error) {
 		switch t := bytes.TrimSpace(line); {
 		case tooLong:
 			g.log.Warn("agent message over 16 MiB refused")
-			g.reply(-32600, "Request too large")
+			g.replyTo(nil, -32600, "Request too large")
 		case len(t) == 0:
 		case !segjson.Valid(t): // the SDK's own parser, so no line it would refuse passes
 			g.log.Warn("agent sent a line that is not JSON; answered with a parse error")
-			g.reply(-32700, "Parse error")
+			g.replyTo(nil, -32700, "Parse error")
 		case t[0] != '{':
-			g.reply(-32600, "Invalid Request")
+			g.replyTo(nil, -32600, "Invalid Request")
 		default:
 			env, why := checkEnvelope(t)
 			if why != "" {
