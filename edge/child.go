@@ -27,12 +27,11 @@ var ErrLocalDown = errors.New("local palace unavailable")
 // Child supervises the local palace server: it spawns it, keeps one MCP
 // session to it, and respawns it with bounded backoff when it dies.
 type Child struct {
-	argv    []string
-	env     []string
-	log     *slog.Logger
-	client  *mcp.Client
-	onTools func([]*mcp.Tool)
-	stderr  io.Writer
+	argv   []string
+	env    []string
+	log    *slog.Logger
+	client *mcp.Client
+	o      ChildOptions // Stderr and Wait made explicit (NewChild)
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -44,8 +43,6 @@ type Child struct {
 	// is missing, or it failed its handshake). Calls fail at once instead
 	// of waiting for a server that is not coming.
 	startFailed bool
-	onDown      func(error)
-	wait        time.Duration
 }
 
 // ChildOptions are the handlers that forward the child's notifications.
@@ -67,13 +64,13 @@ type ChildOptions struct {
 
 // NewChild prepares a supervisor; Run starts it.
 func NewChild(argv, env []string, log *slog.Logger, o ChildOptions) *Child {
-	c := &Child{argv: argv, env: env, log: log, onTools: o.OnTools, stderr: o.Stderr, changed: make(chan struct{}), onDown: o.OnDown, wait: o.Wait}
-	if c.wait <= 0 {
-		c.wait = 10 * time.Second
+	if o.Wait <= 0 {
+		o.Wait = 10 * time.Second
 	}
-	if c.stderr == nil {
-		c.stderr = os.Stderr
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
 	}
+	c := &Child{argv: argv, env: env, log: log, o: o, changed: make(chan struct{})}
 	copts := &mcp.ClientOptions{}
 	if o.OnLog != nil {
 		copts.LoggingMessageHandler = func(ctx context.Context, r *mcp.LoggingMessageRequest) { o.OnLog(ctx, r.Params) }
@@ -104,8 +101,8 @@ func (c *Child) Run(ctx context.Context) {
 			c.signalLocked() // calls waiting for a start fail now, not at their timeout
 		}
 		c.mu.Unlock()
-		if first && c.onDown != nil {
-			c.onDown(err)
+		if first && c.o.OnDown != nil {
+			c.o.OnDown(err)
 		}
 		if time.Since(start) > 30*time.Second {
 			backoff = 100 * time.Millisecond // it ran a while: a fresh failure
@@ -123,7 +120,7 @@ func (c *Child) Run(ctx context.Context) {
 func (c *Child) runOnce(ctx context.Context) error {
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Env = c.env
-	cmd.Stderr = c.stderr // the child's own log lines go where ours do
+	cmd.Stderr = c.o.Stderr // the child's own log lines go where ours do
 	conn, err := startChild(cmd, 2*time.Second, c.log)
 	if err != nil {
 		return &startError{fmt.Errorf("start %s: %w", c.argv[0], err)}
@@ -163,7 +160,7 @@ func (c *Child) runOnce(ctx context.Context) error {
 
 func (c *Child) refreshTools() {
 	s := c.current()
-	if s == nil || c.onTools == nil {
+	if s == nil || c.o.OnTools == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -176,7 +173,7 @@ func (c *Child) refreshTools() {
 		}
 		tools = append(tools, t)
 	}
-	c.onTools(tools)
+	c.o.OnTools(tools)
 }
 
 func (c *Child) current() *mcp.ClientSession {
@@ -254,7 +251,7 @@ func (c *Child) live() *childConn {
 // once more to the respawned child: it cannot have landed.
 func (c *Child) Relay(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
 	for attempt := 0; ; attempt++ {
-		s, conn, err := c.running(ctx, c.wait)
+		s, conn, err := c.running(ctx, c.o.Wait)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -32,14 +32,11 @@ var ErrPrimaryDown = errors.New("primary unreachable")
 type Primary struct {
 	endpoint string
 	token    func() string
-	timeout  time.Duration
+	o        PrimaryOptions // its waits made explicit (NewPrimary)
 	log      *slog.Logger
 	httpc    *http.Client
 	warm     *warmTransport // nil if the endpoint is not http(s)
 	client   *mcp.Client
-	onUp     func()
-	onTools  func([]*mcp.Tool)
-	onLedger func(bool)
 	ledger   atomic.Int32               // 0 unknown, 1 a gateway's op-id ledger answers, 2 none
 	device   atomic.Pointer[advertised] // what the gateway last said of this device (nil: none said)
 
@@ -53,7 +50,6 @@ type Primary struct {
 	lastStatus atomic.Int32  // last HTTP status seen
 	next       atomic.Uint64 // ids of the calls sent as plain POSTs
 
-	probeMin, probeMax time.Duration
 	// ctx ends at Close; wg holds every goroutine the Primary starts
 	// (prober, tool listing, closing a dropped session, telling the
 	// primary of a call given up), and Close waits for them.
@@ -80,18 +76,17 @@ type PrimaryOptions struct {
 // NewPrimary prepares a supervisor for endpoint. token is called for every
 // request, so a rotated MEMPALACE_REMOTE_TOKEN is picked up.
 func NewPrimary(endpoint string, token func() string, log *slog.Logger, o PrimaryOptions) *Primary {
-	p := &Primary{endpoint: endpoint, token: token, timeout: o.Timeout, log: log, onUp: o.OnUp, onTools: o.OnTools, onLedger: o.OnLedger,
-		probeMin: o.Probe, probeMax: o.ProbeMax}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultPrimaryTimeout
+	}
+	if o.Probe <= 0 {
+		o.Probe = 250 * time.Millisecond
+	}
+	if o.ProbeMax <= 0 {
+		o.ProbeMax = 30 * time.Second
+	}
+	p := &Primary{endpoint: endpoint, token: token, o: o, log: log}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	if p.timeout <= 0 {
-		p.timeout = DefaultPrimaryTimeout
-	}
-	if p.probeMin <= 0 {
-		p.probeMin = 250 * time.Millisecond
-	}
-	if p.probeMax <= 0 {
-		p.probeMax = 30 * time.Second
-	}
 	var next http.RoundTripper = http.DefaultTransport
 	if w, err := newWarmTransport(endpoint, http.DefaultTransport); err == nil {
 		p.warm, next = w, w
@@ -220,7 +215,7 @@ func (p *Primary) goOwned(fn func()) {
 // read whose ctx is marked withReplayable may also be resent by the warm
 // transport when its connection fails before the answer began.
 func (p *Primary) Call(ctx context.Context, params *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
 	return p.CallLong(ctx, params, retry)
 }
@@ -316,10 +311,10 @@ func (p *Primary) sessionFor(ctx context.Context) (*mcp.ClientSession, error) {
 }
 
 func (p *Primary) listTools(s *mcp.ClientSession) {
-	if p.onTools == nil {
+	if p.o.OnTools == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(p.ctx, p.o.Timeout)
 	defer cancel()
 	var tools []*mcp.Tool
 	for t, err := range s.Tools(ctx, nil) {
@@ -328,7 +323,7 @@ func (p *Primary) listTools(s *mcp.ClientSession) {
 		}
 		tools = append(tools, t)
 	}
-	p.onTools(tools)
+	p.o.OnTools(tools)
 }
 
 // drop forgets a session that failed (only if it is still the current one).

@@ -136,8 +136,8 @@ func (p *Primary) setLedger(on bool) {
 	if on {
 		v = 1
 	}
-	if old := p.ledger.Swap(v); old != v && p.onLedger != nil {
-		p.onLedger(on)
+	if old := p.ledger.Swap(v); old != v && p.o.OnLedger != nil {
+		p.o.OnLedger(on)
 	}
 }
 
@@ -148,7 +148,7 @@ func (p *Primary) Ledger(ctx context.Context) (bool, error) {
 	if v := p.ledger.Load(); v != 0 {
 		return v == 1, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
 	if _, err := p.sessionFor(ctx); err != nil {
 		return false, fmt.Errorf("whether the primary keeps an op-id ledger: %w", err)

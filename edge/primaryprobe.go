@@ -13,11 +13,11 @@ import (
 // The breaker's way back (probe), and the check `edge status` and
 // `edge flush` make (Check): both ask with the token, not only /healthz.
 
-// probe polls /healthz with jittered backoff (probeMin to probeMax, 0.25 s
+// probe polls /healthz with jittered backoff (Probe to ProbeMax, 0.25 s
 // to 30 s by default) and, when it
 // answers, opens a session; success closes the breaker.
 func (p *Primary) probe() {
-	wait := p.probeMin
+	wait := p.o.Probe
 	for {
 		t := time.NewTimer(wait/2 + time.Duration(rand.Int64N(int64(wait/2)+1)))
 		select {
@@ -31,17 +31,17 @@ func (p *Primary) probe() {
 			p.down, p.unauth, p.lastErr, p.probing = false, false, nil, false
 			p.mu.Unlock()
 			p.log.Info("primary reachable again", "url", redact(p.endpoint))
-			if p.onUp != nil {
-				p.onUp()
+			if p.o.OnUp != nil {
+				p.o.OnUp()
 			}
 			return
 		}
-		wait = min(wait*2, p.probeMax)
+		wait = min(wait*2, p.o.ProbeMax)
 	}
 }
 
 func (p *Primary) tryUp() bool {
-	ctx, cancel := context.WithTimeout(p.ctx, min(p.timeout, 5*time.Second))
+	ctx, cancel := context.WithTimeout(p.ctx, min(p.o.Timeout, 5*time.Second))
 	defer cancel()
 	if h := healthzURL(p.endpoint); h != "" {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h, nil)
