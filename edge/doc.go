@@ -23,8 +23,8 @@
 //	fastlane.go      tool calls answered beside the SDK's session
 //	child.go         the local palace server's supervisor (childconn.go: its pipe)
 //	primary.go       the primary's client and breaker (primarycall.go: one call,
-//	                 primaryprobe.go: the breaker's probe and the token check,
-//	                 warmtransport.go: the connection kept ready)
+//	                 primaryprobe.go: the breaker's probe and the token check;
+//	                 the connection kept ready is warmconn's)
 //	policy.go        policy.json: which wings replicate (policywatch.go: re-read
 //	                 when it changes; writes held while it does not parse)
 //	result.go        results the edge builds and annotates

@@ -12,6 +12,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/warmconn"
 )
 
 // The coordination mailbox (RFC 003 §3.3, §3.5): "what do I still owe?",
@@ -89,8 +90,8 @@ func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMess
 	tools := slices.Collect(maps.Values(e.primaryTools))
 	e.mu.Unlock()
 	src := mailbox.NewToolSource(func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
-		// event_list is a read: it may be sent again (withReplayable)
-		return e.remote.Call(withReplayable(ctx), newCall(&mcp.CallToolParams{Name: p.Name, Arguments: p.Arguments}).params, true)
+		// event_list is a read: it may be sent again (warmconn.WithReplayable)
+		return e.remote.Call(warmconn.WithReplayable(ctx), newCall(&mcp.CallToolParams{Name: p.Name, Arguments: p.Arguments}).params, true)
 	}, tools)
 	return src.EventList(ctx, args)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/warmconn"
 )
 
 // ErrPrimaryDown is returned at once, without touching the network, while
@@ -35,7 +36,7 @@ type Primary struct {
 	o        PrimaryOptions // its waits made explicit (NewPrimary)
 	log      *slog.Logger
 	httpc    *http.Client
-	warm     *warmTransport // nil if the endpoint is not http(s)
+	warm     *warmconn.Transport // nil if the endpoint is not http(s)
 	client   *mcp.Client
 	ledger   atomic.Int32               // 0 unknown, 1 a gateway's op-id ledger answers, 2 none
 	device   atomic.Pointer[advertised] // what the gateway last said of this device (nil: none said)
@@ -88,7 +89,7 @@ func NewPrimary(endpoint string, token func() string, log *slog.Logger, o Primar
 	p := &Primary{endpoint: endpoint, token: token, o: o, log: log}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	var next http.RoundTripper = http.DefaultTransport
-	if w, err := newWarmTransport(endpoint, http.DefaultTransport); err == nil {
+	if w, err := warmconn.New(endpoint, http.DefaultTransport); err == nil {
 		p.warm, next = w, w
 	}
 	p.httpc = &http.Client{Transport: &bearer{p: p, next: next}}
@@ -212,7 +213,7 @@ func (p *Primary) goOwned(fn func()) {
 // as it is (the primary is up); a transport failure opens the breaker. An
 // expired session is re-initialized and, if retry, the call is sent once
 // more (reads; writes go through the outbox, which knows what is safe). A
-// read whose ctx is marked withReplayable may also be resent by the warm
+// read whose ctx is marked warmconn.WithReplayable may also be resent by the warm
 // transport when its connection fails before the answer began.
 func (p *Primary) Call(ctx context.Context, params *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)

@@ -16,6 +16,7 @@ import (
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/warmconn"
 )
 
 // localPalace is the router's view of the local palace server: the child
@@ -132,11 +133,11 @@ func (e *Edge) primaryOnly(ctx context.Context, c *call, why string) (*mcp.CallT
 }
 
 // callPrimary calls the primary: a read may be sent twice (the warm
-// transport's resend, withReplayable), and a long-poll is bounded by its
+// transport's resend, warmconn.WithReplayable), and a long-poll is bounded by its
 // own timeout plus the call timeout.
 func (e *Edge) callPrimary(ctx context.Context, c *call, retry bool) (*mcp.CallToolResult, error) {
 	if retry && c.tool.Reads {
-		ctx = withReplayable(ctx)
+		ctx = warmconn.WithReplayable(ctx)
 	}
 	if c.tool.Name == "event_wait" {
 		ms := 60000.0

@@ -1,4 +1,4 @@
-package edge
+package warmconn
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-// warmTransport is the HTTP/1.1 transport of the edge's traffic to its
+// Transport is the HTTP/1.1 transport of the edge's traffic to its
 // primary. Upstream `mempalace serve` closes the connection after every
 // answer (Connection: close), so with net/http every tool call would
 // first pay a TCP connect (and a TLS handshake for https) and three
@@ -34,11 +34,11 @@ import (
 // server closed it?). If it fails anyway before a byte of the answer is
 // read, the server most likely closed it as the request went out; a
 // request safe to send twice (GET, HEAD, or a read marked by
-// withReplayable) is sent once more on a fresh connection, and a write
+// WithReplayable) is sent once more on a fresh connection, and a write
 // fails as it would have (the outbox sends it again later). Requests
 // through a proxy (HTTP_PROXY and friends) or to another origin go to the
 // fallback (net/http).
-type warmTransport struct {
+type Transport struct {
 	origin   string // scheme://host:port this transport serves
 	addr     string
 	tls      *tls.Config // nil for http
@@ -73,12 +73,12 @@ const spareMaxAge = 4 * time.Second
 // connection is kept ready: an agent's turn, not the hours between them.
 const warmAfterUse = 2 * time.Minute
 
-func newWarmTransport(endpoint string, fallback http.RoundTripper) (*warmTransport, error) {
+func New(endpoint string, fallback http.RoundTripper) (*Transport, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return nil, err
 	}
-	t := &warmTransport{fallback: fallback, proxy: http.ProxyFromEnvironment, maxAge: spareMaxAge, warmFor: warmAfterUse,
+	t := &Transport{fallback: fallback, proxy: http.ProxyFromEnvironment, maxAge: spareMaxAge, warmFor: warmAfterUse,
 		dialer: net.Dialer{KeepAlive: 30 * time.Second}}
 	switch u.Scheme {
 	case "http":
@@ -95,7 +95,7 @@ func newWarmTransport(endpoint string, fallback http.RoundTripper) (*warmTranspo
 // dialLocked dials a connection in the background (t.mu held), on a
 // goroutine Close waits for; then done gets it (nil if the dial failed).
 // After Close it dials nothing and reports false.
-func (t *warmTransport) dialLocked(done func(*warmConn)) bool {
+func (t *Transport) dialLocked(done func(*warmConn)) bool {
 	if t.closed {
 		return false
 	}
@@ -144,7 +144,7 @@ func (c *warmConn) Read(p []byte) (int, error) {
 // errNothingRead marks a failure before any byte of the answer arrived.
 var errNothingRead = errors.New("the connection failed before the answer began")
 
-func (t *warmTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if originOf(req.URL) != t.origin {
 		return t.fallback.RoundTrip(req)
 	}
@@ -191,13 +191,13 @@ func (t *warmTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // replayableKey marks a request's context: safe to send twice (a read).
 type replayableKey struct{}
 
-// withReplayable marks ctx's requests as safe to send twice.
-func withReplayable(ctx context.Context) context.Context {
+// WithReplayable marks ctx's requests as safe to send twice.
+func WithReplayable(ctx context.Context) context.Context {
 	return context.WithValue(ctx, replayableKey{}, true)
 }
 
 // replayable is net/http's rule (GET and HEAD) plus requests marked by
-// withReplayable: a tool call the edge may send again (a read).
+// WithReplayable: a tool call the edge may send again (a read).
 func replayable(req *http.Request) bool {
 	if req.Method == http.MethodGet || req.Method == http.MethodHead {
 		return true
@@ -225,7 +225,7 @@ func rewind(req *http.Request) (*http.Request, error) {
 }
 
 // take returns a pooled connection the server has not closed, newest first.
-func (t *warmTransport) take() (*warmConn, bool) {
+func (t *Transport) take() (*warmConn, bool) {
 	for {
 		t.mu.Lock()
 		n := len(t.idle)
@@ -244,7 +244,7 @@ func (t *warmTransport) take() (*warmConn, bool) {
 	}
 }
 
-func (t *warmTransport) put(c *warmConn) {
+func (t *Transport) put(c *warmConn) {
 	c.since = time.Now()
 	t.mu.Lock()
 	if t.closed || len(t.idle) >= maxIdle {
@@ -261,7 +261,7 @@ func (t *warmTransport) put(c *warmConn) {
 // its replacement is dialled first and the old one retired after, so a
 // call in between still finds a connection ready (maxAge is well inside
 // upstream's socket timeout, so the old one lives the dial's few ms more).
-func (t *warmTransport) aged(c *warmConn) {
+func (t *Transport) aged(c *warmConn) {
 	t.mu.Lock()
 	idle := slices.Contains(t.idle, c)
 	active := time.Since(t.lastUse) < t.warmFor
@@ -278,7 +278,7 @@ func (t *warmTransport) aged(c *warmConn) {
 }
 
 // retire closes an idle connection unless a call took it meanwhile.
-func (t *warmTransport) retire(c *warmConn) {
+func (t *Transport) retire(c *warmConn) {
 	t.mu.Lock()
 	i := slices.Index(t.idle, c)
 	if i < 0 {
@@ -292,7 +292,7 @@ func (t *warmTransport) retire(c *warmConn) {
 
 // spare dials one connection for the next call, unless one is idle or
 // being dialled already.
-func (t *warmTransport) spare() {
+func (t *Transport) spare() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dialing || len(t.idle) > 0 {
@@ -308,7 +308,7 @@ func (t *warmTransport) spare() {
 	})
 }
 
-func (t *warmTransport) dial(ctx context.Context) (*warmConn, error) {
+func (t *Transport) dial(ctx context.Context) (*warmConn, error) {
 	raw, err := t.dialer.DialContext(ctx, "tcp", t.addr)
 	if err != nil {
 		return nil, err
@@ -330,7 +330,7 @@ func (t *warmTransport) dial(ctx context.Context) (*warmConn, error) {
 
 // exchange writes req on c and reads the response head; the body is read
 // by the caller, and c goes back to the pool (or is closed) when it ends.
-func (t *warmTransport) exchange(c *warmConn, req *http.Request) (*http.Response, error) {
+func (t *Transport) exchange(c *warmConn, req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl) // fails only on a closed connection, which the write then reports
@@ -412,7 +412,7 @@ func (b *warmBody) Close() error {
 
 // Close closes the idle connections and returns once the background
 // dials have ended; no spare is dialled after it.
-func (t *warmTransport) Close() {
+func (t *Transport) Close() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle, t.closed = nil, true

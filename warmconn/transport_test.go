@@ -1,4 +1,4 @@
-package edge
+package warmconn
 
 import (
 	"bufio"
@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // connLog records the connections a test server accepted and, for each
@@ -108,8 +110,8 @@ func postedOnReadyConn(t *testing.T, c *http.Client, u, body string) bool {
 	return accepted <= sent
 }
 
-func warmClient(t *testing.T, u string) (*http.Client, *warmTransport) {
-	wt, err := newWarmTransport(u, http.DefaultTransport)
+func warmClient(t *testing.T, u string) (*http.Client, *Transport) {
+	wt, err := New(u, http.DefaultTransport)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +120,7 @@ func warmClient(t *testing.T, u string) (*http.Client, *warmTransport) {
 }
 
 // idleConns is how many connections the pool holds.
-func (t *warmTransport) idleConns() int {
+func (t *Transport) idleConns() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.idle)
@@ -287,7 +289,7 @@ func TestWarmTransportResendsOnlyReadsWhenTheSpareDiesUnderTheRequest(t *testing
 			waitUntil(t, "the spare connection", func() bool { return conns.Load() == 2 && wt.idleConns() == 1 })
 			ctx := context.Background()
 			if tc.read {
-				ctx = withReplayable(ctx)
+				ctx = WithReplayable(ctx)
 			}
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader("second"))
 			resp, err := c.Do(req)
@@ -373,7 +375,7 @@ func TestWarmTransportLeavesProxiesAndOtherOriginsToNetHTTP(t *testing.T) {
 		fell = append(fell, r.URL.String())
 		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("via net/http")), Request: r}, nil
 	})
-	wt, err := newWarmTransport("http://primary.invalid:8080/mcp", fallback)
+	wt, err := New("http://primary.invalid:8080/mcp", fallback)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,3 +397,15 @@ func TestWarmTransportLeavesProxiesAndOtherOriginsToNetHTTP(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Close returns only once the background dial of a spare has ended.
+func TestCloseWaitsForItsBackgroundDial(t *testing.T) {
+	var log connLog
+	srv := log.started(t, true, nil) // closes each connection: a spare is dialled after each answer
+	c, wt := warmClient(t, srv.URL)
+	post(t, c, context.Background(), srv.URL, "one")
+	wt.Close()
+	if left := testbed.GoroutinesOf("warmconn.(*Transport)"); len(left) > 0 {
+		t.Fatalf("Close returned with a background dial running:\n%s", strings.Join(left, "\n\n"))
+	}
+}

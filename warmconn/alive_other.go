@@ -1,6 +1,6 @@
 //go:build !unix
 
-package edge
+package warmconn
 
 import "net"
 
