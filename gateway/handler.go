@@ -15,6 +15,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/warmconn"
 )
 
 // exchange is one request on its way through the steps: what the audit
@@ -258,6 +259,9 @@ var errNotVisible = errors.New(ruleNotVisible.String())
 // is checked, and everything else goes to the upstream once (through the
 // ledger) and through the filter step.
 func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, req *rpcRequest) (int, []byte, error) {
+	if t.Reads {
+		ctx = warmconn.WithReplayable(ctx) // a read may be sent twice
+	}
 	if fanOut(d, t, req.Args) {
 		return s.answerByWing(ctx, d, t, req)
 	}

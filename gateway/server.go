@@ -18,6 +18,7 @@ import (
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/joakimp/devbox-config/warmconn"
 )
 
 // JSON-RPC codes of the gateway's own refusals. A denial is permanent (an
@@ -56,8 +57,9 @@ type Server struct {
 	cfg    atomic.Pointer[Config]
 	key    []byte
 	audit  *Audit
-	client *http.Client // tool calls
-	stream *http.Client // GET routes (an SSE stream has no overall timeout)
+	client *http.Client        // tool calls
+	warm   *warmconn.Transport // client's, nil if the upstream's scheme is not http(s)
+	stream *http.Client        // GET routes (an SSE stream has no overall timeout)
 	state  tokenState
 
 	mu    sync.Mutex
@@ -102,8 +104,15 @@ func (s *Server) Open() error {
 		s.audit.Close() // the index's error is the one to report
 		return fmt.Errorf("provenance_file: %w", err)
 	}
+	// Tool calls on a connection dialled ahead (serve closes each one);
+	// https through a proxy, or any scheme warmconn does not serve, on
+	// net/http's transport.
+	var next http.RoundTripper = http.DefaultTransport
+	if s.warm, err = warmconn.New(s.Upstream, http.DefaultTransport); err == nil {
+		next = s.warm
+	}
+	s.client = &http.Client{Timeout: callTimeout, Transport: next}
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
-	s.client = upstreamClient(dialer, http.DefaultTransport)
 	s.stream = &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}}
 	s.writes = newWriteQueue(writeShare, 30*time.Second)
 	return nil
@@ -238,6 +247,9 @@ func (s *Server) Close() error {
 	}
 	if s.prov != nil {
 		err = errors.Join(err, s.prov.Close())
+	}
+	if s.warm != nil {
+		s.warm.Close()
 	}
 	return err
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/warmconn"
 )
 
 // callTimeout bounds one upstream call (event_wait may hold five minutes).
@@ -132,7 +133,8 @@ func toolCall(id json.RawMessage, name string, args map[string]any) []byte {
 // upstreamResult calls a tool on the upstream for the gateway's own use
 // and returns its result object (nil if there is none).
 func (s *Server) upstreamResult(ctx context.Context, name string, args map[string]any) map[string]any {
-	_, resp := s.upstreamCall(ctx, toolCall(json.RawMessage("0"), name, args))
+	// every one is a read (get_drawer(s), list_*, a dry run, kg_query...)
+	_, resp := s.upstreamCall(warmconn.WithReplayable(ctx), toolCall(json.RawMessage("0"), name, args))
 	return resultOf(resp)
 }
 

@@ -6,11 +6,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/warmconn"
 )
 
 // rawUpstream listens on loopback and hands each connection to serve.
@@ -45,11 +45,9 @@ func readRequest(c net.Conn) *http.Request {
 
 // What the edge does with an upstream failure depends on whether the
 // call left whole: never sent is retried as it is (503), sent without an
-// answer may have been applied (502). The one-connection transport keeps
-// that line where net/http's transport drew it.
+// answer may have been applied (502). The warm transport keeps that line
+// where net/http's transport drew it.
 func TestUpstreamFailuresSayWhetherTheCallWasSent(t *testing.T) {
-	dialer := &net.Dialer{Timeout: 2 * time.Second}
-	client := upstreamClient(dialer, http.DefaultTransport)
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{}}}`)
 
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -73,6 +71,12 @@ func TestUpstreamFailuresSayWhetherTheCallWasSent(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			warm, err := warmconn.New(c.url, http.DefaultTransport)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer warm.Close()
+			client := &http.Client{Transport: warm}
 			ctx := context.Background()
 			if c.ctxTimeout > 0 {
 				var cancel context.CancelFunc
@@ -84,39 +88,5 @@ func TestUpstreamFailuresSayWhetherTheCallWasSent(t *testing.T) {
 				t.Fatalf("HTTP %d %s; want %d saying %q", status, resp, c.status, c.says)
 			}
 		})
-	}
-}
-
-// Every call has a connection of its own, and the request arrives whole
-// with the gateway's token, even at an upstream that would keep the
-// connection; an https upstream goes through the next transport.
-func TestUpstreamCallsGetAConnectionEach(t *testing.T) {
-	var conns atomic.Int32
-	var auth atomic.Value
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		auth.Store(r.Header.Get("Authorization"))
-		w.Write(b) // echoes the call
-	})
-	plain := httptest.NewUnstartedServer(h)
-	plain.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	plain.Start()
-	defer plain.Close()
-	tls := httptest.NewTLSServer(h)
-	defer tls.Close()
-
-	client := upstreamClient(&net.Dialer{Timeout: 2 * time.Second}, tls.Client().Transport)
-	for i, url := range []string{plain.URL, plain.URL, tls.URL} {
-		status, resp := postMCP(context.Background(), client, url+"/mcp", "gateway-token", []byte(`{"call":`+string(rune('0'+i))+`}`))
-		if status != 200 || string(resp) != `{"call":`+string(rune('0'+i))+`}` || auth.Load() != "Bearer gateway-token" {
-			t.Fatalf("call %d to %s: HTTP %d %s, auth %v", i, url, status, resp, auth.Load())
-		}
-	}
-	if n := conns.Load(); n != 2 {
-		t.Fatalf("two calls to the http upstream used %d connections; want one each", n)
 	}
 }
