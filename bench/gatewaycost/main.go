@@ -5,9 +5,12 @@
 // and through the gateway, alternating which goes first, and the median
 // of the per-pair differences is what the gateway adds; reads as a device
 // with an exact wing grant (the case), writes as the same device.
+// Every client is on the edge's transport (warmconn). -relay measures, in
+// the same rounds, a relay process that forwards and does nothing else:
+// the floor under the gateway's cost on this machine.
 //
 //	scripts/build /tmp/devbox-config
-//	go run ./bench/gatewaycost -gateway /tmp/devbox-config -n 200
+//	go run ./bench/gatewaycost -gateway /tmp/devbox-config -relay -n 300
 package main
 
 import (
@@ -30,6 +33,7 @@ import (
 
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
+	"github.com/joakimp/devbox-config/warmconn"
 )
 
 var (
@@ -37,7 +41,7 @@ var (
 	baseline   = flag.String("baseline", "", "another devbox-config binary, measured in the same run (e.g. the commit before a change)")
 	n          = flag.Int("n", 200, "rounds of calls per measurement")
 	perWing    = flag.Int("drawers", 60, "drawers seeded in each of three wings")
-	relay      = flag.String("relay", "", "comma-separated relay processes to measure too (transport: the gateway's net/http client; raw: one connection per call, no transport; predial: raw with the next connection dialled ahead): each forwards a call to serve and does nothing else, the floor under any second process")
+	relay      = flag.Bool("relay", false, "also measure a relay process that forwards each call to serve over the gateway's transport and does nothing else: the floor under any second process")
 	only       = flag.String("only", "", "measure only the calls whose label contains this")
 )
 
@@ -68,25 +72,19 @@ func main() {
 	defer serve.Stop()
 	seed(serve.Client)
 
-	clients := []client{{url: serve.URL, token: upstreamToken}}
+	clients := []client{newClient(serve.URL, upstreamToken)}
 	for i, bin := range []string{*gatewayBin, *baseline} {
 		if bin == "" {
 			continue
 		}
 		gw, token := startGateway(filepath.Join(sc.Dir, strconv.Itoa(i)), bin, serve.URL)
 		defer gw.Process.Signal(os.Interrupt)
-		clients = append(clients, client{url: gw.url, token: token})
+		clients = append(clients, newClient(gw.url, token))
 	}
-	for _, mode := range strings.Split(*relay, ",") {
-		if mode == "" {
-			continue
-		}
-		if mode == "transport" {
-			mode = ""
-		}
-		r := startRelay(serve.URL, mode)
+	if *relay {
+		r := startRelay(serve.URL)
 		defer r.Process.Signal(os.Interrupt)
-		clients = append(clients, client{url: r.url, token: upstreamToken})
+		clients = append(clients, newClient(r.url, upstreamToken))
 	}
 
 	fmt.Printf("MemPalace %s serve, %d drawers in each of 3 wings of about 500 characters; a device that reads one wing (exact grant); %d rounds, the order rotating each round.\n\n", realpalace.Version, *perWing, *n)
@@ -96,11 +94,9 @@ func main() {
 		head += " baseline added (median) |"
 		rule += " --- |"
 	}
-	for _, mode := range strings.Split(*relay, ",") {
-		if mode != "" {
-			head += " relay (" + mode + ") added |"
-			rule += " --- |"
-		}
+	if *relay {
+		head += " relay added (median) |"
+		rule += " --- |"
 	}
 	fmt.Println(head)
 	fmt.Println(rule)
@@ -164,12 +160,22 @@ func pct(x []time.Duration, p int) time.Duration {
 	return s[len(s)*p/100]
 }
 
-// client is this program as an MCP client over HTTP (a keep-alive
-// connection where the server keeps one: the gateway does, serve closes
-// every connection after its answer).
-type client struct{ url, token string }
+// client is this program as an MCP client over HTTP, on the transport
+// the edge uses for its primary (warmconn): a connection dialled ahead of
+// each call to serve, which closes every connection after its answer, and
+// one kept alive to the gateway.
+type client struct {
+	url, token string
+	hc         *http.Client
+}
 
-var hc = &http.Client{Timeout: 60 * time.Second}
+func newClient(url, token string) client {
+	warm, err := warmconn.New(url, http.DefaultTransport)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return client{url: url, token: token, hc: &http.Client{Timeout: 60 * time.Second, Transport: warm}}
+}
 
 func (c client) call(tool string, args map[string]any) time.Duration {
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
@@ -177,7 +183,7 @@ func (c client) call(tool string, args map[string]any) time.Duration {
 	req, _ := http.NewRequest(http.MethodPost, c.url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := hc.Do(req)
+	resp, err := c.hc.Do(req)
 	if err != nil {
 		log.Fatalf("%s: %v", tool, err)
 	}

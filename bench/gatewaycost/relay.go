@@ -1,25 +1,25 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"log"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/joakimp/devbox-config/warmconn"
 )
 
 // relayEnv, set to "<listen address> <upstream URL>", makes this program
-// the relay: a second process that forwards each POST to serve with the
-// same net/http client the gateway uses and does nothing else. What it
-// adds is the floor under the gateway's cost: one more process and one
-// more HTTP hop on this machine.
+// the relay: a second process that forwards each POST to serve over the
+// transport the gateway uses (warmconn) and does nothing else. What it
+// adds is the floor under the gateway's cost on this machine: one more
+// process and one more HTTP exchange.
 const relayEnv = "GATEWAYCOST_RELAY"
 
 type relayProc struct {
@@ -27,7 +27,7 @@ type relayProc struct {
 	url string
 }
 
-func startRelay(upstream, mode string) *relayProc {
+func startRelay(upstream string) *relayProc {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
@@ -39,7 +39,7 @@ func startRelay(upstream, mode string) *relayProc {
 		log.Fatal(err)
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), relayEnv+"="+addr+" "+upstream+" "+mode)
+	cmd.Env = append(os.Environ(), relayEnv+"="+addr+" "+upstream)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		log.Fatal(err)
@@ -58,47 +58,14 @@ func startRelay(upstream, mode string) *relayProc {
 }
 
 func runRelay(spec string) {
-	addr, rest, _ := strings.Cut(spec, " ")
-	upstream, mode, _ := strings.Cut(rest, " ")
-	client := &http.Client{Timeout: time.Minute}
-	u, _ := url.Parse(upstream)
-	spare := make(chan net.Conn, 1)
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", u.Host)
-		if err != nil {
-			log.Fatal(err)
-		}
-		return c
+	addr, upstream, _ := strings.Cut(spec, " ")
+	warm, err := warmconn.New(upstream, http.DefaultTransport)
+	if err != nil {
+		log.Fatal(err)
 	}
-	if mode == "predial" {
-		spare <- dial()
-	}
+	client := &http.Client{Timeout: time.Minute, Transport: warm}
 	log.Fatal(http.ListenAndServe(addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if mode != "" {
-			var c net.Conn
-			if mode == "predial" {
-				c = <-spare
-				go func() { spare <- dial() }()
-			} else {
-				c = dial()
-			}
-			defer c.Close()
-			req := &http.Request{Method: "POST", URL: u, Host: u.Host, Header: http.Header{"Content-Type": {"application/json"}, "Authorization": {r.Header.Get("Authorization")}}, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Close: true}
-			bw := bufio.NewWriter(c)
-			req.Write(bw)
-			bw.Flush()
-			resp, err := http.ReadResponse(bufio.NewReader(c), req)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadGateway)
-				return
-			}
-			b, _ := io.ReadAll(resp.Body)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(resp.StatusCode)
-			w.Write(b)
-			return
-		}
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, upstream, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", r.Header.Get("Authorization"))
