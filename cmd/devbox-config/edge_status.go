@@ -15,6 +15,26 @@ import (
 	"github.com/joakimp/devbox-config/ladder"
 )
 
+const edgeStatusHelp = `status prints one line per fact, each starting with its label:
+
+  outbox      where the outbox is (or that edge mode never ran on this palace)
+  queue       ops by state: queued, inflight, dead, in doubt, held, done
+  oldest      how long the oldest queued op has waited
+  last flush  when the last flush ended (last error: why the last send failed)
+  flushing    the process that holds the flush lease now
+  primary     whether the primary answers, and how
+  policy      only when policy.json does not parse: writes are held until it does
+  protected   how the primary absorbs a resend (an op-id ledger, or look-ups)
+  embedder    whether the primary's embedder differs (merged search is off if so)
+  DEAD, IN DOUBT, HELD
+              each op that needs you, with the command that settles it
+  deleted, ON PRIMARY
+              records deleted on this device and hidden from its merged
+              reads, and those still on the primary (docs/trash.md)
+
+Exit status 0, or 1 when the outbox cannot be read; --json prints the same
+facts as one object.`
+
 // edgeStatusCmd is `edge status`: its flags, and run.
 type edgeStatusCmd struct {
 	stdout io.Writer
@@ -26,6 +46,7 @@ func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Show the outbox (queue depth by state, oldest queued, last flush and error), primary reachability and embedder state",
+		Long:  edgeStatusHelp,
 		Args:  noArgs,
 		RunE:  func(*cobra.Command, []string) error { return sc.run() },
 	}
