@@ -77,13 +77,13 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		} else if pt != "" {
 			why = gjson.Get(pt, "error").String()
 		}
-		return annotate(mk.result(lo.res, recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": why}, true), nil
+		return annotate(mk.result(requestedPage(shape, lo.res, args), recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": why}, true), nil
 	case pok:
 		why := "unusable answer"
 		if lo.err != nil {
 			why = lo.err.Error()
 		}
-		return annotate(mk.result(pres, recs, origin.PalacePrimary), map[string]any{"local": why, "primary": "ok"}, true), nil
+		return annotate(mk.result(requestedPage(shape, pres, args), recs, origin.PalacePrimary), map[string]any{"local": why, "primary": "ok"}, true), nil
 	default:
 		return localAnswer(lo.res, lo.err) // neither usable: the local answer as it came
 	}
@@ -103,6 +103,31 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		merged = pm
 	}
 	return jsonResult(merged, false), nil
+}
+
+// requestedPage is one side's list_drawers answer cut to the page the
+// agent asked for: each side was asked for the widened page, and a
+// degraded answer is one side's. Any other answer is returned as it is.
+func requestedPage(shape catalogue.Filter, res *mcp.CallToolResult, args map[string]any) *mcp.CallToolResult {
+	if shape != catalogue.FilterDrawers {
+		return res
+	}
+	m := resultJSON(res) // usable: an object text
+	ds, ok := m["drawers"].([]any)
+	if !ok {
+		return res
+	}
+	offset, limit := intArg(args, "offset", 0), intArg(args, "limit", 20)
+	ds = page(ds, offset, limit)
+	m["drawers"], m["count"], m["offset"], m["limit"] = ds, len(ds), offset, limit
+	c := *res
+	c.Content = jsonResult(m, false).Content
+	return &c
+}
+
+// page is xs[offset:offset+limit], empty where that is out of range.
+func page[T any](xs []T, offset, limit int) []T {
+	return xs[min(max(offset, 0), len(xs)):min(max(offset+limit, offset, 0), len(xs))]
 }
 
 // usable is a side's answer when it can be merged: a JSON object text, not
@@ -445,9 +470,9 @@ func entryTime(ts string, local *time.Location) time.Time {
 func mergeDrawers(lm, pm map[string]any, offset, limit int) map[string]any {
 	all := union(lm, pm, "drawers", "drawer_id")
 	sort.Slice(all, func(i, j int) bool { return all[i].id < all[j].id })
-	page := records(all[min(max(offset, 0), len(all)):min(max(offset+limit, offset, 0), len(all))])
+	pg := records(page(all, offset, limit))
 	out := maps.Clone(pm) // the primary's envelope: a gateway's filtered and untrusted_withheld
-	out["drawers"], out["count"], out["offset"], out["limit"] = page, len(page), offset, limit
+	out["drawers"], out["count"], out["offset"], out["limit"] = pg, len(pg), offset, limit
 	out["total"] = max(num(lm["total"]), num(pm["total"]), float64(len(all)))
 	out["edge"] = map[string]any{"merged": true, "local": "ok", "primary": "ok", "total": "at least; the two palaces overlap"}
 	return out

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sort"
 	"testing"
 	"time"
 
@@ -177,4 +178,50 @@ func TestMergeDrawersPagesTheUnion(t *testing.T) {
 			t.Errorf("offset %d past the end: %v", off, got["drawers"])
 		}
 	}
+}
+
+// With one palace failing, a list_drawers answer is the page the agent
+// asked for from the palace that answered, marked degraded: not the
+// widened page (from the first drawer to the end of the requested page)
+// the merge asks each side for. An agent paging with the primary down
+// would otherwise see the first drawers again, and more than its limit.
+func TestDegradedListDrawersIsTheRequestedPage(t *testing.T) {
+	contents := []string{"page one", "page two", "page three", "page four"}
+	var ids []string
+	for _, c := range contents {
+		ids = append(ids, DrawerIDFor("w", "r", c))
+	}
+	sort.Strings(ids)
+	check := func(t *testing.T, h *harness, palace string) {
+		t.Helper()
+		got, res := h.call("list_drawers", map[string]any{"wing": "w", "offset": 1, "limit": 2})
+		var page []string
+		ds, _ := got["drawers"].([]any)
+		for _, d := range ds {
+			page = append(page, fmt.Sprint(d.(map[string]any)["drawer_id"]))
+		}
+		if res.IsError || got["degraded"] != true || fmt.Sprint(page) != fmt.Sprint(ids[1:3]) ||
+			got["count"] != 2.0 || got["offset"] != 1.0 || got["limit"] != 2.0 || got["total"] != 4.0 {
+			t.Fatalf("offset 1, limit 2 of %v from the %s palace, degraded; got %s", ids, palace, mustJSON(got))
+		}
+		for _, d := range ds {
+			if o := d.(map[string]any)["origin"].(map[string]any)["palace"]; o != palace {
+				t.Errorf("drawer's origin palace %v, want %s", o, palace)
+			}
+		}
+	}
+	t.Run("primary down", func(t *testing.T) {
+		h := start(t, harnessOpts{primaryDown: true})
+		for _, c := range contents {
+			h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": c})
+		}
+		check(t, h, "local")
+	})
+	t.Run("local down", func(t *testing.T) {
+		h := start(t, harnessOpts{childEnv: []string{"FAKEPALACE_CRASH_ON=mempalace_list_drawers"}})
+		for _, c := range contents {
+			h.onPrimary("add_drawer", map[string]any{"wing": "w", "room": "r", "content": c})
+		}
+		check(t, h, "primary")
+	})
 }
