@@ -1,6 +1,7 @@
 package fakepalace
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -333,7 +334,7 @@ func (pl *Palace) patchSubmit(a args) any {
 	if err != nil {
 		return fail("%v", err)
 	}
-	room := orDefault(a.str("room"), "patches")
+	room := cmp.Or(a.str("room"), "patches")
 	ea := args{"type": "patch.ready", "stream": a["stream"], "room": room, "from_agent": a["from_agent"], "status": "ready", "artifact_ids": []any{art.ID}}
 	for _, k := range []string{"to_agent", "correlation_id", "branch", "base_commit", "body", "metadata", "topic"} {
 		if v, ok := a[k]; ok {

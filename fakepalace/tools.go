@@ -49,27 +49,18 @@ func (t tool) schema() map[string]any {
 	props := map[string]any{}
 	for _, pr := range t.props {
 		m := map[string]any{"type": pr.typ}
-		for k, v := range pr.extra {
-			m[k] = v
-		}
+		maps.Copy(m, pr.extra)
 		props[pr.name] = m
 	}
-	s := map[string]any{"type": "object", "properties": props}
-	if len(t.required) > 0 {
-		s["required"] = t.required
-	} else {
-		s["required"] = []string{}
-	}
-	return s
+	return map[string]any{"type": "object", "properties": props, "required": append([]string{}, t.required...)}
 }
 
 func (t tool) prop(name string) (prop, bool) {
-	for _, pr := range t.props {
-		if pr.name == name {
-			return pr, true
-		}
+	i := slices.IndexFunc(t.props, func(pr prop) bool { return pr.name == name })
+	if i < 0 {
+		return prop{}, false
 	}
-	return prop{}, false
+	return t.props[i], true
 }
 
 // tools is the surface the double serves (33 tools; see the contract's
@@ -192,8 +183,6 @@ func fail(format string, v ...any) map[string]any {
 	return map[string]any{"success": false, "error": fmt.Sprintf(format, v...)}
 }
 
-func (pl *Palace) nowLocal() time.Time { return pl.now() }
-
 func (pl *Palace) isoNow() string { return pl.timestamp(pl.now()) }
 
 // ---- drawers ----
@@ -222,11 +211,7 @@ func (pl *Palace) addDrawer(a args) any {
 	if _, ok := pl.st.Drawers[id]; ok {
 		return map[string]any{"success": true, "reason": "already_exists", "drawer_id": id}
 	}
-	addedBy := a.str("added_by")
-	if addedBy == "" {
-		addedBy = "mcp"
-	}
-	d := &Drawer{ID: id, Wing: wing, Room: room, Content: content, SourceFile: a.str("source_file"), AddedBy: addedBy, FiledAt: pl.isoNow()}
+	d := &Drawer{ID: id, Wing: wing, Room: room, Content: content, SourceFile: a.str("source_file"), AddedBy: cmp.Or(a.str("added_by"), "mcp"), FiledAt: pl.isoNow()}
 	pl.storeDrawer(d)
 	out := map[string]any{"success": true, "drawer_id": id, "wing": wing, "room": room, "chunks": len(chunks(content))}
 	if ids := d.ChunkIDs(); ids != nil {
@@ -596,30 +581,18 @@ func (pl *Palace) taxonomy(a args) any {
 // ---- diary ----
 
 func (pl *Palace) diaryWrite(a args) any {
-	agent := a.str("agent_name")
-	entry := a.str("entry")
-	if entry == "" {
-		entry = a.str("content")
-	}
+	agent, entry := a.str("agent_name"), cmp.Or(a.str("entry"), a.str("content"))
 	if err := sanitizeName("agent_name", agent); err != nil {
 		return fail("%v", err)
 	}
 	if strings.TrimSpace(entry) == "" {
 		return fail("entry must be a non-empty string")
 	}
-	topic := a.str("topic")
-	if topic == "" {
-		topic = "general"
-	}
-	agentL := strings.ToLower(agent)
-	wing := a.str("wing")
-	if wing == "" {
-		wing = catalogue.DiaryWingOf(agent)
-	}
+	topic, agentL, wing := cmp.Or(a.str("topic"), "general"), strings.ToLower(agent), cmp.Or(a.str("wing"), catalogue.DiaryWingOf(agent))
 	if err := sanitizeName("wing", wing); err != nil {
 		return fail("%v", err)
 	}
-	now := pl.nowLocal()
+	now := pl.now()
 	id := DiaryID(wing, now, entry)
 	for pl.st.Drawers[id] != nil { // two writes in one microsecond
 		now = now.Add(time.Microsecond)
@@ -662,15 +635,13 @@ func (pl *Palace) diaryRead(a args) any {
 
 // ---- knowledge graph ----
 
-func entityID(s string) string { return catalogue.EntityID(s) }
-
 func (pl *Palace) newTriple(s, pr, o string, from, to *string) *Triple {
 	rec := pl.now().Format(time.RFC3339Nano)
 	vf := ""
 	if from != nil {
 		vf = *from
 	}
-	id := fmt.Sprintf("t_%s_%s_%s_%s", entityID(s), strings.ReplaceAll(strings.ToLower(pr), " ", "_"), entityID(o), catalogue.IDHash(vf, rec+randHex(4))[:12])
+	id := fmt.Sprintf("t_%s_%s_%s_%s", catalogue.EntityID(s), strings.ReplaceAll(strings.ToLower(pr), " ", "_"), catalogue.EntityID(o), catalogue.IDHash(vf, rec+randHex(4))[:12])
 	return &Triple{ID: id, Subject: s, Predicate: pr, Object: o, ValidFrom: from, ValidTo: to, Confidence: 1.0, RecordedAt: rec}
 }
 
@@ -793,12 +764,7 @@ func factMap(t *Triple, direction string) map[string]any {
 }
 
 func (pl *Palace) kgQuery(a args) any {
-	e := a.str("entity")
-	dir := a.str("direction")
-	if dir == "" {
-		dir = "both"
-	}
-	asOf := a.str("as_of")
+	e, dir, asOf := a.str("entity"), cmp.Or(a.str("direction"), "both"), a.str("as_of")
 	facts := []map[string]any{}
 	for _, t := range pl.st.Triples {
 		if asOf != "" && ((t.ValidFrom != nil && *t.ValidFrom > asOf) || (t.ValidTo != nil && *t.ValidTo < asOf)) {
@@ -870,33 +836,26 @@ func (pl *Palace) kgTimeline(a args) any {
 	for _, t := range ts[min(offset, len(ts)):min(offset+limit, len(ts))] {
 		out = append(out, factMap(t, ""))
 	}
-	if e == "" {
-		e = "all"
-	}
-	return map[string]any{"entity": e, "timeline": out, "count": len(out), "total": len(ts), "offset": offset, "limit": limit}
+	return map[string]any{"entity": cmp.Or(e, "all"), "timeline": out, "count": len(out), "total": len(ts), "offset": offset, "limit": limit}
 }
 
 func (pl *Palace) kgStats(a args) any {
 	ents, rels := map[string]bool{}, map[string]bool{}
 	cur := 0
 	for _, t := range pl.st.Triples {
-		ents[entityID(t.Subject)], ents[entityID(t.Object)], rels[t.Predicate] = true, true, true
+		ents[catalogue.EntityID(t.Subject)], ents[catalogue.EntityID(t.Object)], rels[t.Predicate] = true, true, true
 		if t.ValidTo == nil {
 			cur++
 		}
 	}
-	rt := []string{}
-	for r := range rels {
-		rt = append(rt, r)
-	}
-	sort.Strings(rt)
+	rt := append([]string{}, slices.Sorted(maps.Keys(rels))...) // [] when empty, not null
 	return map[string]any{"entities": len(ents), "triples": len(pl.st.Triples), "current_facts": cur, "expired_facts": len(pl.st.Triples) - cur, "relationship_types": rt}
 }
 
 // ---- maintenance ----
 
 func (pl *Palace) mine(a args) any {
-	return map[string]any{"success": true, "mode": orDefault(a.str("mode"), "projects"), "dry_run": a.boolean("dry_run", false), "output": "test double: nothing mined from " + a.str("source")}
+	return map[string]any{"success": true, "mode": cmp.Or(a.str("mode"), "projects"), "dry_run": a.boolean("dry_run", false), "output": "test double: nothing mined from " + a.str("source")}
 }
 
 func (pl *Palace) sync(a args) any {
@@ -925,13 +884,6 @@ func clamp(v, lo, hi int) int { return max(lo, min(v, hi)) }
 func nilIfEmpty(s string) any {
 	if s == "" {
 		return nil
-	}
-	return s
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
 	}
 	return s
 }
