@@ -237,7 +237,7 @@ func (pl *Palace) eventWait(a args) any {
 		if left <= 0 {
 			return pl.noted(a, map[string]any{"timed_out": true, "events": []any{}, "count": 0})
 		}
-		wake := pl.waiter()
+		wake := pl.wake
 		pl.mu.Unlock()
 		select {
 		case <-wake:

@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -171,10 +172,8 @@ func (pl *Palace) dispatch(method string, params json.RawMessage) (any, *rpcErro
 		v := "2024-11-05" // absent
 		if p.ProtocolVersion != nil {
 			v = "2025-11-25" // unsupported
-			for _, s := range SupportedProtocolVersions {
-				if s == *p.ProtocolVersion {
-					v = s
-				}
+			if slices.Contains(SupportedProtocolVersions, *p.ProtocolVersion) {
+				v = *p.ProtocolVersion
 			}
 		}
 		res := map[string]any{"protocolVersion": v, "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "mempalace", "version": pl.opts.Version}}
@@ -243,11 +242,8 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 		a[k] = cv
 	}
 	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		if len(unknown) == 1 {
-			return nil, &rpcError{Code: -32602, Message: fmt.Sprintf("Unknown parameter '%s' for tool %s", unknown[0], name)}
-		}
-		return nil, &rpcError{Code: -32602, Message: fmt.Sprintf("Unknown parameters '%s' for tool %s", strings.Join(unknown, "', '"), name)}
+		slices.Sort(unknown)
+		return nil, paramsError("Unknown", unknown, name)
 	}
 	if pl.readOnly() && refusedReadOnly(t) {
 		return nil, &rpcError{Code: -32003, Message: "Server is in read-only mode; this tool is disabled", Data: map[string]any{"tool": name}}
@@ -261,16 +257,21 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 	if name == "mempalace_diary_write" && !a.has("entry") && !a.has("content") {
 		missing = append(missing, "entry")
 	}
-	if len(missing) == 1 {
-		return nil, &rpcError{Code: -32602, Message: fmt.Sprintf("Missing required parameter '%s' for tool %s", missing[0], name)}
-	} else if len(missing) > 1 {
-		return nil, &rpcError{Code: -32602, Message: fmt.Sprintf("Missing required parameters '%s' for tool %s", strings.Join(missing, "', '"), name)}
+	if len(missing) > 0 {
+		return nil, paramsError("Missing required", missing, name)
 	}
 
-	if d := pl.latencyFor(name); d > 0 {
-		time.Sleep(d)
+	pl.mu.Lock()
+	d, ok := pl.latency[name] // a tool's own latency, even 0, beats "*"
+	if !ok {
+		d = pl.latency["*"]
 	}
-	if hold := pl.holdFor(name); hold != nil {
+	pl.mu.Unlock()
+	time.Sleep(d)
+	pl.mu.Lock()
+	hold := pl.hold[name] // read after the latency, as a test may set it meanwhile
+	pl.mu.Unlock()
+	if hold != nil {
 		<-hold
 	}
 	if pl.beforeCall != nil {
@@ -294,6 +295,16 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 		return nil, &rpcError{Code: -32000, Message: "Internal tool error", Data: map[string]any{"error_class": "OSError", "message": saveErr.Error()}}
 	}
 	return textContent(result), nil
+}
+
+// paramsError is -32602 naming the arguments (what: "Unknown",
+// "Missing required") in upstream's words.
+func paramsError(what string, names []string, tool string) *rpcError {
+	s := "s"
+	if len(names) == 1 {
+		s = ""
+	}
+	return &rpcError{Code: -32602, Message: fmt.Sprintf("%s parameter%s '%s' for tool %s", what, s, strings.Join(names, "', '"), tool)}
 }
 
 // textContent is a tool result as MemPalace sends every one: a single
@@ -386,21 +397,6 @@ func (pl *Palace) SetHold(tool string, release <-chan struct{}) {
 	pl.hold[tool] = release
 }
 
-func (pl *Palace) holdFor(tool string) <-chan struct{} {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	return pl.hold[tool]
-}
-
-func (pl *Palace) latencyFor(tool string) time.Duration {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if d, ok := pl.latency[tool]; ok {
-		return d
-	}
-	return pl.latency["*"]
-}
-
 // Calls returns how many times a tool was called (handler reached).
 func (pl *Palace) Calls(tool string) int {
 	pl.mu.Lock()
@@ -420,8 +416,6 @@ func (pl *Palace) Dump() *State {
 
 // Embedder is the palace's embedder name.
 func (pl *Palace) Embedder() string { return pl.opts.Embedder }
-
-func (pl *Palace) waiter() <-chan struct{} { return pl.wake }
 
 // wakeWaiters releases every event_wait (called under pl.mu).
 func (pl *Palace) wakeWaiters() {
@@ -452,11 +446,7 @@ func (pl *Palace) traceMessage(line []byte) {
 	if json.Unmarshal(line, &m) != nil {
 		return
 	}
-	keys := []string{}
-	for k := range m.Params.Meta {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := append([]string{}, slices.Sorted(maps.Keys(m.Params.Meta))...) // [] when none, not null
 	b, _ := json.Marshal(map[string]any{"method": m.Method, "name": m.Params.Name, "id": m.ID, "requestId": m.Params.RequestID, "meta": keys})
 	fmt.Fprintf(pl.trace, "fakepalace: received %s\n", b)
 }
