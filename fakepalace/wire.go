@@ -3,6 +3,7 @@ package fakepalace
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -301,7 +302,8 @@ func (h *HTTPServer) serve(w *statusRecorder, r *http.Request) {
 		return
 	}
 	var peek struct {
-		Method string `json:"method"`
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
 		Params struct {
 			Name string `json:"name"`
 		} `json:"params"`
@@ -334,11 +336,7 @@ func (h *HTTPServer) serve(w *statusRecorder, r *http.Request) {
 	}
 	if peek.Method == "tools/call" {
 		if kind, ok := h.takeToolFault(peek.Params.Name); ok {
-			var idOnly struct {
-				ID json.RawMessage `json:"id"`
-			}
-			json.Unmarshal(body, &idOnly)
-			writeRaw(w, http.StatusOK, toolFaultAnswer(idOnly.ID, kind))
+			writeRaw(w, http.StatusOK, toolFaultAnswer(peek.ID, kind))
 			return
 		}
 	}
@@ -460,11 +458,7 @@ func (h *HTTPServer) control(w http.ResponseWriter, r *http.Request) {
 		h.pl.SetLatency(t, time.Duration(ms)*time.Millisecond)
 	}
 	if c.FailNext > 0 {
-		kind := c.FailKind
-		if kind == "" {
-			kind = Fail5xx
-		}
-		h.FailNext(c.FailNext, kind)
+		h.FailNext(c.FailNext, cmp.Or(c.FailKind, Fail5xx))
 	}
 	if c.DropAfterApply > 0 {
 		h.DropAfterApplyTool(c.DropTool, c.DropAfterApply)
