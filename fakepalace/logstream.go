@@ -59,10 +59,7 @@ func (pl *Palace) appendEvent(a args) (*Event, error) {
 	if len(body) > 256*1024 {
 		return nil, fmt.Errorf("body exceeds 256 KiB")
 	}
-	meta, _ := a["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-	}
+	meta := a.object("metadata")
 	if b, _ := json.Marshal(meta); len(b) > 64*1024 {
 		return nil, fmt.Errorf("metadata exceeds 64 KiB")
 	}
@@ -112,12 +109,11 @@ const fromAgentNote = "from_agent is your identity and does not filter event_lis
 // eventIndex is the position of event id in the log, or an error naming
 // the cursor field.
 func (pl *Palace) eventIndex(field, id string) (int, error) {
-	for i, e := range pl.st.Events {
-		if e.ID == id {
-			return i, nil
-		}
+	i := slices.IndexFunc(pl.st.Events, func(e *Event) bool { return e.ID == id })
+	if i < 0 {
+		return 0, fmt.Errorf("%s '%s' not found", field, id)
 	}
-	return 0, fmt.Errorf("%s '%s' not found", field, id)
+	return i, nil
 }
 
 // filterEvents applies event_list's filters in append order. to_agent
@@ -248,15 +244,11 @@ func (pl *Palace) eventWait(a args) any {
 }
 
 func (pl *Palace) eventAck(a args) any {
-	var target *Event
-	for _, e := range pl.st.Events {
-		if e.ID == a.str("event_id") {
-			target = e
-		}
+	i, err := pl.eventIndex("event", a.str("event_id"))
+	if err != nil {
+		return fail("%v", err)
 	}
-	if target == nil {
-		return fail("event '%s' not found", a.str("event_id"))
-	}
+	target := pl.st.Events[i]
 	corr := target.ID
 	if target.CorrelationID != nil {
 		corr = *target.CorrelationID
@@ -285,10 +277,7 @@ func (pl *Palace) putArtifact(a args) (*Artifact, []string, error) {
 	if err := routing("created_by", by, true); err != nil {
 		return nil, nil, err
 	}
-	meta, _ := a["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-	}
+	meta := a.object("metadata")
 	var warnings []string
 	if kind == "patch" {
 		if !strings.HasSuffix(content, "\n") {

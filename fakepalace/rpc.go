@@ -76,7 +76,7 @@ func New(opts Options) (*Palace, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	st, err := load(opts.Dir)
+	st, err := ReadDump(opts.Dir)
 	if err != nil {
 		return nil, err
 	}

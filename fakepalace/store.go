@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
+	"strings"
 )
 
 // Drawer is one logical drawer (add_drawer, checkpoint item, or diary
@@ -113,12 +115,7 @@ func newState() *State {
 
 // SortedDrawers returns the drawers ordered by id.
 func (s *State) SortedDrawers() []*Drawer {
-	out := make([]*Drawer, 0, len(s.Drawers))
-	for _, d := range s.Drawers {
-		out = append(out, d)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+	return slices.SortedFunc(maps.Values(s.Drawers), func(a, b *Drawer) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // CountContent returns how many drawers hold exactly content (a write
@@ -135,8 +132,10 @@ func (s *State) CountContent(content string) int {
 
 const stateFile = "fakepalace.json"
 
-// load reads dir/fakepalace.json; a missing file is an empty palace.
-func load(dir string) (*State, error) {
+// ReadDump reads the state a palace persisted in dir/fakepalace.json (for
+// tests and the `fakepalace dump` command); a missing file is an empty
+// palace.
+func ReadDump(dir string) (*State, error) {
 	s := newState()
 	if dir == "" {
 		return s, nil
@@ -187,7 +186,3 @@ func save(dir string, s *State) error {
 	f.Close()
 	return os.Rename(f.Name(), filepath.Join(dir, stateFile))
 }
-
-// ReadDump reads the state a palace persisted in dir (for tests and the
-// `fakepalace dump` command).
-func ReadDump(dir string) (*State, error) { return load(dir) }

@@ -143,6 +143,14 @@ func (a args) str(k string) string {
 	return s
 }
 
+// object is an object argument, {} when absent.
+func (a args) object(k string) map[string]any {
+	if m, ok := a[k].(map[string]any); ok {
+		return m
+	}
+	return map[string]any{}
+}
+
 func (a args) has(k string) bool { _, ok := a[k]; return ok }
 
 func (a args) strp(k string) *string {
@@ -274,11 +282,7 @@ func (pl *Palace) listDrawers(a args) any {
 		if (a.str("since") != "" && d.FiledAt < a.str("since")) || (a.str("before") != "" && d.FiledAt >= a.str("before")) {
 			continue
 		}
-		preview := d.Content
-		if utf8.RuneCountInString(preview) > 200 {
-			preview = string([]rune(preview)[:200]) + "..."
-		}
-		row := map[string]any{"drawer_id": d.ID, "wing": d.Wing, "room": d.Room, "content_preview": preview, "metadata": pl.drawerPayload(d)["metadata"]}
+		row := map[string]any{"drawer_id": d.ID, "wing": d.Wing, "room": d.Room, "content_preview": preview(d.Content), "metadata": pl.drawerPayload(d)["metadata"]}
 		if ids := d.ChunkIDs(); ids != nil {
 			row["chunks"], row["chunk_ids"] = len(ids), ids
 		}
@@ -509,11 +513,7 @@ func (pl *Palace) duplicates(content string, threshold float64) []map[string]any
 		if sim < threshold {
 			continue
 		}
-		preview := h.d.Content
-		if utf8.RuneCountInString(preview) > 200 {
-			preview = string([]rune(preview)[:200]) + "..."
-		}
-		out = append(out, map[string]any{"id": h.d.ID, "wing": h.d.Wing, "room": h.d.Room, "similarity": sim, "content": preview})
+		out = append(out, map[string]any{"id": h.d.ID, "wing": h.d.Wing, "room": h.d.Room, "similarity": sim, "content": preview(h.d.Content)})
 	}
 	return out
 }
@@ -880,6 +880,14 @@ func (pl *Palace) hookSettings(a args) any {
 // ---- helpers ----
 
 func clamp(v, lo, hi int) int { return max(lo, min(v, hi)) }
+
+// preview is s cut to 200 characters, "..." marking a cut.
+func preview(s string) string {
+	if utf8.RuneCountInString(s) <= 200 {
+		return s
+	}
+	return string([]rune(s)[:200]) + "..."
+}
 
 func nilIfEmpty(s string) any {
 	if s == "" {
