@@ -177,9 +177,11 @@ func Fact(subject, predicate, object, validFrom, validTo string) Call {
 	return Call{"mempalace_kg_add", a}
 }
 
-// httpClient posts each message to url with the bearer (MemPalace serve
-// closes every connection after its answer).
-func httpClient(url, token string) *Client {
+// HTTPClient is a Client for any MCP endpoint speaking MemPalace's HTTP
+// transport (serve, a gateway, a proxy in front of them): it posts each
+// message to url with the bearer (serve closes every connection after
+// its answer).
+func HTTPClient(url, token string) *Client {
 	hc := &http.Client{Timeout: CallTimeout}
 	return &Client{send: func(ctx context.Context, msg []byte) ([]byte, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(msg))
@@ -208,10 +210,6 @@ func httpClient(url, token string) *Client {
 		return b, nil
 	}}
 }
-
-// HTTPClient is a Client for any MCP endpoint speaking MemPalace's HTTP
-// transport (serve, a gateway, a proxy in front of them).
-func HTTPClient(url, token string) *Client { return httpClient(url, token) }
 
 // Stdio is a stdio MemPalace server (mempalace-mcp) on pipes.
 type Stdio struct {

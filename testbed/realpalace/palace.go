@@ -151,12 +151,7 @@ func (p *Palace) MCPCommand() []string { return []string{p.Bin("mempalace-mcp"),
 
 // StartStdio starts argv (default MCPCommand) with Env on pipes; the
 // caller stops it. Stdio's Client speaks newline-delimited JSON-RPC.
-func (p *Palace) StartStdio(argv ...string) (*Stdio, error) {
-	if len(argv) == 0 {
-		argv = p.MCPCommand()
-	}
-	return startStdio(argv, p.Env(), p.scratch, p.groups)
-}
+func (p *Palace) StartStdio(argv ...string) (*Stdio, error) { return p.StartStdioEnv(nil, argv...) }
 
 // StartStdioEnv is StartStdio with extra variables after Env's (a later
 // one wins): the palace by MEMPALACE_PALACE_PATH instead of --palace,
@@ -239,7 +234,7 @@ func (s *Server) start() error {
 		return err
 	}
 	s.proc = pr
-	s.Client = httpClient(s.URL, s.Token)
+	s.Client = HTTPClient(s.URL, s.Token)
 	if err := s.waitHealthy(90 * time.Second); err != nil {
 		stopErr := pr.stop(5 * time.Second)
 		return fmt.Errorf("mempalace serve on port %d: %w (stop: %v)\n%s", s.Port, err, stopErr, pr.log.String())

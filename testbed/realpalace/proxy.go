@@ -3,6 +3,7 @@ package realpalace
 import (
 	"bytes"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,27 +28,17 @@ type Proxy struct {
 	drop  map[string]int
 	calls map[string]int
 	lost  []string
-	down  bool
 }
 
-// StartProxy starts a proxy in front of target (an /mcp URL or a base
-// URL); Close stops it.
-func StartProxy(target string) *Proxy {
+// NewProxy starts a proxy in front of target (an /mcp URL or a base URL),
+// closed at t's cleanup.
+func NewProxy(t testing.TB, target string) *Proxy {
 	p := &Proxy{to: strings.TrimSuffix(target, "/mcp"), drop: map[string]int{}, calls: map[string]int{}}
 	p.srv = httptest.NewServer(p)
 	p.Base, p.URL = p.srv.URL, p.srv.URL+"/mcp"
+	t.Cleanup(p.srv.Close)
 	return p
 }
-
-// NewProxy is StartProxy for a test, closed at cleanup.
-func NewProxy(t testing.TB, target string) *Proxy {
-	p := StartProxy(target)
-	t.Cleanup(p.Close)
-	return p
-}
-
-// Close stops the proxy.
-func (p *Proxy) Close() { p.srv.Close() }
 
 // Drop makes the next call of each tool (its full name) lose its answer
 // after the target has made it.
@@ -57,14 +48,6 @@ func (p *Proxy) Drop(tools ...string) {
 	for _, t := range tools {
 		p.drop[t]++
 	}
-}
-
-// SetDown makes the proxy refuse every request at once (HTTP 502, nothing
-// passed on), as a primary that is unreachable; false passes them again.
-func (p *Proxy) SetDown(down bool) {
-	p.mu.Lock()
-	p.down = down
-	p.mu.Unlock()
 }
 
 // Calls is how many tools/call requests for tool (its full name) the
@@ -79,11 +62,7 @@ func (p *Proxy) Calls(tool string) int {
 func (p *Proxy) Tools() map[string]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[string]int, len(p.calls))
-	for k, v := range p.calls {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(p.calls)
 }
 
 // Lost lists the tools whose answers were lost, in order.
@@ -104,15 +83,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tool = gjson.GetBytes(body, "params.name").Str
 	}
 	p.mu.Lock()
-	down := p.down
-	if tool != "" && !down {
+	if tool != "" {
 		p.calls[tool]++
 	}
 	p.mu.Unlock()
-	if down {
-		http.Error(w, "the proxy is down", http.StatusBadGateway)
-		return
-	}
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.to+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
