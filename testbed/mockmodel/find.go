@@ -3,8 +3,8 @@ package mockmodel
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -29,12 +29,7 @@ func (m *Model) Where(text string) []string {
 			}
 		})
 	}
-	out := make([]string, 0, len(seen))
-	for k := range seen {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // walk calls f with the path and value of every string in v (object keys
