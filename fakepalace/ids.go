@@ -37,9 +37,6 @@ func DiaryID(wing string, now time.Time, entry string) string {
 // DiarySuffix is the content key of a diary id: sha256(entry)[:12].
 func DiarySuffix(entry string) string { return catalogue.EntrySuffix(entry) }
 
-// ChunkID is {logical_id}_chunk_{index:06d}.
-func ChunkID(id string, i int) string { return fmt.Sprintf("%s_chunk_%06d", id, i) }
-
 // chunks splits content into ChunkSize-character pieces (code points).
 func chunks(content string) []string {
 	r := []rune(content)

@@ -155,10 +155,17 @@ func encode(id json.RawMessage, result any, rerr *rpcError) []byte {
 	} else {
 		m["result"] = result
 	}
+	return marshal(m, "")
+}
+
+// marshal is v's JSON as Python's json.dumps(ensure_ascii=False) writes
+// it: no HTML escaping, indented by indent ("" for one line).
+func marshal(v any, indent string) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	enc.Encode(m)
+	enc.SetIndent("", indent)
+	enc.Encode(v)
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
@@ -310,13 +317,7 @@ func paramsError(what string, names []string, tool string) *rpcError {
 // textContent is a tool result as MemPalace sends every one: a single
 // text block of json.dumps(result, indent=2, ensure_ascii=False).
 func textContent(result any) map[string]any {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	enc.Encode(result)
-	text := strings.TrimSuffix(buf.String(), "\n")
-	return map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}
+	return map[string]any{"content": []any{map[string]any{"type": "text", "text": string(marshal(result, "  "))}}}
 }
 
 // coerce converts an argument to its schema type the way upstream's
@@ -389,12 +390,8 @@ func (pl *Palace) SetLatency(tool string, d time.Duration) {
 // removes the hold): a test decides when the palace answers.
 func (pl *Palace) SetHold(tool string, release <-chan struct{}) {
 	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if release == nil {
-		delete(pl.hold, tool)
-		return
-	}
 	pl.hold[tool] = release
+	pl.mu.Unlock()
 }
 
 // Calls returns how many times a tool was called (handler reached).
@@ -413,9 +410,6 @@ func (pl *Palace) Dump() *State {
 	json.Unmarshal(b, s)
 	return s
 }
-
-// Embedder is the palace's embedder name.
-func (pl *Palace) Embedder() string { return pl.opts.Embedder }
 
 // wakeWaiters releases every event_wait (called under pl.mu).
 func (pl *Palace) wakeWaiters() {

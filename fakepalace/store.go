@@ -33,7 +33,8 @@ type Drawer struct {
 	Seq int64 `json:"seq"`
 }
 
-// ChunkIDs returns the drawer's chunk ids, or nil for a one-chunk drawer.
+// ChunkIDs returns the drawer's chunk ids, {logical_id}_chunk_{index:06d},
+// or nil for a one-chunk drawer.
 func (d Drawer) ChunkIDs() []string {
 	parts := chunks(d.Content)
 	if len(parts) == 1 {
@@ -41,7 +42,7 @@ func (d Drawer) ChunkIDs() []string {
 	}
 	ids := make([]string, len(parts))
 	for i := range parts {
-		ids[i] = ChunkID(d.ID, i)
+		ids[i] = fmt.Sprintf("%s_chunk_%06d", d.ID, i)
 	}
 	return ids
 }
