@@ -80,8 +80,8 @@ func (pl *Palace) appendEvent(a args) (*Event, error) {
 		ID: "evt_" + now.Format("20060102T150405") + "_" + randHex(6), Seq: seq, OriginReplica: pl.st.ReplicaID, OriginSeq: seq,
 		HLC:  fmt.Sprintf("%013d-%06x-%s", now.UnixMilli(), seq, pl.st.ReplicaID),
 		Type: typ, Stream: a.str("stream"), Room: a.str("room"), FromAgent: a.str("from_agent"),
-		ToAgent: a.strp("to_agent"), CorrelationID: a.strp("correlation_id"), Branch: a.strp("branch"), BaseCommit: a.strp("base_commit"),
-		Status: a.strp("status"), Topic: a.strp("topic"), ArtifactIDs: ids, Body: body, CreatedAt: now.Format("2006-01-02T15:04:05Z"), Metadata: meta,
+		ToAgent: ptr(a.str("to_agent")), CorrelationID: ptr(a.str("correlation_id")), Branch: ptr(a.str("branch")), BaseCommit: ptr(a.str("base_commit")),
+		Status: ptr(a.str("status")), Topic: ptr(a.str("topic")), ArtifactIDs: ids, Body: body, CreatedAt: now.Format("2006-01-02T15:04:05Z"), Metadata: meta,
 	}
 	pl.st.Events = append(pl.st.Events, e)
 	pl.wakeWaiters()

@@ -153,13 +153,6 @@ func (a args) object(k string) map[string]any {
 
 func (a args) has(k string) bool { _, ok := a[k]; return ok }
 
-func (a args) strp(k string) *string {
-	if s, ok := a[k].(string); ok && s != "" {
-		return &s
-	}
-	return nil
-}
-
 func (a args) int(k string, def int) int {
 	switch v := a[k].(type) {
 	case int64:
@@ -499,7 +492,7 @@ func (pl *Palace) search(a args) any {
 		}
 		results = append(results, r)
 	}
-	filters := map[string]any{"wing": nilIfEmpty(wing), "room": nilIfEmpty(room), "source_file": nilIfEmpty(src), "since": nilIfEmpty(a.str("since")), "before": nilIfEmpty(a.str("before"))}
+	filters := map[string]any{"wing": ptr(wing), "room": ptr(room), "source_file": ptr(src), "since": ptr(a.str("since")), "before": ptr(a.str("before"))}
 	return map[string]any{"query": query, "filters": filters, "total_before_filter": len(hits), "results": results}
 }
 
@@ -674,11 +667,12 @@ func (pl *Palace) kgAdd(a args) any {
 		}
 	}
 	t := pl.newTriple(s, pr, o, ptr(from), ptr(to))
-	t.SourceCloset, t.SourceFile, t.SourceDrawerID = a.strp("source_closet"), a.strp("source_file"), a.strp("source_drawer_id")
+	t.SourceCloset, t.SourceFile, t.SourceDrawerID = ptr(a.str("source_closet")), ptr(a.str("source_file")), ptr(a.str("source_drawer_id"))
 	pl.st.Triples = append(pl.st.Triples, t)
 	return map[string]any{"success": true, "triple_id": t.ID, "fact": fact(s, pr, o)}
 }
 
+// ptr is s's address, nil for "" (JSON null).
 func ptr(s string) *string {
 	if s == "" {
 		return nil
@@ -795,7 +789,7 @@ func (pl *Palace) kgQuery(a args) any {
 			}
 		}
 	}
-	return map[string]any{"entity": e, "as_of": nilIfEmpty(asOf), "facts": facts, "count": len(facts),
+	return map[string]any{"entity": e, "as_of": ptr(asOf), "facts": facts, "count": len(facts),
 		"active_facts": active, "historical_facts": historical, "future_facts": future}
 }
 
@@ -887,13 +881,6 @@ func preview(s string) string {
 		return s
 	}
 	return string([]rune(s)[:200]) + "..."
-}
-
-func nilIfEmpty(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 func randHex(n int) string {
