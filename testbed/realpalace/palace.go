@@ -60,7 +60,7 @@ func Open(venv, scratch string, emb *Embedder) (*Palace, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Palace{Dir: filepath.Join(scratch, "palace"), Home: filepath.Join(scratch, "home"), Venv: venv, Embedder: emb, Model: EmbedModel, scratch: scratch, groups: &groups{live: map[int]bool{}}}
+	p := &Palace{Dir: filepath.Join(scratch, "palace"), Home: filepath.Join(scratch, "home"), Venv: venv, Embedder: emb, Model: EmbedModel, scratch: scratch, groups: &groups{}}
 	for _, d := range []string{p.Dir, filepath.Join(p.Home, ".config", "mempalace")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err

@@ -17,25 +17,10 @@ import (
 	"github.com/joakimp/devbox-config/testbed"
 )
 
-// groups are the process groups of one palace's running processes: a
-// process that names the palace in one of them is not left behind, it is
-// running on purpose.
-type groups struct {
-	mu   sync.Mutex
-	live map[int]bool
-}
-
-func (g *groups) set(pgid int, on bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if on {
-		g.live[pgid] = true
-	} else {
-		delete(g.live, pgid)
-	}
-}
-
-func (g *groups) running(pgid int) bool { g.mu.Lock(); defer g.mu.Unlock(); return g.live[pgid] }
+// groups are the process groups (keys, by pgid) of one palace's running
+// processes: a process that names the palace in one of them is not left
+// behind, it is running on purpose.
+type groups = sync.Map
 
 // proc is one MemPalace process, the leader of its own process group so
 // that what it starts (serve's server child) is stopped with it.
@@ -62,7 +47,7 @@ func startProc(argv, env []string, mark string, g *groups, stdin io.Reader, stdo
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	p.cmd = cmd
-	g.set(cmd.Process.Pid, true)
+	g.Store(cmd.Process.Pid, true)
 	go func() { p.waited = cmd.Wait(); close(p.done) }()
 	return p, nil
 }
@@ -104,7 +89,7 @@ func (p *proc) kill() error {
 // or working directory names this palace's scratch directory, to be gone (a SIGKILLed leader's children are killed
 // with the group but may take a moment to be reaped).
 func (p *proc) leftovers(pgid int) error {
-	defer p.groups.set(pgid, false)
+	defer p.groups.Delete(pgid)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		left := p.alive(pgid)
@@ -152,7 +137,7 @@ func (p *proc) alive(pgid int) []int {
 			continue
 		}
 		pgrp, _ := strconv.Atoi(f[2])
-		if pgrp != pgid && p.groups.running(pgrp) {
+		if _, live := p.groups.Load(pgrp); live && pgrp != pgid {
 			continue // another of this palace's processes, running on purpose
 		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
