@@ -235,14 +235,6 @@ func (pl *Palace) drawerPayload(d *Drawer) map[string]any {
 	return out
 }
 
-// deleteHint is delete_by_source's dry-run hint (3.11's words).
-func deleteHint(n int) string {
-	if n == 0 {
-		return "No drawers match this source_file."
-	}
-	return fmt.Sprintf("No drawers were deleted. Re-run with dry_run=false to remove these %d drawer(s) and 0 index entr(y/ies).", n)
-}
-
 func baseName(p string) string {
 	if i := strings.LastIndexAny(p, `/\`); i >= 0 {
 		return p[i+1:]
@@ -384,7 +376,11 @@ func (pl *Palace) deleteBySource(a args) any {
 				sample = append(sample, map[string]any{"wing": d.Wing, "room": d.Room})
 			}
 		}
-		return map[string]any{"success": true, "dry_run": true, "source_file": src, "match_count": len(match), "closet_match_count": 0, "sample": sample, "hint": deleteHint(len(match))}
+		hint := "No drawers match this source_file." // 3.11's words
+		if len(match) > 0 {
+			hint = fmt.Sprintf("No drawers were deleted. Re-run with dry_run=false to remove these %d drawer(s) and 0 index entr(y/ies).", len(match))
+		}
+		return map[string]any{"success": true, "dry_run": true, "source_file": src, "match_count": len(match), "closet_match_count": 0, "sample": sample, "hint": hint}
 	}
 	for _, d := range match {
 		delete(pl.st.Drawers, d.ID)
