@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // Recordable returns the JSON-RPC result of an answer that says the write
@@ -46,20 +45,4 @@ func response(id json.RawMessage, result []byte) []byte {
 	b = append(b, `,"result":`...)
 	b = append(b, result...)
 	return append(b, '}')
-}
-
-// WithID returns a JSON-RPC response with its id replaced by id (null if
-// empty). A body that is not a JSON object is returned unchanged.
-func WithID(body []byte, id json.RawMessage) []byte {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
-		return body
-	}
-	out, err := sjson.SetRawBytes(append([]byte(nil), body...), "id", id)
-	if err != nil {
-		return body
-	}
-	return out
 }

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -156,15 +157,9 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	if opt.Retention < 0 || opt.StaleAfter < 0 {
 		return nil, fmt.Errorf("ledger %s: retention and stale bound must not be negative", path)
 	}
-	if opt.Retention == 0 {
-		opt.Retention = DefaultRetention
-	}
-	if opt.StaleAfter == 0 {
-		opt.StaleAfter = DefaultStaleAfter
-	}
-	if opt.StaleGrace == 0 {
-		opt.StaleGrace = DefaultStaleGrace
-	}
+	opt.Retention = cmp.Or(opt.Retention, DefaultRetention)
+	opt.StaleAfter = cmp.Or(opt.StaleAfter, DefaultStaleAfter)
+	opt.StaleGrace = cmp.Or(opt.StaleGrace, DefaultStaleGrace)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}

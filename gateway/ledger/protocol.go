@@ -84,7 +84,7 @@ func OpIDOf(params json.RawMessage) (id string, ok bool, err error) {
 // ResendOf returns why a tools/call is a resend of an op that may have
 // landed (params._meta[ResendKey]), "" for none.
 func ResendOf(params json.RawMessage) string {
-	return gjson.GetBytes(params, "_meta."+escapePath(ResendKey)).String()
+	return gjson.GetBytes(params, "_meta."+gjson.Escape(ResendKey)).String()
 }
 
 // SetOpID returns tools/call params carrying op id (the edge's side of
@@ -102,7 +102,7 @@ func SetOpID(params json.RawMessage, id string) (json.RawMessage, error) {
 	if m := gjson.GetBytes(params, "_meta"); m.Exists() && !m.IsObject() {
 		return nil, fmt.Errorf("params._meta: not a JSON object")
 	}
-	out, err := sjson.SetBytes(append([]byte(nil), params...), "_meta."+escapePath(MetaKey), id)
+	out, err := sjson.SetBytes(append([]byte(nil), params...), "_meta."+gjson.Escape(MetaKey), id)
 	if err != nil {
 		return nil, fmt.Errorf("params: %w", err)
 	}
@@ -158,7 +158,7 @@ func AdvertiseInitialize(resp []byte) []byte {
 	if e := gjson.GetBytes(resp, "result.capabilities.experimental"); e.Exists() && !e.IsObject() {
 		return resp
 	}
-	out, err := sjson.SetRawBytes(resp, "result.capabilities.experimental."+escapePath(Capability), fmt.Appendf(nil, `{"version":%d}`, Version))
+	out, err := sjson.SetRawBytes(resp, "result.capabilities.experimental."+gjson.Escape(Capability), fmt.Appendf(nil, `{"version":%d}`, Version))
 	if err != nil {
 		return resp
 	}
@@ -168,19 +168,6 @@ func AdvertiseInitialize(resp []byte) []byte {
 // AdvertisedIn reports whether an initialize result (the JSON-RPC result
 // object) announces the ledger, at this package's version or later.
 func AdvertisedIn(initResult json.RawMessage) bool {
-	v := gjson.GetBytes(initResult, "capabilities.experimental."+escapePath(Capability)+".version")
+	v := gjson.GetBytes(initResult, "capabilities.experimental."+gjson.Escape(Capability)+".version")
 	return v.Type == gjson.Number && v.Int() >= Version
-}
-
-// escapePath escapes a key for a gjson/sjson path.
-func escapePath(k string) string {
-	out := make([]byte, 0, len(k)+4)
-	for i := 0; i < len(k); i++ {
-		switch k[i] {
-		case '.', '*', '?', '\\':
-			out = append(out, '\\')
-		}
-		out = append(out, k[i])
-	}
-	return string(out)
 }

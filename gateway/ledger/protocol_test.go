@@ -66,10 +66,7 @@ func TestAdvertise(t *testing.T) {
 	}
 }
 
-func TestWithID(t *testing.T) {
-	if got := string(WithID([]byte(`{"jsonrpc":"2.0","id":1,"result":{"a":1}}`), json.RawMessage(`"x-2"`))); got != `{"jsonrpc":"2.0","id":"x-2","result":{"a":1}}` {
-		t.Fatal(got)
-	}
+func TestResponseNullID(t *testing.T) {
 	if got := string(response(nil, []byte(`{}`))); got != `{"jsonrpc":"2.0","id":null,"result":{}}` {
 		t.Fatal(got)
 	}
