@@ -174,93 +174,88 @@ func (s *Store) Retention() time.Duration { return s.retention }
 // Keep records a delete and its drawers (state pending), durably, before
 // the delete is forwarded; it prunes the expired deletes in the same
 // transaction. It returns the delete's id.
-func (s *Store) Keep(ctx context.Context, d Delete) (int64, error) {
+func (s *Store) Keep(ctx context.Context, d Delete) (id int64, err error) {
+	return id, s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := prune(ctx, tx, s.Now().Add(-s.retention)); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO deletes(at, device, label, tool, source, audit, state) VALUES(?,?,?,?,?,?,?)`,
+			s.Now().UnixMilli(), d.Device, d.Label, d.Tool, d.Source, d.Audit, StatePending)
+		if err != nil {
+			return err
+		}
+		if id, err = res.LastInsertId(); err != nil {
+			return err
+		}
+		for _, dr := range d.Drawers {
+			origin := ""
+			if dr.Origin != nil {
+				b, err := json.Marshal(dr.Origin)
+				if err != nil {
+					return err
+				}
+				origin = string(b)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO drawers(delete_id, drawer_id, wing, room, content, metadata, source_file, kind, origin) VALUES(?,?,?,?,?,?,?,?,?)`,
+				id, dr.ID, dr.Wing, dr.Room, dr.Content, string(dr.Metadata), dr.SourceFile, dr.Kind, origin); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// inTx runs fn in one transaction, committed if fn returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if err := prune(ctx, tx, s.Now().Add(-s.retention)); err != nil {
-		return 0, err
+	if err := fn(tx); err != nil {
+		return err
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO deletes(at, device, label, tool, source, audit, state) VALUES(?,?,?,?,?,?,?)`,
-		s.Now().UnixMilli(), d.Device, d.Label, d.Tool, d.Source, d.Audit, StatePending)
-	if err != nil {
-		return 0, err
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return 0, err
-	}
-	for _, dr := range d.Drawers {
-		origin := ""
-		if dr.Origin != nil {
-			b, err := json.Marshal(dr.Origin)
-			if err != nil {
-				return 0, err
-			}
-			origin = string(b)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO drawers(delete_id, drawer_id, wing, room, content, metadata, source_file, kind, origin) VALUES(?,?,?,?,?,?,?,?,?)`,
-			id, dr.ID, dr.Wing, dr.Room, dr.Content, string(dr.Metadata), dr.SourceFile, dr.Kind, origin); err != nil {
-			return 0, err
-		}
-	}
-	return id, tx.Commit()
+	return tx.Commit()
 }
 
 // Settle records the primary's answer to a kept delete: state, a note,
 // and the kept drawers it did not remove (dropped from the trash: they
 // are still on the primary).
 func (s *Store) Settle(ctx context.Context, id int64, state State, note string, notRemoved []string) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // after Commit, a no-op
-	if _, err := tx.ExecContext(ctx, `UPDATE deletes SET state=?, note=? WHERE id=?`, state, note, id); err != nil {
-		return err
-	}
-	for _, d := range notRemoved {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM drawers WHERE delete_id=? AND drawer_id=?`, id, d); err != nil {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE deletes SET state=?, note=? WHERE id=?`, state, note, id); err != nil {
 			return err
 		}
-	}
-	return tx.Commit()
+		for _, d := range notRemoved {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM drawers WHERE delete_id=? AND drawer_id=?`, id, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // Drop removes a kept delete the primary refused: nothing was removed.
 func (s *Store) Drop(ctx context.Context, id int64) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM drawers WHERE delete_id=?`, id); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM deletes WHERE id=?`, id)
 		return err
-	}
-	defer tx.Rollback() // after Commit, a no-op
-	if _, err := tx.ExecContext(ctx, `DELETE FROM drawers WHERE delete_id=?`, id); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM deletes WHERE id=?`, id); err != nil {
-		return err
-	}
-	return tx.Commit()
+	})
 }
 
 // Prune removes the deletes older than the retention, restored or not,
 // and returns how many.
-func (s *Store) Prune(ctx context.Context) (int, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback() // after Commit, a no-op
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deletes WHERE at < ?`, s.Now().Add(-s.retention).UnixMilli()).Scan(&n); err != nil {
-		return 0, err
-	}
-	if err := prune(ctx, tx, s.Now().Add(-s.retention)); err != nil {
-		return 0, err
-	}
-	return n, tx.Commit()
+func (s *Store) Prune(ctx context.Context) (n int, err error) {
+	before := s.Now().Add(-s.retention)
+	return n, s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deletes WHERE at < ?`, before.UnixMilli()).Scan(&n); err != nil {
+			return err
+		}
+		return prune(ctx, tx, before)
+	})
 }
 
 func prune(ctx context.Context, tx *sql.Tx, before time.Time) error {
@@ -274,12 +269,12 @@ func prune(ctx context.Context, tx *sql.Tx, before time.Time) error {
 
 // List returns every kept delete with its drawers, newest first.
 func (s *Store) List(ctx context.Context) ([]Delete, error) {
-	return s.deletes(ctx, `SELECT id, at, device, label, tool, source, audit, state, note FROM deletes ORDER BY id DESC`)
+	return s.deletes(ctx, `ORDER BY id DESC`)
 }
 
 // Get returns one kept delete, or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id int64) (Delete, error) {
-	ds, err := s.deletes(ctx, `SELECT id, at, device, label, tool, source, audit, state, note FROM deletes WHERE id=?`, id)
+	ds, err := s.deletes(ctx, `WHERE id=?`, id)
 	if err == nil && len(ds) == 0 {
 		err = fmt.Errorf("%w: no delete %d in the trash", ErrNotFound, id)
 	}
@@ -326,8 +321,9 @@ func (s *Store) MarkRestored(ctx context.Context, deleteID int64, drawerID, as s
 	return err
 }
 
-func (s *Store) deletes(ctx context.Context, q string, args ...any) ([]Delete, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
+// deletes reads the deletes the clause picks, with their drawers.
+func (s *Store) deletes(ctx context.Context, clause string, args ...any) ([]Delete, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, at, device, label, tool, source, audit, state, note FROM deletes `+clause, args...)
 	if err != nil {
 		return nil, err
 	}
