@@ -15,7 +15,7 @@ import (
 func (c *Config) deviceInfo(d *Device) deviceinfo.Info {
 	return deviceinfo.Info{
 		ID: d.ID, Label: d.Label, Admin: d.Admin, BulkDelete: d.BulkDelete, DeleteCap: c.DeleteCapOrDefault(),
-		Read: d.Read, Write: d.Write, KG: string(kgOrNone(d.KG)), Agents: d.Agents, Coordinator: d.Coordinator,
+		Read: d.Read, Write: d.Write, KG: string(cmp.Or(d.KG, KGNone)), Agents: d.Agents, Coordinator: d.Coordinator,
 		Refuses: catalogue.NeverNames(), Trash: true, TrashRetentionDays: int(c.TrashRetention().Hours() / 24),
 		Origins: origin.Version, Trusts: trustedSet(d), Untrusted: string(cmp.Or(d.Untrusted, UntrustedMark)), InstructionWing: c.InstructionWing,
 	}
@@ -30,11 +30,4 @@ func trustedSet(d *Device) []string {
 		return d.Trusts
 	}
 	return append([]string{d.ID}, d.Trusts...)
-}
-
-func kgOrNone(g KGGrant) KGGrant {
-	if g == "" {
-		return KGNone
-	}
-	return g
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
@@ -28,19 +29,8 @@ type Cadence struct {
 	Interval time.Duration
 }
 
-func (c Cadence) lines() int {
-	if c.Lines > 0 {
-		return c.Lines
-	}
-	return CheckpointEvery
-}
-
-func (c Cadence) interval() time.Duration {
-	if c.Interval > 0 {
-		return c.Interval
-	}
-	return CheckpointAfter
-}
+func (c Cadence) lines() int              { return cmp.Or(c.Lines, CheckpointEvery) }
+func (c Cadence) interval() time.Duration { return cmp.Or(c.Interval, CheckpointAfter) }
 
 // Anchor is one checkpoint as written to the second place (audit_anchor):
 // the log had at least Lines lines, and line Lines (the checkpoint) hashed
@@ -154,16 +144,8 @@ func (a *Audit) checkpointLocked() error {
 // SigningKey reads the Ed25519 key that signs checkpoints, creating it
 // (0600, public half in <file>.pub) if it does not exist.
 func SigningKey(file string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(file)
-	if err == nil {
-		raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
-		if err != nil || len(raw) != ed25519.PrivateKeySize {
-			return nil, fmt.Errorf("%s: not an Ed25519 private key", file)
-		}
-		return ed25519.PrivateKey(raw), nil
-	}
-	if !os.IsNotExist(err) {
-		return nil, err
+	if raw, err := readHexKey(file, ed25519.PrivateKeySize, "private"); !os.IsNotExist(err) {
+		return raw, err
 	}
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -180,13 +162,18 @@ func SigningKey(file string) (ed25519.PrivateKey, error) {
 
 // PublicKey reads a <key>.pub file.
 func PublicKey(file string) (ed25519.PublicKey, error) {
+	return readHexKey(file, ed25519.PublicKeySize, "public")
+}
+
+// readHexKey reads an Ed25519 key of size bytes written in hex.
+func readHexKey(file string, size int, half string) ([]byte, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
 	raw, err := hex.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil || len(raw) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("%s: not an Ed25519 public key", file)
+	if err != nil || len(raw) != size {
+		return nil, fmt.Errorf("%s: not an Ed25519 %s key", file, half)
 	}
-	return ed25519.PublicKey(raw), nil
+	return raw, nil
 }

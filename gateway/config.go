@@ -254,7 +254,7 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("%s.tokens[%d].id: %q is used twice", at, j, t.ID)
 			}
 			tokens[t.ID] = true
-			if !t.Revoked && (t.Expires == nil || t.Expires.After(time.Now())) {
+			if t.live(time.Now()) {
 				live++
 			}
 		}
@@ -297,12 +297,7 @@ func checkTrust(at string, d Device, known map[string]bool) error {
 }
 
 // Grace is how long an old token lives after its successor's first use.
-func (c *Config) Grace() time.Duration {
-	if c.GraceDays == 0 {
-		return 7 * 24 * time.Hour
-	}
-	return time.Duration(c.GraceDays) * 24 * time.Hour
-}
+func (c *Config) Grace() time.Duration { return days(c.GraceDays, 7*24*time.Hour) }
 
 // Device returns the device with id.
 func (c *Config) Device(id string) *Device {
@@ -336,12 +331,7 @@ func match(globs []string, wing string) bool {
 }
 
 // LedgerPath is the op-id ledger's file.
-func (c *Config) LedgerPath() string {
-	if c.LedgerFile != "" {
-		return c.LedgerFile
-	}
-	return ledger.Beside(c.AuditLog)
-}
+func (c *Config) LedgerPath() string { return cmp.Or(c.LedgerFile, ledger.Beside(c.AuditLog)) }
 
 // LedgerRetention is how long the ledger remembers an op id.
 func (c *Config) LedgerRetention() time.Duration { return days(c.LedgerRetentionDays, 7*24*time.Hour) }
@@ -372,12 +362,7 @@ const DefaultDeleteCap = 10
 
 // DeleteCapOrDefault is the most drawers one delete may remove from a
 // device without the bulk_delete grant.
-func (c *Config) DeleteCapOrDefault() int {
-	if c.DeleteCap > 0 {
-		return c.DeleteCap
-	}
-	return DefaultDeleteCap
-}
+func (c *Config) DeleteCapOrDefault() int { return cmp.Or(c.DeleteCap, DefaultDeleteCap) }
 
 // Cadence is how often the audit log is signed.
 func (c *Config) Cadence() Cadence {

@@ -82,7 +82,7 @@ func (s *Server) readDrawers(ctx context.Context, ids []string) ([]map[string]an
 	seen := map[string]bool{}
 	for start := 0; start < len(ids); start += getBatch {
 		batch := ids[start:min(start+getBatch, len(ids))]
-		got, ok := s.upstreamResult(ctx, "mempalace_get_drawers", map[string]any{"drawer_ids": anyList(batch)})["results"].([]any)
+		got, ok := s.upstreamResult(ctx, "mempalace_get_drawers", map[string]any{"drawer_ids": batch})["results"].([]any)
 		if !ok {
 			got = nil
 			for _, id := range batch {
@@ -247,14 +247,6 @@ func pythonName(p string) string {
 		}
 	}
 	return ""
-}
-
-func anyList(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }
 
 // metadataOf is a payload's metadata as JSON (an object, "{}" if none).

@@ -18,14 +18,10 @@ func Hint(path, sub string) string {
 	if filepath.Clean(path) == DefaultConfigFile {
 		return "devbox-config gateway " + sub
 	}
-	return "devbox-config gateway --config " + shellWord(absPath(path)) + " " + sub
-}
-
-func absPath(path string) string {
 	if abs, err := filepath.Abs(path); err == nil {
-		return abs
+		path = abs
 	}
-	return path
+	return "devbox-config gateway --config " + shellWord(path) + " " + sub
 }
 
 // shellWord quotes s for a POSIX shell when it needs it.

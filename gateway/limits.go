@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,15 +25,9 @@ func (l *limiters) reset() {
 
 // allow takes one token from the device's read or write bucket.
 func (l *limiters) allow(d *Device, write bool) bool {
-	key, r, burst := d.ID+"/read", d.ReadRate, 100
-	if r == 0 {
-		r = 50
-	}
+	key, r, burst := d.ID+"/read", cmp.Or(d.ReadRate, 50), 100
 	if write {
-		key, r, burst = d.ID+"/write", d.WriteRate, 20
-		if r == 0 {
-			r = 10
-		}
+		key, r, burst = d.ID+"/write", cmp.Or(d.WriteRate, 10), 20
 	}
 	l.mu.Lock()
 	if l.m == nil {
@@ -96,28 +92,16 @@ func (q *writeQueue) acquire(ctx context.Context, device string) bool {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for i, c := range q.waiting[device] {
-		if c == ch { // still waiting: leave the queue
-			q.waiting[device] = append(q.waiting[device][:i:i], q.waiting[device][i+1:]...)
-			if len(q.waiting[device]) == 0 {
-				delete(q.waiting, device)
-				q.removeFromOrder(device)
-			}
-			return false
+	if i := slices.Index(q.waiting[device], ch); i >= 0 { // still waiting: leave the queue
+		if q.waiting[device] = slices.Delete(q.waiting[device], i, i+1); len(q.waiting[device]) == 0 {
+			delete(q.waiting, device)
+			q.order = slices.DeleteFunc(q.order, func(d string) bool { return d == device })
 		}
+		return false
 	}
 	// Granted while giving up: pass the slot on.
 	q.releaseLocked()
 	return false
-}
-
-func (q *writeQueue) removeFromOrder(device string) {
-	for i, d := range q.order {
-		if d == device {
-			q.order = append(q.order[:i:i], q.order[i+1:]...)
-			return
-		}
-	}
 }
 
 // release passes the slot to the next device in turn (or frees it).

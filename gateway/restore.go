@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -116,10 +117,7 @@ func (r Restorer) put(ctx context.Context, d trash.Drawer) (as string, already b
 // call is one tools/call on the upstream; an answer that says it failed
 // is an error.
 func (r Restorer) call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
-	client := r.Client
-	if client == nil {
-		client = &http.Client{Timeout: callTimeout}
-	}
+	client := cmp.Or(r.Client, &http.Client{Timeout: callTimeout})
 	token := ""
 	if r.Token != nil {
 		token = r.Token()

@@ -33,9 +33,7 @@ func LoadSecret(file string) ([]byte, error) {
 	if !os.IsNotExist(err) {
 		return nil, err
 	}
-	raw := make([]byte, 32)
-	rand.Read(raw) // never fails (crypto/rand)
-	s := hex.EncodeToString(raw)
+	s := randomHex(32)
 	if err := os.WriteFile(file, []byte(s+"\n"), 0o600); err != nil {
 		return nil, err
 	}
@@ -115,7 +113,7 @@ func AuthenticateWith(c *Config, firstUse func(id string) (time.Time, bool), key
 			if t.ID != parts[1] {
 				continue
 			}
-			if !hmac.Equal([]byte(t.HMAC), []byte(mac(key, parts[2]))) || t.Revoked || (t.Expires != nil && !t.Expires.After(now)) {
+			if !hmac.Equal([]byte(t.HMAC), []byte(mac(key, parts[2]))) || !t.live(now) {
 				return nil, nil, false, ErrBadToken
 			}
 			// Rotated out: a newer token's first use starts the grace period.
