@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"maps"
 	"net/http"
 	"slices"
@@ -33,24 +32,16 @@ func fanOut(d *Device, t catalogue.Tool, args map[string]any) bool {
 // which no filter can cut; asked wing by wing it would come back without
 // that text. Naming a readable wing makes it one forwarded call (as does
 // a device that reads one wing only).
-var errCLIText = errors.New("cli_compatible answers with the CLI's text over every wing, which the gateway cannot cut to this device's wings: name a wing it reads")
+var errCLIText = &denial{ruleCLIText, "cli_compatible answers with the CLI's text over every wing, which the gateway cannot cut to this device's wings: name a wing it reads"}
 
-// isDenial reports an error of the forward step that is a refusal of
-// the call (not a failure of the gateway's).
-func isDenial(err error) bool {
-	return errors.Is(err, errNotVisible) || errors.Is(err, errCLIText) || errors.Is(err, errCLIUntrusted)
+// denial is an error of the forward step that refuses the call (not a
+// failure of the gateway's), audited under rule.
+type denial struct {
+	rule Rule
+	msg  string
 }
 
-// denialRule is the rule a denial of the forward step is audited under.
-func denialRule(err error) Rule {
-	switch {
-	case errors.Is(err, errCLIText):
-		return ruleCLIText
-	case errors.Is(err, errCLIUntrusted):
-		return ruleCLIUntrusted
-	}
-	return ruleNotVisible
-}
+func (e *denial) Error() string { return e.msg }
 
 // maxFanPage is upstream's largest page (list_drawers and search limit).
 const maxFanPage = 100
@@ -119,8 +110,15 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 	if withheld > 0 {
 		m["untrusted_withheld"] = withheld // by the wings' answers: the device withholds what it does not trust
 	}
-	text, _ := json.MarshalIndent(m, "", "  ") // values decoded from JSON: they encode
-	return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": req.rawID(), "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}}), nil
+	return http.StatusOK, textAnswer(req.rawID(), m), nil
+}
+
+// textAnswer is a tools/call answer as MemPalace writes one: m, indented,
+// as its one text block (m holds values decoded from JSON, or plain ones:
+// it encodes).
+func textAnswer(id json.RawMessage, m map[string]any) []byte {
+	text, _ := json.MarshalIndent(m, "", "  ")
+	return encodeJSON(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}})
 }
 
 // readableWings lists the wings a device reads, sorted: its read grants
@@ -201,15 +199,12 @@ func (s *Server) askWing(ctx context.Context, d *Device, t catalogue.Tool, req *
 // numArg reads an integer argument (a number or a numeric string, as
 // upstream coerces), else def.
 func numArg(args map[string]any, k string, def int) int {
-	switch v := args[k].(type) {
-	case json.Number:
-		if f, err := v.Float64(); err == nil {
-			return int(f)
-		}
-	case string:
-		if f, err := json.Number(v).Float64(); err == nil {
-			return int(f)
-		}
+	s, _ := args[k].(string)
+	if n, ok := args[k].(json.Number); ok {
+		s = string(n)
+	}
+	if f, err := json.Number(s).Float64(); err == nil {
+		return int(f)
 	}
 	return def
 }
@@ -240,8 +235,7 @@ func (s *Server) waitVisible(ctx context.Context, d *Device, t catalogue.Tool, r
 		last, _ := evs[len(evs)-1].(map[string]any)
 		cursor, _ := last["id"].(string)
 		if left <= 0 || cursor == "" {
-			text, _ := json.MarshalIndent(map[string]any{"timed_out": true, "events": []any{}, "count": 0, "filtered": true}, "", "  ") // plain values: they encode
-			return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": req.rawID(), "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(text)}}}}), nil
+			return http.StatusOK, textAnswer(req.rawID(), map[string]any{"timed_out": true, "events": []any{}, "count": 0, "filtered": true}), nil
 		}
 		args := maps.Clone(req.Args)
 		args["since_event_id"], args["timeout_ms"] = cursor, left.Milliseconds()

@@ -218,8 +218,7 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		// What the trash keeps is what the delete removes: no other write
 		// lands between the look-up and the delete.
 		if !s.writes.acquire(ctx, d.ID) {
-			x.entry.Rule = ruleWriteQueue
-			s.limited(x, d, req, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
+			s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
 			return
 		}
 		defer s.writes.release()
@@ -231,13 +230,13 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	}
 	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
 	s.settle(ctx, k, status, resp)
+	no, denied := errors.AsType[*denial](err)
 	switch {
 	case errors.Is(err, errWriteQueueFull):
-		x.entry.Rule = ruleWriteQueue
-		s.limited(x, d, req, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
+		s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
 		return
-	case isDenial(err):
-		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), denialRule(err), "")
+	case denied:
+		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), no.rule, "")
 		return
 	case err != nil:
 		s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)
@@ -251,7 +250,7 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 }
 
 // errNotVisible: the answer is about an object the device may not see.
-var errNotVisible = errors.New(ruleNotVisible.String())
+var errNotVisible = &denial{ruleNotVisible, ruleNotVisible.String()}
 
 // forwardStep makes the authorized call and filters its answer: a
 // palace-wide read that must be answered wing by wing is, an event_wait
@@ -341,7 +340,7 @@ func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) 
 		rule = ruleRateWrite
 	}
 	wing, _ := req.Args["wing"].(string)
-	s.limited(x, d, req, fmt.Sprintf("devbox-config gateway: %s is over its %s rate", d.ID, strings.TrimPrefix(rule.String(), "rate:")), rule, wing)
+	s.refuse(x, d, req, CodeRateLimited, fmt.Sprintf("devbox-config gateway: %s is over its %s rate", d.ID, strings.TrimPrefix(rule.String(), "rate:")), rule, wing)
 	return false
 }
 
@@ -387,20 +386,20 @@ func (s *Server) auditAhead(x *exchange, d *Device, req *rpcRequest) bool {
 
 // refuse answers a tools/call with a JSON-RPC error naming device, tool,
 // wing and rule (in an HTTP 200: a 4xx would make clients drop every
-// palace tool) and audits it as a denial.
+// palace tool) and audits it as a denial (with CodeRateLimited, as
+// limited: a client retries).
 // The audit line keeps the wing of an object the device may not see; the
 // answer does not.
 func (s *Server) refuse(x *exchange, d *Device, req *rpcRequest, code int, msg string, rule Rule, wing string) {
 	x.entry.Rule, x.entry.Wing = rule, wing
+	verdict := VerdictDeny
+	if code == CodeRateLimited {
+		verdict = VerdictLimited
+	}
 	if rule == ruleNotVisible {
 		wing = ""
 	}
-	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), code, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": wing, "rule": rule})), VerdictDeny, rule)
-}
-
-func (s *Server) limited(x *exchange, d *Device, req *rpcRequest, msg string, rule Rule, wing string) {
-	x.entry.Rule, x.entry.Wing = rule, wing
-	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), CodeRateLimited, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": wing, "rule": rule})), VerdictLimited, rule)
+	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), code, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": wing, "rule": rule})), verdict, rule)
 }
 
 // answer writes a JSON answer and the request's audit line.
@@ -440,7 +439,7 @@ func rpcErr(id json.RawMessage, code int, msg string, data any) map[string]any {
 	if data != nil {
 		e["data"] = data
 	}
-	if id == nil {
+	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
 	return map[string]any{"jsonrpc": "2.0", "id": id, "error": e}

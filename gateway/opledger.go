@@ -28,10 +28,7 @@ func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, [
 	if call.Reads {
 		return next(ctx, call.Body)
 	}
-	reqID := json.RawMessage(gjson.GetBytes(call.Body, "id").Raw)
-	if len(reqID) == 0 {
-		reqID = json.RawMessage("null")
-	}
+	reqID := json.RawMessage(gjson.GetBytes(call.Body, "id").Raw) // none: null, in rpcErr and the ledger's replay
 	params := json.RawMessage(gjson.GetBytes(call.Body, "params").Raw)
 	opID, ok, err := ledger.OpIDOf(params)
 	if err != nil {

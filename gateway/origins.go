@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +17,7 @@ import (
 // errCLIUntrusted: search's cli_compatible answer carries the hits
 // again as the CLI's text, which has no origins and cannot be cut by
 // trust, so a device that names a trusted set cannot have it.
-var errCLIUntrusted = errors.New("cli_compatible answers with the CLI's text, which says nothing of who wrote each hit: a device that names a trusted set gets its hits without it")
+var errCLIUntrusted = &denial{ruleCLIUntrusted, "cli_compatible answers with the CLI's text, which says nothing of who wrote each hit: a device that names a trusted set gets its hits without it"}
 
 // annotator is the origin step of one answer for one reading device:
 // each record gains an "origin" (gateway/origin), looked up in the

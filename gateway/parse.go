@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -267,14 +268,7 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 		slices.Sort(unknown)
 		return &badRequest{-32602, fmt.Sprintf("Unknown parameter '%s' for tool %s%s", strings.Join(unknown, "', '"), catalogue.Prefix, t.Name)}
 	}
-	for _, k := range stringArgs {
-		if v, ok := args[k]; ok {
-			if _, isStr := v.(string); !isStr {
-				return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter '%s': must be a string", k)}
-			}
-		}
-	}
-	if bad := checkNames("", args); bad != nil {
+	if bad := checkNames("", args, stringArgs...); bad != nil {
 		return bad
 	}
 	if d, ok := args["diary"]; ok {
@@ -282,14 +276,7 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 		if !isObj {
 			return &badRequest{-32602, "Invalid value for parameter 'diary': must be an object"}
 		}
-		for _, k := range []string{"wing", "agent_name"} {
-			if v, ok := dm[k]; ok {
-				if _, isStr := v.(string); !isStr {
-					return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter 'diary.%s': must be a string", k)}
-				}
-			}
-		}
-		if bad := checkNames("diary.", dm); bad != nil {
+		if bad := checkNames("diary.", dm, "wing", "agent_name"); bad != nil {
 			return bad
 		}
 	}
@@ -303,12 +290,7 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 			if !isObj {
 				return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter 'items[%d]': must be an object", i)}
 			}
-			if w, ok := m["wing"]; ok {
-				if _, isStr := w.(string); !isStr {
-					return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter 'items[%d].wing': must be a string", i)}
-				}
-			}
-			if bad := checkNames(fmt.Sprintf("items[%d].", i), m); bad != nil {
+			if bad := checkNames(fmt.Sprintf("items[%d].", i), m, "wing"); bad != nil {
 				return bad
 			}
 		}
@@ -316,9 +298,17 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	return nil
 }
 
-// checkNames refuses a name argument (nameArgs) of m that MemPalace
-// would strip, naming it (at prefixes nested ones) and the name to send.
-func checkNames(at string, m map[string]any) *badRequest {
+// checkNames refuses an argument of m named in strs that is not a
+// string, then a name argument (nameArgs) that MemPalace would strip,
+// naming it (at prefixes nested ones) and the name to send.
+func checkNames(at string, m map[string]any, strs ...string) *badRequest {
+	for _, k := range strs {
+		if v, ok := m[k]; ok {
+			if _, isStr := v.(string); !isStr {
+				return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter '%s%s': must be a string", at, k)}
+			}
+		}
+	}
 	for _, k := range nameArgs {
 		if s, ok := m[k].(string); ok && padded(s) {
 			return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter '%s%s': %q has whitespace at its start or end, which MemPalace strips (the gateway authorizes names as sent); send %q", at, k, s, catalogue.SanitizedName(s))}
@@ -334,15 +324,9 @@ func padded(s string) bool { return catalogue.SanitizedName(s) != s }
 // encode is the message the upstream receives: the parsed envelope, with
 // a tools/call's arguments as authorized (and stamped).
 func (r *rpcRequest) encode() []byte {
-	out := make(map[string]any, len(r.msg))
-	for k, v := range r.msg {
-		out[k] = v
-	}
+	out := maps.Clone(r.msg)
 	if r.Method == "tools/call" {
-		p := map[string]any{}
-		for k, v := range r.msg["params"].(map[string]any) {
-			p[k] = v
-		}
+		p := maps.Clone(r.msg["params"].(map[string]any))
 		p["name"], p["arguments"] = r.Tool, r.Args
 		out["params"] = p
 	}
