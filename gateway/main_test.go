@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"crypto/ed25519"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -15,4 +17,16 @@ import (
 func TestMain(m *testing.M) {
 	fakepalace.MainIfLinked()
 	goleak.VerifyTestMain(m)
+}
+
+// Verify checks a log's chain (VerifyLog without anchors) and returns
+// its line count.
+func Verify(file string, pub ed25519.PublicKey) (lines int, err error) {
+	r, err := VerifyLog(file, pub, nil)
+	return r.Lines, err
+}
+
+// Authenticate is AuthenticateWith by the config alone.
+func Authenticate(c *Config, key []byte, presented string, now time.Time) (*Device, *Token, bool, error) {
+	return AuthenticateWith(c, nil, key, presented, now)
 }

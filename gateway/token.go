@@ -79,12 +79,6 @@ func (t Token) live(now time.Time) bool {
 	return !t.Revoked && (t.Expires == nil || t.Expires.After(now))
 }
 
-// Authenticate finds the device a presented token belongs to, by the
-// config alone (see AuthenticateWith).
-func Authenticate(c *Config, key []byte, presented string, now time.Time) (*Device, *Token, bool, error) {
-	return AuthenticateWith(c, nil, key, presented, now)
-}
-
 // AuthenticateWith finds the device a presented token belongs to. The
 // token id selects the stored HMAC; the comparison is constant-time.
 // firstUse gives a token's first use recorded outside the config (the

@@ -31,12 +31,6 @@ type Report struct {
 // ErrCut: the log is shorter than an anchor says it was.
 var ErrCut = errors.New("lines were removed from the log's end")
 
-// Verify checks a log's chain; see VerifyLog.
-func Verify(file string, pub ed25519.PublicKey) (lines int, err error) {
-	r, err := VerifyLog(file, pub, nil)
-	return r.Lines, err
-}
-
 // VerifyLog checks a log's chain and reports the first broken line. Each
 // line's hash covers its exact bytes (up to the hash field), and a line
 // with a field twice, two fields differing only in case or a field an

@@ -48,7 +48,7 @@ func TestGatewayDeviceSetKeepsTokens(t *testing.T) {
 		t.Errorf("the tokens changed: %+v, were %+v", d.Tokens, before.Device("laptop-7f3a").Tokens)
 	}
 	key, _ := gateway.LoadSecret(c.SecretFile)
-	if got, _, _, err := gateway.Authenticate(c, key, tok, time.Now()); err != nil || got.ID != "laptop-7f3a" {
+	if got, _, _, err := gateway.AuthenticateWith(c, nil, key, tok, time.Now()); err != nil || got.ID != "laptop-7f3a" {
 		t.Errorf("the token issued before set no longer authenticates: %v", err)
 	}
 

@@ -11,7 +11,7 @@
 //	 "params":{"name":"mempalace_diary_write","arguments":{…},
 //	           "_meta":{"devbox-config/op-id":"<64 lowercase hex>"}}}
 //
-// [SetOpID] puts it there (the edge); [OpIDOf] reads and validates it (a
+// The edge puts it there; [OpIDOf] reads and validates it (a
 // malformed one is an error, so the gateway can refuse the call rather
 // than forward it unprotected).
 //

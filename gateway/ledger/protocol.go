@@ -87,28 +87,6 @@ func ResendOf(params json.RawMessage) string {
 	return gjson.GetBytes(params, "_meta."+gjson.Escape(ResendKey)).String()
 }
 
-// SetOpID returns tools/call params carrying op id (the edge's side of
-// OpIDOf), keeping every other member, _meta's included.
-func SetOpID(params json.RawMessage, id string) (json.RawMessage, error) {
-	if err := checkOpID(id); err != nil {
-		return nil, fmt.Errorf("op id: %w", err)
-	}
-	if len(params) == 0 || string(params) == "null" {
-		params = json.RawMessage("{}")
-	}
-	if !gjson.ValidBytes(params) || !gjson.ParseBytes(params).IsObject() {
-		return nil, fmt.Errorf("params: not a JSON object")
-	}
-	if m := gjson.GetBytes(params, "_meta"); m.Exists() && !m.IsObject() {
-		return nil, fmt.Errorf("params._meta: not a JSON object")
-	}
-	out, err := sjson.SetBytes(append([]byte(nil), params...), "_meta."+gjson.Escape(MetaKey), id)
-	if err != nil {
-		return nil, fmt.Errorf("params: %w", err)
-	}
-	return out, nil
-}
-
 func kind(v gjson.Result) string {
 	switch {
 	case v.IsObject():

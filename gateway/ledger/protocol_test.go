@@ -71,33 +71,3 @@ func TestResponseNullID(t *testing.T) {
 		t.Fatal(got)
 	}
 }
-
-func TestSetOpIDRoundTrips(t *testing.T) {
-	id := opID("edge")
-	for _, params := range []string{
-		`{"name":"mempalace_diary_write","arguments":{"entry":"x"}}`,
-		`{"name":"t","arguments":{},"_meta":{"progressToken":7}}`,
-		`null`,
-	} {
-		out, err := SetOpID(json.RawMessage(params), id)
-		if err != nil {
-			t.Fatalf("%s: %v", params, err)
-		}
-		got, ok, err := OpIDOf(out)
-		if err != nil || !ok || got != id {
-			t.Fatalf("%s -> %s: read back %q %v %v", params, out, got, ok, err)
-		}
-		if params != "null" && gjson.Get(params, "arguments").Raw != gjson.GetBytes(out, "arguments").Raw {
-			t.Fatalf("arguments changed: %s", out)
-		}
-		if strings.Contains(params, "progressToken") && gjson.GetBytes(out, "_meta.progressToken").Int() != 7 {
-			t.Fatalf("other _meta lost: %s", out)
-		}
-	}
-	if _, err := SetOpID(json.RawMessage(`{}`), "ABC"); err == nil {
-		t.Fatal("a malformed op id was set")
-	}
-	if _, err := SetOpID(json.RawMessage(`{"_meta":3}`), id); err == nil {
-		t.Fatal("params with a non-object _meta accepted")
-	}
-}
