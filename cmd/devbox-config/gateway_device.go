@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -178,13 +179,9 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 // removeDevice is `gateway device remove ID`.
 func removeDevice(g *gatewayConfig, id string) error {
 	return g.update(func(c *gateway.Config) error {
-		for i, d := range c.Devices {
-			if d.ID == id {
-				c.Devices = append(c.Devices[:i], c.Devices[i+1:]...)
-				return nil
-			}
-		}
-		return failed(fmt.Errorf("no device %s", id))
+		_, err := deviceIn(c, id)
+		c.Devices = slices.DeleteFunc(c.Devices, func(d gateway.Device) bool { return d.ID == id })
+		return err
 	})
 }
 
