@@ -377,7 +377,7 @@ func (s *Server) auditAhead(x *exchange, d *Device, req *rpcRequest) bool {
 	if x.ahead, err = s.audit.appendLine(probe, true); err != nil {
 		s.Log.Error("audit log not writable: refusing writes", "err", err)
 		x.answered = true
-		writeJSON(x.w, 200, rpcErr(req.rawID(), CodeDenied, "devbox-config gateway: the audit log cannot be written; writes are refused", map[string]any{"device": d.ID, "tool": req.Tool, "rule": ruleAudit}))
+		writeRawJSON(x.w, 200, encodeJSON(rpcErr(req.rawID(), CodeDenied, "devbox-config gateway: the audit log cannot be written; writes are refused", map[string]any{"device": d.ID, "tool": req.Tool, "rule": ruleAudit})))
 		x.audited = true // the log is what failed
 		return false
 	}
@@ -432,25 +432,6 @@ func (s *Server) finish(x *exchange, decision Verdict, rule Rule, status int) {
 	if err := s.audit.Append(e, false); err != nil {
 		s.Log.Error("audit log not writable", "err", err)
 	}
-}
-
-func rpcErr(id json.RawMessage, code int, msg string, data any) map[string]any {
-	e := map[string]any{"code": code, "message": msg}
-	if data != nil {
-		e["data"] = data
-	}
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	return map[string]any{"jsonrpc": "2.0", "id": id, "error": e}
-}
-
-func rpcErrBytes(id json.RawMessage, code int, msg string) []byte {
-	return encodeJSON(rpcErr(id, code, msg, nil))
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	writeRawJSON(w, code, encodeJSON(v))
 }
 
 func writeRawJSON(w http.ResponseWriter, code int, b []byte) {

@@ -341,6 +341,22 @@ func (r *rpcRequest) rawID() json.RawMessage {
 	return encodeJSON(r.id)
 }
 
+// rpcErr is a JSON-RPC error answer to id (an empty id: null).
+func rpcErr(id json.RawMessage, code int, msg string, data any) map[string]any {
+	e := map[string]any{"code": code, "message": msg}
+	if data != nil {
+		e["data"] = data
+	}
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	return map[string]any{"jsonrpc": "2.0", "id": id, "error": e}
+}
+
+func rpcErrBytes(id json.RawMessage, code int, msg string) []byte {
+	return encodeJSON(rpcErr(id, code, msg, nil))
+}
+
 // parseQuery is the query step of a GET route: each parameter at most
 // once and only those the route knows; empty values are dropped (as
 // Python's parse_qsl does). The upstream gets rebuildQuery's output, so
