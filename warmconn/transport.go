@@ -141,6 +141,12 @@ func (c *warmConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// earlyAnswerWait bounds the wait for an answer the server sent before it
+// read the whole request, once writing the request failed: such an answer
+// is sent before the server closes (which broke the write), so it is here
+// already; a server that died sent none, and the read ends at once.
+const earlyAnswerWait = 200 * time.Millisecond
+
 // errNothingRead marks a failure before any byte of the answer arrived.
 var errNothingRead = errors.New("the connection failed before the answer began")
 
@@ -332,11 +338,8 @@ func (t *Transport) dial(ctx context.Context) (*warmConn, error) {
 // by the caller, and c goes back to the pool (or is closed) when it ends.
 func (t *Transport) exchange(c *warmConn, req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl) // fails only on a closed connection, which the write then reports
-	} else {
-		c.SetDeadline(time.Time{}) // as above
-	}
+	dl, _ := ctx.Deadline()                                                   // zero: none
+	c.SetDeadline(dl)                                                         // fails only on a closed connection, which the write then reports
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) }) // ends the exchange; on a closed connection nothing to end
 	c.read = 0
 	fail := func(err error) (*http.Response, error) {
@@ -352,21 +355,33 @@ func (t *Transport) exchange(c *warmConn, req *http.Request) (*http.Response, er
 	// Written without the caller's httptrace hooks (req.Write would call
 	// WroteRequest with the request still in c.bw); WroteRequest is called
 	// here once it is on the wire: a merged read starts its local half then.
-	if err := req.WithContext(context.Background()).Write(c.bw); err != nil {
-		return fail(err)
+	werr := req.WithContext(context.Background()).Write(c.bw)
+	if werr == nil {
+		werr = c.bw.Flush()
 	}
-	err := c.bw.Flush()
 	if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.WroteRequest != nil {
-		trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
+		trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
 	}
-	if err != nil {
-		return fail(err)
+	broken := werr != nil
+	if broken {
+		if ctx.Err() != nil {
+			return fail(werr)
+		}
+		// The server may have answered from the head alone and closed
+		// without reading the body (serve refuses a bad token, or a body
+		// over its limit, so): that answer is here already, and it is the
+		// call's outcome, not the broken write. The deadline stays for its
+		// body, which came with it.
+		c.SetReadDeadline(time.Now().Add(earlyAnswerWait)) // fails only on a closed connection, which the read then reports
 	}
 	resp, err := http.ReadResponse(c.br, req)
-	if err != nil {
+	switch {
+	case err != nil && broken:
+		return fail(werr) // no answer: the write's error is the one to report
+	case err != nil:
 		return fail(err)
 	}
-	keep := !resp.Close && !req.Close
+	keep := !broken && !resp.Close && !req.Close
 	done := func(eof bool) {
 		stop()
 		if eof && keep && c.br.Buffered() == 0 {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
@@ -407,5 +408,40 @@ func TestCloseWaitsForItsBackgroundDial(t *testing.T) {
 	wt.Close()
 	if left := testbed.GoroutinesOf("warmconn.(*Transport)"); len(left) > 0 {
 		t.Fatalf("Close returned with a background dial running:\n%s", strings.Join(left, "\n\n"))
+	}
+}
+
+// A server may answer before it has read the request, as serve refuses a
+// bad token (401) or a body over its limit (413) from the head alone, and
+// then close the connection: a large body then fails to go out. That
+// answer is the call's outcome, not the broken write (an operator told
+// "unreachable" goes after the network, not the token), and the request
+// is reported as not written whole.
+func TestWarmTransportReturnsAnAnswerSentBeforeTheBodyWasRead(t *testing.T) {
+	refuse := func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil { // the head only, never the body
+			return
+		}
+		fmt.Fprint(c, "HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nContent-Length: 12\r\n\r\nUnauthorized")
+		c.(*net.TCPConn).CloseWrite()
+		// closed with the body unread: the client's write then fails
+	}
+	u, _ := rawServer(t, map[int]func(net.Conn, *bufio.Reader){0: refuse, 1: refuse})
+	c, _ := warmClient(t, u)
+	var wrote atomic.Value
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) { wrote.Store(w.Err == nil) }})
+	big := strings.Repeat("x", 32<<20) // more than loopback's socket buffers hold
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(big))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("the server's early answer was lost: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusUnauthorized || string(body) != "Unauthorized" {
+		t.Errorf("answer HTTP %d %q, want the server's 401", resp.StatusCode, body)
+	}
+	if w, _ := wrote.Load().(bool); w {
+		t.Error("the request is reported written whole; the server never read its body")
 	}
 }
