@@ -49,7 +49,7 @@ func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, [
 	case errors.Is(err, ledger.ErrInFlight):
 		return 200, rpcErrBytes(reqID, ledger.CodeInFlight, "devbox-config gateway: this op is being forwarded now (retry later; nothing waits for it here)")
 	case errors.Is(err, ledger.ErrInDoubt):
-		return 200, rpcErrBytes(reqID, ledger.CodeInDoubt, "devbox-config gateway: this op was in flight when the gateway stopped and may have reached the primary: look it up, and send it again with _meta[\""+ledger.ResendKey+"\"] only if it is not there")
+		return 200, rpcErrBytes(reqID, ledger.CodeInDoubt, "devbox-config gateway: this op may have been applied: it reached the primary and no answer came back (the answer was lost, or the gateway stopped with it in flight): look it up, and send it again with _meta[\""+ledger.ResendKey+"\"] only if it is not there")
 	case errors.Is(err, ledger.ErrReused):
 		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error())
 	case errors.Is(err, ledger.ErrUnavailable):

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/warmconn"
 )
 
@@ -88,5 +89,28 @@ func TestUpstreamFailuresSayWhetherTheCallWasSent(t *testing.T) {
 				t.Fatalf("HTTP %d %s; want %d saying %q", status, resp, c.status, c.says)
 			}
 		})
+	}
+}
+
+// An op whose answer the upstream lost is in doubt; the resend's refusal
+// says why (the answer was lost on the way back), not that the gateway
+// stopped, which sent the operator to the gateway's log for a crash that
+// never happened.
+func TestInDoubtAfterALostAnswerSaysTheAnswerWasLost(t *testing.T) {
+	u := rawUpstream(t, func(c net.Conn) { readRequest(c) }) // takes every call, answers none
+	g := newGWAt(t, []Device{{ID: "dev1", Label: "lab", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@lab"}, Coordinator: true}}, &upstream{name: "loses answers", url: u})
+	g.withLedger()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_kg_add","arguments":{"subject":"a","predicate":"b","object":"c"},"_meta":{"` + ledger.MetaKey + `":"` + strings.Repeat("ab", 32) + `"}}}`
+	if status, _ := g.post(g.tokens["dev1"], body); status != http.StatusBadGateway {
+		t.Fatalf("the lost answer: HTTP %d, want 502", status)
+	}
+	_, resp := g.post(g.tokens["dev1"], body)
+	e, _ := resp["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	if code, _ := e["code"].(float64); int(code) != ledger.CodeInDoubt {
+		t.Fatalf("the resend: %v, want the in-doubt refusal", resp)
+	}
+	if strings.Contains(msg, "when the gateway stopped") || !strings.Contains(msg, "answer") {
+		t.Errorf("the in-doubt refusal of a lost answer says %q; it should say the answer was lost, not that the gateway stopped", msg)
 	}
 }

@@ -73,12 +73,14 @@ var ErrUnavailable = errors.New("op-id ledger unavailable")
 // waits.
 var ErrInFlight = errors.New("op id in flight: being forwarded now")
 
-// ErrInDoubt: the op id was in flight when its gateway stopped (its claim
-// outlived StaleAfter and the grace): the upstream may have applied it.
+// ErrInDoubt: the op id reached the upstream without an answer coming
+// back: its answer was lost (the forward said MaybeApplied), or it was in
+// flight when its gateway stopped (its claim outlived StaleAfter and the
+// grace). The upstream may have applied it.
 // It is forwarded again only on a call that says why it may be
 // (Call.Resend: the caller looked it up and it is not there, or an
 // operator said to).
-var ErrInDoubt = errors.New("op id in doubt: it was in flight when its gateway stopped, and may have reached the upstream")
+var ErrInDoubt = errors.New("op id in doubt: it reached the upstream without an answer (lost, or its gateway stopped), and may have been applied")
 
 // Call identifies one tools/call for the ledger.
 type Call struct {
