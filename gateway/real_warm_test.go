@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -325,5 +326,106 @@ func TestRealWarmLargeWriteRefusedFromItsHead(t *testing.T) {
 	r.g.srv.UpstreamToken = func() string { return "not-the-upstream-token" }
 	if a := r.post("dev1", "mempalace_event_append", event(strings.Repeat("x", 8<<20)), nil); a.status != http.StatusBadGateway || a.msg != UpstreamRefused {
 		t.Errorf("a large write with the gateway's token refused: %v, want 502 %q", a, UpstreamRefused)
+	}
+}
+
+// slowProxy passes calls to serve through realpalace.Proxy and holds each
+// answer for hold once serve has made it; it notes when the gateway gave
+// a call up (its request's context ended while the answer was held).
+type slowProxy struct {
+	p        *realpalace.Proxy
+	hold     time.Duration
+	mu       sync.Mutex
+	givenUp  int
+	answered int
+}
+
+func (s *slowProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &heldAnswer{header: http.Header{}}
+	s.p.ServeHTTP(rec, r) // serve makes the call
+	select {
+	case <-time.After(s.hold):
+	case <-r.Context().Done():
+		s.mu.Lock()
+		s.givenUp++
+		s.mu.Unlock()
+		return
+	}
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.status)
+	w.Write(rec.body.Bytes())
+	s.mu.Lock()
+	s.answered++
+	s.mu.Unlock()
+}
+
+type heldAnswer struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (h *heldAnswer) Header() http.Header         { return h.header }
+func (h *heldAnswer) WriteHeader(s int)           { h.status = s }
+func (h *heldAnswer) Write(b []byte) (int, error) { return h.body.Write(b) }
+
+// TestRealWarmSlowUpstream: serve's answers arrive after the device has
+// given up. A write's upstream call is not given up with the device: the
+// ledger records its answer, the device's resends are told it is in
+// flight, then answered from the record, and the write is on serve once.
+// A read is given up upstream with the device (no call left waiting).
+func TestRealWarmSlowUpstream(t *testing.T) {
+	srv := realpalace.New(t).Serve(t, upstreamToken)
+	slow := &slowProxy{p: realpalace.NewProxy(t, srv.URL), hold: 3 * time.Second} // its own listener unused: slow serves the gateway
+	front := httptest.NewServer(slow)
+	t.Cleanup(front.Close)
+	dev := Device{ID: "dev1", Label: "dev1", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@dev1"}, Coordinator: true, ReadRate: 1e9, WriteRate: 1e9}
+	g := newGWAt(t, []Device{dev}, &upstream{name: "slow serve", url: front.URL + "/mcp"})
+	g.withLedger()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(srv.Palace().Dir, "logstream.sqlite3")+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	r := &warmRig{t: t, srv: srv, g: g, log: db, hc: &http.Client{Timeout: time.Second, Transport: &http.Transport{}}}
+	t.Cleanup(r.hc.CloseIdleConnections)
+
+	if a := r.read("dev1"); a.status != 0 {
+		t.Fatalf("a read slower than the device's patience: %v, want the device's own timeout", a)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for end := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("after 10 s: %s", what)
+			}
+		}
+	}
+	waitFor("the gateway gives the read up upstream", func() bool { slow.mu.Lock(); defer slow.mu.Unlock(); return slow.givenUp == 1 })
+
+	op := opID("dev1", 1)
+	first := r.appendEvent("dev1", op, "slow write", "")
+	if first.status != 0 {
+		t.Fatalf("a write slower than the device's patience: %v, want the device's own timeout", first)
+	}
+	var last answer
+	for try := 0; try < 100; try++ {
+		if last = r.appendEvent("dev1", op, "slow write", ""); last.code != ledger.CodeInFlight {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !last.ok {
+		t.Errorf("the resend after the write's answer came: %v, want the recorded answer", last)
+	}
+	if n := r.landed("slow write"); n != 1 {
+		t.Errorf("the slow write is on serve %d times, want 1", n)
+	}
+	slow.mu.Lock()
+	defer slow.mu.Unlock()
+	if slow.answered != 1 || slow.givenUp != 1 {
+		t.Errorf("serve's answers: %d delivered, %d given up; want the write's delivered and the read's given up", slow.answered, slow.givenUp)
 	}
 }
