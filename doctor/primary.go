@@ -115,8 +115,8 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 
 // checkTools is the authenticated half of CheckPrimary: tools/list with
 // the token. Behind a devbox-config gateway (it advertises itself on every
-// /mcp answer) a refusal is about the device's own token, and a 502 about
-// the gateway's upstream.
+// /mcp answer) a refusal is about the device's own token, and a 502 or 503
+// about the gateway's upstream.
 func checkTools(ctx context.Context, opts Options, st State, client *http.Client, p *Probe) []Finding {
 	s := st.Settings
 	c := mcpClient{client: client, url: s.URL, token: opts.token()}
@@ -128,7 +128,7 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 		return []Finding{unreachable(opts, at, err)}
 	case status == http.StatusUnauthorized:
 		return []Finding{authFinding(at, s.TokenSet, c.gateway)}
-	case c.gateway && status == http.StatusBadGateway:
+	case c.gateway && (status == http.StatusBadGateway || status == http.StatusServiceUnavailable):
 		return []Finding{{ID: IDGatewayUpstream, Severity: Error, Section: "§6.2",
 			Message: fmt.Sprintf("%s is a devbox-config gateway: it accepted this device's token, but the primary behind it failed: %s", at, opts.mask(c.refusal)),
 			Fix:     "on the gateway's host (nothing in this devbox's .env changes): if the upstream refused the gateway's token, set MEMPALACE_UPSTREAM_TOKEN in the gateway's environment (or upstream_token_file in its config) to the primary's token and restart the gateway; if the primary is unreachable, start it and check the gateway's --upstream"}}

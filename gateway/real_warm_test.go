@@ -324,8 +324,8 @@ func TestRealWarmLargeWriteRefusedFromItsHead(t *testing.T) {
 		t.Errorf("a write over serve's limit: %v, want serve's 413", a)
 	}
 	r.g.srv.UpstreamToken = func() string { return "not-the-upstream-token" }
-	if a := r.post("dev1", "mempalace_event_append", event(strings.Repeat("x", 8<<20)), nil); a.status != http.StatusBadGateway || a.msg != UpstreamRefused {
-		t.Errorf("a large write with the gateway's token refused: %v, want 502 %q", a, UpstreamRefused)
+	if a := r.post("dev1", "mempalace_event_append", event(strings.Repeat("x", 8<<20)), nil); a.status != http.StatusServiceUnavailable || a.msg != UpstreamRefused {
+		t.Errorf("a large write with the gateway's token refused: %v, want 503 %q", a, UpstreamRefused)
 	}
 }
 

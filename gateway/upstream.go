@@ -19,7 +19,7 @@ import (
 // callTimeout bounds one upstream call (event_wait may hold five minutes).
 const callTimeout = 5*time.Minute + 30*time.Second
 
-// UpstreamRefused is the message of the 502 a device gets when the
+// UpstreamRefused is the message of the 503 a device gets when the
 // upstream refuses the gateway's own token: the device's token was fine.
 const UpstreamRefused = "devbox-config gateway: the upstream refused the gateway's token: on the gateway's host, set MEMPALACE_UPSTREAM_TOKEN (or the config's upstream_token_file) to the primary's token and restart the gateway"
 
@@ -119,8 +119,11 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		// The device was authenticated here; passing the 401 on would send
-		// its operator after the wrong token.
-		return http.StatusBadGateway, rpcErrBytes(nil, -32000, UpstreamRefused)
+		// its operator after the wrong token. 503, not 502: the upstream
+		// refused the call before running it, so it was certainly not
+		// applied (the ledger releases the op id, the edge sends it again
+		// later) where a 502 would put a write in doubt.
+		return http.StatusServiceUnavailable, rpcErrBytes(nil, -32000, UpstreamRefused)
 	}
 	return resp.StatusCode, b
 }
