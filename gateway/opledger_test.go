@@ -36,6 +36,24 @@ func (g *gw) withLedger() {
 	g.srv.Ledger = OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
 }
 
+// postOp sends a tools/call with an op id in _meta as device token's
+// holder, and returns the HTTP status and the decoded answer.
+func (g *gw) postOp(token, tool string, args map[string]any, opID string) (int, map[string]any) {
+	g.t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+		"name": tool, "arguments": args, "_meta": map[string]any{ledger.MetaKey: opID}}})
+	req, _ := http.NewRequest("POST", g.http.URL+"/mcp", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
 func TestEdgeThroughGatewayExactlyOnce(t *testing.T) {
 	for _, withLedger := range []bool{true, false} {
 		t.Run(map[bool]string{true: "ledger", false: "no ledger (control)"}[withLedger], func(t *testing.T) {
@@ -172,19 +190,7 @@ func TestNarrowedCheckpointResendIsAReplay(t *testing.T) {
 	g.withLedger()
 	opID := strings.Repeat("ab", 32)
 	send := func() map[string]any {
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
-			"name":      "mempalace_checkpoint",
-			"arguments": map[string]any{"items": []any{map[string]any{"wing": "alice_w", "room": "cp", "content": "a zebra quartz note"}}},
-			"_meta":     map[string]any{ledger.MetaKey: opID}}})
-		req, _ := http.NewRequest("POST", g.http.URL+"/mcp", bytes.NewReader(b))
-		req.Header.Set("Authorization", "Bearer "+g.tokens["alice"])
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		json.NewDecoder(resp.Body).Decode(&m)
+		_, m := g.postOp(g.tokens["alice"], "mempalace_checkpoint", map[string]any{"items": []any{map[string]any{"wing": "alice_w", "room": "cp", "content": "a zebra quartz note"}}}, opID)
 		return m
 	}
 	first, second := send(), send()

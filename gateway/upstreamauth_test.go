@@ -1,13 +1,8 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // The upstream refusing the gateway's own token is the gateway's problem,
@@ -27,20 +22,7 @@ func TestUpstreamRefusingTheGatewaysTokenIsA503(t *testing.T) {
 		t.Fatalf("HTTP %d, error %v; want 503 naming the gateway's upstream token", status, rpcErr)
 	}
 	put := func() (int, map[string]any) {
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": map[string]any{
-			"name":      "mempalace_artifact_put",
-			"arguments": map[string]any{"kind": "note", "content": "written while the gateway's token was wrong", "created_by": "opencode@laptop"},
-			"_meta":     map[string]any{ledger.MetaKey: strings.Repeat("cd", 32)}}})
-		req, _ := http.NewRequest("POST", g.http.URL+"/mcp", bytes.NewReader(b))
-		req.Header.Set("Authorization", "Bearer "+g.tokens["laptop-7f3a"])
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		json.NewDecoder(resp.Body).Decode(&m)
-		return resp.StatusCode, m
+		return g.postOp(g.tokens["laptop-7f3a"], "mempalace_artifact_put", map[string]any{"kind": "note", "content": "written while the gateway's token was wrong", "created_by": "opencode@laptop"}, strings.Repeat("cd", 32))
 	}
 	if status, m := put(); status != 503 || m["error"] == nil {
 		t.Fatalf("a write while the upstream refuses the gateway: HTTP %d %v; want 503", status, m)
