@@ -36,16 +36,17 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	}
 	// The answer's shape, as the catalogue names it for the gateway's
 	// filter, says how the two sides merge.
-	shape, c, args := orig.tool.Filter, orig, orig.argsMap()
+	shape, args := orig.tool.Filter, orig.argsMap()
+	askLocal := func(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+		return e.localServer.Call(ctx, c.params)
+	}
+	askPrimary := func(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+		return e.callPrimary(ctx, c, true)
+	}
 	if shape == catalogue.FilterDrawers {
 		// Page the union: both sides from the start, up to the end of the
-		// requested page.
-		q := maps.Clone(args)
-		q["offset"], q["limit"] = 0, min(intArg(args, "offset", 0)+intArg(args, "limit", 20), 100)
-		var err error
-		if c, err = orig.with(q); err != nil {
-			return nil, err
-		}
+		// requested page (mergedpage.go).
+		askLocal, askPrimary = drawersUpTo(askLocal), drawersUpTo(askPrimary)
 	}
 	// The primary (the slower side) is asked first; the local palace as
 	// soon as the primary's request is written (or has failed), so the
@@ -56,12 +57,12 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	lc := make(chan out, 1)
 	startLocal := sync.OnceFunc(func() {
 		go func() {
-			r, err := e.localServer.Call(ctx, c.params)
+			r, err := askLocal(ctx, orig)
 			lc <- out{r, err}
 		}()
 	})
 	pctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
-	pres, perr := e.callPrimary(pctx, c, true)
+	pres, perr := askPrimary(pctx, orig)
 	pres = e.hideTombstoned(ctx, shape, pres) // tombstone.go
 	startLocal()
 	lo := <-lc
@@ -98,36 +99,12 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	case catalogue.FilterDiary:
 		merged = mergeDiary(lm, pm, intArg(args, "last_n", 10), time.Local)
 	case catalogue.FilterDrawers:
-		merged = mergeDrawers(lm, pm, intArg(args, "offset", 0), intArg(args, "limit", 20))
+		offset, limit := drawerWindow(args)
+		merged = mergeDrawers(lm, pm, offset, limit)
 	default:
 		merged = pm
 	}
 	return jsonResult(merged, false), nil
-}
-
-// requestedPage is one side's list_drawers answer cut to the page the
-// agent asked for: each side was asked for the widened page, and a
-// degraded answer is one side's. Any other answer is returned as it is.
-func requestedPage(shape catalogue.Filter, res *mcp.CallToolResult, args map[string]any) *mcp.CallToolResult {
-	if shape != catalogue.FilterDrawers {
-		return res
-	}
-	m := resultJSON(res) // usable: an object text
-	ds, ok := m["drawers"].([]any)
-	if !ok {
-		return res
-	}
-	offset, limit := intArg(args, "offset", 0), intArg(args, "limit", 20)
-	ds = page(ds, offset, limit)
-	m["drawers"], m["count"], m["offset"], m["limit"] = ds, len(ds), offset, limit
-	c := *res
-	c.Content = jsonResult(m, false).Content
-	return &c
-}
-
-// page is xs[offset:offset+limit], empty where that is out of range.
-func page[T any](xs []T, offset, limit int) []T {
-	return xs[min(max(offset, 0), len(xs)):min(max(offset+limit, offset, 0), len(xs))]
 }
 
 // usable is a side's answer when it can be merged: a JSON object text, not
@@ -463,17 +440,4 @@ func entryTime(ts string, local *time.Location) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-// mergeDrawers: union by drawer_id, sorted by id (as MemPalace sorts), the
-// requested page of the union.
-func mergeDrawers(lm, pm map[string]any, offset, limit int) map[string]any {
-	all := union(lm, pm, "drawers", "drawer_id")
-	sort.Slice(all, func(i, j int) bool { return all[i].id < all[j].id })
-	pg := records(page(all, offset, limit))
-	out := maps.Clone(pm) // the primary's envelope: a gateway's filtered and untrusted_withheld
-	out["drawers"], out["count"], out["offset"], out["limit"] = pg, len(pg), offset, limit
-	out["total"] = max(num(lm["total"]), num(pm["total"]), float64(len(all)))
-	out["edge"] = map[string]any{"merged": true, "local": "ok", "primary": "ok", "total": "at least; the two palaces overlap"}
-	return out
 }
