@@ -122,7 +122,33 @@ func mergeDrawers(lm, pm map[string]any, offset, limit int) map[string]any {
 	pg := records(page(all, offset, limit))
 	out := maps.Clone(pm) // the primary's envelope: a gateway's filtered and untrusted_withheld
 	out["drawers"], out["count"], out["offset"], out["limit"] = pg, len(pg), offset, limit
-	out["total"] = max(num(lm["total"]), num(pm["total"]), float64(len(all)))
-	out["edge"] = map[string]any{"merged": true, "local": "ok", "primary": "ok", "total": "at least; the two palaces overlap"}
+	out["total"], out["edge"] = unionTotal(lm, pm, len(all))
 	return out
+}
+
+// unionTotal is a merged list_drawers' total and its edge member. Each
+// side gave its drawers from the first to the page's end (drawersUpTo):
+// the total is the union of those plus what each side has not given yet,
+// exact once both gave all theirs and never less than the union holds, so
+// an agent that pages until offset reaches total sees every drawer (its
+// last pages may come back short). A side's withheld drawers count as
+// given. Without a side's total: at least the larger one, as before.
+func unionTotal(lm, pm map[string]any, union int) (float64, map[string]any) {
+	edge := map[string]any{"merged": true, "local": "ok", "primary": "ok"}
+	lt, lok := lm["total"].(float64)
+	pt, pok := pm["total"].(float64)
+	if !lok || !pok {
+		edge["total"] = "at least; the two palaces overlap"
+		return max(lt, pt, float64(union)), edge
+	}
+	given := func(m map[string]any) float64 {
+		ds, _ := m["drawers"].([]any)
+		w, _ := m["untrusted_withheld"].(float64)
+		return float64(len(ds)) + w
+	}
+	rest := max(lt-given(lm), 0) + max(pt-given(pm), 0)
+	if rest > 0 {
+		edge["total"] = "at most: the drawers past this page may be on both palaces"
+	}
+	return float64(union) + rest, edge
 }

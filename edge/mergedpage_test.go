@@ -152,6 +152,11 @@ func walkDrawers(t *testing.T, h *harness, want []string, degraded bool) {
 			t.Fatalf("offset %d, limit 20 of %d drawers (degraded %v): got %d drawers (%d of them the right ones), count %v, degraded %v",
 				offset, len(want), degraded, len(ids), len(slices.DeleteFunc(ids, func(id string) bool { return !slices.Contains(wantPage, id) })), got["count"], got["degraded"])
 		}
+		// An agent pages until offset reaches total: total never says
+		// fewer drawers than there are, and is exact on the last page.
+		if tot, _ := got["total"].(float64); tot < float64(len(want)) || offset+20 >= len(want) && tot != float64(len(want)) {
+			t.Fatalf("offset %d of %d drawers (degraded %v): total %v; an agent paging by it stops at %v", offset, len(want), degraded, got["total"], got["total"])
+		}
 	}
 }
 
