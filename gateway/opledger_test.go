@@ -1,12 +1,10 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,22 +34,13 @@ func (g *gw) withLedger() {
 	g.srv.Ledger = OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
 }
 
-// postOp sends a tools/call with an op id in _meta as device token's
-// holder, and returns the HTTP status and the decoded answer.
+// postOp sends a tools/call with an op id in _meta as token's device, and
+// returns the HTTP status and the decoded answer.
 func (g *gw) postOp(token, tool string, args map[string]any, opID string) (int, map[string]any) {
 	g.t.Helper()
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
 		"name": tool, "arguments": args, "_meta": map[string]any{ledger.MetaKey: opID}}})
-	req, _ := http.NewRequest("POST", g.http.URL+"/mcp", bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
-	return resp.StatusCode, m
+	return g.post(token, string(b))
 }
 
 func TestEdgeThroughGatewayExactlyOnce(t *testing.T) {
