@@ -41,11 +41,14 @@ type Entry struct {
 	Replace bool
 }
 
-// tables maps each kind to its table and key columns.
-var tables = map[Kind]struct {
+// table is a kind's table and its key columns.
+type table struct {
 	name string
 	cols []string
-}{
+}
+
+// tables maps each kind to its table.
+var tables = map[Kind]table{
 	KindDrawer: {"drawers", []string{"id"}},
 	KindEvent:  {"events", []string{"id"}},
 	KindFact:   {"facts", []string{"subject", "predicate", "object", "valid_from"}},
@@ -201,19 +204,15 @@ func (s *Store) Record(ctx context.Context, entries ...Entry) error {
 	}
 	defer tx.Rollback() // after Commit, a no-op
 	for _, e := range entries {
-		t, ok := tables[e.Key.Kind]
-		if !ok || len(e.Key.Parts) != len(t.cols) {
-			return fmt.Errorf("provenance: a %s key of %d parts", e.Key.Kind, len(e.Key.Parts))
+		t, args, err := keyRow(e.Key, 5)
+		if err != nil {
+			return err
 		}
 		verb := "INSERT OR IGNORE"
 		if e.Replace {
 			verb = "INSERT OR REPLACE"
 		}
 		q := fmt.Sprintf("%s INTO %s(%s, device, label, agent, via, at) VALUES(%s?, ?, ?, ?, ?)", verb, t.name, strings.Join(t.cols, ", "), strings.Repeat("?, ", len(t.cols)))
-		args := make([]any, 0, len(t.cols)+5)
-		for _, p := range e.Key.Parts {
-			args = append(args, p)
-		}
 		args = append(args, e.Stamp.Device, e.Stamp.Label, e.Stamp.Agent, e.Stamp.Via, e.Stamp.At.UnixMilli())
 		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return err
@@ -245,15 +244,11 @@ func (s *Store) Forget(ctx context.Context, keys ...Key) error {
 	}
 	defer tx.Rollback() // after Commit, a no-op
 	for _, k := range keys {
-		t, ok := tables[k.Kind]
-		if !ok || len(k.Parts) != len(t.cols) {
-			return fmt.Errorf("provenance: a %s key of %d parts", k.Kind, len(k.Parts))
+		t, args, err := keyRow(k, 0)
+		if err != nil {
+			return err
 		}
 		where := strings.Join(t.cols, " = ? AND ") + " = ?"
-		args := make([]any, len(k.Parts))
-		for i, p := range k.Parts {
-			args[i] = p
-		}
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", t.name, where), args...); err != nil {
 			return err
 		}
@@ -267,6 +262,20 @@ func (s *Store) Forget(ctx context.Context, keys ...Key) error {
 		delete(s.m, k.mapKey())
 	}
 	return nil
+}
+
+// keyRow is k's table and its key columns' values, as the leading
+// arguments of a statement (room for extra more).
+func keyRow(k Key, extra int) (table, []any, error) {
+	t, ok := tables[k.Kind]
+	if !ok || len(k.Parts) != len(t.cols) {
+		return table{}, nil, fmt.Errorf("provenance: a %s key of %d parts", k.Kind, len(k.Parts))
+	}
+	args := make([]any, len(k.Parts), len(k.Parts)+extra)
+	for i, p := range k.Parts {
+		args[i] = p
+	}
+	return t, args, nil
 }
 
 // Lookup is the stamp of a record (false: the gateway did not stamp it).
