@@ -221,15 +221,45 @@ func seed(c *realpalace.Client) {
 	}
 }
 
-type gatewayProc struct {
+// proc is a child process serving MCP at url.
+type proc struct {
 	*exec.Cmd
 	url string
+}
+
+// freeAddr is a loopback address nothing listens on now.
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startProc starts cmd, which is to listen on addr, and waits (ten
+// seconds at most) until it does; stderr says why it did not.
+func startProc(what string, cmd *exec.Cmd, addr string, stderr func() string) *proc {
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return &proc{Cmd: cmd, url: "http://" + addr + "/mcp"}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	log.Fatalf("the %s did not listen: %s", what, stderr())
+	return nil
 }
 
 // startGateway writes a gateway config with one device that reads and
 // writes the shared wing, reads the knowledge graph and acts as
 // opencode@laptop, and starts the gateway binary in front of upstream.
-func startGateway(dir, bin, upstream string) (*gatewayProc, string) {
+func startGateway(dir, bin, upstream string) (*proc, string) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		log.Fatal(err)
 	}
@@ -247,29 +277,10 @@ func startGateway(dir, bin, upstream string) (*gatewayProc, string) {
 	if err := cfg.Save(cfgFile); err != nil {
 		log.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr()
 	cmd := exec.Command(bin, "gateway", "--listen", addr, "--upstream", upstream, "--config", cfgFile)
 	cmd.Env = append(os.Environ(), "MEMPALACE_UPSTREAM_TOKEN="+upstreamToken)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		log.Fatal(err)
-	}
-	p := &gatewayProc{Cmd: cmd, url: "http://" + addr + "/mcp"}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return p, token
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	log.Fatalf("the gateway did not listen: %s", stderr.String())
-	return nil, ""
+	return startProc("gateway", cmd, addr, stderr.String), token
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,39 +20,16 @@ import (
 // process and one more HTTP exchange.
 const relayEnv = "GATEWAYCOST_RELAY"
 
-type relayProc struct {
-	*exec.Cmd
-	url string
-}
-
-func startRelay(upstream string) *relayProc {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+func startRelay(upstream string) *proc {
 	self, err := os.Executable()
 	if err != nil {
 		log.Fatal(err)
 	}
+	addr := freeAddr()
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), relayEnv+"="+addr+" "+upstream)
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		log.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return &relayProc{Cmd: cmd, url: "http://" + addr + "/mcp"}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	log.Fatal("the relay did not listen")
-	return nil
+	return startProc("relay", cmd, addr, func() string { return "(its stderr is above)" })
 }
 
 func runRelay(spec string) {
