@@ -60,6 +60,11 @@ var tables = map[Kind]table{
 type Store struct {
 	path string
 	db   *sql.DB
+	// writing is held by Record and Forget from their transaction to
+	// their change in memory, and by Refresh from its read to its swap,
+	// so a reload read before a stamp's commit cannot replace the map
+	// after that stamp went into it.
+	writing sync.Mutex
 
 	mu   sync.RWMutex
 	m    map[string]Stamp
@@ -109,6 +114,8 @@ func (s *Store) Refresh() error {
 	if same {
 		return nil
 	}
+	s.writing.Lock()
+	defer s.writing.Unlock()
 	m, strs, err := s.load()
 	if err != nil {
 		return err
@@ -198,6 +205,8 @@ func (s *Store) Record(ctx context.Context, entries ...Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	s.writing.Lock()
+	defer s.writing.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -238,6 +247,8 @@ func (s *Store) Record(ctx context.Context, entries ...Entry) error {
 // Forget drops keys' stamps: their records read as of unknown origin
 // (a restore putting back text whose writer the index never knew).
 func (s *Store) Forget(ctx context.Context, keys ...Key) error {
+	s.writing.Lock()
+	defer s.writing.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
