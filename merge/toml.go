@@ -151,6 +151,7 @@ func (d *TOMLDoc) span(path []string) (start, end int, found bool, err error) {
 	p.Reset(d.src)
 	var table []string
 	inside, closed := false, false
+	_, held := valueAt(d.tree, path)
 	for p.NextExpression() {
 		e := p.Expression()
 		switch e.Kind {
@@ -180,9 +181,9 @@ func (d *TOMLDoc) span(path []string) (start, end int, found bool, err error) {
 				end = lineEnd(d.src, int(e.Raw.Offset+e.Raw.Length))
 				continue
 			}
-			v, _ := valueAt(d.tree, full)
-			_, isMap := v.(map[string]any)
-			if _, holds := valueAt(d.tree, path); hasPrefix(full, path) || hasPrefix(path, full) && isMap && holds {
+			// A key above path that holds it (so is a table: path goes
+			// through it) sets path too.
+			if hasPrefix(full, path) || hasPrefix(path, full) && held {
 				return 0, 0, false, fmt.Errorf("%s is set with an inline table or dotted keys (line %d); render edits only a [%s] table: move it there by hand",
 					pathName(path), 1+bytes.Count(d.src[:e.Raw.Offset], []byte("\n")), strings.Join(path, "."))
 			}
