@@ -149,8 +149,8 @@ func primaryDiaryIDs(ctx context.Context, primary Caller, wings map[string]bool)
 		// as missing or passed over, never as a copy.
 		_ = eachDrawer(ctx, primary, "primary", map[string]any{"wing": wing, "room": "diary"}, func(row map[string]any) {
 			id := str(row, "drawer_id")
-			if i := strings.LastIndex(id, "_"); i >= 0 && len(id)-i-1 == 12 {
-				ids[id[i+1:]] = append(ids[id[i+1:]], id)
+			if _, sfx, ok := catalogue.DiaryEntryID(id); ok {
+				ids[sfx] = append(ids[sfx], id)
 			}
 		})
 		for _, v := range ids {
