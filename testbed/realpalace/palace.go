@@ -276,18 +276,8 @@ func (s *Server) waitHealthy(limit time.Duration) error {
 // all the same; it refuses this token (401), and the start is retried on
 // another port.
 func (s *Server) ownsPort() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL, strings.NewReader(`{"jsonrpc":"2.0","id":0,"method":"ping"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+s.Token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("ping: %w", err)
-	}
-	resp.Body.Close() // the status is the answer
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("port %d is another server's (ping: HTTP %d)", s.Port, resp.StatusCode)
+	if _, err := HTTPClient(s.URL, s.Token).RPC("ping", nil); err != nil {
+		return fmt.Errorf("port %d is another server's, or it cannot answer: %w", s.Port, err)
 	}
 	return nil
 }
