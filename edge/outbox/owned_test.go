@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // Close returns only once the doorbell rings Enqueue started have ended
@@ -37,15 +37,8 @@ func TestCloseWaitsForTheRings(t *testing.T) {
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		for i, g := range strings.Split(string(buf), "\n\n") {
-			// the frames it runs, not the line naming who created it: a
-			// ring that has returned can still be listed, in runtime.goexit1
-			running, _, _ := strings.Cut(g, "\ncreated by ")
-			if i > 0 && strings.Contains(running, "outbox.(*Store)") {
-				t.Fatalf("Close returned with a ring running:\n%s", g)
-			}
+		if left := testbed.GoroutinesOf("outbox.(*Store)"); len(left) > 0 {
+			t.Fatalf("Close returned with a ring running:\n%s", strings.Join(left, "\n\n"))
 		}
 	}
 }
