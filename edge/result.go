@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
@@ -68,4 +69,16 @@ func annotate(res *mcp.CallToolResult, edge map[string]any, degraded bool) *mcp.
 		return res
 	}
 	return textResult(out, res.IsError, res.Meta)
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marked with "…".
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

@@ -103,7 +103,7 @@ func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone) (string, err
 	hides := tombs{diary: []outbox.Tombstone{t}}
 	for _, en := range gjson.Get(res, "entries").Array() {
 		if hides.diaryHides(strings.ToLower(t.Agent), en) {
-			return fmt.Sprintf("diary entry of %s written %s (%q) is still on the primary, under another id: the operator deletes it there", t.Agent, t.Stamp, clip(t.Text, 40)), nil
+			return fmt.Sprintf("diary entry of %s written %s (%q) is still on the primary, under another id: the operator deletes it there", t.Agent, t.Stamp, truncate(t.Text, 40)), nil
 		}
 	}
 	return "", nil
@@ -119,17 +119,10 @@ func ask(ctx context.Context, p *Primary, tool string, args map[string]any) (str
 	}
 	t, ok := objectText(res)
 	if !ok || res.IsError {
-		return "", fmt.Errorf("%s: the primary answered an error: %s", tool, clip(resultText(res), 200))
+		return "", fmt.Errorf("%s: the primary answered an error: %s", tool, truncate(resultText(res), 200))
 	}
 	if msg := gjson.Get(t, "error"); msg.Exists() && !strings.HasPrefix(msg.String(), "Drawer not found") {
-		return "", fmt.Errorf("%s: the primary answered an error: %s", tool, clip(msg.String(), 200))
+		return "", fmt.Errorf("%s: the primary answered an error: %s", tool, truncate(msg.String(), 200))
 	}
 	return t, nil
-}
-
-func clip(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }

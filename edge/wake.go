@@ -24,7 +24,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
@@ -174,18 +173,6 @@ func askLine(ev mailbox.Event) string {
 		line += ": " + body
 	}
 	return truncate(line, wakeLineMax)
-}
-
-// truncate cuts s to at most n bytes on a rune boundary, marked with "…".
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("…")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }
 
 // renderOwed is the server instructions for a view ("" when nothing is
