@@ -64,7 +64,6 @@ type wake struct {
 	started    bool            // the session started (told the view at initialize)
 	first      chan struct{}   // closed once this process's first read ended
 	deadline   time.Time       // initialize waits for first until then (the edge's start + WakeWait)
-	firstOnce  sync.Once
 }
 
 func newWake(wait time.Duration) *wake {
@@ -74,16 +73,16 @@ func newWake(wait time.Duration) *wake {
 // watchOwed keeps the view (loadOwed gave it the kept one): a read now
 // and every MailboxPoll, until ctx ends.
 func (e *Edge) watchOwed(ctx context.Context) {
-	defer e.wk.firstOnce.Do(func() { close(e.wk.first) })
+	e.refreshOwed(ctx)
+	close(e.wk.first)
 	t := time.NewTicker(e.cfg.MailboxPoll)
 	defer t.Stop()
 	for {
-		e.refreshOwed(ctx)
-		e.wk.firstOnce.Do(func() { close(e.wk.first) })
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			e.refreshOwed(ctx)
 		}
 	}
 }
