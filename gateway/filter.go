@@ -95,19 +95,42 @@ func answerText(resp []byte) (env answerEnvelope, text gjson.Result, isErr bool,
 	return env, text, false, nil
 }
 
-// uniqueKeys reports an object none of whose keys appears twice, all of
-// them among allowed (any key when allowed is empty): gjson reads the
-// first of two equal keys, a client's parser may read the last.
-func uniqueKeys(obj gjson.Result, allowed ...string) bool {
-	seen := make(map[string]bool, 8)
-	ok := true
-	obj.ForEach(func(k, _ gjson.Result) bool {
-		key := k.String()
-		ok = !seen[key] && (len(allowed) == 0 || slices.Contains(allowed, key))
-		seen[key] = true
-		return ok
+// member is one member of an answer object.
+type member struct {
+	name string
+	v    gjson.Result
+}
+
+// membersOf is obj's members in their order, read in one pass.
+func membersOf(obj gjson.Result) []member {
+	ms := make([]member, 0, 8)
+	obj.ForEach(func(k, v gjson.Result) bool {
+		ms = append(ms, member{k.String(), v})
+		return true
 	})
-	return ok
+	return ms
+}
+
+// memberOf is the first member of ms named name.
+func memberOf(ms []member, name string) (gjson.Result, bool) {
+	for _, m := range ms {
+		if m.name == name {
+			return m.v, true
+		}
+	}
+	return gjson.Result{}, false
+}
+
+// oddKey is the first key of ms that appears twice or is not among
+// allowed ("" and false: none): gjson reads the first of two equal keys,
+// a client's parser may read the last.
+func oddKey(ms []member, allowed []string) (string, bool) {
+	for i, m := range ms {
+		if !slices.Contains(allowed, m.name) || slices.ContainsFunc(ms[:i], func(o member) bool { return o.name == m.name }) {
+			return m.name, true
+		}
+	}
+	return "", false
 }
 
 // filterAnswer is the filter step: it cuts an answer to the wings (or
@@ -130,29 +153,26 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	if isErr {
 		return resp, nil
 	}
-	if d.Trusts != nil && m.Get("cli_output").Exists() {
+	ms := membersOf(m)
+	if _, cli := memberOf(ms, "cli_output"); cli && d.Trusts != nil {
 		return nil, errCLIUntrusted
 	}
 	if !cut {
-		text, err := ann.answer(m)
+		text, err := ann.answer(m, ms)
 		if err != nil {
 			return nil, err
 		}
 		return rewrap(env, text), nil
 	}
-	if !uniqueKeys(m, knownKeys[t.Filter]...) {
-		var unknown string
-		m.ForEach(func(k, _ gjson.Result) bool {
-			unknown = k.String()
-			return slices.Contains(knownKeys[t.Filter], unknown)
-		})
-		return nil, fmt.Errorf("%w (%q, or a key twice)", errUnknownShape, unknown)
+	if key, odd := oddKey(ms, knownKeys[t.Filter]); odd {
+		return nil, fmt.Errorf("%w (%q unknown, or there twice)", errUnknownShape, key)
 	}
 	var text []byte
 	if key, ok := listKey[t.Filter]; ok {
-		text, err = cutList(d, t.Filter, dec, m, key, ann)
+		text, err = cutList(d, t.Filter, dec, ms, len(m.Raw), key, ann)
 	} else if text, err = s.filterObject(ctx, d, t, dec, m.Raw); err == nil && ann != nil {
-		text, err = ann.answer(gjson.ParseBytes(text))
+		filtered := gjson.ParseBytes(text)
+		text, err = ann.answer(filtered, membersOf(filtered))
 	}
 	if err != nil {
 		return nil, err
@@ -162,7 +182,7 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 
 // rewrap puts an answer's text back in MemPalace's envelope.
 func rewrap(env answerEnvelope, text []byte) []byte {
-	out := make([]byte, 0, len(text)+len(text)/8+64)
+	out := make([]byte, 0, len(text)+len(text)/4+64) // quoting MemPalace's indented text adds about a tenth, its origins more
 	out = append(out, `{"jsonrpc":`...)
 	out = append(out, cmp.Or(string(env.JSONRPC), `"2.0"`)...)
 	out = append(out, `,"id":`...)
@@ -175,21 +195,22 @@ func rewrap(env answerEnvelope, text []byte) []byte {
 // listKey names, per filter, the one list of objects it cuts item by item.
 var listKey = map[catalogue.Filter]string{catalogue.FilterHits: "results", catalogue.FilterMatches: "matches", catalogue.FilterDrawers: "drawers", catalogue.FilterEvents: "events"}
 
-// cutList keeps the items of m[key] the device may see (each with its
-// origin, those it withholds left out: ann) and rebuilds the answer
-// around them from MemPalace's own bytes: every other member as it came,
-// in its order, with the counts that would reveal what was cut recomputed
-// or removed, and "filtered": true. A missing list becomes an empty one;
-// anything but a list of objects there is an unknown shape.
-func cutList(d *Device, f catalogue.Filter, dec Decision, m gjson.Result, key string, ann *annotator) ([]byte, error) {
-	if m.Get("cli_output").Exists() && (dec.Wing == "" || !d.reads(dec.Wing)) {
+// cutList keeps the items of the list named key the device may see (each
+// with its origin, those it withholds left out: ann) and rebuilds the
+// answer (of members ms, size bytes) around them from MemPalace's own
+// bytes: every other member as it came, in its order, with the counts
+// that would reveal what was cut recomputed or removed, and "filtered":
+// true. A missing list becomes an empty one; anything but a list of
+// objects there is an unknown shape.
+func cutList(d *Device, f catalogue.Filter, dec Decision, ms []member, size int, key string, ann *annotator) ([]byte, error) {
+	if _, cli := memberOf(ms, "cli_output"); cli && (dec.Wing == "" || !d.reads(dec.Wing)) {
 		return nil, errUnknownShape // the CLI's text over more than one readable wing
 	}
-	list := m.Get(key)
-	if list.Exists() && !list.IsArray() {
+	list, listed := memberOf(ms, key)
+	if listed && !list.IsArray() {
 		return nil, errUnknownShape
 	}
-	keep := func(it gjson.Result) (bool, bool) { return visible(d, f, it) }
+	keep := func(r record) (bool, bool) { return visible(d, f, r) }
 	alsoIn := func(raw string) (string, bool) {
 		if f != catalogue.FilterHits || !gjson.Get(raw, "also_in").Exists() {
 			return raw, true
@@ -203,77 +224,54 @@ func cutList(d *Device, f catalogue.Filter, dec Decision, m gjson.Result, key st
 	if err != nil {
 		return nil, err
 	}
-	out := []byte{'{'}
-	member := func(k string, raw []byte) {
+	out := make([]byte, 1, size+len(kept)-len(list.Raw)+64)
+	out[0] = '{'
+	add := func(k string, raw []byte) {
 		if len(out) > 1 {
 			out = append(out, ", "...)
 		}
-		out = append(append(append(out, encodeJSON(k)...), ": "...), raw...)
+		out = append(append(appendQuoted(out, []byte(k)), ": "...), raw...)
 	}
 	count := []byte(strconv.Itoa(n))
-	m.ForEach(func(k, v gjson.Result) bool {
-		switch name := k.String(); {
+	for _, m := range ms {
+		switch name := m.name; {
 		case name == key:
-			member(name, kept)
+			add(name, kept)
 		case name == "count" && f != catalogue.FilterMatches:
-			member(name, count)
+			add(name, count)
 		case name == "is_duplicate" && f == catalogue.FilterMatches:
-			member(name, strconv.AppendBool(nil, n > 0))
+			add(name, strconv.AppendBool(nil, n > 0))
 		case name == "total" && (f != catalogue.FilterDrawers || dec.Wing == ""), name == "total_before_filter" && f == catalogue.FilterHits:
 			// a total counting other wings (or other agents' events)
 		default:
-			member(name, []byte(v.Raw))
+			add(name, []byte(m.v.Raw))
 		}
-		return true
-	})
-	if !list.Exists() {
-		member(key, kept)
 	}
-	if f == catalogue.FilterDrawers && !m.Get("count").Exists() {
-		member("count", count)
+	if !listed {
+		add(key, kept)
 	}
-	if f == catalogue.FilterMatches && !m.Get("is_duplicate").Exists() {
-		member("is_duplicate", strconv.AppendBool(nil, n > 0))
+	if _, ok := memberOf(ms, "count"); f == catalogue.FilterDrawers && !ok {
+		add("count", count)
 	}
-	member("filtered", []byte("true"))
+	if _, ok := memberOf(ms, "is_duplicate"); f == catalogue.FilterMatches && !ok {
+		add("is_duplicate", strconv.AppendBool(nil, n > 0))
+	}
+	add("filtered", []byte("true"))
 	return ann.closeAnswer(out), nil
 }
 
-// visible reports whether the device may see an item of a cut list: a
-// hit, match or drawer of a readable wing, an event eventVisible keeps.
-// ok is false when a key it decides by appears twice (gjson reads the
+// visible reports whether the device may see an item of a cut list (r):
+// a hit, match or drawer of a readable wing, an event eventVisible keeps.
+// ok is false when a member it decides by appears twice (gjson reads the
 // first, a client's parser may read the last).
-func visible(d *Device, f catalogue.Filter, it gjson.Result) (keep, ok bool) {
-	var wing, to, from string
-	var n int
-	it.ForEach(func(k, v gjson.Result) bool {
-		var into *string
-		switch k.Str {
-		case "wing":
-			into = &wing
-		case "to_agent":
-			into = &to
-		case "from_agent":
-			into = &from
-		default:
-			return true
-		}
-		if n++; *into != "" || n > 3 {
-			n = 99
-			return false
-		}
-		if v.Type == gjson.String {
-			*into = v.Str
-		}
-		return true
-	})
-	if n > 3 {
+func visible(d *Device, f catalogue.Filter, r record) (keep, ok bool) {
+	if r.twice || r.scoped > 3 {
 		return false, false
 	}
 	if f == catalogue.FilterEvents {
-		return eventVisible(d, to, from), true
+		return eventVisible(d, r.to, r.from), true
 	}
-	return d.reads(wing), true
+	return d.reads(r.wing), true
 }
 
 // filterObject is the filter step for the answers that are not one list:

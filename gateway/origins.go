@@ -53,22 +53,31 @@ var keyFields = map[catalogue.Records][]string{
 	catalogue.RecordTimeline: {"subject", "predicate", "object", "valid_from"},
 }
 
-// record is what the origin step reads of one record, in one pass over
-// its members: the key's fields, and whether it has an origin already or
-// is an error item.
+// record is what the filter and the origin step read of one record, in
+// one pass over its members: the members visibility is decided by (wing,
+// to_agent, from_agent, and how often they appear), the index key's
+// fields, and whether it has an origin already or is an error item.
 type record struct {
 	f                 [4]string
 	hasOrigin, failed bool
+	wing, to, from    string
+	scoped            int  // members named wing, to_agent or from_agent
+	twice             bool // one of them appears twice
 }
 
-func (a *annotator) read(it gjson.Result) record {
-	names, ok := keyFields[a.rec]
-	if !ok {
-		names = []string{"drawer_id"}
-	}
+// readRecord reads it once: names are the members its index key is made
+// of (none without an origin step).
+func readRecord(it gjson.Result, names []string) record {
 	var r record
 	it.ForEach(func(k, v gjson.Result) bool {
+		var into *string
 		switch k.Str {
+		case "wing":
+			into = &r.wing
+		case "to_agent":
+			into = &r.to
+		case "from_agent":
+			into = &r.from
 		case origin.Key:
 			r.hasOrigin = true
 		case "error":
@@ -80,10 +89,31 @@ func (a *annotator) read(it gjson.Result) record {
 				}
 			}
 		}
+		if into != nil {
+			r.scoped++
+			r.twice = r.twice || *into != ""
+			if v.Type == gjson.String {
+				*into = v.Str
+			}
+		}
 		return true
 	})
 	return r
 }
+
+// keyNames are the members of a record the annotator's index key is made
+// of (none for a nil annotator: no origin step).
+func (a *annotator) keyNames() []string {
+	if a == nil {
+		return nil
+	}
+	if names, ok := keyFields[a.rec]; ok {
+		return names
+	}
+	return []string{"drawer_id"}
+}
+
+func (a *annotator) read(it gjson.Result) record { return readRecord(it, a.keyNames()) }
 
 // key is the index key of one record (ok false: the record says too
 // little to be found, as a 3.6.0 search hit without drawer_id).
@@ -117,8 +147,7 @@ func (a *annotator) originOf(r record) origin.Origin {
 // withheld, nothing appended). A record that already has an "origin" is
 // an answer shape the gateway does not know; an item that is an error
 // (get_drawers' missing ids) is appended as it is.
-func (a *annotator) item(dst []byte, it gjson.Result) (out []byte, keep bool, err error) {
-	r := a.read(it)
+func (a *annotator) item(dst []byte, it gjson.Result, r record) (out []byte, keep bool, err error) {
 	switch {
 	case r.hasOrigin:
 		return dst, false, errUnknownShape
@@ -141,17 +170,21 @@ func (a *annotator) item(dst []byte, it gjson.Result) (out []byte, keep bool, er
 	return append(dst, obj[len(body):]...), true, nil
 }
 
-// walk rebuilds a list of records, each through keep (the visibility cut;
-// nil: every one) and the annotator; kept is how many are in it.
-func (a *annotator) walk(list gjson.Result, keep func(gjson.Result) (bool, bool), each func(raw string) (string, bool)) (out []byte, kept int, err error) {
-	out = []byte{'['}
+// walk rebuilds a list of records, each read once, through keep (the
+// visibility cut; nil: every one) and the annotator; kept is how many are
+// in it.
+func (a *annotator) walk(list gjson.Result, keep func(record) (bool, bool), each func(raw string) (string, bool)) (out []byte, kept int, err error) {
+	out = make([]byte, 1, len(list.Raw)+len(list.Raw)/4+64) // room for the origins
+	out[0] = '['
+	names := a.keyNames()
 	list.ForEach(func(_, it gjson.Result) bool {
 		if !it.IsObject() {
 			err = errUnknownShape
 			return false
 		}
+		r := readRecord(it, names)
 		if keep != nil {
-			visible, ok := keep(it)
+			visible, ok := keep(r)
 			if !ok {
 				err = errUnknownShape
 				return false
@@ -168,7 +201,7 @@ func (a *annotator) walk(list gjson.Result, keep func(gjson.Result) (bool, bool)
 			out = append(out, it.Raw...)
 		} else {
 			var ok bool
-			if out, ok, err = a.item(out, it); err != nil {
+			if out, ok, err = a.item(out, it, r); err != nil {
 				return false
 			} else if !ok {
 				a.withheld++
@@ -190,10 +223,11 @@ func (a *annotator) walk(list gjson.Result, keep func(gjson.Result) (bool, bool)
 	return append(out, ']'), kept, err
 }
 
-// answer is the origin step of an answer the filter did not cut: m with
-// each record annotated and, if any was withheld, its count recounted
-// and "untrusted_withheld" added. An error answer is passed as it is.
-func (a *annotator) answer(m gjson.Result) ([]byte, error) {
+// answer is the origin step of an answer the filter did not cut: m (of
+// members ms) with each record annotated and, if any was withheld, its
+// count recounted and "untrusted_withheld" added. An error answer is
+// passed as it is.
+func (a *annotator) answer(m gjson.Result, ms []member) ([]byte, error) {
 	if obj := a.rec.Object(); obj != "" {
 		rec := m
 		if obj != "." {
@@ -202,7 +236,7 @@ func (a *annotator) answer(m gjson.Result) ([]byte, error) {
 		if !rec.IsObject() || (obj == "." && m.Get("error").Exists()) {
 			return []byte(m.Raw), nil // an error answer: no record
 		}
-		raw, keep, err := a.item(nil, rec)
+		raw, keep, err := a.item(nil, rec, a.read(rec))
 		switch {
 		case err != nil:
 			return nil, err
@@ -213,23 +247,15 @@ func (a *annotator) answer(m gjson.Result) ([]byte, error) {
 		}
 		return sjson.SetRawBytes([]byte(m.Raw), obj, raw)
 	}
-	type member struct {
-		name string
-		v    gjson.Result
-		raw  []byte // the list walked, for a list of records
-	}
-	var members []member
-	m.ForEach(func(k, v gjson.Result) bool {
-		members = append(members, member{name: k.String(), v: v})
-		if k.Str == "agent" {
-			a.agent = strings.ToLower(strings.TrimSpace(v.Str))
+	for _, mb := range ms {
+		if mb.name == "agent" {
+			a.agent = strings.ToLower(strings.TrimSpace(mb.v.Str))
 		}
-		return true
-	})
+	}
 	lists := a.rec.Lists()
 	counted := 0
-	for i := range members {
-		mb := &members[i]
+	walked := make([][]byte, len(ms)) // the lists of records, walked
+	for i, mb := range ms {
 		at := slices.Index(lists, mb.name)
 		if at < 0 || !mb.v.IsArray() {
 			continue
@@ -239,7 +265,7 @@ func (a *annotator) answer(m gjson.Result) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		mb.raw = raw
+		walked[i] = raw
 		if at == 0 {
 			counted = kept
 		} else {
@@ -248,8 +274,8 @@ func (a *annotator) answer(m gjson.Result) ([]byte, error) {
 	}
 	out := make([]byte, 0, len(m.Raw)+len(m.Raw)/4)
 	out = append(out, '{')
-	for _, mb := range members {
-		raw := mb.raw
+	for i, mb := range ms {
+		raw := walked[i]
 		switch {
 		case raw != nil:
 		case (mb.name == "count" || mb.name == "showing") && a.withheld > 0:

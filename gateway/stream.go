@@ -75,7 +75,7 @@ func (o *originStream) frame(frame []byte) (out []byte, keep bool) {
 		if !gjson.ValidBytes(data) || !ev.IsObject() {
 			return frame, o.a.d.Trusts == nil
 		}
-		rec, keep, err := o.a.item([]byte("data: "), ev)
+		rec, keep, err := o.a.item([]byte("data: "), ev, o.a.read(ev))
 		if err != nil || !keep {
 			return nil, false
 		}

@@ -90,6 +90,9 @@ func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
 	return postMCP(ctx, s.client, s.Upstream, s.UpstreamToken(), body)
 }
 
+// maxAnswer bounds what is read of one upstream answer.
+const maxAnswer = 64 << 20
+
 // postMCP POSTs one JSON-RPC message to an MCP endpoint with a bearer token.
 func postMCP(ctx context.Context, client *http.Client, url, token string, body []byte) (int, []byte) {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -113,7 +116,11 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream answer lost: the upstream may have applied it")
 	}
 	defer resp.Body.Close() // read to its end, or it failed: reported below
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	// Read into a buffer of the answer's size (serve sends its length),
+	// not one grown from 512 bytes by copying.
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(resp.ContentLength, 0), maxAnswer)+bytes.MinRead))
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer))
+	b := buf.Bytes()
 	if err != nil { // an answer cut short is no answer: never forwarded as one
 		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream answer cut short")
 	}
