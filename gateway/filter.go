@@ -72,20 +72,24 @@ type answerEnvelope struct {
 // (kilobytes of text) that decoding was most of the gateway's added
 // latency.
 func answerText(resp []byte) (env answerEnvelope, text gjson.Result, isErr bool, err error) {
-	if _, perr := segjson.Parse(resp, &env, segjson.DisallowUnknownFields|segjson.DontMatchCaseInsensitiveStructFields); perr != nil {
-		return env, text, false, errUnknownShape
-	}
-	if env.Result == nil {
-		if env.Error != nil {
-			return env, text, true, nil
+	rpc, id, body, ok := plainAnswer(resp)
+	env.JSONRPC, env.ID = rpc, id
+	if !ok {
+		if _, perr := segjson.Parse(resp, &env, segjson.DisallowUnknownFields|segjson.DontMatchCaseInsensitiveStructFields); perr != nil {
+			return env, text, false, errUnknownShape
 		}
-		return env, text, false, errUnknownShape
+		if env.Result == nil {
+			if env.Error != nil {
+				return env, text, true, nil
+			}
+			return env, text, false, errUnknownShape
+		}
+		c := env.Result.Content
+		if len(c) != 1 || c[0].Type != "text" || len(c[0].Text) < 2 || c[0].Text[0] != '"' {
+			return env, text, false, errUnknownShape
+		}
+		body, ok = unquote(c[0].Text[1 : len(c[0].Text)-1])
 	}
-	c := env.Result.Content
-	if len(c) != 1 || c[0].Type != "text" || len(c[0].Text) < 2 || c[0].Text[0] != '"' {
-		return env, text, false, errUnknownShape
-	}
-	body, ok := unquote(c[0].Text[1 : len(c[0].Text)-1])
 	if !ok || !utf8.Valid(body) || !gjson.ValidBytes(body) {
 		return env, text, false, errUnknownShape
 	}

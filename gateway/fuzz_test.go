@@ -7,14 +7,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
+
+	segjson "github.com/segmentio/encoding/json"
+	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
-	"os"
-	"unicode/utf8"
 )
 
 // pythonParse decodes JSON as Python's json.loads does for what the
@@ -327,6 +330,53 @@ func FuzzJSONString(f *testing.F) {
 		var back string
 		if q := appendQuoted(nil, b); json.Unmarshal(q, &back) != nil || back != string(b) {
 			t.Fatalf("appendQuoted(%q) = %s reads back as %q", b, q, back)
+		}
+	})
+}
+
+// FuzzPlainAnswer: whatever the fast path reads of an answer, the general
+// decoder (segmentio's, strict) reads the same, and what it refuses is
+// left to that decoder; MemPalace's real answers take the fast path.
+func FuzzPlainAnswer(f *testing.F) {
+	for _, name := range []string{"list_drawers", "search"} {
+		rec, err := os.ReadFile("testdata/real-3.11.0/" + name + ".json")
+		if err != nil {
+			f.Fatal(err)
+		}
+		if _, _, _, ok := plainAnswer(rec); !ok {
+			f.Fatalf("%s: MemPalace's answer misses the fast path", name)
+		}
+		f.Add(rec)
+	}
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":"a b","result":{"content":[{"type":"text","text":"{\"a\\\\\": 1}"}]}}`,
+		`{"jsonrpc": "2.0", "id": -12, "result": {"content": [{"type": "text", "text": "x\\"}]}}`,
+		`{"jsonrpc": "2.0", "id": 012, "result": {"content": [{"type": "text", "text": "{}"}]}}`,
+		`{"jsonrpc": "2.0", "id": null, "result": {"content": [{"type": "text", "text": "{}"}]}} x`,
+		`{"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "{}"}], "isError": true}}`,
+		` {"jsonrpc" : "2.0" ,"id":1,"result":{"content":[{"type":"text","text":"{\"k\": \"\\u00e9\"}"}]}}` + "\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rpc, id, text, ok := plainAnswer(b)
+		if !ok {
+			return
+		}
+		var env answerEnvelope
+		if _, err := segjson.Parse(b, &env, segjson.DisallowUnknownFields|segjson.DontMatchCaseInsensitiveStructFields); err != nil {
+			if !utf8.Valid(text) || !gjson.ValidBytes(text) {
+				return // refused after the fast path all the same
+			}
+			t.Fatalf("fast path read %q, the decoder refuses it: %v", b, err)
+		}
+		c := env.Result.Content
+		if env.Error != nil || len(c) != 1 || c[0].Type != "text" || string(env.JSONRPC) != string(rpc) || string(env.ID) != string(id) {
+			t.Fatalf("fast path read %q as jsonrpc %s id %s; the decoder reads %+v", b, rpc, id, env)
+		}
+		want, wok := unquote(c[0].Text[1 : len(c[0].Text)-1])
+		if !wok || string(want) != string(text) {
+			t.Fatalf("fast path read the text of %q as %q; the decoder %q", b, text, want)
 		}
 	})
 }

@@ -105,3 +105,104 @@ func appendQuoted(dst, s []byte) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// plainAnswer reads a tools/call answer laid out as MemPalace writes every
+// one that is not an error, {"jsonrpc": "2.0", "id": N, "result":
+// {"content": [{"type": "text", "text": "..."}]}} (any whitespace between
+// the tokens, an integer, null or plain string id), in one pass: the
+// jsonrpc and id members as they are and the text unquoted. ok is false
+// for anything else, which the general decoder then reads. It is the
+// decoder's fast path (that decoder validated MemPalace's kilobytes of
+// escaped text once, unquote read them again); one difference: the
+// characters JSON forbids raw in a string pass here as themselves, and
+// the answer text's own validation refuses all but tab, CR and LF between
+// its tokens, which the gateway then sends on escaped.
+func plainAnswer(resp []byte) (jsonrpc, id, text []byte, ok bool) {
+	r := reader{b: resp}
+	if !r.tokens(`{`, `"jsonrpc"`, `:`, `"2.0"`, `,`, `"id"`, `:`) {
+		return nil, nil, nil, false
+	}
+	if id = r.id(); id == nil || !r.tokens(`,`, `"result"`, `:`, `{`, `"content"`, `:`, `[`, `{`, `"type"`, `:`, `"text"`, `,`, `"text"`, `:`, `"`) {
+		return nil, nil, nil, false
+	}
+	end := stringEnd(r.b[r.i:])
+	if end < 0 {
+		return nil, nil, nil, false
+	}
+	text, ok = unquote(r.b[r.i : r.i+end])
+	r.i += end + 1
+	if !ok || !r.tokens(`}`, `]`, `}`, `}`) || r.space() != len(r.b) {
+		return nil, nil, nil, false
+	}
+	return []byte(`"2.0"`), id, text, true
+}
+
+// reader is plainAnswer's position in an answer.
+type reader struct {
+	b []byte
+	i int
+}
+
+// space skips JSON whitespace and returns the position after it.
+func (r *reader) space() int {
+	for r.i < len(r.b) && (r.b[r.i] == ' ' || r.b[r.i] == '\n' || r.b[r.i] == '\t' || r.b[r.i] == '\r') {
+		r.i++
+	}
+	return r.i
+}
+
+// tokens reads each token in turn, whitespace before each.
+func (r *reader) tokens(tokens ...string) bool {
+	for _, t := range tokens {
+		r.space()
+		if !bytes.HasPrefix(r.b[r.i:], []byte(t)) {
+			return false
+		}
+		r.i += len(t)
+	}
+	return true
+}
+
+// id reads an id: an integer, null, or a string without escapes (nil for
+// anything else).
+func (r *reader) id() []byte {
+	start := r.space()
+	switch {
+	case r.tokens("null"):
+	case r.tokens(`"`):
+		end := bytes.IndexByte(r.b[r.i:], '"')
+		if end < 0 || bytes.ContainsFunc(r.b[r.i:r.i+end], func(c rune) bool { return c < 0x20 || c == '\\' }) {
+			return nil
+		}
+		r.i += end + 1
+	default:
+		r.tokens("-")
+		digits := r.i
+		for r.i < len(r.b) && r.b[r.i] >= '0' && r.b[r.i] <= '9' {
+			r.i++
+		}
+		if n := r.i - digits; n == 0 || (n > 1 && r.b[digits] == '0') {
+			return nil
+		}
+	}
+	return r.b[start:r.i]
+}
+
+// stringEnd is the index of the quote that ends a JSON string whose body
+// starts s (-1: none): the first one not escaped by a backslash.
+func stringEnd(s []byte) int {
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(s[i:], '"')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		k := i
+		for k > 0 && s[k-1] == '\\' {
+			k--
+		}
+		if (i-k)%2 == 0 {
+			return i
+		}
+	}
+}
