@@ -28,7 +28,10 @@ type Entry struct {
 	Status         int       `json:"status,omitempty"` // the HTTP status answered
 	UpstreamStatus int       `json:"upstream_status,omitempty"`
 	LatencyMS      float64   `json:"latency_ms"`
-	ArgsDigest     string    `json:"args_digest,omitempty"` // never the content
+	// UpstreamMS is the part of LatencyMS with a call to the upstream in
+	// flight: the rest is the gateway's own.
+	UpstreamMS float64 `json:"upstream_ms,omitempty"`
+	ArgsDigest string  `json:"args_digest,omitempty"` // never the content
 	// Origin is the device an admin's join attributed the write to
 	// (origin.MetaKey), when not the device itself.
 	Origin string `json:"origin,omitempty"`

@@ -27,6 +27,7 @@ type exchange struct {
 	entry    Entry
 	id       json.RawMessage // the JSON-RPC id, once parsed
 	answered bool            // the status line is out
+	upstream upstreamClock   // time with an upstream call in flight (postMCP)
 	audited  bool            // the request's audit line is written
 	ahead    string          // the hash of a write's line written before it is made
 }
@@ -37,6 +38,7 @@ type exchange struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{w: w, r: r, start: s.Now(), entry: Entry{Path: r.URL.Path, Method: r.Method}}
 	x.entry.Time = x.start.UTC()
+	x.r = r.WithContext(context.WithValue(r.Context(), upstreamClockKey{}, &x.upstream))
 	defer s.recoverPanic(x)
 	s.route(x)
 }
@@ -429,6 +431,7 @@ func (s *Server) finish(x *exchange, decision Verdict, rule Rule, status int) {
 		e.Rule = rule
 	}
 	e.LatencyMS = float64(s.Now().Sub(x.start).Microseconds()) / 1000
+	e.UpstreamMS = float64(x.upstream.took().Microseconds()) / 1000
 	if err := s.audit.Append(e, false); err != nil {
 		s.Log.Error("audit log not writable", "err", err)
 	}

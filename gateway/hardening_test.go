@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -655,5 +657,34 @@ func TestExactGrantsNeedNoWingList(t *testing.T) {
 	res, _, _ = g.call(g.tokens["glob-0001"], "list_drawers", map[string]any{})
 	if ds, _ := res["drawers"].([]any); len(ds) != 3 || res["total"] != 3.0 || g.primary.Calls("mempalace_list_wings") != lists+1 {
 		t.Fatalf("wing_*: %v", res)
+	}
+}
+
+// An operator reads from the audit line how much of a call's time was the
+// upstream's: upstream_ms, summed over the calls the gateway made for it,
+// and none on a request that never reached the upstream.
+func TestAuditLineSaysWhatTheUpstreamTook(t *testing.T) {
+	const pause = 40 * time.Millisecond
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		time.Sleep(pause)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "{\"entities\": 0}"}]}}`)
+	}))
+	t.Cleanup(slow.Close)
+	g := newGWAt(t, devices, &upstream{name: "slow", url: slow.URL + "/mcp"})
+	if _, rpc, status := g.call(g.tokens["laptop-7f3a"], "kg_stats", map[string]any{}); rpc != nil || status != 200 {
+		t.Fatalf("kg_stats: %v %d", rpc, status)
+	}
+	g.call("not-a-token", "kg_stats", map[string]any{})
+	log := g.auditLog()
+	if len(log) != 2 {
+		t.Fatalf("audit log: %+v", log)
+	}
+	if got := log[0].UpstreamMS; got < float64(pause.Milliseconds()) {
+		t.Errorf("the call's line says the upstream took %.3f ms; it paused %v", got, pause)
+	}
+	if log[1].Status != http.StatusUnauthorized || log[1].UpstreamMS != 0 {
+		t.Errorf("a refused call's line: %+v", log[1])
 	}
 }

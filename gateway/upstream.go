@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -90,11 +91,50 @@ func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
 	return postMCP(ctx, s.client, s.Upstream, s.UpstreamToken(), body)
 }
 
+// upstreamClock is how long a request had a call to the upstream in
+// flight (calls made at once, as a fan-out's, count once): the audit
+// line's upstream_ms. A request's context carries it (upstreamClockKey).
+type upstreamClock struct {
+	mu       sync.Mutex
+	inFlight int
+	since    time.Time
+	total    time.Duration
+}
+
+type upstreamClockKey struct{}
+
+func (c *upstreamClock) start() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inFlight++; c.inFlight == 1 {
+		c.since = time.Now()
+	}
+}
+
+func (c *upstreamClock) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inFlight--; c.inFlight == 0 {
+		c.total += time.Since(c.since)
+	}
+}
+
+// took is the time so far.
+func (c *upstreamClock) took() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
 // maxAnswer bounds what is read of one upstream answer.
 const maxAnswer = 64 << 20
 
 // postMCP POSTs one JSON-RPC message to an MCP endpoint with a bearer token.
 func postMCP(ctx context.Context, client *http.Client, url, token string, body []byte) (int, []byte) {
+	if c, ok := ctx.Value(upstreamClockKey{}).(*upstreamClock); ok {
+		c.start()
+		defer c.stop()
+	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
