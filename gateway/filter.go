@@ -215,14 +215,15 @@ func cutList(d *Device, f catalogue.Filter, dec Decision, ms []member, size int,
 		return nil, errUnknownShape
 	}
 	keep := func(r record) (bool, bool) { return visible(d, f, r) }
-	alsoIn := func(raw string) (string, bool) {
-		if f != catalogue.FilterHits || !gjson.Get(raw, "also_in").Exists() {
+	alsoIn := func(r record, raw []byte) ([]byte, bool) {
+		if f != catalogue.FilterHits || r.alsoIn == 0 {
 			return raw, true
 		}
-		// folded copies, possibly in other wings; it cannot fail on an
-		// object gjson validated, and a failure keeps the hit whole
-		cut, err := sjson.Delete(raw, "also_in")
-		return cut, err == nil
+		// folded copies, possibly in other wings (twice: one would stay);
+		// it cannot fail on an object gjson validated, and a failure
+		// keeps the hit whole
+		cut, err := sjson.DeleteBytes(raw, "also_in")
+		return cut, err == nil && r.alsoIn == 1
 	}
 	kept, n, err := ann.walk(list, keep, alsoIn)
 	if err != nil {

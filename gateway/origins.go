@@ -62,6 +62,7 @@ type record struct {
 	hasOrigin, failed bool
 	wing, to, from    string
 	scoped            int  // members named wing, to_agent or from_agent
+	alsoIn            int  // members named also_in (a search hit's folded copies)
 	twice             bool // one of them appears twice
 }
 
@@ -82,6 +83,8 @@ func readRecord(it gjson.Result, names []string) record {
 			r.hasOrigin = true
 		case "error":
 			r.failed = true
+		case "also_in":
+			r.alsoIn++
 		default:
 			for i, n := range names {
 				if k.Str == n && r.f[i] == "" {
@@ -173,7 +176,7 @@ func (a *annotator) item(dst []byte, it gjson.Result, r record) (out []byte, kee
 // walk rebuilds a list of records, each read once, through keep (the
 // visibility cut; nil: every one) and the annotator; kept is how many are
 // in it.
-func (a *annotator) walk(list gjson.Result, keep func(record) (bool, bool), each func(raw string) (string, bool)) (out []byte, kept int, err error) {
+func (a *annotator) walk(list gjson.Result, keep func(record) (bool, bool), each func(r record, raw []byte) ([]byte, bool)) (out []byte, kept int, err error) {
 	out = make([]byte, 1, len(list.Raw)+len(list.Raw)/4+64) // room for the origins
 	out[0] = '['
 	names := a.keyNames()
@@ -210,7 +213,7 @@ func (a *annotator) walk(list gjson.Result, keep func(record) (bool, bool), each
 			}
 		}
 		if each != nil {
-			raw, ok := each(string(out[mark:]))
+			raw, ok := each(r, out[mark:])
 			if !ok {
 				err = errUnknownShape
 				return false

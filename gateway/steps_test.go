@@ -217,11 +217,16 @@ func TestFilterStep(t *testing.T) {
 		`{"query":"q","surprise":"x"}`,   // an unknown key
 		`{"results":{"wing":"shared"}}`,  // results not a list
 		`{"results":["private_desk"]}`,   // hits not objects
+		`{"results":[{"wing":"shared","also_in":[],"also_in":[{"wing":"private_desk"}]}]}`, // folded copies twice: one would stay
 	} {
 		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": bad}}}})
 		if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env); err == nil {
 			t.Errorf("%s: passed", bad)
 		}
+	}
+	folded := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": `{"results":[{"wing":"shared","text":"a","also_in":[{"wing":"private_desk"}]}]}`}}}})
+	if out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, folded); err != nil || strings.Contains(string(out), "also_in") {
+		t.Errorf("a readable hit's folded copies in other wings: %s, %v", out, err)
 	}
 	cli := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": `{"query":"q","cli_output":"x"}`}}}})
 	if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true, Wing: "shared"}, cli); err != nil {
