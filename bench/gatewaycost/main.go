@@ -7,7 +7,10 @@
 // with an exact wing grant (the case), writes as the same device.
 // Every client is on the edge's transport (warmconn). -relay measures, in
 // the same rounds, a relay process that forwards and does nothing else:
-// the floor under the gateway's cost on this machine.
+// the floor under the gateway's cost on this machine. "gateway's own" is
+// read from the gateway's audit log: each call's time inside the gateway
+// less the time it had a call to serve in flight (latency_ms -
+// upstream_ms), what the gateway adds without the hop between processes.
 //
 //	scripts/build /tmp/devbox-config
 //	go run ./bench/gatewaycost -gateway /tmp/devbox-config -relay -n 300
@@ -15,11 +18,14 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net"
 	"net/http"
@@ -73,13 +79,16 @@ func main() {
 	seed(serve.Client)
 
 	clients := []client{newClient(serve.URL, upstreamToken)}
+	var audit string // the first gateway's audit log
 	for i, bin := range []string{*gatewayBin, *baseline} {
 		if bin == "" {
 			continue
 		}
-		gw, token := startGateway(filepath.Join(sc.Dir, strconv.Itoa(i)), bin, serve.URL)
+		dir := filepath.Join(sc.Dir, strconv.Itoa(i))
+		gw, token := startGateway(dir, bin, serve.URL)
 		defer gw.Process.Signal(os.Interrupt)
 		clients = append(clients, newClient(gw.url, token))
+		audit = cmp.Or(audit, filepath.Join(dir, "audit.jsonl"))
 	}
 	if *relay {
 		r := startRelay(serve.URL)
@@ -88,8 +97,8 @@ func main() {
 	}
 
 	fmt.Printf("MemPalace %s serve, %d drawers in each of 3 wings of about 500 characters; a device that reads one wing (exact grant); %d rounds, the order rotating each round.\n\n", realpalace.Version, *perWing, *n)
-	head := "| call | direct median | gateway median | added (median of rounds) | added p90 |"
-	rule := "| --- | --- | --- | --- | --- |"
+	head := "| call | direct median | gateway median | added (median of rounds) | added p90 | gateway's own (median) |"
+	rule := "| --- | --- | --- | --- | --- | --- |"
 	if *baseline != "" {
 		head += " baseline added (median) |"
 		rule += " --- |"
@@ -120,7 +129,7 @@ func main() {
 		if !strings.Contains(c.label, *only) {
 			continue
 		}
-		measure(c.label, c.tool, c.args, clients)
+		measure(c.label, c.tool, c.args, clients, audit)
 	}
 }
 
@@ -129,7 +138,8 @@ func fixed(a map[string]any) func(int) map[string]any { return func(int) map[str
 // measure makes the call directly and through each gateway in turn, the
 // order rotating every round, and prints one table row: what the first
 // gateway adds, and what the baseline adds if there is one.
-func measure(label, tool string, args func(int) map[string]any, clients []client) {
+func measure(label, tool string, args func(int) map[string]any, clients []client, audit string) {
+	from := fileSize(audit)
 	took := make([][]time.Duration, len(clients))
 	added := make([][]time.Duration, len(clients))
 	for i := range *n {
@@ -145,7 +155,7 @@ func measure(label, tool string, args func(int) map[string]any, clients []client
 	}
 	ms := func(x time.Duration) string { return fmt.Sprintf("%.2f ms", float64(x.Microseconds())/1000) }
 	plus := func(x time.Duration) string { return fmt.Sprintf("%+.2f ms", float64(x.Microseconds())/1000) }
-	row := fmt.Sprintf("| %s | %s | %s | %s | %s |", label, ms(median(took[0])), ms(median(took[1])), plus(median(added[1])), plus(pct(added[1], 90)))
+	row := fmt.Sprintf("| %s | %s | %s | %s | %s | %s |", label, ms(median(took[0])), ms(median(took[1])), plus(median(added[1])), plus(pct(added[1], 90)), ms(median(ownTimes(audit, from, tool))))
 	for j := 2; j < len(clients); j++ {
 		row += " " + plus(median(added[j])) + " |"
 	}
@@ -153,6 +163,42 @@ func measure(label, tool string, args func(int) map[string]any, clients []client
 }
 
 func median(x []time.Duration) time.Duration { return pct(x, 50) }
+
+// fileSize is 0 for a file not written yet.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// ownTimes reads the gateway's audit lines for tool from offset on: each
+// call's time in the gateway, less the time it had a call to serve in
+// flight (latency_ms - upstream_ms), which is the gateway's own time
+// without the hop between processes.
+func ownTimes(audit string, offset int64, tool string) []time.Duration {
+	b, err := os.ReadFile(audit)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var own []time.Duration
+	for line := range bytes.Lines(b[offset:]) {
+		var e gateway.Entry
+		if err := json.Unmarshal(line, &e); err != nil {
+			log.Fatalf("%s: %v", audit, err)
+		}
+		if e.Tool == tool && e.UpstreamMS > 0 {
+			own = append(own, time.Duration((e.LatencyMS-e.UpstreamMS)*float64(time.Millisecond)))
+		}
+	}
+	if len(own) == 0 {
+		log.Fatalf("%s: no line of %s says upstream_ms (a gateway built before it?)", audit, tool)
+	}
+	return own
+}
 
 func pct(x []time.Duration, p int) time.Duration {
 	s := slices.Clone(x)
