@@ -1,0 +1,37 @@
+package gateway
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/catalogue"
+)
+
+// TestAttackDeepNesting: a search answer whose hit nests arrays a million
+// deep (a 2 MB answer, 1/32 of maxAnswer) must be refused, not validated
+// by recursion. It runs in a child process whose stack is capped at
+// 1/32 of Go's default (1 GB), so a crash there means an answer within
+// maxAnswer crashes the gateway itself (a fatal stack overflow, which
+// no recover catches: every device's calls die with it).
+func TestAttackDeepNesting(t *testing.T) {
+	const depth = 1 << 20
+	if os.Getenv("GATEWAY_ATTACK_DEEP") == "1" {
+		debug.SetMaxStack(1 << 30 / 32)
+		s := &Server{}
+		search, _ := catalogue.Lookup("mempalace_search")
+		text := `{"results":[{"wing":"shared","x":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}]}`
+		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
+		s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAttackDeepNesting$")
+	cmd.Env = append(os.Environ(), "GATEWAY_ATTACK_DEEP=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		i := strings.Index(string(out), "fatal error")
+		t.Fatalf("the filter crashed on a deeply nested answer: %v: %.200s", err, out[max(i, 0):])
+	}
+}
