@@ -90,7 +90,7 @@ func answerText(resp []byte) (env answerEnvelope, text gjson.Result, isErr bool,
 		}
 		body, ok = unquote(c[0].Text[1 : len(c[0].Text)-1])
 	}
-	if !ok || !utf8.Valid(body) || !gjson.ValidBytes(body) {
+	if !ok || !utf8.Valid(body) || tooDeep(body) || !gjson.ValidBytes(body) {
 		return env, text, false, errUnknownShape
 	}
 	if text = gjson.ParseBytes(body); !text.IsObject() {

@@ -206,3 +206,32 @@ func stringEnd(s []byte) int {
 		}
 	}
 }
+
+// maxAnswerDepth bounds how deeply an answer text nests (encoding/json's own
+// limit): gjson validates by recursion, and an answer within maxAnswer
+// nested deeper than the stack allows is a fatal stack overflow, which
+// no recover catches.
+const maxAnswerDepth = 10000
+
+// tooDeep reports whether b nests objects and arrays deeper than
+// maxAnswerDepth, brackets inside strings aside (b is not validated: a wrong
+// answer is either way refused after).
+func tooDeep(b []byte) bool {
+	depth, inString := 0, false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '[' || c == '{':
+			if depth++; depth > maxAnswerDepth {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
+}
