@@ -2,9 +2,13 @@ package gateway
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -33,5 +37,25 @@ func TestAttackDeepNesting(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		i := strings.Index(string(out), "fatal error")
 		t.Fatalf("the filter crashed on a deeply nested answer: %v: %.200s", err, out[max(i, 0):])
+	}
+}
+
+// TestAttackContentLengthAlloc: an upstream answer that declares a
+// Content-Length of maxAnswer and sends a few bytes must not cost the
+// gateway maxAnswer of memory up front per call (a buffer sized from
+// the header, not from what arrives: a few dozen such calls at once and
+// the gateway runs out of memory).
+func TestAttackContentLengthAlloc(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(maxAnswer))
+		w.Write([]byte(`{"jsonrpc":"2.0"`))
+	}))
+	defer up.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	postMCP(context.Background(), up.Client(), up.URL, "", []byte(`{}`))
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > maxAnswer/4 {
+		t.Fatalf("a %d-byte answer declaring %d bytes cost %d bytes", 16, maxAnswer, n)
 	}
 }
