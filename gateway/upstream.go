@@ -129,6 +129,10 @@ func (c *upstreamClock) took() time.Duration {
 // maxAnswer bounds what is read of one upstream answer.
 const maxAnswer = 64 << 20
 
+// maxPrealloc bounds the buffer allocated for an upstream answer before
+// any of it has arrived.
+const maxPrealloc = 1 << 20
+
 // postMCP POSTs one JSON-RPC message to an MCP endpoint with a bearer token.
 func postMCP(ctx context.Context, client *http.Client, url, token string, body []byte) (int, []byte) {
 	if c, ok := ctx.Value(upstreamClockKey{}).(*upstreamClock); ok {
@@ -157,8 +161,9 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	}
 	defer resp.Body.Close() // read to its end, or it failed: reported below
 	// Read into a buffer of the answer's size (serve sends its length),
-	// not one grown from 512 bytes by copying.
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(resp.ContentLength, 0), maxAnswer)+bytes.MinRead))
+	// not one grown from 512 bytes by copying; up to maxPrealloc, as the
+	// length is only what the answer says (a larger one grows as it comes).
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(resp.ContentLength, 0), maxPrealloc)+bytes.MinRead))
 	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer))
 	b := buf.Bytes()
 	if err != nil { // an answer cut short is no answer: never forwarded as one
