@@ -15,13 +15,13 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 )
 
-// TestAttackDeepNesting: a search answer whose hit nests arrays a million
+// TestDeeplyNestedAnswerIsRefusedNotFatal: a search answer whose hit nests arrays a million
 // deep (a 2 MB answer, 1/32 of maxAnswer) must be refused, not validated
 // by recursion. It runs in a child process whose stack is capped at
 // 1/32 of Go's default (1 GB), so a crash there means an answer within
 // maxAnswer crashes the gateway itself (a fatal stack overflow, which
 // no recover catches: every device's calls die with it).
-func TestAttackDeepNesting(t *testing.T) {
+func TestDeeplyNestedAnswerIsRefusedNotFatal(t *testing.T) {
 	const depth = 1 << 20
 	if os.Getenv("GATEWAY_ATTACK_DEEP") == "1" {
 		debug.SetMaxStack(1 << 30 / 32)
@@ -29,10 +29,12 @@ func TestAttackDeepNesting(t *testing.T) {
 		search, _ := catalogue.Lookup("mempalace_search")
 		text := `{"results":[{"wing":"shared","x":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}]}`
 		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
-		s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env)
+		if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env); err == nil {
+			t.Fatal("an answer nested a million deep was passed")
+		}
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestAttackDeepNesting$")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDeeplyNestedAnswerIsRefusedNotFatal$")
 	cmd.Env = append(os.Environ(), "GATEWAY_ATTACK_DEEP=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		i := strings.Index(string(out), "fatal error")
@@ -40,12 +42,12 @@ func TestAttackDeepNesting(t *testing.T) {
 	}
 }
 
-// TestAttackContentLengthAlloc: an upstream answer that declares a
+// TestDeclaredLengthIsNotAllocatedUpFront: an upstream answer that declares a
 // Content-Length of maxAnswer and sends a few bytes must not cost the
 // gateway maxAnswer of memory up front per call (a buffer sized from
 // the header, not from what arrives: a few dozen such calls at once and
 // the gateway runs out of memory).
-func TestAttackContentLengthAlloc(t *testing.T) {
+func TestDeclaredLengthIsNotAllocatedUpFront(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(maxAnswer))
 		w.Write([]byte(`{"jsonrpc":"2.0"`))
@@ -57,5 +59,18 @@ func TestAttackContentLengthAlloc(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > maxAnswer/4 {
 		t.Fatalf("a %d-byte answer declaring %d bytes cost %d bytes", 16, maxAnswer, n)
+	}
+}
+
+// An answer wide rather than deep, with more brackets than the nesting
+// bound (so tooDeep reads it through), is filtered as any other.
+func TestWideAnswerIsNotTooDeep(t *testing.T) {
+	s := &Server{}
+	search, _ := catalogue.Lookup("mempalace_search")
+	hits := strings.Repeat(`{"wing":"private_desk","text":"[{"},`, 2*maxAnswerDepth) + `{"wing":"shared","text":"kept"}`
+	env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": `{"results":[` + hits + `]}`}}}})
+	out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env)
+	if err != nil || strings.Count(string(out), "wing") != 1 || !strings.Contains(string(out), "kept") {
+		t.Fatalf("a wide answer: %v %.300s", err, out)
 	}
 }

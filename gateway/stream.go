@@ -72,7 +72,7 @@ func (o *originStream) frame(frame []byte) (out []byte, keep bool) {
 		}
 		data = bytes.TrimSuffix(data, []byte("\n"))
 		ev := gjson.ParseBytes(data)
-		if !gjson.ValidBytes(data) || !ev.IsObject() {
+		if tooDeep(data) || !gjson.ValidBytes(data) || !ev.IsObject() {
 			return frame, o.a.d.Trusts == nil
 		}
 		rec, keep, err := o.a.item([]byte("data: "), ev, o.a.read(ev))
