@@ -218,6 +218,9 @@ func TestFilterStep(t *testing.T) {
 		`{"results":{"wing":"shared"}}`,  // results not a list
 		`{"results":["private_desk"]}`,   // hits not objects
 		`{"results":[{"wing":"shared","also_in":[],"also_in":[{"wing":"private_desk"}]}]}`, // folded copies twice: one would stay
+		`{"results":[{"wing":"shared","wing":"private_desk"}]}`,                            // a wing twice: a client may read either
+		`{"results":[{"wing":null,"wing":"shared"}]}`,                                      // the same, the first not a string
+		`{"results":[{"wing":"","wing":"shared"}]}`,                                        // the same, the first empty
 	} {
 		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": bad}}}})
 		if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env); err == nil {
