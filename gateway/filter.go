@@ -270,7 +270,7 @@ func cutList(d *Device, f catalogue.Filter, dec Decision, ms []member, size int,
 // ok is false when a member it decides by appears twice (gjson reads the
 // first, a client's parser may read the last).
 func visible(d *Device, f catalogue.Filter, r record) (keep, ok bool) {
-	if r.twice || r.scoped > 3 {
+	if r.twice {
 		return false, false
 	}
 	if f == catalogue.FilterEvents {

@@ -61,24 +61,25 @@ type record struct {
 	f                 [4]string
 	hasOrigin, failed bool
 	wing, to, from    string
-	scoped            int  // members named wing, to_agent or from_agent
 	alsoIn            int  // members named also_in (a search hit's folded copies)
-	twice             bool // one of them appears twice
+	twice             bool // wing, to_agent or from_agent appears twice
 }
 
 // readRecord reads it once: names are the members its index key is made
 // of (none without an origin step).
 func readRecord(it gjson.Result, names []string) record {
 	var r record
+	var seen [3]bool // wing, to_agent, from_agent: a value of any type, "" too
 	it.ForEach(func(k, v gjson.Result) bool {
 		var into *string
+		at := 0
 		switch k.Str {
 		case "wing":
 			into = &r.wing
 		case "to_agent":
-			into = &r.to
+			into, at = &r.to, 1
 		case "from_agent":
-			into = &r.from
+			into, at = &r.from, 2
 		case origin.Key:
 			r.hasOrigin = true
 		case "error":
@@ -93,8 +94,8 @@ func readRecord(it gjson.Result, names []string) record {
 			}
 		}
 		if into != nil {
-			r.scoped++
-			r.twice = r.twice || *into != ""
+			r.twice = r.twice || seen[at]
+			seen[at] = true
 			if v.Type == gjson.String {
 				*into = v.Str
 			}
