@@ -13,13 +13,15 @@ import (
 	"testing"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
-// TestDeeplyNestedAnswerIsRefusedNotFatal: a search answer whose hit nests arrays a million
-// deep (a 2 MB answer, 1/32 of maxAnswer) must be refused, not validated
-// by recursion. It runs in a child process whose stack is capped at
-// 1/32 of Go's default (1 GB), so a crash there means an answer within
-// maxAnswer crashes the gateway itself (a fatal stack overflow, which
+// TestDeeplyNestedAnswerIsRefusedNotFatal: a search answer whose hit (or
+// whose envelope, or a delete's answer) nests arrays a million deep (a
+// 2 MB answer, 1/32 of maxAnswer) must be refused, not read by
+// recursion. It runs in a child process whose stack is capped at 1/32 of
+// Go's default (1 GB), so a crash there means an answer within maxAnswer
+// crashes the gateway itself (a fatal stack overflow, which
 // no recover catches: every device's calls die with it).
 func TestDeeplyNestedAnswerIsRefusedNotFatal(t *testing.T) {
 	const depth = 1 << 20
@@ -27,10 +29,18 @@ func TestDeeplyNestedAnswerIsRefusedNotFatal(t *testing.T) {
 		debug.SetMaxStack(1 << 30 / 32)
 		s := &Server{}
 		search, _ := catalogue.Lookup("mempalace_search")
-		text := `{"results":[{"wing":"shared","x":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}]}`
-		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
-		if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env); err == nil {
-			t.Fatal("an answer nested a million deep was passed")
+		deep := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+		text := `{"results":[{"wing":"shared","x":` + deep + `}]}`
+		for _, env := range [][]byte{
+			encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}}),
+			[]byte(`{"jsonrpc": "2.0", "id": 1, "error": ` + deep + `}`), // the envelope, read by the general decoder
+		} {
+			if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env); err == nil {
+				t.Fatalf("an answer nested a million deep was passed: %.80s", env)
+			}
+		}
+		if st, _, _, _ := (&kept{}).outcome(http.StatusOK, []byte(`{"error": `+deep+`}`)); st != trash.StateUnconfirmed {
+			t.Fatalf("a delete's answer nested a million deep: %q", st)
 		}
 		return
 	}
