@@ -75,6 +75,9 @@ func answerText(resp []byte) (env answerEnvelope, text gjson.Result, isErr bool,
 	rpc, id, body, ok := plainAnswer(resp)
 	env.JSONRPC, env.ID = rpc, id
 	if !ok {
+		if tooDeep(resp) { // segmentio's decoder reads nesting by recursion too
+			return env, text, false, errUnknownShape
+		}
 		if _, perr := segjson.Parse(resp, &env, segjson.DisallowUnknownFields|segjson.DontMatchCaseInsensitiveStructFields); perr != nil {
 			return env, text, false, errUnknownShape
 		}

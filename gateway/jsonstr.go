@@ -207,8 +207,9 @@ func stringEnd(s []byte) int {
 	}
 }
 
-// maxAnswerDepth bounds how deeply an answer text nests (encoding/json's own
-// limit): gjson validates by recursion, and an answer within maxAnswer
+// maxAnswerDepth bounds how deeply an upstream answer (its envelope, its
+// text) nests (encoding/json's own limit): gjson validates and
+// segmentio's decoder reads by recursion, and an answer within maxAnswer
 // nested deeper than the stack allows is a fatal stack overflow, which
 // no recover catches.
 const maxAnswerDepth = 10000
