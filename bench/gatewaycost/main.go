@@ -199,8 +199,10 @@ func ownTimes(audit string, offset int64, tool string) []time.Duration {
 	var own []time.Duration
 	for line := range bytes.Lines(b[offset:]) {
 		var e gateway.Entry
-		if err := json.Unmarshal(line, &e); err != nil {
-			log.Fatalf("%s: %v", audit, err)
+		if json.Unmarshal(line, &e) != nil {
+			// the gateway writes a line after its answer, so the last one
+			// may be half written when this reads, or split by offset
+			continue
 		}
 		if e.Tool == tool && e.UpstreamMS > 0 {
 			own = append(own, time.Duration((e.LatencyMS-e.UpstreamMS)*float64(time.Millisecond)))
