@@ -77,14 +77,24 @@ func (j *journey) checkConnected(step, what string) {
 
 // run makes opencode call one tool through the mock model and returns the
 // tool's result text as opencode passed it back to the model.
+// opencode connects its MCP servers as a run starts and drops one that
+// does not answer in time: twice in about ten CI runs under load, a run
+// right after `opencode mcp list` said connected offered the model no
+// palace tool. Such a run is made once more (and logged), as a user would
+// start the session again; two in a row fail the step.
 func (j *journey) run(tool string, args map[string]any) string {
 	j.t.Helper()
-	j.mock.Next(mockmodel.ToolCall{Name: "mempalace_mempalace_" + tool, Args: args})
-	out, errOut, err := j.h.Run(j.t, 120*time.Second, j.oc, "run", "please use memory")
-	if err != nil || !strings.Contains(out, "MOCK DONE") {
-		j.t.Fatalf("opencode run (%s): %v\nstdout:\n%s\nstderr:\n%s", tool, err, out, errOut)
+	for attempt := 1; ; attempt++ {
+		j.mock.Next(mockmodel.ToolCall{Name: "mempalace_mempalace_" + tool, Args: args})
+		out, errOut, err := j.h.Run(j.t, 120*time.Second, j.oc, "run", "please use memory")
+		if err != nil || !strings.Contains(out, "MOCK DONE") {
+			j.t.Fatalf("opencode run (%s): %v\nstdout:\n%s\nstderr:\n%s", tool, err, out, errOut)
+		}
+		if len(mempalaceTools(j.mock.Offered())) > 0 || attempt == 2 {
+			return j.mock.LastToolResult()
+		}
+		j.t.Logf("opencode run (%s) offered the model no mempalace tool; run once more. Its stderr: %.800s", tool, errOut)
 	}
-	return j.mock.LastToolResult()
 }
 
 func (j *journey) local() *fakepalace.State {
