@@ -14,6 +14,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // TestDeeplyNestedAnswerIsRefusedNotFatal: a search answer whose hit (or
@@ -73,11 +74,11 @@ func TestDeclaredLengthIsNotAllocatedUpFront(t *testing.T) {
 }
 
 // An answer wide rather than deep, with more brackets than the nesting
-// bound (so tooDeep reads it through), is filtered as any other.
+// bound (so jsondepth reads it through), is filtered as any other.
 func TestWideAnswerIsNotTooDeep(t *testing.T) {
 	s := &Server{}
 	search, _ := catalogue.Lookup("mempalace_search")
-	hits := strings.Repeat(`{"wing":"private_desk","text":"[{"},`, 2*maxAnswerDepth) + `{"wing":"shared","text":"kept"}`
+	hits := strings.Repeat(`{"wing":"private_desk","text":"[{"},`, 2*jsondepth.Max) + `{"wing":"shared","text":"kept"}`
 	env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": `{"results":[` + hits + `]}`}}}})
 	out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env)
 	if err != nil || strings.Count(string(out), "wing") != 1 || !strings.Contains(string(out), "kept") {

@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // errUnknownShape: an answer the filter cannot cut with certainty is
@@ -75,7 +76,7 @@ func answerText(resp []byte) (env answerEnvelope, text gjson.Result, isErr bool,
 	rpc, id, body, ok := plainAnswer(resp)
 	env.JSONRPC, env.ID = rpc, id
 	if !ok {
-		if tooDeep(resp) { // segmentio's decoder reads nesting by recursion too
+		if jsondepth.Deeper(resp, jsondepth.Max) { // segmentio's decoder reads nesting by recursion
 			return env, text, false, errUnknownShape
 		}
 		if _, perr := segjson.Parse(resp, &env, segjson.DisallowUnknownFields|segjson.DontMatchCaseInsensitiveStructFields); perr != nil {
@@ -93,7 +94,7 @@ func answerText(resp []byte) (env answerEnvelope, text gjson.Result, isErr bool,
 		}
 		body, ok = unquote(c[0].Text[1 : len(c[0].Text)-1])
 	}
-	if !ok || !utf8.Valid(body) || tooDeep(body) || !gjson.ValidBytes(body) {
+	if !ok || !utf8.Valid(body) || !jsondepth.Valid(body) {
 		return env, text, false, errUnknownShape
 	}
 	if text = gjson.ParseBytes(body); !text.IsObject() {

@@ -206,39 +206,3 @@ func stringEnd(s []byte) int {
 		}
 	}
 }
-
-// maxAnswerDepth bounds how deeply an upstream answer (its envelope, its
-// text) nests (encoding/json's own limit): gjson validates and
-// segmentio's decoder reads by recursion, and an answer within maxAnswer
-// nested deeper than the stack allows is a fatal stack overflow, which
-// no recover catches.
-const maxAnswerDepth = 10000
-
-// tooDeep reports whether b nests objects and arrays deeper than
-// maxAnswerDepth, brackets inside strings aside (b is not validated: a
-// wrong answer is either way refused after). Strings are skipped whole
-// (stringEnd); an answer with fewer brackets than maxAnswerDepth (every
-// real page: a 14 KB one has about 120) is not read at all.
-func tooDeep(b []byte) bool {
-	if bytes.Count(b, []byte{'['})+bytes.Count(b, []byte{'{'}) <= maxAnswerDepth {
-		return false
-	}
-	depth := 0
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			end := stringEnd(b[i+1:])
-			if end < 0 {
-				return false // not JSON: refused after
-			}
-			i += end + 1
-		case '[', '{':
-			if depth++; depth > maxAnswerDepth {
-				return true
-			}
-		case ']', '}':
-			depth--
-		}
-	}
-	return false
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // Rules of the trash step.
@@ -119,7 +120,7 @@ func (s *Server) settle(ctx context.Context, k *kept, status int, resp []byte) {
 
 // outcome reads a kept call's answer.
 func (k *kept) outcome(status int, resp []byte) (state trash.State, note string, notRemoved []string, drop bool) {
-	if status != http.StatusOK || tooDeep(resp) || !gjson.ValidBytes(resp) {
+	if status != http.StatusOK || !jsondepth.Valid(resp) {
 		return trash.StateUnconfirmed, "no answer from the primary: the drawers may or may not be gone", nil, false
 	}
 	if code := gjson.GetBytes(resp, "error.code"); code.Exists() {

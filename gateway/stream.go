@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // originStream is the origin step of /logstream/stream: a ResponseWriter
@@ -72,7 +73,7 @@ func (o *originStream) frame(frame []byte) (out []byte, keep bool) {
 		}
 		data = bytes.TrimSuffix(data, []byte("\n"))
 		ev := gjson.ParseBytes(data)
-		if tooDeep(data) || !gjson.ValidBytes(data) || !ev.IsObject() {
+		if !jsondepth.Valid(data) || !ev.IsObject() {
 			return frame, o.a.d.Trusts == nil
 		}
 		rec, keep, err := o.a.item([]byte("data: "), ev, o.a.read(ev))

@@ -1,9 +1,9 @@
 package wire
 
 import (
-	"bytes"
-
 	segjson "github.com/segmentio/encoding/json"
+
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // maxDepth is the go-sdk's nesting limit for a message (internal/json).
@@ -37,7 +37,7 @@ type envelope struct {
 // checkEnvelope reports why the SDK would refuse msg ("" if it would not)
 // and what it would read (the id is nil when absent or unusable).
 func checkEnvelope(msg []byte) (envelope, string) {
-	if tooDeep(msg) {
+	if jsondepth.Deeper(msg, maxDepth) {
 		return envelope{}, "nested more than 1000 levels"
 	}
 	var e wireEnvelope
@@ -67,46 +67,4 @@ func checkEnvelope(msg []byte) (envelope, string) {
 		return env, "neither a request (no method) nor a response (no id)"
 	}
 	return env, ""
-}
-
-// tooDeep is the SDK's depth check: '{' and '[' against '}' and ']',
-// outside strings. It jumps from one structural byte to the next (and
-// through a string to its closing quote), so a large string content costs
-// a memchr, not a loop over every byte.
-func tooDeep(b []byte) bool {
-	if len(b) <= maxDepth {
-		return false // deeper needs more than maxDepth opening brackets
-	}
-	depth := 0
-	for {
-		i := bytes.IndexAny(b, "\"{}[]")
-		if i < 0 {
-			return false
-		}
-		c := b[i]
-		b = b[i+1:]
-		switch c {
-		case '"':
-			for { // to the quote that closes the string
-				j := bytes.IndexByte(b, '"')
-				if j < 0 {
-					return false
-				}
-				k := j
-				for k > 0 && b[k-1] == '\\' {
-					k--
-				}
-				b = b[j+1:]
-				if (j-k)%2 == 0 { // not escaped
-					break
-				}
-			}
-		case '{', '[':
-			if depth++; depth > maxDepth {
-				return true
-			}
-		default:
-			depth--
-		}
-	}
 }
