@@ -13,12 +13,13 @@ import (
 	"testing"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/trash"
 	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // TestDeeplyNestedAnswerIsRefusedNotFatal: a search answer whose hit (or
-// whose envelope, or a delete's answer) nests arrays a million deep (a
+// whose envelope, a delete's answer, a write's answer) nests arrays a million deep (a
 // 2 MB answer, 1/32 of maxAnswer) must be refused, not read by
 // recursion. It runs in a child process whose stack is capped at 1/32 of
 // Go's default (1 GB), so a crash there means an answer within maxAnswer
@@ -42,6 +43,10 @@ func TestDeeplyNestedAnswerIsRefusedNotFatal(t *testing.T) {
 		}
 		if st, _, _, _ := (&kept{}).outcome(http.StatusOK, []byte(`{"error": `+deep+`}`)); st != trash.StateUnconfirmed {
 			t.Fatalf("a delete's answer nested a million deep: %q", st)
+		}
+		// a write's answer, read by the op-id ledger before the filter
+		if _, ok := ledger.Recordable(ledger.Answer{Status: http.StatusOK, Body: []byte(`{"jsonrpc": "2.0", "id": 1, "result": ` + deep + `}`)}); ok {
+			t.Fatal("the ledger recorded a write's answer nested a million deep")
 		}
 		return
 	}
