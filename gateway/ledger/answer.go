@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // Recordable returns the JSON-RPC result of an answer that says the write
@@ -11,7 +13,7 @@ import (
 // object, a JSON-RPC error, a result with isError, or a result whose JSON
 // text (or structuredContent) has success:false or an "error" member.
 func Recordable(a Answer) (result []byte, ok bool) {
-	if a.Status != 200 || !gjson.ValidBytes(a.Body) {
+	if a.Status != 200 || !jsondepth.Valid(a.Body) {
 		return nil, false
 	}
 	env := gjson.ParseBytes(a.Body)
@@ -28,7 +30,7 @@ func Recordable(a Answer) (result []byte, ok bool) {
 	if failed(res.Get("structuredContent")) {
 		return nil, false
 	}
-	if text := res.Get("content.0.text"); text.Type == gjson.String && gjson.Valid(text.Str) && failed(gjson.Parse(text.Str)) {
+	if text := res.Get("content.0.text"); text.Type == gjson.String && jsondepth.ValidString(text.Str) && failed(gjson.Parse(text.Str)) {
 		return nil, false
 	}
 	return []byte(res.Raw), true
