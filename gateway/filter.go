@@ -73,8 +73,8 @@ type answerEnvelope struct {
 // (kilobytes of text) that decoding was most of the gateway's added
 // latency.
 func answerText(resp []byte) (env answerEnvelope, text gjson.Result, isErr bool, err error) {
-	rpc, id, body, ok := plainAnswer(resp)
-	env.JSONRPC, env.ID = rpc, id
+	id, body, ok := plainAnswer(resp)
+	env.ID = id // and jsonrpc "2.0", which rewrap writes when env has none
 	if !ok {
 		if jsondepth.Deeper(resp, jsondepth.Max) { // segmentio's decoder reads nesting by recursion
 			return env, text, false, errUnknownShape

@@ -109,32 +109,32 @@ const hexDigits = "0123456789abcdef"
 // plainAnswer reads a tools/call answer laid out as MemPalace writes every
 // one that is not an error, {"jsonrpc": "2.0", "id": N, "result":
 // {"content": [{"type": "text", "text": "..."}]}} (any whitespace between
-// the tokens, an integer, null or plain string id), in one pass: the
-// jsonrpc and id members as they are and the text unquoted. ok is false
+// the tokens, an integer, null or plain string id), in one pass: the id
+// member as it is and the text unquoted. ok is false
 // for anything else, which the general decoder then reads. It is the
 // decoder's fast path (that decoder validated MemPalace's kilobytes of
 // escaped text once, unquote read them again); one difference: the
 // characters JSON forbids raw in a string pass here as themselves, and
 // the answer text's own validation refuses all but tab, CR and LF between
 // its tokens, which the gateway then sends on escaped.
-func plainAnswer(resp []byte) (jsonrpc, id, text []byte, ok bool) {
+func plainAnswer(resp []byte) (id, text []byte, ok bool) {
 	r := reader{b: resp}
 	if !r.tokens(`{`, `"jsonrpc"`, `:`, `"2.0"`, `,`, `"id"`, `:`) {
-		return nil, nil, nil, false
+		return nil, nil, false
 	}
 	if id = r.id(); id == nil || !r.tokens(`,`, `"result"`, `:`, `{`, `"content"`, `:`, `[`, `{`, `"type"`, `:`, `"text"`, `,`, `"text"`, `:`, `"`) {
-		return nil, nil, nil, false
+		return nil, nil, false
 	}
 	end := stringEnd(r.b[r.i:])
 	if end < 0 {
-		return nil, nil, nil, false
+		return nil, nil, false
 	}
 	text, ok = unquote(r.b[r.i : r.i+end])
 	r.i += end + 1
 	if !ok || !r.tokens(`}`, `]`, `}`, `}`) || r.space() != len(r.b) {
-		return nil, nil, nil, false
+		return nil, nil, false
 	}
-	return []byte(`"2.0"`), id, text, true
+	return id, text, true
 }
 
 // reader is plainAnswer's position in an answer.
