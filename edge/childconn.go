@@ -21,6 +21,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // maxChildMessage bounds one line from the local palace server. Answers may
@@ -124,7 +125,7 @@ func (c *childConn) readLoop(stdout io.Reader) {
 }
 
 func (c *childConn) route(line []byte) {
-	if !gjson.ValidBytes(line) || line[0] != '{' {
+	if !jsondepth.Valid(line) || line[0] != '{' {
 		c.log.Warn("the local palace server wrote a line that is not JSON-RPC; skipped", "bytes", len(line))
 		return
 	}

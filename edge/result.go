@@ -10,6 +10,8 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/pretty"
 	"github.com/tidwall/sjson"
+
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // resultJSON parses a MemPalace result's single text block (empty if it
@@ -35,7 +37,7 @@ func errorResult(msg string, edge map[string]any) *mcp.CallToolResult {
 
 // objectText is a result's single text block when it is a JSON object.
 func objectText(res *mcp.CallToolResult) (string, bool) {
-	if t := resultText(res); gjson.Valid(t) && gjson.Parse(t).IsObject() {
+	if t := resultText(res); jsondepth.ValidString(t) && gjson.Parse(t).IsObject() {
 		return t, true
 	}
 	return "", false

@@ -11,6 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // ErrNoResult is an answer with neither a result object nor an error.
@@ -58,7 +60,7 @@ func SplitAnswer(line []byte) (json.RawMessage, *jsonrpc.Error, error) {
 // AnswerFor picks the result or error out of a JSON-RPC response to id
 // (false: not JSON, another id, or neither a result nor an error).
 func AnswerFor(b []byte, id string) (json.RawMessage, *jsonrpc.Error, bool) {
-	if !gjson.ValidBytes(b) || gjson.GetBytes(b, "id").String() != id {
+	if !jsondepth.Valid(b) || gjson.GetBytes(b, "id").String() != id {
 		return nil, nil, false
 	}
 	result, rpcErr, err := SplitAnswer(b)

@@ -11,6 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // protocolMetaKeys are the stateless protocol's per-call handshake: they
@@ -57,7 +59,7 @@ func ForwardMeta(m mcp.Meta) mcp.Meta {
 // the name and the arguments' bytes picked out with gjson, _meta decoded
 // only when there is one.
 func DecodeParams(params json.RawMessage) (*mcp.CallToolParams, error) {
-	if !gjson.ValidBytes(params) || !gjson.ParseBytes(params).IsObject() {
+	if !jsondepth.Valid(params) || !gjson.ParseBytes(params).IsObject() {
 		return nil, errors.New("params is not a JSON object")
 	}
 	f := gjson.GetManyBytes(params, "name", "arguments", "_meta")

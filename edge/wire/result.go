@@ -6,6 +6,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // DecodeResult turns a tool result as the wire carries it into the SDK's
@@ -26,7 +28,7 @@ func DecodeResult(raw json.RawMessage) (*mcp.CallToolResult, error) {
 // decodeTextResult reads a result with no keys but content (text blocks of
 // type and text only), isError and _meta; false for any other shape.
 func decodeTextResult(raw []byte) (*mcp.CallToolResult, bool) {
-	if !gjson.ValidBytes(raw) {
+	if !jsondepth.Valid(raw) {
 		return nil, false
 	}
 	r := gjson.ParseBytes(raw)
