@@ -101,9 +101,10 @@ type Device struct {
 	// Untrusted is what its answers do with a record from outside Trusts.
 	Untrusted Untrusted `json:"untrusted,omitempty"`
 
-	// instructions is the config's instruction wing (set when the config
-	// is loaded).
-	instructions string
+	// instructions is the config's instruction wing, and header what the
+	// gateway tells the device about itself on every /mcp answer
+	// (deviceinfo): both set when the config is loaded.
+	instructions, header string
 }
 
 // Untrusted is what a device's answers do with a record written by a
@@ -178,6 +179,7 @@ func LoadConfig(file string) (*Config, error) {
 func (c *Config) bind() {
 	for i := range c.Devices {
 		c.Devices[i].instructions = c.InstructionWing
+		c.Devices[i].header = c.deviceInfo(&c.Devices[i]).HeaderValue()
 	}
 }
 

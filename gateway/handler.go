@@ -149,8 +149,7 @@ func (s *Server) serveMCP(x *exchange) {
 	if !ok {
 		return
 	}
-	info := s.cfg.Load().deviceInfo(d)
-	deviceinfo.Advertise(x.w.Header(), info) // every authenticated /mcp answer
+	x.w.Header().Set(deviceinfo.Header, d.header) // every authenticated /mcp answer
 	body, ok := s.readBody(x)
 	if !ok {
 		return
@@ -172,7 +171,7 @@ func (s *Server) serveMCP(x *exchange) {
 			resp = ledger.AdvertiseInitialize(resp)
 		}
 		if req.Method == "initialize" {
-			resp = deviceinfo.AdvertiseInitialize(resp, info)
+			resp = deviceinfo.AdvertiseInitialize(resp, s.cfg.Load().deviceInfo(d))
 		}
 		x.entry.UpstreamStatus = status
 		s.answer(x, status, resp, VerdictAllow, ruleProtocol)

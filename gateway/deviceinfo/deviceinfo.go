@@ -97,8 +97,9 @@ func decode(b []byte) (Info, bool) {
 	return in, true
 }
 
-// Advertise sets the header on an answer.
-func Advertise(h http.Header, in Info) { h.Set(Header, string(in.encode())) }
+// HeaderValue is the header's value for in: the gateway encodes it once
+// per device when it loads its config, not on every answer.
+func (in Info) HeaderValue() string { return string(in.encode()) }
 
 // FromHeader reads the header of an answer (false: absent or unreadable).
 func FromHeader(h http.Header) (Info, bool) {
