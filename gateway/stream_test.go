@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/gateway/provenance"
 )
@@ -58,5 +62,63 @@ func TestOriginStream(t *testing.T) {
 	w.Write([]byte(`{"error": "bad filter"}`))
 	if rec.Code != 400 || rec.Body.String() != `{"error": "bad filter"}` {
 		t.Errorf("an error answer: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+// An upstream that never ends a frame: the gateway holds at most
+// maxAnswer of it, then ends the device's stream (logged) with the whole
+// frames before it and nothing of the unfinished one.
+func TestStreamFrameIsBounded(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, ": ping\n\nid: evt_1\nevent: logstream\ndata: {\"id\":\"evt_1\",\"body\":\"")
+		chunk := bytes.Repeat([]byte("x"), 32<<10)
+		for sent := 0; sent <= maxAnswer+len(chunk); sent += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		<-r.Context().Done() // the frame never ends
+	}))
+	defer up.Close()
+	g := newGWAt(t, devices, &upstream{name: "endless", url: up.URL + "/mcp"})
+	var logged bytes.Buffer
+	g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.http.URL+"/logstream/stream?to_agent=opencode@laptop", nil)
+	req.Header.Set("Authorization", "Bearer "+g.tokens["laptop-7f3a"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || string(got) != ": ping\n\n" {
+		t.Fatalf("the stream did not end after the frames before the endless one: %v, %d bytes: %.100q", err, len(got), got)
+	}
+	if !strings.Contains(logged.String(), "frame") {
+		t.Errorf("the stream's end is not logged: %s", logged.String())
+	}
+}
+
+// A long frame in small pieces costs the time of its bytes, not of its
+// bytes times its pieces: each Write looks for a frame's end only in
+// what it brought.
+func TestStreamLongFrameInSmallPieces(t *testing.T) {
+	g := newGW(t, nil)
+	rec := httptest.NewRecorder()
+	w := g.srv.originsOfStream(rec, &Device{ID: "desk-9b21"})
+	w.WriteHeader(200)
+	frame := "data: {\"id\":\"evt_1\",\"body\":\"" + strings.Repeat("x", 16<<20) + "\"}\n\n"
+	start := time.Now()
+	for i := 0; i < len(frame); i += 512 {
+		w.Write([]byte(frame[i:min(i+512, len(frame))]))
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("%d of a %d-byte frame in 512-byte pieces took %v", i, len(frame), took)
+		}
+	}
+	if !strings.Contains(rec.Body.String(), `"origin": {"device":"unknown","trusted":true}}`) {
+		t.Fatalf("the frame did not pass: %.200q", rec.Body.String())
 	}
 }
