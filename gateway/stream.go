@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
+	"log/slog"
 	"net/http"
 
 	"github.com/tidwall/gjson"
@@ -18,19 +20,27 @@ import (
 // as they are. The upstream sends each event as one line of JSON (mempalace
 // surface §6.6); a data line that is not one JSON object reaches a device
 // that trusts every record as it is, and no device that names a set.
+// A frame is at most maxAnswer, what the gateway reads of any one
+// answer: past it the stream ends, with none of that frame.
 type originStream struct {
 	http.ResponseWriter
 	a       *annotator
+	log     *slog.Logger
 	pending []byte
+	scanned int  // the bytes of pending searched for a frame's end
 	asIs    bool // not a stream: the upstream's error, passed on
+	ended   bool // a frame passed maxAnswer
 }
+
+// errFrameTooLong ends a stream whose frame passed maxAnswer.
+var errFrameTooLong = errors.New("an event frame longer than the gateway reads of one answer")
 
 // originsOfStream is w with the origin step of /logstream/stream for d
 // (w itself when there is no provenance index).
 func (s *Server) originsOfStream(w http.ResponseWriter, d *Device) http.ResponseWriter {
 	t, _ := catalogue.Lookup("event_list")
 	if a := s.annotatorFor(d, t); a != nil {
-		return &originStream{ResponseWriter: w, a: a}
+		return &originStream{ResponseWriter: w, a: a, log: s.Log}
 	}
 	return w
 }
@@ -42,25 +52,36 @@ func (o *originStream) WriteHeader(code int) {
 }
 
 // Write takes the upstream's bytes as they come and passes on the frames
-// they complete.
+// they complete; an error ends the stream.
 func (o *originStream) Write(b []byte) (int, error) {
 	if o.asIs {
 		return o.ResponseWriter.Write(b)
 	}
+	if o.ended {
+		return 0, errFrameTooLong
+	}
 	o.pending = append(o.pending, b...)
 	for {
-		end := bytes.Index(o.pending, []byte("\n\n"))
+		end := bytes.Index(o.pending[o.scanned:], []byte("\n\n"))
 		if end < 0 {
-			return len(b), nil
+			break
 		}
+		end += o.scanned
 		frame := o.pending[:end+2]
 		if out, keep := o.frame(frame); keep {
 			if _, err := o.ResponseWriter.Write(out); err != nil {
 				return len(b), err
 			}
 		}
-		o.pending = o.pending[end+2:]
+		o.pending, o.scanned = o.pending[end+2:], 0
 	}
+	o.scanned = max(len(o.pending)-1, 0) // its last byte may be the first \n
+	if len(o.pending) > maxAnswer {
+		o.ended, o.pending = true, nil
+		o.log.Warn("logstream: the upstream's frame passed the gateway's cap; the device's stream is ended", "device", o.a.d.ID, "cap", maxAnswer)
+		return len(b), errFrameTooLong
+	}
+	return len(b), nil
 }
 
 // frame is one SSE frame as the device gets it (keep false: left out).

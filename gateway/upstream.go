@@ -258,7 +258,9 @@ func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			w.Write(buf[:n]) // a client that hung up: the stream ends at the next read
+			if _, err := w.Write(buf[:n]); err != nil {
+				return // a client that hung up, or a frame past its cap (stream.go)
+			}
 			if flusher != nil {
 				flusher.Flush()
 			}
