@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/provenance"
 )
 
 // around writes straight into the primary, around the gateway (as a
@@ -414,4 +418,34 @@ func must1(t *testing.T, g *gw, tok, tool string, args map[string]any) map[strin
 		t.Fatalf("%s: %v", tool, rpc)
 	}
 	return res
+}
+
+// A record whose index key's member appears twice is refused, as one
+// whose wing does: the origin step would look up the first copy, a
+// client's parser may read the last (a drawer annotated with laptop's
+// origin that the device reads as another). Through the filter, for a
+// device whose answer is cut and one whose is only annotated.
+func TestRecordKeyTwiceIsRefused(t *testing.T) {
+	g := newGW(t, devices)
+	if err := g.srv.prov.Record(context.Background(), provenance.Entry{Key: provenance.Drawer("drawer_a"), Stamp: provenance.Stamp{Device: "laptop-7f3a", Label: "laptop"}}); err != nil {
+		t.Fatal(err)
+	}
+	laptop, desk := &devices[0], &devices[1] // desk reads every wing: its answers are annotated, not cut
+	for _, c := range []struct {
+		tool, text string
+		d          *Device
+	}{
+		{"search", `{"results":[{"drawer_id":"drawer_a","wing":"shared","text":"b","drawer_id":"drawer_b"}]}`, laptop},
+		{"search", `{"results":[{"drawer_id":"drawer_a","wing":"shared","text":"b","drawer_id":"drawer_b"}]}`, desk},
+		{"list_drawers", `{"drawers":[{"drawer_id":"","drawer_id":"drawer_a","wing":"shared"}]}`, desk},
+		{"get_drawer", `{"drawer_id":"drawer_a","wing":"shared","content":"b","drawer_id":"drawer_b"}`, desk},
+		{"kg_query", `{"facts":[{"subject":"a","predicate":"p","object":"o","valid_from":null,"object":"other"}]}`, desk},
+		{"event_list", `{"events":[{"id":"evt_1","to_agent":"pi@desk","id":"evt_2"}]}`, desk},
+	} {
+		tool, _ := catalogue.Lookup("mempalace_" + c.tool)
+		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": c.text}}}})
+		if out, err := g.srv.filterAnswer(context.Background(), c.d, tool, Decision{Allow: true}, env); err == nil {
+			t.Errorf("%s for %s: %s passed as %s", c.tool, c.d.ID, c.text, out)
+		}
+	}
 }
