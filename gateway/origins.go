@@ -62,14 +62,15 @@ type record struct {
 	hasOrigin, failed bool
 	wing, to, from    string
 	alsoIn            int  // members named also_in (a search hit's folded copies)
-	twice             bool // wing, to_agent or from_agent appears twice
+	twice             bool // wing, to_agent, from_agent or a key field appears twice
 }
 
 // readRecord reads it once: names are the members its index key is made
 // of (none without an origin step).
 func readRecord(it gjson.Result, names []string) record {
 	var r record
-	var seen [3]bool // wing, to_agent, from_agent: a value of any type, "" too
+	var seen [3]bool    // wing, to_agent, from_agent: a value of any type, "" too
+	var seenKey [4]bool // the key fields, as seen
 	it.ForEach(func(k, v gjson.Result) bool {
 		var into *string
 		at := 0
@@ -88,8 +89,9 @@ func readRecord(it gjson.Result, names []string) record {
 			r.alsoIn++
 		default:
 			for i, n := range names {
-				if k.Str == n && r.f[i] == "" {
-					r.f[i] = v.Str
+				if k.Str == n {
+					r.twice = r.twice || seenKey[i]
+					seenKey[i], r.f[i] = true, v.Str
 				}
 			}
 		}
@@ -148,12 +150,13 @@ func (a *annotator) originOf(r record) origin.Origin {
 }
 
 // item appends one record to dst with its origin added (keep false:
-// withheld, nothing appended). A record that already has an "origin" is
-// an answer shape the gateway does not know; an item that is an error
-// (get_drawers' missing ids) is appended as it is.
+// withheld, nothing appended). A record that already has an "origin", or
+// a member read twice (a client's parser may read the copy the look-up
+// did not), is an answer shape the gateway does not know; an item that
+// is an error (get_drawers' missing ids) is appended as it is.
 func (a *annotator) item(dst []byte, it gjson.Result, r record) (out []byte, keep bool, err error) {
 	switch {
-	case r.hasOrigin:
+	case r.hasOrigin, r.twice:
 		return dst, false, errUnknownShape
 	case r.failed:
 		return append(dst, it.Raw...), true, nil
