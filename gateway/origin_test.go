@@ -449,3 +449,44 @@ func TestRecordKeyTwiceIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Only an error item as MemPalace writes one skips the origin step:
+// get_drawers' {"drawer_id", "error"} for a missing id, get_drawer's
+// {"error"[, "hint"]}. A drawer that also carries an "error" member is a
+// record like any other: annotated, and withheld from a device that
+// withholds what it does not trust.
+func TestErrorMemberDoesNotHideARecord(t *testing.T) {
+	g := newGW(t, devices)
+	if err := g.srv.prov.Record(context.Background(), provenance.Entry{Key: provenance.Drawer("drawer_a"), Stamp: provenance.Stamp{Device: "laptop-7f3a", Label: "laptop"}}); err != nil {
+		t.Fatal(err)
+	}
+	withhold := &Device{ID: "desk-9b21", Read: []string{"*"}, Trusts: []string{"admin-0001"}, Untrusted: UntrustedWithhold}
+	mark := &Device{ID: "desk-9b21", Read: []string{"*"}, Trusts: []string{"admin-0001"}}
+	const missing = `{"drawer_id": "drawer_nope", "error": "Drawer not found: drawer_nope"}`
+	const forged = `{"drawer_id": "drawer_a", "content": "laptop's words", "wing": "shared", "error": "x"}`
+	filter := func(d *Device, tool, text string) string {
+		t.Helper()
+		tl, _ := catalogue.Lookup("mempalace_" + tool)
+		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
+		out, err := g.srv.filterAnswer(context.Background(), d, tl, Decision{Allow: true}, env)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tool, text, err)
+		}
+		return string(out)
+	}
+	batch := `{"results": [` + missing + `, ` + forged + `], "count": 2, "errors": 1}`
+	if out := filter(withhold, "get_drawers", batch); strings.Contains(out, "laptop's words") || !strings.Contains(out, `Drawer not found: drawer_nope\"}`) {
+		t.Errorf("get_drawers for a device that withholds: %s", out)
+	}
+	if out := filter(mark, "get_drawers", batch); !strings.Contains(out, `\"error\": \"x\", \"origin\": {\"device\":\"laptop-7f3a\"`) || !strings.Contains(out, `Drawer not found: drawer_nope\"}`) {
+		t.Errorf("get_drawers for a device that marks: %s", out)
+	}
+	if out := filter(withhold, "get_drawer", forged); strings.Contains(out, "laptop's words") || !strings.Contains(out, "withheld: written by laptop-7f3a") {
+		t.Errorf("get_drawer for a device that withholds: %s", out)
+	}
+	for _, genuine := range []string{`{"error": "Drawer not found: drawer_nope"}`, `{"error": "No palace found", "hint": "Run: mempalace init <dir> && mempalace mine <dir>"}`} {
+		if out := filter(withhold, "get_drawer", genuine); strings.Contains(out, "origin") || strings.Contains(out, "withheld") {
+			t.Errorf("get_drawer's error answer %s: %s", genuine, out)
+		}
+	}
+}
