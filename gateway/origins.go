@@ -56,7 +56,9 @@ var keyFields = map[catalogue.Records][]string{
 // record is what the filter and the origin step read of one record, in
 // one pass over its members: the members visibility is decided by (wing,
 // to_agent, from_agent, and how often they appear), the index key's
-// fields, and whether it has an origin already or is an error item.
+// fields, and whether it has an origin already or is an error item: an
+// "error" and at most a drawer_id besides, as get_drawers' item for an id
+// that does not resolve (anything more is a record with an error member).
 type record struct {
 	f                 [4]string
 	hasOrigin, failed bool
@@ -71,7 +73,9 @@ func readRecord(it gjson.Result, names []string) record {
 	var r record
 	var seen [3]bool    // wing, to_agent, from_agent: a value of any type, "" too
 	var seenKey [4]bool // the key fields, as seen
+	more := false       // a member but error and drawer_id: not an error item
 	it.ForEach(func(k, v gjson.Result) bool {
+		more = more || (k.Str != "error" && k.Str != "drawer_id")
 		var into *string
 		at := 0
 		switch k.Str {
@@ -104,6 +108,7 @@ func readRecord(it gjson.Result, names []string) record {
 		}
 		return true
 	})
+	r.failed = r.failed && !more
 	return r
 }
 
@@ -240,8 +245,8 @@ func (a *annotator) answer(m gjson.Result, ms []member) ([]byte, error) {
 		if obj != "." {
 			rec = m.Get(obj)
 		}
-		if !rec.IsObject() || (obj == "." && m.Get("error").Exists()) {
-			return []byte(m.Raw), nil // an error answer: no record
+		if !rec.IsObject() || (obj == "." && m.Get("error").Exists() && !m.Get("drawer_id").Exists()) {
+			return []byte(m.Raw), nil // an error answer (get_drawer's has no drawer_id): no record
 		}
 		raw, keep, err := a.item(nil, rec, a.read(rec))
 		switch {
