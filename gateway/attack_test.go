@@ -2,12 +2,16 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/ledger"
@@ -78,5 +82,39 @@ func TestWideAnswerIsNotTooDeep(t *testing.T) {
 	out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env)
 	if err != nil || strings.Count(string(out), "wing") != 1 || !strings.Contains(string(out), "kept") {
 		t.Fatalf("a wide answer: %v %.300s", err, out)
+	}
+}
+
+// TestFilteredAnswerCarriesTheRequestsID: an upstream that answers a
+// tools/call under another id (another number, an object, a string that
+// is not UTF-8) or another jsonrpc: the answer the filter rebuilds goes
+// to the device under the id the device sent and "2.0", what its client
+// matches on, never the upstream's.
+func TestFilteredAnswerCarriesTheRequestsID(t *testing.T) {
+	for _, c := range []struct{ jsonrpc, id string }{
+		{`"2.0"`, `99`},
+		{`"2.0"`, `{"leak": "another wing's words"}`},
+		{`"2.0"`, "\"\xff\""},
+		{`"1.0"`, `7`},
+	} {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc": `+c.jsonrpc+`, "id": `+c.id+`, "result": {"content": [{"type": "text", "text": "{\"results\": []}"}]}}`)
+		}))
+		g := newGWAt(t, devices, &upstream{name: "wrong id", url: up.URL + "/mcp"})
+		for _, id := range []string{`7`, `"req-7"`} {
+			req, _ := http.NewRequest("POST", g.http.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"q","wing":"shared"}}}`))
+			req.Header.Set("Authorization", "Bearer "+g.tokens["laptop-7f3a"])
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if got := gjson.GetBytes(body, "id").Raw; got != id || gjson.GetBytes(body, "jsonrpc").Raw != `"2.0"` || !utf8.Valid(body) || !gjson.GetBytes(body, "result").Exists() {
+				t.Errorf("the upstream answered jsonrpc %s id %q to id %s: the device got %q", c.jsonrpc, c.id, id, body)
+			}
+		}
+		up.Close()
 	}
 }
