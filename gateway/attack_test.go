@@ -38,7 +38,7 @@ func TestDeeplyNestedAnswerIsRefusedNotFatal(t *testing.T) {
 			encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}}),
 			[]byte(`{"jsonrpc": "2.0", "id": 1, "error": ` + deep + `}`), // the envelope, read by the general decoder
 		} {
-			if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env); err == nil {
+			if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, []byte("1"), env); err == nil {
 				t.Fatalf("an answer nested a million deep was passed: %.80s", env)
 			}
 		}
@@ -79,7 +79,7 @@ func TestWideAnswerIsNotTooDeep(t *testing.T) {
 	search, _ := catalogue.Lookup("mempalace_search")
 	hits := strings.Repeat(`{"wing":"private_desk","text":"[{"},`, 2*jsondepth.Max) + `{"wing":"shared","text":"kept"}`
 	env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": `{"results":[` + hits + `]}`}}}})
-	out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env)
+	out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, []byte("1"), env)
 	if err != nil || strings.Count(string(out), "wing") != 1 || !strings.Contains(string(out), "kept") {
 		t.Fatalf("a wide answer: %v %.300s", err, out)
 	}

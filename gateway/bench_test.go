@@ -143,7 +143,7 @@ func BenchmarkFilterRealAnswer(b *testing.B) {
 				b.SetBytes(int64(len(resp)))
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := g.srv.filterAnswer(context.Background(), d, t, Decision{Allow: true, Wing: "shared"}, resp); err != nil {
+					if _, err := g.srv.filterAnswer(context.Background(), d, t, Decision{Allow: true, Wing: "shared"}, []byte("1"), resp); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -71,7 +71,7 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 		if status != http.StatusOK {
 			return status, resp, nil
 		}
-		out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true, Wing: readable[0]}, resp)
+		out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true, Wing: readable[0]}, req.rawID(), resp)
 		return status, out, err
 	}
 	if v, asked := req.Args["cli_compatible"]; asked && v != false {
@@ -167,7 +167,7 @@ func (s *Server) askWing(ctx context.Context, d *Device, t catalogue.Tool, req *
 		if status != http.StatusOK {
 			return wingAnswer{status: status, passOn: resp}
 		}
-		out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true, Wing: w}, resp)
+		out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true, Wing: w}, req.rawID(), resp)
 		if err != nil {
 			return wingAnswer{err: err}
 		}
@@ -221,7 +221,7 @@ func str(v any) string { s, _ := v.(string); return s }
 func (s *Server) waitVisible(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest, start time.Time, resp []byte) (int, []byte, error) {
 	timeout := time.Duration(min(max(numArg(req.Args, "timeout_ms", 60000), 0), 300000)) * time.Millisecond
 	for {
-		out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true}, resp)
+		out, err := s.filterAnswer(ctx, d, t, Decision{Allow: true}, req.rawID(), resp)
 		if err != nil {
 			return 0, nil, err
 		}

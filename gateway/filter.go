@@ -73,8 +73,7 @@ type answerEnvelope struct {
 // (kilobytes of text) that decoding was most of the gateway's added
 // latency.
 func answerText(resp []byte) (env answerEnvelope, text gjson.Result, isErr bool, err error) {
-	id, body, ok := plainAnswer(resp)
-	env.ID = id // and jsonrpc "2.0", which rewrap writes when env has none
+	_, body, ok := plainAnswer(resp)
 	if !ok {
 		if jsondepth.Deeper(resp, jsondepth.Max) { // segmentio's decoder reads nesting by recursion
 			return env, text, false, errUnknownShape
@@ -145,13 +144,15 @@ func oddKey(ms []member, allowed []string) (string, bool) {
 // agents) the device may see, recomputes or removes counts that would
 // reveal the rest, and refuses shapes it does not know. A filtered answer
 // carries "filtered": true whether or not anything was cut, so the marker
-// itself says nothing about other wings.
-func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, resp []byte) ([]byte, error) {
+// itself says nothing about other wings. A rebuilt answer goes out under
+// id, the request's (what the device's client matches on), whatever id
+// the upstream's answer says.
+func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, id json.RawMessage, resp []byte) ([]byte, error) {
 	cut, ann := needsFilter(d, t), s.annotatorFor(d, t)
 	if !cut && ann == nil {
 		return resp, nil
 	}
-	env, m, isErr, err := answerText(resp)
+	_, m, isErr, err := answerText(resp)
 	if err != nil && !cut && d.Trusts == nil {
 		return resp, nil // as before origins: nothing to cut, and every record is trusted
 	}
@@ -170,7 +171,7 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 		if err != nil {
 			return nil, err
 		}
-		return rewrap(env, text), nil
+		return rewrap(id, text), nil
 	}
 	if key, odd := oddKey(ms, knownKeys[t.Filter]); odd {
 		return nil, fmt.Errorf("%w (%q unknown, or there twice)", errUnknownShape, key)
@@ -185,16 +186,14 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	if err != nil {
 		return nil, err
 	}
-	return rewrap(env, text), nil
+	return rewrap(id, text), nil
 }
 
-// rewrap puts an answer's text back in MemPalace's envelope.
-func rewrap(env answerEnvelope, text []byte) []byte {
+// rewrap puts an answer's text in MemPalace's envelope, answering id.
+func rewrap(id json.RawMessage, text []byte) []byte {
 	out := make([]byte, 0, len(text)+len(text)/4+64) // quoting MemPalace's indented text adds about a tenth, its origins more
-	out = append(out, `{"jsonrpc":`...)
-	out = append(out, cmp.Or(string(env.JSONRPC), `"2.0"`)...)
-	out = append(out, `,"id":`...)
-	out = append(out, cmp.Or(string(env.ID), "null")...)
+	out = append(out, `{"jsonrpc":"2.0","id":`...)
+	out = append(out, cmp.Or(string(id), "null")...)
 	out = append(out, `,"result":{"content":[{"type":"text","text":`...)
 	out = appendQuoted(out, text)
 	return append(out, `}]}}`...)

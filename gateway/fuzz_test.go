@@ -251,7 +251,7 @@ func FuzzAuthorize(f *testing.F) {
 				}
 			}
 			env, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(answer)}}}})
-			out, err := g.srv.filterAnswer(context.Background(), d, tool, dec, env)
+			out, err := g.srv.filterAnswer(context.Background(), d, tool, dec, []byte("1"), env)
 			if err != nil || !needsFilter(d, tool) {
 				continue
 			}

@@ -279,7 +279,7 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	if t.Name == "event_wait" && !d.Coordinator {
 		return s.waitVisible(ctx, d, t, req, sent, resp)
 	}
-	out, err := s.filterAnswer(ctx, d, t, dec, resp)
+	out, err := s.filterAnswer(ctx, d, t, dec, req.rawID(), resp)
 	return status, out, err
 }
 

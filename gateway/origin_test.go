@@ -444,7 +444,7 @@ func TestRecordKeyTwiceIsRefused(t *testing.T) {
 	} {
 		tool, _ := catalogue.Lookup("mempalace_" + c.tool)
 		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": c.text}}}})
-		if out, err := g.srv.filterAnswer(context.Background(), c.d, tool, Decision{Allow: true}, env); err == nil {
+		if out, err := g.srv.filterAnswer(context.Background(), c.d, tool, Decision{Allow: true}, []byte("1"), env); err == nil {
 			t.Errorf("%s for %s: %s passed as %s", c.tool, c.d.ID, c.text, out)
 		}
 	}
@@ -468,7 +468,7 @@ func TestErrorMemberDoesNotHideARecord(t *testing.T) {
 		t.Helper()
 		tl, _ := catalogue.Lookup("mempalace_" + tool)
 		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
-		out, err := g.srv.filterAnswer(context.Background(), d, tl, Decision{Allow: true}, env)
+		out, err := g.srv.filterAnswer(context.Background(), d, tl, Decision{Allow: true}, []byte("1"), env)
 		if err != nil {
 			t.Fatalf("%s %s: %v", tool, text, err)
 		}

@@ -201,7 +201,7 @@ func TestFilterStep(t *testing.T) {
 	search, _ := catalogue.Lookup("mempalace_search")
 	text := `{"query":"q","filters":{},"total_before_filter":9,"results":[{"wing":"shared","text":"a"},{"wing":"private_desk","text":"b","also_in":[{"wing":"private_desk"}]}]}`
 	env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
-	out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env)
+	out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, []byte("1"), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestFilterStep(t *testing.T) {
 	if hits := m["results"].([]any); len(hits) != 1 || m["total_before_filter"] != nil || m["filtered"] != true {
 		t.Fatalf("filtered: %v", m)
 	}
-	if out, _ := s.filterAnswer(context.Background(), &devices[1], search, Decision{Allow: true}, env); string(out) != string(env) {
+	if out, _ := s.filterAnswer(context.Background(), &devices[1], search, Decision{Allow: true}, []byte("1"), env); string(out) != string(env) {
 		t.Fatalf("a read-* device's answer was changed: %s", out)
 	}
 	for _, bad := range []string{
@@ -223,20 +223,20 @@ func TestFilterStep(t *testing.T) {
 		`{"results":[{"wing":"","wing":"shared"}]}`,                                        // the same, the first empty
 	} {
 		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": bad}}}})
-		if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, env); err == nil {
+		if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, []byte("1"), env); err == nil {
 			t.Errorf("%s: passed", bad)
 		}
 	}
 	folded := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": `{"results":[{"wing":"shared","text":"a","also_in":[{"wing":"private_desk"}]}]}`}}}})
-	if out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, folded); err != nil || strings.Contains(string(out), "also_in") {
+	if out, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, []byte("1"), folded); err != nil || strings.Contains(string(out), "also_in") {
 		t.Errorf("a readable hit's folded copies in other wings: %s, %v", out, err)
 	}
 	cli := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": `{"query":"q","cli_output":"x"}`}}}})
-	if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true, Wing: "shared"}, cli); err != nil {
+	if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true, Wing: "shared"}, []byte("1"), cli); err != nil {
 		t.Errorf("the CLI's text for one readable wing: %v", err)
 	}
 	two := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}, map[string]any{"type": "text", "text": "{}"}}}})
-	if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, two); err == nil {
+	if _, err := s.filterAnswer(context.Background(), &devices[0], search, Decision{Allow: true}, []byte("1"), two); err == nil {
 		t.Error("two content blocks passed")
 	}
 }
