@@ -29,7 +29,10 @@ type journey struct {
 	cfg     string
 	primary *fakepalace.Palace
 	srv     *fakepalace.HTTPServer
-	steps   []string
+	// trace is every message the primary received (fakepalace.SetTrace),
+	// shown when a run offers the model no palace tool.
+	trace *testbed.SyncBuffer
+	steps []string
 }
 
 // check records one line of the transcript and stops at the first failure.
@@ -80,20 +83,22 @@ func (j *journey) checkConnected(step, what string) {
 // opencode connects its MCP servers as a run starts and drops one that
 // does not answer in time: twice in about ten CI runs under load, a run
 // right after `opencode mcp list` said connected offered the model no
-// palace tool. Such a run is made once more (and logged), as a user would
-// start the session again; two in a row fail the step.
+// palace tool. Such a run is made once more (and logged, with opencode's
+// own log, --print-logs, and what the primary received meanwhile), as a
+// user would start the session again; two in a row fail the step.
 func (j *journey) run(tool string, args map[string]any) string {
 	j.t.Helper()
 	for attempt := 1; ; attempt++ {
 		j.mock.Next(mockmodel.ToolCall{Name: "mempalace_mempalace_" + tool, Args: args})
-		out, errOut, err := j.h.Run(j.t, 120*time.Second, j.oc, "run", "please use memory")
+		mark := len(j.trace.String())
+		out, errOut, err := j.h.Run(j.t, 120*time.Second, j.oc, "run", "--print-logs", "--log-level", "DEBUG", "please use memory")
 		if err != nil || !strings.Contains(out, "MOCK DONE") {
 			j.t.Fatalf("opencode run (%s): %v\nstdout:\n%s\nstderr:\n%s", tool, err, out, errOut)
 		}
 		if len(mempalaceTools(j.mock.Offered())) > 0 || attempt == 2 {
 			return j.mock.LastToolResult()
 		}
-		j.t.Logf("opencode run (%s) offered the model no mempalace tool; run once more. Its stderr: %.800s", tool, errOut)
+		j.t.Logf("opencode run (%s) offered the model no mempalace tool; run once more.\nopencode's log:\n%s\nthe primary received meanwhile:\n%s", tool, errOut, j.trace.String()[mark:])
 	}
 }
 
@@ -122,7 +127,7 @@ func TestJourney(t *testing.T) {
 	testbed.Integration(t, "the opencode journey: the real client from npm, the binaries built")
 	oc := testbed.Opencode(t)
 	h := testbed.NewHome(t)
-	j := &journey{t: t, h: h, oc: oc}
+	j := &journey{t: t, h: h, oc: oc, trace: &testbed.SyncBuffer{}}
 	j.bin = testbed.Build(t, "./cmd/devbox-config", "devbox-config")
 	h.Link(t, j.bin, "devbox-config")
 	h.Link(t, testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp"), "mempalace-mcp")
@@ -165,6 +170,7 @@ func TestJourney(t *testing.T) {
 
 	// 2. Remote: URL and token in .env, restart.
 	j.primary, _ = fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	fakepalace.SetTrace(j.primary, j.trace)
 	j.srv = j.primary.NewHTTP(fakepalace.HTTPOptions{Token: token})
 	if err := j.srv.Start("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
