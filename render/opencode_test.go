@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +98,76 @@ func TestOpencodeLoadsEveryRung(t *testing.T) {
 		})
 	}
 }
+
+// TestOpencodeRemoteEntryConnectsEveryTime: opencode is a Bun program, and
+// the Bun in the pinned opencode (1.3.14) pools a keep-alive socket after
+// a response that said "Connection: close" when its status was not 2xx.
+// `mempalace serve` (and the double) close the connection after every
+// answer, and answer the SDK's GET /mcp, which it sends right after
+// notifications/initialized, with 404: that socket goes to the pool half
+// closed, the tools/list sent next takes it and fails (ECONNRESET, "The
+// socket connection was closed unexpectedly"), and opencode, which drops
+// that error, starts the session without the palace's tools (the
+// journey's remote step, a few CI runs in ten). The entry render writes
+// must make every connect list the tools: its headers, as opencode passes
+// them to the SDK's transport, under opencode's own runtime, 500 connects
+// to the double without one failure.
+func TestOpencodeRemoteEntryConnectsEveryTime(t *testing.T) {
+	testbed.Integration(t, "drives the real opencode's runtime and the SDK from npm")
+	oc := testbed.Opencode(t)
+	h := testbed.NewHome(t)
+	const token = "tok-SECRET-opencode-connects"
+	primary, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: token})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	h.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	h.Setenv("MEMPALACE_REMOTE_TOKEN", token)
+	if res, _, err := Run(Options{Home: h.Dir, Env: h.Lookup, LookPath: found}, false); err != nil || res[0].Kept() {
+		t.Fatalf("render: %v %+v", err, res)
+	}
+	file := filepath.Join(h.Dir, ".config", "opencode", "opencode.jsonc")
+	std, err := hujson.Standardize(mustRead(t, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		MCP map[string]struct {
+			URL     string            `json:"url"`
+			Headers map[string]string `json:"headers"`
+		} `json:"mcp"`
+	}
+	if err := json.Unmarshal(std, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	entry := cfg.MCP["mempalace"]
+	sent := map[string]string{}
+	for k, v := range entry.Headers { // opencode expands {env:VAR} and nothing else
+		sent[k] = envRef.ReplaceAllStringFunc(v, func(ref string) string { return h.Getenv(envRef.FindStringSubmatch(ref)[1]) })
+	}
+	hdr, _ := json.Marshal(sent)
+	h.Setenv("BUN_BE_BUN", "1") // the opencode binary runs a script as Bun
+	h.Setenv("HEADERS", string(hdr))
+	out, errOut, err := h.Run(t, 120*time.Second, oc, testbed.Script(t, "remote-connects.mjs"), entry.URL, "500")
+	var res struct {
+		Runtime  string
+		Connects int
+		Failures []map[string]any
+	}
+	if err != nil || json.Unmarshal([]byte(out), &res) != nil || res.Connects != 500 {
+		t.Fatalf("remote-connects.mjs: %v\n%s\n%s", err, out, errOut)
+	}
+	if len(res.Failures) > 0 {
+		t.Fatalf("%s: %d of %d connects with the rendered entry's headers %s failed, e.g. %v", res.Runtime, len(res.Failures), res.Connects, entry.Headers, res.Failures[0])
+	}
+}
+
+var envRef = regexp.MustCompile(`\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // Issue 15's round trip, checked by the pinned opencode itself: for
 // comment-heavy configs (a block comment across the head, one that is all
