@@ -20,7 +20,7 @@ func All() []Record {
 			Format: JSONC, Key: []string{"mcp"}, Scope: Always, EnvRef: "{env:%s}",
 			Entries: Entries{
 				Solitary: `{"type": "local", "command": ["mempalace-mcp"], "enabled": true}`,
-				Remote:   `{"type": "remote", "url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}, "oauth": false, "enabled": true}`,
+				Remote:   `{"type": "remote", "url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}", "Connection": "close"}, "oauth": false, "enabled": true}`,
 				Edge:     `{"type": "local", "command": ["devbox-config", "edge"], "environment": {"MEMPALACE_EDGE_HARNESS": "opencode"}, "enabled": true}`,
 			},
 			Schema: "https://opencode.ai/config.json",
@@ -28,6 +28,7 @@ func All() []Record {
 			Traps: []string{
 				"inserts \"$schema\" into a file without one, rewriting it (older builds dropped comments and wrote expanded secrets): render writes it first",
 				"an unset {env:VAR} silently becomes \"\"",
+				"its Bun (1.3.14) pools the socket of a non-2xx answer that said Connection: close; serve answers the SDK's GET /mcp with one and closes, and the next tools/list fails: the remote entry sends Connection: close",
 				"deep-merges mcp.mempalace across config.json < opencode.json < opencode.jsonc",
 			},
 		},
