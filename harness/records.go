@@ -155,12 +155,13 @@ func All() []Record {
 			Format:   JSONC, Key: []string{"mcp"}, Scope: OptIn, EnvRef: "{env:%s}",
 			Entries: Entries{
 				Solitary: `{"type": "local", "command": ["mempalace-mcp"], "enabled": true}`,
-				Remote:   `{"type": "remote", "url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}, "oauth": false, "enabled": true}`,
+				Remote:   `{"type": "remote", "url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}", "Connection": "close"}, "oauth": false, "enabled": true}`,
 				Edge:     `{"type": "local", "command": ["devbox-config", "edge"], "environment": {"MEMPALACE_EDGE_HARNESS": "kilo"}, "enabled": true}`,
 			},
 			Schema: "https://app.kilo.ai/config.json",
 			Traps: []string{
 				"opencode's fork: only {env:VAR} is expanded",
+				"runs on opencode's Bun (1.3.14), which pools the socket of a non-2xx answer that said Connection: close: the remote entry sends Connection: close",
 				"rewrites its config at start (inserts \"$schema\" and a one-time permission migration, re-indents the entry): render fingerprints only the entry's meaning",
 			},
 		},
