@@ -19,24 +19,10 @@ import (
 	"github.com/joakimp/devbox-config/testbed"
 )
 
-func startHTTP(t *testing.T, opts Options, h HTTPOptions) (*Palace, *HTTPServer) {
-	t.Helper()
-	pl, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := pl.NewHTTP(h)
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	return pl, srv
-}
-
 const listReq = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
 
 func TestHTTPWireAsMempalaceServe(t *testing.T) {
-	_, srv := startHTTP(t, Options{}, HTTPOptions{Token: "s3cret"})
+	_, srv := testbed.Primary(t, Options{}, HTTPOptions{Token: "s3cret"})
 	u := srv.URL()
 	base := strings.TrimSuffix(u, "/mcp")
 	auth := map[string]string{"Authorization": "Bearer s3cret"}
@@ -96,7 +82,7 @@ func TestHTTPWireAsMempalaceServe(t *testing.T) {
 }
 
 func TestSessionMode(t *testing.T) {
-	_, srv := startHTTP(t, Options{}, HTTPOptions{SessionMode: true})
+	_, srv := testbed.Primary(t, Options{}, HTTPOptions{SessionMode: true})
 	r, _ := testbed.Request(t, "POST", srv.URL(), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, nil)
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
@@ -115,7 +101,7 @@ func TestSessionMode(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
-	pl, srv := startHTTP(t, Options{}, HTTPOptions{})
+	pl, srv := testbed.Primary(t, Options{}, HTTPOptions{})
 	add := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"w","room":"r","content":"landed"}}}`
 
 	srv.FailNext(2, Fail5xx)
@@ -171,11 +157,12 @@ func TestFaults(t *testing.T) {
 
 func TestStopStartSamePortKeepsThePalace(t *testing.T) {
 	dir := t.TempDir()
-	pl, srv := startHTTP(t, Options{Dir: dir}, HTTPOptions{})
+	pl, srv := testbed.Primary(t, Options{Dir: dir}, HTTPOptions{})
 	c := &httpConn{url: srv.URL()}
 	call(t, c, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "survives"})
 	url := srv.URL()
 	srv.Stop()
+	srv.Stop() // again, as testbed.Primary's Cleanup will: harmless
 	if _, err := http.Post(url, "application/json", strings.NewReader(listReq)); err == nil {
 		t.Fatal("a stopped primary answered")
 	}
@@ -231,7 +218,7 @@ func TestSearchAcrossInstancesAndEmbedders(t *testing.T) {
 }
 
 func TestEventWaitWakesOnAppend(t *testing.T) {
-	_, srv := startHTTP(t, Options{}, HTTPOptions{})
+	_, srv := testbed.Primary(t, Options{}, HTTPOptions{})
 	c := &httpConn{url: srv.URL()}
 	var wg sync.WaitGroup
 	var got map[string]any
@@ -301,7 +288,7 @@ func TestProgramStdio(t *testing.T) {
 // for tests of what a client does with them.
 func TestInitializeInstructions(t *testing.T) {
 	for _, want := range []string{"", "owed: 2 asks"} {
-		_, srv := startHTTP(t, Options{Instructions: want}, HTTPOptions{})
+		_, srv := testbed.Primary(t, Options{Instructions: want}, HTTPOptions{})
 		_, body := testbed.Request(t, "POST", srv.URL(), `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`, nil)
 		var r struct {
 			Result map[string]any `json:"result"`

@@ -8,6 +8,9 @@
 // by ./...): in $DEVBOX_REALCLIENTS, else ~/.cache/devbox-config/realclients,
 // installed there by .ci/run. Without them a test skips on a developer
 // machine and fails in CI (CI=true), so CI can never pass by skipping.
+//
+// It also starts the MemPalace test double, package fakepalace, as an
+// HTTP primary for any test (Primary), so testbed imports fakepalace.
 package testbed
 
 import (
