@@ -24,6 +24,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // box is a temp HOME with a palace at ~/.mempalace/palace (the stock
@@ -124,11 +125,7 @@ func only(t *testing.T, fs []Finding, want ...string) {
 func primary(t *testing.T, token string, o fakepalace.Options) *fakepalace.HTTPServer {
 	t.Helper()
 	o.Dir = t.TempDir()
-	pl, err := fakepalace.New(o)
-	must(t, err)
-	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: token})
-	must(t, srv.Start("127.0.0.1:0"))
-	t.Cleanup(srv.Stop)
+	_, srv := testbed.Primary(t, o, fakepalace.HTTPOptions{Token: token})
 	return srv
 }
 

@@ -165,13 +165,8 @@ func TestJourney(t *testing.T) {
 	j.check("solitary", "no <palace>/edge/ exists", os.IsNotExist(err))
 
 	// 2. Remote: URL and token in .env, restart.
-	j.primary, _ = fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
+	j.primary, j.srv = testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: token})
 	fakepalace.SetTrace(j.primary, j.trace)
-	j.srv = j.primary.NewHTTP(fakepalace.HTTPOptions{Token: token})
-	if err := j.srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer j.srv.Stop()
 	j.setEnv(map[string]string{"MEMPALACE_REMOTE_URL": j.srv.URL(), "MEMPALACE_REMOTE_TOKEN": token})
 	j.render()
 	j.check("remote", "render switches the entry to the primary", strings.Contains(read(j.cfg), `"type": "remote"`), read(j.cfg))

@@ -276,12 +276,7 @@ func TestPiJourney(t *testing.T) {
 	j.checkPiLeft("solitary")
 
 	// 2. Remote.
-	j.primary, _ = fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	j.srv = j.primary.NewHTTP(fakepalace.HTTPOptions{Token: piToken})
-	if err := j.srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer j.srv.Stop()
+	j.primary, j.srv = testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: piToken})
 	j.setEnv(map[string]string{"MEMPALACE_REMOTE_URL": j.srv.URL(), "MEMPALACE_REMOTE_TOKEN": piToken})
 	j.renderPi("remote")
 	j.check("remote", "render switches the entry to the primary (bearerTokenEnv)", strings.Contains(read(mcpFile), `"bearerTokenEnv": "MEMPALACE_REMOTE_TOKEN"`), read(mcpFile))

@@ -92,17 +92,8 @@ func start(t testing.TB, o harnessOpts) *harness {
 	case o.primaryURL != "":
 		cfg.PrimaryURL = o.primaryURL
 	case !o.passThrough:
-		var err error
-		h.primary, err = fakepalace.New(fakepalace.Options{Dir: t.TempDir(), Embedder: o.embedder})
-		if err != nil {
-			t.Fatal(err)
-		}
+		h.primary, h.srv = testbed.Primary(t, fakepalace.Options{Dir: t.TempDir(), Embedder: o.embedder}, fakepalace.HTTPOptions{Token: testToken, SessionMode: o.session})
 		fakepalace.SetTrace(h.primary, h.primaryLog)
-		h.srv = h.primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken, SessionMode: o.session})
-		if err := h.srv.Start("127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(h.srv.Stop)
 		cfg.PrimaryURL = h.srv.URL()
 		if o.primaryDown {
 			h.srv.Stop()

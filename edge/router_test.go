@@ -17,6 +17,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // inProcess answers tool calls from a test double in this process, over
@@ -83,16 +84,7 @@ func (s inProcessPrimary) State() string {
 // free port, stopped when the test ends.
 func startPrimary(t *testing.T) (*fakepalace.Palace, *fakepalace.HTTPServer) {
 	t.Helper()
-	primary, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: testToken})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
-	return primary, srv
+	return testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: testToken})
 }
 
 func newPalace(t *testing.T) *fakepalace.Palace {

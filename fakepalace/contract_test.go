@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	. "github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
@@ -91,12 +92,7 @@ func fakeTransports() map[string]opener {
 			return &stdioConn{in: inW, out: bufio.NewReader(outR)}
 		},
 		"http": func(t *testing.T) conn {
-			pl, _ := New(Options{})
-			srv := pl.NewHTTP(HTTPOptions{Token: "tok"})
-			if err := srv.Start("127.0.0.1:0"); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(srv.Stop)
+			_, srv := testbed.Primary(t, Options{}, HTTPOptions{Token: "tok"})
 			return &httpConn{url: srv.URL(), token: "tok"}
 		},
 	}

@@ -7,20 +7,13 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // startFakeAt is the double playing release version.
 func startFakeAt(t testing.TB, version string) *upstream {
 	t.Helper()
-	pl, err := fakepalace.New(fakepalace.Options{Version: version})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := pl.NewHTTP(fakepalace.HTTPOptions{Token: upstreamToken})
-	if err := up.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(up.Stop)
+	pl, up := testbed.Primary(t, fakepalace.Options{Version: version}, fakepalace.HTTPOptions{Token: upstreamToken})
 	return &upstream{name: "fakepalace " + version, url: up.URL(), palace: pl}
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // upstream is what a test gateway sits in front of: the MemPalace test
@@ -25,12 +26,7 @@ type upstream struct {
 
 func startFake(t testing.TB) *upstream {
 	t.Helper()
-	pl, _ := fakepalace.New(fakepalace.Options{})
-	up := pl.NewHTTP(fakepalace.HTTPOptions{Token: upstreamToken})
-	if err := up.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(up.Stop)
+	pl, up := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: upstreamToken})
 	return &upstream{name: "fakepalace", url: up.URL(), palace: pl}
 }
 

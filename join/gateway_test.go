@@ -9,6 +9,7 @@ import (
 
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // Through a devbox-config gateway: the device's grants and stamp apply,
@@ -53,12 +54,7 @@ func TestJoinThroughTheGateway(t *testing.T) {
 func frontGateway(t *testing.T, devices []gateway.Device) (pr *primary, url string, tokens map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
-	up, _ := fakepalace.New(fakepalace.Options{})
-	srv := up.NewHTTP(fakepalace.HTTPOptions{Token: "upstream-secret"})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	up, srv := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: "upstream-secret"})
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: devices}
 	key, err := gateway.LoadSecret(cfg.SecretFile)
 	if err != nil {

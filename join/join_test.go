@@ -91,15 +91,7 @@ type primary struct {
 
 func newPrimary(t testing.TB) *primary {
 	t.Helper()
-	pl, err := fakepalace.New(fakepalace.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: testToken})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	pl, srv := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: testToken})
 	return &primary{pl, srv}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // appendEvent writes one event into the test double through its own
@@ -61,15 +62,7 @@ func session(t testing.TB, url string) *mcp.ClientSession {
 // broadcasts among them, and 1097 replies of mine (three pages from me).
 // Without paging, the ask at position 1042 would never be seen.
 func TestOwedPagesThroughTheTestDouble(t *testing.T) {
-	pl, err := fakepalace.New(fakepalace.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := pl.NewHTTP(fakepalace.HTTPOptions{})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	pl, srv := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{})
 
 	const peer = "pi@laptop"
 	var askIDs []string

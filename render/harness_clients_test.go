@@ -54,15 +54,7 @@ func newClientRig(t *testing.T) *clientRig {
 	h.Link(t, bin(t, "./cmd/fakepalace", "mempalace-mcp"), "mempalace-mcp")
 	h.Link(t, bin(t, "./cmd/devbox-config", "devbox-config"), "devbox-config")
 	h.Setenv("MEMPALACE_PALACE_PATH", filepath.Join(h.Dir, ".mempalace", "palace"))
-	pl, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: clientToken})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: clientToken})
 	return &clientRig{h: h, primary: srv}
 }
 

@@ -30,15 +30,7 @@ func TestOpencodeLoadsEveryRung(t *testing.T) {
 	h.Setenv("MEMPALACE_PALACE_PATH", filepath.Join(h.Dir, ".mempalace", "palace"))
 
 	const token = "tok-SECRET-opencode-it"
-	primary, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: token})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: token})
 
 	file := filepath.Join(h.Dir, ".config", "opencode", "opencode.jsonc")
 	rungs := []struct {
@@ -146,15 +138,7 @@ func TestOpencodeRemoteEntryConnectsEveryTime(t *testing.T) {
 // double with the headers of file's entry under bin's Bun.
 func remoteConnects(t *testing.T, h *testbed.Home, bin, file string) {
 	const token = "tok-SECRET-opencode-connects"
-	primary, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: token})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: token})
 	h.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
 	h.Setenv("MEMPALACE_REMOTE_TOKEN", token)
 	if _, _, err := Run(Options{Home: h.Dir, Env: h.Lookup, LookPath: found}, false); err != nil {

@@ -60,15 +60,7 @@ func TestModel(t *testing.T) {
 				t.Parallel()
 			}
 			cfg := modelConfig{steps: steps, gateway: seed%4 != 0, artifacts: true, big: seed%5 == 0, settle: 40 * time.Second}
-			pl, err := fakepalace.New(fakepalace.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: upstreamToken})
-			if err := srv.Start("127.0.0.1:0"); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(srv.Stop)
+			pl, srv := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: upstreamToken})
 			runModel(t, seed, cfg, srv.URL(), pl)
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // clearLadder empties the process's MEMPALACE_* variables for a test.
@@ -125,12 +126,7 @@ func TestDoctorFix(t *testing.T) {
 func TestDoctorNeverPrintsTheToken(t *testing.T) {
 	clearLadder(t)
 	const tok = "tok-NEVER-print-9f8e7d6c5b"
-	pl, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: "the-primarys-own-token"})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "the-primarys-own-token"})
 	home := t.TempDir()
 	env := filepath.Join(home, ".env")
 	os.WriteFile(env, []byte("MEMPALACE_REMOTE_URL="+srv.URL()+"\nMEMPALACE_REMOTE_TOKEN="+tok+"\n"), 0o644)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 type refusing struct{}
@@ -24,12 +25,7 @@ func (refusing) Call(ctx context.Context, tool string, args json.RawMessage) (ma
 // edge status / outbox list / retry / drop / flush, as an operator uses them.
 func TestEdgeOperatorCommands(t *testing.T) {
 	palace := filepath.Join(t.TempDir(), "palace")
-	primary, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: "tok-SECRET-ops"})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	primary, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok-SECRET-ops"})
 	t.Setenv("MEMPALACE_PALACE_PATH", palace)
 	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok-SECRET-ops")
@@ -105,11 +101,7 @@ func TestEdgeOperatorCommands(t *testing.T) {
 // output says the primary is unreachable, not "up".
 func TestEdgeFlushSendsNowAndTellsTheTruth(t *testing.T) {
 	palace := filepath.Join(t.TempDir(), "palace")
-	primary, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: "tok"})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
+	primary, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
 	url := srv.URL()
 	t.Setenv("MEMPALACE_PALACE_PATH", palace)
 	t.Setenv("MEMPALACE_REMOTE_URL", url)
@@ -216,12 +208,7 @@ func TestEdgeCommandsWithoutOutboxCreateNothing(t *testing.T) {
 // which takes no token.
 func TestEdgeStatusChecksTheToken(t *testing.T) {
 	palace := filepath.Join(t.TempDir(), "palace")
-	primary, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	srv := primary.NewHTTP(fakepalace.HTTPOptions{Token: "the-current-token"})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "the-current-token"})
 	t.Setenv("MEMPALACE_PALACE_PATH", palace)
 	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
 	status := func() string {

@@ -37,12 +37,7 @@ func TestGatewayReloadsOnSIGHUP(t *testing.T) {
 	cli("device", "add", "laptop-7f3a", "--read", "shared", "--write", "shared", "--kg", "read")
 	token := cli("token", "issue", "laptop-7f3a")
 
-	pl, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	up := pl.NewHTTP(fakepalace.HTTPOptions{Token: "upstream-secret"})
-	if err := up.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer up.Stop()
+	_, up := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "upstream-secret"})
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // The operator's story: an admin device deletes a drawer through the
@@ -19,12 +20,7 @@ import (
 // back as; `gateway trash restore` puts it back under the same id with the
 // same content, and says so.
 func TestGatewayTrashListAndRestore(t *testing.T) {
-	pl, _ := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	up := pl.NewHTTP(fakepalace.HTTPOptions{Token: "upstream-token"})
-	if err := up.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer up.Stop()
+	_, up := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "upstream-token"})
 	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "upstream-token")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gateway.jsonc")

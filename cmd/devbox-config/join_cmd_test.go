@@ -48,12 +48,7 @@ func newJoinFixture(t *testing.T, fill func(pl *fakepalace.Palace)) *joinFixture
 	os.MkdirAll(f.palace, 0o700)
 	b, _ := json.Marshal(local.Dump())
 	os.WriteFile(filepath.Join(f.palace, "fakepalace.json"), b, 0o600)
-	f.primary, _ = fakepalace.New(fakepalace.Options{})
-	f.srv = f.primary.NewHTTP(fakepalace.HTTPOptions{Token: joinToken})
-	if err := f.srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.srv.Stop)
+	f.primary, f.srv = testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: joinToken})
 	f.bin = testbed.Build(t, "./cmd/devbox-config", "devbox-config")
 	child := testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp")
 	f.env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "MEMPALACE_PALACE_PATH=" + f.palace, "MEMPALACE_EDGE_CHILD=" + child,

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // logEvent appends through the test double's own JSON-RPC handler, as any
@@ -38,12 +39,7 @@ func logEvent(t *testing.T, pl *fakepalace.Palace, tool string, args map[string]
 // answered ask, the broadcast or the unaddressed event beside it.
 func TestMailboxCommand(t *testing.T) {
 	const token = "tok-SECRET-mailbox"
-	pl, _ := fakepalace.New(fakepalace.Options{})
-	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: token})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	pl, srv := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: token})
 	for _, k := range []string{"MEMPALACE_AGENT_NAME", "MEMPALACE_EDGE"} {
 		t.Setenv(k, "")
 	}
@@ -163,12 +159,7 @@ func TestMailboxCommand(t *testing.T) {
 // A session-issuing primary (the fork on the official Python SDK) is read
 // the same way as upstream's stateless POST-only server.
 func TestMailboxCommandSessionPrimary(t *testing.T) {
-	pl, _ := fakepalace.New(fakepalace.Options{})
-	srv := pl.NewHTTP(fakepalace.HTTPOptions{SessionMode: true})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop()
+	pl, srv := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{SessionMode: true})
 	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", "")
 	t.Setenv("MEMPALACE_EDGE_HARNESS", "")

@@ -17,6 +17,7 @@ import (
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // benchPath is one way to the primary, with a running flusher on an
@@ -78,19 +79,6 @@ func benchGateway(b *testing.B, url string) (string, string) {
 	return hs.URL + "/mcp", tok
 }
 
-func benchPrimary(b *testing.B) *fakepalace.HTTPServer {
-	pl, err := fakepalace.New(fakepalace.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: "t"})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(srv.Stop)
-	return srv
-}
-
 // timed queues w and notes how long it took to be done.
 func (p *benchPath) timed(b *testing.B, w outbox.Write) {
 	t := time.Now()
@@ -123,7 +111,7 @@ func quantile(d []time.Duration, q float64) float64 {
 // over HTTP, and through a gateway with its op-id ledger, alternating op
 // by op; a drawer and an event (the coordination lane) each time.
 func BenchmarkReplicationDelay(b *testing.B) {
-	srv := benchPrimary(b)
+	_, srv := testbed.Primary(b, fakepalace.Options{}, fakepalace.HTTPOptions{Token: "t"})
 	gwURL, gwTok := benchGateway(b, srv.URL())
 	paths := []*benchPath{newPath(b, "direct", srv.URL(), "t"), newPath(b, "gateway", gwURL, gwTok)}
 	for i := 0; b.Loop(); i++ {
@@ -147,7 +135,7 @@ func BenchmarkReplicationDelay(b *testing.B) {
 // makes six bytes) from enqueue until done, straight and through the
 // gateway, alternating; the bytes on the wire are the agent's.
 func BenchmarkCheckpoint6MB(b *testing.B) {
-	srv := benchPrimary(b)
+	_, srv := testbed.Primary(b, fakepalace.Options{}, fakepalace.HTTPOptions{Token: "t"})
 	gwURL, gwTok := benchGateway(b, srv.URL())
 	paths := []*benchPath{newPath(b, "direct", srv.URL(), "t"), newPath(b, "gateway", gwURL, gwTok)}
 	size := 0

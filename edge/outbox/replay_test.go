@@ -13,6 +13,7 @@ import (
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 type rig struct {
@@ -26,15 +27,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	pl, err := fakepalace.New(fakepalace.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := pl.NewHTTP(fakepalace.HTTPOptions{Token: "t"})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	pl, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "t"})
 	s, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.sqlite"), "dev-1", "lab")
 	if err != nil {
 		t.Fatal(err)

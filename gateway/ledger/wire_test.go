@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 	"github.com/tidwall/gjson"
 )
 
@@ -91,15 +92,7 @@ func send(t testing.TB, ctx context.Context, url, device, op, tool string, args 
 }
 
 func newFront(t testing.TB) (*fakepalace.Palace, string) {
-	pl, err := fakepalace.New(fakepalace.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := pl.NewHTTP(fakepalace.HTTPOptions{})
-	if err := up.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(up.Stop)
+	pl, up := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{})
 	f := &front{l: open(t, filepath.Join(t.TempDir(), FileName), Options{}), upstream: up.URL(), client: &http.Client{Timeout: 10 * time.Second}}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
