@@ -74,6 +74,11 @@ func benchGateway(b *testing.B, url string) (string, string) {
 	if err := g.Open(); err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { // its trash and provenance index, after the server (LIFO)
+		if err := g.Close(); err != nil {
+			b.Error(err)
+		}
+	})
 	hs := httptest.NewServer(g)
 	b.Cleanup(hs.Close)
 	return hs.URL + "/mcp", tok
