@@ -11,7 +11,7 @@ import (
 // stampRecorded gives every drawer of a recorded answer a stamp in the
 // gateway's provenance index, alternately laptop's and the admin's.
 func stampRecorded(b *testing.B, g *gw, resp []byte) {
-	_, m, _, err := answerText(resp)
+	m, _, err := answerText(resp)
 	if err != nil {
 		b.Fatal(err)
 	}

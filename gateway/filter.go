@@ -64,42 +64,43 @@ type answerEnvelope struct {
 	Error segjson.RawMessage `json:"error"`
 }
 
-// answerText is a tools/call answer's envelope and its one text block,
-// parsed (isErr for a JSON-RPC error answer, passed on as is); an error
+// answerText is a tools/call answer's one text block, parsed (isErr for
+// a JSON-RPC error answer, passed on as is); an error
 // for anything but MemPalace's envelope of exactly one text block holding
 // an object. The envelope is decoded into a struct (segmentio's decoder:
 // exact-case keys, no unknown ones) and the text is read where it lies
 // (gjson), never decoded into maps: on MemPalace's real answers
 // (kilobytes of text) that decoding was most of the gateway's added
 // latency.
-func answerText(resp []byte) (env answerEnvelope, text gjson.Result, isErr bool, err error) {
+func answerText(resp []byte) (text gjson.Result, isErr bool, err error) {
 	_, body, ok := plainAnswer(resp)
 	if !ok {
+		var env answerEnvelope
 		if jsondepth.Deeper(resp, jsondepth.Max) { // segmentio's decoder reads nesting by recursion
-			return env, text, false, errUnknownShape
+			return text, false, errUnknownShape
 		}
 		if _, perr := segjson.Parse(resp, &env, segjson.DisallowUnknownFields|segjson.DontMatchCaseInsensitiveStructFields); perr != nil {
-			return env, text, false, errUnknownShape
+			return text, false, errUnknownShape
 		}
 		if env.Result == nil {
 			if env.Error != nil {
-				return env, text, true, nil
+				return text, true, nil
 			}
-			return env, text, false, errUnknownShape
+			return text, false, errUnknownShape
 		}
 		c := env.Result.Content
 		if len(c) != 1 || c[0].Type != "text" || len(c[0].Text) < 2 || c[0].Text[0] != '"' {
-			return env, text, false, errUnknownShape
+			return text, false, errUnknownShape
 		}
 		body, ok = unquote(c[0].Text[1 : len(c[0].Text)-1])
 	}
 	if !ok || !utf8.Valid(body) || !jsondepth.Valid(body) {
-		return env, text, false, errUnknownShape
+		return text, false, errUnknownShape
 	}
 	if text = gjson.ParseBytes(body); !text.IsObject() {
-		return env, text, false, errUnknownShape
+		return text, false, errUnknownShape
 	}
-	return env, text, false, nil
+	return text, false, nil
 }
 
 // member is one member of an answer object.
@@ -152,7 +153,7 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	if !cut && ann == nil {
 		return resp, nil
 	}
-	_, m, isErr, err := answerText(resp)
+	m, isErr, err := answerText(resp)
 	if err != nil && !cut && d.Trusts == nil {
 		return resp, nil // as before origins: nothing to cut, and every record is trusted
 	}

@@ -107,21 +107,12 @@ func TestOpencodeLoadsEveryRung(t *testing.T) {
 // the same Bun (1.3.14 in the pinned 7.7.7) and is checked the same way.
 func TestOpencodeRemoteEntryConnectsEveryTime(t *testing.T) {
 	testbed.Integration(t, "drives the real opencode's and Kilo's runtime and the SDK from npm")
-	kilo := func(t *testing.T) string {
-		for _, pkg := range []string{"cli-linux-x64", "cli-linux-x64-baseline", "cli-linux-arm64"} {
-			if p := filepath.Join(testbed.Dir(t), "node_modules", "@kilocode", pkg, "bin", "kilo"); fileExists(p) {
-				return p
-			}
-		}
-		t.Fatal("no Kilo platform binary in " + testbed.Dir(t))
-		return ""
-	}
 	for _, c := range []struct {
 		name, dir, file string
-		bin             func(*testing.T) string
+		bin             func(testing.TB) string
 	}{
-		{"opencode", "opencode", "opencode.jsonc", func(t *testing.T) string { return testbed.Opencode(t) }},
-		{"kilo", "kilo", "kilo.jsonc", kilo},
+		{"opencode", "opencode", "opencode.jsonc", testbed.Opencode},
+		{"kilo", "kilo", "kilo.jsonc", testbed.Kilo},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bin := c.bin(t)
@@ -181,8 +172,6 @@ func remoteConnects(t *testing.T, h *testbed.Home, bin, file string) {
 		t.Fatalf("%s: %d of %d connects with the rendered entry's headers %s failed, e.g. %v", res.Runtime, len(res.Failures), res.Connects, entry.Headers, res.Failures[0])
 	}
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 var envRef = regexp.MustCompile(`\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
 

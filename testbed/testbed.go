@@ -83,13 +83,25 @@ func Module(t testing.TB, rel string) string {
 // postinstall step is needed).
 func Opencode(t testing.TB) string {
 	t.Helper()
-	for _, pkg := range []string{"opencode-linux-x64", "opencode-linux-x64-baseline", "opencode-linux-arm64"} {
-		p := filepath.Join(Dir(t), "node_modules", pkg, "bin", "opencode")
+	return platformBinary(t, "opencode", "opencode-linux-x64", "opencode-linux-x64-baseline", "opencode-linux-arm64")
+}
+
+// Kilo returns the Kilo CLI binary (its platform package's, as Opencode).
+func Kilo(t testing.TB) string {
+	t.Helper()
+	return platformBinary(t, "kilo", "@kilocode/cli-linux-x64", "@kilocode/cli-linux-x64-baseline", "@kilocode/cli-linux-arm64")
+}
+
+// platformBinary is bin/<name> of the first of pkgs installed.
+func platformBinary(t testing.TB, name string, pkgs ...string) string {
+	t.Helper()
+	for _, pkg := range pkgs {
+		p := filepath.Join(Dir(t), "node_modules", pkg, "bin", name)
 		if _, err := os.Stat(p); err == nil {
 			return p
 		}
 	}
-	t.Fatal("no opencode platform binary in " + Dir(t))
+	t.Fatalf("no %s platform binary in %s", name, Dir(t))
 	return ""
 }
 
