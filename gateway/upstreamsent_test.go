@@ -12,6 +12,7 @@ import (
 
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/warmconn"
+	"github.com/tidwall/gjson"
 )
 
 // rawUpstream listens on loopback and hands each connection to serve.
@@ -47,9 +48,10 @@ func readRequest(c net.Conn) *http.Request {
 // What the edge does with an upstream failure depends on whether the
 // call left whole: never sent is retried as it is (503), sent without an
 // answer may have been applied (502). The warm transport keeps that line
-// where net/http's transport drew it.
+// where net/http's transport drew it. The answer carries the call's id,
+// as JSON-RPC asks of an error to a request whose id is known.
 func TestUpstreamFailuresSayWhetherTheCallWasSent(t *testing.T) {
-	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{}}}`)
+	body := []byte(`{"jsonrpc":"2.0","id":"call-7","method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{}}}`)
 
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	closed := "http://" + l.Addr().String() + "/mcp"
@@ -87,6 +89,9 @@ func TestUpstreamFailuresSayWhetherTheCallWasSent(t *testing.T) {
 			status, resp := postMCP(ctx, client, c.url, "tok", body)
 			if status != c.status || !strings.Contains(string(resp), c.says) {
 				t.Fatalf("HTTP %d %s; want %d saying %q", status, resp, c.status, c.says)
+			}
+			if id := gjson.GetBytes(resp, "id").Raw; id != `"call-7"` {
+				t.Fatalf("the answer's id is %s, want the call's (\"call-7\"): %s", id, resp)
 			}
 		})
 	}
