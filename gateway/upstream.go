@@ -15,6 +15,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/warmconn"
+	"github.com/tidwall/gjson"
 )
 
 // callTimeout bounds one upstream call (event_wait may hold five minutes).
@@ -61,7 +62,7 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (int, 
 		send = func(ctx context.Context, body []byte) (int, []byte) {
 			if !s.writes.acquire(ctx, d.ID) {
 				full = true
-				return http.StatusTooManyRequests, rpcErrBytes(nil, CodeRateLimited, msgWriteQueueFull)
+				return http.StatusTooManyRequests, rpcErrBytes(req.rawID(), CodeRateLimited, msgWriteQueueFull)
 			}
 			defer s.writes.release()
 			return s.upstreamCall(ctx, body)
@@ -133,8 +134,12 @@ const maxAnswer = 64 << 20
 // any of it has arrived.
 const maxPrealloc = 1 << 20
 
-// postMCP POSTs one JSON-RPC message to an MCP endpoint with a bearer token.
+// postMCP POSTs one JSON-RPC message to an MCP endpoint with a bearer
+// token. Its own errors answer under the message's id.
 func postMCP(ctx context.Context, client *http.Client, url, token string, body []byte) (int, []byte) {
+	failed := func(status int, msg string) (int, []byte) {
+		return status, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), -32000, msg)
+	}
 	if c, ok := ctx.Value(upstreamClockKey{}).(*upstreamClock); ok {
 		c.start()
 		defer c.stop()
@@ -143,7 +148,7 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream unreachable")
+		return failed(http.StatusBadGateway, "upstream unreachable")
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
@@ -154,10 +159,10 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	resp, err := client.Do(req)
 	if err != nil {
 		if !wrote.Load() { // never sent: the edge retries it as it is
-			return http.StatusServiceUnavailable, rpcErrBytes(nil, -32000, "upstream unreachable: not sent")
+			return failed(http.StatusServiceUnavailable, "upstream unreachable: not sent")
 		}
 		// Sent, no answer: 502, which the edge reads as "maybe applied".
-		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream answer lost: the upstream may have applied it")
+		return failed(http.StatusBadGateway, "upstream answer lost: the upstream may have applied it")
 	}
 	defer resp.Body.Close() // read to its end, or it failed: reported below
 	// Read into a buffer of the answer's size (serve sends its length),
@@ -167,7 +172,7 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer))
 	b := buf.Bytes()
 	if err != nil { // an answer cut short is no answer: never forwarded as one
-		return http.StatusBadGateway, rpcErrBytes(nil, -32000, "upstream answer cut short")
+		return failed(http.StatusBadGateway, "upstream answer cut short")
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		// The device was authenticated here; passing the 401 on would send
@@ -175,7 +180,7 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 		// refused the call before running it, so it was certainly not
 		// applied (the ledger releases the op id, the edge sends it again
 		// later) where a 502 would put a write in doubt.
-		return http.StatusServiceUnavailable, rpcErrBytes(nil, -32000, UpstreamRefused)
+		return failed(http.StatusServiceUnavailable, UpstreamRefused)
 	}
 	return resp.StatusCode, b
 }
