@@ -60,21 +60,29 @@ func main() {
 		return
 	}
 	flag.Parse()
+	// A failure panics (log.Panic) rather than exits, so that the deferred
+	// stops below take serve, the gateways and the relay down with this
+	// program; this is the last of them to run.
+	defer func() {
+		if recover() != nil {
+			os.Exit(1)
+		}
+	}()
 	if *gatewayBin == "" {
-		log.Fatal("need -gateway (scripts/build /tmp/devbox-config)")
+		log.Panic("need -gateway (scripts/build /tmp/devbox-config)")
 	}
 	sc, err := realpalace.NewScratch("gatewaycost")
 	if err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	defer sc.Close()
 	palace, err := sc.Open("serve")
 	if err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	serve, err := palace.StartServe(upstreamToken)
 	if err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	defer serve.Stop()
 	seed(serve.Client)
@@ -182,7 +190,7 @@ func fileSize(path string) int64 {
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0
 	} else if err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	return fi.Size()
 }
@@ -194,7 +202,7 @@ func fileSize(path string) int64 {
 func ownTimes(audit string, offset int64, tool string) []time.Duration {
 	b, err := os.ReadFile(audit)
 	if err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	var own []time.Duration
 	for line := range bytes.Lines(b[offset:]) {
@@ -229,7 +237,7 @@ type client struct {
 func newClient(url, token string) client {
 	warm, err := warmconn.New(url, http.DefaultTransport)
 	if err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	return client{url: url, token: token, hc: &http.Client{Timeout: 60 * time.Second, Transport: warm}}
 }
@@ -242,7 +250,7 @@ func (c client) call(tool string, args map[string]any) time.Duration {
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		log.Fatalf("%s: %v", tool, err)
+		log.Panicf("%s: %v", tool, err)
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -252,7 +260,7 @@ func (c client) call(tool string, args map[string]any) time.Duration {
 		Error  *struct{ Message string }                 `json:"error"`
 	}
 	if json.Unmarshal(b, &r) != nil || r.Error != nil || len(r.Result.Content) == 0 || strings.Contains(r.Result.Content[0].Text, `"success": false`) {
-		log.Fatalf("%s via %s: %s", tool, c.url, b)
+		log.Panicf("%s via %s: %s", tool, c.url, b)
 	}
 	return took
 }
@@ -264,7 +272,7 @@ func seed(c *realpalace.Client) {
 	for _, w := range []string{"shared", "wing_opencode", "private_desk"} {
 		for i := range *perWing {
 			if _, err := c.Call("mempalace_add_drawer", map[string]any{"wing": w, "room": fmt.Sprintf("room%d", i%4), "content": fmt.Sprintf("release note %d in %s: %s", i, w, para)}); err != nil {
-				log.Fatal(err)
+				log.Panic(err)
 			}
 		}
 	}
@@ -273,7 +281,7 @@ func seed(c *realpalace.Client) {
 		realpalace.Fact("edge", "uses", "sqlite", "", ""),
 	} {
 		if _, err := c.Call(call.Tool, call.Args); err != nil {
-			log.Fatal(err)
+			log.Panic(err)
 		}
 	}
 }
@@ -288,7 +296,7 @@ type proc struct {
 func freeAddr() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	defer l.Close()
 	return l.Addr().String()
@@ -298,7 +306,7 @@ func freeAddr() string {
 // seconds at most) until it does; stderr says why it did not.
 func startProc(what string, cmd *exec.Cmd, addr string, stderr func() string) *proc {
 	if err := cmd.Start(); err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -309,7 +317,7 @@ func startProc(what string, cmd *exec.Cmd, addr string, stderr func() string) *p
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	log.Fatalf("the %s did not listen: %s", what, stderr())
+	log.Panicf("the %s did not listen: %s", what, stderr())
 	return nil
 }
 
@@ -318,21 +326,21 @@ func startProc(what string, cmd *exec.Cmd, addr string, stderr func() string) *p
 // opencode@laptop, and starts the gateway binary in front of upstream.
 func startGateway(dir, bin, upstream string) (*proc, string) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	cfgFile := filepath.Join(dir, "gateway.jsonc")
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
 		Devices: []gateway.Device{{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write", Agents: []string{"opencode@laptop"}, ReadRate: 1e6, WriteRate: 1e6}}}
 	key, err := gateway.LoadSecret(cfg.SecretFile)
 	if err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	token, err := gateway.Issue(key, &cfg.Devices[0], time.Now())
 	if err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	if err := cfg.Save(cfgFile); err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	addr := freeAddr()
 	cmd := exec.Command(bin, "gateway", "--listen", addr, "--upstream", upstream, "--config", cfgFile)

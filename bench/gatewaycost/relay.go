@@ -23,7 +23,7 @@ const relayEnv = "GATEWAYCOST_RELAY"
 func startRelay(upstream string) *proc {
 	self, err := os.Executable()
 	if err != nil {
-		log.Fatal(err)
+		log.Panic(err)
 	}
 	addr := freeAddr()
 	cmd := exec.Command(self)
