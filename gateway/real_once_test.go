@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -202,5 +203,28 @@ func TestRealExactlyOnce(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// A fleet's first write to a primary that holds nothing yet may be a
+// diary entry. Real MemPalace 3.11.0 answers the look-up made before it is
+// sent (list_drawers) with "Chroma database missing" until some drawer
+// exists; that means nothing is there, and the entry goes. (It waited in
+// the outbox until another device filed a drawer: found by an outside
+// tester.)
+func TestRealDiaryIsTheFirstWriteToAnEmptyPrimary(t *testing.T) {
+	srv := realpalace.New(t).Serve(t, upstreamToken)
+	st, p, f := edgeOutbox(t, srv.URL, upstreamToken)
+	ctx := context.Background()
+	b, _ := json.Marshal(map[string]any{"agent_name": "pi", "entry": "the first entry on a new primary"})
+	if _, err := st.Enqueue(ctx, outbox.Write{Name: "mempalace_diary_write", Payload: b}); err != nil {
+		t.Fatal(err)
+	}
+	if s := drain(t, st, p, f, 30*time.Second); s.ByState[outbox.Done] != 1 {
+		t.Fatalf("the entry was not sent: %+v", s)
+	}
+	read, err := srv.Client.Call("mempalace_diary_read", map[string]any{"agent_name": "pi"})
+	if err != nil || !strings.Contains(fmt.Sprint(read), "the first entry on a new primary") {
+		t.Fatalf("diary on the primary: %v %v", read, err)
 	}
 }
