@@ -325,6 +325,13 @@ func (f *Flusher) findEvent(ctx context.Context, op Op, filter map[string]any, m
 	return nil, nil
 }
 
+// noDrawersYet is how MemPalace (3.11.0, mcp_server/_session.py) answers a
+// read of its drawers before the first drawer has created its database
+// file: nothing is there, so the look-up found nothing. Read as an error,
+// it held a fresh primary's first diary entry in the outbox until some
+// device filed a drawer.
+const noDrawersYet = "Chroma database missing"
+
 // ErrLookup is a look-up on the primary that could not be read: a JSON-RPC
 // error, an answer with "error" or success:false, or one without the list
 // it should hold. It never means "not there".
@@ -341,6 +348,9 @@ func (f *Flusher) lookUp(ctx context.Context, tool string, args map[string]any, 
 	res, err := f.P.Call(ctx, tool, b)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: %w", ErrLookup, tool, err)
+	}
+	if e, ok := res["error"]; ok && e == noDrawersYet {
+		return res, nil, nil
 	}
 	if e, ok := res["error"]; ok || res["success"] == false {
 		return nil, nil, fmt.Errorf("%w: %s answered %v", ErrLookup, tool, e)
