@@ -52,6 +52,12 @@ func TestAuditVerifyAnchorCatchesACutLog(t *testing.T) {
 	if !strings.Contains(out, "27 lines, chain intact") || !strings.Contains(out, "last signed checkpoint at line 22") || !strings.Contains(out, "5 line(s) after it are not covered by a signature") {
 		t.Fatalf("verify does not name the unsigned tail:\n%s", out)
 	}
+	// Named as FILE, the log is checked with the config's key all the same
+	// (its --help says so): a rewritten copy must not pass as "intact"
+	// with its signatures unchecked.
+	if out, _ := cli(0, "audit", "verify", auditLog); !strings.Contains(out, "last signed checkpoint at line 22") {
+		t.Fatalf("verify FILE did not check the signatures with the config's key:\n%s", out)
+	}
 	if out, _ := cli(0, "audit", "verify", "--anchor", anchor); !strings.Contains(out, "anchor: the log reaches line 22 with the head the anchor recorded") {
 		t.Fatalf("verify --anchor on the whole log:\n%s", out)
 	}
