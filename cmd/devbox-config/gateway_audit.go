@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"crypto/ed25519"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,12 +42,17 @@ func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile, anc
 	file := ""
 	if len(args) == 1 {
 		file = args[0]
-	} else {
+	}
+	// The config gives the log (unless FILE does) and the key (unless
+	// --pubkey does). A FILE may be checked where no config is, a copy
+	// taken off the gateway's host: its signatures are then not checked,
+	// and the output says so.
+	if _, err := os.Stat(g.file); file == "" || (pubFile == "" && err == nil) {
 		c, err := g.load()
 		if err != nil {
 			return err
 		}
-		file = c.AuditLog
+		file = cmp.Or(file, c.AuditLog)
 		if pubFile == "" && c.SigningKeyFile != "" {
 			pubFile = c.SigningKeyFile + ".pub"
 		}
