@@ -879,3 +879,20 @@ func TestPalaceLocation(t *testing.T) {
 	write(t, filepath.Join(b.home, ".mempalace", "config.json"), `{}`, 0o600) // an install: MemPalace keeps ~/.mempalace
 	only(t, b.run())
 }
+
+// A timeout or lease the edge cannot read stops the edge at start, and the
+// harness then runs without MemPalace's tools: doctor says so before the
+// container is recreated (found by an outside tester, who wrote "10").
+func TestEdgeSettings(t *testing.T) {
+	srv := primary(t, "", fakepalace.Options{})
+	for _, c := range []struct{ name, value string }{{"MEMPALACE_EDGE_TIMEOUT", "10"}, {"MEMPALACE_EDGE_LEASE", "5ms"}} {
+		b := newBox(t)
+		b.edgeMode(srv.URL(), "tok-unused-0123456789")
+		b.env[c.name] = c.value
+		fs := b.run()
+		only(t, fs, "error:edge-settings")
+		if !strings.Contains(fs[0].Message, c.name) || !strings.Contains(fs[0].Message, "no MemPalace tools") {
+			t.Fatalf("%s=%s: %+v", c.name, c.value, fs[0])
+		}
+	}
+}
