@@ -9,9 +9,10 @@ import (
 
 // Finding ids of the environment's checks.
 const (
-	IDEnvFallback = "env-fallback"
-	IDEnvUnknown  = "env-unknown"
-	IDWeakToken   = "weak-token"
+	IDEnvFallback  = "env-fallback"
+	IDEnvUnknown   = "env-unknown"
+	IDWeakToken    = "weak-token"
+	IDEdgeSettings = "edge-settings"
 )
 
 // MinTokenLen is the shortest token doctor treats as a secret. A shorter
@@ -20,7 +21,7 @@ const (
 // contain it (a token "example" inside "examples/").
 const MinTokenLen = 16
 
-// CheckEnv is env-fallback, env-unknown and weak-token (§1.2): every
+// CheckEnv is env-fallback, env-unknown, edge-settings and weak-token (§1.2): every
 // fall-back the ladder takes (what render would do with this environment),
 // every name nobody reads, and a token too short to be a secret. p says
 // whether the primary is a devbox-config gateway (its fixes differ).
@@ -44,6 +45,11 @@ func CheckEnv(opts Options, st State, p Probe) []Finding {
 			}
 		}
 		out = append(out, f)
+	}
+	if _, _, err := ladder.ResolveEdge(opts.Env, opts.LookPath); err != nil {
+		out = append(out, Finding{ID: IDEdgeSettings, Severity: Error, Section: "§1.2",
+			Message: err.Error() + ": the edge refuses to start with it, and the harness runs with no MemPalace tools",
+			Fix:     "give it a duration with its unit (10s, 1m30s; the lease at least 100ms), or remove it for the default"})
 	}
 	for _, w := range ladder.CheckNames(opts.Names) {
 		sev := Warn

@@ -23,6 +23,8 @@ section it comes from. Finding ids are stable, for scripts:
   env-fallback, env-unknown                  §1.2 a value render cannot use (and
                                                   the fall-back it takes), a name
                                                   nobody reads ("did you mean")
+  edge-settings                              §1.2 an edge timeout or lease that
+                                                  is not a duration: no edge, no tools
   weak-token                                 §6.2 a token under 16 characters
   kg-split, entities-split, hallways-split   §7.1 two files for one store
   palace-location                            §7.1 MemPalace's palace is elsewhere
