@@ -64,6 +64,10 @@ func TestLadderRungs(t *testing.T) {
 		{map[string]string{EnvRemoteURL: "http://localhost:8765/mcp", EnvRemoteToken: "t"}, true, Remote, true, ""},
 		{map[string]string{EnvRemoteURL: "ftp://p/mcp", EnvRemoteToken: "t"}, true, Solitary, true, "scheme"},
 		{map[string]string{EnvRemoteURL: "https://user:pw@p/mcp", EnvRemoteToken: "t"}, true, Solitary, true, "credentials"},
+		// the token itself anywhere in the URL (found by an outside tester: path, fragment, ;param)
+		{map[string]string{EnvRemoteURL: "https://p/tok_PATHSECRET_0123/mcp", EnvRemoteToken: "tok_PATHSECRET_0123"}, true, Solitary, true, "the token itself"},
+		{map[string]string{EnvRemoteURL: "https://p/mcp#tok_PATHSECRET_0123", EnvRemoteToken: "tok_PATHSECRET_0123"}, true, Solitary, true, "the token itself"},
+		{map[string]string{EnvRemoteURL: "https://p/mcp;k=tok_PATHSECRET_0123", EnvRemoteToken: "tok_PATHSECRET_0123"}, true, Solitary, true, "the token itself"},
 	}
 	for i, c := range cases {
 		s, w := resolve(c.env, c.server)
