@@ -153,7 +153,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	}
 
 	if raw := get(EnvRemoteURL); raw != "" {
-		if p := checkURL(raw); p.problem != "" {
+		if p := checkURL(raw, get(EnvRemoteToken)); p.problem != "" {
 			s.URLProblem = p.problem + " (fix: " + p.fix + ")"
 			warn(EnvRemoteURL, p.fix, "%s; staying solitary", p.problem)
 		} else {
@@ -238,10 +238,20 @@ func parseBool(v string) (value, ok bool) {
 	return false, false
 }
 
+// minTokenInURL is the shortest token checkURL looks for in the URL.
+const minTokenInURL = 8
+
 // urlCheck is why a URL cannot be used and the fix ("" when it can).
 type urlCheck struct{ problem, fix string }
 
-func checkURL(raw string) urlCheck {
+func checkURL(raw, token string) urlCheck {
+	// The token itself, anywhere (a path segment, a fragment, a ;param):
+	// render would write it into every harness config. Not a short one,
+	// which ordinary URLs contain by chance (doctor's weak-token says so).
+	if len(token) >= minTokenInURL && strings.Contains(raw, token) {
+		return urlCheck{"carries the token itself: it would be written into every harness config",
+			"remove it from " + EnvRemoteURL + " (the token goes in " + EnvRemoteToken + " only), and rotate it if a config with the URL ever left the machine"}
+	}
 	// opencode expands {env:NAME} and {file:path} anywhere in its config
 	// before parsing it, so such a URL would send a variable (the token) or
 	// a file's contents to the primary. Refuse any brace: none is needed in
