@@ -143,3 +143,30 @@ func TestADeleteBySourceHidesThePrimarysDrawers(t *testing.T) {
 		t.Fatalf("a new drawer of the source did not lift its tombstone: %v", m)
 	}
 }
+
+// A drawer deleted before its add went out never reaches the primary,
+// where this device (no admin) could not take it back: the unsent add is
+// cancelled. Found by an outside tester, with a secret pasted by mistake
+// while the primary was away and deleted at once: the next flush uploaded
+// it for every device to read.
+func TestADeleteBeforeTheAddWentOutCancelsIt(t *testing.T) {
+	primary, srv := startPrimary(t)
+	srv.Stop()
+	h := start(t, harnessOpts{palace: filepath.Join(t.TempDir(), "palace"), primaryURL: srv.URL()})
+	const secret, note = "api key sk-test-0123456789 pasted by mistake", "a note that stays"
+	id := DrawerIDFor("shared", "ops", secret)
+	h.call("add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": secret})
+	m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id})
+	if ed, _ := m["edge"].(map[string]any); m["success"] != true || !strings.Contains(asString(ed["cancelled"]), "1 add") {
+		t.Fatalf("delete_drawer does not say the unsent add was cancelled: %v", m)
+	}
+	h.call("add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": note})
+	if err := srv.Start(srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	noteID := DrawerIDFor("shared", "ops", note)
+	h.eventually("the note on the primary", func() bool { return primary.Dump().Drawers[noteID] != nil })
+	if primary.Dump().Drawers[id] != nil {
+		t.Fatal("the drawer deleted before it was sent reached the primary")
+	}
+}
