@@ -157,6 +157,17 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int) map
 		return map[string]any{"tombstone": fmt.Sprintf("not kept: %v", err)}
 	}
 	out := map[string]any{"tombstone": "hidden from this device's merged reads, until it writes the same content again"}
+	var drawers []string
+	for _, m := range d.marks {
+		if m.Kind == outbox.TombDrawer {
+			drawers = append(drawers, m.Key)
+		}
+	}
+	if n, err := e.outbox.CancelUnsentAdds(ctx, drawers); err != nil {
+		e.log.Error("a deleted drawer's unsent add not cancelled: it may still reach the primary", "tool", c.name, "err", err)
+	} else if n > 0 {
+		out["cancelled"] = fmt.Sprintf("%d add(s) not yet sent: never sent to the primary", n)
+	}
 	if why := e.notSent(d, n); why != "" {
 		out["replication"] = "local only: " + why + "; `devbox-config edge status` names what the primary still holds"
 		return out

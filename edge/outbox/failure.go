@@ -35,6 +35,8 @@ const (
 	Dropped   Kind = "dropped"
 	Delivered Kind = "delivered"
 	Local     Kind = "local"
+	// Cancelled: an add whose drawer this device deleted before it was sent.
+	Cancelled Kind = "cancelled"
 )
 
 func (k Kind) String() string { return string(k) }

@@ -192,6 +192,43 @@ func (s *Store) Drop(ctx context.Context, id string) (Op, error) {
 	return s.operatorDone(ctx, id, Dropped, "dropped by the operator: never sent")
 }
 
+// CancelUnsentAdds marks done, unsent, the add_drawer ops that would
+// file one of drawers on the primary and certainly have not: queued or
+// held, never maybe applied. A drawer deleted on this device before its
+// add went out then never reaches the primary, where a device that may
+// not delete there could not take it back. It says how many it cancelled.
+func (s *Store) CancelUnsentAdds(ctx context.Context, drawers []string) (int, error) {
+	if len(drawers) == 0 {
+		return 0, nil
+	}
+	keys := make([]any, len(drawers))
+	for i, d := range drawers {
+		keys[i] = "drawer:" + d
+	}
+	e, _ := json.Marshal(map[string]any{"kind": Cancelled, "message": "deleted on this device before it was sent: never sent", "at": s.now().UTC()}) // plain values: they encode
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: cancelling adds: %w", err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	seqs, err := queryAll(ctx, tx, func(r rowScanner) (seq int64, err error) { err = r.Scan(&seq); return },
+		`SELECT DISTINCT o.local_seq FROM ops o JOIN op_keys k ON k.local_seq=o.local_seq
+		 WHERE k.key IN (`+marks(len(keys))+`) AND o.tool_name='`+catalogue.Prefix+`add_drawer' AND o.state IN ('queued','held') AND o.maybe_applied=0`, keys...)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: cancelling adds: %w", err)
+	}
+	for _, seq := range seqs {
+		if err := settleDone(ctx, tx, seq, s.now(), "", string(e)); err != nil {
+			return 0, fmt.Errorf("outbox: cancelling adds: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("outbox: cancelling adds: %w", err)
+	}
+	s.ringAll()
+	return len(seqs), nil
+}
+
 // Delivered records an op in doubt (or any pending op) as landed on the
 // primary, on the operator's word that it is there. It is never sent.
 func (s *Store) Delivered(ctx context.Context, id string) (Op, error) {
