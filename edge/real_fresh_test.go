@@ -1,0 +1,74 @@
+package edge
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestRealAFreshDeviceReadsTheFleet is a devbox that joins a fleet with an
+// empty local palace: real mempalace-mcp has no drawer collection yet and
+// answers every drawer read with an error ("Chroma database missing"
+// before its first search, "Backend open failed" after it, since a search
+// creates the database file without the collection, and search itself
+// "No palace found"). The fleet's memory must read as it is, not as
+// degraded, and a shared drawer must be readable and deletable by id,
+// before this device has written a drawer of its own.
+func TestRealAFreshDeviceReadsTheFleet(t *testing.T) {
+	r := startRealEdge(t, harnessOpts{}, "")
+	h := r.harness
+	shared := r.srv.MustCall(t, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "the deploy key rotates on fridays"})
+	r.srv.MustCall(t, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "staging runs on the old cluster"})
+	r.srv.MustCall(t, "mempalace_diary_write", map[string]any{"agent_name": "pi", "entry": "a diary entry written elsewhere"})
+	id := fmt.Sprint(shared["drawer_id"])
+
+	notDegraded := func(when, tool string, m map[string]any) {
+		t.Helper()
+		if m["degraded"] != nil || m["error"] != nil {
+			t.Errorf("%s: %s on a fresh device: %v", when, tool, m)
+		}
+	}
+	// The first read is a search: it leaves the database file without a
+	// collection, and every later read meets "Backend open failed".
+	for i, when := range []string{"first search", "second search"} {
+		m, _ := h.call("search", map[string]any{"query": "deploy key"})
+		notDegraded(when, "search", m)
+		if hits := hitsOf(t, m); len(hits) == 0 || hits[0]["drawer_id"] != id {
+			t.Errorf("%s (%d): the primary's drawer is not the first hit: %v", when, i, m)
+		}
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		list string
+		want int
+	}{
+		{"list_drawers", map[string]any{"wing": "shared"}, "drawers", 2},
+		{"list_drawers", map[string]any{}, "drawers", 3},
+		{"diary_read", map[string]any{"agent_name": "pi"}, "entries", 1},
+		{"check_duplicate", map[string]any{"content": "the deploy key rotates on fridays"}, "matches", 1},
+	} {
+		m, _ := h.call(c.tool, c.args)
+		notDegraded("after a search", c.tool, m)
+		if l, _ := m[c.list].([]any); len(l) != c.want {
+			t.Errorf("%s %v: %d %s, want %d: %v", c.tool, c.args, len(l), c.list, c.want, m)
+		}
+	}
+	if got, _ := h.call("get_drawer", map[string]any{"drawer_id": id}); got["content"] != "the deploy key rotates on fridays" {
+		t.Errorf("get_drawer of a shared drawer on a fresh device: %v", got)
+	}
+	// A delete of the shared drawer hides it here (this device may not
+	// delete on the primary).
+	if d, _ := h.call("delete_drawer", map[string]any{"drawer_id": id}); d["success"] != true && d["edge"] == nil {
+		t.Errorf("delete_drawer of a shared drawer on a fresh device: %v", d)
+	}
+	if m, _ := h.call("list_drawers", map[string]any{"wing": "shared"}); len(m["drawers"].([]any)) != 1 {
+		t.Errorf("after the delete, list_drawers still shows it: %v", m)
+	}
+	// The device's first own drawer: both palaces merge as always.
+	h.call("add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "a note of this device"})
+	m, _ := h.call("list_drawers", map[string]any{"wing": "shared"})
+	notDegraded("after a local write", "list_drawers", m)
+	if l, _ := m["drawers"].([]any); len(l) != 2 {
+		t.Errorf("after a local write: %v", m)
+	}
+}
