@@ -243,10 +243,12 @@ func (e *Edge) childAnswers(c *call) bool {
 	return e.cfg.PassThrough() || (route.Local() && route != catalogue.Destructive || route == catalogue.ByID) && !e.primaryOnlyTool(c.name)
 }
 
-// missingLocally reports a get_drawer the local palace answered "not
-// found", which goes on to the primary.
+// missingLocally reports a get_drawer the local palace may lack: it
+// answered "not found", or an error (an empty palace's), which
+// byIDMissing reads to decide whether to ask the primary.
 func (e *Edge) missingLocally(c *call, result json.RawMessage) bool {
-	return !e.cfg.PassThrough() && c.tool.Route == catalogue.ByID && bytes.Contains(result, []byte("Drawer not found"))
+	return !e.cfg.PassThrough() && c.tool.Route == catalogue.ByID &&
+		(bytes.Contains(result, []byte("Drawer not found")) || bytes.Contains(result, []byte(`\"error\"`))) // byIDMissing reads it
 }
 
 // fromPrimaryByID answers a get_drawer missing locally (byIDMissing); the

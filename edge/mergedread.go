@@ -80,11 +80,16 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		}
 		return annotate(mk.result(requestedPage(shape, lo.res, args), recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": why}, true), nil
 	case pok:
-		why := "unusable answer"
-		if lo.err != nil {
+		why, degraded := "unusable answer", true
+		switch {
+		case lo.err != nil:
 			why = lo.err.Error()
+		case e.localEmpty():
+			why, degraded = noDrawersYet, false // a devbox new to the fleet: nothing here to merge
+		case lt != "":
+			why = gjson.Get(lt, "error").String()
 		}
-		return annotate(mk.result(requestedPage(shape, pres, args), recs, origin.PalacePrimary), map[string]any{"local": why, "primary": "ok"}, true), nil
+		return annotate(mk.result(requestedPage(shape, pres, args), recs, origin.PalacePrimary), map[string]any{"local": why, "primary": "ok"}, degraded), nil
 	default:
 		return localAnswer(lo.res, lo.err) // neither usable: the local answer as it came
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -192,10 +191,10 @@ func (e *Edge) byID(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	return e.byIDMissing(ctx, c, res), nil
 }
 
-// byIDMissing: a drawer the local palace does not have is asked of the
-// primary (while it is up); any other local answer stands.
+// byIDMissing: a drawer the local palace does not have (lacksLocally) is
+// asked of the primary (while it is up); any other local answer stands.
 func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
-	if !strings.HasPrefix(fmt.Sprint(resultJSON(res)["error"]), "Drawer not found") || !e.remote.Up() || e.tombstones(ctx).drawers[fmt.Sprint(c.argsMap()["drawer_id"])] {
+	if !e.lacksLocally(res) || !e.remote.Up() || e.tombstones(ctx).drawers[fmt.Sprint(c.argsMap()["drawer_id"])] {
 		return res
 	}
 	pres, perr := e.callPrimary(ctx, c, true)

@@ -49,11 +49,18 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	}
 	d := e.readDeletion(ctx, c)
 	res, err := e.local(ctx, c)
-	if err != nil || res == nil || res.IsError {
+	if err != nil || res == nil {
 		return res, err
 	}
 	n, ok := deletedCount(c, resultJSON(res))
-	if !ok || len(d.marks) == 0 {
+	if !ok && c.tool.Name != "delete_by_source" && e.lacksLocally(res) {
+		// A palace that holds no drawers yet (MemPalace answers with an
+		// error, isError set): the drawers meant are the primary's, as
+		// for "Drawer not found".
+		n, ok = len(drawerIDs(c)), true
+		res = textResult([]byte(`{"success": false, "error": "Drawer not found: the local palace holds no drawers yet"}`), false, res.Meta)
+	}
+	if !ok || res.IsError || len(d.marks) == 0 {
 		return res, nil // the local palace refused it: nothing deleted, nothing kept
 	}
 	return annotate(res, e.keepDeletion(ctx, c, d, n), false), nil
