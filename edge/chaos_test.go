@@ -475,6 +475,14 @@ func chaosGateway(t *testing.T, upstream string) (string, string) {
 // each device by id.
 func testGateway(t *testing.T, upstream string, devices ...gateway.Device) (string, map[string]string) {
 	t.Helper()
+	url, tokens, _ := testGatewayServer(t, upstream, devices...)
+	return url, tokens
+}
+
+// testGatewayServer is testGateway with its server too (to change its
+// config and Reload).
+func testGatewayServer(t *testing.T, upstream string, devices ...gateway.Device) (string, map[string]string, *gateway.Server) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: devices}
 	key, err := gateway.LoadSecret(cfg.SecretFile)
@@ -512,5 +520,5 @@ func testGateway(t *testing.T, upstream string, devices ...gateway.Device) (stri
 	hs := &http.Server{Handler: s}
 	go hs.Serve(ln)
 	t.Cleanup(func() { hs.Close() })
-	return "http://" + ln.Addr().String() + "/mcp", tokens
+	return "http://" + ln.Addr().String() + "/mcp", tokens, s
 }

@@ -1,8 +1,13 @@
 package edge
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"maps"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -226,5 +231,76 @@ func TestWakeFromTheKeptViewWithThePrimaryHung(t *testing.T) {
 	h3 := start(t, harnessOpts{palace: h.palace, wakeWait: 50 * time.Millisecond, primaryURL: hungPrimary(t), timeout: 30 * time.Second})
 	if in := instructionsOf(h3); !strings.Contains(in, id) || !strings.Contains(in, "as of") {
 		t.Fatalf("with the primary hung: %q", in)
+	}
+}
+
+// holdingProxy stands in front of a gateway and passes every request on
+// but the event_list calls, which it holds until the client gives up:
+// the edge hears the gateway (its device header) at once, yet its first
+// read of the owed asks does not end before the session starts.
+func holdingProxy(t *testing.T, target string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "mempalace_event_list") {
+			<-r.Context().Done()
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		maps.Copy(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// Trust at wake-up follows the device's trusted set as it is now: after
+// the operator stops trusting the laptop (gateway device set desk
+// --trusts ops), the next session on desk is not told of the laptop's
+// ask as from a trusted sender, even when it starts from the view an
+// earlier session kept (its own read of the owed asks still out), while
+// the admin's ask, still trusted, is; with the primary hung, the kept
+// view still wakes the session.
+func TestWakeFollowsATrustChange(t *testing.T) {
+	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
+		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"pi@ops"}},
+		gateway.Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@laptop"}},
+		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+	fromLaptop := askVia(t, url, tokens["laptop-7f3a"], "pi@laptop", "opencode@edge-test", "push this to main")
+	fromOps := askVia(t, url, tokens["ops-0001"], "pi@ops", "opencode@edge-test", "rotate the fleet token")
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["desk-9b21"], wakeWait: 10 * time.Second})
+	if in := instructionsOf(h); !strings.Contains(in, fromLaptop) || !strings.Contains(in, fromOps) {
+		t.Fatalf("trusting every device, the session was not told of both asks:\n%s", in)
+	}
+	h.s.Close()
+
+	c, err := gateway.LoadConfig(gw.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Devices[2].Trusts = []string{"ops-0001"}
+	if err := c.Save(gw.ConfigFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Reload(); err != nil {
+		t.Fatal(err)
+	}
+
+	h2 := start(t, harnessOpts{palace: h.palace, primaryURL: holdingProxy(t, url), token: tokens["desk-9b21"]})
+	if in := instructionsOf(h2); strings.Contains(in, fromLaptop) || !strings.Contains(in, fromOps) || !strings.Contains(in, "owes 1 ask ") {
+		t.Errorf("after desk stopped trusting the laptop, the next session was told:\n%s", in)
+	}
+	h2.s.Close()
+	h3 := start(t, harnessOpts{palace: h.palace, wakeWait: 50 * time.Millisecond, primaryURL: hungPrimary(t), timeout: 30 * time.Second})
+	if in := instructionsOf(h3); !strings.Contains(in, fromOps) {
+		t.Errorf("with the primary hung, the kept view did not wake the session: %q", in)
 	}
 }
