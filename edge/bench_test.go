@@ -117,8 +117,9 @@ func BenchmarkDecodeResult(b *testing.B) {
 // process-alike (New and Serve on pipes, its child starting beside it),
 // whose agent owes one ask, as a harness starting a session sees it:
 // with the primary hung (it accepts and never answers), initialize is
-// answered from the view the last session kept, after WakeWait; with the
-// primary up, once the edge's first read is in.
+// answered from the view the last session kept, after wakeTrustWait (no
+// trusted set heard to filter it by); with the primary up, once the
+// edge's first read is in.
 func BenchmarkWakeInitialize(b *testing.B) {
 	seed := start(b, harnessOpts{mailboxPoll: 100 * time.Millisecond})
 	id := askVia(b, seed.srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "owed across sessions")

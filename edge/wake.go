@@ -7,7 +7,12 @@ package edge
 //   - answers initialize with MCP server instructions summarizing it (the
 //     count and the first few asks, one line each, from trusted senders
 //     only; none when nothing is owed), from the view it has: never
-//     waiting on the primary longer than WakeWait;
+//     waiting on the primary longer than WakeWait, except that a view
+//     read before this process (the kept one, below) waits up to
+//     wakeTrustWait to hear the device's trusted set as the gateway
+//     says it now, and shows only the asks whose senders it still
+//     trusts (a trust change applies at the next session start, not at
+//     the next read);
 //   - tells a running session of an ask that arrived since: a
 //     notifications/resources/updated for mempalace://mailbox when the
 //     client subscribed to it, else a one-line note on the next tool
@@ -39,12 +44,21 @@ const (
 	wakeLineMax  = 160  // bytes of one ask's line
 	wakeMaxBytes = 2048 // of the whole summary
 	wakeMetaKey  = "wake_owed"
+	// wakeTrustWait bounds how long after the edge starts an initialize
+	// answered from a view read before it waits to hear the gateway's
+	// device header (its trusted set now); a primary known down is not
+	// waited on.
+	wakeTrustWait = time.Second
 )
 
 // owedAsk is one owed ask as the summary shows it.
 type owedAsk struct {
 	ID   string `json:"id"`
 	Line string `json:"line"`
+	// From is the sender's device, as its origin names it ("": the event
+	// carried none); the trusted set is applied to it again at each
+	// session start.
+	From string `json:"from,omitempty"`
 }
 
 // owedView is the agent's owed asks from trusted senders, oldest first, as
@@ -64,10 +78,12 @@ type wake struct {
 	started    bool            // the session started (told the view at initialize)
 	first      chan struct{}   // closed once this process's first read ended
 	deadline   time.Time       // initialize waits for first until then (the edge's start + WakeWait)
+	trustBy    time.Time       // and for the device header until then (the edge's start + wakeTrustWait)
 }
 
 func newWake(wait time.Duration) *wake {
-	return &wake{told: map[string]bool{}, first: make(chan struct{}), deadline: time.Now().Add(wait)}
+	now := time.Now()
+	return &wake{told: map[string]bool{}, first: make(chan struct{}), deadline: now.Add(wait), trustBy: now.Add(wakeTrustWait)}
 }
 
 // watchOwed keeps the view (loadOwed gave it the kept one): a read now
@@ -115,7 +131,8 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 	v := owedView{At: time.Now().UTC(), Asks: []owedAsk{}}
 	for _, it := range r.Owed {
 		if e.trustedEvent(it.Event.Raw) {
-			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event)})
+			o, _ := origin.Of(it.Event.Raw)
+			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event), From: o.Device})
 		}
 	}
 	e.wk.mu.Lock()
@@ -158,6 +175,59 @@ func (e *Edge) trustedEvent(raw json.RawMessage) bool {
 	}
 	in, ok := e.remote.Device()
 	return !ok || in.Origins == 0
+}
+
+// trustedNow is v with only the asks whose senders the device trusts as
+// the gateway last said (its Devbox-Config-Device header): a view read
+// under a wider trusted set is narrowed to the current one. v as it is
+// when no gateway said (none heard yet, the primary down: the trusted
+// set it was read under is the last one known) or it stamps no origins.
+func (e *Edge) trustedNow(v owedView) owedView {
+	if e.remote == nil {
+		return v
+	}
+	in, ok := e.remote.Device()
+	if !ok || in.Origins == 0 {
+		return v
+	}
+	out := owedView{At: v.At, Asks: []owedAsk{}}
+	for _, a := range v.Asks {
+		if a.From != "" && in.TrustsDevice(a.From) {
+			out.Asks = append(out.Asks, a)
+		}
+	}
+	return out
+}
+
+// awaitTrust waits, while initialize would answer from a view read
+// before this process, until the primary said what this device trusts
+// now (its device header), the first read ended, the primary is known
+// down, or the edge's start + wakeTrustWait.
+func (e *Edge) awaitTrust(ctx context.Context) {
+	e.wk.mu.Lock()
+	none := len(e.wk.view.Asks) == 0
+	e.wk.mu.Unlock()
+	if e.remote == nil || none {
+		return
+	}
+	t := time.NewTimer(time.Until(e.wk.trustBy))
+	defer t.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, ok := e.remote.Device(); ok || !e.remote.Up() {
+			return
+		}
+		select {
+		case <-e.wk.first:
+			return
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // askLine is one ask on one line: id, type, sender, stream, the start of
@@ -214,7 +284,9 @@ func newAsksNote(fresh []owedAsk) string {
 // wakeInstructions is what initialize answers with: the view as it is
 // once this process's first read ended, or WakeWait after the edge
 // started (an initialize that comes later waits less; the primary is
-// never waited on longer). Every ask in the view counts as told.
+// never waited on longer, but for the device header: awaitTrust), with
+// only the asks from senders trusted now (trustedNow). Every ask told
+// counts as told.
 func (e *Edge) wakeInstructions(ctx context.Context) string {
 	if e.wk == nil {
 		return ""
@@ -226,13 +298,15 @@ func (e *Edge) wakeInstructions(ctx context.Context) string {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+	e.awaitTrust(ctx)
 	e.wk.mu.Lock()
 	defer e.wk.mu.Unlock()
 	e.wk.started = true
-	for _, a := range e.wk.view.Asks {
+	v := e.trustedNow(e.wk.view)
+	for _, a := range v.Asks {
 		e.wk.told[a.ID] = true
 	}
-	return renderOwed(e.wk.view, e.cfg.Identity)
+	return renderOwed(v, e.cfg.Identity)
 }
 
 // takeNote is the note for this tool answer ("": none), given once.
