@@ -1,0 +1,82 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// An outside tester's findings on the gateway's HTTP surface: each is
+// checked through the real handler, by its status and its audit line.
+
+// send makes one request with the headers given (a header may repeat).
+func (g *gw) send(method, path, body string, hdr [][2]string) (int, string) {
+	g.t.Helper()
+	req, err := http.NewRequest(method, g.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	for _, h := range hdr {
+		req.Header.Add(h[0], h[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// lastAudit checks that the request just made wrote exactly one audit
+// line and returns it.
+func (g *gw) lastAudit(before int, what string) Entry {
+	g.t.Helper()
+	log := g.auditLog()
+	if len(log) != before+1 {
+		g.t.Fatalf("%s: %d audit lines, want 1: %+v", what, len(log)-before, log[before:])
+	}
+	return log[len(log)-1]
+}
+
+const pingBody = `{"jsonrpc":"2.0","id":1,"method":"ping"}`
+
+// Finding 1: a query parameter a route does not take is refused (400,
+// naming it) on every route, /healthz and /mcp included, as the docs say.
+func TestUnknownQueryRefusedOnEveryRoute(t *testing.T) {
+	g := newGW(t, devices)
+	admin := [][2]string{{"Authorization", "Bearer " + g.tokens["admin-0001"]}}
+	for _, c := range []struct {
+		method, path, body string
+		hdr                [][2]string
+		device             string
+	}{
+		{"GET", "/healthz?x=1", "", nil, ""},
+		{"GET", "/healthz?", "", nil, ""}, // an empty query is none: allowed below
+		{"GET", "/healthz?x", "", nil, ""},
+		{"POST", "/mcp?x=1", pingBody, admin, "admin-0001"},
+		{"POST", "/mcp?session=a&session=b", pingBody, admin, "admin-0001"},
+		{"GET", "/statusz?verbose=1", "", admin, "admin-0001"},
+		{"GET", "/sync/ops?origin=a&x=1", "", admin, "admin-0001"},
+		{"GET", "/logstream/stream?to_agent=a&x=1", "", admin, "admin-0001"},
+	} {
+		what := c.method + " " + c.path
+		before := len(g.auditLog())
+		code, body := g.send(c.method, c.path, c.body, c.hdr)
+		if c.path == "/healthz?" {
+			if code != 200 {
+				t.Errorf("%s: HTTP %d, want 200", what, code)
+			}
+			g.lastAudit(before, what)
+			continue
+		}
+		if code != 400 || !strings.Contains(body, "query parameter") {
+			t.Errorf("%s: HTTP %d %q, want 400 naming the query parameter", what, code, body)
+		}
+		e := g.lastAudit(before, what)
+		if e.Status != 400 || e.Decision != VerdictDeny || e.Rule != ruleQuery || e.Device != c.device || e.UpstreamStatus != 0 {
+			t.Errorf("%s: audit line %+v, want a denial by %q for %q", what, e, ruleQuery, c.device)
+		}
+	}
+}
