@@ -68,7 +68,9 @@ func (s *Server) route(x *exchange) {
 	}
 	switch p := r.URL.Path; {
 	case p == "/healthz" && r.Method == http.MethodGet:
-		s.serveGET(x, "", false)
+		if _, ok := s.queryStep(x, nil); ok {
+			s.serveGET(x, "", false)
+		}
 	case (p == "/statusz" || strings.HasPrefix(p, "/sync/")) && r.Method == http.MethodGet:
 		s.serveAdminGET(x)
 	case p == "/logstream/stream" && r.Method == http.MethodGet:
@@ -92,9 +94,8 @@ func (s *Server) serveAdminGET(x *exchange) {
 	if !ok {
 		return
 	}
-	q, err := parseQuery(x.r.URL.RawQuery, syncQuery[x.r.URL.Path])
-	if err != nil {
-		s.answerText(x, http.StatusBadRequest, err.Error(), VerdictDeny, ruleQuery)
+	q, ok := s.queryStep(x, syncQuery[x.r.URL.Path])
+	if !ok {
 		return
 	}
 	if !d.Admin {
@@ -115,9 +116,8 @@ func (s *Server) serveStream(x *exchange) {
 	if !ok {
 		return
 	}
-	q, err := parseQuery(x.r.URL.RawQuery, streamQuery)
-	if err != nil {
-		s.answerText(x, http.StatusBadRequest, err.Error(), VerdictDeny, ruleQuery)
+	q, ok := s.queryStep(x, streamQuery)
+	if !ok {
 		return
 	}
 	if !d.Coordinator && !d.Grants(q["to_agent"], false) {
@@ -126,6 +126,22 @@ func (s *Server) serveStream(x *exchange) {
 	}
 	x.w = s.originsOfStream(x.w, d)
 	s.serveGET(x, rebuildQuery(q), true)
+}
+
+// queryStep checks the request's query against the parameters its route
+// takes (none for /healthz, /statusz and /mcp): a repeated or unknown one
+// is answered 400, naming it and what the route takes.
+func (s *Server) queryStep(x *exchange, allowed []string) (map[string]string, bool) {
+	q, err := parseQuery(x.r.URL.RawQuery, allowed)
+	if err == nil {
+		return q, true
+	}
+	takes := "none"
+	if len(allowed) > 0 {
+		takes = strings.Join(allowed, ", ")
+	}
+	s.answerText(x, http.StatusBadRequest, fmt.Sprintf("devbox-config gateway: %s (%s takes %s)", err, x.r.URL.Path, takes), VerdictDeny, ruleQuery)
+	return nil, false
 }
 
 // serveGET forwards a checked GET; its audit line is written when the
@@ -150,6 +166,9 @@ func (s *Server) serveMCP(x *exchange) {
 		return
 	}
 	x.w.Header().Set(deviceinfo.Header, d.header) // every authenticated /mcp answer
+	if _, ok := s.queryStep(x, nil); !ok {
+		return
+	}
 	body, ok := s.readBody(x)
 	if !ok {
 		return
