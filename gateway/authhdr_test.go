@@ -80,3 +80,29 @@ func TestUnknownQueryRefusedOnEveryRoute(t *testing.T) {
 		}
 	}
 }
+
+// Finding 2: the auth scheme is case-insensitive (RFC 9110 §11.1): any
+// case of "Bearer" authenticates; anything else is still 401.
+func TestBearerSchemeAnyCase(t *testing.T) {
+	g := newGW(t, devices)
+	tok := g.tokens["laptop-7f3a"]
+	for _, h := range []string{"bearer " + tok, "BEARER " + tok, "bEaReR " + tok, "Bearer  " + tok} {
+		before := len(g.auditLog())
+		code, body := g.send("POST", "/mcp", pingBody, [][2]string{{"Authorization", h}})
+		if code != 200 || !strings.Contains(body, `"result"`) {
+			t.Errorf("%.10q…: HTTP %d %s, want the ping answered", h, code, body)
+		}
+		if e := g.lastAudit(before, h[:7]); e.Decision != VerdictAllow || e.Device != "laptop-7f3a" {
+			t.Errorf("%.10q…: audit line %+v", h, e)
+		}
+	}
+	for _, h := range []string{"Basic " + tok, "Bearer" + tok, "Bearer", "Bearer ", tok, "Bearerx " + tok, "Bearer " + tok + " x"} {
+		before := len(g.auditLog())
+		if code, _ := g.send("POST", "/mcp", pingBody, [][2]string{{"Authorization", h}}); code != 401 {
+			t.Errorf("%.10q…: HTTP %d, want 401", h, code)
+		}
+		if e := g.lastAudit(before, h); e.Decision != VerdictDeny || e.Rule != ruleAuthenticate || e.Status != 401 || e.Device != "" {
+			t.Errorf("%.10q…: audit line %+v", h, e)
+		}
+	}
+}
