@@ -305,7 +305,7 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 // authenticateStep checks the bearer token; a first use is recorded in
 // the state file (never the config). A failure is answered 401.
 func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
-	raw, ok := strings.CutPrefix(x.r.Header.Get("Authorization"), "Bearer ")
+	raw, ok := bearer(x.r.Header.Get("Authorization"))
 	var (
 		d     *Device
 		tok   *Token
@@ -327,6 +327,16 @@ func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
 		}
 	}
 	return d, true
+}
+
+// bearer is the credentials of an Authorization value whose scheme is
+// Bearer, in any case (RFC 9110 §11.1), after one or more spaces.
+func bearer(h string) (string, bool) {
+	scheme, raw, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(raw, " "), true
 }
 
 // readBody reads at most MaxBody (413 beyond it, as upstream).
