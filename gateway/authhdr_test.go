@@ -106,3 +106,28 @@ func TestBearerSchemeAnyCase(t *testing.T) {
 		}
 	}
 }
+
+// Finding 3: two Authorization headers are ambiguous credentials (which
+// one a proxy or the upstream would use is anyone's guess): refused with
+// 400 before either is looked at, on every authenticated route, audited.
+func TestTwoAuthorizationHeadersRefused(t *testing.T) {
+	g := newGW(t, devices)
+	good, other := "Bearer "+g.tokens["admin-0001"], "Bearer "+g.tokens["laptop-7f3a"]
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/mcp", pingBody},
+		{"GET", "/statusz", ""},
+		{"GET", "/logstream/stream", ""},
+	} {
+		for _, pair := range [][2]string{{good, good}, {good, other}, {good, "Bearer nonsense"}, {"Bearer nonsense", good}, {good, ""}} {
+			what := c.method + " " + c.path
+			before := len(g.auditLog())
+			code, body := g.send(c.method, c.path, c.body, [][2]string{{"Authorization", pair[0]}, {"Authorization", pair[1]}})
+			if code != 400 || !strings.Contains(body, "Authorization") {
+				t.Errorf("%s with two Authorization headers: HTTP %d %q, want 400 naming them", what, code, body)
+			}
+			if e := g.lastAudit(before, what); e.Status != 400 || e.Decision != VerdictDeny || e.Rule != "authenticate:ambiguous" || e.Device != "" || e.UpstreamStatus != 0 {
+				t.Errorf("%s with two Authorization headers: audit line %+v", what, e)
+			}
+		}
+	}
+}
