@@ -125,7 +125,7 @@ func TestTwoAuthorizationHeadersRefused(t *testing.T) {
 			if code != 400 || !strings.Contains(body, "Authorization") {
 				t.Errorf("%s with two Authorization headers: HTTP %d %q, want 400 naming them", what, code, body)
 			}
-			if e := g.lastAudit(before, what); e.Status != 400 || e.Decision != VerdictDeny || e.Rule != "authenticate:ambiguous" || e.Device != "" || e.UpstreamStatus != 0 {
+			if e := g.lastAudit(before, what); e.Status != 400 || e.Decision != VerdictDeny || e.Rule != ruleAuthAmbiguous || e.Device != "" || e.UpstreamStatus != 0 {
 				t.Errorf("%s with two Authorization headers: audit line %+v", what, e)
 			}
 		}

@@ -303,8 +303,14 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 }
 
 // authenticateStep checks the bearer token; a first use is recorded in
-// the state file (never the config). A failure is answered 401.
+// the state file (never the config). A failure is answered 401; more than
+// one Authorization header, 400 (which one a proxy in between, or a log,
+// takes for the credential is anyone's guess: none is looked at).
 func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
+	if n := len(x.r.Header.Values("Authorization")); n > 1 {
+		s.answerText(x, http.StatusBadRequest, fmt.Sprintf("devbox-config gateway: %d Authorization headers; send exactly one", n), VerdictDeny, ruleAuthAmbiguous)
+		return nil, false
+	}
 	raw, ok := bearer(x.r.Header.Get("Authorization"))
 	var (
 		d     *Device

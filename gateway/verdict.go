@@ -59,4 +59,6 @@ const (
 	// ruleOriginClaim: a write names a device to attribute it to that the
 	// gateway does not honour from this device (origin.MetaKey).
 	ruleOriginClaim Rule = "origin-device: admin devices only"
+	// ruleAuthAmbiguous: more than one Authorization header.
+	ruleAuthAmbiguous Rule = "authenticate:ambiguous"
 )
