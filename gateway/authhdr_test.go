@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // An outside tester's findings on the gateway's HTTP surface: each is
@@ -130,4 +133,52 @@ func TestTwoAuthorizationHeadersRefused(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Found probing after the tester's findings: a /sync path is forwarded
+// as given, so `/sync/../mcp` (or `/sync/%2e%2e/mcp`) reached the
+// upstream as GET /sync/../mcp, with the upstream's token: one proxy
+// that resolves dot segments away from a GET of an upstream route the
+// gateway never authorized. A /sync path that is not clean is no route.
+func TestSyncPathNotCleanIsNoRoute(t *testing.T) {
+	u := startPython(t)
+	g := newGWAt(t, devices, u)
+	admin := [][2]string{{"Authorization", "Bearer " + g.tokens["admin-0001"]}}
+	for _, p := range []string{"/sync/../mcp", "/sync/%2e%2e/statusz", "/sync/./ops", "/sync//ops", "/sync/", "/sync/ops/", "/sync/x/../ops"} {
+		before := len(g.auditLog())
+		req := "GET " + p + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: " + admin[0][1] + "\r\nConnection: close\r\n\r\n"
+		if status := rawStatus(t, g.http.Listener.Addr().String(), req); !strings.Contains(status, " 404 ") {
+			t.Errorf("GET %s: %s, want 404", p, status)
+		}
+		if e := g.lastAudit(before, p); e.Status != 404 || e.Decision != VerdictDeny || e.Rule != ruleNoRoute || e.UpstreamStatus != 0 {
+			t.Errorf("GET %s: audit line %+v", p, e)
+		}
+	}
+	for _, r := range u.received(t) {
+		t.Errorf("the upstream got GET %s", r.Path)
+	}
+	if code, _ := g.send("GET", "/sync/ops?origin=a", "", admin); code != 200 {
+		t.Errorf("GET /sync/ops: HTTP %d, want it forwarded", code)
+	}
+}
+
+// rawStatus sends one raw HTTP/1.1 request (a path net/http's client
+// would clean) and returns the status line.
+func rawStatus(t *testing.T, addr, req string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.Proto + " " + resp.Status + " "
 }
