@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -59,7 +60,9 @@ func (s *Server) recoverPanic(x *exchange) {
 	}
 }
 
-// route is the front door (as mempalace serve's), then one route.
+// route is the front door (as mempalace serve's), then one route. A
+// /sync path is forwarded as it is, so it must be clean: no dot or empty
+// segment a proxy or the upstream would resolve to another route.
 func (s *Server) route(x *exchange) {
 	r := x.r
 	if !hostAllowed(s.BindHost, r.Host) || !originAllowed(r.Header.Get("Origin")) {
@@ -71,7 +74,7 @@ func (s *Server) route(x *exchange) {
 		if _, ok := s.queryStep(x, nil); ok {
 			s.serveGET(x, "", false)
 		}
-	case (p == "/statusz" || strings.HasPrefix(p, "/sync/")) && r.Method == http.MethodGet:
+	case (p == "/statusz" || strings.HasPrefix(p, "/sync/") && path.Clean(p) == p) && r.Method == http.MethodGet:
 		s.serveAdminGET(x)
 	case p == "/logstream/stream" && r.Method == http.MethodGet:
 		s.serveStream(x)
