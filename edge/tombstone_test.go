@@ -170,3 +170,66 @@ func TestADeleteBeforeTheAddWentOutCancelsIt(t *testing.T) {
 		t.Fatal("the drawer deleted before it was sent reached the primary")
 	}
 }
+
+// A diary entry deleted on a device that may not delete on the primary
+// stays deleted when the agent writes the same text again: merged reads
+// show the new entry once, not the deleted one beside it (found by an
+// outside tester: the rewrite lifted the tombstone, and the primary's copy
+// of the deleted entry came back). A delete of the new entry hides it too.
+func TestARewrittenDiaryEntryDoesNotBringBackTheDeletedOne(t *testing.T) {
+	h := start(t, harnessOpts{})
+	const agent, text = "me", "standup: nothing new"
+	diaryOnPrimary := func(n int) func() bool {
+		return func() bool {
+			k := 0
+			for _, d := range h.primary.Dump().Drawers {
+				if d.Diary {
+					k++
+				}
+			}
+			return k == n
+		}
+	}
+	read := func() []map[string]any {
+		m, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 50})
+		var out []map[string]any
+		es, _ := m["entries"].([]any)
+		for _, e := range es {
+			if en, ok := e.(map[string]any); ok && en["content"] == text {
+				out = append(out, en)
+			}
+		}
+		return out
+	}
+
+	w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+	old, _ := w["entry_id"].(string)
+	h.eventually("the entry on the primary", diaryOnPrimary(1))
+	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": old}); m["success"] != true {
+		t.Fatalf("deleting the entry: %v", m)
+	}
+	if es := read(); len(es) != 0 {
+		t.Fatalf("diary_read after the delete shows %d entries: %v", len(es), es)
+	}
+
+	rewritten := time.Now()
+	w, _ = h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+	fresh, _ := w["entry_id"].(string)
+	h.eventually("the new entry on the primary beside the deleted one's copy", diaryOnPrimary(2))
+	es := read()
+	if len(es) != 1 {
+		t.Fatalf("diary_read after writing the same text again shows %d entries, want 1 (the new one): %v", len(es), es)
+	}
+	ts, _ := es[0]["timestamp"].(string)
+	o, _ := es[0]["origin"].(map[string]any)
+	if at := entryTime(ts, time.Local); at.Before(rewritten.Add(-time.Millisecond)) || o["palace"] != "both" {
+		t.Fatalf("diary_read shows %v, want the new entry (written at %s or later, in both palaces)", es[0], rewritten.Format(time.RFC3339Nano))
+	}
+
+	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": fresh}); m["success"] != true {
+		t.Fatalf("deleting the new entry: %v", m)
+	}
+	if es := read(); len(es) != 0 {
+		t.Fatalf("diary_read after deleting the new entry too shows %d entries: %v", len(es), es)
+	}
+}
