@@ -3,8 +3,10 @@ package edge
 // Deletes that stay deleted for the device that made them (issue 27). A
 // delete through the edge applies to the local palace and leaves a
 // tombstone in the outbox's file (outbox.Tombstone); merged reads drop the
-// primary's records it names; a write that recreates the same content
-// lifts it. The delete is also queued for the primary only when a
+// primary's records it names; a write that recreates the same drawer or
+// source lifts it, and a diary_write of the same text bounds it at the
+// rewrite (the deleted entry's copy stays hidden, the new one shows). The
+// delete is also queued for the primary only when a
 // devbox-config gateway said this device is admin-scoped (and under its
 // delete cap, or bulk-delete granted): the gateway keeps what it deletes
 // in its trash. Otherwise nothing is sent, and `edge status` names what
@@ -163,7 +165,7 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int) map
 		e.log.Error("a delete's tombstone not kept: merged reads may show the primary's copy", "tool", c.name, "err", err)
 		return map[string]any{"tombstone": fmt.Sprintf("not kept: %v", err)}
 	}
-	out := map[string]any{"tombstone": "hidden from this device's merged reads, until it writes the same content again"}
+	out := map[string]any{"tombstone": "hidden from this device's merged reads; writing the same content again shows that new write, not this one"}
 	var drawers []string
 	for _, m := range d.marks {
 		if m.Kind == outbox.TombDrawer {
@@ -214,8 +216,10 @@ func (e *Edge) notSent(d deletion, n int) string {
 }
 
 // lift removes the tombstones a write the local palace took recreates:
-// the drawer ids add_drawer and checkpoint items make, their sources, and
-// a diary entry of the same text by the same agent.
+// the drawer ids add_drawer and checkpoint items make, and their sources.
+// A diary entry of the same text by the same agent is another entry (its
+// copy on the primary has another id and a later stamp): the deleted
+// one's tombstone is bounded at now, and keeps hiding that one's copy.
 func (e *Edge) lift(ctx context.Context, c *call) {
 	if e.outbox == nil {
 		return
@@ -336,9 +340,11 @@ func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *
 
 // diaryHides reports a primary diary entry a tombstone names: the same
 // agent and text (a chunk of it, for a long entry), written at the
-// deleted entry's time or later. The primary's copy of an entry this
-// device wrote was written when the outbox sent it, later than the local
-// one, and under another id, so an equal timestamp alone would miss it.
+// deleted entry's time or later, and before this device wrote that text
+// again (if it has). The primary's copy of an entry this device wrote was
+// written when the outbox sent it, later than the local one, and under
+// another id, so an equal timestamp alone would miss it; the copy of the
+// rewrite was sent after the rewrite, and is not the deleted one.
 func (t tombs) diaryHides(agent string, en gjson.Result) bool {
 	content := en.Get("content").String()
 	if content == "" {
@@ -346,7 +352,7 @@ func (t tombs) diaryHides(agent string, en gjson.Result) bool {
 	}
 	at := entryTime(en.Get("timestamp").String(), time.Local)
 	for _, x := range t.diary {
-		if x.Agent == agent && strings.Contains(x.Text, content) && !at.Before(entryTime(x.Stamp, time.Local)) {
+		if x.Agent == agent && strings.Contains(x.Text, content) && !at.Before(entryTime(x.Stamp, time.Local)) && (x.Lifted.IsZero() || at.Before(x.Lifted)) {
 			return true
 		}
 	}

@@ -34,6 +34,13 @@ func (s *Store) setUp(log *slog.Logger) error {
 	} else if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return err
 	}
+	if unbounded, err := columnMissing(tx, "tombstones", "lifted_at"); err != nil {
+		return err
+	} else if unbounded { // an edge before diary tombstones were bounded at a rewrite: none is
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE tombstones ADD COLUMN lifted_at INTEGER NOT NULL DEFAULT 0`); err != nil {
+			return fmt.Errorf("migrating an older outbox's tombstones: %w", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}

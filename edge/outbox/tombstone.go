@@ -8,10 +8,15 @@ import (
 )
 
 // Tombstones: what this device deleted, so merged reads never show the
-// primary's copy of it (issue 27). A tombstone is kept until the device
-// writes the same content again (Lift), or until the delete it rode with
-// reached the primary (settleDone: the primary's copy is gone then, in its
-// gateway's trash). An operator's drop or delivered leaves it.
+// primary's copy of it (issue 27). A drawer or source tombstone is kept
+// until the device writes the same content again (Lift: the same drawer
+// id, so the primary's copy is the new write's). A diary tombstone is kept
+// then too, bounded at the rewrite (lifted_at): the primary's copy of the
+// deleted entry has another id than the new entry's and stays hidden; the
+// new entry's copy, written there after the rewrite, shows. Any tombstone
+// goes once the delete it rode with reached the primary (settleDone: the
+// primary's copy is gone then, in its gateway's trash). An operator's drop
+// or delivered leaves it.
 const tombstoneSchema = `
 CREATE TABLE IF NOT EXISTS tombstones(
   kind       TEXT NOT NULL,
@@ -21,6 +26,7 @@ CREATE TABLE IF NOT EXISTS tombstones(
   text       TEXT NOT NULL DEFAULT '',
   op_id      TEXT NOT NULL DEFAULT '',
   created_at INTEGER NOT NULL,
+  lifted_at  INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY(kind, key)
 ) WITHOUT ROWID;
 `
@@ -50,6 +56,9 @@ type Tombstone struct {
 	// OpID is the queued delete that carries it to the primary ("": none).
 	OpID    string
 	Created time.Time
+	// Lifted is when this device wrote a diary tombstone's text again
+	// (zero: not yet): the tombstone hides only the copies stamped before.
+	Lifted time.Time
 }
 
 // AddTombstones records ts (a tombstone already there is replaced).
@@ -60,8 +69,8 @@ func (s *Store) AddTombstones(ctx context.Context, ts []Tombstone) error {
 	}
 	defer tx.Rollback() // after Commit, a no-op
 	for _, t := range ts {
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tombstones(kind, key, agent, stamp, text, op_id, created_at) VALUES(?,?,?,?,?,?,?)`,
-			string(t.Kind), t.Key, t.Agent, t.Stamp, t.Text, t.OpID, s.now().UnixMilli()); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tombstones(kind, key, agent, stamp, text, op_id, created_at, lifted_at) VALUES(?,?,?,?,?,?,?,?)`,
+			string(t.Kind), t.Key, t.Agent, t.Stamp, t.Text, t.OpID, s.now().UnixMilli(), millis(t.Lifted)); err != nil {
 			return fmt.Errorf("outbox tombstones: %w", err)
 		}
 	}
@@ -80,10 +89,13 @@ func (s *Store) TombstonesSent(ctx context.Context, ts []Tombstone, opID string)
 }
 
 // LiftTombstones removes the tombstones a write recreated: drawer ids
-// (and the diary entries with those ids), sources, and the diary entries
-// of an agent with one of texts.
+// (and the diary entries with those ids) and sources. The diary
+// tombstones of an agent with one of texts are bounded instead, at the
+// first such write: the primary's copy of the deleted entry (another id,
+// stamped when it was sent, before the rewrite) stays hidden, the copy of
+// the new one (stamped after) shows, and so does every later one.
 func (s *Store) LiftTombstones(ctx context.Context, drawers, sources []string, agent string, texts []string) error {
-	q := make([]string, 0, 3)
+	q := make([]string, 0, 2)
 	var args []any
 	if len(drawers) > 0 {
 		q = append(q, `(kind IN ('drawer','diary') AND key IN (`+marks(len(drawers))+`))`)
@@ -93,15 +105,16 @@ func (s *Store) LiftTombstones(ctx context.Context, drawers, sources []string, a
 		q = append(q, `(kind='source' AND key IN (`+marks(len(sources))+`))`)
 		args = appendAll(args, sources)
 	}
+	if len(q) > 0 {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM tombstones WHERE `+strings.Join(q, " OR "), args...); err != nil {
+			return fmt.Errorf("outbox tombstones: lifting: %w", err)
+		}
+	}
 	if agent != "" && len(texts) > 0 {
-		q = append(q, `(kind='diary' AND agent=? AND text IN (`+marks(len(texts))+`))`)
-		args = appendAll(append(args, agent), texts)
-	}
-	if len(q) == 0 {
-		return nil
-	}
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM tombstones WHERE `+strings.Join(q, " OR "), args...); err != nil {
-		return fmt.Errorf("outbox tombstones: lifting: %w", err)
+		if _, err := s.db.ExecContext(ctx, `UPDATE tombstones SET lifted_at=? WHERE kind='diary' AND lifted_at=0 AND agent=? AND text IN (`+marks(len(texts))+`)`,
+			appendAll([]any{s.now().UnixMilli(), agent}, texts)...); err != nil {
+			return fmt.Errorf("outbox tombstones: lifting: %w", err)
+		}
 	}
 	return nil
 }
@@ -109,15 +122,26 @@ func (s *Store) LiftTombstones(ctx context.Context, drawers, sources []string, a
 // Tombstones lists every tombstone, oldest first.
 func (s *Store) Tombstones(ctx context.Context) ([]Tombstone, error) {
 	out, err := queryAll(ctx, s.db, func(r rowScanner) (t Tombstone, err error) {
-		var ms int64
-		err = r.Scan(&t.Kind, &t.Key, &t.Agent, &t.Stamp, &t.Text, &t.OpID, &ms)
+		var ms, lifted int64
+		err = r.Scan(&t.Kind, &t.Key, &t.Agent, &t.Stamp, &t.Text, &t.OpID, &ms, &lifted)
 		t.Created = time.UnixMilli(ms)
+		if lifted != 0 {
+			t.Lifted = time.UnixMilli(lifted)
+		}
 		return t, err
-	}, `SELECT kind, key, agent, stamp, text, op_id, created_at FROM tombstones ORDER BY created_at, kind, key`)
+	}, `SELECT kind, key, agent, stamp, text, op_id, created_at, lifted_at FROM tombstones ORDER BY created_at, kind, key`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox tombstones: %w", err)
 	}
 	return out, nil
+}
+
+// millis is t in Unix milliseconds, 0 for the zero time.
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 func marks(n int) string { return strings.TrimSuffix(strings.Repeat("?,", n), ",") }
