@@ -233,3 +233,49 @@ func TestARewrittenDiaryEntryDoesNotBringBackTheDeletedOne(t *testing.T) {
 		t.Fatalf("diary_read after deleting the new entry too shows %d entries: %v", len(es), es)
 	}
 }
+
+// The same story while the primary is away: a diary entry deleted before
+// it went out never reaches the primary (its unsent diary_write is
+// cancelled, as an unsent add_drawer is), so once the primary is back the
+// same text written again shows once, and the primary holds it once.
+func TestADiaryEntryDeletedBeforeItWentOutNeverReachesThePrimary(t *testing.T) {
+	primary, srv := startPrimary(t)
+	srv.Stop()
+	h := start(t, harnessOpts{palace: filepath.Join(t.TempDir(), "palace"), primaryURL: srv.URL()})
+	const agent, text, later = "me", "the staging password is hunter2", "a later entry"
+	w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+	old, _ := w["entry_id"].(string)
+	m, _ := h.call("delete_drawer", map[string]any{"drawer_id": old})
+	if ed, _ := m["edge"].(map[string]any); m["success"] != true || !strings.Contains(asString(ed["cancelled"]), "1 ") {
+		t.Errorf("delete_drawer does not say the unsent diary_write was cancelled: %v", m)
+	}
+	h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+	h.call("diary_write", map[string]any{"agent_name": agent, "entry": later})
+	if err := srv.Start(srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	onPrimary := func(content string) int {
+		n := 0
+		for _, d := range primary.Dump().Drawers {
+			if d.Diary && d.Content == content {
+				n++
+			}
+		}
+		return n
+	}
+	h.eventually("the later entry on the primary (after the others: one diary, in order)", func() bool { return onPrimary(later) == 1 })
+	if n := onPrimary(text); n != 1 {
+		t.Fatalf("the primary holds the text %d times, want once (the deleted entry was sent)", n)
+	}
+	m, _ = h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 50})
+	n := 0
+	es, _ := m["entries"].([]any)
+	for _, e := range es {
+		if en, _ := e.(map[string]any); en["content"] == text {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("diary_read shows the text %d times, want once: %v", n, mustJSON(es))
+	}
+}
