@@ -167,15 +167,26 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int) map
 	}
 	out := map[string]any{"tombstone": "hidden from this device's merged reads; writing the same content again shows that new write, not this one"}
 	var drawers []string
+	var entries []outbox.DeletedEntry
 	for _, m := range d.marks {
-		if m.Kind == outbox.TombDrawer {
+		switch m.Kind {
+		case outbox.TombDrawer:
 			drawers = append(drawers, m.Key)
+		case outbox.TombDiary:
+			entries = append(entries, outbox.DeletedEntry{Agent: m.Agent, Text: m.Text, Written: entryTime(m.Stamp, time.Local)})
 		}
 	}
-	if n, err := e.outbox.CancelUnsentAdds(ctx, drawers); err != nil {
+	cancelled, err := e.outbox.CancelUnsentAdds(ctx, drawers)
+	if err == nil {
+		var k int
+		k, err = e.outbox.CancelUnsentDiaries(ctx, entries) // a diary entry's add is its diary_write
+		cancelled += k
+	}
+	if err != nil {
 		e.log.Error("a deleted drawer's unsent add not cancelled: it may still reach the primary", "tool", c.name, "err", err)
-	} else if n > 0 {
-		out["cancelled"] = fmt.Sprintf("%d add(s) not yet sent: never sent to the primary", n)
+	}
+	if cancelled > 0 {
+		out["cancelled"] = fmt.Sprintf("%d add(s) not yet sent: never sent to the primary", cancelled)
 	}
 	if why := e.notSent(d, n); why != "" {
 		out["replication"] = "local only: " + why + "; `devbox-config edge status` names what the primary still holds"

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
@@ -56,5 +57,53 @@ func TestDeleteBeforeSendCancelsTheAdd(t *testing.T) {
 	}
 	if n, _ := s.CancelUnsentAdds(ctx, []string{catalogue.DrawerID("notes", "r", "a note to keep")}); n != 0 {
 		t.Fatalf("cancelled %d adds already sent", n)
+	}
+}
+
+// A deleted diary entry's unsent diary_write is cancelled too: of two
+// equal entries queued, the one written when the deleted entry was (the
+// oldest queued at or after its time), and nothing for an entry whose
+// text or agent no queued op has.
+func TestDeleteBeforeSendCancelsTheDiaryEntry(t *testing.T) {
+	clock := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s, err := outbox.OpenOptions(filepath.Join(t.TempDir(), outbox.FileName), outbox.Options{Device: "dev", Label: "lab", Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	const text = "standup: nothing new"
+	var ops []outbox.Op
+	var written []time.Time
+	for range 2 {
+		written = append(written, clock)
+		o, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_diary_write", Payload: []byte(`{"agent_name":"Me","entry":"` + text + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, o)
+		clock = clock.Add(24 * time.Hour)
+	}
+	states := func() string {
+		var out []string
+		for _, o := range ops {
+			g, err := s.Get(ctx, o.LocalSeq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, g.State.String())
+		}
+		return strings.Join(out, ",")
+	}
+	for _, en := range []outbox.DeletedEntry{{Agent: "me", Text: "another text", Written: written[0]}, {Agent: "you", Text: text, Written: written[0]}} {
+		if n, err := s.CancelUnsentDiaries(ctx, []outbox.DeletedEntry{en}); err != nil || n != 0 {
+			t.Fatalf("%+v cancelled %d, %v; want none", en, n, err)
+		}
+	}
+	if n, err := s.CancelUnsentDiaries(ctx, []outbox.DeletedEntry{{Agent: "me", Text: text, Written: written[1]}}); err != nil || n != 1 || states() != "queued,done" {
+		t.Fatalf("deleting the second entry cancelled %d (%v): ops %s, want queued,done", n, err, states())
+	}
+	if n, err := s.CancelUnsentDiaries(ctx, []outbox.DeletedEntry{{Agent: "me", Text: text, Written: written[0]}}); err != nil || n != 1 || states() != "done,done" {
+		t.Fatalf("deleting the first entry cancelled %d (%v): ops %s, want done,done", n, err, states())
 	}
 }

@@ -205,25 +205,82 @@ func (s *Store) CancelUnsentAdds(ctx context.Context, drawers []string) (int, er
 	for i, d := range drawers {
 		keys[i] = "drawer:" + d
 	}
+	return s.cancelUnsent(ctx, "adds", func(tx *sql.Tx) ([]int64, error) {
+		return queryAll(ctx, tx, func(r rowScanner) (seq int64, err error) { err = r.Scan(&seq); return },
+			`SELECT DISTINCT o.local_seq FROM ops o JOIN op_keys k ON k.local_seq=o.local_seq
+			 WHERE k.key IN (`+marks(len(keys))+`) AND o.tool_name='`+catalogue.Prefix+`add_drawer' AND o.state IN ('queued','held') AND o.maybe_applied=0`, keys...)
+	})
+}
+
+// DeletedEntry is a diary entry deleted on this device, as
+// CancelUnsentDiaries looks for its diary_write: its agent (lower-cased),
+// its text, and when the local palace wrote it (zero: not known).
+type DeletedEntry struct {
+	Agent, Text string
+	Written     time.Time
+}
+
+// CancelUnsentDiaries is CancelUnsentAdds for deleted diary entries: for
+// each, one diary_write op of its agent and text, queued or held and never
+// maybe applied, is marked done, unsent: the oldest queued when the entry
+// was written or after (its own op is queued just after the local palace
+// wrote it, before any later entry of that text). A diary entry's id on
+// the primary is another, so its op is found by what it says. A
+// checkpoint's diary half is not cancelled: its items go with it.
+func (s *Store) CancelUnsentDiaries(ctx context.Context, entries []DeletedEntry) (int, error) {
+	if len(entries) == 0 {
+		return 0, nil
+	}
+	type pending struct {
+		seq, created int64
+		payload      string
+	}
+	return s.cancelUnsent(ctx, "diary entries", func(tx *sql.Tx) ([]int64, error) {
+		ps, err := queryAll(ctx, tx, func(r rowScanner) (p pending, err error) { err = r.Scan(&p.seq, &p.created, &p.payload); return },
+			`SELECT local_seq, created_at, payload_json FROM ops WHERE tool_name='`+catalogue.Prefix+`diary_write' AND state IN ('queued','held') AND maybe_applied=0 ORDER BY local_seq`)
+		if err != nil {
+			return nil, err
+		}
+		var seqs []int64
+		for _, en := range entries {
+			i := slices.IndexFunc(ps, func(p pending) bool {
+				var args map[string]any
+				if json.Unmarshal([]byte(p.payload), &args) != nil {
+					return false // a payload that is not an object writes no entry
+				}
+				agent, _ := args["agent_name"].(string)
+				return (en.Written.IsZero() || p.created >= en.Written.UnixMilli()) &&
+					strings.ToLower(catalogue.SanitizedName(agent)) == en.Agent && catalogue.DiaryEntry(args) == en.Text
+			})
+			if i >= 0 {
+				seqs = append(seqs, ps[i].seq)
+				ps = slices.Delete(ps, i, i+1)
+			}
+		}
+		return seqs, nil
+	})
+}
+
+// cancelUnsent marks done, unsent, the ops find picks in one transaction
+// (what names them in an error), and says how many.
+func (s *Store) cancelUnsent(ctx context.Context, what string, find func(*sql.Tx) ([]int64, error)) (int, error) {
 	e, _ := json.Marshal(map[string]any{"kind": Cancelled, "message": "deleted on this device before it was sent: never sent", "at": s.now().UTC()}) // plain values: they encode
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("outbox: cancelling adds: %w", err)
+		return 0, fmt.Errorf("outbox: cancelling %s: %w", what, err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	seqs, err := queryAll(ctx, tx, func(r rowScanner) (seq int64, err error) { err = r.Scan(&seq); return },
-		`SELECT DISTINCT o.local_seq FROM ops o JOIN op_keys k ON k.local_seq=o.local_seq
-		 WHERE k.key IN (`+marks(len(keys))+`) AND o.tool_name='`+catalogue.Prefix+`add_drawer' AND o.state IN ('queued','held') AND o.maybe_applied=0`, keys...)
+	seqs, err := find(tx)
 	if err != nil {
-		return 0, fmt.Errorf("outbox: cancelling adds: %w", err)
+		return 0, fmt.Errorf("outbox: cancelling %s: %w", what, err)
 	}
 	for _, seq := range seqs {
 		if err := settleDone(ctx, tx, seq, s.now(), "", string(e)); err != nil {
-			return 0, fmt.Errorf("outbox: cancelling adds: %w", err)
+			return 0, fmt.Errorf("outbox: cancelling %s: %w", what, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("outbox: cancelling adds: %w", err)
+		return 0, fmt.Errorf("outbox: cancelling %s: %w", what, err)
 	}
 	s.ringAll()
 	return len(seqs), nil
