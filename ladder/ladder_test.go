@@ -68,6 +68,9 @@ func TestLadderRungs(t *testing.T) {
 		{map[string]string{EnvRemoteURL: "https://p/tok_PATHSECRET_0123/mcp", EnvRemoteToken: "tok_PATHSECRET_0123"}, true, Solitary, true, "the token itself"},
 		{map[string]string{EnvRemoteURL: "https://p/mcp#tok_PATHSECRET_0123", EnvRemoteToken: "tok_PATHSECRET_0123"}, true, Solitary, true, "the token itself"},
 		{map[string]string{EnvRemoteURL: "https://p/mcp;k=tok_PATHSECRET_0123", EnvRemoteToken: "tok_PATHSECRET_0123"}, true, Solitary, true, "the token itself"},
+		// a query: the gateway refuses query parameters on /mcp (400), so every call would fail
+		{map[string]string{EnvRemoteURL: "https://p/mcp?region=eu", EnvRemoteToken: "t"}, true, Solitary, true, "has a query"},
+		{map[string]string{EnvRemoteURL: "https://p/mcp?", EnvRemoteToken: "t"}, true, Solitary, true, "has a query"},
 	}
 	for i, c := range cases {
 		s, w := resolve(c.env, c.server)
