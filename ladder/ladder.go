@@ -289,6 +289,12 @@ func checkURL(raw, token string) urlCheck {
 	if u.Host == "" {
 		return urlCheck{"has no host", EnvRemoteURL + "=https://HOST/mcp (the primary's or its gateway's /mcp endpoint)"}
 	}
+	// A devbox-config gateway refuses a query parameter /mcp does not
+	// take (none): every call would fail with 400.
+	if u.RawQuery != "" || u.ForceQuery {
+		return urlCheck{"has a query (not repeated here: it may hold a secret): a devbox-config gateway refuses every call to /mcp with one",
+			EnvRemoteURL + "=" + u.Scheme + "://" + u.Host + u.Path}
+	}
 	return urlCheck{}
 }
 
