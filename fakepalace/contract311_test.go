@@ -204,6 +204,24 @@ var doubleLacks = map[string][]string{
 func recordedDifferences(t *testing.T, open opener, real bool) {
 	t.Run("recorded differences", func(t *testing.T) {
 		c := open(t)
+		// A palace that holds no drawers yet. MemPalace answers a drawer
+		// read with an error ("Chroma database missing"; "No palace
+		// found" from search, which creates chroma.sqlite3 without a
+		// collection; "Backend open failed", isError set, after that),
+		// as a broken backend does; the double answers an empty list.
+		// The edge, join and doctor tell an empty palace from a broken
+		// one by its files (palacefiles), which the double does not
+		// write, so their real tests cover it (edge:
+		// TestRealAFreshDeviceReadsTheFleet).
+		if l := call(t, c, "mempalace_list_drawers", nil); real != (l["error"] == "Chroma database missing") || !real && l["count"] != 0.0 {
+			t.Errorf("list_drawers of an empty palace: %v", l)
+		}
+		if s := call(t, c, "mempalace_search", map[string]any{"query": "anything"}); real != (s["error"] == "No palace found") {
+			t.Errorf("search of an empty palace: %v", s)
+		}
+		if d := rpc(t, c, "tools/call", map[string]any{"name": "mempalace_diary_read", "arguments": map[string]any{"agent_name": "pi"}}); real != (strings.Contains(string(d.Result), "Backend open failed") && strings.Contains(string(d.Result), `"isError": true`)) {
+			t.Errorf("diary_read of an empty palace after a search: %s", d.Result)
+		}
 		// Byte form. MemPalace writes json.dumps's default form (", " and
 		// ": " separators, keys in insertion order); the double writes
 		// compact JSON with sorted keys. The values are the same, and
