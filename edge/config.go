@@ -43,6 +43,10 @@ type Config struct {
 	// PrimaryToolsWait bounds how long that first list waits for the
 	// primary's tools (0: DefaultPrimaryToolsWait).
 	PrimaryToolsWait time.Duration
+	// StopGrace bounds how long the calls in flight when Serve's context
+	// ends (SIGTERM, SIGINT) may still finish before they are answered
+	// with an error and the edge stops (0: DefaultStopGrace).
+	StopGrace time.Duration
 	// Probe is the first wait before the breaker probes a primary that
 	// went down; the waits double up to 30 s (0: PrimaryOptions' default,
 	// 250 ms).
@@ -66,6 +70,7 @@ const (
 	DefaultPrimaryToolsWait = 3 * time.Second
 	DefaultMailboxPoll      = 5 * time.Minute
 	DefaultWakeWait         = 30 * time.Millisecond
+	DefaultStopGrace        = 3 * time.Second
 )
 
 // withDefaults is c with every unset wait at its production default.
@@ -75,6 +80,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PrimaryToolsWait <= 0 {
 		c.PrimaryToolsWait = DefaultPrimaryToolsWait
+	}
+	if c.StopGrace <= 0 {
+		c.StopGrace = DefaultStopGrace
 	}
 	if c.MailboxPoll <= 0 {
 		c.MailboxPoll = DefaultMailboxPoll

@@ -39,6 +39,10 @@ type harness struct {
 	in    io.Writer
 	lines chan map[string]any
 	seen  map[string]map[string]any
+	// stop cancels Serve's context (a signal, in the binary); done is
+	// closed when Serve has returned.
+	stop func()
+	done chan struct{}
 }
 
 type harnessOpts struct {
@@ -63,6 +67,8 @@ type harnessOpts struct {
 	token string
 	// wakeWait, mailboxPoll: Config's (default: the edge's).
 	wakeWait, mailboxPoll time.Duration
+	// stopGrace: Config's (default: the edge's).
+	stopGrace time.Duration
 	// client is the agent's client options (default none).
 	client *mcp.ClientOptions
 }
@@ -87,7 +93,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if o.timeout > 0 {
 		cfg.CallTimeout = o.timeout
 	}
-	cfg.WakeWait, cfg.MailboxPoll = o.wakeWait, o.mailboxPoll
+	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace = o.wakeWait, o.mailboxPoll, o.stopGrace
 	switch {
 	case o.primaryURL != "":
 		cfg.PrimaryURL = o.primaryURL
@@ -114,6 +120,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	h.stop, h.done = cancel, done
 	go func() { h.edge.Serve(ctx, inR, outW); outW.Close(); close(done) }()
 	if o.raw {
 		h.in, h.lines, h.seen = inW, make(chan map[string]any, 100), map[string]map[string]any{}

@@ -1,0 +1,184 @@
+package edge
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+const (
+	signalWrite  = `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"w","room":"r","content":"written, then a signal"}}}` + "\n"
+	signalHung   = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"mempalace_status","arguments":{}}}` + "\n"
+	signalLate   = `{"jsonrpc":"2.0","id":6,"method":"tools/list"}` + "\n"
+	stoppingWord = "stopping: new requests are refused"
+)
+
+// A signal (in the binary; here Serve's context ends) stops the edge with
+// the agent's input still open: it stops taking requests (one sent after
+// the signal is answered with an error), answers the call in flight
+// within the grace (here with an error: the child never answers), keeps
+// what it queued, and Serve returns. Before, Serve waited for the agent's
+// input to end, with the child already stopped, and never answered again.
+func TestSignalStopsWithInputOpen(t *testing.T) {
+	h := start(t, harnessOpts{raw: true, stopGrace: 500 * time.Millisecond, timeout: 30 * time.Second,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_status=120000"}})
+	h.handshake()
+	if _, err := h.in.Write([]byte(signalWrite)); err != nil {
+		t.Fatal(err)
+	}
+	if a := h.await("4", 10*time.Second); a["result"] == nil {
+		t.Fatalf("add_drawer: %v", a)
+	}
+	if _, err := h.in.Write([]byte(signalHung)); err != nil { // read (an io.Pipe) once Write returns
+		t.Fatal(err)
+	}
+	began := time.Now()
+	h.stop()
+	waitFor(t, 5*time.Second, "word of stopping in the log", func() bool { return strings.Contains(h.logs.String(), stoppingWord) })
+	sent := make(chan error, 1)
+	go func() { _, err := h.in.Write([]byte(signalLate)); sent <- err }() // nobody may read it once the edge is gone
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Serve did not return 10s after its context ended, the input still open\n%s", h.logs)
+	}
+	took := time.Since(began)
+	if a := h.await("5", 5*time.Second); a == nil || a["error"] == nil && a["result"] == nil {
+		t.Errorf("the call in flight at the signal was not answered: %v", a)
+	}
+	if a := h.await("6", time.Second); a != nil && a["error"] == nil {
+		t.Errorf("a request after the signal was served: %v", a)
+	}
+	if took > 5*time.Second {
+		t.Errorf("stopping took %s (grace 500ms)", took)
+	}
+	wantWriteKept(t, h.palace)
+	h.in.(interface{ Close() error }).Close()
+	<-sent
+}
+
+// heldEdge is `devbox-config edge` as a harness runs it: stdin a pipe the
+// test holds open, stdout and stderr collected.
+type heldEdge struct {
+	cmd         *exec.Cmd
+	in          interface{ Write([]byte) (int, error) }
+	out, errOut *testbed.SyncBuffer
+	exited      chan error
+}
+
+func startHeld(t *testing.T, env []string) *heldEdge {
+	t.Helper()
+	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
+	cmd := exec.Command(bin, "edge")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MEMPALACE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	p := &heldEdge{cmd: cmd, out: &testbed.SyncBuffer{}, errOut: &testbed.SyncBuffer{}, exited: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.out, p.errOut
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.in = in
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- cmd.Wait() }() // received below or in the cleanup
+	t.Cleanup(func() {
+		in.Close()
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+func (p *heldEdge) send(t *testing.T, lines string) {
+	t.Helper()
+	if _, err := p.in.Write([]byte(lines)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// await returns the answer to id on stdout, nil if none came within d.
+func (p *heldEdge) await(id string, d time.Duration) map[string]any {
+	for end := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
+		for _, line := range strings.Split(p.out.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["method"] == nil && fmt.Sprint(m["id"]) == id {
+				return m
+			}
+		}
+		if time.Now().After(end) {
+			return nil
+		}
+	}
+}
+
+// SIGTERM or SIGINT to `devbox-config edge` whose stdin is still open
+// (the harness sends the signal and waits for the exit): it exits 0 within
+// a few seconds and the write it took is in its outbox. Before, it stopped
+// its local palace and kept running, answering nothing (outside tester).
+func TestSignalStopsEdgeProcess(t *testing.T) {
+	testbed.Integration(t, "builds and runs the devbox-config binary")
+	child := testbed.Self(t, fakepalace.ProgramName)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			_, srv := startPrimary(t)
+			palace := filepath.Join(t.TempDir(), "palace")
+			p := startHeld(t, []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace,
+				"MEMPALACE_REMOTE_URL=" + srv.URL(), "MEMPALACE_REMOTE_TOKEN=" + testToken, "MEMPALACE_EDGE_TIMEOUT=30s",
+				"FAKEPALACE_LATENCY_MS=mempalace_status=120000"})
+			p.send(t, pipedInitialize)
+			if a := p.await("1", 20*time.Second); a["result"] == nil {
+				t.Fatalf("initialize: %v\nstderr:\n%s", a, p.errOut)
+			}
+			p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+signalWrite)
+			if a := p.await("4", 20*time.Second); a["result"] == nil {
+				t.Fatalf("add_drawer: %v\nstderr:\n%s", a, p.errOut)
+			}
+			p.send(t, signalHung) // the child never answers it
+			time.Sleep(200 * time.Millisecond)
+			began := time.Now()
+			if err := p.cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-p.exited:
+				p.exited <- err
+				if err != nil {
+					t.Errorf("the edge exited with %v after %s", err, sig)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatalf("the edge still runs 15s after %s with its stdin open\nstderr:\n%s", sig, p.errOut)
+			}
+			if took := time.Since(began); took > 10*time.Second {
+				t.Errorf("the edge took %s to exit after %s", took, sig)
+			}
+			if a := p.await("5", 0); a == nil {
+				t.Errorf("the call in flight at %s was not answered\nstdout:\n%s", sig, p.out)
+			}
+			answers(t, p.out.String()) // stdout carries only MCP
+			wantWriteKept(t, palace)
+			if t.Failed() {
+				t.Logf("stderr:\n%s", p.errOut)
+			}
+		})
+	}
+}
