@@ -12,7 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
@@ -50,6 +52,8 @@ type Edge struct {
 	mismatch     string           // embedder canary: why merging stopped ("" = fine)
 	box          *mailbox.Mailbox // the coordination mailbox; nil in pass-through
 	wk           *wake            // the owed asks told without a tool call; nil in pass-through
+	stopping     atomic.Bool      // Serve's context ended: new requests are refused
+	run          context.Context  // ends when the edge stops; the SDK's handlers end with it
 }
 
 // New builds an edge from its configuration; Serve runs it.
@@ -77,10 +81,21 @@ func New(cfg Config) *Edge {
 	// "unknown tool"; initialize is never held up.
 	e.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if e.run != nil {
+				// The SDK's contexts never end: this one ends when the edge
+				// stops, so a call still running then is answered.
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				defer context.AfterFunc(e.run, cancel)()
+			}
 			if method == "tools/list" || method == "tools/call" {
 				e.waitTools(ctx)
 			}
 			res, err := next(ctx, method, req)
+			if e.run != nil && e.run.Err() != nil && ctx.Err() != nil {
+				return nil, errStopping
+			}
 			if err == nil && e.wk != nil {
 				switch r := res.(type) { // the session starts: the owed asks (wake.go)
 				case *mcp.InitializeResult:
@@ -115,10 +130,16 @@ func New(cfg Config) *Edge {
 	return e
 }
 
-// Serve runs the edge on an agent connection until it closes or ctx ends.
+// Serve runs the edge on an agent connection until the agent closes it
+// or ctx ends. ctx ending (SIGTERM, SIGINT) stops the edge in order with
+// the agent's input still open (stopInOrder); what the edge runs lives on
+// a context of its own, which ends only once the calls in flight had
+// their grace.
 func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
-	ctx, cancel := context.WithCancel(ctx)
+	signalled := ctx.Done()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	e.run = ctx
 	var wg sync.WaitGroup
 	if e.cfg.PassThrough() {
 		e.log.Info("no MEMPALACE_REMOTE_URL: transparent pass-through to the local palace (no files, no network)")
@@ -131,7 +152,8 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	pending := wire.NewPending()
 	sw := &wire.SyncWriter{W: out, Pending: pending}
 	lane := newFastLane(ctx, e, sw)
-	in = wire.GuardInput(in, sw, e.log, lane.intercept, pending, func() { e.drain(ctx, pending) })
+	intercept := func(line []byte) bool { return e.refuse(sw, line) || lane.intercept(line) }
+	in = wire.GuardInput(in, sw, e.log, intercept, pending, func() { e.drain(ctx, pending) })
 	ss, err := e.server.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: sw, MaxLineLength: wire.MaxMessage + 1}, nil)
 	if err != nil {
 		cancel()
@@ -139,10 +161,25 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 		return fmt.Errorf("agent connection: %w", err)
 	}
 	e.setAgent(ss, true)
-	err = ss.Wait()
-	cancel()
-	lane.wg.Wait()
-	wg.Wait()
+	waited := make(chan error, 1)
+	go func() { waited <- ss.Wait() }() // received below, before Serve returns
+	select {
+	case err = <-waited:
+		cancel()
+		lane.wg.Wait()
+		wg.Wait()
+	case <-signalled:
+		e.stopInOrder(pending)
+		cancel() // the calls still running are answered errStopping; the child stops
+		lane.wg.Wait()
+		wg.Wait()
+		// The session ends without waiting for the agent's input: the
+		// SDK's reader of it stays blocked in a read that nothing can
+		// interrupt (a pipe on stdin), and is abandoned when the process
+		// exits.
+		ss.Close()
+		err = <-waited
+	}
 	if e.primary != nil {
 		e.primary.Close()
 	}
@@ -152,6 +189,37 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 		}
 	}
 	return err
+}
+
+// errStopping answers a call the edge stopped before it finished, and a
+// request that came after the signal.
+var errStopping = &jsonrpc.Error{Code: -32000, Message: "the MemPalace edge is stopping (SIGTERM or SIGINT): the request was not finished, and a write may or may not have been applied"}
+
+// stopInOrder begins the stop on a signal: new requests are refused
+// (refuse), and the calls in flight have StopGrace to finish.
+func (e *Edge) stopInOrder(pending *wire.Pending) {
+	e.stopping.Store(true)
+	e.log.Info("signal: stopping: new requests are refused; the calls in flight have the grace to finish", "in_flight", pending.Len(), "grace", e.cfg.StopGrace)
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.StopGrace)
+	defer cancel()
+	if n, err := pending.Wait(ctx); err != nil {
+		e.log.Warn("stopping: calls still in flight after the grace are answered with an error", "in_flight", n)
+	}
+}
+
+// refuse answers a request from the agent with errStopping once the edge
+// is stopping, and reports whether it did; anything else goes on.
+func (e *Edge) refuse(w io.Writer, line []byte) bool {
+	if !e.stopping.Load() {
+		return false
+	}
+	f := gjson.GetManyBytes(line, "method", "id")
+	if f[0].Type != gjson.String || f[1].Type != gjson.Number && f[1].Type != gjson.String {
+		return false // a notification or an answer
+	}
+	b, _ := json.Marshal(errStopping)                                                      // a code and a message: it encodes
+	w.Write([]byte(`{"jsonrpc":"2.0","id":` + f[1].Raw + `,"error":` + string(b) + "}\n")) // an agent that stopped reading: nothing to tell
+	return true
 }
 
 // drainGrace is how long after the call timeout the end of the agent's

@@ -140,7 +140,10 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 	l.e.waitTools(ctx) // as the SDK path does
 	result, err := l.e.callTool(ctx, c)
 	if ctx.Err() != nil {
-		return // cancelled by the agent (or the edge is stopping): no answer
+		if l.ctx.Err() == nil || l.take(key) == nil {
+			return // cancelled by the agent: no answer
+		}
+		result, err = nil, errStopping // the edge is stopping: the agent is told
 	}
 	if err == nil {
 		result = l.e.withNote(result)
@@ -218,6 +221,8 @@ func (l *fastLane) relayed(key string, id json.RawMessage, c *call, stateless bo
 	switch {
 	case rpcErr != nil:
 		l.respond(id, nil, rpcErr, stateless)
+	case err != nil && l.ctx.Err() != nil:
+		l.respond(id, nil, errStopping, stateless) // the edge stopped the child
 	case err != nil:
 		// The child died with the call in flight: the answer serve gives.
 		result, err = wire.EncodeResult(localDown(err))
