@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -180,5 +181,22 @@ func TestSignalStopsEdgeProcess(t *testing.T) {
 				t.Logf("stderr:\n%s", p.errOut)
 			}
 		})
+	}
+}
+
+// A write the local palace took goes in the outbox even when its call is
+// cancelled just then (the agent's notifications/cancelled, or the edge
+// stopping after the grace): otherwise it would never reach the primary.
+func TestWriteQueuedWhenItsCallIsCancelled(t *testing.T) {
+	h := start(t, harnessOpts{raw: true})
+	h.handshake() // Serve has opened the outbox
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := laneCall("mempalace_add_drawer", json.RawMessage(`{"name":"mempalace_add_drawer","arguments":{"wing":"w","room":"r","content":"taken locally, then cancelled"}}`))
+	if _, err := c.decoded(); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.edge.queue(ctx, c, ""); got["replication"] != "queued" {
+		t.Errorf("a cancelled call's write, taken locally: %v", got)
 	}
 }
