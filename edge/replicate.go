@@ -41,6 +41,10 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 // queue puts a write the local palace took in the outbox as the policy
 // says, and says what became of it (the agent's answer's "edge" object).
 func (e *Edge) queue(ctx context.Context, c *call, oldWing string) map[string]any {
+	// The local palace took the write: it goes in the outbox even if the
+	// call is cancelled now (by the agent, or the edge stopping), or it
+	// would never reach the primary.
+	ctx = context.WithoutCancel(ctx)
 	if e.outbox == nil {
 		return map[string]any{"replication": fmt.Sprintf("not replicated: outbox unavailable: %v", e.obErr)}
 	}
