@@ -148,7 +148,12 @@ func (sc *gatewayServeCmd) checkUpstreamToken(c *gateway.Config) error {
 	return nil
 }
 
-// serve answers until SIGTERM or SIGINT, reloading the config on SIGHUP and
+// gatewayStopGrace bounds how long the requests in flight at SIGTERM or
+// SIGINT may still take.
+const gatewayStopGrace = 5 * time.Second
+
+// serve answers until SIGTERM or SIGINT (and the requests in flight then
+// are answered), reloading the config on SIGHUP and
 // when the file changes; it returns once its goroutines have ended.
 func (sc *gatewayServeCmd) serve(s *gateway.Server, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -167,7 +172,19 @@ func (sc *gatewayServeCmd) serve(s *gateway.Server, log *slog.Logger) error {
 		}
 	}()
 	go func() { defer wg.Done(); s.Watch(ctx) }()
-	go func() { defer wg.Done(); <-ctx.Done(); srv.Close() }()
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		// Stop in order: no new connections, the requests in flight
+		// finish (at most gatewayStopGrace: a stream held open is cut),
+		// then every connection is closed.
+		sctx, cancel := context.WithTimeout(context.Background(), gatewayStopGrace)
+		defer cancel()
+		if srv.Shutdown(sctx) != nil {
+			log.Warn("stopping: requests still open after the grace are cut", "grace", gatewayStopGrace)
+			srv.Close()
+		}
+	}()
 	log.Info("listening", "addr", sc.listen, "upstream", sc.upstream)
 	err := srv.ListenAndServe()
 	stop() // ends Watch and the closer
