@@ -7,7 +7,10 @@
 //     full content (list_drawers gives 200-character previews), diaries as
 //     the drawers of each agent's diary wing (room "diary"), facts by
 //     kg_timeline, or read-only from knowledge_graph.sqlite3 where
-//     kg_timeline cannot page (capped at 100 before 3.10).
+//     kg_timeline cannot page (capped at 100 before 3.10). A palace that
+//     holds no drawers yet (palacefiles.Empty: MemPalace answers its
+//     list_wings with an error, as it does for a broken backend) has no
+//     drawers or diaries to read; its facts are read as always.
 //   - Every record is queued in a join outbox of its own
 //     (<palace>/edge/join-outbox-<target>.sqlite) and drained by the
 //     outbox's Flusher, so the per-type replay rules apply: drawers and

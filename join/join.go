@@ -258,8 +258,11 @@ func errText(raw json.RawMessage) string {
 	return e.Kind + ": " + e.Message
 }
 
-func notes(r Report) []string {
+func notes(r Report, noDrawers bool) []string {
 	n := []string{}
+	if noDrawers {
+		n = append(n, "the local palace holds no drawers yet (MemPalace keeps no drawer collection for it and answers its drawer reads with an error): no drawers or diaries to send")
+	}
 	if r.Manifest[Diaries] > 0 {
 		n = append(n, "diary entries replay verbatim: the text is their dedupe key (sha256(entry)[:12]), and their date on the primary is the join date (diary_write stamps the time it runs)")
 	}

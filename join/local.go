@@ -110,6 +110,9 @@ type Manifest struct {
 	KGExcluded bool
 	// Failed: local records that could not be read.
 	Failed []Failure
+	// NoDrawers: the local palace holds no drawers yet (MemPalace keeps no
+	// drawer collection for it), so it has no drawers or diaries to read.
+	NoDrawers bool
 }
 
 // Failure names a record that did not reach the primary, and why.
@@ -135,15 +138,23 @@ func str(m map[string]any, k string) string { s, _ := m[k].(string); return s }
 
 // readLocal pages the local palace: every drawer of every selected wing,
 // full content by get_drawer, diaries told apart by their room and type;
-// then the knowledge graph's facts.
-func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, progress func(string, int)) (Manifest, error) {
+// then the knowledge graph's facts. empty tells a palace that holds no
+// drawers yet from a broken one (palacefiles.Empty): MemPalace answers
+// list_wings on both with an error; the first has no wings to read.
+func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, empty func() (bool, error), progress func(string, int)) (Manifest, error) {
 	var man Manifest
 	w, err := local.Call(ctx, "mempalace_list_wings", map[string]any{})
 	if err != nil {
 		return man, err
 	}
 	if err := errorOf(w); err != nil {
-		return man, fmt.Errorf("local palace: list_wings: %w", err)
+		switch none, why := empty(); {
+		case why != nil:
+			return man, fmt.Errorf("local palace: list_wings: %w (whether the palace holds drawers is unknown: %v)", err, why)
+		case !none:
+			return man, fmt.Errorf("local palace: list_wings: %w", err)
+		}
+		man.NoDrawers, w = true, nil
 	}
 	counts, _ := w["wings"].(map[string]any)
 	seen := map[string]bool{}

@@ -14,6 +14,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/palacefiles"
 )
 
 // joining is one run of Run. Its methods are the join's phases, in order:
@@ -155,7 +156,7 @@ func (j *joining) readManifest(ctx context.Context) *Failure {
 		return nil
 	}
 	j.o.Progress.Phase("reading the local palace", 0)
-	man, err := readLocal(ctx, j.local, Selection{Policy: j.policy, Globs: j.o.Wings, Stamp: j.stamp}, kgReader{Files: j.kgFiles()}, func(_ string, n int) { j.o.Progress.Set(n) })
+	man, err := readLocal(ctx, j.local, Selection{Policy: j.policy, Globs: j.o.Wings, Stamp: j.stamp}, kgReader{Files: j.kgFiles()}, func() (bool, error) { return palacefiles.Empty(j.cfg.Palace) }, func(_ string, n int) { j.o.Progress.Set(n) })
 	j.o.Progress.Done()
 	if err != nil {
 		return &Failure{Kind: "palace", Record: j.cfg.Palace, Error: err.Error()}
@@ -234,7 +235,7 @@ func (j *joining) plan(ctx context.Context) *Failure {
 			j.rep.Pending[rec.Kind]++
 		}
 	}
-	j.rep.Notes = notes(j.rep)
+	j.rep.Notes = notes(j.rep, j.man.NoDrawers)
 	return nil
 }
 
