@@ -98,6 +98,22 @@ func kg(t *testing.T, path string, n int) {
 	}
 }
 
+// chroma makes a chroma.sqlite3 in dir whose collections table holds
+// names (none: as a search of a fresh palace leaves it).
+func chroma(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	must(t, os.MkdirAll(dir, 0o700))
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "chroma.sqlite3"))
+	must(t, err)
+	defer db.Close()
+	_, err = db.Exec(`CREATE TABLE collections(id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE)`)
+	must(t, err)
+	for _, n := range names {
+		_, err := db.Exec(`INSERT INTO collections VALUES(?, ?)`, n, n)
+		must(t, err)
+	}
+}
+
 func ids(fs []Finding) []string {
 	var out []string
 	for _, f := range fs {
@@ -242,11 +258,29 @@ func TestEmbedderSidecar(t *testing.T) {
 		b := newBox(t)
 		b.edgeMode(srvURL, "")
 		os.Remove(filepath.Join(b.palace, SidecarFile))
+		chroma(t, b.palace, "mempalace_drawers")
+		fs := b.run()
+		only(t, fs, "warn:embedder-sidecar")
+		if !strings.Contains(fs[0].Fix, "mempalace palace set-embedder --model") || !strings.Contains(fs[0].Message, "although the palace holds data") {
+			t.Fatalf("the fix should be MemPalace's own command: %+v", fs[0])
+		}
+	})
+	t.Run("missing on a palace only searched: it holds no data", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		os.Remove(filepath.Join(b.palace, SidecarFile))
+		chroma(t, b.palace)
+		only(t, b.run())
+	})
+	t.Run("missing, and chroma.sqlite3 cannot tell whether the palace holds data", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		os.Remove(filepath.Join(b.palace, SidecarFile))
 		write(t, filepath.Join(b.palace, "chroma.sqlite3"), "x", 0o600)
 		fs := b.run()
 		only(t, fs, "warn:embedder-sidecar")
-		if !strings.Contains(fs[0].Fix, "mempalace palace set-embedder --model") {
-			t.Fatalf("the fix should be MemPalace's own command: %s", fs[0].Fix)
+		if !strings.Contains(fs[0].Message, "cannot be told") {
+			t.Fatalf("%+v", fs[0])
 		}
 	})
 	t.Run("missing on a palace not written to yet: the first write records it", func(t *testing.T) {
@@ -321,7 +355,7 @@ func TestFakeFleetPassesDoctor(t *testing.T) {
 	if out, err := local.Handle([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_diary_write","arguments":{"agent_name":"pi","entry":"first day"}}}`)); err != nil || !strings.Contains(string(out), "success") {
 		t.Fatalf("%s %v", out, err)
 	}
-	write(t, filepath.Join(b.palace, "chroma.sqlite3"), "a palace with data", 0o600) // as if MemPalace's: the sidecar must be there
+	chroma(t, b.palace, "mempalace_drawers") // as if MemPalace's: the sidecar must be there
 	only(t, b.run())
 }
 
@@ -865,7 +899,10 @@ func TestPalaceLocation(t *testing.T) {
 	b := newBox(t)
 	only(t, b.run()) // nothing written anywhere: nothing to say
 	xdg := filepath.Join(b.home, ".config", "mempalace", "palace")
-	write(t, filepath.Join(xdg, "chroma.sqlite3"), "x", 0o600)
+	chroma(t, xdg) // only searched: nothing written
+	only(t, b.run())
+	must(t, os.Remove(filepath.Join(xdg, "chroma.sqlite3")))
+	chroma(t, xdg, "mempalace_drawers")
 	fs := b.run()
 	only(t, fs, "warn:palace-location")
 	if !strings.Contains(fs[0].Message, xdg) || !strings.Contains(fs[0].Message, "holds no install") {

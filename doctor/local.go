@@ -15,6 +15,7 @@ import (
 	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/palacefiles"
 )
 
 // SidecarFile is MemPalace's embedder identity file in the palace (§7.4).
@@ -30,14 +31,19 @@ type sidecar struct {
 	problem string // why it is unusable ("" = fine)
 }
 
-// chromaFile is the default backend's store: a palace that has it has
-// been written to.
-const chromaFile = "chroma.sqlite3"
+// holdsData reports a palace MemPalace has written drawers to: its
+// chroma.sqlite3 holds a collection (palacefiles.Empty). A search alone
+// creates the file without one. Files that cannot tell count as holding
+// data; why says what they could not tell.
+func holdsData(palace string) (held bool, why error) {
+	empty, err := palacefiles.Empty(palace)
+	return err != nil || !empty, err
+}
 
 // readSidecar reads <palace>/mempalace_embedder.json. MemPalace 3.11
 // records it on a new palace's first write, with dimension 0 for its core
 // embedders (it does not probe them): a missing file is a problem only on a
-// palace that already holds data (chroma.sqlite3), and dimension 0 never is.
+// palace that already holds data (holdsData), and dimension 0 never is.
 func readSidecar(palace string) sidecar {
 	path := filepath.Join(palace, SidecarFile)
 	b, err := os.ReadFile(path)
@@ -45,10 +51,13 @@ func readSidecar(palace string) sidecar {
 		if !os.IsNotExist(err) {
 			return sidecar{problem: fmt.Sprintf("%s cannot be read: %v", path, err)}
 		}
-		if _, err := os.Stat(filepath.Join(palace, chromaFile)); err != nil {
+		switch held, why := holdsData(palace); {
+		case !held:
 			return sidecar{} // not written to yet: the first write records it
+		case why != nil:
+			return sidecar{problem: fmt.Sprintf("%s is missing, and whether the palace holds data cannot be told (%v)", path, why)}
 		}
-		return sidecar{problem: fmt.Sprintf("%s is missing although the palace holds data (%s)", path, chromaFile)}
+		return sidecar{problem: fmt.Sprintf("%s is missing although the palace holds data (%s)", path, palacefiles.ChromaFile)}
 	}
 	var doc map[string]struct {
 		Model string `json:"model_name"`
@@ -108,8 +117,8 @@ func CheckPalaceLocation(opts Options, st State) []Finding {
 	if st.Palace == "" || theirs == "" || filepath.Clean(theirs) == filepath.Clean(st.Palace) {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(theirs, chromaFile)); err != nil && !strings.HasPrefix(why, "MEMPAL") {
-		return nil // MemPalace has written nothing there (yet)
+	if held, _ := holdsData(theirs); !held && !strings.HasPrefix(why, "MEMPAL") {
+		return nil // MemPalace has written nothing there (yet); a search writes nothing
 	}
 	return []Finding{{ID: IDPalaceLocation, Severity: Warn, Section: "§7.1",
 		Message: fmt.Sprintf("MemPalace keeps this palace in %s (%s), devbox-config (the edge, join, doctor) reads %s: the edge's outbox and these checks are beside a palace MemPalace does not use", theirs, why, st.Palace),
