@@ -6,5 +6,6 @@
 // search, which creates the file without a collection, and "Backend open
 // failed" after that), the same answer a broken backend gives. The files
 // tell the two apart: the edge reads such a palace as empty, not failed,
-// and doctor does not call it one that holds data.
+// join sends its facts with no drawers to read, and doctor does not call
+// it one that holds data.
 package palacefiles
