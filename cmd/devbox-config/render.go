@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,9 +11,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/joho/godotenv"
 	"github.com/spf13/cobra"
 
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/render"
 )
@@ -212,7 +213,11 @@ func readStartEnv(home, envFile string) (startEnv, error) {
 		se.home = h
 	}
 	if envFile != "" {
-		vars, err := godotenv.Read(envFile)
+		vars, err := confpos.ReadEnv(envFile)
+		var pe *confpos.Error
+		if errors.As(err, &pe) {
+			return se, usageError("%v", err) // FILE:LINE:COL: what (fix: how)
+		}
 		if err != nil {
 			return se, usageError("--env-file %s: %v", envFile, err)
 		}

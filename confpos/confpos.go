@@ -1,0 +1,40 @@
+package confpos
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// Error is a mistake at a place in a file, and its fix.
+type Error struct {
+	File      string
+	Line, Col int // 1-based; 0 when the place is not known
+	What, Fix string
+}
+
+func (e *Error) Error() string {
+	s := e.File
+	if e.Line > 0 {
+		s += fmt.Sprintf(":%d:%d", e.Line, e.Col)
+	}
+	s += ": " + e.What
+	if e.Fix != "" {
+		s += " (fix: " + e.Fix + ")"
+	}
+	return s
+}
+
+// At is an Error at the byte offset off of src.
+func At(file string, src []byte, off int, what, fix string) *Error {
+	line, col := LineCol(src, off)
+	return &Error{File: file, Line: line, Col: col, What: what, Fix: fix}
+}
+
+// LineCol is the 1-based line and column (in bytes) of the byte offset off
+// of src; an offset past the end is the end.
+func LineCol(src []byte, off int) (line, col int) {
+	off = min(max(off, 0), len(src))
+	line = 1 + bytes.Count(src[:off], []byte("\n"))
+	col = off - bytes.LastIndexByte(src[:off], '\n')
+	return line, col
+}
