@@ -1,16 +1,15 @@
 package edge
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/confpos"
 )
 
 // Policy is <palace>/edge/policy.json: which wings replicate to the primary
@@ -56,7 +55,8 @@ const (
 const PolicyFile = "policy.json"
 
 // LoadPolicy reads the policy; a missing file is "replicate everything".
-// Errors name the file and the field.
+// Errors name the file and the field; one that does not parse, or holds a
+// key or a type it may not, names the line and column too.
 func LoadPolicy(dir string) (*Policy, error) {
 	p := &Policy{Version: 1, Wings: map[string]Rule{}}
 	file := filepath.Join(dir, PolicyFile)
@@ -67,10 +67,8 @@ func LoadPolicy(dir string) (*Policy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(p); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+	if err := (confpos.JSON{Strict: true}).DecodeJSON(file, b, p); err != nil {
+		return nil, err
 	}
 	if p.Version != 1 {
 		return nil, fmt.Errorf("%s: version: %d is not supported (want 1)", file, p.Version)

@@ -1,0 +1,38 @@
+package confpos
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLineCol(t *testing.T) {
+	src := []byte("ab\ncd\n")
+	for off, want := range map[int][2]int{0: {1, 1}, 1: {1, 2}, 2: {1, 3}, 3: {2, 1}, 4: {2, 2}, 6: {3, 1}, 99: {3, 1}, -1: {1, 1}} {
+		if l, c := LineCol(src, off); l != want[0] || c != want[1] {
+			t.Errorf("offset %d: %d:%d, want %d:%d", off, l, c, want[0], want[1])
+		}
+	}
+}
+
+// JSONC: hujson's own line and column are kept, and a key is found past
+// comments and trailing commas.
+func TestDecodeJSONC(t *testing.T) {
+	type dev struct {
+		ID string `json:"id"`
+		KG string `json:"kg,omitempty"`
+	}
+	type cfg struct {
+		Devices []dev `json:"devices"`
+	}
+	for src, want := range map[string]string{
+		"{\n // c\n \"devices\": [{\"id\": \"a\",},\n  {\"id\": \"b\", \"kag\": \"read\"},],\n}\n": `f.jsonc:4:15: unknown key "kag" in devices[1] (fix: did you mean "kg"?`,
+		"{\n \"devices\": [{\"id\": \"a\"}\n  {\"id\": \"b\"}]\n}\n":                               `f.jsonc:3:3: invalid character '{' after array value (expecting ',' or ']') (fix: add the missing comma`,
+		"{\"devices\": [{\"id\": 7}]}":                                                             `f.jsonc:1:21: devices[0].id is a number (7) (fix: make it a string`,
+	} {
+		var c cfg
+		err := (JSON{JSONC: true, Strict: true}).DecodeJSON("f.jsonc", []byte(src), &c)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q:\n got %v\nwant %s...", src, err, want)
+		}
+	}
+}

@@ -1,0 +1,380 @@
+package confpos
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tailscale/hujson"
+)
+
+// JSON says how DecodeJSON reads a file.
+type JSON struct {
+	// JSONC allows comments and trailing commas (hujson); without it the
+	// file is plain JSON.
+	JSONC bool
+	// Strict makes a key v has no field for an error (encoding/json's
+	// DisallowUnknownFields).
+	Strict bool
+}
+
+// DecodeJSON decodes the one JSON value src holds into v. A file that does
+// not parse, has a key v does not take (Strict), a value of the wrong type
+// or anything after its value is an *Error at the mistake, with its fix.
+// An error of v's own UnmarshalJSON is returned as is, named by the file.
+func (o JSON) DecodeJSON(file string, src []byte, v any) error {
+	std := src
+	if o.JSONC {
+		var err error
+		if std, err = hujson.Standardize(bytes.Clone(src)); err != nil { // offsets kept: comments become spaces
+			return o.hujsonError(file, src, err)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(std))
+	if o.Strict {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return o.decodeError(file, src, err, reflect.TypeOf(v))
+	}
+	end := int(dec.InputOffset())
+	if rest := bytes.TrimLeft(std[end:], " \t\r\n"); len(rest) > 0 {
+		return At(file, src, len(std)-len(rest), "something follows the end of the file's one JSON value",
+			"remove it, or move what it says into the value before it")
+	}
+	return nil
+}
+
+// hujsonError places hujson's "hujson: line L, column C: what".
+func (o JSON) hujsonError(file string, src []byte, err error) error {
+	msg := err.Error()
+	rest, ok := strings.CutPrefix(msg, "hujson: line ")
+	l, rest, ok1 := strings.Cut(rest, ", column ")
+	c, what, ok2 := strings.Cut(rest, ": ")
+	line, err1 := strconv.Atoi(l)
+	col, err2 := strconv.Atoi(c)
+	if !ok || !ok1 || !ok2 || err1 != nil || err2 != nil {
+		return &Error{File: file, What: msg, Fix: o.syntaxFix(file, src, -1, msg)}
+	}
+	return &Error{File: file, Line: line, Col: col, What: what, Fix: o.syntaxFix(file, src, offsetOf(src, line, col), what)}
+}
+
+// offsetOf is the byte offset of line and col in src.
+func offsetOf(src []byte, line, col int) int {
+	off := 0
+	for ; line > 1; line-- {
+		i := bytes.IndexByte(src[off:], '\n')
+		if i < 0 {
+			return len(src)
+		}
+		off += i + 1
+	}
+	return min(off+col-1, len(src))
+}
+
+func (o JSON) decodeError(file string, src []byte, err error, t reflect.Type) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return At(file, src, len(src), "the file holds no JSON value", "write the object it should hold, {...}, or remove the file if an absent one will do")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return At(file, src, len(src), "the file ends before its JSON does", "close every {, [ and \" left open, or restore the file's end")
+	case errors.As(err, &se):
+		off := min(max(int(se.Offset)-1, 0), len(src)) // Offset counts the offending byte
+		if !o.JSONC {
+			if c := trailingComma(src, off); c >= 0 {
+				return At(file, src, c, "a comma before "+strconv.Quote(string(src[off])),
+					fmt.Sprintf("remove the comma: %s is plain JSON, which has no trailing commas", filepath.Base(file)))
+			}
+		}
+		return At(file, src, off, se.Error(), o.syntaxFix(file, src, off, se.Error()))
+	case errors.As(err, &te):
+		root, perr := hujson.Parse(src)
+		if perr != nil {
+			break
+		}
+		v, path := enclosing(&root, t, int(te.Offset)-1, "")
+		if v == nil {
+			break
+		}
+		return At(file, src, v.StartOffset, fmt.Sprintf("%s is %s", orTop(path), kindOfValue(v.Value)), "make it "+kindOfType(te.Type))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		root, perr := hujson.Parse(src)
+		if perr != nil {
+			break
+		}
+		if m, path, known := firstUnknown(&root, t, ""); m != nil {
+			name := m.Name.Value.(hujson.Literal).String()
+			where := "in " + path
+			if path == "" {
+				where = "at the top level"
+			}
+			fix := "remove it, or rename it to one of the keys allowed here: " + strings.Join(known, ", ")
+			if s := closest(name, known); s != "" {
+				fix = fmt.Sprintf("did you mean %q? Rename it or remove it; the keys allowed here: %s", s, strings.Join(known, ", "))
+			}
+			return At(file, src, m.Name.StartOffset, fmt.Sprintf("unknown key %q %s", name, where), fix)
+		}
+	}
+	return fmt.Errorf("%s: %w", file, err)
+}
+
+// trailingComma is the offset of the comma before the } or ] at off, with
+// only white space between; -1 if there is none.
+func trailingComma(src []byte, off int) int {
+	if off >= len(src) || (src[off] != '}' && src[off] != ']') {
+		return -1
+	}
+	before := bytes.TrimRight(src[:off], " \t\r\n")
+	if len(before) == 0 || before[len(before)-1] != ',' {
+		return -1
+	}
+	return len(before) - 1
+}
+
+// syntaxFix is the fix for a syntax error what at off (-1: not known).
+func (o JSON) syntaxFix(file string, src []byte, off int, what string) string {
+	switch {
+	case !o.JSONC && off >= 0 && off < len(src) && src[off] == '/':
+		return fmt.Sprintf("remove the comment: %s is plain JSON, which has no comments", filepath.Base(file))
+	case strings.Contains(what, "unexpected EOF"):
+		return "close every {, [ and \" left open, or restore the file's end"
+	case strings.Contains(what, "after object key:value pair"), strings.Contains(what, "after object value"),
+		strings.Contains(what, "after array element"), strings.Contains(what, "after array value"):
+		return "add the missing comma before it, or the } or ] that should close what comes before"
+	case strings.Contains(what, "after object key"), strings.Contains(what, "after object name"):
+		return "put a : between the key and its value"
+	case strings.Contains(what, "beginning of object key"), strings.Contains(what, "at start of object name"):
+		return "put the key in double quotes, \"key\": value, or remove the stray character"
+	}
+	return "correct the JSON here: a missing or extra comma, quote, colon or bracket is the usual cause"
+}
+
+// enclosing is the innermost value of v (which decodes into t) that
+// holds the byte at off, and its path.
+func enclosing(v *hujson.Value, t reflect.Type, off int, path string) (*hujson.Value, string) {
+	if off < v.StartOffset || off >= v.EndOffset {
+		return nil, ""
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch x := v.Value.(type) {
+	case *hujson.Object:
+		var fields map[string]reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = jsonFields(t)
+		}
+		for i := range x.Members {
+			m := &x.Members[i]
+			name := m.Name.Value.(hujson.Literal).String()
+			var ft reflect.Type
+			if t != nil && t.Kind() == reflect.Map {
+				ft = t.Elem()
+			} else {
+				ft = field(fields, name)
+			}
+			if in, p := enclosing(&m.Value, ft, off, step(path, name, fields != nil)); in != nil {
+				return in, p
+			}
+		}
+	case *hujson.Array:
+		var et reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			et = t.Elem()
+		}
+		for i := range x.Elements {
+			if in, p := enclosing(&x.Elements[i], et, off, fmt.Sprintf("%s[%d]", path, i)); in != nil {
+				return in, p
+			}
+		}
+	}
+	return v, path
+}
+
+// step is the path to key in the object at path: .key for a struct's
+// field, ["key"] for a map's key.
+func step(path, key string, isStruct bool) string {
+	switch {
+	case !isStruct:
+		return path + "[" + strconv.Quote(key) + "]"
+	case path == "":
+		return key
+	}
+	return path + "." + key
+}
+
+// field is the type of the struct field key decodes into, matched as
+// encoding/json does (exactly, else ignoring case); nil if none.
+func field(fields map[string]reflect.Type, key string) reflect.Type {
+	if t, ok := fields[key]; ok {
+		return t
+	}
+	for k, t := range fields {
+		if strings.EqualFold(k, key) {
+			return t
+		}
+	}
+	return nil
+}
+
+func orTop(path string) string {
+	if path == "" {
+		return "the top-level value"
+	}
+	return path
+}
+
+// firstUnknown is the first member, in the file's order, whose key the
+// type it decodes into has no field for, with its object's path and the
+// keys that object takes.
+func firstUnknown(v *hujson.Value, t reflect.Type, path string) (*hujson.ObjectMember, string, []string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return nil, "", nil // it reads its own keys
+	}
+	switch x := v.Value.(type) {
+	case *hujson.Object:
+		if t.Kind() != reflect.Struct && t.Kind() != reflect.Map {
+			break
+		}
+		var fields map[string]reflect.Type
+		if t.Kind() == reflect.Struct {
+			fields = jsonFields(t)
+		}
+		for i := range x.Members {
+			m := &x.Members[i]
+			name := m.Name.Value.(hujson.Literal).String()
+			ft := t
+			if fields == nil {
+				ft = t.Elem()
+			} else if ft = field(fields, name); ft == nil {
+				known := make([]string, 0, len(fields))
+				for k := range fields {
+					known = append(known, k)
+				}
+				sort.Strings(known)
+				return m, path, known
+			}
+			if in, p, k := firstUnknown(&m.Value, ft, step(path, name, fields != nil)); in != nil {
+				return in, p, k
+			}
+		}
+	case *hujson.Array:
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			for i := range x.Elements {
+				if in, p, k := firstUnknown(&x.Elements[i], t.Elem(), fmt.Sprintf("%s[%d]", path, i)); in != nil {
+					return in, p, k
+				}
+			}
+		}
+	}
+	return nil, "", nil
+}
+
+// jsonFields are the keys a struct takes and the type of each. (No config
+// here embeds a struct; an embedded one's keys would be missing, and a
+// key of it reported unknown only if encoding/json refused it first.)
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if !f.IsExported() || tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+// closest is the known key within two edits of name, if one is.
+func closest(name string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := distance(strings.ToLower(name), strings.ToLower(k)); d < bestD && d < len(name) {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein distance between a and b (bytes).
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// kindOfValue names a JSON value's kind.
+func kindOfValue(v hujson.ValueTrimmed) string {
+	switch x := v.(type) {
+	case *hujson.Object:
+		return "an object"
+	case *hujson.Array:
+		return "an array"
+	case hujson.Literal:
+		switch x.Kind() {
+		case 'n':
+			return "null"
+		case 't', 'f':
+			return "a boolean (" + string(x) + ")"
+		case '"':
+			return "a string (" + string(x) + ")"
+		case '0':
+			return "a number (" + string(x) + ")"
+		}
+	}
+	return "a value"
+}
+
+// kindOfType names the JSON a Go type decodes from.
+func kindOfType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string, in double quotes"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number, without quotes"
+	case reflect.Float32, reflect.Float64:
+		return "a number, without quotes"
+	case reflect.Slice, reflect.Array:
+		return "an array, [...]"
+	case reflect.Map, reflect.Struct:
+		return "an object, {...}"
+	}
+	return "a value of the right kind"
+}
