@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,82 @@ func TestEnvFileErrorNamesLineColumnAndFix(t *testing.T) {
 				}
 				if b, _ := os.ReadFile(env); string(b) != c.src {
 					t.Errorf("%s changed the env file", cmd[0])
+				}
+			}
+		})
+	}
+}
+
+// A gateway config with a misspelt key ("kag" for "kg"), a syntax error
+// or a value of the wrong type is refused with the file, line and column
+// and the fix (before: `json: unknown field "kag"`), by the commands that
+// read it and those that would save it, which leave it as it was. Found by
+// an outside tester.
+func TestGatewayConfigErrorNamesLineColumnAndFix(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.jsonc")
+	if code, out, errOut := runCLI("gateway", "--config", cfg, "init"); code != 0 {
+		t.Fatalf("init: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI("gateway", "--config", cfg, "device", "add", "laptop-7f3a", "--label", "laptop", "--read", "shared", "--kg", "read"); code != 0 {
+		t.Fatalf("device add: exit %d\n%s%s", code, out, errOut)
+	}
+	good, _ := os.ReadFile(cfg)
+	at := func(b []byte, sub string) string { // line:col of sub's first byte
+		i := strings.Index(string(b), sub)
+		if i < 0 {
+			t.Fatalf("%q not in the config:\n%s", sub, b)
+		}
+		line := 1 + strings.Count(string(b[:i]), "\n")
+		return fmt.Sprintf("%d:%d", line, i-strings.LastIndex(string(b[:i]), "\n"))
+	}
+	for _, c := range []struct {
+		name, from, to, mark string
+		want                 []string
+	}{
+		{"unknown key", `"kg": "read"`, `"kag": "read"`, `"kag"`,
+			[]string{`unknown key "kag" in devices[0]`, `(fix: did you mean "kg"?`}},
+		{"unknown top-level key", `"audit_log"`, `"audit_logs"`, `"audit_logs"`,
+			[]string{`unknown key "audit_logs" at the top level`, `(fix: did you mean "audit_log"?`}},
+		{"missing comma", `"kg": "read",`, `"kg": "read"`, "", // placed below
+			[]string{"(fix: add the missing comma"}},
+		{"wrong type", `"read": [`, `"read": "shared", "x": [`, `"shared"`,
+			[]string{"devices[0].read is a string", "(fix: make it an array"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bad := strings.Replace(string(good), c.from, c.to, 1)
+			if bad == string(good) {
+				t.Fatalf("%q not in the config:\n%s", c.from, good)
+			}
+			os.WriteFile(cfg, []byte(bad), 0o600)
+			pos := ""
+			if c.name == "missing comma" {
+				// the key after "kg": "read", which now has no comma before it
+				i := strings.Index(bad, c.to) + len(c.to)
+				i += strings.Index(bad[i:], `"`)
+				pos = fmt.Sprintf("%d:%d", 1+strings.Count(bad[:i], "\n"), i-strings.LastIndex(bad[:i], "\n"))
+			} else {
+				pos = at([]byte(bad), c.mark)
+			}
+			for _, args := range [][]string{
+				{"device", "list"},
+				{"device", "add", "desk-1", "--label", "desk"},
+				{"token", "issue", "laptop-7f3a"},
+			} {
+				code, out, errOut := runCLI(append([]string{"gateway", "--config", cfg}, args...)...)
+				if code == 0 {
+					t.Fatalf("%v: exit 0\n%s", args, out)
+				}
+				if !strings.Contains(errOut, cfg+":"+pos+": ") {
+					t.Errorf("%v: stderr does not name %s:%s:\n%s", args, cfg, pos, errOut)
+				}
+				for _, w := range c.want {
+					if !strings.Contains(errOut, w) {
+						t.Errorf("%v: stderr does not say %q:\n%s", args, w, errOut)
+					}
+				}
+				if b, _ := os.ReadFile(cfg); string(b) != bad {
+					t.Errorf("%v changed the config", args)
 				}
 			}
 		})
