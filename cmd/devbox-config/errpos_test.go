@@ -92,7 +92,7 @@ func TestGatewayConfigErrorNamesLineColumnAndFix(t *testing.T) {
 			[]string{`unknown key "kag" in devices[0]`, `(fix: did you mean "kg"?`}},
 		{"unknown top-level key", `"audit_log"`, `"audit_logs"`, `"audit_logs"`,
 			[]string{`unknown key "audit_logs" at the top level`, `(fix: did you mean "audit_log"?`}},
-		{"missing comma", `"kg": "read",`, `"kg": "read"`, "", // placed below
+		{"missing comma", `"label": "laptop",`, `"label": "laptop"`, "", // placed below
 			[]string{"(fix: add the missing comma"}},
 		{"wrong type", `"read": [`, `"read": "shared", "x": [`, `"shared"`,
 			[]string{"devices[0].read is a string", "(fix: make it an array"}},
@@ -105,7 +105,7 @@ func TestGatewayConfigErrorNamesLineColumnAndFix(t *testing.T) {
 			os.WriteFile(cfg, []byte(bad), 0o600)
 			pos := ""
 			if c.name == "missing comma" {
-				// the key after "kg": "read", which now has no comma before it
+				// the key after "label": "laptop", which now has no comma before it
 				i := strings.Index(bad, c.to) + len(c.to)
 				i += strings.Index(bad[i:], `"`)
 				pos = fmt.Sprintf("%d:%d", 1+strings.Count(bad[:i], "\n"), i-strings.LastIndex(bad[:i], "\n"))
