@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -13,8 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tailscale/hujson"
-
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/origin"
@@ -152,21 +150,16 @@ var (
 )
 
 // LoadConfig reads and validates a config file (JSONC). Errors name the
-// file and the field.
+// file and the field; one that does not parse, or holds a key or a type it
+// may not, names the line and column too (a *confpos.Error).
 func LoadConfig(file string) (*Config, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
-	std, err := hujson.Standardize(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
 	var c Config
-	dec := json.NewDecoder(bytes.NewReader(std))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+	if err := (confpos.JSON{JSONC: true, Strict: true}).DecodeJSON(file, b, &c); err != nil {
+		return nil, err
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
