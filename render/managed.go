@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/merge"
@@ -25,13 +26,13 @@ func load(sys System, rec harness.Record, path string) (loaded, error) {
 		return loaded{}, errors.New(readError(path, err))
 	}
 	if rec.Format == harness.JSON && len(bytes.TrimSpace(data)) > 0 {
-		if err := strictJSON(data); err != nil {
+		if err := strictJSON(path, data); err != nil {
 			return loaded{}, fmt.Errorf("%s is not valid JSON, nothing written: %v", path, err)
 		}
 	}
 	doc, err := parse(rec, data)
 	if err != nil {
-		return loaded{}, fmt.Errorf("%s does not parse, nothing written: %v", path, err)
+		return loaded{}, fmt.Errorf("%s does not parse, nothing written: %v (fix: %s; then run render again)", path, err, parseFix(rec.Format, path, data))
 	}
 	return loaded{real: real, data: data, perm: perm, doc: doc}, nil
 }
@@ -290,20 +291,36 @@ func ensureFinalNewline(out, orig []byte) []byte {
 }
 
 // strictJSON validates standard JSON and reports the line and column of a
-// syntax error, as pi's JSON.parse would refuse it.
-func strictJSON(data []byte) error {
+// syntax error, as pi's JSON.parse would refuse it, and its fix; file is
+// the name the fix gives it.
+func strictJSON(file string, data []byte) error {
 	if json.Valid(data) {
 		return nil
 	}
-	err := json.Unmarshal(data, new(any))
-	var se *json.SyntaxError
-	if !errors.As(err, &se) {
+	err := confpos.JSON{}.DecodeJSON(file, data, new(any))
+	var pe *confpos.Error
+	if !errors.As(err, &pe) || pe.Line == 0 {
 		return err
 	}
-	off := min(max(int(se.Offset)-1, 0), len(data)) // Offset counts the offending byte
-	line := 1 + bytes.Count(data[:off], []byte("\n"))
-	col := off - bytes.LastIndexByte(data[:off], '\n')
-	return fmt.Errorf("line %d, column %d: %v", line, col, se)
+	return fmt.Errorf("line %d, column %d: %s (fix: %s; then run render again)", pe.Line, pe.Col, pe.What, pe.Fix)
+}
+
+// parseFix is the fix for a config in format that does not parse: for
+// JSON(C), what confpos makes of the syntax error; else the usual causes.
+func parseFix(format harness.Format, file string, data []byte) string {
+	switch format {
+	case harness.JSON, harness.JSONC:
+		var pe *confpos.Error
+		if err := (confpos.JSON{JSONC: true}).DecodeJSON(file, bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), new(any)); errors.As(err, &pe) && pe.Line > 0 {
+			return pe.Fix
+		}
+		return "correct the JSON there: a missing or extra comma, quote or bracket is the usual cause; the file must hold one object, {...}"
+	case harness.TOML:
+		return "correct the TOML there: a missing quote, = or ], or a key or [table] written twice, is the usual cause"
+	case harness.YAML:
+		return "correct the YAML there: indentation, a tab, or a value with ': ' or '#' that needs quotes is the usual cause"
+	}
+	return "correct the syntax there"
 }
 
 // dirExists reports whether a directory exists.

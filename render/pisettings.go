@@ -26,7 +26,7 @@ func planSettings(opts Options, s ladder.Settings, rec harness.Record, explicit 
 	if tmpl == nil {
 		tmpl, tmplName = rec.Settings(), "the embedded pi settings template"
 	}
-	if err := strictJSON(tmpl); err != nil {
+	if err := strictJSON(tmplName, tmpl); err != nil {
 		return skipped(r, "%s is not valid JSON, nothing written: %v", tmplName, err)
 	}
 	real, data, perm, err := readFile(opts.Sys, file)
@@ -46,7 +46,7 @@ func planSettings(opts Options, s ladder.Settings, rec harness.Record, explicit 
 		r.Changes = []Change{{Path: file, Real: real, New: ensureFinalNewline(bytes.Clone(tmpl), nil), Perm: 0o644}}
 		return r
 	}
-	if err := strictJSON(data); err != nil {
+	if err := strictJSON(file, data); err != nil {
 		return skipped(r, "%s is not valid JSON (pi would ignore it too), nothing written: %v", file, err)
 	}
 	doc, err := merge.ParseDoc(data)
