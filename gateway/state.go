@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/filewrite"
 )
 
@@ -42,8 +43,8 @@ func LoadState(file string) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(b, st); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+	if err := (confpos.JSON{}).DecodeJSON(file, b, st); err != nil {
+		return nil, err
 	}
 	if st.FirstUsed == nil {
 		st.FirstUsed = map[string]time.Time{}

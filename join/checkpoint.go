@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/filewrite"
 )
 
@@ -60,8 +61,14 @@ func readCheckpoint(palace string) (map[string]TargetState, error) {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	m := map[string]TargetState{}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w (move it aside to start over; the join outbox still knows what was sent)", file, err)
+	if err := (confpos.JSON{}).DecodeJSON(file, b, &m); err != nil {
+		const aside = "move it aside to start over: the join outbox still knows what was sent"
+		var pe *confpos.Error
+		if errors.As(err, &pe) {
+			pe.Fix += "; or " + aside
+			return nil, pe
+		}
+		return nil, fmt.Errorf("%w (%s)", err, aside)
 	}
 	return m, nil
 }

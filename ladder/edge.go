@@ -1,13 +1,14 @@
 package ladder
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/joakimp/devbox-config/confpos"
 )
 
 // The edge's and the gateway's own variables (besides the ladder's).
@@ -147,8 +148,8 @@ func PalacePath(env Lookup) (string, error) {
 		var cfg struct {
 			PalacePath string `json:"palace_path"`
 		}
-		if err := json.Unmarshal(b, &cfg); err != nil {
-			return "", fmt.Errorf("%s: %w", cfgPath, err)
+		if err := (confpos.JSON{}).DecodeJSON(cfgPath, b, &cfg); err != nil {
+			return "", err
 		}
 		if cfg.PalacePath != "" {
 			if strings.HasPrefix(cfg.PalacePath, "~/") {
