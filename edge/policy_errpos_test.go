@@ -56,3 +56,14 @@ func TestPolicyErrorNamesLineColumnAndFix(t *testing.T) {
 		})
 	}
 }
+
+// A policy value that parses but is refused names its line and column too.
+func TestPolicyValidationNamesLineColumn(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, PolicyFile)
+	os.WriteFile(file, []byte("{\"version\": 1,\n \"wings\": {\"x*\": {\"replicate\": \"sometimes\"}}}\n"), 0o600)
+	_, err := LoadPolicy(dir)
+	if err == nil || !strings.HasPrefix(err.Error(), file+":2:32: wings[\"x*\"].replicate: \"sometimes\" must be") || !strings.Contains(err.Error(), "(fix: ") {
+		t.Errorf("got %v, want %s:2:32: wings[\"x*\"].replicate: ... (fix: ...", err, file)
+	}
+}

@@ -21,3 +21,14 @@ func TestStateErrorNamesLineColumnAndFix(t *testing.T) {
 		t.Error("the state file changed")
 	}
 }
+
+// A config value that parses but is refused names its line and column too.
+func TestConfigValidationNamesLineColumn(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "g.jsonc")
+	body := "{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [\n    {\"id\": \"d\"},\n    {\"id\": \"e\", \"kg\": \"all\"},\n  ],\n}\n"
+	os.WriteFile(file, []byte(body), 0o600)
+	_, err := LoadConfig(file)
+	if err == nil || !strings.HasPrefix(err.Error(), file+":6:23: devices[1].kg: \"all\" must be none, read or write") {
+		t.Errorf("got %v, want %s:6:23: devices[1].kg: ...", err, file)
+	}
+}
