@@ -10,6 +10,8 @@ type Error struct {
 	File      string
 	Line, Col int // 1-based; 0 when the place is not known
 	What, Fix string
+	// Err is the error this one places, if any.
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -23,6 +25,8 @@ func (e *Error) Error() string {
 	}
 	return s
 }
+
+func (e *Error) Unwrap() error { return e.Err }
 
 // At is an Error at the byte offset off of src.
 func At(file string, src []byte, off int, what, fix string) *Error {

@@ -55,8 +55,7 @@ const (
 const PolicyFile = "policy.json"
 
 // LoadPolicy reads the policy; a missing file is "replicate everything".
-// Errors name the file and the field; one that does not parse, or holds a
-// key or a type it may not, names the line and column too.
+// Errors name the file, the line and column, the field and the fix.
 func LoadPolicy(dir string) (*Policy, error) {
 	p := &Policy{Version: 1, Wings: map[string]Rule{}}
 	file := filepath.Join(dir, PolicyFile)
@@ -70,21 +69,26 @@ func LoadPolicy(dir string) (*Policy, error) {
 	if err := (confpos.JSON{Strict: true}).DecodeJSON(file, b, p); err != nil {
 		return nil, err
 	}
+	refuse := func(fix, format string, args ...any) error {
+		return confpos.Placed(file, b, fmt.Errorf(format, args...), fix)
+	}
 	if p.Version != 1 {
-		return nil, fmt.Errorf("%s: version: %d is not supported (want 1)", file, p.Version)
+		return nil, refuse(`set "version": 1`, "version: %d is not supported (want 1)", p.Version)
 	}
 	check := func(field string, r Rule) error {
 		if r.Replicate != Replicated && r.Replicate != Local {
-			return fmt.Errorf("%s: %s.replicate: %q must be %q or %q", file, field, r.Replicate, Replicated, Local)
+			return refuse(fmt.Sprintf("%q keeps its writes on this device, %q sends them to the primary too", Local, Replicated),
+				"%s.replicate: %q must be %q or %q", field, r.Replicate, Replicated, Local)
 		}
 		if r.Target != "" {
-			return fmt.Errorf("%s: %s.target: per-wing primaries are not supported yet; leave it out", file, field)
+			return refuse(`remove "target"`, "%s.target: per-wing primaries are not supported yet; leave it out", field)
 		}
 		return nil
 	}
 	for glob, r := range p.Wings {
 		if _, err := path.Match(glob, "x"); err != nil {
-			return nil, fmt.Errorf("%s: wings[%q]: bad glob: %w", file, glob, err)
+			return nil, refuse("a glob is a wing's name with * for any run of characters, ? for one, [abc] for one of those; close every [ and end no glob with a lone \\",
+				"wings[%q]: bad glob: %w", glob, err)
 		}
 		if err := check(fmt.Sprintf("wings[%q]", glob), r); err != nil {
 			return nil, err

@@ -150,8 +150,7 @@ var (
 )
 
 // LoadConfig reads and validates a config file (JSONC). Errors name the
-// file and the field; one that does not parse, or holds a key or a type it
-// may not, names the line and column too (a *confpos.Error).
+// file, the line and column (a *confpos.Error) and the field.
 func LoadConfig(file string) (*Config, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -162,7 +161,7 @@ func LoadConfig(file string) (*Config, error) {
 		return nil, err
 	}
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return nil, confpos.Placed(file, b, err, "") // each says what it must be
 	}
 	c.bind()
 	return &c, nil
