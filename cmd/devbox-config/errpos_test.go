@@ -27,6 +27,10 @@ func TestEnvFileErrorNamesLineColumnAndFix(t *testing.T) {
 			[]string{"export.env:2:1: ", `"export C"`, "(fix: ", "NAME=value"}},
 		{"crlf.env", "A=1\r\n  B 2\r\nC=3\r\n",
 			[]string{"crlf.env:2:3: ", `"B 2"`, "(fix: "}},
+		// godotenv takes these without an error, under the name "": the
+		// variable the user meant would be lost without a word
+		{"last-line.env", "A=1\nMEMPALACE_EDGE", []string{"last-line.env:2:1: ", `"MEMPALACE_EDGE" is not NAME=value`, "(fix: "}},
+		{"no-name.env", "A=1\n  =1\n", []string{"no-name.env:2:3: ", "no name", "(fix: "}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
