@@ -21,7 +21,44 @@ func ReadEnv(file string) (map[string]string, error) {
 	if err != nil {
 		return nil, envError(file, src, err)
 	}
+	if _, ok := vars[""]; ok {
+		return nil, noName(file, src)
+	}
 	return vars, nil
+}
+
+// noName places what godotenv takes under the name "" without an error: a
+// line that begins with =, or a last line with no = and no newline (its
+// whole text is the value).
+func noName(file string, src []byte) error {
+	lf := bytes.ReplaceAll(src, []byte("\r\n"), []byte("\n"))
+	last := -1
+	for off := 0; off < len(lf); {
+		end := bytes.IndexByte(lf[off:], '\n')
+		if end < 0 {
+			end = len(lf) - off
+		}
+		line := lf[off : off+end]
+		text := bytes.TrimLeft(line, " \t")
+		start := off + len(line) - len(text)
+		if rest, ok := bytes.CutPrefix(text, []byte("export")); ok && len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t') {
+			text = bytes.TrimLeft(rest, " \t")
+		}
+		if bytes.HasPrefix(text, []byte("=")) || bytes.HasPrefix(text, []byte(":")) {
+			return At(file, lf, start, fmt.Sprintf("%q has no name before its =", strings.TrimSpace(string(line))),
+				"write the variable's name before the =, NAME=value, or begin the line with # to make it a comment")
+		}
+		if len(text) > 0 && text[0] != '#' {
+			last = start
+		}
+		off += end + 1
+	}
+	if last >= 0 {
+		line, _, _ := strings.Cut(string(lf[last:]), "\n")
+		return At(file, lf, last, fmt.Sprintf("%q is not NAME=value", strings.TrimSpace(line)),
+			"write it as NAME=value, with an = between the name and the value, or begin the line with # to make it a comment")
+	}
+	return &Error{File: file, What: "a value with no name", Fix: "write each line as NAME=value"}
 }
 
 // envError places one of godotenv's errors. godotenv reads the file with
