@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/tailscale/hujson"
+
+	"github.com/joakimp/devbox-config/confpos"
 )
 
 // Doc is a JSONC document (JSON with comments and trailing commas) that can
@@ -698,12 +700,7 @@ func (d *Doc) notObject(path []string, v *hujson.Value) error {
 }
 
 // position returns the 1-based line and column (in bytes) of offset.
-func position(src []byte, offset int) (line, col int) {
-	offset = min(offset, len(src))
-	line = 1 + bytes.Count(src[:offset], []byte("\n"))
-	col = offset - bytes.LastIndexByte(src[:offset], '\n')
-	return line, col
-}
+func position(src []byte, offset int) (line, col int) { return confpos.LineCol(src, offset) }
 
 // kindOf names a JSON value's type for messages.
 func kindOf(v hujson.ValueTrimmed) string {
