@@ -80,7 +80,10 @@ func writeCheckpoint(palace, target string, st TargetState) error {
 	if err != nil {
 		// An unreadable file gives way to this target's entry (queue logs
 		// that it could not be read): the join outboxes, not this file,
-		// know what each target was sent.
+		// know what each target was sent. Its bytes are kept beside it.
+		if err := keepAside(checkpointPath(palace)); err != nil {
+			return err
+		}
 		m = map[string]TargetState{}
 	}
 	m[target] = st
@@ -90,6 +93,19 @@ func writeCheckpoint(palace, target string, st TargetState) error {
 	}
 	if _, err := filewrite.Write(checkpointPath(palace), append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("%s: %w", checkpointPath(palace), err)
+	}
+	return nil
+}
+
+// keepAside copies file to file.unreadable before it is replaced; a file
+// that cannot even be read is not replaced.
+func keepAside(file string) error {
+	b, err := filewrite.ReadRegular(file, 16<<20)
+	if err != nil {
+		return fmt.Errorf("%s: not replaced: %w", file, err)
+	}
+	if _, err := filewrite.Write(file+".unreadable", b, 0o600); err != nil {
+		return fmt.Errorf("%s: not replaced, its copy failed: %w", file, err)
 	}
 	return nil
 }

@@ -275,7 +275,7 @@ func (j *joining) dryRun() Report {
 func (j *joining) queue(ctx context.Context) {
 	j.cp = TargetState{State: StateInProgress, Outbox: filepath.Base(j.obPath)}
 	if st, err := readCheckpoint(j.cfg.Palace); err != nil {
-		j.log.Warn("join checkpoint unreadable; this run's replaces this target's entry", "err", err)
+		j.log.Warn("join checkpoint unreadable; this run replaces it, keeping its bytes in "+CheckpointFile+".unreadable", "err", err)
 	} else if prev, ok := st[j.target]; ok {
 		j.cp.JoinedAt, j.cp.HighWater = prev.JoinedAt, prev.HighWater
 	}
