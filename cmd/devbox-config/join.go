@@ -23,7 +23,9 @@ import (
 const joinHelp = `join replays the local palace into the primary at MEMPALACE_REMOTE_URL (bearer
 MEMPALACE_REMOTE_TOKEN, from the environment only), RFC 001 §4.4. It reads the
 palace through the local server the edge starts (mempalace-mcp, or
-MEMPALACE_EDGE_CHILD), never its files, and sends each record type with its own
+MEMPALACE_EDGE_CHILD), never writing its files (it reads two, read-only: the
+knowledge graph, and chroma.sqlite3 to tell a palace without drawers from a
+broken one), and sends each record type with its own
 dedupe rule: drawers and open facts by the server's guards, closed facts looked
 up first, diary entries counted: of n equal entries (one wing, one text) the
 primary gets as many as it lacks of n. Wings <palace>/edge/policy.json marks local
