@@ -27,6 +27,7 @@ func TestDecodeJSONC(t *testing.T) {
 	for src, want := range map[string]string{
 		"{\n // c\n \"devices\": [{\"id\": \"a\",},\n  {\"id\": \"b\", \"kag\": \"read\"},],\n}\n": `f.jsonc:4:15: unknown key "kag" in devices[1] (fix: did you mean "kg"?`,
 		"{\n \"devices\": [{\"id\": \"a\"}\n  {\"id\": \"b\"}]\n}\n":                               `f.jsonc:3:3: invalid character '{' after array value (expecting ',' or ']') (fix: add the missing comma`,
+		"{\"devices\": [{\"id\": \"a\", \"kg\": \"read\", \"kg\": \"admin\"}]}":                    `f.jsonc:1:40: "kg" is named twice in devices[0] (fix: keep one`,
 		"{\"devices\": [{\"id\": 7}]}":                                                             `f.jsonc:1:21: devices[0].id is a number (7) (fix: make it a string`,
 	} {
 		var c cfg
