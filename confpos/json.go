@@ -44,6 +44,15 @@ func (o JSON) DecodeJSON(file string, src []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return o.decodeError(file, src, err, reflect.TypeOf(v))
 	}
+	if o.Strict {
+		if v, err := hujson.Parse(src); err == nil {
+			if m, path := twice(&v, ""); m != nil {
+				name := m.Name.Value.(hujson.Literal).String()
+				return At(file, src, m.Name.StartOffset, fmt.Sprintf("%q is named twice in %s", name, orTop(path)),
+					"keep one: only the last one counts, so a reader of the first is misled")
+			}
+		}
+	}
 	end := int(dec.InputOffset())
 	if rest := bytes.TrimLeft(std[end:], " \t\r\n"); len(rest) > 0 {
 		return At(file, src, len(std)-len(rest), "something follows the end of the file's one JSON value",
@@ -377,4 +386,31 @@ func kindOfType(t reflect.Type) string {
 		return "an object, {...}"
 	}
 	return "a value of the right kind"
+}
+
+// twice is the first member, in the file's order, whose key its object
+// already has, with that object's path.
+func twice(v *hujson.Value, path string) (*hujson.ObjectMember, string) {
+	switch x := v.Value.(type) {
+	case *hujson.Object:
+		seen := map[string]bool{}
+		for i := range x.Members {
+			m := &x.Members[i]
+			name := m.Name.Value.(hujson.Literal).String()
+			if seen[name] {
+				return m, path
+			}
+			seen[name] = true
+			if d, p := twice(&m.Value, step(path, name, true)); d != nil {
+				return d, p
+			}
+		}
+	case *hujson.Array:
+		for i := range x.Elements {
+			if d, p := twice(&x.Elements[i], fmt.Sprintf("%s[%d]", path, i)); d != nil {
+				return d, p
+			}
+		}
+	}
+	return nil, ""
 }
