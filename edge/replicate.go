@@ -35,12 +35,30 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		return res, nil // the local palace refused it: nothing to replicate
 	}
 	e.lift(ctx, c) // a write that recreates deleted content (tombstone.go)
-	return annotate(res, e.queue(ctx, c, oldWing), false), nil
+	return annotate(res, e.queue(ctx, c, oldWing, localEntry(c, resultJSON(res))), false), nil
+}
+
+// localEntry is the local palace's id of the diary entry a diary_write
+// or checkpoint answer says it wrote ("": none).
+func localEntry(c *call, m map[string]any) string {
+	if c.tool.Name != "diary_write" && c.tool.Name != "checkpoint" {
+		return ""
+	}
+	if d, ok := m["diary"].(map[string]any); ok {
+		m = d
+	}
+	id, _ := m["entry_id"].(string)
+	if cp, _ := m["diary_entry_id"].(string); cp != "" {
+		id = cp
+	}
+	return id
 }
 
 // queue puts a write the local palace took in the outbox as the policy
 // says, and says what became of it (the agent's answer's "edge" object).
-func (e *Edge) queue(ctx context.Context, c *call, oldWing string) map[string]any {
+// entry is the local id of the diary entry it wrote ("": none): the
+// outbox notes it, so a delete of that entry finds its op.
+func (e *Edge) queue(ctx context.Context, c *call, oldWing, entry string) map[string]any {
 	// The local palace took the write: it goes in the outbox even if the
 	// call is cancelled now (by the agent, or the edge stopping), or it
 	// would never reach the primary.
@@ -49,7 +67,7 @@ func (e *Edge) queue(ctx context.Context, c *call, oldWing string) map[string]an
 		return map[string]any{"replication": fmt.Sprintf("not replicated: outbox unavailable: %v", e.obErr)}
 	}
 	pol, polErr := e.currentPolicy(ctx)
-	w := outbox.Write{Name: c.name, Tool: c.tool, Args: c.argsMap(), Held: polErr != nil}
+	w := outbox.Write{Name: c.name, Tool: c.tool, Args: c.argsMap(), Held: polErr != nil, Entry: entry}
 	var ok bool
 	if w.Held {
 		// Replicated or not, nobody can say: held, whole, until it parses.

@@ -39,6 +39,9 @@ type deletion struct {
 	marks []outbox.Tombstone
 	wing  string
 	diary bool // a diary entry among them: its id differs on the primary
+	// entries are the diary entries among them, as their unsent writes
+	// are found (outbox.CancelUnsentDiaries).
+	entries []outbox.DeletedEntry
 }
 
 // deleteCall answers delete_drawer, delete_drawers and delete_by_source
@@ -134,6 +137,9 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 			d.diary = true
 			d.marks = append(d.marks, outbox.Tombstone{Kind: outbox.TombDiary, Key: id, Agent: strings.ToLower(meta.Get("agent").String()),
 				Stamp: meta.Get("filed_at").String(), Text: gjson.Get(rec, "content").String()})
+			m := d.marks[len(d.marks)-1]
+			d.entries = append(d.entries, outbox.DeletedEntry{ID: id, Agent: m.Agent, Text: m.Text, Wing: gjson.Get(rec, "wing").String(),
+				Topic: meta.Get("topic").String(), Written: entryTime(m.Stamp, time.Local)})
 		}
 	}
 	return d
@@ -166,33 +172,32 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int) map
 		return map[string]any{"tombstone": fmt.Sprintf("not kept: %v", err)}
 	}
 	out := map[string]any{"tombstone": "hidden from this device's merged reads; writing the same content again shows that new write, not this one"}
-	var drawers []string
-	var entries []outbox.DeletedEntry
+	var drawers, sources []string
 	for _, m := range d.marks {
 		switch m.Kind {
 		case outbox.TombDrawer:
 			drawers = append(drawers, m.Key)
-		case outbox.TombDiary:
-			entries = append(entries, outbox.DeletedEntry{Agent: m.Agent, Text: m.Text, Written: entryTime(m.Stamp, time.Local)})
+		case outbox.TombSource:
+			sources = append(sources, m.Key)
 		}
 	}
-	cancelled, err := e.outbox.CancelUnsentAdds(ctx, drawers)
+	cancelled, err := e.outbox.CancelUnsentWrites(ctx, drawers, sources)
 	if err == nil {
 		var k int
-		k, err = e.outbox.CancelUnsentDiaries(ctx, entries) // a diary entry's add is its diary_write
+		k, err = e.outbox.CancelUnsentDiaries(ctx, d.entries) // a diary entry's add is its diary_write (or checkpoint)
 		cancelled += k
 	}
 	if err != nil {
-		e.log.Error("a deleted drawer's unsent add not cancelled: it may still reach the primary", "tool", c.name, "err", err)
+		e.log.Error("a deleted drawer's unsent writes not cancelled: they may still reach the primary", "tool", c.name, "err", err)
 	}
 	if cancelled > 0 {
-		out["cancelled"] = fmt.Sprintf("%d add(s) not yet sent: never sent to the primary", cancelled)
+		out["cancelled"] = fmt.Sprintf("%d add(s), update(s) or checkpoint(s) not yet sent: never sent to the primary with what was deleted", cancelled)
 	}
 	if why := e.notSent(d, n); why != "" {
 		out["replication"] = "local only: " + why + "; `devbox-config edge status` names what the primary still holds"
 		return out
 	}
-	q := e.queue(ctx, c, d.wing)
+	q := e.queue(ctx, c, d.wing, "")
 	if id, ok := q["op_id"].(string); ok {
 		if err := e.outbox.TombstonesSent(ctx, d.marks, id); err != nil {
 			e.log.Warn("a tombstone not linked to its queued delete: it stays after the delete lands", "err", err)

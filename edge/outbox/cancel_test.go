@@ -33,7 +33,7 @@ func TestDeleteBeforeSendCancelsTheAdd(t *testing.T) {
 		}
 	}
 	id := catalogue.DrawerID("notes", "r", "api key pasted by mistake")
-	n, err := s.CancelUnsentAdds(ctx, []string{id})
+	n, err := s.CancelUnsentWrites(ctx, []string{id}, nil)
 	if err != nil || n != 1 {
 		t.Fatalf("cancelled %d, %v; want 1", n, err)
 	}
@@ -55,7 +55,7 @@ func TestDeleteBeforeSendCancelsTheAdd(t *testing.T) {
 	if got := strings.Join(on, "|"); got != "a note to keep" {
 		t.Fatalf("on the primary: %q, want only the note to keep", got)
 	}
-	if n, _ := s.CancelUnsentAdds(ctx, []string{catalogue.DrawerID("notes", "r", "a note to keep")}); n != 0 {
+	if n, _ := s.CancelUnsentWrites(ctx, []string{catalogue.DrawerID("notes", "r", "a note to keep")}, nil); n != 0 {
 		t.Fatalf("cancelled %d adds already sent", n)
 	}
 }
@@ -73,6 +73,7 @@ func TestDeleteBeforeSendCancelsTheDiaryEntry(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	const text = "standup: nothing new"
+	wing := catalogue.DiaryWingOf("Me")
 	var ops []outbox.Op
 	var written []time.Time
 	for range 2 {
@@ -100,10 +101,10 @@ func TestDeleteBeforeSendCancelsTheDiaryEntry(t *testing.T) {
 			t.Fatalf("%+v cancelled %d, %v; want none", en, n, err)
 		}
 	}
-	if n, err := s.CancelUnsentDiaries(ctx, []outbox.DeletedEntry{{Agent: "me", Text: text, Written: written[1]}}); err != nil || n != 1 || states() != "queued,done" {
+	if n, err := s.CancelUnsentDiaries(ctx, []outbox.DeletedEntry{{Agent: "me", Text: text, Wing: wing, Written: written[1]}}); err != nil || n != 1 || states() != "queued,done" {
 		t.Fatalf("deleting the second entry cancelled %d (%v): ops %s, want queued,done", n, err, states())
 	}
-	if n, err := s.CancelUnsentDiaries(ctx, []outbox.DeletedEntry{{Agent: "me", Text: text, Written: written[0]}}); err != nil || n != 1 || states() != "done,done" {
+	if n, err := s.CancelUnsentDiaries(ctx, []outbox.DeletedEntry{{Agent: "me", Text: text, Wing: wing, Written: written[0]}}); err != nil || n != 1 || states() != "done,done" {
 		t.Fatalf("deleting the first entry cancelled %d (%v): ops %s, want done,done", n, err, states())
 	}
 }

@@ -103,6 +103,10 @@ type Write struct {
 	// Held: the replication policy did not parse; the op waits (Held)
 	// until it does.
 	Held bool
+	// Entry is the local palace's id of the diary entry the write makes
+	// ("": none): a delete of that entry finds this op by it (meta
+	// entry:<id>, CancelUnsentDiaries).
+	Entry string
 }
 
 // The primary's request cap: MemPalace's _HTTP_MAX_REQUEST_BYTES (a
@@ -192,6 +196,11 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 	}
 	if err := insertKeys(ctx, tx, seq, rec.CausalKeys(args)); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
+	}
+	if w.Entry != "" {
+		if err := setMeta(ctx, tx, entryKey(w.Entry), op.ID); err != nil {
+			return Op{}, fmt.Errorf("outbox: %w", err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)

@@ -1,14 +1,18 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
@@ -192,85 +196,229 @@ func (s *Store) Drop(ctx context.Context, id string) (Op, error) {
 	return s.operatorDone(ctx, id, Dropped, "dropped by the operator: never sent")
 }
 
-// CancelUnsentAdds marks done, unsent, the add_drawer ops that would
-// file one of drawers on the primary and certainly have not: queued or
-// held, never maybe applied. A drawer deleted on this device before its
-// add went out then never reaches the primary, where a device that may
-// not delete there could not take it back. It says how many it cancelled.
-func (s *Store) CancelUnsentAdds(ctx context.Context, drawers []string) (int, error) {
-	if len(drawers) == 0 {
+// unsent is the ops a delete may take back: queued or held, never maybe
+// applied (an op that may have landed is followed by its delete instead).
+const unsent = `state IN ('queued','held') AND maybe_applied=0`
+
+// CancelUnsentWrites takes back what the unsent ops would write on the
+// primary of drawers (by id) and sources (by source_file) deleted on this
+// device: an add_drawer or update_drawer of one is marked done, unsent; a
+// checkpoint loses those items (marked done, unsent, when nothing is left
+// of it). What the device deleted before it went out then never reaches
+// the primary, where a device that may not delete there could not take it
+// back. It says how many ops it cancelled or cut.
+func (s *Store) CancelUnsentWrites(ctx context.Context, drawers, sources []string) (int, error) {
+	keys := make([]any, 0, len(drawers)+len(sources))
+	for _, d := range drawers {
+		keys = append(keys, "drawer:"+d)
+	}
+	for _, src := range sources {
+		keys = append(keys, "source:"+src)
+	}
+	if len(keys) == 0 {
 		return 0, nil
 	}
-	keys := make([]any, len(drawers))
-	for i, d := range drawers {
-		keys[i] = "drawer:" + d
+	deleted := func(item map[string]any) bool {
+		str := func(k string) string { v, _ := item[k].(string); return v }
+		src := str("source_file")
+		return slices.Contains(drawers, catalogue.DrawerID(str("wing"), str("room"), str("content"))) || src != "" && slices.Contains(sources, src)
 	}
-	return s.cancelUnsent(ctx, "adds", func(tx *sql.Tx) ([]int64, error) {
-		return queryAll(ctx, tx, func(r rowScanner) (seq int64, err error) { err = r.Scan(&seq); return },
-			`SELECT DISTINCT o.local_seq FROM ops o JOIN op_keys k ON k.local_seq=o.local_seq
-			 WHERE k.key IN (`+marks(len(keys))+`) AND o.tool_name='`+catalogue.Prefix+`add_drawer' AND o.state IN ('queued','held') AND o.maybe_applied=0`, keys...)
+	return s.cancelUnsent(ctx, "writes", func(tx *sql.Tx) ([]int64, int, error) {
+		ops, err := queryAll(ctx, tx, scanOp, `SELECT `+opCols+` FROM ops WHERE `+unsent+` AND local_seq IN (
+			 SELECT local_seq FROM op_keys WHERE key IN (`+marks(len(keys))+`)) ORDER BY local_seq`, keys...)
+		if err != nil {
+			return nil, 0, err
+		}
+		var cancel []int64
+		cut := 0
+		for _, o := range ops {
+			switch rec, _ := catalogue.Lookup(o.Tool); rec.Name {
+			case "add_drawer", "update_drawer":
+				cancel = append(cancel, o.LocalSeq)
+			case "checkpoint":
+				whole, n, err := cutCheckpoint(ctx, tx, o, deleted, false)
+				if err != nil {
+					return nil, 0, err
+				}
+				if whole {
+					cancel = append(cancel, o.LocalSeq)
+				}
+				cut += n
+			}
+		}
+		return cancel, cut, nil
 	})
 }
 
-// DeletedEntry is a diary entry deleted on this device, as
-// CancelUnsentDiaries looks for its diary_write: its agent (lower-cased),
-// its text, and when the local palace wrote it (zero: not known).
-type DeletedEntry struct {
-	Agent, Text string
-	Written     time.Time
+// cutCheckpoint takes the items drop names (and its diary, with diary)
+// out of an unsent checkpoint's payload, every other byte as it was, and
+// gives it the causal keys of what is left. whole: nothing would be left
+// (the caller cancels it, payload untouched); n: 1 when it was cut.
+func cutCheckpoint(ctx context.Context, tx *sql.Tx, o Op, drop func(map[string]any) bool, diary bool) (whole bool, n int, err error) {
+	var a map[string]any
+	if json.Unmarshal(o.Payload, &a) != nil {
+		return false, 0, nil // not an object: the primary refuses it
+	}
+	out := []byte(o.Payload)
+	items, _ := a["items"].([]any)
+	kept, cut := 0, false
+	for i := len(items) - 1; i >= 0 && err == nil; i-- {
+		if m, ok := items[i].(map[string]any); ok && drop(m) {
+			out, err = sjson.DeleteBytes(out, "items."+strconv.Itoa(i))
+			cut = true
+			continue
+		}
+		kept++
+	}
+	_, hasDiary := a["diary"].(map[string]any)
+	if hasDiary && diary && err == nil {
+		out, err = sjson.DeleteBytes(out, "diary")
+		hasDiary, cut = false, true
+	}
+	switch {
+	case err != nil:
+		return false, 0, fmt.Errorf("cutting checkpoint %d: %w", o.LocalSeq, err)
+	case !cut:
+		return false, 0, nil
+	case kept == 0 && !hasDiary:
+		return true, 0, nil
+	}
+	if err := json.Unmarshal(out, &a); err != nil {
+		return false, 0, fmt.Errorf("cutting checkpoint %d: %w", o.LocalSeq, err)
+	}
+	// Its content changed: no longer one op with an identical checkpoint.
+	if _, err := tx.ExecContext(ctx, `UPDATE ops SET payload_json=?, dedupe_key='op:'||op_id WHERE local_seq=?`, string(out), o.LocalSeq); err != nil {
+		return false, 0, err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, o.LocalSeq); err != nil {
+		return false, 0, err
+	}
+	rec, _ := catalogue.Lookup(o.Tool)
+	return false, 1, insertKeys(ctx, tx, o.LocalSeq, rec.CausalKeys(a))
 }
 
-// CancelUnsentDiaries is CancelUnsentAdds for deleted diary entries: for
-// each, one diary_write op of its agent and text, queued or held and never
-// maybe applied, is marked done, unsent: the oldest queued when the entry
-// was written or after (its own op is queued just after the local palace
-// wrote it, before any later entry of that text). A diary entry's id on
-// the primary is another, so its op is found by what it says. A
-// checkpoint's diary half is not cancelled: its items go with it.
+// DeletedEntry is a diary entry deleted on this device, as
+// CancelUnsentDiaries looks for its write: its id in the local palace,
+// agent (lower-cased), text, wing, topic, and when the local palace wrote
+// it (zero: not known).
+type DeletedEntry struct {
+	ID, Agent, Text, Wing, Topic string
+	Written                      time.Time
+}
+
+// entryKey is the meta row naming the op that carries a diary entry the
+// local palace wrote (by its local id) to the primary.
+func entryKey(id string) string { return "entry:" + id }
+
+// entryWindow: an entry's op is queued just after the local palace wrote
+// it; an older op (whose entry the outbox did not note) is taken for the
+// entry only if queued this soon after it.
+const entryWindow = 2 * time.Second
+
+// CancelUnsentDiaries is CancelUnsentWrites for deleted diary entries:
+// each entry's own op, if it is unsent, is cancelled (a diary_write) or
+// loses its diary (a checkpoint). The op is the one the outbox noted for
+// the entry's local id when it was queued; an entry it noted no op for
+// (queued by an older edge) is matched by agent, text, wing and topic, on
+// a diary_write queued within entryWindow after the entry was written.
+// An entry already sent cancels nothing: not another entry's write.
 func (s *Store) CancelUnsentDiaries(ctx context.Context, entries []DeletedEntry) (int, error) {
 	if len(entries) == 0 {
 		return 0, nil
 	}
-	type pending struct {
-		seq, created int64
-		payload      string
-	}
-	return s.cancelUnsent(ctx, "diary entries", func(tx *sql.Tx) ([]int64, error) {
-		ps, err := queryAll(ctx, tx, func(r rowScanner) (p pending, err error) { err = r.Scan(&p.seq, &p.created, &p.payload); return },
-			`SELECT local_seq, created_at, payload_json FROM ops WHERE tool_name='`+catalogue.Prefix+`diary_write' AND state IN ('queued','held') AND maybe_applied=0 ORDER BY local_seq`)
-		if err != nil {
-			return nil, err
-		}
-		var seqs []int64
+	return s.cancelUnsent(ctx, "diary entries", func(tx *sql.Tx) ([]int64, int, error) {
+		var cancel []int64
+		cut := 0
 		for _, en := range entries {
-			i := slices.IndexFunc(ps, func(p pending) bool {
-				var args map[string]any
-				if json.Unmarshal([]byte(p.payload), &args) != nil {
-					return false // a payload that is not an object writes no entry
+			o, ok, err := entryOp(ctx, tx, en)
+			if err != nil || !ok || slices.Contains(cancel, o.LocalSeq) {
+				if err != nil {
+					return nil, 0, err
 				}
-				agent, _ := args["agent_name"].(string)
-				return (en.Written.IsZero() || p.created >= en.Written.UnixMilli()) &&
-					strings.ToLower(catalogue.SanitizedName(agent)) == en.Agent && catalogue.DiaryEntry(args) == en.Text
-			})
-			if i >= 0 {
-				seqs = append(seqs, ps[i].seq)
-				ps = slices.Delete(ps, i, i+1)
+				continue
 			}
+			if rec, _ := catalogue.Lookup(o.Tool); rec.Name == "checkpoint" {
+				whole, n, err := cutCheckpoint(ctx, tx, o, func(map[string]any) bool { return false }, true)
+				if err != nil {
+					return nil, 0, err
+				}
+				cut += n
+				if !whole {
+					continue
+				}
+			}
+			cancel = append(cancel, o.LocalSeq)
 		}
-		return seqs, nil
+		return cancel, cut, nil
 	})
 }
 
+// entryOp is the unsent op that writes en on the primary, if any.
+func entryOp(ctx context.Context, tx *sql.Tx, en DeletedEntry) (Op, bool, error) {
+	var opID string
+	if en.ID != "" {
+		v, err := querierMeta(ctx, tx, entryKey(en.ID))
+		if err != nil {
+			return Op{}, false, err
+		}
+		opID = v
+	}
+	if opID != "" {
+		ops, err := queryAll(ctx, tx, scanOp, `SELECT `+opCols+` FROM ops WHERE op_id=? AND `+unsent, opID)
+		return first(ops), len(ops) > 0, err
+	}
+	if en.Written.IsZero() {
+		return Op{}, false, nil
+	}
+	from := en.Written.UnixMilli()
+	ops, err := queryAll(ctx, tx, scanOp, `SELECT `+opCols+` FROM ops
+		WHERE `+unsent+` AND created_at >= ? AND created_at < ? ORDER BY local_seq`, from, from+entryWindow.Milliseconds())
+	if err != nil {
+		return Op{}, false, err
+	}
+	i := slices.IndexFunc(ops, func(o Op) bool {
+		var a map[string]any
+		if rec, _ := catalogue.Lookup(o.Tool); rec.Name != "diary_write" || json.Unmarshal(o.Payload, &a) != nil {
+			return false
+		}
+		agent, _ := a["agent_name"].(string)
+		topic, _ := a["topic"].(string)
+		return strings.ToLower(catalogue.SanitizedName(agent)) == en.Agent && catalogue.DiaryEntry(a) == en.Text &&
+			catalogue.DiaryWingFor(a) == en.Wing && cmp.Or(topic, "general") == cmp.Or(en.Topic, "general")
+	})
+	if i < 0 {
+		return Op{}, false, nil
+	}
+	return ops[i], true, nil
+}
+
+func first(ops []Op) Op {
+	if len(ops) == 0 {
+		return Op{}
+	}
+	return ops[0]
+}
+
+func querierMeta(ctx context.Context, q querier, key string) (string, error) {
+	var v string
+	err := q.QueryRowContext(ctx, `SELECT value FROM meta WHERE key=?`, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return v, err
+}
+
 // cancelUnsent marks done, unsent, the ops find picks in one transaction
-// (what names them in an error), and says how many.
-func (s *Store) cancelUnsent(ctx context.Context, what string, find func(*sql.Tx) ([]int64, error)) (int, error) {
+// (what names them in an error), and says how many it cancelled or cut
+// (find's count of ops it cut, in the same transaction).
+func (s *Store) cancelUnsent(ctx context.Context, what string, find func(*sql.Tx) ([]int64, int, error)) (int, error) {
 	e, _ := json.Marshal(map[string]any{"kind": Cancelled, "message": "deleted on this device before it was sent: never sent", "at": s.now().UTC()}) // plain values: they encode
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: cancelling %s: %w", what, err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	seqs, err := find(tx)
+	seqs, cut, err := find(tx)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: cancelling %s: %w", what, err)
 	}
@@ -283,7 +431,7 @@ func (s *Store) cancelUnsent(ctx context.Context, what string, find func(*sql.Tx
 		return 0, fmt.Errorf("outbox: cancelling %s: %w", what, err)
 	}
 	s.ringAll()
-	return len(seqs), nil
+	return len(seqs) + cut, nil
 }
 
 // Delivered records an op in doubt (or any pending op) as landed on the

@@ -147,12 +147,7 @@ func (s *Store) Identity() string { return s.identity }
 
 // Meta reads an edge-wide value ("" if unset).
 func (s *Store) Meta(ctx context.Context, key string) (string, error) {
-	var v string
-	err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key=?`, key).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	return v, err
+	return querierMeta(ctx, s.db, key)
 }
 
 func setMeta(ctx context.Context, db querier, key, value string) error {

@@ -58,6 +58,10 @@ func (s *Store) Prune(ctx context.Context, retention time.Duration) (int64, erro
 	if total == 0 {
 		return 0, nil
 	}
+	// The notes of which op carries a diary entry, for the ops gone.
+	if _, err := s.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key LIKE 'entry:%' AND value NOT IN (SELECT op_id FROM ops)`); err != nil {
+		return total, err
+	}
 	_, err := s.flushDB.ExecContext(ctx, `PRAGMA incremental_vacuum`)
 	return total, err
 }
