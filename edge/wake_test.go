@@ -268,7 +268,8 @@ func holdingProxy(t *testing.T, target string) string {
 // ask as from a trusted sender, even when it starts from the view an
 // earlier session kept (its own read of the owed asks still out), while
 // the admin's ask, still trusted, is; with the primary hung, the kept
-// view still wakes the session.
+// view still wakes the session, and the revocation the edge heard is
+// kept with it: the laptop's ask is not told as trusted again.
 func TestWakeFollowsATrustChange(t *testing.T) {
 	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"pi@ops"}},
@@ -302,5 +303,7 @@ func TestWakeFollowsATrustChange(t *testing.T) {
 	h3 := start(t, harnessOpts{palace: h.palace, wakeWait: 50 * time.Millisecond, primaryURL: hungPrimary(t), timeout: 30 * time.Second})
 	if in := instructionsOf(h3); !strings.Contains(in, fromOps) {
 		t.Errorf("with the primary hung, the kept view did not wake the session: %q", in)
+	} else if strings.Contains(in, fromLaptop) {
+		t.Errorf("with the primary hung, the session was told of the laptop's ask as trusted again (the revocation the edge heard was forgotten):\n%s", in)
 	}
 }
