@@ -18,6 +18,7 @@ import (
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
@@ -48,12 +49,14 @@ type Edge struct {
 	childOnce    sync.Once
 	stopgap      map[string]bool // tools registered from the catalogue, awaiting a real list
 	agent        *mcp.ServerSession
-	initialized  atomic.Bool      // the agent finished initialize: the fast lane is open
-	mismatch     string           // embedder canary: why merging stopped ("" = fine)
-	box          *mailbox.Mailbox // the coordination mailbox; nil in pass-through
-	wk           *wake            // the owed asks told without a tool call; nil in pass-through
-	stopping     atomic.Bool      // Serve's context ended: new requests are refused
-	run          context.Context  // ends when the edge stops; the SDK's handlers end with it
+	initialized  atomic.Bool                     // the agent finished initialize: the fast lane is open
+	mismatch     string                          // embedder canary: why merging stopped ("" = fine)
+	box          *mailbox.Mailbox                // the coordination mailbox; nil in pass-through
+	wk           *wake                           // the owed asks told without a tool call; nil in pass-through
+	keptDevice   atomic.Pointer[deviceinfo.Info] // the device header an earlier run last heard (device.go)
+	deviceMu     sync.Mutex                      // serializes keeping a heard header
+	stopping     atomic.Bool                     // Serve's context ended: new requests are refused
+	run          context.Context                 // ends when the edge stops; the SDK's handlers end with it
 }
 
 // New builds an edge from its configuration; Serve runs it.
@@ -274,6 +277,7 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 	if ob != nil && polErr == nil {
 		e.release(ctx, pol) // ops held by an earlier run, if any
 	}
+	e.loadDevice(ctx)
 	e.primary = NewPrimary(e.cfg.PrimaryURL, e.cfg.Token, e.log, PrimaryOptions{
 		Timeout: e.cfg.CallTimeout,
 		Probe:   e.cfg.Probe,
@@ -286,7 +290,8 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 				e.log.Warn("queued writes wait out their backoff: the outbox could not be resumed", "err", err)
 			}
 		},
-		OnTools: func(t []*mcp.Tool) { e.addTools(t, true) },
+		OnTools:  func(t []*mcp.Tool) { e.addTools(t, true) },
+		OnDevice: e.keepDevice,
 		OnLedger: func(on bool) {
 			if err := outbox.RecordProtection(e.outbox, on); err != nil {
 				e.log.Warn("the primary's protection not recorded (edge status shows the last one)", "err", err)

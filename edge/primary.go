@@ -72,6 +72,9 @@ type PrimaryOptions struct {
 	// OnLedger is told, on the first answer and on every change, whether
 	// the primary advertises an op-id ledger (a devbox-config gateway).
 	OnLedger func(advertised bool)
+	// OnDevice is told the Devbox-Config-Device header's value each time
+	// it changes (the first one heard included), once it reads.
+	OnDevice func(header string)
 }
 
 // NewPrimary prepares a supervisor for endpoint. token is called for every
@@ -133,6 +136,9 @@ func (p *Primary) sawDevice(h http.Header) {
 	}
 	if in, ok := deviceinfo.FromHeader(h); ok {
 		p.device.Store(&advertised{header: v, info: in})
+		if p.o.OnDevice != nil {
+			p.o.OnDevice(v)
+		}
 	}
 }
 

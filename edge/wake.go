@@ -178,15 +178,12 @@ func (e *Edge) trustedEvent(raw json.RawMessage) bool {
 }
 
 // trustedNow is v with only the asks whose senders the device trusts as
-// the gateway last said (its Devbox-Config-Device header): a view read
-// under a wider trusted set is narrowed to the current one. v as it is
-// when no gateway said (none heard yet, the primary down: the trusted
-// set it was read under is the last one known) or it stamps no origins.
+// the gateway last said (its Devbox-Config-Device header, as this run or
+// an earlier one heard it: device.go): a view read under a wider trusted
+// set is narrowed to the last one heard. v as it is when no gateway ever
+// said or it stamps no origins.
 func (e *Edge) trustedNow(v owedView) owedView {
-	if e.remote == nil {
-		return v
-	}
-	in, ok := e.remote.Device()
+	in, ok := e.device()
 	if !ok || in.Origins == 0 {
 		return v
 	}
