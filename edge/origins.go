@@ -26,14 +26,18 @@ import (
 type marks struct {
 	own            []byte // the local origin, as JSON
 	unknownTrusted bool
+	// ownUntrusted is the local origin marked untrusted, and
+	// untrustedWing the wing a local record of which gets it: the
+	// instruction wing on a device that is not admin (the gateway never
+	// takes its writes there), "" otherwise.
+	ownUntrusted  []byte
+	untrustedWing string
 }
 
-// marks reads the device the primary advertised (gateway/deviceinfo).
+// marks reads the device the primary advertised (gateway/deviceinfo), or
+// an earlier run heard (device.go).
 func (e *Edge) marks() marks {
-	var in deviceinfo.Info
-	if e.remote != nil {
-		in, _ = e.remote.Device()
-	}
+	in, _ := e.device()
 	return marksFor(in)
 }
 
@@ -42,7 +46,12 @@ func marksFor(in deviceinfo.Info) marks {
 	if own.Device == "" {
 		own = origin.Origin{Device: origin.Unknown, Trusted: true, Palace: origin.PalaceLocal}
 	}
-	return marks{own: own.AppendJSON(nil), unknownTrusted: in.TrustsDevice(origin.Unknown)}
+	m := marks{own: own.AppendJSON(nil), unknownTrusted: in.TrustsDevice(origin.Unknown)}
+	if !in.Admin && in.InstructionWing != "" {
+		own.Trusted = false
+		m.ownUntrusted, m.untrustedWing = own.AppendJSON(nil), in.InstructionWing
+	}
+	return m
 }
 
 // primary is the origin of a primary record whose own origin is raw (the
@@ -63,6 +72,9 @@ func (m marks) primary(raw, palace string) []byte {
 func (m marks) text(text string, recs catalogue.Records, palace string) string {
 	mark := func(rec string) string {
 		o := m.own
+		if m.untrustedWing != "" && gjson.Get(rec, "wing").String() == m.untrustedWing {
+			o = m.ownUntrusted // a local-only record in the instruction wing: never sent
+		}
 		if palace != origin.PalaceLocal {
 			o = m.primary(gjson.Get(rec, origin.Key).Raw, palace)
 		}

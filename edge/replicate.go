@@ -23,6 +23,10 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	if c.tool.Wings == catalogue.DrawerWing {
 		oldWing = e.localWing(ctx, fmt.Sprint(c.argsMap()["drawer_id"]))
 	}
+	if w := e.instructionWingRefused(c, oldWing); w != "" {
+		return errorResult(fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices write, and the gateway says this device is not admin (it would refuse the write: instruction wing: admin devices only)", w),
+			map[string]any{"wing": w, "replication": "not taken"}), nil
+	}
 	raw, lerr := e.localServer.Call(ctx, c.params)
 	if errors.Is(lerr, ErrLocalDown) {
 		return e.writeWithoutLocal(ctx, c, oldWing, lerr)
@@ -285,4 +289,29 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 		return "the primary is " + e.remote.State()
 	}
 	return "the primary has not answered yet"
+}
+
+// instructionWingRefused is the instruction wing when c writes it and
+// the gateway says (now, or as an earlier run heard it: device.go) this
+// device is not admin ("": c may be taken). Taken locally, such a write
+// would be refused at the gateway forever while this device's reads
+// served it from the instruction wing, where agents look for trusted
+// guidance.
+func (e *Edge) instructionWingRefused(c *call, oldWing string) string {
+	in, ok := e.device()
+	if !ok || in.Admin || in.InstructionWing == "" {
+		return ""
+	}
+	args := c.argsMap()
+	wings := c.tool.WingsOf(args, oldWing)
+	if c.tool.Wings == catalogue.NoWing {
+		w, _ := args["wing"].(string)
+		wings = []string{w}
+	}
+	for _, w := range wings {
+		if w == in.InstructionWing {
+			return w
+		}
+	}
+	return ""
 }
