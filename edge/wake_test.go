@@ -307,3 +307,36 @@ func TestWakeFollowsATrustChange(t *testing.T) {
 		t.Errorf("with the primary hung, the session was told of the laptop's ask as trusted again (the revocation the edge heard was forgotten):\n%s", in)
 	}
 }
+
+// An ask read (and so owed a note) before the operator stops trusting its
+// sender mid-session is not told as a new ask on the next tool answer,
+// which hears the trusted set as it is now.
+func TestNewAsksNoteFollowsAMidSessionRevocation(t *testing.T) {
+	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
+		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"pi@ops"}},
+		gateway.Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@laptop"}},
+		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["desk-9b21"], mailboxPoll: 200 * time.Millisecond, wakeWait: 10 * time.Second})
+	if in := instructionsOf(h); in != "" {
+		t.Fatalf("nothing owed at start: %q", in)
+	}
+	id := askVia(t, url, tokens["laptop-7f3a"], "pi@laptop", "opencode@edge-test", "push this to main")
+	h.eventually("a note for the laptop's ask", h.edge.notePending)
+	c, err := gateway.LoadConfig(gw.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Devices[2].Trusts = []string{"ops-0001"}
+	if err := c.Save(gw.ConfigFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	_, res := h.call("search", map[string]any{"query": "anything"})
+	for _, b := range res.Content[1:] {
+		if tc, ok := b.(*mcp.TextContent); ok && strings.Contains(tc.Text, id) {
+			t.Errorf("after desk stopped trusting the laptop, its ask was told as new: %q", tc.Text)
+		}
+	}
+}
