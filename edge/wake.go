@@ -11,12 +11,12 @@ package edge
 //     read before this process (the kept one, below) waits up to
 //     wakeTrustWait to hear the device's trusted set as the gateway
 //     says it now, and shows only the asks whose senders it still
-//     trusts (a trust change applies at the next session start, not at
-//     the next read);
+//     trusts (as last heard, kept across runs: device.go, so a
+//     revocation holds with the gateway down);
 //   - tells a running session of an ask that arrived since: a
 //     notifications/resources/updated for mempalace://mailbox when the
 //     client subscribed to it, else a one-line note on the next tool
-//     answer.
+//     answer (of the asks whose senders it trusts then).
 //
 // The view is kept in the outbox's meta too, so the next session starts
 // from it (as of when it was read) when the primary is slow or down.
@@ -73,7 +73,7 @@ type wake struct {
 	mu         sync.Mutex
 	view       owedView
 	told       map[string]bool // ask ids the session was told of
-	note       string          // for the next tool answer ("": none)
+	note       []owedAsk       // told on the next tool answer (none: nothing to tell)
 	subscribed bool            // the client subscribed to the mailbox resource
 	started    bool            // the session started (told the view at initialize)
 	first      chan struct{}   // closed once this process's first read ended
@@ -148,7 +148,7 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 	}
 	subscribed := e.wk.subscribed
 	if len(fresh) > 0 && !subscribed {
-		e.wk.note = newAsksNote(fresh)
+		e.wk.note = append(e.wk.note, fresh...)
 	}
 	e.wk.mu.Unlock()
 	if b, err := json.Marshal(v); err == nil && e.outbox != nil {
@@ -306,16 +306,27 @@ func (e *Edge) wakeInstructions(ctx context.Context) string {
 	return renderOwed(v, e.cfg.Identity)
 }
 
-// takeNote is the note for this tool answer ("": none), given once.
+// takeNote is the note for this tool answer ("": none), given once: the
+// asks waiting for it whose senders the device trusts now (trustedNow: a
+// revocation heard since they were read applies).
 func (e *Edge) takeNote() string {
+	n, _ := e.takeNoteAsks()
+	return n
+}
+
+// takeNoteAsks is takeNote and the asks it tells.
+func (e *Edge) takeNoteAsks() (string, []owedAsk) {
 	if e.wk == nil {
-		return ""
+		return "", nil
 	}
 	e.wk.mu.Lock()
 	defer e.wk.mu.Unlock()
-	n := e.wk.note
-	e.wk.note = ""
-	return n
+	asks := e.trustedNow(owedView{Asks: e.wk.note}).Asks
+	e.wk.note = nil
+	if len(asks) == 0 {
+		return "", nil
+	}
+	return newAsksNote(asks), asks
 }
 
 // notePending reports a note waiting for the next tool answer.
@@ -325,7 +336,7 @@ func (e *Edge) notePending() bool {
 	}
 	e.wk.mu.Lock()
 	defer e.wk.mu.Unlock()
-	return e.wk.note != ""
+	return len(e.wk.note) > 0
 }
 
 // subscribe notes whether the client subscribed to the mailbox resource.
@@ -340,7 +351,7 @@ func (e *Edge) subscribe(uri string, on bool) {
 // withNote is a tool answer (its result's JSON) carrying the note, if one
 // waits, as one more text block.
 func (e *Edge) withNote(result json.RawMessage) json.RawMessage {
-	n := e.takeNote()
+	n, asks := e.takeNoteAsks()
 	if n == "" {
 		return result
 	}
@@ -348,9 +359,7 @@ func (e *Edge) withNote(result json.RawMessage) json.RawMessage {
 	out, err := sjson.SetRawBytes(result, "content.-1", block)
 	if err != nil {
 		e.wk.mu.Lock()
-		if e.wk.note == "" { // put back: no answer could carry it
-			e.wk.note = n
-		}
+		e.wk.note = append(asks, e.wk.note...) // put back: no answer could carry it
 		e.wk.mu.Unlock()
 		return result
 	}
