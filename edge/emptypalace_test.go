@@ -1,0 +1,164 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/edge/wire"
+)
+
+// emptyLocal answers as real MemPalace 3.11 does for a palace without a
+// drawer collection: search "No palace found", every other call "Backend
+// open failed" with isError (the double answers empty lists instead).
+type emptyLocal struct{}
+
+func (emptyLocal) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	if p.Name == "mempalace_search" {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"error": "No palace found", "hint": "Run: mempalace init <dir> && mempalace mine <dir>"}`}}}, nil
+	}
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: `{"error": "Backend open failed: collection missing", "hint": "Run: mempalace status or mempalace repair-status"}`}}}, nil
+}
+
+func (emptyLocal) Relay(ctx context.Context, params json.RawMessage) (json.RawMessage, *jsonrpc.Error, error) {
+	return nil, nil, ErrLocalDown
+}
+
+// refusing is a primary that refuses diary_read as a gateway does (a
+// JSON-RPC error), and answers everything else.
+type refusing struct{ inProcessPrimary }
+
+func (s refusing) Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	if p.Name == "mempalace_diary_read" {
+		return nil, &jsonrpc.Error{Code: -32001, Message: `devbox-config gateway: agent_name "boss" is not one of this device's agents`}
+	}
+	return s.inProcessPrimary.Call(ctx, p, retry)
+}
+
+// sharedDrawer files content on the primary and returns its id.
+func sharedDrawer(t *testing.T, primary *inProcess, wing, content string) string {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"name": "mempalace_add_drawer", "arguments": map[string]any{"wing": wing, "room": "r", "content": content}})
+	line, err := primary.pl.Handle(wire.Request("x", "tools/call", b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _, _ := wire.SplitAnswer(line)
+	res, _ := wire.DecodeResult(raw)
+	text, _ := objectText(res)
+	return objectMap(text)["drawer_id"].(string)
+}
+
+func edgeOf(m map[string]any) map[string]any { e, _ := m["edge"].(map[string]any); return e }
+
+// A new device with the primary down answers each merged read with the
+// empty answer of its shape, degraded, never MemPalace's "repair your
+// palace" errors; get_drawer answers "Drawer not found".
+func TestAnEmptyPalaceOfflineAnswersEmpty(t *testing.T) {
+	e, _, primary, _ := routerUnderTest(t)
+	e.localServer, primary.down = emptyLocal{}, true
+	for _, c := range []struct {
+		tool  string
+		args  map[string]any
+		check func(m map[string]any) bool
+	}{
+		{"mempalace_search", map[string]any{"query": "zebra"}, func(m map[string]any) bool { l, ok := m["results"].([]any); return ok && len(l) == 0 }},
+		{"mempalace_list_drawers", map[string]any{}, func(m map[string]any) bool {
+			l, ok := m["drawers"].([]any)
+			return ok && len(l) == 0 && m["count"] == 0.0
+		}},
+		{"mempalace_diary_read", map[string]any{"agent_name": "me"}, func(m map[string]any) bool { l, ok := m["entries"].([]any); return ok && len(l) == 0 }},
+		{"mempalace_check_duplicate", map[string]any{"content": "zebra"}, func(m map[string]any) bool {
+			l, ok := m["matches"].([]any)
+			return ok && len(l) == 0 && m["is_duplicate"] == false
+		}},
+	} {
+		m := routed(t, e, c.tool, c.args)
+		if !c.check(m) || m["error"] != nil || m["degraded"] != true || edgeOf(m)["local"] != noDrawersYet || edgeOf(m)["primary"] == nil {
+			t.Errorf("%s on an empty palace, the primary down: %v", c.tool, m)
+		}
+	}
+	g := routed(t, e, "mempalace_get_drawer", map[string]any{"drawer_id": "drawer_x_y_1"})
+	if g["error"] != "Drawer not found: drawer_x_y_1" || g["degraded"] != true {
+		t.Errorf("get_drawer on an empty palace, the primary down: %v", g)
+	}
+}
+
+// On a new device the primary's refusal is the answer, not the empty
+// local palace's error.
+func TestAnEmptyPalaceAnswersThePrimarysRefusal(t *testing.T) {
+	e, _, primary, _ := routerUnderTest(t)
+	e.localServer, e.remote = emptyLocal{}, refusing{inProcessPrimary{primary}}
+	_, err := e.route(context.Background(), newCall(&mcp.CallToolParams{Name: "mempalace_diary_read", Arguments: json.RawMessage(`{"agent_name":"boss"}`)}))
+	if rpcErr := peerError(err); rpcErr == nil || !strings.Contains(rpcErr.Message, "not one of this device's agents") {
+		t.Errorf("diary_read the gateway refuses, on an empty palace: %v", err)
+	}
+}
+
+// A deleted shared drawer is no duplicate, on an empty palace and on a
+// populated one; get_drawer of it answers "Drawer not found" on both.
+func TestATombstonedMatchIsNoDuplicate(t *testing.T) {
+	for _, populated := range []bool{false, true} {
+		e, _, primary, ob := routerUnderTest(t)
+		if populated {
+			// Files that cannot tell are not empty.
+			e.cfg.Palace = t.TempDir()
+			os.WriteFile(filepath.Join(e.cfg.Palace, "chroma.sqlite3"), []byte("not a database"), 0o600)
+		} else {
+			e.localServer = emptyLocal{}
+		}
+		id := sharedDrawer(t, primary, "notes", "shared kiwi note")
+		if err := ob.AddTombstones(context.Background(), []outbox.Tombstone{{Kind: outbox.TombDrawer, Key: id}}); err != nil {
+			t.Fatal(err)
+		}
+		m := routed(t, e, "mempalace_check_duplicate", map[string]any{"content": "shared kiwi note"})
+		if l, _ := m["matches"].([]any); len(l) != 0 || m["is_duplicate"] != false {
+			t.Errorf("populated %v: check_duplicate of a deleted shared drawer: %v", populated, m)
+		}
+		g := routed(t, e, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+		if g["error"] != "Drawer not found: "+id {
+			t.Errorf("populated %v: get_drawer of a deleted shared drawer: %v", populated, g)
+		}
+	}
+}
+
+// update_drawer of a shared drawer (on the primary, not here) is queued
+// for the primary, in its wing; one the policy keeps local, one this
+// device deleted, and one nowhere are not.
+func TestAnUpdateOfASharedDrawerIsQueued(t *testing.T) {
+	for _, empty := range []bool{false, true} {
+		e, _, primary, ob := routerUnderTest(t)
+		if empty {
+			e.localServer = emptyLocal{}
+		}
+		ctx := context.Background()
+		id := sharedDrawer(t, primary, "notes", "shared drawer to fix (typo)")
+		u := routed(t, e, "mempalace_update_drawer", map[string]any{"drawer_id": id, "content": "shared drawer to fix (fixed)"})
+		if u["success"] != true || edgeOf(u)["replication"] != "queued (not in the local palace)" || edgeOf(u)["op_id"] == nil {
+			t.Errorf("empty %v: update_drawer of a shared drawer: %v", empty, u)
+		}
+		ops, _ := ob.List(ctx, 10)
+		if len(ops) != 1 || ops[0].Tool != "mempalace_update_drawer" || ops[0].Wing != "notes" {
+			t.Errorf("empty %v: queued: %+v", empty, ops)
+		}
+		priv := sharedDrawer(t, primary, "private", "kept local by policy")
+		gone := sharedDrawer(t, primary, "notes", "deleted here")
+		ob.AddTombstones(ctx, []outbox.Tombstone{{Kind: outbox.TombDrawer, Key: gone}})
+		for _, other := range []string{priv, gone, "drawer_notes_r_nowhere"} {
+			u := routed(t, e, "mempalace_update_drawer", map[string]any{"drawer_id": other, "content": "changed"})
+			if u["success"] == true || !strings.HasPrefix(asString(u["error"]), "Drawer not found") {
+				t.Errorf("empty %v: update_drawer of %s: %v", empty, other, u)
+			}
+		}
+		if ops, _ := ob.List(ctx, 10); len(ops) != 1 {
+			t.Errorf("empty %v: queued: %+v", empty, ops)
+		}
+	}
+}
