@@ -6,6 +6,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/palacefiles"
 )
 
@@ -32,4 +33,35 @@ func (e *Edge) lacksLocally(res *mcp.CallToolResult) bool {
 	t, _ := objectText(res)
 	msg := gjson.Get(t, "error")
 	return strings.HasPrefix(msg.String(), "Drawer not found") || msg.Exists() && e.localEmpty()
+}
+
+// emptyAnswer is a merged read's answer of shape from a palace that holds
+// no drawers: what MemPalace answers once it has a drawer collection, and
+// nothing in it.
+func emptyAnswer(shape catalogue.Filter, args map[string]any) map[string]any {
+	switch shape {
+	case catalogue.FilterHits:
+		return map[string]any{"query": args["query"], "results": []any{}}
+	case catalogue.FilterDrawers:
+		offset, limit := drawerWindow(args)
+		return map[string]any{"drawers": []any{}, "count": 0, "offset": offset, "limit": limit}
+	case catalogue.FilterDiary:
+		return map[string]any{"agent": args["agent_name"], "entries": []any{}, "message": "No diary entries yet."}
+	case catalogue.FilterMatches:
+		return map[string]any{"is_duplicate": false, "matches": []any{}}
+	}
+	return map[string]any{}
+}
+
+// notFoundHere is a by-id read's local answer that lacksLocally: a palace
+// that holds no drawers yet answers as a populated one does for a drawer
+// it lacks ("Drawer not found: <id>"), not with MemPalace's advice to
+// repair it (rewritten true). get_drawers, and any other answer, is as it
+// came.
+func notFoundHere(c *call, res *mcp.CallToolResult) (_ *mcp.CallToolResult, rewritten bool) {
+	id, ok := c.argsMap()["drawer_id"].(string)
+	if !ok || strings.HasPrefix(gjson.Get(resultText(res), "error").String(), "Drawer not found") {
+		return res, false
+	}
+	return jsonResult(map[string]any{"error": "Drawer not found: " + id}, false), true
 }

@@ -63,7 +63,7 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	})
 	pctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
 	pres, perr := askPrimary(pctx, orig)
-	pres = e.hideTombstoned(ctx, shape, pres) // tombstone.go
+	pres = duplicateFlag(shape, e.hideTombstoned(ctx, shape, pres)) // tombstone.go
 	startLocal()
 	lo := <-lc
 	lt, lok := usable(lo.res, lo.err)
@@ -90,6 +90,21 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 			why = gjson.Get(lt, "error").String()
 		}
 		return annotate(mk.result(requestedPage(shape, pres, args), recs, origin.PalacePrimary), map[string]any{"local": why, "primary": "ok"}, degraded), nil
+	case lo.err == nil && e.localEmpty():
+		// A devbox new to the fleet: its palace's errors mean "nothing
+		// here". The primary's own refusal is the answer; a primary that
+		// could not answer leaves the empty answer, degraded.
+		if rpcErr := peerError(perr); rpcErr != nil {
+			return nil, rpcErr
+		}
+		if perr == nil && pres != nil {
+			return pres, nil
+		}
+		why := e.remote.State()
+		if perr != nil {
+			why = perr.Error()
+		}
+		return annotate(jsonResult(emptyAnswer(shape, args), false), map[string]any{"local": noDrawersYet, "primary": why}, true), nil
 	default:
 		return localAnswer(lo.res, lo.err) // neither usable: the local answer as it came
 	}
@@ -351,6 +366,26 @@ func mergeDuplicates(lm, pm map[string]any) map[string]any {
 	out["is_duplicate"], out["matches"] = len(all) > 0, records(all)
 	out["edge"] = map[string]any{"merged": true, "local": "ok", "primary": "ok"}
 	return out
+}
+
+// duplicateFlag is a check_duplicate answer whose is_duplicate says what
+// its matches say (as MemPalace and the gateway compute it): a match the
+// tombstones hid leaves no duplicate behind. Any other answer is as it
+// came.
+func duplicateFlag(shape catalogue.Filter, res *mcp.CallToolResult) *mcp.CallToolResult {
+	text, ok := objectText(res)
+	if shape != catalogue.FilterMatches || !ok || res.IsError {
+		return res
+	}
+	flag, matches := gjson.Get(text, "is_duplicate"), gjson.Get(text, "matches")
+	if !matches.IsArray() || flag.Type != gjson.True && flag.Type != gjson.False || flag.Bool() == (len(matches.Array()) > 0) {
+		return res
+	}
+	out, err := sjson.SetBytes([]byte(text), "is_duplicate", !flag.Bool())
+	if err != nil {
+		return res
+	}
+	return textResult(out, false, res.Meta)
 }
 
 func num(v any) float64 {

@@ -194,7 +194,17 @@ func (e *Edge) byID(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 // byIDMissing: a drawer the local palace does not have (lacksLocally) is
 // asked of the primary (while it is up); any other local answer stands.
 func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
-	if !e.lacksLocally(res) || !e.remote.Up() || e.tombstones(ctx).drawers[fmt.Sprint(c.argsMap()["drawer_id"])] {
+	if !e.lacksLocally(res) {
+		return res
+	}
+	res, empty := notFoundHere(c, res)
+	if !e.remote.Up() {
+		if empty {
+			return annotate(res, map[string]any{"source": "local", "local": noDrawersYet, "primary": e.remote.State()}, true)
+		}
+		return res
+	}
+	if e.tombstones(ctx).drawers[fmt.Sprint(c.argsMap()["drawer_id"])] {
 		return res
 	}
 	pres, perr := e.callPrimary(ctx, c, true)
