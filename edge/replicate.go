@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -32,8 +33,14 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		return e.writeWithoutLocal(ctx, c, oldWing, lerr)
 	}
 	res, err := localAnswer(raw, lerr)
-	if err != nil || res == nil || res.IsError {
+	if err != nil || res == nil {
 		return res, err
+	}
+	if c.tool.Wings == catalogue.DrawerWing && e.lacksLocally(res) {
+		return e.writeShared(ctx, c, res), nil
+	}
+	if res.IsError {
+		return res, nil
 	}
 	if m := resultJSON(res); m["success"] == false || m["error"] != nil {
 		return res, nil // the local palace refused it: nothing to replicate
@@ -132,6 +139,44 @@ func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, d
 		"message": "the local palace server is not running: the write is queued for the primary only, and this machine's palace does not have it",
 		"edge":    map[string]any{"local": "down: " + down.Error(), "replication": "queued", "degraded": true},
 	}, false), nil
+}
+
+// writeShared answers a write to a drawer the local palace lacks
+// (update_drawer of a drawer another device wrote, which this edge reads
+// from the primary): when the primary has it, in a wing the policy
+// replicates, and this device did not delete it, the write is queued for
+// the primary (its gateway authorizes it per wing, as any write); the
+// local palace keeps nothing. Otherwise the answer is "Drawer not found",
+// as the local palace said.
+func (e *Edge) writeShared(ctx context.Context, c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
+	res, _ = notFoundHere(c, res)
+	id, _ := c.argsMap()["drawer_id"].(string)
+	if id == "" || e.outbox == nil || e.remote == nil || !e.remote.Up() || e.tombstones(ctx).drawers[id] {
+		return res
+	}
+	rec, ok := usable(e.callPrimary(ctx, getDrawer(id), true))
+	wing := gjson.Get(rec, "wing").String()
+	if !ok || wing == "" {
+		return res // not on the primary either (or not visible to this device there)
+	}
+	pol, err := e.currentPolicy(ctx)
+	if err != nil {
+		return annotate(res, map[string]any{"replication": fmt.Sprintf("not queued: the replication policy does not parse (%v)", err)}, false)
+	}
+	payload, w, replicate := decide(pol, c.tool, c.argsMap(), c.raw(), wing, e.cfg.Stamp())
+	if !replicate || payload == nil {
+		return res
+	}
+	op, err := e.outbox.Enqueue(context.WithoutCancel(ctx), outbox.Write{Name: c.name, Tool: c.tool, Payload: payload, Args: c.argsMap(), Wing: w})
+	if err != nil {
+		e.log.Error("outbox write failed; an update of a shared drawer is not queued", "tool", c.name, "err", err)
+		return annotate(res, map[string]any{"replication": fmt.Sprintf("not queued: %v", err)}, false)
+	}
+	return jsonResult(map[string]any{
+		"success": true, "queued": true, "drawer_id": id, "wing": wing, "op_id": op.ID,
+		"message": "this drawer is not in the local palace (another device wrote it): the write is queued for the primary, which holds it",
+		"edge":    map[string]any{"local": "drawer not found", "replication": "queued (not in the local palace)", "op_id": op.ID},
+	}, false)
 }
 
 // localWing finds the wing of a drawer in the local palace.
