@@ -3,6 +3,7 @@ package edge
 import (
 	"fmt"
 	"testing"
+	"time"
 )
 
 // TestRealAFreshDeviceReadsTheFleet is a devbox that joins a fleet with an
@@ -70,5 +71,56 @@ func TestRealAFreshDeviceReadsTheFleet(t *testing.T) {
 	notDegraded("after a local write", "list_drawers", m)
 	if l, _ := m["drawers"].([]any); len(l) != 2 {
 		t.Errorf("after a local write: %v", m)
+	}
+}
+
+// TestRealAFreshDeviceDeletesUpdatesAndGoesOffline is a devbox with an
+// empty local palace (real mempalace-mcp: "Backend open failed" after
+// its first search) that deletes a shared drawer, updates another, and
+// reads with the primary gone: a deleted match is no duplicate, get_drawer
+// of it is "Drawer not found", the update reaches the primary, and the
+// offline reads are empty and degraded, never MemPalace's advice to repair
+// a palace that is merely new.
+func TestRealAFreshDeviceDeletesUpdatesAndGoesOffline(t *testing.T) {
+	r := startRealEdge(t, harnessOpts{}, "")
+	h := r.harness
+	gone := fmt.Sprint(r.srv.MustCall(t, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "a shared kiwi note"})["drawer_id"])
+	fix := fmt.Sprint(r.srv.MustCall(t, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "staging runs on the old clutser"})["drawer_id"])
+	h.call("search", map[string]any{"query": "kiwi"}) // the local palace now answers "Backend open failed"
+
+	h.call("delete_drawer", map[string]any{"drawer_id": gone})
+	if m, _ := h.call("check_duplicate", map[string]any{"content": "a shared kiwi note"}); m["is_duplicate"] != false || len(m["matches"].([]any)) != 0 {
+		t.Errorf("check_duplicate of a deleted shared drawer: %v", m)
+	}
+	if m, res := h.call("get_drawer", map[string]any{"drawer_id": gone}); m["error"] != "Drawer not found: "+gone || res.IsError {
+		t.Errorf("get_drawer of a deleted shared drawer: %v", m)
+	}
+
+	u, _ := h.call("update_drawer", map[string]any{"drawer_id": fix, "content": "staging runs on the old cluster"})
+	if u["success"] != true || edgeOf(u)["replication"] != "queued (not in the local palace)" {
+		t.Errorf("update_drawer of a shared drawer: %v", u)
+	}
+	waitFor(t, 30*time.Second, "the update on the primary", func() bool {
+		return r.srv.MustCall(t, "mempalace_get_drawer", map[string]any{"drawer_id": fix})["content"] == "staging runs on the old cluster"
+	})
+
+	r.srv.Stop()
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		list string
+	}{
+		{"search", map[string]any{"query": "zebra"}, "results"},
+		{"list_drawers", map[string]any{}, "drawers"},
+		{"diary_read", map[string]any{"agent_name": "me"}, "entries"},
+		{"check_duplicate", map[string]any{"content": "zebra"}, "matches"},
+	} {
+		m, res := h.call(c.tool, c.args)
+		if l, ok := m[c.list].([]any); !ok || len(l) != 0 || res.IsError || m["degraded"] != true || edgeOf(m)["local"] != noDrawersYet {
+			t.Errorf("%s on a fresh device, the primary down: %v", c.tool, m)
+		}
+	}
+	if m, _ := h.call("get_drawer", map[string]any{"drawer_id": fix}); m["error"] != "Drawer not found: "+fix || m["degraded"] != true {
+		t.Errorf("get_drawer on a fresh device, the primary down: %v", m)
 	}
 }
