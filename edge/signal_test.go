@@ -200,3 +200,44 @@ func TestWriteQueuedWhenItsCallIsCancelled(t *testing.T) {
 		t.Errorf("a cancelled call's write, taken locally: %v", got)
 	}
 }
+
+// The agent cancels an add_drawer while the local palace is still at it
+// (a slow embedder): the local palace applies it anyway, as MemPalace
+// does, so it must still reach the primary. Before, the edge gave up on
+// the local answer at the cancel and never queued the write (outside
+// tester, 16-cancelled-write-applied-not-queued).
+func TestCancelledWriteTheLocalPalaceAppliesReachesThePrimary(t *testing.T) {
+	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=800"}})
+	h.handshake()
+	h.ready()
+	h.callThenCancel("w1", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "cancelled while the embedder ran"}, 100*time.Millisecond)
+	h.eventually("the cancelled write on the primary", func() bool {
+		return h.primary.Dump().CountContent("cancelled while the embedder ran") == 1
+	})
+}
+
+// SIGTERM while a write is at a slow local palace, past the grace: the
+// edge waits for the local palace's answer before it stops it, and the
+// write is in the outbox. Before, the call was answered with an error at
+// the grace, the local palace applied the write anyway, and nothing was
+// queued (outside tester, 06-sigterm-inflight-write-not-queued).
+func TestSignalMidWriteKeepsTheWrite(t *testing.T) {
+	h := start(t, harnessOpts{raw: true, stopGrace: 200 * time.Millisecond, primaryDown: true,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=1500"}})
+	h.handshake()
+	h.ready()
+	if _, err := h.in.Write([]byte(signalWrite)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // at the local palace
+	h.stop()
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Serve did not return 10s after its context ended\n%s", h.logs)
+	}
+	if a := h.await("4", time.Second); a["result"] == nil {
+		t.Errorf("the write the local palace finished was not answered with its result: %v", a)
+	}
+	wantWriteKept(t, h.palace)
+}
