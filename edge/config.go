@@ -47,6 +47,12 @@ type Config struct {
 	// ends (SIGTERM, SIGINT) may still finish before they are answered
 	// with an error and the edge stops (0: DefaultStopGrace).
 	StopGrace time.Duration
+	// WriteGrace bounds how long a write already sent to the local palace
+	// is still waited for once its call is cancelled (the agent's
+	// notifications/cancelled) or the edge stops: the local palace applies
+	// it anyway, so its answer is awaited and the write queued. Past it the
+	// write is given up, logged, and not queued (0: DefaultWriteGrace).
+	WriteGrace time.Duration
 	// Probe is the first wait before the breaker probes a primary that
 	// went down; the waits double up to 30 s (0: PrimaryOptions' default,
 	// 250 ms).
@@ -71,6 +77,7 @@ const (
 	DefaultMailboxPoll      = 5 * time.Minute
 	DefaultWakeWait         = 30 * time.Millisecond
 	DefaultStopGrace        = 3 * time.Second
+	DefaultWriteGrace       = 30 * time.Second
 )
 
 // withDefaults is c with every unset wait at its production default.
@@ -83,6 +90,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StopGrace <= 0 {
 		c.StopGrace = DefaultStopGrace
+	}
+	if c.WriteGrace <= 0 {
+		c.WriteGrace = DefaultWriteGrace
 	}
 	if c.MailboxPoll <= 0 {
 		c.MailboxPoll = DefaultMailboxPoll

@@ -57,6 +57,7 @@ type Edge struct {
 	deviceMu     sync.Mutex                      // serializes keeping a heard header
 	stopping     atomic.Bool                     // Serve's context ended: new requests are refused
 	run          context.Context                 // ends when the edge stops; the SDK's handlers end with it
+	writes       sentWrites                      // writes sent to the local palace, not yet answered and queued (sentwrite.go)
 }
 
 // New builds an edge from its configuration; Serve runs it.
@@ -168,12 +169,14 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	go func() { waited <- ss.Wait() }() // received below, before Serve returns
 	select {
 	case err = <-waited:
+		e.waitWrites() // before the local palace is stopped
 		cancel()
 		lane.wg.Wait()
 		wg.Wait()
 	case <-signalled:
 		e.stopInOrder(pending)
-		cancel() // the calls still running are answered errStopping; the child stops
+		e.waitWrites() // the local palace applies what it was sent: answered and queued before it is stopped
+		cancel()       // the calls still running are answered errStopping; the child stops
 		lane.wg.Wait()
 		wg.Wait()
 		// The session ends without waiting for the agent's input: the

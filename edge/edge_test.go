@@ -69,6 +69,8 @@ type harnessOpts struct {
 	wakeWait, mailboxPoll time.Duration
 	// stopGrace: Config's (default: the edge's).
 	stopGrace time.Duration
+	// writeGrace: Config's (default: the edge's).
+	writeGrace time.Duration
 	// client is the agent's client options (default none).
 	client *mcp.ClientOptions
 }
@@ -93,7 +95,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if o.timeout > 0 {
 		cfg.CallTimeout = o.timeout
 	}
-	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace = o.wakeWait, o.mailboxPoll, o.stopGrace
+	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace
 	switch {
 	case o.primaryURL != "":
 		cfg.PrimaryURL = o.primaryURL

@@ -28,9 +28,19 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		return errorResult(fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices write, and the gateway says this device is not admin (it would refuse the write: instruction wing: admin devices only)", w),
 			map[string]any{"wing": w, "replication": "not taken"}), nil
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // cancelled before it was sent: the local palace never saw it
+	}
+	// Sent, it is applied locally whatever becomes of the call: its answer
+	// is waited for (bounded) and the write queued (sentwrite.go).
+	ctx, end := e.sendingWrite(ctx)
+	defer end()
 	raw, lerr := e.localServer.Call(ctx, c.params)
 	if errors.Is(lerr, ErrLocalDown) {
 		return e.writeWithoutLocal(ctx, c, oldWing, lerr)
+	}
+	if lerr != nil && ctx.Err() != nil {
+		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled; if it applies it, it is not replicated", "tool", c.name, "grace", e.cfg.WriteGrace)
 	}
 	res, err := localAnswer(raw, lerr)
 	if err != nil || res == nil {

@@ -241,3 +241,17 @@ func TestSignalMidWriteKeepsTheWrite(t *testing.T) {
 	}
 	wantWriteKept(t, h.palace)
 }
+
+// A local palace that never answers a cancelled write is not waited for
+// past the write grace: the edge gives it up and says so in its log (the
+// write is not queued: nobody knows it was applied), and the session goes
+// on.
+func TestCancelledWriteGivenUpAfterTheWriteGrace(t *testing.T) {
+	h := start(t, harnessOpts{raw: true, writeGrace: 300 * time.Millisecond, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=3000"}})
+	h.handshake()
+	h.ready()
+	h.callThenCancel("w1", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "never answered"}, 100*time.Millisecond)
+	h.eventually("word of the write given up", func() bool {
+		return strings.Contains(h.logs.String(), "did not answer a write within the write grace")
+	})
+}

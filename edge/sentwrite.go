@@ -1,0 +1,96 @@
+package edge
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// A write sent to the local palace is applied there whatever becomes of
+// its call: MemPalace does not stop a tool call on notifications/cancelled,
+// and a palace being stopped finishes the call it is in. So once sent, the
+// edge waits for the local answer (and queues the write) even when the
+// agent cancels the call or the edge stops, for at most WriteGrace after
+// that; and the edge stops its local palace only once those writes are
+// answered (waitWrites), or the grace is over.
+
+// sentWrites counts the writes sent to the local palace that are not yet
+// answered and queued.
+type sentWrites struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil when nobody waits
+}
+
+func (w *sentWrites) add() {
+	w.mu.Lock()
+	w.n++
+	w.mu.Unlock()
+}
+
+func (w *sentWrites) done() {
+	w.mu.Lock()
+	w.n--
+	if w.n == 0 && w.idle != nil {
+		close(w.idle)
+		w.idle = nil
+	}
+	w.mu.Unlock()
+}
+
+// wait returns once no write is in flight (0, nil), or when ctx ends: how
+// many still are, and ctx's error.
+func (w *sentWrites) wait(ctx context.Context) (int, error) {
+	w.mu.Lock()
+	if w.n == 0 {
+		w.mu.Unlock()
+		return 0, nil
+	}
+	if w.idle == nil {
+		w.idle = make(chan struct{})
+	}
+	idle := w.idle
+	w.mu.Unlock()
+	select {
+	case <-idle:
+		return 0, nil
+	case <-ctx.Done():
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.n, ctx.Err()
+	}
+}
+
+// sendingWrite is the context a write to the local palace runs on from
+// the moment it is sent: the call's cancel (the agent's, or the edge
+// stopping) does not end it, WriteGrace after that cancel does. end
+// releases it once the write is answered and queued.
+func (e *Edge) sendingWrite(ctx context.Context) (wctx context.Context, end func()) {
+	e.writes.add()
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(e.cfg.WriteGrace)
+		defer t.Stop()
+		select {
+		case <-wctx.Done():
+		case <-t.C:
+			cancel()
+		}
+	})
+	return wctx, func() {
+		stop()
+		cancel()
+		e.writes.done()
+	}
+}
+
+// waitWrites holds the stop (before the local palace is stopped) until
+// the writes already sent to it are answered and queued, at most
+// WriteGrace.
+func (e *Edge) waitWrites() {
+	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.WriteGrace)
+	defer cancel()
+	if n, err := e.writes.wait(ctx); err != nil {
+		e.log.Error("stopping: writes sent to the local palace are still unanswered after the write grace; if it applies them, they are not replicated", "writes", n, "grace", e.cfg.WriteGrace)
+	}
+}
