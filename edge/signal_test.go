@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/testbed"
 )
@@ -243,9 +244,8 @@ func TestSignalMidWriteKeepsTheWrite(t *testing.T) {
 }
 
 // A local palace that never answers a cancelled write is not waited for
-// past the write grace: the edge gives it up and says so in its log (the
-// write is not queued: nobody knows it was applied), and the session goes
-// on.
+// past the write grace: the edge gives it up, says so in its log, and
+// queues it all the same (the local palace may still apply it).
 func TestCancelledWriteGivenUpAfterTheWriteGrace(t *testing.T) {
 	h := start(t, harnessOpts{raw: true, writeGrace: 300 * time.Millisecond, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=3000"}})
 	h.handshake()
@@ -254,4 +254,35 @@ func TestCancelledWriteGivenUpAfterTheWriteGrace(t *testing.T) {
 	h.eventually("word of the write given up", func() bool {
 		return strings.Contains(h.logs.String(), "did not answer a write within the write grace")
 	})
+	h.eventually("the given-up write on the primary", func() bool { return h.primary.Dump().CountContent("never answered") == 1 })
+}
+
+// SIGTERM with a write at a local palace that does not answer within the
+// write grace either: the edge stops it and queues the write for the
+// primary (it may or may not be applied locally; queued, it is not lost),
+// and Serve returns.
+func TestSignalMidWriteUnansweredPastTheWriteGrace(t *testing.T) {
+	h := start(t, harnessOpts{raw: true, stopGrace: 100 * time.Millisecond, writeGrace: 300 * time.Millisecond, primaryDown: true,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000"}})
+	h.handshake()
+	h.ready()
+	if _, err := h.in.Write([]byte(signalWrite)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // at the local palace
+	h.stop()
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Serve did not return 10s after its context ended\n%s", h.logs)
+	}
+	ob, err := outbox.Open(filepath.Join(h.palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatalf("outbox: %v", err)
+	}
+	defer ob.Close()
+	ops, err := ob.List(context.Background(), 100, outbox.Queued, outbox.Inflight, outbox.Done, outbox.Dead)
+	if err != nil || len(ops) != 1 || ops[0].Tool != "mempalace_add_drawer" {
+		t.Errorf("outbox after a stop mid-write: %+v %v\n%s", ops, err, h.logs)
+	}
 }
