@@ -40,7 +40,12 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		return e.writeWithoutLocal(ctx, c, oldWing, lerr)
 	}
 	if lerr != nil && ctx.Err() != nil {
-		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled; if it applies it, it is not replicated", "tool", c.name, "grace", e.cfg.WriteGrace)
+		// Given up (the write grace is over): the local palace may still
+		// apply it, so it is queued all the same; if it never does, the
+		// primary has a write this palace lacks, which reads show.
+		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled or the edge stopped; it is queued for the primary all the same (the local palace may or may not apply it)", "tool", c.name, "grace", e.cfg.WriteGrace)
+		e.lift(context.WithoutCancel(ctx), c)
+		e.queue(ctx, c, oldWing)
 	}
 	res, err := localAnswer(raw, lerr)
 	if err != nil || res == nil {

@@ -12,7 +12,9 @@ import (
 // edge waits for the local answer (and queues the write) even when the
 // agent cancels the call or the edge stops, for at most WriteGrace after
 // that; and the edge stops its local palace only once those writes are
-// answered (waitWrites), or the grace is over.
+// answered (waitWrites), or the grace is over. A write still unanswered
+// then is given up and queued all the same (write): the local palace may
+// or may not apply it, and queued it is not lost.
 
 // sentWrites counts the writes sent to the local palace that are not yet
 // answered and queued.
@@ -20,6 +22,20 @@ type sentWrites struct {
 	mu   sync.Mutex
 	n    int
 	idle chan struct{} // closed when n drops to 0; nil when nobody waits
+	// over ends when the edge stops waiting for them (waitWrites' grace
+	// is over): every write in flight is given up at once.
+	over      context.Context
+	giveUpAll context.CancelFunc
+}
+
+// givenUp is the context that ends when every write in flight is given up.
+func (w *sentWrites) givenUp() context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.over == nil {
+		w.over, w.giveUpAll = context.WithCancel(context.Background())
+	}
+	return w.over
 }
 
 func (w *sentWrites) add() {
@@ -77,8 +93,10 @@ func (e *Edge) sendingWrite(ctx context.Context) (wctx context.Context, end func
 			cancel()
 		}
 	})
+	stopAll := context.AfterFunc(e.writes.givenUp(), cancel)
 	return wctx, func() {
 		stop()
+		stopAll()
 		cancel()
 		e.writes.done()
 	}
@@ -91,6 +109,13 @@ func (e *Edge) waitWrites() {
 	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.WriteGrace)
 	defer cancel()
 	if n, err := e.writes.wait(ctx); err != nil {
-		e.log.Error("stopping: writes sent to the local palace are still unanswered after the write grace; if it applies them, they are not replicated", "writes", n, "grace", e.cfg.WriteGrace)
+		e.log.Error("stopping: writes sent to the local palace are still unanswered after the write grace: given up, and queued for the primary (the local palace, being stopped, may or may not apply them)", "writes", n, "grace", e.cfg.WriteGrace)
+		e.writes.givenUp()
+		e.writes.giveUpAll()
+		// Each is queued at once, then done (bounded all the same). The
+		// edge is stopping: a write sent after this is given up as it is sent.
+		qctx, cancel := context.WithTimeout(context.Background(), e.cfg.StopGrace)
+		defer cancel()
+		e.writes.wait(qctx)
 	}
 }
