@@ -74,10 +74,14 @@ type Server struct {
 	bin   *trash.Store // opened by Trash
 
 	prov *provenance.Store // who wrote what (opened by Open)
+
+	// instance is the hold on the audit log (one gateway per log).
+	instance *instanceLock
 }
 
 // Open loads the configuration, the runtime state, the secret and the
-// audit log.
+// audit log, which it holds until Close: a second Server on the same
+// audit log is refused (instance.go).
 func (s *Server) Open() error {
 	if s.Now == nil {
 		s.Now = time.Now
@@ -97,11 +101,19 @@ func (s *Server) Open() error {
 		return fmt.Errorf("secret_file: %w", err)
 	}
 	s.key = key
+	if err := os.MkdirAll(filepath.Dir(cfg.AuditLog), 0o700); err != nil {
+		return fmt.Errorf("audit_log: %w", err)
+	}
+	if s.instance, err = lockInstance(cfg.AuditLog); err != nil {
+		return err
+	}
 	if err := s.openAudit(cfg); err != nil {
+		s.instance.release()
 		return err
 	}
 	if s.prov, err = provenance.Open(cfg.ProvenancePath()); err != nil {
 		s.audit.Close() // the index's error is the one to report
+		s.instance.release()
 		return fmt.Errorf("provenance_file: %w", err)
 	}
 	// Tool calls on a connection dialled ahead (serve closes each one);
@@ -232,7 +244,8 @@ func (s *Server) Trash() (*trash.Store, error) {
 	return st, nil
 }
 
-// Close closes the audit log, the trash and the provenance index.
+// Close closes the audit log, the trash and the provenance index, and
+// lets another gateway open the log.
 func (s *Server) Close() error {
 	s.binMu.Lock()
 	bin := s.bin
@@ -251,5 +264,6 @@ func (s *Server) Close() error {
 	if s.warm != nil {
 		s.warm.Close()
 	}
+	s.instance.release() // last: the log is closed
 	return err
 }

@@ -24,7 +24,9 @@ unless --no-upstream-token says the upstream has none. There is no implicit
 0.0.0.0: bind the docker0 gateway address behind the tunnel (RFC 001 §6.2);
 a wildcard needs --allow-wildcard. An --upstream it cannot use (no scheme, no
 /mcp path, credentials) and a missing config are refused before it listens,
-each with its fix. The config reloads on change and on SIGHUP.`
+each with its fix. One gateway per audit log: it holds <audit_log>.lock
+while it runs, and a second one is refused with the holder's pid. The
+config reloads on change and on SIGHUP.`
 
 // newGatewayCmd is `gateway` (it serves: gateway_serve.go) and its
 // operator subcommands, which share --config.
