@@ -214,14 +214,10 @@ func allOps(ctx context.Context, s *outbox.Store) (map[string]outbox.Op, error) 
 	return out, nil
 }
 
-// priorOps indexes an earlier run's ops by the write they carry; of two
-// ops for one write, one that reached the primary wins.
-func priorOps(ctx context.Context, s *outbox.Store) (map[string]outbox.Op, error) {
+// priorOps indexes earlier runs' ops (allOps) by the write they carry;
+// of two ops for one write, one that reached the primary wins.
+func priorOps(ops map[string]outbox.Op) map[string]outbox.Op {
 	out := map[string]outbox.Op{}
-	ops, err := allOps(ctx, s) // none without a store
-	if err != nil {
-		return nil, err
-	}
 	for _, op := range ops {
 		var args map[string]any
 		if json.Unmarshal(op.Payload, &args) != nil {
@@ -233,5 +229,5 @@ func priorOps(ctx context.Context, s *outbox.Store) (map[string]outbox.Op, error
 		}
 		out[k] = op
 	}
-	return out, nil
+	return out
 }

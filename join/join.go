@@ -95,12 +95,18 @@ type Excluded struct {
 
 // Report is the join's outcome (--json prints it as one object).
 type Report struct {
-	Sent       map[string]int `json:"sent"`
-	Skipped    map[string]int `json:"skipped"`
-	Excluded   Excluded       `json:"excluded"`
-	Verified   int            `json:"verified"`
-	Mismatches []Mismatch     `json:"mismatches"`
-	Failed     []Failure      `json:"failed"`
+	Sent    map[string]int `json:"sent"`
+	Skipped map[string]int `json:"skipped"`
+	// SentQueuedEarlier: records an earlier run queued (and was stopped
+	// before sending) that this run sent, and that are none of this run's
+	// writes (the local record changed or went, or the flags did). A write
+	// of this run that such a record had just put on the primary is in
+	// Sent, not Skipped.
+	SentQueuedEarlier map[string]int `json:"sent_queued_earlier"`
+	Excluded          Excluded       `json:"excluded"`
+	Verified          int            `json:"verified"`
+	Mismatches        []Mismatch     `json:"mismatches"`
+	Failed            []Failure      `json:"failed"`
 
 	Target string `json:"target"`
 	DryRun bool   `json:"dry_run,omitempty"`
@@ -125,9 +131,9 @@ type Report struct {
 func (r Report) OK() bool { return len(r.Failed) == 0 && len(r.Mismatches) == 0 }
 
 func newReport(target string) Report {
-	r := Report{Sent: map[string]int{}, Skipped: map[string]int{}, Manifest: map[string]int{}, Pending: map[string]int{}, Calls: map[string]int{}, Seconds: map[string]float64{}, Target: target, Mismatches: []Mismatch{}, Failed: []Failure{}, Excluded: Excluded{Wings: []string{}}}
+	r := Report{Sent: map[string]int{}, Skipped: map[string]int{}, SentQueuedEarlier: map[string]int{}, Manifest: map[string]int{}, Pending: map[string]int{}, Calls: map[string]int{}, Seconds: map[string]float64{}, Target: target, Mismatches: []Mismatch{}, Failed: []Failure{}, Excluded: Excluded{Wings: []string{}}}
 	for _, k := range Kinds {
-		r.Sent[k], r.Skipped[k], r.Pending[k], r.Manifest[k] = 0, 0, 0, 0
+		r.Sent[k], r.Skipped[k], r.SentQueuedEarlier[k], r.Pending[k], r.Manifest[k] = 0, 0, 0, 0, 0
 	}
 	return r
 }

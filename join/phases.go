@@ -31,20 +31,25 @@ type joining struct {
 	rep    Report
 	began  time.Time // of the phase being timed (lap)
 
-	local     Caller // the local palace (nil with --resume)
-	stopLocal func() // stops its server
-	man       Manifest
-	store     *outbox.Store        // nil on a dry run with no earlier join
-	prior     map[string]outbox.Op // what earlier runs queued, by write
-	planned   []planned            // the writes of this run, in order
-	cp        TargetState          // this target's checkpoint, as it goes
-	primary   *edge.Primary        // set by drain
-	sent      Caller               // the primary, counted
-	final     map[string]outbox.Op // the ops after the drain, by id
-	targets   []verifyTarget       // sent or found: verifiable by content
-	wrote     []writtenRecord      // sent by this run with no server guard
-	diaries   map[string]bool      // diary wings to list on the primary
-	left      int                  // ops still queued after the drain
+	local         Caller // the local palace (nil with --resume)
+	stopLocal     func() // stops its server
+	man           Manifest
+	store         *outbox.Store        // nil on a dry run with no earlier join
+	prior         map[string]outbox.Op // what earlier runs queued, by write
+	settledBefore map[string]bool      // the ids of the ops earlier runs settled
+	planned       []planned            // the writes of this run, in order
+	cp            TargetState          // this target's checkpoint, as it goes
+	primary       *edge.Primary        // set by drain
+	sent          Caller               // the primary, counted
+	final         map[string]outbox.Op // the ops after the drain, by id
+	targets       []verifyTarget       // sent or found: verifiable by content
+	wrote         []writtenRecord      // sent by this run with no server guard
+	// landed is what ops an earlier run queued put on the primary in this
+	// run (by the id the primary gave it: its kind), none of them a write
+	// of this run: a write of this run found there is one this run sent.
+	landed  map[string]string
+	diaries map[string]bool // diary wings to list on the primary
+	left    int             // ops still queued after the drain
 }
 
 // planned is one write of the plan and what earlier runs did with it.
@@ -196,11 +201,16 @@ func (j *joining) plan(ctx context.Context) *Failure {
 		}
 		j.store = store
 	}
-	prior, err := priorOps(ctx, j.store)
+	ops, err := allOps(ctx, j.store) // none without a store
 	if err != nil {
 		return &Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()}
 	}
-	j.prior = prior
+	j.prior, j.settledBefore = priorOps(ops), map[string]bool{}
+	for id, op := range ops {
+		if op.State == outbox.Done {
+			j.settledBefore[id] = true
+		}
+	}
 	if j.o.Resume {
 		j.man.Records = j.resumed()
 	}
@@ -335,6 +345,7 @@ func (j *joining) settle(ctx context.Context) {
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
 	}
 	j.final, j.diaries = final, map[string]bool{}
+	j.sentForEarlier()
 	for _, pl := range j.planned {
 		op, ok := final[pl.op.ID]
 		switch {
@@ -348,11 +359,59 @@ func (j *joining) settle(ctx context.Context) {
 			j.rep.Failed = append(j.rep.Failed, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: "not sent yet (" + op.State.String() + "): " + errText(op.Error) + "; run devbox-config join again to resume"})
 		}
 	}
+	for _, kind := range j.landed { // none of this run's writes
+		j.rep.SentQueuedEarlier[kind]++
+	}
 	for _, op := range final {
 		if op.State == outbox.Queued || op.State == outbox.Inflight {
 			j.left++
 		}
 	}
+}
+
+// sentForEarlier finds the ops an earlier run queued, and stopped before
+// sending, that this run sent and that are none of this run's writes (a
+// write of this run differs when the local record or the flags did: an
+// interrupted join with --origin-device, run again without it). Each one
+// that put a record on the primary is in landed by the id the primary
+// gave it; one that names none is counted as sent for the earlier run
+// at once.
+func (j *joining) sentForEarlier() {
+	mine := map[string]bool{}
+	for _, pl := range j.planned {
+		mine[pl.op.ID] = true
+	}
+	j.landed = map[string]string{}
+	for id, op := range j.final {
+		if op.State != outbox.Done || len(op.Error) != 0 || j.settledBefore[id] || mine[id] {
+			continue
+		}
+		res := resultOf(op)
+		switch pid := primaryID(res); {
+		case alreadyThere(res):
+		case pid != "":
+			j.landed[pid] = kindOfTool(op.Tool)
+		default:
+			j.rep.SentQueuedEarlier[kindOfTool(op.Tool)]++
+		}
+	}
+}
+
+// resultOf is the primary's answer an op recorded (nil: none readable).
+func resultOf(op outbox.Op) map[string]any {
+	var res map[string]any
+	json.Unmarshal(op.Result, &res) // unreadable reads as an answer naming nothing
+	return res
+}
+
+// primaryID is the id the primary's answer gives the record ("": none).
+func primaryID(res map[string]any) string {
+	return cmp.Or(str(res, "drawer_id"), str(res, "entry_id"))
+}
+
+// alreadyThere reports an answer that found the record on the primary.
+func alreadyThere(res map[string]any) bool {
+	return str(res, "skipped") != "" || str(res, "reason") == "already_exists"
 }
 
 // settled counts one write the primary has: sent by this run, or skipped
@@ -365,9 +424,14 @@ func (j *joining) settled(pl planned, op outbox.Op) {
 		// one still reached the primary; it only names no id.
 		j.log.Warn("the join outbox's record of an answer is unreadable", "op", op.Short(), "err", err)
 	}
-	if pl.sent || str(res, "skipped") != "" || str(res, "reason") == "already_exists" {
+	id := primaryID(res)
+	_, landed := j.landed[id]
+	if pl.sent || alreadyThere(res) && (id == "" || !landed) {
 		j.rep.Skipped[pl.rec.Kind]++
 	} else {
+		// Sent now, or put there just before by an op an earlier run
+		// queued for it (this run sent that op).
+		delete(j.landed, id)
 		j.rep.Sent[pl.rec.Kind]++
 		if pl.rec.Kind == Diaries || pl.rec.Closed {
 			j.wrote = append(j.wrote, writtenRecord{pl.rec, str(res, "entry_id")})
@@ -376,7 +440,6 @@ func (j *joining) settled(pl planned, op outbox.Op) {
 	if pl.rec.LocalID == "" {
 		return
 	}
-	id := cmp.Or(str(res, "drawer_id"), str(res, "entry_id"))
 	if id == "" && pl.rec.Kind == Diaries {
 		j.diaries[pl.rec.Wing] = true
 	}
@@ -443,7 +506,7 @@ func (j *joining) equalEntries() map[string]int {
 // something did; in_progress while ops are queued. A checkpoint that
 // cannot be written is a failure.
 func (j *joining) checkpoint() {
-	j.cp.Counts = map[string]map[string]int{"sent": j.rep.Sent, "skipped": j.rep.Skipped}
+	j.cp.Counts = map[string]map[string]int{"sent": j.rep.Sent, "skipped": j.rep.Skipped, "sent_queued_earlier": j.rep.SentQueuedEarlier}
 	if j.left == 0 {
 		j.cp.State = StateFailed
 		if j.rep.OK() {

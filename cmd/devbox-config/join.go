@@ -179,6 +179,9 @@ func printJoin(w io.Writer, r join.Report) {
 		fmt.Fprintf(w, "join to %s\n", r.Target)
 		fmt.Fprintf(w, "sent      %s\n", kinds(r.Sent))
 		fmt.Fprintf(w, "skipped   %s (already on the primary)\n", kinds(r.Skipped))
+		if n := r.SentQueuedEarlier; n[join.Drawers]+n[join.Diaries]+n[join.Facts] > 0 {
+			fmt.Fprintf(w, "also sent %s (queued by an earlier run, no longer among this run's records)\n", kinds(n))
+		}
 	}
 	if len(r.Excluded.Wings) > 0 {
 		fmt.Fprintf(w, "excluded  %s (local in policy.json)\n", strings.Join(r.Excluded.Wings, ", "))
