@@ -45,7 +45,7 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		// primary has a write this palace lacks, which reads show.
 		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled or the edge stopped; it is queued for the primary all the same (the local palace may or may not apply it)", "tool", c.name, "grace", e.cfg.WriteGrace)
 		e.lift(context.WithoutCancel(ctx), c)
-		e.queue(ctx, c, oldWing)
+		e.queue(ctx, c, oldWing, "") // no answer: the local entry id is unknown
 	}
 	res, err := localAnswer(raw, lerr)
 	if err != nil || res == nil {
