@@ -20,8 +20,9 @@ type Mode string
 
 const (
 	// Solitary is the default: the harness talks to a local stdio
-	// mempalace-mcp (R1). With no mempalace-mcp on PATH nothing is
-	// registered at all (R5).
+	// mempalace-mcp (R1). With no mempalace-mcp on PATH no entry is added
+	// where there is none (R5); one already there stays the local stdio
+	// entry (R1: render's PATH need not be the login shell's).
 	Solitary Mode = "solitary"
 	// Remote talks straight to the primary over HTTP; no local palace.
 	Remote Mode = "remote"
@@ -86,8 +87,11 @@ func (s Settings) NoURL() string {
 	return EnvRemoteURL + " unset"
 }
 
-// Register reports whether a harness should have a mempalace entry at all.
-// Only solitary mode without a local server registers nothing (R5).
+// Register reports whether a harness gets a mempalace entry where it has
+// none. Only solitary mode without a local server adds none (R5). It never
+// removes one: an entry already there stays the local stdio one, as it
+// was before devbox-config (R1), because mempalace-mcp may be on the login
+// shell's PATH but not on render's (pipx installs it in ~/.local/bin).
 func (s Settings) Register() bool {
 	return s.Mode != Solitary || s.LocalServerFound
 }
@@ -189,7 +193,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	}
 	if s.Mode == Solitary && !s.LocalServerFound {
 		warn(LocalServer, "nothing, if this devbox is meant to run without MemPalace; else install it (pip install mempalace) so "+LocalServer+" is on PATH",
-			"not on PATH: no mempalace server is registered (solitary mode without MemPalace)")
+			"not on PATH: no mempalace entry is added where there is none; an entry already there stays the local stdio one (it may be on a login shell's PATH, e.g. pipx's ~/.local/bin)")
 	}
 
 	if v := get(EnvAgentName); v != "" {

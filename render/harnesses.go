@@ -93,7 +93,7 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 		}
 	}
 	creates := explicit || rec.Scope == harness.Always || (rec.Scope == harness.OptIn && present)
-	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates}
+	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates, noInsert: !s.Register()}
 	return m.plan(opts, r, f)
 }
 

@@ -45,6 +45,11 @@ type managed struct {
 	desired []byte   // nil: nothing must be registered
 	mode    string
 	creates bool // create the file if it does not exist
+	// noInsert: solitary without mempalace-mcp on render's PATH. No entry
+	// is added where there is none (R5), but one already there is planned
+	// as usual, so it stays the local stdio entry (R1: the login shell's
+	// PATH may have it, e.g. pipx's ~/.local/bin).
+	noInsert bool
 }
 
 // plan applies the decision table to one managed subtree: decide reads
@@ -55,10 +60,18 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 		r.Action = ActionNotPresent
 		return r
 	}
-	if f.data == nil && m.desired == nil {
-		// R5 on a fresh HOME: nothing to register, so no file at all.
-		r.Action = "unchanged"
-		return r
+	if m.noInsert {
+		if f.data == nil {
+			// R5 on a fresh HOME: nothing to register, so no file at all.
+			r.Action = "unchanged"
+			return r
+		}
+		if has, err := f.doc.Has(m.pointer...); err == nil && !has {
+			// R5: no entry to keep and none to add; nothing is written,
+			// not even the record (a deletion it remembers stays one).
+			r.Action = "unchanged"
+			return r
+		}
 	}
 	d, err := m.decide(opts, f)
 	r.Warnings = append(r.Warnings, d.warnings...)

@@ -37,13 +37,11 @@ func (d data) Token() (string, error) {
 }
 
 // Entry returns the standard JSON of the managed entry that the template
-// src (named name in errors) gives in the settings s, or nil when nothing
-// must be registered (R5). tokenRef is the harness's reference to the
-// token's variable ("" if it has none).
+// src (named name in errors) gives in the settings s. Whether it is added
+// where there is none is render's decision (ladder.Settings.Register).
+// tokenRef is the harness's reference to the token's variable ("" if it
+// has none).
 func Entry(name, src string, s ladder.Settings, tokenRef string) ([]byte, error) {
-	if !s.Register() {
-		return nil, nil
-	}
 	if src == "" {
 		return nil, fmt.Errorf("no template for %s in %s mode", name, s.Mode)
 	}
