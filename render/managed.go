@@ -147,39 +147,28 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 // describe turns a decision into the changes it needs: the config, the
 // .proposed sidecar and the record, as bytes before and after.
 func (m managed) describe(r Result, f loaded, d decision, now time.Time) Result {
-	edited, kept, err := m.renditions(d.action, f)
+	edited, err := m.rendition(d.action, f)
 	if err != nil {
 		return skipped(r, "%s: %v", m.file, err)
 	}
 	if d.action == merge.KeepEdit || d.action == merge.KeepDeleted {
-		return m.describeKept(r, f, d, edited, kept)
+		return m.describeKept(r, f, d, edited)
 	}
 	return m.describeWritten(r, f, d, edited, now)
 }
 
-// renditions are the file with the managed subtree set to the
-// environment's value (edited: for the file, or for the .proposed sidecar)
-// and the file as it is (kept), each with "$schema" when the target wants
-// it. edited is built only when needed: the common start, where nothing
-// changes, parses every file once and edits none.
-func (m managed) renditions(action merge.Action, f loaded) (edited, kept []byte, err error) {
-	kept = f.data
-	if action != merge.Unchanged && action != merge.KeepDeleted {
-		if edited, err = m.edit(f.doc, f.data); err != nil {
-			return nil, nil, err
-		}
+// rendition is the file with the managed subtree set to the environment's
+// value (for the file, or for the .proposed sidecar). It is built only
+// when needed: the common start, where nothing changes, parses every file
+// once and edits none.
+func (m managed) rendition(action merge.Action, f loaded) ([]byte, error) {
+	switch action {
+	case merge.Unchanged:
+		return f.data, nil
+	case merge.KeepDeleted:
+		return nil, nil
 	}
-	if jd, ok := f.doc.(*merge.Doc); ok && m.rec.Schema != "" && f.data != nil {
-		if has, _ := f.doc.Has("$schema"); !has {
-			if kept, err = m.ensureSchema(jd.Clone(), f.data); err != nil {
-				return nil, nil, err
-			}
-		}
-	}
-	if action == merge.Unchanged {
-		edited = kept
-	}
-	return edited, kept, nil
+	return m.edit(f.doc, f.data)
 }
 
 // describeWritten: the environment's value goes into the file (insert,
@@ -212,13 +201,9 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 	return r
 }
 
-// describeKept: the user's value stays (only "$schema" may still be added:
-// opencode would add it itself, less carefully); an edit gets the
-// environment's value in the .proposed sidecar, a deletion none.
-func (m managed) describeKept(r Result, f loaded, d decision, edited, kept []byte) Result {
-	if !bytes.Equal(kept, f.data) {
-		r.Changes = append(r.Changes, Change{Path: m.file, Real: f.real, Old: f.data, New: kept, Perm: f.perm, Backup: true})
-	}
+// describeKept: the user's value stays, and the file with it; an edit
+// gets the environment's value in the .proposed sidecar, a deletion none.
+func (m managed) describeKept(r Result, f loaded, d decision, edited []byte) Result {
 	switch {
 	case d.action == merge.KeepEdit:
 		r.ProposedFile = m.file + ".proposed"
@@ -252,8 +237,9 @@ func (d decision) pending(target string, newRecord fingerprint.Record) fingerpri
 }
 
 // edit returns data (parsed as doc, which is left as it is) with the
-// managed subtree set to the desired value (or removed) and "$schema"
-// present when the target wants it.
+// managed subtree set to the desired value (or removed). A file render
+// creates (data nil) also gets the "$schema" the target wants; an existing
+// one never does: every byte outside the entry stays.
 func (m managed) edit(doc document, data []byte) ([]byte, error) {
 	doc, err := m.clone(doc, data)
 	if err != nil {
@@ -266,7 +252,7 @@ func (m managed) edit(doc document, data []byte) ([]byte, error) {
 	} else if err := doc.Set(m.desired, m.pointer...); err != nil {
 		return nil, err
 	}
-	if jd, ok := doc.(*merge.Doc); ok && m.rec.Schema != "" {
+	if jd, ok := doc.(*merge.Doc); ok && m.rec.Schema != "" && data == nil {
 		return m.ensureSchema(jd, data)
 	}
 	return ensureFinalNewline(doc.Bytes(), data), nil
