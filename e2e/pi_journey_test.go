@@ -252,9 +252,10 @@ func TestPiJourney(t *testing.T) {
 	agent := filepath.Join(h.Dir, ".pi", "agent")
 	os.MkdirAll(agent, 0o755)
 	// The user's pi: the mock model as its provider, and the adapter's file
-	// with a server of their own (piUserServer); no settings.json (pi
-	// writes none; render creates it from its template).
+	// with a server of their own (piUserServer), and an empty settings.json
+	// (render merges its template into it; it creates none, R1).
 	os.WriteFile(filepath.Join(agent, "models.json"), []byte(`{"providers": {"mock": {"baseUrl": "`+j.mock.URL+`/v1", "api": "openai-completions", "apiKey": "x", "models": [{"id": "mock-1"}]}}}`), 0o644)
+	os.WriteFile(filepath.Join(agent, "settings.json"), []byte("{}\n"), 0o644)
 	mcpFile := filepath.Join(agent, "mcp.json")
 	os.WriteFile(mcpFile, []byte(piUserMCP), 0o644)
 	j.cfg = mcpFile

@@ -35,10 +35,10 @@ func planSettings(opts Options, s ladder.Settings, rec harness.Record, explicit 
 	}
 	r.real = real
 	if data == nil {
-		// pi is not set up here (no agent dir) unless the target was asked
-		// for by name: creating files for a harness that is not installed
-		// would break R1's "no new files".
-		if !explicit && !dirExists(opts.Sys, dir) {
+		// Only when the target is asked for by name (Scope FileExists):
+		// a new file, even where pi is set up, would break R1's "no new
+		// files but render's record".
+		if !explicit {
 			r.Action = ActionNotPresent
 			return r
 		}

@@ -30,8 +30,8 @@ Targets:
             in the file that holds it, else opencode.jsonc, else opencode.json,
             else a new opencode.jsonc. Comments and formatting are kept.
   pi        ~/.pi/agent/settings.json ($PI_CODING_AGENT_DIR): keys missing from
-            the template are added; your values always win. PI_SETTINGS_MERGE=0
-            turns it off.
+            the template are added; your values always win. Created only if
+            --target names it. PI_SETTINGS_MERGE=0 turns it off.
   pi-mcp    ~/.pi/agent/mcp.json mcpServers.mempalace (pi-mcp-adapter), only if
             the file exists or --target names it.
   claude-code  ~/.claude.json ($CLAUDE_CONFIG_DIR) mcpServers.mempalace, under
