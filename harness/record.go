@@ -155,8 +155,9 @@ type Record struct {
 	// cannot (the entry names the variable, or the remote rung bridges).
 	EnvRef  string
 	Entries Entries
-	// Schema is a "$schema" value the file must hold (the harness would
-	// insert it itself, rewriting the file).
+	// Schema is the "$schema" value a file render creates starts with (the
+	// harness would insert it itself, rewriting the file). An existing
+	// file never gets it from render: every byte outside the entry stays.
 	Schema string
 	// Lock names the harness when it writes its own file under
 	// <file>.lock (proper-lockfile), which render then takes too.

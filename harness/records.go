@@ -26,7 +26,7 @@ func All() []Record {
 			Schema: "https://opencode.ai/config.json",
 			Adopts: fromOldGenerator,
 			Traps: []string{
-				"inserts \"$schema\" into a file without one, rewriting it (older builds dropped comments and wrote expanded secrets): render writes it first",
+				"inserts \"$schema\" into a file without one, rewriting it (older builds dropped comments and wrote expanded secrets): render writes it into a file it creates, never into an existing one (every byte outside the entry stays)",
 				"an unset {env:VAR} silently becomes \"\"",
 				"its Bun (1.3.14) pools the socket of a non-2xx answer that said Connection: close; serve answers the SDK's GET /mcp with one and closes, and the next tools/list fails: the remote entry sends Connection: close",
 				"deep-merges mcp.mempalace across config.json < opencode.json < opencode.jsonc",
