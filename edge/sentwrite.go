@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// A write sent to the local palace is applied there whatever becomes of
+// A write (a delete too) sent to the local palace is applied there whatever becomes of
 // its call: MemPalace does not stop a tool call on notifications/cancelled,
 // and a palace being stopped finishes the call it is in. So once sent, the
 // edge waits for the local answer (and queues the write) even when the

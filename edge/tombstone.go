@@ -53,6 +53,13 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		return e.local(ctx, c)
 	}
 	d := e.readDeletion(ctx, c)
+	if err := ctx.Err(); err != nil {
+		return nil, err // cancelled before it was sent: the local palace never saw it
+	}
+	// Sent, the local palace deletes whatever becomes of the call: its
+	// answer is waited for (bounded) and the delete kept (sentwrite.go).
+	ctx, end := e.sendingWrite(ctx)
+	defer end()
 	res, err := e.local(ctx, c)
 	if err != nil || res == nil {
 		return res, err
