@@ -1,0 +1,102 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// primaryIn is a primary whose MemPalace writes its naive timestamps in a
+// zone off hours from the edge's (a server in UTC, a devbox in Tokyo or
+// New York; or a clock that is off).
+func primaryIn(t *testing.T, hours int, release string) (*fakepalace.Palace, *fakepalace.HTTPServer) {
+	t.Helper()
+	_, off := time.Now().Zone()
+	zone := time.FixedZone(fmt.Sprintf("local%+dh", hours), off+hours*3600)
+	return testbed.Primary(t, fakepalace.Options{Dir: t.TempDir(), Version: release, Now: func() time.Time { return time.Now().In(zone) }}, fakepalace.HTTPOptions{Token: testToken})
+}
+
+func diaryCopies(pl *fakepalace.Palace, text string) int {
+	n := 0
+	for _, d := range pl.Dump().Drawers {
+		if d.Diary && d.Content == text {
+			n++
+		}
+	}
+	return n
+}
+
+func diaryCount(h *harness, agent, text string, lastN int) int {
+	m, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": lastN})
+	n := 0
+	es, _ := m["entries"].([]any)
+	for _, e := range es {
+		if en, _ := e.(map[string]any); en["content"] == text {
+			n++
+		}
+	}
+	return n
+}
+
+func statusOf(t *testing.T, palace, url string) Remaining {
+	t.Helper()
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := NewPrimary(url, func() string { return testToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 2 * time.Second})
+	defer p.Close()
+	r, err := CheckTombstones(context.Background(), s, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A diary entry deleted on a device whose zone (or clock) differs from the
+// primary's stays hidden, and the same text written again shows once:
+// the primary's stamps are its own naive local time and are never
+// compared with the device's (found by an outside tester with a devbox
+// in Asia/Tokyo and one in America/New_York, the primary in UTC).
+func TestADeletedDiaryEntryStaysHiddenAcrossTimezones(t *testing.T) {
+	for _, c := range []struct {
+		hours   int
+		release string
+	}{{-9, ""}, {5, ""}, {-9, "3.12.0"}, {5, "3.12.0"}} {
+		t.Run(fmt.Sprintf("primary %+dh %s", c.hours, c.release), func(t *testing.T) {
+			primary, srv := primaryIn(t, c.hours, c.release)
+			palace := filepath.Join(t.TempDir(), "palace")
+			const agent, text = "me", "diary tz: decided to ship"
+			t.Run("edge", func(t *testing.T) {
+				h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+				w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+				id, _ := w["entry_id"].(string)
+				h.eventually("the entry on the primary", func() bool { return diaryCopies(primary, text) == 1 })
+				if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id}); m["success"] != true {
+					t.Fatalf("deleting the entry: %v", m)
+				}
+				if n := diaryCount(h, agent, text, 50); n != 0 {
+					t.Fatalf("diary_read right after the delete shows the entry %d times, want 0", n)
+				}
+				h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+				h.eventually("the rewrite on the primary", func() bool { return diaryCopies(primary, text) == 2 })
+				if n := diaryCount(h, agent, text, 50); n != 1 {
+					t.Fatalf("diary_read after writing the same text again shows it %d times, want 1", n)
+				}
+			})
+			r := statusOf(t, palace, srv.URL())
+			if got := strings.Join(r.OnPrimary, "\n"); len(r.OnPrimary) != 1 || !strings.Contains(got, "diary entry of me") {
+				t.Fatalf("edge status names on the primary: %q, want the deleted entry's copy once", r.OnPrimary)
+			}
+		})
+	}
+}
