@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,33 +137,57 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 		if i >= maxRecordReads {
 			continue
 		}
-		rec := e.record(ctx, id)
+		rec, primary := e.record(ctx, id)
 		if d.wing == "" {
 			d.wing = gjson.Get(rec, "wing").String()
 		}
 		if meta := gjson.Get(rec, "metadata"); meta.Get("type").String() == "diary_entry" || meta.Get("agent").Exists() {
 			d.diary = true
-			d.marks = append(d.marks, outbox.Tombstone{Kind: outbox.TombDiary, Key: id, Agent: strings.ToLower(meta.Get("agent").String()),
-				Stamp: meta.Get("filed_at").String(), Text: gjson.Get(rec, "content").String()})
-			m := d.marks[len(d.marks)-1]
-			d.entries = append(d.entries, outbox.DeletedEntry{ID: id, Agent: m.Agent, Text: m.Text, Wing: gjson.Get(rec, "wing").String(),
-				Topic: meta.Get("topic").String(), Written: entryTime(m.Stamp, time.Local)})
+			mark := e.diaryMark(ctx, id, meta, gjson.Get(rec, "content").String(), primary)
+			d.marks = append(d.marks, mark)
+			d.entries = append(d.entries, outbox.DeletedEntry{ID: id, Agent: mark.Agent, Text: mark.Text, Wing: gjson.Get(rec, "wing").String(),
+				Topic: meta.Get("topic").String(), Written: entryTime(mark.Stamp, time.Local)})
 		}
 	}
 	return d
 }
 
 // record is a drawer's get_drawer answer (its object text; "" when
-// neither palace has it).
-func (e *Edge) record(ctx context.Context, id string) string {
+// neither palace has it), and whether it is the primary's.
+func (e *Edge) record(ctx context.Context, id string) (string, bool) {
 	c := getDrawer(id)
 	if t, ok := usable(e.localServer.Call(ctx, c.params)); ok {
-		return t
+		return t, false
 	}
 	if e.remote == nil || !e.remote.Up() {
-		return ""
+		return "", false
 	}
 	t, _ := usable(e.callPrimary(ctx, c, true))
+	return t, true
+}
+
+// diaryMark is the tombstone of the diary entry id (its record's metadata
+// and text, read from the primary when primary). It names the entry's
+// copy on the primary as the primary wrote it, never by a time of this
+// device's: the record itself when it is the primary's, else what the
+// primary answered this device's diary_write of it (or that write, still
+// unsent: its answer names the copy once it lands). An entry whose copy
+// is not known (not this device's write, or its op long pruned) hides
+// nothing on the primary.
+func (e *Edge) diaryMark(ctx context.Context, id string, meta gjson.Result, text string, primary bool) outbox.Tombstone {
+	t := outbox.Tombstone{Kind: outbox.TombDiary, Key: id, Agent: strings.ToLower(meta.Get("agent").String()), Stamp: meta.Get("filed_at").String(), Text: text}
+	if primary {
+		t.Copies = []string{t.Stamp}
+		return t
+	}
+	stamp, op, err := e.outbox.DiaryCopy(ctx, t.Agent, text, entryTime(t.Stamp, time.Local))
+	if err != nil {
+		e.log.Warn("a deleted diary entry's write not found in the outbox: merged reads may show its copy on the primary", "err", err)
+	}
+	if stamp != "" {
+		t.Copies = []string{stamp}
+	}
+	t.WriteOp = op
 	return t
 }
 
@@ -362,20 +387,18 @@ func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *
 }
 
 // diaryHides reports a primary diary entry a tombstone names: the same
-// agent and text (a chunk of it, for a long entry), written at the
-// deleted entry's time or later, and before this device wrote that text
-// again (if it has). The primary's copy of an entry this device wrote was
-// written when the outbox sent it, later than the local one, and under
-// another id, so an equal timestamp alone would miss it; the copy of the
-// rewrite was sent after the rewrite, and is not the deleted one.
+// agent and text (a chunk of it, for a long entry), with the timestamp of
+// one of the deleted entry's copies, exactly as the primary wrote it. No
+// time of this device's is compared with the primary's (a 3.11 primary
+// writes its own naive local time: another zone, another clock), so the
+// same text written again, another copy, is never hidden.
 func (t tombs) diaryHides(agent string, en gjson.Result) bool {
-	content := en.Get("content").String()
-	if content == "" {
+	content, at := en.Get("content").String(), en.Get("timestamp").String()
+	if content == "" || at == "" {
 		return false
 	}
-	at := entryTime(en.Get("timestamp").String(), time.Local)
 	for _, x := range t.diary {
-		if x.Agent == agent && strings.Contains(x.Text, content) && !at.Before(entryTime(x.Stamp, time.Local)) && (x.Lifted.IsZero() || at.Before(x.Lifted)) {
+		if x.Agent == agent && strings.Contains(x.Text, content) && slices.Contains(x.Copies, at) {
 			return true
 		}
 	}

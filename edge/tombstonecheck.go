@@ -96,6 +96,9 @@ func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone) (string, err
 		}
 		return fmt.Sprintf("source %s still has drawers on the primary%s: an admin device or the operator deletes them (delete_by_source)", t.Key, pending), nil
 	}
+	if len(t.Copies) == 0 {
+		return "", nil // no copy of it on the primary is known: nothing to name
+	}
 	res, err := ask(ctx, p, "diary_read", map[string]any{"agent_name": t.Agent, "last_n": 100})
 	if err != nil {
 		return "", err

@@ -41,6 +41,18 @@ func (s *Store) setUp(log *slog.Logger) error {
 			return fmt.Errorf("migrating an older outbox's tombstones: %w", err)
 		}
 	}
+	for _, col := range []string{"copies", "write_op"} {
+		// an edge before diary tombstones named the primary's copies: an
+		// older diary tombstone hides nothing more (its stamp was the
+		// device's, not comparable with the primary's)
+		if missing, err := columnMissing(tx, "tombstones", col); err != nil {
+			return err
+		} else if missing {
+			if _, err := tx.ExecContext(ctx, `ALTER TABLE tombstones ADD COLUMN `+col+` TEXT NOT NULL DEFAULT ''`); err != nil {
+				return fmt.Errorf("migrating an older outbox's tombstones: %w", err)
+			}
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}

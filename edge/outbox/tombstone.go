@@ -2,19 +2,30 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // Tombstones: what this device deleted, so merged reads never show the
 // primary's copy of it (issue 27). A drawer or source tombstone is kept
 // until the device writes the same content again (Lift: the same drawer
-// id, so the primary's copy is the new write's). A diary tombstone is kept
-// then too, bounded at the rewrite (lifted_at): the primary's copy of the
-// deleted entry has another id than the new entry's and stays hidden; the
-// new entry's copy, written there after the rewrite, shows. Any tombstone
-// goes once the delete it rode with reached the primary (settleDone: the
+// id, so the primary's copy is the new write's). A diary entry's copy on
+// the primary has another id and the primary's own timestamp (naive local
+// time on a 3.11 primary: never comparable with this device's), so its
+// tombstone names that copy as the primary wrote it: copies, the
+// timestamps the primary gave it (its answer to this device's
+// diary_write, or its record when the entry was read from there), and
+// write_op, this device's diary_write of it still unsent at the delete,
+// whose answer (ops.result_json) names the copy once it lands. The same
+// text written again is another copy, never hidden. Any tombstone goes
+// once the delete it rode with reached the primary (settleDone: the
 // primary's copy is gone then, in its gateway's trash). An operator's drop
 // or delivered leaves it.
 const tombstoneSchema = `
@@ -27,6 +38,8 @@ CREATE TABLE IF NOT EXISTS tombstones(
   op_id      TEXT NOT NULL DEFAULT '',
   created_at INTEGER NOT NULL,
   lifted_at  INTEGER NOT NULL DEFAULT 0,
+  copies     TEXT NOT NULL DEFAULT '',
+  write_op   TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(kind, key)
 ) WITHOUT ROWID;
 `
@@ -40,8 +53,9 @@ const (
 	// TombSource: every drawer of a source (delete_by_source), by the
 	// source_file it named.
 	TombSource TombKind = "source"
-	// TombDiary: a diary entry, by agent, timestamp and text (diary_read
-	// answers carry no id). Key is the entry's drawer id.
+	// TombDiary: a diary entry, by agent and text and the primary's
+	// timestamps of its copies (diary_read answers carry no id). Key is
+	// the entry's drawer id.
 	TombDiary TombKind = "diary"
 )
 
@@ -51,13 +65,20 @@ type Tombstone struct {
 	// Key is the drawer id (drawer, diary) or the source_file (source).
 	Key string
 	// Agent (lower-cased, as diary_read answers it), Stamp (the entry's
-	// timestamp as MemPalace wrote it) and Text: a diary entry's.
+	// timestamp as the palace it was read from wrote it) and Text: a
+	// diary entry's.
 	Agent, Stamp, Text string
+	// Copies are the timestamps, exactly as the primary wrote them, of
+	// the diary entry's copies there (none known: nothing to hide).
+	Copies []string
+	// WriteOp is this device's diary_write of the entry, unsent at the
+	// delete: its copy's timestamp joins Copies once it lands.
+	WriteOp string
 	// OpID is the queued delete that carries it to the primary ("": none).
 	OpID    string
 	Created time.Time
 	// Lifted is when this device wrote a diary tombstone's text again
-	// (zero: not yet): the tombstone hides only the copies stamped before.
+	// (zero: not yet). Informational: what a tombstone hides is Copies.
 	Lifted time.Time
 }
 
@@ -69,8 +90,8 @@ func (s *Store) AddTombstones(ctx context.Context, ts []Tombstone) error {
 	}
 	defer tx.Rollback() // after Commit, a no-op
 	for _, t := range ts {
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tombstones(kind, key, agent, stamp, text, op_id, created_at, lifted_at) VALUES(?,?,?,?,?,?,?,?)`,
-			string(t.Kind), t.Key, t.Agent, t.Stamp, t.Text, t.OpID, s.now().UnixMilli(), millis(t.Lifted)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tombstones(kind, key, agent, stamp, text, op_id, created_at, lifted_at, copies, write_op) VALUES(?,?,?,?,?,?,?,?,?,?)`,
+			string(t.Kind), t.Key, t.Agent, t.Stamp, t.Text, t.OpID, s.now().UnixMilli(), millis(t.Lifted), strings.Join(t.Copies, "\n"), t.WriteOp); err != nil {
 			return fmt.Errorf("outbox tombstones: %w", err)
 		}
 	}
@@ -123,17 +144,60 @@ func (s *Store) LiftTombstones(ctx context.Context, drawers, sources []string, a
 func (s *Store) Tombstones(ctx context.Context) ([]Tombstone, error) {
 	out, err := queryAll(ctx, s.db, func(r rowScanner) (t Tombstone, err error) {
 		var ms, lifted int64
-		err = r.Scan(&t.Kind, &t.Key, &t.Agent, &t.Stamp, &t.Text, &t.OpID, &ms, &lifted)
+		var copies, landed string
+		err = r.Scan(&t.Kind, &t.Key, &t.Agent, &t.Stamp, &t.Text, &t.OpID, &ms, &lifted, &copies, &t.WriteOp, &landed)
 		t.Created = time.UnixMilli(ms)
 		if lifted != 0 {
 			t.Lifted = time.UnixMilli(lifted)
 		}
+		if copies != "" {
+			t.Copies = strings.Split(copies, "\n")
+		}
+		if ts := gjson.Get(landed, "timestamp").String(); ts != "" && !slices.Contains(t.Copies, ts) {
+			t.Copies = append(t.Copies, ts)
+		}
 		return t, err
-	}, `SELECT kind, key, agent, stamp, text, op_id, created_at, lifted_at FROM tombstones ORDER BY created_at, kind, key`)
+	}, `SELECT t.kind, t.key, t.agent, t.stamp, t.text, t.op_id, t.created_at, t.lifted_at, t.copies, t.write_op, COALESCE(o.result_json, '')
+	    FROM tombstones t LEFT JOIN ops o ON t.write_op<>'' AND o.op_id=t.write_op ORDER BY t.created_at, t.kind, t.key`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox tombstones: %w", err)
 	}
 	return out, nil
+}
+
+// DiaryCopy finds this device's diary_write of a diary entry of agent
+// (lower-cased) and text the local palace wrote at written (zero: not
+// known): the oldest one queued then or after, as CancelUnsentDiaries
+// picks it. stamp is its copy's timestamp on the primary, as the primary
+// answered it, when it landed; opID is the op when it has not settled
+// yet. Both "" when there is no such op (it was pruned, or the entry was
+// not this device's write).
+func (s *Store) DiaryCopy(ctx context.Context, agent, text string, written time.Time) (stamp, opID string, err error) {
+	type write struct {
+		id, state, payload, result string
+	}
+	ws, err := queryAll(ctx, s.db, func(r rowScanner) (w write, err error) {
+		err = r.Scan(&w.id, &w.state, &w.payload, &w.result)
+		return
+	}, `SELECT op_id, state, payload_json, COALESCE(result_json, '') FROM ops WHERE tool_name='`+catalogue.Prefix+`diary_write' AND created_at>=? ORDER BY local_seq`, millis(written))
+	if err != nil {
+		return "", "", fmt.Errorf("outbox: a deleted diary entry's write: %w", err)
+	}
+	for _, w := range ws {
+		var args map[string]any
+		if json.Unmarshal([]byte(w.payload), &args) != nil {
+			continue
+		}
+		a, _ := args["agent_name"].(string)
+		if strings.ToLower(catalogue.SanitizedName(a)) != agent || catalogue.DiaryEntry(args) != text {
+			continue
+		}
+		if w.state != string(Done) {
+			return "", w.id, nil
+		}
+		return gjson.Get(w.result, "timestamp").String(), "", nil
+	}
+	return "", "", nil
 }
 
 // millis is t in Unix milliseconds, 0 for the zero time.
