@@ -100,3 +100,76 @@ func TestADeletedDiaryEntryStaysHiddenAcrossTimezones(t *testing.T) {
 		})
 	}
 }
+
+// Offline, the same text written twice and one of the two deleted: the
+// kept one's copy, the primary's only, is not named by edge status (an
+// operator following it deleted the entry the user kept, on every
+// device), and merged reads show the text once.
+func TestEdgeStatusDoesNotNameTheKeptEntrysCopy(t *testing.T) {
+	primary, srv := startPrimary(t)
+	srv.Stop()
+	palace := filepath.Join(t.TempDir(), "palace")
+	const agent, text = "me", "diary twice: standup"
+	t.Run("edge", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+		first, _ := w["entry_id"].(string)
+		time.Sleep(2 * time.Millisecond)
+		h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+		if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": first}); m["success"] != true {
+			t.Fatalf("deleting one of the two: %v", m)
+		}
+		if err := srv.Start(srv.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		h.eventually("the kept entry on the primary", func() bool { return diaryCopies(primary, text) == 1 })
+		if n := diaryCount(h, agent, text, 50); n != 1 {
+			t.Fatalf("diary_read shows the text %d times, want 1", n)
+		}
+	})
+	if r := statusOf(t, palace, srv.URL()); len(r.OnPrimary) != 0 {
+		t.Fatalf("edge status names the kept entry's copy: %q", r.OnPrimary)
+	}
+}
+
+// Hidden records do not eat the page: a fresh devbox that deleted the
+// newest diary entry and the first drawer still gets last_n=1 and limit=1
+// of what remains (found by an outside tester: an empty page, count 0
+// with total 1).
+func TestHiddenRecordsDoNotEatThePage(t *testing.T) {
+	primary, srv := startPrimary(t)
+	const agent, older, newest = "me", "older entry", "newest entry"
+	w := start(t, harnessOpts{primaryURL: srv.URL()})
+	w.call("diary_write", map[string]any{"agent_name": agent, "entry": older})
+	time.Sleep(2 * time.Millisecond)
+	w.call("diary_write", map[string]any{"agent_name": agent, "entry": newest})
+	a, b := DrawerIDFor("notes", "r", "note a"), DrawerIDFor("notes", "r", "note b")
+	w.call("add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "note a"})
+	w.call("add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "note b"})
+	first, kept := min(a, b), max(a, b)
+	w.eventually("all on the primary", func() bool {
+		return diaryCopies(primary, older)+diaryCopies(primary, newest) == 2 && primary.Dump().Drawers[kept] != nil && primary.Dump().Drawers[first] != nil
+	})
+	var newestID string
+	for id, d := range primary.Dump().Drawers {
+		if d.Content == newest {
+			newestID = id
+		}
+	}
+	h := start(t, harnessOpts{primaryURL: srv.URL()})
+	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": newestID}); m["edge"] == nil {
+		t.Fatalf("deleting the newest entry: %v", m)
+	}
+	m, _ := h.call("diary_read", map[string]any{"agent_name": agent, "last_n": 1})
+	if s := mustJSON(m["entries"]); !strings.Contains(s, older) || strings.Contains(s, newest) {
+		t.Fatalf("diary_read last_n=1 after hiding the newest: %v", m)
+	}
+	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": first}); m["edge"] == nil {
+		t.Fatalf("deleting a note: %v", m)
+	}
+	m, _ = h.call("list_drawers", map[string]any{"wing": "notes", "limit": 1})
+	ds, _ := m["drawers"].([]any)
+	if len(ds) != 1 || !strings.Contains(mustJSON(ds), kept) || m["count"] != float64(1) {
+		t.Fatalf("list_drawers limit=1 after hiding one: %v", m)
+	}
+}
