@@ -62,8 +62,8 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		}()
 	})
 	pctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
-	pres, perr := askPrimary(pctx, orig)
-	pres = duplicateFlag(shape, e.hideTombstoned(ctx, shape, pres)) // tombstone.go
+	pres, perr := askPrimary(pctx, e.roomForHidden(ctx, orig))
+	pres = duplicateFlag(shape, cutToAsked(shape, e.hideTombstoned(ctx, shape, pres), args)) // tombstone.go
 	startLocal()
 	lo := <-lc
 	lt, lok := usable(lo.res, lo.err)

@@ -379,7 +379,7 @@ func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *
 	default:
 		return res
 	}
-	out, n := dropFrom(text, list, drop)
+	out, n := dropFrom(text, list, drop, "count", "showing", "total") // hidden: not there for this device
 	if n == 0 {
 		return res
 	}
@@ -405,9 +405,76 @@ func (t tombs) diaryHides(agent string, en gjson.Result) bool {
 	return false
 }
 
+// maxHiddenRoom bounds the records a read asks the primary for beyond
+// the page, for the ones the tombstones may hide.
+const maxHiddenRoom = 100
+
+// roomForHidden is c with its page widened by as many records as the
+// tombstones may hide from the primary's answer (bounded), so the hidden
+// ones do not eat the page: search's limit, diary_read's last_n,
+// list_drawers' limit. cutToAsked cuts the answer back after hiding.
+func (e *Edge) roomForHidden(ctx context.Context, c *call) *call {
+	key := map[catalogue.Filter]string{catalogue.FilterHits: "limit", catalogue.FilterDiary: "last_n", catalogue.FilterDrawers: "limit"}[c.tool.Filter]
+	if key == "" {
+		return c
+	}
+	t := e.tombstones(ctx)
+	extra := len(t.drawers) + len(t.sources)
+	if c.tool.Filter == catalogue.FilterDiary {
+		extra = 0
+		for _, x := range t.diary {
+			extra += len(x.Copies)
+		}
+	}
+	if extra == 0 {
+		return c
+	}
+	args := maps.Clone(c.argsMap())
+	def := map[string]int{"limit": 5, "last_n": 10}[key]
+	if c.tool.Filter == catalogue.FilterDrawers {
+		def = 20
+	}
+	args[key] = intArg(args, key, def) + min(extra, maxHiddenRoom)
+	w, err := c.with(args)
+	if err != nil {
+		return c
+	}
+	return w
+}
+
+// cutToAsked cuts a primary's answer widened by roomForHidden back to the
+// page args asked for (list_drawers' is cut by its merge).
+func cutToAsked(shape catalogue.Filter, res *mcp.CallToolResult, args map[string]any) *mcp.CallToolResult {
+	var path string
+	var n int
+	switch shape {
+	case catalogue.FilterHits:
+		path, n = "results", intArg(args, "limit", 5)
+	case catalogue.FilterDiary:
+		path, n = "entries", intArg(args, "last_n", 10)
+	default:
+		return res
+	}
+	text, ok := objectText(res)
+	if !ok || res.IsError || n <= 0 {
+		return res
+	}
+	arr := gjson.Get(text, path)
+	if !arr.IsArray() || len(arr.Array()) <= n {
+		return res
+	}
+	i := 0
+	out, cut := dropFrom(text, path, func(gjson.Result) bool { i++; return i > n }, "count", "showing")
+	if cut == 0 {
+		return res
+	}
+	return textResult(out, false, res.Meta)
+}
+
 // dropFrom is text with the elements of its array at path for which drop
-// holds taken out (the others as they came), and how many went.
-func dropFrom(text, path string, drop func(gjson.Result) bool) ([]byte, int) {
+// holds taken out (the others as they came), and how many went; the
+// numbers at keys go down by as many.
+func dropFrom(text, path string, drop func(gjson.Result) bool, keys ...string) ([]byte, int) {
 	arr := gjson.Get(text, path)
 	if !arr.IsArray() {
 		return []byte(text), 0
@@ -433,7 +500,7 @@ func dropFrom(text, path string, drop func(gjson.Result) bool) ([]byte, int) {
 	if err != nil {
 		return []byte(text), 0
 	}
-	for _, k := range []string{"count", "showing"} {
+	for _, k := range keys {
 		if c := gjson.GetBytes(out, k); c.Type == gjson.Number {
 			out, _ = sjson.SetBytes(out, k, c.Int()-int64(n)) // out is an object text: it takes a member
 		}
