@@ -4,8 +4,9 @@ package edge
 // delete through the edge applies to the local palace and leaves a
 // tombstone in the outbox's file (outbox.Tombstone); merged reads drop the
 // primary's records it names; a write that recreates the same drawer or
-// source lifts it, and a diary_write of the same text bounds it at the
-// rewrite (the deleted entry's copy stays hidden, the new one shows). The
+// source lifts it; a diary_write of the same text is another entry, whose
+// copy on the primary has another timestamp (the deleted entry's copy,
+// named by the primary's own timestamp, stays hidden; the new one shows). The
 // delete is also queued for the primary only when a
 // devbox-config gateway said this device is admin-scoped (and under its
 // delete cap, or bulk-delete granted): the gateway keeps what it deletes
@@ -266,8 +267,8 @@ func (e *Edge) notSent(d deletion, n int) string {
 // lift removes the tombstones a write the local palace took recreates:
 // the drawer ids add_drawer and checkpoint items make, and their sources.
 // A diary entry of the same text by the same agent is another entry (its
-// copy on the primary has another id and a later stamp): the deleted
-// one's tombstone is bounded at now, and keeps hiding that one's copy.
+// copy on the primary has another id and timestamp): the deleted one's
+// tombstone keeps hiding that one's copy (lifted_at only notes the rewrite).
 func (e *Edge) lift(ctx context.Context, c *call) {
 	if e.outbox == nil {
 		return
