@@ -173,3 +173,43 @@ func TestHiddenRecordsDoNotEatThePage(t *testing.T) {
 		t.Fatalf("list_drawers limit=1 after hiding one: %v", m)
 	}
 }
+
+// A diary entry written through a checkpoint, sent, then deleted: its
+// copy on the primary is named by the timestamp the primary's checkpoint
+// answer gave its diary (its "diary" object), found by the op the outbox
+// noted for the entry (the op a delete before the send cancels), so it
+// stays hidden whatever the primary's zone; the same text written again
+// shows once, and edge status names the deleted entry's copy alone.
+func TestADeletedCheckpointDiaryEntryStaysHidden(t *testing.T) {
+	primary, srv := primaryIn(t, -9, "")
+	palace := filepath.Join(t.TempDir(), "palace")
+	const agent, text = "me", "checkpoint diary tz: shipped it"
+	t.Run("edge", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		r, _ := h.call("checkpoint", map[string]any{"items": []any{
+			map[string]any{"wing": "notes", "room": "cp", "content": "checkpoint tz item"},
+		}, "diary": map[string]any{"agent_name": agent, "entry": text}})
+		d, _ := r["diary"].(map[string]any)
+		id, _ := d["entry_id"].(string)
+		if id == "" {
+			t.Fatalf("checkpoint answered no diary entry id: %v", r)
+		}
+		h.eventually("the entry on the primary", func() bool { return diaryCopies(primary, text) == 1 })
+		h.drained()
+		if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id}); m["success"] != true {
+			t.Fatalf("deleting the entry: %v", m)
+		}
+		if n := diaryCount(h, agent, text, 50); n != 0 {
+			t.Fatalf("diary_read after the delete shows the checkpoint's entry %d times, want 0", n)
+		}
+		h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+		h.eventually("the rewrite on the primary", func() bool { return diaryCopies(primary, text) == 2 })
+		if n := diaryCount(h, agent, text, 50); n != 1 {
+			t.Fatalf("diary_read after writing the same text again shows it %d times, want 1", n)
+		}
+	})
+	r := statusOf(t, palace, srv.URL())
+	if got := strings.Join(r.OnPrimary, "\n"); len(r.OnPrimary) != 1 || !strings.Contains(got, "diary entry of me") {
+		t.Fatalf("edge status names on the primary: %q, want the deleted entry's copy once", r.OnPrimary)
+	}
+}

@@ -144,10 +144,17 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 		}
 		if meta := gjson.Get(rec, "metadata"); meta.Get("type").String() == "diary_entry" || meta.Get("agent").Exists() {
 			d.diary = true
-			mark := e.diaryMark(ctx, id, meta, gjson.Get(rec, "content").String(), primary)
-			d.marks = append(d.marks, mark)
-			d.entries = append(d.entries, outbox.DeletedEntry{ID: id, Agent: mark.Agent, Text: mark.Text, Wing: gjson.Get(rec, "wing").String(),
-				Topic: meta.Get("topic").String(), Written: entryTime(mark.Stamp, time.Local)})
+			stamp := meta.Get("filed_at").String()
+			en := outbox.DeletedEntry{ID: id, Agent: strings.ToLower(meta.Get("agent").String()), Text: gjson.Get(rec, "content").String(),
+				Wing: gjson.Get(rec, "wing").String(), Topic: meta.Get("topic").String()}
+			if !primary {
+				// The primary's stamp is its naive local time: never this
+				// device's. An entry only the primary holds has no write
+				// of this device's left to find.
+				en.Written = entryTime(stamp, time.Local)
+			}
+			d.entries = append(d.entries, en)
+			d.marks = append(d.marks, e.diaryMark(ctx, en, stamp, primary))
 		}
 	}
 	return d
@@ -167,26 +174,28 @@ func (e *Edge) record(ctx context.Context, id string) (string, bool) {
 	return t, true
 }
 
-// diaryMark is the tombstone of the diary entry id (its record's metadata
-// and text, read from the primary when primary). It names the entry's
-// copy on the primary as the primary wrote it, never by a time of this
-// device's: the record itself when it is the primary's, else what the
-// primary answered this device's diary_write of it (or that write, still
-// unsent: its answer names the copy once it lands). An entry whose copy
-// is not known (not this device's write, or its op long pruned) hides
-// nothing on the primary.
-func (e *Edge) diaryMark(ctx context.Context, id string, meta gjson.Result, text string, primary bool) outbox.Tombstone {
-	t := outbox.Tombstone{Kind: outbox.TombDiary, Key: id, Agent: strings.ToLower(meta.Get("agent").String()), Stamp: meta.Get("filed_at").String(), Text: text}
+// diaryMark is the tombstone of the diary entry en (its record's
+// filed_at stamp, read from the primary when primary). It names the
+// entry's copy on the primary as the primary wrote it, never by a time of
+// this device's: the record itself when it is the primary's, else what
+// the primary answered this device's write of it (its diary_write, or the
+// checkpoint that carried it), found as the delete finds the write to
+// cancel (outbox.DiaryCopy: the same op), or that write, unsent: its
+// answer names the copy once it lands, unless the delete cancels it. An
+// entry whose copy is not known (not this device's write, its op long
+// pruned, or landed by a look-up) hides nothing on the primary.
+func (e *Edge) diaryMark(ctx context.Context, en outbox.DeletedEntry, stamp string, primary bool) outbox.Tombstone {
+	t := outbox.Tombstone{Kind: outbox.TombDiary, Key: en.ID, Agent: en.Agent, Stamp: stamp, Text: en.Text}
 	if primary {
 		t.Copies = []string{t.Stamp}
 		return t
 	}
-	stamp, op, err := e.outbox.DiaryCopy(ctx, t.Agent, text, entryTime(t.Stamp, time.Local))
+	copyAt, op, err := e.outbox.DiaryCopy(ctx, en)
 	if err != nil {
 		e.log.Warn("a deleted diary entry's write not found in the outbox: merged reads may show its copy on the primary", "err", err)
 	}
-	if stamp != "" {
-		t.Copies = []string{stamp}
+	if copyAt != "" {
+		t.Copies = []string{copyAt}
 	}
 	t.WriteOp = op
 	return t

@@ -331,7 +331,7 @@ func (s *Store) CancelUnsentDiaries(ctx context.Context, entries []DeletedEntry)
 		cut := 0
 		for _, en := range entries {
 			o, ok, err := entryOp(ctx, tx, en)
-			if err != nil || !ok || slices.Contains(cancel, o.LocalSeq) {
+			if err != nil || !ok || !isUnsent(o) || slices.Contains(cancel, o.LocalSeq) {
 				if err != nil {
 					return nil, 0, err
 				}
@@ -353,8 +353,15 @@ func (s *Store) CancelUnsentDiaries(ctx context.Context, entries []DeletedEntry)
 	})
 }
 
-// entryOp is the unsent op that writes en on the primary, if any.
-func entryOp(ctx context.Context, tx *sql.Tx, en DeletedEntry) (Op, bool, error) {
+// entryOp is the op that writes en on the primary, if any, in whatever
+// state: the one the outbox noted for en's local id when it was queued
+// (none when that op is gone), else (an op an older edge queued) the
+// first diary_write of en's agent, text, wing and topic queued within
+// entryWindow after en was written. CancelUnsentDiaries cancels it if it
+// is unsent; DiaryCopy names its copy on the primary once it landed: the
+// same op, so an entry already sent cancels nothing, and an entry whose
+// write is cancelled names no copy.
+func entryOp(ctx context.Context, tx querier, en DeletedEntry) (Op, bool, error) {
 	var opID string
 	if en.ID != "" {
 		v, err := querierMeta(ctx, tx, entryKey(en.ID))
@@ -364,7 +371,7 @@ func entryOp(ctx context.Context, tx *sql.Tx, en DeletedEntry) (Op, bool, error)
 		opID = v
 	}
 	if opID != "" {
-		ops, err := queryAll(ctx, tx, scanOp, `SELECT `+opCols+` FROM ops WHERE op_id=? AND `+unsent, opID)
+		ops, err := queryAll(ctx, tx, scanOp, `SELECT `+opCols+` FROM ops WHERE op_id=?`, opID)
 		return first(ops), len(ops) > 0, err
 	}
 	if en.Written.IsZero() {
@@ -372,7 +379,7 @@ func entryOp(ctx context.Context, tx *sql.Tx, en DeletedEntry) (Op, bool, error)
 	}
 	from := en.Written.UnixMilli()
 	ops, err := queryAll(ctx, tx, scanOp, `SELECT `+opCols+` FROM ops
-		WHERE `+unsent+` AND created_at >= ? AND created_at < ? ORDER BY local_seq`, from, from+entryWindow.Milliseconds())
+		WHERE created_at >= ? AND created_at < ? ORDER BY local_seq`, from, from+entryWindow.Milliseconds())
 	if err != nil {
 		return Op{}, false, err
 	}
@@ -391,6 +398,9 @@ func entryOp(ctx context.Context, tx *sql.Tx, en DeletedEntry) (Op, bool, error)
 	}
 	return ops[i], true, nil
 }
+
+// isUnsent: o is one a delete may take back (unsent, as unsent says).
+func isUnsent(o Op) bool { return (o.State == Queued || o.State == Held) && !o.MaybeApplied }
 
 func first(ops []Op) Op {
 	if len(ops) == 0 {

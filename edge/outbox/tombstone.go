@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -144,8 +143,8 @@ func (s *Store) LiftTombstones(ctx context.Context, drawers, sources []string, a
 func (s *Store) Tombstones(ctx context.Context) ([]Tombstone, error) {
 	out, err := queryAll(ctx, s.db, func(r rowScanner) (t Tombstone, err error) {
 		var ms, lifted int64
-		var copies, landed string
-		err = r.Scan(&t.Kind, &t.Key, &t.Agent, &t.Stamp, &t.Text, &t.OpID, &ms, &lifted, &copies, &t.WriteOp, &landed)
+		var copies, tool, landed string
+		err = r.Scan(&t.Kind, &t.Key, &t.Agent, &t.Stamp, &t.Text, &t.OpID, &ms, &lifted, &copies, &t.WriteOp, &tool, &landed)
 		t.Created = time.UnixMilli(ms)
 		if lifted != 0 {
 			t.Lifted = time.UnixMilli(lifted)
@@ -153,11 +152,11 @@ func (s *Store) Tombstones(ctx context.Context) ([]Tombstone, error) {
 		if copies != "" {
 			t.Copies = strings.Split(copies, "\n")
 		}
-		if ts := gjson.Get(landed, "timestamp").String(); ts != "" && !slices.Contains(t.Copies, ts) {
+		if ts := landedCopy(tool, landed); ts != "" && !slices.Contains(t.Copies, ts) {
 			t.Copies = append(t.Copies, ts)
 		}
 		return t, err
-	}, `SELECT t.kind, t.key, t.agent, t.stamp, t.text, t.op_id, t.created_at, t.lifted_at, t.copies, t.write_op, COALESCE(o.result_json, '')
+	}, `SELECT t.kind, t.key, t.agent, t.stamp, t.text, t.op_id, t.created_at, t.lifted_at, t.copies, t.write_op, COALESCE(o.tool_name, ''), COALESCE(o.result_json, '')
 	    FROM tombstones t LEFT JOIN ops o ON t.write_op<>'' AND o.op_id=t.write_op ORDER BY t.created_at, t.kind, t.key`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox tombstones: %w", err)
@@ -165,39 +164,44 @@ func (s *Store) Tombstones(ctx context.Context) ([]Tombstone, error) {
 	return out, nil
 }
 
-// DiaryCopy finds this device's diary_write of a diary entry of agent
-// (lower-cased) and text the local palace wrote at written (zero: not
-// known): the oldest one queued then or after, as CancelUnsentDiaries
-// picks it. stamp is its copy's timestamp on the primary, as the primary
-// answered it, when it landed; opID is the op when it has not settled
-// yet. Both "" when there is no such op (it was pruned, or the entry was
-// not this device's write).
-func (s *Store) DiaryCopy(ctx context.Context, agent, text string, written time.Time) (stamp, opID string, err error) {
-	type write struct {
-		id, state, payload, result string
-	}
-	ws, err := queryAll(ctx, s.db, func(r rowScanner) (w write, err error) {
-		err = r.Scan(&w.id, &w.state, &w.payload, &w.result)
-		return
-	}, `SELECT op_id, state, payload_json, COALESCE(result_json, '') FROM ops WHERE tool_name='`+catalogue.Prefix+`diary_write' AND created_at>=? ORDER BY local_seq`, millis(written))
+// DiaryCopy finds this device's write of the diary entry en (a
+// diary_write, or a checkpoint's diary): the op CancelUnsentDiaries takes
+// for it (entryOp: by en's local id, else the fallback for an older
+// edge's op). stamp is its copy's timestamp on the primary, as the
+// primary answered it, when it landed; opID is the op when it has not
+// settled yet. Both "" when there is no such op (it was pruned, or the
+// entry was not this device's write) or its answer names no copy
+// (landedCopy).
+func (s *Store) DiaryCopy(ctx context.Context, en DeletedEntry) (stamp, opID string, err error) {
+	o, ok, err := entryOp(ctx, s.db, en)
 	if err != nil {
 		return "", "", fmt.Errorf("outbox: a deleted diary entry's write: %w", err)
 	}
-	for _, w := range ws {
-		var args map[string]any
-		if json.Unmarshal([]byte(w.payload), &args) != nil {
-			continue
-		}
-		a, _ := args["agent_name"].(string)
-		if strings.ToLower(catalogue.SanitizedName(a)) != agent || catalogue.DiaryEntry(args) != text {
-			continue
-		}
-		if w.state != string(Done) {
-			return "", w.id, nil
-		}
-		return gjson.Get(w.result, "timestamp").String(), "", nil
+	switch {
+	case !ok:
+		return "", "", nil
+	case o.State != Done:
+		return "", o.ID, nil
 	}
-	return "", "", nil
+	return landedCopy(o.Tool, string(o.Result)), "", nil
+}
+
+// landedCopy is the timestamp the primary gave the diary entry a landed
+// op of tool wrote, as its answer (result) says: a diary_write's answer
+// is MemPalace's diary_write answer, with the entry's timestamp; a
+// checkpoint's carries that answer for its diary under "diary". ""
+// when the answer names none: an op cancelled before it was sent, or one
+// the outbox found had landed by a look-up (sendDiary, sendCheckpoint:
+// that answer has the entry's id on the primary, entry_id or
+// diary_entry_id, and no timestamp). Such an entry's copy is not named,
+// and merged reads may show it: a timestamp made up from the id's stamp
+// might differ from the one the primary wrote by a digit, and would hide
+// nothing, or another entry.
+func landedCopy(tool, result string) string {
+	if rec, _ := catalogue.Lookup(tool); rec.Name == "checkpoint" {
+		return gjson.Get(result, "diary.timestamp").String()
+	}
+	return gjson.Get(result, "timestamp").String()
 }
 
 // millis is t in Unix milliseconds, 0 for the zero time.
