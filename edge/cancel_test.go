@@ -19,6 +19,18 @@ func (h *harness) drained() {
 	})
 }
 
+// stopPrimary stops the primary and waits until the edge knows it is
+// down: a write made before that may go to a flush that meets the closing
+// connection, and one in doubt (maybe applied) is rightly never cancelled.
+func (h *harness) stopPrimary() {
+	h.t.Helper()
+	h.srv.Stop()
+	h.eventually("the edge sees the primary down", func() bool {
+		h.call("kg_stats", nil)
+		return !h.edge.remote.Up()
+	})
+}
+
 func cancelledNote(m map[string]any) string {
 	ed, _ := m["edge"].(map[string]any)
 	return asString(ed["cancelled"])
@@ -33,7 +45,7 @@ func TestADeleteCancelsTheUnsentUpdate(t *testing.T) {
 	id := DrawerIDFor("notes", "leak", note)
 	h.call("add_drawer", map[string]any{"wing": "notes", "room": "leak", "content": note})
 	h.eventually("the note on the primary", func() bool { return h.primary.Dump().Drawers[id] != nil })
-	h.srv.Stop()
+	h.stopPrimary()
 	h.call("update_drawer", map[string]any{"drawer_id": id, "content": note + " password=hunter2"})
 	m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id})
 	if m["success"] != true || !strings.Contains(cancelledNote(m), "1 ") {
@@ -119,7 +131,7 @@ func TestDeletingASentDiaryEntryKeepsAnotherUnsentOne(t *testing.T) {
 	w, _ := h.call("diary_write", map[string]any{"agent_name": "me", "entry": text})
 	sent, _ := w["entry_id"].(string)
 	h.drained()
-	h.srv.Stop()
+	h.stopPrimary()
 	h.call("diary_write", map[string]any{"agent_name": "me", "entry": text, "wing": "wing_team", "topic": "team"})
 	h.call("diary_write", map[string]any{"agent_name": "me", "entry": text})
 	m, _ := h.call("delete_drawer", map[string]any{"drawer_id": sent})
