@@ -37,3 +37,15 @@ func TestDecodeJSONC(t *testing.T) {
 		}
 	}
 }
+
+// A misspelt name is taken for the known one within two edits, case and
+// a swap of neighbours counted as one; a name so short that anything is
+// near is taken for none.
+func TestNearest(t *testing.T) {
+	known := []string{"MEMPALACE_REMOTE_URL", "kg", "devices"}
+	for name, want := range map[string]string{"MEMPALACE_REMOTE_ULR": "MEMPALACE_REMOTE_URL", "mempalace_remote_url": "MEMPALACE_REMOTE_URL", "kag": "kg", "device": "devices", "x": "", "wings": ""} {
+		if got := Nearest(name, known); got != want {
+			t.Errorf("Nearest(%q) = %q, want %q", name, got, want)
+		}
+	}
+}

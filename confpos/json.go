@@ -127,7 +127,7 @@ func (o JSON) decodeError(file string, src []byte, err error, t reflect.Type) er
 				where = "at the top level"
 			}
 			fix := "remove it, or rename it to one of the keys allowed here: " + strings.Join(known, ", ")
-			if s := closest(name, known); s != "" {
+			if s := Nearest(name, known); s != "" {
 				fix = fmt.Sprintf("did you mean %q? Rename it or remove it; the keys allowed here: %s", s, strings.Join(known, ", "))
 			}
 			return At(file, src, m.Name.StartOffset, fmt.Sprintf("unknown key %q %s", name, where), fix)
@@ -309,38 +309,6 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		out[name] = f.Type
 	}
 	return out
-}
-
-// closest is the known key within two edits of name, if one is.
-func closest(name string, known []string) string {
-	best, bestD := "", 3
-	for _, k := range known {
-		if d := distance(strings.ToLower(name), strings.ToLower(k)); d < bestD && d < len(name) {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// distance is the Levenshtein distance between a and b (bytes).
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // kindOfValue names a JSON value's kind.

@@ -3,6 +3,8 @@ package ladder
 import (
 	"sort"
 	"strings"
+
+	"github.com/joakimp/devbox-config/confpos"
 )
 
 // ownVars are the names devbox-config itself reads: the ladder's, the
@@ -70,7 +72,7 @@ func CheckNames(names []string) []Warning {
 		if strings.HasPrefix(name, namePrefix) {
 			candidates = append(append([]string(nil), own...), mempalaceVars...)
 		}
-		near := nearest(name, candidates)
+		near := confpos.Nearest(name, candidates)
 		switch {
 		case near != "":
 			out = append(out, Warning{Var: name,
@@ -84,50 +86,4 @@ func CheckNames(names []string) []Warning {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Var < out[j].Var })
 	return out
-}
-
-// maxNameEdits is how far a name may be from a known one to be taken for
-// a misspelling of it.
-const maxNameEdits = 2
-
-// nearest is the candidate at most maxNameEdits from name (the closest;
-// "" when none is).
-func nearest(name string, candidates []string) string {
-	best, bestD := "", maxNameEdits+1
-	for _, c := range candidates {
-		if d := editDistance(name, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the optimal-string-alignment distance: insertions,
-// deletions, substitutions and transpositions of neighbours (ULR for URL
-// is one edit). Hand-written: twenty lines do not justify a dependency.
-func editDistance(a, b string) int {
-	if d := len(a) - len(b); d > maxNameEdits || -d > maxNameEdits {
-		return maxNameEdits + 1 // cannot be near: skip the table
-	}
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
