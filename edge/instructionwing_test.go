@@ -47,6 +47,13 @@ func TestInstructionWingWriteOnANonAdminDevice(t *testing.T) {
 			t.Errorf("the refused instruction is in the local palace: %+v", d)
 		}
 	}
+	// Padded, MemPalace files it in the instruction wing all the same
+	// (an outside tester: " wing_instructions" got past the refusal).
+	for _, w := range []string{" wing_instructions", "wing_instructions\t"} {
+		if _, res := h.call("add_drawer", map[string]any{"wing": w, "room": "rules", "content": text + w}); !res.IsError {
+			t.Errorf("a non-admin device's write to %q was taken: %v", w, res.Content)
+		}
+	}
 	if _, res := h.call("add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "an ordinary note"}); res.IsError {
 		t.Errorf("a write to another wing was refused: %v", res.Content)
 	}
@@ -70,6 +77,15 @@ func TestLocalInstructionWingRecordOnANonAdminDevice(t *testing.T) {
 		}
 		if !gjson.Get(out, "results.1.origin.trusted").Bool() {
 			t.Errorf("%s: a local record in another wing is not trusted: %s", c.name, gjson.Get(out, "results.1.origin").Raw)
+		}
+		// A merged search marks its hits itself (an outside tester: search
+		// said trusted:true where list_drawers said false).
+		var e Edge
+		merged := e.mergeSearch(rec, `{"results":[]}`, 10, mk)
+		for _, x := range gjson.GetBytes(merged, "results").Array() {
+			if x.Get("wing").String() == "wing_instructions" && x.Get("origin.trusted").Bool() != c.wantInstructions {
+				t.Errorf("%s: merged search marks the local instruction-wing hit %s", c.name, x.Get("origin").Raw)
+			}
 		}
 	}
 }
