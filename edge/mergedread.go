@@ -269,7 +269,7 @@ func spliceHits(envelope string, hits []hit, mk marks) []byte {
 		if i > 0 {
 			arr = append(arr, ',')
 		}
-		o := mk.own
+		o := mk.local(h.raw)
 		if h.palace != origin.PalaceLocal {
 			o = mk.primary(h.origin, h.palace)
 		}

@@ -9,6 +9,7 @@ package edge
 import (
 	"encoding/json"
 	"maps"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
@@ -54,6 +55,16 @@ func marksFor(in deviceinfo.Info) marks {
 	return m
 }
 
+// local is the origin of a local record rec: this device's, untrusted in
+// the instruction wing on a device that is not admin (never sent: the
+// gateway takes no write there from it).
+func (m marks) local(rec string) []byte {
+	if m.untrustedWing != "" && strings.TrimSpace(gjson.Get(rec, "wing").String()) == m.untrustedWing {
+		return m.ownUntrusted
+	}
+	return m.own
+}
+
 // primary is the origin of a primary record whose own origin is raw (the
 // member's JSON, "" when absent): the gateway's object with palace set,
 // or an unknown origin when it has none (a primary without a gateway).
@@ -71,10 +82,7 @@ func (m marks) primary(raw, palace string) []byte {
 // marked is left as it is.
 func (m marks) text(text string, recs catalogue.Records, palace string) string {
 	mark := func(rec string) string {
-		o := m.own
-		if m.untrustedWing != "" && gjson.Get(rec, "wing").String() == m.untrustedWing {
-			o = m.ownUntrusted // a local-only record in the instruction wing: never sent
-		}
+		o := m.local(rec)
 		if palace != origin.PalaceLocal {
 			o = m.primary(gjson.Get(rec, origin.Key).Raw, palace)
 		}

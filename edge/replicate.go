@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
@@ -369,8 +370,9 @@ func (e *Edge) instructionWingRefused(c *call, oldWing string) string {
 		wings = []string{w}
 	}
 	for _, w := range wings {
-		if w == in.InstructionWing {
-			return w
+		// MemPalace strips a wing name's whitespace before it files.
+		if strings.TrimSpace(w) == in.InstructionWing {
+			return in.InstructionWing
 		}
 	}
 	return ""
