@@ -311,8 +311,8 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
-// kindOfValue names a JSON value's kind.
-func kindOfValue(v hujson.ValueTrimmed) string {
+// KindOf names a JSON value's kind for messages ("an object", "a string").
+func KindOf(v hujson.ValueTrimmed) string {
 	switch x := v.(type) {
 	case *hujson.Object:
 		return "an object"
@@ -323,14 +323,22 @@ func kindOfValue(v hujson.ValueTrimmed) string {
 		case 'n':
 			return "null"
 		case 't', 'f':
-			return "a boolean (" + string(x) + ")"
+			return "a boolean"
 		case '"':
-			return "a string (" + string(x) + ")"
+			return "a string"
 		case '0':
-			return "a number (" + string(x) + ")"
+			return "a number"
 		}
 	}
 	return "a value"
+}
+
+// kindOfValue is KindOf with a scalar's own text: "a number (7)".
+func kindOfValue(v hujson.ValueTrimmed) string {
+	if l, ok := v.(hujson.Literal); ok && l.Kind() != 'n' && l.IsValid() {
+		return KindOf(v) + " (" + string(l) + ")"
+	}
+	return KindOf(v)
 }
 
 // kindOfType names the JSON a Go type decodes from.

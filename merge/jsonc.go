@@ -74,7 +74,7 @@ func ParseDoc(src []byte) (*Doc, error) {
 	}
 	if _, ok := v.Value.(*hujson.Object); !ok {
 		line, col := position(src, v.StartOffset)
-		return nil, fmt.Errorf("line %d, column %d: the top-level value is %s, not an object", line, col, kindOf(v.Value))
+		return nil, fmt.Errorf("line %d, column %d: the top-level value is %s, not an object", line, col, confpos.KindOf(v.Value))
 	}
 	d.src, d.v = src, &v
 	return d, nil
@@ -696,33 +696,11 @@ func (d *Doc) Duplicates(path ...string) *DuplicateError {
 // and what it is instead.
 func (d *Doc) notObject(path []string, v *hujson.Value) error {
 	line, col := position(d.src, v.StartOffset)
-	return fmt.Errorf("line %d, column %d: %s is %s, %w", line, col, pathName(path), kindOf(v.Value), ErrNotObject)
+	return fmt.Errorf("line %d, column %d: %s is %s, %w", line, col, pathName(path), confpos.KindOf(v.Value), ErrNotObject)
 }
 
 // position returns the 1-based line and column (in bytes) of offset.
 func position(src []byte, offset int) (line, col int) { return confpos.LineCol(src, offset) }
-
-// kindOf names a JSON value's type for messages.
-func kindOf(v hujson.ValueTrimmed) string {
-	switch x := v.(type) {
-	case *hujson.Object:
-		return "an object"
-	case *hujson.Array:
-		return "an array"
-	case hujson.Literal:
-		switch x.Kind() {
-		case 'n':
-			return "null"
-		case 't', 'f':
-			return "a boolean"
-		case '"':
-			return "a string"
-		case '0':
-			return "a number"
-		}
-	}
-	return "not an object"
-}
 
 func memberName(m hujson.ObjectMember) string {
 	return m.Name.Value.(hujson.Literal).String()
