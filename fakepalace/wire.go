@@ -95,6 +95,7 @@ type HTTPServer struct {
 	addr           string
 	ln             net.Listener
 	srv            *http.Server
+	serving        sync.WaitGroup // the Serve loop; Stop waits for it
 	sessions       map[string]bool
 	failNext       int
 	failKind       FaultKind
@@ -131,18 +132,27 @@ func (h *HTTPServer) Start(addr string) error {
 	}
 	h.ln, h.addr, h.started = ln, ln.Addr().String(), time.Now()
 	h.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
-	go h.srv.Serve(ln)
+	srv := h.srv
+	h.serving.Add(1)
+	go func() {
+		defer h.serving.Done()
+		srv.Serve(ln) // always ErrServerClosed after Stop: nothing to report
+	}()
 	return nil
 }
 
-// Stop closes the listener and every connection: the primary is down.
+// Stop closes the listener and every connection and waits for the Serve
+// loop: the primary is down. A handler held by SetHold or a latency goes
+// on until released (its answer then meets a closed connection); Stop does
+// not wait for it, so a test may stop a primary while a call is held.
 func (h *HTTPServer) Stop() {
 	h.mu.Lock()
 	srv := h.srv
 	h.srv = nil
 	h.mu.Unlock()
 	if srv != nil {
-		srv.Close()
+		srv.Close() // closing the listener and connections cannot fail in a way a test acts on
+		h.serving.Wait()
 	}
 }
 
