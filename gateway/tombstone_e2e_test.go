@@ -143,3 +143,50 @@ func TestANonAdminEdgesDeleteStaysLocal(t *testing.T) {
 		t.Fatalf("a delete over the cap: %v", m)
 	}
 }
+
+// edge status goes on past a deleted drawer the primary no longer shows
+// (the operator deleted it there, as status told; the gateway answers
+// "not visible to this device", as for a drawer in a wing the device
+// cannot read): a later delete whose copy is still on the primary, a
+// diary entry, is named (found by an outside tester: status stopped at
+// the first such answer and named nothing after it).
+func TestStatusGoesOnPastADrawerGoneFromThePrimary(t *testing.T) {
+	g := newGW(t, devices)
+	url := g.http.URL + "/mcp"
+	palace := filepath.Join(t.TempDir(), "palace")
+	s := edgeAt(t, url, g.tokens["desk-9b21"], palace)
+	added := edgeCall(t, s, "add_drawer", map[string]any{"wing": "shared", "room": "gone", "content": "to be cleaned up by the operator"})
+	gone, _ := added["drawer_id"].(string)
+	waitUntil(t, "the drawer on the primary", func() bool { return g.primary.Dump().Drawers[gone] != nil })
+	if m := edgeCall(t, s, "delete_drawer", map[string]any{"drawer_id": gone}); m["success"] != true {
+		t.Fatalf("deleting the drawer: %v", m)
+	}
+	if m, e, _ := g.call(g.tokens["admin-0001"], "delete_drawer", map[string]any{"drawer_id": gone}); m["success"] != true {
+		t.Fatalf("the operator's delete on the primary: %v %v", m, e)
+	}
+	const entry = "diary after the cleanup"
+	w := edgeCall(t, s, "diary_write", map[string]any{"agent_name": "pi", "entry": entry})
+	entryID, _ := w["entry_id"].(string)
+	waitUntil(t, "the diary entry on the primary", func() bool {
+		for _, d := range g.primary.Dump().Drawers {
+			if d.Content == entry {
+				return true
+			}
+		}
+		return false
+	})
+	if m := edgeCall(t, s, "delete_drawer", map[string]any{"drawer_id": entryID}); m["success"] != true {
+		t.Fatalf("deleting the diary entry: %v", m)
+	}
+	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	p := edge.NewPrimary(url, func() string { return g.tokens["desk-9b21"] }, slog.New(slog.DiscardHandler), edge.PrimaryOptions{Timeout: 2 * time.Second})
+	defer p.Close()
+	r, err := edge.CheckTombstones(context.Background(), ob, p)
+	if err != nil || len(r.OnPrimary) != 1 || !strings.Contains(r.OnPrimary[0], "diary entry of pi") || !strings.Contains(r.OnPrimary[0], entry) || r.Unchecked != "" {
+		t.Fatalf("edge status names the diary entry still on the primary, and checked every delete: %+v %v", r, err)
+	}
+}
