@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
 )
 
 // hiddenEverywhere fails the test if any merged read through h shows the
@@ -277,5 +278,34 @@ func TestADiaryEntryDeletedBeforeItWentOutNeverReachesThePrimary(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("diary_read shows the text %d times, want once: %v", n, mustJSON(es))
+	}
+}
+
+// edge status goes on past a look-up the primary answered with an error
+// (that record is named as not checked, with the error); a primary that
+// cannot be asked stops the check, which says how many it left.
+func TestStatusGoesOnPastAnAnsweredError(t *testing.T) {
+	primary, srv := startPrimary(t)
+	palace := filepath.Join(t.TempDir(), "palace")
+	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+	var ids []string
+	for _, c := range []string{"first note to delete", "second note to delete"} {
+		h.call("add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": c})
+		ids = append(ids, DrawerIDFor("shared", "ops", c))
+	}
+	h.eventually("both on the primary", func() bool { return len(primary.Dump().Drawers) == 2 })
+	for _, id := range ids {
+		if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id}); m["success"] != true {
+			t.Fatalf("delete_drawer %s: %v", id, m)
+		}
+	}
+	srv.FailTool("mempalace_get_drawer", 1, fakepalace.FailInternal)
+	r := statusOf(t, palace, srv.URL())
+	if len(r.CheckErrors) != 1 || !strings.HasPrefix(r.CheckErrors[0], "drawer "+ids[0]+": not checked: ") || len(r.OnPrimary) != 1 || !strings.Contains(r.OnPrimary[0], ids[1]) || r.Unchecked != "" {
+		t.Fatalf("edge status after an answered error: %+v", r)
+	}
+	srv.FailNext(10, fakepalace.FailReset)
+	if r := statusOf(t, palace, srv.URL()); len(r.OnPrimary) != 0 || !strings.HasPrefix(r.Unchecked, "could not ask the primary, 2 not checked: ") {
+		t.Fatalf("edge status with the primary failing: %+v", r)
 	}
 }

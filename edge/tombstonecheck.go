@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // MaxTombstoneChecks bounds the tombstones `edge status` asks the primary
@@ -21,17 +23,30 @@ const MaxTombstoneChecks = 20
 
 // Remaining is what `edge status` says of this device's tombstones: how
 // many there are, those whose record the primary still holds (named for
-// the operator: a delete that stayed local), and why the rest could not
-// be checked.
+// the operator: a delete that stayed local), those the primary answered
+// it does not show or could not look up, and why the rest could not be
+// checked.
 type Remaining struct {
 	Total     int
 	OnPrimary []string // one line each: what, and how to act
-	Unchecked string   // "" when every tombstone was checked
+	// NotSeen names each record the gateway answered "not visible to this
+	// device" for: gone from the primary, or in a wing this device cannot
+	// read (the gateway answers both alike).
+	NotSeen []string
+	// CheckErrors names each record whose look-up the primary answered
+	// with another error (one line each: what, and the error).
+	CheckErrors []string
+	Unchecked   string // "" when every tombstone was checked
 }
+
+// errAnswered is a look-up the primary answered with an error: that
+// record's answer, not the primary's state.
+var errAnswered = errors.New("the primary answered an error")
 
 // CheckTombstones asks the primary, within ctx, which of the outbox's
 // tombstoned records it still holds. It never fails for the primary: an
-// unreachable one is said in Unchecked.
+// answer about one record is that record's (checking goes on); a primary
+// that cannot be asked stops the check, said in Unchecked.
 func CheckTombstones(ctx context.Context, s *outbox.Store, p *Primary) (Remaining, error) {
 	ts, err := s.Tombstones(ctx)
 	if err != nil {
@@ -46,6 +61,7 @@ func CheckTombstones(ctx context.Context, s *outbox.Store, p *Primary) (Remainin
 		return r, nil
 	}
 	checked := 0
+	var down error
 	for _, t := range ts {
 		if checked == MaxTombstoneChecks || ctx.Err() != nil {
 			break
@@ -53,15 +69,10 @@ func CheckTombstones(ctx context.Context, s *outbox.Store, p *Primary) (Remainin
 		if t.Kind == outbox.TombDrawer && slices.ContainsFunc(ts, func(d outbox.Tombstone) bool { return d.Kind == outbox.TombDiary && d.Key == t.Key }) {
 			continue // its diary tombstone is the one asked about
 		}
-		line, err := onPrimary(ctx, p, t)
-		if err != nil {
-			r.Unchecked = fmt.Sprintf("could not ask the primary: %v", err)
-			return r, nil
+		if down = r.check(ctx, p, t); down != nil {
+			break
 		}
 		checked++
-		if line != "" {
-			r.OnPrimary = append(r.OnPrimary, line)
-		}
 	}
 	n := len(ts) - checked // less the drawer tombstones their diary one stood for
 	for _, t := range ts {
@@ -69,10 +80,58 @@ func CheckTombstones(ctx context.Context, s *outbox.Store, p *Primary) (Remainin
 			n--
 		}
 	}
-	if n > 0 {
+	switch {
+	case down != nil:
+		r.Unchecked = fmt.Sprintf("could not ask the primary, %d not checked: %v", n, down)
+	case n > 0:
 		r.Unchecked = fmt.Sprintf("%d not checked (at most %d are, within the status's time)", n, MaxTombstoneChecks)
 	}
 	return r, nil
+}
+
+// check asks the primary about one tombstone and files its answer; it
+// returns the error only when the primary could not be asked.
+func (r *Remaining) check(ctx context.Context, p *Primary, t outbox.Tombstone) error {
+	line, err := onPrimary(ctx, p, t)
+	switch {
+	case err == nil:
+		if line != "" {
+			r.OnPrimary = append(r.OnPrimary, line)
+		}
+	case notVisible(err):
+		r.NotSeen = append(r.NotSeen, fmt.Sprintf("%s: not on the primary, or not visible to this device (the gateway answers both alike)", tombName(t)))
+	case errors.Is(err, errAnswered) || rpcAnswer(err):
+		r.CheckErrors = append(r.CheckErrors, fmt.Sprintf("%s: not checked: %v", tombName(t), err))
+	default:
+		return err
+	}
+	return nil
+}
+
+// notVisible reports the gateway's one denial for a record that does not
+// exist and one this device may not see (gateway.CodeDenied, with the
+// rule the gateway names "the target is not visible to this device").
+func notVisible(err error) bool {
+	e := peerError(err)
+	return e != nil && e.Code == -31003 && strings.Contains(e.Message, "not visible to this device")
+}
+
+// rpcAnswer reports a JSON-RPC error the primary answered about this call;
+// a rate limit is not one (the next look-up would meet it too).
+func rpcAnswer(err error) bool {
+	e := peerError(err)
+	return e != nil && e.Code != ledger.CodeRateLimited
+}
+
+// tombName names a tombstoned record as status lines do.
+func tombName(t outbox.Tombstone) string {
+	switch t.Kind {
+	case outbox.TombDrawer:
+		return "drawer " + t.Key
+	case outbox.TombSource:
+		return "source " + t.Key
+	}
+	return fmt.Sprintf("diary entry of %s written %s (%q)", t.Agent, t.Stamp, truncate(t.Text, 40))
 }
 
 // onPrimary is the status line for a tombstoned record the primary still
@@ -88,7 +147,7 @@ func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone) (string, err
 		if err != nil || !gjson.Get(res, "content").Exists() {
 			return "", err
 		}
-		return fmt.Sprintf("drawer %s is still on the primary%s: an admin device or the operator deletes it (delete_drawer)", t.Key, pending), nil
+		return fmt.Sprintf("%s is still on the primary%s: an admin device or the operator deletes it (delete_drawer)", tombName(t), pending), nil
 	case outbox.TombSource:
 		res, err := ask(ctx, p, "search", map[string]any{"query": filepath.Base(t.Key), "source_file": t.Key, "limit": 1, "max_distance": 0})
 		if err != nil || len(gjson.Get(res, "results").Array()) == 0 {
@@ -106,7 +165,7 @@ func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone) (string, err
 	hides := tombs{diary: []outbox.Tombstone{t}}
 	for _, en := range gjson.Get(res, "entries").Array() {
 		if hides.diaryHides(strings.ToLower(t.Agent), en) {
-			return fmt.Sprintf("diary entry of %s written %s (%q) is still on the primary, under another id: the operator deletes it there", t.Agent, t.Stamp, truncate(t.Text, 40)), nil
+			return tombName(t) + " is still on the primary, under another id: the operator deletes it there", nil
 		}
 	}
 	return "", nil
@@ -122,10 +181,10 @@ func ask(ctx context.Context, p *Primary, tool string, args map[string]any) (str
 	}
 	t, ok := objectText(res)
 	if !ok || res.IsError {
-		return "", fmt.Errorf("%s: the primary answered an error: %s", tool, truncate(resultText(res), 200))
+		return "", fmt.Errorf("%s: %w: %s", tool, errAnswered, truncate(resultText(res), 200))
 	}
 	if msg := gjson.Get(t, "error"); msg.Exists() && !strings.HasPrefix(msg.String(), "Drawer not found") {
-		return "", fmt.Errorf("%s: the primary answered an error: %s", tool, truncate(msg.String(), 200))
+		return "", fmt.Errorf("%s: %w: %s", tool, errAnswered, truncate(msg.String(), 200))
 	}
 	return t, nil
 }

@@ -189,4 +189,7 @@ func TestStatusGoesOnPastADrawerGoneFromThePrimary(t *testing.T) {
 	if err != nil || len(r.OnPrimary) != 1 || !strings.Contains(r.OnPrimary[0], "diary entry of pi") || !strings.Contains(r.OnPrimary[0], entry) || r.Unchecked != "" {
 		t.Fatalf("edge status names the diary entry still on the primary, and checked every delete: %+v %v", r, err)
 	}
+	if len(r.NotSeen) != 1 || !strings.HasPrefix(r.NotSeen[0], "drawer "+gone+": not on the primary, or not visible to this device") || len(r.CheckErrors) != 0 {
+		t.Fatalf("edge status reports the gone drawer as such: %+v", r)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,7 +31,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
               each op that needs you, with the command that settles it
   deleted, ON PRIMARY
               records deleted on this device and hidden from its merged
-              reads, and those still on the primary (docs/trash.md)
+              reads, those still on the primary, and those the primary
+              does not show or could not look up (docs/trash.md)
 
 Exit status 0, or 1 when the outbox cannot be read; --json prints the same
 facts as one object.`
@@ -84,7 +86,7 @@ func (sc *edgeStatusCmd) run() error {
 	}
 	if sc.asJSON {
 		return printJSON(sc.stdout, "edge status", map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy,
-			"tombstones": map[string]any{"total": v.tombs.Total, "on_primary": v.tombs.OnPrimary, "unchecked": v.tombs.Unchecked}})
+			"tombstones": map[string]any{"total": v.tombs.Total, "on_primary": v.tombs.OnPrimary, "not_visible": v.tombs.NotSeen, "check_errors": v.tombs.CheckErrors, "unchecked": v.tombs.Unchecked}})
 	}
 	v.print(sc.stdout)
 	return nil
@@ -145,6 +147,9 @@ func (v edgeStatus) printTombstones(w io.Writer) {
 	fmt.Fprintf(w, "deleted    %d record(s) deleted on this device, hidden from its merged reads (docs/trash.md)\n", tb.Total)
 	for _, l := range tb.OnPrimary {
 		fmt.Fprintf(w, "ON PRIMARY %s\n", l)
+	}
+	for _, l := range slices.Concat(tb.NotSeen, tb.CheckErrors) {
+		fmt.Fprintf(w, "deleted    %s\n", l)
 	}
 	if tb.Unchecked != "" {
 		fmt.Fprintf(w, "deleted    not all checked against the primary: %s\n", tb.Unchecked)
