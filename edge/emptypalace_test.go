@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -17,12 +18,17 @@ import (
 
 // emptyLocal answers as real MemPalace 3.11 does for a palace without a
 // drawer collection: search "No palace found", every other call "Backend
-// open failed" with isError (the double answers empty lists instead).
-type emptyLocal struct{}
+// open failed" with isError (the double answers empty lists instead); or,
+// missing, as before its first search (no database file): "Chroma
+// database missing", without isError.
+type emptyLocal struct{ missing bool }
 
-func (emptyLocal) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+func (l emptyLocal) Call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 	if p.Name == "mempalace_search" {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"error": "No palace found", "hint": "Run: mempalace init <dir> && mempalace mine <dir>"}`}}}, nil
+	}
+	if l.missing {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"error": "Chroma database missing", "details": "Could not open missing database at /p/chroma.sqlite3.", "hint": "Run: mempalace status or mempalace repair-status for diagnostics."}`}}}, nil
 	}
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: `{"error": "Backend open failed: collection missing", "hint": "Run: mempalace status or mempalace repair-status"}`}}}, nil
 }
@@ -88,6 +94,37 @@ func TestAnEmptyPalaceOfflineAnswersEmpty(t *testing.T) {
 	g := routed(t, e, "mempalace_get_drawer", map[string]any{"drawer_id": "drawer_x_y_1"})
 	if g["error"] != "Drawer not found: drawer_x_y_1" || g["degraded"] != true {
 		t.Errorf("get_drawer on an empty palace, the primary down: %v", g)
+	}
+}
+
+// A new device with the primary down answers the overview reads
+// (status, list_wings, list_rooms, get_taxonomy) with a palace of no
+// drawers, in MemPalace's shapes, degraded; never MemPalace's advice to
+// repair a palace that is merely new, before its first search or after.
+func TestAnEmptyPalaceOfflineAnswersEmptyOverviews(t *testing.T) {
+	for _, missing := range []bool{true, false} {
+		e, _, primary, _ := routerUnderTest(t)
+		e.localServer, primary.down = emptyLocal{missing: missing}, true
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+			want map[string]any
+		}{
+			{"mempalace_list_wings", map[string]any{}, map[string]any{"wings": map[string]any{}}},
+			{"mempalace_list_rooms", map[string]any{}, map[string]any{"wing": "all", "rooms": map[string]any{}}},
+			{"mempalace_list_rooms", map[string]any{"wing": "notes"}, map[string]any{"wing": "notes", "rooms": map[string]any{}}},
+			{"mempalace_get_taxonomy", map[string]any{}, map[string]any{"taxonomy": map[string]any{}}},
+			{"mempalace_status", map[string]any{}, map[string]any{"total_drawers": 0.0, "wings": map[string]any{}, "rooms": map[string]any{}}},
+		} {
+			m := routed(t, e, c.tool, c.args)
+			ok := m["error"] == nil && m["degraded"] == true && edgeOf(m)["local"] == noDrawersYet && edgeOf(m)["primary"] != nil
+			for k, v := range c.want {
+				ok = ok && reflect.DeepEqual(m[k], v)
+			}
+			if !ok {
+				t.Errorf("missing %v: %s %v on an empty palace, the primary down: %v", missing, c.tool, c.args, m)
+			}
+		}
 	}
 }
 

@@ -80,7 +80,8 @@ func TestRealAFreshDeviceReadsTheFleet(t *testing.T) {
 // reads with the primary gone: a deleted match is no duplicate, get_drawer
 // of it is "Drawer not found", the update reaches the primary, and the
 // offline reads are empty and degraded, never MemPalace's advice to repair
-// a palace that is merely new.
+// a palace that is merely new: the drawer reads, and the overview reads
+// (list_wings, list_rooms, get_taxonomy, status) in the primary's shapes.
 func TestRealAFreshDeviceDeletesUpdatesAndGoesOffline(t *testing.T) {
 	r := startRealEdge(t, harnessOpts{}, "")
 	h := r.harness
@@ -104,7 +105,29 @@ func TestRealAFreshDeviceDeletesUpdatesAndGoesOffline(t *testing.T) {
 		return r.srv.MustCall(t, "mempalace_get_drawer", map[string]any{"drawer_id": fix})["content"] == "staging runs on the old cluster"
 	})
 
+	// The overview reads' shapes, as the primary (a palace with drawers)
+	// answers them.
+	overviews := map[string]map[string]any{}
+	for _, tool := range []string{"list_wings", "list_rooms", "get_taxonomy", "status"} {
+		overviews[tool] = r.srv.MustCall(t, "mempalace_"+tool, map[string]any{})
+	}
+	sameShape := func(tool string, m map[string]any) {
+		t.Helper()
+		for k, v := range m {
+			if k != "degraded" && k != "edge" && fmt.Sprintf("%T", v) != fmt.Sprintf("%T", overviews[tool][k]) {
+				t.Errorf("%s on a fresh device, the primary down: %s is %#v, the primary's %#v", tool, k, v, overviews[tool][k])
+			}
+		}
+	}
+
 	r.srv.Stop()
+	for _, tool := range []string{"list_wings", "list_rooms", "get_taxonomy"} {
+		m, res := h.call(tool, map[string]any{})
+		if res.IsError || m["error"] != nil || m["degraded"] != true || edgeOf(m)["local"] != noDrawersYet {
+			t.Errorf("%s on a fresh device, the primary down: %v", tool, m)
+		}
+		sameShape(tool, m)
+	}
 	for _, c := range []struct {
 		tool string
 		args map[string]any
@@ -123,4 +146,12 @@ func TestRealAFreshDeviceDeletesUpdatesAndGoesOffline(t *testing.T) {
 	if m, _ := h.call("get_drawer", map[string]any{"drawer_id": fix}); m["error"] != "Drawer not found: "+fix || m["degraded"] != true {
 		t.Errorf("get_drawer on a fresh device, the primary down: %v", m)
 	}
+	// status last: real MemPalace creates the drawer collection of a
+	// palace whose database file exists (this one's, since the search),
+	// and answers it as it is, with its protocol.
+	m, res := h.call("status", map[string]any{})
+	if res.IsError || m["error"] != nil || m["degraded"] != true || m["total_drawers"] != 0.0 {
+		t.Errorf("status on a fresh device, the primary down: %v", m)
+	}
+	sameShape("status", m)
 }
