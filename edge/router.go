@@ -164,14 +164,21 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 	} else if rpcErr := peerError(err); rpcErr != nil {
 		why = "the primary answered an error: " + rpcErr.Message
 	}
+	mark := map[string]any{"source": "local", "primary": why}
 	local, lerr := e.local(ctx, c)
+	if lerr == nil && local != nil {
+		var empty bool
+		if local, empty = e.emptyOverview(c, local); empty {
+			mark["local"] = noDrawersYet // a devbox new to the fleet
+		}
+	}
 	if lerr != nil || local == nil || local.IsError {
 		if err == nil {
 			return res, nil // both failed: the primary's own answer
 		}
 		return local, lerr
 	}
-	return annotate(e.marks().result(local, c.tool.Records, origin.PalaceLocal), map[string]any{"source": "local", "primary": why}, true), nil
+	return annotate(e.marks().result(local, c.tool.Records, origin.PalaceLocal), mark, true), nil
 }
 
 func resultText(res *mcp.CallToolResult) string {
