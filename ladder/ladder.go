@@ -22,7 +22,9 @@ const (
 	// Solitary is the default: the harness talks to a local stdio
 	// mempalace-mcp (R1). With no mempalace-mcp on PATH no entry is added
 	// where there is none (R5); one already there stays the local stdio
-	// entry (R1: render's PATH need not be the login shell's).
+	// entry while mempalace-mcp is in pipx's ~/.local/bin (R1: render's
+	// PATH need not be the login shell's), and one render wrote goes when
+	// it is not there either.
 	Solitary Mode = "solitary"
 	// Remote talks straight to the primary over HTTP; no local palace.
 	Remote Mode = "remote"
@@ -88,10 +90,11 @@ func (s Settings) NoURL() string {
 }
 
 // Register reports whether a harness gets a mempalace entry where it has
-// none. Only solitary mode without a local server adds none (R5). It never
-// removes one: an entry already there stays the local stdio one, as it
-// was before devbox-config (R1), because mempalace-mcp may be on the login
-// shell's PATH but not on render's (pipx installs it in ~/.local/bin).
+// none. Only solitary mode without a local server adds none (R5). An entry
+// already there stays the local stdio one, as it was before devbox-config
+// (R1), while mempalace-mcp is in ~/.local/bin: on the login shell's PATH
+// but not on render's (pipx installs it there). Without it there either,
+// render removes an entry it wrote and leaves any other as it is.
 func (s Settings) Register() bool {
 	return s.Mode != Solitary || s.LocalServerFound
 }
@@ -193,7 +196,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	}
 	if s.Mode == Solitary && !s.LocalServerFound {
 		warn(LocalServer, "nothing, if this devbox is meant to run without MemPalace; else install it (pip install mempalace) so "+LocalServer+" is on PATH",
-			"not on PATH: no mempalace entry is added where there is none; an entry already there stays the local stdio one (it may be on a login shell's PATH, e.g. pipx's ~/.local/bin)")
+			"not on PATH: no mempalace entry is added where there is none; one already there stays the local stdio one if mempalace-mcp is in ~/.local/bin (pipx's, on a login shell's PATH), else one render wrote is removed")
 	}
 
 	if v := get(EnvAgentName); v != "" {

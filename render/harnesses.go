@@ -94,7 +94,20 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 	}
 	creates := explicit || rec.Scope == harness.Always || (rec.Scope == harness.OptIn && present)
 	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates, noInsert: !s.Register()}
+	m.dropOwn = m.noInsert && !localServerInHome(opts)
 	return m.plan(opts, r, f)
+}
+
+// localServerInHome reports an executable mempalace-mcp in ~/.local/bin,
+// where pipx puts it: on the PATH of a login shell, perhaps not on
+// render's.
+func localServerInHome(opts Options) bool {
+	real, err := opts.Sys.EvalSymlinks(filepath.Join(opts.Home, ".local", "bin", ladder.LocalServer))
+	if err != nil {
+		return false
+	}
+	fi, err := opts.Sys.Lstat(real)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
 // choose reads every file the harness reads and picks the one to edit: the

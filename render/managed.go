@@ -14,6 +14,7 @@ import (
 	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/harness"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/merge"
 )
 
@@ -50,6 +51,10 @@ type managed struct {
 	// as usual, so it stays the local stdio entry (R1: the login shell's
 	// PATH may have it, e.g. pipx's ~/.local/bin).
 	noInsert bool
+	// dropOwn: noInsert, and mempalace-mcp is not in ~/.local/bin either.
+	// An entry render wrote is removed (a stdio one could not start);
+	// any other stays exactly as it is.
+	dropOwn bool
 }
 
 // plan applies the decision table to one managed subtree: decide reads
@@ -73,10 +78,20 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 			return r
 		}
 	}
+	if m.dropOwn {
+		m.desired = nil
+	}
 	d, err := m.decide(opts, f)
 	r.Warnings = append(r.Warnings, d.warnings...)
 	if err != nil {
 		return skipped(r, "%v", err)
+	}
+	if m.dropOwn {
+		if d.action != merge.Remove {
+			r.Action = "unchanged" // not render's entry, or edited: it stays, unrecorded
+			return r
+		}
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%s: removed the mempalace entry render wrote: %s is not on PATH nor in ~/.local/bin, so a local stdio entry could not start (to get it back: pip install mempalace, or put %s on render's PATH; then render again)", m.file, ladder.LocalServer, ladder.LocalServer))
 	}
 	r.Action = string(d.action)
 	return m.describe(r, f, d, opts.Now().UTC())
