@@ -1,6 +1,7 @@
 package join
 
 import (
+	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -53,6 +55,13 @@ func TestJoinThroughTheGateway(t *testing.T) {
 // /mcp URL and the tokens by device id.
 func frontGateway(t *testing.T, devices []gateway.Device) (pr *primary, url string, tokens map[string]string) {
 	t.Helper()
+	return gatewayFront(t, devices, false)
+}
+
+// gatewayFront is frontGateway, with the gateway's op-id ledger wired
+// (as `gateway serve` wires it) when withLedger.
+func gatewayFront(t *testing.T, devices []gateway.Device, withLedger bool) (pr *primary, url string, tokens map[string]string) {
+	t.Helper()
 	dir := t.TempDir()
 	up, srv := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: "upstream-secret"})
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: devices}
@@ -71,6 +80,14 @@ func frontGateway(t *testing.T, devices []gateway.Device) (pr *primary, url stri
 		t.Fatal(err)
 	}
 	gw := &gateway.Server{ConfigFile: cfgFile, Upstream: srv.URL(), UpstreamToken: func() string { return "upstream-secret" }, BindHost: "127.0.0.1"}
+	if withLedger {
+		l, err := ledger.Open(filepath.Join(dir, ledger.FileName), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		gw.Ledger = gateway.OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
+	}
 	if err := gw.Open(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/gateway"
 )
 
 // A join cut short (Ctrl-C) while it sends, then run again: its report
@@ -65,5 +67,52 @@ func TestJoinInterruptedThenRunAgainCountsWhatItSent(t *testing.T) {
 				t.Fatalf("the second run reports sent %d, skipped %d, sent for the earlier run %d; it sent %d, %d were there, %d of %d are gone", sent, skipped, earlier, n-onPrimary, onPrimary, c.gone, n)
 			}
 		})
+	}
+}
+
+// Through a gateway with its op-id ledger (as `gateway serve` runs), a
+// join cut short by Ctrl-C while a drawer is in flight: the gateway
+// finishes that call, the drawer lands, and the ledger records its
+// answer. The next run sends the op again and gets the recorded answer
+// back: that drawer landed in the interrupted run, so it is skipped
+// (already on the primary), not sent by this run. It said one more sent
+// than it sent (fleet repro: "sent 9, skipped 31" with 32 already there).
+func TestJoinInterruptedThroughALedgerSkipsWhatLandedInFlight(t *testing.T) {
+	pr, url, tokens := gatewayFront(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, Agents: []string{"opencode@desk"}}}, true)
+	p := newPalace(t)
+	const n = 12
+	for i := range n {
+		p.do(t, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": fmt.Sprintf("in-flight note %d", i)})
+	}
+	p.save(t)
+	cfg := config(t, p, pr)
+	cfg.URL, cfg.Token = url, func() string { return tokens["desk-9b21"] }
+	pr.pl.SetLatency("mempalace_add_drawer", 300*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { // Ctrl-C while the 4th drawer is on its way
+		for pr.pl.Calls("mempalace_add_drawer") < 4 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+	}()
+	if _, err := Run(ctx, cfg, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	time.Sleep(500 * time.Millisecond) // the gateway finishes the call in flight
+	onPrimary := len(pr.pl.Dump().Drawers)
+	if onPrimary == 0 || onPrimary == n {
+		t.Fatalf("the interrupted run left %d of %d on the primary", onPrimary, n)
+	}
+	pr.pl.SetLatency("mempalace_add_drawer", 0)
+
+	rep := run(t, cfg, Options{Verify: All})
+	if !rep.OK() || len(pr.pl.Dump().Drawers) != n {
+		t.Fatalf("the second run: %d of %d on the primary: %+v", len(pr.pl.Dump().Drawers), n, rep)
+	}
+	sent, skipped, earlier := rep.Sent[Drawers], rep.Skipped[Drawers], rep.SentQueuedEarlier[Drawers]
+	if sent != n-onPrimary || skipped != onPrimary || earlier != 0 {
+		t.Fatalf("the second run reports sent %d, skipped %d, sent for the earlier run %d; %d were on the primary already, it sent %d", sent, skipped, earlier, onPrimary, n-onPrimary)
 	}
 }
