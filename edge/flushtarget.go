@@ -48,6 +48,11 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMess
 	if m == nil {
 		return nil, errUnreadableAnswer
 	}
+	if res.Meta[ledger.ReplayedKey] == true {
+		// A gateway's ledger answered from its record: the write landed
+		// when the op was first sent (a join counts it as there already).
+		m[ledger.ReplayedKey] = true
+	}
 	return m, nil
 }
 

@@ -103,14 +103,15 @@ type authorizedCalls struct {
 	calls []ToolCall
 }
 
-func (l *authorizedCalls) Forward(ctx context.Context, c ToolCall, next Send) (int, []byte) {
+func (l *authorizedCalls) Forward(ctx context.Context, c ToolCall, next Send) (int, []byte, bool) {
 	l.mu.Lock()
 	c.Body = bytes.Clone(c.Body)
 	snap, _ := decodeStrict(encodeJSON(c.Args))
 	c.Args, _ = snap.(map[string]any)
 	l.calls = append(l.calls, c)
 	l.mu.Unlock()
-	return next(ctx, c.Body)
+	s, b := next(ctx, c.Body)
+	return s, b, false
 }
 
 // FuzzForwardedMatchesAuthorized is the differential: for any body, every

@@ -280,7 +280,7 @@ var errNotVisible = &denial{ruleNotVisible, ruleNotVisible.String()}
 // keeps waiting past events the device cannot see, artifact_get's answer
 // is checked, and everything else goes to the upstream once (through the
 // ledger) and through the filter step.
-func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, req *rpcRequest) (int, []byte, error) {
+func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, req *rpcRequest) (status int, out []byte, err error) {
 	if t.Reads {
 		ctx = warmconn.WithReplayable(ctx) // a read may be sent twice
 	}
@@ -288,9 +288,13 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 		return s.answerByWing(ctx, d, t, req)
 	}
 	sent := time.Now() // real time: an event_wait's timeout runs from here
-	status, resp, err := s.forward(ctx, d, req)
+	status, resp, replayed, err := s.forward(ctx, d, req)
 	if err != nil {
 		return 0, nil, err
+	}
+	if replayed {
+		// Marked after the filter (which reads MemPalace's envelope only).
+		defer func() { out = markReplayed(out) }()
 	}
 	if status != http.StatusOK {
 		return status, resp, nil
@@ -301,7 +305,7 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	if t.Name == "event_wait" && !d.Coordinator {
 		return s.waitVisible(ctx, d, t, req, sent, resp)
 	}
-	out, err := s.filterAnswer(ctx, d, t, dec, req.rawID(), resp)
+	out, err = s.filterAnswer(ctx, d, t, dec, req.rawID(), resp)
 	return status, out, err
 }
 

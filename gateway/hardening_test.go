@@ -471,7 +471,9 @@ func TestRobustnessAndAuditEveryPath(t *testing.T) {
 // panicLedger panics in the forward step.
 type panicLedger struct{}
 
-func (panicLedger) Forward(context.Context, ToolCall, Send) (int, []byte) { panic("ledger broke") }
+func (panicLedger) Forward(context.Context, ToolCall, Send) (int, []byte, bool) {
+	panic("ledger broke")
+}
 
 func TestPanicIsAnsweredAndAudited(t *testing.T) {
 	g := newGW(t, devices)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/gateway/ledger"
 )
@@ -24,18 +25,27 @@ type OpLedger struct {
 }
 
 // Forward implements Ledger.
-func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, []byte) {
+func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, []byte, bool) {
 	if call.Reads {
-		return next(ctx, call.Body)
+		s, b := next(ctx, call.Body)
+		return s, b, false
 	}
+	status, body, outcome := o.forward(ctx, call, next)
+	return status, body, outcome == ledger.OutcomeReplayed
+}
+
+// forward is a write's way through the ledger, with its outcome ("" for
+// a call the ledger did not answer: a refusal, no op id).
+func (o OpLedger) forward(ctx context.Context, call ToolCall, next Send) (int, []byte, ledger.Outcome) {
 	reqID := json.RawMessage(gjson.GetBytes(call.Body, "id").Raw) // none: null, in rpcErr and the ledger's replay
 	params := json.RawMessage(gjson.GetBytes(call.Body, "params").Raw)
 	opID, ok, err := ledger.OpIDOf(params)
 	if err != nil {
-		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error())
+		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error()), ""
 	}
 	if !ok {
-		return next(ctx, call.Body)
+		status, body := next(ctx, call.Body)
+		return status, body, ""
 	}
 	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, RequestID: reqID, Resend: ledger.ResendOf(params)},
 		func(ctx context.Context) (ledger.Answer, error) {
@@ -47,17 +57,31 @@ func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, [
 		})
 	switch {
 	case errors.Is(err, ledger.ErrInFlight):
-		return 200, rpcErrBytes(reqID, ledger.CodeInFlight, "devbox-config gateway: this op is being forwarded now (retry later; nothing waits for it here)")
+		return 200, rpcErrBytes(reqID, ledger.CodeInFlight, "devbox-config gateway: this op is being forwarded now (retry later; nothing waits for it here)"), ""
 	case errors.Is(err, ledger.ErrInDoubt):
-		return 200, rpcErrBytes(reqID, ledger.CodeInDoubt, "devbox-config gateway: this op may have been applied: it reached the primary and no answer came back (the answer was lost, or the gateway stopped with it in flight): look it up, and send it again with _meta[\""+ledger.ResendKey+"\"] only if it is not there")
+		return 200, rpcErrBytes(reqID, ledger.CodeInDoubt, "devbox-config gateway: this op may have been applied: it reached the primary and no answer came back (the answer was lost, or the gateway stopped with it in flight): look it up, and send it again with _meta[\""+ledger.ResendKey+"\"] only if it is not there"), ""
 	case errors.Is(err, ledger.ErrReused):
-		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error())
+		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error()), ""
 	case errors.Is(err, ledger.ErrUnavailable):
 		o.Log.Error("op-id ledger unavailable: refusing the write", "device", call.Device, "tool", call.Tool, "err", err)
-		return 200, rpcErrBytes(reqID, CodeDenied, "devbox-config gateway: the op-id ledger cannot be read; writes are refused")
+		return 200, rpcErrBytes(reqID, CodeDenied, "devbox-config gateway: the op-id ledger cannot be read; writes are refused"), ""
 	case err != nil:
-		return 502, rpcErrBytes(reqID, -32000, "devbox-config gateway: "+err.Error())
+		return 502, rpcErrBytes(reqID, -32000, "devbox-config gateway: "+err.Error()), ""
 	}
 	o.Log.Debug("op-id ledger", "device", call.Device, "tool", call.Tool, "op", opID[:12], "outcome", outcome)
-	return ans.Status, ans.Body
+	return ans.Status, ans.Body, outcome
+}
+
+// markReplayed marks a JSON-RPC result answered from the op-id ledger's
+// record (result._meta[ledger.ReplayedKey]): the write landed when the op
+// id was first sent. An answer with no result object is as it was.
+func markReplayed(resp []byte) []byte {
+	if !gjson.GetBytes(resp, "result").IsObject() {
+		return resp
+	}
+	out, err := sjson.SetBytes(resp, "result._meta."+gjson.Escape(ledger.ReplayedKey), true)
+	if err != nil {
+		return resp
+	}
+	return out
 }

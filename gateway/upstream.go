@@ -44,14 +44,15 @@ type Send func(ctx context.Context, body []byte) (status int, resp []byte)
 
 // Ledger, when set on a Server, sits between the forward step and the
 // upstream for every authorized tools/call: it may answer from its own
-// record (a call it has already made once) or call next.
+// record (a call it has already made once: replayed) or call next.
 type Ledger interface {
-	Forward(ctx context.Context, call ToolCall, next Send) (status int, resp []byte)
+	Forward(ctx context.Context, call ToolCall, next Send) (status int, resp []byte, replayed bool)
 }
 
 // forward is the forward step of a tools/call: the re-encoded message,
-// through the ledger when there is one.
-func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (int, []byte, error) {
+// through the ledger when there is one (replayed: it answered from its
+// record).
+func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (status int, body []byte, replayed bool, err error) {
 	t, _ := catalogue.Lookup(req.Tool)
 	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode(), ArgsDigest: req.sentDigest}
 	send, full := s.upstreamCall, false
@@ -68,17 +69,15 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (int, 
 			return s.upstreamCall(ctx, body)
 		}
 	}
-	var status int
-	var body []byte
 	if s.Ledger != nil {
-		status, body = s.Ledger.Forward(ctx, call, send)
+		status, body, replayed = s.Ledger.Forward(ctx, call, send)
 	} else {
 		status, body = send(ctx, call.Body)
 	}
 	if full {
-		return 0, nil, errWriteQueueFull
+		return 0, nil, false, errWriteQueueFull
 	}
-	return status, body, nil
+	return status, body, replayed, nil
 }
 
 // msgWriteQueueFull answers a write the device's share of the queue has no room for.

@@ -14,6 +14,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/palacefiles"
 )
 
@@ -37,6 +38,7 @@ type joining struct {
 	store         *outbox.Store        // nil on a dry run with no earlier join
 	prior         map[string]outbox.Op // what earlier runs queued, by write
 	settledBefore map[string]bool      // the ids of the ops earlier runs settled
+	triedBefore   map[string]bool      // the ids of the ops earlier runs sent at least once
 	planned       []planned            // the writes of this run, in order
 	cp            TargetState          // this target's checkpoint, as it goes
 	primary       *edge.Primary        // set by drain
@@ -205,11 +207,10 @@ func (j *joining) plan(ctx context.Context) *Failure {
 	if err != nil {
 		return &Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()}
 	}
-	j.prior, j.settledBefore = priorOps(ops), map[string]bool{}
+	j.prior, j.settledBefore, j.triedBefore = priorOps(ops), map[string]bool{}, map[string]bool{}
 	for id, op := range ops {
-		if op.State == outbox.Done {
-			j.settledBefore[id] = true
-		}
+		j.settledBefore[id] = op.State == outbox.Done
+		j.triedBefore[id] = op.Attempts > 0
 	}
 	if j.o.Resume {
 		j.man.Records = j.resumed()
@@ -388,7 +389,7 @@ func (j *joining) sentForEarlier() {
 		}
 		res := resultOf(op)
 		switch pid := primaryID(res); {
-		case alreadyThere(res):
+		case j.there(op, res):
 		case pid != "":
 			j.landed[pid] = kindOfTool(op.Tool)
 		default:
@@ -409,9 +410,12 @@ func primaryID(res map[string]any) string {
 	return cmp.Or(str(res, "drawer_id"), str(res, "entry_id"))
 }
 
-// alreadyThere reports an answer that found the record on the primary.
-func alreadyThere(res map[string]any) bool {
-	return str(res, "skipped") != "" || str(res, "reason") == "already_exists"
+// there reports an answer that found the record on the primary: the
+// server's or the outbox's guard found it, or a gateway's ledger answered
+// from its record an op an earlier run had sent (it landed in that run:
+// Ctrl-C came while it was in flight).
+func (j *joining) there(op outbox.Op, res map[string]any) bool {
+	return str(res, "skipped") != "" || str(res, "reason") == "already_exists" || res[ledger.ReplayedKey] == true && j.triedBefore[op.ID]
 }
 
 // settled counts one write the primary has: sent by this run, or skipped
@@ -426,7 +430,7 @@ func (j *joining) settled(pl planned, op outbox.Op) {
 	}
 	id := primaryID(res)
 	_, landed := j.landed[id]
-	if pl.sent || alreadyThere(res) && (id == "" || !landed) {
+	if pl.sent || j.there(op, res) && (id == "" || !landed) {
 		j.rep.Skipped[pl.rec.Kind]++
 	} else {
 		// Sent now, or put there just before by an op an earlier run

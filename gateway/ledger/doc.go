@@ -38,7 +38,9 @@
 // upstream's answer says the write was applied, that answer's JSON-RPC
 // result is recorded (state "done"). A later call with the key gets the
 // recorded result back under its own JSON-RPC id ([OutcomeReplayed]) and
-// never reaches the upstream. A duplicate that arrives while the first is
+// never reaches the upstream; the gateway marks that answer, after its
+// filter, result._meta[ReplayedKey] = true (the write landed when the op
+// id was first sent: a join tells it from one it sends now). A duplicate that arrives while the first is
 // in flight (in this process or another sharing the file) is answered at
 // once with [ErrInFlight], a retryable refusal (JSON-RPC [CodeInFlight]):
 // it holds nothing while it waits, not even the gateway's write slot,

@@ -19,6 +19,10 @@ const (
 	// the primary) or "operator" (an operator said to send it again). The
 	// ledger forwards an op it holds in doubt only with it.
 	ResendKey = "devbox-config/resend"
+	// ReplayedKey is the result._meta member (true) a gateway adds to an
+	// answer the ledger gave from its record ([OutcomeReplayed]): the
+	// write landed when the op id was first sent, not now.
+	ReplayedKey = "devbox-config/replayed"
 	// Header is the response header a gateway with a ledger sets on every
 	// /mcp answer; HeaderValue is its value (protocol op-id, version 1).
 	Header      = "Devbox-Config-Ledger"
