@@ -1,0 +1,83 @@
+package edge
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// A container stop (SIGTERM, then SIGKILL: docker's 10 s) kills the edge
+// while its local palace is still at a write (a slow embedder); the
+// orphaned local palace applies it. The next edge on the same palace must
+// send it to the primary, once. Before, the edge queued a write only once
+// the local palace answered, so the kill lost it to the fleet: "local has
+// it: 1, outbox queued 0, primary has it: 0" (outside tester,
+// 06b-sigterm-then-docker-kill).
+func TestKilledMidWriteTheNextEdgeSendsIt(t *testing.T) {
+	testbed.Integration(t, "builds and runs the devbox-config binary")
+	child := testbed.Self(t, fakepalace.ProgramName)
+	primary, srv := startPrimary(t)
+	palace := filepath.Join(t.TempDir(), "palace")
+	p := startHeld(t, []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace,
+		"MEMPALACE_REMOTE_URL=" + srv.URL(), "MEMPALACE_REMOTE_TOKEN=" + testToken, "MEMPALACE_EDGE_TIMEOUT=30s",
+		"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=1500"})
+	p.send(t, pipedInitialize)
+	if a := p.await("1", 20*time.Second); a["result"] == nil {
+		t.Fatalf("initialize: %v\nstderr:\n%s", a, p.errOut)
+	}
+	p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+signalWrite)
+	time.Sleep(500 * time.Millisecond) // at the local palace, which takes 1.5 s
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.exited <- <-p.exited
+	// The orphaned local palace finishes the write it was sent.
+	deadline := time.Now().Add(10 * time.Second)
+	for st, _ := fakepalace.ReadDump(palace); len(st.Drawers) != 1; st, _ = fakepalace.ReadDump(palace) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphaned local palace did not apply the write\nstderr:\n%s", p.errOut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	h := start(t, harnessOpts{raw: true, palace: palace, primaryURL: srv.URL()})
+	h.handshake()
+	content := "written, then a signal"
+	h.eventually("the write on the primary after the kill", func() bool { return primary.Dump().CountContent(content) == 1 })
+	h.drained()
+	if n := primary.Dump().CountContent(content); n != 1 {
+		t.Errorf("the primary holds the write %d times, want once", n)
+	}
+}
+
+// A write the local palace refuses is never sent, and leaves nothing in
+// the outbox: the intent written before it was sent is dropped, not
+// queued, and a later edge on the same palace sends nothing either.
+func TestRefusedLocalWriteIsNeverSent(t *testing.T) {
+	h := start(t, harnessOpts{})
+	m, res := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "   "})
+	if !res.IsError && m["success"] != false && m["error"] == nil {
+		t.Fatalf("the local palace took a blank drawer: %v", m)
+	}
+	ob, err := outbox.Open(filepath.Join(h.palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	ops, err := ob.List(context.Background(), 100, outbox.Queued, outbox.Inflight, outbox.Done, outbox.Dead, outbox.InDoubt, outbox.Held)
+	if err != nil || len(ops) != 0 {
+		t.Errorf("the outbox after a refused write: %+v %v", ops, err)
+	}
+	if n, _, err := ob.Pending(context.Background()); err != nil || n != 0 {
+		t.Errorf("pending after a refused write: %d %v", n, err)
+	}
+	if strings.Contains(h.primaryLog.String(), "add_drawer") {
+		t.Errorf("the refused write reached the primary:\n%s", h.primaryLog)
+	}
+}
