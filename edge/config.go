@@ -51,7 +51,8 @@ type Config struct {
 	// is still waited for once its call is cancelled (the agent's
 	// notifications/cancelled) or the edge stops: the local palace applies
 	// it anyway, so its answer is awaited and the write queued. Past it the
-	// write is given up, logged, and not queued (0: DefaultWriteGrace).
+	// write is given up, logged, and queued all the same; it was in the
+	// outbox before it was sent (outbox/intent.go) (0: DefaultWriteGrace).
 	WriteGrace time.Duration
 	// Probe is the first wait before the breaker probes a primary that
 	// went down; the waits double up to 30 s (0: PrimaryOptions' default,

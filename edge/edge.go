@@ -277,6 +277,9 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 		e.log.Error("outbox unavailable: local writes still succeed but are not replicated", "err", err)
 	}
 	e.outbox = ob
+	if ob != nil {
+		e.resolveIntents(ctx) // writes a killed edge left at the local palace: held, released below
+	}
 	if ob != nil && polErr == nil {
 		e.release(ctx, pol) // ops held by an earlier run, if any
 	}

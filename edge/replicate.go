@@ -32,12 +32,17 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err // cancelled before it was sent: the local palace never saw it
 	}
+	// In the outbox before it is sent, as an intent the local answer
+	// settles (outbox/intent.go): a kill while the local palace is at it
+	// leaves it for the next edge to send.
+	in := e.intend(ctx, c, oldWing)
 	// Sent, it is applied locally whatever becomes of the call: its answer
 	// is waited for (bounded) and the write queued (sentwrite.go).
 	ctx, end := e.sendingWrite(ctx)
 	defer end()
 	raw, lerr := e.localServer.Call(ctx, c.params)
 	if errors.Is(lerr, ErrLocalDown) {
+		e.abandon(ctx, c, in) // never sent: writeWithoutLocal decides
 		return e.writeWithoutLocal(ctx, c, oldWing, lerr)
 	}
 	if lerr != nil && ctx.Err() != nil {
@@ -46,23 +51,94 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		// primary has a write this palace lacks, which reads show.
 		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled or the edge stopped; it is queued for the primary all the same (the local palace may or may not apply it)", "tool", c.name, "grace", e.cfg.WriteGrace)
 		e.lift(context.WithoutCancel(ctx), c)
-		e.queue(ctx, c, oldWing, "") // no answer: the local entry id is unknown
+		e.settle(ctx, c, oldWing, in, "") // no answer: the local entry id is unknown
+		in = nil
 	}
 	res, err := localAnswer(raw, lerr)
 	if err != nil || res == nil {
+		e.abandon(ctx, c, in)
 		return res, err
 	}
 	if c.tool.Wings == catalogue.DrawerWing && e.lacksLocally(res) {
+		e.abandon(ctx, c, in) // writeShared decides
 		return e.writeShared(ctx, c, res), nil
 	}
-	if res.IsError {
-		return res, nil
-	}
-	if m := resultJSON(res); m["success"] == false || m["error"] != nil {
+	if m := resultJSON(res); res.IsError || m["success"] == false || m["error"] != nil {
+		e.abandon(ctx, c, in)
 		return res, nil // the local palace refused it: nothing to replicate
 	}
 	e.lift(ctx, c) // a write that recreates deleted content (tombstone.go)
-	return annotate(res, e.queue(ctx, c, oldWing, localEntry(c, resultJSON(res))), false), nil
+	return annotate(res, e.settle(ctx, c, oldWing, in, localEntry(c, resultJSON(res))), false), nil
+}
+
+// intent is a write in the outbox before its local answer: the op, and
+// whether it waits for the policy to parse (held) once the answer comes.
+type intent struct {
+	op     outbox.Op
+	polErr error // the policy did not parse: held
+}
+
+// intend puts c in the outbox as an intent, as the policy says (nil: no
+// op, for a write the policy keeps local, or no outbox; or the outbox
+// failed, and settle tries again with the local answer).
+func (e *Edge) intend(ctx context.Context, c *call, oldWing string) *intent {
+	if e.outbox == nil {
+		return nil
+	}
+	w, polErr, ok := e.outboxWrite(ctx, c, oldWing)
+	if !ok || w.Payload == nil {
+		return nil
+	}
+	w.Intent = true
+	op, err := e.outbox.Enqueue(ctx, w)
+	if err != nil {
+		e.log.Debug("the write's intent is not in the outbox; it is queued once the local palace answers", "tool", c.name, "err", err)
+		return nil
+	}
+	return &intent{op: op, polErr: polErr}
+}
+
+// settle queues a write the local palace took (its intent promoted; with
+// none, queue), and says what became of it (the answer's "edge" object).
+func (e *Edge) settle(ctx context.Context, c *call, oldWing string, in *intent, entry string) map[string]any {
+	if in == nil {
+		return e.queue(ctx, c, oldWing, entry)
+	}
+	ctx = context.WithoutCancel(ctx) // taken locally: it must reach the outbox's queue
+	op, err := e.outbox.Promote(ctx, in.op, in.polErr != nil, entry)
+	if err != nil {
+		e.log.Error("the write the local palace took stays in the outbox unqueued; the next edge start (or `edge flush`) sends it", "tool", c.name, "op", in.op.Short(), "err", err)
+		return map[string]any{"replication": fmt.Sprintf("not queued yet: %v; the next edge start sends it", err), "op_id": in.op.ID}
+	}
+	return e.queuedNote(ctx, op, in.polErr)
+}
+
+// abandon takes back the intent of a write the local palace refused (or
+// never got): it is never sent.
+func (e *Edge) abandon(ctx context.Context, c *call, in *intent) {
+	if in == nil {
+		return
+	}
+	taken, err := e.outbox.Abandon(context.WithoutCancel(ctx), in.op)
+	switch {
+	case err != nil:
+		e.log.Error("a write the local palace refused could not be taken out of the outbox; the next edge start may send it (`devbox-config edge outbox drop` stops that)", "tool", c.name, "op", in.op.Short(), "err", err)
+	case !taken:
+		e.log.Warn("a write the local palace refused had already been sent by another edge process sharing this palace, which took it for one a killed edge left", "tool", c.name, "op", in.op.Short())
+	}
+}
+
+// resolveIntents holds the intents an edge killed mid-write left in the
+// outbox, for the policy to release (outbox/intent.go says why they are
+// sent, not checked against the local palace).
+func (e *Edge) resolveIntents(ctx context.Context) {
+	n, err := e.outbox.ResolveIntents(ctx)
+	switch {
+	case err != nil:
+		e.log.Error("writes an edge stopped mid-write left in the outbox stay there unsent", "err", err)
+	case n > 0:
+		e.log.Warn("writes an edge stopped mid-write left in the outbox are queued for the primary (the local palace may or may not have applied them)", "writes", n)
+	}
 }
 
 // localEntry is the local palace's id of the diary entry a diary_write
@@ -93,27 +169,40 @@ func (e *Edge) queue(ctx context.Context, c *call, oldWing, entry string) map[st
 	if e.outbox == nil {
 		return map[string]any{"replication": fmt.Sprintf("not replicated: outbox unavailable: %v", e.obErr)}
 	}
-	pol, polErr := e.currentPolicy(ctx)
-	w := outbox.Write{Name: c.name, Tool: c.tool, Args: c.argsMap(), Held: polErr != nil, Entry: entry}
-	var ok bool
-	if w.Held {
-		// Replicated or not, nobody can say: held, whole, until it parses.
-		w.Payload, w.Wing, ok = stamped(c.tool, c.raw(), e.cfg.Stamp()), firstWing(c.tool, c.argsMap(), oldWing), true
-	} else {
-		w.Payload, w.Wing, ok = decide(pol, c.tool, c.argsMap(), c.raw(), oldWing, e.cfg.Stamp())
-	}
+	w, polErr, ok := e.outboxWrite(ctx, c, oldWing)
 	if !ok {
 		return map[string]any{"replication": "local only (policy)"}
 	}
 	if w.Payload == nil {
 		return map[string]any{"replication": "not replicated: its arguments could not be read"}
 	}
+	w.Entry = entry
 	op, err := e.outbox.Enqueue(ctx, w)
 	if err != nil {
 		e.log.Error("outbox write failed; the local write stands but is not replicated", "tool", c.name, "err", err)
 		return map[string]any{"replication": fmt.Sprintf("not replicated: %v", err)}
 	}
+	return e.queuedNote(ctx, op, polErr)
+}
+
+// outboxWrite is c as the policy makes it an op, with the policy's error
+// (held: replicated or not, nobody can say, so it is kept whole until the
+// policy parses); !ok: the policy keeps it local.
+func (e *Edge) outboxWrite(ctx context.Context, c *call, oldWing string) (w outbox.Write, polErr error, ok bool) {
+	pol, polErr := e.currentPolicy(ctx)
+	w = outbox.Write{Name: c.name, Tool: c.tool, Args: c.argsMap(), Held: polErr != nil}
 	if w.Held {
+		w.Payload, w.Wing, ok = stamped(c.tool, c.raw(), e.cfg.Stamp()), firstWing(c.tool, c.argsMap(), oldWing), true
+	} else {
+		w.Payload, w.Wing, ok = decide(pol, c.tool, c.argsMap(), c.raw(), oldWing, e.cfg.Stamp())
+	}
+	return w, polErr, ok
+}
+
+// queuedNote says what became of a queued op (the answer's "edge" object):
+// queued, maybe behind another, or held while the policy does not parse.
+func (e *Edge) queuedNote(ctx context.Context, op outbox.Op, polErr error) map[string]any {
+	if op.State == outbox.Held {
 		return map[string]any{"replication": "held", "op_id": op.ID,
 			"message": fmt.Sprintf("the replication policy does not parse (%v): this write waits in the outbox and is sent once the policy parses, if it replicates its wing", polErr)}
 	}

@@ -53,6 +53,9 @@ func (fc *edgeFlushCmd) run() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fc.timeout)
 	defer cancel()
+	if _, err := s.ResolveIntents(ctx); err != nil { // left by an edge killed mid-write: released below
+		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
+	}
 	if pol, err := edge.LoadPolicy(cfg.StateDir()); err == nil {
 		if _, _, err := edge.ReleaseHeld(ctx, s, pol, cfg.Stamp()); err != nil {
 			return failed(fmt.Errorf("outbox %s: releasing the writes held while the policy did not parse: %w", s.Path(), err))

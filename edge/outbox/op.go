@@ -41,6 +41,10 @@ const (
 	// Held: written while the replication policy did not parse; sent once
 	// it parses and replicates the op's wings (the edge releases it).
 	Held State = "held"
+	// Intent: written before the write was sent to the local palace,
+	// whose answer settles it (intent.go); never sent as it is. One a
+	// killed edge left is held by the next (ResolveIntents).
+	Intent State = "intent"
 )
 
 func (s State) String() string { return string(s) }
@@ -103,6 +107,10 @@ type Write struct {
 	// Held: the replication policy did not parse; the op waits (Held)
 	// until it does.
 	Held bool
+	// Intent: the write is about to be sent to the local palace, whose
+	// answer settles the op (Promote, Abandon; intent.go). Entry is then
+	// Promote's.
+	Intent bool
 	// Entry is the local palace's id of the diary entry the write makes
 	// ("": none): a delete of that entry finds this op by it (meta
 	// entry:<id>, CancelUnsentDiaries).
@@ -156,7 +164,7 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 	}
 	defer tx.Rollback() // after Commit, a no-op
 	dedupe := ""
-	if rec.Replay == catalogue.ServerDeduped && !w.Held {
+	if rec.Replay == catalogue.ServerDeduped && !w.Held && !w.Intent {
 		canon, err := canonical(w.Payload)
 		if err != nil {
 			return Op{}, fmt.Errorf("outbox: payload of %s: %w", tool, err)
@@ -177,7 +185,10 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 	seq++
 	op := Op{LocalSeq: seq, ID: OpID(s.identity, seq, tool, w.Payload), OriginDevice: s.device, OriginLabel: s.label, Tool: tool,
 		Payload: w.Payload, Wing: w.Wing, Lane: rec.Lane(), Ordinal: w.Ordinal, State: Queued, CreatedAt: s.now()}
-	if w.Held {
+	switch {
+	case w.Intent:
+		op.State = Intent
+	case w.Held:
 		op.State = Held
 	}
 	dedupe = cmp.Or(dedupe, "op:"+op.ID)
@@ -197,7 +208,7 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 	if err := insertKeys(ctx, tx, seq, rec.CausalKeys(args)); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
-	if w.Entry != "" {
+	if w.Entry != "" && !w.Intent {
 		if err := setMeta(ctx, tx, entryKey(w.Entry), op.ID); err != nil {
 			return Op{}, fmt.Errorf("outbox: %w", err)
 		}
@@ -205,7 +216,7 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 	if err := tx.Commit(); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
-	if !w.Held {
+	if op.State == Queued {
 		s.ringAll()
 	}
 	return op, nil

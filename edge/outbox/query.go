@@ -143,7 +143,7 @@ func (s *Store) PendingOn(ctx context.Context, lane catalogue.Lane) ([]Op, error
 
 func (s *Store) list(ctx context.Context, lane catalogue.Lane, limit int, states ...State) ([]Op, error) {
 	if len(states) == 0 {
-		states = []State{Queued, Inflight, Dead, InDoubt, Held}
+		states = []State{Queued, Inflight, Dead, InDoubt, Held, Intent}
 	}
 	q := `SELECT ` + opCols + ` FROM ops WHERE state IN (` + marks(len(states)) + `)`
 	args := []any{}
@@ -176,6 +176,8 @@ func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
 		return o, errFinal(o)
 	case Held:
 		return o, fmt.Errorf("op %s is held until the replication policy parses (%s): fix the policy and the edge sends it", o.Short(), PolicyHint)
+	case Intent:
+		return o, fmt.Errorf("op %s is at the local palace, whose answer queues it (or, if the edge was stopped, the next edge start or `edge flush` does)", o.Short())
 	}
 	resend := o.State == InDoubt || o.Resend
 	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=? WHERE local_seq=?`, resend, o.LocalSeq); err != nil {
