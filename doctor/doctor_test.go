@@ -15,6 +15,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -932,4 +933,85 @@ func TestEdgeSettings(t *testing.T) {
 			t.Fatalf("%s=%s: %+v", c.name, c.value, fs[0])
 		}
 	}
+}
+
+// entry-command: a harness config's stdio MemPalace entry whose command
+// cannot be started (an old generator's or a user's entry render leaves
+// alone, an edge entry whose devbox-config is gone) makes the harness run
+// without MemPalace's tools and say nothing; doctor names it.
+func TestEntryCommand(t *testing.T) {
+	notFound := func(missing string) func(string) (string, error) {
+		return func(name string) (string, error) {
+			if name == missing {
+				return "", exec.ErrNotFound
+			}
+			return "/usr/bin/" + name, nil
+		}
+	}
+	for _, c := range []struct {
+		name, file, content, command, entry string
+	}{
+		{"Claude Code stdio", ".claude.json", `{"mcpServers": {"mempalace": {"type": "stdio", "command": "mempalace-mcp", "args": []}}}`, "mempalace-mcp", "mcpServers.mempalace"},
+		{"opencode's old generator", ".config/opencode/opencode.json", `{"mcp": {"mempalace": {"type": "local", "command": ["mempalace-mcp"]}}}`, "mempalace-mcp", "mcp.mempalace"},
+		{"Codex TOML", ".codex/config.toml", "[mcp_servers.mempalace]\ncommand = \"mempalace-mcp\"\n", "mempalace-mcp", "mcp_servers.mempalace"},
+		{"Continue YAML list", ".continue/config.yaml", "name: Local Config\nversion: 1.0.0\nschema: v1\nmcpServers:\n  - name: mempalace\n    command: mempalace-mcp\n", "mempalace-mcp", "mcpServers.mempalace"},
+		{"Goose cmd", ".config/goose/config.yaml", "extensions:\n  mempalace:\n    name: mempalace\n    type: stdio\n    cmd: mempalace-mcp\n    args: []\n", "mempalace-mcp", "extensions.mempalace"},
+		{"an edge entry whose devbox-config is gone", ".cursor/mcp.json", `{"mcpServers": {"mempalace": {"command": "/opt/gone/devbox-config", "args": ["edge"]}}}`, "/opt/gone/devbox-config", "mcpServers.mempalace"},
+		{"an edge entry, devbox-config not on PATH", ".pi/agent/mcp.json", `{"mcpServers": {"mempalace": {"command": "devbox-config", "args": ["edge"]}}}`, "devbox-config", "mcpServers.mempalace"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBox(t)
+			b.opts.LookPath = notFound(filepath.Base(c.command))
+			path := filepath.Join(b.home, c.file)
+			write(t, path, c.content, 0o644)
+			fs := b.run()
+			only(t, fs, "error:entry-command")
+			f := fs[0]
+			for _, want := range []string{path, c.entry, c.command} {
+				if !strings.Contains(f.Message, want) {
+					t.Fatalf("the finding does not name %q: %s", want, f.Message)
+				}
+			}
+			fix := "pip install mempalace"
+			if strings.Contains(c.command, "devbox-config") {
+				fix = "devbox-config on PATH"
+			}
+			if !strings.Contains(f.Fix, fix) || !strings.Contains(f.Fix, "render") {
+				t.Fatalf("the fix does not say %q and render again: %s", fix, f.Fix)
+			}
+			if !filepath.IsAbs(c.command) { // an absolute one that exists: the subtest below
+				b.opts.LookPath = notFound("") // the command on PATH: nothing to say
+				only(t, b.run())
+			}
+		})
+	}
+	t.Run("an absolute command that exists and runs", func(t *testing.T) {
+		b := newBox(t)
+		bin := filepath.Join(b.home, "bin", "devbox-config")
+		write(t, bin, "#!/bin/sh\n", 0o755)
+		write(t, filepath.Join(b.home, ".cursor/mcp.json"), `{"mcpServers": {"mempalace": {"command": "`+bin+`", "args": ["edge"]}}}`, 0o644)
+		only(t, b.run())
+		must(t, os.Chmod(bin, 0o644)) // not executable: the harness cannot start it
+		only(t, b.run(), "error:entry-command")
+	})
+	t.Run("mempalace-mcp in pipx's ~/.local/bin, where render keeps the entry", func(t *testing.T) {
+		b := newBox(t)
+		b.opts.LookPath = notFound("mempalace-mcp")
+		write(t, filepath.Join(b.home, ".local/bin/mempalace-mcp"), "#!/bin/sh\n", 0o755)
+		write(t, filepath.Join(b.home, ".claude.json"), `{"mcpServers": {"mempalace": {"command": "mempalace-mcp"}}}`, 0o644)
+		only(t, b.run())
+	})
+	t.Run("remote entries and other servers are not looked at", func(t *testing.T) {
+		b := newBox(t)
+		b.opts.LookPath = notFound("mempalace-mcp")
+		write(t, filepath.Join(b.home, ".claude.json"), `{"mcpServers": {"mempalace": {"type": "http", "url": "https://palace.example.org/mcp"}, "other": {"command": "mempalace-mcp"}}}`, 0o644)
+		only(t, b.run())
+	})
+	t.Run("R1: no MEMPALACE_* and no harness entries, nothing new", func(t *testing.T) {
+		b := newBox(t)
+		b.opts.LookPath = notFound("mempalace-mcp")
+		write(t, filepath.Join(b.home, ".claude.json"), `{"projects": {}}`, 0o644)
+		write(t, filepath.Join(b.home, ".config/opencode/opencode.jsonc"), "{\n  // mine\n}\n", 0o644)
+		only(t, b.run())
+	})
 }
