@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -208,4 +209,28 @@ func Names() []string {
 		out = append(out, r.Name)
 	}
 	return out
+}
+
+// Command is the program a stdio entry starts and its arguments, in any of
+// the records' shapes: "command" a string with "args" (most), "command" a
+// list (opencode, Kilo), "cmd" (Goose). cmd is "" for an entry that starts
+// nothing (a remote one) or that is not an object.
+func Command(entry []byte) (cmd string, args []string) {
+	var e struct {
+		Command json.RawMessage `json:"command"`
+		Cmd     string          `json:"cmd"`
+		Args    []string        `json:"args"`
+	}
+	if json.Unmarshal(entry, &e) != nil {
+		return "", nil
+	}
+	var list []string
+	switch {
+	case json.Unmarshal(e.Command, &cmd) == nil:
+	case json.Unmarshal(e.Command, &list) == nil && len(list) > 0:
+		cmd, args = list[0], list[1:]
+	default:
+		cmd = e.Cmd
+	}
+	return cmd, append(args, e.Args...)
 }

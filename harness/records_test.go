@@ -97,3 +97,23 @@ func edgeHarness(e map[string]any) string {
 	}
 	return "-"
 }
+
+// Command reads every record's stdio entries (doctor's entry-command
+// checks what they start): the solitary one starts mempalace-mcp, the
+// edge one `devbox-config edge`.
+func TestCommandReadsEveryRecord(t *testing.T) {
+	for _, r := range All() {
+		if r.Settings != nil {
+			continue
+		}
+		if cmd, args := Command([]byte(r.Entries.Solitary)); cmd != ladder.LocalServer || len(args) != 0 {
+			t.Errorf("%s: solitary entry starts %q %q", r.Name, cmd, args)
+		}
+		if cmd, args := Command([]byte(r.Entries.Edge)); cmd != "devbox-config" || len(args) != 1 || args[0] != "edge" {
+			t.Errorf("%s: edge entry starts %q %q", r.Name, cmd, args)
+		}
+	}
+	if cmd, _ := Command([]byte(`{"url": "https://palace.example.org/mcp"}`)); cmd != "" {
+		t.Errorf("a remote entry starts %q", cmd)
+	}
+}

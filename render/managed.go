@@ -38,6 +38,17 @@ func load(sys System, rec harness.Record, path string) (loaded, error) {
 	return loaded{real: real, data: data, perm: perm, doc: doc}, nil
 }
 
+// Entry is rec's MemPalace entry in the config at path as standard JSON,
+// read as render reads it (nil: no file, or no entry there). doctor reads
+// the harness configs through it.
+func Entry(rec harness.Record, path string) ([]byte, error) {
+	f, err := load(OS{}, rec, path)
+	if err != nil || f.data == nil {
+		return nil, err
+	}
+	return f.doc.Get(rec.Pointer()...)
+}
+
 // managed describes one env-authoritative subtree.
 type managed struct {
 	rec     harness.Record

@@ -32,6 +32,8 @@ section it comes from. Finding ids are stable, for scripts:
   edge-volume                                §1.2 edge palace not on a volume
   env-permissions, token-in-config           R3   the token where others read it
   proposed-pending                           §4.1 a .proposed nobody merged
+  entry-command                              §4.1 a harness's MemPalace entry runs
+                                                  a command that is not there
   primary-unreachable, primary-auth,         §6.2 /healthz, tools/list (401),
   host-pin, origin-header                         403 behind a proxy; behind a
                                                   gateway: the device's own token

@@ -1,0 +1,94 @@
+package doctor
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/joakimp/devbox-config/harness"
+	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/render"
+)
+
+// IDEntryCommand: a harness config's stdio MemPalace entry runs a command
+// that cannot be started.
+const IDEntryCommand = "entry-command"
+
+// CheckEntryCommand is entry-command (§4.1): every harness config a record
+// names is read as render reads it, and a stdio MemPalace entry that runs
+// mempalace-mcp or devbox-config must find it. render removes an entry it
+// wrote when mempalace-mcp is nowhere, but leaves one it did not write (an
+// old generator's, a user's), and an edge entry outlives the devbox-config
+// it names: the harness then starts without MemPalace's tools and says
+// nothing. A config that does not parse is render's to report.
+func CheckEntryCommand(opts Options) []Finding {
+	env := harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}
+	var out []Finding
+	for _, rec := range harness.All() {
+		if len(rec.Key) == 0 {
+			continue // a settings merge (pi): no entry
+		}
+		for _, name := range rec.Location.Names() {
+			path := filepath.Join(rec.Location.DirPath(env), name)
+			entry, err := render.Entry(rec, path)
+			if err != nil || entry == nil {
+				continue
+			}
+			cmd, _ := harness.Command(entry)
+			base := filepath.Base(cmd)
+			if base != ladder.LocalServer && base != "devbox-config" {
+				continue // a remote entry, or someone else's server
+			}
+			if why := opts.cannotStart(cmd); why != "" {
+				out = append(out, entryCommandFinding(rec, path, cmd, why))
+			}
+		}
+	}
+	return out
+}
+
+// cannotStart says why a harness cannot start cmd ("" : it can): an
+// absolute path must be an executable file; a bare name must be on PATH,
+// or in pipx's ~/.local/bin, where render keeps an entry for a login
+// shell's PATH to find. A relative path depends on the harness's working
+// directory and is not judged.
+func (o Options) cannotStart(cmd string) string {
+	switch {
+	case filepath.IsAbs(cmd):
+		return notExecutable(cmd)
+	case strings.ContainsRune(cmd, '/'):
+		return ""
+	}
+	if _, err := o.LookPath(cmd); err == nil || notExecutable(filepath.Join(o.Home, ".local", "bin", cmd)) == "" {
+		return ""
+	}
+	return "is not on PATH nor in ~/.local/bin"
+}
+
+// notExecutable says why path is not a program ("" : it is).
+func notExecutable(path string) string {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return "does not exist"
+	case !fi.Mode().IsRegular():
+		return "is not a file"
+	case fi.Mode().Perm()&0o111 == 0:
+		return "is not executable"
+	}
+	return ""
+}
+
+func entryCommandFinding(rec harness.Record, path, cmd, why string) Finding {
+	fix := fmt.Sprintf("install MemPalace (pip install mempalace, or pipx install mempalace) so %[1]s is on PATH, then run `devbox-config render` again; or, if this devbox is meant to run without MemPalace, run `devbox-config render` (it removes an entry it wrote) and delete the entry by hand if it stays (render leaves one it did not write)", ladder.LocalServer)
+	if filepath.Base(cmd) == "devbox-config" {
+		fix = "put devbox-config on PATH (scripts/build /usr/local/bin/devbox-config), then run `devbox-config render` again: it rewrites the entry it wrote; one it did not write, point at the binary by hand"
+	}
+	if filepath.IsAbs(cmd) {
+		fix += fmt.Sprintf("; or edit the entry so its command is where the program is now (a bare %s is looked up on PATH)", filepath.Base(cmd))
+	}
+	return Finding{ID: IDEntryCommand, Severity: Error, Section: "§4.1",
+		Message: fmt.Sprintf("%s: the MemPalace entry %s runs %s, which %s: %s cannot start its MemPalace server and runs without MemPalace's tools, saying nothing", path, strings.Join(rec.Pointer(), "."), cmd, why, rec.Title),
+		Fix:     fix}
+}
