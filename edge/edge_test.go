@@ -73,6 +73,8 @@ type harnessOpts struct {
 	writeGrace time.Duration
 	// client is the agent's client options (default none).
 	client *mcp.ClientOptions
+	// out wraps the edge's output to the agent (default as it is).
+	out func(io.WriteCloser) io.WriteCloser
 }
 
 func start(t testing.TB, o harnessOpts) *harness {
@@ -123,7 +125,11 @@ func start(t testing.TB, o harnessOpts) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	h.stop, h.done = cancel, done
-	go func() { h.edge.Serve(ctx, inR, outW); outW.Close(); close(done) }()
+	var out io.WriteCloser = outW
+	if o.out != nil {
+		out = o.out(outW)
+	}
+	go func() { h.edge.Serve(ctx, inR, out); outW.Close(); close(done) }()
 	if o.raw {
 		h.in, h.lines, h.seen = inW, make(chan map[string]any, 100), map[string]map[string]any{}
 		go func() {
