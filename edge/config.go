@@ -45,7 +45,9 @@ type Config struct {
 	PrimaryToolsWait time.Duration
 	// StopGrace bounds how long the calls in flight when Serve's context
 	// ends (SIGTERM, SIGINT) may still finish before they are answered
-	// with an error and the edge stops (0: DefaultStopGrace).
+	// with an error and the edge stops, and how long the flusher's send
+	// under way at any stop still has to get its answer (0:
+	// DefaultStopGrace).
 	StopGrace time.Duration
 	// WriteGrace bounds how long a write already sent to the local palace
 	// is still waited for once its call is cancelled (the agent's

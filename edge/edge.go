@@ -331,7 +331,7 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 		go func() { defer wg.Done(); e.watchOwed(ctx) }()
 	}
 	if ob != nil {
-		f := &outbox.Flusher{S: ob, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout}
+		f := &outbox.Flusher{S: ob, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace}
 		wg.Add(1)
 		go func() { defer wg.Done(); f.Run(ctx) }()
 	}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -47,6 +48,12 @@ type Flusher struct {
 	Lease time.Duration
 	// SendTimeout bounds one send with its look-ups (default 20 s).
 	SendTimeout time.Duration
+	// StopGrace is how long a send under way when Run or Drain is stopped
+	// (its context ends) still has to get its answer, within SendTimeout
+	// (default 3 s): the op then ends sent, or queued again when the
+	// request never left, rather than in flight in doubt, which a delete
+	// may not take back. A lease lost cuts the send at once.
+	StopGrace time.Duration
 	// MaxRefusals: attempts the primary refuses before an op is dead
 	// (default 5). No other failure makes an op dead.
 	MaxRefusals int
@@ -92,6 +99,7 @@ func (f *Flusher) defaults() {
 	}
 	def(&f.Lease, 10*time.Second)
 	def(&f.SendTimeout, 20*time.Second)
+	def(&f.StopGrace, 3*time.Second)
 	def(&f.BaseDelay, 500*time.Millisecond)
 	def(&f.MaxDelay, 5*time.Minute)
 	def(&f.Poll, 100*time.Millisecond)
@@ -161,12 +169,12 @@ type roundResult struct {
 // round sends on both lanes at once whatever is due, until neither has
 // anything due, renewing the lease meanwhile; a lease lost ends it.
 func (f *Flusher) round(ctx context.Context) roundResult {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	stop := make(chan struct{})
 	var keeper sync.WaitGroup
 	keeper.Add(1)
-	go func() { defer keeper.Done(); f.keepLease(ctx, stop, cancel) }()
+	go func() { defer keeper.Done(); f.keepLease(ctx, stop, func() { cancel(errLeaseLost) }) }()
 	lanes := []catalogue.Lane{catalogue.PalaceLane, catalogue.CoordinationLane}
 	res := make([]roundResult, len(lanes))
 	var wg sync.WaitGroup
@@ -249,13 +257,28 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 		return false
 	}
 	op.Attempts++
-	sctx, cancel := context.WithTimeout(ctx, f.SendTimeout)
+	sctx, cancel := f.sendContext(ctx)
 	res, err := f.send(sctx, run, op, ambiguous)
 	cancel()
-	if err != nil && ctx.Err() != nil {
-		return false // shutting down or the lease lost: the op stays in flight, maybe applied next time
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrNotSent) {
+		return false // cut after it may have left (past the grace, or the lease lost): the op stays in flight, maybe applied next time
 	}
-	return f.settle(context.WithoutCancel(ctx), op, res, err)
+	return f.settle(context.WithoutCancel(ctx), op, res, err) // an answer, or never sent: queued again
+}
+
+// sendContext bounds one send by SendTimeout. ctx ending (the flusher
+// stopped) leaves it StopGrace more to get its answer; a lease lost cuts
+// it at once (another process may be sending).
+func (f *Flusher) sendContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.SendTimeout)
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), errLeaseLost) {
+			cancel()
+			return
+		}
+		time.AfterFunc(f.StopGrace, cancel) // a no-op once the send is over
+	})
+	return sctx, func() { stop(); cancel() }
 }
 
 // Drain sends everything sendable now and returns when nothing is left
