@@ -259,11 +259,12 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 	op.Attempts++
 	sctx, cancel := f.sendContext(ctx)
 	res, err := f.send(sctx, run, op, ambiguous)
+	cut := err != nil && ctx.Err() != nil && sctx.Err() != nil
 	cancel()
-	if err != nil && ctx.Err() != nil && !errors.Is(err, ErrNotSent) {
+	if cut && !errors.Is(err, ErrNotSent) {
 		return false // cut after it may have left (past the grace, or the lease lost): the op stays in flight, maybe applied next time
 	}
-	return f.settle(context.WithoutCancel(ctx), op, res, err) // an answer, or never sent: queued again
+	return f.settle(context.WithoutCancel(ctx), op, res, err) // an answer (in the grace too), or never sent: queued again
 }
 
 // sendContext bounds one send by SendTimeout. ctx ending (the flusher
