@@ -82,6 +82,10 @@ func TestKilledMidDeleteStaysDeleted(t *testing.T) {
 			if admin {
 				h.eventually("the delete on the primary", func() bool { return primary.Dump().Drawers[id] == nil })
 				h.drained()
+				h.eventually("the tombstone gone with the landed delete", func() bool {
+					ts, err := h.edge.outbox.Tombstones(context.Background())
+					return err == nil && len(ts) == 0
+				})
 			} else if primary.Dump().Drawers[id] == nil {
 				t.Fatal("a non-admin device's delete reached the primary")
 			}

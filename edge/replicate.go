@@ -135,9 +135,9 @@ func (e *Edge) resolveIntents(ctx context.Context) {
 	n, err := e.outbox.ResolveIntents(ctx)
 	switch {
 	case err != nil:
-		e.log.Error("writes an edge stopped mid-write left in the outbox stay there unsent", "err", err)
+		e.log.Error("writes (or deletes) an edge stopped mid-write left in the outbox stay there unsent", "err", err)
 	case n > 0:
-		e.log.Warn("writes an edge stopped mid-write left in the outbox are queued for the primary (the local palace may or may not have applied them)", "writes", n)
+		e.log.Warn("writes and deletes an edge stopped mid-write left in the outbox are kept and queued for the primary (the local palace may or may not have applied them)", "writes", n)
 	}
 }
 

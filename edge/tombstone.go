@@ -16,6 +16,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -47,9 +48,10 @@ type deletion struct {
 }
 
 // deleteCall answers delete_drawer, delete_drawers and delete_by_source
-// (dry_run false): read, delete locally, tombstone, queue when allowed.
-// Every other destructive tool (delete_tunnel, delete_hallway, a dry run)
-// is the local palace's alone, as before.
+// (dry_run false): read, tombstone and (when allowed) queue as an intent,
+// delete locally, then keep or take back by the local answer
+// (outbox/intent.go). Every other destructive tool (delete_tunnel,
+// delete_hallway, a dry run) is the local palace's alone, as before.
 func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	if e.outbox == nil || !removesDrawers(c) {
 		return e.local(ctx, c)
@@ -58,12 +60,24 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	if err := ctx.Err(); err != nil {
 		return nil, err // cancelled before it was sent: the local palace never saw it
 	}
+	// In the outbox before it is sent: a kill while the local palace is
+	// at it leaves the delete for the next edge to keep.
+	p := e.intendDeletion(ctx, c, d)
 	// Sent, the local palace deletes whatever becomes of the call: its
 	// answer is waited for (bounded) and the delete kept (sentwrite.go).
 	ctx, end := e.sendingWrite(ctx)
 	defer end()
-	res, err := e.local(ctx, c)
+	raw, lerr := e.localServer.Call(ctx, c.params)
+	res, err := localAnswer(raw, lerr)
+	if lerr != nil && ctx.Err() != nil && !errors.Is(lerr, ErrLocalDown) && p != nil {
+		// No answer within the write grace: the local palace may yet
+		// apply it, so it is kept, as a killed edge's is.
+		e.log.Error("the local palace did not answer a delete within the write grace after its call was cancelled or the edge stopped; it is kept (the local palace may or may not apply it)", "tool", c.name, "grace", e.cfg.WriteGrace)
+		e.keepDeletion(ctx, c, d, len(drawerIDs(c)), p)
+		return res, err
+	}
 	if err != nil || res == nil {
+		e.takeBack(ctx, c, p)
 		return res, err
 	}
 	n, ok := deletedCount(c, resultJSON(res))
@@ -75,9 +89,54 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		res = textResult([]byte(`{"success": false, "error": "Drawer not found: the local palace holds no drawers yet"}`), false, res.Meta)
 	}
 	if !ok || res.IsError || len(d.marks) == 0 {
+		e.takeBack(ctx, c, p)
 		return res, nil // the local palace refused it: nothing deleted, nothing kept
 	}
-	return annotate(res, e.keepDeletion(ctx, c, d, n), false), nil
+	return annotate(res, e.keepDeletion(ctx, c, d, n, p), false), nil
+}
+
+// pendingDeletion is a delete in the outbox before its local answer: its
+// note and added tombstones, and its op's intent when it goes to the
+// primary (nil: none).
+type pendingDeletion struct {
+	del outbox.PendingDelete
+	in  *intent
+}
+
+// intendDeletion puts d in the outbox before it is sent (nil: no
+// tombstones, or the outbox failed; keepDeletion keeps it on the answer).
+// Its op is an intent when it may go to the primary as it stands
+// (notSent; a delete_by_source's count is the answer's, checked again).
+func (e *Edge) intendDeletion(ctx context.Context, c *call, d deletion) *pendingDeletion {
+	if len(d.marks) == 0 {
+		return nil
+	}
+	p := &pendingDeletion{}
+	opID := ""
+	if e.notSent(d, len(drawerIDs(c))) == "" {
+		if p.in = e.intend(ctx, c, d.wing); p.in != nil {
+			opID = p.in.op.ID
+		}
+	}
+	var err error
+	if p.del, err = e.outbox.IntendDelete(ctx, d.marks, d.entries, opID); err != nil {
+		e.log.Debug("the delete's tombstones are not in the outbox before it is sent; they are kept once the local palace answers", "tool", c.name, "err", err)
+		e.abandon(ctx, c, p.in)
+		return nil
+	}
+	return p
+}
+
+// takeBack takes a delete the local palace refused (or never got) out
+// of the outbox: its tombstones, its intent.
+func (e *Edge) takeBack(ctx context.Context, c *call, p *pendingDeletion) {
+	if p == nil {
+		return
+	}
+	e.abandon(ctx, c, p.in)
+	if err := e.outbox.DeleteRefused(context.WithoutCancel(ctx), p.del); err != nil {
+		e.log.Error("a delete the local palace refused left its tombstones: merged reads hide the primary's copy", "tool", c.name, "err", err)
+	}
 }
 
 // removesDrawers reports a delete of drawers (delete_by_source only with
@@ -206,29 +265,27 @@ func getDrawer(id string) *call {
 	return newCall(&mcp.CallToolParams{Name: catalogue.Prefix + "get_drawer", Arguments: map[string]any{"drawer_id": id}})
 }
 
-// keepDeletion records the tombstones and, when the gateway allows it,
-// queues the delete for the primary; it says which (the answer's "edge").
-func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int) map[string]any {
+// keepDeletion records the tombstones, cancels the unsent writes of what
+// went and, when the gateway allows it, queues the delete for the primary
+// (p's intent, when there is one); it says which (the answer's "edge").
+func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *pendingDeletion) map[string]any {
+	ctx = context.WithoutCancel(ctx) // taken locally: it must reach the outbox
+	var in *intent
+	if p != nil {
+		in = p.in
+		defer func() {
+			if err := e.outbox.DeleteSettled(ctx, p.del); err != nil {
+				e.log.Warn("a kept delete's note stays in the outbox: the next edge start cancels its unsent writes again", "err", err)
+			}
+		}()
+	}
 	if err := e.outbox.AddTombstones(ctx, d.marks); err != nil {
 		e.log.Error("a delete's tombstone not kept: merged reads may show the primary's copy", "tool", c.name, "err", err)
+		e.abandon(ctx, c, in)
 		return map[string]any{"tombstone": fmt.Sprintf("not kept: %v", err)}
 	}
 	out := map[string]any{"tombstone": "hidden from this device's merged reads; writing the same content again shows that new write, not this one"}
-	var drawers, sources []string
-	for _, m := range d.marks {
-		switch m.Kind {
-		case outbox.TombDrawer:
-			drawers = append(drawers, m.Key)
-		case outbox.TombSource:
-			sources = append(sources, m.Key)
-		}
-	}
-	cancelled, err := e.outbox.CancelUnsentWrites(ctx, drawers, sources)
-	if err == nil {
-		var k int
-		k, err = e.outbox.CancelUnsentDiaries(ctx, d.entries) // a diary entry's add is its diary_write (or checkpoint)
-		cancelled += k
-	}
+	cancelled, err := e.outbox.CancelDeleted(ctx, d.marks, d.entries)
 	if err != nil {
 		e.log.Error("a deleted drawer's unsent writes not cancelled: they may still reach the primary", "tool", c.name, "err", err)
 	}
@@ -236,10 +293,11 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int) map
 		out["cancelled"] = fmt.Sprintf("%d add(s), update(s) or checkpoint(s) not yet sent: never sent to the primary with what was deleted", cancelled)
 	}
 	if why := e.notSent(d, n); why != "" {
+		e.abandon(ctx, c, in)
 		out["replication"] = "local only: " + why + "; `devbox-config edge status` names what the primary still holds"
 		return out
 	}
-	q := e.queue(ctx, c, d.wing, "")
+	q := e.settle(ctx, c, d.wing, in, "")
 	if id, ok := q["op_id"].(string); ok {
 		if err := e.outbox.TombstonesSent(ctx, d.marks, id); err != nil {
 			e.log.Warn("a tombstone not linked to its queued delete: it stays after the delete lands", "err", err)

@@ -16,7 +16,7 @@
 //	store.go     the Store: the SQLite file, its schema, Open and Close, meta values
 //	migrate.go   an older file brought up to the schema; the outbox's identity
 //	op.go        an op, its states, and Enqueue (op id, the size cap, the op-id stamp)
-//	intent.go    a write in the outbox before the local palace has it, settled by its answer
+//	intent.go    a write (or delete) in the outbox before the local palace has it, settled by its answer
 //	query.go     reading ops (the next to send, Get, List, Stats), operator commands
 //	failure.go   the failure kinds and their rules (Rules), classifying an attempt
 //	lease.go     the fenced flush lease

@@ -2,9 +2,13 @@ package outbox
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
@@ -21,6 +25,21 @@ import (
 // it), and the payload is all a send needs: sent, the primary may hold a
 // write this palace lacks (merged reads show it), as a write given up
 // after the write grace does; not sent, the fleet would lose it.
+//
+// A delete is in the outbox before it is sent to the local palace too
+// (IntendDelete): the tombstones it leaves, a note of what it deletes,
+// and, when it goes to the primary, its op as an intent. The local answer
+// settles it: taken, the edge keeps it as before and drops the note
+// (DeleteSettled); refused, the tombstones it added go (DeleteRefused)
+// and its intent is abandoned. A note a killed edge left is resolved like
+// an intent: the delete is kept (its tombstones stay, the unsent writes of
+// what it deletes are cancelled, its intent is held and released). The
+// user asked for it and the orphaned local palace may have applied it;
+// taken back, the primary's copy would show again in this device's merged
+// reads and its unsent writes would go out, undoing the delete. Kept while
+// the local palace did not apply it, the drawer stays there (local reads
+// show it), and only the primary's copy is hidden (or, admin, deleted to
+// the gateway's trash).
 
 // Promote settles an intent the local palace took: queued (held when the
 // policy did not parse as it was written), entry noted as Enqueue does. An
@@ -106,13 +125,147 @@ func (s *Store) Abandon(ctx context.Context, o Op) (bool, error) {
 }
 
 // ResolveIntents holds the intents a killed edge left unsettled: the
-// policy then releases them (ReleaseHeld), as any held op. It says how
-// many. The edge runs it at start, `edge flush` before it flushes.
+// policy then releases them (ReleaseHeld), as any held op; and keeps the
+// deletes it left noted (resolveDeletes: the unsent writes they cover,
+// the killed edge's intents among them, are cancelled). It says how many.
+// The edge runs it at start, `edge flush` before it flushes.
 func (s *Store) ResolveIntents(ctx context.Context) (int, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE ops SET state='held' WHERE state='intent'`)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: resolving the writes a stopped edge left unsettled: %w", err)
 	}
 	n, _ := res.RowsAffected() // SQLite always knows it
-	return int(n), nil
+	d, err := s.resolveDeletes(ctx)
+	if err != nil {
+		return int(n) + d, fmt.Errorf("outbox: resolving the deletes a stopped edge left unsettled: %w", err)
+	}
+	return int(n) + d, nil
+}
+
+// PendingDelete is a delete in the outbox before its local answer.
+type PendingDelete struct {
+	key   string      // its note in meta
+	added []Tombstone // the tombstones it added (one already there is left as it was)
+}
+
+// deleteNote is what a pending delete's note holds: what it deletes, for
+// ResolveIntents to cancel the unsent writes of.
+type deleteNote struct {
+	Marks   []Tombstone    `json:"marks"`
+	Entries []DeletedEntry `json:"entries,omitempty"`
+}
+
+const deleteNotes = "deleting:"
+
+// IntendDelete puts a delete in the outbox before it is sent to the local
+// palace: the tombstones marks not already there (carried by the queued
+// delete opID, "" for none), and a note of marks and entries.
+func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []DeletedEntry, opID string) (PendingDelete, error) {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	p := PendingDelete{key: deleteNotes + hex.EncodeToString(b[:])}
+	note, err := json.Marshal(deleteNote{Marks: marks, Entries: entries})
+	if err != nil {
+		return p, fmt.Errorf("outbox: a delete's note: %w", err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return p, fmt.Errorf("outbox: %w", err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	for _, t := range marks {
+		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO tombstones(kind, key, agent, stamp, text, op_id, created_at, lifted_at, copies, write_op) VALUES(?,?,?,?,?,?,?,0,?,?)`,
+			string(t.Kind), t.Key, t.Agent, t.Stamp, t.Text, opID, s.now().UnixMilli(), strings.Join(t.Copies, "\n"), t.WriteOp)
+		if err != nil {
+			return p, fmt.Errorf("outbox tombstones: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 { // SQLite always knows it
+			p.added = append(p.added, t)
+		}
+	}
+	if err := setMeta(ctx, tx, p.key, string(note)); err != nil {
+		return p, fmt.Errorf("outbox: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return PendingDelete{}, fmt.Errorf("outbox: %w", err)
+	}
+	return p, nil
+}
+
+// DeleteSettled drops the note of a delete the local palace took, once
+// the edge kept it (tombstones, cancelled writes, its op).
+func (s *Store) DeleteSettled(ctx context.Context, p PendingDelete) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, p.key); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return nil
+}
+
+// DeleteRefused takes back a delete the local palace refused (or never
+// got): the tombstones it added, and its note.
+func (s *Store) DeleteRefused(ctx context.Context, p PendingDelete) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	for _, t := range p.added {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE kind=? AND key=?`, string(t.Kind), t.Key); err != nil {
+			return fmt.Errorf("outbox tombstones: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, p.key); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return nil
+}
+
+// CancelDeleted cancels the unsent writes of what a delete removed: the
+// drawers and sources marks name (CancelUnsentWrites), and the diary
+// entries (CancelUnsentDiaries: an entry's add is its diary_write or
+// checkpoint). It says how many.
+func (s *Store) CancelDeleted(ctx context.Context, marks []Tombstone, entries []DeletedEntry) (int, error) {
+	var drawers, sources []string
+	for _, m := range marks {
+		switch m.Kind {
+		case TombDrawer:
+			drawers = append(drawers, m.Key)
+		case TombSource:
+			sources = append(sources, m.Key)
+		}
+	}
+	n, err := s.CancelUnsentWrites(ctx, drawers, sources)
+	if err != nil {
+		return n, err
+	}
+	k, err := s.CancelUnsentDiaries(ctx, entries)
+	return n + k, err
+}
+
+// resolveDeletes keeps the deletes a killed edge left noted: the unsent
+// writes of what each deletes are cancelled, its tombstones stay, and its
+// note goes. It says how many.
+func (s *Store) resolveDeletes(ctx context.Context) (int, error) {
+	type row struct{ key, note string }
+	notes, err := queryAll(ctx, s.db, func(r rowScanner) (x row, err error) { err = r.Scan(&x.key, &x.note); return x, err },
+		`SELECT key, value FROM meta WHERE key LIKE '`+deleteNotes+`%' ORDER BY key`)
+	if err != nil {
+		return 0, err
+	}
+	for _, x := range notes {
+		var d deleteNote
+		if err := json.Unmarshal([]byte(x.note), &d); err != nil {
+			return 0, fmt.Errorf("a delete's note %s: %w", x.key, err)
+		}
+		if _, err := s.CancelDeleted(ctx, d.Marks, d.Entries); err != nil {
+			return 0, err
+		}
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, x.key); err != nil {
+			return 0, err
+		}
+	}
+	return len(notes), nil
 }

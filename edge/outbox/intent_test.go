@@ -3,8 +3,11 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
+	"slices"
 	"testing"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
@@ -49,5 +52,59 @@ func TestIntentSettledByTheLocalAnswer(t *testing.T) {
 	}
 	if _, err := r.store.Get(ctx, refused.LocalSeq); err == nil {
 		t.Error("the refused write's intent is still in the outbox")
+	}
+}
+
+// A delete is in the outbox before the local palace gets it. Left by a
+// killed edge, it is kept by the next (ResolveIntents): its tombstone
+// stays and the unsent add of the drawer it deletes is cancelled, never
+// sent. Refused, it takes back the tombstones it added, not one an
+// earlier delete left.
+func TestADeleteIntentKeptOrTakenBack(t *testing.T) {
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	add, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"notes","room":"r","content":"api key pasted by mistake"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := func(key string) outbox.Tombstone { return outbox.Tombstone{Kind: outbox.TombDrawer, Key: key} }
+	killed := catalogue.DrawerID("notes", "r", "api key pasted by mistake")
+	if _, err := s.IntendDelete(ctx, []outbox.Tombstone{mark(killed)}, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.ResolveIntents(ctx); n != 1 || err != nil {
+		t.Errorf("resolved %d (%v), want the delete left", n, err)
+	}
+	if o, _ := s.Get(ctx, add.LocalSeq); o.State != outbox.Done {
+		t.Errorf("the unsent add of a drawer a killed edge's delete removed: %s, want done (cancelled)", o.State)
+	}
+	if n, err := s.ResolveIntents(ctx); n != 0 || err != nil {
+		t.Errorf("resolved %d (%v) again, want none", n, err)
+	}
+	if err := s.AddTombstones(ctx, []outbox.Tombstone{mark("drawer_earlier")}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.IntendDelete(ctx, []outbox.Tombstone{mark("drawer_earlier"), mark("drawer_refused")}, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRefused(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	ts, _ := s.Tombstones(ctx)
+	for _, x := range ts {
+		keys = append(keys, x.Key)
+	}
+	slices.Sort(keys)
+	if want := []string{"drawer_earlier", killed}; !slices.Equal(keys, want) {
+		t.Errorf("tombstones: %v, want %v", keys, want)
+	}
+	if n, _ := s.ResolveIntents(ctx); n != 0 {
+		t.Errorf("a refused delete's note was left: %d resolved", n)
 	}
 }

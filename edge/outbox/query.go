@@ -663,6 +663,10 @@ func (s *Store) Release(ctx context.Context, o Op, payload json.RawMessage, repl
 	if err := insertKeys(ctx, tx, o.LocalSeq, rec.CausalKeys(args)); err != nil {
 		return err
 	}
+	// A held delete's tombstones go when it lands (settleDone): by its new id.
+	if _, err := tx.ExecContext(ctx, `UPDATE tombstones SET op_id=? WHERE op_id<>'' AND op_id=?`, id, o.ID); err != nil {
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
