@@ -21,6 +21,10 @@ import (
 // legacyProtocol is the newest MCP version with the initialize handshake.
 const legacyProtocol = "2025-11-25"
 
+// childExitWait is how long the local palace server has to exit once its
+// input is closed, and again after SIGTERM, before it is killed.
+const childExitWait = 2 * time.Second
+
 // ErrLocalDown is returned while the local palace server is not running.
 var ErrLocalDown = errors.New("local palace unavailable")
 
@@ -121,7 +125,7 @@ func (c *Child) runOnce(ctx context.Context) error {
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Env = c.env
 	cmd.Stderr = c.o.Stderr // the child's own log lines go where ours do
-	conn, err := startChild(cmd, 2*time.Second, c.log)
+	conn, err := startChild(cmd, childExitWait, c.log)
 	if err != nil {
 		return &startError{fmt.Errorf("start %s: %w", c.argv[0], err)}
 	}

@@ -267,30 +267,48 @@ func TestCancelledWriteTheLocalPalaceAppliesReachesThePrimary(t *testing.T) {
 	})
 }
 
-// SIGTERM while a write is at a slow local palace, past the grace: the
-// edge waits for the local palace's answer before it stops it, and the
-// write is in the outbox. Before, the call was answered with an error at
-// the grace, the local palace applied the write anyway, and nothing was
-// queued (outside tester, 06-sigterm-inflight-write-not-queued).
+// SIGTERM while a write is at a slow local palace (an embedder at work):
+// the edge exits within its stop grace, plus the local palace's time to
+// exit once its input closes (childExitWait), well before a container
+// stop's SIGKILL (10 s), and the write is not lost: it was in the outbox
+// before it was sent, and the next edge sends it to the primary, once.
+// Before, the edge waited for the local answer up to the write grace
+// (30 s), past the SIGKILL.
 func TestSignalMidWriteKeepsTheWrite(t *testing.T) {
-	h := start(t, harnessOpts{raw: true, stopGrace: 200 * time.Millisecond, primaryDown: true,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=1500"}})
+	const grace = 300 * time.Millisecond
+	h := start(t, harnessOpts{raw: true, stopGrace: grace, primaryDown: true,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=8000", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
 	if _, err := h.in.Write([]byte(signalWrite)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // at the local palace
+	waitFor(t, 10*time.Second, "the write at the local palace", func() bool {
+		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_add_drawer" })
+	})
+	began := time.Now()
 	h.stop()
 	select {
 	case <-h.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("Serve did not return 10s after its context ended\n%s", h.logs)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Serve did not return 20s after its context ended\n%s", h.logs)
 	}
-	if a := h.await("4", time.Second); a["result"] == nil {
-		t.Errorf("the write the local palace finished was not answered with its result: %v", a)
+	if took, bound := time.Since(began), grace+childExitWait+time.Second; took > bound {
+		t.Errorf("stopping with a write at the local palace took %s, want at most %s (the stop grace and the local palace's exit)", took, bound)
 	}
-	wantWriteKept(t, h.palace)
+	if a := h.await("4", time.Second); a == nil {
+		t.Errorf("the write held at the signal was not answered")
+	}
+	primary, srv := startPrimary(t)
+	next := start(t, harnessOpts{raw: true, palace: h.palace, primaryURL: srv.URL()})
+	next.handshake()
+	next.eventually("the write on the primary, sent by the next edge", func() bool {
+		return primary.Dump().CountContent("written, then a signal") == 1
+	})
+	next.drained()
+	if n := primary.Dump().CountContent("written, then a signal"); n != 1 {
+		t.Errorf("the primary holds the write %d times, want once", n)
+	}
 }
 
 // A local palace that never answers a cancelled write is not waited for
