@@ -43,18 +43,23 @@ type Config struct {
 	// PrimaryToolsWait bounds how long that first list waits for the
 	// primary's tools (0: DefaultPrimaryToolsWait).
 	PrimaryToolsWait time.Duration
-	// StopGrace bounds how long the calls in flight when Serve's context
-	// ends (SIGTERM, SIGINT) may still finish before they are answered
-	// with an error and the edge stops, and how long the flusher's send
-	// under way at any stop still has to get its answer (0:
-	// DefaultStopGrace).
+	// StopGrace bounds the stop when Serve's context ends (SIGTERM,
+	// SIGINT): the calls in flight, the writes the local palace has not
+	// answered and the flusher's send under way have it, together, to
+	// finish; then the calls are answered with an error, the writes are
+	// given up (queued all the same: they were in the outbox before they
+	// were sent) and the local palace is stopped (childExitWait to exit,
+	// twice if it needs SIGTERM). It is also how long the flusher's send
+	// under way at the end of the agent's input still has to get its
+	// answer (0: DefaultStopGrace).
 	StopGrace time.Duration
 	// WriteGrace bounds how long a write already sent to the local palace
 	// is still waited for once its call is cancelled (the agent's
-	// notifications/cancelled) or the edge stops: the local palace applies
-	// it anyway, so its answer is awaited and the write queued. Past it the
-	// write is given up, logged, and queued all the same; it was in the
-	// outbox before it was sent (outbox/intent.go) (0: DefaultWriteGrace).
+	// notifications/cancelled) or the agent's input ends: the local palace
+	// applies it anyway, so its answer is awaited and the write queued (a
+	// signal waits StopGrace instead). Past it the write is given up,
+	// logged, and queued all the same; it was in the outbox before it was
+	// sent (outbox/intent.go) (0: DefaultWriteGrace).
 	WriteGrace time.Duration
 	// Probe is the first wait before the breaker probes a primary that
 	// went down; the waits double up to 30 s (0: PrimaryOptions' default,

@@ -144,11 +144,15 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	e.run = ctx
+	// The flusher stops at a signal already: its send under way has its
+	// grace alongside the calls', within the one stop grace.
+	flushCtx, haltFlush := context.WithCancel(ctx)
+	defer haltFlush()
 	var wg sync.WaitGroup
 	if e.cfg.PassThrough() {
 		e.log.Info("no MEMPALACE_REMOTE_URL: transparent pass-through to the local palace (no files, no network)")
 	} else {
-		e.start(ctx, &wg)
+		e.start(ctx, flushCtx, &wg)
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); e.child.Run(ctx) }()
@@ -169,15 +173,18 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	go func() { waited <- ss.Wait() }() // received below, before Serve returns
 	select {
 	case err = <-waited:
-		e.waitWrites() // before the local palace is stopped
+		// The end of input: no SIGKILL follows, so a write at the local
+		// palace gets the write grace to be settled by its own answer
+		// (refused: never sent; a diary entry's local id noted).
+		e.waitWrites(context.Background(), e.cfg.WriteGrace)
 		cancel()
 		lane.wg.Wait()
 		wg.Wait()
 		e.answerOwed(pending)
 	case <-signalled:
+		haltFlush()
 		e.stopInOrder(pending)
-		e.waitWrites() // the local palace applies what it was sent: answered and queued before it is stopped
-		cancel()       // the calls still running are answered errStopping; the child stops
+		cancel() // the calls still running are answered errStopping; the child stops
 		lane.wg.Wait()
 		wg.Wait()
 		e.answerOwed(pending) // before the SDK's session is closed: its handlers answer too
@@ -204,7 +211,11 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 var errStopping = &jsonrpc.Error{Code: -32000, Message: "the MemPalace edge is stopping (SIGTERM or SIGINT): the request was not finished, and a write may or may not have been applied"}
 
 // stopInOrder begins the stop on a signal: new requests are refused
-// (refuse), and the calls in flight have StopGrace to finish.
+// (refuse), and the calls in flight and the writes at the local palace
+// have StopGrace, together, to finish. A write the local palace has not
+// answered by then is given up: it was in the outbox before it was sent,
+// so none is lost, and a container stop's SIGKILL (10 s after its
+// SIGTERM) finds the edge gone.
 func (e *Edge) stopInOrder(pending *wire.Pending) {
 	e.stopping.Store(true)
 	e.log.Info("signal: stopping: new requests are refused; the calls in flight have the grace to finish", "in_flight", pending.Len(), "grace", e.cfg.StopGrace)
@@ -213,6 +224,7 @@ func (e *Edge) stopInOrder(pending *wire.Pending) {
 	if n, err := pending.Wait(ctx); err != nil {
 		e.log.Warn("stopping: calls still in flight after the grace are answered with an error", "in_flight", n)
 	}
+	e.waitWrites(ctx, e.cfg.StopGrace) // what is left of the grace
 }
 
 // answerOwed waits, at most drainGrace, for the answers still owed once
@@ -277,8 +289,9 @@ func (e *Edge) drain(ctx context.Context, pending *wire.Pending) {
 }
 
 // start brings up the edge-mode parts: state dir, policy, tool cache,
-// outbox and flusher, the primary supervisor.
-func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
+// outbox and flusher (which runs until flushCtx ends), the primary
+// supervisor.
+func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 	dir := e.cfg.StateDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		e.log.Error("cannot create the edge's state directory; replication is off", "dir", dir, "err", err)
@@ -333,7 +346,7 @@ func (e *Edge) start(ctx context.Context, wg *sync.WaitGroup) {
 	if ob != nil {
 		f := &outbox.Flusher{S: ob, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace}
 		wg.Add(1)
-		go func() { defer wg.Done(); f.Run(ctx) }()
+		go func() { defer wg.Done(); f.Run(flushCtx) }()
 	}
 	// Connect early (in the background) to learn the primary's tools; a
 	// failure only opens the breaker. The tool list waits for the primary's

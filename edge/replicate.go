@@ -46,10 +46,11 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		return e.writeWithoutLocal(ctx, c, oldWing, lerr)
 	}
 	if lerr != nil && ctx.Err() != nil {
-		// Given up (the write grace is over): the local palace may still
-		// apply it, so it is queued all the same; if it never does, the
-		// primary has a write this palace lacks, which reads show.
-		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled or the edge stopped; it is queued for the primary all the same (the local palace may or may not apply it)", "tool", c.name, "grace", e.cfg.WriteGrace)
+		// Given up (the write grace after a cancel is over, or the stop's
+		// grace): the local palace may still apply it, so it is queued all
+		// the same; if it never does, the primary has a write this palace
+		// lacks, which reads show.
+		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled, or within the stop grace; it is queued for the primary all the same (the local palace may or may not apply it)", "tool", c.name)
 		e.lift(context.WithoutCancel(ctx), c)
 		e.settle(ctx, c, oldWing, in, "") // no answer: the local entry id is unknown
 		in = nil

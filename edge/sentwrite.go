@@ -10,11 +10,13 @@ import (
 // its call: MemPalace does not stop a tool call on notifications/cancelled,
 // and a palace being stopped finishes the call it is in. So once sent, the
 // edge waits for the local answer (and queues the write) even when the
-// agent cancels the call or the edge stops, for at most WriteGrace after
-// that; and the edge stops its local palace only once those writes are
-// answered (waitWrites), or the grace is over. A write still unanswered
-// then is given up and queued all the same (write): the local palace may
-// or may not apply it, and queued it is not lost.
+// agent cancels the call, for at most WriteGrace after that; and the edge
+// stops its local palace only once those writes are answered
+// (waitWrites), or a grace is over: WriteGrace at the end of the agent's
+// input, what is left of StopGrace at a signal (a container stop's
+// SIGKILL follows). A write still unanswered then is given up and queued
+// all the same (write): the local palace may or may not apply it, and it
+// was in the outbox before it was sent (outbox/intent.go), so not lost.
 
 // sentWrites counts the writes sent to the local palace that are not yet
 // answered and queued.
@@ -103,19 +105,16 @@ func (e *Edge) sendingWrite(ctx context.Context) (wctx context.Context, end func
 }
 
 // waitWrites holds the stop (before the local palace is stopped) until
-// the writes already sent to it are answered and queued, at most
-// WriteGrace.
-func (e *Edge) waitWrites() {
-	ctx, cancel := context.WithTimeout(context.Background(), e.cfg.WriteGrace)
+// the writes already sent to it are answered and queued, until ctx ends
+// or grace is over. Those still unanswered then are given up: settled at
+// once (queued for the primary; the local palace, being stopped, may or
+// may not apply them), as is a write sent after this.
+func (e *Edge) waitWrites(ctx context.Context, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	if n, err := e.writes.wait(ctx); err != nil {
-		e.log.Error("stopping: writes sent to the local palace are still unanswered after the write grace: given up, and queued for the primary (the local palace, being stopped, may or may not apply them)", "writes", n, "grace", e.cfg.WriteGrace)
+		e.log.Error("stopping: writes sent to the local palace are still unanswered after the grace: given up, and queued for the primary (the local palace, being stopped, may or may not apply them)", "writes", n, "grace", grace)
 		e.writes.givenUp()
 		e.writes.giveUpAll()
-		// Each is queued at once, then done (bounded all the same). The
-		// edge is stopping: a write sent after this is given up as it is sent.
-		qctx, cancel := context.WithTimeout(context.Background(), e.cfg.StopGrace)
-		defer cancel()
-		e.writes.wait(qctx)
 	}
 }
