@@ -94,11 +94,12 @@ func (s slowAnswer) Write(p []byte) (int, error) {
 // local palace is answered from the local palace's reader once it is
 // stopped, which Serve did not wait for, so under load the process could
 // exit first and the agent got no answer at all (CI, race tier:
-// TestSignalStopsWithInputOpen's "5" unanswered).
+// TestSignalStopsWithInputOpen's "5" unanswered). Its answer here takes
+// longer to write than the second Serve then waited for answers owed.
 func TestSignalAnswersTheHeldCallBeforeServeReturns(t *testing.T) {
 	h := start(t, harnessOpts{raw: true, stopGrace: 300 * time.Millisecond, timeout: 30 * time.Second,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_get_drawer=120000", "FAKEPALACE_TRACE=1"},
-		out:      func(w io.WriteCloser) io.WriteCloser { return slowAnswer{w, "5", 200 * time.Millisecond} }})
+		out:      func(w io.WriteCloser) io.WriteCloser { return slowAnswer{w, "5", 1500 * time.Millisecond} }})
 	h.handshake()
 	h.ready()
 	if _, err := h.in.Write([]byte(signalHung)); err != nil {
