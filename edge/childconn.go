@@ -64,6 +64,9 @@ type childConn struct {
 	calls   map[string]func(line []byte, err error) // relayed calls in flight
 	done    chan struct{}                           // closed when the child's output ends
 	doneErr error
+	// finished is closed when the reader is done: every answer it owed
+	// (a relayed call's, written to the agent from it) is written.
+	finished chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -83,15 +86,16 @@ func startChild(cmd *exec.Cmd, terminate time.Duration, log *slog.Logger) (*chil
 		return nil, err
 	}
 	r, w := io.Pipe()
-	c := &childConn{cmd: cmd, stdin: stdin, terminate: terminate, log: log, sdkR: r, sdkW: w, calls: map[string]func([]byte, error){}, done: make(chan struct{})}
+	c := &childConn{cmd: cmd, stdin: stdin, terminate: terminate, log: log, sdkR: r, sdkW: w, calls: map[string]func([]byte, error){}, done: make(chan struct{}), finished: make(chan struct{})}
 	go c.readLoop(stdout)
 	return c, nil
 }
 
 // readLoop sorts the child's output: answers to relayed calls go to their
 // callers, everything else to the SDK. A line that is not JSON is logged and
-// skipped; it does not end the session.
+// skipped; it does not end the session. Close waits for it.
 func (c *childConn) readLoop(stdout io.Reader) {
+	defer close(c.finished)
 	br := bufio.NewReaderSize(stdout, 64<<10)
 	var err error
 	for {
@@ -246,30 +250,34 @@ func (w sdkWriter) Write(p []byte) (int, error) {
 func (w sdkWriter) Close() error { return w.c.Close() }
 
 // Close ends the child as the MCP stdio spec says: close its input, wait,
-// then SIGTERM, then SIGKILL.
+// then SIGTERM, then SIGKILL (childExitWait each). Its output ending is
+// what is waited for: the reader then answers every relayed call still
+// owed, and Close returns once it has, so nothing is written to the agent
+// after the edge stopped. Only then is the child reaped (Wait closes the
+// pipe the reader reads). A child that cannot be killed is left behind
+// after one more wait, with its reader.
 func (c *childConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.wmu.Lock()
 		c.stdin.Close() // the child's exit, waited for below, is what counts
 		c.wmu.Unlock()
-		exited := make(chan error, 1)
-		go func() { exited <- c.cmd.Wait() }()
-		wait := func() bool {
+		ended := func() bool {
 			select {
-			case c.closeErr = <-exited:
+			case <-c.done:
 				return true
 			case <-time.After(c.terminate):
 				return false
 			}
 		}
-		if wait() {
-			return
+		if !ended() && (c.cmd.Process.Signal(syscall.SIGTERM) != nil || !ended()) {
+			c.cmd.Process.Kill() // an error: exited already, or unkillable; the wait says which
 		}
-		if c.cmd.Process.Signal(syscall.SIGTERM) == nil && wait() {
-			return
-		}
-		c.cmd.Process.Kill() // an error: exited already, or unkillable; the wait says which
-		if !wait() {
+		exited := make(chan error, 1)
+		go func() { exited <- c.cmd.Wait() }() // also ends a read a grandchild holding the pipe keeps open
+		select {
+		case c.closeErr = <-exited:
+			<-c.finished
+		case <-time.After(c.terminate):
 			c.closeErr = errors.New("the local palace server did not exit")
 		}
 	})

@@ -178,20 +178,18 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 		// (refused: never sent; a diary entry's local id noted).
 		e.waitWrites(context.Background(), e.cfg.WriteGrace)
 		cancel()
+		wg.Wait() // the local palace stopped: its reader wrote every answer it owed
 		lane.wg.Wait()
-		wg.Wait()
-		e.answerOwed(pending)
 	case <-signalled:
 		haltFlush()
 		e.stopInOrder(pending)
-		cancel() // the calls still running are answered errStopping; the child stops
+		cancel()  // the calls still running are answered errStopping; the child stops
+		wg.Wait() // the local palace stopped: its reader wrote every answer it owed
 		lane.wg.Wait()
-		wg.Wait()
-		e.answerOwed(pending) // before the SDK's session is closed: its handlers answer too
-		// The session ends without waiting for the agent's input: the
-		// SDK's reader of it stays blocked in a read that nothing can
-		// interrupt (a pipe on stdin), and is abandoned when the process
-		// exits.
+		// Closing the SDK's session waits for its handlers' answers. It
+		// ends without waiting for the agent's input: the SDK's reader of
+		// it stays blocked in a read that nothing can interrupt (a pipe on
+		// stdin), and is abandoned when the process exits.
 		ss.Close()
 		err = <-waited
 	}
@@ -225,24 +223,6 @@ func (e *Edge) stopInOrder(pending *wire.Pending) {
 		e.log.Warn("stopping: calls still in flight after the grace are answered with an error", "in_flight", n)
 	}
 	e.waitWrites(ctx, e.cfg.StopGrace) // what is left of the grace
-}
-
-// answerOwed waits, at most drainGrace, for the answers still owed once
-// everything has stopped. A call cut by the stop is answered errStopping
-// on a goroutine Serve does not wait for (the local palace's reader for a
-// relayed call, the SDK's handler), and once Serve returns nothing more
-// reaches the agent: without it a loaded machine exited first and the
-// call was never answered. The bound keeps an agent that stopped reading
-// from holding the edge up.
-func (e *Edge) answerOwed(pending *wire.Pending) {
-	if pending.Len() == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), drainGrace)
-	defer cancel()
-	if n, err := pending.Wait(ctx); err != nil {
-		e.log.Warn("stopping without answering every request: the agent is not reading its answers", "unanswered", n)
-	}
 }
 
 // refuse answers a request from the agent with errStopping once the edge
