@@ -327,9 +327,9 @@ func TestCancelledWriteGivenUpAfterTheWriteGrace(t *testing.T) {
 }
 
 // SIGTERM with a write at a local palace that does not answer within the
-// write grace either: the edge stops it and queues the write for the
-// primary (it may or may not be applied locally; queued, it is not lost),
-// and Serve returns.
+// stop grace (the write grace is not waited at a signal): the edge stops
+// it and queues the write for the primary (it may or may not be applied
+// locally; queued, it is not lost), and Serve returns.
 func TestSignalMidWriteUnansweredPastTheWriteGrace(t *testing.T) {
 	h := start(t, harnessOpts{raw: true, stopGrace: 100 * time.Millisecond, writeGrace: 300 * time.Millisecond, primaryDown: true,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000"}})
