@@ -193,15 +193,21 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 		ss.Close()
 		err = <-waited
 	}
+	e.closeRemote()
+	return err
+}
+
+// closeRemote lets go of the primary's connections and the outbox once
+// everything that used them has stopped.
+func (e *Edge) closeRemote() {
 	if e.primary != nil {
 		e.primary.Close()
 	}
 	if e.outbox != nil {
-		if cerr := e.outbox.Close(); cerr != nil {
-			e.log.Warn("outbox not closed cleanly", "err", cerr)
+		if err := e.outbox.Close(); err != nil {
+			e.log.Warn("outbox not closed cleanly", "err", err)
 		}
 	}
-	return err
 }
 
 // errStopping answers a call the edge stopped before it finished, and a
