@@ -39,6 +39,7 @@ func (c cutPrimary) Call(ctx context.Context, tool string, args json.RawMessage)
 // finish leaves the op unsent, not maybe applied. (Found by an outside
 // attacker: attack/diary-same-text.sh, a write lost.)
 func TestDiaryEntryCutBeforeSendingIsNotLost(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	cases := []struct {
 		name       string
 		viaGateway bool

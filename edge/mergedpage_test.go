@@ -21,6 +21,7 @@ import (
 // one page of at most 100, a page past the 100th came back short or
 // empty.
 func TestListDrawersPagesPastOneHundred(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	const n = 210
 	var localIDs, primaryIDs, union []string
 	var primaryContents []string

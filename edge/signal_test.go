@@ -34,6 +34,7 @@ const (
 // what it queued, and Serve returns. Before, Serve waited for the agent's
 // input to end, with the child already stopped, and never answered again.
 func TestSignalStopsWithInputOpen(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	// The grace is what a request sent after the signal has to be read
 	// in: generous, so a loaded machine still reads it within it.
 	const grace = 2 * time.Second
@@ -97,6 +98,7 @@ func (s slowAnswer) Write(p []byte) (int, error) {
 // TestSignalStopsWithInputOpen's "5" unanswered). Its answer here takes
 // longer to write than the second Serve then waited for answers owed.
 func TestSignalAnswersTheHeldCallBeforeServeReturns(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{raw: true, stopGrace: 300 * time.Millisecond, timeout: 30 * time.Second,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_get_drawer=120000", "FAKEPALACE_TRACE=1"},
 		out:      func(w io.WriteCloser) io.WriteCloser { return slowAnswer{w, "5", 1500 * time.Millisecond} }})
@@ -276,6 +278,7 @@ func TestCancelledWriteTheLocalPalaceAppliesReachesThePrimary(t *testing.T) {
 // Before, the edge waited for the local answer up to the write grace
 // (30 s), past the SIGKILL.
 func TestSignalMidWriteKeepsTheWrite(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	const grace = 300 * time.Millisecond
 	h := start(t, harnessOpts{raw: true, stopGrace: grace, primaryDown: true,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=8000", "FAKEPALACE_TRACE=1"}})
@@ -316,6 +319,7 @@ func TestSignalMidWriteKeepsTheWrite(t *testing.T) {
 // past the write grace: the edge gives it up, says so in its log, and
 // queues it all the same (the local palace may still apply it).
 func TestCancelledWriteGivenUpAfterTheWriteGrace(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{raw: true, writeGrace: 300 * time.Millisecond, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=3000"}})
 	h.handshake()
 	h.ready()
@@ -331,6 +335,7 @@ func TestCancelledWriteGivenUpAfterTheWriteGrace(t *testing.T) {
 // it and queues the write for the primary (it may or may not be applied
 // locally; queued, it is not lost), and Serve returns.
 func TestSignalMidWriteUnansweredPastTheWriteGrace(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{raw: true, stopGrace: 100 * time.Millisecond, writeGrace: 300 * time.Millisecond, primaryDown: true,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000"}})
 	h.handshake()

@@ -19,6 +19,7 @@ import (
 // could not take it back (it may have landed), and the next run sent it
 // (outside tester, 11c: a secret the user deleted reached the primary).
 func TestACleanStopWaitsForTheSendUnderWay(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{raw: true, stopGrace: 30 * time.Second, timeout: 15 * time.Second})
 	h.handshake()
 	h.ready()
