@@ -108,3 +108,38 @@ func TestADeleteIntentKeptOrTakenBack(t *testing.T) {
 		t.Errorf("a refused delete's note was left: %d resolved", n)
 	}
 }
+
+// Two edges on one palace: the second takes the first's pending intent for
+// one a killed edge left and sends it; the primary refuses it (it is
+// queued again, for a retry). When the first edge's local palace then
+// refuses the write too, it is taken back, but Abandon says it had gone
+// out (false), so the edge logs the line docs/replication.md promises.
+func TestAnIntentSentByAnotherEdgeThenRefusedLocallySaysItWasSent(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	op, err := r.store.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":""}`), Intent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := r.store.ResolveIntents(ctx); n != 1 || err != nil {
+		t.Fatalf("resolved %d (%v)", n, err)
+	}
+	held, _ := r.store.Get(ctx, op.LocalSeq)
+	if err := r.store.Release(ctx, held, json.RawMessage(held.Payload), true); err != nil {
+		t.Fatal(err)
+	}
+	r.flusher.MaxRefusals = 5
+	if _, err := r.flusher.Drain(ctx); err != nil {
+		t.Log(err)
+	}
+	sent, _ := r.store.Get(ctx, op.LocalSeq)
+	if sent.Attempts == 0 {
+		t.Fatalf("the other edge never sent it: %+v", sent)
+	}
+	if ok, err := r.store.Abandon(ctx, op); ok || err != nil {
+		t.Errorf("Abandon of a write another edge already sent (state %s, %d attempt(s)) says it never went out (%v, %v): the edge logs nothing", sent.State, sent.Attempts, ok, err)
+	}
+	if got, _ := r.store.Get(ctx, op.LocalSeq); got.State != outbox.Done {
+		t.Errorf("a sent write both palaces refused is %s, want done (taken back)", got.State)
+	}
+}
