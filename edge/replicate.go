@@ -125,7 +125,7 @@ func (e *Edge) abandon(ctx context.Context, c *call, in *intent) {
 	case err != nil:
 		e.log.Error("a write the local palace refused could not be taken out of the outbox; the next edge start may send it (`devbox-config edge outbox drop` stops that)", "tool", c.name, "op", in.op.Short(), "err", err)
 	case !taken:
-		e.log.Warn("a write the local palace refused had already been sent by another edge process sharing this palace, which took it for one a killed edge left", "tool", c.name, "op", in.op.Short())
+		e.log.Warn("a write the local palace refused had already been sent by another edge process sharing this palace, which took it for one a killed edge left (if the primary did not apply it, it is not sent again)", "tool", c.name, "op", in.op.Short())
 	}
 }
 

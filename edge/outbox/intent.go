@@ -93,8 +93,11 @@ func (s *Store) Promote(ctx context.Context, o Op, held bool, entry string) (Op,
 
 // Abandon settles an intent the local palace refused (or never got): it
 // is gone, never sent. One another process already resolved is taken back
-// if still unsent (done, unsent); one already sent stays sent (false).
+// if still unsent (done, unsent); one already sent stays sent. It says
+// whether the write never went out: false when it was sent already, also
+// when, refused by the primary and queued again, it is taken back now.
 func (s *Store) Abandon(ctx context.Context, o Op) (bool, error) {
+	sent := false
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("outbox: %w", err)
@@ -105,14 +108,20 @@ func (s *Store) Abandon(ctx context.Context, o Op) (bool, error) {
 		return false, fmt.Errorf("outbox: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 { // SQLite always knows it
-		res, err = tx.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=?, error_json=? WHERE local_seq=? AND `+unsent,
-			s.now().UnixMilli(), `{"kind":"cancelled","message":"the local palace refused it: never sent"}`, o.LocalSeq)
-		if err != nil {
+		var attempts int
+		if err := tx.QueryRowContext(ctx, `SELECT attempts FROM ops WHERE local_seq=? AND `+unsent, o.LocalSeq).Scan(&attempts); errors.Is(err, sql.ErrNoRows) {
+			return false, tx.Commit() // sent already, or gone
+		} else if err != nil {
 			return false, fmt.Errorf("outbox: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return false, tx.Commit() // sent already, or gone
+		msg := `{"kind":"cancelled","message":"the local palace refused it: never sent"}`
+		if attempts > 0 {
+			msg = `{"kind":"cancelled","message":"the local palace refused it after another edge process had sent it (not applied there: queued again): never sent again"}`
 		}
+		if _, err := tx.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=? , error_json=? WHERE local_seq=?`, s.now().UnixMilli(), msg, o.LocalSeq); err != nil {
+			return false, fmt.Errorf("outbox: %w", err)
+		}
+		sent = attempts > 0
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, o.LocalSeq); err != nil {
 		return false, fmt.Errorf("outbox: %w", err)
@@ -121,7 +130,7 @@ func (s *Store) Abandon(ctx context.Context, o Op) (bool, error) {
 		return false, fmt.Errorf("outbox: %w", err)
 	}
 	s.ringAll() // the ops behind it may go
-	return true, nil
+	return !sent, nil
 }
 
 // ResolveIntents holds the intents a killed edge left unsettled: the
