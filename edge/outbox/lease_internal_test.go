@@ -3,8 +3,10 @@ package outbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,4 +76,33 @@ func mustGet(t *testing.T, s *Store, op Op) Op {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// A flush killed mid-send (SIGKILL, OOM) leaves its lease until it
+// expires: `edge flush` meanwhile is refused, and says until when, and
+// in how many seconds, so the user knows to wait rather than retry.
+func TestAHeldLeaseSaysWhenItExpires(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.Enqueue(ctx, Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	expires := time.Now().Add(25 * time.Second)
+	if err := setMeta(ctx, s.db, "lease", fmt.Sprintf(`{"owner":"edge-4242-killed","expires":%d,"token":3}`, expires.UnixMilli())); err != nil {
+		t.Fatal(err)
+	}
+	f := &Flusher{S: s, P: &countingSender{}}
+	_, err = f.Drain(ctx)
+	if !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("Drain: %v, want ErrLeaseHeld", err)
+	}
+	for _, want := range []string{expires.Local().Format("15:04:05"), "in 25 s", "edge-4242-killed"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
 }
