@@ -297,7 +297,7 @@ func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 			return sent, err
 		}
 		if !ok {
-			return sent, ErrLeaseHeld
+			return sent, f.leaseHeld(ctx)
 		}
 		r := f.round(ctx)
 		sent += r.done

@@ -36,6 +36,21 @@ func (f *Flusher) mine() lease {
 // ErrLeaseHeld: another process holds the flush lease (it flushes).
 var ErrLeaseHeld = errors.New("another edge process is flushing this palace")
 
+// leaseHeld is ErrLeaseHeld with its holder and when its lease expires:
+// a process killed mid-flush (SIGKILL, OOM) holds it until then. Whether
+// the holder still runs is not checked: a palace on a shared volume may
+// be flushed from another pid namespace.
+func (f *Flusher) leaseHeld(ctx context.Context) error {
+	l, err := readLease(ctx, f.S.flushDB)
+	if err != nil || l.Owner == "" {
+		return ErrLeaseHeld
+	}
+	exp := time.UnixMilli(l.Expires)
+	left := exp.Sub(f.S.now())
+	secs := int64((left + time.Second - 1) / time.Second) // rounded up
+	return fmt.Errorf("%w (%s) until its lease expires at %s, in %d s, or sooner when that process finishes; a process killed mid-flush holds it until then", ErrLeaseHeld, l.Owner, exp.Local().Format("15:04:05"), max(secs, 0))
+}
+
 // errLeaseLost: the lease changed hands; this flusher records nothing.
 var errLeaseLost = errors.New("the flush lease passed to another process")
 
