@@ -360,3 +360,31 @@ func TestSignalMidWriteUnansweredPastTheWriteGrace(t *testing.T) {
 		t.Errorf("outbox after a stop mid-write: %+v %v\n%s", ops, err, h.logs)
 	}
 }
+
+// A stop gives up a write still at a slow local palace (its grace is
+// over) just before it cancels the calls still running: the write, given
+// up, is queued for the primary, and its answer must not tell the agent
+// it was not written ("local palace unavailable: context canceled", an
+// error result), which the agent got when the write answered before the
+// calls were cancelled. It is the stop's answer: the request was not
+// finished, and a write may or may not have been applied.
+func TestAWriteGivenUpAtAStopIsAnsweredAsStopping(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
+	h := start(t, harnessOpts{raw: true, primaryDown: true,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000", "FAKEPALACE_TRACE=1"}})
+	h.handshake()
+	h.ready()
+	if _, err := h.in.Write([]byte(signalWrite)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the write at the local palace", func() bool {
+		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_add_drawer" })
+	})
+	h.edge.writes.givenUp()
+	h.edge.writes.giveUpAll() // the stop's grace is over; its calls are not cancelled yet
+	a := h.await("4", 5*time.Second)
+	e, _ := a["error"].(map[string]any)
+	if e == nil || e["code"] != float64(-32000) || !strings.Contains(fmt.Sprint(e["message"]), "may or may not have been applied") {
+		t.Errorf("a write given up at a stop (queued for the primary) is answered %v, want the stop's -32000 \"may or may not have been applied\"", a)
+	}
+}
