@@ -53,6 +53,9 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled, or within the stop grace; it is queued for the primary all the same (the local palace may or may not apply it)", "tool", c.name)
 		e.lift(context.WithoutCancel(ctx), c)
 		e.settle(ctx, c, oldWing, in, "") // no answer: the local entry id is unknown
+		if e.writes.givenUp().Err() != nil {
+			return nil, errStopping // given up by the stop: maybe applied, queued
+		}
 		in = nil
 	}
 	res, err := localAnswer(raw, lerr)
