@@ -139,3 +139,61 @@ func holdsDrawers(t *testing.T, palace string) {
 		t.Fatal(err)
 	}
 }
+
+// A container stop (SIGTERM) while an admin device's local palace is
+// still at a delete (a slow palace, behind a slow add): past the stop
+// grace the edge gives the delete up, keeps it (tombstone, queued for the
+// primary), and stops its local palace, which never applied it. The next
+// edge must apply it there: the delete lands on the primary and its
+// tombstone goes, so a local copy left behind would show again in this
+// device's list_drawers, get_drawer and search, in every later session.
+func TestStoppedMidDeleteDeletesLocally(t *testing.T) {
+	testbed.Integration(t, "builds and runs the devbox-config binary")
+	child := testbed.Self(t, fakepalace.ProgramName)
+	const content = "the release key is in the drawer an admin deleted at a stop"
+	primary, url, token, palace, id := deleteFront(t, true, content)
+	p := startHeld(t, []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace,
+		"MEMPALACE_REMOTE_URL=" + url, "MEMPALACE_REMOTE_TOKEN=" + token, "MEMPALACE_EDGE_TIMEOUT=30s",
+		"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=20000"})
+	p.send(t, pipedInitialize)
+	if a := p.await("1", 20*time.Second); a["result"] == nil {
+		t.Fatalf("initialize: %v\nstderr:\n%s", a, p.errOut)
+	}
+	p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"release key"}}}`+"\n")
+	if a := p.await("2", 20*time.Second); a["result"] == nil {
+		t.Fatalf("search: %v\nstderr:\n%s", a, p.errOut)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"`+id+`"}}}`+"\n")
+	time.Sleep(700 * time.Millisecond) // at the local palace, which takes 20 s
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the edge did not stop\nstderr:\n%s", p.errOut)
+	}
+	if st, _ := fakepalace.ReadDump(palace); st.Drawers[id] == nil {
+		t.Fatalf("the stopped local palace applied the delete: the test needs one that did not\nstderr:\n%s", p.errOut)
+	}
+	h := start(t, harnessOpts{palace: palace, primaryURL: url, token: token})
+	h.eventually("the delete on the primary", func() bool { return primary.Dump().Drawers[id] == nil })
+	h.drained()
+	h.eventually("the delete applied to the local palace", func() bool {
+		st, _ := fakepalace.ReadDump(palace)
+		return st.Drawers[id] == nil
+	})
+	m, _ := h.call("list_drawers", map[string]any{"wing": "shared", "limit": 100})
+	if s := mustJSON(m["drawers"]); strings.Contains(s, id) {
+		t.Errorf("list_drawers after the stop shows the deleted drawer: %s", s)
+	}
+	if m, _ := h.call("get_drawer", map[string]any{"drawer_id": id}); m["content"] != nil {
+		t.Errorf("get_drawer after the stop finds the deleted drawer: %v", m)
+	}
+	m, _ = h.call("search", map[string]any{"query": content, "limit": 10})
+	if s := mustJSON(m["results"]); strings.Contains(s, id) {
+		t.Errorf("search after the stop shows the deleted drawer: %s", s)
+	}
+}
