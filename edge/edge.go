@@ -331,8 +331,9 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 	}
 	if ob != nil {
 		f := &outbox.Flusher{S: ob, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace}
-		wg.Add(1)
+		wg.Add(2)
 		go func() { defer wg.Done(); f.Run(flushCtx) }()
+		go func() { defer wg.Done(); e.applyUnapplied(ctx) }() // localdelete.go
 	}
 	// Connect early (in the background) to learn the primary's tools; a
 	// failure only opens the breaker. The tool list waits for the primary's

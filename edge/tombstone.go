@@ -29,6 +29,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/edge/wire"
 )
 
 // maxRecordReads bounds the records a delete reads before it goes (to
@@ -72,7 +73,8 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	if lerr != nil && ctx.Err() != nil && !errors.Is(lerr, ErrLocalDown) && p != nil {
 		// No answer within the write grace: the local palace may yet
 		// apply it, so it is kept, as a killed edge's is.
-		e.log.Error("the local palace did not answer a delete within the write grace after its call was cancelled or the edge stopped; it is kept (the local palace may or may not apply it)", "tool", c.name, "grace", e.cfg.WriteGrace)
+		e.log.Error("the local palace did not answer a delete within the write grace after its call was cancelled or the edge stopped; it is kept, and sent to the local palace again by the next edge", "tool", c.name, "grace", e.cfg.WriteGrace)
+		p.unapplied = true
 		e.keepDeletion(ctx, c, d, len(drawerIDs(c)), p)
 		return res, err
 	}
@@ -101,6 +103,9 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 type pendingDeletion struct {
 	del outbox.PendingDelete
 	in  *intent
+	// unapplied: kept without the local palace's answer, its note stays
+	// for the next edge to send it there again (localdelete.go).
+	unapplied bool
 }
 
 // intendDeletion puts d in the outbox before it is sent (nil: no
@@ -118,8 +123,11 @@ func (e *Edge) intendDeletion(ctx context.Context, c *call, d deletion) *pending
 			opID = p.in.op.ID
 		}
 	}
-	var err error
-	if p.del, err = e.outbox.IntendDelete(ctx, d.marks, d.entries, opID); err != nil {
+	call, err := wire.EncodeCallParams(c.params) // sent again if kept unapplied (nil: it cannot be)
+	if err != nil {
+		e.log.Warn("a delete's local call not noted: kept without the local palace's answer, it is not sent there again", "tool", c.name, "err", err)
+	}
+	if p.del, err = e.outbox.IntendDelete(ctx, d.marks, d.entries, opID, call); err != nil {
 		e.log.Debug("the delete's tombstones are not in the outbox before it is sent; they are kept once the local palace answers", "tool", c.name, "err", err)
 		e.abandon(ctx, c, p.in)
 		return nil
@@ -274,6 +282,12 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *
 	if p != nil {
 		in = p.in
 		defer func() {
+			if p.unapplied {
+				if err := e.outbox.DeleteUnapplied(ctx, p.del); err != nil {
+					e.log.Error("a delete kept without the local palace's answer is not noted for it: the local palace may keep the drawer", "err", err)
+				}
+				return
+			}
 			if err := e.outbox.DeleteSettled(ctx, p.del); err != nil {
 				e.log.Warn("a kept delete's note stays in the outbox: the next edge start cancels its unsent writes again", "err", err)
 			}

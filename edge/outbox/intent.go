@@ -36,10 +36,14 @@ import (
 // what it deletes are cancelled, its intent is held and released). The
 // user asked for it and the orphaned local palace may have applied it;
 // taken back, the primary's copy would show again in this device's merged
-// reads and its unsent writes would go out, undoing the delete. Kept while
-// the local palace did not apply it, the drawer stays there (local reads
-// show it), and only the primary's copy is hidden (or, admin, deleted to
-// the gateway's trash).
+// reads and its unsent writes would go out, undoing the delete. Whether
+// the local palace applied it is not known then, nor for a delete given
+// up at the stop grace: either is kept with its note marked unapplied
+// (DeleteUnapplied), holding the local call, which the next edge sends to
+// its local palace once it is up; any answer ("not found" too) settles it
+// (DropUnapplied). Until then the local copy shows in local reads. A
+// tombstone alone would not hide it for good: an admin's goes when the
+// delete lands on the primary.
 
 // Promote settles an intent the local palace took: queued (held when the
 // policy did not parse as it was written), entry noted as Enqueue does. An
@@ -162,18 +166,25 @@ type PendingDelete struct {
 type deleteNote struct {
 	Marks   []Tombstone    `json:"marks"`
 	Entries []DeletedEntry `json:"entries,omitempty"`
+	// Call is the local palace's call (its tools/call params), sent again
+	// when the delete was kept unapplied.
+	Call json.RawMessage `json:"call,omitempty"`
 }
 
-const deleteNotes = "deleting:"
+const (
+	deleteNotes    = "deleting:"
+	unappliedNotes = "unapplied:" // kept, not known applied by the local palace
+)
 
 // IntendDelete puts a delete in the outbox before it is sent to the local
 // palace: the tombstones marks not already there (carried by the queued
-// delete opID, "" for none), and a note of marks and entries.
-func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []DeletedEntry, opID string) (PendingDelete, error) {
+// delete opID, "" for none), and a note of marks, entries and the local
+// call (nil: none to send again).
+func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []DeletedEntry, opID string, call json.RawMessage) (PendingDelete, error) {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	p := PendingDelete{key: deleteNotes + hex.EncodeToString(b[:])}
-	note, err := json.Marshal(deleteNote{Marks: marks, Entries: entries})
+	note, err := json.Marshal(deleteNote{Marks: marks, Entries: entries, Call: call})
 	if err != nil {
 		return p, fmt.Errorf("outbox: a delete's note: %w", err)
 	}
@@ -205,6 +216,49 @@ func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []D
 // the edge kept it (tombstones, cancelled writes, its op).
 func (s *Store) DeleteSettled(ctx context.Context, p PendingDelete) error {
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, p.key); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return nil
+}
+
+// DeleteUnapplied keeps the note of a delete kept without the local
+// palace's answer, as unapplied: the next edge sends it there again.
+func (s *Store) DeleteUnapplied(ctx context.Context, p PendingDelete) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE meta SET key=? WHERE key=?`, unappliedNotes+strings.TrimPrefix(p.key, deleteNotes), p.key); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return nil
+}
+
+// Unapplied is a kept delete the local palace may not have applied: its
+// note's key and the local call to send again.
+type Unapplied struct {
+	Key  string
+	Call json.RawMessage
+}
+
+// Unapplied lists the kept deletes to send to the local palace again.
+func (s *Store) Unapplied(ctx context.Context) ([]Unapplied, error) {
+	type row struct{ key, note string }
+	notes, err := queryAll(ctx, s.db, func(r rowScanner) (x row, err error) { err = r.Scan(&x.key, &x.note); return x, err },
+		`SELECT key, value FROM meta WHERE key LIKE '`+unappliedNotes+`%' ORDER BY key`)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	var out []Unapplied
+	for _, x := range notes {
+		var d deleteNote
+		if err := json.Unmarshal([]byte(x.note), &d); err != nil {
+			return out, fmt.Errorf("outbox: a delete's note %s: %w", x.key, err)
+		}
+		out = append(out, Unapplied{Key: x.key, Call: d.Call})
+	}
+	return out, nil
+}
+
+// DropUnapplied drops the note of a kept delete the local palace answered.
+func (s *Store) DropUnapplied(ctx context.Context, key string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, key); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
 	return nil
@@ -256,7 +310,8 @@ func (s *Store) CancelDeleted(ctx context.Context, marks []Tombstone, entries []
 
 // resolveDeletes keeps the deletes a killed edge left noted: the unsent
 // writes of what each deletes are cancelled, its tombstones stay, and its
-// note goes. It says how many.
+// note is left unapplied (DeleteUnapplied): whether the local palace
+// applied it is not known. It says how many.
 func (s *Store) resolveDeletes(ctx context.Context) (int, error) {
 	type row struct{ key, note string }
 	notes, err := queryAll(ctx, s.db, func(r rowScanner) (x row, err error) { err = r.Scan(&x.key, &x.note); return x, err },
@@ -272,7 +327,7 @@ func (s *Store) resolveDeletes(ctx context.Context) (int, error) {
 		if _, err := s.CancelDeleted(ctx, d.Marks, d.Entries); err != nil {
 			return 0, err
 		}
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, x.key); err != nil {
+		if err := s.DeleteUnapplied(ctx, PendingDelete{key: x.key}); err != nil {
 			return 0, err
 		}
 	}

@@ -73,11 +73,21 @@ func TestADeleteIntentKeptOrTakenBack(t *testing.T) {
 	}
 	mark := func(key string) outbox.Tombstone { return outbox.Tombstone{Kind: outbox.TombDrawer, Key: key} }
 	killed := catalogue.DrawerID("notes", "r", "api key pasted by mistake")
-	if _, err := s.IntendDelete(ctx, []outbox.Tombstone{mark(killed)}, nil, ""); err != nil {
+	call := []byte(`{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"` + killed + `"}}`)
+	if _, err := s.IntendDelete(ctx, []outbox.Tombstone{mark(killed)}, nil, "", call); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.ResolveIntents(ctx); n != 1 || err != nil {
 		t.Errorf("resolved %d (%v), want the delete left", n, err)
+	}
+	// Whether the local palace applied it is not known: it is to be sent there again.
+	if us, err := s.Unapplied(ctx); err != nil || len(us) != 1 || string(us[0].Call) != string(call) {
+		t.Errorf("unapplied after a killed edge's delete: %+v %v, want its local call", us, err)
+	} else if err := s.DropUnapplied(ctx, us[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	if us, err := s.Unapplied(ctx); err != nil || len(us) != 0 {
+		t.Errorf("unapplied after it was dropped: %+v %v", us, err)
 	}
 	if o, _ := s.Get(ctx, add.LocalSeq); o.State != outbox.Done {
 		t.Errorf("the unsent add of a drawer a killed edge's delete removed: %s, want done (cancelled)", o.State)
@@ -88,7 +98,7 @@ func TestADeleteIntentKeptOrTakenBack(t *testing.T) {
 	if err := s.AddTombstones(ctx, []outbox.Tombstone{mark("drawer_earlier")}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.IntendDelete(ctx, []outbox.Tombstone{mark("drawer_earlier"), mark("drawer_refused")}, nil, "")
+	p, err := s.IntendDelete(ctx, []outbox.Tombstone{mark("drawer_earlier"), mark("drawer_refused")}, nil, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
