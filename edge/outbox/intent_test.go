@@ -149,7 +149,10 @@ func TestAnIntentSentByAnotherEdgeThenRefusedLocallySaysItWasSent(t *testing.T) 
 	if ok, err := r.store.Abandon(ctx, op); ok || err != nil {
 		t.Errorf("Abandon of a write another edge already sent (state %s, %d attempt(s)) says it never went out (%v, %v): the edge logs nothing", sent.State, sent.Attempts, ok, err)
 	}
-	if got, _ := r.store.Get(ctx, op.LocalSeq); got.State != outbox.Done {
-		t.Errorf("a sent write both palaces refused is %s, want done (taken back)", got.State)
+	// Taken back (done), or dead when the other edge's flusher met the
+	// refusal MaxRefusals times first (a slow run, the race detector's):
+	// either way it is never sent again.
+	if got, _ := r.store.Get(ctx, op.LocalSeq); got.State != outbox.Done && got.State != outbox.Dead {
+		t.Errorf("a sent write both palaces refused is %s, want done (taken back) or dead: it would be sent again", got.State)
 	}
 }
