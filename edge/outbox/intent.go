@@ -215,10 +215,40 @@ func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []D
 // DeleteSettled drops the note of a delete the local palace took, once
 // the edge kept it (tombstones, cancelled writes, its op).
 func (s *Store) DeleteSettled(ctx context.Context, p PendingDelete) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, p.key); err != nil {
+	return dropMeta(ctx, s.db, p.key)
+}
+
+// dropMeta removes one meta row.
+func dropMeta(ctx context.Context, db querier, key string) error {
+	if _, err := db.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, key); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
 	return nil
+}
+
+// keyedNote is a delete's note under its meta key.
+type keyedNote struct {
+	key  string
+	note deleteNote
+}
+
+// deleteNotesUnder reads the delete notes whose keys begin with prefix.
+func (s *Store) deleteNotesUnder(ctx context.Context, prefix string) ([]keyedNote, error) {
+	type row struct{ key, note string }
+	rows, err := queryAll(ctx, s.db, func(r rowScanner) (x row, err error) { err = r.Scan(&x.key, &x.note); return x, err },
+		`SELECT key, value FROM meta WHERE key LIKE ? ORDER BY key`, prefix+"%")
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	out := make([]keyedNote, 0, len(rows))
+	for _, x := range rows {
+		k := keyedNote{key: x.key}
+		if err := json.Unmarshal([]byte(x.note), &k.note); err != nil {
+			return out, fmt.Errorf("outbox: a delete's note %s: %w", x.key, err)
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }
 
 // DeleteUnapplied keeps the note of a delete kept without the local
@@ -239,29 +269,17 @@ type Unapplied struct {
 
 // Unapplied lists the kept deletes to send to the local palace again.
 func (s *Store) Unapplied(ctx context.Context) ([]Unapplied, error) {
-	type row struct{ key, note string }
-	notes, err := queryAll(ctx, s.db, func(r rowScanner) (x row, err error) { err = r.Scan(&x.key, &x.note); return x, err },
-		`SELECT key, value FROM meta WHERE key LIKE '`+unappliedNotes+`%' ORDER BY key`)
-	if err != nil {
-		return nil, fmt.Errorf("outbox: %w", err)
-	}
+	notes, err := s.deleteNotesUnder(ctx, unappliedNotes)
 	var out []Unapplied
 	for _, x := range notes {
-		var d deleteNote
-		if err := json.Unmarshal([]byte(x.note), &d); err != nil {
-			return out, fmt.Errorf("outbox: a delete's note %s: %w", x.key, err)
-		}
-		out = append(out, Unapplied{Key: x.key, Call: d.Call})
+		out = append(out, Unapplied{Key: x.key, Call: x.note.Call})
 	}
-	return out, nil
+	return out, err
 }
 
 // DropUnapplied drops the note of a kept delete the local palace answered.
 func (s *Store) DropUnapplied(ctx context.Context, key string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, key); err != nil {
-		return fmt.Errorf("outbox: %w", err)
-	}
-	return nil
+	return dropMeta(ctx, s.db, key)
 }
 
 // DeleteRefused takes back a delete the local palace refused (or never
@@ -277,8 +295,8 @@ func (s *Store) DeleteRefused(ctx context.Context, p PendingDelete) error {
 			return fmt.Errorf("outbox tombstones: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, p.key); err != nil {
-		return fmt.Errorf("outbox: %w", err)
+	if err := dropMeta(ctx, tx, p.key); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("outbox: %w", err)
@@ -313,18 +331,12 @@ func (s *Store) CancelDeleted(ctx context.Context, marks []Tombstone, entries []
 // note is left unapplied (DeleteUnapplied): whether the local palace
 // applied it is not known. It says how many.
 func (s *Store) resolveDeletes(ctx context.Context) (int, error) {
-	type row struct{ key, note string }
-	notes, err := queryAll(ctx, s.db, func(r rowScanner) (x row, err error) { err = r.Scan(&x.key, &x.note); return x, err },
-		`SELECT key, value FROM meta WHERE key LIKE '`+deleteNotes+`%' ORDER BY key`)
+	notes, err := s.deleteNotesUnder(ctx, deleteNotes)
 	if err != nil {
 		return 0, err
 	}
 	for _, x := range notes {
-		var d deleteNote
-		if err := json.Unmarshal([]byte(x.note), &d); err != nil {
-			return 0, fmt.Errorf("a delete's note %s: %w", x.key, err)
-		}
-		if _, err := s.CancelDeleted(ctx, d.Marks, d.Entries); err != nil {
+		if _, err := s.CancelDeleted(ctx, x.note.Marks, x.note.Entries); err != nil {
 			return 0, err
 		}
 		if err := s.DeleteUnapplied(ctx, PendingDelete{key: x.key}); err != nil {
