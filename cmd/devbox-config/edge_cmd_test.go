@@ -261,3 +261,49 @@ func TestOpIDForms(t *testing.T) {
 		}
 	}
 }
+
+// A write at the local palace (or left there by a killed edge) is an
+// intent in the outbox: status counts it and says what becomes of it, in
+// text and --json, instead of showing nothing pending.
+func TestEdgeStatusShowsIntents(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", "http://127.0.0.1:1/mcp")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"at the local palace"}`), Wing: "w", Intent: true})
+	if err != nil || op.State != outbox.Intent {
+		t.Fatalf("enqueue an intent: %v, %v", op.State, err)
+	}
+	s.Close()
+	cli := func(args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	out := cli("edge", "status")
+	for _, want := range []string{"intent 1", "INTENT", "edge flush"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	var st struct {
+		Queue struct {
+			ByState map[string]int `json:"by_state"`
+			Intents []outbox.Op    `json:"intents"`
+		} `json:"queue"`
+		IntentNote string `json:"intent_note"`
+	}
+	if err := json.Unmarshal([]byte(cli("edge", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Queue.ByState["intent"] != 1 || len(st.Queue.Intents) != 1 || st.Queue.Intents[0].ID != op.ID || !strings.Contains(st.IntentNote, "edge flush") {
+		t.Errorf("status --json: %+v", st)
+	}
+}
