@@ -19,7 +19,7 @@ import (
 const edgeStatusHelp = `status prints one line per fact, each starting with its label:
 
   outbox      where the outbox is (or that edge mode never ran on this palace)
-  queue       ops by state: queued, inflight, dead, in doubt, held, done
+  queue       ops by state: queued, inflight, dead, in doubt, held, intent, done
   oldest      how long the oldest queued op has waited
   last flush  when the last flush ended (last error: why the last send failed)
   flushing    the process that holds the flush lease now
@@ -29,6 +29,9 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   embedder    whether the primary's embedder differs (merged search is off if so)
   DEAD, IN DOUBT, HELD
               each op that needs you, with the command that settles it
+  INTENT      writes put in the outbox before the local palace answered:
+              its answer queues them; left by a stopped or killed edge,
+              the next edge start or devbox-config edge flush sends them
   deleted, ON PRIMARY
               records deleted on this device and hidden from its merged
               reads, those still on the primary, and those the primary
@@ -85,7 +88,7 @@ func (sc *edgeStatusCmd) run() error {
 		return failed(err)
 	}
 	if sc.asJSON {
-		return printJSON(sc.stdout, "edge status", map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy,
+		return printJSON(sc.stdout, "edge status", map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy, "intent_note": intentNote(st),
 			"tombstones": map[string]any{"total": v.tombs.Total, "on_primary": v.tombs.OnPrimary, "not_visible": v.tombs.NotSeen, "check_errors": v.tombs.CheckErrors, "unchecked": v.tombs.Unchecked}})
 	}
 	v.print(sc.stdout)
@@ -102,7 +105,7 @@ type edgeStatus struct {
 func (v edgeStatus) print(w io.Writer) {
 	st := v.stats
 	fmt.Fprintf(w, "outbox     %s\n", v.outbox)
-	fmt.Fprintf(w, "queue      queued %d, inflight %d, dead %d, in doubt %d, held %d, done %d\n", st.ByState[outbox.Queued], st.ByState[outbox.Inflight], st.ByState[outbox.Dead], st.ByState[outbox.InDoubt], st.ByState[outbox.Held], st.ByState[outbox.Done])
+	fmt.Fprintf(w, "queue      queued %d, inflight %d, dead %d, in doubt %d, held %d, intent %d, done %d\n", st.ByState[outbox.Queued], st.ByState[outbox.Inflight], st.ByState[outbox.Dead], st.ByState[outbox.InDoubt], st.ByState[outbox.Held], st.ByState[outbox.Intent], st.ByState[outbox.Done])
 	if st.OldestQueued != nil {
 		fmt.Fprintf(w, "oldest     queued %s ago\n", time.Since(*st.OldestQueued).Round(time.Second))
 	}
@@ -134,7 +137,25 @@ func (v edgeStatus) print(w io.Writer) {
 	if n := st.ByState[outbox.Held]; n > 0 {
 		fmt.Fprintf(w, "HELD       %d write(s) made while %s did not parse: sent once it parses (fix it; the edge, or devbox-config edge flush, then sends them)\n", n, outbox.PolicyHint)
 	}
+	if note := intentNote(st); note != "" {
+		fmt.Fprintf(w, "INTENT     %s\n", note)
+	}
 	v.printTombstones(w)
+}
+
+// intentNote says what becomes of the writes in the outbox before the
+// local palace answered ("" with none): whether their edge still waits
+// for that answer or was killed cannot be told from here.
+func intentNote(st outbox.Stats) string {
+	n := st.ByState[outbox.Intent]
+	if n == 0 {
+		return ""
+	}
+	oldest := ""
+	if len(st.Intents) > 0 {
+		oldest = fmt.Sprintf(" (oldest %s, %s ago)", st.Intents[0].Short(), time.Since(st.Intents[0].CreatedAt).Round(time.Second))
+	}
+	return fmt.Sprintf("%d write(s) put in the outbox before the local palace answered%s: an edge waiting for that answer queues them (drops one it refused); if their edge was stopped or killed, the next edge start or devbox-config edge flush sends them", n, oldest)
 }
 
 // printTombstones: what this device deleted, and what of it the primary

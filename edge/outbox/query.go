@@ -491,9 +491,14 @@ type Stats struct {
 	LastError    string        `json:"last_error,omitempty"`
 	// Dead, InDoubt and Held list (up to 100 of) the ops that wait for
 	// an operator or the policy.
-	Dead       []Op   `json:"dead,omitempty"`
-	InDoubt    []Op   `json:"in_doubt,omitempty"`
-	Held       []Op   `json:"held,omitempty"`
+	Dead    []Op `json:"dead,omitempty"`
+	InDoubt []Op `json:"in_doubt,omitempty"`
+	Held    []Op `json:"held,omitempty"`
+	// Intents lists (up to 100 of) the writes in the outbox before the
+	// local palace answered (intent.go): its answer settles each, or, left
+	// by a killed edge, the next edge start or `edge flush` holds it and
+	// the policy releases it.
+	Intents    []Op   `json:"intents,omitempty"`
 	FlushOwner string `json:"flush_owner,omitempty"`
 	Identity   string `json:"identity"`
 }
@@ -511,7 +516,7 @@ func (st Stats) Waiting() int {
 
 // Stats reads the queue's state; any read that fails is the error.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{ByState: map[State]int{Queued: 0, Inflight: 0, Done: 0, Dead: 0, InDoubt: 0, Held: 0}, Identity: s.identity}
+	st := Stats{ByState: map[State]int{Queued: 0, Inflight: 0, Done: 0, Dead: 0, InDoubt: 0, Held: 0, Intent: 0}, Identity: s.identity}
 	type count struct {
 		state State
 		n     int
@@ -554,7 +559,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	}
 	if st.Dead, err = s.List(ctx, 100, Dead); err == nil {
 		if st.InDoubt, err = s.List(ctx, 100, InDoubt); err == nil {
-			st.Held, err = s.List(ctx, 100, Held)
+			if st.Held, err = s.List(ctx, 100, Held); err == nil {
+				st.Intents, err = s.List(ctx, 100, Intent)
+			}
 		}
 	}
 	return st, err
