@@ -58,7 +58,9 @@ func (sc *gatewayServeCmd) run() error {
 		return err
 	}
 	defer l.Close()
-	return sc.serve(s, log)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return sc.serve(ctx, s, log)
 }
 
 // open gives the server its op-id ledger (every write an edge resends
@@ -152,11 +154,11 @@ func (sc *gatewayServeCmd) checkUpstreamToken(c *gateway.Config) error {
 // SIGINT may still take.
 const gatewayStopGrace = 5 * time.Second
 
-// serve answers until SIGTERM or SIGINT (and the requests in flight then
-// are answered), reloading the config on SIGHUP and
-// when the file changes; it returns once its goroutines have ended.
-func (sc *gatewayServeCmd) serve(s *gateway.Server, log *slog.Logger) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+// serve answers until stopped ends (SIGTERM or SIGINT; the requests in
+// flight then are answered), reloading the config on SIGHUP and when the
+// file changes; it returns once its goroutines have ended.
+func (sc *gatewayServeCmd) serve(stopped context.Context, s *gateway.Server, log *slog.Logger) error {
+	ctx, stop := context.WithCancel(stopped)
 	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
