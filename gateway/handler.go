@@ -127,6 +127,10 @@ func (s *Server) serveStream(x *exchange) {
 		s.answerText(x, http.StatusForbidden, "filter the stream by to_agent naming one of this device's agents", VerdictDeny, ruleStreamAgent)
 		return
 	}
+	ctx, cancel := context.WithCancel(x.r.Context())
+	defer cancel()
+	defer context.AfterFunc(s.streams, cancel)() // EndStreams ends it
+	x.r = x.r.WithContext(ctx)
 	x.w = s.originsOfStream(x.w, d)
 	s.serveGET(x, rebuildQuery(q), true)
 }

@@ -77,6 +77,20 @@ type Server struct {
 
 	// instance is the hold on the audit log (one gateway per log).
 	instance *instanceLock
+
+	// streams ends with EndStreams: every /logstream/stream relay then.
+	streams    context.Context
+	endStreams context.CancelFunc
+}
+
+// EndStreams ends the /logstream/stream relays open now and any that
+// start after: each client's stream ends cleanly, at once. A stream never
+// ends by itself, so a graceful stop (http.Server.RegisterOnShutdown)
+// calls it rather than wait out its grace for them.
+func (s *Server) EndStreams() {
+	if s.endStreams != nil {
+		s.endStreams()
+	}
 }
 
 // Open loads the configuration, the runtime state, the secret and the
@@ -127,6 +141,7 @@ func (s *Server) Open() error {
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	s.stream = &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}}
 	s.writes = newWriteQueue(writeShare, 30*time.Second)
+	s.streams, s.endStreams = context.WithCancel(context.Background())
 	return nil
 }
 
@@ -264,6 +279,7 @@ func (s *Server) Close() error {
 	if s.warm != nil {
 		s.warm.Close()
 	}
+	s.EndStreams()
 	s.instance.release() // last: the log is closed
 	return err
 }

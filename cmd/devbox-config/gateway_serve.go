@@ -163,6 +163,7 @@ func (sc *gatewayServeCmd) serve(stopped context.Context, s *gateway.Server, log
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	srv := &http.Server{Addr: sc.listen, Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(s.EndStreams) // a stream never ends by itself: the grace is for the requests
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() {
@@ -177,9 +178,9 @@ func (sc *gatewayServeCmd) serve(stopped context.Context, s *gateway.Server, log
 	go func() {
 		defer wg.Done()
 		<-ctx.Done()
-		// Stop in order: no new connections, the requests in flight
-		// finish (at most gatewayStopGrace: a stream held open is cut),
-		// then every connection is closed.
+		// Stop in order: no new connections, the streams end, the
+		// requests in flight finish (at most gatewayStopGrace), then
+		// every connection is closed.
 		sctx, cancel := context.WithTimeout(context.Background(), gatewayStopGrace)
 		defer cancel()
 		if srv.Shutdown(sctx) != nil {
