@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -77,4 +78,58 @@ func tree(t *testing.T, root string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// R1 with mempalace-mcp in pipx's ~/.local/bin but not on PATH: doctor
+// flags the entry render wrote exactly when render then removes it, and
+// never flags what render left, whatever is there (a file, pipx's
+// symlink, one not executable, a dangling link, a directory).
+func TestRenderAndDoctorAgreeOnLocalBin(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		place func(local, venv string)
+	}{
+		{"an executable", func(local, _ string) { os.WriteFile(local, []byte("#!/bin/sh\n"), 0o755) }},
+		{"pipx's symlink", func(local, venv string) { os.WriteFile(venv, []byte("#!/bin/sh\n"), 0o755); os.Symlink(venv, local) }},
+		{"not executable", func(local, _ string) { os.WriteFile(local, []byte("#!/bin/sh\n"), 0o644) }},
+		{"a dangling symlink", func(local, venv string) { os.Symlink(venv, local) }},
+		{"a directory", func(local, _ string) { os.Mkdir(local, 0o755) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			home, bin := filepath.Join(root, "home"), filepath.Join(root, "bin")
+			venv := filepath.Join(home, ".local", "pipx", "venvs", "mempalace", "bin")
+			os.MkdirAll(bin, 0o755)
+			os.MkdirAll(venv, 0o755)
+			os.MkdirAll(filepath.Join(home, ".local", "bin"), 0o755)
+			os.WriteFile(filepath.Join(bin, "mempalace-mcp"), []byte("#!/bin/sh\n"), 0o755)
+			t.Setenv("HOME", home)
+			t.Setenv("PATH", bin)
+			for _, k := range []string{"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "PI_CODING_AGENT_DIR", "MEMPALACE_REMOTE_URL", "MEMPALACE_REMOTE_TOKEN", "MEMPALACE_EDGE", "MEMPALACE_PALACE_PATH"} {
+				t.Setenv(k, "")
+				os.Unsetenv(k)
+			}
+			if code, out, errOut := runCLI("render"); code != 0 { // on PATH: render writes the entry
+				t.Fatalf("render: exit %d\n%s%s", code, out, errOut)
+			}
+			c.place(filepath.Join(home, ".local", "bin", "mempalace-mcp"), filepath.Join(venv, "mempalace-mcp"))
+			t.Setenv("PATH", filepath.Join(root, "empty"))
+			_, out, errOut := runCLI("doctor")
+			flagged := strings.Contains(out+errOut, "entry-command")
+			if code, out, errOut := runCLI("render"); code != 0 {
+				t.Fatalf("render without it on PATH: exit %d\n%s%s", code, out, errOut)
+			}
+			b, _ := os.ReadFile(filepath.Join(home, ".config", "opencode", "opencode.jsonc"))
+			kept := strings.Contains(string(b), `"mempalace-mcp"`)
+			if kept == flagged {
+				t.Errorf("doctor flagged the entry render wrote: %v; render then kept it: %v\n%s\n%s%s", flagged, kept, b, out, errOut)
+			}
+			if _, out, errOut := runCLI("doctor"); strings.Contains(out+errOut, "entry-command") {
+				t.Errorf("doctor flags what render just left:\n%s\n%s%s", b, out, errOut)
+			}
+			if wantKept := c.name == "an executable" || c.name == "pipx's symlink"; kept != wantKept {
+				t.Errorf("render kept the entry: %v, want %v", kept, wantKept)
+			}
+		})
+	}
 }
