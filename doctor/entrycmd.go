@@ -51,7 +51,7 @@ func CheckEntryCommand(opts Options) []Finding {
 // cannotStart says why a harness cannot start cmd ("" : it can): an
 // absolute path must be an executable file; a bare name must be on PATH,
 // or in pipx's ~/.local/bin, where render keeps an entry for a login
-// shell's PATH to find. A relative path depends on the harness's working
+// shell's PATH to find (render.InHomeBin: render's own rule). A relative path depends on the harness's working
 // directory and is not judged.
 func (o Options) cannotStart(cmd string) string {
 	switch {
@@ -60,7 +60,7 @@ func (o Options) cannotStart(cmd string) string {
 	case strings.ContainsRune(cmd, '/'):
 		return ""
 	}
-	if _, err := o.LookPath(cmd); err == nil || notExecutable(filepath.Join(o.Home, ".local", "bin", cmd)) == "" {
+	if _, err := o.LookPath(cmd); err == nil || render.InHomeBin(render.OS{}, o.Home, cmd) {
 		return ""
 	}
 	return "is not on PATH nor in ~/.local/bin"

@@ -94,19 +94,20 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 	}
 	creates := explicit || rec.Scope == harness.Always || (rec.Scope == harness.OptIn && present)
 	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates, noInsert: !s.Register()}
-	m.dropOwn = m.noInsert && !localServerInHome(opts)
+	m.dropOwn = m.noInsert && !InHomeBin(opts.Sys, opts.Home, ladder.LocalServer)
 	return m.plan(opts, r, f)
 }
 
-// localServerInHome reports an executable mempalace-mcp in ~/.local/bin,
-// where pipx puts it: on the PATH of a login shell, perhaps not on
-// render's.
-func localServerInHome(opts Options) bool {
-	real, err := opts.Sys.EvalSymlinks(filepath.Join(opts.Home, ".local", "bin", ladder.LocalServer))
+// InHomeBin reports an executable cmd in home's ~/.local/bin (a symlink
+// followed), where pipx puts mempalace-mcp: on the PATH of a login shell,
+// perhaps not on render's. It is the one rule render (keep a stdio entry
+// without it on PATH) and doctor (entry-command) share.
+func InHomeBin(sys System, home, cmd string) bool {
+	real, err := sys.EvalSymlinks(filepath.Join(home, ".local", "bin", cmd))
 	if err != nil {
 		return false
 	}
-	fi, err := opts.Sys.Lstat(real)
+	fi, err := sys.Lstat(real)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
 }
 
