@@ -59,8 +59,9 @@ type Palace struct {
 	// vectors memoizes chunk embeddings, as a real palace stores them:
 	// only the query is embedded per search.
 	vectors map[string][]float64
-	// Hooks for the stdio program's fault switches.
-	beforeCall func(name string)
+	// Hooks for the stdio program's fault switches: a non-nil answer is
+	// the call's, the tool not run.
+	beforeCall func(name string) any
 	// trace, when set, gets one line per message received.
 	trace io.Writer
 }
@@ -281,12 +282,16 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 	if hold != nil {
 		<-hold
 	}
+	var failed any
 	if pl.beforeCall != nil {
-		pl.beforeCall(name)
+		failed = pl.beforeCall(name)
 	}
 	pl.mu.Lock()
 	pl.calls[name]++
-	result := t.handler(pl, a)
+	result := failed
+	if result == nil {
+		result = t.handler(pl, a)
+	}
 	var saveErr error
 	if t.mutating {
 		saveErr = save(pl.opts.Dir, pl.st)
@@ -447,14 +452,21 @@ func (pl *Palace) traceMessage(line []byte) {
 
 // SetStdioFaults installs the stdio program's fault switches: crashOn
 // exits the process when that tool is called (the call in flight never gets
-// an answer); garbageOn writes a line that is not JSON to out first.
-func SetStdioFaults(pl *Palace, crashOn, garbageOn string, out io.Writer) {
-	pl.beforeCall = func(name string) {
+// an answer); garbageOn writes a line that is not JSON to out first;
+// failOn answers that tool as MemPalace does when its store raises (a
+// locked or unreadable palace: {"success": false, "error": ...}), nothing
+// changed.
+func SetStdioFaults(pl *Palace, crashOn, garbageOn, failOn string, out io.Writer) {
+	pl.beforeCall = func(name string) any {
 		if name == garbageOn {
 			fmt.Fprintln(out, "this is not JSON-RPC {{{")
 		}
 		if name == crashOn {
 			os.Exit(3)
 		}
+		if name == failOn {
+			return fail("database is locked")
+		}
+		return nil
 	}
 }

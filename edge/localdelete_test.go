@@ -1,0 +1,78 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// privateWing keeps the wing "private" in the local palace only: what the
+// local palace loses, the device loses.
+const privateWing = `{"version":1,"wings":{"private":{"replicate":"local"}}}`
+
+// keptUnapplied puts in palace's outbox a delete kept without the local
+// palace's answer, as an edge given up at the stop grace leaves it: its
+// tombstones and its local call (tool, args), noted unapplied.
+func keptUnapplied(t *testing.T, palace, tool string, args map[string]any, marks ...outbox.Tombstone) {
+	t.Helper()
+	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	call, err := json.Marshal(map[string]any{"name": tool, "arguments": args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := ob.IntendDelete(ctx, marks, nil, "", call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.DeleteUnapplied(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resendSettled waits until h's edge has sent its kept deletes to the
+// local palace and kept or dropped their notes.
+func (h *harness) resendSettled() {
+	h.t.Helper()
+	h.eventually("the kept delete sent to the local palace again", func() bool {
+		if strings.Contains(h.logs.String(), "was not applied there now") {
+			return true
+		}
+		us, err := h.edge.outbox.Unapplied(context.Background())
+		return err == nil && len(us) == 0
+	})
+}
+
+// A delete given up at a stop is sent to the local palace again by the
+// next edge. When the local palace fails it then (its store raised: a
+// locked palace answers {"success": false, "error": ...}), the delete was
+// not applied: it must be tried again, not forgotten. Before, any answer
+// dropped its note, and the drawer the user deleted stayed in this
+// device's palace for good (here a local-only wing: get_drawer finds it).
+func TestKeptDeleteOutlivesALocalFailure(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	const content = "the old vpn password, deleted at a container stop"
+	id := DrawerIDFor("private", "ops", content)
+	t.Run("written", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, policy: privateWing})
+		h.call("add_drawer", map[string]any{"wing": "private", "room": "ops", "content": content})
+	})
+	keptUnapplied(t, palace, "mempalace_delete_drawer", map[string]any{"drawer_id": id}, outbox.Tombstone{Kind: outbox.TombDrawer, Key: id})
+	t.Run("the local palace fails the delete sent again", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, childEnv: []string{"FAKEPALACE_FAIL_ON=mempalace_delete_drawer"}})
+		h.resendSettled()
+	})
+	h := start(t, harnessOpts{palace: palace})
+	h.eventually("the delete applied to the local palace by the edge after", func() bool { return h.localState().Drawers[id] == nil })
+	if m, _ := h.call("get_drawer", map[string]any{"drawer_id": id}); m["content"] != nil {
+		t.Errorf("get_drawer finds the drawer the user deleted: %v", m)
+	}
+}
