@@ -65,6 +65,7 @@ func TestKeptDeleteOutlivesALocalFailure(t *testing.T) {
 		h := start(t, harnessOpts{palace: palace, policy: privateWing})
 		h.call("add_drawer", map[string]any{"wing": "private", "room": "ops", "content": content})
 	})
+	holdsDrawers(t, palace) // its error is the palace's, not "no drawers yet"
 	keptUnapplied(t, palace, "mempalace_delete_drawer", map[string]any{"drawer_id": id}, outbox.Tombstone{Kind: outbox.TombDrawer, Key: id})
 	t.Run("the local palace fails the delete sent again", func(t *testing.T) {
 		h := start(t, harnessOpts{palace: palace, childEnv: []string{"FAKEPALACE_FAIL_ON=mempalace_delete_drawer"}})
