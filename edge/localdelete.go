@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -14,9 +15,9 @@ import (
 // left by a killed edge: outbox/intent.go): the user's delete, kept for
 // the primary, must not leave the drawer in this device's local palace,
 // where reads would show it once the tombstone goes (an admin's, when the
-// delete lands). Any answer settles one ("not found": the local palace
-// had applied it); a local palace that does not answer leaves the rest
-// to the next edge.
+// delete lands). Only an answer about the delete settles one: applied, or
+// "not found" (the local palace had applied it); a failure (a palace that
+// cannot be reached, or whose store raised) leaves it to the next edge.
 func (e *Edge) applyUnapplied(ctx context.Context) {
 	select {
 	case <-e.childKnown:
@@ -33,13 +34,17 @@ func (e *Edge) applyUnapplied(ctx context.Context) {
 	for _, u := range us {
 		var p mcp.CallToolParams
 		if len(u.Call) > 0 && json.Unmarshal(u.Call, &p) == nil {
+			c := newCall(&p)
 			cctx, cancel := context.WithTimeout(ctx, e.cfg.WriteGrace)
-			_, err := e.localServer.Call(cctx, &p)
+			res, err := e.localServer.Call(cctx, c.params)
 			cancel()
-			var rpcErr *jsonrpc.Error
-			if err != nil && !errors.As(err, &rpcErr) {
-				e.log.Warn("a delete kept without the local palace's answer was not applied there now; the next edge tries again", "tool", p.Name, "err", err)
-				return
+			if !e.localDeleteDone(c, res) {
+				e.log.Warn("a delete kept without the local palace's answer was not applied there now; the next edge tries again", "tool", p.Name, "err", err, "answer", resultJSON(res))
+				var rpcErr *jsonrpc.Error
+				if err != nil && !errors.As(err, &rpcErr) {
+					return // not reached: the others wait too
+				}
+				continue
 			}
 			e.log.Info("a delete kept without the local palace's answer was sent to it again", "tool", p.Name)
 		}
@@ -47,4 +52,28 @@ func (e *Edge) applyUnapplied(ctx context.Context) {
 			e.log.Warn("a delete applied to the local palace stays noted: the next edge sends it again", "err", err)
 		}
 	}
+}
+
+// localDeleteDone reports a local answer that says the delete c is applied
+// there: done, or nothing of it found (every drawer of a delete_drawers,
+// or a palace that holds no drawers yet).
+func (e *Edge) localDeleteDone(c *call, res *mcp.CallToolResult) bool {
+	if res == nil {
+		return false
+	}
+	if e.lacksLocally(res) {
+		return true
+	}
+	m := resultJSON(res)
+	if _, ok := deletedCount(c, m); !ok || res.IsError {
+		return false
+	}
+	items, _ := m["results"].([]any) // delete_drawers: one per id
+	for _, x := range items {
+		r, _ := x.(map[string]any)
+		if msg, failed := r["error"].(string); failed && !strings.HasPrefix(msg, "Drawer not found") {
+			return false
+		}
+	}
+	return true
 }

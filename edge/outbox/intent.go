@@ -40,8 +40,8 @@ import (
 // the local palace applied it is not known then, nor for a delete given
 // up at the stop grace: either is kept with its note marked unapplied
 // (DeleteUnapplied), holding the local call, which the next edge sends to
-// its local palace once it is up; any answer ("not found" too) settles it
-// (DropUnapplied). Until then the local copy shows in local reads. A
+// its local palace once it is up; an answer that it is applied ("not
+// found" too) settles it (DropUnapplied), a failure leaves it for the next. Until then the local copy shows in local reads. A
 // tombstone alone would not hide it for good: an admin's goes when the
 // delete lands on the primary.
 
