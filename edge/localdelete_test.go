@@ -77,3 +77,37 @@ func TestKeptDeleteOutlivesALocalFailure(t *testing.T) {
 		t.Errorf("get_drawer finds the drawer the user deleted: %v", m)
 	}
 }
+
+// A delete kept at a stop, not yet applied by the local palace (its first
+// re-send failed), is superseded by the user writing the same drawer
+// again: MemPalace's drawer ids are its wing, room and content, so the
+// re-added drawer has the deleted one's id. The next edge must not send
+// the old delete over it. Before, it did: the drawer the user wrote again
+// was gone from this device (a local-only wing: lost).
+func TestKeptDeleteSupersededByARewrite(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	const content = "the build cache lives on the second disk"
+	id := DrawerIDFor("private", "ops", content)
+	add := map[string]any{"wing": "private", "room": "ops", "content": content}
+	t.Run("written", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, policy: privateWing})
+		h.call("add_drawer", add)
+	})
+	holdsDrawers(t, palace)
+	keptUnapplied(t, palace, "mempalace_delete_drawer", map[string]any{"drawer_id": id}, outbox.Tombstone{Kind: outbox.TombDrawer, Key: id})
+	t.Run("the delete sent again fails, then the drawer is written again", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, childEnv: []string{"FAKEPALACE_FAIL_ON=mempalace_delete_drawer"}})
+		h.resendSettled()
+		if st := h.localState(); st.Drawers[id] == nil {
+			t.Fatal("the test needs a local palace that did not apply the delete")
+		}
+		if m, _ := h.call("add_drawer", add); m["success"] != true {
+			t.Fatalf("add_drawer: %v", m)
+		}
+	})
+	h := start(t, harnessOpts{palace: palace})
+	h.resendSettled()
+	if m, _ := h.call("get_drawer", map[string]any{"drawer_id": id}); m["content"] != content {
+		t.Errorf("get_drawer does not find the drawer written again after the delete: %v", m)
+	}
+}
