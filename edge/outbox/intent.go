@@ -8,7 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
@@ -275,6 +279,70 @@ func (s *Store) Unapplied(ctx context.Context) ([]Unapplied, error) {
 		out = append(out, Unapplied{Key: x.key, Call: x.note.Call})
 	}
 	return out, err
+}
+
+// SupersedeUnapplied takes out of the kept deletes not yet applied by the
+// local palace what a write it took recreates (drawer ids, sources): sent
+// again, they would remove the new write. A delete_drawers loses those
+// ids; a delete with nothing left, its note (its tombstones stay, but
+// for the lift that comes with the write).
+func (s *Store) SupersedeUnapplied(ctx context.Context, drawers, sources []string) error {
+	if len(drawers)+len(sources) == 0 {
+		return nil
+	}
+	notes, err := s.deleteNotesUnder(ctx, unappliedNotes)
+	if err != nil {
+		return err
+	}
+	for _, x := range notes {
+		call, keep, err := supersede(x.note.Call, drawers, sources)
+		switch {
+		case err != nil:
+			return fmt.Errorf("outbox: a kept delete's call %s: %w", x.key, err)
+		case !keep:
+			err = dropMeta(ctx, s.db, x.key)
+		case call != nil:
+			x.note.Call = call
+			var b []byte
+			if b, err = json.Marshal(x.note); err == nil {
+				err = setMeta(ctx, s.db, x.key, string(b))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+	}
+	return nil
+}
+
+// supersede is a kept delete's local call without the drawers and sources
+// written again: keep false when nothing is left, call nil when it is as
+// it was.
+func supersede(raw json.RawMessage, drawers, sources []string) (call json.RawMessage, keep bool, err error) {
+	c := gjson.ParseBytes(raw)
+	args := c.Get("arguments")
+	switch rec, _ := catalogue.Lookup(c.Get("name").String()); rec.Name {
+	case "delete_drawer":
+		return nil, !slices.Contains(drawers, args.Get("drawer_id").String()), nil
+	case "delete_by_source":
+		return nil, !slices.Contains(sources, args.Get("source_file").String()), nil
+	case "delete_drawers":
+		var left []string
+		for _, id := range args.Get("drawer_ids").Array() {
+			if !slices.Contains(drawers, id.String()) {
+				left = append(left, id.String())
+			}
+		}
+		if len(left) == len(args.Get("drawer_ids").Array()) {
+			return nil, true, nil
+		}
+		if len(left) == 0 {
+			return nil, false, nil
+		}
+		out, err := sjson.SetBytes(raw, "arguments.drawer_ids", left)
+		return out, true, err
+	}
+	return nil, true, nil
 }
 
 // DropUnapplied drops the note of a kept delete the local palace answered.

@@ -156,3 +156,42 @@ func TestAnIntentSentByAnotherEdgeThenRefusedLocallySaysItWasSent(t *testing.T) 
 		t.Errorf("a sent write both palaces refused is %s, want done (taken back) or dead: it would be sent again", got.State)
 	}
 }
+
+// A write of a drawer (or source) a kept delete has not yet removed from
+// the local palace supersedes it there: a delete_drawers loses that id and
+// keeps the rest; a delete of nothing else goes.
+func TestARewriteSupersedesAnUnappliedDelete(t *testing.T) {
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for _, call := range []string{
+		`{"name":"mempalace_delete_drawers","arguments":{"drawer_ids":["a","b"]}}`,
+		`{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"a"}}`,
+		`{"name":"mempalace_delete_by_source","arguments":{"source_file":"notes.md","dry_run":false}}`,
+		`{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"c"}}`,
+	} {
+		p, err := s.IntendDelete(ctx, nil, nil, "", []byte(call))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteUnapplied(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.LiftTombstones(ctx, []string{"a"}, []string{"notes.md"}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	us, err := s.Unapplied(ctx)
+	var calls []string
+	for _, u := range us {
+		calls = append(calls, string(u.Call))
+	}
+	slices.Sort(calls)
+	want := []string{`{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"c"}}`, `{"name":"mempalace_delete_drawers","arguments":{"drawer_ids":["b"]}}`}
+	if err != nil || !slices.Equal(calls, want) {
+		t.Errorf("kept deletes after a rewrite of a and notes.md: %q %v, want %q", calls, err, want)
+	}
+}

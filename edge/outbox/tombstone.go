@@ -109,7 +109,9 @@ func (s *Store) TombstonesSent(ctx context.Context, ts []Tombstone, opID string)
 }
 
 // LiftTombstones removes the tombstones a write recreated: drawer ids
-// (and the diary entries with those ids) and sources. The diary
+// (and the diary entries with those ids) and sources, and takes them out
+// of the kept deletes the local palace has not applied
+// (SupersedeUnapplied). The diary
 // tombstones of an agent with one of texts are bounded instead, at the
 // first such write: the primary's copy of the deleted entry (another id,
 // stamped when it was sent, before the rewrite) stays hidden, the copy of
@@ -129,6 +131,9 @@ func (s *Store) LiftTombstones(ctx context.Context, drawers, sources []string, a
 		if _, err := s.db.ExecContext(ctx, `DELETE FROM tombstones WHERE `+strings.Join(q, " OR "), args...); err != nil {
 			return fmt.Errorf("outbox tombstones: lifting: %w", err)
 		}
+	}
+	if err := s.SupersedeUnapplied(ctx, drawers, sources); err != nil {
+		return err
 	}
 	if agent != "" && len(texts) > 0 {
 		if _, err := s.db.ExecContext(ctx, `UPDATE tombstones SET lifted_at=? WHERE kind='diary' AND lifted_at=0 AND agent=? AND text IN (`+marks(len(texts))+`)`,
