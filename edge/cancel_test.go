@@ -60,6 +60,32 @@ func TestADeleteCancelsTheUnsentUpdate(t *testing.T) {
 	}
 }
 
+// A secret edited offline into a drawer already on the primary, then its
+// source deleted: the unsent update_drawer is cancelled with it, as
+// delete_drawer's is. Before, delete_by_source cancelled only the adds
+// (an update names the drawer, not its source): the edit went out, and the
+// deleted text showed in every other device's reads.
+func TestADeleteBySourceCancelsTheUnsentUpdate(t *testing.T) {
+	h := start(t, harnessOpts{})
+	const note, src = "deploy notes, from the runbook", "/work/runbook.md"
+	id := DrawerIDFor("notes", "src", note)
+	h.call("add_drawer", map[string]any{"wing": "notes", "room": "src", "content": note, "source_file": src})
+	h.eventually("the note on the primary", func() bool { return h.primary.Dump().Drawers[id] != nil })
+	h.stopPrimary()
+	h.call("update_drawer", map[string]any{"drawer_id": id, "content": note + " password=hunter2"})
+	m, _ := h.call("delete_by_source", map[string]any{"source_file": src, "dry_run": false})
+	if m["success"] != true || !strings.Contains(cancelledNote(m), "1 ") {
+		t.Errorf("delete_by_source does not say the unsent update was cancelled: %v", m)
+	}
+	if err := h.srv.Start(h.srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	h.drained()
+	if d := h.primary.Dump().Drawers[id]; d == nil || strings.Contains(d.Content, "hunter2") {
+		t.Fatalf("the primary holds %+v, want the note as it was sent, without the deleted update", d)
+	}
+}
+
 // delete_by_source cancels the unsent adds of that source's drawers.
 func TestADeleteBySourceCancelsTheUnsentAdds(t *testing.T) {
 	h := start(t, harnessOpts{primaryDown: true})
