@@ -46,6 +46,10 @@ type deletion struct {
 	// entries are the diary entries among them, as their unsent writes
 	// are found (outbox.CancelUnsentDiaries).
 	entries []outbox.DeletedEntry
+	// updated are, for a delete_by_source, the drawers of its source (by
+	// base name: the local record's) with an unsent update_drawer: those
+	// the delete removes are found once it is taken (updatesGone).
+	updated []string
 }
 
 // deleteCall answers delete_drawer, delete_drawers and delete_by_source
@@ -94,6 +98,7 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		e.takeBack(ctx, c, p)
 		return res, nil // the local palace refused it: nothing deleted, nothing kept
 	}
+	d.marks = append(d.marks, e.updatesGone(ctx, d.updated)...)
 	return annotate(res, e.keepDeletion(ctx, c, d, n, p), false), nil
 }
 
@@ -197,6 +202,7 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 	if c.tool.Name == "delete_by_source" {
 		if src, _ := c.argsMap()["source_file"].(string); src != "" {
 			d.marks = append(d.marks, outbox.Tombstone{Kind: outbox.TombSource, Key: src})
+			d.updated = e.sourceUpdates(ctx, src)
 		}
 		return d
 	}
@@ -225,6 +231,41 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 		}
 	}
 	return d
+}
+
+// sourceUpdates is the drawers with an unsent update_drawer whose local
+// record is of src (by base name, as MemPalace answers it; bounded).
+func (e *Edge) sourceUpdates(ctx context.Context, src string) []string {
+	ids, err := e.outbox.UnsentUpdates(ctx)
+	if err != nil {
+		e.log.Warn("the unsent updates are not read: those of the drawers delete_by_source removes may still reach the primary", "err", err)
+	}
+	var out []string
+	for _, id := range ids[:min(len(ids), maxRecordReads)] {
+		rec, ok := usable(e.localServer.Call(ctx, getDrawer(id).params))
+		if ok && baseName(gjson.Get(rec, "metadata.source_file").String()) == baseName(src) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// updatesGone is the tombstones of the drawers among ids the local palace
+// no longer holds: a delete_by_source it took removed them, so their
+// unsent updates are cancelled with it (keepDeletion).
+func (e *Edge) updatesGone(ctx context.Context, ids []string) []outbox.Tombstone {
+	if len(ids) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.WriteGrace) // taken: its cancels must be found
+	defer cancel()
+	var out []outbox.Tombstone
+	for _, id := range ids {
+		if res, err := e.localServer.Call(ctx, getDrawer(id).params); err == nil && e.lacksLocally(res) {
+			out = append(out, outbox.Tombstone{Kind: outbox.TombDrawer, Key: id})
+		}
+	}
+	return out
 }
 
 // record is a drawer's get_drawer answer (its object text; "" when

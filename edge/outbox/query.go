@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -250,6 +251,25 @@ func (s *Store) CancelUnsentWrites(ctx context.Context, drawers, sources []strin
 		}
 		return cancel, cut, nil
 	})
+}
+
+// UnsentUpdates is the drawer ids of the unsent update_drawer ops: a
+// delete_by_source finds which of them it removed (an update names its
+// drawer, not the drawer's source), to cancel them (CancelUnsentWrites).
+func (s *Store) UnsentUpdates(ctx context.Context) ([]string, error) {
+	ops, err := queryAll(ctx, s.db, scanOp, `SELECT `+opCols+` FROM ops WHERE `+unsent+` ORDER BY local_seq`)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	var ids []string
+	for _, o := range ops {
+		if rec, _ := catalogue.Lookup(o.Tool); rec.Name == "update_drawer" {
+			if id := gjson.GetBytes(o.Payload, "drawer_id").String(); id != "" && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, nil
 }
 
 // cutCheckpoint takes the items drop names (and its diary, with diary)
