@@ -3,9 +3,13 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
@@ -110,4 +114,62 @@ func TestKeptDeleteSupersededByARewrite(t *testing.T) {
 	if m, _ := h.call("get_drawer", map[string]any{"drawer_id": id}); m["content"] != content {
 		t.Errorf("get_drawer does not find the drawer written again after the delete: %v", m)
 	}
+}
+
+// A diary entry deleted just before the agent's input ends (stdin closed
+// while the local palace is still at the delete, past the write grace):
+// the edge gives the delete up and keeps it, and the next edge deletes
+// the entry from the local palace, so diary_read no longer shows it there.
+func TestDiaryDeleteGivenUpAtEOFAppliedByTheNextEdge(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	const entry = "reviewed the incident; the root password was in the log"
+	t.Run("written", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryDown: true})
+		if m, _ := h.call("diary_write", map[string]any{"agent_name": "opencode", "entry": entry}); m["success"] != true {
+			t.Fatalf("diary_write: %v", m)
+		}
+	})
+	var id string
+	st, err := fakepalace.ReadDump(palace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, d := range st.Drawers {
+		if d.Diary && d.Content == entry {
+			id = k
+		}
+	}
+	if id == "" {
+		t.Fatal("the diary entry is not in the local palace")
+	}
+	t.Run("deleted as the input ends", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, raw: true, primaryDown: true, writeGrace: 300 * time.Millisecond,
+			childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=10000"}})
+		h.handshake()
+		h.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_delete_drawer", "arguments": map[string]any{"drawer_id": id}}})
+		time.Sleep(300 * time.Millisecond) // at the local palace, which takes 10 s
+		h.in.(io.Closer).Close()
+		<-h.done
+		if us, err := keptDeletes(palace); err != nil || us != 1 {
+			t.Fatalf("kept deletes after the input ended: %d %v, want the diary entry's\nlog:\n%s", us, err, h.logs.String())
+		}
+	})
+	h := start(t, harnessOpts{palace: palace, primaryDown: true})
+	h.eventually("the diary entry deleted from the local palace", func() bool { return h.localState().Drawers[id] == nil })
+	m, _ := h.call("diary_read", map[string]any{"agent_name": "opencode"})
+	if s := mustJSON(m["entries"]); strings.Contains(s, "root password") {
+		t.Errorf("diary_read shows the deleted entry: %s", s)
+	}
+}
+
+// keptDeletes counts the deletes in palace's outbox kept without the local
+// palace's answer.
+func keptDeletes(palace string) (int, error) {
+	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		return 0, err
+	}
+	defer ob.Close()
+	us, err := ob.Unapplied(context.Background())
+	return len(us), err
 }
