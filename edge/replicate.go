@@ -134,7 +134,8 @@ func (e *Edge) abandon(ctx context.Context, c *call, in *intent) {
 
 // resolveIntents holds the intents an edge killed mid-write left in the
 // outbox, for the policy to release (outbox/intent.go says why they are
-// sent, not checked against the local palace).
+// sent, not checked against the local palace). Those of another edge on
+// this palace that still runs are left to it (outbox/live.go).
 func (e *Edge) resolveIntents(ctx context.Context) {
 	n, err := e.outbox.ResolveIntents(ctx)
 	switch {

@@ -53,7 +53,7 @@ func (fc *edgeFlushCmd) run() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fc.timeout)
 	defer cancel()
-	if _, err := s.ResolveIntents(ctx); err != nil { // left by an edge killed mid-write: released below
+	if _, err := s.ResolveIntents(ctx); err != nil { // left by an edge killed mid-write (not a running one's): released below
 		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
 	}
 	if pol, err := edge.LoadPolicy(cfg.StateDir()); err == nil {

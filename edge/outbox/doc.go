@@ -20,6 +20,7 @@
 //	query.go     reading ops (the next to send, Get, List, Stats), operator commands
 //	failure.go   the failure kinds and their rules (Rules), classifying an attempt
 //	lease.go     the fenced flush lease
+//	live.go      which edge processes on the palace still run (a file lock each)
 //	flush.go     the Flusher: a round on two lanes, Run and Drain
 //	settle.go    recording an attempt's outcome, the backoff
 //	replay.go    per record type, what is safe to send again

@@ -28,7 +28,10 @@ import (
 // local palace applied it cannot be known then (the orphan may still be at
 // it), and the payload is all a send needs: sent, the primary may hold a
 // write this palace lacks (merged reads show it), as a write given up
-// after the write grace does; not sent, the fleet would lose it.
+// after the write grace does; not sent, the fleet would lose it. An
+// intent whose edge still runs (another agent session's edge on this
+// palace, its local palace slow) is not resolved: it names its owner,
+// whose lock says it is alive (live.go), and its own answer settles it.
 //
 // A delete is in the outbox before it is sent to the local palace too
 // (IntendDelete): the tombstones it leaves, a note of what it deletes,
@@ -47,7 +50,8 @@ import (
 // its local palace once it is up; an answer that it is applied ("not
 // found" too) settles it (DropUnapplied), a failure leaves it for the next. Until then the local copy shows in local reads. A
 // tombstone alone would not hide it for good: an admin's goes when the
-// delete lands on the primary.
+// delete lands on the primary. A delete's note names its owner too, and one
+// whose edge runs is left to it, as an intent is.
 
 // Promote settles an intent the local palace took: queued (held when the
 // policy did not parse as it was written), entry noted as Enqueue does. An
@@ -145,13 +149,27 @@ func (s *Store) Abandon(ctx context.Context, o Op) (bool, error) {
 // policy then releases them (ReleaseHeld), as any held op; and keeps the
 // deletes it left noted (resolveDeletes: the unsent writes they cover,
 // the killed edge's intents among them, are cancelled). It says how many.
-// The edge runs it at start, `edge flush` before it flushes.
+// The edge runs it at start, `edge flush` before it flushes. An intent or
+// note whose owner still runs (another edge on this palace, its local
+// palace slow) is left to it: its local answer settles it (live.go).
 func (s *Store) ResolveIntents(ctx context.Context) (int, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE ops SET state='held' WHERE state='intent'`)
+	owners, err := queryAll(ctx, s.db, func(r rowScanner) (o string, err error) { err = r.Scan(&o); return o, err },
+		`SELECT DISTINCT owner FROM ops WHERE state='intent'`)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: resolving the writes a stopped edge left unsettled: %w", err)
 	}
-	n, _ := res.RowsAffected() // SQLite always knows it
+	n := int64(0)
+	for _, o := range owners {
+		if !s.gone(o) {
+			continue
+		}
+		res, err := s.db.ExecContext(ctx, `UPDATE ops SET state='held' WHERE state='intent' AND owner=?`, o)
+		if err != nil {
+			return int(n), fmt.Errorf("outbox: resolving the writes a stopped edge left unsettled: %w", err)
+		}
+		k, _ := res.RowsAffected() // SQLite always knows it
+		n += k
+	}
 	d, err := s.resolveDeletes(ctx)
 	if err != nil {
 		return int(n) + d, fmt.Errorf("outbox: resolving the deletes a stopped edge left unsettled: %w", err)
@@ -173,6 +191,9 @@ type deleteNote struct {
 	// Call is the local palace's call (its tools/call params), sent again
 	// when the delete was kept unapplied.
 	Call json.RawMessage `json:"call,omitempty"`
+	// Owner is the Store that waits for the local answer (live.go; "":
+	// none known, an older build's note).
+	Owner string `json:"owner,omitempty"`
 }
 
 const (
@@ -188,7 +209,7 @@ func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []D
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	p := PendingDelete{key: deleteNotes + hex.EncodeToString(b[:])}
-	note, err := json.Marshal(deleteNote{Marks: marks, Entries: entries, Call: call})
+	note, err := json.Marshal(deleteNote{Marks: marks, Entries: entries, Call: call, Owner: s.owner})
 	if err != nil {
 		return p, fmt.Errorf("outbox: a delete's note: %w", err)
 	}
@@ -397,19 +418,25 @@ func (s *Store) CancelDeleted(ctx context.Context, marks []Tombstone, entries []
 // resolveDeletes keeps the deletes a killed edge left noted: the unsent
 // writes of what each deletes are cancelled, its tombstones stay, and its
 // note is left unapplied (DeleteUnapplied): whether the local palace
-// applied it is not known. It says how many.
+// applied it is not known. A note whose owner runs is left to it. It says
+// how many.
 func (s *Store) resolveDeletes(ctx context.Context) (int, error) {
 	notes, err := s.deleteNotesUnder(ctx, deleteNotes)
 	if err != nil {
 		return 0, err
 	}
+	n := 0
 	for _, x := range notes {
+		if !s.gone(x.note.Owner) {
+			continue
+		}
 		if _, err := s.CancelDeleted(ctx, x.note.Marks, x.note.Entries); err != nil {
-			return 0, err
+			return n, err
 		}
 		if err := s.DeleteUnapplied(ctx, PendingDelete{key: x.key}); err != nil {
-			return 0, err
+			return n, err
 		}
+		n++
 	}
-	return len(notes), nil
+	return n, nil
 }

@@ -18,15 +18,19 @@ import (
 func TestIntentSettledByTheLocalAnswer(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	intend := func(content string) outbox.Op {
+	intendIn := func(s *outbox.Store, content string) outbox.Op {
 		b, _ := json.Marshal(map[string]any{"wing": "w", "room": "r", "content": content})
-		op, err := r.store.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: b, Intent: true})
+		op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: b, Intent: true})
 		if err != nil || op.State != outbox.Intent {
 			t.Fatalf("intent: %+v %v", op, err)
 		}
 		return op
 	}
-	taken, refused, twin, left := intend("taken"), intend("refused"), intend("taken"), intend("left by a kill")
+	intend := func(content string) outbox.Op { return intendIn(r.store, content) }
+	killed := r.openOther() // an edge killed while its local palace had a write
+	left := intendIn(killed, "left by a kill")
+	killed.Close()
+	taken, refused, twin := intend("taken"), intend("refused"), intend("taken")
 	if sent, _ := r.flusher.Drain(ctx); sent != 0 {
 		t.Errorf("the flusher sent %d intents", sent)
 	}
@@ -74,9 +78,14 @@ func TestADeleteIntentKeptOrTakenBack(t *testing.T) {
 	mark := func(key string) outbox.Tombstone { return outbox.Tombstone{Kind: outbox.TombDrawer, Key: key} }
 	killed := catalogue.DrawerID("notes", "r", "api key pasted by mistake")
 	call := []byte(`{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"` + killed + `"}}`)
-	if _, err := s.IntendDelete(ctx, []outbox.Tombstone{mark(killed)}, nil, "", call); err != nil {
+	k, err := outbox.Open(s.Path(), "dev", "lab") // an edge killed while its local palace had the delete
+	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := k.IntendDelete(ctx, []outbox.Tombstone{mark(killed)}, nil, "", call); err != nil {
+		t.Fatal(err)
+	}
+	k.Close()
 	if n, err := s.ResolveIntents(ctx); n != 1 || err != nil {
 		t.Errorf("resolved %d (%v), want the delete left", n, err)
 	}
@@ -119,18 +128,22 @@ func TestADeleteIntentKeptOrTakenBack(t *testing.T) {
 	}
 }
 
-// Two edges on one palace: the second takes the first's pending intent for
-// one a killed edge left and sends it; the primary refuses it (it is
-// queued again, for a retry). When the first edge's local palace then
-// refuses the write too, it is taken back, but Abandon says it had gone
-// out (false), so the edge logs the line docs/replication.md promises.
+// Two edges on one palace, the first's liveness not known (an older
+// build, or a volume without file locks; here its lock is let go): the
+// second takes the first's pending intent for one a killed edge left and
+// sends it; the primary refuses it (it is queued again, for a retry).
+// When the first edge's local palace then refuses the write too, it is
+// taken back, but Abandon says it had gone out (false), so the edge logs
+// the line docs/replication.md promises.
 func TestAnIntentSentByAnotherEdgeThenRefusedLocallySaysItWasSent(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
-	op, err := r.store.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":""}`), Intent: true})
+	first := r.openOther()
+	op, err := first.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":""}`), Intent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	first.Close() // its lock let go: its liveness is not known
 	if n, err := r.store.ResolveIntents(ctx); n != 1 || err != nil {
 		t.Fatalf("resolved %d (%v)", n, err)
 	}

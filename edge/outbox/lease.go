@@ -23,6 +23,10 @@ type lease struct {
 	Owner   string `json:"owner"`
 	Expires int64  `json:"expires"` // unix ms
 	Token   int64  `json:"token"`
+	// Live is the holder's Store's liveness owner (live.go): a holder
+	// whose lock is free is dead, and its lease is taken at once. ""
+	// (an older build, no lock): it holds until it expires.
+	Live string `json:"live,omitempty"`
 }
 
 // mine is the lease as this flusher last wrote it (zero: not held).
@@ -36,10 +40,12 @@ func (f *Flusher) mine() lease {
 // ErrLeaseHeld: another process holds the flush lease (it flushes).
 var ErrLeaseHeld = errors.New("another edge process is flushing this palace")
 
-// leaseHeld is ErrLeaseHeld with its holder and when its lease expires:
-// a process killed mid-flush (SIGKILL, OOM) holds it until then. Whether
-// the holder still runs is not checked: a palace on a shared volume may
-// be flushed from another pid namespace.
+// leaseHeld is ErrLeaseHeld with its holder and when its lease expires.
+// A process killed mid-flush (SIGKILL, OOM) holds it until then only when
+// its liveness is not known (an older build, no flock): otherwise its
+// lock, free once it is dead, lets the next flusher take it at once. The
+// holder's pid is not checked: a palace on a shared volume may be flushed
+// from another pid namespace; its lock file is on the volume.
 func (f *Flusher) leaseHeld(ctx context.Context) error {
 	l, err := readLease(ctx, f.S.flushDB)
 	if err != nil || l.Owner == "" {
@@ -48,7 +54,11 @@ func (f *Flusher) leaseHeld(ctx context.Context) error {
 	exp := time.UnixMilli(l.Expires)
 	left := exp.Sub(f.S.now())
 	secs := int64((left + time.Second - 1) / time.Second) // rounded up
-	return fmt.Errorf("%w (%s) until its lease expires at %s, in %d s, or sooner when that process finishes; a process killed mid-flush holds it until then", ErrLeaseHeld, l.Owner, exp.Local().Format("15:04:05"), max(secs, 0))
+	why := ""                                             // a holder with a lock is alive: it was not taken
+	if l.Live == "" {
+		why = "; that process's liveness is not known (an older build, or no file lock on this volume): killed mid-flush, it holds the lease until then"
+	}
+	return fmt.Errorf("%w (%s) until its lease expires at %s, in %d s, or sooner when that process finishes%s", ErrLeaseHeld, l.Owner, exp.Local().Format("15:04:05"), max(secs, 0), why)
 }
 
 // errLeaseLost: the lease changed hands; this flusher records nothing.
@@ -85,6 +95,10 @@ func (f *Flusher) acquire(ctx context.Context) (bool, error) {
 		l = lease{}
 	}
 	live := time.UnixMilli(l.Expires).After(now)
+	if live && l.Owner != "" && l.Owner != f.Owner && l.Live != "" && f.S.gone(l.Live) {
+		f.Log.Info("the flush lease's holder is dead; taking its lease", "holder", l.Owner)
+		live = false // the token still fences it, should it come back
+	}
 	if l.Owner != "" && l.Owner != f.Owner && live {
 		return false, nil
 	}
@@ -95,7 +109,7 @@ func (f *Flusher) acquire(ctx context.Context) (bool, error) {
 	// A renewal holds it for Lease, or longer when a send may take longer,
 	// so that a send always starts with SendTimeout left and a renewal
 	// (every Lease/3) keeps it so.
-	l = lease{Owner: f.Owner, Expires: now.Add(max(f.Lease, f.SendTimeout+f.Lease/3)).UnixMilli(), Token: token}
+	l = lease{Owner: f.Owner, Expires: now.Add(max(f.Lease, f.SendTimeout+f.Lease/3)).UnixMilli(), Token: token, Live: f.S.owner}
 	b, _ := json.Marshal(l) // plain values: they encode
 	if err := setMeta(ctx, tx, "lease", string(b)); err != nil {
 		return false, fmt.Errorf("outbox lease: %w", err)

@@ -82,4 +82,34 @@ func TestAKilledProcessIsGoneAtOnce(t *testing.T) {
 	if n, err := s.ResolveIntents(ctx); n != 1 || err != nil {
 		t.Errorf("resolved %d (%v) of a killed process's intents, want 1", n, err)
 	}
+	if es, _ := os.ReadDir(filepath.Join(filepath.Dir(path), liveDir)); len(es) != 1 || es[0].Name() != s.owner {
+		t.Errorf("lock files left: %v, want this process's alone (%s): the killed one's is removed", es, s.owner)
+	}
+}
+
+// An outbox an older build made is migrated (ops gain their owner), and
+// the intents it holds name no owner: they are resolved as a killed
+// edge's, as that build did, even while an edge of it may still run.
+func TestAnOlderBuildsIntentsAreResolvedAsBefore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	old, err := Open(path, "dev", "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close() // its lock held throughout: alive, but named nowhere
+	ctx := context.Background()
+	if _, err := old.Enqueue(ctx, Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Intent: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.db.ExecContext(ctx, `ALTER TABLE ops DROP COLUMN owner`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n, err := s.ResolveIntents(ctx); n != 1 || err != nil {
+		t.Errorf("resolved %d (%v) of an older build's intents, want 1", n, err)
+	}
 }

@@ -34,6 +34,13 @@ func (s *Store) setUp(log *slog.Logger) error {
 	} else if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return err
 	}
+	if unowned, err := columnMissing(tx, "ops", "owner"); err != nil {
+		return err
+	} else if unowned { // an edge before liveness: its intents name no owner (live.go)
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE ops ADD COLUMN owner TEXT NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("migrating an older outbox's ops: %w", err)
+		}
+	}
 	if unbounded, err := columnMissing(tx, "tombstones", "lifted_at"); err != nil {
 		return err
 	} else if unbounded { // an edge before diary tombstones were bounded at a rewrite: none is

@@ -43,7 +43,8 @@ const (
 	Held State = "held"
 	// Intent: written before the write was sent to the local palace,
 	// whose answer settles it (intent.go); never sent as it is. One a
-	// killed edge left is held by the next (ResolveIntents).
+	// killed edge left is held by the next (ResolveIntents); one whose
+	// edge still runs is left to it.
 	Intent State = "intent"
 )
 
@@ -200,8 +201,12 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 			return Op{}, &TooLargeError{Tool: tool, Size: len(op.Payload), Cap: MaxPayload}
 		}
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO ops(local_seq, op_id, dedupe_key, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, created_at)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?)`, seq, op.ID, dedupe, s.device, s.label, tool, string(op.Payload), op.Wing, op.Lane.String(), op.Ordinal, op.State.String(), op.CreatedAt.UnixMilli())
+	owner := "" // an intent names this Store: another process leaves it while this one runs (live.go)
+	if w.Intent {
+		owner = s.owner
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO ops(local_seq, op_id, dedupe_key, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, created_at, owner)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)`, seq, op.ID, dedupe, s.device, s.label, tool, string(op.Payload), op.Wing, op.Lane.String(), op.Ordinal, op.State.String(), op.CreatedAt.UnixMilli(), owner)
 	if err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}

@@ -574,7 +574,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return st, fmt.Errorf("outbox: %w", err)
 	}
-	if l.Owner != "" && time.UnixMilli(l.Expires).After(s.now()) {
+	if l.Owner != "" && time.UnixMilli(l.Expires).After(s.now()) && (l.Live == "" || !s.gone(l.Live)) { // a dead holder flushes nothing
 		st.FlushOwner = l.Owner
 	}
 	if st.Dead, err = s.List(ctx, 100, Dead); err == nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,6 +24,8 @@ type Store struct {
 	label    string
 	identity string // this file's random identity: every op id covers it
 	now      func() time.Time
+	owner    string    // this Store's name in live/ ("": it holds no lock; live.go)
+	live     io.Closer // its lock, held until Close
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
@@ -56,7 +59,8 @@ CREATE TABLE IF NOT EXISTS ops(
   error_json      TEXT,
   result_json     TEXT,
   maybe_applied   INTEGER NOT NULL DEFAULT 0,
-  resend          INTEGER NOT NULL DEFAULT 0
+  resend          INTEGER NOT NULL DEFAULT 0,
+  owner           TEXT NOT NULL DEFAULT ''
 );
 CREATE UNIQUE INDEX IF NOT EXISTS ops_dedupe_active ON ops(dedupe_key) WHERE state IN ('queued','inflight');
 CREATE INDEX IF NOT EXISTS ops_pending ON ops(lane, local_seq) WHERE state <> 'done';
@@ -126,6 +130,10 @@ func OpenOptions(path string, o Options) (*Store, error) {
 		db.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
+	if s.owner, s.live, err = holdLiveness(path); err != nil {
+		o.Log.Warn("no liveness lock: another edge process on this palace takes this one's unsettled writes and deletes for a killed edge's, and waits for its flush lease to expire", "err", err)
+	}
+	sweepLive(filepath.Join(filepath.Dir(path), liveDir))
 	return s, nil
 }
 
@@ -135,7 +143,12 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 	s.rings.Wait()
-	return errors.Join(s.flushDB.Close(), s.db.Close())
+	err := errors.Join(s.flushDB.Close(), s.db.Close())
+	if s.live != nil { // last: until then this Store may write what names it
+		os.Remove(filepath.Join(filepath.Dir(s.path), liveDir, s.owner))
+		err = errors.Join(err, s.live.Close())
+	}
+	return err
 }
 
 // Path is the database file.
