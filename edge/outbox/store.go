@@ -145,8 +145,9 @@ func (s *Store) Close() error {
 	s.rings.Wait()
 	err := errors.Join(s.flushDB.Close(), s.db.Close())
 	if s.live != nil { // last: until then this Store may write what names it
-		os.Remove(filepath.Join(filepath.Dir(s.path), liveDir, s.owner))
+		os.Remove(filepath.Join(filepath.Dir(s.path), liveDir, s.owner)) // its lock is still held: nobody took it for gone
 		err = errors.Join(err, s.live.Close())
+		s.live = nil // a second Close lets go of nothing
 	}
 	return err
 }
