@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,4 +107,35 @@ func TestGatewayDeviceTrusts(t *testing.T) {
 	if d := c.Device("laptop-7f3a"); d.Trusts != nil || d.Untrusted != "" {
 		t.Errorf("--trusts '' should trust every device again: %+v", d)
 	}
+}
+
+// `device add --read 'wing_carol, wing_shared'` (the comma-space habit)
+// reads two wings: the spaces around each item of a list flag are
+// dropped (before, " wing_shared" was stored and never matched, and the
+// device silently lost the wing).
+func TestGatewayDeviceListFlagsTrimSpaces(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	cli := func(args ...string) {
+		t.Helper()
+		if code, out, errOut := runCLI(append([]string{"gateway", "--config", cfg}, args...)...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	cli("init")
+	cli("device", "add", "ops-0001", "--read", "*")
+	cli("device", "add", "carol-04", "--read", "wing_carol, wing_shared", "--write", " wing_carol", "--agents", "x@carol, y@carol", "--trusts", "carol-04, ops-0001")
+	want := func(what string) {
+		t.Helper()
+		c, err := gateway.LoadConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := c.Device("carol-04")
+		if got := fmt.Sprintf("%q %q %q %q", d.Read, d.Write, d.Agents, d.Trusts); got != `["wing_carol" "wing_shared"] ["wing_carol"] ["x@carol" "y@carol"] ["carol-04" "ops-0001"]` {
+			t.Errorf("after %s: %s", what, got)
+		}
+	}
+	want("add")
+	cli("device", "set", "carol-04", "--read", "wing_carol ,  wing_shared", "--write", "wing_carol ", "--agents", " x@carol,y@carol", "--trusts", "carol-04 , ops-0001")
+	want("set")
 }
