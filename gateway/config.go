@@ -11,7 +11,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/gateway/ledger"
@@ -221,11 +223,8 @@ func (c *Config) Validate() error {
 		seen[d.ID] = true
 		for field, globs := range map[string][]string{"read": d.Read, "write": d.Write} {
 			for j, g := range globs {
-				if strings.TrimSpace(g) == "" {
-					return fmt.Errorf("%s.%s[%d]: an empty glob can never match a wing", at, field, j)
-				}
-				if _, err := path.Match(g, "x"); err != nil {
-					return fmt.Errorf("%s.%s[%d]: %q is not a valid glob: %w", at, field, j, g, err)
+				if err := checkGlob(g); err != nil {
+					return fmt.Errorf("%s.%s[%d]: %w", at, field, j, err)
 				}
 			}
 		}
@@ -264,6 +263,25 @@ func (c *Config) Validate() error {
 		if err := checkTrust(at, d, seen); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkGlob refuses a wing glob that can never match a wing. MemPalace's
+// sanitize_name strips a wing name's surrounding whitespace and allows no
+// whitespace inside it but a space, and no control character.
+func checkGlob(g string) error {
+	if strings.TrimFunc(g, catalogue.PythonSpace) == "" {
+		return errors.New("an empty glob can never match a wing")
+	}
+	if catalogue.SanitizedName(g) != g {
+		return fmt.Errorf("%q has whitespace at its start or end, which no wing name has, so it can never match a wing; write %q", g, catalogue.SanitizedName(g))
+	}
+	if strings.ContainsFunc(g, func(r rune) bool { return unicode.IsControl(r) || (r != ' ' && catalogue.PythonSpace(r)) }) {
+		return fmt.Errorf("%q holds a control character or whitespace other than a space, which no wing name has, so it can never match a wing; remove it", g)
+	}
+	if _, err := path.Match(g, "x"); err != nil {
+		return fmt.Errorf("%q is not a valid glob: %w", g, err)
 	}
 	return nil
 }

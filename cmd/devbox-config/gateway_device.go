@@ -63,6 +63,7 @@ func newDeviceAddCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command 
 func (ac *deviceAddCmd) run(id string) error {
 	d := ac.d
 	d.ID = id
+	trimLists(&d)
 	err := ac.config.update(func(c *gateway.Config) error {
 		if c.Device(d.ID) != nil {
 			return failed(fmt.Errorf("device %s exists", d.ID))
@@ -85,6 +86,17 @@ func (ac *deviceAddCmd) run(id string) error {
 	fmt.Fprintf(ac.stderr, "devbox-config: warning: device %s has no --read and no --write wings: %s; give them with '%s'\n",
 		d.ID, what, ac.config.hint("device set "+d.ID+" --read WINGS --write WINGS [--kg read|write] [--agents NAMES] [--admin]"))
 	return nil
+}
+
+// trimLists drops the spaces around each item of d's list flags: "--read
+// 'wing_a, wing_b'" (the comma-space habit) means wing_a and wing_b, not
+// a glob " wing_b" that never matches.
+func trimLists(d *gateway.Device) {
+	for _, list := range [][]string{d.Read, d.Write, d.Agents, d.Trusts} {
+		for i := range list {
+			list[i] = strings.TrimSpace(list[i])
+		}
+	}
 }
 
 // newDeviceSetCmd is `gateway device set ID`: the scope flags given
@@ -126,6 +138,7 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 	if changed == 0 {
 		return usageError("device set %s: nothing to change; give --label, --read, --write, --kg, --agents, --admin, --coordinator, --bulk-delete, --trusts or --untrusted", id)
 	}
+	trimLists(&given)
 	var after gateway.Device
 	err := g.update(func(c *gateway.Config) error {
 		d, err := deviceIn(c, id)
