@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -138,4 +139,55 @@ func TestGatewayDeviceListFlagsTrimSpaces(t *testing.T) {
 	want("add")
 	cli("device", "set", "carol-04", "--read", "wing_carol ,  wing_shared", "--write", "wing_carol ", "--agents", " x@carol,y@carol", "--trusts", "carol-04 , ops-0001")
 	want("set")
+}
+
+// The operator's mistakes with devices say the fix: removing a device
+// another trusts names who trusts it and the command that drops it from
+// each trusted set (before: "devices[1].trusts[0]: ... is no device of
+// this config", about a file that does not exist); adding an id that
+// exists says to change it with device set; a duplicate id or a bad glob
+// in the file says what to write.
+func TestGatewayDeviceMistakesSayTheFix(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	cli := func(want int, args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(append([]string{"gateway", "--config", cfg}, args...)...)
+		if code != want {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, want, out, errOut)
+		}
+		return errOut
+	}
+	cli(0, "init")
+	cli(0, "device", "add", "ops-03", "--read", "*")
+	cli(0, "device", "add", "bob-02", "--read", "*", "--trusts", "bob-02,ops-03")
+	cli(0, "device", "add", "eve-05", "--read", "*", "--trusts", "ops-03")
+	before, _ := os.ReadFile(cfg)
+	errOut := cli(1, "device", "remove", "ops-03")
+	for _, w := range []string{"ops-03 is trusted by bob-02, eve-05", "device set bob-02 --trusts bob-02'", "device set eve-05 --trusts eve-05'", "then remove it"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("remove of a trusted device does not say %q:\n%s", w, errOut)
+		}
+	}
+	if strings.Contains(errOut, "no device of this config") {
+		t.Errorf("remove speaks of a config that does not exist:\n%s", errOut)
+	}
+	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
+		t.Error("the refused remove changed the config")
+	}
+	if errOut := cli(1, "device", "add", "bob-02", "--read", "x"); !strings.Contains(errOut, "device bob-02 exists; change it with '") || !strings.Contains(errOut, "device set bob-02 ...', or choose another id") {
+		t.Errorf("add of an existing id: %s", errOut)
+	}
+	for _, c := range []struct{ from, to, want string }{
+		{`"id": "eve-05"`, `"id": "bob-02"`, `devices[2].id: "bob-02" appears twice; give each device its own id`},
+		{`"*"`, `"[a"`, `"[a" is not a valid glob: syntax error in pattern; close each [ with ], and write a literal *, ?, [ or \ as \*, \?, \[ or \\`},
+	} {
+		bad := strings.Replace(string(before), c.from, c.to, 1)
+		if bad == string(before) {
+			t.Fatalf("%q not in the config", c.from)
+		}
+		os.WriteFile(cfg, []byte(bad), 0o600)
+		if errOut := cli(1, "device", "list"); !strings.Contains(errOut, c.want) {
+			t.Errorf("got %s\nwant it to say %s", errOut, c.want)
+		}
+	}
 }
