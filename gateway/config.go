@@ -218,7 +218,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s.id: %q is what answers call a record of unknown origin; choose another id", at, d.ID)
 		}
 		if seen[d.ID] {
-			return fmt.Errorf("%s.id: %q appears twice", at, d.ID)
+			return fmt.Errorf("%s.id: %q appears twice; give each device its own id (or remove one)", at, d.ID)
 		}
 		seen[d.ID] = true
 		for field, globs := range map[string][]string{"read": d.Read, "write": d.Write} {
@@ -281,7 +281,7 @@ func checkGlob(g string) error {
 		return fmt.Errorf("%q holds a control character or whitespace other than a space, which no wing name has, so it can never match a wing; remove it", g)
 	}
 	if _, err := path.Match(g, "x"); err != nil {
-		return fmt.Errorf("%q is not a valid glob: %w", g, err)
+		return fmt.Errorf("%q is not a valid glob: %w; close each [ with ], and write a literal *, ?, [ or \\ as \\*, \\?, \\[ or \\\\", g, err)
 	}
 	return nil
 }

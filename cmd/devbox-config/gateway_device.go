@@ -66,7 +66,7 @@ func (ac *deviceAddCmd) run(id string) error {
 	trimLists(&d)
 	err := ac.config.update(func(c *gateway.Config) error {
 		if c.Device(d.ID) != nil {
-			return failed(fmt.Errorf("device %s exists", d.ID))
+			return failed(fmt.Errorf("device %s exists; change it with '%s', or choose another id", d.ID, ac.config.hint("device set "+d.ID+" ...")))
 		}
 		c.Devices = append(c.Devices, d)
 		return nil
@@ -189,12 +189,31 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 	return w.Flush()
 }
 
-// removeDevice is `gateway device remove ID`.
+// removeDevice is `gateway device remove ID`. A device another trusts
+// stays until no trusted set names it: the command that drops it from
+// each is the fix.
 func removeDevice(g *gatewayConfig, id string) error {
 	return g.update(func(c *gateway.Config) error {
-		_, err := deviceIn(c, id)
+		if _, err := deviceIn(c, id); err != nil {
+			return err
+		}
+		var by, fixes []string
+		for _, d := range c.Devices {
+			if d.ID == id || !slices.Contains(d.Trusts, id) {
+				continue
+			}
+			rest := slices.DeleteFunc(slices.Clone(d.Trusts), func(t string) bool { return t == id })
+			if len(rest) == 0 {
+				rest = []string{d.ID} // only itself, rather than every device
+			}
+			by = append(by, d.ID)
+			fixes = append(fixes, "'"+g.hint("device set "+d.ID+" --trusts "+strings.Join(rest, ","))+"'")
+		}
+		if len(by) > 0 {
+			return failed(fmt.Errorf("device %s is trusted by %s: first drop it from their trusted sets (%s), then remove it", id, strings.Join(by, ", "), strings.Join(fixes, "; ")))
+		}
 		c.Devices = slices.DeleteFunc(c.Devices, func(d gateway.Device) bool { return d.ID == id })
-		return err
+		return nil
 	})
 }
 
