@@ -690,3 +690,45 @@ func TestAuditLineSaysWhatTheUpstreamTook(t *testing.T) {
 		t.Errorf("a refused call's line: %+v", log[1])
 	}
 }
+
+// An event_list whose cursor (since_event_id or before_event_id) names an
+// event the device cannot see answers an empty page, as operator.md says
+// ("What a device can still learn"): before, it answered the visible
+// events after (or before) it, so a device learnt where another's event
+// sits in the log. A cursor the device sees pages as before, and one that
+// does not exist is upstream's error (the documented gap).
+func TestEventListCursorOfAHiddenEventAnswersAnEmptyPage(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	id := func(to string) string {
+		res, rpc, _ := g.call(desk, "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": to})
+		ev, _ := res["event"].(map[string]any)
+		if rpc != nil || ev == nil {
+			t.Fatalf("event_append: %v %v", res, rpc)
+		}
+		return ev["id"].(string)
+	}
+	seen1, hidden, seen2 := id("opencode@laptop"), id("someone@else"), id("opencode@laptop")
+	for _, c := range []struct {
+		cursor, id string
+		want       int
+	}{
+		{"since_event_id", seen1, 1},
+		{"before_event_id", seen2, 1},
+		{"since_event_id", hidden, 0},
+		{"before_event_id", hidden, 0},
+	} {
+		res, rpc, _ := g.call(laptop, "event_list", map[string]any{c.cursor: c.id, "limit": 50})
+		evs, _ := res["events"].([]any)
+		if rpc != nil || res["error"] != nil || len(evs) != c.want || res["count"] != float64(c.want) || res["filtered"] != true {
+			t.Errorf("%s of the %s event: %v %v, want %d events", c.cursor, map[bool]string{true: "hidden", false: "visible"}[c.id == hidden], res, rpc, c.want)
+		}
+	}
+	if res, _, _ := g.call(laptop, "event_list", map[string]any{"since_event_id": "evt_nope"}); !strings.Contains(fmt.Sprint(res["error"]), "not found") {
+		t.Errorf("a cursor that does not exist: %v", res)
+	}
+	// A coordinator sees every event: its cursor is never hidden.
+	if res, _, _ := g.call(g.tokens["admin-0001"], "event_list", map[string]any{"since_event_id": hidden}); res["count"] != 1.0 {
+		t.Errorf("the coordinator's page after the event: %v", res)
+	}
+}
