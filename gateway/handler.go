@@ -309,6 +309,9 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	if t.Name == "event_wait" && !d.Coordinator {
 		return s.waitVisible(ctx, d, t, req, sent, resp)
 	}
+	if t.Name == "event_list" && !d.Coordinator {
+		resp = s.hiddenCursorPage(ctx, d, req, resp)
+	}
 	out, err = s.filterAnswer(ctx, d, t, dec, req.rawID(), resp)
 	return status, out, err
 }

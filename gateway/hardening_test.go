@@ -724,6 +724,13 @@ func TestEventListCursorOfAHiddenEventAnswersAnEmptyPage(t *testing.T) {
 			t.Errorf("%s of the %s event: %v %v, want %d events", c.cursor, map[bool]string{true: "hidden", false: "visible"}[c.id == hidden], res, rpc, c.want)
 		}
 	}
+	// The check costs two look-ups, not a scan of the device's log.
+	if n := g.primary.Calls("mempalace_event_list"); true {
+		g.call(laptop, "event_list", map[string]any{"since_event_id": seen1})
+		if got := g.primary.Calls("mempalace_event_list") - n; got > 3 {
+			t.Errorf("a page after a cursor took %d event_list calls upstream, want 3", got)
+		}
+	}
 	if res, _, _ := g.call(laptop, "event_list", map[string]any{"since_event_id": "evt_nope"}); !strings.Contains(fmt.Sprint(res["error"]), "not found") {
 		t.Errorf("a cursor that does not exist: %v", res)
 	}

@@ -50,6 +50,55 @@ func (s *Server) objectAfter(ctx context.Context, d *Device, t catalogue.Tool, a
 	})
 }
 
+// hiddenCursorPage is an event_list's answer with its page emptied when
+// a cursor (since_event_id, before_event_id) names an event that exists
+// (the upstream answered a page) but the device cannot see: the visible
+// events after or before it would place the hidden event in the log. A
+// cursor that does not exist stays the upstream's error.
+func (s *Server) hiddenCursorPage(ctx context.Context, d *Device, req *rpcRequest, resp []byte) []byte {
+	m := resultOf(resp)
+	if _, ok := m["events"].([]any); !ok || m["error"] != nil {
+		return resp
+	}
+	for _, k := range []string{"since_event_id", "before_event_id"} {
+		id, _ := req.Args[k].(string)
+		if id != "" && !s.cursorVisible(ctx, d, id) {
+			m["events"], m["count"] = []any{}, 0
+			return textAnswer(req.rawID(), m)
+		}
+	}
+	return resp
+}
+
+// cursorVisible reports whether the device can see event id, in two
+// calls whatever the log's length: the event just before it (newest
+// first, before_event_id), then the one after that, which is id's own
+// record. A release without before_event_id and order (before 3.10.0), or
+// a log that answers otherwise, is scanned by findEvent.
+func (s *Server) cursorVisible(ctx context.Context, d *Device, id string) bool {
+	if params := s.eventListParams(ctx); params["before_event_id"] && params["order"] {
+		prev, _ := s.upstreamResult(ctx, "mempalace_event_list", map[string]any{"before_event_id": id, "order": "desc", "limit": 1})["events"].([]any)
+		args := map[string]any{"order": "asc", "limit": 1}
+		if len(prev) == 1 {
+			p, _ := prev[0].(map[string]any)
+			args["since_event_id"] = p["id"]
+		}
+		evs, _ := s.upstreamResult(ctx, "mempalace_event_list", args)["events"].([]any)
+		if e, _ := firstOf(evs).(map[string]any); e != nil && e["id"] == id {
+			return eventVisible(d, str(e["to_agent"]), str(e["from_agent"]))
+		}
+	}
+	return s.findEvent(ctx, d, func(e map[string]any) bool { return e["id"] == id })
+}
+
+// firstOf is list's first item, or nil.
+func firstOf(list []any) any {
+	if len(list) == 0 {
+		return nil
+	}
+	return list[0]
+}
+
 // findEvent looks for an event the device can see that satisfies want,
 // through event_list filtered by each of its agents (as addressee and as
 // writer), oldest first, page by page. The filters and the order are
