@@ -191,3 +191,21 @@ func TestGatewayDeviceMistakesSayTheFix(t *testing.T) {
 		}
 	}
 }
+
+// `gateway init`'s file and `device list`'s output end with a newline
+// (reported missing; pinned here: both did already).
+func TestGatewayInitAndDeviceListEndWithANewline(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	runCLI("gateway", "--config", cfg, "init")
+	if b, _ := os.ReadFile(cfg); !strings.HasSuffix(string(b), "}\n") {
+		t.Errorf("init's config ends %q", b[max(0, len(b)-10):])
+	}
+	for _, add := range [][]string{nil, {"device", "add", "a-1", "--read", "x"}} {
+		if add != nil {
+			runCLI(append([]string{"gateway", "--config", cfg}, add...)...)
+		}
+		if _, out, _ := runCLI("gateway", "--config", cfg, "device", "list"); !strings.HasSuffix(out, "\n") {
+			t.Errorf("device list ends %q", out)
+		}
+	}
+}
