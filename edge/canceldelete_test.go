@@ -17,6 +17,7 @@ import (
 // cancel: the drawer was gone locally and the primary's copy showed in
 // merged reads, as if never deleted.
 func TestCancelledDeleteTheLocalPalaceAppliesIsKept(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=800"}})
 	h.handshake()
 	h.ready()

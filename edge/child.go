@@ -64,6 +64,10 @@ type ChildOptions struct {
 	// Wait bounds how long a call waits for a server being started
 	// (default 10 s, the edge's call timeout).
 	Wait time.Duration
+	// exitWait is how long the server has to exit once its input is
+	// closed, and again after SIGTERM (default childExitWait; tests set
+	// shorter where a hung server is stopped).
+	exitWait time.Duration
 }
 
 // NewChild prepares a supervisor; Run starts it.
@@ -73,6 +77,9 @@ func NewChild(argv, env []string, log *slog.Logger, o ChildOptions) *Child {
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
+	}
+	if o.exitWait <= 0 {
+		o.exitWait = childExitWait
 	}
 	c := &Child{argv: argv, env: env, log: log, o: o, changed: make(chan struct{})}
 	copts := &mcp.ClientOptions{}
@@ -125,7 +132,7 @@ func (c *Child) runOnce(ctx context.Context) error {
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Env = c.env
 	cmd.Stderr = c.o.Stderr // the child's own log lines go where ours do
-	conn, err := startChild(cmd, childExitWait, c.log)
+	conn, err := startChild(cmd, c.o.exitWait, c.log)
 	if err != nil {
 		return &startError{fmt.Errorf("start %s: %w", c.argv[0], err)}
 	}

@@ -76,6 +76,10 @@ type Config struct {
 	// Version is reported to MCP peers.
 	Version string
 	Log     *slog.Logger
+	// childExitWait is how long the local palace server has to exit once
+	// its input is closed, and again after SIGTERM (0: childExitWait);
+	// tests that stop a hung server set it short.
+	childExitWait time.Duration
 }
 
 // The production defaults of Config's waits; tests set short ones.

@@ -126,6 +126,7 @@ func New(cfg Config) *Edge {
 		Version:    cfg.Version,
 		OnDown:     e.localServerDown,
 		Wait:       cfg.CallTimeout,
+		exitWait:   cfg.childExitWait,
 	})
 	e.localServer = e.child
 	if !cfg.PassThrough() {

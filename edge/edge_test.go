@@ -71,6 +71,9 @@ type harnessOpts struct {
 	stopGrace time.Duration
 	// writeGrace: Config's (default: the edge's).
 	writeGrace time.Duration
+	// childExitWait: Config's (default: the edge's); short where the test
+	// stops a local palace that is still at a call it never answers.
+	childExitWait time.Duration
 	// client is the agent's client options (default none).
 	client *mcp.ClientOptions
 	// out wraps the edge's output to the agent (default as it is).
@@ -97,7 +100,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if o.timeout > 0 {
 		cfg.CallTimeout = o.timeout
 	}
-	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace
+	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace, cfg.childExitWait = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace, o.childExitWait
 	switch {
 	case o.primaryURL != "":
 		cfg.PrimaryURL = o.primaryURL

@@ -90,6 +90,7 @@ func (h *harness) callThenCancel(id any, tool string, args map[string]any, wait 
 // it, the local palace server is told with the id it knows the call by,
 // and the session goes on.
 func TestCancellationIsForwardedToTheChild(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{passThrough: true, raw: true, childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_status=600"}})
 	h.handshake()
 	h.ready()
@@ -110,6 +111,7 @@ func TestCancellationIsForwardedToTheChild(t *testing.T) {
 // The same for a call the edge routes itself (a merged search): the local
 // half is cancelled at the child; the agent gets nothing.
 func TestCancellationOfAMergedRead(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_search=600"}})
 	h.handshake()
 	h.ready()
@@ -120,6 +122,7 @@ func TestCancellationOfAMergedRead(t *testing.T) {
 // A read the primary answers (primary first): cancelling it cancels it on
 // the primary too.
 func TestCancellationReachesThePrimary(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{raw: true})
 	h.primary.SetLatency("mempalace_kg_stats", 600*time.Millisecond)
 	h.handshake()

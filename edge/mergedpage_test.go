@@ -84,7 +84,9 @@ func TestListDrawersPagesPastOneHundred(t *testing.T) {
 		walkDrawers(t, h, localIDs, true)
 	})
 	t.Run("local down", func(t *testing.T) {
-		h := start(t, harnessOpts{childEnv: []string{"FAKEPALACE_CRASH_ON=mempalace_list_drawers"}})
+		// Not installed, rather than crashing at each list_drawers: each
+		// page would then wait out the restart's growing backoff (6 s).
+		h := start(t, harnessOpts{child: []string{filepath.Join(t.TempDir(), "mempalace-mcp-not-installed")}})
 		seedPrimary(h)
 		walkDrawers(t, h, primaryIDs, true)
 	})

@@ -25,6 +25,10 @@ const (
 	signalHung   = `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"mempalace_get_drawer","arguments":{"drawer_id":"drawer_w_r_none"}}}` + "\n"
 	signalLate   = `{"jsonrpc":"2.0","id":6,"method":"tools/list"}` + "\n"
 	stoppingWord = "stopping: new requests are refused"
+	// hungExit is the edge's childExitWait where a test stops a local
+	// palace still at a call it never answers: it exits only at SIGTERM,
+	// so each wait is waited out in full.
+	hungExit = 200 * time.Millisecond
 )
 
 // A signal (in the binary; here Serve's context ends) stops the edge with
@@ -38,7 +42,7 @@ func TestSignalStopsWithInputOpen(t *testing.T) {
 	// The grace is what a request sent after the signal has to be read
 	// in: generous, so a loaded machine still reads it within it.
 	const grace = 2 * time.Second
-	h := start(t, harnessOpts{raw: true, stopGrace: grace, timeout: 30 * time.Second,
+	h := start(t, harnessOpts{raw: true, stopGrace: grace, timeout: 30 * time.Second, childExitWait: hungExit,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_get_drawer=120000"}})
 	h.handshake()
 	if _, err := h.in.Write([]byte(signalWrite)); err != nil {
@@ -99,7 +103,7 @@ func (s slowAnswer) Write(p []byte) (int, error) {
 // longer to write than the second Serve then waited for answers owed.
 func TestSignalAnswersTheHeldCallBeforeServeReturns(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
-	h := start(t, harnessOpts{raw: true, stopGrace: 300 * time.Millisecond, timeout: 30 * time.Second,
+	h := start(t, harnessOpts{raw: true, stopGrace: 300 * time.Millisecond, timeout: 30 * time.Second, childExitWait: hungExit,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_get_drawer=120000", "FAKEPALACE_TRACE=1"},
 		out:      func(w io.WriteCloser) io.WriteCloser { return slowAnswer{w, "5", 1500 * time.Millisecond} }})
 	h.handshake()
@@ -261,6 +265,7 @@ func TestWriteQueuedWhenItsCallIsCancelled(t *testing.T) {
 // the local answer at the cancel and never queued the write (outside
 // tester, 16-cancelled-write-applied-not-queued).
 func TestCancelledWriteTheLocalPalaceAppliesReachesThePrimary(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=800"}})
 	h.handshake()
 	h.ready()
@@ -280,7 +285,7 @@ func TestCancelledWriteTheLocalPalaceAppliesReachesThePrimary(t *testing.T) {
 func TestSignalMidWriteKeepsTheWrite(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	const grace = 300 * time.Millisecond
-	h := start(t, harnessOpts{raw: true, stopGrace: grace, primaryDown: true,
+	h := start(t, harnessOpts{raw: true, stopGrace: grace, primaryDown: true, childExitWait: hungExit,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=8000", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
@@ -297,7 +302,7 @@ func TestSignalMidWriteKeepsTheWrite(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("Serve did not return 20s after its context ended\n%s", h.logs)
 	}
-	if took, bound := time.Since(began), grace+childExitWait+time.Second; took > bound {
+	if took, bound := time.Since(began), grace+2*hungExit+time.Second; took > bound {
 		t.Errorf("stopping with a write at the local palace took %s, want at most %s (the stop grace and the local palace's exit)", took, bound)
 	}
 	if a := h.await("4", time.Second); a == nil {
@@ -320,7 +325,7 @@ func TestSignalMidWriteKeepsTheWrite(t *testing.T) {
 // queues it all the same (the local palace may still apply it).
 func TestCancelledWriteGivenUpAfterTheWriteGrace(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
-	h := start(t, harnessOpts{raw: true, writeGrace: 300 * time.Millisecond, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=3000"}})
+	h := start(t, harnessOpts{raw: true, writeGrace: 300 * time.Millisecond, childExitWait: hungExit, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=3000"}})
 	h.handshake()
 	h.ready()
 	h.callThenCancel("w1", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "never answered"}, 100*time.Millisecond)
@@ -336,7 +341,7 @@ func TestCancelledWriteGivenUpAfterTheWriteGrace(t *testing.T) {
 // locally; queued, it is not lost), and Serve returns.
 func TestSignalMidWriteUnansweredPastTheWriteGrace(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
-	h := start(t, harnessOpts{raw: true, stopGrace: 100 * time.Millisecond, writeGrace: 300 * time.Millisecond, primaryDown: true,
+	h := start(t, harnessOpts{raw: true, stopGrace: 100 * time.Millisecond, writeGrace: 300 * time.Millisecond, primaryDown: true, childExitWait: hungExit,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000"}})
 	h.handshake()
 	h.ready()
@@ -370,7 +375,7 @@ func TestSignalMidWriteUnansweredPastTheWriteGrace(t *testing.T) {
 // finished, and a write may or may not have been applied.
 func TestAWriteGivenUpAtAStopIsAnsweredAsStopping(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
-	h := start(t, harnessOpts{raw: true, primaryDown: true,
+	h := start(t, harnessOpts{raw: true, primaryDown: true, childExitWait: hungExit,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()

@@ -30,7 +30,8 @@ func TestACleanStopWaitsForTheSendUnderWay(t *testing.T) {
 		t.Fatalf("add_drawer: %v", a)
 	}
 	h.eventually("the note on the primary", func() bool { return h.primary.Dump().Drawers[id] != nil })
-	h.primary.SetLatency("mempalace_update_drawer", 3*time.Second)
+	// Longer than the stop takes when it does not wait for the send.
+	h.primary.SetLatency("mempalace_update_drawer", time.Second)
 	h.send(toolCall(2, "mempalace_update_drawer", map[string]any{"drawer_id": id, "content": note + " (fixed)"}))
 	if a := h.await("2", 10*time.Second); a["result"] == nil {
 		t.Fatalf("update_drawer: %v", a)

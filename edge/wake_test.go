@@ -220,6 +220,7 @@ func hungPrimary(t testing.TB) string {
 // With the primary hung, a new session is told what the last session's
 // view held (kept in the outbox), as of when it was read.
 func TestWakeFromTheKeptViewWithThePrimaryHung(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{wakeWait: 10 * time.Second})
 	h.s.Close()
 	id := askVia(t, h.srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "kept across sessions")
@@ -271,6 +272,7 @@ func holdingProxy(t *testing.T, target string) string {
 // view still wakes the session, and the revocation the edge heard is
 // kept with it: the laptop's ask is not told as trusted again.
 func TestWakeFollowsATrustChange(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"pi@ops"}},
 		gateway.Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@laptop"}},
