@@ -19,6 +19,7 @@ import (
 // record once. (Every send carries its op id in _meta, edge.FlushTarget's
 // doing; this gateway does not wire the op-id ledger yet.)
 func TestJoinThroughTheGateway(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
 	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project", "wing_*"}, KG: "write", Agents: []string{"opencode@desk"}}})
 	tok := tokens["desk-9b21"]
 	for i, tag := range []string{"a", "b", "a"} {

@@ -18,11 +18,13 @@ import (
 // sent 21 of them. Records the first run queued that are gone from the
 // palace since are counted apart, as sent for the earlier run.
 func TestJoinInterruptedThenRunAgainCountsWhatItSent(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
 	for _, c := range []struct {
 		name, firstDevice string
 		gone              int // local drawers deleted between the runs
 	}{{"same flags", "", 0}, {"origin-device dropped", "desk-1", 0}, {"records gone", "", 6}} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			p, pr := newPalace(t), newPrimary(t)
 			const n = 12
 			var ids []string
@@ -78,6 +80,7 @@ func TestJoinInterruptedThenRunAgainCountsWhatItSent(t *testing.T) {
 // (already on the primary), not sent by this run. It said one more sent
 // than it sent (fleet repro: "sent 9, skipped 31" with 32 already there).
 func TestJoinInterruptedThroughALedgerSkipsWhatLandedInFlight(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
 	pr, url, tokens := gatewayFront(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, Agents: []string{"opencode@desk"}}}, true)
 	p := newPalace(t)
 	const n = 12

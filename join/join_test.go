@@ -500,6 +500,7 @@ func TestJoinFactsBeyondTimelineCap(t *testing.T) {
 // A primary that accepts nothing ends the join with everything queued and
 // named; --resume sends exactly what was left, and only that.
 func TestJoinPrimaryDownThenResume(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")
 	p.policy(t, localWorkspace)

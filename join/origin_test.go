@@ -17,6 +17,7 @@ import (
 // the admin), and added_by names it. Made by a device that is not an
 // admin, it is refused record by record, saying why, and nothing lands.
 func TestJoinOriginDeviceThroughTheGateway(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
 	pr, url, tokens := frontGateway(t, []gateway.Device{
 		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@ops"}},
 		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@desk"}},
