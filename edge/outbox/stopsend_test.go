@@ -48,7 +48,8 @@ func TestAStopMidSendThatNeverLeftRequeuesTheOp(t *testing.T) {
 	p := stuckPrimary{called: make(chan string, 1)}
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan struct{})
-	go func() { defer close(done); (&outbox.Flusher{S: s, P: p}).Run(ctx) }()
+	// The send never answers: the stop grace is waited out in full.
+	go func() { defer close(done); (&outbox.Flusher{S: s, P: p, StopGrace: 100 * time.Millisecond}).Run(ctx) }()
 	select {
 	case <-p.called:
 	case <-time.After(20 * time.Second):
