@@ -1,0 +1,62 @@
+package edge
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/gateway"
+)
+
+// On a device whose write globs (as the gateway's device header says
+// them) do not cover a wing, a replicated write to that wing is refused by
+// the edge up front, as the gateway would refuse it: not taken locally
+// and queued, where it would go dead at the gateway while this device's
+// reads served it as its own, trusted. (Found by an outside tester:
+// bob-02, writing wing_bob only, got "queued" for wing_shared.) A wing the
+// policy keeps local never reaches the gateway: it is taken.
+func TestWriteOutsideTheDevicesWriteGlobs(t *testing.T) {
+	url, tokens, _ := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
+		gateway.Device{ID: "bob-02", Label: "bob", Read: []string{"*"}, Write: []string{"wing_bob"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["bob-02"], policy: `{"version":1,"wings":{"scratch":{"replicate":"local"}}}`})
+	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
+
+	refused := func(what string, res *mcp.CallToolResult) {
+		t.Helper()
+		if !res.IsError {
+			t.Errorf("%s: a write outside the device's write globs was taken: %v", what, res.Content)
+			return
+		}
+		msg := res.Content[0].(*mcp.TextContent).Text
+		for _, want := range []string{"wing_shared", "wing_bob", "grant"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: the refusal does not say %q: %s", what, want, msg)
+			}
+		}
+	}
+	text := "outside my write globs"
+	_, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "notes", "content": text})
+	refused("add_drawer", res)
+	_, res = h.call("checkpoint", map[string]any{"items": []any{
+		map[string]any{"wing": "wing_bob", "room": "r", "content": "mine " + text},
+		map[string]any{"wing": "wing_shared", "room": "r", "content": "theirs " + text},
+	}})
+	refused("checkpoint", res)
+	for _, d := range h.localState().Drawers {
+		if strings.Contains(d.Content, text) {
+			t.Errorf("the refused write is in the local palace: %+v", d)
+		}
+	}
+
+	m, res := h.call("add_drawer", map[string]any{"wing": "wing_bob", "room": "notes", "content": "mine"})
+	if res.IsError {
+		t.Fatalf("a write to a wing the device writes was refused: %v", res.Content)
+	}
+	id, _ := m["drawer_id"].(string)
+	_, res = h.call("update_drawer", map[string]any{"drawer_id": id, "wing": "wing_shared"})
+	refused("update_drawer moving a drawer", res)
+	if _, res := h.call("add_drawer", map[string]any{"wing": "scratch", "room": "r", "content": "kept here"}); res.IsError {
+		t.Errorf("a write to a wing the policy keeps local was refused: %v", res.Content)
+	}
+}
