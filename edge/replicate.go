@@ -29,6 +29,9 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		return errorResult(fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices write, and the gateway says this device is not admin (it would refuse the write: instruction wing: admin devices only)", w),
 			map[string]any{"wing": w, "replication": "not taken"}), nil
 	}
+	if msg, w := e.grantRefused(ctx, c, oldWing); msg != "" {
+		return errorResult(msg, map[string]any{"wing": w, "replication": "not taken"}), nil
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // cancelled before it was sent: the local palace never saw it
 	}
@@ -470,4 +473,35 @@ func (e *Edge) instructionWingRefused(c *call, oldWing string) string {
 		}
 	}
 	return ""
+}
+
+// grantRefused is the gateway's refusal of c, in words, and the wing it
+// names, when c would be sent (the policy replicates what it writes) and
+// the device's grants as the gateway says them (device.go) refuse what
+// would be sent ("": c may be taken, or the grants are not known). Taken
+// locally, it would go dead at the gateway while this device's reads
+// served it as its own.
+func (e *Edge) grantRefused(ctx context.Context, c *call, oldWing string) (string, string) {
+	in, ok := e.device()
+	if !ok || e.outbox == nil || c.tool.Gate != catalogue.WriteWing || (c.tool.Wings == catalogue.DrawerWing && oldWing == "") {
+		return "", "" // a drawer not here: the gateway looks it up on the primary
+	}
+	pol, err := e.currentPolicy(ctx)
+	if err != nil {
+		return "", "" // held: whether it is sent, nobody can say yet
+	}
+	payload, _, replicate := decide(pol, c.tool, c.argsMap(), c.raw(), oldWing, "")
+	var sent map[string]any
+	if !replicate || json.Unmarshal(payload, &sent) != nil {
+		return "", ""
+	}
+	allowed, rule, wing := in.AuthorizeWrite(c.tool, sent, oldWing)
+	if allowed {
+		return "", ""
+	}
+	msg := fmt.Sprintf("refused by the edge: the gateway would refuse this write (%s", rule)
+	if wing != "" {
+		msg += fmt.Sprintf(": wing %q", wing)
+	}
+	return msg + fmt.Sprintf("), so it is not taken here to be queued for a primary that never takes it. This device (%s) may write the wings %q (write grants, as the gateway says them). Ask the gateway's operator for a grant (devbox-config gateway device set %s --write ...), or write to a wing you hold.", in.ID, in.Write, in.ID), wing
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
@@ -34,27 +35,18 @@ func deny(rule Rule, wing string) Decision { return Decision{Rule: rule, Wing: w
 // so nothing in an answer needs cutting.
 func (d *Device) readsAll() bool { return slices.Contains(d.Read, "*") }
 
+// grants is what decides the device's reads and writes, in the form an
+// edge hears it (deviceinfo holds the one rule both apply).
+func (d *Device) grants() deviceinfo.Info {
+	return deviceinfo.Info{Read: d.Read, Write: d.Write, Admin: d.Admin, Agents: d.Agents, InstructionWing: d.instructions}
+}
+
 // reads reports whether the device may read wing: one its read globs
 // match, or the instruction wing, which every device reads.
-func (d *Device) reads(wing string) bool {
-	return match(d.Read, wing) || (wing != "" && wing == d.instructions)
-}
+func (d *Device) reads(wing string) bool { return d.grants().Reads(wing) }
 
 // readsSome: the device may read some wing.
 func (d *Device) readsSome() bool { return len(d.Read) > 0 || d.instructions != "" }
-
-// writes reports whether the device may write wing: the instruction wing
-// only if it is an admin device (whatever its globs say), any other wing
-// its write globs match.
-func (d *Device) writes(wing string) (bool, Rule) {
-	switch {
-	case wing != "" && wing == d.instructions:
-		return d.Admin, ruleInstructionWing
-	case wing != "" && match(d.Write, wing):
-		return true, ""
-	}
-	return false, "write globs do not match the target wing"
-}
 
 // trusts reports whether the device trusts the records device id wrote
 // (origin.Unknown: records of unknown origin): every device's when it
@@ -63,25 +55,9 @@ func (d *Device) trusts(id string) bool {
 	return d.Trusts == nil || id == d.ID || (id != origin.Unknown && slices.Contains(d.Trusts, id))
 }
 
-// Grants reports whether a device may act as agent. For coordination
-// identities (from_agent, created_by) that is one of its Agents exactly.
-// For a diary's agent_name it is also the harness part of one
-// ("opencode" for "opencode@laptop": the diary is the harness's),
-// compared case-insensitively, as MemPalace lower-cases diary agents.
-func (d *Device) Grants(agent string, diary bool) bool {
-	for _, a := range d.Agents {
-		if a == agent {
-			return true
-		}
-		if diary && agent != "" {
-			harness, _, _ := strings.Cut(a, "@")
-			if strings.EqualFold(a, agent) || strings.EqualFold(harness, agent) {
-				return true
-			}
-		}
-	}
-	return false
-}
+// Grants reports whether a device may act as agent (deviceinfo's
+// ActsAs).
+func (d *Device) Grants(agent string, diary bool) bool { return d.grants().ActsAs(agent, diary) }
 
 // Authorize decides a tools/call by its catalogue record's gate, deny by
 // default: a tool the catalogue does not know is refused, whatever the
@@ -141,27 +117,8 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		}
 		return allow(Rule("read:"+strings.Join(wings, ",")), wings[0])
 	case catalogue.WriteWing:
-		if t.Identity != "" && !d.Grants(str(t.Identity), true) {
-			return deny(Rule(fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity))), "")
-		}
-		if dm, ok := args["diary"].(map[string]any); ok {
-			if a, _ := dm["agent_name"].(string); !d.Grants(a, true) {
-				return deny(Rule(fmt.Sprintf("diary.agent_name %q is not one of this device's agents", a)), "")
-			}
-		}
-		if t.Wings == catalogue.DrawerWing && (drawerWing == "" || !d.reads(drawerWing)) {
-			return deny(ruleNotVisible, drawerWing) // as for a read by id
-		}
-		wings := t.WingsOf(args, drawerWing)
-		if len(wings) == 0 {
-			return deny("the call names no wing to write", "")
-		}
-		for _, w := range wings {
-			if ok, rule := d.writes(w); !ok {
-				return deny(rule, w)
-			}
-		}
-		return allow(Rule("write:"+strings.Join(wings, ",")), wings[0])
+		ok, rule, wing := d.grants().AuthorizeWrite(t, args, drawerWing)
+		return Decision{Allow: ok, Rule: Rule(rule), Wing: wing}
 	case catalogue.KGRead:
 		if d.KG == KGRead || d.KG == KGWrite {
 			return allow("kg:read", "")

@@ -333,15 +333,6 @@ func (c *Config) Save(file string) error {
 	return err
 }
 
-func match(globs []string, wing string) bool {
-	for _, g := range globs {
-		if ok, _ := path.Match(g, wing); ok { // Validate checked every glob
-			return true
-		}
-	}
-	return false
-}
-
 // LedgerPath is the op-id ledger's file.
 func (c *Config) LedgerPath() string { return cmp.Or(c.LedgerFile, ledger.Beside(c.AuditLog)) }
 

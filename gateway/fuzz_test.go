@@ -18,6 +18,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // pythonParse decodes JSON as Python's json.loads does for what the
@@ -246,7 +247,7 @@ func FuzzAuthorize(f *testing.F) {
 			dec := Authorize(d, catalogue.Prefix+tool.Name, args, "shared")
 			if dec.Allow && tool.Gate == catalogue.WriteWing {
 				for _, w := range tool.WingsOf(args, "shared") {
-					if !match(d.Write, w) {
+					if !deviceinfo.MatchWing(d.Write, w) {
 						t.Fatalf("%s allowed %s writing %q", d.ID, tool.Name, w)
 					}
 				}
@@ -293,14 +294,14 @@ func unreadableWing(d *Device, f catalogue.Filter, m map[string]any) string {
 		for _, k := range []string{"wings", "taxonomy"} {
 			ws, _ := m[k].(map[string]any)
 			for w := range ws {
-				if !match(d.Read, w) {
+				if !deviceinfo.MatchWing(d.Read, w) {
 					return w
 				}
 			}
 		}
 	}
 	for _, h := range hs {
-		if w, _ := h["wing"].(string); !match(d.Read, w) {
+		if w, _ := h["wing"].(string); !deviceinfo.MatchWing(d.Read, w) {
 			return fmt.Sprintf("%v", h["wing"])
 		}
 	}

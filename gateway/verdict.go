@@ -1,5 +1,7 @@
 package gateway
 
+import "github.com/joakimp/devbox-config/gateway/deviceinfo"
+
 // Verdict is what the audit log says became of a request: Entry.Decision.
 type Verdict string
 
@@ -33,7 +35,7 @@ func (r Rule) String() string { return string(r) }
 const (
 	// ruleNotVisible is the one denial for an object a device may not see
 	// and for one that does not exist: the two are not told apart.
-	ruleNotVisible Rule = "the target is not visible to this device"
+	ruleNotVisible Rule = deviceinfo.RuleNotVisible
 	// ruleQueryLanguage refuses catalogue.QueryLanguage to every device.
 	ruleQueryLanguage Rule = "a query-language tool (mempalace-light-mcp): one query string can carry writes, deletes, sync or mine, which no per-wing grant can authorize"
 
@@ -55,7 +57,7 @@ const (
 	ruleCLIText      Rule = "cli_compatible:wing"  // errCLIText
 	ruleCLIUntrusted Rule = "cli_compatible:trust" // errCLIUntrusted
 	// ruleInstructionWing: only admin devices write the instruction wing.
-	ruleInstructionWing Rule = "instruction wing: admin devices only"
+	ruleInstructionWing Rule = deviceinfo.RuleInstructionWing
 	// ruleOriginClaim: a write names a device to attribute it to that the
 	// gateway does not honour from this device (origin.MetaKey).
 	ruleOriginClaim Rule = "origin-device: admin devices only"
