@@ -63,8 +63,10 @@ type harnessOpts struct {
 	// primaryURL is a primary of the test's own (real serve, a proxy in
 	// front of it) with testToken; no double is started.
 	primaryURL string
-	// token is the primary's bearer (default testToken).
-	token string
+	// token is the primary's bearer (default testToken); tokenFn, if set,
+	// is asked for it on every request instead (a token revoked mid-run).
+	token   string
+	tokenFn func() string
 	// wakeWait, mailboxPoll: Config's (default: the edge's).
 	wakeWait, mailboxPoll time.Duration
 	// stopGrace: Config's (default: the edge's).
@@ -96,6 +98,9 @@ func start(t testing.TB, o harnessOpts) *harness {
 		ChildEnv: append(append(os.Environ(), "MEMPALACE_PALACE_PATH="+h.palace), o.childEnv...),
 		Palace:   h.palace, Agent: "opencode", Identity: "opencode@edge-test", OriginDevice: o.device, CallTimeout: 3 * time.Second, Probe: 10 * time.Millisecond, Log: log,
 		ChildStderr: io.MultiWriter(h.childLog, os.Stderr),
+	}
+	if o.tokenFn != nil {
+		cfg.Token = o.tokenFn
 	}
 	if o.timeout > 0 {
 		cfg.CallTimeout = o.timeout
