@@ -305,17 +305,10 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 	}
 	e.loadDevice(ctx)
 	e.primary = NewPrimary(e.cfg.PrimaryURL, e.cfg.Token, e.log, PrimaryOptions{
-		Timeout: e.cfg.CallTimeout,
-		Probe:   e.cfg.Probe,
-		Version: e.cfg.Version,
-		OnUp: func() {
-			if e.outbox == nil {
-				return
-			}
-			if err := e.outbox.Resume(context.Background()); err != nil {
-				e.log.Warn("queued writes wait out their backoff: the outbox could not be resumed", "err", err)
-			}
-		},
+		Timeout:  e.cfg.CallTimeout,
+		Probe:    e.cfg.Probe,
+		Version:  e.cfg.Version,
+		OnUp:     e.resume,
 		OnTools:  func(t []*mcp.Tool) { e.addTools(t, true) },
 		OnDevice: e.keepDevice,
 		OnLedger: func(on bool) {
@@ -345,7 +338,11 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 		defer wg.Done()
 		cctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
 		defer cancel()
-		if _, err := e.primary.sessionFor(cctx); err != nil && ctx.Err() == nil {
+		_, err := e.primary.sessionFor(cctx)
+		switch {
+		case err == nil:
+			e.resume() // the token accepted: writes an earlier run saw refused for it go now
+		case ctx.Err() == nil:
 			e.primary.fail(err) // opens the breaker, which reports it
 			e.readyWhenChild(ctx)
 		}
@@ -360,6 +357,17 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 		case <-ctx.Done():
 		}
 	}()
+}
+
+// resume makes the queued writes that waited for the primary, or for it
+// to accept the token, due now (the primary answered with the token).
+func (e *Edge) resume() {
+	if e.outbox == nil {
+		return
+	}
+	if err := e.outbox.Resume(context.Background()); err != nil {
+		e.log.Warn("queued writes wait out their backoff: the outbox could not be resumed", "err", err)
+	}
 }
 
 // setAgent records the agent's session (only if none is known, unless replace).

@@ -58,9 +58,11 @@ type Rule struct {
 	// MaybeApplied: the op is never sent again before a look-up says it
 	// is not on the primary (or, with no look-up, an operator says so).
 	MaybeApplied bool
-	// ResetWhenUp: the primary coming back clears the backoff (the op never
-	// reached it, so nothing was learned about the op itself). No other
-	// kind's backoff is ever reset but by an operator.
+	// ResetWhenUp: the primary coming back, or first answering an edge
+	// that starts (an authenticated handshake: the token accepted), clears
+	// the backoff (the op never reached it, or was refused for the token
+	// alone, so nothing was learned about the op itself). No other kind's
+	// backoff is ever reset but by an operator.
 	ResetWhenUp bool
 	// Says is what `edge flush` and `edge status` print for it.
 	Says string
@@ -70,7 +72,7 @@ type Rule struct {
 var Rules = map[Kind]Rule{
 	Unreachable:  {Class: Transient, ResetWhenUp: true, Says: "unreachable: not sent"},
 	Busy:         {Class: Transient, Says: "the primary said not now: not applied"},
-	Unauthorized: {Class: Transient, Says: "the primary refused the token"},
+	Unauthorized: {Class: Transient, ResetWhenUp: true, Says: "the primary refused the token"},
 	Refused:      {Class: Refusal, CountsTowardDead: true, Says: "refused by the primary"},
 	Lost:         {Class: Ambiguous, MaybeApplied: true, Says: "the answer was lost: it may have landed"},
 }

@@ -121,10 +121,11 @@ func (s *Store) ClearBackoff(ctx context.Context) error {
 	return err
 }
 
-// Resume is the primary's recovery: the ops whose last attempt never
-// reached it (the kinds Rules marks ResetWhenUp) are due now (an op whose
-// own send failed keeps its backoff), and the flusher wakes. An error
-// leaves the backoff as it was.
+// Resume is the primary's recovery, or its first answer to an edge that
+// starts, the token accepted: the ops whose last attempt never reached it
+// or was refused for the token (the kinds Rules marks ResetWhenUp) are
+// due now (an op whose own send failed keeps its backoff), and the flusher
+// wakes. An error leaves the backoff as it was.
 func (s *Store) Resume(ctx context.Context) error {
 	var errs []error
 	for k, r := range Rules {
