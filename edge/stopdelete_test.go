@@ -1,0 +1,51 @@
+package edge
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// SIGTERM while an admin device's delete_drawer waits behind a slow
+// add_drawer at the local palace (one call at a time: the delete's read
+// of the drawer is queued behind the add): the user's delete, received
+// before the stop, must be kept like any delete given up at the stop
+// grace, so the next edge deletes the drawer on the primary and in this
+// device's palace. Before, the delete's intent was recorded only after
+// its read, which the stop cut: nothing of it was kept, the drawer stayed
+// everywhere, and the agent got the same "may or may not have been
+// applied" answer as for the add (outside tester, attack4 04).
+func TestAStopKeepsADeleteWaitingBehindASlowAdd(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
+	const content = "an admin deletes this while a slow add holds the local palace"
+	primary, url, token, palace, id := deleteFront(t, true, content)
+	h := start(t, harnessOpts{raw: true, palace: palace, primaryURL: url, token: token, stopGrace: time.Second, timeout: 30 * time.Second,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000", "FAKEPALACE_TRACE=1"}})
+	h.handshake()
+	h.ready()
+	waitFor(t, 10*time.Second, "the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
+	h.send(toolCall(4, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "a slow add"}))
+	waitFor(t, 10*time.Second, "the add at the local palace", func() bool {
+		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_add_drawer" })
+	})
+	h.send(toolCall(5, "mempalace_delete_drawer", map[string]any{"drawer_id": id}))
+	time.Sleep(300 * time.Millisecond) // the delete waits behind the add
+	h.stop()
+	select {
+	case <-h.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Serve did not return 20s after its context ended\n%s", h.logs)
+	}
+	a := h.await("5", time.Second)
+	if e, _ := a["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "may or may not have been applied") {
+		t.Errorf("the delete kept at the stop is answered %v, want the stop's \"may or may not have been applied\"", a)
+	}
+	next := start(t, harnessOpts{palace: palace, primaryURL: url, token: token})
+	next.eventually("the delete on the primary, sent by the next edge", func() bool { return primary.Dump().Drawers[id] == nil })
+	next.eventually("the delete applied to the local palace", func() bool { return next.localState().Drawers[id] == nil })
+	if m, _ := next.call("get_drawer", map[string]any{"drawer_id": id}); m["content"] != nil {
+		t.Errorf("get_drawer after the stop finds the deleted drawer: %v", m)
+	}
+}
