@@ -49,3 +49,35 @@ func TestAStopKeepsADeleteWaitingBehindASlowAdd(t *testing.T) {
 		t.Errorf("get_drawer after the stop finds the deleted drawer: %v", m)
 	}
 }
+
+// SIGTERM while an update_drawer waits behind a slow add_drawer at the
+// local palace, still looking up its drawer's wing there (the policy's
+// word on it): it is not sent anywhere, so the agent must be told it was
+// not applied and may ask again, not the stop's "may or may not have been
+// applied" that a write given up at the local palace gets.
+func TestAStopAnswersAnUpdateWaitingBehindASlowAddAsNotApplied(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
+	h := start(t, harnessOpts{raw: true, stopGrace: time.Second, timeout: 30 * time.Second,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000", "FAKEPALACE_TRACE=1"}})
+	h.handshake()
+	h.ready()
+	h.send(toolCall(4, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "a slow add"}))
+	waitFor(t, 10*time.Second, "the add at the local palace", func() bool {
+		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_add_drawer" })
+	})
+	h.send(toolCall(5, "mempalace_update_drawer", map[string]any{"drawer_id": "drawer_shared_ops_0123456789abcdef01234567", "content": "an edit at a stop"}))
+	time.Sleep(300 * time.Millisecond) // the update waits behind the add
+	h.stop()
+	select {
+	case <-h.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Serve did not return 20s after its context ended\n%s", h.logs)
+	}
+	a := h.await("5", time.Second)
+	if e, _ := a["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "NOT applied") {
+		t.Errorf("an update never sent to the local palace at a stop is answered %v, want \"NOT applied\"", a)
+	}
+	if h.primary.Calls("mempalace_update_drawer") != 0 {
+		t.Error("the update answered as not applied reached the primary")
+	}
+}
