@@ -57,6 +57,7 @@ type Edge struct {
 	deviceMu     sync.Mutex                      // serializes keeping a heard header
 	stopping     atomic.Bool                     // Serve's context ended: new requests are refused
 	run          context.Context                 // ends when the edge stops; the SDK's handlers end with it
+	halt         context.Context                 // ends at the stop's signal (beforeStop); nil outside Serve
 	writes       sentWrites                      // writes sent to the local palace, not yet answered and queued (sentwrite.go)
 }
 
@@ -97,7 +98,7 @@ func New(cfg Config) *Edge {
 				e.waitTools(ctx)
 			}
 			res, err := next(ctx, method, req)
-			if e.run != nil && e.run.Err() != nil && ctx.Err() != nil {
+			if e.run != nil && e.run.Err() != nil && ctx.Err() != nil && err != errNotApplied {
 				return nil, errStopping
 			}
 			if err == nil && e.wk != nil {
@@ -142,6 +143,7 @@ func New(cfg Config) *Edge {
 // their grace.
 func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
 	signalled := ctx.Done()
+	e.halt = ctx
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	e.run = ctx
@@ -214,6 +216,11 @@ func (e *Edge) closeRemote() {
 // errStopping answers a call the edge stopped before it finished, and a
 // request that came after the signal.
 var errStopping = &jsonrpc.Error{Code: -32000, Message: "the MemPalace edge is stopping (SIGTERM or SIGINT): the request was not finished, and a write may or may not have been applied"}
+
+// errNotApplied answers a write the edge did not send to the local palace
+// before it stopped (its look-up there, behind a slow call, was cut by
+// the signal): nothing of it is applied or kept, so the agent may ask again.
+var errNotApplied = &jsonrpc.Error{Code: -32000, Message: "the MemPalace edge is stopping (SIGTERM or SIGINT): the request was NOT applied (the edge stopped before it reached the local palace, behind a slow call); nothing was written or deleted: ask again once the edge is back", Data: json.RawMessage(`{"applied":false}`)}
 
 // stopInOrder begins the stop on a signal: new requests are refused
 // (refuse), and the calls in flight and the writes at the local palace

@@ -143,7 +143,9 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 		if l.ctx.Err() == nil || l.take(key) == nil {
 			return // cancelled by the agent: no answer
 		}
-		result, err = nil, errStopping // the edge is stopping: the agent is told
+		if err != errNotApplied {
+			result, err = nil, errStopping // the edge is stopping: the agent is told
+		}
 	}
 	if err == nil {
 		result = l.e.withNote(result)

@@ -23,7 +23,10 @@ import (
 func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	var oldWing string
 	if c.tool.Wings == catalogue.DrawerWing {
-		oldWing = e.localWing(ctx, fmt.Sprint(c.argsMap()["drawer_id"]))
+		var cut bool
+		if oldWing, cut = e.localWing(ctx, fmt.Sprint(c.argsMap()["drawer_id"])); cut {
+			return nil, errNotApplied // never sent: the policy's wing unknown
+		}
 	}
 	if w := e.instructionWingRefused(c, oldWing); w != "" {
 		return errorResult(fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices write, and the gateway says this device is not admin (it would refuse the write: instruction wing: admin devices only)", w),
@@ -292,14 +295,17 @@ func (e *Edge) writeShared(ctx context.Context, c *call, res *mcp.CallToolResult
 	}, false)
 }
 
-// localWing finds the wing of a drawer in the local palace.
-func (e *Edge) localWing(ctx context.Context, id string) string {
-	res, err := e.localServer.Call(ctx, getDrawer(id).params)
+// localWing finds the wing of a drawer in the local palace; cut: the
+// stop's signal came first (beforeStop).
+func (e *Edge) localWing(ctx context.Context, id string) (string, bool) {
+	lctx, cancel := e.beforeStop(ctx)
+	defer cancel()
+	res, err := e.localServer.Call(lctx, getDrawer(id).params)
 	if err != nil {
-		return ""
+		return "", lctx.Err() != nil && ctx.Err() == nil
 	}
 	w, _ := resultJSON(res)["wing"].(string)
-	return w
+	return w, false
 }
 
 // decide is what the policy makes of a write: the payload to queue, its

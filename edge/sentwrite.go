@@ -118,3 +118,18 @@ func (e *Edge) waitWrites(ctx context.Context, grace time.Duration) {
 		e.writes.giveUpAll()
 	}
 }
+
+// beforeStop is ctx ending at the stop's signal too, for a write's
+// look-up at the local palace before its intent is in the outbox (a
+// delete's read of what it deletes, an update's of its drawer's wing): a
+// slow call ahead of it holds the local palace past the stop grace, so
+// the look-up is not waited for then, and the write is kept or answered
+// as not applied (errNotApplied) while the grace runs.
+func (e *Edge) beforeStop(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	if e.halt == nil {
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(e.halt, cancel)
+	return ctx, func() { stop(); cancel() }
+}

@@ -50,6 +50,10 @@ type deletion struct {
 	// base name: the local record's) with an unsent update_drawer: those
 	// the delete removes are found once it is taken (updatesGone).
 	updated []string
+	// cut: a record not read, the stop having cut the local palace's
+	// look-up (a slow write ahead of it) with no copy on the primary to
+	// read instead: what it deletes, and where, is not known.
+	cut bool
 }
 
 // deleteCall answers delete_drawer, delete_drawers and delete_by_source
@@ -64,6 +68,10 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	d := e.readDeletion(ctx, c)
 	if err := ctx.Err(); err != nil {
 		return nil, err // cancelled before it was sent: the local palace never saw it
+	}
+	if d.cut {
+		e.log.Warn("stopping: a delete not yet sent to the local palace (a slow call ahead of it) could not be read in time: answered as not applied", "tool", c.name)
+		return nil, errNotApplied
 	}
 	// In the outbox before it is sent: a kill while the local palace is
 	// at it leaves the delete for the next edge to keep.
@@ -80,6 +88,9 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		e.log.Error("the local palace did not answer a delete within the write grace after its call was cancelled or the edge stopped; it is kept, and sent to the local palace again by the next edge", "tool", c.name, "grace", e.cfg.WriteGrace)
 		p.unapplied = true
 		e.keepDeletion(ctx, c, d, len(drawerIDs(c)), p)
+		if e.writes.givenUp().Err() != nil {
+			return nil, errStopping // given up by the stop: maybe applied, kept
+		}
 		return res, err
 	}
 	if err != nil || res == nil {
@@ -202,7 +213,7 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 	if c.tool.Name == "delete_by_source" {
 		if src, _ := c.argsMap()["source_file"].(string); src != "" {
 			d.marks = append(d.marks, outbox.Tombstone{Kind: outbox.TombSource, Key: src})
-			d.updated = e.sourceUpdates(ctx, src)
+			d.updated, d.cut = e.sourceUpdates(ctx, src)
 		}
 		return d
 	}
@@ -211,7 +222,8 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 		if i >= maxRecordReads {
 			continue
 		}
-		rec, primary := e.record(ctx, id)
+		rec, primary, cut := e.record(ctx, id)
+		d.cut = d.cut || cut
 		if d.wing == "" {
 			d.wing = gjson.Get(rec, "wing").String()
 		}
@@ -234,20 +246,23 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 }
 
 // sourceUpdates is the drawers with an unsent update_drawer whose local
-// record is of src (by base name, as MemPalace answers it; bounded).
-func (e *Edge) sourceUpdates(ctx context.Context, src string) []string {
+// record is of src (by base name, as MemPalace answers it; bounded), and
+// whether the stop cut a look-up of them (beforeStop).
+func (e *Edge) sourceUpdates(ctx context.Context, src string) ([]string, bool) {
 	ids, err := e.outbox.UnsentUpdates(ctx)
 	if err != nil {
 		e.log.Warn("the unsent updates are not read: those of the drawers delete_by_source removes may still reach the primary", "err", err)
 	}
+	lctx, cancel := e.beforeStop(ctx)
+	defer cancel()
 	var out []string
 	for _, id := range ids[:min(len(ids), maxRecordReads)] {
-		rec, ok := usable(e.localServer.Call(ctx, getDrawer(id).params))
+		rec, ok := usable(e.localServer.Call(lctx, getDrawer(id).params))
 		if ok && baseName(gjson.Get(rec, "metadata.source_file").String()) == baseName(src) {
 			out = append(out, id)
 		}
 	}
-	return out
+	return out, lctx.Err() != nil && ctx.Err() == nil
 }
 
 // updatesGone is the tombstones of the drawers among ids the local palace
@@ -269,17 +284,23 @@ func (e *Edge) updatesGone(ctx context.Context, ids []string) []outbox.Tombstone
 }
 
 // record is a drawer's get_drawer answer (its object text; "" when
-// neither palace has it), and whether it is the primary's.
-func (e *Edge) record(ctx context.Context, id string) (string, bool) {
+// neither palace has it), and whether it is the primary's. The local
+// palace is not waited for past the stop's signal (beforeStop): the
+// primary's copy is read instead; cut says neither could be.
+func (e *Edge) record(ctx context.Context, id string) (rec string, primary, cut bool) {
 	c := getDrawer(id)
-	if t, ok := usable(e.localServer.Call(ctx, c.params)); ok {
-		return t, false
+	lctx, cancel := e.beforeStop(ctx)
+	t, ok := usable(e.localServer.Call(lctx, c.params))
+	cut = lctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	if ok {
+		return t, false, false
 	}
 	if e.remote == nil || !e.remote.Up() {
-		return "", false
+		return "", false, cut
 	}
-	t, _ := usable(e.callPrimary(ctx, c, true))
-	return t, true
+	t, ok = usable(e.callPrimary(ctx, c, true))
+	return t, true, cut && !ok
 }
 
 // diaryMark is the tombstone of the diary entry en (its record's
