@@ -2,6 +2,8 @@ package edge
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -80,4 +82,23 @@ func TestAStopAnswersAnUpdateWaitingBehindASlowAddAsNotApplied(t *testing.T) {
 	if h.primary.Calls("mempalace_update_drawer") != 0 {
 		t.Error("the update answered as not applied reached the primary")
 	}
+}
+
+// An admin device deletes a drawer only the primary holds (another device
+// wrote it; this device's palace never had it): the delete is queued and
+// done on the primary, so the answer must say so, not the local palace's
+// success false "Drawer not found" (outside tester, attack4 06).
+func TestAnAdminDeleteOfAPrimaryOnlyDrawerSaysItIsDeletedThere(t *testing.T) {
+	const content = "a drawer only the primary holds, deleted by an admin"
+	primary, url, token, _, id := deleteFront(t, true, content)
+	palace := filepath.Join(t.TempDir(), "palace")
+	os.MkdirAll(palace, 0o700)
+	holdsDrawers(t, palace)
+	h := start(t, harnessOpts{palace: palace, primaryURL: url, token: token})
+	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
+	m, res := h.call("delete_drawer", map[string]any{"drawer_id": id})
+	if m["success"] != true || res.IsError || !strings.Contains(fmt.Sprint(m["message"]), "primary") {
+		t.Errorf("an admin's delete of a drawer only the primary holds is answered %s, want success saying it is deleted on the primary", mustJSON(m))
+	}
+	h.eventually("the delete on the primary", func() bool { return primary.Dump().Drawers[id] == nil })
 }
