@@ -110,7 +110,23 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		return res, nil // the local palace refused it: nothing deleted, nothing kept
 	}
 	d.marks = append(d.marks, e.updatesGone(ctx, d.updated)...)
-	return annotate(res, e.keepDeletion(ctx, c, d, n, p), false), nil
+	kept := e.keepDeletion(ctx, c, d, n, p)
+	return annotate(deletedOnPrimary(c, res, kept), kept, false), nil
+}
+
+// deletedOnPrimary is the answer to a delete_drawer of a drawer the local
+// palace did not hold (its "Drawer not found") that is queued for the
+// primary, which holds it: deleted there, not the local palace's false.
+func deletedOnPrimary(c *call, res *mcp.CallToolResult, kept map[string]any) *mcp.CallToolResult {
+	if _, queued := kept["op_id"].(string); !queued || c.tool.Name != "delete_drawer" || resultJSON(res)["success"] == true {
+		return res
+	}
+	b, err := json.Marshal(map[string]any{"success": true, "drawer_id": drawerIDs(c)[0],
+		"message": "deleted on the primary (queued for it; its gateway keeps it in its trash): this device's local palace did not hold the drawer"})
+	if err != nil {
+		return res
+	}
+	return textResult(b, false, res.Meta)
 }
 
 // pendingDeletion is a delete in the outbox before its local answer: its
