@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -305,5 +306,88 @@ func TestEdgeStatusShowsIntents(t *testing.T) {
 	}
 	if st.Queue.ByState["intent"] != 1 || len(st.Queue.Intents) != 1 || st.Queue.Intents[0].ID != op.ID || !strings.Contains(st.IntentNote, "edge flush") {
 		t.Errorf("status --json: %+v", st)
+	}
+}
+
+// sendBlocked is a primary whose sends wait until release closes (or the
+// send's context ends); started closes when the first send is under way.
+type sendBlocked struct {
+	started, release chan struct{}
+	once             *sync.Once
+}
+
+func (sendBlocked) Up() bool { return true }
+func (b sendBlocked) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	b.once.Do(func() { close(b.started) })
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+	}
+	return nil, &outbox.RPCError{Code: -32000, Message: "database is locked"}
+}
+
+type tokenRefused struct{}
+
+func (tokenRefused) Up() bool { return true }
+func (tokenRefused) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	return nil, outbox.ErrUnauthorized
+}
+
+// Attack 4, 07 (a): `edge flush` while a running edge holds the flush
+// lease says of each op it left that the lease's holder sends it, not the
+// op's last error: the primary refused an earlier token, the token was
+// fixed since, and "refused the token" sent the user chasing a fixed
+// problem.
+func TestEdgeFlushUnderAnotherLeaseSaysWhoSends(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
+	// The running edge: its own Store on the palace's outbox.
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, w := range []string{"w1", "w2"} {
+		if _, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"` + w + `","room":"r","content":"c"}`), Wing: w}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An earlier token was refused: each op's last error says so.
+	(&outbox.Flusher{S: s, P: tokenRefused{}, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, Retries: -1}).Drain(ctx)
+	if ops, _ := s.List(ctx, 10); len(ops) != 2 || !strings.Contains(outbox.Words(ops[1].Error), "refused the token") {
+		t.Fatalf("setup: the ops should carry the refusal: %+v", ops)
+	}
+	// The edge now sends with the fixed token, holding the lease.
+	p := sendBlocked{started: make(chan struct{}), release: make(chan struct{}), once: new(sync.Once)}
+	running := make(chan struct{})
+	go func() { defer close(running); (&outbox.Flusher{S: s, P: p}).Run(ctx) }()
+	defer func() { close(p.release); cancel(); <-running }()
+	select {
+	case <-p.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the running edge sent nothing")
+	}
+
+	code, out, errOut := runCLI("edge", "flush", "--timeout", "5s")
+	if code != 1 || !strings.Contains(errOut, "another edge process is flushing") {
+		t.Fatalf("flush under another's lease: exit %d\n%s%s", code, out, errOut)
+	}
+	var lines int
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "not sent:") {
+			continue
+		}
+		lines++
+		if strings.Contains(l, "refused the token") || !strings.Contains(l, "holds the flush lease") {
+			t.Errorf("an op left under another's lease reads:\n%s", l)
+		}
+	}
+	if lines != 2 {
+		t.Errorf("flush lists %d ops, want 2:\n%s", lines, out)
 	}
 }
