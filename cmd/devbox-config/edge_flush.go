@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -20,8 +21,9 @@ policy.json did not parse are released first, if it parses now. A dead op
 only the writes on the same object. It prints what it sent, the primary's
 state (reachable with the token accepted, refused the token, or unreachable),
 and each op it could not send with what happened to it: the answer was lost,
-not sent (unreachable), refused and why, in doubt. Exit status 0 when nothing
-is left, 1 otherwise.`
+not sent (unreachable), refused and why, in doubt; while another edge process
+holds the flush lease, that the op is that process's to send. Exit status 0
+when nothing is left, 1 otherwise.`
 
 // edgeFlushCmd is `edge flush`: its flags, and run.
 type edgeFlushCmd struct {
@@ -89,8 +91,9 @@ func (fc *edgeFlushCmd) run() error {
 	// The ops left, with what happened to each; a list that cannot be read
 	// leaves the count above and the error below to say it.
 	ops, _ := s.List(rctx, 20)
+	leased := errors.Is(drainErr, outbox.ErrLeaseHeld)
 	for _, o := range ops {
-		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, notSentWhy(rctx, s, o))
+		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, notSentWhy(rctx, s, o, leased))
 	}
 	if drainErr != nil && drainErr != context.DeadlineExceeded {
 		return failed(drainErr)
@@ -98,8 +101,10 @@ func (fc *edgeFlushCmd) run() error {
 	return failed(fmt.Errorf("%d ops not sent", left))
 }
 
-// notSentWhy says, in words, why an op is still waiting.
-func notSentWhy(ctx context.Context, s *outbox.Store, o outbox.Op) string {
+// notSentWhy says, in words, why an op is still waiting. leased: another
+// process holds the flush lease, so this flush tried nothing: an op it
+// would have sent is that process's to send, whatever its last error was.
+func notSentWhy(ctx context.Context, s *outbox.Store, o outbox.Op, leased bool) string {
 	switch o.State {
 	case outbox.InDoubt:
 		return fmt.Sprintf("it may have landed and nothing can look it up: `devbox-config edge outbox retry %s` sends it again, `delivered %s` records it as landed", o.Short(), o.Short())
@@ -109,6 +114,8 @@ func notSentWhy(ctx context.Context, s *outbox.Store, o outbox.Op) string {
 	why := outbox.Words(o.Error)
 	if b, blocked, err := s.Blocker(ctx, o); err == nil && blocked && b.ID != o.ID {
 		why = fmt.Sprintf("waits behind %s (%s, %s) on the same object", b.Short(), b.Tool, b.State)
+	} else if leased && (o.State == outbox.Queued || o.State == outbox.Inflight) {
+		why = "another edge process holds the flush lease; it sends it"
 	}
 	if o.State == outbox.Dead {
 		why += fmt.Sprintf("; fix the cause, then `devbox-config edge outbox retry %s` (or drop %s)", o.Short(), o.Short())
