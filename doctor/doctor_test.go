@@ -680,6 +680,24 @@ func TestOutbox(t *testing.T) {
 			t.Fatalf("%s", fs[0].Message)
 		}
 	})
+	// Attack 4: writes a stopped or killed edge left in the outbox before
+	// its local palace answered (intents) are sent by no one until an edge
+	// starts or `edge flush` runs: doctor says so; a running edge's are its
+	// own to settle, and no finding.
+	t.Run("intents", func(t *testing.T) {
+		b := newBox(t)
+		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+		must(t, err)
+		_, err = s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"the local palace never answered"}`), Wing: "w", Intent: true})
+		must(t, err)
+		only(t, b.run()) // its edge still runs: it settles it
+		s.Close()        // the edge is gone
+		fs := b.run()
+		only(t, fs, "warn:outbox-intents")
+		if !strings.Contains(fs[0].Message, "1 write(s)") || !strings.Contains(fs[0].Fix, "devbox-config edge flush") {
+			t.Fatalf("%+v", fs[0])
+		}
+	})
 	t.Run("backlog", func(t *testing.T) {
 		b := newBox(t)
 		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
