@@ -41,6 +41,7 @@ const (
 	IDGatewayUpstream    = "gateway-upstream"
 	IDOutboxHeld         = "outbox-held"
 	IDOutboxInDoubt      = "outbox-in-doubt"
+	IDOutboxIntents      = "outbox-intents"
 )
 
 // Finding is one problem: what is wrong, where the RFC explains it, and the

@@ -89,6 +89,11 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		out = append(out, Finding{ID: IDOutboxInDoubt, Severity: Warn, Section: "§4.3", Message: msg,
 			Fix: fmt.Sprintf("check the primary for it, then `devbox-config edge outbox delivered %s` if it is there, or `devbox-config edge outbox retry %s` to send it again", id, id)})
 	}
+	if n := ob.stats.OrphanedIntents; n > 0 {
+		out = append(out, Finding{ID: IDOutboxIntents, Severity: Warn, Section: "§4.3",
+			Message: fmt.Sprintf("%d write(s) in %s were put in the outbox before the local palace answered, by an edge stopped or killed since: nothing sends them to the primary until an edge starts on this palace", n, ob.path),
+			Fix:     "`devbox-config edge flush` sends them (or start any harness session in edge mode)"})
+	}
 	if ob.stats.OldestQueued != nil {
 		age := opts.Now().Sub(*ob.stats.OldestQueued)
 		if age > opts.BacklogAge {

@@ -518,9 +518,12 @@ type Stats struct {
 	// local palace answered (intent.go): its answer settles each, or, left
 	// by a killed edge, the next edge start or `edge flush` holds it and
 	// the policy releases it.
-	Intents    []Op   `json:"intents,omitempty"`
-	FlushOwner string `json:"flush_owner,omitempty"`
-	Identity   string `json:"identity"`
+	Intents []Op `json:"intents,omitempty"`
+	// OrphanedIntents counts the intents whose edge is gone (live.go):
+	// nothing sends them until an edge starts or `edge flush` runs.
+	OrphanedIntents int    `json:"orphaned_intents,omitempty"`
+	FlushOwner      string `json:"flush_owner,omitempty"`
+	Identity        string `json:"identity"`
 }
 
 // Waiting is how many ops are not done.
@@ -577,6 +580,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if l.Owner != "" && time.UnixMilli(l.Expires).After(s.now()) && (l.Live == "" || !s.gone(l.Live)) { // a dead holder flushes nothing
 		st.FlushOwner = l.Owner
 	}
+	if st.OrphanedIntents, err = s.orphanedIntents(ctx); err != nil {
+		return st, err
+	}
 	if st.Dead, err = s.List(ctx, 100, Dead); err == nil {
 		if st.InDoubt, err = s.List(ctx, 100, InDoubt); err == nil {
 			if st.Held, err = s.List(ctx, 100, Held); err == nil {
@@ -585,6 +591,27 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		}
 	}
 	return st, err
+}
+
+// orphanedIntents counts the intents whose owner is gone (ResolveIntents
+// holds them).
+func (s *Store) orphanedIntents(ctx context.Context) (int, error) {
+	type count struct {
+		owner string
+		n     int
+	}
+	counts, err := queryAll(ctx, s.db, func(r rowScanner) (c count, err error) { err = r.Scan(&c.owner, &c.n); return },
+		`SELECT owner, COUNT(*) FROM ops WHERE state='intent' GROUP BY owner`)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	n := 0
+	for _, c := range counts {
+		if s.gone(c.owner) {
+			n += c.n
+		}
+	}
+	return n, nil
 }
 
 // Pending counts the ops not done and gives the oldest one's local_seq
