@@ -739,3 +739,53 @@ func TestEventListCursorOfAHiddenEventAnswersAnEmptyPage(t *testing.T) {
 		t.Errorf("the coordinator's page after the event: %v", res)
 	}
 }
+
+// An event_wait whose since_event_id names an event the device cannot
+// see waits from the end of the log, as if that cursor gave nothing to
+// wait from (operator.md): before, it answered the visible events after
+// the hidden event at once, placing it in the log as event_list did. A
+// visible event appended while it waits wakes it; a visible cursor waits
+// as before, and one that does not exist is upstream's error.
+func TestEventWaitCursorOfAHiddenEventWaitsFromTheEnd(t *testing.T) {
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	id := func(to string) string {
+		res, rpc, _ := g.call(desk, "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": to})
+		ev, _ := res["event"].(map[string]any)
+		if rpc != nil || ev == nil {
+			t.Fatalf("event_append: %v %v", res, rpc)
+		}
+		return ev["id"].(string)
+	}
+	seen1, hidden, seen2 := id("opencode@laptop"), id("someone@else"), id("opencode@laptop")
+	ids := func(res map[string]any) string {
+		var out []string
+		for _, e := range res["events"].([]any) {
+			out = append(out, e.(map[string]any)["id"].(string))
+		}
+		return strings.Join(out, ",")
+	}
+	if res, rpc, _ := g.call(laptop, "event_wait", map[string]any{"since_event_id": seen1, "timeout_ms": 2000}); rpc != nil || ids(res) != seen2 {
+		t.Fatalf("a wait after a visible event: %v %v", res, rpc)
+	}
+	res, rpc, _ := g.call(laptop, "event_wait", map[string]any{"since_event_id": hidden, "timeout_ms": 300})
+	if rpc != nil || res["timed_out"] != true || res["count"] != 0.0 || ids(res) != "" {
+		t.Errorf("a wait after a hidden event answered what is after it: %v %v", res, rpc)
+	}
+	waits := g.primary.Calls("mempalace_event_wait")
+	got := make(chan map[string]any)
+	go func() {
+		res, _, _ := g.call(laptop, "event_wait", map[string]any{"since_event_id": hidden, "timeout_ms": 5000})
+		got <- res
+	}()
+	for deadline := time.Now().Add(3 * time.Second); g.primary.Calls("mempalace_event_wait") == waits && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // until the wait has reached the upstream
+	}
+	seen3 := id("opencode@laptop")
+	if res := <-got; ids(res) != seen3 || res["timed_out"] != false {
+		t.Errorf("a visible event appended during a wait after a hidden event: %v, want %s", res, seen3)
+	}
+	if res, _, _ := g.call(laptop, "event_wait", map[string]any{"since_event_id": "evt_nope", "timeout_ms": 100}); !strings.Contains(fmt.Sprint(res["error"]), "not found") {
+		t.Errorf("a cursor that does not exist: %v", res)
+	}
+}

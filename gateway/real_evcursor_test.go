@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
@@ -17,6 +18,7 @@ import (
 // order and both explicit ones): a device that cannot see it gets an
 // empty page; one that can gets the coordinator's page cut to its agents,
 // which is the log strictly after (before) the event in append order.
+// An event_wait after a hidden event waits from the end of the log.
 func TestRealEventCursorOfAHiddenEvent(t *testing.T) {
 	srv := realpalace.New(t).Serve(t, upstreamToken)
 	proxy := realpalace.NewProxy(t, srv.URL)
@@ -102,5 +104,41 @@ func TestRealEventCursorOfAHiddenEvent(t *testing.T) {
 	}
 	if res, _, _ := g.call(g.tokens["laptop-7f3a"], "event_list", map[string]any{"since_event_id": "evt_nope"}); !strings.Contains(res["error"].(string), "not found") {
 		t.Errorf("a cursor that does not exist: %v", res)
+	}
+
+	// event_wait: after an event the device sees, the visible events
+	// after it (or a time-out when none); after one it cannot see,
+	// nothing that is already in the log.
+	for di := range devs[:2] {
+		d := &devs[di]
+		for i, e := range log {
+			want := model("since_event_id", i, "asc", d)
+			if !eventVisible(d, e.to, e.from) {
+				want = nil
+			}
+			res, rpc, _ := g.call(g.tokens[d.ID], "event_wait", map[string]any{"since_event_id": e.id, "timeout_ms": 200})
+			if got := ids(res); rpc != nil || !slices.Equal(got, want) || res["timed_out"] != (len(want) == 0) {
+				t.Errorf("%s, event_wait after event %d (%s -> %s): %v %v, want %s", d.ID, i, e.from, e.to, res, rpc, strings.Join(want, ","))
+			}
+		}
+	}
+	// A wait after a hidden event is woken by a visible event appended
+	// while it waits, not by a hidden one.
+	waits := proxy.Calls("mempalace_event_wait")
+	got := make(chan map[string]any)
+	go func() {
+		res, _, _ := g.call(g.tokens["laptop-7f3a"], "event_wait", map[string]any{"since_event_id": log[0].id, "timeout_ms": 10000})
+		got <- res
+	}()
+	for deadline := time.Now().Add(5 * time.Second); proxy.Calls("mempalace_event_wait") == waits && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond) // until the wait has reached serve
+	}
+	var woke string
+	for _, to := range []string{"someone@else", "opencode@laptop"} {
+		r := srv.MustCall(t, "mempalace_event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": to})
+		woke = r["event"].(map[string]any)["id"].(string)
+	}
+	if res := <-got; !slices.Equal(ids(res), []string{woke}) {
+		t.Errorf("a wait after a hidden event, then a hidden and a visible event appended: %v, want %s", res, woke)
 	}
 }
