@@ -292,6 +292,9 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 		return s.answerByWing(ctx, d, t, req)
 	}
 	sent := time.Now() // real time: an event_wait's timeout runs from here
+	if t.Name == "event_wait" && !d.Coordinator && !s.waitFromEnd(ctx, d, req) {
+		return http.StatusOK, textAnswer(req.rawID(), map[string]any{"timed_out": true, "events": []any{}, "count": 0, "filtered": true}), nil
+	}
 	status, resp, replayed, err := s.forward(ctx, d, req)
 	if err != nil {
 		return 0, nil, err

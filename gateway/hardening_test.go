@@ -789,3 +789,28 @@ func TestEventWaitCursorOfAHiddenEventWaitsFromTheEnd(t *testing.T) {
 		t.Errorf("a cursor that does not exist: %v", res)
 	}
 }
+
+// Before 3.10.0 the log's newest event cannot be asked for in one call:
+// an event_wait after a hidden event times out at once, empty, and an
+// event_list after it answers an empty page (found by a scan).
+func TestEventCursorOfAHiddenEventBefore310(t *testing.T) {
+	g := newGWAt(t, devices, startFakeAt(t, "3.9.0"))
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	var hidden string
+	for _, to := range []string{"someone@else", "opencode@laptop"} {
+		res, _, _ := g.call(desk, "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": to})
+		if hidden == "" {
+			hidden = res["event"].(map[string]any)["id"].(string)
+		}
+	}
+	start := time.Now()
+	if res, rpc, _ := g.call(laptop, "event_wait", map[string]any{"since_event_id": hidden, "timeout_ms": 5000}); rpc != nil || res["timed_out"] != true || res["count"] != 0.0 || time.Since(start) > 2*time.Second {
+		t.Errorf("a wait after a hidden event on 3.9.0: %v %v after %v", res, rpc, time.Since(start))
+	}
+	if res, _, _ := g.call(laptop, "event_list", map[string]any{"since_event_id": hidden}); res["count"] != 0.0 {
+		t.Errorf("a page after a hidden event on 3.9.0: %v", res)
+	}
+	if res, _, _ := g.call(laptop, "event_wait", map[string]any{"since_event_id": "evt_nope", "timeout_ms": 100}); !strings.Contains(fmt.Sprint(res["error"]), "not found") {
+		t.Errorf("a cursor that does not exist on 3.9.0: %v", res)
+	}
+}

@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -62,7 +64,10 @@ func (s *Server) hiddenCursorPage(ctx context.Context, d *Device, req *rpcReques
 	}
 	for _, k := range []string{"since_event_id", "before_event_id"} {
 		id, _ := req.Args[k].(string)
-		if id != "" && !s.cursorVisible(ctx, d, id) {
+		if id == "" {
+			continue
+		}
+		if _, visible := s.cursorSeen(ctx, d, id); !visible {
 			m["events"], m["count"] = []any{}, 0
 			return textAnswer(req.rawID(), m)
 		}
@@ -70,25 +75,62 @@ func (s *Server) hiddenCursorPage(ctx context.Context, d *Device, req *rpcReques
 	return resp
 }
 
-// cursorVisible reports whether the device can see event id, in two
-// calls whatever the log's length: the event just before it (newest
+// cursorSeen reports whether event id exists (false only when the
+// upstream says it is not found) and whether the device can see it, in
+// two calls whatever the log's length: the event just before it (newest
 // first, before_event_id), then the one after that, which is id's own
-// record. A release without before_event_id and order (before 3.10.0), or
-// a log that answers otherwise, is scanned by findEvent.
-func (s *Server) cursorVisible(ctx context.Context, d *Device, id string) bool {
-	if params := s.eventListParams(ctx); params["before_event_id"] && params["order"] {
-		prev, _ := s.upstreamResult(ctx, "mempalace_event_list", map[string]any{"before_event_id": id, "order": "desc", "limit": 1})["events"].([]any)
+// record (real cursors are strict and in append order, whatever the
+// timestamps). A release without before_event_id and order (before
+// 3.10.0), or a log that answers otherwise, is scanned by findEvent.
+func (s *Server) cursorSeen(ctx context.Context, d *Device, id string) (found, visible bool) {
+	params := s.eventListParams(ctx)
+	modern := params["before_event_id"] && params["order"]
+	probe := map[string]any{"since_event_id": id, "limit": 1}
+	if modern {
+		probe = map[string]any{"before_event_id": id, "order": "desc", "limit": 1}
+	}
+	r := s.upstreamResult(ctx, "mempalace_event_list", probe)
+	if strings.Contains(fmt.Sprint(r["error"]), "not found") {
+		return false, false
+	}
+	if prev, _ := r["events"].([]any); modern {
 		args := map[string]any{"order": "asc", "limit": 1}
-		if len(prev) == 1 {
-			p, _ := prev[0].(map[string]any)
+		if p, _ := firstOf(prev).(map[string]any); p != nil {
 			args["since_event_id"] = p["id"]
 		}
 		evs, _ := s.upstreamResult(ctx, "mempalace_event_list", args)["events"].([]any)
 		if e, _ := firstOf(evs).(map[string]any); e != nil && e["id"] == id {
-			return eventVisible(d, str(e["to_agent"]), str(e["from_agent"]))
+			return true, eventVisible(d, str(e["to_agent"]), str(e["from_agent"]))
 		}
 	}
-	return s.findEvent(ctx, d, func(e map[string]any) bool { return e["id"] == id })
+	return true, s.findEvent(ctx, d, func(e map[string]any) bool { return e["id"] == id })
+}
+
+// waitFromEnd moves an event_wait's since_event_id that names an event
+// the device cannot see to the log's newest event, so the wait answers
+// only what is appended after it, as if that cursor gave nothing to wait
+// from: the visible events after the hidden one would place it in the
+// log. False when the newest event cannot be asked for (before 3.10.0):
+// the wait is then answered empty at once. A cursor that does not exist
+// is left for the upstream's error.
+func (s *Server) waitFromEnd(ctx context.Context, d *Device, req *rpcRequest) bool {
+	id, _ := req.Args["since_event_id"].(string)
+	if id == "" {
+		return true
+	}
+	if found, visible := s.cursorSeen(ctx, d, id); !found || visible {
+		return true
+	}
+	if !s.eventListParams(ctx)["order"] {
+		return false
+	}
+	evs, _ := s.upstreamResult(ctx, "mempalace_event_list", map[string]any{"order": "desc", "limit": 1})["events"].([]any)
+	last, _ := firstOf(evs).(map[string]any)
+	if last == nil || str(last["id"]) == "" {
+		return false
+	}
+	req.Args["since_event_id"] = str(last["id"])
+	return true
 }
 
 // firstOf is list's first item, or nil.
