@@ -346,6 +346,28 @@ func (e *Edge) diaryMark(ctx context.Context, en outbox.DeletedEntry, stamp stri
 	return t
 }
 
+// awaitDiarySends waits for the sends in flight of the deleted diary
+// entries' writes (the delete cancelled the unsent ones): the primary may
+// have applied one whose answer, which names its copy there, is not back,
+// and until it is, merged reads would show the entry just deleted. The
+// wait is bounded by the call timeout, as the send is: one that fails
+// leaves its op queued, maybe applied, and the look-up that lands it
+// names the copy (outbox landedCopy), showing it meanwhile.
+func (e *Edge) awaitDiarySends(ctx context.Context, marks []outbox.Tombstone) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
+	defer cancel()
+	for _, t := range marks {
+		if t.WriteOp == "" {
+			continue
+		}
+		if o, err := e.outbox.GetByID(ctx, t.WriteOp); err == nil && o.State == outbox.Inflight {
+			if _, err := e.outbox.Wait(ctx, t.WriteOp); err != nil {
+				e.log.Warn("a deleted diary entry's send is still out: merged reads may show its copy on the primary until its answer is back", "op", t.WriteOp, "err", err)
+			}
+		}
+	}
+}
+
 // getDrawer is the edge's own get_drawer call for id.
 func getDrawer(id string) *call {
 	return newCall(&mcp.CallToolParams{Name: catalogue.Prefix + "get_drawer", Arguments: map[string]any{"drawer_id": id}})
@@ -381,6 +403,7 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *
 	if err != nil {
 		e.log.Error("a deleted drawer's unsent writes not cancelled: they may still reach the primary", "tool", c.name, "err", err)
 	}
+	e.awaitDiarySends(ctx, d.marks)
 	if cancelled > 0 {
 		out["cancelled"] = fmt.Sprintf("%d add(s), update(s) or checkpoint(s) not yet sent: never sent to the primary with what was deleted", cancelled)
 	}

@@ -43,24 +43,26 @@ func fenceKey(wing string) string { return "fence:diary:" + wing }
 const noEntries = "0"
 
 // diaryLanded reports whether the diary entry of op (a diary_write, or a
-// checkpoint's diary) is on the primary, and its id there when it was
-// found by a look-up. A first attempt of a live write looks nothing up,
-// but reads the wing's fence first if the outbox has none.
-func (f *Flusher) diaryLanded(ctx context.Context, run *flushRun, op Op, diary map[string]any, ambiguous bool) (string, bool, error) {
+// checkpoint's diary) is on the primary, and, when a live write's look-up
+// found it, its id and timestamp there (filed_at, the timestamp
+// diary_read answers: a tombstone names the copy by it). A first attempt
+// of a live write looks nothing up, but reads the wing's fence first if
+// the outbox has none.
+func (f *Flusher) diaryLanded(ctx context.Context, run *flushRun, op Op, diary map[string]any, ambiguous bool) (found entryOnPrimary, landed bool, err error) {
 	wing, suffix := catalogue.DiaryWingFor(diary), catalogue.EntrySuffix(catalogue.DiaryEntry(diary))
 	if f.History {
 		n, err := f.primaryCount(ctx, run, wing, suffix)
-		return "", err == nil && n >= max(op.Ordinal, 1), err
+		return entryOnPrimary{}, err == nil && n >= max(op.Ordinal, 1), err
 	}
 	if !ambiguous {
 		// The fence was read before the op was marked in flight
 		// (prepareDiary); a device that may write the wing but not read it
 		// (a gateway's grant) sends without one.
-		return "", false, nil
+		return entryOnPrimary{}, false, nil
 	}
 	fence, err := f.S.Meta(ctx, fenceKey(wing))
 	if err != nil {
-		return "", false, fmt.Errorf("%w: the diary fence of %s: %w", ErrLookup, wing, err)
+		return entryOnPrimary{}, false, fmt.Errorf("%w: the diary fence of %s: %w", ErrLookup, wing, err)
 	}
 	// No fence (an op an older edge left in flight): the older rule, an
 	// entry with the text anywhere in the wing.
@@ -95,13 +97,17 @@ func (f *Flusher) prepareDiary(ctx context.Context, op Op) error {
 
 // sendDiary sends a diary_write (looked up first as diaryLanded says).
 func (f *Flusher) sendDiary(ctx context.Context, run *flushRun, op Op, a map[string]any, ambiguous bool) (map[string]any, error) {
-	id, landed, err := f.diaryLanded(ctx, run, op, a, ambiguous)
+	found, landed, err := f.diaryLanded(ctx, run, op, a, ambiguous)
 	if err != nil {
 		return nil, err
 	}
 	if landed {
 		run.sent(a)
-		return map[string]any{"success": true, "skipped": "this diary entry is already on the primary", "entry_id": id}, nil
+		res := map[string]any{"success": true, "skipped": "this diary entry is already on the primary", "entry_id": found.ID}
+		if found.FiledAt != "" {
+			res["timestamp"] = found.FiledAt
+		}
+		return res, nil
 	}
 	res, err := f.sendWrite(resendIf(ctx, ambiguous), op, op.Payload)
 	if err == nil && res["success"] != false {
@@ -202,19 +208,25 @@ func (f *Flusher) readFence(ctx context.Context, wing string) error {
 // newestWith finds the oldest entry of wing with the suffix whose stamp is
 // after fence (listed from the fence's date on, the primary's own
 // filter; the stamps decide).
-func (f *Flusher) newestWith(ctx context.Context, wing, suffix, fence string) (string, bool, error) {
+func (f *Flusher) newestWith(ctx context.Context, wing, suffix, fence string) (entryOnPrimary, bool, error) {
 	filter := map[string]any{"wing": wing, "room": "diary", "limit": 100}
 	if len(fence) >= 8 {
 		filter["since"] = fence[:4] + "-" + fence[4:6] + "-" + fence[6:8]
 	}
-	var best, bestStamp string
-	err := f.eachEntry(ctx, filter, func(id, stamp, sfx string) {
-		if sfx == suffix && stamp > fence && (best == "" || stamp < bestStamp) {
-			best, bestStamp = id, stamp
+	var best entryOnPrimary
+	var bestStamp string
+	err := f.eachEntry(ctx, filter, func(id, stamp, sfx string, row map[string]any) {
+		if sfx == suffix && stamp > fence && (best.ID == "" || stamp < bestStamp) {
+			meta, _ := row["metadata"].(map[string]any)
+			best, bestStamp = entryOnPrimary{ID: id, FiledAt: str(meta, "filed_at")}, stamp
 		}
 	})
-	return best, best != "", err
+	return best, best.ID != "", err
 }
+
+// entryOnPrimary is a diary entry a look-up found on the primary: its id
+// and its filed_at ("" when the listing had none).
+type entryOnPrimary struct{ ID, FiledAt string }
 
 // primaryCount is how many entries with the suffix the wing holds on the
 // primary (the wing listed once per round).
@@ -223,7 +235,7 @@ func (f *Flusher) primaryCount(ctx context.Context, run *flushRun, wing, suffix 
 		return c[suffix], nil
 	}
 	counts := map[string]int{}
-	if err := f.eachEntry(ctx, map[string]any{"wing": wing, "room": "diary", "limit": 100}, func(_, _, sfx string) { counts[sfx]++ }); err != nil {
+	if err := f.eachEntry(ctx, map[string]any{"wing": wing, "room": "diary", "limit": 100}, func(_, _, sfx string, _ map[string]any) { counts[sfx]++ }); err != nil {
 		return 0, err
 	}
 	run.counts[wing] = counts
@@ -231,8 +243,8 @@ func (f *Flusher) primaryCount(ctx context.Context, run *flushRun, wing, suffix 
 }
 
 // eachEntry pages list_drawers with filter and calls fn for every diary
-// entry id in it.
-func (f *Flusher) eachEntry(ctx context.Context, filter map[string]any, fn func(id, stamp, suffix string)) error {
+// entry id in it, with its row.
+func (f *Flusher) eachEntry(ctx context.Context, filter map[string]any, fn func(id, stamp, suffix string, row map[string]any)) error {
 	for offset := 0; ; {
 		filter["offset"] = offset
 		res, rows, err := f.lookUp(ctx, "mempalace_list_drawers", filter, "drawers")
@@ -243,7 +255,7 @@ func (f *Flusher) eachEntry(ctx context.Context, filter map[string]any, fn func(
 			row, _ := x.(map[string]any)
 			id := str(row, "drawer_id")
 			if stamp, sfx, ok := catalogue.DiaryEntryID(id); ok {
-				fn(id, stamp, sfx)
+				fn(id, stamp, sfx, row)
 			}
 		}
 		offset += len(rows)
@@ -252,4 +264,14 @@ func (f *Flusher) eachEntry(ctx context.Context, filter map[string]any, fn func(
 			return nil
 		}
 	}
+}
+
+// answer is the entry as a checkpoint's answer carries its diary
+// (landedCopy reads its timestamp).
+func (e entryOnPrimary) answer() map[string]any {
+	m := map[string]any{"entry_id": e.ID}
+	if e.FiledAt != "" {
+		m["timestamp"] = e.FiledAt
+	}
+	return m
 }

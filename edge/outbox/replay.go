@@ -191,7 +191,7 @@ func resendIf(ctx context.Context, ambiguous bool) context.Context {
 // its record, and never sees this op id with other arguments).
 func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, a map[string]any, ambiguous bool) (map[string]any, error) {
 	diary, _ := a["diary"].(map[string]any) // an object: replay checked
-	entryID, landed, err := f.diaryLanded(ctx, run, op, diary, ambiguous)
+	found, landed, err := f.diaryLanded(ctx, run, op, diary, ambiguous)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, a ma
 	}
 	run.sent(diary)
 	if items, _ := a["items"].([]any); len(items) == 0 {
-		return map[string]any{"success": true, "skipped": "this checkpoint's diary entry is already on the primary", "diary_entry_id": entryID}, nil
+		return map[string]any{"success": true, "skipped": "this checkpoint's diary entry is already on the primary", "diary_entry_id": found.ID, "diary": found.answer()}, nil
 	}
 	rest, err := sjson.DeleteBytes(append([]byte(nil), op.Payload...), "diary")
 	if err != nil {
@@ -216,7 +216,7 @@ func (f *Flusher) sendCheckpoint(ctx context.Context, run *flushRun, op Op, a ma
 	res, err := f.P.Call(WithResend(WithOpID(ctx, hex.EncodeToString(id[:])), ResendLookedUp), op.Tool, rest)
 	if err == nil && res != nil {
 		res["diary_skipped"] = "this checkpoint's diary entry is already on the primary; its items were sent again without it"
-		res["diary_entry_id"] = entryID
+		res["diary_entry_id"], res["diary"] = found.ID, found.answer()
 	}
 	return res, err
 }

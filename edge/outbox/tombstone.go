@@ -194,14 +194,15 @@ func (s *Store) DiaryCopy(ctx context.Context, en DeletedEntry) (stamp, opID str
 // landedCopy is the timestamp the primary gave the diary entry a landed
 // op of tool wrote, as its answer (result) says: a diary_write's answer
 // is MemPalace's diary_write answer, with the entry's timestamp; a
-// checkpoint's carries that answer for its diary under "diary". ""
-// when the answer names none: an op cancelled before it was sent, or one
-// the outbox found had landed by a look-up (sendDiary, sendCheckpoint:
-// that answer has the entry's id on the primary, entry_id or
-// diary_entry_id, and no timestamp). Such an entry's copy is not named,
-// and merged reads may show it: a timestamp made up from the id's stamp
-// might differ from the one the primary wrote by a digit, and would hide
-// nothing, or another entry.
+// checkpoint's carries that answer for its diary under "diary"; one the
+// outbox found had landed by a look-up (sendDiary, sendCheckpoint) carries
+// the found entry's filed_at, as the primary's listing gave it, the same
+// way. "" when the answer names none: an op cancelled before it was sent,
+// or a look-up whose listing had no filed_at (or a replay of history,
+// which counts entries). Such an entry's copy is not named, and merged
+// reads may show it: a timestamp made up from the id's stamp might differ
+// from the one the primary wrote by a digit, and would hide nothing, or
+// another entry.
 func landedCopy(tool, result string) string {
 	if rec, _ := catalogue.Lookup(tool); rec.Name == "checkpoint" {
 		return gjson.Get(result, "diary.timestamp").String()
