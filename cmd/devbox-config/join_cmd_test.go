@@ -137,20 +137,33 @@ func checkOnce(t *testing.T, pl *fakepalace.Palace, drawers, triples int) {
 }
 
 // A join killed with SIGKILL at random points always completes on the next
-// run, with every record on the primary exactly once.
+// run, with every record on the primary exactly once. A join that ends by
+// itself (the kills before it sent the rest) is checked, and the next
+// round starts over with a fresh palace and primary, until 20 kills landed.
 func TestJoinSurvivesSIGKILL(t *testing.T) {
+	rng := rand.New(rand.NewPCG(20261201, 1))
+	killed := 0
+	for round := 0; killed < 20; round++ {
+		if round == 6 {
+			t.Fatalf("only %d kills landed mid-join in 6 rounds", killed)
+		}
+		killed += killRoundOfJoin(t, rng, 20-killed)
+	}
+}
+
+// killRoundOfJoin kills joins of a fresh palace at random points (at most
+// kills of them), then checks the join that ends by itself: every record
+// once, verified, and a join after it sends nothing. It returns the kills.
+func killRoundOfJoin(t *testing.T, rng *rand.Rand, kills int) int {
+	t.Helper()
 	f := newJoinFixture(t, func(pl *fakepalace.Palace) { fillBig(pl, t) })
 	os.MkdirAll(filepath.Join(f.palace, "edge"), 0o700)
 	os.WriteFile(filepath.Join(f.palace, "edge", "policy.json"), []byte(`{"version":1,"wings":{"workspace":{"replicate":"local"}}}`), 0o600)
 	for _, tool := range []string{"mempalace_add_drawer", "mempalace_diary_write", "mempalace_kg_add", "mempalace_kg_query", "mempalace_list_drawers"} {
 		f.primary.SetLatency(tool, 2*time.Millisecond) // a join of ~1 s: kills land in every phase
 	}
-	rng := rand.New(rand.NewPCG(20261201, 1))
 	killed := 0
-	for i := 0; killed < 20; i++ {
-		if i == 60 {
-			t.Fatalf("only %d of 60 runs were killed mid-join", killed)
-		}
+	for i := 0; killed < kills; i++ {
 		cmd := f.command(context.Background(), nil, "--json", "--verify", "0")
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -159,6 +172,7 @@ func TestJoinSurvivesSIGKILL(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
+		ended := false
 		select {
 		case <-time.After(time.Duration(rng.IntN(900)) * time.Millisecond):
 			cmd.Process.Kill()
@@ -168,11 +182,15 @@ func TestJoinSurvivesSIGKILL(t *testing.T) {
 			if err != nil {
 				t.Fatalf("run %d ended by itself with %v:\n%s", i, err, out.String())
 			}
+			ended = true
 		}
 		if strings.Contains(out.String(), joinToken) {
 			t.Fatal("join printed the token")
 		}
 		checkOnceSoFar(t, f.primary)
+		if ended {
+			break
+		}
 	}
 	code, stdout, stderr := f.run(t, nil, "--json", "--verify", "all")
 	if code != 0 {
@@ -190,6 +208,7 @@ func TestJoinSurvivesSIGKILL(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, `"drawers": 0`) {
 		t.Fatalf("a join after completion: exit %d %s", code, stdout)
 	}
+	return killed
 }
 
 // checkOnceSoFar: no duplicate at any point between kills.
