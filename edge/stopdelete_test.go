@@ -23,7 +23,7 @@ func TestAStopKeepsADeleteWaitingBehindASlowAdd(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	const content = "an admin deletes this while a slow add holds the local palace"
 	primary, url, token, palace, id := deleteFront(t, true, content)
-	h := start(t, harnessOpts{raw: true, palace: palace, primaryURL: url, token: token, stopGrace: time.Second, timeout: 30 * time.Second,
+	h := start(t, harnessOpts{raw: true, palace: palace, primaryURL: url, token: token, stopGrace: time.Second, timeout: 30 * time.Second, childExitWait: 200 * time.Millisecond,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
@@ -59,7 +59,7 @@ func TestAStopKeepsADeleteWaitingBehindASlowAdd(t *testing.T) {
 // applied" that a write given up at the local palace gets.
 func TestAStopAnswersAnUpdateWaitingBehindASlowAddAsNotApplied(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
-	h := start(t, harnessOpts{raw: true, stopGrace: time.Second, timeout: 30 * time.Second,
+	h := start(t, harnessOpts{raw: true, stopGrace: time.Second, timeout: 30 * time.Second, childExitWait: 200 * time.Millisecond,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
