@@ -1,0 +1,80 @@
+package edge
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/gateway"
+)
+
+// setWriteGrants gives device id the write globs write in the gateway's
+// config and reloads it, as `gateway device set ID --write ...` does.
+func setWriteGrants(t *testing.T, gw *gateway.Server, id string, write ...string) {
+	t.Helper()
+	c, err := gateway.LoadConfig(gw.ConfigFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.Devices {
+		if c.Devices[i].ID == id {
+			c.Devices[i].Write = write
+		}
+	}
+	if err := c.Save(gw.ConfigFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Reload(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// bobBehindAGateway is an edge for bob-02 (reads everything, writes
+// write) behind a real gateway in process, once it heard the device
+// header; with the primary's URL, for another device's writes.
+func bobBehindAGateway(t *testing.T, o harnessOpts, write ...string) (*harness, *gateway.Server, string) {
+	t.Helper()
+	_, srv := startPrimary(t)
+	url, tokens, gw := testGatewayServer(t, srv.URL(),
+		gateway.Device{ID: "bob-02", Label: "bob", Read: []string{"*"}, Write: write, KG: "write", Agents: []string{"opencode@edge-test"}})
+	o.primaryURL, o.token = url, tokens["bob-02"]
+	h := start(t, o)
+	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
+	return h, gw, srv.URL()
+}
+
+func refusalText(res *mcp.CallToolResult) string {
+	if !res.IsError || len(res.Content) == 0 {
+		return ""
+	}
+	return res.Content[0].(*mcp.TextContent).Text
+}
+
+// An update_drawer of a drawer only the primary holds (another device
+// wrote it), in a wing outside this device's write globs, is refused up
+// front like one of a local drawer, naming the wing and the grants: not
+// answered "success, queued" for the gateway to refuse five times, after
+// which the op is dead and every later op on that drawer waits behind it.
+// (Found by an outside tester: bob-02 updating a wing_shared drawer.)
+func TestUpdateOfAPrimaryOnlyDrawerOutsideTheWriteGlobs(t *testing.T) {
+	h, _, primary := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
+	id, _ := postTool(t, primary, testToken, "add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "alice's shared notes"})["drawer_id"].(string)
+	if id == "" {
+		t.Fatal("the shared drawer was not written on the primary")
+	}
+	m, res := h.call("update_drawer", map[string]any{"drawer_id": id, "content": "bob overwrote"})
+	msg := refusalText(res)
+	if msg == "" {
+		t.Fatalf("an update of a primary-only drawer in a wing outside the write globs was taken: %v", m)
+	}
+	for _, want := range []string{"wing_shared", "wing_bob", "grant"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the refusal does not say %q: %s", want, msg)
+		}
+	}
+	if ops, _ := h.edge.outbox.List(context.Background(), 10); len(ops) != 0 {
+		t.Errorf("the refused update is in the outbox: %+v", ops)
+	}
+}
