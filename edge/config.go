@@ -80,6 +80,10 @@ type Config struct {
 	// its input is closed, and again after SIGTERM (0: childExitWait);
 	// tests that stop a hung server set it short.
 	childExitWait time.Duration
+	// deviceMaxAge is how old what the gateway last said of this device
+	// (its write grants) may be when a write is decided (0:
+	// DefaultDeviceMaxAge); tests set it short.
+	deviceMaxAge time.Duration
 }
 
 // The production defaults of Config's waits; tests set short ones.

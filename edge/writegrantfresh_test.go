@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -76,5 +77,45 @@ func TestUpdateOfAPrimaryOnlyDrawerOutsideTheWriteGlobs(t *testing.T) {
 	}
 	if ops, _ := h.edge.outbox.List(context.Background(), 10); len(ops) != 0 {
 		t.Errorf("the refused update is in the outbox: %+v", ops)
+	}
+}
+
+// A grant the operator gives is heard before the edge refuses a write for
+// the lack of it: the edge asks the gateway again rather than refusing on
+// the grants it heard earlier (an outside tester: still refused 2, 5 and
+// 8 s after the grant, until the agent happened to read).
+func TestAGrantGivenIsHeardBeforeTheEdgeRefuses(t *testing.T) {
+	h, gw, _ := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
+	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "before the grant"}); !res.IsError {
+		t.Fatalf("a write outside the write globs was taken: %v", res.Content)
+	}
+	setWriteGrants(t, gw, "bob-02", "wing_bob", "wing_shared")
+	m, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "after the grant"})
+	if res.IsError {
+		t.Fatalf("a write the gateway now grants is refused on the grants heard before: %s", refusalText(res))
+	}
+	if edgeOf(m)["replication"] != "queued" {
+		t.Errorf("the granted write: %v", m)
+	}
+}
+
+// A grant the operator removes is heard before a write is taken once what
+// the edge heard is older than the bound (deviceMaxAge): the write is
+// refused up front, not answered "queued" to go dead at the gateway with
+// the agent never told.
+func TestAGrantRemovedIsHeardBeforeAWriteIsTaken(t *testing.T) {
+	h, gw, _ := bobBehindAGateway(t, harnessOpts{deviceMaxAge: 200 * time.Millisecond}, "wing_bob", "wing_shared")
+	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "while granted"}); res.IsError {
+		t.Fatalf("a granted write was refused: %s", refusalText(res))
+	}
+	h.drained()
+	setWriteGrants(t, gw, "bob-02", "wing_bob")
+	time.Sleep(300 * time.Millisecond)
+	m, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "after the grant was removed"})
+	if !res.IsError {
+		t.Fatalf("a write the gateway no longer grants was taken: %v", m)
+	}
+	if msg := refusalText(res); !strings.Contains(msg, "wing_shared") {
+		t.Errorf("the refusal does not name the wing: %s", msg)
 	}
 }
