@@ -28,12 +28,8 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 			return nil, errNotApplied // never sent: the policy's wing unknown
 		}
 	}
-	if w := e.instructionWingRefused(c, oldWing); w != "" {
-		return errorResult(fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices write, and the gateway says this device is not admin (it would refuse the write: instruction wing: admin devices only)", w),
-			map[string]any{"wing": w, "replication": "not taken"}), nil
-	}
-	if msg, w := e.grantRefused(ctx, c, oldWing); msg != "" {
-		return errorResult(msg, map[string]any{"wing": w, "replication": "not taken"}), nil
+	if res := e.refusedUpFront(ctx, c, oldWing); res != nil {
+		return res, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err // cancelled before it was sent: the local palace never saw it
@@ -261,8 +257,9 @@ func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, d
 // (update_drawer of a drawer another device wrote, which this edge reads
 // from the primary): when the primary has it, in a wing the policy
 // replicates, and this device did not delete it, the write is queued for
-// the primary (its gateway authorizes it per wing, as any write); the
-// local palace keeps nothing. Otherwise the answer is "Drawer not found",
+// the primary, unless the gateway would refuse it by the wing the
+// primary's copy is in (refusedUpFront: refused here, as a write to a
+// local drawer is); the local palace keeps nothing. Otherwise the answer is "Drawer not found",
 // as the local palace said.
 func (e *Edge) writeShared(ctx context.Context, c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
 	res, _ = notFoundHere(c, res)
@@ -274,6 +271,9 @@ func (e *Edge) writeShared(ctx context.Context, c *call, res *mcp.CallToolResult
 	wing := gjson.Get(rec, "wing").String()
 	if !ok || wing == "" {
 		return res // not on the primary either (or not visible to this device there)
+	}
+	if refused := e.refusedUpFront(ctx, c, wing); refused != nil {
+		return refused // its wing as the primary's copy says: the gateway decides by it
 	}
 	pol, err := e.currentPolicy(ctx)
 	if err != nil {
@@ -455,6 +455,23 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 	return "the primary has not answered yet"
 }
 
+// refusedUpFront is the edge's answer to a write the gateway would refuse
+// (the instruction wing on a device that is not admin, a wing outside its
+// write globs), as what the gateway says of this device decides it; nil:
+// c may be taken. oldWing is the wing of the drawer c changes, as the
+// local palace holds it, or as the primary's copy says when only the
+// primary holds it ("": none).
+func (e *Edge) refusedUpFront(ctx context.Context, c *call, oldWing string) *mcp.CallToolResult {
+	if w := e.instructionWingRefused(c, oldWing); w != "" {
+		return errorResult(fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices write, and the gateway says this device is not admin (it would refuse the write: instruction wing: admin devices only)", w),
+			map[string]any{"wing": w, "replication": "not taken"})
+	}
+	if msg, w := e.grantRefused(ctx, c, oldWing); msg != "" {
+		return errorResult(msg, map[string]any{"wing": w, "replication": "not taken"})
+	}
+	return nil
+}
+
 // instructionWingRefused is the instruction wing when c writes it and
 // the gateway says (now, or as an earlier run heard it: device.go) this
 // device is not admin ("": c may be taken). Taken locally, such a write
@@ -490,7 +507,7 @@ func (e *Edge) instructionWingRefused(c *call, oldWing string) string {
 func (e *Edge) grantRefused(ctx context.Context, c *call, oldWing string) (string, string) {
 	in, ok := e.device()
 	if !ok || e.outbox == nil || c.tool.Gate != catalogue.WriteWing || (c.tool.Wings == catalogue.DrawerWing && oldWing == "") {
-		return "", "" // a drawer not here: the gateway looks it up on the primary
+		return "", "" // a drawer's wing not known (writeShared decides with the primary's copy)
 	}
 	pol, err := e.currentPolicy(ctx)
 	if err != nil {
