@@ -94,7 +94,17 @@ const (
 	DefaultWakeWait         = 30 * time.Millisecond
 	DefaultStopGrace        = 3 * time.Second
 	DefaultWriteGrace       = 30 * time.Second
+	// DefaultDeviceMaxAge: a write decided on write grants heard longer
+	// ago than this asks the gateway again first (one ping, at most
+	// deviceAskWait); the flusher's sends and merged reads refresh them
+	// too, so a device that writes or reads often never asks.
+	DefaultDeviceMaxAge = 5 * time.Second
 )
+
+// deviceAskWait bounds the ask a write makes for grants grown old: a
+// slow primary delays a local write this much at most, then the write is
+// decided on the grants heard before.
+const deviceAskWait = 2 * time.Second
 
 // withDefaults is c with every unset wait at its production default.
 func (c Config) withDefaults() Config {
@@ -109,6 +119,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WriteGrace <= 0 {
 		c.WriteGrace = DefaultWriteGrace
+	}
+	if c.deviceMaxAge <= 0 {
+		c.deviceMaxAge = DefaultDeviceMaxAge
 	}
 	if c.MailboxPoll <= 0 {
 		c.MailboxPoll = DefaultMailboxPoll

@@ -461,7 +461,28 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 // c may be taken. oldWing is the wing of the drawer c changes, as the
 // local palace holds it, or as the primary's copy says when only the
 // primary holds it ("": none).
+//
+// The grants are what the gateway said last: heard longer ago than
+// deviceMaxAge, they are asked for again first (a grant removed is heard
+// before a write is taken), and a refusal on grants this call did not
+// just ask for is decided again on fresh ones (a grant given is heard
+// before the agent is refused), while the primary is up.
 func (e *Edge) refusedUpFront(ctx context.Context, c *call, oldWing string) *mcp.CallToolResult {
+	asked := false
+	if _, known := e.device(); known && e.remote != nil && c.tool.Gate == catalogue.WriteWing {
+		actx, cancel := context.WithTimeout(ctx, deviceAskWait)
+		asked = e.remote.RefreshDevice(actx, e.cfg.deviceMaxAge)
+		cancel()
+	}
+	res := e.refusal(ctx, c, oldWing)
+	if res != nil && !asked && e.remote.RefreshDevice(ctx, 0) {
+		res = e.refusal(ctx, c, oldWing)
+	}
+	return res
+}
+
+// refusal is refusedUpFront on the device as the edge heard it last.
+func (e *Edge) refusal(ctx context.Context, c *call, oldWing string) *mcp.CallToolResult {
 	if w := e.instructionWingRefused(c, oldWing); w != "" {
 		return errorResult(fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices write, and the gateway says this device is not admin (it would refuse the write: instruction wing: admin devices only)", w),
 			map[string]any{"wing": w, "replication": "not taken"})
