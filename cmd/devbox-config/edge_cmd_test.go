@@ -64,6 +64,11 @@ func TestEdgeOperatorCommands(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
 	}
+	// The dead op holds back the write behind it until the operator acts
+	// (docs/replication.md): status says so beside its way out.
+	if !strings.Contains(out, "1 later op on the same objects waits behind it") {
+		t.Errorf("status does not say the dead op holds back the one behind it:\n%s", out)
+	}
 	var st map[string]any
 	json.Unmarshal([]byte(cli(0, "edge", "status", "--json")), &st)
 	if st["queue"].(map[string]any)["by_state"].(map[string]any)["dead"] != 1.0 {
