@@ -29,6 +29,7 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   embedder    whether the primary's embedder differs (merged search is off if so)
   DEAD, IN DOUBT, HELD
               each op that needs you, with the command that settles it
+              (a dead op: how many later ops on its objects wait behind it)
   INTENT      writes put in the outbox before the local palace answered:
               its answer queues them; left by a stopped or killed edge,
               the next edge start or devbox-config edge flush sends them
@@ -84,11 +85,12 @@ func (sc *edgeStatusCmd) run() error {
 	if v.protection == "" {
 		v.protection = "not known yet (no answer from the primary recorded)"
 	}
+	v.behind = deadBehind(ctx, s, st.Dead)
 	if v.tombs, err = checkTombstones(ctx, s, cfg); err != nil {
 		return failed(err)
 	}
 	if sc.asJSON {
-		return printJSON(sc.stdout, "edge status", map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy, "intent_note": intentNote(st),
+		return printJSON(sc.stdout, "edge status", map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy, "intent_note": intentNote(st), "dead_behind": v.behind,
 			"tombstones": map[string]any{"total": v.tombs.Total, "on_primary": v.tombs.OnPrimary, "not_visible": v.tombs.NotSeen, "check_errors": v.tombs.CheckErrors, "unchecked": v.tombs.Unchecked}})
 	}
 	v.print(sc.stdout)
@@ -99,6 +101,7 @@ func (sc *edgeStatusCmd) run() error {
 type edgeStatus struct {
 	outbox, primary, protection, mismatch, policy string
 	stats                                         outbox.Stats
+	behind                                        map[string]int // a dead op's id: the ops waiting behind it
 	tombs                                         edge.Remaining
 }
 
@@ -129,7 +132,7 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "embedder   no mismatch seen\n")
 	}
 	for _, o := range st.Dead {
-		fmt.Fprintf(w, "DEAD       %s %s: %s (fix the cause, then devbox-config edge outbox retry %s; or drop %s)\n", o.Short(), o.Tool, errorText(o.Error), o.Short(), o.Short())
+		fmt.Fprintf(w, "DEAD       %s %s: %s%s (fix the cause, then devbox-config edge outbox retry %s; or drop %s)\n", o.Short(), o.Tool, errorText(o.Error), behindNote(v.behind[o.ID]), o.Short(), o.Short())
 	}
 	for _, o := range st.InDoubt {
 		fmt.Fprintf(w, "IN DOUBT   %s %s: it may have landed and nothing can look it up: devbox-config edge outbox retry %s sends it again, delivered %s records it as landed\n", o.Short(), o.Tool, o.Short(), o.Short())
@@ -141,6 +144,30 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "INTENT     %s\n", note)
 	}
 	v.printTombstones(w)
+}
+
+// deadBehind counts, for each dead op, the later ops on its objects it
+// holds back: they wait until the operator retries or drops it
+// (docs/replication.md). One that cannot be counted is left out.
+func deadBehind(ctx context.Context, s *outbox.Store, dead []outbox.Op) map[string]int {
+	behind := map[string]int{}
+	for _, o := range dead {
+		if n, err := s.Behind(ctx, o); err == nil && n > 0 {
+			behind[o.ID] = n
+		}
+	}
+	return behind
+}
+
+// behindNote says how many ops wait behind a dead one ("": none).
+func behindNote(n int) string {
+	switch {
+	case n == 1:
+		return "; 1 later op on the same objects waits behind it"
+	case n > 1:
+		return fmt.Sprintf("; %d later ops on the same objects wait behind it", n)
+	}
+	return ""
 }
 
 // intentNote says what becomes of the writes in the outbox before the

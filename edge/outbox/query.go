@@ -684,6 +684,14 @@ func (s *Store) Blocker(ctx context.Context, op Op) (Op, bool, error) {
 	return o, err == nil, err
 }
 
+// Behind is how many pending ops wait behind op: later ops sharing a
+// causal key with it, which are not sent while it is pending.
+func (s *Store) Behind(ctx context.Context, op Op) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT e.local_seq) FROM op_keys k JOIN op_keys e ON e.key=k.key AND e.local_seq>k.local_seq WHERE k.local_seq=?`, op.LocalSeq).Scan(&n)
+	return n, err
+}
+
 // Release settles a held op once the policy parses: queued with payload
 // (its op id made anew: the payload may have changed, and no send has
 // used the old one) if replicate, else done as kept local.
