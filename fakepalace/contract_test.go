@@ -296,6 +296,14 @@ func runContract(t *testing.T, transports map[string]opener, real bool) {
 				if g := call(t, c, "mempalace_get_drawer", map[string]any{"drawer_id": "drawer_w_r_000"}); g["error"] != "Drawer not found: drawer_w_r_000" {
 					t.Fatalf("missing: %v", g)
 				}
+				// A delete of an id that names nothing (the edge's outbox
+				// settles it as already gone): success false, this error.
+				if d := call(t, c, "mempalace_delete_drawer", map[string]any{"drawer_id": "drawer_w_r_000"}); d["success"] != false || d["error"] != "Drawer not found: drawer_w_r_000" {
+					t.Fatalf("delete of a missing id: %v", d)
+				}
+				if d := call(t, c, "mempalace_delete_drawers", map[string]any{"drawer_ids": []any{"drawer_w_r_000"}}); d["error"] != nil || d["deleted"] != 0.0 || d["errors"] != 1.0 || fmt.Sprint(d["results"]) != "[map[drawer_id:drawer_w_r_000 error:Drawer not found: drawer_w_r_000]]" {
+					t.Fatalf("bulk delete of a missing id: %v", d)
+				}
 				if r := call(t, c, "mempalace_add_drawer", map[string]any{"wing": "a/b", "room": "r", "content": "x"}); r["success"] != false {
 					t.Fatalf("bad wing accepted: %v", r)
 				}
