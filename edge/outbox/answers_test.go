@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
@@ -59,5 +60,41 @@ func TestDrainRetriesADroppedConnection(t *testing.T) {
 	sent, err := r.flusher.Drain(context.Background())
 	if err != nil || sent != 1 || r.primary.Dump().CountContent("cut once") != 1 {
 		t.Fatalf("one flush with a dropped connection: sent %d, %v; on the primary %d", sent, err, r.primary.Dump().CountContent("cut once"))
+	}
+}
+
+// A delete the primary answers "Drawer not found" (another device deleted
+// it first, a resend after a lost answer, an id that exists nowhere) has
+// nothing left to do: the drawer is gone, as the delete wanted. It is
+// done at once, noted as already gone there; one flush leaves nothing
+// queued. Before, it was "refused by the primary", sent again after each
+// backoff until it went dead, and every `edge flush` exited 1 for it
+// (outside tester, attack5 08). delete_drawers' missing items were
+// already done (its answer is a success with per-item errors).
+func TestADeleteOfADrawerThePrimaryDoesNotHoldIsDone(t *testing.T) {
+	for name, c := range map[string]struct {
+		tool string
+		args map[string]any
+	}{
+		"delete_drawer":  {"delete_drawer", map[string]any{"drawer_id": "drawer_w_r_000000000000000000000000"}},
+		"delete_drawers": {"delete_drawers", map[string]any{"drawer_ids": []any{"drawer_w_r_000000000000000000000000", "drawer_w_r_000000000000000000000001"}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t)
+			op := r.enqueue(c.tool, c.args)
+			if _, err := r.flusher.Drain(context.Background()); err != nil {
+				t.Fatalf("flush: %v", err)
+			}
+			got, _ := r.store.GetByID(context.Background(), op.ID)
+			if got.State != outbox.Done || got.Attempts != 1 || got.Refusals != 0 {
+				t.Fatalf("a %s of a drawer the primary does not hold: %s after %d attempts, %d refusals (%s)", c.tool, got.State, got.Attempts, got.Refusals, got.Error)
+			}
+			if c.tool == "delete_drawer" && !strings.Contains(outbox.Words(got.Error), "already gone on the primary") {
+				t.Errorf("the done delete's note: %q, want it already gone on the primary", outbox.Words(got.Error))
+			}
+			if st, _ := r.store.Stats(context.Background()); st.LastError != "" {
+				t.Errorf("a delete of a drawer already gone left a last error: %s", st.LastError)
+			}
+		})
 	}
 }

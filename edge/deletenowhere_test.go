@@ -1,0 +1,95 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+)
+
+// adminRouter is routerUnderTest behind a gateway that says this device
+// is admin-scoped and keeps a trash: its deletes are queued for the
+// primary.
+func adminRouter(t *testing.T) (*Edge, *inProcess, *inProcess, *outbox.Store) {
+	t.Helper()
+	e, local, primary, ob := routerUnderTest(t)
+	primary.device = deviceinfo.Info{ID: "desk-9b21", Admin: true, Trash: true, DeleteCap: 10}
+	return e, local, primary, ob
+}
+
+func pending(t *testing.T, ob *outbox.Store) []outbox.Op {
+	t.Helper()
+	ops, err := ob.List(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
+// An admin deletes a drawer id that exists nowhere (a typo, or deleted
+// already): neither the local palace nor the primary, which is up and
+// asked, holds it. The answer must be MemPalace's "Drawer not found", and
+// nothing queued or hidden. Before, it answered success "deleted on the
+// primary", and the queued delete was refused there for ever (outside
+// tester, attack5 08).
+func TestAnAdminDeleteOfADrawerThatExistsNowhereSaysNotFound(t *testing.T) {
+	e, _, _, ob := adminRouter(t)
+	const id = "drawer_shared_n_00000000000000000000000"
+	m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
+	if m["success"] != false || !strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found") || strings.Contains(fmt.Sprint(m), "deleted on the primary") {
+		t.Errorf("an admin's delete of a drawer that exists nowhere is answered %s, want success false, Drawer not found", mustJSON(m))
+	}
+	if ops := pending(t, ob); len(ops) != 0 {
+		t.Errorf("a delete of a drawer that exists nowhere is queued for the primary: %+v", ops)
+	}
+	if ts, _ := ob.Tombstones(context.Background()); len(ts) != 0 {
+		t.Errorf("a delete of a drawer that exists nowhere left tombstones: %+v", ts)
+	}
+}
+
+// The primary holds the drawer (another device wrote it): the delete is
+// queued and the answer says it is deleted on the primary, as before.
+func TestAnAdminDeleteOfAPrimaryOnlyDrawerIsQueued(t *testing.T) {
+	e, _, primary, ob := adminRouter(t)
+	id := sharedDrawer(t, primary, "shared", "written by another device")
+	m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
+	if m["success"] != true || !strings.Contains(fmt.Sprint(m["message"]), "deleted on the primary") {
+		t.Errorf("an admin's delete of a drawer only the primary holds is answered %s", mustJSON(m))
+	}
+	if ops := pending(t, ob); len(ops) != 1 || ops[0].Tool != "mempalace_delete_drawer" {
+		t.Errorf("queued: %+v", ops)
+	}
+}
+
+// blind is a primary that is up but cannot answer the edge's look-up of
+// the drawer (get_drawer): whether it holds it is not known.
+type blind struct{ inProcessPrimary }
+
+func (s blind) Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
+	if p.Name == "mempalace_get_drawer" {
+		return nil, errors.New("the answer was cut off")
+	}
+	return s.inProcessPrimary.Call(ctx, p, retry)
+}
+
+// The primary cannot say whether it holds the drawer: the delete is
+// queued for it, and the answer says so, never that it was deleted there.
+func TestAnAdminDeleteThePrimaryCannotConfirmSaysQueued(t *testing.T) {
+	e, _, primary, ob := adminRouter(t)
+	e.remote = blind{inProcessPrimary{primary}}
+	const id = "drawer_shared_n_00000000000000000000001"
+	m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
+	msg := fmt.Sprint(m["message"])
+	if m["success"] == true || strings.Contains(msg, "deleted on the primary") || !strings.Contains(msg, "queued") || !strings.Contains(msg, "may not hold") {
+		t.Errorf("an admin's delete the primary could not confirm is answered %s, want it queued for a primary that may not hold it", mustJSON(m))
+	}
+	if ops := pending(t, ob); len(ops) != 1 {
+		t.Errorf("queued: %+v", ops)
+	}
+}
