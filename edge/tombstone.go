@@ -54,7 +54,19 @@ type deletion struct {
 	// look-up (a slow write ahead of it) with no copy on the primary to
 	// read instead: what it deletes, and where, is not known.
 	cut bool
+	// held is where a delete_drawer's drawer was found before it went.
+	held holder
 }
+
+// holder is where a drawer's record was found (record).
+type holder int
+
+const (
+	heldUnknown holder = iota // the primary down, or its answer unusable
+	heldLocal
+	heldPrimary
+	heldNowhere // the local palace lacks it and the primary said "Drawer not found"
+)
 
 // deleteCall answers delete_drawer, delete_drawers and delete_by_source
 // (dry_run false): read, tombstone and (when allowed) queue as an intent,
@@ -105,24 +117,34 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		n, ok = len(drawerIDs(c)), true
 		res = textResult([]byte(`{"success": false, "error": "Drawer not found: the local palace holds no drawers yet"}`), false, res.Meta)
 	}
-	if !ok || res.IsError || len(d.marks) == 0 {
+	if !ok || res.IsError || len(d.marks) == 0 || d.held == heldNowhere && resultJSON(res)["success"] != true {
+		// The local palace refused it, or neither palace holds the drawer
+		// (the primary said so): nothing deleted, nothing kept.
 		e.takeBack(ctx, c, p)
-		return res, nil // the local palace refused it: nothing deleted, nothing kept
+		return res, nil
 	}
 	d.marks = append(d.marks, e.updatesGone(ctx, d.updated)...)
 	kept := e.keepDeletion(ctx, c, d, n, p)
-	return annotate(deletedOnPrimary(c, res, kept), kept, false), nil
+	return annotate(deletedOnPrimary(c, d.held, res, kept), kept, false), nil
 }
 
 // deletedOnPrimary is the answer to a delete_drawer of a drawer the local
 // palace did not hold (its "Drawer not found") that is queued for the
-// primary, which holds it: deleted there, not the local palace's false.
-func deletedOnPrimary(c *call, res *mcp.CallToolResult, kept map[string]any) *mcp.CallToolResult {
-	if _, queued := kept["op_id"].(string); !queued || c.tool.Name != "delete_drawer" || resultJSON(res)["success"] == true {
+// primary: deleted there when the primary was seen to hold it (held), not
+// the local palace's false; else the local answer, saying it is queued for
+// a primary that may not hold it either.
+func deletedOnPrimary(c *call, held holder, res *mcp.CallToolResult, kept map[string]any) *mcp.CallToolResult {
+	local := resultJSON(res)
+	if _, queued := kept["op_id"].(string); !queued || c.tool.Name != "delete_drawer" || local["success"] == true {
 		return res
 	}
-	b, err := json.Marshal(map[string]any{"success": true, "drawer_id": drawerIDs(c)[0],
-		"message": "deleted on the primary (queued for it; its gateway keeps it in its trash): this device's local palace did not hold the drawer"})
+	out := map[string]any{"success": true, "drawer_id": drawerIDs(c)[0],
+		"message": "deleted on the primary (queued for it; its gateway keeps it in its trash): this device's local palace did not hold the drawer"}
+	if held != heldPrimary {
+		out = map[string]any{"success": false, "drawer_id": drawerIDs(c)[0], "error": local["error"],
+			"message": "queued for the primary, which could not be asked whether it holds the drawer and may not hold it (its gateway keeps what it deletes in its trash): this device's local palace did not hold it"}
+	}
+	b, err := json.Marshal(out)
 	if err != nil {
 		return res
 	}
@@ -238,8 +260,12 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 		if i >= maxRecordReads {
 			continue
 		}
-		rec, primary, cut := e.record(ctx, id)
+		rec, held, cut := e.record(ctx, id)
+		primary := held == heldPrimary
 		d.cut = d.cut || cut
+		if i == 0 && c.tool.Name == "delete_drawer" {
+			d.held = held
+		}
 		if d.wing == "" {
 			d.wing = gjson.Get(rec, "wing").String()
 		}
@@ -300,23 +326,30 @@ func (e *Edge) updatesGone(ctx context.Context, ids []string) []outbox.Tombstone
 }
 
 // record is a drawer's get_drawer answer (its object text; "" when
-// neither palace has it), and whether it is the primary's. The local
-// palace is not waited for past the stop's signal (beforeStop): the
+// neither palace has it), and where it was found: heldNowhere when the
+// local palace lacks it and the primary answered "Drawer not found". The
+// local palace is not waited for past the stop's signal (beforeStop): the
 // primary's copy is read instead; cut says neither could be.
-func (e *Edge) record(ctx context.Context, id string) (rec string, primary, cut bool) {
+func (e *Edge) record(ctx context.Context, id string) (rec string, held holder, cut bool) {
 	c := getDrawer(id)
 	lctx, cancel := e.beforeStop(ctx)
 	t, ok := usable(e.localServer.Call(lctx, c.params))
 	cut = lctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if ok {
-		return t, false, false
+		return t, heldLocal, false
 	}
 	if e.remote == nil || !e.remote.Up() {
-		return "", false, cut
+		return "", heldUnknown, cut
 	}
 	t, ok = usable(e.callPrimary(ctx, c, true))
-	return t, true, cut && !ok
+	switch {
+	case ok:
+		return t, heldPrimary, false
+	case !cut && strings.HasPrefix(gjson.Get(t, "error").String(), "Drawer not found"):
+		return "", heldNowhere, false
+	}
+	return "", heldUnknown, cut
 }
 
 // diaryMark is the tombstone of the diary entry en (its record's
