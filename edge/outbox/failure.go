@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
@@ -37,6 +38,9 @@ const (
 	Local     Kind = "local"
 	// Cancelled: an add whose drawer this device deleted before it was sent.
 	Cancelled Kind = "cancelled"
+	// Gone: a delete_drawer the primary answered "Drawer not found": the
+	// drawer is not there, as the delete wanted; done, nothing to resend.
+	Gone Kind = "gone"
 )
 
 func (k Kind) String() string { return string(k) }
@@ -149,6 +153,15 @@ func classify(res map[string]any, err error) (Kind, string) {
 		}
 	}
 	return Refused, m
+}
+
+// alreadyGone reports a delete_drawer refused only because the primary
+// holds no such drawer (MemPalace's success false "Drawer not found"):
+// another device's delete, or this one's whose answer was lost, got there
+// first, or it never held it. A delete_drawers answers its missing ids as
+// items of a success, which lands as it is.
+func alreadyGone(op Op, kind Kind, msg string) bool {
+	return kind == Refused && op.Tool == catalogue.Prefix+"delete_drawer" && strings.HasPrefix(msg, "Drawer not found")
 }
 
 func classifyErr(err error) Kind {

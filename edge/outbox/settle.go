@@ -21,14 +21,20 @@ import (
 func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr error) bool {
 	now := f.S.now()
 	kind, msg := classify(res, sendErr)
-	if kind == "" {
+	if kind == "" || alreadyGone(op, kind, msg) {
+		note := ""
+		if kind != "" {
+			f.Log.Info("a queued delete's drawer is already gone on the primary: done", "op", op.Short(), "tool", op.Tool, "answer", msg)
+			b, _ := json.Marshal(map[string]any{"kind": Gone, "message": "already gone on the primary, nothing left to delete (" + msg + ")", "at": now.UTC()}) // plain values: they encode
+			note = string(b)
+		}
 		rj, err := json.Marshal(res)
 		if err == nil {
 			err = f.fenced(ctx, func(tx *sql.Tx) error {
 				if err := f.moveFence(ctx, tx, op, res); err != nil {
 					return err
 				}
-				return settleDone(ctx, tx, op.LocalSeq, now, string(rj), "")
+				return settleDone(ctx, tx, op.LocalSeq, now, string(rj), note)
 			})
 		}
 		if err != nil {
