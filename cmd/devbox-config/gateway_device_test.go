@@ -209,3 +209,22 @@ func TestGatewayInitAndDeviceListEndWithANewline(t *testing.T) {
 		}
 	}
 }
+
+// `device add ... --read 'a,,b'` (a doubled comma) makes an empty glob:
+// the refusal names the device and the fix, not only "devices[3].read[1]:
+// an empty glob" (outside tester, attack5).
+func TestAnEmptyGlobNamesTheDeviceAndTheFix(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	if code, out, errOut := runCLI("gateway", "--config", cfg, "init"); code != 0 {
+		t.Fatalf("init: %d\n%s%s", code, out, errOut)
+	}
+	for _, args := range [][]string{{"add", "desk-9b21", "--read", "a,,b"}, {"set", "desk-9b21", "--write", "a,"}} {
+		if args[0] == "set" {
+			runCLI("gateway", "--config", cfg, "device", "add", "desk-9b21", "--read", "a")
+		}
+		code, _, errOut := runCLI(append([]string{"gateway", "--config", cfg, "device"}, args...)...)
+		if code == 0 || !strings.Contains(errOut, "desk-9b21") || !strings.Contains(errOut, "doubled") || !strings.Contains(errOut, "comma") {
+			t.Errorf("device %v: exit %d, %q; want a refusal naming device desk-9b21 and the doubled or trailing comma", args, code, errOut)
+		}
+	}
+}
