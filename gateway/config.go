@@ -224,7 +224,7 @@ func (c *Config) Validate() error {
 		for field, globs := range map[string][]string{"read": d.Read, "write": d.Write} {
 			for j, g := range globs {
 				if err := checkGlob(g); err != nil {
-					return fmt.Errorf("%s.%s[%d]: %w", at, field, j, err)
+					return fmt.Errorf("%s.%s[%d]: device %s: %w", at, field, j, d.ID, err)
 				}
 			}
 		}
@@ -272,7 +272,7 @@ func (c *Config) Validate() error {
 // whitespace inside it but a space, and no control character.
 func checkGlob(g string) error {
 	if strings.TrimFunc(g, catalogue.PythonSpace) == "" {
-		return errors.New("an empty glob can never match a wing")
+		return errors.New("an empty glob can never match a wing; remove it from the list (on the command line, a doubled, leading or trailing comma in --read or --write makes one: write 'a,b', not 'a,,b')")
 	}
 	if catalogue.SanitizedName(g) != g {
 		return fmt.Errorf("%q has whitespace at its start or end, which no wing name has, so it can never match a wing; write %q", g, catalogue.SanitizedName(g))

@@ -42,9 +42,9 @@ func TestConfigValidationNamesLineColumn(t *testing.T) {
 func TestConfigRefusesWhitespaceInGlobs(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "g.jsonc")
 	for _, c := range []struct{ glob, want string }{
-		{` wing_alice`, `5:36: devices[0].read[1]: " wing_alice" has whitespace at its start or end, which no wing name has, so it can never match a wing; write "wing_alice"`},
-		{`wing_alice\t`, `5:36: devices[0].read[1]: "wing_alice\t" has whitespace at its start or end, which no wing name has, so it can never match a wing; write "wing_alice"`},
-		{`wing\nalice`, `5:36: devices[0].read[1]: "wing\nalice" holds a control character or whitespace other than a space, which no wing name has, so it can never match a wing`},
+		{` wing_alice`, `5:36: devices[0].read[1]: device d: " wing_alice" has whitespace at its start or end, which no wing name has, so it can never match a wing; write "wing_alice"`},
+		{`wing_alice\t`, `5:36: devices[0].read[1]: device d: "wing_alice\t" has whitespace at its start or end, which no wing name has, so it can never match a wing; write "wing_alice"`},
+		{`wing\nalice`, `5:36: devices[0].read[1]: device d: "wing\nalice" holds a control character or whitespace other than a space, which no wing name has, so it can never match a wing`},
 		{`wing one`, ``},
 	} {
 		body := "{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [\n    {\"id\": \"d\", \"read\": [\"shared\", \"" + c.glob + "\"]},\n  ],\n}\n"

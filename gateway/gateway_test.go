@@ -326,7 +326,7 @@ func TestConfigValidationNamesFields(t *testing.T) {
 	dir := t.TempDir()
 	for body, want := range map[string]string{
 		`{"secret_file":"s","audit_log":"a","devices":[{"id":"bad id"}]}`:                 "devices[0].id",
-		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","write":[""]}]}`:         "devices[0].write[0]: an empty glob can never match",
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","write":[""]}]}`:         "devices[0].write[0]: device d: an empty glob can never match",
 		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","kg":"all"}]}`:           "devices[0].kg",
 		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","agents":["pi desk"]}]}`: "devices[0].agents[0]",
 		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d"},{"id":"d"}]}`:           "devices[1].id",
