@@ -18,6 +18,7 @@ import (
 // each ended the SDK's session (the edge exited 1 answering nothing, not
 // even the initialize before it); found by an attacker pass.
 func TestNonJSONRPCObjectDoesNotEndTheSession(t *testing.T) {
+	t.Parallel()
 	deep := strings.Repeat(`{"a":`, 1001) + "1" + strings.Repeat("}", 1001)
 	for _, bad := range []string{
 		`{}`,

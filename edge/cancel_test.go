@@ -40,6 +40,7 @@ func cancelledNote(m map[string]any) string {
 // unsent update_drawer is cancelled with it, so the primary never holds
 // the secret (it keeps the drawer as it was sent, hidden on this device).
 func TestADeleteCancelsTheUnsentUpdate(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{})
 	const note = "deploy notes"
 	id := DrawerIDFor("notes", "leak", note)
@@ -66,6 +67,7 @@ func TestADeleteCancelsTheUnsentUpdate(t *testing.T) {
 // (an update names the drawer, not its source): the edit went out, and the
 // deleted text showed in every other device's reads.
 func TestADeleteBySourceCancelsTheUnsentUpdate(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{})
 	const note, src = "deploy notes, from the runbook", "/work/runbook.md"
 	id := DrawerIDFor("notes", "src", note)
@@ -88,6 +90,7 @@ func TestADeleteBySourceCancelsTheUnsentUpdate(t *testing.T) {
 
 // delete_by_source cancels the unsent adds of that source's drawers.
 func TestADeleteBySourceCancelsTheUnsentAdds(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{primaryDown: true})
 	const secret, note, src = "sourced secret", "a note that stays", "/work/leak.txt"
 	id := DrawerIDFor("notes", "src", secret)
@@ -112,6 +115,7 @@ func TestADeleteBySourceCancelsTheUnsentAdds(t *testing.T) {
 // An unsent checkpoint loses what is deleted of it (an item, its diary
 // entry) and still carries the rest to the primary.
 func TestADeleteCutsTheUnsentCheckpoint(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{primaryDown: true})
 	const secret, keep, entry = "checkpoint secret token=abc123", "checkpoint keep", "diary of the secret"
 	r, _ := h.call("checkpoint", map[string]any{"items": []any{
@@ -152,6 +156,7 @@ func TestADeleteCutsTheUnsentCheckpoint(t *testing.T) {
 // of the same agent and text waiting in the outbox, in another wing or in
 // the same one.
 func TestDeletingASentDiaryEntryKeepsAnotherUnsentOne(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{})
 	const text = "standup: nothing new"
 	w, _ := h.call("diary_write", map[string]any{"agent_name": "me", "entry": text})

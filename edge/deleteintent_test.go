@@ -45,6 +45,7 @@ func deleteFront(t *testing.T, admin bool, content string) (*fakepalace.Palace, 
 // primary's copy came back in every merged read) and for an admin the
 // primary never got it.
 func TestKilledMidDeleteStaysDeleted(t *testing.T) {
+	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	for _, admin := range []bool{false, true} {
@@ -104,6 +105,7 @@ func TestKilledMidDeleteStaysDeleted(t *testing.T) {
 // nothing: on an admin device it leaves no tombstone (merged reads would
 // hide the primary's copy) and nothing is sent to the primary.
 func TestFailedLocalDeleteKeepsNothing(t *testing.T) {
+	t.Parallel()
 	const content = "a drawer a failed delete leaves alone"
 	primary, url, token, palace, id := deleteFront(t, true, content)
 	holdsDrawers(t, palace)
@@ -148,6 +150,7 @@ func holdsDrawers(t *testing.T, palace string) {
 // tombstone goes, so a local copy left behind would show again in this
 // device's list_drawers, get_drawer and search, in every later session.
 func TestStoppedMidDeleteDeletesLocally(t *testing.T) {
+	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	const content = "the release key is in the drawer an admin deleted at a stop"

@@ -39,6 +39,7 @@ func pending(t *testing.T, ob *outbox.Store) []outbox.Op {
 // primary", and the queued delete was refused there for ever (outside
 // tester, attack5 08).
 func TestAnAdminDeleteOfADrawerThatExistsNowhereSaysNotFound(t *testing.T) {
+	t.Parallel()
 	e, _, _, ob := adminRouter(t)
 	const id = "drawer_shared_n_00000000000000000000000"
 	m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
@@ -56,6 +57,7 @@ func TestAnAdminDeleteOfADrawerThatExistsNowhereSaysNotFound(t *testing.T) {
 // The primary holds the drawer (another device wrote it): the delete is
 // queued and the answer says it is deleted on the primary, as before.
 func TestAnAdminDeleteOfAPrimaryOnlyDrawerIsQueued(t *testing.T) {
+	t.Parallel()
 	e, _, primary, ob := adminRouter(t)
 	id := sharedDrawer(t, primary, "shared", "written by another device")
 	m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
@@ -81,6 +83,7 @@ func (s blind) Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mc
 // The primary cannot say whether it holds the drawer: the delete is
 // queued for it, and the answer says so, never that it was deleted there.
 func TestAnAdminDeleteThePrimaryCannotConfirmSaysQueued(t *testing.T) {
+	t.Parallel()
 	e, _, primary, ob := adminRouter(t)
 	e.remote = blind{inProcessPrimary{primary}}
 	const id = "drawer_shared_n_00000000000000000000001"

@@ -68,6 +68,7 @@ func statusOf(t *testing.T, palace, url string) Remaining {
 // compared with the device's (found by an outside tester with a devbox
 // in Asia/Tokyo and one in America/New_York, the primary in UTC).
 func TestADeletedDiaryEntryStaysHiddenAcrossTimezones(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		hours   int
 		release string
@@ -106,6 +107,7 @@ func TestADeletedDiaryEntryStaysHiddenAcrossTimezones(t *testing.T) {
 // operator following it deleted the entry the user kept, on every
 // device), and merged reads show the text once.
 func TestEdgeStatusDoesNotNameTheKeptEntrysCopy(t *testing.T) {
+	t.Parallel()
 	primary, srv := startPrimary(t)
 	srv.Stop()
 	palace := filepath.Join(t.TempDir(), "palace")
@@ -137,6 +139,7 @@ func TestEdgeStatusDoesNotNameTheKeptEntrysCopy(t *testing.T) {
 // of what remains (found by an outside tester: an empty page, count 0
 // with total 1).
 func TestHiddenRecordsDoNotEatThePage(t *testing.T) {
+	t.Parallel()
 	primary, srv := startPrimary(t)
 	const agent, older, newest = "me", "older entry", "newest entry"
 	w := start(t, harnessOpts{primaryURL: srv.URL()})
@@ -181,6 +184,7 @@ func TestHiddenRecordsDoNotEatThePage(t *testing.T) {
 // stays hidden whatever the primary's zone; the same text written again
 // shows once, and edge status names the deleted entry's copy alone.
 func TestADeletedCheckpointDiaryEntryStaysHidden(t *testing.T) {
+	t.Parallel()
 	primary, srv := primaryIn(t, -9, "")
 	palace := filepath.Join(t.TempDir(), "palace")
 	const agent, text = "me", "checkpoint diary tz: shipped it"

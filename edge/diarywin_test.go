@@ -49,6 +49,7 @@ func slowAnswerProxy(t *testing.T, target, tool string, hold time.Duration) stri
 // flaky TestADeletedDiaryEntryStaysHiddenAcrossTimezones: the agent read
 // back the entry it had just deleted).
 func TestADiaryEntryDeletedWhileItsSendIsInFlightStaysHidden(t *testing.T) {
+	t.Parallel()
 	primary, srv := startPrimary(t)
 	const agent, text = "me", "diary in flight: decided to ship"
 	h := start(t, harnessOpts{primaryURL: slowAnswerProxy(t, srv.URL(), "mempalace_diary_write", 2*time.Second)})
@@ -74,6 +75,7 @@ func TestADiaryEntryDeletedWhileItsSendIsInFlightStaysHidden(t *testing.T) {
 // copy there is named all the same, so diary_read does not show the
 // deleted entry for good; the same text written again shows once.
 func TestADiaryEntryWhoseAnswerWasLostStaysHiddenOnceDeleted(t *testing.T) {
+	t.Parallel()
 	primary, srv := startPrimary(t)
 	const agent, text = "me", "diary lost answer: decided to ship"
 	h := start(t, harnessOpts{primaryURL: srv.URL()})

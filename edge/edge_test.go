@@ -291,6 +291,7 @@ func (h *harness) eventually(what string, cond func() bool) {
 }
 
 func TestRoutingTable(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`, device: "dev-7f3a"})
 
 	// write: local first, replicated, stamped on the primary only
@@ -394,6 +395,7 @@ func TestRoutingTable(t *testing.T) {
 func DrawerIDFor(wing, room, content string) string { return fakepalace.DrawerID(wing, room, content) }
 
 func TestPrimaryDownDegradesThenRecovers(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{timeout: 5 * time.Second})
 	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "written while online"})
 	h.eventually("replication", func() bool { return h.primary.Dump().CountContent("written while online") == 1 })
@@ -447,6 +449,7 @@ func TestPrimaryDownDegradesThenRecovers(t *testing.T) {
 }
 
 func TestEmbedderCanary(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{embedder: "embeddinggemma"})
 	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the same drawer on both sides"})
 	h.eventually("replication", func() bool { return h.primary.Dump().CountContent("the same drawer on both sides") == 1 })
@@ -466,6 +469,7 @@ func TestEmbedderCanary(t *testing.T) {
 }
 
 func TestSessionModePrimaryReinitializes(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{session: true})
 	if r, _ := h.call("kg_stats", nil); r["edge"].(map[string]any)["source"] != "primary" {
 		t.Fatalf("kg_stats: %v", r)
@@ -480,6 +484,7 @@ func TestSessionModePrimaryReinitializes(t *testing.T) {
 }
 
 func TestChildRespawn(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{passThrough: true, childEnv: []string{"FAKEPALACE_CRASH_ON=mempalace_mine"}})
 	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "before the crash"})
 	r, res := h.call("mine", map[string]any{"source": "/x"})
@@ -496,6 +501,7 @@ func TestChildRespawn(t *testing.T) {
 }
 
 func TestPassThroughCreatesNothing(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{passThrough: true})
 	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "solitary"})
 	h.call("search", map[string]any{"query": "solitary"})
@@ -514,6 +520,7 @@ func TestPassThroughCreatesNothing(t *testing.T) {
 }
 
 func TestCorruptOutboxLocalWriteStillSucceeds(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	palace := filepath.Join(dir, "palace")
 	os.MkdirAll(filepath.Join(palace, "edge"), 0o700)
@@ -540,6 +547,7 @@ func contains(s, sub string) bool { return strings.Contains(s, sub) }
 // An unwritable outbox (its directory is a file) is a clear error and the
 // local write still succeeds.
 func TestUnwritableOutboxLocalWriteStillSucceeds(t *testing.T) {
+	t.Parallel()
 	palace := filepath.Join(t.TempDir(), "palace")
 	os.MkdirAll(palace, 0o700)
 	os.WriteFile(filepath.Join(palace, "edge"), []byte("not a directory"), 0o600)
@@ -560,6 +568,7 @@ func TestUnwritableOutboxLocalWriteStillSucceeds(t *testing.T) {
 // primary's tools in it) must not make a later edge send writes straight
 // to the primary: writes stay local first.
 func TestPartialToolCacheKeepsWritesLocalFirst(t *testing.T) {
+	t.Parallel()
 	palace := filepath.Join(t.TempDir(), "palace")
 	os.MkdirAll(filepath.Join(palace, "edge"), 0o700)
 	var primaryOnly []map[string]any

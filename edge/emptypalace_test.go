@@ -68,6 +68,7 @@ func edgeOf(m map[string]any) map[string]any { e, _ := m["edge"].(map[string]any
 // empty answer of its shape, degraded, never MemPalace's "repair your
 // palace" errors; get_drawer answers "Drawer not found".
 func TestAnEmptyPalaceOfflineAnswersEmpty(t *testing.T) {
+	t.Parallel()
 	e, _, primary, _ := routerUnderTest(t)
 	e.localServer, primary.down = emptyLocal{}, true
 	for _, c := range []struct {
@@ -102,6 +103,7 @@ func TestAnEmptyPalaceOfflineAnswersEmpty(t *testing.T) {
 // drawers, in MemPalace's shapes, degraded; never MemPalace's advice to
 // repair a palace that is merely new, before its first search or after.
 func TestAnEmptyPalaceOfflineAnswersEmptyOverviews(t *testing.T) {
+	t.Parallel()
 	for _, missing := range []bool{true, false} {
 		e, _, primary, _ := routerUnderTest(t)
 		e.localServer, primary.down = emptyLocal{missing: missing}, true
@@ -131,6 +133,7 @@ func TestAnEmptyPalaceOfflineAnswersEmptyOverviews(t *testing.T) {
 // On a new device the primary's refusal is the answer, not the empty
 // local palace's error.
 func TestAnEmptyPalaceAnswersThePrimarysRefusal(t *testing.T) {
+	t.Parallel()
 	e, _, primary, _ := routerUnderTest(t)
 	e.localServer, e.remote = emptyLocal{}, refusing{inProcessPrimary{primary}}
 	_, err := e.route(context.Background(), newCall(&mcp.CallToolParams{Name: "mempalace_diary_read", Arguments: json.RawMessage(`{"agent_name":"boss"}`)}))
@@ -142,6 +145,7 @@ func TestAnEmptyPalaceAnswersThePrimarysRefusal(t *testing.T) {
 // A deleted shared drawer is no duplicate, on an empty palace and on a
 // populated one; get_drawer of it answers "Drawer not found" on both.
 func TestATombstonedMatchIsNoDuplicate(t *testing.T) {
+	t.Parallel()
 	for _, populated := range []bool{false, true} {
 		e, _, primary, ob := routerUnderTest(t)
 		if populated {
@@ -170,6 +174,7 @@ func TestATombstonedMatchIsNoDuplicate(t *testing.T) {
 // for the primary, in its wing; one the policy keeps local, one this
 // device deleted, and one nowhere are not.
 func TestAnUpdateOfASharedDrawerIsQueued(t *testing.T) {
+	t.Parallel()
 	for _, empty := range []bool{false, true} {
 		e, _, primary, ob := routerUnderTest(t)
 		if empty {

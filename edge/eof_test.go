@@ -91,6 +91,7 @@ func wantAnswered(t *testing.T, got map[string]map[string]any, out string, ids .
 // JSON-RPC line on stdout, then exits 0; the write it took is in the
 // local palace and its outbox.
 func TestPipedRequestsAnsweredBeforeEOF(t *testing.T) {
+	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 
@@ -154,6 +155,7 @@ func wantWriteKept(t *testing.T, palace string) {
 // agent's input ends right after the last request, and every answer is
 // written before Serve returns.
 func TestPipedRequestsAnsweredBeforeEOFInProcess(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{raw: true})
 	if _, err := io.WriteString(h.in, pipedInitialize+pipedList+pipedStatus+pipedCalls); err != nil {
 		t.Fatal(err)
@@ -183,6 +185,7 @@ func TestPipedRequestsAnsweredBeforeEOFInProcess(t *testing.T) {
 // waits at most the call timeout (plus drainGrace), answers what it can
 // and exits 0.
 func TestPipedEOFBoundedByCallTimeout(t *testing.T) {
+	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	palace := filepath.Join(t.TempDir(), "palace")
@@ -206,6 +209,7 @@ func TestPipedEOFBoundedByCallTimeout(t *testing.T) {
 // the palace's real answer (before, the edge gave up after the call
 // timeout and answered none of them; attacker pass).
 func TestPipedEOFWaitsForASlowLocalPalace(t *testing.T) {
+	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	slow := filepath.Join(t.TempDir(), "slow-mempalace-mcp")

@@ -134,6 +134,7 @@ func TestCancellationReachesThePrimary(t *testing.T) {
 // Tool calls before the initialize handshake are refused as the SDK
 // refuses them: the edge's own path does not skip the handshake.
 func TestNoToolCallsBeforeInitialize(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{passThrough: true, raw: true, childEnv: []string{"FAKEPALACE_TRACE=1"}})
 	time.Sleep(500 * time.Millisecond) // the child is up and listed
 	h.send(toolCall(1, "mempalace_status", map[string]any{}))
@@ -154,6 +155,7 @@ func TestNoToolCallsBeforeInitialize(t *testing.T) {
 // protocol fields are not passed on to the child; other _meta (a progress
 // token) is. A version the edge does not speak is refused.
 func TestStatelessAndLegacyCalls(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{passThrough: true, raw: true, childEnv: []string{"FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
@@ -206,6 +208,7 @@ func TestStatelessAndLegacyCalls(t *testing.T) {
 // A child that writes a line that is not JSON-RPC: the line is skipped and
 // logged, the call still gets its answer, and the child is not restarted.
 func TestChildGarbageLineIsSkipped(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{passThrough: true, childEnv: []string{"FAKEPALACE_GARBAGE_ON=mempalace_status"}})
 	r, res := h.call("status", nil)
 	if res.IsError || r["total_drawers"] == nil {
@@ -223,6 +226,7 @@ func TestChildGarbageLineIsSkipped(t *testing.T) {
 // are dropped on the way on, on both paths (bytes in the lane, the SDK's
 // Meta map otherwise); other _meta (a progress token) goes on.
 func TestProtocolMetaIsNotForwarded(t *testing.T) {
+	t.Parallel()
 	in := `{"name":"mempalace_status","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"x"},"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"debug","progressToken":7}}`
 	var got map[string]any
 	json.Unmarshal(wire.StripProtocolMeta([]byte(in)), &got)

@@ -19,6 +19,7 @@ import (
 // instruction. (Found by an outside tester: "queued", then dead at the
 // gateway, yet read back here as trusted:true.)
 func TestInstructionWingWriteOnANonAdminDevice(t *testing.T) {
+	t.Parallel()
 	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
 		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
@@ -64,6 +65,7 @@ func TestInstructionWingWriteOnANonAdminDevice(t *testing.T) {
 // reads: the gateway never took it (only admin devices write there). On
 // an admin device, or in another wing, it is this device's own, trusted.
 func TestLocalInstructionWingRecordOnANonAdminDevice(t *testing.T) {
+	t.Parallel()
 	rec := `{"results":[{"drawer_id":"d1","wing":"wing_instructions","room":"rules","text":"push to main"},{"drawer_id":"d2","wing":"notes","room":"r","text":"a note"}]}`
 	for _, c := range []struct {
 		name             string

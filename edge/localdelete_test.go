@@ -62,6 +62,7 @@ func (h *harness) resendSettled() {
 // dropped its note, and the drawer the user deleted stayed in this
 // device's palace for good (here a local-only wing: get_drawer finds it).
 func TestKeptDeleteOutlivesALocalFailure(t *testing.T) {
+	t.Parallel()
 	palace := filepath.Join(t.TempDir(), "palace")
 	const content = "the old vpn password, deleted at a container stop"
 	id := DrawerIDFor("private", "ops", content)
@@ -89,6 +90,7 @@ func TestKeptDeleteOutlivesALocalFailure(t *testing.T) {
 // the old delete over it. Before, it did: the drawer the user wrote again
 // was gone from this device (a local-only wing: lost).
 func TestKeptDeleteSupersededByARewrite(t *testing.T) {
+	t.Parallel()
 	palace := filepath.Join(t.TempDir(), "palace")
 	const content = "the build cache lives on the second disk"
 	id := DrawerIDFor("private", "ops", content)
@@ -121,6 +123,7 @@ func TestKeptDeleteSupersededByARewrite(t *testing.T) {
 // the edge gives the delete up and keeps it, and the next edge deletes
 // the entry from the local palace, so diary_read no longer shows it there.
 func TestDiaryDeleteGivenUpAtEOFAppliedByTheNextEdge(t *testing.T) {
+	t.Parallel()
 	palace := filepath.Join(t.TempDir(), "palace")
 	const entry = "reviewed the incident; the root password was in the log"
 	t.Run("written", func(t *testing.T) {

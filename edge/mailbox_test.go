@@ -19,6 +19,7 @@ import (
 // the primary down it answers from the last view, marked degraded, and a
 // reply still in the outbox counts as sent.
 func TestMailboxThroughTheEdge(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{timeout: 2 * time.Second})
 	ask := func(body, to string) string {
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_event_append",
@@ -78,6 +79,7 @@ func TestMailboxThroughTheEdge(t *testing.T) {
 // it read the first 1,000 queued ops of any kind, missed the ack, and told
 // the agent to answer again.
 func TestTheMailboxSeesEveryQueuedReply(t *testing.T) {
+	t.Parallel()
 	e, _, _, ob := routerUnderTest(t)
 	ctx := context.Background()
 	for i := range 1000 {

@@ -20,6 +20,7 @@ import (
 // (BM25 only) sorts last; the result is cut to the limit and keeps the
 // primary's envelope.
 func TestMergeSearchWithoutDrawerIDs(t *testing.T) {
+	t.Parallel()
 	local := `{"query":"q","results":[
 	  {"wing":"w","room":"r","text":"shared words","distance":0.2},
 	  {"wing":"w","room":"r","text":"only here","distance":0.1},
@@ -68,6 +69,7 @@ func TestMergeSearchWithoutDrawerIDs(t *testing.T) {
 // side's, not the sum): the local palace has the search while the
 // primary is still holding its answer, and the answer merges both.
 func TestMergedReadAsksBothPalacesAtOnce(t *testing.T) {
+	t.Parallel()
 	// The call timeout is well past the wait below: a primary given up on
 	// would let the local half start late and still look parallel.
 	h := start(t, harnessOpts{childEnv: []string{"FAKEPALACE_TRACE=1"}, timeout: 30 * time.Second})
@@ -123,6 +125,7 @@ func TestMergedReadAsksBothPalacesAtOnce(t *testing.T) {
 // 05:30 (03:30 UTC) sits between them. Comparing the strings puts the
 // local entry first.
 func TestMergeDiaryOrdersTimestampsWithAndWithoutOffsets(t *testing.T) {
+	t.Parallel()
 	east := time.FixedZone("east", 2*3600)
 	entry := func(ts, content string) any {
 		return map[string]any{"timestamp": ts, "content": content, "topic": "general"}
@@ -154,6 +157,7 @@ func TestMergeDiaryOrdersTimestampsWithAndWithoutOffsets(t *testing.T) {
 // MemPalace sorts, a drawer both hold once (palace "both"); an offset out
 // of range gives an empty page, never a crash.
 func TestMergeDrawersPagesTheUnion(t *testing.T) {
+	t.Parallel()
 	d := func(id, palace string) any {
 		return map[string]any{"drawer_id": id, "origin": map[string]any{"device": "x", "palace": palace}}
 	}
@@ -186,6 +190,7 @@ func TestMergeDrawersPagesTheUnion(t *testing.T) {
 // the merge asks each side for. An agent paging with the primary down
 // would otherwise see the first drawers again, and more than its limit.
 func TestDegradedListDrawersIsTheRequestedPage(t *testing.T) {
+	t.Parallel()
 	contents := []string{"page one", "page two", "page three", "page four"}
 	var ids []string
 	for _, c := range contents {

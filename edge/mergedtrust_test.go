@@ -17,6 +17,7 @@ import (
 // edge is told what the gateway told it. (Found by an outside attacker:
 // check_duplicate answered with neither count nor mark.)
 func TestMergedReadsKeepTheGatewaysTrustAndEnvelope(t *testing.T) {
+	t.Parallel()
 	e := &Edge{log: slog.New(slog.DiscardHandler)}
 	mk := marksFor(deviceinfo.Info{})
 	local := `{"query":"q","results":[]}`
@@ -59,6 +60,7 @@ func TestMergedReadsKeepTheGatewaysTrustAndEnvelope(t *testing.T) {
 // while a local entry and its replicated copy on the primary (another
 // timestamp: the primary's is when it was sent) still read back once.
 func TestMergedDiaryKeepsRepeatedEntries(t *testing.T) {
+	t.Parallel()
 	entry := func(ts string) map[string]any {
 		return map[string]any{"topic": "general", "content": "standup: nothing new", "timestamp": ts, "date": ts[:10]}
 	}

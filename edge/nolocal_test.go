@@ -52,6 +52,7 @@ func toolNames(t *testing.T, h *harness) []string {
 // fresh palace with the primary down (the catalogue's tools), and with the
 // primary up (its tools; reads from it, writes queued for it).
 func TestToolsNeverVanishWithoutALocalServer(t *testing.T) {
+	t.Parallel()
 	const timeout = 2 * time.Second
 	limit := timeout + 1500*time.Millisecond
 	missing := []string{filepath.Join(t.TempDir(), "mempalace-mcp-not-installed")}

@@ -31,6 +31,7 @@ func recordOrigin(rec any) map[string]any {
 // this device's; a primary record without one (no gateway) is unknown;
 // and without an advertised device the local mark says "unknown" too.
 func TestMarksKeepThePrimarysOrigin(t *testing.T) {
+	t.Parallel()
 	mk := marksFor(deviceinfo.Info{ID: "desk-9b21", Label: "desk", Trusts: []string{"desk-9b21", "ops-0001"}})
 	text := `{"results":[{"drawer_id":"d1","origin":{"device":"laptop-7f3a","label":"laptop","agent":"opencode","at":"2026-11-30T12:00:00.123Z","trusted":false,"future":1}},{"drawer_id":"d2"},{"drawer_id":"d3","origin":"stale"}],"count":3}`
 	var got struct{ Results []map[string]any }
@@ -64,6 +65,7 @@ func TestMarksKeepThePrimarysOrigin(t *testing.T) {
 // is marked as desk's, with desk's id from the gateway's advertisement.
 // Before, the edge overwrote the gateway's origin object with a string.
 func TestOriginsThroughTheMergedRead(t *testing.T) {
+	t.Parallel()
 	_, srv := startPrimary(t)
 	url, tokens := testGateway(t, srv.URL(),
 		gateway.Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@laptop"}},

@@ -18,6 +18,7 @@ import (
 // prober and a dropped session's close are owned, not left to finish on their own (goleak's check in
 // TestMain gives stragglers a grace period; this one gives none).
 func TestCloseWaitsForItsGoroutines(t *testing.T) {
+	t.Parallel()
 	t.Run("Primary", func(t *testing.T) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 // beginning of object key string"), and the file is left as it was.
 // Found by an outside tester.
 func TestPolicyErrorNamesLineColumnAndFix(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, body string
 		want       []string
@@ -59,6 +60,7 @@ func TestPolicyErrorNamesLineColumnAndFix(t *testing.T) {
 
 // A policy value that parses but is refused names its line and column too.
 func TestPolicyValidationNamesLineColumn(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, PolicyFile)
 	os.WriteFile(file, []byte("{\"version\": 1,\n \"wings\": {\"x*\": {\"replicate\": \"sometimes\"}}}\n"), 0o600)

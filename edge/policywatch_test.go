@@ -17,6 +17,7 @@ import (
 // policy then keeps local is settled as local. Before, such writes were
 // never replicated, and nothing said so.
 func TestAWriteMadeWhileThePolicyIsBrokenIsHeldThenSent(t *testing.T) {
+	t.Parallel()
 	e, _, _, ob := routerUnderTest(t)
 	dir := t.TempDir()
 	e.pw = &policyWatch{dir: dir}

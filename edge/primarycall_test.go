@@ -12,6 +12,7 @@ import (
 // answer to the call is the event with its id. A stream that ends without
 // it is an error, not an empty answer.
 func TestReadEventAnswer(t *testing.T) {
+	t.Parallel()
 	stream := "event: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n" +
 		": a comment\n" +
 		"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"edge-3\",\n" +
@@ -30,6 +31,7 @@ func TestReadEventAnswer(t *testing.T) {
 }
 
 func TestAnswerFor(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		body    string
 		ok      bool

@@ -13,6 +13,7 @@ import (
 // on writes bound for the primary, and nothing at all without a device —
 // never a hostname, container id or placeholder.
 func TestProvenanceRows(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		agent, device, label string
 		want                 any // nil: no added_by set
@@ -56,6 +57,7 @@ func replicableArgs(cfg Config, tool string, args map[string]any) (map[string]an
 }
 
 func TestPolicy(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(s string) error {
 		return writeFile(dir, PolicyFile, s)
@@ -97,6 +99,7 @@ func TestPolicy(t *testing.T) {
 // rejects is never stamped by the edge, which reads the environment only
 // through the ladder.
 func TestRejectedOriginDeviceStampsNothing(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{
 		"MEMPALACE_REMOTE_URL": "https://palace.example/mcp", "MEMPALACE_EDGE": "1",
 		"MEMPALACE_ORIGIN_DEVICE": "my laptop/1", "MEMPALACE_ORIGIN_LABEL": "lab", "MEMPALACE_AGENT_NAME": "opencode",

@@ -13,6 +13,7 @@ import (
 // decodeResult reads every result as the SDK's decoder does: MemPalace's
 // text-only shape on the fast path, anything else through the SDK.
 func TestDecodeResultMatchesTheSDK(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{
 		`{"content":[{"type":"text","text":"{\n  \"a\": \"é \\u00e9 \\ud83d\\ude00 \\\\ \\\" \\/\"\n}"}]}`,
 		`{"content":[{"type":"text","text":"one"},{"text":"two","type":"text"}],"isError":true}`,
@@ -56,6 +57,7 @@ func TestDecodeResultMatchesTheSDK(t *testing.T) {
 // for the child or the primary, name, arguments and _meta unchanged; bad
 // params are refused, not guessed at.
 func TestCallParamsRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{
 		`{"name":"mempalace_search","arguments":{"query":"é \"q\"","limit":5}}`,
 		`{"name":"mempalace_status"}`,
@@ -100,6 +102,7 @@ func TestCallParamsRoundTrip(t *testing.T) {
 // a call whose connection died before the answer began): never a write,
 // a coordination append or a tool the edge does not know.
 func TestOnlyReadsAreMarkedSafeToResend(t *testing.T) {
+	t.Parallel()
 	for tool, want := range map[string]bool{
 		"mempalace_search": true, "mempalace_kg_query": true, "mempalace_get_drawer": true, "mempalace_event_list": true, "mempalace_event_wait": true, "mempalace_artifact_get": true,
 		"mempalace_add_drawer": false, "mempalace_diary_write": false, "mempalace_kg_add": false, "mempalace_event_append": false, "mempalace_event_ack": false,

@@ -133,6 +133,7 @@ func routed(t *testing.T, e *Edge, tool string, args map[string]any) map[string]
 }
 
 func TestRouterInProcess(t *testing.T) {
+	t.Parallel()
 	e, local, primary, ob := routerUnderTest(t)
 	ctx := context.Background()
 
@@ -257,6 +258,7 @@ func (s recordingPrimary) Call(ctx context.Context, p *mcp.CallToolParams, retry
 // them, and a write's outbox payload is them, byte for byte (what the
 // flusher sends).
 func TestCallsForwardTheAgentsBytes(t *testing.T) {
+	t.Parallel()
 	e, local, primary, ob := routerUnderTest(t)
 	lrec, prec := &recording{args: map[string][]string{}}, &recording{args: map[string][]string{}}
 	e.localServer, e.remote = recordingLocal{local, lrec}, recordingPrimary{inProcessPrimary{primary}, prec}
@@ -294,6 +296,7 @@ func TestCallsForwardTheAgentsBytes(t *testing.T) {
 // `edge outbox list --json` does; the commands take it or its short form).
 // Before, answers carried a 16-digit prefix, tables 12 and JSON 64.
 func TestTheAgentIsToldTheFullOpID(t *testing.T) {
+	t.Parallel()
 	e, _, _, ob := routerUnderTest(t)
 	res := routed(t, e, "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "which op?"})
 	edge, _ := res["edge"].(map[string]any)

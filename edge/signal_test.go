@@ -195,6 +195,7 @@ func (p *heldEdge) await(id string, d time.Duration) map[string]any {
 // a few seconds and the write it took is in its outbox. Before, it stopped
 // its local palace and kept running, answering nothing (outside tester).
 func TestSignalStopsEdgeProcess(t *testing.T) {
+	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
@@ -246,6 +247,7 @@ func TestSignalStopsEdgeProcess(t *testing.T) {
 // cancelled just then (the agent's notifications/cancelled, or the edge
 // stopping after the grace): otherwise it would never reach the primary.
 func TestWriteQueuedWhenItsCallIsCancelled(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{raw: true})
 	h.handshake() // Serve has opened the outbox
 	ctx, cancel := context.WithCancel(context.Background())

@@ -89,6 +89,7 @@ func TestAStopAnswersAnUpdateWaitingBehindASlowAddAsNotApplied(t *testing.T) {
 // done on the primary, so the answer must say so, not the local palace's
 // success false "Drawer not found" (outside tester, attack4 06).
 func TestAnAdminDeleteOfAPrimaryOnlyDrawerSaysItIsDeletedThere(t *testing.T) {
+	t.Parallel()
 	const content = "a drawer only the primary holds, deleted by an admin"
 	primary, url, token, _, id := deleteFront(t, true, content)
 	palace := filepath.Join(t.TempDir(), "palace")

@@ -16,6 +16,7 @@ import (
 // after that backoff or an `edge flush`. (Found by an outside tester:
 // `edge status` said "token accepted" while the write still waited.)
 func TestWriteQueuedUnderARefusedTokenGoesOutOnceTheTokenIsAccepted(t *testing.T) {
+	t.Parallel()
 	var token atomic.Value
 	token.Store(testToken)
 	h := start(t, harnessOpts{tokenFn: func() string { return token.Load().(string) }})

@@ -43,6 +43,7 @@ func hiddenEverywhere(t *testing.T, h *harness, when, id, content, agent, entry 
 // across a restart. edge status names what the primary still holds; a
 // write of the same content lifts the tombstone.
 func TestADeleteStaysDeleted(t *testing.T) {
+	t.Parallel()
 	primary, srv := startPrimary(t)
 	palace := filepath.Join(t.TempDir(), "palace")
 	const content, entry, agent = "the staging password is hunter2, do not share", "decided: ship the poisoned build", "pi"
@@ -122,6 +123,7 @@ func TestADeleteStaysDeleted(t *testing.T) {
 // A delete_by_source hides the primary's drawers of that source (matched
 // by file name, as MemPalace answers carry it); a dry run keeps nothing.
 func TestADeleteBySourceHidesThePrimarysDrawers(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{})
 	const src = "/home/me/notes/plan.md"
 	h.call("add_drawer", map[string]any{"wing": "shared", "room": "plan", "content": "step one: migrate the schema", "source_file": src})
@@ -151,6 +153,7 @@ func TestADeleteBySourceHidesThePrimarysDrawers(t *testing.T) {
 // while the primary was away and deleted at once: the next flush uploaded
 // it for every device to read.
 func TestADeleteBeforeTheAddWentOutCancelsIt(t *testing.T) {
+	t.Parallel()
 	primary, srv := startPrimary(t)
 	srv.Stop()
 	h := start(t, harnessOpts{palace: filepath.Join(t.TempDir(), "palace"), primaryURL: srv.URL()})
@@ -178,6 +181,7 @@ func TestADeleteBeforeTheAddWentOutCancelsIt(t *testing.T) {
 // outside tester: the rewrite lifted the tombstone, and the primary's copy
 // of the deleted entry came back). A delete of the new entry hides it too.
 func TestARewrittenDiaryEntryDoesNotBringBackTheDeletedOne(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{})
 	const agent, text = "me", "standup: nothing new"
 	diaryOnPrimary := func(n int) func() bool {
@@ -240,6 +244,7 @@ func TestARewrittenDiaryEntryDoesNotBringBackTheDeletedOne(t *testing.T) {
 // cancelled, as an unsent add_drawer is), so once the primary is back the
 // same text written again shows once, and the primary holds it once.
 func TestADiaryEntryDeletedBeforeItWentOutNeverReachesThePrimary(t *testing.T) {
+	t.Parallel()
 	primary, srv := startPrimary(t)
 	srv.Stop()
 	h := start(t, harnessOpts{palace: filepath.Join(t.TempDir(), "palace"), primaryURL: srv.URL()})
@@ -285,6 +290,7 @@ func TestADiaryEntryDeletedBeforeItWentOutNeverReachesThePrimary(t *testing.T) {
 // (that record is named as not checked, with the error); a primary that
 // cannot be asked stops the check, which says how many it left.
 func TestStatusGoesOnPastAnAnsweredError(t *testing.T) {
+	t.Parallel()
 	primary, srv := startPrimary(t)
 	palace := filepath.Join(t.TempDir(), "palace")
 	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})

@@ -54,6 +54,7 @@ func instructionsOf(h *harness) string { return h.s.InitializeResult().Instructi
 // read is in: the test is what is said, BenchmarkWakeInitialize how
 // fast.)
 func TestOwedAsksAtSessionStart(t *testing.T) {
+	t.Parallel()
 	t.Run("two owed", func(t *testing.T) {
 		url, tokens := wakeGateway(t, nil)
 		a := askVia(t, url, tokens["laptop-7f3a"], "pi@laptop", "opencode@edge-test", "please review the outbox patch")
@@ -105,6 +106,7 @@ func TestOwedAsksAtSessionStart(t *testing.T) {
 // The summary is bounded: five asks listed, the rest counted, every line
 // one line of at most wakeLineMax bytes.
 func TestOwedSummaryIsBounded(t *testing.T) {
+	t.Parallel()
 	v := owedView{At: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)}
 	for i := range 40 {
 		v.Asks = append(v.Asks, owedAsk{ID: "evt_" + strings.Repeat("x", i), Line: truncate("evt: "+strings.Repeat("é", 400), wakeLineMax)})
@@ -128,6 +130,7 @@ func TestOwedSummaryIsBounded(t *testing.T) {
 // too), no sooner than the poll; the primary is read no more often than
 // the poll (the floor: DefaultMailboxPoll, five minutes, unless set).
 func TestMailboxPollNotesANewAsk(t *testing.T) {
+	t.Parallel()
 	if (Config{}).withDefaults().MailboxPoll != 5*time.Minute {
 		t.Fatal("the poll's floor is not five minutes by default")
 	}
@@ -164,6 +167,7 @@ func TestMailboxPollNotesANewAsk(t *testing.T) {
 // notifications/resources/updated instead, and its tool answers carry no
 // note.
 func TestMailboxPollNotifiesASubscriber(t *testing.T) {
+	t.Parallel()
 	var updated atomic.Int32
 	h := start(t, harnessOpts{mailboxPoll: 200 * time.Millisecond, wakeWait: 10 * time.Second, client: &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
@@ -314,6 +318,7 @@ func TestWakeFollowsATrustChange(t *testing.T) {
 // sender mid-session is not told as a new ask on the next tool answer,
 // which hears the trusted set as it is now.
 func TestNewAsksNoteFollowsAMidSessionRevocation(t *testing.T) {
+	t.Parallel()
 	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"pi@ops"}},
 		gateway.Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@laptop"}},

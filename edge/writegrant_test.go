@@ -17,6 +17,7 @@ import (
 // bob-02, writing wing_bob only, got "queued" for wing_shared.) A wing the
 // policy keeps local never reaches the gateway: it is taken.
 func TestWriteOutsideTheDevicesWriteGlobs(t *testing.T) {
+	t.Parallel()
 	url, tokens, _ := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
 		gateway.Device{ID: "bob-02", Label: "bob", Read: []string{"*"}, Write: []string{"wing_bob"}, KG: "write", Agents: []string{"opencode@edge-test"}})
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["bob-02"], policy: `{"version":1,"wings":{"scratch":{"replicate":"local"}}}`})

@@ -60,6 +60,7 @@ func refusalText(res *mcp.CallToolResult) string {
 // which the op is dead and every later op on that drawer waits behind it.
 // (Found by an outside tester: bob-02 updating a wing_shared drawer.)
 func TestUpdateOfAPrimaryOnlyDrawerOutsideTheWriteGlobs(t *testing.T) {
+	t.Parallel()
 	h, _, primary := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
 	id, _ := postTool(t, primary, testToken, "add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "alice's shared notes"})["drawer_id"].(string)
 	if id == "" {
@@ -85,6 +86,7 @@ func TestUpdateOfAPrimaryOnlyDrawerOutsideTheWriteGlobs(t *testing.T) {
 // the grants it heard earlier (an outside tester: still refused 2, 5 and
 // 8 s after the grant, until the agent happened to read).
 func TestAGrantGivenIsHeardBeforeTheEdgeRefuses(t *testing.T) {
+	t.Parallel()
 	h, gw, _ := bobBehindAGateway(t, harnessOpts{}, "wing_bob")
 	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "before the grant"}); !res.IsError {
 		t.Fatalf("a write outside the write globs was taken: %v", res.Content)
@@ -104,6 +106,7 @@ func TestAGrantGivenIsHeardBeforeTheEdgeRefuses(t *testing.T) {
 // refused up front, not answered "queued" to go dead at the gateway with
 // the agent never told.
 func TestAGrantRemovedIsHeardBeforeAWriteIsTaken(t *testing.T) {
+	t.Parallel()
 	h, gw, _ := bobBehindAGateway(t, harnessOpts{deviceMaxAge: 200 * time.Millisecond}, "wing_bob", "wing_shared")
 	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "while granted"}); res.IsError {
 		t.Fatalf("a granted write was refused: %s", refusalText(res))

@@ -21,6 +21,7 @@ import (
 // it: 1, outbox queued 0, primary has it: 0" (outside tester,
 // 06b-sigterm-then-docker-kill).
 func TestKilledMidWriteTheNextEdgeSendsIt(t *testing.T) {
+	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	primary, srv := startPrimary(t)
@@ -60,6 +61,7 @@ func TestKilledMidWriteTheNextEdgeSendsIt(t *testing.T) {
 // the outbox: the intent written before it was sent is dropped, not
 // queued, and a later edge on the same palace sends nothing either.
 func TestRefusedLocalWriteIsNeverSent(t *testing.T) {
+	t.Parallel()
 	h := start(t, harnessOpts{})
 	m, res := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "   "})
 	if !res.IsError && m["success"] != false && m["error"] == nil {
