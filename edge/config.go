@@ -80,10 +80,6 @@ type Config struct {
 	// its input is closed, and again after SIGTERM (0: childExitWait);
 	// tests that stop a hung server set it short.
 	childExitWait time.Duration
-	// deviceMaxAge is how old what the gateway last said of this device
-	// (its write grants) may be when a write is decided (0:
-	// DefaultDeviceMaxAge); tests set it short.
-	deviceMaxAge time.Duration
 }
 
 // The production defaults of Config's waits; tests set short ones.
@@ -94,17 +90,7 @@ const (
 	DefaultWakeWait         = 30 * time.Millisecond
 	DefaultStopGrace        = 3 * time.Second
 	DefaultWriteGrace       = 30 * time.Second
-	// DefaultDeviceMaxAge: a write decided on write grants heard longer
-	// ago than this asks the gateway again first (one ping, at most
-	// deviceAskWait); the flusher's sends and merged reads refresh them
-	// too, so a device that writes or reads often never asks.
-	DefaultDeviceMaxAge = 5 * time.Second
 )
-
-// deviceAskWait bounds the ask a write makes for grants grown old: a
-// slow primary delays a local write this much at most, then the write is
-// decided on the grants heard before.
-const deviceAskWait = 2 * time.Second
 
 // withDefaults is c with every unset wait at its production default.
 func (c Config) withDefaults() Config {
@@ -119,9 +105,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WriteGrace <= 0 {
 		c.WriteGrace = DefaultWriteGrace
-	}
-	if c.deviceMaxAge <= 0 {
-		c.deviceMaxAge = DefaultDeviceMaxAge
 	}
 	if c.MailboxPoll <= 0 {
 		c.MailboxPoll = DefaultMailboxPoll

@@ -76,8 +76,6 @@ type harnessOpts struct {
 	// childExitWait: Config's (default: the edge's); short where the test
 	// stops a local palace that is still at a call it never answers.
 	childExitWait time.Duration
-	// deviceMaxAge: Config's (default: the edge's).
-	deviceMaxAge time.Duration
 	// client is the agent's client options (default none).
 	client *mcp.ClientOptions
 	// out wraps the edge's output to the agent (default as it is).
@@ -108,7 +106,6 @@ func start(t testing.TB, o harnessOpts) *harness {
 		cfg.CallTimeout = o.timeout
 	}
 	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace, cfg.childExitWait = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace, o.childExitWait
-	cfg.deviceMaxAge = o.deviceMaxAge
 	switch {
 	case o.primaryURL != "":
 		cfg.PrimaryURL = o.primaryURL

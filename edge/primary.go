@@ -41,7 +41,6 @@ type Primary struct {
 	ledger   atomic.Int32               // 0 unknown, 1 a gateway's op-id ledger answers, 2 none
 	device   atomic.Pointer[advertised] // what the gateway last said of this device (nil: none said)
 	heard    atomic.Int64               // when an answer last carried it (unix ns; 0: never this run)
-	askMu    sync.Mutex                 // one RefreshDevice asks at a time
 
 	mu         sync.Mutex
 	session    *mcp.ClientSession
@@ -157,15 +156,12 @@ func (p *Primary) Device() (deviceinfo.Info, bool) {
 }
 
 // RefreshDevice asks the gateway again what it says of this device,
-// unless an answer carried it within maxAge (0: ask in any case) or the
-// breaker is open: one ping, the cheapest authenticated request (every
-// authenticated answer carries the header), bounded by the call timeout.
-// It reports whether an answer came, so Device is what the gateway says
-// now.
-func (p *Primary) RefreshDevice(ctx context.Context, maxAge time.Duration) bool {
-	p.askMu.Lock() // callers at once: the first asks, the rest find it fresh
-	defer p.askMu.Unlock()
-	if h := p.heard.Load(); maxAge > 0 && h != 0 && time.Since(time.Unix(0, h)) < maxAge || !p.Up() {
+// unless the breaker is open: one ping, the cheapest authenticated
+// request (every authenticated answer carries the header), bounded by
+// the call timeout. It reports whether an answer came, so Device is what
+// the gateway says now.
+func (p *Primary) RefreshDevice(ctx context.Context) bool {
+	if !p.Up() {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)

@@ -462,20 +462,16 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 // local palace holds it, or as the primary's copy says when only the
 // primary holds it ("": none).
 //
-// The grants are what the gateway said last: heard longer ago than
-// deviceMaxAge, they are asked for again first (a grant removed is heard
-// before a write is taken), and a refusal on grants this call did not
-// just ask for is decided again on fresh ones (a grant given is heard
-// before the agent is refused), while the primary is up.
+// The grants are what the gateway said on its last answer to this edge
+// (the flusher's sends and merged reads hear them). A refusal on them is
+// decided again on fresh ones while the primary is up (a grant given is
+// heard before the agent is refused). A write they allow is taken without
+// asking (a local write never waits on the primary): a grant removed is
+// heard from the gateway's refusal of the first write sent on old grants,
+// and the writes after it are refused up front.
 func (e *Edge) refusedUpFront(ctx context.Context, c *call, oldWing string) *mcp.CallToolResult {
-	asked := false
-	if _, known := e.device(); known && e.remote != nil && c.tool.Gate == catalogue.WriteWing {
-		actx, cancel := context.WithTimeout(ctx, deviceAskWait)
-		asked = e.remote.RefreshDevice(actx, e.cfg.deviceMaxAge)
-		cancel()
-	}
 	res := e.refusal(ctx, c, oldWing)
-	if res != nil && !asked && e.remote.RefreshDevice(ctx, 0) {
+	if res != nil && e.remote.RefreshDevice(ctx) {
 		res = e.refusal(ctx, c, oldWing)
 	}
 	return res

@@ -44,9 +44,9 @@ type primaryPalace interface {
 	// (gateway/deviceinfo); false before it answered, or when it
 	// advertises nothing (not a gateway).
 	Device() (deviceinfo.Info, bool)
-	// RefreshDevice asks the primary again for what Device says, unless
-	// it was heard within maxAge (0: ask); true: an answer came.
-	RefreshDevice(ctx context.Context, maxAge time.Duration) bool
+	// RefreshDevice asks the primary again for what Device says; true:
+	// an answer came.
+	RefreshDevice(ctx context.Context) bool
 }
 
 // handler is the SDK's way in for a tool call (before the fast lane opens).

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -74,7 +73,7 @@ func (s inProcessPrimary) Up() bool { return !s.down }
 func (s inProcessPrimary) Device() (deviceinfo.Info, bool) {
 	return s.device, s.device.ID != ""
 }
-func (s inProcessPrimary) RefreshDevice(context.Context, time.Duration) bool { return false }
+func (s inProcessPrimary) RefreshDevice(context.Context) bool { return false }
 func (s inProcessPrimary) State() string {
 	if s.down {
 		return "down"

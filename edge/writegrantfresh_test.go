@@ -2,9 +2,9 @@ package edge
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -101,19 +101,26 @@ func TestAGrantGivenIsHeardBeforeTheEdgeRefuses(t *testing.T) {
 	}
 }
 
-// A grant the operator removes is heard before a write is taken once what
-// the edge heard is older than the bound (deviceMaxAge): the write is
-// refused up front, not answered "queued" to go dead at the gateway with
-// the agent never told.
-func TestAGrantRemovedIsHeardBeforeAWriteIsTaken(t *testing.T) {
+// A grant the operator removes is heard without a local write waiting on
+// the primary: the first write on the old grants is taken and queued, the
+// gateway refuses it (edge status lists it DEAD), and its refusal tells
+// the edge the new grants, so the writes after it are refused up front
+// rather than answered "queued" to go dead with the agent never told.
+func TestAGrantRemovedIsHeardFromTheGatewaysRefusal(t *testing.T) {
 	t.Parallel()
-	h, gw, _ := bobBehindAGateway(t, harnessOpts{deviceMaxAge: 200 * time.Millisecond}, "wing_bob", "wing_shared")
+	h, gw, _ := bobBehindAGateway(t, harnessOpts{}, "wing_bob", "wing_shared")
 	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "while granted"}); res.IsError {
 		t.Fatalf("a granted write was refused: %s", refusalText(res))
 	}
 	h.drained()
 	setWriteGrants(t, gw, "bob-02", "wing_bob")
-	time.Sleep(300 * time.Millisecond)
+	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "on the old grants"}); res.IsError {
+		t.Fatalf("a write the edge's grants allow waited on the gateway and was refused: %s", refusalText(res))
+	}
+	h.eventually("the removal heard from the gateway's refusal", func() bool {
+		in, ok := h.edge.device()
+		return ok && !slices.Contains(in.Write, "wing_shared")
+	})
 	m, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "r", "content": "after the grant was removed"})
 	if !res.IsError {
 		t.Fatalf("a write the gateway no longer grants was taken: %v", m)
