@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // gatewayCLI runs `devbox-config gateway --config cfg ARGS`, wants exit
@@ -23,6 +26,48 @@ func gatewayCLI(t *testing.T, cfg string) func(want int, args ...string) (string
 		}
 		return out.String(), errb.String()
 	}
+}
+
+// emptyGatewayConfig writes a gateway config with no devices in a new
+// temporary directory, its secret and audit log beside it: its path.
+func emptyGatewayConfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.jsonc")
+	if err := os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(dir, "secret")+`", "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`", "devices": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// gatewayWithDevice is an emptyGatewayConfig with device laptop-7f3a
+// added (with the device add flags given) and issued a token: the
+// config's path and the token.
+func gatewayWithDevice(t *testing.T, flags ...string) (cfg, token string) {
+	t.Helper()
+	cfg = emptyGatewayConfig(t)
+	cli := gatewayCLI(t, cfg)
+	cli(0, append([]string{"device", "add", "laptop-7f3a"}, flags...)...)
+	out, _ := cli(0, "token", "issue", "laptop-7f3a")
+	return cfg, strings.TrimSpace(out)
+}
+
+// startGatewayBinary runs the devbox-config binary's gateway on cfg, on a
+// free loopback address, in front of a fake primary that wants the
+// token upstream-secret; the caller waits for the process.
+func startGatewayBinary(t *testing.T, cfg string) (cmd *exec.Cmd, addr string, logs *testbed.SyncBuffer, primary *fakepalace.Palace) {
+	t.Helper()
+	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
+	primary, up := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "upstream-secret"})
+	addr = fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(t))
+	cmd = exec.Command(bin, "gateway", "--listen", addr, "--upstream", up.URL(), "--config", cfg)
+	cmd.Env = append(os.Environ(), "MEMPALACE_UPSTREAM_TOKEN=upstream-secret")
+	logs = &testbed.SyncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, addr, logs, primary
 }
 
 // The audit log's end can be checked: `audit verify` says how many lines

@@ -85,9 +85,7 @@ func TestGatewayOperatorCommands(t *testing.T) {
 // operator commands read it: a token rotated out shows its expiry, and
 // once that has passed a new token may be issued.
 func TestGatewayOperatorCommandsSeeState(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "gateway.jsonc")
-	os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(dir, "secret")+`", "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`", "devices": []}`), 0o600)
+	cfg := emptyGatewayConfig(t)
 	cli := func(want int, args ...string) string {
 		t.Helper()
 		var out, errb bytes.Buffer

@@ -17,14 +17,7 @@ import (
 func TestGatewayDeviceSetKeepsTokens(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "gateway.jsonc")
-	cli := func(want int, args ...string) (string, string) {
-		t.Helper()
-		code, out, errOut := runCLI(append([]string{"gateway", "--config", cfg}, args...)...)
-		if code != want {
-			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, want, out, errOut)
-		}
-		return out, errOut
-	}
+	cli := gatewayCLI(t, cfg)
 	cli(0, "init")
 	cli(0, "device", "add", "laptop-7f3a", "--label", "laptop", "--read", "shared", "--agents", "opencode@laptop")
 	tok, _ := cli(0, "token", "issue", "laptop-7f3a")
@@ -76,12 +69,10 @@ func TestGatewayDeviceSetKeepsTokens(t *testing.T) {
 // changes nothing.
 func TestGatewayDeviceTrusts(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	run := gatewayCLI(t, cfg)
 	cli := func(want int, args ...string) string {
 		t.Helper()
-		code, out, errOut := runCLI(append([]string{"gateway", "--config", cfg}, args...)...)
-		if code != want {
-			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, want, out, errOut)
-		}
+		out, errOut := run(want, args...)
 		return out + errOut
 	}
 	cli(0, "init")
@@ -149,20 +140,13 @@ func TestGatewayDeviceListFlagsTrimSpaces(t *testing.T) {
 // in the file says what to write.
 func TestGatewayDeviceMistakesSayTheFix(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
-	cli := func(want int, args ...string) string {
-		t.Helper()
-		code, out, errOut := runCLI(append([]string{"gateway", "--config", cfg}, args...)...)
-		if code != want {
-			t.Fatalf("%v: exit %d, want %d\n%s%s", args, code, want, out, errOut)
-		}
-		return errOut
-	}
+	cli := gatewayCLI(t, cfg)
 	cli(0, "init")
 	cli(0, "device", "add", "ops-03", "--read", "*")
 	cli(0, "device", "add", "bob-02", "--read", "*", "--trusts", "bob-02,ops-03")
 	cli(0, "device", "add", "eve-05", "--read", "*", "--trusts", "ops-03")
 	before, _ := os.ReadFile(cfg)
-	errOut := cli(1, "device", "remove", "ops-03")
+	_, errOut := cli(1, "device", "remove", "ops-03")
 	for _, w := range []string{"ops-03 is trusted by bob-02, eve-05", "device set bob-02 --trusts bob-02'", "device set eve-05 --trusts eve-05'", "then remove it"} {
 		if !strings.Contains(errOut, w) {
 			t.Errorf("remove of a trusted device does not say %q:\n%s", w, errOut)
@@ -174,7 +158,7 @@ func TestGatewayDeviceMistakesSayTheFix(t *testing.T) {
 	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
 		t.Error("the refused remove changed the config")
 	}
-	if errOut := cli(1, "device", "add", "bob-02", "--read", "x"); !strings.Contains(errOut, "device bob-02 exists; change it with '") || !strings.Contains(errOut, "device set bob-02 ...', or choose another id") {
+	if _, errOut := cli(1, "device", "add", "bob-02", "--read", "x"); !strings.Contains(errOut, "device bob-02 exists; change it with '") || !strings.Contains(errOut, "device set bob-02 ...', or choose another id") {
 		t.Errorf("add of an existing id: %s", errOut)
 	}
 	for _, c := range []struct{ from, to, want string }{
@@ -186,7 +170,7 @@ func TestGatewayDeviceMistakesSayTheFix(t *testing.T) {
 			t.Fatalf("%q not in the config", c.from)
 		}
 		os.WriteFile(cfg, []byte(bad), 0o600)
-		if errOut := cli(1, "device", "list"); !strings.Contains(errOut, c.want) {
+		if _, errOut := cli(1, "device", "list"); !strings.Contains(errOut, c.want) {
 			t.Errorf("got %s\nwant it to say %s", errOut, c.want)
 		}
 	}

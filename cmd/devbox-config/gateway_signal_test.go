@@ -1,20 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -24,32 +18,8 @@ import (
 // once and the call in flight got no answer.
 func TestGatewayStopsGracefullyOnSIGTERM(t *testing.T) {
 	testbed.Integration(t, "builds and runs the devbox-config binary")
-	bin := testbed.Build(t, "./cmd/devbox-config", "devbox-config")
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "gateway.jsonc")
-	os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(dir, "secret")+`", "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`", "devices": []}`), 0o600)
-	cli := func(args ...string) string {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if code := run(append([]string{"gateway", "--config", cfg}, args...), &out, &errb); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
-		}
-		return strings.TrimSpace(out.String())
-	}
-	cli("device", "add", "laptop-7f3a", "--read", "shared", "--write", "shared", "--kg", "read")
-	token := cli("token", "issue", "laptop-7f3a")
-
-	pl, up := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "upstream-secret"})
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "gateway", "--listen", addr, "--upstream", up.URL(), "--config", cfg)
-	cmd.Env = append(os.Environ(), "MEMPALACE_UPSTREAM_TOKEN=upstream-secret")
-	var logs testbed.SyncBuffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cfg, token := gatewayWithDevice(t, "--read", "shared", "--write", "shared", "--kg", "read")
+	cmd, addr, logs, pl := startGatewayBinary(t, cfg)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }() // received below, or in the deferred kill
 	defer func() {

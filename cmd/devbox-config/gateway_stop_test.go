@@ -2,20 +2,17 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // A stop (SIGTERM) ends the /logstream/stream streams open then at once:
@@ -23,19 +20,7 @@ import (
 // serve returns. Before, serve waited out its whole grace (5 s) for the
 // stream, which never ends by itself, then cut it.
 func TestGatewayStopEndsOpenStreams(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "gateway.jsonc")
-	os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(dir, "secret")+`", "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`", "devices": []}`), 0o600)
-	cli := func(args ...string) string {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if code := run(append([]string{"gateway", "--config", cfg}, args...), &out, &errb); code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
-		}
-		return strings.TrimSpace(out.String())
-	}
-	cli("device", "add", "laptop-7f3a", "--read", "shared", "--write", "shared", "--agents", "opencode@laptop")
-	token := cli("token", "issue", "laptop-7f3a")
+	cfg, token := gatewayWithDevice(t, "--read", "shared", "--write", "shared", "--agents", "opencode@laptop")
 	// The upstream's stream: a heartbeat, then nothing until the gateway hangs up.
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -45,9 +30,7 @@ func TestGatewayStopEndsOpenStreams(t *testing.T) {
 	}))
 	defer up.Close()
 
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := l.Addr().String()
-	l.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", testbed.FreePort(t))
 	log := slog.New(slog.DiscardHandler)
 	s := &gateway.Server{ConfigFile: cfg, Upstream: up.URL + "/mcp", BindHost: "127.0.0.1", Log: log}
 	if err := s.Open(); err != nil {

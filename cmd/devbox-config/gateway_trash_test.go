@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,9 +20,7 @@ import (
 func TestGatewayTrashListAndRestore(t *testing.T) {
 	_, up := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "upstream-token"})
 	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "upstream-token")
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "gateway.jsonc")
-	os.WriteFile(cfg, []byte(`{"secret_file": "`+filepath.Join(dir, "secret")+`", "audit_log": "`+filepath.Join(dir, "audit.jsonl")+`", "devices": []}`), 0o600)
+	cfg := emptyGatewayConfig(t)
 	run := gatewayCLI(t, cfg)
 	cli := func(want int, args ...string) string { t.Helper(); out, _ := run(want, args...); return out }
 	cli(0, "device", "add", "ops-0001", "--label", "ops", "--read", "*", "--write", "*", "--admin")
