@@ -234,9 +234,11 @@ func TestEdgeStatusChecksTheToken(t *testing.T) {
 	}
 }
 
-// Issue 29, point 5: one op-id form everywhere: tables print the 12-digit
-// short form, --json the full id, and every command takes either.
-func TestOpIDForms(t *testing.T) {
+// edgeOutbox points the edge commands at a palace in a new temporary
+// directory and a primary nothing listens on, and opens the palace's
+// outbox (the caller closes it).
+func edgeOutbox(t *testing.T) *outbox.Store {
+	t.Helper()
 	palace := filepath.Join(t.TempDir(), "palace")
 	t.Setenv("MEMPALACE_PALACE_PATH", palace)
 	t.Setenv("MEMPALACE_REMOTE_URL", "http://127.0.0.1:1/mcp")
@@ -245,24 +247,33 @@ func TestOpIDForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// runOK runs `devbox-config ARGS`, wants exit 0, and returns stdout.
+func runOK(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errOut := runCLI(args...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
+	}
+	return out
+}
+
+// Issue 29, point 5: one op-id form everywhere: tables print the 12-digit
+// short form, --json the full id, and every command takes either.
+func TestOpIDForms(t *testing.T) {
+	s := edgeOutbox(t)
 	op, _ := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Wing: "w"})
 	s.Close()
-	cli := func(args ...string) string {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if code := run(args, &out, &errb); code != 0 {
-			t.Fatalf("%v: exit %d\n%s%s", args, code, out.String(), errb.String())
-		}
-		return out.String()
-	}
-	if out := cli("edge", "outbox", "list"); !strings.Contains(out, op.ID[:12]) || strings.Contains(out, op.ID[:13]) {
+	if out := runOK(t, "edge", "outbox", "list"); !strings.Contains(out, op.ID[:12]) || strings.Contains(out, op.ID[:13]) {
 		t.Errorf("list prints the op as:\n%s", out)
 	}
-	if out := cli("edge", "outbox", "list", "--json"); !strings.Contains(out, `"op_id": "`+op.ID+`"`) {
+	if out := runOK(t, "edge", "outbox", "list", "--json"); !strings.Contains(out, `"op_id": "`+op.ID+`"`) {
 		t.Errorf("list --json:\n%s", out)
 	}
 	for _, id := range []string{op.ID, op.ID[:12], strings.ToUpper(op.ID[:8])} {
-		if out := cli("edge", "outbox", "retry", id); !strings.HasPrefix(out, op.ID[:12]+" ") {
+		if out := runOK(t, "edge", "outbox", "retry", id); !strings.HasPrefix(out, op.ID[:12]+" ") {
 			t.Errorf("retry %s: %s", id, out)
 		}
 	}
@@ -272,28 +283,13 @@ func TestOpIDForms(t *testing.T) {
 // intent in the outbox: status counts it and says what becomes of it, in
 // text and --json, instead of showing nothing pending.
 func TestEdgeStatusShowsIntents(t *testing.T) {
-	palace := filepath.Join(t.TempDir(), "palace")
-	t.Setenv("MEMPALACE_PALACE_PATH", palace)
-	t.Setenv("MEMPALACE_REMOTE_URL", "http://127.0.0.1:1/mcp")
-	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
-	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := edgeOutbox(t)
 	op, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"at the local palace"}`), Wing: "w", Intent: true})
 	if err != nil || op.State != outbox.Intent {
 		t.Fatalf("enqueue an intent: %v, %v", op.State, err)
 	}
 	s.Close()
-	cli := func(args ...string) string {
-		t.Helper()
-		var out, errb bytes.Buffer
-		if code := run(args, &out, &errb); code != 0 {
-			t.Fatalf("%v: exit %d\n%s%s", args, code, out.String(), errb.String())
-		}
-		return out.String()
-	}
-	out := cli("edge", "status")
+	out := runOK(t, "edge", "status")
 	for _, want := range []string{"intent 1", "INTENT", "edge flush"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
@@ -306,7 +302,7 @@ func TestEdgeStatusShowsIntents(t *testing.T) {
 		} `json:"queue"`
 		IntentNote string `json:"intent_note"`
 	}
-	if err := json.Unmarshal([]byte(cli("edge", "status", "--json")), &st); err != nil {
+	if err := json.Unmarshal([]byte(runOK(t, "edge", "status", "--json")), &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Queue.ByState["intent"] != 1 || len(st.Queue.Intents) != 1 || st.Queue.Intents[0].ID != op.ID || !strings.Contains(st.IntentNote, "edge flush") {
