@@ -691,6 +691,18 @@ func TestAuditLineSaysWhatTheUpstreamTook(t *testing.T) {
 	}
 }
 
+// noteFromDesk appends a note from pi@desk (device desk-9b21) to the
+// agent to: the event's id.
+func noteFromDesk(t *testing.T, g *gw, to string) string {
+	t.Helper()
+	res, rpc, _ := g.call(g.tokens["desk-9b21"], "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": to})
+	ev, _ := res["event"].(map[string]any)
+	if rpc != nil || ev == nil {
+		t.Fatalf("event_append: %v %v", res, rpc)
+	}
+	return ev["id"].(string)
+}
+
 // An event_list whose cursor (since_event_id or before_event_id) names an
 // event the device cannot see answers an empty page, as operator.md says
 // ("What a device can still learn"): before, it answered the visible
@@ -699,16 +711,8 @@ func TestAuditLineSaysWhatTheUpstreamTook(t *testing.T) {
 // does not exist is upstream's error (the documented gap).
 func TestEventListCursorOfAHiddenEventAnswersAnEmptyPage(t *testing.T) {
 	g := newGW(t, devices)
-	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
-	id := func(to string) string {
-		res, rpc, _ := g.call(desk, "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": to})
-		ev, _ := res["event"].(map[string]any)
-		if rpc != nil || ev == nil {
-			t.Fatalf("event_append: %v %v", res, rpc)
-		}
-		return ev["id"].(string)
-	}
-	seen1, hidden, seen2 := id("opencode@laptop"), id("someone@else"), id("opencode@laptop")
+	laptop := g.tokens["laptop-7f3a"]
+	seen1, hidden, seen2 := noteFromDesk(t, g, "opencode@laptop"), noteFromDesk(t, g, "someone@else"), noteFromDesk(t, g, "opencode@laptop")
 	for _, c := range []struct {
 		cursor, id string
 		want       int
@@ -748,16 +752,8 @@ func TestEventListCursorOfAHiddenEventAnswersAnEmptyPage(t *testing.T) {
 // as before, and one that does not exist is upstream's error.
 func TestEventWaitCursorOfAHiddenEventWaitsFromTheEnd(t *testing.T) {
 	g := newGW(t, devices)
-	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
-	id := func(to string) string {
-		res, rpc, _ := g.call(desk, "event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": to})
-		ev, _ := res["event"].(map[string]any)
-		if rpc != nil || ev == nil {
-			t.Fatalf("event_append: %v %v", res, rpc)
-		}
-		return ev["id"].(string)
-	}
-	seen1, hidden, seen2 := id("opencode@laptop"), id("someone@else"), id("opencode@laptop")
+	laptop := g.tokens["laptop-7f3a"]
+	seen1, hidden, seen2 := noteFromDesk(t, g, "opencode@laptop"), noteFromDesk(t, g, "someone@else"), noteFromDesk(t, g, "opencode@laptop")
 	ids := func(res map[string]any) string {
 		var out []string
 		for _, e := range res["events"].([]any) {
@@ -781,7 +777,7 @@ func TestEventWaitCursorOfAHiddenEventWaitsFromTheEnd(t *testing.T) {
 	for deadline := time.Now().Add(3 * time.Second); g.primary.Calls("mempalace_event_wait") == waits && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond) // until the wait has reached the upstream
 	}
-	seen3 := id("opencode@laptop")
+	seen3 := noteFromDesk(t, g, "opencode@laptop")
 	if res := <-got; ids(res) != seen3 || res["timed_out"] != false {
 		t.Errorf("a visible event appended during a wait after a hidden event: %v, want %s", res, seen3)
 	}
