@@ -55,17 +55,14 @@ func (h *harness) resendSettled() {
 	})
 }
 
-// A delete given up at a stop is sent to the local palace again by the
-// next edge. When the local palace fails it then (its store raised: a
-// locked palace answers {"success": false, "error": ...}), the delete was
-// not applied: it must be tried again, not forgotten. Before, any answer
-// dropped its note, and the drawer the user deleted stayed in this
-// device's palace for good (here a local-only wing: get_drawer finds it).
-func TestKeptDeleteOutlivesALocalFailure(t *testing.T) {
-	t.Parallel()
-	palace := filepath.Join(t.TempDir(), "palace")
-	const content = "the old vpn password, deleted at a container stop"
-	id := DrawerIDFor("private", "ops", content)
+// keptDeleteFailedLocally writes content to the local-only wing private
+// of a new palace, keeps a delete of it unapplied (as a stop leaves it),
+// and has the next edge's re-send of the delete fail at the local palace;
+// then, if not nil, runs then on that edge: the palace and the drawer's id.
+func keptDeleteFailedLocally(t *testing.T, content string, then func(t *testing.T, h *harness)) (palace, id string) {
+	t.Helper()
+	palace = filepath.Join(t.TempDir(), "palace")
+	id = DrawerIDFor("private", "ops", content)
 	t.Run("written", func(t *testing.T) {
 		h := start(t, harnessOpts{palace: palace, policy: privateWing})
 		h.call("add_drawer", map[string]any{"wing": "private", "room": "ops", "content": content})
@@ -75,7 +72,22 @@ func TestKeptDeleteOutlivesALocalFailure(t *testing.T) {
 	t.Run("the local palace fails the delete sent again", func(t *testing.T) {
 		h := start(t, harnessOpts{palace: palace, childEnv: []string{"FAKEPALACE_FAIL_ON=mempalace_delete_drawer"}})
 		h.resendSettled()
+		if then != nil {
+			then(t, h)
+		}
 	})
+	return palace, id
+}
+
+// A delete given up at a stop is sent to the local palace again by the
+// next edge. When the local palace fails it then (its store raised: a
+// locked palace answers {"success": false, "error": ...}), the delete was
+// not applied: it must be tried again, not forgotten. Before, any answer
+// dropped its note, and the drawer the user deleted stayed in this
+// device's palace for good (here a local-only wing: get_drawer finds it).
+func TestKeptDeleteOutlivesALocalFailure(t *testing.T) {
+	t.Parallel()
+	palace, id := keptDeleteFailedLocally(t, "the old vpn password, deleted at a container stop", nil)
 	h := start(t, harnessOpts{palace: palace})
 	h.eventually("the delete applied to the local palace by the edge after", func() bool { return h.localState().Drawers[id] == nil })
 	if m, _ := h.call("get_drawer", map[string]any{"drawer_id": id}); m["content"] != nil {
@@ -91,23 +103,12 @@ func TestKeptDeleteOutlivesALocalFailure(t *testing.T) {
 // was gone from this device (a local-only wing: lost).
 func TestKeptDeleteSupersededByARewrite(t *testing.T) {
 	t.Parallel()
-	palace := filepath.Join(t.TempDir(), "palace")
 	const content = "the build cache lives on the second disk"
-	id := DrawerIDFor("private", "ops", content)
-	add := map[string]any{"wing": "private", "room": "ops", "content": content}
-	t.Run("written", func(t *testing.T) {
-		h := start(t, harnessOpts{palace: palace, policy: privateWing})
-		h.call("add_drawer", add)
-	})
-	holdsDrawers(t, palace)
-	keptUnapplied(t, palace, "mempalace_delete_drawer", map[string]any{"drawer_id": id}, outbox.Tombstone{Kind: outbox.TombDrawer, Key: id})
-	t.Run("the delete sent again fails, then the drawer is written again", func(t *testing.T) {
-		h := start(t, harnessOpts{palace: palace, childEnv: []string{"FAKEPALACE_FAIL_ON=mempalace_delete_drawer"}})
-		h.resendSettled()
-		if st := h.localState(); st.Drawers[id] == nil {
+	palace, id := keptDeleteFailedLocally(t, content, func(t *testing.T, h *harness) {
+		if st := h.localState(); st.Drawers[DrawerIDFor("private", "ops", content)] == nil {
 			t.Fatal("the test needs a local palace that did not apply the delete")
 		}
-		if m, _ := h.call("add_drawer", add); m["success"] != true {
+		if m, _ := h.call("add_drawer", map[string]any{"wing": "private", "room": "ops", "content": content}); m["success"] != true {
 			t.Fatalf("add_drawer: %v", m)
 		}
 	})
