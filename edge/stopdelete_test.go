@@ -10,6 +10,34 @@ import (
 	"time"
 )
 
+// slowAdd is o for a raw edge whose local palace takes 20 s over each
+// add_drawer (its calls traced), with a stop grace of 1 s.
+func slowAdd(o harnessOpts) harnessOpts {
+	o.raw, o.stopGrace, o.timeout, o.childExitWait = true, time.Second, 30*time.Second, 200*time.Millisecond
+	o.childEnv = []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000", "FAKEPALACE_TRACE=1"}
+	return o
+}
+
+// stopBehindASlowAdd sends a slowAdd edge an add_drawer and, once its
+// local palace has the add, the call tool(args) (id 5), which waits
+// behind it; then stops the edge: the answer to the call.
+func stopBehindASlowAdd(t *testing.T, h *harness, tool string, args map[string]any) map[string]any {
+	t.Helper()
+	h.send(toolCall(4, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "a slow add"}))
+	waitFor(t, 10*time.Second, "the add at the local palace", func() bool {
+		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_add_drawer" })
+	})
+	h.send(toolCall(5, tool, args))
+	time.Sleep(300 * time.Millisecond) // the call waits behind the add
+	h.stop()
+	select {
+	case <-h.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Serve did not return 20s after its context ended\n%s", h.logs)
+	}
+	return h.await("5", time.Second)
+}
+
 // SIGTERM while an admin device's delete_drawer waits behind a slow
 // add_drawer at the local palace (one call at a time: the delete's read
 // of the drawer is queued behind the add): the user's delete, received
@@ -23,24 +51,11 @@ func TestAStopKeepsADeleteWaitingBehindASlowAdd(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	const content = "an admin deletes this while a slow add holds the local palace"
 	primary, url, token, palace, id := deleteFront(t, true, content)
-	h := start(t, harnessOpts{raw: true, palace: palace, primaryURL: url, token: token, stopGrace: time.Second, timeout: 30 * time.Second, childExitWait: 200 * time.Millisecond,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000", "FAKEPALACE_TRACE=1"}})
+	h := start(t, slowAdd(harnessOpts{palace: palace, primaryURL: url, token: token}))
 	h.handshake()
 	h.ready()
 	waitFor(t, 10*time.Second, "the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
-	h.send(toolCall(4, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "a slow add"}))
-	waitFor(t, 10*time.Second, "the add at the local palace", func() bool {
-		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_add_drawer" })
-	})
-	h.send(toolCall(5, "mempalace_delete_drawer", map[string]any{"drawer_id": id}))
-	time.Sleep(300 * time.Millisecond) // the delete waits behind the add
-	h.stop()
-	select {
-	case <-h.done:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("Serve did not return 20s after its context ended\n%s", h.logs)
-	}
-	a := h.await("5", time.Second)
+	a := stopBehindASlowAdd(t, h, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
 	if e, _ := a["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "may or may not have been applied") {
 		t.Errorf("the delete kept at the stop is answered %v, want the stop's \"may or may not have been applied\"", a)
 	}
@@ -59,23 +74,10 @@ func TestAStopKeepsADeleteWaitingBehindASlowAdd(t *testing.T) {
 // applied" that a write given up at the local palace gets.
 func TestAStopAnswersAnUpdateWaitingBehindASlowAddAsNotApplied(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
-	h := start(t, harnessOpts{raw: true, stopGrace: time.Second, timeout: 30 * time.Second, childExitWait: 200 * time.Millisecond,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000", "FAKEPALACE_TRACE=1"}})
+	h := start(t, slowAdd(harnessOpts{}))
 	h.handshake()
 	h.ready()
-	h.send(toolCall(4, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "a slow add"}))
-	waitFor(t, 10*time.Second, "the add at the local palace", func() bool {
-		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_add_drawer" })
-	})
-	h.send(toolCall(5, "mempalace_update_drawer", map[string]any{"drawer_id": "drawer_shared_ops_0123456789abcdef01234567", "content": "an edit at a stop"}))
-	time.Sleep(300 * time.Millisecond) // the update waits behind the add
-	h.stop()
-	select {
-	case <-h.done:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("Serve did not return 20s after its context ended\n%s", h.logs)
-	}
-	a := h.await("5", time.Second)
+	a := stopBehindASlowAdd(t, h, "mempalace_update_drawer", map[string]any{"drawer_id": "drawer_shared_ops_0123456789abcdef01234567", "content": "an edit at a stop"})
 	if e, _ := a["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "NOT applied") {
 		t.Errorf("an update never sent to the local palace at a stop is answered %v, want \"NOT applied\"", a)
 	}
