@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
 )
 
 // slowAnswerProxy stands in front of a primary and passes every request
@@ -43,6 +45,26 @@ func slowAnswerProxy(t *testing.T, target, tool string, hold time.Duration) stri
 	return srv.URL + "/mcp"
 }
 
+// deleteAndRewriteDiary deletes agent's diary entry id and wants
+// diary_read right after not to show its text; then writes the same text
+// again and wants diary_read to show it once, the rewrite on the primary
+// (its second copy there).
+func deleteAndRewriteDiary(h *harness, primary *fakepalace.Palace, agent, text, id string) {
+	h.t.Helper()
+	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id}); m["success"] != true {
+		h.t.Fatalf("deleting the entry: %v", m)
+	}
+	if n := diaryCount(h, agent, text, 50); n != 0 {
+		h.t.Fatalf("diary_read right after the delete shows the entry %d times, want 0", n)
+	}
+	h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+	h.eventually("the rewrite on the primary", func() bool { return diaryCopies(primary, text) == 2 })
+	h.drained()
+	if n := diaryCount(h, agent, text, 50); n != 1 {
+		h.t.Fatalf("diary_read after writing the same text again shows it %d times, want 1", n)
+	}
+}
+
 // A diary entry deleted while its send is in flight (the primary has
 // applied it, its answer not back yet) does not show in diary_read right
 // after the delete; the same text written again shows once (found as a
@@ -56,18 +78,7 @@ func TestADiaryEntryDeletedWhileItsSendIsInFlightStaysHidden(t *testing.T) {
 	w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
 	id, _ := w["entry_id"].(string)
 	h.eventually("the entry on the primary", func() bool { return diaryCopies(primary, text) == 1 })
-	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id}); m["success"] != true {
-		t.Fatalf("deleting the entry: %v", m)
-	}
-	if n := diaryCount(h, agent, text, 50); n != 0 {
-		t.Fatalf("diary_read right after the delete shows the entry %d times, want 0", n)
-	}
-	h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
-	h.eventually("the rewrite on the primary", func() bool { return diaryCopies(primary, text) == 2 })
-	h.drained()
-	if n := diaryCount(h, agent, text, 50); n != 1 {
-		t.Fatalf("diary_read after writing the same text again shows it %d times, want 1", n)
-	}
+	deleteAndRewriteDiary(h, primary, agent, text, id)
 }
 
 // A diary entry whose send landed but lost its answer (the outbox then
@@ -86,15 +97,5 @@ func TestADiaryEntryWhoseAnswerWasLostStaysHiddenOnceDeleted(t *testing.T) {
 	if n := diaryCopies(primary, text); n != 1 {
 		t.Fatalf("the primary holds %d copies of the entry, want 1", n)
 	}
-	if m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id}); m["success"] != true {
-		t.Fatalf("deleting the entry: %v", m)
-	}
-	if n := diaryCount(h, agent, text, 50); n != 0 {
-		t.Fatalf("diary_read after the delete shows the entry %d times, want 0", n)
-	}
-	h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
-	h.drained()
-	if n := diaryCount(h, agent, text, 50); n != 1 {
-		t.Fatalf("diary_read after writing the same text again shows it %d times, want 1", n)
-	}
+	deleteAndRewriteDiary(h, primary, agent, text, id)
 }
