@@ -41,6 +41,7 @@ type Primary struct {
 	ledger   atomic.Int32               // 0 unknown, 1 a gateway's op-id ledger answers, 2 none
 	device   atomic.Pointer[advertised] // what the gateway last said of this device (nil: none said)
 	heard    atomic.Int64               // when an answer last carried it (unix ns; 0: never this run)
+	deviceMu sync.Mutex                 // one device change kept and said at a time (sawDevice)
 
 	mu         sync.Mutex
 	session    *mcp.ClientSession
@@ -74,7 +75,8 @@ type PrimaryOptions struct {
 	// the primary advertises an op-id ledger (a devbox-config gateway).
 	OnLedger func(advertised bool)
 	// OnDevice is told the Devbox-Config-Device header's value each time
-	// it changes (the first one heard included), once it reads.
+	// it changes (the first one heard included), once it reads, before
+	// Device says it; one call at a time.
 	OnDevice func(header string)
 }
 
@@ -129,21 +131,35 @@ type advertised struct {
 
 // sawDevice keeps the device an answer's header advertises. The gateway
 // sends the same header on every answer: it is decoded only when it
-// changes, not on every call.
+// changes, not on every call. A change is told to OnDevice (kept) before
+// Device says it, one change at a time: what the edge acts on (a trust
+// revocation told to a session) is what a next run finds kept, even if
+// this one is stopped right after.
 func (p *Primary) sawDevice(h http.Header) {
 	v := h.Get(deviceinfo.Header)
 	if v != "" {
 		p.heard.Store(time.Now().UnixNano())
 	}
-	if last := p.device.Load(); v == "" || last != nil && last.header == v {
+	if v == "" || p.sameDevice(v) {
 		return
 	}
+	p.deviceMu.Lock()
+	defer p.deviceMu.Unlock()
+	if p.sameDevice(v) {
+		return // another answer told it meanwhile
+	}
 	if in, ok := deviceinfo.FromHeader(h); ok {
-		p.device.Store(&advertised{header: v, info: in})
 		if p.o.OnDevice != nil {
 			p.o.OnDevice(v)
 		}
+		p.device.Store(&advertised{header: v, info: in})
 	}
+}
+
+// sameDevice reports whether v is the header Device says.
+func (p *Primary) sameDevice(v string) bool {
+	last := p.device.Load()
+	return last != nil && last.header == v
 }
 
 // Device is what a devbox-config gateway last said of this device
