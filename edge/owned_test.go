@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +18,10 @@ import (
 
 // Close returns only once every goroutine the type started has ended: the
 // prober and a dropped session's close are owned, not left to finish on their own (goleak's check in
-// TestMain gives stragglers a grace period; this one gives none).
+// TestMain gives stragglers a grace period; this one gives none). Not
+// parallel: GoroutinesOf sees the whole process, and another test's
+// Primary (an edge connecting) is not this one's.
 func TestCloseWaitsForItsGoroutines(t *testing.T) {
-	t.Parallel()
 	t.Run("Primary", func(t *testing.T) {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -36,6 +39,37 @@ func TestCloseWaitsForItsGoroutines(t *testing.T) {
 		p.Close()
 		if left := testbed.GoroutinesOf("edge.(*Primary)"); len(left) > 0 {
 			t.Fatalf("Close returned with the Primary's goroutines running:\n%s", strings.Join(left, "\n\n"))
+		}
+	})
+	// A connect in progress when Close runs (a caller's, the initialize
+	// unanswered) is ended and waited for: Close does not return while it
+	// runs on, and a session it opens after Close is not left open.
+	t.Run("Primary connecting", func(t *testing.T) {
+		asked := make(chan struct{}, 1)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case asked <- struct{}{}:
+			default:
+			}
+			select { // the initialize is not answered
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		}))
+		defer srv.Close()
+		defer srv.CloseClientConnections()
+		p := NewPrimary(srv.URL+"/mcp", func() string { return "" }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 3 * time.Second})
+		called := make(chan struct{})
+		go func() {
+			defer close(called)
+			p.Call(context.Background(), &mcp.CallToolParams{Name: "mempalace_status", Arguments: json.RawMessage(`{}`)}, false)
+		}()
+		<-asked
+		p.Close()
+		left := testbed.GoroutinesOf("mcp.(*Client).Connect")
+		<-called
+		if len(left) > 0 {
+			t.Fatalf("Close returned with a connect in progress:\n%s", strings.Join(left, "\n\n"))
 		}
 	})
 }
