@@ -45,7 +45,7 @@ func TestCloseWaitsForItsGoroutines(t *testing.T) {
 	// unanswered) is ended and waited for: Close does not return while it
 	// runs on, and a session it opens after Close is not left open.
 	t.Run("Primary connecting", func(t *testing.T) {
-		asked := make(chan struct{}, 1)
+		asked, release := make(chan struct{}, 1), make(chan struct{})
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case asked <- struct{}{}:
@@ -53,11 +53,11 @@ func TestCloseWaitsForItsGoroutines(t *testing.T) {
 			}
 			select { // the initialize is not answered
 			case <-r.Context().Done():
-			case <-time.After(5 * time.Second):
+			case <-release:
 			}
 		}))
 		defer srv.Close()
-		defer srv.CloseClientConnections()
+		defer close(release)
 		p := NewPrimary(srv.URL+"/mcp", func() string { return "" }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 3 * time.Second})
 		called := make(chan struct{})
 		go func() {
