@@ -211,14 +211,18 @@ func (p *Primary) State() string {
 // PrimaryOptions.Timeout is 0.
 const DefaultPrimaryTimeout = 10 * time.Second
 
-// Close ends the session and the prober, and returns once every goroutine
-// the Primary started has ended.
+// Close ends the session, a connect in progress and the prober, and
+// returns once every goroutine the Primary started (and that connect) has
+// ended.
 func (p *Primary) Close() {
 	p.mu.Lock()
-	s := p.session
+	s, connecting := p.session, p.connecting
 	p.session, p.isClosed = nil, true
 	p.mu.Unlock()
 	p.cancel()
+	if connecting != nil {
+		<-connecting // a caller's connect, ended by the cancel: its session, if any, is closed
+	}
 	if s != nil {
 		s.Close() // ending: the session is gone either way
 	}
@@ -326,19 +330,21 @@ func (p *Primary) sessionFor(ctx context.Context) (*mcp.ClientSession, error) {
 				return nil, ctx.Err()
 			}
 		}
+		if p.isClosed {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("connect: %w", context.Canceled)
+		}
 		done := make(chan struct{})
 		p.connecting = done
 		p.mu.Unlock()
 
-		s, err := p.client.Connect(ctx, &mcp.StreamableClientTransport{
-			Endpoint: p.endpoint, HTTPClient: p.httpc, MaxRetries: -1,
-			// MemPalace sends nothing unprompted; upstream answers GET /mcp
-			// with 404. Not opening the stream avoids both.
-			DisableStandaloneSSE: true,
-		}, nil)
+		s, err := p.connect(ctx)
 		p.mu.Lock()
 		p.connecting = nil
-		if err == nil {
+		if err == nil && p.isClosed {
+			s.Close() // Close ran meanwhile: it waits for this, not for a session it never saw
+			err = fmt.Errorf("connect: %w", context.Canceled)
+		} else if err == nil {
 			p.session = s
 		}
 		close(done)
@@ -350,6 +356,20 @@ func (p *Primary) sessionFor(ctx context.Context) (*mcp.ClientSession, error) {
 		p.goOwned(func() { p.listTools(s) })
 		return s, nil
 	}
+}
+
+// connect opens a session, ended early by Close as well as by ctx.
+func (p *Primary) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(p.ctx, cancel)
+	defer stop()
+	return p.client.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint: p.endpoint, HTTPClient: p.httpc, MaxRetries: -1,
+		// MemPalace sends nothing unprompted; upstream answers GET /mcp
+		// with 404. Not opening the stream avoids both.
+		DisableStandaloneSSE: true,
+	}, nil)
 }
 
 func (p *Primary) listTools(s *mcp.ClientSession) {
