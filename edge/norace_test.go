@@ -1,0 +1,6 @@
+//go:build !race
+
+package edge
+
+// raceEnabled: built without the race detector.
+const raceEnabled = false
