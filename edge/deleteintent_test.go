@@ -45,7 +45,6 @@ func deleteFront(t *testing.T, admin bool, content string) (*fakepalace.Palace, 
 // primary's copy came back in every merged read) and for an admin the
 // primary never got it.
 func TestKilledMidDeleteStaysDeleted(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	for _, admin := range []bool{false, true} {
@@ -150,7 +149,6 @@ func holdsDrawers(t *testing.T, palace string) {
 // tombstone goes, so a local copy left behind would show again in this
 // device's list_drawers, get_drawer and search, in every later session.
 func TestStoppedMidDeleteDeletesLocally(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	const content = "the release key is in the drawer an admin deleted at a stop"

@@ -91,7 +91,6 @@ func wantAnswered(t *testing.T, got map[string]map[string]any, out string, ids .
 // JSON-RPC line on stdout, then exits 0; the write it took is in the
 // local palace and its outbox.
 func TestPipedRequestsAnsweredBeforeEOF(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 
@@ -185,7 +184,6 @@ func TestPipedRequestsAnsweredBeforeEOFInProcess(t *testing.T) {
 // waits at most the call timeout (plus drainGrace), answers what it can
 // and exits 0.
 func TestPipedEOFBoundedByCallTimeout(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	palace := filepath.Join(t.TempDir(), "palace")
@@ -209,7 +207,6 @@ func TestPipedEOFBoundedByCallTimeout(t *testing.T) {
 // the palace's real answer (before, the edge gave up after the call
 // timeout and answered none of them; attacker pass).
 func TestPipedEOFWaitsForASlowLocalPalace(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	slow := filepath.Join(t.TempDir(), "slow-mempalace-mcp")

@@ -98,7 +98,6 @@ func TestListDrawersPagesPastOneHundred(t *testing.T) {
 // paged 20 at a time, each once and in order; with the primary down the
 // local palace's page at offset 100 (degraded).
 func TestRealListDrawersPagesPastOneHundred(t *testing.T) {
-	t.Parallel()
 	local, primary := realpalace.New(t), realpalace.New(t)
 	var onLocal, onPrimary []realpalace.Call
 	for i := range 160 {

@@ -15,7 +15,6 @@ import (
 // degraded, and a shared drawer must be readable and deletable by id,
 // before this device has written a drawer of its own.
 func TestRealAFreshDeviceReadsTheFleet(t *testing.T) {
-	t.Parallel()
 	r := startRealEdge(t, harnessOpts{}, "")
 	h := r.harness
 	shared := r.srv.MustCall(t, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "the deploy key rotates on fridays"})
@@ -84,7 +83,6 @@ func TestRealAFreshDeviceReadsTheFleet(t *testing.T) {
 // a palace that is merely new: the drawer reads, and the overview reads
 // (list_wings, list_rooms, get_taxonomy, status) in the primary's shapes.
 func TestRealAFreshDeviceDeletesUpdatesAndGoesOffline(t *testing.T) {
-	t.Parallel()
 	r := startRealEdge(t, harnessOpts{}, "")
 	h := r.harness
 	gone := fmt.Sprint(r.srv.MustCall(t, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "a shared kiwi note"})["drawer_id"])

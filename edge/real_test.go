@@ -109,7 +109,6 @@ func hitsOf(t *testing.T, m map[string]any) []map[string]any {
 // primary-first, by-id reads, sync, mine and deletes never sent to the
 // primary.
 func TestRealRoutingTable(t *testing.T) {
-	t.Parallel()
 	r := startRealEdge(t, harnessOpts{policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`, device: "dev-7f3a"}, "")
 	h := r.harness
 
@@ -240,7 +239,6 @@ func TestRealRoutingTable(t *testing.T) {
 // the primary is unreachable; when serve comes back on the same port the
 // queued writes arrive once each.
 func TestRealDegradedThenRecovers(t *testing.T) {
-	t.Parallel()
 	r := startRealEdge(t, harnessOpts{}, "")
 	h := r.harness
 	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "written while online"})
@@ -294,7 +292,6 @@ func TestRealDegradedThenRecovers(t *testing.T) {
 // distances stops merging: the answer is the primary's ranking alone,
 // marked, and the mismatch is recorded for edge status.
 func TestRealEmbedderCanary(t *testing.T) {
-	t.Parallel()
 	r := startRealEdge(t, harnessOpts{}, "embeddinggemma")
 	h := r.harness
 	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the same drawer on both sides"})
@@ -333,7 +330,6 @@ func TestRealEmbedderCanary(t *testing.T) {
 // (palace_exec's add_drawer here), so nothing about it can be read as
 // harmless; the primary (which has no such tool) never executes it.
 func TestRealLightServerToolsAreUnknownWrites(t *testing.T) {
-	t.Parallel()
 	local := realpalace.New(t)
 	srv := realpalace.New(t).Serve(t, testToken)
 	srv.Seed(t, realpalace.Drawer("elsewhere", "r", "the primary's own drawer"))

@@ -57,7 +57,6 @@ func callText(lines []map[string]any, tool string) string {
 // The official TypeScript SDK drives the edge with server-everything as
 // the child: tools, echo, progress and logging pass through.
 func TestTypeScriptSDKThroughEdgeToServerEverything(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "drives the pinned npm clients")
 	ev := testbed.Module(t, "@modelcontextprotocol/server-everything/dist/index.js")
 	lines := sdkLines(t, []string{
@@ -87,7 +86,6 @@ func TestTypeScriptSDKThroughEdgeToServerEverything(t *testing.T) {
 // tells the local palace server (notifications/cancelled with the id the
 // server knows the call by), and the next call is answered.
 func TestTypeScriptSDKCancelsThroughTheEdge(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "drives the pinned npm clients")
 	lines, stderr := sdkRun(t, []string{
 		"MEMPALACE_EDGE_CHILD=" + testbed.Self(t, fakepalace.ProgramName),
@@ -130,7 +128,6 @@ func TestTypeScriptSDKCancelsThroughTheEdge(t *testing.T) {
 // The Inspector CLI (v2) calls a MemPalace tool through the edge, with the
 // double as the child and as an upstream-style primary.
 func TestInspectorCLIThroughEdge(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "drives the pinned npm clients")
 	dir := testbed.Dir(t)
 	primary, srv := startPrimary(t)
@@ -173,7 +170,6 @@ func TestInspectorCLIThroughEdge(t *testing.T) {
 // request; after the server restarts (sessions gone) the edge
 // re-initializes.
 func TestCompliantStreamableHTTPPrimary(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "drives the pinned npm clients")
 	testbed.Dir(t)
 	port := testbed.FreePort(t)
@@ -217,7 +213,6 @@ func TestCompliantStreamableHTTPPrimary(t *testing.T) {
 // the primary. create_entities lands in both, under its own name (it was
 // replayed as mempalace_create_entities and blocked the queue).
 func TestUnknownToolReplaysUnderItsOwnName(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "drives the pinned npm clients")
 	dir := testbed.Dir(t)
 	port := testbed.FreePort(t)

@@ -195,7 +195,6 @@ func (p *heldEdge) await(id string, d time.Duration) map[string]any {
 // a few seconds and the write it took is in its outbox. Before, it stopped
 // its local palace and kept running, answering nothing (outside tester).
 func TestSignalStopsEdgeProcess(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {

@@ -21,7 +21,6 @@ import (
 // it: 1, outbox queued 0, primary has it: 0" (outside tester,
 // 06b-sigterm-then-docker-kill).
 func TestKilledMidWriteTheNextEdgeSendsIt(t *testing.T) {
-	t.Parallel()
 	testbed.Integration(t, "builds and runs the devbox-config binary")
 	child := testbed.Self(t, fakepalace.ProgramName)
 	primary, srv := startPrimary(t)

@@ -28,6 +28,7 @@ import (
 // crashes the gateway itself (a fatal stack overflow, which
 // no recover catches: every device's calls die with it).
 func TestDeeplyNestedAnswerIsRefusedNotFatal(t *testing.T) {
+	t.Parallel()
 	testbed.InSmallStack(t, 1<<30/32, func(t *testing.T) {
 		const depth = 1 << 20
 		s := &Server{}
@@ -58,6 +59,7 @@ func TestDeeplyNestedAnswerIsRefusedNotFatal(t *testing.T) {
 // the header, not from what arrives: a few dozen such calls at once and
 // the gateway runs out of memory).
 func TestDeclaredLengthIsNotAllocatedUpFront(t *testing.T) {
+	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", strconv.Itoa(maxAnswer))
 		w.Write([]byte(`{"jsonrpc":"2.0"`))
@@ -75,6 +77,7 @@ func TestDeclaredLengthIsNotAllocatedUpFront(t *testing.T) {
 // An answer wide rather than deep, with more brackets than the nesting
 // bound (so jsondepth reads it through), is filtered as any other.
 func TestWideAnswerIsNotTooDeep(t *testing.T) {
+	t.Parallel()
 	s := &Server{}
 	search, _ := catalogue.Lookup("mempalace_search")
 	hits := strings.Repeat(`{"wing":"private_desk","text":"[{"},`, 2*jsondepth.Max) + `{"wing":"shared","text":"kept"}`
@@ -91,6 +94,7 @@ func TestWideAnswerIsNotTooDeep(t *testing.T) {
 // to the device under the id the device sent and "2.0", what its client
 // matches on, never the upstream's.
 func TestFilteredAnswerCarriesTheRequestsID(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ jsonrpc, id string }{
 		{`"2.0"`, `99`},
 		{`"2.0"`, `{"leak": "another wing's words"}`},

@@ -48,6 +48,7 @@ const pingBody = `{"jsonrpc":"2.0","id":1,"method":"ping"}`
 // Finding 1: a query parameter a route does not take is refused (400,
 // naming it) on every route, /healthz and /mcp included, as the docs say.
 func TestUnknownQueryRefusedOnEveryRoute(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	admin := [][2]string{{"Authorization", "Bearer " + g.tokens["admin-0001"]}}
 	for _, c := range []struct {
@@ -87,6 +88,7 @@ func TestUnknownQueryRefusedOnEveryRoute(t *testing.T) {
 // Finding 2: the auth scheme is case-insensitive (RFC 9110 §11.1): any
 // case of "Bearer" authenticates; anything else is still 401.
 func TestBearerSchemeAnyCase(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	tok := g.tokens["laptop-7f3a"]
 	for _, h := range []string{"bearer " + tok, "BEARER " + tok, "bEaReR " + tok, "Bearer  " + tok} {
@@ -114,6 +116,7 @@ func TestBearerSchemeAnyCase(t *testing.T) {
 // one a proxy or the upstream would use is anyone's guess): refused with
 // 400 before either is looked at, on every authenticated route, audited.
 func TestTwoAuthorizationHeadersRefused(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	good, other := "Bearer "+g.tokens["admin-0001"], "Bearer "+g.tokens["laptop-7f3a"]
 	for _, c := range []struct{ method, path, body string }{
@@ -141,6 +144,7 @@ func TestTwoAuthorizationHeadersRefused(t *testing.T) {
 // that resolves dot segments away from a GET of an upstream route the
 // gateway never authorized. A /sync path that is not clean is no route.
 func TestSyncPathNotCleanIsNoRoute(t *testing.T) {
+	t.Parallel()
 	u := startPython(t)
 	g := newGWAt(t, devices, u)
 	admin := [][2]string{{"Authorization", "Bearer " + g.tokens["admin-0001"]}}

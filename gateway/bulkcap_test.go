@@ -25,6 +25,7 @@ func seedDrawers(t *testing.T, g *gw, token, source string, n int) []any {
 // refused for a device without the bulk-delete grant, and nothing is
 // deleted; at the cap it goes through.
 func TestBulkDeleteCap(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	admin := g.tokens["admin-0001"]
 	ids := seedDrawers(t, g, admin, "bulk.md", 11)
@@ -48,6 +49,7 @@ func TestBulkDeleteCap(t *testing.T) {
 // With the bulk-delete grant, a delete over the cap goes through, and
 // every drawer it removed is in the trash; the cap is the config's.
 func TestBulkDeleteGrant(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, []Device{{ID: "cleanup-01", Label: "cleanup", Read: []string{"*"}, Write: []string{"*"}, Admin: true, BulkDelete: true}})
 	tok := g.tokens["cleanup-01"]
 	seedDrawers(t, g, tok, "old-bench.jsonl", 12)

@@ -37,6 +37,7 @@ func anchored(t *testing.T) (*gw, *bytes.Buffer) {
 // interval (default a minute), and when the gateway stops; each
 // checkpoint's anchor goes to the second place, here the journal.
 func TestCheckpointByTimeAndAtClose(t *testing.T) {
+	t.Parallel()
 	g, stderr := anchored(t)
 	cfg := g.srv.cfg.Load()
 	pub, err := PublicKey(cfg.SigningKeyFile + ".pub")
@@ -88,6 +89,7 @@ func TestCheckpointByTimeAndAtClose(t *testing.T) {
 // other: it is not taken for a checkpoint, so it cannot make a signed log
 // fail verification (it could, when checkpoints were told by method).
 func TestACheckpointMethodIsNotACheckpoint(t *testing.T) {
+	t.Parallel()
 	g, _ := anchored(t)
 	cfg := g.srv.cfg.Load()
 	req, _ := http.NewRequest("POST", g.http.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"checkpoint"}`))
@@ -113,6 +115,7 @@ func TestACheckpointMethodIsNotACheckpoint(t *testing.T) {
 // An anchor that cannot be written is logged, and refuses nothing: the
 // log and its checkpoint are on disk.
 func TestUnwritableAnchorRefusesNothing(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	dir := t.TempDir()
 	gone := filepath.Join(dir, "gone")

@@ -58,6 +58,7 @@ func edgeCall(t *testing.T, s *mcp.ClientSession, tool string, args map[string]a
 // claimed), and one device's private wing is invisible to the other in
 // merged search.
 func TestTwoEdgesThroughTheGateway(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	url := g.http.URL + "/mcp"
 	laptop := startEdge(t, url, g.tokens["laptop-7f3a"], "opencode", "i-am-the-admin")

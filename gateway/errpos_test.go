@@ -10,6 +10,7 @@ import (
 // A state file that does not parse names its line and column and the fix,
 // and is left as it was.
 func TestStateErrorNamesLineColumnAndFix(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "gateway.jsonc.state.json")
 	body := "{\n  \"first_used\": {\"t1\": \"2026-01-01T00:00:00Z\",}\n}\n"
 	os.WriteFile(file, []byte(body), 0o600)
@@ -24,6 +25,7 @@ func TestStateErrorNamesLineColumnAndFix(t *testing.T) {
 
 // A config value that parses but is refused names its line and column too.
 func TestConfigValidationNamesLineColumn(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "g.jsonc")
 	body := "{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [\n    {\"id\": \"d\"},\n    {\"id\": \"e\", \"kg\": \"all\"},\n  ],\n}\n"
 	os.WriteFile(file, []byte(body), 0o600)
@@ -40,6 +42,7 @@ func TestConfigValidationNamesLineColumn(t *testing.T) {
 // the glob to write instead. A space inside a glob stays: wing names may
 // hold one.
 func TestConfigRefusesWhitespaceInGlobs(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "g.jsonc")
 	for _, c := range []struct{ glob, want string }{
 		{` wing_alice`, `5:36: devices[0].read[1]: device d: " wing_alice" has whitespace at its start or end, which no wing name has, so it can never match a wing; write "wing_alice"`},

@@ -108,6 +108,7 @@ var devices = []Device{
 }
 
 func TestAuthorizationTable(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
 	rows := []struct {
@@ -170,6 +171,7 @@ func TestAuthorizationTable(t *testing.T) {
 }
 
 func TestResultFilteringAndProvenance(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
 	g.call(desk, "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": "the desk's private outbox notes"})
@@ -215,6 +217,7 @@ func TestResultFilteringAndProvenance(t *testing.T) {
 }
 
 func TestRotationAndRevocation(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices[:1])
 	old := g.tokens["laptop-7f3a"]
 	cfg, _ := LoadConfig(g.cfgFile)
@@ -262,6 +265,7 @@ func TestRotationAndRevocation(t *testing.T) {
 }
 
 func TestAuditChain(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	for i := 0; i < 5; i++ {
 		g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": fmt.Sprintf("audited %d", i)})
@@ -300,6 +304,7 @@ func TestAuditChain(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	d := devices[0]
 	d.WriteRate = 1
 	g := newGW(t, []Device{d})
@@ -323,6 +328,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestConfigValidationNamesFields(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for body, want := range map[string]string{
 		`{"secret_file":"s","audit_log":"a","devices":[{"id":"bad id"}]}`:                 "devices[0].id",
@@ -352,6 +358,7 @@ func TestConfigValidationNamesFields(t *testing.T) {
 
 // The same front-door rules as mempalace serve.
 func TestFrontDoor(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	tok := g.tokens["laptop-7f3a"]
 	do := func(method, path, body string, hdr map[string]string) (int, string) {
@@ -417,6 +424,7 @@ func newGWB(b *testing.B) *gw {
 // A log rewritten from the start with recomputed hashes passes the chain
 // check but not the signed checkpoints.
 func TestSignedCheckpoints(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	key, err := SigningKey(filepath.Join(dir, "audit.key"))
 	if err != nil {
@@ -469,6 +477,7 @@ func TestSignedCheckpoints(t *testing.T) {
 }
 
 func TestUpstreamTokenFileMustBePrivate(t *testing.T) {
+	t.Parallel()
 	f := filepath.Join(t.TempDir(), "upstream.token")
 	os.WriteFile(f, []byte("tok\n"), 0o644)
 	if _, err := ReadSecretFile(f); err == nil || !strings.Contains(err.Error(), "chmod 600") {
@@ -484,6 +493,7 @@ func TestUpstreamTokenFileMustBePrivate(t *testing.T) {
 // time, queues up to eight, and answers the rest with a rate-limit error
 // (a JSON-RPC error in a 200, which an edge's outbox retries).
 func TestSingleWriteSlot(t *testing.T) {
+	t.Parallel()
 	ds := make([]Device, len(devices))
 	copy(ds, devices)
 	for i := range ds {

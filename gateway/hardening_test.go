@@ -78,6 +78,7 @@ func rpcError(m map[string]any) map[string]any { e, _ := m["error"].(map[string]
 // Go's encoding/json would authorize `"METHOD":"ping"` while Python runs
 // `"method":"tools/call"`.
 func TestDuplicateKeysRefused(t *testing.T) {
+	t.Parallel()
 	forEachUpstream(t, func(t *testing.T, u *upstream) {
 		g := newGWAt(t, devices, u)
 		laptop := g.tokens["laptop-7f3a"]
@@ -110,6 +111,7 @@ func TestDuplicateKeysRefused(t *testing.T) {
 // of the gateway's parse, so a Python-style parse names what was
 // authorized (here: the stamp the gateway wrote is what Python reads).
 func TestForwardedMessageIsTheParse(t *testing.T) {
+	t.Parallel()
 	u := startPython(t)
 	g := newGWAt(t, devices, u)
 	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"shared","room":"r","content":"<b>&amp;</b>","added_by":"opencode/x/spoof"}}}`
@@ -127,6 +129,7 @@ func TestForwardedMessageIsTheParse(t *testing.T) {
 // used to check the first to_agent while Python uses the last), and the
 // upstream gets the query rebuilt from what was checked.
 func TestStreamQueryRepeatedRefused(t *testing.T) {
+	t.Parallel()
 	forEachUpstream(t, func(t *testing.T, u *upstream) {
 		g := newGWAt(t, devices, u)
 		laptop := g.tokens["laptop-7f3a"]
@@ -160,6 +163,7 @@ func TestStreamQueryRepeatedRefused(t *testing.T) {
 // Finding 2: an argument no release's schema lists is refused by the
 // gateway, naming it, and never reaches the upstream.
 func TestUnknownArgumentRefused(t *testing.T) {
+	t.Parallel()
 	forEachUpstream(t, func(t *testing.T, u *upstream) {
 		g := newGWAt(t, devices, u)
 		before := u.toolCalls(t, "search")
@@ -176,6 +180,7 @@ func TestUnknownArgumentRefused(t *testing.T) {
 // Finding 2: search with cli_compatible answers {query, cli_output}, a
 // shape the filter does not know: refused, not passed on.
 func TestUnknownResultShapeRefused(t *testing.T) {
+	t.Parallel()
 	u := startPython(t)
 	g := newGWAt(t, devices, u)
 	res, rpc, _ := g.call(g.tokens["laptop-7f3a"], "search", map[string]any{"query": "x", "cli_compatible": true})
@@ -205,6 +210,7 @@ func seedPrivate(t *testing.T, g *gw) {
 // Finding 3: answers the gateway approved carry nothing of a wing the
 // device cannot read, counts and totals included.
 func TestCrossWingContentFiltered(t *testing.T) {
+	t.Parallel()
 	forEachUpstream(t, func(t *testing.T, u *upstream) {
 		g := newGWAt(t, devices, u)
 		seedPrivate(t, g)
@@ -245,6 +251,7 @@ func TestCrossWingContentFiltered(t *testing.T) {
 // diary of an agent it is not granted, ack an event it cannot see, or
 // read an artifact no visible event refers to (unless its agent made it).
 func TestIdentityAndObjectChecks(t *testing.T) {
+	t.Parallel()
 	forEachUpstream(t, func(t *testing.T, u *upstream) {
 		g := newGWAt(t, devices, u)
 		laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
@@ -301,6 +308,7 @@ func TestIdentityAndObjectChecks(t *testing.T) {
 // use racing an operator's `device remove` (gateway.UpdateConfig, as the
 // command does) never brings the device back, over hundreds of rounds.
 func TestFirstUseNeverUndoesRemoval(t *testing.T) {
+	t.Parallel()
 	u := startFake(t)
 	dir := t.TempDir()
 	key := []byte(strings.Repeat("k", 64))
@@ -378,6 +386,7 @@ func toolRequest(token, tool string) *http.Request {
 // Finding 6: one device's burst of slow writes fills only its own share of
 // the write queue; another device's write is still served.
 func TestWriteFairness(t *testing.T) {
+	t.Parallel()
 	forEachUpstream(t, func(t *testing.T, u *upstream) {
 		ds := make([]Device, len(devices))
 		copy(ds, devices)
@@ -418,6 +427,7 @@ func TestWriteFairness(t *testing.T) {
 // Finding 7: no input panics the gateway; a panic anywhere is answered and
 // audited; every request on every path is audited.
 func TestRobustnessAndAuditEveryPath(t *testing.T) {
+	t.Parallel()
 	forEachUpstream(t, func(t *testing.T, u *upstream) {
 		g := newGWAt(t, devices, u)
 		laptop, admin := g.tokens["laptop-7f3a"], g.tokens["admin-0001"]
@@ -476,6 +486,7 @@ func (panicLedger) Forward(context.Context, ToolCall, Send) (int, []byte, bool) 
 }
 
 func TestPanicIsAnsweredAndAudited(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	g.srv.Ledger = panicLedger{}
 	status, m := g.post(g.tokens["desk-9b21"], `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"mempalace_kg_stats","arguments":{}}}`)
@@ -497,6 +508,7 @@ func TestPanicIsAnsweredAndAudited(t *testing.T) {
 // Finding 7: verify hashes each line's exact bytes: a line edited with an
 // added duplicate or unknown field no longer verifies.
 func TestVerifyRejectsDuplicateAndUnknownFields(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "audit.jsonl")
 	a, _ := OpenAudit(file)
@@ -526,6 +538,7 @@ func TestVerifyRejectsDuplicateAndUnknownFields(t *testing.T) {
 // A drawer in a wing the device cannot read and a drawer that does not
 // exist get the same answer, for a read and for an update by id.
 func TestByIDDenialHidesExistence(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	seedPrivate(t, g)
 	laptop := g.tokens["laptop-7f3a"]
@@ -550,6 +563,7 @@ func TestByIDDenialHidesExistence(t *testing.T) {
 // duplicates nothing, while a duplicate of a readable drawer is still
 // reported and not filed.
 func TestCheckpointDedupIsNoOracle(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
 	g.call(desk, "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": "the desk's private hostname is alpha-7"})
@@ -574,6 +588,7 @@ func TestCheckpointDedupIsNoOracle(t *testing.T) {
 // back short (which would tell a device they exist, and paged through, how
 // many), and totals count readable drawers exactly.
 func TestPalaceWideReadsAreNoOracle(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
 	for i := range 3 {
@@ -602,6 +617,7 @@ func TestPalaceWideReadsAreNoOracle(t *testing.T) {
 // An event_wait is not woken early by an event the device cannot see: it
 // answers the first visible event, or times out.
 func TestEventWaitIsNotWokenByOthersEvents(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
 	go func() {
@@ -629,6 +645,7 @@ func TestEventWaitIsNotWokenByOthersEvents(t *testing.T) {
 // slower on real MemPalace); one readable wing makes the read one call
 // pinned to it. Nothing of another wing comes back either way.
 func TestExactGrantsNeedNoWingList(t *testing.T) {
+	t.Parallel()
 	ds := append([]Device{{ID: "phone-0001", Label: "phone", Read: []string{"shared"}}, {ID: "glob-0001", Label: "glob", Read: []string{"wing_*"}}}, devices...)
 	g := newGW(t, ds)
 	desk := g.tokens["desk-9b21"]
@@ -666,6 +683,7 @@ func TestExactGrantsNeedNoWingList(t *testing.T) {
 // upstream's: upstream_ms, summed over the calls the gateway made for it,
 // and none on a request that never reached the upstream.
 func TestAuditLineSaysWhatTheUpstreamTook(t *testing.T) {
+	t.Parallel()
 	const pause = 40 * time.Millisecond
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -710,6 +728,7 @@ func noteFromDesk(t *testing.T, g *gw, to string) string {
 // sits in the log. A cursor the device sees pages as before, and one that
 // does not exist is upstream's error (the documented gap).
 func TestEventListCursorOfAHiddenEventAnswersAnEmptyPage(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	laptop := g.tokens["laptop-7f3a"]
 	seen1, hidden, seen2 := noteFromDesk(t, g, "opencode@laptop"), noteFromDesk(t, g, "someone@else"), noteFromDesk(t, g, "opencode@laptop")
@@ -751,6 +770,7 @@ func TestEventListCursorOfAHiddenEventAnswersAnEmptyPage(t *testing.T) {
 // visible event appended while it waits wakes it; a visible cursor waits
 // as before, and one that does not exist is upstream's error.
 func TestEventWaitCursorOfAHiddenEventWaitsFromTheEnd(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	laptop := g.tokens["laptop-7f3a"]
 	seen1, hidden, seen2 := noteFromDesk(t, g, "opencode@laptop"), noteFromDesk(t, g, "someone@else"), noteFromDesk(t, g, "opencode@laptop")
@@ -790,6 +810,7 @@ func TestEventWaitCursorOfAHiddenEventWaitsFromTheEnd(t *testing.T) {
 // an event_wait after a hidden event times out at once, empty, and an
 // event_list after it answers an empty page (found by a scan).
 func TestEventCursorOfAHiddenEventBefore310(t *testing.T) {
+	t.Parallel()
 	g := newGWAt(t, devices, startFakeAt(t, "3.9.0"))
 	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
 	var hidden string

@@ -14,6 +14,7 @@ import (
 // reads (audit verify) and the operator's config changes still work
 // while the gateway runs.
 func TestASecondGatewayOnOneAuditLogIsRefused(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	g.call(g.tokens["laptop-7f3a"], "status", nil)
 	cfg := g.srv.cfg.Load()

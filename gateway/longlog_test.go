@@ -26,6 +26,7 @@ func startFakeAt(t testing.TB, version string) *upstream {
 // page's last (oldest) event, reading the newest page over and over, and
 // the laptop was denied an ack of an event addressed to it.
 func TestObjectChecksReadALongLog(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{"3.9.0", "3.10.0", "3.11.0"} {
 		t.Run(version, func(t *testing.T) {
 			u := startFakeAt(t, version)

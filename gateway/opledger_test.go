@@ -175,6 +175,7 @@ func upCall(t *testing.T, pl *fakepalace.Palace, tool string, args map[string]an
 // (found by an attacker pass: the resend was refused as a reused op id and
 // the edge's op went dead).
 func TestNarrowedCheckpointResendIsAReplay(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, []Device{{ID: "alice", Label: "laptop", Read: []string{"alice_*"}, Write: []string{"alice_*"}, Agents: []string{"opencode@laptop"}}})
 	g.withLedger()
 	opID := strings.Repeat("ab", 32)
@@ -207,6 +208,7 @@ func TestNarrowedCheckpointResendIsAReplay(t *testing.T) {
 // A device cannot make another's artifact visible to itself by naming it
 // in an event of its own (found by an attacker pass).
 func TestOwnReferenceDoesNotOpenAnArtifact(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, []Device{
 		{ID: "alice", Label: "a", Read: []string{"alice_*"}, Write: []string{"alice_*"}, Agents: []string{"alice@a"}},
 		{ID: "bob", Label: "b", Read: []string{"bob_*"}, Write: []string{"bob_*"}, Agents: []string{"bob@b"}},

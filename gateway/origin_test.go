@@ -42,6 +42,7 @@ func wantOrigin(t *testing.T, where string, rec any, id, label string) {
 // get_drawer's metadata.added_by (MemPalace's own field, kept) names the
 // same device.
 func TestOriginOfADrawerAnotherDeviceWrote(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
 	res, rpc, _ := g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": "the release goes out on friday", "added_by": "opencode"})
@@ -97,6 +98,7 @@ func trustingDevices(untrusted Untrusted) []Device {
 // it at all and is told how many were withheld; a device that names no
 // set trusts every record, of unknown origin too.
 func TestTrustedSet(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []Untrusted{UntrustedMark, UntrustedWithhold} {
 		t.Run(mode.String(), func(t *testing.T) {
 			g := newGW(t, trustingDevices(mode))
@@ -202,6 +204,7 @@ func (g *gw) configure(t *testing.T, change func(*Config)) {
 // wing is refused (add_drawer, a diary entry in it, a checkpoint item, a
 // move of a drawer into it).
 func TestInstructionWing(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	g.configure(t, func(c *Config) { c.InstructionWing = "wing_instructions" })
 	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
@@ -247,6 +250,7 @@ func TestInstructionWing(t *testing.T) {
 // every answer that returns them; a fact kg_supersede opened without
 // "at" is found by the valid_from MemPalace gave it.
 func TestOriginOfFactsDiariesEvents(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
 	must := func(tok, tool string, args map[string]any) map[string]any {
@@ -316,6 +320,7 @@ func TestOriginOfFactsDiariesEvents(t *testing.T) {
 // an update that rewrites its content makes it the updater's; a move
 // alone does not.
 func TestOriginFollowsTheContent(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
 	res, _, _ := g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "the same words"})
@@ -354,6 +359,7 @@ func (g *gw) claimed(t *testing.T, token, claim, tool string, args map[string]an
 // device may name only itself; an admin may name only a device of the
 // config. A refused claim writes nothing.
 func TestJoinAttribution(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
 	g.configure(t, func(c *Config) { c.Device("admin-0001").Agents = []string{"opencode@laptop"} })
@@ -426,6 +432,7 @@ func must1(t *testing.T, g *gw, tok, tool string, args map[string]any) map[strin
 // origin that the device reads as another). Through the filter, for a
 // device whose answer is cut and one whose is only annotated.
 func TestRecordKeyTwiceIsRefused(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	if err := g.srv.prov.Record(context.Background(), provenance.Entry{Key: provenance.Drawer("drawer_a"), Stamp: provenance.Stamp{Device: "laptop-7f3a", Label: "laptop"}}); err != nil {
 		t.Fatal(err)
@@ -456,6 +463,7 @@ func TestRecordKeyTwiceIsRefused(t *testing.T) {
 // record like any other: annotated, and withheld from a device that
 // withholds what it does not trust.
 func TestErrorMemberDoesNotHideARecord(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	if err := g.srv.prov.Record(context.Background(), provenance.Entry{Key: provenance.Drawer("drawer_a"), Stamp: provenance.Stamp{Device: "laptop-7f3a", Label: "laptop"}}); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // gateway (RFC 001 §7.2, §6.2 "no remote mine"): both are refused, with
 // what to do instead, and neither reaches the upstream.
 func TestSyncAndMineRefusedForAdmin(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	admin := g.tokens["admin-0001"]
 	for _, c := range []struct {
@@ -51,6 +52,7 @@ func TestSyncAndMineRefusedForAdmin(t *testing.T) {
 // initialize result and on every authenticated answer, a refusal's too,
 // as the device's own scopes; the edge and doctor read it back.
 func TestGatewayTellsTheDeviceItsScopes(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	post := func(token, body string) (*http.Response, []byte) {
 		t.Helper()

@@ -92,6 +92,7 @@ func openFacts(d *fakepalace.State, subject, object string) (open, closed int) {
 // fact palace A had asserted, then closed, as its first op) was answered
 // from A's record and never applied: the fact stayed closed.
 func TestTwoPalacesOneDeviceNeverShareAnOpID(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, []Device{{ID: "dev1", Label: "lab", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@lab"}}})
 	g.withLedger()
 	url, tok := g.http.URL+"/mcp", g.tokens["dev1"]
@@ -193,6 +194,7 @@ func crashedForward(t *testing.T, ledgerFile, device string, op outbox.Op) {
 // (another device's write waited seconds, each time), and once stale the
 // artifact was forwarded again: two on the upstream.
 func TestAGatewayCrashNeitherStallsNorDuplicates(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, []Device{
 		{ID: "dev1", Label: "lab", Read: []string{"*"}, Write: []string{"*"}, Agents: []string{"pi@lab"}, WriteRate: 1e6, ReadRate: 1e6},
 		{ID: "dev2", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, Agents: []string{"oc@desk"}},

@@ -15,6 +15,7 @@ import (
 // untrusted device's text, but its origin still names the admin, so a
 // device that trusts only the admin reads it as trusted.
 func TestRestoredUpdateGetsBackReplacedOrigin(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, []Device{
 		{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"shared"}, KG: "read", Agents: []string{"opencode@laptop"}, Trusts: []string{"admin-0001"}},
 		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"shared"}, KG: "write", Agents: []string{"pi@desk"}},

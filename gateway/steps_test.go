@@ -12,6 +12,7 @@ import (
 // The parse step alone: what is refused, with which code, and what the
 // upstream would receive.
 func TestParseStep(t *testing.T) {
+	t.Parallel()
 	for body, code := range map[string]int{
 		`{"jsonrpc":"2.0","id":1,"method":"ping"}`:                                            0,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`:                              0,
@@ -54,6 +55,7 @@ func TestParseStep(t *testing.T) {
 }
 
 func TestArgumentStep(t *testing.T) {
+	t.Parallel()
 	search, _ := catalogue.Lookup("mempalace_search")
 	checkpoint, _ := catalogue.Lookup("mempalace_checkpoint")
 	for _, c := range []struct {
@@ -78,6 +80,7 @@ func TestArgumentStep(t *testing.T) {
 }
 
 func TestQueryStep(t *testing.T) {
+	t.Parallel()
 	for raw, want := range map[string]string{
 		"to_agent=a%40b&room=r":   "room=r&to_agent=a%40b",
 		"to_agent=a&status=":      "to_agent=a",
@@ -100,6 +103,7 @@ func TestQueryStep(t *testing.T) {
 
 // Issue 12's behaviour changes, decided by the catalogue.
 func TestCatalogueDecisions(t *testing.T) {
+	t.Parallel()
 	laptop, desk, admin := &devices[0], &devices[1], &devices[2]
 	for _, c := range []struct {
 		d     *Device
@@ -158,6 +162,7 @@ func TestCatalogueDecisions(t *testing.T) {
 // The write queue alone: a device over its share is refused while others
 // are queued, and the slot passes between devices in turn.
 func TestWriteQueueTurns(t *testing.T) {
+	t.Parallel()
 	q := newWriteQueue(2, time.Minute)
 	ctx := context.Background()
 	if !q.acquire(ctx, "a") {
@@ -197,6 +202,7 @@ func TestWriteQueueTurns(t *testing.T) {
 // totals, for a device that reads only "shared", and for one that reads
 // every wing.
 func TestFilterStep(t *testing.T) {
+	t.Parallel()
 	s := &Server{}
 	search, _ := catalogue.Lookup("mempalace_search")
 	text := `{"query":"q","filters":{},"total_before_filter":9,"results":[{"wing":"shared","text":"a"},{"wing":"private_desk","text":"b","also_in":[{"wing":"private_desk"}]}]}`
@@ -245,6 +251,7 @@ func TestFilterStep(t *testing.T) {
 // Python's str.strip() sees whitespace, is refused wherever it sits; the
 // characters Python does not strip are not.
 func TestPaddedNames(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		r      rune
 		strips bool

@@ -20,6 +20,7 @@ import (
 // left out, a heartbeat passes, and an answer that is not a stream (the
 // upstream's 400) passes as it is.
 func TestOriginStream(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, nil)
 	if err := g.srv.prov.Record(context.Background(), provenance.Entry{Key: provenance.Event("evt_1"), Stamp: provenance.Stamp{Device: "laptop-7f3a", Label: "laptop", Agent: "opencode@laptop"}}); err != nil {
 		t.Fatal(err)
@@ -70,6 +71,7 @@ func TestOriginStream(t *testing.T) {
 // maxAnswer of it, then ends the device's stream (logged) with the whole
 // frames before it and nothing of the unfinished one.
 func TestStreamFrameIsBounded(t *testing.T) {
+	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, ": ping\n\nid: evt_1\nevent: logstream\ndata: {\"id\":\"evt_1\",\"body\":\"")
@@ -105,6 +107,7 @@ func TestStreamFrameIsBounded(t *testing.T) {
 
 // A long frame in small pieces passes whole, with its origin.
 func TestStreamLongFrameInSmallPieces(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, nil)
 	rec := httptest.NewRecorder()
 	w := g.srv.originsOfStream(rec, &Device{ID: "desk-9b21"})

@@ -69,6 +69,7 @@ func replication(m map[string]any) string {
 // back with the same id and content, and the deleting edge sees it again
 // (its tombstone retired when the delete landed).
 func TestAnAdminEdgesDeleteReachesTheTrash(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	s := edgeAt(t, g.http.URL+"/mcp", g.tokens["admin-0001"], filepath.Join(t.TempDir(), "palace"))
 	const content = "the on-call rota: ana, then bo"
@@ -102,6 +103,7 @@ func TestAnAdminEdgesDeleteReachesTheTrash(t *testing.T) {
 // its merged reads hide the primary's copy, and edge status names it. An
 // admin's delete over the gateway's delete_cap stays local too.
 func TestANonAdminEdgesDeleteStaysLocal(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	url := g.http.URL + "/mcp"
 	palace := filepath.Join(t.TempDir(), "palace")
@@ -151,6 +153,7 @@ func TestANonAdminEdgesDeleteStaysLocal(t *testing.T) {
 // diary entry, is named (found by an outside tester: status stopped at
 // the first such answer and named nothing after it).
 func TestStatusGoesOnPastADrawerGoneFromThePrimary(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	url := g.http.URL + "/mcp"
 	palace := filepath.Join(t.TempDir(), "palace")

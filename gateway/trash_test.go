@@ -41,6 +41,7 @@ func (g *gw) kept(t *testing.T) []trash.Delete {
 // it and the audit line written before it; the restore brings the drawer
 // back under the same id, with the same content, and only once.
 func TestAdminDeleteGoesToTrashAndRestores(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	admin := g.tokens["admin-0001"]
 	content := "the release checklist: tag, build, announce"
@@ -86,6 +87,7 @@ func TestAdminDeleteGoesToTrashAndRestores(t *testing.T) {
 // an update's replaced version in place, the drawers of a source with the
 // whole path a delete_by_source named.
 func TestRestoreKinds(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	admin, desk := g.tokens["admin-0001"], g.tokens["desk-9b21"]
 	ctx := context.Background()
@@ -158,6 +160,7 @@ func containsAny(list []any, s string) bool {
 // name two directories share (MemPalace's answers give only the name).
 // And a delete that removed nothing leaves nothing in the trash.
 func TestDeleteItCannotKeepIsRefused(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	admin := g.tokens["admin-0001"]
 	seedDrawers(t, g, admin, "/a/README.md", 2)
@@ -183,6 +186,7 @@ func TestDeleteItCannotKeepIsRefused(t *testing.T) {
 
 // A trash that cannot be written refuses deletes (fail closed).
 func TestUnwritableTrashRefusesDeletes(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	admin := g.tokens["admin-0001"]
 	ids := seedDrawers(t, g, admin, "x.md", 1)
@@ -202,6 +206,7 @@ func TestUnwritableTrashRefusesDeletes(t *testing.T) {
 // second time: it stays in the trash all the same. An id that names no
 // drawer is not kept.
 func TestDeleteDrawersTwiceNamedStaysKept(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	admin := g.tokens["admin-0001"]
 	ids := seedDrawers(t, g, admin, "twice.md", 2)
@@ -219,6 +224,7 @@ func TestDeleteDrawersTwiceNamedStaysKept(t *testing.T) {
 // (five) is looked for pair by pair, as get_taxonomy lists them, not in
 // the whole palace at once; its drawers are all kept.
 func TestDeleteBySourceBeyondTheSample(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, []Device{{ID: "cleanup-01", Read: []string{"*"}, Write: []string{"*"}, Admin: true, BulkDelete: true}})
 	tok := g.tokens["cleanup-01"]
 	for i := range 7 {
@@ -242,6 +248,7 @@ func TestDeleteBySourceBeyondTheSample(t *testing.T) {
 // primary's write slot together), so the delete goes ahead with what it
 // enumerated and the new drawer of that source stays.
 func TestAWriteWaitsForTheDeleteItWouldRaceWith(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, []Device{
 		{ID: "cleanup-01", Read: []string{"*"}, Write: []string{"*"}, Admin: true},
 		{ID: "desk-9b21", Read: []string{"*"}, Write: []string{"*"}},

@@ -13,6 +13,7 @@ import (
 // by the ledger (an artifact would then wait for an operator); sent again
 // once the token is fixed, it lands once.
 func TestUpstreamRefusingTheGatewaysTokenIsA503(t *testing.T) {
+	t.Parallel()
 	g := newGW(t, devices)
 	g.withLedger()
 	g.srv.UpstreamToken = func() string { return "not-the-upstream-token" }

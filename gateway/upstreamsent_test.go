@@ -51,6 +51,7 @@ func readRequest(c net.Conn) *http.Request {
 // where net/http's transport drew it. The answer carries the call's id,
 // as JSON-RPC asks of an error to a request whose id is known.
 func TestUpstreamFailuresSayWhetherTheCallWasSent(t *testing.T) {
+	t.Parallel()
 	body := []byte(`{"jsonrpc":"2.0","id":"call-7","method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{}}}`)
 
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -102,6 +103,7 @@ func TestUpstreamFailuresSayWhetherTheCallWasSent(t *testing.T) {
 // stopped, which sent the operator to the gateway's log for a crash that
 // never happened.
 func TestInDoubtAfterALostAnswerSaysTheAnswerWasLost(t *testing.T) {
+	t.Parallel()
 	u := rawUpstream(t, func(c net.Conn) { readRequest(c) }) // takes every call, answers none
 	g := newGWAt(t, []Device{{ID: "dev1", Label: "lab", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@lab"}, Coordinator: true}}, &upstream{name: "loses answers", url: u})
 	g.withLedger()
