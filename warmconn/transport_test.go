@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -447,5 +448,92 @@ func TestWarmTransportReturnsAnAnswerSentBeforeTheBodyWasRead(t *testing.T) {
 	}
 	if w, _ := wrote.Load().(bool); w {
 		t.Error("the request is reported written whole; the server never read its body")
+	}
+}
+
+// A call given up while the server works on it (its request written, the
+// answer not yet or only partly read) closes its connection: the server
+// sees its request's context end at once, so its handler stops and the
+// server is not left holding a connection nobody reads (an
+// httptest.Server's Close would block on it); and the half-read answer's
+// connection is not reused, so the next call gets its own answer on a
+// fresh connection.
+func TestWarmTransportCancelledCallClosesItsConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		headSent bool // the answer's head and a first chunk arrived before the cancel
+	}{{"before the answer", false}, {"in the middle of the answer", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			release := make(chan struct{})
+			defer close(release)
+			gone := make(chan struct{}, 1) // a slow request's context ended before release
+			var log connLog
+			srv := log.started(t, false, func(w http.ResponseWriter, r *http.Request) {
+				// Read to the end: only then does net/http watch the connection
+				// and end r.Context() when the client closes it (a handler that
+				// leaves the body unread runs on after the client has gone).
+				body, _ := io.ReadAll(r.Body)
+				if string(body) == "slow" {
+					if tc.headSent {
+						fmt.Fprint(w, "first half, ")
+						w.(http.Flusher).Flush()
+					}
+					select {
+					case <-r.Context().Done():
+						gone <- struct{}{}
+						return
+					case <-release:
+					}
+				}
+				fmt.Fprintf(w, "answer to %s accepted %d", body, r.Context().Value(acceptedAt{}).(time.Time).UnixNano())
+			})
+			c, _ := warmClient(t, srv.URL)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("slow"))
+			errc := make(chan error, 1)
+			go func() {
+				resp, err := c.Do(req)
+				if err != nil {
+					errc <- err
+					return
+				}
+				defer resp.Body.Close()
+				buf := make([]byte, len("first half, "))
+				if _, err := io.ReadFull(resp.Body, buf); err != nil {
+					errc <- fmt.Errorf("the first half: %w", err)
+					return
+				}
+				cancel() // mid-answer
+				_, err = io.ReadAll(resp.Body)
+				errc <- err
+			}()
+			if !tc.headSent {
+				waitUntil(t, "the slow call to arrive", func() bool { return log.count() == 1 })
+				cancel() // the request written, no answer yet
+			}
+			select {
+			case err := <-errc:
+				if !errors.Is(err, context.Canceled) && !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Errorf("cancelled call: %v, want it cancelled", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the cancelled call is still waiting for the server")
+			}
+			select {
+			case <-gone:
+			case <-time.After(2 * time.Second):
+				t.Fatal("the server still holds the cancelled call's connection: its handler runs on")
+			}
+			waitUntil(t, "the server to close the cancelled call's connection", func() bool { return log.stillOpen() == 0 })
+			got := post(t, c, context.Background(), srv.URL, "next")
+			if !strings.HasPrefix(got, "answer to next accepted ") {
+				t.Fatalf("next call: %q", got)
+			}
+			if n := log.count(); n != 2 {
+				t.Errorf("next call: %d connections accepted in all, want 2 (a fresh one for it)", n)
+			}
+		})
 	}
 }
