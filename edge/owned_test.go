@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,6 +48,7 @@ func TestCloseWaitsForItsGoroutines(t *testing.T) {
 	t.Run("Primary connecting", func(t *testing.T) {
 		asked, release := make(chan struct{}, 1), make(chan struct{})
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body) // read to the end, net/http ends r's context when the client goes
 			select {
 			case asked <- struct{}{}:
 			default:
