@@ -175,15 +175,23 @@ func (p *Primary) Device() (deviceinfo.Info, bool) {
 // unless the breaker is open: one ping, the cheapest authenticated
 // request (every authenticated answer carries the header), bounded by
 // the call timeout. It reports whether an answer came, so Device is what
-// the gateway says now.
+// the gateway says now. An ask that fails (not one the caller cancelled)
+// opens the breaker like any failed call: with the primary hung, the next
+// refusal does not wait out the timeout again.
 func (p *Primary) RefreshDevice(ctx context.Context) bool {
 	if !p.Up() {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	cctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
 	defer cancel()
 	asked := time.Now().UnixNano()
-	return p.handshake(ctx) == nil && p.heard.Load() >= asked
+	if err := p.handshake(cctx); err != nil {
+		if ctx.Err() == nil {
+			p.fail(err)
+		}
+		return false
+	}
+	return p.heard.Load() >= asked
 }
 
 // Up reports whether calls are attempted (the breaker is closed).
