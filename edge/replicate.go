@@ -264,10 +264,17 @@ func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, d
 func (e *Edge) writeShared(ctx context.Context, c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
 	res, _ = notFoundHere(c, res)
 	id, _ := c.argsMap()["drawer_id"].(string)
-	if id == "" || e.outbox == nil || e.remote == nil || !e.remote.Up() || e.tombstones(ctx).drawers[id] {
+	if id == "" || e.outbox == nil || e.remote == nil || e.tombstones(ctx).drawers[id] {
 		return res
 	}
-	rec, ok := usable(e.callPrimary(ctx, getDrawer(id), true))
+	if !e.remote.Up() {
+		return e.primaryUnasked(id)
+	}
+	pres, err := e.callPrimary(ctx, getDrawer(id), true)
+	if err != nil && peerError(err) == nil {
+		return e.primaryUnasked(id)
+	}
+	rec, ok := usable(pres, err)
 	wing := gjson.Get(rec, "wing").String()
 	if !ok || wing == "" {
 		return res // not on the primary either (or not visible to this device there)
@@ -293,6 +300,14 @@ func (e *Edge) writeShared(ctx context.Context, c *call, res *mcp.CallToolResult
 		"message": "this drawer is not in the local palace (another device wrote it): the write is queued for the primary, which holds it",
 		"edge":    map[string]any{"local": "drawer not found", "replication": "queued (not in the local palace)", "op_id": op.ID},
 	}, false)
+}
+
+// primaryUnasked answers a write to drawer id, which the local palace
+// lacks, when the primary cannot be asked whether it holds it: not "Drawer
+// not found" (it may well exist there), and nothing queued.
+func (e *Edge) primaryUnasked(id string) *mcp.CallToolResult {
+	return errorResult(fmt.Sprintf("drawer %s is not in this device's palace, and the primary, which may hold it, is unreachable: nothing was written or queued; try again when the primary is back", id),
+		map[string]any{"local": "drawer not found", "primary": e.remote.State(), "replication": "not taken", "degraded": true})
 }
 
 // localWing finds the wing of a drawer in the local palace; cut: the
