@@ -10,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
@@ -94,5 +95,31 @@ func TestAnAdminDeleteThePrimaryCannotConfirmSaysQueued(t *testing.T) {
 	}
 	if ops := pending(t, ob); len(ops) != 1 {
 		t.Errorf("queued: %+v", ops)
+	}
+}
+
+// The same through a real gateway, whose answer to the edge's look-up of
+// an id that exists nowhere is -31003 "the target is not visible to this
+// device" (it answers missing and unreadable alike): for the device, the
+// drawer is not there. Before, the edge took that answer for a primary it
+// could not ask, and queued and hid the delete (an outside tester,
+// attack6 11).
+func TestAnAdminDeleteOfADrawerThatExistsNowhereThroughAGateway(t *testing.T) {
+	t.Parallel()
+	_, srv := startPrimary(t)
+	url, tokens, _ := testGatewayServer(t, srv.URL(),
+		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["ops-0001"]})
+	h.eventually("the gateway's device header", func() bool { in, ok := h.edge.device(); return ok && in.Admin })
+	const id = "drawer_shared_n_00000000000000000000000"
+	m, _ := h.call("delete_drawer", map[string]any{"drawer_id": id})
+	if m["success"] != false || !strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found") || strings.Contains(fmt.Sprint(m), "queued") {
+		t.Errorf("an admin's delete of a drawer that exists nowhere is answered %s, want success false, Drawer not found, nothing queued", mustJSON(m))
+	}
+	if ops := pending(t, h.edge.outbox); len(ops) != 0 {
+		t.Errorf("a delete of a drawer that exists nowhere is queued for the primary: %+v", ops)
+	}
+	if ts, _ := h.edge.outbox.Tombstones(context.Background()); len(ts) != 0 {
+		t.Errorf("a delete of a drawer that exists nowhere left tombstones: %+v", ts)
 	}
 }
