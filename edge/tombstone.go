@@ -65,7 +65,7 @@ const (
 	heldUnknown holder = iota // the primary down, or its answer unusable
 	heldLocal
 	heldPrimary
-	heldNowhere // the local palace lacks it and the primary said "Drawer not found"
+	heldNowhere // the local palace lacks it and the primary said "Drawer not found" (or not visible)
 )
 
 // deleteCall answers delete_drawer, delete_drawers and delete_by_source
@@ -327,7 +327,8 @@ func (e *Edge) updatesGone(ctx context.Context, ids []string) []outbox.Tombstone
 
 // record is a drawer's get_drawer answer (its object text; "" when
 // neither palace has it), and where it was found: heldNowhere when the
-// local palace lacks it and the primary answered "Drawer not found". The
+// local palace lacks it and the primary answered "Drawer not found" (or
+// its gateway "not visible to this device"). The
 // local palace is not waited for past the stop's signal (beforeStop): the
 // primary's copy is read instead; cut says neither could be.
 func (e *Edge) record(ctx context.Context, id string) (rec string, held holder, cut bool) {
@@ -342,11 +343,14 @@ func (e *Edge) record(ctx context.Context, id string) (rec string, held holder, 
 	if e.remote == nil || !e.remote.Up() {
 		return "", heldUnknown, cut
 	}
-	t, ok = usable(e.callPrimary(ctx, c, true))
+	res, err := e.callPrimary(ctx, c, true)
+	t, ok = usable(res, err)
 	switch {
 	case ok:
 		return t, heldPrimary, false
-	case !cut && strings.HasPrefix(gjson.Get(t, "error").String(), "Drawer not found"):
+	case !cut && (strings.HasPrefix(gjson.Get(t, "error").String(), "Drawer not found") || notVisible(err)):
+		// A gateway answers a missing id "not visible to this device"
+		// (as one it may not read): for this device it is not there.
 		return "", heldNowhere, false
 	}
 	return "", heldUnknown, cut
