@@ -22,6 +22,7 @@ func hangingProxy(t *testing.T, target string) (string, *atomic.Bool) {
 	var hang atomic.Bool
 	closed := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body) // read to the end, r's context ends when the client goes
 		if hang.Load() {
 			select {
 			case <-r.Context().Done():
@@ -29,7 +30,6 @@ func hangingProxy(t *testing.T, target string) (string, *atomic.Bool) {
 			}
 			return
 		}
-		body, _ := io.ReadAll(r.Body)
 		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target, bytes.NewReader(body))
 		req.Header = r.Header.Clone()
 		resp, err := http.DefaultClient.Do(req)
