@@ -32,14 +32,12 @@ func (e *Edge) loadDevice(ctx context.Context) {
 }
 
 // keepDevice keeps a header the gateway sent (Primary's OnDevice: only
-// when it changed).
+// when it changed, one change at a time under the Primary's deviceMu).
 func (e *Edge) keepDevice(header string) {
 	in, ok := deviceinfo.FromHeader(http.Header{deviceinfo.Header: {header}})
 	if !ok {
 		return
 	}
-	e.deviceMu.Lock()
-	defer e.deviceMu.Unlock()
 	e.keptDevice.Store(&in)
 	if e.outbox == nil {
 		return

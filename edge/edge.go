@@ -54,7 +54,6 @@ type Edge struct {
 	box          *mailbox.Mailbox                // the coordination mailbox; nil in pass-through
 	wk           *wake                           // the owed asks told without a tool call; nil in pass-through
 	keptDevice   atomic.Pointer[deviceinfo.Info] // the device header an earlier run last heard (device.go)
-	deviceMu     sync.Mutex                      // serializes keeping a heard header
 	stopping     atomic.Bool                     // Serve's context ended: new requests are refused
 	run          context.Context                 // ends when the edge stops; the SDK's handlers end with it
 	halt         context.Context                 // ends at the stop's signal (beforeStop); nil outside Serve
