@@ -21,28 +21,48 @@ func slowAnswerProxy(t *testing.T, target, tool string, hold time.Duration) stri
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target, bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
+		if !strings.Contains(string(body), `"`+tool+`"`) {
+			passOn(w, r, target, body, nil)
 			return
 		}
-		defer resp.Body.Close()
-		answer, _ := io.ReadAll(resp.Body)
-		if strings.Contains(string(body), `"`+tool+`"`) {
+		passOn(w, r, target, body, func() bool {
 			select {
 			case <-time.After(hold):
+				return true
 			case <-r.Context().Done():
-				return
+				return false
 			}
-		}
-		maps.Copy(w.Header(), resp.Header)
-		w.WriteHeader(resp.StatusCode)
-		w.Write(answer)
+		})
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
+}
+
+// passOn sends body to target as r's request and writes the answer to w:
+// as it comes, or, with hold, read whole first and written if hold says so
+// (false: dropped).
+func passOn(w http.ResponseWriter, r *http.Request, target string, body []byte, hold func() bool) {
+	req, _ := http.NewRequestWithContext(r.Context(), r.Method, target, bytes.NewReader(body))
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	if hold == nil {
+		maps.Copy(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+		return
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	if !hold() {
+		return
+	}
+	maps.Copy(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	w.Write(answer)
 }
 
 // deleteAndRewriteDiary deletes agent's diary entry id and wants

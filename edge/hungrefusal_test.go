@@ -1,9 +1,7 @@
 package edge
 
 import (
-	"bytes"
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -30,17 +28,7 @@ func hangingProxy(t *testing.T, target string) (string, *atomic.Bool) {
 			}
 			return
 		}
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target, bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		maps.Copy(w.Header(), resp.Header)
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
+		passOn(w, r, target, body, nil)
 	}))
 	t.Cleanup(func() { close(closed); srv.Close() })
 	return srv.URL + "/mcp", &hang

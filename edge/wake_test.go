@@ -1,10 +1,8 @@
 package edge
 
 import (
-	"bytes"
 	"context"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -251,17 +249,7 @@ func holdingProxy(t *testing.T, target string) string {
 			<-r.Context().Done()
 			return
 		}
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, target, bytes.NewReader(body))
-		req.Header = r.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		maps.Copy(w.Header(), resp.Header)
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
+		passOn(w, r, target, body, nil)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
