@@ -153,16 +153,12 @@ func (s *Store) Abandon(ctx context.Context, o Op) (bool, error) {
 // note whose owner still runs (another edge on this palace, its local
 // palace slow) is left to it: its local answer settles it (live.go).
 func (s *Store) ResolveIntents(ctx context.Context) (int, error) {
-	owners, err := queryAll(ctx, s.db, func(r rowScanner) (o string, err error) { err = r.Scan(&o); return o, err },
-		`SELECT DISTINCT owner FROM ops WHERE state='intent'`)
+	owners, err := s.goneIntents(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: resolving the writes a stopped edge left unsettled: %w", err)
 	}
 	n := int64(0)
-	for _, o := range owners {
-		if !s.gone(o) {
-			continue
-		}
+	for o := range owners {
 		res, err := s.db.ExecContext(ctx, `UPDATE ops SET state='held' WHERE state='intent' AND owner=?`, o)
 		if err != nil {
 			return int(n), fmt.Errorf("outbox: resolving the writes a stopped edge left unsettled: %w", err)
@@ -175,6 +171,27 @@ func (s *Store) ResolveIntents(ctx context.Context) (int, error) {
 		return int(n) + d, fmt.Errorf("outbox: resolving the deletes a stopped edge left unsettled: %w", err)
 	}
 	return int(n) + d, nil
+}
+
+// goneIntents counts the intents of each owner that is gone (live.go):
+// those ResolveIntents holds.
+func (s *Store) goneIntents(ctx context.Context) (map[string]int, error) {
+	type count struct {
+		owner string
+		n     int
+	}
+	counts, err := queryAll(ctx, s.db, func(r rowScanner) (c count, err error) { err = r.Scan(&c.owner, &c.n); return },
+		`SELECT owner, COUNT(*) FROM ops WHERE state='intent' GROUP BY owner`)
+	if err != nil {
+		return nil, err
+	}
+	gone := map[string]int{}
+	for _, c := range counts {
+		if s.gone(c.owner) {
+			gone[c.owner] = c.n
+		}
+	}
+	return gone, nil
 }
 
 // PendingDelete is a delete in the outbox before its local answer.

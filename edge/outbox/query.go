@@ -596,20 +596,13 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 // orphanedIntents counts the intents whose owner is gone (ResolveIntents
 // holds them).
 func (s *Store) orphanedIntents(ctx context.Context) (int, error) {
-	type count struct {
-		owner string
-		n     int
-	}
-	counts, err := queryAll(ctx, s.db, func(r rowScanner) (c count, err error) { err = r.Scan(&c.owner, &c.n); return },
-		`SELECT owner, COUNT(*) FROM ops WHERE state='intent' GROUP BY owner`)
+	owners, err := s.goneIntents(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: %w", err)
 	}
 	n := 0
-	for _, c := range counts {
-		if s.gone(c.owner) {
-			n += c.n
-		}
+	for _, k := range owners {
+		n += k
 	}
 	return n, nil
 }
