@@ -26,13 +26,17 @@ func (e *Edge) localEmpty() bool {
 	return err == nil && empty
 }
 
+// notFound reports MemPalace's error for a drawer id it does not hold
+// ("Drawer not found: <id>").
+func notFound(msg string) bool { return strings.HasPrefix(msg, "Drawer not found") }
+
 // lacksLocally reports a local answer that means the drawer is not in the
 // local palace: "Drawer not found", or any error from a palace that holds
 // no drawers yet.
 func (e *Edge) lacksLocally(res *mcp.CallToolResult) bool {
 	t, _ := objectText(res)
 	msg := gjson.Get(t, "error")
-	return strings.HasPrefix(msg.String(), "Drawer not found") || msg.Exists() && e.localEmpty()
+	return notFound(msg.String()) || msg.Exists() && e.localEmpty()
 }
 
 // emptyAnswer is a merged read's answer of shape from a palace that holds
@@ -90,7 +94,7 @@ func (e *Edge) emptyOverview(c *call, res *mcp.CallToolResult) (_ *mcp.CallToolR
 // came.
 func notFoundHere(c *call, res *mcp.CallToolResult) (_ *mcp.CallToolResult, rewritten bool) {
 	id, ok := c.argsMap()["drawer_id"].(string)
-	if !ok || strings.HasPrefix(gjson.Get(resultText(res), "error").String(), "Drawer not found") {
+	if !ok || notFound(gjson.Get(resultText(res), "error").String()) {
 		return res, false
 	}
 	return jsonResult(map[string]any{"error": "Drawer not found: " + id}, false), true

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -71,7 +70,7 @@ func (e *Edge) localDeleteDone(c *call, res *mcp.CallToolResult) bool {
 	items, _ := m["results"].([]any) // delete_drawers: one per id
 	for _, x := range items {
 		r, _ := x.(map[string]any)
-		if msg, failed := r["error"].(string); failed && !strings.HasPrefix(msg, "Drawer not found") {
+		if msg, failed := r["error"].(string); failed && !notFound(msg) {
 			return false
 		}
 	}

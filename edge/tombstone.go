@@ -219,7 +219,7 @@ func removesDrawers(c *call) bool {
 func deletedCount(c *call, m map[string]any) (int, bool) {
 	switch c.tool.Name {
 	case "delete_drawer":
-		return 1, m["success"] == true || strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found")
+		return 1, m["success"] == true || notFound(fmt.Sprint(m["error"]))
 	case "delete_drawers":
 		_, ok := m["results"].([]any)
 		return len(drawerIDs(c)), ok && m["error"] == nil
@@ -348,7 +348,7 @@ func (e *Edge) record(ctx context.Context, id string) (rec string, held holder, 
 	switch {
 	case ok:
 		return t, heldPrimary, false
-	case !cut && (strings.HasPrefix(gjson.Get(t, "error").String(), "Drawer not found") || notVisible(err)):
+	case !cut && (notFound(gjson.Get(t, "error").String()) || notVisible(err)):
 		// A gateway answers a missing id "not visible to this device"
 		// (as one it may not read): for this device it is not there.
 		return "", heldNowhere, false

@@ -183,7 +183,7 @@ func ask(ctx context.Context, p *Primary, tool string, args map[string]any) (str
 	if !ok || res.IsError {
 		return "", fmt.Errorf("%s: %w: %s", tool, errAnswered, truncate(resultText(res), 200))
 	}
-	if msg := gjson.Get(t, "error"); msg.Exists() && !strings.HasPrefix(msg.String(), "Drawer not found") {
+	if msg := gjson.Get(t, "error"); msg.Exists() && !notFound(msg.String()) {
 		return "", fmt.Errorf("%s: %w: %s", tool, errAnswered, truncate(msg.String(), 200))
 	}
 	return t, nil
