@@ -288,14 +288,7 @@ func TestSignalMidWriteKeepsTheWrite(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	h := start(t, harnessOpts{raw: true, stopGrace: grace, primaryDown: true, childExitWait: hungExit,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=8000", "FAKEPALACE_TRACE=1"}})
-	h.handshake()
-	h.ready()
-	if _, err := h.in.Write([]byte(signalWrite)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the write at the local palace", func() bool {
-		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_add_drawer" })
-	})
+	writeAtTheLocalPalace(t, h)
 	began := time.Now()
 	h.stop()
 	select {
@@ -378,6 +371,20 @@ func TestAWriteGivenUpAtAStopIsAnsweredAsStopping(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{raw: true, primaryDown: true, childExitWait: hungExit,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000", "FAKEPALACE_TRACE=1"}})
+	writeAtTheLocalPalace(t, h)
+	h.edge.writes.givenUp()
+	h.edge.writes.giveUpAll() // the stop's grace is over; its calls are not cancelled yet
+	a := h.await("4", 5*time.Second)
+	e, _ := a["error"].(map[string]any)
+	if e == nil || e["code"] != float64(-32000) || !strings.Contains(fmt.Sprint(e["message"]), "may or may not have been applied") {
+		t.Errorf("a write given up at a stop (queued for the primary) is answered %v, want the stop's -32000 \"may or may not have been applied\"", a)
+	}
+}
+
+// writeAtTheLocalPalace sends signalWrite after the handshake and waits
+// until the (slow) local palace has it.
+func writeAtTheLocalPalace(t *testing.T, h *harness) {
+	t.Helper()
 	h.handshake()
 	h.ready()
 	if _, err := h.in.Write([]byte(signalWrite)); err != nil {
@@ -386,11 +393,4 @@ func TestAWriteGivenUpAtAStopIsAnsweredAsStopping(t *testing.T) {
 	waitFor(t, 10*time.Second, "the write at the local palace", func() bool {
 		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_add_drawer" })
 	})
-	h.edge.writes.givenUp()
-	h.edge.writes.giveUpAll() // the stop's grace is over; its calls are not cancelled yet
-	a := h.await("4", 5*time.Second)
-	e, _ := a["error"].(map[string]any)
-	if e == nil || e["code"] != float64(-32000) || !strings.Contains(fmt.Sprint(e["message"]), "may or may not have been applied") {
-		t.Errorf("a write given up at a stop (queued for the primary) is answered %v, want the stop's -32000 \"may or may not have been applied\"", a)
-	}
 }
