@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -51,21 +52,8 @@ func TestKilledMidDeleteStaysDeleted(t *testing.T) {
 		t.Run(map[bool]string{false: "not admin", true: "admin"}[admin], func(t *testing.T) {
 			const content = "the staging password is hunter2, deleted, then a kill"
 			primary, url, token, palace, id := deleteFront(t, admin, content)
-			p := startHeld(t, []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace,
-				"MEMPALACE_REMOTE_URL=" + url, "MEMPALACE_REMOTE_TOKEN=" + token, "MEMPALACE_EDGE_TIMEOUT=30s",
-				"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=1500"})
-			p.send(t, pipedInitialize)
-			if a := p.await("1", 20*time.Second); a["result"] == nil {
-				t.Fatalf("initialize: %v\nstderr:\n%s", a, p.errOut)
-			}
-			// A merged read first: the edge has heard the gateway's word on the device.
-			p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
-				`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"staging password"}}}`+"\n")
-			if a := p.await("2", 20*time.Second); a["result"] == nil {
-				t.Fatalf("search: %v\nstderr:\n%s", a, p.errOut)
-			}
-			p.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"`+id+`"}}}`+"\n")
-			time.Sleep(700 * time.Millisecond) // at the local palace, which takes 1.5 s
+			p := deleteAtTheLocalPalace(t, []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace,
+				"MEMPALACE_REMOTE_URL=" + url, "MEMPALACE_REMOTE_TOKEN=" + token}, "staging password", id, 1500)
 			if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -153,20 +141,8 @@ func TestStoppedMidDeleteDeletesLocally(t *testing.T) {
 	child := testbed.Self(t, fakepalace.ProgramName)
 	const content = "the release key is in the drawer an admin deleted at a stop"
 	primary, url, token, palace, id := deleteFront(t, true, content)
-	p := startHeld(t, []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace,
-		"MEMPALACE_REMOTE_URL=" + url, "MEMPALACE_REMOTE_TOKEN=" + token, "MEMPALACE_EDGE_TIMEOUT=30s",
-		"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=20000"})
-	p.send(t, pipedInitialize)
-	if a := p.await("1", 20*time.Second); a["result"] == nil {
-		t.Fatalf("initialize: %v\nstderr:\n%s", a, p.errOut)
-	}
-	p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
-		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"release key"}}}`+"\n")
-	if a := p.await("2", 20*time.Second); a["result"] == nil {
-		t.Fatalf("search: %v\nstderr:\n%s", a, p.errOut)
-	}
-	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"`+id+`"}}}`+"\n")
-	time.Sleep(700 * time.Millisecond) // at the local palace, which takes 20 s
+	p := deleteAtTheLocalPalace(t, []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace,
+		"MEMPALACE_REMOTE_URL=" + url, "MEMPALACE_REMOTE_TOKEN=" + token}, "release key", id, 20000)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -197,4 +173,25 @@ func TestStoppedMidDeleteDeletesLocally(t *testing.T) {
 	if s := mustJSON(m["results"]); strings.Contains(s, id) {
 		t.Errorf("search after the stop shows the deleted drawer: %s", s)
 	}
+}
+
+// deleteAtTheLocalPalace starts an edge process with env whose local
+// palace takes latencyMs over a delete_drawer, has it search for query (a
+// merged read: the edge has heard the gateway's word on the device), then
+// sends the delete of id and returns while it is at the local palace.
+func deleteAtTheLocalPalace(t *testing.T, env []string, query, id string, latencyMs int) *heldEdge {
+	t.Helper()
+	p := startHeld(t, append(env, "MEMPALACE_EDGE_TIMEOUT=30s", fmt.Sprintf("FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=%d", latencyMs)))
+	p.send(t, pipedInitialize)
+	if a := p.await("1", 20*time.Second); a["result"] == nil {
+		t.Fatalf("initialize: %v\nstderr:\n%s", a, p.errOut)
+	}
+	p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"`+query+`"}}}`+"\n")
+	if a := p.await("2", 20*time.Second); a["result"] == nil {
+		t.Fatalf("search: %v\nstderr:\n%s", a, p.errOut)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"`+id+`"}}}`+"\n")
+	time.Sleep(700 * time.Millisecond) // at the local palace, which takes latencyMs
+	return p
 }
