@@ -356,10 +356,6 @@ func DiaryWingOf(agent string) string {
 	return "wing_" + strings.ReplaceAll(strings.ToLower(agent), " ", "_")
 }
 
-// Reads reports a tool that only reads, safe to send twice (false for
-// unknown tools).
-func Reads(name string) bool { t, _ := Lookup(name); return t.Reads }
-
 // InputSchema is an object schema naming the tool's arguments, for when
 // the edge must list the tool without having seen MemPalace's own schema.
 func (t Tool) InputSchema() map[string]any {

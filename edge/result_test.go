@@ -108,8 +108,8 @@ func TestOnlyReadsAreMarkedSafeToResend(t *testing.T) {
 		"mempalace_add_drawer": false, "mempalace_diary_write": false, "mempalace_kg_add": false, "mempalace_event_append": false, "mempalace_event_ack": false,
 		"mempalace_sync": false, "mempalace_delete_drawer": false, "mempalace_tool_from_a_newer_primary": false,
 	} {
-		if got := catalogue.Reads(tool); got != want {
-			t.Errorf("Reads(%s) = %v, want %v", tool, got, want)
+		if rec, _ := catalogue.Lookup(tool); rec.Reads != want {
+			t.Errorf("Reads(%s) = %v, want %v", tool, rec.Reads, want)
 		}
 	}
 }

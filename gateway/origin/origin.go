@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 )
 
 // The wire names.
@@ -109,12 +108,6 @@ func Of(record []byte) (Origin, bool) {
 		return Origin{}, false
 	}
 	return o, true
-}
-
-// Set returns the record (a JSON object) with its origin set to o,
-// replacing one it had: how an edge marks the records of its own palace.
-func Set(record []byte, o Origin) ([]byte, error) {
-	return sjson.SetRawBytes(record, Key, o.AppendJSON(nil))
 }
 
 // deviceKey is WithDevice's context key.

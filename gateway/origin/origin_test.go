@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/tidwall/sjson"
 )
 
 // What AppendJSON writes is JSON that Of and encoding/json read back the
@@ -20,7 +22,7 @@ func TestRoundTrip(t *testing.T) {
 		if err := json.Unmarshal(b, &viaStd); err != nil || viaStd != o {
 			t.Errorf("%s: encoding/json reads %+v (%v)", b, viaStd, err)
 		}
-		rec, err := Set([]byte(`{"drawer_id":"d","wing":"shared"}`), o)
+		rec, err := sjson.SetRawBytes([]byte(`{"drawer_id":"d","wing":"shared"}`), Key, b)
 		if err != nil {
 			t.Fatal(err)
 		}
