@@ -183,14 +183,6 @@ func TestCheckFromAgent(t *testing.T) {
 	}
 }
 
-func TestIdentity(t *testing.T) {
-	for _, c := range [][3]string{{"opencode", "build-box", "opencode@build-box"}, {"pi", "", "pi"}, {"", "laptop", ""}, {" pi ", " laptop ", "pi@laptop"}, {"pi@desk", "laptop", "pi@desk"}} {
-		if got := Identity(c[0], c[1]); got != c[2] {
-			t.Errorf("Identity(%q, %q) = %q, want %q", c[0], c[1], got, c[2])
-		}
-	}
-}
-
 // Offline, a reply still in the outbox counts as sent; a claim does not.
 func TestPendingRepliesCountAsSent(t *testing.T) {
 	const peer = "pi@laptop"

@@ -7,22 +7,6 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 )
 
-// Identity is an agent's address on the log, <harness>@<label> (RFC 003
-// §3.2): from_agent and to_agent carry the whole distinction between
-// machines, because origin_replica names the palace, not the writer. With
-// no label it is the bare harness name (which Bare flags); with no
-// harness it is "".
-func Identity(harness, label string) string {
-	harness, label = strings.TrimSpace(harness), strings.TrimSpace(label)
-	switch {
-	case harness == "":
-		return ""
-	case label == "" || strings.Contains(harness, "@"):
-		return harness
-	}
-	return harness + "@" + label
-}
-
 // Bare reports whether name lacks the @<device> half of an identity (or
 // either half is empty).
 func Bare(name string) bool {
