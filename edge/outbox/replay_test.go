@@ -233,12 +233,6 @@ func (r *rig) onPrimary(tool string, args map[string]any) {
 	}
 }
 
-func mustMap(b []byte) map[string]any {
-	var m map[string]any
-	json.Unmarshal(b, &m)
-	return m
-}
-
 // local_seq is monotonic and op_ids differ for identical events; an
 // identical add_drawer queued twice is one op.
 func TestEnqueueIdentity(t *testing.T) {
