@@ -168,8 +168,16 @@ func TestWarmTransportKeepsAConnectionReadyWhileTheAgentWorks(t *testing.T) {
 	wt.maxAge = 150 * time.Millisecond
 	post(t, c, context.Background(), srv.URL, "first")
 	time.Sleep(4 * wt.maxAge)
-	waitUntil(t, "a kept connection", func() bool { return wt.idleConns() == 1 })
-	if !postedOnReadyConn(t, c, srv.URL, "second") {
+	// A loaded machine can still hold the test between the check and the
+	// call past maxAge (it did under the race tier at load 8): three tries,
+	// each after a kept connection is seen; a transport that keeps none
+	// fails all three.
+	ready := false
+	for try := 0; try < 3 && !ready; try++ {
+		waitUntil(t, "a kept connection", func() bool { return wt.idleConns() == 1 })
+		ready = postedOnReadyConn(t, c, srv.URL, fmt.Sprint("second, try ", try))
+	}
+	if !ready {
 		t.Error("after a pause the call dialled its own connection: none was kept ready")
 	}
 	if n := log.count(); n < 3 {
