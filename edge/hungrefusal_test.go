@@ -76,6 +76,7 @@ func TestRefusalsDoNotWaitOnAHungPrimary(t *testing.T) {
 	const timeout = 5 * time.Second
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["bob-02"], timeout: timeout})
 	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
+	h.call("list_wings", nil) // the agent's first call (the primary's tools listed), as in the outside tester's run
 	hang.Store(true)
 	for i, limit := range []time.Duration{2 * time.Second, 500 * time.Millisecond} {
 		res, took := refusedWrite(h, fmt.Sprint("refused ", i))
@@ -102,6 +103,7 @@ func TestARefusalDoesNotMarkASlowPrimaryDown(t *testing.T) {
 	url, delay := slowProxy(t, gwURL)
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["bob-02"], timeout: 5 * time.Second})
 	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
+	h.call("list_wings", nil) // the agent's first call (the primary's tools listed), as in the outside tester's run
 	setWriteGrants(t, gw, "bob-02", "wing_bob", "wing_shared")
 	delay.Store(int64(1500 * time.Millisecond))
 	if _, took := refusedWrite(h, "asked while the primary is slow"); took > 1400*time.Millisecond {
