@@ -34,6 +34,10 @@ type Config struct {
 	Identity string
 	// CallTimeout bounds every call to the primary.
 	CallTimeout time.Duration
+	// GrantAsk bounds how long a write the grants last heard refuse waits
+	// for the gateway's fresh answer before it is refused on them (0:
+	// DefaultGrantAsk, 1 s); the ask goes on within CallTimeout.
+	GrantAsk time.Duration
 	// Lease is how long a flusher holds the outbox before another process
 	// may take over (0: the outbox's default, 10 s).
 	Lease time.Duration

@@ -311,12 +311,13 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 	}
 	e.loadDevice(ctx)
 	e.primary = NewPrimary(e.cfg.PrimaryURL, e.cfg.Token, e.log, PrimaryOptions{
-		Timeout:  e.cfg.CallTimeout,
-		Probe:    e.cfg.Probe,
-		Version:  e.cfg.Version,
-		OnUp:     e.resume,
-		OnTools:  func(t []*mcp.Tool) { e.addTools(t, true) },
-		OnDevice: e.keepDevice,
+		Timeout:    e.cfg.CallTimeout,
+		AskTimeout: e.cfg.GrantAsk,
+		Probe:      e.cfg.Probe,
+		Version:    e.cfg.Version,
+		OnUp:       e.resume,
+		OnTools:    func(t []*mcp.Tool) { e.addTools(t, true) },
+		OnDevice:   e.keepDevice,
 		OnLedger: func(on bool) {
 			if err := outbox.RecordProtection(e.outbox, on); err != nil {
 				e.log.Warn("the primary's protection not recorded (edge status shows the last one)", "err", err)

@@ -69,6 +69,8 @@ type harnessOpts struct {
 	tokenFn func() string
 	// wakeWait, mailboxPoll: Config's (default: the edge's).
 	wakeWait, mailboxPoll time.Duration
+	// grantAsk: Config's (default: the edge's).
+	grantAsk time.Duration
 	// stopGrace: Config's (default: the edge's).
 	stopGrace time.Duration
 	// writeGrace: Config's (default: the edge's).
@@ -105,6 +107,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if o.timeout > 0 {
 		cfg.CallTimeout = o.timeout
 	}
+	cfg.GrantAsk = o.grantAsk
 	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace, cfg.childExitWait = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace, o.childExitWait
 	switch {
 	case o.primaryURL != "":

@@ -50,6 +50,7 @@ type Primary struct {
 	unauth     bool
 	lastErr    error
 	probing    bool
+	asking     *deviceAsk    // RefreshDevice's ask out, nil when none
 	lastStatus atomic.Int32  // last HTTP status seen
 	next       atomic.Uint64 // ids of the calls sent as plain POSTs
 
@@ -65,6 +66,10 @@ type Primary struct {
 // PrimaryOptions tune a Primary.
 type PrimaryOptions struct {
 	Timeout time.Duration // each call's bound (default 10 s)
+	// AskTimeout bounds how long RefreshDevice's caller waits for the
+	// gateway's answer (default DefaultGrantAsk); the ask itself has
+	// Timeout.
+	AskTimeout time.Duration
 	// Probe is the first wait before probing a primary that went down;
 	// the waits double (jittered) up to ProbeMax. Defaults: 250 ms, 30 s.
 	Probe, ProbeMax time.Duration
@@ -85,6 +90,9 @@ type PrimaryOptions struct {
 func NewPrimary(endpoint string, token func() string, log *slog.Logger, o PrimaryOptions) *Primary {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultPrimaryTimeout
+	}
+	if o.AskTimeout <= 0 {
+		o.AskTimeout = DefaultGrantAsk
 	}
 	if o.Probe <= 0 {
 		o.Probe = 250 * time.Millisecond
@@ -173,25 +181,64 @@ func (p *Primary) Device() (deviceinfo.Info, bool) {
 
 // RefreshDevice asks the gateway again what it says of this device,
 // unless the breaker is open: one ping, the cheapest authenticated
-// request (every authenticated answer carries the header), bounded by
-// the call timeout. It reports whether an answer came, so Device is what
-// the gateway says now. An ask that fails (not one the caller cancelled)
-// opens the breaker like any failed call: with the primary hung, the next
-// refusal does not wait out the timeout again.
+// request (every authenticated answer carries the header). It reports
+// whether an answer came within AskTimeout, so Device is what the gateway
+// says now. The ask itself goes on, within the call timeout, after its
+// caller stopped waiting: a slow primary's late answer still brings the
+// grants for the next write and is not taken for an outage; a hung
+// primary's ask fails like any call and opens the breaker. One ask at a
+// time: a caller while one is out waits for it until its AskTimeout, no
+// longer (with the primary hung, the refusals after the first answer at
+// once).
 func (p *Primary) RefreshDevice(ctx context.Context) bool {
-	if !p.Up() {
+	a := p.askDevice()
+	if a == nil {
 		return false
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
-	defer cancel()
-	asked := time.Now().UnixNano()
-	if err := p.handshake(cctx); err != nil {
-		if ctx.Err() == nil {
+	t := time.NewTimer(time.Until(a.by))
+	defer t.Stop()
+	select {
+	case <-a.done:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return p.heard.Load() >= a.asked
+}
+
+// deviceAsk is RefreshDevice's ping, sent at asked (unix ns), waited for
+// until by; done is closed when it ended.
+type deviceAsk struct {
+	done  chan struct{}
+	by    time.Time
+	asked int64
+}
+
+// askDevice is the ask out, or a new one sent; nil while the breaker is
+// open or after Close.
+func (p *Primary) askDevice() *deviceAsk {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down || p.isClosed {
+		return nil
+	}
+	if p.asking != nil {
+		return p.asking
+	}
+	now := time.Now()
+	a := &deviceAsk{done: make(chan struct{}), by: now.Add(p.o.AskTimeout), asked: now.UnixNano()}
+	p.asking = a
+	p.goLocked(func() {
+		ctx, cancel := context.WithTimeout(p.ctx, p.o.Timeout)
+		defer cancel()
+		if err := p.handshake(ctx); err != nil && p.ctx.Err() == nil {
 			p.fail(err)
 		}
-		return false
-	}
-	return p.heard.Load() >= asked
+		p.mu.Lock()
+		p.asking = nil
+		p.mu.Unlock()
+		close(a.done)
+	})
+	return a
 }
 
 // Up reports whether calls are attempted (the breaker is closed).
@@ -218,6 +265,10 @@ func (p *Primary) State() string {
 // DefaultPrimaryTimeout bounds a call to the primary when
 // PrimaryOptions.Timeout is 0.
 const DefaultPrimaryTimeout = 10 * time.Second
+
+// DefaultGrantAsk bounds how long a write the grants last heard refuse
+// waits for the gateway's fresh answer (PrimaryOptions.AskTimeout 0).
+const DefaultGrantAsk = time.Second
 
 // Close ends the session, a connect in progress and the prober, and
 // returns once every goroutine the Primary started (and that connect) has

@@ -479,8 +479,9 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 //
 // The grants are what the gateway said on its last answer to this edge
 // (the flusher's sends and merged reads hear them). A refusal on them is
-// decided again on fresh ones while the primary is up (a grant given is
-// heard before the agent is refused). A write they allow is taken without
+// decided again on fresh ones while the primary is up and answers within
+// Config.GrantAsk (a grant given is heard before the agent is refused; a
+// slower answer is heard for the next write). A write they allow is taken without
 // asking (a local write never waits on the primary): a grant removed is
 // heard from the gateway's refusal of the first write sent on old grants,
 // and the writes after it are refused up front.
