@@ -1,0 +1,94 @@
+package edge
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// notesOf is the text blocks a tool answer carries after its first (the
+// answer itself): the edge's notes.
+func notesOf(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content[min(1, len(res.Content)):] {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text + "\n")
+		}
+	}
+	return b.String()
+}
+
+// deadOps is the edge's outbox's dead ops.
+func (h *harness) deadOps() []outbox.Op {
+	h.t.Helper()
+	ops, err := h.edge.outbox.List(context.Background(), 10, outbox.Dead)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return ops
+}
+
+// A write the primary refuses for good is told to the agent that made
+// it, which was answered "queued" and otherwise believes it shared: the
+// operator removed the device's grant for the wing after the edge heard
+// the old grants, the agent writes there, the gateway refuses it until
+// it is dead. The agent's next tool answer carries one line naming the
+// write and the primary's reason, once; a new session's initialize
+// instructions say the outbox holds it. (The flusher's backoff is
+// cleared as `edge flush` does, so the refusals come at once.)
+func TestADeadWriteIsToldToTheAgent(t *testing.T) {
+	t.Parallel()
+	h, gw, _ := bobBehindAGateway(t, harnessOpts{}, "wing_bob", "wing_shared")
+	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "plans", "content": "while granted"}); res.IsError {
+		t.Fatalf("a granted write was refused: %s", refusalText(res))
+	}
+	h.drained()
+	setWriteGrants(t, gw, "bob-02", "wing_bob")
+	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "plans", "content": "on the old grants"}); res.IsError {
+		t.Fatalf("a write the edge's grants allow was refused: %s", refusalText(res))
+	}
+	ctx := context.Background()
+	h.eventually("the refused write dead", func() bool {
+		h.edge.outbox.ClearBackoff(ctx)
+		h.edge.outbox.Kick()
+		return len(h.deadOps()) == 1
+	})
+	if reason := string(h.deadOps()[0].Error); !strings.Contains(reason, "write globs do not match the target wing") {
+		t.Fatalf("the dead op's reason: %s", reason)
+	}
+
+	_, res := h.call("add_drawer", map[string]any{"wing": "wing_bob", "room": "r", "content": "the next write"})
+	note := notesOf(res)
+	for _, want := range []string{"refused your mempalace_add_drawer of wing_shared/plans for good", "(devbox-config gateway: bob-02 may not call mempalace_add_drawer (write globs do not match the target wing))", "devbox-config edge status"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the next tool answer's note lacks %q:\n%q", want, note)
+		}
+	}
+	if n := strings.Count(strings.TrimSpace(note), "\n"); n != 0 {
+		t.Errorf("the note is %d lines:\n%s", n+1, note)
+	}
+	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_bob", "room": "r", "content": "another write"}); strings.Contains(notesOf(res), "refused") {
+		t.Errorf("the dead write is told again: %s", notesOf(res))
+	}
+
+	url, tok := h.edge.cfg.PrimaryURL, h.edge.cfg.Token()
+	h.stop()
+	<-h.done
+	h2 := start(t, harnessOpts{palace: h.palace, primaryURL: url, token: tok})
+	in := instructionsOf(h2)
+	for _, want := range []string{"1 write", "refused for good", "mempalace_add_drawer of wing_shared/plans", "devbox-config edge status"} {
+		if !strings.Contains(in, want) {
+			t.Errorf("the new session's instructions lack %q:\n%s", want, in)
+		}
+	}
+	if len(in) > wakeMaxBytes {
+		t.Errorf("instructions of %d bytes", len(in))
+	}
+	if _, res := h2.call("add_drawer", map[string]any{"wing": "wing_bob", "room": "r", "content": "in the new session"}); strings.Contains(notesOf(res), "refused") {
+		t.Errorf("the dead write told at initialize is told again: %s", notesOf(res))
+	}
+}
