@@ -58,6 +58,7 @@ type Edge struct {
 	run          context.Context                 // ends when the edge stops; the SDK's handlers end with it
 	halt         context.Context                 // ends at the stop's signal (beforeStop); nil outside Serve
 	writes       sentWrites                      // writes sent to the local palace, not yet answered and queued (sentwrite.go)
+	dead         deadNews                        // the dead ops the session was told of (deadnote.go)
 }
 
 // New builds an edge from its configuration; Serve runs it.
@@ -100,12 +101,12 @@ func New(cfg Config) *Edge {
 			if e.run != nil && e.run.Err() != nil && ctx.Err() != nil && err != errNotApplied {
 				return nil, errStopping
 			}
-			if err == nil && e.wk != nil {
-				switch r := res.(type) { // the session starts: the owed asks (wake.go)
+			if err == nil && (e.wk != nil || e.outbox != nil) {
+				switch r := res.(type) { // the session starts: dead writes, owed asks (wake.go)
 				case *mcp.InitializeResult:
-					r.Instructions = e.wakeInstructions(ctx)
+					r.Instructions = e.sessionInstructions(ctx)
 				case *mcp.DiscoverResult: // the stateless protocol's (2026-07-28)
-					r.Instructions = e.wakeInstructions(ctx)
+					r.Instructions = e.sessionInstructions(ctx)
 				}
 			}
 			if method == "logging/setLevel" && err == nil {

@@ -148,7 +148,7 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 		}
 	}
 	if err == nil {
-		result = l.e.withNote(result)
+		result = l.e.withNote(ctx, result)
 	}
 	l.respond(id, result, err, stateless)
 }

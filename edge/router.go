@@ -54,8 +54,9 @@ func (e *Edge) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 	e.setAgent(req.Session, false)
 	res, err := e.route(ctx, newCall(&mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments, Meta: wire.ForwardMeta(req.Params.Meta)}))
 	if err == nil && res != nil {
-		if n := e.takeNote(); n != "" {
-			res.Content = append(res.Content, &mcp.TextContent{Text: n}) // a new ask (wake.go)
+		notes, _ := e.takeNotes(ctx)
+		for _, n := range notes {
+			res.Content = append(res.Content, &mcp.TextContent{Text: n}) // a new ask, a dead write (wake.go)
 		}
 	}
 	return res, err

@@ -306,31 +306,61 @@ func (e *Edge) wakeInstructions(ctx context.Context) string {
 	return renderOwed(v, e.cfg.Identity)
 }
 
-// takeNote is the note for this tool answer ("": none), given once: the
-// asks waiting for it whose senders the device trusts now (trustedNow: a
-// revocation heard since they were read applies).
-func (e *Edge) takeNote() string {
-	n, _ := e.takeNoteAsks()
-	return n
+// sessionInstructions is what initialize answers with: the writes the
+// primary refused for good (deadnote.go), then the owed asks, within the
+// summary's bounds ("": neither).
+func (e *Edge) sessionInstructions(ctx context.Context) string {
+	dead, owed := e.deadInstructions(ctx), e.wakeInstructions(ctx)
+	if dead == "" || owed == "" {
+		return dead + owed
+	}
+	return truncate(dead+"\n"+owed, wakeMaxBytes)
 }
 
-// takeNoteAsks is takeNote and the asks it tells.
-func (e *Edge) takeNoteAsks() (string, []owedAsk) {
+// takeNotes is the notes for this tool answer (none: nothing to tell),
+// one line each, given once: the asks waiting for it whose senders the
+// device trusts now (trustedNow: a revocation heard since they were read
+// applies), and the writes the primary refused for good since the
+// session was last told (deadnote.go). back puts them back, for an
+// answer that could not carry them.
+func (e *Edge) takeNotes(ctx context.Context) (notes []string, back func()) {
+	asks := e.takeNoteAsks()
+	dead := e.newDead(ctx, false)
+	if len(asks) > 0 {
+		notes = append(notes, newAsksNote(asks))
+	}
+	if len(dead) > 0 {
+		notes = append(notes, deadNote(dead))
+	}
+	return notes, func() {
+		if len(asks) > 0 {
+			e.wk.mu.Lock()
+			e.wk.note = append(asks, e.wk.note...)
+			e.wk.mu.Unlock()
+		}
+		e.untell(dead)
+	}
+}
+
+// takeNoteAsks takes the asks waiting for the next tool answer whose
+// senders the device trusts now.
+func (e *Edge) takeNoteAsks() []owedAsk {
 	if e.wk == nil {
-		return "", nil
+		return nil
 	}
 	e.wk.mu.Lock()
 	defer e.wk.mu.Unlock()
 	asks := e.trustedNow(owedView{Asks: e.wk.note}).Asks
 	e.wk.note = nil
-	if len(asks) == 0 {
-		return "", nil
-	}
-	return newAsksNote(asks), asks
+	return asks
 }
 
-// notePending reports a note waiting for the next tool answer.
+// notePending reports a note waiting for the next tool answer (a dead op
+// another process's flusher made is seen only by the next look-up).
 func (e *Edge) notePending() bool {
+	if e.deadPending() {
+		return true
+	}
 	if e.wk == nil {
 		return false
 	}
@@ -348,20 +378,18 @@ func (e *Edge) subscribe(uri string, on bool) {
 	}
 }
 
-// withNote is a tool answer (its result's JSON) carrying the note, if one
-// waits, as one more text block.
-func (e *Edge) withNote(result json.RawMessage) json.RawMessage {
-	n, asks := e.takeNoteAsks()
-	if n == "" {
-		return result
-	}
-	block, _ := json.Marshal(&mcp.TextContent{Text: n}) // a text block: it encodes
-	out, err := sjson.SetRawBytes(result, "content.-1", block)
-	if err != nil {
-		e.wk.mu.Lock()
-		e.wk.note = append(asks, e.wk.note...) // put back: no answer could carry it
-		e.wk.mu.Unlock()
-		return result
+// withNote is a tool answer (its result's JSON) carrying the notes, if
+// any wait, one text block each.
+func (e *Edge) withNote(ctx context.Context, result json.RawMessage) json.RawMessage {
+	notes, back := e.takeNotes(ctx)
+	out := result
+	for _, n := range notes {
+		block, _ := json.Marshal(&mcp.TextContent{Text: n}) // a text block: it encodes
+		var err error
+		if out, err = sjson.SetRawBytes(out, "content.-1", block); err != nil {
+			back() // no answer could carry them
+			return result
+		}
 	}
 	return out
 }

@@ -618,6 +618,38 @@ func (s *Store) Pending(ctx context.Context) (n int, oldest int64, err error) {
 	return n, first.Int64, nil
 }
 
+// DeadOp is a dead op as its agent is told of it (the edge's note).
+type DeadOp struct {
+	ID, Tool string
+	// Wing, Room and Drawer are what its arguments name ("": not named).
+	Wing, Room, Drawer string
+	// Reason is the primary's refusal, as its last attempt recorded it.
+	Reason string
+}
+
+// DeadOps lists the dead ops, oldest first, reading only their own index
+// and rows (the payload's room and drawer id, the error's message), so
+// the edge asks at every tool answer.
+func (s *Store) DeadOps(ctx context.Context) ([]DeadOp, error) {
+	ops, err := queryAll(ctx, s.db, func(r rowScanner) (DeadOp, error) {
+		var d DeadOp
+		return d, r.Scan(&d.ID, &d.Tool, &d.Wing, &d.Room, &d.Drawer, &d.Reason)
+	}, `SELECT op_id, tool_name, wing,
+		CAST(COALESCE(CASE WHEN json_valid(payload_json) THEN json_extract(payload_json,'$.room') END, '') AS TEXT),
+		CAST(COALESCE(CASE WHEN json_valid(payload_json) THEN json_extract(payload_json,'$.drawer_id') END, '') AS TEXT),
+		CAST(COALESCE(CASE WHEN json_valid(error_json) THEN json_extract(error_json,'$.message') END, '') AS TEXT)
+		FROM ops WHERE state='dead' ORDER BY local_seq`)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	return ops, nil
+}
+
+// Deaths counts the ops this process's flusher made dead since the store
+// opened: a cheap "has one died since?" before DeadOps (another process's
+// flusher's are seen by DeadOps alone).
+func (s *Store) Deaths() int64 { return s.deaths.Load() }
+
 // Wait blocks until the op reached the primary (done), died or went in
 // doubt, an attempt to send it failed (it is queued with the error: the
 // flusher sends it again after its backoff or the primary's recovery), or

@@ -76,6 +76,8 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	})
 	if err != nil {
 		f.Log.Error("outbox: a failed attempt not recorded", "op", op.Short(), "err", err)
+	} else if state == Dead {
+		f.S.deaths.Add(1)
 	}
 	f.S.notify(op.ID) // dead, in doubt, or queued with its error: a waiter learns it now
 	return false

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/joakimp/devbox-config/sqlitewal"
@@ -32,6 +33,7 @@ type Store struct {
 	wake    chan struct{}
 	closed  bool
 	rings   sync.WaitGroup // doorbell rings in flight; Close waits for them
+	deaths  atomic.Int64   // ops this process's flusher made dead (Deaths)
 }
 
 // The schema. An op's causal keys are in op_keys only while the op is not
@@ -65,6 +67,7 @@ CREATE TABLE IF NOT EXISTS ops(
 CREATE UNIQUE INDEX IF NOT EXISTS ops_dedupe_active ON ops(dedupe_key) WHERE state IN ('queued','inflight');
 CREATE INDEX IF NOT EXISTS ops_pending ON ops(lane, local_seq) WHERE state <> 'done';
 CREATE INDEX IF NOT EXISTS ops_settled ON ops(flushed_at) WHERE state = 'done';
+CREATE INDEX IF NOT EXISTS ops_dead ON ops(local_seq) WHERE state = 'dead';
 CREATE TABLE IF NOT EXISTS op_keys(
   key       TEXT NOT NULL,
   local_seq INTEGER NOT NULL,

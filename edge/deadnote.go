@@ -1,0 +1,128 @@
+package edge
+
+// Writes the primary refused for good, told to the agent: a write is
+// answered when the local palace took it and queued, and the outbox's op
+// goes dead when the primary refuses it MaxRefusals times (the operator
+// removed the device's write grant for its wing, say). It is kept in this
+// devbox's palace only, and the agent, which believes it shared, is told
+//
+//   - at session start, in initialize's instructions (before the owed
+//     asks, within their bounds): how many dead ops the outbox holds and
+//     the first one's reason;
+//   - during the session, on the next tool answer, one line (a count when
+//     several died at once), once per dead op.
+//
+// The edge asks the outbox for its dead ops (one look-up on their own
+// index) at each tool answer it builds; the flusher of this process
+// counts the ops it made dead (Store.Deaths), so an answer relayed
+// without the edge (notePending) steps aside when one died.
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// deadReasonMax bounds the primary's reason, and what the op wrote, in a
+// line.
+const deadReasonMax = 120
+
+// deadNews is what the session was told of the dead ops.
+type deadNews struct {
+	mu   sync.Mutex
+	told map[string]bool // the dead ops told of, as of the last look-up
+	seen atomic.Int64    // the outbox's Deaths at the last look-up
+}
+
+// newDead looks the dead ops up and reports those the session was not
+// told of (all of them with all set), counting every dead op as told.
+func (e *Edge) newDead(ctx context.Context, all bool) []outbox.DeadOp {
+	if e.outbox == nil {
+		return nil
+	}
+	d := &e.dead
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seen := e.outbox.Deaths()
+	ops, err := e.outbox.DeadOps(ctx)
+	if err != nil {
+		e.log.Debug("the dead ops not looked up; the agent is told of them later", "err", err)
+		return nil
+	}
+	d.seen.Store(seen)
+	var fresh []outbox.DeadOp
+	told := make(map[string]bool, len(ops))
+	for _, o := range ops {
+		if all || !d.told[o.ID] {
+			fresh = append(fresh, o)
+		}
+		told[o.ID] = true
+	}
+	d.told = told // an op retried and dead again is told again
+	return fresh
+}
+
+// untell puts dead ops back for a later answer (none could carry them).
+func (e *Edge) untell(ops []outbox.DeadOp) {
+	if len(ops) == 0 {
+		return
+	}
+	e.dead.mu.Lock()
+	defer e.dead.mu.Unlock()
+	for _, o := range ops {
+		delete(e.dead.told, o.ID)
+	}
+	e.dead.seen.Store(-1) // the fast lane's relay steps aside for them
+}
+
+// deadPending reports an op this process's flusher made dead since the
+// last look-up.
+func (e *Edge) deadPending() bool {
+	return e.outbox != nil && e.outbox.Deaths() != e.dead.seen.Load()
+}
+
+// deadWhat is "<tool> of <wing/room, drawer id or wing>" and the
+// primary's reason, on one line, each bounded.
+func deadWhat(o outbox.DeadOp) (string, string) {
+	what := o.Tool
+	switch {
+	case o.Wing != "" && o.Room != "":
+		what += " of " + o.Wing + "/" + o.Room
+	case o.Drawer != "":
+		what += " of " + o.Drawer
+	case o.Wing != "":
+		what += " of " + o.Wing
+	}
+	reason := strings.Join(strings.Fields(o.Reason), " ")
+	if _, rest, ok := strings.Cut(reason, ": "); ok && strings.HasPrefix(reason, "JSON-RPC error ") {
+		reason = rest // the gateway's or the primary's own words
+	}
+	return truncate(what, deadReasonMax), truncate(cmp.Or(reason, "no reason given"), deadReasonMax)
+}
+
+// deadNote is the one line a tool answer carries for ops that died during
+// the session.
+func deadNote(fresh []outbox.DeadOp) string {
+	what, why := deadWhat(fresh[0])
+	if len(fresh) == 1 {
+		return fmt.Sprintf("[devbox-config] the primary refused your %s for good (%s): it is kept in this devbox's palace only; `devbox-config edge status` lists it.", what, why)
+	}
+	return fmt.Sprintf("[devbox-config] the primary refused %d of your writes for good, the first your %s (%s): they are kept in this devbox's palace only; `devbox-config edge status` lists them.", len(fresh), what, why)
+}
+
+// deadInstructions is the line initialize's instructions start with when
+// the outbox holds dead ops ("": none); they count as told.
+func (e *Edge) deadInstructions(ctx context.Context) string {
+	ops := e.newDead(ctx, true)
+	if len(ops) == 0 {
+		return ""
+	}
+	what, why := deadWhat(ops[0])
+	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good, the first your %s (%s). They are kept in this devbox's palace only, and later writes of the same objects wait behind them; `devbox-config edge status` lists them.",
+		len(ops), plural(len(ops), "write", "writes"), what, why)
+}
