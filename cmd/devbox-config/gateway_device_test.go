@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway"
 )
 
@@ -209,6 +211,35 @@ func TestAnEmptyGlobNamesTheDeviceAndTheFix(t *testing.T) {
 		code, _, errOut := runCLI(append([]string{"gateway", "--config", cfg, "device"}, args...)...)
 		if code == 0 || !strings.Contains(errOut, "desk-9b21") || !strings.Contains(errOut, "doubled") || !strings.Contains(errOut, "comma") {
 			t.Errorf("device %v: exit %d, %q; want a refusal naming device desk-9b21 and the doubled or trailing comma", args, code, errOut)
+		}
+	}
+}
+
+// The tables (`gateway device list`, `edge outbox list`) end each line at
+// its last character: a device with no token yet, or a queued op with no
+// error, ends its row at the cell before, not in the padding after it
+// (before: "...  all  " with two trailing spaces, which a diff or a
+// copy-paste into a config shows).
+func TestTableLinesEndWithoutSpaces(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	cli := gatewayCLI(t, cfg)
+	cli(0, "init")
+	cli(0, "device", "add", "a-1", "--read", "x")
+	cli(0, "device", "add", "b-2", "--read", "x", "--label", "laptop")
+	out, _ := cli(0, "device", "list")
+	wantNoTrailingSpace(t, "device list", out)
+
+	s := edgeOutbox(t)
+	s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Wing: "w"})
+	s.Close()
+	wantNoTrailingSpace(t, "edge outbox list", runOK(t, "edge", "outbox", "list"))
+}
+
+func wantNoTrailingSpace(t *testing.T, what, out string) {
+	t.Helper()
+	for line := range strings.Lines(out) {
+		if l := strings.TrimSuffix(line, "\n"); strings.HasSuffix(l, " ") {
+			t.Errorf("%s: a line ends in a space: %q\n%s", what, l, out)
 		}
 	}
 }
