@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -147,7 +146,7 @@ func (lc *outboxListCmd) run() error {
 		fmt.Fprintf(lc.stdout, "nothing waiting in %s\n", s.Path())
 		return nil
 	}
-	w := tabwriter.NewWriter(lc.stdout, 0, 2, 2, ' ', 0)
+	w := newTable(lc.stdout)
 	fmt.Fprintln(w, "SEQ\tOP\tSTATE\tTRIES\tTOOL\tWING\tCREATED\tERROR")
 	for _, o := range ops {
 		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", o.LocalSeq, o.Short(), o.State, o.Attempts, o.Tool, o.Wing, o.CreatedAt.Local().Format(time.DateTime), errorText(o.Error))

@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -166,7 +165,7 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	w := tabwriter.NewWriter(stdout, 0, 2, 2, ' ', 0)
+	w := newTable(stdout)
 	fmt.Fprintln(w, "DEVICE\tLABEL\tREAD\tWRITE\tKG\tADMIN\tTRUSTS\tTOKENS")
 	for _, d := range c.Devices {
 		var toks []string
