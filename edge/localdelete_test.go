@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
@@ -176,4 +178,48 @@ func keptDeletes(palace string) (int, error) {
 	defer ob.Close()
 	us, err := ob.Unapplied(context.Background())
 	return len(us), err
+}
+
+// A delete the local palace refuses for good, kept at a stop: the
+// agent's delete_drawers waited at the slow local palace when the input
+// ended, and before the next start the container came back with an older
+// MemPalace (a pin rolled back past 3.11.0, which brought delete_drawers).
+// The next edge sends the delete again and MemPalace answers -32601
+// "Unknown tool": an answer about the call itself, which no later start
+// changes. The note is settled then, with a log line naming the drawer
+// and the reason. Before, it stayed, and every edge start sent it again
+// and warned, for good.
+func TestKeptDeleteRefusedForGoodIsSettled(t *testing.T) {
+	t.Parallel()
+	palace := filepath.Join(t.TempDir(), "palace")
+	const content = "a note to delete"
+	id := DrawerIDFor("private", "ops", content)
+	t.Run("written", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, policy: privateWing})
+		h.call("add_drawer", map[string]any{"wing": "private", "room": "ops", "content": content})
+	})
+	t.Run("deleted as the input ends", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, policy: privateWing, raw: true, writeGrace: 300 * time.Millisecond,
+			childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawers=10000"}})
+		h.handshake()
+		h.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_delete_drawers", "arguments": map[string]any{"drawer_ids": []string{id}}}})
+		time.Sleep(300 * time.Millisecond) // at the local palace, which takes 10 s
+		h.in.(io.Closer).Close()
+		<-h.done
+		if n, err := keptDeletes(palace); err != nil || n != 1 {
+			t.Fatalf("kept deletes after the input ended: %d %v, want the delete\nlog:\n%s", n, err, h.logs.String())
+		}
+	})
+	for i := range 2 {
+		t.Run(fmt.Sprintf("start %d on MemPalace 3.10.0", i+1), func(t *testing.T) {
+			h := start(t, harnessOpts{palace: palace, policy: privateWing, child: []string{testbed.Self(t, fakepalace.ProgramName), "--release", "3.10.0"}})
+			h.resendSettled()
+			if n, err := keptDeletes(palace); err != nil || n != 0 {
+				t.Errorf("the delete the local palace refuses for good is still kept (%d, %v): every start sends it again\nlog:\n%s", n, err, h.logs.String())
+			}
+			if logs := h.logs.String(); i == 0 && (!strings.Contains(logs, id) || !strings.Contains(logs, "Unknown tool: mempalace_delete_drawers")) {
+				t.Errorf("the log does not name the drawer %s and the local palace's reason:\n%s", id, logs)
+			}
+		})
+	}
 }
