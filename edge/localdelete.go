@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -14,9 +15,11 @@ import (
 // left by a killed edge: outbox/intent.go): the user's delete, kept for
 // the primary, must not leave the drawer in this device's local palace,
 // where reads would show it once the tombstone goes (an admin's, when the
-// delete lands). Only an answer about the delete settles one: applied, or
-// "not found" (the local palace had applied it); a failure (a palace that
-// cannot be reached, or whose store raised) leaves it to the next edge.
+// delete lands). Only an answer about the delete settles one: applied,
+// "not found" (the local palace had applied it), or refused for good (a
+// call this MemPalace does not take: refusedForGood); a failure (a palace
+// that cannot be reached, or whose store raised) leaves it to the next
+// edge.
 func (e *Edge) applyUnapplied(ctx context.Context) {
 	select {
 	case <-e.childKnown:
@@ -31,26 +34,66 @@ func (e *Edge) applyUnapplied(ctx context.Context) {
 		e.log.Error("deletes kept without the local palace's answer are not read: the local palace may still hold what they delete", "err", err)
 	}
 	for _, u := range us {
-		var p mcp.CallToolParams
-		if len(u.Call) > 0 && json.Unmarshal(u.Call, &p) == nil {
-			c := newCall(&p)
-			cctx, cancel := context.WithTimeout(ctx, e.cfg.WriteGrace)
-			res, err := e.localServer.Call(cctx, c.params)
-			cancel()
-			if !e.localDeleteDone(c, res) {
-				e.log.Warn("a delete kept without the local palace's answer was not applied there now; the next edge tries again", "tool", p.Name, "err", err, "answer", resultJSON(res))
-				var rpcErr *jsonrpc.Error
-				if err != nil && !errors.As(err, &rpcErr) {
-					return // not reached: the others wait too
-				}
-				continue
-			}
-			e.log.Info("a delete kept without the local palace's answer was sent to it again", "tool", p.Name)
+		settled, reached := e.resendUnapplied(ctx, u.Call)
+		if !reached {
+			return // the others wait too
+		}
+		if !settled {
+			continue
 		}
 		if err := e.outbox.DropUnapplied(ctx, u.Key); err != nil {
 			e.log.Warn("a delete applied to the local palace stays noted: the next edge sends it again", "err", err)
 		}
 	}
+}
+
+// resendUnapplied sends a kept delete's local call raw to the local palace
+// again: settled when the answer settles it, reached false when the local
+// palace was not reached. A call that does not parse has nothing to send.
+func (e *Edge) resendUnapplied(ctx context.Context, raw json.RawMessage) (settled, reached bool) {
+	var p mcp.CallToolParams
+	if len(raw) == 0 || json.Unmarshal(raw, &p) != nil {
+		return true, true
+	}
+	c := newCall(&p)
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.WriteGrace)
+	res, err := e.localServer.Call(cctx, c.params)
+	cancel()
+	var rpcErr *jsonrpc.Error
+	switch {
+	case e.localDeleteDone(c, res):
+		e.log.Info("a delete kept without the local palace's answer was sent to it again", "tool", p.Name)
+		return true, true
+	case errors.As(err, &rpcErr) && refusedForGood(rpcErr):
+		e.log.Error("the local palace refuses a delete kept without its answer for good: its note is dropped, and what it deletes may stay in the local palace; delete it again with a call this MemPalace takes",
+			"tool", p.Name, "deletes", deletes(c), "reason", rpcErr.Message, "code", rpcErr.Code)
+		return true, true
+	}
+	e.log.Warn("a delete kept without the local palace's answer was not applied there now; the next edge tries again", "tool", p.Name, "err", err, "answer", resultJSON(res))
+	return false, err == nil || rpcErr != nil
+}
+
+// deletes names what the delete c removes: its drawer ids, or its source.
+func deletes(c *call) string {
+	if src, ok := c.argsMap()["source_file"].(string); ok {
+		return "source_file " + src
+	}
+	return strings.Join(drawerIDs(c), ",")
+}
+
+// refusedForGood reports a local palace's JSON-RPC error about the call
+// itself: an invalid request (-32600), a tool it does not have (-32601),
+// arguments it does not take (-32602). Sent again to the same MemPalace,
+// the call is refused again. Its other errors (-32000 a handler that
+// raised, -32001 another writer, -32003 read-only, -32002/-32004/-32005 a
+// store to repair or a library to restart) are about the palace's state,
+// which changes.
+func refusedForGood(err *jsonrpc.Error) bool {
+	switch err.Code {
+	case jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
+		return true
+	}
+	return false
 }
 
 // localDeleteDone reports a local answer that says the delete c is applied
