@@ -119,7 +119,13 @@ type bearer struct {
 }
 
 func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
+	ctx := r.Context()
+	if givenUp, ok := ctx.Value(givenUpKey{}).(context.Context); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		context.AfterFunc(givenUp, cancel) // a request of a connect ends when it is given up
+	}
+	r = r.Clone(ctx)
 	if tok := b.p.token(); tok != "" {
 		r.Header.Set("Authorization", "Bearer "+tok)
 	}
@@ -417,18 +423,32 @@ func (p *Primary) sessionFor(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 }
 
+// givenUpKey carries in a connect's context one that ends when the
+// connect is given up: bearer ends the connect's requests with it, the
+// SDK's notifications/cancelled for the initialize given up too. The SDK
+// sends that notice on a context detached from the connect's (its values
+// kept) for up to 5 s, and the session's Close inside Connect waits for
+// it: a primary that accepts and never answers held the edge's stop 5 s.
+type givenUpKey struct{}
+
 // connect opens a session, ended early by Close as well as by ctx.
 func (p *Primary) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(p.ctx, cancel)
 	defer stop()
-	return p.client.Connect(ctx, &mcp.StreamableClientTransport{
+	givenUp, giveUp := context.WithCancel(context.Background())
+	keep := context.AfterFunc(ctx, giveUp)
+	s, err := p.client.Connect(context.WithValue(ctx, givenUpKey{}, givenUp), &mcp.StreamableClientTransport{
 		Endpoint: p.endpoint, HTTPClient: p.httpc, MaxRetries: -1,
 		// MemPalace sends nothing unprompted; upstream answers GET /mcp
 		// with 404. Not opening the stream avoids both.
 		DisableStandaloneSSE: true,
 	}, nil)
+	if err == nil {
+		keep() // the session's own requests (its close's DELETE) outlive the connect
+	}
+	return s, err
 }
 
 func (p *Primary) listTools(s *mcp.ClientSession) {
