@@ -337,6 +337,13 @@ func entryKey(id string) string { return "entry:" + id }
 // entry only if queued this soon after it.
 const entryWindow = 2 * time.Second
 
+// entryLead: a write is in the outbox as an intent before the local
+// palace writes its entry; one given up before the answer (the write
+// grace after a cancel, the stop's grace, a killed edge) has no entry
+// noted, and is taken for an entry written this long after it at most
+// (a slow local palace's write; the write grace is 30 s).
+const entryLead = 10 * time.Minute
+
 // CancelUnsentDiaries is CancelUnsentWrites for deleted diary entries:
 // each entry's own op, if it is unsent, is cancelled (a diary_write) or
 // loses its diary (a checkpoint). The op is the one the outbox noted for
@@ -377,9 +384,12 @@ func (s *Store) CancelUnsentDiaries(ctx context.Context, entries []DeletedEntry)
 
 // entryOp is the op that writes en on the primary, if any, in whatever
 // state: the one the outbox noted for en's local id when it was queued
-// (none when that op is gone), else (an op an older edge queued) the
-// first diary_write of en's agent, text, wing and topic queued within
-// entryWindow after en was written. CancelUnsentDiaries cancels it if it
+// (none when that op is gone), else the diary_write (or checkpoint) of
+// en's agent, text, wing and topic, with no entry noted, queued nearest
+// to en's writing, from entryLead before it (an intent given up before
+// the local palace answered: in the outbox before the entry was written,
+// its id never known) to entryWindow after (an op an older edge queued
+// once the local palace answered). CancelUnsentDiaries cancels it if it
 // is unsent; DiaryCopy names its copy on the primary once it landed: the
 // same op, so an entry already sent cancels nothing, and an entry whose
 // write is cancelled names no copy.
@@ -399,26 +409,32 @@ func entryOp(ctx context.Context, tx querier, en DeletedEntry) (Op, bool, error)
 	if en.Written.IsZero() {
 		return Op{}, false, nil
 	}
-	from := en.Written.UnixMilli()
+	at := en.Written.UnixMilli()
 	ops, err := queryAll(ctx, tx, scanOp, `SELECT `+opCols+` FROM ops
-		WHERE created_at >= ? AND created_at < ? ORDER BY local_seq`, from, from+entryWindow.Milliseconds())
+		WHERE created_at >= ? AND created_at < ? AND op_id NOT IN (SELECT value FROM meta WHERE key LIKE 'entry:%')
+		ORDER BY local_seq`, at-entryLead.Milliseconds(), at+entryWindow.Milliseconds())
 	if err != nil {
 		return Op{}, false, err
 	}
-	i := slices.IndexFunc(ops, func(o Op) bool {
-		var a map[string]any
-		if rec, _ := catalogue.Lookup(o.Tool); rec.Name != "diary_write" || json.Unmarshal(o.Payload, &a) != nil {
-			return false
-		}
-		agent, _ := a["agent_name"].(string)
-		topic, _ := a["topic"].(string)
-		return strings.ToLower(catalogue.SanitizedName(agent)) == en.Agent && catalogue.DiaryEntry(a) == en.Text &&
-			catalogue.DiaryWingFor(a) == en.Wing && cmp.Or(topic, "general") == cmp.Or(en.Topic, "general")
-	})
-	if i < 0 {
+	ops = slices.DeleteFunc(ops, func(o Op) bool { return !writesEntry(o, en) })
+	if len(ops) == 0 {
 		return Op{}, false, nil
 	}
-	return ops[i], true, nil
+	off := func(o Op) int64 { d := o.CreatedAt.UnixMilli() - at; return max(d, -d) }
+	return slices.MinFunc(ops, func(a, b Op) int { return cmp.Compare(off(a), off(b)) }), true, nil
+}
+
+// writesEntry reports an op whose diary entry (a diary_write's, a
+// checkpoint's diary) is en's: its agent, text, wing and topic.
+func writesEntry(o Op, en DeletedEntry) bool {
+	a, _ := diaryOf(o)
+	if a == nil {
+		return false
+	}
+	agent, _ := a["agent_name"].(string)
+	topic, _ := a["topic"].(string)
+	return strings.ToLower(catalogue.SanitizedName(agent)) == en.Agent && catalogue.DiaryEntry(a) == en.Text &&
+		catalogue.DiaryWingFor(a) == en.Wing && cmp.Or(topic, "general") == cmp.Or(en.Topic, "general")
 }
 
 // isUnsent: o is one a delete may take back (unsent, as unsent says).
