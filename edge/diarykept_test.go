@@ -66,3 +66,43 @@ func TestADiaryEntryWhoseWriteWasGivenUpStaysDeleted(t *testing.T) {
 		t.Errorf("diary_read after the delete shows the entry %d times, want 0", n)
 	}
 }
+
+// Offline, a diary entry written and then deleted while the local palace
+// is slow at the delete, and the edge stopped (SIGTERM) past its grace:
+// the delete is kept for the next edge. Its read was the local palace's
+// (the entry is this device's), so the unsent diary_write is taken back
+// when the delete is kept: once the primary is back, the entry is not
+// there, and the next edge's diary_read does not show it.
+func TestADiaryEntryDeletedAtAStopNeverReachesThePrimary(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU
+	primary, srv := startPrimary(t)
+	srv.Stop()
+	palace := t.TempDir() + "/palace"
+	const agent, text = "me", "diary deleted at a stop: the deploy key"
+	var id string
+	t.Run("written", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
+		id, _ = w["entry_id"].(string)
+	})
+	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), raw: true, stopGrace: time.Second, childExitWait: 200 * time.Millisecond,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=20000"}})
+	h.handshake()
+	h.ready()
+	h.send(toolCall(5, "mempalace_delete_drawer", map[string]any{"drawer_id": id}))
+	time.Sleep(500 * time.Millisecond) // at the local palace
+	h.stop()
+	<-h.done
+	if err := srv.Start(srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+	next.eventually("the delete applied to the local palace", func() bool { return localEntryID(next, text) == "" })
+	next.drained()
+	if n := diaryCopies(primary, text); n != 0 {
+		t.Errorf("the primary holds the entry deleted at the stop %d times, want 0", n)
+	}
+	if n := diaryCount(next, agent, text, 50); n != 0 {
+		t.Errorf("diary_read after the stop shows the deleted entry %d times, want 0", n)
+	}
+}
