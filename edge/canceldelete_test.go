@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,4 +48,45 @@ func TestCancelledDeleteTheLocalPalaceAppliesIsKept(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A secret edited offline into a drawer already on the primary, then its
+// source deleted while the local palace is slow at the delete, and the
+// edge stopped (SIGTERM) past its grace: the delete is kept for the next
+// edge, and the unsent update_drawer must be taken back with it, as when
+// the local palace answers. Before, only an answered delete_by_source
+// found the drawers it removed: the kept one left the update queued, and
+// once the primary was back every other device read the secret there (on
+// this device the source's tombstone hid it).
+func TestADeleteBySourceKeptAtAStopCancelsTheUnsentUpdate(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU
+	primary, srv := startPrimary(t)
+	palace := t.TempDir() + "/palace"
+	const note, src = "deploy notes, from the runbook kept at a stop", "/work/runbook-stop.md"
+	id := DrawerIDFor("notes", "src", note)
+	t.Run("edited offline", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		h.call("add_drawer", map[string]any{"wing": "notes", "room": "src", "content": note, "source_file": src})
+		h.eventually("the note on the primary", func() bool { return primary.Dump().Drawers[id] != nil })
+		h.drained()
+		srv.Stop()
+		h.call("update_drawer", map[string]any{"drawer_id": id, "content": note + " password=hunter2"})
+	})
+	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), raw: true, stopGrace: time.Second, childExitWait: 200 * time.Millisecond,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_by_source=20000"}})
+	h.handshake()
+	h.ready()
+	h.send(toolCall(5, "mempalace_delete_by_source", map[string]any{"source_file": src, "dry_run": false}))
+	time.Sleep(500 * time.Millisecond) // at the local palace
+	h.stop()
+	<-h.done
+	if err := srv.Start(srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+	next.eventually("the delete applied to the local palace", func() bool { return next.localState().Drawers[id] == nil })
+	next.drained()
+	if d := primary.Dump().Drawers[id]; d == nil || strings.Contains(d.Content, "hunter2") {
+		t.Fatalf("the primary holds %+v, want the note as it was sent, without the update made before the delete", d)
+	}
 }
