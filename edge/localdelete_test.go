@@ -35,7 +35,7 @@ func keptUnapplied(t *testing.T, palace, tool string, args map[string]any, marks
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	p, err := ob.IntendDelete(ctx, marks, nil, "", call)
+	p, err := ob.IntendDelete(ctx, marks, nil, nil, "", call)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,6 +99,7 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		// apply it, so it is kept, as a killed edge's is.
 		e.log.Error("the local palace did not answer a delete within the write grace after its call was cancelled or the edge stopped; it is kept, and sent to the local palace again by the next edge", "tool", c.name, "grace", e.cfg.WriteGrace)
 		p.unapplied = true
+		d.marks = append(d.marks, drawerMarks(d.updated)...) // maybe removed: kept, their updates go with it
 		e.keepDeletion(ctx, c, d, len(drawerIDs(c)), p)
 		if e.writes.givenUp().Err() != nil {
 			return nil, errStopping // given up by the stop: maybe applied, kept
@@ -181,7 +182,7 @@ func (e *Edge) intendDeletion(ctx context.Context, c *call, d deletion) *pending
 	if err != nil {
 		e.log.Warn("a delete's local call not noted: kept without the local palace's answer, it is not sent there again", "tool", c.name, "err", err)
 	}
-	if p.del, err = e.outbox.IntendDelete(ctx, d.marks, d.entries, opID, call); err != nil {
+	if p.del, err = e.outbox.IntendDelete(ctx, d.marks, d.entries, d.updated, opID, call); err != nil {
 		e.log.Debug("the delete's tombstones are not in the outbox before it is sent; they are kept once the local palace answers", "tool", c.name, "err", err)
 		e.abandon(ctx, c, p.in)
 		return nil
@@ -305,6 +306,15 @@ func (e *Edge) sourceUpdates(ctx context.Context, src string) ([]string, bool) {
 		}
 	}
 	return out, lctx.Err() != nil && ctx.Err() == nil
+}
+
+// drawerMarks is the tombstones of the drawers ids.
+func drawerMarks(ids []string) []outbox.Tombstone {
+	out := make([]outbox.Tombstone, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, outbox.Tombstone{Kind: outbox.TombDrawer, Key: id})
+	}
+	return out
 }
 
 // updatesGone is the tombstones of the drawers among ids the local palace

@@ -205,6 +205,10 @@ type PendingDelete struct {
 type deleteNote struct {
 	Marks   []Tombstone    `json:"marks"`
 	Entries []DeletedEntry `json:"entries,omitempty"`
+	// Updated are a delete_by_source's drawers of its source with an
+	// unsent update_drawer: kept without the local answer, their updates
+	// are cancelled with it.
+	Updated []string `json:"updated,omitempty"`
 	// Call is the local palace's call (its tools/call params), sent again
 	// when the delete was kept unapplied.
 	Call json.RawMessage `json:"call,omitempty"`
@@ -220,13 +224,14 @@ const (
 
 // IntendDelete puts a delete in the outbox before it is sent to the local
 // palace: the tombstones marks not already there (carried by the queued
-// delete opID, "" for none), and a note of marks, entries and the local
-// call (nil: none to send again).
-func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []DeletedEntry, opID string, call json.RawMessage) (PendingDelete, error) {
+// delete opID, "" for none), and a note of marks, entries, the drawers
+// with an unsent update a delete_by_source may remove (updated), and the
+// local call (nil: none to send again).
+func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []DeletedEntry, updated []string, opID string, call json.RawMessage) (PendingDelete, error) {
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	p := PendingDelete{key: deleteNotes + hex.EncodeToString(b[:])}
-	note, err := json.Marshal(deleteNote{Marks: marks, Entries: entries, Call: call, Owner: s.owner})
+	note, err := json.Marshal(deleteNote{Marks: marks, Entries: entries, Updated: updated, Call: call, Owner: s.owner})
 	if err != nil {
 		return p, fmt.Errorf("outbox: a delete's note: %w", err)
 	}

@@ -82,7 +82,7 @@ func TestADeleteIntentKeptOrTakenBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.IntendDelete(ctx, []outbox.Tombstone{mark(killed)}, nil, "", call); err != nil {
+	if _, err := k.IntendDelete(ctx, []outbox.Tombstone{mark(killed)}, nil, nil, "", call); err != nil {
 		t.Fatal(err)
 	}
 	k.Close()
@@ -107,7 +107,7 @@ func TestADeleteIntentKeptOrTakenBack(t *testing.T) {
 	if err := s.AddTombstones(ctx, []outbox.Tombstone{mark("drawer_earlier")}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := s.IntendDelete(ctx, []outbox.Tombstone{mark("drawer_earlier"), mark("drawer_refused")}, nil, "", nil)
+	p, err := s.IntendDelete(ctx, []outbox.Tombstone{mark("drawer_earlier"), mark("drawer_refused")}, nil, nil, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestARewriteSupersedesAnUnappliedDelete(t *testing.T) {
 		`{"name":"mempalace_delete_by_source","arguments":{"source_file":"notes.md","dry_run":false}}`,
 		`{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"c"}}`,
 	} {
-		p, err := s.IntendDelete(ctx, nil, nil, "", []byte(call))
+		p, err := s.IntendDelete(ctx, nil, nil, nil, "", []byte(call))
 		if err != nil {
 			t.Fatal(err)
 		}

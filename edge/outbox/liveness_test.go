@@ -61,7 +61,7 @@ func TestAnotherEdgesLiveIntentsAreLeftToIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	call := []byte(`{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"drawer_x"}}`)
-	if _, err := a.IntendDelete(ctx, []outbox.Tombstone{{Kind: outbox.TombDrawer, Key: "drawer_x"}}, nil, "", call); err != nil {
+	if _, err := a.IntendDelete(ctx, []outbox.Tombstone{{Kind: outbox.TombDrawer, Key: "drawer_x"}}, nil, nil, "", call); err != nil {
 		t.Fatal(err)
 	}
 	if n := r.start(r.store); n != 0 {
@@ -115,7 +115,7 @@ func TestARefusedDeleteKeepsTheWritesItCovered(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := catalogue.DrawerID("w", "r", "kept")
-	p, err := a.IntendDelete(ctx, []outbox.Tombstone{{Kind: outbox.TombDrawer, Key: id}}, nil, "", nil)
+	p, err := a.IntendDelete(ctx, []outbox.Tombstone{{Kind: outbox.TombDrawer, Key: id}}, nil, nil, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
