@@ -208,3 +208,36 @@ func TestARewriteSupersedesAnUnappliedDelete(t *testing.T) {
 		t.Errorf("kept deletes after a rewrite of a and notes.md: %q %v, want %q", calls, err, want)
 	}
 }
+
+// A delete_by_source left by a killed edge, whose source has a drawer
+// with an unsent update_drawer (a secret edited in offline): the next
+// edge keeps the delete and takes the update back, never sent, as the
+// killed edge would have once its local palace answered.
+func TestAKilledDeleteBySourceCancelsTheUnsentUpdate(t *testing.T) {
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	id := catalogue.DrawerID("notes", "src", "deploy notes")
+	upd, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"` + id + `","content":"deploy notes password=hunter2"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := outbox.Open(s.Path(), "dev", "lab") // an edge killed while its local palace had the delete
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := []byte(`{"name":"mempalace_delete_by_source","arguments":{"source_file":"/work/runbook.md","dry_run":false}}`)
+	if _, err := k.IntendDelete(ctx, []outbox.Tombstone{{Kind: outbox.TombSource, Key: "/work/runbook.md"}}, nil, []string{id}, "", call); err != nil {
+		t.Fatal(err)
+	}
+	k.Close()
+	if n, err := s.ResolveIntents(ctx); n != 1 || err != nil {
+		t.Errorf("resolved %d (%v), want the delete left", n, err)
+	}
+	if o, _ := s.Get(ctx, upd.LocalSeq); o.State != outbox.Done {
+		t.Errorf("the unsent update of a drawer a killed edge's delete_by_source removes: %s, want done (cancelled)", o.State)
+	}
+}
