@@ -438,7 +438,9 @@ func (s *Store) CancelDeleted(ctx context.Context, marks []Tombstone, entries []
 }
 
 // resolveDeletes keeps the deletes a killed edge left noted: the unsent
-// writes of what each deletes are cancelled, its tombstones stay, and its
+// writes of what each deletes are cancelled (a delete_by_source's, the
+// updates of its drawers: whether the local palace removed them is not
+// known, and the user asked that it does), its tombstones stay, and its
 // note is left unapplied (DeleteUnapplied): whether the local palace
 // applied it is not known. A note whose owner runs is left to it. It says
 // how many.
@@ -453,6 +455,9 @@ func (s *Store) resolveDeletes(ctx context.Context) (int, error) {
 			continue
 		}
 		if _, err := s.CancelDeleted(ctx, x.note.Marks, x.note.Entries); err != nil {
+			return n, err
+		}
+		if _, err := s.CancelUnsentWrites(ctx, x.note.Updated, nil); err != nil {
 			return n, err
 		}
 		if err := s.DeleteUnapplied(ctx, PendingDelete{key: x.key}); err != nil {
