@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -112,29 +113,51 @@ func NewPrimary(endpoint string, token func() string, log *slog.Logger, o Primar
 }
 
 // bearer adds the token to every request (POST, GET and DELETE alike) and
-// remembers the status, so 401/403 can be told from an outage.
+// remembers the status, so 401/403 can be told from an outage. Every
+// request but a session's DELETE also ends when the Primary is closed:
+// the SDK sends its notifications/cancelled for a call given up on a
+// context detached from the call's, for up to 5 s, and a session's close
+// waits for it, so a primary that hung held Close (the edge's stop) 5 s.
+// The DELETE is what Close itself sends, after the rest ended.
 type bearer struct {
 	p    *Primary
 	next http.RoundTripper
 }
 
 func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	ctx := r.Context()
+	ctx, cancel := context.WithCancel(r.Context())
+	if r.Method != http.MethodDelete {
+		stop := context.AfterFunc(b.p.ctx, cancel)
+		context.AfterFunc(ctx, func() { stop() }) // forgotten when the request ends
+	}
 	if givenUp, ok := ctx.Value(givenUpKey{}).(context.Context); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		context.AfterFunc(givenUp, cancel) // a request of a connect ends when it is given up
+		stop := context.AfterFunc(givenUp, cancel) // a request of a connect ends when it is given up
+		context.AfterFunc(ctx, func() { stop() })
 	}
 	r = r.Clone(ctx)
 	if tok := b.p.token(); tok != "" {
 		r.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := b.next.RoundTrip(r)
-	if err == nil {
-		b.p.lastStatus.Store(int32(resp.StatusCode))
-		b.p.sawDevice(resp.Header)
+	if err != nil {
+		cancel()
+		return nil, err
 	}
-	return resp, err
+	b.p.lastStatus.Store(int32(resp.StatusCode))
+	b.p.sawDevice(resp.Header)
+	resp.Body = endBody{resp.Body, cancel}
+	return resp, nil
+}
+
+// endBody ends its request's context when it is closed.
+type endBody struct {
+	io.ReadCloser
+	end context.CancelFunc
+}
+
+func (b endBody) Close() error {
+	defer b.end()
+	return b.ReadCloser.Close()
 }
 
 // advertised is a Devbox-Config-Device header as it came and as it reads.
