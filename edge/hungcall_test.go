@@ -84,3 +84,29 @@ func hangable(t *testing.T, target string) (string, *atomic.Bool) {
 	t.Cleanup(func() { close(quit) })
 	return srv.URL + "/mcp", &hang
 }
+
+// A Primary closes within a second of a session-issuing primary (the
+// official-SDK fork) that hung after the session opened: the session's
+// DELETE, its close's courtesy, is not waited for beyond that. Before,
+// Close waited the SDK's 5 s for the hung primary's answer to it, on top
+// of the edge's stop grace and the local palace's exit (past docker
+// stop's SIGKILL at 10 s).
+func TestAPrimaryClosesSoonWithASessionPrimaryHung(t *testing.T) {
+	t.Parallel()
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: testToken, SessionMode: true})
+	url, hang := hangable(t, srv.URL())
+	p := NewPrimary(url, func() string { return testToken }, slog.New(slog.NewTextHandler(io.Discard, nil)), PrimaryOptions{Timeout: 30 * time.Second})
+	s, err := p.sessionFor(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ID() == "" {
+		t.Fatal("the primary issued no session id")
+	}
+	hang.Store(true)
+	began := time.Now()
+	p.Close()
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("Close took %v with the session's primary hung", took)
+	}
+}
