@@ -118,15 +118,22 @@ func NewPrimary(endpoint string, token func() string, log *slog.Logger, o Primar
 // the SDK sends its notifications/cancelled for a call given up on a
 // context detached from the call's, for up to 5 s, and a session's close
 // waits for it, so a primary that hung held Close (the edge's stop) 5 s.
-// The DELETE is what Close itself sends, after the rest ended.
+// The DELETE is what Close itself sends, after the rest ended: a
+// courtesy (the primary expires a session left open), it has closeBye,
+// not the SDK's 5 s, so a session-issuing primary that hung does not hold
+// the stop either.
 type bearer struct {
 	p    *Primary
 	next http.RoundTripper
 }
 
 func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(r.Context())
-	if r.Method != http.MethodDelete {
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if r.Method == http.MethodDelete {
+		ctx, cancel = context.WithTimeout(r.Context(), closeBye)
+	} else {
+		ctx, cancel = context.WithCancel(r.Context())
 		stop := context.AfterFunc(b.p.ctx, cancel)
 		context.AfterFunc(ctx, func() { stop() }) // forgotten when the request ends
 	}
@@ -148,6 +155,9 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp.Body = endBody{resp.Body, cancel}
 	return resp, nil
 }
+
+// closeBye bounds a session's DELETE (see bearer).
+const closeBye = time.Second
 
 // endBody ends its request's context when it is closed.
 type endBody struct {
