@@ -63,7 +63,7 @@ func TestADeadWriteIsToldToTheAgent(t *testing.T) {
 
 	_, res := h.call("add_drawer", map[string]any{"wing": "wing_bob", "room": "r", "content": "the next write"})
 	note := notesOf(res)
-	for _, want := range []string{"refused your mempalace_add_drawer of wing_shared/plans for good", "(devbox-config gateway: bob-02 may not call mempalace_add_drawer (write globs do not match the target wing))", "devbox-config edge status"} {
+	for _, want := range []string{"refused a write from this devbox for good: mempalace_add_drawer of wing_shared/plans", "(devbox-config gateway: bob-02 may not call mempalace_add_drawer (write globs do not match the target wing))", "devbox-config edge status"} {
 		if !strings.Contains(note, want) {
 			t.Errorf("the next tool answer's note lacks %q:\n%q", want, note)
 		}
@@ -90,5 +90,37 @@ func TestADeadWriteIsToldToTheAgent(t *testing.T) {
 	}
 	if _, res := h2.call("add_drawer", map[string]any{"wing": "wing_bob", "room": "r", "content": "in the new session"}); strings.Contains(notesOf(res), "refused") {
 		t.Errorf("the dead write told at initialize is told again: %s", notesOf(res))
+	}
+}
+
+// Several writes dead at once are each named (up to three, then a count),
+// as writes from this devbox (another session on the palace may have made
+// them), with the way to list them all: an outside tester saw "refused 3
+// of your writes, the first your ..." hide a diary entry and a fact.
+func TestADeadNoteNamesTheWrites(t *testing.T) {
+	t.Parallel()
+	refused := "JSON-RPC error -32003: devbox-config gateway: bob-02 may not call it (write globs do not match the target wing)"
+	ops := []outbox.DeadOp{
+		{ID: "1", Tool: "mempalace_add_drawer", Wing: "wing_shared", Room: "plans", Reason: refused},
+		{ID: "2", Tool: "mempalace_diary_write", Wing: "wing_shared", Reason: refused},
+		{ID: "3", Tool: "mempalace_kg_add", Reason: refused},
+		{ID: "4", Tool: "mempalace_update_drawer", Drawer: "drawer_x", Reason: refused},
+	}
+	one := deadNote(ops[:1])
+	for _, want := range []string{"a write from this devbox", "mempalace_add_drawer of wing_shared/plans", "write globs do not match the target wing", "devbox-config edge status"} {
+		if !strings.Contains(one, want) {
+			t.Errorf("one dead write's note lacks %q:\n%s", want, one)
+		}
+	}
+	many := deadNote(ops)
+	for _, want := range []string{"4 writes from this devbox", "mempalace_add_drawer of wing_shared/plans", "mempalace_diary_write of wing_shared", "mempalace_kg_add", "and 1 more", "write globs do not match the target wing"} {
+		if !strings.Contains(many, want) {
+			t.Errorf("four dead writes' note lacks %q:\n%s", want, many)
+		}
+	}
+	for _, s := range []string{one, many} {
+		if strings.Contains(s, "your") || strings.Contains(s, "\n") {
+			t.Errorf("the note says whose, or is more than one line:\n%s", s)
+		}
 	}
 }
