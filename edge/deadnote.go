@@ -105,14 +105,34 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 	return truncate(what, deadReasonMax), truncate(cmp.Or(reason, "no reason given"), deadReasonMax)
 }
 
-// deadNote is the one line a tool answer carries for ops that died during
-// the session.
-func deadNote(fresh []outbox.DeadOp) string {
-	what, why := deadWhat(fresh[0])
-	if len(fresh) == 1 {
-		return fmt.Sprintf("[devbox-config] the primary refused your %s for good (%s): it is kept in this devbox's palace only; `devbox-config edge status` lists it.", what, why)
+// deadNamed bounds the writes a note names; the rest are counted.
+const deadNamed = 3
+
+// deadList is the first deadNamed writes of ops, "; "-separated, then how
+// many more, and the first one's reason.
+func deadList(ops []outbox.DeadOp) (string, string) {
+	var names []string
+	_, why := deadWhat(ops[0])
+	for _, o := range ops[:min(len(ops), deadNamed)] {
+		what, _ := deadWhat(o)
+		names = append(names, what)
 	}
-	return fmt.Sprintf("[devbox-config] the primary refused %d of your writes for good, the first your %s (%s): they are kept in this devbox's palace only; `devbox-config edge status` lists them.", len(fresh), what, why)
+	list := strings.Join(names, "; ")
+	if len(ops) > deadNamed {
+		list += fmt.Sprintf("; and %d more", len(ops)-deadNamed)
+	}
+	return list, why
+}
+
+// deadNote is the one line a tool answer carries for ops that died during
+// the session. They are this devbox's writes: another session on the
+// same palace may have made them.
+func deadNote(fresh []outbox.DeadOp) string {
+	list, why := deadList(fresh)
+	if len(fresh) == 1 {
+		return fmt.Sprintf("[devbox-config] the primary refused a write from this devbox for good: %s (%s). It is kept in this devbox's palace only; `devbox-config edge status` lists it.", list, why)
+	}
+	return fmt.Sprintf("[devbox-config] the primary refused %d writes from this devbox for good: %s (the first: %s). They are kept in this devbox's palace only; `devbox-config edge status` lists them.", len(fresh), list, why)
 }
 
 // deadInstructions is the line initialize's instructions start with when
@@ -122,7 +142,7 @@ func (e *Edge) deadInstructions(ctx context.Context) string {
 	if len(ops) == 0 {
 		return ""
 	}
-	what, why := deadWhat(ops[0])
-	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good, the first your %s (%s). They are kept in this devbox's palace only, and later writes of the same objects wait behind them; `devbox-config edge status` lists them.",
-		len(ops), plural(len(ops), "write", "writes"), what, why)
+	list, why := deadList(ops)
+	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good: %s (the first refused: %s). They are kept in this devbox's palace only, and later writes of the same objects wait behind them; `devbox-config edge status` lists them.",
+		len(ops), plural(len(ops), "write", "writes"), list, why)
 }
