@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
@@ -32,11 +33,18 @@ import (
 // line.
 const deadReasonMax = 120
 
+// deadLookEvery bounds how often a tool answer looks the dead ops up when
+// this process's flusher made none dead since the last look-up (another
+// process's flusher, `edge flush` say, made them): the look-up is 30-70
+// µs (BenchmarkDeadOps) on an answer that is otherwise sub-millisecond.
+const deadLookEvery = time.Second
+
 // deadNews is what the session was told of the dead ops.
 type deadNews struct {
-	mu   sync.Mutex
-	told map[string]bool // the dead ops told of, as of the last look-up
-	seen atomic.Int64    // the outbox's Deaths at the last look-up
+	mu     sync.Mutex
+	told   map[string]bool // the dead ops told of, as of the last look-up
+	seen   atomic.Int64    // the outbox's Deaths at the last look-up
+	lookAt time.Time       // the last look-up
 }
 
 // newDead looks the dead ops up and reports those the session was not
@@ -49,6 +57,10 @@ func (e *Edge) newDead(ctx context.Context, all bool) []outbox.DeadOp {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	seen := e.outbox.Deaths()
+	if !all && seen == d.seen.Load() && time.Since(d.lookAt) < deadLookEvery {
+		return nil // none died here since, and another process's are heard within deadLookEvery
+	}
+	d.lookAt = time.Now()
 	ops, err := e.outbox.DeadOps(ctx)
 	if err != nil {
 		e.log.Debug("the dead ops not looked up; the agent is told of them later", "err", err)
