@@ -90,3 +90,55 @@ func TestADeleteBySourceKeptAtAStopCancelsTheUnsentUpdate(t *testing.T) {
 		t.Fatalf("the primary holds %+v, want the note as it was sent, without the update made before the delete", d)
 	}
 }
+
+// A mined project has a README.md in many directories, and MemPalace's
+// delete_by_source matches the stored source_file exactly: deleting
+// /work/a/README.md while the local palace is slow at it, the edge
+// stopped past its grace, leaves /work/b/README.md's drawer in the local
+// palace. Its update edited offline must still reach the primary once it
+// is back, and the drawer must not be tombstoned. Before, a delete_by_source
+// kept without the local answer took back the unsent update of every
+// drawer of the same base name and tombstoned it: the edit was lost for
+// every other device.
+func TestADeleteBySourceKeptAtAStopKeepsTheUpdateOfADrawerItLeaves(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU
+	primary, srv := startPrimary(t)
+	palace := t.TempDir() + "/palace"
+	const gone, kept = "the a readme, deleted at a stop", "the b readme, edited offline"
+	goneID, keptID := DrawerIDFor("notes", "src", gone), DrawerIDFor("notes", "src", kept)
+	t.Run("edited offline", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+		h.call("add_drawer", map[string]any{"wing": "notes", "room": "src", "content": gone, "source_file": "/work/a/README.md"})
+		h.call("add_drawer", map[string]any{"wing": "notes", "room": "src", "content": kept, "source_file": "/work/b/README.md"})
+		h.eventually("both on the primary", func() bool { d := primary.Dump(); return d.Drawers[goneID] != nil && d.Drawers[keptID] != nil })
+		h.drained()
+		srv.Stop()
+		h.call("update_drawer", map[string]any{"drawer_id": keptID, "content": kept + ", with the new install steps"})
+	})
+	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), raw: true, stopGrace: time.Second, childExitWait: 200 * time.Millisecond,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_by_source=20000"}})
+	h.handshake()
+	h.ready()
+	h.send(toolCall(5, "mempalace_delete_by_source", map[string]any{"source_file": "/work/a/README.md", "dry_run": false}))
+	time.Sleep(500 * time.Millisecond) // at the local palace
+	h.stop()
+	<-h.done
+	if err := srv.Start(srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+	next.eventually("the delete applied to the local palace", func() bool { return next.localState().Drawers[goneID] == nil })
+	next.eventually("the update of the drawer it leaves on the primary", func() bool {
+		d := primary.Dump().Drawers[keptID]
+		return d != nil && strings.Contains(d.Content, "new install steps")
+	})
+	ts, err := next.edge.outbox.Tombstones(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range ts {
+		if x.Kind == outbox.TombDrawer && x.Key == keptID {
+			t.Errorf("the drawer the delete left is tombstoned (hidden in merged reads): %+v", x)
+		}
+	}
+}
