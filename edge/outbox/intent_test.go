@@ -209,35 +209,48 @@ func TestARewriteSupersedesAnUnappliedDelete(t *testing.T) {
 	}
 }
 
-// A delete_by_source left by a killed edge, whose source has a drawer
-// with an unsent update_drawer (a secret edited in offline): the next
-// edge keeps the delete and takes the update back, never sent, as the
-// killed edge would have once its local palace answered.
-func TestAKilledDeleteBySourceCancelsTheUnsentUpdate(t *testing.T) {
-	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx := context.Background()
+// A delete_by_source left by a killed edge, whose source has (by base
+// name) a drawer with an unsent update_drawer: the next edge keeps the
+// delete, and holds the update, sent by no flusher, until its local
+// palace has answered the delete sent again: MemPalace matches the full
+// path, so /work/b/runbook.md's drawer may stay, and its edit must then
+// reach the primary. Before, the update was cancelled at once: an edit of
+// a drawer the delete left was lost for every other device.
+func TestAKilledDeleteBySourceHoldsTheUnsentUpdate(t *testing.T) {
+	r := newRig(t)
+	s, ctx := r.store, context.Background()
 	id := catalogue.DrawerID("notes", "src", "deploy notes")
-	upd, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"` + id + `","content":"deploy notes password=hunter2"}`)})
-	if err != nil {
-		t.Fatal(err)
+	r.enqueue("add_drawer", map[string]any{"wing": "notes", "room": "src", "content": "deploy notes", "source_file": "/work/b/runbook.md"})
+	if n, err := r.flusher.Drain(ctx); n != 1 || err != nil {
+		t.Fatalf("the drawer's add: sent %d, %v", n, err)
 	}
+	upd := r.enqueue("update_drawer", map[string]any{"drawer_id": id, "content": "deploy notes, new steps"})
 	k, err := outbox.Open(s.Path(), "dev", "lab") // an edge killed while its local palace had the delete
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := []byte(`{"name":"mempalace_delete_by_source","arguments":{"source_file":"/work/runbook.md","dry_run":false}}`)
-	if _, err := k.IntendDelete(ctx, []outbox.Tombstone{{Kind: outbox.TombSource, Key: "/work/runbook.md"}}, nil, []string{id}, "", call); err != nil {
+	call := []byte(`{"name":"mempalace_delete_by_source","arguments":{"source_file":"/work/a/runbook.md","dry_run":false}}`)
+	if _, err := k.IntendDelete(ctx, []outbox.Tombstone{{Kind: outbox.TombSource, Key: "/work/a/runbook.md"}}, nil, []string{id}, "", call); err != nil {
 		t.Fatal(err)
 	}
 	k.Close()
 	if n, err := s.ResolveIntents(ctx); n != 1 || err != nil {
 		t.Errorf("resolved %d (%v), want the delete left", n, err)
 	}
-	if o, _ := s.Get(ctx, upd.LocalSeq); o.State != outbox.Done {
-		t.Errorf("the unsent update of a drawer a killed edge's delete_by_source removes: %s, want done (cancelled)", o.State)
+	if n, err := r.flusher.Drain(ctx); n != 0 || err != nil {
+		t.Errorf("before the local palace's answer: sent %d (%v), want the update held", n, err)
+	}
+	if o, _ := s.Get(ctx, upd.LocalSeq); o.State != outbox.Queued {
+		t.Fatalf("the held update: %s, want queued", o.State)
+	}
+	us, err := s.Unapplied(ctx)
+	if err != nil || len(us) != 1 {
+		t.Fatalf("kept deletes %+v (%v), want one", us, err)
+	}
+	if err := s.DropUnapplied(ctx, us[0].Key); err != nil { // applied: the drawer was left
+		t.Fatal(err)
+	}
+	if n, err := r.flusher.Drain(ctx); n != 1 || err != nil {
+		t.Errorf("once the delete is settled: sent %d (%v), want the update", n, err)
 	}
 }
