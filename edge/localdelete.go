@@ -19,7 +19,8 @@ import (
 // "not found" (the local palace had applied it), or refused for good (a
 // call this MemPalace does not take: refusedForGood); a failure (a palace
 // that cannot be reached, or whose store raised) leaves it to the next
-// edge.
+// edge. A delete_by_source's note holds the unsent updates of its
+// source's drawers until then: those it removed are then cancelled.
 func (e *Edge) applyUnapplied(ctx context.Context) {
 	select {
 	case <-e.childKnown:
@@ -38,13 +39,40 @@ func (e *Edge) applyUnapplied(ctx context.Context) {
 		if !reached {
 			return // the others wait too
 		}
-		if !settled {
+		if !settled || !e.cancelUpdatesGone(ctx, u.Updated) {
 			continue
 		}
 		if err := e.outbox.DropUnapplied(ctx, u.Key); err != nil {
 			e.log.Warn("a delete applied to the local palace stays noted: the next edge sends it again", "err", err)
 		}
 	}
+}
+
+// cancelUpdatesGone cancels the held updates of the drawers ids a kept
+// delete_by_source removed, once it is applied (updatesGone), and
+// tombstones them, as when the local palace answers it at once; the
+// others go once its note is dropped. It is false when which it removed
+// is not known (a look-up unanswered, the outbox failed): the note stays,
+// holding them, for the next edge.
+func (e *Edge) cancelUpdatesGone(ctx context.Context, ids []string) bool {
+	if len(ids) == 0 {
+		return true
+	}
+	gone, known := e.updatesGone(ctx, ids)
+	if !known {
+		e.log.Warn("a kept delete_by_source is applied, but which drawers it removed is not known: the unsent updates of its source's drawers stay held for the next edge", "drawers", len(ids))
+		return false
+	}
+	marks := drawerMarks(gone)
+	if err := e.outbox.AddTombstones(ctx, marks); err != nil {
+		e.log.Error("the drawers a kept delete_by_source removed are not tombstoned: their unsent updates stay held for the next edge", "err", err)
+		return false
+	}
+	if _, err := e.outbox.CancelDeleted(ctx, marks, nil); err != nil {
+		e.log.Error("the unsent updates of the drawers a kept delete_by_source removed are not cancelled: they stay held for the next edge", "err", err)
+		return false
+	}
+	return true
 }
 
 // resendUnapplied sends a kept delete's local call raw to the local palace

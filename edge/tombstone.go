@@ -47,8 +47,9 @@ type deletion struct {
 	// are found (outbox.CancelUnsentDiaries).
 	entries []outbox.DeletedEntry
 	// updated are, for a delete_by_source, the drawers of its source (by
-	// base name: the local record's) with an unsent update_drawer: those
-	// the delete removes are found once it is taken (updatesGone).
+	// base name: the local record's) with an unsent update_drawer, held
+	// by its note: those the delete removes are found once it is taken
+	// (updatesGone), here or, kept unapplied, by the next edge.
 	updated []string
 	// cut: a record not read, the stop having cut the local palace's
 	// look-up (a slow write ahead of it) with no copy on the primary to
@@ -98,8 +99,7 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		// No answer within the write grace: the local palace may yet
 		// apply it, so it is kept, as a killed edge's is.
 		e.log.Error("the local palace did not answer a delete within the write grace after its call was cancelled or the edge stopped; it is kept, and sent to the local palace again by the next edge", "tool", c.name, "grace", e.cfg.WriteGrace)
-		p.unapplied = true
-		d.marks = append(d.marks, drawerMarks(d.updated)...) // maybe removed: kept, their updates go with it
+		p.unapplied = true // its note holds d.updated's updates until the next edge has its answer
 		e.keepDeletion(ctx, c, d, len(drawerIDs(c)), p)
 		if e.writes.givenUp().Err() != nil {
 			return nil, errStopping // given up by the stop: maybe applied, kept
@@ -124,7 +124,8 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		e.takeBack(ctx, c, p)
 		return res, nil
 	}
-	d.marks = append(d.marks, e.updatesGone(ctx, d.updated)...)
+	gone, _ := e.updatesGone(ctx, d.updated)
+	d.marks = append(d.marks, drawerMarks(gone)...)
 	kept := e.keepDeletion(ctx, c, d, n, p)
 	return annotate(deletedOnPrimary(c, d.held, res, kept), kept, false), nil
 }
@@ -317,22 +318,23 @@ func drawerMarks(ids []string) []outbox.Tombstone {
 	return out
 }
 
-// updatesGone is the tombstones of the drawers among ids the local palace
-// no longer holds: a delete_by_source it took removed them, so their
-// unsent updates are cancelled with it (keepDeletion).
-func (e *Edge) updatesGone(ctx context.Context, ids []string) []outbox.Tombstone {
-	if len(ids) == 0 {
-		return nil
-	}
+// updatesGone is the drawers among ids the local palace no longer holds:
+// a delete_by_source it took removed them, so their unsent updates are
+// cancelled with it (keepDeletion). known is false when a look-up got no
+// answer.
+func (e *Edge) updatesGone(ctx context.Context, ids []string) (gone []string, known bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.WriteGrace) // taken: its cancels must be found
 	defer cancel()
-	var out []outbox.Tombstone
+	known = true
 	for _, id := range ids {
-		if res, err := e.localServer.Call(ctx, getDrawer(id).params); err == nil && e.lacksLocally(res) {
-			out = append(out, outbox.Tombstone{Kind: outbox.TombDrawer, Key: id})
+		res, err := e.localServer.Call(ctx, getDrawer(id).params)
+		if err == nil && e.lacksLocally(res) {
+			gone = append(gone, id)
+		} else if _, held := usable(res, err); !held {
+			known = false
 		}
 	}
-	return out
+	return gone, known
 }
 
 // record is a drawer's get_drawer answer (its object text; "" when

@@ -40,8 +40,9 @@ import (
 // (DeleteSettled); refused, the tombstones it added go (DeleteRefused)
 // and its intent is abandoned. A note a killed edge left is resolved like
 // an intent: the delete is kept (its tombstones stay, the unsent writes of
-// what it deletes are cancelled, its intent is held and released). The
-// user asked for it and the orphaned local palace may have applied it;
+// what it deletes are cancelled, its intent is held and released; a
+// delete_by_source's note goes on holding the updates of its source's
+// drawers: heldByDelete). The user asked for it and the orphaned local palace may have applied it;
 // taken back, the primary's copy would show again in this device's merged
 // reads and its unsent writes would go out, undoing the delete. Whether
 // the local palace applied it is not known then, nor for a delete given
@@ -205,9 +206,10 @@ type PendingDelete struct {
 type deleteNote struct {
 	Marks   []Tombstone    `json:"marks"`
 	Entries []DeletedEntry `json:"entries,omitempty"`
-	// Updated are a delete_by_source's drawers of its source with an
-	// unsent update_drawer: kept without the local answer, their updates
-	// are cancelled with it.
+	// Updated are a delete_by_source's drawers of its source (by base
+	// name) with an unsent update_drawer: their updates are held while
+	// the note is (heldByDelete), until the local answer says which of
+	// them it removed (those are cancelled).
 	Updated []string `json:"updated,omitempty"`
 	// Call is the local palace's call (its tools/call params), sent again
 	// when the delete was kept unapplied.
@@ -262,6 +264,7 @@ func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []D
 // DeleteSettled drops the note of a delete the local palace took, once
 // the edge kept it (tombstones, cancelled writes, its op).
 func (s *Store) DeleteSettled(ctx context.Context, p PendingDelete) error {
+	defer s.ringAll() // the updates it held may go
 	return dropMeta(ctx, s.db, p.key)
 }
 
@@ -308,10 +311,13 @@ func (s *Store) DeleteUnapplied(ctx context.Context, p PendingDelete) error {
 }
 
 // Unapplied is a kept delete the local palace may not have applied: its
-// note's key and the local call to send again.
+// note's key, the local call to send again, and the drawers whose unsent
+// updates it holds (a delete_by_source's: those it removed are cancelled
+// once it is applied, the others go).
 type Unapplied struct {
-	Key  string
-	Call json.RawMessage
+	Key     string
+	Call    json.RawMessage
+	Updated []string
 }
 
 // Unapplied lists the kept deletes to send to the local palace again.
@@ -319,7 +325,7 @@ func (s *Store) Unapplied(ctx context.Context) ([]Unapplied, error) {
 	notes, err := s.deleteNotesUnder(ctx, unappliedNotes)
 	var out []Unapplied
 	for _, x := range notes {
-		out = append(out, Unapplied{Key: x.key, Call: x.note.Call})
+		out = append(out, Unapplied{Key: x.key, Call: x.note.Call, Updated: x.note.Updated})
 	}
 	return out, err
 }
@@ -328,7 +334,8 @@ func (s *Store) Unapplied(ctx context.Context) ([]Unapplied, error) {
 // local palace what a write it took recreates (drawer ids, sources): sent
 // again, they would remove the new write. A delete_drawers loses those
 // ids; a delete with nothing left, its note (its tombstones stay, but
-// for the lift that comes with the write).
+// for the lift that comes with the write), or, when it holds updates, its
+// call: the next edge still finds which drawers it removed.
 func (s *Store) SupersedeUnapplied(ctx context.Context, drawers, sources []string) error {
 	if len(drawers)+len(sources) == 0 {
 		return nil
@@ -342,9 +349,9 @@ func (s *Store) SupersedeUnapplied(ctx context.Context, drawers, sources []strin
 		switch {
 		case err != nil:
 			return fmt.Errorf("outbox: a kept delete's call %s: %w", x.key, err)
-		case !keep:
+		case !keep && len(x.note.Updated) == 0:
 			err = dropMeta(ctx, s.db, x.key)
-		case call != nil:
+		case !keep || call != nil:
 			x.note.Call = call
 			var b []byte
 			if b, err = json.Marshal(x.note); err == nil {
@@ -388,8 +395,11 @@ func supersede(raw json.RawMessage, drawers, sources []string) (call json.RawMes
 	return nil, true, nil
 }
 
-// DropUnapplied drops the note of a kept delete the local palace answered.
+// DropUnapplied drops the note of a kept delete the local palace
+// answered, once the updates it removed are cancelled: the others it held
+// go.
 func (s *Store) DropUnapplied(ctx context.Context, key string) error {
+	defer s.ringAll()
 	return dropMeta(ctx, s.db, key)
 }
 
@@ -412,6 +422,7 @@ func (s *Store) DeleteRefused(ctx context.Context, p PendingDelete) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
+	s.ringAll() // the updates it held may go
 	return nil
 }
 
@@ -438,12 +449,12 @@ func (s *Store) CancelDeleted(ctx context.Context, marks []Tombstone, entries []
 }
 
 // resolveDeletes keeps the deletes a killed edge left noted: the unsent
-// writes of what each deletes are cancelled (a delete_by_source's, the
-// updates of its drawers: whether the local palace removed them is not
-// known, and the user asked that it does), its tombstones stay, and its
+// writes of what each deletes are cancelled, its tombstones stay, and its
 // note is left unapplied (DeleteUnapplied): whether the local palace
-// applied it is not known. A note whose owner runs is left to it. It says
-// how many.
+// applied it is not known. A delete_by_source's note goes on holding the
+// updates of its source's drawers until the local palace answers it sent
+// again: MemPalace matches the full path, so a drawer of the same base
+// name may stay. A note whose owner runs is left to it. It says how many.
 func (s *Store) resolveDeletes(ctx context.Context) (int, error) {
 	notes, err := s.deleteNotesUnder(ctx, deleteNotes)
 	if err != nil {
@@ -455,9 +466,6 @@ func (s *Store) resolveDeletes(ctx context.Context) (int, error) {
 			continue
 		}
 		if _, err := s.CancelDeleted(ctx, x.note.Marks, x.note.Entries); err != nil {
-			return n, err
-		}
-		if _, err := s.CancelUnsentWrites(ctx, x.note.Updated, nil); err != nil {
 			return n, err
 		}
 		if err := s.DeleteUnapplied(ctx, PendingDelete{key: x.key}); err != nil {

@@ -75,14 +75,15 @@ func scanOp(row rowScanner) (Op, error) {
 }
 
 // next is a lane's next op to send: the oldest queued (or in flight after
-// a crash) op that no earlier pending op shares a causal key with and
-// whose backoff is over. With none due, it returns how long until the
+// a crash) op that no earlier pending op shares a causal key with, no
+// delete holds back (heldByDelete), and whose backoff is over. With none due, it returns how long until the
 // first is (idle: none waits).
 func (s *Store) next(ctx context.Context, lane catalogue.Lane) (*Op, time.Duration, error) {
 	rows, err := s.flushDB.QueryContext(ctx, `SELECT `+opCols+` FROM ops o
 		WHERE o.lane=? AND o.state <> 'done' AND o.state IN ('queued','inflight')
 		AND NOT EXISTS (SELECT 1 FROM op_keys k JOIN op_keys e ON e.key=k.key AND e.local_seq<k.local_seq WHERE k.local_seq=o.local_seq)
-		ORDER BY o.local_seq`, lane.String())
+		AND NOT (`+heldByDelete+`)
+		ORDER BY o.local_seq`, lane.String(), catalogue.Prefix+"update_drawer")
 	if err != nil {
 		return nil, 0, err
 	}
@@ -101,6 +102,14 @@ func (s *Store) next(ctx context.Context, lane catalogue.Lane) (*Op, time.Durati
 	}
 	return nil, wait, rows.Err()
 }
+
+// heldByDelete is the ops a delete's note holds back (its Updated): the
+// update_drawer of a drawer its delete_by_source may remove, not sent
+// until the local palace's answer says whether it did (intent.go). The
+// ops behind one wait with it, as behind any pending op.
+const heldByDelete = `o.tool_name=? AND COALESCE(CASE WHEN json_valid(o.payload_json) THEN json_extract(o.payload_json, '$.drawer_id') END, '') IN (
+	SELECT u.value FROM meta m, json_each(CASE WHEN json_valid(m.value) THEN m.value ELSE '{}' END, '$.updated') u
+	WHERE m.key GLOB '` + deleteNotes + `*' OR m.key GLOB '` + unappliedNotes + `*')`
 
 // Get returns one op by local_seq.
 func (s *Store) Get(ctx context.Context, seq int64) (Op, error) {
