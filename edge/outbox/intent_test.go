@@ -254,3 +254,31 @@ func TestAKilledDeleteBySourceHoldsTheUnsentUpdate(t *testing.T) {
 		t.Errorf("once the delete is settled: sent %d (%v), want the update", n, err)
 	}
 }
+
+// A kept delete_by_source whose source is written again is not sent to
+// the local palace again (it would remove the new write), but a note that
+// holds updates stays, without its call: the next edge still finds which
+// drawers it removed before their updates go.
+func TestASupersededDeleteBySourceStillHoldsItsUpdates(t *testing.T) {
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	call := []byte(`{"name":"mempalace_delete_by_source","arguments":{"source_file":"/work/a/README.md","dry_run":false}}`)
+	p, err := s.IntendDelete(ctx, nil, nil, []string{"drawer_b"}, "", call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteUnapplied(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SupersedeUnapplied(ctx, nil, []string{"/work/a/README.md"}); err != nil {
+		t.Fatal(err)
+	}
+	us, err := s.Unapplied(ctx)
+	if err != nil || len(us) != 1 || len(us[0].Call) != 0 || !slices.Equal(us[0].Updated, []string{"drawer_b"}) {
+		t.Errorf("kept deletes after a rewrite of the source: %+v (%v), want one holding drawer_b, with no call", us, err)
+	}
+}
