@@ -33,12 +33,13 @@ func startEdge(t *testing.T, url, token, agent, claimedDevice string) *mcp.Clien
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { edge.New(cfg).Serve(ctx, inR, outW); outW.Close() }()
+	done := make(chan struct{}) // the edge's stop, waited for: its child's close outlasts cancel on a loaded machine
+	go func() { edge.New(cfg).Serve(ctx, inR, outW); outW.Close(); close(done) }()
 	s, err := mcp.NewClient(&mcp.Implementation{Name: agent, Version: "0"}, nil).Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close(); cancel() })
+	t.Cleanup(func() { s.Close(); cancel(); <-done })
 	return s
 }
 
