@@ -319,7 +319,12 @@ func TestFirstUseNeverUndoesRemoval(t *testing.T) {
 	}
 	for round := range rounds {
 		cfgFile := filepath.Join(dir, fmt.Sprintf("gateway-%d.jsonc", round))
-		cfg := &Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: []Device{{ID: "laptop-7f3a", Read: []string{"shared"}, KG: "read"}}}
+		// Each round its own audit log: a closed gateway's flock on it outlives
+		// Close while a parallel test's fork has not yet exec'd (the forked
+		// child shares the lock's file), so reopening one log round after
+		// round was refused as "another gateway" at load 7.
+		audit := filepath.Join(dir, fmt.Sprintf("audit-%d.jsonl", round))
+		cfg := &Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: audit, Devices: []Device{{ID: "laptop-7f3a", Read: []string{"shared"}, KG: "read"}}}
 		tok, _ := Issue(key, &cfg.Devices[0], time.Now())
 		if err := cfg.Save(cfgFile); err != nil {
 			t.Fatal(err)
