@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,11 +41,21 @@ func TestADiaryEntryWhoseWriteWasGivenUpStaysDeleted(t *testing.T) {
 	srv.Stop()
 	const agent, text = "me", "diary given up: the staging password is hunter2"
 	h := start(t, harnessOpts{primaryURL: srv.URL(), writeGrace: 200 * time.Millisecond,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_diary_write=1200"}})
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	_, err := h.s.CallTool(ctx, &mcp.CallToolParams{Name: "mempalace_diary_write", Arguments: map[string]any{"agent_name": agent, "entry": text}})
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_diary_write=1200", "FAKEPALACE_TRACE=1"}})
+	// Cancelled once the local palace has the write (its trace says so), not
+	// at a fixed 300 ms: at load 8 the local palace was not up by then, the
+	// write was never sent, and no entry was ever written.
+	ctx, cancel := context.WithCancel(context.Background())
+	called := make(chan error, 1)
+	go func() {
+		_, err := h.s.CallTool(ctx, &mcp.CallToolParams{Name: "mempalace_diary_write", Arguments: map[string]any{"agent_name": agent, "entry": text}})
+		called <- err
+	}()
+	h.eventually("the diary_write at the local palace", func() bool {
+		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_diary_write" })
+	})
 	cancel()
-	if err == nil {
+	if err := <-called; err == nil {
 		t.Fatal("the cancelled diary_write was answered: the test needs one given up")
 	}
 	var id string
