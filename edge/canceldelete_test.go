@@ -73,11 +73,11 @@ func TestADeleteBySourceKeptAtAStopCancelsTheUnsentUpdate(t *testing.T) {
 		h.call("update_drawer", map[string]any{"drawer_id": id, "content": note + " password=hunter2"})
 	})
 	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), raw: true, stopGrace: time.Second, childExitWait: 200 * time.Millisecond,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_by_source=20000"}})
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_by_source=20000", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
 	h.send(toolCall(5, "mempalace_delete_by_source", map[string]any{"source_file": src, "dry_run": false}))
-	time.Sleep(500 * time.Millisecond) // at the local palace
+	h.atTheLocalPalace("mempalace_delete_by_source")
 	h.stop()
 	<-h.done
 	if err := srv.Start(srv.Addr()); err != nil {
@@ -116,11 +116,11 @@ func TestADeleteBySourceKeptAtAStopKeepsTheUpdateOfADrawerItLeaves(t *testing.T)
 		h.call("update_drawer", map[string]any{"drawer_id": keptID, "content": kept + ", with the new install steps"})
 	})
 	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), raw: true, stopGrace: time.Second, childExitWait: 200 * time.Millisecond,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_by_source=20000"}})
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_by_source=20000", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
 	h.send(toolCall(5, "mempalace_delete_by_source", map[string]any{"source_file": "/work/a/README.md", "dry_run": false}))
-	time.Sleep(500 * time.Millisecond) // at the local palace
+	h.atTheLocalPalace("mempalace_delete_by_source")
 	h.stop()
 	<-h.done
 	if err := srv.Start(srv.Addr()); err != nil {

@@ -97,11 +97,11 @@ func TestADiaryEntryDeletedAtAStopNeverReachesThePrimary(t *testing.T) {
 		id, _ = w["entry_id"].(string)
 	})
 	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), raw: true, stopGrace: time.Second, childExitWait: 200 * time.Millisecond,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=20000"}})
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=20000", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
 	h.send(toolCall(5, "mempalace_delete_drawer", map[string]any{"drawer_id": id}))
-	time.Sleep(500 * time.Millisecond) // at the local palace
+	h.atTheLocalPalace("mempalace_delete_drawer")
 	h.stop()
 	<-h.done
 	if err := srv.Start(srv.Addr()); err != nil {

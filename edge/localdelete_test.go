@@ -150,10 +150,10 @@ func TestDiaryDeleteGivenUpAtEOFAppliedByTheNextEdge(t *testing.T) {
 	}
 	t.Run("deleted as the input ends", func(t *testing.T) {
 		h := start(t, harnessOpts{palace: palace, raw: true, primaryDown: true, writeGrace: 300 * time.Millisecond,
-			childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=10000"}})
+			childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=10000", "FAKEPALACE_TRACE=1"}})
 		h.handshake()
 		h.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_delete_drawer", "arguments": map[string]any{"drawer_id": id}}})
-		time.Sleep(300 * time.Millisecond) // at the local palace, which takes 10 s
+		h.atTheLocalPalace("mempalace_delete_drawer")
 		h.in.(io.Closer).Close()
 		<-h.done
 		if us, err := keptDeletes(palace); err != nil || us != 1 {
@@ -200,10 +200,10 @@ func TestKeptDeleteRefusedForGoodIsSettled(t *testing.T) {
 	})
 	t.Run("deleted as the input ends", func(t *testing.T) {
 		h := start(t, harnessOpts{palace: palace, policy: privateWing, raw: true, writeGrace: 300 * time.Millisecond,
-			childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawers=10000"}})
+			childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawers=10000", "FAKEPALACE_TRACE=1"}})
 		h.handshake()
 		h.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_delete_drawers", "arguments": map[string]any{"drawer_ids": []string{id}}}})
-		time.Sleep(300 * time.Millisecond) // at the local palace, which takes 10 s
+		h.atTheLocalPalace("mempalace_delete_drawers")
 		h.in.(io.Closer).Close()
 		<-h.done
 		if n, err := keptDeletes(palace); err != nil || n != 1 {

@@ -63,7 +63,7 @@ func (h *harness) callRaw(name string, args map[string]any) (map[string]any, *mc
 }
 
 // waitFor polls cond for up to d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

@@ -336,13 +336,8 @@ func TestCancelledWriteGivenUpAfterTheWriteGrace(t *testing.T) {
 func TestSignalMidWriteUnansweredPastTheWriteGrace(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	h := start(t, harnessOpts{raw: true, stopGrace: 100 * time.Millisecond, writeGrace: 300 * time.Millisecond, primaryDown: true, childExitWait: hungExit,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000"}})
-	h.handshake()
-	h.ready()
-	if _, err := h.in.Write([]byte(signalWrite)); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(200 * time.Millisecond) // at the local palace
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=20000", "FAKEPALACE_TRACE=1"}})
+	writeAtTheLocalPalace(t, h)
 	h.stop()
 	select {
 	case <-h.done:
@@ -390,7 +385,15 @@ func writeAtTheLocalPalace(t *testing.T, h *harness) {
 	if _, err := h.in.Write([]byte(signalWrite)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the write at the local palace", func() bool {
-		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_add_drawer" })
+	h.atTheLocalPalace("mempalace_add_drawer")
+}
+
+// atTheLocalPalace waits until the local palace received a call of tool
+// (its child runs with FAKEPALACE_TRACE=1): a fixed sleep instead let a
+// loaded machine stop the edge before the call was sent.
+func (h *harness) atTheLocalPalace(tool string) {
+	h.t.Helper()
+	waitFor(h.t, 10*time.Second, tool+" at the local palace", func() bool {
+		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == tool })
 	})
 }
