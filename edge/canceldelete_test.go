@@ -72,18 +72,7 @@ func TestADeleteBySourceKeptAtAStopCancelsTheUnsentUpdate(t *testing.T) {
 		srv.Stop()
 		h.call("update_drawer", map[string]any{"drawer_id": id, "content": note + " password=hunter2"})
 	})
-	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), raw: true, stopGrace: time.Second, childExitWait: 200 * time.Millisecond,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_by_source=20000", "FAKEPALACE_TRACE=1"}})
-	h.handshake()
-	h.ready()
-	h.send(toolCall(5, "mempalace_delete_by_source", map[string]any{"source_file": src, "dry_run": false}))
-	h.atTheLocalPalace("mempalace_delete_by_source")
-	h.stop()
-	<-h.done
-	if err := srv.Start(srv.Addr()); err != nil {
-		t.Fatal(err)
-	}
-	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+	next := keptAtAStop(t, palace, srv, "mempalace_delete_by_source", map[string]any{"source_file": src, "dry_run": false})
 	next.eventually("the delete applied to the local palace", func() bool { return next.localState().Drawers[id] == nil })
 	next.drained()
 	if d := primary.Dump().Drawers[id]; d == nil || strings.Contains(d.Content, "hunter2") {
@@ -115,18 +104,7 @@ func TestADeleteBySourceKeptAtAStopKeepsTheUpdateOfADrawerItLeaves(t *testing.T)
 		srv.Stop()
 		h.call("update_drawer", map[string]any{"drawer_id": keptID, "content": kept + ", with the new install steps"})
 	})
-	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), raw: true, stopGrace: time.Second, childExitWait: 200 * time.Millisecond,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_by_source=20000", "FAKEPALACE_TRACE=1"}})
-	h.handshake()
-	h.ready()
-	h.send(toolCall(5, "mempalace_delete_by_source", map[string]any{"source_file": "/work/a/README.md", "dry_run": false}))
-	h.atTheLocalPalace("mempalace_delete_by_source")
-	h.stop()
-	<-h.done
-	if err := srv.Start(srv.Addr()); err != nil {
-		t.Fatal(err)
-	}
-	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+	next := keptAtAStop(t, palace, srv, "mempalace_delete_by_source", map[string]any{"source_file": "/work/a/README.md", "dry_run": false})
 	next.eventually("the delete applied to the local palace", func() bool { return next.localState().Drawers[goneID] == nil })
 	next.eventually("the update of the drawer it leaves on the primary", func() bool {
 		d := primary.Dump().Drawers[keptID]
@@ -141,4 +119,24 @@ func TestADeleteBySourceKeptAtAStopKeepsTheUpdateOfADrawerItLeaves(t *testing.T)
 			t.Errorf("the drawer the delete left is tombstoned (hidden in merged reads): %+v", x)
 		}
 	}
+}
+
+// keptAtAStop sends a delete to an edge on palace whose local palace takes
+// 20 s at it, stops that edge once the local palace has the call (the
+// delete kept for the next edge, srv down till then), starts the primary
+// again, and returns the next edge.
+func keptAtAStop(t *testing.T, palace string, srv *fakepalace.HTTPServer, tool string, args map[string]any) *harness {
+	t.Helper()
+	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), raw: true, stopGrace: time.Second, childExitWait: 200 * time.Millisecond,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=" + tool + "=20000", "FAKEPALACE_TRACE=1"}})
+	h.handshake()
+	h.ready()
+	h.send(toolCall(5, tool, args))
+	h.atTheLocalPalace(tool)
+	h.stop()
+	<-h.done
+	if err := srv.Start(srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	return start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
 }

@@ -96,18 +96,7 @@ func TestADiaryEntryDeletedAtAStopNeverReachesThePrimary(t *testing.T) {
 		w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
 		id, _ = w["entry_id"].(string)
 	})
-	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), raw: true, stopGrace: time.Second, childExitWait: 200 * time.Millisecond,
-		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=20000", "FAKEPALACE_TRACE=1"}})
-	h.handshake()
-	h.ready()
-	h.send(toolCall(5, "mempalace_delete_drawer", map[string]any{"drawer_id": id}))
-	h.atTheLocalPalace("mempalace_delete_drawer")
-	h.stop()
-	<-h.done
-	if err := srv.Start(srv.Addr()); err != nil {
-		t.Fatal(err)
-	}
-	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
+	next := keptAtAStop(t, palace, srv, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
 	next.eventually("the delete applied to the local palace", func() bool { return localEntryID(next, text) == "" })
 	next.drained()
 	if n := diaryCopies(primary, text); n != 0 {
