@@ -181,7 +181,7 @@ func TestStoppedMidDeleteDeletesLocally(t *testing.T) {
 // sends the delete of id and returns while it is at the local palace.
 func deleteAtTheLocalPalace(t *testing.T, env []string, query, id string, latencyMs int) *heldEdge {
 	t.Helper()
-	p := startHeld(t, append(env, "MEMPALACE_EDGE_TIMEOUT=30s", fmt.Sprintf("FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=%d", latencyMs)))
+	p := startHeld(t, append(env, "MEMPALACE_EDGE_TIMEOUT=30s", "FAKEPALACE_TRACE=1", fmt.Sprintf("FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=%d", latencyMs)))
 	p.send(t, pipedInitialize)
 	if a := p.await("1", 20*time.Second); a["result"] == nil {
 		t.Fatalf("initialize: %v\nstderr:\n%s", a, p.errOut)
@@ -192,6 +192,6 @@ func deleteAtTheLocalPalace(t *testing.T, env []string, query, id string, latenc
 		t.Fatalf("search: %v\nstderr:\n%s", a, p.errOut)
 	}
 	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mempalace_delete_drawer","arguments":{"drawer_id":"`+id+`"}}}`+"\n")
-	time.Sleep(700 * time.Millisecond) // at the local palace, which takes latencyMs
+	p.atTheLocalPalace(t, "mempalace_delete_drawer")
 	return p
 }

@@ -388,6 +388,16 @@ func writeAtTheLocalPalace(t *testing.T, h *harness) {
 	h.atTheLocalPalace("mempalace_add_drawer")
 }
 
+// atTheLocalPalace waits until the edge process's local palace received
+// a call of tool (the child runs with FAKEPALACE_TRACE=1; its stderr is
+// the edge's).
+func (p *heldEdge) atTheLocalPalace(t *testing.T, tool string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, tool+" at the local palace", func() bool {
+		return slices.ContainsFunc(received(p.errOut.String()), func(m traced) bool { return m.Name == tool })
+	})
+}
+
 // atTheLocalPalace waits until the local palace received a call of tool
 // (its child runs with FAKEPALACE_TRACE=1): a fixed sleep instead let a
 // loaded machine stop the edge before the call was sent.

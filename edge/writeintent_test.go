@@ -27,13 +27,13 @@ func TestKilledMidWriteTheNextEdgeSendsIt(t *testing.T) {
 	palace := filepath.Join(t.TempDir(), "palace")
 	p := startHeld(t, []string{"MEMPALACE_EDGE_CHILD=" + child, "MEMPALACE_PALACE_PATH=" + palace,
 		"MEMPALACE_REMOTE_URL=" + srv.URL(), "MEMPALACE_REMOTE_TOKEN=" + testToken, "MEMPALACE_EDGE_TIMEOUT=30s",
-		"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=1500"})
+		"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=1500", "FAKEPALACE_TRACE=1"})
 	p.send(t, pipedInitialize)
 	if a := p.await("1", 20*time.Second); a["result"] == nil {
 		t.Fatalf("initialize: %v\nstderr:\n%s", a, p.errOut)
 	}
 	p.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+signalWrite)
-	time.Sleep(500 * time.Millisecond) // at the local palace, which takes 1.5 s
+	p.atTheLocalPalace(t, "mempalace_add_drawer")
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
