@@ -35,7 +35,7 @@ const deadReasonMax = 120
 
 // deadLookEvery bounds how often a tool answer looks the dead ops up when
 // this process's flusher made none dead since the last look-up (another
-// process's flusher, `edge flush` say, made them): the look-up is 30-70
+// process's flusher, `edge flush` say, made them): the look-up is 56-89
 // µs (BenchmarkDeadOps) on an answer that is otherwise sub-millisecond.
 const deadLookEvery = time.Second
 

@@ -76,8 +76,8 @@ func scanOp(row rowScanner) (Op, error) {
 
 // next is a lane's next op to send: the oldest queued (or in flight after
 // a crash) op that no earlier pending op shares a causal key with, no
-// delete holds back (heldByDelete), and whose backoff is over. With none due, it returns how long until the
-// first is (idle: none waits).
+// delete holds back (heldByDelete), and whose backoff is over. With none
+// due, it returns how long until the first is (idle: none waits).
 func (s *Store) next(ctx context.Context, lane catalogue.Lane) (*Op, time.Duration, error) {
 	rows, err := s.flushDB.QueryContext(ctx, `SELECT `+opCols+` FROM ops o
 		WHERE o.lane=? AND o.state <> 'done' AND o.state IN ('queued','inflight')
