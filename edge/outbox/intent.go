@@ -43,8 +43,9 @@ import (
 // what it deletes are cancelled, its intent is held and released; a
 // delete_by_source's note goes on holding the updates of its source's
 // drawers: heldByDelete). The user asked for it and the orphaned local
-// palace may have applied it; taken back, the primary's copy would show again in this device's merged
-// reads and its unsent writes would go out, undoing the delete. Whether
+// palace may have applied it; taken back, the primary's copy would show
+// again in this device's merged reads and its unsent writes would go out,
+// undoing the delete. Whether
 // the local palace applied it is not known then, nor for a delete given
 // up at the stop grace: either is kept with its note marked unapplied
 // (DeleteUnapplied), holding the local call, which the next edge sends to
