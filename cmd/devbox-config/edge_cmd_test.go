@@ -392,3 +392,53 @@ func TestEdgeFlushUnderAnotherLeaseSaysWhoSends(t *testing.T) {
 		t.Errorf("flush lists %d ops, want 2:\n%s", lines, out)
 	}
 }
+
+// The unsent update_drawer of a drawer a pending delete_by_source may
+// remove is held until the local palace answers the delete: status says
+// so, and the outbox list marks it, instead of showing it as a queued
+// write that simply has not gone yet.
+func TestEdgeStatusShowsUpdatesHeldByADelete(t *testing.T) {
+	s := edgeOutbox(t)
+	ctx := context.Background()
+	upd, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"drawer_notes_src_1","content":"edited offline"}`), Wing: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"drawer_notes_src_2","content":"another file"}`), Wing: "notes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := []byte(`{"name":"mempalace_delete_by_source","arguments":{"source_file":"/work/a/README.md","dry_run":false}}`)
+	p, err := s.IntendDelete(ctx, []outbox.Tombstone{{Kind: outbox.TombSource, Key: "/work/a/README.md"}}, nil, []string{"drawer_notes_src_1"}, "", call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteUnapplied(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	out := runOK(t, "edge", "status")
+	if !strings.Contains(out, "WAITING    1 update_drawer") || !strings.Contains(out, "delete_by_source") {
+		t.Errorf("status does not say an update waits for a delete:\n%s", out)
+	}
+	var st struct {
+		Queue struct {
+			BehindDelete []outbox.Op `json:"behind_delete"`
+		} `json:"queue"`
+	}
+	if err := json.Unmarshal([]byte(runOK(t, "edge", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Queue.BehindDelete) != 1 || st.Queue.BehindDelete[0].ID != upd.ID {
+		t.Errorf("status --json behind_delete: %+v, want the one update", st.Queue.BehindDelete)
+	}
+	list := runOK(t, "edge", "outbox", "list")
+	for _, l := range strings.Split(list, "\n") {
+		switch {
+		case strings.Contains(l, upd.Short()) && !strings.Contains(l, "waits for a delete"):
+			t.Errorf("the held update's row: %q", l)
+		case strings.Contains(l, other.Short()) && strings.Contains(l, "delete"):
+			t.Errorf("an update no delete holds is marked: %q", l)
+		}
+	}
+}
