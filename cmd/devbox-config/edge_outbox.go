@@ -146,10 +146,22 @@ func (lc *outboxListCmd) run() error {
 		fmt.Fprintf(lc.stdout, "nothing waiting in %s\n", s.Path())
 		return nil
 	}
+	behind, err := s.BehindDelete(context.Background(), 10000)
+	if err != nil {
+		return failed(err)
+	}
+	held := map[int64]bool{}
+	for _, o := range behind {
+		held[o.LocalSeq] = true
+	}
 	w := newTable(lc.stdout)
 	fmt.Fprintln(w, "SEQ\tOP\tSTATE\tTRIES\tTOOL\tWING\tCREATED\tERROR")
 	for _, o := range ops {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", o.LocalSeq, o.Short(), o.State, o.Attempts, o.Tool, o.Wing, o.CreatedAt.Local().Format(time.DateTime), errorText(o.Error))
+		state := string(o.State)
+		if held[o.LocalSeq] {
+			state += " (waits for a delete_by_source: edge status)"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", o.LocalSeq, o.Short(), state, o.Attempts, o.Tool, o.Wing, o.CreatedAt.Local().Format(time.DateTime), errorText(o.Error))
 	}
 	return w.Flush()
 }

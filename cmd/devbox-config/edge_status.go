@@ -33,6 +33,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   INTENT      writes put in the outbox before the local palace answered:
               its answer queues them; left by a stopped or killed edge,
               the next edge start or devbox-config edge flush sends them
+  WAITING     updates of drawers a delete_by_source may remove, held
+              until the local palace answers that delete
   deleted, ON PRIMARY
               records deleted on this device and hidden from its merged
               reads, those still on the primary, and those the primary
@@ -139,6 +141,9 @@ func (v edgeStatus) print(w io.Writer) {
 	}
 	if n := st.ByState[outbox.Held]; n > 0 {
 		fmt.Fprintf(w, "HELD       %d write(s) made while %s did not parse: sent once it parses (fix it; the edge, or devbox-config edge flush, then sends them)\n", n, outbox.PolicyHint)
+	}
+	if n := len(st.BehindDelete); n > 0 {
+		fmt.Fprintf(w, "WAITING    %d update_drawer(s) of drawers a delete_by_source may remove, held until the local palace has answered that delete (this edge, or the next edge start, sends it again): then cancelled if it removed the drawer, sent if not\n", n)
 	}
 	if note := intentNote(st); note != "" {
 		fmt.Fprintf(w, "INTENT     %s\n", note)

@@ -111,6 +111,18 @@ const heldByDelete = `o.tool_name=? AND COALESCE(CASE WHEN json_valid(o.payload_
 	SELECT u.value FROM meta m, json_each(CASE WHEN json_valid(m.value) THEN m.value ELSE '{}' END, '$.updated') u
 	WHERE m.key GLOB '` + deleteNotes + `*' OR m.key GLOB '` + unappliedNotes + `*')`
 
+// BehindDelete lists (up to limit of) the pending ops a delete's note
+// holds back (heldByDelete), oldest first.
+func (s *Store) BehindDelete(ctx context.Context, limit int) ([]Op, error) {
+	ops, err := queryAll(ctx, s.db, scanOp, `SELECT `+opCols+` FROM ops o
+		WHERE o.state IN ('queued','inflight') AND (`+heldByDelete+`)
+		ORDER BY o.local_seq LIMIT ?`, catalogue.Prefix+"update_drawer", limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	return ops, nil
+}
+
 // Get returns one op by local_seq.
 func (s *Store) Get(ctx context.Context, seq int64) (Op, error) {
 	return scanOp(s.db.QueryRowContext(ctx, `SELECT `+opCols+` FROM ops WHERE local_seq=?`, seq))
@@ -544,6 +556,10 @@ type Stats struct {
 	// by a killed edge, the next edge start or `edge flush` holds it and
 	// the policy releases it.
 	Intents []Op `json:"intents,omitempty"`
+	// BehindDelete lists (up to 100 of) the queued update_drawer ops a
+	// pending delete_by_source holds (heldByDelete): sent, or cancelled
+	// with the drawers it removed, once the local palace answers it.
+	BehindDelete []Op `json:"behind_delete,omitempty"`
 	// OrphanedIntents counts the intents whose edge is gone (live.go):
 	// nothing sends them until an edge starts or `edge flush` runs.
 	OrphanedIntents int    `json:"orphaned_intents,omitempty"`
@@ -611,7 +627,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if st.Dead, err = s.List(ctx, 100, Dead); err == nil {
 		if st.InDoubt, err = s.List(ctx, 100, InDoubt); err == nil {
 			if st.Held, err = s.List(ctx, 100, Held); err == nil {
-				st.Intents, err = s.List(ctx, 100, Intent)
+				if st.Intents, err = s.List(ctx, 100, Intent); err == nil {
+					st.BehindDelete, err = s.BehindDelete(ctx, 100)
+				}
 			}
 		}
 	}
