@@ -75,3 +75,23 @@ func TestCloseWaitsForItsGoroutines(t *testing.T) {
 		}
 	})
 }
+
+// The agent's logging level is passed on to the local palace off the
+// agent's reader; that goroutine is the edge's, ended and waited for
+// when Serve returns, not left waiting (up to 20 s) for a local palace
+// that never opened its session.
+func TestSetLevelIsOwnedByTheEdge(t *testing.T) {
+	h := start(t, harnessOpts{passThrough: true, child: []string{"sh", "-c", "exec sleep 30"}, childExitWait: 100 * time.Millisecond})
+	if err := h.s.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	h.s.Close()
+	select {
+	case <-h.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the edge did not stop")
+	}
+	if left := testbed.GoroutinesOf("edge.(*Child).SetLoggingLevel"); len(left) > 0 {
+		t.Fatalf("Serve returned with the logging level's goroutine still running:\n%s", strings.Join(left, "\n\n"))
+	}
+}
