@@ -308,9 +308,10 @@ func (c *Child) Spawns() int {
 	return c.spawns
 }
 
-// SetLoggingLevel passes the agent's logging level on to the child.
-func (c *Child) SetLoggingLevel(p *mcp.SetLoggingLevelParams) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// SetLoggingLevel passes the agent's logging level on to the child,
+// within 10 s or until ctx ends.
+func (c *Child) SetLoggingLevel(ctx context.Context, p *mcp.SetLoggingLevelParams) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	s, err := c.Session(ctx, 10*time.Second)
 	if err == nil {

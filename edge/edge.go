@@ -59,6 +59,7 @@ type Edge struct {
 	halt         context.Context                 // ends at the stop's signal (beforeStop); nil outside Serve
 	writes       sentWrites                      // writes sent to the local palace, not yet answered and queued (sentwrite.go)
 	dead         deadNews                        // the dead ops the session was told of (deadnote.go)
+	side         sync.WaitGroup                  // the agent's level passed on to the child: Serve waits for it
 }
 
 // New builds an edge from its configuration; Serve runs it.
@@ -81,44 +82,7 @@ func New(cfg Config) *Edge {
 		opts.UnsubscribeHandler = func(_ context.Context, r *mcp.UnsubscribeRequest) error { e.subscribe(r.Params.URI, false); return nil }
 	}
 	e.server = mcp.NewServer(impl, opts)
-	// tools/list and tools/call wait (bounded) for the first tool list, so
-	// an agent that asks at once gets the palace's tools rather than none or
-	// "unknown tool"; initialize is never held up.
-	e.server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if e.run != nil {
-				// The SDK's contexts never end: this one ends when the edge
-				// stops, so a call still running then is answered.
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithCancel(ctx)
-				defer cancel()
-				defer context.AfterFunc(e.run, cancel)()
-			}
-			if method == "tools/list" || method == "tools/call" {
-				e.waitTools(ctx)
-			}
-			res, err := next(ctx, method, req)
-			if e.run != nil && e.run.Err() != nil && ctx.Err() != nil && err != errNotApplied {
-				return nil, errStopping
-			}
-			if err == nil && (e.wk != nil || e.outbox != nil) {
-				switch r := res.(type) { // the session starts: dead writes, owed asks (wake.go)
-				case *mcp.InitializeResult:
-					r.Instructions = e.sessionInstructions(ctx)
-				case *mcp.DiscoverResult: // the stateless protocol's (2026-07-28)
-					r.Instructions = e.sessionInstructions(ctx)
-				}
-			}
-			if method == "logging/setLevel" && err == nil {
-				// The agent's level applies to the child too, so its log
-				// messages are produced and pass through.
-				if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok {
-					go e.child.SetLoggingLevel(p)
-				}
-			}
-			return res, err
-		}
-	})
+	e.server.AddReceivingMiddleware(e.receive)
 	e.child = NewChild(cfg.Child, cfg.ChildEnv, cfg.Log, ChildOptions{
 		OnTools:    func(t []*mcp.Tool) { e.addTools(t, false) },
 		OnLog:      e.forwardLog,
@@ -134,6 +98,47 @@ func New(cfg Config) *Edge {
 		e.addMailbox()
 	}
 	return e
+}
+
+// receive is the agent's requests' middleware. tools/list and tools/call
+// wait (bounded) for the first tool list, so an agent that asks at once
+// gets the palace's tools rather than none or "unknown tool"; initialize
+// is never held up, and a session's start carries the dead writes and
+// owed asks (wake.go).
+func (e *Edge) receive(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if e.run != nil {
+			// The SDK's contexts never end: this one ends when the edge
+			// stops, so a call still running then is answered.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(e.run, cancel)()
+		}
+		if method == "tools/list" || method == "tools/call" {
+			e.waitTools(ctx)
+		}
+		res, err := next(ctx, method, req)
+		if e.run != nil && e.run.Err() != nil && ctx.Err() != nil && err != errNotApplied {
+			return nil, errStopping
+		}
+		if err == nil && (e.wk != nil || e.outbox != nil) {
+			switch r := res.(type) { // the session starts: dead writes, owed asks (wake.go)
+			case *mcp.InitializeResult:
+				r.Instructions = e.sessionInstructions(ctx)
+			case *mcp.DiscoverResult: // the stateless protocol's (2026-07-28)
+				r.Instructions = e.sessionInstructions(ctx)
+			}
+		}
+		if method == "logging/setLevel" && err == nil {
+			// The agent's level applies to the child too, so its log
+			// messages are produced and pass through.
+			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && e.run != nil {
+				e.side.Go(func() { e.child.SetLoggingLevel(e.run, p) }) // off the reader, until the edge stops
+			}
+		}
+		return res, err
+	}
 }
 
 // Serve runs the edge on an agent connection until the agent closes it
@@ -196,6 +201,7 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 		ss.Close()
 		err = <-waited
 	}
+	e.side.Wait() // its context, the run's, ended above
 	e.closeRemote()
 	return err
 }
@@ -286,6 +292,41 @@ func (e *Edge) drain(ctx context.Context, pending *wire.Pending) {
 // outbox and flusher (which runs until flushCtx ends), the primary
 // supervisor.
 func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
+	e.openState(ctx)
+	e.primary = NewPrimary(e.cfg.PrimaryURL, e.cfg.Token, e.log, PrimaryOptions{
+		Timeout:    e.cfg.CallTimeout,
+		AskTimeout: e.cfg.GrantAsk,
+		Probe:      e.cfg.Probe,
+		Version:    e.cfg.Version,
+		OnUp:       e.resume,
+		OnTools:    func(t []*mcp.Tool) { e.addTools(t, true) },
+		OnDevice:   e.keepDevice,
+		OnLedger: func(on bool) {
+			if err := outbox.RecordProtection(e.outbox, on); err != nil {
+				e.log.Warn("the primary's protection not recorded (edge status shows the last one)", "err", err)
+			}
+		},
+	})
+	e.remote = e.primary
+	if e.wk != nil {
+		e.loadOwed(ctx)
+		wg.Add(1)
+		go func() { defer wg.Done(); e.watchOwed(ctx) }()
+	}
+	if e.outbox != nil {
+		f := &outbox.Flusher{S: e.outbox, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace}
+		wg.Add(2)
+		go func() { defer wg.Done(); f.Run(flushCtx) }()
+		go func() { defer wg.Done(); e.applyUnapplied(ctx) }() // localdelete.go
+	}
+	e.connectEarly(ctx, wg)
+}
+
+// openState opens what the edge keeps on this device: its state
+// directory, the replication policy, the tool cache, the outbox (with the
+// writes a killed edge left at the local palace resolved, and the ops an
+// earlier run held released by the policy) and the device's last grants.
+func (e *Edge) openState(ctx context.Context) {
 	dir := e.cfg.StateDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		e.log.Error("cannot create the edge's state directory; replication is off", "dir", dir, "err", err)
@@ -311,36 +352,13 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 		e.release(ctx, pol) // ops held by an earlier run, if any
 	}
 	e.loadDevice(ctx)
-	e.primary = NewPrimary(e.cfg.PrimaryURL, e.cfg.Token, e.log, PrimaryOptions{
-		Timeout:    e.cfg.CallTimeout,
-		AskTimeout: e.cfg.GrantAsk,
-		Probe:      e.cfg.Probe,
-		Version:    e.cfg.Version,
-		OnUp:       e.resume,
-		OnTools:    func(t []*mcp.Tool) { e.addTools(t, true) },
-		OnDevice:   e.keepDevice,
-		OnLedger: func(on bool) {
-			if err := outbox.RecordProtection(e.outbox, on); err != nil {
-				e.log.Warn("the primary's protection not recorded (edge status shows the last one)", "err", err)
-			}
-		},
-	})
-	e.remote = e.primary
-	if e.wk != nil {
-		e.loadOwed(ctx)
-		wg.Add(1)
-		go func() { defer wg.Done(); e.watchOwed(ctx) }()
-	}
-	if ob != nil {
-		f := &outbox.Flusher{S: ob, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace}
-		wg.Add(2)
-		go func() { defer wg.Done(); f.Run(flushCtx) }()
-		go func() { defer wg.Done(); e.applyUnapplied(ctx) }() // localdelete.go
-	}
-	// Connect early (in the background) to learn the primary's tools; a
-	// failure only opens the breaker. The tool list waits for the primary's
-	// tools at most PrimaryToolsWait, and not at all once the primary is
-	// known down.
+}
+
+// connectEarly connects to the primary in the background to learn its
+// tools; a failure only opens the breaker. The tool list waits for the
+// primary's tools at most PrimaryToolsWait, and not at all once the
+// primary is known down.
+func (e *Edge) connectEarly(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()

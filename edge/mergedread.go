@@ -30,88 +30,18 @@ const canaryTolerance = 1e-3
 // side's, not the sum) and merges; with one side failing it answers from
 // the other, marked degraded.
 func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult, error) {
-	type out struct {
-		res *mcp.CallToolResult
-		err error
-	}
 	// The answer's shape, as the catalogue names it for the gateway's
 	// filter, says how the two sides merge.
 	shape, args := orig.tool.Filter, orig.argsMap()
-	askLocal := func(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
-		return e.localServer.Call(ctx, c.params)
+	b := e.askBoth(ctx, orig, shape, args)
+	if !b.lok || !b.pok {
+		return e.oneSide(b, shape, args, orig.tool.Records)
 	}
-	askPrimary := func(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
-		return e.callPrimary(ctx, c, true)
-	}
-	if shape == catalogue.FilterDrawers {
-		// Page the union: both sides from the start, up to the end of the
-		// requested page (mergedpage.go).
-		askLocal, askPrimary = drawersUpTo(askLocal), drawersUpTo(askPrimary)
-	}
-	// The primary (the slower side) is asked first; the local palace as
-	// soon as the primary's request is written (or has failed), so the
-	// local search does not compete with sending it. The local answer is
-	// needed only once the primary's is in. (Measured on two cores: the
-	// primary's answer comes 0.1-0.3 ms sooner than with both started at
-	// once.)
-	lc := make(chan out, 1)
-	startLocal := sync.OnceFunc(func() {
-		go func() {
-			r, err := askLocal(ctx, orig)
-			lc <- out{r, err}
-		}()
-	})
-	pctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
-	pres, perr := askPrimary(pctx, e.roomForHidden(ctx, orig))
-	pres = duplicateFlag(shape, cutToAsked(shape, e.hideTombstoned(ctx, shape, pres), args)) // tombstone.go
-	startLocal()
-	lo := <-lc
-	lt, lok := usable(lo.res, lo.err)
-	pt, pok := usable(pres, perr)
 	mk, recs := e.marks(), orig.tool.Records
-	switch {
-	case lok && pok:
-	case lok:
-		why := "unusable answer"
-		if perr != nil {
-			why = perr.Error()
-		} else if pt != "" {
-			why = gjson.Get(pt, "error").String()
-		}
-		return annotate(mk.result(requestedPage(shape, lo.res, args), recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": why}, true), nil
-	case pok:
-		why, degraded := "unusable answer", true
-		switch {
-		case lo.err != nil:
-			why = lo.err.Error()
-		case e.localEmpty():
-			why, degraded = noDrawersYet, false // a devbox new to the fleet: nothing here to merge
-		case lt != "":
-			why = gjson.Get(lt, "error").String()
-		}
-		return annotate(mk.result(requestedPage(shape, pres, args), recs, origin.PalacePrimary), map[string]any{"local": why, "primary": "ok"}, degraded), nil
-	case lo.err == nil && e.localEmpty():
-		// A devbox new to the fleet: its palace's errors mean "nothing
-		// here". The primary's own refusal is the answer; a primary that
-		// could not answer leaves the empty answer, degraded.
-		if rpcErr := peerError(perr); rpcErr != nil {
-			return nil, rpcErr
-		}
-		if perr == nil && pres != nil {
-			return pres, nil
-		}
-		why := e.remote.State()
-		if perr != nil {
-			why = perr.Error()
-		}
-		return annotate(jsonResult(emptyAnswer(shape, args), false), map[string]any{"local": noDrawersYet, "primary": why}, true), nil
-	default:
-		return localAnswer(lo.res, lo.err) // neither usable: the local answer as it came
-	}
 	if shape == catalogue.FilterHits {
-		return textResult(e.mergeSearch(lt, pt, intArg(args, "limit", 5), mk), false, nil), nil
+		return textResult(e.mergeSearch(b.lt, b.pt, intArg(args, "limit", 5), mk), false, nil), nil
 	}
-	lm, pm := objectMap(mk.text(lt, recs, origin.PalaceLocal)), objectMap(mk.text(pt, recs, origin.PalacePrimary))
+	lm, pm := objectMap(mk.text(b.lt, recs, origin.PalaceLocal)), objectMap(mk.text(b.pt, recs, origin.PalacePrimary))
 	var merged map[string]any
 	switch shape {
 	case catalogue.FilterMatches:
@@ -125,6 +55,102 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		merged = pm
 	}
 	return jsonResult(merged, false), nil
+}
+
+// sideAnswer is one palace's answer to a merged read.
+type sideAnswer struct {
+	res *mcp.CallToolResult
+	err error
+}
+
+// bothSides is a merged read's two answers, and their texts where usable
+// (lok, pok).
+type bothSides struct {
+	local, primary sideAnswer
+	lt, pt         string
+	lok, pok       bool
+}
+
+// askBoth asks the primary, then the local palace as soon as the
+// primary's request is written (or has failed), so the local search does
+// not compete with sending it; the local answer is needed only once the
+// primary's is in. (Measured on two cores: the primary's answer comes
+// 0.1-0.3 ms sooner than with both started at once.) The primary's
+// answer loses what this device deleted and what the agent did not ask
+// for.
+func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, args map[string]any) bothSides {
+	askLocal := func(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+		return e.localServer.Call(ctx, c.params)
+	}
+	askPrimary := func(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+		return e.callPrimary(ctx, c, true)
+	}
+	if shape == catalogue.FilterDrawers {
+		// Page the union: both sides from the start, up to the end of the
+		// requested page (mergedpage.go).
+		askLocal, askPrimary = drawersUpTo(askLocal), drawersUpTo(askPrimary)
+	}
+	lc := make(chan sideAnswer, 1)
+	startLocal := sync.OnceFunc(func() {
+		go func() {
+			r, err := askLocal(ctx, orig)
+			lc <- sideAnswer{r, err}
+		}()
+	})
+	pctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
+	var b bothSides
+	b.primary.res, b.primary.err = askPrimary(pctx, e.roomForHidden(ctx, orig))
+	b.primary.res = duplicateFlag(shape, cutToAsked(shape, e.hideTombstoned(ctx, shape, b.primary.res), args)) // tombstone.go
+	startLocal()
+	b.local = <-lc
+	b.lt, b.lok = usable(b.local.res, b.local.err)
+	b.pt, b.pok = usable(b.primary.res, b.primary.err)
+	return b
+}
+
+// oneSide answers a merged read one side of which is not usable: from
+// the other, marked degraded (not degraded for a devbox new to the fleet,
+// with nothing here to merge), or, with neither usable, the local answer
+// as it came.
+func (e *Edge) oneSide(b bothSides, shape catalogue.Filter, args map[string]any, recs catalogue.Records) (*mcp.CallToolResult, error) {
+	lo, perr, mk := b.local, b.primary.err, e.marks()
+	switch {
+	case b.lok:
+		why := "unusable answer"
+		if perr != nil {
+			why = perr.Error()
+		} else if b.pt != "" {
+			why = gjson.Get(b.pt, "error").String()
+		}
+		return annotate(mk.result(requestedPage(shape, lo.res, args), recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": why}, true), nil
+	case b.pok:
+		why, degraded := "unusable answer", true
+		switch {
+		case lo.err != nil:
+			why = lo.err.Error()
+		case e.localEmpty():
+			why, degraded = noDrawersYet, false // a devbox new to the fleet: nothing here to merge
+		case b.lt != "":
+			why = gjson.Get(b.lt, "error").String()
+		}
+		return annotate(mk.result(requestedPage(shape, b.primary.res, args), recs, origin.PalacePrimary), map[string]any{"local": why, "primary": "ok"}, degraded), nil
+	case lo.err == nil && e.localEmpty():
+		// A devbox new to the fleet: its palace's errors mean "nothing
+		// here". The primary's own refusal is the answer; a primary that
+		// could not answer leaves the empty answer, degraded.
+		if rpcErr := peerError(perr); rpcErr != nil {
+			return nil, rpcErr
+		}
+		if perr == nil && b.primary.res != nil {
+			return b.primary.res, nil
+		}
+		why := e.remote.State()
+		if perr != nil {
+			why = perr.Error()
+		}
+		return annotate(jsonResult(emptyAnswer(shape, args), false), map[string]any{"local": noDrawersYet, "primary": why}, true), nil
+	}
+	return localAnswer(lo.res, lo.err) // neither usable: the local answer as it came
 }
 
 // usable is a side's answer when it can be merged: a JSON object text, not
