@@ -8,6 +8,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
 // applyUnapplied sends to the local palace, once it is up, the deletes an
@@ -39,7 +41,7 @@ func (e *Edge) applyUnapplied(ctx context.Context) {
 		if !reached {
 			return // the others wait too
 		}
-		if !settled || !e.cancelUpdatesGone(ctx, u.Updated) {
+		if !settled || !e.cancelUpdatesGone(ctx, u) {
 			continue
 		}
 		if err := e.outbox.DropUnapplied(ctx, u.Key); err != nil {
@@ -48,28 +50,23 @@ func (e *Edge) applyUnapplied(ctx context.Context) {
 	}
 }
 
-// cancelUpdatesGone cancels the held updates of the drawers ids a kept
-// delete_by_source removed, once it is applied (updatesGone), and
-// tombstones them, as when the local palace answers it at once; the
-// others go once its note is dropped. It is false when which it removed
-// is not known (a look-up unanswered, the outbox failed): the note stays,
-// holding them, for the next edge.
-func (e *Edge) cancelUpdatesGone(ctx context.Context, ids []string) bool {
-	if len(ids) == 0 {
+// cancelUpdatesGone cancels the held updates of the drawers a kept
+// delete_by_source u removed, once it is applied (updatesGone), and
+// tombstones them, as when the local palace answers it at once
+// (outbox.KeptRemoved); the others go once its note is dropped. It is
+// false when which it removed is not known (a look-up unanswered, the
+// outbox failed): the note stays, holding them, for the next edge.
+func (e *Edge) cancelUpdatesGone(ctx context.Context, u outbox.Unapplied) bool {
+	if len(u.Updated) == 0 {
 		return true
 	}
-	gone, known := e.updatesGone(ctx, ids)
+	gone, known := e.updatesGone(ctx, u.Updated)
 	if !known {
-		e.log.Warn("a kept delete_by_source is applied, but which drawers it removed is not known: the unsent updates of its source's drawers stay held for the next edge", "drawers", len(ids))
+		e.log.Warn("a kept delete_by_source is applied, but which drawers it removed is not known: the unsent updates of its source's drawers stay held for the next edge", "drawers", len(u.Updated))
 		return false
 	}
-	marks := drawerMarks(gone)
-	if err := e.outbox.AddTombstones(ctx, marks); err != nil {
-		e.log.Error("the drawers a kept delete_by_source removed are not tombstoned: their unsent updates stay held for the next edge", "err", err)
-		return false
-	}
-	if _, err := e.outbox.CancelDeleted(ctx, marks, nil); err != nil {
-		e.log.Error("the unsent updates of the drawers a kept delete_by_source removed are not cancelled: they stay held for the next edge", "err", err)
+	if err := e.outbox.KeptRemoved(ctx, u, gone); err != nil {
+		e.log.Error("the drawers a kept delete_by_source removed are not tombstoned, or their unsent updates not cancelled: they stay held for the next edge", "err", err)
 		return false
 	}
 	return true

@@ -396,6 +396,24 @@ func supersede(raw json.RawMessage, drawers, sources []string) (call json.RawMes
 	return nil, true, nil
 }
 
+// KeptRemoved settles what the kept delete u removed from the local
+// palace, once it is applied there: the unsent updates of the drawers
+// gone are cancelled, and the drawers tombstoned.
+func (s *Store) KeptRemoved(ctx context.Context, u Unapplied, gone []string) error {
+	if len(gone) == 0 {
+		return nil
+	}
+	marks := make([]Tombstone, 0, len(gone))
+	for _, id := range gone {
+		marks = append(marks, Tombstone{Kind: TombDrawer, Key: id})
+	}
+	if err := s.AddTombstones(ctx, marks); err != nil {
+		return err
+	}
+	_, err := s.CancelDeleted(ctx, marks, nil)
+	return err
+}
+
 // DropUnapplied drops the note of a kept delete the local palace
 // answered, once the updates it removed are cancelled: the others it held
 // go.

@@ -282,3 +282,78 @@ func TestASupersededDeleteBySourceStillHoldsItsUpdates(t *testing.T) {
 		t.Errorf("kept deletes after a rewrite of the source: %+v (%v), want one holding drawer_b, with no call", us, err)
 	}
 }
+
+// An admin device's delete_by_source kept without the local palace's
+// answer (a stop, a kill) is queued for the primary while the update of
+// one of its drawers, edited offline, is held. The next edge finds the
+// local palace removed that drawer: the update is cancelled and the
+// primary's copy hidden until the delete lands there. Once it has landed,
+// nothing of it stays hidden: the same text filed again on the primary
+// later (by another device) shows on this device. Before, the next edge's
+// tombstone of the drawer was tied to no op, so it outlived the delete and
+// hid the drawer from this device for good. Whether the delete lands
+// before or after the next edge settles it, no tombstone is left.
+func TestTheDrawersAKeptDeleteRemovedShowAgainOnceItLands(t *testing.T) {
+	for _, landsFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "settled before it lands", true: "landed before it is settled"}[landsFirst], func(t *testing.T) {
+			r := newRig(t)
+			s, ctx := r.store, context.Background()
+			const src = "/work/a/runbook.md"
+			id := catalogue.DrawerID("notes", "src", "deploy notes")
+			r.enqueue("add_drawer", map[string]any{"wing": "notes", "room": "src", "content": "deploy notes", "source_file": src})
+			r.drain()
+			upd := r.enqueue("update_drawer", map[string]any{"drawer_id": id, "content": "deploy notes, edited offline"})
+			del := r.enqueue("delete_by_source", map[string]any{"source_file": src, "dry_run": false})
+			call := []byte(`{"name":"mempalace_delete_by_source","arguments":{"source_file":"` + src + `","dry_run":false}}`)
+			p, err := s.IntendDelete(ctx, []outbox.Tombstone{{Kind: outbox.TombSource, Key: src}}, nil, []string{id}, del.ID, call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DeleteUnapplied(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if landsFirst {
+				if n, err := r.flusher.Drain(ctx); n != 1 || err != nil { // the update held
+					t.Fatalf("sent %d (%v), want the delete alone", n, err)
+				}
+			}
+			us, err := s.Unapplied(ctx)
+			if err != nil || len(us) != 1 {
+				t.Fatalf("kept deletes %+v (%v), want one", us, err)
+			}
+			// The next edge: the local palace answered the delete sent
+			// again, and no longer holds the drawer.
+			if err := s.KeptRemoved(ctx, us[0], []string{id}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DropUnapplied(ctx, us[0].Key); err != nil {
+				t.Fatal(err)
+			}
+			if !landsFirst {
+				if !hidden(t, s, id) {
+					t.Error("before the delete lands, the primary's copy of the drawer it removed is not hidden")
+				}
+				r.drain()
+			}
+			if o, _ := s.Get(ctx, upd.LocalSeq); o.State != outbox.Done || o.FlushedAt != nil && len(o.Result) > 0 {
+				t.Errorf("the update of the removed drawer: %s, result %s; want cancelled, never sent", o.State, o.Result)
+			}
+			if r.primary.Dump().Drawers[id] != nil {
+				t.Fatal("the delete did not land on the primary")
+			}
+			if hidden(t, s, id) {
+				t.Error("after the delete landed, the drawer it removed is still hidden: the same text filed again would never show on this device")
+			}
+		})
+	}
+}
+
+// hidden reports a drawer tombstone for id.
+func hidden(t *testing.T, s *outbox.Store, id string) bool {
+	t.Helper()
+	ts, err := s.Tombstones(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.ContainsFunc(ts, func(x outbox.Tombstone) bool { return x.Kind == outbox.TombDrawer && x.Key == id })
+}
