@@ -218,6 +218,8 @@ type deleteNote struct {
 	// Owner is the Store that waits for the local answer (live.go; "":
 	// none known, an older build's note).
 	Owner string `json:"owner,omitempty"`
+	// Op is the delete's op for the primary ("": none queued).
+	Op string `json:"op,omitempty"`
 }
 
 const (
@@ -234,7 +236,7 @@ func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []D
 	var b [8]byte
 	rand.Read(b[:]) // never fails (crypto/rand)
 	p := PendingDelete{key: deleteNotes + hex.EncodeToString(b[:])}
-	note, err := json.Marshal(deleteNote{Marks: marks, Entries: entries, Updated: updated, Call: call, Owner: s.owner})
+	note, err := json.Marshal(deleteNote{Marks: marks, Entries: entries, Updated: updated, Call: call, Owner: s.owner, Op: opID})
 	if err != nil {
 		return p, fmt.Errorf("outbox: a delete's note: %w", err)
 	}
@@ -319,6 +321,7 @@ type Unapplied struct {
 	Key     string
 	Call    json.RawMessage
 	Updated []string
+	Op      string // its op for the primary ("": none queued)
 }
 
 // Unapplied lists the kept deletes to send to the local palace again.
@@ -326,7 +329,7 @@ func (s *Store) Unapplied(ctx context.Context) ([]Unapplied, error) {
 	notes, err := s.deleteNotesUnder(ctx, unappliedNotes)
 	var out []Unapplied
 	for _, x := range notes {
-		out = append(out, Unapplied{Key: x.key, Call: x.note.Call, Updated: x.note.Updated})
+		out = append(out, Unapplied{Key: x.key, Call: x.note.Call, Updated: x.note.Updated, Op: x.note.Op})
 	}
 	return out, err
 }
@@ -398,20 +401,43 @@ func supersede(raw json.RawMessage, drawers, sources []string) (call json.RawMes
 
 // KeptRemoved settles what the kept delete u removed from the local
 // palace, once it is applied there: the unsent updates of the drawers
-// gone are cancelled, and the drawers tombstoned.
+// gone are cancelled, and the primary's copies hidden as long as the
+// delete has not landed there. Tombstones tied to its op go when it
+// lands (settleDone); once it has landed, there is nothing left to hide,
+// and none is added: a drawer filed again later with the same text shows.
+// With no op (not sent to the primary), they stay, as any such delete's.
 func (s *Store) KeptRemoved(ctx context.Context, u Unapplied, gone []string) error {
 	if len(gone) == 0 {
 		return nil
 	}
 	marks := make([]Tombstone, 0, len(gone))
 	for _, id := range gone {
-		marks = append(marks, Tombstone{Kind: TombDrawer, Key: id})
+		marks = append(marks, Tombstone{Kind: TombDrawer, Key: id, OpID: u.Op})
 	}
-	if err := s.AddTombstones(ctx, marks); err != nil {
+	landed, err := s.landed(ctx, u.Op)
+	if err != nil {
 		return err
 	}
-	_, err := s.CancelDeleted(ctx, marks, nil)
+	if !landed {
+		if err := s.AddTombstones(ctx, marks); err != nil {
+			return err
+		}
+	}
+	_, err = s.CancelDeleted(ctx, marks, nil)
 	return err
+}
+
+// landed reports an op the primary took (done with its answer; not one
+// dropped or recorded as delivered by an operator, nor one pruned).
+func (s *Store) landed(ctx context.Context, opID string) (bool, error) {
+	if opID == "" {
+		return false, nil
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM ops WHERE op_id=? AND state='done' AND result_json IS NOT NULL`, opID).Scan(&n); err != nil {
+		return false, fmt.Errorf("outbox: %w", err)
+	}
+	return n > 0, nil
 }
 
 // DropUnapplied drops the note of a kept delete the local palace
