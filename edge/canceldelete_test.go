@@ -140,3 +140,43 @@ func keptAtAStop(t *testing.T, palace string, srv *fakepalace.HTTPServer, tool s
 	}
 	return start(t, harnessOpts{palace: palace, primaryURL: srv.URL()})
 }
+
+// An agent cancels a delete_by_source of /work/a/README.md that its local
+// palace is slow at, past the write grace: the delete is kept without the
+// local answer, and it holds the unsent update of every drawer of a
+// README.md, /work/b/README.md's too. The local palace applies it a moment
+// later. The edit of the drawer it left must reach the primary in the same
+// session. Before, only the next edge start sent the kept delete to the
+// local palace again and settled it: the edit waited, unsent, for as long
+// as the edge ran (days, on a devbox).
+func TestADeleteBySourceKeptByACancelReleasesTheUpdateOfADrawerItLeaves(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU
+	h := start(t, harnessOpts{raw: true, writeGrace: 300 * time.Millisecond, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_by_source=1500"}})
+	h.handshake()
+	h.ready()
+	const gone, kept = "the a readme, deleted by a cancelled call", "the b readme, edited offline"
+	goneID, keptID := DrawerIDFor("notes", "src", gone), DrawerIDFor("notes", "src", kept)
+	h.send(toolCall("a", "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "src", "content": gone, "source_file": "/work/a/README.md"}))
+	h.send(toolCall("b", "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "src", "content": kept, "source_file": "/work/b/README.md"}))
+	for _, id := range []string{"a", "b"} {
+		if a := h.await(id, 10*time.Second); a["result"] == nil {
+			t.Fatalf("add_drawer %s: %v", id, a)
+		}
+	}
+	h.eventually("both on the primary", func() bool { d := h.primary.Dump(); return d.Drawers[goneID] != nil && d.Drawers[keptID] != nil })
+	h.drained()
+	h.srv.Stop()
+	h.send(toolCall("u", "mempalace_update_drawer", map[string]any{"drawer_id": keptID, "content": kept + ", with the new install steps"}))
+	if a := h.await("u", 10*time.Second); a["result"] == nil {
+		t.Fatalf("update_drawer: %v", a)
+	}
+	h.callThenCancel("del", "mempalace_delete_by_source", map[string]any{"source_file": "/work/a/README.md", "dry_run": false}, 100*time.Millisecond)
+	h.eventually("the delete applied to the local palace", func() bool { return h.localState().Drawers[goneID] == nil })
+	if err := h.srv.Start(h.srv.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the update of the drawer the delete left on the primary", func() bool {
+		d := h.primary.Dump().Drawers[keptID]
+		return d != nil && strings.Contains(d.Content, "new install steps")
+	})
+}
