@@ -36,36 +36,37 @@ type Edge struct {
 	obErr       error
 	pw          *policyWatch // the replication policy, re-read when it changes
 
-	mu           sync.Mutex
-	regMu        sync.Mutex // serializes addTools, so "registered" means AddTool is done
-	registered   map[string]bool
-	childTools   map[string]*mcp.Tool
-	primaryTools map[string]*mcp.Tool
-	toolsReady   chan struct{}
-	readyOnce    sync.Once
-	childListed  bool          // the child's tool list is known (live or cached)
-	childDown    atomic.Bool   // the local palace server failed to start
-	childKnown   chan struct{} // closed once the child listed its tools or failed to start
-	childOnce    sync.Once
-	stopgap      map[string]bool // tools registered from the catalogue, awaiting a real list
-	agent        *mcp.ServerSession
-	initialized  atomic.Bool                     // the agent finished initialize: the fast lane is open
-	mismatch     string                          // embedder canary: why merging stopped ("" = fine)
-	box          *mailbox.Mailbox                // the coordination mailbox; nil in pass-through
-	wk           *wake                           // the owed asks told without a tool call; nil in pass-through
-	keptDevice   atomic.Pointer[deviceinfo.Info] // the device header an earlier run last heard (device.go)
-	stopping     atomic.Bool                     // Serve's context ended: new requests are refused
-	run          context.Context                 // ends when the edge stops; the SDK's handlers end with it
-	halt         context.Context                 // ends at the stop's signal (beforeStop); nil outside Serve
-	writes       sentWrites                      // writes sent to the local palace, not yet answered and queued (sentwrite.go)
-	dead         deadNews                        // the dead ops the session was told of (deadnote.go)
-	side         sync.WaitGroup                  // the agent's level passed on to the child: Serve waits for it
+	mu            sync.Mutex
+	regMu         sync.Mutex // serializes addTools, so "registered" means AddTool is done
+	registered    map[string]bool
+	childTools    map[string]*mcp.Tool
+	primaryTools  map[string]*mcp.Tool
+	toolsReady    chan struct{}
+	readyOnce     sync.Once
+	childListed   bool          // the child's tool list is known (live or cached)
+	childDown     atomic.Bool   // the local palace server failed to start
+	childKnown    chan struct{} // closed once the child listed its tools or failed to start
+	keptUnapplied chan struct{} // a delete kept without the local answer: watchUnapplied sends it again
+	childOnce     sync.Once
+	stopgap       map[string]bool // tools registered from the catalogue, awaiting a real list
+	agent         *mcp.ServerSession
+	initialized   atomic.Bool                     // the agent finished initialize: the fast lane is open
+	mismatch      string                          // embedder canary: why merging stopped ("" = fine)
+	box           *mailbox.Mailbox                // the coordination mailbox; nil in pass-through
+	wk            *wake                           // the owed asks told without a tool call; nil in pass-through
+	keptDevice    atomic.Pointer[deviceinfo.Info] // the device header an earlier run last heard (device.go)
+	stopping      atomic.Bool                     // Serve's context ended: new requests are refused
+	run           context.Context                 // ends when the edge stops; the SDK's handlers end with it
+	halt          context.Context                 // ends at the stop's signal (beforeStop); nil outside Serve
+	writes        sentWrites                      // writes sent to the local palace, not yet answered and queued (sentwrite.go)
+	dead          deadNews                        // the dead ops the session was told of (deadnote.go)
+	side          sync.WaitGroup                  // the agent's level passed on to the child: Serve waits for it
 }
 
 // New builds an edge from its configuration; Serve runs it.
 func New(cfg Config) *Edge {
 	cfg = cfg.withDefaults()
-	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, stopgap: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{})}
+	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, stopgap: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{}), keptUnapplied: make(chan struct{}, 1)}
 	impl := &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: cfg.Version}
 	e.implJSON, _ = json.Marshal(impl) // for stateless answers (statelessResult)
 	opts := &mcp.ServerOptions{
@@ -317,7 +318,7 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 		f := &outbox.Flusher{S: e.outbox, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace}
 		wg.Add(2)
 		go func() { defer wg.Done(); f.Run(flushCtx) }()
-		go func() { defer wg.Done(); e.applyUnapplied(ctx) }() // localdelete.go
+		go func() { defer wg.Done(); e.watchUnapplied(ctx) }() // localdelete.go
 	}
 	e.connectEarly(ctx, wg)
 }

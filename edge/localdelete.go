@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -12,42 +13,89 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
-// applyUnapplied sends to the local palace, once it is up, the deletes an
-// earlier edge kept without its answer (given up at the stop grace, or
-// left by a killed edge: outbox/intent.go): the user's delete, kept for
-// the primary, must not leave the drawer in this device's local palace,
-// where reads would show it once the tombstone goes (an admin's, when the
-// delete lands). Only an answer about the delete settles one: applied,
-// "not found" (the local palace had applied it), or refused for good (a
-// call this MemPalace does not take: refusedForGood); a failure (a palace
-// that cannot be reached, or whose store raised) leaves it to the next
-// edge. A delete_by_source's note holds the unsent updates of its
-// source's drawers until then: those it removed are then cancelled.
-func (e *Edge) applyUnapplied(ctx context.Context) {
+// watchUnapplied sends the kept deletes to the local palace again: an
+// earlier edge's once the local palace is up, and one this edge keeps
+// without its answer (a cancel past the write grace: keptUnapplied) once
+// the palace has had the write grace again for it, then further apart,
+// until none is left. The updates a kept delete_by_source holds wait for
+// its answer, not for the next edge start.
+func (e *Edge) watchUnapplied(ctx context.Context) {
 	select {
 	case <-e.childKnown:
 	case <-ctx.Done():
 		return
 	}
+	left := e.applyUnapplied(ctx)
+	wait := e.cfg.WriteGrace
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		due := t.C
+		if left == 0 {
+			due = nil // nothing to send until this edge keeps one
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.keptUnapplied:
+			wait = e.cfg.WriteGrace
+			t.Reset(wait)
+			left = 1
+			continue
+		case <-due:
+		}
+		if left = e.applyUnapplied(ctx); left > 0 {
+			wait = min(2*wait, maxUnappliedWait)
+			t.Reset(wait)
+		}
+	}
+}
+
+// maxUnappliedWait bounds the wait between two sends of the kept deletes
+// the local palace did not settle.
+const maxUnappliedWait = 10 * time.Minute
+
+// keepUnapplied tells watchUnapplied this edge kept a delete without the
+// local palace's answer.
+func (e *Edge) keepUnapplied() {
+	select {
+	case e.keptUnapplied <- struct{}{}:
+	default: // one is told already
+	}
+}
+
+// applyUnapplied sends the kept deletes to the local palace again (the
+// user's delete, kept for the primary, must not leave the drawer in this
+// device's local palace, where reads would show it once the tombstone
+// goes: an admin's, when the delete lands) and says how many are left.
+// Only an answer about the delete settles one: applied, "not found" (the
+// local palace had applied it), or refused for good (a call this MemPalace
+// does not take: refusedForGood); a failure (a palace that cannot be
+// reached, or whose store raised) leaves it for later, or the next edge. A
+// delete_by_source's note holds the unsent updates of its source's drawers
+// until then: those it removed are then cancelled.
+func (e *Edge) applyUnapplied(ctx context.Context) (left int) {
 	if e.childDown.Load() {
-		return
+		return 0 // the next edge's
 	}
 	us, err := e.outbox.Unapplied(ctx)
 	if err != nil {
 		e.log.Error("deletes kept without the local palace's answer are not read: the local palace may still hold what they delete", "err", err)
 	}
-	for _, u := range us {
+	for i, u := range us {
 		settled, reached := e.resendUnapplied(ctx, u.Call)
 		if !reached {
-			return // the others wait too
+			return len(us) - i // the others wait too
 		}
 		if !settled || !e.cancelUpdatesGone(ctx, u) {
+			left++
 			continue
 		}
 		if err := e.outbox.DropUnapplied(ctx, u.Key); err != nil {
 			e.log.Warn("a delete applied to the local palace stays noted: the next edge sends it again", "err", err)
 		}
 	}
+	return left
 }
 
 // cancelUpdatesGone cancels the held updates of the drawers a kept
@@ -81,7 +129,7 @@ func (e *Edge) resendUnapplied(ctx context.Context, raw json.RawMessage) (settle
 		return true, true
 	}
 	c := newCall(&p)
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.WriteGrace)
+	cctx, cancel := context.WithTimeout(ctx, max(e.cfg.CallTimeout, e.cfg.WriteGrace))
 	res, err := e.localServer.Call(cctx, c.params)
 	cancel()
 	var rpcErr *jsonrpc.Error
@@ -94,7 +142,7 @@ func (e *Edge) resendUnapplied(ctx context.Context, raw json.RawMessage) (settle
 			"tool", p.Name, "deletes", deletes(c), "reason", rpcErr.Message, "code", rpcErr.Code)
 		return true, true
 	}
-	e.log.Warn("a delete kept without the local palace's answer was not applied there now; the next edge tries again", "tool", p.Name, "err", err, "answer", resultJSON(res))
+	e.log.Warn("a delete kept without the local palace's answer was not applied there now; it is sent again later, or by the next edge", "tool", p.Name, "err", err, "answer", resultJSON(res))
 	return false, err == nil || rpcErr != nil
 }
 

@@ -98,12 +98,13 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	if lerr != nil && ctx.Err() != nil && !errors.Is(lerr, ErrLocalDown) && p != nil {
 		// No answer within the write grace: the local palace may yet
 		// apply it, so it is kept, as a killed edge's is.
-		e.log.Error("the local palace did not answer a delete within the write grace after its call was cancelled or the edge stopped; it is kept, and sent to the local palace again by the next edge", "tool", c.name, "grace", e.cfg.WriteGrace)
-		p.unapplied = true // its note holds d.updated's updates until the next edge has its answer
+		e.log.Error("the local palace did not answer a delete within the write grace after its call was cancelled or the edge stopped; it is kept, and sent to the local palace again (after a stop, by the next edge)", "tool", c.name, "grace", e.cfg.WriteGrace)
+		p.unapplied = true // its note holds d.updated's updates until the local palace's answer to it sent again
 		e.keepDeletion(ctx, c, d, len(drawerIDs(c)), p)
 		if e.writes.givenUp().Err() != nil {
-			return nil, errStopping // given up by the stop: maybe applied, kept
+			return nil, errStopping // given up by the stop: maybe applied, kept for the next edge
 		}
+		e.keepUnapplied() // sent again in this session (localdelete.go)
 		return res, err
 	}
 	if err != nil || res == nil {
@@ -160,7 +161,7 @@ type pendingDeletion struct {
 	del outbox.PendingDelete
 	in  *intent
 	// unapplied: kept without the local palace's answer, its note stays
-	// for the next edge to send it there again (localdelete.go).
+	// until it is sent there again and answered (localdelete.go).
 	unapplied bool
 }
 
