@@ -78,6 +78,8 @@ type harnessOpts struct {
 	// childExitWait: Config's (default: the edge's); short where the test
 	// stops a local palace that is still at a call it never answers.
 	childExitWait time.Duration
+	// identity is the agent's identity (default opencode@edge-test).
+	identity string
 	// client is the agent's client options (default none).
 	client *mcp.ClientOptions
 	// out wraps the edge's output to the agent (default as it is).
@@ -98,7 +100,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	cfg := Config{
 		Token: func() string { return cmp.Or(o.token, testToken) }, Child: []string{child},
 		ChildEnv: append(append(os.Environ(), "MEMPALACE_PALACE_PATH="+h.palace), o.childEnv...),
-		Palace:   h.palace, Agent: "opencode", Identity: "opencode@edge-test", OriginDevice: o.device, CallTimeout: 3 * time.Second, Probe: 10 * time.Millisecond, Log: log,
+		Palace:   h.palace, Agent: "opencode", Identity: cmp.Or(o.identity, "opencode@edge-test"), OriginDevice: o.device, CallTimeout: 3 * time.Second, Probe: 10 * time.Millisecond, Log: log,
 		ChildStderr: io.MultiWriter(h.childLog, os.Stderr),
 	}
 	if o.tokenFn != nil {

@@ -335,3 +335,65 @@ func TestNewAsksNoteFollowsAMidSessionRevocation(t *testing.T) {
 		}
 	}
 }
+
+// Two harnesses on one devbox share its palace, each agent with its own
+// identity. The owed view a session keeps for the next one is its agent's
+// own: opencode's session, started from the kept view while the primary
+// hangs, must not be told claude's asks as its own (and told to ack them
+// as opencode), and must be told its own. Before, one view served every
+// agent on the palace: the last session's agent's asks were told to the
+// next, whoever it was (outside tester, attack9 10).
+func TestTheKeptOwedViewIsPerAgent(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
+	_, srv := startPrimary(t)
+	palace := t.TempDir() + "/palace"
+	forClaude := askVia(t, srv.URL(), testToken, "pi@laptop", "claude@edge-test", "for claude only")
+	forOpencode := askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "for opencode only")
+	for _, agent := range []string{"claude@edge-test", "opencode@edge-test"} {
+		h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), identity: agent, wakeWait: 10 * time.Second})
+		instructionsOf(h)
+		h.s.Close()
+		<-h.done
+	}
+	for agent, want := range map[string][2]string{"claude@edge-test": {forClaude, forOpencode}, "opencode@edge-test": {forOpencode, forClaude}} {
+		h := start(t, harnessOpts{palace: palace, primaryURL: hungPrimary(t), identity: agent, wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
+		in := instructionsOf(h)
+		if !strings.Contains(in, want[0]) || strings.Contains(in, want[1]) {
+			t.Errorf("%s, started from the kept view, is told:\n%s\nwant its own ask %s and not the other agent's %s", agent, in, want[0], want[1])
+		}
+		h.s.Close()
+	}
+}
+
+// The agent acks an owed ask; its next session, started while the primary
+// hangs (from the view kept), must not tell it the ask is owed again: it
+// would answer twice. Whether the ack reached the primary or is still
+// queued (the primary down when it was made). Before, the view kept was
+// the one read before the ack (outside tester, attack9 08).
+func TestAnAskAckedIsNotToldAgainAtTheNextSessionStart(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
+	for _, delivered := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ack delivered", false: "ack queued"}[delivered], func(t *testing.T) {
+			_, srv := startPrimary(t)
+			palace := t.TempDir() + "/palace"
+			id := askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "rotate the fleet token")
+			h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 10 * time.Second})
+			if !strings.Contains(instructionsOf(h), id) {
+				t.Fatalf("the ask is not told at the first session start: %q", instructionsOf(h))
+			}
+			if !delivered {
+				srv.Stop()
+				h.eventually("the edge sees the primary down", func() bool { h.call("kg_stats", nil); return !h.edge.remote.Up() })
+			}
+			if m, res := h.call("event_ack", map[string]any{"event_id": id, "from_agent": "opencode@edge-test", "status": "applied"}); res.IsError || m["success"] != true {
+				t.Fatalf("event_ack: %v", m)
+			}
+			h.s.Close()
+			<-h.done
+			next := start(t, harnessOpts{palace: palace, primaryURL: hungPrimary(t), wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
+			if in := instructionsOf(next); strings.Contains(in, id) {
+				t.Errorf("the next session is told the acked ask is owed:\n%s", in)
+			}
+		})
+	}
+}
