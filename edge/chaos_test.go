@@ -437,13 +437,6 @@ func short(m map[string]any) string {
 	return s
 }
 
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
 // leasePid reads the pid of the process holding the outbox's flush lease.
 func leasePid(palace string) int {
 	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")

@@ -405,6 +405,9 @@ func decideCheckpoint(pol *Policy, rec catalogue.Tool, args map[string]any, raw 
 // primary cannot be reached in time.
 func (e *Edge) coordinationWrite(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	res, err := e.coordinationSend(ctx, c)
+	if err == nil && res != nil && !res.IsError {
+		e.answered(ctx, c) // a reply: the asks it clears are not told again (wake.go)
+	}
 	// A bare or missing writer is unreachable in a fleet (RFC 003 §7.7):
 	// the agent is told; what it sent is never rewritten.
 	if w := mailbox.CheckFromAgent(c.tool, c.name, c.argsMap()); w != "" && err == nil {

@@ -18,14 +18,18 @@ package edge
 //     client subscribed to it, else a one-line note on the next tool
 //     answer (of the asks whose senders it trusts then).
 //
-// The view is kept in the outbox's meta too, so the next session starts
-// from it (as of when it was read) when the primary is slow or down.
+// The view is kept in the outbox's meta too, one per agent identity (two
+// harnesses on one devbox share its palace), so the next session starts
+// from it (as of when it was read) when the primary is slow or down; a
+// reply the agent makes through the edge takes the asks it clears out of
+// it at once (answered), so the next session is not told them again.
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +63,9 @@ type owedAsk struct {
 	// carried none); the trusted set is applied to it again at each
 	// session start.
 	From string `json:"from,omitempty"`
+	// Corr is its correlation id ("": none): a reply on its thread clears
+	// it (answered).
+	Corr string `json:"corr,omitempty"`
 }
 
 // owedView is the agent's owed asks from trusted senders, oldest first, as
@@ -108,7 +115,7 @@ func (e *Edge) loadOwed(ctx context.Context) {
 	if e.outbox == nil {
 		return
 	}
-	s, err := e.outbox.Meta(ctx, wakeMetaKey)
+	s, err := e.outbox.Meta(ctx, e.wakeKey())
 	var v owedView
 	if err != nil || s == "" || json.Unmarshal([]byte(s), &v) != nil {
 		return // none kept (or unreadable): the first read makes one
@@ -132,7 +139,7 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 	for _, it := range r.Owed {
 		if e.trustedEvent(it.Event.Raw) {
 			o, _ := origin.Of(it.Event.Raw)
-			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event), From: o.Device})
+			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event), From: o.Device, Corr: deref(it.Event.CorrelationID)})
 		}
 	}
 	e.wk.mu.Lock()
@@ -151,15 +158,63 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 		e.wk.note = append(e.wk.note, fresh...)
 	}
 	e.wk.mu.Unlock()
-	if b, err := json.Marshal(v); err == nil && e.outbox != nil {
-		if err := e.outbox.SetMeta(ctx, wakeMetaKey, string(b)); err != nil {
-			e.log.Debug("the owed view not kept for the next session", "err", err)
-		}
-	}
+	e.keepView(ctx, v)
 	if len(fresh) > 0 && subscribed {
 		// Sent only to sessions that subscribed; an agent gone hears nothing.
 		e.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: mailbox.ResourceURI})
 	}
+}
+
+// wakeKey is where the agent's view is kept in the outbox's meta.
+func (e *Edge) wakeKey() string { return wakeMetaKey + ":" + e.cfg.Identity }
+
+// keepView keeps v for the agent's next session.
+func (e *Edge) keepView(ctx context.Context, v owedView) {
+	if e.outbox == nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err == nil {
+		err = e.outbox.SetMeta(ctx, e.wakeKey(), string(b))
+	}
+	if err != nil {
+		e.log.Debug("the owed view not kept for the next session", "err", err)
+	}
+}
+
+// answered takes out of the view, and keeps, the asks the agent's reply c
+// (an event_append or event_ack the edge took) clears, by the mailbox's
+// own join (mailbox.Cleared): the next session is not told them as owed,
+// whether or not the reply has reached the primary (a read counts the
+// replies still queued).
+func (e *Edge) answered(ctx context.Context, c *call) {
+	if e.wk == nil {
+		return
+	}
+	e.wk.mu.Lock()
+	owed := make([][2]string, 0, len(e.wk.view.Asks))
+	for _, a := range e.wk.view.Asks {
+		owed = append(owed, [2]string{a.ID, a.Corr})
+	}
+	gone := mailbox.Cleared(e.cfg.Identity, owed, c.argsMap())
+	if len(gone) == 0 {
+		e.wk.mu.Unlock()
+		return
+	}
+	cleared := func(a owedAsk) bool { return slices.Contains(gone, a.ID) }
+	e.wk.view.Asks = slices.DeleteFunc(slices.Clone(e.wk.view.Asks), cleared)
+	e.wk.note = slices.DeleteFunc(e.wk.note, cleared)
+	v := e.wk.view
+	e.wk.mu.Unlock()
+	e.keepView(ctx, v)
+}
+
+// deref is *p, "" for nil.
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // trustedEvent reports an event whose sender the reading device trusts:

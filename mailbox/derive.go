@@ -185,3 +185,27 @@ func seqNote(e *Event) string {
 }
 
 func orDash(s string) string { return cmp.Or(s, "-") }
+
+// Cleared is the asks among owed (each owed by agent: its id, and its
+// correlation id, "" for none) that reply clears: the arguments of an
+// event_append or event_ack agent just wrote, not yet read back from the
+// primary (WithPending's shape). It is the derivation's own join, so a
+// view of owed asks kept between reads agrees with the next read.
+func Cleared(agent string, owed [][2]string, reply map[string]any) []string {
+	events := make([]Event, 0, len(owed))
+	for i, a := range owed {
+		to, corr := agent, a[1]
+		events = append(events, Event{ID: a[0], Seq: int64(i + 1), Type: "task.request", ToAgent: &to, CorrelationID: &corr})
+	}
+	still := map[string]bool{}
+	for _, it := range Derive(WithPending(events, []map[string]any{reply}), agent) {
+		still[it.Event.ID] = true
+	}
+	var out []string
+	for _, a := range owed {
+		if !still[a[0]] {
+			out = append(out, a[0])
+		}
+	}
+	return out
+}

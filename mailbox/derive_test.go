@@ -3,6 +3,7 @@ package mailbox
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -249,4 +250,28 @@ func TestParseArgs(t *testing.T) {
 func record(name string) catalogue.Tool {
 	t, _ := catalogue.Lookup(name)
 	return t
+}
+
+// A view of owed asks kept between reads drops what the agent's own reply
+// clears, by the derivation's join: a terminal event_ack of the ask, or a
+// terminal event_append sharing its correlation id; not a claim, and not
+// another agent's reply.
+func TestClearedByAReply(t *testing.T) {
+	owed := [][2]string{{"evt_a", ""}, {"evt_b", "thread-1"}}
+	for _, c := range []struct {
+		name  string
+		reply map[string]any
+		want  []string
+	}{
+		{"ack applied", map[string]any{"event_id": "evt_a", "from_agent": "opencode@desk", "status": "applied"}, []string{"evt_a"}},
+		{"ack claimed", map[string]any{"event_id": "evt_a", "from_agent": "opencode@desk", "status": "claimed"}, nil},
+		{"another agent's ack", map[string]any{"event_id": "evt_a", "from_agent": "pi@desk", "status": "applied"}, nil},
+		{"reply on the thread", map[string]any{"type": "task.result", "from_agent": "opencode@desk", "to_agent": "pi@laptop", "correlation_id": "thread-1", "status": "blocked"}, []string{"evt_b"}},
+		{"reply naming the ask", map[string]any{"type": "task.result", "from_agent": "opencode@desk", "status": "failed", "metadata": map[string]any{"ack_of": "evt_b"}}, []string{"evt_b"}},
+		{"not a reply", map[string]any{"from_agent": "opencode@desk"}, nil},
+	} {
+		if got := Cleared("opencode@desk", owed, c.reply); !slices.Equal(got, c.want) {
+			t.Errorf("%s: cleared %v, want %v", c.name, got, c.want)
+		}
+	}
 }
