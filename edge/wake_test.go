@@ -397,3 +397,31 @@ func TestAnAskAckedIsNotToldAgainAtTheNextSessionStart(t *testing.T) {
 		})
 	}
 }
+
+// Offline (the primary refuses), a new session is told the owed asks from
+// the view an earlier session kept, and told that this view is not fresh;
+// mempalace_mailbox, which the instructions send it to, answers with that
+// view too, marked, rather than only an error. Before, the instructions
+// read as online but for "as of", and the tool answered only that the
+// mailbox could not be read (outside tester, attack9 07).
+func TestOfflineWakeSaysTheViewIsKept(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
+	_, srv := startPrimary(t)
+	palace := t.TempDir() + "/palace"
+	id := askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "rotate the fleet token")
+	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 10 * time.Second})
+	if !strings.Contains(instructionsOf(h), id) {
+		t.Fatalf("online, the ask is not told: %q", instructionsOf(h))
+	}
+	h.s.Close()
+	<-h.done
+	srv.Stop()
+	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 2 * time.Second})
+	if in := instructionsOf(next); !strings.Contains(in, id) || !strings.Contains(in, "not reachable") {
+		t.Errorf("offline, the session start does not tell the kept ask as not fresh:\n%s", in)
+	}
+	_, res := next.call("mailbox", nil)
+	if text := res.Content[0].(*mcp.TextContent).Text; !strings.Contains(text, id) || !strings.Contains(text, "not reachable") {
+		t.Errorf("offline, mempalace_mailbox answers without the kept view:\n%s", text)
+	}
+}
