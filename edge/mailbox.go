@@ -60,7 +60,12 @@ func (e *Edge) addMailbox() {
 func (e *Edge) mailboxCall(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	r, err := e.owed(ctx, c.argsMap())
 	if err != nil {
-		return errorResult(err.Error(), map[string]any{"primary": e.remote.State()}), nil
+		extra := map[string]any{"primary": e.remote.State()}
+		agent, stream, _, _ := mailbox.ParseArgs(c.argsMap(), e.cfg.Identity)
+		if kept := e.keptView(); kept != nil && agent == e.cfg.Identity && stream == "" {
+			extra["kept_view"] = kept // the session's agent's, every stream: what its start told (wake.go)
+		}
+		return errorResult(err.Error(), extra), nil
 	}
 	return mailbox.ToolResult(r)
 }

@@ -83,6 +83,7 @@ type wake struct {
 	note       []owedAsk       // told on the next tool answer (none: nothing to tell)
 	subscribed bool            // the client subscribed to the mailbox resource
 	started    bool            // the session started (told the view at initialize)
+	read       bool            // this process has read the log (else the view is an earlier session's)
 	first      chan struct{}   // closed once this process's first read ended
 	deadline   time.Time       // initialize waits for first until then (the edge's start + WakeWait)
 	trustBy    time.Time       // and for the device header until then (the edge's start + wakeTrustWait)
@@ -144,6 +145,7 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 	}
 	e.wk.mu.Lock()
 	e.wk.view = v
+	e.wk.read = true
 	var fresh []owedAsk
 	if e.wk.started || e.initialized.Load() {
 		for _, a := range v.Asks {
@@ -207,6 +209,27 @@ func (e *Edge) answered(ctx context.Context, c *call) {
 	v := e.wk.view
 	e.wk.mu.Unlock()
 	e.keepView(ctx, v)
+}
+
+// keptView is the view for an answer that could not read the log: the
+// asks from senders trusted now, as last read, with when and why it is
+// not fresh (nil: no view, or no asks in it).
+func (e *Edge) keptView() map[string]any {
+	if e.wk == nil {
+		return nil
+	}
+	e.wk.mu.Lock()
+	v := e.trustedNow(e.wk.view)
+	e.wk.mu.Unlock()
+	if len(v.Asks) == 0 {
+		return nil
+	}
+	lines := make([]string, 0, len(v.Asks))
+	for _, a := range v.Asks {
+		lines = append(lines, a.Line)
+	}
+	return map[string]any{"as_of": v.At.UTC().Format(time.RFC3339), "asks": lines,
+		"note": "the log could not be read now (the primary is not reachable): these are the asks from trusted senders owed as last read, at as_of; some may be answered already"}
 }
 
 // deref is *p, "" for nil.
@@ -297,14 +320,15 @@ func askLine(ev mailbox.Event) string {
 }
 
 // renderOwed is the server instructions for a view ("" when nothing is
-// owed): the count, the first wakeShown asks, how to clear them.
-func renderOwed(v owedView, self string) string {
+// owed): the count, the first wakeShown asks, how to clear them; kept
+// says the view is an earlier session's, the primary not reachable now.
+func renderOwed(v owedView, self string, kept bool) string {
 	if len(v.Asks) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Coordination mailbox (devbox-config edge): %s owes %d %s from trusted senders (as of %s). Oldest first:\n",
-		self, len(v.Asks), plural(len(v.Asks), "ask", "asks"), v.At.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "Coordination mailbox (devbox-config edge): %s owes %d %s from trusted senders (as of %s%s). Oldest first:\n",
+		self, len(v.Asks), plural(len(v.Asks), "ask", "asks"), v.At.UTC().Format(time.RFC3339), keptNote(kept))
 	for i, a := range v.Asks {
 		if i == wakeShown {
 			fmt.Fprintf(&b, "- and %d more: call mempalace_mailbox for all of them\n", len(v.Asks)-wakeShown)
@@ -314,6 +338,15 @@ func renderOwed(v owedView, self string) string {
 	}
 	fmt.Fprintf(&b, "Answer each with mempalace_event_ack(event_id=<id>, from_agent=%q, status=applied|blocked|failed|superseded); mempalace_mailbox lists them with why.", self)
 	return truncate(b.String(), wakeMaxBytes)
+}
+
+// keptNote marks a view an earlier session read, told while the primary
+// is not reachable.
+func keptNote(kept bool) string {
+	if !kept {
+		return ""
+	}
+	return ", read by an earlier session: the primary is not reachable now, so some may be answered already"
 }
 
 func plural(n int, one, many string) string {
@@ -358,7 +391,7 @@ func (e *Edge) wakeInstructions(ctx context.Context) string {
 	for _, a := range v.Asks {
 		e.wk.told[a.ID] = true
 	}
-	return renderOwed(v, e.cfg.Identity)
+	return renderOwed(v, e.cfg.Identity, !e.wk.read && e.remote != nil && !e.remote.Up())
 }
 
 // sessionInstructions is what initialize answers with: the writes the

@@ -109,7 +109,7 @@ func TestOwedSummaryIsBounded(t *testing.T) {
 	for i := range 40 {
 		v.Asks = append(v.Asks, owedAsk{ID: "evt_" + strings.Repeat("x", i), Line: truncate("evt: "+strings.Repeat("é", 400), wakeLineMax)})
 	}
-	s := renderOwed(v, "opencode@desk")
+	s := renderOwed(v, "opencode@desk", false)
 	if len(s) > wakeMaxBytes || !strings.Contains(s, "owes 40 asks") || !strings.Contains(s, "and 35 more") || strings.Count(s, "\n- ") != 6 {
 		t.Errorf("summary (%d bytes):\n%s", len(s), s)
 	}
@@ -118,7 +118,7 @@ func TestOwedSummaryIsBounded(t *testing.T) {
 			t.Errorf("line of %d bytes: %q", len(l), l)
 		}
 	}
-	if renderOwed(owedView{}, "x") != "" {
+	if renderOwed(owedView{}, "x", false) != "" {
 		t.Error("nothing owed renders something")
 	}
 }
