@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// hungPrimary is a primary's URL where connections are accepted and never
+// answered (serve stopped with kill -STOP behind its live socket).
+func hungPrimary(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// A hung primary (kill -STOP on serve or the gateway) is when the operator
+// most needs `edge status`: it must still report the outbox (its queue,
+// its tombstones) and say the primary did not answer, within the edge's
+// call timeout, and exit 0. Before, the primary's check used up the
+// command's one 10 s budget whatever MEMPALACE_EDGE_TIMEOUT said, and the
+// outbox's own read of its tombstones then failed: the command printed
+// one line, "outbox tombstones: context deadline exceeded", and exited 1
+// (outside tester, attack8 05).
+func TestEdgeStatusWithAHungPrimary(t *testing.T) {
+	s := edgeOutbox(t)
+	t.Setenv("MEMPALACE_REMOTE_URL", hungPrimary(t))
+	t.Setenv("MEMPALACE_EDGE_TIMEOUT", "1s")
+	ctx := context.Background()
+	if _, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Wing: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddTombstones(ctx, []outbox.Tombstone{{Kind: outbox.TombDrawer, Key: "drawer_w_r_1"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	began := time.Now()
+	out := runOK(t, "edge", "status")
+	for _, want := range []string{"queued 1", "primary    unreachable", "deleted    1 record"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	if took := time.Since(began); took > 6*time.Second {
+		t.Errorf("status took %v with a 1 s call timeout", took)
+	}
+}
+
+// `edge flush --timeout 1s` with a hung primary gives up at its timeout
+// and says what is left, the primary's state included, within about the
+// edge's call timeout more. Before, the report's check of the primary
+// took 10 s more (outside tester, attack8 04: 1 s -> 11 s).
+func TestEdgeFlushWithAHungPrimaryKeepsItsTimeout(t *testing.T) {
+	s := edgeOutbox(t)
+	t.Setenv("MEMPALACE_REMOTE_URL", hungPrimary(t))
+	t.Setenv("MEMPALACE_EDGE_TIMEOUT", "1s")
+	if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Wing: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	began := time.Now()
+	code, out, errOut := runCLI("edge", "flush", "--timeout", "1s")
+	if code == 0 || !strings.Contains(out, "primary: unreachable") || !strings.Contains(out, "not sent:") {
+		t.Errorf("flush: exit %d\n%s%s", code, out, errOut)
+	}
+	if took := time.Since(began); took > 6*time.Second {
+		t.Errorf("flush --timeout 1s took %v", took)
+	}
+}
