@@ -74,9 +74,9 @@ func (fc *edgeFlushCmd) run() error {
 		}})
 	defer p.Close()
 	sent, drainErr := (&outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: cfg.Log, SendTimeout: 2 * cfg.CallTimeout}).Drain(ctx)
-	// What is left is read even when the time ran out.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer rcancel()
+	// What is left is read even when the time ran out: the outbox's reads
+	// are local, and the primary's check has its own bound.
+	rctx := context.WithoutCancel(ctx)
 	st, err := s.Stats(rctx)
 	if err != nil {
 		return failed(fmt.Errorf("sent %d, then could not read the outbox %s: %w", sent, s.Path(), err))
@@ -87,7 +87,9 @@ func (fc *edgeFlushCmd) run() error {
 	if left == 0 && drainErr == nil {
 		return nil
 	}
-	fmt.Fprintf(fc.stdout, "primary: %s\n", p.Check(rctx))
+	cctx, ccancel := context.WithTimeout(rctx, primaryWait(cfg))
+	defer ccancel()
+	fmt.Fprintf(fc.stdout, "primary: %s\n", p.Check(cctx))
 	// The ops left, with what happened to each; a list that cannot be read
 	// leaves the count above and the error below to say it.
 	ops, _ := s.List(rctx, 20)

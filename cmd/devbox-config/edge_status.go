@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,8 +64,7 @@ func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
 }
 
 func (sc *edgeStatusCmd) run() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := context.Background() // the outbox's reads are local; each ask of the primary has its own bound (primaryWait)
 	s, cfg, err := openOutbox(io.Discard, false)
 	if path, ok := noOutbox(err); ok {
 		return sc.withoutOutbox(path, checkPrimary(ctx, cfg))
@@ -88,7 +88,7 @@ func (sc *edgeStatusCmd) run() error {
 		v.protection = "not known yet (no answer from the primary recorded)"
 	}
 	v.behind = deadBehind(ctx, s, st.Dead)
-	if v.tombs, err = checkTombstones(ctx, s, cfg); err != nil {
+	if v.tombs, err = checkTombstones(ctx, s, cfg, strings.HasPrefix(v.primary, reachable)); err != nil {
 		return failed(err)
 	}
 	if sc.asJSON {
@@ -211,16 +211,27 @@ func (v edgeStatus) printTombstones(w io.Writer) {
 
 // checkTombstones asks the primary which tombstoned records it still
 // holds, bounded: a primary that is down or slow is said, never a failure.
-func checkTombstones(ctx context.Context, s *outbox.Store, cfg edge.Config) (edge.Remaining, error) {
+func checkTombstones(ctx context.Context, s *outbox.Store, cfg edge.Config, up bool) (edge.Remaining, error) {
 	var p *edge.Primary
-	if cfg.PrimaryURL != "" {
-		p = edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: min(cfg.CallTimeout, 5*time.Second), Version: version})
+	if cfg.PrimaryURL != "" && up {
+		p = edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: primaryWait(cfg), Version: version})
 		defer p.Close()
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, primaryWait(cfg))
 	defer cancel()
-	return edge.CheckTombstones(cctx, s, p)
+	r, err := edge.CheckTombstones(cctx, s, p)
+	if cfg.PrimaryURL != "" && !up && r.Unchecked != "" {
+		r.Unchecked = "the primary did not answer its check (the primary line): none checked"
+	}
+	return r, err
 }
+
+// primaryWait bounds each ask of the primary a status or a flush report
+// makes: the edge's call timeout, at most 5 s.
+func primaryWait(cfg edge.Config) time.Duration { return min(cfg.CallTimeout, 5*time.Second) }
+
+// reachable begins the primary's check when it answered (edge.Primary.Check).
+const reachable = "reachable"
 
 // withoutOutbox is `edge status` on a palace where edge mode never ran:
 // nothing is queued, and the primary is still probed. It opens and
@@ -249,7 +260,9 @@ func checkPrimary(ctx context.Context, cfg edge.Config) string {
 		s, _ := ladder.Resolve(os.LookupEnv, func(string) (string, error) { return "", exec.ErrNotFound })
 		return "not configured (" + s.NoURL() + ")"
 	}
-	p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: min(cfg.CallTimeout, 5*time.Second), Version: version})
+	p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: primaryWait(cfg), Version: version})
 	defer p.Close()
+	ctx, cancel := context.WithTimeout(ctx, primaryWait(cfg))
+	defer cancel()
 	return p.Check(ctx)
 }
