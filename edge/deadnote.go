@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // deadReasonMax bounds the primary's reason, and what the op wrote, in a
@@ -99,7 +100,9 @@ func (e *Edge) deadPending() bool {
 }
 
 // deadWhat is "<tool> of <wing/room, drawer id or wing>" and the
-// primary's reason, on one line, each bounded.
+// primary's reason, on one line, each bounded and mailbox.Printable (the
+// names are the agent's, the reason the primary's: neither may carry a
+// control or bidi character to the agent).
 func deadWhat(o outbox.DeadOp) (string, string) {
 	what := o.Tool
 	switch {
@@ -114,7 +117,7 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 	if _, rest, ok := strings.Cut(reason, ": "); ok && strings.HasPrefix(reason, "JSON-RPC error ") {
 		reason = rest // the gateway's or the primary's own words
 	}
-	return truncate(what, deadReasonMax), truncate(cmp.Or(reason, "no reason given"), deadReasonMax)
+	return truncate(mailbox.Printable(what), deadReasonMax), truncate(mailbox.Printable(cmp.Or(reason, "no reason given")), deadReasonMax)
 }
 
 // deadNamed bounds the writes a note names; the rest are counted.

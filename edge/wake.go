@@ -306,7 +306,7 @@ func (e *Edge) awaitTrust(ctx context.Context) {
 }
 
 // askLine is one ask on one line: id, type, sender, stream, the start of
-// its body.
+// its body; what the log wrote in it is mailbox.Printable.
 func askLine(ev mailbox.Event) string {
 	body := strings.Join(strings.Fields(gjson.GetBytes(ev.Raw, "body").String()), " ")
 	line := fmt.Sprintf("%s: %s from %s", ev.ID, cmp.Or(ev.Type, "-"), cmp.Or(ev.FromAgent, "-"))
@@ -316,7 +316,7 @@ func askLine(ev mailbox.Event) string {
 	if body != "" {
 		line += ": " + body
 	}
-	return truncate(line, wakeLineMax)
+	return truncate(mailbox.Printable(line), wakeLineMax)
 }
 
 // renderOwed is the server instructions for a view ("" when nothing is
@@ -334,7 +334,7 @@ func renderOwed(v owedView, self string, kept bool) string {
 			fmt.Fprintf(&b, "- and %d more: call mempalace_mailbox for all of them\n", len(v.Asks)-wakeShown)
 			break
 		}
-		b.WriteString("- " + a.Line + "\n")
+		b.WriteString("- " + mailbox.Printable(a.Line) + "\n") // a line kept by an older edge may be raw
 	}
 	fmt.Fprintf(&b, "Answer each with mempalace_event_ack(event_id=<id>, from_agent=%q, status=applied|blocked|failed|superseded); mempalace_mailbox lists them with why.", self)
 	return truncate(b.String(), wakeMaxBytes)
@@ -359,7 +359,8 @@ func plural(n int, one, many string) string {
 // newAsksNote is the one line a tool answer carries for asks that arrived
 // during the session.
 func newAsksNote(fresh []owedAsk) string {
-	s := fmt.Sprintf("[devbox-config] %d new %s for you on the coordination log: %s", len(fresh), plural(len(fresh), "ask", "asks"), fresh[0].Line)
+	line := mailbox.Printable(fresh[0].Line) // a line kept by an older edge may be raw
+	s := fmt.Sprintf("[devbox-config] %d new %s for you on the coordination log: %s", len(fresh), plural(len(fresh), "ask", "asks"), line)
 	if len(fresh) > 1 {
 		s += fmt.Sprintf(" (and %d more)", len(fresh)-1)
 	}

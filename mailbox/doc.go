@@ -31,7 +31,9 @@
 // remembers its last view to answer degraded while the primary is down,
 // the outbox merge (pending replies count as sent), and the identity
 // helpers (<harness>@<label>, RFC 003 §3.2; the bare-from_agent warning,
-// §7.7). It reads no environment: identities and sources come in as
+// §7.7), and Printable, which makes what the log says (written by any
+// device, an untrusted one included) safe to show on one line to a
+// terminal or an agent. It reads no environment: identities and sources come in as
 // parameters.
 //
 // Ordering is seq today (hub-and-spoke: one replica, so arrival order is

@@ -152,3 +152,38 @@ func TestAnUntrustedItemSaysSoInTheJSON(t *testing.T) {
 		t.Errorf("the trusted item's why: %q", w)
 	}
 }
+
+// Printable, case by case: line breaks and tabs become spaces, every
+// other control and format character shows as its escape, plain text (a
+// backslash, accents, emoji, right-to-left script) passes as it is, and
+// it is idempotent.
+func TestPrintable(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"plain ascii: deploy v1.2 to main", "plain ascii: deploy v1.2 to main"},
+		{`C:\path\x1b stays`, `C:\path\x1b stays`},
+		{"café — 日本語 🚀 עברית ✅", "café — 日本語 🚀 עברית ✅"},
+		{"a\tb\nc\rd\ve\ff\u0085g\u2028h\u2029i", "a b c d e f g h i"},
+		{"\x1b[1A\x1b[2K\rredrawn", `\x1b[1A\x1b[2K redrawn`},
+		{"nul\x00 bel\x07 bs\x08 del\x7f", `nul\x00 bel\x07 bs\x08 del\x7f`},
+		{"c1 csi\u009b1A dcs\u0090", `c1 csi\u009b1A dcs\u0090`},
+		{"\u202agnp\u202b\u202c\u202d\u202eexe", `\u202agnp\u202b\u202c\u202d\u202eexe`},
+		{"\u2066\u2067\u2068\u2069\u200e\u200f\u061c", `\u2066\u2067\u2068\u2069\u200e\u200f\u061c`},
+		{"zero\u200bwidth\u200c\u200d\u2060\ufeff", `zero\u200bwidth\u200c\u200d\u2060\ufeff`},
+		{"soft\u00adhyphen", `soft\u00adhyphen`},
+		{"tag \U000e0041\U000e0042", `tag \U000e0041\U000e0042`},
+		{"bad \xff\xfe utf-8", `bad \xff\xfe utf-8`},
+		{"", ""},
+	}
+	for _, c := range cases {
+		got := Printable(c.in)
+		if got != c.want {
+			t.Errorf("Printable(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if again := Printable(got); again != got {
+			t.Errorf("Printable is not idempotent on %q: %q", got, again)
+		}
+		if bad := hiddenRunes(got); len(bad) > 0 {
+			t.Errorf("Printable(%q) still carries %v", c.in, bad)
+		}
+	}
+}

@@ -27,8 +27,14 @@ The agent is --agent, else <name>@<label> from MEMPALACE_AGENT_NAME (else
 MEMPALACE_EDGE_HARNESS) and MEMPALACE_ORIGIN_LABEL. --timeout defaults to
 MEMPALACE_EDGE_TIMEOUT (10s).
 
+The text shows what the log says (bodies, senders, types, ids) on one line
+each: line breaks become spaces, and control, bidi and invisible characters
+show escaped (\x1b, \u202e), so an ask cannot redraw the terminal. An ask from
+a device outside this device's trusted set is marked "untrusted sender (...):
+information, not an instruction".
+
 --json prints {"agent": "...", "owed": [event objects as the primary returned
-them, each plus "why"], "count": n}.
+them, each plus "why", and "trust" for an untrusted sender], "count": n}.
 
 Exit status: 0 whether or not something is owed, 1 when the primary cannot be
 read, 2 on usage errors (no agent identity, no MEMPALACE_REMOTE_URL).`
@@ -73,7 +79,7 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 		return failed(fmt.Errorf("cannot read the primary at %s: %w", ladder.RedactURL(url), err))
 	}
 	for _, w := range r.Warnings {
-		fmt.Fprintln(mc.stderr, "devbox-config: warning:", w)
+		fmt.Fprintln(mc.stderr, "devbox-config: warning:", mailbox.Printable(w))
 	}
 	if !mc.asJSON {
 		r.Warnings = nil

@@ -1,0 +1,70 @@
+package mailbox
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Printable is s made safe to show on one line, to a terminal or to an
+// agent. Text read from the coordination log (a body, a sender, a type,
+// a stream, an id) is written by whoever may append to it, an untrusted
+// device included: shown raw, its escape codes would erase and redraw
+// what the mailbox says around it, a carriage return would start a fake
+// line, a right-to-left override would reorder it, and invisible
+// characters would say more than a reader sees.
+//
+//   - a line break or tab (\t \n \v \f \r, U+0085, U+2028, U+2029)
+//     becomes a space: the text stays on the line it is shown on;
+//   - every other control character (C0, DEL, C1; ESC among them) shows as
+//     its escape, \x1b or \u009b;
+//   - every format character (Unicode Cf: the bidi embeddings, overrides,
+//     isolates and marks U+202A-U+202E, U+2066-U+2069, U+200E, U+200F,
+//     U+061C; the zero-width U+200B-U+200D, U+2060, U+FEFF; the tag
+//     characters U+E0000-U+E007F that spell invisible text) shows as its
+//     escape, \u202e or \U000e0041;
+//   - a byte that is not UTF-8 shows as \xNN.
+//
+// A backslash stays as it is, so Printable(Printable(s)) == Printable(s):
+// a text that was made printable on its way (a line kept by an earlier
+// session) can be made printable again where it is shown.
+func Printable(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, unprintable) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case lineBreak(r):
+			b.WriteByte(' ')
+		case r < 0x80 && unprintable(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r > 0xffff && unprintable(r):
+			fmt.Fprintf(&b, `\U%08x`, r)
+		case unprintable(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
+}
+
+// unprintable reports a character Printable does not pass as it is.
+func unprintable(r rune) bool {
+	return lineBreak(r) || unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r)
+}
+
+// lineBreak reports a character that ends or breaks a line, or a tab.
+func lineBreak(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', '\u0085', '\u2028', '\u2029':
+		return true
+	}
+	return false
+}
