@@ -1,0 +1,49 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// `device add` and `device set` refuse what lets one device pass as
+// another on the coordination log (the repro gave carol-03 claude@alice
+// and carol read alice's mailbox and acked her asks): an agent name
+// another device has, exactly or as a case or Cyrillic look-alike, a
+// label another device has, and control, bidi or zero-width characters in
+// labels and agents. Each refusal names the other device and the fix, and
+// the config stays as it was.
+func TestGatewayDeviceRefusesPassingAsAnother(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	cli := gatewayCLI(t, cfg)
+	cli(0, "init")
+	cli(0, "device", "add", "alice-01", "--label", "alice", "--read", "*", "--agents", "claude@alice")
+	cli(0, "device", "add", "bob-02", "--label", "bob", "--read", "*", "--agents", "pi@bob")
+	cli(0, "device", "add", "carol-03", "--label", "carol", "--read", "*", "--agents", "op@carol")
+	before, _ := os.ReadFile(cfg)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"set", "carol-03", "--agents", "op@carol,claude@alice"}, `devices[2].agents[1]: "claude@alice" is also an agent of device alice-01 (devices[0])`},
+		{[]string{"set", "carol-03", "--agents", "op@carol,pi@bоb"}, `devices[2].agents[1]: "pi@b\u043eb" looks like "pi@bob", an agent of device bob-02 (devices[1])`},
+		{[]string{"set", "carol-03", "--label", "alice"}, `devices[2].label: "alice" looks like "alice", the label of device alice-01 (devices[0])`},
+		{[]string{"set", "carol-03", "--label", "carol\x1b]0;alice\x07"}, `devices[2].label: "carol\x1b]0;alice\a" holds a control, bidi or zero-width character (U+001B)`},
+		{[]string{"set", "carol-03", "--agents", "op@ca\u200drol"}, `devices[2].agents[0]: "op@ca\u200drol" holds a control, bidi or zero-width character (U+200D)`},
+		{[]string{"add", "dave-04", "--label", "Bob", "--read", "*"}, `devices[3].label: "Bob" looks like "bob", the label of device bob-02 (devices[1])`},
+		{[]string{"add", "dave-04", "--label", "dave", "--read", "*", "--agents", "Claude@Alice"}, `devices[3].agents[0]: "Claude@Alice" looks like "claude@alice", an agent of device alice-01 (devices[0])`},
+	} {
+		_, errOut := cli(1, append([]string{"device"}, c.args...)...)
+		if !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "fix") {
+			t.Errorf("%q:\n got %s\nwant it to say %s and the fix", c.args, errOut, c.want)
+		}
+		if after, _ := os.ReadFile(cfg); string(after) != string(before) {
+			t.Fatalf("the refused %q changed the config", c.args)
+		}
+	}
+	// Its own names again, and a name in another script that looks like
+	// no other device's, stay legal.
+	cli(0, "device", "set", "carol-03", "--label", "carol", "--agents", "op@carol,pi@carol")
+	cli(0, "device", "add", "petr-05", "--label", "пётр", "--read", "*", "--agents", "pi@пётр")
+}

@@ -1,0 +1,54 @@
+package gateway
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// One device must not pass as another on the coordination log: a
+// hand-edited config that gives a second device an agent name another
+// device has (exactly, in another case, or with a Cyrillic or Greek
+// look-alike letter), the label of another device, or a label or agent
+// name holding a control, bidi or zero-width character is refused at its
+// line and column, with the fix. Names in other scripts that look like no
+// other device's stay legal: MemPalace takes any printable from_agent.
+func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "g.jsonc")
+	for _, c := range []struct{ label, agent, want string }{
+		{"carol", `claude@alice`, `6:53: devices[1].agents[0]: "claude@alice" is also an agent of device alice-01 (devices[0])`},
+		{"carol", `Claude@Alice`, `6:53: devices[1].agents[0]: "Claude@Alice" looks like "claude@alice", an agent of device alice-01 (devices[0])`},
+		{"carol", `claude@аlice`, `6:53: devices[1].agents[0]: "claude@\u0430lice" looks like "claude@alice", an agent of device alice-01 (devices[0])`},
+		{"carol", `claude@αlice`, `6:53: devices[1].agents[0]: "claude@\u03b1lice" looks like "claude@alice"`},
+		{"carol", `claude@ａlice`, `6:53: devices[1].agents[0]: "claude@\uff41lice" looks like "claude@alice"`},
+		{"Alice", `pi@carol`, `6:33: devices[1].label: "Alice" looks like "alice", the label of device alice-01 (devices[0])`},
+		{"аlice", `pi@carol`, `6:33: devices[1].label: "\u0430lice" looks like "alice", the label of device alice-01 (devices[0])`},
+		{"carol\u202e", `pi@carol`, `6:33: devices[1].label: "carol\u202e" holds a control, bidi or zero-width character (U+202E)`},
+		{"carol\x1b[2J", `pi@carol`, `6:33: devices[1].label: "carol\x1b[2J" holds a control, bidi or zero-width character (U+001B)`},
+		{"carol", `pi@car\u200bol`, `6:53: devices[1].agents[0]: "pi@car\u200bol" holds a control, bidi or zero-width character (U+200B)`},
+		{"carol", `pi@carol`, ``},
+		{"", `pi@carol`, ``},
+		{"кэрол", `pi@кэрол`, ``},
+		{"carol", `pi@bob`, ``},
+	} {
+		quote := func(s string) string {
+			return strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(s, "\x1b", `\u001b`), "\u202e", `\u202e`), "\u200b", `\u200b`)
+		}
+		body := "{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [\n" +
+			"    {\"id\": \"alice-01\", \"label\": \"alice\", \"agents\": [\"claude@alice\"]},\n" +
+			"    {\"id\": \"carol-03\", \"label\": \"" + quote(c.label) + "\", \"agents\": [\"" + quote(c.agent) + "\"]},\n  ],\n}\n"
+		os.WriteFile(file, []byte(body), 0o600)
+		_, err := LoadConfig(file)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%q %q: %v", c.label, c.agent, err)
+			}
+			continue
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), file+":"+c.want) || !strings.Contains(err.Error(), "fix") {
+			t.Errorf("%q %q:\n got %v\nwant %s:%s... and the fix", c.label, c.agent, err, file, c.want)
+		}
+	}
+}
