@@ -264,7 +264,7 @@ func (c *Config) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return c.checkNames()
 }
 
 // checkGlob refuses a wing glob that can never match a wing. MemPalace's

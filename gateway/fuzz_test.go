@@ -123,7 +123,7 @@ func FuzzForwardedMatchesAuthorized(f *testing.F) {
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
-	narrowDevice := Device{ID: "narrow-0001", Label: "narrow", Read: []string{"shared", "wing_*"}, Write: []string{"shared"}, KG: "read", Agents: []string{"opencode@laptop"}, ReadRate: 1e9, WriteRate: 1e9}
+	narrowDevice := Device{ID: "narrow-0001", Label: "narrow", Read: []string{"shared", "wing_*"}, Write: []string{"shared"}, KG: "read", Agents: []string{"opencode@narrow"}, ReadRate: 1e9, WriteRate: 1e9}
 	g := newGWAt(f, []Device{fuzzDevice, narrowDevice}, startFake(f))
 	tok := g.tokens[fuzzDevice.ID]
 	var mu sync.Mutex

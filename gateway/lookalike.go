@@ -1,0 +1,173 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// lookalikes maps the Cyrillic, Greek, Armenian and Latin-extension letters
+// that look like a Latin letter to it (each case as it looks: Greek Η is
+// H, η is n). A small table rather than UTS #39's full confusables: the
+// Go library that implements the skeleton (mtibben/confusables) is
+// unmaintained since 2021 (Unicode 13 data) and builds a 6,000-entry map
+// at every container start; names on one fleet's coordination log are
+// short and typed by an operator, and this table covers the look-alikes
+// one keyboard layout switch gives. A switch, so nothing is built at init.
+func lookalike(r rune) rune {
+	switch r {
+	case 'А', 'Α':
+		return 'A'
+	case 'В', 'Β':
+		return 'B'
+	case 'С', 'Ϲ':
+		return 'C'
+	case 'Е', 'Ε':
+		return 'E'
+	case 'Н', 'Η':
+		return 'H'
+	case 'І', 'Ι', 'Ӏ':
+		return 'I'
+	case 'Ј':
+		return 'J'
+	case 'К', 'Κ':
+		return 'K'
+	case 'М', 'Μ':
+		return 'M'
+	case 'Ν':
+		return 'N'
+	case 'О', 'Ο', 'Օ':
+		return 'O'
+	case 'Р', 'Ρ':
+		return 'P'
+	case 'Ԛ':
+		return 'Q'
+	case 'Ѕ':
+		return 'S'
+	case 'Т', 'Τ':
+		return 'T'
+	case 'Ԝ':
+		return 'W'
+	case 'Х', 'Χ':
+		return 'X'
+	case 'У', 'Υ', 'Ү':
+		return 'Y'
+	case 'Ζ':
+		return 'Z'
+	case 'а', 'α', 'ɑ':
+		return 'a'
+	case 'в', 'ь':
+		return 'b'
+	case 'с', 'ϲ':
+		return 'c'
+	case 'ԁ':
+		return 'd'
+	case 'е', 'ε':
+		return 'e'
+	case 'ɡ', 'ց':
+		return 'g'
+	case 'һ', 'н', 'հ':
+		return 'h'
+	case 'і', 'ι', 'ı', 'ɩ':
+		return 'i'
+	case 'ј', 'ϳ', 'ȷ':
+		return 'j'
+	case 'к', 'κ':
+		return 'k'
+	case 'ӏ':
+		return 'l'
+	case 'м':
+		return 'm'
+	case 'п', 'η':
+		return 'n'
+	case 'о', 'ο', 'օ':
+		return 'o'
+	case 'р', 'ρ':
+		return 'p'
+	case 'ԛ':
+		return 'q'
+	case 'г':
+		return 'r'
+	case 'ѕ':
+		return 's'
+	case 'т', 'τ':
+		return 't'
+	case 'υ', 'ս':
+		return 'u'
+	case 'ν':
+		return 'v'
+	case 'ԝ':
+		return 'w'
+	case 'х', 'χ':
+		return 'x'
+	case 'у', 'γ', 'ү':
+		return 'y'
+	}
+	return r
+}
+
+// skeleton is what name looks like, for telling whether two names could
+// be taken for each other: compatibility forms folded (NFKC: fullwidth
+// and mathematical letters are letters), look-alike letters mapped to the
+// Latin ones, then case folded. Names in other scripts keep their letters:
+// only a name that looks like another device's is refused.
+func skeleton(name string) string {
+	return strings.ToLower(strings.Map(lookalike, norm.NFKC.String(name)))
+}
+
+// invisible is the first control, bidi, zero-width or other invisible
+// formatting character in s (and false if none): in a label or an agent
+// name it makes two names look alike, or rewrites the terminal that
+// prints it.
+func invisible(s string) (rune, bool) {
+	for _, r := range s {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) || unicode.Is(unicode.Variation_Selector, r) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// checkNames refuses what would let one device pass as another on the
+// coordination log: an invisible character in a label or agent name, and
+// a label or agent name that looks like another device's (the same
+// skeleton). An agent name another device has lets a device read that
+// device's mailbox and answer its asks; a look-alike label deceives
+// whoever reads one.
+func (c *Config) checkNames() error {
+	type owner struct {
+		name string
+		dev  int
+	}
+	labels, agents := map[string]owner{}, map[string]owner{}
+	for i, d := range c.Devices {
+		at := fmt.Sprintf("devices[%d]", i)
+		if r, bad := invisible(d.Label); bad {
+			return fmt.Errorf("%s.label: %+q holds a control, bidi or zero-width character (U+%04X), which shows one label as another or rewrites the terminal that prints it (fix: remove it)", at, d.Label, r)
+		}
+		if k := skeleton(d.Label); d.Label != "" {
+			if o, ok := labels[k]; ok {
+				return fmt.Errorf("%s.label: %+q looks like %q, the label of device %s (devices[%d]) (fix: give each device a label of its own, one no other device's looks like)", at, d.Label, o.name, c.Devices[o.dev].ID, o.dev)
+			}
+			labels[k] = owner{d.Label, i}
+		}
+		for j, a := range d.Agents {
+			if r, bad := invisible(a); bad {
+				return fmt.Errorf("%s.agents[%d]: %+q holds a control, bidi or zero-width character (U+%04X), which shows one agent as another (fix: remove it)", at, j, a, r)
+			}
+			o, ok := agents[skeleton(a)]
+			switch {
+			case ok && o.dev == i:
+				continue
+			case ok && o.name == a:
+				return fmt.Errorf("%s.agents[%d]: %q is also an agent of device %s (devices[%d]): each device would read the other's mailbox and could answer its asks (fix: give each device its own agents, <harness>@<its label>)", at, j, a, c.Devices[o.dev].ID, o.dev)
+			case ok:
+				return fmt.Errorf("%s.agents[%d]: %+q looks like %q, an agent of device %s (devices[%d]): one could pass for the other on the coordination log (fix: give each device its own agents, <harness>@<its label>, one no other device's looks like)", at, j, a, o.name, c.Devices[o.dev].ID, o.dev)
+			}
+			agents[skeleton(a)] = owner{a, i}
+		}
+	}
+	return nil
+}
