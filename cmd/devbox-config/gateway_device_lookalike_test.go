@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/joakimp/devbox-config/gateway"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,4 +47,31 @@ func TestGatewayDeviceRefusesPassingAsAnother(t *testing.T) {
 	// no other device's, stay legal.
 	cli(0, "device", "set", "carol-03", "--label", "carol", "--agents", "op@carol,pi@carol")
 	cli(0, "device", "add", "petr-05", "--label", "пётр", "--read", "*", "--agents", "pi@пётр")
+}
+
+// A removed device's id added again would inherit the old device's
+// records (the provenance index keys them by id, never pruned) and every
+// trust naming it: `device add` of a removed id is refused unless
+// --reuse-removed-id says so, and the config remembers removed ids.
+func TestGatewayDeviceAddOfARemovedIDNeedsAFlag(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	cli := gatewayCLI(t, cfg)
+	cli(0, "init")
+	cli(0, "device", "add", "bob-02", "--label", "bob", "--read", "*", "--agents", "pi@bob")
+	cli(0, "device", "remove", "bob-02")
+	before, _ := os.ReadFile(cfg)
+	_, errOut := cli(1, "device", "add", "bob-02", "--label", "bob", "--read", "*", "--agents", "pi@bob")
+	for _, w := range []string{"bob-02 was removed", "records", "trust", "--reuse-removed-id", "or choose another id"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("add of a removed id does not say %q:\n%s", w, errOut)
+		}
+	}
+	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
+		t.Error("the refused add changed the config")
+	}
+	cli(0, "device", "add", "bob-02", "--label", "bob", "--read", "*", "--agents", "pi@bob", "--reuse-removed-id")
+	c, err := gateway.LoadConfig(cfg)
+	if after, _ := os.ReadFile(cfg); err != nil || c.Device("bob-02") == nil || strings.Contains(string(after), "removed_devices") {
+		t.Errorf("after --reuse-removed-id (the id is no longer a removed one): %v\n%s", err, after)
+	}
 }
