@@ -70,8 +70,13 @@ type Config struct {
 	// InstructionWing is the wing for instructions every agent may act on
 	// (RFC 001 §6.1): every device may read it, only admin devices write
 	// it, whatever their globs say. "" (absent): none.
-	InstructionWing string   `json:"instruction_wing,omitempty"`
-	Devices         []Device `json:"devices"`
+	InstructionWing string `json:"instruction_wing,omitempty"`
+	// RemovedDevices are the ids of removed devices (`device remove`
+	// adds them): the provenance index and other devices' trust still
+	// name them, so a new device under one would inherit the old one's
+	// records and trust; `device add --reuse-removed-id` takes one back.
+	RemovedDevices []string `json:"removed_devices,omitempty"`
+	Devices        []Device `json:"devices"`
 }
 
 // Device is one machine's identity and what it may do.
@@ -262,6 +267,11 @@ func (c *Config) Validate() error {
 		}
 		if err := checkTrust(at, d, seen); err != nil {
 			return err
+		}
+	}
+	for i, id := range c.RemovedDevices {
+		if _, ok := seen[id]; ok {
+			return fmt.Errorf("removed_devices[%d]: %q was removed, and a device under its id would inherit the old device's records and the trust that named it (fix: give the device a new id, or, if it is the same machine, drop the id from removed_devices)", i, id)
 		}
 	}
 	return c.checkNames()

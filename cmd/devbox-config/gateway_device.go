@@ -47,6 +47,7 @@ type deviceAddCmd struct {
 	config         *gatewayConfig
 	stdout, stderr io.Writer
 	d              gateway.Device
+	reuse          bool // --reuse-removed-id
 }
 
 func newDeviceAddCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command {
@@ -56,6 +57,7 @@ func newDeviceAddCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command 
 		RunE: func(_ *cobra.Command, args []string) error { return ac.run(args[0]) },
 	}
 	deviceFlags(c.Flags(), &ac.d)
+	c.Flags().BoolVar(&ac.reuse, "reuse-removed-id", false, "add under the id of a removed device: the new device inherits the old one's records (who wrote what) and every trust that named it")
 	return c
 }
 
@@ -66,6 +68,12 @@ func (ac *deviceAddCmd) run(id string) error {
 	err := ac.config.update(func(c *gateway.Config) error {
 		if c.Device(d.ID) != nil {
 			return failed(fmt.Errorf("device %s exists; change it with '%s', or choose another id", d.ID, ac.config.hint("device set "+d.ID+" ...")))
+		}
+		if slices.Contains(c.RemovedDevices, d.ID) {
+			if !ac.reuse {
+				return failed(fmt.Errorf("device %s was removed: a new device under its id would inherit the old one's records (who wrote what) and the trust other devices gave it; if it is the same machine, add it with --reuse-removed-id, or choose another id", d.ID))
+			}
+			c.RemovedDevices = slices.DeleteFunc(c.RemovedDevices, func(id string) bool { return id == d.ID })
 		}
 		c.Devices = append(c.Devices, d)
 		return nil
@@ -212,6 +220,7 @@ func removeDevice(g *gatewayConfig, id string) error {
 			return failed(fmt.Errorf("device %s is trusted by %s: first drop it from their trusted sets (%s), then remove it", id, strings.Join(by, ", "), strings.Join(fixes, "; ")))
 		}
 		c.Devices = slices.DeleteFunc(c.Devices, func(d gateway.Device) bool { return d.ID == id })
+		c.RemovedDevices = append(c.RemovedDevices, id) // never again silently: its records keep its id
 		return nil
 	})
 }
