@@ -7,12 +7,15 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
 )
@@ -74,9 +77,13 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), mc.timeout)
 	defer cancel()
-	r, err := readMailbox(ctx, url, ladder.TokenSource(mc.env)(), mc.agent, mc.stream, mc.timeout)
+	heard := &deviceHeard{}
+	r, err := readMailbox(ctx, url, ladder.TokenSource(mc.env)(), mc.agent, mc.stream, mc.timeout, heard)
 	if err != nil {
 		return failed(fmt.Errorf("cannot read the primary at %s: %w", ladder.RedactURL(url), err))
+	}
+	if w := heard.notOurs(mc.agent); w != "" {
+		fmt.Fprintln(mc.stderr, "devbox-config: warning:", w)
 	}
 	for _, w := range r.Warnings {
 		fmt.Fprintln(mc.stderr, "devbox-config: warning:", mailbox.Printable(w))
@@ -128,8 +135,8 @@ func (mc *mailboxCmd) settle(timeoutSet bool) (string, error) {
 // readMailbox connects to the primary over Streamable HTTP (upstream's
 // POST-only JSON server and session-issuing servers alike) and derives
 // the owed set.
-func readMailbox(ctx context.Context, endpoint, token, agent, stream string, timeout time.Duration) (mailbox.Result, error) {
-	httpc := &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport}, Timeout: timeout}
+func readMailbox(ctx context.Context, endpoint, token, agent, stream string, timeout time.Duration, heard *deviceHeard) (mailbox.Result, error) {
+	httpc := &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport, heard: heard}, Timeout: timeout}
 	client := mcp.NewClient(&mcp.Implementation{Name: "devbox-config-mailbox", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: endpoint, HTTPClient: httpc, MaxRetries: -1,
@@ -159,10 +166,12 @@ func readMailbox(ctx context.Context, endpoint, token, agent, stream string, tim
 }
 
 // bearerTransport adds the token to every request; the token is never
-// part of an error or a log line.
+// part of an error or a log line. heard keeps the device a gateway's
+// answers name.
 type bearerTransport struct {
 	token string
 	next  http.RoundTripper
+	heard *deviceHeard
 }
 
 func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -170,5 +179,39 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
 		r.Header.Set("Authorization", "Bearer "+b.token)
 	}
-	return b.next.RoundTrip(r)
+	resp, err := b.next.RoundTrip(r)
+	if err == nil && b.heard != nil {
+		if in, ok := deviceinfo.FromHeader(resp.Header); ok {
+			b.heard.mu.Lock()
+			b.heard.info, b.heard.ok = in, true
+			b.heard.mu.Unlock()
+		}
+	}
+	return resp, err
+}
+
+// deviceHeard is the device the gateway in front of the primary says the
+// token names (absent from a plain primary).
+type deviceHeard struct {
+	mu   sync.Mutex
+	info deviceinfo.Info
+	ok   bool
+}
+
+// notOurs is the warning for a mailbox read for an agent that is not one
+// of the device's: the gateway shows the device only events to or from
+// its agents, so no ask to that agent can be seen. A coordinator sees
+// every event, and without the header nothing is known: "".
+func (h *deviceHeard) notOurs(agent string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.ok || h.info.Coordinator || slices.Contains(h.info.Agents, agent) {
+		return ""
+	}
+	agents := strings.Join(h.info.Agents, ", ")
+	if agents == "" {
+		agents = "it has none; the operator gives them with gateway device set --agents"
+	}
+	return fmt.Sprintf("%s is not one of this device's agents (%s): asks addressed to it cannot be seen through this token; read the mailbox of one of them (--agent, or fix %s / %s)",
+		agent, agents, ladder.EnvAgentName, ladder.EnvOriginLabel)
 }
