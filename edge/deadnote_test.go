@@ -124,3 +124,16 @@ func TestADeadNoteNamesTheWrites(t *testing.T) {
 		}
 	}
 }
+
+// A dead op took effect in this devbox's palace only: for a write, the
+// record is there alone; for a delete, what it deleted stays on the
+// primary. The note must not say a delete is "kept in this devbox's
+// palace only" (outside tester, attack8 10).
+func TestADeadDeleteIsNotSaidToBeKeptHere(t *testing.T) {
+	ops := []outbox.DeadOp{{ID: "1", Tool: "mempalace_delete_by_source", Reason: "refused"}}
+	for _, s := range []string{deadNote(ops), deadSummary(ops)} {
+		if strings.Contains(s, "kept in this devbox's palace") || !strings.Contains(s, "not on the primary") {
+			t.Errorf("the note for a dead delete: %q", s)
+		}
+	}
+}

@@ -315,3 +315,26 @@ func TestStatusGoesOnPastAnAnsweredError(t *testing.T) {
 		t.Fatalf("edge status with the primary failing: %+v", r)
 	}
 }
+
+// edge status's ON PRIMARY line says where the record's delete for the
+// primary stands: queued, or refused for good (its op DEAD, not sent
+// again), or in doubt. Before, a dead delete still read "its delete is
+// queued" (outside tester, attack8 10).
+func TestOnPrimarySaysWhereItsDeleteStands(t *testing.T) {
+	for _, c := range []struct {
+		state     outbox.State
+		want, not string
+	}{
+		{outbox.Queued, "its delete is queued: op 0123456789ab", "refused"},
+		{outbox.Dead, "refused for good", "queued"},
+		{outbox.InDoubt, "in doubt", "queued"},
+	} {
+		got := deleteStands(&outbox.Op{ID: "0123456789abcdef", State: c.state})
+		if !strings.Contains(got, c.want) || strings.Contains(got, c.not) {
+			t.Errorf("%s: %q, want %q and not %q", c.state, got, c.want, c.not)
+		}
+	}
+	if got := deleteStands(nil); got != "" {
+		t.Errorf("no delete queued: %q", got)
+	}
+}
