@@ -145,9 +145,9 @@ func deadList(ops []outbox.DeadOp) (string, string) {
 func deadNote(fresh []outbox.DeadOp) string {
 	list, why := deadList(fresh)
 	if len(fresh) == 1 {
-		return fmt.Sprintf("[devbox-config] the primary refused a write from this devbox for good: %s (%s). It is kept in this devbox's palace only; `devbox-config edge status` lists it.", list, why)
+		return fmt.Sprintf("[devbox-config] the primary refused a write from this devbox for good: %s (%s). It took effect in this devbox's palace only, not on the primary; `devbox-config edge status` lists it.", list, why)
 	}
-	return fmt.Sprintf("[devbox-config] the primary refused %d writes from this devbox for good: %s (the first: %s). They are kept in this devbox's palace only; `devbox-config edge status` lists them.", len(fresh), list, why)
+	return fmt.Sprintf("[devbox-config] the primary refused %d writes from this devbox for good: %s (the first: %s). They took effect in this devbox's palace only, not on the primary; `devbox-config edge status` lists them.", len(fresh), list, why)
 }
 
 // deadInstructions is the line initialize's instructions start with when
@@ -157,7 +157,12 @@ func (e *Edge) deadInstructions(ctx context.Context) string {
 	if len(ops) == 0 {
 		return ""
 	}
+	return deadSummary(ops)
+}
+
+// deadSummary is the instructions' line for the dead ops ops.
+func deadSummary(ops []outbox.DeadOp) string {
 	list, why := deadList(ops)
-	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good: %s (the first refused: %s). They are kept in this devbox's palace only, and later writes of the same objects wait behind them; `devbox-config edge status` lists them.",
+	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good: %s (the first refused: %s). They took effect in this devbox's palace only, not on the primary, and later writes of the same objects wait behind them; `devbox-config edge status` lists them.",
 		len(ops), plural(len(ops), "write", "writes"), list, why)
 }

@@ -69,7 +69,7 @@ func CheckTombstones(ctx context.Context, s *outbox.Store, p *Primary) (Remainin
 		if t.Kind == outbox.TombDrawer && slices.ContainsFunc(ts, func(d outbox.Tombstone) bool { return d.Kind == outbox.TombDiary && d.Key == t.Key }) {
 			continue // its diary tombstone is the one asked about
 		}
-		if down = r.check(ctx, p, t); down != nil {
+		if down = r.check(ctx, p, t, deleteOf(ctx, s, t)); down != nil {
 			break
 		}
 		checked++
@@ -91,8 +91,8 @@ func CheckTombstones(ctx context.Context, s *outbox.Store, p *Primary) (Remainin
 
 // check asks the primary about one tombstone and files its answer; it
 // returns the error only when the primary could not be asked.
-func (r *Remaining) check(ctx context.Context, p *Primary, t outbox.Tombstone) error {
-	line, err := onPrimary(ctx, p, t)
+func (r *Remaining) check(ctx context.Context, p *Primary, t outbox.Tombstone, del *outbox.Op) error {
+	line, err := onPrimary(ctx, p, t, deleteStands(del))
 	switch {
 	case err == nil:
 		if line != "" {
@@ -134,13 +134,36 @@ func tombName(t outbox.Tombstone) string {
 	return fmt.Sprintf("diary entry of %s written %s (%q)", t.Agent, t.Stamp, truncate(t.Text, 40))
 }
 
-// onPrimary is the status line for a tombstoned record the primary still
-// holds ("" when it does not).
-func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone) (string, error) {
-	pending := ""
-	if t.OpID != "" {
-		pending = fmt.Sprintf(" (its delete is queued: op %.12s)", t.OpID)
+// deleteOf is the op that carries t's delete to the primary (nil: none,
+// or not found).
+func deleteOf(ctx context.Context, s *outbox.Store, t outbox.Tombstone) *outbox.Op {
+	if t.OpID == "" {
+		return nil
 	}
+	o, err := s.GetByID(ctx, t.OpID)
+	if err != nil {
+		return nil
+	}
+	return &o
+}
+
+// deleteStands says where a tombstoned record's delete for the primary
+// stands, for its status line ("": none queued).
+func deleteStands(o *outbox.Op) string {
+	switch {
+	case o == nil:
+		return ""
+	case o.State == outbox.Dead:
+		return fmt.Sprintf(" (its delete, op %s, was refused for good: the DEAD line above)", o.Short())
+	case o.State == outbox.InDoubt:
+		return fmt.Sprintf(" (its delete, op %s, is in doubt: the IN DOUBT line above)", o.Short())
+	}
+	return fmt.Sprintf(" (its delete is queued: op %s)", o.Short())
+}
+
+// onPrimary is the status line for a tombstoned record the primary still
+// holds ("" when it does not); pending is where its delete stands.
+func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone, pending string) (string, error) {
 	switch t.Kind {
 	case outbox.TombDrawer:
 		res, err := ask(ctx, p, "get_drawer", map[string]any{"drawer_id": t.Key})
@@ -153,7 +176,7 @@ func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone) (string, err
 		if err != nil || len(gjson.Get(res, "results").Array()) == 0 {
 			return "", err
 		}
-		return fmt.Sprintf("source %s still has drawers on the primary%s: an admin device or the operator deletes them (delete_by_source)", t.Key, pending), nil
+		return fmt.Sprintf("source %s still has drawers on the primary%s: an admin device or the operator deletes them (delete_by_source; delete_drawers by their ids where the gateway refuses it, another source sharing its file name)", t.Key, pending), nil
 	}
 	if len(t.Copies) == 0 {
 		return "", nil // no copy of it on the primary is known: nothing to name

@@ -193,7 +193,7 @@ func newOutboxActCmd(stdout io.Writer, use, short string, act func(*outbox.Store
 func outcome(use string, o outbox.Op) string {
 	switch use {
 	case "drop":
-		return "dropped (never sent; the ops behind it move on)"
+		return "dropped: never sent again (the ops behind it move on)"
 	case "delivered":
 		return "recorded as delivered (never sent again)"
 	}
