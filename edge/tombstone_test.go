@@ -141,9 +141,26 @@ func TestADeleteBySourceHidesThePrimarysDrawers(t *testing.T) {
 	if m, _ := h.call("list_drawers", map[string]any{}); strings.Contains(mustJSON(m["drawers"]), "migrate") {
 		t.Fatalf("list_drawers shows a deleted source's drawer: %v", m)
 	}
+	// The source filed again: the new drawer shows, on this device and
+	// (once sent) from the primary; the deleted one stays hidden. Before,
+	// the write lifted the source's tombstone and the deleted drawer came
+	// back in every merged read (outside tester, attack8 08).
 	h.call("add_drawer", map[string]any{"wing": "shared", "room": "plan", "content": "step two: backfill", "source_file": src})
-	if m, _ := h.call("search", map[string]any{"query": "migrate the schema", "limit": 10}); !strings.Contains(mustJSON(m["results"]), "migrate") {
-		t.Fatalf("a new drawer of the source did not lift its tombstone: %v", m)
+	h.eventually("the new drawer on the primary", func() bool { return len(h.primary.Dump().Drawers) == 2 })
+	m, _ = h.call("search", map[string]any{"query": "migrate the schema backfill", "limit": 10})
+	if s := mustJSON(m["results"]); strings.Contains(s, "migrate") || !strings.Contains(s, "backfill") {
+		t.Fatalf("after the source is filed again, search shows %s: want the new drawer, not the deleted one", s)
+	}
+	if m, _ := h.call("list_drawers", map[string]any{}); strings.Contains(mustJSON(m["drawers"]), "migrate") || !strings.Contains(mustJSON(m["drawers"]), "backfill") {
+		t.Fatalf("after the source is filed again, list_drawers shows %v: want the new drawer, not the deleted one", m)
+	}
+	newID := DrawerIDFor("shared", "plan", "step two: backfill")
+	h.onPrimary("update_drawer", map[string]any{"drawer_id": newID, "content": "step two: backfill, edited on the laptop"})
+	if m, _ := h.call("get_drawer", map[string]any{"drawer_id": newID}); m["drawer_id"] == nil {
+		t.Fatalf("get_drawer of the new drawer: %v", m)
+	}
+	if m, _ := h.call("list_drawers", map[string]any{}); !strings.Contains(mustJSON(m["drawers"]), "edited on the laptop") {
+		t.Errorf("another device's edit of the new drawer is hidden by the source's tombstone: %v", m)
 	}
 }
 
