@@ -497,7 +497,9 @@ func (e *Edge) notSent(d deletion, n int) string {
 }
 
 // lift removes the tombstones a write the local palace took recreates:
-// the drawer ids add_drawer and checkpoint items make, and their sources.
+// the drawer ids add_drawer and checkpoint items make; a source's stays,
+// showing the drawers the write files of it (the deleted ones stay
+// hidden).
 // A diary entry of the same text by the same agent is another entry (its
 // copy on the primary has another id and timestamp): the deleted one's
 // tombstone keeps hiding that one's copy (lifted_at only notes the rewrite).
@@ -506,13 +508,15 @@ func (e *Edge) lift(ctx context.Context, c *call) {
 		return
 	}
 	args := c.argsMap()
-	var drawers, sources, texts []string
+	var drawers, texts []string
+	sources := map[string][]string{}
 	var agent string
 	str := func(m map[string]any, k string) string { s, _ := m[k].(string); return s }
 	drawer := func(m map[string]any) {
-		drawers = append(drawers, catalogue.DrawerID(str(m, "wing"), str(m, "room"), str(m, "content")))
+		id := catalogue.DrawerID(str(m, "wing"), str(m, "room"), str(m, "content"))
+		drawers = append(drawers, id)
 		if s := str(m, "source_file"); s != "" {
-			sources = append(sources, s)
+			sources[s] = append(sources[s], id)
 		}
 	}
 	diary := func(m map[string]any) {
@@ -546,6 +550,7 @@ func (e *Edge) lift(ctx context.Context, c *call) {
 type tombs struct {
 	drawers map[string]bool
 	sources map[string]bool // base names: MemPalace answers cut source_file to it
+	shown   map[string]bool // drawers of a tombstoned source filed since: they show
 	diary   []outbox.Tombstone
 }
 
@@ -561,13 +566,16 @@ func (e *Edge) tombstones(ctx context.Context) tombs {
 		e.log.Warn("tombstones unreadable: merged reads may show records this device deleted", "err", err)
 		return t
 	}
-	t.drawers, t.sources = map[string]bool{}, map[string]bool{}
+	t.drawers, t.sources, t.shown = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, x := range ts {
 		switch x.Kind {
 		case outbox.TombDrawer:
 			t.drawers[x.Key] = true
 		case outbox.TombSource:
 			t.sources[baseName(x.Key)] = true
+			for _, id := range x.Shown {
+				t.shown[id] = true
+			}
 		case outbox.TombDiary:
 			t.diary = append(t.diary, x)
 		}
@@ -598,11 +606,11 @@ func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *
 	switch shape {
 	case catalogue.FilterHits:
 		list, drop = "results", func(h gjson.Result) bool {
-			return t.drawers[h.Get("drawer_id").String()] || t.sources[baseName(h.Get("source_file").String())]
+			return t.hides(h.Get("drawer_id").String(), h.Get("source_file").String())
 		}
 	case catalogue.FilterDrawers:
 		list, drop = "drawers", func(d gjson.Result) bool {
-			return t.drawers[d.Get("drawer_id").String()] || t.sources[baseName(d.Get("metadata.source_file").String())]
+			return t.hides(d.Get("drawer_id").String(), d.Get("metadata.source_file").String())
 		}
 	case catalogue.FilterMatches:
 		list, drop = "matches", func(m gjson.Result) bool { return t.drawers[m.Get("id").String()] }
@@ -617,6 +625,13 @@ func (e *Edge) hideTombstoned(ctx context.Context, shape catalogue.Filter, res *
 		return res
 	}
 	return textResult(out, false, res.Meta)
+}
+
+// hides reports a primary drawer (id, of source) a tombstone names: by
+// its id, or by its source's file name unless this device filed it of
+// that source since the delete.
+func (t tombs) hides(id, source string) bool {
+	return t.drawers[id] || t.sources[baseName(source)] && !t.shown[id]
 }
 
 // diaryHides reports a primary diary entry a tombstone names: the same

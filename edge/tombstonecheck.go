@@ -172,9 +172,9 @@ func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone, pending stri
 		}
 		return fmt.Sprintf("%s is still on the primary%s: an admin device or the operator deletes it (delete_drawer)", tombName(t), pending), nil
 	case outbox.TombSource:
-		res, err := ask(ctx, p, "search", map[string]any{"query": filepath.Base(t.Key), "source_file": t.Key, "limit": 1, "max_distance": 0})
-		if err != nil || len(gjson.Get(res, "results").Array()) == 0 {
-			return "", err
+		res, err := ask(ctx, p, "search", map[string]any{"query": filepath.Base(t.Key), "source_file": t.Key, "limit": len(t.Shown) + 1, "max_distance": 0})
+		if err != nil || !slices.ContainsFunc(gjson.Get(res, "results").Array(), func(h gjson.Result) bool { return !slices.Contains(t.Shown, h.Get("drawer_id").String()) }) {
+			return "", err // none, or only the drawers filed of it since
 		}
 		return fmt.Sprintf("source %s still has drawers on the primary%s: an admin device or the operator deletes them (delete_by_source; delete_drawers by their ids where the gateway refuses it, another source sharing its file name)", t.Key, pending), nil
 	}

@@ -194,7 +194,7 @@ func TestARewriteSupersedesAnUnappliedDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.LiftTombstones(ctx, []string{"a"}, []string{"notes.md"}, "", nil); err != nil {
+	if err := s.LiftTombstones(ctx, []string{"a"}, map[string][]string{"notes.md": {"drawer_n"}}, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	us, err := s.Unapplied(ctx)

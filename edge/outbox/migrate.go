@@ -48,10 +48,11 @@ func (s *Store) setUp(log *slog.Logger) error {
 			return fmt.Errorf("migrating an older outbox's tombstones: %w", err)
 		}
 	}
-	for _, col := range []string{"copies", "write_op"} {
+	for _, col := range []string{"copies", "write_op", "shown"} {
 		// an edge before diary tombstones named the primary's copies: an
 		// older diary tombstone hides nothing more (its stamp was the
-		// device's, not comparable with the primary's)
+		// device's, not comparable with the primary's); before a source
+		// filed again kept its tombstone: none shows a drawer
 		if missing, err := columnMissing(tx, "tombstones", col); err != nil {
 			return err
 		} else if missing {

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +40,7 @@ CREATE TABLE IF NOT EXISTS tombstones(
   lifted_at  INTEGER NOT NULL DEFAULT 0,
   copies     TEXT NOT NULL DEFAULT '',
   write_op   TEXT NOT NULL DEFAULT '',
+  shown      TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(kind, key)
 ) WITHOUT ROWID;
 `
@@ -73,6 +75,10 @@ type Tombstone struct {
 	// WriteOp is this device's diary_write of the entry, unsent at the
 	// delete: its copy's timestamp joins Copies once it lands.
 	WriteOp string
+	// Shown are, for a source, the drawers this device filed of it since
+	// the delete (a write naming the source): they show, the deleted ones
+	// stay hidden.
+	Shown []string
 	// OpID is the queued delete that carries it to the primary ("": none).
 	OpID    string
 	Created time.Time
@@ -89,8 +95,8 @@ func (s *Store) AddTombstones(ctx context.Context, ts []Tombstone) error {
 	}
 	defer tx.Rollback() // after Commit, a no-op
 	for _, t := range ts {
-		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tombstones(kind, key, agent, stamp, text, op_id, created_at, lifted_at, copies, write_op) VALUES(?,?,?,?,?,?,?,?,?,?)`,
-			string(t.Kind), t.Key, t.Agent, t.Stamp, t.Text, t.OpID, s.now().UnixMilli(), millis(t.Lifted), strings.Join(t.Copies, "\n"), t.WriteOp); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tombstones(kind, key, agent, stamp, text, op_id, created_at, lifted_at, copies, write_op, shown) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
+			string(t.Kind), t.Key, t.Agent, t.Stamp, t.Text, t.OpID, s.now().UnixMilli(), millis(t.Lifted), strings.Join(t.Copies, "\n"), t.WriteOp, strings.Join(t.Shown, "\n")); err != nil {
 			return fmt.Errorf("outbox tombstones: %w", err)
 		}
 	}
@@ -109,30 +115,29 @@ func (s *Store) TombstonesSent(ctx context.Context, ts []Tombstone, opID string)
 }
 
 // LiftTombstones removes the tombstones a write recreated: drawer ids
-// (and the diary entries with those ids) and sources, and takes them out
+// (and the diary entries with those ids), and takes them and sources out
 // of the kept deletes the local palace has not applied
-// (SupersedeUnapplied). The diary
+// (SupersedeUnapplied). A source's tombstone stays: the drawers the write
+// files of it (sources: each source's drawer ids) are Shown, and the
+// deleted ones stay hidden. The diary
 // tombstones of an agent with one of texts are bounded instead, at the
 // first such write: the primary's copy of the deleted entry (another id,
 // stamped when it was sent, before the rewrite) stays hidden, the copy of
 // the new one (stamped after) shows, and so does every later one.
-func (s *Store) LiftTombstones(ctx context.Context, drawers, sources []string, agent string, texts []string) error {
-	q := make([]string, 0, 2)
-	var args []any
+func (s *Store) LiftTombstones(ctx context.Context, drawers []string, sources map[string][]string, agent string, texts []string) error {
 	if len(drawers) > 0 {
-		q = append(q, `(kind IN ('drawer','diary') AND key IN (`+marks(len(drawers))+`))`)
-		args = appendAll(args, drawers)
-	}
-	if len(sources) > 0 {
-		q = append(q, `(kind='source' AND key IN (`+marks(len(sources))+`))`)
-		args = appendAll(args, sources)
-	}
-	if len(q) > 0 {
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM tombstones WHERE `+strings.Join(q, " OR "), args...); err != nil {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM tombstones WHERE kind IN ('drawer','diary') AND key IN (`+marks(len(drawers))+`)`, appendAll(nil, drawers)...); err != nil {
 			return fmt.Errorf("outbox tombstones: lifting: %w", err)
 		}
 	}
-	if err := s.SupersedeUnapplied(ctx, drawers, sources); err != nil {
+	for src, ids := range sources {
+		shown := strings.Join(ids, "\n")
+		if _, err := s.db.ExecContext(ctx, `UPDATE tombstones SET shown=CASE WHEN shown='' THEN ? ELSE shown||char(10)||? END, lifted_at=? WHERE kind='source' AND key=?`,
+			shown, shown, s.now().UnixMilli(), src); err != nil {
+			return fmt.Errorf("outbox tombstones: lifting: %w", err)
+		}
+	}
+	if err := s.SupersedeUnapplied(ctx, drawers, slices.Collect(maps.Keys(sources))); err != nil {
 		return err
 	}
 	if agent != "" && len(texts) > 0 {
@@ -148,8 +153,11 @@ func (s *Store) LiftTombstones(ctx context.Context, drawers, sources []string, a
 func (s *Store) Tombstones(ctx context.Context) ([]Tombstone, error) {
 	out, err := queryAll(ctx, s.db, func(r rowScanner) (t Tombstone, err error) {
 		var ms, lifted int64
-		var copies, tool, landed string
-		err = r.Scan(&t.Kind, &t.Key, &t.Agent, &t.Stamp, &t.Text, &t.OpID, &ms, &lifted, &copies, &t.WriteOp, &tool, &landed)
+		var copies, shown, tool, landed string
+		err = r.Scan(&t.Kind, &t.Key, &t.Agent, &t.Stamp, &t.Text, &t.OpID, &ms, &lifted, &copies, &t.WriteOp, &shown, &tool, &landed)
+		if shown != "" {
+			t.Shown = strings.Split(shown, "\n")
+		}
 		t.Created = time.UnixMilli(ms)
 		if lifted != 0 {
 			t.Lifted = time.UnixMilli(lifted)
@@ -161,7 +169,7 @@ func (s *Store) Tombstones(ctx context.Context) ([]Tombstone, error) {
 			t.Copies = append(t.Copies, ts)
 		}
 		return t, err
-	}, `SELECT t.kind, t.key, t.agent, t.stamp, t.text, t.op_id, t.created_at, t.lifted_at, t.copies, t.write_op, COALESCE(o.tool_name, ''), COALESCE(o.result_json, '')
+	}, `SELECT t.kind, t.key, t.agent, t.stamp, t.text, t.op_id, t.created_at, t.lifted_at, t.copies, t.write_op, t.shown, COALESCE(o.tool_name, ''), COALESCE(o.result_json, '')
 	    FROM tombstones t LEFT JOIN ops o ON t.write_op<>'' AND o.op_id=t.write_op ORDER BY t.created_at, t.kind, t.key`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox tombstones: %w", err)
