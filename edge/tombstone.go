@@ -3,8 +3,9 @@ package edge
 // Deletes that stay deleted for the device that made them (issue 27). A
 // delete through the edge applies to the local palace and leaves a
 // tombstone in the outbox's file (outbox.Tombstone); merged reads drop the
-// primary's records it names; a write that recreates the same drawer or
-// source lifts it; a diary_write of the same text is another entry, whose
+// primary's records it names; a write that recreates the same drawer
+// lifts it, one that files a drawer of a deleted source shows that drawer
+// alone; a diary_write of the same text is another entry, whose
 // copy on the primary has another timestamp (the deleted entry's copy,
 // named by the primary's own timestamp, stays hidden; the new one shows). The
 // delete is also queued for the primary only when a
