@@ -180,3 +180,50 @@ func TestADeleteBySourceKeptByACancelReleasesTheUpdateOfADrawerItLeaves(t *testi
 		return d != nil && strings.Contains(d.Content, "new install steps")
 	})
 }
+
+// A delete_by_source kept by a cancel is sent to the local palace again
+// later in the session; the agent files the source again meanwhile, the
+// local palace slow at it. The delete sent again must never land after
+// the new write: the new drawer stays in this device's palace. Before,
+// the retry read the kept delete while the write was at the local palace
+// (its lift, which drops the kept delete, comes with the answer) and sent
+// it behind the write: the local palace deleted what the agent had just
+// filed (outside tester, attack8 11, the same race at an edge's start).
+func TestAKeptDeleteSentAgainNeverLandsAfterARewrite(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU
+	// The local palace answers one call at a time: the delete given up at
+	// 700 ms is kept then, and sent again 700 ms later, while the write
+	// sent meanwhile waits behind the first delete.
+	h := start(t, harnessOpts{raw: true, writeGrace: 700 * time.Millisecond,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_by_source=1500,mempalace_add_drawer=500", "FAKEPALACE_TRACE=1"}})
+	h.handshake()
+	h.ready()
+	const src = "/work/k/notes.md"
+	old, refiled := "the notes before the delete", "the notes filed again"
+	h.send(toolCall("old", "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "src", "content": old, "source_file": src}))
+	if a := h.await("old", 10*time.Second); a["result"] == nil {
+		t.Fatalf("add_drawer: %v", a)
+	}
+	h.callThenCancel("del", "mempalace_delete_by_source", map[string]any{"source_file": src, "dry_run": false}, 100*time.Millisecond)
+	h.eventually("the delete kept without its answer", func() bool {
+		return strings.Contains(h.logs.String(), "did not answer a delete within the write grace")
+	})
+	h.send(toolCall("re", "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "src", "content": refiled, "source_file": src}))
+	if a := h.await("re", 10*time.Second); a["result"] == nil {
+		t.Fatalf("add_drawer filing the source again: %v", a)
+	}
+	h.eventually("no kept delete left", func() bool {
+		us, err := h.edge.outbox.Unapplied(context.Background())
+		return err == nil && len(us) == 0
+	})
+	// The local palace answers in order: once it answers this, a delete
+	// sent behind the write has been applied.
+	id := DrawerIDFor("notes", "src", refiled)
+	h.send(toolCall("after", "mempalace_get_drawer", map[string]any{"drawer_id": id}))
+	if a := h.await("after", 10*time.Second); a == nil {
+		t.Fatal("get_drawer: no answer")
+	}
+	if h.localState().Drawers[id] == nil {
+		t.Fatalf("the drawer filed again is gone from the local palace; the double received: %v", h.childReceived())
+	}
+}
