@@ -47,20 +47,24 @@ type Edge struct {
 	childDown     atomic.Bool   // the local palace server failed to start
 	childKnown    chan struct{} // closed once the child listed its tools or failed to start
 	keptUnapplied chan struct{} // a delete kept without the local answer: watchUnapplied sends it again
-	childOnce     sync.Once
-	stopgap       map[string]bool // tools registered from the catalogue, awaiting a real list
-	agent         *mcp.ServerSession
-	initialized   atomic.Bool                     // the agent finished initialize: the fast lane is open
-	mismatch      string                          // embedder canary: why merging stopped ("" = fine)
-	box           *mailbox.Mailbox                // the coordination mailbox; nil in pass-through
-	wk            *wake                           // the owed asks told without a tool call; nil in pass-through
-	keptDevice    atomic.Pointer[deviceinfo.Info] // the device header an earlier run last heard (device.go)
-	stopping      atomic.Bool                     // Serve's context ended: new requests are refused
-	run           context.Context                 // ends when the edge stops; the SDK's handlers end with it
-	halt          context.Context                 // ends at the stop's signal (beforeStop); nil outside Serve
-	writes        sentWrites                      // writes sent to the local palace, not yet answered and queued (sentwrite.go)
-	dead          deadNews                        // the dead ops the session was told of (deadnote.go)
-	side          sync.WaitGroup                  // the agent's level passed on to the child: Serve waits for it
+	// resending: kept deletes are read and sent to the local palace
+	// again (Lock) never while a write is there (RLock), whose answer's
+	// lift may take them back (localdelete.go)
+	resending   sync.RWMutex
+	childOnce   sync.Once
+	stopgap     map[string]bool // tools registered from the catalogue, awaiting a real list
+	agent       *mcp.ServerSession
+	initialized atomic.Bool                     // the agent finished initialize: the fast lane is open
+	mismatch    string                          // embedder canary: why merging stopped ("" = fine)
+	box         *mailbox.Mailbox                // the coordination mailbox; nil in pass-through
+	wk          *wake                           // the owed asks told without a tool call; nil in pass-through
+	keptDevice  atomic.Pointer[deviceinfo.Info] // the device header an earlier run last heard (device.go)
+	stopping    atomic.Bool                     // Serve's context ended: new requests are refused
+	run         context.Context                 // ends when the edge stops; the SDK's handlers end with it
+	halt        context.Context                 // ends at the stop's signal (beforeStop); nil outside Serve
+	writes      sentWrites                      // writes sent to the local palace, not yet answered and queued (sentwrite.go)
+	dead        deadNews                        // the dead ops the session was told of (deadnote.go)
+	side        sync.WaitGroup                  // the agent's level passed on to the child: Serve waits for it
 }
 
 // New builds an edge from its configuration; Serve runs it.

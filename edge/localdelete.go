@@ -78,6 +78,11 @@ func (e *Edge) applyUnapplied(ctx context.Context) (left int) {
 	if e.childDown.Load() {
 		return 0 // the next edge's
 	}
+	// A write at the local palace now would land before a delete sent
+	// behind it, and its lift, which takes back what it rewrites, comes
+	// with its answer: the kept deletes are read once no write is there.
+	e.resending.Lock()
+	defer e.resending.Unlock()
 	us, err := e.outbox.Unapplied(ctx)
 	if err != nil {
 		e.log.Error("deletes kept without the local palace's answer are not read: the local palace may still hold what they delete", "err", err)

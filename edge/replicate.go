@@ -21,6 +21,8 @@ import (
 // to a replicated wing is enqueued for the primary, under the exact name
 // the agent called it by, with the agent's own argument bytes.
 func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+	e.resending.RLock() // no kept delete is sent again behind it before its lift (localdelete.go)
+	defer e.resending.RUnlock()
 	var oldWing string
 	if c.tool.Wings == catalogue.DrawerWing {
 		var cut bool
