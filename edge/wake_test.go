@@ -425,3 +425,23 @@ func TestOfflineWakeSaysTheViewIsKept(t *testing.T) {
 		t.Errorf("offline, mempalace_mailbox answers without the kept view:\n%s", text)
 	}
 }
+
+// A session whose identity is not one of its device's agents at the
+// gateway (MEMPALACE_AGENT_NAME mistyped, or the operator gave the
+// device other agents) can neither see the asks to it nor answer any:
+// its session start says so, with the device's agents and the fix.
+// Before, it started as if nothing were owed (outside tester, attack9 09).
+func TestASessionIsToldItsIdentityIsNotTheDevices(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
+	_, srv := startPrimary(t)
+	url, tokens := testGateway(t, srv.URL(),
+		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@desk"}})
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["desk-9b21"], wakeWait: 10 * time.Second})
+	if in := instructionsOf(h); !strings.Contains(in, "opencode@edge-test is not one of this device's agents") || !strings.Contains(in, "pi@desk") {
+		t.Errorf("the session start does not say its identity is not the device's:\n%s", in)
+	}
+	own := start(t, harnessOpts{primaryURL: url, token: tokens["desk-9b21"], identity: "pi@desk", wakeWait: 10 * time.Second})
+	if in := instructionsOf(own); strings.Contains(in, "not one of this device's agents") {
+		t.Errorf("the device's own agent is told it is not one:\n%s", in)
+	}
+}
