@@ -396,14 +396,31 @@ func (e *Edge) wakeInstructions(ctx context.Context) string {
 }
 
 // sessionInstructions is what initialize answers with: the writes the
-// primary refused for good (deadnote.go), then the owed asks, within the
-// summary's bounds ("": neither).
+// primary refused for good (deadnote.go), then the owed asks, then an
+// identity that is not the device's, within the summary's bounds ("":
+// none of them).
 func (e *Edge) sessionInstructions(ctx context.Context) string {
-	dead, owed := e.deadInstructions(ctx), e.wakeInstructions(ctx)
-	if dead == "" || owed == "" {
-		return dead + owed
+	var lines []string
+	for _, l := range []string{e.deadInstructions(ctx), e.wakeInstructions(ctx), e.identityLine()} {
+		if l != "" {
+			lines = append(lines, l)
+		}
 	}
-	return truncate(dead+"\n"+owed, wakeMaxBytes)
+	return truncate(strings.Join(lines, "\n"), wakeMaxBytes)
+}
+
+// identityLine says the session's identity is not one of its device's
+// agents as the gateway last said ("": it is, or nothing is known, or
+// the device coordinates and sees every event): no ask to it can be
+// seen, and its coordination writes are refused.
+func (e *Edge) identityLine() string {
+	in, ok := e.device()
+	if e.wk == nil || !ok || in.Coordinator || in.ActsAs(e.cfg.Identity, false) {
+		return ""
+	}
+	agents := cmp.Or(strings.Join(in.Agents, ", "), "none")
+	return mailbox.Printable(fmt.Sprintf("Coordination identity (devbox-config edge): %s is not one of this device's agents at the gateway (%s): no ask to it can be seen, and its coordination writes are refused. Set MEMPALACE_AGENT_NAME to one of them, or ask the operator to add it (devbox-config gateway device set %s --agents ...).",
+		e.cfg.Identity, agents, in.ID))
 }
 
 // takeNotes is the notes for this tool answer (none: nothing to tell),
