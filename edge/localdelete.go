@@ -40,7 +40,7 @@ func (e *Edge) watchUnapplied(ctx context.Context) {
 		case <-e.keptUnapplied:
 			wait = e.cfg.WriteGrace
 			t.Reset(wait)
-			left = 1
+			left = 1 // at least the one just kept
 			continue
 		case <-due:
 		}
