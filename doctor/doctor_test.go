@@ -474,37 +474,10 @@ func TestProposedPending(t *testing.T) {
 	only(t, b.run())
 }
 
-// blackhole accepts connections and never answers.
-func blackhole(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/mcp"
-}
-
 func TestPrimaryUnreachable(t *testing.T) {
 	t.Run("blackholed: the whole run stays within its timeout", func(t *testing.T) {
 		b := newBox(t)
-		b.env["MEMPALACE_REMOTE_URL"] = blackhole(t)
+		b.env["MEMPALACE_REMOTE_URL"] = testbed.HungPrimary(t)
 		b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-unused-0123456789"
 		limit := 2 * time.Second // the default timeout, 1.5 s, and the rest
 		if testing.Short() {

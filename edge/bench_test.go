@@ -126,7 +126,7 @@ func BenchmarkWakeInitialize(b *testing.B) {
 	seed.eventually("the view kept", func() bool {
 		return strings.Contains(seed.edge.wakeInstructions(context.Background()), id)
 	})
-	hung := hungPrimary(b)
+	hung := testbed.HungPrimary(b)
 	// no-wake is the same edge with no agent identity (nothing to tell):
 	// what an initialize costs without the owed asks.
 	for _, c := range []struct{ name, url, identity string }{{"primary-hung", hung, "opencode@edge-test"}, {"primary-up", seed.srv.URL(), "opencode@edge-test"}, {"no-wake", hung, ""}} {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // A connect to a primary that accepts and never answers ends when its
@@ -20,7 +22,7 @@ import (
 // the send and the Close is won either way: many connects show it.
 func TestAConnectGivenUpOnAHungPrimaryEndsAtOnce(t *testing.T) {
 	t.Parallel()
-	url := hungPrimary(t)
+	url := testbed.HungPrimary(t)
 	const connects, giveUp = 24, 100 * time.Millisecond
 	var wg sync.WaitGroup
 	took := make([]time.Duration, connects)

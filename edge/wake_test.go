@@ -3,7 +3,6 @@ package edge
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // askVia appends an open ask from from to to (the edge's agent by
@@ -190,35 +190,6 @@ func TestMailboxPollNotifiesASubscriber(t *testing.T) {
 	}
 }
 
-// hungPrimary accepts connections and never answers (a primary that
-// hangs rather than refuses).
-func hungPrimary(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		var held []net.Conn
-		defer func() {
-			for _, c := range held {
-				c.Close()
-			}
-			close(done)
-		}()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return "http://" + ln.Addr().String() + "/mcp"
-}
-
 // With the primary hung, a new session is told what the last session's
 // view held (kept in the outbox), as of when it was read.
 func TestWakeFromTheKeptViewWithThePrimaryHung(t *testing.T) {
@@ -231,7 +202,7 @@ func TestWakeFromTheKeptViewWithThePrimaryHung(t *testing.T) {
 		t.Fatalf("the second session was not told: %q", instructionsOf(h2))
 	}
 	h2.s.Close()
-	h3 := start(t, harnessOpts{palace: h.palace, wakeWait: 50 * time.Millisecond, primaryURL: hungPrimary(t), timeout: 30 * time.Second})
+	h3 := start(t, harnessOpts{palace: h.palace, wakeWait: 50 * time.Millisecond, primaryURL: testbed.HungPrimary(t), timeout: 30 * time.Second})
 	if in := instructionsOf(h3); !strings.Contains(in, id) || !strings.Contains(in, "as of") {
 		t.Fatalf("with the primary hung: %q", in)
 	}
@@ -294,7 +265,7 @@ func TestWakeFollowsATrustChange(t *testing.T) {
 		t.Errorf("after desk stopped trusting the laptop, the next session was told:\n%s", in)
 	}
 	h2.s.Close()
-	h3 := start(t, harnessOpts{palace: h.palace, wakeWait: 50 * time.Millisecond, primaryURL: hungPrimary(t), timeout: 30 * time.Second})
+	h3 := start(t, harnessOpts{palace: h.palace, wakeWait: 50 * time.Millisecond, primaryURL: testbed.HungPrimary(t), timeout: 30 * time.Second})
 	if in := instructionsOf(h3); !strings.Contains(in, fromOps) {
 		t.Errorf("with the primary hung, the kept view did not wake the session: %q", in)
 	} else if strings.Contains(in, fromLaptop) {
@@ -356,7 +327,7 @@ func TestTheKeptOwedViewIsPerAgent(t *testing.T) {
 		<-h.done
 	}
 	for agent, want := range map[string][2]string{"claude@edge-test": {forClaude, forOpencode}, "opencode@edge-test": {forOpencode, forClaude}} {
-		h := start(t, harnessOpts{palace: palace, primaryURL: hungPrimary(t), identity: agent, wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
+		h := start(t, harnessOpts{palace: palace, primaryURL: testbed.HungPrimary(t), identity: agent, wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
 		in := instructionsOf(h)
 		if !strings.Contains(in, want[0]) || strings.Contains(in, want[1]) {
 			t.Errorf("%s, started from the kept view, is told:\n%s\nwant its own ask %s and not the other agent's %s", agent, in, want[0], want[1])
@@ -390,7 +361,7 @@ func TestAnAskAckedIsNotToldAgainAtTheNextSessionStart(t *testing.T) {
 			}
 			h.s.Close()
 			<-h.done
-			next := start(t, harnessOpts{palace: palace, primaryURL: hungPrimary(t), wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
+			next := start(t, harnessOpts{palace: palace, primaryURL: testbed.HungPrimary(t), wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
 			if in := instructionsOf(next); strings.Contains(in, id) {
 				t.Errorf("the next session is told the acked ask is owed:\n%s", in)
 			}

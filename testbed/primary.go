@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"net"
 	"testing"
 
 	"github.com/joakimp/devbox-config/fakepalace"
@@ -23,4 +24,35 @@ func Primary(t testing.TB, o fakepalace.Options, h fakepalace.HTTPOptions) (*fak
 	}
 	t.Cleanup(srv.Stop)
 	return pl, srv
+}
+
+// HungPrimary is a primary's URL on a free loopback port where
+// connections are accepted and never answered (serve stopped with kill
+// -STOP behind its live socket: it hangs rather than refuses), closed
+// when the test ends.
+func HungPrimary(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+			close(done)
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return "http://" + ln.Addr().String() + "/mcp"
 }

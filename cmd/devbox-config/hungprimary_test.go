@@ -2,43 +2,13 @@ package main
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/testbed"
 )
-
-// hungPrimary is a primary's URL where connections are accepted and never
-// answered (serve stopped with kill -STOP behind its live socket).
-func hungPrimary(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		for _, c := range held {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/mcp"
-}
 
 // A hung primary (kill -STOP on serve or the gateway) is when the operator
 // most needs `edge status`: it must still report the outbox (its queue,
@@ -50,7 +20,7 @@ func hungPrimary(t *testing.T) string {
 // (outside tester, attack8 05).
 func TestEdgeStatusWithAHungPrimary(t *testing.T) {
 	s := edgeOutbox(t)
-	t.Setenv("MEMPALACE_REMOTE_URL", hungPrimary(t))
+	t.Setenv("MEMPALACE_REMOTE_URL", testbed.HungPrimary(t))
 	t.Setenv("MEMPALACE_EDGE_TIMEOUT", "1s")
 	ctx := context.Background()
 	if _, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Wing: "w"}); err != nil {
@@ -78,7 +48,7 @@ func TestEdgeStatusWithAHungPrimary(t *testing.T) {
 // took 10 s more (outside tester, attack8 04: 1 s -> 11 s).
 func TestEdgeFlushWithAHungPrimaryKeepsItsTimeout(t *testing.T) {
 	s := edgeOutbox(t)
-	t.Setenv("MEMPALACE_REMOTE_URL", hungPrimary(t))
+	t.Setenv("MEMPALACE_REMOTE_URL", testbed.HungPrimary(t))
 	t.Setenv("MEMPALACE_EDGE_TIMEOUT", "1s")
 	if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Wing: "w"}); err != nil {
 		t.Fatal(err)
