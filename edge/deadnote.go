@@ -108,8 +108,8 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 	switch {
 	case o.Wing != "" && o.Room != "":
 		what += " of " + o.Wing + "/" + o.Room
-	case o.Drawer != "":
-		what += " of " + o.Drawer
+	case o.Object != "":
+		what += " of " + o.Object
 	case o.Wing != "":
 		what += " of " + o.Wing
 	}

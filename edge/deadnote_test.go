@@ -104,7 +104,7 @@ func TestADeadNoteNamesTheWrites(t *testing.T) {
 		{ID: "1", Tool: "mempalace_add_drawer", Wing: "wing_shared", Room: "plans", Reason: refused},
 		{ID: "2", Tool: "mempalace_diary_write", Wing: "wing_shared", Reason: refused},
 		{ID: "3", Tool: "mempalace_kg_add", Reason: refused},
-		{ID: "4", Tool: "mempalace_update_drawer", Drawer: "drawer_x", Reason: refused},
+		{ID: "4", Tool: "mempalace_update_drawer", Object: "drawer_x", Reason: refused},
 	}
 	one := deadNote(ops[:1])
 	for _, want := range []string{"a write from this devbox", "mempalace_add_drawer of wing_shared/plans", "write globs do not match the target wing", "devbox-config edge status"} {

@@ -664,8 +664,9 @@ func (s *Store) Pending(ctx context.Context) (n int, oldest int64, err error) {
 // DeadOp is a dead op as its agent is told of it (the edge's note).
 type DeadOp struct {
 	ID, Tool string
-	// Wing, Room and Drawer are what its arguments name ("": not named).
-	Wing, Room, Drawer string
+	// Wing and Room are what its arguments name, and Object the drawer,
+	// the knowledge graph's subject or the source ("": not named).
+	Wing, Room, Object string
 	// Reason is the primary's refusal, as its last attempt recorded it.
 	Reason string
 }
@@ -676,10 +677,10 @@ type DeadOp struct {
 func (s *Store) DeadOps(ctx context.Context) ([]DeadOp, error) {
 	ops, err := queryAll(ctx, s.db, func(r rowScanner) (DeadOp, error) {
 		var d DeadOp
-		return d, r.Scan(&d.ID, &d.Tool, &d.Wing, &d.Room, &d.Drawer, &d.Reason)
+		return d, r.Scan(&d.ID, &d.Tool, &d.Wing, &d.Room, &d.Object, &d.Reason)
 	}, `SELECT op_id, tool_name, wing,
 		CAST(COALESCE(CASE WHEN json_valid(payload_json) THEN json_extract(payload_json,'$.room') END, '') AS TEXT),
-		CAST(COALESCE(CASE WHEN json_valid(payload_json) THEN json_extract(payload_json,'$.drawer_id') END, '') AS TEXT),
+		CAST(COALESCE(CASE WHEN json_valid(payload_json) THEN COALESCE(json_extract(payload_json,'$.drawer_id'), json_extract(payload_json,'$.subject'), json_extract(payload_json,'$.source_file')) END, '') AS TEXT),
 		CAST(COALESCE(CASE WHEN json_valid(error_json) THEN json_extract(error_json,'$.message') END, '') AS TEXT)
 		FROM ops WHERE state='dead' ORDER BY local_seq`)
 	if err != nil {
