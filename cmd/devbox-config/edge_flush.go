@@ -40,7 +40,7 @@ func newEdgeFlushCmd(stdout, stderr io.Writer) *cobra.Command {
 		Args:  noArgs,
 		RunE:  func(*cobra.Command, []string) error { return fc.run() },
 	}
-	c.Flags().DurationVar(&fc.timeout, "timeout", time.Minute, "give up after this long")
+	c.Flags().DurationVar(&fc.timeout, "timeout", time.Minute, "give up after this long (a send under way then has 1 s more, and the primary's check 1 s)")
 	return c
 }
 
@@ -73,7 +73,10 @@ func (fc *edgeFlushCmd) run() error {
 			}
 		}})
 	defer p.Close()
-	sent, drainErr := (&outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: cfg.Log, SendTimeout: 2 * cfg.CallTimeout}).Drain(ctx)
+	// A send under way at --timeout has flushGrace more to get its
+	// answer (the op then ends sent, or queued again), not the edge's 3 s.
+	sent, drainErr := (&outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: cfg.Log, SendTimeout: 2 * cfg.CallTimeout, StopGrace: flushGrace}).Drain(ctx)
+	timedOut := ctx.Err() != nil
 	// What is left is read even when the time ran out: the outbox's reads
 	// are local, and the primary's check has its own bound.
 	rctx := context.WithoutCancel(ctx)
@@ -87,7 +90,11 @@ func (fc *edgeFlushCmd) run() error {
 	if left == 0 && drainErr == nil {
 		return nil
 	}
-	cctx, ccancel := context.WithTimeout(rctx, primaryWait(cfg))
+	wait := primaryWait(cfg)
+	if timedOut {
+		wait = flushGrace // --timeout is spent: the check gets no more than the send's grace
+	}
+	cctx, ccancel := context.WithTimeout(rctx, wait)
 	defer ccancel()
 	fmt.Fprintf(fc.stdout, "primary: %s\n", p.Check(cctx))
 	// The ops left, with what happened to each; a list that cannot be read
@@ -102,6 +109,10 @@ func (fc *edgeFlushCmd) run() error {
 	}
 	return failed(fmt.Errorf("%d ops not sent", left))
 }
+
+// flushGrace bounds what edge flush does past its --timeout: a send under
+// way then gets it to finish, and the primary's check.
+const flushGrace = time.Second
 
 // notSentWhy says, in words, why an op is still waiting. leased: another
 // process holds the flush lease, so this flush tried nothing: an op it

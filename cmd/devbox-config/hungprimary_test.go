@@ -61,7 +61,7 @@ func TestEdgeFlushWithAHungPrimaryKeepsItsTimeout(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "primary: unreachable") || !strings.Contains(out, "not sent:") {
 		t.Errorf("flush: exit %d\n%s%s", code, out, errOut)
 	}
-	if took := time.Since(began); took > 6*time.Second {
-		t.Errorf("flush --timeout 1s took %v", took)
+	if took := time.Since(began); took > 4*time.Second {
+		t.Errorf("flush --timeout 1s took %v\n%s%s", took, out, errOut)
 	}
 }
