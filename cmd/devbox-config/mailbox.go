@@ -136,7 +136,7 @@ func (mc *mailboxCmd) settle(timeoutSet bool) (string, error) {
 // POST-only JSON server and session-issuing servers alike) and derives
 // the owed set.
 func readMailbox(ctx context.Context, endpoint, token, agent, stream string, timeout time.Duration, heard *deviceHeard) (mailbox.Result, error) {
-	httpc := &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport, heard: heard}, Timeout: timeout}
+	httpc := &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport, heard: heard, until: ctx}, Timeout: timeout}
 	client := mcp.NewClient(&mcp.Implementation{Name: "devbox-config-mailbox", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: endpoint, HTTPClient: httpc, MaxRetries: -1,
@@ -172,22 +172,47 @@ type bearerTransport struct {
 	token string
 	next  http.RoundTripper
 	heard *deviceHeard
+	// until ends every request (nil: none): the MCP SDK sends its notice
+	// that a call was given up on a context of its own, which would wait
+	// on a hung primary past the command's --timeout.
+	until context.Context
 }
 
 func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(r.Context())
+	if b.until != nil {
+		stop := context.AfterFunc(b.until, cancel)
+		context.AfterFunc(ctx, func() { stop() }) // forgotten when the request ends
+	}
+	r = r.Clone(ctx)
 	if b.token != "" {
-		r = r.Clone(r.Context())
 		r.Header.Set("Authorization", "Bearer "+b.token)
 	}
 	resp, err := b.next.RoundTrip(r)
-	if err == nil && b.heard != nil {
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = endBody{resp.Body, cancel}
+	if b.heard != nil {
 		if in, ok := deviceinfo.FromHeader(resp.Header); ok {
 			b.heard.mu.Lock()
 			b.heard.info, b.heard.ok = in, true
 			b.heard.mu.Unlock()
 		}
 	}
-	return resp, err
+	return resp, nil
+}
+
+// endBody ends its request's context when it is closed.
+type endBody struct {
+	io.ReadCloser
+	end context.CancelFunc
+}
+
+func (b endBody) Close() error {
+	defer b.end()
+	return b.ReadCloser.Close()
 }
 
 // deviceHeard is the device the gateway in front of the primary says the
