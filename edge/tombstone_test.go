@@ -157,8 +157,13 @@ func TestADeleteBySourceHidesThePrimarysDrawers(t *testing.T) {
 	if m, _ := h.call("list_drawers", map[string]any{}); !strings.Contains(mustJSON(m["drawers"]), `"palace":"both"`) {
 		t.Errorf("the primary's copy of the new drawer is hidden by the source's tombstone: %v", m)
 	}
-	if r := statusOf(t, h.palace, h.srv.URL()); len(r.OnPrimary) != 1 || !strings.Contains(r.OnPrimary[0], "source "+src) {
-		t.Errorf("edge status after the source is filed again: %+v, want the deleted drawer's source still named on the primary", r)
+	// The advice names the deleted drawer to delete by id: a
+	// delete_by_source would take the new drawer too (outside tester,
+	// attack10 14).
+	oldID := DrawerIDFor("shared", "plan", "step one: migrate the schema")
+	if r := statusOf(t, h.palace, h.srv.URL()); len(r.OnPrimary) != 1 || !strings.Contains(r.OnPrimary[0], "source "+src) ||
+		!strings.Contains(r.OnPrimary[0], "delete_drawers") || !strings.Contains(r.OnPrimary[0], oldID) || strings.Contains(r.OnPrimary[0], "(delete_by_source") {
+		t.Errorf("edge status after the source is filed again: %+v, want the deleted drawer's source still named on the primary, and its id to delete", r)
 	}
 }
 
