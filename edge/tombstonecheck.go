@@ -172,9 +172,18 @@ func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone, pending stri
 		}
 		return fmt.Sprintf("%s is still on the primary%s: an admin device or the operator deletes it (delete_drawer)", tombName(t), pending), nil
 	case outbox.TombSource:
-		res, err := ask(ctx, p, "search", map[string]any{"query": filepath.Base(t.Key), "source_file": t.Key, "limit": len(t.Shown) + 1, "max_distance": 0})
-		if err != nil || !slices.ContainsFunc(gjson.Get(res, "results").Array(), func(h gjson.Result) bool { return !slices.Contains(t.Shown, h.Get("drawer_id").String()) }) {
+		res, err := ask(ctx, p, "search", map[string]any{"query": filepath.Base(t.Key), "source_file": t.Key, "limit": len(t.Shown) + maxNamedIDs, "max_distance": 0})
+		var stale []string
+		for _, h := range gjson.Get(res, "results").Array() {
+			if id := h.Get("drawer_id").String(); !slices.Contains(t.Shown, id) && !slices.Contains(stale, id) {
+				stale = append(stale, id)
+			}
+		}
+		switch {
+		case err != nil || len(stale) == 0:
 			return "", err // none, or only the drawers filed of it since
+		case len(t.Shown) > 0:
+			return fmt.Sprintf("source %s still has drawers on the primary%s, beside the %d filed of it since: an admin device or the operator deletes them by id (delete_drawers: %s), not by source, which would take the new ones too", t.Key, pending, len(t.Shown), strings.Join(stale, ", ")), nil
 		}
 		return fmt.Sprintf("source %s still has drawers on the primary%s: an admin device or the operator deletes them (delete_by_source; delete_drawers by their ids where the gateway refuses it, another source sharing its file name)", t.Key, pending), nil
 	}
@@ -193,6 +202,9 @@ func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone, pending stri
 	}
 	return "", nil
 }
+
+// maxNamedIDs bounds the ids a status line names.
+const maxNamedIDs = 10
 
 // ask calls a read on the primary: the answer's object text, or why not.
 func ask(ctx context.Context, p *Primary, tool string, args map[string]any) (string, error) {
