@@ -28,6 +28,9 @@ func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
 		{"carol\u202e", `pi@carol`, `6:33: devices[1].label: "carol\u202e" holds a control, bidi or zero-width character (U+202E)`},
 		{"carol\x1b[2J", `pi@carol`, `6:33: devices[1].label: "carol\x1b[2J" holds a control, bidi or zero-width character (U+001B)`},
 		{"carol", `pi@car\u200bol`, `6:53: devices[1].agents[0]: "pi@car\u200bol" holds a control, bidi or zero-width character (U+200B)`},
+		{"carol", `pi@alice`, `6:53: devices[1].agents[0]: "pi@alice" names "alice", the label of device alice-01 (devices[0])`},
+		{"carol", `pi@a1ice`, `6:53: devices[1].agents[0]: "pi@a1ice" names "a1ice", the label of device alice-01 (devices[0])`},
+		{"a1ice", `pi@carol`, `6:33: devices[1].label: "a1ice" looks like "alice", the label of device alice-01 (devices[0])`},
 		{"carol", `pi@carol`, ``},
 		{"", `pi@carol`, ``},
 		{"кэрол", `pi@кэрол`, ``},
@@ -49,6 +52,23 @@ func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
 		}
 		if err == nil || !strings.HasPrefix(err.Error(), file+":"+c.want) || !strings.Contains(err.Error(), "fix") {
 			t.Errorf("%q %q:\n got %v\nwant %s:%s... and the fix", c.label, c.agent, err, file, c.want)
+		}
+	}
+}
+
+// Within one config: two device ids that differ only in case, and one
+// device listing an agent twice in two cases, are refused too (outside
+// tester, attack10 02b): either reads as the other.
+func TestConfigRefusesIDsAndAgentsDifferingInCase(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "g.jsonc")
+	for _, c := range []struct{ devices, want string }{
+		{`{"id": "bob-02", "label": "bob"}, {"id": "BOB-02", "label": "robert"}`, `devices[1].id: "BOB-02" differs only in case from device bob-02 (devices[0])`},
+		{`{"id": "carol-03", "label": "carol", "agents": ["pi@carol", "PI@carol"]}`, `devices[0].agents[1]: "PI@carol" looks like "pi@carol", listed before it`},
+	} {
+		os.WriteFile(file, []byte("{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": ["+c.devices+"],\n}\n"), 0o600)
+		if _, err := LoadConfig(file); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "fix") {
+			t.Errorf("%s:\n got %v\nwant %s... and the fix", c.devices, err, c.want)
 		}
 	}
 }
