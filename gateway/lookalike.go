@@ -10,7 +10,7 @@ import (
 
 // lookalikes maps the Cyrillic, Greek, Armenian and Latin-extension letters
 // that look like a Latin letter to it (each case as it looks: Greek Η is
-// H, η is n). A small table rather than UTS #39's full confusables: the
+// H, η is n), and the digits 0 and 1 to o and l. A small table rather than UTS #39's full confusables: the
 // Go library that implements the skeleton (mtibben/confusables) is
 // unmaintained since 2021 (Unicode 13 data) and builds a 6,000-entry map
 // at every container start; names on one fleet's coordination log are
@@ -104,6 +104,10 @@ func lookalike(r rune) rune {
 		return 'x'
 	case 'у', 'γ', 'ү':
 		return 'y'
+	case '0':
+		return 'o'
+	case '1':
+		return 'l'
 	}
 	return r
 }
@@ -131,19 +135,20 @@ func invisible(s string) (rune, bool) {
 }
 
 // checkNames refuses what would let one device pass as another on the
-// coordination log: an invisible character in a label or agent name, and
-// a label or agent name that looks like another device's (the same
-// skeleton). An agent name another device has lets a device read that
-// device's mailbox and answer its asks; a look-alike label deceives
-// whoever reads one.
+// coordination log: an invisible character in a label or agent name, a
+// device id that differs from another's only in case, and a label or
+// agent name that looks like another device's (the same skeleton), or an
+// agent whose @label part looks like another device's label. An agent
+// name another device has lets a device read that device's mailbox and
+// answer its asks; a look-alike label or id deceives whoever reads one.
 func (c *Config) checkNames() error {
-	type owner struct {
-		name string
-		dev  int
-	}
-	labels, agents := map[string]owner{}, map[string]owner{}
+	ids, labels := map[string]owner{}, map[string]owner{}
 	for i, d := range c.Devices {
 		at := fmt.Sprintf("devices[%d]", i)
+		if o, ok := ids[strings.ToLower(d.ID)]; ok && o.name != d.ID {
+			return fmt.Errorf("%s.id: %q differs only in case from device %s (devices[%d]): one reads as the other in audit lines and trust lists (fix: give each device an id of its own)", at, d.ID, o.name, o.dev)
+		}
+		ids[strings.ToLower(d.ID)] = owner{d.ID, i}
 		if r, bad := invisible(d.Label); bad {
 			return fmt.Errorf("%s.label: %+q holds a control, bidi or zero-width character (U+%04X), which shows one label as another or rewrites the terminal that prints it (fix: remove it)", at, d.Label, r)
 		}
@@ -153,20 +158,44 @@ func (c *Config) checkNames() error {
 			}
 			labels[k] = owner{d.Label, i}
 		}
+	}
+	agents := map[string]owner{}
+	for i, d := range c.Devices {
 		for j, a := range d.Agents {
-			if r, bad := invisible(a); bad {
-				return fmt.Errorf("%s.agents[%d]: %+q holds a control, bidi or zero-width character (U+%04X), which shows one agent as another (fix: remove it)", at, j, a, r)
-			}
-			o, ok := agents[skeleton(a)]
-			switch {
-			case ok && o.dev == i:
-				continue
-			case ok && o.name == a:
-				return fmt.Errorf("%s.agents[%d]: %q is also an agent of device %s (devices[%d]): each device would read the other's mailbox and could answer its asks (fix: give each device its own agents, <harness>@<its label>)", at, j, a, c.Devices[o.dev].ID, o.dev)
-			case ok:
-				return fmt.Errorf("%s.agents[%d]: %+q looks like %q, an agent of device %s (devices[%d]): one could pass for the other on the coordination log (fix: give each device its own agents, <harness>@<its label>, one no other device's looks like)", at, j, a, o.name, c.Devices[o.dev].ID, o.dev)
+			if err := checkAgent(c, fmt.Sprintf("devices[%d].agents[%d]", i, j), a, i, agents, labels); err != nil {
+				return err
 			}
 			agents[skeleton(a)] = owner{a, i}
+		}
+	}
+	return nil
+}
+
+// owner is a name and the index of the device that has it.
+type owner struct {
+	name string
+	dev  int
+}
+
+// checkAgent refuses agent a of device dev (at) when it holds an
+// invisible character, looks like an agent listed before it (agents),
+// or its @label part looks like another device's label (labels).
+func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owner) error {
+	if r, bad := invisible(a); bad {
+		return fmt.Errorf("%s: %+q holds a control, bidi or zero-width character (U+%04X), which shows one agent as another (fix: remove it)", at, a, r)
+	}
+	if o, ok := agents[skeleton(a)]; ok {
+		switch {
+		case o.dev == dev:
+			return fmt.Errorf("%s: %+q looks like %q, listed before it (fix: list each agent once)", at, a, o.name)
+		case o.name == a:
+			return fmt.Errorf("%s: %q is also an agent of device %s (devices[%d]): each device would read the other's mailbox and could answer its asks (fix: give each device its own agents, <harness>@<its label>)", at, a, c.Devices[o.dev].ID, o.dev)
+		}
+		return fmt.Errorf("%s: %+q looks like %q, an agent of device %s (devices[%d]): one could pass for the other on the coordination log (fix: give each device its own agents, <harness>@<its label>, one no other device's looks like)", at, a, o.name, c.Devices[o.dev].ID, o.dev)
+	}
+	if _, label, ok := strings.Cut(a, "@"); ok {
+		if o, found := labels[skeleton(label)]; found && o.dev != dev {
+			return fmt.Errorf("%s: %+q names %q, the label of device %s (devices[%d]): its asks would read as that device's (fix: <harness>@<this device's own label>)", at, a, label, c.Devices[o.dev].ID, o.dev)
 		}
 	}
 	return nil
