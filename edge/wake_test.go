@@ -411,6 +411,9 @@ func TestASessionIsToldItsIdentityIsNotTheDevices(t *testing.T) {
 	if in := instructionsOf(h); !strings.Contains(in, "opencode@edge-test is not one of this device's agents") || !strings.Contains(in, "pi@desk") {
 		t.Errorf("the session start does not say its identity is not the device's:\n%s", in)
 	}
+	if _, res := h.call("mailbox", nil); !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "not one of this device's agents") {
+		t.Errorf("mempalace_mailbox does not say its identity is not the device's:\n%s", res.Content[0].(*mcp.TextContent).Text)
+	}
 	own := start(t, harnessOpts{primaryURL: url, token: tokens["desk-9b21"], identity: "pi@desk", wakeWait: 10 * time.Second})
 	if in := instructionsOf(own); strings.Contains(in, "not one of this device's agents") {
 		t.Errorf("the device's own agent is told it is not one:\n%s", in)
