@@ -237,6 +237,6 @@ func (h *deviceHeard) notOurs(agent string) string {
 	if agents == "" {
 		agents = "it has none; the operator gives them with gateway device set --agents"
 	}
-	return fmt.Sprintf("%s is not one of this device's agents (%s): asks addressed to it cannot be seen through this token; read the mailbox of one of them (--agent, or fix %s / %s)",
+	return fmt.Sprintf("%s is not one of this device's agents (%s): asks other devices address to it cannot be seen through this token (only those this device sent it); read the mailbox of one of them (--agent, or fix %s / %s)",
 		agent, agents, ladder.EnvAgentName, ladder.EnvOriginLabel)
 }
