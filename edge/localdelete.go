@@ -83,8 +83,11 @@ func (e *Edge) applyUnapplied(ctx context.Context) (left int) {
 	// with its answer: the kept deletes are read once no write is there.
 	e.resending.Lock()
 	defer e.resending.Unlock()
+	if ctx.Err() != nil {
+		return 0 // the edge stopped while a write was at the local palace: the next edge's
+	}
 	us, err := e.outbox.Unapplied(ctx)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		e.log.Error("deletes kept without the local palace's answer are not read: the local palace may still hold what they delete", "err", err)
 	}
 	for i, u := range us {
