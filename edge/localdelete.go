@@ -78,14 +78,16 @@ func (e *Edge) applyUnapplied(ctx context.Context) (left int) {
 	if e.childDown.Load() {
 		return 0 // the next edge's
 	}
+	if us, err := e.outbox.Unapplied(ctx); err == nil && len(us) == 0 {
+		return 0 // none kept: no write waits for this pass
+	}
 	// A write at the local palace now would land before a delete sent
 	// behind it, and its lift, which takes back what it rewrites, comes
 	// with its answer: the kept deletes are read once no write is there.
-	e.resending.Lock()
-	defer e.resending.Unlock()
-	if ctx.Err() != nil {
+	if !e.lockResending(ctx) {
 		return 0 // the edge stopped while a write was at the local palace: the next edge's
 	}
+	defer e.resending.Unlock()
 	us, err := e.outbox.Unapplied(ctx)
 	if err != nil && ctx.Err() == nil {
 		e.log.Error("deletes kept without the local palace's answer are not read: the local palace may still hold what they delete", "err", err)
@@ -104,6 +106,27 @@ func (e *Edge) applyUnapplied(ctx context.Context) (left int) {
 		}
 	}
 	return left
+}
+
+// lockResending takes e.resending whole once no write holds it, asking
+// again every 20 ms rather than waiting in Lock, where it would hold
+// every new write back behind the one at the local palace; false when
+// ctx ends first.
+func (e *Edge) lockResending(ctx context.Context) bool {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !e.resending.TryLock() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	if ctx.Err() != nil {
+		e.resending.Unlock()
+		return false
+	}
+	return true
 }
 
 // cancelUpdatesGone cancels the held updates of the drawers a kept
