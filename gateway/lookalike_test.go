@@ -31,6 +31,8 @@ func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
 		{"carol", `pi@alice`, `6:53: devices[1].agents[0]: "pi@alice" names "alice", the label of device alice-01 (devices[0])`},
 		{"carol", `pi@a1ice`, `6:53: devices[1].agents[0]: "pi@a1ice" names "a1ice", the label of device alice-01 (devices[0])`},
 		{"a1ice", `pi@carol`, `6:33: devices[1].label: "a1ice" looks like "alice", the label of device alice-01 (devices[0])`},
+		{"alice ", `pi@carol`, `6:33: devices[1].label: "alice " looks like "alice", the label of device alice-01 (devices[0])`},
+		{"al ice", `pi@carol`, `6:33: devices[1].label: "al ice" looks like "alice", the label of device alice-01 (devices[0])`},
 		{"carol", `pi@carol`, ``},
 		{"", `pi@carol`, ``},
 		{"кэрол", `pi@кэрол`, ``},

@@ -84,3 +84,16 @@ func TestMailboxWithAHungPrimaryKeepsItsTimeout(t *testing.T) {
 		t.Errorf("mailbox --timeout 3s took %v\n%s%s", took, out, errOut)
 	}
 }
+
+// `edge flush --timeout 0s` is a usage error, said as such, as for the
+// mailbox's --timeout. Before, it failed at once on "resolving the writes
+// a stopped edge left unsettled: context deadline exceeded" (attack11).
+func TestEdgeFlushRefusesANonPositiveTimeout(t *testing.T) {
+	s := edgeOutbox(t)
+	s.Close()
+	for _, d := range []string{"0s", "-1s"} {
+		if code, out, errOut := runCLI("edge", "flush", "--timeout", d); code != 2 || !strings.Contains(errOut, "--timeout must be positive") {
+			t.Errorf("flush --timeout %s: exit %d\n%s%s", d, code, out, errOut)
+		}
+	}
+}
