@@ -114,11 +114,11 @@ func lookalike(r rune) rune {
 
 // skeleton is what name looks like, for telling whether two names could
 // be taken for each other: compatibility forms folded (NFKC: fullwidth
-// and mathematical letters are letters), look-alike letters mapped to the
-// Latin ones, then case folded. Names in other scripts keep their letters:
+// and mathematical letters are letters), spaces dropped, look-alike
+// letters mapped to the Latin ones, then case folded. Names in other scripts keep their letters:
 // only a name that looks like another device's is refused.
 func skeleton(name string) string {
-	return strings.ToLower(strings.Map(lookalike, norm.NFKC.String(name)))
+	return strings.ToLower(strings.Map(lookalike, strings.Join(strings.Fields(norm.NFKC.String(name)), "")))
 }
 
 // invisible is the first control, bidi, zero-width or other invisible

@@ -45,6 +45,9 @@ func newEdgeFlushCmd(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func (fc *edgeFlushCmd) run() error {
+	if fc.timeout <= 0 {
+		return usageError("--timeout must be positive")
+	}
 	s, cfg, err := openOutbox(fc.stderr, false)
 	if err != nil {
 		return err
