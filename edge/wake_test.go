@@ -418,4 +418,9 @@ func TestASessionIsToldItsIdentityIsNotTheDevices(t *testing.T) {
 	if in := instructionsOf(own); strings.Contains(in, "not one of this device's agents") {
 		t.Errorf("the device's own agent is told it is not one:\n%s", in)
 	}
+	// The tool read for another agent (its agent argument) warns the same
+	// way (attack11).
+	if _, res := own.call("mailbox", map[string]any{"agent": "pi@laptop"}); !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "pi@laptop is not one of this device's agents") {
+		t.Errorf("mempalace_mailbox for another device's agent does not warn:\n%s", res.Content[0].(*mcp.TextContent).Text)
+	}
 }
