@@ -81,7 +81,7 @@ func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, e
 	if err != nil {
 		return r, fmt.Errorf("the mailbox could not be read: %w", err)
 	}
-	if p := e.identityProblem(); p != "" && agent == e.cfg.Identity {
+	if p := e.identityProblem(agent); p != "" {
 		r.Warnings = append(r.Warnings, p)
 	}
 	return r, nil

@@ -414,22 +414,22 @@ func (e *Edge) sessionInstructions(ctx context.Context) string {
 // the device coordinates and sees every event): no ask to it can be
 // seen, and its coordination writes are refused.
 func (e *Edge) identityLine() string {
-	if p := e.identityProblem(); p != "" {
+	if p := e.identityProblem(e.cfg.Identity); p != "" {
 		return "Coordination identity (devbox-config edge): " + p
 	}
 	return ""
 }
 
-// identityProblem is identityLine's sentence, for the mailbox's warnings
-// too ("": none).
-func (e *Edge) identityProblem() string {
+// identityProblem is identityLine's sentence for agent, for the
+// mailbox's warnings too ("": none).
+func (e *Edge) identityProblem(agent string) string {
 	in, ok := e.device()
-	if e.wk == nil || !ok || in.Coordinator || in.ActsAs(e.cfg.Identity, false) {
+	if e.box == nil || agent == "" || !ok || in.Coordinator || in.ActsAs(agent, false) {
 		return ""
 	}
 	agents := cmp.Or(strings.Join(in.Agents, ", "), "none")
 	return mailbox.Printable(fmt.Sprintf("%s is not one of this device's agents at the gateway (%s): no ask to it can be seen, and its coordination writes are refused. Set MEMPALACE_AGENT_NAME to one of them, or ask the operator to add it (devbox-config gateway device set %s --agents ...).",
-		e.cfg.Identity, agents, in.ID))
+		agent, agents, in.ID))
 }
 
 // takeNotes is the notes for this tool answer (none: nothing to tell),
