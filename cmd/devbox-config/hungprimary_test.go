@@ -49,6 +49,7 @@ func TestEdgeStatusWithAHungPrimary(t *testing.T) {
 // attack8 04: 1 s -> 11 s), then 5 s more, and the send itself outlived
 // the timeout (attack10: 1 s -> 9 s).
 func TestEdgeFlushWithAHungPrimaryKeepsItsTimeout(t *testing.T) {
+	testbed.Integration(t, "waits out a 3 s timeout against a hung primary")
 	s := edgeOutbox(t)
 	t.Setenv("MEMPALACE_REMOTE_URL", testbed.HungPrimary(t))
 	// the default call timeout (10 s): --timeout alone bounds the flush
@@ -71,6 +72,7 @@ func TestEdgeFlushWithAHungPrimaryKeepsItsTimeout(t *testing.T) {
 // up was sent to the hung primary too, and waited on up to the timeout
 // (or 5 s) more (outside tester, attack10: 2 s took 4 s, 10 s took 15 s).
 func TestMailboxWithAHungPrimaryKeepsItsTimeout(t *testing.T) {
+	testbed.Integration(t, "waits out a 3 s timeout against a hung primary")
 	t.Setenv("MEMPALACE_REMOTE_URL", testbed.HungPrimary(t))
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
 	t.Setenv("MEMPALACE_EDGE_HARNESS", "opencode")
