@@ -123,3 +123,75 @@ func TestAnAdminDeleteOfADrawerThatExistsNowhereThroughAGateway(t *testing.T) {
 		t.Errorf("a delete of a drawer that exists nowhere left tombstones: %+v", ts)
 	}
 }
+
+// bulkItem is the item of a delete_drawers answer for id.
+func bulkItem(t *testing.T, m map[string]any, id string) map[string]any {
+	t.Helper()
+	items, _ := m["results"].([]any)
+	for _, x := range items {
+		if it, _ := x.(map[string]any); it["drawer_id"] == id {
+			return it
+		}
+	}
+	t.Fatalf("no item for %s in %s", id, mustJSON(m))
+	return nil
+}
+
+// An admin's delete_drawers of one drawer of its own and one only the
+// primary holds (the ids edge status advises for a re-filed source, whose
+// deleted drawers are gone locally): both are deleted, one here and one on
+// the primary, where the delete is queued. Before, the answer said
+// "deleted 1, errors 1, Drawer not found" for a delete that took effect
+// (an outside tester, attack11), and an agent would try it again.
+func TestAnAdminBulkDeleteOfAPrimaryOnlyDrawerSaysItIsQueued(t *testing.T) {
+	t.Parallel()
+	e, local, primary, ob := adminRouter(t)
+	mine := sharedDrawer(t, local, "shared", "written here")
+	theirs := sharedDrawer(t, primary, "shared", "written by another device")
+	m := routed(t, e, "mempalace_delete_drawers", map[string]any{"drawer_ids": []any{mine, theirs}})
+	it := bulkItem(t, m, theirs)
+	if it["error"] != nil || !strings.Contains(fmt.Sprint(it["message"]), "deleted on the primary") || fmt.Sprint(m["errors"]) != "0" || fmt.Sprint(m["deleted"]) != "2" {
+		t.Errorf("an admin's delete_drawers of a drawer only the primary holds is answered %s, want it deleted on the primary (queued), errors 0", mustJSON(m))
+	}
+	if ops := pending(t, ob); len(ops) != 1 || ops[0].Tool != "mempalace_delete_drawers" {
+		t.Errorf("queued: %+v", ops)
+	}
+}
+
+// The primary cannot say whether it holds the drawer: its item keeps the
+// local palace's error and says the delete is queued for a primary that
+// may not hold it.
+func TestAnAdminBulkDeleteThePrimaryCannotConfirmSaysQueued(t *testing.T) {
+	t.Parallel()
+	e, local, primary, ob := adminRouter(t)
+	e.remote = blind{inProcessPrimary{primary}}
+	mine := sharedDrawer(t, local, "shared", "written here")
+	const unknown = "drawer_shared_n_00000000000000000000001"
+	m := routed(t, e, "mempalace_delete_drawers", map[string]any{"drawer_ids": []any{mine, unknown}})
+	it := bulkItem(t, m, unknown)
+	msg := fmt.Sprint(it["message"])
+	if !strings.HasPrefix(fmt.Sprint(it["error"]), "Drawer not found") || !strings.Contains(msg, "queued") || !strings.Contains(msg, "may not hold") {
+		t.Errorf("an admin's delete_drawers the primary could not confirm is answered %s, want its item queued for a primary that may not hold it", mustJSON(m))
+	}
+	if ops := pending(t, ob); len(ops) != 1 {
+		t.Errorf("queued: %+v", ops)
+	}
+}
+
+// Every id exists nowhere, the primary up and asked: MemPalace's answer,
+// nothing queued or hidden, as for delete_drawer.
+func TestAnAdminBulkDeleteOfDrawersThatExistNowhereQueuesNothing(t *testing.T) {
+	t.Parallel()
+	e, _, _, ob := adminRouter(t)
+	ids := []any{"drawer_shared_n_00000000000000000000000", "drawer_shared_n_00000000000000000000002"}
+	m := routed(t, e, "mempalace_delete_drawers", map[string]any{"drawer_ids": ids})
+	if fmt.Sprint(m["errors"]) != "2" || strings.Contains(mustJSON(m), "queued") {
+		t.Errorf("an admin's delete_drawers of drawers that exist nowhere is answered %s, want errors 2, nothing queued", mustJSON(m))
+	}
+	if ops := pending(t, ob); len(ops) != 0 {
+		t.Errorf("a delete of drawers that exist nowhere is queued for the primary: %+v", ops)
+	}
+	if ts, _ := ob.Tombstones(context.Background()); len(ts) != 0 {
+		t.Errorf("a delete of drawers that exist nowhere left tombstones: %+v", ts)
+	}
+}
