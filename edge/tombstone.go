@@ -56,8 +56,26 @@ type deletion struct {
 	// look-up (a slow write ahead of it) with no copy on the primary to
 	// read instead: what it deletes, and where, is not known.
 	cut bool
-	// held is where a delete_drawer's drawer was found before it went.
-	held holder
+	// held is where each drawer read was found before it went (the
+	// first maxRecordReads ids).
+	held map[string]holder
+}
+
+// nowhere reports a delete the local palace took nothing of whose every
+// drawer the primary, asked, does not hold either: a typo, or deleted
+// already. Queued, it would be refused there for ever.
+func (d deletion) nowhere(c *call, local map[string]any) bool {
+	ids := drawerIDs(c)
+	for _, id := range ids {
+		if d.held[id] != heldNowhere {
+			return false
+		}
+	}
+	if c.tool.Name == "delete_drawer" {
+		return local["success"] != true
+	}
+	n, _ := local["deleted"].(float64)
+	return len(ids) > 0 && n == 0
 }
 
 // holder is where a drawer's record was found (record).
@@ -118,9 +136,9 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		// error, isError set): the drawers meant are the primary's, as
 		// for "Drawer not found".
 		n, ok = len(drawerIDs(c)), true
-		res = textResult([]byte(`{"success": false, "error": "Drawer not found: the local palace holds no drawers yet"}`), false, res.Meta)
+		res = emptyPalaceDelete(c, res)
 	}
-	if !ok || res.IsError || len(d.marks) == 0 || d.held == heldNowhere && resultJSON(res)["success"] != true {
+	if !ok || res.IsError || len(d.marks) == 0 || d.nowhere(c, resultJSON(res)) {
 		// The local palace refused it, or neither palace holds the drawer
 		// (the primary said so): nothing deleted, nothing kept.
 		e.takeBack(ctx, c, p)
@@ -132,21 +150,91 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	return annotate(deletedOnPrimary(c, d.held, res, kept), kept, false), nil
 }
 
-// deletedOnPrimary is the answer to a delete_drawer of a drawer the local
-// palace did not hold (its "Drawer not found") that is queued for the
-// primary: deleted there when the primary was seen to hold it (held), not
-// the local palace's false; else the local answer, saying it is queued for
-// a primary that may not hold it either.
-func deletedOnPrimary(c *call, held holder, res *mcp.CallToolResult, kept map[string]any) *mcp.CallToolResult {
+// The answers to a drawer the local palace did not hold (its "Drawer not
+// found") whose delete is queued for the primary: deleted there when the
+// primary was seen to hold it, else queued for a primary that could not
+// be asked and may not hold it either.
+const (
+	queuedHeld    = "deleted on the primary (queued for it; its gateway keeps it in its trash): this device's local palace did not hold the drawer"
+	queuedUnknown = "queued for the primary, which could not be asked whether it holds the drawer and may not hold it (its gateway keeps what it deletes in its trash): this device's local palace did not hold it"
+)
+
+// deletedOnPrimary is the local answer to a queued delete_drawer or
+// delete_drawers, told of the drawers the local palace did not hold
+// (queuedHeld, queuedUnknown): a delete_drawer of one the primary holds
+// succeeds, and so does its item in a delete_drawers, counted deleted.
+func deletedOnPrimary(c *call, held map[string]holder, res *mcp.CallToolResult, kept map[string]any) *mcp.CallToolResult {
 	local := resultJSON(res)
-	if _, queued := kept["op_id"].(string); !queued || c.tool.Name != "delete_drawer" || local["success"] == true {
+	if _, queued := kept["op_id"].(string); !queued {
 		return res
 	}
-	out := map[string]any{"success": true, "drawer_id": drawerIDs(c)[0],
-		"message": "deleted on the primary (queued for it; its gateway keeps it in its trash): this device's local palace did not hold the drawer"}
-	if held != heldPrimary {
-		out = map[string]any{"success": false, "drawer_id": drawerIDs(c)[0], "error": local["error"],
-			"message": "queued for the primary, which could not be asked whether it holds the drawer and may not hold it (its gateway keeps what it deletes in its trash): this device's local palace did not hold it"}
+	var out map[string]any
+	switch c.tool.Name {
+	case "delete_drawer":
+		if local["success"] == true {
+			return res
+		}
+		id := drawerIDs(c)[0]
+		out = map[string]any{"success": true, "drawer_id": id, "message": queuedHeld}
+		if held[id] != heldPrimary {
+			out = map[string]any{"success": false, "drawer_id": id, "error": local["error"], "message": queuedUnknown}
+		}
+	case "delete_drawers":
+		if out = bulkQueued(held, local); out == nil {
+			return res
+		}
+	default:
+		return res
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return res
+	}
+	return textResult(b, false, res.Meta)
+}
+
+// bulkQueued is a delete_drawers answer (local) with each item the local
+// palace did not find told where its delete went (nil: none such).
+func bulkQueued(held map[string]holder, local map[string]any) map[string]any {
+	items, _ := local["results"].([]any)
+	deleted, _ := local["deleted"].(float64)
+	errs, _ := local["errors"].(float64)
+	told := false
+	for i, x := range items {
+		it, _ := x.(map[string]any)
+		id, _ := it["drawer_id"].(string)
+		msg, failed := it["error"].(string)
+		if !failed || !notFound(msg) || held[id] == heldNowhere {
+			continue
+		}
+		told = true
+		if held[id] != heldPrimary {
+			it["message"] = queuedUnknown
+			continue
+		}
+		items[i] = map[string]any{"drawer_id": id, "message": queuedHeld}
+		deleted, errs = deleted+1, errs-1
+	}
+	if !told {
+		return nil
+	}
+	local["deleted"], local["errors"] = deleted, errs
+	return local
+}
+
+// emptyPalaceDelete is the answer to c from a local palace that holds no
+// drawers yet (MemPalace answers with an error): "Drawer not found" in
+// the tool's shape, one item per id for a delete_drawers.
+func emptyPalaceDelete(c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
+	const msg = "Drawer not found: the local palace holds no drawers yet"
+	out := map[string]any{"success": false, "error": msg}
+	if c.tool.Name == "delete_drawers" {
+		ids := drawerIDs(c)
+		items := make([]any, len(ids))
+		for i, id := range ids {
+			items[i] = map[string]any{"drawer_id": id, "error": msg}
+		}
+		out = map[string]any{"results": items, "count": len(ids), "deleted": 0, "errors": len(ids)}
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
@@ -267,9 +355,10 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 		rec, held, cut := e.record(ctx, id)
 		primary := held == heldPrimary
 		d.cut = d.cut || cut
-		if i == 0 && c.tool.Name == "delete_drawer" {
-			d.held = held
+		if d.held == nil {
+			d.held = map[string]holder{}
 		}
+		d.held[id] = held
 		if d.wing == "" {
 			d.wing = gjson.Get(rec, "wing").String()
 		}
