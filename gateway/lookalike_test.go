@@ -74,3 +74,37 @@ func TestConfigRefusesIDsAndAgentsDifferingInCase(t *testing.T) {
 		}
 	}
 }
+
+// An operator's change that makes a device look like another is refused
+// naming the device changed, wherever it stands in the list. Before, the
+// device listed later was named, and an operator setting carol's label
+// to "a1ice" was told alice's label "alice" looked like it (an outside
+// tester, attack11).
+func TestAChangeThatLooksLikeAnotherDeviceNamesTheDeviceChanged(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		change func(d *Device)
+		want   string
+	}{
+		{"label", func(d *Device) { d.Label = "a1ice" }, `devices[0].label: "a1ice" looks like "alice", the label of device alice-01 (devices[1])`},
+		{"agent", func(d *Device) { d.Agents = []string{"Reviewer"} }, `devices[0].agents[0]: "Reviewer" looks like "reviewer", an agent of device alice-01 (devices[1])`},
+		{"id case", nil, `devices[0].id: "ALICE-01" differs only in case from device alice-01 (devices[1])`},
+	} {
+		file := filepath.Join(t.TempDir(), "g.jsonc")
+		os.WriteFile(file, []byte("{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [\n"+
+			"    {\"id\": \"carol-03\", \"label\": \"carol\", \"agents\": [\"pi@carol\"]},\n"+
+			"    {\"id\": \"alice-01\", \"label\": \"alice\", \"agents\": [\"reviewer\"]},\n  ],\n}\n"), 0o600)
+		err := UpdateConfig(file, func(cf *Config) error {
+			if c.change == nil {
+				cf.Devices[0].ID = "ALICE-01"
+				return nil
+			}
+			c.change(&cf.Devices[0])
+			return nil
+		})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "fix") {
+			t.Errorf("%s:\n got %v\nwant %s... and the fix", c.name, err, c.want)
+		}
+	}
+}
