@@ -184,7 +184,11 @@ func (c *Config) bind() {
 
 // Validate checks every field. A rule that can never match is an error,
 // not a silent deny-all.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(nil) }
+
+// validate is Validate, the names of the devices in settled (nameKeys)
+// taken as given: a look-alike names the other device (checkNames).
+func (c *Config) validate(settled map[string]bool) error {
 	if c.SecretFile == "" {
 		return errors.New("secret_file: required")
 	}
@@ -274,7 +278,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("removed_devices[%d]: %q was removed, and a device under its id would inherit the old device's records and the trust that named it (fix: give the device a new id, or, if it is the same machine, drop the id from removed_devices)", i, id)
 		}
 	}
-	return c.checkNames()
+	return c.checkNames(settled)
 }
 
 // checkGlob refuses a wing glob that can never match a wing. MemPalace's

@@ -141,9 +141,22 @@ func invisible(s string) (rune, bool) {
 // agent whose @label part looks like another device's label. An agent
 // name another device has lets a device read that device's mailbox and
 // answer its asks; a look-alike label or id deceives whoever reads one.
-func (c *Config) checkNames() error {
+//
+// The devices whose names are in settled (nameKeys, before an operator's
+// change) are read first: of two that look alike, the one changed is the
+// one refused.
+func (c *Config) checkNames(settled map[string]bool) error {
+	order := make([]int, 0, len(c.Devices))
+	for _, first := range []bool{true, false} {
+		for i, d := range c.Devices {
+			if settled[d.nameKey()] == first {
+				order = append(order, i)
+			}
+		}
+	}
 	ids, labels := map[string]owner{}, map[string]owner{}
-	for i, d := range c.Devices {
+	for _, i := range order {
+		d := c.Devices[i]
 		at := fmt.Sprintf("devices[%d]", i)
 		if o, ok := ids[strings.ToLower(d.ID)]; ok && o.name != d.ID {
 			return fmt.Errorf("%s.id: %q differs only in case from device %s (devices[%d]): one reads as the other in audit lines and trust lists (fix: give each device an id of its own)", at, d.ID, o.name, o.dev)
@@ -160,8 +173,8 @@ func (c *Config) checkNames() error {
 		}
 	}
 	agents := map[string]owner{}
-	for i, d := range c.Devices {
-		for j, a := range d.Agents {
+	for _, i := range order {
+		for j, a := range c.Devices[i].Agents {
 			if err := checkAgent(c, fmt.Sprintf("devices[%d].agents[%d]", i, j), a, i, agents, labels); err != nil {
 				return err
 			}
@@ -169,6 +182,20 @@ func (c *Config) checkNames() error {
 		}
 	}
 	return nil
+}
+
+// nameKey is what of d checkNames reads: its id, label and agents.
+func (d *Device) nameKey() string {
+	return strings.Join(append([]string{d.ID, d.Label}, d.Agents...), "\x00")
+}
+
+// nameKeys is the nameKey of every device of c.
+func (c *Config) nameKeys() map[string]bool {
+	out := make(map[string]bool, len(c.Devices))
+	for i := range c.Devices {
+		out[c.Devices[i].nameKey()] = true
+	}
+	return out
 }
 
 // owner is a name and the index of the device that has it.

@@ -95,10 +95,11 @@ func UpdateConfig(file string, change func(*Config) error) error {
 			return err
 		}
 		c.FoldState(st)
+		settled := c.nameKeys()
 		if err := change(c); err != nil {
 			return err
 		}
-		if err := c.Validate(); err != nil {
+		if err := c.validate(settled); err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
 		return c.Save(file)
