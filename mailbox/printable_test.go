@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // hiddenRunes lists what in s a terminal acts on, or a reader cannot see,
@@ -184,6 +186,33 @@ func TestPrintable(t *testing.T) {
 		}
 		if bad := hiddenRunes(got); len(bad) > 0 {
 			t.Errorf("Printable(%q) still carries %v", c.in, bad)
+		}
+	}
+}
+
+// The tool's answer is JSON an agent reads and a person may print: every
+// character Printable escapes is a JSON escape in it, not raw, and the
+// answer decodes to the text the log holds.
+func TestTheToolAnswerHoldsNoHiddenCharactersRaw(t *testing.T) {
+	for _, h := range hostile {
+		from, id := cmpOr(h.from, "op@carol"), cmpOr(h.id, "evt_20261203T142700_0123456789ab")
+		it := untrustedItem(t, h.body, from, cmpOr(h.typ, "task.request"), cmpOr(h.stream, "devbox"), id, h.c)
+		res, err := ToolResult(Result{Agent: "claude@alice", Owed: []Item{it}, Count: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		if hidden := hiddenRunes(strings.ReplaceAll(text, "\n", "")); len(hidden) > 0 {
+			t.Errorf("%s: the answer holds %v raw", h.name, hidden)
+		}
+		var got struct {
+			Owed []struct {
+				Body      string
+				FromAgent string `json:"from_agent"`
+			}
+		}
+		if err := json.Unmarshal([]byte(text), &got); err != nil || len(got.Owed) != 1 || got.Owed[0].Body != h.body || got.Owed[0].FromAgent != from {
+			t.Errorf("%s: the answer does not decode to the log's body (%v)", h.name, err)
 		}
 	}
 }

@@ -203,4 +203,19 @@ func TestMailboxCommandPrintsNoTerminalControls(t *testing.T) {
 		!strings.Contains(lines[2], `\x1b[1A\x1b[2K`) || !strings.HasPrefix(lines[3], "   why: ") {
 		t.Errorf("the item is not its own four lines (header, body shown escaped, why):\n%s", text)
 	}
+
+	// --json: the same text, every hidden character as a JSON escape, so
+	// the JSON printed to a terminal is not reordered by the override and
+	// decodes to what the log holds.
+	out.Reset()
+	if got := run([]string{"mailbox", "--json"}, &out, &errb); got != 0 {
+		t.Fatalf("--json: exit %d\n%s%s", got, out.String(), errb.String())
+	}
+	if strings.ContainsRune(out.String(), '\u202e') || !strings.Contains(out.String(), `\u202e`) {
+		t.Errorf("--json prints the override raw, not as its escape:\n%q", out.String())
+	}
+	var got struct{ Owed []struct{ Body string } }
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.Owed) != 1 || got.Owed[0].Body != body {
+		t.Errorf("--json does not decode to the log's body (%v):\n%s", err, out.String())
+	}
 }
