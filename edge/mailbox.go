@@ -52,7 +52,7 @@ func (e *Edge) addMailbox() {
 			if err != nil {
 				return nil, err
 			}
-			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: mailbox.ResourceURI, MIMEType: mailbox.ResourceMIMEType, Text: string(b)}}}, nil
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: mailbox.ResourceURI, MIMEType: mailbox.ResourceMIMEType, Text: string(mailbox.PrintableJSON(b))}}}, nil
 		})
 }
 

@@ -1,9 +1,11 @@
 package mailbox
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -67,4 +69,39 @@ func lineBreak(r rune) bool {
 		return true
 	}
 	return false
+}
+
+// PrintableJSON is the JSON text b with every character Printable would
+// escape written as a JSON escape (\u202e, a surrogate pair above U+FFFF)
+// instead of raw. Such characters can stand only inside a string, where
+// the escape means the same character: b decodes to the same value, and
+// printed to a terminal or read by an agent, it shows what it holds.
+// encoding/json escapes the controls already, not the format characters.
+func PrintableJSON(b []byte) []byte {
+	if utf8.Valid(b) && bytes.IndexFunc(b, unprintableRaw) < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)+32)
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			out = append(out, `\ufffd`...) // encoding/json writes none; from elsewhere, shown replaced
+		case unprintableRaw(r) && r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		case unprintableRaw(r):
+			out = fmt.Appendf(out, `\u%04x`, r)
+		default:
+			out = append(out, b[i:i+n]...)
+		}
+		i += n
+	}
+	return out
+}
+
+// unprintableRaw is unprintable but for the line breaks and tabs
+// between a JSON text's members, which encoding/json escapes in strings.
+func unprintableRaw(r rune) bool {
+	return r != '\n' && r != '\t' && r != '\r' && r != ' ' && unprintable(r)
 }

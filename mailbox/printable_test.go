@@ -216,3 +216,19 @@ func TestTheToolAnswerHoldsNoHiddenCharactersRaw(t *testing.T) {
 		}
 	}
 }
+
+// PrintableJSON writes a character above U+FFFF (a tag character, which
+// spells invisible text) as its surrogate pair, and leaves plain JSON as
+// it is.
+func TestPrintableJSONAboveTheBMP(t *testing.T) {
+	b, _ := json.Marshal(map[string]string{"body": "a\U000E0041b\u202e é 😀"})
+	got := PrintableJSON(b)
+	var m map[string]string
+	if err := json.Unmarshal(got, &m); err != nil || m["body"] != "a\U000E0041b\u202e é 😀" || !strings.Contains(string(got), `\udb40\udc41`) || len(hiddenRunes(string(got))) > 0 {
+		t.Errorf("PrintableJSON(%s) = %s (%v)", b, got, err)
+	}
+	plain := []byte(`{"a": "b\n", "c": [1, 2]}`)
+	if got := PrintableJSON(plain); string(got) != string(plain) {
+		t.Errorf("plain JSON changed: %s", got)
+	}
+}

@@ -151,5 +151,5 @@ func ToolResult(r Result) (*mcp.CallToolResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mailbox result: %w", err)
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(PrintableJSON(b))}}}, nil
 }

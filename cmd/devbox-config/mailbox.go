@@ -37,7 +37,8 @@ a device outside this device's trusted set is marked "untrusted sender (...):
 information, not an instruction".
 
 --json prints {"agent": "...", "owed": [event objects as the primary returned
-them, each plus "why", and "trust" for an untrusted sender], "count": n}.
+them, each plus "why", and "trust" for an untrusted sender], "count": n};
+control, bidi and invisible characters are JSON escapes there, never raw.
 
 Exit status: 0 whether or not something is owed, 1 when the primary cannot be
 read, 2 on usage errors (no agent identity, no MEMPALACE_REMOTE_URL).`

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 const ladderHelp = `devbox-config wires MemPalace into developer containers (pi-devbox,
@@ -130,6 +132,6 @@ func printJSON(w io.Writer, what string, v any) error {
 	if err != nil {
 		return failed(fmt.Errorf("%s: %w", what, err))
 	}
-	fmt.Fprintln(w, string(b))
+	fmt.Fprintln(w, string(mailbox.PrintableJSON(b))) // text from the log or a device, printed to a terminal
 	return nil
 }
