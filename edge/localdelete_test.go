@@ -149,7 +149,7 @@ func TestDiaryDeleteGivenUpAtEOFAppliedByTheNextEdge(t *testing.T) {
 		t.Fatal("the diary entry is not in the local palace")
 	}
 	t.Run("deleted as the input ends", func(t *testing.T) {
-		h := start(t, harnessOpts{palace: palace, raw: true, primaryDown: true, writeGrace: 300 * time.Millisecond,
+		h := start(t, harnessOpts{palace: palace, raw: true, primaryDown: true, writeGrace: 300 * time.Millisecond, timeout: 500 * time.Millisecond, childExitWait: 300 * time.Millisecond,
 			childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawer=10000", "FAKEPALACE_TRACE=1"}})
 		h.handshake()
 		h.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_delete_drawer", "arguments": map[string]any{"drawer_id": id}}})
@@ -199,7 +199,7 @@ func TestKeptDeleteRefusedForGoodIsSettled(t *testing.T) {
 		h.call("add_drawer", map[string]any{"wing": "private", "room": "ops", "content": content})
 	})
 	t.Run("deleted as the input ends", func(t *testing.T) {
-		h := start(t, harnessOpts{palace: palace, policy: privateWing, raw: true, writeGrace: 300 * time.Millisecond,
+		h := start(t, harnessOpts{palace: palace, policy: privateWing, raw: true, writeGrace: 300 * time.Millisecond, timeout: 500 * time.Millisecond, childExitWait: 300 * time.Millisecond,
 			childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_delete_drawers=10000", "FAKEPALACE_TRACE=1"}})
 		h.handshake()
 		h.send(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_delete_drawers", "arguments": map[string]any{"drawer_ids": []string{id}}}})
