@@ -90,14 +90,14 @@ func ResolveEdge(env Lookup, lookPath LookPath) (EdgeSettings, []Warning, error)
 	if v := get(EnvEdgeTimeout); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			return s, warns, fmt.Errorf("%s=%q: want a duration like 10s", EnvEdgeTimeout, v)
+			return s, warns, fmt.Errorf("%s: %s is not a duration like 10s", EnvEdgeTimeout, shown(v))
 		}
 		s.Timeout = d
 	}
 	if v := get(EnvEdgeLease); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 100*time.Millisecond {
-			return s, warns, fmt.Errorf("%s=%q: want a duration of at least 100ms", EnvEdgeLease, v)
+			return s, warns, fmt.Errorf("%s: %s is not a duration of at least 100ms", EnvEdgeLease, shown(v))
 		}
 		s.Lease = d
 	}
@@ -110,13 +110,13 @@ func ResolveEdge(env Lookup, lookPath LookPath) (EdgeSettings, []Warning, error)
 	case "error":
 		s.LogLevel = slog.LevelError
 	default:
-		warns = append(warns, Warning{Var: EnvEdgeLog, Message: fmt.Sprintf("%q is not one of debug, info, warn, error; info is used", v)})
+		warns = append(warns, Warning{Var: EnvEdgeLog, Message: fmt.Sprintf("%s is not one of debug, info, warn, error; info is used", shown(v))})
 	}
 	if v := get(EnvEdgeHarness); v != "" {
 		if validName(v) {
 			s.Harness = v
 		} else {
-			warns = append(warns, Warning{Var: EnvEdgeHarness, Message: fmt.Sprintf("%q is not a valid MemPalace agent name; ignored", v)})
+			warns = append(warns, Warning{Var: EnvEdgeHarness, Message: fmt.Sprintf("%s is not a valid MemPalace agent name; ignored", shown(v))})
 		}
 	}
 	palace, err := PalacePath(env)

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Mode is a rung of the opt-in ladder.
@@ -155,7 +156,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 
 	edge, edgeOK := parseBool(get(EnvEdge))
 	if !edgeOK {
-		warn(EnvEdge, EnvEdge+"=1 for edge mode, "+EnvEdge+"=0 (or remove it) for none", "%q is not one of 1, true, 0, false; treated as unset", get(EnvEdge))
+		warn(EnvEdge, EnvEdge+"=1 for edge mode, "+EnvEdge+"=0 (or remove it) for none", "%s is not one of 1, true, 0, false; treated as unset", shown(get(EnvEdge)))
 		edge = false
 	}
 
@@ -203,7 +204,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 		if validName(v) {
 			s.AgentName = v
 		} else {
-			warn(EnvAgentName, EnvAgentName+"=opencode (a name such as the harness's)", "%q is not a valid MemPalace agent name (letters, digits, _ . ' - and space, up to 128); ignored", v)
+			warn(EnvAgentName, EnvAgentName+"=opencode (a name such as the harness's)", "%s is not a valid MemPalace agent name (letters, digits, _ . ' - and space, up to 128); ignored", shown(v))
 		}
 	}
 	if v := get(EnvOriginDevice); v != "" {
@@ -215,7 +216,11 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	}
 	if v := get(EnvOriginLabel); v != "" {
 		if strings.Contains(v, "/") {
-			warn(EnvOriginLabel, "remove the '/' from "+EnvOriginLabel+" (e.g. "+strings.ReplaceAll(v, "/", "-")+")", "must not contain '/'; ignored, '-' will be used")
+			fix := "remove the '/' from " + EnvOriginLabel
+			if showable(v) {
+				fix += " (e.g. " + strings.ReplaceAll(v, "/", "-") + ")"
+			}
+			warn(EnvOriginLabel, fix, "must not contain '/'; ignored, '-' will be used")
 		} else {
 			s.OriginLabel = v
 		}
@@ -223,7 +228,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	if v := get(EnvPiSettingsMrg); v != "" {
 		merge, ok := parseBool(v)
 		if !ok {
-			warn(EnvPiSettingsMrg, EnvPiSettingsMrg+"=0 to stop render merging pi's settings, or remove it", "%q is not one of 1, true, 0, false; the merge stays enabled", v)
+			warn(EnvPiSettingsMrg, EnvPiSettingsMrg+"=0 to stop render merging pi's settings, or remove it", "%s is not one of 1, true, 0, false; the merge stays enabled", shown(v))
 			merge = true
 		}
 		s.PiSettingsMerge = merge
@@ -259,32 +264,37 @@ func checkURL(raw, token string) urlCheck {
 		return urlCheck{"carries the token itself: it would be written into every harness config",
 			"remove it from " + EnvRemoteURL + " (the token goes in " + EnvRemoteToken + " only), and rotate it if a config with the URL ever left the machine"}
 	}
-	// opencode expands {env:NAME} and {file:path} anywhere in its config
-	// before parsing it, so such a URL would send a variable (the token) or
-	// a file's contents to the primary. Refuse any brace: none is needed in
-	// a URL (percent-encode it as %7B if it really is one).
-	if i := strings.IndexAny(raw, "{}"); i >= 0 {
-		ref := raw[i:]
-		if j := strings.IndexByte(ref, '}'); j >= 0 {
-			ref = ref[:j+1]
-		}
-		if len(ref) > 60 {
-			ref = ref[:60] + "..."
-		}
-		return urlCheck{fmt.Sprintf("contains %q, which opencode would expand in its config (a variable's value or a file's contents would go to the primary in the URL)", ref),
-			"remove the reference (the token goes in " + EnvRemoteToken + ", never in the URL); write a brace that is really meant as %7B...%7D"}
-	}
 	// Credentials are looked for before anything quotes the URL back.
 	if hasCredentials(raw) {
 		return urlCheck{"carries credentials in the URL (user:password@ or a token in the query): they would be written into every harness config",
 			"remove them from " + EnvRemoteURL + ", put the token in " + EnvRemoteToken + ", and rotate it if a config with the URL ever left the machine"}
+	}
+	// Harnesses expand references anywhere in their configs: opencode
+	// {env:NAME} and {file:path}, Gemini CLI and Qwen Code $VAR and ${VAR},
+	// Claude Code ${VAR}, Crush $(command). Such a URL would send a
+	// variable's value (the token), a file or a command's output to the
+	// primary. None of these characters is needed in a URL: refuse them.
+	if i := strings.IndexAny(raw, "{}$`"); i >= 0 {
+		return urlCheck{fmt.Sprintf("contains %q, which a harness would expand in its config (opencode {env:...}, Gemini CLI and Qwen Code $VAR and ${VAR}, Claude Code ${VAR}, Crush $(...)): a variable's value, the token included, or a file's contents would go to the primary in the URL", expansionRef(raw[i:])),
+			"remove the reference (the token goes in " + EnvRemoteToken + ", never in the URL); percent-encode a character really meant: $ as %24, ` as %60, { as %7B, } as %7D"}
+	}
+	// Whitespace: no URL holds any, and a .env line with two assignments
+	// ("...mcp MEMPALACE_REMOTE_TOKEN=...") puts the second in the URL.
+	if strings.IndexFunc(raw, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0 {
+		return urlCheck{"holds whitespace or an invisible character (not repeated here: it may be two .env assignments on one line, a secret included)",
+			"write the URL alone after " + EnvRemoteURL + "=, each variable on a line of its own (a space really meant is %20)"}
 	}
 	if !strings.Contains(raw, "://") {
 		scheme := "https://"
 		if isLoopback("http://" + raw) {
 			scheme = "http://"
 		}
-		return urlCheck{fmt.Sprintf("%q has no scheme", raw), EnvRemoteURL + "=" + scheme + raw}
+		// RedactURL: the fix repeats no query (it may hold a secret).
+		fix := EnvRemoteURL + "=" + RedactURL(scheme+raw)
+		if _, err := url.Parse(scheme + raw); err != nil {
+			fix = EnvRemoteURL + "=" + scheme + "HOST/mcp (the primary's or its gateway's /mcp endpoint)"
+		}
+		return urlCheck{"has no scheme (http:// or https://)", fix}
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -307,6 +317,33 @@ func checkURL(raw, token string) urlCheck {
 
 // hasCredentials: user info before the host, or a query parameter whose
 // name says it is a secret (some deployments take keys in the query).
+// expansionRef is the reference starting ref as a message quotes it: to
+// its closing brace, parenthesis or backtick, or the end of a $NAME; never
+// past whitespace, at most 60 bytes.
+func expansionRef(ref string) string {
+	closer := byte('}')
+	switch {
+	case strings.HasPrefix(ref, "$("):
+		closer = ')'
+	case ref[0] == '`':
+		closer = '`'
+	case ref[0] == '$' && !strings.HasPrefix(ref, "${"):
+		name := strings.TrimLeftFunc(ref[1:], func(r rune) bool { return r == '_' || r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)) })
+		ref, closer = ref[:len(ref)-len(name)], 0
+	}
+	if j := strings.IndexByte(ref[1:], closer); closer != 0 && j >= 0 {
+		ref = ref[:j+2]
+	}
+	// Nothing past whitespace (a second .env assignment may follow).
+	if k := strings.IndexFunc(ref, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }); k >= 0 {
+		ref = ref[:k] + "..."
+	}
+	if len(ref) > 60 {
+		ref = ref[:60] + "..."
+	}
+	return ref
+}
+
 func hasCredentials(raw string) bool {
 	rest := raw
 	if _, after, ok := strings.Cut(raw, "://"); ok {

@@ -18,8 +18,9 @@ func TestURLWithShellExpansionStaysSolitary(t *testing.T) {
 		{"https://p.example/$(cat /run/secrets/t)/mcp", "%24"},
 		{"https://p.example/mcp$HOME", "%24"},
 		{"https://p.example/`cat /run/secrets/t`/mcp", "%60"},
-		{"https://p.example/mcp MEMPALACE_REMOTE_TOKEN=LEAKME", "own line"},
-		{"https://p.example/mcp\tLEAKME", "own line"},
+		{"https://p.example/mcp{ MEMPALACE_REMOTE_TOKEN=LEAKME", "%7B"},
+		{"https://p.example/mcp MEMPALACE_REMOTE_TOKEN=LEAKME", "line of its own"},
+		{"https://p.example/mcp\tLEAKME", "line of its own"},
 	} {
 		s, w := resolve(map[string]string{EnvRemoteURL: c.url, EnvRemoteToken: "SECRETTOK_0123456789"}, true)
 		if s.Mode != Solitary || s.URL != "" || s.URLProblem == "" {
