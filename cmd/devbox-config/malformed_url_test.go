@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // A URL without a scheme is "malformed", with its fix, not "unset" (join
@@ -38,5 +39,33 @@ func TestMalformedURLIsNotUnset(t *testing.T) {
 	}
 	if _, out, errOut := runCLI("join", "--dry-run"); !strings.Contains(out+errOut, "MEMPALACE_REMOTE_URL is not set") {
 		t.Errorf("join with no URL: %s", out+errOut)
+	}
+}
+
+// bridge reads MEMPALACE_REMOTE_URL itself: it refuses what render refuses,
+// with the same words (ladder's check), rather than forwarding to a URL
+// render would not have written (whitespace: a second .env assignment,
+// the token, in the path the primary logs).
+func TestBridgeRefusesTheURLRenderRefuses(t *testing.T) {
+	clearLadder(t)
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok-SECRET-bridge-0123")
+	for url, want := range map[string]string{
+		"https://p.example/mcp MEMPALACE_REMOTE_TOKEN=LEAKME": "line of its own",
+		"https://p.example/$MEMPALACE_REMOTE_TOKEN/mcp":       "%24",
+	} {
+		t.Setenv("MEMPALACE_REMOTE_URL", url)
+		done := make(chan struct{})
+		var code int
+		var out, errOut string
+		go func() { defer close(done); code, out, errOut = runCLI("bridge") }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%q: bridge started serving a URL render refuses", url)
+		}
+		if code != 2 || !strings.Contains(errOut, "malformed") || !strings.Contains(errOut, want) || strings.Contains(out+errOut, "LEAKME") {
+			t.Errorf("%q: exit %d, stderr %q: want 2, malformed with the fix %q, nothing after the space", url, code, errOut, want)
+		}
 	}
 }
