@@ -5,8 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -37,9 +37,13 @@ func newBridgeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 // harness closes its input or a signal stops it.
 func serveBridge(stdin io.Reader, stdout, stderr io.Writer) error {
 	env := ladder.WithParentEnv(os.LookupEnv, os.Getppid(), nil)
-	url, _ := env(ladder.EnvRemoteURL)
+	// The ladder's check, as render's: a URL render refuses is not used.
+	s, _ := ladder.Resolve(env, func(string) (string, error) { return "", exec.ErrNotFound })
+	if s.URLProblem != "" {
+		return usageError("bridge: %s", s.NoURL())
+	}
 	log := newLogger(stderr, slog.LevelInfo).With("component", "bridge")
-	b, err := bridge.New(bridge.Config{URL: strings.TrimSpace(url), Token: ladder.TokenSource(env), Version: version, Log: log})
+	b, err := bridge.New(bridge.Config{URL: s.URL, Token: ladder.TokenSource(env), Version: version, Log: log})
 	if err != nil {
 		return usageError("%v", err)
 	}
