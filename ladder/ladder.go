@@ -275,7 +275,7 @@ func checkURL(raw, token string) urlCheck {
 	// variable's value (the token), a file or a command's output to the
 	// primary. None of these characters is needed in a URL: refuse them.
 	if i := strings.IndexAny(raw, "{}$`"); i >= 0 {
-		return urlCheck{fmt.Sprintf("contains %q, which a harness would expand in its config (opencode {env:...}, Gemini CLI and Qwen Code $VAR and ${VAR}, Claude Code ${VAR}, Crush $(...)): a variable's value, the token included, or a file's contents would go to the primary in the URL", expansionRef(raw[i:])),
+		return urlCheck{fmt.Sprintf("contains %q, which a harness would expand in its config (opencode {env:...}, Gemini CLI and Qwen Code $VAR and ${VAR}, Claude Code ${VAR}, Crush $(...)): a variable's value, the token included, or a file's contents would go to the primary in the URL (a %q really meant is %%%02X)", expansionRef(raw[i:]), raw[i:i+1], raw[i]),
 			"remove the reference (the token goes in " + EnvRemoteToken + ", never in the URL); percent-encode a character really meant: $ as %24, ` as %60, { as %7B, } as %7D"}
 	}
 	// Whitespace: no URL holds any, and a .env line with two assignments

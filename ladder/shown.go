@@ -17,9 +17,12 @@ const maxShown = 15
 // "1 MEMPALACE_REMOTE_TOKEN=..." is two .env assignments on one line (the
 // token included), and a long one may be a token in the wrong variable.
 func showable(v string) bool {
-	return utf8.RuneCountInString(v) <= maxShown && strings.IndexFunc(v, func(r rune) bool {
-		return unicode.IsSpace(r) || r == '=' || !unicode.IsPrint(r)
-	}) < 0
+	return utf8.RuneCountInString(v) <= maxShown && !mayBeTwoAssignments(v)
+}
+
+// mayBeTwoAssignments: whitespace, '=' or an invisible character.
+func mayBeTwoAssignments(v string) bool {
+	return strings.IndexFunc(v, func(r rune) bool { return unicode.IsSpace(r) || r == '=' || !unicode.IsPrint(r) }) >= 0
 }
 
 // shown is a bad value as a warning or an error says it: quoted when
@@ -27,10 +30,10 @@ func showable(v string) bool {
 // repeated here: it may hold a secret").
 func shown(v string) string {
 	switch {
-	case showable(v):
-		return fmt.Sprintf("%q", v)
-	case utf8.RuneCountInString(v) > maxShown:
+	case mayBeTwoAssignments(v):
+		return "its value (not shown: it holds a space, '=' or an invisible character, and may hold a secret)"
+	case !showable(v):
 		return fmt.Sprintf("its value (not shown: %d characters, it may be a secret)", utf8.RuneCountInString(v))
 	}
-	return "its value (not shown: it holds a space, '=' or an invisible character, and may hold a secret)"
+	return fmt.Sprintf("%q", v)
 }
