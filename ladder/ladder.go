@@ -21,11 +21,10 @@ type Mode string
 
 const (
 	// Solitary is the default: the harness talks to a local stdio
-	// mempalace-mcp (R1). With no mempalace-mcp on PATH no entry is added
-	// where there is none (R5); one already there stays the local stdio
-	// entry while mempalace-mcp is in pipx's ~/.local/bin (R1: render's
-	// PATH need not be the login shell's), and one render wrote goes when
-	// it is not there either.
+	// mempalace-mcp (R1). With no mempalace-mcp found (render's lookPath
+	// also looks in pipx's ~/.local/bin: render's PATH need not be the
+	// login shell's) no entry is added where there is none (R5), and one
+	// render wrote goes.
 	Solitary Mode = "solitary"
 	// Remote talks straight to the primary over HTTP; no local palace.
 	Remote Mode = "remote"
@@ -71,7 +70,8 @@ type Settings struct {
 	URLProblem string
 	// TokenSet reports whether MEMPALACE_REMOTE_TOKEN is non-blank.
 	TokenSet bool
-	// LocalServerFound reports whether mempalace-mcp is on PATH.
+	// LocalServerFound reports whether lookPath found mempalace-mcp (on
+	// PATH; render's lookPath also looks in ~/.local/bin).
 	LocalServerFound bool
 	AgentName        string
 	OriginDevice     string
@@ -90,12 +90,10 @@ func (s Settings) NoURL() string {
 	return EnvRemoteURL + " unset"
 }
 
-// Register reports whether a harness gets a mempalace entry where it has
-// none. Only solitary mode without a local server adds none (R5). An entry
-// already there stays the local stdio one, as it was before devbox-config
-// (R1), while mempalace-mcp is in ~/.local/bin: on the login shell's PATH
-// but not on render's (pipx installs it there). Without it there either,
-// render removes an entry it wrote and leaves any other as it is.
+// Register reports whether a harness gets a mempalace entry. Only solitary
+// mode without a local server (render finds it on PATH or in pipx's
+// ~/.local/bin, render.LocalLookPath) adds none (R5): render then removes
+// an entry it wrote and leaves any other as it is.
 func (s Settings) Register() bool {
 	return s.Mode != Solitary || s.LocalServerFound
 }
@@ -197,7 +195,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	}
 	if s.Mode == Solitary && !s.LocalServerFound {
 		warn(LocalServer, "nothing, if this devbox is meant to run without MemPalace; else install it (pip install mempalace) so "+LocalServer+" is on PATH",
-			"not on PATH: no mempalace entry is added where there is none; one already there stays the local stdio one if mempalace-mcp is in ~/.local/bin (pipx's, on a login shell's PATH), else one render wrote is removed")
+			"not on PATH: no mempalace entry is added where there is none, one render wrote is removed, any other stays as it is")
 	}
 
 	if v := get(EnvAgentName); v != "" {

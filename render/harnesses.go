@@ -93,15 +93,27 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 		}
 	}
 	creates := explicit || rec.Scope == harness.Always || (rec.Scope == harness.OptIn && present)
-	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates, noInsert: !s.Register()}
-	m.dropOwn = m.noInsert && !InHomeBin(opts.Sys, opts.Home, ladder.LocalServer)
+	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates, noServer: !s.Register()}
 	return m.plan(opts, r, f)
+}
+
+// LocalLookPath is look, except that mempalace-mcp is also found in
+// ~/.local/bin (InHomeBin): the ladder's "local server found" is one
+// rule for adding a solitary entry and for keeping one (R1).
+func LocalLookPath(sys System, home string, look ladder.LookPath) ladder.LookPath {
+	return func(file string) (string, error) {
+		p, err := look(file)
+		if err != nil && file == ladder.LocalServer && InHomeBin(sys, home, file) {
+			return filepath.Join(home, ".local", "bin", file), nil
+		}
+		return p, err
+	}
 }
 
 // InHomeBin reports an executable cmd in home's ~/.local/bin (a symlink
 // followed), where pipx puts mempalace-mcp: on the PATH of a login shell,
-// perhaps not on render's. It is the one rule render (keep a stdio entry
-// without it on PATH) and doctor (entry-command) share.
+// perhaps not on render's. It is the one rule render (add or keep a stdio
+// entry without it on PATH) and doctor (entry-command) share.
 func InHomeBin(sys System, home, cmd string) bool {
 	real, err := sys.EvalSymlinks(filepath.Join(home, ".local", "bin", cmd))
 	if err != nil {

@@ -57,15 +57,11 @@ type managed struct {
 	desired []byte   // nil: nothing must be registered
 	mode    string
 	creates bool // create the file if it does not exist
-	// noInsert: solitary without mempalace-mcp on render's PATH. No entry
-	// is added where there is none (R5), but one already there is planned
-	// as usual, so it stays the local stdio entry (R1: the login shell's
-	// PATH may have it, e.g. pipx's ~/.local/bin).
-	noInsert bool
-	// dropOwn: noInsert, and mempalace-mcp is not in ~/.local/bin either.
-	// An entry render wrote is removed (a stdio one could not start);
-	// any other stays exactly as it is.
-	dropOwn bool
+	// noServer: solitary, and mempalace-mcp is neither on render's PATH
+	// nor in ~/.local/bin (LocalLookPath). No entry is added where there
+	// is none (R5); one render wrote is removed (a stdio one could not
+	// start); any other stays exactly as it is.
+	noServer bool
 }
 
 // plan applies the decision table to one managed subtree: decide reads
@@ -76,7 +72,7 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 		r.Action = ActionNotPresent
 		return r
 	}
-	if m.noInsert {
+	if m.noServer {
 		if f.data == nil {
 			// R5 on a fresh HOME: nothing to register, so no file at all.
 			r.Action = "unchanged"
@@ -89,7 +85,7 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 			return r
 		}
 	}
-	if m.dropOwn {
+	if m.noServer {
 		m.desired = nil
 	}
 	d, err := m.decide(opts, f)
@@ -97,7 +93,7 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 	if err != nil {
 		return skipped(r, "%v", err)
 	}
-	if m.dropOwn {
+	if m.noServer {
 		if d.action != merge.Remove {
 			r.Action = "unchanged" // not render's entry, or edited: it stays, unrecorded
 			return r

@@ -117,7 +117,7 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	settings, lw := ladder.Resolve(opts.Env, opts.LookPath)
+	settings, lw := ladder.Resolve(opts.Env, LocalLookPath(opts.Sys, opts.Home, opts.LookPath))
 	for _, w := range lw {
 		opts.Log.Warn(w.String())
 	}
