@@ -93,9 +93,18 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 	if err != nil {
 		return skipped(r, "%v", err)
 	}
+	if m.mode == string(ladder.Solitary) && d.action == merge.KeepEdit && !d.hasRec {
+		// R1: no variables, and an entry render never wrote: the user's,
+		// left alone, unrecorded (a .proposed an older render left goes).
+		r.Action = "unchanged"
+		if d.oldProposed != nil {
+			r.Changes = append(r.Changes, m.proposedChange(d.oldProposed, nil, 0))
+		}
+		return r
+	}
 	if m.noServer {
 		if d.action != merge.Remove {
-			r.Action = "unchanged" // not render's entry, or edited: it stays, unrecorded
+			r.Action = "unchanged" // edited after render wrote it: it stays
 			return r
 		}
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%s: removed the mempalace entry render wrote: %s is not on PATH nor in ~/.local/bin, so a local stdio entry could not start (to get it back: pip install mempalace, or put %s on render's PATH; then render again)", m.file, ladder.LocalServer, ladder.LocalServer))
