@@ -90,11 +90,16 @@ type Record struct {
 	// live value matches either Fingerprint (the write did not happen) or
 	// Pending (it did), and both are devbox-config's own.
 	Pending string `json:"pending,omitempty"`
+	// Inserted: devbox-config added the entry, in a remote or edge rung,
+	// where the file had none; it stays set while the entry follows the
+	// environment. Going back to solitary removes such an entry (the user
+	// had none before opting in) instead of making it a stdio one.
+	Inserted bool `json:"inserted,omitempty"`
 }
 
 // Same reports whether two records say the same thing, ignoring the time.
 func (r Record) Same(o Record) bool {
-	return r.File == o.File && r.Pointer == o.Pointer && r.Fingerprint == o.Fingerprint && r.Mode == o.Mode && r.Pending == o.Pending
+	return r.File == o.File && r.Pointer == o.Pointer && r.Fingerprint == o.Fingerprint && r.Mode == o.Mode && r.Pending == o.Pending && r.Inserted == o.Inserted
 }
 
 // Ours returns the fingerprint of devbox-config's own value that the live

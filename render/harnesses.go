@@ -61,7 +61,8 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 	loc := rec.Location
 	r := Result{Target: rec.Name, Mode: string(s.Mode)}
 	present := dirExists(opts.Sys, loc.MarkerPath(env))
-	if rec.Scope == harness.OptIn && s.Mode == ladder.Solitary && !explicit && present && !managedBefore(opts, rec) {
+	prior, had := priorRecord(opts, rec)
+	if rec.Scope == harness.OptIn && s.Mode == ladder.Solitary && !explicit && present && !had {
 		// R1: with no MEMPALACE_* variables a container behaves exactly as
 		// before, and before, nothing registered MemPalace with these
 		// harnesses. Once render has managed one (an opt-in, then back to
@@ -73,6 +74,11 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 	desired, err := templates.Entry(rec.Name, rec.Entries.For(s.Mode), s, ref)
 	if err != nil {
 		return skipped(r, "%v", err)
+	}
+	if s.Mode == ladder.Solitary && rec.Scope != harness.Always && prior.Inserted && !explicit {
+		// Opting out: the user had no entry before render inserted one
+		// while opted in, so it goes (R1); opencode's stays stdio.
+		desired = nil
 	}
 	dir := loc.DirPath(env)
 	if fi, err := opts.Sys.Lstat(dir); err == nil && !fi.IsDir() && !dirExists(opts.Sys, dir) {
@@ -169,19 +175,19 @@ func choose(opts Options, rec harness.Record, dir string) (name string, f loaded
 	return name, files[name], warnings, nil
 }
 
-// managedBefore reports a record of this target beside its config: render
-// wrote its entry at some start.
-func managedBefore(opts Options, rec harness.Record) bool {
+// priorRecord is this target's record beside its config, and whether
+// there is one: render wrote its entry at some start.
+func priorRecord(opts Options, rec harness.Record) (fingerprint.Record, bool) {
 	_, b, _, err := readFile(opts.Sys, filepath.Join(rec.Location.DirPath(opts.harnessEnv()), fingerprint.StateFile))
 	if err != nil || b == nil {
-		return false
+		return fingerprint.Record{}, false
 	}
 	st, err := fingerprint.ParseState(b)
 	if err != nil {
-		return true // unreadable: plan as before and let it warn
+		return fingerprint.Record{}, true // unreadable: plan as before and let it warn
 	}
-	_, ok := st.Targets[rec.Name]
-	return ok
+	r, ok := st.Targets[rec.Name]
+	return r, ok
 }
 
 // loaded is a config read and parsed once per plan.

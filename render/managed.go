@@ -214,6 +214,10 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 	}
 	newRecord := fingerprint.Record{File: filepath.Base(m.file), Pointer: "/" + strings.Join(m.pointer, "/"), Mode: m.mode, WrittenAt: now}
 	newRecord.Fingerprint, _ = fingerprint.Of(m.desired)
+	newRecord.Inserted = d.hasRec && d.rec.Inserted
+	if d.action == merge.Insert {
+		newRecord.Inserted = m.mode != string(ladder.Solitary)
+	}
 	if !bytes.Equal(edited, f.data) {
 		c := Change{Path: m.file, Real: f.real, Old: f.data, New: edited, Perm: f.perm, Backup: true}
 		if d.action != merge.Unchanged {
