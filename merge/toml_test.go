@@ -100,6 +100,8 @@ func TestTOMLRefusesOtherForms(t *testing.T) {
 		"[mcp_servers]\nmempalace = { command = \"x\" }\n":                                    "inline table or dotted keys (line 2)",
 		"[mcp_servers.mempalace]\nurl = \"u\"\n[a]\n[mcp_servers.mempalace.env]\nA = \"1\"\n": "split into parts",
 		"[[mcp_servers.mempalace]]\nurl = \"u\"\n":                                            "array of tables",
+		"model = \"o3\"\nmcp_servers = { other = { command = \"foo\" } }\n":                   "mcp_servers is set as an inline table or a value (line 2)",
+		"model = \"o3\"\nmcp_servers = 5\n":                                                   "mcp_servers is set as an inline table or a value (line 2)",
 	} {
 		d, err := ParseTOML([]byte(in))
 		if err != nil {
