@@ -27,7 +27,7 @@ func load(sys System, rec harness.Record, path string) (loaded, error) {
 		return loaded{}, errors.New(readError(path, err))
 	}
 	if rec.Format == harness.JSON && len(bytes.TrimSpace(data)) > 0 {
-		if err := strictJSON(path, data); err != nil {
+		if err := strictJSON(path, bytes.TrimPrefix(data, []byte(utf8BOM))); err != nil {
 			return loaded{}, fmt.Errorf("%s is not valid JSON, nothing written: %v", path, err)
 		}
 	}
@@ -324,12 +324,19 @@ func ensureFinalNewline(out, orig []byte) []byte {
 	return out
 }
 
+// utf8BOM is a UTF-8 byte order mark: accepted and kept at the start of
+// any JSON(C) config (Claude Code reads ~/.claude.json with one).
+const utf8BOM = "\xef\xbb\xbf"
+
 // strictJSON validates standard JSON and reports the line and column of a
 // syntax error, as pi's JSON.parse would refuse it, and its fix; file is
 // the name the fix gives it.
 func strictJSON(file string, data []byte) error {
 	if json.Valid(data) {
 		return nil
+	}
+	if bytes.HasPrefix(data, []byte(utf8BOM)) && json.Valid(data[len(utf8BOM):]) {
+		return fmt.Errorf("it starts with a UTF-8 byte order mark, which JSON.parse refuses (fix: save it without one, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' %s; then run render again)", file)
 	}
 	err := confpos.JSON{}.DecodeJSON(file, data, new(any))
 	var pe *confpos.Error
@@ -345,7 +352,7 @@ func parseFix(format harness.Format, file string, data []byte) string {
 	switch format {
 	case harness.JSON, harness.JSONC:
 		var pe *confpos.Error
-		if err := (confpos.JSON{JSONC: true}).DecodeJSON(file, bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")), new(any)); errors.As(err, &pe) && pe.Line > 0 {
+		if err := (confpos.JSON{JSONC: true}).DecodeJSON(file, bytes.TrimPrefix(data, []byte(utf8BOM)), new(any)); errors.As(err, &pe) && pe.Line > 0 {
 			return pe.Fix
 		}
 		return "correct the JSON there: a missing or extra comma, quote or bracket is the usual cause; the file must hold one object, {...}"
