@@ -1,0 +1,85 @@
+package edge
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A harness running the model's parallel tool calls pipelines them:
+// kg_add then kg_invalidate of one fact, the second sent before the first
+// is answered. mempalace-mcp answers one call at a time, in the order
+// sent, so the fact ends closed; through the edge it must too, in the
+// local palace and on the primary (the outbox's order). Before, the edge
+// ran them concurrently: either could reach the local palace first, and
+// local and primary disagreed with every queue saying done (an outside
+// tester, attack13: 4 of 12 facts).
+func TestPipelinedWritesKeepTheirOrder(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []struct {
+		name string
+		opts harnessOpts
+	}{{"edge", harnessOpts{raw: true}}, {"pass-through", harnessOpts{raw: true, passThrough: true}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			h := start(t, mode.opts)
+			h.handshake() // no tools/list first: calls may come before the edge knows its tools
+			const n = 12
+			for i := range n {
+				s := fmt.Sprintf("service-%d", i)
+				h.send(toolCall(fmt.Sprintf("add%d", i), "mempalace_kg_add", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
+				h.send(toolCall(fmt.Sprintf("inv%d", i), "mempalace_kg_invalidate", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
+			}
+			for i := range n {
+				for _, id := range []string{fmt.Sprintf("add%d", i), fmt.Sprintf("inv%d", i)} {
+					if a := h.await(id, 20*time.Second); a["result"] == nil {
+						t.Fatalf("%s: %v", id, a)
+					}
+				}
+			}
+			open := 0
+			for _, tr := range h.localState().Triples {
+				if tr.ValidTo == nil {
+					open++
+				}
+			}
+			if open > 0 {
+				t.Errorf("%d of %d facts the agent added then closed are open in the local palace: the close ran first", open, n)
+			}
+			if mode.opts.passThrough {
+				return
+			}
+			h.drained()
+			open = 0
+			for i := range n {
+				m := h.onPrimary("kg_query", map[string]any{"entity": fmt.Sprintf("service-%d", i)})
+				if facts, _ := m["active_facts"].([]any); len(facts) > 0 {
+					open++
+				}
+			}
+			if open > 0 {
+				t.Errorf("%d of %d facts the agent added then closed are open on the primary: the outbox sent the close first", open, n)
+			}
+		})
+	}
+}
+
+// A read pipelined behind a write sees it, as mempalace-mcp's answers in
+// order give: add_drawer then get_drawer of the drawer it files.
+func TestAReadPipelinedBehindAWriteSeesIt(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{raw: true})
+	h.handshake()
+	h.ready()
+	const n = 8
+	for i := range n {
+		content := fmt.Sprintf("runbook step %d: restart the gateway", i)
+		h.send(toolCall(fmt.Sprintf("add%d", i), "mempalace_add_drawer", map[string]any{"wing": "ops", "room": "runbook", "content": content}))
+		h.send(toolCall(fmt.Sprintf("get%d", i), "mempalace_get_drawer", map[string]any{"drawer_id": DrawerIDFor("ops", "runbook", content)}))
+	}
+	for i := range n {
+		a := h.await(fmt.Sprintf("get%d", i), 20*time.Second)
+		if text := fmt.Sprint(a["result"]); a["result"] == nil || !contains(text, fmt.Sprintf("runbook step %d", i)) {
+			t.Errorf("get_drawer pipelined behind the add_drawer that files it: %v", a)
+		}
+	}
+}
