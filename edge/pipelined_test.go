@@ -52,8 +52,11 @@ func TestPipelinedWritesKeepTheirOrder(t *testing.T) {
 			open = 0
 			for i := range n {
 				m := h.onPrimary("kg_query", map[string]any{"entity": fmt.Sprintf("service-%d", i)})
-				if facts, _ := m["active_facts"].([]any); len(facts) > 0 {
-					open++
+				facts, _ := m["facts"].([]any)
+				for _, f := range facts {
+					if f, _ := f.(map[string]any); f["valid_to"] == nil {
+						open++
+					}
 				}
 			}
 			if open > 0 {
@@ -81,5 +84,50 @@ func TestAReadPipelinedBehindAWriteSeesIt(t *testing.T) {
 		if text := fmt.Sprint(a["result"]); a["result"] == nil || !contains(text, fmt.Sprintf("runbook step %d", i)) {
 			t.Errorf("get_drawer pipelined behind the add_drawer that files it: %v", a)
 		}
+	}
+}
+
+// The same against real MemPalace 3.11.0: a real mempalace-mcp child and
+// a real serve primary. kg_add then kg_invalidate of each fact, pipelined,
+// end closed in both palaces.
+func TestRealPipelinedWritesKeepTheirOrder(t *testing.T) {
+	r := startRealEdge(t, harnessOpts{raw: true}, "")
+	r.handshake()
+	const n = 6
+	for i := range n {
+		s := fmt.Sprintf("service-%d", i)
+		r.send(toolCall(fmt.Sprintf("add%d", i), "mempalace_kg_add", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
+		r.send(toolCall(fmt.Sprintf("inv%d", i), "mempalace_kg_invalidate", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
+	}
+	for i := range n {
+		for _, id := range []string{fmt.Sprintf("add%d", i), fmt.Sprintf("inv%d", i)} {
+			if a := r.await(id, 60*time.Second); a["result"] == nil {
+				t.Fatalf("%s: %v", id, a)
+			}
+		}
+	}
+	r.drained()
+	open := func(call func(tool string, args map[string]any) map[string]any) (opened int) {
+		for i := range n {
+			facts, _ := call("mempalace_kg_query", map[string]any{"entity": fmt.Sprintf("service-%d", i)})["facts"].([]any)
+			for _, f := range facts {
+				if f, _ := f.(map[string]any); f["valid_to"] == nil {
+					opened++
+				}
+			}
+			if len(facts) == 0 {
+				opened++ // not there at all: as wrong as open
+			}
+		}
+		return opened
+	}
+	if o := open(func(tool string, args map[string]any) map[string]any { return r.srv.MustCall(t, tool, args) }); o > 0 {
+		t.Errorf("%d of %d facts the agent added then closed are open on the primary", o, n)
+	}
+	r.stop()
+	<-r.done
+	local := r.local.Stdio(t, r.local.MCPCommand()...)
+	if o := open(func(tool string, args map[string]any) map[string]any { return local.MustCall(t, tool, args) }); o > 0 {
+		t.Errorf("%d of %d facts the agent added then closed are open in the local palace", o, n)
 	}
 }
