@@ -54,7 +54,9 @@ type Edge struct {
 	childOnce   sync.Once
 	stopgap     map[string]bool // tools registered from the catalogue, awaiting a real list
 	agent       *mcp.ServerSession
-	initialized atomic.Bool                     // the agent finished initialize: the fast lane is open
+	initialized atomic.Bool   // the agent finished initialize: the fast lane is open
+	initDone    chan struct{} // closed when initialized is set
+	initOnce    sync.Once
 	mismatch    string                          // embedder canary: why merging stopped ("" = fine)
 	box         *mailbox.Mailbox                // the coordination mailbox; nil in pass-through
 	wk          *wake                           // the owed asks told without a tool call; nil in pass-through
@@ -70,13 +72,14 @@ type Edge struct {
 // New builds an edge from its configuration; Serve runs it.
 func New(cfg Config) *Edge {
 	cfg = cfg.withDefaults()
-	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, stopgap: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{}), keptUnapplied: make(chan struct{}, 1)}
+	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, stopgap: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{}), keptUnapplied: make(chan struct{}, 1), initDone: make(chan struct{})}
 	impl := &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: cfg.Version}
 	e.implJSON, _ = json.Marshal(impl) // for stateless answers (statelessResult)
 	opts := &mcp.ServerOptions{
 		InitializedHandler: func(ctx context.Context, r *mcp.InitializedRequest) {
 			e.setAgent(r.Session, true)
 			e.initialized.Store(true)
+			e.initOnce.Do(func() { close(e.initDone) })
 		},
 		// tools and logging; with a primary, the mailbox's prompt and resource too
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // fastLane answers the agent's tool calls beside the SDK's server session,
@@ -38,6 +41,20 @@ type fastLane struct {
 	mu       sync.Mutex
 	inflight map[string]func() // agent id -> cancel; absent once answered or cancelled
 	wg       sync.WaitGroup
+
+	// lastWrite is closed once the last write the agent sent is answered
+	// (nil: none yet); only intercept, on the guard's goroutine, reads and
+	// sets it. A harness running parallel tool calls pipelines them, and
+	// mempalace-mcp answers one call at a time in the order sent: each
+	// write here waits for the one before it, and each read for the
+	// writes before it (turn), so kg_add then kg_invalidate of one fact
+	// ends closed in the local palace and, in the outbox's order, on the
+	// primary.
+	lastWrite chan struct{}
+	// initSeen: the agent's notifications/initialized has gone by, to the
+	// SDK, which handles it before any later line; the calls after it are
+	// the lane's, in their turn, once the SDK has (serve).
+	initSeen bool
 }
 
 func newFastLane(ctx context.Context, e *Edge, out io.Writer) *fastLane {
@@ -49,11 +66,14 @@ func newFastLane(ctx context.Context, e *Edge, out io.Writer) *fastLane {
 // gjson, without decoding the rest: a stateless client's _meta alone is
 // larger than the call.
 func (l *fastLane) intercept(line []byte) bool {
-	if !bytes.Contains(line, []byte(`"tools/call"`)) && !bytes.Contains(line, []byte(`"notifications/cancelled"`)) {
+	if !bytes.Contains(line, []byte(`"tools/call"`)) && !bytes.Contains(line, []byte(`"notifications/cancelled"`)) && !bytes.Contains(line, []byte(`"notifications/initialized"`)) {
 		return false
 	}
 	f := gjson.GetManyBytes(line, "method", "id", "params")
 	switch f[0].String() {
+	case "notifications/initialized":
+		l.initSeen = true
+		return false // the SDK's
 	case "tools/call":
 		id, params := f[1], f[2]
 		if id.Type != gjson.Number && id.Type != gjson.String || !params.IsObject() {
@@ -61,11 +81,11 @@ func (l *fastLane) intercept(line []byte) bool {
 		}
 		pf := gjson.GetMany(params.Raw, "name", `_meta.io\.modelcontextprotocol/protocolVersion`, `_meta.io\.modelcontextprotocol/clientCapabilities`)
 		name := pf[0].String()
-		if pf[0].Type != gjson.String || !l.e.listed(name) {
+		if pf[0].Type != gjson.String || !l.e.listed(name) && l.e.toolsKnown() {
 			return false // the SDK gives its own error
 		}
 		stateless, ok := protocolOf(pf[1].String(), pf[2].Exists())
-		if !ok || !stateless && !l.e.initialized.Load() {
+		if !ok || !stateless && !l.e.initialized.Load() && !l.initSeen {
 			return false // the SDK checks the protocol and the handshake
 		}
 		key := id.Raw
@@ -80,15 +100,21 @@ func (l *fastLane) intercept(line []byte) bool {
 			body = wire.StripProtocolMeta(body)
 		}
 		c := laneCall(name, body)
-		if l.relay(key, json.RawMessage(id.Raw), c, stateless) {
-			return true
+		before := l.lastWrite
+		if answered(before) && l.relay(key, json.RawMessage(id.Raw), c, stateless) {
+			return true // at the child now, behind every write before it
+		}
+		var mine chan struct{}
+		if !c.tool.Reads && name != mailbox.ToolName { // a tool the catalogue does not know is a write
+			mine = make(chan struct{})
+			l.lastWrite = mine
 		}
 		ctx, cancel := context.WithCancel(l.ctx)
 		l.mu.Lock()
 		l.inflight[key] = cancel
 		l.mu.Unlock()
 		l.wg.Add(1)
-		go l.serve(ctx, json.RawMessage(id.Raw), c, stateless)
+		go l.serve(ctx, json.RawMessage(id.Raw), c, stateless, before, mine)
 		// Let the call start now, on this P, before this goroutine goes
 		// back to a blocking read of stdin; otherwise it waits for another
 		// thread to wake up and steal it (measured: merged search +1.06 to
@@ -129,8 +155,13 @@ func protocolOf(version string, hasCapabilities bool) (stateless, ok bool) {
 	return true, slices.Contains(mcp.SupportedProtocolVersions(), version) && hasCapabilities
 }
 
-func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, stateless bool) {
+// serve answers a call in its turn (turn: after the write before it,
+// before; mine, if a write, is closed once it is answered).
+func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, stateless bool, before, mine chan struct{}) {
 	defer l.wg.Done()
+	if mine != nil {
+		defer close(mine)
+	}
 	key := string(id)
 	defer func() {
 		if cancel := l.take(key); cancel != nil {
@@ -138,6 +169,21 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 		}
 	}()
 	l.e.waitTools(ctx) // as the SDK path does
+	if !stateless && !l.e.waitInitialized(ctx) {
+		l.take(key)
+		l.respond(id, nil, errors.New(`method "tools/call" is invalid during session initialization`), stateless) // the SDK's words
+		return
+	}
+	if !l.e.turn(ctx, before, mine != nil) {
+		return // cancelled by the agent before it was sent: no answer
+	}
+	if !l.e.listed(c.name) {
+		// Taken before the tools were known, to keep its place: the
+		// SDK's own answer to a tool it does not list.
+		l.take(key)
+		l.respond(id, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q", c.name)}, stateless)
+		return
+	}
 	result, err := l.e.callTool(ctx, c)
 	if ctx.Err() != nil {
 		if l.ctx.Err() == nil || l.take(key) == nil {
@@ -151,6 +197,62 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 		result = l.e.withNote(ctx, result)
 	}
 	l.respond(id, result, err, stateless)
+}
+
+// waitInitialized waits, at most ToolsWait, for the SDK to have handled
+// the agent's notifications/initialized, which the guard saw go by.
+func (e *Edge) waitInitialized(ctx context.Context) bool {
+	if e.initialized.Load() {
+		return true
+	}
+	t := time.NewTimer(e.cfg.ToolsWait)
+	defer t.Stop()
+	select {
+	case <-e.initDone:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// turn waits for the write before a call (before) to be answered. A
+// write waits whatever its context says, so that the writes after it keep
+// their place behind the one before; a read stops waiting when its
+// context ends. The edge stopping (halt) ends every wait: the calls still
+// waiting go on as calls in flight at a stop do (a write behind a slow
+// one answered NOT applied, a delete kept), in no set order. false: the
+// agent cancelled the call, which is not made.
+func (e *Edge) turn(ctx context.Context, before chan struct{}, write bool) bool {
+	var halted <-chan struct{}
+	if e.halt != nil {
+		halted = e.halt.Done()
+	}
+	var cancelled <-chan struct{}
+	if !write {
+		cancelled = ctx.Done()
+	}
+	if before != nil {
+		select {
+		case <-before:
+		case <-halted:
+		case <-cancelled:
+		}
+	}
+	return ctx.Err() == nil || e.stopping.Load()
+}
+
+// answered reports that the write ch marks is answered (nil: none).
+func answered(ch chan struct{}) bool {
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // respond writes the answer to the agent's call id (a stateless call's

@@ -204,6 +204,17 @@ func (e *Edge) waitTools(ctx context.Context) {
 	}
 }
 
+// toolsKnown reports the first tool list known (or waited for long
+// enough): the tools listed are the edge's.
+func (e *Edge) toolsKnown() bool {
+	select {
+	case <-e.toolsReady:
+		return true
+	default:
+		return false
+	}
+}
+
 // markToolsReady lets tools/list and tools/call through; with no tool
 // known at all, the catalogue's stand in.
 func (e *Edge) markToolsReady() {
