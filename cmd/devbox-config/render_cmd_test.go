@@ -4,9 +4,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/joakimp/devbox-config/render"
 )
 
 // R1: with no MEMPALACE_* variables a container start writes nothing but
@@ -131,5 +134,16 @@ func TestRenderAndDoctorAgreeOnLocalBin(t *testing.T) {
 				t.Errorf("render kept the entry: %v, want %v", kept, wantKept)
 			}
 		})
+	}
+}
+
+// render --help says when each target is written: every harness render
+// knows is named in it (an outside tester, attack12: the help described 8
+// of 20, "These five only when ...").
+func TestRenderHelpNamesEveryTarget(t *testing.T) {
+	for _, target := range render.AllTargets {
+		if !regexp.MustCompile(`(^|[\s,(])` + regexp.QuoteMeta(target) + `([\s,.)]|$)`).MatchString(renderHelp) {
+			t.Errorf("render --help does not name the target %s", target)
+		}
 	}
 }
