@@ -41,7 +41,12 @@ Targets:
   gemini    ~/.gemini/settings.json ($GEMINI_CLI_HOME) mcpServers.mempalace.
   cursor    ~/.cursor/mcp.json mcpServers.mempalace, token as ${env:...}.
   vscode    ~/.config/Code/User/mcp.json servers.mempalace, token as ${env:...}.
-  These five only when the harness's directory exists, or --target names it.
+  copilot, cline, qwen, kilo, auggie, continue, crush, goose, zed, windsurf,
+  roo, amp: each in its own user config, key and token syntax
+            (docs/harnesses.md has the table).
+  Every target but opencode and pi only when the harness's directory exists,
+  or --target names it; with no MEMPALACE_* variables, one render never
+  wrote an entry in is left alone.
 
 Exit status: 0 on success and on degraded paths; 1 with --strict when a target
 was skipped or a user's value kept; 2 on usage errors.`
