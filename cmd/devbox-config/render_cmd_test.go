@@ -142,7 +142,7 @@ func TestRenderAndDoctorAgreeOnLocalBin(t *testing.T) {
 // of 20, "These five only when ...").
 func TestRenderHelpNamesEveryTarget(t *testing.T) {
 	for _, target := range render.AllTargets {
-		if !regexp.MustCompile(`(^|[\s,(])` + regexp.QuoteMeta(target) + `([\s,.)]|$)`).MatchString(renderHelp) {
+		if !regexp.MustCompile(`(^|[\s,(])` + regexp.QuoteMeta(target) + `([\s,.):]|$)`).MatchString(renderHelp) {
 			t.Errorf("render --help does not name the target %s", target)
 		}
 	}
