@@ -117,3 +117,21 @@ func TestCommandReadsEveryRecord(t *testing.T) {
 		t.Errorf("a remote entry starts %q", cmd)
 	}
 }
+
+// A relative XDG_CONFIG_HOME is ignored, as the XDG base directory spec
+// says ("all paths set in these environment variables must be absolute;
+// if an implementation encounters a relative path it should consider the
+// path invalid and ignore it"): render wrote rel/opencode/ under whatever
+// directory the container start ran in (an outside tester, attack12).
+func TestARelativeXDGConfigHomeIsIgnored(t *testing.T) {
+	e := Env{Home: "/h", Lookup: func(k string) (string, bool) {
+		if k == "XDG_CONFIG_HOME" {
+			return "rel", true
+		}
+		return "", false
+	}}
+	r, _ := ByName("opencode")
+	if got := r.Location.DirPath(e); got != "/h/.config/opencode" {
+		t.Errorf("XDG_CONFIG_HOME=rel: opencode's directory is %s, want /h/.config/opencode", got)
+	}
+}
