@@ -61,8 +61,8 @@ func (e Env) get(name string) string {
 // Location is where a harness keeps its user-level config.
 type Location struct {
 	// Dir is the config directory, relative to the home directory ("" is
-	// the home directory itself), or to $XDG_CONFIG_HOME (default
-	// ~/.config) when XDG is set.
+	// the home directory itself), or to $XDG_CONFIG_HOME (default, and
+	// for a relative one, ~/.config) when XDG is set.
 	Dir string
 	XDG bool
 	// DirEnv names a variable that replaces the whole directory
@@ -92,8 +92,8 @@ func (l Location) DirPath(e Env) string {
 	}
 	if l.XDG {
 		base := filepath.Join(home, ".config")
-		if x := e.get("XDG_CONFIG_HOME"); x != "" {
-			base = x
+		if x := e.get("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
+			base = x // a relative one is invalid (the XDG spec): ignored
 		}
 		return filepath.Join(base, l.Dir)
 	}
