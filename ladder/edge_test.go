@@ -3,8 +3,10 @@ package ladder
 import (
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,15 +29,15 @@ func TestResolveEdge(t *testing.T) {
 
 	env := map[string]string{"HOME": home, EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t", EnvEdge: "1",
 		EnvEdgeChild: "fake-palace --quiet", EnvEdgeTimeout: "3s", EnvEdgeLease: "500ms", EnvEdgeLog: "debug", EnvEdgeHarness: "opencode", EnvPalacePath: "/p"}
-	looked := ""
-	s, _, err = ResolveEdge(lookupOf(env), func(f string) (string, error) { looked = f; return f, nil })
+	var looked []string
+	s, _, err = ResolveEdge(lookupOf(env), func(f string) (string, error) { looked = append(looked, f); return f, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(s.Child, []string{"fake-palace", "--quiet"}) || s.Timeout != 3*time.Second || s.Lease != 500*time.Millisecond || s.LogLevel != slog.LevelDebug || s.Palace != "/p" || s.Agent() != "opencode" {
 		t.Errorf("overrides: %+v", s)
 	}
-	if looked != "fake-palace" {
+	if !slices.Contains(looked, "fake-palace") || slices.Contains(looked, LocalServer) {
 		t.Errorf("looked for %q on PATH, want the child the edge will start", looked)
 	}
 	env[EnvAgentName] = "claude"
@@ -105,5 +107,25 @@ func TestEdgeIdentity(t *testing.T) {
 		if err != nil || s.Identity() != c.want {
 			t.Errorf("%v: identity %q (%v), want %q", c.env, s.Identity(), err, c.want)
 		}
+	}
+}
+
+// A missing local server is one warning, about it: the edge does not also
+// say devbox-config is not on PATH when it is (it did: the look-up for
+// devbox-config asked for the child instead; attack13 07).
+func TestResolveEdgeMissingChildBlamesOnlyTheChild(t *testing.T) {
+	env := map[string]string{"HOME": t.TempDir(), EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "t", EnvEdge: "1"}
+	onPath := func(f string) (string, error) {
+		if f == EdgeCommand {
+			return "/usr/local/bin/" + f, nil
+		}
+		return "", exec.ErrNotFound
+	}
+	_, warns, err := ResolveEdge(lookupOf(env), onPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0].Message, LocalServer) || strings.Contains(warns[0].Message, EdgeCommand+" is not on PATH") {
+		t.Fatalf("want only the %s warning: %+v", LocalServer, warns)
 	}
 }
