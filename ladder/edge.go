@@ -84,8 +84,14 @@ func ResolveEdge(env Lookup, lookPath LookPath) (EdgeSettings, []Warning, error)
 	if v := get(EnvEdgeChild); v != "" {
 		child = strings.Fields(v)
 	}
-	// The local server the edge will start is the one to look for.
-	base, warns := Resolve(env, func(string) (string, error) { return lookPath(child[0]) })
+	// The local server the edge will start is the one to look for; any
+	// other name (devbox-config itself) is looked for as it is.
+	base, warns := Resolve(env, func(name string) (string, error) {
+		if name == LocalServer {
+			name = child[0]
+		}
+		return lookPath(name)
+	})
 	s := EdgeSettings{Settings: base, Child: child, Timeout: DefaultEdgeTimeout, LogLevel: slog.LevelInfo}
 	if v := get(EnvEdgeTimeout); v != "" {
 		d, err := time.ParseDuration(v)
