@@ -671,6 +671,25 @@ func TestOutbox(t *testing.T) {
 			t.Fatalf("%+v", fs[0])
 		}
 	})
+	// Attack13 06: an outbox that is not a database. The fix sent the
+	// operator to `edge outbox list`, which fails on the same file; it
+	// must work without reading the file: move the file and its -wal and
+	// -shm aside (kept), say what is lost and how to look inside.
+	t.Run("unreadable", func(t *testing.T) {
+		b := newBox(t)
+		write(t, OutboxPath(b.palace), strings.Repeat("garbage", 500), 0o600)
+		fs := b.run()
+		only(t, fs, "error:outbox-dead")
+		f := fs[0]
+		if strings.Contains(f.Fix, "edge outbox list") {
+			t.Errorf("the fix needs the command that fails on this file: %s", f.Fix)
+		}
+		for _, want := range []string{"mv " + OutboxPath(b.palace) + " ", "-wal", "-shm", "not yet on the primary", ".recover"} {
+			if !strings.Contains(f.Fix, want) {
+				t.Errorf("the fix lacks %q: %s", want, f.Fix)
+			}
+		}
+	})
 	t.Run("backlog", func(t *testing.T) {
 		b := newBox(t)
 		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
