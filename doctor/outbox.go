@@ -18,6 +18,9 @@ type outboxState struct {
 	stats    outbox.Stats
 	mismatch string // the edge's embedder canary: its record of a mismatch
 	err      error
+	// unusable: the outbox could not be opened (not a database, or one
+	// that fails its integrity check), so nothing can read it.
+	unusable bool
 }
 
 // OutboxPath is where the edge keeps its queue: <palace>/edge/outbox.sqlite.
@@ -38,7 +41,7 @@ func readOutbox(ctx context.Context, opts Options, st State) outboxState {
 	ob.exists = true
 	s, err := outbox.Open(ob.path, "", "doctor")
 	if err != nil {
-		ob.err = err
+		ob.err, ob.unusable = err, true
 		return ob
 	}
 	defer s.Close()
@@ -59,9 +62,13 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		return nil
 	}
 	if ob.err != nil {
-		return []Finding{{ID: IDOutboxDead, Severity: Error, Section: "§4.3",
+		f := Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3",
 			Message: "cannot read the outbox: " + opts.mask(ob.err.Error()),
-			Fix:     "move " + ob.path + " aside only after `devbox-config edge outbox list` shows nothing you need; the edge starts a new one"}}
+			Fix:     "run doctor again once no edge is busy on this palace; if it persists, `devbox-config edge outbox list` shows the outbox"}
+		if ob.unusable {
+			f.Fix = unusableOutboxFix(ob.path)
+		}
+		return []Finding{f}
 	}
 	var out []Finding
 	if n := ob.stats.ByState[outbox.Dead]; n > 0 {
@@ -107,6 +114,19 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		}
 	}
 	return out
+}
+
+// unusableOutboxFix is the fix for an outbox nothing can open: no
+// devbox-config command reads it, so it is moved aside whole (its -wal
+// holds writes the main file may lack) and kept, the loss said, and the
+// sqlite3 shell's .recover named as the one way to look inside.
+func unusableOutboxFix(path string) string {
+	kept := path + ".broken"
+	return fmt.Sprintf("stop every edge on this palace (end its harness sessions), then move the file aside with its -wal and -shm, keeping them: "+
+		"`mv %[1]s %[2]s; mv %[1]s-wal %[2]s-wal; mv %[1]s-shm %[2]s-shm` (the last two if they exist); the next edge starts a new, empty outbox. "+
+		"Lost with it: writes queued there and not yet on the primary (they stay in the local palace, and nothing sends them), dead and in-doubt ops, and the edge's record of deletes (merged reads may show the primary's copy of something deleted here). "+
+		"To see what it held, if the sqlite3 shell is installed: `sqlite3 %[2]s .recover > outbox-recovered.sql`, then look for ops rows whose state is not 'done' (tool_name, payload_json) and redo those writes through the agent",
+		path, kept)
 }
 
 // errorKind is the "kind" (else "message") of an op's error_json.
