@@ -1,9 +1,11 @@
 package doctor
 
 import (
+	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +21,12 @@ const upstreamTok = "the-upstreams-shared-token-42"
 // gateway's /mcp URL, a device token and a function that revokes it.
 func gatewayFleet(t *testing.T, gatewayUpstreamToken string) (url, token string, revoke func()) {
 	t.Helper()
-	prim := primary(t, upstreamTok, fakepalace.Options{})
+	return gatewayIn(t, primary(t, upstreamTok, fakepalace.Options{}).URL(), gatewayUpstreamToken)
+}
+
+// gatewayIn is gatewayFleet's gateway in front of upstream.
+func gatewayIn(t *testing.T, upstream, gatewayUpstreamToken string) (url, token string, revoke func()) {
+	t.Helper()
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "gateway.jsonc")
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
@@ -31,7 +38,7 @@ func gatewayFleet(t *testing.T, gatewayUpstreamToken string) (url, token string,
 	must(t, cfg.Save(cfgFile))
 	l, err := ledger.Open(cfg.LedgerPath(), cfg.LedgerRetention())
 	must(t, err)
-	srv := &gateway.Server{ConfigFile: cfgFile, Upstream: prim.URL(), BindHost: "127.0.0.1",
+	srv := &gateway.Server{ConfigFile: cfgFile, Upstream: upstream, BindHost: "127.0.0.1",
 		UpstreamToken: func() string { return gatewayUpstreamToken }, Ledger: gateway.OpLedger{L: l}}
 	must(t, srv.Open())
 	h := httptest.NewServer(srv)
@@ -94,4 +101,73 @@ func TestDoctorBehindAGateway(t *testing.T) {
 			t.Errorf("the fix belongs on the gateway's host, not in the device's .env: %s", fs[0].Fix)
 		}
 	})
+}
+
+// hungPrimary accepts connections and never answers (a stopped process
+// whose socket the kernel still accepts on); it returns its /mcp URL.
+func hungPrimary(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	var conns []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + l.Addr().String() + "/mcp"
+}
+
+// downPrimary is the /mcp URL of a port nobody listens on.
+func downPrimary(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	u := "http://" + l.Addr().String() + "/mcp"
+	l.Close()
+	return u
+}
+
+// A healthy gateway whose primary is stopped, or hung: doctor reports
+// gateway-upstream (fix: start the primary, on the gateway's host), within
+// its bound. Before, a stopped primary was primary-unreachable "answered
+// HTTP 502 ... not a MemPalace primary's /mcp endpoint ... check
+// MEMPALACE_REMOTE_URL" (the device's .env), and a hung one "no answer
+// within 1.5s", the gateway's /healthz hanging with it (attack13 04).
+func TestDoctorGatewayUpstreamDown(t *testing.T) {
+	for name, upstream := range map[string]func(*testing.T) string{"stopped": downPrimary, "hung": hungPrimary} {
+		t.Run(name, func(t *testing.T) {
+			url, tok, _ := gatewayIn(t, upstream(t), upstreamTok)
+			b := newBox(t)
+			b.env["MEMPALACE_REMOTE_URL"] = url
+			b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+			start := time.Now()
+			fs := b.run()
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("doctor took %s", took)
+			}
+			only(t, fs, "error:gateway-upstream")
+			if !strings.Contains(fs[0].Fix, "on the gateway's host") || !strings.Contains(fs[0].Fix, "start") || strings.Contains(fs[0].Fix, "MEMPALACE_REMOTE_URL") {
+				t.Errorf("want the primary started on the gateway's host: %s", fs[0].Fix)
+			}
+		})
+	}
 }
