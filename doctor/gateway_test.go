@@ -165,6 +165,7 @@ func TestDoctorGatewayUpstreamDown(t *testing.T) {
 				t.Errorf("doctor took %s", took)
 			}
 			only(t, fs, "error:gateway-upstream")
+			t.Log(fs[0].Message)
 			if !strings.Contains(fs[0].Fix, "on the gateway's host") || !strings.Contains(fs[0].Fix, "start") || strings.Contains(fs[0].Fix, "MEMPALACE_REMOTE_URL") {
 				t.Errorf("want the primary started on the gateway's host: %s", fs[0].Fix)
 			}

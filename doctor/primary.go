@@ -79,17 +79,19 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 	shown := opts.mask(ladder.RedactURL(hz)) // the URL may embed the token
 
 	start := time.Now()
-	status, err := get(ctx, client, hz, "")
+	hzr, err := get(ctx, client, hz, "")
 	p.Healthz = time.Since(start)
 	if err != nil {
 		return p, []Finding{unreachable(opts, shown, err)}
 	}
-	switch status {
-	case http.StatusOK:
-	case http.StatusForbidden:
+	switch status := hzr.status; {
+	case status == http.StatusOK:
+	case hzr.gateway && status != http.StatusForbidden:
+		return p, []Finding{gatewayUpstream(opts.mask(ladder.RedactURL(s.URL)), fmt.Sprintf("its /healthz answered HTTP %d (%s): the primary behind it is stopped, hung or unreachable from the gateway", status, opts.mask(hzr.body)))}
+	case status == http.StatusForbidden:
 		// No Origin was sent, so this is the Host pin, unless a proxy adds
 		// an Origin: one that carries a loopback Origin through passes then.
-		if st2, err := get(ctx, client, hz, "http://localhost"); err == nil && st2 == http.StatusOK {
+		if r2, err := get(ctx, client, hz, "http://localhost"); err == nil && r2.status == http.StatusOK {
 			return p, []Finding{{ID: IDOriginHeader, Severity: Error, Section: "§6.2",
 				Message: fmt.Sprintf("%s answers 403 unless the request carries a loopback Origin: something in the path (a proxy, a browser-based client) adds a non-loopback Origin header, which MemPalace refuses with no override", shown),
 				Fix:     "stop the proxy from adding Origin (e.g. nginx `proxy_set_header Origin \"\";`, Pangolin/newt: no header rewrite) and keep browser-based clients out of the path"}}
@@ -129,9 +131,7 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 	case status == http.StatusUnauthorized:
 		return []Finding{authFinding(at, s.TokenSet, c.gateway)}
 	case c.gateway && (status == http.StatusBadGateway || status == http.StatusServiceUnavailable):
-		return []Finding{{ID: IDGatewayUpstream, Severity: Error, Section: "§6.2",
-			Message: fmt.Sprintf("%s is a devbox-config gateway: it accepted this device's token, but the primary behind it failed: %s", at, opts.mask(c.refusal)),
-			Fix:     "on the gateway's host (nothing in this devbox's .env changes): if the upstream refused the gateway's token, set MEMPALACE_UPSTREAM_TOKEN in the gateway's environment (or upstream_token_file in its config) to the primary's token and restart the gateway; if the primary is unreachable, start it and check the gateway's --upstream"}}
+		return []Finding{gatewayUpstream(at, "it accepted this device's token, but the primary behind it failed: "+opts.mask(c.refusal))}
 	case status != http.StatusOK:
 		return []Finding{{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
 			Message: fmt.Sprintf("%s answered HTTP %d to an authenticated tools/list", at, status),
@@ -147,6 +147,14 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 			Fix:     "use edge mode (MEMPALACE_EDGE=1: the edge never sends mempalace_sync to the primary) or put `devbox-config gateway` in front of the primary (it refuses sync for every device)"})
 	}
 	return out
+}
+
+// gatewayUpstream is gateway-upstream: a devbox-config gateway answered
+// (at is its URL), and what failed behind it (why).
+func gatewayUpstream(at, why string) Finding {
+	return Finding{ID: IDGatewayUpstream, Severity: Error, Section: "§6.2",
+		Message: fmt.Sprintf("%s is a devbox-config gateway: %s", at, why),
+		Fix:     "on the gateway's host (nothing in this devbox's .env changes): if the primary is stopped or hung, start (or restart) it (" + primaryCompose + ") and check the gateway's --upstream; if the upstream refused the gateway's token, set MEMPALACE_UPSTREAM_TOKEN in the gateway's environment (or upstream_token_file in its config) to the primary's token and restart the gateway; in edge mode writes wait in the outbox meanwhile"}
 }
 
 // authFinding is primary-auth: a 401 to tools/list. Behind a gateway the
@@ -185,22 +193,35 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// get is a GET that reads (and drops) the body; origin "" sends none.
-func get(ctx context.Context, c *http.Client, u, origin string) (int, error) {
+// reply is what a GET answered: its status, whether a devbox-config
+// gateway answered it (it advertises itself), and the start of its body.
+type reply struct {
+	status  int
+	gateway bool
+	body    string
+}
+
+// maxQuoted bounds how much of an answer's body a finding quotes.
+const maxQuoted = 200
+
+// get is a GET that reads the body (quoting its start); origin "" sends
+// none.
+func get(ctx context.Context, c *http.Client, u, origin string) (reply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return 0, err
+		return reply{}, err
 	}
 	if origin != "" {
 		req.Header.Set("Origin", origin)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return 0, err
+		return reply{}, err
 	}
 	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxQuoted))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
-	return resp.StatusCode, nil
+	return reply{status: resp.StatusCode, gateway: ledger.Advertised(resp.Header), body: strings.TrimSpace(strings.ToValidUTF8(string(b), "?"))}, nil
 }
 
 // mcpClient speaks just enough MCP over HTTP: POSTs of one JSON-RPC

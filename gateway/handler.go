@@ -72,7 +72,7 @@ func (s *Server) route(x *exchange) {
 	switch p := r.URL.Path; {
 	case p == "/healthz" && r.Method == http.MethodGet:
 		if _, ok := s.queryStep(x, nil); ok {
-			s.serveGET(x, "", false)
+			s.serveHealthz(x)
 		}
 	case (p == "/statusz" || strings.HasPrefix(p, "/sync/") && path.Clean(p) == p) && r.Method == http.MethodGet:
 		s.serveAdminGET(x)
@@ -157,6 +157,28 @@ func (s *Server) queryStep(x *exchange, allowed []string) (map[string]string, bo
 func (s *Server) serveGET(x *exchange, query string, withToken bool) {
 	x.answered = true
 	s.forwardGET(x.w, x.r, query, withToken, func(status int) {
+		x.entry.UpstreamStatus = status
+		s.finish(x, VerdictAllow, "", status)
+	})
+}
+
+// healthzBound is how long /healthz waits for the upstream's: within a
+// client's own bound (doctor's is 1.5 s), so a hung upstream is told apart
+// from a hung gateway.
+const healthzBound = time.Second
+
+// serveHealthz forwards /healthz within healthzBound; a failed or silent
+// upstream is the gateway's 502 or 504, which says so. The answer carries
+// the gateway's advertisement, as /mcp's do: a client tells the gateway's
+// failure from the primary's.
+func (s *Server) serveHealthz(x *exchange) {
+	if s.Ledger != nil {
+		ledger.Advertise(x.w.Header())
+	}
+	ctx, cancel := context.WithTimeout(x.r.Context(), healthzBound)
+	defer cancel()
+	x.answered = true
+	s.forwardGET(x.w, x.r.WithContext(ctx), "", false, func(status int) {
 		x.entry.UpstreamStatus = status
 		s.finish(x, VerdictAllow, "", status)
 	})

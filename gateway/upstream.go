@@ -224,6 +224,11 @@ func (s *Server) drawerWing(ctx context.Context, id string) string {
 // soon as it is known, before the body is relayed.
 func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string, withToken bool, started func(status int)) {
 	fail := func() {
+		if r.Context().Err() == context.DeadlineExceeded { // /healthz's bound
+			started(http.StatusGatewayTimeout)
+			http.Error(w, "upstream did not answer in time", http.StatusGatewayTimeout)
+			return
+		}
 		started(http.StatusBadGateway)
 		http.Error(w, "upstream unreachable", http.StatusBadGateway)
 	}
