@@ -1,7 +1,9 @@
 package doctor
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -247,5 +249,48 @@ func TestRealDoctorFindsWhereMemPalaceKeepsThePalace(t *testing.T) {
 	env["MEMPALACE_PALACE_PATH"] = xdg
 	if fs := Run(context.Background(), opts); len(fs) != 0 {
 		t.Fatalf("with MEMPALACE_PALACE_PATH naming it: %+v", fs)
+	}
+}
+
+// TestRealDoctorFindsADamagedPalace: 4 KiB of a real MemPalace 3.11.0
+// palace's chroma.sqlite3 overwritten (disk damage). Real MemPalace then
+// refuses every tool call ("Palace SQLite integrity check failed"), so an
+// edge's local palace takes nothing; doctor said "nothing to fix"
+// (attack13 05). It names the file and the fix; a sound real palace (its
+// knowledge graph too) raises nothing.
+func TestRealDoctorFindsADamagedPalace(t *testing.T) {
+	p := realpalace.New(t)
+	s := p.Stdio(t)
+	s.Seed(t, realpalace.Drawer("w", "r", "a drawer the palace holds"), realpalace.Fact("edge", "uses", "sqlite", "", ""))
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	mi := filepath.Join(t.TempDir(), "mountinfo")
+	write(t, mi, persistedMounts, 0o644)
+	env := map[string]string{"MEMPALACE_PALACE_PATH": p.Dir, "MEMPALACE_EMBEDDING_MODEL": "openai-compat"}
+	opts := Options{Home: p.Home, HomeFromFlag: true, MountInfo: mi,
+		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	if fs := Run(context.Background(), opts); len(fs) != 0 {
+		t.Fatalf("a sound real palace: %+v", fs)
+	}
+
+	chroma := filepath.Join(p.Dir, "chroma.sqlite3")
+	f, err := os.OpenFile(chroma, os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteAt(bytes.Repeat([]byte{0xA5, 0x3C, 0x7E, 0x11}, 1024), 1024)
+	must(t, errors.Join(err, f.Close()))
+
+	s = p.Stdio(t)
+	_, err = s.Call("mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "after the damage"})
+	if err == nil || !strings.Contains(err.Error(), "integrity check failed") {
+		t.Fatalf("real MemPalace on the damaged palace: %v", err)
+	}
+	must(t, s.Stop())
+
+	fs := Run(context.Background(), opts)
+	only(t, fs, "error:palace-damaged")
+	t.Log(fs[0].Message, "\n", fs[0].Fix)
+	if !strings.Contains(fs[0].Message, chroma) || !strings.Contains(fs[0].Fix, "mempalace repair") {
+		t.Errorf("want the file named and MemPalace's repair in the fix: %+v", fs[0])
 	}
 }
