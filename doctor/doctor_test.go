@@ -1025,3 +1025,20 @@ func TestEntryCommand(t *testing.T) {
 		only(t, b.run())
 	})
 }
+
+// palace-damaged without MemPalace: a chroma.sqlite3 that is not a
+// database is an error; one with a writer's hot journal beside it is no
+// verdict (info), never damage.
+func TestPalaceIntegrity(t *testing.T) {
+	b := newBox(t)
+	chroma := filepath.Join(b.palace, "chroma.sqlite3")
+	write(t, chroma, "SQLite format 3\x00"+strings.Repeat("garbage", 600), 0o600)
+	fs := b.run()
+	only(t, fs, "error:palace-damaged")
+	write(t, chroma+"-journal", "a writer's journal", 0o600)
+	fs = b.run()
+	only(t, fs, "info:palace-damaged")
+	if !strings.Contains(fs[0].Message, "not checked") {
+		t.Errorf("%+v", fs[0])
+	}
+}

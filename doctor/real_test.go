@@ -293,4 +293,16 @@ func TestRealDoctorFindsADamagedPalace(t *testing.T) {
 	if !strings.Contains(fs[0].Message, chroma) || !strings.Contains(fs[0].Fix, "mempalace repair") {
 		t.Errorf("want the file named and MemPalace's repair in the fix: %+v", fs[0])
 	}
+	// In edge mode the fix keeps the outbox and leans on the primary.
+	srv := primary(t, realToken, fakepalace.Options{})
+	env["MEMPALACE_REMOTE_URL"], env["MEMPALACE_REMOTE_TOKEN"], env["MEMPALACE_EDGE"] = srv.URL(), realToken, "1"
+	var edge *Finding
+	for _, f := range Run(context.Background(), opts) {
+		if f.ID == IDPalaceDamaged {
+			edge = &f
+		}
+	}
+	if edge == nil || !strings.Contains(edge.Fix, "devbox-config edge flush") || !strings.Contains(edge.Fix, "/edge ") {
+		t.Errorf("edge mode: %+v", edge)
+	}
 }
