@@ -42,6 +42,7 @@ const (
 	IDOutboxHeld         = "outbox-held"
 	IDOutboxInDoubt      = "outbox-in-doubt"
 	IDOutboxIntents      = "outbox-intents"
+	IDPalaceDamaged      = "palace-damaged"
 )
 
 // Finding is one problem: what is wrong, where the RFC explains it, and the
@@ -81,6 +82,9 @@ type Options struct {
 	// BacklogAge is how old the oldest queued op may be before
 	// outbox-backlog (default 15 minutes).
 	BacklogAge time.Duration
+	// IntegrityTimeout bounds PRAGMA quick_check on each of the palace's
+	// SQLite files (default 10 s).
+	IntegrityTimeout time.Duration
 	// SlowPrimary is the /healthz round trip above which the primary is
 	// reported slow (default 500 ms).
 	SlowPrimary time.Duration
@@ -102,6 +106,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BacklogAge <= 0 {
 		o.BacklogAge = 15 * time.Minute
+	}
+	if o.IntegrityTimeout <= 0 {
+		o.IntegrityTimeout = 10 * time.Second
 	}
 	if o.SlowPrimary <= 0 {
 		o.SlowPrimary = 500 * time.Millisecond
@@ -165,6 +172,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	ob := readOutbox(ctx, opts, st)
 	findings = append(findings, CheckPalaceLocation(opts, st)...)
 	findings = append(findings, CheckSplits(opts, st)...)
+	findings = append(findings, CheckPalaceIntegrity(ctx, opts, st)...)
 	findings = append(findings, CheckEdgeVolume(opts, st)...)
 	findings = append(findings, CheckEnvPermissions(opts)...)
 	findings = append(findings, CheckTokenInConfig(opts)...)

@@ -30,6 +30,8 @@ section it comes from. Finding ids are stable, for scripts:
   palace-location                            §7.1 MemPalace's palace is elsewhere
   embedder-sidecar                           §7.4 edge mode: embedder identity
   edge-volume                                §1.2 edge palace not on a volume
+  palace-damaged                             §1.2 the palace's SQLite files fail
+                                                  quick_check
   env-permissions, token-in-config           R3   the token where others read it
   proposed-pending                           §4.1 a .proposed nobody merged
   entry-command                              §4.1 a harness's MemPalace entry runs
