@@ -62,7 +62,7 @@ func Main(argv []string) int {
 		SetTrace(pl, os.Stderr)
 	}
 	if *httpAddr == "" {
-		SetStdioFaults(pl, os.Getenv("FAKEPALACE_CRASH_ON"), os.Getenv("FAKEPALACE_GARBAGE_ON"), os.Getenv("FAKEPALACE_FAIL_ON"), os.Stdout)
+		SetStdioFaults(pl, os.Getenv("FAKEPALACE_CRASH_ON"), os.Getenv("FAKEPALACE_GARBAGE_ON"), os.Getenv("FAKEPALACE_FAIL_ON"), os.Getenv("FAKEPALACE_DAMAGED") == "1", os.Stdout)
 		if err := pl.ServeStdio(os.Stdin, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "fakepalace:", err)
 			return 1

@@ -309,6 +309,15 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 	return textContent(result), nil
 }
 
+// integrityExempt are the tools MemPalace 3.11 still answers on a palace
+// whose SQLite failed its integrity check (_SQLITE_INTEGRITY_ALLOWED_TOOLS:
+// the coordination log lives in its own file).
+var integrityExempt = map[string]bool{
+	"mempalace_status": true, "mempalace_reconnect": true, "mempalace_event_append": true, "mempalace_task_create": true,
+	"mempalace_event_list": true, "mempalace_event_wait": true, "mempalace_event_ack": true, "mempalace_artifact_put": true,
+	"mempalace_artifact_get": true, "mempalace_patch_submit": true, "mempalace_mesh_peers": true,
+}
+
 // paramsError is -32602 naming the arguments (what: "Unknown",
 // "Missing required") in upstream's words.
 func paramsError(what string, names []string, tool string) *rpcError {
@@ -456,8 +465,11 @@ func (pl *Palace) traceMessage(line []byte) {
 // failOn answers that tool as MemPalace does when its store raises (a
 // locked or unreadable palace: {"success": false, "error": ...}), nothing
 // changed.
-func SetStdioFaults(pl *Palace, crashOn, garbageOn, failOn string, out io.Writer) {
+func SetStdioFaults(pl *Palace, crashOn, garbageOn, failOn string, damaged bool, out io.Writer) {
 	pl.beforeCall = func(name string) any {
+		if damaged && !integrityExempt[name] {
+			return &rpcError{Code: -32002, Message: "Palace SQLite integrity check failed; refusing tool call until the palace is repaired"}
+		}
 		if name == garbageOn {
 			fmt.Fprintln(out, "this is not JSON-RPC {{{")
 		}
