@@ -1,9 +1,16 @@
 package edge
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // A local palace whose SQLite failed MemPalace's integrity check: MemPalace
@@ -29,4 +36,34 @@ func TestADamagedLocalPalaceQueuesWritesAndReadsThePrimary(t *testing.T) {
 	if res.IsError || !strings.Contains(fmt.Sprint(s), content) || s["degraded"] != true {
 		t.Errorf("search on a damaged local palace: %v", s)
 	}
+}
+
+// The same against real MemPalace 3.11.0: 4 KiB of the local palace's
+// chroma.sqlite3 overwritten (disk damage), real serve the primary.
+func TestRealADamagedLocalPalaceQueuesWrites(t *testing.T) {
+	local := realpalace.New(t)
+	s := local.Stdio(t, local.MCPCommand()...)
+	s.Seed(t, realpalace.Drawer("shared", "r", "a drawer the palace held before the damage"))
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(local.Dir, "chroma.sqlite3"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt(bytes.Repeat([]byte{0xA5, 0x3C, 0x7E, 0x11}, 1024), 1024)
+	if err := errors.Join(err, f.Close()); err != nil {
+		t.Fatal(err)
+	}
+	srv := realpalace.New(t).Serve(t, testToken)
+	h := start(t, harnessOpts{realLocal: local, primaryURL: srv.URL, timeout: 30 * time.Second})
+	const content = "filed while the local palace was damaged"
+	m, res := h.call("add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": content})
+	if res.IsError || m["queued"] != true || !strings.Contains(fmt.Sprint(m["message"]), "repaired") {
+		t.Fatalf("add_drawer on a damaged real palace: %v", m)
+	}
+	waitFor(t, 60*time.Second, "the write on real serve", func() bool {
+		page := srv.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "shared"})
+		return page["count"] == 1.0
+	})
 }
