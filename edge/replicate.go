@@ -49,6 +49,10 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		e.abandon(ctx, c, in) // never sent: writeWithoutLocal decides
 		return e.writeWithoutLocal(ctx, c, oldWing, lerr)
 	}
+	if damaged := localDamaged(lerr); damaged != nil {
+		e.abandon(ctx, c, in) // refused before it ran: as if never sent
+		return e.writeWithoutLocal(ctx, c, oldWing, damaged)
+	}
 	if lerr != nil && ctx.Err() != nil {
 		// Given up (the write grace after a cancel is over, or the stop's
 		// grace): the local palace may still apply it, so it is queued all
@@ -232,9 +236,24 @@ func describe(o outbox.Op) string {
 	return s
 }
 
-// writeWithoutLocal: the local palace server is not running. A write the
-// policy replicates is queued for the primary (the agent is told the local
-// palace does not have it); anything else is the clear error it was.
+// errLocalDamaged is a local palace MemPalace refuses every call on until
+// it is repaired: its SQLite failed the integrity check (-32002, answered
+// before the tool runs).
+var errLocalDamaged = errors.New("the local palace refuses every call until it is repaired (its SQLite failed MemPalace's integrity check; devbox-config doctor says how)")
+
+// localDamaged is errLocalDamaged, with MemPalace's words, when the local
+// palace's answer err is its integrity refusal; else nil.
+func localDamaged(err error) error {
+	if e := peerError(err); e != nil && e.Code == -32002 && strings.Contains(e.Message, "integrity check failed") {
+		return fmt.Errorf("%w: %s", errLocalDamaged, e.Message)
+	}
+	return nil
+}
+
+// writeWithoutLocal: the local palace server is not running, or refuses
+// every call (errLocalDamaged). A write the policy replicates is queued
+// for the primary (the agent is told the local palace does not have it);
+// anything else is the clear error it was.
 func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, down error) (*mcp.CallToolResult, error) {
 	pol, polErr := e.currentPolicy(ctx)
 	if polErr != nil || e.outbox == nil {
@@ -248,9 +267,13 @@ func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, d
 	if err != nil {
 		return localDown(down), nil
 	}
+	why := "the local palace server is not running"
+	if errors.Is(down, errLocalDamaged) {
+		why = errLocalDamaged.Error()
+	}
 	return jsonResult(map[string]any{
 		"success": true, "queued": true, "op_id": op.ID,
-		"message": "the local palace server is not running: the write is queued for the primary only, and this machine's palace does not have it",
+		"message": why + ": the write is queued for the primary only, and this machine's palace does not have it",
 		"edge":    map[string]any{"local": "down: " + down.Error(), "replication": "queued", "degraded": true},
 	}, false), nil
 }
