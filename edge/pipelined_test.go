@@ -24,18 +24,7 @@ func TestPipelinedWritesKeepTheirOrder(t *testing.T) {
 			h := start(t, mode.opts)
 			h.handshake() // no tools/list first: calls may come before the edge knows its tools
 			const n = 12
-			for i := range n {
-				s := fmt.Sprintf("service-%d", i)
-				h.send(toolCall(fmt.Sprintf("add%d", i), "mempalace_kg_add", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
-				h.send(toolCall(fmt.Sprintf("inv%d", i), "mempalace_kg_invalidate", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
-			}
-			for i := range n {
-				for _, id := range []string{fmt.Sprintf("add%d", i), fmt.Sprintf("inv%d", i)} {
-					if a := h.await(id, 20*time.Second); a["result"] == nil {
-						t.Fatalf("%s: %v", id, a)
-					}
-				}
-			}
+			pipelineFacts(t, h, n, 20*time.Second)
 			open := 0
 			for _, tr := range h.localState().Triples {
 				if tr.ValidTo == nil {
@@ -63,6 +52,25 @@ func TestPipelinedWritesKeepTheirOrder(t *testing.T) {
 				t.Errorf("%d of %d facts the agent added then closed are open on the primary: the outbox sent the close first", open, n)
 			}
 		})
+	}
+}
+
+// pipelineFacts sends h kg_add then kg_invalidate of n facts, service-0
+// to service-<n-1>, without waiting for answers, then waits for every
+// answer.
+func pipelineFacts(t *testing.T, h *harness, n int, wait time.Duration) {
+	t.Helper()
+	for i := range n {
+		s := fmt.Sprintf("service-%d", i)
+		h.send(toolCall(fmt.Sprintf("add%d", i), "mempalace_kg_add", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
+		h.send(toolCall(fmt.Sprintf("inv%d", i), "mempalace_kg_invalidate", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
+	}
+	for i := range n {
+		for _, id := range []string{fmt.Sprintf("add%d", i), fmt.Sprintf("inv%d", i)} {
+			if a := h.await(id, wait); a["result"] == nil {
+				t.Fatalf("%s: %v", id, a)
+			}
+		}
 	}
 }
 
@@ -94,18 +102,7 @@ func TestRealPipelinedWritesKeepTheirOrder(t *testing.T) {
 	r := startRealEdge(t, harnessOpts{raw: true}, "")
 	r.handshake()
 	const n = 6
-	for i := range n {
-		s := fmt.Sprintf("service-%d", i)
-		r.send(toolCall(fmt.Sprintf("add%d", i), "mempalace_kg_add", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
-		r.send(toolCall(fmt.Sprintf("inv%d", i), "mempalace_kg_invalidate", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
-	}
-	for i := range n {
-		for _, id := range []string{fmt.Sprintf("add%d", i), fmt.Sprintf("inv%d", i)} {
-			if a := r.await(id, 60*time.Second); a["result"] == nil {
-				t.Fatalf("%s: %v", id, a)
-			}
-		}
-	}
+	pipelineFacts(t, r.harness, n, 60*time.Second)
 	r.drained()
 	open := func(call func(tool string, args map[string]any) map[string]any) (opened int) {
 		for i := range n {
