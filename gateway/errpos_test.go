@@ -64,3 +64,59 @@ func TestConfigRefusesWhitespaceInGlobs(t *testing.T) {
 		}
 	}
 }
+
+// Every number of the config refused for being negative is named alone,
+// at its own line and column, with the fix (attack13 09: delete_cap=-5
+// was "trash_retention_days, delete_cap: must not be negative", with no
+// place and naming a key the file did not have; a negative
+// ledger_retention_days was taken).
+func TestConfigNegativeNumbersNamedAtTheirPlace(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "g.jsonc")
+	for _, c := range []struct{ top, dev, want string }{
+		{top: `"grace_days": -1`, want: `3:17: grace_days: -1 must not be negative (fix: `},
+		{top: `"ledger_retention_days": -3`, want: `3:28: ledger_retention_days: -3 must not be negative (fix: `},
+		{top: `"trash_retention_days": -2`, want: `3:27: trash_retention_days: -2 must not be negative (fix: `},
+		{top: `"delete_cap": -5`, want: `3:17: delete_cap: -5 must not be negative (fix: `},
+		{top: `"audit_checkpoint_lines": -1`, want: `3:29: audit_checkpoint_lines: -1 must not be negative (fix: `},
+		{top: `"audit_checkpoint_seconds": -1`, want: `3:31: audit_checkpoint_seconds: -1 must not be negative (fix: `},
+		{dev: `, "read_rate": -1`, want: `5:36: devices[0].read_rate: -1 must not be negative (fix: `},
+		{dev: `, "write_rate": -0.5`, want: `5:37: devices[0].write_rate: -0.5 must not be negative (fix: `},
+	} {
+		body := "{\n  \"secret_file\": \"s\", \"audit_log\": \"a\",\n  " + c.top
+		if c.top != "" {
+			body += ","
+		}
+		body += "\n  \"devices\": [\n    {\"id\": \"d\", \"read\": [\"x\"]" + c.dev + "},\n  ],\n}\n"
+		os.WriteFile(file, []byte(body), 0o600)
+		_, err := LoadConfig(file)
+		if err == nil || !strings.HasPrefix(err.Error(), file+":"+c.want) {
+			t.Errorf("%s%s: got %v, want %s:%s...", c.top, c.dev, err, file, c.want)
+		}
+	}
+}
+
+// An emptied config says so, and what to do: the version before the last
+// operator command is in FILE.bak, and init refuses to overwrite the file
+// (attack13 09: "close every {, [ ...", then init refused, no backup).
+func TestEmptyConfigSaysHowToRestore(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "g.jsonc")
+	os.WriteFile(file, []byte("{\"secret_file\": \"s\", \"audit_log\": \"a\", \"devices\": []}\n"), 0o600)
+	if err := UpdateConfig(file, func(c *Config) error {
+		c.Devices = append(c.Devices, Device{ID: "alice", Read: []string{"x"}})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := LoadConfig(file + ".bak"); err != nil || len(c.Devices) != 0 {
+		t.Errorf("FILE.bak after an operator change: %v, %+v (want the version before it)", err, c)
+	}
+	for _, body := range []string{"", "\n  \n", "// all gone\n"} {
+		os.WriteFile(file, []byte(body), 0o600)
+		_, err := LoadConfig(file)
+		if err == nil || !strings.HasPrefix(err.Error(), file+": the file is empty") || !strings.Contains(err.Error(), file+".bak") || !strings.Contains(err.Error(), "gateway init") {
+			t.Errorf("%q: got %v, want %s: the file is empty ... %s.bak ... gateway init", body, err, file, file)
+		}
+	}
+}
