@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,5 +94,51 @@ func TestJoinOriginDeviceThroughTheGateway(t *testing.T) {
 		if !d.Diary && !strings.HasSuffix(d.AddedBy, "/oldbox/oldbox-11c2") {
 			t.Errorf("%s: added_by %q", d.ID, d.AddedBy)
 		}
+	}
+}
+
+// A mistyped --origin-device is refused record by record; the rerun with
+// the right one sends every record as that device. The refused ops of the
+// first run are replaced by the rerun's writes of the same records, said
+// in a note, instead of holding them back and failing again under the
+// mistyped id (attack13 08: only `edge outbox drop --join OP`, op by op,
+// got out).
+func TestJoinRerunWithCorrectedOriginDevice(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
+	pr, url, tokens := frontGateway(t, []gateway.Device{
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@ops"}},
+		{ID: "oldbox-11c2", Label: "oldbox"},
+	})
+	p := newPalace(t)
+	fill(t, p, "a")
+	p.policy(t, localWorkspace)
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token, c.Device = url, func() string { return tokens["ops-0001"] }, "ghost-77"
+	if rep := run(t, c, Options{}); rep.OK() || !strings.Contains(rep.Failed[0].Error, "ghost-77") {
+		t.Fatalf("a join for a device the gateway does not have: %+v", rep.Failed)
+	}
+	c.Device = "oldbox-11c2"
+	rep := run(t, c, Options{Verify: All})
+	if !rep.OK() {
+		for _, f := range rep.Failed {
+			t.Errorf("rerun with the right --origin-device: %s %s: %s", f.Kind, f.Record, f.Error)
+		}
+		t.FailNow()
+	}
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "replaced") && strings.Contains(n, "ghost-77") }) {
+		t.Errorf("no note of the refused ops replaced: %q", rep.Notes)
+	}
+	drawers := 0
+	for _, d := range pr.pl.Dump().Drawers {
+		if !d.Diary {
+			drawers++
+			if !strings.HasSuffix(d.AddedBy, "/oldbox/oldbox-11c2") {
+				t.Errorf("%s: added_by %q", d.ID, d.AddedBy)
+			}
+		}
+	}
+	if drawers == 0 {
+		t.Error("no drawer landed")
 	}
 }
