@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/tailscale/hujson"
 )
 
 // Config is the gateway's JSONC configuration file.
@@ -163,6 +165,10 @@ func LoadConfig(file string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if blank(b) {
+		return nil, &confpos.Error{File: file, What: "the file is empty (no config: no device, no token)",
+			Fix: fmt.Sprintf("restore it: %[1]s.bak holds it as it was before the last gateway command changed it (cp %[1]s.bak %[1]s, then redo that command, a revoke or remove included; hand edits made since are not in it), else restore your own backup. `gateway init` refuses to overwrite the file: to start over, remove it, run init, then add every device and issue each a new token", file)}
+	}
 	var c Config
 	if err := (confpos.JSON{JSONC: true, Strict: true}).DecodeJSON(file, b, &c); err != nil {
 		return nil, err
@@ -172,6 +178,14 @@ func LoadConfig(file string) (*Config, error) {
 	}
 	c.bind()
 	return &c, nil
+}
+
+// blank reports a file of white space and comments alone: with a value
+// after them, it parses as that value.
+func blank(b []byte) bool {
+	v, err := hujson.Parse(append(bytes.Clone(b), "\n0"...))
+	lit, ok := v.Value.(hujson.Literal)
+	return err == nil && ok && string(lit) == "0"
 }
 
 // bind gives each device what it needs of the whole config.
@@ -195,14 +209,8 @@ func (c *Config) validate(settled map[string]bool) error {
 	if c.AuditLog == "" {
 		return errors.New("audit_log: required")
 	}
-	if c.GraceDays < 0 {
-		return errors.New("grace_days: must not be negative")
-	}
-	if c.TrashRetentionDays < 0 || c.DeleteCap < 0 {
-		return errors.New("trash_retention_days, delete_cap: must not be negative")
-	}
-	if c.AuditCheckpointLines < 0 || c.AuditCheckpointSeconds < 0 {
-		return errors.New("audit_checkpoint_lines, audit_checkpoint_seconds: must not be negative")
+	if err := c.checkNumbers(); err != nil {
+		return err
 	}
 	if c.AuditAnchor != "" && c.SigningKeyFile == "" {
 		return errors.New("audit_anchor: anchors are written with signed checkpoints, and there are none without signing_key_file: set it too")
@@ -266,8 +274,8 @@ func (c *Config) validate(settled map[string]bool) error {
 		if d.BulkDelete && !d.Admin {
 			return fmt.Errorf("%s.bulk_delete: only an admin device may delete, so the grant can never apply; give it admin too, or drop bulk_delete", at)
 		}
-		if d.ReadRate < 0 || d.WriteRate < 0 {
-			return fmt.Errorf("%s: rates must not be negative", at)
+		if err := cmp.Or(nonNegative(at+".read_rate", d.ReadRate, "50 a second"), nonNegative(at+".write_rate", d.WriteRate, "10 a second")); err != nil {
+			return err
 		}
 		if err := checkTrust(at, d, seen); err != nil {
 			return err
@@ -279,6 +287,26 @@ func (c *Config) validate(settled map[string]bool) error {
 		}
 	}
 	return c.checkNames(settled)
+}
+
+// checkNumbers refuses a negative number, each by its own key.
+func (c *Config) checkNumbers() error {
+	return cmp.Or(
+		nonNegative("grace_days", c.GraceDays, "7 days"),
+		nonNegative("ledger_retention_days", c.LedgerRetentionDays, "7 days"),
+		nonNegative("trash_retention_days", c.TrashRetentionDays, "30 days"),
+		nonNegative("delete_cap", c.DeleteCap, fmt.Sprint(DefaultDeleteCap, " drawers")),
+		nonNegative("audit_checkpoint_lines", c.AuditCheckpointLines, fmt.Sprint(CheckpointEvery, " lines")),
+		nonNegative("audit_checkpoint_seconds", c.AuditCheckpointSeconds, fmt.Sprint(CheckpointAfter.Seconds(), " seconds")),
+	)
+}
+
+// nonNegative refuses a negative n at key (its default def).
+func nonNegative[N int | float64](key string, n N, def string) error {
+	if n >= 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %v must not be negative (fix: set it to 0 or more; 0, or no %s at all, is the default, %s)", key, n, key[strings.LastIndexByte(key, '.')+1:], def)
 }
 
 // checkGlob refuses a wing glob that can never match a wing. MemPalace's

@@ -80,8 +80,8 @@ func TestConfigNegativeNumbersNamedAtTheirPlace(t *testing.T) {
 		{top: `"delete_cap": -5`, want: `3:17: delete_cap: -5 must not be negative (fix: `},
 		{top: `"audit_checkpoint_lines": -1`, want: `3:29: audit_checkpoint_lines: -1 must not be negative (fix: `},
 		{top: `"audit_checkpoint_seconds": -1`, want: `3:31: audit_checkpoint_seconds: -1 must not be negative (fix: `},
-		{dev: `, "read_rate": -1`, want: `5:36: devices[0].read_rate: -1 must not be negative (fix: `},
-		{dev: `, "write_rate": -0.5`, want: `5:37: devices[0].write_rate: -0.5 must not be negative (fix: `},
+		{dev: `, "read_rate": -1`, want: `5:45: devices[0].read_rate: -1 must not be negative (fix: `},
+		{dev: `, "write_rate": -0.5`, want: `5:46: devices[0].write_rate: -0.5 must not be negative (fix: `},
 	} {
 		body := "{\n  \"secret_file\": \"s\", \"audit_log\": \"a\",\n  " + c.top
 		if c.top != "" {

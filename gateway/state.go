@@ -102,8 +102,22 @@ func UpdateConfig(file string, change func(*Config) error) error {
 		if err := c.validate(settled); err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
-		return c.Save(file)
+		return c.saveKeeping(file)
 	})
+}
+
+// saveKeeping saves c over file, keeping the version it replaces in
+// FILE.bak (0600: it holds token HMACs too): a hand edit that empties or
+// breaks the file can be undone to the last command's state.
+func (c *Config) saveKeeping(file string) error {
+	prev, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if _, err := filewrite.Write(file+".bak", prev, 0o600); err != nil {
+		return fmt.Errorf("keeping the config's previous version: %w", err)
+	}
+	return c.Save(file)
 }
 
 // FoldState writes what the state records into the config's tokens: each
