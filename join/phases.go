@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path"
@@ -324,8 +325,39 @@ func (j *joining) queue(ctx context.Context) {
 		j.o.Progress.Set(queued)
 	}
 	j.o.Progress.Done()
+	j.replaceRefused(ctx)
 	j.lap("queue")
 	j.saveCheckpoint()
+}
+
+// replaceRefused drops the refused ops of earlier runs that hold back
+// this run's write of the same record (a drawer's id, a fact's triple)
+// and are none of this run's writes: the run's flags changed (a mistyped
+// --origin-device corrected), and what it queued now is what the primary
+// is to get. A note says how many, and why the first was refused.
+func (j *joining) replaceRefused(ctx context.Context) {
+	mine := map[string]bool{}
+	for _, p := range j.planned {
+		mine[p.op.ID] = true
+	}
+	n, why := 0, ""
+	for _, p := range j.planned {
+		for p.op.State == outbox.Queued {
+			b, waits, err := j.store.Blocker(ctx, p.op)
+			if err != nil || !waits || b.State != outbox.Dead || mine[b.ID] {
+				break
+			}
+			if _, err := j.store.Replace(ctx, b.ID, p.op.Short()); err != nil {
+				j.log.Warn("a refused op of an earlier join is not replaced", "op", b.Short(), "err", err)
+				break
+			}
+			n++
+			why = cmp.Or(why, errText(b.Error))
+		}
+	}
+	if n > 0 {
+		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d records an earlier join queued and the primary refused (%s) are replaced by this run's writes of them, as its flags (e.g. --origin-device) now make them: the refused ops are dropped, never sent", n, why))
+	}
 }
 
 // saveCheckpoint writes the target's checkpoint as it stands; a write that

@@ -220,6 +220,13 @@ func (s *Store) Drop(ctx context.Context, id string) (Op, error) {
 	return s.operatorDone(ctx, id, Dropped, "dropped by the operator: never sent")
 }
 
+// Replace gives up on a dead op that a later write of the same record
+// replaces (a join run again with other flags): marked done, never sent,
+// like Drop, naming the op that replaces it.
+func (s *Store) Replace(ctx context.Context, id, by string) (Op, error) {
+	return s.operatorDone(ctx, id, Dropped, "refused, and replaced by op "+by+" of a later join: never sent")
+}
+
 // unsent is the ops a delete may take back: queued or held, never maybe
 // applied (an op that may have landed is followed by its delete instead).
 const unsent = `state IN ('queued','held') AND maybe_applied=0`
