@@ -97,3 +97,28 @@ func gatewayFront(t *testing.T, devices []gateway.Device, withLedger bool) (pr *
 	t.Cleanup(h.Close)
 	return &primary{pl: up, srv: srv}, h.URL + "/mcp", tokens
 }
+
+// A join through a gateway whose upstream is down says what the gateway
+// answered ("upstream unreachable"), not only the status's name (attack13
+// 04: "rejected by transport ... Service Unavailable").
+func TestJoinSaysWhyTheGatewayFailed(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
+	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@desk"}}})
+	pr.srv.Stop()
+	p := newPalace(t)
+	fill(t, p, "a")
+	p.policy(t, localWorkspace)
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token = url, func() string { return tokens["desk-9b21"] }
+	rep := run(t, c, Options{Stall: time.Second})
+	var said []string
+	for _, f := range rep.Failed {
+		if f.Kind == "primary" {
+			said = append(said, f.Error)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "upstream unreachable") {
+		t.Errorf("a join through a gateway whose upstream is down says %q, want the gateway's reason (upstream unreachable)", said)
+	}
+}
