@@ -1,16 +1,20 @@
 package edge
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -51,9 +55,13 @@ type Primary struct {
 	unauth     bool
 	lastErr    error
 	probing    bool
-	asking     *deviceAsk    // RefreshDevice's ask out, nil when none
-	lastStatus atomic.Int32  // last HTTP status seen
-	next       atomic.Uint64 // ids of the calls sent as plain POSTs
+	asking     *deviceAsk   // RefreshDevice's ask out, nil when none
+	lastStatus atomic.Int32 // last HTTP status seen
+	// failedWhy is what the last answer's body said of a server error
+	// (a gateway's "upstream unreachable"), nil after any other answer:
+	// the SDK keeps only the status's name.
+	failedWhy atomic.Pointer[string]
+	next      atomic.Uint64 // ids of the calls sent as plain POSTs
 
 	// ctx ends at Close; wg holds every goroutine the Primary starts
 	// (prober, tool listing, closing a dropped session, telling the
@@ -151,9 +159,40 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	b.p.lastStatus.Store(int32(resp.StatusCode))
+	b.p.failedWhy.Store(nil)
+	if resp.StatusCode >= 500 {
+		b.p.failedWhy.Store(peekWhy(resp))
+	}
 	b.p.sawDevice(resp.Header)
 	resp.Body = endBody{resp.Body, cancel}
 	return resp, nil
+}
+
+// peekWhy reads what a server error's body says (a JSON-RPC error's
+// message, or its first line of text; nil: nothing), leaving the body to
+// be read whole.
+func peekWhy(resp *http.Response) *string {
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	var rpc struct {
+		Error struct{ Message string }
+	}
+	why := ""
+	if json.Unmarshal(head, &rpc) == nil {
+		why = rpc.Error.Message
+	} else {
+		why, _, _ = strings.Cut(string(head), "\n")
+	}
+	if why = strings.TrimSpace(why); why == "" || !utf8.ValidString(why) {
+		return nil
+	}
+	if r := []rune(why); len(r) > 200 {
+		why = string(r[:200]) + "…"
+	}
+	return &why
 }
 
 // closeBye bounds a session's DELETE (see bearer).
@@ -515,6 +554,9 @@ func (p *Primary) fail(err error) error {
 	unauth := p.refused() != 0
 	if errors.Is(err, context.Canceled) {
 		return err
+	}
+	if why := p.failedWhy.Swap(nil); why != nil && !strings.Contains(err.Error(), *why) {
+		err = fmt.Errorf("%w (the primary's answer said: %s)", err, *why)
 	}
 	p.mu.Lock()
 	wasDown := p.down
