@@ -358,3 +358,27 @@ func TestJoinStampsOnlyWithTheFlag(t *testing.T) {
 		}
 	}
 }
+
+// join --env-file reads the MEMPALACE_* variables from the device's .env,
+// as doctor --env-file does, the local server's included (attack13: a
+// first-day operator had to export the .env by hand).
+func TestJoinEnvFile(t *testing.T) {
+	f := newJoinFixture(t, func(pl *fakepalace.Palace) {
+		fakeCall(t, pl, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": "from the env file"})
+	})
+	var file, blank []string
+	for _, kv := range f.env {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "MEMPALACE_") {
+			file, blank = append(file, kv), append(blank, name+"=")
+		}
+	}
+	env := filepath.Join(t.TempDir(), ".env")
+	os.WriteFile(env, []byte(strings.Join(file, "\n")+"\n"), 0o600)
+	code, out, errOut := f.run(t, blank, "--env-file", env)
+	if code != 0 || len(f.primary.Dump().Drawers) != 1 {
+		t.Fatalf("join --env-file: exit %d, %d drawers on the primary\n%s%s", code, len(f.primary.Dump().Drawers), out, errOut)
+	}
+	if code, _, errOut := f.run(t, blank, "--env-file", env+".missing"); code != 2 || !strings.Contains(errOut, ".env.missing") {
+		t.Errorf("join --env-file of no file: exit %d, %s", code, errOut)
+	}
+}
