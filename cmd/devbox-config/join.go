@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,8 +22,8 @@ import (
 )
 
 const joinHelp = `join replays the local palace into the primary at MEMPALACE_REMOTE_URL (bearer
-MEMPALACE_REMOTE_TOKEN, from the environment only), RFC 001 §4.4. It reads the
-palace through the local server the edge starts (mempalace-mcp, or
+MEMPALACE_REMOTE_TOKEN, from the environment or --env-file only), RFC 001 §4.4.
+It reads the palace through the local server the edge starts (mempalace-mcp, or
 MEMPALACE_EDGE_CHILD), never writing its files (it reads two, read-only: the
 knowledge graph, and chroma.sqlite3 to tell a palace without drawers from a
 broken one), and sends each record type with its own
@@ -50,6 +51,8 @@ type joinCmd struct {
 	env                    ladder.Lookup
 	dryRun, asJSON, resume bool
 	device, verify         string
+	envFile                string
+	environ                []string // the local server's environment (before ChildEnviron)
 	wings                  []string
 	seed                   uint64
 }
@@ -71,6 +74,7 @@ func newJoinCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
 	f.StringVar(&jc.verify, "verify", "25", "compare N drawers and diaries by content on both sides (a seeded sample), or all; 0: none")
 	f.Uint64Var(&jc.seed, "seed", 1, "the verification sample's seed")
 	f.BoolVar(&jc.resume, "resume", false, "only finish an interrupted join: send what it left queued, read nothing new")
+	f.StringVar(&jc.envFile, "env-file", "", "read the MEMPALACE_* variables (the local server's too) from this .env file instead of the environment")
 	return c
 }
 
@@ -78,6 +82,9 @@ func (jc *joinCmd) run() error {
 	n, err := parseVerify(jc.verify)
 	if err != nil {
 		return usageError("%v", err)
+	}
+	if err := jc.readEnvFile(); err != nil {
+		return err
 	}
 	cfg, err := jc.config()
 	if err != nil {
@@ -110,6 +117,28 @@ func (jc *joinCmd) run() error {
 	return nil
 }
 
+// readEnvFile makes --env-file's MEMPALACE_* variables (and the ladder's)
+// the only ones join and its local server see, as doctor reads them.
+func (jc *joinCmd) readEnvFile() error {
+	jc.environ = os.Environ()
+	if jc.envFile == "" {
+		return nil
+	}
+	se, err := readStartEnv("", jc.envFile)
+	if err != nil {
+		return err
+	}
+	fromFile := func(name string) bool { return strings.HasPrefix(name, "MEMPALACE_") || ladderVar(name) }
+	jc.env = envFileLookup(se.vars, fromFile)
+	jc.environ = slices.DeleteFunc(jc.environ, func(kv string) bool { name, _, _ := strings.Cut(kv, "="); return fromFile(name) })
+	for name, v := range se.vars {
+		if fromFile(name) {
+			jc.environ = append(jc.environ, name+"="+v)
+		}
+	}
+	return nil
+}
+
 // config is join's configuration, read through the ladder.
 // --origin-device is validated by the ladder as MEMPALACE_ORIGIN_DEVICE
 // is; without the flag nothing is stamped, whatever the environment says.
@@ -138,7 +167,7 @@ func (jc *joinCmd) config() (join.Config, error) {
 	}
 	home, _ := jc.env("HOME")
 	cfg := join.Config{
-		URL: s.URL, Token: ladder.TokenSource(jc.env), Child: s.Child, ChildEnv: ladder.ChildEnviron(os.Environ()),
+		URL: s.URL, Token: ladder.TokenSource(jc.env), Child: s.Child, ChildEnv: ladder.ChildEnviron(jc.environ),
 		Palace: s.Palace, Home: home, Agent: s.Agent(), Label: s.OriginLabel, Device: s.OriginDevice,
 		Timeout: s.Timeout, Version: version, Log: log, ChildStderr: io.Discard,
 	}
