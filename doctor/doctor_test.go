@@ -25,6 +25,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -1040,5 +1041,24 @@ func TestPalaceIntegrity(t *testing.T) {
 	only(t, fs, "info:palace-damaged")
 	if !strings.Contains(fs[0].Message, "not checked") {
 		t.Errorf("%+v", fs[0])
+	}
+}
+
+// mempalace-mcp in ~/.local/bin only (pipx), not on PATH: doctor reads the
+// ladder as render does (render.LocalLookPath), so it does not warn that
+// the local server is missing where render finds it and writes its entry.
+func TestDoctorFindsMempalaceMCPInLocalBinAsRenderDoes(t *testing.T) {
+	b := newBox(t)
+	b.opts.LookPath = func(string) (string, error) { return "", exec.ErrNotFound }
+	write(t, filepath.Join(b.home, ".local", "bin", "mempalace-mcp"), "#!/bin/sh\n", 0o755)
+	b.env["MEMPALACE_REMOTE_URL"], b.env["MEMPALACE_REMOTE_TOKEN"], b.env["MEMPALACE_EDGE"] = "https://primary.example/mcp", "a-token-of-some-length", "1"
+	st, _ := resolve(b.opts)
+	for _, w := range st.Warnings {
+		if strings.Contains(w.String(), "mempalace-mcp") {
+			t.Errorf("doctor warns %q though ~/.local/bin has mempalace-mcp, where render finds it", w)
+		}
+	}
+	if st.Settings.Mode != ladder.Edge {
+		t.Errorf("mode %v, want edge", st.Settings.Mode)
 	}
 }
