@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/render"
 )
 
 // Severity of a finding. Error and Warn make doctor exit 1.
@@ -189,7 +190,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 // resolve reads the ladder and the palace. A palace that cannot be found
 // (an unreadable config.json) is a finding about §7.1's files.
 func resolve(opts Options) (State, []Finding) {
-	s, warns := ladder.Resolve(opts.Env, opts.LookPath)
+	s, warns := ladder.Resolve(opts.Env, render.LocalLookPath(render.OS{}, opts.Home, opts.LookPath)) // as render reads it
 	st := State{Settings: s, Warnings: warns}
 	p, err := opts.Palace()
 	if err != nil {
