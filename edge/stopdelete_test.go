@@ -105,3 +105,47 @@ func TestAnAdminDeleteOfAPrimaryOnlyDrawerSaysItIsDeletedThere(t *testing.T) {
 	}
 	h.eventually("the delete on the primary", func() bool { return primary.Dump().Drawers[id] == nil })
 }
+
+// SIGTERM while pipelined writes wait in line behind a slow one at the
+// local palace: every write still waiting is answered NOT applied and is
+// applied nowhere, so the local palace and the primary cannot disagree on
+// them. Before, the stop let them all go at once, in no order: kg_invalidate
+// could reach the local palace before its kg_add and the primary after it
+// (an outside tester, attack14 01: 4 of 4 runs).
+func TestAStopAnswersTheWritesWaitingInLineAsNotApplied(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
+	h := start(t, slowAdd(harnessOpts{}))
+	h.handshake()
+	h.ready()
+	h.send(toolCall(4, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": "a slow add"}))
+	waitFor(t, 10*time.Second, "the add at the local palace", func() bool {
+		return slices.ContainsFunc(h.childReceived(), func(m traced) bool { return m.Name == "mempalace_add_drawer" })
+	})
+	const n = 4
+	for i := range n {
+		s := fmt.Sprintf("service-%d", i)
+		h.send(toolCall(fmt.Sprintf("add%d", i), "mempalace_kg_add", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
+		h.send(toolCall(fmt.Sprintf("inv%d", i), "mempalace_kg_invalidate", map[string]any{"subject": s, "predicate": "runs_on", "object": "node-a"}))
+	}
+	time.Sleep(300 * time.Millisecond) // they wait in line behind the add
+	h.stop()
+	select {
+	case <-h.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Serve did not return 20s after its context ended\n%s", h.logs)
+	}
+	for i := range n {
+		for _, id := range []string{fmt.Sprintf("add%d", i), fmt.Sprintf("inv%d", i)} {
+			a := h.await(id, time.Second)
+			if e, _ := a["error"].(map[string]any); e == nil || !strings.Contains(fmt.Sprint(e["message"]), "NOT applied") {
+				t.Errorf("%s, waiting in line at the stop, is answered %v, want \"NOT applied\"", id, a)
+			}
+		}
+	}
+	if ts := h.localState().Triples; len(ts) != 0 {
+		t.Errorf("the local palace holds %d facts of writes answered NOT applied", len(ts))
+	}
+	if h.primary.Calls("mempalace_kg_add")+h.primary.Calls("mempalace_kg_invalidate") != 0 {
+		t.Error("writes answered NOT applied reached the primary")
+	}
+}
