@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -126,5 +127,30 @@ func TestRealPipelinedWritesKeepTheirOrder(t *testing.T) {
 	local := r.local.Stdio(t, r.local.MCPCommand()...)
 	if o := open(func(tool string, args map[string]any) map[string]any { return local.MustCall(t, tool, args) }); o > 0 {
 		t.Errorf("%d of %d facts the agent added then closed are open in the local palace", o, n)
+	}
+}
+
+// A call cancelled while the edge still waits for the SDK to finish the
+// handshake (the client sent initialize, initialized and its calls
+// without waiting for answers) gets no answer, as MCP says of a cancelled
+// request. Before, it was answered -32603 "method tools/call is invalid
+// during session initialization" (an outside tester, attack14 04).
+func TestACallCancelledDuringTheHandshakeIsNotAnswered(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{raw: true})
+	h.send(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "raw", "version": "0"}}})
+	h.send(map[string]any{"jsonrpc": "2.0", "method": "notifications/initialized"})
+	for i := range 6 {
+		h.send(toolCall(fmt.Sprintf("c%d", i), "mempalace_kg_add", map[string]any{"subject": fmt.Sprintf("s%d", i), "predicate": "p", "object": "o"}))
+		h.send(cancelled(fmt.Sprintf("c%d", i)))
+	}
+	h.send(toolCall("last", "mempalace_kg_stats", map[string]any{}))
+	if a := h.await("last", 20*time.Second); a["result"] == nil {
+		t.Fatalf("kg_stats: %v", a)
+	}
+	for i := range 6 {
+		if a, ok := h.seen[fmt.Sprintf("c%d", i)]; ok && a["result"] == nil && strings.Contains(fmt.Sprint(a), "initialization") {
+			t.Errorf("a cancelled call is answered %v", a)
+		}
 	}
 }
