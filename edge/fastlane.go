@@ -170,12 +170,24 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 	}()
 	l.e.waitTools(ctx) // as the SDK path does
 	if !stateless && !l.e.waitInitialized(ctx) {
+		if ctx.Err() != nil {
+			if l.ctx.Err() != nil && l.take(key) != nil {
+				l.respond(id, nil, errNotApplied, stateless) // the edge stopped: never made
+			}
+			return // cancelled by the agent before it was made: no answer
+		}
 		l.take(key)
 		l.respond(id, nil, errors.New(`method "tools/call" is invalid during session initialization`), stateless) // the SDK's words
 		return
 	}
-	if !l.e.turn(ctx, before, mine != nil) {
+	switch l.e.turn(ctx, before, mine != nil) {
+	case cancelledInLine:
 		return // cancelled by the agent before it was sent: no answer
+	case haltedInLine:
+		if l.take(key) != nil {
+			l.respond(id, nil, errNotApplied, stateless) // never sent, so never out of order
+		}
+		return
 	}
 	if !l.e.listed(c.name) {
 		// Taken before the tools were known, to keep its place: the
@@ -216,14 +228,22 @@ func (e *Edge) waitInitialized(ctx context.Context) bool {
 	return false
 }
 
+// inLine is how a call's wait for its turn ended.
+type inLine int
+
+const (
+	itsTurn         inLine = iota // the writes before it are answered: make it
+	cancelledInLine               // the agent cancelled it
+	haltedInLine                  // a write, still waiting when the edge began to stop
+)
+
 // turn waits for the write before a call (before) to be answered. A
 // write waits whatever its context says, so that the writes after it keep
-// their place behind the one before; a read stops waiting when its
-// context ends. The edge stopping (halt) ends every wait: the calls still
-// waiting go on as calls in flight at a stop do (a write behind a slow
-// one answered NOT applied, a delete kept), in no set order. false: the
-// agent cancelled the call, which is not made.
-func (e *Edge) turn(ctx context.Context, before chan struct{}, write bool) bool {
+// their place behind the one before, until the edge begins to stop
+// (halt): a write still waiting then is never made, so that none runs out
+// of its order. A read stops waiting when its context ends or the edge
+// stops, and goes on as a call in flight at a stop does.
+func (e *Edge) turn(ctx context.Context, before chan struct{}, write bool) inLine {
 	var halted <-chan struct{}
 	if e.halt != nil {
 		halted = e.halt.Done()
@@ -232,18 +252,25 @@ func (e *Edge) turn(ctx context.Context, before chan struct{}, write bool) bool 
 	if !write {
 		cancelled = ctx.Done()
 	}
-	if before != nil {
+	if !answered(before) {
 		select {
 		case <-before:
 		case <-halted:
 		case <-cancelled:
 		}
 	}
-	return ctx.Err() == nil || e.stopping.Load()
+	if write && halted != nil && answered(halted) {
+		return haltedInLine // (the write before it may have ended at the same stop)
+	}
+	if ctx.Err() != nil && !e.stopping.Load() {
+		return cancelledInLine
+	}
+	return itsTurn
 }
 
-// answered reports that the write ch marks is answered (nil: none).
-func answered(ch chan struct{}) bool {
+// answered reports that ch is closed: the write it marks answered (nil:
+// none), or the edge halted.
+func answered(ch <-chan struct{}) bool {
 	if ch == nil {
 		return true
 	}
