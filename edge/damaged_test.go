@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
@@ -66,4 +68,33 @@ func TestRealADamagedLocalPalaceQueuesWrites(t *testing.T) {
 		page := srv.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "shared"})
 		return page["count"] == 1.0
 	})
+}
+
+// On a damaged local palace an admin device adds a drawer (queued for the
+// primary) and deletes it: the delete goes to the primary the same way
+// (queued, the answer says the local palace refused it), so the primary
+// does not keep the drawer. Before, the delete answered -32002 and was
+// not queued: the add landed on the primary and stayed there (an outside
+// tester, attack14 07).
+func TestADamagedLocalPalaceQueuesDeletes(t *testing.T) {
+	t.Parallel()
+	primary, srv := startPrimary(t)
+	url, tokens, _ := testGatewayServer(t, srv.URL(),
+		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["ops-0001"], childEnv: []string{"FAKEPALACE_DAMAGED=1"}})
+	h.eventually("the gateway's device header", func() bool { in, ok := h.edge.device(); return ok && in.Admin })
+	const content = "damaged: the build cache lives on the nfs share"
+	m, _ := h.call("add_drawer", map[string]any{"wing": "shared", "room": "ops", "content": content})
+	if m["queued"] != true {
+		t.Fatalf("add_drawer on a damaged local palace: %v", m)
+	}
+	id := catalogue.DrawerID("shared", "ops", content)
+	d, res := h.call("delete_drawer", map[string]any{"drawer_id": id})
+	if res.IsError || !strings.Contains(fmt.Sprint(d), "queued") || !strings.Contains(fmt.Sprint(d), "repaired") {
+		t.Errorf("delete_drawer on a damaged local palace: %s, want it queued for the primary, saying the local palace refused it", mustJSON(d))
+	}
+	h.drained()
+	if _, held := primary.Dump().Drawers[id]; held {
+		t.Error("the primary keeps the drawer added and deleted on a damaged local palace")
+	}
 }
