@@ -70,11 +70,13 @@ func (t Tool) CausalKeys(args map[string]any) []string {
 		drawer(args)
 	case "update_drawer", "delete_drawer":
 		add("drawer", str(args, "drawer_id"))
+		add("diary", DiaryEntryWing(str(args, "drawer_id")))
 	case "delete_drawers":
 		ids, _ := args["drawer_ids"].([]any)
 		for _, id := range ids {
 			s, _ := id.(string)
 			add("drawer", s)
+			add("diary", DiaryEntryWing(s))
 		}
 	case "delete_by_source":
 		add("source", str(args, "source_file"))
@@ -145,6 +147,17 @@ func PredicateID(p string) string {
 func EntrySuffix(entry string) string {
 	sum := sha256.Sum256([]byte(entry))
 	return hex.EncodeToString(sum[:])[:12]
+}
+
+// DiaryEntryWing is the wing a diary entry's id names ("" for any other
+// id): an edit or delete of the entry waits behind the writes of that
+// wing's diary (the entry's own, whose answer names its copy on the
+// primary, among them).
+func DiaryEntryWing(id string) string {
+	if _, _, ok := DiaryEntryID(id); !ok {
+		return ""
+	}
+	return id[len("diary_") : len(id)-len("20060102_150405000000")-12-2]
 }
 
 // DiaryEntryID splits a diary entry's id (diary_<wing>_<YYYYmmdd_HHMMSSffffff>_<suffix>)

@@ -34,6 +34,7 @@ func TestCausalKeys(t *testing.T) {
 		{"mempalace_checkpoint", map[string]any{"items": []any{map[string]any{"wing": "w", "room": "r", "content": "c"}}, "diary": map[string]any{"agent_name": "Pi", "entry": "e"}},
 			[]string{"diary:wing_pi", "drawer:" + d}},
 		{"mempalace_diary_write", map[string]any{"agent_name": "Pi", "entry": "e"}, []string{"diary:wing_pi"}},
+		{"mempalace_delete_drawer", map[string]any{"drawer_id": "diary_wing_pi_20260102_030405000006_0123456789ab"}, []string{"diary:wing_pi", "drawer:diary_wing_pi_20260102_030405000006_0123456789ab"}},
 		{"mempalace_diary_write", map[string]any{"agent_name": "Pi", "wing": "journal", "entry": "e"}, []string{"diary:journal"}},
 		// MemPalace's own normalisation: one fact however it is spelled
 		{"mempalace_kg_add", map[string]any{"subject": "Ada Lovelace", "predicate": "Works At", "object": "x"}, []string{"fact:ada_lovelace/works_at"}},

@@ -43,7 +43,11 @@ const maxRecordReads = 100
 type deletion struct {
 	marks []outbox.Tombstone
 	wing  string
-	diary bool // a diary entry among them: its id differs on the primary
+	// unnamed: a diary entry among them whose copy on the primary (another
+	// id: its own timestamp) this device cannot name: not this device's
+	// write (read from the primary), or its write not found in the outbox.
+	// A delete naming one is not sent.
+	unnamed bool
 	// entries are the diary entries among them, as their unsent writes
 	// are found (outbox.CancelUnsentDiaries).
 	entries []outbox.DeletedEntry
@@ -363,7 +367,6 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 			d.wing = gjson.Get(rec, "wing").String()
 		}
 		if meta := gjson.Get(rec, "metadata"); meta.Get("type").String() == "diary_entry" || meta.Get("agent").Exists() {
-			d.diary = true
 			stamp := meta.Get("filed_at").String()
 			en := outbox.DeletedEntry{ID: id, Agent: strings.ToLower(meta.Get("agent").String()), Text: gjson.Get(rec, "content").String(),
 				Wing: gjson.Get(rec, "wing").String(), Topic: meta.Get("topic").String()}
@@ -375,6 +378,7 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 			}
 			d.entries = append(d.entries, en)
 			d.marks = append(d.marks, e.diaryMark(ctx, en, stamp, primary))
+			d.unnamed = d.unnamed || primary || !e.entryWriteNoted(ctx, en)
 		}
 	}
 	return d
@@ -486,6 +490,17 @@ func (e *Edge) diaryMark(ctx context.Context, en outbox.DeletedEntry, stamp stri
 	return t
 }
 
+// entryWriteNoted reports that this device's write of the diary entry en
+// is in the outbox, noted for its local id: a delete sent later names the
+// entry's copy on the primary by that write's answer (outbox primaryIDs).
+func (e *Edge) entryWriteNoted(ctx context.Context, en outbox.DeletedEntry) bool {
+	ok, err := e.outbox.NoteEntryWrite(ctx, en)
+	if err != nil {
+		e.log.Warn("a deleted diary entry's write not noted: the delete is not sent to the primary", "err", err)
+	}
+	return ok
+}
+
 // awaitDiarySends waits for the sends in flight of the deleted diary
 // entries' writes (the delete cancelled the unsent ones): the primary may
 // have applied one whose answer, which names its copy there, is not back,
@@ -566,8 +581,8 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *
 // §4.2: admin-scoped only, never a hard delete remotely (so only behind a
 // gateway that keeps a trash), and local only while the primary is down.
 func (e *Edge) notSent(d deletion, n int) string {
-	if d.diary {
-		return "a diary entry has another id on the primary (written there when it was sent)"
+	if d.unnamed {
+		return "a diary entry has another id on the primary (written there when it was sent), and this device has no record of it (not its own write, or one no longer in its outbox)"
 	}
 	if e.remote == nil || !e.remote.Up() {
 		return "the primary is not reachable"

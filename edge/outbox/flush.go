@@ -245,7 +245,15 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 			return f.settle(context.WithoutCancel(ctx), op, nil, err)
 		}
 	}
-	err := f.fenced(ctx, func(tx *sql.Tx) error {
+	payload, unnamed, err := f.S.primaryIDs(ctx, op) // a diary entry's edit or delete names its copy on the primary
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return false
+	case err != nil:
+		return f.settle(context.WithoutCancel(ctx), op, nil, fmt.Errorf("%w: %w", ErrLookup, err))
+	}
+	op.Payload, op.unnamed = payload, unnamed
+	err = f.fenced(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE ops SET maybe_applied=CASE WHEN state='inflight' THEN 1 ELSE maybe_applied END, state='inflight', attempts=attempts+1
 			WHERE local_seq=? AND state IN ('queued','inflight')`, op.LocalSeq)
 		return err

@@ -81,6 +81,10 @@ type Op struct {
 	// Resend: an operator said to send an op in doubt again, whether or
 	// not its first send landed.
 	Resend bool `json:"resend,omitempty"`
+	// unnamed are the diary entry ids an attempt's payload names whose
+	// copy on the primary is not known (primaryIDs): a delete the primary
+	// answers "Drawer not found" may not have reached the entry.
+	unnamed []string
 }
 
 // Short is the op id's first shortID hex digits, as tables print it; every

@@ -24,9 +24,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	if kind == "" || alreadyGone(op, kind, msg) {
 		note := ""
 		if kind != "" {
-			f.Log.Info("a queued delete's drawer is already gone on the primary: done", "op", op.Short(), "tool", op.Tool, "answer", msg)
-			b, _ := json.Marshal(map[string]any{"kind": Gone, "message": "already gone on the primary, nothing left to delete (" + msg + ")", "at": now.UTC()}) // plain values: they encode
-			note = string(b)
+			note = f.goneNote(op, msg, now)
 		}
 		rj, err := json.Marshal(res)
 		if err == nil {
@@ -159,4 +157,20 @@ func (s *Store) lostAnswers(ctx context.Context) (int, error) {
 	var n int
 	err := s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE `+failedAs, Lost.String()).Scan(&n)
 	return n, err
+}
+
+// goneNote is the note of a delete the primary answered "Drawer not
+// found" (msg), done: gone there already, or, for a diary entry whose copy
+// on the primary is not known (op.unnamed), not known to be gone: the
+// primary may hold it under another id.
+func (f *Flusher) goneNote(op Op, msg string, now time.Time) string {
+	words := "already gone on the primary, nothing left to delete (" + msg + ")"
+	if len(op.unnamed) > 0 {
+		words = "the primary holds no drawer by this id (" + msg + "), but it may hold this device's diary entry under another id (its own timestamp), which this outbox does not know: the entry may still be there; `devbox-config edge status` names what the primary still holds"
+		f.Log.Warn("a queued delete of a diary entry named no copy on the primary: the primary may still hold the entry under another id", "op", op.Short(), "tool", op.Tool, "answer", msg)
+	} else {
+		f.Log.Info("a queued delete's drawer is already gone on the primary: done", "op", op.Short(), "tool", op.Tool, "answer", msg)
+	}
+	b, _ := json.Marshal(map[string]any{"kind": Gone, "message": words, "at": now.UTC()}) // plain values: they encode
+	return string(b)
 }
