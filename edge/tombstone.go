@@ -117,6 +117,9 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	ctx, end := e.sendingWrite(ctx)
 	defer end()
 	raw, lerr := e.localServer.Call(ctx, c.params)
+	if damaged := localDamaged(lerr); damaged != nil {
+		return e.deleteWithoutLocal(ctx, c, d, p, damaged), nil
+	}
 	res, err := localAnswer(raw, lerr)
 	if lerr != nil && ctx.Err() != nil && !errors.Is(lerr, ErrLocalDown) && p != nil {
 		// No answer within the write grace: the local palace may yet
@@ -152,6 +155,29 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	d.marks = append(d.marks, drawerMarks(gone)...)
 	kept := e.keepDeletion(ctx, c, d, n, p)
 	return annotate(deletedOnPrimary(c, d.held, res, kept), kept, false), nil
+}
+
+// deleteWithoutLocal: the local palace refused the delete before it ran
+// (damaged: errLocalDamaged). The delete is kept as one the local palace
+// took (keepDeletion: tombstones, the unsent writes of what it deletes
+// cancelled, an add pipelined before it among them) and queued for the
+// primary when the gateway allows it, as for a drawer the local palace
+// does not hold; the answer says the local palace is unchanged.
+func (e *Edge) deleteWithoutLocal(ctx context.Context, c *call, d deletion, p *pendingDeletion, damaged error) *mcp.CallToolResult {
+	if len(d.marks) == 0 {
+		e.takeBack(ctx, c, p)
+		return localDown(damaged)
+	}
+	kept := e.keepDeletion(ctx, c, d, len(drawerIDs(c)), p)
+	kept["local"], kept["degraded"] = "refused: "+damaged.Error(), true
+	out := map[string]any{"success": true, "edge": kept}
+	if id, queued := kept["op_id"].(string); queued {
+		out["queued"], out["op_id"] = true, id
+		out["message"] = errLocalDamaged.Error() + ": the delete is queued for the primary only (its gateway keeps what it deletes in its trash); this machine's palace is unchanged until it is repaired"
+	} else {
+		out["message"] = errLocalDamaged.Error() + ": the delete is not sent to the primary (edge.replication says why) and this machine's palace is unchanged until it is repaired; this device's merged reads hide what it names"
+	}
+	return jsonResult(out, false)
 }
 
 // The answers to a drawer the local palace did not hold (its "Drawer not
