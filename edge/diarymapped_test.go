@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // adminThroughGateway is an edge whose primary is the double behind a
@@ -114,4 +116,31 @@ func TestAnEditedDiaryEntryIsEditedOnThePrimary(t *testing.T) {
 	if err == nil && len(dead) > 0 {
 		t.Errorf("dead ops after the edit: %+v", dead)
 	}
+}
+
+// The same against real MemPalace 3.11.0 (a real local palace, real serve
+// behind a gateway that says this device is admin): a diary entry
+// written, sent, deleted by its local id, is gone from the primary too.
+func TestRealADeletedDiaryEntryIsDeletedOnThePrimary(t *testing.T) {
+	srv := realpalace.New(t).Serve(t, testToken)
+	url, tokens, _ := testGatewayServer(t, srv.URL,
+		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
+	h := start(t, harnessOpts{realLocal: realpalace.New(t), primaryURL: url, token: tokens["ops-0001"], timeout: 30 * time.Second})
+	h.eventually("the gateway's device header", func() bool { in, ok := h.edge.device(); return ok && in.Admin })
+	const text = "real diary mapped: the canary deploy runs at noon"
+	m, _ := h.call("diary_write", map[string]any{"agent_name": "opencode", "entry": text})
+	id, _ := m["entry_id"].(string)
+	if id == "" {
+		t.Fatalf("diary_write: %v", m)
+	}
+	onPrimary := func() int {
+		page := srv.MustCall(t, "mempalace_diary_read", map[string]any{"agent_name": "opencode", "last_n": 50})
+		return strings.Count(fmt.Sprint(page), text)
+	}
+	waitFor(t, 60*time.Second, "the entry on real serve", func() bool { return onPrimary() == 1 })
+	d, _ := h.call("delete_drawer", map[string]any{"drawer_id": id})
+	if d["success"] != true {
+		t.Fatalf("delete_drawer of the entry: %s", mustJSON(d))
+	}
+	waitFor(t, 60*time.Second, "the entry gone from real serve", func() bool { return onPrimary() == 0 })
 }
