@@ -158,6 +158,9 @@ func (e *Edge) callPrimary(ctx context.Context, c *call, retry bool) (*mcp.CallT
 // primaryFirst asks the primary; on any failure (down, an error, a tool
 // it lacks) it answers from the local palace, marked degraded.
 func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+	if own, ok := e.ownFacts(ctx, c); ok {
+		return own, nil
+	}
 	res, err := e.callPrimary(ctx, c, true)
 	if err == nil && !res.IsError {
 		return annotate(res, map[string]any{"source": "primary"}, false), nil
@@ -183,6 +186,27 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 		return local, lerr
 	}
 	return annotate(e.marks().result(local, c.tool.Records, origin.PalaceLocal), mark, true), nil
+}
+
+// ownFacts answers a knowledge-graph read from the local palace while
+// this device's own KG writes are not all on the primary yet: the local
+// palace has them and the primary does not, and the agent reads what it
+// just wrote (read-your-writes). ok false: none are waiting, or the local
+// palace could not answer, and the primary answers as ever.
+func (e *Edge) ownFacts(ctx context.Context, c *call) (*mcp.CallToolResult, bool) {
+	if c.tool.Wings != catalogue.KnowledgeGraph || e.outbox == nil {
+		return nil, false
+	}
+	n, err := e.outbox.UnsentFacts(ctx)
+	if err != nil || n == 0 {
+		return nil, false
+	}
+	res, err := e.local(ctx, c)
+	if err != nil || res == nil || res.IsError {
+		return nil, false
+	}
+	why := fmt.Sprintf("this device's knowledge-graph writes are not on the primary yet (%d in the outbox)", n)
+	return annotate(e.marks().result(res, c.tool.Records, origin.PalaceLocal), map[string]any{"source": "local", "why": why}, false), true
 }
 
 func resultText(res *mcp.CallToolResult) string {

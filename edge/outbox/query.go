@@ -668,6 +668,21 @@ func (s *Store) Pending(ctx context.Context) (n int, oldest int64, err error) {
 	return n, first.Int64, nil
 }
 
+// UnsentFacts counts the knowledge-graph writes (the ops with a fact:
+// causal key: kg_add, kg_invalidate, kg_supersede) not on the primary yet
+// and still meant to be: queued, in flight, in doubt or held, never dead.
+// The edge's KG reads ask it at every call: it reads the pending ops'
+// index only.
+func (s *Store) UnsentFacts(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM ops o WHERE o.state <> 'done' AND o.state IN ('queued','inflight','indoubt','held')
+		AND EXISTS (SELECT 1 FROM op_keys k WHERE k.local_seq=o.local_seq AND k.key GLOB 'fact:*')`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	return n, nil
+}
+
 // DeadOp is a dead op as its agent is told of it (the edge's note).
 type DeadOp struct {
 	ID, Tool string
