@@ -84,7 +84,7 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
 
   // Each device has its own token. Add one with
   //   devbox-config gateway --config THIS_FILE device add laptop-7f3a --label laptop \
-  //     --read 'shared,wing_opencode' --write 'shared,wing_opencode' --kg read --agents opencode@laptop
+  //     --read 'shared,wing_opencode' --write 'shared,wing_opencode' --kg write --agents opencode@laptop
   // then (shown once)
   //   devbox-config gateway --config THIS_FILE token issue laptop-7f3a
   // (--config can be left out where this file is ./gateway.jsonc).
