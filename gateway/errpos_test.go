@@ -120,3 +120,16 @@ func TestEmptyConfigSaysHowToRestore(t *testing.T) {
 		}
 	}
 }
+
+// An emptied config that no gateway command ever rewrote has no FILE.bak:
+// the fix does not send the operator to it (attack14 06), it says there
+// is none.
+func TestEmptyConfigWithoutBakDoesNotNameIt(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "g.jsonc")
+	os.WriteFile(file, nil, 0o600)
+	_, err := LoadConfig(file)
+	if err == nil || strings.Contains(err.Error(), "cp "+file+".bak") || !strings.Contains(err.Error(), "no "+file+".bak") || !strings.Contains(err.Error(), "your own backup") {
+		t.Errorf("got %v, want no cp of a %s.bak that does not exist: say there is none, and to restore your own backup", err, file)
+	}
+}
