@@ -158,6 +158,16 @@ var (
 	agentRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[^\s/]{1,128}$`) })
 )
 
+// restoreFix is an emptied config's fix: its FILE.bak where one exists
+// (a gateway command wrote it), else the operator's own backup.
+func restoreFix(file string) string {
+	restore := fmt.Sprintf("restore your own backup (there is no %s.bak: a gateway command that changes the file writes one)", file)
+	if _, err := os.Stat(file + ".bak"); err == nil {
+		restore = fmt.Sprintf("restore it: %[1]s.bak holds it as it was before the last gateway command changed it (cp %[1]s.bak %[1]s, then redo that command, a revoke or remove included; hand edits made since are not in it), else restore your own backup", file)
+	}
+	return restore + ". `gateway init` refuses to overwrite the file: to start over, remove it, run init, then add every device and issue each a new token"
+}
+
 // LoadConfig reads and validates a config file (JSONC). Errors name the
 // file, the line and column (a *confpos.Error) and the field.
 func LoadConfig(file string) (*Config, error) {
@@ -166,8 +176,7 @@ func LoadConfig(file string) (*Config, error) {
 		return nil, err
 	}
 	if blank(b) {
-		return nil, &confpos.Error{File: file, What: "the file is empty (no config: no device, no token)",
-			Fix: fmt.Sprintf("restore it: %[1]s.bak holds it as it was before the last gateway command changed it (cp %[1]s.bak %[1]s, then redo that command, a revoke or remove included; hand edits made since are not in it), else restore your own backup. `gateway init` refuses to overwrite the file: to start over, remove it, run init, then add every device and issue each a new token", file)}
+		return nil, &confpos.Error{File: file, What: "the file is empty (no config: no device, no token)", Fix: restoreFix(file)}
 	}
 	var c Config
 	if err := (confpos.JSON{JSONC: true, Strict: true}).DecodeJSON(file, b, &c); err != nil {
