@@ -522,6 +522,9 @@ func TestJoinPrimaryDownThenResume(t *testing.T) {
 	if !strings.Contains(joined, "accepted nothing") || !strings.Contains(joined, "run devbox-config join again") {
 		t.Fatalf("failures do not say what to do:\n%s", joined)
 	}
+	if !strings.Contains(joined, "run devbox-config doctor") {
+		t.Errorf("the primary's connection failure does not point at doctor, which finds the cause (the primary, or the gateway's upstream):\n%s", joined)
+	}
 	cp, _ := readCheckpoint(p.dir)
 	if cp[rep.Target].State != "in_progress" || cp[rep.Target].JoinedAt != nil {
 		t.Fatalf("bootstrap.json after a failed join: %+v", cp[rep.Target])
