@@ -122,3 +122,29 @@ func TestJoinSaysWhyTheGatewayFailed(t *testing.T) {
 		t.Errorf("a join through a gateway whose upstream is down says %q, want the gateway's reason (upstream unreachable)", said)
 	}
 }
+
+// A dry run of a device whose knowledge-graph grant is read says its
+// facts would be refused, not only that they are to send (attack14 05:
+// the first-day steps' --kg read, then join refused every fact, -31003).
+func TestJoinDryRunSaysFactsAreRefused(t *testing.T) {
+	t.Parallel()
+	pr, url, tokens := frontGateway(t, []gateway.Device{
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "read", Agents: []string{"opencode@desk"}},
+		{ID: "lap-1c2d", Label: "lap", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@lap"}},
+	})
+	p := newPalace(t)
+	fill(t, p, "a")
+	p.save(t)
+	for id, want := range map[string]bool{"desk-9b21": true, "lap-1c2d": false} {
+		c := config(t, p, pr)
+		c.URL, c.Token = url, func() string { return tokens[id] }
+		rep := run(t, c, Options{DryRun: true})
+		if rep.Pending[Facts] == 0 {
+			t.Fatalf("%s: no facts to send: %+v", id, rep)
+		}
+		notes := strings.Join(rep.Notes, "\n")
+		if said := strings.Contains(notes, "refuses") && strings.Contains(notes, "--kg write"); said != want {
+			t.Errorf("%s (kg %v refused): notes say refused %v, want %v:\n%s", id, want, said, want, notes)
+		}
+	}
+}
