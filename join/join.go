@@ -225,7 +225,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 		}
 	}
 	if o.DryRun {
-		return j.dryRun(), nil
+		return j.dryRun(ctx), nil
 	}
 	j.queue(ctx)
 	j.drain(ctx)

@@ -271,15 +271,38 @@ func (j *joining) resumed() []Record {
 	return recs
 }
 
-// dryRun ends a --dry-run after the plan: what would be sent and skipped.
-func (j *joining) dryRun() Report {
+// dryRun ends a --dry-run after the plan: what would be sent and skipped,
+// and whether a gateway refuses the facts to send.
+func (j *joining) dryRun(ctx context.Context) Report {
 	j.rep.DryRun = true
 	for _, p := range j.planned {
 		if p.sent {
 			j.rep.Skipped[p.rec.Kind]++
 		}
 	}
+	j.kgGrant(ctx)
 	return j.rep
+}
+
+// kgGrant notes a gateway that refuses this device's facts (its
+// knowledge-graph grant is not write): with facts to send and a token, a
+// dry run asks it what it says of the device (one ping, sending nothing;
+// a primary that is not a gateway, or does not answer within askWait,
+// says nothing).
+func (j *joining) kgGrant(ctx context.Context) {
+	n := j.rep.Pending[Facts]
+	if n == 0 || j.cfg.Token == nil || j.cfg.Token() == "" {
+		return
+	}
+	const askWait = 5 * time.Second
+	p := edge.NewPrimary(j.cfg.URL, j.cfg.Token, j.log, edge.PrimaryOptions{Timeout: min(j.cfg.Timeout, askWait), AskTimeout: askWait, Version: j.cfg.Version})
+	defer p.Close()
+	if !p.RefreshDevice(ctx) {
+		return
+	}
+	if in, ok := p.Device(); ok && in.KG != "write" {
+		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("the gateway refuses this device's facts (its knowledge-graph grant is %q): the %d facts to send would fail; on the gateway, `devbox-config gateway device set %s --kg write` grants it", in.KG, n, in.ID))
+	}
 }
 
 // queue puts in the join outbox what no earlier run queued (a dropped op
