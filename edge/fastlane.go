@@ -269,7 +269,7 @@ func (e *Edge) turn(ctx context.Context, before chan struct{}, write bool) inLin
 }
 
 // answered reports that ch is closed: the write it marks answered (nil:
-// none), or the edge halted.
+// none), the edge halted, the tools known.
 func answered(ch <-chan struct{}) bool {
 	if ch == nil {
 		return true

@@ -206,14 +206,7 @@ func (e *Edge) waitTools(ctx context.Context) {
 
 // toolsKnown reports the first tool list known (or waited for long
 // enough): the tools listed are the edge's.
-func (e *Edge) toolsKnown() bool {
-	select {
-	case <-e.toolsReady:
-		return true
-	default:
-		return false
-	}
-}
+func (e *Edge) toolsKnown() bool { return answered(e.toolsReady) }
 
 // markToolsReady lets tools/list and tools/call through; with no tool
 // known at all, the catalogue's stand in.
