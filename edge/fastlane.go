@@ -171,8 +171,8 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 	l.e.waitTools(ctx) // as the SDK path does
 	if !stateless && !l.e.waitInitialized(ctx) {
 		if ctx.Err() != nil {
-			if l.ctx.Err() != nil && l.take(key) != nil {
-				l.respond(id, nil, errNotApplied, stateless) // the edge stopped: never made
+			if l.ctx.Err() != nil {
+				l.notMade(key, id, stateless) // the edge stopped
 			}
 			return // cancelled by the agent before it was made: no answer
 		}
@@ -184,9 +184,7 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 	case cancelledInLine:
 		return // cancelled by the agent before it was sent: no answer
 	case haltedInLine:
-		if l.take(key) != nil {
-			l.respond(id, nil, errNotApplied, stateless) // never sent, so never out of order
-		}
+		l.notMade(key, id, stateless) // never sent, so never out of order
 		return
 	}
 	if !l.e.listed(c.name) {
@@ -209,6 +207,14 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 		result = l.e.withNote(ctx, result)
 	}
 	l.respond(id, result, err, stateless)
+}
+
+// notMade answers a call the edge stopped before making it: NOT applied
+// (unless the agent cancelled it meanwhile: no answer).
+func (l *fastLane) notMade(key string, id json.RawMessage, stateless bool) {
+	if l.take(key) != nil {
+		l.respond(id, nil, errNotApplied, stateless)
+	}
 }
 
 // waitInitialized waits, at most ToolsWait, for the SDK to have handled

@@ -675,7 +675,7 @@ func (s *Store) Pending(ctx context.Context) (n int, oldest int64, err error) {
 // index only.
 func (s *Store) UnsentFacts(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM ops o WHERE o.state <> 'done' AND o.state IN ('queued','inflight','indoubt','held')
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM ops o WHERE o.state IN ('queued','inflight','indoubt','held')
 		AND EXISTS (SELECT 1 FROM op_keys k WHERE k.local_seq=o.local_seq AND k.key GLOB 'fact:*')`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: %w", err)
