@@ -51,7 +51,7 @@ func (p *Proxy) Drop(tools ...string) {
 }
 
 // Calls is how many tools/call requests for tool (its full name) the
-// proxy passed on.
+// proxy passed on and the target answered or failed.
 func (p *Proxy) Calls(tool string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -82,24 +82,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if gjson.GetBytes(body, "method").Str == "tools/call" {
 		tool = gjson.GetBytes(body, "params.name").Str
 	}
-	p.mu.Lock()
-	if tool != "" {
-		p.calls[tool]++
-	}
-	p.mu.Unlock()
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.to+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
 	req.Header = r.Header.Clone()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
+	answer, resp, err := p.pass(req)
+	// counted once the target has answered (or failed): a test that waits
+	// for a count then reads the target finds the call made
+	p.mu.Lock()
+	if tool != "" {
+		p.calls[tool]++
 	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(resp.Body)
+	p.mu.Unlock()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
@@ -122,4 +118,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	w.Write(answer) // the client went away: nothing else to tell it
+}
+
+// pass sends req to the target and reads its whole answer.
+func (p *Proxy) pass(req *http.Request) ([]byte, *http.Response, error) {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	return answer, resp, err
 }
