@@ -189,15 +189,20 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 }
 
 // ownFacts answers a knowledge-graph read from the local palace while
-// this device's own KG writes are not all on the primary yet: the local
-// palace has them and the primary does not, and the agent reads what it
-// just wrote (read-your-writes). ok false: none are waiting, or the local
-// palace could not answer, and the primary answers as ever.
+// this device's own KG writes about the entity read are not all on the
+// primary yet: the local palace has them and the primary does not, and
+// the agent reads what it just wrote (read-your-writes). A read about
+// another entity is the primary's, so a fact stuck unsent hides nothing
+// else the fleet knows. A read that names no entity (kg_stats, a
+// kg_timeline of everything) counts every unsent KG write. ok false: none
+// are waiting, or the local palace could not answer, and the primary
+// answers as ever.
 func (e *Edge) ownFacts(ctx context.Context, c *call) (*mcp.CallToolResult, bool) {
 	if c.tool.Wings != catalogue.KnowledgeGraph || e.outbox == nil {
 		return nil, false
 	}
-	n, err := e.outbox.UnsentFacts(ctx)
+	entity, _ := c.argsMap()["entity"].(string)
+	n, err := e.outbox.UnsentFacts(ctx, entity)
 	if err != nil || n == 0 {
 		return nil, false
 	}
@@ -205,7 +210,11 @@ func (e *Edge) ownFacts(ctx context.Context, c *call) (*mcp.CallToolResult, bool
 	if err != nil || res == nil || res.IsError {
 		return nil, false
 	}
-	why := fmt.Sprintf("this device's knowledge-graph writes are not on the primary yet (%d in the outbox)", n)
+	about := ""
+	if catalogue.EntityID(entity) != "" {
+		about = fmt.Sprintf(" about %q", entity)
+	}
+	why := fmt.Sprintf("this device's knowledge-graph writes%s are not on the primary yet (%d in the outbox)", about, n)
 	return annotate(e.marks().result(res, c.tool.Records, origin.PalaceLocal), map[string]any{"source": "local", "why": why}, false), true
 }
 
