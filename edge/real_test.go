@@ -289,6 +289,31 @@ func TestRealDegradedThenRecovers(t *testing.T) {
 	}
 }
 
+// TestRealKGReadIsLocalOnlyForTheEntityOfAnUnsentFact: with this device's
+// fact held in the outbox (its policy.json does not parse, so no write is
+// sent), a kg_query about another entity answers with what the fleet
+// knows, from serve, and one about the held fact's entity (as MemPalace
+// ids it) answers from the local mempalace-mcp, which has it.
+func TestRealKGReadIsLocalOnlyForTheEntityOfAnUnsentFact(t *testing.T) {
+	r := startRealEdge(t, harnessOpts{policy: `{"version": 1, "wings": {`}, "") // cut off mid-edit
+	h := r.harness
+	r.srv.MustCall(t, "mempalace_kg_add", map[string]any{"subject": "Gateway", "predicate": "guards", "object": "serve"}) // another device's
+	if got, _ := h.call("kg_add", map[string]any{"subject": "Edge Router", "predicate": "uses", "object": "outbox"}); got["edge"].(map[string]any)["replication"] != "held" {
+		t.Fatalf("kg_add with the policy broken: %v, want it held", got)
+	}
+	got, _ := h.call("kg_query", map[string]any{"entity": "gateway"})
+	if ed, _ := got["edge"].(map[string]any); got["count"] != 1.0 || ed["source"] != "primary" {
+		t.Errorf("kg_query of an entity no unsent fact names: %v, want serve's fact", got)
+	}
+	got, _ = h.call("kg_query", map[string]any{"entity": "edge router"})
+	if ed, _ := got["edge"].(map[string]any); got["count"] != 1.0 || ed["source"] != "local" || !strings.Contains(asString(ed["why"]), "not on the primary yet") {
+		t.Errorf("kg_query of the held fact's entity: %v, want it from the local palace, saying why", got)
+	}
+	if n := r.proxy.Calls("mempalace_kg_add"); n != 0 {
+		t.Errorf("the held kg_add reached serve %d times", n)
+	}
+}
+
 // TestRealEmbedderCanary: the local palace embeds with another model than
 // the primary, and real MemPalace 3.11 records the same identity for both
 // (the bare "openai-compat" in each palace's mempalace_embedder.json), so
