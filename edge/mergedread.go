@@ -75,9 +75,9 @@ type bothSides struct {
 // primary's request is written (or has failed), so the local search does
 // not compete with sending it; the local answer is needed only once the
 // primary's is in. (Measured on two cores: the primary's answer comes
-// 0.1-0.3 ms sooner than with both started at once.) The primary's
-// answer loses what this device deleted and what the agent did not ask
-// for.
+// 0.1-0.3 ms sooner than with both started at once; localHalf bounds
+// the wait for it.) The primary's answer loses what this device deleted
+// and what the agent did not ask for.
 func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, args map[string]any) bothSides {
 	askLocal := func(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 		return e.localServer.Call(ctx, c.params)
@@ -91,9 +91,11 @@ func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, 
 		askLocal, askPrimary = drawersUpTo(askLocal), drawersUpTo(askPrimary)
 	}
 	lc := make(chan sideAnswer, 1)
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
 	startLocal := sync.OnceFunc(func() {
 		go func() {
-			r, err := askLocal(ctx, orig)
+			r, err := askLocal(lctx, orig)
 			lc <- sideAnswer{r, err}
 		}()
 	})
@@ -102,10 +104,37 @@ func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, 
 	b.primary.res, b.primary.err = askPrimary(pctx, e.roomForHidden(ctx, orig))
 	b.primary.res = duplicateFlag(shape, cutToAsked(shape, e.hideTombstoned(ctx, shape, b.primary.res), args)) // tombstone.go
 	startLocal()
-	b.local = <-lc
-	b.lt, b.lok = usable(b.local.res, b.local.err)
 	b.pt, b.pok = usable(b.primary.res, b.primary.err)
+	b.local = e.localHalf(lc, lcancel, b.pok)
+	b.lt, b.lok = usable(b.local.res, b.local.err)
 	return b
+}
+
+// localHalf is the local palace's answer to a merged read. With the
+// primary's answer usable, the local palace has the call timeout more to
+// answer: mempalace-mcp answers one call at a time, and one busy (a mine
+// takes minutes) must not hold up what the primary answered; past it, its
+// call is cancelled (the call returns at once: its answer, if it comes, is
+// dropped) and the answer is the primary's alone. Without a usable
+// primary answer the local one is the only answer, waited for as long as
+// the call takes.
+func (e *Edge) localHalf(lc <-chan sideAnswer, cancel context.CancelFunc, primaryOK bool) sideAnswer {
+	if !primaryOK {
+		return <-lc
+	}
+	t := time.NewTimer(e.cfg.CallTimeout)
+	defer t.Stop()
+	select {
+	case a := <-lc:
+		return a
+	case <-t.C:
+	}
+	cancel()
+	a := <-lc // the call, cancelled, returns
+	if a.err != nil {
+		a.err = fmt.Errorf("the local palace is busy: no answer within %s of the primary's (%w)", e.cfg.CallTimeout, a.err)
+	}
+	return a
 }
 
 // oneSide answers a merged read one side of which is not usable: from

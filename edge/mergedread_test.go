@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,4 +230,25 @@ func TestDegradedListDrawersIsTheRequestedPage(t *testing.T) {
 		}
 		check(t, h, "primary")
 	})
+}
+
+// A merged read does not wait for a local palace that is busy (mempalace-mcp
+// answers one call at a time, and a mine takes minutes): once the primary
+// has answered, the local half has the call timeout, then the answer is the
+// primary's alone, marked degraded with the local palace's reason.
+func TestAMergedReadAnswersFromThePrimaryWhileTheLocalPalaceIsBusy(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{timeout: 500 * time.Millisecond, childExitWait: 200 * time.Millisecond,
+		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_search=120000,mempalace_list_drawers=120000"}})
+	h.onPrimary("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the fleet knows this"})
+
+	got, _ := h.call("search", map[string]any{"query": "fleet knows"})
+	ed, _ := got["edge"].(map[string]any)
+	if hits, _ := got["results"].([]any); len(hits) != 1 || palaceOf(hits[0]) != "primary" || got["degraded"] != true || ed["primary"] != "ok" || !strings.Contains(asString(ed["local"]), "busy") {
+		t.Errorf("search with the local palace busy: %v, want the primary's hit, marked degraded, saying the local palace is busy", got)
+	}
+	got, _ = h.call("list_drawers", map[string]any{"wing": "w"})
+	if ed, _ := got["edge"].(map[string]any); got["count"] != 1.0 || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy") {
+		t.Errorf("list_drawers with the local palace busy: %v, want the primary's drawer, marked degraded", got)
+	}
 }
