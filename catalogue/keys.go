@@ -133,7 +133,7 @@ func IDHash(parts ...string) string {
 // stripped (sanitize_kg_value), lower-cased, spaces to underscores,
 // apostrophes dropped.
 func EntityID(name string) string {
-	return strings.NewReplacer(" ", "_", "'", "").Replace(strings.ToLower(SanitizedName(name)))
+	return strings.ReplaceAll(strings.ReplaceAll(strings.ToLower(SanitizedName(name)), " ", "_"), "'", "")
 }
 
 // PredicateID is how it ids a predicate: stripped (sanitize_name),

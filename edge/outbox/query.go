@@ -676,27 +676,22 @@ func (s *Store) Pending(ctx context.Context) (n int, oldest int64, err error) {
 // (catalogue.EntityID). The edge's KG reads ask it at every call: it
 // reads the pending ops' rows only.
 func (s *Store) UnsentFacts(ctx context.Context, entity string) (int, error) {
-	named, err := queryAll(ctx, s.db, func(r rowScanner) ([]string, error) {
-		n := make([]string, 4)
-		return n, r.Scan(&n[0], &n[1], &n[2], &n[3])
-	}, `SELECT `+jsonText("subject")+`, `+jsonText("object")+`, `+jsonText("old_object")+`, `+jsonText("new_object")+`
-		FROM ops o WHERE o.state IN ('queued','inflight','indoubt','held')
+	named, err := queryAll(ctx, s.db, func(r rowScanner) (string, error) {
+		var names string
+		return names, r.Scan(&names)
+	}, `SELECT json_extract(payload_json,'$.subject','$.object','$.old_object','$.new_object') FROM ops o
+		WHERE o.state IN ('queued','inflight','indoubt','held')
 		AND EXISTS (SELECT 1 FROM op_keys k WHERE k.local_seq=o.local_seq AND k.key GLOB 'fact:*')`)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: %w", err)
 	}
 	id, n := catalogue.EntityID(entity), 0
 	for _, names := range named {
-		if id == "" || slices.ContainsFunc(names, func(x string) bool { return catalogue.EntityID(x) == id }) {
+		if id == "" || slices.ContainsFunc(gjson.Parse(names).Array(), func(x gjson.Result) bool { return x.Type == gjson.String && catalogue.EntityID(x.Str) == id }) {
 			n++
 		}
 	}
 	return n, nil
-}
-
-// jsonText is the SQL for an op's payload member as text (empty when absent).
-func jsonText(member string) string {
-	return `CAST(COALESCE(CASE WHEN json_valid(payload_json) THEN json_extract(payload_json,'$.` + member + `') END, '') AS TEXT)`
 }
 
 // DeadOp is a dead op as its agent is told of it (the edge's note).
