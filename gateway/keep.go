@@ -62,29 +62,36 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 	del := trash.Delete{Device: d.ID, Label: d.Label, Tool: t.Name, Source: doom.source, Audit: x.ahead}
 	k = &kept{tool: t.Name, rows: doom.rows}
 	for _, p := range doom.drawers {
-		id, _ := p["drawer_id"].(string)
-		wing, _ := p["wing"].(string)
-		room, _ := p["room"].(string)
-		content, _ := p["content"].(string)
-		meta, _ := p["metadata"].(map[string]any)
-		src, _ := meta["source_file"].(string)
-		if doom.source != "" {
-			src = doom.source // the whole path, where the metadata has only its name
-		}
-		dr := trash.Drawer{ID: id, Wing: wing, Room: room, Content: content, Metadata: metadataOf(p), SourceFile: src, Kind: trash.Classify(t.Name, id, wing, room, content, meta)}
+		dr := keptDrawer(t.Name, p, doom.source)
 		if s.prov != nil {
-			if st, known := s.prov.Lookup(provenance.Drawer(id)); known {
+			if st, known := s.prov.Lookup(provenance.Drawer(dr.ID)); known {
 				dr.Origin = &st
 			}
 		}
 		del.Drawers = append(del.Drawers, dr)
-		k.drawers = append(k.drawers, id)
+		k.drawers = append(k.drawers, dr.ID)
 	}
 	if k.id, err = bin.Keep(ctx, del); err != nil {
 		s.Log.Error("trash not writable: refusing deletes", "err", err)
 		return refuse(ruleTrash, "the gateway's trash cannot be written, and a delete it cannot keep is not made")
 	}
 	return k, true
+}
+
+// keptDrawer is the trash's record of a drawer tool removes or replaces,
+// from its get_drawer payload p; source, when given, is the whole source
+// path a delete_by_source named.
+func keptDrawer(tool string, p map[string]any, source string) trash.Drawer {
+	id, _ := p["drawer_id"].(string)
+	wing, _ := p["wing"].(string)
+	room, _ := p["room"].(string)
+	content, _ := p["content"].(string)
+	meta, _ := p["metadata"].(map[string]any)
+	src, _ := meta["source_file"].(string)
+	if source != "" {
+		src = source // the whole path, where the metadata has only its name
+	}
+	return trash.Drawer{ID: id, Wing: wing, Room: room, Content: content, Metadata: metadataOf(p), SourceFile: src, Kind: trash.Classify(tool, id, wing, room, content, meta)}
 }
 
 // preCall are the JSON-RPC errors MemPalace answers before a tool runs

@@ -218,3 +218,12 @@ func TestRealDeleteBySourceEnumeratesExactly(t *testing.T) {
 		t.Fatalf("the refused delete removed drawers: %d -> %d", len(before), len(after))
 	}
 }
+
+// Against real MemPalace 3.11.0: a restore keeps what the primary holds
+// now (the current version an update's restore replaces, a change made
+// to a re-filed drawer's id) in the trash, and an update's replaced
+// version whose drawer was deleted since is filed again.
+func TestRealRestoreKeepsWhatThePrimaryHolds(t *testing.T) {
+	u, _ := startReal(t)
+	restoreKeepsWhatThePrimaryHolds(t, newGWAt(t, devices, u))
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/joakimp/devbox-config/gateway/provenance"
@@ -35,10 +36,13 @@ type Restored struct {
 	Delete trash.Delete // the delete that kept it (Drawers: all of them)
 	Drawer trash.Drawer
 	// As is the id it is on the primary under now; Already, that it was
-	// there before the restore (add_drawer found the same content).
+	// there before the restore (the id held the same content).
 	As      string
 	Already bool
-	Err     error
+	// Kept, when the restore replaced other content the id held: the
+	// trash's delete that keeps that content (restoring it puts it back).
+	Kept int64
+	Err  error
 }
 
 // Restore puts back what each reference names: a delete's number (all
@@ -56,7 +60,7 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 			res := Restored{Delete: d, Drawer: dr}
 			if dr.RestoredAt != nil {
 				res.Err = fmt.Errorf("restored already, on %s, as %s", dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs)
-			} else if res.As, res.Already, res.Err = r.put(ctx, dr); res.Err == nil {
+			} else if res.Err = r.put(ctx, &res); res.Err == nil {
 				res.Err = errors.Join(r.Trash.MarkRestored(ctx, d.ID, dr.ID, res.As), r.reorigin(ctx, res))
 			}
 			out = append(out, res)
@@ -78,26 +82,29 @@ func (r Restorer) reorigin(ctx context.Context, res Restored) error {
 	return r.Provenance.Forget(ctx, k)
 }
 
-// put files one drawer again, as its kind says.
-func (r Restorer) put(ctx context.Context, d trash.Drawer) (as string, already bool, err error) {
+// put files one drawer again, as its kind says, and never over other
+// content without keeping that in the trash first (over). An update's
+// replaced version goes back in place; when the drawer is gone (deleted
+// since), it is filed again in its wing and room, as a deleted drawer is.
+func (r Restorer) put(ctx context.Context, res *Restored) error {
+	d := res.Drawer
 	switch d.Kind {
 	case trash.KindPrior:
-		res, err := r.call(ctx, "mempalace_update_drawer", map[string]any{"drawer_id": d.ID, "content": d.Content, "wing": d.Wing, "room": d.Room})
+		now, err := r.now(ctx, d.ID)
 		if err != nil {
-			return "", false, err
+			return err
 		}
-		return d.ID, res["noop"] == true, nil
+		if now != nil {
+			return r.over(ctx, res, d.ID, now)
+		}
 	case trash.KindDiary:
 		args := map[string]any{"agent_name": d.Meta("agent"), "entry": d.Content, "wing": d.Wing}
 		if topic := d.Meta("topic"); topic != "" {
 			args["topic"] = topic
 		}
-		res, err := r.call(ctx, "mempalace_diary_write", args)
-		if err != nil {
-			return "", false, err
-		}
-		id, _ := res["entry_id"].(string)
-		return id, false, nil
+		w, err := r.call(ctx, "mempalace_diary_write", args)
+		res.As, _ = w["entry_id"].(string)
+		return err
 	}
 	args := map[string]any{"wing": d.Wing, "room": d.Room, "content": d.Content}
 	if by := d.Meta("added_by"); by != "" {
@@ -106,23 +113,96 @@ func (r Restorer) put(ctx context.Context, d trash.Drawer) (as string, already b
 	if d.SourceFile != "" {
 		args["source_file"] = d.SourceFile
 	}
-	res, err := r.call(ctx, "mempalace_add_drawer", args)
+	a, err := r.call(ctx, "mempalace_add_drawer", args)
 	if err != nil {
-		return "", false, err
+		return err
 	}
-	id, _ := res["drawer_id"].(string)
-	return id, res["reason"] == "already_exists", nil
+	res.As, _ = a["drawer_id"].(string)
+	if a["reason"] != "already_exists" {
+		return nil
+	}
+	// The id is taken: by this content, or by other content an
+	// update_drawer put under it since.
+	now, err := r.now(ctx, res.As)
+	if err != nil {
+		return err
+	}
+	if now == nil {
+		return fmt.Errorf("add_drawer found %s on the primary and get_drawer then did not: restore again", res.As)
+	}
+	return r.over(ctx, res, res.As, now)
+}
+
+// over puts the kept drawer under id, which holds now: nothing is done
+// when now is the same (Already); otherwise now is kept in the trash
+// first, as a delete of its own (Kept, which restores it), and
+// update_drawer replaces it.
+func (r Restorer) over(ctx context.Context, res *Restored, id string, now map[string]any) error {
+	d := res.Drawer
+	res.As = id
+	if now["content"] == d.Content && now["wing"] == d.Wing && now["room"] == d.Room {
+		res.Already = true
+		return nil
+	}
+	cur := keptDrawer("update_drawer", now, "")
+	if r.Provenance != nil {
+		if st, known := r.Provenance.Lookup(provenance.Drawer(id)); known {
+			cur.Origin = &st
+		}
+	}
+	k := kept{tool: "update_drawer", drawers: []string{id}}
+	var err error
+	if k.id, err = r.Trash.Keep(ctx, trash.Delete{Device: "operator", Label: "trash restore", Tool: "update_drawer", Drawers: []trash.Drawer{cur}}); err != nil {
+		return fmt.Errorf("%s holds other content, which could not be kept in the trash, so it was not replaced: %w", id, err)
+	}
+	const tool = "mempalace_update_drawer"
+	status, resp := r.post(ctx, tool, map[string]any{"drawer_id": id, "content": d.Content, "wing": d.Wing, "room": d.Room})
+	state, note, _, drop := k.outcome(status, resp)
+	if drop {
+		err = r.Trash.Drop(ctx, k.id)
+	} else {
+		res.Kept = k.id
+		note = strings.TrimSuffix(fmt.Sprintf("what restoring delete %d replaced; %s", res.Delete.ID, note), "; ")
+		err = r.Trash.Settle(ctx, k.id, state, note, nil)
+	}
+	u, aerr := toolAnswer(tool, status, resp)
+	res.Already = u["noop"] == true // the same content by now
+	if aerr != nil && res.Kept != 0 {
+		aerr = fmt.Errorf("%w (what %s held is kept in the trash as delete %d)", aerr, id, res.Kept)
+	}
+	return errors.Join(aerr, err)
+}
+
+// now reads what id holds on the primary (nil: no drawer).
+func (r Restorer) now(ctx context.Context, id string) (map[string]any, error) {
+	const tool = "mempalace_get_drawer"
+	status, resp := r.post(ctx, tool, map[string]any{"drawer_id": id})
+	if msg, _ := resultOf(resp)["error"].(string); status == http.StatusOK && strings.HasPrefix(msg, "Drawer not found") {
+		return nil, nil
+	}
+	return toolAnswer(tool, status, resp)
 }
 
 // call is one tools/call on the upstream; an answer that says it failed
 // is an error.
 func (r Restorer) call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	status, resp := r.post(ctx, tool, args)
+	return toolAnswer(tool, status, resp)
+}
+
+// post sends one tools/call to the upstream.
+func (r Restorer) post(ctx context.Context, tool string, args map[string]any) (int, []byte) {
 	client := cmp.Or(r.Client, &http.Client{Timeout: callTimeout})
 	token := ""
 	if r.Token != nil {
 		token = r.Token()
 	}
-	status, resp := postMCP(ctx, client, r.Upstream, token, toolCall(json.RawMessage("1"), tool, args))
+	return postMCP(ctx, client, r.Upstream, token, toolCall(json.RawMessage("1"), tool, args))
+}
+
+// toolAnswer is a tools/call's result; an answer that says it failed is an
+// error.
+func toolAnswer(tool string, status int, resp []byte) (map[string]any, error) {
 	var e struct {
 		Error *struct {
 			Code    int    `json:"code"`

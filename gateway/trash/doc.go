@@ -40,7 +40,14 @@
 //     restore's timestamp (MemPalace ids and dates an entry by when it is
 //     written), which diary_read lists again.
 //   - KindPrior, the version an update_drawer replaced: update_drawer puts
-//     content, wing and room back in place under the same id.
+//     content, wing and room back in place under the same id; when the
+//     drawer has been deleted since, add_drawer files it again, as
+//     KindRefiled.
+//
+// A restore never replaces other content: when the id it comes back
+// under holds other content (a later version; a deleted drawer's content
+// filed again, then changed), that is kept first, as a Delete of its own
+// (tool update_drawer, device "operator"), and restoring it puts it back.
 //
 // Lost lists what no restore brings back (filed_at among it).
 //

@@ -26,7 +26,8 @@ const (
 	// diary_read lists again.
 	KindDiary Kind = "diary"
 	// KindPrior: the version an update_drawer replaced: put back in place
-	// with update_drawer (the same id).
+	// with update_drawer (the same id), or, when the drawer has been
+	// deleted since, re-filed with add_drawer (Drawer.RefiledID).
 	KindPrior Kind = "prior"
 )
 
@@ -54,14 +55,19 @@ func (d Drawer) RefiledID() string { return catalogue.DrawerID(d.Wing, d.Room, d
 func (d Drawer) ComesBackAs() string {
 	switch d.Kind {
 	case KindFiled:
-		return "the same id and content (re-filed with add_drawer)"
+		return "the same id and content (re-filed with add_drawer)" + overOther
 	case KindPrior:
-		return "this content again, in place, under the same id (update_drawer)"
+		return "this content again, in place, under the same id (update_drawer; what the drawer holds then is kept in the trash, restorable in turn); " +
+			"if the drawer has been deleted by then, filed again in " + d.Wing + "/" + d.Room + " as " + d.RefiledID()
 	case KindDiary:
 		return "a new diary entry for " + d.Meta("agent") + " with this text, dated the restore (diary_write gives it a new id)"
 	}
-	return "the same content under a new id, " + d.RefiledID() + " (its id came from its source file and chunk, or its content changed after filing; add_drawer derives the id from wing, room and content)"
+	return "the same content under a new id, " + d.RefiledID() + " (its id came from its source file and chunk, or its content changed after filing; add_drawer derives the id from wing, room and content)" + overOther
 }
+
+// overOther is what a re-filed drawer does to an id that holds other
+// content by then (filed again with this content, then updated).
+const overOther = "; if that id holds other content by then, that is kept in the trash, restorable in turn, and replaced"
 
 // Meta is a string field of the drawer's metadata ("" if absent).
 func (d Drawer) Meta(key string) string {
