@@ -36,8 +36,14 @@ a drawer filed over MCP comes back under the same id (its id derives from
 wing, room and content); a mined drawer, or one whose content changed after
 filing, comes back with the same content under the id wing, room and
 content give; a diary entry is written again as a new entry, dated the
-restore; an update_drawer's replaced version is put back in place. What no
-restore brings back: ` + trash.Lost + `.`,
+restore; an update_drawer's replaced version is put back in place, under
+the same id, or, when the drawer has been deleted since, filed again in
+its wing and room (under the id its content gives). A restore never
+destroys what the primary holds: when the drawer's id holds other content
+(a later version, or a change made after the same content was filed
+again), that content is kept in the trash first, as a delete of its own
+that restore puts back, and the restore says its number. What no restore
+brings back: ` + trash.Lost + `.`,
 		RunE: func(_ *cobra.Command, args []string) error {
 			return restoreTrash(g, stdout, stderr, upstream, args)
 		},
@@ -163,17 +169,23 @@ func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, r
 // restoredLine says what became of one drawer.
 func restoredLine(x gateway.Restored) string {
 	d := x.Drawer
+	kept := ""
+	if x.Kept != 0 {
+		kept = fmt.Sprintf("; what the drawer held (other content) is kept in the trash as delete %d ('trash restore %d' puts it back)", x.Kept, x.Kept)
+	}
 	switch {
 	case x.Err != nil:
 		return d.ID + ": not restored: " + x.Err.Error()
 	case x.Already:
-		return d.ID + ": already on the primary as " + x.As + " (nothing re-filed)"
+		return d.ID + ": already on the primary as " + x.As + ", with the same content (nothing re-filed)"
+	case d.Kind == trash.KindPrior && x.As == d.ID && x.Kept != 0:
+		return d.ID + ": the replaced version is back in place, under the same id" + kept
 	case d.Kind == trash.KindPrior:
-		return d.ID + ": the replaced version is back in place, under the same id"
+		return fmt.Sprintf("%s: the drawer is no longer on the primary (deleted since): the replaced version is filed again in %s/%s as %s%s", d.ID, d.Wing, d.Room, x.As, kept)
 	case d.Kind == trash.KindDiary:
 		return fmt.Sprintf("%s: written again as a new diary entry, %s, dated now (it was dated %s)", d.ID, x.As, d.Meta("filed_at"))
 	case x.As == d.ID:
-		return fmt.Sprintf("%s: back under the same id, with the same content (filed now; it was filed %s)", d.ID, d.Meta("filed_at"))
+		return fmt.Sprintf("%s: back under the same id, with the same content (filed now; it was filed %s)%s", d.ID, d.Meta("filed_at"), kept)
 	}
-	return fmt.Sprintf("%s: back with the same content under a new id, %s (its id did not derive from wing, room and content: a mined drawer's derives from its source file and chunk, an updated drawer keeps its first id; it was filed %s)", d.ID, x.As, d.Meta("filed_at"))
+	return fmt.Sprintf("%s: back with the same content under a new id, %s (its id did not derive from wing, room and content: a mined drawer's derives from its source file and chunk, an updated drawer keeps its first id; it was filed %s)%s", d.ID, x.As, d.Meta("filed_at"), kept)
 }

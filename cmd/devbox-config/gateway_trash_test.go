@@ -87,6 +87,17 @@ func TestGatewayTrashListAndRestore(t *testing.T) {
 	if out := cli(0, "trash", "prune"); !strings.Contains(out, "pruned 0 delete(s) older than 30 days") {
 		t.Errorf("prune: %s", out)
 	}
+	// Restoring an update's replaced version over a later one says where
+	// the later one is kept, and trash list shows it, restorable.
+	call("update_drawer", map[string]any{"drawer_id": id, "content": "rotate the staging keys on Mondays"})
+	call("update_drawer", map[string]any{"drawer_id": id, "content": "rotate the staging keys daily"})
+	out = cli(0, "trash", "restore", "--upstream", up.URL(), "2")
+	if want := id + ": the replaced version is back in place, under the same id; what the drawer held (other content) is kept in the trash as delete 4 ('trash restore 4' puts it back)"; !strings.Contains(out, want) {
+		t.Errorf("restoring an update's replaced version lacks %q:\n%s", want, out)
+	}
+	if out := cli(0, "trash", "list"); !strings.Contains(out, "4  ") || !strings.Contains(out, "update_drawer by operator (trash restore): 1 drawer(s), replaced; what restoring delete 2 replaced") {
+		t.Errorf("list after restoring over a later version:\n%s", out)
+	}
 	// The bulk-delete grant: only on an admin device, set and taken back.
 	cli(0, "device", "add", "laptop-7f3a", "--read", "shared")
 	run(1, "device", "set", "laptop-7f3a", "--bulk-delete")
