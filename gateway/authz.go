@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -34,6 +35,9 @@ func deny(rule Rule, wing string) Decision { return Decision{Rule: rule, Wing: w
 // readsAll: the device may read every wing (its read globs include "*"),
 // so nothing in an answer needs cutting.
 func (d *Device) readsAll() bool { return slices.Contains(d.Read, "*") }
+
+// writesAll: the device may write every wing (its write globs include "*").
+func (d *Device) writesAll() bool { return slices.Contains(d.Write, "*") }
 
 // grants is what decides the device's reads and writes, in the form an
 // edge hears it (deviceinfo holds the one rule both apply).
@@ -78,10 +82,22 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		dec.why = neverWhy[t.Name]
 		return dec
 	case catalogue.Admin:
-		if d.Admin {
-			return allow("admin", "")
+		// The admin scope adds the right to delete and to run the
+		// maintenance tools; it does not widen the wing globs.
+		switch {
+		case !d.Admin:
+			return deny(ruleAdminOnly, "")
+		case deletesByID(t):
+			return allow("admin", "") // each drawer's wing: authorizeDrawers
+		case !d.readsAll():
+			if t.Reads {
+				return deny(ruleReadsAll, "")
+			}
+			return deny(ruleAdminAllWings, "")
+		case !t.Reads && !d.writesAll():
+			return deny(ruleAdminAllWings, "")
 		}
-		return deny(ruleAdminOnly, "")
+		return allow("admin", "")
 	case catalogue.ReadStatic:
 		if !d.readsSome() {
 			return deny("no read scope", "")
@@ -91,7 +107,7 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		if d.readsAll() {
 			return allow("read:*", "")
 		}
-		return deny("its answer spans wings: only a device that reads every wing (\"*\") may call it", "")
+		return deny(ruleReadsAll, "")
 	case catalogue.ReadByID:
 		// A drawer that does not exist and one in an unreadable wing get
 		// the same denial: the answer says nothing of its existence.
@@ -141,6 +157,35 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		return allow("coordination:read", "")
 	}
 	return deny("no rule allows it", "")
+}
+
+// deletesByID: the admin tools whose wings are those of the drawers they
+// name (delete_drawer, delete_drawers).
+func deletesByID(t catalogue.Tool) bool {
+	return t.Name == "delete_drawer" || t.Name == "delete_drawers"
+}
+
+// authorizeDrawers decides an admin's delete by id from the wings of the
+// drawers it names, in order ("" for an id that names none): each must
+// be a wing the device writes. A drawer in a wing it may not read is
+// refused as one that does not exist, and so, from a device that does
+// not read every wing, is an id that names no drawer (a device that
+// reads every wing gets MemPalace's own "Drawer not found").
+func authorizeDrawers(d *Device, wings []string) Decision {
+	dec := allow("admin", "")
+	for _, w := range wings {
+		switch {
+		case w == "" && d.readsAll():
+			continue
+		case w == "" || !d.reads(w):
+			return deny(ruleNotVisible, w)
+		}
+		if ok, rule := d.grants().Writes(w); !ok {
+			return deny(Rule(rule), w)
+		}
+		dec.Wing = cmp.Or(dec.Wing, w)
+	}
+	return dec
 }
 
 // StampProvenance sets added_by = "<agent>/<label>/<device id>" from the

@@ -428,6 +428,9 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 		drawerWing = s.drawerWing(ctx, id)
 	}
 	dec := Authorize(d, req.Tool, req.Args, drawerWing)
+	if dec.Allow && deletesByID(t) && !(d.readsAll() && d.writesAll()) {
+		dec = authorizeDrawers(d, s.drawerWings(ctx, req.Args))
+	}
 	if dec.Allow && !s.objectBefore(ctx, d, t, req.Args) {
 		dec = deny(ruleNotVisible, "")
 	}

@@ -218,6 +218,33 @@ func (s *Server) drawerWing(ctx context.Context, id string) string {
 	return w
 }
 
+// drawerWings is the wing of each drawer a delete by id names, in order
+// ("" for an id that names none, or that the primary did not answer
+// for): get_drawers a batch at a time, get_drawer one by one from an
+// upstream without it.
+func (s *Server) drawerWings(ctx context.Context, args map[string]any) []string {
+	ids, _ := args["drawer_ids"].([]any)
+	if id, ok := args["drawer_id"]; ok {
+		ids = []any{id}
+	}
+	var wings []string
+	for start := 0; start < len(ids); start += getBatch {
+		batch := ids[start:min(start+getBatch, len(ids))]
+		got, _ := s.upstreamResult(ctx, "mempalace_get_drawers", map[string]any{"drawer_ids": batch})["results"].([]any)
+		for i, id := range batch {
+			var w string
+			if len(got) == len(batch) {
+				p, _ := got[i].(map[string]any)
+				w, _ = p["wing"].(string)
+			} else if id, ok := id.(string); ok {
+				w = s.drawerWing(ctx, id)
+			}
+			wings = append(wings, w)
+		}
+	}
+	return wings
+}
+
 // forwardGET relays a GET route with the query rebuilt from what was
 // checked (never the raw one), streaming the answer as it arrives (an SSE
 // stream must not sit in a buffer). started is called with the status as

@@ -61,6 +61,13 @@ const (
 	// ruleOriginClaim: a write names a device to attribute it to that the
 	// gateway does not honour from this device (origin.MetaKey).
 	ruleOriginClaim Rule = "origin-device: admin devices only"
+	// ruleReadsAll: an answer that spans wings in a shape the gateway
+	// cannot cut (catalogue.ReadAllWings, mesh_peers).
+	ruleReadsAll Rule = `its answer spans wings: only a device that reads every wing ("*") may call it`
+	// ruleAdminAllWings: an admin tool that acts on the whole palace, or
+	// on the primary's server, with no wing to check (delete_by_source,
+	// the tunnel and hallway deletes, reconnect, the hook tools).
+	ruleAdminAllWings Rule = `it acts on the whole palace: only an admin device that reads and writes every wing ("*") may call it`
 	// ruleAuthAmbiguous: more than one Authorization header.
 	ruleAuthAmbiguous Rule = "authenticate:ambiguous"
 )
