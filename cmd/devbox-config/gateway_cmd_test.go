@@ -77,7 +77,9 @@ func TestGatewayOperatorCommands(t *testing.T) {
 	}
 	cli(1, "device", "add", "bad", "--kg", "everything") // validated: kg
 	cli(1, "audit", "verify")                            // no log yet
-	cli(0, "device", "remove", "laptop-7f3a")
+	if out, _ := cli(0, "device", "remove", "laptop-7f3a"); out != "removed device laptop-7f3a: its tokens stop working within a second\n" {
+		t.Fatalf("remove says %q", out)
+	}
 	cli(2, "--listen", ":8766", "--upstream", "http://127.0.0.1:8765/mcp") // no implicit 0.0.0.0
 }
 

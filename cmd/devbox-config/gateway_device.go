@@ -22,7 +22,7 @@ func newGatewayDeviceCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Comm
 	}
 	remove := &cobra.Command{
 		Use: "remove ID", Short: "Remove a device (its tokens stop working within a second)", Args: exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error { return removeDevice(g, args[0]) },
+		RunE: func(_ *cobra.Command, args []string) error { return removeDevice(g, stdout, args[0]) },
 	}
 	return group("device", "Add, change, list and remove devices", newDeviceAddCmd(g, stdout, stderr), newDeviceSetCmd(g, stdout), list, remove)
 }
@@ -199,8 +199,8 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 // removeDevice is `gateway device remove ID`. A device another trusts
 // stays until no trusted set names it: the command that drops it from
 // each is the fix.
-func removeDevice(g *gatewayConfig, id string) error {
-	return g.update(func(c *gateway.Config) error {
+func removeDevice(g *gatewayConfig, stdout io.Writer, id string) error {
+	err := g.update(func(c *gateway.Config) error {
 		if _, err := deviceIn(c, id); err != nil {
 			return err
 		}
@@ -223,6 +223,11 @@ func removeDevice(g *gatewayConfig, id string) error {
 		c.RemovedDevices = append(c.RemovedDevices, id) // never again silently: its records keep its id
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "removed device %s: its tokens stop working within a second\n", id)
+	return nil
 }
 
 // scopes says what a device may do, for `gateway device add` and `set`.
