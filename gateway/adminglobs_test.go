@@ -116,6 +116,18 @@ func TestAdminStaysInsideItsGlobs(t *testing.T) {
 	if n := g.up.toolCalls(t, "delete_by_source") + g.up.toolCalls(t, "reconnect") + g.up.toolCalls(t, "hook_settings"); n != 0 {
 		t.Fatalf("%d palace-wide admin calls reached the primary", n)
 	}
+	// The admin GET routes (/sync/peers is mesh_peers' payload): "*" readers only.
+	for _, path := range []string{"/statusz", "/sync/peers", "/sync/ops?origin=a"} {
+		if code := g.get(mal, path, nil); code != 403 {
+			t.Errorf("mal GET %s: HTTP %d, want 403", path, code)
+		}
+		if code := g.get(auditor, path, nil); code == 403 {
+			t.Errorf("auditor GET %s: HTTP %d", path, code)
+		}
+	}
+	if e := g.auditLog(); e[len(e)-2].Rule != ruleReadsAll {
+		t.Errorf("mal's GET is audited as %q", e[len(e)-2].Rule)
+	}
 	// A palace-wide read: any admin that reads every wing.
 	if _, rpc, _ := g.call(auditor, "mesh_peers", nil); rpc != nil && rpc["code"] == float64(CodeDenied) {
 		t.Errorf("auditor (read \"*\") refused mesh_peers: %s", refusal(rpc))

@@ -93,7 +93,7 @@ type Device struct {
 	// Agents are the from_agent names the device may use
 	// ("<harness>@<label>", RFC 003 §3.2).
 	Agents      []string `json:"agents,omitempty"`
-	Admin       bool     `json:"admin,omitempty"`       // deletes (kept in the trash), hook_settings, reconnect, mesh_peers (never sync or mine, never an unknown tool)
+	Admin       bool     `json:"admin,omitempty"`       // deletes in its write globs (kept in the trash); with read and write "*" delete_by_source, hook_settings, reconnect, mesh_peers (never sync or mine, never an unknown tool)
 	Coordinator bool     `json:"coordinator,omitempty"` // sees every event, not only its agents'
 	// BulkDelete lets an admin device make one delete of more drawers than
 	// the config's delete_cap (they still go to the trash).

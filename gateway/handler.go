@@ -101,8 +101,12 @@ func (s *Server) serveAdminGET(x *exchange) {
 	if !ok {
 		return
 	}
-	if !d.Admin {
+	switch {
+	case !d.Admin:
 		s.answerText(x, http.StatusForbidden, "admin only", VerdictDeny, ruleAdminOnly)
+		return
+	case !d.readsAll(): // the palace's counts, every agent's ops and artifacts
+		s.answerText(x, http.StatusForbidden, ruleReadsAll.String(), VerdictDeny, ruleReadsAll)
 		return
 	}
 	s.serveGET(x, rebuildQuery(q), true)
