@@ -119,7 +119,10 @@ type Gate int
 const (
 	// Deny: unknown tools.
 	Deny Gate = iota
-	// Admin: the admin scope (local-only, maintenance, destructive tools).
+	// Admin: the admin scope (local-only, maintenance, destructive tools),
+	// inside the device's globs: the gateway checks a delete by id against
+	// its drawers' wings, and lets the tools with no wing to check only a
+	// device whose globs are "*".
 	Admin
 	// ReadWing: read scope; a named wing must be readable, and answers are
 	// filtered to the readable wings.
