@@ -63,9 +63,11 @@ type owedAsk struct {
 	// carried none); the trusted set is applied to it again at each
 	// session start.
 	From string `json:"from,omitempty"`
-	// Corr is its correlation id ("": none): a reply on its thread clears
-	// it (answered).
-	Corr string `json:"corr,omitempty"`
+	// Corr is its correlation id ("": none) and Sender its from_agent: a
+	// reply to Sender on Corr clears it (answered), a reply to anyone
+	// else on the same id does not.
+	Corr   string `json:"corr,omitempty"`
+	Sender string `json:"sender,omitempty"`
 }
 
 // owedView is the agent's owed asks from trusted senders, oldest first, as
@@ -140,7 +142,7 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 	for _, it := range r.Owed {
 		if e.trustedEvent(it.Event.Raw) {
 			o, _ := origin.Of(it.Event.Raw)
-			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event), From: o.Device, Corr: deref(it.Event.CorrelationID)})
+			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event), From: o.Device, Corr: deref(it.Event.CorrelationID), Sender: it.Event.FromAgent})
 		}
 	}
 	e.wk.mu.Lock()
@@ -194,9 +196,9 @@ func (e *Edge) answered(ctx context.Context, c *call) {
 		return
 	}
 	e.wk.mu.Lock()
-	owed := make([][2]string, 0, len(e.wk.view.Asks))
+	owed := make([]mailbox.Event, 0, len(e.wk.view.Asks))
 	for _, a := range e.wk.view.Asks {
-		owed = append(owed, [2]string{a.ID, a.Corr})
+		owed = append(owed, mailbox.Event{ID: a.ID, FromAgent: a.Sender, CorrelationID: &a.Corr})
 	}
 	gone := mailbox.Cleared(e.cfg.Identity, owed, c.argsMap())
 	if len(gone) == 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/mailbox"
 	"github.com/joakimp/devbox-config/testbed"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // askVia appends an open ask from from to to (the edge's agent by
@@ -422,5 +423,62 @@ func TestASessionIsToldItsIdentityIsNotTheDevices(t *testing.T) {
 	// way (attack11).
 	if _, res := own.call("mailbox", map[string]any{"agent": "pi@laptop"}); !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "pi@laptop is not one of this device's agents") {
 		t.Errorf("mempalace_mailbox for another device's agent does not warn:\n%s", res.Content[0].(*mcp.TextContent).Text)
+	}
+}
+
+// An ask is owed until this agent answers that ask. A device outside the
+// trusted set that reuses a trusted ask's correlation id cannot clear it:
+// the agent answering (here refusing) the untrusted ask leaves the
+// trusted one in the mailbox and in the next session's instructions.
+// Before, the ack's copied correlation id cleared both (outside tester,
+// attack16 f16).
+func TestAnAnswerToAnotherSendersAskOnTheSameThreadLeavesTheTrustedAsk(t *testing.T) {
+	t.Parallel()
+	_, srv := startPrimary(t)
+	answerOnlyTheAskAnswered(t, srv.URL(), harnessOpts{})
+}
+
+// The same against real MemPalace 3.11.0's coordination log (real serve
+// behind the gateway; its event_ack copies the target's correlation id).
+func TestRealAnAnswerToAnotherSendersAskOnTheSameThreadLeavesTheTrustedAsk(t *testing.T) {
+	srv := realpalace.New(t).Serve(t, testToken)
+	answerOnlyTheAskAnswered(t, srv.URL, harnessOpts{timeout: 30 * time.Second})
+}
+
+func answerOnlyTheAskAnswered(t *testing.T, upstream string, o harnessOpts) {
+	t.Helper()
+	url, tokens := testGateway(t, upstream,
+		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@ops"}},
+		gateway.Device{ID: "mal-0666", Label: "mal", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"codex@mal"}},
+		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}})
+	ask := func(token, from, body string) string {
+		t.Helper()
+		r := postTool(t, url, token, "event_append", map[string]any{"type": "task.request", "stream": "devbox", "room": "r", "from_agent": from,
+			"to_agent": "opencode@edge-test", "correlation_id": "deploy-x", "status": "open", "body": body})
+		ev, _ := r["event"].(map[string]any)
+		id, _ := ev["id"].(string)
+		if id == "" {
+			t.Fatalf("event_append from %s: %v", from, r)
+		}
+		return id
+	}
+	trusted := ask(tokens["ops-0001"], "pi@ops", "rotate the prod keys today")
+	spam := ask(tokens["mal-0666"], "codex@mal", "please just mark this blocked")
+	if r := postTool(t, url, tokens["desk-9b21"], "event_ack", map[string]any{"event_id": spam, "from_agent": "opencode@edge-test", "status": "blocked", "body": "not doing this"}); r["success"] != true {
+		t.Fatalf("event_ack of the untrusted ask: %v", r)
+	}
+	o.primaryURL, o.token, o.wakeWait = url, tokens["desk-9b21"], 10*time.Second
+	h := start(t, o)
+	if in := instructionsOf(h); !strings.Contains(in, trusted) || !strings.Contains(in, "rotate the prod keys") {
+		t.Errorf("the session start does not tell the trusted ask %s, which was never answered:\n%s", trusted, in)
+	}
+	m, _ := h.call("mailbox", map[string]any{})
+	owed := []string{}
+	items, _ := m["owed"].([]any)
+	for _, it := range items {
+		owed = append(owed, it.(map[string]any)["id"].(string))
+	}
+	if len(owed) != 1 || owed[0] != trusted {
+		t.Errorf("owed %v, want only the trusted ask %s (the untrusted %s was answered)", owed, trusted, spam)
 	}
 }

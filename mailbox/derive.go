@@ -52,14 +52,19 @@ func directed(e *Event, agent string) bool {
 	return e.ToAgent != nil && *e.ToAgent == agent && *e.ToAgent != "*"
 }
 
-// joined reports whether reply r is joined to ask a: metadata.ack_of
-// names a, or both carry the same non-empty correlation_id.
+// joined reports whether reply r answers ask a: metadata.ack_of names a
+// (event_ack's join: the ask's own id), or r is addressed to a's sender
+// on a's non-empty correlation_id. A correlation id is whatever its
+// writer chose, and any sender can reuse another's: an answer on a thread
+// answers only the sender it is addressed to (an event_ack is addressed
+// to the sender of the ask it names), never an ask from someone else that
+// happens to share the id.
 func joined(r, a *Event) bool {
 	if a.ID != "" && r.AckOf == a.ID {
 		return true
 	}
 	c := deref(a.CorrelationID)
-	return c != "" && deref(r.CorrelationID) == c
+	return c != "" && deref(r.CorrelationID) == c && a.FromAgent != "" && deref(r.ToAgent) == a.FromAgent
 }
 
 // Derive returns the events still owed by agent, oldest first, each with
@@ -163,8 +168,8 @@ func why(ask *Event, agent string, progress, earlier *Event) string {
 		fmt.Fprintf(&b, " at seq %d", ask.Seq)
 	}
 	join := "metadata.ack_of=" + p(ask.ID)
-	if c := deref(ask.CorrelationID); c != "" {
-		join += " or correlation_id=" + p(c)
+	if c := deref(ask.CorrelationID); c != "" && ask.FromAgent != "" {
+		join += " or correlation_id=" + p(c) + " addressed to " + p(ask.FromAgent)
 	}
 	switch {
 	case progress != nil:
@@ -195,16 +200,16 @@ func seqNote(e *Event) string {
 
 func orDash(s string) string { return cmp.Or(s, "-") }
 
-// Cleared is the asks among owed (each owed by agent: its id, and its
-// correlation id, "" for none) that reply clears: the arguments of an
+// Cleared is the asks among owed (each owed by agent: its ID, FromAgent
+// and CorrelationID are read) that reply clears: the arguments of an
 // event_append or event_ack agent just wrote, not yet read back from the
 // primary (WithPending's shape). It is the derivation's own join, so a
 // view of owed asks kept between reads agrees with the next read.
-func Cleared(agent string, owed [][2]string, reply map[string]any) []string {
+func Cleared(agent string, owed []Event, reply map[string]any) []string {
 	events := make([]Event, 0, len(owed))
 	for i, a := range owed {
-		to, corr := agent, a[1]
-		events = append(events, Event{ID: a[0], Seq: int64(i + 1), Type: "task.request", ToAgent: &to, CorrelationID: &corr})
+		to := agent
+		events = append(events, Event{ID: a.ID, Seq: int64(i + 1), Type: "task.request", FromAgent: a.FromAgent, ToAgent: &to, CorrelationID: a.CorrelationID})
 	}
 	still := map[string]bool{}
 	for _, it := range Derive(WithPending(events, []map[string]any{reply}), agent) {
@@ -212,8 +217,8 @@ func Cleared(agent string, owed [][2]string, reply map[string]any) []string {
 	}
 	var out []string
 	for _, a := range owed {
-		if !still[a[0]] {
-			out = append(out, a[0])
+		if !still[a.ID] {
+			out = append(out, a.ID)
 		}
 	}
 	return out

@@ -76,8 +76,22 @@ func TestDeriveReferenceSemantics(t *testing.T) {
 			[]Event{ev(1, "a1", peer, me, "c1", "open", ""), ev(2, "a2", peer, me, "c2", "open", ""), ev(3, "a3", peer, me, "c3", "open", ""),
 				ev(4, "r1", me, peer, "c1", "superseded", ""), ev(5, "r2", me, peer, "c2", "failed", ""), ev(6, "r3", me, peer, "c3", "blocked", "")},
 			nil, ""},
-		{"an ack by correlation id clears (no ack_of)", me,
+		{"a reply to the asker by correlation id clears (no ack_of)", me,
+			[]Event{ev(1, "a1", peer, me, "thread-9", "open", ""), ev(2, "r1", me, peer, "thread-9", "applied", "")},
+			nil, ""},
+		{"a reply on the thread addressed to nobody answers nobody", me,
 			[]Event{ev(1, "a1", peer, me, "thread-9", "open", ""), ev(2, "r1", me, "", "thread-9", "applied", "")},
+			[]string{"a1"}, "no reply of yours"},
+		{"an ack of another sender's ask on the same correlation id does not clear this one", me,
+			[]Event{ev(1, "a1", peer, me, "deploy-x", "open", ""), ev(2, "x1", "codex@mal", me, "deploy-x", "open", ""),
+				ev(3, "k1", me, "codex@mal", "deploy-x", "blocked", "x1")},
+			[]string{"a1"}, "no reply of yours"},
+		{"a reply to another sender on the same correlation id does not clear this one", me,
+			[]Event{ev(1, "a1", peer, me, "deploy-x", "open", ""), ev(2, "r1", me, "codex@mal", "deploy-x", "applied", "")},
+			[]string{"a1"}, "no reply of yours"},
+		{"an ack of one ask clears the same sender's earlier asks on its thread", me,
+			[]Event{ev(1, "a1", peer, me, "deploy-x", "open", ""), ev(2, "a2", peer, me, "deploy-x", "open", ""),
+				ev(3, "k1", me, peer, "deploy-x", "applied", "a2")},
 			nil, ""},
 		{"an event_ack (metadata.ack_of) clears an ask without a correlation", me,
 			[]Event{ev(1, "a1", peer, me, "", "open", ""), ev(2, "k1", me, peer, "a1", "applied", "a1")},
@@ -191,7 +205,7 @@ func TestPendingRepliesCountAsSent(t *testing.T) {
 	pending := []map[string]any{
 		{"type": "task.result", "stream": "devbox", "room": "coord", "from_agent": me, "to_agent": peer, "correlation_id": "c1", "status": "applied"},
 		{"event_id": "a2", "from_agent": me, "status": "blocked", "body": "needs a token"},
-		{"type": "task.progress", "stream": "devbox", "room": "coord", "from_agent": me, "correlation_id": "c3", "status": "claimed"},
+		{"type": "task.progress", "stream": "devbox", "room": "coord", "from_agent": me, "to_agent": peer, "correlation_id": "c3", "status": "claimed"},
 		{"content": "not an event"},
 	}
 	got := build(WithPending(seen, pending), me, "devbox", 0)
@@ -254,10 +268,12 @@ func record(name string) catalogue.Tool {
 
 // A view of owed asks kept between reads drops what the agent's own reply
 // clears, by the derivation's join: a terminal event_ack of the ask, or a
-// terminal event_append sharing its correlation id; not a claim, and not
-// another agent's reply.
+// terminal event_append to its sender sharing its correlation id; not a
+// claim, not a reply to another sender on the same correlation id, and
+// not another agent's reply.
 func TestClearedByAReply(t *testing.T) {
-	owed := [][2]string{{"evt_a", ""}, {"evt_b", "thread-1"}}
+	corr := "thread-1"
+	owed := []Event{{ID: "evt_a", FromAgent: "pi@laptop"}, {ID: "evt_b", FromAgent: "pi@laptop", CorrelationID: &corr}}
 	for _, c := range []struct {
 		name  string
 		reply map[string]any
@@ -267,6 +283,7 @@ func TestClearedByAReply(t *testing.T) {
 		{"ack claimed", map[string]any{"event_id": "evt_a", "from_agent": "opencode@desk", "status": "claimed"}, nil},
 		{"another agent's ack", map[string]any{"event_id": "evt_a", "from_agent": "pi@desk", "status": "applied"}, nil},
 		{"reply on the thread", map[string]any{"type": "task.result", "from_agent": "opencode@desk", "to_agent": "pi@laptop", "correlation_id": "thread-1", "status": "blocked"}, []string{"evt_b"}},
+		{"reply to another sender on the thread", map[string]any{"type": "task.result", "from_agent": "opencode@desk", "to_agent": "codex@mal", "correlation_id": "thread-1", "status": "blocked"}, nil},
 		{"reply naming the ask", map[string]any{"type": "task.result", "from_agent": "opencode@desk", "status": "failed", "metadata": map[string]any{"ack_of": "evt_b"}}, []string{"evt_b"}},
 		{"not a reply", map[string]any{"from_agent": "opencode@desk"}, nil},
 	} {

@@ -13,9 +13,17 @@
 //     addressed to nobody;
 //  2. the agent did not write it (you cannot owe yourself);
 //  3. no event of the agent's that comes strictly later (higher seq), is
-//     joined to it by metadata.ack_of = <id> or a shared correlation_id,
-//     and has a terminal status (applied, superseded, failed, blocked)
-//     exists. claimed and ready announce progress and do not clear.
+//     joined to it, and has a terminal status (applied, superseded,
+//     failed, blocked) exists. claimed and ready announce progress and do
+//     not clear.
+//
+// Joined means metadata.ack_of = <its id> (what event_ack writes), or
+// the same correlation_id on a reply addressed to its sender (to_agent =
+// its from_agent; event_ack addresses the ack so). RFC 003 joins on a
+// shared correlation_id alone, but any sender can reuse another's id: an
+// answer to an untrusted sender's ask on a trusted ask's id would clear
+// the trusted ask, which was never answered. A reply addressed to nobody
+// answers nobody.
 //
 // One reading the rules leave implicit is made explicit: an event that
 // itself has a terminal status closes its thread and is never owed (an
