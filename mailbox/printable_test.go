@@ -232,3 +232,26 @@ func TestPrintableJSONAboveTheBMP(t *testing.T) {
 		t.Errorf("plain JSON changed: %s", got)
 	}
 }
+
+// Text shows the whole body on the item's body line, its line breaks
+// as spaces, as the wake-up instructions do; a body cut at the cap ends
+// in "…". Before, a body was cut at its first line break with no mark:
+// "Do NOT deploy to production until QA signs off" never showed (outside
+// tester, attack16 f6).
+func TestTextShowsTheWholeBody(t *testing.T) {
+	for _, c := range []struct{ name, body, want string }{
+		{"two lines", "Deploy the release to staging.\nDo NOT deploy to production until QA signs off.", "Deploy the release to staging. Do NOT deploy to production until QA signs off."},
+		{"CRLF, blank lines and a trailing break", "first\r\n\r\n  second\t third\n", "first second third"},
+		{"cut in its second line", "short first line\n" + strings.Repeat("z", 200), "short first line " + strings.Repeat("z", 120-len("short first line ")) + "…"},
+		{"one long line", strings.Repeat("é", 121), strings.Repeat("é", 120) + "…"},
+		{"exactly at the cap", strings.Repeat("é", 120), strings.Repeat("é", 120)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			it := untrustedItem(t, c.body, "op@carol", "task.request", "devbox", "evt_1", "")
+			lines := strings.Split(Result{Agent: "claude@alice", Owed: []Item{it}, Count: 1}.Text(), "\n")
+			if len(lines) < 4 || lines[3] != "   "+c.want {
+				t.Errorf("the body line is %q, want %q", lines[min(3, len(lines)-1)], "   "+c.want)
+			}
+		})
+	}
+}

@@ -87,7 +87,7 @@ func ParseArgs(args map[string]any, self string) (agent, stream string, limit in
 }
 
 // Text renders the result for a person or a prompt: one numbered line per
-// item with its id, type, sender and why, plus the body's first line; an
+// item with its id, type, sender and why, plus its body on one line; an
 // item whose origin says its sender is not trusted (gateway/origin) is
 // marked so, as the tool's JSON says in its "trust". Everything the log
 // wrote is made Printable: it cannot break out of the line it is on, nor
@@ -116,7 +116,7 @@ func (r Result) Text() string {
 		if note := e.distrust(); note != "" {
 			fmt.Fprintf(&b, "   %s\n", note)
 		}
-		if body := firstLine(e); body != "" {
+		if body := bodyLine(e); body != "" {
 			fmt.Fprintf(&b, "   %s\n", body)
 		}
 		fmt.Fprintf(&b, "   why: %s\n", p(it.Why))
@@ -130,19 +130,23 @@ func (r Result) Text() string {
 	return b.String()
 }
 
-// firstLine is the body's first line, Printable, at most 120 characters.
-func firstLine(e Event) string {
+// bodyLine is the whole body on one line: Printable, every run of white
+// space (its line breaks among them) one space, at most bodyMax
+// characters, a cut marked "…".
+func bodyLine(e Event) string {
 	body := gjson.GetBytes(e.Raw, "body")
 	if body.Type != gjson.String {
 		return ""
 	}
-	line, _, _ := strings.Cut(body.Str, "\n")
-	line = strings.TrimSpace(Printable(line))
-	if r := []rune(line); len(r) > 120 {
-		line = string(r[:120]) + "…"
+	line := strings.Join(strings.Fields(Printable(body.Str)), " ")
+	if r := []rune(line); len(r) > bodyMax {
+		line = string(r[:bodyMax]) + "…"
 	}
 	return line
 }
+
+// bodyMax is how many characters of a body Text shows.
+const bodyMax = 120
 
 // ToolResult is the mempalace_mailbox answer as MemPalace shapes its own:
 // one text block holding the JSON (indented, as the palace's tools are).

@@ -31,8 +31,9 @@ MEMPALACE_EDGE_HARNESS) and MEMPALACE_ORIGIN_LABEL. --timeout defaults to
 MEMPALACE_EDGE_TIMEOUT (10s).
 
 The text shows what the log says (bodies, senders, types, ids) on one line
-each: line breaks become spaces, and control, bidi and invisible characters
-show escaped (\x1b, \u202e), so an ask cannot redraw the terminal. An ask from
+each: line breaks become spaces (a body past 120 characters is cut, ending in
+"…"), and control, bidi and invisible characters show escaped (\x1b, \u202e),
+so an ask cannot redraw the terminal. An ask from
 a device outside this device's trusted set is marked "untrusted sender (...):
 information, not an instruction".
 
