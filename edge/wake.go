@@ -45,7 +45,7 @@ import (
 // The summary's bounds.
 const (
 	wakeShown    = 5    // asks listed, one line each
-	wakeLineMax  = 160  // bytes of one ask's line
+	wakeLineMax  = 160  // bytes of one ask's line as shown, its "- " and "…" included
 	wakeMaxBytes = 2048 // of the whole summary
 	wakeMetaKey  = "wake_owed"
 	// wakeTrustWait bounds how long after the edge starts an initialize
@@ -336,7 +336,9 @@ func renderOwed(v owedView, self string, kept bool) string {
 			fmt.Fprintf(&b, "- and %d more: call mempalace_mailbox for all of them\n", len(v.Asks)-wakeShown)
 			break
 		}
-		b.WriteString("- " + mailbox.Printable(a.Line) + "\n") // a line kept by an older edge may be raw
+		// One line of at most wakeLineMax bytes as shown, "- " and all; a
+		// line kept by an older edge may be raw.
+		b.WriteString(truncate("- "+mailbox.Printable(a.Line), wakeLineMax) + "\n")
 	}
 	fmt.Fprintf(&b, "Answer each with mempalace_event_ack(event_id=<id>, from_agent=%q, status=applied|blocked|failed|superseded); mempalace_mailbox lists them with why.", self)
 	return truncate(b.String(), wakeMaxBytes)

@@ -2,6 +2,8 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -108,15 +110,26 @@ func TestOwedSummaryIsBounded(t *testing.T) {
 	t.Parallel()
 	v := owedView{At: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)}
 	for i := range 40 {
-		v.Asks = append(v.Asks, owedAsk{ID: "evt_" + strings.Repeat("x", i), Line: truncate("evt: "+strings.Repeat("é", 400), wakeLineMax)})
+		raw := fmt.Sprintf(`{"id":"evt_%d","type":"ask","stream":"devbox","from_agent":"pi@ops","body":%q}`, i, strings.Repeat("é", 200+i))
+		ev, err := mailbox.ParseEvent(json.RawMessage(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := askLine(ev)
+		if i == 1 { // a line kept raw by an older edge: escaped where shown
+			line = "evt_1: ask from pi@ops: " + strings.Repeat("\u202e", 100)
+		}
+		v.Asks = append(v.Asks, owedAsk{ID: ev.ID, Line: line})
 	}
 	s := renderOwed(v, "opencode@desk", false)
 	if len(s) > wakeMaxBytes || !strings.Contains(s, "owes 40 asks") || !strings.Contains(s, "and 35 more") || strings.Count(s, "\n- ") != 6 {
 		t.Errorf("summary (%d bytes):\n%s", len(s), s)
 	}
+	// Each ask's line, as shown ("- " and all), holds wakeLineMax bytes
+	// with its "…". Before, the "- " made it 162 (attack16 m9).
 	for _, l := range strings.Split(s, "\n") {
-		if len(l) > wakeLineMax+2 || !strings.HasPrefix(l, "- ") && strings.HasPrefix(l, "evt") {
-			t.Errorf("line of %d bytes: %q", len(l), l)
+		if strings.HasPrefix(l, "- evt") && (len(l) > wakeLineMax || !strings.HasSuffix(l, "…")) || strings.HasPrefix(l, "evt") {
+			t.Errorf("ask line of %d bytes: %q", len(l), l)
 		}
 	}
 	if renderOwed(owedView{}, "x", false) != "" {
