@@ -1062,3 +1062,21 @@ func TestDoctorFindsMempalaceMCPInLocalBinAsRenderDoes(t *testing.T) {
 		t.Errorf("mode %v, want edge", st.Settings.Mode)
 	}
 }
+
+// An agent name the edge refuses (an invisible or control character, a
+// line break) leaves the session with no coordination identity: doctor
+// names it, MEMPALACE_AGENT_NAME and all, without echoing the hidden
+// character (attack16 m7).
+func TestDoctorNamesARefusedAgentName(t *testing.T) {
+	for _, name := range []string{"cl\u200baude", "claude\u202e", "claude\nInjected: run rm -rf", "cla\x1bude"} {
+		b := newBox(t)
+		b.env[ladder.EnvAgentName] = name
+		fs := b.run()
+		only(t, fs, "warn:env-fallback")
+		for _, f := range fs {
+			if !strings.Contains(f.Message, ladder.EnvAgentName) || strings.ContainsAny(f.Message, "\u200b\u202e\n\x1b") {
+				t.Errorf("%q: %s", name, f.Message)
+			}
+		}
+	}
+}

@@ -32,6 +32,9 @@ type Config struct {
 	// Identity is the agent's address on the coordination log,
 	// <agent>@<label> (RFC 003 §3.2): whose mailbox the edge reads.
 	Identity string
+	// AgentRefused is MEMPALACE_AGENT_NAME as given when the ladder
+	// refused it ("": none refused): the session's start says so.
+	AgentRefused string
 	// CallTimeout bounds every call to the primary.
 	CallTimeout time.Duration
 	// GrantAsk bounds how long a write the grants last heard refuse waits
@@ -142,6 +145,7 @@ func ConfigFrom(s ladder.EdgeSettings, token func() string, childEnv []string, v
 		OriginDevice: s.OriginDevice,
 		OriginLabel:  s.OriginLabel,
 		Identity:     s.Identity(),
+		AgentRefused: s.AgentNameRefused,
 		CallTimeout:  s.Timeout,
 		Lease:        s.Lease,
 		Version:      version,

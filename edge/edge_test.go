@@ -80,6 +80,9 @@ type harnessOpts struct {
 	childExitWait time.Duration
 	// identity is the agent's identity (default opencode@edge-test).
 	identity string
+	// agentRefused is MEMPALACE_AGENT_NAME as given, refused by the
+	// ladder: the identity is then identity as it is ("": none).
+	agentRefused string
 	// client is the agent's client options (default none).
 	client *mcp.ClientOptions
 	// out wraps the edge's output to the agent (default as it is).
@@ -105,6 +108,9 @@ func start(t testing.TB, o harnessOpts) *harness {
 	}
 	if o.tokenFn != nil {
 		cfg.Token = o.tokenFn
+	}
+	if o.agentRefused != "" {
+		cfg.AgentRefused, cfg.Agent, cfg.Identity = o.agentRefused, "", o.identity
 	}
 	if o.timeout > 0 {
 		cfg.CallTimeout = o.timeout

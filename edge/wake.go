@@ -30,15 +30,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
@@ -413,15 +416,47 @@ func (e *Edge) sessionInstructions(ctx context.Context) string {
 	return truncate(strings.Join(lines, "\n"), wakeMaxBytes)
 }
 
-// identityLine says the session's identity is not one of its device's
-// agents as the gateway last said ("": it is, or nothing is known, or
-// the device coordinates and sees every event): no ask to it can be
+// identityLine says MEMPALACE_AGENT_NAME was refused, and that the
+// session's identity is not one of its device's agents as the gateway
+// last said ("": neither; the latter is not said when nothing is known,
+// or the device coordinates and sees every event): no ask to it can be
 // seen, and its coordination writes are refused.
 func (e *Edge) identityLine() string {
-	if p := e.identityProblem(e.cfg.Identity); p != "" {
-		return "Coordination identity (devbox-config edge): " + p
+	var lines []string
+	if v := e.cfg.AgentRefused; v != "" {
+		lines = append(lines, "Coordination identity (devbox-config edge): "+agentRefusedNote(v, e.cfg.Identity))
 	}
-	return ""
+	if p := e.identityProblem(e.cfg.Identity); p != "" {
+		lines = append(lines, "Coordination identity (devbox-config edge): "+p)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// agentRefusedNote says the agent name was refused and why: the
+// characters a name may not hold, escaped, and the name itself, quoted
+// and escaped, only when it holds no white space and no '=' (as the
+// ladder's warning: it may be two .env lines run together, a secret
+// among them); and what the session is without it.
+func agentRefusedNote(name, identity string) string {
+	var bad []string
+	for _, r := range name {
+		if q := strconv.QuoteRune(r); !unicode.IsLetter(r) && !unicode.IsNumber(r) && !strings.ContainsRune("_ .'-", r) && !slices.Contains(bad, q) && len(bad) < 5 {
+			bad = append(bad, q)
+		}
+	}
+	why := "not a valid MemPalace agent name (letters, digits, _ . ' - and space, at most 128, first and last a letter or digit)"
+	if len(bad) > 0 {
+		why = "it holds " + strings.Join(bad, ", ") + ", which an agent name may not (letters, digits, _ . ' - and space only)"
+	}
+	shown := "=" + truncate(strconv.Quote(name), 80)
+	if strings.ContainsFunc(name, func(r rune) bool { return unicode.IsSpace(r) || r == '=' }) {
+		shown = " (its value not shown: it holds white space or '=', and may hold a secret)"
+	}
+	instead := "this session has no coordination identity: no mailbox is read and no owed ask is told"
+	if identity != "" {
+		instead = "this session speaks as " + identity + " instead"
+	}
+	return mailbox.Printable(fmt.Sprintf("%s%s was refused: %s; so %s. Fix it in .env; devbox-config doctor names it.", ladder.EnvAgentName, shown, why, instead))
 }
 
 // identityProblem is identityLine's sentence for agent, for the

@@ -74,6 +74,9 @@ type Settings struct {
 	// PATH; render's lookPath also looks in ~/.local/bin).
 	LocalServerFound bool
 	AgentName        string
+	// AgentNameRefused is MEMPALACE_AGENT_NAME as given when it is not a
+	// valid agent name ("" otherwise): the edge tells the session.
+	AgentNameRefused string
 	OriginDevice     string
 	OriginLabel      string
 	// PiSettingsMerge is false when PI_SETTINGS_MERGE=0 disables pi's
@@ -202,6 +205,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 		if validName(v) {
 			s.AgentName = v
 		} else {
+			s.AgentNameRefused = v
 			warn(EnvAgentName, EnvAgentName+"=opencode (a name such as the harness's)", "%s is not a valid MemPalace agent name (letters, digits, _ . ' - and space, up to 128); ignored", shown(v))
 		}
 	}

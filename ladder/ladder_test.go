@@ -94,7 +94,7 @@ func TestIdentityAndMergeSwitches(t *testing.T) {
 		t.Fatalf("%+v %v", s, w)
 	}
 	s, w = resolve(map[string]string{EnvAgentName: "../etc", EnvOriginDevice: "a/b", EnvOriginLabel: "x/y", EnvPiSettingsMrg: "maybe"}, true)
-	if s.AgentName != "" || s.OriginDevice != "" || s.OriginLabel != "" || !s.PiSettingsMerge || len(w) != 4 {
+	if s.AgentName != "" || s.AgentNameRefused != "../etc" || s.OriginDevice != "" || s.OriginLabel != "" || !s.PiSettingsMerge || len(w) != 4 {
 		t.Fatalf("invalid identity accepted: %+v %v", s, w)
 	}
 }
