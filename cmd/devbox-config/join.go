@@ -166,6 +166,11 @@ func (jc *joinCmd) config() (join.Config, error) {
 		}
 	}
 	home, _ := jc.env("HOME")
+	if home != "" {
+		if err := existingHome(home, false); err != nil {
+			return join.Config{}, err
+		}
+	}
 	cfg := join.Config{
 		URL: s.URL, Token: ladder.TokenSource(jc.env), Child: s.Child, ChildEnv: ladder.ChildEnviron(jc.environ),
 		Palace: s.Palace, Home: home, Agent: s.Agent(), Label: s.OriginLabel, Device: s.OriginDevice,

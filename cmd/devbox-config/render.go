@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -217,6 +218,9 @@ func readStartEnv(home, envFile string) (startEnv, error) {
 		}
 		se.home = h
 	}
+	if err := existingHome(se.home, se.homeFromFlag); err != nil {
+		return se, err
+	}
 	if envFile != "" {
 		vars, err := confpos.ReadEnv(envFile)
 		var pe *confpos.Error
@@ -229,6 +233,26 @@ func readStartEnv(home, envFile string) (startEnv, error) {
 		se.vars = vars
 	}
 	return se, nil
+}
+
+// existingHome refuses a home that is not an existing directory, so that a
+// mistyped HOME or --home is not grown into a new home.
+func existingHome(home string, fromFlag bool) error {
+	fi, err := os.Stat(home)
+	if err == nil && fi.IsDir() {
+		return nil
+	}
+	what := "which does not exist"
+	switch {
+	case err == nil:
+		what = "which is not a directory"
+	case !errors.Is(err, fs.ErrNotExist):
+		what = fmt.Sprintf("which cannot be read (%v)", err)
+	}
+	if fromFlag {
+		return usageError("--home is %s, %s; nothing done (fix: pass --home an existing directory)", home, what)
+	}
+	return usageError("HOME is %s, %s; nothing done (fix: set HOME to your home directory, or pass --home an existing directory)", home, what)
 }
 
 // envFileLookup reads the variables fromFile names from the env file's vars

@@ -31,7 +31,11 @@ func TestRenderScripts(t *testing.T) {
 		Dir:           filepath.Join("..", "..", "testdata", "render"),
 		UpdateScripts: os.Getenv("UPDATE_GOLDEN") == "1",
 		Setup: func(e *testscript.Env) error {
+			// A home exists (render refuses one that does not).
 			home := filepath.Join(e.WorkDir, "home")
+			if err := os.MkdirAll(home, 0o755); err != nil {
+				return err
+			}
 			e.Setenv("HOME", home)
 			// Only the test's own bin dir and the command: a mempalace-mcp
 			// on the developer's PATH must not change the outcome.
