@@ -7,6 +7,8 @@ import (
 
 // Error is a mistake at a place in a file, and its fix.
 type Error struct {
+	// File is "" where the file is not known yet (a parser's error, placed
+	// by its caller): the error then reads "line L, column C: what".
 	File      string
 	Line, Col int // 1-based; 0 when the place is not known
 	What, Fix string
@@ -16,7 +18,11 @@ type Error struct {
 
 func (e *Error) Error() string {
 	s := e.File
-	if e.Line > 0 {
+	switch {
+	case e.File == "" && e.Line > 0:
+		// a place found before the file is known (merge's parsers)
+		s = fmt.Sprintf("line %d, column %d", e.Line, e.Col)
+	case e.Line > 0:
 		s += fmt.Sprintf(":%d:%d", e.Line, e.Col)
 	}
 	s += ": " + e.What

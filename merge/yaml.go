@@ -8,8 +8,9 @@ import (
 	"io"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/fingerprint"
 )
 
@@ -21,8 +22,10 @@ import (
 // whose name is mempalace). Only block style is edited: an entry or a
 // parent written in flow style ({…}, […]) is reported, not rewritten.
 //
-// The library parses (go.yaml.in/yaml/v3: the YAML organisation's
-// maintained yaml.v3, whose node API gives every key's line and column);
+// The library parses (go.yaml.in/yaml/v4: the YAML organisation's
+// maintained yaml, whose node API gives every key's line and column and
+// whose errors give the problem's; v3's gave a line only, often the
+// wrong one);
 // the splice works on lines, since a block entry is exactly the lines
 // from its key (or its "- ") to the next line indented no deeper, less
 // the comments and blank lines at its end, which belong to what follows.
@@ -42,7 +45,7 @@ func ParseYAML(src []byte, listKey string) (*YAMLDoc, error) {
 	for i := bytes.IndexByte(src, '\r'); i >= 0; i = bytes.IndexByte(src[i+1:], '\r') + i + 1 {
 		if i+1 == len(src) || src[i+1] != '\n' {
 			// YAML reads a lone CR as a line break; the splice counts lines by LF
-			return nil, fmt.Errorf("line %d: a carriage return without a line feed; render edits YAML with LF or CRLF line endings only", 1+bytes.Count(src[:i], []byte("\n")))
+			return nil, confpos.At("", src, i, "a carriage return without a line feed; render edits YAML with LF or CRLF line endings only", "")
 		}
 		if bytes.IndexByte(src[i+1:], '\r') < 0 {
 			break
@@ -58,7 +61,7 @@ func ParseYAML(src []byte, listKey string) (*YAMLDoc, error) {
 	}
 	var more yaml.Node
 	if err := dec.Decode(&more); err == nil {
-		return nil, fmt.Errorf("line %d: a second YAML document; the config must be one document", more.Line)
+		return nil, &confpos.Error{Line: more.Line, Col: more.Column, What: "a second YAML document; the config must be one document"}
 	} else if !errors.Is(err, io.EOF) {
 		return nil, yamlError(err)
 	}
@@ -70,19 +73,27 @@ func ParseYAML(src []byte, listKey string) (*YAMLDoc, error) {
 	case top.Kind == yaml.ScalarNode && top.Tag == "!!null":
 		return d, nil
 	case top.Kind != yaml.MappingNode:
-		return nil, fmt.Errorf("line %d, column %d: the top-level value is not a mapping", top.Line, top.Column)
+		return nil, &confpos.Error{Line: top.Line, Col: top.Column, What: "the top-level value is not a mapping"}
 	}
 	d.root = top
 	return d, nil
 }
 
-// yamlError puts the library's "yaml: line N: …" as "line N: …".
+// yamlError places the library's error: the problem's line and column,
+// or, for a flow collection or a quoted scalar never closed, where it
+// opened (the problem is then at the end of what follows, far from the
+// edit a person must make).
 func yamlError(err error) error {
-	msg, ok := strings.CutPrefix(err.Error(), "yaml: ")
-	if !ok {
+	var le *yaml.LoadError
+	if !errors.As(err, &le) || le.Mark.Line == 0 {
 		return err
 	}
-	return errors.New(msg)
+	at, what := le.Mark, le.Message
+	if le.ContextMark.Line > 0 && (strings.Contains(le.ContextMsg, "flow") || strings.Contains(le.ContextMsg, "quoted scalar")) {
+		at = le.ContextMark
+		what = fmt.Sprintf("%s (%s that starts here; the parser stopped at line %d, column %d)", what, le.ContextMsg, le.Mark.Line, le.Mark.Column)
+	}
+	return &confpos.Error{Line: at.Line, Col: at.Column, What: what, Err: err}
 }
 
 // Bytes returns the document's current text.

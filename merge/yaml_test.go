@@ -52,7 +52,7 @@ func TestYAMLRefusesWhatItCannotSplice(t *testing.T) {
 		{"mcpServers:\n  memory:\n    command: x\n", "name", "mcpServers", "is a mapping, not the list"},
 		{"extensions:\n  - a\n", "", "extensions", "is not a mapping"},
 		{"- a\n", "", "extensions", "top-level value is not a mapping"},
-		{"a: 1\n---\nb: 2\n", "", "extensions", "line 2: a second YAML document"},
+		{"a: 1\n---\nb: 2\n", "", "extensions", "line 2, column 1: a second YAML document"},
 		{"a: [1,\n", "", "extensions", "line "},
 	} {
 		d, err := ParseYAML([]byte(c.in), c.listKey)

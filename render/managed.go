@@ -32,6 +32,13 @@ func load(sys System, rec harness.Record, path string) (loaded, error) {
 		}
 	}
 	doc, err := parse(rec, data)
+	var pe *confpos.Error
+	if rec.Format == harness.YAML && errors.As(err, &pe) && pe.File == "" && pe.Line > 0 {
+		placed := *pe
+		placed.File, placed.What = path, pe.What+"; nothing written"
+		placed.Fix = parseFix(rec.Format, path, data) + "; then run render again"
+		return loaded{}, &placed
+	}
 	if err != nil {
 		return loaded{}, fmt.Errorf("%s does not parse, nothing written: %v (fix: %s; then run render again)", path, err, parseFix(rec.Format, path, data))
 	}

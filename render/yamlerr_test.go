@@ -1,0 +1,62 @@
+package render
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A YAML config that does not parse is named as every other config
+// mistake is, FILE:LINE:COLUMN: what (fix: how), at the place a person
+// must edit: the tab, the [ or { never closed, the quote never closed.
+// Nothing is written: the file keeps its bytes and no other file appears.
+func TestYAMLParseErrorsNameLineAndColumn(t *testing.T) {
+	for _, c := range []struct {
+		target, in string
+		at         string // LINE:COLUMN
+		what       string
+	}{
+		{"goose", "extensions:\n  foo:\n\tbar: 1\n", "3:1", "found character that cannot start any token"},
+		{"goose", "extensions:\n  foo: [1, 2\n  bar: 3\n", "2:8", "did not find expected ',' or ']'"},
+		{"goose", "a: {b: 1\nextensions: 2\n", "1:4", "did not find expected ',' or '}'"},
+		{"goose", "key: value\n\tother: 1\n", "2:1", "found a tab character that violates indentation"},
+		{"goose", "a: 1\n b: 2\n", "2:3", "mapping values are not allowed in this context"},
+		{"goose", "extensions:\n  a: 1\n b: 2\n", "3:2", "did not find expected key"},
+		{"goose", "a: 'x\nb: 2\n", "1:4", "found unexpected end of stream"},
+		{"goose", "a: @x\n", "1:4", "found character that cannot start any token"},
+		{"goose", "a: b: c\n", "1:5", "mapping values are not allowed in this context"},
+		{"goose", "a: *nope\n", "1:4", "unknown anchor 'nope' referenced"},
+		{"goose", "a: 1\n---\nb: 2\n", "2:1", "a second YAML document"},
+		{"goose", "a: 1\r\nb: 2\rc: 3\r\n", "2:5", "a carriage return without a line feed"},
+		{"goose", "\n- a\n", "2:1", "the top-level value is not a mapping"},
+		{"continue", "name: x\nmcpServers:\n  - name: y\n   command: z\n", "4:4", "did not find expected '-' indicator"},
+		{"continue", "name: \"x\nmcpServers: []\n", "1:7", "found unexpected end of stream"},
+	} {
+		home := t.TempDir()
+		file := map[string]string{"goose": ".config/goose/config.yaml", "continue": ".continue/config.yaml"}[c.target]
+		path := filepath.Join(home, file)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.WriteFile(path, []byte(c.in), 0o644)
+		env := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"}
+		o := opts(home, env)
+		o.Targets = []string{c.target}
+		results, _, err := Run(o, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := path + ":" + c.at + ": " + c.what
+		if len(results) != 1 || results[0].Action != ActionSkipped || len(results[0].Warnings) == 0 ||
+			!strings.HasPrefix(results[0].Warnings[len(results[0].Warnings)-1], want) ||
+			!strings.Contains(results[0].Warnings[len(results[0].Warnings)-1], "nothing written (fix: ") {
+			t.Errorf("%s %q: got %+v\nwant a warning starting %q, saying nothing was written and the fix", c.target, c.in, results, want)
+		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, []byte(c.in)) {
+			t.Errorf("%s %q: the file became %q", c.target, c.in, got)
+		}
+		if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+			t.Errorf("%s %q: files beside it: %v", c.target, c.in, entries)
+		}
+	}
+}
