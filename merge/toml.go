@@ -93,7 +93,7 @@ func (d *TOMLDoc) Set(value []byte, path ...string) error {
 		return err
 	}
 	if found {
-		return d.reparse(concat(d.src[:start], body, d.src[end:]))
+		return d.reparse(concat(d.src[:start], d.fit(body, end), d.src[end:]))
 	}
 	head := d.src
 	if len(bytes.TrimSpace(head)) > 0 {
@@ -102,7 +102,17 @@ func (d *TOMLDoc) Set(value []byte, path ...string) error {
 		}
 		head = concat(head, []byte(d.newline()))
 	}
-	return d.reparse(concat(head, body))
+	return d.reparse(concat(head, d.fit(body, len(d.src))))
+}
+
+// fit drops body's final line break when it goes at the end of a file
+// whose last line has none, so the file keeps its ending (and Delete
+// gives the file back).
+func (d *TOMLDoc) fit(body []byte, at int) []byte {
+	if at == len(d.src) && len(bytes.TrimSpace(d.src)) > 0 && !bytes.HasSuffix(d.src, []byte("\n")) {
+		return bytes.TrimSuffix(body, []byte(d.newline()))
+	}
+	return body
 }
 
 // Delete removes the table at path (with the one blank line before it that
@@ -115,6 +125,9 @@ func (d *TOMLDoc) Delete(path ...string) (bool, error) {
 	nl := d.newline()
 	if bytes.HasSuffix(d.src[:start], []byte(nl+nl)) {
 		start -= len(nl)
+		if end == len(d.src) && !bytes.HasSuffix(d.src, []byte("\n")) {
+			start -= len(nl) // the last line had no line break (Set's fit)
+		}
 	} else if start == len(nl) && bytes.Equal(d.src[:start], []byte(nl)) {
 		start = 0
 	}

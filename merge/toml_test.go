@@ -190,7 +190,9 @@ func afterInsert(doc string) string {
 		return doc + newTable(nl)
 	}
 	if !strings.HasSuffix(doc, "\n") {
-		doc += nl
+		// the file keeps its ending: the table goes after a line break
+		// and a blank line, and ends without one
+		return doc + nl + nl + strings.TrimSuffix(newTable(nl), nl)
 	}
 	return doc + nl + newTable(nl)
 }
@@ -347,13 +349,21 @@ func checkSplice(t *testing.T, c spliceCase, more ...string) {
 		t.Fatalf("Set on %q: %v", doc, err)
 	}
 	set := c.prefix + c.indent + newTable(nl) + c.tail + c.suffix
+	deleted := afterDelete(c.prefix+c.indent, nl) + c.tail + c.suffix
+	if c.tail+c.suffix == "" && !strings.HasSuffix(doc, "\n") {
+		// the table is last, without a line break: the file keeps its
+		// ending, and Delete takes the blank line's break away too
+		set = strings.TrimSuffix(set, nl)
+		if strings.HasSuffix(c.prefix+c.indent, nl+nl) {
+			deleted = strings.TrimSuffix(deleted, nl)
+		}
+	}
 	holds("Set", string(d.Bytes()), set, tomlEntryValue, others)
 	if err := d.Set(tomlEntry, path...); err != nil {
 		t.Fatalf("second Set on %q: %v", set, err)
 	}
 	holds("a second Set", string(d.Bytes()), set, tomlEntryValue, others)
 
-	deleted := afterDelete(c.prefix+c.indent, nl) + c.tail + c.suffix
 	for _, from := range []string{doc, set} {
 		d, _ := ParseTOML([]byte(from))
 		if ok, err := d.Delete(path...); !ok || err != nil {
@@ -380,7 +390,11 @@ func checkSplice(t *testing.T, c spliceCase, more ...string) {
 		if ok, err := d.Delete(path...); !ok || err != nil {
 			t.Fatalf("Delete on %q: %v %v", ins, ok, err)
 		}
-		holds("Delete after insert", string(d.Bytes()), afterDelete(strings.TrimSuffix(ins, newTable(docNewline(ins))), docNewline(ins)), nil, others)
+		back := afterDelete(strings.TrimSuffix(ins, newTable(docNewline(ins))), docNewline(ins))
+		if !strings.HasSuffix(without, "\n") && strings.Trim(without, " \t\r\n") != "" {
+			back = without // a file without a final line break: exactly
+		}
+		holds("Delete after insert", string(d.Bytes()), back, nil, others)
 	}
 }
 
