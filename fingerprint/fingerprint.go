@@ -95,11 +95,21 @@ type Record struct {
 	// environment. Going back to solitary removes such an entry (the user
 	// had none before opting in) instead of making it a stdio one.
 	Inserted bool `json:"inserted,omitempty"`
+	// Created is the pointer of the map devbox-config created, in a file
+	// that had none, to hold an entry it inserted; removing the entry
+	// removes the map again when it is left empty.
+	Created string `json:"created,omitempty"`
+	// Was is the text of the empty map the entry was inserted into: a
+	// JSON object ("{}", "{ }") or a YAML key's line ("extensions:").
+	// Removing the entry gives it that text back, so the file is its
+	// bytes again.
+	Was string `json:"was,omitempty"`
 }
 
 // Same reports whether two records say the same thing, ignoring the time.
 func (r Record) Same(o Record) bool {
-	return r.File == o.File && r.Pointer == o.Pointer && r.Fingerprint == o.Fingerprint && r.Mode == o.Mode && r.Pending == o.Pending && r.Inserted == o.Inserted
+	return r.File == o.File && r.Pointer == o.Pointer && r.Fingerprint == o.Fingerprint && r.Mode == o.Mode && r.Pending == o.Pending && r.Inserted == o.Inserted &&
+		r.Created == o.Created && r.Was == o.Was
 }
 
 // Ours returns the fingerprint of devbox-config's own value that the live

@@ -279,6 +279,52 @@ func (d *Doc) Delete(path ...string) (_ bool, err error) {
 	return true, nil
 }
 
+// EmptyText is the text of the object at path ("{}", "{ }") if it has no
+// members: what inserting into it changes besides the new member.
+func (d *Doc) EmptyText(path ...string) (string, bool) {
+	v, err := d.lookup(path)
+	if err != nil || v == nil {
+		return "", false
+	}
+	obj, ok := v.Value.(*hujson.Object)
+	if !ok || len(obj.Members) > 0 {
+		return "", false
+	}
+	return "{" + string(obj.AfterExtra) + "}", true
+}
+
+// RestoreEmpty gives the object at path the text EmptyText gave,
+// when the object has no members and what is inside it differs from what
+// was inside only in white space (an insert and a delete reflowed it). It
+// reports whether it did.
+func (d *Doc) RestoreEmpty(text string, path ...string) (_ bool, err error) {
+	defer d.resetOnError(&err)
+	inner, ok := strings.CutPrefix(text, "{")
+	if inner, ok = strings.CutSuffix(inner, "}"); !ok {
+		return false, nil
+	}
+	v, err := d.lookup(path)
+	if err != nil || v == nil {
+		return false, err
+	}
+	obj, ok := v.Value.(*hujson.Object)
+	if !ok || len(obj.Members) > 0 || string(obj.AfterExtra) == inner || noSpace(obj.AfterExtra) != noSpace([]byte(inner)) {
+		return false, nil
+	}
+	obj.AfterExtra = []byte(inner)
+	d.commit()
+	return true, nil
+}
+
+func noSpace(b []byte) string {
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || r == '\t' || r == '\r' || r == '\n' {
+			return -1
+		}
+		return r
+	}, string(b))
+}
+
 // tree returns the parsed document. Edits change it in place and then
 // commit, which packs it into src and updates its offsets, so offsets are
 // always those of the current bytes.

@@ -266,6 +266,86 @@ func (d *YAMLDoc) Delete(path ...string) (bool, error) {
 	return true, d.reparse(out)
 }
 
+// EmptyText is the line of the key whose value, the collection at path, is
+// empty or null ("extensions:", "mcpServers: [] # none"): what inserting
+// into it changes besides the new entry.
+func (d *YAMLDoc) EmptyText(path ...string) (string, bool) {
+	start, end, ok := d.emptyLine(path)
+	if !ok {
+		return "", false
+	}
+	return string(d.src[start:end]), true
+}
+
+// RestoreEmpty puts back the line EmptyText gave when the collection at
+// path is empty again and its line differs from that one only in how the
+// empty value is written (Delete writes {} or [], where there may have
+// been nothing, ~ or { }). It reports whether it did.
+func (d *YAMLDoc) RestoreEmpty(line string, path ...string) (bool, error) {
+	start, end, ok := d.emptyLine(path)
+	if !ok {
+		return false, nil
+	}
+	cur := string(d.src[start:end])
+	key := d.afterColon(d.keyOf(d.parentOf(path), d.nodeAt(path))) - start
+	if cur == line || len(line) < key || line[:key] != cur[:key] || restOfLine(line[key:]) != restOfLine(cur[key:]) {
+		return false, nil
+	}
+	return true, d.reparse(concat(d.src[:start], []byte(line), d.src[end:]))
+}
+
+// emptyLine is the span of the line of path's key, without its line
+// break, when path's value is an empty collection or null on that line.
+func (d *YAMLDoc) emptyLine(path []string) (start, end int, ok bool) {
+	n := d.nodeAt(path)
+	if n == nil {
+		return 0, 0, false
+	}
+	empty := n.Kind == yaml.ScalarNode && n.Tag == "!!null" ||
+		(n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) && len(n.Content) == 0
+	key := d.keyOf(d.parentOf(path), n)
+	if !empty || key == nil || n.Line != key.Line && n.Value != "" || d.afterColon(key) == 0 {
+		return 0, 0, false
+	}
+	start = d.lineStart(key.Line)
+	end = start + bytes.IndexAny(append(d.src[start:len(d.src):len(d.src)], '\n'), "\r\n")
+	return start, end, true
+}
+
+func (d *YAMLDoc) nodeAt(path []string) *yaml.Node {
+	if len(path) == 0 {
+		return nil
+	}
+	n, _, _ := d.find(path)
+	return n
+}
+
+func (d *YAMLDoc) parentOf(path []string) *yaml.Node {
+	if len(path) == 1 {
+		return d.root
+	}
+	return d.nodeAt(path[:len(path)-1])
+}
+
+// restOfLine is what follows a key's colon without the empty value
+// written there, if any, and without blanks: the comment.
+func restOfLine(s string) string {
+	s = strings.TrimSpace(s)
+	for _, v := range []string{"{}", "[]", "~", "null", "Null", "NULL"} {
+		if r, ok := strings.CutPrefix(s, v); ok && (r == "" || r[0] == ' ' || r[0] == '\t') {
+			return strings.TrimSpace(r)
+		}
+	}
+	for _, pair := range []string{"{}", "[]"} { // with blanks inside
+		if r, ok := strings.CutPrefix(s, pair[:1]); ok {
+			if i := strings.IndexByte(r, pair[1]); i >= 0 && strings.TrimSpace(r[:i]) == "" {
+				return strings.TrimSpace(r[i+1:])
+			}
+		}
+	}
+	return s
+}
+
 // afterColon is the offset just past the ":" that follows key (0 if it is
 // not on the key's line).
 func (d *YAMLDoc) afterColon(key *yaml.Node) int {

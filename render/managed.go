@@ -185,7 +185,7 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 // describe turns a decision into the changes it needs: the config, the
 // .proposed sidecar and the record, as bytes before and after.
 func (m managed) describe(r Result, f loaded, d decision, now time.Time) Result {
-	edited, err := m.rendition(d.action, f)
+	edited, err := m.rendition(d.action, f, d.rec)
 	if err != nil {
 		return skipped(r, "%s: %v", m.file, err)
 	}
@@ -199,14 +199,83 @@ func (m managed) describe(r Result, f loaded, d decision, now time.Time) Result 
 // value (for the file, or for the .proposed sidecar). It is built only
 // when needed: the common start, where nothing changes, parses every file
 // once and edits none.
-func (m managed) rendition(action merge.Action, f loaded) ([]byte, error) {
+func (m managed) rendition(action merge.Action, f loaded, rec fingerprint.Record) ([]byte, error) {
 	switch action {
 	case merge.Unchanged:
 		return f.data, nil
 	case merge.KeepDeleted:
 		return nil, nil
 	}
-	return m.edit(f.doc, f.data)
+	return m.edit(f.doc, f.data, rec)
+}
+
+// before is what an insert into the existing file f changes besides the
+// entry, for removing it to undo (the record's Created and Was): the map
+// it creates, and the text of the empty map it goes into (a JSON object,
+// or a YAML key's line).
+func (m managed) before(f loaded) (created, was string) {
+	if f.data == nil {
+		return "", "" // a file render creates stays, with its empty map
+	}
+	parent := m.pointer[:len(m.pointer)-1]
+	for i := 1; i < len(m.pointer); i++ {
+		if has, err := f.doc.Has(m.pointer[:i]...); err == nil && !has {
+			created, parent = "/"+strings.Join(m.pointer[:i], "/"), m.pointer[:i-1]
+			break
+		}
+	}
+	if e, ok := f.doc.(emptyText); ok {
+		was, _ = e.EmptyText(parent...)
+	}
+	return created, was
+}
+
+// emptyText is a document that can give an empty map or list the text it
+// had before an insert (JSON(C) and YAML; TOML's insert changes no other
+// text).
+type emptyText interface {
+	EmptyText(path ...string) (string, bool)
+	RestoreEmpty(text string, path ...string) (bool, error)
+}
+
+// undo removes what the insert the record describes added besides the
+// entry, once the entry is gone: the maps it created, when they are left
+// empty, and the empty object's own text.
+func (m managed) undo(doc document, rec fingerprint.Record) error {
+	parent := m.pointer[:len(m.pointer)-1]
+	if rec.Created != "" {
+		depth := strings.Count(rec.Created, "/")
+		for i := len(m.pointer) - 1; i >= depth && i > 0; i-- {
+			v, err := doc.Get(m.pointer[:i]...)
+			if err != nil || v == nil || !emptyCollection(v) {
+				break
+			}
+			if _, err := doc.Delete(m.pointer[:i]...); err != nil {
+				return err
+			}
+			parent = m.pointer[:i-1]
+		}
+	}
+	if e, ok := doc.(emptyText); ok && rec.Was != "" {
+		_, err := e.RestoreEmpty(rec.Was, parent...)
+		return err
+	}
+	return nil
+}
+
+// emptyCollection: v is {} or [].
+func emptyCollection(v []byte) bool {
+	var x any
+	if json.Unmarshal(v, &x) != nil {
+		return false
+	}
+	switch c := x.(type) {
+	case map[string]any:
+		return len(c) == 0
+	case []any:
+		return len(c) == 0
+	}
+	return false
 }
 
 // describeWritten: the environment's value goes into the file (insert,
@@ -222,8 +291,12 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 	newRecord := fingerprint.Record{File: filepath.Base(m.file), Pointer: "/" + strings.Join(m.pointer, "/"), Mode: m.mode, WrittenAt: now}
 	newRecord.Fingerprint, _ = fingerprint.Of(m.desired)
 	newRecord.Inserted = d.hasRec && d.rec.Inserted
+	if d.hasRec {
+		newRecord.Created, newRecord.Was = d.rec.Created, d.rec.Was
+	}
 	if d.action == merge.Insert {
 		newRecord.Inserted = m.mode != string(ladder.Solitary)
+		newRecord.Created, newRecord.Was = m.before(f)
 	}
 	if !bytes.Equal(edited, f.data) {
 		c := Change{Path: m.file, Real: f.real, Old: f.data, New: edited, Perm: f.perm, Backup: true}
@@ -273,6 +346,7 @@ func (d decision) pending(target string, newRecord fingerprint.Record) fingerpri
 		pending = fingerprint.Record{File: newRecord.File, Pointer: newRecord.Pointer, Mode: newRecord.Mode}
 	}
 	pending.Pending, pending.WrittenAt = newRecord.Fingerprint, newRecord.WrittenAt
+	pending.Created, pending.Was = newRecord.Created, newRecord.Was
 	ps := fingerprint.State{Targets: maps.Clone(d.state.Targets)}
 	ps.Targets[target] = pending
 	return ps
@@ -282,13 +356,16 @@ func (d decision) pending(target string, newRecord fingerprint.Record) fingerpri
 // managed subtree set to the desired value (or removed). A file render
 // creates (data nil) also gets the "$schema" the target wants; an existing
 // one never does: every byte outside the entry stays.
-func (m managed) edit(doc document, data []byte) ([]byte, error) {
+func (m managed) edit(doc document, data []byte, rec fingerprint.Record) ([]byte, error) {
 	doc, err := m.clone(doc, data)
 	if err != nil {
 		return nil, err
 	}
 	if m.desired == nil {
 		if _, err := doc.Delete(m.pointer...); err != nil {
+			return nil, err
+		}
+		if err := m.undo(doc, rec); err != nil {
 			return nil, err
 		}
 	} else if err := doc.Set(m.desired, m.pointer...); err != nil {

@@ -1,0 +1,178 @@
+package render
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/filewrite"
+	"github.com/joakimp/devbox-config/fingerprint"
+	"github.com/joakimp/devbox-config/harness"
+)
+
+// Opting in and then out gives the user's file back byte for byte: for
+// every harness with an entry, for a few representative files of its
+// format, render inserts the entry (with MEMPALACE_* set, or with
+// mempalace-mcp on PATH and --target) and the next start without the
+// variables (the record's "inserted" rule) or without mempalace-mcp either
+// removes it again, and the map render created for it, leaving the
+// original bytes.
+//
+// The record keeps what that needs beyond the entry: the map render
+// created ("created") and the text of the empty object or YAML line it
+// inserted into ("was"), never the whole file. The one case that comes
+// back as the same value but not the same bytes (semanticOnly): a blank
+// JSON file, which render reads as {} (and the harness would refuse),
+// comes back as {}.
+func TestOptInThenOutGivesTheFileBack(t *testing.T) {
+	for _, rec := range harness.All() {
+		if rec.Settings != nil {
+			continue // pi's settings merge has no entry to take back
+		}
+		t.Run(rec.Name, func(t *testing.T) {
+			t.Parallel() // each case waits on fsyncs, not the CPU
+			optInThenOut(t, rec)
+		})
+	}
+}
+
+// optInThenOut opts in to rec (with the variables, or with mempalace-mcp
+// on PATH and --target) and out again at a start, for each original file:
+// the variables removed (mempalace-mcp still there: the record's
+// "inserted" takes the entry away), or mempalace-mcp gone too.
+func optInThenOut(t *testing.T, rec harness.Record) {
+	remote := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"}
+	gone := func(string) (string, error) { return "", errors.New("not found") }
+	for _, orig := range originals(rec) {
+		for _, c := range []struct {
+			in        map[string]string
+			serverOut bool
+		}{
+			{remote, false},
+			{remote, true},
+			{nil, false},
+		} {
+			switch {
+			case c.serverOut && rec.Scope == harness.Always:
+				continue // the entry stays: a stdio one, which can start
+			case c.in == nil && rec.Scope != harness.Always:
+				continue // only --target adds one; the variables are the way in
+			}
+			name := fmt.Sprintf("%s %q, in with variables %v, out with mempalace-mcp still there %v", rec.Name, orig, c.in != nil, c.serverOut)
+			home := t.TempDir()
+			env := harness.Env{Home: home, HomeFromFlag: true}
+			file := filepath.Join(rec.Location.DirPath(env), rec.Location.Write[0])
+			os.MkdirAll(filepath.Dir(file), 0o755)
+			os.MkdirAll(rec.Location.MarkerPath(env), 0o755)
+			os.WriteFile(file, []byte(orig), 0o644)
+
+			in := opts(home, c.in)
+			in.Sys, in.Targets = unsynced{}, []string{rec.Name}
+			if _, _, err := Run(in, false); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(file); !bytes.Contains(got, []byte(harness.Server)) {
+				t.Errorf("%s: opting in added no entry:\n%s", name, got)
+				continue
+			}
+			out := opts(home, nil)
+			out.Sys = unsynced{}
+			if !c.serverOut {
+				out.LookPath = gone
+			}
+			if _, _, err := Run(out, false); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(file)
+			if bytes.Equal(got, []byte(orig)) {
+				continue
+			}
+			if reason, ok := semanticOnly(rec, orig); ok && sameValue(t, rec, got, []byte(orig)) {
+				t.Logf("%s: %s: %q", name, reason, got)
+				continue
+			}
+			t.Errorf("%s: opting out left\n%q", name, got)
+		}
+	}
+}
+
+// originals are representative files of rec's format, its map (empty, or
+// holding the user's own server) in some, absent in others.
+func originals(rec harness.Record) []string {
+	k := rec.Key[0]
+	switch rec.Format {
+	case harness.TOML:
+		return []string{
+			"", "model = \"x\"\n", "model = \"x\"", "model = \"x\"\r\n",
+			"# mine\nmodel = \"x\"\n\n[" + k + ".other]\ncommand = \"y\"\n",
+			"[" + k + "]\n",
+		}
+	case harness.YAML:
+		if rec.ListKey != "" {
+			return []string{
+				"name: x\n", "name: x", "name: x\r\n",
+				k + ":\n  - name: other\n    command: y\n",
+				k + ": []\n", k + ":\n",
+			}
+		}
+		return []string{
+			"", "a: 1\n", "a: 1", "a: 1\r\n", "# mine\na: 1\n\n",
+			"# mine\n" + k + ":\n  other:\n    cmd: y\n", k + ": {}\n", k + ": { }\n", k + ":\n", "a: 1\n" + k + ": ~\n",
+		}
+	}
+	q := `"` + k + `"`
+	out := []string{"{}", "{\"theme\":\"dark\"}", "{\n  \"theme\": \"dark\"\n}\n", "{" + q + ":{}}\n"}
+	if rec.Name != "opencode" && rec.Name != "claude-code" && rec.Name != "gemini" {
+		return out // the same splice as theirs, under another key
+	}
+	out = append(out, "", "\n", "{}\n", "{ }", "{\n}\n", "{\n\n}\n", "{\r\n  \"theme\": \"dark\"\r\n}\r\n",
+		"{\n  "+q+": {\n    \"other\": {\"command\": \"y\"}\n  }\n}\n", "{\n  \"a\": 1,\n  "+q+": { }\n}\n")
+	if rec.Format == harness.JSONC {
+		out = append(out, "// mine\n{\n  \"theme\": \"dark\", // c\n}\n", "{\n  // nothing yet\n}\n")
+	}
+	return out
+}
+
+// semanticOnly says why a file is given back as the same value rather
+// than the same bytes (see the test's comment), if it is.
+func semanticOnly(rec harness.Record, orig string) (string, bool) {
+	if rec.Format != harness.TOML && rec.Format != harness.YAML && strings.TrimSpace(orig) == "" {
+		return "a blank JSON file, which render reads as {}, comes back as {}", true
+	}
+	return "", false
+}
+
+// sameValue reports whether two files of rec's format hold the same value.
+func sameValue(t *testing.T, rec harness.Record, a, b []byte) bool {
+	t.Helper()
+	val := func(data []byte) []byte {
+		doc, err := parse(rec, data)
+		if err != nil {
+			t.Fatalf("%q does not parse: %v", data, err)
+		}
+		v, err := doc.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	same, err := fingerprint.Equal(val(a), val(b))
+	return err == nil && same
+}
+
+// unsynced writes without fsync: these tests are about bytes, and several
+// hundred renders would otherwise wait on the disk for seconds.
+type unsynced struct{ OS }
+
+func (unsynced) WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Result, error) {
+	return filewrite.Result{}, os.WriteFile(name, data, perm)
+}
+
+func (unsynced) WriteOwn(name string, data []byte, perm fs.FileMode) error {
+	return os.WriteFile(name, data, perm)
+}
