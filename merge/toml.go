@@ -11,6 +11,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/joakimp/devbox-config/confpos"
 )
 
 // TOMLDoc is a TOML file (Codex's config.toml) in which one table, such as
@@ -38,7 +40,7 @@ func ParseTOML(src []byte) (*TOMLDoc, error) {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
 			line, col := de.Position()
-			return nil, fmt.Errorf("line %d, column %d: %s", line, col, de.Error())
+			return nil, &confpos.Error{Line: line, Col: col, What: de.Error(), Err: err}
 		}
 		return nil, err
 	}

@@ -28,19 +28,12 @@ func load(sys System, rec harness.Record, path string) (loaded, error) {
 	}
 	if rec.Format == harness.JSON && len(bytes.TrimSpace(data)) > 0 {
 		if err := strictJSON(path, bytes.TrimPrefix(data, []byte(utf8BOM))); err != nil {
-			return loaded{}, fmt.Errorf("%s is not valid JSON, nothing written: %v", path, err)
+			return loaded{}, placed(rec.Format, path, data, err, "nothing written")
 		}
 	}
 	doc, err := parse(rec, data)
-	var pe *confpos.Error
-	if rec.Format == harness.YAML && errors.As(err, &pe) && pe.File == "" && pe.Line > 0 {
-		placed := *pe
-		placed.File, placed.What = path, pe.What+"; nothing written"
-		placed.Fix = parseFix(rec.Format, path, data) + "; then run render again"
-		return loaded{}, &placed
-	}
 	if err != nil {
-		return loaded{}, fmt.Errorf("%s does not parse, nothing written: %v (fix: %s; then run render again)", path, err, parseFix(rec.Format, path, data))
+		return loaded{}, placed(rec.Format, path, data, err, "nothing written")
 	}
 	return loaded{real: real, data: data, perm: perm, doc: doc}, nil
 }
@@ -412,40 +405,52 @@ func ensureFinalNewline(out, orig []byte) []byte {
 // any JSON(C) config (Claude Code reads ~/.claude.json with one).
 const utf8BOM = "\xef\xbb\xbf"
 
-// strictJSON validates standard JSON and reports the line and column of a
-// syntax error, as pi's JSON.parse would refuse it, and its fix; file is
-// the name the fix gives it.
+// strictJSON validates standard JSON as pi's JSON.parse would, and
+// places a syntax error (a *confpos.Error); file is the name the error
+// and its fix give it.
 func strictJSON(file string, data []byte) error {
 	if json.Valid(data) {
 		return nil
 	}
 	if bytes.HasPrefix(data, []byte(utf8BOM)) && json.Valid(data[len(utf8BOM):]) {
-		return fmt.Errorf("it starts with a UTF-8 byte order mark, which JSON.parse refuses (fix: save it without one, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' %s; then run render again)", file)
+		return &confpos.Error{File: file, Line: 1, Col: 1, What: "it starts with a UTF-8 byte order mark, which JSON.parse refuses",
+			Fix: fmt.Sprintf("save it without one, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' %s", file)}
 	}
-	err := confpos.JSON{}.DecodeJSON(file, data, new(any))
-	var pe *confpos.Error
-	if !errors.As(err, &pe) || pe.Line == 0 {
-		return err
-	}
-	return fmt.Errorf("line %d, column %d: %s (fix: %s; then run render again)", pe.Line, pe.Col, pe.What, pe.Fix)
+	return confpos.JSON{}.DecodeJSON(file, data, new(any))
 }
 
-// parseFix is the fix for a config in format that does not parse: for
-// JSON(C), what confpos makes of the syntax error; else the usual causes.
-func parseFix(format harness.Format, file string, data []byte) string {
-	switch format {
-	case harness.JSON, harness.JSONC:
-		var pe *confpos.Error
-		if err := (confpos.JSON{JSONC: true}).DecodeJSON(file, bytes.TrimPrefix(data, []byte(utf8BOM)), new(any)); errors.As(err, &pe) && pe.Line > 0 {
-			return pe.Fix
+// placed is a config's syntax error in the form of every config mistake,
+// FILE:LINE:COLUMN: what; how (fix: …; then run render again): at the
+// place the parser gave, or, for JSON(C), where confpos finds it.
+func placed(format harness.Format, file string, data []byte, err error, how string) error {
+	var pe *confpos.Error
+	if !errors.As(err, &pe) || pe.Line == 0 {
+		if format == harness.JSON || format == harness.JSONC {
+			err = (confpos.JSON{JSONC: format == harness.JSONC}).DecodeJSON(file, bytes.TrimPrefix(data, []byte(utf8BOM)), new(any))
 		}
-		return "correct the JSON there: a missing or extra comma, quote or bracket is the usual cause; the file must hold one object, {...}"
+		if !errors.As(err, &pe) || pe.Line == 0 {
+			return fmt.Errorf("%s: %v; %s (fix: %s; then run render again)", file, err, how, parseFix(format))
+		}
+	}
+	p := *pe
+	p.File, p.What = file, pe.What+"; "+how
+	if p.Fix == "" {
+		p.Fix = parseFix(format)
+	}
+	p.Fix += "; then run render again"
+	return &p
+}
+
+// parseFix is the usual fix for a config in format that does not parse,
+// where nothing more precise is known.
+func parseFix(format harness.Format) string {
+	switch format {
 	case harness.TOML:
 		return "correct the TOML there: a missing quote, = or ], or a key or [table] written twice, is the usual cause"
 	case harness.YAML:
 		return "correct the YAML there: indentation, a tab, or a value with ': ' or '#' that needs quotes is the usual cause"
 	}
-	return "correct the syntax there"
+	return "correct the JSON there: a missing or extra comma, quote or bracket is the usual cause; the file must hold one object, {...}"
 }
 
 // dirExists reports whether a directory exists.

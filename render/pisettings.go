@@ -27,7 +27,7 @@ func planSettings(opts Options, s ladder.Settings, rec harness.Record, explicit 
 		tmpl, tmplName = rec.Settings(), "the embedded pi settings template"
 	}
 	if err := strictJSON(tmplName, tmpl); err != nil {
-		return skipped(r, "%s is not valid JSON, nothing written: %v", tmplName, err)
+		return skipped(r, "%v", placed(harness.JSON, tmplName, tmpl, err, "nothing written"))
 	}
 	real, data, perm, err := readFile(opts.Sys, file)
 	if err != nil {
@@ -47,7 +47,7 @@ func planSettings(opts Options, s ladder.Settings, rec harness.Record, explicit 
 		return r
 	}
 	if err := strictJSON(file, data); err != nil {
-		return skipped(r, "%s is not valid JSON (pi would ignore it too), nothing written: %v", file, err)
+		return skipped(r, "%v", placed(harness.JSON, file, data, err, "pi would ignore it too, nothing written"))
 	}
 	doc, err := merge.ParseDoc(data)
 	if err != nil {
