@@ -151,3 +151,42 @@ func TestNotObjectNamesLineAndColumn(t *testing.T) {
 		t.Errorf("top-level array: %v", err)
 	}
 }
+
+// RestoreEmpty gives an empty map back the text it had before an insert
+// only where what is there now differs from it in white space (JSON) or
+// in how the empty value is written (YAML): a comment added since stays.
+func TestRestoreEmpty(t *testing.T) {
+	for _, c := range []struct{ in, was, want string }{
+		{"{\n}\n", "{}", "{}\n"},
+		{"{\"mcp\":{\n}}", "{ }", "{\"mcp\":{ }}"},
+		{"{\n  // mine\n}\n", "{}", "{\n  // mine\n}\n"},
+		{"{\"a\": 1}", "{}", "{\"a\": 1}"},
+	} {
+		d, err := ParseDoc([]byte(c.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := []string{}
+		if strings.Contains(c.in, "mcp") {
+			path = []string{"mcp"}
+		}
+		if _, err := d.RestoreEmpty(c.was, path...); err != nil || string(d.Bytes()) != c.want {
+			t.Errorf("JSON %q with %q: %q, %v; want %q", c.in, c.was, d.Bytes(), err, c.want)
+		}
+	}
+	for _, c := range []struct{ in, was, want string }{
+		{"a: 1\nextensions: {}\n", "extensions:", "a: 1\nextensions:\n"},
+		{"extensions: {}  # none\r\n", "extensions: ~ # none", "extensions: ~ # none\r\n"},
+		{"extensions: {} # mine\n", "extensions:", "extensions: {} # mine\n"},
+		{"extensions:\n  a: 1\n", "extensions:", "extensions:\n  a: 1\n"},
+		{"mcpServers: []\n", "mcpServers: [ ]", "mcpServers: [ ]\n"},
+	} {
+		d, err := ParseYAML([]byte(c.in), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.RestoreEmpty(c.was, strings.Fields(strings.Split(c.was, ":")[0])...); err != nil || string(d.Bytes()) != c.want {
+			t.Errorf("YAML %q with %q: %q, %v; want %q", c.in, c.was, d.Bytes(), err, c.want)
+		}
+	}
+}
