@@ -197,6 +197,9 @@ const (
 	RecordEvents Records = "events"
 	// RecordArtifact: the answer's artifact object (id): artifact_get.
 	RecordArtifact Records = "artifact"
+	// RecordCheckpoint: matches[] of each of duplicates[], a drawer each
+	// (id), the matched drawers' text: checkpoint.
+	RecordCheckpoint Records = "checkpoint"
 )
 
 func (r Records) String() string { return string(r) }
@@ -207,7 +210,7 @@ func (r Records) Lists() []string {
 	switch r {
 	case RecordHits:
 		return []string{"results"}
-	case RecordMatches:
+	case RecordMatches, RecordCheckpoint:
 		return []string{"matches"}
 	case RecordDrawers:
 		return []string{"drawers"}
@@ -221,6 +224,16 @@ func (r Records) Lists() []string {
 		return []string{"events"}
 	}
 	return nil
+}
+
+// Within is the answer's list of objects each of which holds the lists
+// of records (Lists), "" when the answer itself holds them: a
+// checkpoint's duplicates[].
+func (r Records) Within() string {
+	if r == RecordCheckpoint {
+		return "duplicates"
+	}
+	return ""
 }
 
 // Object is the member holding the answer's one record ("." for the

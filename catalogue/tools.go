@@ -44,7 +44,7 @@ var tools = [...]Tool{
 		ParamSince: map[string]string{"cli_compatible": "3.9.0", "candidate_strategy": "3.11.0", "include_media": "3.11.0", "query_task": "3.11.0"}, Reads: true, Route: MergedRead, Wings: ArgWing, Gate: ReadWing, Filter: FilterHits, Records: RecordHits},
 	{Name: "check_duplicate", Since: "3.6.0", Params: []string{"content", "threshold"}, Reads: true, Route: MergedRead, Gate: ReadWing, Filter: FilterMatches, Records: RecordMatches},
 	{Name: "add_drawer", Since: "3.6.0", Params: []string{"wing", "room", "content", "source_file", "added_by"}, Route: Write, Wings: ArgWing, Replay: ServerDeduped, Gate: WriteWing},
-	{Name: "checkpoint", Since: "3.6.0", Params: []string{"items", "diary", "dedup_threshold", "added_by"}, Route: Write, Wings: CheckpointWings, Replay: ServerDeduped, Gate: WriteWing, Filter: FilterCheckpoint,
+	{Name: "checkpoint", Since: "3.6.0", Params: []string{"items", "diary", "dedup_threshold", "added_by"}, Route: Write, Wings: CheckpointWings, Replay: ServerDeduped, Gate: WriteWing, Filter: FilterCheckpoint, Records: RecordCheckpoint,
 		Why: "its diary half has no server guard (§7.6); the items are content-addressed: after ambiguity the edge looks the diary up by its suffix and, if it landed, resends the items alone"},
 	{Name: "delete_drawer", Since: "3.6.0", Params: []string{"drawer_id"}, Route: Destructive, Gate: Admin},
 	{Name: "mine", Since: "3.6.0", Params: []string{"source", "mode", "wing", "agent", "limit", "dry_run", "extract", "include_ignored", "include_subagents"},

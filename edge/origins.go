@@ -9,6 +9,7 @@ package edge
 import (
 	"encoding/json"
 	"maps"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -98,7 +99,7 @@ func (m marks) text(text string, recs catalogue.Records, palace string) string {
 		}
 		return text
 	}
-	for _, list := range recs.Lists() {
+	for _, list := range listPaths(text, recs) {
 		arr := gjson.Get(text, list)
 		if !arr.IsArray() {
 			continue
@@ -123,6 +124,23 @@ func (m marks) text(text string, recs catalogue.Records, palace string) string {
 		}
 	}
 	return text
+}
+
+// listPaths are the paths of text's lists of records: recs.Lists, or
+// those in each object of its list recs.Within (a checkpoint's
+// duplicates.0.matches, duplicates.1.matches, ...).
+func listPaths(text string, recs catalogue.Records) []string {
+	within := recs.Within()
+	if within == "" {
+		return recs.Lists()
+	}
+	var paths []string
+	for i := range len(gjson.Get(text, within).Array()) {
+		for _, list := range recs.Lists() {
+			paths = append(paths, within+"."+strconv.Itoa(i)+"."+list)
+		}
+	}
+	return paths
 }
 
 // both is the record kept for one both palaces returned, with the origin

@@ -109,3 +109,44 @@ func TestOriginsThroughTheMergedRead(t *testing.T) {
 	g, _ := h.call("get_drawer", map[string]any{"drawer_id": id})
 	wantLaptop("get_drawer", g)
 }
+
+// A checkpoint through the edge is answered by the local palace: its
+// duplicates repeat drawers' text, and each match carries its origin like
+// every other record the edge answers with (this device's, palace local;
+// on a device that is not admin a match in the instruction wing is marked
+// untrusted, as a merged read marks it).
+func TestCheckpointDuplicatesThroughTheEdge(t *testing.T) {
+	t.Parallel()
+	mk := marksFor(deviceinfo.Info{ID: "desk-9b21", Label: "desk", InstructionWing: "wing_instructions"})
+	text := `{"added":[],"duplicates":[{"room":"r","matches":[{"id":"d1","wing":"shared","content":"x"},{"id":"d2","wing":"wing_instructions","content":"y"}]}],"errors":[]}`
+	var got struct {
+		Duplicates []struct {
+			Room    string
+			Matches []map[string]any
+		}
+	}
+	json.Unmarshal([]byte(mk.text(text, catalogue.RecordCheckpoint, origin.PalaceLocal)), &got)
+	if len(got.Duplicates) != 1 || got.Duplicates[0].Room != "r" || len(got.Duplicates[0].Matches) != 2 {
+		t.Fatalf("checkpoint answer: %+v", got)
+	}
+	ms := got.Duplicates[0].Matches
+	if o := recordOrigin(ms[0]); o["device"] != "desk-9b21" || o["trusted"] != true || o["palace"] != "local" || ms[0]["content"] != "x" {
+		t.Errorf("a local match: %v", ms[0])
+	}
+	if o := recordOrigin(ms[1]); o["device"] != "desk-9b21" || o["trusted"] != false {
+		t.Errorf("a local match in the instruction wing: %v", ms[1])
+	}
+
+	h := start(t, harnessOpts{})
+	const note = "always rebase before you push to main"
+	h.call("add_drawer", map[string]any{"wing": "shared", "room": "git", "content": note})
+	r, _ := h.call("checkpoint", map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "git", "content": note}}})
+	dups, _ := r["duplicates"].([]any)
+	if len(dups) != 1 {
+		t.Fatalf("checkpoint through the edge: %v", r)
+	}
+	matches, _ := dups[0].(map[string]any)["matches"].([]any)
+	if len(matches) == 0 || palaceOf(matches[0]) != "local" {
+		t.Errorf("a checkpoint's duplicate through the edge carries no origin: %v", r)
+	}
+}

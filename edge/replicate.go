@@ -14,6 +14,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
@@ -80,7 +81,8 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		return res, nil // the local palace refused it: nothing to replicate
 	}
 	e.lift(ctx, c) // a write that recreates deleted content (tombstone.go)
-	return annotate(res, e.settle(ctx, c, oldWing, in, localEntry(c, resultJSON(res))), false), nil
+	edge := e.settle(ctx, c, oldWing, in, localEntry(c, resultJSON(res)))
+	return annotate(e.marks().result(res, c.tool.Records, origin.PalaceLocal), edge, false), nil // a checkpoint's duplicates: local records
 }
 
 // intent is a write in the outbox before its local answer: the op, and

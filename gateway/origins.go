@@ -45,12 +45,13 @@ func (s *Server) annotatorFor(d *Device, t catalogue.Tool) *annotator {
 // keyFields names, per kind of record, the members its index key is
 // made of (catalogue.Records).
 var keyFields = map[catalogue.Records][]string{
-	catalogue.RecordMatches:  {"id"},
-	catalogue.RecordEvents:   {"id"},
-	catalogue.RecordArtifact: {"id"},
-	catalogue.RecordDiary:    {"timestamp", "content"},
-	catalogue.RecordFacts:    {"subject", "predicate", "object", "valid_from"},
-	catalogue.RecordTimeline: {"subject", "predicate", "object", "valid_from"},
+	catalogue.RecordMatches:    {"id"},
+	catalogue.RecordCheckpoint: {"id"},
+	catalogue.RecordEvents:     {"id"},
+	catalogue.RecordArtifact:   {"id"},
+	catalogue.RecordDiary:      {"timestamp", "content"},
+	catalogue.RecordFacts:      {"subject", "predicate", "object", "valid_from"},
+	catalogue.RecordTimeline:   {"subject", "predicate", "object", "valid_from"},
 }
 
 // record is what the filter and the origin step read of one record, in
@@ -130,7 +131,7 @@ func (a *annotator) read(it gjson.Result) record { return readRecord(it, a.keyNa
 // little to be found, as a 3.6.0 search hit without drawer_id).
 func (a *annotator) key(r record) (provenance.Key, bool) {
 	switch a.rec {
-	case catalogue.RecordMatches:
+	case catalogue.RecordMatches, catalogue.RecordCheckpoint:
 		return provenance.Drawer(r.f[0]), r.f[0] != ""
 	case catalogue.RecordEvents, catalogue.RecordArtifact:
 		return provenance.Event(r.f[0]), r.f[0] != ""
@@ -268,6 +269,14 @@ func (a *annotator) answer(m gjson.Result, ms []member) ([]byte, error) {
 	counted := 0
 	walked := make([][]byte, len(ms)) // the lists of records, walked
 	for i, mb := range ms {
+		if within := a.rec.Within(); within != "" && mb.name == within && mb.v.IsArray() {
+			raw, err := a.within(mb.v)
+			if err != nil {
+				return nil, err
+			}
+			walked[i] = raw
+			continue
+		}
 		at := slices.Index(lists, mb.name)
 		if at < 0 || !mb.v.IsArray() {
 			continue
@@ -302,6 +311,47 @@ func (a *annotator) answer(m gjson.Result, ms []member) ([]byte, error) {
 		out = append(out, raw...)
 	}
 	return a.closeAnswer(out), nil
+}
+
+// within is the origin step of a list of objects each of which holds
+// lists of records (catalogue.Records.Within: a checkpoint's
+// duplicates[], each with matches[]): each object rebuilt member by
+// member, every list of records walked, whatever else as it came. What
+// is withheld counts in the answer's untrusted_withheld.
+func (a *annotator) within(list gjson.Result) ([]byte, error) {
+	out := make([]byte, 1, len(list.Raw)+len(list.Raw)/4+64)
+	out[0] = '['
+	var err error
+	list.ForEach(func(_, it gjson.Result) bool {
+		if !it.IsObject() {
+			err = errUnknownShape
+			return false
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, '{')
+		for i, mb := range membersOf(it) {
+			raw := []byte(mb.v.Raw)
+			if slices.Contains(a.rec.Lists(), mb.name) {
+				if !mb.v.IsArray() {
+					err = errUnknownShape
+					return false
+				}
+				if raw, _, err = a.walk(mb.v, nil, nil); err != nil {
+					return false
+				}
+			}
+			if i > 0 {
+				out = append(out, ", "...)
+			}
+			out = append(appendQuoted(out, []byte(mb.name)), ": "...)
+			out = append(out, raw...)
+		}
+		out = append(out, '}')
+		return true
+	})
+	return append(out, ']'), err
 }
 
 // closeAnswer ends a rebuilt answer object, saying how many records were
