@@ -445,6 +445,9 @@ func (e *Edge) coordinationWrite(ctx context.Context, c *call) (*mcp.CallToolRes
 }
 
 func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+	if res := e.refusedUpFront(ctx, c, ""); res != nil {
+		return res, nil
+	}
 	if e.outbox == nil {
 		return e.primaryOnly(ctx, c, "the outbox is unavailable, sent directly")
 	}
@@ -478,6 +481,12 @@ func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResu
 	case outbox.InDoubt:
 		return errorResult(fmt.Sprintf("this write may or may not be on the primary, and nothing can look it up: it is not sent again on its own; `devbox-config edge outbox retry %s` sends it again, `devbox-config edge outbox delivered %s` records it as landed", op.Short(), op.Short()),
 			map[string]any{"op_id": op.ID, "state": "in doubt"}), nil
+	}
+	if gjson.GetBytes(done.Error, "kind").String() == outbox.Refused.String() {
+		// not "success": the primary said no; only a change on its side
+		// (a grant) lets a later try through
+		return errorResult("the primary refused this write: "+outbox.Words(done.Error)+"; it stays queued to be tried again a few times (a grant the gateway's operator gives meanwhile lets it through), then it is dead: `devbox-config edge outbox list` shows it",
+			map[string]any{"op_id": op.ID, "queued": true}), nil
 	}
 	return jsonResult(map[string]any{
 		"success": true, "queued": true, "op_id": op.ID,
@@ -532,7 +541,27 @@ func (e *Edge) refusal(ctx context.Context, c *call, oldWing string) *mcp.CallTo
 	if msg, w := e.grantRefused(ctx, c, oldWing); msg != "" {
 		return errorResult(msg, map[string]any{"wing": w, "replication": "not taken"})
 	}
+	if msg := e.agentRefused(c); msg != "" {
+		return errorResult(msg, map[string]any{"replication": "not taken"})
+	}
 	return nil
+}
+
+// agentRefused is the gateway's refusal, in words, of a coordination
+// write whose writer (its Identity: from_agent, created_by) is not one
+// of this device's agents as the gateway says them (device.go); "": c
+// may be sent, or the agents are not known. Queued, it would be refused
+// at every try until dead.
+func (e *Edge) agentRefused(c *call) string {
+	in, ok := e.device()
+	if !ok || c.tool.Gate != catalogue.AgentWrite {
+		return ""
+	}
+	agent, _ := c.argsMap()[c.tool.Identity].(string)
+	if in.ActsAs(agent, false) {
+		return ""
+	}
+	return fmt.Sprintf("refused by the edge: the gateway would refuse this write (%s %q is not one of this device's agents), so it is not queued for a primary that never takes it. This device (%s) speaks as %q (its agents, as the gateway says them): write as one of them, or ask the gateway's operator to add the agent (devbox-config gateway device set %s --agents ...).", c.tool.Identity, agent, in.ID, in.Agents, in.ID)
 }
 
 // instructionWingRefused is the instruction wing when c writes it and
