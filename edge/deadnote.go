@@ -8,7 +8,9 @@ package edge
 //
 //   - at session start, in initialize's instructions (before the owed
 //     asks, within their bounds): how many dead ops the outbox holds and
-//     the first one's reason;
+//     the first one's reason, at the first deadToldMax session starts
+//     after each died (counted in the outbox's meta, so across edges on
+//     the palace; `edge status` lists it for as long as it is dead);
 //   - during the session, on the next tool answer, one line (a count when
 //     several died at once), once per dead op.
 //
@@ -20,6 +22,7 @@ package edge
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -27,6 +30,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
@@ -117,6 +121,10 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 	if _, rest, ok := strings.Cut(reason, ": "); ok && strings.HasPrefix(reason, "JSON-RPC error ") {
 		reason = rest // the gateway's or the primary's own words
 	}
+	if strings.Contains(reason, deviceinfo.RuleNotVisible) {
+		// the gateway tells neither apart (a probe must not learn which)
+		reason = "the drawer was deleted on the primary, or is in a wing this device may not read: " + reason
+	}
 	return truncate(mailbox.Printable(what), deadReasonMax), truncate(mailbox.Printable(cmp.Or(reason, "no reason given")), deadReasonMax)
 }
 
@@ -151,18 +159,60 @@ func deadNote(fresh []outbox.DeadOp) string {
 }
 
 // deadInstructions is the line initialize's instructions start with when
-// the outbox holds dead ops ("": none); they count as told.
+// the outbox holds dead ops not yet told at deadToldMax session starts
+// ("": none); every dead op counts as told to the session.
 func (e *Edge) deadInstructions(ctx context.Context) string {
-	ops := e.newDead(ctx, true)
+	ops := e.toldAtStart(ctx, e.newDead(ctx, true))
 	if len(ops) == 0 {
 		return ""
 	}
 	return deadSummary(ops)
 }
 
+// deadToldMax is how many session starts tell of one dead op.
+const deadToldMax = 3
+
+// metaDeadTold is the outbox meta holding how many session starts told
+// of each dead op: {"<op id>": n}.
+const metaDeadTold = "dead_told"
+
+// toldAtStart keeps of the dead ops those told at fewer than deadToldMax
+// session starts, and counts this one; the counts of ops no longer dead
+// are forgotten (one retried and dead again is told anew). Two edges
+// starting at once may each count one start: the note is said once more
+// or less, nothing else.
+func (e *Edge) toldAtStart(ctx context.Context, ops []outbox.DeadOp) []outbox.DeadOp {
+	if len(ops) == 0 {
+		return nil
+	}
+	told := map[string]int{}
+	if v, err := e.outbox.Meta(ctx, metaDeadTold); err == nil && v != "" {
+		if err := json.Unmarshal([]byte(v), &told); err != nil {
+			e.log.Debug("the count of session starts told of each dead op is unreadable; they are told afresh", "err", err)
+		}
+	}
+	counted := make(map[string]int, len(ops))
+	var keep []outbox.DeadOp
+	for _, o := range ops {
+		n := told[o.ID]
+		counted[o.ID] = min(n+1, deadToldMax)
+		if n < deadToldMax {
+			keep = append(keep, o)
+		}
+	}
+	b, err := json.Marshal(counted)
+	if err == nil {
+		err = e.outbox.SetMeta(ctx, metaDeadTold, string(b))
+	}
+	if err != nil {
+		e.log.Debug("this session start is not counted as having told of the dead ops; a later one tells of them again", "err", err)
+	}
+	return keep
+}
+
 // deadSummary is the instructions' line for the dead ops ops.
 func deadSummary(ops []outbox.DeadOp) string {
 	list, why := deadList(ops)
-	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good: %s (the first refused: %s). They took effect in this devbox's palace only, not on the primary, and later writes of the same objects wait behind them; `devbox-config edge status` lists them.",
-		len(ops), plural(len(ops), "write", "writes"), list, why)
+	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good: %s (the first refused: %s). They took effect in this devbox's palace only, not on the primary, and later writes of the same objects wait behind them; `devbox-config edge status` lists them (this is said at %d session starts).",
+		len(ops), plural(len(ops), "write", "writes"), list, why, deadToldMax)
 }

@@ -137,3 +137,57 @@ func TestADeadDeleteIsNotSaidToBeKeptHere(t *testing.T) {
 		}
 	}
 }
+
+// A dead op is told at the first deadToldMax session starts after it died
+// (counted in the outbox, across edges on the palace), not at every one
+// for as long as it stays dead: an outside tester saw the same refusal
+// announced at every session start. `edge status` still lists it.
+func TestADeadWriteIsToldAtAFewSessionStarts(t *testing.T) {
+	t.Parallel()
+	h, gw, _ := bobBehindAGateway(t, harnessOpts{}, "wing_bob", "wing_shared")
+	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "plans", "content": "while granted"}); res.IsError {
+		t.Fatalf("a granted write was refused: %s", refusalText(res))
+	}
+	h.drained()
+	setWriteGrants(t, gw, "bob-02", "wing_bob")
+	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "plans", "content": "on the old grants"}); res.IsError {
+		t.Fatalf("a write the edge's grants allow was refused: %s", refusalText(res))
+	}
+	ctx := context.Background()
+	h.eventually("the refused write dead", func() bool {
+		h.edge.outbox.ClearBackoff(ctx)
+		h.edge.outbox.Kick()
+		return len(h.deadOps()) == 1
+	})
+	url, tok := h.edge.cfg.PrimaryURL, h.edge.cfg.Token()
+	h.stop()
+	<-h.done
+	for i := 1; i <= deadToldMax+1; i++ {
+		h2 := start(t, harnessOpts{palace: h.palace, primaryURL: url, token: tok})
+		in := instructionsOf(h2)
+		if told := strings.Contains(in, "refused for good"); told != (i <= deadToldMax) {
+			t.Errorf("session start %d: told %v, want it told at the first %d:\n%s", i, told, deadToldMax, in)
+		}
+		if i == 1 && !strings.Contains(in, "session starts") {
+			t.Errorf("the instructions do not say they are not repeated at every session start:\n%s", in)
+		}
+		h2.stop()
+		<-h2.done
+	}
+}
+
+// A by-id write the gateway refused as "the target is not visible to this
+// device" (MemPalace has no such drawer, or it is in a wing the device may
+// not read: the gateway does not tell them apart) is told with both
+// possibilities, the drawer deleted on the primary first: an outside
+// tester's offline edit of a drawer an admin deleted meanwhile read only
+// "not visible".
+func TestADeadNoteSaysTheDrawerMayBeDeleted(t *testing.T) {
+	t.Parallel()
+	ops := []outbox.DeadOp{{ID: "1", Tool: "mempalace_update_drawer", Object: "drawer_x", Reason: "JSON-RPC error -31003: devbox-config gateway: nar-03 may not call mempalace_update_drawer (the target is not visible to this device)"}}
+	for _, s := range []string{deadNote(ops), deadSummary(ops)} {
+		if !strings.Contains(s, "deleted on the primary") || !strings.Contains(s, "may not read") {
+			t.Errorf("the note for a write to a drawer the primary does not show: %q", s)
+		}
+	}
+}
