@@ -105,6 +105,7 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	if err := ctx.Err(); err != nil {
 		return nil, err // cancelled before it was sent: the local palace never saw it
 	}
+	again := c.tool.Name == "delete_drawer" && e.tombstones(ctx).drawers[drawerIDs(c)[0]] // this device deleted it before
 	if d.cut {
 		e.log.Warn("stopping: a delete not yet sent to the local palace (a slow call ahead of it) could not be read in time: answered as not applied", "tool", c.name)
 		return nil, errNotApplied
@@ -149,12 +150,24 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		// The local palace refused it, or neither palace holds the drawer
 		// (the primary said so): nothing deleted, nothing kept.
 		e.takeBack(ctx, c, p)
+		if again && d.nowhere(c, resultJSON(res)) {
+			return deletedBefore(c), nil
+		}
 		return res, nil
 	}
 	gone, _ := e.updatesGone(ctx, d.updated)
 	d.marks = append(d.marks, drawerMarks(gone)...)
 	kept := e.keepDeletion(ctx, c, d, n, p)
-	return annotate(deletedOnPrimary(c, d.held, res, kept), kept, false), nil
+	return annotate(deletedOnPrimary(c, d.held, res, kept, e.notSent(d, n)), kept, false), nil
+}
+
+// deletedBefore is the answer to a delete_drawer of a drawer this device
+// deleted before, which neither palace holds now: not found, because
+// already deleted (not "the local palace holds no drawers yet").
+func deletedBefore(c *call) *mcp.CallToolResult {
+	id := drawerIDs(c)[0]
+	return jsonResult(map[string]any{"success": false, "drawer_id": id,
+		"error": "Drawer not found: " + id + " is already deleted (this device deleted it before; neither its palace nor the primary holds it)"}, false)
 }
 
 // deleteWithoutLocal: the local palace refused the delete before it ran
@@ -189,15 +202,27 @@ const (
 	queuedUnknown = "queued for the primary, which could not be asked whether it holds the drawer and may not hold it (its gateway keeps what it deletes in its trash): this device's local palace did not hold it"
 )
 
-// deletedOnPrimary is the local answer to a queued delete_drawer or
-// delete_drawers, told of the drawers the local palace did not hold
-// (queuedHeld, queuedUnknown): a delete_drawer of one the primary holds
-// succeeds, and so does its item in a delete_drawers, counted deleted.
-func deletedOnPrimary(c *call, held map[string]holder, res *mcp.CallToolResult, kept map[string]any) *mcp.CallToolResult {
-	local := resultJSON(res)
-	if _, queued := kept["op_id"].(string); !queued {
-		return res
+// hiddenHere is the answer's message for a drawer the local palace did
+// not hold whose delete is not sent (why): this device's reads hide it,
+// the primary keeps it (held: seen there) or may.
+func hiddenHere(h holder, why string) string {
+	where := "it stays on the primary"
+	if h != heldPrimary {
+		where = "the primary, which could not be asked, may hold it"
 	}
+	return "hidden from this device's reads; " + where + ", as this delete is not sent there (" + why + "): an admin device can delete it there, and `devbox-config edge status` lists it ON PRIMARY"
+}
+
+// deletedOnPrimary is the local answer to a delete_drawer or
+// delete_drawers, told of the drawers the local palace did not hold:
+// queued (queuedHeld, queuedUnknown), a delete_drawer of one the primary
+// holds succeeds, and so does its item in a delete_drawers, counted
+// deleted; not sent (why), a delete_drawer of one the primary holds
+// succeeds as hidden here (hiddenHere), a delete_drawers' items are told
+// so, the counts left as the local palace's.
+func deletedOnPrimary(c *call, held map[string]holder, res *mcp.CallToolResult, kept map[string]any, why string) *mcp.CallToolResult {
+	local := resultJSON(res)
+	_, queued := kept["op_id"].(string)
 	var out map[string]any
 	switch c.tool.Name {
 	case "delete_drawer":
@@ -205,12 +230,19 @@ func deletedOnPrimary(c *call, held map[string]holder, res *mcp.CallToolResult, 
 			return res
 		}
 		id := drawerIDs(c)[0]
-		out = map[string]any{"success": true, "drawer_id": id, "message": queuedHeld}
-		if held[id] != heldPrimary {
-			out = map[string]any{"success": false, "drawer_id": id, "error": local["error"], "message": queuedUnknown}
+		msg := queuedHeld
+		switch {
+		case !queued:
+			msg = hiddenHere(held[id], why)
+		case held[id] != heldPrimary:
+			msg = queuedUnknown
+		}
+		out = map[string]any{"success": true, "drawer_id": id, "message": msg}
+		if held[id] != heldPrimary { // nor seen on the primary: it may be nowhere
+			out = map[string]any{"success": false, "drawer_id": id, "error": local["error"], "message": msg}
 		}
 	case "delete_drawers":
-		if out = bulkQueued(held, local); out == nil {
+		if out = bulkQueued(held, local, queued, why); out == nil {
 			return res
 		}
 	default:
@@ -224,8 +256,9 @@ func deletedOnPrimary(c *call, held map[string]holder, res *mcp.CallToolResult, 
 }
 
 // bulkQueued is a delete_drawers answer (local) with each item the local
-// palace did not find told where its delete went (nil: none such).
-func bulkQueued(held map[string]holder, local map[string]any) map[string]any {
+// palace did not find told where its delete went (queued, or not sent:
+// why), nil: none such.
+func bulkQueued(held map[string]holder, local map[string]any, queued bool, why string) map[string]any {
 	items, _ := local["results"].([]any)
 	deleted, _ := local["deleted"].(float64)
 	errs, _ := local["errors"].(float64)
@@ -238,6 +271,10 @@ func bulkQueued(held map[string]holder, local map[string]any) map[string]any {
 			continue
 		}
 		told = true
+		if !queued {
+			it["message"] = hiddenHere(held[id], why)
+			continue
+		}
 		if held[id] != heldPrimary {
 			it["message"] = queuedUnknown
 			continue

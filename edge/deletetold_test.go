@@ -1,0 +1,76 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+)
+
+// A device that is not admin deletes a drawer only the primary holds:
+// its delete is not sent, the drawer is hidden from this device's reads
+// and stays on the primary. The answer says so, and that an admin device
+// can delete it there: before, it was MemPalace's "Drawer not found",
+// success false, while the drawer had vanished from this device's reads
+// (outside tester, attack16 f8).
+func TestANonAdminDeleteOfAPrimaryOnlyDrawerSaysWhatHappened(t *testing.T) {
+	t.Parallel()
+	e, _, primary, ob := routerUnderTest(t)
+	primary.device = deviceinfo.Info{ID: "nar-03", Trash: true, DeleteCap: 10}
+	id := sharedDrawer(t, primary, "shared", "ops doc for nar to delete")
+	m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
+	msg := fmt.Sprint(m["message"])
+	if m["success"] != true || strings.HasPrefix(fmt.Sprint(m["error"]), "Drawer not found") {
+		t.Errorf("answered %s, want success: the drawer is hidden here", mustJSON(m))
+	}
+	for _, want := range []string{"hidden from this device's reads", "stays on the primary", "not admin", "an admin device can delete it", "edge status"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the answer's message lacks %q: %s", want, msg)
+		}
+	}
+	if ops := pending(t, ob); len(ops) != 0 {
+		t.Errorf("queued: %+v", ops)
+	}
+	if ts, _ := ob.Tombstones(context.Background()); len(ts) != 1 {
+		t.Errorf("tombstones %+v, want the drawer's", ts)
+	}
+}
+
+// An admin device deletes a drawer, then deletes it again once the first
+// delete reached the primary: the answer says it is already deleted, not
+// that the local palace holds no drawers yet (a palace that never held
+// one: outside tester, attack16 f5) nor a bare "Drawer not found".
+func TestASecondDeleteSaysAlreadyDeleted(t *testing.T) {
+	t.Parallel()
+	for _, empty := range []bool{false, true} {
+		t.Run(fmt.Sprintf("empty local palace %v", empty), func(t *testing.T) {
+			t.Parallel()
+			e, _, primary, _ := adminRouter(t)
+			if empty {
+				e.localServer, e.cfg.Palace = emptyLocal{}, t.TempDir()
+			}
+			id := sharedDrawer(t, primary, "shared", "eve wrote this runbook step")
+			if m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id}); m["success"] != true {
+				t.Fatalf("the first delete: %s", mustJSON(m))
+			}
+			aroundTheEdge(t, primary, "mempalace_delete_drawer", map[string]any{"drawer_id": id}) // the queued delete, sent
+			m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
+			if s := mustJSON(m); m["success"] == true || !strings.Contains(s, "already deleted") || strings.Contains(s, "no drawers yet") {
+				t.Errorf("the second delete: %s", s)
+			}
+		})
+	}
+}
+
+// aroundTheEdge calls a tool on the in-process primary, around the edge.
+func aroundTheEdge(t *testing.T, primary *inProcess, tool string, args map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"name": tool, "arguments": args})
+	if _, err := primary.pl.Handle(wire.Request("x", "tools/call", b)); err != nil {
+		t.Fatal(err)
+	}
+}
