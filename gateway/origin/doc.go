@@ -68,8 +68,9 @@
 //	search           results[]
 //	get_drawers      results[] (not the items that are errors)
 //	check_duplicate  matches[]
-//	checkpoint       duplicates[].matches[] (through an edge: the local
-//	                 palace's answer, each match palace "local")
+//	checkpoint       duplicates[].matches[] (untrusted_withheld counts
+//	                 every item's; through an edge: the local palace's
+//	                 answer, each match palace "local")
 //	list_drawers     drawers[]
 //	get_drawer       the answer object itself
 //	diary_read       entries[]
