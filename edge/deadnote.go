@@ -123,7 +123,7 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 	}
 	if strings.Contains(reason, deviceinfo.RuleNotVisible) {
 		// the gateway tells neither apart (a probe must not learn which)
-		reason = "the drawer was deleted on the primary, or is in a wing this device may not read: " + reason
+		reason = "the gateway sees no such drawer: it was deleted on the primary, or is in a wing this device may not read"
 	}
 	return truncate(mailbox.Printable(what), deadReasonMax), truncate(mailbox.Printable(cmp.Or(reason, "no reason given")), deadReasonMax)
 }
