@@ -12,7 +12,8 @@
 // bytes), arguments (parse.go: the catalogue's allow-list), limit
 // (limits.go), authorize (authz.go, objects.go), narrow (narrow.go),
 // author (origins.go: who a write is attributed to, a join's
-// --origin-device), audit (audit.go: ahead of a write, and one line per
+// --origin-device), join (jointrash.go: a join's replay of what the trash
+// holds as deleted is refused), audit (audit.go: ahead of a write, and one line per
 // request), keep (keep.go, doomed.go: what a delete removes goes to the
 // trash first, under the write slot), forward (upstream.go, through an
 // optional Ledger) and filter (filter.go, fanout.go; origins.go adds each

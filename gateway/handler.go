@@ -262,6 +262,9 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		if author, ok = s.authorStep(x, d, req); !ok {
 			return
 		}
+		if !s.joinStep(ctx, x, d, t, req) {
+			return
+		}
 	}
 	StampProvenance(author, req.Tool, req.Args)
 	if write && !s.auditAhead(x, d, req) {

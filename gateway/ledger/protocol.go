@@ -44,6 +44,11 @@ const (
 	// CodeInDoubt: ErrInDoubt. Look the write up; send it again with
 	// ResendKey only if it is not on the primary.
 	CodeInDoubt = -32031
+	// CodeDeletedOnPrimary: a join's replay (params._meta["devbox-config/join"])
+	// of a record an admin deleted on the primary, which the gateway's
+	// trash holds as deleted: not written, and not to be sent again (the
+	// outbox settles it as done, deleted there).
+	CodeDeletedOnPrimary = -32032
 )
 
 // FileName is the ledger's file name, in the audit log's directory.

@@ -117,4 +117,12 @@
 // device of its config (origin: that device, via: the admin); from any
 // device it accepts its own id (a no-op); anything else is refused
 // (JSON-RPC -31003, nothing written).
+//
+// Every write of a join carries params._meta["devbox-config/join"] = true
+// ([JoinKey]; [WithJoin] marks the context): the gateway refuses a join's
+// add_drawer or diary_write that would file again a drawer or diary entry
+// its trash holds as deleted and not restored (JSON-RPC
+// ledger.CodeDeletedOnPrimary, -32032, naming the trash's delete and
+// `gateway trash restore N`), and the join counts it as deleted on the
+// primary. The same write without the mark (an agent's) is made.
 package origin

@@ -17,6 +17,10 @@ const (
 	// MetaKey is the params._meta member by which a join names the device
 	// its writes are attributed to (honoured from admin devices only).
 	MetaKey = "devbox-config/origin-device"
+	// JoinKey is the params._meta member (true) by which a join marks
+	// every write as its replay of a palace's history: a gateway refuses
+	// one that would file again what its trash holds as deleted.
+	JoinKey = "devbox-config/join"
 	// Version is this format's version (deviceinfo's "origins").
 	Version = 1
 )
@@ -119,6 +123,18 @@ type deviceKey struct{}
 func WithDevice(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, deviceKey{}, id)
 }
+
+// joinKey is WithJoin's context key.
+type joinKey struct{}
+
+// WithJoin marks the calls made with ctx as a join's replay: the primary's
+// client puts params._meta[JoinKey] = true.
+func WithJoin(ctx context.Context) context.Context {
+	return context.WithValue(ctx, joinKey{}, true)
+}
+
+// Joining reports calls WithJoin marked.
+func Joining(ctx context.Context) bool { return ctx.Value(joinKey{}) == true }
 
 // DeviceFrom is the device WithDevice put in ctx ("" for any other call).
 func DeviceFrom(ctx context.Context) string {

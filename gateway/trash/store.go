@@ -315,6 +315,46 @@ func (s *Store) Find(ctx context.Context, ref string) (Delete, error) {
 	return d, nil
 }
 
+// DeletedDrawer is the newest delete that removed drawer id from the
+// primary (state deleted; an update's replaced version is no delete) and
+// whose drawer no restore brought back, holding that drawer alone; ok
+// false when there is none.
+func (s *Store) DeletedDrawer(ctx context.Context, id string) (d Delete, ok bool, err error) {
+	return s.deleted(ctx, `dr.drawer_id=?`, id)
+}
+
+// DeletedEntry is DeletedDrawer for a diary entry, by what a diary_write
+// of it names: its agent, wing and text (the primary's id of an entry is
+// its own timestamp, which a write again does not give).
+func (s *Store) DeletedEntry(ctx context.Context, agent, wing, text string) (d Delete, ok bool, err error) {
+	return s.deleted(ctx, `dr.kind=? AND dr.wing=? AND dr.content=? AND json_extract(dr.metadata,'$.agent')=?`, KindDiary, wing, text, agent)
+}
+
+func (s *Store) deleted(ctx context.Context, where string, args ...any) (Delete, bool, error) {
+	var id int64
+	var drawer string
+	err := s.db.QueryRowContext(ctx, `SELECT dr.delete_id, dr.drawer_id FROM drawers dr JOIN deletes x ON x.id=dr.delete_id
+		WHERE x.state=? AND x.tool<>'update_drawer' AND dr.restored_at IS NULL AND `+where+` ORDER BY dr.delete_id DESC LIMIT 1`,
+		append([]any{StateDeleted}, args...)...).Scan(&id, &drawer)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Delete{}, false, nil
+	}
+	if err != nil {
+		return Delete{}, false, err
+	}
+	d, err := s.Get(ctx, id)
+	if err != nil {
+		return Delete{}, false, err
+	}
+	for _, dr := range d.Drawers {
+		if dr.ID == drawer {
+			d.Drawers = []Drawer{dr}
+			break
+		}
+	}
+	return d, true, nil
+}
+
 // MarkRestored records that a kept drawer came back, as id as.
 func (s *Store) MarkRestored(ctx context.Context, deleteID int64, drawerID, as string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE drawers SET restored_at=?, restored_as=? WHERE delete_id=? AND drawer_id=?`, s.Now().UnixMilli(), as, deleteID, drawerID)

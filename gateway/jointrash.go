@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/gateway/trash"
+)
+
+// ruleJoinDeleted: a join's replay of a record an admin deleted on the
+// primary, which the trash holds as deleted.
+const ruleJoinDeleted Rule = "join:deleted-on-primary"
+
+// joinStep is the trash's word on a join's replay (a write whose
+// params._meta[origin.JoinKey] is true): an add_drawer or diary_write that
+// would file again what a delete through the gateway removed, and no
+// restore brought back, is refused with ledger.CodeDeletedOnPrimary,
+// naming the delete and the restore that brings it back. The same write
+// without the mark (an agent filing it again on purpose) is not a join's
+// and goes through, and so does a join's write of a drawer filed again
+// since the delete (the primary holds it: one get_drawer, asked only of a
+// drawer the trash holds). A trash that
+// cannot be read refuses the join's write (fail closed). It answers the
+// request itself when it refuses (ok false).
+func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest) (ok bool) {
+	params, _ := req.msg["params"].(map[string]any)
+	meta, _ := params["_meta"].(map[string]any)
+	mark, present := meta[origin.JoinKey]
+	switch {
+	case !present:
+		return true
+	case mark != true:
+		s.refuse(x, d, req, -32602, fmt.Sprintf("devbox-config gateway: Invalid params: params._meta[%q] must be true", origin.JoinKey), ruleArguments, "")
+		return false
+	case t.Name != "add_drawer" && t.Name != "diary_write":
+		return true
+	}
+	bin, err := s.Trash()
+	var del trash.Delete
+	found := false
+	if err == nil {
+		del, found, err = s.deletedBefore(ctx, bin, t, req.Args)
+	}
+	if err != nil {
+		s.Log.Error("trash cannot be read: refusing a join's write", "device", d.ID, "tool", req.Tool, "err", err)
+		s.refuse(x, d, req, CodeDenied, "devbox-config gateway: the gateway's trash cannot be read, and a join's write that may file again what an admin deleted on the primary is not made; nothing was written", ruleTrash, "")
+		return false
+	}
+	if !found {
+		return true
+	}
+	dr := del.Drawers[0]
+	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, fmt.Sprintf("devbox-config gateway: a join does not file again what was deleted on the primary: %s (%s/%s) was removed by delete %d in the gateway's trash (%s, %s by %s) and has not been restored; nothing was written. To have it back, on the gateway: devbox-config gateway trash restore %d (or trash restore %s for this one alone)",
+		dr.ID, dr.Wing, dr.Room, del.ID, del.Time.Format(time.RFC3339), del.Tool, del.Device, del.ID, dr.ID), ruleJoinDeleted, dr.Wing)
+	return false
+}
+
+// deletedBefore is the delete in the trash that removed what the write
+// would file again: a diary entry by its agent, wing and text; a drawer by
+// the id its wing, room and content give, unless it was filed again since.
+func (s *Server) deletedBefore(ctx context.Context, bin *trash.Store, t catalogue.Tool, args map[string]any) (trash.Delete, bool, error) {
+	str := func(k string) string { v, _ := args[k].(string); return v }
+	if t.Name == "diary_write" {
+		return bin.DeletedEntry(ctx, str("agent_name"), catalogue.DiaryWingFor(args), str("entry"))
+	}
+	id := catalogue.DrawerID(str("wing"), str("room"), str("content"))
+	del, found, err := bin.DeletedDrawer(ctx, id)
+	if found && s.drawerWing(ctx, id) != "" {
+		return del, false, nil // filed again since the delete: MemPalace finds it there
+	}
+	return del, found, err
+}
