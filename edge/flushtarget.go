@@ -37,6 +37,12 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMess
 		}
 		params.Meta[origin.MetaKey] = dev
 	}
+	if origin.Joining(ctx) { // a join's replay: a gateway files nothing again that its trash holds as deleted
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[origin.JoinKey] = true
+	}
 	res, err := a.p.Call(ctx, params, false)
 	if err != nil {
 		if rpcErr := peerError(err); rpcErr != nil {

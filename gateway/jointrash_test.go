@@ -111,3 +111,43 @@ func TestJoinDoesNotRewriteADeletedDiaryEntry(t *testing.T) {
 		t.Fatalf("a live diary_write of the same text: %v %v", res, rpc)
 	}
 }
+
+// Against real MemPalace 3.11.0: a join's replay of a drawer and of a
+// diary entry an admin deleted through the gateway is refused (the trash
+// holds them as the real server reported them: the entry by its agent,
+// wing and text), nothing is filed; a live write of the drawer goes
+// through; after a restore of the entry the join's write is made.
+func TestRealJoinDoesNotRefileWhatTheTrashHolds(t *testing.T) {
+	u, srv := startReal(t)
+	g := newGWAt(t, deleters, u)
+	ops := g.tokens["ops-0001"]
+	drawer := map[string]any{"wing": "shared", "room": "runbooks", "content": "rotate the staging keys every quarter"}
+	diary := map[string]any{"agent_name": "pi", "entry": "bisected the flaky test to the clock", "topic": "ci", "wing": "wing_pi"}
+	id := srv.MustCall(t, "mempalace_add_drawer", drawer)["drawer_id"].(string)
+	entry := srv.MustCall(t, "mempalace_diary_write", diary)["entry_id"].(string)
+	for _, x := range []string{id, entry} {
+		if res, rpc, _ := g.call(ops, "delete_drawer", map[string]any{"drawer_id": x}); rpc != nil || res["success"] != true {
+			t.Fatalf("delete_drawer %s: %v %v", x, res, rpc)
+		}
+	}
+	ds := g.kept(t) // newest first: the entry's delete, then the drawer's
+	_, rpc := g.joined(t, ops, "add_drawer", drawer)
+	wantTrashed(t, "a join's add_drawer", rpc, ds[1].ID, id)
+	_, rpc = g.joined(t, ops, "diary_write", diary)
+	wantTrashed(t, "a join's diary_write", rpc, ds[0].ID, entry)
+	if got, _ := srv.Call("mempalace_get_drawer", map[string]any{"drawer_id": id}); got["error"] == nil {
+		t.Fatalf("the refused join filed the drawer: %v", got)
+	}
+	if r := srv.MustCall(t, "mempalace_diary_read", map[string]any{"agent_name": "pi"}); len(r["entries"].([]any)) != 0 {
+		t.Fatalf("the refused join wrote the entry: %v", r)
+	}
+	if res, rpc, _ := g.call(ops, "add_drawer", drawer); rpc != nil || res["success"] != true || res["drawer_id"] != id {
+		t.Fatalf("a live add_drawer of the deleted drawer: %v %v", res, rpc)
+	}
+	if rs, err := g.restorer(t).Restore(context.Background(), []string{entry}); err != nil || rs[0].Err != nil {
+		t.Fatalf("restore of the entry: %+v %v", rs, err)
+	}
+	if res, rpc := g.joined(t, ops, "diary_write", diary); rpc != nil || res["success"] != true {
+		t.Fatalf("a join's diary_write after the restore: %v %v", res, rpc)
+	}
+}

@@ -45,6 +45,8 @@ func (j *joining) drain(ctx context.Context) {
 	}
 	j.o.Progress.Phase("sending", total)
 	defer j.o.Progress.Done()
+	// A gateway refuses the replay of what an admin deleted on the primary.
+	ctx = origin.WithJoin(ctx)
 	if j.cfg.Device != "" {
 		// A gateway attributes the writes to --origin-device (an admin's
 		// join; any other device's only to itself): gateway/origin.

@@ -1,7 +1,10 @@
 package join
 
 import (
+	"bytes"
+	"encoding/json"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -146,5 +149,78 @@ func TestJoinDryRunSaysFactsAreRefused(t *testing.T) {
 		if said := strings.Contains(notes, "refuses") && strings.Contains(notes, "--kg write"); said != want {
 			t.Errorf("%s (kg %v refused): notes say refused %v, want %v:\n%s", id, want, said, want, notes)
 		}
+	}
+}
+
+// gwCall sends one tools/call to a gateway as the device of token and
+// returns its result's text decoded, or fails the test on a JSON-RPC error.
+func gwCall(t *testing.T, url, token, tool string, args map[string]any) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args}})
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Result struct{ Content []struct{ Text string } } `json:"result"`
+		Error  map[string]any                            `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Error != nil || len(r.Result.Content) == 0 {
+		t.Fatalf("%s through the gateway: %v %v", tool, r.Error, err)
+	}
+	var m map[string]any
+	json.Unmarshal([]byte(r.Result.Content[0].Text), &m)
+	return m
+}
+
+// A drawer and a diary entry the device wrote live (the edge replicated
+// them), which an admin then deleted on the primary: the device's local
+// palace still holds them, and neither its first join nor a later one that
+// sends everything again (a corrected --origin-device) files them again.
+// The report counts them as deleted on the primary, the join succeeds, and
+// --verify does not call them missing (attack16 f4, f4c).
+func TestJoinLeavesWhatAnAdminDeletedDeleted(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
+	pr, url, tokens := frontGateway(t, []gateway.Device{
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project", "wing_*"}, KG: "write", Agents: []string{"opencode@desk"}},
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
+	})
+	desk, ops := tokens["desk-9b21"], tokens["ops-0001"]
+	p := newPalace(t)
+	fill(t, p, "a")
+	p.policy(t, localWorkspace)
+	p.save(t)
+	drawer := gwCall(t, url, desk, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": "a note 0"})["drawer_id"].(string)
+	entry := gwCall(t, url, desk, "diary_write", map[string]any{"agent_name": "opencode", "entry": "a diary entry"})["entry_id"].(string)
+	for _, id := range []string{drawer, entry} {
+		if res := gwCall(t, url, ops, "delete_drawer", map[string]any{"drawer_id": id}); res["success"] != true {
+			t.Fatalf("the admin's delete of %s: %v", id, res)
+		}
+	}
+	gone := func(when string) {
+		t.Helper()
+		for _, d := range pr.pl.Dump().Drawers {
+			if d.Content == "a note 0" || d.Content == "a diary entry" {
+				t.Errorf("%s: the primary holds %q again (%s)", when, d.Content, d.ID)
+			}
+		}
+	}
+	c := config(t, p, pr)
+	c.URL, c.Token = url, func() string { return desk }
+	for _, device := range []string{"", "desk-9b21"} {
+		c.Device = device
+		rep := run(t, c, Options{Verify: All})
+		if !rep.OK() {
+			t.Fatalf("join (--origin-device %q) after the admin's deletes: failed %+v mismatches %+v", device, rep.Failed, rep.Mismatches)
+		}
+		if rep.DeletedOnPrimary[Drawers] != 1 || rep.DeletedOnPrimary[Diaries] != 1 {
+			t.Errorf("join (--origin-device %q): deleted on the primary %v, want a drawer and a diary entry", device, rep.DeletedOnPrimary)
+		}
+		gone("after a join (--origin-device " + device + ")")
 	}
 }

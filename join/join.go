@@ -103,10 +103,14 @@ type Report struct {
 	// of this run that such a record had just put on the primary is in
 	// Sent, not Skipped.
 	SentQueuedEarlier map[string]int `json:"sent_queued_earlier"`
-	Excluded          Excluded       `json:"excluded"`
-	Verified          int            `json:"verified"`
-	Mismatches        []Mismatch     `json:"mismatches"`
-	Failed            []Failure      `json:"failed"`
+	// DeletedOnPrimary: records a gateway did not file again because an
+	// admin deleted them on the primary since (its trash holds them, not
+	// restored): not sent, and no failure.
+	DeletedOnPrimary map[string]int `json:"deleted_on_primary"`
+	Excluded         Excluded       `json:"excluded"`
+	Verified         int            `json:"verified"`
+	Mismatches       []Mismatch     `json:"mismatches"`
+	Failed           []Failure      `json:"failed"`
 
 	Target string `json:"target"`
 	DryRun bool   `json:"dry_run,omitempty"`
@@ -131,9 +135,9 @@ type Report struct {
 func (r Report) OK() bool { return len(r.Failed) == 0 && len(r.Mismatches) == 0 }
 
 func newReport(target string) Report {
-	r := Report{Sent: map[string]int{}, Skipped: map[string]int{}, SentQueuedEarlier: map[string]int{}, Manifest: map[string]int{}, Pending: map[string]int{}, Calls: map[string]int{}, Seconds: map[string]float64{}, Target: target, Mismatches: []Mismatch{}, Failed: []Failure{}, Excluded: Excluded{Wings: []string{}}}
+	r := Report{Sent: map[string]int{}, Skipped: map[string]int{}, SentQueuedEarlier: map[string]int{}, DeletedOnPrimary: map[string]int{}, Manifest: map[string]int{}, Pending: map[string]int{}, Calls: map[string]int{}, Seconds: map[string]float64{}, Target: target, Mismatches: []Mismatch{}, Failed: []Failure{}, Excluded: Excluded{Wings: []string{}}}
 	for _, k := range Kinds {
-		r.Sent[k], r.Skipped[k], r.SentQueuedEarlier[k], r.Pending[k], r.Manifest[k] = 0, 0, 0, 0, 0
+		r.Sent[k], r.Skipped[k], r.SentQueuedEarlier[k], r.DeletedOnPrimary[k], r.Pending[k], r.Manifest[k] = 0, 0, 0, 0, 0, 0
 	}
 	return r
 }
@@ -262,6 +266,14 @@ func errText(raw json.RawMessage) string {
 		return "waiting for the ops before it"
 	}
 	return e.Kind + ": " + e.Message
+}
+
+// failedAs is the kind of an op's last failure, or of an operator's or
+// the gateway's record that settled it ("" for none).
+func failedAs(op outbox.Op) outbox.Kind {
+	var e struct{ Kind string }
+	json.Unmarshal(op.Error, &e) // none, or unreadable: ""
+	return outbox.Kind(e.Kind)
 }
 
 func notes(r Report, noDrawers bool) []string {

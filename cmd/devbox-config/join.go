@@ -216,6 +216,9 @@ func printJoin(w io.Writer, r join.Report) {
 		if n := r.SentQueuedEarlier; n[join.Drawers]+n[join.Diaries]+n[join.Facts] > 0 {
 			fmt.Fprintf(w, "also sent %s (queued by an earlier run, no longer among this run's records)\n", kinds(n))
 		}
+		if n := r.DeletedOnPrimary; n[join.Drawers]+n[join.Diaries] > 0 {
+			fmt.Fprintf(w, "deleted   %s (deleted on the primary since, kept in the gateway's trash: not re-sent; its operator brings one back with `devbox-config gateway trash restore N`)\n", kinds(n))
+		}
 	}
 	if len(r.Excluded.Wings) > 0 {
 		fmt.Fprintf(w, "excluded  %s (local in policy.json)\n", strings.Join(r.Excluded.Wings, ", "))

@@ -41,6 +41,10 @@ const (
 	// Gone: a delete_drawer the primary answered "Drawer not found": the
 	// drawer is not there, as the delete wanted; done, nothing to resend.
 	Gone Kind = "gone"
+	// DeletedOnPrimary: a join's write the gateway refused because an
+	// admin deleted the record on the primary (its trash holds it, not
+	// restored): done, nothing written, not to be sent again.
+	DeletedOnPrimary Kind = "deleted-on-primary"
 )
 
 func (k Kind) String() string { return string(k) }
@@ -162,6 +166,13 @@ func classify(res map[string]any, err error) (Kind, string) {
 // items of a success, which lands as it is.
 func alreadyGone(op Op, kind Kind, msg string) bool {
 	return kind == Refused && op.Tool == catalogue.Prefix+"delete_drawer" && strings.HasPrefix(msg, "Drawer not found")
+}
+
+// deletedOnPrimary reports a gateway's refusal of a join's write of a
+// record an admin deleted on the primary (ledger.CodeDeletedOnPrimary).
+func deletedOnPrimary(err error) bool {
+	var rpc *RPCError
+	return errors.As(err, &rpc) && rpc.Code == ledger.CodeDeletedOnPrimary
 }
 
 func classifyErr(err error) Kind {

@@ -21,18 +21,26 @@ import (
 func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr error) bool {
 	now := f.S.now()
 	kind, msg := classify(res, sendErr)
-	if kind == "" || alreadyGone(op, kind, msg) {
-		note := ""
-		if kind != "" {
+	if kind == "" || alreadyGone(op, kind, msg) || deletedOnPrimary(sendErr) {
+		note, result := "", []byte{}
+		var err error
+		switch {
+		case deletedOnPrimary(sendErr):
+			// Nothing written: no answer to record, the note says why.
+			f.Log.Info("the gateway did not file again what an admin deleted on the primary: done", "op", op.Short(), "tool", op.Tool, "answer", msg)
+			note = noteOf(DeletedOnPrimary, msg, now)
+		case kind != "":
 			note = f.goneNote(op, msg, now)
+			fallthrough
+		default:
+			result, err = json.Marshal(res)
 		}
-		rj, err := json.Marshal(res)
 		if err == nil {
 			err = f.fenced(ctx, func(tx *sql.Tx) error {
 				if err := f.moveFence(ctx, tx, op, res); err != nil {
 					return err
 				}
-				return settleDone(ctx, tx, op.LocalSeq, now, string(rj), note)
+				return settleDone(ctx, tx, op.LocalSeq, now, string(result), note)
 			})
 		}
 		if err != nil {
@@ -171,6 +179,12 @@ func (f *Flusher) goneNote(op Op, msg string, now time.Time) string {
 	} else {
 		f.Log.Info("a queued delete's drawer is already gone on the primary: done", "op", op.Short(), "tool", op.Tool, "answer", msg)
 	}
-	b, _ := json.Marshal(map[string]any{"kind": Gone, "message": words, "at": now.UTC()}) // plain values: they encode
+	return noteOf(Gone, words, now)
+}
+
+// noteOf is the error_json of an op settled done without the write it
+// asked for.
+func noteOf(kind Kind, message string, now time.Time) string {
+	b, _ := json.Marshal(map[string]any{"kind": kind, "message": message, "at": now.UTC()}) // plain values: they encode
 	return string(b)
 }
