@@ -183,7 +183,9 @@ func gwCall(t *testing.T, url, token, tool string, args map[string]any) map[stri
 // palace still holds them, and neither its first join nor a later one that
 // sends everything again (a corrected --origin-device) files them again.
 // The report counts them as deleted on the primary, the join succeeds, and
-// --verify does not call them missing (attack16 f4, f4c).
+// --verify does not call them missing (attack16 f4, f4c). A drawer an
+// earlier join sent and an admin deleted after is not sent again either;
+// --verify names it missing, saying where the delete may be.
 func TestJoinLeavesWhatAnAdminDeletedDeleted(t *testing.T) {
 	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
 	pr, url, tokens := frontGateway(t, []gateway.Device{
@@ -222,5 +224,23 @@ func TestJoinLeavesWhatAnAdminDeletedDeleted(t *testing.T) {
 			t.Errorf("join (--origin-device %q): deleted on the primary %v, want a drawer and a diary entry", device, rep.DeletedOnPrimary)
 		}
 		gone("after a join (--origin-device " + device + ")")
+	}
+	// One an earlier join sent, deleted since: not sent again, and --verify
+	// names it missing with where to look (this join sent nothing to ask).
+	var sent string
+	for _, d := range pr.pl.Dump().Drawers {
+		if d.Content == "a note 1" {
+			sent = d.ID
+		}
+	}
+	gwCall(t, url, ops, "delete_drawer", map[string]any{"drawer_id": sent})
+	rep := run(t, c, Options{Verify: All})
+	if len(rep.Mismatches) != 1 || rep.Mismatches[0].Verdict != "missing" || !strings.Contains(rep.Mismatches[0].Detail, "gateway trash list") || len(rep.Failed) != 0 {
+		t.Errorf("a join after a delete of what an earlier join sent: mismatches %+v failed %+v", rep.Mismatches, rep.Failed)
+	}
+	for _, d := range pr.pl.Dump().Drawers {
+		if d.ID == sent {
+			t.Errorf("the join sent %s again", sent)
+		}
 	}
 }

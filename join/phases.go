@@ -507,7 +507,7 @@ func (j *joining) settled(pl planned, op outbox.Op) {
 	if id == "" && pl.rec.Kind == Diaries {
 		j.diaries[pl.rec.Wing] = true
 	}
-	j.targets = append(j.targets, verifyTarget{rec: pl.rec, primaryID: id})
+	j.targets = append(j.targets, verifyTarget{rec: pl.rec, primaryID: id, earlier: pl.sent})
 }
 
 // verify names a second copy on the primary of what this run wrote with no

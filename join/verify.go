@@ -3,6 +3,7 @@ package join
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -10,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // ChunkSize is MemPalace's MCP chunk size (config.chunk_size, 800
@@ -34,6 +37,18 @@ type Mismatch struct {
 type verifyTarget struct {
 	rec       Record
 	primaryID string
+	// earlier: an earlier join sent it (this one did not send it again).
+	earlier bool
+}
+
+// missing is the mismatch of a target the primary does not hold: one an
+// earlier join sent may have been deleted there since, which no join
+// sends again.
+func missing(t verifyTarget, why string) Mismatch {
+	if t.earlier {
+		why += "; an earlier join sent it: if it was deleted on the primary since, a join does not send it again (behind a devbox-config gateway, `gateway trash list` there shows the delete, `gateway trash restore N` brings it back)"
+	}
+	return Mismatch{Kind: t.rec.Kind, LocalID: t.rec.LocalID, PrimaryID: t.primaryID, Wing: t.rec.Wing, Verdict: "missing", Detail: why}
 }
 
 // sample picks n of the targets with a seeded generator (all when n < 0
@@ -64,16 +79,20 @@ func verify(ctx context.Context, local, primary Caller, ts []verifyTarget) (veri
 			continue
 		}
 		if t.primaryID == "" {
-			mismatches = append(mismatches, Mismatch{Kind: t.rec.Kind, LocalID: t.rec.LocalID, Wing: t.rec.Wing, Verdict: "missing", Detail: "no record with this content's id on the primary"})
+			mismatches = append(mismatches, missing(t, "no record with this content's id on the primary"))
 			continue
 		}
 		p, err := primary.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": t.primaryID})
+		if notVisible(err) {
+			mismatches = append(mismatches, missing(t, "not on the primary, or not visible to this device (the gateway answers both alike)"))
+			continue
+		}
 		if err != nil {
 			failed = append(failed, Failure{Kind: t.rec.Kind, Record: t.rec.LocalID, Wing: t.rec.Wing, Error: fmt.Sprintf("verify: primary get_drawer %s: %v", t.primaryID, err)})
 			continue
 		}
 		if e := errorOf(p); e != nil {
-			mismatches = append(mismatches, Mismatch{Kind: t.rec.Kind, LocalID: t.rec.LocalID, PrimaryID: t.primaryID, Wing: t.rec.Wing, Verdict: "missing", Detail: e.Error()})
+			mismatches = append(mismatches, missing(t, e.Error()))
 			continue
 		}
 		if m, ok := compare(t, l, p); !ok {
@@ -83,6 +102,13 @@ func verify(ctx context.Context, local, primary Caller, ts []verifyTarget) (veri
 		verified++
 	}
 	return
+}
+
+// notVisible is a gateway's one answer for a record that does not exist
+// and one this device may not see.
+func notVisible(err error) bool {
+	var rpc *outbox.RPCError
+	return errors.As(err, &rpc) && rpc.Code == -31003 /* gateway.CodeDenied */ && strings.Contains(rpc.Message, deviceinfo.RuleNotVisible)
 }
 
 // compare adjudicates two get_drawer answers (RFC 001 §4.4, §9.3). Equal
