@@ -84,6 +84,11 @@ func TestJoinDoesNotRefileWhatTheTrashHolds(t *testing.T) {
 	if res, rpc := g.joined(t, desk, "add_drawer", args); rpc != nil || res["success"] != true {
 		t.Fatalf("a join's add of a drawer filed again since its delete: %v %v", res, rpc)
 	}
+
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_add_drawer", "arguments": args, "_meta": map[string]any{origin.JoinKey: "yes"}}})
+	if _, m := g.post(desk, string(b)); rpcError(m)["code"] != -32602.0 {
+		t.Fatalf("a join mark that is not true: %v", m)
+	}
 }
 
 // A join's replay of a diary entry an admin deleted on the primary is

@@ -21,6 +21,11 @@
 //     sha256(entry)[:12] id suffix (two equal entries are two writes); the
 //     op id rides in _meta for a gateway's ledger, and a kill at any point
 //     leaves ops the next run resumes.
+//   - Every write carries _meta["devbox-config/join"] (origin.JoinKey): a
+//     gateway refuses one that would file again what an admin deleted on
+//     the primary (its trash holds it, not restored), and the op settles
+//     done as deleted there, counted apart (Report.DeletedOnPrimary), no
+//     failure and never verified.
 //   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
 //     list_drawers, content from get_drawer.
 //   - Wings the policy marks local are never read for sending; --wing
