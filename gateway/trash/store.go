@@ -115,6 +115,7 @@ CREATE TABLE IF NOT EXISTS drawers(
   PRIMARY KEY (delete_id, drawer_id)
 );
 CREATE INDEX IF NOT EXISTS drawers_by_id ON drawers(drawer_id);
+CREATE INDEX IF NOT EXISTS diary_by_text ON drawers(wing, content) WHERE kind='diary';
 `
 
 // addOrigin gives a trash made before drawers had an origin its column
@@ -327,7 +328,8 @@ func (s *Store) DeletedDrawer(ctx context.Context, id string) (d Delete, ok bool
 // of it names: its agent, wing and text (the primary's id of an entry is
 // its own timestamp, which a write again does not give).
 func (s *Store) DeletedEntry(ctx context.Context, agent, wing, text string) (d Delete, ok bool, err error) {
-	return s.deleted(ctx, `dr.kind=? AND dr.wing=? AND dr.content=? AND json_extract(dr.metadata,'$.agent')=?`, KindDiary, wing, text, agent)
+	// kind='diary' literally: the planner then uses diary_by_text.
+	return s.deleted(ctx, `dr.kind='diary' AND dr.wing=? AND dr.content=? AND json_extract(dr.metadata,'$.agent')=?`, wing, text, agent)
 }
 
 func (s *Store) deleted(ctx context.Context, where string, args ...any) (Delete, bool, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -90,4 +91,46 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%s %s: %s, want %s", c.tool, c.id, got, c.want)
 		}
 	}
+}
+
+// BenchmarkDeletedLookUp is what a gateway adds to each join write: the
+// look-up of a drawer by id and of a diary entry by agent, wing and text,
+// in a trash holding 5,000 deleted drawers and 5,000 diary entries (none
+// of them the one asked for).
+func BenchmarkDeletedLookUp(b *testing.B) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(b.TempDir(), "trash.sqlite"), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 100 {
+		var ds []Drawer
+		for j := range 50 {
+			n := i*50 + j
+			ds = append(ds, Drawer{ID: "drawer_w_r_" + strconv.Itoa(n), Wing: "w", Room: "r", Content: "content " + strconv.Itoa(n), Metadata: json.RawMessage(`{}`), Kind: KindFiled},
+				Drawer{ID: "diary_wing_pi_" + strconv.Itoa(n), Wing: "wing_pi", Room: "diary", Content: "entry " + strconv.Itoa(n), Metadata: json.RawMessage(`{"agent":"pi"}`), Kind: KindDiary})
+		}
+		id, err := s.Keep(ctx, Delete{Device: "ops", Tool: "delete_drawers", Drawers: ds})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Settle(ctx, id, StateDeleted, "", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("drawer", func(b *testing.B) {
+		for b.Loop() {
+			if _, found, err := s.DeletedDrawer(ctx, "drawer_w_r_x"); err != nil || found {
+				b.Fatal(found, err)
+			}
+		}
+	})
+	b.Run("diary", func(b *testing.B) {
+		for b.Loop() {
+			if _, found, err := s.DeletedEntry(ctx, "pi", "wing_pi", "another entry"); err != nil || found {
+				b.Fatal(found, err)
+			}
+		}
+	})
 }
