@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/join"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -380,5 +381,21 @@ func TestJoinEnvFile(t *testing.T) {
 	}
 	if code, _, errOut := f.run(t, blank, "--env-file", env+".missing"); code != 2 || !strings.Contains(errOut, ".env.missing") {
 		t.Errorf("join --env-file of no file: exit %d, %s", code, errOut)
+	}
+}
+
+// The records a gateway did not file again because an admin deleted them
+// on the primary get a line of their own, with the fix.
+func TestJoinPrintsDeletedOnThePrimary(t *testing.T) {
+	var b bytes.Buffer
+	r := join.Report{Target: "https://palace.example/mcp", DeletedOnPrimary: map[string]int{join.Drawers: 2, join.Diaries: 1}}
+	printJoin(&b, r)
+	if !strings.Contains(b.String(), "deleted   drawers 2, diaries 1, facts 0 (deleted on the primary since") || !strings.Contains(b.String(), "gateway trash restore N") {
+		t.Errorf("join's output:\n%s", b.String())
+	}
+	b.Reset()
+	r.DeletedOnPrimary = map[string]int{}
+	if printJoin(&b, r); strings.Contains(b.String(), "deleted ") {
+		t.Errorf("a join with none deleted on the primary prints:\n%s", b.String())
 	}
 }
