@@ -200,6 +200,10 @@ const (
 	// RecordCheckpoint: matches[] of each of duplicates[], a drawer each
 	// (id), the matched drawers' text: checkpoint.
 	RecordCheckpoint Records = "checkpoint"
+	// RecordConnections: the answer itself is a list of connections, each
+	// naming the drawer at a tunnel's other end (drawer_id) and repeating
+	// its text's first 300 characters (drawer_preview): follow_tunnels.
+	RecordConnections Records = "connections"
 )
 
 func (r Records) String() string { return string(r) }

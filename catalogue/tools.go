@@ -39,7 +39,7 @@ var tools = [...]Tool{
 	{Name: "delete_tunnel", Since: "3.6.0", Params: []string{"tunnel_id"}, Route: Destructive, Gate: Admin},
 	{Name: "list_hallways", Since: "3.6.0", Params: []string{"wing", "limit", "offset"}, ParamSince: map[string]string{"limit": "3.11.0", "offset": "3.11.0"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy},
 	{Name: "delete_hallway", Since: "3.6.0", Params: []string{"hallway_id"}, Route: Destructive, Gate: Admin},
-	{Name: "follow_tunnels", Since: "3.6.0", Params: []string{"wing", "room"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy},
+	{Name: "follow_tunnels", Since: "3.6.0", Params: []string{"wing", "room"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy, Records: RecordConnections},
 	{Name: "search", Since: "3.6.0", Params: []string{"query", "limit", "wing", "room", "source_file", "since", "before", "max_distance", "context", "candidate_strategy", "cli_compatible", "include_media", "query_task"},
 		ParamSince: map[string]string{"cli_compatible": "3.9.0", "candidate_strategy": "3.11.0", "include_media": "3.11.0", "query_task": "3.11.0"}, Reads: true, Route: MergedRead, Wings: ArgWing, Gate: ReadWing, Filter: FilterHits, Records: RecordHits},
 	{Name: "check_duplicate", Since: "3.6.0", Params: []string{"content", "threshold"}, Reads: true, Route: MergedRead, Gate: ReadWing, Filter: FilterMatches, Records: RecordMatches},

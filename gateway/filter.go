@@ -67,7 +67,7 @@ type answerEnvelope struct {
 // answerText is a tools/call answer's one text block, parsed (isErr for
 // a JSON-RPC error answer, passed on as is); an error
 // for anything but MemPalace's envelope of exactly one text block holding
-// an object. The envelope is decoded into a struct (segmentio's decoder:
+// an object or an array (follow_tunnels'). The envelope is decoded into a struct (segmentio's decoder:
 // exact-case keys, no unknown ones) and the text is read where it lies
 // (gjson), never decoded into maps: on MemPalace's real answers
 // (kilobytes of text) that decoding was most of the gateway's added
@@ -97,7 +97,7 @@ func answerText(resp []byte) (text gjson.Result, isErr bool, err error) {
 	if !ok || !utf8.Valid(body) || !jsondepth.Valid(body) {
 		return text, false, errUnknownShape
 	}
-	if text = gjson.ParseBytes(body); !text.IsObject() {
+	if text = gjson.ParseBytes(body); !text.IsObject() && !text.IsArray() {
 		return text, false, errUnknownShape
 	}
 	return text, false, nil
@@ -162,6 +162,9 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	}
 	if isErr {
 		return resp, nil
+	}
+	if m.IsArray() && (cut || t.Records != catalogue.RecordConnections) {
+		return nil, errUnknownShape
 	}
 	ms := membersOf(m)
 	if _, cli := memberOf(ms, "cli_output"); cli && d.Trusts != nil {

@@ -241,6 +241,9 @@ func (a *annotator) walk(list gjson.Result, keep func(record) (bool, bool), each
 // count recounted and "untrusted_withheld" added. An error answer is
 // passed as it is.
 func (a *annotator) answer(m gjson.Result, ms []member) ([]byte, error) {
+	if a.rec == catalogue.RecordConnections {
+		return a.connections(m)
+	}
 	if obj := a.rec.Object(); obj != "" {
 		rec := m
 		if obj != "." {
@@ -311,6 +314,43 @@ func (a *annotator) answer(m gjson.Result, ms []member) ([]byte, error) {
 		out = append(out, raw...)
 	}
 	return a.closeAnswer(out), nil
+}
+
+// connections is the origin step of follow_tunnels' answer, a list of
+// connections (catalogue.RecordConnections): each gains its drawer's
+// origin, and one whose drawer the device withholds stays, a tunnel it
+// may see, without the drawer's text (drawer_preview) and saying
+// "untrusted_withheld": 1. An error answer (an object) passes as it is.
+func (a *annotator) connections(m gjson.Result) ([]byte, error) {
+	if !m.IsArray() {
+		if m.Get("error").Exists() {
+			return []byte(m.Raw), nil
+		}
+		return nil, errUnknownShape
+	}
+	marking := *a
+	marking.withhold = false // the connection stays; only its drawer's text is withheld
+	out, _, err := marking.walk(m, nil, func(r record, raw []byte) ([]byte, bool) {
+		previews := 0
+		gjson.ParseBytes(raw).ForEach(func(k, _ gjson.Result) bool {
+			if k.Str == "drawer_preview" {
+				previews++
+			}
+			return true
+		})
+		switch {
+		case previews > 1: // a client's parser may read the copy not cut
+			return nil, false
+		case previews == 0 || !a.withhold || a.originOf(r).Trusted:
+			return raw, true
+		}
+		cut, err := sjson.DeleteBytes(raw, "drawer_preview")
+		if err == nil {
+			cut, err = sjson.SetRawBytes(cut, "untrusted_withheld", []byte("1"))
+		}
+		return cut, err == nil
+	})
+	return out, err
 }
 
 // within is the origin step of a list of objects each of which holds

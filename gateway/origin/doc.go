@@ -79,6 +79,10 @@
 //	event_list       events[]
 //	event_wait       events[]
 //	artifact_get     artifact
+//	follow_tunnels   each connection of the answer (a JSON array), its
+//	                 drawer_id's; a withheld drawer's connection stays,
+//	                 without drawer_preview (its text), with
+//	                 "untrusted_withheld": 1 of its own
 //	GET /logstream/stream   each frame's data (one line: the event with its origin;
 //	                        a withheld event's frame is left out)
 //
