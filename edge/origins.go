@@ -19,6 +19,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // marks is how one merged read marks its records: this device's own
@@ -99,31 +100,42 @@ func (m marks) text(text string, recs catalogue.Records, palace string) string {
 		}
 		return text
 	}
+	if recs == catalogue.RecordConnections { // the answer is the list
+		if arr := gjson.Parse(text); arr.IsArray() {
+			return markEach(arr, mark)
+		}
+		return text
+	}
 	for _, list := range listPaths(text, recs) {
 		arr := gjson.Get(text, list)
 		if !arr.IsArray() {
 			continue
 		}
-		out := make([]byte, 0, len(arr.Raw)+256)
-		out = append(out, '[')
-		i := 0
-		arr.ForEach(func(_, v gjson.Result) bool {
-			if i > 0 {
-				out = append(out, ',')
-			}
-			i++
-			if v.IsObject() {
-				out = append(out, mark(v.Raw)...)
-			} else {
-				out = append(out, v.Raw...)
-			}
-			return true
-		})
-		if marked, err := sjson.SetRaw(text, list, string(append(out, ']'))); err == nil {
+		if marked, err := sjson.SetRaw(text, list, markEach(arr, mark)); err == nil {
 			text = marked
 		}
 	}
 	return text
+}
+
+// markEach is the list arr with each of its objects marked.
+func markEach(arr gjson.Result, mark func(string) string) string {
+	out := make([]byte, 0, len(arr.Raw)+256)
+	out = append(out, '[')
+	i := 0
+	arr.ForEach(func(_, v gjson.Result) bool {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		i++
+		if v.IsObject() {
+			out = append(out, mark(v.Raw)...)
+		} else {
+			out = append(out, v.Raw...)
+		}
+		return true
+	})
+	return string(append(out, ']'))
 }
 
 // listPaths are the paths of text's lists of records: recs.Lists, or
@@ -167,10 +179,14 @@ func objectMap(text string) map[string]any {
 	return m
 }
 
-// result is res with the records of its object text marked (text); res
-// itself when it holds none, or nothing changed.
+// result is res with the records of its object text (follow_tunnels': its
+// array) marked (text); res itself when it holds none, or nothing changed.
 func (m marks) result(res *mcp.CallToolResult, recs catalogue.Records, palace string) *mcp.CallToolResult {
 	t, ok := objectText(res)
+	if !ok && recs == catalogue.RecordConnections {
+		t = resultText(res)
+		ok = jsondepth.ValidString(t) && gjson.Parse(t).IsArray()
+	}
 	if out := m.text(t, recs, palace); ok && out != t {
 		c := *res
 		c.Content = []mcp.Content{&mcp.TextContent{Text: out}}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
@@ -148,5 +150,26 @@ func TestCheckpointDuplicatesThroughTheEdge(t *testing.T) {
 	matches, _ := dups[0].(map[string]any)["matches"].([]any)
 	if len(matches) == 0 || palaceOf(matches[0]) != "local" {
 		t.Errorf("a checkpoint's duplicate through the edge carries no origin: %v", r)
+	}
+}
+
+// follow_tunnels answers a JSON array of connections: the local palace's
+// (a primary-first read's fall-back) each carry this device's origin, as
+// every other local record does, through the result the router returns.
+func TestLocalConnectionsCarryThisDevicesOrigin(t *testing.T) {
+	t.Parallel()
+	mk := marksFor(deviceinfo.Info{ID: "desk-9b21", Label: "desk"})
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `[{"direction": "outgoing", "drawer_id": "d1", "drawer_preview": "x"}, {"direction": "incoming", "drawer_id": null}]`}}}
+	var got []map[string]any
+	if err := json.Unmarshal([]byte(resultText(mk.result(res, catalogue.RecordConnections, origin.PalaceLocal))), &got); err != nil || len(got) != 2 {
+		t.Fatalf("%v %v", err, got)
+	}
+	for _, c := range got {
+		if o := recordOrigin(c); o["device"] != "desk-9b21" || o["palace"] != "local" || o["trusted"] != true {
+			t.Errorf("a local connection: %v", c)
+		}
+	}
+	if s := mk.text(`{"error": "No palace found"}`, catalogue.RecordConnections, origin.PalaceLocal); s != `{"error": "No palace found"}` {
+		t.Errorf("an error answer got an origin: %s", s)
 	}
 }
