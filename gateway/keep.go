@@ -120,8 +120,31 @@ func (s *Server) settle(ctx context.Context, k *kept, status int, resp []byte) {
 	if err != nil {
 		s.Log.Error("trash: recording a delete's answer", "delete", k.id, "err", err)
 	}
+	if state == trash.StateDeleted && k.tool != "update_drawer" {
+		s.forget(ctx, k.drawers, notRemoved)
+	}
 	if note != "" {
 		s.Log.Warn("trash: "+note, "delete", k.id, "tool", k.tool)
+	}
+}
+
+// forget drops the origins of the drawers a confirmed delete removed
+// (all of ids but notRemoved): the trash keeps them, a restore records
+// them again, and the same id filed again after the delete is its new
+// filer's, not the deleted drawer's writer's. A delete the primary did
+// not confirm leaves them: the drawers may still be there.
+func (s *Server) forget(ctx context.Context, ids, notRemoved []string) {
+	if s.prov == nil {
+		return
+	}
+	var keys []provenance.Key
+	for _, id := range ids {
+		if !slices.Contains(notRemoved, id) {
+			keys = append(keys, provenance.Drawer(id))
+		}
+	}
+	if err := s.prov.Forget(context.WithoutCancel(ctx), keys...); err != nil {
+		s.Log.Error("provenance index not writable: deleted drawers keep their origins, and the same content filed again reads as their writer's", "err", err)
 	}
 }
 
