@@ -24,7 +24,13 @@
 // join attributed to another device, the admin device that made the join.
 // The first stamp of a record stays (a drawer filed twice with the same
 // content is its first filer's); an update that rewrites a drawer's
-// content replaces it (the new content is the updater's).
+// content replaces it (the new content is the updater's). A delete the
+// primary confirmed through the gateway forgets its drawers' stamps (the
+// trash keeps them, and a restore records them again), so the same id
+// filed again after it (ids come from wing, room and content) is its new
+// filer's; a delete not confirmed keeps them (the drawers may still be
+// there). A diary entry filed again has a new id and timestamp, and a
+// fact kg_invalidate closed is still in the palace: both keep theirs.
 //
 // # Limits
 //
@@ -56,6 +62,6 @@
 // to both, so an answer's records are looked up without touching SQLite
 // (a drawer's stamp is about 230 bytes in memory: 100,000 take 23 MB). One
 // gateway process per index: a second one would not see the first's new
-// stamps until it is restarted. Nothing is ever pruned: a record keeps its
+// stamps until it is restarted. Nothing else is pruned: a record keeps its
 // origin for as long as the palace keeps it.
 package provenance
