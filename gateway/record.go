@@ -6,7 +6,10 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 )
@@ -60,6 +63,14 @@ func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.
 	}
 	ctx = context.WithoutCancel(ctx) // the write is made: it is recorded even if its caller left
 	entries := s.stamps(ctx, t, args, res, st)
+	if gjson.GetBytes(resp, "result._meta."+gjson.Escape(ledger.ReplayedKey)).Bool() {
+		// The op-id ledger's record of a write made before: its records
+		// were stamped then, and may have been deleted and filed again or
+		// rewritten by another device since.
+		for i := range entries {
+			entries[i].Replace = false
+		}
+	}
 	if err := s.prov.Record(ctx, entries...); err != nil {
 		s.Log.Error("provenance index not writable: this write's records read as of unknown origin", "tool", t.Name, "device", d.ID, "err", err)
 	}
@@ -117,13 +128,16 @@ func (s *Server) stamps(ctx context.Context, t catalogue.Tool, args, res map[str
 }
 
 // filed is the drawer an add_drawer answer says it filed; none when the
-// drawer was there already (its first filer's).
+// drawer was there already (its first filer's). One it filed was not
+// there, so it replaces a stamp the index still holds for the id: of a
+// drawer deleted where the gateway did not see it go (around it, or by a
+// delete whose answer was lost).
 func filed(res map[string]any, st provenance.Stamp) []provenance.Entry {
 	id := str(res["drawer_id"])
 	if res["success"] != true || res["reason"] == "already_exists" || id == "" {
 		return nil
 	}
-	return []provenance.Entry{{Key: provenance.Drawer(id), Stamp: st}}
+	return []provenance.Entry{{Key: provenance.Drawer(id), Stamp: st, Replace: true}}
 }
 
 // diaryChunk is the chunk size of MemPalace's diary entries (config

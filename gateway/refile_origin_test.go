@@ -127,3 +127,58 @@ func TestUndecidedDeleteKeepsTheOrigin(t *testing.T) {
 		t.Errorf("the drawer an unconfirmed delete left: %v", got)
 	}
 }
+
+// TestRefileAfterAnUnseenDeleteIsTheRefilers: a drawer deleted where the
+// gateway could not see it go (a delete whose answer was lost, one made
+// around the gateway) keeps its origin in the index; add_drawer filing
+// the same content again then answers that it filed it (not
+// already_exists), so the drawer is the refiler's all the same.
+func TestRefileAfterAnUnseenDeleteIsTheRefilers(t *testing.T) {
+	t.Parallel()
+	pl, up := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: upstreamToken})
+	g := newGWAt(t, trustingDevices(UntrustedMark), &upstream{name: "fakepalace", url: up.URL(), palace: pl})
+	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	for _, how := range []string{"answer lost", "around the gateway"} {
+		file := map[string]any{"wing": "shared", "room": "r", "content": "the admin's runbook, " + how}
+		id := str(must1(t, g, admin, "add_drawer", file)["drawer_id"])
+		if how == "around the gateway" {
+			g.around(t, "delete_drawer", map[string]any{"drawer_id": id})
+		} else {
+			up.DropAfterApplyTool("mempalace_delete_drawer", 1)
+			if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc == nil && res["success"] == true {
+				t.Fatalf("the delete's answer was not lost: %v", res)
+			}
+		}
+		if again := must1(t, g, laptop, "add_drawer", file); again["drawer_id"] != id || again["reason"] == "already_exists" {
+			t.Fatalf("%s: not a refile under %s: %v", how, id, again)
+		}
+		if o := originOf(t, must1(t, g, desk, "get_drawer", map[string]any{"drawer_id": id})); o["device"] != "laptop-7f3a" || o["trusted"] != false {
+			t.Errorf("%s: laptop's refile reads with origin %v, want laptop-7f3a untrusted", how, o)
+		}
+	}
+}
+
+// TestReplayedAddKeepsTheRefilersOrigin: the op-id ledger answers a
+// resent add_drawer from its record of the first send ("filed"), without
+// the upstream: when the admin's edge resends its add after the drawer
+// was deleted and laptop filed it again, the drawer stays laptop's.
+func TestReplayedAddKeepsTheRefilersOrigin(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, trustingDevices(UntrustedMark))
+	g.withLedger()
+	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	file := map[string]any{"wing": "shared", "room": "r", "content": "the admin's runbook"}
+	op := strings.Repeat("ab", 32)
+	if status, _ := g.postOp(admin, "mempalace_add_drawer", file, op); status != 200 {
+		t.Fatalf("add_drawer: HTTP %d", status)
+	}
+	id := fakepalace.DrawerID("shared", "r", "the admin's runbook")
+	must1(t, g, admin, "delete_drawer", map[string]any{"drawer_id": id})
+	must1(t, g, laptop, "add_drawer", file)
+	if status, ans := g.postOp(admin, "mempalace_add_drawer", file, op); status != 200 || !strings.Contains(fmt.Sprint(ans), "replayed") {
+		t.Fatalf("the resend was not replayed: HTTP %d %v", status, ans)
+	}
+	if o := originOf(t, must1(t, g, desk, "get_drawer", map[string]any{"drawer_id": id})); o["device"] != "laptop-7f3a" {
+		t.Errorf("after the admin's replayed add: origin %v, want laptop-7f3a's", o)
+	}
+}

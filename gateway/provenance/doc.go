@@ -29,8 +29,13 @@
 // trash keeps them, and a restore records them again), so the same id
 // filed again after it (ids come from wing, room and content) is its new
 // filer's; a delete not confirmed keeps them (the drawers may still be
-// there). A diary entry filed again has a new id and timestamp, and a
-// fact kg_invalidate closed is still in the palace: both keep theirs.
+// there). A drawer add_drawer answers it filed (not already_exists) was
+// not there, so its stamp replaces one the index still holds (of a
+// drawer deleted around the gateway, or by a delete whose answer was
+// lost); an answer the op-id ledger replays replaces nothing (its records
+// were stamped when it was first made). A diary entry filed again has a
+// new id and timestamp, and a fact kg_invalidate closed is still in the
+// palace: both keep theirs.
 //
 // # Limits
 //
