@@ -34,10 +34,10 @@ type Stamp struct {
 type Entry struct {
 	Key   Key
 	Stamp Stamp
-	// Replace: the record's content was rewritten (update_drawer), so the
-	// new writer replaces the old; otherwise the first stamp stays (a
-	// drawer filed again with the same content is still its first
-	// filer's).
+	// Replace: the record's content was rewritten (update_drawer), or the
+	// drawer was filed anew (a stamp the index holds is of one deleted
+	// since), so the new writer replaces the old; otherwise the first
+	// stamp stays.
 	Replace bool
 }
 
