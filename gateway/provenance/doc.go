@@ -54,6 +54,10 @@
 //   - A diary entry whose text update_drawer rewrote reads as of unknown
 //     origin in diary_read (its id, in search and get_drawer, names the
 //     updater).
+//   - A drawer deleted where the gateway did not see it go (around it,
+//     or by a delete whose answer was lost) keeps its stamp until it is
+//     filed again through the gateway: filed again around it, it reads
+//     as the deleted drawer's writer's, not of unknown origin.
 //   - A kg_supersede without "at" is stamped by the valid_from kg_query
 //     then reports for the open fact it opened (one more upstream call);
 //     if none is found the fact stays of unknown origin (logged).
