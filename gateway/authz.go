@@ -82,22 +82,7 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		dec.why = neverWhy[t.Name]
 		return dec
 	case catalogue.Admin:
-		// The admin scope adds the right to delete and to run the
-		// maintenance tools; it does not widen the wing globs.
-		switch {
-		case !d.Admin:
-			return deny(ruleAdminOnly, "")
-		case deletesByID(t):
-			return allow("admin", "") // each drawer's wing: authorizeDrawers
-		case !d.readsAll():
-			if t.Reads {
-				return deny(ruleReadsAll, "")
-			}
-			return deny(ruleAdminAllWings, "")
-		case !t.Reads && !d.writesAll():
-			return deny(ruleAdminAllWings, "")
-		}
-		return allow("admin", "")
+		return authorizeAdmin(d, t)
 	case catalogue.ReadStatic:
 		if !d.readsSome() {
 			return deny("no read scope", "")
@@ -116,22 +101,7 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		}
 		return deny(ruleNotVisible, drawerWing)
 	case catalogue.ReadWing:
-		if !d.readsSome() {
-			return deny("no read scope", "")
-		}
-		if t.Identity != "" && !d.Grants(str(t.Identity), true) {
-			return deny(Rule(fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity))), "")
-		}
-		wings := t.WingsOf(args, "")
-		for _, w := range wings {
-			if !d.reads(w) {
-				return deny("read globs do not match the wing", w)
-			}
-		}
-		if len(wings) == 0 {
-			return allow("read:filtered", "")
-		}
-		return allow(Rule("read:"+strings.Join(wings, ",")), wings[0])
+		return authorizeReadWing(d, t, args)
 	case catalogue.WriteWing:
 		ok, rule, wing := d.grants().AuthorizeWrite(t, args, drawerWing)
 		return Decision{Allow: ok, Rule: Rule(rule), Wing: wing}
@@ -157,6 +127,47 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		return allow("coordination:read", "")
 	}
 	return deny("no rule allows it", "")
+}
+
+// authorizeAdmin: the admin scope adds the right to delete and to run
+// the maintenance tools; it does not widen the wing globs.
+func authorizeAdmin(d *Device, t catalogue.Tool) Decision {
+	switch {
+	case !d.Admin:
+		return deny(ruleAdminOnly, "")
+	case deletesByID(t):
+		return allow("admin", "") // each drawer's wing: authorizeDrawers
+	case !d.readsAll():
+		if t.Reads {
+			return deny(ruleReadsAll, "")
+		}
+		return deny(ruleAdminAllWings, "")
+	case !t.Reads && !d.writesAll():
+		return deny(ruleAdminAllWings, "")
+	}
+	return allow("admin", "")
+}
+
+// authorizeReadWing: a read of the wings its arguments name (none: a read
+// MemPalace's answer is filtered for), as one of the device's agents
+// where the tool names one.
+func authorizeReadWing(d *Device, t catalogue.Tool, args map[string]any) Decision {
+	if !d.readsSome() {
+		return deny("no read scope", "")
+	}
+	if id, _ := args[t.Identity].(string); t.Identity != "" && !d.Grants(id, true) {
+		return deny(Rule(fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, id)), "")
+	}
+	wings := t.WingsOf(args, "")
+	for _, w := range wings {
+		if !d.reads(w) {
+			return deny("read globs do not match the wing", w)
+		}
+	}
+	if len(wings) == 0 {
+		return allow("read:filtered", "")
+	}
+	return allow(Rule("read:"+strings.Join(wings, ",")), wings[0])
 }
 
 // deletesByID: the admin tools whose wings are those of the drawers they
