@@ -245,56 +245,16 @@ func (a *annotator) answer(m gjson.Result, ms []member) ([]byte, error) {
 		return a.connections(m)
 	}
 	if obj := a.rec.Object(); obj != "" {
-		rec := m
-		if obj != "." {
-			rec = m.Get(obj)
-		}
-		if !rec.IsObject() || (obj == "." && m.Get("error").Exists() && !m.Get("drawer_id").Exists()) {
-			return []byte(m.Raw), nil // an error answer (get_drawer's has no drawer_id): no record
-		}
-		raw, keep, err := a.item(nil, rec, a.read(rec))
-		switch {
-		case err != nil:
-			return nil, err
-		case !keep:
-			return a.withheldOne(rec), nil
-		case obj == ".":
-			return raw, nil
-		}
-		return sjson.SetRawBytes([]byte(m.Raw), obj, raw)
+		return a.object(m, obj)
 	}
 	for _, mb := range ms {
 		if mb.name == "agent" {
 			a.agent = strings.ToLower(strings.TrimSpace(mb.v.Str))
 		}
 	}
-	lists := a.rec.Lists()
-	counted := 0
-	walked := make([][]byte, len(ms)) // the lists of records, walked
-	for i, mb := range ms {
-		if within := a.rec.Within(); within != "" && mb.name == within && mb.v.IsArray() {
-			raw, err := a.within(mb.v)
-			if err != nil {
-				return nil, err
-			}
-			walked[i] = raw
-			continue
-		}
-		at := slices.Index(lists, mb.name)
-		if at < 0 || !mb.v.IsArray() {
-			continue
-		}
-		before := a.withheld
-		raw, kept, err := a.walk(mb.v, nil, nil)
-		if err != nil {
-			return nil, err
-		}
-		walked[i] = raw
-		if at == 0 {
-			counted = kept
-		} else {
-			a.withheld = before // counted in the first list
-		}
+	walked, counted, err := a.lists(ms)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]byte, 0, len(m.Raw)+len(m.Raw)/4)
 	out = append(out, '{')
@@ -314,6 +274,62 @@ func (a *annotator) answer(m gjson.Result, ms []member) ([]byte, error) {
 		out = append(out, raw...)
 	}
 	return a.closeAnswer(out), nil
+}
+
+// object is the origin step of an answer that is one record (obj ".")
+// or holds one under obj.
+func (a *annotator) object(m gjson.Result, obj string) ([]byte, error) {
+	rec := m
+	if obj != "." {
+		rec = m.Get(obj)
+	}
+	if !rec.IsObject() || (obj == "." && m.Get("error").Exists() && !m.Get("drawer_id").Exists()) {
+		return []byte(m.Raw), nil // an error answer (get_drawer's has no drawer_id): no record
+	}
+	raw, keep, err := a.item(nil, rec, a.read(rec))
+	switch {
+	case err != nil:
+		return nil, err
+	case !keep:
+		return a.withheldOne(rec), nil
+	case obj == ".":
+		return raw, nil
+	}
+	return sjson.SetRawBytes([]byte(m.Raw), obj, raw)
+}
+
+// lists walks the answer's lists of records (and its Within member),
+// member by member: walked[i] is member i walked (nil: not a list of
+// records), counted the records kept of the first list.
+func (a *annotator) lists(ms []member) (walked [][]byte, counted int, err error) {
+	lists := a.rec.Lists()
+	walked = make([][]byte, len(ms))
+	for i, mb := range ms {
+		if within := a.rec.Within(); within != "" && mb.name == within && mb.v.IsArray() {
+			raw, err := a.within(mb.v)
+			if err != nil {
+				return nil, 0, err
+			}
+			walked[i] = raw
+			continue
+		}
+		at := slices.Index(lists, mb.name)
+		if at < 0 || !mb.v.IsArray() {
+			continue
+		}
+		before := a.withheld
+		raw, kept, err := a.walk(mb.v, nil, nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		walked[i] = raw
+		if at == 0 {
+			counted = kept
+		} else {
+			a.withheld = before // counted in the first list
+		}
+	}
+	return walked, counted, nil
 }
 
 // connections is the origin step of follow_tunnels' answer, a list of
