@@ -22,31 +22,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	now := f.S.now()
 	kind, msg := classify(res, sendErr)
 	if kind == "" || alreadyGone(op, kind, msg) || deletedOnPrimary(sendErr) {
-		note, result := "", []byte{}
-		var err error
-		switch {
-		case deletedOnPrimary(sendErr):
-			// Nothing written: no answer to record, the note says why.
-			f.Log.Info("the gateway did not file again what an admin deleted on the primary: done", "op", op.Short(), "tool", op.Tool, "answer", msg)
-			note = noteOf(DeletedOnPrimary, msg, now)
-		case kind != "":
-			note = f.goneNote(op, msg, now)
-			fallthrough
-		default:
-			result, err = json.Marshal(res)
-		}
-		if err == nil {
-			err = f.fenced(ctx, func(tx *sql.Tx) error {
-				if err := f.moveFence(ctx, tx, op, res); err != nil {
-					return err
-				}
-				return settleDone(ctx, tx, op.LocalSeq, now, string(result), note)
-			})
-		}
-		if err != nil {
-			f.Log.Error("outbox: a sent op's outcome not recorded", "op", op.Short(), "err", err)
-		}
-		f.S.notify(op.ID)
+		f.done(ctx, op, res, kind, msg, deletedOnPrimary(sendErr), now)
 		return true
 	}
 	rule := Rules[kind]
@@ -87,6 +63,36 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	}
 	f.S.notify(op.ID) // dead, in doubt, or queued with its error: a waiter learns it now
 	return false
+}
+
+// done records a sent op as done: answered (kind ""), its object already
+// gone, or refused by a gateway as what an admin deleted on the primary
+// (deleted: nothing written, the note says why).
+func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind, msg string, deleted bool, now time.Time) {
+	note, result := "", []byte{}
+	var err error
+	switch {
+	case deleted:
+		f.Log.Info("the gateway did not file again what an admin deleted on the primary: done", "op", op.Short(), "tool", op.Tool, "answer", msg)
+		note = noteOf(DeletedOnPrimary, msg, now)
+	case kind != "":
+		note = f.goneNote(op, msg, now)
+		fallthrough
+	default:
+		result, err = json.Marshal(res)
+	}
+	if err == nil {
+		err = f.fenced(ctx, func(tx *sql.Tx) error {
+			if err := f.moveFence(ctx, tx, op, res); err != nil {
+				return err
+			}
+			return settleDone(ctx, tx, op.LocalSeq, now, string(result), note)
+		})
+	}
+	if err != nil {
+		f.Log.Error("outbox: a sent op's outcome not recorded", "op", op.Short(), "err", err)
+	}
+	f.S.notify(op.ID)
 }
 
 func isInDoubt(err error) bool {
