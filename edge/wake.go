@@ -66,6 +66,9 @@ type owedAsk struct {
 	// carried none); the trusted set is applied to it again at each
 	// session start.
 	From string `json:"from,omitempty"`
+	// Via is the admin device whose join attributed it to From ("": none),
+	// trusted with it.
+	Via string `json:"via,omitempty"`
 	// Corr is its correlation id ("": none) and Sender its from_agent: a
 	// reply to Sender on Corr clears it (answered), a reply to anyone
 	// else on the same id does not.
@@ -145,7 +148,7 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 	for _, it := range r.Owed {
 		if e.trustedEvent(it.Event.Raw) {
 			o, _ := origin.Of(it.Event.Raw)
-			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event), From: o.Device, Corr: deref(it.Event.CorrelationID), Sender: it.Event.FromAgent})
+			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event), From: o.Device, Via: o.Via, Corr: deref(it.Event.CorrelationID), Sender: it.Event.FromAgent})
 		}
 	}
 	e.wk.mu.Lock()
@@ -272,7 +275,7 @@ func (e *Edge) trustedNow(v owedView) owedView {
 	}
 	out := owedView{At: v.At, Asks: []owedAsk{}}
 	for _, a := range v.Asks {
-		if a.From != "" && in.TrustsDevice(a.From) {
+		if a.From != "" && in.TrustsDevice(a.From) && (a.Via == "" || in.TrustsDevice(a.Via)) {
 			out.Asks = append(out.Asks, a)
 		}
 	}

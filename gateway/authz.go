@@ -59,6 +59,13 @@ func (d *Device) trusts(id string) bool {
 	return d.Trusts == nil || id == d.ID || (id != origin.Unknown && slices.Contains(d.Trusts, id))
 }
 
+// trustsOrigin reports whether the device trusts a record of origin o:
+// every device that vouches for it, the one it names and, for a record a
+// join attributed to it, the admin device whose credential wrote it (via).
+func (d *Device) trustsOrigin(o origin.Origin) bool {
+	return d.trusts(o.Device) && (o.Via == "" || d.trusts(o.Via))
+}
+
 // Grants reports whether a device may act as agent (deviceinfo's
 // ActsAs).
 func (d *Device) Grants(agent string, diary bool) bool { return d.grants().ActsAs(agent, diary) }

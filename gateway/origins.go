@@ -151,7 +151,7 @@ func (a *annotator) originOf(r record) origin.Origin {
 			o = origin.Origin{Device: st.Device, Label: st.Label, Agent: st.Agent, Via: st.Via, At: st.At.UTC().Format(time.RFC3339Nano)}
 		}
 	}
-	o.Trusted = a.d.trusts(o.Device)
+	o.Trusted = a.d.trustsOrigin(o)
 	return o
 }
 
@@ -428,6 +428,9 @@ func (a *annotator) withheldOne(m gjson.Result) []byte {
 		who += " (" + o.Label + ")"
 	}
 	msg := "withheld: written by " + who + ", a device this device does not trust (its untrusted setting is withhold)"
+	if a.d.trusts(o.Device) { // the join that attributed it is not
+		msg = "withheld: attributed to " + who + " by a join of " + o.Via + ", a device this device does not trust (its untrusted setting is withhold)"
+	}
 	if !o.Known() {
 		msg = "withheld: of unknown origin, which this device does not trust (its untrusted setting is withhold)"
 	}

@@ -37,7 +37,9 @@
 //   - at: when the gateway stamped it, RFC 3339 in UTC, to the millisecond.
 //   - via: for a record a join attributed to device (an admin's join
 //     with --origin-device, see below), the admin device that made it.
-//   - trusted (always): whether the reading device trusts device. A device
+//   - trusted (always): whether the reading device trusts device and,
+//     for a record with via, the via device too (both vouch for it: the
+//     one it names and the one whose credential wrote it). A device
 //     whose gateway config names no trusted set trusts every device and
 //     records of unknown origin (true throughout: nothing changes for whoever
 //     never configures it); one that names a set trusts those devices and
@@ -118,7 +120,8 @@
 // write's params._meta["devbox-config/origin-device"] ([MetaKey]; the edge's
 // primary client puts it there for calls made with a context from
 // [WithDevice]). The gateway honours it from an admin device when it names a
-// device of its config (origin: that device, via: the admin); from any
+// device of its config (origin: that device, via: the admin; trusted only
+// by a device that trusts both); from any
 // device it accepts its own id (a no-op); anything else is refused
 // (JSON-RPC -31003, nothing written).
 //
