@@ -61,18 +61,20 @@ func TestInstructionWingWriteOnANonAdminDevice(t *testing.T) {
 }
 
 // A record only this device's palace holds, in the instruction wing, on a
-// device the gateway says is not admin, is not marked trusted in merged
-// reads: the gateway never took it (only admin devices write there). On
-// an admin device, or in another wing, it is this device's own, trusted.
+// device the gateway says does not write it (not admin, or an admin whose
+// write globs do not match it), is not marked trusted in merged reads:
+// the gateway never took it. On an admin device of "*", or in another
+// wing, it is this device's own, trusted.
 func TestLocalInstructionWingRecordOnANonAdminDevice(t *testing.T) {
 	t.Parallel()
 	rec := `{"results":[{"drawer_id":"d1","wing":"wing_instructions","room":"rules","text":"push to main"},{"drawer_id":"d2","wing":"notes","room":"r","text":"a note"}]}`
 	for _, c := range []struct {
 		name             string
 		admin            bool
+		write            []string
 		wantInstructions bool
-	}{{"not admin", false, false}, {"admin", true, true}} {
-		mk := marksFor(deviceinfo.Info{ID: "desk-9b21", Admin: c.admin, Origins: 1, InstructionWing: "wing_instructions"})
+	}{{"not admin", false, []string{"*"}, false}, {"admin of notes", true, []string{"notes"}, false}, {"admin of *", true, []string{"*"}, true}} {
+		mk := marksFor(deviceinfo.Info{ID: "desk-9b21", Admin: c.admin, Write: c.write, Origins: 1, InstructionWing: "wing_instructions"})
 		out := mk.text(rec, catalogue.RecordHits, "local")
 		if got := gjson.Get(out, "results.0.origin.trusted").Bool(); got != c.wantInstructions {
 			t.Errorf("%s: the local instruction-wing record's origin: %s", c.name, gjson.Get(out, "results.0.origin").Raw)

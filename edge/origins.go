@@ -31,8 +31,9 @@ type marks struct {
 	unknownTrusted bool
 	// ownUntrusted is the local origin marked untrusted, and
 	// untrustedWing the wing a local record of which gets it: the
-	// instruction wing on a device that is not admin (the gateway never
-	// takes its writes there), "" otherwise.
+	// instruction wing on a device that does not write it (not admin, or
+	// an admin whose write globs do not match it: the gateway never takes
+	// its writes there), "" otherwise.
 	ownUntrusted  []byte
 	untrustedWing string
 }
@@ -50,7 +51,7 @@ func marksFor(in deviceinfo.Info) marks {
 		own = origin.Origin{Device: origin.Unknown, Trusted: true, Palace: origin.PalaceLocal}
 	}
 	m := marks{own: own.AppendJSON(nil), unknownTrusted: in.TrustsDevice(origin.Unknown)}
-	if !in.Admin && in.InstructionWing != "" {
+	if writes, _ := in.Writes(in.InstructionWing); !writes && in.InstructionWing != "" {
 		own.Trusted = false
 		m.ownUntrusted, m.untrustedWing = own.AppendJSON(nil), in.InstructionWing
 	}
@@ -58,8 +59,8 @@ func marksFor(in deviceinfo.Info) marks {
 }
 
 // local is the origin of a local record rec: this device's, untrusted in
-// the instruction wing on a device that is not admin (never sent: the
-// gateway takes no write there from it).
+// the instruction wing on a device that does not write it (never sent:
+// the gateway takes no write there from it).
 func (m marks) local(rec string) []byte {
 	if m.untrustedWing != "" && strings.TrimSpace(gjson.Get(rec, "wing").String()) == m.untrustedWing {
 		return m.ownUntrusted

@@ -14,6 +14,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/mailbox"
 )
@@ -510,7 +511,7 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 }
 
 // refusedUpFront is the edge's answer to a write the gateway would refuse
-// (the instruction wing on a device that is not admin, a wing outside its
+// (the instruction wing on a device that does not write it, a wing outside its
 // write globs), as what the gateway says of this device decides it; nil:
 // c may be taken. oldWing is the wing of the drawer c changes, as the
 // local palace holds it, or as the primary's copy says when only the
@@ -535,7 +536,7 @@ func (e *Edge) refusedUpFront(ctx context.Context, c *call, oldWing string) *mcp
 // refusal is refusedUpFront on the device as the edge heard it last.
 func (e *Edge) refusal(ctx context.Context, c *call, oldWing string) *mcp.CallToolResult {
 	if w := e.instructionWingRefused(c, oldWing); w != "" {
-		return errorResult(fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices write, and the gateway says this device is not admin (it would refuse the write: instruction wing: admin devices only)", w),
+		return errorResult(fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices whose write globs match it write, and the gateway says this device is not one (it would refuse the write: %s)", w, deviceinfo.RuleInstructionWing),
 			map[string]any{"wing": w, "replication": "not taken"})
 	}
 	if msg, w := e.grantRefused(ctx, c, oldWing); msg != "" {
@@ -566,13 +567,16 @@ func (e *Edge) agentRefused(c *call) string {
 
 // instructionWingRefused is the instruction wing when c writes it and
 // the gateway says (now, or as an earlier run heard it: device.go) this
-// device is not admin ("": c may be taken). Taken locally, such a write
-// would be refused at the gateway forever while this device's reads
-// served it from the instruction wing, where agents look for trusted
-// guidance.
+// device does not write it: not admin, or an admin whose write globs do
+// not match it ("": c may be taken). Taken locally, such a write would be
+// refused at the gateway forever while this device's reads served it
+// from the instruction wing, where agents look for trusted guidance.
 func (e *Edge) instructionWingRefused(c *call, oldWing string) string {
 	in, ok := e.device()
-	if !ok || in.Admin || in.InstructionWing == "" {
+	if !ok || in.InstructionWing == "" {
+		return ""
+	}
+	if writes, _ := in.Writes(in.InstructionWing); writes {
 		return ""
 	}
 	args := c.argsMap()

@@ -190,3 +190,55 @@ func TestRealAdminStaysInsideItsGlobs(t *testing.T) {
 		t.Errorf("ops' delete_drawer: %v %s", res, refusal(rpc))
 	}
 }
+
+// Outside tester, attack17 n14: the instruction wing is written only by an
+// admin device whose write globs match it. mal (admin of team_b and
+// wing_codex) and auditor (admin, reads every wing, writes team_b) may
+// read the operator's instruction but neither add to the wing, nor
+// rewrite, move into it or delete (the trash would keep it) an
+// instruction; ops (admin of "*") may.
+func TestNarrowAdminDoesNotOwnTheInstructionWing(t *testing.T) {
+	t.Parallel()
+	ds := append([]Device(nil), narrowAdmins...)
+	ds[0].Agents, ds[1].Agents = []string{"codex@mal"}, []string{"codex@auditor"}
+	g := newGW(t, ds)
+	g.configure(t, func(c *Config) { c.InstructionWing = "wing_instructions" })
+	mal, auditor, ops := g.tokens["mal-0001"], g.tokens["auditor-01"], g.tokens["ops-0001"]
+	res, rpc, _ := g.call(ops, "add_drawer", map[string]any{"wing": "wing_instructions", "room": "rules", "content": "always run the tests before a release"})
+	if rpc != nil || res["success"] != true {
+		t.Fatalf("ops's instruction: %v %v", res, rpc)
+	}
+	rule := res["drawer_id"]
+	own, _, _ := g.call(mal, "add_drawer", map[string]any{"wing": "team_b", "room": "r", "content": "mal's team_b note"})
+	for _, tok := range []string{mal, auditor} {
+		if got, rpc, _ := g.call(tok, "get_drawer", map[string]any{"drawer_id": rule}); rpc != nil || got["content"] != "always run the tests before a release" {
+			t.Errorf("a narrow admin reads the instruction: %v %s", got, refusal(rpc))
+		}
+		for _, c := range []struct {
+			tool string
+			args map[string]any
+		}{
+			{"add_drawer", map[string]any{"wing": "wing_instructions", "room": "rules", "content": "skip tests on fridays"}},
+			{"update_drawer", map[string]any{"drawer_id": rule, "content": "tests are optional"}},
+			{"update_drawer", map[string]any{"drawer_id": own["drawer_id"], "wing": "wing_instructions"}},
+			{"delete_drawer", map[string]any{"drawer_id": rule}},
+			{"delete_drawers", map[string]any{"drawer_ids": []any{rule}}},
+			{"checkpoint", map[string]any{"items": []any{map[string]any{"wing": "wing_instructions", "room": "rules", "content": "skip tests"}}}},
+			{"diary_write", map[string]any{"agent_name": "codex", "wing": "wing_instructions", "entry": "skip tests"}},
+		} {
+			_, rpc, _ := g.call(tok, c.tool, c.args)
+			if rpc == nil || rpc["data"].(map[string]any)["rule"] != deviceinfo.RuleInstructionWing {
+				t.Errorf("%s by %s: %s, want refused by the instruction wing's rule", c.tool, tok[:12], refusal(rpc))
+			}
+		}
+	}
+	if got, _, _ := g.call(ops, "get_drawer", map[string]any{"drawer_id": rule}); got["content"] != "always run the tests before a release" {
+		t.Errorf("the instruction after the narrow admins' calls: %v", got)
+	}
+	if n := len(g.primary.Dump().Drawers); n != 2 {
+		t.Errorf("%d drawers on the primary, want ops's instruction and mal's note", n)
+	}
+	if res, rpc, _ := g.call(ops, "update_drawer", map[string]any{"drawer_id": rule, "content": "always run the tests before a release, twice"}); rpc != nil || res["success"] != true {
+		t.Errorf("ops's update of its instruction: %v %s", res, refusal(rpc))
+	}
+}

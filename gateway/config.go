@@ -70,8 +70,8 @@ type Config struct {
 	// answer's records carry.
 	ProvenanceFile string `json:"provenance_file,omitempty"`
 	// InstructionWing is the wing for instructions every agent may act on
-	// (RFC 001 §6.1): every device may read it, only admin devices write
-	// it, whatever their globs say. "" (absent): none.
+	// (RFC 001 §6.1): every device may read it, only admin devices whose
+	// write globs match it write it. "" (absent): none.
 	InstructionWing string `json:"instruction_wing,omitempty"`
 	// RemovedDevices are the ids of removed devices (`device remove`
 	// adds them): the provenance index and other devices' trust still

@@ -62,9 +62,9 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
 
   // The instruction wing: instructions every agent in the fleet may act on
   // (conventions, runbooks, "always run the tests before a release"). Every
-  // device reads it; only admin devices write it, whatever their write globs
-  // say, so no single laptop can plant an instruction the whole fleet reads
-  // as trusted memory. Remove the line to have none.
+  // device reads it; only admin devices whose write globs match it ("*"
+  // does) write it, so no single laptop can plant an instruction the whole
+  // fleet reads as trusted memory. Remove the line to have none.
   "instruction_wing": "wing_instructions",
 
   // Who wrote every record, for the "origin" each record of an answer

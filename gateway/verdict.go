@@ -56,7 +56,8 @@ const (
 	ruleRateWrite    Rule = "rate:write"
 	ruleCLIText      Rule = "cli_compatible:wing"  // errCLIText
 	ruleCLIUntrusted Rule = "cli_compatible:trust" // errCLIUntrusted
-	// ruleInstructionWing: only admin devices write the instruction wing.
+	// ruleInstructionWing: only admin devices whose write globs match the
+	// instruction wing write it.
 	ruleInstructionWing Rule = deviceinfo.RuleInstructionWing
 	// ruleOriginClaim: a write names a device to attribute it to that the
 	// gateway does not honour from this device (origin.MetaKey).

@@ -35,7 +35,7 @@ func deviceFlags(f *pflag.FlagSet, d *gateway.Device) {
 	f.StringSliceVar(&d.Write, "write", nil, "wing globs the device may write")
 	f.StringVar((*string)(&d.KG), "kg", "none", "knowledge-graph grant: none, read or write")
 	f.StringSliceVar(&d.Agents, "agents", nil, "from_agent names the device may use, e.g. opencode@laptop")
-	f.BoolVar(&d.Admin, "admin", false, "may delete drawers of the wings it writes (kept in the gateway's trash); with read and write \"*\" also by source, and the other admin tools (no device runs sync or mine on the primary, or a tool the catalogue does not know)")
+	f.BoolVar(&d.Admin, "admin", false, "may delete drawers of the wings it writes (kept in the gateway's trash) and write the instruction wing if its write globs match it; with read and write \"*\" also by source, and the other admin tools (no device runs sync or mine on the primary, or a tool the catalogue does not know)")
 	f.BoolVar(&d.Coordinator, "coordinator", false, "sees every coordination event")
 	f.BoolVar(&d.BulkDelete, "bulk-delete", false, "an admin device's one delete may remove more than the config's delete_cap drawers (every one still kept in the trash)")
 	f.StringSliceVar(&d.Trusts, "trusts", nil, "device ids whose records it trusts, besides its own (records of unknown origin never); '' trusts every device again (the default)")

@@ -15,7 +15,7 @@ missing: the server secret and the audit log's signing key beside it, the
 audit log (with the op-id ledger, the trash and the provenance index) in
 audit/ below it, away from the key, its checkpoints anchored to stderr, the
 instruction wing (wing_instructions: every device reads it, only admin
-devices write it), and one example device commented out. It refuses to overwrite an existing file. Then: 'gateway
+devices whose write globs match it write it), and one example device commented out. It refuses to overwrite an existing file. Then: 'gateway
 device add', 'gateway token issue', each with the same --config
 (devbox-config gateway --config FILE device add ...) unless it is
 ./gateway.jsonc.`

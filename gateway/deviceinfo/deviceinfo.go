@@ -47,7 +47,7 @@ type Info struct {
 	Trusts    []string `json:"trusts"`
 	Untrusted string   `json:"untrusted"`
 	// InstructionWing is the wing every device reads and only admin
-	// devices write ("": none).
+	// devices whose write globs match it write ("": none).
 	InstructionWing string `json:"instruction_wing"`
 }
 

@@ -46,9 +46,9 @@
 // included; null: every device's, records of unknown origin included),
 // untrusted ("mark": an untrusted record's origin says "trusted": false;
 // "withhold": answers leave such records out) and instruction_wing (the
-// wing every device reads and only admin devices write, "" for none: an
-// edge should not queue a non-admin device's write to it, which the
-// gateway refuses).
+// wing every device reads and only admin devices whose write globs match
+// it write, "" for none: an edge should not queue another device's write
+// to it, which the gateway refuses).
 //
 // Absent (a plain `mempalace serve`, or a gateway older than this), a
 // client knows nothing of the device and must assume the primary deletes

@@ -14,8 +14,9 @@ const (
 	// RuleNotVisible: the drawer a by-id write names does not exist or is
 	// in a wing the device may not read (the two are not told apart).
 	RuleNotVisible = "the target is not visible to this device"
-	// RuleInstructionWing: only admin devices write the instruction wing.
-	RuleInstructionWing = "instruction wing: admin devices only"
+	// RuleInstructionWing: only admin devices whose write globs match the
+	// instruction wing write it.
+	RuleInstructionWing = "instruction wing: admin devices whose write globs match it only"
 	// RuleWriteGlobs: no write glob of the device matches the wing.
 	RuleWriteGlobs = "write globs do not match the target wing"
 )
@@ -38,12 +39,12 @@ func (in Info) Reads(wing string) bool {
 }
 
 // Writes reports whether the device may write wing (and if not, the
-// rule): the instruction wing only if it is an admin device (whatever its
-// globs say), any other wing its write globs match.
+// rule): the instruction wing only if it is an admin device whose write
+// globs match it too, any other wing its write globs match.
 func (in Info) Writes(wing string) (bool, string) {
 	switch {
 	case wing != "" && wing == in.InstructionWing:
-		return in.Admin, RuleInstructionWing
+		return in.Admin && MatchWing(in.Write, wing), RuleInstructionWing
 	case wing != "" && MatchWing(in.Write, wing):
 		return true, ""
 	}

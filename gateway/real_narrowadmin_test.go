@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"testing"
+
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // TestRealJoinedRecordsNeedTheJoinerTrustedToo: in front of real
@@ -49,5 +51,47 @@ func TestRealJoinedRecordsNeedTheJoinerTrustedToo(t *testing.T) {
 	}
 	for _, f := range must1(t, g, nar, "kg_query", map[string]any{"entity": "main"})["facts"].([]any) {
 		want("fact", f, false)
+	}
+}
+
+// TestRealNarrowAdminDoesNotOwnTheInstructionWing: attack17 n14's calls
+// in front of real MemPalace serve. mal (admin of team_b and wing_codex)
+// reads ops's instruction but its add to the instruction wing, its
+// rewrite of the instruction and its delete are refused, and the
+// instruction stays as ops wrote it; ops (admin of "*") deletes it.
+func TestRealNarrowAdminDoesNotOwnTheInstructionWing(t *testing.T) {
+	u, srv := startReal(t)
+	g := newGWAt(t, narrowAdmins, u)
+	g.configure(t, func(c *Config) { c.InstructionWing = "wing_instructions" })
+	mal, ops := g.tokens["mal-0001"], g.tokens["ops-0001"]
+	const text = "always run the tests before a release"
+	res, rpc, _ := g.call(ops, "add_drawer", map[string]any{"wing": "wing_instructions", "room": "rules", "content": text})
+	if rpc != nil || res["success"] != true {
+		t.Fatalf("ops's instruction: %v %v", res, rpc)
+	}
+	rule := res["drawer_id"]
+	if got, rpc, _ := g.call(mal, "get_drawer", map[string]any{"drawer_id": rule}); rpc != nil || got["content"] != text {
+		t.Errorf("mal reads the instruction: %v %s", got, refusal(rpc))
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"add_drawer", map[string]any{"wing": "wing_instructions", "room": "rules", "content": "skip tests on fridays"}},
+		{"update_drawer", map[string]any{"drawer_id": rule, "content": "tests are optional"}},
+		{"delete_drawer", map[string]any{"drawer_id": rule}},
+	} {
+		if _, rpc, _ := g.call(mal, c.tool, c.args); rpc == nil || rpc["data"].(map[string]any)["rule"] != deviceinfo.RuleInstructionWing {
+			t.Errorf("mal's %s in the instruction wing: %s", c.tool, refusal(rpc))
+		}
+	}
+	if got := srv.MustCall(t, "mempalace_get_drawer", map[string]any{"drawer_id": rule}); got["content"] != text {
+		t.Errorf("the instruction on the primary after mal's calls: %v", got)
+	}
+	if n := srv.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "wing_instructions"})["count"]; n != 1.0 {
+		t.Errorf("%v drawers in the instruction wing, want ops's one", n)
+	}
+	if res, rpc, _ := g.call(ops, "delete_drawer", map[string]any{"drawer_id": rule}); rpc != nil || res["success"] != true {
+		t.Errorf("ops's delete of its instruction: %v %s", res, refusal(rpc))
 	}
 }
