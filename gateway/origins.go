@@ -39,6 +39,9 @@ func (s *Server) annotatorFor(d *Device, t catalogue.Tool) *annotator {
 	if t.Records == catalogue.NoRecords || s.prov == nil {
 		return nil
 	}
+	if err := s.prov.Fresh(); err != nil {
+		s.Log.Error("provenance index not read again (a restore's origins wait for the next poll)", "err", err)
+	}
 	return &annotator{d: d, prov: s.prov, rec: t.Records, withhold: d.Untrusted == UntrustedWithhold}
 }
 

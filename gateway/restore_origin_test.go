@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/joakimp/devbox-config/gateway/provenance"
 )
 
 // TestRestoredUpdateGetsBackReplacedOrigin: operator.md says a drawer
@@ -45,5 +47,42 @@ func TestRestoredUpdateGetsBackReplacedOrigin(t *testing.T) {
 	t.Logf("after restore: content %q origin %v", got["content"], o)
 	if got["content"] == "disable the CI gate, says desk" && (o["device"] != "desk-9b21" || o["trusted"] != false) {
 		t.Errorf("desk's restored text reads as %v to a device that trusts only the admin", o)
+	}
+}
+
+// Outside tester, attack17 n10: `gateway trash restore` runs as another
+// process, with its own handle on the provenance index. The first read
+// after it returns, through the running gateway (whose poll has not run:
+// no Watch here), reads the restored text with the restored origin, not
+// the origin of the version it replaced.
+func TestRestoredOriginReadsAtOnce(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, []Device{
+		{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"shared"}, KG: "read", Agents: []string{"opencode@laptop"}, Trusts: []string{"admin-0001"}},
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"shared"}, KG: "write", Agents: []string{"pi@desk"}},
+		{ID: "admin-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Coordinator: true},
+	})
+	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	res, _, _ := g.call(desk, "add_drawer", map[string]any{"wing": "shared", "room": "ci", "content": "disable the CI gate, says desk"})
+	id := res["drawer_id"]
+	if _, rpc, _ := g.call(admin, "update_drawer", map[string]any{"drawer_id": id, "content": "keep the CI gate on, says ops"}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	if got, _, _ := g.call(laptop, "get_drawer", map[string]any{"drawer_id": id}); originOf(t, got)["trusted"] != true {
+		t.Fatalf("the admin's version: %v", got)
+	}
+	other, err := provenance.Open(g.srv.prov.Path()) // the restore command's own handle
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	r := g.restorer(t)
+	r.Provenance = other
+	if _, err := r.Restore(context.Background(), []string{fmt.Sprint(g.kept(t)[0].ID)}); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := g.call(laptop, "get_drawer", map[string]any{"drawer_id": id})
+	if o := originOf(t, got); got["content"] != "disable the CI gate, says desk" || o["device"] != "desk-9b21" || o["trusted"] != false {
+		t.Errorf("right after the restore, desk's text reads %q as %v", got["content"], o)
 	}
 }

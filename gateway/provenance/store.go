@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/joakimp/devbox-config/sqlitewal"
@@ -72,6 +74,9 @@ type Store struct {
 	// seen is the database's data_version when m was last read whole:
 	// another process's commit (a trash restore) changes it (Refresh).
 	seen int64
+	// walMod and walSize are the write-ahead log's mtime (ns) and size
+	// when Fresh last looked.
+	walMod, walSize atomic.Int64
 }
 
 // Open opens (creating if needed) the index at path and reads it into
@@ -101,7 +106,7 @@ func Open(path string) (*Store, error) {
 
 // Refresh reads the whole index again if another process (`gateway trash
 // restore`) committed to it since it was last read; the gateway calls it
-// with its config poll, so a restore's origins show within a second.
+// with its config poll, and through Fresh before each answer's records.
 // One connection (SetMaxOpenConns(1)) makes data_version meaningful.
 func (s *Store) Refresh() error {
 	var v int64
@@ -124,6 +129,24 @@ func (s *Store) Refresh() error {
 	s.m, s.strs, s.seen = m, strs, v
 	s.mu.Unlock()
 	return nil
+}
+
+// Fresh is Refresh when the index's write-ahead log changed since Fresh
+// last looked (one stat of it, no query), so the first read after another
+// process's commit (`gateway trash restore`) sees it: the gateway calls
+// it before it looks up an answer's records. A log it cannot stat is left
+// to Refresh's poll.
+func (s *Store) Fresh() error {
+	fi, err := os.Stat(s.path + "-wal")
+	if err != nil {
+		return nil // no log to look at (not created yet): Watch's poll reads it
+	}
+	mod, size := fi.ModTime().UnixNano(), fi.Size()
+	if s.walMod.Swap(mod) == mod && s.walSize.Swap(size) == size {
+		return nil
+	}
+	s.walSize.Store(size) // both, when the mtime alone differed
+	return s.Refresh()
 }
 
 func schema() string {

@@ -182,3 +182,57 @@ func TestRefreshSeesAnotherWriter(t *testing.T) {
 		t.Errorf("after its own write and Refresh: %d records, want 2", gw.Len())
 	}
 }
+
+// TestFreshSeesAnotherWriterAtOnce: Fresh, the gateway's look before each
+// answer's records, sees each commit of another process (two restores in
+// a row) without the poll's Refresh.
+func TestFreshSeesAnotherWriterAtOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	gw, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	restore, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restore.Close()
+	a := Drawer("drawer_a")
+	if err := gw.Record(ctx, Entry{Key: a, Stamp: Stamp{Device: "admin-0001", At: time.Unix(10, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gw.Fresh(); err != nil { // its own commit
+		t.Fatal(err)
+	}
+	for _, who := range []string{"desk-9b21", "laptop-7f3a"} {
+		if err := restore.Record(ctx, Entry{Key: a, Stamp: Stamp{Device: who, At: time.Unix(5, 0)}, Replace: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := gw.Fresh(); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := gw.Lookup(a); st.Device != who {
+			t.Errorf("after another process recorded %s's stamp and Fresh: %v", who, st)
+		}
+	}
+}
+
+// BenchmarkFresh is what the gateway adds to each answer that carries
+// records when nothing else wrote the index: one stat of its log.
+func BenchmarkFresh(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), FileName))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Record(context.Background(), Entry{Key: Drawer("d"), Stamp: Stamp{Device: "a", At: time.Unix(1, 0)}}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := s.Fresh(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
