@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,7 +28,7 @@ type Restorer struct {
 	// Provenance, when set, gets each restored drawer's origin as the
 	// trash kept it (or forgets the id's stamp: unknown), so that the
 	// trusted mark follows the text. The running gateway reads it again
-	// within a second (provenance.Store.Refresh).
+	// before its next answer that carries records (provenance.Store.Fresh).
 	Provenance *provenance.Store
 }
 
@@ -47,8 +48,11 @@ type Restored struct {
 
 // Restore puts back what each reference names: a delete's number (all
 // its drawers) or a drawer id (that drawer, from the newest delete that
-// kept it). A drawer restored before is not restored again (a diary entry
-// would be written twice); its Err says when and as what.
+// kept it and no restore brought back). A drawer restored before is not
+// restored again (a diary entry would be written twice); its Err says
+// when and as what. By id, once a newer delete's version of the drawer
+// was restored, an older one is not (it would come back beside that one,
+// as a drawer of its own): its Err names the delete's number to give.
 func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error) {
 	var out []Restored
 	for _, ref := range refs {
@@ -56,17 +60,48 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 		if err != nil {
 			return out, err
 		}
+		newer, err := r.newerRestored(ctx, ref, d.ID)
+		if err != nil {
+			return out, err
+		}
 		for _, dr := range d.Drawers {
 			res := Restored{Delete: d, Drawer: dr}
-			if dr.RestoredAt != nil {
+			switch {
+			case dr.RestoredAt != nil:
 				res.Err = fmt.Errorf("restored already, on %s, as %s", dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs)
-			} else if res.Err = r.put(ctx, &res); res.Err == nil {
+			case newer != "":
+				res.Err = fmt.Errorf("%s; delete %d keeps an older version, which would come back beside it: 'trash restore %d' restores that one", newer, d.ID, d.ID)
+			default:
+				res.Err = r.put(ctx, &res)
+			}
+			if res.Err == nil {
 				res.Err = errors.Join(r.Trash.MarkRestored(ctx, d.ID, dr.ID, res.As), r.reorigin(ctx, res))
 			}
 			out = append(out, res)
 		}
 	}
 	return out, nil
+}
+
+// newerRestored says, for a restore by drawer id (ref), which delete newer
+// than the one Find picked (id) kept that drawer and was restored already,
+// when and as what ("": none, or ref is a delete's number).
+func (r Restorer) newerRestored(ctx context.Context, ref string, id int64) (string, error) {
+	if _, err := strconv.ParseInt(ref, 10, 64); err == nil {
+		return "", nil
+	}
+	ds, err := r.Trash.List(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, d := range ds { // newest first
+		for _, dr := range d.Drawers {
+			if d.ID > id && dr.ID == ref && dr.RestoredAt != nil {
+				return fmt.Sprintf("its newest kept version (delete %d) was restored on %s, as %s", d.ID, dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs), nil
+			}
+		}
+	}
+	return "", nil
 }
 
 // reorigin gives a restored drawer the origin the trash kept with it. A

@@ -165,3 +165,42 @@ func TestRestoreThatCannotKeepReplacesNothing(t *testing.T) {
 		t.Fatalf("marked restored: %+v", d.Drawers[0])
 	}
 }
+
+// Outside tester, attack17 n5 (a): a drawer updated twice (v1, v2, v3)
+// and deleted has three trash entries. `trash restore <drawer id>` brings
+// back the newest (v3); a second restore by the id would file v2 as a
+// drawer of its own beside it, so it is refused, naming the entry that
+// keeps v2; `trash restore N` of that entry restores it.
+func TestRestoreByIDTwiceNamesTheOlderEntry(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	admin := g.tokens["admin-0001"]
+	res, _, _ := g.call(admin, "add_drawer", map[string]any{"wing": "shared", "room": "ra", "content": "alpha v1"})
+	id := str(res["drawer_id"])
+	for _, v := range []string{"alpha v2", "alpha v3"} {
+		if _, rpc, _ := g.call(admin, "update_drawer", map[string]any{"drawer_id": id, "content": v}); rpc != nil {
+			t.Fatal(rpc)
+		}
+	}
+	if _, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	kept := g.kept(t) // newest first: the delete (v3), v2, v1
+	r := g.restorer(t)
+	rs, err := r.Restore(context.Background(), []string{id})
+	if err != nil || len(rs) != 1 || rs[0].Err != nil || rs[0].Delete.ID != kept[0].ID {
+		t.Fatalf("the first restore by id: %+v %v, want delete %d's", rs, err, kept[0].ID)
+	}
+	before := len(g.primary.Dump().Drawers)
+	rs, err = r.Restore(context.Background(), []string{id})
+	if err != nil || len(rs) != 1 || rs[0].Err == nil || !strings.Contains(rs[0].Err.Error(), fmt.Sprintf("trash restore %d", kept[1].ID)) {
+		t.Errorf("a second restore by id: %+v %v, want it refused naming delete %d", rs, err, kept[1].ID)
+	}
+	if n := len(g.primary.Dump().Drawers); n != before {
+		t.Errorf("a second restore by id filed %d drawer(s)", n-before)
+	}
+	rs, err = r.Restore(context.Background(), []string{fmt.Sprint(kept[1].ID)})
+	if err != nil || len(rs) != 1 || rs[0].Err != nil || g.primary.Dump().Drawers[rs[0].As].Content != "alpha v2" {
+		t.Errorf("restore %d: %+v %v", kept[1].ID, rs, err)
+	}
+}

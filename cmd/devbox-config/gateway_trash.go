@@ -42,7 +42,10 @@ its wing and room (under the id its content gives). A restore never
 destroys what the primary holds: when the drawer's id holds other content
 (a later version, or a change made after the same content was filed
 again), that content is kept in the trash first, as a delete of its own
-that restore puts back, and the restore says its number. What no restore
+that restore puts back, and the restore says its number. A drawer id
+restores the newest of its entries no restore brought back; once that one
+is restored, an older entry is restored only by its number (by id, it is
+refused, naming it). What no restore
 brings back: ` + trash.Lost + `.`,
 		RunE: func(_ *cobra.Command, args []string) error {
 			return restoreTrash(g, stdout, stderr, upstream, args)
