@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 var admin = Info{ID: "ops-0001", Label: "Jöns' laptop 💻", Admin: true, DeleteCap: 10, Read: []string{"*"}, Write: []string{"*"}, KG: "write",
@@ -88,5 +90,29 @@ func BenchmarkHeaderValue(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = admin.HeaderValue()
+	}
+}
+
+// A diary agent name with "@" (the mailbox identity, claude@nar) is
+// refused saying the diary's agent is the part before it, not by the
+// globs of a wing ("wing_claude@nar") no grant makes writable.
+func TestDiaryAgentWithAtNamesTheDiaryAgent(t *testing.T) {
+	in := Info{Write: []string{"wing_claude"}, Agents: []string{"claude@nar"}}
+	for name, c := range map[string]struct {
+		tool string
+		args map[string]any
+	}{
+		"diary_write": {"diary_write", map[string]any{"agent_name": "claude@nar", "entry": "hello"}},
+		"checkpoint":  {"checkpoint", map[string]any{"diary": map[string]any{"agent_name": "claude@nar", "entry": "hello"}}},
+	} {
+		tool, _ := catalogue.Lookup(c.tool)
+		ok, rule, _ := in.AuthorizeWrite(tool, c.args, "")
+		if ok || !strings.Contains(rule, `"claude"`) || !strings.Contains(rule, "wing_claude") || strings.Contains(rule, "wing_claude@") {
+			t.Errorf("%s as claude@nar: %v %q", name, ok, rule)
+		}
+	}
+	tool, _ := catalogue.Lookup("diary_write")
+	if ok, rule, _ := in.AuthorizeWrite(tool, map[string]any{"agent_name": "claude", "entry": "hello"}, ""); !ok {
+		t.Errorf("diary_write as claude: %q", rule)
 	}
 }

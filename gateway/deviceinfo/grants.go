@@ -77,11 +77,18 @@ func (in Info) ActsAs(agent string, diary bool) bool {
 // the wing of the drawer a by-id call names ("" if not found).
 func (in Info) AuthorizeWrite(t catalogue.Tool, args map[string]any, drawerWing string) (ok bool, rule, wing string) {
 	str := func(k string) string { s, _ := args[k].(string); return s }
+	if rule := diaryAgentAt(str("agent_name")); rule != "" && t.Wings == catalogue.DiaryWing {
+		return false, rule, ""
+	}
 	if t.Identity != "" && !in.ActsAs(str(t.Identity), true) {
 		return false, fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity)), ""
 	}
 	if dm, ok := args["diary"].(map[string]any); ok {
-		if a, _ := dm["agent_name"].(string); !in.ActsAs(a, true) {
+		a, _ := dm["agent_name"].(string)
+		if rule := diaryAgentAt(a); rule != "" {
+			return false, "diary." + rule, ""
+		}
+		if !in.ActsAs(a, true) {
 			return false, fmt.Sprintf("diary.agent_name %q is not one of this device's agents", a), ""
 		}
 	}
@@ -98,4 +105,16 @@ func (in Info) AuthorizeWrite(t catalogue.Tool, args map[string]any, drawerWing 
 		}
 	}
 	return true, "write:" + strings.Join(wings, ","), wings[0]
+}
+
+// diaryAgentAt is the refusal of a diary's agent name with an "@" in it
+// ("": none): MemPalace takes no "@" there, so an agent's diary is the
+// one of the part before it (a grant of the wing the whole name gives
+// could not help).
+func diaryAgentAt(agent string) string {
+	harness, _, at := strings.Cut(agent, "@")
+	if !at {
+		return ""
+	}
+	return fmt.Sprintf("agent_name %q: MemPalace takes no \"@\" in a diary's agent name; name the diary's agent %q, the part before \"@\" (without a wing, its diary is %s)", agent, harness, catalogue.DiaryWingOf(harness))
 }
