@@ -22,7 +22,8 @@ var errCLIUntrusted = &denial{ruleCLIUntrusted, "cli_compatible answers with the
 // annotator is the origin step of one answer for one reading device:
 // each record gains an "origin" (gateway/origin), looked up in the
 // provenance index by what the record holds, says whether the device
-// trusts its writer, and is left out when the device withholds what it
+// trusts its writer (and, for a joined record, the admin via which it
+// came), and is left out when the device withholds what it
 // does not trust.
 type annotator struct {
 	d        *Device
