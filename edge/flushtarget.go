@@ -42,6 +42,9 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMess
 			params.Meta = mcp.Meta{}
 		}
 		params.Meta[origin.JoinKey] = true
+		if id := origin.JoinDrawer(ctx, outbox.OpIDFrom(ctx)); id != "" && tool == "mempalace_add_drawer" {
+			params.Meta[origin.JoinDrawerKey] = id // updated after it was filed: the trash may hold it by this id
+		}
 	}
 	res, err := a.p.Call(ctx, params, false)
 	if err != nil {

@@ -18,19 +18,26 @@ const ruleJoinDeleted Rule = "join:deleted-on-primary"
 // joinStep is the trash's word on a join's replay (a write whose
 // params._meta[origin.JoinKey] is true): an add_drawer or diary_write that
 // would file again what a delete through the gateway removed, and no
-// restore brought back, is refused with ledger.CodeDeletedOnPrimary,
-// naming the delete and the restore that brings it back. The same write
-// without the mark (an agent filing it again on purpose) is not a join's
-// and goes through, and so does a join's write of a drawer filed again
-// since the delete (the primary holds it: one get_drawer, asked only of a
-// drawer the trash holds). A trash that
-// cannot be read refuses the join's write (fail closed). It answers the
-// request itself when it refuses (ok false).
+// restore brought back, is refused with ledger.CodeDeletedOnPrimary. An
+// admin device (which runs joins for others) is told the delete and the
+// restore that brings it back; any other only that it was deleted on the
+// primary and the operator can restore it (the trash is the operator's).
+// The same write without the mark (an agent filing it again on purpose)
+// is not a join's and goes through, and so does a join's write of a drawer
+// filed again since the delete (the primary holds it: one get_drawer,
+// asked only of a drawer the trash holds). A trash that cannot be read
+// refuses the join's write (fail closed). It answers the request itself
+// when it refuses (ok false).
 func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest) (ok bool) {
 	params, _ := req.msg["params"].(map[string]any)
 	meta, _ := params["_meta"].(map[string]any)
 	mark, present := meta[origin.JoinKey]
+	local, named := meta[origin.JoinDrawerKey]
+	id, _ := local.(string)
 	switch {
+	case named && (mark != true || t.Name != "add_drawer" || id == "" || len(id) > maxDrawerID):
+		s.refuse(x, d, req, -32602, fmt.Sprintf("devbox-config gateway: Invalid params: params._meta[%q] must be a drawer id, on an add_drawer whose params._meta[%q] is true", origin.JoinDrawerKey, origin.JoinKey), ruleArguments, "")
+		return false
 	case !present:
 		return true
 	case mark != true:
@@ -43,7 +50,7 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 	var del trash.Delete
 	found := false
 	if err == nil {
-		del, found, err = s.deletedBefore(ctx, bin, t, req.Args)
+		del, found, err = s.deletedBefore(ctx, bin, t, req.Args, id)
 	}
 	if err != nil {
 		s.Log.Error("trash cannot be read: refusing a join's write", "device", d.ID, "tool", req.Tool, "err", err)
@@ -54,23 +61,42 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 		return true
 	}
 	dr := del.Drawers[0]
-	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, fmt.Sprintf("devbox-config gateway: a join does not file again what was deleted on the primary: %s (%s/%s) was removed by delete %d in the gateway's trash (%s, %s by %s) and has not been restored; nothing was written. To have it back, on the gateway: devbox-config gateway trash restore %d (or trash restore %s for this one alone)",
-		dr.ID, dr.Wing, dr.Room, del.ID, del.Time.Format(time.RFC3339), del.Tool, del.Device, del.ID, dr.ID), ruleJoinDeleted, dr.Wing)
+	what := map[string]string{"add_drawer": "this drawer", "diary_write": "this diary entry"}[t.Name]
+	msg := fmt.Sprintf("devbox-config gateway: a join does not file again what was deleted on the primary: %s (wing %s) was deleted on the primary and has not been restored; nothing was written. The gateway's operator can restore it (devbox-config gateway trash list)", what, dr.Wing)
+	if d.Admin {
+		msg = fmt.Sprintf("devbox-config gateway: a join does not file again what was deleted on the primary: %s (%s/%s) was removed by delete %d in the gateway's trash (%s, %s by %s) and has not been restored; nothing was written. To have it back, on the gateway: devbox-config gateway trash restore %d (or trash restore %s for this one alone)",
+			dr.ID, dr.Wing, dr.Room, del.ID, del.Time.Format(time.RFC3339), del.Tool, del.Device, del.ID, dr.ID)
+	}
+	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, msg, ruleJoinDeleted, dr.Wing)
 	return false
 }
 
+// maxDrawerID bounds the local drawer id a join names (MemPalace's ids
+// are drawer_<wing>_<room>_<hash>, names of at most 128 characters).
+const maxDrawerID = 2048
+
 // deletedBefore is the delete in the trash that removed what the write
 // would file again: a diary entry by its agent, wing and text; a drawer by
-// the id its wing, room and content give, unless it was filed again since.
-func (s *Server) deletedBefore(ctx context.Context, bin *trash.Store, t catalogue.Tool, args map[string]any) (trash.Delete, bool, error) {
+// the id its wing, room and content give or, for a drawer updated after it
+// was filed, by local (the id the join's palace holds it under) in the
+// add's own wing; neither when the primary holds it (filed again since).
+func (s *Server) deletedBefore(ctx context.Context, bin *trash.Store, t catalogue.Tool, args map[string]any, local string) (trash.Delete, bool, error) {
 	str := func(k string) string { v, _ := args[k].(string); return v }
 	if t.Name == "diary_write" {
 		return bin.DeletedEntry(ctx, str("agent_name"), catalogue.DiaryWingFor(args), str("entry"))
 	}
-	id := catalogue.DrawerID(str("wing"), str("room"), str("content"))
-	del, found, err := bin.DeletedDrawer(ctx, id)
-	if found && s.drawerWing(ctx, id) != "" {
-		return del, false, nil // filed again since the delete: MemPalace finds it there
+	for i, id := range []string{catalogue.DrawerID(str("wing"), str("room"), str("content")), local} {
+		if id == "" {
+			continue
+		}
+		del, found, err := bin.DeletedDrawer(ctx, id)
+		switch {
+		case err != nil:
+			return del, false, err
+		case !found || i == 1 && del.Drawers[0].Wing != str("wing"): // a local id says nothing of other wings
+		case s.drawerWing(ctx, id) == "":
+			return del, true, nil
+		}
 	}
-	return del, found, err
+	return trash.Delete{}, false, nil
 }

@@ -16,7 +16,14 @@ import (
 // it returns the result text decoded, or the JSON-RPC error.
 func (g *gw) joined(t *testing.T, token, tool string, args map[string]any) (map[string]any, map[string]any) {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args, "_meta": map[string]any{origin.JoinKey: true}}})
+	return g.withMeta(t, token, tool, args, map[string]any{origin.JoinKey: true})
+}
+
+// withMeta sends a write with params._meta as given; it returns the
+// result text decoded, or the JSON-RPC error.
+func (g *gw) withMeta(t *testing.T, token, tool string, args, meta map[string]any) (map[string]any, map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args, "_meta": meta}})
 	_, m := g.post(token, string(b))
 	if e := rpcError(m); e != nil {
 		return nil, e
@@ -33,6 +40,27 @@ func wantTrashed(t *testing.T, what string, rpc map[string]any, n int64, id stri
 	if rpc == nil || rpc["code"] != float64(ledger.CodeDeletedOnPrimary) || data["rule"] != ruleJoinDeleted.String() ||
 		!strings.Contains(msg, fmt.Sprintf("gateway trash restore %d", n)) || !strings.Contains(msg, id) {
 		t.Fatalf("%s: want the join's write refused (code %d, rule %q) naming delete %d and %s: %v", what, ledger.CodeDeletedOnPrimary, ruleJoinDeleted, n, id, rpc)
+	}
+}
+
+// wantTold checks a join's write of a non-admin device refused as deleted
+// on the primary, saying the operator can restore it and nothing of the
+// trash's entry: not its number, when, by what or by whom (the trash is
+// the operator's; attack17 n3).
+func wantTold(t *testing.T, what string, rpc map[string]any, deleter string) {
+	t.Helper()
+	data, _ := rpc["data"].(map[string]any)
+	msg, _ := rpc["message"].(string)
+	if rpc == nil || rpc["code"] != float64(ledger.CodeDeletedOnPrimary) || data["rule"] != ruleJoinDeleted.String() {
+		t.Fatalf("%s: want the join's write refused (code %d, rule %q): %v", what, ledger.CodeDeletedOnPrimary, ruleJoinDeleted, rpc)
+	}
+	if !strings.Contains(msg, "deleted on the primary") || !strings.Contains(msg, "operator") {
+		t.Errorf("%s: the refusal does not say it was deleted on the primary and the operator can restore it: %s", what, msg)
+	}
+	for _, secret := range []string{"restore 1", "delete 1", deleter, "delete_drawer", "2026-"} {
+		if strings.Contains(msg, secret) {
+			t.Errorf("%s: a non-admin device's refusal tells the trash's entry (%q): %s", what, secret, msg)
+		}
 	}
 }
 
@@ -55,9 +83,14 @@ func TestJoinDoesNotRefileWhatTheTrashHolds(t *testing.T) {
 	n := g.kept(t)[0].ID
 
 	_, rpc := g.joined(t, desk, "add_drawer", args)
-	wantTrashed(t, "a join's add of the deleted drawer", rpc, n, id)
+	wantTold(t, "a non-admin join's add of the deleted drawer", rpc, "admin-0001")
+	_, rpc = g.joined(t, admin, "add_drawer", args)
+	wantTrashed(t, "an admin's join's add of the deleted drawer", rpc, n, id)
 	if got, _, _ := g.call(admin, "get_drawer", map[string]any{"drawer_id": id}); got["content"] != nil {
 		t.Fatalf("the join's refused add filed the drawer again: %v", got)
+	}
+	if e := g.auditLog(); e[len(e)-3].Rule != ruleJoinDeleted || e[len(e)-3].Decision != VerdictDeny {
+		t.Errorf("the non-admin's refusal's audit line: %+v", e[len(e)-3])
 	}
 	if e := g.auditLog(); e[len(e)-2].Rule != ruleJoinDeleted || e[len(e)-2].Decision != VerdictDeny {
 		t.Errorf("the refusal's audit line: %+v", e[len(e)-2])
@@ -105,7 +138,10 @@ func TestJoinDoesNotRewriteADeletedDiaryEntry(t *testing.T) {
 	n := g.kept(t)[0].ID
 
 	_, rpc := g.joined(t, desk, "diary_write", args)
-	wantTrashed(t, "a join's diary_write of the deleted entry", rpc, n, entry)
+	wantTold(t, "a non-admin join's diary_write of the deleted entry", rpc, "admin-0001")
+	if del := g.deleteOf(t, entry); del != n {
+		t.Fatalf("the trash's delete of %s is %d, want %d", entry, del, n)
+	}
 	if r, _, _ := g.call(desk, "diary_read", map[string]any{"agent_name": "pi"}); len(r["entries"].([]any)) != 0 {
 		t.Fatalf("the join's refused write wrote the entry again: %v", r)
 	}
@@ -154,5 +190,103 @@ func TestRealJoinDoesNotRefileWhatTheTrashHolds(t *testing.T) {
 	}
 	if res, rpc := g.joined(t, ops, "diary_write", diary); rpc != nil || res["success"] != true {
 		t.Fatalf("a join's diary_write after the restore: %v %v", res, rpc)
+	}
+}
+
+// deleteOf is the number of the trash's delete_drawer that removed id.
+func (g *gw) deleteOf(t *testing.T, id string) int64 {
+	t.Helper()
+	for _, d := range g.kept(t) {
+		if d.Tool == "delete_drawer" && len(d.Drawers) > 0 && d.Drawers[0].ID == id {
+			return d.ID
+		}
+	}
+	t.Fatalf("the trash holds no delete of %s", id)
+	return 0
+}
+
+// A drawer updated after it was filed keeps its first id (MemPalace's
+// update_drawer), so a join's add of its current content names another
+// id than the one the trash holds it under. The join names its local id
+// (params._meta[origin.JoinDrawerKey]) and the gateway checks the trash by
+// that id too: an admin's delete of the updated drawer, or of its first
+// version while the device edited it offline, is not undone (attack17
+// n1). The id is honoured in the add's own wing alone, the mark must come
+// with it, and it must be an id.
+func TestJoinDoesNotRefileAnUpdatedDrawerTheTrashHolds(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	desk, admin := g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	file := func(content, update string) string {
+		t.Helper()
+		a, _, _ := g.call(desk, "add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": content})
+		id := a["drawer_id"].(string)
+		if update != "" {
+			if res, rpc, _ := g.call(desk, "update_drawer", map[string]any{"drawer_id": id, "content": update}); rpc != nil || res["success"] != true {
+				t.Fatalf("update_drawer: %v %v", res, rpc)
+			}
+		}
+		g.advance(time.Second)
+		if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["success"] != true {
+			t.Fatalf("the admin's delete: %v %v", res, rpc)
+		}
+		return id
+	}
+	updated := file("first draft", "the rewritten text the admin removed")
+	offline := file("a note deleted while the device edited it", "")
+	local := func(id string) map[string]any {
+		return map[string]any{origin.JoinKey: true, origin.JoinDrawerKey: id}
+	}
+	for _, c := range []struct{ id, content string }{{updated, "the rewritten text the admin removed"}, {offline, "the device's offline edit"}} {
+		args := map[string]any{"wing": "shared", "room": "notes", "content": c.content}
+		_, rpc := g.withMeta(t, desk, "add_drawer", args, local(c.id))
+		wantTold(t, "a non-admin join's add of "+c.id, rpc, "admin-0001")
+		_, rpc = g.withMeta(t, admin, "add_drawer", args, local(c.id))
+		wantTrashed(t, "an admin's join's add of "+c.id, rpc, g.deleteOf(t, c.id), c.id)
+	}
+	if st := g.primary.Dump(); len(st.Drawers) != 0 {
+		t.Fatalf("the refused joins filed %d drawers", len(st.Drawers))
+	}
+
+	// The local id of a drawer deleted in another wing is no reason: the
+	// add is made (the trash says nothing of other wings).
+	elsewhere := map[string]any{"wing": "wing_pi", "room": "notes", "content": "the rewritten text the admin removed"}
+	if res, rpc := g.withMeta(t, desk, "add_drawer", elsewhere, local(updated)); rpc != nil || res["success"] != true {
+		t.Fatalf("a join's add naming a drawer deleted in another wing: %v %v", res, rpc)
+	}
+	for name, meta := range map[string]map[string]any{
+		"a local id without the join mark": {origin.JoinDrawerKey: updated},
+		"a local id that is not a string":  {origin.JoinKey: true, origin.JoinDrawerKey: 7},
+		"an empty local id":                {origin.JoinKey: true, origin.JoinDrawerKey: ""},
+	} {
+		if _, rpc := g.withMeta(t, desk, "add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": "x " + name}, meta); rpc["code"] != -32602.0 {
+			t.Errorf("%s: want -32602, got %v", name, rpc)
+		}
+	}
+	if _, rpc := g.withMeta(t, desk, "diary_write", map[string]any{"agent_name": "pi", "entry": "e"}, local(updated)); rpc["code"] != -32602.0 {
+		t.Errorf("a local drawer id on a diary_write: want -32602, got %v", rpc)
+	}
+}
+
+// Against real MemPalace 3.11.0: a drawer filed, updated (its id stays)
+// and deleted through the gateway is not filed again by a join's add of
+// its current content that names its local id.
+func TestRealJoinDoesNotRefileAnUpdatedDrawer(t *testing.T) {
+	u, srv := startReal(t)
+	g := newGWAt(t, deleters, u)
+	ops := g.tokens["ops-0001"]
+	first, now := "rotate the staging keys every quarter", "rotate the staging keys every month"
+	id := srv.MustCall(t, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "runbooks", "content": first})["drawer_id"].(string)
+	if res := srv.MustCall(t, "mempalace_update_drawer", map[string]any{"drawer_id": id, "content": now}); res["success"] != true || res["drawer_id"] != id {
+		t.Fatalf("update_drawer: %v", res)
+	}
+	if res, rpc, _ := g.call(ops, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["success"] != true {
+		t.Fatalf("delete_drawer: %v %v", res, rpc)
+	}
+	drawer := map[string]any{"wing": "shared", "room": "runbooks", "content": now}
+	_, rpc := g.withMeta(t, ops, "add_drawer", drawer, map[string]any{origin.JoinKey: true, origin.JoinDrawerKey: id})
+	wantTrashed(t, "a join's add_drawer of the updated drawer", rpc, g.deleteOf(t, id), id)
+	if r := srv.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "shared"}); len(r["drawers"].([]any)) != 0 {
+		t.Fatalf("the refused join filed the drawer: %v", r)
 	}
 }

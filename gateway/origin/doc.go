@@ -129,7 +129,12 @@
 // ([JoinKey]; [WithJoin] marks the context): the gateway refuses a join's
 // add_drawer or diary_write that would file again a drawer or diary entry
 // its trash holds as deleted and not restored (JSON-RPC
-// ledger.CodeDeletedOnPrimary, -32032, naming the trash's delete and
-// `gateway trash restore N`), and the join counts it as deleted on the
-// primary. The same write without the mark (an agent's) is made.
+// ledger.CodeDeletedOnPrimary, -32032; to an admin device naming the
+// trash's delete and `gateway trash restore N`, to any other only that it
+// was deleted and the operator can restore it), and the join counts it as
+// deleted on the primary. The same write without the mark (an agent's) is
+// made. A drawer is matched by the id its wing, room and content give and,
+// for one updated after it was filed (MemPalace keeps its first id), by
+// the local id the join names in params._meta["devbox-config/join-drawer"]
+// ([JoinDrawerKey]; [WithJoinDrawers]), in the add's own wing.
 package origin

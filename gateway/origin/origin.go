@@ -21,6 +21,12 @@ const (
 	// every write as its replay of a palace's history: a gateway refuses
 	// one that would file again what its trash holds as deleted.
 	JoinKey = "devbox-config/join"
+	// JoinDrawerKey is the params._meta member by which a join's
+	// add_drawer names the id its local palace holds the drawer under,
+	// when that is not the id the content gives (the drawer was updated
+	// after it was filed: MemPalace keeps a drawer's first id): the
+	// gateway checks its trash by that id too. Only with JoinKey.
+	JoinDrawerKey = "devbox-config/join-drawer"
 	// Version is this format's version (deviceinfo's "origins").
 	Version = 1
 )
@@ -131,6 +137,22 @@ type joinKey struct{}
 // client puts params._meta[JoinKey] = true.
 func WithJoin(ctx context.Context) context.Context {
 	return context.WithValue(ctx, joinKey{}, true)
+}
+
+// joinDrawersKey is WithJoinDrawers' context key.
+type joinDrawersKey struct{}
+
+// WithJoinDrawers gives a join's calls the local drawer id of each op
+// (by op id) whose add_drawer names another id than its local one: the
+// primary's client puts it in params._meta[JoinDrawerKey].
+func WithJoinDrawers(ctx context.Context, ids map[string]string) context.Context {
+	return context.WithValue(ctx, joinDrawersKey{}, ids)
+}
+
+// JoinDrawer is the local drawer id WithJoinDrawers gave op ("": none).
+func JoinDrawer(ctx context.Context, op string) string {
+	ids, _ := ctx.Value(joinDrawersKey{}).(map[string]string)
+	return ids[op]
 }
 
 // Joining reports calls WithJoin marked.
