@@ -21,14 +21,7 @@ import (
 // high-water mark is checkpointed every few seconds.
 func (j *joining) drain(ctx context.Context) {
 	defer j.lap("send")
-	j.primary = edge.NewPrimary(j.cfg.URL, j.cfg.Token, j.log, edge.PrimaryOptions{Timeout: j.cfg.Timeout, Version: j.cfg.Version,
-		OnLedger: func(on bool) {
-			if err := outbox.RecordProtection(j.store, on); err != nil {
-				j.log.Warn("the primary's protection not recorded in the join outbox", "err", err)
-			}
-		}})
-	primary := countingPrimary{&counter{calls: j.rep.Calls, side: "primary"}, edge.FlushTarget(j.primary)}
-	j.sent = callerOf{primary}
+	j.connect()
 	if err := j.store.ClearBackoff(ctx); err != nil {
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
 		return
@@ -47,19 +40,40 @@ func (j *joining) drain(ctx context.Context) {
 	defer j.o.Progress.Done()
 	// A gateway refuses the replay of what an admin deleted on the primary.
 	ctx = origin.WithJoin(ctx)
+	ids, err := j.localIDs(ctx)
+	if err != nil {
+		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()})
+		return
+	}
+	ctx = origin.WithJoinDrawers(ctx, ids)
 	if j.cfg.Device != "" {
 		// A gateway attributes the writes to --origin-device (an admin's
 		// join; any other device's only to itself): gateway/origin.
 		ctx = origin.WithDevice(ctx, j.cfg.Device)
 	}
 	stop := j.watch(ctx)
-	f := &outbox.Flusher{S: j.store, P: primary, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1}
+	f := &outbox.Flusher{S: j.store, P: j.flush, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1}
 	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, st.ByState[outbox.Done])...)
 	stop()
 	j.rep.Failed = append(j.rep.Failed, j.stuck(context.WithoutCancel(ctx))...)
 	if n, oldest, err := j.store.Pending(context.WithoutCancel(ctx)); err == nil && n > 0 {
 		j.markHighWater(oldest)
 	}
+}
+
+// connect opens the primary (once), its calls counted.
+func (j *joining) connect() {
+	if j.primary != nil {
+		return
+	}
+	j.primary = edge.NewPrimary(j.cfg.URL, j.cfg.Token, j.log, edge.PrimaryOptions{Timeout: j.cfg.Timeout, Version: j.cfg.Version,
+		OnLedger: func(on bool) {
+			if err := outbox.RecordProtection(j.store, on); err != nil {
+				j.log.Warn("the primary's protection not recorded in the join outbox", "err", err)
+			}
+		}})
+	j.flush = countingPrimary{&counter{calls: j.rep.Calls, side: "primary"}, edge.FlushTarget(j.primary)}
+	j.sent = callerOf{j.flush}
 }
 
 // send drains with f until nothing sendable is left, the primary refuses

@@ -231,6 +231,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 	if o.DryRun {
 		return j.dryRun(ctx), nil
 	}
+	j.present(ctx)
 	j.queue(ctx)
 	j.drain(ctx)
 	j.settle(ctx)

@@ -20,7 +20,8 @@ import (
 )
 
 // joining is one run of Run. Its methods are the join's phases, in order:
-// start, readManifest, plan, queue, drain, settle, verify, checkpoint;
+// start, readManifest, plan, present, queue, drain, settle, verify,
+// checkpoint;
 // each reads what the phases before it left here, and adds to the report.
 type joining struct {
 	cfg    Config
@@ -42,7 +43,8 @@ type joining struct {
 	triedBefore   map[string]bool      // the ids of the ops earlier runs sent at least once
 	planned       []planned            // the writes of this run, in order
 	cp            TargetState          // this target's checkpoint, as it goes
-	primary       *edge.Primary        // set by drain
+	primary       *edge.Primary        // set by connect
+	flush         countingPrimary      // the primary as the flusher sends to it
 	sent          Caller               // the primary, counted
 	final         map[string]outbox.Op // the ops after the drain, by id
 	targets       []verifyTarget       // sent or found: verifiable by content
@@ -61,11 +63,14 @@ type planned struct {
 	op   outbox.Op
 	had  bool // queued or sent by an earlier run
 	sent bool // settled by an earlier run
+	held bool // not queued: present found it on the primary by its local id
 }
 
 // requeue reports a write this run queues: none was queued before, or the
 // one before was dropped by an operator.
-func (p planned) requeue() bool { return !p.had || p.op.State == outbox.Done && len(p.op.Error) != 0 }
+func (p planned) requeue() bool {
+	return !p.held && (!p.had || p.op.State == outbox.Done && len(p.op.Error) != 0)
+}
 
 // start checks the configuration and the flags (a *UsageError when the
 // join cannot start) and starts the local palace's server, unless the run
@@ -347,6 +352,9 @@ func (j *joining) queue(ctx context.Context) {
 			continue
 		}
 		p.had, p.sent = true, false
+		if err := j.noteLocalID(ctx, *p); err != nil {
+			j.rep.Failed = append(j.rep.Failed, Failure{Kind: p.rec.Kind, Record: recordName(p.rec), Wing: p.rec.Wing, Error: "queued, but its local id is not noted for the primary (a gateway's trash cannot find it by it): " + err.Error()})
+		}
 		queued++
 		j.o.Progress.Set(queued)
 	}
@@ -408,6 +416,7 @@ func (j *joining) settle(ctx context.Context) {
 	for _, pl := range j.planned {
 		op, ok := final[pl.op.ID]
 		switch {
+		case pl.held: // present settled it
 		case !ok: // failed to queue: already reported
 		case op.State == outbox.Done && len(op.Error) == 0:
 			j.settled(pl, op)

@@ -1,0 +1,127 @@
+package join
+
+import (
+	"testing"
+
+	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
+)
+
+// fileAndUpdate files content in the palace behind do and updates it to
+// update (MemPalace keeps the first id): the drawer's id.
+func fileAndUpdate(t *testing.T, do func(tool string, args map[string]any) map[string]any, content, update string) string {
+	t.Helper()
+	id, _ := do("add_drawer", map[string]any{"wing": "project", "room": "notes", "content": content})["drawer_id"].(string)
+	if update == "" {
+		return id
+	}
+	if res := do("update_drawer", map[string]any{"drawer_id": id, "content": update}); res["success"] != true || res["drawer_id"] != id {
+		t.Fatalf("update_drawer %s: %v", id, res)
+	}
+	return id
+}
+
+// A drawer the device filed and updated (the edge replicated both; the
+// primary holds it under its first id), which an admin then deleted, and
+// one the device edited offline while an admin deleted it: the join's add
+// of their current content names another id than the one the trash holds
+// them under. Neither is filed again; both are counted as deleted on the
+// primary (attack17 n1).
+func TestJoinDoesNotRefileAnUpdatedDrawerAnAdminDeleted(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
+	pr, url, tokens := frontGateway(t, []gateway.Device{
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project", "wing_*"}, KG: "write", Agents: []string{"opencode@desk"}},
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
+	})
+	desk, ops := tokens["desk-9b21"], tokens["ops-0001"]
+	p := newPalace(t)
+	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
+	live := func(tool string, args map[string]any) map[string]any { return gwCall(t, url, desk, tool, args) }
+	rewritten, offline := "the rewritten text the admin removed", "the device's offline edit"
+	ids := []string{fileAndUpdate(t, local, "first draft", rewritten), fileAndUpdate(t, local, "a note deleted meanwhile", offline)}
+	if got := []string{fileAndUpdate(t, live, "first draft", rewritten), fileAndUpdate(t, live, "a note deleted meanwhile", "")}; got[0] != ids[0] || got[1] != ids[1] {
+		t.Fatalf("the primary's ids %v, the local palace's %v", got, ids)
+	}
+	for _, id := range ids {
+		if res := gwCall(t, url, ops, "delete_drawer", map[string]any{"drawer_id": id}); res["success"] != true {
+			t.Fatalf("the admin's delete of %s: %v", id, res)
+		}
+	}
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token, c.Device = url, func() string { return desk }, "desk-9b21"
+	for _, run1 := range []string{"first", "second"} {
+		rep := run(t, c, Options{Verify: All})
+		if !rep.OK() || rep.DeletedOnPrimary[Drawers] != 2 || rep.Sent[Drawers] != 0 {
+			t.Fatalf("%s join: deleted on the primary %v, sent %v, failed %+v, mismatches %+v; want both drawers deleted on the primary", run1, rep.DeletedOnPrimary, rep.Sent, rep.Failed, rep.Mismatches)
+		}
+		if st := pr.pl.Dump(); len(st.Drawers) != 0 {
+			t.Fatalf("%s join: the primary holds %d drawers again (%v)", run1, len(st.Drawers), st.Drawers)
+		}
+		c.Device = "" // a later join that sends everything again (its writes differ)
+	}
+}
+
+// A drawer filed and updated, both replicated: the primary holds it under
+// its first id with the new content. A join does not file it again under
+// the id its content gives (a duplicate); it is there. One whose update
+// did not reach the primary (it holds the first version) is not filed
+// again either, and the join names it: the primary holds another version.
+func TestJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
+	p, pr := newPalace(t), newPrimary(t)
+	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
+	remote := func(tool string, args map[string]any) map[string]any { return call(t, pr.pl, "mempalace_"+tool, args) }
+	fileAndUpdate(t, local, "first draft", "the text as it is now")
+	stale := fileAndUpdate(t, local, "a note", "a note, edited since")
+	fileAndUpdate(t, local, "a plain note", "")
+	fileAndUpdate(t, remote, "first draft", "the text as it is now")
+	fileAndUpdate(t, remote, "a note", "")
+	p.save(t)
+	c := config(t, p, pr)
+	for _, which := range []string{"first", "second"} {
+		rep := run(t, c, Options{Verify: All})
+		contents := map[string]int{}
+		for _, d := range pr.pl.Dump().Drawers {
+			contents[d.Content]++
+		}
+		if len(contents) != 3 || contents["the text as it is now"] != 1 || contents["a note, edited since"] != 0 || contents["a note"] != 1 {
+			t.Fatalf("%s join: the primary holds %v; want the updated drawer once, the stale one as it was, and the plain note", which, contents)
+		}
+		if len(rep.Mismatches) != 1 || rep.Mismatches[0].LocalID != stale || rep.Mismatches[0].Verdict != "edited" || len(rep.Failed) != 0 {
+			t.Errorf("%s join: mismatches %+v, failed %+v; want the stale drawer named as edited", which, rep.Mismatches, rep.Failed)
+		}
+		if which == "first" && (rep.Sent[Drawers] != 1 || rep.Skipped[Drawers] != 1) {
+			t.Errorf("%s join: sent %v, skipped %v; want the plain note sent and the updated drawer skipped (on the primary)", which, rep.Sent, rep.Skipped)
+		}
+	}
+}
+
+// Against real MemPalace 3.11.0 on both sides: a drawer filed and updated
+// on both (as the edge replicates an update) is not filed again by a join
+// under the id its new content gives.
+func TestRealJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
+	localPalace := realpalace.New(t)
+	s := localPalace.Stdio(t)
+	srv := realpalace.New(t).Serve(t, "tok-join-updated")
+	now := "rotate the staging keys every month"
+	var ids []string
+	for _, c := range []interface {
+		MustCall(testing.TB, string, map[string]any) map[string]any
+	}{s, srv} {
+		ids = append(ids, fileAndUpdate(t, func(tool string, args map[string]any) map[string]any { return c.MustCall(t, "mempalace_"+tool, args) }, "rotate the staging keys every quarter", now))
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if ids[0] != ids[1] {
+		t.Fatalf("ids differ: %v", ids)
+	}
+	rep := run(t, realConfig(localPalace, srv), Options{Verify: All})
+	if !rep.OK() || rep.Calls["primary add_drawer"] != 0 {
+		t.Fatalf("join: ok %v, calls %v, failed %+v, mismatches %+v", rep.OK(), rep.Calls, rep.Failed, rep.Mismatches)
+	}
+	page := srv.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "project", "limit": 100})
+	if rows, _ := page["drawers"].([]any); len(rows) != 1 {
+		t.Fatalf("the primary holds %d drawers in project, want the updated one alone: %v", len(rows), page)
+	}
+}
