@@ -25,7 +25,12 @@
 //     gateway refuses one that would file again what an admin deleted on
 //     the primary (its trash holds it, not restored), and the op settles
 //     done as deleted there, counted apart (Report.DeletedOnPrimary), no
-//     failure and never verified.
+//     failure and never verified. A drawer updated after it was filed
+//     (MemPalace keeps its first id; its content's id is another) is
+//     asked of the primary by its local id first (present): there with
+//     the same content, it is skipped, not filed again as a second copy;
+//     with other content, named edited. Queued, its add names the local id
+//     (origin.JoinDrawerKey) for the gateway's trash.
 //   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
 //     list_drawers, content from get_drawer.
 //   - Wings the policy marks local are never read for sending; --wing
