@@ -29,37 +29,69 @@ func fileAndUpdate(t *testing.T, do func(tool string, args map[string]any) map[s
 // primary (attack17 n1).
 func TestJoinDoesNotRefileAnUpdatedDrawerAnAdminDeleted(t *testing.T) {
 	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
+	pr, url, tokens, p := updatedThenDeleted(t)
+	c := config(t, p, pr)
+	c.URL, c.Token, c.Device = url, func() string { return tokens["desk-9b21"] }, "desk-9b21"
+	for _, which := range []string{"first", "second"} {
+		rep := run(t, c, Options{Verify: All})
+		if !rep.OK() || rep.DeletedOnPrimary[Drawers] != 2 || rep.Sent[Drawers] != 0 {
+			t.Fatalf("%s join: deleted on the primary %v, sent %v, failed %+v, mismatches %+v; want both drawers deleted on the primary", which, rep.DeletedOnPrimary, rep.Sent, rep.Failed, rep.Mismatches)
+		}
+		if st := pr.pl.Dump(); len(st.Drawers) != 0 {
+			t.Fatalf("%s join: the primary holds %d drawers again (%v)", which, len(st.Drawers), st.Drawers)
+		}
+		c.Device = "" // a later join that sends everything again (its writes differ)
+	}
+}
+
+// A join that queued the updated drawers and was refused (a device that
+// may not write the wing), then resumed as one that may: the resumed
+// run, which reads nothing of the local palace, still names each drawer's
+// local id, and neither is filed again.
+func TestJoinResumedNamesTheLocalID(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
+	pr, url, tokens, p := updatedThenDeleted(t)
+	c := config(t, p, pr)
+	c.URL, c.Token = url, func() string { return tokens["reader-77"] }
+	if rep := run(t, c, Options{}); len(rep.Failed) != 2 {
+		t.Fatalf("a join of a device that may not write the wing: failed %+v, want both drawers refused", rep.Failed)
+	}
+	c.Token = func() string { return tokens["desk-9b21"] }
+	rep := run(t, c, Options{Resume: true})
+	if rep.DeletedOnPrimary[Drawers] != 2 || len(pr.pl.Dump().Drawers) != 0 {
+		t.Fatalf("the resumed join: deleted on the primary %v, failed %+v; the primary holds %v", rep.DeletedOnPrimary, rep.Failed, pr.pl.Dump().Drawers)
+	}
+}
+
+// updatedThenDeleted is a gateway (devices desk-9b21, reader-77 that may
+// not write project, admin ops-0001) in front of a primary, and a local
+// palace, each holding a drawer filed and updated (the edge replicated
+// both) and one filed (the local palace's copy edited offline since),
+// both of which the admin deleted on the primary.
+func updatedThenDeleted(t *testing.T) (*primary, string, map[string]string, *palace) {
+	t.Helper()
 	pr, url, tokens := frontGateway(t, []gateway.Device{
 		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project", "wing_*"}, KG: "write", Agents: []string{"opencode@desk"}},
+		{ID: "reader-77", Label: "reader", Read: []string{"*"}, Write: []string{"wing_*"}, KG: "write", Agents: []string{"opencode@reader"}},
 		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
 	})
-	desk, ops := tokens["desk-9b21"], tokens["ops-0001"]
 	p := newPalace(t)
 	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
-	live := func(tool string, args map[string]any) map[string]any { return gwCall(t, url, desk, tool, args) }
+	live := func(tool string, args map[string]any) map[string]any {
+		return gwCall(t, url, tokens["desk-9b21"], tool, args)
+	}
 	rewritten, offline := "the rewritten text the admin removed", "the device's offline edit"
 	ids := []string{fileAndUpdate(t, local, "first draft", rewritten), fileAndUpdate(t, local, "a note deleted meanwhile", offline)}
 	if got := []string{fileAndUpdate(t, live, "first draft", rewritten), fileAndUpdate(t, live, "a note deleted meanwhile", "")}; got[0] != ids[0] || got[1] != ids[1] {
 		t.Fatalf("the primary's ids %v, the local palace's %v", got, ids)
 	}
 	for _, id := range ids {
-		if res := gwCall(t, url, ops, "delete_drawer", map[string]any{"drawer_id": id}); res["success"] != true {
+		if res := gwCall(t, url, tokens["ops-0001"], "delete_drawer", map[string]any{"drawer_id": id}); res["success"] != true {
 			t.Fatalf("the admin's delete of %s: %v", id, res)
 		}
 	}
 	p.save(t)
-	c := config(t, p, pr)
-	c.URL, c.Token, c.Device = url, func() string { return desk }, "desk-9b21"
-	for _, run1 := range []string{"first", "second"} {
-		rep := run(t, c, Options{Verify: All})
-		if !rep.OK() || rep.DeletedOnPrimary[Drawers] != 2 || rep.Sent[Drawers] != 0 {
-			t.Fatalf("%s join: deleted on the primary %v, sent %v, failed %+v, mismatches %+v; want both drawers deleted on the primary", run1, rep.DeletedOnPrimary, rep.Sent, rep.Failed, rep.Mismatches)
-		}
-		if st := pr.pl.Dump(); len(st.Drawers) != 0 {
-			t.Fatalf("%s join: the primary holds %d drawers again (%v)", run1, len(st.Drawers), st.Drawers)
-		}
-		c.Device = "" // a later join that sends everything again (its writes differ)
-	}
+	return pr, url, tokens, p
 }
 
 // A drawer filed and updated, both replicated: the primary holds it under
