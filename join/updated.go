@@ -2,9 +2,12 @@ package join
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // updated reports a drawer the local palace holds under another id than
@@ -28,13 +31,25 @@ func drawerMetaKey(opID string) string { return "join-drawer:" + opID }
 // hold is queued, its add naming the local id: a gateway's trash may hold
 // it deleted by that id.
 func (j *joining) present(ctx context.Context) {
+	var ask []*planned
 	for i := range j.planned {
-		p := &j.planned[i]
-		if !p.requeue() || !updated(p.rec) || ctx.Err() != nil {
+		if p := &j.planned[i]; p.requeue() && updated(p.rec) {
+			ask = append(ask, p)
+		}
+	}
+	if len(ask) == 0 {
+		return
+	}
+	j.connect()
+	j.o.Progress.Phase("looking up updated drawers on the primary", len(ask))
+	defer j.o.Progress.Done()
+	for n, p := range ask {
+		if ctx.Err() != nil {
+			p.held = true // not asked (Ctrl-C): not queued, the next join asks
 			continue
 		}
-		j.connect()
-		res, err := j.sent.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": p.rec.LocalID})
+		j.o.Progress.Set(n)
+		res, err := j.ask(ctx, p.rec.LocalID)
 		switch {
 		case notVisible(err), err == nil && errorOf(res) != nil:
 			continue // not there
@@ -49,6 +64,25 @@ func (j *joining) present(ctx context.Context) {
 		}
 		p.held = true
 		j.rep.Pending[Drawers]--
+	}
+}
+
+// ask is get_drawer of id on the primary, waiting out a gateway's read
+// rate (-32029) for up to o.Stall.
+func (j *joining) ask(ctx context.Context, id string) (map[string]any, error) {
+	began, wait := time.Now(), 20*time.Millisecond
+	for {
+		res, err := j.sent.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+		var rpc *outbox.RPCError
+		if !errors.As(err, &rpc) || rpc.Code != ledger.CodeRateLimited || time.Since(began) > j.o.Stall {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
 }
 

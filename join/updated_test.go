@@ -1,6 +1,7 @@
 package join
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/joakimp/devbox-config/gateway"
@@ -155,5 +156,26 @@ func TestRealJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
 	page := srv.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "project", "limit": 100})
 	if rows, _ := page["drawers"].([]any); len(rows) != 1 {
 		t.Fatalf("the primary holds %d drawers in project, want the updated one alone: %v", len(rows), page)
+	}
+}
+
+// More updated drawers than a gateway's read burst (100): the look-ups by
+// local id wait out the device's read rate (-32029) instead of failing
+// the drawers, and every one is sent.
+func TestJoinLooksUpUpdatedDrawersWithinTheReadRate(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
+	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}, ReadRate: 50, WriteRate: 1000}})
+	p := newPalace(t)
+	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
+	const n = 125
+	for i := range n {
+		fileAndUpdate(t, local, fmt.Sprintf("note %d", i), fmt.Sprintf("note %d, updated", i))
+	}
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token = url, func() string { return tokens["desk-9b21"] }
+	rep := run(t, c, Options{})
+	if !rep.OK() || rep.Sent[Drawers] != n || rep.Calls["primary get_drawer"] <= n {
+		t.Fatalf("sent %v, get_drawer calls %d, failed %d (first %+v); want all %d sent after waiting out the read rate", rep.Sent, rep.Calls["primary get_drawer"], len(rep.Failed), rep.Failed[:min(1, len(rep.Failed))], n)
 	}
 }
