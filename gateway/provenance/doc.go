@@ -69,8 +69,9 @@
 // leaves its record of unknown origin, the fail-safe direction. The whole
 // index is read into memory when it is opened, and every stamp is written
 // to both, so an answer's records are looked up without touching SQLite
-// (a drawer's stamp is about 230 bytes in memory: 100,000 take 23 MB). One
-// gateway process per index: a second one would not see the first's new
-// stamps until it is restarted. Nothing else is pruned: a record keeps its
+// (a drawer's stamp is about 230 bytes in memory: 100,000 take 23 MB).
+// Another process's stamps (a `trash restore`) are read again when the
+// index's write-ahead log changed (Fresh, one stat before an answer's
+// records; and the config poll). Nothing else is pruned: a record keeps its
 // origin for as long as the palace keeps it.
 package provenance
