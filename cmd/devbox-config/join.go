@@ -40,8 +40,12 @@ Diary entries replay verbatim; their date on the primary becomes the join date.
 Join one palace at a time: two palaces joining concurrently could both send a
 diary entry or closed fact they share.
 
-Exit status: 0 when everything selected is on the primary and what was
-verified matched, 1 when anything failed or mismatched (named in the output),
+A record a gateway says an admin deleted on the primary since is not sent
+again: it is counted on the output's "deleted" line (gateway trash restore
+brings it back), and the exit status stays 0.
+
+Exit status: 0 when everything selected is on the primary (or was deleted
+there) and what was verified matched, 1 when anything failed or mismatched (named in the output),
 2 on usage errors (no URL, no token, no local server). The local server's own
 log lines are shown with MEMPALACE_EDGE_LOG=debug.`
 

@@ -23,8 +23,9 @@ const renderHelp = `render runs at every container start. For each harness confi
 MemPalace entry to what the ladder says, but only over a value devbox-config
 wrote itself (remembered as a fingerprint in .devbox-config.json beside the
 config). A value you edited is kept, and the environment's value goes to
-<file>.proposed so that diff shows the change. It never prompts and never
-fails the container start: problems are warnings on stderr, exit status 0.
+<file>.proposed so that diff shows the change. It never prompts, and a
+problem with a harness's file is a warning on stderr, exit status 0: only a
+home directory that does not exist stops it (exit 2, nothing created).
 
 Targets:
   opencode  $XDG_CONFIG_HOME/opencode (default ~/.config/opencode): mcp.mempalace
@@ -50,7 +51,8 @@ Targets:
   wrote an entry in is left alone.
 
 Exit status: 0 on success and on degraded paths; 1 with --strict when a target
-was skipped or a user's value kept; 2 on usage errors.`
+was skipped or a user's value kept; 2 on usage errors and a HOME (or --home)
+that does not exist.`
 
 // renderCmd is `render`: its flags, and run.
 type renderCmd struct {
