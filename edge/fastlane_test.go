@@ -86,6 +86,21 @@ func (h *harness) callThenCancel(id any, tool string, args map[string]any, wait 
 	}
 }
 
+// cancelAtTheLocalPalace sends a call and cancels it once the local
+// palace has it (its child must run with FAKEPALACE_TRACE=1): a cancel
+// after a fixed wait can come before the edge has sent it on, on a loaded
+// machine (CI 35: a delete's read of what it deletes took longer than
+// the wait, so the local palace never got the delete).
+func (h *harness) cancelAtTheLocalPalace(id any, tool string, args map[string]any) {
+	h.t.Helper()
+	h.send(toolCall(id, tool, args))
+	h.atTheLocalPalace(tool)
+	h.send(cancelled(id))
+	if a := h.await(fmt.Sprint(id), 900*time.Millisecond); a != nil { // past the palace's answer
+		h.t.Fatalf("a cancelled %s call was answered: %v", tool, a)
+	}
+}
+
 // An agent that cancels a call (notifications/cancelled) gets no answer to
 // it, the local palace server is told with the id it knows the call by,
 // and the session goes on.

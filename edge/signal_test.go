@@ -267,10 +267,10 @@ func TestWriteQueuedWhenItsCallIsCancelled(t *testing.T) {
 // tester, 16-cancelled-write-applied-not-queued).
 func TestCancelledWriteTheLocalPalaceAppliesReachesThePrimary(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
-	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=800"}})
+	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=800", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
-	h.callThenCancel("w1", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "cancelled while the embedder ran"}, 100*time.Millisecond)
+	h.cancelAtTheLocalPalace("w1", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "cancelled while the embedder ran"})
 	h.eventually("the cancelled write on the primary", func() bool {
 		return h.primary.Dump().CountContent("cancelled while the embedder ran") == 1
 	})
@@ -319,10 +319,10 @@ func TestSignalMidWriteKeepsTheWrite(t *testing.T) {
 // queues it all the same (the local palace may still apply it).
 func TestCancelledWriteGivenUpAfterTheWriteGrace(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
-	h := start(t, harnessOpts{raw: true, writeGrace: 300 * time.Millisecond, childExitWait: hungExit, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=3000"}})
+	h := start(t, harnessOpts{raw: true, writeGrace: 300 * time.Millisecond, childExitWait: hungExit, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=3000", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
-	h.callThenCancel("w1", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "never answered"}, 100*time.Millisecond)
+	h.cancelAtTheLocalPalace("w1", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "never answered"})
 	h.eventually("word of the write given up", func() bool {
 		return strings.Contains(h.logs.String(), "did not answer a write within the write grace")
 	})
