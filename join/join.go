@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // Config is what a join runs with; cmd builds it from the ladder.
@@ -184,15 +186,33 @@ func (c countingPrimary) Ledger(ctx context.Context) (bool, error) {
 	return lt.Ledger(ctx)
 }
 
-// callerOf is a primary as a Caller (verification's look-ups).
-type callerOf struct{ p outbox.Primary }
+// callerOf is a primary as a Caller (the join's look-ups and
+// verification), waiting out a gateway's read rate (-32029) for up to
+// stall before a refusal is the call's answer.
+type callerOf struct {
+	p     outbox.Primary
+	stall time.Duration
+}
 
 func (c callerOf) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
 	b, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
 	}
-	return c.p.Call(ctx, tool, b)
+	began, wait := time.Now(), 20*time.Millisecond
+	for {
+		res, err := c.p.Call(ctx, tool, b)
+		var rpc *outbox.RPCError
+		if !errors.As(err, &rpc) || rpc.Code != ledger.CodeRateLimited || time.Since(began) > c.stall {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // Target names a primary in bootstrap.json and the join outbox's file:

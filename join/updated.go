@@ -2,12 +2,9 @@ package join
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
-	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // updated reports a drawer the local palace holds under another id than
@@ -49,7 +46,7 @@ func (j *joining) present(ctx context.Context) {
 			continue
 		}
 		j.o.Progress.Set(n)
-		res, err := j.ask(ctx, p.rec.LocalID)
+		res, err := j.sent.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": p.rec.LocalID})
 		switch {
 		case notVisible(err), err == nil && errorOf(res) != nil:
 			continue // not there
@@ -64,25 +61,6 @@ func (j *joining) present(ctx context.Context) {
 		}
 		p.held = true
 		j.rep.Pending[Drawers]--
-	}
-}
-
-// ask is get_drawer of id on the primary, waiting out a gateway's read
-// rate (-32029) for up to o.Stall.
-func (j *joining) ask(ctx context.Context, id string) (map[string]any, error) {
-	began, wait := time.Now(), 20*time.Millisecond
-	for {
-		res, err := j.sent.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})
-		var rpc *outbox.RPCError
-		if !errors.As(err, &rpc) || rpc.Code != ledger.CodeRateLimited || time.Since(began) > j.o.Stall {
-			return res, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
 	}
 }
 

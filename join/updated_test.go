@@ -161,8 +161,12 @@ func TestRealJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
 
 // More updated drawers than a gateway's read burst (100): the look-ups by
 // local id wait out the device's read rate (-32029) instead of failing
-// the drawers, and every one is sent.
+// the drawers, and every one is sent. It waits on the rate: not in the
+// unit tier.
 func TestJoinLooksUpUpdatedDrawersWithinTheReadRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a gateway's read rate")
+	}
 	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
 	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}, ReadRate: 50, WriteRate: 1000}})
 	p := newPalace(t)
@@ -177,5 +181,29 @@ func TestJoinLooksUpUpdatedDrawersWithinTheReadRate(t *testing.T) {
 	rep := run(t, c, Options{})
 	if !rep.OK() || rep.Sent[Drawers] != n || rep.Calls["primary get_drawer"] <= n {
 		t.Fatalf("sent %v, get_drawer calls %d, failed %d (first %+v); want all %d sent after waiting out the read rate", rep.Sent, rep.Calls["primary get_drawer"], len(rep.Failed), rep.Failed[:min(1, len(rep.Failed))], n)
+	}
+}
+
+// A join through a gateway that verifies every record, more of them than
+// the device's read burst (100): each verification's get_drawer waits out
+// the read rate (-32029) instead of failing the record, and every one is
+// verified. It waits on the rate (about 2 s): not in the unit tier.
+func TestJoinVerifiesWithinTheReadRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a gateway's read rate")
+	}
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
+	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}, ReadRate: 50, WriteRate: 1000}})
+	p := newPalace(t)
+	const n = 200
+	for i := range n {
+		p.do(t, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": fmt.Sprintf("note %d", i)})
+	}
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token = url, func() string { return tokens["desk-9b21"] }
+	rep := run(t, c, Options{Verify: All})
+	if !rep.OK() || rep.Verified != n || rep.Calls["primary get_drawer"] <= n {
+		t.Fatalf("verified %d, get_drawer calls %d, failed %d (first %+v); want all %d verified after waiting out the read rate", rep.Verified, rep.Calls["primary get_drawer"], len(rep.Failed), rep.Failed[:min(1, len(rep.Failed))], n)
 	}
 }
