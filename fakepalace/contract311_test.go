@@ -193,7 +193,7 @@ var doubleLacks = map[string][]string{
 	"mempalace_get_aaak_spec": nil, "mempalace_traverse": nil, "mempalace_find_tunnels": nil, "mempalace_graph_stats": nil,
 	"mempalace_mesh_peers": nil, "mempalace_create_tunnel": nil, "mempalace_list_tunnels": nil, "mempalace_delete_tunnel": nil,
 	"mempalace_list_hallways": nil, "mempalace_delete_hallway": nil, "mempalace_follow_tunnels": nil,
-	"mempalace_get_drawers": nil, "mempalace_memories_filed_away": nil, "mempalace_task_create": nil,
+	"mempalace_memories_filed_away": nil, "mempalace_task_create": nil,
 	"mempalace_search": {"candidate_strategy", "cli_compatible", "include_media", "query_task"},
 	"mempalace_mine":   {"include_ignored", "include_subagents"},
 }

@@ -93,6 +93,7 @@ func allTools() []tool {
 		{name: "mempalace_check_duplicate", desc: "Near-duplicate check before filing.", props: []prop{str("content"), p("threshold", "number")}, required: []string{"content"}, handler: (*Palace).checkDuplicate},
 		{name: "mempalace_add_drawer", desc: "File verbatim content (idempotent by content hash).", props: []prop{str("wing"), str("room"), str("content"), str("source_file"), str("added_by")}, required: []string{"wing", "room", "content"}, mutating: true, handler: (*Palace).addDrawer},
 		{name: "mempalace_get_drawer", desc: "Fetch one logical drawer.", props: []prop{str("drawer_id")}, required: []string{"drawer_id"}, handler: (*Palace).getDrawer},
+		{name: "mempalace_get_drawers", desc: "Fetch many logical drawers by ID in one call.", props: []prop{pe("drawer_ids", "array", map[string]any{"items": map[string]any{"type": "string"}})}, required: []string{"drawer_ids"}, since: "3.11.0", handler: (*Palace).getDrawers},
 		{name: "mempalace_list_drawers", desc: "Page logical drawers.", props: []prop{
 			str("wing"), str("room"), str("since"), str("before"), pe("limit", "integer", map[string]any{"minimum": 1, "maximum": 100}), pe("offset", "integer", map[string]any{"minimum": 0}),
 		}, handler: (*Palace).listDrawers},
@@ -254,6 +255,31 @@ func (pl *Palace) getDrawer(a args) any {
 		}
 	}
 	return map[string]any{"error": "Drawer not found: " + id}
+}
+
+// getDrawers is get_drawer for each id, in order (3.11.0): an id that
+// does not resolve is an item with its error; the list is 1 to 500 ids.
+func (pl *Palace) getDrawers(a args) any {
+	ids, ok := a["drawer_ids"].([]any)
+	switch {
+	case !ok:
+		return map[string]any{"error": "drawer_ids must be a list of drawer IDs"}
+	case len(ids) == 0:
+		return map[string]any{"error": "drawer_ids must not be empty"}
+	case len(ids) > 500:
+		return map[string]any{"error": fmt.Sprintf("drawer_ids holds %d ids, but the bulk fetch accepts at most 500 per call", len(ids))}
+	}
+	results, errs := []any{}, 0
+	for _, x := range ids {
+		id, _ := x.(string)
+		r := pl.getDrawer(args{"drawer_id": id}).(map[string]any)
+		if r["error"] != nil {
+			errs++
+			r = map[string]any{"drawer_id": id, "error": r["error"]}
+		}
+		results = append(results, r)
+	}
+	return map[string]any{"results": results, "count": len(results), "errors": errs}
 }
 
 func (pl *Palace) listDrawers(a args) any {
