@@ -9,7 +9,9 @@ import (
 	"time"
 )
 
-// BenchmarkJoin: 15,000 drawers (every 50th chunked), 1,000 diary entries
+// BenchmarkJoin: 15,000 drawers (every 50th chunked; every other one
+// updated since it was filed, so its id is not its content's, as a mined
+// drawer's is not: looked up on the primary by it), 1,000 diary entries
 // and 500 facts (a third closed; more than kg_timeline's 100, so read from
 // knowledge_graph.sqlite3) from the built test double as the local server
 // to an in-process double over HTTP. One op is one whole join of a fresh
@@ -24,7 +26,10 @@ func BenchmarkJoin(b *testing.B) {
 		if i%50 == 0 {
 			content = strings.Repeat(content+" ", 30) // ~2,100 characters: 3 chunks
 		}
-		p.do(b, "add_drawer", map[string]any{"wing": fmt.Sprintf("wing_%d", i%20), "room": fmt.Sprintf("room_%d", i%7), "content": content})
+		id := p.do(b, "add_drawer", map[string]any{"wing": fmt.Sprintf("wing_%d", i%20), "room": fmt.Sprintf("room_%d", i%7), "content": content})["drawer_id"]
+		if i%2 == 1 {
+			p.do(b, "update_drawer", map[string]any{"drawer_id": id, "content": content + " Updated."})
+		}
 	}
 	for i := range nDiaries {
 		p.do(b, "diary_write", map[string]any{"agent_name": []string{"pi", "opencode"}[i%2], "entry": fmt.Sprintf("diary %d: worked on the join today.", i)})

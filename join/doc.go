@@ -27,9 +27,11 @@
 //     done as deleted there, counted apart (Report.DeletedOnPrimary), no
 //     failure and never verified. A drawer updated after it was filed
 //     (MemPalace keeps its first id; its content's id is another) is
-//     asked of the primary by its local id first (present): there with
-//     the same content, it is skipped, not filed again as a second copy;
-//     with other content, named edited. Queued, its add names the local id
+//     asked of the primary by its local id first (present: get_drawers,
+//     500 ids a call; get_drawer one by one from a primary before 3.11.0
+//     or a gateway that refuses the batch to a device not reading every
+//     wing): there with the same content, it is skipped, not filed again
+//     as a second copy; with other content, named edited. Queued, its add names the local id
 //     (origin.JoinDrawerKey) for the gateway's trash.
 //   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
 //     list_drawers, content from get_drawer.
@@ -40,4 +42,7 @@
 //   - Verification is by content: get_drawer on both sides, reassembled
 //     content compared, an edit told from truncation by the prefix test
 //     and the final-chunk arithmetic (§4.4, §9.3). Counts prove nothing.
+//   - Every read of the primary waits out a gateway's read rate (-32029)
+//     for up to Options.Stall (callerOf): a look-up or a verification past
+//     the device's burst is slower, never failed.
 package join

@@ -19,14 +19,17 @@ func updated(r Record) bool {
 // local id of an op's updated drawer.
 func drawerMetaKey(opID string) string { return "join-drawer:" + opID }
 
+// getBatch is how many ids one get_drawers call carries (MemPalace's cap).
+const getBatch = 500
+
 // present looks up on the primary, by its local id, each updated drawer
-// this run is to queue (one get_drawer each). One the primary holds there
-// with the same content (filed, updated, both replicated) is there: it is
-// skipped, not filed again under its content's id (a second copy). One it
-// holds with other content (an update that did not reach it, or an edit
-// there) is named a mismatch and not filed again either. One it does not
-// hold is queued, its add naming the local id: a gateway's trash may hold
-// it deleted by that id.
+// this run is to queue (get_drawers, 500 at a time). One the primary holds
+// there with the same content (filed, updated, both replicated) is there:
+// it is skipped, not filed again under its content's id (a second copy).
+// One it holds with other content (an update that did not reach it, or an
+// edit there) is named a mismatch and not filed again either. One it does
+// not hold is queued, its add naming the local id: a gateway's trash may
+// hold it deleted by that id.
 func (j *joining) present(ctx context.Context) {
 	var ask []*planned
 	for i := range j.planned {
@@ -40,28 +43,71 @@ func (j *joining) present(ctx context.Context) {
 	j.connect()
 	j.o.Progress.Phase("looking up updated drawers on the primary", len(ask))
 	defer j.o.Progress.Done()
-	for n, p := range ask {
-		if ctx.Err() != nil {
-			p.held = true // not asked (Ctrl-C): not queued, the next join asks
-			continue
+	batched := true
+	for start := 0; start < len(ask); start += getBatch {
+		batch := ask[start:min(start+getBatch, len(ask))]
+		var got map[string]map[string]any
+		if batched && ctx.Err() == nil {
+			got, batched = j.getDrawers(ctx, batch)
 		}
-		j.o.Progress.Set(n)
-		res, err := j.sent.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": p.rec.LocalID})
-		switch {
-		case notVisible(err), err == nil && errorOf(res) != nil:
-			continue // not there
-		case err != nil:
-			j.rep.Failed = append(j.rep.Failed, Failure{Kind: Drawers, Record: p.rec.LocalID, Wing: p.rec.Wing, Error: "updated since it was filed, and whether the primary holds it by its id is unknown (not sent: the next join looks again): " + err.Error()})
-		case str(res, "content") != p.rec.Content:
-			j.rep.Mismatches = append(j.rep.Mismatches, Mismatch{Kind: Drawers, LocalID: p.rec.LocalID, PrimaryID: p.rec.LocalID, Wing: p.rec.Wing, Verdict: "edited",
-				Detail: "the primary holds this drawer by its id with other content (an update that has not reached it, or an edit there): not filed again under its new content's id"})
-		default:
-			j.rep.Skipped[Drawers]++
-			j.targets = append(j.targets, verifyTarget{rec: p.rec, primaryID: p.rec.LocalID})
+		for n, p := range batch {
+			if ctx.Err() != nil {
+				p.held = true // not asked (Ctrl-C): not queued, the next join asks
+				continue
+			}
+			j.o.Progress.Set(start + n)
+			res, ok := got[p.rec.LocalID]
+			var err error
+			if !ok {
+				res, err = j.sent.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": p.rec.LocalID})
+			}
+			j.found(p, res, err)
 		}
-		p.held = true
-		j.rep.Pending[Drawers]--
 	}
+}
+
+// getDrawers asks the primary for a batch's drawers in one get_drawers
+// (MemPalace 3.11.0), its answers by id (one a gateway withholds is not
+// there: it is asked by get_drawer); false when the call fails, as on a
+// primary before 3.11.0 or from a gateway to a device that does not read
+// every wing: the rest are asked one by one.
+func (j *joining) getDrawers(ctx context.Context, batch []*planned) (map[string]map[string]any, bool) {
+	ids := make([]string, len(batch))
+	for i, p := range batch {
+		ids[i] = p.rec.LocalID
+	}
+	res, err := j.sent.Call(ctx, "mempalace_get_drawers", map[string]any{"drawer_ids": ids})
+	items, ok := res["results"].([]any)
+	if err != nil || !ok {
+		return nil, false
+	}
+	got := map[string]map[string]any{}
+	for _, x := range items {
+		if it, _ := x.(map[string]any); str(it, "drawer_id") != "" {
+			got[str(it, "drawer_id")] = it
+		}
+	}
+	return got, true
+}
+
+// found settles one updated drawer by the primary's answer for its local
+// id: not there (queued), there (skipped), there with other content
+// (edited), or unknown (failed, not sent).
+func (j *joining) found(p *planned, res map[string]any, err error) {
+	switch {
+	case notVisible(err), err == nil && errorOf(res) != nil:
+		return // not there
+	case err != nil:
+		j.rep.Failed = append(j.rep.Failed, Failure{Kind: Drawers, Record: p.rec.LocalID, Wing: p.rec.Wing, Error: "updated since it was filed, and whether the primary holds it by its id is unknown (not sent: the next join looks again): " + err.Error()})
+	case str(res, "content") != p.rec.Content:
+		j.rep.Mismatches = append(j.rep.Mismatches, Mismatch{Kind: Drawers, LocalID: p.rec.LocalID, PrimaryID: p.rec.LocalID, Wing: p.rec.Wing, Verdict: "edited",
+			Detail: "the primary holds this drawer by its id with other content (an update that has not reached it, or an edit there): not filed again under its new content's id"})
+	default:
+		j.rep.Skipped[Drawers]++
+		j.targets = append(j.targets, verifyTarget{rec: p.rec, primaryID: p.rec.LocalID})
+	}
+	p.held = true
+	j.rep.Pending[Drawers]--
 }
 
 // noteLocalID notes the local id of an updated drawer's op in the join

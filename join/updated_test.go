@@ -150,7 +150,8 @@ func TestRealJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
 		t.Fatalf("ids differ: %v", ids)
 	}
 	rep := run(t, realConfig(localPalace, srv), Options{Verify: All})
-	if !rep.OK() || rep.Calls["primary add_drawer"] != 0 {
+	// One get_drawers looks it up, one get_drawer verifies it.
+	if !rep.OK() || rep.Calls["primary add_drawer"] != 0 || rep.Calls["primary get_drawers"] != 1 || rep.Calls["primary get_drawer"] != 1 {
 		t.Fatalf("join: ok %v, calls %v, failed %+v, mismatches %+v", rep.OK(), rep.Calls, rep.Failed, rep.Mismatches)
 	}
 	page := srv.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "project", "limit": 100})
@@ -159,16 +160,17 @@ func TestRealJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
 	}
 }
 
-// More updated drawers than a gateway's read burst (100): the look-ups by
-// local id wait out the device's read rate (-32029) instead of failing
-// the drawers, and every one is sent. It waits on the rate: not in the
+// More updated drawers than a gateway's read burst (100), for a device
+// that does not read every wing (the gateway refuses it get_drawers): the
+// look-ups by local id, one get_drawer each, wait out the device's read
+// rate (-32029) instead of failing the drawers, and every one is sent. It waits on the rate: not in the
 // unit tier.
 func TestJoinLooksUpUpdatedDrawersWithinTheReadRate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a gateway's read rate")
 	}
 	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
-	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}, ReadRate: 50, WriteRate: 1000}})
+	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"project"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}, ReadRate: 50, WriteRate: 1000}})
 	p := newPalace(t)
 	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
 	const n = 125
@@ -205,5 +207,22 @@ func TestJoinVerifiesWithinTheReadRate(t *testing.T) {
 	rep := run(t, c, Options{Verify: All})
 	if !rep.OK() || rep.Verified != n || rep.Calls["primary get_drawer"] <= n {
 		t.Fatalf("verified %d, get_drawer calls %d, failed %d (first %+v); want all %d verified after waiting out the read rate", rep.Verified, rep.Calls["primary get_drawer"], len(rep.Failed), rep.Failed[:min(1, len(rep.Failed))], n)
+	}
+}
+
+// The look-ups of updated (or mined) drawers by their local id take one
+// get_drawers per 500 (MemPalace's cap), not one get_drawer each: a mined
+// palace's first join does not pay a read per drawer.
+func TestJoinLooksUpUpdatedDrawersInBatches(t *testing.T) {
+	p, pr := newPalace(t), newPrimary(t)
+	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
+	const n = 501
+	for i := range n {
+		fileAndUpdate(t, local, fmt.Sprintf("note %d", i), fmt.Sprintf("note %d, updated", i))
+	}
+	p.save(t)
+	rep := run(t, config(t, p, pr), Options{})
+	if !rep.OK() || rep.Sent[Drawers] != n || rep.Calls["primary get_drawers"] != 2 || rep.Calls["primary get_drawer"] != 0 {
+		t.Fatalf("sent %v, calls %v, failed %d; want all %d sent after two get_drawers", rep.Sent, rep.Calls, len(rep.Failed), n)
 	}
 }
