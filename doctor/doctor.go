@@ -142,9 +142,8 @@ func (o Options) palaceEnv(name string) (string, bool) {
 // mempalaceDir is ~/.mempalace.
 func (o Options) mempalaceDir() string { return filepath.Join(o.Home, ".mempalace") }
 
-// Palace is the palace directory by MemPalace's rules
-// (MEMPALACE_PALACE_PATH, else config.json's palace_path, else
-// ~/.mempalace/palace).
+// Palace is the palace directory by MemPalace's rules (ladder.PalacePath),
+// the one the edge and join use.
 func (o Options) Palace() (string, error) { return ladder.PalacePath(o.palaceEnv) }
 
 // State is what the checks share: the ladder's reading (its settings and
@@ -196,7 +195,7 @@ func resolve(opts Options) (State, []Finding) {
 	if err != nil {
 		return st, []Finding{{ID: IDKGSplit, Severity: Error, Section: "§7.1",
 			Message: "cannot find the palace: " + opts.mask(err.Error()),
-			Fix:     "repair ~/.mempalace/config.json (it must be a JSON object; palace_path is optional) or set MEMPALACE_PALACE_PATH"}}
+			Fix:     "repair the config.json named (it must be a JSON object; palace_path is optional) or set MEMPALACE_PALACE_PATH"}}
 	}
 	st.Palace = p
 	return st, nil

@@ -29,8 +29,9 @@ import (
 	"github.com/joakimp/devbox-config/testbed"
 )
 
-// box is a temp HOME with a palace at ~/.mempalace/palace (the stock
-// default) and a mount table that puts the home on a persisted volume.
+// box is a temp HOME with an install of MemPalace in ~/.mempalace (its
+// config.json), so a palace at ~/.mempalace/palace, and a mount table that
+// puts the home on a persisted volume.
 type box struct {
 	t      *testing.T
 	home   string
@@ -55,6 +56,7 @@ func newBox(t *testing.T) *box {
 		MountInfo: mi,
 	}
 	must(t, os.MkdirAll(b.palace, 0o700))
+	write(t, filepath.Join(home, ".mempalace", "config.json"), `{}`, 0o600)
 	return b
 }
 
@@ -905,27 +907,28 @@ func TestPiExtensionWithoutEdge(t *testing.T) {
 	})
 }
 
-// palace-location: MemPalace 3.10+ keeps a fresh install's palace in its
-// XDG config directory; doctor says so only where MemPalace has written.
+// palace-location: devbox-config before it followed MemPalace 3.10+'s
+// rules kept the edge's outbox in ~/.mempalace/palace/edge while
+// ~/.mempalace held no install; now the edge and MemPalace use
+// ~/.config/mempalace/palace, and what waited in the old outbox is never
+// sent. Doctor names it and how to use it again.
 func TestPalaceLocation(t *testing.T) {
 	b := newBox(t)
-	only(t, b.run()) // nothing written anywhere: nothing to say
-	xdg := filepath.Join(b.home, ".config", "mempalace", "palace")
-	chroma(t, xdg) // only searched: nothing written
+	must(t, os.Remove(filepath.Join(b.home, ".mempalace", "config.json"))) // a fresh volume: no install
 	only(t, b.run())
-	must(t, os.Remove(filepath.Join(xdg, "chroma.sqlite3")))
-	chroma(t, xdg, "mempalace_drawers")
+	old, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+	must(t, err)
+	must(t, old.Close())
 	fs := b.run()
 	only(t, fs, "warn:palace-location")
-	if !strings.Contains(fs[0].Message, xdg) || !strings.Contains(fs[0].Message, "holds no install") {
+	xdg := filepath.Join(b.home, ".config", "mempalace", "palace")
+	if !strings.Contains(fs[0].Message, OutboxPath(b.palace)) || !strings.Contains(fs[0].Message, xdg) || !strings.Contains(fs[0].Fix, "MEMPALACE_PALACE_PATH="+b.palace) {
 		t.Fatalf("%+v", fs[0])
 	}
-	b.env["MEMPALACE_PALACE"] = "/elsewhere/palace" // MemPalace's alias, which the ladder does not read
-	if fs := b.run(); len(fs) != 1 || !strings.Contains(fs[0].Message, "/elsewhere/palace (MEMPALACE_PALACE)") {
-		t.Fatalf("an alias: %+v", fs)
-	}
-	delete(b.env, "MEMPALACE_PALACE")
-	write(t, filepath.Join(b.home, ".mempalace", "config.json"), `{}`, 0o600) // an install: MemPalace keeps ~/.mempalace
+	b.env["MEMPALACE_PALACE_PATH"] = b.palace // the fix: the old outbox is the edge's again
+	only(t, b.run())
+	delete(b.env, "MEMPALACE_PALACE_PATH")
+	write(t, filepath.Join(b.home, ".mempalace", "config.json"), `{}`, 0o600) // an install: MemPalace and the edge keep ~/.mempalace/palace
 	only(t, b.run())
 }
 

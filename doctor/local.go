@@ -104,25 +104,22 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 	return out
 }
 
-// CheckPalaceLocation is palace-location (§7.1): MemPalace 3.10+ finds
-// the palace by rules devbox-config's ladder does not follow (the aliases
-// MEMPALACE_PALACE and MEMPAL_PALACE_PATH; its config directory:
-// MEMPALACE_CONFIG_DIR, ~/.mempalace only when that holds an install,
-// else $XDG_CONFIG_HOME/mempalace or ~/.config/mempalace). When MemPalace's
-// palace holds data (or an alias names it) and is not the one doctor,
-// the edge and join read, they work on a palace MemPalace does not use:
-// the edge's outbox and every check here are beside the wrong palace.
+// CheckPalaceLocation is palace-location (§7.1): devbox-config before
+// it followed MemPalace 3.10+'s rules (ladder.PalacePath) kept the edge's
+// outbox in ~/.mempalace/palace/edge even where MemPalace kept its palace
+// in its XDG config directory. Where that old outbox is still there and
+// the palace is now elsewhere, what waits in it is never sent.
 func CheckPalaceLocation(opts Options, st State) []Finding {
-	theirs, why := ladder.MemPalacePalace(opts.palaceEnv)
-	if st.Palace == "" || theirs == "" || filepath.Clean(theirs) == filepath.Clean(st.Palace) {
+	old := filepath.Join(opts.mempalaceDir(), "palace")
+	if st.Palace == "" || filepath.Clean(st.Palace) == old {
 		return nil
 	}
-	if held, _ := holdsData(theirs); !held && !strings.HasPrefix(why, "MEMPAL") {
-		return nil // MemPalace has written nothing there (yet); a search writes nothing
+	if _, err := os.Stat(OutboxPath(old)); err != nil {
+		return nil
 	}
 	return []Finding{{ID: IDPalaceLocation, Severity: Warn, Section: "§7.1",
-		Message: fmt.Sprintf("MemPalace keeps this palace in %s (%s), devbox-config (the edge, join, doctor) reads %s: the edge's outbox and these checks are beside a palace MemPalace does not use", theirs, why, st.Palace),
-		Fix:     fmt.Sprintf("set %s=%s in .env, so MemPalace and devbox-config name one palace (on the persisted volume: move it there first if it is not)", ladder.EnvPalacePath, theirs)}}
+		Message: fmt.Sprintf("an earlier devbox-config kept the edge's outbox in %s; the edge and MemPalace now keep the palace in %s, so what waits in that outbox is never sent", OutboxPath(old), st.Palace),
+		Fix:     fmt.Sprintf("set %s=%s in .env and recreate the container: the edge sends what waits there, and MemPalace and the edge keep the palace there (on the persisted volume)", ladder.EnvPalacePath, old)}}
 }
 
 // notPersisted: the filesystems that die with the container.

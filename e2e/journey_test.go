@@ -127,7 +127,7 @@ func TestJourney(t *testing.T) {
 	j.bin = testbed.Build(t, "./cmd/devbox-config", "devbox-config")
 	h.Link(t, j.bin, "devbox-config")
 	h.Link(t, testbed.Build(t, "./cmd/fakepalace", "mempalace-mcp"), "mempalace-mcp")
-	j.palace = filepath.Join(h.Dir, ".mempalace", "palace")
+	j.palace = filepath.Join(h.Dir, ".config", "mempalace", "palace") // MemPalace 3.11's on a fresh HOME, the edge's too
 	j.mock = mockmodel.Start(t)
 	// The user's own opencode config: the mock model, no MemPalace yet.
 	j.cfg = filepath.Join(h.Dir, ".config", "opencode", "opencode.jsonc")

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/joakimp/devbox-config/ladder"
 )
 
 // Main is the test double as a program (cmd/fakepalace, see its doc):
@@ -87,14 +89,11 @@ func Main(argv []string) int {
 	return 0
 }
 
-// defaultPalace follows MemPalace: MEMPALACE_PALACE_PATH, else
-// ~/.mempalace/palace.
+// defaultPalace follows MemPalace 3.11 (ladder.PalacePath; "" when a
+// config.json does not parse).
 func defaultPalace() string {
-	if p := os.Getenv("MEMPALACE_PALACE_PATH"); p != "" {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".mempalace", "palace")
+	p, _ := ladder.PalacePath(os.LookupEnv)
+	return p
 }
 
 // ProgramName is the name the test double answers to as MemPalace's stdio

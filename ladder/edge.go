@@ -3,12 +3,8 @@ package ladder
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/joakimp/devbox-config/confpos"
 )
 
 // The edge's and the gateway's own variables (besides the ladder's).
@@ -133,40 +129,6 @@ func ResolveEdge(env Lookup, lookPath LookPath) (EdgeSettings, []Warning, error)
 	return s, warns, nil
 }
 
-// PalacePath is MEMPALACE_PALACE_PATH, else palace_path in
-// ~/.mempalace/config.json, else ~/.mempalace/palace (MemPalace's own
-// precedence).
-func PalacePath(env Lookup) (string, error) {
-	get := func(k string) string { v, _ := env(k); return strings.TrimSpace(v) }
-	if p := get(EnvPalacePath); p != "" {
-		return p, nil
-	}
-	home := get("HOME")
-	if home == "" {
-		h, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("no HOME to find the palace: %w", err)
-		}
-		home = h
-	}
-	cfgPath := filepath.Join(home, ".mempalace", "config.json")
-	if b, err := os.ReadFile(cfgPath); err == nil {
-		var cfg struct {
-			PalacePath string `json:"palace_path"`
-		}
-		if err := (confpos.JSON{}).DecodeJSON(cfgPath, b, &cfg); err != nil {
-			return "", err
-		}
-		if cfg.PalacePath != "" {
-			if strings.HasPrefix(cfg.PalacePath, "~/") {
-				return filepath.Join(home, cfg.PalacePath[2:]), nil
-			}
-			return cfg.PalacePath, nil
-		}
-	}
-	return filepath.Join(home, ".mempalace", "palace"), nil
-}
-
 // TokenSource reads MEMPALACE_REMOTE_TOKEN afresh at every call, so a
 // rotated token is picked up; the value is never kept.
 func TokenSource(env Lookup) func() string {
@@ -181,13 +143,17 @@ func UpstreamToken(env Lookup) string {
 }
 
 // ChildEnviron is the environment for the local palace server: the edge's
-// own, without the primary's token (the child has no use for it).
-func ChildEnviron(environ []string) []string {
-	out := make([]string, 0, len(environ))
+// own, without the primary's token (the child has no use for it), and
+// with MEMPALACE_PALACE_PATH set to the palace the edge resolved, so the
+// child's palace is the one holding the edge's outbox even where a later
+// MemPalace finds its palace by other rules. Not --palace: MemPalace 3.11
+// moves the knowledge graph into the palace with that flag (RFC 001 §7.1).
+func ChildEnviron(environ []string, palace string) []string {
+	out := make([]string, 0, len(environ)+1)
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, EnvRemoteToken+"=") {
+		if !strings.HasPrefix(kv, EnvRemoteToken+"=") && !strings.HasPrefix(kv, EnvPalacePath+"=") {
 			out = append(out, kv)
 		}
 	}
-	return out
+	return append(out, EnvPalacePath+"="+palace)
 }

@@ -2,7 +2,6 @@ package ladder
 
 import (
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -23,7 +22,7 @@ func TestResolveEdge(t *testing.T) {
 	if err != nil || len(warns) != 0 {
 		t.Fatalf("defaults: %v %v", err, warns)
 	}
-	if !reflect.DeepEqual(s.Child, []string{"mempalace-mcp"}) || s.Timeout != 10*time.Second || s.LogLevel != slog.LevelInfo || s.Palace != filepath.Join(home, ".mempalace", "palace") {
+	if !reflect.DeepEqual(s.Child, []string{"mempalace-mcp"}) || s.Timeout != 10*time.Second || s.LogLevel != slog.LevelInfo || s.Palace != filepath.Join(home, ".config", "mempalace", "palace") {
 		t.Errorf("defaults: %+v", s)
 	}
 
@@ -57,19 +56,6 @@ func TestResolveEdge(t *testing.T) {
 	}
 }
 
-func TestPalacePathFromConfig(t *testing.T) {
-	home := t.TempDir()
-	os.MkdirAll(filepath.Join(home, ".mempalace"), 0o700)
-	os.WriteFile(filepath.Join(home, ".mempalace", "config.json"), []byte(`{"palace_path":"~/elsewhere"}`), 0o600)
-	if p, err := PalacePath(lookupOf(map[string]string{"HOME": home})); err != nil || p != filepath.Join(home, "elsewhere") {
-		t.Errorf("config.json palace_path: %q %v", p, err)
-	}
-	os.WriteFile(filepath.Join(home, ".mempalace", "config.json"), []byte(`{`), 0o600)
-	if _, err := PalacePath(lookupOf(map[string]string{"HOME": home})); err == nil || !strings.Contains(err.Error(), "config.json") {
-		t.Errorf("a broken config.json names the file: %v", err)
-	}
-}
-
 func TestTokenIsReadAfreshAndKeptFromTheChild(t *testing.T) {
 	env := map[string]string{EnvRemoteToken: " one "}
 	tok := TokenSource(lookupOf(env))
@@ -80,9 +66,15 @@ func TestTokenIsReadAfreshAndKeptFromTheChild(t *testing.T) {
 	if tok() != "two" {
 		t.Error("a rotated token is not picked up")
 	}
-	got := ChildEnviron([]string{"A=1", EnvRemoteToken + "=secret", "MEMPALACE_REMOTE_TOKENX=2"})
-	if !reflect.DeepEqual(got, []string{"A=1", "MEMPALACE_REMOTE_TOKENX=2"}) {
+	got := ChildEnviron([]string{"A=1", EnvRemoteToken + "=secret", "MEMPALACE_REMOTE_TOKENX=2"}, "/p")
+	if !reflect.DeepEqual(got, []string{"A=1", "MEMPALACE_REMOTE_TOKENX=2", EnvPalacePath + "=/p"}) {
 		t.Errorf("child env: %v", got)
+	}
+	// The palace the edge resolved is the child's, whatever the edge's
+	// environment says (one MEMPALACE_PALACE_PATH, so no getenv can pick another).
+	got = ChildEnviron([]string{EnvPalacePath + "=~/p", "MEMPALACE_PALACE=/q", "B=2"}, "/home/u/p")
+	if !reflect.DeepEqual(got, []string{"MEMPALACE_PALACE=/q", "B=2", EnvPalacePath + "=/home/u/p"}) {
+		t.Errorf("child env with a palace set: %v", got)
 	}
 }
 

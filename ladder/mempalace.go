@@ -2,81 +2,104 @@ package ladder
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/joakimp/devbox-config/confpos"
 )
 
 // What MemPalace itself reads from the environment and its config, by its
-// own rules (3.11's config.py), where they differ from the ladder's: for
-// doctor to say where MemPalace's processes will look.
+// own rules (3.11's config.py).
 
-// chromaFile is MemPalace's default store in a palace with data.
-const chromaFile = "chroma.sqlite3"
-
-// MemPalacePalace is the palace directory MemPalace 3.11 uses, and why:
-// MEMPALACE_PALACE_PATH or its aliases MEMPALACE_PALACE and
-// MEMPAL_PALACE_PATH; else palace_path in its config directory's
-// config.json, else that directory's palace. Its config directory is
-// MEMPALACE_CONFIG_DIR; ~/.mempalace when that holds an install
-// (config.json, people_map.json or palace/chroma.sqlite3: an empty
-// ~/.mempalace, a volume's mount point, does not count); else
-// $XDG_CONFIG_HOME/mempalace (an absolute XDG_CONFIG_HOME), else
-// ~/.config/mempalace. Releases before 3.10 always used ~/.mempalace.
-// PalacePath, the ladder's own rule, is the pre-3.10 one. "" when HOME is
-// unknown.
-func MemPalacePalace(env Lookup) (dir, why string) {
-	get := func(k string) string { v, _ := env(k); return strings.TrimSpace(v) }
+// PalacePath is the palace directory MemPalace 3.11 uses (config.py's
+// MempalaceConfig.palace_path), absolute: MEMPALACE_PALACE_PATH or its
+// aliases MEMPALACE_PALACE and MEMPAL_PALACE_PATH; else palace_path in
+// its config directory's config.json (configDir); else that directory's
+// palace. ~ is expanded everywhere. The edge keeps its state under it
+// and hands it to its local MemPalace (ChildEnviron), so the two never
+// disagree. A config.json that does not parse is an error naming its line
+// and column (MemPalace would ignore it).
+func PalacePath(env Lookup) (string, error) {
+	get := func(k string) string { v, _ := env(k); return v }
 	home := get("HOME")
-	expand := func(p string) string {
-		if p == "~" || strings.HasPrefix(p, "~/") {
-			return filepath.Join(home, strings.TrimPrefix(p, "~"))
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no HOME to find the palace: %w", err)
 		}
-		return p
+		home = h
+	}
+	expand := func(p string) string { return expandUser(p, home) }
+	abs := func(p string) (string, error) {
+		a, err := filepath.Abs(expand(p))
+		if err != nil {
+			return "", fmt.Errorf("the palace %s: %w", shown(p), err)
+		}
+		return a, nil
 	}
 	for _, k := range []string{EnvPalacePath, "MEMPALACE_PALACE", "MEMPAL_PALACE_PATH"} {
 		if v := get(k); v != "" {
-			return expand(v), k
+			return abs(v)
 		}
 	}
-	if home == "" {
-		return "", ""
-	}
-	cfgDir, why := get("MEMPALACE_CONFIG_DIR"), "MEMPALACE_CONFIG_DIR"
-	if cfgDir == "" {
-		cfgDir, why = filepath.Join(home, ".mempalace"), "its config directory, ~/.mempalace"
-		installed := false
-		for _, marker := range []string{"config.json", "people_map.json", filepath.Join("palace", chromaFile)} {
-			fi, err := os.Stat(filepath.Join(cfgDir, marker))
-			installed = installed || err == nil && fi.Mode().IsRegular()
+	cfgPath := filepath.Join(configDir(get, home), "config.json")
+	if b, err := os.ReadFile(cfgPath); err == nil {
+		var cfg struct {
+			PalacePath string `json:"palace_path"`
 		}
-		if !installed {
-			cfgDir, why = filepath.Join(home, ".config", "mempalace"), "its XDG config directory: ~/.mempalace holds no install (no config.json, people_map.json or palace/chroma.sqlite3)"
-			if x := get("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
-				cfgDir = filepath.Join(x, "mempalace")
-			}
+		if err := (confpos.JSON{}).DecodeJSON(cfgPath, b, &cfg); err != nil {
+			return "", err
+		}
+		if cfg.PalacePath != "" {
+			return abs(cfg.PalacePath)
 		}
 	}
-	cfgDir = expand(cfgDir)
-	var c struct {
-		Palace string `json:"palace_path"`
+	return abs(filepath.Join(filepath.Dir(cfgPath), "palace"))
+}
+
+// configDir is MemPalace 3.11's config directory (config.py's
+// _default_config_dir): MEMPALACE_CONFIG_DIR; ~/.mempalace when that
+// holds an install (config.json, people_map.json or palace/chroma.sqlite3:
+// an empty ~/.mempalace, a volume's mount point, does not count); else
+// $XDG_CONFIG_HOME/mempalace (when absolute); else ~/.config/mempalace.
+func configDir(get func(string) string, home string) string {
+	legacy := filepath.Join(home, ".mempalace")
+	isFile := func(rel string) bool {
+		fi, err := os.Stat(filepath.Join(legacy, rel))
+		return err == nil && fi.Mode().IsRegular()
 	}
-	if b, err := os.ReadFile(filepath.Join(cfgDir, "config.json")); err == nil && json.Unmarshal(b, &c) == nil && c.Palace != "" {
-		return expand(c.Palace), "palace_path in " + filepath.Join(cfgDir, "config.json")
+	switch x := expandUser(get("XDG_CONFIG_HOME"), home); {
+	case strings.TrimSpace(get("MEMPALACE_CONFIG_DIR")) != "":
+		return expandUser(get("MEMPALACE_CONFIG_DIR"), home)
+	case isFile("config.json") || isFile("people_map.json") || isFile(filepath.Join("palace", "chroma.sqlite3")):
+		return legacy
+	case strings.TrimSpace(x) != "" && filepath.IsAbs(x):
+		return filepath.Join(x, "mempalace")
 	}
-	return filepath.Join(cfgDir, "palace"), why
+	return filepath.Join(home, ".config", "mempalace")
+}
+
+// expandUser is Python's os.path.expanduser for ~ and ~/...: home. (It
+// leaves ~name alone, which Python expands to that user's home.)
+func expandUser(p, home string) string {
+	if p != "~" && !strings.HasPrefix(p, "~/") {
+		return p
+	}
+	return filepath.Join(home, p[1:])
 }
 
 // EmbeddingModel is the embedding model MemPalace's processes here use,
 // and where that comes from: MEMPALACE_EMBEDDING_MODEL, else
-// embedding_model in ~/.mempalace/config.json, else MemPalace's default,
-// minilm.
+// embedding_model in its config directory's config.json (configDir), else
+// MemPalace's default, minilm.
 func EmbeddingModel(env Lookup) (model, from string) {
 	get := func(k string) string { v, _ := env(k); return strings.TrimSpace(v) }
 	if m := get("MEMPALACE_EMBEDDING_MODEL"); m != "" {
 		return m, "MEMPALACE_EMBEDDING_MODEL"
 	}
-	cfg := filepath.Join(get("HOME"), ".mempalace", "config.json")
+	cfg := filepath.Join(configDir(func(k string) string { v, _ := env(k); return v }, get("HOME")), "config.json")
 	var c struct {
 		Model string `json:"embedding_model"`
 	}

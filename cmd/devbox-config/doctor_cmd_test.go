@@ -25,6 +25,18 @@ func clearLadder(t *testing.T) {
 	}
 }
 
+// installed makes ~/.mempalace an install of MemPalace (its config.json),
+// whose palace is ~/.mempalace/palace.
+func installed(t *testing.T, home string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(home, ".mempalace"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".mempalace", "config.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func doctorCLI(t *testing.T, want int, args ...string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
@@ -64,6 +76,7 @@ func TestDoctorExitCodesAndJSON(t *testing.T) {
 		t.Fatalf("%s", out)
 	}
 
+	installed(t, home)
 	kgFile(t, filepath.Join(home, ".mempalace", "knowledge_graph.sqlite3"), 2)
 	kgFile(t, filepath.Join(home, ".mempalace", "palace", "knowledge_graph.sqlite3"), 1)
 	out = doctorCLI(t, 1, "--home", home, "--json")
@@ -93,6 +106,7 @@ func TestDoctorFix(t *testing.T) {
 	home := t.TempDir()
 	hk := filepath.Join(home, ".mempalace", "knowledge_graph.sqlite3")
 	pk := filepath.Join(home, ".mempalace", "palace", "knowledge_graph.sqlite3")
+	installed(t, home)
 	kgFile(t, hk, 4)
 	kgFile(t, pk, 0)
 	doctorCLI(t, 1, "--home", home)
@@ -106,6 +120,7 @@ func TestDoctorFix(t *testing.T) {
 
 	// Both hold data: refused, exit 1, the JSON stays the findings object.
 	home = t.TempDir()
+	installed(t, home)
 	kgFile(t, filepath.Join(home, ".mempalace", "knowledge_graph.sqlite3"), 1)
 	kgFile(t, filepath.Join(home, ".mempalace", "palace", "knowledge_graph.sqlite3"), 1)
 	var stdout, stderr bytes.Buffer

@@ -29,7 +29,7 @@ func edgeConfig(stderr io.Writer) (edge.Config, *slog.Logger, error) {
 	for _, w := range warns {
 		log.Warn(w.Message, "var", w.Var)
 	}
-	return edge.ConfigFrom(s, ladder.TokenSource(env), ladder.ChildEnviron(os.Environ()), version, log), log, nil
+	return edge.ConfigFrom(s, ladder.TokenSource(env), ladder.ChildEnviron(os.Environ(), s.Palace), version, log), log, nil
 }
 
 const edgeHelp = `edge is what the harness runs as its mempalace MCP server when MEMPALACE_EDGE=1.

@@ -162,10 +162,11 @@ func TestEdgeCommandsWithoutOutboxCreateNothing(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("MEMPALACE_PALACE_PATH", "")
+	t.Setenv("XDG_CONFIG_HOME", "")
 	t.Setenv("MEMPALACE_EDGE", "1")
 	t.Setenv("MEMPALACE_REMOTE_URL", "http://127.0.0.1:1/mcp") // nothing listens
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok-SECRET-fresh")
-	want := filepath.Join(home, ".mempalace", "palace", "edge", outbox.FileName)
+	want := filepath.Join(home, ".config", "mempalace", "palace", "edge", outbox.FileName) // MemPalace 3.11's palace on a fresh HOME
 	cli := func(args ...string) string {
 		t.Helper()
 		code, out, errOut := runCLI(args...)

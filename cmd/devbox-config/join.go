@@ -176,7 +176,7 @@ func (jc *joinCmd) config() (join.Config, error) {
 		}
 	}
 	cfg := join.Config{
-		URL: s.URL, Token: ladder.TokenSource(jc.env), Child: s.Child, ChildEnv: ladder.ChildEnviron(jc.environ),
+		URL: s.URL, Token: ladder.TokenSource(jc.env), Child: s.Child, ChildEnv: ladder.ChildEnviron(jc.environ, s.Palace),
 		Palace: s.Palace, Home: home, Agent: s.Agent(), Label: s.OriginLabel, Device: s.OriginDevice,
 		Timeout: s.Timeout, Version: version, Log: log, ChildStderr: io.Discard,
 	}
