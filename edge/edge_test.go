@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/testbed"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
@@ -57,6 +60,11 @@ type harnessOpts struct {
 	raw         bool     // the agent is the test, writing JSON-RPC lines
 	child       []string // the local palace server's argv (default: the test double)
 	primaryDown bool     // nothing listens at the primary's URL
+	// env is the edge's environment: its palace, child and child's
+	// environment are what `devbox-config edge` makes of it
+	// (ladder.ResolveEdge, ladder.ChildEnviron, ConfigFrom), in edge mode
+	// against the primary.
+	env []string
 	// realLocal is a real MemPalace palace: its mempalace-mcp is the
 	// child, with exactly its environment (testbed/realpalace).
 	realLocal *realpalace.Palace
@@ -127,6 +135,22 @@ func start(t testing.TB, o harnessOpts) *harness {
 		if o.primaryDown {
 			h.srv.Stop()
 		}
+	}
+	if o.env != nil {
+		env := append(o.env, ladder.EnvEdge+"=1", ladder.EnvRemoteURL+"="+cfg.PrimaryURL, ladder.EnvRemoteToken+"="+testToken)
+		s, _, err := ladder.ResolveEdge(func(k string) (string, bool) {
+			for _, kv := range slices.Backward(env) {
+				if v, ok := strings.CutPrefix(kv, k+"="); ok {
+					return v, true
+				}
+			}
+			return "", false
+		}, exec.LookPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from := ConfigFrom(s, cfg.Token, ladder.ChildEnviron(env, s.Palace), "test", log)
+		cfg.Child, cfg.ChildEnv, cfg.Palace, h.palace = from.Child, from.ChildEnv, from.Palace, from.Palace
 	}
 	if o.realLocal != nil {
 		cfg.Child, cfg.ChildEnv = o.realLocal.MCPCommand(), o.realLocal.Env()

@@ -397,3 +397,36 @@ func TestRealLightServerToolsAreUnknownWrites(t *testing.T) {
 	}
 
 }
+
+// TestRealEdgeAndItsMemPalaceShareOnePalace: on a fresh HOME (no
+// ~/.mempalace install, MEMPALACE_PALACE_PATH unset), an edge configured
+// from its environment as `devbox-config edge` is keeps its outbox in the
+// palace where its real mempalace-mcp keeps chroma.sqlite3. The edge used
+// to keep it in ~/.mempalace/palace/edge while MemPalace 3.11 wrote
+// ~/.config/mempalace/palace: the outbox and the palace in two places.
+func TestRealEdgeAndItsMemPalaceShareOnePalace(t *testing.T) {
+	p := realpalace.New(t)
+	var env []string
+	for _, kv := range p.Env() { // HOME's rules, not the testbed's config directory
+		if !strings.HasPrefix(kv, "MEMPALACE_CONFIG_DIR=") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
+			env = append(env, kv)
+		}
+	}
+	h := start(t, harnessOpts{env: append(env, "MEMPALACE_EDGE_CHILD="+p.Bin("mempalace-mcp")), timeout: 30 * time.Second})
+	if res, _ := h.call("add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": "one palace for the edge and MemPalace"}); res["success"] != true {
+		t.Fatalf("add_drawer: %v", res)
+	}
+	var palaces []string // where real MemPalace keeps chroma.sqlite3
+	filepath.WalkDir(p.Home, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "chroma.sqlite3" {
+			palaces = append(palaces, filepath.Dir(path))
+		}
+		return nil
+	})
+	if want := filepath.Join(p.Home, ".config", "mempalace", "palace"); len(palaces) != 1 || palaces[0] != want {
+		t.Fatalf("real MemPalace's palace: %v, want %s (3.11's on a fresh HOME)", palaces, want)
+	}
+	if _, err := os.Stat(filepath.Join(palaces[0], "edge", outbox.FileName)); err != nil {
+		t.Errorf("the edge's outbox is not in MemPalace's palace %s: %v", palaces[0], err)
+	}
+}
