@@ -87,19 +87,19 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 	if sc.problem != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Warn, Section: "§7.4",
 			Message: opts.mask(sc.problem) + "; merged search cannot tell whether the local palace and the primary embed alike",
-			Fix:     "record the model the palace was filled with: `mempalace palace set-embedder --model NAME` (NAME: embedding_model in ~/.mempalace/config.json, minilm by default); set the same embedding_model here and on the primary"})
+			Fix:     "record the model the palace was filled with: `mempalace palace set-embedder --model NAME` (NAME: embedding_model in MemPalace's config.json, minilm by default); set the same embedding_model here and on the primary"})
 	}
 	if sc.model != "" {
 		if model, from := ladder.EmbeddingModel(opts.palaceEnv); !strings.EqualFold(model, sc.model) {
 			out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
 				Message: fmt.Sprintf("the local palace was filled with embedder %q (%s) and %s configures %q: MemPalace refuses every search and write on it (\"Embedder identity mismatch\"), so the edge's local palace takes nothing", sc.model, filepath.Join(st.Palace, SidecarFile), from, model),
-				Fix:     fmt.Sprintf("set MEMPALACE_EMBEDDING_MODEL=%s (or embedding_model in ~/.mempalace/config.json) for the local palace, the model it was filled with; or re-embed it with the new one (`mempalace repair rebuild-index`)", sc.model)})
+				Fix:     fmt.Sprintf("set MEMPALACE_EMBEDDING_MODEL=%s (or embedding_model in MemPalace's config.json) for the local palace, the model it was filled with; or re-embed it with the new one (`mempalace repair rebuild-index`)", sc.model)})
 		}
 	}
 	if ob.mismatch != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
 			Message: "the edge saw the local palace and the primary rank the same drawer at different distances (" + opts.mask(ob.mismatch) + "): they embed with different models, merged search is off",
-			Fix:     "set the same embedding_model in ~/.mempalace/config.json here and on the primary, then re-mine the palace whose model changed; `devbox-config edge status` shows the edge's record"})
+			Fix:     "set the same embedding_model in MemPalace's config.json here and on the primary, then re-mine the palace whose model changed; `devbox-config edge status` shows the edge's record"})
 	}
 	return out
 }

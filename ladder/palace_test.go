@@ -98,3 +98,15 @@ func TestPalacePathNamesABrokenConfig(t *testing.T) {
 		t.Errorf("a broken config.json names the file: %v", err)
 	}
 }
+
+// embedding_model comes from the config.json MemPalace reads: on a fresh
+// HOME, ~/.config/mempalace's, not ~/.mempalace's.
+func TestEmbeddingModelFromMemPalacesConfigDir(t *testing.T) {
+	home := t.TempDir()
+	file := filepath.Join(home, ".config", "mempalace", "config.json")
+	os.MkdirAll(filepath.Dir(file), 0o700)
+	os.WriteFile(file, []byte(`{"embedding_model": "embeddinggemma"}`), 0o600)
+	if m, from := EmbeddingModel(lookupOf(map[string]string{"HOME": home})); m != "embeddinggemma" || from != file {
+		t.Errorf("got %q from %q, want embeddinggemma from %s", m, from, file)
+	}
+}
