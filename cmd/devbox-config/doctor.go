@@ -27,7 +27,8 @@ section it comes from. Finding ids are stable, for scripts:
                                                   is not a duration: no edge, no tools
   weak-token                                 §6.2 a token under 16 characters
   kg-split, entities-split, hallways-split   §7.1 two files for one store
-  palace-location                            §7.1 MemPalace's palace is elsewhere
+  palace-location                            §7.1 an earlier edge's outbox left
+                                                  in ~/.mempalace/palace
   embedder-sidecar                           §7.4 edge mode: embedder identity
   edge-volume                                §1.2 edge palace not on a volume
   palace-damaged                             §1.2 the palace's SQLite files fail
