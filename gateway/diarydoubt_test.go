@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/testbed/realpalace"
+)
+
+// Two palaces share device ops (its token; their op ids never collide).
+// The other palace's "standup: nothing new" is on the primary when this
+// one writes the same text and the gateway loses the upstream's answer:
+// cut before the upstream got the request, the gateway answers "not
+// applied" and forwards the op's resend (found by an attacker pass: the
+// op was held in doubt, and the edge's diary look-up took the other
+// palace's entry for its own, so the primary had one entry for two
+// writes, and a later delete of this palace's entry deleted the other's);
+// cut after the upstream made it, the gateway answers with the entry it
+// made, and the resend gets that answer again.
+func TestDiaryWriteWhoseUpstreamAnswerWasLostIsSettledByTheGateway(t *testing.T) {
+	t.Parallel()
+	fake := startFake(t)
+	proxy := realpalace.NewProxy(t, fake.url) // Drop: the answer lost after the fake made the write
+	var cutBefore atomic.Bool                 // the next diary_write cut before the fake gets it
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if gjson.GetBytes(body, "params.name").Str == "mempalace_diary_write" && cutBefore.CompareAndSwap(true, false) {
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	g := newGWAt(t, []Device{{ID: "ops", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, Agents: []string{"pi@ops"}}},
+		&upstream{name: "fakepalace behind a cutting proxy", url: front.URL + "/mcp", palace: fake.palace})
+	g.withLedger()
+	tok := g.tokens["ops"]
+	const text = "standup: nothing new"
+	entry := map[string]any{"agent_name": "pi", "entry": text}
+	op := func(n byte) string { return string(bytes.Repeat([]byte{'a' + n}, 64)) }
+	onPrimary := func() map[string]bool {
+		ids := map[string]bool{}
+		for _, d := range g.primary.Dump().Drawers {
+			if d.Content == text {
+				ids[d.ID] = true
+			}
+		}
+		return ids
+	}
+	write := func(opID string) (int, string, map[string]any) {
+		t.Helper()
+		status, m := g.postOp(tok, "mempalace_diary_write", entry, opID)
+		res := gjson.GetBytes(encodeJSON(m), "result.content.0.text").Str
+		return status, gjson.Get(res, "entry_id").Str, m
+	}
+
+	// The other palace's entry.
+	if status, id, m := write(op(0)); status != 200 || id == "" {
+		t.Fatalf("the other palace's write: %d %v", status, m)
+	}
+
+	// Cut before the upstream got it: not applied, and the resend is forwarded.
+	cutBefore.Store(true)
+	status, _, m := write(op(1))
+	if status == 200 || status == http.StatusBadGateway || m["error"] != nil && gjson.GetBytes(encodeJSON(m), "error.code").Int() == -32031 {
+		t.Fatalf("a diary write cut before the upstream got it: %d %v, want an answer that it was not applied", status, m)
+	}
+	status, id1, m := write(op(1))
+	if status != 200 || id1 == "" {
+		t.Fatalf("its resend: %d %v, want it forwarded", status, m)
+	}
+	if got := onPrimary(); len(got) != 2 || !got[id1] {
+		t.Fatalf("after two writes of the text, the primary holds %v (the resend answered %s)", got, id1)
+	}
+
+	// Cut after the upstream made it: the gateway names the entry it made.
+	proxy.Drop("mempalace_diary_write")
+	before := onPrimary()
+	status, id2, m := write(op(2))
+	if status != 200 || id2 == "" || before[id2] {
+		t.Fatalf("a diary write whose answer was lost after it was made: %d %v, want its own new entry (not one of %v)", status, m, before)
+	}
+	if got := onPrimary(); len(got) != 3 || !got[id2] {
+		t.Fatalf("after three writes of the text, the primary holds %v (the answer named %s)", got, id2)
+	}
+	status, again, m := write(op(2))
+	if status != 200 || again != id2 || !gjson.GetBytes(encodeJSON(m), `result._meta.devbox-config/replayed`).Bool() {
+		t.Fatalf("its resend: %d %v, want the recorded answer naming %s", status, m, id2)
+	}
+	if lost := proxy.Lost(); len(lost) != 1 {
+		t.Fatalf("answers lost: %v", lost)
+	}
+	if got := onPrimary(); len(got) != 3 {
+		t.Fatalf("the primary holds %d entries of three writes", len(got))
+	}
+}
