@@ -26,8 +26,22 @@ import (
 func TestDiaryWriteWhoseUpstreamAnswerWasLostIsSettledByTheGateway(t *testing.T) {
 	t.Parallel()
 	fake := startFake(t)
-	proxy := realpalace.NewProxy(t, fake.url) // Drop: the answer lost after the fake made the write
-	var cutBefore atomic.Bool                 // the next diary_write cut before the fake gets it
+	diaryLostAnswer(t, fake.url, func(text string) map[string]bool {
+		ids := map[string]bool{}
+		for _, d := range fake.palace.Dump().Drawers {
+			if d.Content == text {
+				ids[d.ID] = true
+			}
+		}
+		return ids
+	})
+}
+
+// diaryLostAnswer is the test above against the upstream at url; entries
+// is the ids of the entries with the text there.
+func diaryLostAnswer(t *testing.T, url string, entries func(text string) map[string]bool) {
+	proxy := realpalace.NewProxy(t, url) // Drop: the answer lost after the fake made the write
+	var cutBefore atomic.Bool            // the next diary_write cut before the fake gets it
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if gjson.GetBytes(body, "params.name").Str == "mempalace_diary_write" && cutBefore.CompareAndSwap(true, false) {
@@ -41,21 +55,13 @@ func TestDiaryWriteWhoseUpstreamAnswerWasLostIsSettledByTheGateway(t *testing.T)
 	}))
 	t.Cleanup(front.Close)
 	g := newGWAt(t, []Device{{ID: "ops", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, Agents: []string{"pi@ops"}}},
-		&upstream{name: "fakepalace behind a cutting proxy", url: front.URL + "/mcp", palace: fake.palace})
+		&upstream{name: "a cutting proxy", url: front.URL + "/mcp"})
 	g.withLedger()
 	tok := g.tokens["ops"]
 	const text = "standup: nothing new"
 	entry := map[string]any{"agent_name": "pi", "entry": text}
 	op := func(n byte) string { return string(bytes.Repeat([]byte{'a' + n}, 64)) }
-	onPrimary := func() map[string]bool {
-		ids := map[string]bool{}
-		for _, d := range g.primary.Dump().Drawers {
-			if d.Content == text {
-				ids[d.ID] = true
-			}
-		}
-		return ids
-	}
+	onPrimary := func() map[string]bool { return entries(text) }
 	write := func(opID string) (int, string, map[string]any) {
 		t.Helper()
 		status, m := g.postOp(tok, "mempalace_diary_write", entry, opID)

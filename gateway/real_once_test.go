@@ -228,3 +228,22 @@ func TestRealDiaryIsTheFirstWriteToAnEmptyPrimary(t *testing.T) {
 		t.Fatalf("diary on the primary: %v %v", read, err)
 	}
 }
+
+// The diary write of a palace sharing its device with another, whose
+// upstream answer the gateway loses, against real serve: settled by the
+// gateway (TestDiaryWriteWhoseUpstreamAnswerWasLostIsSettledByTheGateway).
+func TestRealDiaryWriteWhoseUpstreamAnswerWasLost(t *testing.T) {
+	srv := realpalace.New(t).Serve(t, upstreamToken)
+	diaryLostAnswer(t, srv.URL, func(text string) map[string]bool {
+		ids := map[string]bool{}
+		page := srv.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "wing_pi", "room": "diary", "limit": 100})
+		ds, _ := page["drawers"].([]any)
+		for _, x := range ds {
+			id, _ := x.(map[string]any)["drawer_id"].(string)
+			if d := srv.MustCall(t, "mempalace_get_drawer", map[string]any{"drawer_id": id}); d["content"] == text {
+				ids[id] = true
+			}
+		}
+		return ids
+	})
+}
