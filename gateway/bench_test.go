@@ -220,3 +220,47 @@ func BenchmarkAuditLine(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDiaryWrite is a diary_write through the gateway (which lists
+// the wing's diary room before forwarding it: settledDiary) alternated
+// with the same write sent to the upstream directly; add_drawer, which
+// the gateway forwards as it is, is the baseline. "room-500" writes to a
+// wing whose diary already holds 500 entries filed today.
+func BenchmarkDiaryWrite(b *testing.B) {
+	g := newGW(b, []Device{{ID: "ops", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, Agents: []string{"pi@ops"}, ReadRate: 1e9, WriteRate: 1e9}})
+	for i := range 500 {
+		upCall(b, g.primary, "mempalace_diary_write", map[string]any{"agent_name": "pi", "wing": "wing_busy", "entry": fmt.Sprint("entry ", i)})
+	}
+	for _, c := range []struct {
+		name string
+		args func(i int) (string, map[string]any)
+	}{
+		{"add_drawer", func(i int) (string, map[string]any) {
+			return "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": fmt.Sprint("drawer ", i, " ", time.Now().UnixNano())}
+		}},
+		{"diary_write", func(i int) (string, map[string]any) {
+			return "mempalace_diary_write", map[string]any{"agent_name": "pi", "wing": fmt.Sprint("wing_", i, "_", time.Now().UnixNano()), "entry": "standup: nothing new"}
+		}},
+		{"diary_write-room-500", func(i int) (string, map[string]any) {
+			return "mempalace_diary_write", map[string]any{"agent_name": "pi", "wing": "wing_busy", "entry": "standup: nothing new"}
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			added := make([]time.Duration, 0, b.N)
+			timed := func(url, token string, i int) time.Duration {
+				tool, args := c.args(i)
+				body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
+				t0 := time.Now()
+				post(b, url, token, body)
+				return time.Since(t0)
+			}
+			for i := 0; i < b.N; i++ {
+				d := timed(g.srv.Upstream, upstreamToken, 2*i)
+				w := timed(g.http.URL+"/mcp", g.tokens["ops"], 2*i+1)
+				added = append(added, w-d)
+			}
+			slices.Sort(added)
+			b.ReportMetric(float64(added[len(added)/2].Microseconds())/1000, "added-ms/write(median)")
+		})
+	}
+}

@@ -17,38 +17,41 @@ import (
 // the same device, say). Here no other write through the gateway runs
 // between the two listings, and MemPalace answers requests one at a time,
 // so a listing made after the lost answer sees the write if it was made:
-// one more entry with the text's id suffix than before is this write (its
-// answer names it); none more, and a room no larger, is a write never
-// made (503: the edge sends it again, and the ledger forwards it). Any
-// other outcome (a listing that failed, two new entries: a writer that
-// bypassed the gateway) leaves the answer lost, the op in doubt, as before.
+// a room one drawer larger whose one entry newer than its newest before
+// has the text's id suffix holds this write (the answer names it); a room
+// no larger with no newer entry, a write never made (503: the edge sends
+// it again, and the ledger forwards it). Any other outcome (a listing
+// that failed, a writer that bypassed the gateway) leaves the answer
+// lost, the op in doubt, as before.
 //
-// The listings cost a list_drawers of the room's total and one of the
-// entries filed since yesterday (the gateway's clock; a primary's clock
-// more than a day behind only leaves the op in doubt), per diary write.
+// The cost, per diary write: two list_drawers calls before it is
+// forwarded (the room's size, and its newest entry: list_drawers sorts by
+// id, and a wing's entry ids by their stamp), and after a lost answer the
+// same and the entries newer than that.
 func (s *Server) settledDiary(ctx context.Context, args map[string]any, body []byte) (int, []byte) {
 	wing, suffix := catalogue.DiaryWingFor(args), catalogue.EntrySuffix(catalogue.DiaryEntry(args))
-	since := s.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02")
-	total, before, listed := s.diaryEntries(ctx, wing, suffix, since)
+	total, fence, listed := s.diaryNewest(ctx, wing, "")
 	status, resp := s.upstreamCall(ctx, body)
 	if !listed || status != http.StatusBadGateway && status != http.StatusGatewayTimeout {
 		return status, resp
 	}
-	totalAfter, after, listed := s.diaryEntries(ctx, wing, suffix, since)
+	var newer []map[string]any
+	totalAfter, _, listed := s.diaryNewest(ctx, wing, fence, func(row map[string]any) { newer = append(newer, row) })
 	if !listed {
 		return status, resp
 	}
 	var made []map[string]any
-	for id, row := range after {
-		if _, ok := before[id]; !ok {
+	for _, row := range newer {
+		id, _ := row["drawer_id"].(string)
+		if _, sfx, _ := catalogue.DiaryEntryID(id); sfx == suffix {
 			made = append(made, row)
 		}
 	}
 	id := json.RawMessage(gjson.GetBytes(body, "id").Raw)
 	switch {
-	case len(made) == 0 && totalAfter == total:
+	case len(newer) == 0 && totalAfter == total:
 		return http.StatusServiceUnavailable, rpcErrBytes(id, -32000, "upstream answer lost, and the upstream does not hold the diary entry: not applied, send it again")
-	case len(made) == 1:
+	case len(made) == 1 && len(newer) == 1 && totalAfter == total+1:
 		meta, _ := made[0]["metadata"].(map[string]any)
 		res := map[string]any{"success": true, "entry_id": made[0]["drawer_id"], "recovered": "the upstream's answer was lost: the gateway found the entry it made"}
 		if ts, ok := meta["filed_at"].(string); ok {
@@ -60,32 +63,35 @@ func (s *Server) settledDiary(ctx context.Context, args map[string]any, body []b
 	return status, resp
 }
 
-// diaryEntries is the number of drawers in wing's diary room, and its
-// entries filed since the date whose id ends in suffix, by id (ok false:
-// a listing failed).
-func (s *Server) diaryEntries(ctx context.Context, wing, suffix, since string) (total int, rows map[string]map[string]any, ok bool) {
+// diaryNewest is the number of drawers in wing's diary room and the
+// stamp of its newest entry ("" for none), read from the end of the room;
+// with a fence (a stamp), newer is called with each entry newer than it
+// (ok false: a listing failed).
+func (s *Server) diaryNewest(ctx context.Context, wing, fence string, newer ...func(row map[string]any)) (total int, newest string, ok bool) {
 	first := s.upstreamResult(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 1})
 	n, ok := first["total"].(float64)
 	if !ok {
-		return 0, nil, false
+		return 0, "", false
 	}
-	rows = map[string]map[string]any{}
-	for offset := 0; ; {
-		page := s.upstreamResult(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "since": since, "limit": 100, "offset": offset})
-		list, ok := page["drawers"].([]any)
-		all, _ := page["total"].(float64)
+	for end := int(n); end > 0; end -= 100 {
+		page := s.upstreamResult(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": max(end-100, 0)})
+		rows, ok := page["drawers"].([]any)
 		if !ok {
-			return 0, nil, false
+			return 0, "", false
 		}
-		for _, x := range list {
-			row, _ := x.(map[string]any)
+		for i := len(rows) - 1; i >= 0; i-- {
+			row, _ := rows[i].(map[string]any)
 			id, _ := row["drawer_id"].(string)
-			if _, sfx, ok := catalogue.DiaryEntryID(id); ok && sfx == suffix {
-				rows[id] = row
+			stamp, _, ok := catalogue.DiaryEntryID(id)
+			switch {
+			case !ok: // a drawer filed in the room that is not an entry sorts after them
+			case len(newer) == 0 || stamp <= fence:
+				return int(n), max(newest, stamp), true
+			default:
+				newest = max(newest, stamp)
+				newer[0](row)
 			}
 		}
-		if offset += len(list); len(list) == 0 || float64(offset) >= all {
-			return int(n), rows, true
-		}
 	}
+	return int(n), newest, true
 }

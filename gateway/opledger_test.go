@@ -160,7 +160,7 @@ func TestEdgeThroughGatewayExactlyOnce(t *testing.T) {
 	}
 }
 
-func upCall(t *testing.T, pl *fakepalace.Palace, tool string, args map[string]any) {
+func upCall(t testing.TB, pl *fakepalace.Palace, tool string, args map[string]any) {
 	t.Helper()
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
 	if _, err := pl.Handle(b); err != nil {
