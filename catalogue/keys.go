@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -130,16 +131,67 @@ func IDHash(parts ...string) string {
 }
 
 // EntityID is how MemPalace's knowledge graph ids a subject or object:
-// stripped (sanitize_kg_value), lower-cased, spaces to underscores,
-// apostrophes dropped.
+// stripped (sanitize_kg_value), lower-cased (PythonLower), spaces to
+// underscores, apostrophes dropped.
 func EntityID(name string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(strings.ToLower(SanitizedName(name)), " ", "_"), "'", "")
+	return strings.ReplaceAll(strings.ReplaceAll(PythonLower(SanitizedName(name)), " ", "_"), "'", "")
 }
 
 // PredicateID is how it ids a predicate: stripped (sanitize_name),
-// lower-cased, spaces to underscores.
+// lower-cased (PythonLower), spaces to underscores.
 func PredicateID(p string) string {
-	return strings.ReplaceAll(strings.ToLower(SanitizedName(p)), " ", "_")
+	return strings.ReplaceAll(PythonLower(SanitizedName(p)), " ", "_")
+}
+
+// PythonLower is Python's str.lower(): Go's strings.ToLower but for the
+// two cases Python takes from SpecialCasing.txt (no language's rules):
+// İ (U+0130) lowers to i and a combining dot above (U+0307), and Σ to
+// the final ς at the end of a word (Final_Sigma: after a cased letter,
+// and not before one, case-ignorable characters skipped both ways).
+func PythonLower(s string) string {
+	if !strings.ContainsAny(s, "\u0130\u03a3") {
+		return strings.ToLower(s)
+	}
+	rs := []rune(s)
+	var b strings.Builder
+	for i, r := range rs {
+		switch r {
+		case '\u0130':
+			b.WriteString("i\u0307")
+		case '\u03a3':
+			if cased(rs[:i], -1) && !cased(rs[i+1:], 1) {
+				b.WriteRune('\u03c2')
+			} else {
+				b.WriteRune('\u03c3')
+			}
+		default:
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}
+
+// cased reports whether the first character of rs, read in direction dir
+// (1 forward, -1 backward) and past case-ignorable ones, is cased.
+func cased(rs []rune, dir int) bool {
+	i, end := 0, len(rs)
+	if dir < 0 {
+		i, end = len(rs)-1, -1
+	}
+	for ; i != end; i += dir {
+		r := rs[i]
+		if !caseIgnorable(r) {
+			return unicode.In(r, unicode.Lu, unicode.Ll, unicode.Lt, unicode.Other_Lowercase, unicode.Other_Uppercase)
+		}
+	}
+	return false
+}
+
+// caseIgnorable is Unicode's Case_Ignorable: Mn, Me, Cf, Lm, Sk, and
+// Word_Break MidLetter, MidNumLet and Single_Quote.
+func caseIgnorable(r rune) bool {
+	return unicode.In(r, unicode.Mn, unicode.Me, unicode.Cf, unicode.Lm, unicode.Sk) ||
+		strings.ContainsRune(":\u00b7\u0387\u055f\u05f4\u2027\ufe13\ufe55\uff1a.\u2018\u2019\u2024\ufe52\uff07\uff0e'", r)
 }
 
 // EntrySuffix is the content half of a diary entry's id: the first 12 hex
