@@ -204,3 +204,24 @@ func TestAnUpdateOfASharedDrawerIsQueued(t *testing.T) {
 		}
 	}
 }
+
+// On a device whose palace holds no drawers yet, delete_by_source of a
+// source only the primary holds hides its drawers and says so, as
+// delete_drawer does; not MemPalace's advice to repair the empty palace
+// (outside tester, attack18 d3).
+func TestAnEmptyPalaceDeletesBySource(t *testing.T) {
+	t.Parallel()
+	for _, missing := range []bool{false, true} {
+		e, _, primary, _ := routerUnderTest(t)
+		e.localServer, e.cfg.Palace = emptyLocal{missing: missing}, t.TempDir()
+		const src = "/fleet/d3/NOTES.md"
+		aroundTheEdge(t, primary, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "src", "content": "fleet mined notes", "source_file": src})
+		m := routed(t, e, "mempalace_delete_by_source", map[string]any{"source_file": src, "dry_run": false})
+		if s := mustJSON(m); m["success"] != true || m["edge"] == nil || strings.Contains(s, "repair") || strings.Contains(s, "missing") {
+			t.Errorf("missing %v: delete_by_source: %s", missing, s)
+		}
+		if m := routed(t, e, "mempalace_list_drawers", map[string]any{"wing": "shared"}); strings.Contains(mustJSON(m), "fleet mined") {
+			t.Errorf("missing %v: list_drawers shows the deleted source's drawer: %s", missing, mustJSON(m))
+		}
+	}
+}

@@ -139,10 +139,10 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		return res, err
 	}
 	n, ok := deletedCount(c, resultJSON(res))
-	if !ok && c.tool.Name != "delete_by_source" && e.lacksLocally(res) {
+	if !ok && (c.tool.Name != "delete_by_source" || c.argsMap()["dry_run"] == false) && e.lacksLocally(res) {
 		// A palace that holds no drawers yet (MemPalace answers with an
-		// error, isError set): the drawers meant are the primary's, as
-		// for "Drawer not found".
+		// error): the drawers meant are the primary's, as for "Drawer not
+		// found" or a source the local palace lacks.
 		n, ok = len(drawerIDs(c)), true
 		res = emptyPalaceDelete(c, res)
 	}
@@ -291,11 +291,16 @@ func bulkQueued(held map[string]holder, local map[string]any, queued bool, why s
 
 // emptyPalaceDelete is the answer to c from a local palace that holds no
 // drawers yet (MemPalace answers with an error): "Drawer not found" in
-// the tool's shape, one item per id for a delete_drawers.
+// the tool's shape, one item per id for a delete_drawers; for a
+// delete_by_source, MemPalace's answer for a source it holds no drawer
+// of (deleted 0).
 func emptyPalaceDelete(c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
 	const msg = "Drawer not found: the local palace holds no drawers yet"
 	out := map[string]any{"success": false, "error": msg}
-	if c.tool.Name == "delete_drawers" {
+	switch c.tool.Name {
+	case "delete_by_source":
+		out = map[string]any{"success": true, "dry_run": false, "source_file": c.argsMap()["source_file"], "deleted": 0}
+	case "delete_drawers":
 		ids := drawerIDs(c)
 		items := make([]any, len(ids))
 		for i, id := range ids {
