@@ -225,3 +225,19 @@ func TestAnEmptyPalaceDeletesBySource(t *testing.T) {
 		}
 	}
 }
+
+// A coordination write answered while the edge's link to the primary is
+// failing says what the edge knows: no answer yet, sent once, looked up
+// first if an answer was lost; not that the primary has not taken it (an
+// earlier attempt's answer may have been lost after it landed: outside
+// tester, attack18 c1).
+func TestAQueuedEventSaysWhatTheEdgeKnows(t *testing.T) {
+	t.Parallel()
+	e, _, primary, _ := routerUnderTest(t)
+	primary.down = true
+	m := routed(t, e, "mempalace_event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@ops", "body": "b"})
+	msg, _ := m["message"].(string)
+	if m["queued"] != true || strings.Contains(msg, "has not taken") || !strings.Contains(msg, "lost") || !strings.Contains(msg, "once") {
+		t.Errorf("queued event: %s", mustJSON(m))
+	}
+}

@@ -491,7 +491,7 @@ func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResu
 	}
 	return jsonResult(map[string]any{
 		"success": true, "queued": true, "op_id": op.ID,
-		"message": "the primary has not taken this write yet: it is queued durably and will be sent once, in order; " + e.whyWaiting(ctx, done),
+		"message": "no answer from the primary for this write yet: it is queued durably and reaches the primary once, in order (an attempt whose answer was lost may have landed, and is looked up before any resend); " + e.whyWaiting(ctx, done),
 		"edge":    map[string]any{"primary": e.remote.State(), "degraded": true},
 	}, false), nil
 }
@@ -505,7 +505,9 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 		return "its last attempt: " + why
 	}
 	if !e.remote.Up() {
-		return "the primary is " + e.remote.State()
+		// The breaker opened on failed calls: the primary down, or its
+		// answers lost on the way (it may have applied them).
+		return "the edge's calls to the primary are failing (" + e.remote.State() + "): it is down, or its answers are lost on the way"
 	}
 	return "the primary has not answered yet"
 }
