@@ -241,3 +241,23 @@ func TestAQueuedEventSaysWhatTheEdgeKnows(t *testing.T) {
 		t.Errorf("queued event: %s", mustJSON(m))
 	}
 }
+
+// An artifact over MemPalace's 4 MiB is refused when it is made, with
+// MemPalace's words, never queued to be refused five times and die
+// (outside tester, attack18).
+func TestAnArtifactOverMemPalacesCapIsRefusedUpFront(t *testing.T) {
+	t.Parallel()
+	e, _, primary, ob := routerUnderTest(t)
+	primary.down = true // queued, not sent: what the edge answers is its own
+	m := routed(t, e, "mempalace_artifact_put", map[string]any{"kind": "note", "content": strings.Repeat("é", 2<<20) + "x", "created_by": "pi@ops"})
+	if s := mustJSON(m); !strings.Contains(s, "4194305 bytes; maximum is 4194304") || m["queued"] == true {
+		t.Errorf("artifact_put over 4 MiB: %.300s", s)
+	}
+	if ops := pending(t, ob); len(ops) != 0 {
+		t.Errorf("%d ops queued", len(ops))
+	}
+	m = routed(t, e, "mempalace_artifact_put", map[string]any{"kind": "note", "content": strings.Repeat("é", 2<<20), "created_by": "pi@ops"})
+	if m["queued"] != true {
+		t.Errorf("artifact_put of 4 MiB: %.300s", mustJSON(m))
+	}
+}

@@ -445,9 +445,19 @@ func (e *Edge) coordinationWrite(ctx context.Context, c *call) (*mcp.CallToolRes
 	return res, err
 }
 
+// maxArtifactBytes is MemPalace's cap on an artifact's content, in UTF-8
+// bytes (logstream.py DEFAULT_MAX_ARTIFACT_BYTES).
+const maxArtifactBytes = 4 << 20
+
 func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	if res := e.refusedUpFront(ctx, c, ""); res != nil {
 		return res, nil
+	}
+	if content, _ := c.argsMap()["content"].(string); c.tool.Name == "artifact_put" && len(content) > maxArtifactBytes {
+		// MemPalace's words (logstream.py artifact_put): refused now, not
+		// by the primary five times before the op is dead.
+		return errorResult(fmt.Sprintf("refused by the edge: content is %d bytes; maximum is %d bytes (MemPalace's artifact cap); nothing was queued", len(content), maxArtifactBytes),
+			map[string]any{"replication": "not taken"}), nil
 	}
 	if e.outbox == nil {
 		return e.primaryOnly(ctx, c, "the outbox is unavailable, sent directly")
