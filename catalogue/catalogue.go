@@ -370,10 +370,10 @@ func Unknown(name string) Tool {
 func All() []Tool { return slices.Clone(tools[:]) }
 
 // DiaryWingOf is MemPalace's default diary wing for an agent: "wing_" and
-// the agent name lower-cased, spaces to underscores (mempalace-surface
-// §3.6; tools_diary.py: f"wing_{agent_name.replace(' ', '_')}").
+// the agent name lower-cased (PythonLower), spaces to underscores
+// (mempalace-surface §3.6; tools_diary.py: f"wing_{agent_name.replace(' ', '_')}").
 func DiaryWingOf(agent string) string {
-	return "wing_" + strings.ReplaceAll(strings.ToLower(agent), " ", "_")
+	return "wing_" + strings.ReplaceAll(PythonLower(agent), " ", "_")
 }
 
 // InputSchema is an object schema naming the tool's arguments, for when

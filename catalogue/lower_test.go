@@ -29,11 +29,16 @@ func TestEntityIDLowersAsPython(t *testing.T) {
 			t.Errorf("EntityID(%q) = %q, want %q", in, got, want)
 		}
 	}
+	// The diary wing the gateway authorizes is the one MemPalace files in.
+	if got := DiaryWingOf("ΟΔΟΣ ΝΕΑ"); got != "wing_οδος_νεα" {
+		t.Errorf("DiaryWingOf(ΟΔΟΣ ΝΕΑ) = %q, want wing_οδος_νεα", got)
+	}
 }
 
-// TestRealEntityIDIsMemPalaces: EntityID and PredicateID are what the real
-// MemPalace ids a name as (sanitize_kg_value / sanitize_name, then its
-// lower(), spaces and apostrophes), over every code point alone and over
+// TestRealEntityIDIsMemPalaces: EntityID, PredicateID and DiaryWingOf are
+// what the real MemPalace makes of a name (sanitize_kg_value /
+// sanitize_name, then its lower(), spaces and apostrophes; the diary wing
+// of an agent), over every code point alone and over
 // strings of the characters Python's lower() treats by context.
 func TestRealEntityIDIsMemPalaces(t *testing.T) {
 	venv := realpalace.Venv(t)
@@ -75,7 +80,8 @@ def ids(s, sanitize, f):
     except ValueError:
         return None
 out = [[ids(s, sanitize_kg_value, lambda v: KnowledgeGraph._entity_id(None, v)),
-        ids(s, sanitize_name, lambda v: v.lower().replace(" ", "_"))] for s in json.load(sys.stdin)]
+        ids(s, sanitize_name, lambda v: v.lower().replace(" ", "_")),
+        ids(s, sanitize_name, lambda v: "wing_" + v.lower().replace(" ", "_"))] for s in json.load(sys.stdin)]
 json.dump(out, sys.stdout)
 `)
 	cmd.Stdin = strings.NewReader(string(in))
@@ -83,7 +89,7 @@ json.dump(out, sys.stdout)
 	if err != nil {
 		t.Fatalf("python: %v", err)
 	}
-	var want [][2]*string
+	var want [][3]*string
 	if err := json.Unmarshal(raw, &want); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +98,7 @@ json.dump(out, sys.stdout)
 	}
 	bad := 0
 	for i, s := range corpus {
-		for j, got := range []string{EntityID(s), PredicateID(s)} {
+		for j, got := range []string{EntityID(s), PredicateID(s), DiaryWingOf(SanitizedName(s))} {
 			if w := want[i][j]; w != nil && *w != got && bad < 20 {
 				bad++
 				t.Errorf("%q: Go %q (%+q), MemPalace %q (%+q)", s, got, got, *w, *w)
