@@ -196,7 +196,7 @@ func onPrimary(ctx context.Context, p *Primary, t outbox.Tombstone, pending stri
 	}
 	hides := tombs{diary: []outbox.Tombstone{t}}
 	for _, en := range gjson.Get(res, "entries").Array() {
-		if hides.diaryHides(strings.ToLower(t.Agent), en) {
+		if hides.diaryHides(catalogue.PythonLower(t.Agent), en) {
 			return tombName(t) + " is still on the primary, under another id: the operator deletes it there", nil
 		}
 	}

@@ -253,7 +253,7 @@ func (a *annotator) answer(m gjson.Result, ms []member) ([]byte, error) {
 	}
 	for _, mb := range ms {
 		if mb.name == "agent" {
-			a.agent = strings.ToLower(strings.TrimSpace(mb.v.Str))
+			a.agent = catalogue.PythonLower(strings.TrimSpace(mb.v.Str))
 		}
 	}
 	walked, counted, err := a.lists(ms)

@@ -56,7 +56,7 @@ func Fact(subject, predicate, object, validFrom string) Key {
 // text.
 func Diary(agent, timestamp, text string) Key {
 	sum := sha256.Sum256([]byte(text))
-	return Key{KindDiary, []string{strings.ToLower(strings.TrimSpace(agent)), timestamp, hex.EncodeToString(sum[:])}}
+	return Key{KindDiary, []string{catalogue.PythonLower(strings.TrimSpace(agent)), timestamp, hex.EncodeToString(sum[:])}}
 }
 
 // mapKey is the key in memory: the kind and each part length-prefixed,

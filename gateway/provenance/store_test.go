@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -233,6 +234,18 @@ func BenchmarkFresh(b *testing.B) {
 	for b.Loop() {
 		if err := s.Fresh(); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A diary entry written as agent "ΟΔΟΣ" is listed by MemPalace under
+// "οδος" (Python's lower(): a final sigma), and the stamp made at the
+// write must be found by that listing: before, Go's lower-casing keyed it
+// "οδοσ" and the entry read back of unknown origin.
+func TestDiaryKeyLowersAsMemPalace(t *testing.T) {
+	for _, c := range [][2]string{{"ΟΔΟΣ", "οδος"}, {"İx", "i̇x"}, {" Pi ", "pi"}} {
+		if a, b := Diary(c[0], "2026-12-04T10:00:00", "t"), Diary(c[1], "2026-12-04T10:00:00", "t"); !reflect.DeepEqual(a, b) {
+			t.Errorf("Diary(%q) = %v, Diary(%q) = %v: want the same key", c[0], a, c[1], b)
 		}
 	}
 }
