@@ -49,7 +49,12 @@ type fastLane struct {
 	// write here waits for the one before it, and each read for the
 	// writes before it (turn), so kg_add then kg_invalidate of one fact
 	// ends closed in the local palace and, in the outbox's order, on the
-	// primary.
+	// primary. A write the local palace alone takes, never replicated
+	// (mine, sync, hook_settings: catalogue LocalOnly, Maintenance),
+	// waits its turn but holds no call after it: a read after a mine
+	// must not wait minutes for it (MCP orders no calls in flight; the
+	// order here is for the agent's replicated writes), and the child
+	// answers the calls it gets in the order sent anyway.
 	lastWrite chan struct{}
 	// initSeen: the agent's notifications/initialized has gone by, to the
 	// SDK, which handles it before any later line; the calls after it are
@@ -105,7 +110,7 @@ func (l *fastLane) intercept(line []byte) bool {
 			return true // at the child now, behind every write before it
 		}
 		var mine chan struct{}
-		if !c.tool.Reads && name != mailbox.ToolName { // a tool the catalogue does not know is a write
+		if c.writes() && c.tool.Route != catalogue.LocalOnly && c.tool.Route != catalogue.Maintenance {
 			mine = make(chan struct{})
 			l.lastWrite = mine
 		}
@@ -156,7 +161,8 @@ func protocolOf(version string, hasCapabilities bool) (stateless, ok bool) {
 }
 
 // serve answers a call in its turn (turn: after the write before it,
-// before; mine, if a write, is closed once it is answered).
+// before; mine, if it holds the calls after it, is closed once it is
+// answered).
 func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, stateless bool, before, mine chan struct{}) {
 	defer l.wg.Done()
 	if mine != nil {
@@ -180,7 +186,7 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 		l.respond(id, nil, errors.New(`method "tools/call" is invalid during session initialization`), stateless) // the SDK's words
 		return
 	}
-	switch l.e.turn(ctx, before, mine != nil) {
+	switch l.e.turn(ctx, before, c.writes()) {
 	case cancelledInLine:
 		return // cancelled by the agent before it was sent: no answer
 	case haltedInLine:
@@ -208,6 +214,10 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 	}
 	l.respond(id, result, err, stateless)
 }
+
+// writes reports a call the lane orders as a write: all but reads and the
+// edge's own mailbox tool (a tool the catalogue does not know is a write).
+func (c *call) writes() bool { return !c.tool.Reads && c.name != mailbox.ToolName }
 
 // notMade answers a call the edge stopped before making it: NOT applied
 // (unless the agent cancelled it meanwhile: no answer).

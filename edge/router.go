@@ -158,11 +158,15 @@ func (e *Edge) callPrimary(ctx context.Context, c *call, retry bool) (*mcp.CallT
 // primaryFirst asks the primary; on any failure (down, an error, a tool
 // it lacks) it answers from the local palace, marked degraded.
 func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
-	if own, ok := e.ownFacts(ctx, c); ok {
+	own, missing := e.ownFacts(ctx, c)
+	if own != nil {
 		return own, nil
 	}
 	res, err := e.callPrimary(ctx, c, true)
 	if err == nil && !res.IsError {
+		if missing != "" {
+			return annotate(res, map[string]any{"source": "primary", "local": missing}, true), nil
+		}
 		return annotate(res, map[string]any{"source": "primary"}, false), nil
 	}
 	why := e.remote.State()
@@ -194,28 +198,37 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 // the agent reads what it just wrote (read-your-writes). A read about
 // another entity is the primary's, so a fact stuck unsent hides nothing
 // else the fleet knows. A read that names no entity (kg_stats, a
-// kg_timeline of everything) counts every unsent KG write. ok false: none
-// are waiting, or the local palace could not answer, and the primary
-// answers as ever.
-func (e *Edge) ownFacts(ctx context.Context, c *call) (*mcp.CallToolResult, bool) {
+// kg_timeline of everything) counts every unsent KG write. The local
+// palace has the call timeout to answer (mempalace-mcp answers one call
+// at a time, and a mine takes minutes). res nil: the primary answers, and
+// missing, if not "", says what its answer lacks (the local palace could
+// not answer: busy, down, an error).
+func (e *Edge) ownFacts(ctx context.Context, c *call) (res *mcp.CallToolResult, missing string) {
 	if c.tool.Wings != catalogue.KnowledgeGraph || e.outbox == nil {
-		return nil, false
+		return nil, ""
 	}
 	entity, _ := c.argsMap()["entity"].(string)
 	n, err := e.outbox.UnsentFacts(ctx, entity)
 	if err != nil || n == 0 {
-		return nil, false
-	}
-	res, err := e.local(ctx, c)
-	if err != nil || res == nil || res.IsError {
-		return nil, false
+		return nil, ""
 	}
 	about := ""
 	if catalogue.EntityID(entity) != "" {
 		about = fmt.Sprintf(" about %q", entity)
 	}
 	why := fmt.Sprintf("this device's knowledge-graph writes%s are not on the primary yet (%d in the outbox)", about, n)
-	return annotate(e.marks().result(res, c.tool.Records, origin.PalaceLocal), map[string]any{"source": "local", "why": why}, false), true
+	lctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
+	defer cancel()
+	res, err = e.local(lctx, c)
+	switch {
+	case lctx.Err() != nil && ctx.Err() == nil:
+		return nil, fmt.Sprintf("the local palace is busy: no answer within %s; %s, so this answer lacks them", e.cfg.CallTimeout, why)
+	case err != nil:
+		return nil, fmt.Sprintf("the local palace did not answer (%v); %s, so this answer lacks them", err, why)
+	case res == nil || res.IsError:
+		return nil, fmt.Sprintf("the local palace answered an error (%s); %s, so this answer lacks them", resultText(res), why)
+	}
+	return annotate(e.marks().result(res, c.tool.Records, origin.PalaceLocal), map[string]any{"source": "local", "why": why}, false), ""
 }
 
 func resultText(res *mcp.CallToolResult) string {
