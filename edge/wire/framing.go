@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 
 	segjson "github.com/segmentio/encoding/json"
+	"github.com/tidwall/gjson"
 )
 
 // MaxMessage is the largest agent message accepted (MemPalace's 16 MiB).
@@ -78,11 +80,12 @@ func (g *guard) Read(p []byte) (int, error) {
 			}
 			return 0, g.err
 		}
-		line, tooLong, err := ReadLine(g.br, MaxMessage)
+		line, ends, tooLong, err := readLine(g.br, MaxMessage, idScan)
 		switch t := bytes.TrimSpace(line); {
 		case tooLong:
-			g.log.Warn("agent message over 16 MiB refused")
-			g.replyTo(nil, -32600, "Request too large")
+			id := overID(ends[0], ends[1])
+			g.log.Warn("agent message over 16 MiB refused", "id", string(id))
+			g.replyTo(id, -32600, "Request too large")
 		case len(t) == 0:
 		case !segjson.Valid(t): // the SDK's own parser, so no line it would refuse passes
 			g.log.Warn("agent sent a line that is not JSON; answered with a parse error")
@@ -118,17 +121,99 @@ func (g *guard) Close() error { return nil }
 // ReadLine reads one newline-terminated line of at most max bytes; a longer
 // line is consumed and dropped (tooLong).
 func ReadLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	line, _, tooLong, err = readLine(br, max, 0)
+	return line, tooLong, err
+}
+
+// readLine is ReadLine keeping, of a line it drops, its first and its last
+// keep bytes (ends).
+func readLine(br *bufio.Reader, max, keep int) (line []byte, ends [2][]byte, tooLong bool, err error) {
 	for {
 		chunk, isPrefix, err := br.ReadLine()
-		if !tooLong {
-			if len(line)+len(chunk) > max {
-				tooLong, line = true, nil
-			} else {
-				line = append(line, chunk...)
-			}
+		switch {
+		case tooLong:
+			ends[1] = keepLast(ends[1], chunk, keep)
+		case len(line)+len(chunk) > max:
+			tooLong = true
+			whole := append(line, chunk...)
+			ends[0] = bytes.Clone(whole[:min(len(whole), keep)])
+			ends[1] = keepLast(nil, whole, keep)
+			line = nil
+		default:
+			line = append(line, chunk...)
 		}
 		if err != nil || !isPrefix {
-			return line, tooLong, err
+			return line, ends, tooLong, err
 		}
 	}
+}
+
+// keepLast appends b to tail and keeps its last keep bytes.
+func keepLast(tail, b []byte, keep int) []byte {
+	if len(b) >= keep {
+		return append(tail[:0], b[len(b)-keep:]...)
+	}
+	tail = append(tail, b...)
+	return append(tail[:0], tail[max(0, len(tail)-keep):]...)
+}
+
+// idScan is how much of a message too large to read is kept, at each
+// end, to find its id in.
+const idScan = 4 << 10
+
+// overID is the id of a message too large to read, from its first and
+// last bytes: a top-level "id" in its start, read as JSON as far as it
+// goes (Go's and Python's SDKs write the id before params), else its last
+// member when that is "id" (the TypeScript SDK's {...request, jsonrpc,
+// id}); nil (an answer with a null id) when it is in neither.
+func overID(head, tail []byte) json.RawMessage {
+	r := gjson.GetBytes(head, "id")
+	if (r.Type == gjson.Number || r.Type == gjson.String) && r.Index > 0 && r.Index+len(r.Raw) < len(head) && json.Valid([]byte(r.Raw)) {
+		return json.RawMessage(r.Raw)
+	}
+	const ws = " \t\r\n"
+	b := bytes.TrimRight(tail, ws)
+	if !bytes.HasSuffix(b, []byte("}")) {
+		return nil
+	}
+	b = bytes.TrimRight(b[:len(b)-1], ws)
+	i := bytes.LastIndexFunc(b, func(r rune) bool { return !strings.ContainsRune("0123456789+-.eE", r) }) + 1 // a number
+	if bytes.HasSuffix(b, []byte(`"`)) {
+		i = stringStart(b)
+	}
+	if i < 0 {
+		return nil
+	}
+	val := b[i:]
+	b = bytes.TrimRight(b[:i], ws)
+	if !bytes.HasSuffix(b, []byte(":")) {
+		return nil
+	}
+	b = bytes.TrimRight(b[:len(b)-1], ws)
+	if !bytes.HasSuffix(b, []byte(`"id"`)) {
+		return nil
+	}
+	b = bytes.TrimRight(b[:len(b)-len(`"id"`)], ws)
+	if !bytes.HasSuffix(b, []byte(",")) && !bytes.HasSuffix(b, []byte("{")) || len(val) == 0 || !json.Valid(val) {
+		return nil
+	}
+	return json.RawMessage(bytes.Clone(val))
+}
+
+// stringStart is where the JSON string b ends with begins (its opening
+// quote, the first before the last not escaped), -1 if not in b.
+func stringStart(b []byte) int {
+	for i := len(b) - 2; i >= 0; i-- {
+		if b[i] != '"' {
+			continue
+		}
+		n := 0
+		for j := i - 1; j >= 0 && b[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 0 {
+			return i
+		}
+	}
+	return -1
 }
