@@ -2,6 +2,9 @@ package edge
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,4 +90,47 @@ func TestAKGReadDuringAMineFallsBackToThePrimary(t *testing.T) {
 	if _, answered := h.seen["mine"]; answered {
 		t.Errorf("the mine was answered already: the test did not run a kg_query during it")
 	}
+}
+
+// TestRealASearchDuringAMineAnswers is the search during a mine against
+// real MemPalace: a mine of a few hundred small files by a real
+// mempalace-mcp, sent right behind a write (so it goes through the edge's
+// ordering), and a search sent right after it answered from real
+// mempalace serve while the mine still runs, marked degraded.
+func TestRealASearchDuringAMineAnswers(t *testing.T) {
+	r := startRealEdge(t, harnessOpts{raw: true, timeout: 2 * time.Second, childExitWait: 200 * time.Millisecond}, "")
+	h := r.harness
+	h.handshake()
+	h.ready()
+	r.srv.MustCall(t, "mempalace_add_drawer", map[string]any{"wing": "fleet", "room": "r", "content": "the fleet chose sqlite for the outbox"})
+	h.send(toolCall("warm", "mempalace_search", map[string]any{"query": "sqlite outbox"})) // both palaces' first search loads their collections
+	if a := h.await("warm", 120*time.Second); a["result"] == nil {
+		t.Fatalf("search before the mine: %v", a)
+	}
+	src := t.TempDir()
+	for i := range 400 {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("note%03d.md", i)), []byte(fmt.Sprintf("# Note %d\n\nA small file to mine, number %d, about the weather on day %d.\n", i, i, i)), 0o600)
+	}
+
+	began := time.Now()
+	h.send(toolCall("add", "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "filed just before the mine"}))
+	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": src, "wing": "mined"}))
+	h.send(toolCall("search", "mempalace_search", map[string]any{"query": "sqlite outbox"}))
+	a := h.await("search", 60*time.Second)
+	if a == nil {
+		t.Fatalf("a search sent during a mine was not answered within 60 s")
+	}
+	t.Logf("the search during the mine was answered after %s", time.Since(began))
+	if _, done := h.seen["mine"]; done {
+		t.Fatalf("the mine of 400 files was over before the search was answered: nothing shown (answer %v)", answerText(a))
+	}
+	got := answerText(a)
+	ed, _ := got["edge"].(map[string]any)
+	if hits, _ := got["results"].([]any); len(hits) == 0 || palaceOf(hits[0]) != "primary" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy") {
+		t.Errorf("search during a real mine: %v, want the primary's hit, marked degraded, saying the local palace is busy", got)
+	}
+	if m := answerText(h.await("mine", 10*time.Minute)); m["error"] != nil {
+		t.Errorf("the mine: %v", m)
+	}
+	t.Logf("the mine took %s", time.Since(began))
 }
