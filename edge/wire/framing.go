@@ -40,7 +40,8 @@ func (s *SyncWriter) Close() error { return s.W.Close() }
 // GuardInput stands between the agent and the SDK, whose stdio session
 // ends on the first line that is not JSON. Each line is checked: not JSON
 // gets -32700, a batch or non-object -32600, a line over MaxMessage
-// -32600 "Request too large" (its bytes are skipped, not buffered); only
+// -32600 "Request too large" (its bytes are skipped, not buffered; its id
+// read from its ends where it can be: overID); only
 // well-formed objects reach the SDK. A bad message never ends the session.
 // It is a plain reader (no goroutine, no pipe): it sits on every call.
 //
