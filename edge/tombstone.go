@@ -52,7 +52,7 @@ type deletion struct {
 	// are found (outbox.CancelUnsentDiaries).
 	entries []outbox.DeletedEntry
 	// updated are, for a delete_by_source, the drawers of its source (by
-	// base name: the local record's) with an unsent update_drawer, held
+	// base name: the local record's) with an update_drawer not landed, held
 	// by its note: those the delete removes are found once it is taken
 	// (updatesGone), here or, kept unapplied, by the next edge.
 	updated []string
@@ -452,9 +452,10 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 	return d
 }
 
-// sourceUpdates is the drawers with an unsent update_drawer whose local
-// record is of src (by base name, as MemPalace answers it; bounded), and
-// whether the stop cut a look-up of them (beforeStop).
+// sourceUpdates is the drawers with an update_drawer not landed (unsent,
+// or in flight: outbox.UnsentUpdates) whose local record is of src (by
+// base name, as MemPalace answers it; bounded), and whether the stop cut
+// a look-up of them (beforeStop).
 func (e *Edge) sourceUpdates(ctx context.Context, src string) ([]string, bool) {
 	ids, err := e.outbox.UnsentUpdates(ctx)
 	if err != nil {

@@ -208,7 +208,7 @@ type deleteNote struct {
 	Marks   []Tombstone    `json:"marks"`
 	Entries []DeletedEntry `json:"entries,omitempty"`
 	// Updated are a delete_by_source's drawers of its source (by base
-	// name) with an unsent update_drawer: their updates are held while
+	// name) with an update_drawer not landed: their updates are held while
 	// the note is (heldByDelete), until the local answer says which of
 	// them it removed (those are cancelled).
 	Updated []string `json:"updated,omitempty"`

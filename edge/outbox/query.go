@@ -229,6 +229,8 @@ func (s *Store) Replace(ctx context.Context, id, by string) (Op, error) {
 
 // unsent is the ops a delete may take back: queued or held, never maybe
 // applied (an op that may have landed is followed by its delete instead).
+// One in flight at the delete is taken back if its send fails without
+// landing, when it is queued again (takeBackRequeued).
 const unsent = `state IN ('queued','held') AND maybe_applied=0`
 
 // CancelUnsentWrites takes back what the unsent ops would write on the
@@ -239,53 +241,90 @@ const unsent = `state IN ('queued','held') AND maybe_applied=0`
 // the primary, where a device that may not delete there could not take it
 // back. It says how many ops it cancelled or cut.
 func (s *Store) CancelUnsentWrites(ctx context.Context, drawers, sources []string) (int, error) {
-	keys := make([]any, 0, len(drawers)+len(sources))
+	return s.cancelUnsent(ctx, "writes", func(tx *sql.Tx) ([]int64, int, error) {
+		return takeBackWrites(ctx, tx, drawers, sources, 0)
+	})
+}
+
+// takeBackWrites is CancelUnsentWrites's rule, in tx: the unsent ops (only
+// local_seq seq, when not 0) writing drawers or sources, to cancel, and
+// how many checkpoints it cut.
+func takeBackWrites(ctx context.Context, tx *sql.Tx, drawers, sources []string, seq int64) (cancel []int64, cut int, err error) {
+	keys := []any{seq, seq}
 	for _, d := range drawers {
 		keys = append(keys, "drawer:"+d)
 	}
 	for _, src := range sources {
 		keys = append(keys, "source:"+src)
 	}
-	if len(keys) == 0 {
-		return 0, nil
+	if len(keys) == 2 {
+		return nil, 0, nil
 	}
 	deleted := func(item map[string]any) bool {
 		str := func(k string) string { v, _ := item[k].(string); return v }
 		src := str("source_file")
 		return slices.Contains(drawers, catalogue.DrawerID(str("wing"), str("room"), str("content"))) || src != "" && slices.Contains(sources, src)
 	}
-	return s.cancelUnsent(ctx, "writes", func(tx *sql.Tx) ([]int64, int, error) {
-		ops, err := queryAll(ctx, tx, scanOp, `SELECT `+opCols+` FROM ops WHERE `+unsent+` AND local_seq IN (
-			 SELECT local_seq FROM op_keys WHERE key IN (`+marks(len(keys))+`)) ORDER BY local_seq`, keys...)
-		if err != nil {
-			return nil, 0, err
-		}
-		var cancel []int64
-		cut := 0
-		for _, o := range ops {
-			switch rec, _ := catalogue.Lookup(o.Tool); rec.Name {
-			case "add_drawer", "update_drawer":
-				cancel = append(cancel, o.LocalSeq)
-			case "checkpoint":
-				whole, n, err := cutCheckpoint(ctx, tx, o, deleted, false)
-				if err != nil {
-					return nil, 0, err
-				}
-				if whole {
-					cancel = append(cancel, o.LocalSeq)
-				}
-				cut += n
+	ops, err := queryAll(ctx, tx, scanOp, `SELECT `+opCols+` FROM ops WHERE `+unsent+` AND (?=0 OR local_seq=?) AND local_seq IN (
+		 SELECT local_seq FROM op_keys WHERE key IN (`+marks(len(keys)-2)+`)) ORDER BY local_seq`, keys...)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, o := range ops {
+		switch rec, _ := catalogue.Lookup(o.Tool); rec.Name {
+		case "add_drawer", "update_drawer":
+			cancel = append(cancel, o.LocalSeq)
+		case "checkpoint":
+			whole, n, err := cutCheckpoint(ctx, tx, o, deleted, false)
+			if err != nil {
+				return nil, 0, err
 			}
+			if whole {
+				cancel = append(cancel, o.LocalSeq)
+			}
+			cut += n
 		}
-		return cancel, cut, nil
-	})
+	}
+	return cancel, cut, nil
 }
 
-// UnsentUpdates is the drawer ids of the unsent update_drawer ops: a
-// delete_by_source finds which of them it removed (an update names its
-// drawer, not the drawer's source), to cancel them (CancelUnsentWrites).
+// takeBackRequeued applies, in the transaction that queues op again after
+// a send that did not land, the deletes made while it was in flight: the
+// drawer and source tombstones on its keys recorded since it was queued
+// (takeBackWrites), as if it had been queued at the delete. A
+// delete_by_source's hold of its source's updates needs nothing here: it
+// named the update in flight too (UnsentUpdates), and holds it queued.
+// It says whether op was cancelled.
+func takeBackRequeued(ctx context.Context, tx *sql.Tx, op Op, now time.Time) (bool, error) {
+	type mark struct{ kind, key string }
+	ts, err := queryAll(ctx, tx, func(r rowScanner) (m mark, err error) { err = r.Scan(&m.kind, &m.key); return m, err },
+		`SELECT t.kind, t.key FROM tombstones t JOIN op_keys k ON k.key=t.kind||':'||t.key
+		 WHERE k.local_seq=? AND t.kind IN ('drawer','source') AND t.created_at>=?`, op.LocalSeq, op.CreatedAt.UnixMilli())
+	if err != nil || len(ts) == 0 {
+		return false, err
+	}
+	var drawers, sources []string
+	for _, m := range ts {
+		if m.kind == string(TombDrawer) {
+			drawers = append(drawers, m.key)
+		} else {
+			sources = append(sources, m.key)
+		}
+	}
+	cancel, _, err := takeBackWrites(ctx, tx, drawers, sources, op.LocalSeq)
+	if err != nil || len(cancel) == 0 {
+		return false, err
+	}
+	return true, settleDone(ctx, tx, op.LocalSeq, now, "", cancelledNote(now))
+}
+
+// UnsentUpdates is the drawer ids of the update_drawer ops not landed:
+// unsent, or in flight and not maybe applied (a send that fails queues it
+// again, under the delete's hold). A delete_by_source finds which of them
+// it removed (an update names its drawer, not the drawer's source), to
+// cancel them (CancelUnsentWrites, takeBackRequeued).
 func (s *Store) UnsentUpdates(ctx context.Context) ([]string, error) {
-	ops, err := queryAll(ctx, s.db, scanOp, `SELECT `+opCols+` FROM ops WHERE `+unsent+` ORDER BY local_seq`)
+	ops, err := queryAll(ctx, s.db, scanOp, `SELECT `+opCols+` FROM ops WHERE (`+unsent+` OR state='inflight' AND maybe_applied=0) ORDER BY local_seq`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
@@ -488,7 +527,6 @@ func querierMeta(ctx context.Context, q querier, key string) (string, error) {
 // (what names them in an error), and says how many it cancelled or cut
 // (find's count of ops it cut, in the same transaction).
 func (s *Store) cancelUnsent(ctx context.Context, what string, find func(*sql.Tx) ([]int64, int, error)) (int, error) {
-	e, _ := json.Marshal(map[string]any{"kind": Cancelled, "message": "deleted on this device before it was sent: never sent", "at": s.now().UTC()}) // plain values: they encode
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: cancelling %s: %w", what, err)
@@ -499,7 +537,7 @@ func (s *Store) cancelUnsent(ctx context.Context, what string, find func(*sql.Tx
 		return 0, fmt.Errorf("outbox: cancelling %s: %w", what, err)
 	}
 	for _, seq := range seqs {
-		if err := settleDone(ctx, tx, seq, s.now(), "", string(e)); err != nil {
+		if err := settleDone(ctx, tx, seq, s.now(), "", cancelledNote(s.now())); err != nil {
 			return 0, fmt.Errorf("outbox: cancelling %s: %w", what, err)
 		}
 	}
@@ -508,6 +546,12 @@ func (s *Store) cancelUnsent(ctx context.Context, what string, find func(*sql.Tx
 	}
 	s.ringAll()
 	return len(seqs) + cut, nil
+}
+
+// cancelledNote is the error_json of an op a delete on this device took
+// back.
+func cancelledNote(now time.Time) string {
+	return noteOf(Cancelled, "deleted on this device before it was sent: never sent", now)
 }
 
 // Delivered records an op in doubt (or any pending op) as landed on the

@@ -49,17 +49,29 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		ej = []byte(`{"kind":"` + kind.String() + `"}`) // msg held something JSON cannot encode
 	}
 	next := now.Add(f.backoff(op.Attempts, kind))
+	cancelled := false
 	err = f.fenced(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=?, refusals=?, maybe_applied=(maybe_applied OR ?) WHERE local_seq=?`,
 			state.String(), string(ej), next.UnixMilli(), refusals, rule.MaybeApplied, op.LocalSeq); err != nil {
 			return err
 		}
-		return setMeta(ctx, tx, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), op.Tool, msg))
+		if err := setMeta(ctx, tx, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), op.Tool, msg)); err != nil {
+			return err
+		}
+		if state != Queued {
+			return nil
+		}
+		var err error
+		cancelled, err = takeBackRequeued(ctx, tx, op, now) // deleted here while it was in flight
+		return err
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		f.Log.Error("outbox: a failed attempt not recorded", "op", op.Short(), "err", err)
-	} else if state == Dead {
+	case state == Dead:
 		f.S.deaths.Add(1)
+	case cancelled:
+		f.Log.Info("outbox op not sent, and deleted on this device while it was in flight: never sent", "op", op.Short(), "tool", op.Tool)
 	}
 	f.S.notify(op.ID) // dead, in doubt, or queued with its error: a waiter learns it now
 	return false
