@@ -298,7 +298,7 @@ func takeBackWrites(ctx context.Context, tx *sql.Tx, drawers, sources []string, 
 func takeBackRequeued(ctx context.Context, tx *sql.Tx, op Op, now time.Time) (bool, error) {
 	type mark struct{ kind, key string }
 	ts, err := queryAll(ctx, tx, func(r rowScanner) (m mark, err error) { err = r.Scan(&m.kind, &m.key); return m, err },
-		`SELECT t.kind, t.key FROM tombstones t JOIN op_keys k ON k.key=t.kind||':'||t.key
+		`SELECT t.kind, t.key FROM tombstones t JOIN op_keys k ON t.kind=substr(k.key, 1, instr(k.key, ':')-1) AND t.key=substr(k.key, instr(k.key, ':')+1)
 		 WHERE k.local_seq=? AND t.kind IN ('drawer','source') AND t.created_at>=?`, op.LocalSeq, op.CreatedAt.UnixMilli())
 	if err != nil || len(ts) == 0 {
 		return false, err
