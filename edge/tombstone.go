@@ -436,7 +436,7 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 		}
 		if meta := gjson.Get(rec, "metadata"); meta.Get("type").String() == "diary_entry" || meta.Get("agent").Exists() {
 			stamp := meta.Get("filed_at").String()
-			en := outbox.DeletedEntry{ID: id, Agent: strings.ToLower(meta.Get("agent").String()), Text: gjson.Get(rec, "content").String(),
+			en := outbox.DeletedEntry{ID: id, Agent: catalogue.PythonLower(meta.Get("agent").String()), Text: gjson.Get(rec, "content").String(),
 				Wing: gjson.Get(rec, "wing").String(), Topic: meta.Get("topic").String()}
 			if !primary {
 				// The primary's stamp is its naive local time: never this

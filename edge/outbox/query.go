@@ -500,7 +500,7 @@ func writesEntry(o Op, en DeletedEntry) bool {
 	}
 	agent, _ := a["agent_name"].(string)
 	topic, _ := a["topic"].(string)
-	return strings.ToLower(catalogue.SanitizedName(agent)) == en.Agent && catalogue.DiaryEntry(a) == en.Text &&
+	return catalogue.PythonLower(catalogue.SanitizedName(agent)) == en.Agent && catalogue.DiaryEntry(a) == en.Text &&
 		catalogue.DiaryWingFor(a) == en.Wing && cmp.Or(topic, "general") == cmp.Or(en.Topic, "general")
 }
 
