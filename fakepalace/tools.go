@@ -257,17 +257,27 @@ func (pl *Palace) getDrawer(a args) any {
 	return map[string]any{"error": "Drawer not found: " + id}
 }
 
-// getDrawers is get_drawer for each id, in order (3.11.0): an id that
-// does not resolve is an item with its error; the list is 1 to 500 ids.
-func (pl *Palace) getDrawers(a args) any {
+// bulkIDs is a bulk call's drawer_ids as 3.11.0 checks them (1 to 500),
+// or the error it answers.
+func bulkIDs(a args, verb string) ([]any, any) {
 	ids, ok := a["drawer_ids"].([]any)
 	switch {
 	case !ok:
-		return map[string]any{"error": "drawer_ids must be a list of drawer IDs"}
+		return nil, map[string]any{"error": "drawer_ids must be a list of drawer IDs"}
 	case len(ids) == 0:
-		return map[string]any{"error": "drawer_ids must not be empty"}
+		return nil, map[string]any{"error": "drawer_ids must not be empty"}
 	case len(ids) > 500:
-		return map[string]any{"error": fmt.Sprintf("drawer_ids holds %d ids, but the bulk fetch accepts at most 500 per call", len(ids))}
+		return nil, map[string]any{"error": fmt.Sprintf("drawer_ids holds %d ids, but the bulk %s accepts at most 500 per call", len(ids), verb)}
+	}
+	return ids, nil
+}
+
+// getDrawers is get_drawer for each id, in order (3.11.0): an id that
+// does not resolve is an item with its error; the list is 1 to 500 ids.
+func (pl *Palace) getDrawers(a args) any {
+	ids, bad := bulkIDs(a, "fetch")
+	if bad != nil {
+		return bad
 	}
 	results, errs := []any{}, 0
 	for _, x := range ids {
@@ -361,14 +371,9 @@ func (pl *Palace) deleteDrawer(a args) any {
 // deleteDrawers is 3.11.0's bulk delete: each id as delete_drawer, in
 // order, a missing one an error item; 1 to 500 ids.
 func (pl *Palace) deleteDrawers(a args) any {
-	ids, ok := a["drawer_ids"].([]any)
-	switch {
-	case !ok:
-		return map[string]any{"error": "drawer_ids must be a list of drawer IDs"}
-	case len(ids) == 0:
-		return map[string]any{"error": "drawer_ids must not be empty"}
-	case len(ids) > 500:
-		return map[string]any{"error": fmt.Sprintf("drawer_ids holds %d ids, but the bulk delete accepts at most 500 per call", len(ids))}
+	ids, bad := bulkIDs(a, "delete")
+	if bad != nil {
+		return bad
 	}
 	results, deleted, errs := []any{}, 0, 0
 	for _, x := range ids {
