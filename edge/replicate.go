@@ -83,7 +83,10 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	}
 	e.lift(ctx, c) // a write that recreates deleted content (tombstone.go)
 	edge := e.settle(ctx, c, oldWing, in, localEntry(c, resultJSON(res)))
-	return annotate(e.marks().result(res, c.tool.Records, origin.PalaceLocal), edge, false), nil // a checkpoint's duplicates: local records
+	if c.tool.Records != "" { // a checkpoint's duplicates: local records; other writes carry none
+		res = e.marks().result(res, c.tool.Records, origin.PalaceLocal)
+	}
+	return annotate(res, edge, false), nil
 }
 
 // intent is a write in the outbox before its local answer: the op, and

@@ -441,12 +441,7 @@ func (e *Edge) identityLine() string {
 // ladder's warning: it may be two .env lines run together, a secret
 // among them); and what the session is without it.
 func agentRefusedNote(name, identity string) string {
-	var bad []string
-	for _, r := range name {
-		if q := strconv.QuoteRune(r); !unicode.IsLetter(r) && !unicode.IsNumber(r) && !strings.ContainsRune("_ .'-", r) && !slices.Contains(bad, q) && len(bad) < 5 {
-			bad = append(bad, q)
-		}
-	}
+	bad := ladder.NameFaults(name)
 	why := "not a valid MemPalace agent name (letters, digits, _ . ' - and space, at most 128, first and last a letter or digit)"
 	if len(bad) > 0 {
 		why = "it holds " + strings.Join(bad, ", ") + ", which an agent name may not (letters, digits, _ . ' - and space only)"

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -126,17 +128,35 @@ func validName(v string) bool {
 	if len(r) == 0 || len(r) > 128 || strings.Contains(v, "..") {
 		return false
 	}
-	alnum := func(c rune) bool { return unicode.IsLetter(c) || unicode.IsDigit(c) || unicode.Is(unicode.N, c) }
 	for i, c := range r {
 		if i == 0 || i == len(r)-1 {
-			if !alnum(c) {
+			if !nameEnd(c) {
 				return false
 			}
-		} else if !alnum(c) && !strings.ContainsRune("_ .'-", c) {
+		} else if !nameRune(c) {
 			return false
 		}
 	}
 	return true
+}
+
+// nameEnd: c may begin and end a name (a letter or a digit); nameRune: c
+// may stand inside one (those, and _ . ' - and space).
+func nameEnd(c rune) bool {
+	return unicode.IsLetter(c) || unicode.IsDigit(c) || unicode.Is(unicode.N, c)
+}
+func nameRune(c rune) bool { return nameEnd(c) || strings.ContainsRune("_ .'-", c) }
+
+// NameFaults are the characters of v no agent name may hold anywhere,
+// each quoted and escaped once, at most five.
+func NameFaults(v string) []string {
+	var bad []string
+	for _, r := range v {
+		if q := strconv.QuoteRune(r); !nameRune(r) && !slices.Contains(bad, q) && len(bad) < 5 {
+			bad = append(bad, q)
+		}
+	}
+	return bad
 }
 
 // Resolve reads the ladder. It never returns an error: problems become
