@@ -311,6 +311,14 @@ func runContract(t *testing.T, transports map[string]opener, real bool) {
 				if l["total"] != 2.0 {
 					t.Fatalf("list: %v", l)
 				}
+				// A page counts every match in total and holds only its own rows.
+				second := call(t, c, "mempalace_list_drawers", map[string]any{"wing": "w", "limit": 1, "offset": 1})
+				if ds, _ := second["drawers"].([]any); second["total"] != 2.0 || second["count"] != 1.0 || len(ds) != 1 || ds[0].(map[string]any)["drawer_id"] != l["drawers"].([]any)[1].(map[string]any)["drawer_id"] {
+					t.Fatalf("second page of one: %v (whole list %v)", second, l)
+				}
+				if past := call(t, c, "mempalace_list_drawers", map[string]any{"wing": "w", "offset": 5}); past["total"] != 2.0 || past["count"] != 0.0 || len(past["drawers"].([]any)) != 0 {
+					t.Fatalf("a page past the end: %v", past)
+				}
 				s := call(t, c, "mempalace_status", nil)
 				if s["total_drawers"] != 4.0 { // chunk rows: 1 + 3
 					t.Fatalf("status counts chunk rows: %v", s["total_drawers"])

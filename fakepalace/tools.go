@@ -295,7 +295,7 @@ func (pl *Palace) getDrawers(a args) any {
 func (pl *Palace) listDrawers(a args) any {
 	limit := clamp(a.int("limit", 20), 1, 100)
 	offset := max(a.int("offset", 0), 0)
-	var rows []map[string]any
+	var hits []*Drawer // every match counts in total; only the page's rows are built
 	for _, d := range pl.st.SortedDrawers() {
 		if (a.str("wing") != "" && d.Wing != a.str("wing")) || (a.str("room") != "" && d.Room != a.str("room")) {
 			continue
@@ -303,16 +303,16 @@ func (pl *Palace) listDrawers(a args) any {
 		if (a.str("since") != "" && d.FiledAt < a.str("since")) || (a.str("before") != "" && d.FiledAt >= a.str("before")) {
 			continue
 		}
+		hits = append(hits, d)
+	}
+	total := len(hits)
+	page := []map[string]any{}
+	for _, d := range hits[min(offset, total):min(offset+limit, total)] {
 		row := map[string]any{"drawer_id": d.ID, "wing": d.Wing, "room": d.Room, "content_preview": preview(d.Content), "metadata": pl.drawerPayload(d)["metadata"]}
 		if ids := d.ChunkIDs(); ids != nil {
 			row["chunks"], row["chunk_ids"] = len(ids), ids
 		}
-		rows = append(rows, row)
-	}
-	total := len(rows)
-	page := []map[string]any{}
-	if offset < total {
-		page = rows[offset:min(offset+limit, total)]
+		page = append(page, row)
 	}
 	return map[string]any{"drawers": page, "total": total, "count": len(page), "offset": offset, "limit": limit}
 }
