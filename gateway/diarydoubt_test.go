@@ -26,7 +26,22 @@ import (
 func TestDiaryWriteWhoseUpstreamAnswerWasLostIsSettledByTheGateway(t *testing.T) {
 	t.Parallel()
 	fake := startFake(t)
-	diaryLostAnswer(t, fake.url, func(text string) map[string]bool {
+	diaryLostAnswer(t, fake.url, "mempalace_diary_write", fakeEntries(fake))
+}
+
+// A checkpoint carrying a diary entry, the same way: its answer lost after
+// the upstream filed its items and its entry, the gateway answers with the
+// entry it made, and the resend gets that answer, not a second entry (it
+// held the op in doubt, and the edge's count decided).
+func TestCheckpointWhoseUpstreamAnswerWasLostIsSettledByTheGateway(t *testing.T) {
+	t.Parallel()
+	fake := startFake(t)
+	diaryLostAnswer(t, fake.url, "mempalace_checkpoint", fakeEntries(fake))
+}
+
+// fakeEntries is the ids of the fake's drawers holding a text.
+func fakeEntries(fake *upstream) func(text string) map[string]bool {
+	return func(text string) map[string]bool {
 		ids := map[string]bool{}
 		for _, d := range fake.palace.Dump().Drawers {
 			if d.Content == text {
@@ -34,17 +49,19 @@ func TestDiaryWriteWhoseUpstreamAnswerWasLostIsSettledByTheGateway(t *testing.T)
 			}
 		}
 		return ids
-	})
+	}
 }
 
-// diaryLostAnswer is the test above against the upstream at url; entries
-// is the ids of the entries with the text there.
-func diaryLostAnswer(t *testing.T, url string, entries func(text string) map[string]bool) {
+// diaryLostAnswer is the tests above against the upstream at url, for
+// tool (mempalace_diary_write, or mempalace_checkpoint with one item and
+// the entry as its diary); entries is the ids of the entries with the
+// text there.
+func diaryLostAnswer(t *testing.T, url, tool string, entries func(text string) map[string]bool) {
 	proxy := realpalace.NewProxy(t, url) // Drop: the answer lost after the fake made the write
-	var cutBefore atomic.Bool            // the next diary_write cut before the fake gets it
+	var cutBefore atomic.Bool            // the next write cut before the fake gets it
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if gjson.GetBytes(body, "params.name").Str == "mempalace_diary_write" && cutBefore.CompareAndSwap(true, false) {
+		if gjson.GetBytes(body, "params.name").Str == tool && cutBefore.CompareAndSwap(true, false) {
 			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
 				c.Close()
 			}
@@ -59,14 +76,18 @@ func diaryLostAnswer(t *testing.T, url string, entries func(text string) map[str
 	g.withLedger()
 	tok := g.tokens["ops"]
 	const text = "standup: nothing new"
-	entry := map[string]any{"agent_name": "pi", "entry": text}
+	entry, idAt := map[string]any{"agent_name": "pi", "entry": text}, "entry_id"
+	if tool == "mempalace_checkpoint" {
+		item := map[string]any{"wing": "notes", "room": "standups", "content": "the standup was short"}
+		entry, idAt = map[string]any{"items": []any{item}, "diary": entry}, "diary.entry_id"
+	}
 	op := func(n byte) string { return string(bytes.Repeat([]byte{'a' + n}, 64)) }
 	onPrimary := func() map[string]bool { return entries(text) }
 	write := func(opID string) (int, string, map[string]any) {
 		t.Helper()
-		status, m := g.postOp(tok, "mempalace_diary_write", entry, opID)
+		status, m := g.postOp(tok, tool, entry, opID)
 		res := gjson.GetBytes(encodeJSON(m), "result.content.0.text").Str
-		return status, gjson.Get(res, "entry_id").Str, m
+		return status, gjson.Get(res, idAt).Str, m
 	}
 
 	// The other palace's entry.
@@ -89,7 +110,7 @@ func diaryLostAnswer(t *testing.T, url string, entries func(text string) map[str
 	}
 
 	// Cut after the upstream made it: the gateway names the entry it made.
-	proxy.Drop("mempalace_diary_write")
+	proxy.Drop(tool)
 	before := onPrimary()
 	status, id2, m := write(op(2))
 	if status != 200 || id2 == "" || before[id2] {

@@ -10,26 +10,44 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 )
 
-// settledDiary forwards a diary_write under the write slot and settles a
-// lost upstream answer itself. A diary entry has no server guard and its
+// diaryOf is the diary entry a write makes that the gateway can settle:
+// a diary_write's arguments, or a checkpoint's diary naming its agent
+// (authorize requires it; MemPalace would file one without it under a
+// default agent's wing, not the one DiaryWingFor names); nil for any
+// other write.
+func diaryOf(t catalogue.Tool, args map[string]any) map[string]any {
+	switch d, _ := args["diary"].(map[string]any); {
+	case t.Name == "diary_write":
+		return args
+	case t.Name == "checkpoint" && str(d["agent_name"]) != "":
+		return d
+	}
+	return nil
+}
+
+// settledDiary forwards a write of a diary entry (diary_write, or a
+// checkpoint's diary: diaryOf) under the write slot and settles a lost
+// upstream answer itself. A diary entry has no server guard and its
 // text repeats, so an edge looking for "an entry with this text" after a
 // lost answer can take another writer's for its own (another palace of
 // the same device, say). Here no other write through the gateway runs
 // between the two listings, and MemPalace answers requests one at a time,
 // so a listing made after the lost answer sees the write if it was made:
 // a room one drawer larger whose one entry newer than its newest before
-// has the text's id suffix holds this write (the answer names it); a room
-// no larger with no newer entry, a write never made (503: the edge sends
-// it again, and the ledger forwards it). Any other outcome (a listing
-// that failed, a writer that bypassed the gateway) leaves the answer
-// lost, the op in doubt, as before.
+// has the text's id suffix holds this write (the answer names it; a
+// checkpoint's, as its diary: MemPalace files its items first, and they
+// are filed once however often they are sent); a room no larger with no
+// newer entry, a write never made (503: the edge sends it again, and the
+// ledger forwards it). Any other outcome (a listing that failed, a writer
+// that bypassed the gateway) leaves the answer lost, the op in doubt, as
+// before.
 //
 // The cost, per diary write: two list_drawers calls before it is
 // forwarded (the room's size, and its newest entry: list_drawers sorts by
 // id, and a wing's entry ids by their stamp), and after a lost answer the
 // same and the entries newer than that.
-func (s *Server) settledDiary(ctx context.Context, args map[string]any, body []byte) (int, []byte) {
-	wing, suffix := catalogue.DiaryWingFor(args), catalogue.EntrySuffix(catalogue.DiaryEntry(args))
+func (s *Server) settledDiary(ctx context.Context, t catalogue.Tool, diary map[string]any, body []byte) (int, []byte) {
+	wing, suffix := catalogue.DiaryWingFor(diary), catalogue.EntrySuffix(catalogue.DiaryEntry(diary))
 	total, fence, listed := s.diaryNewest(ctx, wing, "")
 	status, resp := s.upstreamCall(ctx, body)
 	if !listed || status != http.StatusBadGateway && status != http.StatusGatewayTimeout {
@@ -56,6 +74,9 @@ func (s *Server) settledDiary(ctx context.Context, args map[string]any, body []b
 		res := map[string]any{"success": true, "entry_id": made[0]["drawer_id"], "recovered": "the upstream's answer was lost: the gateway found the entry it made"}
 		if ts, ok := meta["filed_at"].(string); ok {
 			res["timestamp"] = ts
+		}
+		if t.Name == "checkpoint" {
+			res = map[string]any{"diary": res}
 		}
 		return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{
 			"content": []any{map[string]any{"type": "text", "text": string(encodeJSON(res))}}}})

@@ -16,7 +16,8 @@
 // holds as deleted is refused), audit (audit.go: ahead of a write, and one line per
 // request), keep (keep.go, doomed.go: what a delete removes goes to the
 // trash first, under the write slot), forward (upstream.go, through an
-// optional Ledger; diarysettle.go: a diary write whose answer was lost,
+// optional Ledger; diarysettle.go: a diary entry's write (diary_write, a
+// checkpoint's diary) whose answer was lost,
 // settled under the write slot) and filter (filter.go, fanout.go; origins.go adds each
 // record's origin, record.go stamps the provenance index after a write).
 // Beside the steps: restore.go (gateway trash restore), stream.go (the

@@ -234,7 +234,19 @@ func TestRealDiaryIsTheFirstWriteToAnEmptyPrimary(t *testing.T) {
 // gateway (TestDiaryWriteWhoseUpstreamAnswerWasLostIsSettledByTheGateway).
 func TestRealDiaryWriteWhoseUpstreamAnswerWasLost(t *testing.T) {
 	srv := realpalace.New(t).Serve(t, upstreamToken)
-	diaryLostAnswer(t, srv.URL, func(text string) map[string]bool {
+	diaryLostAnswer(t, srv.URL, "mempalace_diary_write", realEntries(t, srv))
+}
+
+// The same for a checkpoint carrying the entry as its diary
+// (TestCheckpointWhoseUpstreamAnswerWasLostIsSettledByTheGateway).
+func TestRealCheckpointWhoseUpstreamAnswerWasLost(t *testing.T) {
+	srv := realpalace.New(t).Serve(t, upstreamToken)
+	diaryLostAnswer(t, srv.URL, "mempalace_checkpoint", realEntries(t, srv))
+}
+
+// realEntries is the ids of the entries in serve's wing_pi diary holding a text.
+func realEntries(t *testing.T, srv *realpalace.Server) func(text string) map[string]bool {
+	return func(text string) map[string]bool {
 		ids := map[string]bool{}
 		page := srv.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "wing_pi", "room": "diary", "limit": 100})
 		ds, _ := page["drawers"].([]any)
@@ -245,5 +257,5 @@ func TestRealDiaryWriteWhoseUpstreamAnswerWasLost(t *testing.T) {
 			}
 		}
 		return ids
-	})
+	}
 }

@@ -66,8 +66,8 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (statu
 				return http.StatusTooManyRequests, rpcErrBytes(req.rawID(), CodeRateLimited, msgWriteQueueFull)
 			}
 			defer s.writes.release()
-			if t.Name == "diary_write" {
-				return s.settledDiary(ctx, req.Args, body)
+			if diary := diaryOf(t, req.Args); diary != nil {
+				return s.settledDiary(ctx, t, diary, body)
 			}
 			return s.upstreamCall(ctx, body)
 		}
