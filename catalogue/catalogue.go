@@ -204,6 +204,9 @@ const (
 	// naming the drawer at a tunnel's other end (drawer_id) and repeating
 	// its text's first 300 characters (drawer_preview): follow_tunnels.
 	RecordConnections Records = "connections"
+	// RecordTunnels: the answer itself is a list of tunnels (id), each
+	// with the label its writer chose: list_tunnels.
+	RecordTunnels Records = "tunnels"
 )
 
 func (r Records) String() string { return string(r) }
@@ -229,6 +232,10 @@ func (r Records) Lists() []string {
 	}
 	return nil
 }
+
+// IsList reports whether the answer itself is the list of records (a
+// JSON array): follow_tunnels', list_tunnels'.
+func (r Records) IsList() bool { return r == RecordConnections || r == RecordTunnels }
 
 // Within is the answer's list of objects each of which holds the lists
 // of records (Lists), "" when the answer itself holds them: a

@@ -35,7 +35,7 @@ var tools = [...]Tool{
 	{Name: "mesh_peers", Since: "3.7.0", Reads: true, Route: LocalOnly, Gate: Admin,
 		Why: "this palace's own replica estate (RFC 004): asked of the local palace; on the gateway it describes the primary's estate, an operator's concern"},
 	{Name: "create_tunnel", Since: "3.6.0", Params: []string{"source_wing", "source_room", "target_wing", "target_room", "label", "source_drawer_id", "target_drawer_id"}, Route: Write, Wings: TunnelWings, Replay: Resend, Gate: WriteWing},
-	{Name: "list_tunnels", Since: "3.6.0", Params: []string{"wing"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy},
+	{Name: "list_tunnels", Since: "3.6.0", Params: []string{"wing"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy, Records: RecordTunnels},
 	{Name: "delete_tunnel", Since: "3.6.0", Params: []string{"tunnel_id"}, Route: Destructive, Gate: Admin},
 	{Name: "list_hallways", Since: "3.6.0", Params: []string{"wing", "limit", "offset"}, ParamSince: map[string]string{"limit": "3.11.0", "offset": "3.11.0"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy},
 	{Name: "delete_hallway", Since: "3.6.0", Params: []string{"hallway_id"}, Route: Destructive, Gate: Admin},

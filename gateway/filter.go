@@ -163,7 +163,7 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 	if isErr {
 		return resp, nil
 	}
-	if m.IsArray() && (cut || t.Records != catalogue.RecordConnections) {
+	if m.IsArray() && (cut || !t.Records.IsList()) {
 		return nil, errUnknownShape
 	}
 	ms := membersOf(m)

@@ -53,6 +53,7 @@ var keyFields = map[catalogue.Records][]string{
 	catalogue.RecordCheckpoint: {"id"},
 	catalogue.RecordEvents:     {"id"},
 	catalogue.RecordArtifact:   {"id"},
+	catalogue.RecordTunnels:    {"id"},
 	catalogue.RecordDiary:      {"timestamp", "content"},
 	catalogue.RecordFacts:      {"subject", "predicate", "object", "valid_from"},
 	catalogue.RecordTimeline:   {"subject", "predicate", "object", "valid_from"},
@@ -143,14 +144,20 @@ func (a *annotator) key(r record) (provenance.Key, bool) {
 		return provenance.Diary(a.agent, r.f[0], r.f[1]), a.agent != ""
 	case catalogue.RecordFacts, catalogue.RecordTimeline:
 		return provenance.Fact(r.f[0], r.f[1], r.f[2], r.f[3]), r.f[0] != ""
+	case catalogue.RecordTunnels:
+		return provenance.Tunnel(r.f[0]), r.f[0] != ""
 	}
 	return provenance.Drawer(r.f[0]), r.f[0] != ""
 }
 
 // originOf is who wrote one record, as the reading device gets it.
-func (a *annotator) originOf(r record) origin.Origin {
+func (a *annotator) originOf(r record) origin.Origin { return a.originAt(a.key(r)) }
+
+// originAt is who wrote the record of key k (ok false: none, unknown), as
+// the reading device gets it.
+func (a *annotator) originAt(k provenance.Key, ok bool) origin.Origin {
 	o := origin.Origin{Device: origin.Unknown}
-	if k, ok := a.key(r); ok {
+	if ok {
 		if st, known := a.prov.Lookup(k); known {
 			o = origin.Origin{Device: st.Device, Label: st.Label, Agent: st.Agent, Via: st.Via, At: st.At.UTC().Format(time.RFC3339Nano)}
 		}
@@ -245,8 +252,8 @@ func (a *annotator) walk(list gjson.Result, keep func(record) (bool, bool), each
 // count recounted and "untrusted_withheld" added. An error answer is
 // passed as it is.
 func (a *annotator) answer(m gjson.Result, ms []member) ([]byte, error) {
-	if a.rec == catalogue.RecordConnections {
-		return a.connections(m)
+	if a.rec.IsList() {
+		return a.list(m)
 	}
 	if obj := a.rec.Object(); obj != "" {
 		return a.object(m, obj)
@@ -336,12 +343,16 @@ func (a *annotator) lists(ms []member) (walked [][]byte, counted int, err error)
 	return walked, counted, nil
 }
 
-// connections is the origin step of follow_tunnels' answer, a list of
-// connections (catalogue.RecordConnections): each gains its drawer's
-// origin, and one whose drawer the device withholds stays, a tunnel it
-// may see, without the drawer's text (drawer_preview) and saying
-// "untrusted_withheld": 1. An error answer (an object) passes as it is.
-func (a *annotator) connections(m gjson.Result) ([]byte, error) {
+// list is the origin step of an answer that is itself a list of records
+// (catalogue.Records.IsList): follow_tunnels' connections, each marked
+// with its drawer's origin and, as origin.TunnelKey, its tunnel's;
+// list_tunnels' tunnels, each with its own. Every record stays, a tunnel
+// the device may see; for a device that withholds what it does not
+// trust, the text an untrusted writer chose is cut from it (a
+// connection's drawer_preview, its drawer's; a label, its tunnel's), and
+// it says how many in "untrusted_withheld". An error answer (an object)
+// passes as it is.
+func (a *annotator) list(m gjson.Result) ([]byte, error) {
 	if !m.IsArray() {
 		if m.Get("error").Exists() {
 			return []byte(m.Raw), nil
@@ -349,26 +360,37 @@ func (a *annotator) connections(m gjson.Result) ([]byte, error) {
 		return nil, errUnknownShape
 	}
 	marking := *a
-	marking.withhold = false // the connection stays; only its drawer's text is withheld
+	marking.withhold = false // the record stays; only its untrusted texts are withheld
 	out, _, err := marking.walk(m, nil, func(r record, raw []byte) ([]byte, bool) {
-		previews := 0
-		gjson.ParseBytes(raw).ForEach(func(k, _ gjson.Result) bool {
-			if k.Str == "drawer_preview" {
-				previews++
+		n := map[string]int{}
+		gjson.ParseBytes(raw).ForEach(func(k, _ gjson.Result) bool { n[k.Str]++; return true })
+		if n["drawer_preview"] > 1 || n["label"] > 1 || n["tunnel_id"] > 1 || n[origin.TunnelKey] > 0 {
+			return nil, false // a client's parser may read the copy not cut, or not looked up
+		}
+		own := a.originOf(r)
+		tunnel := own // list_tunnels: the record is the tunnel
+		var err error
+		if a.rec == catalogue.RecordConnections {
+			id := gjson.GetBytes(raw, "tunnel_id").Str
+			tunnel = a.originAt(provenance.Tunnel(id), id != "")
+			if raw, err = sjson.SetRawBytes(raw, origin.TunnelKey, tunnel.AppendJSON(nil)); err != nil {
+				return nil, false
 			}
-			return true
-		})
-		switch {
-		case previews > 1: // a client's parser may read the copy not cut
-			return nil, false
-		case previews == 0 || !a.withhold || a.originOf(r).Trusted:
-			return raw, true
 		}
-		cut, err := sjson.DeleteBytes(raw, "drawer_preview")
-		if err == nil {
-			cut, err = sjson.SetRawBytes(cut, "untrusted_withheld", []byte("1"))
+		cut := 0
+		for member, o := range map[string]origin.Origin{"drawer_preview": own, "label": tunnel} {
+			if !a.withhold || o.Trusted || gjson.GetBytes(raw, member).String() == "" {
+				continue
+			}
+			if raw, err = sjson.DeleteBytes(raw, member); err != nil {
+				return nil, false
+			}
+			cut++
 		}
-		return cut, err == nil
+		if cut > 0 {
+			raw, err = sjson.SetRawBytes(raw, "untrusted_withheld", strconv.AppendInt(nil, int64(cut), 10))
+		}
+		return raw, err == nil
 	})
 	return out, err
 }

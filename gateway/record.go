@@ -62,6 +62,14 @@ func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.
 		st.Via = d.ID
 	}
 	ctx = context.WithoutCancel(ctx) // the write is made: it is recorded even if its caller left
+	if t.Name == "delete_tunnel" {
+		// Gone: made again around the gateway, it is of unknown origin,
+		// not this tunnel's writer's.
+		if err := s.prov.Forget(ctx, provenance.Tunnel(str(res["deleted"]))); err != nil {
+			s.Log.Error("provenance index not writable: a deleted tunnel keeps its origin", "tunnel", res["deleted"], "err", err)
+		}
+		return
+	}
 	entries := s.stamps(ctx, t, args, res, st)
 	if gjson.GetBytes(resp, "result._meta."+gjson.Escape(ledger.ReplayedKey)).Bool() {
 		// The op-id ledger's record of a write made before: its records
@@ -103,6 +111,12 @@ func (s *Server) stamps(ctx context.Context, t catalogue.Tool, args, res map[str
 		return []provenance.Entry{{Key: provenance.Drawer(str(args["drawer_id"])), Stamp: with(""), Replace: true}}
 	case "diary_write":
 		return diaryStamps(args, res, st)
+	case "create_tunnel":
+		// Made or rewritten (the same two rooms again: a new label): its
+		// label is this writer's.
+		if id := str(res["id"]); id != "" {
+			return []provenance.Entry{{Key: provenance.Tunnel(id), Stamp: with(""), Replace: true}}
+		}
 	case "kg_add":
 		return []provenance.Entry{{Key: provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["valid_from"])), Stamp: with("")}}
 	case "kg_supersede":

@@ -82,9 +82,17 @@
 //	event_wait       events[]
 //	artifact_get     artifact
 //	follow_tunnels   each connection of the answer (a JSON array), its
-//	                 drawer_id's; a withheld drawer's connection stays,
-//	                 without drawer_preview (its text), with
-//	                 "untrusted_withheld": 1 of its own
+//	                 drawer_id's; and the tunnel's (its tunnel_id's, the
+//	                 writer of its label) as "tunnel_origin" ([TunnelKey])
+//	list_tunnels     each tunnel of the answer (a JSON array), its id's:
+//	                 the device whose create_tunnel last wrote it (its
+//	                 label)
+//
+// A tunnel or connection is never left out: an untrusted writer's text is
+// cut from it instead (a connection's drawer_preview, its drawer's; a
+// label, its tunnel's) and it says how many in "untrusted_withheld" of its
+// own (1, or 2 for a connection whose drawer and tunnel are both untrusted).
+//
 //	GET /logstream/stream   each frame's data (one line: the event with its origin;
 //	                        a withheld event's frame is left out)
 //

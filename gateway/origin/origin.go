@@ -12,6 +12,9 @@ import (
 const (
 	// Key is the member every record of an answer gains.
 	Key = "origin"
+	// TunnelKey is the member a follow_tunnels connection gains beside
+	// Key (its drawer's): the origin of the tunnel it goes through.
+	TunnelKey = "tunnel_origin"
 	// Unknown is Origin.Device for a record the gateway did not stamp.
 	Unknown = "unknown"
 	// MetaKey is the params._meta member by which a join names the device

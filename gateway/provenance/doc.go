@@ -18,6 +18,9 @@
 //   - diary entries by agent, timestamp and the sha256 of the text
 //     (diary_read returns no ids; a long entry's chunks each by its own
 //     text).
+//   - tunnels by id (MemPalace's, from the two rooms): a create_tunnel
+//     of the same rooms rewrites the label, so its stamp replaces the one
+//     before; a delete_tunnel through the gateway forgets it.
 //
 // Each maps to a Stamp: the device id and its label when it wrote, the
 // agent the write named, when the gateway stamped it, and, for a record a

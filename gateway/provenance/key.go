@@ -23,6 +23,9 @@ const (
 	// KindDiary: a diary entry by agent, timestamp and the sha256 of its
 	// text (diary_read carries no ids).
 	KindDiary Kind = "diary"
+	// KindTunnel: a tunnel (its label, the text its writer chose) by its
+	// id (MemPalace's, from its two rooms).
+	KindTunnel Kind = "tunnel"
 )
 
 func (k Kind) String() string { return string(k) }
@@ -38,6 +41,9 @@ func Drawer(id string) Key { return Key{KindDrawer, []string{id}} }
 
 // Event is the key of a coordination event or artifact by id.
 func Event(id string) Key { return Key{KindEvent, []string{id}} }
+
+// Tunnel is the key of a tunnel by id.
+func Tunnel(id string) Key { return Key{KindTunnel, []string{id}} }
 
 // Fact is the key of a fact, normalized as MemPalace stores it: subject
 // and object by entity id (trimmed, lower-cased, spaces to '_', "'"

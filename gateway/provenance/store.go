@@ -55,6 +55,7 @@ var tables = map[Kind]table{
 	KindEvent:  {"events", []string{"id"}},
 	KindFact:   {"facts", []string{"subject", "predicate", "object", "valid_from"}},
 	KindDiary:  {"diary", []string{"entry_agent", "timestamp", "text_sha256"}},
+	KindTunnel: {"tunnels", []string{"id"}},
 }
 
 // Store is the gateway's provenance index: a SQLite file, and all of it
@@ -151,7 +152,7 @@ func (s *Store) Fresh() error {
 
 func schema() string {
 	var b strings.Builder
-	for _, k := range []Kind{KindDrawer, KindEvent, KindFact, KindDiary} {
+	for _, k := range []Kind{KindDrawer, KindEvent, KindFact, KindDiary, KindTunnel} {
 		t := tables[k]
 		fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s(", t.name)
 		for _, c := range t.cols {
