@@ -101,7 +101,7 @@ func (m marks) text(text string, recs catalogue.Records, palace string) string {
 		}
 		return text
 	}
-	if recs == catalogue.RecordConnections { // the answer is the list
+	if recs.IsList() { // the answer is the list
 		if arr := gjson.Parse(text); arr.IsArray() {
 			return markEach(arr, mark)
 		}
@@ -180,11 +180,12 @@ func objectMap(text string) map[string]any {
 	return m
 }
 
-// result is res with the records of its object text (follow_tunnels': its
-// array) marked (text); res itself when it holds none, or nothing changed.
+// result is res with the records of its object text (follow_tunnels' and
+// list_tunnels': its array) marked (text); res itself when it holds none,
+// or nothing changed.
 func (m marks) result(res *mcp.CallToolResult, recs catalogue.Records, palace string) *mcp.CallToolResult {
 	t, ok := objectText(res)
-	if !ok && recs == catalogue.RecordConnections {
+	if !ok && recs.IsList() {
 		t = resultText(res)
 		ok = jsondepth.ValidString(t) && gjson.Parse(t).IsArray()
 	}

@@ -153,20 +153,26 @@ func TestCheckpointDuplicatesThroughTheEdge(t *testing.T) {
 	}
 }
 
-// follow_tunnels answers a JSON array of connections: the local palace's
-// (a primary-first read's fall-back) each carry this device's origin, as
-// every other local record does, through the result the router returns.
+// follow_tunnels answers a JSON array of connections, list_tunnels one of
+// tunnels: the local palace's (a primary-first read's fall-back) each
+// carry this device's origin, as every other local record does, through
+// the result the router returns.
 func TestLocalConnectionsCarryThisDevicesOrigin(t *testing.T) {
 	t.Parallel()
 	mk := marksFor(deviceinfo.Info{ID: "desk-9b21", Label: "desk"})
-	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `[{"direction": "outgoing", "drawer_id": "d1", "drawer_preview": "x"}, {"direction": "incoming", "drawer_id": null}]`}}}
-	var got []map[string]any
-	if err := json.Unmarshal([]byte(resultText(mk.result(res, catalogue.RecordConnections, origin.PalaceLocal))), &got); err != nil || len(got) != 2 {
-		t.Fatalf("%v %v", err, got)
-	}
-	for _, c := range got {
-		if o := recordOrigin(c); o["device"] != "desk-9b21" || o["palace"] != "local" || o["trusted"] != true {
-			t.Errorf("a local connection: %v", c)
+	for recs, text := range map[catalogue.Records]string{
+		catalogue.RecordConnections: `[{"direction": "outgoing", "drawer_id": "d1", "drawer_preview": "x"}, {"direction": "incoming", "drawer_id": null}]`,
+		catalogue.RecordTunnels:     `[{"id": "t1", "source": {"wing": "a", "room": "r"}, "label": "x"}, {"id": "t2", "label": "y"}]`,
+	} {
+		res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+		var got []map[string]any
+		if err := json.Unmarshal([]byte(resultText(mk.result(res, recs, origin.PalaceLocal))), &got); err != nil || len(got) != 2 {
+			t.Fatalf("%s: %v %v", recs, err, got)
+		}
+		for _, c := range got {
+			if o := recordOrigin(c); o["device"] != "desk-9b21" || o["palace"] != "local" || o["trusted"] != true {
+				t.Errorf("a local %s record: %v", recs, c)
+			}
 		}
 	}
 	if s := mk.text(`{"error": "No palace found"}`, catalogue.RecordConnections, origin.PalaceLocal); s != `{"error": "No palace found"}` {
