@@ -130,6 +130,7 @@ func (c *Child) Run(ctx context.Context) {
 
 func (c *Child) runOnce(ctx context.Context) error {
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	defer dieWithEdge(cmd)() // held until the server has stopped: it dies with the edge
 	cmd.Env = c.env
 	cmd.Stderr = c.o.Stderr // the child's own log lines go where ours do
 	conn, err := startChild(cmd, c.o.exitWait, c.log)

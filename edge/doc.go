@@ -22,7 +22,8 @@
 //	flushtarget.go   the primary as the outbox's flusher sends to it
 //	provenance.go    added_by = "<agent>/<label>/<device>"
 //	fastlane.go      tool calls answered beside the SDK's session
-//	child.go         the local palace server's supervisor (childconn.go: its pipe)
+//	child.go         the local palace server's supervisor (childconn.go: its pipe;
+//	                 child_linux.go: it dies with the edge)
 //	primary.go       the primary's client and breaker (primarycall.go: one call,
 //	                 primaryprobe.go: the breaker's probe and the token check;
 //	                 the connection kept ready is warmconn's)
