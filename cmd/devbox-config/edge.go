@@ -58,6 +58,11 @@ func newEdgeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 // serveEdge is `edge`: the proxy on stdin and stdout until the harness
 // closes its input or a signal stops it.
 func serveEdge(stdin io.Reader, stdout, stderr io.Writer) error {
+	if home := os.Getenv("HOME"); home != "" {
+		if err := existingHome(home, homeEnvOnly); err != nil {
+			return err // before the palace or the local server makes a new home
+		}
+	}
 	cfg, _, err := edgeConfig(stderr)
 	if err != nil {
 		return err

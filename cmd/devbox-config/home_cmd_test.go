@@ -9,7 +9,9 @@ import (
 
 // A mistyped HOME (or --home) is refused, not grown into a new home: each
 // command that reads a home exits 2 naming the directory and the fix, and
-// nothing is created there, with or without --dry-run. A file where the
+// nothing is created there, with or without --dry-run. The edge too, which
+// an MCP client sees exit with the message on stderr; before, it made the
+// home (its palace and outbox in it). A file where the
 // home should be is refused the same way.
 func TestMissingHomeIsRefused(t *testing.T) {
 	root := t.TempDir()
@@ -40,11 +42,15 @@ func TestMissingHomeIsRefused(t *testing.T) {
 		{filepath.Join(root, "nohome4"), []string{"doctor"}, filepath.Join(root, "nohome4"), "set HOME"},
 		{existing, []string{"doctor", "--fix", "--home", filepath.Join(root, "nohome5")}, filepath.Join(root, "nohome5"), "pass --home"},
 		{filepath.Join(root, "nohome6"), []string{"join"}, filepath.Join(root, "nohome6"), "set HOME"},
+		{filepath.Join(root, "nohome7"), []string{"edge"}, filepath.Join(root, "nohome7"), "set HOME"},
 	} {
 		t.Setenv("HOME", c.home)
 		code, out, errOut := runCLI(c.args...)
 		if code != 2 || !strings.Contains(errOut, c.bad) || !strings.Contains(errOut, c.fix) {
 			t.Errorf("HOME=%s %v: exit %d, want 2 naming %s and %q\n%s%s", c.home, c.args, code, c.bad, c.fix, out, errOut)
+		}
+		if c.args[0] == "edge" && strings.Contains(errOut, "--home") {
+			t.Errorf("HOME=%s %v: the fix names --home, which edge does not take:\n%s", c.home, c.args, errOut)
 		}
 		if fi, err := os.Stat(c.bad); err == nil && fi.IsDir() {
 			t.Errorf("HOME=%s %v created %s", c.home, c.args, c.bad)

@@ -220,7 +220,11 @@ func readStartEnv(home, envFile string) (startEnv, error) {
 		}
 		se.home = h
 	}
-	if err := existingHome(se.home, se.homeFromFlag); err != nil {
+	from := homeEnv
+	if se.homeFromFlag {
+		from = homeFlag
+	}
+	if err := existingHome(se.home, from); err != nil {
 		return se, err
 	}
 	if envFile != "" {
@@ -237,9 +241,19 @@ func readStartEnv(home, envFile string) (startEnv, error) {
 	return se, nil
 }
 
+// homeFrom is where the home existingHome checks came from: its fix says
+// what to change.
+type homeFrom int
+
+const (
+	homeEnv     homeFrom = iota // HOME, of a command that also takes --home
+	homeFlag                    // --home
+	homeEnvOnly                 // HOME, of a command without --home (edge)
+)
+
 // existingHome refuses a home that is not an existing directory, so that a
 // mistyped HOME or --home is not grown into a new home.
-func existingHome(home string, fromFlag bool) error {
+func existingHome(home string, from homeFrom) error {
 	fi, err := os.Stat(home)
 	if err == nil && fi.IsDir() {
 		return nil
@@ -251,8 +265,11 @@ func existingHome(home string, fromFlag bool) error {
 	case !errors.Is(err, fs.ErrNotExist):
 		what = fmt.Sprintf("which cannot be read (%v)", err)
 	}
-	if fromFlag {
+	switch from {
+	case homeFlag:
 		return usageError("--home is %s, %s; nothing done (fix: pass --home an existing directory)", home, what)
+	case homeEnvOnly:
+		return usageError("HOME is %s, %s; nothing done (fix: set HOME to your home directory)", home, what)
 	}
 	return usageError("HOME is %s, %s; nothing done (fix: set HOME to your home directory, or pass --home an existing directory)", home, what)
 }
