@@ -49,8 +49,8 @@ func TestMissingHomeIsRefused(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, c.bad) || !strings.Contains(errOut, c.fix) {
 			t.Errorf("HOME=%s %v: exit %d, want 2 naming %s and %q\n%s%s", c.home, c.args, code, c.bad, c.fix, out, errOut)
 		}
-		if c.args[0] == "edge" && strings.Contains(errOut, "--home") {
-			t.Errorf("HOME=%s %v: the fix names --home, which edge does not take:\n%s", c.home, c.args, errOut)
+		if (c.args[0] == "edge" || c.args[0] == "join") && strings.Contains(errOut, "--home") {
+			t.Errorf("HOME=%s %v: the fix names --home, which the command does not take:\n%s", c.home, c.args, errOut)
 		}
 		if fi, err := os.Stat(c.bad); err == nil && fi.IsDir() {
 			t.Errorf("HOME=%s %v created %s", c.home, c.args, c.bad)

@@ -171,7 +171,7 @@ func (jc *joinCmd) config() (join.Config, error) {
 	}
 	home, _ := jc.env("HOME")
 	if home != "" {
-		if err := existingHome(home, homeEnv); err != nil {
+		if err := existingHome(home, homeEnvOnly); err != nil {
 			return join.Config{}, err
 		}
 	}

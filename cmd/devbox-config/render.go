@@ -248,7 +248,7 @@ type homeFrom int
 const (
 	homeEnv     homeFrom = iota // HOME, of a command that also takes --home
 	homeFlag                    // --home
-	homeEnvOnly                 // HOME, of a command without --home (edge)
+	homeEnvOnly                 // HOME, of a command without --home (edge, join)
 )
 
 // existingHome refuses a home that is not an existing directory, so that a
