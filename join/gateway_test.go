@@ -39,6 +39,9 @@ func TestJoinThroughTheGateway(t *testing.T) {
 		if rep.Calls["primary add_drawer"] == 0 {
 			t.Fatalf("join %s sent nothing through the gateway", tag)
 		}
+		if rep.Verified == 0 || rep.Calls["primary get_drawers"] != 1 || rep.Calls["primary get_drawer"] != 0 {
+			t.Fatalf("join %s verified %d, calls %v; want one get_drawers through the gateway", tag, rep.Verified, rep.Calls)
+		}
 		if i == 2 && (rep.Sent[Drawers] != 0 || rep.Sent[Diaries] != 0 || rep.Skipped[Diaries] != 3) {
 			t.Fatalf("a third palace holding palace a's records: sent %v skipped %v", rep.Sent, rep.Skipped)
 		}

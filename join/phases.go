@@ -550,13 +550,10 @@ func (j *joining) verify(ctx context.Context) {
 	picked := sample(j.targets, j.o.Verify, j.o.Seed)
 	j.rep.Sampled = len(picked)
 	j.o.Progress.Phase("verifying", len(picked))
-	for done, t := range picked {
-		v, m, f := verify(ctx, j.local, j.sent, []verifyTarget{t})
-		j.rep.Verified += v
-		j.rep.Mismatches = append(j.rep.Mismatches, m...)
-		j.rep.Failed = append(j.rep.Failed, f...)
-		j.o.Progress.Set(done + 1)
-	}
+	v, m, f := verify(ctx, j.local, j.sent, picked, j.o.Progress.Set)
+	j.rep.Verified += v
+	j.rep.Mismatches = append(j.rep.Mismatches, m...)
+	j.rep.Failed = append(j.rep.Failed, f...)
 	j.o.Progress.Done()
 	j.lap("verify")
 }

@@ -84,6 +84,10 @@ func TestRealJoinIntoRealServe(t *testing.T) {
 	if rep.Verified != wantDrawers+wantDiaries {
 		t.Fatalf("verified %d, want every drawer and diary (%d)", rep.Verified, wantDrawers+wantDiaries)
 	}
+	// Each side read in one get_drawers (chunked drawers and diaries too).
+	if rep.Calls["primary get_drawers"] != 1 || rep.Calls["local get_drawers"] != 1 || rep.Calls["primary get_drawer"] != 0 {
+		t.Fatalf("verify's reads: calls %v, want one get_drawers a side", rep.Calls)
+	}
 	onPrimary := func(when string) {
 		t.Helper()
 		contents := map[string]int{}

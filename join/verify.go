@@ -13,6 +13,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // ChunkSize is MemPalace's MCP chunk size (config.chunk_size, 800
@@ -65,43 +66,132 @@ func sample(ts []verifyTarget, n int, seed uint64) []verifyTarget {
 	return out
 }
 
-// verify compares each target's content on both sides: get_drawer on the
-// local palace and on the primary, reassembled content compared (never
-// counts, never chunk-id sets: RFC 001 §4.4, §9.3).
-func verify(ctx context.Context, local, primary Caller, ts []verifyTarget) (verified int, mismatches []Mismatch, failed []Failure) {
-	for _, t := range ts {
+// verify compares each target's content on both sides: the local
+// palace's and the primary's drawers read getBatch ids a call (reader),
+// reassembled content compared (never counts, never chunk-id sets: RFC
+// 001 §4.4, §9.3). done, when set, is told how many targets are settled
+// after each batch.
+func verify(ctx context.Context, local, primary Caller, ts []verifyTarget, done func(int)) (verified int, mismatches []Mismatch, failed []Failure) {
+	l, p := &reader{c: local, side: "local"}, &reader{c: primary, side: "primary"}
+	for start := 0; start < len(ts); start += getBatch {
+		batch := ts[start:min(start+getBatch, len(ts))]
+		var lids, pids []string
+		for _, t := range batch {
+			lids = append(lids, t.rec.LocalID)
+			if t.primaryID != "" {
+				pids = append(pids, t.primaryID)
+			}
+		}
+		ls, ps := l.read(ctx, lids), p.read(ctx, pids)
 		if ctx.Err() != nil {
 			return
 		}
-		l, err := local.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": t.rec.LocalID})
-		if err != nil || errorOf(l) != nil {
-			failed = append(failed, Failure{Kind: t.rec.Kind, Record: t.rec.LocalID, Wing: t.rec.Wing, Error: fmt.Sprintf("verify: local get_drawer: %v", cmp.Or(err, errorOf(l)))})
-			continue
+		for _, t := range batch {
+			lr, pr := ls[t.rec.LocalID], ps[t.primaryID]
+			switch {
+			case lr.err != nil, lr.res == nil, errorOf(lr.res) != nil:
+				failed = append(failed, Failure{Kind: t.rec.Kind, Record: t.rec.LocalID, Wing: t.rec.Wing, Error: "verify: " + lr.why("local").Error()})
+			case t.primaryID == "":
+				mismatches = append(mismatches, missing(t, "no record with this content's id on the primary"))
+			case notVisible(pr.err):
+				mismatches = append(mismatches, missing(t, "not on the primary, or not visible to this device (the gateway answers both alike)"))
+			case pr.err != nil:
+				failed = append(failed, Failure{Kind: t.rec.Kind, Record: t.rec.LocalID, Wing: t.rec.Wing, Error: "verify: " + pr.err.Error()})
+			case pr.res == nil, errorOf(pr.res) != nil:
+				mismatches = append(mismatches, missing(t, pr.why("primary").Error()))
+			default:
+				if m, ok := compare(t, lr.res, pr.res); !ok {
+					mismatches = append(mismatches, m)
+					continue
+				}
+				verified++
+			}
 		}
-		if t.primaryID == "" {
-			mismatches = append(mismatches, missing(t, "no record with this content's id on the primary"))
-			continue
+		if done != nil {
+			done(start + len(batch))
 		}
-		p, err := primary.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": t.primaryID})
-		if notVisible(err) {
-			mismatches = append(mismatches, missing(t, "not on the primary, or not visible to this device (the gateway answers both alike)"))
-			continue
-		}
-		if err != nil {
-			failed = append(failed, Failure{Kind: t.rec.Kind, Record: t.rec.LocalID, Wing: t.rec.Wing, Error: fmt.Sprintf("verify: primary get_drawer %s: %v", t.primaryID, err)})
-			continue
-		}
-		if e := errorOf(p); e != nil {
-			mismatches = append(mismatches, missing(t, e.Error()))
-			continue
-		}
-		if m, ok := compare(t, l, p); !ok {
-			mismatches = append(mismatches, m)
-			continue
-		}
-		verified++
 	}
 	return
+}
+
+// reader reads one side's drawers by id: get_drawers, up to getBatch ids
+// a call (MemPalace 3.11.0), or get_drawer one by one once the side
+// refuses get_drawers (an older MemPalace; a gateway to a device that
+// does not read every wing).
+type reader struct {
+	c      Caller
+	side   string
+	single bool
+}
+
+// drawerRead is one id's read: the answer for it (nil: a batch answer
+// left it out, as a gateway withholds one), or the failed call's error.
+type drawerRead struct {
+	res map[string]any
+	err error
+}
+
+// why says why a read holds no drawer.
+func (d drawerRead) why(side string) error {
+	switch {
+	case d.err != nil:
+		return d.err
+	case d.res == nil:
+		return fmt.Errorf("left out of the %s's get_drawers answer: not there, or withheld from this device", side)
+	}
+	return errorOf(d.res)
+}
+
+// read reads ids. A batch whose call fails fails each of its ids with the
+// error (never an answer for any of them); only a refusal of the tool
+// itself turns the reader to get_drawer.
+func (r *reader) read(ctx context.Context, ids []string) map[string]drawerRead {
+	out := make(map[string]drawerRead, len(ids))
+	if len(ids) > 0 && !r.single {
+		res, err := r.c.Call(ctx, "mempalace_get_drawers", map[string]any{"drawer_ids": ids})
+		if r.single = refused(err); !r.single {
+			items, ok := res["results"].([]any)
+			if err == nil && !ok {
+				err = cmp.Or(errorOf(res), errors.New("an answer without results"))
+			}
+			for _, id := range ids {
+				if err != nil {
+					out[id] = drawerRead{err: fmt.Errorf("%s get_drawers (%d ids): %w", r.side, len(ids), err)}
+				}
+			}
+			for _, x := range items {
+				if it, _ := x.(map[string]any); str(it, "drawer_id") != "" {
+					out[str(it, "drawer_id")] = drawerRead{res: it}
+				}
+			}
+			return out
+		}
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		res, err := r.c.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+		if err != nil {
+			err = fmt.Errorf("%s get_drawer %s: %w", r.side, id, err)
+		}
+		out[id] = drawerRead{res: res, err: err}
+	}
+	return out
+}
+
+// refused is a side's refusal of a tool it does not serve: MemPalace's
+// unknown tool (before 3.11.0 for get_drawers), or a gateway's denial.
+func refused(err error) bool {
+	var rpc *outbox.RPCError
+	var local *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpc):
+		return rpc.Code == -32601 || rpc.Code == -31003 /* gateway.CodeDenied */
+	case errors.As(err, &local):
+		return local.Code == -32601
+	}
+	return false
 }
 
 // notVisible is a gateway's one answer for a record that does not exist
