@@ -39,9 +39,12 @@
 //     globs narrow further.
 //   - The state of each target is checkpointed in <palace>/edge/
 //     bootstrap.json ({target_url: {joined_at, high_water, counts}}).
-//   - Verification is by content: get_drawer on both sides, reassembled
-//     content compared, an edit told from truncation by the prefix test
-//     and the final-chunk arithmetic (§4.4, §9.3). Counts prove nothing.
+//   - Verification is by content: both sides read 500 ids a get_drawers
+//     call (get_drawer one by one from a side that refuses it, as present
+//     does), reassembled content compared, an edit told from truncation by
+//     the prefix test and the final-chunk arithmetic (§4.4, §9.3). Counts
+//     prove nothing. A record a batch answer leaves out is missing; a
+//     batch whose call fails fails its records with the error.
 //   - Every read of the primary waits out a gateway's read rate (-32029)
 //     for up to Options.Stall (callerOf): a look-up or a verification past
 //     the device's burst is slower, never failed.
