@@ -172,6 +172,11 @@ type Record struct {
 	// Settings, when set, makes the target a settings merge instead of a
 	// managed entry: missing keys of this template are added (pi).
 	Settings func() []byte
+	// FixedEnv: the harness starts a stdio server with a fixed handful of
+	// variables, not its own environment, so each entry hands it every
+	// ladder.ServerVars name (never a value): by name (Codex's env_vars)
+	// or through MEMPALACE_ENV_FROM_PARENT.
+	FixedEnv bool
 	// Traps are what bit, for docs/harnesses.md and the reader.
 	Traps []string
 }

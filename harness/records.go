@@ -11,6 +11,8 @@ import (
 // is this list for people, with the version of each real client that
 // proves its record.
 func All() []Record {
+	// serverVars is every variable a server reads, for Codex's env_vars.
+	serverVars, _ := json.Marshal(ladder.ServerVars())
 	return []Record{
 		{
 			Name: "opencode", Title: "opencode",
@@ -64,14 +66,14 @@ func All() []Record {
 		{
 			Name: "codex", Title: "Codex",
 			Location: Location{Dir: ".codex", DirEnv: "CODEX_HOME", Write: []string{"config.toml"}},
-			Format:   TOML, Key: []string{"mcp_servers"}, Scope: OptIn,
+			Format:   TOML, Key: []string{"mcp_servers"}, Scope: OptIn, FixedEnv: true,
 			Entries: Entries{
-				Solitary: `{"command": "mempalace-mcp", "env_vars": ["MEMPALACE_PALACE_PATH"]}`,
+				Solitary: `{"command": "mempalace-mcp", "env_vars": ` + string(serverVars) + `}`,
 				Remote:   `{"url": {{json .URL}}, "bearer_token_env_var": "MEMPALACE_REMOTE_TOKEN"}`,
-				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "codex"}, "env_vars": ["MEMPALACE_REMOTE_URL", "MEMPALACE_REMOTE_TOKEN", "MEMPALACE_EDGE", "MEMPALACE_AGENT_NAME", "MEMPALACE_ORIGIN_DEVICE", "MEMPALACE_ORIGIN_LABEL", "MEMPALACE_PALACE_PATH", "MEMPALACE_EDGE_CHILD", "MEMPALACE_EDGE_TIMEOUT", "MEMPALACE_EDGE_LEASE", "MEMPALACE_EDGE_LOG"]}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "codex"}, "env_vars": ` + string(serverVars) + `}`,
 			},
 			Traps: []string{
-				"stdio servers get only HOME, PATH and a few more: env_vars passes the MEMPALACE_* variables by name",
+				"stdio servers get only HOME, PATH and a few more: env_vars passes every variable the edge or MemPalace reads (ladder.ServerVars) by name",
 				"an inline bearer_token stops Codex entirely; bearer_token_env_var names the variable",
 			},
 		},
@@ -168,7 +170,7 @@ func All() []Record {
 		{
 			Name: "auggie", Title: "Auggie (Augment CLI)",
 			Location: Location{Dir: ".augment", Write: []string{"settings.json"}},
-			Format:   JSONC, Key: []string{"mcpServers"}, Scope: OptIn,
+			Format:   JSONC, Key: []string{"mcpServers"}, Scope: OptIn, FixedEnv: true,
 			Entries: Entries{
 				Solitary: `{"command": "mempalace-mcp", "args": []}`,
 				Remote:   `{"command": "devbox-config", "args": ["bridge"], "env": {"MEMPALACE_ENV_FROM_PARENT": "1"}}`,

@@ -2,6 +2,7 @@ package ladder
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -136,5 +137,51 @@ func TestWithParentEnv(t *testing.T) {
 	}
 	if _, ok := env("OTHER"); ok {
 		t.Fatal("only MEMPALACE_* variables come from the parent")
+	}
+}
+
+// A harness that starts servers with a fixed handful of variables (Auggie)
+// sets MEMPALACE_ENV_FROM_PARENT=1: the edge's child mempalace-mcp must
+// then get every variable a server reads from the harness's environment,
+// MemPalace's embedder settings included, or it runs another embedder and
+// refuses every write ("Embedder identity mismatch"; attack20 f01).
+func TestParentEnvironPassesEveryServerVar(t *testing.T) {
+	var parent []string
+	for _, n := range ServerVars() {
+		parent = append(parent, n+"=from-parent")
+	}
+	parent = append(parent, "OTHER=x", EnvUpstreamToken+"=gateway-secret")
+	environOf := func(int) []string { return parent }
+	own := []string{"HOME=/h", EnvEdgeHarness + "=auggie", EnvRemoteURL + "=http://own/mcp"}
+	if got := ParentEnviron(own, 1, environOf); len(got) != len(own) {
+		t.Fatalf("without %s=1 the parent's environment must not be read: %q", EnvFromParent, got)
+	}
+	own = append(own, EnvFromParent+"=1")
+	got := map[string]string{}
+	for _, kv := range ParentEnviron(own, 1, environOf) {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, dup := got[k]; dup {
+			t.Fatalf("%s twice", k)
+		}
+		got[k] = v
+	}
+	for _, n := range ServerVars() {
+		if _, ok := got[n]; !ok {
+			t.Errorf("%s does not reach the child", n)
+		}
+	}
+	if got[EnvRemoteURL] != "http://own/mcp" || got["HOME"] != "/h" {
+		t.Errorf("the own environment must win: %q", got)
+	}
+	if _, ok := got["OTHER"]; ok {
+		t.Error("only the servers' variables come from the parent")
+	}
+	if _, ok := got[EnvUpstreamToken]; ok {
+		t.Error("the gateway's upstream token is no server's variable")
+	}
+	for _, n := range []string{"MEMPALACE_EMBEDDING_MODEL", "MEMPALACE_EMBEDDING_API_URL", "MEMPALACE_EMBEDDING_API_KEY", "MEMPALACE_CONFIG_DIR", EnvPalacePath, EnvEdgeTimeout} {
+		if !slices.Contains(ServerVars(), n) {
+			t.Errorf("ServerVars lacks %s", n)
+		}
 	}
 }

@@ -14,6 +14,24 @@ func ownVars() []string {
 		EnvEdgeChild, EnvEdgeTimeout, EnvEdgeLease, EnvEdgeLog, EnvEdgeHarness, EnvPalacePath, EnvUpstreamToken, EnvFromParent)
 }
 
+// ServerVars are the variables a stdio server a harness starts reads
+// (the edge, bridge and mempalace-mcp): devbox-config's own but for the
+// gateway's, render's and the two an entry sets itself, and every one
+// MemPalace reads. A harness that starts servers with a fixed handful of
+// variables (Codex, Auggie) must be handed each of them by name.
+func ServerVars() []string {
+	var out []string
+	for _, n := range append(ownVars(), mempalaceVars...) {
+		switch n {
+		case EnvUpstreamToken, EnvPiSettingsMrg, EnvEdgeHarness, EnvFromParent:
+		default:
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // mempalaceVars are the variables MemPalace reads: every MEMPAL(ACE)_*
 // name in 3.11.0's Python source (mempalace/**/*.py, the legacy MEMPAL_*
 // spellings included), plus the three later releases add

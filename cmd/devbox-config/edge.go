@@ -19,7 +19,9 @@ import (
 // of MEMPALACE_*) and logs its warnings once.
 func edgeConfig(stderr io.Writer) (edge.Config, *slog.Logger, error) {
 	// MEMPALACE_ENV_FROM_PARENT=1: a harness that starts servers with a
-	// fixed handful of variables (Auggie) still hands the edge its own.
+	// fixed handful of variables (Auggie) still hands the edge, and the
+	// child mempalace-mcp, its own.
+	environ := ladder.ParentEnviron(os.Environ(), os.Getppid(), nil)
 	env := ladder.WithParentEnv(os.LookupEnv, os.Getppid(), nil)
 	s, warns, err := ladder.ResolveEdge(env, exec.LookPath)
 	log := newLogger(stderr, s.LogLevel).With("component", "edge")
@@ -29,7 +31,7 @@ func edgeConfig(stderr io.Writer) (edge.Config, *slog.Logger, error) {
 	for _, w := range warns {
 		log.Warn(w.Message, "var", w.Var)
 	}
-	return edge.ConfigFrom(s, ladder.TokenSource(env), ladder.ChildEnviron(os.Environ(), s.Palace), version, log), log, nil
+	return edge.ConfigFrom(s, ladder.TokenSource(env), ladder.ChildEnviron(environ, s.Palace), version, log), log, nil
 }
 
 const edgeHelp = `edge is what the harness runs as its mempalace MCP server when MEMPALACE_EDGE=1.
