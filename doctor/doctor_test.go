@@ -26,6 +26,7 @@ import (
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/render"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -461,20 +462,39 @@ func TestTokenInConfig(t *testing.T) {
 	})
 }
 
+// A .proposed render wrote while the environment asked for a value the
+// user's edit kept out is a warning until it is merged; once the
+// environment no longer asks for it (opted out again: render leaves a
+// user's own entry alone in solitary mode and proposes nothing), it is a
+// note that says to delete it, not a warning whose fix (`render
+// --reclaim`) would do nothing or replace the user's entry (attack20 f03).
 func TestProposedPending(t *testing.T) {
 	b := newBox(t)
-	cfg := filepath.Join(b.home, ".config/opencode/opencode.jsonc")
-	write(t, cfg, `{"mcp": {"mempalace": {"type": "local"}}}`, 0o644)
-	write(t, cfg+".proposed", `{"mcp": {"mempalace": {"type": "remote"}}}`, 0o644)
+	must(t, os.MkdirAll(filepath.Join(b.home, ".claude"), 0o755))
+	cfg := filepath.Join(b.home, ".claude.json")
+	write(t, cfg, `{"mcpServers":{"mempalace":{"type":"stdio","command":"mempalace-mcp","args":["--palace","/data/mine"]}}}`, 0o644)
+	b.env["MEMPALACE_REMOTE_URL"] = "http://127.0.0.1:1/mcp"
+	b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-0123456789abcdef"
+	if _, _, err := render.Run(render.Options{Home: b.home, HomeFromFlag: true, Env: b.opts.Env, LookPath: b.opts.LookPath}, false); err != nil {
+		t.Fatal(err)
+	}
 	old := time.Now().Add(-2 * time.Hour)
 	must(t, os.Chtimes(cfg+".proposed", old, old))
-	fs := b.run()
+	fs := CheckProposedPending(b.opts.withDefaults())
 	only(t, fs, "warn:proposed-pending")
 	if !strings.Contains(fs[0].Message, "2h0m0s ago") || !strings.Contains(fs[0].Message, "changed after the proposal") {
 		t.Fatalf("%s", fs[0].Message)
 	}
+
+	delete(b.env, "MEMPALACE_REMOTE_URL")
+	delete(b.env, "MEMPALACE_REMOTE_TOKEN")
+	fs = CheckProposedPending(b.opts.withDefaults())
+	only(t, fs, "info:proposed-pending")
+	if !strings.Contains(fs[0].Fix, "rm "+cfg+".proposed") || strings.Contains(fs[0].Fix, "--reclaim") {
+		t.Fatalf("a stale proposal's fix is to delete it: %s", fs[0].Fix)
+	}
 	os.Remove(cfg + ".proposed")
-	only(t, b.run())
+	only(t, CheckProposedPending(b.opts.withDefaults()))
 }
 
 func TestPrimaryUnreachable(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/palacefiles"
+	"github.com/joakimp/devbox-config/render"
 )
 
 // SidecarFile is MemPalace's embedder identity file in the palace (§7.4).
@@ -353,13 +354,23 @@ func lineOf(path, tok string) int {
 
 // CheckProposedPending is proposed-pending (§4.1): render kept a user's
 // edit and left the environment's value in <config>.proposed; until the
-// user merges or discards it, the harness does not do what .env says.
+// user merges or discards it, the harness does not do what .env says. A
+// .proposed render would not write now (render's dry run proposes nothing
+// there: opted out again, so the user's own entry is theirs and nothing
+// is pending) is a note saying to delete it, not a warning to merge it.
 func CheckProposedPending(opts Options) []Finding {
+	env := harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}
 	var out []Finding
-	for _, hd := range harnessDirs(opts) {
-		for _, c := range hd.names {
-			cfg := filepath.Join(hd.dir, c)
+	var proposesNow func(prop string) bool // render would write prop now
+	seen := map[string]bool{}
+	for _, rec := range harness.All() {
+		for _, c := range rec.Location.Names() {
+			cfg := filepath.Join(rec.Location.DirPath(env), c)
 			prop := cfg + ".proposed"
+			if seen[prop] {
+				continue
+			}
+			seen[prop] = true
 			pi, err := os.Stat(prop)
 			if err != nil {
 				continue
@@ -368,7 +379,16 @@ func CheckProposedPending(opts Options) []Finding {
 			if err != nil {
 				continue // a .proposed without its config is render's to clean up
 			}
+			if proposesNow == nil {
+				proposesNow = renderProposes(opts)
+			}
 			age := opts.Now().Sub(pi.ModTime()).Round(time.Minute)
+			if !proposesNow(prop) {
+				out = append(out, Finding{ID: IDProposedPending, Severity: Info, Section: "§4.1",
+					Message: fmt.Sprintf("%s (written %s ago) proposes a MemPalace entry the environment no longer asks for: render proposes nothing for %s now, and the harness does what it says", prop, age, cfg),
+					Fix:     fmt.Sprintf("delete render's stale proposal: `rm %s`", prop)})
+				continue
+			}
 			msg := fmt.Sprintf("%s waits for you (written %s ago): render kept your edit of the MemPalace entry in %s, so the harness does not do what the environment says", prop, age, cfg)
 			if pi.ModTime().Before(ci.ModTime()) {
 				msg += "; the config changed after the proposal was written and still does not match it"
@@ -379,4 +399,23 @@ func CheckProposedPending(opts Options) []Finding {
 		}
 	}
 	return out
+}
+
+// renderProposes says whether render, run now in this environment, would
+// keep or write a .proposed (its dry run: nothing is written). When the
+// run fails, or cannot read a target's file, its .proposed stays a
+// warning.
+func renderProposes(opts Options) func(prop string) bool {
+	results, _, err := render.Run(render.Options{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Env: opts.Env, LookPath: opts.LookPath}, true)
+	if err != nil {
+		return func(string) bool { return true }
+	}
+	proposed := map[string]bool{}
+	for _, r := range results {
+		proposed[r.ProposedFile] = r.ProposedFile != ""
+		if r.Action == render.ActionSkipped { // its file unread: no telling
+			proposed[r.File+".proposed"] = true
+		}
+	}
+	return func(prop string) bool { return proposed[prop] }
 }
