@@ -132,6 +132,10 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 		return []Finding{authFinding(at, s.TokenSet, c.gateway)}
 	case c.gateway && (status == http.StatusBadGateway || status == http.StatusServiceUnavailable):
 		return []Finding{gatewayUpstream(at, "it accepted this device's token, but the primary behind it failed: "+opts.mask(c.refusal))}
+	case status != http.StatusOK && ladder.MCPPath(s.URL) != "":
+		return []Finding{{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
+			Message: fmt.Sprintf("%s answered HTTP %d to an authenticated tools/list: %s has no path, and mempalace serve and the gateway answer MCP only on /mcp (their /healthz answers beside it)", at, status, ladder.EnvRemoteURL),
+			Fix:     fmt.Sprintf("set %s=%s in .env (the harness configs follow at the next render)", ladder.EnvRemoteURL, opts.mask(ladder.RedactURL(ladder.MCPPath(s.URL))))}}
 	case status != http.StatusOK:
 		return []Finding{{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
 			Message: fmt.Sprintf("%s answered HTTP %d to an authenticated tools/list", at, status),

@@ -421,3 +421,15 @@ func RedactURL(raw string) string {
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
 }
+
+// MCPPath is raw with the /mcp path added when it has no path ("" when it
+// has one, or is no http URL): mempalace serve and the gateway answer MCP
+// only on /mcp, while their /healthz answers beside it, so such a URL
+// looks alive and every call is a 404.
+func MCPPath(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return ""
+	}
+	return strings.TrimSuffix(raw, "/") + "/mcp"
+}

@@ -185,3 +185,19 @@ func TestParentEnvironPassesEveryServerVar(t *testing.T) {
 		}
 	}
 }
+
+// MCPPath is the one rule for a primary's URL without its /mcp path
+// (doctor's finding, the gateway's --upstream check).
+func TestMCPPath(t *testing.T) {
+	for raw, want := range map[string]string{
+		"http://127.0.0.1:8765":      "http://127.0.0.1:8765/mcp",
+		"https://palace.example/":    "https://palace.example/mcp",
+		"https://palace.example/mcp": "",
+		"https://palace.example/p/":  "",
+		"127.0.0.1:8765":             "",
+	} {
+		if got := MCPPath(raw); got != want {
+			t.Errorf("MCPPath(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}

@@ -121,8 +121,8 @@ func checkUpstream(raw string) (problem, fix string) {
 		return fmt.Sprintf("has scheme %q", u.Scheme), "--upstream http://" + u.Host + u.Path
 	case u.Host == "":
 		return "has no host", "--upstream http://127.0.0.1:8765/mcp (mempalace serve's address)"
-	case u.Path == "" || u.Path == "/":
-		return "has no path (mempalace serve answers on /mcp)", "--upstream " + strings.TrimSuffix(raw, "/") + "/mcp"
+	case ladder.MCPPath(raw) != "":
+		return "has no path (mempalace serve answers on /mcp)", "--upstream " + ladder.MCPPath(raw)
 	}
 	return "", ""
 }
