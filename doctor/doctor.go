@@ -44,6 +44,7 @@ const (
 	IDOutboxInDoubt      = "outbox-in-doubt"
 	IDOutboxIntents      = "outbox-intents"
 	IDPalaceDamaged      = "palace-damaged"
+	IDDeviceIdentity     = "device-identity"
 )
 
 // Finding is one problem: what is wrong, where the RFC explains it, and the

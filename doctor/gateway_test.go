@@ -30,7 +30,7 @@ func gatewayIn(t *testing.T, upstream, gatewayUpstreamToken string) (url, token 
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "gateway.jsonc")
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
-		Devices: []gateway.Device{{ID: "laptop-7f3a", Read: []string{"*"}, Write: []string{"shared"}}}}
+		Devices: []gateway.Device{{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"shared"}, Agents: []string{"opencode@laptop"}}}}
 	key, err := gateway.LoadSecret(cfg.SecretFile)
 	must(t, err)
 	token, err = gateway.Issue(key, &cfg.Devices[0], time.Now())
@@ -101,6 +101,43 @@ func TestDoctorBehindAGateway(t *testing.T) {
 			t.Errorf("the fix belongs on the gateway's host, not in the device's .env: %s", fs[0].Fix)
 		}
 	})
+}
+
+// The .env's identity (device, label, agent) is checked against what the
+// gateway says the token is: alice's .env with laptop's token said
+// "nothing to fix", while the mailbox knew opencode@laptop was not one of
+// the device's agents (attack20 f04).
+func TestDoctorComparesTheIdentityWithTheGateways(t *testing.T) {
+	url, tok, _ := gatewayFleet(t, upstreamTok)
+	for _, c := range []struct {
+		name, device, label, agent string
+		want                       []string
+	}{
+		{"the token's own", "laptop-7f3a", "laptop", "opencode", nil},
+		{"no identity set", "", "", "", nil},
+		{"another device's", "alice-01", "alice", "claude", []string{"MEMPALACE_ORIGIN_DEVICE=alice-01", "MEMPALACE_ORIGIN_LABEL=alice", "claude@alice is not one of", "MEMPALACE_ORIGIN_DEVICE=laptop-7f3a"}},
+		{"an agent the device lacks", "laptop-7f3a", "laptop", "claude", []string{"claude@laptop is not one of", "opencode@laptop"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBox(t)
+			b.env["MEMPALACE_REMOTE_URL"] = url
+			b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+			b.env["MEMPALACE_ORIGIN_DEVICE"] = c.device
+			b.env["MEMPALACE_ORIGIN_LABEL"] = c.label
+			b.env["MEMPALACE_AGENT_NAME"] = c.agent
+			fs := b.run()
+			if c.want == nil {
+				only(t, fs)
+				return
+			}
+			only(t, fs, "warn:device-identity")
+			for _, w := range c.want {
+				if !strings.Contains(fs[0].Message+fs[0].Fix, w) {
+					t.Errorf("the finding does not say %q:\n%s\n%s", w, fs[0].Message, fs[0].Fix)
+				}
+			}
+		})
+	}
 }
 
 // hungPrimary accepts connections and never answers (a stopped process

@@ -142,7 +142,7 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 			Fix:     "check MEMPALACE_REMOTE_URL and the primary's log"}}
 	}
 	p.Tools = tools
-	var out []Finding
+	out := identityMismatch(s, c.device)
 	// A gateway that refuses sync says so in its initialize answer; one
 	// that does not (before issue 27) lets an admin device's sync through.
 	if s.Mode == ladder.Remote && slices.Contains(tools, "mempalace_sync") && !c.device.Refused("sync") {
@@ -151,6 +151,39 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 			Fix:     "use edge mode (MEMPALACE_EDGE=1: the edge never sends mempalace_sync to the primary) or put `devbox-config gateway` in front of the primary (it refuses sync for every device)"})
 	}
 	return out
+}
+
+// identityMismatch is device-identity: the .env's MEMPALACE_ORIGIN_DEVICE,
+// _LABEL and <AGENT_NAME>@<label> against the device a gateway says the
+// token is (nothing from a bare primary, nor for a variable left unset).
+// With another device's identity the edge stamps writes as one device
+// while the gateway holds them to another, and an agent that is not one
+// of the device's cannot see the asks addressed to it (the mailbox says
+// the same).
+func identityMismatch(s ladder.Settings, dev deviceinfo.Info) []Finding {
+	if dev.ID == "" {
+		return nil
+	}
+	var wrong []string
+	if s.OriginDevice != "" && s.OriginDevice != dev.ID {
+		wrong = append(wrong, fmt.Sprintf("%s=%s is not %s", ladder.EnvOriginDevice, s.OriginDevice, dev.ID))
+	}
+	if s.OriginLabel != "" && dev.Label != "" && s.OriginLabel != dev.Label {
+		wrong = append(wrong, fmt.Sprintf("%s=%s is not %s", ladder.EnvOriginLabel, s.OriginLabel, dev.Label))
+	}
+	agents := strings.Join(dev.Agents, ", ")
+	if agents == "" {
+		agents = "none; the operator gives them with `gateway device set --agents`"
+	}
+	if id := s.AgentName + "@" + s.OriginLabel; s.AgentName != "" && s.OriginLabel != "" && !dev.Coordinator && !slices.Contains(dev.Agents, id) {
+		wrong = append(wrong, fmt.Sprintf("%s is not one of the device's agents (%s): asks addressed to it cannot be seen through this token", id, agents))
+	}
+	if len(wrong) == 0 {
+		return nil
+	}
+	return []Finding{{ID: IDDeviceIdentity, Severity: Warn, Section: "§6.2",
+		Message: fmt.Sprintf("the gateway says this token is device %s (label %q, agents: %s), but .env says otherwise: %s", dev.ID, dev.Label, agents, strings.Join(wrong, "; ")),
+		Fix:     fmt.Sprintf("set %s=%s, %s=%s and %s to an agent of the device in .env; or, if this devbox is another device, put that device's own token in %s", ladder.EnvOriginDevice, dev.ID, ladder.EnvOriginLabel, dev.Label, ladder.EnvAgentName, ladder.EnvRemoteToken)}}
 }
 
 // gatewayUpstream is gateway-upstream: a devbox-config gateway answered

@@ -41,6 +41,9 @@ section it comes from. Finding ids are stable, for scripts:
   host-pin, origin-header                         403 behind a proxy; behind a
                                                   gateway: the device's own token
   gateway-upstream                           §6.2 the gateway's upstream failed
+  device-identity                            §6.2 .env's device, label or agent is
+                                                  not what the gateway says the
+                                                  token is
   sync-shared                                §7.2 remote mode reaches mempalace_sync
   outbox-dead, outbox-backlog                §4.3 the edge's queue
 
