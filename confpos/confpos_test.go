@@ -38,6 +38,23 @@ func TestDecodeJSONC(t *testing.T) {
 	}
 }
 
+// NoTrailingCommas: comments are taken, the first trailing comma (in an
+// object or an array, at any depth) is placed at the comma.
+func TestDecodeJSONCNoTrailingCommas(t *testing.T) {
+	o := JSON{JSONC: true, NoTrailingCommas: true}
+	if err := o.DecodeJSON("s.json", []byte("{ // c\n \"a\": [1, 2] /* d */\n}\n"), new(any)); err != nil {
+		t.Errorf("comments refused: %v", err)
+	}
+	for src, want := range map[string]string{
+		"{\"a\": {\"b\": [1, 2 /* c */ ,]}}": `s.json:1:27: a comma before "]" (fix: remove the comma: s.json may hold comments but no trailing commas)`,
+		"{\n \"a\": 1, // c\n}\n":            `s.json:2:8: a comma before "}" (fix: remove the comma`,
+	} {
+		if err := o.DecodeJSON("s.json", []byte(src), new(any)); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q:\n got %v\nwant %s...", src, err, want)
+		}
+	}
+}
+
 // A misspelt name is taken for the known one within two edits, case and
 // a swap of neighbours counted as one; a name so short that anything is
 // near is taken for none.

@@ -20,6 +20,9 @@ type JSON struct {
 	// JSONC allows comments and trailing commas (hujson); without it the
 	// file is plain JSON.
 	JSONC bool
+	// NoTrailingCommas refuses a trailing comma in JSONC: what a reader
+	// that strips comments and then calls JSON.parse takes.
+	NoTrailingCommas bool
 	// Strict makes a key v has no field for an error (encoding/json's
 	// DisallowUnknownFields).
 	Strict bool
@@ -35,6 +38,11 @@ func (o JSON) DecodeJSON(file string, src []byte, v any) error {
 		var err error
 		if std, err = hujson.Standardize(bytes.Clone(src)); err != nil { // offsets kept: comments become spaces
 			return o.hujsonError(file, src, err)
+		}
+		if o.NoTrailingCommas {
+			if err := noTrailingComma(file, src); err != nil {
+				return err
+			}
 		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(std))
@@ -134,6 +142,33 @@ func (o JSON) decodeError(file string, src []byte, err error, t reflect.Type) er
 		}
 	}
 	return fmt.Errorf("%s: %w", file, err)
+}
+
+// noTrailingComma places the first trailing comma in src, which parses as
+// JSONC: a comma after an object's or array's last value.
+func noTrailingComma(file string, src []byte) error {
+	root, err := hujson.Parse(src)
+	if err != nil {
+		return nil // DecodeJSON has placed it
+	}
+	for v := range root.All() {
+		var last *hujson.Value
+		switch c := v.Value.(type) {
+		case *hujson.Object:
+			if n := len(c.Members); n > 0 {
+				last = &c.Members[n-1].Value
+			}
+		case *hujson.Array:
+			if n := len(c.Elements); n > 0 {
+				last = &c.Elements[n-1]
+			}
+		}
+		if last != nil && last.AfterExtra != nil { // hujson's mark of a trailing comma
+			return At(file, src, last.EndOffset+len(last.AfterExtra), "a comma before "+strconv.Quote(string(src[v.EndOffset-1])),
+				fmt.Sprintf("remove the comma: %s may hold comments but no trailing commas", filepath.Base(file)))
+		}
+	}
+	return nil
 }
 
 // trailingComma is the offset of the comma before the } or ] at off, with

@@ -18,6 +18,10 @@ const (
 	JSON Format = "json"
 	// JSONC is JSON with comments and trailing commas.
 	JSONC Format = "jsonc"
+	// CommentedJSON is JSON with comments but no trailing commas: the
+	// harness strips comments, then calls JSON.parse, so render refuses a
+	// trailing comma first.
+	CommentedJSON Format = "json-with-comments"
 	// TOML is spliced table by table (Codex).
 	TOML Format = "toml"
 	// YAML is spliced entry by entry in block style.

@@ -80,7 +80,7 @@ func All() []Record {
 		{
 			Name: "gemini", Title: "Gemini CLI",
 			Location: Location{Dir: ".gemini", HomeEnv: "GEMINI_CLI_HOME", Write: []string{"settings.json"}},
-			Format:   JSONC, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
+			Format:   CommentedJSON, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
 			Entries: Entries{
 				Solitary: `{"command": "mempalace-mcp"}`,
 				Remote:   `{"httpUrl": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
@@ -141,7 +141,7 @@ func All() []Record {
 		{
 			Name: "qwen", Title: "Qwen Code",
 			Location: Location{Dir: ".qwen", Write: []string{"settings.json"}},
-			Format:   JSONC, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
+			Format:   CommentedJSON, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
 			Entries: Entries{
 				Solitary: `{"command": "mempalace-mcp"}`,
 				Remote:   `{"httpUrl": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,

@@ -19,15 +19,23 @@ import (
 )
 
 // load reads and parses a config in the record's format. A strict JSON
-// file is refused where JSON.parse would refuse it; errors name the file,
+// file is refused where JSON.parse would refuse it, a commented one where
+// JSON.parse would after its comments are stripped; errors name the file,
 // line and column.
 func load(sys System, rec harness.Record, path string) (loaded, error) {
 	real, data, perm, err := readFile(sys, path)
 	if err != nil {
 		return loaded{}, errors.New(readError(path, err))
 	}
-	if rec.Format == harness.JSON && len(bytes.TrimSpace(data)) > 0 {
-		if err := strictJSON(path, bytes.TrimPrefix(data, []byte(utf8BOM))); err != nil {
+	if len(bytes.TrimSpace(data)) > 0 {
+		noBOM := bytes.TrimPrefix(data, []byte(utf8BOM))
+		switch rec.Format {
+		case harness.JSON:
+			err = strictJSON(path, noBOM)
+		case harness.CommentedJSON:
+			err = confpos.JSON{JSONC: true, NoTrailingCommas: true}.DecodeJSON(path, noBOM, new(any))
+		}
+		if err != nil {
 			return loaded{}, placed(rec.Format, path, data, err, "nothing written")
 		}
 	}
@@ -425,8 +433,8 @@ func strictJSON(file string, data []byte) error {
 func placed(format harness.Format, file string, data []byte, err error, how string) error {
 	var pe *confpos.Error
 	if !errors.As(err, &pe) || pe.Line == 0 {
-		if format == harness.JSON || format == harness.JSONC {
-			err = (confpos.JSON{JSONC: format == harness.JSONC}).DecodeJSON(file, bytes.TrimPrefix(data, []byte(utf8BOM)), new(any))
+		if format == harness.JSON || format == harness.JSONC || format == harness.CommentedJSON {
+			err = (confpos.JSON{JSONC: format != harness.JSON}).DecodeJSON(file, bytes.TrimPrefix(data, []byte(utf8BOM)), new(any))
 		}
 		if !errors.As(err, &pe) || pe.Line == 0 {
 			return fmt.Errorf("%s: %v; %s (fix: %s; then run render again)", file, err, how, parseFix(format))

@@ -132,8 +132,11 @@ func originals(rec harness.Record) []string {
 	}
 	out = append(out, "", "\n", "{}\n", "{ }", "{\n}\n", "{\n\n}\n", "{\r\n  \"theme\": \"dark\"\r\n}\r\n",
 		"{\n  "+q+": {\n    \"other\": {\"command\": \"y\"}\n  }\n}\n", "{\n  \"a\": 1,\n  "+q+": { }\n}\n")
+	if rec.Format != harness.JSON {
+		out = append(out, "// mine\n{\n  \"theme\": \"dark\" // c\n}\n", "{\n  // nothing yet\n}\n")
+	}
 	if rec.Format == harness.JSONC {
-		out = append(out, "// mine\n{\n  \"theme\": \"dark\", // c\n}\n", "{\n  // nothing yet\n}\n")
+		out = append(out, "// mine\n{\n  \"theme\": \"dark\", // c\n}\n")
 	}
 	return out
 }

@@ -1,0 +1,64 @@
+package render
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/harness"
+)
+
+// A trailing comma in a harness's JSON file is refused where the harness
+// itself would refuse the file, with FILE:LINE:COLUMN and the fix, and the
+// file is left as it was; where the harness takes it, the entry goes in.
+// Before: Gemini CLI's and Qwen Code's settings.json were read as lenient
+// JSONC, render said "updated", and the clients then refused the whole
+// file (they strip comments, then JSON.parse). Found by an outside tester.
+func TestTrailingCommaRefusedWhereTheHarnessRefusesIt(t *testing.T) {
+	// What the pinned clients do with `{"k": {"s": {...},}}` (their `mcp
+	// list`): these load it; Cursor, VS Code and Zed, not pinned, read
+	// their files with jsonc-parser or serde_json_lenient, which take it.
+	takes := map[string]bool{"opencode": true, "copilot": true, "kilo": true, "auggie": true, "amp": true, "cursor": true, "vscode": true, "zed": true}
+	env := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"}
+	for _, rec := range harness.All() {
+		if rec.Settings != nil || rec.Format == harness.TOML || rec.Format == harness.YAML {
+			continue
+		}
+		t.Run(rec.Name, func(t *testing.T) {
+			home := t.TempDir()
+			file := rec.Location.Path(harness.Env{Home: home, HomeFromFlag: true})
+			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			src := fmt.Sprintf("{\n  %q: {\n    \"mine\": {\"command\": \"x\"},\n  }\n}\n", rec.Key[0])
+			if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o := opts(home, env)
+			o.Targets = []string{rec.Name}
+			res, _, err := Run(o, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(file)
+			r := res[0]
+			if takes[rec.Name] {
+				if r.Action != "insert" || !strings.Contains(string(got), `"mempalace"`) {
+					t.Errorf("%s takes a trailing comma, but render did %q: %v\n%s", rec.Title, r.Action, r.Warnings, got)
+				}
+				return
+			}
+			comma := strings.Index(src, "},\n  }") + 1
+			where := fmt.Sprintf("%s:3:%d: a comma before \"}\"", file, comma-strings.Index(src, `    "mine"`)+1)
+			warn := strings.Join(r.Warnings, "\n")
+			if r.Action != ActionSkipped || !strings.Contains(warn, where) || !strings.Contains(warn, "(fix: remove the comma") {
+				t.Errorf("%s refuses a trailing comma, but render did %q, saying:\n%s\nwant %q and its fix", rec.Title, r.Action, warn, where)
+			}
+			if string(got) != src {
+				t.Errorf("the file changed:\n%s", got)
+			}
+		})
+	}
+}
