@@ -310,7 +310,11 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 	if d.oldProposed != nil {
 		r.Changes = append(r.Changes, m.proposedChange(d.oldProposed, nil, 0))
 	}
-	if !d.hasRec || !d.rec.Same(newRecord) {
+	// The user deleted the entry render wrote and nothing is registered
+	// now (an opt-out): the record keeps what render wrote, so the entry
+	// stays deleted at the next opt-in too.
+	userDeleted := d.action == merge.Unchanged && m.desired == nil && d.hasRec && d.rec.Ours(fingerprint.Absent) != fingerprint.Absent
+	if (!d.hasRec || !d.rec.Same(newRecord)) && !userDeleted {
 		d.state.Targets[m.rec.Name] = newRecord
 		r.Changes = append(r.Changes, Change{Path: d.statePath, Real: d.statePath, Old: d.stateBytes, New: d.state.Marshal(), Perm: 0o644, own: true})
 	}
