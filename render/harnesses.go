@@ -75,9 +75,10 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 	if err != nil {
 		return skipped(r, "%v", err)
 	}
-	if s.Mode == ladder.Solitary && rec.Scope != harness.Always && prior.Inserted && !explicit {
-		// Opting out: the user had no entry before render inserted one
-		// while opted in, so it goes (R1); opencode's stays stdio.
+	if s.Mode == ladder.Solitary && rec.Scope != harness.Always && prior.Inserted {
+		// Opting out (a start, or --target naming it): the user had no
+		// entry before render inserted one while opted in, so it goes
+		// (R1); opencode's stays stdio.
 		desired = nil
 	}
 	dir := loc.DirPath(env)
