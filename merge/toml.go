@@ -27,12 +27,16 @@ import (
 type TOMLDoc struct {
 	src  []byte
 	tree map[string]any
+	// bom: the input began with a UTF-8 byte order mark (Codex loads such
+	// a file), which src does not hold; Bytes gives it back.
+	bom bool
 }
 
 // ParseTOML parses src. Empty input is an empty document. Errors name the
 // line and column.
 func ParseTOML(src []byte) (*TOMLDoc, error) {
-	d := &TOMLDoc{src: bytes.Clone(src), tree: map[string]any{}}
+	src, bom := bytes.CutPrefix(src, utf8BOM)
+	d := &TOMLDoc{src: bytes.Clone(src), tree: map[string]any{}, bom: bom}
 	if len(bytes.TrimSpace(src)) == 0 {
 		return d, nil
 	}
@@ -48,7 +52,12 @@ func ParseTOML(src []byte) (*TOMLDoc, error) {
 }
 
 // Bytes returns the document's current text.
-func (d *TOMLDoc) Bytes() []byte { return bytes.Clone(d.src) }
+func (d *TOMLDoc) Bytes() []byte {
+	if d.bom {
+		return concat(utf8BOM, d.src)
+	}
+	return bytes.Clone(d.src)
+}
 
 // Get returns the value at path as standard JSON, or nil if it is absent.
 func (d *TOMLDoc) Get(path ...string) ([]byte, error) {
@@ -141,6 +150,7 @@ func (d *TOMLDoc) reparse(src []byte) error {
 	if err != nil {
 		return fmt.Errorf("the edit would not parse (please report): %w", err)
 	}
+	nd.bom = d.bom
 	*d = *nd
 	return nil
 }
