@@ -142,7 +142,8 @@ type decision struct {
 func (m managed) decide(opts Options, f loaded) (decision, error) {
 	var d decision
 	if dup := f.doc.Duplicates(m.pointer...); dup != nil {
-		return d, fmt.Errorf("%s: %v; edit it by hand so there is one, nothing written", m.file, dup)
+		return d, &confpos.Error{File: m.file, Line: dup.Line, Col: dup.Column, What: fmt.Sprintf("%q is named twice; nothing written", dup.Path),
+			Fix: "keep one, merging the two by hand; then run render again"}
 	}
 	live, err := f.doc.Get(m.pointer...)
 	if err != nil {
