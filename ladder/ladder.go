@@ -8,6 +8,7 @@
 package ladder
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/url"
@@ -157,6 +158,14 @@ func NameFaults(v string) []string {
 		}
 	}
 	return bad
+}
+
+// HoldsToken reports whether data holds MEMPALACE_REMOTE_TOKEN's value
+// literally (render keeps its backup of such a file owner-only).
+func HoldsToken(env Lookup, data []byte) bool {
+	tok, _ := env(EnvRemoteToken)
+	tok = strings.TrimSpace(tok)
+	return tok != "" && bytes.Contains(data, []byte(tok))
 }
 
 // Resolve reads the ladder. It never returns an error: problems become

@@ -42,3 +42,33 @@ func TestRenderWritesNoExpandableURLAndRepeatsNoSecret(t *testing.T) {
 		t.Errorf("gemini's settings hold the URL gemini would expand:\n%s", b)
 	}
 }
+
+// A user's own server in gemini's settings holds MEMPALACE_REMOTE_TOKEN's
+// value literally: the .bak render keeps of that file before inserting its
+// entry is owner-only (0600), though the file is 0644; a .bak of a file
+// without the token keeps the file's mode. Found by an outside tester.
+func TestBackupHoldingTheTokenIsOwnerOnly(t *testing.T) {
+	const tok = "primary-secret-0123456789"
+	env := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": tok}
+	for held, want := range map[string]os.FileMode{"Bearer " + tok: 0o600, "Bearer other": 0o644} {
+		home := t.TempDir()
+		file := filepath.Join(home, ".gemini", "settings.json")
+		os.MkdirAll(filepath.Dir(file), 0o755)
+		os.WriteFile(file, []byte(`{"mcpServers":{"other":{"httpUrl":"https://p.example.org/mcp","headers":{"Authorization":"`+held+`"}}}}`+"\n"), 0o644)
+		os.Chmod(file, 0o644)
+		o := opts(home, env)
+		o.Targets = []string{TargetGemini}
+		if _, _, err := Run(o, false); err != nil {
+			t.Fatal(err)
+		}
+		baks, _ := filepath.Glob(file + ".bak.*")
+		if len(baks) != 1 {
+			t.Fatalf("%q: backups %v, want one", held, baks)
+		}
+		bi, _ := os.Stat(baks[0])
+		fi, _ := os.Stat(file)
+		if bi.Mode().Perm() != want || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%q: the .bak is %04o, the file %04o; want %04o and 0644", held, bi.Mode().Perm(), fi.Mode().Perm(), want)
+		}
+	}
+}

@@ -268,7 +268,11 @@ func apply(opts Options, changes []Change) error {
 			continue
 		}
 		if c.Backup && c.Old != nil {
-			if err := writeBackup(opts.Sys, c.Real, c.Old, c.Perm, now); err != nil {
+			perm := c.Perm
+			if ladder.HoldsToken(opts.Env, c.Old) {
+				perm &= 0o600 // a copy of the token: its owner's only
+			}
+			if err := writeBackup(opts.Sys, c.Real, c.Old, perm, now); err != nil {
 				return err
 			}
 		}
