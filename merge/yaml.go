@@ -20,7 +20,8 @@ import (
 // CRLF. The entry is a mapping member (extensions.mempalace) or, with a
 // list key, the item of a block sequence named by it (mcpServers' item
 // whose name is mempalace). Only block style is edited: an entry or a
-// parent written in flow style ({…}, […]) is reported, not rewritten.
+// non-empty parent written in flow style ({…}, […]) is reported, not
+// rewritten; an empty one ("mcpServers: []") becomes a block.
 //
 // The library parses (go.yaml.in/yaml/v4: the YAML organisation's
 // maintained yaml, whose node API gives every key's line and column and
