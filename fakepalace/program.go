@@ -60,6 +60,13 @@ func Main(argv []string) int {
 			pl.SetLatency(tool, time.Duration(n)*time.Millisecond)
 		}
 	}
+	if tool := os.Getenv("FAKEPALACE_HOLD_ON"); tool != "" {
+		// Every call of tool waits until the program gets SIGUSR1 (a test
+		// decides when a long call ends, as SetHold in process).
+		release := make(chan os.Signal, 1)
+		signal.Notify(release, syscall.SIGUSR1)
+		pl.SetHold(tool, signalled(release))
+	}
 	if os.Getenv("FAKEPALACE_TRACE") == "1" {
 		SetTrace(pl, os.Stderr)
 	}
@@ -109,4 +116,15 @@ func MainIfLinked() {
 	if filepath.Base(os.Args[0]) == ProgramName {
 		os.Exit(Main(os.Args[1:]))
 	}
+}
+
+// signalled is a channel closed once sig delivers (a hold's release); the
+// goroutine that closes it ends then, or with the program.
+func signalled(sig <-chan os.Signal) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		<-sig
+		close(done)
+	}()
+	return done
 }
