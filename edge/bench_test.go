@@ -16,6 +16,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -49,6 +50,37 @@ func BenchmarkMergedSearch(b *testing.B) {
 		if _, err := h.s.CallTool(ctx, &mcp.CallToolParams{Name: "mempalace_search", Arguments: map[string]any{"query": "outbox latency"}}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSearchDuringALongMine: a search while the local palace is at a
+// mine that lasts until the benchmark ends, with the production call
+// timeout (ladder.DefaultEdgeTimeout). One search before the timer pays
+// the timeout (the mine had not been at it that long); the ones timed are
+// the reads after it.
+func BenchmarkSearchDuringALongMine(b *testing.B) {
+	h := start(b, harnessOpts{timeout: ladder.DefaultEdgeTimeout, childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
+	ctx := context.Background()
+	search := func() {
+		if _, err := h.s.CallTool(ctx, &mcp.CallToolParams{Name: "mempalace_search", Arguments: map[string]any{"query": "outbox latency"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	mined := make(chan error, 1)
+	go func() {
+		_, err := h.s.CallTool(ctx, &mcp.CallToolParams{Name: "mempalace_mine", Arguments: map[string]any{"source": b.TempDir()}})
+		mined <- err
+	}()
+	h.atTheLocalPalace("mempalace_mine")
+	search()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		search()
+	}
+	b.StopTimer()
+	h.releaseLocalHold()
+	if err := <-mined; err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -92,11 +94,94 @@ func TestAKGReadDuringAMineFallsBackToThePrimary(t *testing.T) {
 	}
 }
 
+// Once the local palace has been at one call for longer than the call
+// timeout (a mine of hundreds of files), the reads after it do not each
+// wait the timeout again: the primary answers them at once, marked
+// degraded, saying the local palace is busy, and the local palace is not
+// asked at all (it would get them only after the mine). Once it has
+// answered, reads are merged again. The mine here lasts until the test
+// releases it; the call timeout is short so that the first search during
+// it runs out of it (no duration is asserted: what reached the local
+// palace is).
+func TestReadsAfterTheLocalPalaceOutlastedTheTimeoutSkipIt(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{raw: true, timeout: 300 * time.Millisecond, policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`,
+		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
+	h.handshake()
+	h.ready()
+	h.onPrimary("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the fleet knows this"})
+	h.onPrimary("kg_add", map[string]any{"subject": "edge", "predicate": "runs", "object": "fleet"})
+	release := make(chan struct{})
+	h.primary.SetHold("mempalace_kg_add", release) // this device's fact stays unsent: a kg_query of it asks the local palace
+	defer close(release)
+	h.send(toolCall("add", "mempalace_add_drawer", map[string]any{"wing": "private", "room": "r", "content": "this device knows this"}))
+	h.send(toolCall("fact", "mempalace_kg_add", map[string]any{"subject": "edge", "predicate": "uses", "object": "outbox"}))
+	for _, id := range []string{"add", "fact"} {
+		if a := h.await(id, 20*time.Second); a["result"] == nil {
+			t.Fatalf("%s: %v", id, a)
+		}
+	}
+
+	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": t.TempDir()}))
+	h.atTheLocalPalace("mempalace_mine")
+	for _, id := range []string{"first", "second"} {
+		h.send(toolCall(id, "mempalace_search", map[string]any{"query": "knows this"}))
+		got := answerText(h.await(id, 20*time.Second))
+		ed, _ := got["edge"].(map[string]any)
+		if hits, _ := got["results"].([]any); len(hits) != 1 || palaceOf(hits[0]) != "primary" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy") {
+			t.Errorf("%s search during the mine: %v, want the primary's hit alone, marked degraded, saying the local palace is busy", id, got)
+		}
+	}
+	h.send(toolCall("q", "mempalace_kg_query", map[string]any{"entity": "edge"}))
+	got := answerText(h.await("q", 20*time.Second))
+	if ed, _ := got["edge"].(map[string]any); got["count"] != 1.0 || ed["source"] != "primary" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy") || !strings.Contains(asString(ed["local"]), "not on the primary yet") {
+		t.Errorf("kg_query during the mine: %v, want the primary's fact, marked degraded, saying the local palace is busy and this device's fact is not on the primary yet", got)
+	}
+	if _, answered := h.seen["mine"]; answered {
+		t.Fatalf("the mine was answered already: the test did not read during it")
+	}
+
+	h.releaseLocalHold()
+	if a := h.await("mine", 20*time.Second); a["result"] == nil {
+		t.Fatalf("mine: %v", a)
+	}
+	h.send(toolCall("after", "mempalace_search", map[string]any{"query": "knows this"}))
+	got = answerText(h.await("after", 20*time.Second))
+	if hits, _ := got["results"].([]any); len(hits) != 2 || got["degraded"] != nil || !slices.ContainsFunc(hits, func(h any) bool { return palaceOf(h) == "local" }) {
+		t.Errorf("search after the mine: %v, want both palaces' hits, merged", got)
+	}
+	searches, queries := 0, 0
+	for _, m := range h.childReceived() {
+		switch m.Name {
+		case "mempalace_search":
+			searches++
+		case "mempalace_kg_query":
+			queries++
+		}
+	}
+	// The first search may have been sent (the mine had not yet been at
+	// it for the call timeout); the second, sent after that, may not.
+	if searches > 2 || queries != 0 {
+		t.Errorf("the local palace got %d searches and %d kg_query: want at most 2 searches (the first during the mine and the one after it) and no kg_query: the reads after the first waited for the busy local palace", searches, queries)
+	}
+}
+
+// releaseLocalHold ends the hold FAKEPALACE_HOLD_ON put on the local
+// palace's calls.
+func (h *harness) releaseLocalHold() {
+	h.t.Helper()
+	if err := h.edge.child.live().cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // TestRealASearchDuringAMineAnswers is the search during a mine against
 // real MemPalace: a mine of a few hundred small files by a real
 // mempalace-mcp, sent right behind a write (so it goes through the edge's
 // ordering), and a search sent right after it answered from real
-// mempalace serve while the mine still runs, marked degraded.
+// mempalace serve while the mine still runs, marked degraded; a second
+// search, once the mine has outlasted the call timeout, answered so
+// without asking the local palace.
 func TestRealASearchDuringAMineAnswers(t *testing.T) {
 	r := startRealEdge(t, harnessOpts{raw: true, timeout: 2 * time.Second, childExitWait: 200 * time.Millisecond}, "")
 	h := r.harness
@@ -128,6 +213,18 @@ func TestRealASearchDuringAMineAnswers(t *testing.T) {
 	ed, _ := got["edge"].(map[string]any)
 	if hits, _ := got["results"].([]any); len(hits) == 0 || palaceOf(hits[0]) != "primary" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy") {
 		t.Errorf("search during a real mine: %v, want the primary's hit, marked degraded, saying the local palace is busy", got)
+	}
+	// The mine has now been at the local palace for over the call
+	// timeout: the next search does not ask it.
+	asked := time.Now()
+	h.send(toolCall("again", "mempalace_search", map[string]any{"query": "sqlite outbox"}))
+	got = answerText(h.await("again", 60*time.Second))
+	t.Logf("the second search during the mine was answered after %s", time.Since(asked))
+	if _, done := h.seen["mine"]; done {
+		t.Fatalf("the mine was over before the second search was answered: nothing shown (answer %v)", got)
+	}
+	if ed, _ := got["edge"].(map[string]any); got["degraded"] != true || !strings.Contains(asString(ed["local"]), "not asked") {
+		t.Errorf("the second search during a real mine: %v, want the primary's answer, marked degraded, saying the busy local palace was not asked", got)
 	}
 	if m := answerText(h.await("mine", 10*time.Minute)); m["error"] != nil {
 		t.Errorf("the mine: %v", m)

@@ -61,9 +61,11 @@ type childConn struct {
 
 	next    atomic.Uint64
 	mu      sync.Mutex
-	calls   map[string]func(line []byte, err error) // relayed calls in flight
-	done    chan struct{}                           // closed when the child's output ends
+	calls   map[string]relayedCall // relayed calls in flight
+	done    chan struct{}          // closed when the child's output ends
 	doneErr error
+	// answeredAt is when the child last answered a relayed call (busy).
+	answeredAt time.Time
 	// finished is closed when the reader is done: every answer it owed
 	// (a relayed call's, written to the agent from it) is written.
 	finished chan struct{}
@@ -86,7 +88,7 @@ func startChild(cmd *exec.Cmd, terminate time.Duration, log *slog.Logger) (*chil
 		return nil, err
 	}
 	r, w := io.Pipe()
-	c := &childConn{cmd: cmd, stdin: stdin, terminate: terminate, log: log, sdkR: r, sdkW: w, calls: map[string]func([]byte, error){}, done: make(chan struct{}), finished: make(chan struct{})}
+	c := &childConn{cmd: cmd, stdin: stdin, terminate: terminate, log: log, sdkR: r, sdkW: w, calls: map[string]relayedCall{}, done: make(chan struct{}), finished: make(chan struct{})}
 	go c.readLoop(stdout)
 	return c, nil
 }
@@ -120,10 +122,10 @@ func (c *childConn) readLoop(stdout io.Reader) {
 	c.doneErr = err
 	close(c.done)
 	orphans := c.calls
-	c.calls = map[string]func([]byte, error){}
+	c.calls = map[string]relayedCall{}
 	c.mu.Unlock()
-	for _, fn := range orphans {
-		fn(nil, err)
+	for _, rc := range orphans {
+		rc.fn(nil, err)
 	}
 	c.sdkW.CloseWithError(io.EOF) // never fails (io.PipeWriter)
 }
@@ -135,11 +137,12 @@ func (c *childConn) route(line []byte) {
 	}
 	if m := gjson.GetBytes(line, "id"); m.Type == gjson.String && strings.HasPrefix(m.Str, relayPrefix) {
 		c.mu.Lock()
-		fn := c.calls[m.Str]
+		rc, ok := c.calls[m.Str]
 		delete(c.calls, m.Str)
+		c.answeredAt = time.Now()
 		c.mu.Unlock()
-		if fn != nil {
-			fn(line, nil)
+		if ok {
+			rc.fn(line, nil)
 		}
 		return // an answer to a call given up (cancelled) is dropped
 	}
@@ -178,13 +181,40 @@ func (c *childConn) start(id, method string, params json.RawMessage, fn func(lin
 		return errNotSent
 	default:
 	}
-	c.calls[id] = fn
+	c.calls[id] = relayedCall{fn, time.Now()}
 	c.mu.Unlock()
 	if err := c.write(append(wire.Request(id, method, params), '\n')); err != nil {
 		c.forget(id)
 		return err
 	}
 	return nil
+}
+
+// relayedCall is a relayed call in flight: what takes its answer, and
+// when it was sent.
+type relayedCall struct {
+	fn   func(line []byte, err error)
+	sent time.Time
+}
+
+// busy reports that the child has been at one call for longer than d: a
+// relayed call has been in flight that long, and the child has answered
+// none since d ago. It answers one call at a time, in the order sent (a
+// mine takes minutes), so a call sent to it now would wait at least that
+// long. A call given up (cancelled) is not counted: the child may still be
+// at it, and the next call finds that out once more.
+func (c *childConn) busy(d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.calls) == 0 || time.Since(c.answeredAt) < d {
+		return false
+	}
+	for _, rc := range c.calls {
+		if time.Since(rc.sent) >= d {
+			return true
+		}
+	}
+	return false
 }
 
 // abandon gives a call up: its answer, if it still comes, is dropped, and

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -76,8 +77,9 @@ type bothSides struct {
 // not compete with sending it; the local answer is needed only once the
 // primary's is in. (Measured on two cores: the primary's answer comes
 // 0.1-0.3 ms sooner than with both started at once; localHalf bounds
-// the wait for it.) The primary's answer loses what this device deleted
-// and what the agent did not ask for.
+// the wait for it.) A local palace busy (localBusy) is asked only when
+// the primary's answer is not usable. The primary's answer loses what
+// this device deleted and what the agent did not ask for.
 func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, args map[string]any) bothSides {
 	askLocal := func(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 		return e.localServer.Call(ctx, c.params)
@@ -90,6 +92,7 @@ func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, 
 		// requested page (mergedpage.go).
 		askLocal, askPrimary = drawersUpTo(askLocal), drawersUpTo(askPrimary)
 	}
+	busy := e.localBusy()
 	lc := make(chan sideAnswer, 1)
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()
@@ -99,12 +102,19 @@ func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, 
 			lc <- sideAnswer{r, err}
 		}()
 	})
-	pctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
+	pctx := ctx
+	if !busy {
+		pctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
+	}
 	var b bothSides
 	b.primary.res, b.primary.err = askPrimary(pctx, e.roomForHidden(ctx, orig))
 	b.primary.res = duplicateFlag(shape, cutToAsked(shape, e.hideTombstoned(ctx, shape, b.primary.res), args)) // tombstone.go
-	startLocal()
 	b.pt, b.pok = usable(b.primary.res, b.primary.err)
+	if busy && b.pok {
+		b.local.err = e.busyNotAsked()
+		return b
+	}
+	startLocal()
 	b.local = e.localHalf(lc, lcancel, b.pok)
 	b.lt, b.lok = usable(b.local.res, b.local.err)
 	return b
@@ -132,9 +142,31 @@ func (e *Edge) localHalf(lc <-chan sideAnswer, cancel context.CancelFunc, primar
 	cancel()
 	a := <-lc // the call, cancelled, returns
 	if a.err != nil {
-		a.err = fmt.Errorf("the local palace is busy: no answer within %s of the primary's (%w)", e.cfg.CallTimeout, a.err)
+		a.err = fmt.Errorf("%w: no answer within %s of the primary's (%w)", errLocalBusy, e.cfg.CallTimeout, a.err)
 	}
 	return a
+}
+
+// errLocalBusy: the local palace did not answer a read in time, or was not
+// asked (localBusy).
+var errLocalBusy = errors.New("the local palace is busy")
+
+// localBusy reports a local palace that has been at one call for longer
+// than the call timeout, with no answer since (childConn.busy): a read
+// sent to it now would wait behind that call, so a read the primary
+// answers does not ask it (it would pay the timeout, every read of a
+// mine's minutes) until it answers again. Writes still go to it and wait.
+func (e *Edge) localBusy() bool {
+	if e.child == nil {
+		return false // a test's local palace
+	}
+	conn := e.child.live()
+	return conn != nil && conn.busy(e.cfg.CallTimeout)
+}
+
+// busyNotAsked is why a read did not ask the local palace (localBusy).
+func (e *Edge) busyNotAsked() error {
+	return fmt.Errorf("%w: at one call for over %s with no answer, so it was not asked", errLocalBusy, e.cfg.CallTimeout)
 }
 
 // oneSide answers a merged read one side of which is not usable: from

@@ -200,7 +200,8 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 // else the fleet knows. A read that names no entity (kg_stats, a
 // kg_timeline of everything) counts every unsent KG write. The local
 // palace has the call timeout to answer (mempalace-mcp answers one call
-// at a time, and a mine takes minutes). res nil: the primary answers, and
+// at a time, and a mine takes minutes), and is not asked while it is busy
+// (localBusy). res nil: the primary answers, and
 // missing, if not "", says what its answer lacks (the local palace could
 // not answer: busy, down, an error).
 func (e *Edge) ownFacts(ctx context.Context, c *call) (res *mcp.CallToolResult, missing string) {
@@ -217,12 +218,15 @@ func (e *Edge) ownFacts(ctx context.Context, c *call) (res *mcp.CallToolResult, 
 		about = fmt.Sprintf(" about %q", entity)
 	}
 	why := fmt.Sprintf("this device's knowledge-graph writes%s are not on the primary yet (%d in the outbox)", about, n)
+	if e.localBusy() {
+		return nil, fmt.Sprintf("%v; %s, so this answer lacks them", e.busyNotAsked(), why)
+	}
 	lctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
 	defer cancel()
 	res, err = e.local(lctx, c)
 	switch {
 	case lctx.Err() != nil && ctx.Err() == nil:
-		return nil, fmt.Sprintf("the local palace is busy: no answer within %s; %s, so this answer lacks them", e.cfg.CallTimeout, why)
+		return nil, fmt.Sprintf("%v: no answer within %s; %s, so this answer lacks them", errLocalBusy, e.cfg.CallTimeout, why)
 	case err != nil:
 		return nil, fmt.Sprintf("the local palace did not answer (%v); %s, so this answer lacks them", err, why)
 	case res == nil || res.IsError:
