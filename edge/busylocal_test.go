@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/fakepalace"
 )
 
 // answerText is a raw answer's first text block, decoded (nil: none).
@@ -42,6 +44,7 @@ func TestASearchDuringAMineIsNotHeldUpByIt(t *testing.T) {
 
 	h.send(toolCall("add", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "written before the mine"}))
 	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": t.TempDir()}))
+	h.atTheLocalPalace("mempalace_mine") // (sent with it, the search may reach the local palace first: both wait for the write)
 	h.send(toolCall("search", "mempalace_search", map[string]any{"query": "fleet knows"}))
 	a := h.await("search", 20*time.Second)
 	if a == nil {
@@ -69,9 +72,10 @@ func TestAKGReadDuringAMineFallsBackToThePrimary(t *testing.T) {
 	h.handshake()
 	h.ready()
 	h.onPrimary("kg_add", map[string]any{"subject": "edge", "predicate": "runs", "object": "fleet"}) // the fleet's fact
-	release := make(chan struct{})
-	h.primary.SetHold("mempalace_kg_add", release) // this device's fact stays unsent
-	defer close(release)
+	// This device's fact stays unsent: the primary answers its kg_add
+	// "database is locked" and stays up (a held send would time out and
+	// open the breaker, and the reads would then wait for the local palace).
+	h.srv.FailTool("mempalace_kg_add", 1000, fakepalace.FailErrorField)
 	h.send(toolCall("add", "mempalace_kg_add", map[string]any{"subject": "edge", "predicate": "uses", "object": "outbox"}))
 	if a := h.await("add", 20*time.Second); a["result"] == nil {
 		t.Fatalf("kg_add: %v", a)
@@ -105,15 +109,13 @@ func TestAKGReadDuringAMineFallsBackToThePrimary(t *testing.T) {
 // palace is).
 func TestReadsAfterTheLocalPalaceOutlastedTheTimeoutSkipIt(t *testing.T) {
 	t.Parallel()
-	h := start(t, harnessOpts{raw: true, timeout: 300 * time.Millisecond, policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`,
+	h := start(t, harnessOpts{raw: true, timeout: 500 * time.Millisecond, policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`,
 		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
 	h.handshake()
 	h.ready()
 	h.onPrimary("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the fleet knows this"})
 	h.onPrimary("kg_add", map[string]any{"subject": "edge", "predicate": "runs", "object": "fleet"})
-	release := make(chan struct{})
-	h.primary.SetHold("mempalace_kg_add", release) // this device's fact stays unsent: a kg_query of it asks the local palace
-	defer close(release)
+	h.srv.FailTool("mempalace_kg_add", 1000, fakepalace.FailErrorField) // this device's fact stays unsent: a kg_query of it asks the local palace
 	h.send(toolCall("add", "mempalace_add_drawer", map[string]any{"wing": "private", "room": "r", "content": "this device knows this"}))
 	h.send(toolCall("fact", "mempalace_kg_add", map[string]any{"subject": "edge", "predicate": "uses", "object": "outbox"}))
 	for _, id := range []string{"add", "fact"} {
