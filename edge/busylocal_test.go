@@ -152,6 +152,12 @@ func TestReadsAfterTheLocalPalaceOutlastedTheTimeoutSkipIt(t *testing.T) {
 	if hits, _ := got["results"].([]any); len(hits) != 2 || got["degraded"] != nil || !slices.ContainsFunc(hits, func(h any) bool { return palaceOf(h) == "local" }) {
 		t.Errorf("search after the mine: %v, want both palaces' hits, merged", got)
 	}
+	// The local palace's trace reaches the test beside its answers, not
+	// in step with them: once a call sent after them all is in it, so are
+	// the reads.
+	h.send(toolCall("marker", "mempalace_get_drawer", map[string]any{"drawer_id": "drawer_marker"}))
+	h.await("marker", 20*time.Second)
+	h.atTheLocalPalace("mempalace_get_drawer")
 	searches, queries := 0, 0
 	for _, m := range h.childReceived() {
 		switch m.Name {
