@@ -154,8 +154,9 @@ var errLocalBusy = errors.New("the local palace is busy")
 // localBusy reports a local palace that has been at one call for longer
 // than the call timeout, with no answer since (childConn.busy): a read
 // sent to it now would wait behind that call, so a read the primary
-// answers does not ask it (it would pay the timeout, every read of a
-// mine's minutes) until it answers again. Writes still go to it and wait.
+// answers does not ask it until it answers again (each such read waited
+// the whole timeout before, for as long as a mine ran). Writes still go
+// to it and wait.
 func (e *Edge) localBusy() bool {
 	if e.child == nil {
 		return false // a test's local palace
