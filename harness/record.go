@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/joakimp/devbox-config/ladder"
@@ -181,6 +182,15 @@ type Record struct {
 	// ladder.ServerVars name (never a value): by name (Codex's env_vars)
 	// or through MEMPALACE_ENV_FROM_PARENT.
 	FixedEnv bool
+	// Redacts matches the names the harness removes from a stdio server's
+	// inherited environment unless the entry's env sets them (Gemini CLI's
+	// sanitizeEnvironment); nil when it removes none by name. The edge
+	// entry hands back each ServerVars name it matches as HandBack.
+	Redacts *regexp.Regexp
+	// HandBack is the harness's reference to a variable in a stdio
+	// server's env, as a fmt format with one %s, that expands to its value
+	// from the harness's environment, or to "" when it is unset.
+	HandBack string
 	// Traps are what bit, for docs/harnesses.md and the reader.
 	Traps []string
 }

@@ -2,6 +2,9 @@ package harness
 
 import (
 	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
 
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/templates"
@@ -13,6 +16,11 @@ import (
 func All() []Record {
 	// serverVars is every variable a server reads, for Codex's env_vars.
 	serverVars, _ := json.Marshal(ladder.ServerVars())
+	// geminiRedacts is Gemini CLI's NEVER_ALLOWED_NAME_PATTERNS (0.61.0).
+	// geminiRef is its reference that expands to "" when a variable is
+	// unset (envVarResolver's ${NAME:-default}).
+	geminiRedacts := regexp.MustCompile(`(?i)TOKEN|SECRET|PASSWORD|PASSWD|KEY|AUTH|CREDENTIAL|CREDS|PRIVATE|CERT`)
+	geminiRef := "${%s:-}"
 	return []Record{
 		{
 			Name: "opencode", Title: "opencode",
@@ -81,12 +89,16 @@ func All() []Record {
 			Name: "gemini", Title: "Gemini CLI",
 			Location: Location{Dir: ".gemini", HomeEnv: "GEMINI_CLI_HOME", Write: []string{"settings.json"}},
 			Format:   CommentedJSON, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
+			Redacts: geminiRedacts, HandBack: geminiRef,
 			Entries: Entries{
 				Solitary: `{"command": "mempalace-mcp"}`,
 				Remote:   `{"httpUrl": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
-				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "gemini", "MEMPALACE_REMOTE_TOKEN": "$MEMPALACE_REMOTE_TOKEN"}}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "gemini"` + handBack(geminiRedacts, geminiRef) + `}}`,
 			},
-			Traps: []string{"removes variables whose names contain TOKEN from a stdio server's environment: the edge entry hands the token back as $MEMPALACE_REMOTE_TOKEN"},
+			Traps: []string{
+				"removes from a stdio server's environment every variable whose name matches TOKEN, KEY, CERT, AUTH, SECRET, … unless the entry sets it: the edge entry hands back each ServerVars name that matches as ${NAME:-} (expanded from Gemini's environment at load; \"\" when unset)",
+				"also removes a variable whose value looks like a secret (a URL with a password, a JWT), and under GitHub Actions nearly all",
+			},
 		},
 		{
 			Name: "cursor", Title: "Cursor",
@@ -145,10 +157,11 @@ func All() []Record {
 			Entries: Entries{
 				Solitary: `{"command": "mempalace-mcp"}`,
 				Remote:   `{"httpUrl": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
-				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "qwen", "MEMPALACE_REMOTE_TOKEN": "$MEMPALACE_REMOTE_TOKEN"}}`,
+				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "qwen"}}`,
 			},
 			Traps: []string{
 				"Gemini CLI's fork: the same shape, and it rewrites settings.json itself once (adds \"$version\", keeps comments)",
+				"unlike Gemini it passes a stdio server its whole environment (only its own QWEN_* secrets removed) and has no ${NAME:-default}: the edge entry names no variable",
 			},
 		},
 		{
@@ -263,6 +276,25 @@ func All() []Record {
 			Traps: []string{"the key is the single dotted name \"amp.mcpServers\", not a path", "looks its account's servers up at ampcode.com on every start"},
 		},
 	}
+}
+
+// handBack is the env members (`, "NAME": "REF"`) with which an edge entry
+// hands a harness that removes the names re matches from a stdio server's
+// environment (Record.Redacts) back every ServerVars name it matches, each
+// as ref of its name. ref expands to "" when the variable is unset: every
+// such name the edge and MemPalace 3.11.0 read means the same empty as
+// unset (ladder trims; MemPalace tests truthiness or strips), while an
+// unexpanded reference would arrive literally as the value.
+func handBack(re *regexp.Regexp, ref string) string {
+	var b strings.Builder
+	for _, n := range ladder.ServerVars() {
+		if re.MatchString(n) {
+			k, _ := json.Marshal(n)
+			v, _ := json.Marshal(fmt.Sprintf(ref, n))
+			fmt.Fprintf(&b, ", %s: %s", k, v)
+		}
+	}
+	return b.String()
 }
 
 // fromOldGenerator reports whether an opencode entry is exactly what the

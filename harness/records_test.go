@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -185,5 +186,52 @@ func TestFixedEnvHarnessesPassEveryServerVar(t *testing.T) {
 	}
 	if fixed < 2 {
 		t.Errorf("%d records say they start servers with a fixed environment; Codex and Auggie do", fixed)
+	}
+}
+
+// A harness that removes variables by name from a stdio server's
+// environment unless the entry's env names them (Redacts; Gemini CLI
+// removes every name matching /TOKEN|SECRET|KEY|AUTH|CERT|.../i) must be
+// handed back, by its edge entry, every ladder.ServerVars name that
+// matches, as its reference to that variable (never a value). It handed
+// back MEMPALACE_REMOTE_TOKEN only: MEMPALACE_EMBEDDING_API_KEY never
+// reached the edge's mempalace-mcp, and a keyed embedder failed every
+// local write. A matching variable added to the list is handed back, or
+// this fails.
+func TestRedactingHarnessesHandBackEveryMatchingServerVar(t *testing.T) {
+	redacting := 0
+	for _, r := range All() {
+		if r.Redacts == nil {
+			continue
+		}
+		redacting++
+		s := ladder.Settings{Mode: ladder.Edge, URL: "https://p.example.org/mcp", TokenSet: true, LocalServerFound: true}
+		ref, _ := r.TokenRef()
+		b, err := templates.Entry(r.Name, r.Entries.Edge, s, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Env map[string]string `json:"env"`
+		}
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatal(err)
+		}
+		matched := 0
+		for _, n := range ladder.ServerVars() {
+			if !r.Redacts.MatchString(n) {
+				continue
+			}
+			matched++
+			if v, ok := e.Env[n]; !ok || r.HandBack == "" || v != fmt.Sprintf(r.HandBack, n) {
+				t.Errorf("%s removes %s from the edge's environment and the edge entry does not hand it back as %q: %s", r.Name, n, r.HandBack, b)
+			}
+		}
+		if matched == 0 {
+			t.Errorf("%s: its pattern %s matches no ServerVars name", r.Name, r.Redacts)
+		}
+	}
+	if redacting < 1 {
+		t.Errorf("%d records say they remove variables by name from a stdio server's environment; Gemini CLI does", redacting)
 	}
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/fingerprint"
+	"github.com/joakimp/devbox-config/harness"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -443,3 +445,65 @@ func topLevelDiff(t *testing.T, before, after []byte) (added, removed, changed [
 var ansiRE = regexp.MustCompile(`\x1b\[[0-9;]*m`)
 
 func testbedPlain(s string) string { return ansiRE.ReplaceAllString(s, "") }
+
+// Gemini CLI removes every variable whose name matches its pattern
+// (TOKEN, KEY, CERT, …) from a stdio server's environment unless the entry
+// sets it; Qwen Code, its fork, starts one with its whole environment. In
+// edge mode the edge's local palace must still get each such variable the
+// harness has (MEMPALACE_EMBEDDING_API_KEY for a keyed embedder: without
+// it every local write fails), and, when the harness lacks one, no literal
+// "${…}" in its place. The edge's child is a script that records its
+// environment, then runs the local palace.
+func TestGeminiAndQwenHandTheEdgeChildItsKeys(t *testing.T) {
+	testbed.Integration(t, "drives the real harness CLIs from npm and builds the binaries")
+	gemini, _ := harness.ByName(TargetGemini)
+	var keys []string // every variable Gemini would remove, but the token the edge keeps to itself
+	for _, n := range ladder.ServerVars() {
+		if gemini.Redacts.MatchString(n) && n != ladder.EnvRemoteToken {
+			keys = append(keys, n)
+		}
+	}
+	for _, c := range []struct{ target, bin string }{{TargetGemini, "gemini"}, {"qwen", "qwen"}} {
+		t.Run(c.target, func(t *testing.T) {
+			bin := realClient(t, c.bin)
+			r := newClientRig(t)
+			r.h.Setenv("GEMINI_CLI_TRUST_WORKSPACE", "true")
+			recorded := filepath.Join(t.TempDir(), "child.env")
+			child := filepath.Join(t.TempDir(), "child")
+			script := "#!/bin/sh\nenv > '" + recorded + "'\nexec mempalace-mcp \"$@\"\n"
+			if err := os.WriteFile(child, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r.h.Setenv(ladder.EnvEdgeChild, child)
+			edge := r.rungs()[2]
+			for _, set := range []bool{true, false} {
+				t.Run(map[bool]string{true: "set", false: "unset"}[set], func(t *testing.T) {
+					for _, k := range keys {
+						r.h.Setenv(k, map[bool]string{true: "v-" + k}[set])
+					}
+					r.render(t, c.target, edge)
+					os.Remove(recorded)
+					out, errOut, err := r.h.Run(t, 120*time.Second, bin, "mcp", "list")
+					env, rerr := os.ReadFile(recorded)
+					if rerr != nil {
+						t.Fatalf("%s mcp list (%v) never started the edge's child: %v\n%s%s", c.bin, err, rerr, out, errOut)
+					}
+					got := map[string]string{}
+					for _, line := range strings.Split(string(env), "\n") {
+						if k, v, ok := strings.Cut(line, "="); ok {
+							got[k] = v
+						}
+					}
+					for _, k := range keys {
+						if want := map[bool]string{true: "v-" + k}[set]; got[k] != want {
+							t.Errorf("%s set to %q in %s's environment reaches the edge's child as %q", k, want, c.bin, got[k])
+						}
+					}
+					if strings.Contains(string(env), "${") {
+						t.Errorf("the edge's child sees a literal reference:\n%s", env)
+					}
+				})
+			}
+		})
+	}
+}
