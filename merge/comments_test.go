@@ -2,6 +2,7 @@ package merge
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 
@@ -124,12 +125,13 @@ func TestBOMAndFinalCommentKept(t *testing.T) {
 	}
 }
 
-// A value of the wrong type on the path is named with its line and column.
+// A value of the wrong type on the path is named with its line and
+// column, and how to correct it (render adds the file's name).
 func TestNotObjectNamesLineAndColumn(t *testing.T) {
 	for in, want := range map[string]string{
-		"{\n  \"mcp\": null\n}":         "line 2, column 10: mcp is null, not an object",
-		"{\n  \"mcp\": [1]\n}":          "line 2, column 10: mcp is an array, not an object",
-		"{\n  \"mcp\": \"x\"\n}":        "line 2, column 10: mcp is a string, not an object",
+		"{\n  \"mcp\": null\n}":         "line 2, column 10: mcp is null, not an object (fix: make mcp an object, {...}, or remove it)",
+		"{\n  \"mcp\": [1]\n}":          "line 2, column 10: mcp is an array, not an object (fix: make mcp an object, {...}, or remove it)",
+		"{\n  \"mcp\": \"x\"\n}":        "line 2, column 10: mcp is a string, not an object (fix: make mcp an object, {...}, or remove it)",
 		"{\"mcp\": {\"mempalace\": 1}}": "",
 	} {
 		d, err := ParseDoc([]byte(in))
@@ -147,7 +149,7 @@ func TestNotObjectNamesLineAndColumn(t *testing.T) {
 			t.Errorf("%q: err = %v, want %q", in, err, want)
 		}
 	}
-	if _, err := ParseDoc([]byte("\n [1]")); err == nil || err.Error() != "line 2, column 2: the top-level value is an array, not an object" {
+	if _, err := ParseDoc([]byte("\n [1]")); err == nil || err.Error() != "line 2, column 2: the top-level value is an array, not an object (fix: make the file one object, {...})" || !errors.Is(err, ErrNotObject) {
 		t.Errorf("top-level array: %v", err)
 	}
 }

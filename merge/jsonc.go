@@ -74,7 +74,8 @@ func ParseDoc(src []byte) (*Doc, error) {
 	}
 	if _, ok := v.Value.(*hujson.Object); !ok {
 		line, col := position(src, v.StartOffset)
-		return nil, fmt.Errorf("line %d, column %d: the top-level value is %s, not an object", line, col, confpos.KindOf(v.Value))
+		return nil, &confpos.Error{Line: line, Col: col, What: fmt.Sprintf("the top-level value is %s, not an object", confpos.KindOf(v.Value)),
+			Fix: "make the file one object, {...}", Err: ErrNotObject}
 	}
 	d.src, d.v = src, &v
 	return d, nil
@@ -738,11 +739,12 @@ func (d *Doc) Duplicates(path ...string) *DuplicateError {
 	return nil
 }
 
-// notObject is ErrNotObject for the value at path, with its line, column
-// and what it is instead.
+// notObject is ErrNotObject for the value at path, placed (a
+// *confpos.Error the caller names the file of), with what it is instead.
 func (d *Doc) notObject(path []string, v *hujson.Value) error {
 	line, col := position(d.src, v.StartOffset)
-	return fmt.Errorf("line %d, column %d: %s is %s, %w", line, col, pathName(path), confpos.KindOf(v.Value), ErrNotObject)
+	return &confpos.Error{Line: line, Col: col, What: fmt.Sprintf("%s is %s, not an object", pathName(path), confpos.KindOf(v.Value)),
+		Fix: fmt.Sprintf("make %s an object, {...}, or remove it", pathName(path)), Err: ErrNotObject}
 }
 
 // position returns the 1-based line and column (in bytes) of offset.

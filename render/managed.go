@@ -147,7 +147,7 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 	}
 	live, err := f.doc.Get(m.pointer...)
 	if err != nil {
-		return d, fmt.Errorf("%s: %v", m.file, err)
+		return d, placed(m.rec.Format, m.file, f.data, err, "nothing written")
 	}
 	d.statePath = filepath.Join(filepath.Dir(m.file), fingerprint.StateFile)
 	if d.stateBytes, err = readOwn(opts.Sys, d.statePath); err != nil {
@@ -439,7 +439,9 @@ func placed(format harness.Format, file string, data []byte, err error, how stri
 	var pe *confpos.Error
 	if !errors.As(err, &pe) || pe.Line == 0 {
 		if format == harness.JSON || format == harness.JSONC || format == harness.CommentedJSON {
-			err = (confpos.JSON{JSONC: format != harness.JSON}).DecodeJSON(file, bytes.TrimPrefix(data, []byte(utf8BOM)), new(any))
+			if perr := (confpos.JSON{JSONC: format != harness.JSON}).DecodeJSON(file, bytes.TrimPrefix(data, []byte(utf8BOM)), new(any)); perr != nil {
+				err = perr // else the JSON is sound and err says what is wrong
+			}
 		}
 		if !errors.As(err, &pe) || pe.Line == 0 {
 			return fmt.Errorf("%s: %v; %s (fix: %s; then run render again)", file, err, how, parseFix(format))
