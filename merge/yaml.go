@@ -534,11 +534,14 @@ func (d *YAMLDoc) insert(value []byte, path []string, parent *yaml.Node, depth i
 	}
 	empty := parent.Kind == yaml.ScalarNode && parent.Tag == "!!null" ||
 		(parent.Kind == yaml.MappingNode || parent.Kind == yaml.SequenceNode) && len(parent.Content) == 0
+	name, coll := strings.Join(path[:depth], "."), d.collection(len(rest))
 	if !empty && parent.Kind != yaml.MappingNode && !(parent.Kind == yaml.SequenceNode && d.listKey != "" && len(rest) == 1) {
-		return fmt.Errorf("line %d: %s is not a %s; render cannot add %s to it", parent.Line, strings.Join(path[:depth], "."), d.collection(len(rest)), strings.Join(rest, "."))
+		return &confpos.Error{Line: parent.Line, Col: parent.Column, What: fmt.Sprintf("%s is not a %s; render cannot add %s to it", name, coll, strings.Join(rest, ".")),
+			Fix: fmt.Sprintf("make %s a %s, or remove it", name, coll)}
 	}
 	if !empty && parent.Kind == yaml.MappingNode && d.listKey != "" && len(rest) == 1 {
-		return fmt.Errorf("line %d: %s is a mapping, not the list of named items it should be; render cannot add %s to it", parent.Line, strings.Join(path[:depth], "."), rest[0])
+		return &confpos.Error{Line: parent.Line, Col: parent.Column, What: fmt.Sprintf("%s is a mapping, not the list of named items it should be; render cannot add %s to it", name, rest[0]),
+			Fix: fmt.Sprintf("make %s a list of items, each starting \"- %s: \"", name, d.listKey)}
 	}
 	check := path[:depth]
 	if empty {

@@ -188,7 +188,11 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 // .proposed sidecar and the record, as bytes before and after.
 func (m managed) describe(r Result, f loaded, d decision, now time.Time) Result {
 	edited, err := m.rendition(d.action, f, d.rec)
-	if err != nil {
+	var pe *confpos.Error
+	switch {
+	case errors.As(err, &pe) && pe.Line > 0:
+		return skipped(r, "%v", placed(m.rec.Format, m.file, f.data, err, "nothing written"))
+	case err != nil:
 		return skipped(r, "%s: %v", m.file, err)
 	}
 	if d.action == merge.KeepEdit || d.action == merge.KeepDeleted {
