@@ -98,6 +98,7 @@ func All() []Record {
 			Traps: []string{
 				"removes from a stdio server's environment every variable whose name matches TOKEN, KEY, CERT, AUTH, SECRET, … unless the entry sets it: the edge entry hands back each ServerVars name that matches as ${NAME:-} (expanded from Gemini's environment at load; \"\" when unset)",
 				"also removes a variable whose value looks like a secret (a URL with a password, a JWT), and under GitHub Actions nearly all",
+				"expands an entry's env value once more when it starts the server: in a handed-back value, $NAME is replaced (a$b-c arrives as a-c)",
 			},
 		},
 		{
