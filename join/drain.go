@@ -52,7 +52,7 @@ func (j *joining) drain(ctx context.Context) {
 		ctx = origin.WithDevice(ctx, j.cfg.Device)
 	}
 	stop := j.watch(ctx)
-	f := &outbox.Flusher{S: j.store, P: j.flush, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1}
+	f := &outbox.Flusher{S: j.store, P: j.flush, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1, ListCommand: ListCommand}
 	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, st.ByState[outbox.Done])...)
 	stop()
 	j.rep.Failed = append(j.rep.Failed, j.stuck(context.WithoutCancel(ctx))...)

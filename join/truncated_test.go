@@ -1,7 +1,9 @@
 package join
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -37,8 +39,9 @@ func TestALocallyTruncatedDrawerIsAFinding(t *testing.T) {
 // Issue 29, point 5, for join: a record the primary refuses stays in the
 // join outbox, the report names the command that shows it, and
 // bootstrap.json never says "complete" after a run with failures. Before,
-// the refused op was dropped, the message pointed at the edge's outbox
-// (empty), and the target was recorded complete.
+// the refused op was dropped, the message (and later the flusher's log
+// line) pointed at the edge's outbox (empty), and the target was recorded
+// complete.
 func TestARefusedRecordIsNamedAndTheJoinIsNotComplete(t *testing.T) {
 	p, pr := newPalace(t), newPrimary(t)
 	p.do(t, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": "refused by the primary"})
@@ -46,9 +49,15 @@ func TestARefusedRecordIsNamedAndTheJoinIsNotComplete(t *testing.T) {
 	p.save(t)
 	pr.srv.FailTool("mempalace_add_drawer", 100, fakepalace.FailInternal) // -32000: refused
 	cfg := config(t, p, pr)
+	var logged bytes.Buffer
+	cfg.Log = slog.New(slog.NewTextHandler(&logged, nil))
 	rep := run(t, cfg, Options{})
 	if rep.OK() || len(rep.Failed) != 1 || !strings.Contains(rep.Failed[0].Error, "edge outbox list --join") {
 		t.Fatalf("report: %+v", rep.Failed)
+	}
+	// The flusher's log line names the join outbox too, not the edge's.
+	if l := logged.String(); !strings.Contains(l, "outbox op is dead") || !strings.Contains(l, ListCommand+")") {
+		t.Errorf("the dead op's log line does not name %q:\n%s", ListCommand, l)
 	}
 	if len(pr.pl.Dump().Triples) != 1 {
 		t.Error("the fact, on another object, did not reach the primary")

@@ -81,6 +81,10 @@ type Flusher struct {
 	// to close, before it gives up (default 3; negative: none, for a
 	// caller that waits itself).
 	Retries int
+	// ListCommand is the command that lists this outbox's ops, named in
+	// the log line of an op gone dead (default `devbox-config edge outbox
+	// list`; a join's outbox is listed with --join).
+	ListCommand string
 
 	held      atomic.Pointer[lease] // nil: not held (mine)
 	lastPrune time.Time
@@ -109,6 +113,9 @@ func (f *Flusher) defaults() {
 	}
 	if f.Retries == 0 {
 		f.Retries = 3
+	}
+	if f.ListCommand == "" {
+		f.ListCommand = "devbox-config edge outbox list"
 	}
 	if f.Log == nil {
 		f.Log = slog.New(slog.DiscardHandler)

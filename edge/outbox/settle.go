@@ -35,7 +35,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	switch {
 	case refusals >= f.MaxRefusals:
 		state = Dead
-		f.Log.Error("outbox op is dead: the primary refused it; the ops sharing its keys wait (devbox-config edge outbox list)", "op", op.Short(), "tool", op.Tool, "refusals", refusals, "err", msg)
+		f.Log.Error("outbox op is dead: the primary refused it; the ops sharing its keys wait ("+f.ListCommand+")", "op", op.Short(), "tool", op.Tool, "refusals", refusals, "err", msg)
 	case kind == Lost && rec.Replay == catalogue.Unrepeatable && (!f.knownLedger(ctx) || isInDoubt(sendErr)):
 		state = InDoubt
 		f.Log.Error("outbox op in doubt: it may have landed and nothing can look it up; devbox-config edge outbox retry (send it again) or delivered (it landed) settles it", "op", op.Short(), "tool", op.Tool, "err", msg)
