@@ -113,7 +113,7 @@ func (jc *joinCmd) run() error {
 			return err
 		}
 	} else {
-		printJoin(jc.stdout, rep)
+		printJoin(jc.stdout, rep, n == join.All)
 	}
 	if !rep.OK() {
 		return failed(nil) // the report names what failed
@@ -197,7 +197,9 @@ func parseVerify(v string) (int, error) {
 	return n, nil
 }
 
-func printJoin(w io.Writer, r join.Report) {
+// printJoin prints the report; verifyAll: every record was verified, no
+// sample (whose seed would reproduce it).
+func printJoin(w io.Writer, r join.Report, verifyAll bool) {
 	kinds := func(m map[string]int) string {
 		parts := make([]string, 0, len(join.Kinds))
 		for _, k := range join.Kinds {
@@ -233,7 +235,11 @@ func printJoin(w io.Writer, r join.Report) {
 	if r.Excluded.KnowledgeGraph {
 		fmt.Fprintln(w, "excluded  the knowledge graph (local in policy.json)")
 	}
-	if !r.DryRun && r.Sampled > 0 {
+	switch {
+	case r.DryRun || r.Sampled == 0:
+	case verifyAll:
+		fmt.Fprintf(w, "verified  %d of %d by content\n", r.Verified, r.Sampled)
+	default:
 		fmt.Fprintf(w, "verified  %d of %d sampled by content (seed %d)\n", r.Verified, r.Sampled, r.VerifySeed)
 	}
 	for _, m := range r.Mismatches {

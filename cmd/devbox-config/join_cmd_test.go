@@ -293,6 +293,14 @@ func TestJoinCommandOutputAndExitCodes(t *testing.T) {
 	}
 	testbed.NoFileContains(t, f.palace, joinToken)
 
+	// A sample names its seed (it reproduces the sample); all has none.
+	if code, out, _ = f.run(t, nil, "--verify", "2", "--seed", "7"); code != 0 || !strings.Contains(out, "verified  2 of 2 sampled by content (seed 7)\n") {
+		t.Errorf("a sampled verify: exit %d\n%s", code, out)
+	}
+	if code, out, _ = f.run(t, nil, "--verify", "all"); code != 0 || !strings.Contains(out, "verified  2 of 2 by content\n") {
+		t.Errorf("verify all: exit %d\n%s", code, out)
+	}
+
 	// An edit on the primary is a mismatch: exit 1, named.
 	for _, d := range f.primary.Dump().Drawers {
 		if d.Content == "hello" {
@@ -389,13 +397,13 @@ func TestJoinEnvFile(t *testing.T) {
 func TestJoinPrintsDeletedOnThePrimary(t *testing.T) {
 	var b bytes.Buffer
 	r := join.Report{Target: "https://palace.example/mcp", DeletedOnPrimary: map[string]int{join.Drawers: 2, join.Diaries: 1}}
-	printJoin(&b, r)
+	printJoin(&b, r, false)
 	if !strings.Contains(b.String(), "deleted   drawers 2, diaries 1, facts 0 (deleted on the primary since") || !strings.Contains(b.String(), "gateway trash restore N") {
 		t.Errorf("join's output:\n%s", b.String())
 	}
 	b.Reset()
 	r.DeletedOnPrimary = map[string]int{}
-	if printJoin(&b, r); strings.Contains(b.String(), "deleted ") {
+	if printJoin(&b, r, false); strings.Contains(b.String(), "deleted ") {
 		t.Errorf("a join with none deleted on the primary prints:\n%s", b.String())
 	}
 }
