@@ -155,6 +155,53 @@ func TestJoinDryRunSaysFactsAreRefused(t *testing.T) {
 	}
 }
 
+// A dry run of a device whose write grants do not cover a wing says the
+// drawers and diaries there would be refused, with the rule the real run
+// is refused by, as it says of facts; a device that writes every wing
+// gets no such note. Before, they were counted "to send", with no note.
+func TestJoinDryRunSaysDrawersAndDiariesAreRefused(t *testing.T) {
+	t.Parallel()
+	pr, url, tokens := frontGateway(t, []gateway.Device{
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}},
+		{ID: "lap-1c2d", Label: "lap", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@lap"}},
+	})
+	p := newPalace(t)
+	fill(t, p, "a")
+	p.save(t)
+	const rule = "write globs do not match the target wing"
+	for id, want := range map[string][]string{
+		"desk-9b21": {`1 drawers in wing "workspace" (` + rule + `)`, `3 diaries in wing "wing_opencode" (` + rule + `)`},
+		"lap-1c2d":  nil,
+	} {
+		c := config(t, p, pr)
+		c.URL, c.Token = url, func() string { return tokens[id] }
+		rep := run(t, c, Options{DryRun: true})
+		notes := strings.Join(rep.Notes, "\n")
+		for _, w := range want {
+			if !strings.Contains(notes, "the gateway refuses this device's "+w) {
+				t.Errorf("%s: the dry run's notes do not say %q:\n%s", id, w, notes)
+			}
+		}
+		if want == nil && strings.Contains(notes, "refuses this device") {
+			t.Errorf("%s writes every wing; the dry run says:\n%s", id, notes)
+		}
+	}
+	// The real run fails them, refused by that rule.
+	c := config(t, p, pr)
+	c.URL, c.Token = url, func() string { return tokens["desk-9b21"] }
+	rep := run(t, c, Options{})
+	failed, refused := map[string]int{}, map[string]int{}
+	for _, f := range rep.Failed {
+		failed[f.Kind]++
+		if strings.Contains(f.Error, rule) {
+			refused[f.Kind]++ // one diary refused, the others wait behind it
+		}
+	}
+	if failed[Drawers] != 1 || failed[Diaries] != 3 || refused[Drawers] != 1 || refused[Diaries] != 1 || len(rep.Failed) != 4 {
+		t.Errorf("the real run's refusals: %v of %+v", refused, rep.Failed)
+	}
+}
+
 // gwCall sends one tools/call to a gateway as the device of token and
 // returns its result's text decoded, or fails the test on a JSON-RPC error.
 func gwCall(t *testing.T, url, token, tool string, args map[string]any) map[string]any {

@@ -15,6 +15,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/palacefiles"
 )
@@ -277,7 +278,7 @@ func (j *joining) resumed() []Record {
 }
 
 // dryRun ends a --dry-run after the plan: what would be sent and skipped,
-// and whether a gateway refuses the facts to send.
+// and what of it a gateway would refuse.
 func (j *joining) dryRun(ctx context.Context) Report {
 	j.rep.DryRun = true
 	for _, p := range j.planned {
@@ -288,18 +289,19 @@ func (j *joining) dryRun(ctx context.Context) Report {
 	if j.rep.Pending[Drawers]+j.rep.Pending[Diaries] > 0 {
 		j.rep.Notes = append(j.rep.Notes, "a devbox-config gateway does not file again a drawer or diary entry an admin deleted on the primary (its trash holds it, not restored): the real run counts those as deleted on the primary, not sent")
 	}
-	j.kgGrant(ctx)
+	j.grants(ctx)
 	return j.rep
 }
 
-// kgGrant notes a gateway that refuses this device's facts (its
-// knowledge-graph grant is not write): with facts to send and a token, a
-// dry run asks it what it says of the device (one ping, sending nothing;
-// a primary that is not a gateway, or does not answer within askWait,
-// says nothing).
-func (j *joining) kgGrant(ctx context.Context) {
-	n := j.rep.Pending[Facts]
-	if n == 0 || j.cfg.Token == nil || j.cfg.Token() == "" {
+// grants notes what a gateway would refuse of the records to send, by
+// the device's grants as it says them: facts its knowledge-graph grant
+// is not write for, drawers and diaries by the rule the gateway refuses
+// them by (deviceinfo's AuthorizeWrite). With records to send and a
+// token, a dry run asks it what it says of the device (one ping, sending
+// nothing; a primary that is not a gateway, or does not answer within
+// askWait, says nothing).
+func (j *joining) grants(ctx context.Context) {
+	if j.rep.Pending[Drawers]+j.rep.Pending[Diaries]+j.rep.Pending[Facts] == 0 || j.cfg.Token == nil || j.cfg.Token() == "" {
 		return
 	}
 	const askWait = 5 * time.Second
@@ -308,8 +310,38 @@ func (j *joining) kgGrant(ctx context.Context) {
 	if !p.RefreshDevice(ctx) {
 		return
 	}
-	if in, ok := p.Device(); ok && in.KG != "write" {
+	in, ok := p.Device()
+	if !ok {
+		return
+	}
+	if n := j.rep.Pending[Facts]; n > 0 && in.KG != "write" {
 		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("the gateway refuses this device's facts (its knowledge-graph grant is %q): the %d facts to send would fail; on the gateway, `devbox-config gateway device set %s --kg write` grants it", in.KG, n, in.ID))
+	}
+	type refusal struct{ kind, wing, rule string }
+	refused, order := map[refusal]int{}, []refusal{}
+	for _, pl := range j.planned {
+		if pl.sent || pl.rec.Kind == Facts {
+			continue
+		}
+		t, _ := catalogue.Lookup(pl.rec.Tool)
+		if ok, rule, wing := in.AuthorizeWrite(t, pl.rec.Args, ""); !ok {
+			r := refusal{pl.rec.Kind, wing, rule}
+			if refused[r] == 0 {
+				order = append(order, r)
+			}
+			refused[r]++
+		}
+	}
+	for _, r := range order {
+		msg := fmt.Sprintf("the gateway refuses this device's %d %s", refused[r], r.kind)
+		if r.wing != "" {
+			msg += fmt.Sprintf(" in wing %q", r.wing)
+		}
+		msg += fmt.Sprintf(" (%s): they would fail", r.rule)
+		if r.rule == deviceinfo.RuleWriteGlobs {
+			msg += fmt.Sprintf("; on the gateway, `devbox-config gateway device set %s --write ...` with a glob that matches the wing grants them", in.ID)
+		}
+		j.rep.Notes = append(j.rep.Notes, msg)
 	}
 }
 
