@@ -3,8 +3,9 @@
 // history through the edge's own machinery, never a file copy:
 //
 //   - The local palace is read through the same local server the edge
-//     starts (edge.Child): list_wings, list_drawers paging, get_drawer for
-//     full content (list_drawers gives 200-character previews), diaries as
+//     starts (edge.Child): list_wings, list_drawers paging, get_drawers for
+//     full content, 500 ids a call (get_drawer one by one from a palace
+//     before 3.11.0; list_drawers gives 200-character previews), diaries as
 //     the drawers of each agent's diary wing (room "diary"), facts by
 //     kg_timeline, or read-only from knowledge_graph.sqlite3 where
 //     kg_timeline cannot page (capped at 100 before 3.10). A palace that
@@ -34,7 +35,7 @@
 //     as a second copy; with other content, named edited. Queued, its add names the local id
 //     (origin.JoinDrawerKey) for the gateway's trash.
 //   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
-//     list_drawers, content from get_drawer.
+//     list_drawers, content from get_drawers.
 //   - Wings the policy marks local are never read for sending; --wing
 //     globs narrow further.
 //   - The state of each target is checkpointed in <palace>/edge/

@@ -137,7 +137,8 @@ func errorOf(m map[string]any) error {
 func str(m map[string]any, k string) string { s, _ := m[k].(string); return s }
 
 // readLocal pages the local palace: every drawer of every selected wing,
-// full content by get_drawer, diaries told apart by their room and type;
+// full content by get_drawers (getBatch ids a call; get_drawer one by one
+// from a palace before 3.11.0), diaries told apart by their room and type;
 // then the knowledge graph's facts. empty tells a palace that holds no
 // drawers yet from a broken one (palacefiles.Empty): MemPalace answers
 // list_wings on both with an error; the first has no wings to read.
@@ -157,7 +158,7 @@ func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, em
 		man.NoDrawers, w = true, nil
 	}
 	counts, _ := w["wings"].(map[string]any)
-	seen := map[string]bool{}
+	seen, r := map[string]bool{}, &reader{c: local, side: "local"}
 	for _, wing := range slices.Sorted(maps.Keys(counts)) {
 		switch {
 		case !sel.Policy.Replicated(wing):
@@ -165,7 +166,7 @@ func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, em
 		case sel.narrowed(wing):
 			man.Narrowed = append(man.Narrowed, wing)
 		default:
-			if err := man.readWing(ctx, local, wing, sel.Stamp, seen, progress); err != nil {
+			if err := man.readWing(ctx, r, wing, sel.Stamp, seen, progress); err != nil {
 				return man, err
 			}
 		}
@@ -178,25 +179,39 @@ func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, em
 	return man, nil
 }
 
-// readWing adds a wing's drawers, list_drawers page by page (seen: the
-// drawers already read, in another wing's listing).
-func (man *Manifest) readWing(ctx context.Context, local Caller, wing, stamp string, seen map[string]bool, progress func(string, int)) error {
-	return eachDrawer(ctx, local, "local palace", map[string]any{"wing": wing}, func(row map[string]any) {
-		id := str(row, "drawer_id")
-		if id == "" || seen[id] {
-			return
+// readWing adds a wing's drawers: listed by list_drawers page by page
+// (seen: the drawers already read, in another wing's listing), then read
+// in full by r.
+func (man *Manifest) readWing(ctx context.Context, r *reader, wing, stamp string, seen map[string]bool, progress func(string, int)) error {
+	var ids []string
+	err := eachDrawer(ctx, r.c, "local palace", map[string]any{"wing": wing}, func(row map[string]any) {
+		if id := str(row, "drawer_id"); id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
 		}
-		seen[id] = true
-		rec, err := readDrawer(ctx, local, id, wing, stamp)
-		if err != nil {
-			man.Failed = append(man.Failed, Failure{Kind: Drawers, Record: id, Wing: wing, Error: err.Error()})
-			return
+	})
+	if err != nil {
+		return err
+	}
+	for start := 0; start < len(ids); start += getBatch {
+		batch := ids[start:min(start+getBatch, len(ids))]
+		got := r.read(ctx, batch)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("local palace: %w", err)
 		}
-		man.Records = append(man.Records, rec)
+		for _, id := range batch {
+			rec, err := drawerRecord(got[id], id, wing, stamp)
+			if err != nil {
+				man.Failed = append(man.Failed, Failure{Kind: Drawers, Record: id, Wing: wing, Error: err.Error()})
+				continue
+			}
+			man.Records = append(man.Records, rec)
+		}
 		if progress != nil {
 			progress("reading the local palace", len(man.Records))
 		}
-	})
+	}
+	return nil
 }
 
 // eachDrawer pages list_drawers with filter on c (who: for a refusal's
@@ -245,19 +260,16 @@ func (man *Manifest) readFacts(ctx context.Context, local Caller, kg kgReader) {
 	}
 }
 
-// readDrawer fetches one logical drawer in full (list_drawers holds only a
-// 200-character preview) and builds the write that replays it.
-func readDrawer(ctx context.Context, local Caller, id, wing, stamp string) (Record, error) {
-	d, err := local.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})
-	if err != nil {
+// drawerRecord builds the write that replays one logical drawer, read in
+// full (list_drawers holds only a 200-character preview).
+func drawerRecord(read drawerRead, id, wing, stamp string) (Record, error) {
+	if err := read.why("local palace"); err != nil {
 		return Record{}, err
 	}
-	if err := errorOf(d); err != nil {
-		return Record{}, fmt.Errorf("get_drawer: %w", err)
-	}
+	d := read.res
 	content := str(d, "content")
 	if content == "" {
-		return Record{}, errors.New("get_drawer answered no content")
+		return Record{}, errors.New("the local palace answered no content for it")
 	}
 	if ok, why := complete(d, content); !ok {
 		// Replayed, it would be a truncated copy under another id.

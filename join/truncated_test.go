@@ -2,20 +2,12 @@ package join
 
 import (
 	"bytes"
-	"context"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/joakimp/devbox-config/fakepalace"
 )
-
-// stubLocal answers get_drawer with a canned drawer.
-type stubLocal map[string]any
-
-func (s stubLocal) Call(_ context.Context, tool string, _ map[string]any) (map[string]any, error) {
-	return s, nil
-}
 
 // Issue 26, point 10: a drawer the local palace holds truncated (its
 // chunk count promises more than its content holds) is a finding: it is
@@ -25,8 +17,8 @@ func (s stubLocal) Call(_ context.Context, tool string, _ map[string]any) (map[s
 // arithmetic: equal truncated texts passed.
 func TestALocallyTruncatedDrawerIsAFinding(t *testing.T) {
 	c := long("x", 2000)
-	truncated := stubLocal{"drawer_id": "d1", "wing": "w", "room": "r", "content": c[:1600], "chunks": float64(3), "metadata": map[string]any{}}
-	if _, err := readDrawer(context.Background(), truncated, "d1", "w", ""); err == nil || !strings.Contains(err.Error(), "truncated") {
+	truncated := map[string]any{"drawer_id": "d1", "wing": "w", "room": "r", "content": c[:1600], "chunks": float64(3), "metadata": map[string]any{}}
+	if _, err := drawerRecord(drawerRead{res: truncated}, "d1", "w", ""); err == nil || !strings.Contains(err.Error(), "truncated") {
 		t.Errorf("reading a truncated local drawer: %v", err)
 	}
 	tgt := verifyTarget{rec: Record{Kind: Drawers, LocalID: "d1"}, primaryID: "d1"}
