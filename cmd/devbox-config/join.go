@@ -243,7 +243,11 @@ func printJoin(w io.Writer, r join.Report, verifyAll bool) {
 		fmt.Fprintf(w, "verified  %d of %d sampled by content (seed %d)\n", r.Verified, r.Sampled, r.VerifySeed)
 	}
 	for _, m := range r.Mismatches {
-		fmt.Fprintf(w, "MISMATCH  %s %s: %s: %s\n", m.Kind, m.LocalID, m.Verdict, m.Detail)
+		id := m.LocalID
+		if m.PrimaryID != "" && m.PrimaryID != m.LocalID {
+			id += " (on the primary " + m.PrimaryID + ")" // a mined drawer's id there is its content's
+		}
+		fmt.Fprintf(w, "MISMATCH  %s %s: %s: %s\n", m.Kind, id, m.Verdict, m.Detail)
 	}
 	for _, f := range r.Failed {
 		fmt.Fprintf(w, "FAILED    %s %s: %s\n", f.Kind, f.Record, f.Error)

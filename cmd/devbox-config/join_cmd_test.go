@@ -407,3 +407,21 @@ func TestJoinPrintsDeletedOnThePrimary(t *testing.T) {
 		t.Errorf("a join with none deleted on the primary prints:\n%s", b.String())
 	}
 }
+
+// A mismatch whose drawer the primary holds under another id (a mined
+// drawer: its id there is its content's) names both, so the operator can
+// look it up on the primary (attack21: only the local id was named).
+func TestJoinMismatchNamesThePrimarysID(t *testing.T) {
+	var b strings.Builder
+	printJoin(&b, join.Report{Mismatches: []join.Mismatch{
+		{Kind: join.Drawers, LocalID: "drawer_team_b_general_144dbd", PrimaryID: "drawer_team_b_general_00923d", Verdict: "edited", Detail: "two complete revisions"},
+		{Kind: join.Drawers, LocalID: "drawer_same", PrimaryID: "drawer_same", Verdict: "missing", Detail: "not on the primary"},
+	}}, true)
+	out := b.String()
+	if !strings.Contains(out, "MISMATCH  drawers drawer_team_b_general_144dbd (on the primary drawer_team_b_general_00923d): edited") {
+		t.Errorf("the primary's id is not named:\n%s", out)
+	}
+	if !strings.Contains(out, "MISMATCH  drawers drawer_same: missing") {
+		t.Errorf("an id the same on both sides is named twice:\n%s", out)
+	}
+}
