@@ -188,14 +188,14 @@ func (h *harness) releaseLocalHold() {
 // mempalace-mcp, sent right behind a write (so it goes through the edge's
 // ordering), and a search sent right after it answered from real
 // mempalace serve while the mine still runs, marked degraded; a second
-// search, once the mine has outlasted the call timeout, answered so
-// without asking the local palace.
+// search and a get_drawer, once the mine has outlasted the call timeout,
+// answered so without asking the local palace.
 func TestRealASearchDuringAMineAnswers(t *testing.T) {
 	r := startRealEdge(t, harnessOpts{raw: true, timeout: 2 * time.Second, childExitWait: 200 * time.Millisecond}, "")
 	h := r.harness
 	h.handshake()
 	h.ready()
-	r.srv.MustCall(t, "mempalace_add_drawer", map[string]any{"wing": "fleet", "room": "r", "content": "the fleet chose sqlite for the outbox"})
+	fleet := asString(r.srv.MustCall(t, "mempalace_add_drawer", map[string]any{"wing": "fleet", "room": "r", "content": "the fleet chose sqlite for the outbox"})["drawer_id"])
 	h.send(toolCall("warm", "mempalace_search", map[string]any{"query": "sqlite outbox"})) // both palaces' first search loads their collections
 	if a := h.await("warm", 120*time.Second); a["result"] == nil {
 		t.Fatalf("search before the mine: %v", a)
@@ -234,8 +234,171 @@ func TestRealASearchDuringAMineAnswers(t *testing.T) {
 	if ed, _ := got["edge"].(map[string]any); got["degraded"] != true || !strings.Contains(asString(ed["local"]), "not asked") {
 		t.Errorf("the second search during a real mine: %v, want the primary's answer, marked degraded, saying the busy local palace was not asked", got)
 	}
+	// A get_drawer of a drawer only the primary holds likewise.
+	asked = time.Now()
+	h.send(toolCall("get", "mempalace_get_drawer", map[string]any{"drawer_id": fleet}))
+	got = answerText(h.await("get", 60*time.Second))
+	t.Logf("the get_drawer during the mine was answered after %s", time.Since(asked))
+	if _, done := h.seen["mine"]; done {
+		t.Fatalf("the mine was over before the get_drawer was answered: nothing shown (answer %v)", got)
+	}
+	if ed, _ := got["edge"].(map[string]any); got["content"] != "the fleet chose sqlite for the outbox" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "not asked") {
+		t.Errorf("get_drawer during a real mine: %v, want the primary's drawer, marked degraded, saying the busy local palace was not asked", got)
+	}
 	if m := answerText(h.await("mine", 10*time.Minute)); m["error"] != nil {
 		t.Errorf("the mine: %v", m)
 	}
 	t.Logf("the mine took %s", time.Since(began))
+}
+
+// A get_drawer during a long mine is answered by the primary once the
+// local palace has had the call timeout, and at once after that, marked
+// degraded, saying the local palace is busy: the outside tester's
+// get_drawer of a drawer only the primary holds waited for the whole
+// mine (53 s). The mine lasts until the test releases it.
+func TestAGetDrawerDuringAMineAsksThePrimary(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{raw: true, timeout: 500 * time.Millisecond, childExitWait: 200 * time.Millisecond,
+		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
+	h.handshake()
+	h.ready()
+	id := asString(h.onPrimary("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the fleet knows this"})["drawer_id"])
+
+	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": t.TempDir()}))
+	h.atTheLocalPalace("mempalace_mine")
+	for _, call := range []string{"first", "second"} {
+		h.send(toolCall(call, "mempalace_get_drawer", map[string]any{"drawer_id": id}))
+		a := h.await(call, 20*time.Second)
+		if a == nil {
+			t.Fatalf("the %s get_drawer during a mine was not answered while the mine runs", call)
+		}
+		got := answerText(a)
+		ed, _ := got["edge"].(map[string]any)
+		if got["content"] != "the fleet knows this" || palaceOf(got) != "primary" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy") {
+			t.Errorf("%s get_drawer during a mine: %v, want the primary's drawer, marked degraded, saying the local palace is busy", call, got)
+		}
+	}
+	h.send(toolCall("bulk", "mempalace_get_drawers", map[string]any{"drawer_ids": []string{id}}))
+	got := answerText(h.await("bulk", 20*time.Second))
+	res, _ := got["results"].([]any)
+	if ed, _ := got["edge"].(map[string]any); len(res) != 1 || palaceOf(res[0]) != "primary" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy") {
+		t.Errorf("get_drawers during a mine: %v, want the primary's drawer, marked degraded, saying the local palace is busy", got)
+	}
+	if _, answered := h.seen["mine"]; answered {
+		t.Fatalf("the mine was answered already: the test did not read during it")
+	}
+	h.releaseLocalHold()
+	if a := h.await("mine", 20*time.Second); a["result"] == nil {
+		t.Fatalf("mine: %v", a)
+	}
+}
+
+// With the primary down during a long mine, reads are answered once the
+// local palace has had the call timeout, with an error saying the local
+// palace is busy and the primary unreachable (the outside tester's search
+// got no answer in 40 s: the edge waited for the local palace, the only
+// side left, for the whole mine).
+func TestReadsDuringAMineWithThePrimaryDownAnswer(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{raw: true, timeout: 500 * time.Millisecond, childExitWait: 200 * time.Millisecond,
+		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
+	h.handshake()
+	h.ready()
+	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": t.TempDir()}))
+	h.atTheLocalPalace("mempalace_mine")
+	h.srv.Stop()
+	for _, c := range []struct{ id, tool string }{{"first", "mempalace_search"}, {"second", "mempalace_search"}, {"get", "mempalace_get_drawer"}} {
+		h.send(toolCall(c.id, c.tool, map[string]any{"query": "anything", "drawer_id": "drawer_w_r_0123456789abcdef01234567"}))
+		a := h.await(c.id, 20*time.Second)
+		if a == nil {
+			t.Fatalf("%s (%s) during a mine with the primary down was not answered while the mine runs", c.id, c.tool)
+		}
+		got := answerText(a)
+		ed, _ := got["edge"].(map[string]any)
+		if !strings.Contains(asString(got["error"]), "busy") || ed["local"] != "busy" || ed["primary"] == nil || ed["primary"] == "ok" {
+			t.Errorf("%s (%s) during a mine with the primary down: %v, want an error saying the local palace is busy and the primary could not answer", c.id, c.tool, got)
+		}
+	}
+	if _, answered := h.seen["mine"]; answered {
+		t.Fatalf("the mine was answered already: the test did not read during it")
+	}
+	h.releaseLocalHold()
+	if a := h.await("mine", 20*time.Second); a["result"] == nil {
+		t.Fatalf("mine: %v", a)
+	}
+}
+
+// An agent that cancels a long mine (MemPalace goes on mining: it does
+// nothing with a cancellation) does not make the edge forget that the
+// local palace is busy: the reads after it are answered by the primary at
+// once, without asking the local palace, until it answers again.
+func TestACancelledMineKeepsTheLocalPalaceBusy(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{raw: true, timeout: 500 * time.Millisecond, childExitWait: 200 * time.Millisecond, policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`,
+		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
+	h.handshake()
+	h.ready()
+	h.onPrimary("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the fleet knows this"})
+	h.send(toolCall("add", "mempalace_add_drawer", map[string]any{"wing": "private", "room": "r", "content": "this device knows this"}))
+	if a := h.await("add", 20*time.Second); a["result"] == nil {
+		t.Fatalf("add: %v", a)
+	}
+	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": t.TempDir()}))
+	h.atTheLocalPalace("mempalace_mine")
+	h.send(toolCall("first", "mempalace_search", map[string]any{"query": "knows this"}))
+	if got := answerText(h.await("first", 20*time.Second)); got["degraded"] != true {
+		t.Fatalf("search during the mine: %v, want the primary's answer, degraded", got)
+	}
+	h.send(cancelled("mine"))
+	for _, id := range []string{"second", "third"} {
+		h.send(toolCall(id, "mempalace_search", map[string]any{"query": "knows this"}))
+		got := answerText(h.await(id, 20*time.Second))
+		if ed, _ := got["edge"].(map[string]any); got["degraded"] != true || !strings.Contains(asString(ed["local"]), "not asked") {
+			t.Errorf("%s search after the mine was cancelled (still mining): %v, want the primary's answer, degraded, the busy local palace not asked", id, got)
+		}
+	}
+	h.releaseLocalHold()
+	n := 0
+	h.eventually("a merged search once the cancelled mine is over", func() bool {
+		n++
+		id := fmt.Sprint("after", n)
+		h.send(toolCall(id, "mempalace_search", map[string]any{"query": "knows this"}))
+		hits, _ := answerText(h.await(id, 20*time.Second))["results"].([]any)
+		return len(hits) == 2
+	})
+}
+
+// get_drawers asks the primary, in one get_drawers, for the ids the local
+// palace does not have: the answer holds every drawer in the order asked,
+// the primary's marked as its (the outside tester's bulk
+// read said "Drawer not found" of a drawer get_drawer found on the
+// primary).
+func TestGetDrawersAsksThePrimaryForWhatTheLocalPalaceLacks(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`})
+	fleet := asString(h.onPrimary("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the fleet knows this"})["drawer_id"])
+	own, _ := h.call("add_drawer", map[string]any{"wing": "private", "room": "r", "content": "this device knows this"})
+	nowhere := "drawer_w_r_0123456789abcdef01234567"
+	got, _ := h.call("get_drawers", map[string]any{"drawer_ids": []string{fleet, asString(own["drawer_id"]), nowhere}})
+	res, _ := got["results"].([]any)
+	if len(res) != 3 || got["count"] != 3.0 || got["errors"] != 1.0 {
+		t.Fatalf("get_drawers: %v, want 3 results, 1 error", got)
+	}
+	// (A drawer the local palace answers carries no origin, as a get_drawer's.)
+	want := []struct{ content, palace string }{{"the fleet knows this", "primary"}, {"this device knows this", ""}, {"", ""}}
+	for i, w := range want {
+		r, _ := res[i].(map[string]any)
+		if asString(r["content"]) != w.content || palaceOf(r) != w.palace {
+			t.Errorf("get_drawers result %d: %v, want content %q from the %s palace", i, r, w.content, w.palace)
+		}
+	}
+	if r, _ := res[2].(map[string]any); !strings.Contains(asString(r["error"]), "not found") || r["drawer_id"] != nowhere {
+		t.Errorf("get_drawers of a drawer neither palace has: %v, want not found", res[2])
+	}
+	// The primary was asked once, for the two ids the local palace lacks;
+	// a get_drawers the local palace answers whole does not ask it.
+	h.call("get_drawers", map[string]any{"drawer_ids": []string{asString(own["drawer_id"])}})
+	if n := h.primary.Calls("mempalace_get_drawers"); n != 1 {
+		t.Errorf("the primary got %d get_drawers, want 1 (for the ids the local palace lacks, in the first call)", n)
+	}
 }

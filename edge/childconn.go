@@ -61,7 +61,7 @@ type childConn struct {
 
 	next    atomic.Uint64
 	mu      sync.Mutex
-	calls   map[string]relayedCall // relayed calls in flight
+	calls   map[string]relayedCall // relayed calls in flight (given up ones too: busy)
 	done    chan struct{}          // closed when the child's output ends
 	doneErr error
 	// answeredAt is when the child last answered a relayed call (busy).
@@ -125,7 +125,9 @@ func (c *childConn) readLoop(stdout io.Reader) {
 	c.calls = map[string]relayedCall{}
 	c.mu.Unlock()
 	for _, rc := range orphans {
-		rc.fn(nil, err)
+		if rc.fn != nil {
+			rc.fn(nil, err)
+		}
 	}
 	c.sdkW.CloseWithError(io.EOF) // never fails (io.PipeWriter)
 }
@@ -137,11 +139,16 @@ func (c *childConn) route(line []byte) {
 	}
 	if m := gjson.GetBytes(line, "id"); m.Type == gjson.String && strings.HasPrefix(m.Str, relayPrefix) {
 		c.mu.Lock()
-		rc, ok := c.calls[m.Str]
+		rc := c.calls[m.Str]
 		delete(c.calls, m.Str)
+		for id, given := range c.calls {
+			if given.fn == nil {
+				delete(c.calls, id) // the child answers: it is no longer at a call given up before
+			}
+		}
 		c.answeredAt = time.Now()
 		c.mu.Unlock()
-		if ok {
+		if rc.fn != nil {
 			rc.fn(line, nil)
 		}
 		return // an answer to a call given up (cancelled) is dropped
@@ -155,6 +162,10 @@ func (c *childConn) route(line []byte) {
 func (c *childConn) write(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	return c.writeLocked(b)
+}
+
+func (c *childConn) writeLocked(b []byte) error {
 	select {
 	case <-c.done:
 		return errNotSent
@@ -174,43 +185,56 @@ func (c *childConn) newID() string { return relayPrefix + strconv.FormatUint(c.n
 // the reader's goroutine, possibly before start returns: it must not block
 // for long.
 func (c *childConn) start(id, method string, params json.RawMessage, fn func(line []byte, err error)) error {
+	_, err := c.send(id, method, params, fn, false)
+	return err
+}
+
+// send is start; with idle, only when no relayed call is in flight, so
+// that the call is the next the child answers (false: nothing was sent).
+func (c *childConn) send(id, method string, params json.RawMessage, fn func(line []byte, err error), idle bool) (bool, error) {
+	c.wmu.Lock() // held until written: a call started after this check is written after it
+	defer c.wmu.Unlock()
 	c.mu.Lock()
 	select {
 	case <-c.done:
 		c.mu.Unlock()
-		return errNotSent
+		return false, errNotSent
 	default:
+	}
+	if idle && len(c.calls) > 0 {
+		c.mu.Unlock()
+		return false, nil
 	}
 	c.calls[id] = relayedCall{fn, time.Now()}
 	c.mu.Unlock()
-	if err := c.write(append(wire.Request(id, method, params), '\n')); err != nil {
+	if err := c.writeLocked(append(wire.Request(id, method, params), '\n')); err != nil {
 		c.forget(id)
-		return err
+		return false, err
 	}
-	return nil
+	return true, nil
 }
 
-// relayedCall is a relayed call in flight: what takes its answer, and
-// when it was sent.
+// relayedCall is a relayed call in flight: what takes its answer (nil: the
+// call was given up), and when it was sent.
 type relayedCall struct {
 	fn   func(line []byte, err error)
 	sent time.Time
 }
 
-// busy reports that the child has been at one call for longer than d: a
-// relayed call has been in flight that long, and the child has answered
-// none since d ago. It answers one call at a time, in the order sent (a
-// mine takes minutes), so a call sent to it now would wait at least that
-// long. A call given up (cancelled) is not counted: the child may still be
-// at it, and the next call finds that out once more.
-func (c *childConn) busy(d time.Duration) bool {
+// busySince reports that the child has been at one call since before t:
+// a relayed call sent before t is in flight, and the child has answered
+// none since t. It answers one call at a time, in the order sent (a mine
+// takes minutes), so a call sent after t waits behind it. A call given up
+// (cancelled) still counts until the child answers anything: MemPalace
+// does nothing with a cancellation and goes on mining.
+func (c *childConn) busySince(t time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.calls) == 0 || time.Since(c.answeredAt) < d {
+	if !c.answeredAt.Before(t) {
 		return false
 	}
 	for _, rc := range c.calls {
-		if time.Since(rc.sent) >= d {
+		if rc.sent.Before(t) {
 			return true
 		}
 	}
@@ -218,9 +242,14 @@ func (c *childConn) busy(d time.Duration) bool {
 }
 
 // abandon gives a call up: its answer, if it still comes, is dropped, and
-// the child is told (notifications/cancelled).
+// the child is told (notifications/cancelled). It stays in flight for
+// busySince until the child answers anything.
 func (c *childConn) abandon(id, reason string) {
-	c.forget(id)
+	c.mu.Lock()
+	if rc, ok := c.calls[id]; ok {
+		c.calls[id] = relayedCall{sent: rc.sent}
+	}
+	c.mu.Unlock()
 	c.write(append(wire.Cancellation(id, reason), '\n')) // best effort: a child already gone has nothing to cancel
 }
 

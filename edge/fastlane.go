@@ -321,14 +321,17 @@ func (l *fastLane) respond(id, result json.RawMessage, err error, stateless bool
 }
 
 // relay answers a call only the child answers (pass-through, local-only
-// tools, get_drawer) with no goroutine of its own: the request is written
-// from the guard's goroutine and the answer from the child reader's, so
-// the edge adds two pipe writes and no hand-offs. It declines (false) when
-// that is not possible now (another kind of call, the tools not known yet,
-// the child restarting); serve then takes the call.
+// tools), or get_drawer(s) while the child is at no other call, with no
+// goroutine of its own: the request is written from the guard's goroutine
+// and the answer from the child reader's, so the edge adds two pipe
+// writes and no hand-offs. It declines (false) when that is not possible
+// now (another kind of call, the tools not known yet, the child
+// restarting, or at a call a get_drawer would wait behind: byID bounds
+// that wait); serve then takes the call.
 func (l *fastLane) relay(key string, id json.RawMessage, c *call, stateless bool) bool {
 	e := l.e
-	if !e.childAnswers(c) || e.notePending() {
+	byID := !e.cfg.PassThrough() && c.tool.Route == catalogue.ByID && !e.primaryOnlyTool(c.name)
+	if !e.childAnswers(c) && !byID || e.notePending() {
 		return false // (a note goes on serve's answer)
 	}
 	select {
@@ -344,10 +347,10 @@ func (l *fastLane) relay(key string, id json.RawMessage, c *call, stateless bool
 	l.mu.Lock()
 	l.inflight[key] = func() { conn.abandon(cid, "cancelled by the agent") }
 	l.mu.Unlock()
-	err := conn.start(cid, "tools/call", c.body, func(line []byte, err error) {
+	sent, err := conn.send(cid, "tools/call", c.body, func(line []byte, err error) {
 		l.relayed(key, id, c, stateless, line, err)
-	})
-	if err != nil {
+	}, byID)
+	if err != nil || !sent {
 		l.take(key)
 		return false
 	}
@@ -388,14 +391,13 @@ func (l *fastLane) relayed(key string, id json.RawMessage, c *call, stateless bo
 }
 
 // childAnswers reports a call only the child answers: all of pass-through,
-// local-only tools but deletes (deleteCall), and get_drawer (the primary only for a drawer the local
-// palace lacks: missingLocally).
+// and local-only tools but deletes (deleteCall).
 func (e *Edge) childAnswers(c *call) bool {
 	route := c.tool.Route
-	return e.cfg.PassThrough() || (route.Local() && route != catalogue.Destructive || route == catalogue.ByID) && !e.primaryOnlyTool(c.name)
+	return e.cfg.PassThrough() || route.Local() && route != catalogue.Destructive && !e.primaryOnlyTool(c.name)
 }
 
-// missingLocally reports a get_drawer the local palace may lack: it
+// missingLocally reports a get_drawer(s) the local palace may lack: it
 // answered "not found", or an error (an empty palace's), which
 // byIDMissing reads to decide whether to ask the primary.
 func (e *Edge) missingLocally(c *call, result json.RawMessage) bool {
@@ -410,7 +412,7 @@ func (e *Edge) fromPrimaryByID(ctx context.Context, c *call, local json.RawMessa
 	if _, perr := c.decoded(); err != nil || perr != nil {
 		return local, nil
 	}
-	return wire.EncodeResult(e.byIDMissing(ctx, c, res))
+	return wire.EncodeResult(e.byIDMissing(ctx, c, res, nil))
 }
 
 // callTool answers one tool call in the lane: the result bytes, or the
@@ -423,8 +425,6 @@ func (e *Edge) callTool(ctx context.Context, c *call) (json.RawMessage, error) {
 			return nil, rpcErr
 		case err != nil:
 			return wire.EncodeResult(localDown(err))
-		case e.missingLocally(c, raw):
-			return e.fromPrimaryByID(ctx, c, raw)
 		}
 		return raw, nil
 	}

@@ -96,7 +96,9 @@ func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, 
 	lc := make(chan sideAnswer, 1)
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()
+	var asked time.Time
 	startLocal := sync.OnceFunc(func() {
+		asked = time.Now()
 		go func() {
 			r, err := askLocal(lctx, orig)
 			lc <- sideAnswer{r, err}
@@ -115,36 +117,65 @@ func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, 
 		return b
 	}
 	startLocal()
-	b.local = e.localHalf(lc, lcancel, b.pok)
+	b.local = e.localHalf(lc, lcancel, b.pok, asked)
 	b.lt, b.lok = usable(b.local.res, b.local.err)
 	return b
 }
 
-// localHalf is the local palace's answer to a merged read. With the
-// primary's answer usable, the local palace has the call timeout more to
-// answer: mempalace-mcp answers one call at a time, and one busy (a mine
-// takes minutes) must not hold up what the primary answered; past it, its
-// call is cancelled (the call returns at once: its answer, if it comes, is
-// dropped) and the answer is the primary's alone. Without a usable
-// primary answer the local one is the only answer, waited for as long as
-// the call takes.
-func (e *Edge) localHalf(lc <-chan sideAnswer, cancel context.CancelFunc, primaryOK bool) sideAnswer {
-	if !primaryOK {
-		return <-lc
-	}
-	t := time.NewTimer(e.cfg.CallTimeout)
+// localHalf is the local palace's answer to a read sent to it at asked.
+// With another answer to be had (fallback: the primary's), the local
+// palace has the call timeout to answer: mempalace-mcp answers one call
+// at a time, and one busy (a mine takes minutes) must not hold up what
+// the primary answers; past it, its call is cancelled (the call returns
+// at once: its answer, if it comes, is dropped). Without one, the local
+// answer is the only answer, waited for while the local palace is at it,
+// but given up likewise once it has waited the call timeout behind a call
+// sent before it (localBusySince): a mine with the primary down is
+// answered "busy", not after the mine.
+func (e *Edge) localHalf(lc <-chan sideAnswer, cancel context.CancelFunc, fallback bool, asked time.Time) sideAnswer {
+	t := time.NewTicker(e.cfg.CallTimeout)
 	defer t.Stop()
-	select {
-	case a := <-lc:
-		return a
-	case <-t.C:
+	for {
+		select {
+		case a := <-lc:
+			return a
+		case <-t.C:
+		}
+		if fallback || e.localBusySince(asked) {
+			break
+		}
 	}
 	cancel()
 	a := <-lc // the call, cancelled, returns
 	if a.err != nil {
-		a.err = fmt.Errorf("%w: no answer within %s of the primary's (%w)", errLocalBusy, e.cfg.CallTimeout, a.err)
+		a.err = fmt.Errorf("%w: no answer within %s (%w)", errLocalBusy, e.cfg.CallTimeout, a.err)
 	}
 	return a
+}
+
+// localRead asks the local palace a read as a merged read does
+// (localHalf): with fallback (the primary is up), not at all while it is
+// busy (localBusy). errLocalBusy: it did not answer.
+func (e *Edge) localRead(ctx context.Context, c *call, fallback bool) (*mcp.CallToolResult, error) {
+	if fallback && e.localBusy() {
+		return nil, e.busyNotAsked()
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lc := make(chan sideAnswer, 1)
+	asked := time.Now()
+	go func() {
+		r, err := e.localServer.Call(lctx, c.params)
+		lc <- sideAnswer{r, err}
+	}()
+	a := e.localHalf(lc, cancel, fallback, asked)
+	return a.res, a.err
+}
+
+// busyAndPrimaryDown answers a read neither palace answered: the local
+// palace busy (err), the primary failing (why).
+func busyAndPrimaryDown(err error, why string) *mcp.CallToolResult {
+	return errorResult(fmt.Sprintf("%v, and the primary did not answer either (%s)", err, why), map[string]any{"local": "busy", "primary": why})
 }
 
 // errLocalBusy: the local palace did not answer a read in time, or was not
@@ -158,11 +189,17 @@ var errLocalBusy = errors.New("the local palace is busy")
 // the whole timeout before, for as long as a mine ran). Writes still go
 // to it and wait.
 func (e *Edge) localBusy() bool {
+	return e.localBusySince(time.Now().Add(-e.cfg.CallTimeout))
+}
+
+// localBusySince reports a local palace at a call sent before t, with no
+// answer since (childConn.busySince).
+func (e *Edge) localBusySince(t time.Time) bool {
 	if e.child == nil {
 		return false // a test's local palace
 	}
 	conn := e.child.live()
-	return conn != nil && conn.busy(e.cfg.CallTimeout)
+	return conn != nil && conn.busySince(t)
 }
 
 // busyNotAsked is why a read did not ask the local palace (localBusy).
@@ -172,19 +209,19 @@ func (e *Edge) busyNotAsked() error {
 
 // oneSide answers a merged read one side of which is not usable: from
 // the other, marked degraded (not degraded for a devbox new to the fleet,
-// with nothing here to merge), or, with neither usable, the local answer
-// as it came.
+// with nothing here to merge), or, with neither usable, an error saying
+// so of a busy local palace, else the local answer as it came.
 func (e *Edge) oneSide(b bothSides, shape catalogue.Filter, args map[string]any, recs catalogue.Records) (*mcp.CallToolResult, error) {
 	lo, perr, mk := b.local, b.primary.err, e.marks()
+	pwhy := "unusable answer"
+	if perr != nil {
+		pwhy = perr.Error()
+	} else if b.pt != "" {
+		pwhy = gjson.Get(b.pt, "error").String()
+	}
 	switch {
 	case b.lok:
-		why := "unusable answer"
-		if perr != nil {
-			why = perr.Error()
-		} else if b.pt != "" {
-			why = gjson.Get(b.pt, "error").String()
-		}
-		return annotate(mk.result(requestedPage(shape, lo.res, args), recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": why}, true), nil
+		return annotate(mk.result(requestedPage(shape, lo.res, args), recs, origin.PalaceLocal), map[string]any{"local": "ok", "primary": pwhy}, true), nil
 	case b.pok:
 		why, degraded := "unusable answer", true
 		switch {
@@ -196,6 +233,8 @@ func (e *Edge) oneSide(b bothSides, shape catalogue.Filter, args map[string]any,
 			why = gjson.Get(b.lt, "error").String()
 		}
 		return annotate(mk.result(requestedPage(shape, b.primary.res, args), recs, origin.PalacePrimary), map[string]any{"local": why, "primary": "ok"}, degraded), nil
+	case errors.Is(lo.err, errLocalBusy):
+		return busyAndPrimaryDown(lo.err, pwhy), nil
 	case lo.err == nil && e.localEmpty():
 		// A devbox new to the fleet: its palace's errors mean "nothing
 		// here". The primary's own refusal is the answer; a primary that

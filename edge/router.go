@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/wire"
@@ -176,7 +177,14 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 		why = "the primary answered an error: " + rpcErr.Message
 	}
 	mark := map[string]any{"source": "local", "primary": why}
-	local, lerr := e.local(ctx, c)
+	local, lerr := e.localRead(ctx, c, false)
+	if errors.Is(lerr, errLocalBusy) {
+		if err == nil {
+			return res, nil // the primary's own answer
+		}
+		return busyAndPrimaryDown(lerr, why), nil
+	}
+	local, lerr = localAnswer(local, lerr)
 	if lerr == nil && local != nil {
 		var empty bool
 		if local, empty = e.emptyOverview(c, local); empty {
@@ -218,15 +226,10 @@ func (e *Edge) ownFacts(ctx context.Context, c *call) (res *mcp.CallToolResult, 
 		about = fmt.Sprintf(" about %q", entity)
 	}
 	why := fmt.Sprintf("this device's knowledge-graph writes%s are not on the primary yet (%d in the outbox)", about, n)
-	if e.localBusy() {
-		return nil, fmt.Sprintf("%v; %s, so this answer lacks them", e.busyNotAsked(), why)
-	}
-	lctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
-	defer cancel()
-	res, err = e.local(lctx, c)
+	res, err = e.localRead(ctx, c, true)
 	switch {
-	case lctx.Err() != nil && ctx.Err() == nil:
-		return nil, fmt.Sprintf("%v: no answer within %s; %s, so this answer lacks them", errLocalBusy, e.cfg.CallTimeout, why)
+	case errors.Is(err, errLocalBusy):
+		return nil, fmt.Sprintf("%v; %s, so this answer lacks them", err, why)
 	case err != nil:
 		return nil, fmt.Sprintf("the local palace did not answer (%v); %s, so this answer lacks them", err, why)
 	case res == nil || res.IsError:
@@ -244,33 +247,142 @@ func resultText(res *mcp.CallToolResult) string {
 	return "(no text)"
 }
 
+// byID asks the local palace (as a merged read does, localRead), then the
+// primary for what it lacks (byIDMissing); a busy local palace's part is
+// the primary's, marked degraded.
 func (e *Edge) byID(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
-	res, err := e.local(ctx, c)
-	if err != nil || res == nil {
-		return res, err
+	res, err := e.localRead(ctx, c, e.remote.Up())
+	var busy error
+	switch {
+	case errors.Is(err, errLocalBusy):
+		busy, res = err, nil
+	case err != nil || res == nil:
+		return localAnswer(res, err)
 	}
-	return e.byIDMissing(ctx, c, res), nil
+	return e.byIDMissing(ctx, c, res, busy), nil
 }
 
-// byIDMissing: a drawer the local palace does not have (lacksLocally) is
-// asked of the primary (while it is up); any other local answer stands.
-func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
-	if !e.lacksLocally(res) {
-		return res
+// byIDMissing: a drawer the local palace does not have (lacksLocally), or
+// every drawer asked while it is busy (res nil, busy why), is asked of the
+// primary (while it is up); any other local answer stands.
+func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult, busy error) *mcp.CallToolResult {
+	if c.tool.Name == "get_drawers" {
+		return e.drawersMissing(ctx, c, res, busy)
 	}
-	res, empty := notFoundHere(c, res)
-	if !e.remote.Up() {
-		if empty {
-			return annotate(res, map[string]any{"source": "local", "local": noDrawersYet, "primary": e.remote.State()}, true)
+	id := fmt.Sprint(c.argsMap()["drawer_id"])
+	var empty bool
+	switch {
+	case busy != nil:
+		res = jsonResult(map[string]any{"error": "Drawer not found: " + id}, false)
+	case !e.lacksLocally(res):
+		return res
+	default:
+		res, empty = notFoundHere(c, res)
+	}
+	if e.tombstones(ctx).drawers[id] {
+		return res // deleted here
+	}
+	up := e.remote.Up()
+	var pres *mcp.CallToolResult
+	var perr error
+	if up {
+		pres, perr = e.callPrimary(ctx, c, true)
+	}
+	switch {
+	case up && perr == nil:
+		return annotate(e.marks().result(pres, c.tool.Records, origin.PalacePrimary), busyMark(map[string]any{"source": "primary"}, busy), busy != nil)
+	case busy != nil:
+		return busyAndPrimaryDown(busy, e.remote.State())
+	case empty:
+		return annotate(res, map[string]any{"source": "local", "local": noDrawersYet, "primary": e.remote.State()}, true)
+	case up:
+		return annotate(res, map[string]any{"source": "local", "primary": e.remote.State()}, true)
+	}
+	return res
+}
+
+// busyMark is mark saying the local palace was busy (busy non-nil).
+func busyMark(mark map[string]any, busy error) map[string]any {
+	if busy != nil {
+		mark["local"] = busy.Error()
+	}
+	return mark
+}
+
+// drawersMissing is byIDMissing for get_drawers: the ids the local palace
+// does not have are asked of the primary in one get_drawers, and its
+// drawers take their places in the answer, in the order asked, marked as
+// the primary's (a get_drawer's are).
+func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolResult, busy error) *mcp.CallToolResult {
+	raw, _ := c.argsMap()["drawer_ids"].([]any)
+	ids := make([]string, len(raw))
+	for i, id := range raw {
+		ids[i], _ = id.(string)
+	}
+	slots := make([]json.RawMessage, len(ids))
+	if busy == nil {
+		t, _ := objectText(res)
+		results := gjson.Get(t, "results").Array()
+		if len(results) != len(ids) {
+			if !e.lacksLocally(res) {
+				return res // refused (a bad list), or not 3.11's shape
+			}
+			results = make([]gjson.Result, len(ids)) // an empty palace: none here
+		}
+		for i, r := range results {
+			slots[i] = json.RawMessage(r.Raw)
+		}
+	}
+	dead := e.tombstones(ctx).drawers
+	var missing []string
+	var at []int
+	for i, id := range ids {
+		if slots[i] == nil || notFound(gjson.GetBytes(slots[i], "error").String()) {
+			slots[i], _ = json.Marshal(map[string]any{"drawer_id": id, "error": "Drawer not found: " + id})
+			if !dead[id] {
+				missing, at = append(missing, id), append(at, i)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		if busy != nil {
+			return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local"}, busy), true)
 		}
 		return res
 	}
-	if e.tombstones(ctx).drawers[fmt.Sprint(c.argsMap()["drawer_id"])] {
-		return res
+	why := e.remote.State()
+	if e.remote.Up() {
+		pc, err := c.with(map[string]any{"drawer_ids": missing})
+		if err == nil {
+			pres, perr := e.callPrimary(ctx, pc, true)
+			if pt, ok := usable(pres, perr); ok {
+				found := gjson.Get(e.marks().text(pt, c.tool.Records, origin.PalacePrimary), "results").Array()
+				for j, i := range at {
+					if j < len(found) && !found[j].Get("error").Exists() {
+						slots[i] = json.RawMessage(found[j].Raw)
+					}
+				}
+				return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local and primary"}, busy), busy != nil)
+			} else if perr != nil {
+				why = perr.Error()
+			} else {
+				why = "the primary answered an error: " + resultText(pres)
+			}
+		}
 	}
-	pres, perr := e.callPrimary(ctx, c, true)
-	if perr != nil {
-		return annotate(res, map[string]any{"source": "local", "primary": e.remote.State()}, true)
+	if busy != nil {
+		return busyAndPrimaryDown(busy, why)
 	}
-	return annotate(e.marks().result(pres, c.tool.Records, origin.PalacePrimary), map[string]any{"source": "primary"}, false)
+	return annotate(drawersAnswer(slots), map[string]any{"source": "local", "primary": why}, true)
+}
+
+// drawersAnswer is get_drawers' answer of slots.
+func drawersAnswer(slots []json.RawMessage) *mcp.CallToolResult {
+	errs := 0
+	for _, s := range slots {
+		if gjson.GetBytes(s, "error").Exists() {
+			errs++
+		}
+	}
+	return jsonResult(map[string]any{"results": slots, "count": len(slots), "errors": errs}, false)
 }
