@@ -309,29 +309,38 @@ func busyMark(mark map[string]any, busy error) map[string]any {
 	return mark
 }
 
-// drawersMissing is byIDMissing for get_drawers: the ids the local palace
-// does not have are asked of the primary in one get_drawers, and its
-// drawers take their places in the answer, in the order asked, marked as
-// the primary's (a get_drawer's are).
-func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolResult, busy error) *mcp.CallToolResult {
+// localSlots are get_drawers' ids and the local palace's answer for each
+// (none while it is busy; none for an empty palace); not ok when its
+// answer is a refusal or not 3.11's shape.
+func (e *Edge) localSlots(c *call, res *mcp.CallToolResult, busy error) ([]string, []json.RawMessage, bool) {
 	raw, _ := c.argsMap()["drawer_ids"].([]any)
 	ids := make([]string, len(raw))
 	for i, id := range raw {
 		ids[i], _ = id.(string)
 	}
 	slots := make([]json.RawMessage, len(ids))
-	if busy == nil {
-		t, _ := objectText(res)
-		results := gjson.Get(t, "results").Array()
-		if len(results) != len(ids) {
-			if !e.lacksLocally(res) {
-				return res // refused (a bad list), or not 3.11's shape
-			}
-			results = make([]gjson.Result, len(ids)) // an empty palace: none here
-		}
-		for i, r := range results {
-			slots[i] = json.RawMessage(r.Raw)
-		}
+	if busy != nil {
+		return ids, slots, true
+	}
+	t, _ := objectText(res)
+	results := gjson.Get(t, "results").Array()
+	if len(results) != len(ids) {
+		return ids, slots, e.lacksLocally(res) // an empty palace: none here
+	}
+	for i, r := range results {
+		slots[i] = json.RawMessage(r.Raw)
+	}
+	return ids, slots, true
+}
+
+// drawersMissing is byIDMissing for get_drawers: the ids the local palace
+// does not have are asked of the primary in one get_drawers, and its
+// drawers take their places in the answer, in the order asked, marked as
+// the primary's (a get_drawer's are).
+func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolResult, busy error) *mcp.CallToolResult {
+	ids, slots, ok := e.localSlots(c, res, busy)
+	if !ok {
+		return res // refused (a bad list), or not 3.11's shape
 	}
 	dead := e.tombstones(ctx).drawers
 	var missing []string
@@ -356,10 +365,15 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 		if err == nil {
 			pres, perr := e.callPrimary(ctx, pc, true)
 			if pt, ok := usable(pres, perr); ok {
-				found := gjson.Get(e.marks().text(pt, c.tool.Records, origin.PalacePrimary), "results").Array()
-				for j, i := range at {
-					if j < len(found) && !found[j].Get("error").Exists() {
-						slots[i] = json.RawMessage(found[j].Raw)
+				found := map[string]string{}
+				for _, r := range gjson.Get(e.marks().text(pt, c.tool.Records, origin.PalacePrimary), "results").Array() {
+					if !r.Get("error").Exists() {
+						found[r.Get("drawer_id").String()] = r.Raw
+					}
+				}
+				for _, i := range at {
+					if raw, ok := found[ids[i]]; ok {
+						slots[i] = json.RawMessage(raw)
 					}
 				}
 				return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local and primary"}, busy), busy != nil)
