@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/joakimp/devbox-config/ladder"
@@ -14,8 +15,12 @@ import (
 // is this list for people, with the version of each real client that
 // proves its record.
 func All() []Record {
-	// serverVars is every variable a server reads, for Codex's env_vars.
+	// serverVars is every variable a server reads, for Codex's env_vars;
+	// localVars the same less the primary's token, for a plain local
+	// mempalace-mcp, which never talks to the primary (the edge keeps the
+	// token from its own child too: ladder.ChildEnviron).
 	serverVars, _ := json.Marshal(ladder.ServerVars())
+	localVars, _ := json.Marshal(slices.DeleteFunc(ladder.ServerVars(), func(n string) bool { return n == ladder.EnvRemoteToken }))
 	// geminiRedacts is Gemini CLI's NEVER_ALLOWED_NAME_PATTERNS (0.61.0).
 	// geminiRef is its reference that expands to "" when a variable is
 	// unset (envVarResolver's ${NAME:-default}).
@@ -76,7 +81,7 @@ func All() []Record {
 			Location: Location{Dir: ".codex", DirEnv: "CODEX_HOME", Write: []string{"config.toml"}},
 			Format:   TOML, Key: []string{"mcp_servers"}, Scope: OptIn, FixedEnv: true,
 			Entries: Entries{
-				Solitary: `{"command": "mempalace-mcp", "env_vars": ` + string(serverVars) + `}`,
+				Solitary: `{"command": "mempalace-mcp", "env_vars": ` + string(localVars) + `}`,
 				Remote:   `{"url": {{json .URL}}, "bearer_token_env_var": "MEMPALACE_REMOTE_TOKEN"}`,
 				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "codex"}, "env_vars": ` + string(serverVars) + `}`,
 			},

@@ -178,6 +178,12 @@ func TestFixedEnvHarnessesPassEveryServerVar(t *testing.T) {
 				continue // known gap: Auggie's plain mempalace-mcp gets no MEMPALACE_* (docs/harnesses.md)
 			}
 			for _, n := range ladder.ServerVars() {
+				if n == ladder.EnvRemoteToken && mode == ladder.Solitary {
+					if slices.Contains(e.EnvVars, n) {
+						t.Errorf("%s solitary: the primary's token reaches a plain %s, which never talks to the primary (the edge keeps it from its own child): %s", r.Name, cmd, b)
+					}
+					continue
+				}
 				if !slices.Contains(e.EnvVars, n) {
 					t.Errorf("%s %s: %s does not reach %s: %s", r.Name, mode, n, cmd, b)
 				}
