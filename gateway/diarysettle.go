@@ -36,7 +36,8 @@ func diaryOf(t catalogue.Tool, args map[string]any) map[string]any {
 // a room one drawer larger whose one entry newer than its newest before
 // has the text's id suffix holds this write (the answer names it; a
 // checkpoint's, as its diary: MemPalace files its items first, and they
-// are filed once however often they are sent); a room no larger with no
+// are filed once however often they are sent; recordStep looks them up
+// to stamp them, landed); a room no larger with no
 // newer entry, a write never made (503: the edge sends it again, and the
 // ledger forwards it). Any other outcome (a listing that failed, a writer
 // that bypassed the gateway) leaves the answer lost, the op in doubt, as

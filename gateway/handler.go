@@ -299,7 +299,7 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		return
 	}
 	if write && status == http.StatusOK {
-		s.recordStep(ctx, d, author, t, req.Args, resp)
+		s.recordStep(ctx, d, author, t, req.Args, dec.held, resp)
 	}
 	x.entry.UpstreamStatus = status
 	s.answer(x, status, resp, VerdictAllow, dec.Rule)

@@ -50,3 +50,12 @@ func TestRealCheckpointDuplicatesCarryOrigin(t *testing.T) {
 		t.Errorf("nar's checkpoint: untrusted_withheld %v, want 1", res["untrusted_withheld"])
 	}
 }
+
+// TestRealSettledCheckpointStampsItsItems: real MemPalace serve's
+// checkpoint, its answer lost after it filed its item and its diary
+// entry: the gateway settles it, and the item carries the writer's
+// origin.
+func TestRealSettledCheckpointStampsItsItems(t *testing.T) {
+	u, _ := startReal(t)
+	settledCheckpoint(t, u.url)
+}
