@@ -62,6 +62,7 @@ type childConn struct {
 	next    atomic.Uint64
 	mu      sync.Mutex
 	calls   map[string]relayedCall // relayed calls in flight (given up ones too: busy)
+	sent    uint64                 // relayed calls written so far (relayedCall.seq)
 	done    chan struct{}          // closed when the child's output ends
 	doneErr error
 	// answeredAt is when the child last answered a relayed call (busy).
@@ -142,7 +143,7 @@ func (c *childConn) route(line []byte) {
 		rc := c.calls[m.Str]
 		delete(c.calls, m.Str)
 		for id, given := range c.calls {
-			if given.fn == nil {
+			if given.fn == nil && given.seq < rc.seq {
 				delete(c.calls, id) // the child answers: it is no longer at a call given up before
 			}
 		}
@@ -205,7 +206,8 @@ func (c *childConn) send(id, method string, params json.RawMessage, fn func(line
 		c.mu.Unlock()
 		return false, nil
 	}
-	c.calls[id] = relayedCall{fn, time.Now()}
+	c.sent++
+	c.calls[id] = relayedCall{fn, time.Now(), c.sent}
 	c.mu.Unlock()
 	if err := c.writeLocked(append(wire.Request(id, method, params), '\n')); err != nil {
 		c.forget(id)
@@ -215,18 +217,20 @@ func (c *childConn) send(id, method string, params json.RawMessage, fn func(line
 }
 
 // relayedCall is a relayed call in flight: what takes its answer (nil: the
-// call was given up), and when it was sent.
+// call was given up), when it was sent, and its place in the order sent
+// (the child answers in that order).
 type relayedCall struct {
 	fn   func(line []byte, err error)
 	sent time.Time
+	seq  uint64
 }
 
 // busySince reports that the child has been at one call since before t:
 // a relayed call sent before t is in flight, and the child has answered
 // none since t. It answers one call at a time, in the order sent (a mine
 // takes minutes), so a call sent after t waits behind it. A call given up
-// (cancelled) still counts until the child answers anything: MemPalace
-// does nothing with a cancellation and goes on mining.
+// (cancelled) still counts until the child answers it or a call sent
+// after it: MemPalace does nothing with a cancellation and goes on mining.
 func (c *childConn) busySince(t time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -243,11 +247,11 @@ func (c *childConn) busySince(t time.Time) bool {
 
 // abandon gives a call up: its answer, if it still comes, is dropped, and
 // the child is told (notifications/cancelled). It stays in flight for
-// busySince until the child answers anything.
+// busySince until the child answers it or a call sent after it.
 func (c *childConn) abandon(id, reason string) {
 	c.mu.Lock()
 	if rc, ok := c.calls[id]; ok {
-		c.calls[id] = relayedCall{sent: rc.sent}
+		c.calls[id] = relayedCall{sent: rc.sent, seq: rc.seq}
 	}
 	c.mu.Unlock()
 	c.write(append(wire.Cancellation(id, reason), '\n')) // best effort: a child already gone has nothing to cancel
