@@ -311,7 +311,7 @@ func busyMark(mark map[string]any, busy error) map[string]any {
 
 // localSlots are get_drawers' ids and the local palace's answer for each
 // (none while it is busy; none for an empty palace); not ok when its
-// answer is a refusal or not 3.11's shape.
+// answer is another error or not 3.11's shape.
 func (e *Edge) localSlots(c *call, res *mcp.CallToolResult, busy error) ([]string, []json.RawMessage, bool) {
 	raw, _ := c.argsMap()["drawer_ids"].([]any)
 	ids := make([]string, len(raw))
@@ -338,9 +338,15 @@ func (e *Edge) localSlots(c *call, res *mcp.CallToolResult, busy error) ([]strin
 // drawers take their places in the answer, in the order asked, marked as
 // the primary's (a get_drawer's are).
 func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolResult, busy error) *mcp.CallToolResult {
+	if refusal := bulkIDsRefusal(c.argsMap()["drawer_ids"]); refusal != "" {
+		if busy != nil {
+			return jsonResult(map[string]any{"error": refusal}, false) // what the local palace would answer
+		}
+		return res // its refusal
+	}
 	ids, slots, ok := e.localSlots(c, res, busy)
 	if !ok {
-		return res // refused (a bad list), or not 3.11's shape
+		return res // not 3.11's shape
 	}
 	dead := e.tombstones(ctx).drawers
 	var missing []string
@@ -388,6 +394,25 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 		return busyAndPrimaryDown(busy, why)
 	}
 	return annotate(drawersAnswer(slots), map[string]any{"source": "local", "primary": why}, true)
+}
+
+// maxBulkIDs is the most ids MemPalace 3.11.0's get_drawers takes.
+const maxBulkIDs = 500
+
+// bulkIDsRefusal is MemPalace 3.11.0's refusal of get_drawers' drawer_ids
+// (mcp_server/tools_write.py, _bulk_ids_error), "" for a list it takes:
+// a list of 1 to maxBulkIDs ids.
+func bulkIDsRefusal(ids any) string {
+	l, ok := ids.([]any)
+	switch {
+	case !ok:
+		return "drawer_ids must be a list of drawer IDs"
+	case len(l) == 0:
+		return "drawer_ids must not be empty"
+	case len(l) > maxBulkIDs:
+		return fmt.Sprintf("drawer_ids holds %d ids, but the bulk fetch accepts at most %d per call", len(l), maxBulkIDs)
+	}
+	return ""
 }
 
 // drawersAnswer is get_drawers' answer of slots.
