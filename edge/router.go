@@ -159,7 +159,7 @@ func (e *Edge) callPrimary(ctx context.Context, c *call, retry bool) (*mcp.CallT
 // primaryFirst asks the primary; on any failure (down, an error, a tool
 // it lacks) it answers from the local palace, marked degraded.
 func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
-	own, missing := e.ownFacts(ctx, c)
+	own, missing, busy := e.ownFacts(ctx, c)
 	if own != nil {
 		return own, nil
 	}
@@ -177,7 +177,11 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 		why = "the primary answered an error: " + rpcErr.Message
 	}
 	mark := map[string]any{"source": "local", "primary": why}
-	local, lerr := e.localRead(ctx, c, false)
+	var local *mcp.CallToolResult
+	lerr := busy // ownFacts asked already: not again, behind itself
+	if busy == nil {
+		local, lerr = e.localRead(ctx, c, false)
+	}
 	if errors.Is(lerr, errLocalBusy) {
 		if err == nil {
 			return res, nil // the primary's own answer
@@ -209,33 +213,35 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 // kg_timeline of everything) counts every unsent KG write. The local
 // palace has the call timeout to answer (mempalace-mcp answers one call
 // at a time, and a mine takes minutes), and is not asked while it is busy
-// (localBusy). res nil: the primary answers, and
-// missing, if not "", says what its answer lacks (the local palace could
-// not answer: busy, down, an error).
-func (e *Edge) ownFacts(ctx context.Context, c *call) (res *mcp.CallToolResult, missing string) {
+// (localBusy), while the primary is up; with it down, the local answer is
+// the only one, and has as long as the local palace is at no other call.
+// res nil: the primary answers, and missing, if not "", says what its
+// answer lacks (the local palace could not answer: busy, down, an error);
+// busy is the local palace's being busy, if it was.
+func (e *Edge) ownFacts(ctx context.Context, c *call) (res *mcp.CallToolResult, missing string, busy error) {
 	if c.tool.Wings != catalogue.KnowledgeGraph || e.outbox == nil {
-		return nil, ""
+		return nil, "", nil
 	}
 	entity, _ := c.argsMap()["entity"].(string)
 	n, err := e.outbox.UnsentFacts(ctx, entity)
 	if err != nil || n == 0 {
-		return nil, ""
+		return nil, "", nil
 	}
 	about := ""
 	if catalogue.EntityID(entity) != "" {
 		about = fmt.Sprintf(" about %q", entity)
 	}
 	why := fmt.Sprintf("this device's knowledge-graph writes%s are not on the primary yet (%d in the outbox)", about, n)
-	res, err = e.localRead(ctx, c, true)
+	res, err = e.localRead(ctx, c, e.remote.Up())
 	switch {
 	case errors.Is(err, errLocalBusy):
-		return nil, fmt.Sprintf("%v; %s, so this answer lacks them", err, why)
+		return nil, fmt.Sprintf("%v; %s, so this answer lacks them", err, why), err
 	case err != nil:
-		return nil, fmt.Sprintf("the local palace did not answer (%v); %s, so this answer lacks them", err, why)
+		return nil, fmt.Sprintf("the local palace did not answer (%v); %s, so this answer lacks them", err, why), nil
 	case res == nil || res.IsError:
-		return nil, fmt.Sprintf("the local palace answered an error (%s); %s, so this answer lacks them", resultText(res), why)
+		return nil, fmt.Sprintf("the local palace answered an error (%s); %s, so this answer lacks them", resultText(res), why), nil
 	}
-	return annotate(e.marks().result(res, c.tool.Records, origin.PalaceLocal), map[string]any{"source": "local", "why": why}, false), ""
+	return annotate(e.marks().result(res, c.tool.Records, origin.PalaceLocal), map[string]any{"source": "local", "why": why}, false), "", nil
 }
 
 func resultText(res *mcp.CallToolResult) string {
