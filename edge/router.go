@@ -254,14 +254,14 @@ func resultText(res *mcp.CallToolResult) string {
 }
 
 // byID asks the local palace (as a merged read does, localRead), then the
-// primary for what it lacks (byIDMissing); a busy local palace's part is
-// the primary's, marked degraded.
+// primary for what it lacks (byIDMissing); a busy or down local palace's
+// part is the primary's, marked degraded.
 func (e *Edge) byID(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	res, err := e.localRead(ctx, c, e.remote.Up())
 	var busy error
 	switch {
-	case errors.Is(err, errLocalBusy):
-		busy, res = err, nil
+	case err != nil && peerError(err) == nil:
+		busy, res = err, nil // busy, or down
 	case err != nil || res == nil:
 		return localAnswer(res, err)
 	}
@@ -269,7 +269,7 @@ func (e *Edge) byID(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 }
 
 // byIDMissing: a drawer the local palace does not have (lacksLocally), or
-// every drawer asked while it is busy (res nil, busy why), is asked of the
+// every drawer asked while it is busy or down (res nil, busy why), is asked of the
 // primary (while it is up); any other local answer stands.
 func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult, busy error) *mcp.CallToolResult {
 	if c.tool.Name == "get_drawers" {
