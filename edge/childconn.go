@@ -193,6 +193,9 @@ func (c *childConn) start(id, method string, params json.RawMessage, fn func(lin
 // send is start; with idle, only when no relayed call is in flight, so
 // that the call is the next the child answers (false: nothing was sent).
 func (c *childConn) send(id, method string, params json.RawMessage, fn func(line []byte, err error), idle bool) (bool, error) {
+	if idle && !c.idle() {
+		return false, nil // not waiting for the write lock behind a call stuck writing (a full pipe)
+	}
 	c.wmu.Lock() // held until written: a call started after this check is written after it
 	defer c.wmu.Unlock()
 	c.mu.Lock()
@@ -204,7 +207,7 @@ func (c *childConn) send(id, method string, params json.RawMessage, fn func(line
 	}
 	if idle && len(c.calls) > 0 {
 		c.mu.Unlock()
-		return false, nil
+		return false, nil // one started since the check above
 	}
 	c.sent++
 	c.calls[id] = relayedCall{fn, time.Now(), c.sent}
@@ -214,6 +217,13 @@ func (c *childConn) send(id, method string, params json.RawMessage, fn func(line
 		return false, err
 	}
 	return true, nil
+}
+
+// idle reports no relayed call in flight.
+func (c *childConn) idle() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls) == 0
 }
 
 // relayedCall is a relayed call in flight: what takes its answer (nil: the
