@@ -373,33 +373,61 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 	}
 	why := e.remote.State()
 	if e.remote.Up() {
-		pc, err := c.with(map[string]any{"drawer_ids": missing})
+		found, err := e.primaryDrawers(ctx, c, missing)
 		if err == nil {
-			pres, perr := e.callPrimary(ctx, pc, true)
-			if pt, ok := usable(pres, perr); ok {
-				found := map[string]string{}
-				for _, r := range gjson.Get(e.marks().text(pt, c.tool.Records, origin.PalacePrimary), "results").Array() {
-					if !r.Get("error").Exists() {
-						found[r.Get("drawer_id").String()] = r.Raw
-					}
+			for _, i := range at {
+				if raw, ok := found[ids[i]]; ok {
+					slots[i] = json.RawMessage(raw)
 				}
-				for _, i := range at {
-					if raw, ok := found[ids[i]]; ok {
-						slots[i] = json.RawMessage(raw)
-					}
-				}
-				return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local and primary"}, busy), busy != nil)
-			} else if perr != nil {
-				why = perr.Error()
-			} else {
-				why = "the primary answered an error: " + resultText(pres)
 			}
+			return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local and primary"}, busy), busy != nil)
 		}
+		why = err.Error()
 	}
 	if busy != nil {
 		return busyAndPrimaryDown(busy, why)
 	}
 	return annotate(drawersAnswer(slots), map[string]any{"source": "local", "primary": why}, true)
+}
+
+// primaryDrawers are the primary's drawers of ids, marked as its, by id:
+// asked in one get_drawers or, when the primary refuses that (a gateway,
+// to a device that may not read every wing: gateway.CodeDenied; MemPalace
+// before 3.11.0), one get_drawer each (one it refuses is not found).
+func (e *Edge) primaryDrawers(ctx context.Context, c *call, ids []string) (map[string]string, error) {
+	pc, err := c.with(map[string]any{"drawer_ids": ids})
+	if err != nil {
+		return nil, err
+	}
+	pres, perr := e.callPrimary(ctx, pc, true)
+	found := map[string]string{}
+	if rpcErr := peerError(perr); rpcErr != nil && (rpcErr.Code == -31003 || rpcErr.Code == -32601) {
+		for _, id := range ids {
+			b, _ := json.Marshal(map[string]any{"drawer_id": id})
+			one := newCall(&mcp.CallToolParams{Name: "mempalace_get_drawer", Arguments: json.RawMessage(b), Meta: c.params.Meta})
+			res, err := e.callPrimary(ctx, one, true)
+			if err != nil && peerError(err) == nil {
+				return nil, err // the primary failed, not refused
+			}
+			if t, ok := usable(res, err); ok {
+				found[id] = e.marks().text(t, one.tool.Records, origin.PalacePrimary)
+			}
+		}
+		return found, nil
+	}
+	pt, ok := usable(pres, perr)
+	switch {
+	case perr != nil:
+		return nil, perr
+	case !ok:
+		return nil, errors.New("the primary answered an error: " + resultText(pres))
+	}
+	for _, r := range gjson.Get(e.marks().text(pt, c.tool.Records, origin.PalacePrimary), "results").Array() {
+		if !r.Get("error").Exists() {
+			found[r.Get("drawer_id").String()] = r.Raw
+		}
+	}
+	return found, nil
 }
 
 // maxBulkIDs is the most ids MemPalace 3.11.0's get_drawers takes.
