@@ -234,3 +234,25 @@ func DiaryEntryID(id string) (stamp, suffix string, ok bool) {
 	}
 	return stamp, suffix, true
 }
+
+// MaxBulkIDs is the most ids one get_drawers or delete_drawers call
+// carries (MemPalace 3.11.0's cap): callers send longer lists in batches
+// of it.
+const MaxBulkIDs = 500
+
+// BulkIDsRefusal is MemPalace 3.11.0's refusal of a bulk call's
+// drawer_ids (mcp_server/tools_write.py, _bulk_ids_error; verb: "fetch"
+// for get_drawers, "delete" for delete_drawers), "" for a list it takes:
+// 1 to MaxBulkIDs ids.
+func BulkIDsRefusal(ids any, verb string) string {
+	l, ok := ids.([]any)
+	switch {
+	case !ok:
+		return "drawer_ids must be a list of drawer IDs"
+	case len(l) == 0:
+		return "drawer_ids must not be empty"
+	case len(l) > MaxBulkIDs:
+		return fmt.Sprintf("drawer_ids holds %d ids, but the bulk %s accepts at most %d per call", len(l), verb, MaxBulkIDs)
+	}
+	return ""
+}

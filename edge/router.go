@@ -344,7 +344,7 @@ func (e *Edge) localSlots(c *call, res *mcp.CallToolResult, busy error) ([]strin
 // drawers take their places in the answer, in the order asked, marked as
 // the primary's (a get_drawer's are).
 func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolResult, busy error) *mcp.CallToolResult {
-	if refusal := bulkIDsRefusal(c.argsMap()["drawer_ids"]); refusal != "" {
+	if refusal := catalogue.BulkIDsRefusal(c.argsMap()["drawer_ids"], "fetch"); refusal != "" {
 		if busy != nil {
 			return jsonResult(map[string]any{"error": refusal}, false) // what the local palace would answer
 		}
@@ -428,25 +428,6 @@ func (e *Edge) primaryDrawers(ctx context.Context, c *call, ids []string) (map[s
 		}
 	}
 	return found, nil
-}
-
-// maxBulkIDs is the most ids MemPalace 3.11.0's get_drawers takes.
-const maxBulkIDs = 500
-
-// bulkIDsRefusal is MemPalace 3.11.0's refusal of get_drawers' drawer_ids
-// (mcp_server/tools_write.py, _bulk_ids_error), "" for a list it takes:
-// a list of 1 to maxBulkIDs ids.
-func bulkIDsRefusal(ids any) string {
-	l, ok := ids.([]any)
-	switch {
-	case !ok:
-		return "drawer_ids must be a list of drawer IDs"
-	case len(l) == 0:
-		return "drawer_ids must not be empty"
-	case len(l) > maxBulkIDs:
-		return fmt.Sprintf("drawer_ids holds %d ids, but the bulk fetch accepts at most %d per call", len(l), maxBulkIDs)
-	}
-	return ""
 }
 
 // drawersAnswer is get_drawers' answer of slots.

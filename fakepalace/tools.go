@@ -260,16 +260,10 @@ func (pl *Palace) getDrawer(a args) any {
 // bulkIDs is a bulk call's drawer_ids as 3.11.0 checks them (1 to 500),
 // or the error it answers.
 func bulkIDs(a args, verb string) ([]any, any) {
-	ids, ok := a["drawer_ids"].([]any)
-	switch {
-	case !ok:
-		return nil, map[string]any{"error": "drawer_ids must be a list of drawer IDs"}
-	case len(ids) == 0:
-		return nil, map[string]any{"error": "drawer_ids must not be empty"}
-	case len(ids) > 500:
-		return nil, map[string]any{"error": fmt.Sprintf("drawer_ids holds %d ids, but the bulk %s accepts at most 500 per call", len(ids), verb)}
+	if refusal := catalogue.BulkIDsRefusal(a["drawer_ids"], verb); refusal != "" {
+		return nil, map[string]any{"error": refusal}
 	}
-	return ids, nil
+	return a["drawer_ids"].([]any), nil
 }
 
 // getDrawers is get_drawer for each id, in order (3.11.0): an id that

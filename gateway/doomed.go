@@ -70,7 +70,7 @@ func (s *Server) readDoomed(ctx context.Context, t catalogue.Tool, args map[stri
 }
 
 // getBatch is how many ids one get_drawers call carries (MemPalace's cap).
-const getBatch = 500
+const getBatch = catalogue.MaxBulkIDs
 
 // readDrawers reads each id's drawer (get_drawers, 3.11.0; get_drawer one
 // by one from an upstream without it). An id that names no drawer is

@@ -20,7 +20,7 @@ func updated(r Record) bool {
 func drawerMetaKey(opID string) string { return "join-drawer:" + opID }
 
 // getBatch is how many ids one get_drawers call carries (MemPalace's cap).
-const getBatch = 500
+const getBatch = catalogue.MaxBulkIDs
 
 // present looks up on the primary, by its local id, each updated drawer
 // this run is to queue (get_drawers, 500 at a time). One the primary holds
