@@ -177,6 +177,9 @@ type Record struct {
 	// Settings, when set, makes the target a settings merge instead of a
 	// managed entry: missing keys of this template are added (pi).
 	Settings func() []byte
+	// NoBOM: the harness refuses, or reads no server from, a file that
+	// starts with a UTF-8 byte order mark, so render refuses it first.
+	NoBOM bool
 	// FixedEnv: the harness starts a stdio server with a fixed handful of
 	// variables, not its own environment, so each entry hands it every
 	// ladder.ServerVars name (never a value): by name (Codex's env_vars)

@@ -101,7 +101,7 @@ func build() []Record {
 		{
 			Name: "gemini", Title: "Gemini CLI",
 			Location: Location{Dir: ".gemini", HomeEnv: "GEMINI_CLI_HOME", Write: []string{"settings.json"}},
-			Format:   CommentedJSON, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
+			Format:   CommentedJSON, Key: []string{"mcpServers"}, Scope: OptIn, EnvRef: "${%s}", NoBOM: true,
 			Redacts: geminiRedacts, HandBack: geminiRef,
 			Entries: Entries{
 				Solitary: `{"command": "mempalace-mcp"}`,
@@ -197,7 +197,7 @@ func build() []Record {
 		{
 			Name: "auggie", Title: "Auggie (Augment CLI)",
 			Location: Location{Dir: ".augment", Write: []string{"settings.json"}},
-			Format:   JSONC, Key: []string{"mcpServers"}, Scope: OptIn, FixedEnv: true,
+			Format:   JSONC, Key: []string{"mcpServers"}, Scope: OptIn, FixedEnv: true, NoBOM: true,
 			Entries: Entries{
 				Solitary: `{"command": "mempalace-mcp", "args": []}`,
 				Remote:   `{"command": "devbox-config", "args": ["bridge"], "env": {"MEMPALACE_ENV_FROM_PARENT": "1"}}`,
@@ -206,6 +206,7 @@ func build() []Record {
 			Traps: []string{
 				"sends header values verbatim and starts stdio servers with HOME, PATH, SHELL, TERM, USER and LOGNAME only: the remote rung is `devbox-config bridge`, and bridge and edge read the MEMPALACE_* variables they lack from Auggie's own environment (MEMPALACE_ENV_FROM_PARENT=1)",
 				"never connects offline: only its reading of the file is checked",
+				"reads no server from a file that starts with a UTF-8 byte order mark, and says nothing",
 			},
 		},
 		{
@@ -281,7 +282,7 @@ func build() []Record {
 		{
 			Name: "amp", Title: "Amp",
 			Location: Location{XDG: true, Dir: "amp", Write: []string{"settings.json"}},
-			Format:   JSONC, Key: []string{"amp.mcpServers"}, Scope: OptIn, EnvRef: "${%s}",
+			Format:   JSONC, Key: []string{"amp.mcpServers"}, Scope: OptIn, EnvRef: "${%s}", NoBOM: true,
 			Entries: Entries{
 				Solitary: `{"command": "mempalace-mcp", "args": []}`,
 				Remote:   `{"url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,

@@ -62,3 +62,55 @@ func TestTrailingCommaRefusedWhereTheHarnessRefusesIt(t *testing.T) {
 		})
 	}
 }
+
+// A config starting with a UTF-8 byte order mark is refused where the
+// harness refuses or ignores the file for it, at FILE:1:1 with the fix,
+// and left as it was; where the harness takes it, the entry goes in and
+// the mark stays. Before, render wrote its entry into Gemini CLI's, Amp's
+// and Auggie's files with the mark, and the clients then refused the file
+// (Gemini: "Unexpected token", Amp: "Invalid JSON in settings file") or
+// read no server from it (Auggie). Found by an outside tester.
+func TestByteOrderMarkRefusedWhereTheHarnessRefusesIt(t *testing.T) {
+	// What the pinned clients' `mcp list` did with a file starting with
+	// one: these list its server (Claude Code, Copilot, Qwen, Kilo,
+	// opencode); Gemini and Amp refuse it, Auggie lists none. Cline, not
+	// checked, is taken as before.
+	refuses := map[string]bool{"gemini": true, "amp": true, "auggie": true}
+	env := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"}
+	for _, rec := range harness.All() {
+		if rec.Settings != nil || rec.Format == harness.TOML || rec.Format == harness.YAML {
+			continue
+		}
+		t.Run(rec.Name, func(t *testing.T) {
+			home := t.TempDir()
+			file := rec.Location.Path(harness.Env{Home: home, HomeFromFlag: true})
+			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			src := fmt.Sprintf("\ufeff{\n  %q: {\n    \"mine\": {\"command\": \"x\"}\n  }\n}\n", rec.Key[0])
+			if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o := opts(home, env)
+			o.Targets = []string{rec.Name}
+			res, _, err := Run(o, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(file)
+			r, warn := res[0], strings.Join(res[0].Warnings, "\n")
+			if !refuses[rec.Name] {
+				if r.Action != "insert" || !strings.HasPrefix(string(got), "\ufeff{") || !strings.Contains(string(got), `"mempalace"`) {
+					t.Errorf("%s takes a byte order mark, but render did %q: %v\n%q", rec.Title, r.Action, warn, got)
+				}
+				return
+			}
+			if r.Action != ActionSkipped || !strings.Contains(warn, file+":1:1: it starts with a UTF-8 byte order mark, which "+rec.Title) || !strings.Contains(warn, "(fix: save it without one") {
+				t.Errorf("%s refuses a byte order mark, but render did %q, saying:\n%s", rec.Title, r.Action, warn)
+			}
+			if string(got) != src {
+				t.Errorf("the file changed:\n%q", got)
+			}
+		})
+	}
+}

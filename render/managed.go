@@ -29,10 +29,12 @@ func load(sys System, rec harness.Record, path string) (loaded, error) {
 	}
 	if len(bytes.TrimSpace(data)) > 0 {
 		noBOM := bytes.TrimPrefix(data, []byte(utf8BOM))
-		switch rec.Format {
-		case harness.JSON:
+		switch {
+		case rec.NoBOM && len(noBOM) < len(data):
+			err = bomRefused(path, rec.Title)
+		case rec.Format == harness.JSON:
 			err = strictJSON(path, noBOM)
-		case harness.CommentedJSON:
+		case rec.Format == harness.CommentedJSON:
 			err = confpos.JSON{JSONC: true, NoTrailingCommas: true}.DecodeJSON(path, noBOM, new(any))
 		}
 		if err != nil {
@@ -419,7 +421,8 @@ func ensureFinalNewline(out, orig []byte) []byte {
 }
 
 // utf8BOM is a UTF-8 byte order mark: accepted and kept at the start of
-// any JSON(C) config (Claude Code reads ~/.claude.json with one).
+// a JSON(C) config whose harness takes it (Claude Code reads
+// ~/.claude.json with one), refused where it does not (Record.NoBOM).
 const utf8BOM = "\xef\xbb\xbf"
 
 // strictJSON validates standard JSON as pi's JSON.parse would, and
@@ -430,10 +433,16 @@ func strictJSON(file string, data []byte) error {
 		return nil
 	}
 	if bytes.HasPrefix(data, []byte(utf8BOM)) && json.Valid(data[len(utf8BOM):]) {
-		return &confpos.Error{File: file, Line: 1, Col: 1, What: "it starts with a UTF-8 byte order mark, which JSON.parse refuses",
-			Fix: fmt.Sprintf("save it without one, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' %s", file)}
+		return bomRefused(file, "JSON.parse")
 	}
 	return confpos.JSON{}.DecodeJSON(file, data, new(any))
+}
+
+// bomRefused is the error for a file starting with a UTF-8 byte order
+// mark that who refuses.
+func bomRefused(file, who string) error {
+	return &confpos.Error{File: file, Line: 1, Col: 1, What: "it starts with a UTF-8 byte order mark, which " + who + " refuses",
+		Fix: fmt.Sprintf("save it without one, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' %s", file)}
 }
 
 // placed is a config's syntax error in the form of every config mistake,
