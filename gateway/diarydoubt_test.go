@@ -130,3 +130,75 @@ func diaryLostAnswer(t *testing.T, url, tool string, entries func(text string) m
 		t.Fatalf("the primary holds %d entries of three writes", len(got))
 	}
 }
+
+// A fleet's first write to a primary that holds nothing yet, a diary
+// entry whose upstream answer the gateway loses: MemPalace answers the
+// look-ups around it (list_drawers) with "Chroma database missing" while
+// no drawer exists, which means nothing is there. Cut after the upstream
+// made it, the gateway answers with the entry it made; cut before, "not
+// applied", and the resend is forwarded. Before, both were held in doubt
+// until an operator settled them.
+func TestFirstDiaryWriteToAnEmptyPrimaryWhoseAnswerWasLost(t *testing.T) {
+	t.Parallel()
+	for _, cut := range []string{"after", "before"} {
+		t.Run(cut, func(t *testing.T) {
+			t.Parallel()
+			fake := startFake(t)
+			firstDiaryLostAnswer(t, fake.url, cut, fakeEntries(fake))
+		})
+	}
+}
+
+// firstDiaryLostAnswer is the test above against the empty upstream at
+// url, the answer cut before or after the upstream got the write.
+func firstDiaryLostAnswer(t *testing.T, url, cut string, entries func(text string) map[string]bool) {
+	proxy := realpalace.NewProxy(t, url)
+	var cutBefore atomic.Bool
+	cutBefore.Store(cut == "before")
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if gjson.GetBytes(body, "params.name").Str == "mempalace_diary_write" && cutBefore.CompareAndSwap(true, false) {
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	if cut == "after" {
+		proxy.Drop("mempalace_diary_write")
+	}
+	g := newGWAt(t, []Device{{ID: "ops", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, Agents: []string{"pi@ops"}}},
+		&upstream{name: "a cutting proxy", url: front.URL + "/mcp"})
+	g.withLedger()
+	const text = "the first entry on a new primary"
+	opID := string(bytes.Repeat([]byte{'f'}, 64))
+	status, m := g.postOp(g.tokens["ops"], "mempalace_diary_write", map[string]any{"agent_name": "pi", "entry": text}, opID)
+	id := gjson.Get(gjson.GetBytes(encodeJSON(m), "result.content.0.text").Str, "entry_id").Str
+	if cut == "before" {
+		if status == 200 || status == http.StatusBadGateway {
+			t.Fatalf("a first diary write cut before the upstream got it: %d %v, want an answer that it was not applied", status, m)
+		}
+		status, m = g.postOp(g.tokens["ops"], "mempalace_diary_write", map[string]any{"agent_name": "pi", "entry": text}, opID)
+		id = gjson.Get(gjson.GetBytes(encodeJSON(m), "result.content.0.text").Str, "entry_id").Str
+	}
+	if status != 200 || id == "" {
+		t.Fatalf("a first diary write whose answer was lost %s the upstream got it: %d %v, want the entry it made", cut, status, m)
+	}
+	if got := entries(text); len(got) != 1 || !got[id] {
+		t.Fatalf("the primary holds %v, the answer named %s", got, id)
+	}
+}
+
+// The same against real serve, which answers list_drawers on a palace
+// with no drawers with "Chroma database missing".
+func TestRealFirstDiaryWriteToAnEmptyPrimaryWhoseAnswerWasLost(t *testing.T) {
+	for _, cut := range []string{"after", "before"} {
+		t.Run(cut, func(t *testing.T) {
+			srv := realpalace.New(t).Serve(t, upstreamToken)
+			firstDiaryLostAnswer(t, srv.URL, cut, realEntries(t, srv))
+		})
+	}
+}

@@ -93,7 +93,9 @@ func (s *Server) diaryNewest(ctx context.Context, wing, fence string, newer ...f
 	first := s.upstreamResult(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 1})
 	n, ok := first["total"].(float64)
 	if !ok {
-		return 0, "", false
+		// MemPalace's answer while the palace holds no drawer at all (no
+		// database file yet): nothing is there.
+		return 0, "", first["error"] == "Chroma database missing"
 	}
 	for end := int(n); end > 0; end -= 100 {
 		page := s.upstreamResult(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": max(end-100, 0)})
