@@ -67,6 +67,9 @@ func Main(argv []string) int {
 		signal.Notify(release, syscall.SIGUSR1)
 		pl.SetHold(tool, signalled(release))
 	}
+	if n, err := strconv.Atoi(os.Getenv("FAKEPALACE_MAX_ANSWER")); err == nil {
+		SetMaxAnswer(pl, n)
+	}
 	if os.Getenv("FAKEPALACE_TRACE") == "1" {
 		SetTrace(pl, os.Stderr)
 	}

@@ -64,6 +64,9 @@ type Palace struct {
 	beforeCall func(name string) any
 	// trace, when set, gets one line per message received.
 	trace io.Writer
+	// maxAnswer, when set, ends the stdio program instead of writing an
+	// answer longer (SetMaxAnswer).
+	maxAnswer int
 }
 
 // New opens (or creates) a palace.
@@ -458,6 +461,12 @@ func (pl *Palace) traceMessage(line []byte) {
 	b, _ := json.Marshal(map[string]any{"method": m.Method, "name": m.Params.Name, "id": m.ID, "requestId": m.Params.RequestID, "meta": keys})
 	fmt.Fprintf(pl.trace, "fakepalace: received %s\n", b)
 }
+
+// SetMaxAnswer makes ServeStdio end, its output closed, instead of
+// writing an answer over n bytes: what the edge does to a local palace
+// server whose line passes its cap (64 MiB), reached in a test without
+// writing 64 MiB. Set it before serving.
+func SetMaxAnswer(pl *Palace, n int) { pl.maxAnswer = n }
 
 // SetStdioFaults installs the stdio program's fault switches: crashOn
 // exits the process when that tool is called (the call in flight never gets

@@ -34,6 +34,8 @@ func (pl *Palace) ServeStdio(r io.Reader, w io.Writer, logw io.Writer) error {
 			resp, herr := pl.Handle(line)
 			if errors.Is(herr, ErrParse) {
 				fmt.Fprintf(logw, "fakepalace: ignoring a line that is not JSON (%d bytes)\n", len(line))
+			} else if pl.maxAnswer > 0 && len(resp) > pl.maxAnswer {
+				return fmt.Errorf("an answer of %d bytes, over the %d of FAKEPALACE_MAX_ANSWER: not written", len(resp), pl.maxAnswer)
 			} else if resp != nil {
 				bw.Write(resp)
 				bw.WriteByte('\n')
@@ -82,6 +84,11 @@ type HTTPOptions struct {
 	// SessionMode issues and requires Mcp-Session-Id, as the fork on the
 	// official Python SDK does; an unknown session is a 404.
 	SessionMode bool
+	// CutAnswersAt, when set, sends an answer longer than that many bytes
+	// cut to them: what a client that reads at most its cap (the edge's
+	// 64 MiB) sees of a longer one, so that a test reaches the cap without
+	// writing 64 MiB.
+	CutAnswersAt int
 }
 
 // HTTPServer is `mempalace serve`: POST /mcp only, JSON responses, no
@@ -358,6 +365,9 @@ func (h *HTTPServer) serve(w *statusRecorder, r *http.Request) {
 	if resp == nil {
 		w.WriteHeader(http.StatusAccepted)
 		return
+	}
+	if n := h.opts.CutAnswersAt; n > 0 && len(resp) > n {
+		resp = resp[:n]
 	}
 	writeRaw(w, http.StatusOK, resp)
 }

@@ -44,9 +44,17 @@
 //     call (get_drawer one by one from a side that refuses it, as present
 //     does), reassembled content compared, an edit told from truncation by
 //     the prefix test and the final-chunk arithmetic (§4.4, §9.3). Counts
-//     prove nothing. A record a batch answer leaves out is missing; a
-//     batch whose call fails fails its records with the error.
-//   - Every read of the primary waits out a gateway's read rate (-32029)
-//     for up to Options.Stall (callerOf): a look-up or a verification past
-//     the device's burst is slower, never failed.
+//     prove nothing. A record a batch answer leaves out is missing.
+//   - A get_drawers batch whose call fails (reading the local palace,
+//     looking up, verifying) is read again in halves, and the batches
+//     after it are half as large: an answer over what the client takes
+//     (the edge's 64 MiB, passed by 500 drawers of 130 KB) fails the call,
+//     and its size is not known before (list_drawers gives previews). One
+//     id that fails, or a side not reached, refusing the token or out of
+//     time, fails its records with the error.
+//   - Every read of the primary waits out a gateway's read rate (-32029),
+//     and the primary's breaker a failed call tripped (an answer too large
+//     trips it), for up to Options.Stall (callerOf): a look-up or a
+//     verification past the device's burst or after a batch too large is
+//     slower, never failed.
 package join

@@ -73,7 +73,7 @@ func (j *joining) connect() {
 			}
 		}})
 	j.flush = countingPrimary{&counter{calls: j.rep.Calls, side: "primary"}, edge.FlushTarget(j.primary)}
-	j.sent = callerOf{j.flush, j.o.Stall}
+	j.sent = &callerOf{p: j.flush, stall: j.o.Stall}
 }
 
 // send drains with f until nothing sendable is left, the primary refuses

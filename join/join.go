@@ -187,24 +187,32 @@ func (c countingPrimary) Ledger(ctx context.Context) (bool, error) {
 }
 
 // callerOf is a primary as a Caller (the join's look-ups and
-// verification), waiting out a gateway's read rate (-32029) for up to
-// stall before a refusal is the call's answer.
+// verification), waiting for up to stall both a gateway's read rate
+// (-32029) before a refusal is the call's answer and the primary's
+// breaker (tripped by a failed call, as by an answer too large to take)
+// before a call it would refuse unsent. A breaker that stays open for
+// stall is not waited for again until the primary is back.
 type callerOf struct {
 	p     outbox.Primary
 	stall time.Duration
+	down  bool // the breaker stayed open for stall
 }
 
-func (c callerOf) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+func (c *callerOf) Call(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
 	b, err := json.Marshal(args)
 	if err != nil {
 		return nil, err
 	}
 	began, wait := time.Now(), 20*time.Millisecond
 	for {
-		res, err := c.p.Call(ctx, tool, b)
-		var rpc *outbox.RPCError
-		if !errors.As(err, &rpc) || rpc.Code != ledger.CodeRateLimited || time.Since(began) > c.stall {
-			return res, err
+		up := c.p.Up()
+		if up || c.down || time.Since(began) > c.stall {
+			c.down = !up
+			res, err := c.p.Call(ctx, tool, b)
+			var rpc *outbox.RPCError
+			if !errors.As(err, &rpc) || rpc.Code != ledger.CodeRateLimited || time.Since(began) > c.stall {
+				return res, err
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -23,7 +23,7 @@ func drawerMetaKey(opID string) string { return "join-drawer:" + opID }
 const getBatch = catalogue.MaxBulkIDs
 
 // present looks up on the primary, by its local id, each updated drawer
-// this run is to queue (get_drawers, 500 at a time). One the primary holds
+// this run is to queue (get_drawers, 500 at a time, as reader reads). One the primary holds
 // there with the same content (filed, updated, both replicated) is there:
 // it is skipped, not filed again under its content's id (a second copy).
 // One it holds with other content (an update that did not reach it, or an
@@ -43,51 +43,27 @@ func (j *joining) present(ctx context.Context) {
 	j.connect()
 	j.o.Progress.Phase("looking up updated drawers on the primary", len(ask))
 	defer j.o.Progress.Done()
-	batched := true
+	r := &reader{c: j.sent, side: "primary"}
 	for start := 0; start < len(ask); start += getBatch {
 		batch := ask[start:min(start+getBatch, len(ask))]
-		var got map[string]map[string]any
-		if batched && ctx.Err() == nil {
-			got, batched = j.getDrawers(ctx, batch)
+		ids := make([]string, len(batch))
+		for i, p := range batch {
+			ids[i] = p.rec.LocalID
 		}
+		got := r.read(ctx, ids)
 		for n, p := range batch {
 			if ctx.Err() != nil {
 				p.held = true // not asked (Ctrl-C): not queued, the next join asks
 				continue
 			}
 			j.o.Progress.Set(start + n)
-			res, ok := got[p.rec.LocalID]
-			var err error
-			if !ok {
-				res, err = j.sent.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": p.rec.LocalID})
+			d, ok := got[p.rec.LocalID]
+			if !ok { // left out of the answer, as a gateway withholds one: asked alone
+				d.res, d.err = j.sent.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": p.rec.LocalID})
 			}
-			j.found(p, res, err)
+			j.found(p, d.res, d.err)
 		}
 	}
-}
-
-// getDrawers asks the primary for a batch's drawers in one get_drawers
-// (MemPalace 3.11.0), its answers by id (one a gateway withholds is not
-// there: it is asked by get_drawer); false when the call fails, as on a
-// primary before 3.11.0 or from a gateway to a device that does not read
-// every wing: the rest are asked one by one.
-func (j *joining) getDrawers(ctx context.Context, batch []*planned) (map[string]map[string]any, bool) {
-	ids := make([]string, len(batch))
-	for i, p := range batch {
-		ids[i] = p.rec.LocalID
-	}
-	res, err := j.sent.Call(ctx, "mempalace_get_drawers", map[string]any{"drawer_ids": ids})
-	items, ok := res["results"].([]any)
-	if err != nil || !ok {
-		return nil, false
-	}
-	got := map[string]map[string]any{}
-	for _, x := range items {
-		if it, _ := x.(map[string]any); str(it, "drawer_id") != "" {
-			got[str(it, "drawer_id")] = it
-		}
-	}
-	return got, true
 }
 
 // found settles one updated drawer by the primary's answer for its local

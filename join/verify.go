@@ -122,6 +122,7 @@ type reader struct {
 	c      Caller
 	side   string
 	single bool
+	max    int // ids a batch carries at most (0: as many as asked), halved by a failed one
 }
 
 // drawerRead is one id's read: the answer for it (nil: a batch answer
@@ -142,30 +143,27 @@ func (d drawerRead) why(side string) error {
 	return errorOf(d.res)
 }
 
-// read reads ids. A batch whose call fails fails each of its ids with the
-// error (never an answer for any of them); only a refusal of the tool
-// itself turns the reader to get_drawer.
+// read reads ids. A batch whose call fails is read again in halves (an
+// answer larger than a client takes: 500 drawers of 130 KB pass the
+// edge's 64 MiB), down to one id, which fails with the error, and the
+// batches after it are half as large; a side not reached, refusing the
+// token or out of time fails the whole batch (its halves would only fail
+// again, slower). Only a refusal of the tool itself turns the reader to
+// get_drawer.
 func (r *reader) read(ctx context.Context, ids []string) map[string]drawerRead {
 	out := make(map[string]drawerRead, len(ids))
-	if len(ids) > 0 && !r.single {
-		res, err := r.c.Call(ctx, "mempalace_get_drawers", map[string]any{"drawer_ids": ids})
-		if r.single = refused(err); !r.single {
-			items, ok := res["results"].([]any)
-			if err == nil && !ok {
-				err = cmp.Or(errorOf(res), errors.New("an answer without results"))
-			}
-			for _, id := range ids {
-				if err != nil {
-					out[id] = drawerRead{err: fmt.Errorf("%s get_drawers (%d ids): %w", r.side, len(ids), err)}
-				}
-			}
-			for _, x := range items {
-				if it, _ := x.(map[string]any); str(it, "drawer_id") != "" {
-					out[str(it, "drawer_id")] = drawerRead{res: it}
-				}
-			}
-			return out
+	for rest := ids; len(rest) > 0 && !r.single; {
+		n := len(rest)
+		if r.max > 0 {
+			n = min(n, r.max)
 		}
+		if !r.batch(ctx, rest[:n], out) {
+			r.max = max(n/2, 1)
+		}
+		rest = rest[n:]
+	}
+	if !r.single {
+		return out
 	}
 	for _, id := range ids {
 		if ctx.Err() != nil {
@@ -178,6 +176,37 @@ func (r *reader) read(ctx context.Context, ids []string) map[string]drawerRead {
 		out[id] = drawerRead{res: res, err: err}
 	}
 	return out
+}
+
+// batch reads ids by one get_drawers into out, or by its halves when the
+// call fails (false) as read says.
+func (r *reader) batch(ctx context.Context, ids []string, out map[string]drawerRead) bool {
+	res, err := r.c.Call(ctx, "mempalace_get_drawers", map[string]any{"drawer_ids": ids})
+	if r.single = refused(err); r.single {
+		return true
+	}
+	if err != nil && len(ids) > 1 && ctx.Err() == nil && !errors.Is(err, outbox.ErrNotSent) && !errors.Is(err, outbox.ErrUnauthorized) && !errors.Is(err, context.DeadlineExceeded) {
+		half := len(ids) / 2
+		if r.batch(ctx, ids[:half], out); !r.single {
+			r.batch(ctx, ids[half:], out)
+		}
+		return false
+	}
+	items, ok := res["results"].([]any)
+	if err == nil && !ok {
+		err = cmp.Or(errorOf(res), errors.New("an answer without results"))
+	}
+	for _, id := range ids {
+		if err != nil {
+			out[id] = drawerRead{err: fmt.Errorf("%s get_drawers (%d ids): %w", r.side, len(ids), err)}
+		}
+	}
+	for _, x := range items {
+		if it, _ := x.(map[string]any); str(it, "drawer_id") != "" {
+			out[str(it, "drawer_id")] = drawerRead{res: it}
+		}
+	}
+	return true
 }
 
 // refused is a side's refusal of a tool it does not serve: MemPalace's
