@@ -33,7 +33,10 @@
 //     or a gateway that refuses the batch to a device not reading every
 //     wing): there with the same content, it is skipped, not filed again
 //     as a second copy; with other content, named edited. Queued, its add names the local id
-//     (origin.JoinDrawerKey) for the gateway's trash.
+//     (origin.JoinDrawerKey) for the gateway's trash. A dry run with a
+//     token asks so too and reports alike, writing nothing (its primary
+//     notes no protection in an earlier join's outbox); the trash it
+//     cannot ask (the gateway reads it only for a join's write).
 //   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
 //     list_drawers, content from get_drawers.
 //   - Wings the policy marks local are never read for sending; --wing

@@ -68,6 +68,9 @@ func (j *joining) connect() {
 	}
 	j.primary = edge.NewPrimary(j.cfg.URL, j.cfg.Token, j.log, edge.PrimaryOptions{Timeout: j.cfg.Timeout, Version: j.cfg.Version,
 		OnLedger: func(on bool) {
+			if j.o.DryRun {
+				return // a dry run writes nothing, an earlier join's outbox included
+			}
 			if err := outbox.RecordProtection(j.store, on); err != nil {
 				j.log.Warn("the primary's protection not recorded in the join outbox", "err", err)
 			}

@@ -278,7 +278,9 @@ func (j *joining) resumed() []Record {
 }
 
 // dryRun ends a --dry-run after the plan: what would be sent and skipped,
-// and what of it a gateway would refuse.
+// and what of it a gateway would refuse. With a token it asks the primary
+// what a real run asks before queuing (present: the updated drawers, by
+// their ids), read-only, and counts and names them as that run would.
 func (j *joining) dryRun(ctx context.Context) Report {
 	j.rep.DryRun = true
 	for _, p := range j.planned {
@@ -286,8 +288,13 @@ func (j *joining) dryRun(ctx context.Context) Report {
 			j.rep.Skipped[p.rec.Kind]++
 		}
 	}
+	if j.cfg.Token != nil && j.cfg.Token() != "" {
+		j.present(ctx)
+	} else if n := len(j.toAsk()); n > 0 {
+		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d drawers updated since they were filed are not looked up on the primary (no MEMPALACE_REMOTE_TOKEN): a real run asks for each by its id first, and does not send one the primary holds (skipped, or named edited with other content)", n))
+	}
 	if j.rep.Pending[Drawers]+j.rep.Pending[Diaries] > 0 {
-		j.rep.Notes = append(j.rep.Notes, "a devbox-config gateway does not file again a drawer or diary entry an admin deleted on the primary (its trash holds it, not restored): the real run counts those as deleted on the primary, not sent")
+		j.rep.Notes = append(j.rep.Notes, "a devbox-config gateway does not file again a drawer or diary entry an admin deleted on the primary (its trash holds it, not restored): the real run counts those as deleted on the primary, not sent; a dry run cannot tell which (the gateway reads its trash only for a join's write)")
 	}
 	j.grants(ctx)
 	return j.rep
@@ -320,7 +327,7 @@ func (j *joining) grants(ctx context.Context) {
 	type refusal struct{ kind, wing, rule string }
 	refused, order := map[refusal]int{}, []refusal{}
 	for _, pl := range j.planned {
-		if pl.sent || pl.rec.Kind == Facts {
+		if pl.sent || pl.held || pl.rec.Kind == Facts {
 			continue
 		}
 		t, _ := catalogue.Lookup(pl.rec.Tool)

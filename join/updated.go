@@ -31,12 +31,7 @@ const getBatch = catalogue.MaxBulkIDs
 // not hold is queued, its add naming the local id: a gateway's trash may
 // hold it deleted by that id.
 func (j *joining) present(ctx context.Context) {
-	var ask []*planned
-	for i := range j.planned {
-		if p := &j.planned[i]; p.requeue() && updated(p.rec) {
-			ask = append(ask, p)
-		}
-	}
+	ask := j.toAsk()
 	if len(ask) == 0 {
 		return
 	}
@@ -64,6 +59,17 @@ func (j *joining) present(ctx context.Context) {
 			j.found(p, d.res, d.err)
 		}
 	}
+}
+
+// toAsk are the updated drawers present asks the primary about.
+func (j *joining) toAsk() []*planned {
+	var ask []*planned
+	for i := range j.planned {
+		if p := &j.planned[i]; p.requeue() && updated(p.rec) {
+			ask = append(ask, p)
+		}
+	}
+	return ask
 }
 
 // found settles one updated drawer by the primary's answer for its local

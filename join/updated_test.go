@@ -1,9 +1,15 @@
 package join
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
@@ -227,4 +233,77 @@ func TestJoinLooksUpUpdatedDrawersInBatches(t *testing.T) {
 	if !rep.OK() || rep.Sent[Drawers] != n || rep.Calls["primary get_drawers"] != 2 || rep.Calls["primary get_drawer"] != 0 {
 		t.Fatalf("sent %v, calls %v, failed %d; want all %d sent after two get_drawers", rep.Sent, rep.Calls, len(rep.Failed), n)
 	}
+}
+
+// A dry run asks the primary what a real join asks it before queuing,
+// read-only: each drawer updated since it was filed, by its id. One there
+// with the same content is not to send (skipped), one there with other
+// content is named edited, as a real join names it; one not there is to
+// send. Nothing is written: not to the primary, not a join outbox, not
+// the one an earlier join left, not bootstrap.json. Without a token
+// nothing is asked, and a note says so.
+func TestJoinDryRunLooksUpUpdatedDrawers(t *testing.T) {
+	p, pr := newPalace(t), newPrimary(t)
+	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
+	remote := func(tool string, args map[string]any) map[string]any { return call(t, pr.pl, "mempalace_"+tool, args) }
+	fileAndUpdate(t, local, "first draft", "the text as it is now")
+	stale := fileAndUpdate(t, local, "a note", "a note, edited since")
+	fileAndUpdate(t, local, "never sent", "never sent, updated since")
+	fileAndUpdate(t, local, "a plain note", "")
+	fileAndUpdate(t, remote, "first draft", "the text as it is now")
+	fileAndUpdate(t, remote, "a note", "")
+	p.save(t)
+	c := config(t, p, pr)
+	filed := writes(pr)
+	rep := run(t, c, Options{DryRun: true})
+	if rep.Pending[Drawers] != 2 || rep.Skipped[Drawers] != 1 || rep.Calls["primary get_drawers"] != 1 || len(rep.Failed) != 0 {
+		t.Errorf("dry run: to send %v, skipped %v, calls %v, failed %+v; want the updated drawer on the primary skipped, two to send, one get_drawers", rep.Pending, rep.Skipped, rep.Calls, rep.Failed)
+	}
+	if len(rep.Mismatches) != 1 || rep.Mismatches[0].LocalID != stale || rep.Mismatches[0].Verdict != "edited" {
+		t.Errorf("dry run: mismatches %+v; want the stale drawer named as edited", rep.Mismatches)
+	}
+	if writes(pr) != filed || exists(filepath.Join(p.dir, "edge", OutboxFile(rep.Target))) || exists(checkpointPath(p.dir)) {
+		t.Fatal("a dry run wrote to the primary, or created the join outbox or bootstrap.json")
+	}
+
+	untokened := c
+	untokened.Token = nil
+	rep = run(t, untokened, Options{DryRun: true})
+	if rep.Pending[Drawers] != 4 || len(rep.Mismatches) != 0 || !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "3 drawers updated since") }) {
+		t.Errorf("a dry run without a token: to send %v, mismatches %+v, notes %q; want nothing asked, all four to send, and a note", rep.Pending, rep.Mismatches, rep.Notes)
+	}
+
+	// After a join, a drawer updated since: the dry run asks, and writes
+	// nothing into the outbox the join left (what the primary is, noted
+	// by a real run's calls, stays as it was).
+	run(t, c, Options{})
+	fileAndUpdate(t, local, "written after the join", "written after the join, updated")
+	p.save(t)
+	ob := filepath.Join(p.dir, "edge", OutboxFile(rep.Target))
+	longAgo := func() time.Time { return time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC) }
+	noted := protection(t, ob, longAgo, true)
+	rep = run(t, c, Options{DryRun: true})
+	if rep.Pending[Drawers] != 1 || rep.Calls["primary get_drawers"] != 1 {
+		t.Errorf("a dry run after a join: to send %v, calls %v; want the new drawer looked up and to send", rep.Pending, rep.Calls)
+	}
+	if now := protection(t, ob, nil, false); now != noted {
+		t.Errorf("a dry run wrote into the join outbox an earlier join left: %q, was %q", now, noted)
+	}
+}
+
+// protection is what the join outbox notes of the primary's protection,
+// noted first (with the clock now) when note.
+func protection(t *testing.T, file string, now func() time.Time, note bool) string {
+	t.Helper()
+	s, err := outbox.OpenOptions(file, outbox.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if note {
+		if err := outbox.RecordProtection(s, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s.Protection(context.Background())
 }
