@@ -137,7 +137,7 @@ func TestJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
 
 // Against real MemPalace 3.11.0 on both sides: a drawer filed and updated
 // on both (as the edge replicates an update) is not filed again by a join
-// under the id its new content gives.
+// under the id its new content gives, nor counted as to send by a dry run.
 func TestRealJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
 	localPalace := realpalace.New(t)
 	s := localPalace.Stdio(t)
@@ -154,6 +154,10 @@ func TestRealJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
 	}
 	if ids[0] != ids[1] {
 		t.Fatalf("ids differ: %v", ids)
+	}
+	// A dry run asks the same: nothing to send.
+	if rep := run(t, realConfig(localPalace, srv), Options{DryRun: true}); rep.Pending[Drawers] != 0 || rep.Skipped[Drawers] != 1 || rep.Calls["primary get_drawers"] != 1 || !rep.OK() {
+		t.Fatalf("dry run: to send %v, skipped %v, calls %v, failed %+v, mismatches %+v; want the drawer found on the primary", rep.Pending, rep.Skipped, rep.Calls, rep.Failed, rep.Mismatches)
 	}
 	rep := run(t, realConfig(localPalace, srv), Options{Verify: All})
 	// One get_drawers looks it up, one verifies it.
