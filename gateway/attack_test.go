@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -120,5 +121,24 @@ func TestFilteredAnswerCarriesTheRequestsID(t *testing.T) {
 			}
 		}
 		up.Close()
+	}
+}
+
+// TestAnswerOverTheCapIsRefused: an upstream answer longer than maxAnswer
+// is no answer (502, "maybe applied" for a write), never its first
+// maxAnswer bytes passed on as if they were all of it.
+func TestAnswerOverTheCapIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends 64 MiB")
+	}
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(bytes.Repeat([]byte(" "), maxAnswer))
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
+	}))
+	defer up.Close()
+	status, body := postMCP(context.Background(), up.Client(), up.URL, "", []byte(`{}`))
+	if status != http.StatusBadGateway || !strings.Contains(string(body), "over") {
+		t.Fatalf("an answer of %d bytes: %d %.200q", maxAnswer+36, status, body)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -171,10 +172,13 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	// not one grown from 512 bytes by copying; up to maxPrealloc, as the
 	// length is only what the answer says (a larger one grows as it comes).
 	buf := bytes.NewBuffer(make([]byte, 0, min(max(resp.ContentLength, 0), maxPrealloc)+bytes.MinRead))
-	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer))
+	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
 	b := buf.Bytes()
 	if err != nil { // an answer cut short is no answer: never forwarded as one
 		return failed(http.StatusBadGateway, "upstream answer cut short")
+	}
+	if len(b) > maxAnswer { // nor is its first maxAnswer bytes
+		return failed(http.StatusBadGateway, fmt.Sprintf("upstream answer over %d MiB: refused; the upstream may have applied it", maxAnswer>>20))
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		// The device was authenticated here; passing the 401 on would send
