@@ -289,6 +289,12 @@ type Tool struct {
 	Filter   Filter
 	// Records: where its answer carries records that get an origin.
 	Records Records
+	// LongJob says what the local palace is doing while at the call
+	// ("mining"), for a job of minutes there: mempalace-mcp answers one
+	// call at a time, so the edge's reads sent while one is in flight do
+	// not ask it. A mine and a sync (which walks every drawer's source file,
+	// under the mine lock) are; a reconnect (reopening the palace) is not.
+	LongJob string
 	// Why records a deliberate decision where the edge, the gateway or
 	// upstream's own sets once disagreed.
 	Why string

@@ -28,15 +28,15 @@ func answerText(a map[string]any) map[string]any {
 }
 
 // A long mine (local only, never replicated) does not hold up the agent's
-// other calls: a search sent while it runs gets the primary's answer once
-// the local palace has had the call timeout, marked degraded, instead of
+// other calls: a search sent while it runs gets the primary's answer at
+// once (not after the call timeout: noWait), marked degraded, instead of
 // waiting in the edge's line for the whole mine (found by an outside
 // tester: a search during an 80 s mine was not answered within 60 s). The
 // write before the mine keeps the mine out of the child-only relay, so it
 // goes through the edge's ordering.
 func TestASearchDuringAMineIsNotHeldUpByIt(t *testing.T) {
 	t.Parallel()
-	h := start(t, harnessOpts{raw: true, timeout: 500 * time.Millisecond, childExitWait: 200 * time.Millisecond,
+	h := start(t, harnessOpts{raw: true, timeout: noWait, childExitWait: 200 * time.Millisecond,
 		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_mine=120000,mempalace_add_drawer=300"}})
 	h.handshake()
 	h.ready()
@@ -52,8 +52,8 @@ func TestASearchDuringAMineIsNotHeldUpByIt(t *testing.T) {
 	}
 	got := answerText(a)
 	ed, _ := got["edge"].(map[string]any)
-	if hits, _ := got["results"].([]any); len(hits) == 0 || palaceOf(hits[0]) != "primary" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy") {
-		t.Errorf("search during a mine: %v, want the primary's hit, marked degraded, saying the local palace is busy", got)
+	if hits, _ := got["results"].([]any); len(hits) == 0 || palaceOf(hits[0]) != "primary" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy mining") {
+		t.Errorf("search during a mine: %v, want the primary's hit, marked degraded, saying the local palace is busy mining", got)
 	}
 	if _, answered := h.seen["mine"]; answered {
 		t.Errorf("the mine was answered already: the test did not run a search during it")
@@ -62,12 +62,12 @@ func TestASearchDuringAMineIsNotHeldUpByIt(t *testing.T) {
 
 // A KG read while this device has an unsent fact about the entity asks
 // the local palace (read-your-writes); with the local palace busy with a
-// mine, it does not wait past the call timeout: the primary answers,
-// marked degraded, saying this device's unsent facts are not in it (the
-// outside tester's kg_query took 78 s during a mine).
+// mine, it does not wait for it: the primary answers at once, marked
+// degraded, saying this device's unsent facts are not in it (the outside
+// tester's kg_query took 78 s during a mine).
 func TestAKGReadDuringAMineFallsBackToThePrimary(t *testing.T) {
 	t.Parallel()
-	h := start(t, harnessOpts{raw: true, timeout: 500 * time.Millisecond, childExitWait: 200 * time.Millisecond,
+	h := start(t, harnessOpts{raw: true, timeout: noWait, childExitWait: 200 * time.Millisecond,
 		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_mine=120000"}})
 	h.handshake()
 	h.ready()
@@ -99,18 +99,18 @@ func TestAKGReadDuringAMineFallsBackToThePrimary(t *testing.T) {
 }
 
 // Once the local palace has been at one call for longer than the call
-// timeout (a mine of hundreds of files), the reads after it do not each
-// wait the timeout again: the primary answers them at once, marked
-// degraded, saying the local palace is busy, and the local palace is not
-// asked at all (it would get them only after the mine). Once it has
-// answered, reads are merged again. The mine here lasts until the test
-// releases it; the call timeout is short so that the first search during
-// it runs out of it (no duration is asserted: what reached the local
-// palace is).
+// timeout (a call the catalogue does not know as long: a reconnect of a
+// palace on a stuck disk), the reads after it do not each wait the
+// timeout again: the primary answers them at once, marked degraded,
+// saying the local palace is busy, and the local palace is not asked at
+// all (it would get them only after that call). Once it has answered,
+// reads are merged again. The call here lasts until the test releases it;
+// the call timeout is short so that the first search during it runs out
+// of it (no duration is asserted: what reached the local palace is).
 func TestReadsAfterTheLocalPalaceOutlastedTheTimeoutSkipIt(t *testing.T) {
 	t.Parallel()
 	h := start(t, harnessOpts{raw: true, timeout: 500 * time.Millisecond, policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`,
-		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
+		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_reconnect"}})
 	h.handshake()
 	h.ready()
 	h.onPrimary("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the fleet knows this"})
@@ -124,33 +124,33 @@ func TestReadsAfterTheLocalPalaceOutlastedTheTimeoutSkipIt(t *testing.T) {
 		}
 	}
 
-	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": t.TempDir()}))
-	h.atTheLocalPalace("mempalace_mine")
+	h.send(toolCall("slow", "mempalace_reconnect", map[string]any{}))
+	h.atTheLocalPalace("mempalace_reconnect")
 	for _, id := range []string{"first", "second"} {
 		h.send(toolCall(id, "mempalace_search", map[string]any{"query": "knows this"}))
 		got := answerText(h.await(id, 20*time.Second))
 		ed, _ := got["edge"].(map[string]any)
-		if hits, _ := got["results"].([]any); len(hits) != 1 || palaceOf(hits[0]) != "primary" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy") {
-			t.Errorf("%s search during the mine: %v, want the primary's hit alone, marked degraded, saying the local palace is busy", id, got)
+		if hits, _ := got["results"].([]any); len(hits) != 1 || palaceOf(hits[0]) != "primary" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy") || strings.Contains(asString(ed["local"]), "mining") {
+			t.Errorf("%s search during the slow call: %v, want the primary's hit alone, marked degraded, saying the local palace is busy", id, got)
 		}
 	}
 	h.send(toolCall("q", "mempalace_kg_query", map[string]any{"entity": "edge"}))
 	got := answerText(h.await("q", 20*time.Second))
 	if ed, _ := got["edge"].(map[string]any); got["count"] != 1.0 || ed["source"] != "primary" || got["degraded"] != true || !strings.Contains(asString(ed["local"]), "busy") || !strings.Contains(asString(ed["local"]), "not on the primary yet") {
-		t.Errorf("kg_query during the mine: %v, want the primary's fact, marked degraded, saying the local palace is busy and this device's fact is not on the primary yet", got)
+		t.Errorf("kg_query during the slow call: %v, want the primary's fact, marked degraded, saying the local palace is busy and this device's fact is not on the primary yet", got)
 	}
-	if _, answered := h.seen["mine"]; answered {
-		t.Fatalf("the mine was answered already: the test did not read during it")
+	if _, answered := h.seen["slow"]; answered {
+		t.Fatalf("the slow call was answered already: the test did not read during it")
 	}
 
 	h.releaseLocalHold()
-	if a := h.await("mine", 20*time.Second); a["result"] == nil {
-		t.Fatalf("mine: %v", a)
+	if a := h.await("slow", 20*time.Second); a["result"] == nil {
+		t.Fatalf("reconnect: %v", a)
 	}
 	h.send(toolCall("after", "mempalace_search", map[string]any{"query": "knows this"}))
 	got = answerText(h.await("after", 20*time.Second))
 	if hits, _ := got["results"].([]any); len(hits) != 2 || got["degraded"] != nil || !slices.ContainsFunc(hits, func(h any) bool { return palaceOf(h) == "local" }) {
-		t.Errorf("search after the mine: %v, want both palaces' hits, merged", got)
+		t.Errorf("search after the slow call: %v, want both palaces' hits, merged", got)
 	}
 	// The local palace's trace reaches the test beside its answers, not
 	// in step with them: once a call sent after them all is in it, so are
@@ -167,11 +167,110 @@ func TestReadsAfterTheLocalPalaceOutlastedTheTimeoutSkipIt(t *testing.T) {
 			queries++
 		}
 	}
-	// The first search may have been sent (the mine had not yet been at
+	// The first search may have been sent (the call had not yet been at
 	// it for the call timeout); the second, sent after that, may not.
 	if searches > 2 || queries != 0 {
-		t.Errorf("the local palace got %d searches and %d kg_query: want at most 2 searches (the first during the mine and the one after it) and no kg_query: the reads after the first waited for the busy local palace", searches, queries)
+		t.Errorf("the local palace got %d searches and %d kg_query: want at most 2 searches (the first during the slow call and the one after it) and no kg_query: the reads after the first waited for the busy local palace", searches, queries)
 	}
+}
+
+// noWait is a call timeout no read during a mine may wait out: the tests
+// that use it await each answer for well under it.
+const noWait = time.Minute
+
+// The edge knows it sent the mine (catalogue LongJob), so the FIRST read
+// during it does not wait behind it for the call timeout either: a search,
+// a get_drawer and a KG read of this device's unsent fact are answered by
+// the primary at once, marked degraded, saying the local palace is mining
+// and was not asked; a write during the mine still goes to the local
+// palace and waits for it; once the mine is answered, reads ask the local
+// palace again. The call timeout is a minute and each answer is awaited
+// for 20 s: a read that waited for the timeout fails the test.
+func TestTheFirstReadDuringAMineDoesNotWaitForIt(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{raw: true, timeout: noWait, policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`,
+		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
+	h.handshake()
+	h.ready()
+	fleet := asString(h.onPrimary("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the fleet knows this"})["drawer_id"])
+	h.onPrimary("kg_add", map[string]any{"subject": "edge", "predicate": "runs", "object": "fleet"})
+	h.srv.FailTool("mempalace_kg_add", 1000, fakepalace.FailErrorField) // this device's fact stays unsent: a kg_query of it asks the local palace
+	h.send(toolCall("add", "mempalace_add_drawer", map[string]any{"wing": "private", "room": "r", "content": "this device knows this"}))
+	h.send(toolCall("fact", "mempalace_kg_add", map[string]any{"subject": "edge", "predicate": "uses", "object": "outbox"}))
+	for _, id := range []string{"add", "fact"} {
+		if a := h.await(id, 20*time.Second); a["result"] == nil {
+			t.Fatalf("%s: %v", id, a)
+		}
+	}
+
+	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": t.TempDir()}))
+	h.atTheLocalPalace("mempalace_mine")
+	mining := func(what string, got map[string]any) {
+		t.Helper()
+		if ed, _ := got["edge"].(map[string]any); got["degraded"] != true || !strings.Contains(asString(ed["local"]), "mining") || !strings.Contains(asString(ed["local"]), "not asked") {
+			t.Errorf("%s during a mine: %v, want it marked degraded, saying the local palace is mining and was not asked", what, got)
+		}
+	}
+	h.send(toolCall("search", "mempalace_search", map[string]any{"query": "knows this"}))
+	got := answerText(h.await("search", 20*time.Second))
+	if hits, _ := got["results"].([]any); len(hits) != 1 || palaceOf(hits[0]) != "primary" {
+		t.Errorf("the first search during a mine: %v, want the primary's hit alone", got)
+	}
+	mining("the first search", got)
+	h.send(toolCall("get", "mempalace_get_drawer", map[string]any{"drawer_id": fleet}))
+	got = answerText(h.await("get", 20*time.Second))
+	if got["content"] != "the fleet knows this" || palaceOf(got) != "primary" {
+		t.Errorf("get_drawer during a mine: %v, want the primary's drawer", got)
+	}
+	mining("get_drawer", got)
+	h.send(toolCall("q", "mempalace_kg_query", map[string]any{"entity": "edge"}))
+	got = answerText(h.await("q", 20*time.Second))
+	if ed, _ := got["edge"].(map[string]any); got["count"] != 1.0 || ed["source"] != "primary" || !strings.Contains(asString(ed["local"]), "not on the primary yet") {
+		t.Errorf("kg_query during a mine, with an unsent fact: %v, want the primary's fact, saying this device's fact is not on the primary yet", got)
+	}
+	mining("kg_query", got)
+
+	// A write goes to the local palace, behind the mine.
+	h.send(toolCall("write", "mempalace_add_drawer", map[string]any{"wing": "private", "room": "r", "content": "this device also knows this"}))
+	h.eventually("the write at the local palace, behind the mine", func() bool { return h.relayedInFlight() == 2 })
+	if _, answered := h.seen["mine"]; answered {
+		t.Fatalf("the mine was answered already: the test did not read during it")
+	}
+	h.releaseLocalHold()
+	for _, id := range []string{"mine", "write"} {
+		if a := h.await(id, 20*time.Second); a["result"] == nil || answerText(a)["error"] != nil {
+			t.Fatalf("%s: %v", id, a)
+		}
+	}
+	if n := h.localState().CountContent("this device also knows this"); n != 1 {
+		t.Errorf("the write during the mine is %d times in the local palace, want 1", n)
+	}
+	h.send(toolCall("after", "mempalace_search", map[string]any{"query": "knows this"}))
+	got = answerText(h.await("after", 20*time.Second))
+	if hits, _ := got["results"].([]any); len(hits) != 3 || got["degraded"] != nil || !slices.ContainsFunc(hits, func(h any) bool { return palaceOf(h) == "local" }) {
+		t.Errorf("search after the mine: %v, want both palaces' hits, merged", got)
+	}
+	// The local palace's trace reaches the test beside its answers: once a
+	// call sent after them all is in it, so are the reads.
+	h.send(toolCall("marker", "mempalace_get_drawer", map[string]any{"drawer_id": "drawer_marker"}))
+	h.await("marker", 20*time.Second)
+	h.atTheLocalPalace("mempalace_get_drawer")
+	asked := map[string]int{}
+	for _, m := range h.childReceived() {
+		asked[m.Name]++
+	}
+	if asked["mempalace_search"] != 1 || asked["mempalace_get_drawer"] != 1 || asked["mempalace_kg_query"] != 0 {
+		t.Errorf("the local palace got %d searches, %d get_drawer and %d kg_query: want only the search and the get_drawer after the mine", asked["mempalace_search"], asked["mempalace_get_drawer"], asked["mempalace_kg_query"])
+	}
+}
+
+// relayedInFlight is how many relayed calls the local palace has not
+// answered.
+func (h *harness) relayedInFlight() int {
+	c := h.edge.child.live()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls)
 }
 
 // releaseLocalHold ends the hold FAKEPALACE_HOLD_ON put on the local
@@ -251,14 +350,13 @@ func TestRealASearchDuringAMineAnswers(t *testing.T) {
 	t.Logf("the mine took %s", time.Since(began))
 }
 
-// A get_drawer during a long mine is answered by the primary once the
-// local palace has had the call timeout, and at once after that, marked
-// degraded, saying the local palace is busy: the outside tester's
-// get_drawer of a drawer only the primary holds waited for the whole
-// mine (53 s). The mine lasts until the test releases it.
+// A get_drawer during a long mine is answered by the primary at once,
+// marked degraded, saying the local palace is busy mining: the outside
+// tester's get_drawer of a drawer only the primary holds waited for the
+// whole mine (53 s). The mine lasts until the test releases it.
 func TestAGetDrawerDuringAMineAsksThePrimary(t *testing.T) {
 	t.Parallel()
-	h := start(t, harnessOpts{raw: true, timeout: 500 * time.Millisecond, childExitWait: 200 * time.Millisecond,
+	h := start(t, harnessOpts{raw: true, timeout: noWait, childExitWait: 200 * time.Millisecond,
 		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
 	h.handshake()
 	h.ready()
@@ -293,30 +391,30 @@ func TestAGetDrawerDuringAMineAsksThePrimary(t *testing.T) {
 	}
 }
 
-// With the primary down during a long mine, reads are answered once the
-// local palace has had the call timeout, with an error saying the local
-// palace is busy and the primary unreachable (the outside tester's search
-// got no answer in 40 s: the edge waited for the local palace, the only
-// side left, for the whole mine).
+// With the primary down during a long mine, reads are answered at once
+// (not after the call timeout: noWait), with an error saying the local
+// palace is busy mining and the primary unreachable (the outside tester's
+// search got no answer in 40 s: the edge waited for the local palace, the
+// only side left, for the whole mine).
 func TestReadsDuringAMineWithThePrimaryDownAnswer(t *testing.T) {
 	t.Parallel()
-	h := start(t, harnessOpts{raw: true, timeout: 500 * time.Millisecond, childExitWait: 200 * time.Millisecond,
+	h := start(t, harnessOpts{raw: true, timeout: noWait, childExitWait: 200 * time.Millisecond,
 		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
 	h.handshake()
 	h.ready()
 	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": t.TempDir()}))
 	h.atTheLocalPalace("mempalace_mine")
 	h.srv.Stop()
-	for _, c := range []struct{ id, tool string }{{"first", "mempalace_search"}, {"second", "mempalace_search"}, {"get", "mempalace_get_drawer"}} {
-		h.send(toolCall(c.id, c.tool, map[string]any{"query": "anything", "drawer_id": "drawer_w_r_0123456789abcdef01234567"}))
+	for _, c := range []struct{ id, tool string }{{"first", "mempalace_search"}, {"second", "mempalace_search"}, {"get", "mempalace_get_drawer"}, {"kg", "mempalace_kg_query"}} {
+		h.send(toolCall(c.id, c.tool, map[string]any{"query": "anything", "drawer_id": "drawer_w_r_0123456789abcdef01234567", "entity": "edge"}))
 		a := h.await(c.id, 20*time.Second)
 		if a == nil {
 			t.Fatalf("%s (%s) during a mine with the primary down was not answered while the mine runs", c.id, c.tool)
 		}
 		got := answerText(a)
 		ed, _ := got["edge"].(map[string]any)
-		if !strings.Contains(asString(got["error"]), "busy") || ed["local"] != "busy" || ed["primary"] == nil || ed["primary"] == "ok" {
-			t.Errorf("%s (%s) during a mine with the primary down: %v, want an error saying the local palace is busy and the primary could not answer", c.id, c.tool, got)
+		if !strings.Contains(asString(got["error"]), "busy mining") || ed["local"] != "busy" || ed["primary"] == nil || ed["primary"] == "ok" {
+			t.Errorf("%s (%s) during a mine with the primary down: %v, want an error saying the local palace is busy mining and the primary could not answer", c.id, c.tool, got)
 		}
 	}
 	if _, answered := h.seen["mine"]; answered {
@@ -334,7 +432,7 @@ func TestReadsDuringAMineWithThePrimaryDownAnswer(t *testing.T) {
 // once, without asking the local palace, until it answers again.
 func TestACancelledMineKeepsTheLocalPalaceBusy(t *testing.T) {
 	t.Parallel()
-	h := start(t, harnessOpts{raw: true, timeout: 500 * time.Millisecond, childExitWait: 200 * time.Millisecond, policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`,
+	h := start(t, harnessOpts{raw: true, timeout: noWait, childExitWait: 200 * time.Millisecond, policy: `{"version":1,"wings":{"private":{"replicate":"local"}}}`,
 		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
 	h.handshake()
 	h.ready()

@@ -20,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/tidwall/gjson"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/jsondepth"
 )
@@ -210,7 +211,7 @@ func (c *childConn) send(id, method string, params json.RawMessage, fn func(line
 		return false, nil // one started since the check above
 	}
 	c.sent++
-	c.calls[id] = relayedCall{fn, time.Now(), c.sent}
+	c.calls[id] = relayedCall{fn, time.Now(), c.sent, jobOf(params)}
 	c.mu.Unlock()
 	if err := c.writeLocked(append(wire.Request(id, method, params), '\n')); err != nil {
 		c.forget(id)
@@ -227,12 +228,35 @@ func (c *childConn) idle() bool {
 }
 
 // relayedCall is a relayed call in flight: what takes its answer (nil: the
-// call was given up), when it was sent, and its place in the order sent
-// (the child answers in that order).
+// call was given up), when it was sent, its place in the order sent (the
+// child answers in that order), and, for a job of minutes, what the child
+// is doing at it (jobOf).
 type relayedCall struct {
 	fn   func(line []byte, err error)
 	sent time.Time
 	seq  uint64
+	job  string
+}
+
+// jobOf is what the local palace does at a tool call with these params:
+// the catalogue's LongJob for the tool ("mining"), "" for most.
+func jobOf(params json.RawMessage) string {
+	t, _ := catalogue.Lookup(gjson.GetBytes(params, "name").Str)
+	return t.LongJob
+}
+
+// longJob is what the child is doing at a long job in flight (jobOf), ""
+// when none is: it answers nothing sent after that job until it is done.
+// A job given up (cancelled) counts as in busySince.
+func (c *childConn) longJob() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rc := range c.calls {
+		if rc.job != "" {
+			return rc.job
+		}
+	}
+	return ""
 }
 
 // busySince reports that the child has been at one call since before t:
@@ -257,11 +281,12 @@ func (c *childConn) busySince(t time.Time) bool {
 
 // abandon gives a call up: its answer, if it still comes, is dropped, and
 // the child is told (notifications/cancelled). It stays in flight for
-// busySince until the child answers it or a call sent after it.
+// busySince and longJob until the child answers it or a call sent after it.
 func (c *childConn) abandon(id, reason string) {
 	c.mu.Lock()
 	if rc, ok := c.calls[id]; ok {
-		c.calls[id] = relayedCall{sent: rc.sent, seq: rc.seq}
+		rc.fn = nil
+		c.calls[id] = rc
 	}
 	c.mu.Unlock()
 	c.write(append(wire.Cancellation(id, reason), '\n')) // best effort: a child already gone has nothing to cancel

@@ -26,7 +26,7 @@ func TestABusyGetDrawersOfABadListIsRefused(t *testing.T) {
 	e, _, _, _ := routerUnderTest(t)
 	for _, l := range refusedLists {
 		c := newCall(&mcp.CallToolParams{Name: "mempalace_get_drawers", Arguments: json.RawMessage(`{"drawer_ids": ` + l.ids + `}`)})
-		text, _ := objectText(e.byIDMissing(context.Background(), c, nil, e.busyNotAsked()))
+		text, _ := objectText(e.byIDMissing(context.Background(), c, nil, errLocalBusy))
 		if m := objectMap(text); m["error"] != l.refusal || m["results"] != nil {
 			t.Errorf("get_drawers of %.20s while the local palace is busy: %v, want MemPalace's refusal %q", l.ids, m, l.refusal)
 		}

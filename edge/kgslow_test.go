@@ -28,14 +28,16 @@ func TestASlowKGReadWithThePrimaryDownGetsItsAnswer(t *testing.T) {
 	}
 }
 
-// With the primary down during a mine, a KG read about this device's
-// unsent fact asks the local palace once: it answers that the local
-// palace is busy once it has had the call timeout, not after asking it
-// again behind the mine and waiting a second timeout.
-func TestAKGReadDuringAMineWithThePrimaryDownAsksTheLocalPalaceOnce(t *testing.T) {
+// With the primary down while the local palace is at a slow call (one
+// the catalogue does not know as long, unlike a mine: a reconnect of a
+// palace on a stuck disk), a KG read about this device's unsent fact asks
+// the local palace once: it answers that the local palace is busy once it
+// has had the call timeout, not after asking it again behind the slow
+// call and waiting a second timeout.
+func TestAKGReadDuringASlowCallWithThePrimaryDownAsksTheLocalPalaceOnce(t *testing.T) {
 	t.Parallel()
 	h := start(t, harnessOpts{raw: true, timeout: 300 * time.Millisecond, childExitWait: 200 * time.Millisecond,
-		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
+		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_reconnect"}})
 	h.handshake()
 	h.ready()
 	h.srv.Stop()
@@ -51,16 +53,16 @@ func TestAKGReadDuringAMineWithThePrimaryDownAsksTheLocalPalaceOnce(t *testing.T
 	if a := h.await("add", 20*time.Second); a["result"] == nil {
 		t.Fatalf("kg_add: %v", a)
 	}
-	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": t.TempDir()}))
-	h.atTheLocalPalace("mempalace_mine")
+	h.send(toolCall("slow", "mempalace_reconnect", map[string]any{}))
+	h.atTheLocalPalace("mempalace_reconnect")
 	h.send(toolCall("query", "mempalace_kg_query", map[string]any{"entity": "edge"}))
 	got := answerText(h.await("query", 20*time.Second))
 	if ed, _ := got["edge"].(map[string]any); !strings.Contains(asString(got["error"]), "busy") || ed["local"] != "busy" {
-		t.Errorf("kg_query during a mine with the primary down: %v, want an error saying the local palace is busy", got)
+		t.Errorf("kg_query during a slow call with the primary down: %v, want an error saying the local palace is busy", got)
 	}
 	h.releaseLocalHold()
-	if a := h.await("mine", 20*time.Second); a["result"] == nil {
-		t.Fatalf("mine: %v", a)
+	if a := h.await("slow", 20*time.Second); a["result"] == nil {
+		t.Fatalf("reconnect: %v", a)
 	}
 	asked := func() (n int) {
 		for _, m := range h.childReceived() {

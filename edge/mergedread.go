@@ -78,10 +78,14 @@ type bothSides struct {
 // primary's is in. (Measured on two cores: the primary's answer comes
 // 0.1-0.3 ms sooner than with both started at once; localHalf bounds
 // the wait for it.) A local palace busy (localBusy) is asked only when
-// the primary's answer is not usable. The primary's answer loses what
-// this device deleted and what the agent did not ask for.
+// the primary's answer is not usable, and one at a long job not at all.
+// The primary's answer loses what this device deleted and what the agent
+// did not ask for.
 func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, args map[string]any) bothSides {
 	askLocal := func(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
+		if err := e.localBusy(false); err != nil {
+			return nil, err // a mine sent since the check below
+		}
 		return e.localServer.Call(ctx, c.params)
 	}
 	askPrimary := func(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
@@ -92,7 +96,7 @@ func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, 
 		// requested page (mergedpage.go).
 		askLocal, askPrimary = drawersUpTo(askLocal), drawersUpTo(askPrimary)
 	}
-	busy := e.localBusy()
+	busy := e.localBusy(true)
 	lc := make(chan sideAnswer, 1)
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()
@@ -105,15 +109,15 @@ func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, 
 		}()
 	})
 	pctx := ctx
-	if !busy {
+	if busy == nil {
 		pctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { startLocal() }})
 	}
 	var b bothSides
 	b.primary.res, b.primary.err = askPrimary(pctx, e.roomForHidden(ctx, orig))
 	b.primary.res = duplicateFlag(shape, cutToAsked(shape, e.hideTombstoned(ctx, shape, b.primary.res), args)) // tombstone.go
 	b.pt, b.pok = usable(b.primary.res, b.primary.err)
-	if busy && b.pok {
-		b.local.err = e.busyNotAsked()
+	if busy != nil && b.pok {
+		b.local.err = busy
 		return b
 	}
 	startLocal()
@@ -130,8 +134,9 @@ func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, 
 // at once: its answer, if it comes, is dropped). Without one, the local
 // answer is the only answer, waited for while the local palace is at it,
 // but given up likewise once it has waited the call timeout behind a call
-// sent before it (localBusySince): a mine with the primary down is
-// answered "busy", not after the mine.
+// sent before it (localBusySince): a slow call with the primary down is
+// answered "busy", not after it (a mine, known to be long, is not waited
+// for at all: localBusy).
 func (e *Edge) localHalf(lc <-chan sideAnswer, cancel context.CancelFunc, fallback bool, asked time.Time) sideAnswer {
 	t := time.NewTicker(e.cfg.CallTimeout)
 	defer t.Stop()
@@ -154,11 +159,11 @@ func (e *Edge) localHalf(lc <-chan sideAnswer, cancel context.CancelFunc, fallba
 }
 
 // localRead asks the local palace a read as a merged read does
-// (localHalf): with fallback (the primary is up), not at all while it is
-// busy (localBusy). errLocalBusy: it did not answer.
+// (localHalf), not at all while it is busy (localBusy). errLocalBusy: it
+// did not answer.
 func (e *Edge) localRead(ctx context.Context, c *call, fallback bool) (*mcp.CallToolResult, error) {
-	if fallback && e.localBusy() {
-		return nil, e.busyNotAsked()
+	if err := e.localBusy(fallback); err != nil {
+		return nil, err
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -186,29 +191,43 @@ func busyAndPrimaryDown(err error, why string) *mcp.CallToolResult {
 // asked (localBusy).
 var errLocalBusy = errors.New("the local palace is busy")
 
-// localBusy reports a local palace that has been at one call for longer
-// than the call timeout, with no answer since (childConn.busy): a read
-// sent to it now would wait behind that call, so a read the primary
-// answers does not ask it until it answers again (each such read waited
-// the whole timeout before, for as long as a mine ran). Writes still go
+// localBusy is why a read does not ask the local palace now (nil: it is
+// asked), which answers one call at a time, in order, so a read sent to it
+// would wait behind the call it is at. It is at a long job the edge sent
+// it (catalogue LongJob: a mine takes minutes, and the first read during
+// it waited the whole call timeout before), or, when the primary answers
+// instead (fallback), it has been at one call for longer than the call
+// timeout with no answer since (childConn.busySince; each read waited the
+// timeout before). Either holds until it answers again. Writes still go
 // to it and wait.
-func (e *Edge) localBusy() bool {
-	return e.localBusySince(time.Now().Add(-e.cfg.CallTimeout))
+func (e *Edge) localBusy(fallback bool) error {
+	conn := e.liveChild()
+	if conn == nil {
+		return nil
+	}
+	if job := conn.longJob(); job != "" {
+		return fmt.Errorf("%w %s (a job of minutes: it answers one call at a time), so it was not asked", errLocalBusy, job)
+	}
+	if fallback && conn.busySince(time.Now().Add(-e.cfg.CallTimeout)) {
+		return fmt.Errorf("%w: at one call for over %s with no answer, so it was not asked", errLocalBusy, e.cfg.CallTimeout)
+	}
+	return nil
 }
 
 // localBusySince reports a local palace at a call sent before t, with no
 // answer since (childConn.busySince).
 func (e *Edge) localBusySince(t time.Time) bool {
-	if e.child == nil {
-		return false // a test's local palace
-	}
-	conn := e.child.live()
+	conn := e.liveChild()
 	return conn != nil && conn.busySince(t)
 }
 
-// busyNotAsked is why a read did not ask the local palace (localBusy).
-func (e *Edge) busyNotAsked() error {
-	return fmt.Errorf("%w: at one call for over %s with no answer, so it was not asked", errLocalBusy, e.cfg.CallTimeout)
+// liveChild is the local palace's connection (nil: a test's local palace,
+// or none running).
+func (e *Edge) liveChild() *childConn {
+	if e.child == nil {
+		return nil
+	}
+	return e.child.live()
 }
 
 // oneSide answers a merged read one side of which is not usable: from
