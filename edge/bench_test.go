@@ -55,9 +55,10 @@ func BenchmarkMergedSearch(b *testing.B) {
 
 // BenchmarkSearchDuringALongMine: a search while the local palace is at a
 // mine that lasts until the benchmark ends, with the production call
-// timeout (ladder.DefaultEdgeTimeout). One search before the timer pays
-// the timeout (the mine had not been at it that long); the ones timed are
-// the reads after it.
+// timeout (ladder.DefaultEdgeTimeout). The edge knows it sent the mine, so
+// no search waits the timeout, the first included (it paid it before
+// catalogue LongJob); the one before the timer warms the primary's
+// connection.
 func BenchmarkSearchDuringALongMine(b *testing.B) {
 	h := start(b, harnessOpts{timeout: ladder.DefaultEdgeTimeout, childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_mine"}})
 	ctx := context.Background()

@@ -213,8 +213,9 @@ func (e *Edge) primaryFirst(ctx context.Context, c *call) (*mcp.CallToolResult, 
 // kg_timeline of everything) counts every unsent KG write. The local
 // palace has the call timeout to answer (mempalace-mcp answers one call
 // at a time, and a mine takes minutes), and is not asked while it is busy
-// (localBusy), while the primary is up; with it down, the local answer is
-// the only one, and has as long as the local palace is at no other call.
+// (localBusy: at a mine; past the timeout at another call, while the
+// primary is up); with it down, the local answer is the only one, and has
+// as long as the local palace is at no other call.
 // res nil: the primary answers, and missing, if not "", says what its
 // answer lacks (the local palace could not answer: busy, down, an error);
 // busy is the local palace's being busy, if it was.
