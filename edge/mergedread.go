@@ -84,7 +84,7 @@ type bothSides struct {
 func (e *Edge) askBoth(ctx context.Context, orig *call, shape catalogue.Filter, args map[string]any) bothSides {
 	askLocal := func(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 		if err := e.localBusy(false); err != nil {
-			return nil, err // a mine sent since the check below
+			return nil, err // a mine sent since the check below (one sent between this check and the read's own send, microseconds, still has the read wait the timeout behind it)
 		}
 		return e.localServer.Call(ctx, c.params)
 	}
