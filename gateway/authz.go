@@ -19,9 +19,8 @@ type Decision struct {
 	Rule  Rule   // the rule that decided, for the denial's data and the audit log
 	Wing  string // the wing the call is about ("" if none)
 	// found: a checkpoint's items the gateway found to be near-duplicates
-	// of drawers in readable wings (see narrow), as upstream reports them,
-	// and held those items as sent.
-	found, held []any
+	// of drawers in readable wings (see narrow), as upstream reports them.
+	found []any
 	// why, on a denial, replaces the refusal's usual text (a Never tool's
 	// says where to run it instead).
 	why string

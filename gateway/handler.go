@@ -298,8 +298,8 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)
 		return
 	}
-	if write && status == http.StatusOK {
-		s.recordStep(ctx, d, author, t, req.Args, dec.held, resp)
+	if write && (status == http.StatusOK || len(req.filed) > 0) {
+		s.recordStep(ctx, d, author, t, req.Args, req.filed, resp)
 	}
 	x.entry.UpstreamStatus = status
 	s.answer(x, status, resp, VerdictAllow, dec.Rule)

@@ -55,7 +55,6 @@ func (s *Server) narrow(ctx context.Context, d *Device, t catalogue.Tool, args m
 			}
 			if len(matches) > 0 {
 				dec.found = append(dec.found, map[string]any{"room": item["room"], "matches": matches})
-				dec.held = append(dec.held, x)
 				continue
 			}
 			kept = append(kept, x)

@@ -140,6 +140,10 @@ type rpcRequest struct {
 	// slotHeld: the handler holds the write slot for this call (a delete:
 	// the trash's look-up and the delete hold it together).
 	slotHeld bool
+	// filed: a checkpoint's items its send was seen to file (absent from
+	// the upstream before it, there after it) when its answer did not
+	// list them (settled or lost: sendWrite).
+	filed []string
 }
 
 // badRequest is a parse step's refusal: a JSON-RPC error code and

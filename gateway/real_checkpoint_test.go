@@ -59,3 +59,20 @@ func TestRealSettledCheckpointStampsItsItems(t *testing.T) {
 	u, _ := startReal(t)
 	settledCheckpoint(t, u.url)
 }
+
+// TestRealCheckpointDoesNotClaimADrawerItDidNotFile: real MemPalace
+// serve's checkpoint of text it already holds, filed around the gateway,
+// answered or settled after a lost answer, leaves that drawer of unknown
+// origin (attack22 F4).
+func TestRealCheckpointDoesNotClaimADrawerItDidNotFile(t *testing.T) {
+	checkpointClaims(t, func(t *testing.T) string { u, _ := startReal(t); return u.url })
+}
+
+// TestRealResentCheckpointStampsItsItemsThatLanded: real MemPalace
+// serve's checkpoint whose first send filed its items and lost its
+// answer, sent again: what it filed is the writer's, another device's
+// item keeps its writer, and one filed around the gateway stays unknown.
+func TestRealResentCheckpointStampsItsItemsThatLanded(t *testing.T) {
+	u, _ := startReal(t)
+	resentCheckpoint(t, u.url, "notes")
+}

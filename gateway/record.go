@@ -51,11 +51,12 @@ func (s *Server) authorStep(x *exchange, d *Device, req *rpcRequest) (author *De
 // author (via, the admin whose join attributed it), before the writer
 // gets the answer, so every read after it sees the origin. A failure is
 // logged, not answered: the write is made, and its records read as of
-// unknown origin (trusted by no device that names a trusted set). held:
-// a checkpoint's items narrow answered itself (duplicates), as sent.
-func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.Tool, args map[string]any, held []any, resp []byte) {
+// unknown origin (trusted by no device that names a trusted set). filed:
+// a checkpoint's items its send was seen to file when its answer did not
+// say (settled, or lost: sendWrite), stamped whatever the answer.
+func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.Tool, args map[string]any, filed []string, resp []byte) {
 	res := resultOf(resp)
-	if res == nil || res["success"] == false {
+	if (res == nil || res["success"] == false) && len(filed) == 0 {
 		return
 	}
 	st := provenance.Stamp{Device: author.ID, Label: author.Label, At: s.Now()}
@@ -71,7 +72,7 @@ func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.
 		}
 		return
 	}
-	entries := s.stamps(ctx, t, args, held, res, st)
+	entries := s.stamps(ctx, t, args, filed, res, st)
 	if gjson.GetBytes(resp, "result._meta."+gjson.Escape(ledger.ReplayedKey)).Bool() {
 		// The op-id ledger's record of a write made before: its records
 		// were stamped then, and may have been deleted and filed again or
@@ -87,7 +88,7 @@ func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.
 
 // stamps lists the records a write's answer says it made, each with its
 // stamp (st, with the agent the write named).
-func (s *Server) stamps(ctx context.Context, t catalogue.Tool, args map[string]any, held []any, res map[string]any, st provenance.Stamp) []provenance.Entry {
+func (s *Server) stamps(ctx context.Context, t catalogue.Tool, args map[string]any, seen []string, res map[string]any, st provenance.Stamp) []provenance.Entry {
 	with := func(agent string) provenance.Stamp { st.Agent = agent; return st }
 	filedBy := with(addedByAgent(args))
 	switch t.Name {
@@ -100,8 +101,9 @@ func (s *Server) stamps(ctx context.Context, t catalogue.Tool, args map[string]a
 			m, _ := a.(map[string]any)
 			out = append(out, filed(m, filedBy)...)
 		}
-		items, _ := args["items"].([]any)
-		out = append(out, s.landed(ctx, slices.Concat(items, held), out, filedBy)...)
+		for _, id := range seen {
+			out = append(out, provenance.Entry{Key: provenance.Drawer(id), Stamp: filedBy, Replace: true})
+		}
 		if dres, ok := res["diary"].(map[string]any); ok {
 			dargs, _ := args["diary"].(map[string]any)
 			out = append(out, diaryStamps(dargs, dres, st)...)
@@ -155,35 +157,6 @@ func filed(res map[string]any, st provenance.Stamp) []provenance.Entry {
 		return nil
 	}
 	return []provenance.Entry{{Key: provenance.Drawer(id), Stamp: st, Replace: true}}
-}
-
-// landed are a checkpoint's items the answer does not say it filed but
-// the upstream holds under the id MemPalace gives them (same wing, room
-// and content), looked up one by one: filed by an earlier send of the
-// checkpoint whose answer was lost (the gateway's settled answer names
-// only the diary entry; a send again answers them as duplicates). Each
-// gets st only if it has no stamp yet: a drawer another device filed
-// keeps its writer's, and one filed around the gateway with the same
-// text in the same room, of unknown origin, becomes this writer's.
-func (s *Server) landed(ctx context.Context, items []any, filed []provenance.Entry, st provenance.Stamp) []provenance.Entry {
-	seen := map[string]bool{}
-	for _, e := range filed {
-		seen[e.Key.Parts[0]] = true
-	}
-	var out []provenance.Entry
-	for _, x := range items {
-		item, _ := x.(map[string]any)
-		wing, room, content := strings.TrimSpace(str(item["wing"])), strings.TrimSpace(str(item["room"])), str(item["content"])
-		id := catalogue.DrawerID(wing, room, content)
-		if wing == "" || room == "" || content == "" || seen[id] {
-			continue
-		}
-		seen[id] = true
-		if got := s.upstreamResult(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id}); str(got["drawer_id"]) == id {
-			out = append(out, provenance.Entry{Key: provenance.Drawer(id), Stamp: st})
-		}
-	}
-	return out
 }
 
 // diaryChunk is the chunk size of MemPalace's diary entries (config

@@ -67,10 +67,7 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (statu
 				return http.StatusTooManyRequests, rpcErrBytes(req.rawID(), CodeRateLimited, msgWriteQueueFull)
 			}
 			defer s.writes.release()
-			if diary := diaryOf(t, req.Args); diary != nil {
-				return s.settledDiary(ctx, t, diary, body)
-			}
-			return s.upstreamCall(ctx, body)
+			return s.sendWrite(ctx, t, req, body)
 		}
 	}
 	if s.Ledger != nil {
