@@ -55,8 +55,8 @@ var keyFields = map[catalogue.Records][]string{
 	catalogue.RecordArtifact:   {"id"},
 	catalogue.RecordTunnels:    {"id"},
 	catalogue.RecordDiary:      {"timestamp", "content"},
-	catalogue.RecordFacts:      {"subject", "predicate", "object", "valid_from"},
-	catalogue.RecordTimeline:   {"subject", "predicate", "object", "valid_from"},
+	catalogue.RecordFacts:      {"subject", "predicate", "object", "valid_from", "valid_to"},
+	catalogue.RecordTimeline:   {"subject", "predicate", "object", "valid_from", "valid_to"},
 }
 
 // record is what the filter and the origin step read of one record, in
@@ -66,7 +66,7 @@ var keyFields = map[catalogue.Records][]string{
 // "error" and at most a drawer_id besides, as get_drawers' item for an id
 // that does not resolve (anything more is a record with an error member).
 type record struct {
-	f                 [4]string
+	f                 [5]string
 	hasOrigin, failed bool
 	wing, to, from    string
 	alsoIn            int  // members named also_in (a search hit's folded copies)
@@ -78,7 +78,7 @@ type record struct {
 func readRecord(it gjson.Result, names []string) record {
 	var r record
 	var seen [3]bool    // wing, to_agent, from_agent: a value of any type, "" too
-	var seenKey [4]bool // the key fields, as seen
+	var seenKey [5]bool // the key fields, as seen
 	more := false       // a member but error and drawer_id: not an error item
 	it.ForEach(func(k, v gjson.Result) bool {
 		more = more || (k.Str != "error" && k.Str != "drawer_id")
@@ -143,7 +143,7 @@ func (a *annotator) key(r record) (provenance.Key, bool) {
 	case catalogue.RecordDiary:
 		return provenance.Diary(a.agent, r.f[0], r.f[1]), a.agent != ""
 	case catalogue.RecordFacts, catalogue.RecordTimeline:
-		return provenance.Fact(r.f[0], r.f[1], r.f[2], r.f[3]), r.f[0] != ""
+		return provenance.Fact(r.f[0], r.f[1], r.f[2], r.f[3], r.f[4]), r.f[0] != ""
 	case catalogue.RecordTunnels:
 		return provenance.Tunnel(r.f[0]), r.f[0] != ""
 	}

@@ -171,3 +171,10 @@ func TestRealOriginsSurviveServe(t *testing.T) {
 	}
 	t.Errorf("the streamed event never came: %v", lines.Err())
 }
+
+// TestRealARetiredFactFiledAgainIsTheReAddersFact: against real MemPalace
+// serve, a fact ops retired and mal filed again reads as mal's (or
+// unknown), the retired one as ops's (attack22 F8, t3f and t3e).
+func TestRealARetiredFactFiledAgainIsTheReAddersFact(t *testing.T) {
+	retiredFactFiledAgain(t, func(t *testing.T) string { u, _ := startReal(t); return u.url })
+}

@@ -123,13 +123,13 @@ func (s *Server) stamps(ctx context.Context, t catalogue.Tool, args map[string]a
 			return []provenance.Entry{{Key: provenance.Tunnel(id), Stamp: with(""), Replace: true}}
 		}
 	case "kg_add":
-		return []provenance.Entry{{Key: provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["valid_from"])), Stamp: with("")}}
+		return []provenance.Entry{{Key: provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["valid_from"]), str(args["valid_to"])), Stamp: with("")}}
 	case "kg_supersede":
 		from, ok := s.supersededAt(ctx, args)
 		if !ok {
 			return nil
 		}
-		return []provenance.Entry{{Key: provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["new_object"]), from), Stamp: with("")}}
+		return []provenance.Entry{{Key: provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["new_object"]), from, ""), Stamp: with("")}}
 	case "event_append", "event_ack", "patch_submit", "task_create", "artifact_put":
 		var out []provenance.Entry
 		for _, k := range []string{"event", "task", "artifact"} {
@@ -194,11 +194,11 @@ func (s *Server) supersededAt(ctx context.Context, args map[string]any) (string,
 		}
 		return at, true
 	}
-	want := provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["new_object"]), "")
+	want := provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["new_object"]), "", "")
 	facts, _ := s.upstreamResult(ctx, "mempalace_kg_query", map[string]any{"entity": str(args["subject"]), "direction": "outgoing"})["facts"].([]any)
 	for _, x := range facts {
 		f, _ := x.(map[string]any)
-		got := provenance.Fact(str(f["subject"]), str(f["predicate"]), str(f["object"]), "")
+		got := provenance.Fact(str(f["subject"]), str(f["predicate"]), str(f["object"]), "", "")
 		if f["valid_to"] == nil && slices.Equal(got.Parts[:3], want.Parts[:3]) {
 			return str(f["valid_from"]), true
 		}

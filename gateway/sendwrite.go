@@ -13,12 +13,23 @@ import (
 // other write through the gateway runs between its look-ups and the
 // write): a diary entry is settled after a lost answer (settledDiary),
 // and a checkpoint's items are looked up around the send
-// (sentCheckpoint).
+// (sentCheckpoint); a KG write's stamps follow the facts it closes
+// (kgorigin.go).
 func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcRequest, body []byte) (int, []byte) {
-	if t.Name == "checkpoint" {
+	switch t.Name {
+	case "checkpoint":
 		return s.sentCheckpoint(ctx, t, req, body)
+	case "kg_add":
+		s.retireFactStamps(ctx, req.Args, "object", true)
 	}
-	return s.sendOne(ctx, t, req.Args, body)
+	status, resp := s.sendOne(ctx, t, req.Args, body)
+	switch t.Name {
+	case "kg_invalidate":
+		s.retireFactStamps(ctx, req.Args, "object", false)
+	case "kg_supersede":
+		s.retireFactStamps(ctx, req.Args, "old_object", false)
+	}
+	return status, resp
 }
 
 // sendOne is the upstream call, a diary entry's settled after a lost

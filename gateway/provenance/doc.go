@@ -12,9 +12,14 @@
 //   - drawers (and diary entries, which search and get_drawer return as
 //     drawers) by their logical id;
 //   - coordination events and artifacts by id;
-//   - knowledge-graph facts by subject, predicate, object and valid_from,
-//     as MemPalace normalizes them (kg_query and kg_timeline return no
-//     ids);
+//   - knowledge-graph facts by subject, predicate, object and validity
+//     (valid_from, and valid_to once closed), as MemPalace normalizes
+//     them (kg_query and kg_timeline return no ids): a fact closed and
+//     the same triple filed again are two facts, each its writer's. A
+//     kg_invalidate or kg_supersede through the gateway (its answer given
+//     or lost) moves the closed fact's stamp to its closed key, as the
+//     primary then holds it; a kg_add of a fact the index holds open
+//     first checks that the primary still holds it open;
 //   - diary entries by agent, timestamp and the sha256 of the text
 //     (diary_read returns no ids; a long entry's chunks each by its own
 //     text).
@@ -36,9 +41,8 @@
 // not there, so its stamp replaces one the index still holds (of a
 // drawer deleted around the gateway, or by a delete whose answer was
 // lost); an answer the op-id ledger replays replaces nothing (its records
-// were stamped when it was first made). A diary entry filed again has a
-// new id and timestamp, and a fact kg_invalidate closed is still in the
-// palace: both keep theirs.
+// were stamped when it was first made). A diary entry filed again is
+// another entry (a new id and timestamp), stamped on its own.
 //
 // # Limits
 //
@@ -50,6 +54,10 @@
 //     with the device that asserted it (never one a device that names a
 //     trusted set would otherwise have trusted: unknown is untrusted too).
 //     A drawer filed again is told apart (already_exists) and not stamped.
+//   - A fact closed and filed again both around the gateway, with the
+//     same valid_from as before, is not told apart from the one the
+//     gateway stamped (a read shows no ids): the open fact keeps the
+//     stamp.
 //   - A long diary entry's chunks are found by 800-character slices of
 //     its text (MemPalace's default chunk_size); a palace configured with
 //     another size reads its long entries' chunks as of unknown origin in

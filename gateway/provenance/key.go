@@ -18,7 +18,8 @@ const (
 	// KindEvent: a coordination event or artifact by its id.
 	KindEvent Kind = "event"
 	// KindFact: a knowledge-graph fact by subject, predicate, object and
-	// valid_from, as MemPalace normalizes them.
+	// validity (valid_from, and valid_to once it is closed), as MemPalace
+	// normalizes them.
 	KindFact Kind = "fact"
 	// KindDiary: a diary entry by agent, timestamp and the sha256 of its
 	// text (diary_read carries no ids).
@@ -47,14 +48,29 @@ func Tunnel(id string) Key { return Key{KindTunnel, []string{id}} }
 
 // Fact is the key of a fact, normalized as MemPalace stores it: subject
 // and object by entity id (trimmed, lower-cased, spaces to '_', "'"
-// dropped), the predicate trimmed, lower-cased, spaces to '_', valid_from
-// trimmed with "+00:00" as "Z" ("" when the fact has none).
-func Fact(subject, predicate, object, validFrom string) Key {
-	vf := strings.TrimSpace(validFrom)
-	if s, ok := strings.CutSuffix(vf, "+00:00"); ok {
-		vf = s + "Z"
+// dropped), the predicate trimmed, lower-cased, spaces to '_', and its
+// validity: valid_from ("" when the fact has none) and, for a closed fact,
+// ".." and valid_to, each trimmed with "+00:00" as "Z". A closed fact's
+// key is not the open one's: a fact filed again after it was closed is
+// another fact, whose writer may be another device (attack22 F8). (The
+// validity is one column, the one named valid_from, so the index kept
+// its schema when closed facts got keys of their own: an open fact's key
+// is as it was.)
+func Fact(subject, predicate, object, validFrom, validTo string) Key {
+	validity := temporal(validFrom)
+	if vt := temporal(validTo); vt != "" {
+		validity += ".." + vt
 	}
-	return Key{KindFact, []string{catalogue.EntityID(subject), catalogue.PredicateID(predicate), catalogue.EntityID(object), vf}}
+	return Key{KindFact, []string{catalogue.EntityID(subject), catalogue.PredicateID(predicate), catalogue.EntityID(object), validity}}
+}
+
+// temporal is a valid_from or valid_to as the index holds it.
+func temporal(v string) string {
+	v = strings.TrimSpace(v)
+	if s, ok := strings.CutSuffix(v, "+00:00"); ok {
+		v = s + "Z"
+	}
+	return v
 }
 
 // Diary is the key of a diary entry (or one chunk of one) by its agent

@@ -33,7 +33,7 @@ func TestRecordLookupReopen(t *testing.T) {
 	entries := []Entry{
 		{Key: Drawer("drawer_shared_notes_1"), Stamp: laptop},
 		{Key: Event("evt_1"), Stamp: laptop},
-		{Key: Fact(" Edge ", "Uses Store", "Mac's SQLite", ""), Stamp: laptop},
+		{Key: Fact(" Edge ", "Uses Store", "Mac's SQLite", "", ""), Stamp: laptop},
 		{Key: Diary("OpenCode", "2026-11-30T12:00:00.000001", "shipped it"), Stamp: laptop},
 	}
 	if err := s.Record(ctx, entries...); err != nil {
@@ -51,7 +51,7 @@ func TestRecordLookupReopen(t *testing.T) {
 		}{
 			{Drawer("drawer_shared_notes_1"), laptop},
 			{Event("evt_1"), desk},
-			{Fact("edge", "uses_store", "macs_sqlite", ""), laptop}, // as kg_query reads it back
+			{Fact("edge", "uses_store", "macs_sqlite", "", ""), laptop}, // as kg_query reads it back
 			{Diary("opencode", "2026-11-30T12:00:00.000001", "shipped it"), laptop},
 		} {
 			got, ok := s.Lookup(c.k)
@@ -59,7 +59,7 @@ func TestRecordLookupReopen(t *testing.T) {
 				t.Errorf("%v: %+v %v, want %+v", c.k, got, ok, c.want)
 			}
 		}
-		for _, k := range []Key{Drawer("drawer_other"), Fact("edge", "uses_store", "macs_sqlite", "2026-01-01"), Diary("opencode", "2026-11-30T12:00:00.000001", "shipped it!")} {
+		for _, k := range []Key{Drawer("drawer_other"), Fact("edge", "uses_store", "macs_sqlite", "2026-01-01", ""), Diary("opencode", "2026-11-30T12:00:00.000001", "shipped it!")} {
 			if got, ok := s.Lookup(k); ok {
 				t.Errorf("%v: found %+v", k, got)
 			}
@@ -99,8 +99,15 @@ func TestKeysDoNotCollide(t *testing.T) {
 	if Drawer("x").mapKey() == Event("x").mapKey() {
 		t.Error("a drawer and an event share a key")
 	}
-	if Fact("a", "b", "c", "2026-01-01T00:00:00+00:00").Parts[3] != "2026-01-01T00:00:00Z" {
+	if Fact("a", "b", "c", "2026-01-01T00:00:00+00:00", "").Parts[3] != "2026-01-01T00:00:00Z" {
 		t.Error("valid_from is not normalized as MemPalace stores it")
+	}
+	// A fact closed and the same fact filed again are two facts, each with
+	// its own writer; an open fact's key is as it was before closed facts
+	// had keys of their own (rows the index already holds keep meaning it).
+	open, closed := Fact("a", "b", "c", "", ""), Fact("a", "b", "c", "", "2026-01-02T00:00:00+00:00")
+	if open.mapKey() == closed.mapKey() || open.Parts[3] != "" || closed.Parts[3] != "..2026-01-02T00:00:00Z" {
+		t.Errorf("open fact %v, closed %v: want keys of their own, the open one's validity empty", open, closed)
 	}
 }
 
