@@ -18,7 +18,9 @@ import (
 // add files a new fact, stamped with its own writer. A closed fact the
 // index holds a stamp for keeps its own; an open fact with the same
 // valid_from as a closed one keeps the open stamp (it cannot be told
-// which of the two it was).
+// which of the two it was). The cost: one kg_query of the subject after
+// each kg_invalidate and kg_supersede, and before a kg_add of a fact the
+// index holds open.
 func (s *Server) retireFactStamps(ctx context.Context, args map[string]any, objKey string, ifStamped bool) {
 	subj, pred, obj := str(args["subject"]), str(args["predicate"]), str(args[objKey])
 	if ifStamped {
