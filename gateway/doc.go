@@ -16,9 +16,10 @@
 // holds as deleted is refused), audit (audit.go: ahead of a write, and one line per
 // request), keep (keep.go, doomed.go: what a delete removes goes to the
 // trash first, under the write slot), forward (upstream.go, through an
-// optional Ledger; diarysettle.go: a diary entry's write (diary_write, a
-// checkpoint's diary) whose answer was lost,
-// settled under the write slot) and filter (filter.go, fanout.go; origins.go adds each
+// optional Ledger; sendwrite.go, under the write slot: diarysettle.go, a
+// diary entry's write (diary_write, a checkpoint's diary) whose answer was
+// lost, settled; a checkpoint's items looked up around it; kgorigin.go, a
+// closed fact's stamp moved to its closed key) and filter (filter.go, fanout.go; origins.go adds each
 // record's origin, record.go stamps the provenance index after a write).
 // Beside the steps: restore.go (gateway trash restore), stream.go (the
 // /logstream relay, events with their origins), advertise.go (what a
