@@ -73,10 +73,11 @@ func (s *Server) readDoomed(ctx context.Context, t catalogue.Tool, args map[stri
 const getBatch = catalogue.MaxBulkIDs
 
 // readDrawers reads each id's drawer (get_drawers, 3.11.0; get_drawer one
-// by one from an upstream without it). An id that names no drawer is
-// left out (the delete will find nothing there either); one that names a
-// chunk of a drawer is refused: MemPalace would delete that one chunk and
-// leave the drawer cut, which no re-filing could mend.
+// by one from an upstream without it). An id that names no drawer (or
+// any, on a palace that holds none yet) is left out (the delete will find
+// nothing there either); one that names a chunk of a drawer is refused:
+// MemPalace would delete that one chunk and leave the drawer cut, which no
+// re-filing could mend.
 func (s *Server) readDrawers(ctx context.Context, ids []string) ([]map[string]any, error) {
 	var out []map[string]any
 	seen := map[string]bool{}
@@ -95,7 +96,8 @@ func (s *Server) readDrawers(ctx context.Context, ids []string) ([]map[string]an
 			case p == nil:
 				return nil, fmt.Errorf("%w: the primary did not answer get_drawer for %s", errUnknowable, batch[i])
 			case p["error"] != nil:
-				if msg, _ := p["error"].(string); !strings.HasPrefix(msg, "Drawer not found") {
+				// "Chroma database missing": the palace holds no drawer yet.
+				if msg, _ := p["error"].(string); !strings.HasPrefix(msg, "Drawer not found") && msg != "Chroma database missing" {
 					return nil, fmt.Errorf("%w: get_drawer %s: %s", errUnknowable, batch[i], msg)
 				}
 				continue

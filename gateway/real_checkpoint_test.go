@@ -3,6 +3,10 @@ package gateway
 import (
 	"strings"
 	"testing"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/provenance"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // TestRealCheckpointDuplicatesCarryOrigin: real MemPalace serve's
@@ -75,4 +79,26 @@ func TestRealCheckpointDoesNotClaimADrawerItDidNotFile(t *testing.T) {
 func TestRealResentCheckpointStampsItsItemsThatLanded(t *testing.T) {
 	u, _ := startReal(t)
 	resentCheckpoint(t, u.url, "notes")
+}
+
+// TestRealFirstCheckpointToAnEmptyPrimaryStampsItsItems: a fleet's first
+// write is a checkpoint whose answer real MemPalace serve loses: the
+// primary held no drawer before it (its look-up answers "Chroma database
+// missing"), so the items there after it are this send's, the writer's.
+func TestRealFirstCheckpointToAnEmptyPrimaryStampsItsItems(t *testing.T) {
+	u, _ := startReal(t)
+	proxy := realpalace.NewProxy(t, u.url)
+	g := newGWAt(t, []Device{{ID: "ops", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, Agents: []string{"pi@ops"}}},
+		&upstream{name: "a cutting proxy", url: proxy.URL})
+	g.withLedger()
+	item := map[string]any{"wing": "notes", "room": "standups", "content": "the first item of the fleet"}
+	proxy.Drop("mempalace_checkpoint")
+	g.postOp(g.tokens["ops"], "mempalace_checkpoint", map[string]any{"items": []any{item}, "diary": map[string]any{"agent_name": "pi", "entry": "first"}}, strings.Repeat("f", 64))
+	if lost := proxy.Lost(); len(lost) != 1 {
+		t.Fatalf("answers lost: %v", lost)
+	}
+	id := catalogue.DrawerID("notes", "standups", str(item["content"]))
+	if st, ok := g.srv.prov.Lookup(provenance.Drawer(id)); !ok || st.Device != "ops" {
+		t.Errorf("the first checkpoint's item: stamp %v (%v), want ops's", st, ok)
+	}
 }
