@@ -168,6 +168,7 @@ const (
 	FilterDiary      Filter = "diary"       // diary_read: entries of readable wings
 	FilterCheckpoint Filter = "checkpoint"  // checkpoint: duplicates[].matches[].wing
 	FilterEvents     Filter = "events"      // event_list, event_wait: events[] to or from the device's agents
+	FilterByID       Filter = "by-id"       // get_drawers: results[i] answers drawer_ids[i], an unreadable wing's drawer as an id that names none
 )
 
 // Records says where a tool's answer carries records, each of which the

@@ -75,8 +75,8 @@ var tools = [...]Tool{
 	{Name: "task_create", Since: "3.9.0", Params: []string{"project", "from_agent", "to_agent", "goal", "branch", "base_commit", "done"}, Route: CoordinationWrite, Replay: Unrepeatable, Gate: AgentWrite, Identity: "from_agent",
 		Why: "no metadata argument, so no edge_op_id can ride in it (MemPalace refuses unknown arguments): without the gateway's op-id ledger a lost answer may repeat it"},
 	{Name: "find_duplicates", Since: Dev, Params: []string{"wing", "room", "threshold", "max_clusters"}, Reads: true, Route: PrimaryFirst, Wings: ArgWing, Gate: ReadAllWings, Why: graphWhy},
-	{Name: "get_drawers", Since: "3.11.0", Params: []string{"drawer_ids"}, Reads: true, Route: ByID, Gate: ReadAllWings,
-		Why: "a batch by id: the local palace answers, and the primary, in one get_drawers, for the ids the local palace lacks; the gateway cannot check up to 500 drawers' wings per call, so it needs read on every wing", Records: RecordHits},
+	{Name: "get_drawers", Since: "3.11.0", Params: []string{"drawer_ids"}, Reads: true, Route: ByID, Gate: ReadWing, Filter: FilterByID,
+		Why: "a batch by id: the local palace answers, and the primary, in one get_drawers, for the ids the local palace lacks; the gateway forwards it once and answers each drawer of a wing the device cannot read as an id that names none", Records: RecordHits},
 	{Name: "delete_drawers", Since: "3.11.0", Params: []string{"drawer_ids"}, Route: Destructive, Gate: Admin},
 }
 

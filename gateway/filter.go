@@ -37,6 +37,7 @@ var knownKeys = map[catalogue.Filter][]string{
 	catalogue.FilterDiary:      {"agent", "entries", "total", "showing", "message", "error", "truncated", "notice"},
 	catalogue.FilterCheckpoint: {"added", "duplicates", "errors", "diary", "error"},
 	catalogue.FilterEvents:     {"events", "count", "timed_out", "note", "error", "truncated", "notice", "total"},
+	catalogue.FilterByID:       {"results", "count", "errors", "error", "details", "hint", "backend"},
 }
 
 // needsFilter reports whether an answer of t must be cut for d.
@@ -181,7 +182,9 @@ func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, 
 		return nil, fmt.Errorf("%w (%q unknown, or there twice)", errUnknownShape, key)
 	}
 	var text []byte
-	if key, ok := listKey[t.Filter]; ok {
+	if t.Filter == catalogue.FilterByID {
+		text, err = cutByID(d, dec, m.Raw, ms, ann)
+	} else if key, ok := listKey[t.Filter]; ok {
 		text, err = cutList(d, t.Filter, dec, ms, len(m.Raw), key, ann)
 	} else if text, err = s.filterObject(ctx, d, t, dec, m.Raw); err == nil && ann != nil {
 		filtered := gjson.ParseBytes(text)
@@ -270,6 +273,101 @@ func cutList(d *Device, f catalogue.Filter, dec Decision, ms []member, size int,
 	}
 	add("filtered", []byte("true"))
 	return ann.closeAnswer(out), nil
+}
+
+// cutByID is get_drawers' answer (raw, of members ms) for a device that
+// reads only some wings: results[i] answers dec.asked[i], and a drawer of
+// a wing the device cannot read becomes what MemPalace answers for an id
+// that names none, {"drawer_id", "error": "Drawer not found: <id>"},
+// counted in errors. Every such item, MemPalace's own included, is
+// written by notFoundItem, so no byte tells a cut drawer from a missing
+// one. The device's drawers carry their origins, and those it withholds
+// are left out as from a device that reads every wing (count recounted,
+// untrusted_withheld). An answer without results (MemPalace's refusal of
+// the list, or a palace it cannot open) passes as it is.
+func cutByID(d *Device, dec Decision, raw string, ms []member, ann *annotator) ([]byte, error) {
+	list, listed := memberOf(ms, "results")
+	if !listed {
+		return []byte(raw), nil
+	}
+	items := list.Array()
+	if !list.IsArray() || len(items) != len(dec.asked) {
+		return nil, errUnknownShape
+	}
+	names := ann.keyNames()
+	out := make([]byte, 1, len(list.Raw)+len(list.Raw)/4+64)
+	out[0] = '['
+	kept, cut := 0, 0
+	for i, it := range items {
+		if !it.IsObject() {
+			return nil, errUnknownShape
+		}
+		r := readRecord(it, names)
+		id, _ := dec.asked[i].(string)
+		mark := len(out)
+		if kept > 0 {
+			out = append(out, ", "...)
+		}
+		switch {
+		case r.twice:
+			return nil, errUnknownShape
+		case r.failed && it.Get("drawer_id").Str == id && it.Get("error").Str == "Drawer not found: "+id:
+			out = notFoundItem(out, id)
+		case r.failed:
+			out = append(out, it.Raw...)
+		case !d.reads(r.wing):
+			if id == "" {
+				return nil, errUnknownShape
+			}
+			out = notFoundItem(out, id)
+			cut++
+		case ann == nil:
+			out = append(out, it.Raw...)
+		default:
+			var keep bool
+			var err error
+			if out, keep, err = ann.item(out, it, r); err != nil {
+				return nil, err
+			} else if !keep {
+				ann.withheld++
+				out = out[:mark]
+				continue
+			}
+		}
+		kept++
+	}
+	out = append(out, ']')
+	answer := make([]byte, 1, len(raw)+len(out)-len(list.Raw)+64)
+	answer[0] = '{'
+	for _, m := range ms {
+		v := []byte(m.v.Raw)
+		switch m.name {
+		case "results":
+			v = out
+		case "count":
+			if ann != nil && ann.withheld > 0 {
+				v = strconv.AppendInt(nil, int64(kept), 10)
+			}
+		case "errors":
+			if m.v.Type != gjson.Number {
+				return nil, errUnknownShape
+			}
+			v = strconv.AppendInt(nil, m.v.Int()+int64(cut), 10)
+		}
+		if len(answer) > 1 {
+			answer = append(answer, ", "...)
+		}
+		answer = append(append(appendQuoted(answer, []byte(m.name)), ": "...), v...)
+	}
+	answer = append(answer, `, "filtered": true`...)
+	return ann.closeAnswer(answer), nil
+}
+
+// notFoundItem appends get_drawers' item for an id that names no drawer.
+func notFoundItem(dst []byte, id string) []byte {
+	dst = appendQuoted(append(dst, `{"drawer_id": `...), []byte(id))
+	dst = appendQuoted(append(dst, `, "error": `...), []byte("Drawer not found: "+id))
+	return append(dst, '}')
 }
 
 // visible reports whether the device may see an item of a cut list (r):

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -227,6 +228,7 @@ func FuzzAuthorize(f *testing.F) {
 	f.Add(uint8(24), []byte(`{"items":[]}`), []byte(`{"duplicates":[{"matches":[{"wing":"x"}]}]}`))
 	f.Add(uint8(33), []byte(`{"agent_name":"opencode"}`), []byte(`{"entries":[1]}`))
 	f.Add(uint8(40), []byte(`{"event_id":"e","from_agent":"opencode@laptop"}`), []byte(`{"events":[{"id":"e"}]}`))
+	f.Add(uint8(46), []byte(`{"drawer_ids":["drawer_a","drawer_b"]}`), []byte(`{"results":[{"drawer_id":"drawer_a","wing":"private"},{"drawer_id":"drawer_b","error":"Drawer not found: drawer_b"}],"count":2,"errors":1}`))
 	g := newGWAt(f, devices, startFake(f))
 	g.srv.client.Transport = roundTrip(func(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(`{"result":{"content":[{"type":"text","text":"{\"taxonomy\":{\"shared\":{\"r\":1}},\"events\":[]}"}]}}`))}, nil
@@ -251,6 +253,9 @@ func FuzzAuthorize(f *testing.F) {
 						t.Fatalf("%s allowed %s writing %q", d.ID, tool.Name, w)
 					}
 				}
+			}
+			if dec.Allow {
+				g.srv.narrow(context.Background(), d, tool, maps.Clone(args), &dec)
 			}
 			env, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(answer)}}}})
 			out, err := g.srv.filterAnswer(context.Background(), d, tool, dec, []byte("1"), env)
@@ -280,8 +285,11 @@ func unreadableWing(d *Device, f catalogue.Filter, m map[string]any) string {
 	}
 	var hs []map[string]any
 	switch f {
-	case catalogue.FilterHits:
+	case catalogue.FilterHits, catalogue.FilterByID:
 		hs = items(m["results"])
+		if f == catalogue.FilterByID { // an id's error item names no wing
+			hs = slices.DeleteFunc(hs, func(h map[string]any) bool { _, failed := h["error"]; return failed && len(h) <= 2 })
+		}
 	case catalogue.FilterMatches:
 		hs = items(m["matches"])
 	case catalogue.FilterDrawers:

@@ -23,12 +23,17 @@ const noDedup = "1.01"
 //     content exists where it cannot read. The gateway checks each item
 //     with check_duplicate, keeps only matches in readable wings, reports
 //     those items as upstream would (in dec.found) and sends the rest with
-//     deduplication off.
+//     deduplication off;
+//   - a get_drawers answers each id in its place: the filter answers a
+//     drawer of a wing the device cannot read as the id it was asked by
+//     (in dec.asked) when it names none.
 func (s *Server) narrow(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any, dec *Decision) {
 	if d.readsAll() {
 		return
 	}
 	switch t.Filter {
+	case catalogue.FilterByID:
+		dec.asked, _ = args["drawer_ids"].([]any)
 	case catalogue.FilterDiary:
 		if w, _ := args["wing"].(string); w == "" {
 			args["wing"] = catalogue.DiaryWingFor(args)

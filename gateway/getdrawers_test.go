@@ -1,0 +1,167 @@
+package gateway
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// bulkDevices: a device that reads one wing, one that reads two and
+// marks what it does not trust, one that reads the same two and
+// withholds it; the desk (another writer, trusted by none of them) and
+// the admin (trusted by the last two) read and write every wing.
+var bulkDevices = []Device{
+	{ID: "phone-0001", Label: "phone", Read: []string{"shared"}, Write: []string{"shared"}, ReadRate: 1e9, WriteRate: 1e9},
+	{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared", "wing_opencode"}, Write: []string{"shared"}, Trusts: []string{"admin-0001"}, ReadRate: 1e9, WriteRate: 1e9},
+	{ID: "tablet-0002", Label: "tablet", Read: []string{"shared", "wing_opencode"}, Write: []string{"shared"}, Trusts: []string{"admin-0001"}, Untrusted: UntrustedWithhold, ReadRate: 1e9, WriteRate: 1e9},
+	{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, ReadRate: 1e9, WriteRate: 1e9},
+	{ID: "admin-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, Admin: true, ReadRate: 1e9, WriteRate: 1e9},
+}
+
+// rawText is the text of a tools/call's answer as the device gets it
+// (its one text block), or the JSON-RPC error's message.
+func (g *gw) rawText(token, tool string, args map[string]any) string {
+	g.t.Helper()
+	_, m := g.post(token, string(encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args}})))
+	if e, ok := m["error"].(map[string]any); ok {
+		return fmt.Sprint("error: ", e["message"])
+	}
+	r, _ := m["result"].(map[string]any)
+	c, _ := r["content"].([]any)
+	if len(c) != 1 {
+		g.t.Fatalf("%s: %v", tool, m)
+	}
+	return c[0].(map[string]any)["text"].(string)
+}
+
+// narrowGetDrawers: a device that reads only some wings gets get_drawers
+// answered in one call, each drawer of a wing it cannot read answered as
+// one that does not exist: the answer to ids mixing its own wings',
+// forbidden wings', missing, deleted and repeated ids is the same, byte
+// for byte, before and after the forbidden drawers are deleted, and holds
+// nothing of them. Its own drawers carry their origins, an untrusted
+// writer's marked or withheld (and a forbidden one never counted as
+// withheld); 500 ids are answered, 501 refused as MemPalace refuses them.
+func narrowGetDrawers(t *testing.T, g *gw) {
+	admin, desk := g.tokens["admin-0001"], g.tokens["desk-9b21"]
+	file := func(token, wing, content string) string {
+		t.Helper()
+		res, rpc, _ := g.call(token, "add_drawer", map[string]any{"wing": wing, "room": "notes", "content": content})
+		id, _ := res["drawer_id"].(string)
+		if rpc != nil || id == "" {
+			t.Fatalf("add_drawer %s: %v %v", wing, res, rpc)
+		}
+		return id
+	}
+	del := func(ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["success"] != true {
+				t.Fatalf("delete_drawer %s: %v %v", id, res, rpc)
+			}
+		}
+	}
+	shared := file(admin, "shared", "the release checklist for the fleet")
+	opencode := file(admin, "wing_opencode", "opencode's notes on the release")
+	private := file(admin, "private_desk", "PRIVATEMARK the release keys live on the desk")
+	gone := file(admin, "shared", "the old release checklist, deleted")
+	byDesk := file(desk, "shared", "the desk's note on the release, in shared")
+	privateByDesk := file(desk, "private_desk", "PRIVATEMARK the desk's own release notes")
+	del(gone)
+	ids := []any{shared, private, "drawer_nope", shared, private, gone, opencode, byDesk, privateByDesk}
+
+	type want struct {
+		found    []string // the ids answered with their drawer, in order
+		withheld int
+	}
+	wants := map[string]want{
+		"phone-0001":  {found: []string{shared, shared, byDesk}},
+		"laptop-7f3a": {found: []string{shared, shared, opencode, byDesk}},
+		"tablet-0002": {found: []string{shared, shared, opencode}, withheld: 1},
+	}
+	before := map[string]string{}
+	for dev, w := range wants {
+		tok := g.tokens[dev]
+		text := g.rawText(tok, "get_drawers", map[string]any{"drawer_ids": ids})
+		before[dev] = text
+		if leak := strings.NewReplacer(private, "", privateByDesk, "").Replace(text); strings.Contains(leak, "PRIVATEMARK") || strings.Contains(leak, "private_desk") {
+			t.Errorf("%s: the answer holds another wing's drawer: %s", dev, text)
+		}
+		a := gjson.Parse(text)
+		var keys []string
+		a.ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
+		slices.Sort(keys)
+		wantKeys := []string{"count", "errors", "filtered", "results"}
+		if w.withheld > 0 {
+			wantKeys = append(wantKeys, "untrusted_withheld")
+		}
+		if !slices.Equal(keys, wantKeys) {
+			t.Errorf("%s: members %v, want %v: %s", dev, keys, wantKeys, text)
+		}
+		results := a.Get("results").Array()
+		var found []string
+		notFound := ""
+		for _, r := range results {
+			id := r.Get("drawer_id").Str
+			if !r.Get("error").Exists() {
+				found = append(found, id)
+				if o := r.Get("origin"); o.Get("device").Str == "" || o.Get("trusted").Bool() != (id != byDesk || dev == "phone-0001") {
+					t.Errorf("%s: drawer %s's origin: %s", dev, id, o.Raw)
+				}
+				continue
+			}
+			// every missing id's item, a forbidden drawer's included, is
+			// the same bytes but for the id
+			same := strings.ReplaceAll(r.Raw, id, "ID")
+			if notFound == "" {
+				notFound = same
+			}
+			if same != notFound || r.Get("error").Str != "Drawer not found: "+id {
+				t.Errorf("%s: item %s, unlike %s", dev, r.Raw, notFound)
+			}
+		}
+		if !slices.Equal(found, w.found) {
+			t.Errorf("%s: drawers found %v, want %v", dev, found, w.found)
+		}
+		nf := len(ids) - len(w.found) - w.withheld
+		if n := len(results); a.Get("count").Int() != int64(n) || n != len(ids)-w.withheld || a.Get("errors").Int() != int64(nf) || a.Get("untrusted_withheld").Int() != int64(w.withheld) {
+			t.Errorf("%s: %d results, count %s, errors %s, untrusted_withheld %s; want %d, %d errors, %d withheld", dev, n, a.Get("count").Raw, a.Get("errors").Raw, a.Get("untrusted_withheld").Raw, len(ids)-w.withheld, nf, w.withheld)
+		}
+	}
+
+	// 500 ids are one call; 501 are MemPalace's refusal.
+	var many []any
+	for len(many) < 500 {
+		many = append(many, ids[len(many)%len(ids)])
+	}
+	phone := g.tokens["phone-0001"]
+	missing := 0
+	for _, id := range many {
+		if id != shared && id != byDesk {
+			missing++
+		}
+	}
+	text := g.rawText(phone, "get_drawers", map[string]any{"drawer_ids": many})
+	if a := gjson.Parse(text); strings.Contains(text, "PRIVATEMARK") || len(a.Get("results").Array()) != 500 || a.Get("count").Int() != 500 || a.Get("errors").Int() != int64(missing) {
+		t.Errorf("500 ids: %d results, count %s, errors %s (want %d)", len(a.Get("results").Array()), a.Get("count").Raw, a.Get("errors").Raw, missing)
+	}
+	if text := g.rawText(phone, "get_drawers", map[string]any{"drawer_ids": append(many, shared)}); !strings.Contains(text, "drawer_ids holds 501 ids, but the bulk fetch accepts at most 500 per call") || strings.Contains(text, "results") {
+		t.Errorf("501 ids: %s", text)
+	}
+
+	// The forbidden drawers deleted: every answer is what it was.
+	del(private, privateByDesk)
+	for dev := range wants {
+		if after := g.rawText(g.tokens[dev], "get_drawers", map[string]any{"drawer_ids": ids}); after != before[dev] {
+			t.Errorf("%s: the answer tells a forbidden drawer from a missing one:\nwhile it exists: %s\nonce deleted:    %s", dev, before[dev], after)
+		}
+	}
+}
+
+func TestNarrowDeviceGetsDrawersOfItsWingsInOneCall(t *testing.T) {
+	t.Parallel()
+	narrowGetDrawers(t, newGW(t, bulkDevices))
+}
