@@ -152,7 +152,11 @@ func TestRealNarrowDeviceSeesOnlyItsWings(t *testing.T) {
 		}
 		before := proxy.Calls(tl.Name)
 		res, rpc, _ := g.call(laptop, rec.Name, args)
-		if h := leaked(res); h != "" {
+		answer := fmt.Sprint(res)
+		if rec.Name == "get_drawers" { // the private id it asked by comes back, as any id that names no drawer does
+			answer = strings.ReplaceAll(answer, fmt.Sprintf("map[drawer_id:%s error:Drawer not found: %[1]s]", private), "")
+		}
+		if h := leaked(answer); h != "" {
 			t.Errorf("%s %v: the answer holds %q: %v", rec.Name, args, h, res)
 		}
 		if h := leaked(rpc); h != "" && !strings.Contains(fmt.Sprint(rpc["message"]), "devbox-config gateway") {
