@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
@@ -209,5 +211,37 @@ func TestRealNarrowDeviceGetsDrawersOfItsWingsInOneCall(t *testing.T) {
 	if !slices.Equal(keys, []string{"results", "count", "errors"}) || gjson.Get(text, "count").Int() != 2 || gjson.Get(text, "errors").Int() != 2 ||
 		!slices.Equal(itemKeys, []string{"drawer_id", "error"}) || item.Get("drawer_id").Str != "drawer_nope" || item.Get("error").Str != "Drawer not found: drawer_nope" {
 		t.Fatalf("serve's get_drawers of a missing id twice, not the shape the gateway's cut copies: %s", text)
+	}
+}
+
+// BenchmarkFilterGetDrawers is the filter step alone on a get_drawers
+// answer of 500 ids (the most one call carries) from the test double,
+// drawers of about 500 characters, half in a wing the device reads and
+// half in one it does not, every drawer stamped (filed through the
+// gateway): "narrow" cuts it (cutByID), "admin" reads every wing (each
+// drawer only gains its origin).
+func BenchmarkFilterGetDrawers(b *testing.B) {
+	g := newGWAt(b, bulkDevices, startFake(b))
+	var ids []any
+	for i := range catalogue.MaxBulkIDs {
+		wing := []string{"shared", "private_desk"}[i%2]
+		res, rpc, _ := g.call(g.tokens["admin-0001"], "add_drawer", map[string]any{"wing": wing, "room": "notes", "content": fmt.Sprintf("drawer %d: %s", i, strings.Repeat("the release checklist for the fleet, ", 14))})
+		if rpc != nil {
+			b.Fatal(rpc)
+		}
+		ids = append(ids, res["drawer_id"])
+	}
+	_, resp := g.srv.upstreamCall(context.Background(), toolCall([]byte("1"), "mempalace_get_drawers", map[string]any{"drawer_ids": ids}))
+	t, _ := catalogue.Lookup("get_drawers")
+	for _, d := range []*Device{&bulkDevices[0], &bulkDevices[4]} {
+		b.Run(map[bool]string{false: "narrow", true: "admin"}[d.readsAll()], func(b *testing.B) {
+			b.SetBytes(int64(len(resp)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := g.srv.filterAnswer(context.Background(), d, t, Decision{Allow: true, asked: ids}, []byte("1"), resp); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
