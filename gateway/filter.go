@@ -281,7 +281,8 @@ func cutList(d *Device, f catalogue.Filter, dec Decision, ms []member, size int,
 // that names none, {"drawer_id", "error": "Drawer not found: <id>"},
 // counted in errors. Every such item, MemPalace's own included, is
 // written by notFoundItem, so no byte tells a cut drawer from a missing
-// one. The device's drawers carry their origins, and those it withholds
+// one; an item that says another failure (an id MemPalace could not
+// read) could be of any wing, and refuses the answer. The device's drawers carry their origins, and those it withholds
 // are left out as from a device that reads every wing (count recounted,
 // untrusted_withheld). An answer without results (MemPalace's refusal of
 // the list, or a palace it cannot open) passes as it is.
@@ -311,10 +312,10 @@ func cutByID(d *Device, dec Decision, raw string, ms []member, ann *annotator) (
 		switch {
 		case r.twice:
 			return nil, errUnknownShape
-		case r.failed && it.Get("drawer_id").Str == id && it.Get("error").Str == "Drawer not found: "+id:
-			out = notFoundItem(out, id)
+		case r.failed && (id == "" || it.Get("drawer_id").Str != id || it.Get("error").Str != "Drawer not found: "+id):
+			return nil, errUnknownShape // another failure, of a drawer whose wing nothing says
 		case r.failed:
-			out = append(out, it.Raw...)
+			out = notFoundItem(out, id)
 		case !d.reads(r.wing):
 			if id == "" {
 				return nil, errUnknownShape

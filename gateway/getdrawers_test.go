@@ -245,3 +245,27 @@ func BenchmarkFilterGetDrawers(b *testing.B) {
 		})
 	}
 }
+
+// A get_drawers answer the cut cannot place is refused for a device that
+// reads only some wings: results not one per id asked, an id's failure
+// other than "not found" (a drawer of any wing MemPalace could not read),
+// a wing twice, an answer member the filter does not know.
+func TestGetDrawersAnswerTheCutCannotPlaceIsRefused(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, bulkDevices)
+	tool, _ := catalogue.Lookup("get_drawers")
+	asked := []any{"drawer_a", "drawer_b"}
+	for _, text := range []string{
+		`{"results": [{"drawer_id": "drawer_a", "wing": "shared", "content": "x"}], "count": 1, "errors": 0}`,
+		`{"results": [{"drawer_id": "drawer_a", "wing": "shared"}, {"drawer_id": "drawer_b", "error": "Error executing plan: Internal error"}], "count": 2, "errors": 1}`,
+		`{"results": [{"drawer_id": "drawer_a", "wing": "shared"}, {"drawer_id": "drawer_c", "error": "Drawer not found: drawer_c"}], "count": 2, "errors": 1}`,
+		`{"results": [{"drawer_id": "drawer_a", "wing": "shared", "wing": "private_desk"}, {"drawer_id": "drawer_b", "error": "Drawer not found: drawer_b"}], "count": 2, "errors": 1}`,
+		`{"results": [{"drawer_id": "drawer_a", "wing": "shared"}, {"drawer_id": "drawer_b", "error": "Drawer not found: drawer_b"}], "count": 2, "errors": 1, "wings": ["private_desk"]}`,
+		`{"results": [{"drawer_id": "drawer_a", "wing": "shared"}, {"drawer_id": "drawer_b", "error": "Drawer not found: drawer_b"}], "count": 2, "errors": "1"}`,
+	} {
+		env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
+		if out, err := g.srv.filterAnswer(context.Background(), &bulkDevices[0], tool, Decision{Allow: true, asked: asked}, []byte("1"), env); err == nil {
+			t.Errorf("%s passed as %s", text, out)
+		}
+	}
+}
