@@ -182,6 +182,27 @@ func TestNarrowDeviceGetsDrawersOfItsWingsInOneCall(t *testing.T) {
 	narrowGetDrawers(t, newGW(t, bulkDevices))
 }
 
+// A narrow device's get_drawers of 300 ids is one read against its rate
+// (a burst of 100, here with next to no refill): answered, and a search
+// after it too (attack22 F1: an edge asked one get_drawer per id, and
+// 172 of 300 came back "Drawer not found" past the burst).
+func TestNarrowGetDrawersIsOneRead(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, append([]Device{{ID: "slow-0003", Label: "slow", Read: []string{"shared"}, ReadRate: 0.001}}, bulkDevices...))
+	var ids []any
+	for i := range 300 {
+		res, _, _ := g.call(g.tokens["admin-0001"], "add_drawer", map[string]any{"wing": "shared", "room": "bulk", "content": fmt.Sprint("bulk drawer number ", i)})
+		ids = append(ids, res["drawer_id"])
+	}
+	slow := g.tokens["slow-0003"]
+	if res, rpc, _ := g.call(slow, "get_drawers", map[string]any{"drawer_ids": ids}); rpc != nil || res["count"] != 300.0 || res["errors"] != 0.0 {
+		t.Fatalf("get_drawers of 300 readable drawers: count %v errors %v %v", res["count"], res["errors"], rpc)
+	}
+	if _, rpc, _ := g.call(slow, "search", map[string]any{"query": "bulk drawer number", "limit": 3}); rpc != nil {
+		t.Errorf("a search after it: %v", rpc)
+	}
+}
+
 // TestRealNarrowDeviceGetsDrawersOfItsWingsInOneCall: narrowGetDrawers in
 // front of real MemPalace 3.11.0 serve, each get_drawers one call to
 // serve (no per-id look-up), and the answer shape the cut copies pinned:
