@@ -21,8 +21,7 @@ type Decision struct {
 	// found: a checkpoint's items the gateway found to be near-duplicates
 	// of drawers in readable wings (see narrow), as upstream reports them.
 	found []any
-	// asked: a get_drawers' ids, whose answer's results[i] is ids[i]'s
-	// (see narrow).
+	// asked: a get_drawers' ids (see narrow).
 	asked []any
 	// why, on a denial, replaces the refusal's usual text (a Never tool's
 	// says where to run it instead).

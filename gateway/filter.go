@@ -281,11 +281,12 @@ func cutList(d *Device, f catalogue.Filter, dec Decision, ms []member, size int,
 // that names none, {"drawer_id", "error": "Drawer not found: <id>"},
 // counted in errors. Every such item, MemPalace's own included, is
 // written by notFoundItem, so no byte tells a cut drawer from a missing
-// one; an item that says another failure (an id MemPalace could not
-// read) could be of any wing, and refuses the answer. The device's drawers carry their origins, and those it withholds
-// are left out as from a device that reads every wing (count recounted,
-// untrusted_withheld). An answer without results (MemPalace's refusal of
-// the list, or a palace it cannot open) passes as it is.
+// one; an item saying another failure (an id MemPalace could not read)
+// could be of any wing, and refuses the answer. The device's drawers
+// carry their origins, and those it withholds are left out as from a
+// device that reads every wing (count recounted, untrusted_withheld). An
+// answer without results (MemPalace's refusal of the list, or a palace
+// it cannot open) passes as it is.
 func cutByID(d *Device, dec Decision, raw string, ms []member, ann *annotator) ([]byte, error) {
 	list, listed := memberOf(ms, "results")
 	if !listed {
@@ -309,19 +310,17 @@ func cutByID(d *Device, dec Decision, raw string, ms []member, ann *annotator) (
 		if kept > 0 {
 			out = append(out, ", "...)
 		}
+		missing := r.failed || !d.reads(r.wing)
 		switch {
-		case r.twice:
+		case r.twice, missing && id == "":
 			return nil, errUnknownShape
-		case r.failed && (id == "" || it.Get("drawer_id").Str != id || it.Get("error").Str != "Drawer not found: "+id):
+		case r.failed && (it.Get("drawer_id").Str != id || it.Get("error").Str != "Drawer not found: "+id):
 			return nil, errUnknownShape // another failure, of a drawer whose wing nothing says
-		case r.failed:
+		case missing:
 			out = notFoundItem(out, id)
-		case !d.reads(r.wing):
-			if id == "" {
-				return nil, errUnknownShape
+			if !r.failed {
+				cut++
 			}
-			out = notFoundItem(out, id)
-			cut++
 		case ann == nil:
 			out = append(out, it.Raw...)
 		default:

@@ -24,9 +24,9 @@ const noDedup = "1.01"
 //     with check_duplicate, keeps only matches in readable wings, reports
 //     those items as upstream would (in dec.found) and sends the rest with
 //     deduplication off;
-//   - a get_drawers answers each id in its place: the filter answers a
-//     drawer of a wing the device cannot read as the id it was asked by
-//     (in dec.asked) when it names none.
+//   - a get_drawers' ids are kept in dec.asked: its answer's results[i]
+//     is ids[i]'s, and the filter answers a drawer of a wing the device
+//     cannot read as MemPalace answers an id that names none.
 func (s *Server) narrow(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any, dec *Decision) {
 	if d.readsAll() {
 		return
