@@ -119,6 +119,17 @@ func DrawerID(wing, room, content string) string {
 	return fmt.Sprintf("drawer_%s_%s_%s", wing, room, IDHash(wing, room, content)[:24])
 }
 
+// TunnelID is the id MemPalace gives a tunnel between two rooms
+// (palace_graph.py _canonical_tunnel_id): the first 16 hex digits of the
+// sha256 of the two "wing/room" endpoints (names stripped), sorted,
+// joined by "↔"; the same for either direction.
+func TunnelID(sourceWing, sourceRoom, targetWing, targetRoom string) string {
+	ends := []string{SanitizedName(sourceWing) + "/" + SanitizedName(sourceRoom), SanitizedName(targetWing) + "/" + SanitizedName(targetRoom)}
+	slices.Sort(ends)
+	sum := sha256.Sum256([]byte(ends[0] + "↔" + ends[1]))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
 // IDHash is MemPalace's id hash (ids.py): the hex sha256 of
 // "".join(f"{len(p)}:{p}"), lengths in code points.
 func IDHash(parts ...string) string {

@@ -79,8 +79,7 @@ func (s *Server) settledDiary(ctx context.Context, t catalogue.Tool, diary map[s
 		if t.Name == "checkpoint" {
 			res = map[string]any{"diary": res}
 		}
-		return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{
-			"content": []any{map[string]any{"type": "text", "text": string(encodeJSON(res))}}}})
+		return settledAnswer(body, res)
 	}
 	return status, resp
 }

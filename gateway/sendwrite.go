@@ -11,8 +11,9 @@ import (
 
 // sendWrite sends one write to the upstream under the write slot (no
 // other write through the gateway runs between its look-ups and the
-// write): a diary entry is settled after a lost answer (settledDiary),
-// and a checkpoint's items are looked up around the send
+// write): a write whose answer is lost is settled by a look-up where one
+// can tell (settledWrite: a diary entry, a rewrite, an add, an ask), and
+// a checkpoint's items are looked up around the send
 // (sentCheckpoint); a KG write's stamps follow the facts it closes
 // (kgorigin.go).
 func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcRequest, body []byte) (int, []byte) {
@@ -22,7 +23,7 @@ func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcReques
 	case "kg_add":
 		s.retireFactStamps(ctx, req.Args, "object", true)
 	}
-	status, resp := s.sendOne(ctx, t, req.Args, body)
+	status, resp := s.settledWrite(ctx, t, req.Args, body)
 	switch t.Name {
 	case "kg_invalidate":
 		s.retireFactStamps(ctx, req.Args, "object", false)
@@ -30,15 +31,6 @@ func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcReques
 		s.retireFactStamps(ctx, req.Args, "old_object", false)
 	}
 	return status, resp
-}
-
-// sendOne is the upstream call, a diary entry's settled after a lost
-// answer.
-func (s *Server) sendOne(ctx context.Context, t catalogue.Tool, args map[string]any, body []byte) (int, []byte) {
-	if diary := diaryOf(t, args); diary != nil {
-		return s.settledDiary(ctx, t, diary, body)
-	}
-	return s.upstreamCall(ctx, body)
 }
 
 // sentCheckpoint sends a checkpoint and, when its answer does not list
@@ -59,7 +51,7 @@ func (s *Server) sentCheckpoint(ctx context.Context, t catalogue.Tool, req *rpcR
 	if err != nil {
 		s.Log.Warn("checkpoint items not looked up before the send: if its answer is lost, the items it files read as of unknown origin", "err", err)
 	}
-	status, resp := s.sendOne(ctx, t, req.Args, body)
+	status, resp := s.settledWrite(ctx, t, req.Args, body)
 	if _, full := resultOf(resp)["added"]; len(absent) == 0 || status == http.StatusOK && full {
 		return status, resp
 	}

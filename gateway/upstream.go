@@ -57,16 +57,19 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (statu
 	t, _ := catalogue.Lookup(req.Tool)
 	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode(), ArgsDigest: req.sentDigest}
 	send, full := s.upstreamCall, false
-	if !t.Reads && !req.slotHeld {
+	if !t.Reads {
 		// One write at a time to the single-writer primary: the slot is
 		// taken here, after the ledger's claim (which answers an op in
-		// flight or in doubt at once, holding nothing).
+		// flight or in doubt at once, holding nothing), unless the
+		// handler holds it already (a delete, a rewrite: keep).
 		send = func(ctx context.Context, body []byte) (int, []byte) {
-			if !s.writes.acquire(ctx, d.ID) {
-				full = true
-				return http.StatusTooManyRequests, rpcErrBytes(req.rawID(), CodeRateLimited, msgWriteQueueFull)
+			if !req.slotHeld {
+				if !s.writes.acquire(ctx, d.ID) {
+					full = true
+					return http.StatusTooManyRequests, rpcErrBytes(req.rawID(), CodeRateLimited, msgWriteQueueFull)
+				}
+				defer s.writes.release()
 			}
-			defer s.writes.release()
 			return s.sendWrite(ctx, t, req, body)
 		}
 	}
@@ -196,9 +199,15 @@ func toolCall(id json.RawMessage, name string, args map[string]any) []byte {
 // upstreamResult calls a tool on the upstream for the gateway's own use
 // and returns its result object (nil if there is none).
 func (s *Server) upstreamResult(ctx context.Context, name string, args map[string]any) map[string]any {
+	return resultOf(s.upstreamBytes(ctx, name, args))
+}
+
+// upstreamBytes is the upstream's whole answer to a call for the
+// gateway's own use.
+func (s *Server) upstreamBytes(ctx context.Context, name string, args map[string]any) []byte {
 	// every one is a read (get_drawer(s), list_*, a dry run, kg_query...)
 	_, resp := s.upstreamCall(warmconn.WithReplayable(ctx), toolCall(json.RawMessage("0"), name, args))
-	return resultOf(resp)
+	return resp
 }
 
 func resultOf(resp []byte) map[string]any {

@@ -1,0 +1,236 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/provenance"
+)
+
+// settledWrite is a write's call to the upstream under the write slot
+// (forward's send), made so that no record is left stamped with a device
+// that did not write its text when the upstream's answer is lost (502,
+// 504) or the gateway stops with the write in flight. When a look-up
+// finds the write made, it answers as the upstream would have (recordStep
+// then stamps the writer, the op-id ledger records the answer, and a
+// resend gets it again); when it finds it not made, "not applied: send it
+// again" (503); anything else stays lost, the op in doubt, as before:
+//
+//   - a write that rewrites a record's text (update_drawer's content,
+//     create_tunnel's label: rewritten) withdraws its stamp first, so
+//     the record reads as of unknown origin until the answer (or the
+//     look-up) says whose text it holds; the stamp is put back when the
+//     write was not applied;
+//   - add_drawer: a drawer the look-up finds is this write's only if it
+//     was not there before it (asked first, unless the index knows the
+//     id); otherwise it is already_exists, its first filer's;
+//   - event_append, patch_submit: the event carrying the write's
+//     metadata.edge_op_id (an edge's outbox stamps it) in the sender's
+//     recent events; without one nothing can find it (unknown origin);
+//   - a diary entry: settledDiary.
+//
+// Other writes whose answer is lost leave their records unstamped (of
+// unknown origin) until a resend is answered: a fact's stamp is keyed by
+// its text, an ack and a task have new ids.
+func (s *Server) settledWrite(ctx context.Context, t catalogue.Tool, args map[string]any, body []byte) (int, []byte) {
+	if diary := diaryOf(t, args); diary != nil {
+		return s.settledDiary(ctx, t, diary, body)
+	}
+	var look func(ctx context.Context) map[string]any // what the write made (its answer), nil: not found
+	switch t.Name {
+	case "update_drawer", "create_tunnel":
+		return s.settledRewrite(ctx, t, args, body)
+	case "add_drawer":
+		look = s.filedLookUp(ctx, args)
+	case "event_append", "patch_submit":
+		look = s.eventLookUp(args)
+	}
+	status, resp := s.upstreamCall(ctx, body)
+	if look == nil || !answerLost(status) {
+		return status, resp
+	}
+	if made := look(ctx); made != nil {
+		return settledAnswer(body, made)
+	}
+	return status, resp
+}
+
+// answerLost: the upstream call was sent and its answer lost (the upstream
+// step's own words).
+func answerLost(status int) bool {
+	return status == http.StatusBadGateway || status == http.StatusGatewayTimeout
+}
+
+// settledRewrite is settledWrite for a write that rewrites a record's
+// text: its stamp is withdrawn while the write is in flight and put back
+// if the write was not applied.
+func (s *Server) settledRewrite(ctx context.Context, t catalogue.Tool, args map[string]any, body []byte) (int, []byte) {
+	key, ok := rewritten(t, args)
+	if !ok {
+		return s.upstreamCall(ctx, body)
+	}
+	old, had := s.prov.Lookup(key)
+	if had {
+		if err := s.prov.Forget(context.WithoutCancel(ctx), key); err != nil {
+			s.Log.Error("provenance index not writable: a record being rewritten keeps its writer's origin", "tool", t.Name, "key", key.Parts, "err", err)
+		}
+	}
+	status, resp := s.upstreamCall(ctx, body)
+	if answerLost(status) {
+		switch now, found := s.rewriteLookUp(ctx, t, args, key); {
+		case !found: // not known: withdrawn it stays
+		case now != nil:
+			status, resp = settledAnswer(body, now)
+		default:
+			status, resp = http.StatusServiceUnavailable, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), -32000,
+				"upstream answer lost, and the upstream does not hold the rewrite: not applied, send it again")
+		}
+	}
+	if _, applied := ledger.Recordable(ledger.Answer{Status: status, Body: resp}); had && !applied && !answerLost(status) {
+		// Not applied: the text is still its writer's.
+		if err := s.prov.Record(context.WithoutCancel(ctx), provenance.Entry{Key: key, Stamp: old, Replace: true}); err != nil {
+			s.Log.Error("provenance index not writable: a record a failed rewrite left alone reads as of unknown origin", "tool", t.Name, "key", key.Parts, "err", err)
+		}
+	}
+	return status, resp
+}
+
+// rewritten is the record whose text a write rewrites: update_drawer's
+// drawer when it sends content (not a move), create_tunnel's tunnel (the
+// same two rooms again rewrite its label).
+func rewritten(t catalogue.Tool, args map[string]any) (provenance.Key, bool) {
+	switch t.Name {
+	case "update_drawer":
+		if _, ok := args["content"]; ok && str(args["drawer_id"]) != "" {
+			return provenance.Drawer(str(args["drawer_id"])), true
+		}
+	case "create_tunnel":
+		return provenance.Tunnel(catalogue.TunnelID(str(args["source_wing"]), str(args["source_room"]), str(args["target_wing"]), str(args["target_room"]))), true
+	}
+	return provenance.Key{}, false
+}
+
+// rewriteLookUp asks the upstream for the rewritten record: made is the
+// answer the write would have had when the record holds its text, nil
+// when it holds another; found false when the record was not found (or
+// the look-up failed).
+func (s *Server) rewriteLookUp(ctx context.Context, t catalogue.Tool, args map[string]any, key provenance.Key) (made map[string]any, found bool) {
+	id := key.Parts[0]
+	if t.Name == "update_drawer" {
+		got := s.upstreamResult(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+		if str(got["drawer_id"]) != id {
+			return nil, false
+		}
+		if got["content"] != args["content"] {
+			return nil, true
+		}
+		return map[string]any{"success": true, "drawer_id": id, "wing": got["wing"], "room": got["room"], "recovered": recovered}, true
+	}
+	var tunnels []any
+	switch got := s.upstreamAny(ctx, "mempalace_list_tunnels", map[string]any{"wing": catalogue.SanitizedName(str(args["source_wing"]))}).(type) {
+	case []any:
+		tunnels = got
+	case map[string]any:
+		tunnels, _ = got["tunnels"].([]any)
+	}
+	for _, x := range tunnels {
+		tun, _ := x.(map[string]any)
+		if str(tun["id"]) != id {
+			continue
+		}
+		if tun["label"] != str(args["label"]) {
+			return nil, true
+		}
+		return tun, true
+	}
+	return nil, false
+}
+
+// recovered tells a writer its write's answer is the gateway's.
+const recovered = "the upstream's answer was lost: the gateway found the write made"
+
+// filedLookUp is add_drawer's look-up after a lost answer: the drawer
+// filed (its id comes from wing, room and content), this write's unless
+// it was there before; nil when the drawer's state before is not known.
+func (s *Server) filedLookUp(ctx context.Context, args map[string]any) func(context.Context) map[string]any {
+	wing, room := catalogue.SanitizedName(str(args["wing"])), catalogue.SanitizedName(str(args["room"]))
+	id := catalogue.DrawerID(wing, room, str(args["content"]))
+	_, there := s.prov.Lookup(provenance.Drawer(id))
+	if !there {
+		var known bool
+		if there, known = s.drawerThere(ctx, id); !known {
+			return nil
+		}
+	}
+	return func(ctx context.Context) map[string]any {
+		if now, known := s.drawerThere(ctx, id); !now || !known {
+			return nil
+		}
+		if there {
+			return map[string]any{"success": true, "reason": "already_exists", "drawer_id": id, "recovered": recovered}
+		}
+		return map[string]any{"success": true, "drawer_id": id, "wing": wing, "room": room, "recovered": recovered}
+	}
+}
+
+// drawerThere is whether the upstream holds the drawer id (known false:
+// the look-up failed).
+func (s *Server) drawerThere(ctx context.Context, id string) (there, known bool) {
+	got := s.upstreamResult(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+	switch {
+	case str(got["drawer_id"]) == id:
+		return true, true
+	case str(got["error"]) == "Drawer not found: "+id, got["error"] == "Chroma database missing":
+		return false, true
+	}
+	return false, false
+}
+
+// eventLookUp is event_append's (and patch_submit's) look-up after a lost
+// answer: the sender's event carrying the write's metadata.edge_op_id
+// among those of the last quarter hour (the edge's own look-up's
+// window); nil without an op id.
+func (s *Server) eventLookUp(args map[string]any) func(context.Context) map[string]any {
+	meta, _ := args["metadata"].(map[string]any)
+	op := str(meta["edge_op_id"])
+	if op == "" {
+		return nil
+	}
+	return func(ctx context.Context) map[string]any {
+		evs, _ := s.upstreamResult(ctx, "mempalace_event_list", map[string]any{"stream": str(args["stream"]), "from_agent": str(args["from_agent"]),
+			"since_created_at": s.Now().Add(-15 * time.Minute).UTC().Format("2006-01-02T15:04:05Z"), "limit": 500})["events"].([]any)
+		for _, x := range evs {
+			ev, _ := x.(map[string]any)
+			if m, _ := ev["metadata"].(map[string]any); m != nil && m["edge_op_id"] == op {
+				return map[string]any{"success": true, "event": ev, "recovered": recovered}
+			}
+		}
+		return nil
+	}
+}
+
+// settledAnswer is the upstream's answer the gateway made for a write it
+// found made: res as MemPalace's text result, under the request's id.
+func settledAnswer(body []byte, res map[string]any) (int, []byte) {
+	id := json.RawMessage(gjson.GetBytes(body, "id").Raw)
+	return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{
+		"content": []any{map[string]any{"type": "text", "text": string(encodeJSON(res))}}}})
+}
+
+// upstreamAny is upstreamResult for an answer that may be a JSON array
+// (list_tunnels answers one).
+func (s *Server) upstreamAny(ctx context.Context, name string, args map[string]any) any {
+	text := gjson.GetBytes(s.upstreamBytes(ctx, name, args), "result.content.0.text").Str
+	var v any
+	if json.Unmarshal([]byte(strings.TrimSpace(text)), &v) != nil {
+		return nil
+	}
+	return v
+}
