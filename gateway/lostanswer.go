@@ -28,17 +28,18 @@ import (
 //     the record reads as of unknown origin until the answer (or the
 //     look-up) says whose text it holds; the stamp is put back when the
 //     write was not applied;
-//   - add_drawer: a drawer the look-up finds is this write's only if it
-//     was not there before it (asked first, unless the index knows the
-//     id); otherwise it is already_exists, its first filer's;
+//   - add_drawer: the drawer the look-up finds is this write's when its
+//     added_by (the gateway sets it) names this device and agent;
+//     otherwise it is already_exists, its first filer's;
 //   - event_append, patch_submit: the event carrying the write's
 //     metadata.edge_op_id (an edge's outbox stamps it) in the sender's
 //     recent events; without one nothing can find it (unknown origin);
+//     event_ack: the sender's ack of the same event, status and body;
 //   - a diary entry: settledDiary.
 //
 // Other writes whose answer is lost leave their records unstamped (of
 // unknown origin) until a resend is answered: a fact's stamp is keyed by
-// its text, an ack and a task have new ids.
+// its text, an artifact and a task have new ids and nothing lists them.
 func (s *Server) settledWrite(ctx context.Context, t catalogue.Tool, args map[string]any, body []byte) (int, []byte) {
 	if diary := diaryOf(t, args); diary != nil {
 		return s.settledDiary(ctx, t, diary, body)
@@ -48,9 +49,9 @@ func (s *Server) settledWrite(ctx context.Context, t catalogue.Tool, args map[st
 	case "update_drawer", "create_tunnel":
 		return s.settledRewrite(ctx, t, args, body)
 	case "add_drawer":
-		look = s.filedLookUp(ctx, args)
-	case "event_append", "patch_submit":
-		look = s.eventLookUp(args)
+		look = s.filedLookUp(args)
+	case "event_append", "patch_submit", "event_ack":
+		look = s.eventLookUp(t, args)
 	}
 	status, resp := s.upstreamCall(ctx, body)
 	if look == nil || !answerLost(status) {
@@ -94,8 +95,9 @@ func (s *Server) settledRewrite(ctx context.Context, t catalogue.Tool, args map[
 		}
 	}
 	if _, applied := ledger.Recordable(ledger.Answer{Status: status, Body: resp}); had && !applied && !answerLost(status) {
-		// Not applied: the text is still its writer's.
-		if err := s.prov.Record(context.WithoutCancel(ctx), provenance.Entry{Key: key, Stamp: old, Replace: true}); err != nil {
+		// Not applied: the text is still its writer's (unless a write
+		// made before this one has recorded its stamp since).
+		if err := s.prov.Record(context.WithoutCancel(ctx), provenance.Entry{Key: key, Stamp: old}); err != nil {
 			s.Log.Error("provenance index not writable: a record a failed rewrite left alone reads as of unknown origin", "tool", t.Name, "key", key.Parts, "err", err)
 		}
 	}
@@ -157,58 +159,54 @@ func (s *Server) rewriteLookUp(ctx context.Context, t catalogue.Tool, args map[s
 const recovered = "the upstream's answer was lost: the gateway found the write made"
 
 // filedLookUp is add_drawer's look-up after a lost answer: the drawer
-// filed (its id comes from wing, room and content), this write's unless
-// it was there before; nil when the drawer's state before is not known.
-func (s *Server) filedLookUp(ctx context.Context, args map[string]any) func(context.Context) map[string]any {
+// (its id comes from wing, room and content) is this write's when the
+// upstream holds it filed by this device and agent (its added_by, which
+// the gateway sets: StampProvenance), and already_exists (its first
+// filer's) when it holds it filed by another.
+func (s *Server) filedLookUp(args map[string]any) func(context.Context) map[string]any {
 	wing, room := catalogue.SanitizedName(str(args["wing"])), catalogue.SanitizedName(str(args["room"]))
 	id := catalogue.DrawerID(wing, room, str(args["content"]))
-	_, there := s.prov.Lookup(provenance.Drawer(id))
-	if !there {
-		var known bool
-		if there, known = s.drawerThere(ctx, id); !known {
-			return nil
-		}
-	}
 	return func(ctx context.Context) map[string]any {
-		if now, known := s.drawerThere(ctx, id); !now || !known {
+		got := s.upstreamResult(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+		meta, _ := got["metadata"].(map[string]any)
+		switch {
+		case str(got["drawer_id"]) != id:
 			return nil
-		}
-		if there {
+		case meta["added_by"] != args["added_by"]:
 			return map[string]any{"success": true, "reason": "already_exists", "drawer_id": id, "recovered": recovered}
 		}
 		return map[string]any{"success": true, "drawer_id": id, "wing": wing, "room": room, "recovered": recovered}
 	}
 }
 
-// drawerThere is whether the upstream holds the drawer id (known false:
-// the look-up failed).
-func (s *Server) drawerThere(ctx context.Context, id string) (there, known bool) {
-	got := s.upstreamResult(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})
-	switch {
-	case str(got["drawer_id"]) == id:
-		return true, true
-	case str(got["error"]) == "Drawer not found: "+id, got["error"] == "Chroma database missing":
-		return false, true
-	}
-	return false, false
-}
-
-// eventLookUp is event_append's (and patch_submit's) look-up after a lost
-// answer: the sender's event carrying the write's metadata.edge_op_id
-// among those of the last quarter hour (the edge's own look-up's
-// window); nil without an op id.
-func (s *Server) eventLookUp(args map[string]any) func(context.Context) map[string]any {
-	meta, _ := args["metadata"].(map[string]any)
-	op := str(meta["edge_op_id"])
-	if op == "" {
-		return nil
+// eventLookUp is the look-up after a lost answer of an event_append or
+// patch_submit (the sender's event carrying the write's
+// metadata.edge_op_id; nil without one) or an event_ack (the sender's
+// ack of the same event with the same status and body), as the edge's
+// own look-ups: among the sender's events of the last quarter hour
+// (MemPalace 3.11 lists every sender's: from_agent no longer filters).
+func (s *Server) eventLookUp(t catalogue.Tool, args map[string]any) func(context.Context) map[string]any {
+	filter := map[string]any{"from_agent": str(args["from_agent"]), "since_created_at": s.Now().Add(-15 * time.Minute).UTC().Format("2006-01-02T15:04:05Z"), "limit": 500}
+	var match func(ev, meta map[string]any) bool
+	if t.Name == "event_ack" {
+		filter["type"] = "event.ack"
+		match = func(ev, meta map[string]any) bool {
+			return meta["ack_of"] == str(args["event_id"]) && (str(args["status"]) == "" || ev["status"] == args["status"]) && (str(args["body"]) == "" || ev["body"] == args["body"])
+		}
+	} else {
+		meta, _ := args["metadata"].(map[string]any)
+		op := str(meta["edge_op_id"])
+		if op == "" {
+			return nil
+		}
+		filter["stream"] = str(args["stream"])
+		match = func(_, meta map[string]any) bool { return meta["edge_op_id"] == op }
 	}
 	return func(ctx context.Context) map[string]any {
-		evs, _ := s.upstreamResult(ctx, "mempalace_event_list", map[string]any{"stream": str(args["stream"]), "from_agent": str(args["from_agent"]),
-			"since_created_at": s.Now().Add(-15 * time.Minute).UTC().Format("2006-01-02T15:04:05Z"), "limit": 500})["events"].([]any)
+		evs, _ := s.upstreamResult(ctx, "mempalace_event_list", filter)["events"].([]any)
 		for _, x := range evs {
 			ev, _ := x.(map[string]any)
-			if m, _ := ev["metadata"].(map[string]any); m != nil && m["edge_op_id"] == op {
+			if meta, _ := ev["metadata"].(map[string]any); meta != nil && ev["from_agent"] == filter["from_agent"] && match(ev, meta) {
 				return map[string]any{"success": true, "event": ev, "recovered": recovered}
 			}
 		}

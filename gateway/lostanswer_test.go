@@ -158,7 +158,7 @@ func lostRewrite(t *testing.T, url string) {
 // add_drawer and an ask (event_append carrying its outbox op id, as an
 // edge sends it) whose upstream answer the gateway lost after the
 // upstream made them are found by the gateway and read as their
-// writer's (before: the edge's look-up settled them, unstamped, so ops's
+// writer's, as is an ack (before: the edge's look-up settled them, unstamped, so ops's
 // ask read "untrusted sender (device unknown)" and was never told at
 // session start). A drawer that was there before (mal's) keeps its
 // writer.
@@ -222,7 +222,21 @@ func lostFiled(t *testing.T, url string) {
 	if o := originOf(t, evs[0]); o["device"] != "ops" || o["trusted"] != true {
 		t.Errorf("ops's ask whose answer was lost reads with origin %v, want ops's", o)
 	}
-	if lost := g.proxy.Lost(); len(lost) != 3 {
+
+	// mal's ack of it (its reply).
+	g.proxy.Drop("mempalace_event_ack")
+	status, m = g.postOp(mal, "mempalace_event_ack", map[string]any{"event_id": str(ev["id"]), "from_agent": "claude@mal", "status": "applied", "body": "MAL REPLY"}, op('d'))
+	if ack, _ := result(m)["event"].(map[string]any); status != 200 || str(ack["id"]) == "" {
+		t.Fatalf("an ack whose answer was lost after it was made: %d %v, want the ack it appended", status, m)
+	}
+	list, rpc, _ = g.call(mw, "event_list", map[string]any{"type": "event.ack"})
+	if evs, _ = list["events"].([]any); rpc != nil || len(evs) != 1 {
+		t.Fatalf("event_list: %v %v, want the one ack", list, rpc)
+	}
+	if o := originOf(t, evs[0]); o["device"] != "mal" {
+		t.Errorf("mal's ack whose answer was lost reads with origin %v, want mal's", o)
+	}
+	if lost := g.proxy.Lost(); len(lost) != 4 {
 		t.Errorf("answers lost: %v", lost)
 	}
 }

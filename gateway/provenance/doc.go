@@ -32,9 +32,12 @@
 // join attributed to another device, the admin device that made the join.
 // The first stamp of a record stays (a drawer filed twice with the same
 // content is its first filer's); an update that rewrites a drawer's
-// content replaces it (the new content is the updater's). A delete the
-// primary confirmed through the gateway forgets its drawers' stamps (the
-// trash keeps them, and a restore records them again), so the same id
+// content replaces it (the new content is the updater's); while it is in
+// flight the drawer (a tunnel being re-created, too) has no stamp, so a
+// write whose answer is lost, or a gateway stopped mid-forward, never
+// leaves the old writer's stamp on the new text (gateway/lostanswer.go).
+// A delete the primary confirmed through the gateway forgets its drawers'
+// stamps (the trash keeps them, and a restore records them again), so the same id
 // filed again after it (ids come from wing, room and content) is its new
 // filer's; a delete not confirmed keeps them (the drawers may still be
 // there). A drawer add_drawer answers it filed (not already_exists) was
