@@ -8,9 +8,11 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
@@ -322,5 +324,49 @@ func lostTunnel(t *testing.T, url string) {
 	}
 	if o, _ := cs[0][origin.TunnelKey].(map[string]any); cs[0]["label"] != "MAL EVIL LABEL" || o["device"] != "mal" || o["trusted"] != false {
 		t.Errorf("follow_tunnels after mal's re-creation whose answer was lost: %v, want mal's label as mal's", cs[0])
+	}
+}
+
+// TestRealEdgeWritesWhoseAnswerTheGatewayLostAreTheirSenders (attack22
+// F9, as found): ops's ask and drawer sent through its edge's outbox, the
+// gateway losing serve's answer to each: settled once, and read as ops's
+// (before: the edge's look-ups settled them, and both read as of unknown
+// origin, untrusted).
+func TestRealEdgeWritesWhoseAnswerTheGatewayLostAreTheirSenders(t *testing.T) {
+	u, _ := startReal(t)
+	g := newCuttingGateway(t, u.url)
+	ops, mw := g.tokens["ops"], g.tokens["mw"]
+	g.proxy.Drop("mempalace_event_append", "mempalace_add_drawer")
+	st, p, f := edgeOutbox(t, g.http.URL+"/mcp", ops)
+	ctx := t.Context()
+	for _, w := range []outbox.Write{
+		{Name: "mempalace_event_append", Payload: encodeJSON(map[string]any{"type": "task.request", "stream": "devbox", "room": "delegation", "from_agent": "pi@ops", "to_agent": "claude@mal", "status": "open", "body": "LOST ASK"})},
+		{Name: "mempalace_add_drawer", Payload: encodeJSON(map[string]any{"wing": "team_b", "room": "lost", "content": "LOST DRAWER ops runbook"})},
+	} {
+		if _, err := st.Enqueue(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := drain(t, st, p, f, 60*time.Second); s.ByState[outbox.Done] != 2 {
+		t.Fatalf("the outbox did not settle both: %+v", s)
+	}
+	if lost := g.proxy.Lost(); len(lost) != 2 {
+		t.Errorf("answers lost: %v, want both", lost)
+	}
+	list, rpc, _ := g.call(mw, "event_list", map[string]any{"stream": "devbox"})
+	evs, _ := list["events"].([]any)
+	if rpc != nil || len(evs) != 1 {
+		t.Fatalf("event_list: %v %v, want the one ask", list, rpc)
+	}
+	if o := originOf(t, evs[0]); o["device"] != "ops" || o["trusted"] != true {
+		t.Errorf("ops's ask reads with origin %v, want ops's, trusted", o)
+	}
+	got, rpc, _ := g.call(mw, "list_drawers", map[string]any{"wing": "team_b", "room": "lost"})
+	ds, _ := got["drawers"].([]any)
+	if rpc != nil || len(ds) != 1 {
+		t.Fatalf("list_drawers: %v %v, want the one drawer", got, rpc)
+	}
+	if o := originOf(t, ds[0]); o["device"] != "ops" || o["trusted"] != true {
+		t.Errorf("ops's drawer reads with origin %v, want ops's, trusted", o)
 	}
 }
