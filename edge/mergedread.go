@@ -180,11 +180,7 @@ func (e *Edge) localRead(ctx context.Context, c *call, fallback bool) (*mcp.Call
 // busyAndPrimaryDown answers a read neither palace answered: the local
 // palace busy or down (err), the primary failing (why).
 func busyAndPrimaryDown(err error, why string) *mcp.CallToolResult {
-	local := "busy"
-	if !errors.Is(err, errLocalBusy) {
-		local = "down"
-	}
-	return errorResult(fmt.Sprintf("%v, and the primary did not answer either (%s)", err, why), map[string]any{"local": local, "primary": why})
+	return errorResult(fmt.Sprintf("%v, and the primary did not answer either (%s)", err, why), map[string]any{"local": localState(err), "primary": why})
 }
 
 // errLocalBusy: the local palace did not answer a read in time, or was not

@@ -269,45 +269,6 @@ func (e *Edge) byID(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	return e.byIDMissing(ctx, c, res, busy), nil
 }
 
-// byIDMissing: a drawer the local palace does not have (lacksLocally), or
-// every drawer asked while it is busy or down (res nil, busy why), is asked of the
-// primary (while it is up); any other local answer stands.
-func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult, busy error) *mcp.CallToolResult {
-	if c.tool.Name == "get_drawers" {
-		return e.drawersMissing(ctx, c, res, busy)
-	}
-	id := fmt.Sprint(c.argsMap()["drawer_id"])
-	var empty bool
-	switch {
-	case busy != nil:
-		res = jsonResult(map[string]any{"error": "Drawer not found: " + id}, false)
-	case !e.lacksLocally(res):
-		return res
-	default:
-		res, empty = notFoundHere(c, res)
-	}
-	if e.tombstones(ctx).drawers[id] {
-		return res // deleted here
-	}
-	up := e.remote.Up()
-	var pres *mcp.CallToolResult
-	var perr error
-	if up {
-		pres, perr = e.callPrimary(ctx, c, true)
-	}
-	switch {
-	case up && perr == nil:
-		return annotate(e.marks().result(pres, c.tool.Records, origin.PalacePrimary), busyMark(map[string]any{"source": "primary"}, busy), busy != nil)
-	case busy != nil:
-		return busyAndPrimaryDown(busy, e.remote.State())
-	case empty:
-		return annotate(res, map[string]any{"source": "local", "local": noDrawersYet, "primary": e.remote.State()}, true)
-	case up:
-		return annotate(res, map[string]any{"source": "local", "primary": e.remote.State()}, true)
-	}
-	return res
-}
-
 // busyMark is mark saying the local palace was busy (busy non-nil).
 func busyMark(mark map[string]any, busy error) map[string]any {
 	if busy != nil {
@@ -340,104 +301,19 @@ func (e *Edge) localSlots(c *call, res *mcp.CallToolResult, busy error) ([]strin
 	return ids, slots, true
 }
 
-// drawersMissing is byIDMissing for get_drawers: the ids the local palace
-// does not have are asked of the primary in one get_drawers, and its
-// drawers take their places in the answer, in the order asked, marked as
-// the primary's (a get_drawer's are).
-func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolResult, busy error) *mcp.CallToolResult {
-	if refusal := catalogue.BulkIDsRefusal(c.argsMap()["drawer_ids"], "fetch"); refusal != "" {
-		if busy != nil {
-			return jsonResult(map[string]any{"error": refusal}, false) // what the local palace would answer
-		}
-		return res // its refusal
-	}
-	ids, slots, ok := e.localSlots(c, res, busy)
-	if !ok {
-		return res // not 3.11's shape
-	}
-	dead := e.tombstones(ctx).drawers
-	var missing []string
-	var at []int
-	for i, id := range ids {
-		if slots[i] == nil || notFound(gjson.GetBytes(slots[i], "error").String()) {
-			slots[i], _ = json.Marshal(map[string]any{"drawer_id": id, "error": "Drawer not found: " + id})
-			if !dead[id] {
-				missing, at = append(missing, id), append(at, i)
-			}
-		}
-	}
-	if len(missing) == 0 {
-		if busy != nil {
-			return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local"}, busy), true)
-		}
-		return res
-	}
-	why := e.remote.State()
-	if e.remote.Up() {
-		found, err := e.primaryDrawers(ctx, c, missing)
-		if err == nil {
-			for _, i := range at {
-				if raw, ok := found[ids[i]]; ok {
-					slots[i] = json.RawMessage(raw)
-				}
-			}
-			return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local and primary"}, busy), busy != nil)
-		}
-		why = err.Error()
-	}
-	if busy != nil {
-		return busyAndPrimaryDown(busy, why)
-	}
-	return annotate(drawersAnswer(slots), map[string]any{"source": "local", "primary": why}, true)
-}
-
-// primaryDrawers are the primary's drawers of ids, marked as its, by id:
-// asked in one get_drawers or, when the primary refuses that (a gateway,
-// to a device that may not read every wing: gateway.CodeDenied; MemPalace
-// before 3.11.0), one get_drawer each (one it refuses is not found).
-func (e *Edge) primaryDrawers(ctx context.Context, c *call, ids []string) (map[string]string, error) {
-	pc, err := c.with(map[string]any{"drawer_ids": ids})
-	if err != nil {
-		return nil, err
-	}
-	pres, perr := e.callPrimary(ctx, pc, true)
-	found := map[string]string{}
-	if rpcErr := peerError(perr); rpcErr != nil && (rpcErr.Code == -31003 || rpcErr.Code == -32601) {
-		for _, id := range ids {
-			b, _ := json.Marshal(map[string]any{"drawer_id": id})
-			one := newCall(&mcp.CallToolParams{Name: "mempalace_get_drawer", Arguments: json.RawMessage(b), Meta: c.params.Meta})
-			res, err := e.callPrimary(ctx, one, true)
-			if err != nil && peerError(err) == nil {
-				return nil, err // the primary failed, not refused
-			}
-			if t, ok := usable(res, err); ok {
-				found[id] = e.marks().text(t, one.tool.Records, origin.PalacePrimary)
-			}
-		}
-		return found, nil
-	}
-	pt, ok := usable(pres, perr)
-	switch {
-	case perr != nil:
-		return nil, perr
-	case !ok:
-		return nil, errors.New("the primary answered an error: " + resultText(pres))
-	}
-	for _, r := range gjson.Get(e.marks().text(pt, c.tool.Records, origin.PalacePrimary), "results").Array() {
-		if !r.Get("error").Exists() {
-			found[r.Get("drawer_id").String()] = r.Raw
-		}
-	}
-	return found, nil
-}
-
-// drawersAnswer is get_drawers' answer of slots.
+// drawersAnswer is get_drawers' answer of slots, saying how many the
+// primary withheld (a gateway's untrusted_withheld) when it did.
 func drawersAnswer(slots []json.RawMessage) *mcp.CallToolResult {
-	errs := 0
+	errs, withheld := 0, int64(0)
 	for _, s := range slots {
 		if gjson.GetBytes(s, "error").Exists() {
 			errs++
 		}
+		withheld += gjson.GetBytes(s, "untrusted_withheld").Int()
 	}
-	return jsonResult(map[string]any{"results": slots, "count": len(slots), "errors": errs}, false)
+	m := map[string]any{"results": slots, "count": len(slots), "errors": errs}
+	if withheld > 0 {
+		m["untrusted_withheld"] = withheld
+	}
+	return jsonResult(m, false)
 }

@@ -1,0 +1,266 @@
+package edge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/origin"
+)
+
+// The primary's part of get_drawer and get_drawers: the ids the local
+// palace lacks. An id is "Drawer not found" only when the primary said so
+// (MemPalace's "Drawer not found", or a gateway's refusal of a drawer this
+// device may not see, which it gives a drawer that does not exist too).
+// An id the primary did not answer for (down, a timeout, a read rate not
+// waited out, an error) says "not answered" and why, and the answer is
+// degraded: the primary may hold it. A drawer a gateway withheld from
+// this device (an untrusted writer's, for a device that withholds them)
+// says withheld, and get_drawers counts it in untrusted_withheld.
+
+// notAnsweredPrefix begins the error of an id the primary did not answer
+// for.
+const notAnsweredPrefix = "not answered: "
+
+func notAnswered(id, why string) string {
+	return fmt.Sprintf("%s%s is not in the local palace, and the primary did not answer for it (%s): it may hold it", notAnsweredPrefix, id, why)
+}
+
+// askPrimary is callPrimary waiting out a gateway's read rate (-32029, as
+// join's look-ups do) until until: the last answer, a refusal included.
+func (e *Edge) askPrimary(ctx context.Context, c *call, until time.Time) (*mcp.CallToolResult, error) {
+	wait := 20 * time.Millisecond
+	for {
+		res, err := e.callPrimary(ctx, c, true)
+		if rpc := peerError(err); rpc == nil || rpc.Code != ledger.CodeRateLimited || time.Now().Add(wait).After(until) {
+			return res, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// refused is a gateway's refusal of a read by id (a drawer this device may
+// not see, or that does not exist: gateway.CodeDenied), or the primary's
+// lack of the tool (MemPalace before 3.11.0 for get_drawers).
+func refused(err error) (string, bool) {
+	rpc := peerError(err)
+	if rpc == nil || (rpc.Code != -31003 && rpc.Code != -32601) {
+		return "", false
+	}
+	return rpc.Message, true
+}
+
+// whyUnanswered says why the primary did not answer a call (err), or its
+// error answer res.
+func whyUnanswered(res *mcp.CallToolResult, err error) string {
+	if rpc := peerError(err); rpc != nil {
+		return rpc.Message
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "it answered an error: " + truncate(resultText(res), 300)
+}
+
+// byIDMissing: a drawer the local palace does not have (lacksLocally), or
+// every drawer asked while it is busy or down (res nil, busy why), is asked of the
+// primary (while it is up); any other local answer stands.
+func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult, busy error) *mcp.CallToolResult {
+	if c.tool.Name == "get_drawers" {
+		return e.drawersMissing(ctx, c, res, busy)
+	}
+	id := fmt.Sprint(c.argsMap()["drawer_id"])
+	var empty bool
+	switch {
+	case busy != nil:
+	case !e.lacksLocally(res):
+		return res
+	default:
+		res, empty = notFoundHere(c, res)
+	}
+	if e.tombstones(ctx).drawers[id] {
+		if busy != nil {
+			return jsonResult(map[string]any{"error": "Drawer not found: " + id}, false)
+		}
+		return res // deleted here
+	}
+	why := e.remote.State()
+	if e.remote.Up() {
+		pres, perr := e.askPrimary(ctx, c, time.Now().Add(e.cfg.CallTimeout))
+		msg, denied := refused(perr)
+		switch {
+		case perr == nil:
+			return annotate(e.marks().result(pres, c.tool.Records, origin.PalacePrimary), busyMark(map[string]any{"source": "primary"}, busy), busy != nil)
+		case denied && busy != nil:
+			return errorResult(fmt.Sprintf("%v, and the primary refused it: %s", busy, msg), map[string]any{"local": localState(busy), "primary": "refused: " + msg})
+		case denied:
+			return annotate(res, map[string]any{"source": "local", "primary": "refused: " + msg}, false) // not found, as far as this device may know
+		}
+		why = whyUnanswered(pres, perr)
+	}
+	if busy != nil {
+		return busyAndPrimaryDown(busy, why)
+	}
+	mark := map[string]any{"source": "local", "primary": why}
+	if empty {
+		mark["local"] = noDrawersYet
+	}
+	return annotate(jsonResult(map[string]any{"error": notAnswered(id, why)}, false), mark, true)
+}
+
+// drawersMissing is byIDMissing for get_drawers: the ids the local palace
+// does not have are asked of the primary (primaryDrawers), and its
+// answers take their places in the answer, in the order asked, its
+// drawers marked as the primary's (a get_drawer's are).
+func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolResult, busy error) *mcp.CallToolResult {
+	if refusal := catalogue.BulkIDsRefusal(c.argsMap()["drawer_ids"], "fetch"); refusal != "" {
+		if busy != nil {
+			return jsonResult(map[string]any{"error": refusal}, false) // what the local palace would answer
+		}
+		return res // its refusal
+	}
+	ids, slots, ok := e.localSlots(c, res, busy)
+	if !ok {
+		return res // not 3.11's shape
+	}
+	dead := e.tombstones(ctx).drawers
+	var missing []string
+	var at []int
+	for i, id := range ids {
+		if slots[i] == nil || notFound(gjson.GetBytes(slots[i], "error").String()) {
+			slots[i], _ = json.Marshal(map[string]any{"drawer_id": id, "error": "Drawer not found: " + id})
+			if !dead[id] {
+				missing, at = append(missing, id), append(at, i)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		if busy != nil {
+			return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local"}, busy), true)
+		}
+		return res
+	}
+	got, unanswered, why := e.primaryDrawers(ctx, c, missing)
+	if busy != nil && unanswered == len(missing) {
+		return busyAndPrimaryDown(busy, why)
+	}
+	for _, i := range at {
+		if s, ok := got[ids[i]]; ok {
+			slots[i] = s
+		}
+	}
+	mark := map[string]any{"source": "local and primary"}
+	if unanswered == len(missing) {
+		mark["source"] = "local"
+	}
+	if why != "" {
+		mark["primary"], mark["not_answered"] = why, unanswered
+	}
+	return annotate(drawersAnswer(slots), busyMark(mark, busy), busy != nil || why != "")
+}
+
+// primaryDrawers are the primary's answers for ids, by id: a drawer
+// marked as its, a withheld one, another error it answered for the id,
+// or, for an id it did not answer for, notAnswered (counted in
+// unanswered, why saying why); an id it does not have is absent. They are
+// asked in one get_drawers or, when the primary refuses that (a gateway,
+// to a device that may not read every wing: gateway.CodeDenied; MemPalace
+// before 3.11.0), one get_drawer each.
+func (e *Edge) primaryDrawers(ctx context.Context, c *call, ids []string) (got map[string]json.RawMessage, unanswered int, why string) {
+	got = map[string]json.RawMessage{}
+	fail := func(from int, reason string) (map[string]json.RawMessage, int, string) {
+		for _, id := range ids[from:] {
+			got[id], _ = json.Marshal(map[string]any{"drawer_id": id, "error": notAnswered(id, reason)})
+		}
+		return got, len(ids) - from, reason
+	}
+	if !e.remote.Up() {
+		return fail(0, e.remote.State())
+	}
+	pc, err := c.with(map[string]any{"drawer_ids": ids})
+	if err != nil {
+		return fail(0, err.Error())
+	}
+	pres, perr := e.askPrimary(ctx, pc, time.Now().Add(e.cfg.CallTimeout))
+	if _, denied := refused(perr); denied {
+		return e.primaryDrawersOneByOne(ctx, c, ids, got, fail)
+	}
+	pt, ok := usable(pres, perr)
+	if !ok {
+		return fail(0, whyUnanswered(pres, perr))
+	}
+	marked := gjson.Parse(e.marks().text(pt, c.tool.Records, origin.PalacePrimary))
+	answered := map[string]bool{}
+	for _, r := range marked.Get("results").Array() {
+		id := r.Get("drawer_id").String()
+		if answered[id] = true; !notFound(r.Get("error").String()) {
+			got[id] = json.RawMessage(r.Raw)
+		}
+	}
+	withheld := marked.Get("untrusted_withheld").Int() > 0
+	for _, id := range ids {
+		switch {
+		case answered[id]:
+		case withheld: // a gateway leaves a withheld drawer out, saying how many
+			got[id], _ = json.Marshal(map[string]any{"drawer_id": id, "untrusted_withheld": 1,
+				"error": "withheld: the primary left it out of its answer, as written by a device this device does not trust or of unknown origin (its untrusted setting is withhold)"})
+		default:
+			got[id], _ = json.Marshal(map[string]any{"drawer_id": id, "error": notAnswered(id, "its answer left it out")})
+			unanswered, why = unanswered+1, "its answer left some ids out"
+		}
+	}
+	return got, unanswered, why
+}
+
+// primaryDrawersOneByOne is primaryDrawers asking one get_drawer per id,
+// each waiting out the read rate for the call timeout since the last
+// answer; once one is not answered, the rest are not asked.
+func (e *Edge) primaryDrawersOneByOne(ctx context.Context, c *call, ids []string, got map[string]json.RawMessage,
+	fail func(int, string) (map[string]json.RawMessage, int, string)) (map[string]json.RawMessage, int, string) {
+	for i, id := range ids {
+		b, _ := json.Marshal(map[string]any{"drawer_id": id})
+		one := newCall(&mcp.CallToolParams{Name: "mempalace_get_drawer", Arguments: json.RawMessage(b), Meta: c.params.Meta})
+		res, err := e.askPrimary(ctx, one, time.Now().Add(e.cfg.CallTimeout))
+		if _, denied := refused(err); denied {
+			continue // not visible to this device: not found
+		}
+		t, ok := usable(res, err)
+		msg := gjson.Get(t, "error").String()
+		switch {
+		case ok:
+			got[id] = json.RawMessage(e.marks().text(t, one.tool.Records, origin.PalacePrimary))
+		case notFound(msg):
+		case strings.HasPrefix(msg, "withheld"): // a gateway's answer, saying by whom
+			raw, _ := sjson.SetBytes([]byte(t), "drawer_id", id)
+			got[id] = raw
+		default:
+			return fail(i, whyUnanswered(res, err))
+		}
+	}
+	return got, 0, ""
+}
+
+// localState is what a merged answer's edge.local says of a local palace
+// that did not answer (err).
+func localState(err error) string {
+	if errors.Is(err, errLocalBusy) {
+		return "busy"
+	}
+	return "down"
+}
