@@ -27,6 +27,7 @@ const (
 	IDEntitiesSplit      = "entities-split"
 	IDHallwaysSplit      = "hallways-split"
 	IDPalaceLocation     = "palace-location"
+	IDPalaceSharedParent = "palace-shared-parent"
 	IDEmbedderSidecar    = "embedder-sidecar"
 	IDEdgeVolume         = "edge-volume"
 	IDEnvPermissions     = "env-permissions"
@@ -172,6 +173,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	}()
 	ob := readOutbox(ctx, opts, st)
 	findings = append(findings, CheckPalaceLocation(opts, st)...)
+	findings = append(findings, CheckPalaceSharedParent(opts, st)...)
 	findings = append(findings, CheckSplits(opts, st)...)
 	findings = append(findings, CheckPalaceIntegrity(ctx, opts, st)...)
 	findings = append(findings, CheckEdgeVolume(opts, st)...)

@@ -1117,3 +1117,26 @@ func TestDoctorNamesARefusedAgentName(t *testing.T) {
 		}
 	}
 }
+
+// attack22 F6: MemPalace 3.11.0 keeps tunnels.json (and hallways.json)
+// in the palace's parent directory, so a palace whose parent holds
+// another palace (the primary's, on the same host) reads that palace's
+// tunnels as its own, and an edge stamps each as this device's, trusted.
+// Doctor says so, with the fix: a directory of the palace's own.
+func TestPalaceSharedParent(t *testing.T) {
+	b := newBox(t)
+	only(t, b.run())
+	other := filepath.Join(filepath.Dir(b.palace), "primary")
+	chroma(t, other, "mempalace_drawers")
+	fs := b.run()
+	only(t, fs, "warn:palace-shared-parent")
+	if !strings.Contains(fs[0].Message, other) || !strings.Contains(fs[0].Message, "tunnels.json") || !strings.Contains(fs[0].Fix, "MEMPALACE_PALACE_PATH") {
+		t.Fatalf("%+v", fs[0])
+	}
+	must(t, os.Remove(filepath.Join(other, "chroma.sqlite3")))
+	write(t, filepath.Join(other, SidecarFile), `{}`, 0o600) // a palace written to once, its store elsewhere
+	only(t, b.run(), "warn:palace-shared-parent")
+	must(t, os.RemoveAll(other))
+	write(t, filepath.Join(filepath.Dir(b.palace), "notes", "todo.txt"), "not a palace", 0o600)
+	only(t, b.run())
+}

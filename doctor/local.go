@@ -20,7 +20,7 @@ import (
 )
 
 // SidecarFile is MemPalace's embedder identity file in the palace (§7.4).
-const SidecarFile = "mempalace_embedder.json"
+const SidecarFile = palacefiles.SidecarFile
 
 // drawersCollection is the collection whose embedder the edge's merged
 // search depends on.
@@ -121,6 +121,37 @@ func CheckPalaceLocation(opts Options, st State) []Finding {
 	return []Finding{{ID: IDPalaceLocation, Severity: Warn, Section: "§7.1",
 		Message: fmt.Sprintf("an earlier devbox-config kept the edge's outbox in %s; the edge and MemPalace now keep the palace in %s, so what waits in that outbox is never sent", OutboxPath(old), st.Palace),
 		Fix:     fmt.Sprintf("set %s=%s in .env and recreate the container: the edge sends what waits there, and MemPalace and the edge keep the palace there (on the persisted volume)", ladder.EnvPalacePath, old)}}
+}
+
+// CheckPalaceSharedParent is palace-shared-parent (§7.1): MemPalace 3.11
+// keeps tunnels.json and hallways.json in the palace's parent directory
+// (mempalace/config.py), so a palace whose parent also holds another
+// palace (palacefiles.Is; the primary's, on the same host) shares that
+// palace's tunnels: an edge lists them as this device's own, trusted,
+// whatever their wing. Whether the palace is the primary's own directory
+// doctor cannot tell (MemPalace does not say where its palace is).
+func CheckPalaceSharedParent(opts Options, st State) []Finding {
+	if st.Palace == "" {
+		return nil
+	}
+	parent := filepath.Dir(filepath.Clean(st.Palace))
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return nil // no palace yet: nothing shared
+	}
+	self, _ := os.Stat(st.Palace)
+	for _, e := range entries {
+		other := filepath.Join(parent, e.Name())
+		fi, err := os.Stat(other)
+		if err != nil || !fi.IsDir() || (self != nil && os.SameFile(self, fi)) || !palacefiles.Is(other) {
+			continue
+		}
+		own := filepath.Join(parent, filepath.Base(st.Palace)+"-own", "palace")
+		return []Finding{{ID: IDPalaceSharedParent, Severity: Warn, Section: "§7.1",
+			Message: fmt.Sprintf("the palace %s shares its parent directory %s with another palace, %s: MemPalace keeps tunnels.json and hallways.json in the parent, so both palaces read and write the same tunnels, and an edge lists the other palace's tunnels (any wing's, any writer's label) as this device's own, trusted", st.Palace, parent, other),
+			Fix:     fmt.Sprintf("give the palace a directory of its own: move it into an empty directory (e.g. %s), set %s to that path and recreate the container; the tunnels in %s stay with the other palace", own, ladder.EnvPalacePath, filepath.Join(parent, "tunnels.json"))}}
+	}
+	return nil
 }
 
 // notPersisted: the filesystems that die with the container.

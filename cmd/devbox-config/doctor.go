@@ -29,6 +29,9 @@ section it comes from. Finding ids are stable, for scripts:
   kg-split, entities-split, hallways-split   §7.1 two files for one store
   palace-location                            §7.1 an earlier edge's outbox left
                                                   in ~/.mempalace/palace
+  palace-shared-parent                       §7.1 the palace's parent directory
+                                                  holds another palace: they
+                                                  share tunnels.json
   embedder-sidecar                           §7.4 edge mode: embedder identity
   edge-volume                                §1.2 edge palace not on a volume
   palace-damaged                             §1.2 the palace's SQLite files fail
