@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -76,6 +77,10 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	if c.tool.Wings == catalogue.DrawerWing && e.lacksLocally(res) {
 		e.abandon(ctx, c, in) // writeShared decides
 		return e.writeShared(ctx, c, res), nil
+	}
+	if c.tool.Name == "create_tunnel" && roomNotHere.MatchString(fmt.Sprint(resultJSON(res)["error"])) {
+		e.abandon(ctx, c, in) // tunnelShared decides
+		return e.tunnelShared(ctx, c, res), nil
 	}
 	if m := resultJSON(res); res.IsError || m["success"] == false || m["error"] != nil {
 		e.abandon(ctx, c, in)
@@ -313,23 +318,74 @@ func (e *Edge) writeShared(ctx context.Context, c *call, res *mcp.CallToolResult
 	if refused := e.refusedUpFront(ctx, c, wing); refused != nil {
 		return refused // its wing as the primary's copy says: the gateway decides by it
 	}
-	pol, err := e.currentPolicy(ctx)
-	if err != nil {
-		return annotate(res, map[string]any{"replication": fmt.Sprintf("not queued: the replication policy does not parse (%v)", err)}, false)
-	}
-	payload, w, replicate := decide(pol, c.tool, c.argsMap(), c.raw(), wing, e.cfg.Stamp())
-	if !replicate || payload == nil {
-		return res
-	}
-	op, err := e.outbox.Enqueue(context.WithoutCancel(ctx), outbox.Write{Name: c.name, Tool: c.tool, Payload: payload, Args: c.argsMap(), Wing: w})
-	if err != nil {
-		e.log.Error("outbox write failed; an update of a shared drawer is not queued", "tool", c.name, "err", err)
-		return annotate(res, map[string]any{"replication": fmt.Sprintf("not queued: %v", err)}, false)
+	op, refused := e.queueOnly(ctx, c, res, wing)
+	if refused != nil {
+		return refused
 	}
 	return jsonResult(map[string]any{
 		"success": true, "queued": true, "drawer_id": id, "wing": wing, "op_id": op.ID,
 		"message": "this drawer is not in the local palace (another device wrote it): the write is queued for the primary, which holds it",
 		"edge":    map[string]any{"local": "drawer not found", "replication": "queued (not in the local palace)", "op_id": op.ID},
+	}, false)
+}
+
+// queueOnly queues c for the primary alone (the local palace did not
+// apply it; oldWing as for decide); when it is not queued (the policy
+// keeps it local or does not parse, the outbox failed), the answer is
+// res, saying why when it is not the policy's choice.
+func (e *Edge) queueOnly(ctx context.Context, c *call, res *mcp.CallToolResult, oldWing string) (outbox.Op, *mcp.CallToolResult) {
+	pol, err := e.currentPolicy(ctx)
+	if err != nil {
+		return outbox.Op{}, annotate(res, map[string]any{"replication": fmt.Sprintf("not queued: the replication policy does not parse (%v)", err)}, false)
+	}
+	payload, w, replicate := decide(pol, c.tool, c.argsMap(), c.raw(), oldWing, e.cfg.Stamp())
+	if !replicate || payload == nil {
+		return outbox.Op{}, res
+	}
+	op, err := e.outbox.Enqueue(context.WithoutCancel(ctx), outbox.Write{Name: c.name, Tool: c.tool, Payload: payload, Args: c.argsMap(), Wing: w})
+	if err != nil {
+		e.log.Error("outbox write failed; a write the local palace could not apply is not queued", "tool", c.name, "err", err)
+		return outbox.Op{}, annotate(res, map[string]any{"replication": fmt.Sprintf("not queued: %v", err)}, false)
+	}
+	return op, nil
+}
+
+// roomNotHere is MemPalace 3.11.0's refusal of a create_tunnel whose room
+// holds no drawer in its palace (palace_graph.create_tunnel).
+var roomNotHere = regexp.MustCompile(`^(Source|Target) room '.*' does not exist in wing '.*'$`)
+
+// tunnelShared answers a create_tunnel the local palace refused because a
+// room it names holds no drawer there (roomNotHere): another device filed
+// it, and the agent sees it in the primary's list_rooms and search. When
+// the primary holds both rooms (its list_rooms of each wing, the check
+// MemPalace makes), the tunnel is queued for the primary, which creates
+// it, and the answer says the local palace does not have it; otherwise
+// (the rooms not there either, the primary unreachable) the local refusal
+// stands, saying so when the primary could not be asked.
+func (e *Edge) tunnelShared(ctx context.Context, c *call, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if e.outbox == nil || e.remote == nil {
+		return res
+	}
+	if !e.remote.Up() {
+		return annotate(res, map[string]any{"primary": e.remote.State(), "replication": "not queued: the primary, which may hold the rooms, is unreachable"}, true)
+	}
+	args := c.argsMap()
+	for _, side := range []string{"source", "target"} {
+		pres, err := e.callPrimary(ctx, newCall(&mcp.CallToolParams{Name: catalogue.Prefix + "list_rooms", Arguments: map[string]any{"wing": args[side+"_wing"]}}), true)
+		t, ok := usable(pres, err)
+		room, _ := args[side+"_room"].(string)
+		if !ok || !gjson.Get(t, "rooms").Get(gjson.Escape(room)).Exists() {
+			return res
+		}
+	}
+	op, refused := e.queueOnly(ctx, c, res, "")
+	if refused != nil {
+		return refused
+	}
+	return jsonResult(map[string]any{
+		"success": true, "queued": true, "op_id": op.ID,
+		"message": "the rooms are not both in the local palace (another device filed them): the tunnel is queued for the primary, which holds them; this device's palace does not have it",
+		"edge":    map[string]any{"local": resultJSON(res)["error"], "replication": "queued (rooms not in the local palace)", "op_id": op.ID},
 	}, false)
 }
 
