@@ -179,9 +179,9 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 // marked as its, a withheld one, another error it answered for the id,
 // or, for an id it did not answer for, notAnswered (counted in
 // unanswered, why saying why); an id it does not have is absent. They are
-// asked in one get_drawers or, when the primary refuses that (a gateway,
-// to a device that may not read every wing: gateway.CodeDenied; MemPalace
-// before 3.11.0), one get_drawer each.
+// asked in one get_drawers or, when the primary refuses that (an older
+// gateway, to a device that may not read every wing: gateway.CodeDenied;
+// MemPalace before 3.11.0), one get_drawer each.
 func (e *Edge) primaryDrawers(ctx context.Context, c *call, ids []string) (got map[string]json.RawMessage, unanswered int, why string) {
 	got = map[string]json.RawMessage{}
 	fail := func(from int, reason string) (map[string]json.RawMessage, int, string) {
