@@ -21,29 +21,13 @@ func TestTrailingCommaRefusedWhereTheHarnessRefusesIt(t *testing.T) {
 	// list`): these load it; Cursor, VS Code and Zed, not pinned, read
 	// their files with jsonc-parser or serde_json_lenient, which take it.
 	takes := map[string]bool{"opencode": true, "copilot": true, "kilo": true, "auggie": true, "amp": true, "cursor": true, "vscode": true, "zed": true}
-	env := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"}
 	for _, rec := range harness.All() {
 		if rec.Settings != nil || rec.Format == harness.TOML || rec.Format == harness.YAML {
 			continue
 		}
 		t.Run(rec.Name, func(t *testing.T) {
-			home := t.TempDir()
-			file := rec.Location.Path(harness.Env{Home: home, HomeFromFlag: true})
-			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-				t.Fatal(err)
-			}
 			src := fmt.Sprintf("{\n  %q: {\n    \"mine\": {\"command\": \"x\"},\n  }\n}\n", rec.Key[0])
-			if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			o := opts(home, env)
-			o.Targets = []string{rec.Name}
-			res, _, err := Run(o, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := os.ReadFile(file)
-			r := res[0]
+			r, file, got := renderRemoteOver(t, rec, src)
 			if takes[rec.Name] {
 				if r.Action != "insert" || !strings.Contains(string(got), `"mempalace"`) {
 					t.Errorf("%s takes a trailing comma, but render did %q: %v\n%s", rec.Title, r.Action, r.Warnings, got)
@@ -76,29 +60,14 @@ func TestByteOrderMarkRefusedWhereTheHarnessRefusesIt(t *testing.T) {
 	// opencode); Gemini and Amp refuse it, Auggie lists none. Cline, not
 	// checked, is taken as before.
 	refuses := map[string]bool{"gemini": true, "amp": true, "auggie": true}
-	env := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"}
 	for _, rec := range harness.All() {
 		if rec.Settings != nil || rec.Format == harness.TOML || rec.Format == harness.YAML {
 			continue
 		}
 		t.Run(rec.Name, func(t *testing.T) {
-			home := t.TempDir()
-			file := rec.Location.Path(harness.Env{Home: home, HomeFromFlag: true})
-			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-				t.Fatal(err)
-			}
 			src := fmt.Sprintf("\ufeff{\n  %q: {\n    \"mine\": {\"command\": \"x\"}\n  }\n}\n", rec.Key[0])
-			if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			o := opts(home, env)
-			o.Targets = []string{rec.Name}
-			res, _, err := Run(o, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := os.ReadFile(file)
-			r, warn := res[0], strings.Join(res[0].Warnings, "\n")
+			r, file, got := renderRemoteOver(t, rec, src)
+			warn := strings.Join(r.Warnings, "\n")
 			if !refuses[rec.Name] {
 				if r.Action != "insert" || !strings.HasPrefix(string(got), "\ufeff{") || !strings.Contains(string(got), `"mempalace"`) {
 					t.Errorf("%s takes a byte order mark, but render did %q: %v\n%q", rec.Title, r.Action, warn, got)
@@ -113,4 +82,26 @@ func TestByteOrderMarkRefusedWhereTheHarnessRefusesIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// renderRemoteOver renders rec's remote entry over its config holding src:
+// render's result for it, the config's path and its bytes after.
+func renderRemoteOver(t *testing.T, rec harness.Record, src string) (Result, string, []byte) {
+	t.Helper()
+	home := t.TempDir()
+	file := rec.Location.Path(harness.Env{Home: home, HomeFromFlag: true})
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+	o.Targets = []string{rec.Name}
+	res, _, err := Run(o, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(file)
+	return res[0], file, got
 }
