@@ -69,8 +69,15 @@ func frontGateway(t *testing.T, devices []gateway.Device) (pr *primary, url stri
 // (as `gateway serve` wires it) when withLedger.
 func gatewayFront(t *testing.T, devices []gateway.Device, withLedger bool) (pr *primary, url string, tokens map[string]string) {
 	t.Helper()
+	return gatewayFrontOf(t, devices, withLedger, fakepalace.Options{})
+}
+
+// gatewayFrontOf is gatewayFront in front of a primary made with opts
+// (another release).
+func gatewayFrontOf(t *testing.T, devices []gateway.Device, withLedger bool, opts fakepalace.Options) (pr *primary, url string, tokens map[string]string) {
+	t.Helper()
 	dir := t.TempDir()
-	up, srv := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: "upstream-secret"})
+	up, srv := testbed.Primary(t, opts, fakepalace.HTTPOptions{Token: "upstream-secret"})
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: devices}
 	key, err := gateway.LoadSecret(cfg.SecretFile)
 	if err != nil {

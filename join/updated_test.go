@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
@@ -170,17 +171,17 @@ func TestRealJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
 	}
 }
 
-// More updated drawers than a gateway's read burst (100), for a device
-// that does not read every wing (the gateway refuses it get_drawers): the
-// look-ups by local id, one get_drawer each, wait out the device's read
-// rate (-32029) instead of failing the drawers, and every one is sent. It waits on the rate: not in the
-// unit tier.
+// More updated drawers than a gateway's read burst (100), in front of a
+// primary without get_drawers (MemPalace before 3.11.0): the look-ups by
+// local id, one get_drawer each, wait out the device's read rate (-32029)
+// instead of failing the drawers, and every one is sent. It waits on the
+// rate: not in the unit tier.
 func TestJoinLooksUpUpdatedDrawersWithinTheReadRate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a gateway's read rate")
 	}
 	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
-	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"project"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}, ReadRate: 50, WriteRate: 1000}})
+	pr, url, tokens := gatewayFrontOf(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"project"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}, ReadRate: 50, WriteRate: 1000}}, false, fakepalace.Options{Version: "3.10.0"})
 	p := newPalace(t)
 	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
 	const n = 125
@@ -197,17 +198,18 @@ func TestJoinLooksUpUpdatedDrawersWithinTheReadRate(t *testing.T) {
 }
 
 // A join through a gateway that verifies every record, more of them than
-// the device's read burst (100), for a device that does not read every
-// wing (the gateway refuses it get_drawers): each verification's
-// get_drawer waits out the read rate (-32029) instead of failing the
-// record, and every one is verified. It waits on the rate (about 2 s):
-// not in the unit tier.
+// the device's read burst (100), in front of a primary without
+// get_drawers (before 3.11.0): each verification's get_drawer waits out
+// the read rate (-32029) instead of failing the record, and every one is
+// verified. It waits on the rate (about 2 s): not in the unit tier. A
+// device that does not read every wing, in front of 3.11.0, verifies in
+// get_drawers batches (TestNarrowDeviceJoinsInBatches).
 func TestJoinVerifiesWithinTheReadRate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits out a gateway's read rate")
 	}
 	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
-	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"project"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}, ReadRate: 50, WriteRate: 1000}})
+	pr, url, tokens := gatewayFrontOf(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"project"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}, ReadRate: 50, WriteRate: 1000}}, false, fakepalace.Options{Version: "3.10.0"})
 	p := newPalace(t)
 	const n = 200
 	for i := range n {
@@ -219,6 +221,31 @@ func TestJoinVerifiesWithinTheReadRate(t *testing.T) {
 	rep := run(t, c, Options{Verify: All})
 	if !rep.OK() || rep.Verified != n || rep.Calls["primary get_drawer"] <= n {
 		t.Fatalf("verified %d, get_drawer calls %d, failed %d (first %+v); want all %d verified after waiting out the read rate", rep.Verified, rep.Calls["primary get_drawer"], len(rep.Failed), rep.Failed[:min(1, len(rep.Failed))], n)
+	}
+}
+
+// A device that reads only some wings looks up its updated drawers and
+// verifies every record through a gateway in get_drawers batches (the
+// gateway cuts their answers by wing), not one get_drawer per record, so
+// a join stays inside the device's read burst: 200 records, 125 of them
+// updated, in two calls.
+func TestNarrowDeviceJoinsInBatches(t *testing.T) {
+	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"project"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}, WriteRate: 1000}})
+	p := newPalace(t)
+	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
+	for i := range 200 {
+		if i < 125 {
+			fileAndUpdate(t, local, fmt.Sprintf("note %d", i), fmt.Sprintf("note %d, updated", i))
+			continue
+		}
+		p.do(t, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": fmt.Sprintf("note %d", i)})
+	}
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token = url, func() string { return tokens["desk-9b21"] }
+	rep := run(t, c, Options{Verify: All})
+	if !rep.OK() || rep.Verified != 200 || rep.Calls["primary get_drawer"] != 0 || rep.Calls["primary get_drawers"] != 2 {
+		t.Fatalf("verified %d, calls %v, failed %d (first %+v); want all 200 verified in two get_drawers (one looks the updated ones up)", rep.Verified, rep.Calls, len(rep.Failed), rep.Failed[:min(1, len(rep.Failed))])
 	}
 }
 
