@@ -30,8 +30,8 @@
 //     (MemPalace keeps its first id; its content's id is another) is
 //     asked of the primary by its local id first (present: get_drawers,
 //     500 ids a call; get_drawer one by one from a primary before 3.11.0
-//     or a gateway that refuses the batch to a device not reading every
-//     wing): there with the same content, it is skipped, not filed again
+//     or an older gateway that refuses the batch to a device not reading
+//     every wing): there with the same content, it is skipped, not filed again
 //     as a second copy; with other content, named edited. Queued, its add names the local id
 //     (origin.JoinDrawerKey) for the gateway's trash. A dry run with a
 //     token asks so too and reports alike, writing nothing (its primary
