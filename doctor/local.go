@@ -134,24 +134,15 @@ func CheckPalaceSharedParent(opts Options, st State) []Finding {
 	if st.Palace == "" {
 		return nil
 	}
+	other := palacefiles.SharedParent(st.Palace)
+	if other == "" {
+		return nil
+	}
 	parent := filepath.Dir(filepath.Clean(st.Palace))
-	entries, err := os.ReadDir(parent)
-	if err != nil {
-		return nil // no palace yet: nothing shared
-	}
-	self, _ := os.Stat(st.Palace)
-	for _, e := range entries {
-		other := filepath.Join(parent, e.Name())
-		fi, err := os.Stat(other)
-		if err != nil || !fi.IsDir() || (self != nil && os.SameFile(self, fi)) || !palacefiles.Is(other) {
-			continue
-		}
-		own := filepath.Join(parent, filepath.Base(st.Palace)+"-own", "palace")
-		return []Finding{{ID: IDPalaceSharedParent, Severity: Warn, Section: "§7.1",
-			Message: fmt.Sprintf("the palace %s shares its parent directory %s with another palace, %s: MemPalace keeps tunnels.json and hallways.json in the parent, so both palaces read and write the same tunnels, and an edge lists the other palace's tunnels (any wing's, any writer's label) as this device's own, trusted", st.Palace, parent, other),
-			Fix:     fmt.Sprintf("give the palace a directory of its own: move it into an empty directory (e.g. %s), set %s to that path and recreate the container; the tunnels in %s stay with the other palace", own, ladder.EnvPalacePath, filepath.Join(parent, "tunnels.json"))}}
-	}
-	return nil
+	own := filepath.Join(parent, filepath.Base(st.Palace)+"-own", "palace")
+	return []Finding{{ID: IDPalaceSharedParent, Severity: Warn, Section: "§7.1",
+		Message: fmt.Sprintf("the palace %s shares its parent directory %s with another palace, %s: MemPalace keeps tunnels.json and hallways.json in the parent, so both palaces read and write the same tunnels, and an edge lists the other palace's tunnels (any wing's, any writer's label) as this device's own, trusted", st.Palace, parent, other),
+		Fix:     fmt.Sprintf("give the palace a directory of its own: move it into an empty directory (e.g. %s), set %s to that path and recreate the container; the tunnels in %s stay with the other palace", own, ladder.EnvPalacePath, filepath.Join(parent, "tunnels.json"))}}
 }
 
 // notPersisted: the filesystems that die with the container.

@@ -20,6 +20,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/palacefiles"
 )
 
 // Edge is one running edge: the agent-facing server and its supervisors.
@@ -301,6 +302,9 @@ func (e *Edge) drain(ctx context.Context, pending *wire.Pending) {
 // supervisor.
 func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 	e.openState(ctx)
+	if other := palacefiles.SharedParent(e.cfg.Palace); other != "" {
+		e.log.Warn("the palace shares its parent directory with another palace: MemPalace keeps tunnels.json there, so this edge lists that palace's tunnels (any wing's, any writer's) as this device's own; give the palace a directory of its own (devbox-config doctor says how)", "palace", e.cfg.Palace, "other", other)
+	}
 	e.primary = NewPrimary(e.cfg.PrimaryURL, e.cfg.Token, e.log, PrimaryOptions{
 		Timeout:    e.cfg.CallTimeout,
 		AskTimeout: e.cfg.GrantAsk,

@@ -19,3 +19,24 @@ func Is(dir string) bool {
 	}
 	return false
 }
+
+// SharedParent is another palace in palace's parent directory (a sibling
+// directory that Is one), "" when there is none: MemPalace 3.11 keeps
+// tunnels.json and hallways.json in a palace's parent (mempalace/config.py),
+// so two palaces side by side read and write the same tunnels.
+func SharedParent(palace string) string {
+	parent := filepath.Dir(filepath.Clean(palace))
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return "" // no palace yet: nothing shared
+	}
+	self, _ := os.Stat(palace)
+	for _, e := range entries {
+		other := filepath.Join(parent, e.Name())
+		fi, err := os.Stat(other)
+		if err == nil && fi.IsDir() && (self == nil || !os.SameFile(self, fi)) && Is(other) {
+			return other
+		}
+	}
+	return ""
+}
