@@ -337,13 +337,20 @@ func cutByID(d *Device, dec Decision, raw string, ms []member, ann *annotator) (
 		kept++
 	}
 	out = append(out, ']')
-	answer := make([]byte, 1, len(raw)+len(out)-len(list.Raw)+64)
+	return byIDAnswer(raw, ms, out, len(list.Raw), kept, cut, ann)
+}
+
+// byIDAnswer is cutByID's answer: ms with results, kept items of which
+// the answer still holds (the count, when some were withheld) and cut more
+// errors (a drawer of an unreadable wing, answered as missing).
+func byIDAnswer(raw string, ms []member, results []byte, listLen, kept, cut int, ann *annotator) ([]byte, error) {
+	answer := make([]byte, 1, len(raw)+len(results)-listLen+64)
 	answer[0] = '{'
 	for _, m := range ms {
 		v := []byte(m.v.Raw)
 		switch m.name {
 		case "results":
-			v = out
+			v = results
 		case "count":
 			if ann != nil && ann.withheld > 0 {
 				v = strconv.AppendInt(nil, int64(kept), 10)
