@@ -19,7 +19,8 @@ import (
 //
 // forward must use the context it is given: it is not cancelled when ctx
 // is (the answer is recorded even if the caller has hung up), only after
-// Options.StaleAfter. An error from forward (a transport failure) is
+// Options.StaleAfter; Resent(ctx) tells it it forwards an op in doubt
+// again. An error from forward (a transport failure) is
 // returned as it is and nothing is recorded. ErrReused refuses a reuse of
 // the op id; ErrUnavailable means the ledger could not be consulted and
 // forward was not run. An answer that could not be recorded is returned
@@ -45,6 +46,9 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 		}
 	}()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opt.StaleAfter)
+	if resent {
+		fctx = context.WithValue(fctx, resentKey{}, true)
+	}
 	ans, ferr := forward(fctx)
 	cancel()
 	settled = true
@@ -73,6 +77,17 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 		return Answer{}, "", ferr
 	}
 	return ans, OutcomeUnrecorded, nil
+}
+
+type resentKey struct{}
+
+// Resent reports that a forward Do runs sends an op it held in doubt
+// again (OutcomeResent): this device's op reached the upstream before
+// without an answer, so what the upstream holds of it may be that
+// send's.
+func Resent(ctx context.Context) bool {
+	on, _ := ctx.Value(resentKey{}).(bool)
+	return on
 }
 
 func sameWrite(first, c Call) error {

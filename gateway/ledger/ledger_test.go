@@ -209,8 +209,10 @@ func TestALostUpstreamAnswerLeavesTheOpInDoubt(t *testing.T) {
 	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
 	var u upstream
 	op := opID("lost upstream")
+	var resentSeen []bool
 	lost := func(ctx context.Context) (Answer, error) {
 		u.calls.Add(1)
+		resentSeen = append(resentSeen, Resent(ctx))
 		return Answer{Status: 502, Body: []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"upstream answer lost"}}`), MaybeApplied: true}, nil
 	}
 	if _, o, err := l.Do(context.Background(), call("laptop", op, "1"), lost); err != nil || o != OutcomeUnrecorded {
@@ -221,8 +223,16 @@ func TestALostUpstreamAnswerLeavesTheOpInDoubt(t *testing.T) {
 	}
 	resend := call("laptop", op, "3")
 	resend.Resend = "looked-up"
-	if _, o, err := l.Do(context.Background(), resend, u.forward("3")); err != nil || o != OutcomeResent || u.calls.Load() != 2 {
+	if _, o, err := l.Do(context.Background(), resend, lost); err != nil || o != OutcomeUnrecorded || u.calls.Load() != 2 {
+		t.Fatalf("resent after a look-up, its answer lost again: %v %v, %d upstream calls", o, err, u.calls.Load())
+	}
+	if _, o, err := l.Do(context.Background(), resend, u.forward("3")); err != nil || o != OutcomeResent || u.calls.Load() != 3 {
 		t.Fatalf("resent after a look-up: %v %v, %d upstream calls", o, err, u.calls.Load())
+	}
+	// The forward is told when it sends an op in doubt again (the
+	// gateway then lets it claim what its first send may have made).
+	if !slices.Equal(resentSeen, []bool{false, true}) {
+		t.Errorf("Resent(ctx) in the forwards: %v, want false for the first send, true for the resend", resentSeen)
 	}
 }
 
