@@ -20,8 +20,8 @@
 // diary entry's write (diary_write, a checkpoint's diary) whose answer was
 // lost, settled; lostanswer.go, the other writes' lost answers, so that no
 // record keeps a stamp its text no longer bears; a checkpoint's items
-// looked up around it; kgorigin.go, a closed fact's stamp moved to its
-// closed key) and filter (filter.go, fanout.go; origins.go adds each
+// looked up around it; kgorigin.go, a kg_add of a fact held current
+// stamps nothing, a closed fact's stamp moved to its closed key) and filter (filter.go, fanout.go; origins.go adds each
 // record's origin, record.go stamps the provenance index after a write).
 // Beside the steps: restore.go (gateway trash restore), stream.go (the
 // /logstream relay, events with their origins), advertise.go (what a

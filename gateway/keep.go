@@ -47,6 +47,9 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 	if err != nil {
 		return refuse(ruleUnknowable, fmt.Sprintf("%s: %v (the gateway keeps what a delete removes, so that it can be restored, and makes no delete it cannot keep)", req.Tool, err))
 	}
+	if content, ok := req.Args["content"]; ok && t.Name == "update_drawer" && len(doom.drawers) == 1 {
+		req.held = doom.drawers[0]["content"] == content // a touch: the text stays its writer's
+	}
 	cfg := s.cfg.Load()
 	if limit := cfg.DeleteCapOrDefault(); t.Name != "update_drawer" && len(doom.drawers) > limit && !d.BulkDelete {
 		return refuse(ruleDeleteCap, fmt.Sprintf("%s would remove %d drawers, more than the %d (delete_cap) a device without the bulk-delete grant may remove at once; delete fewer at a time, or ask the operator for the grant (\"bulk_delete\": true on device %s)", req.Tool, len(doom.drawers), limit, d.ID))

@@ -4,32 +4,65 @@ import (
 	"context"
 	"slices"
 
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 )
 
-// retireFactStamps moves the stamp of an open fact (the args' subject,
-// predicate and the object named by objKey) that the upstream now holds
-// closed to the closed fact's key, so the fact filed again after it
-// (another fact, of another writer: MemPalace opens a new one) does not
-// read as the closed one's writer's (attack22 F8). It runs under the
-// write slot, after a kg_invalidate or kg_supersede (its answer given or
-// lost: the upstream says what happened), and before a kg_add of a fact
-// the index holds open (stamped): closed around the gateway since, the
-// add files a new fact, stamped with its own writer. A closed fact the
-// index holds a stamp for keeps its own; an open fact with the same
-// valid_from as a closed one keeps the open stamp (it cannot be told
-// which of the two it was). The cost: one kg_query of the subject after
-// each kg_invalidate and kg_supersede, and before a kg_add of a fact the
-// index holds open.
-func (s *Server) retireFactStamps(ctx context.Context, args map[string]any, objKey string, ifStamped bool) {
-	subj, pred, obj := str(args["subject"]), str(args["predicate"]), str(args[objKey])
-	if ifStamped {
-		if _, ok := s.prov.Lookup(provenance.Fact(subj, pred, obj, str(args["valid_from"]), "")); !ok {
-			return
-		}
+// addingHeldFact reports that the upstream holds the fact a kg_add
+// sends (subject, predicate, object) current: MemPalace then files none
+// and answers the current fact's id, so the add is not that fact's to
+// stamp (attack23 N3: a fact filed around the gateway, or one whose
+// kg_add answer was lost, read as the next adder's). A resend of an op
+// the ledger held in doubt claims it when nothing stamped it: its first
+// send's, whose answer was lost. A look-up that fails proves nothing:
+// the add stamps nothing either (logged). It also moves the stamps of
+// the subject's facts closed around the gateway (retireFactStamps). The
+// cost: one kg_query of the subject before each kg_add.
+func (s *Server) addingHeldFact(ctx context.Context, args map[string]any) bool {
+	facts := s.factsOf(ctx, args)
+	if facts == nil {
+		s.Log.Warn("provenance: the facts of a kg_add's subject were not read before it; the fact reads as of unknown origin", "subject", args["subject"], "predicate", args["predicate"])
+		return !ledger.Resent(ctx)
 	}
-	facts, ok := s.upstreamResult(ctx, "mempalace_kg_query", map[string]any{"entity": subj, "direction": "outgoing"})["facts"].([]any)
+	s.retireFactStamps(ctx, args, "object", facts)
+	want := provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["object"]), "", "")
+	for _, x := range facts {
+		f, _ := x.(map[string]any)
+		if str(f["valid_to"]) != "" || !slices.Equal(provenance.Fact(str(f["subject"]), str(f["predicate"]), str(f["object"]), "", "").Parts, want.Parts) {
+			continue
+		}
+		_, stamped := s.prov.Lookup(provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["object"]), str(f["valid_from"]), ""))
+		return stamped || !ledger.Resent(ctx)
+	}
+	return false
+}
+
+// factsOf are the upstream's facts of a KG write's subject (outgoing),
+// nil when it did not answer.
+func (s *Server) factsOf(ctx context.Context, args map[string]any) []any {
+	facts, ok := s.upstreamResult(ctx, "mempalace_kg_query", map[string]any{"entity": str(args["subject"]), "direction": "outgoing"})["facts"].([]any)
 	if !ok {
+		return nil
+	}
+	return append([]any{}, facts...) // an empty list: read, none held
+}
+
+// retireFactStamps moves the stamp of an open fact (the args' subject,
+// predicate and the object named by objKey) that the upstream holds
+// closed (facts, the subject's) to the closed fact's key, so the fact
+// filed again after it (another fact, of another writer: MemPalace opens
+// a new one) does not read as the closed one's writer's (attack22 F8).
+// It runs under the write slot, after a kg_invalidate or kg_supersede
+// (its answer given or lost: the upstream says what happened), and
+// before a kg_add (closed around the gateway since, the add files a new
+// fact, stamped with its own writer). A closed fact the index holds a
+// stamp for keeps its own; an open fact with the same valid_from as a
+// closed one keeps the open stamp (it cannot be told which of the two it
+// was). The cost: one kg_query of the subject after each kg_invalidate
+// and kg_supersede.
+func (s *Server) retireFactStamps(ctx context.Context, args map[string]any, objKey string, facts []any) {
+	subj, pred, obj := str(args["subject"]), str(args["predicate"]), str(args[objKey])
+	if facts == nil {
 		s.Log.Warn("provenance: the facts of a KG write were not read; a fact it closed keeps its stamp on the open fact's key", "subject", subj, "predicate", pred)
 		return
 	}

@@ -37,8 +37,10 @@ import (
 //     event_ack: the sender's ack of the same event, status and body;
 //   - a diary entry: settledDiary.
 //
-// Other writes whose answer is lost leave their records unstamped (of
-// unknown origin) until a resend is answered: a fact's stamp is keyed by
+// An add_drawer the ledger held in doubt and sent again is answered
+// already_exists: resentAdd finds what its first send filed. Other writes
+// whose answer is lost leave their records unstamped (of unknown origin)
+// until a resend under the same op id is answered: a fact's stamp is keyed by
 // its text, an artifact and a task have new ids and nothing lists them.
 func (s *Server) settledWrite(ctx context.Context, t catalogue.Tool, args map[string]any, body []byte) (int, []byte) {
 	if diary := diaryOf(t, args); diary != nil {
@@ -54,6 +56,9 @@ func (s *Server) settledWrite(ctx context.Context, t catalogue.Tool, args map[st
 		look = s.eventLookUp(t, args)
 	}
 	status, resp := s.upstreamCall(ctx, body)
+	if t.Name == "add_drawer" && status == http.StatusOK && resultOf(resp)["reason"] == "already_exists" && ledger.Resent(ctx) {
+		return s.resentAdd(ctx, look, body, status, resp)
+	}
 	if look == nil || !answerLost(status) {
 		return status, resp
 	}
@@ -61,6 +66,24 @@ func (s *Server) settledWrite(ctx context.Context, t catalogue.Tool, args map[st
 		return settledAnswer(body, made)
 	}
 	return status, resp
+}
+
+// resentAdd is the answer to an add_drawer the op-id ledger held in
+// doubt, sent again and answered already_exists (attack23 N5: its first
+// send's answer and the look-up after it were lost): the drawer is this
+// op's, its first send's, when it carries this device's and agent's
+// added_by and nothing stamped it since; otherwise it is answered as the
+// upstream answered (its first filer's, or of unknown origin).
+func (s *Server) resentAdd(ctx context.Context, look func(context.Context) map[string]any, body []byte, status int, resp []byte) (int, []byte) {
+	made := look(ctx)
+	if made == nil || made["reason"] == "already_exists" {
+		return status, resp
+	}
+	if _, stamped := s.prov.Lookup(provenance.Drawer(str(made["drawer_id"]))); stamped {
+		return status, resp
+	}
+	made["recovered"] = "this op was sent before and its answer lost: the gateway found the drawer that send filed"
+	return settledAnswer(body, made)
 }
 
 // answerLost: the upstream call was sent and its answer lost (the upstream

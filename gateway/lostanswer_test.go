@@ -18,12 +18,12 @@ import (
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
-// lostDevices: ops is trusted, mal (a team_b writer) is not, and mw reads
+// lostDevices: ops is trusted, mal (a team_b and KG writer) is not, and mw reads
 // everything and trusts only ops (marking the rest).
 var lostDevices = []Device{
 	{ID: "ops", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@ops"}, ReadRate: 1e9, WriteRate: 1e9},
-	{ID: "mal", Label: "mal", Read: []string{"*"}, Write: []string{"team_b"}, Agents: []string{"claude@mal"}, ReadRate: 1e9, WriteRate: 1e9},
-	{ID: "mw", Label: "mw", Read: []string{"*"}, Trusts: []string{"ops"}, Coordinator: true, ReadRate: 1e9, WriteRate: 1e9},
+	{ID: "mal", Label: "mal", Read: []string{"*"}, Write: []string{"team_b"}, KG: "write", Agents: []string{"claude@mal"}, ReadRate: 1e9, WriteRate: 1e9},
+	{ID: "mw", Label: "mw", Read: []string{"*"}, KG: "read", Trusts: []string{"ops"}, Coordinator: true, ReadRate: 1e9, WriteRate: 1e9},
 }
 
 // cuttingGateway is a gateway (with an op-id ledger) in front of the

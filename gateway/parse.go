@@ -144,6 +144,11 @@ type rpcRequest struct {
 	// the upstream before it, there after it) when its answer did not
 	// list them (settled or lost: sendWrite).
 	filed []string
+	// held: the write's record was on the upstream before it, holding
+	// the text it sends (update_drawer's content read by the keep step,
+	// a kg_add of a fact held current: sendWrite), so the write is not
+	// its record's to stamp: its stamp, or none, stays.
+	held bool
 }
 
 // badRequest is a parse step's refusal: a JSON-RPC error code and

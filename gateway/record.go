@@ -56,8 +56,8 @@ func (s *Server) authorStep(x *exchange, d *Device, req *rpcRequest) (author *De
 // say (settled, or lost: sendWrite), stamped whatever the answer.
 func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.Tool, args map[string]any, filed []string, resp []byte) {
 	res := resultOf(resp)
-	if (res == nil || res["success"] == false) && len(filed) == 0 {
-		return
+	if (res == nil || res["success"] == false) && len(filed) == 0 || gjson.GetBytes(resp, "result._meta."+gjson.Escape(heldKey)).Bool() {
+		return // nothing made, or a record the upstream held with this text before (sendWrite): its stamp, or none, stays
 	}
 	st := provenance.Stamp{Device: author.ID, Label: author.Label, At: s.Now()}
 	if author != d {
@@ -110,8 +110,8 @@ func (s *Server) stamps(ctx context.Context, t catalogue.Tool, args map[string]a
 		}
 		return out
 	case "update_drawer":
-		if _, rewritten := args["content"]; !rewritten || res["noop"] == true {
-			return nil // moved or untouched: the content is still its writer's
+		if _, rewritten := args["content"]; !rewritten {
+			return nil // moved: the content is still its writer's (touched: heldKey)
 		}
 		return []provenance.Entry{{Key: provenance.Drawer(str(args["drawer_id"])), Stamp: with(""), Replace: true}}
 	case "diary_write":

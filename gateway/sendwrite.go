@@ -6,7 +6,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/provenance"
 )
 
 // sendWrite sends one write to the upstream under the write slot (no
@@ -15,22 +20,59 @@ import (
 // can tell (settledWrite: a diary entry, a rewrite, an add, an ask), and
 // a checkpoint's items are looked up around the send
 // (sentCheckpoint); a KG write's stamps follow the facts it closes
-// (kgorigin.go).
+// (kgorigin.go). A write whose record the upstream held before it with
+// the text it sends (req.held: a touch, a kg_add of a current fact)
+// changes no stamp: its answer says so (heldKey), for recordStep and for
+// the op-id ledger's record, and a touch's stamp is not withdrawn. An op
+// the ledger held in doubt, sent again (ledger.Resent), holds what its
+// first send made when nothing stamped it since (attack23 N2, N3, N5).
 func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcRequest, body []byte) (int, []byte) {
 	switch t.Name {
 	case "checkpoint":
 		return s.sentCheckpoint(ctx, t, req, body)
 	case "kg_add":
-		s.retireFactStamps(ctx, req.Args, "object", true)
+		req.held = s.addingHeldFact(ctx, req.Args)
+	case "update_drawer":
+		if _, stamped := s.prov.Lookup(provenance.Drawer(str(req.Args["drawer_id"]))); req.held && ledger.Resent(ctx) && !stamped {
+			req.held = false // this op's first send's text, its answer lost
+		}
 	}
-	status, resp := s.settledWrite(ctx, t, req.Args, body)
+	var status int
+	var resp []byte
+	if req.held && t.Name == "update_drawer" {
+		status, resp = s.upstreamCall(ctx, body)
+	} else {
+		status, resp = s.settledWrite(ctx, t, req.Args, body)
+	}
 	switch t.Name {
 	case "kg_invalidate":
-		s.retireFactStamps(ctx, req.Args, "object", false)
+		s.retireFactStamps(ctx, req.Args, "object", s.factsOf(ctx, req.Args))
 	case "kg_supersede":
-		s.retireFactStamps(ctx, req.Args, "old_object", false)
+		s.retireFactStamps(ctx, req.Args, "old_object", s.factsOf(ctx, req.Args))
+	}
+	if req.held {
+		resp = markHeld(resp)
 	}
 	return status, resp
+}
+
+// heldKey is the result._meta member (true) of a write's answer whose
+// record the upstream held before it with the text it sent (or a kg_add
+// whose look-up failed): it stamps nothing (recordStep), when answered
+// and when the op-id ledger answers it again from its record.
+const heldKey = "devbox-config/held"
+
+// markHeld marks an answer heldKey (one with no result object is as it
+// was).
+func markHeld(resp []byte) []byte {
+	if !gjson.GetBytes(resp, "result").IsObject() {
+		return resp
+	}
+	out, err := sjson.SetBytes(resp, "result._meta."+gjson.Escape(heldKey), true)
+	if err != nil {
+		return resp
+	}
+	return out
 }
 
 // sentCheckpoint sends a checkpoint and, when its answer does not list

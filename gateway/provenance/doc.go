@@ -18,8 +18,10 @@
 //     the same triple filed again are two facts, each its writer's. A
 //     kg_invalidate or kg_supersede through the gateway (its answer given
 //     or lost) moves the closed fact's stamp to its closed key, as the
-//     primary then holds it; a kg_add of a fact the index holds open
-//     first checks that the primary still holds it open;
+//     primary then holds it; a kg_add first reads the subject's facts:
+//     of a fact the primary holds open it files nothing and stamps
+//     nothing (the open fact keeps its stamp, or none), and a stamp on
+//     a fact closed around the gateway moves to its closed key;
 //   - diary entries by agent, timestamp and the sha256 of the text
 //     (diary_read returns no ids; a long entry's chunks each by its own
 //     text).
@@ -32,7 +34,8 @@
 // join attributed to another device, the admin device that made the join.
 // The first stamp of a record stays (a drawer filed twice with the same
 // content is its first filer's); an update that rewrites a drawer's
-// content replaces it (the new content is the updater's); while it is in
+// content replaces it (the new content is the updater's; one that sends
+// the drawer's own text, a touch, leaves it); while it is in
 // flight the drawer (a tunnel being re-created, too) has no stamp, so a
 // write whose answer is lost, or a gateway stopped mid-forward, never
 // leaves the old writer's stamp on the new text (gateway/lostanswer.go).
@@ -51,12 +54,14 @@
 //
 // What a read returns must find the key, so:
 //
-//   - MemPalace answers an identical open fact's add with the existing
-//     fact's id, and the gateway cannot tell that from a new one: a fact
-//     written around the gateway and asserted again through it is stamped
-//     with the device that asserted it (never one a device that names a
-//     trusted set would otherwise have trusted: unknown is untrusted too).
-//     A drawer filed again is told apart (already_exists) and not stamped.
+//   - Two facts with the same subject, predicate, object, valid_from
+//     and valid_to (a retired fact and one filed closed with its dates)
+//     share one key: both read as the first writer's (the same text).
+//   - A record an op the ledger held in doubt (its answer lost) would
+//     have made, found when the op is sent again, is taken for that op's
+//     when nothing stamped it: a drawer filed around the gateway with an
+//     added_by forged to the device's (operator access) reads as that
+//     device's.
 //   - A fact closed and filed again both around the gateway, with the
 //     same valid_from as before, is not told apart from the one the
 //     gateway stamped (a read shows no ids): the open fact keeps the
