@@ -244,6 +244,12 @@ func BenchmarkDiaryWrite(b *testing.B) {
 		{"diary_write-room-500", func(i int) (string, map[string]any) {
 			return "mempalace_diary_write", map[string]any{"agent_name": "pi", "wing": "wing_busy", "entry": "standup: nothing new"}
 		}},
+		{"checkpoint-3-items", func(i int) (string, map[string]any) {
+			item := func(n int) map[string]any {
+				return map[string]any{"wing": "w", "room": "r", "content": fmt.Sprint("item ", n, " of ", i, " ", time.Now().UnixNano())}
+			}
+			return "mempalace_checkpoint", map[string]any{"items": []any{item(1), item(2), item(3)}}
+		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			added := make([]time.Duration, 0, b.N)
