@@ -58,6 +58,10 @@ type ChildOptions struct {
 	Stderr io.Writer
 	// Version is the edge's, reported to the child.
 	Version string
+	// First, if set, is what a started server gets before any other call
+	// (tools/call params; their answers are dropped): it answers one call
+	// at a time, in the order sent.
+	First func(context.Context) []json.RawMessage
 	// OnDown is called when a start fails (the server is missing or
 	// broken), once per failure after a success or at first.
 	OnDown func(error)
@@ -147,7 +151,14 @@ func (c *Child) runOnce(ctx context.Context) error {
 		conn.Close() // the handshake's error is the one to report
 		return &startError{fmt.Errorf("start %s: %w", c.argv[0], err)}
 	}
-	c.mu.Lock()
+	if c.o.First != nil {
+		for _, p := range c.o.First(ctx) {
+			if err := conn.start(conn.newID(), "tools/call", p, nil); err != nil {
+				break // the connection closed: the session ends below
+			}
+		}
+	}
+	c.mu.Lock() // no call reaches the server before this
 	c.session, c.conn, c.startFailed = session, conn, false
 	c.spawns++
 	c.signalLocked()

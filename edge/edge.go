@@ -98,6 +98,7 @@ func New(cfg Config) *Edge {
 		OnProgress: e.forwardProgress,
 		Stderr:     cfg.ChildStderr,
 		Version:    cfg.Version,
+		First:      e.keptDeleteCalls, // localdelete.go
 		OnDown:     e.localServerDown,
 		Wait:       cfg.CallTimeout,
 		exitWait:   cfg.childExitWait,

@@ -95,6 +95,8 @@ type harnessOpts struct {
 	client *mcp.ClientOptions
 	// out wraps the edge's output to the agent (default as it is).
 	out func(io.WriteCloser) io.WriteCloser
+	// beforeServe, if set, is run on the edge before it serves.
+	beforeServe func(*Edge)
 }
 
 func start(t testing.TB, o harnessOpts) *harness {
@@ -163,6 +165,9 @@ func start(t testing.TB, o harnessOpts) *harness {
 		os.WriteFile(filepath.Join(h.palace, "edge", PolicyFile), []byte(o.policy), 0o600)
 	}
 	h.edge = New(cfg)
+	if o.beforeServe != nil {
+		o.beforeServe(h.edge)
+	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())

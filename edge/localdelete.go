@@ -13,11 +13,12 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
-// watchUnapplied sends the kept deletes to the local palace again: an
-// earlier edge's once the local palace is up, and one this edge keeps
-// without its answer (a cancel past the write grace: keptUnapplied) once
-// the palace has had the write grace again for it, then further apart,
-// until none is left. The updates a kept delete_by_source holds wait for
+// watchUnapplied sends the kept deletes to the local palace again and
+// settles them by its answers (each local palace started got them first,
+// unanswered: keptDeleteCalls): an earlier edge's once the local palace
+// is up, and one this edge keeps without its answer (a cancel past the
+// write grace: keptUnapplied) once the palace has had the write grace
+// again for it, then further apart, until none is left. The updates a kept delete_by_source holds wait for
 // its answer, not for the next edge start.
 func (e *Edge) watchUnapplied(ctx context.Context) {
 	select {
@@ -49,6 +50,31 @@ func (e *Edge) watchUnapplied(ctx context.Context) {
 			t.Reset(wait)
 		}
 	}
+}
+
+// keptDeleteCalls are the local calls of the kept deletes, which each
+// local palace started gets before any other call (ChildOptions.First):
+// it answers one call at a time, in the order sent, so no read it answers
+// shows what they delete, however late watchUnapplied sends them (it
+// waits for no write to be at the local palace). Their answers are
+// dropped: watchUnapplied's send settles them ("not found" then: applied).
+// A delete the local palace fails at leaves its drawer in local reads
+// until a later send applies it.
+func (e *Edge) keptDeleteCalls(ctx context.Context) []json.RawMessage {
+	if e.outbox == nil {
+		return nil
+	}
+	us, err := e.outbox.Unapplied(ctx)
+	if err != nil && ctx.Err() == nil {
+		e.log.Error("deletes kept without the local palace's answer are not read: local reads may show what they delete until they are sent", "err", err)
+	}
+	var out []json.RawMessage
+	for _, u := range us {
+		if len(u.Call) > 0 {
+			out = append(out, u.Call)
+		}
+	}
+	return out
 }
 
 // maxUnappliedWait bounds the wait between two sends of the kept deletes

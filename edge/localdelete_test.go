@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,4 +223,47 @@ func TestKeptDeleteRefusedForGoodIsSettled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A delete kept without the local palace's answer (the edge killed while
+// the local palace was at it) reaches the next edge's local palace before
+// any read does: it answers one call at a time, in the order sent, so no
+// read there finds the drawer. Here a write is at the local palace as the
+// edge starts (the lock a write holds there, taken before it serves), so
+// the kept delete's re-send, which waits for no write to be there, comes
+// late. Before, the first reads went to the local palace ahead of it: a
+// merged search, get_drawer, get_drawers and list_drawers showed the
+// drawer the user deleted (CI saw it in TestKilledMidDeleteStaysDeleted).
+func TestKeptDeleteSentBeforeTheFirstRead(t *testing.T) {
+	t.Parallel()
+	palace := filepath.Join(t.TempDir(), "palace")
+	const content = "the wifi password is in the drawer deleted before a kill"
+	id := DrawerIDFor("private", "ops", content)
+	t.Run("written", func(t *testing.T) {
+		h := start(t, harnessOpts{palace: palace, policy: privateWing})
+		h.call("add_drawer", map[string]any{"wing": "private", "room": "ops", "content": content})
+	})
+	keptUnapplied(t, palace, "mempalace_delete_drawer", map[string]any{"drawer_id": id}, outbox.Tombstone{Kind: outbox.TombDrawer, Key: id})
+	var writing sync.Once
+	h := start(t, harnessOpts{palace: palace, beforeServe: func(e *Edge) { e.resending.RLock() }})
+	done := func() { writing.Do(h.edge.resending.RUnlock) }
+	defer done()
+	m, _ := h.call("search", map[string]any{"query": content, "limit": 10})
+	if s := mustJSON(m["results"]); strings.Contains(s, id) {
+		t.Errorf("the first search after the restart shows the deleted drawer: %s", s)
+	}
+	if m, _ := h.call("get_drawer", map[string]any{"drawer_id": id}); m["content"] != nil {
+		t.Errorf("get_drawer after the restart finds the deleted drawer: %v", m)
+	}
+	if m, _ := h.call("get_drawers", map[string]any{"drawer_ids": []string{id}}); strings.Contains(mustJSON(m), content) {
+		t.Errorf("get_drawers after the restart finds the deleted drawer: %v", m)
+	}
+	if m, _ := h.call("list_drawers", map[string]any{"wing": "private"}); strings.Contains(mustJSON(m["drawers"]), id) {
+		t.Errorf("list_drawers after the restart shows the deleted drawer: %v", m)
+	}
+	done()
+	h.eventually("the kept delete settled by the local palace's answer", func() bool {
+		us, err := h.edge.outbox.Unapplied(context.Background())
+		return err == nil && len(us) == 0
+	})
 }

@@ -49,8 +49,10 @@ import (
 // the local palace applied it is not known then, nor for a delete given
 // up at the stop grace: either is kept with its note marked unapplied
 // (DeleteUnapplied), holding the local call, which the next edge sends to
-// its local palace once it is up; an answer that it is applied ("not
-// found" too) settles it (DropUnapplied), a failure leaves it for the next. Until then the local copy shows in local reads. A
+// its local palace once it is up, ahead of any other call, so no local
+// read shows the local copy; an answer that it is applied ("not found"
+// too) settles it (DropUnapplied), a failure leaves it for the next (the
+// local copy shows in local reads meanwhile). A
 // tombstone alone would not hide it for good: an admin's goes when the
 // delete lands on the primary. A delete's note names its owner too, and one
 // whose edge runs is left to it, as an intent is.
