@@ -32,7 +32,7 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 	if err := checkOpID(c.OpID); err != nil {
 		return Answer{}, "", fmt.Errorf("ledger: op id: %w", err)
 	}
-	claim, recorded, resent, err := l.claim(ctx, c)
+	claim, recorded, resent, held, err := l.claim(ctx, c)
 	if err != nil {
 		return Answer{}, "", err
 	}
@@ -46,7 +46,10 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 		}
 	}()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.opt.StaleAfter)
-	if resent {
+	switch {
+	case !resent:
+		fctx = context.WithValue(fctx, firstSendKey{}, firstSend{l, c, claim})
+	case !held:
 		fctx = context.WithValue(fctx, resentKey{}, true)
 	}
 	ans, ferr := forward(fctx)
@@ -82,12 +85,41 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 type resentKey struct{}
 
 // Resent reports that a forward Do runs sends an op it held in doubt
-// again (OutcomeResent): this device's op reached the upstream before
-// without an answer, so what the upstream holds of it may be that
-// send's.
+// again (OutcomeResent) whose first send did not find its record on the
+// upstream (Held): this device's op reached the upstream before without
+// an answer, so what the upstream holds of it may be that send's.
 func Resent(ctx context.Context) bool {
 	on, _ := ctx.Value(resentKey{}).(bool)
 	return on
+}
+
+type firstSendKey struct{}
+
+// firstSend is the op a forward sends for the first time (not Resent).
+type firstSend struct {
+	l     *Ledger
+	c     Call
+	claim string
+}
+
+// Held records, in a forward Do runs that sends its op for the first
+// time, before the send, that the upstream holds the op's record already
+// (or could not say): a resend of the op, held in doubt, is then not
+// Resent, whatever its own look-up finds, since what the upstream holds
+// is not that send's (attack24 M1-M3). The record outlives a lost answer
+// and a gateway stopping mid-forward; a send after one that was not
+// applied is a first send again. Elsewhere (a resend, no op id) it does
+// nothing. An error: the ledger could not be written (ErrUnavailable).
+func Held(ctx context.Context) error {
+	f, ok := ctx.Value(firstSendKey{}).(firstSend)
+	if !ok {
+		return nil
+	}
+	if _, err := f.l.stmt.held.ExecContext(context.WithoutCancel(ctx), f.c.Device, f.c.OpID, f.claim); err != nil {
+		return fmt.Errorf("ledger %s: %w: %w", f.l.path, ErrUnavailable, err)
+	}
+	f.l.committed()
+	return nil
 }
 
 func sameWrite(first, c Call) error {
@@ -104,8 +136,9 @@ func sameWrite(first, c Call) error {
 // claim takes the key for this call (returning its claim token), or
 // returns the recorded result, or refuses at once: ErrInFlight while
 // another claim is fresh, ErrInDoubt once it is stale and c.Resend says
-// nothing. resent: a stale claim was taken over on c.Resend's word.
-func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []byte, resent bool, err error) {
+// nothing. resent: a stale claim was taken over on c.Resend's word;
+// held: its first send found its record there (Held).
+func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []byte, resent, held bool, err error) {
 	claim = fmt.Sprintf("%s-%d", l.instance, l.claims.Add(1))
 	// Each statement is short and bounded by busy_timeout; a cancellable
 	// context would cost the driver a watcher goroutine per statement.
@@ -114,50 +147,50 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		now := l.opt.Now().UnixMilli()
 		res, err := l.stmt.insert.ExecContext(sctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
 		if err != nil {
-			return "", nil, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+			return "", nil, false, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not inserted: the row is read next
 			l.committed()
 			l.maybePrune(now)
-			return claim, nil, false, nil
+			return claim, nil, false, false, nil
 		}
 		var first Call
 		var state string
 		var result sql.NullString
 		var updated int64
-		err = l.stmt.get.QueryRowContext(sctx, c.Device, c.OpID).Scan(&first.Tool, &first.ArgsDigest, &state, &result, &updated)
+		err = l.stmt.get.QueryRowContext(sctx, c.Device, c.OpID).Scan(&first.Tool, &first.ArgsDigest, &state, &result, &updated, &held)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // pruned between the two statements
 		}
 		if err != nil {
-			return "", nil, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+			return "", nil, false, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if err := sameWrite(first, c); err != nil {
-			return "", nil, false, err
+			return "", nil, false, false, err
 		}
 		stale := now - (l.opt.StaleAfter + l.opt.StaleGrace).Milliseconds()
 		switch {
 		case state == "done":
-			return "", []byte(result.String), false, nil
+			return "", []byte(result.String), false, false, nil
 		case state == "inflight" && updated >= stale:
-			return "", nil, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
+			return "", nil, false, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
 		case (state == "inflight" || state == "doubt") && c.Resend == "":
-			return "", nil, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInDoubt)
+			return "", nil, false, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInDoubt)
 		}
 		res, err = l.stmt.take.ExecContext(sctx, claim, now, c.Device, c.OpID, c.Resend != "", stale)
 		if err != nil {
-			return "", nil, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+			return "", nil, false, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not taken: the row is read again
 			l.committed()
 			if state != "open" {
 				l.opt.Log.Warn("op-id ledger: an op in doubt forwarded again on the caller's word", "device", c.Device, "op_id", c.OpID, "why", c.Resend)
 			}
-			return claim, nil, state != "open", nil
+			return claim, nil, state != "open", held && state != "open", nil
 		}
 	}
 	// Taken by another call between the read and the take, three times.
-	return "", nil, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
+	return "", nil, false, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
 }
 
 // settleInDoubt ends a claim whose forward reached the upstream without

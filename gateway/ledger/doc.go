@@ -56,6 +56,11 @@
 // waits in doubt for an operator, whose "send it again" carries
 // ResendKey = "operator". Such a call takes the stale claim over and is
 // forwarded ([OutcomeResent]).
+// The forward is told so ([Resent]), unless the op's first send found
+// its record on the upstream already: a forward says that before the
+// send ([Held], kept in the op's row, also across a gateway stopping
+// mid-forward), since after it a record the send made and one that was
+// there look alike.
 //
 // Only an answer that says the write landed is recorded: an HTTP 200
 // JSON-RPC result that is not isError and whose JSON text has neither
@@ -85,7 +90,7 @@
 // (<dir of audit_log>/op-ledger.sqlite). A process crash loses nothing; a
 // power cut may forget the last records, whose retries are then forwarded
 // again (the per-type replay rules still hold for them). A fresh op costs
-// two single-statement commits (claim, record); a replay a no-op insert
+// two single-statement commits (claim, record; a third for [Held]); a replay a no-op insert
 // and one indexed read. Statements are prepared once. SQLite's automatic
 // checkpoint is off (it fsyncs on the request that crosses its threshold);
 // the ledger checkpoints in the background every 256 commits, and an idle

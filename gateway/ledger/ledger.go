@@ -143,7 +143,8 @@ CREATE TABLE IF NOT EXISTS ops(
   claim       TEXT NOT NULL DEFAULT '',
   result      TEXT,
   created_at  INTEGER NOT NULL,
-  updated_at  INTEGER NOT NULL
+  updated_at  INTEGER NOT NULL,
+  held        INTEGER NOT NULL DEFAULT 0 -- Held: the op's first send found its record there
 );
 CREATE UNIQUE INDEX IF NOT EXISTS ops_key ON ops(device, op_id);
 `
@@ -213,7 +214,7 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 // database.
 func (l *Ledger) Close() error {
 	l.bg.Wait()
-	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen, l.stmt.doubt} {
+	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen, l.stmt.doubt, l.stmt.held} {
 		if st != nil {
 			st.Close() // a statement: closing it frees memory only
 		}
@@ -251,13 +252,22 @@ func (l *Ledger) createSchema() error {
 	} else if _, err := tx.Exec(schema); err != nil {
 		return err
 	}
+	var held int
+	if err := tx.QueryRow(`SELECT count(*) FROM pragma_table_info('ops') WHERE name='held'`).Scan(&held); err != nil {
+		return err
+	}
+	if held == 0 { // a ledger from before Held: its ops' first sends found nothing
+		if _, err := tx.Exec(`ALTER TABLE ops ADD COLUMN held INTEGER NOT NULL DEFAULT 0`); err != nil {
+			return fmt.Errorf("migrating the ledger: %w", err)
+		}
+	}
 	return tx.Commit()
 }
 
 // statements are the ledger's queries, prepared once (a fresh op runs
 // two of them; preparing each time was a visible share of its cost).
 type statements struct {
-	insert, get, take, done, reopen, doubt *sql.Stmt
+	insert, get, take, done, reopen, doubt, held *sql.Stmt
 }
 
 func (l *Ledger) prepare() error {
@@ -273,12 +283,15 @@ func (l *Ledger) prepare() error {
 	l.stmt = statements{
 		insert: prep(`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at)
 			VALUES(?,?,?,?,'inflight',?,?,?) ON CONFLICT DO NOTHING`),
-		get: prep(`SELECT tool, args_digest, state, result, updated_at FROM ops WHERE device=? AND op_id=?`),
-		take: prep(`UPDATE ops SET state='inflight', claim=?, updated_at=?
+		get: prep(`SELECT tool, args_digest, state, result, updated_at, held FROM ops WHERE device=? AND op_id=?`),
+		// A send after one that was not applied (open) is a first send
+		// again: it looks again (held).
+		take: prep(`UPDATE ops SET state='inflight', claim=?, updated_at=?, held = held AND state<>'open'
 			WHERE device=? AND op_id=? AND (state='open' OR (? AND (state='doubt' OR (state='inflight' AND updated_at < ?))))`),
 		done:   prep(`UPDATE ops SET state='done', claim='', result=?, updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 		reopen: prep(`UPDATE ops SET state='open', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 		doubt:  prep(`UPDATE ops SET state='doubt', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
+		held:   prep(`UPDATE ops SET held=1 WHERE device=? AND op_id=? AND claim=?`),
 	}
 	return err
 }

@@ -596,3 +596,95 @@ func TestAnOlderLedgerIsMigrated(t *testing.T) {
 		t.Fatalf("the doubt state in a migrated ledger: %v", err)
 	}
 }
+
+// An op whose first send found its record on the upstream already
+// (Held: a touch, a kg_add of a current fact) is, sent again out of
+// doubt, not told Resent: what the upstream holds is not that send's
+// (attack24 M1-M3). The fact is kept with the op: across a lost answer,
+// a gateway that stopped mid-forward, and a lost resend; a send after
+// one that was not applied looks again.
+func TestAResendOfAnOpWhoseFirstSendFoundItsRecordIsNotResent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	c := &clock{t: time.Now()}
+	l := open(t, path, Options{Now: c.now})
+	var seen []bool
+	send := func(held bool, status int) func(context.Context) (Answer, error) {
+		return func(ctx context.Context) (Answer, error) {
+			seen = append(seen, Resent(ctx))
+			if held {
+				if err := Held(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return Answer{Status: status, Body: []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"{\"success\": true}"}]}}`), MaybeApplied: status == 502}, nil
+		}
+	}
+	resend := func(op string) Call { c := call("laptop", op, "2"); c.Resend = "looked-up"; return c }
+	do := func(c Call, f func(context.Context) (Answer, error)) {
+		t.Helper()
+		if _, _, err := l.Do(context.Background(), c, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	lost := opID("held, lost")
+	do(call("laptop", lost, "1"), send(true, 502))
+	do(resend(lost), send(true, 502)) // a resend saying Held changes nothing
+	do(resend(lost), send(false, 200))
+	if !slices.Equal(seen, []bool{false, false, false}) {
+		t.Errorf("an op whose first send found its record, its answer lost: Resent %v, want false in every send", seen)
+	}
+
+	seen = nil
+	stopped := opID("held, gateway stopped")
+	l.Do(context.Background(), call("laptop", stopped, "1"), func(ctx context.Context) (Answer, error) {
+		if err := Held(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return Answer{}, errors.New("killed")
+	})
+	if _, err := l.db.Exec(`UPDATE ops SET state='inflight' WHERE op_id=?`, stopped); err != nil { // as a gateway that died mid-forward leaves it
+		t.Fatal(err)
+	}
+	c.add(DefaultStaleAfter + DefaultStaleGrace + time.Second)
+	do(resend(stopped), send(false, 200))
+	if !slices.Equal(seen, []bool{false}) {
+		t.Errorf("an op whose first send found its record, its gateway stopped: Resent %v, want false", seen)
+	}
+
+	seen = nil
+	again := opID("held, not applied, then lost")
+	do(call("laptop", again, "1"), send(true, 503))  // not applied: open again
+	do(call("laptop", again, "1"), send(false, 502)) // sent again: its record was not there this time
+	do(resend(again), send(false, 200))
+	if !slices.Equal(seen, []bool{false, false, true}) {
+		t.Errorf("an op sent again after a send that was not applied: Resent %v, want true in its resend", seen)
+	}
+}
+
+// A ledger from before Held opens with its rows: an op it holds in doubt
+// is, sent again, Resent (its first send's look-up was not kept).
+func TestALedgerFromBeforeHeldOpens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE ops(device TEXT NOT NULL, op_id TEXT NOT NULL, tool TEXT NOT NULL, args_digest TEXT NOT NULL,
+		state TEXT NOT NULL CHECK (state IN ('inflight','open','done','doubt')), claim TEXT NOT NULL DEFAULT '', result TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+		CREATE UNIQUE INDEX ops_key ON ops(device, op_id);
+		INSERT INTO ops VALUES('laptop', ?, 'mempalace_add_drawer', 'd1', 'doubt', '', NULL, ?, ?)`, opID("old"), time.Now().UnixMilli(), time.Now().UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	l := open(t, path, Options{})
+	resend := call("laptop", opID("old"), "1")
+	resend.Resend = "looked-up"
+	var resent bool
+	if _, o, err := l.Do(context.Background(), resend, func(ctx context.Context) (Answer, error) {
+		resent = Resent(ctx)
+		return (&upstream{}).forward("1")(ctx)
+	}); err != nil || o != OutcomeResent || !resent {
+		t.Fatalf("an op in doubt in a ledger from before Held, sent again: %v %v, Resent %v", o, err, resent)
+	}
+}
