@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/tidwall/gjson"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/provenance"
@@ -48,7 +50,7 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 		return refuse(ruleUnknowable, fmt.Sprintf("%s: %v (the gateway keeps what a delete removes, so that it can be restored, and makes no delete it cannot keep)", req.Tool, err))
 	}
 	if content, ok := req.Args["content"]; ok && t.Name == "update_drawer" && len(doom.drawers) == 1 {
-		req.held = doom.drawers[0]["content"] == content // a touch: the text stays its writer's
+		req.held = sameText(str(doom.drawers[0]["content"]), str(content)) // a touch: the text stays its writer's
 	}
 	cfg := s.cfg.Load()
 	if limit := cfg.DeleteCapOrDefault(); t.Name != "update_drawer" && len(doom.drawers) > limit && !d.BulkDelete {
@@ -202,4 +204,12 @@ func (k *kept) outcome(status int, resp []byte) (state trash.State, note string,
 		return "", "", nil, true
 	}
 	return trash.StateDeleted, "", nil, false
+}
+
+// sameText: a and b are one text but for Unicode normal form (NFC) and
+// whitespace (runs of it are one space; leading and trailing, none): an
+// update_drawer sending its drawer's text so (an agent's round trip that
+// normalised it) is a touch (attack24 L2).
+func sameText(a, b string) bool {
+	return a == b || slices.Equal(strings.Fields(norm.NFC.String(a)), strings.Fields(norm.NFC.String(b)))
 }

@@ -13,9 +13,11 @@ import (
 // and answers the current fact's id, so the add is not that fact's to
 // stamp (attack23 N3: a fact filed around the gateway, or one whose
 // kg_add answer was lost, read as the next adder's). A resend of an op
-// the ledger held in doubt claims it when nothing stamped it: its first
-// send's, whose answer was lost. A look-up that fails proves nothing:
-// the add stamps nothing either (logged). It also moves the stamps of
+// the ledger held in doubt claims it when nothing stamped it and its
+// first send found it absent (ledger.Resent: that send's, whose answer
+// was lost); one whose first send found it current, or could not look,
+// claims nothing (ledger.Held, sendWrite: attack24 M2, M3). A look-up
+// that fails proves nothing: the add stamps nothing either (logged). It also moves the stamps of
 // the subject's facts closed around the gateway (retireFactStamps). The
 // cost: one kg_query of the subject before each kg_add.
 func (s *Server) addingHeldFact(ctx context.Context, args map[string]any) bool {

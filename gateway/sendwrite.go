@@ -25,7 +25,9 @@ import (
 // changes no stamp: its answer says so (heldKey), for recordStep and for
 // the op-id ledger's record, and a touch's stamp is not withdrawn. An op
 // the ledger held in doubt, sent again (ledger.Resent), holds what its
-// first send made when nothing stamped it since (attack23 N2, N3, N5).
+// first send made when nothing stamped it since (attack23 N2, N3, N5);
+// one whose first send was held (ledger.Held: the record was there
+// before it) made nothing, and is held again (attack24 M1-M3).
 func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcRequest, body []byte) (int, []byte) {
 	switch t.Name {
 	case "checkpoint":
@@ -34,7 +36,15 @@ func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcReques
 		req.held = s.addingHeldFact(ctx, req.Args)
 	case "update_drawer":
 		if _, stamped := s.prov.Lookup(provenance.Drawer(str(req.Args["drawer_id"]))); req.held && ledger.Resent(ctx) && !stamped {
-			req.held = false // this op's first send's text, its answer lost
+			req.held = false // this op's first send's text (that send was a rewrite), its answer lost
+		}
+	}
+	if req.held {
+		// A resend of this op, held in doubt, finds the record as this
+		// send leaves it: the ledger keeps that it was there before.
+		if err := ledger.Held(ctx); err != nil {
+			s.Log.Error("op-id ledger not writable: refusing a write it may have to answer again", "tool", t.Name, "err", err)
+			return http.StatusOK, rpcErrBytes(req.rawID(), CodeDenied, "devbox-config gateway: the op-id ledger cannot be written; writes are refused")
 		}
 	}
 	var status int
