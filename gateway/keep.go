@@ -50,7 +50,9 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 		return refuse(ruleUnknowable, fmt.Sprintf("%s: %v (the gateway keeps what a delete removes, so that it can be restored, and makes no delete it cannot keep)", req.Tool, err))
 	}
 	if content, ok := req.Args["content"]; ok && t.Name == "update_drawer" && len(doom.drawers) == 1 {
-		req.held = sameText(str(doom.drawers[0]["content"]), str(content)) // a touch: the text stays its writer's
+		now, sent := str(doom.drawers[0]["content"]), str(content)
+		req.held = sameText(now, sent) // a touch: the text stays its writer's, or, respelt, no one's
+		req.respelt = req.held && now != sent
 	}
 	cfg := s.cfg.Load()
 	if limit := cfg.DeleteCapOrDefault(); t.Name != "update_drawer" && len(doom.drawers) > limit && !d.BulkDelete {
@@ -208,8 +210,10 @@ func (k *kept) outcome(status int, resp []byte) (state trash.State, note string,
 
 // sameText: a and b are one text but for Unicode normal form (NFC) and
 // whitespace (runs of it are one space; leading and trailing, none): an
-// update_drawer sending its drawer's text so (an agent's round trip that
-// normalised it) is a touch (attack24 L2).
+// update_drawer sending its drawer's text so is a touch. Respelt (not the
+// same bytes: an agent's round trip that normalised it, attack24 L2, or
+// an indentation that moves a line of code out of its block), the drawer
+// is of unknown origin, neither writer's (req.respelt).
 func sameText(a, b string) bool {
 	return a == b || slices.Equal(strings.Fields(norm.NFC.String(a)), strings.Fields(norm.NFC.String(b)))
 }

@@ -149,6 +149,10 @@ type rpcRequest struct {
 	// a kg_add of a fact held current: sendWrite), so the write is not
 	// its record's to stamp: its stamp, or none, stays.
 	held bool
+	// respelt: held, the update_drawer's text the drawer's words in other
+	// whitespace or Unicode form (sameText, not the same bytes): neither
+	// writer's alone, so its stamp goes (of unknown origin).
+	respelt bool
 }
 
 // badRequest is a parse step's refusal: a JSON-RPC error code and

@@ -47,6 +47,13 @@ func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcReques
 			return http.StatusOK, rpcErrBytes(req.rawID(), CodeDenied, "devbox-config gateway: the op-id ledger cannot be written; writes are refused")
 		}
 	}
+	if req.respelt {
+		// The same words respelt (whitespace, Unicode form): neither the
+		// writer's text nor the updater's alone, so no one's.
+		if err := s.prov.Forget(context.WithoutCancel(ctx), provenance.Drawer(str(req.Args["drawer_id"]))); err != nil {
+			s.Log.Error("provenance index not writable: a respelt drawer keeps its writer's origin", "drawer", req.Args["drawer_id"], "err", err)
+		}
+	}
 	var status int
 	var resp []byte
 	if req.held && t.Name == "update_drawer" {
