@@ -52,7 +52,8 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 	if content, ok := req.Args["content"]; ok && t.Name == "update_drawer" && len(doom.drawers) == 1 {
 		now, sent := str(doom.drawers[0]["content"]), str(content)
 		req.held = sameText(now, sent) // a touch: the text stays its writer's, or, respelt, no one's
-		req.respelt = req.held && now != sent
+		st, stamped := s.prov.Lookup(provenance.Drawer(str(req.Args["drawer_id"])))
+		req.respelt = req.held && now != sent && !(stamped && st.Device == d.ID) // its own words respelt stay its writer's
 	}
 	cfg := s.cfg.Load()
 	if limit := cfg.DeleteCapOrDefault(); t.Name != "update_drawer" && len(doom.drawers) > limit && !d.BulkDelete {

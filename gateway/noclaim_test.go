@@ -283,6 +283,7 @@ func touchVariants(t *testing.T, url string) {
 		{"a no-break space", "mal", malText, "ops", strings.Replace(malText, " ", "\u00a0", 1), "unknown"},
 		{"another word", "mal", malText, "ops", strings.Replace(malText, "disable", "run", 1), "ops"},
 		{"code indented otherwise", "ops", opsCode, "mal", "if release:\n    run_tests()\n    deploy()", "unknown"},
+		{"its own words respelt", "ops", opsCode, "ops", opsCode + "\n", "ops"},
 	} {
 		prefix := c.name + ": "
 		res, rpc, _ := g.call(g.tokens[c.writer], "add_drawer", map[string]any{"wing": "team_b", "room": "variants", "content": prefix + c.text})
