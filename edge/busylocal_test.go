@@ -308,6 +308,10 @@ func TestRealASearchDuringAMineAnswers(t *testing.T) {
 	began := time.Now()
 	h.send(toolCall("add", "mempalace_add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "filed just before the mine"}))
 	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": src, "wing": "mined"}))
+	// The mine waits for the write before it, and so would a search sent
+	// now: once the write is answered, either may reach the local palace
+	// first. The search goes once the mine is there.
+	h.eventually("the mine at the local palace", func() bool { c := h.edge.child.live(); return c != nil && c.longJob() == "mining" })
 	h.send(toolCall("search", "mempalace_search", map[string]any{"query": "sqlite outbox"}))
 	a := h.await("search", 60*time.Second)
 	if a == nil {
