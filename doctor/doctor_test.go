@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -200,13 +201,12 @@ func TestSplitStores(t *testing.T) {
 		b := newBox(t)
 		write(t, filepath.Join(b.home, ".mempalace", "known_entities.json"), `{"people": ["alice"], "projects": []}`, 0o600)
 		write(t, filepath.Join(b.palace, "known_entities.json"), `{"people": ["bob"]}`, 0o600)
-		only(t, b.run(), "error:entities-split")
-	})
-	t.Run("hallways, one empty", func(t *testing.T) {
-		b := newBox(t)
-		write(t, filepath.Join(b.home, ".mempalace", "hallways.json"), ``, 0o600)
-		write(t, filepath.Join(b.palace, "hallways.json"), `[{"from": "wing_a", "to": "wing_b"}]`, 0o600)
-		only(t, b.run(), "warn:hallways-split")
+		fs := b.run()
+		only(t, fs, "error:entities-split")
+		// MemPalace 3.11 reads ~/.mempalace/known_entities.json in every process (miner.py).
+		if !strings.Contains(fs[0].Message, "reads only the first") {
+			t.Fatalf("should say 3.11 reads only ~/.mempalace's: %s", fs[0].Message)
+		}
 	})
 	t.Run("only one side exists", func(t *testing.T) {
 		b := newBox(t)
@@ -223,6 +223,119 @@ func TestSplitStores(t *testing.T) {
 		only(t, fs, "error:kg-split")
 		if !strings.Contains(fs[0].Message, custom) {
 			t.Fatalf("should name the configured palace %s: %s", custom, fs[0].Message)
+		}
+	})
+}
+
+// hallwaysJSON is a hallways file as MemPalace 3.11 writes it, n records.
+func hallwaysJSON(n int) string {
+	var hs []string
+	for i := range n {
+		hs = append(hs, fmt.Sprintf(`{"id": "h%d", "wing": "w", "entity_a": "alice", "entity_b": "bob%d", "co_occurrence_count": 2}`, i, i))
+	}
+	return `{"schema_version": 1, "hallways": [` + strings.Join(hs, ", ") + `]}`
+}
+
+// MemPalace 3.11 keeps hallways in <palace's parent>/hallways.json in every
+// process and ignores a pre-3.3.6 ~/.mempalace/hallways.json elsewhere
+// (hallways.py _load_hallways: a warning, never a migration). Doctor says
+// so when the old file holds hallways, naming both paths, and nothing when
+// the two paths are one file or the old one holds none; <palace>/hallways.json
+// is read by nobody.
+func TestHallwaysLegacyFile(t *testing.T) {
+	box := func(t *testing.T) (b *box, legacy, configured string) {
+		b = newBox(t)
+		b.palace = filepath.Join(b.home, "palaces", "main")
+		b.env["MEMPALACE_PALACE_PATH"] = b.palace
+		return b, filepath.Join(b.home, ".mempalace", "hallways.json"), filepath.Join(b.home, "palaces", "hallways.json")
+	}
+	t.Run("the old file holds hallways, the configured one is missing", func(t *testing.T) {
+		b, legacy, configured := box(t)
+		write(t, legacy, hallwaysJSON(2), 0o600)
+		fs := b.run()
+		only(t, fs, "warn:hallways-split")
+		for _, want := range []string{legacy, configured, "2 hallways", "ignores"} {
+			if !strings.Contains(fs[0].Message, want) {
+				t.Errorf("message lacks %q: %s", want, fs[0].Message)
+			}
+		}
+		if !strings.Contains(fs[0].Fix, "doctor --fix") || !strings.Contains(fs[0].Fix, configured) {
+			t.Errorf("fix: %s", fs[0].Fix)
+		}
+	})
+	t.Run("the old file holds none", func(t *testing.T) {
+		b, legacy, _ := box(t)
+		write(t, legacy, hallwaysJSON(0), 0o600)
+		only(t, b.run())
+	})
+	t.Run("the palace's own hallways.json is read by nobody", func(t *testing.T) {
+		b, legacy, configured := box(t)
+		write(t, legacy, hallwaysJSON(1), 0o600)
+		write(t, filepath.Join(b.palace, "hallways.json"), hallwaysJSON(3), 0o600)
+		fs := b.run()
+		only(t, fs, "warn:hallways-split")
+		if !strings.Contains(fs[0].Message, configured+" (missing)") {
+			t.Errorf("should compare with %s, missing: %s", configured, fs[0].Message)
+		}
+	})
+	t.Run("the default palace: one path", func(t *testing.T) {
+		b := newBox(t) // ~/.mempalace/palace: its parent's hallways.json is the old path
+		write(t, filepath.Join(b.home, ".mempalace", "hallways.json"), hallwaysJSON(1), 0o600)
+		write(t, filepath.Join(b.palace, "hallways.json"), hallwaysJSON(0), 0o600)
+		only(t, b.run())
+	})
+	t.Run("a palace directly in ~/.mempalace: hallways beside it", func(t *testing.T) {
+		b := newBox(t)
+		b.env["MEMPALACE_PALACE_PATH"] = filepath.Join(b.home, ".mempalace")
+		write(t, filepath.Join(b.home, ".mempalace", "hallways.json"), hallwaysJSON(1), 0o600)
+		fs := b.run()
+		only(t, fs, "warn:hallways-split")
+		if !strings.Contains(fs[0].Message, filepath.Join(b.home, "hallways.json")) {
+			t.Errorf("%s", fs[0].Message)
+		}
+	})
+	t.Run("--fix moves them to the configured path and links the old one", func(t *testing.T) {
+		for name, existing := range map[string]string{"missing": "", "empty": hallwaysJSON(0)} {
+			t.Run(name, func(t *testing.T) {
+				b, legacy, configured := box(t)
+				write(t, legacy, hallwaysJSON(2), 0o600)
+				if existing != "" {
+					write(t, configured, existing, 0o600)
+				}
+				res, err := FixSplit(b.opts)
+				if err != nil || len(res) != 1 || !res[0].Done {
+					t.Fatalf("%+v %v", res, err)
+				}
+				if n, err := hallwayRecords(configured); err != nil || n != 2 {
+					t.Fatalf("configured file holds %d hallways (%v), want 2", n, err)
+				}
+				li, err1 := os.Stat(legacy)
+				ci, err2 := os.Stat(configured)
+				if err1 != nil || err2 != nil || !os.SameFile(li, ci) {
+					t.Fatalf("the old path is not the configured file: %v %v", err1, err2)
+				}
+				if n, err := hallwayRecords(filepath.Join(res[0].Backup, "home-hallways.json")); err != nil || n != 2 {
+					t.Fatalf("backup: %d %v", n, err)
+				}
+				only(t, b.run())
+			})
+		}
+	})
+	t.Run("both hold hallways: --fix refuses, changes nothing", func(t *testing.T) {
+		b, legacy, configured := box(t)
+		write(t, legacy, hallwaysJSON(2), 0o600)
+		write(t, configured, hallwaysJSON(1), 0o600)
+		fs := b.run()
+		only(t, fs, "warn:hallways-split")
+		if !strings.Contains(fs[0].Fix, "refuses") {
+			t.Errorf("fix: %s", fs[0].Fix)
+		}
+		before := snapshot(t, b.home)
+		if _, err := FixSplit(b.opts); !errors.Is(err, ErrBothHoldData) {
+			t.Fatalf("want a refusal: %v", err)
+		}
+		if after := snapshot(t, b.home); after != before {
+			t.Fatalf("a refused fix changed files:\n%s\n%s", before, after)
 		}
 	})
 }

@@ -146,6 +146,40 @@ func TestRealDoctorOnRealLayouts(t *testing.T) {
 	})
 }
 
+// TestRealDoctorMovesLegacyHallways: real mempalace-mcp 3.11.0 (no
+// --palace, the palace from MEMPALACE_PALACE_PATH, as the edge starts it)
+// lists none of the hallways in a pre-3.3.6 ~/.mempalace/hallways.json;
+// doctor says where 3.11 keeps them (beside the palace) and --fix moves
+// them there, after which the same server lists them.
+func TestRealDoctorMovesLegacyHallways(t *testing.T) {
+	p := realpalace.New(t)
+	write(t, filepath.Join(p.Home, ".mempalace", "hallways.json"), hallwaysJSON(2), 0o600)
+	total := func() any {
+		s := withoutPalaceFlag(t, p)
+		defer s.Stop()
+		return s.Client.MustCall(t, "mempalace_list_hallways", map[string]any{})["total"]
+	}
+	if got := total(); fmt.Sprint(got) != "0" {
+		t.Fatalf("real 3.11 lists %v hallways from the old file (nothing to find)", got)
+	}
+	opts := realBox(t, p, "", "")
+	st, _ := resolve(opts.withDefaults())
+	fs := CheckSplits(opts, st)
+	configured := filepath.Join(filepath.Dir(p.Dir), "hallways.json")
+	if len(fs) != 1 || fs[0].ID != IDHallwaysSplit || !strings.Contains(fs[0].Message, configured) {
+		t.Fatalf("want hallways-split naming %s: %+v", configured, fs)
+	}
+	if res, err := FixSplit(opts); err != nil || len(res) != 1 || !res[0].Done {
+		t.Fatalf("--fix: %+v %v", res, err)
+	}
+	if got := total(); fmt.Sprint(got) != "2" {
+		t.Fatalf("after --fix real 3.11 lists %v hallways, want 2", got)
+	}
+	if fs := CheckSplits(opts, st); len(fs) != 0 {
+		t.Fatalf("after --fix: %+v", fs)
+	}
+}
+
 // TestRealDoctorNamesAnotherEmbedder: a palace real MemPalace filled with
 // one embedder ("openai-compat", recorded in mempalace_embedder.json) and
 // an environment that configures another (MEMPALACE_EMBEDDING_MODEL, as

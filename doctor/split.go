@@ -15,29 +15,49 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-// splitStore is one of the §7.1 files that MemPalace finds by two rules:
-// ~/.mempalace/<name> (the CLI, known_entities always) and <palace>/<name>
-// (`mempalace serve`, which always passes --palace).
+// splitStore is one of the §7.1 files MemPalace 3.11 finds by two rules:
+// ~/.mempalace/<name> and a path by the palace (palPath). The knowledge
+// graph: mempalace-mcp without --palace (harness entries, the edge's
+// child) uses DEFAULT_KG_PATH in ~/.mempalace, `mempalace serve` (always
+// --palace) and `mempalace mine` <palace>/<name>. known_entities.json:
+// every process reads ~/.mempalace's (miner.py), none the palace's.
+// hallways.json (legacy): every process keeps it beside the palace
+// (config.py hallway_file) and ignores the pre-3.3.6 ~/.mempalace one
+// (hallways.py _load_hallways warns, never migrates).
 type splitStore struct {
 	id, name, noun string
 	sqlite         bool
+	readers        string // who reads which side, for the message
+	legacy         bool   // home is an old file nobody reads; palace side may be missing
 }
 
 func splitStores() []splitStore {
 	return []splitStore{
-		{IDKGSplit, "knowledge_graph.sqlite3", "knowledge graph", true},
-		{IDEntitiesSplit, "known_entities.json", "known entities", false},
-		{IDHallwaysSplit, "hallways.json", "hallways", false},
+		{IDKGSplit, "knowledge_graph.sqlite3", "knowledge graph", true,
+			"the local stdio server (mempalace-mcp without --palace) uses the first, `mempalace serve` (always --palace) and `mempalace mine` the second, so each sees half of the knowledge graph", false},
+		{IDEntitiesSplit, "known_entities.json", "known entities", false,
+			"MemPalace 3.11 reads only the first (the CLI, the stdio server and serve alike), so the second's entities are invisible to it", false},
+		{IDHallwaysSplit, "hallways.json", "hallways", false, "", true},
 	}
+}
+
+// palPath is the store's file by the palace: hallways.json beside it, in
+// its parent directory; the others inside it.
+func (s splitStore) palPath(palace string) string {
+	if s.legacy {
+		return filepath.Join(filepath.Dir(palace), s.name)
+	}
+	return filepath.Join(palace, s.name)
 }
 
 // split is one store found as two different files.
 type split struct {
 	store       splitStore
 	home, pal   string // paths
-	homeN, palN int64  // rows (SQLite) or top-level entries (JSON)
+	homeN, palN int64  // rows (SQLite), hallways, or values (JSON)
 	homeErr     error
 	palErr      error
+	palMissing  bool // only for a legacy store
 }
 
 // homeHasData and palHasData count an unreadable side as holding data:
@@ -48,23 +68,30 @@ func (s split) palHasData() bool  { return s.palN > 0 || s.palErr != nil }
 func (s split) bothHoldData() bool { return s.homeHasData() && s.palHasData() }
 
 // findSplits reads, never writes: a store is split when both paths exist
-// and are different inodes.
+// and are different inodes; a legacy store when its old file holds data
+// and is not the configured one, which may be missing.
 func findSplits(opts Options, st State) []split {
-	if st.Palace == "" || filepath.Clean(st.Palace) == filepath.Clean(opts.mempalaceDir()) {
+	if st.Palace == "" {
 		return nil
 	}
 	var out []split
 	for _, s := range splitStores() {
 		home := filepath.Join(opts.mempalaceDir(), s.name)
-		pal := filepath.Join(st.Palace, s.name)
+		pal := s.palPath(st.Palace)
 		hi, err1 := os.Stat(home)
 		pi, err2 := os.Stat(pal)
-		if err1 != nil || err2 != nil || os.SameFile(hi, pi) {
+		missing := s.legacy && errors.Is(err2, fs.ErrNotExist)
+		if err1 != nil || (err2 != nil && !missing) || os.SameFile(hi, pi) {
 			continue
 		}
-		sp := split{store: s, home: home, pal: pal}
+		sp := split{store: s, home: home, pal: pal, palMissing: missing}
 		sp.homeN, sp.homeErr = countEntries(s, home)
-		sp.palN, sp.palErr = countEntries(s, pal)
+		if !missing {
+			sp.palN, sp.palErr = countEntries(s, pal)
+		}
+		if s.legacy && !sp.homeHasData() {
+			continue
+		}
 		out = append(out, sp)
 	}
 	return out
@@ -75,19 +102,33 @@ func CheckSplits(opts Options, st State) []Finding {
 	var out []Finding
 	for _, sp := range findSplits(opts, st) {
 		link := linkTarget(sp.home, sp.pal)
-		what := fmt.Sprintf("%s (%s) and %s (%s) are two different files: the CLI and the local stdio server use the first, `mempalace serve` (always --palace) the second, so each sees half of the %s",
-			sp.home, describe(sp.store, sp.homeN, sp.homeErr), sp.pal, describe(sp.store, sp.palN, sp.palErr), sp.store.noun)
-		f := Finding{ID: sp.store.id, Section: "§7.1", Message: what}
+		f := Finding{ID: sp.store.id, Section: "§7.1", Severity: Warn,
+			Message: fmt.Sprintf("%s (%s) and %s (%s) are two different files: %s",
+				sp.home, sp.describeHome(), sp.pal, sp.describePal(), sp.store.readers),
+			Fix: fmt.Sprintf("stop every mempalace process, then `devbox-config doctor --fix` (backs both up, keeps the side with data as %s and links %s to it); by hand: `ln -sfn %s %s` after removing the empty one", sp.pal, sp.home, link, sp.home)}
+		if sp.store.legacy {
+			f.Message = fmt.Sprintf("%s (%s) is MemPalace's pre-3.3.6 hallways file: MemPalace 3.11 keeps hallways beside the palace, in %s (%s), in every process, and ignores the old file (it warns, never migrates), so its hallways are lost to it",
+				sp.home, sp.describeHome(), sp.pal, sp.describePal())
+			f.Fix = fmt.Sprintf("stop every mempalace process, then `devbox-config doctor --fix` (backs both up, moves the old file to %s and links %s to it); by hand: `mv %s %s && ln -s %s %s`", sp.pal, sp.home, sp.home, sp.pal, link, sp.home)
+		}
 		if sp.bothHoldData() {
-			f.Severity = Error
-			f.Fix = fmt.Sprintf("both hold data, so nothing is automatic (doctor --fix refuses, it never merges): stop every mempalace process, merge the smaller side into %s by hand, move %s aside, then `ln -sfn %s %s`", sp.pal, sp.home, link, sp.home)
-		} else {
-			f.Severity = Warn
-			f.Fix = fmt.Sprintf("stop every mempalace process, then `devbox-config doctor --fix` (backs both up, keeps the side with data as %s and links %s to it); by hand: `ln -sfn %s %s` after removing the empty one", sp.pal, sp.home, link, sp.home)
+			if !sp.store.legacy {
+				f.Severity = Error
+			}
+			f.Fix = fmt.Sprintf("both hold data, so nothing is automatic (doctor --fix refuses, it never merges): stop every mempalace process, merge the %s of %s into %s by hand, move %s aside, then `ln -sfn %s %s`", sp.store.noun, sp.home, sp.pal, sp.home, link, sp.home)
 		}
 		out = append(out, f)
 	}
 	return out
+}
+
+func (s split) describeHome() string { return describe(s.store, s.homeN, s.homeErr) }
+
+func (s split) describePal() string {
+	if s.palMissing {
+		return "missing"
+	}
+	return describe(s.store, s.palN, s.palErr)
 }
 
 func describe(s splitStore, n int64, err error) string {
@@ -96,6 +137,8 @@ func describe(s splitStore, n int64, err error) string {
 		return "unreadable: " + err.Error()
 	case s.sqlite:
 		return fmt.Sprintf("%d rows", n)
+	case s.legacy:
+		return fmt.Sprintf("%d hallways", n)
 	}
 	return fmt.Sprintf("%d values", n)
 }
@@ -122,7 +165,29 @@ func countEntries(s splitStore, path string) (int64, error) {
 		}
 		return n, nil
 	}
+	if s.legacy {
+		return hallwayRecords(path)
+	}
 	return jsonEntries(path)
+}
+
+// hallwayRecords counts a hallways file's records as MemPalace reads them
+// (hallways.py _load_hallways): {"hallways": [...]} or a bare list; blank
+// is 0.
+func hallwayRecords(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return 0, err
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return 0, fmt.Errorf("not JSON: %w", err)
+	}
+	if m, ok := v.(map[string]any); ok {
+		v = m["hallways"]
+	}
+	l, _ := v.([]any)
+	return int64(len(l)), nil
 }
 
 // openReadOnly opens a SQLite file without creating anything next to it:
@@ -302,7 +367,12 @@ func converge(sp split, backup string) (FixResult, error) {
 	if err := copyStore(sp.store, sp.home, homeCopy); err != nil {
 		return r, fmt.Errorf("backup of %s: %w", sp.home, err)
 	}
-	if err := copyStore(sp.store, sp.pal, palCopy); err != nil {
+	if sp.palMissing {
+		// MemPalace creates the palace's parent when it saves hallways.
+		if err := os.MkdirAll(filepath.Dir(sp.pal), 0o700); err != nil {
+			return r, err
+		}
+	} else if err := copyStore(sp.store, sp.pal, palCopy); err != nil {
 		return r, fmt.Errorf("backup of %s: %w", sp.pal, err)
 	}
 	if sp.homeHasData() {
@@ -316,7 +386,9 @@ func converge(sp split, backup string) (FixResult, error) {
 		}
 		if err := copyStore(sp.store, sp.home, sp.pal); err != nil {
 			// Put the (empty) palace side back from the backup.
-			copyStore(sp.store, palCopy, sp.pal)
+			if !sp.palMissing {
+				copyStore(sp.store, palCopy, sp.pal)
+			}
 			return r, fmt.Errorf("copy %s to %s: %w (nothing removed; backup in %s)", sp.home, sp.pal, err, backup)
 		}
 		after, err := entries(sp.store, sp.pal)
