@@ -26,7 +26,10 @@ section it comes from. Finding ids are stable, for scripts:
   edge-settings                              §1.2 an edge timeout or lease that
                                                   is not a duration: no edge, no tools
   weak-token                                 §6.2 a token under 16 characters
-  kg-split, entities-split, hallways-split   §7.1 two files for one store
+  kg-split, entities-split                   §7.1 two files for one store
+  hallways-split                             §7.1 a pre-3.3.6 ~/.mempalace/
+                                                  hallways.json MemPalace
+                                                  ignores
   palace-location                            §7.1 an earlier edge's outbox left
                                                   in ~/.mempalace/palace
   palace-shared-parent                       §7.1 the palace's parent directory
@@ -53,8 +56,9 @@ section it comes from. Finding ids are stable, for scripts:
 The primary is checked only in remote and edge modes, within --timeout in all.
 --fix does one thing: for a split store whose one side is empty it backs
 both up to ~/.mempalace/doctor-backup-<time>/, keeps the side with data in
-the palace and makes ~/.mempalace/<name> a symlink to it. It refuses when
-both sides hold data (it never merges). Stop mempalace first.
+the palace (hallways.json beside it, where MemPalace 3.11 reads it) and
+makes ~/.mempalace/<name> a symlink to it. It refuses when both sides hold
+data (it never merges). Stop mempalace first.
 
 Exit status: 0 when nothing is an error or a warning, 1 otherwise, 2 on
 usage errors.`
