@@ -46,7 +46,7 @@ brings it back), and the exit status stays 0.
 
 Exit status: 0 when everything selected is on the primary (or was deleted
 there) and what was verified matched, 1 when anything failed or mismatched (named in the output),
-2 on usage errors (no URL, no token, no local server). The local server's own
+2 on usage errors (no URL, no token for a real join, no local server). The local server's own
 log lines are shown with MEMPALACE_EDGE_LOG=debug.`
 
 // joinCmd is `join`: its flags, and run.
