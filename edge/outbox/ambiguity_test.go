@@ -203,6 +203,31 @@ func TestSecondAckIsNotMistakenForTheFirst(t *testing.T) {
 	}
 }
 
+// Another agent's ack of the same event, with the same status and body,
+// is not this agent's: an ack whose first attempt may have landed is
+// looked up by its sender too (MemPalace 3.11 lists every sender's events
+// whatever from_agent says), so it is sent, not skipped as already there.
+func TestAnotherAgentsAckIsNotMistakenForThisOne(t *testing.T) {
+	r := newRig(t)
+	r.onPrimary("event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "oc@lab", "to_agent": "team", "body": "target"})
+	target := firstEventID(r)
+	r.onPrimary("event_ack", map[string]any{"event_id": target, "from_agent": "claude@lab", "status": "applied", "body": "done"})
+	cut := 0
+	r.behind(func(tool string, _ []byte) bool { // the first send cut after it left: maybe applied
+		if tool == "mempalace_event_ack" {
+			cut++
+			return cut == 1
+		}
+		return false
+	})
+	r.enqueue("event_ack", map[string]any{"event_id": target, "from_agent": "pi@lab", "status": "applied", "body": "done"})
+	r.drain()
+	mine := countEvents(r.primary.Dump(), func(e *fakepalace.Event) bool { return e.Type == "event.ack" && e.FromAgent == "pi@lab" })
+	if mine != 1 {
+		t.Errorf("%d acks by pi@lab on the primary, want 1 (claude@lab's identical ack is not pi's)", mine)
+	}
+}
+
 // An agent that writes the same diary text twice made two entries, and the
 // primary gets both; only a replay of history (join) or a resend after an
 // attempt that may have landed takes a matching entry for this one (found

@@ -297,9 +297,12 @@ func (f *Flusher) findStamped(ctx context.Context, op Op, a map[string]any) (map
 // no metadata to carry an op id; a sender may ack one event more than
 // once, and only an identical ack is this one).
 func (f *Flusher) findAck(ctx context.Context, op Op, a map[string]any) (map[string]any, error) {
+	// MemPalace 3.11 lists every sender's events whatever from_agent says
+	// (its writer filter is new in 3.11): another agent's identical ack
+	// is not this one's.
 	return f.findEvent(ctx, op, map[string]any{"type": "event.ack", "from_agent": str(a, "from_agent")}, func(ev map[string]any) bool {
 		meta, _ := ev["metadata"].(map[string]any)
-		if meta == nil || meta["ack_of"] != str(a, "event_id") {
+		if meta == nil || meta["ack_of"] != str(a, "event_id") || ev["from_agent"] != str(a, "from_agent") {
 			return false
 		}
 		if s := str(a, "status"); s != "" && ev["status"] != s {
