@@ -267,3 +267,37 @@ func BulkIDsRefusal(ids any, verb string) string {
 	}
 	return ""
 }
+
+// EventFound is how the edge's outbox and the gateway find on the primary
+// the event a coordination write made when its answer was lost (t.Replay
+// EventLookup or AckLookup): the event_list filter, the sender's events
+// since since (the caller's window, with room for clock skew), and
+// whether a listed event is it. An EventLookup write's event carries its
+// op id as metadata.edge_op_id; an ack has no metadata to carry one, so it
+// is this sender's ack of the same event with the same status and body
+// (a sender may ack one event more than once). The sender is checked on
+// each event: MemPalace 3.11 lists every sender's events whatever
+// from_agent says. ok false: nothing can find it (no op id, another
+// tool).
+func EventFound(t Tool, args map[string]any, opID string, since string) (filter map[string]any, is func(ev map[string]any) bool, ok bool) {
+	arg := func(k string) string { s, _ := args[k].(string); return s }
+	from := arg("from_agent")
+	filter = map[string]any{"from_agent": from, "since_created_at": since, "limit": 500}
+	var match func(ev, meta map[string]any) bool
+	switch {
+	case t.Replay == AckLookup:
+		filter["type"] = "event.ack"
+		match = func(ev, meta map[string]any) bool {
+			return meta["ack_of"] == arg("event_id") && (arg("status") == "" || ev["status"] == arg("status")) && (arg("body") == "" || ev["body"] == arg("body"))
+		}
+	case t.Replay == EventLookup && opID != "":
+		filter["stream"] = arg("stream")
+		match = func(_, meta map[string]any) bool { return meta["edge_op_id"] == opID }
+	default:
+		return nil, nil, false
+	}
+	return filter, func(ev map[string]any) bool {
+		meta, _ := ev["metadata"].(map[string]any)
+		return meta != nil && ev["from_agent"] == from && match(ev, meta)
+	}, true
+}

@@ -205,31 +205,19 @@ func (s *Server) filedLookUp(args map[string]any) func(context.Context) map[stri
 // eventLookUp is the look-up after a lost answer of an event_append or
 // patch_submit (the sender's event carrying the write's
 // metadata.edge_op_id; nil without one) or an event_ack (the sender's
-// ack of the same event with the same status and body), as the edge's
-// own look-ups: among the sender's events of the last quarter hour
-// (MemPalace 3.11 lists every sender's: from_agent no longer filters).
+// ack of the same event with the same status and body), the edge's own
+// look-up (catalogue.EventFound) among the sender's events of the last
+// quarter hour.
 func (s *Server) eventLookUp(t catalogue.Tool, args map[string]any) func(context.Context) map[string]any {
-	filter := map[string]any{"from_agent": str(args["from_agent"]), "since_created_at": s.Now().Add(-15 * time.Minute).UTC().Format("2006-01-02T15:04:05Z"), "limit": 500}
-	var match func(ev, meta map[string]any) bool
-	if t.Name == "event_ack" {
-		filter["type"] = "event.ack"
-		match = func(ev, meta map[string]any) bool {
-			return meta["ack_of"] == str(args["event_id"]) && (str(args["status"]) == "" || ev["status"] == args["status"]) && (str(args["body"]) == "" || ev["body"] == args["body"])
-		}
-	} else {
-		meta, _ := args["metadata"].(map[string]any)
-		op := str(meta["edge_op_id"])
-		if op == "" {
-			return nil
-		}
-		filter["stream"] = str(args["stream"])
-		match = func(_, meta map[string]any) bool { return meta["edge_op_id"] == op }
+	meta, _ := args["metadata"].(map[string]any)
+	filter, is, ok := catalogue.EventFound(t, args, str(meta["edge_op_id"]), s.Now().Add(-15*time.Minute).UTC().Format("2006-01-02T15:04:05Z"))
+	if !ok {
+		return nil
 	}
 	return func(ctx context.Context) map[string]any {
 		evs, _ := s.upstreamResult(ctx, "mempalace_event_list", filter)["events"].([]any)
 		for _, x := range evs {
-			ev, _ := x.(map[string]any)
-			if meta, _ := ev["metadata"].(map[string]any); meta != nil && ev["from_agent"] == filter["from_agent"] && match(ev, meta) {
+			if ev, _ := x.(map[string]any); ev != nil && is(ev) {
 				return map[string]any{"success": true, "event": ev, "recovered": recovered}
 			}
 		}

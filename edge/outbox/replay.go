@@ -145,20 +145,13 @@ func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bo
 		}
 	case catalogue.DiarySuffix:
 		return f.sendDiary(ctx, run, op, a, ambiguous)
-	case catalogue.EventLookup:
+	case catalogue.EventLookup, catalogue.AckLookup:
 		if ambiguous {
-			if ev, err := f.findStamped(ctx, op, a); err != nil {
+			if ev, err := f.findEvent(ctx, rec, op, a); err != nil {
 				return nil, err
 			} else if ev != nil {
-				return map[string]any{"success": true, "event": ev, "recovered": "found on the primary by edge_op_id"}, nil
-			}
-		}
-	case catalogue.AckLookup:
-		if ambiguous {
-			if ev, err := f.findAck(ctx, op, a); err != nil {
-				return nil, err
-			} else if ev != nil {
-				return map[string]any{"success": true, "event": ev, "recovered": "ack found on the primary"}, nil
+				found := map[catalogue.Replay]string{catalogue.EventLookup: "found on the primary by edge_op_id", catalogue.AckLookup: "ack found on the primary"}
+				return map[string]any{"success": true, "event": ev, "recovered": found[rec.Replay]}, nil
 			}
 		}
 	case catalogue.Unrepeatable:
@@ -283,39 +276,15 @@ func (f *Flusher) closedAlready(ctx context.Context, tool string, a map[string]a
 	return closed && !open, nil
 }
 
-// findStamped looks for the event this op appended, by its edge_op_id, in
-// the recent window of the op's stream and sender.
-func (f *Flusher) findStamped(ctx context.Context, op Op, a map[string]any) (map[string]any, error) {
-	return f.findEvent(ctx, op, map[string]any{"stream": str(a, "stream"), "from_agent": str(a, "from_agent")}, func(ev map[string]any) bool {
-		meta, _ := ev["metadata"].(map[string]any)
-		return meta != nil && meta["edge_op_id"] == op.ID
-	})
-}
-
-// findAck looks for this ack on the primary: an event.ack from this
-// sender for the same target, with the same status and body (event_ack has
-// no metadata to carry an op id; a sender may ack one event more than
-// once, and only an identical ack is this one).
-func (f *Flusher) findAck(ctx context.Context, op Op, a map[string]any) (map[string]any, error) {
-	// MemPalace 3.11 lists every sender's events whatever from_agent says
-	// (its writer filter is new in 3.11): another agent's identical ack
-	// is not this one's.
-	return f.findEvent(ctx, op, map[string]any{"type": "event.ack", "from_agent": str(a, "from_agent")}, func(ev map[string]any) bool {
-		meta, _ := ev["metadata"].(map[string]any)
-		if meta == nil || meta["ack_of"] != str(a, "event_id") || ev["from_agent"] != str(a, "from_agent") {
-			return false
-		}
-		if s := str(a, "status"); s != "" && ev["status"] != s {
-			return false
-		}
-		return str(a, "body") == "" || ev["body"] == str(a, "body")
-	})
-}
-
-func (f *Flusher) findEvent(ctx context.Context, op Op, filter map[string]any, match func(map[string]any) bool) (map[string]any, error) {
+// findEvent looks for the event this coordination op made on the primary
+// (catalogue.EventFound): by its edge_op_id, or, for an ack, an identical
+// ack from its sender.
+func (f *Flusher) findEvent(ctx context.Context, rec catalogue.Tool, op Op, a map[string]any) (map[string]any, error) {
 	// The primary stamps created_at itself; allow for clock skew.
-	filter["since_created_at"] = op.CreatedAt.Add(-15 * time.Minute).UTC().Format("2006-01-02T15:04:05Z")
-	filter["limit"] = 500
+	filter, match, ok := catalogue.EventFound(rec, a, op.ID, op.CreatedAt.Add(-15*time.Minute).UTC().Format("2006-01-02T15:04:05Z"))
+	if !ok {
+		return nil, nil
+	}
 	_, evs, err := f.lookUp(ctx, "mempalace_event_list", filter, "events")
 	if err != nil {
 		return nil, err
