@@ -299,7 +299,7 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		return
 	}
 	if write && (status == http.StatusOK || len(req.filed) > 0) {
-		s.recordStep(ctx, d, author, t, req.Args, req.filed, resp)
+		s.recordStep(ctx, d, author, t, req, resp)
 	}
 	x.entry.UpstreamStatus = status
 	s.answer(x, status, resp, VerdictAllow, dec.Rule)

@@ -27,16 +27,21 @@ func (s *Server) addingHeldFact(ctx context.Context, args map[string]any) bool {
 		return !ledger.Resent(ctx)
 	}
 	s.retireFactStamps(ctx, args, "object", facts)
-	want := provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["object"]), "", "")
 	for _, x := range facts {
 		f, _ := x.(map[string]any)
-		if str(f["valid_to"]) != "" || !slices.Equal(provenance.Fact(str(f["subject"]), str(f["predicate"]), str(f["object"]), "", "").Parts, want.Parts) {
+		if str(f["valid_to"]) != "" || !sameTriple(f, str(args["subject"]), str(args["predicate"]), str(args["object"])) {
 			continue
 		}
 		_, stamped := s.prov.Lookup(provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["object"]), str(f["valid_from"]), ""))
 		return stamped || !ledger.Resent(ctx)
 	}
 	return false
+}
+
+// sameTriple: the fact f, as kg_query lists it, is subject, predicate
+// and object as MemPalace normalizes them.
+func sameTriple(f map[string]any, subject, predicate, object string) bool {
+	return slices.Equal(provenance.Fact(str(f["subject"]), str(f["predicate"]), str(f["object"]), "", "").Parts, provenance.Fact(subject, predicate, object, "", "").Parts)
 }
 
 // factsOf are the upstream's facts of a KG write's subject (outgoing),
@@ -68,11 +73,10 @@ func (s *Server) retireFactStamps(ctx context.Context, args map[string]any, objK
 		s.Log.Warn("provenance: the facts of a KG write were not read; a fact it closed keeps its stamp on the open fact's key", "subject", subj, "predicate", pred)
 		return
 	}
-	want := provenance.Fact(subj, pred, obj, "", "")
 	open, closed := map[string]bool{}, map[string]string{} // by valid_from; closed: the latest valid_to
 	for _, x := range facts {
 		f, _ := x.(map[string]any)
-		if !slices.Equal(provenance.Fact(str(f["subject"]), str(f["predicate"]), str(f["object"]), "", "").Parts, want.Parts) {
+		if !sameTriple(f, subj, pred, obj) {
 			continue
 		}
 		vf := str(f["valid_from"])

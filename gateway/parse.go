@@ -153,6 +153,9 @@ type rpcRequest struct {
 	// whitespace or Unicode form (sameText, not the same bytes): neither
 	// writer's alone, so its stamp goes (of unknown origin).
 	respelt bool
+	// facts: the upstream's facts of a kg_supersede's subject, read after
+	// it (sendWrite; nil: not read), which name the fact it opened.
+	facts []any
 }
 
 // badRequest is a parse step's refusal: a JSON-RPC error code and

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -54,9 +53,9 @@ func (s *Server) authorStep(x *exchange, d *Device, req *rpcRequest) (author *De
 // unknown origin (trusted by no device that names a trusted set). filed:
 // a checkpoint's items its send was seen to file when its answer did not
 // say (settled, or lost: sendWrite), stamped whatever the answer.
-func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.Tool, args map[string]any, filed []string, resp []byte) {
+func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.Tool, req *rpcRequest, resp []byte) {
 	res := resultOf(resp)
-	if (res == nil || res["success"] == false) && len(filed) == 0 || gjson.GetBytes(resp, "result._meta."+gjson.Escape(heldKey)).Bool() {
+	if (res == nil || res["success"] == false) && len(req.filed) == 0 || gjson.GetBytes(resp, "result._meta."+gjson.Escape(heldKey)).Bool() {
 		return // nothing made, or a record the upstream held with this text before (sendWrite): its stamp, or none, stays
 	}
 	st := provenance.Stamp{Device: author.ID, Label: author.Label, At: s.Now()}
@@ -72,7 +71,7 @@ func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.
 		}
 		return
 	}
-	entries := s.stamps(ctx, t, args, filed, res, st)
+	entries := s.stamps(ctx, t, req, res, st)
 	if gjson.GetBytes(resp, "result._meta."+gjson.Escape(ledger.ReplayedKey)).Bool() {
 		// The op-id ledger's record of a write made before: its records
 		// were stamped then, and may have been deleted and filed again or
@@ -88,7 +87,8 @@ func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.
 
 // stamps lists the records a write's answer says it made, each with its
 // stamp (st, with the agent the write named).
-func (s *Server) stamps(ctx context.Context, t catalogue.Tool, args map[string]any, seen []string, res map[string]any, st provenance.Stamp) []provenance.Entry {
+func (s *Server) stamps(ctx context.Context, t catalogue.Tool, req *rpcRequest, res map[string]any, st provenance.Stamp) []provenance.Entry {
+	args := req.Args
 	with := func(agent string) provenance.Stamp { st.Agent = agent; return st }
 	filedBy := with(addedByAgent(args))
 	switch t.Name {
@@ -101,7 +101,7 @@ func (s *Server) stamps(ctx context.Context, t catalogue.Tool, args map[string]a
 			m, _ := a.(map[string]any)
 			out = append(out, filed(m, filedBy)...)
 		}
-		for _, id := range seen {
+		for _, id := range req.filed {
 			out = append(out, provenance.Entry{Key: provenance.Drawer(id), Stamp: filedBy, Replace: true})
 		}
 		if dres, ok := res["diary"].(map[string]any); ok {
@@ -125,7 +125,7 @@ func (s *Server) stamps(ctx context.Context, t catalogue.Tool, args map[string]a
 	case "kg_add":
 		return []provenance.Entry{{Key: provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["object"]), str(args["valid_from"]), str(args["valid_to"])), Stamp: with("")}}
 	case "kg_supersede":
-		from, ok := s.supersededAt(ctx, args)
+		from, ok := s.supersededAt(ctx, args, req.facts)
 		if !ok {
 			return nil
 		}
@@ -185,21 +185,23 @@ func diaryStamps(args, res map[string]any, st provenance.Stamp) []provenance.Ent
 }
 
 // supersededAt is the valid_from of the fact a kg_supersede opened: its
-// "at" (a date means its midnight, UTC), else the open fact's own,
-// asked of the upstream (MemPalace takes its clock's now).
-func (s *Server) supersededAt(ctx context.Context, args map[string]any) (string, bool) {
+// "at" (a date means its midnight, UTC), else the open fact's own among
+// the subject's facts sendWrite read after it (facts; nil: asked of the
+// upstream now, as for an answer the op-id ledger gives again), since
+// MemPalace takes its clock's now.
+func (s *Server) supersededAt(ctx context.Context, args map[string]any, facts []any) (string, bool) {
 	if at := strings.TrimSpace(str(args["at"])); at != "" {
 		if len(at) == len("2006-01-02") {
 			at += "T00:00:00Z"
 		}
 		return at, true
 	}
-	want := provenance.Fact(str(args["subject"]), str(args["predicate"]), str(args["new_object"]), "", "")
-	facts, _ := s.upstreamResult(ctx, "mempalace_kg_query", map[string]any{"entity": str(args["subject"]), "direction": "outgoing"})["facts"].([]any)
+	if facts == nil { // an answer the op-id ledger gives again: not read
+		facts = s.factsOf(ctx, args)
+	}
 	for _, x := range facts {
 		f, _ := x.(map[string]any)
-		got := provenance.Fact(str(f["subject"]), str(f["predicate"]), str(f["object"]), "", "")
-		if f["valid_to"] == nil && slices.Equal(got.Parts[:3], want.Parts[:3]) {
+		if f["valid_to"] == nil && sameTriple(f, str(args["subject"]), str(args["predicate"]), str(args["new_object"])) {
 			return str(f["valid_from"]), true
 		}
 	}

@@ -65,7 +65,8 @@ func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcReques
 	case "kg_invalidate":
 		s.retireFactStamps(ctx, req.Args, "object", s.factsOf(ctx, req.Args))
 	case "kg_supersede":
-		s.retireFactStamps(ctx, req.Args, "old_object", s.factsOf(ctx, req.Args))
+		req.facts = s.factsOf(ctx, req.Args) // also the opened fact's (recordStep)
+		s.retireFactStamps(ctx, req.Args, "old_object", req.facts)
 	}
 	if req.held {
 		resp = markHeld(resp)
