@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -133,7 +132,7 @@ func checkpointItemIDs(args map[string]any) []string {
 	var ids []string
 	for _, x := range items {
 		item, _ := x.(map[string]any)
-		wing, room, content := strings.TrimSpace(str(item["wing"])), strings.TrimSpace(str(item["room"])), str(item["content"])
+		wing, room, content := catalogue.SanitizedName(str(item["wing"])), catalogue.SanitizedName(str(item["room"])), str(item["content"])
 		if id := catalogue.DrawerID(wing, room, content); wing != "" && room != "" && content != "" && !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
