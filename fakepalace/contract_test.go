@@ -324,6 +324,24 @@ func runContract(t *testing.T, transports map[string]opener, real bool) {
 					t.Fatalf("status counts chunk rows: %v", s["total_drawers"])
 				}
 			})
+			// An update naming no field is the only no-op (MemPalace answers
+			// it before looking the id up); one sending the drawer's own
+			// text (a touch) is an update like any other: the gateway's
+			// restore and provenance must not count on a "noop" for it.
+			t.Run("update_drawer: no-op and touch", func(t *testing.T) {
+				c := open(t)
+				if r := call(t, c, "mempalace_update_drawer", map[string]any{"drawer_id": "drawer_w_r_000"}); r["success"] != true || r["noop"] != true {
+					t.Fatalf("an update naming no field, of a missing id: %v", r)
+				}
+				id := call(t, c, "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "hello"})["drawer_id"]
+				r := call(t, c, "mempalace_update_drawer", map[string]any{"drawer_id": id, "content": "hello", "wing": "w", "room": "r"})
+				if r["success"] != true || r["noop"] != nil || r["wing"] != "w" || r["room"] != "r" {
+					t.Fatalf("a touch: %v", r)
+				}
+				if r := call(t, c, "mempalace_update_drawer", map[string]any{"drawer_id": id, "wing": ""}); r["success"] != false || r["error"] != "wing must be a non-empty string" {
+					t.Fatalf("an empty wing: %v", r)
+				}
+			})
 			t.Run("diary has no idempotency probe", func(t *testing.T) {
 				c := open(t)
 				a := call(t, c, "mempalace_diary_write", map[string]any{"agent_name": "pi", "entry": "shipped the edge", "topic": "work"})

@@ -313,6 +313,11 @@ func (pl *Palace) listDrawers(a args) any {
 
 func (pl *Palace) updateDrawer(a args) any {
 	id := a.str("drawer_id")
+	if !a.has("content") && !a.has("wing") && !a.has("room") {
+		// MemPalace's only no-op, answered before the id is looked up; an
+		// update sending the drawer's own text is an update like any other.
+		return map[string]any{"success": true, "drawer_id": id, "noop": true}
+	}
 	d, ok := pl.st.Drawers[id]
 	if !ok {
 		return fail("Drawer not found: %s", id)
@@ -324,20 +329,17 @@ func (pl *Palace) updateDrawer(a args) any {
 		}
 		nd.Content = a.str("content")
 	}
-	if w := a.str("wing"); w != "" {
-		if err := sanitizeName("wing", w); err != nil {
+	for _, f := range []struct {
+		name string
+		to   *string
+	}{{"wing", &nd.Wing}, {"room", &nd.Room}} {
+		if !a.has(f.name) {
+			continue
+		}
+		if err := sanitizeName(f.name, a.str(f.name)); err != nil {
 			return fail("%v", err)
 		}
-		nd.Wing = w
-	}
-	if r := a.str("room"); r != "" {
-		if err := sanitizeName("room", r); err != nil {
-			return fail("%v", err)
-		}
-		nd.Room = r
-	}
-	if nd.Content == d.Content && nd.Wing == d.Wing && nd.Room == d.Room {
-		return map[string]any{"success": true, "drawer_id": id, "noop": true}
+		*f.to = a.str(f.name)
 	}
 	nd.Modified = pl.isoNow()
 	*d = nd // the id does not change when the content does

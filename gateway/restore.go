@@ -200,8 +200,7 @@ func (r Restorer) over(ctx context.Context, res *Restored, id string, now map[st
 		note = strings.TrimSuffix(fmt.Sprintf("what restoring delete %d replaced; %s", res.Delete.ID, note), "; ")
 		err = r.Trash.Settle(ctx, k.id, state, note, nil)
 	}
-	u, aerr := toolAnswer(tool, status, resp)
-	res.Already = u["noop"] == true // the same content by now
+	_, aerr := toolAnswer(tool, status, resp)
 	if aerr != nil && res.Kept != 0 {
 		aerr = fmt.Errorf("%w (what %s held is kept in the trash as delete %d)", aerr, id, res.Kept)
 	}
