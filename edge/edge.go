@@ -58,7 +58,7 @@ type Edge struct {
 	initialized atomic.Bool   // the agent finished initialize: the fast lane is open
 	initDone    chan struct{} // closed when initialized is set
 	initOnce    sync.Once
-	mismatch    string                          // embedder canary: why merging stopped ("" = fine)
+	mismatch    string                          // embedder canary: the mismatch recorded ("" = none, or cleared by distances that agree since)
 	box         *mailbox.Mailbox                // the coordination mailbox; nil in pass-through
 	wk          *wake                           // the owed asks told without a tool call; nil in pass-through
 	keptDevice  atomic.Pointer[deviceinfo.Info] // the device header an earlier run last heard (device.go)
@@ -359,7 +359,8 @@ func (e *Edge) openState(ctx context.Context) {
 	}
 	e.outbox = ob
 	if ob != nil {
-		e.resolveIntents(ctx) // writes a killed edge left at the local palace: held, released below
+		e.mismatch, _ = ob.Meta(ctx, metaEmbedderMismatch) // unreadable reads as none: the next disagreeing pair records it again
+		e.resolveIntents(ctx)                              // writes a killed edge left at the local palace: held, released below
 	}
 	if ob != nil && polErr == nil {
 		e.release(ctx, pol) // ops held by an earlier run, if any

@@ -303,19 +303,21 @@ func intArg(m map[string]any, k string, def int) int {
 // hit is one search hit, read in one pass: its bytes as they came, its
 // identity (drawer_id, or for 3.6.0 hits without one, wing + room +
 // sha256(text)), its distance (BM25-only hits have none and sort last),
-// its own origin member (a gateway's) and the palace that returned it.
+// the text its distance is of, its own origin member (a gateway's) and the
+// palace that returned it.
 type hit struct {
 	raw     string
 	key     string
 	dist    float64
 	hasDist bool
+	chunk   string // the matched chunk's text; "" when the text is not that chunk's (a closet-hydrated passage)
 	origin  string // the origin member's JSON ("" when absent)
 	palace  string
 }
 
 func readHit(h gjson.Result) hit {
 	x := hit{raw: h.Raw, dist: math.Inf(1)}
-	var id, text, wing, room string
+	var id, text, wing, room, via string
 	h.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "drawer_id":
@@ -332,12 +334,20 @@ func readHit(h gjson.Result) hit {
 			wing = v.String()
 		case "room":
 			room = v.String()
+		case "matched_via":
+			via = v.String()
 		case origin.Key:
 			x.origin = v.Raw
 		}
 		return true
 	})
 	x.key = id
+	if via == "" || via == "drawer" {
+		// MemPalace sets matched_via "drawer+closet" where it replaced the
+		// text with the passage around the drawer's best chunk: its distance
+		// is still the matched chunk's, which that text may not be.
+		x.chunk = text
+	}
 	if id == "" {
 		sum := sha256.Sum256([]byte(text))
 		x.key = wing + "\x00" + room + "\x00" + hex.EncodeToString(sum[:])
@@ -361,26 +371,22 @@ func readHits(results gjson.Result) []hit {
 // each with its origin (marks). The envelope is the primary's.
 func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	lh, ph := readHits(gjson.Get(lt, "results")), readHits(gjson.Get(pt, "results"))
-	local := make(map[string]int, len(lh))
-	for i, h := range lh {
-		local[h.key] = i
-	}
-	// Embedder canary: one drawer on both sides with different distances
-	// means different embedding models; comparing their distances would be
-	// silent garbage, so only the primary's ranking is returned.
-	for _, h := range ph {
-		i, ok := local[h.key]
-		if ok && h.hasDist && lh[i].hasDist && math.Abs(lh[i].dist-h.dist) > canaryTolerance {
-			e.embedderMismatch(fmt.Sprintf("drawer %s: local distance %.4f, primary %.4f", h.key, lh[i].dist, h.dist))
-			for j := range ph {
-				ph[j].palace = origin.PalacePrimary
-			}
-			edge, _ := json.Marshal(map[string]any{"merged": false, "embedder_mismatch": true, "detail": e.mismatchDetail(), "local": "ok", "primary": "ok"}) // plain values: they encode
-			out := spliceHits(pt, ph, mk)
-			out, _ = sjson.SetRawBytes(out, "edge", edge)           // out is the primary's object text: it takes a member
-			out, _ = sjson.SetBytes(out, "embedder_mismatch", true) // as above
-			return out
+	// Embedder canary: one chunk on both sides (one drawer, one text) at
+	// different distances means different embedding models; comparing
+	// their distances would be silent garbage, so only the primary's
+	// ranking is returned.
+	if detail, agreed := canary(lh, ph); detail != "" {
+		e.embedderMismatch(detail)
+		for j := range ph {
+			ph[j].palace = origin.PalacePrimary
 		}
+		edge, _ := json.Marshal(map[string]any{"merged": false, "embedder_mismatch": true, "detail": detail, "local": "ok", "primary": "ok"}) // plain values: they encode
+		out := spliceHits(pt, ph, mk)
+		out, _ = sjson.SetRawBytes(out, "edge", edge)           // out is the primary's object text: it takes a member
+		out, _ = sjson.SetBytes(out, "embedder_mismatch", true) // as above
+		return out
+	} else if agreed != "" {
+		e.embedderAgrees(agreed)
 	}
 	seen := make(map[string]int, len(lh)+len(ph))
 	all := make([]hit, 0, len(lh)+len(ph))
@@ -442,6 +448,34 @@ func spliceHits(envelope string, hits []hit, mk marks) []byte {
 	return out
 }
 
+// canary compares the distances of the chunks both palaces returned: a
+// hit of one drawer with one text on each side. A pair with different
+// texts (this device's update not on the primary yet, another device's
+// there and not here, two chunks of one drawer) says nothing about the
+// embedders. mismatch is the first pair whose distances differ ("" none),
+// agreed the first pair whose distances agree ("" none).
+func canary(lh, ph []hit) (mismatch, agreed string) {
+	local := make(map[[2]string]float64, len(lh))
+	for _, h := range lh {
+		if h.hasDist && h.chunk != "" {
+			local[[2]string{h.key, h.chunk}] = h.dist
+		}
+	}
+	for _, h := range ph {
+		d, ok := local[[2]string{h.key, h.chunk}]
+		switch {
+		case !ok || !h.hasDist || h.chunk == "":
+		case math.Abs(d-h.dist) > canaryTolerance:
+			return fmt.Sprintf("drawer %s, same text on both sides: local distance %.4f, primary %.4f", h.key, d, h.dist), ""
+		case agreed == "":
+			agreed = fmt.Sprintf("drawer %s, same text on both sides: distance %.4f on both", h.key, h.dist)
+		}
+	}
+	return "", agreed
+}
+
+// embedderMismatch records a mismatch the canary saw (the first one
+// since the last cleared), in the outbox for edge status and doctor.
 func (e *Edge) embedderMismatch(detail string) {
 	e.mu.Lock()
 	first := e.mismatch == ""
@@ -451,13 +485,36 @@ func (e *Edge) embedderMismatch(detail string) {
 	e.mu.Unlock()
 	if first {
 		e.log.Error("embedder mismatch between the local palace and the primary: merged search is off, only the primary's results are returned", "detail", detail)
-		if e.outbox != nil {
-			if err := e.outbox.SetMeta(context.Background(), "embedder_mismatch", detail); err != nil {
-				e.log.Warn("the embedder mismatch not recorded in the outbox (edge status will not show it)", "err", err)
-			}
-		}
+		e.recordMismatch(detail)
 	}
 }
+
+// embedderAgrees clears a recorded mismatch: the canary saw one chunk at
+// the same distance on both sides, and no chunk at two.
+func (e *Edge) embedderAgrees(detail string) {
+	e.mu.Lock()
+	was := e.mismatch
+	e.mismatch = ""
+	e.mu.Unlock()
+	if was != "" {
+		e.log.Info("embedder mismatch cleared: distances agree again", "detail", detail, "was", was)
+		e.recordMismatch("")
+	}
+}
+
+// recordMismatch stores the canary's record ("" none) for edge status
+// and doctor.
+func (e *Edge) recordMismatch(detail string) {
+	if e.outbox == nil {
+		return
+	}
+	if err := e.outbox.SetMeta(context.Background(), metaEmbedderMismatch, detail); err != nil {
+		e.log.Warn("the embedder canary's record not updated in the outbox (edge status and doctor show the one before)", "err", err)
+	}
+}
+
+// metaEmbedderMismatch is the outbox meta key of the canary's record.
+const metaEmbedderMismatch = "embedder_mismatch"
 
 func (e *Edge) mismatchDetail() string {
 	e.mu.Lock()
