@@ -443,9 +443,16 @@ func TestEmbedderSidecar(t *testing.T) {
 		s.Close()
 		fs := b.run()
 		only(t, fs, "error:embedder-sidecar")
-		if !strings.Contains(fs[0].Message, "drawer d1") {
-			t.Fatalf("should quote the edge's record: %s", fs[0].Message)
+		if !strings.Contains(fs[0].Message, "drawer d1") || !strings.Contains(fs[0].Fix, "clears") {
+			t.Fatalf("should quote the edge's record and say what clears it: %+v", fs[0])
 		}
+		// The edge clears its record once distances agree again: no
+		// advice to change a model both palaces already share.
+		s, err = outbox.Open(OutboxPath(b.palace), "dev", "")
+		must(t, err)
+		must(t, s.SetMeta(context.Background(), "embedder_mismatch", ""))
+		s.Close()
+		only(t, b.run())
 	})
 	t.Run("no palace yet", func(t *testing.T) {
 		b := newBox(t)

@@ -76,7 +76,8 @@ func readSidecar(palace string) sidecar {
 // CheckEmbedderSidecar is embedder-sidecar (§7.4), in edge mode only, where
 // merged reads compare the local palace's distances with the primary's:
 // the sidecar unusable (or missing on a palace with data), or the edge's
-// own canary (the outbox's record of a mismatch it saw). MemPalace 3.11
+// own canary (the outbox's record of a mismatch it saw, until distances
+// agree again). MemPalace 3.11
 // does not report its embedder over MCP, so the primary's model is known
 // only through that canary.
 func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
@@ -99,8 +100,8 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 	}
 	if ob.mismatch != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
-			Message: "the edge saw the local palace and the primary rank the same drawer at different distances (" + opts.mask(ob.mismatch) + "): they embed with different models, merged search is off",
-			Fix:     "set the same embedding_model in MemPalace's config.json here and on the primary, then re-mine the palace whose model changed; `devbox-config edge status` shows the edge's record"})
+			Message: "the edge saw the local palace and the primary rank the same chunk (one drawer, the same text) at different distances (" + opts.mask(ob.mismatch) + "): they embed with different models, and a search that finds such a chunk answers the primary's results alone",
+			Fix:     "set the same embedding_model in MemPalace's config.json here and on the primary, then re-mine the palace whose model changed; the edge clears its record at the next search whose chunks on both sides agree (`devbox-config edge status` shows it)"})
 	}
 	return out
 }

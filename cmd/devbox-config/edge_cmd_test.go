@@ -443,3 +443,15 @@ func TestEdgeStatusShowsUpdatesHeldByADelete(t *testing.T) {
 		}
 	}
 }
+
+// The edge's embedder record is evidence of one search, not a setting:
+// status quotes it and says what clears it, not that merged search is off
+// for good.
+func TestEdgeStatusSaysWhatClearsAnEmbedderMismatch(t *testing.T) {
+	var b bytes.Buffer
+	edgeStatus{mismatch: "drawer d1, same text on both sides: local distance 0.1000, primary 0.7000"}.print(&b)
+	line := b.String()
+	if !strings.Contains(line, "embedder   MISMATCH") || !strings.Contains(line, "drawer d1") || !strings.Contains(line, "cleared by the next search") || strings.Contains(line, "merged search off)") {
+		t.Fatalf("status's embedder line:\n%s", line)
+	}
+}

@@ -27,7 +27,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   primary     whether the primary answers, and how
   policy      only when policy.json does not parse: writes are held until it does
   protected   how the primary absorbs a resend (an op-id ledger, or look-ups)
-  embedder    whether the primary's embedder differs (merged search is off if so)
+  embedder    whether the last search that could tell found the primary's embedder
+              different (one chunk, same text, two distances)
   DEAD, IN DOUBT, HELD
               each op that needs you, with the command that settles it
               (a dead op: how many later ops on its objects wait behind it)
@@ -129,7 +130,7 @@ func (v edgeStatus) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "protected  %s\n", v.protection)
 	if v.mismatch != "" {
-		fmt.Fprintf(w, "embedder   MISMATCH (merged search off): %s\n", v.mismatch)
+		fmt.Fprintf(w, "embedder   MISMATCH: %s (a search that finds a chunk at two distances answers the primary's results alone; cleared by the next search whose chunks on both sides agree)\n", v.mismatch)
 	} else {
 		fmt.Fprintf(w, "embedder   no mismatch seen\n")
 	}
