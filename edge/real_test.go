@@ -351,6 +351,28 @@ func TestRealEmbedderCanary(t *testing.T) {
 	}
 }
 
+// TestRealEmbedderCanaryComparesOnlyTheSameText: both palaces embed with
+// one model; a drawer whose text differs between them (updated on the
+// primary by another device, not here yet) and a drawer of two chunks
+// give two distances under one drawer_id, which say nothing about the
+// embedders: real MemPalace 3.11's hits are merged, nothing recorded.
+func TestRealEmbedderCanaryComparesOnlyTheSameText(t *testing.T) {
+	r := startRealEdge(t, harnessOpts{}, "")
+	h := r.harness
+	res, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "alpha bravo charlie delta"})
+	long := strings.Repeat("alpha bravo charlie ", 40) + strings.Repeat("zulu yankee alpha ", 40)
+	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": long})
+	waitFor(t, 30*time.Second, "replication", func() bool { return len(r.onServe(t, "w")) == 2 })
+	r.srv.MustCall(t, "mempalace_update_drawer", map[string]any{"drawer_id": res["drawer_id"], "content": "alpha bravo zulu yankee"})
+	got, _ := h.call("search", map[string]any{"query": "alpha bravo yankee", "limit": 10})
+	if ed, _ := got["edge"].(map[string]any); got["embedder_mismatch"] != nil || ed["merged"] != true {
+		t.Fatalf("one model, merged search off: %v", got)
+	}
+	if d := h.edge.mismatchDetail(); d != "" {
+		t.Fatalf("recorded as an embedder mismatch: %s", d)
+	}
+}
+
 // TestRealLightServerToolsAreUnknownWrites: with mempalace-light-mcp as
 // the local server, its query-language tools (palace_query, palace_exec,
 // palace_coordinate) are tools the catalogue does not know, and the edge
