@@ -385,7 +385,7 @@ func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 		out, _ = sjson.SetRawBytes(out, "edge", edge)           // out is the primary's object text: it takes a member
 		out, _ = sjson.SetBytes(out, "embedder_mismatch", true) // as above
 		return out
-	} else if agreed != "" {
+	} else if agreed != nil {
 		e.embedderAgrees(agreed)
 	}
 	seen := make(map[string]int, len(lh)+len(ph))
@@ -453,22 +453,23 @@ func spliceHits(envelope string, hits []hit, mk marks) []byte {
 // texts (this device's update not on the primary yet, another device's
 // there and not here, two chunks of one drawer) says nothing about the
 // embedders. mismatch is the first pair whose distances differ ("" none),
-// agreed the first pair whose distances agree ("" none).
-func canary(lh, ph []hit) (mismatch, agreed string) {
+// agreed the primary's hit of the first pair whose distances agree (nil
+// none).
+func canary(lh, ph []hit) (mismatch string, agreed *hit) {
 	local := make(map[[2]string]float64, len(lh))
 	for _, h := range lh {
 		if h.hasDist && h.chunk != "" {
 			local[[2]string{h.key, h.chunk}] = h.dist
 		}
 	}
-	for _, h := range ph {
+	for i, h := range ph {
 		d, ok := local[[2]string{h.key, h.chunk}]
 		switch {
 		case !ok || !h.hasDist || h.chunk == "":
 		case math.Abs(d-h.dist) > canaryTolerance:
-			return fmt.Sprintf("drawer %s, same text on both sides: local distance %.4f, primary %.4f", h.key, d, h.dist), ""
-		case agreed == "":
-			agreed = fmt.Sprintf("drawer %s, same text on both sides: distance %.4f on both", h.key, h.dist)
+			return fmt.Sprintf("drawer %s, same text on both sides: local distance %.4f, primary %.4f", h.key, d, h.dist), nil
+		case agreed == nil:
+			agreed = &ph[i]
 		}
 	}
 	return "", agreed
@@ -489,15 +490,15 @@ func (e *Edge) embedderMismatch(detail string) {
 	}
 }
 
-// embedderAgrees clears a recorded mismatch: the canary saw one chunk at
-// the same distance on both sides, and no chunk at two.
-func (e *Edge) embedderAgrees(detail string) {
+// embedderAgrees clears a recorded mismatch: the canary saw one chunk (the
+// primary's hit h) at the same distance on both sides, and no chunk at two.
+func (e *Edge) embedderAgrees(h *hit) {
 	e.mu.Lock()
 	was := e.mismatch
 	e.mismatch = ""
 	e.mu.Unlock()
 	if was != "" {
-		e.log.Info("embedder mismatch cleared: distances agree again", "detail", detail, "was", was)
+		e.log.Info("embedder mismatch cleared: distances agree again", "drawer", h.key, "distance", h.dist, "was", was)
 		e.recordMismatch("")
 	}
 }
