@@ -375,7 +375,11 @@ func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	// different distances means different embedding models; comparing
 	// their distances would be silent garbage, so only the primary's
 	// ranking is returned.
-	if detail, agreed := canary(lh, ph); detail != "" {
+	detail, agreed := canary(lh, ph)
+	if agreed != nil {
+		e.embedderAgrees(agreed)
+	}
+	if detail != "" {
 		e.embedderMismatch(detail)
 		for j := range ph {
 			ph[j].palace = origin.PalacePrimary
@@ -385,8 +389,6 @@ func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 		out, _ = sjson.SetRawBytes(out, "edge", edge)           // out is the primary's object text: it takes a member
 		out, _ = sjson.SetBytes(out, "embedder_mismatch", true) // as above
 		return out
-	} else if agreed != nil {
-		e.embedderAgrees(agreed)
 	}
 	seen := make(map[string]int, len(lh)+len(ph))
 	all := make([]hit, 0, len(lh)+len(ph))
