@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,7 +162,7 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	b.p.lastStatus.Store(int32(resp.StatusCode))
 	b.p.failedWhy.Store(nil)
 	if resp.StatusCode >= 500 {
-		b.p.failedWhy.Store(peekWhy(resp))
+		b.p.failedWhy.Store(peekWhy(resp, b.p.token()))
 	}
 	b.p.sawDevice(resp.Header)
 	resp.Body = endBody{resp.Body, cancel}
@@ -170,8 +171,10 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // peekWhy reads what a server error's body says (a JSON-RPC error's
 // message, or its first line of text; nil: nothing), leaving the body to
-// be read whole.
-func peekWhy(resp *http.Response) *string {
+// be read whole. A proxy or a debug page may repeat the request's
+// Authorization header: token and every bearer's value are replaced here,
+// before the text goes anywhere (a tool answer, the log, the outbox).
+func peekWhy(resp *http.Response, token string) *string {
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 	resp.Body = struct {
 		io.Reader
@@ -189,11 +192,18 @@ func peekWhy(resp *http.Response) *string {
 	if why = strings.TrimSpace(why); why == "" || !utf8.ValidString(why) {
 		return nil
 	}
+	why = bearerValue.ReplaceAllString(why, "${1}[redacted]")
+	if token != "" {
+		why = strings.ReplaceAll(why, token, "[redacted]")
+	}
 	if r := []rune(why); len(r) > 200 {
 		why = string(r[:200]) + "…"
 	}
 	return &why
 }
+
+// bearerValue is a bearer token's value as a body may repeat it.
+var bearerValue = regexp.MustCompile(`(?i)(bearer\s+)[^\s"',;]+`)
 
 // closeBye bounds a session's DELETE (see bearer).
 const closeBye = time.Second

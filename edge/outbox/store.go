@@ -104,7 +104,8 @@ func OpenOptions(path string, o Options) (*Store, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	// It holds the agent's writes: owner only.
+	if err := sqlitewal.CreatePrivate(path); err != nil {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
 	// auto_vacuum before anything creates a table.
