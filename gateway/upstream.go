@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/jsondepth"
 	"github.com/joakimp/devbox-config/warmconn"
 	"github.com/tidwall/gjson"
 )
@@ -188,7 +189,28 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 		// later) where a 502 would put a write in doubt.
 		return failed(http.StatusServiceUnavailable, UpstreamRefused)
 	}
+	if code := resp.StatusCode; (code < 200 || code > 299) && !answers(b, body) {
+		// Never passed on: a proxy or a debug page may repeat the
+		// request's Authorization header, the gateway's upstream token.
+		// A 5xx but 503 (busy, not run) and 504 (lost) is no answer to
+		// a call that was sent: 502, maybe applied.
+		msg := fmt.Sprintf("upstream answered HTTP %d %s, not a JSON-RPC answer", code, http.StatusText(code))
+		if code >= 500 && code != http.StatusServiceUnavailable && code != http.StatusGatewayTimeout {
+			code, msg = http.StatusBadGateway, msg+": the upstream may have applied it"
+		}
+		return failed(code, msg)
+	}
 	return resp.StatusCode, b
+}
+
+// answers reports whether b is a JSON-RPC answer (a result or an error) to
+// the message sent.
+func answers(b, sent []byte) bool {
+	if !jsondepth.Valid(b) {
+		return false
+	}
+	a := gjson.ParseBytes(b)
+	return a.Get("id").String() == gjson.GetBytes(sent, "id").String() && (a.Get("result").IsObject() || a.Get("error").IsObject())
 }
 
 // toolCall is a tools/call request with id.
@@ -292,6 +314,12 @@ func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string
 		return
 	}
 	defer resp.Body.Close() // read to its end or the client gone: nothing to report
+	if code := resp.StatusCode; withToken && (code < 200 || code > 299) {
+		// Never passed on: its body may repeat the upstream token (see postMCP).
+		started(code)
+		http.Error(w, fmt.Sprintf("devbox-config gateway: the upstream answered HTTP %d %s", code, http.StatusText(code)), code)
+		return
+	}
 	started(resp.StatusCode)
 	for _, h := range []string{"Content-Type", "Cache-Control", "Retry-After"} {
 		if v := resp.Header.Get(h); v != "" {
