@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -79,6 +81,9 @@ func (b *Bridge) connect(ctx context.Context) ([]*mcp.Tool, error) {
 		HTTPClient: &http.Client{Transport: bearer{token: b.cfg.Token, next: http.DefaultTransport}},
 	}
 	cs, err := client.Connect(cctx, transport, nil)
+	if te := (*tokenError)(nil); errors.As(err, &te) {
+		err = te // the SDK's and net/http's wrapping add nothing
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to the primary at %s: %w", b.cfg.URL, err)
 	}
@@ -102,14 +107,30 @@ func (b *Bridge) forward(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	return b.primary.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
 }
 
-// bearer adds the token to every request to the primary.
+// bearer adds the token to every request to the primary. A token that
+// is no header value, and the primary's 401, are a tokenError naming
+// MEMPALACE_REMOTE_TOKEN and its fix, never the token.
 type bearer struct {
 	token func() string
 	next  http.RoundTripper
 }
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	tok := b.token()
+	if i := strings.IndexFunc(tok, unicode.IsControl); i >= 0 {
+		return nil, &tokenError{fmt.Sprintf("MEMPALACE_REMOTE_TOKEN holds a control character (%U, at byte %d of %d), as a token pasted with its line end or a .env saved with Windows line ends has (fix: set it to the token alone, on one line)", []rune(tok[i:])[0], i+1, len(tok))}
+	}
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token())
-	return b.next.RoundTrip(r)
+	r.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := b.next.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		resp.Body.Close() // the status is the answer
+		return nil, &tokenError{"the primary refused MEMPALACE_REMOTE_TOKEN (HTTP 401) (fix: set it to the primary's token, without \"Bearer \"; behind a devbox-config gateway, this device's own from `devbox-config gateway token issue DEVICE`)"}
+	}
+	return resp, err
 }
+
+// tokenError is what is wrong with MEMPALACE_REMOTE_TOKEN.
+type tokenError struct{ msg string }
+
+func (e *tokenError) Error() string { return e.msg }

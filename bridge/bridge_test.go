@@ -67,19 +67,29 @@ func TestBridgeForwardsToolsWithTheToken(t *testing.T) {
 	}
 }
 
-// A wrong token is the primary's 401, reported at start, not a bridge that
-// offers no tools.
+// A wrong token is the primary's 401, and a token with a line break or
+// another control character is no header at all: either is reported at
+// start, naming MEMPALACE_REMOTE_TOKEN and the fix without repeating the
+// token, not a bridge that offers no tools (nor a bare "Unauthorized" or
+// Go's "invalid header field value").
 func TestBridgeRefusedTokenFailsAtStart(t *testing.T) {
-	url := primary(t, "right")
-	b, err := New(Config{URL: url, Token: func() string { return "wrong" }, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, w := io.Pipe()
-	defer w.Close()
-	err = b.Serve(context.Background(), r, nopCloser{io.Discard})
-	if err == nil || !strings.Contains(err.Error(), "connect to the primary") {
-		t.Fatalf("Serve with a refused token: %v", err)
+	url := primary(t, "tok-RIGHT-bridge")
+	for token, says := range map[string]string{
+		"tok-WRONG-bridge":   "refused",
+		"tok-RIGHT-bridge\n": "control character",
+		"tok-RIGHT-bridge\r": "control character",
+		"\x01tok-RIGHT":      "control character",
+	} {
+		b, err := New(Config{URL: url, Token: func() string { return token }, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, w := io.Pipe()
+		err = b.Serve(context.Background(), r, nopCloser{io.Discard})
+		w.Close()
+		if err == nil || !strings.Contains(err.Error(), "MEMPALACE_REMOTE_TOKEN") || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), "fix:") || strings.Contains(err.Error(), "tok-") {
+			t.Errorf("Serve with the token %q: %v; want it to name MEMPALACE_REMOTE_TOKEN, say %q and a fix, without the token", token, err, says)
+		}
 	}
 }
 
