@@ -1086,9 +1086,9 @@ func TestPalaceLocation(t *testing.T) {
 	only(t, b.run())
 }
 
-// A timeout or lease the edge cannot read stops the edge at start, and the
-// harness then runs without MemPalace's tools: doctor says so before the
-// container is recreated (found by an outside tester, who wrote "10").
+// A timeout or lease the edge cannot read (found by an outside tester, who
+// wrote "10") is the default: doctor says so, and the fix, before the
+// container is recreated.
 func TestEdgeSettings(t *testing.T) {
 	srv := primary(t, "", fakepalace.Options{})
 	for _, c := range []struct{ name, value string }{{"MEMPALACE_EDGE_TIMEOUT", "10"}, {"MEMPALACE_EDGE_LEASE", "5ms"}} {
@@ -1096,11 +1096,29 @@ func TestEdgeSettings(t *testing.T) {
 		b.edgeMode(srv.URL(), "tok-unused-0123456789")
 		b.env[c.name] = c.value
 		fs := b.run()
-		only(t, fs, "error:edge-settings")
-		if !strings.Contains(fs[0].Message, c.name) || !strings.Contains(fs[0].Message, "no MemPalace tools") {
+		only(t, fs, "warn:edge-settings")
+		if !strings.Contains(fs[0].Message, c.name) || !strings.Contains(fs[0].Message, "the edge uses the default") || !strings.Contains(fs[0].Fix, c.name+"=") {
 			t.Fatalf("%s=%s: %+v", c.name, c.value, fs[0])
 		}
 	}
+}
+
+// A token with a line break (a quoted value spanning two lines) cannot go
+// in a header: doctor says so as an error, naming the variable, never the
+// value. Found by an outside tester.
+func TestTokenWithALineBreak(t *testing.T) {
+	srv := primary(t, "", fakepalace.Options{})
+	b := newBox(t)
+	b.edgeMode(srv.URL(), "tok-unused-0123456789\nX-Evil: 1")
+	for _, f := range b.run() {
+		if strings.Contains(f.Message+f.Fix, "tok-unused") {
+			t.Errorf("the token is repeated: %+v", f)
+		}
+		if f.ID == IDEnvFallback && f.Severity == Error && strings.Contains(f.Message, "MEMPALACE_REMOTE_TOKEN") && strings.Contains(f.Message, "header") {
+			return
+		}
+	}
+	t.Errorf("no error:env-fallback on MEMPALACE_REMOTE_TOKEN's line break")
 }
 
 // entry-command: a harness config's stdio MemPalace entry whose command

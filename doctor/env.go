@@ -28,7 +28,7 @@ const MinTokenLen = 16
 func CheckEnv(opts Options, st State, p Probe) []Finding {
 	var out []Finding
 	for _, w := range st.Warnings {
-		f := Finding{ID: IDEnvFallback, Severity: Warn, Section: "§1.2", Message: w.String(), Fix: w.Fix}
+		f := Finding{ID: IDEnvFallback, Severity: Warn, Section: "§1.2", Message: w.What(), Fix: w.Fix}
 		switch w.Var {
 		case ladder.EnvRemoteURL, ladder.EnvEdge:
 			f.Severity = Error // the devbox is not on the rung .env asks for
@@ -36,7 +36,13 @@ func CheckEnv(opts Options, st State, p Probe) []Finding {
 			if st.Settings.Mode == ladder.Solitary {
 				continue // a devbox without MemPalace is a valid choice (R5), not a fall-back
 			}
+		case ladder.EnvEdgeTimeout, ladder.EnvEdgeLease:
+			f.ID = IDEdgeSettings // the edge starts with the default
 		case ladder.EnvRemoteToken:
+			if st.Settings.TokenSet {
+				f.Severity = Error // one no header can carry: every call fails
+				break
+			}
 			if p.Reached {
 				continue // the primary's own answer decides: primary-auth, or none needed
 			}
@@ -46,17 +52,12 @@ func CheckEnv(opts Options, st State, p Probe) []Finding {
 		}
 		out = append(out, f)
 	}
-	if _, _, err := ladder.ResolveEdge(opts.Env, opts.LookPath); err != nil {
-		out = append(out, Finding{ID: IDEdgeSettings, Severity: Error, Section: "§1.2",
-			Message: err.Error() + ": the edge refuses to start with it, and the harness runs with no MemPalace tools",
-			Fix:     "give it a duration with its unit (10s, 1m30s; the lease at least 100ms), or remove it for the default"})
-	}
 	for _, w := range ladder.CheckNames(opts.Names) {
 		sev := Warn
 		if strings.Contains(w.Message, "did you mean") {
 			sev = Error // meant for someone, read by no one
 		}
-		out = append(out, Finding{ID: IDEnvUnknown, Severity: sev, Section: "§1.2", Message: w.String(), Fix: w.Fix})
+		out = append(out, Finding{ID: IDEnvUnknown, Severity: sev, Section: "§1.2", Message: w.What(), Fix: w.Fix})
 	}
 	if tok := opts.token(); tok != "" && len(tok) < MinTokenLen && opts.env(ladder.EnvRemoteURL) != "" {
 		f := Finding{ID: IDWeakToken, Severity: Warn, Section: "§6.2",

@@ -3,6 +3,7 @@ package ladder
 import (
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -72,8 +73,9 @@ func (s EdgeSettings) Identity() string {
 // ResolveEdge reads the edge's settings. Like Resolve, what it cannot use
 // becomes a warning, and the edge never acts on a value Resolve rejected
 // (an origin device render refuses is never stamped). A timeout or lease
-// that is not a duration is an error: the operator asked for something
-// specific that the edge cannot honour.
+// that is not a duration is the default, with Resolve's warning (render
+// gives it when it writes the edge's entry): refusing to start would leave
+// the harness without MemPalace's tools.
 func ResolveEdge(env Lookup, lookPath LookPath) (EdgeSettings, []Warning, error) {
 	get := func(k string) string { v, _ := env(k); return strings.TrimSpace(v) }
 	child := []string{LocalServer}
@@ -89,21 +91,10 @@ func ResolveEdge(env Lookup, lookPath LookPath) (EdgeSettings, []Warning, error)
 		return lookPath(name)
 	})
 	s := EdgeSettings{Settings: base, Child: child, Timeout: DefaultEdgeTimeout, LogLevel: slog.LevelInfo}
-	if v := get(EnvEdgeTimeout); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return s, warns, fmt.Errorf("%s: %s is not a duration like 10s", EnvEdgeTimeout, shown(v))
-		}
-		s.Timeout = d
-	}
-	if v := get(EnvEdgeLease); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 100*time.Millisecond {
-			return s, warns, fmt.Errorf("%s: %s is not a duration of at least 100ms", EnvEdgeLease, shown(v))
-		}
-		s.Lease = d
-	}
-	switch v := strings.ToLower(get(EnvEdgeLog)); v {
+	t := edgeDurations(get) // Resolve warned of them
+	s.Timeout, s.Lease = t.timeout, t.lease
+	tok := get(EnvRemoteToken)
+	switch v := get(EnvEdgeLog); strings.ToLower(v) {
 	case "", "info":
 	case "debug":
 		s.LogLevel = slog.LevelDebug
@@ -112,13 +103,13 @@ func ResolveEdge(env Lookup, lookPath LookPath) (EdgeSettings, []Warning, error)
 	case "error":
 		s.LogLevel = slog.LevelError
 	default:
-		warns = append(warns, Warning{Var: EnvEdgeLog, Message: fmt.Sprintf("%s is not one of debug, info, warn, error; info is used", shown(v))})
+		warns = append(warns, Warning{Var: EnvEdgeLog, Message: fmt.Sprintf("%s is not one of debug, info, warn, error; info is used", shown(v, tok))})
 	}
 	if v := get(EnvEdgeHarness); v != "" {
 		if validName(v) {
 			s.Harness = v
 		} else {
-			warns = append(warns, Warning{Var: EnvEdgeHarness, Message: fmt.Sprintf("%s is not a valid MemPalace agent name; ignored", shown(v))})
+			warns = append(warns, Warning{Var: EnvEdgeHarness, Message: fmt.Sprintf("%s is not a valid MemPalace agent name; ignored", shown(v, tok))})
 		}
 	}
 	palace, err := PalacePath(env)
@@ -156,4 +147,36 @@ func ChildEnviron(environ []string, palace string) []string {
 		}
 	}
 	return append(out, EnvPalacePath+"="+palace)
+}
+
+// edgeTimings are MEMPALACE_EDGE_TIMEOUT and MEMPALACE_EDGE_LEASE as the
+// edge uses them (a lease of 0 is the outbox's default, 10s), with a
+// warning for each that is not a duration the edge can use.
+type edgeTimings struct {
+	timeout, lease time.Duration
+	warns          []Warning
+}
+
+func edgeDurations(get func(string) string) edgeTimings {
+	t := edgeTimings{timeout: DefaultEdgeTimeout}
+	tok := get(EnvRemoteToken)
+	read := func(name string, least time.Duration, what string, into *time.Duration) {
+		v := get(name)
+		if v == "" {
+			return
+		}
+		if d, err := time.ParseDuration(v); err == nil && d >= least {
+			*into = d
+			return
+		}
+		fix := name + "=10s (a duration with its unit: 10s, 1m30s, 500ms), or remove it for the default"
+		if _, err := strconv.ParseUint(v, 10, 32); err == nil && showable(v, tok) {
+			fix = name + "=" + v + "s (a duration with its unit: s, m, ms), or remove it for the default"
+		}
+		t.warns = append(t.warns, Warning{Var: name, Fix: fix,
+			Message: fmt.Sprintf("%s is not %s with its unit; the edge uses the default, 10s", shown(v, tok), what)})
+	}
+	read(EnvEdgeTimeout, time.Nanosecond, "a positive duration", &t.timeout)
+	read(EnvEdgeLease, 100*time.Millisecond, "a duration of at least 100ms", &t.lease)
+	return t
 }

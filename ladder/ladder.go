@@ -47,8 +47,9 @@ const (
 	EnvPiSettingsMrg = "PI_SETTINGS_MERGE"
 )
 
-// Vars lists every variable the ladder reads, in documentation order.
-var Vars = []string{EnvRemoteURL, EnvRemoteToken, EnvEdge, EnvAgentName, EnvOriginDevice, EnvOriginLabel, EnvPiSettingsMrg}
+// Vars lists every variable the ladder reads, in documentation order (the
+// edge's timeout and lease: render warns of one the edge cannot use).
+var Vars = []string{EnvRemoteURL, EnvRemoteToken, EnvEdge, EnvAgentName, EnvOriginDevice, EnvOriginLabel, EnvPiSettingsMrg, EnvEdgeTimeout, EnvEdgeLease}
 
 // LocalServer is the solitary stdio server's command (exactly the argv the
 // images use today; RFC 001 §7.1 forbids adding --palace).
@@ -111,7 +112,17 @@ type Warning struct {
 	Fix     string // the exact change that makes it right
 }
 
-func (w Warning) String() string { return w.Var + ": " + w.Message }
+// String is the warning as render prints it: "VAR: message (fix: fix)".
+func (w Warning) String() string {
+	if w.Fix == "" {
+		return w.What()
+	}
+	return w.What() + " (fix: " + w.Fix + ")"
+}
+
+// What is the warning without its fix, "VAR: message" (doctor gives the
+// fix apart).
+func (w Warning) What() string { return w.Var + ": " + w.Message }
 
 // Lookup returns the value of an environment variable, as os.LookupEnv.
 type Lookup func(name string) (string, bool)
@@ -175,6 +186,8 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 		v, _ := env(k)
 		return strings.TrimSpace(v)
 	}
+	tok := get(EnvRemoteToken)
+	shown := func(v string) string { return shown(v, tok) }
 	var warns []Warning
 	warn := func(v, fix, format string, args ...any) {
 		warns = append(warns, Warning{Var: v, Message: fmt.Sprintf(format, args...), Fix: fix})
@@ -191,7 +204,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	}
 
 	if raw := get(EnvRemoteURL); raw != "" {
-		if p := checkURL(raw, get(EnvRemoteToken)); p.problem != "" {
+		if p := checkURL(raw, tok); p.problem != "" {
 			s.URLProblem = p.problem + " (fix: " + p.fix + ")"
 			warn(EnvRemoteURL, p.fix, "%s; staying solitary", p.problem)
 		} else {
@@ -210,7 +223,11 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 			"set without %s; edge mode needs a primary, staying solitary", EnvRemoteURL)
 	}
 
-	s.TokenSet = get(EnvRemoteToken) != ""
+	s.TokenSet = tok != ""
+	if strings.IndexFunc(tok, unicode.IsControl) >= 0 {
+		warn(EnvRemoteToken, "write the token alone after "+EnvRemoteToken+"= on one line, with no quotes around a line break and no \\n or \\r in it (the token `devbox-config gateway token issue DEVICE` or the primary's operator gave)",
+			"holds a line break or another control character (not shown: it is the token), which no Authorization header can carry: every call to the primary will fail")
+	}
 	if s.Mode != Solitary && !s.TokenSet {
 		warn(EnvRemoteToken, "set "+EnvRemoteToken+" in .env to this device's token (behind a devbox-config gateway: the one `devbox-config gateway token issue DEVICE` printed)",
 			"empty while %s is set: the primary will answer 401 unless it runs without a token on loopback", EnvRemoteURL)
@@ -248,7 +265,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	if v := get(EnvOriginLabel); v != "" {
 		if strings.Contains(v, "/") {
 			fix := "remove the '/' from " + EnvOriginLabel
-			if showable(v) {
+			if showable(v, tok) {
 				fix += " (e.g. " + strings.ReplaceAll(v, "/", "-") + ")"
 			}
 			warn(EnvOriginLabel, fix, "must not contain '/'; ignored, '-' will be used")
@@ -256,6 +273,7 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 			s.OriginLabel = v
 		}
 	}
+	warns = append(warns, edgeDurations(get).warns...)
 	if v := get(EnvPiSettingsMrg); v != "" {
 		merge, ok := parseBool(v)
 		if !ok {
@@ -291,7 +309,9 @@ func checkURL(raw, token string) urlCheck {
 	// The token itself, anywhere (a path segment, a fragment, a ;param):
 	// render would write it into every harness config. Not a short one,
 	// which ordinary URLs contain by chance (doctor's weak-token says so).
-	if len(token) >= minTokenInURL && strings.Contains(raw, token) {
+	// Percent-encoded too (a URL copied from a ?token= link).
+	decoded, _ := url.PathUnescape(raw)
+	if len(token) >= minTokenInURL && (strings.Contains(raw, token) || strings.Contains(decoded, token)) {
 		return urlCheck{"carries the token itself: it would be written into every harness config",
 			"remove it from " + EnvRemoteURL + " (the token goes in " + EnvRemoteToken + " only), and rotate it if a config with the URL ever left the machine"}
 	}
@@ -322,7 +342,9 @@ func checkURL(raw, token string) urlCheck {
 		}
 		// RedactURL: the fix repeats no query (it may hold a secret).
 		fix := EnvRemoteURL + "=" + RedactURL(scheme+raw)
-		if _, err := url.Parse(scheme + raw); err != nil {
+		// Nor a value with no '.', ':' or '/': no host name, but maybe a
+		// token in the wrong variable.
+		if _, err := url.Parse(scheme + raw); err != nil || !strings.ContainsAny(raw, ".:/") {
 			fix = EnvRemoteURL + "=" + scheme + "HOST/mcp (the primary's or its gateway's /mcp endpoint)"
 		}
 		return urlCheck{"has no scheme (http:// or https://)", fix}

@@ -35,7 +35,7 @@ func PalacePath(env Lookup) (string, error) {
 	abs := func(p string) (string, error) {
 		a, err := filepath.Abs(expand(p))
 		if err != nil {
-			return "", fmt.Errorf("the palace %s: %w", shown(p), err)
+			return "", fmt.Errorf("the palace %s: %w", shown(p, strings.TrimSpace(get(EnvRemoteToken))), err)
 		}
 		return a, nil
 	}

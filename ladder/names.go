@@ -11,7 +11,7 @@ import (
 // edge's and bridge's, and the gateway's.
 func ownVars() []string {
 	return append(append([]string(nil), Vars...),
-		EnvEdgeChild, EnvEdgeTimeout, EnvEdgeLease, EnvEdgeLog, EnvEdgeHarness, EnvPalacePath, EnvUpstreamToken, EnvFromParent)
+		EnvEdgeChild, EnvEdgeLog, EnvEdgeHarness, EnvPalacePath, EnvUpstreamToken, EnvFromParent)
 }
 
 // ServerVars are the variables a stdio server a harness starts reads

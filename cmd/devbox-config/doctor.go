@@ -24,7 +24,7 @@ section it comes from. Finding ids are stable, for scripts:
                                                   the fall-back it takes), a name
                                                   nobody reads ("did you mean")
   edge-settings                              §1.2 an edge timeout or lease that
-                                                  is not a duration: no edge, no tools
+                                                  is not a duration: the default is used
   weak-token                                 §6.2 a token under 16 characters
   kg-split, entities-split                   §7.1 two files for one store
   hallways-split                             §7.1 a pre-3.3.6 ~/.mempalace/

@@ -29,7 +29,7 @@ func edgeConfig(stderr io.Writer) (edge.Config, *slog.Logger, error) {
 		return edge.Config{}, log, usageError("%v", err)
 	}
 	for _, w := range warns {
-		log.Warn(w.Message, "var", w.Var)
+		log.Warn(w.String()) // "VAR: what (fix: how)", as render says it
 	}
 	return edge.ConfigFrom(s, ladder.TokenSource(env), ladder.ChildEnviron(environ, s.Palace), version, log), log, nil
 }

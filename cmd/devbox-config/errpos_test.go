@@ -170,3 +170,18 @@ func TestEnvFileErrorRepeatsNoToken(t *testing.T) {
 		}
 	}
 }
+
+// render warns of an edge timeout without its unit when it writes the edge
+// entry, with the fix and what the edge does instead (its default). Found
+// by an outside tester: render said nothing and the edge refused to start.
+func TestRenderWarnsOfAnEdgeTimeoutWithoutUnit(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	os.Mkdir(home, 0o755)
+	env := filepath.Join(dir, "t.env")
+	os.WriteFile(env, []byte("MEMPALACE_REMOTE_URL=http://127.0.0.1:1/mcp\nMEMPALACE_REMOTE_TOKEN=tok-0123456789abcdef\nMEMPALACE_EDGE=1\nMEMPALACE_EDGE_TIMEOUT=10\n"), 0o600)
+	code, out, errOut := runCLI("render", "--dry-run", "--home", home, "--env-file", env)
+	if code != 0 || !strings.Contains(errOut, `MEMPALACE_EDGE_TIMEOUT: \"10\" is not a positive duration with its unit; the edge uses the default, 10s (fix: MEMPALACE_EDGE_TIMEOUT=10s`) {
+		t.Errorf("exit %d, want 0 and the warning with its fix:\n%s%s", code, out, errOut)
+	}
+}
