@@ -185,3 +185,20 @@ func TestRenderWarnsOfAnEdgeTimeoutWithoutUnit(t *testing.T) {
 		t.Errorf("exit %d, want 0 and the warning with its fix:\n%s%s", code, out, errOut)
 	}
 }
+
+// mailbox takes its timeout from MEMPALACE_EDGE_TIMEOUT: one without its
+// unit is the default, and mailbox says so with the fix (before, it was a
+// usage error; now the edge's default, which it would use silently).
+func TestMailboxWarnsOfAnEdgeTimeoutWithoutUnit(t *testing.T) {
+	for _, k := range []string{"MEMPALACE_AGENT_NAME", "MEMPALACE_EDGE", "MEMPALACE_ORIGIN_LABEL"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("MEMPALACE_REMOTE_URL", "http://127.0.0.1:1/mcp")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok-0123456789abcdef")
+	t.Setenv("MEMPALACE_EDGE_HARNESS", "opencode")
+	t.Setenv("MEMPALACE_EDGE_TIMEOUT", "10")
+	_, out, errOut := runCLI("mailbox")
+	if !strings.Contains(errOut, "MEMPALACE_EDGE_TIMEOUT") || !strings.Contains(errOut, "(fix: MEMPALACE_EDGE_TIMEOUT=10s") {
+		t.Errorf("no warning with the fix:\n%s%s", out, errOut)
+	}
+}

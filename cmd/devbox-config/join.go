@@ -165,8 +165,8 @@ func (jc *joinCmd) config() (join.Config, error) {
 		if w.Var == ladder.EnvOriginDevice {
 			return join.Config{}, usageError("--origin-device %q: %s", jc.device, strings.TrimSuffix(w.Message, "; ignored, nothing will be stamped"))
 		}
-		if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvOriginLabel || w.Var == ladder.EnvAgentName {
-			log.Warn(w.Message, "var", w.Var)
+		if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvOriginLabel || w.Var == ladder.EnvAgentName || w.Var == ladder.EnvEdgeTimeout {
+			log.Warn(w.String())
 		}
 	}
 	home, _ := jc.env("HOME")

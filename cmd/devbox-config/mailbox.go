@@ -111,7 +111,7 @@ func (mc *mailboxCmd) settle(timeoutSet bool) (string, error) {
 		return "", usageError("%v", err)
 	}
 	for _, w := range warns {
-		if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvEdgeHarness || w.Var == ladder.EnvAgentName || w.Var == ladder.EnvOriginLabel {
+		if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvEdgeHarness || w.Var == ladder.EnvAgentName || w.Var == ladder.EnvOriginLabel || w.Var == ladder.EnvEdgeTimeout && !timeoutSet {
 			fmt.Fprintln(mc.stderr, "devbox-config: warning:", w)
 		}
 	}
