@@ -55,7 +55,10 @@ func TestAnEchoedAuthorizationHeaderIsNotQuoted(t *testing.T) {
 		}
 		return all.String()
 	}
-	// what `devbox-config edge flush` does, beside the running edge
+	// what `devbox-config edge flush` does once the edge has exited (a
+	// running edge holds the flush lease, and the flush would send nothing)
+	h.stop()
+	<-h.done
 	s, err := outbox.Open(filepath.Join(edgeDir, outbox.FileName), "", "")
 	if err != nil {
 		t.Fatal(err)
