@@ -163,3 +163,44 @@ func TestGatewayDeviceRemoveRacesFirstUse(t *testing.T) {
 		srv.Close()
 	}
 }
+
+// `token revoke DEVICE --token ID` with an id that names no token of the
+// device (a typo, or another device's token) is an error naming the
+// device's token ids, never their secrets, and the fix; nothing is revoked
+// and the file is unchanged (attack27 g6: "revoked 0 token(s)", exit 0,
+// the leaked token still live).
+func TestGatewayRevokeUnknownTokenIDIsAnError(t *testing.T) {
+	cfg := emptyGatewayConfig(t)
+	cli := gatewayCLI(t, cfg)
+	cli(0, "device", "add", "a-1", "--read", "shared")
+	cli(0, "device", "add", "b-1", "--read", "shared")
+	cli(0, "token", "issue", "a-1")
+	tokB, _ := cli(0, "token", "issue", "b-1")
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idA, idB := c.Device("a-1").Tokens[0].ID, c.Device("b-1").Tokens[0].ID
+	before, _ := os.ReadFile(cfg)
+	_, errOut := cli(1, "token", "revoke", "a-1", "--token", idB)
+	for _, want := range []string{"a-1 has no token " + idB, idA, "b-1's", "token revoke b-1 --token " + idB} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("another device's token id: stderr %q lacks %q", errOut, want)
+		}
+	}
+	_, errOut = cli(1, "token", "revoke", "b-1", "--token", idB[:11]+"X")
+	for _, want := range []string{"b-1 has no token " + idB[:11] + "X", idB + " (live)", "device list"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("a mistyped id: stderr %q lacks %q", errOut, want)
+		}
+	}
+	if strings.Contains(errOut, strings.Split(strings.TrimSpace(tokB), "_")[2]) {
+		t.Error("the error shows a token's secret")
+	}
+	if after, _ := os.ReadFile(cfg); !bytes.Equal(before, after) {
+		t.Error("the config changed")
+	}
+	if out, _ := cli(0, "token", "revoke", "b-1", "--token", idB); out != "revoked 1 token(s)\n" {
+		t.Errorf("the right id: %q", out)
+	}
+}

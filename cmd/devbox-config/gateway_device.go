@@ -178,14 +178,7 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 	for _, d := range c.Devices {
 		var toks []string
 		for _, t := range d.Tokens {
-			state := "live"
-			switch {
-			case t.Revoked:
-				state = "revoked"
-			case t.Expires != nil:
-				state = "expires " + t.Expires.Format(time.DateOnly)
-			}
-			toks = append(toks, t.ID+":"+state)
+			toks = append(toks, t.ID+":"+tokenState(t))
 		}
 		trusts := "all"
 		if d.Trusts != nil {
@@ -194,6 +187,18 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", d.ID, d.Label, strings.Join(d.Read, ","), strings.Join(d.Write, ","), d.KG, d.Admin, trusts, strings.Join(toks, " "))
 	}
 	return w.Flush()
+}
+
+// tokenState is a token's state for `device list`: live, revoked or
+// its expiry.
+func tokenState(t gateway.Token) string {
+	switch {
+	case t.Revoked:
+		return "revoked"
+	case t.Expires != nil:
+		return "expires " + t.Expires.Format(time.DateOnly)
+	}
+	return "live"
 }
 
 // removeDevice is `gateway device remove ID`. A device another trusts

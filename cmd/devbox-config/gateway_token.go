@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,6 +69,9 @@ func revokeTokens(g *gatewayConfig, stdout io.Writer, id, tokenID string) error 
 		if err != nil {
 			return err
 		}
+		if tokenID != "" && !slices.ContainsFunc(d.Tokens, func(t gateway.Token) bool { return t.ID == tokenID }) {
+			return noSuchToken(g, c, d, tokenID)
+		}
 		n = gateway.Revoke(d, tokenID)
 		return nil
 	})
@@ -75,4 +80,25 @@ func revokeTokens(g *gatewayConfig, stdout io.Writer, id, tokenID string) error 
 	}
 	fmt.Fprintf(stdout, "revoked %d token(s)\n", n)
 	return nil
+}
+
+// noSuchToken is the error for `token revoke DEVICE --token ID` when ID is
+// no token of d: its token ids (never a secret), and the device it is one
+// of, if any.
+func noSuchToken(g *gatewayConfig, c *gateway.Config, d *gateway.Device, id string) error {
+	ids := make([]string, 0, len(d.Tokens))
+	for _, t := range d.Tokens {
+		ids = append(ids, t.ID+" ("+tokenState(t)+")")
+	}
+	has := "it has no token at all"
+	if len(ids) > 0 {
+		has = "its tokens: " + strings.Join(ids, ", ")
+	}
+	fix := fmt.Sprintf("give one of its ids, or no --token to revoke them all; '%s' shows every device's", g.hint("device list"))
+	for _, o := range c.Devices {
+		if slices.ContainsFunc(o.Tokens, func(t gateway.Token) bool { return t.ID == id }) {
+			fix = fmt.Sprintf("%s is device %s's token: '%s'", id, o.ID, g.hint("token revoke "+o.ID+" --token "+id))
+		}
+	}
+	return failed(fmt.Errorf("device %s has no token %s, so nothing is revoked; %s (fix: %s)", d.ID, id, has, fix))
 }
