@@ -18,6 +18,10 @@
 //     existing file's mode and owner (a new file gets perm and, when run as
 //     root, its directory's owner), renamed over the target, and the
 //     directory is fsynced. A reader sees the old bytes or the new ones.
+//   - A file whose owner (or group) the process could not give back to
+//     the temp file (not root, and not its owner or not in its group) is
+//     left alone with a *NotWritableError naming it, its owner and the
+//     fix, whatever its mode: a rename would make it the process's user's.
 //   - The temp file is created with O_CREAT|O_EXCL, which fails on any
 //     existing name, a symlink included: a temp file is never a link.
 //   - When the rename cannot work (EBUSY or EXDEV: a single file

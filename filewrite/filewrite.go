@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +42,7 @@ type Option func(*config)
 
 type config struct {
 	owned  bool
+	user   user // the process's user, whose writes must keep a file's owner
 	rename func(oldpath, newpath string) error
 	// fault, when set, is called at each named step; an error stops the
 	// write there as a kill would (temp files are left as they are).
@@ -54,6 +56,53 @@ type config struct {
 // names keep the old bytes), never written in place.
 func Owned() Option {
 	return func(c *config) { c.owned = true }
+}
+
+// user is a process's effective user and groups (root: uid 0).
+type user struct {
+	uid  int
+	gids []int
+}
+
+// self is this process's user.
+func self() user {
+	gids, _ := os.Getgroups() // none known: only the effective group counts
+	return user{os.Geteuid(), append(gids, os.Getegid())}
+}
+
+// withUser makes Write act for uid and gids instead of the process's
+// user (tests: the decision without running as another user).
+func withUser(uid int, gids ...int) Option {
+	return func(c *config) { c.user = user{uid, gids} }
+}
+
+// keeps reports whether a file this user makes can be given owner uid and
+// group gid: root can give any; anyone else only their own uid and groups.
+func (u user) keeps(uid, gid int) bool {
+	return u.uid == 0 || uid < 0 || (uid == u.uid && slices.Contains(u.gids, gid))
+}
+
+// NotWritableError is returned for an existing file whose owner this
+// user (not root) cannot give back to a replacement: written by rename it
+// would become theirs, so it is left as it is, as a read-only file is.
+type NotWritableError struct {
+	Path     string
+	UID, GID int // its owner
+	Mode     fs.FileMode
+	User     int // the uid of the process that was to write it
+}
+
+func (e *NotWritableError) Error() string {
+	return fmt.Sprintf("%s belongs to %s (group %d, mode %04o), and a file this user (uid %d) writes would be theirs, so it is left alone; to let it be updated, give it to this user: sudo chown %d %s",
+		e.Path, ownerName(e.UID), e.GID, e.Mode, e.User, e.User, e.Path)
+}
+
+// ownerName names a uid for a message.
+func ownerName(uid int) string {
+	if uid == 0 {
+		return "root"
+	}
+	return fmt.Sprint("uid ", uid)
 }
 
 // WithRename replaces os.Rename, so a test can make it fail with EBUSY or
@@ -200,7 +249,7 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 // Write replaces the file at path with data, as the package doc says. perm
 // is the mode of a new file; an existing file keeps its own.
 func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, error) {
-	c := config{rename: os.Rename, fault: func(string) error { return nil }}
+	c := config{user: self(), rename: os.Rename, fault: func(string) error { return nil }}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -275,6 +324,9 @@ func (c config) target(path string, perm os.FileMode) (target, error) {
 	var links uint64
 	t.uid, t.gid, links = owner(fi)
 	t.linked = links > 1
+	if !c.owned && !c.user.keeps(t.uid, t.gid) {
+		return t, &NotWritableError{Path: path, UID: t.uid, GID: t.gid, Mode: t.perm, User: c.user.uid}
+	}
 	return t, nil
 }
 

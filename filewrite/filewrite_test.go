@@ -258,3 +258,40 @@ func TestOwnedNeverWritesThroughALink(t *testing.T) {
 		t.Fatalf("mode %o, want the replaced file's 0640", fi.Mode().Perm())
 	}
 }
+
+// A file whose owner a rename cannot keep (run as another, non-root user:
+// a root-owned config in the user's writable directory) is never replaced
+// by a rename that would make it the user's: it is left alone, whatever
+// its mode, with a *NotWritableError naming it, its owner and the fix
+// (attack27 f_owner: root 0644 became the user's, the entry added). The
+// user is injected (withUser).
+func TestForeignOwnerLeftAlone(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.json")
+	os.WriteFile(p, []byte("old"), 0o644)
+	if os.Geteuid() == 0 {
+		os.Chown(p, 4242, 4242) // a user's file: uid 0 is root, who keeps any owner
+	}
+	fi, _ := os.Stat(p)
+	st := fi.Sys().(*syscall.Stat_t)
+	for _, u := range []Option{withUser(int(st.Uid)+1, int(st.Gid)), withUser(int(st.Uid), int(st.Gid)+1)} {
+		for _, mode := range []os.FileMode{0o644, 0o666} {
+			os.Chmod(p, mode)
+			_, err := Write(p, []byte("new"), 0o600, u)
+			var nw *NotWritableError
+			if !errors.As(err, &nw) || nw.Path != p || !strings.Contains(err.Error(), "left alone") ||
+				!strings.Contains(err.Error(), "chown") || !strings.Contains(err.Error(), ownerName(int(st.Uid))) {
+				t.Errorf("mode %o: %v, want a *NotWritableError naming the file, its owner and the fix", mode, err)
+			}
+			if b, _ := os.ReadFile(p); string(b) != "old" {
+				t.Errorf("mode %o: written: %q", mode, b)
+			}
+		}
+	}
+	if res, err := Write(p, []byte("own"), 0o600, withUser(int(st.Uid), int(st.Gid))); err != nil || res.InPlace {
+		t.Errorf("the owner's own file: %+v, %v, want replaced by rename", res, err)
+	}
+	if _, err := Write(filepath.Join(dir, "new.json"), []byte("x"), 0o600, withUser(int(st.Uid)+1, int(st.Gid)+1)); err != nil {
+		t.Errorf("a new file: %v", err)
+	}
+}
