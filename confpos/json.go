@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tailscale/hujson"
 )
@@ -122,6 +124,9 @@ func (o JSON) decodeError(file string, src []byte, err error, t reflect.Type) er
 		if v == nil {
 			break
 		}
+		if what, fix, ok := badNumber(v.Value, te.Type); ok {
+			return At(file, src, v.StartOffset, orTop(path)+": "+what, fix)
+		}
 		return At(file, src, v.StartOffset, fmt.Sprintf("%s is %s", orTop(path), kindOfValue(v.Value)), "make it "+kindOfType(te.Type))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		root, perr := hujson.Parse(src)
@@ -140,8 +145,53 @@ func (o JSON) decodeError(file string, src []byte, err error, t reflect.Type) er
 			}
 			return At(file, src, m.Name.StartOffset, fmt.Sprintf("unknown key %q %s", name, where), fix)
 		}
+	default: // an UnmarshalJSON's own error, which says nothing of where
+		root, perr := hujson.Parse(src)
+		if perr != nil {
+			break
+		}
+		if v, path, vt, uerr := firstRefused(&root, t, ""); v != nil && path != "" {
+			e := At(file, src, v.StartOffset, path+": "+uerr.Error(), "")
+			if vt == reflect.TypeFor[time.Time]() {
+				e = At(file, src, v.StartOffset, fmt.Sprintf("%s is %s, not a time", path, kindOfValue(v.Value)),
+					`write it in RFC 3339 form, in double quotes, e.g. "2006-01-02T15:04:05Z" (an offset such as +02:00 in place of the Z)`)
+			}
+			e.Err = uerr
+			return e
+		}
 	}
 	return fmt.Errorf("%s: %w", file, err)
+}
+
+// badNumber says what is wrong with a number (v) that does not decode into
+// the number type t, and the fix; ok false for any other mistake.
+func badNumber(v hujson.ValueTrimmed, t reflect.Type) (what, fix string, ok bool) {
+	l, isLit := v.(hujson.Literal)
+	if !isLit || l.Kind() != '0' {
+		return "", "", false
+	}
+	text := string(l)
+	var lo, hi string
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return text + " is out of range (larger than any number it can hold)", "make it a smaller number", true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		lo, hi = strconv.FormatInt(math.MinInt64>>(64-t.Bits()), 10), strconv.FormatInt(math.MaxInt64>>(64-t.Bits()), 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		lo, hi = "0", strconv.FormatUint(math.MaxUint64>>(64-t.Bits()), 10)
+	default:
+		return "", "", false
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	switch {
+	case err == nil && f != math.Trunc(f):
+		return text + " is not a whole number", fmt.Sprintf("make it a whole number, %.0f or %.0f", math.Floor(f), math.Ceil(f)), true
+	case err == nil && strings.ContainsAny(text, ".eE") && math.Abs(f) < 1<<53:
+		return text + " is not written as a whole number", fmt.Sprintf("write it as %.0f, digits alone", f), true
+	case strings.HasPrefix(text, "-"):
+		return text + " is out of range", "make it a whole number, at least " + lo, true
+	}
+	return text + " is out of range", "make it a whole number, at most " + hi, true
 }
 
 // noTrailingComma places the first trailing comma in src, which parses as
@@ -397,6 +447,59 @@ func kindOfType(t reflect.Type) string {
 		return "an object, {...}"
 	}
 	return "a value of the right kind"
+}
+
+// firstRefused is the first value, in the file's order, that decodes into
+// a type with its own UnmarshalJSON (a time) and that UnmarshalJSON
+// refuses: the value, its path, the type and the error.
+func firstRefused(v *hujson.Value, t reflect.Type, path string) (*hujson.Value, string, reflect.Type, error) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return nil, "", nil, nil
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		c := v.Clone()
+		c.Standardize()
+		if err := json.Unmarshal(c.Pack(), reflect.New(t).Interface()); err != nil {
+			return v, path, t, err
+		}
+		return nil, "", nil, nil
+	}
+	switch x := v.Value.(type) {
+	case *hujson.Object:
+		var fields map[string]reflect.Type
+		switch t.Kind() {
+		case reflect.Struct:
+			fields = jsonFields(t)
+		case reflect.Map:
+		default:
+			return nil, "", nil, nil
+		}
+		for i := range x.Members {
+			m := &x.Members[i]
+			name := m.Name.Value.(hujson.Literal).String()
+			ft := t
+			if fields == nil {
+				ft = t.Elem()
+			} else {
+				ft = field(fields, name)
+			}
+			if in, p, it, err := firstRefused(&m.Value, ft, step(path, name, fields != nil)); in != nil {
+				return in, p, it, err
+			}
+		}
+	case *hujson.Array:
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			for i := range x.Elements {
+				if in, p, it, err := firstRefused(&x.Elements[i], t.Elem(), fmt.Sprintf("%s[%d]", path, i)); in != nil {
+					return in, p, it, err
+				}
+			}
+		}
+	}
+	return nil, "", nil, nil
 }
 
 // twice is the first member, in the file's order, whose key its object

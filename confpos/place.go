@@ -10,16 +10,19 @@ import (
 
 // Placed is err, a refusal of a value that parses ("devices[1].kg: ... must
 // be ..."), at the line and column of the value its leading path names in
-// the JSON(C) src; fix, if not "", is its fix. A path not in the file
-// (a key that is missing) leaves err as "file: err".
+// the JSON(C) src; fix, if not "", is its fix. A path not in the file (a
+// key that is missing) is placed at the nearest value on it the file has
+// (the device a missing id belongs to, a null in its place); none but the
+// top level leaves err as "file: err".
 func Placed(file string, src []byte, err error, fix string) error {
 	path, _, ok := strings.Cut(err.Error(), ": ")
-	if ok {
+	for ok && path != "" {
 		if off, found := Locate(src, path); found {
 			e := At(file, src, off, err.Error(), fix)
 			e.Err = err
 			return e
 		}
+		path = path[:max(strings.LastIndexAny(path, ".["), 0)]
 	}
 	if fix != "" {
 		return fmt.Errorf("%s: %w (fix: %s)", file, err, fix)

@@ -175,6 +175,9 @@ func LoadConfig(file string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	if bytes.HasPrefix(b, []byte(bom)) { // Notepad's; the next save drops it
+		b = append([]byte("   "), b[len(bom):]...) // columns stay the file's
+	}
 	if blank(b) {
 		return nil, &confpos.Error{File: file, What: "the file is empty (no config: no device, no token)", Fix: restoreFix(file)}
 	}
@@ -188,6 +191,9 @@ func LoadConfig(file string) (*Config, error) {
 	c.bind()
 	return &c, nil
 }
+
+// bom is a UTF-8 byte order mark.
+const bom = "\xef\xbb\xbf"
 
 // blank reports a file of white space and comments alone: with a value
 // after them, it parses as that value.
@@ -237,6 +243,9 @@ func (c *Config) validate(settled map[string]bool) error {
 	tokens := map[string]bool{}
 	for i, d := range c.Devices {
 		at := fmt.Sprintf("devices[%d]", i)
+		if d.ID == "" {
+			return fmt.Errorf("%s.id: missing or empty (fix: give the device an id of 1-64 letters, digits, . _ - (an opaque id such as a uuid); a null or {} in devices is no device: remove it)", at)
+		}
 		if !deviceIDRE().MatchString(d.ID) {
 			return fmt.Errorf("%s.id: %q must be 1-64 of letters, digits, . _ - (an opaque id such as a uuid)", at, d.ID)
 		}

@@ -133,3 +133,50 @@ func TestEmptyConfigWithoutBakDoesNotNameIt(t *testing.T) {
 		t.Errorf("got %v, want no cp of a %s.bak that does not exist: say there is none, and to restore your own backup", err, file)
 	}
 }
+
+// A value the config refuses after it parses says where and how to fix
+// it, like every config error (attack27 g1, g7): a token's created time
+// that is no time (was Go's raw `parsing time "yesterday" as
+// "2006-01-02T15:04:05Z07:00"`, no place), a null device (was
+// `devices[0].id: ""`, no place), a number out of range or not whole (was
+// "is a number (1e400) (fix: make it a number...)").
+func TestConfigValueMistakesPlacedWithFix(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "g.jsonc")
+	for _, c := range []struct{ top, dev, want, fix string }{
+		{dev: `, "tokens": [{"id": "t1", "hmac": "zz", "created": "yesterday"}]`, want: `6:81: devices[0].tokens[0].created is a string ("yesterday"), not a time`, fix: `"2006-01-02T15:04:05Z"`},
+		{dev: `, "tokens": [{"id": "t1", "hmac": "zz", "created": 5}]`, want: `6:81: devices[0].tokens[0].created is a number (5), not a time`, fix: `RFC 3339`},
+		{top: `"devices": [null]`, want: `4:15: devices[0].id: missing`, fix: `remove`},
+		{dev: `, "read_rate": 1e400`, want: `6:45: devices[0].read_rate: 1e400 is out of range`, fix: `a smaller number`},
+		{top: `"delete_cap": 1e3,`, want: `4:17: delete_cap: 1e3 is not written as a whole number`, fix: `write it as 1000`},
+		{top: `"delete_cap": 2.5,`, want: `4:17: delete_cap: 2.5 is not a whole number`, fix: `make it a whole number`},
+		{top: `"delete_cap": 99999999999999999999,`, want: `4:17: delete_cap: 99999999999999999999 is out of range`, fix: `at most 9223372036854775807`},
+	} {
+		body := "{\n  \"secret_file\": \"s\", \"audit_log\": \"a\",\n  \n  " + c.top
+		if !strings.HasPrefix(c.top, `"devices"`) {
+			body += "\n  \"devices\": [\n    {\"id\": \"d\", \"read\": [\"x\"]" + c.dev + "},\n  ]"
+		}
+		body += "\n}\n"
+		os.WriteFile(file, []byte(body), 0o600)
+		_, err := LoadConfig(file)
+		if err == nil || !strings.HasPrefix(err.Error(), file+":"+c.want) || !strings.Contains(err.Error(), "(fix: ") || !strings.Contains(err.Error(), c.fix) {
+			t.Errorf("%s%s: got %v, want %s:%s ... (fix: ...%s", c.top, c.dev, err, file, c.want, c.fix)
+		}
+	}
+}
+
+// A config saved with a UTF-8 byte order mark (Notepad) is read: the
+// gateway's commands rewrite it without one (attack27 g7: refused with
+// "invalid character '\ufeff'" and the fix for a missing comma).
+func TestConfigWithBOMIsRead(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "g.jsonc")
+	os.WriteFile(file, []byte("\xef\xbb\xbf{\"secret_file\": \"s\", \"audit_log\": \"a\", \"devices\": [{\"id\": \"d\", \"kg\": \"rw\"}]}\n"), 0o600)
+	if _, err := LoadConfig(file); err == nil || !strings.HasPrefix(err.Error(), file+":1:73: devices[0].kg") {
+		t.Errorf("got %v, want the kg refused at %s:1:73 (columns count bytes, the mark three)", err, file)
+	}
+	os.WriteFile(file, []byte("\xef\xbb\xbf{\"secret_file\": \"s\", \"audit_log\": \"a\", \"devices\": [{\"id\": \"d\"}]}\n"), 0o600)
+	if c, err := LoadConfig(file); err != nil || c.Device("d") == nil {
+		t.Errorf("got %v, want the config read", err)
+	}
+}
