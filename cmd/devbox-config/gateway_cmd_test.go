@@ -204,3 +204,32 @@ func TestGatewayRevokeUnknownTokenIDIsAnError(t *testing.T) {
 		t.Errorf("the right id: %q", out)
 	}
 }
+
+// A flag's value the config refuses is named by the flag, not by the
+// config field it lands in (attack27 g1: `device add --kg rw` said
+// "gateway.jsonc: devices[1].kg: ..."); nothing is written.
+func TestGatewayDeviceFlagErrorsNameTheFlag(t *testing.T) {
+	cfg := emptyGatewayConfig(t)
+	cli := gatewayCLI(t, cfg)
+	cli(0, "device", "add", "a-1", "--read", "shared")
+	before, _ := os.ReadFile(cfg)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"device", "add", "z-9", "--kg", "rw"}, `--kg: "rw" must be none, read or write`},
+		{[]string{"device", "add", "z-9", "--read", "wing_[a"}, `--read: device z-9: "wing_[a" is not a valid glob`},
+		{[]string{"device", "add", "z-9", "--trusts", "nobody-7"}, `--trusts: "nobody-7" is no device of this config`},
+		{[]string{"device", "add", "z-9", "--bulk-delete"}, `--bulk-delete: only an admin device may delete`},
+		{[]string{"device", "add", "z 9"}, `the device id: "z 9" must be 1-64`},
+		{[]string{"device", "set", "a-1", "--untrusted", "hide"}, `--untrusted: "hide" must be mark or withhold`},
+	} {
+		_, errOut := cli(1, c.args...)
+		if !strings.HasPrefix(errOut, "devbox-config: "+c.want) {
+			t.Errorf("%v: stderr %q, want devbox-config: %s...", c.args, errOut, c.want)
+		}
+	}
+	if after, _ := os.ReadFile(cfg); !bytes.Equal(before, after) {
+		t.Error("the config changed")
+	}
+}

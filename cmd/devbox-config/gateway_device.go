@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -46,6 +47,7 @@ func deviceFlags(f *pflag.FlagSet, d *gateway.Device) {
 type deviceAddCmd struct {
 	config         *gatewayConfig
 	stdout, stderr io.Writer
+	flags          *pflag.FlagSet
 	d              gateway.Device
 	reuse          bool // --reuse-removed-id
 }
@@ -56,6 +58,7 @@ func newDeviceAddCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command 
 		Use: "add ID", Short: "Add a device (then issue it a token)", Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error { return ac.run(args[0]) },
 	}
+	ac.flags = c.Flags()
 	deviceFlags(c.Flags(), &ac.d)
 	c.Flags().BoolVar(&ac.reuse, "reuse-removed-id", false, "add under the id of a removed device: the new device inherits the old one's records (who wrote what) and every trust that named it")
 	return c
@@ -65,6 +68,7 @@ func (ac *deviceAddCmd) run(id string) error {
 	d := ac.d
 	d.ID = id
 	trimLists(&d)
+	at := -1
 	err := ac.config.update(func(c *gateway.Config) error {
 		if c.Device(d.ID) != nil {
 			return failed(fmt.Errorf("device %s exists; change it with '%s', or choose another id", d.ID, ac.config.hint("device set "+d.ID+" ...")))
@@ -76,10 +80,11 @@ func (ac *deviceAddCmd) run(id string) error {
 			c.RemovedDevices = slices.DeleteFunc(c.RemovedDevices, func(id string) bool { return id == d.ID })
 		}
 		c.Devices = append(c.Devices, d)
+		at = len(c.Devices) - 1
 		return nil
 	})
 	if err != nil {
-		return err
+		return flagNamed(err, at, ac.flags)
 	}
 	fmt.Fprintln(ac.stdout, "added device "+d.ID+": "+scopes(d))
 	if len(d.Read) > 0 || len(d.Write) > 0 {
@@ -93,6 +98,30 @@ func (ac *deviceAddCmd) run(id string) error {
 	fmt.Fprintf(ac.stderr, "devbox-config: warning: device %s has no --read and no --write wings: %s; give them with '%s'\n",
 		d.ID, what, ac.config.hint("device set "+d.ID+" --read WINGS --write WINGS [--kg read|write] [--agents NAMES] [--admin]"))
 	return nil
+}
+
+// flagNamed is err, a refusal of a field of devices[at] (the device the
+// command adds or changes) named by the flag that set it: "--kg: ...", not
+// "FILE: devices[1].kg: ...". Any other error is returned as it is.
+func flagNamed(err error, at int, flags *pflag.FlagSet) error {
+	prefix := fmt.Sprintf("devices[%d].", at)
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		rest, ok := strings.CutPrefix(e.Error(), prefix)
+		if !ok {
+			continue
+		}
+		field, msg, _ := strings.Cut(rest, ": ")
+		field, _, _ = strings.Cut(field, "[")
+		name := strings.ReplaceAll(field, "_", "-")
+		switch {
+		case field == "id":
+			return failed(fmt.Errorf("the device id: %s", msg))
+		case flags.Lookup(name) == nil:
+			return err
+		}
+		return failed(fmt.Errorf("--%s: %s", name, msg))
+	}
+	return err
 }
 
 // trimLists drops the spaces around each item of d's list flags: "--read
@@ -147,11 +176,13 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 	}
 	trimLists(&given)
 	var after gateway.Device
+	at := -1
 	err := g.update(func(c *gateway.Config) error {
 		d, err := deviceIn(c, id)
 		if err != nil {
 			return err
 		}
+		at = slices.IndexFunc(c.Devices, func(d gateway.Device) bool { return d.ID == id })
 		for name, apply := range set(d) {
 			if f.Changed(name) {
 				apply()
@@ -161,7 +192,7 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 		return nil
 	})
 	if err != nil {
-		return err
+		return flagNamed(err, at, f)
 	}
 	fmt.Fprintln(stdout, "device "+id+": "+scopes(after))
 	return nil

@@ -14,7 +14,8 @@ import (
 // another device has, exactly or as a case or Cyrillic look-alike, a
 // label another device has, and control, bidi or zero-width characters in
 // labels and agents. Each refusal names the other device and the fix, and
-// the config stays as it was.
+// the config stays as it was. The refusal names the flag (--agents), not
+// the config field it lands in.
 func TestGatewayDeviceRefusesPassingAsAnother(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
 	cli := gatewayCLI(t, cfg)
@@ -27,13 +28,13 @@ func TestGatewayDeviceRefusesPassingAsAnother(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"set", "carol-03", "--agents", "op@carol,claude@alice"}, `devices[2].agents[1]: "claude@alice" is also an agent of device alice-01 (devices[0])`},
-		{[]string{"set", "carol-03", "--agents", "op@carol,pi@bоb"}, `devices[2].agents[1]: "pi@b\u043eb" looks like "pi@bob", an agent of device bob-02 (devices[1])`},
-		{[]string{"set", "carol-03", "--label", "alice"}, `devices[2].label: "alice" looks like "alice", the label of device alice-01 (devices[0])`},
-		{[]string{"set", "carol-03", "--label", "carol\x1b]0;alice\x07"}, `devices[2].label: "carol\x1b]0;alice\a" holds a control, bidi or zero-width character (U+001B)`},
-		{[]string{"set", "carol-03", "--agents", "op@ca\u200drol"}, `devices[2].agents[0]: "op@ca\u200drol" holds a control, bidi or zero-width character (U+200D)`},
-		{[]string{"add", "dave-04", "--label", "Bob", "--read", "*"}, `devices[3].label: "Bob" looks like "bob", the label of device bob-02 (devices[1])`},
-		{[]string{"add", "dave-04", "--label", "dave", "--read", "*", "--agents", "Claude@Alice"}, `devices[3].agents[0]: "Claude@Alice" looks like "claude@alice", an agent of device alice-01 (devices[0])`},
+		{[]string{"set", "carol-03", "--agents", "op@carol,claude@alice"}, `--agents: "claude@alice" is also an agent of device alice-01 (devices[0])`},
+		{[]string{"set", "carol-03", "--agents", "op@carol,pi@bоb"}, `--agents: "pi@b\u043eb" looks like "pi@bob", an agent of device bob-02 (devices[1])`},
+		{[]string{"set", "carol-03", "--label", "alice"}, `--label: "alice" looks like "alice", the label of device alice-01 (devices[0])`},
+		{[]string{"set", "carol-03", "--label", "carol\x1b]0;alice\x07"}, `--label: "carol\x1b]0;alice\a" holds a control, bidi or zero-width character (U+001B)`},
+		{[]string{"set", "carol-03", "--agents", "op@ca\u200drol"}, `--agents: "op@ca\u200drol" holds a control, bidi or zero-width character (U+200D)`},
+		{[]string{"add", "dave-04", "--label", "Bob", "--read", "*"}, `--label: "Bob" looks like "bob", the label of device bob-02 (devices[1])`},
+		{[]string{"add", "dave-04", "--label", "dave", "--read", "*", "--agents", "Claude@Alice"}, `--agents: "Claude@Alice" looks like "claude@alice", an agent of device alice-01 (devices[0])`},
 	} {
 		_, errOut := cli(1, append([]string{"device"}, c.args...)...)
 		if !strings.Contains(errOut, c.want) || !strings.Contains(errOut, "fix") {
