@@ -489,6 +489,31 @@ func TestUpstreamTokenFileMustBePrivate(t *testing.T) {
 	}
 }
 
+// A token file that is a directory, or holds more than the token on one
+// line, says so, never the token (attack27 t10: a directory was "readable
+// by others (mode 755): chmod 600"; a two-line file started the gateway
+// and every device got the upstream's refusal).
+func TestUpstreamTokenFileSaysWhatIsWrong(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "upstream.token")
+	os.Mkdir(dir, 0o755)
+	if _, err := ReadSecretFile(dir); err == nil || !strings.Contains(err.Error(), dir+" is a directory, not a file") || strings.Contains(err.Error(), "chmod") {
+		t.Errorf("a directory: %v", err)
+	}
+	f := filepath.Join(t.TempDir(), "upstream.token")
+	for _, body := range []string{"sEcReT-tok\nsecond\n", "sEcReT-tok more\n", "sEcReT-tok\r\nx"} {
+		os.WriteFile(f, []byte(body), 0o600)
+		_, err := ReadSecretFile(f)
+		if err == nil || !strings.Contains(err.Error(), "the token alone, on one line") || strings.Contains(err.Error(), "sEcReT") {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+	os.WriteFile(f, []byte("sEcReT-tok\r\n"), 0o600)
+	if tok, err := ReadSecretFile(f); err != nil || tok != "sEcReT-tok" {
+		t.Errorf("one line, CRLF: %q %v", tok, err)
+	}
+}
+
 // The primary is single-writer: the gateway lets one write through at a
 // time, queues up to eight, and answers the rest with a rate-limit error
 // (a JSON-RPC error in a 200, which an edge's outbox retries).

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // TokenPrefix starts every device token: dbx_<token id>_<secret>_<checksum>.
@@ -140,11 +141,20 @@ func Revoke(d *Device, id string) int {
 }
 
 // ReadSecretFile reads a secret (the upstream token) from a file that only
-// its owner may read: a group- or world-readable file is refused.
+// its owner may read and that holds it alone, on one line: a group- or
+// world-readable file, anything but a file, and a second line or a space
+// inside are refused, never showing the secret.
 func ReadSecretFile(file string) (string, error) {
 	fi, err := os.Stat(file)
 	if err != nil {
 		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		what := "a special file"
+		if fi.IsDir() {
+			what = "a directory"
+		}
+		return "", fmt.Errorf("%s is %s, not a file: name the file that holds the token", file, what)
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return "", fmt.Errorf("%s is readable by others (mode %o): chmod 600 %s", file, fi.Mode().Perm(), file)
@@ -153,5 +163,9 @@ func ReadSecretFile(file string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(b)), nil
+	s := strings.TrimSpace(string(b))
+	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return "", fmt.Errorf("%s holds more than a token (a second line, or white space inside it): write the token alone, on one line", file)
+	}
+	return s, nil
 }
