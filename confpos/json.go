@@ -33,7 +33,9 @@ type JSON struct {
 // DecodeJSON decodes the one JSON value src holds into v. A file that does
 // not parse, has a key v does not take (Strict), a value of the wrong type
 // or anything after its value is an *Error at the mistake, with its fix.
-// An error of v's own UnmarshalJSON is returned as is, named by the file.
+// An error of an UnmarshalJSON of a value inside v is placed at that value
+// (a time that is no time gets the fix for a time); one of v's own is
+// returned as is, named by the file.
 func (o JSON) DecodeJSON(file string, src []byte, v any) error {
 	std := src
 	if o.JSONC {
