@@ -564,6 +564,20 @@ func TestTokenInConfig(t *testing.T) {
 			}
 		})
 	}
+	// In render's record the token is in "was": a comment on the empty
+	// server map's line that render keeps to give back on opt-out. The fix
+	// says so: --reclaim and harness references do not touch the record.
+	t.Run("the record's was", func(t *testing.T) {
+		b := newBox(t)
+		b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+		rec := filepath.Join(b.home, ".cursor", ".devbox-config.json")
+		write(t, rec, "{\n  \"targets\": {\n    \"cursor\": {\"was\": \"{ // old: Bearer "+tok+"\\n  }\"}}}\n", 0o644)
+		fs := b.run()
+		only(t, fs, "error:token-in-config")
+		if !strings.Contains(fs[0].Fix, `"was"`) || !strings.Contains(fs[0].Fix, "chmod 600 "+rec) || strings.Contains(fs[0].Fix, "--reclaim") {
+			t.Fatalf("want a fix for the record: %s", fs[0].Fix)
+		}
+	})
 	t.Run("a reference is fine, and other files are not read", func(t *testing.T) {
 		b := newBox(t)
 		b.env["MEMPALACE_REMOTE_TOKEN"] = tok

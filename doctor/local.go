@@ -352,9 +352,16 @@ func CheckTokenInConfig(opts Options) []Finding {
 			if line == 0 {
 				continue
 			}
+			fix := fmt.Sprintf("replace the value by the harness's own reference to %[1]s (opencode: \"Bearer {env:%[1]s}\"; pi-mcp-adapter: \"bearerTokenEnv\": \"%[1]s\"; docs/harnesses.md lists every harness's), or run `devbox-config render --reclaim`; delete stale .bak/.proposed copies, and rotate the token if the file ever left this machine", ladder.EnvRemoteToken)
+			if e.Name() == fingerprint.StateFile {
+				// render's record: the token is in a "was", the text of the
+				// empty server map render gives back on opt-out, copied
+				// with a comment on its line.
+				fix = fmt.Sprintf("`chmod 600 %[1]s`; the token is in a \"was\" there, the text (a comment included) of the empty server map render inserted into, kept to give it back on opt-out: delete that comment from the config if it is still there, and the token from the \"was\" value (opt-out then leaves the map without it); rotate the token if the file was ever readable by others", path)
+			}
 			out = append(out, Finding{ID: IDTokenInConfig, Severity: Error, Section: "R3",
 				Message: fmt.Sprintf("%s line %d holds the value of %s literally: anyone who can read the file (or a backup of it) has the primary", path, line, ladder.EnvRemoteToken),
-				Fix:     fmt.Sprintf("replace the value by the harness's own reference to %[1]s (opencode: \"Bearer {env:%[1]s}\"; pi-mcp-adapter: \"bearerTokenEnv\": \"%[1]s\"; docs/harnesses.md lists every harness's), or run `devbox-config render --reclaim`; delete stale .bak/.proposed copies, and rotate the token if the file ever left this machine", ladder.EnvRemoteToken)})
+				Fix:     fix})
 		}
 	}
 	return out

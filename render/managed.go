@@ -59,6 +59,10 @@ func Entry(rec harness.Record, path string) ([]byte, error) {
 	return f.doc.Get(rec.Pointer()...)
 }
 
+// recordPerm is the record's mode: it can hold text from the config (the
+// "was" of an insert, comments included), so it is its owner's only.
+const recordPerm fs.FileMode = 0o600
+
 // managed describes one env-authoritative subtree.
 type managed struct {
 	rec     harness.Record
@@ -323,7 +327,7 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 	userDeleted := d.action == merge.Unchanged && m.desired == nil && d.hasRec && d.rec.Ours(fingerprint.Absent) != fingerprint.Absent
 	if (!d.hasRec || !d.rec.Same(newRecord)) && !userDeleted {
 		d.state.Targets[m.rec.Name] = newRecord
-		r.Changes = append(r.Changes, Change{Path: d.statePath, Real: d.statePath, Old: d.stateBytes, New: d.state.Marshal(), Perm: 0o644, own: true})
+		r.Changes = append(r.Changes, Change{Path: d.statePath, Real: d.statePath, Old: d.stateBytes, New: d.state.Marshal(), Perm: recordPerm, own: true})
 	}
 	return r
 }

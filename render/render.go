@@ -257,7 +257,7 @@ func apply(opts Options, changes []Change) error {
 			continue
 		}
 		if c.PendingState != nil {
-			if err := opts.Sys.WriteOwn(c.StatePath, c.PendingState, 0o644); err != nil {
+			if err := opts.Sys.WriteOwn(c.StatePath, c.PendingState, recordPerm); err != nil {
 				return fmt.Errorf("write %s: %w", c.StatePath, err)
 			}
 		}
