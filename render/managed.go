@@ -35,7 +35,7 @@ func load(sys System, rec harness.Record, path string) (loaded, error) {
 		case rec.Format == harness.JSON:
 			err = strictJSON(path, noBOM)
 		case rec.Format == harness.CommentedJSON:
-			err = confpos.JSON{JSONC: true, NoTrailingCommas: true}.DecodeJSON(path, noBOM, new(any))
+			err = commentedJSON(path, noBOM)
 		}
 		if err != nil {
 			return loaded{}, placed(rec.Format, path, data, err, "nothing written")
@@ -440,6 +440,18 @@ func strictJSON(file string, data []byte) error {
 		return bomRefused(file, "JSON.parse")
 	}
 	return confpos.JSON{}.DecodeJSON(file, data, new(any))
+}
+
+// commentedJSON validates JSON with comments as a reader that strips them
+// and then calls JSON.parse would (strip-json-comments: Gemini CLI, Qwen
+// Code), which takes a last-line // comment without a final newline.
+func commentedJSON(file string, data []byte) error {
+	o := confpos.JSON{JSONC: true, NoTrailingCommas: true}
+	err := o.DecodeJSON(file, data, new(any))
+	if err != nil && o.DecodeJSON(file, append(bytes.Clone(data), '\n'), new(any)) == nil {
+		return nil
+	}
+	return err
 }
 
 // bomRefused is the error for a file starting with a UTF-8 byte order

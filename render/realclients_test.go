@@ -83,8 +83,10 @@ func clientCases(t *testing.T) []clientCase {
 			connects: true,
 		},
 		{
+			// The user's comment is the file's last line, without a
+			// newline: qwen strips comments before JSON.parse, so it loads.
 			target: "qwen", bin: "qwen",
-			user:    `{ // mine` + "\n" + `"mcpServers": {"memory": {"command": "` + memory + `"}}}` + "\n",
+			user:    `{"mcpServers": {"memory": {"command": "` + memory + `"}}}` + "\n// mine",
 			comment: "// mine",
 			check: func(t *testing.T, r *clientRig, _ *mockmodel.Model) ([]string, bool) {
 				return listed(r.run(t, 120, "qwen", "mcp", "list"), `(?m)^\S*\s*([\w-]+): .* - (Connected|Disconnected|Disabled)`, "Connected")
