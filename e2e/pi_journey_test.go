@@ -217,7 +217,7 @@ func (j *piJourney) checkPiLeft(step string) {
 		if err != nil {
 			j.t.Fatalf("%s: after pi: %v", step, err)
 		}
-		d := render.Change{Path: f, Old: j.wrote[f], New: now}.Diff()
+		d := render.Change{Path: f, Old: j.wrote[f], New: now}.Diff("")
 		j.check(step, "pi leaves ~/.pi/agent/"+filepath.Base(f)+" byte for byte as render wrote it", bytes.Equal(now, j.wrote[f]), "pi changed it:\n", d)
 	}
 	_, err := os.Stat(filepath.Join(j.h.Dir, "my-notes.started"))

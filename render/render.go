@@ -416,8 +416,10 @@ func readOwn(sys System, path string) ([]byte, error) {
 	return data, nil
 }
 
-// Diff returns a unified diff of the change, labelled with its path.
-func (c Change) Diff() string {
+// Diff returns a unified diff of the change, labelled with its path, with
+// token (MEMPALACE_REMOTE_TOKEN's value) and other secrets redacted
+// (Redact).
+func (c Change) Diff(token string) string {
 	from, to := "a"+c.Path, "b"+c.Path
 	if c.Old == nil {
 		from = "/dev/null"
@@ -430,7 +432,7 @@ func (c Change) Diff() string {
 	if err != nil {
 		return fmt.Sprintf("(no diff: %v)\n", err)
 	}
-	return s
+	return Redact(s, token)
 }
 
 // diffLines splits b into lines that each end in a newline; a last line

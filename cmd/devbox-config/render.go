@@ -58,6 +58,7 @@ that does not exist.`
 type renderCmd struct {
 	stdout, stderr                            io.Writer
 	dryRun, showDiff, reclaim, strict, asJSON bool
+	token                                     string // MEMPALACE_REMOTE_TOKEN, redacted in what is printed
 	envFile, home, piTemplate                 string
 	targets                                   []string
 }
@@ -93,6 +94,7 @@ func (rc *renderCmd) run() error {
 	if err != nil {
 		return err
 	}
+	rc.token, _ = opts.Env(ladder.EnvRemoteToken)
 	results, _, err := render.Run(opts, rc.dryRun)
 	if err != nil {
 		return usageError("%v", err)
@@ -151,7 +153,7 @@ func (rc *renderCmd) print(r render.Result) {
 	var diff strings.Builder
 	if withDiff { // a diff of a large config costs time: only when asked
 		for _, c := range r.Changes {
-			diff.WriteString(c.Diff())
+			diff.WriteString(c.Diff(rc.token))
 		}
 	}
 	// A Result holds strings only: Marshal cannot fail.
