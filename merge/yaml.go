@@ -195,6 +195,75 @@ func (d *YAMLDoc) Duplicates(path ...string) *DuplicateError {
 	return nil
 }
 
+// Indirect reports where the entry at path comes through an alias or a
+// merge key (<<), which the splice neither edits nor sees as the entry: a
+// step whose value is an alias, a sequence item that is an alias to (or
+// merges in) the item so named, or a mapping without the key whose merge
+// key brings it in. nil: the path is plain YAML.
+func (d *YAMLDoc) Indirect(path ...string) *confpos.Error {
+	n := d.root
+	for _, k := range path {
+		if n == nil {
+			return nil
+		}
+		if n.Kind == yaml.AliasNode {
+			return &confpos.Error{Line: n.Line, Col: n.Column}
+		}
+		if next := d.child(n, k); next != nil {
+			n = next
+			continue
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == "<<" && merged(n.Content[i+1], k, 0) != nil {
+					return &confpos.Error{Line: n.Content[i].Line, Col: n.Content[i].Column}
+				}
+			}
+		case yaml.SequenceNode:
+			for _, it := range n.Content {
+				if v := merged(it, d.listKey, 0); d.listKey != "" && v != nil && v.Value == k {
+					return &confpos.Error{Line: it.Line, Col: it.Column}
+				}
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
+// merged is the value of key k in n, an alias, a mapping or a merge key's
+// sequence of them, following aliases and merge keys (nil: none).
+func merged(n *yaml.Node, k string, depth int) *yaml.Node {
+	if n == nil || depth > 32 { // aliases can nest, not loop forever
+		return nil
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return merged(n.Alias, k, depth+1)
+	case yaml.SequenceNode:
+		for _, it := range n.Content {
+			if v := merged(it, k, depth+1); v != nil {
+				return v
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				return n.Content[i+1]
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == "<<" {
+				if v := merged(n.Content[i+1], k, depth+1); v != nil {
+					return v
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // Set replaces the entry at path with value (a JSON object), or inserts it
 // at the end of its parent, creating the parents that are missing. An edit
 // that would not read back as value is refused and nothing changes.

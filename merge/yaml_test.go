@@ -191,3 +191,33 @@ func yamlComments(in []byte) [][]byte {
 	}
 	return out
 }
+
+// Indirect finds the entry behind an alias or a merge key, and only it.
+func TestYAMLIndirect(t *testing.T) {
+	for _, c := range []struct {
+		src, listKey string
+		path         []string
+		line, col    int // 0: none
+	}{
+		{"m: &m\n  name: mempalace\nmcpServers:\n  - *m\n", "name", []string{"mcpServers", "mempalace"}, 4, 5},
+		{"m: &m\n  name: mempalace\nmcpServers:\n  - <<: *m\n    command: x\n", "name", []string{"mcpServers", "mempalace"}, 4, 5},
+		{"m: &m\n  name: other\nmcpServers:\n  - *m\n", "name", []string{"mcpServers", "mempalace"}, 0, 0},
+		{"b: &b\n  mempalace: {cmd: x}\nextensions:\n  <<: *b\n", "", []string{"extensions", "mempalace"}, 4, 3},
+		{"b: &b\n  mempalace: {cmd: x}\nc: &c\n  other: {}\nextensions:\n  <<: [*c, *b]\n", "", []string{"extensions", "mempalace"}, 6, 3},
+		{"b: &b\n  mempalace: {cmd: x}\nextensions:\n  <<: *b\n  mempalace: {cmd: y}\n", "", []string{"extensions", "mempalace"}, 0, 0},
+		{"b: &b\n  other: {cmd: x}\nextensions:\n  <<: *b\n", "", []string{"extensions", "mempalace"}, 0, 0},
+		{"b: &b\n  other: {cmd: x}\nextensions: *b\n", "", []string{"extensions", "mempalace"}, 3, 13},
+	} {
+		d, err := ParseYAML([]byte(c.src), c.listKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := d.Indirect(c.path...)
+		switch {
+		case c.line == 0 && e != nil:
+			t.Errorf("%q: want none, got %d:%d", c.src, e.Line, e.Col)
+		case c.line != 0 && (e == nil || e.Line != c.line || e.Col != c.col):
+			t.Errorf("%q: want %d:%d, got %+v", c.src, c.line, c.col, e)
+		}
+	}
+}

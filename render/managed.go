@@ -151,6 +151,16 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 		return d, &confpos.Error{File: m.file, Line: dup.Line, Col: dup.Column, What: fmt.Sprintf("%q is named twice; nothing written", dup.Path),
 			Fix: "keep one, merging the two by hand; then run render again"}
 	}
+	if in, ok := f.doc.(interface {
+		Indirect(path ...string) *confpos.Error
+	}); ok {
+		if e := in.Indirect(m.pointer...); e != nil {
+			name := m.pointer[len(m.pointer)-1]
+			return d, &confpos.Error{File: m.file, Line: e.Line, Col: e.Col,
+				What: fmt.Sprintf("the %s entry comes through a YAML alias or merge key here (*name, <<:), which render neither edits nor reads as the entry; nothing written", name),
+				Fix:  fmt.Sprintf("write the %s entry out in full under %s, without an alias or <<:, so render sees it (render then keeps yours and proposes its own beside it); then run render again", name, strings.Join(m.pointer[:len(m.pointer)-1], "."))}
+		}
+	}
 	live, err := f.doc.Get(m.pointer...)
 	if err != nil {
 		return d, placed(m.rec.Format, m.file, f.data, err, "nothing written")
