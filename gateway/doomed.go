@@ -24,6 +24,12 @@ type doomed struct {
 // remove, so it is not made.
 var errUnknowable = errors.New("cannot tell exactly what it would remove")
 
+// errNoAnswer: the primary did not answer a read the gateway made before
+// a write (no result at all: unreachable, timed out, an error in place of
+// one). A transient: the write is answered as the primary being busy
+// (HTTP 503), which an edge's outbox backs off on, never as refused.
+var errNoAnswer = errors.New("the primary did not answer")
+
 // destroys reports a call that removes or replaces drawers on the
 // primary, whose drawers go to the trash first. delete_by_source deletes
 // only when dry_run is given and is not true (MemPalace's default is a dry
@@ -94,7 +100,7 @@ func (s *Server) readDrawers(ctx context.Context, ids []string) ([]map[string]an
 			p, _ := x.(map[string]any)
 			switch {
 			case p == nil:
-				return nil, fmt.Errorf("%w: the primary did not answer get_drawer for %s", errUnknowable, batch[i])
+				return nil, fmt.Errorf("%w: %w get_drawer for %s", errUnknowable, errNoAnswer, batch[i])
 			case p["error"] != nil:
 				// "Chroma database missing": the palace holds no drawer yet.
 				if msg, _ := p["error"].(string); !strings.HasPrefix(msg, "Drawer not found") && msg != "Chroma database missing" {
@@ -138,6 +144,9 @@ const (
 func (s *Server) readSource(ctx context.Context, src string) (doomed, error) {
 	dry := s.upstreamResult(ctx, "mempalace_delete_by_source", map[string]any{"source_file": src, "dry_run": true})
 	count, ok := dry["match_count"].(float64)
+	if dry == nil {
+		return doomed{}, fmt.Errorf("%w: %w its dry run", errUnknowable, errNoAnswer)
+	}
 	if !ok || dry["success"] != true {
 		return doomed{}, fmt.Errorf("%w: the primary's dry run answered %v", errUnknowable, dry)
 	}
@@ -218,6 +227,9 @@ func (s *Server) listByName(ctx context.Context, scope map[string]any, name stri
 		}
 		res := s.upstreamResult(ctx, "mempalace_list_drawers", args)
 		list, ok := res["drawers"].([]any)
+		if res == nil {
+			return nil, 0, fmt.Errorf("%w: %w list_drawers", errUnknowable, errNoAnswer)
+		}
 		if !ok {
 			return nil, 0, fmt.Errorf("%w: list_drawers answered %v", errUnknowable, res)
 		}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -46,6 +47,13 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 		return nil, false
 	}
 	doom, err := s.readDoomed(ctx, t, req.Args)
+	if errors.Is(err, errNoAnswer) {
+		// Busy, not refused: an edge's outbox sends it again later
+		// (attack26 F3: refused, a queued delete was dead in seconds).
+		msg := fmt.Sprintf("devbox-config gateway: %s: %v; nothing was deleted: send it again later", req.Tool, err)
+		s.answer(x, http.StatusServiceUnavailable, encodeJSON(rpcErr(req.rawID(), -32000, msg, map[string]any{"device": d.ID, "tool": req.Tool, "rule": ruleUnknowable})), VerdictError, ruleUnknowable)
+		return nil, false
+	}
 	if err != nil {
 		return refuse(ruleUnknowable, fmt.Sprintf("%s: %v (the gateway keeps what a delete removes, so that it can be restored, and makes no delete it cannot keep)", req.Tool, err))
 	}

@@ -33,12 +33,18 @@ var lostDevices = []Device{
 // fn as that tool's next call reaches the upstream.
 type cuttingGateway struct {
 	*gw
-	proxy *realpalace.Proxy
-	cut   func(tool string)
-	seen  func(tool string, fn func())
+	upstream string // the upstream's URL, past the proxy
+	proxy    *realpalace.Proxy
+	cut      func(tool string)
+	seen     func(tool string, fn func())
 }
 
 func newCuttingGateway(t *testing.T, url string) cuttingGateway {
+	return newCuttingGatewayWith(t, url, lostDevices)
+}
+
+// newCuttingGatewayWith is newCuttingGateway with devices.
+func newCuttingGatewayWith(t *testing.T, url string, devices []Device) cuttingGateway {
 	proxy := realpalace.NewProxy(t, url)
 	var cutTool atomic.Value
 	cutTool.Store("")
@@ -60,9 +66,9 @@ func newCuttingGateway(t *testing.T, url string) cuttingGateway {
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
-	g := newGWAt(t, lostDevices, &upstream{name: "a cutting proxy", url: front.URL + "/mcp"})
+	g := newGWAt(t, devices, &upstream{name: "a cutting proxy", url: front.URL + "/mcp"})
 	g.withLedger()
-	return cuttingGateway{gw: g, proxy: proxy,
+	return cuttingGateway{gw: g, upstream: url, proxy: proxy,
 		cut:  func(tool string) { cutTool.Store(tool) },
 		seen: func(tool string, fn func()) { seenTool.Store(seenHook{tool, &fn}) }}
 }
