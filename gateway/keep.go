@@ -12,6 +12,7 @@ import (
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
 	"github.com/joakimp/devbox-config/jsondepth"
@@ -75,7 +76,9 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 		s.Log.Error("trash cannot be opened: refusing deletes", "err", err)
 		return refuse(ruleTrash, "the gateway's trash cannot be opened, and a delete it cannot keep is not made")
 	}
-	del := trash.Delete{Device: d.ID, Label: d.Label, Tool: t.Name, Source: doom.source, Audit: x.ahead}
+	params, _ := req.msg["params"].(map[string]any)
+	opID, _, _ := ledger.OpIDOf(encodeJSON(params)) // a bad one: the ledger refuses the call, and the trash drops it
+	del := trash.Delete{Device: d.ID, Label: d.Label, Tool: t.Name, Source: doom.source, Audit: x.ahead, OpID: opID}
 	k = &kept{tool: t.Name, rows: doom.rows}
 	for _, p := range doom.drawers {
 		dr := keptDrawer(t.Name, p, doom.source)
@@ -90,6 +93,9 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 	if k.id, err = bin.Keep(ctx, del); err != nil {
 		s.Log.Error("trash not writable: refusing deletes", "err", err)
 		return refuse(ruleTrash, "the gateway's trash cannot be written, and a delete it cannot keep is not made")
+	}
+	if t.Name != "update_drawer" {
+		req.kept = &doom
 	}
 	return k, true
 }
@@ -113,7 +119,9 @@ func keptDrawer(tool string, p map[string]any, source string) trash.Drawer {
 // preCall are the JSON-RPC errors MemPalace answers before a tool runs
 // (unknown tool or parameters, the read-only, integrity, stale-library,
 // diverged-index and peer-writer gates): nothing was removed.
-var preCall = []int64{-32601, -32602, -32001, -32002, -32003, -32004, -32005, CodeDenied, CodeRateLimited}
+// The op-id ledger's refusals (in flight, in doubt) are answered before
+// the call is forwarded.
+var preCall = []int64{-32601, -32602, -32001, -32002, -32003, -32004, -32005, CodeDenied, CodeRateLimited, ledger.CodeInFlight, ledger.CodeInDoubt}
 
 // settle records the primary's answer to a kept call: deleted (less the
 // drawers it reports it did not remove), dropped from the trash when it
@@ -164,8 +172,14 @@ func (s *Server) forget(ctx context.Context, ids, notRemoved []string) {
 	}
 }
 
-// outcome reads a kept call's answer.
+// outcome reads a kept call's answer. One the op-id ledger answered
+// from its record removed nothing (the send it records is kept in the
+// trash as its own delete), nor did one answered 503 or 429 (not sent,
+// or found not applied: settledDelete).
 func (k *kept) outcome(status int, resp []byte) (state trash.State, note string, notRemoved []string, drop bool) {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests || gjson.GetBytes(resp, "result._meta."+gjson.Escape(ledger.ReplayedKey)).Bool() {
+		return "", "", nil, true
+	}
 	if status != http.StatusOK || !jsondepth.Valid(resp) {
 		return trash.StateUnconfirmed, "no answer from the primary: the drawers may or may not be gone", nil, false
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -127,6 +128,57 @@ func (s *Server) settledRewrite(ctx context.Context, t catalogue.Tool, args map[
 	return status, resp
 }
 
+// settledDelete is settledWrite for a delete whose drawers the keep step
+// kept (attack26 F1): after a lost answer the kept drawers are looked up.
+// All gone, the delete was made: it is answered as MemPalace would have
+// (the op-id ledger records it, a resend is answered from that record;
+// the trash says deleted). All there as kept, it was not: "not applied:
+// send it again" (503; nothing stays in the trash). Anything else (some
+// gone, the look-up not answered) stays lost, the op in doubt. The write
+// slot is held throughout: no other write through the gateway lands
+// between the delete and its look-up.
+func (s *Server) settledDelete(ctx context.Context, t catalogue.Tool, doom doomed, body []byte) (int, []byte) {
+	status, resp := s.upstreamCall(ctx, body)
+	if !answerLost(status) {
+		return status, resp
+	}
+	ids := make([]string, len(doom.drawers))
+	for i, p := range doom.drawers {
+		ids[i] = str(p["drawer_id"])
+	}
+	switch now, err := s.readDrawers(ctx, ids); {
+	case err != nil:
+	case len(now) == 0:
+		return settledAnswer(body, deletedAnswer(t.Name, ids, doom, recovered))
+	case slices.EqualFunc(now, doom.drawers, sameDrawer):
+		return http.StatusServiceUnavailable, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), -32000,
+			"upstream answer lost, and the upstream still holds what the delete removes: not applied, send it again")
+	}
+	return status, resp
+}
+
+// deletedAnswer is MemPalace's answer to a delete (tool) that removed
+// ids (doom, for delete_by_source: its source and rows), with note.
+func deletedAnswer(tool string, ids []string, doom doomed, note string) map[string]any {
+	switch tool {
+	case "delete_drawers":
+		results := make([]any, len(ids))
+		for i, id := range ids {
+			results[i] = map[string]any{"drawer_id": id}
+		}
+		return map[string]any{"results": results, "count": len(ids), "deleted": len(ids), "errors": 0, "recovered": note}
+	case "delete_by_source":
+		return map[string]any{"success": true, "dry_run": false, "source_file": doom.source, "deleted": doom.rows, "recovered": note}
+	}
+	return map[string]any{"success": true, "drawer_id": ids[0], "recovered": note}
+}
+
+// sameDrawer: two get_drawer payloads of one drawer with the same text,
+// wing and room.
+func sameDrawer(a, b map[string]any) bool {
+	return a["drawer_id"] == b["drawer_id"] && a["content"] == b["content"] && a["wing"] == b["wing"] && a["room"] == b["room"]
+}
+
 // rewritten is the record whose text a write rewrites: update_drawer's
 // drawer when it sends content (not a move), create_tunnel's tunnel (the
 // same two rooms again rewrite its label).
@@ -229,8 +281,12 @@ func (s *Server) eventLookUp(t catalogue.Tool, args map[string]any) func(context
 // found made: res as MemPalace's text result, under the request's id.
 func settledAnswer(body []byte, res map[string]any) (int, []byte) {
 	id := json.RawMessage(gjson.GetBytes(body, "id").Raw)
-	return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{
-		"content": []any{map[string]any{"type": "text", "text": string(encodeJSON(res))}}}})
+	return http.StatusOK, encodeJSON(map[string]any{"jsonrpc": "2.0", "id": id, "result": textResult(res)})
+}
+
+// textResult is res as MemPalace's tools/call result.
+func textResult(res map[string]any) map[string]any {
+	return map[string]any{"content": []any{map[string]any{"type": "text", "text": string(encodeJSON(res))}}}
 }
 
 // upstreamAny is upstreamResult for an answer that may be a JSON array

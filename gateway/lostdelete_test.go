@@ -1,12 +1,16 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
@@ -47,6 +51,165 @@ func (g cuttingGateway) add(t *testing.T, args map[string]any) string {
 		t.Fatalf("add_drawer %v: %v %v", args, res, rpc)
 	}
 	return str(res["drawer_id"])
+}
+
+func replayed(m map[string]any) bool {
+	return gjson.GetBytes(encodeJSON(m), "result._meta."+gjson.Escape(ledger.ReplayedKey)).Bool()
+}
+
+// TestDeleteWhoseAnswerWasLostIsSettled (attack26 F1): ops's delete
+// whose upstream answer the gateway lost is looked up at once, as a lost
+// rewrite is: its drawers gone, it was applied (answered so, recorded in
+// the op-id ledger, "deleted" in the trash), so its resend, after the
+// operator restored the drawer, is answered from the ledger and deletes
+// nothing (before: the op stayed in doubt, the edge's resend deleted the
+// restored drawer again, and the trash listed three deletes for one);
+// its drawers still there, it was not (answered "not applied", nothing
+// in the trash, and its resend deletes). delete_drawers and
+// delete_by_source alike.
+func TestDeleteWhoseAnswerWasLostIsSettled(t *testing.T) {
+	t.Parallel()
+	lostDelete(t, startFake(t).url)
+}
+
+func lostDelete(t *testing.T, url string) {
+	g := newCuttingGatewayWith(t, url, deleteDevices)
+	ops := g.tokens["ops"]
+	ctx := context.Background()
+
+	d := g.add(t, map[string]any{"wing": "team_b", "room": "del", "content": "D precious"})
+	del := func(op byte) (int, map[string]any) {
+		return g.postOp(ops, "mempalace_delete_drawer", map[string]any{"drawer_id": d}, opOf(op))
+	}
+	g.proxy.Drop("mempalace_delete_drawer")
+	if status, m := del('a'); status != 200 || result(m)["success"] != true {
+		t.Fatalf("a delete whose answer was lost after it was made: %d %v, want the gateway to find it made", status, m)
+	}
+	if g.holds(t, d) {
+		t.Fatal("the drawer is still on the primary")
+	}
+	if ks := g.keptOf(t, d); len(ks) != 1 || ks[0].State != trash.StateDeleted {
+		t.Fatalf("the trash after the lost delete: %+v, want one delete, deleted", ks)
+	}
+	if _, err := g.restorer(t).Restore(ctx, []string{d}); err != nil || !g.holds(t, d) {
+		t.Fatalf("restore: %v", err)
+	}
+	for _, send := range []func() (int, map[string]any){
+		func() (int, map[string]any) { return del('a') },
+		func() (int, map[string]any) {
+			return g.postResend(ops, "mempalace_delete_drawer", map[string]any{"drawer_id": d}, opOf('a'))
+		},
+	} {
+		if status, m := send(); status != 200 || !replayed(m) {
+			t.Errorf("the delete's resend after the restore: %d %v, want the recorded answer", status, m)
+		}
+	}
+	if !g.holds(t, d) {
+		t.Error("the delete's resend deleted the restored drawer again")
+	}
+	if n := g.proxy.Calls("mempalace_delete_drawer"); n != 1 {
+		t.Errorf("the primary got %d delete_drawer calls, want 1", n)
+	}
+	if ks := g.keptOf(t, d); len(ks) != 1 {
+		t.Errorf("the trash lists %d deletes of the drawer for the one delete: %+v", len(ks), ks)
+	}
+
+	// Cut before the upstream got it: not applied, nothing kept, and the
+	// resend deletes.
+	g.cut("mempalace_delete_drawer")
+	if status, m := del('b'); status == 200 || status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
+		t.Errorf("a delete cut before the upstream got it: %d %v, want an answer that it was not applied", status, m)
+	}
+	if !g.holds(t, d) {
+		t.Error("the drawer went with a delete that was not applied")
+	}
+	if ks := g.keptOf(t, d); len(ks) != 1 {
+		t.Errorf("the trash after a delete that was not applied: %+v, want only the first delete", ks)
+	}
+	if status, m := del('b'); status != 200 || result(m)["success"] != true || replayed(m) || g.holds(t, d) {
+		t.Errorf("the resend of a delete that was not applied: %d %v, want it made", status, m)
+	}
+
+	// delete_drawers, delete_by_source.
+	d3 := g.add(t, map[string]any{"wing": "team_b", "room": "del", "content": "D3"})
+	d4 := g.add(t, map[string]any{"wing": "team_b", "room": "del", "content": "D4"})
+	d5 := g.add(t, map[string]any{"wing": "team_b", "room": "del", "content": "D5 from a file", "source_file": "/notes/lost.md"})
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		ids  []string
+	}{
+		{"mempalace_delete_drawers", map[string]any{"drawer_ids": []any{d3, d4}}, []string{d3, d4}},
+		{"mempalace_delete_by_source", map[string]any{"source_file": "/notes/lost.md", "dry_run": false}, []string{d5}},
+	} {
+		g.proxy.Drop(c.tool)
+		status, m := g.postOp(ops, c.tool, c.args, opOf(c.ids[0][len(c.ids[0])-1]))
+		if status != 200 || result(m)["deleted"] != float64(len(c.ids)) {
+			t.Errorf("%s whose answer was lost after it was made: %d %v, want the gateway to find it made", c.tool, status, m)
+		}
+		for _, id := range c.ids {
+			if g.holds(t, id) {
+				t.Errorf("%s: %s is still on the primary", c.tool, id)
+			}
+			if ks := g.keptOf(t, id); len(ks) != 1 || ks[0].State != trash.StateDeleted {
+				t.Errorf("%s: the trash: %+v, want one delete, deleted", c.tool, ks)
+			}
+		}
+	}
+}
+
+// TestRealDeleteWhoseAnswerWasLostIsSettled: the two tests around it
+// against real MemPalace serve.
+func TestRealDeleteWhoseAnswerWasLostIsSettled(t *testing.T) {
+	u, _ := startReal(t)
+	t.Run("looked up", func(t *testing.T) { lostDelete(t, u.url) })
+	t.Run("in doubt, restored", func(t *testing.T) { doubtRestored(t, u.url) })
+}
+
+// TestRestoreSettlesTheDeleteTheLedgerHeldInDoubt (attack26 F1): a delete
+// whose answer and look-up were both lost is in doubt, "unconfirmed" in
+// the trash; the operator's restore settles its op as applied first, so
+// the edge's resend (after -32031, its look-up finding the drawer there)
+// is answered from the ledger and the restored drawer stays. The ledger's
+// own refusal (in doubt) adds nothing to the trash.
+func TestRestoreSettlesTheDeleteTheLedgerHeldInDoubt(t *testing.T) {
+	t.Parallel()
+	doubtRestored(t, startFake(t).url)
+}
+
+func doubtRestored(t *testing.T, url string) {
+	g := newCuttingGatewayWith(t, url, deleteDevices)
+	ops := g.tokens["ops"]
+	d := g.add(t, map[string]any{"wing": "team_b", "room": "del", "content": "D precious"})
+	args := map[string]any{"drawer_id": d}
+	g.proxy.Drop("mempalace_delete_drawer")
+	g.seen("mempalace_delete_drawer", func() { g.proxy.Drop("mempalace_get_drawers", "mempalace_get_drawer") }) // the look-up's
+	if status, m := g.postOp(ops, "mempalace_delete_drawer", args, opOf('a')); status != http.StatusBadGateway {
+		t.Fatalf("a delete whose answer and look-up were lost: %d %v, want it in doubt", status, m)
+	}
+	if ks := g.keptOf(t, d); len(ks) != 1 || ks[0].State != trash.StateUnconfirmed {
+		t.Fatalf("the trash: %+v, want one delete, unconfirmed", ks)
+	}
+	if status, m := g.postOp(ops, "mempalace_delete_drawer", args, opOf('a')); status != 200 || gjson.GetBytes(encodeJSON(m), "error.code").Int() != ledger.CodeInDoubt {
+		t.Fatalf("its resend: %d %v, want in doubt", status, m)
+	}
+	r := g.restorer(t)
+	r.Ledger = g.srv.Ledger.(OpLedger).L
+	if rs, err := r.Restore(context.Background(), []string{d}); err != nil || len(rs) != 1 || rs[0].Err != nil || !g.holds(t, d) {
+		t.Fatalf("restore: %v %+v", err, rs)
+	}
+	if status, m := g.postResend(ops, "mempalace_delete_drawer", args, opOf('a')); status != 200 || result(m)["success"] != true || !replayed(m) {
+		t.Errorf("the looked-up resend after the restore: %d %v, want the ledger's answer", status, m)
+	}
+	if !g.holds(t, d) {
+		t.Error("the resend deleted the restored drawer again")
+	}
+	if n := g.proxy.Calls("mempalace_delete_drawer"); n != 1 {
+		t.Errorf("the primary got %d delete_drawer calls, want 1", n)
+	}
+	if ks := g.keptOf(t, d); len(ks) != 1 {
+		t.Errorf("the trash lists %d deletes of the drawer for the one delete: %+v", len(ks), ks)
+	}
 }
 
 // TestDeleteWhosePrefetchIsNotAnsweredBacksOff (attack26 F3): while the

@@ -144,6 +144,9 @@ type rpcRequest struct {
 	// the upstream before it, there after it) when its answer did not
 	// list them (settled or lost: sendWrite).
 	filed []string
+	// kept: a delete's drawers the keep step kept in the trash (they are
+	// looked up when its answer is lost: settledDelete).
+	kept *doomed
 	// held: the write's record was on the upstream before it, holding
 	// the text it sends (update_drawer's content read by the keep step,
 	// a kg_add of a fact held current: sendWrite), so the write is not

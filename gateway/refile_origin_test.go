@@ -129,10 +129,11 @@ func TestUndecidedDeleteKeepsTheOrigin(t *testing.T) {
 }
 
 // TestRefileAfterAnUnseenDeleteIsTheRefilers: a drawer deleted where the
-// gateway could not see it go (a delete whose answer was lost, one made
-// around the gateway) keeps its origin in the index; add_drawer filing
-// the same content again then answers that it filed it (not
-// already_exists), so the drawer is the refiler's all the same.
+// gateway could not see it go (one made around the gateway) keeps its
+// origin in the index; add_drawer filing the same content again then
+// answers that it filed it (not already_exists), so the drawer is the
+// refiler's all the same. A delete whose answer was lost is looked up
+// (settledDelete): seen, its drawer's origin goes.
 func TestRefileAfterAnUnseenDeleteIsTheRefilers(t *testing.T) {
 	t.Parallel()
 	pl, up := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: upstreamToken})
@@ -145,8 +146,8 @@ func TestRefileAfterAnUnseenDeleteIsTheRefilers(t *testing.T) {
 			g.around(t, "delete_drawer", map[string]any{"drawer_id": id})
 		} else {
 			up.DropAfterApplyTool("mempalace_delete_drawer", 1)
-			if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc == nil && res["success"] == true {
-				t.Fatalf("the delete's answer was not lost: %v", res)
+			if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["recovered"] == nil {
+				t.Fatalf("the delete whose answer was lost was not looked up: %v %v", res, rpc)
 			}
 		}
 		if again := must1(t, g, laptop, "add_drawer", file); again["drawer_id"] != id || again["reason"] == "already_exists" {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
 )
@@ -30,6 +31,10 @@ type Restorer struct {
 	// trusted mark follows the text. The running gateway reads it again
 	// before its next answer that carries records (provenance.Store.Fresh).
 	Provenance *provenance.Store
+	// Ledger, when set, is the gateway's op-id ledger: a delete whose op
+	// it holds in doubt is settled as applied before its drawers are put
+	// back, so that the op's resend does not delete them again.
+	Ledger *ledger.Ledger
 }
 
 // Restored is what became of one kept drawer.
@@ -64,6 +69,9 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 		if err != nil {
 			return out, err
 		}
+		if err := r.settleOp(ctx, d); err != nil {
+			return out, err
+		}
 		for _, dr := range d.Drawers {
 			res := Restored{Delete: d, Drawer: dr}
 			switch {
@@ -81,6 +89,28 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 		}
 	}
 	return out, nil
+}
+
+// settleOp records the op a delete was sent under as applied in the
+// op-id ledger, when the ledger holds no answer for it (its answer and
+// the look-up after it were lost: the trash says unconfirmed), before
+// any drawer is put back: the op's resend is then answered from the
+// ledger and removes nothing (attack26 F1: it deleted the restored
+// drawers again).
+func (r Restorer) settleOp(ctx context.Context, d trash.Delete) error {
+	if r.Ledger == nil || d.OpID == "" {
+		return nil
+	}
+	ids := make([]string, len(d.Drawers))
+	for i, dr := range d.Drawers {
+		ids[i] = dr.ID
+	}
+	res := textResult(deletedAnswer(d.Tool, ids, doomed{source: d.Source, rows: len(ids)},
+		"the primary's answer was lost; the operator restored what this op removed (trash restore), which settled it as applied"))
+	if _, err := r.Ledger.Applied(ctx, d.Device, d.OpID, encodeJSON(res)); err != nil {
+		return fmt.Errorf("delete %d: its op %s could not be settled in the op-id ledger, so its resend could delete again what a restore brings back: nothing restored: %w", d.ID, d.OpID, err)
+	}
+	return nil
 }
 
 // newerRestored says, for a restore by drawer id (ref), which delete newer

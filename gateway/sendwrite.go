@@ -55,9 +55,12 @@ func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcReques
 	}
 	var status int
 	var resp []byte
-	if req.held && t.Name == "update_drawer" {
+	switch {
+	case req.held && t.Name == "update_drawer":
 		status, resp = s.upstreamCall(ctx, body)
-	} else {
+	case req.kept != nil:
+		status, resp = s.settledDelete(ctx, t, *req.kept, body)
+	default:
 		status, resp = s.settledWrite(ctx, t, req.Args, body)
 	}
 	switch t.Name {

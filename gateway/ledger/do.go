@@ -219,3 +219,22 @@ func (l *Ledger) settle(ctx context.Context, c Call, claim string, result []byte
 	l.committed()
 	return nil
 }
+
+// Applied records result as the answer of device's op opID when the
+// ledger holds none for it (in doubt, open, or in flight past its
+// holder's bound): the operator's word that the write was applied (a
+// restore of what a delete removed, which the op's resend must not
+// delete again). ok: it did; an op answered already, or in flight now,
+// is left alone.
+func (l *Ledger) Applied(ctx context.Context, device, opID string, result []byte) (ok bool, err error) {
+	now := l.opt.Now()
+	stale := now.Add(-l.opt.StaleAfter - l.opt.StaleGrace).UnixMilli()
+	res, err := l.db.ExecContext(ctx, `UPDATE ops SET state='done', claim='', result=?, updated_at=? WHERE device=? AND op_id=?
+		AND (state IN ('doubt','open') OR (state='inflight' AND updated_at < ?))`, string(result), now.UnixMilli(), device, opID, stale)
+	if err != nil {
+		return false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+	}
+	l.committed()
+	n, err := res.RowsAffected()
+	return n == 1, err
+}

@@ -688,3 +688,36 @@ func TestALedgerFromBeforeHeldOpens(t *testing.T) {
 		t.Fatalf("an op in doubt in a ledger from before Held, sent again: %v %v, Resent %v", o, err, resent)
 	}
 }
+
+// Applied settles an op the ledger holds no answer for (in doubt) with
+// the operator's answer, which every later call gets without a forward;
+// an op answered already keeps its answer.
+func TestAppliedSettlesAnOpInDoubt(t *testing.T) {
+	ctx := context.Background()
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	var u upstream
+	lost := func(context.Context) (Answer, error) {
+		return Answer{Status: 502, Body: []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"upstream answer lost"}}`), MaybeApplied: true}, nil
+	}
+	doubt, done := opID("in doubt"), opID("done")
+	if _, _, err := l.Do(ctx, call("laptop", doubt, "1"), lost); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Do(ctx, call("laptop", done, "1"), u.forward("1")); err != nil {
+		t.Fatal(err)
+	}
+	const restored = `{"content":[{"type":"text","text":"{\"success\": true, \"recovered\": \"restored\"}"}]}`
+	for op, want := range map[string]bool{doubt: true, done: false, opID("never sent"): false} {
+		if ok, err := l.Applied(ctx, "laptop", op, []byte(restored)); err != nil || ok != want {
+			t.Errorf("Applied(%s): %v %v, want %v", op[:8], ok, err, want)
+		}
+	}
+	resend := call("laptop", doubt, "2")
+	resend.Resend = "looked-up"
+	if ans, o, err := l.Do(ctx, resend, u.forward("2")); err != nil || o != OutcomeReplayed || result(ans.Body) != restored {
+		t.Errorf("the op's resend: %v %v %s, want the operator's answer", o, err, ans.Body)
+	}
+	if ans, o, err := l.Do(ctx, call("laptop", done, "3"), u.forward("3")); err != nil || o != OutcomeReplayed || !strings.Contains(result(ans.Body), "drawer_1") || u.calls.Load() != 1 {
+		t.Errorf("the answered op: %v %v %s, %d upstream calls", o, err, ans.Body, u.calls.Load())
+	}
+}

@@ -53,7 +53,10 @@ type Delete struct {
 	Source string // delete_by_source's source_file
 	// Audit is the hash of the request's audit line written before the
 	// delete was forwarded (grep the audit log for it).
-	Audit   string
+	Audit string
+	// OpID is the op id an edge's outbox sent the delete under ("" for
+	// none): a restore settles that op in the op-id ledger as applied.
+	OpID    string
 	State   State
 	Note    string // what the gateway noticed when the answer came
 	Drawers []Drawer
@@ -98,7 +101,8 @@ CREATE TABLE IF NOT EXISTS deletes(
   source TEXT NOT NULL,
   audit  TEXT NOT NULL,
   state  TEXT NOT NULL CHECK (state IN ('pending','deleted','unconfirmed')),
-  note   TEXT NOT NULL DEFAULT ''
+  note   TEXT NOT NULL DEFAULT '',
+  op_id  TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS drawers(
   delete_id   INTEGER NOT NULL,
@@ -118,9 +122,9 @@ CREATE INDEX IF NOT EXISTS drawers_by_id ON drawers(drawer_id);
 CREATE INDEX IF NOT EXISTS diary_by_text ON drawers(wing, content) WHERE kind='diary';
 `
 
-// addOrigin gives a trash made before drawers had an origin its column
-// (its drawers read as of unknown origin).
-const addOrigin = `ALTER TABLE drawers ADD COLUMN origin TEXT NOT NULL DEFAULT ''`
+// added are the columns a trash made before them lacks: a drawer's
+// origin (its drawers read as of unknown origin), a delete's op id (none).
+var added = [][2]string{{"drawers", "origin"}, {"deletes", "op_id"}}
 
 // Open opens (creating if needed) the trash at path, keeping deletes for
 // retention (0: DefaultRetention), and prunes the older ones.
@@ -147,14 +151,19 @@ func Open(path string, retention time.Duration) (*Store, error) {
 		db.Close() // the schema's error is the one to report
 		return nil, fmt.Errorf("trash %s is not a usable SQLite database: %w", path, err)
 	}
-	var hasOrigin int
-	err = db.QueryRow(`SELECT count(*) FROM pragma_table_info('drawers') WHERE name='origin'`).Scan(&hasOrigin)
-	if err == nil && hasOrigin == 0 {
-		err = sqlitewal.RetryBusy(func() error { _, err := db.Exec(addOrigin); return err })
-	}
-	if err != nil {
-		db.Close() // the migration's error is the one to report
-		return nil, fmt.Errorf("trash %s: adding the origin column: %w", path, err)
+	for _, c := range added {
+		var has int
+		err = db.QueryRow(`SELECT count(*) FROM pragma_table_info(?) WHERE name=?`, c[0], c[1]).Scan(&has)
+		if err == nil && has == 0 {
+			err = sqlitewal.RetryBusy(func() error {
+				_, err := db.Exec(`ALTER TABLE ` + c[0] + ` ADD COLUMN ` + c[1] + ` TEXT NOT NULL DEFAULT ''`)
+				return err
+			})
+		}
+		if err != nil {
+			db.Close() // the migration's error is the one to report
+			return nil, fmt.Errorf("trash %s: adding the %s column: %w", path, c[1], err)
+		}
 	}
 	if _, err := s.Prune(context.Background()); err != nil {
 		db.Close() // the prune's error is the one to report
@@ -180,8 +189,8 @@ func (s *Store) Keep(ctx context.Context, d Delete) (id int64, err error) {
 		if err := prune(ctx, tx, s.Now().Add(-s.retention)); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO deletes(at, device, label, tool, source, audit, state) VALUES(?,?,?,?,?,?,?)`,
-			s.Now().UnixMilli(), d.Device, d.Label, d.Tool, d.Source, d.Audit, StatePending)
+		res, err := tx.ExecContext(ctx, `INSERT INTO deletes(at, device, label, tool, source, audit, state, op_id) VALUES(?,?,?,?,?,?,?,?)`,
+			s.Now().UnixMilli(), d.Device, d.Label, d.Tool, d.Source, d.Audit, StatePending, d.OpID)
 		if err != nil {
 			return err
 		}
@@ -365,7 +374,7 @@ func (s *Store) MarkRestored(ctx context.Context, deleteID int64, drawerID, as s
 
 // deletes reads the deletes the clause picks, with their drawers.
 func (s *Store) deletes(ctx context.Context, clause string, args ...any) ([]Delete, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, at, device, label, tool, source, audit, state, note FROM deletes `+clause, args...)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, at, device, label, tool, source, audit, state, note, op_id FROM deletes `+clause, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +382,7 @@ func (s *Store) deletes(ctx context.Context, clause string, args ...any) ([]Dele
 	for rows.Next() {
 		var d Delete
 		var at int64
-		if err := rows.Scan(&d.ID, &at, &d.Device, &d.Label, &d.Tool, &d.Source, &d.Audit, &d.State, &d.Note); err != nil {
+		if err := rows.Scan(&d.ID, &at, &d.Device, &d.Label, &d.Tool, &d.Source, &d.Audit, &d.State, &d.Note, &d.OpID); err != nil {
 			rows.Close() // the scan's error is the one to report
 			return nil, err
 		}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 func TestKeepSettleFindPrune(t *testing.T) {
@@ -133,4 +135,45 @@ func BenchmarkDeletedLookUp(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A trash written before drawers had an origin and deletes an op id
+// opens with both columns added, its deletes as they were (no op id), and
+// keeps a new delete's op id (a restore settles that op).
+func TestOldTrashGainsOriginAndOpID(t *testing.T) {
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "trash.sqlite")
+	db, err := sqlitewal.Open(file, "FULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE deletes(id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL, device TEXT NOT NULL, label TEXT NOT NULL, tool TEXT NOT NULL,
+			source TEXT NOT NULL, audit TEXT NOT NULL, state TEXT NOT NULL CHECK (state IN ('pending','deleted','unconfirmed')), note TEXT NOT NULL DEFAULT '')`,
+		`CREATE TABLE drawers(delete_id INTEGER NOT NULL, drawer_id TEXT NOT NULL, wing TEXT NOT NULL, room TEXT NOT NULL, content TEXT NOT NULL,
+			metadata TEXT NOT NULL, source_file TEXT NOT NULL, kind TEXT NOT NULL, restored_at INTEGER, restored_as TEXT NOT NULL DEFAULT '', PRIMARY KEY (delete_id, drawer_id))`,
+		`INSERT INTO deletes(at, device, label, tool, source, audit, state) VALUES(` + strconv.FormatInt(time.Now().UnixMilli(), 10) + `, 'ops', 'ops', 'delete_drawer', '', 'abc', 'deleted')`,
+		`INSERT INTO drawers VALUES(1, 'drawer_w_r_1', 'w', 'r', 'one', '{}', '', 'filed', NULL, '')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s, err := Open(file, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	old, err := s.Get(ctx, 1)
+	if err != nil || old.OpID != "" || len(old.Drawers) != 1 || old.Drawers[0].Origin != nil {
+		t.Fatalf("the old delete: %+v %v", old, err)
+	}
+	id, err := s.Keep(ctx, Delete{Device: "ops", Tool: "delete_drawer", OpID: "ab12", Drawers: []Drawer{{ID: "drawer_w_r_2", Metadata: json.RawMessage(`{}`), Kind: KindFiled}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := s.Get(ctx, id); err != nil || d.OpID != "ab12" {
+		t.Errorf("a new delete's op id: %+v %v", d, err)
+	}
 }
