@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
 )
@@ -143,7 +144,15 @@ func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, r
 		return failed(err)
 	}
 	defer prov.Close() // its writes are committed one by one
-	r := gateway.Restorer{Trash: st, Upstream: upstream, Token: upstreamTokenSource(os.LookupEnv, c.UpstreamTokenFile, log), Provenance: prov}
+	// The ledger, so that a delete's op it holds in doubt is settled as
+	// applied before its drawers come back: an edge's resend of it is then
+	// answered from the ledger instead of deleting them again.
+	l, err := ledger.Open(c.LedgerPath(), c.LedgerRetention())
+	if err != nil {
+		return failed(fmt.Errorf("op-id ledger: %w", err))
+	}
+	defer l.Close() // its writes are committed one by one
+	r := gateway.Restorer{Trash: st, Upstream: upstream, Token: upstreamTokenSource(os.LookupEnv, c.UpstreamTokenFile, log), Provenance: prov, Ledger: l}
 	rs, err := r.Restore(context.Background(), refs)
 	failures := 0
 	var heading int64

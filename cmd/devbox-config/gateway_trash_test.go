@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/sqlitewal"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -108,4 +111,87 @@ func TestGatewayTrashListAndRestore(t *testing.T) {
 		t.Errorf("bulk_delete in the config: %+v", c.Devices)
 	}
 	cli(0, "device", "set", "ops-0001", "--bulk-delete=false")
+}
+
+// The operator restores a delete whose op the gateway's ledger still holds
+// in doubt (its answer and the look-up after it were lost): the edge's
+// resend of that op, which comes later, must be answered from the ledger,
+// not delete the restored drawer again (attack26 F1). `trash restore`
+// settles the op before putting the drawer back.
+func TestGatewayTrashRestoreSettlesTheDeletesOp(t *testing.T) {
+	_, up := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "upstream-token"})
+	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "upstream-token")
+	cfg := emptyGatewayConfig(t)
+	run := gatewayCLI(t, cfg)
+	cli := func(want int, args ...string) string { t.Helper(); out, _ := run(want, args...); return out }
+	cli(0, "device", "add", "ops-0001", "--label", "ops", "--read", "*", "--write", "*", "--admin")
+	tok := strings.TrimSpace(cli(0, "token", "issue", "ops-0001"))
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(c.LedgerPath(), 0) // as gateway serve opens it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1", Ledger: gateway.OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}}
+	if err := srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	opID := strings.Repeat("d", 64)
+	call := func(tool string, args map[string]any, meta map[string]any) map[string]any {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args, "_meta": meta}})
+		req := httptest.NewRequest("POST", "http://127.0.0.1/mcp", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+		var m map[string]any
+		json.Unmarshal(w.Body.Bytes(), &m)
+		return m
+	}
+	text := func(m map[string]any) map[string]any {
+		var r map[string]any
+		if c, _ := gjsonContent(m); c != "" {
+			json.Unmarshal([]byte(c), &r)
+		}
+		return r
+	}
+	id := text(call("add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": "the restore must stick"}, nil))["drawer_id"].(string)
+	if d := call("delete_drawer", map[string]any{"drawer_id": id}, map[string]any{ledger.MetaKey: opID}); text(d)["success"] != true {
+		t.Fatalf("delete: %v", d)
+	}
+	// What a lost answer and a lost look-up leave: the op in doubt.
+	db, err := sqlitewal.Open(c.LedgerPath(), "NORMAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := db.Exec(`UPDATE ops SET state='doubt', result=NULL WHERE op_id=?`, opID); err != nil {
+		t.Fatal(err)
+	} else if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("the delete's op is not in the ledger (%d rows)", n)
+	}
+	db.Close()
+	cli(0, "trash", "restore", "--upstream", up.URL(), id)
+	resent := call("delete_drawer", map[string]any{"drawer_id": id}, map[string]any{ledger.MetaKey: opID, ledger.ResendKey: "looked-up"})
+	if r := text(resent); r["success"] != true {
+		t.Errorf("the edge's resend after the restore: %v, want the ledger's answer", resent)
+	}
+	if got := text(call("get_drawer", map[string]any{"drawer_id": id}, nil)); got["content"] != "the restore must stick" {
+		t.Fatalf("the resend deleted the restored drawer again: %v", got)
+	}
+}
+
+// gjsonContent is a tools/call answer's first text content.
+func gjsonContent(m map[string]any) (string, bool) {
+	r, _ := m["result"].(map[string]any)
+	cs, _ := r["content"].([]any)
+	if len(cs) == 0 {
+		return "", false
+	}
+	c, _ := cs[0].(map[string]any)
+	s, ok := c["text"].(string)
+	return s, ok
 }
