@@ -3,6 +3,7 @@ package confpos
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Error is a mistake at a place in a file, and its fix.
@@ -40,11 +41,12 @@ func At(file string, src []byte, off int, what, fix string) *Error {
 	return &Error{File: file, Line: line, Col: col, What: what, Fix: fix}
 }
 
-// LineCol is the 1-based line and column (in bytes) of the byte offset off
-// of src; an offset past the end is the end.
+// LineCol is the 1-based line and column of the byte offset off of src;
+// an offset past the end is the end. The column counts characters, as an
+// editor shows it, not bytes (é is one column).
 func LineCol(src []byte, off int) (line, col int) {
 	off = min(max(off, 0), len(src))
 	line = 1 + bytes.Count(src[:off], []byte("\n"))
-	col = off - bytes.LastIndexByte(src[:off], '\n')
+	col = 1 + utf8.RuneCount(src[bytes.LastIndexByte(src[:off], '\n')+1:off])
 	return line, col
 }

@@ -1,6 +1,8 @@
 package confpos
 
 import (
+	"bytes"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -64,5 +66,21 @@ func TestNearest(t *testing.T) {
 		if got := Nearest(name, known); got != want {
 			t.Errorf("Nearest(%q) = %q, want %q", name, got, want)
 		}
+	}
+}
+
+// A column counts characters, as an editor shows it (attack27: a mistake
+// after "név": "ééééé" was placed at column 32 where the editor shows 26).
+func TestColumnCountsCharacters(t *testing.T) {
+	src := []byte("{\n  \"név\": \"ééééé\" x\n}\n")
+	off := bytes.IndexByte(src, 'x')
+	if line, col := LineCol(src, off); line != 2 || col != 18 {
+		t.Errorf("LineCol = %d:%d, want 2:18", line, col)
+	}
+	var v map[string]any
+	err := JSON{}.DecodeJSON("f.json", src, &v)
+	var pe *Error
+	if !errors.As(err, &pe) || pe.Line != 2 || pe.Col != 18 {
+		t.Errorf("DecodeJSON: %v, want f.json:2:18", err)
 	}
 }

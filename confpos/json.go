@@ -84,7 +84,9 @@ func (o JSON) hujsonError(file string, src []byte, err error) error {
 	if !ok || !ok1 || !ok2 || err1 != nil || err2 != nil {
 		return &Error{File: file, What: msg, Fix: o.syntaxFix(file, src, -1, msg)}
 	}
-	return &Error{File: file, Line: line, Col: col, What: what, Fix: o.syntaxFix(file, src, offsetOf(src, line, col), what)}
+	off := offsetOf(src, line, col) // hujson counts the column in bytes
+	line, col = LineCol(src, off)
+	return &Error{File: file, Line: line, Col: col, What: what, Fix: o.syntaxFix(file, src, off, what)}
 }
 
 // offsetOf is the byte offset of line and col in src.
