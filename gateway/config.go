@@ -137,7 +137,7 @@ const (
 	KGWrite KGGrant = "write" // and kg_add, kg_invalidate, kg_supersede
 )
 
-func (g KGGrant) String() string { return string(g) }
+func (g KGGrant) String() string { return string(cmp.Or(g, KGNone)) }
 
 // Token is a stored credential: never the secret, only its HMAC.
 type Token struct {

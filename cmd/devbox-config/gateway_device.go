@@ -215,7 +215,7 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 		if d.Trusts != nil {
 			trusts = strings.Join(d.Trusts, ",") + ":" + string(cmp.Or(d.Untrusted, gateway.UntrustedMark))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", d.ID, d.Label, strings.Join(d.Read, ","), strings.Join(d.Write, ","), d.KG, d.Admin, trusts, strings.Join(toks, " "))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", d.ID, d.Label, strings.Join(d.Read, ","), strings.Join(d.Write, ","), d.KG.String(), d.Admin, trusts, strings.Join(toks, " "))
 	}
 	return w.Flush()
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -242,4 +244,34 @@ func wantNoTrailingSpace(t *testing.T, what, out string) {
 			t.Errorf("%s: a line ends in a space: %q\n%s", what, l, out)
 		}
 	}
+}
+
+// A device written by hand without "kg" has no knowledge-graph grant, and
+// `device list` says so ("none") rather than leaving the column blank
+// (reported by a helper while fixing the config's messages).
+func TestDeviceListNamesTheDefaultKGGrant(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	runCLI("gateway", "--config", cfg, "init")
+	runCLI("gateway", "--config", cfg, "device", "add", "hand-1", "--label", "hand", "--read", "shared", "--write", "shared")
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handWritten := regexp.MustCompile(`"kg":\s*"none",?`).ReplaceAll(b, nil)
+	if bytes.Equal(handWritten, b) {
+		t.Fatalf("no kg member to take out of:\n%s", b)
+	}
+	if err := os.WriteFile(cfg, handWritten, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, out, _ := runCLI("gateway", "--config", cfg, "device", "list")
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == "hand-1" {
+			if len(f) < 5 || f[4] != "none" {
+				t.Errorf("device list's line %q: the KG column is not none", line)
+			}
+			return
+		}
+	}
+	t.Errorf("device list does not list hand-1:\n%s", out)
 }
