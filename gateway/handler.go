@@ -429,14 +429,21 @@ func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) 
 // authorizeStep resolves a by-id wing, applies the catalogue's gate and
 // the object checks that must come before the call.
 func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req *rpcRequest, t catalogue.Tool) (Decision, bool) {
-	drawerWing := ""
+	var drawerWing string
+	var err error
 	if t.Wings == catalogue.DrawerWing {
 		id, _ := req.Args["drawer_id"].(string)
-		drawerWing = s.drawerWing(ctx, id)
+		drawerWing, err = s.drawerWing(ctx, id)
 	}
 	dec := Authorize(d, req.Tool, req.Args, drawerWing)
-	if dec.Allow && deletesByID(t) && !(d.readsAll() && d.writesAll()) {
-		dec = authorizeDrawers(d, s.drawerWings(ctx, req.Args))
+	if err == nil && dec.Allow && deletesByID(t) && !(d.readsAll() && d.writesAll()) {
+		var wings []string
+		wings, err = s.drawerWings(ctx, req.Args)
+		dec = authorizeDrawers(d, wings)
+	}
+	if err != nil {
+		s.busy(x, d, req, ruleNoAnswer, err)
+		return dec, false
 	}
 	if dec.Allow && !s.objectBefore(ctx, d, t, req.Args) {
 		dec = deny(ruleNotVisible, "")
@@ -451,6 +458,19 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 		return dec, false
 	}
 	return dec, true
+}
+
+// ruleNoAnswer: the primary did not answer a look-up the gateway makes
+// before the call (errNoAnswer), so the call was not made.
+const ruleNoAnswer Rule = "upstream:no-answer"
+
+// busy answers a call the gateway did not make because the primary did
+// not answer a look-up it needed first (errNoAnswer): HTTP 503, as the
+// primary being busy, which an edge's outbox backs off on and sends again,
+// never a refusal (an outbox takes -31003 as final: attack26 F3).
+func (s *Server) busy(x *exchange, d *Device, req *rpcRequest, rule Rule, err error) {
+	msg := fmt.Sprintf("devbox-config gateway: %s: %v; nothing was written: send it again later", req.Tool, err)
+	s.answer(x, http.StatusServiceUnavailable, encodeJSON(rpcErr(req.rawID(), -32000, msg, map[string]any{"device": d.ID, "tool": req.Tool, "rule": rule})), VerdictError, rule)
 }
 
 // auditAhead writes a write's line durably before the write is made: a

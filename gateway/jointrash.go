@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,8 +26,10 @@ const ruleJoinDeleted Rule = "join:deleted-on-primary"
 // The same write without the mark (an agent filing it again on purpose)
 // is not a join's and goes through, and so does a join's write of a drawer
 // filed again since the delete (the primary holds it: one get_drawer,
-// asked only of a drawer the trash holds). A trash that cannot be read
-// refuses the join's write (fail closed). It answers the request itself
+// asked only of a drawer the trash holds; when the primary does not
+// answer it, the write is answered as the primary being busy, HTTP 503,
+// neither refused nor made). A trash that cannot be read refuses the
+// join's write (fail closed). It answers the request itself
 // when it refuses (ok false).
 func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest) (ok bool) {
 	params, _ := req.msg["params"].(map[string]any)
@@ -51,6 +54,10 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 	found := false
 	if err == nil {
 		del, found, err = s.deletedBefore(ctx, bin, t, req.Args, id)
+	}
+	if errors.Is(err, errNoAnswer) {
+		s.busy(x, d, req, ruleNoAnswer, err)
+		return false
 	}
 	if err != nil {
 		s.Log.Error("trash cannot be read: refusing a join's write", "device", d.ID, "tool", req.Tool, "err", err)
@@ -94,7 +101,12 @@ func (s *Server) deletedBefore(ctx context.Context, bin *trash.Store, t catalogu
 		case err != nil:
 			return del, false, err
 		case !found || i == 1 && del.Drawers[0].Wing != str("wing"): // a local id says nothing of other wings
-		case s.drawerWing(ctx, id) == "":
+			continue
+		}
+		switch w, err := s.drawerWing(ctx, id); {
+		case err != nil:
+			return trash.Delete{}, false, err // no answer is not "not on the primary"
+		case w == "":
 			return del, true, nil
 		}
 	}

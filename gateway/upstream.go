@@ -247,17 +247,22 @@ func resultOf(resp []byte) map[string]any {
 }
 
 // drawerWing asks the upstream which wing a drawer is in (ids are never
-// parsed: wing names contain '_').
-func (s *Server) drawerWing(ctx context.Context, id string) string {
-	w, _ := s.upstreamResult(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})["wing"].(string)
-	return w
+// parsed: wing names contain '_'): "" for an id that names none, and
+// errNoAnswer when the primary did not answer (never taken for "none").
+func (s *Server) drawerWing(ctx context.Context, id string) (string, error) {
+	got := s.upstreamResult(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+	if got == nil {
+		return "", fmt.Errorf("%w get_drawer for %s", errNoAnswer, id)
+	}
+	w, _ := got["wing"].(string)
+	return w, nil
 }
 
 // drawerWings is the wing of each drawer a delete by id names, in order
-// ("" for an id that names none, or that the primary did not answer
-// for): get_drawers a batch at a time, get_drawer one by one from an
-// upstream without it.
-func (s *Server) drawerWings(ctx context.Context, args map[string]any) []string {
+// ("" for an id that names none; errNoAnswer when the primary did not
+// answer for one): get_drawers a batch at a time, get_drawer one by one
+// from an upstream without it.
+func (s *Server) drawerWings(ctx context.Context, args map[string]any) ([]string, error) {
 	ids, _ := args["drawer_ids"].([]any)
 	if id, ok := args["drawer_id"]; ok {
 		ids = []any{id}
@@ -272,12 +277,15 @@ func (s *Server) drawerWings(ctx context.Context, args map[string]any) []string 
 				p, _ := got[i].(map[string]any)
 				w, _ = p["wing"].(string)
 			} else if id, ok := id.(string); ok {
-				w = s.drawerWing(ctx, id)
+				var err error
+				if w, err = s.drawerWing(ctx, id); err != nil {
+					return nil, err
+				}
 			}
 			wings = append(wings, w)
 		}
 	}
-	return wings
+	return wings, nil
 }
 
 // forwardGET relays a GET route with the query rebuilt from what was

@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/gateway/trash"
+)
+
+// narrowDevices: ops files drawers; lab and boss read and write team_b
+// alone (boss is an admin: its deletes by id look up each drawer's wing).
+var narrowDevices = append([]Device{
+	{ID: "lab", Label: "lab", Read: []string{"team_b"}, Write: []string{"team_b"}, ReadRate: 1e9, WriteRate: 1e9},
+	{ID: "boss", Label: "boss", Read: []string{"team_b"}, Write: []string{"team_b"}, Admin: true, ReadRate: 1e9, WriteRate: 1e9},
+}, deleteDevices...)
+
+// TestWingLookUpNotAnsweredBacksOff: while the primary does not answer
+// the look-up of a drawer's wing, an edge's queued write by id from a
+// device that does not read and write every wing is answered as the
+// primary being busy (HTTP 503: its outbox backs off), not refused as not
+// visible (-31003: dead after five tries in seconds, the agent told it
+// succeeded); once the primary answers, the write is made.
+func TestWingLookUpNotAnsweredBacksOff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		device, tool string
+		args         func(id string) map[string]any
+		made         func(g cuttingGateway, id string) bool
+	}{
+		{"lab", "mempalace_update_drawer", func(id string) map[string]any { return map[string]any{"drawer_id": id, "content": "D edited"} },
+			func(g cuttingGateway, id string) bool { return len(g.keptOf(t, id)) == 1 }},
+		{"boss", "mempalace_delete_drawer", func(id string) map[string]any { return map[string]any{"drawer_id": id} },
+			func(g cuttingGateway, id string) bool { return !g.holds(t, id) }},
+		{"boss", "mempalace_delete_drawers", func(id string) map[string]any { return map[string]any{"drawer_ids": []any{id}} },
+			func(g cuttingGateway, id string) bool { return !g.holds(t, id) }},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			t.Parallel()
+			g := newCuttingGatewayWith(t, startFake(t).url, narrowDevices)
+			d := g.add(t, map[string]any{"wing": "team_b", "room": "del", "content": "D " + tc.tool})
+			for range 10 { // twice the refusals that made it dead
+				g.proxy.Drop("mempalace_get_drawers", "mempalace_get_drawer")
+			}
+			st, p, f := edgeOutbox(t, g.http.URL+"/mcp", g.tokens[tc.device])
+			if _, err := st.Enqueue(t.Context(), outbox.Write{Name: tc.tool, Payload: encodeJSON(tc.args(d))}); err != nil {
+				t.Fatal(err)
+			}
+			if s := drain(t, st, p, f, 60*time.Second); s.ByState[outbox.Done] != 1 {
+				ops, _ := st.List(t.Context(), 10)
+				for _, o := range ops {
+					t.Logf("op %s attempts %d: %s", o.State, o.Attempts, o.Error)
+				}
+				t.Fatalf("the write did not settle: %+v", s)
+			}
+			if !tc.made(g, d) {
+				t.Error("the write was not made")
+			}
+		})
+	}
+}
+
+// TestJoinWhoseLookUpIsNotAnsweredIsNotRefused: a join's add of a drawer
+// the trash holds as deleted, filed again since, while the primary does
+// not answer the look-up that would find it there, is answered as the
+// primary being busy (HTTP 503), not refused as deleted on the primary;
+// once the primary answers, it is accepted.
+func TestJoinWhoseLookUpIsNotAnsweredIsNotRefused(t *testing.T) {
+	t.Parallel()
+	g := newCuttingGatewayWith(t, startFake(t).url, deleteDevices)
+	args := map[string]any{"wing": "team_b", "room": "del", "content": "D filed again"}
+	d := g.add(t, args)
+	if _, rpc, _ := g.call(g.tokens["ops"], "delete_drawer", map[string]any{"drawer_id": d}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	if ks := g.keptOf(t, d); len(ks) != 1 || ks[0].State != trash.StateDeleted {
+		t.Fatalf("the trash: %+v, want one delete, deleted", ks)
+	}
+	g.add(t, args) // filed again, not by a join
+	join, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
+		"name": "mempalace_add_drawer", "arguments": args, "_meta": map[string]any{origin.JoinKey: true}}})
+	g.proxy.Drop("mempalace_get_drawer", "mempalace_get_drawer") // its send and the one resend of a read
+	if status, m := g.post(g.tokens["ops"], string(join)); status != http.StatusServiceUnavailable {
+		t.Errorf("the look-up not answered: HTTP %d %v, want 503", status, m)
+	}
+	if status, m := g.post(g.tokens["ops"], string(join)); status != http.StatusOK || rpcError(m) != nil {
+		t.Errorf("the look-up answered: HTTP %d %v, want the add accepted", status, m)
+	}
+}
