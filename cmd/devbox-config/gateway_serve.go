@@ -16,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/gateway/ledger"
@@ -129,12 +130,16 @@ func checkUpstream(raw string) (problem, fix string) {
 
 // checkUpstreamToken refuses to start without the upstream's token
 // (every call would be the upstream's 401) unless --no-upstream-token says
-// the upstream has none; a token file must exist, be private and hold one.
+// the upstream has none; the environment's must be one token, as a token
+// file's (never shown: it is a secret); a token file must exist, be
+// private and hold one.
 func (sc *gatewayServeCmd) checkUpstreamToken(c *gateway.Config) error {
 	env := ladder.UpstreamToken(os.LookupEnv)
 	switch {
 	case sc.noUpstreamToken && (env != "" || c.UpstreamTokenFile != ""):
 		return usageError("--no-upstream-token, yet the upstream's token is set (%s or upstream_token_file): drop --no-upstream-token, or unset the token if the upstream really has none", ladder.EnvUpstreamToken)
+	case strings.ContainsFunc(env, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		return failed(fmt.Errorf("%s holds more than a token (a second line, a space or another control character inside it), which no upstream accepts: set it to the token alone, on one line (mempalace serve's MEMPALACE_MCP_HTTP_TOKEN)", ladder.EnvUpstreamToken))
 	case sc.noUpstreamToken, env != "":
 		return nil
 	case c.UpstreamTokenFile == "":

@@ -61,6 +61,10 @@ func TestGatewayRefusesWhatCannotWork(t *testing.T) {
 		{"no upstream token", "", []string{"--listen", "127.0.0.1:0", "--upstream", up}, 1, []string{"MEMPALACE_UPSTREAM_TOKEN", "upstream_token_file", "--no-upstream-token"}},
 		{"upstream token file missing", "", []string{"--config", withFile, "--listen", "127.0.0.1:0", "--upstream", up}, 1, []string{tokFile, "upstream_token_file"}},
 		{"no token, yet --no-upstream-token is contradicted", "tok", []string{"--no-upstream-token", "--listen", "127.0.0.1:0", "--upstream", up}, 2, []string{"--no-upstream-token", "MEMPALACE_UPSTREAM_TOKEN"}},
+		// The token file refuses the same (gateway.ReadSecretFile).
+		{"upstream token of two lines", "first-half-0123\nsecond-half-4567", []string{"--listen", "127.0.0.1:0", "--upstream", up}, 1, []string{"MEMPALACE_UPSTREAM_TOKEN", "the token alone"}},
+		{"upstream token with a space", "first-half-0123 second-half-4567", []string{"--listen", "127.0.0.1:0", "--upstream", up}, 1, []string{"MEMPALACE_UPSTREAM_TOKEN", "the token alone"}},
+		{"upstream token with a control character", "first-half-0123\x1bsecond-half-4567", []string{"--listen", "127.0.0.1:0", "--upstream", up}, 1, []string{"MEMPALACE_UPSTREAM_TOKEN", "the token alone"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("MEMPALACE_UPSTREAM_TOKEN", c.env)
@@ -79,6 +83,9 @@ func TestGatewayRefusesWhatCannotWork(t *testing.T) {
 			}
 			if strings.Contains(out, "listening") {
 				t.Errorf("it listened:\n%s", out)
+			}
+			if strings.Contains(out, "half-") {
+				t.Errorf("the refusal shows the token:\n%s", out)
 			}
 		})
 	}
