@@ -22,6 +22,8 @@
 //     the temp file (not root, and not its owner or not in its group) is
 //     left alone with a *NotWritableError naming it, its owner and the
 //     fix, whatever its mode: a rename would make it the process's user's.
+//     CheckOwner makes that decision alone, so a caller can leave the file
+//     alone before it writes anything else for it (render's plan).
 //   - The temp file is created with O_CREAT|O_EXCL, which fails on any
 //     existing name, a symlink included: a temp file is never a link.
 //   - When the rename cannot work (EBUSY or EXDEV: a single file

@@ -70,9 +70,9 @@ func self() user {
 	return user{os.Geteuid(), append(gids, os.Getegid())}
 }
 
-// withUser makes Write act for uid and gids instead of the process's
-// user (tests: the decision without running as another user).
-func withUser(uid int, gids ...int) Option {
+// AsUser makes Write and CheckOwner act for uid and gids instead of the
+// process's user (tests: the decision without running as another user).
+func AsUser(uid int, gids ...int) Option {
 	return func(c *config) { c.user = user{uid, gids} }
 }
 
@@ -246,13 +246,31 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// Write replaces the file at path with data, as the package doc says. perm
-// is the mode of a new file; an existing file keeps its own.
-func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, error) {
+// CheckOwner is Write's owner decision alone, made without writing: a
+// *NotWritableError when Write would leave the existing file at path alone
+// because its owner cannot be kept, else nil (a file that does not exist
+// or cannot be looked at is left to Write, which says why).
+func CheckOwner(path string, opts ...Option) error {
+	_, err := newConfig(opts).target(path, 0)
+	var nw *NotWritableError
+	if errors.As(err, &nw) {
+		return nw
+	}
+	return nil
+}
+
+func newConfig(opts []Option) config {
 	c := config{user: self(), rename: os.Rename, fault: func(string) error { return nil }}
 	for _, o := range opts {
 		o(&c)
 	}
+	return c
+}
+
+// Write replaces the file at path with data, as the package doc says. perm
+// is the mode of a new file; an existing file keeps its own.
+func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, error) {
+	c := newConfig(opts)
 	t, err := c.target(path, perm)
 	if err != nil {
 		return Result{}, err

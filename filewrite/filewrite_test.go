@@ -264,7 +264,7 @@ func TestOwnedNeverWritesThroughALink(t *testing.T) {
 // by a rename that would make it the user's: it is left alone, whatever
 // its mode, with a *NotWritableError naming it, its owner and the fix
 // (attack27 f_owner: root 0644 became the user's, the entry added). The
-// user is injected (withUser).
+// user is injected (AsUser).
 func TestForeignOwnerLeftAlone(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "c.json")
@@ -274,7 +274,7 @@ func TestForeignOwnerLeftAlone(t *testing.T) {
 	}
 	fi, _ := os.Stat(p)
 	st := fi.Sys().(*syscall.Stat_t)
-	for _, u := range []Option{withUser(int(st.Uid)+1, int(st.Gid)), withUser(int(st.Uid), int(st.Gid)+1)} {
+	for _, u := range []Option{AsUser(int(st.Uid)+1, int(st.Gid)), AsUser(int(st.Uid), int(st.Gid)+1)} {
 		for _, mode := range []os.FileMode{0o644, 0o666} {
 			os.Chmod(p, mode)
 			_, err := Write(p, []byte("new"), 0o600, u)
@@ -283,15 +283,24 @@ func TestForeignOwnerLeftAlone(t *testing.T) {
 				!strings.Contains(err.Error(), "chown") || !strings.Contains(err.Error(), ownerName(int(st.Uid))) {
 				t.Errorf("mode %o: %v, want a *NotWritableError naming the file, its owner and the fix", mode, err)
 			}
+			if err := CheckOwner(p, u); !errors.As(err, &nw) {
+				t.Errorf("mode %o: CheckOwner: %v, want the *NotWritableError Write returns", mode, err)
+			}
 			if b, _ := os.ReadFile(p); string(b) != "old" {
 				t.Errorf("mode %o: written: %q", mode, b)
 			}
 		}
 	}
-	if res, err := Write(p, []byte("own"), 0o600, withUser(int(st.Uid), int(st.Gid))); err != nil || res.InPlace {
+	if err := CheckOwner(p, AsUser(int(st.Uid), int(st.Gid))); err != nil {
+		t.Errorf("CheckOwner of the owner's own file: %v", err)
+	}
+	if err := CheckOwner(filepath.Join(dir, "new.json"), AsUser(int(st.Uid)+1, int(st.Gid)+1)); err != nil {
+		t.Errorf("CheckOwner of a new file: %v", err)
+	}
+	if res, err := Write(p, []byte("own"), 0o600, AsUser(int(st.Uid), int(st.Gid))); err != nil || res.InPlace {
 		t.Errorf("the owner's own file: %+v, %v, want replaced by rename", res, err)
 	}
-	if _, err := Write(filepath.Join(dir, "new.json"), []byte("x"), 0o600, withUser(int(st.Uid)+1, int(st.Gid)+1)); err != nil {
+	if _, err := Write(filepath.Join(dir, "new.json"), []byte("x"), 0o600, AsUser(int(st.Uid)+1, int(st.Gid)+1)); err != nil {
 		t.Errorf("a new file: %v", err)
 	}
 }

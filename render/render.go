@@ -185,21 +185,40 @@ func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
 func planTarget(opts Options, s ladder.Settings, t string, explicit bool) Result {
 	rec, _ := harness.ByName(t)
 	if rec.Settings != nil {
-		return leaveReadOnly(planSettings(opts, s, rec, explicit))
+		return leaveAlone(opts.Sys, planSettings(opts, s, rec, explicit))
 	}
-	return leaveReadOnly(planEntry(opts, s, rec, explicit))
+	return leaveAlone(opts.Sys, planEntry(opts, s, rec, explicit))
 }
 
-// leaveReadOnly skips a target whose config would be rewritten although
-// the user made it read-only (no write bit at all): they asked for the
-// file to stay as it is, and root could write it anyway.
-func leaveReadOnly(r Result) Result {
+// leaveAlone skips a target whose config would be rewritten although the
+// user made it read-only (no write bit at all: they asked for the file to
+// stay as it is, and root could write it anyway), or although render's
+// user could not keep its owner (a rename would make another user's file
+// its own). Decided here, at plan time, nothing at all is written for the
+// target: no backup, no record, no .proposed.
+func leaveAlone(sys System, r Result) Result {
 	for _, c := range r.Changes {
-		if c.Backup && c.Old != nil && c.New != nil && c.Perm&0o222 == 0 {
+		if !c.Backup || c.Old == nil || c.New == nil {
+			continue
+		}
+		if c.Perm&0o222 == 0 {
 			return skipped(r, "%s is read-only (mode %04o), so it is left alone; make it writable to let render update it", c.Path, c.Perm)
+		}
+		var nw *filewrite.NotWritableError
+		if errors.As(sys.CheckOwner(c.Real), &nw) {
+			return skipped(r, "%s belongs to %s (group %d, mode %04o), and render runs as uid %d, which cannot keep that owner when it writes the file, so it is left alone (fix: as root, chown it to uid %d and a group of that user to let render update it)",
+				c.Path, ownerName(nw.UID), nw.GID, nw.Mode, nw.User, nw.User)
 		}
 	}
 	return r
+}
+
+// ownerName names a uid for a message.
+func ownerName(uid int) string {
+	if uid == 0 {
+		return "root"
+	}
+	return fmt.Sprint("uid ", uid)
 }
 
 // staleTemp is how old a temp file must be before render takes it for one

@@ -26,6 +26,10 @@ type System interface {
 	// WriteFile replaces name as filewrite.Write does (atomically, or in
 	// place for a bind-mounted or hard-linked file, which the result says).
 	WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Result, error)
+	// CheckOwner is WriteFile's owner decision alone (filewrite.CheckOwner):
+	// a *filewrite.NotWritableError for an existing file this process's
+	// user could not keep the owner of, so the plan leaves it alone.
+	CheckOwner(name string) error
 	// WriteOwn replaces one of render's own files (a .proposed, the
 	// record, a backup) as filewrite.Write with filewrite.Owned does: never
 	// through a link (a symlink is refused), never in place.
@@ -81,6 +85,9 @@ func (OS) Remove(name string) error {
 func (o OS) WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Result, error) {
 	return filewrite.Write(name, data, perm, o.WriteOptions...)
 }
+
+// CheckOwner asks filewrite.CheckOwner.
+func (o OS) CheckOwner(name string) error { return filewrite.CheckOwner(name, o.WriteOptions...) }
 
 // WriteOwn writes through filewrite.Write with filewrite.Owned. An
 // existing file keeps its mode narrowed to perm (never widened): render's
