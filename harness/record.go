@@ -55,7 +55,18 @@ type Env struct {
 	Lookup       ladder.Lookup
 }
 
+// get is a directory variable's value, "" when unset or relative: a
+// relative one is invalid (the XDG spec says so of XDG_CONFIG_HOME, and
+// render treats every harness's variable alike), ignored with a warning
+// (Warnings), never resolved against render's working directory.
 func (e Env) get(name string) string {
+	if v := e.raw(name); filepath.IsAbs(v) {
+		return v
+	}
+	return ""
+}
+
+func (e Env) raw(name string) string {
 	if name == "" || e.HomeFromFlag || e.Lookup == nil {
 		return ""
 	}
@@ -63,11 +74,36 @@ func (e Env) get(name string) string {
 	return strings.TrimSpace(v)
 }
 
+// Warnings name each directory variable a harness reads that is set to a
+// relative path, once however many harnesses read it, with the fix.
+func (e Env) Warnings() []ladder.Warning {
+	var out []ladder.Warning
+	seen := map[string]bool{}
+	for _, r := range All() {
+		vars := []string{r.Location.DirEnv, r.Location.HomeEnv}
+		if r.Location.XDG {
+			vars = append(vars, "XDG_CONFIG_HOME")
+		}
+		for _, name := range vars {
+			v := e.raw(name)
+			if v == "" || filepath.IsAbs(v) || seen[name] {
+				continue
+			}
+			seen[name] = true
+			out = append(out, ladder.Warning{Var: name,
+				Message: fmt.Sprintf("%q is a relative path, so it is ignored and the default directory is used (a relative one would put configs below whatever directory render runs in)", v),
+				Fix:     fmt.Sprintf("make it an absolute path, such as %s, or unset it", filepath.Join(e.Home, strings.TrimPrefix(v, "~/")))})
+		}
+	}
+	return out
+}
+
 // Location is where a harness keeps its user-level config.
 type Location struct {
 	// Dir is the config directory, relative to the home directory ("" is
-	// the home directory itself), or to $XDG_CONFIG_HOME (default, and
-	// for a relative one, ~/.config) when XDG is set.
+	// the home directory itself), or to $XDG_CONFIG_HOME (default
+	// ~/.config) when XDG is set. Every directory variable set to a
+	// relative path is ignored (Env.Warnings).
 	Dir string
 	XDG bool
 	// DirEnv names a variable that replaces the whole directory
@@ -97,8 +133,8 @@ func (l Location) DirPath(e Env) string {
 	}
 	if l.XDG {
 		base := filepath.Join(home, ".config")
-		if x := e.get("XDG_CONFIG_HOME"); filepath.IsAbs(x) {
-			base = x // a relative one is invalid (the XDG spec): ignored
+		if x := e.get("XDG_CONFIG_HOME"); x != "" {
+			base = x
 		}
 		return filepath.Join(base, l.Dir)
 	}

@@ -241,3 +241,41 @@ func TestRedactingHarnessesHandBackEveryMatchingServerVar(t *testing.T) {
 		t.Errorf("%d records say they remove variables by name from a stdio server's environment; Gemini CLI does", redacting)
 	}
 }
+
+// Every harness directory variable is treated as XDG_CONFIG_HOME is: a
+// relative value is ignored (the harness's default directory stands) with
+// one warning naming the variable and the fix, however many harnesses read
+// it (attack27 f_home_envdirs: a relative CLAUDE_CONFIG_DIR put
+// .claude.json and a record below render's working directory, silently).
+func TestARelativeDirVariableIsIgnoredWithOneWarning(t *testing.T) {
+	vars := map[string]string{"XDG_CONFIG_HOME": "x", "CLAUDE_CONFIG_DIR": "claudecfg", "CODEX_HOME": "./c",
+		"GEMINI_CLI_HOME": "g", "COPILOT_HOME": "~/cp", "PI_CODING_AGENT_DIR": "pi"}
+	rel := Env{Home: "/h", Lookup: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	unset := Env{Home: "/h", Lookup: func(string) (string, bool) { return "", false }}
+	for _, r := range All() {
+		if got, want := r.Location.DirPath(rel), r.Location.DirPath(unset); got != want {
+			t.Errorf("%s: directory %s, want the default %s", r.Name, got, want)
+		}
+		if got, want := r.Location.MarkerPath(rel), r.Location.MarkerPath(unset); got != want {
+			t.Errorf("%s: set up when %s exists, want the default %s", r.Name, got, want)
+		}
+	}
+	ws := rel.Warnings()
+	if len(ws) != len(vars) {
+		t.Errorf("%d warnings, want one per variable (%d): %q", len(ws), len(vars), ws)
+	}
+	for _, w := range ws {
+		if _, ok := vars[w.Var]; !ok || !strings.HasPrefix(w.String(), w.Var+": ") || !strings.Contains(w.Message, fmt.Sprintf("%q", vars[w.Var])) ||
+			!strings.Contains(w.Message, "ignored") || !strings.Contains(w.Fix, "absolute path") {
+			t.Errorf("warning %q: want the variable, its value, that it is ignored, and the fix", w)
+		}
+	}
+	abs := Env{Home: "/h", Lookup: func(k string) (string, bool) { return "/abs", k == "CLAUDE_CONFIG_DIR" }}
+	if ws := abs.Warnings(); len(ws) != 0 {
+		t.Errorf("an absolute value: %q", ws)
+	}
+	rel.HomeFromFlag = true // --home ignores the variables altogether
+	if ws := rel.Warnings(); len(ws) != 0 {
+		t.Errorf("--home: %q", ws)
+	}
+}

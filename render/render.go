@@ -121,6 +121,10 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 	for _, w := range lw {
 		opts.Log.Warn(w.String())
 	}
+	dw := opts.harnessEnv().Warnings() // logged once, not per target
+	for _, w := range dw {
+		opts.Log.Warn(w.String())
+	}
 	var results []Result
 	for _, t := range targets {
 		r := runTarget(opts, settings, t, dryRun)
@@ -132,7 +136,7 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 		}
 		results = append(results, r)
 	}
-	return results, lw, nil
+	return results, append(lw, dw...), nil
 }
 
 func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {
