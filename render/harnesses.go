@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/joakimp/devbox-config/fingerprint"
@@ -82,11 +83,9 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 		desired = nil
 	}
 	dir := loc.DirPath(env)
-	if fi, err := opts.Sys.Lstat(dir); err == nil && !fi.IsDir() && !dirExists(opts.Sys, dir) {
-		// A file (or a link to one) where the harness's directory should
-		// be: say so, rather than "not a directory" about a file inside it.
-		r.File = dir
-		return skipped(r, "%s is a file, not a directory, so %s's config cannot be there; nothing written (move it aside)", dir, rec.Title)
+	creates := explicit || rec.Scope == harness.Always || (rec.Scope == harness.OptIn && present)
+	if r, blocked := inTheWay(opts.Sys, r, rec, loc.Path(env), !creates, dir, loc.MarkerPath(env)); blocked {
+		return r
 	}
 	name, f, warnings, err := choose(opts, rec, dir)
 	r.Warnings = append(r.Warnings, warnings...)
@@ -99,9 +98,52 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 			return skipped(r, "the new file's skeleton does not parse (please report): %v", err)
 		}
 	}
-	creates := explicit || rec.Scope == harness.Always || (rec.Scope == harness.OptIn && present)
 	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates, noServer: !s.Register()}
 	return m.plan(opts, r, f)
+}
+
+// inTheWay skips a target whose file's directory cannot exist: it, or a
+// parent of it, is a file, a link to one, or a dangling link. It says
+// what is in the way, as a warning with the fix, rather than "not a
+// directory" about a file inside it. quiet: nothing names or creates the
+// target and what is in the way is none of its own directories (one of
+// own): the harness is not set up here, so it is not present, silently
+// (~/.config a file says nothing for each harness below it).
+func inTheWay(sys System, r Result, rec harness.Record, file string, quiet bool, own ...string) (Result, bool) {
+	p, what, fix := blocker(sys, filepath.Dir(file))
+	switch {
+	case p == "":
+		return r, false
+	case quiet && !slices.Contains(own, p):
+		r.File, r.Action = file, ActionNotPresent
+		return r, true
+	}
+	r.File = p
+	return skipped(r, "%s is %s, not a directory, so %s's config cannot be there; nothing written (fix: %s)", p, what, rec.Title, fix), true
+}
+
+// blocker is the nearest of dir and its parents that exists but is not a
+// directory (nor a link to one), what it is and the fix; "" when nothing
+// is in dir's way.
+func blocker(sys System, dir string) (path, what, fix string) {
+	for p := dir; ; p = filepath.Dir(p) {
+		fi, err := sys.Lstat(p)
+		switch {
+		case err != nil && filepath.Dir(p) == p:
+			return "", "", ""
+		case err != nil:
+			continue
+		case dirExists(sys, p):
+			return "", "", ""
+		case fi.Mode()&fs.ModeSymlink == 0:
+			return p, "a file", "move it aside"
+		}
+		to, _ := sys.Readlink(p)
+		if _, err := sys.EvalSymlinks(p); err != nil {
+			return p, fmt.Sprintf("a dangling symlink (to %s)", to), "create the directory it points to, or remove the link"
+		}
+		return p, fmt.Sprintf("a symlink to %s", to), "point it at a directory, or move it aside"
+	}
 }
 
 // LocalLookPath is look, except that mempalace-mcp is also found in

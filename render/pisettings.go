@@ -29,6 +29,9 @@ func planSettings(opts Options, s ladder.Settings, rec harness.Record, explicit 
 	if err := strictJSON(tmplName, tmpl); err != nil {
 		return skipped(r, "%v", placed(harness.JSON, tmplName, tmpl, err, "nothing written"))
 	}
+	if r, blocked := inTheWay(opts.Sys, r, rec, file, !explicit, dir); blocked {
+		return r
+	}
 	real, data, perm, err := readFile(opts.Sys, file)
 	if err != nil {
 		return skipped(r, "%s", readError(file, err))

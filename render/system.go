@@ -20,6 +20,7 @@ import (
 type System interface {
 	Lstat(name string) (fs.FileInfo, error)
 	EvalSymlinks(name string) (string, error)
+	Readlink(name string) (string, error)
 	ReadDir(name string) ([]fs.DirEntry, error)
 	// ReadFile reads a regular file; anything else is an error naming it.
 	ReadFile(name string) ([]byte, error)
@@ -70,6 +71,7 @@ const MaxConfigSize = 256 << 20
 
 func (OS) Lstat(name string) (fs.FileInfo, error)       { return os.Lstat(name) }
 func (OS) EvalSymlinks(name string) (string, error)     { return filepath.EvalSymlinks(name) }
+func (OS) Readlink(name string) (string, error)         { return os.Readlink(name) }
 func (OS) ReadDir(name string) ([]fs.DirEntry, error)   { return os.ReadDir(name) }
 func (OS) MkdirAll(name string, perm fs.FileMode) error { return os.MkdirAll(name, perm) }
 
