@@ -125,18 +125,19 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 	for _, w := range dw {
 		opts.Log.Warn(w.String())
 	}
+	global := append(lw, dw...)
 	var results []Result
 	for _, t := range targets {
 		r := runTarget(opts, settings, t, dryRun)
 		if r.Warnings == nil {
 			r.Warnings = []string{}
 		}
-		for _, w := range lw {
+		for _, w := range global {
 			r.Warnings = append(r.Warnings, w.String())
 		}
 		results = append(results, r)
 	}
-	return results, append(lw, dw...), nil
+	return results, global, nil
 }
 
 func runTarget(opts Options, s ladder.Settings, t string, dryRun bool) Result {

@@ -95,17 +95,20 @@ func (rc *renderCmd) run() error {
 		return err
 	}
 	rc.token, _ = opts.Env(ladder.EnvRemoteToken)
-	results, _, err := render.Run(opts, rc.dryRun)
+	results, global, err := render.Run(opts, rc.dryRun)
 	if err != nil {
 		return usageError("%v", err)
+	}
+	once := map[string]bool{} // the run's own warnings, logged once by render.Run
+	for _, w := range global {
+		once[w.String()] = true
 	}
 	kept := false
 	for _, r := range results {
 		kept = kept || r.Kept()
 		rc.print(r)
 		for _, w := range r.Warnings {
-			// the ladder's own warnings were logged once by render.Run
-			if !strings.HasPrefix(w, "MEMPALACE_") && !strings.HasPrefix(w, ladder.LocalServer) && !strings.HasPrefix(w, "PI_SETTINGS_MERGE") {
+			if !once[w] {
 				log.Warn(w, "target", r.Target)
 			}
 		}
