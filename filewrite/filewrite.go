@@ -93,7 +93,7 @@ type NotWritableError struct {
 }
 
 func (e *NotWritableError) Error() string {
-	return fmt.Sprintf("%s belongs to %s (group %d, mode %04o), and a file this user (uid %d) writes would be theirs, so it is left alone; to let it be updated, give it to this user: sudo chown %d %s",
+	return fmt.Sprintf("%s belongs to %s (group %d, mode %04o), and a file this user (uid %d) writes would be theirs, so it is left alone; to let it be updated, give it to this user and a group of theirs: sudo chown %d:$(id -g) %s",
 		e.Path, ownerName(e.UID), e.GID, e.Mode, e.User, e.User, e.Path)
 }
 
