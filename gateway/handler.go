@@ -441,11 +441,15 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 		wings, err = s.drawerWings(ctx, req.Args)
 		dec = authorizeDrawers(d, wings)
 	}
+	visible := true
+	if err == nil && dec.Allow {
+		visible, err = s.objectBefore(ctx, d, t, req.Args)
+	}
 	if err != nil {
 		s.busy(x, d, req, ruleNoAnswer, err)
 		return dec, false
 	}
-	if dec.Allow && !s.objectBefore(ctx, d, t, req.Args) {
+	if !visible {
 		dec = deny(ruleNotVisible, "")
 	}
 	x.entry.Wing, x.entry.Rule = dec.Wing, dec.Rule

@@ -90,3 +90,42 @@ func TestJoinWhoseLookUpIsNotAnsweredIsNotRefused(t *testing.T) {
 		t.Errorf("the look-up answered: HTTP %d %v, want the add accepted", status, m)
 	}
 }
+
+// TestEventLookUpNotAnsweredBacksOff: while the primary does not answer
+// the event_list look-up the gateway makes before a non-coordinator's
+// event_ack (is the event one it can see?), an edge's queued ack is
+// answered as the primary being busy (HTTP 503: its outbox backs off),
+// not refused as not visible (-31003: dead after five tries, the agent
+// told it acked); once the primary answers, the ack is made.
+func TestEventLookUpNotAnsweredBacksOff(t *testing.T) {
+	t.Parallel()
+	fake := startFake(t)
+	g := newCuttingGatewayWith(t, fake.url, []Device{{ID: "lab", Label: "lab", Read: []string{"team_b"}, Write: []string{"team_b"}, Agents: []string{"pi@lab"}, ReadRate: 1e9, WriteRate: 1e9}})
+	upCall(t, fake.palace, "mempalace_event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "oc@desk", "to_agent": "pi@lab", "body": "the ask"})
+	ask := fake.palace.Dump().Events[0].ID
+	// Twice the five refusals that made it dead: before, each ack's
+	// look-up was asked by addressee and by writer, each sent twice.
+	for range 20 {
+		g.proxy.Drop("mempalace_event_list")
+	}
+	st, p, f := edgeOutbox(t, g.http.URL+"/mcp", g.tokens["lab"])
+	if _, err := st.Enqueue(t.Context(), outbox.Write{Name: "mempalace_event_ack", Payload: encodeJSON(map[string]any{"event_id": ask, "from_agent": "pi@lab", "status": "applied"})}); err != nil {
+		t.Fatal(err)
+	}
+	if s := drain(t, st, p, f, 60*time.Second); s.ByState[outbox.Done] != 1 {
+		ops, _ := st.List(t.Context(), 10)
+		for _, o := range ops {
+			t.Logf("op %s attempts %d: %s", o.State, o.Attempts, o.Error)
+		}
+		t.Fatalf("the ack did not settle: %+v", s)
+	}
+	acks := 0
+	for _, e := range fake.palace.Dump().Events {
+		if e.Type == "event.ack" {
+			acks++
+		}
+	}
+	if acks != 1 {
+		t.Errorf("%d acks on the primary, want 1", acks)
+	}
+}

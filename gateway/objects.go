@@ -16,13 +16,17 @@ const scanPages = 20
 
 // objectBefore is the object check made before a call: event_ack needs
 // an event the caller can see (acking one it cannot would tell it the
-// event's stream, room and sender).
-func (s *Server) objectBefore(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any) bool {
+// event's stream, room and sender); errNoAnswer when the primary did not
+// answer the look-up.
+func (s *Server) objectBefore(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any) (bool, error) {
 	if t.Name != "event_ack" || d.Coordinator {
-		return true
+		return true, nil
 	}
 	id, _ := args["event_id"].(string)
-	return id != "" && s.findEvent(ctx, d, func(e map[string]any) bool { return e["id"] == id })
+	if id == "" {
+		return false, nil
+	}
+	return s.findEvent(ctx, d, func(e map[string]any) bool { return e["id"] == id })
 }
 
 // objectAfter is the check made on an answer before it is passed on:
@@ -40,7 +44,7 @@ func (s *Server) objectAfter(ctx context.Context, d *Device, t catalogue.Tool, a
 		return true
 	}
 	id, _ := args["artifact_id"].(string)
-	return s.findEvent(ctx, d, func(e map[string]any) bool {
+	found, _ := s.findEvent(ctx, d, func(e map[string]any) bool { // no answer: not visible (a read, refused, not queued)
 		// A reference the device wrote itself proves nothing: it could
 		// name any id it learnt (found by an attacker pass). Only an
 		// event another agent wrote counts.
@@ -50,6 +54,7 @@ func (s *Server) objectAfter(ctx context.Context, d *Device, t catalogue.Tool, a
 		ids, _ := e["artifact_ids"].([]any)
 		return slices.Contains(ids, any(id))
 	})
+	return found
 }
 
 // hiddenCursorPage is an event_list's answer with its page emptied when
@@ -103,7 +108,8 @@ func (s *Server) cursorSeen(ctx context.Context, d *Device, id string) (found, v
 			return true, eventVisible(d, str(e["to_agent"]), str(e["from_agent"]))
 		}
 	}
-	return true, s.findEvent(ctx, d, func(e map[string]any) bool { return e["id"] == id })
+	visible, _ = s.findEvent(ctx, d, func(e map[string]any) bool { return e["id"] == id }) // no answer: not visible
+	return true, visible
 }
 
 // waitFromEnd moves an event_wait's since_event_id that names an event
@@ -147,7 +153,9 @@ func firstOf(list []any) any {
 // named as the upstream's own schema names them (eventListParams): from
 // 3.10.0 event_list lists newest first unless told order=asc, and from
 // 3.11.0 from_agent names the caller and filters nothing (writer does).
-func (s *Server) findEvent(ctx context.Context, d *Device, want func(map[string]any) bool) bool {
+// errNoAnswer when the primary did not answer a page (never taken for
+// "no such event").
+func (s *Server) findEvent(ctx context.Context, d *Device, want func(map[string]any) bool) (bool, error) {
 	params := s.eventListParams(ctx)
 	sender := "from_agent"
 	if params["writer"] {
@@ -164,10 +172,14 @@ func (s *Server) findEvent(ctx context.Context, d *Device, want func(map[string]
 				if cursor != "" {
 					args["since_event_id"] = cursor
 				}
-				evs, _ := s.upstreamResult(ctx, "mempalace_event_list", args)["events"].([]any)
+				page := s.upstreamResult(ctx, "mempalace_event_list", args)
+				if page == nil {
+					return false, fmt.Errorf("%w event_list", errNoAnswer)
+				}
+				evs, _ := page["events"].([]any)
 				for _, x := range evs {
 					if e, ok := x.(map[string]any); ok && eventVisible(d, str(e["to_agent"]), str(e["from_agent"])) && want(e) {
-						return true
+						return true, nil
 					}
 				}
 				if len(evs) < 500 {
@@ -180,7 +192,7 @@ func (s *Server) findEvent(ctx context.Context, d *Device, want func(map[string]
 			}
 		}
 	}
-	return false
+	return false, nil
 }
 
 // eventListParams is the set of parameters the upstream's event_list
