@@ -256,7 +256,10 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	if !ok {
 		return
 	}
-	s.narrow(ctx, d, t, req.Args, &dec)
+	if err := s.narrow(ctx, d, t, req.Args, &dec); err != nil {
+		s.busy(x, d, req, ruleNoAnswer, err)
+		return
+	}
 	author := d
 	if write {
 		if author, ok = s.authorStep(x, d, req); !ok {

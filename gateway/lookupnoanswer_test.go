@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,5 +128,45 @@ func TestEventLookUpNotAnsweredBacksOff(t *testing.T) {
 	}
 	if acks != 1 {
 		t.Errorf("%d acks on the primary, want 1", acks)
+	}
+}
+
+// TestDuplicateCheckNotAnsweredFilesNothing: a device that does not read
+// every wing has its checkpoint's items checked for duplicates by the
+// gateway (check_duplicate), and sent with MemPalace's own check off.
+// While the primary does not answer a check, the checkpoint is answered
+// as the primary being busy (HTTP 503) and nothing of it is filed, not
+// filed as if it had no duplicate (before: a second copy of a drawer
+// already in a wing it reads); once the primary answers, the item is
+// reported as a duplicate and not filed.
+func TestDuplicateCheckNotAnsweredFilesNothing(t *testing.T) {
+	t.Parallel()
+	fake := startFake(t)
+	g := newCuttingGatewayWith(t, fake.url, append([]Device{{ID: "lab", Label: "lab", Read: []string{"team_b"}, Write: []string{"team_b"}, Agents: []string{"pi@lab"}, ReadRate: 1e9, WriteRate: 1e9}}, deleteDevices...))
+	const text = "the deploy runbook: drain, cut over, verify"
+	g.add(t, map[string]any{"wing": "team_b", "room": "runbooks", "content": text})
+	cp := map[string]any{"items": []any{
+		map[string]any{"wing": "team_b", "room": "session", "content": text},
+		map[string]any{"wing": "team_b", "room": "notes", "content": "a note no drawer resembles"},
+	}, "diary": map[string]any{"agent_name": "pi", "wing": "team_b", "entry": "the session's diary"}}
+	held := func() (dups, notes, diaries int) {
+		d := fake.palace.Dump()
+		return d.CountContent(text), d.CountContent("a note no drawer resembles"), d.CountContent("the session's diary")
+	}
+	g.proxy.Drop("mempalace_check_duplicate", "mempalace_check_duplicate") // the first item's check and its one resend
+	status, m := g.postOp(g.tokens["lab"], "mempalace_checkpoint", cp, strings.Repeat("c", 64))
+	if status != http.StatusServiceUnavailable {
+		t.Errorf("the check not answered: HTTP %d %v, want 503", status, m)
+	}
+	if dups, notes, diaries := held(); dups != 1 || notes != 0 || diaries != 0 {
+		t.Errorf("the check not answered: the primary holds %d copies of the drawer, %d notes, %d diary entries; want 1, 0, 0", dups, notes, diaries)
+	}
+	status, m = g.postOp(g.tokens["lab"], "mempalace_checkpoint", cp, strings.Repeat("c", 64))
+	dups, _ := result(m)["duplicates"].([]any)
+	if first, _ := firstOf(dups).(map[string]any); status != http.StatusOK || len(dups) != 1 || first["room"] != "session" {
+		t.Errorf("the check answered: HTTP %d %v, want the first item reported a duplicate", status, m)
+	}
+	if dups, notes, diaries := held(); dups != 1 || notes != 1 || diaries != 1 {
+		t.Errorf("the check answered: the primary holds %d copies of the drawer, %d notes, %d diary entries; want 1, 1, 1", dups, notes, diaries)
 	}
 }

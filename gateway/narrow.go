@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
@@ -23,13 +24,15 @@ const noDedup = "1.01"
 //     content exists where it cannot read. The gateway checks each item
 //     with check_duplicate, keeps only matches in readable wings, reports
 //     those items as upstream would (in dec.found) and sends the rest with
-//     deduplication off;
+//     deduplication off; when the primary does not answer a check, nothing
+//     is sent (errNoAnswer: the caller answers busy), never an item as if
+//     it had no duplicate, and never some items (a resend is of them all);
 //   - a get_drawers' ids are kept in dec.asked: its answer's results[i]
 //     is ids[i]'s, and the filter answers a drawer of a wing the device
 //     cannot read as MemPalace answers an id that names none.
-func (s *Server) narrow(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any, dec *Decision) {
+func (s *Server) narrow(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any, dec *Decision) error {
 	if d.readsAll() {
-		return
+		return nil
 	}
 	switch t.Filter {
 	case catalogue.FilterByID:
@@ -49,6 +52,9 @@ func (s *Server) narrow(ctx context.Context, d *Device, t catalogue.Tool, args m
 			item, _ := x.(map[string]any)
 			content, _ := item["content"].(string)
 			res := s.upstreamResult(ctx, "mempalace_check_duplicate", map[string]any{"content": content, "threshold": threshold})
+			if res == nil {
+				return fmt.Errorf("%w check_duplicate", errNoAnswer)
+			}
 			var matches []any
 			list, _ := res["matches"].([]any)
 			for _, m := range list {
@@ -67,4 +73,5 @@ func (s *Server) narrow(ctx context.Context, d *Device, t catalogue.Tool, args m
 		args["items"] = kept
 		args["dedup_threshold"] = json.Number(noDedup)
 	}
+	return nil
 }
