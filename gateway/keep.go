@@ -49,10 +49,7 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 	}
 	doom, err := s.readDoomed(ctx, t, req.Args)
 	if errors.Is(err, errNoAnswer) {
-		// Busy, not refused: an edge's outbox sends it again later
-		// (attack26 F3: refused, a queued delete was dead in seconds).
-		msg := fmt.Sprintf("devbox-config gateway: %s: %v; nothing was deleted: send it again later", req.Tool, err)
-		s.answer(x, http.StatusServiceUnavailable, encodeJSON(rpcErr(req.rawID(), -32000, msg, map[string]any{"device": d.ID, "tool": req.Tool, "rule": ruleUnknowable})), VerdictError, ruleUnknowable)
+		s.busy(x, d, req, ruleUnknowable, err) // refused, a queued delete was dead in seconds (attack26 F3)
 		return nil, false
 	}
 	if err != nil {
