@@ -287,6 +287,11 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	if !ok {
 		return
 	}
+	if k != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = settling(ctx)
+		defer cancel()
+	}
 	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
 	s.settle(ctx, k, status, resp)
 	no, denied := errors.AsType[*denial](err)

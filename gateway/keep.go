@@ -97,6 +97,19 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 	return k, true
 }
 
+// settleBound bounds a kept delete from its send to its record in the
+// trash: the delete's call and the look-up after a lost answer, each up
+// to callTimeout.
+const settleBound = 2 * callTimeout
+
+// settling is the context a kept delete is sent and settled under: the
+// device hanging up does not end it (attack28 n3: the look-up or the
+// trash's record cut short left the delete "pending" for good, whatever
+// the primary did), settleBound does.
+func settling(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), settleBound)
+}
+
 // keptDrawer is the trash's record of a drawer tool removes or replaces,
 // from its get_drawer payload p; source, when given, is the whole source
 // path a delete_by_source named.

@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -238,4 +241,49 @@ func TestDeleteWhosePrefetchIsNotAnsweredBacksOff(t *testing.T) {
 	if ks := g.keptOf(t, d); len(ks) != 1 || ks[0].State != trash.StateDeleted {
 		t.Errorf("the trash: %+v, want one delete, deleted", ks)
 	}
+}
+
+// TestDeleteSettledAfterTheDeviceHangsUp (attack28 n3): a delete whose
+// answer the gateway lost, the device hanging up while the gateway looks
+// its drawers up, is settled all the same: the look-up and the trash's
+// record run to their end, so the trash says deleted (before: the record
+// failed with "context canceled" and the delete stayed "pending" for
+// good), with an op id (the ledger's) and without one.
+func TestDeleteSettledAfterTheDeviceHangsUp(t *testing.T) {
+	t.Parallel()
+	g := newCuttingGatewayWith(t, startFake(t).url, deleteDevices)
+	for i, meta := range []map[string]any{{ledger.MetaKey: opOf('e')}, nil} {
+		d := g.add(t, map[string]any{"wing": "team_b", "room": "del", "content": fmt.Sprint("D hung up ", i)})
+		ctx, hangUp := context.WithCancel(context.Background())
+		g.proxy.Drop("mempalace_delete_drawer")
+		g.seen("mempalace_delete_drawer", func() { g.seen("mempalace_get_drawers", hangUp) }) // during the look-up
+		params := map[string]any{"name": "mempalace_delete_drawer", "arguments": map[string]any{"drawer_id": d}}
+		if meta != nil {
+			params["_meta"] = meta
+		}
+		body := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, g.http.URL+"/mcp", bytes.NewReader(body))
+		req.RemoteAddr = "127.0.0.1:40000"
+		req.Header.Set("Authorization", "Bearer "+g.tokens["ops"])
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		g.srv.ServeHTTP(rec, req)
+		if ctx.Err() == nil {
+			t.Fatalf("op id %v: the device did not hang up during the look-up: %d %s", meta, rec.Code, rec.Body)
+		}
+		if g.holds(t, d) {
+			t.Fatalf("op id %v: the drawer is still on the primary", meta)
+		}
+		if ks := g.keptOf(t, d); len(ks) != 1 || ks[0].State != trash.StateDeleted {
+			t.Errorf("op id %v: the trash after the device hung up: %d delete(s) %v, want one, deleted", meta, len(ks), states(ks))
+		}
+	}
+}
+
+func states(ds []trash.Delete) []trash.State {
+	out := make([]trash.State, len(ds))
+	for i, d := range ds {
+		out[i] = d.State
+	}
+	return out
 }

@@ -19,7 +19,9 @@
 // A Delete is kept (state pending, fsynced: synchronous=FULL) before the
 // delete goes to the primary; the primary's answer settles it: deleted,
 // or dropped from the trash when the primary refused (nothing was
-// removed), or unconfirmed when no answer came.
+// removed), or unconfirmed when no answer came. The device hanging up
+// does not stop it; a gateway that stops before it leaves the Delete
+// pending for good (docs/trash.md says what an operator does).
 //
 // # What a restore makes
 //

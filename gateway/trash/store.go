@@ -30,8 +30,9 @@ func Beside(auditLog string) string { return filepath.Join(filepath.Dir(auditLog
 type State string
 
 const (
-	// StatePending: kept, the delete not yet answered (a gateway that
-	// stopped here left it unconfirmed).
+	// StatePending: kept, the delete not yet answered; for good when
+	// the gateway stopped before recording the answer (the drawers may
+	// or may not be gone, as unconfirmed).
 	StatePending State = "pending"
 	// StateDeleted: the primary answered that it deleted the drawers.
 	StateDeleted State = "deleted"
