@@ -514,6 +514,27 @@ func TestUpstreamTokenFileSaysWhatIsWrong(t *testing.T) {
 	}
 }
 
+// A token file in .env form (attack28, a27/t10) is refused naming the
+// file and the fix, never the value: taken whole, every call got the
+// upstream's 401. A token with '=' in it (base64) is a token.
+func TestUpstreamTokenFileInEnvFormIsRefused(t *testing.T) {
+	t.Parallel()
+	f := filepath.Join(t.TempDir(), "upstream.token")
+	for _, body := range []string{"MEMPALACE_MCP_HTTP_TOKEN=sEcReT-tok\n", "MEMPALACE_UPSTREAM_TOKEN=\"sEcReT-tok\"", "TOKEN=sEcReT=="} {
+		os.WriteFile(f, []byte(body), 0o600)
+		_, err := ReadSecretFile(f)
+		if err == nil || !strings.Contains(err.Error(), f) || !strings.Contains(err.Error(), "the token alone") || strings.Contains(err.Error(), "sEcReT") {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+	for _, tok := range []string{"QUJDRA==", "QUJDRGE=", "sEcReT=tok", "Abc=def", "a1B2c3/+=="} {
+		os.WriteFile(f, []byte(tok+"\n"), 0o600)
+		if got, err := ReadSecretFile(f); err != nil || got != tok {
+			t.Errorf("the token %q: %q %v", tok, got, err)
+		}
+	}
+}
+
 // The primary is single-writer: the gateway lets one write through at a
 // time, queues up to eight, and answers the rest with a rate-limit error
 // (a JSON-RPC error in a 200, which an edge's outbox retries).

@@ -167,5 +167,25 @@ func ReadSecretFile(file string) (string, error) {
 	if strings.ContainsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return "", fmt.Errorf("%s holds more than a token (a second line, or white space inside it): write the token alone, on one line", file)
 	}
+	if name, ok := envName(s); ok {
+		return "", fmt.Errorf("%s is in .env form (%s=...), and the whole line would be sent as the token: write the token alone, without %s= in front", file, name, name)
+	}
 	return s, nil
+}
+
+// envName is the NAME of a NAME=value line (NAME upper case: letters,
+// digits, underscores, not a digit first; value neither empty nor
+// starting with '='), which a token is not: a base64 token's '=' ends it
+// ("QUJD=", "QUJDRA=="), and a name in lower or mixed case is a token's.
+func envName(s string) (string, bool) {
+	name, value, ok := strings.Cut(s, "=")
+	if !ok || name == "" || value == "" || value[0] == '=' || name[0] >= '0' && name[0] <= '9' {
+		return "", false
+	}
+	for _, r := range name {
+		if !(r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_') {
+			return "", false
+		}
+	}
+	return name, true
 }

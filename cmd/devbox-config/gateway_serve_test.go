@@ -94,4 +94,9 @@ func TestGatewayRefusesWhatCannotWork(t *testing.T) {
 	if code, out := runBounded(t, "gateway", "--config", withFile, "--listen", "127.0.0.1:0", "--upstream", up); code != 1 || !strings.Contains(out, "chmod 600 "+tokFile) {
 		t.Errorf("a token file others can read: exit %d\n%s", code, out)
 	}
+	os.Chmod(tokFile, 0o600)
+	os.WriteFile(tokFile, []byte("MEMPALACE_MCP_HTTP_TOKEN=the-upstreams-token-0123456789\n"), 0o600)
+	if code, out := runBounded(t, "gateway", "--config", withFile, "--listen", "127.0.0.1:0", "--upstream", up); code != 1 || !strings.Contains(out, tokFile+" is in .env form") || strings.Contains(out, "upstreams-token") || strings.Contains(out, "listening") {
+		t.Errorf("a token file in .env form: exit %d\n%s", code, out)
+	}
 }
