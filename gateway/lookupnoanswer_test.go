@@ -1,15 +1,23 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // narrowDevices: ops files drawers; lab and boss read and write team_b
@@ -168,5 +176,44 @@ func TestDuplicateCheckNotAnsweredFilesNothing(t *testing.T) {
 	}
 	if dups, notes, diaries := held(); dups != 1 || notes != 1 || diaries != 1 {
 		t.Errorf("the check answered: the primary holds %d copies of the drawer, %d notes, %d diary entries; want 1, 1, 1", dups, notes, diaries)
+	}
+}
+
+// TestEventSchemaNotAnsweredBacksOff: while the primary does not answer
+// the tools/list that names event_list's filters and order (3.11.0:
+// writer, order), a non-coordinator's event_ack of an old event in a long
+// log is answered as the primary being busy (HTTP 503), not looked up
+// under the pre-3.10 names and order, which miss it, and refused as not
+// visible (-31003); once the primary answers, the ack is made.
+func TestEventSchemaNotAnsweredBacksOff(t *testing.T) {
+	t.Parallel()
+	u := startFakeAt(t, "3.11.0")
+	pass := realpalace.NewProxy(t, u.url)
+	var lose atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if gjson.GetBytes(body, "method").Str == "tools/list" && lose.Add(-1) >= 0 {
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		pass.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	g := newGWAt(t, devices, &upstream{name: "a proxy losing tools/list", url: front.URL + "/mcp", palace: u.palace})
+	upCall(t, u.palace, "mempalace_event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": "opencode@laptop", "body": "old ask"})
+	ask := u.palace.Dump().Events[0].ID
+	for i := range 600 {
+		upCall(t, u.palace, "mempalace_event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@desk", "to_agent": "opencode@laptop", "body": fmt.Sprint("later ", i)})
+	}
+	ack := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_event_ack","arguments":{"event_id":%q,"from_agent":"opencode@laptop","status":"applied"}}}`, ask)
+	lose.Store(1)
+	if status, m := g.post(g.tokens["laptop-7f3a"], ack); status != http.StatusServiceUnavailable {
+		t.Errorf("event_list's schema not answered: HTTP %d %v, want 503", status, m)
+	}
+	if status, m := g.post(g.tokens["laptop-7f3a"], ack); status != http.StatusOK || rpcError(m) != nil {
+		t.Errorf("event_list's schema answered: HTTP %d %v, want the ack made", status, m)
 	}
 }

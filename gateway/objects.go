@@ -88,7 +88,7 @@ func (s *Server) hiddenCursorPage(ctx context.Context, d *Device, req *rpcReques
 // timestamps). A release without before_event_id and order (before
 // 3.10.0), or a log that answers otherwise, is scanned by findEvent.
 func (s *Server) cursorSeen(ctx context.Context, d *Device, id string) (found, visible bool) {
-	params := s.eventListParams(ctx)
+	params, _ := s.eventListParams(ctx) // no answer: nor will findEvent's be (not visible)
 	modern := params["before_event_id"] && params["order"]
 	probe := map[string]any{"since_event_id": id, "limit": 1}
 	if modern {
@@ -127,7 +127,7 @@ func (s *Server) waitFromEnd(ctx context.Context, d *Device, req *rpcRequest) bo
 	if found, visible := s.cursorSeen(ctx, d, id); !found || visible {
 		return true
 	}
-	if !s.eventListParams(ctx)["order"] {
+	if params, _ := s.eventListParams(ctx); !params["order"] { // no answer: answered empty
 		return false
 	}
 	evs, _ := s.upstreamResult(ctx, "mempalace_event_list", map[string]any{"order": "desc", "limit": 1})["events"].([]any)
@@ -153,10 +153,13 @@ func firstOf(list []any) any {
 // named as the upstream's own schema names them (eventListParams): from
 // 3.10.0 event_list lists newest first unless told order=asc, and from
 // 3.11.0 from_agent names the caller and filters nothing (writer does).
-// errNoAnswer when the primary did not answer a page (never taken for
-// "no such event").
+// errNoAnswer when the primary did not answer a page or the schema
+// (never taken for "no such event").
 func (s *Server) findEvent(ctx context.Context, d *Device, want func(map[string]any) bool) (bool, error) {
-	params := s.eventListParams(ctx)
+	params, err := s.eventListParams(ctx)
+	if err != nil {
+		return false, err
+	}
 	sender := "from_agent"
 	if params["writer"] {
 		sender = "writer"
@@ -198,18 +201,24 @@ func (s *Server) findEvent(ctx context.Context, d *Device, want func(map[string]
 // eventListParams is the set of parameters the upstream's event_list
 // schema lists, read from its tools/list at the first look-up and kept
 // until the next Reload (nil, and asked again next time, when the list
-// cannot be read: the look-up then names only what every release has).
-func (s *Server) eventListParams(ctx context.Context) map[string]bool {
+// names none: the look-up then names only what every release has).
+// errNoAnswer when the primary did not answer the list: which names and
+// order the release takes is not known, and a guess misses events.
+func (s *Server) eventListParams(ctx context.Context) (map[string]bool, error) {
 	s.mu.Lock()
 	known := s.eventParams
 	s.mu.Unlock()
 	if known != nil {
-		return known
+		return known, nil
 	}
 	_, resp := s.upstreamCall(ctx, []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`))
-	props := gjson.GetBytes(resp, `result.tools.#(name=="mempalace_event_list").inputSchema.properties`)
+	tools := gjson.GetBytes(resp, "result.tools")
+	if !tools.IsArray() {
+		return nil, fmt.Errorf("%w tools/list", errNoAnswer)
+	}
+	props := tools.Get(`#(name=="mempalace_event_list").inputSchema.properties`)
 	if !props.IsObject() {
-		return nil
+		return nil, nil
 	}
 	known = map[string]bool{}
 	props.ForEach(func(k, _ gjson.Result) bool {
@@ -219,5 +228,5 @@ func (s *Server) eventListParams(ctx context.Context) map[string]bool {
 	s.mu.Lock()
 	s.eventParams = known
 	s.mu.Unlock()
-	return known
+	return known, nil
 }
