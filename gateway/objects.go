@@ -212,11 +212,10 @@ func (s *Server) eventListParams(ctx context.Context) (map[string]bool, error) {
 		return known, nil
 	}
 	_, resp := s.upstreamCall(ctx, []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`))
-	tools := gjson.GetBytes(resp, "result.tools")
-	if !tools.IsArray() {
+	if !gjson.GetBytes(resp, "result").IsObject() {
 		return nil, fmt.Errorf("%w tools/list", errNoAnswer)
 	}
-	props := tools.Get(`#(name=="mempalace_event_list").inputSchema.properties`)
+	props := gjson.GetBytes(resp, `result.tools.#(name=="mempalace_event_list").inputSchema.properties`)
 	if !props.IsObject() {
 		return nil, nil
 	}
