@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/warmconn"
 )
 
 // scanPages bounds an event look-up: at most this many pages of 500.
@@ -211,7 +212,7 @@ func (s *Server) eventListParams(ctx context.Context) (map[string]bool, error) {
 	if known != nil {
 		return known, nil
 	}
-	_, resp := s.upstreamCall(ctx, []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`))
+	_, resp := s.upstreamCall(warmconn.WithReplayable(ctx), []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`))
 	if !gjson.GetBytes(resp, "result").IsObject() {
 		return nil, fmt.Errorf("%w tools/list", errNoAnswer)
 	}
