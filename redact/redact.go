@@ -1,0 +1,172 @@
+package redact
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"regexp"
+	"strings"
+)
+
+// Mark is what a secret is replaced with.
+const Mark = "[redacted]"
+
+// credential is a Bearer or Basic credential's value, its space raw or
+// percent- or form-encoded.
+var credential = regexp.MustCompile(`(?i)((?:bearer|basic)(?:\s+|%20|\+))[^\s"',;&]+`)
+
+// minCore is the fewest base64 characters looked for: fewer would match
+// text that never held the secret.
+const minCore = 8
+
+// Secret is text with every Bearer or Basic credential's value, and
+// secret raw (any case), percent-encoded (either case of hex, a space as
+// + or %20) or base64-encoded (standard or URL alphabet, padded or not,
+// at any offset of what was encoded: the whole run of base64 holding it),
+// replaced with Mark. An empty secret takes out only credentials.
+func Secret(text, secret string) string {
+	text = credential.ReplaceAllString(text, "${1}"+Mark)
+	if secret == "" || text == "" {
+		return text
+	}
+	text = replaceEncoded(text, secret)
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+		for k := 0; k < 3 && k < len(secret); k++ {
+			// Encoded from an offset, the secret's bytes from its k-th on
+			// fall on whole groups: their encoding, but the last partial
+			// group's, is in the text whatever came before.
+			t := secret[k:]
+			if core := enc.EncodeToString([]byte(t[:len(t)/3*3])); len(core) >= minCore {
+				text = replaceRun(text, core)
+			}
+		}
+	}
+	return text
+}
+
+// replaceEncoded replaces secret, each of its bytes as itself (ASCII case
+// ignored) or percent-encoded, and a space also as +.
+func replaceEncoded(text, secret string) string {
+	var out strings.Builder
+	last := 0
+	for i := 0; i < len(text); {
+		n := matchEncoded(text[i:], secret)
+		if n == 0 {
+			i++
+			continue
+		}
+		out.WriteString(text[last:i])
+		out.WriteString(Mark)
+		i += n
+		last = i
+	}
+	if last == 0 {
+		return text
+	}
+	out.WriteString(text[last:])
+	return out.String()
+}
+
+// matchEncoded is the length of secret's encoding at the start of text,
+// 0 if it does not start there.
+func matchEncoded(text, secret string) int {
+	i := 0
+	for j := 0; j < len(secret); j++ {
+		c := secret[j]
+		switch {
+		case i >= len(text):
+			return 0
+		case text[i] == '%' && i+2 < len(text) && unhex(text[i+1]) >= 0 && unhex(text[i+2]) >= 0 && unhex(text[i+1])<<4|unhex(text[i+2]) == int(c):
+			i += 3
+		case c == ' ' && text[i] == '+', lower(text[i]) == lower(c):
+			i++
+		default:
+			return 0
+		}
+	}
+	return i
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c-'a') + 10
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// replaceRun replaces each whole run of base64 characters holding core.
+func replaceRun(text, core string) string {
+	for {
+		i := strings.Index(text, core)
+		if i < 0 {
+			return text
+		}
+		start, end := i, i+len(core)
+		for start > 0 && isBase64(text[start-1]) {
+			start--
+		}
+		for end < len(text) && isBase64(text[end]) {
+			end++
+		}
+		text = text[:start] + Mark + text[end:]
+	}
+}
+
+func isBase64(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("+/-_=", c) >= 0
+}
+
+// JSON is a JSON value with Secret applied to each of its strings, keys
+// but not, wherever they nest; raw itself when none changed (or it is not
+// JSON). Numbers keep every digit.
+func JSON(raw []byte, secret string) []byte {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return raw
+	}
+	v, changed := walk(v, secret)
+	if !changed {
+		return raw
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return raw // cannot happen: v was decoded from JSON
+	}
+	return b
+}
+
+func walk(v any, secret string) (any, bool) {
+	changed := false
+	switch x := v.(type) {
+	case string:
+		r := Secret(x, secret)
+		return r, r != x
+	case []any:
+		for i := range x {
+			var c bool
+			x[i], c = walk(x[i], secret)
+			changed = changed || c
+		}
+	case map[string]any:
+		for k := range x {
+			var c bool
+			x[k], c = walk(x[k], secret)
+			changed = changed || c
+		}
+	}
+	return v, changed
+}

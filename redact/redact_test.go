@@ -1,0 +1,80 @@
+package redact
+
+import (
+	"encoding/base64"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+const token = "Ab+cd/ef=gh_0123456789xyzXYZ"
+
+// Every shape in which a server was seen repeating the token it was sent
+// (found by an outside tester) says neither the token nor any piece of it
+// that identifies it once redacted, and keeps what the text said around it.
+func TestSecretInEveryShapeIsRedacted(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, text, keeps string }{
+		{"raw", "token " + token + " is not allowed here", "is not allowed here"},
+		{"bearer", "internal: auth=Bearer " + token, "internal: auth=Bearer [redacted]"},
+		{"lower-case", "authorization: " + strings.ToLower("Bearer "+token), "authorization: bearer [redacted]"},
+		{"lower-case token", "got " + strings.ToLower(token) + " here", "got [redacted] here"},
+		{"query escaped", "redirect to /login?next=%2Fmcp&auth=" + url.QueryEscape("Bearer "+token) + "&x=1", "&x=1"},
+		{"path escaped", "/a/" + url.PathEscape(token) + "/b", "/a/[redacted]/b"},
+		{"escaped lower hex", "auth=" + strings.ToLower(url.QueryEscape(token)) + " done", "auth=[redacted] done"},
+		{"space as %20", "auth=Bearer%20" + url.QueryEscape(token) + "&x", "&x"},
+		{"std base64 of the header", "debug: " + base64.StdEncoding.EncodeToString([]byte("Bearer "+token)) + " end", "debug: [redacted] end"},
+		{"std base64 of the token", "debug: " + base64.StdEncoding.EncodeToString([]byte(token)), "debug: [redacted]"},
+		{"url base64 unpadded", "x " + base64.RawURLEncoding.EncodeToString([]byte("auth "+token)) + " y", "x [redacted] y"},
+		{"url base64 offset 2", "x " + base64.URLEncoding.EncodeToString([]byte("ab"+token+"!")) + " y", "x [redacted] y"},
+		{"basic", "sent Authorization: Basic dXNlcjpwYXNz, refused", "Basic [redacted], refused"},
+		{"json", `{"headers":{"authorization":"Bearer ` + token + `"}}`, `"Bearer [redacted]"`},
+	} {
+		got := Secret(c.text, token)
+		leaks := []string{token, strings.ToLower(token), url.QueryEscape(token), token[:14], token[14:]}
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+			for k := range 3 {
+				b := enc.EncodeToString([]byte(token[k:]))
+				leaks = append(leaks, b[:12])
+			}
+		}
+		for _, l := range leaks {
+			if strings.Contains(strings.ToLower(got), strings.ToLower(l)) {
+				t.Errorf("%s: %q still holds %q", c.name, got, l)
+			}
+		}
+		if !strings.Contains(got, c.keeps) {
+			t.Errorf("%s: %q lost %q", c.name, got, c.keeps)
+		}
+	}
+}
+
+// Text without the secret or a credential is left as it is, and no
+// secret (a gateway without an upstream token) takes out only
+// credentials.
+func TestTextWithoutTheSecretIsKept(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{"", "drawer not found: d_1234", "wing \"shared\" is not granted (fix: ask)", "QUJDREVGR0hJSktMTU5PUA== is base64 but no token"} {
+		if got := Secret(text, token); got != text {
+			t.Errorf("Secret(%q) = %q", text, got)
+		}
+	}
+	if got := Secret("Bearer x1 and "+token, ""); got != "Bearer [redacted] and "+token {
+		t.Errorf("no secret: %q", got)
+	}
+}
+
+// A JSON value's strings are redacted wherever they nest; its numbers
+// keep every digit; an unchanged value is the same bytes.
+func TestJSONRedactsEveryString(t *testing.T) {
+	t.Parallel()
+	in := []byte(`{"code":12345678901234567890,"why":["a", {"h":"Bearer ` + token + `"}],"t":"` + token + `"}`)
+	got := string(JSON(in, token))
+	if strings.Contains(got, token) || !strings.Contains(got, "12345678901234567890") || strings.Count(got, Mark) != 2 {
+		t.Errorf("JSON = %s", got)
+	}
+	same := []byte(`{"b": 1,  "a":"x"}`)
+	if got := JSON(same, token); string(got) != string(same) {
+		t.Errorf("unchanged JSON rewritten: %s", got)
+	}
+}
