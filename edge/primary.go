@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +22,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/redact"
 	"github.com/joakimp/devbox-config/warmconn"
 )
 
@@ -172,8 +172,8 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // peekWhy reads what a server error's body says (a JSON-RPC error's
 // message, or its first line of text; nil: nothing), leaving the body to
 // be read whole. A proxy or a debug page may repeat the request's
-// Authorization header: token and every bearer's value are replaced here,
-// before the text goes anywhere (a tool answer, the log, the outbox).
+// Authorization header: token is taken out here (redact.Secret), before
+// the text goes anywhere (a tool answer, the log, the outbox).
 func peekWhy(resp *http.Response, token string) *string {
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 	resp.Body = struct {
@@ -192,18 +192,42 @@ func peekWhy(resp *http.Response, token string) *string {
 	if why = strings.TrimSpace(why); why == "" || !utf8.ValidString(why) {
 		return nil
 	}
-	why = bearerValue.ReplaceAllString(why, "${1}[redacted]")
-	if token != "" {
-		why = strings.ReplaceAll(why, token, "[redacted]")
-	}
+	why = redact.Secret(why, token)
 	if r := []rune(why); len(r) > 200 {
 		why = string(r[:200]) + "…"
 	}
 	return &why
 }
 
-// bearerValue is a bearer token's value as a body may repeat it.
-var bearerValue = regexp.MustCompile(`(?i)(bearer\s+)[^\s"',;]+`)
+// unechoedResult is res with the token taken out of its text if it is an
+// error (isError; redact.Secret): a primary, or a proxy in front of it,
+// may repeat the request's Authorization header, and the text goes into
+// tool answers, the log and the outbox. A result that is not an error is
+// returned as it came: a drawer may hold any text.
+func (p *Primary) unechoedResult(res *mcp.CallToolResult) *mcp.CallToolResult {
+	if res == nil || !res.IsError {
+		return res
+	}
+	tok := p.token()
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			t.Text = redact.Secret(t.Text, tok)
+		}
+	}
+	if b, err := json.Marshal(res.StructuredContent); err == nil && res.StructuredContent != nil {
+		if r := redact.JSON(b, tok); !bytes.Equal(r, b) {
+			res.StructuredContent = json.RawMessage(r)
+		}
+	}
+	return res
+}
+
+// unechoedError is the primary's JSON-RPC error with the token taken out
+// of its message and data (see unechoedResult).
+func (p *Primary) unechoedError(e *jsonrpc.Error) *jsonrpc.Error {
+	tok := p.token()
+	return &jsonrpc.Error{Code: e.Code, Message: redact.Secret(e.Message, tok), Data: redact.JSON(e.Data, tok)}
+}
 
 // closeBye bounds a session's DELETE (see bearer).
 const closeBye = time.Second
@@ -426,10 +450,10 @@ func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retr
 		}
 		res, err := p.callOn(ctx, s, params)
 		if err == nil {
-			return res, nil
+			return p.unechoedResult(res), nil
 		}
-		if peerError(err) != nil {
-			return nil, err
+		if e := peerError(err); e != nil {
+			return nil, p.unechoedError(e)
 		}
 		if errors.Is(err, mcp.ErrSessionMissing) || errors.Is(err, mcp.ErrConnectionClosed) {
 			p.drop(s)
@@ -582,9 +606,9 @@ func (p *Primary) fail(err error) error {
 	p.mu.Unlock()
 	if !wasDown {
 		if unauth {
-			p.log.Error("the primary refused the token; writes stay queued until MEMPALACE_REMOTE_TOKEN is fixed", "url", redact(p.endpoint))
+			p.log.Error("the primary refused the token; writes stay queued until MEMPALACE_REMOTE_TOKEN is fixed", "url", logURL(p.endpoint))
 		} else {
-			p.log.Warn("primary unreachable; answering from the local palace", "url", redact(p.endpoint), "err", err)
+			p.log.Warn("primary unreachable; answering from the local palace", "url", logURL(p.endpoint), "err", err)
 		}
 	}
 	if unauth {
@@ -606,8 +630,8 @@ func (p *Primary) downErr() error {
 	return fmt.Errorf("%w (%w): %v", ErrPrimaryDown, outbox.ErrNotSent, p.lastErr)
 }
 
-// redact drops credentials and the query from a URL for logs.
-func redact(raw string) string {
+// logURL is a URL without its credentials and query, for logs.
+func logURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparseable url)"

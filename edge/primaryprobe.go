@@ -30,7 +30,7 @@ func (p *Primary) probe() {
 			p.mu.Lock()
 			p.down, p.unauth, p.lastErr, p.probing = false, false, nil, false
 			p.mu.Unlock()
-			p.log.Info("primary reachable again", "url", redact(p.endpoint))
+			p.log.Info("primary reachable again", "url", logURL(p.endpoint))
 			if p.o.OnUp != nil {
 				p.o.OnUp()
 			}
