@@ -129,13 +129,17 @@ func isBase64(c byte) bool {
 }
 
 // JSON is a JSON value with Secret applied to each of its strings, keys
-// but not, wherever they nest; raw itself when none changed (or it is not
-// JSON). Numbers keep every digit.
+// but not, wherever they nest; raw itself when none changed. Numbers keep
+// every digit. What does not decode (not JSON, nested too deep) is text:
+// Secret applied to it whole.
 func JSON(raw []byte, secret string) []byte {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any
 	if d.Decode(&v) != nil {
+		if r := Secret(string(raw), secret); r != string(raw) {
+			return []byte(r)
+		}
 		return raw
 	}
 	v, changed := walk(v, secret)

@@ -64,14 +64,19 @@ func TestTextWithoutTheSecretIsKept(t *testing.T) {
 	}
 }
 
-// A JSON value's strings are redacted wherever they nest; its numbers
-// keep every digit; an unchanged value is the same bytes.
+// A JSON value's strings are redacted wherever they nest, even nested
+// too deep to decode; its numbers keep every digit; an unchanged value
+// is the same bytes.
 func TestJSONRedactsEveryString(t *testing.T) {
 	t.Parallel()
 	in := []byte(`{"code":12345678901234567890,"why":["a", {"h":"Bearer ` + token + `"}],"t":"` + token + `"}`)
 	got := string(JSON(in, token))
 	if strings.Contains(got, token) || !strings.Contains(got, "12345678901234567890") || strings.Count(got, Mark) != 2 {
 		t.Errorf("JSON = %s", got)
+	}
+	deep := strings.Repeat("[", 20000) + `"` + token + `"` + strings.Repeat("]", 20000)
+	if got := string(JSON([]byte(deep), token)); strings.Contains(got, token) {
+		t.Errorf("JSON too deep to decode keeps the secret")
 	}
 	same := []byte(`{"b": 1,  "a":"x"}`)
 	if got := JSON(same, token); string(got) != string(same) {
