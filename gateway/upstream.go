@@ -16,6 +16,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/jsondepth"
+	"github.com/joakimp/devbox-config/redact"
 	"github.com/joakimp/devbox-config/warmconn"
 	"github.com/tidwall/gjson"
 )
@@ -200,7 +201,23 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 		}
 		return failed(code, msg)
 	}
-	return resp.StatusCode, b
+	return resp.StatusCode, unechoed(b, token)
+}
+
+// unechoed is an upstream's answer with the gateway's upstream token
+// taken out (redact.JSON) if it is an error (a JSON-RPC error, an isError
+// tool result): the upstream, or a proxy in front of it, may repeat the
+// request's Authorization header, and no device may get the token. A
+// successful answer is passed on as it came (a drawer may hold any
+// text), after one search of its bytes for either key.
+func unechoed(b []byte, token string) []byte {
+	if !bytes.Contains(b, []byte(`"error"`)) && !bytes.Contains(b, []byte(`"isError"`)) {
+		return b
+	}
+	if a := gjson.ParseBytes(b); a.Get("error").Exists() || a.Get("result.isError").Bool() {
+		return redact.JSON(b, token)
+	}
+	return b
 }
 
 // answers reports whether b is a JSON-RPC answer (a result or an error) to

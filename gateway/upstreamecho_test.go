@@ -1,11 +1,14 @@
 package gateway
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -16,8 +19,9 @@ import (
 // it), only the gateway's own message naming the status. A 5xx that is
 // not an answer to the call reads as one whose answer was lost (502: it
 // may have been applied), as the edge has always read it. A JSON-RPC
-// error answering the call is the upstream's answer and is passed on as
-// it is (found by an outside tester).
+// error answering the call is the upstream's answer and is passed on
+// (the upstream token taken out of it: the test below) (found by an
+// outside tester).
 func TestAnUpstreamErrorBodyIsNotPassedOn(t *testing.T) {
 	t.Parallel()
 	echo := func(status int, body string) *upstream {
@@ -72,3 +76,66 @@ func TestAnUpstreamErrorBodyIsNotPassedOn(t *testing.T) {
 		})
 	}
 }
+
+// An upstream whose JSON-RPC error, or isError tool result, repeats the
+// request's Authorization header (raw, percent-encoded, base64'd): the
+// device gets the error with the gateway's upstream token taken out, and
+// what the upstream said around it (found by an outside tester).
+func TestAnUpstreamErrorAnswerDoesNotRepeatTheUpstreamToken(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		body func(auth string) string
+		says string
+	}{
+		{"rpc error", func(a string) string {
+			return `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"internal: auth=` + a + `","data":{"seen":"` + url.QueryEscape(a) + `"}}}`
+		}, "internal: auth=Bearer [redacted]"},
+		{"tool error", func(a string) string {
+			text, _ := json.Marshal(`{"error":"failed for ` + a + `; debug ` + b64(a) + `"}`) // MemPalace's error: a JSON object
+			return `{"jsonrpc":"2.0","id":1,"result":{"isError":true,"content":[{"type":"text","text":` + string(text) + `}]}}`
+		}, "failed for Bearer [redacted]; debug [redacted]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGWAt(t, devices, &upstream{name: "echo", url: echoing(t, c.body)})
+			req, _ := http.NewRequest("POST", g.http.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"x"}}}`))
+			req.Header.Set("Authorization", "Bearer "+g.tokens["desk-9b21"])
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if got := string(b); !strings.Contains(got, c.says) || strings.Contains(got, upstreamToken) || strings.Contains(got, b64("Bearer " + upstreamToken)[:12]) {
+				t.Errorf("the device got %s; want it to say %q, without the upstream token", got, c.says)
+			}
+		})
+	}
+}
+
+// A successful answer is passed on as it came, whatever its text (a
+// drawer may hold the token's very words): only error answers are read.
+func TestASuccessfulAnswerIsNotRedacted(t *testing.T) {
+	t.Parallel()
+	answer := func(a string) string {
+		return `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a drawer says ` + a + `"}]}}`
+	}
+	status, got := postMCP(context.Background(), http.DefaultClient, echoing(t, answer), upstreamToken, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`))
+	if want := answer("Bearer " + upstreamToken); status != 200 || string(got) != want {
+		t.Errorf("got HTTP %d %s; want %s", status, got, want)
+	}
+}
+
+// echoing is the URL of an upstream answering body(the request's
+// Authorization header) to every request.
+func echoing(t *testing.T, body func(auth string) string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, body(r.Header.Get("Authorization")))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
