@@ -132,6 +132,7 @@ func TestATokenEchoedInAnyShapeIsNotQuoted(t *testing.T) {
 		{"tool error", 200, func(a string) string {
 			return `{"jsonrpc":"2.0","id":ID,"result":{"isError":true,"content":[{"type":"text","text":"failed for ` + a + ` (` + tok + `)"}]}}`
 		}, "failed for Bearer [redacted] ([redacted])"},
+		{"initialize error", 200, nil, "no session for Bearer [redacted]"},
 		{"percent-encoded body", 500, func(a string) string {
 			return "redirect to /login?next=%2Fmcp&auth=" + url.QueryEscape(a)
 		}, "auth=Bearer+[redacted]"},
@@ -152,6 +153,8 @@ func TestATokenEchoedInAnyShapeIsNotQuoted(t *testing.T) {
 				switch {
 				case strings.HasPrefix(m.Method, "notifications/"):
 					w.WriteHeader(http.StatusAccepted)
+				case m.Method == "initialize" && c.name == "initialize error":
+					fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"no session for %s"}}`, m.ID, r.Header.Get("Authorization"))
 				case m.Method == "initialize":
 					fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"x","version":"1"}}}`, m.ID)
 				case m.Method == "tools/call":

@@ -222,6 +222,16 @@ func (p *Primary) unechoedResult(res *mcp.CallToolResult) *mcp.CallToolResult {
 	return res
 }
 
+// unechoedErr is a failure whose text repeated the token, with its text
+// redacted (see unechoedResult); errors.Is still finds what it wraps.
+type unechoedErr struct {
+	err  error
+	text string
+}
+
+func (e unechoedErr) Error() string { return e.text }
+func (e unechoedErr) Unwrap() error { return e.err }
+
 // unechoedError is the primary's JSON-RPC error with the token taken out
 // of its message and data (see unechoedResult).
 func (p *Primary) unechoedError(e *jsonrpc.Error) *jsonrpc.Error {
@@ -591,6 +601,9 @@ func (p *Primary) fail(err error) error {
 	}
 	if why := p.failedWhy.Swap(nil); why != nil && !strings.Contains(err.Error(), *why) {
 		err = fmt.Errorf("%w (the primary's answer said: %s)", err, *why)
+	}
+	if text := redact.Secret(err.Error(), p.token()); text != err.Error() {
+		err = unechoedErr{err, text} // a connect's JSON-RPC error (initialize's) that repeats the token
 	}
 	p.mu.Lock()
 	wasDown := p.down
