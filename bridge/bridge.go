@@ -11,7 +11,10 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/redact"
 )
 
 // Config is what the bridge needs: the primary and the token, both from
@@ -100,11 +103,29 @@ func (b *Bridge) connect(ctx context.Context) ([]*mcp.Tool, error) {
 }
 
 // forward is every tool's handler: the call as the harness made it, to
-// the primary, and its result (or error) back.
+// the primary, and its result (or error) back. An error, the primary's or
+// a tool's, is quoted with the token as [redacted]: a primary or a proxy
+// repeating the Authorization header must not hand it to the model.
 func (b *Bridge) forward(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
-	return b.primary.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
+	res, err := b.primary.CallTool(ctx, &mcp.CallToolParams{Name: req.Params.Name, Arguments: req.Params.Arguments})
+	tok := b.cfg.Token()
+	if err != nil {
+		var rpc *jsonrpc.Error
+		if errors.As(err, &rpc) {
+			return nil, &jsonrpc.Error{Code: rpc.Code, Message: redact.Secret(rpc.Message, tok), Data: redact.JSON(rpc.Data, tok)}
+		}
+		return nil, errors.New(redact.Secret(err.Error(), tok))
+	}
+	if res.IsError {
+		for _, c := range res.Content {
+			if t, ok := c.(*mcp.TextContent); ok {
+				t.Text = redact.Secret(t.Text, tok)
+			}
+		}
+	}
+	return res, nil
 }
 
 // bearer adds the token to every request to the primary. A token that

@@ -2,11 +2,16 @@ package bridge
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/fakepalace"
@@ -117,4 +122,41 @@ func textOf(r *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
+}
+
+// A primary (or a proxy in front of it) whose error repeats the token, as a
+// JSON-RPC error or a tool's error text, does not hand it to the harness
+// and so to the model: the bridge quotes such errors with the token as
+// [redacted] (as the edge does), and passes every other answer unchanged.
+func TestBridgeDoesNotPassOnAnEchoedToken(t *testing.T) {
+	const tok = "Ab+cd/ef=gh_bridge-SECRET-42"
+	srv := mcp.NewServer(&mcp.Implementation{Name: "echoing"}, nil)
+	schema := &jsonschema.Schema{Type: "object"}
+	srv.AddTool(&mcp.Tool{Name: "rpc_error", InputSchema: schema}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, &jsonrpc.Error{Code: -32603, Message: "internal: auth=Bearer " + tok}
+	})
+	srv.AddTool(&mcp.Tool{Name: "tool_error", InputSchema: schema}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "denied for token " + tok}}}, nil
+	})
+	srv.AddTool(&mcp.Tool{Name: "ok", InputSchema: schema}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a drawer may hold " + tok}}}, nil
+	})
+	h := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(h.Close)
+	cs, _ := serve(t, Config{URL: h.URL, Token: func() string { return tok }})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, name := range []string{"rpc_error", "tool_error"} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
+		seen := fmt.Sprint(err)
+		if res != nil {
+			seen += textOf(res)
+		}
+		if strings.Contains(seen, tok) || !strings.Contains(seen, "[redacted]") {
+			t.Errorf("%s reaches the harness as %q", name, seen)
+		}
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ok", Arguments: map[string]any{}}); err != nil || textOf(res) != "a drawer may hold "+tok {
+		t.Errorf("a successful answer was changed: %v %v", err, res)
+	}
 }
