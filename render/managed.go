@@ -107,6 +107,11 @@ func (m managed) plan(opts Options, r Result, f loaded) Result {
 	if err != nil {
 		return skipped(r, "%v", err)
 	}
+	return d.narrowRecord(m.settle(opts, r, f, d))
+}
+
+// settle turns decision d into the target's result and changes.
+func (m managed) settle(opts Options, r Result, f loaded, d decision) Result {
 	if m.mode == string(ladder.Solitary) && d.action == merge.KeepEdit && !d.hasRec {
 		// R1: no variables, and an entry render never wrote: the user's,
 		// left alone, unrecorded (a .proposed an older render left goes).
@@ -136,6 +141,7 @@ type decision struct {
 	state       fingerprint.State
 	stateBytes  []byte
 	statePath   string
+	statePerm   fs.FileMode // the record's mode as read
 	rec         fingerprint.Record
 	hasRec      bool
 	oldProposed []byte // the .proposed sidecar as read (nil: none)
@@ -166,15 +172,16 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 		return d, placed(m.rec.Format, m.file, f.data, err, "nothing written")
 	}
 	d.statePath = filepath.Join(filepath.Dir(m.file), fingerprint.StateFile)
-	if d.stateBytes, err = readOwn(opts.Sys, d.statePath); err != nil {
+	if d.stateBytes, d.statePerm, err = readOwn(opts.Sys, d.statePath); err != nil {
 		return d, err
 	}
 	if d.state, err = fingerprint.ParseState(d.stateBytes); err != nil {
+		d.statePerm = 0 // rewritten only with what render decides
 		d.warnings = append(d.warnings, fmt.Sprintf("%s is unreadable (%v); treating every managed entry as possibly edited", d.statePath, err))
 		d.state, _ = fingerprint.ParseState(nil)
 		d.stateBytes = []byte{}
 	}
-	if d.oldProposed, err = readOwn(opts.Sys, m.file+".proposed"); err != nil {
+	if d.oldProposed, _, err = readOwn(opts.Sys, m.file+".proposed"); err != nil {
 		return d, err
 	}
 	liveFP, err := fingerprint.Of(live)
@@ -361,6 +368,23 @@ func (m managed) describeKept(r Result, f loaded, d decision, edited []byte) Res
 func (m managed) proposedChange(old, new []byte, perm fs.FileMode) Change {
 	p := m.file + ".proposed"
 	return Change{Path: p, Real: p, Old: old, New: new, Perm: perm, own: true}
+}
+
+// narrowRecord adds to r a rewrite of the record as it is when it was
+// read looser than recordPerm (left by a version before that mode) and r
+// writes it in no other way: every run that reads it narrows it, not only
+// one that changes it.
+func (d decision) narrowRecord(r Result) Result {
+	if r.Action == ActionSkipped || d.statePerm&^recordPerm == 0 {
+		return r
+	}
+	for _, c := range r.Changes {
+		if c.Real == d.statePath || c.StatePath == d.statePath {
+			return r
+		}
+	}
+	r.Changes = append(r.Changes, Change{Path: d.statePath, Real: d.statePath, Old: d.stateBytes, New: d.stateBytes, Perm: recordPerm, own: true})
+	return r
 }
 
 // pending is the record naming newRecord as pending for target: written

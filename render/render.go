@@ -418,26 +418,26 @@ func readFile(sys System, path string) (real string, data []byte, perm fs.FileMo
 	return real, data, perm, nil
 }
 
-// readOwn reads one of render's own files (a .proposed, the record): nil
-// if it does not exist, and an error naming it if it is a symlink, which
+// readOwn reads one of render's own files (a .proposed, the record) and
+// its mode: nil if it does not exist, and an error naming it if it is a symlink, which
 // render never reads or writes through (the file it points to is not
 // render's).
-func readOwn(sys System, path string) ([]byte, error) {
+func readOwn(sys System, path string) ([]byte, fs.FileMode, error) {
 	fi, err := sys.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot read %s: %w", path, err)
+		return nil, 0, fmt.Errorf("cannot read %s: %w", path, err)
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, fmt.Errorf("%s is a symbolic link: render writes its own files (.proposed, %s, backups) only as regular files, never through a link, so nothing is written for this target; remove the link and the next start writes a regular file", path, fingerprint.StateFile)
+		return nil, 0, fmt.Errorf("%s is a symbolic link: render writes its own files (.proposed, %s, backups) only as regular files, never through a link, so nothing is written for this target; remove the link and the next start writes a regular file", path, fingerprint.StateFile)
 	}
-	_, data, _, err := readFile(sys, path)
+	_, data, perm, err := readFile(sys, path)
 	if err != nil {
-		return nil, errors.New(readError(path, err))
+		return nil, 0, errors.New(readError(path, err))
 	}
-	return data, nil
+	return data, perm, nil
 }
 
 // Diff returns a unified diff of the change, labelled with its path, with
