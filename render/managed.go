@@ -328,7 +328,7 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 		newRecord.Created, newRecord.Was = m.before(f)
 	}
 	if !bytes.Equal(edited, f.data) {
-		c := Change{Path: m.file, Real: f.real, Old: f.data, New: edited, Perm: f.perm, Backup: true}
+		c := Change{Path: m.file, Real: f.real, Old: f.data, New: edited, Perm: f.perm, Backup: true, format: m.rec.Format, ours: ours(m.desired)}
 		if d.action != merge.Unchanged {
 			// The managed value changes: record it as pending first.
 			c.PendingState, c.StatePath = d.pending(m.rec.Name, newRecord).Marshal(), d.statePath
@@ -344,7 +344,7 @@ func (m managed) describeWritten(r Result, f loaded, d decision, edited []byte, 
 	userDeleted := d.action == merge.Unchanged && m.desired == nil && d.hasRec && d.rec.Ours(fingerprint.Absent) != fingerprint.Absent
 	if (!d.hasRec || !d.rec.Same(newRecord)) && !userDeleted {
 		d.state.Targets[m.rec.Name] = newRecord
-		r.Changes = append(r.Changes, Change{Path: d.statePath, Real: d.statePath, Old: d.stateBytes, New: d.state.Marshal(), Perm: recordPerm, own: true})
+		r.Changes = append(r.Changes, d.recordChange(d.state.Marshal()))
 	}
 	return r
 }
@@ -367,7 +367,7 @@ func (m managed) describeKept(r Result, f loaded, d decision, edited []byte) Res
 // proposedChange writes (or, with new nil, removes) the .proposed sidecar.
 func (m managed) proposedChange(old, new []byte, perm fs.FileMode) Change {
 	p := m.file + ".proposed"
-	return Change{Path: p, Real: p, Old: old, New: new, Perm: perm, own: true}
+	return Change{Path: p, Real: p, Old: old, New: new, Perm: perm, own: true, format: m.rec.Format, ours: ours(m.desired)}
 }
 
 // narrowRecord adds to r a rewrite of the record as it is when it was
@@ -383,8 +383,14 @@ func (d decision) narrowRecord(r Result) Result {
 			return r
 		}
 	}
-	r.Changes = append(r.Changes, Change{Path: d.statePath, Real: d.statePath, Old: d.stateBytes, New: d.stateBytes, Perm: recordPerm, own: true})
+	r.Changes = append(r.Changes, d.recordChange(d.stateBytes))
 	return r
+}
+
+// recordChange writes the record (its mode recordPerm) as new.
+func (d decision) recordChange(new []byte) Change {
+	return Change{Path: d.statePath, Real: d.statePath, Old: d.stateBytes, New: new, Perm: recordPerm, own: true,
+		format: harness.JSON, ours: recordOurs(d.stateBytes, new)}
 }
 
 // pending is the record naming newRecord as pending for target: written

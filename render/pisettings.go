@@ -46,7 +46,7 @@ func planSettings(opts Options, s ladder.Settings, rec harness.Record, explicit 
 			return r
 		}
 		r.Action = ActionCreate
-		r.Changes = []Change{{Path: file, Real: real, New: ensureFinalNewline(bytes.Clone(tmpl), nil), Perm: 0o644}}
+		r.Changes = []Change{{Path: file, Real: real, New: ensureFinalNewline(bytes.Clone(tmpl), nil), Perm: 0o644, ours: ours(rec.Settings())}}
 		return r
 	}
 	if err := strictJSON(file, data); err != nil {
@@ -65,6 +65,6 @@ func planSettings(opts Options, s ladder.Settings, rec harness.Record, explicit 
 		return r
 	}
 	r.Action, r.Added = ActionMerged, added
-	r.Changes = []Change{{Path: file, Real: real, Old: data, New: doc.Bytes(), Perm: perm, Backup: true}}
+	r.Changes = []Change{{Path: file, Real: real, Old: data, New: doc.Bytes(), Perm: perm, Backup: true, ours: ours(rec.Settings())}}
 	return r
 }

@@ -78,6 +78,10 @@ type Change struct {
 	// own: the file is render's own (a .proposed, the record), written
 	// with System.WriteOwn, never through a link.
 	own bool
+	// format is the file's, and ours the values render writes in it: Diff
+	// prints those, and hides every other value of the file (mask).
+	format harness.Format
+	ours   map[string]bool
 }
 
 // Result is the outcome for one target.
@@ -440,9 +444,12 @@ func readOwn(sys System, path string) ([]byte, fs.FileMode, error) {
 	return data, perm, nil
 }
 
-// Diff returns a unified diff of the change, labelled with its path, with
-// token (MEMPALACE_REMOTE_TOKEN's value) and other secrets redacted
-// (Redact).
+// Diff returns a unified diff of the change, labelled with its path. It
+// shows the file's keys and structure, the values render writes, and of
+// the user's values only variable references, numbers, booleans and null:
+// every other value and every comment is hidden (mask), so it prints no
+// secret the user's file holds; token (MEMPALACE_REMOTE_TOKEN's value) is
+// redacted wherever it is.
 func (c Change) Diff(token string) string {
 	from, to := "a"+c.Path, "b"+c.Path
 	if c.Old == nil {
@@ -451,12 +458,15 @@ func (c Change) Diff(token string) string {
 	if c.New == nil {
 		to = "/dev/null"
 	}
-	ud := difflib.UnifiedDiff{A: diffLines(c.Old), B: diffLines(c.New), FromFile: from, ToFile: to, Context: 3}
+	ud := difflib.UnifiedDiff{A: diffLines(mask(c.format, c.Old, c.ours)), B: diffLines(mask(c.format, c.New, c.ours)), FromFile: from, ToFile: to, Context: 3}
 	s, err := difflib.GetUnifiedDiffString(ud)
 	if err != nil {
 		return fmt.Sprintf("(no diff: %v)\n", err)
 	}
-	return Redact(s, token)
+	if token = strings.TrimSpace(token); len(token) >= minRedact {
+		s = strings.ReplaceAll(s, token, redacted)
+	}
+	return s
 }
 
 // diffLines splits b into lines that each end in a newline; a last line
