@@ -63,7 +63,7 @@ func mask(format harness.Format, text []byte, ours map[string]bool) []byte {
 // it is or hidden, each of its lines then hidden.
 func (k *masker) value(s, q string) {
 	inner := strings.TrimSuffix(strings.TrimPrefix(s, q), q)
-	if len(s) >= 2*len(q) && k.shown(inner, q != "") && !strings.Contains(s, "\n") {
+	if len(s) >= 2*len(q) && k.shown(inner, q != "") {
 		k.b.WriteString(s)
 		return
 	}
@@ -96,20 +96,20 @@ func (k *masker) comment(marker, body string) {
 }
 
 // quoted is the end of the string quoted with q that starts at s[i],
-// escapes (\) honoured when esc; multi says it may span lines. ok is false
-// when it does not end (the end is then the line's end, or the text's).
-func quoted(s string, i int, q string, esc, multi bool) (end int, ok bool) {
+// escapes (\) honoured when esc; multi says it may span lines. One that
+// does not end ends at its line's end (or, multi, the text's).
+func quoted(s string, i int, q string, esc, multi bool) int {
 	for j := i + len(q); j < len(s); j++ {
 		switch {
 		case esc && s[j] == '\\':
 			j++
 		case s[j] == '\n' && !multi:
-			return j, false
+			return j
 		case strings.HasPrefix(s[j:], q):
-			return j + len(q), true
+			return j + len(q)
 		}
 	}
-	return len(s), false
+	return len(s)
 }
 
 // lineEnd is the index of the newline ending the line s[i] is on.
@@ -126,7 +126,7 @@ func (k *masker) json(s string) {
 		c := s[i]
 		switch {
 		case c == '"':
-			end, _ := quoted(s, i, `"`, true, false)
+			end := quoted(s, i, `"`, true, false)
 			if rest := strings.TrimLeft(s[end:], " \t"); strings.HasPrefix(rest, ":") {
 				k.b.WriteString(s[i:end])
 			} else {
@@ -182,7 +182,7 @@ func (k *masker) toml(s string) {
 			if strings.HasPrefix(s[i:], strings.Repeat(q, 3)) {
 				q, multi = strings.Repeat(q, 3), true
 			}
-			end, _ := quoted(s, i, q, c == '"', multi)
+			end := quoted(s, i, q, c == '"', multi)
 			if key {
 				k.b.WriteString(s[i:end])
 			} else {
