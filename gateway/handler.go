@@ -241,12 +241,9 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	ctx := x.r.Context()
 	x.entry.Tool, x.entry.ArgsDigest = req.Tool, digest(req.Args)
 	req.sentDigest = x.entry.ArgsDigest
-	t, known := catalogue.Lookup(req.Tool)
-	if known {
-		if bad := checkArgs(t, req.Args); bad != nil {
-			s.refuse(x, d, req, bad.code, "devbox-config gateway: "+bad.msg, ruleArguments, "")
-			return
-		}
+	t, ok := s.argsStep(x, d, req)
+	if !ok {
+		return
 	}
 	write := !t.Reads // unknown tools are writes
 	if !s.limitStep(x, d, req, write) {
@@ -260,17 +257,8 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		s.busy(x, d, req, ruleNoAnswer, err)
 		return
 	}
-	author := d
-	if write {
-		if author, ok = s.authorStep(x, d, req); !ok {
-			return
-		}
-		if !s.joinStep(ctx, x, d, t, req) {
-			return
-		}
-	}
-	StampProvenance(author, req.Tool, req.Args)
-	if write && !s.auditAhead(x, d, req) {
+	author, ok := s.stampStep(ctx, x, d, t, req, write)
+	if !ok {
 		return
 	}
 	if destroys(t, req.Args) {
@@ -294,16 +282,8 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	}
 	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
 	s.settle(ctx, k, status, resp)
-	no, denied := errors.AsType[*denial](err)
-	switch {
-	case errors.Is(err, errWriteQueueFull):
-		s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
-		return
-	case denied:
-		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), no.rule, "")
-		return
-	case err != nil:
-		s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)
+	if err != nil {
+		s.refuseForwarded(x, d, req, dec, err)
 		return
 	}
 	if write && (status == http.StatusOK || len(req.filed) > 0) {
@@ -311,6 +291,55 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	}
 	x.entry.UpstreamStatus = status
 	s.answer(x, status, resp, VerdictAllow, dec.Rule)
+}
+
+// stampStep stamps the call with its author (a write's: authorStep, and
+// a join's write checked by joinStep) and writes a write's audit line
+// ahead of it; it answers the request itself when it refuses (ok false).
+func (s *Server) stampStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest, write bool) (author *Device, ok bool) {
+	author = d
+	if write {
+		if author, ok = s.authorStep(x, d, req); !ok {
+			return nil, false
+		}
+		if !s.joinStep(ctx, x, d, t, req) {
+			return nil, false
+		}
+	}
+	StampProvenance(author, req.Tool, req.Args)
+	if write && !s.auditAhead(x, d, req) {
+		return nil, false
+	}
+	return author, true
+}
+
+// argsStep looks the tool up in the catalogue and checks a known tool's
+// arguments; it answers the request itself when it refuses them (ok
+// false). An unknown tool's record is the zero Tool.
+func (s *Server) argsStep(x *exchange, d *Device, req *rpcRequest) (catalogue.Tool, bool) {
+	t, known := catalogue.Lookup(req.Tool)
+	if known {
+		if bad := checkArgs(t, req.Args); bad != nil {
+			s.refuse(x, d, req, bad.code, "devbox-config gateway: "+bad.msg, ruleArguments, "")
+			return t, false
+		}
+	}
+	return t, true
+}
+
+// refuseForwarded answers a call whose forward step failed (err not nil):
+// the device's share of the write queue full, a denial, or an answer the
+// filter could not read.
+func (s *Server) refuseForwarded(x *exchange, d *Device, req *rpcRequest, dec Decision, err error) {
+	no, denied := errors.AsType[*denial](err)
+	switch {
+	case errors.Is(err, errWriteQueueFull):
+		s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
+	case denied:
+		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), no.rule, "")
+	default:
+		s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)
+	}
 }
 
 // errNotVisible: the answer is about an object the device may not see.

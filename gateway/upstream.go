@@ -170,17 +170,9 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 		return failed(http.StatusBadGateway, "upstream answer lost: the upstream may have applied it")
 	}
 	defer resp.Body.Close() // read to its end, or it failed: reported below
-	// Read into a buffer of the answer's size (serve sends its length),
-	// not one grown from 512 bytes by copying; up to maxPrealloc, as the
-	// length is only what the answer says (a larger one grows as it comes).
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(resp.ContentLength, 0), maxPrealloc)+bytes.MinRead))
-	_, err = buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1))
-	b := buf.Bytes()
-	if err != nil { // an answer cut short is no answer: never forwarded as one
-		return failed(http.StatusBadGateway, "upstream answer cut short")
-	}
-	if len(b) > maxAnswer { // nor is its first maxAnswer bytes
-		return failed(http.StatusBadGateway, fmt.Sprintf("upstream answer over %d MiB: refused; the upstream may have applied it", maxAnswer>>20))
+	b, bad := readAnswer(resp)
+	if bad != "" {
+		return failed(http.StatusBadGateway, bad)
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		// The device was authenticated here; passing the 401 on would send
@@ -202,6 +194,22 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 		return failed(code, msg)
 	}
 	return resp.StatusCode, unechoed(b, token)
+}
+
+// readAnswer reads an upstream answer's body whole, or says why it is
+// no answer (bad): cut short, or over maxAnswer (never forwarded as one).
+func readAnswer(resp *http.Response) (b []byte, bad string) {
+	// Read into a buffer of the answer's size (serve sends its length),
+	// not one grown from 512 bytes by copying; up to maxPrealloc, as the
+	// length is only what the answer says (a larger one grows as it comes).
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(resp.ContentLength, 0), maxPrealloc)+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer+1)); err != nil {
+		return nil, "upstream answer cut short"
+	}
+	if buf.Len() > maxAnswer { // nor is its first maxAnswer bytes
+		return nil, fmt.Sprintf("upstream answer over %d MiB: refused; the upstream may have applied it", maxAnswer>>20)
+	}
+	return buf.Bytes(), ""
 }
 
 // unechoed is an upstream's answer with the gateway's upstream token
@@ -346,6 +354,12 @@ func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string
 		return
 	}
 	started(resp.StatusCode)
+	relay(w, resp)
+}
+
+// relay streams resp to w as it arrives: its status, the headers a GET
+// route's client reads, and its body, flushed frame by frame.
+func relay(w http.ResponseWriter, resp *http.Response) {
 	for _, h := range []string{"Content-Type", "Cache-Control", "Retry-After"} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
