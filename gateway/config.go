@@ -243,51 +243,14 @@ func (c *Config) validate(settled map[string]bool) error {
 	tokens := map[string]bool{}
 	for i, d := range c.Devices {
 		at := fmt.Sprintf("devices[%d]", i)
-		if d.ID == "" {
-			return fmt.Errorf("%s.id: missing or empty (fix: give the device an id of 1-64 letters, digits, . _ - (an opaque id such as a uuid); a null or {} in devices is no device: remove it)", at)
+		if err := checkDeviceID(at, d.ID, seen); err != nil {
+			return err
 		}
-		if !deviceIDRE().MatchString(d.ID) {
-			return fmt.Errorf("%s.id: %q must be 1-64 of letters, digits, . _ - (an opaque id such as a uuid)", at, d.ID)
+		if err := checkGrants(at, d); err != nil {
+			return err
 		}
-		if d.ID == origin.Unknown {
-			return fmt.Errorf("%s.id: %q is what answers call a record of unknown origin; choose another id", at, d.ID)
-		}
-		if seen[d.ID] {
-			return fmt.Errorf("%s.id: %q appears twice; give each device its own id (or remove one)", at, d.ID)
-		}
-		seen[d.ID] = true
-		for field, globs := range map[string][]string{"read": d.Read, "write": d.Write} {
-			for j, g := range globs {
-				if err := checkGlob(g); err != nil {
-					return fmt.Errorf("%s.%s[%d]: device %s: %w", at, field, j, d.ID, err)
-				}
-			}
-		}
-		switch d.KG {
-		case "", KGNone, KGRead, KGWrite:
-		default:
-			return fmt.Errorf("%s.kg: %q must be none, read or write", at, d.KG)
-		}
-		for j, a := range d.Agents {
-			if !agentRE().MatchString(a) {
-				return fmt.Errorf("%s.agents[%d]: %q can never match a from_agent (no spaces or '/', 1-128 characters)", at, j, a)
-			}
-		}
-		live := 0
-		for j, t := range d.Tokens {
-			if t.ID == "" || t.HMAC == "" {
-				return fmt.Errorf("%s.tokens[%d]: id and hmac are required", at, j)
-			}
-			if tokens[t.ID] {
-				return fmt.Errorf("%s.tokens[%d].id: %q is used twice", at, j, t.ID)
-			}
-			tokens[t.ID] = true
-			if t.live(time.Now()) {
-				live++
-			}
-		}
-		if live > 2 {
-			return fmt.Errorf("%s.tokens: %d live tokens; at most two (current and the one being rotated out)", at, live)
+		if err := checkTokens(at, d.Tokens, tokens); err != nil {
+			return err
 		}
 		if d.BulkDelete && !d.Admin {
 			return fmt.Errorf("%s.bulk_delete: only an admin device may delete, so the grant can never apply; give it admin too, or drop bulk_delete", at)
@@ -305,6 +268,72 @@ func (c *Config) validate(settled map[string]bool) error {
 		}
 	}
 	return c.checkNames(settled)
+}
+
+// checkDeviceID refuses a device's id (at: its place) that is empty, not
+// an id, the unknown origin's name, or one seen before; it marks the id
+// seen.
+func checkDeviceID(at, id string, seen map[string]bool) error {
+	if id == "" {
+		return fmt.Errorf("%s.id: missing or empty (fix: give the device an id of 1-64 letters, digits, . _ - (an opaque id such as a uuid); a null or {} in devices is no device: remove it)", at)
+	}
+	if !deviceIDRE().MatchString(id) {
+		return fmt.Errorf("%s.id: %q must be 1-64 of letters, digits, . _ - (an opaque id such as a uuid)", at, id)
+	}
+	if id == origin.Unknown {
+		return fmt.Errorf("%s.id: %q is what answers call a record of unknown origin; choose another id", at, id)
+	}
+	if seen[id] {
+		return fmt.Errorf("%s.id: %q appears twice; give each device its own id (or remove one)", at, id)
+	}
+	seen[id] = true
+	return nil
+}
+
+// checkGrants refuses a device's read or write glob, kg grant or agent
+// name that can never match.
+func checkGrants(at string, d Device) error {
+	for field, globs := range map[string][]string{"read": d.Read, "write": d.Write} {
+		for j, g := range globs {
+			if err := checkGlob(g); err != nil {
+				return fmt.Errorf("%s.%s[%d]: device %s: %w", at, field, j, d.ID, err)
+			}
+		}
+	}
+	switch d.KG {
+	case "", KGNone, KGRead, KGWrite:
+	default:
+		return fmt.Errorf("%s.kg: %q must be none, read or write", at, d.KG)
+	}
+	for j, a := range d.Agents {
+		if !agentRE().MatchString(a) {
+			return fmt.Errorf("%s.agents[%d]: %q can never match a from_agent (no spaces or '/', 1-128 characters)", at, j, a)
+		}
+	}
+	return nil
+}
+
+// checkTokens refuses a device's token without an id or hmac, an id used
+// before (tokens: every device's so far; it marks these), and more than
+// two live tokens.
+func checkTokens(at string, list []Token, tokens map[string]bool) error {
+	live := 0
+	for j, t := range list {
+		if t.ID == "" || t.HMAC == "" {
+			return fmt.Errorf("%s.tokens[%d]: id and hmac are required", at, j)
+		}
+		if tokens[t.ID] {
+			return fmt.Errorf("%s.tokens[%d].id: %q is used twice", at, j, t.ID)
+		}
+		tokens[t.ID] = true
+		if t.live(time.Now()) {
+			live++
+		}
+	}
+	if live > 2 {
+		return fmt.Errorf("%s.tokens: %d live tokens; at most two (current and the one being rotated out)", at, live)
+	}
+	return nil
 }
 
 // checkNumbers refuses a negative number, each by its own key.
