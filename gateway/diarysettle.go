@@ -2,10 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-
-	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
@@ -51,7 +47,7 @@ func (s *Server) settledDiary(ctx context.Context, t catalogue.Tool, diary map[s
 	wing, suffix := catalogue.DiaryWingFor(diary), catalogue.EntrySuffix(catalogue.DiaryEntry(diary))
 	total, fence, listed := s.diaryNewest(ctx, wing, "")
 	status, resp := s.upstreamCall(ctx, body)
-	if !listed || status != http.StatusBadGateway && status != http.StatusGatewayTimeout {
+	if !listed || !answerLost(status) {
 		return status, resp
 	}
 	var newer []map[string]any
@@ -66,10 +62,9 @@ func (s *Server) settledDiary(ctx context.Context, t catalogue.Tool, diary map[s
 			made = append(made, row)
 		}
 	}
-	id := json.RawMessage(gjson.GetBytes(body, "id").Raw)
 	switch {
 	case len(newer) == 0 && totalAfter == total:
-		return http.StatusServiceUnavailable, rpcErrBytes(id, -32000, "upstream answer lost, and the upstream does not hold the diary entry: not applied, send it again")
+		return notApplied(body, "does not hold the diary entry")
 	case len(made) == 1 && len(newer) == 1 && totalAfter == total+1:
 		meta, _ := made[0]["metadata"].(map[string]any)
 		res := map[string]any{"success": true, "entry_id": made[0]["drawer_id"], "recovered": "the upstream's answer was lost: the gateway found the entry it made"}

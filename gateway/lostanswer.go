@@ -87,6 +87,14 @@ func (s *Server) resentAdd(ctx context.Context, look func(context.Context) map[s
 	return settledAnswer(body, made)
 }
 
+// notApplied answers a write whose upstream answer was lost and which a
+// look-up found not made (the upstream's state: held): 503, so that the
+// edge sends it again.
+func notApplied(body []byte, held string) (int, []byte) {
+	return http.StatusServiceUnavailable, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), -32000,
+		"upstream answer lost, and the upstream "+held+": not applied, send it again")
+}
+
 // answerLost: the upstream call was sent and its answer lost (the upstream
 // step's own words).
 func answerLost(status int) bool {
@@ -114,8 +122,7 @@ func (s *Server) settledRewrite(ctx context.Context, t catalogue.Tool, args map[
 		case now != nil:
 			status, resp = settledAnswer(body, now)
 		default:
-			status, resp = http.StatusServiceUnavailable, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), -32000,
-				"upstream answer lost, and the upstream does not hold the rewrite: not applied, send it again")
+			status, resp = notApplied(body, "does not hold the rewrite")
 		}
 	}
 	if _, applied := ledger.Recordable(ledger.Answer{Status: status, Body: resp}); had && !applied && !answerLost(status) {
@@ -151,8 +158,7 @@ func (s *Server) settledDelete(ctx context.Context, t catalogue.Tool, doom doome
 	case len(now) == 0:
 		return settledAnswer(body, deletedAnswer(t.Name, ids, doom, recovered))
 	case slices.EqualFunc(now, doom.drawers, sameDrawer):
-		return http.StatusServiceUnavailable, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), -32000,
-			"upstream answer lost, and the upstream still holds what the delete removes: not applied, send it again")
+		return notApplied(body, "still holds what the delete removes")
 	}
 	return status, resp
 }
