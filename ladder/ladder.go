@@ -224,6 +224,27 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	}
 
 	s.TokenSet = tok != ""
+	checkReach(s, tok, lookPath, warn)
+	resolveIdentity(&s, get, tok, warn)
+	warns = append(warns, edgeDurations(get).warns...)
+	if v := get(EnvPiSettingsMrg); v != "" {
+		merge, ok := parseBool(v)
+		if !ok {
+			warn(EnvPiSettingsMrg, EnvPiSettingsMrg+"=0 to stop render merging pi's settings, or remove it", "%s is not one of 1, true, 0, false; the merge stays enabled", shown(v))
+			merge = true
+		}
+		s.PiSettingsMerge = merge
+	}
+	return s, warns
+}
+
+// warnFunc adds a warning about variable v with its fix.
+type warnFunc func(v, fix, format string, args ...any)
+
+// checkReach warns of what keeps the mode s resolved to from reaching the
+// primary or the local palace: the token (tok) unusable or missing, the
+// local server or the edge's command not on PATH.
+func checkReach(s Settings, tok string, lookPath LookPath, warn warnFunc) {
 	if strings.IndexFunc(tok, unicode.IsControl) >= 0 {
 		warn(EnvRemoteToken, "write the token alone after "+EnvRemoteToken+"= on one line, with no quotes around a line break and no \\n or \\r in it (the token `devbox-config gateway token issue DEVICE` or the primary's operator gave)",
 			"holds a line break or another control character (not shown: it is the token), which no Authorization header can carry: every call to the primary will fail")
@@ -246,13 +267,19 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 		warn(LocalServer, "nothing, if this devbox is meant to run without MemPalace; else install it (pip install mempalace) so "+LocalServer+" is on PATH",
 			"not on PATH: no mempalace entry is added where there is none, one render wrote is removed, any other stays as it is")
 	}
+}
 
+// resolveIdentity reads who this devbox's writes are from into s: the
+// agent's name and the origin's device and label, each ignored with a
+// warning when it is not valid (a value repeated only when not the token,
+// tok).
+func resolveIdentity(s *Settings, get func(string) string, tok string, warn warnFunc) {
 	if v := get(EnvAgentName); v != "" {
 		if validName(v) {
 			s.AgentName = v
 		} else {
 			s.AgentNameRefused = v
-			warn(EnvAgentName, EnvAgentName+"=opencode (a name such as the harness's)", "%s is not a valid MemPalace agent name (letters, digits, _ . ' - and space, up to 128); ignored", shown(v))
+			warn(EnvAgentName, EnvAgentName+"=opencode (a name such as the harness's)", "%s is not a valid MemPalace agent name (letters, digits, _ . ' - and space, up to 128); ignored", shown(v, tok))
 		}
 	}
 	if v := get(EnvOriginDevice); v != "" {
@@ -273,16 +300,6 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 			s.OriginLabel = v
 		}
 	}
-	warns = append(warns, edgeDurations(get).warns...)
-	if v := get(EnvPiSettingsMrg); v != "" {
-		merge, ok := parseBool(v)
-		if !ok {
-			warn(EnvPiSettingsMrg, EnvPiSettingsMrg+"=0 to stop render merging pi's settings, or remove it", "%s is not one of 1, true, 0, false; the merge stays enabled", shown(v))
-			merge = true
-		}
-		s.PiSettingsMerge = merge
-	}
-	return s, warns
 }
 
 // parseBool accepts the spellings .env files use for the ladder's switches.
@@ -336,18 +353,7 @@ func checkURL(raw, token string) urlCheck {
 			"write the URL alone after " + EnvRemoteURL + "=, each variable on a line of its own (a space really meant is %20)"}
 	}
 	if !strings.Contains(raw, "://") {
-		scheme := "https://"
-		if isLoopback("http://" + raw) {
-			scheme = "http://"
-		}
-		// RedactURL: the fix repeats no query (it may hold a secret).
-		fix := EnvRemoteURL + "=" + RedactURL(scheme+raw)
-		// Nor a value with no '.', ':' or '/': no host name, but maybe a
-		// token in the wrong variable.
-		if _, err := url.Parse(scheme + raw); err != nil || !strings.ContainsAny(raw, ".:/") {
-			fix = EnvRemoteURL + "=" + scheme + "HOST/mcp (the primary's or its gateway's /mcp endpoint)"
-		}
-		return urlCheck{"has no scheme (http:// or https://)", fix}
+		return urlCheck{"has no scheme (http:// or https://)", schemeFix(raw)}
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -366,6 +372,22 @@ func checkURL(raw, token string) urlCheck {
 			EnvRemoteURL + "=" + u.Scheme + "://" + u.Host + u.Path}
 	}
 	return urlCheck{}
+}
+
+// schemeFix is the fix for a URL without a scheme (raw): the URL with
+// http:// (loopback) or https:// in front.
+func schemeFix(raw string) string {
+	scheme := "https://"
+	if isLoopback("http://" + raw) {
+		scheme = "http://"
+	}
+	// Not repeated: a value with no '.', ':' or '/' (no host name, but
+	// maybe a token in the wrong variable).
+	if _, err := url.Parse(scheme + raw); err != nil || !strings.ContainsAny(raw, ".:/") {
+		return EnvRemoteURL + "=" + scheme + "HOST/mcp (the primary's or its gateway's /mcp endpoint)"
+	}
+	// RedactURL: the fix repeats no query (it may hold a secret).
+	return EnvRemoteURL + "=" + RedactURL(scheme+raw)
 }
 
 // hasCredentials: user info before the host, or a query parameter whose
