@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"path/filepath"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -120,51 +121,81 @@ func (o JSON) decodeError(file string, src []byte, err error, t reflect.Type) er
 		}
 		return At(file, src, off, se.Error(), o.syntaxFix(file, src, off, se.Error()))
 	case errors.As(err, &te):
-		root, perr := hujson.Parse(src)
-		if perr != nil {
-			break
+		if e := wrongType(file, src, t, te); e != nil {
+			return e
 		}
-		v, path := enclosing(&root, t, int(te.Offset)-1, "")
-		if v == nil {
-			break
-		}
-		if what, fix, ok := badNumber(v.Value, te.Type); ok {
-			return At(file, src, v.StartOffset, orTop(path)+": "+what, fix)
-		}
-		return At(file, src, v.StartOffset, fmt.Sprintf("%s is %s", orTop(path), kindOfValue(v.Value)), "make it "+kindOfType(te.Type))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		root, perr := hujson.Parse(src)
-		if perr != nil {
-			break
-		}
-		if m, path, known := firstUnknown(&root, t, ""); m != nil {
-			name := m.Name.Value.(hujson.Literal).String()
-			where := "in " + path
-			if path == "" {
-				where = "at the top level"
-			}
-			fix := "remove it, or rename it to one of the keys allowed here: " + strings.Join(known, ", ")
-			if s := Nearest(name, known); s != "" {
-				fix = fmt.Sprintf("did you mean %q? Rename it or remove it; the keys allowed here: %s", s, strings.Join(known, ", "))
-			}
-			return At(file, src, m.Name.StartOffset, fmt.Sprintf("unknown key %q %s", name, where), fix)
+		if e := unknownKey(file, src, t); e != nil {
+			return e
 		}
 	default: // an UnmarshalJSON's own error, which says nothing of where
-		root, perr := hujson.Parse(src)
-		if perr != nil {
-			break
-		}
-		if v, path, vt, uerr := firstRefused(&root, t, ""); v != nil && path != "" {
-			e := At(file, src, v.StartOffset, path+": "+uerr.Error(), "")
-			if vt == reflect.TypeFor[time.Time]() {
-				e = At(file, src, v.StartOffset, fmt.Sprintf("%s is %s, not a time", path, kindOfValue(v.Value)),
-					`write it in RFC 3339 form, in double quotes, e.g. "2006-01-02T15:04:05Z" (an offset such as +02:00 in place of the Z)`)
-			}
-			e.Err = uerr
+		if e := refusedValue(file, src, t); e != nil {
 			return e
 		}
 	}
 	return fmt.Errorf("%s: %w", file, err)
+}
+
+// wrongType places a value that does not decode into its field's type
+// (te) in src, decoded into t, and says what to make it; nil when src
+// does not parse or the value is not found.
+func wrongType(file string, src []byte, t reflect.Type, te *json.UnmarshalTypeError) *Error {
+	root, err := hujson.Parse(src)
+	if err != nil {
+		return nil
+	}
+	v, path := enclosing(&root, t, int(te.Offset)-1, "")
+	if v == nil {
+		return nil
+	}
+	if what, fix, ok := badNumber(v.Value, te.Type); ok {
+		return At(file, src, v.StartOffset, orTop(path)+": "+what, fix)
+	}
+	return At(file, src, v.StartOffset, fmt.Sprintf("%s is %s", orTop(path), kindOfValue(v.Value)), "make it "+kindOfType(te.Type))
+}
+
+// unknownKey places the first key in src that t does not take, with the
+// keys it does (the nearest first); nil when src does not parse or none
+// is found.
+func unknownKey(file string, src []byte, t reflect.Type) *Error {
+	root, err := hujson.Parse(src)
+	if err != nil {
+		return nil
+	}
+	m, path, known := firstUnknown(&root, t, "")
+	if m == nil {
+		return nil
+	}
+	name := m.Name.Value.(hujson.Literal).String()
+	where := "in " + path
+	if path == "" {
+		where = "at the top level"
+	}
+	fix := "remove it, or rename it to one of the keys allowed here: " + strings.Join(known, ", ")
+	if s := Nearest(name, known); s != "" {
+		fix = fmt.Sprintf("did you mean %q? Rename it or remove it; the keys allowed here: %s", s, strings.Join(known, ", "))
+	}
+	return At(file, src, m.Name.StartOffset, fmt.Sprintf("unknown key %q %s", name, where), fix)
+}
+
+// refusedValue places the first value in src whose own UnmarshalJSON
+// refuses it; nil when src does not parse or none is found below the top.
+func refusedValue(file string, src []byte, t reflect.Type) *Error {
+	root, err := hujson.Parse(src)
+	if err != nil {
+		return nil
+	}
+	v, path, vt, uerr := firstRefused(&root, t, "")
+	if v == nil || path == "" {
+		return nil
+	}
+	e := At(file, src, v.StartOffset, path+": "+uerr.Error(), "")
+	if vt == reflect.TypeFor[time.Time]() {
+		e = At(file, src, v.StartOffset, fmt.Sprintf("%s is %s, not a time", path, kindOfValue(v.Value)),
+			`write it in RFC 3339 form, in double quotes, e.g. "2006-01-02T15:04:05Z" (an offset such as +02:00 in place of the Z)`)
+	}
+	e.Err = uerr
+	return e
 }
 
 // badNumber says what is wrong with a number (v) that does not decode into
@@ -334,17 +365,34 @@ func orTop(path string) string {
 // firstUnknown is the first member, in the file's order, whose key the
 // type it decodes into has no field for, with its object's path and the
 // keys that object takes.
-func firstUnknown(v *hujson.Value, t reflect.Type, path string) (*hujson.ObjectMember, string, []string) {
+func firstUnknown(v *hujson.Value, t reflect.Type, path string) (m *hujson.ObjectMember, at string, known []string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
 		return nil, "", nil // it reads its own keys
 	}
+	eachChild(v, t, path, func(c *hujson.Value, ct reflect.Type, cpath string, cm *hujson.ObjectMember) bool {
+		if ct == nil {
+			m, at, known = cm, path, slices.Sorted(maps.Keys(jsonFields(t)))
+		} else {
+			m, at, known = firstUnknown(c, ct, cpath)
+		}
+		return m != nil
+	})
+	return m, at, known
+}
+
+// eachChild calls visit with each member or element of v as t decodes it
+// (an object into a struct or a map, an array into a slice or an array),
+// in the file's order, until visit returns true: its value, its type
+// (nil: a key the struct has no field for), its path and, for a member,
+// the member.
+func eachChild(v *hujson.Value, t reflect.Type, path string, visit func(c *hujson.Value, ct reflect.Type, cpath string, m *hujson.ObjectMember) bool) {
 	switch x := v.Value.(type) {
 	case *hujson.Object:
 		if t.Kind() != reflect.Struct && t.Kind() != reflect.Map {
-			break
+			return
 		}
 		var fields map[string]reflect.Type
 		if t.Kind() == reflect.Struct {
@@ -353,31 +401,25 @@ func firstUnknown(v *hujson.Value, t reflect.Type, path string) (*hujson.ObjectM
 		for i := range x.Members {
 			m := &x.Members[i]
 			name := m.Name.Value.(hujson.Literal).String()
-			ft := t
+			var ft reflect.Type
 			if fields == nil {
 				ft = t.Elem()
-			} else if ft = field(fields, name); ft == nil {
-				known := make([]string, 0, len(fields))
-				for k := range fields {
-					known = append(known, k)
-				}
-				sort.Strings(known)
-				return m, path, known
+			} else {
+				ft = field(fields, name)
 			}
-			if in, p, k := firstUnknown(&m.Value, ft, step(path, name, fields != nil)); in != nil {
-				return in, p, k
+			if visit(&m.Value, ft, step(path, name, fields != nil), m) {
+				return
 			}
 		}
 	case *hujson.Array:
 		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
 			for i := range x.Elements {
-				if in, p, k := firstUnknown(&x.Elements[i], t.Elem(), fmt.Sprintf("%s[%d]", path, i)); in != nil {
-					return in, p, k
+				if visit(&x.Elements[i], t.Elem(), fmt.Sprintf("%s[%d]", path, i), nil) {
+					return
 				}
 			}
 		}
 	}
-	return nil, "", nil
 }
 
 // jsonFields are the keys a struct takes and the type of each. (No config
@@ -456,7 +498,7 @@ func kindOfType(t reflect.Type) string {
 // firstRefused is the first value, in the file's order, that decodes into
 // a type with its own UnmarshalJSON (a time) and that UnmarshalJSON
 // refuses: the value, its path, the type and the error.
-func firstRefused(v *hujson.Value, t reflect.Type, path string) (*hujson.Value, string, reflect.Type, error) {
+func firstRefused(v *hujson.Value, t reflect.Type, path string) (in *hujson.Value, at string, it reflect.Type, err error) {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -471,39 +513,11 @@ func firstRefused(v *hujson.Value, t reflect.Type, path string) (*hujson.Value, 
 		}
 		return nil, "", nil, nil
 	}
-	switch x := v.Value.(type) {
-	case *hujson.Object:
-		var fields map[string]reflect.Type
-		switch t.Kind() {
-		case reflect.Struct:
-			fields = jsonFields(t)
-		case reflect.Map:
-		default:
-			return nil, "", nil, nil
-		}
-		for i := range x.Members {
-			m := &x.Members[i]
-			name := m.Name.Value.(hujson.Literal).String()
-			ft := t
-			if fields == nil {
-				ft = t.Elem()
-			} else {
-				ft = field(fields, name)
-			}
-			if in, p, it, err := firstRefused(&m.Value, ft, step(path, name, fields != nil)); in != nil {
-				return in, p, it, err
-			}
-		}
-	case *hujson.Array:
-		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
-			for i := range x.Elements {
-				if in, p, it, err := firstRefused(&x.Elements[i], t.Elem(), fmt.Sprintf("%s[%d]", path, i)); in != nil {
-					return in, p, it, err
-				}
-			}
-		}
-	}
-	return nil, "", nil, nil
+	eachChild(v, t, path, func(c *hujson.Value, ct reflect.Type, cpath string, _ *hujson.ObjectMember) bool {
+		in, at, it, err = firstRefused(c, ct, cpath)
+		return in != nil
+	})
+	return in, at, it, err
 }
 
 // twice is the first member, in the file's order, whose key its object
