@@ -261,21 +261,9 @@ type yamlScan struct {
 func (y *yamlScan) line(line string) {
 	k := y.k
 	indent := len(line) - len(strings.TrimLeft(line, " "))
-	if y.block != none && (strings.TrimSpace(line) == "" || indent > y.block) {
-		k.hideLines(line)
+	i, node, done := y.carried(line, indent) // node: at a node's start, where '- ', '? ' and ': ' are structure
+	if done {
 		return
-	}
-	y.block = none
-	i, node := 0, true // node: at a node's start, where '- ', '? ' and ': ' are structure
-	if y.quote != "" {
-		end := yamlQuoteEnd(line, 0, y.quote)
-		if end < 0 {
-			k.hideLines(line)
-			return
-		}
-		k.hideLines(line[:end-1])
-		k.b.WriteString(y.quote)
-		y.quote, i, node = "", end, false
 	}
 	col := min(y.key, indent-1) // where the line's last key or '-' starts, or an earlier line's
 	// alone: no key, '-' or bracket before on this line, so a plain scalar
@@ -295,19 +283,12 @@ func (y *yamlScan) line(line string) {
 			k.b.WriteByte(c)
 			i++
 		case c == '"' || c == '\'':
-			q := line[i : i+1]
-			end := yamlQuoteEnd(line, i+1, q)
+			end, key := y.quoted(line, i)
 			if end < 0 {
-				k.b.WriteString(q)
-				k.hideLines(line[i+1:])
-				y.quote = q
 				return
 			}
-			if y.keyAfter(line[end:]) {
+			if key {
 				col, y.key, alone = i, i, false
-				k.b.WriteString(line[i:end])
-			} else {
-				k.value(line[i:end], q)
 			}
 			i, node = end, false
 		case (c == '[' || c == '{') && node || y.flow > 0 && (c == '[' || c == '{'):
@@ -326,23 +307,82 @@ func (y *yamlScan) line(line string) {
 		default:
 			end := y.plainEnd(line, i)
 			tok := strings.TrimRight(line[i:end], " \t\r")
-			switch {
-			case y.keyAfter(line[end:]):
+			if y.scalar(tok, line[end:], i == 0, col, alone) {
 				col, y.key, alone = i, i, false
-				k.b.WriteString(tok)
-			case i == 0 && (tok == "---" || tok == "..."): // a document's start or end
-				k.b.WriteString(tok)
-			case y.flow == 0 && yamlBlock.MatchString(tok):
-				k.b.WriteString(tok)
-				y.block = col
-			case alone:
-				k.b.WriteString(hidden)
-			default:
-				k.value(tok, "")
 			}
 			i, node = i+len(tok), false
 		}
 	}
+}
+
+// carried masks what of line (indented by indent) an earlier line carries
+// on, hidden: a block scalar's text (the whole line), or the rest of a
+// quoted string (its closing quote kept). i is where the line's own scan
+// starts, node whether that is at a node's start; done: nothing of the
+// line is left to scan.
+func (y *yamlScan) carried(line string, indent int) (i int, node, done bool) {
+	if y.block != none && (strings.TrimSpace(line) == "" || indent > y.block) {
+		y.k.hideLines(line)
+		return 0, false, true
+	}
+	y.block = none
+	if y.quote == "" {
+		return 0, true, false
+	}
+	end := yamlQuoteEnd(line, 0, y.quote)
+	if end < 0 {
+		y.k.hideLines(line)
+		return 0, false, true
+	}
+	y.k.hideLines(line[:end-1])
+	y.k.b.WriteString(y.quote)
+	y.quote = ""
+	return end, false, false
+}
+
+// quoted masks the quoted scalar at line[i]: a key is kept, a value
+// hidden unless shown. end is where it ends, -1 when it goes on to the
+// next line (hidden, and y.quote its quote).
+func (y *yamlScan) quoted(line string, i int) (end int, key bool) {
+	q := line[i : i+1]
+	end = yamlQuoteEnd(line, i+1, q)
+	switch {
+	case end < 0:
+		y.k.b.WriteString(q)
+		y.k.hideLines(line[i+1:])
+		y.quote = q
+	case y.keyAfter(line[end:]):
+		y.k.b.WriteString(line[i:end])
+		key = true
+	default:
+		y.k.value(line[i:end], q)
+	}
+	return end, key
+}
+
+// scalar masks the plain scalar tok (rest: what follows it on the line;
+// first: it starts the line) and reports whether it is a key: a key, a
+// document's start or end and a block scalar's indicator (whose text is
+// indented more than col) are kept; a scalar alone on its line, perhaps
+// a word of one going on from the line before, is hidden; any other is a
+// value.
+func (y *yamlScan) scalar(tok, rest string, first bool, col int, alone bool) (key bool) {
+	k := y.k
+	switch {
+	case y.keyAfter(rest):
+		k.b.WriteString(tok)
+		return true
+	case first && (tok == "---" || tok == "..."): // a document's start or end
+		k.b.WriteString(tok)
+	case y.flow == 0 && yamlBlock.MatchString(tok):
+		k.b.WriteString(tok)
+		y.block = col
+	case alone:
+		k.b.WriteString(hidden)
+	default:
+		k.value(tok, "")
+	}
+	return false
 }
 
 // keyAfter: rest (what follows a scalar) starts with the ':' that makes
