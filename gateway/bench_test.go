@@ -289,7 +289,7 @@ func BenchmarkUnechoed(b *testing.B) {
 			b.SetBytes(int64(len(resp)))
 			b.ReportAllocs()
 			for b.Loop() {
-				unechoed(resp, upstreamToken)
+				unechoed(resp, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), upstreamToken)
 			}
 		})
 	}

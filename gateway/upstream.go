@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -182,18 +183,27 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 		// later) where a 502 would put a write in doubt.
 		return failed(http.StatusServiceUnavailable, UpstreamRefused)
 	}
-	if code := resp.StatusCode; (code < 200 || code > 299) && !answers(b, body) {
-		// Never passed on: a proxy or a debug page may repeat the
-		// request's Authorization header, the gateway's upstream token.
-		// A 5xx but 503 (busy, not run) and 504 (lost) is no answer to
-		// a call that was sent: 502, maybe applied.
-		msg := fmt.Sprintf("upstream answered HTTP %d %s, not a JSON-RPC answer", code, http.StatusText(code))
-		if code >= 500 && code != http.StatusServiceUnavailable && code != http.StatusGatewayTimeout {
-			code, msg = http.StatusBadGateway, msg+": the upstream may have applied it"
-		}
-		return failed(code, msg)
+	empty := len(bytes.TrimSpace(b)) == 0 // a notification's 202
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+		b = sseAnswer(b, body)
 	}
-	return resp.StatusCode, unechoed(b, token)
+	code, ok2xx := resp.StatusCode, resp.StatusCode >= 200 && resp.StatusCode <= 299
+	// Another id answers another call, but a 2xx: the filter puts back the
+	// device's id.
+	if out, ok := unechoed(b, body, token); ok && (ok2xx || gjson.GetBytes(b, "id").String() == gjson.GetBytes(body, "id").String()) {
+		return code, out
+	} else if empty && ok2xx {
+		return code, nil
+	}
+	// Never passed on: a proxy or a debug page may repeat the request's
+	// Authorization header, the gateway's upstream token. A 2xx or a 5xx
+	// but 503 (busy, not run) and 504 (lost) is no answer to a call that
+	// was sent: 502, maybe applied.
+	msg := fmt.Sprintf("upstream answered HTTP %d %s, not a JSON-RPC answer", code, http.StatusText(code))
+	if ok2xx || code >= 500 && code != http.StatusServiceUnavailable && code != http.StatusGatewayTimeout {
+		code, msg = http.StatusBadGateway, msg+": the upstream may have applied it"
+	}
+	return failed(code, msg)
 }
 
 // readAnswer reads an upstream answer's body whole, or says why it is
@@ -212,30 +222,117 @@ func readAnswer(resp *http.Response) (b []byte, bad string) {
 	return buf.Bytes(), ""
 }
 
-// unechoed is an upstream's answer with the gateway's upstream token
-// taken out (redact.JSON) if it is an error (a JSON-RPC error, an isError
-// tool result): the upstream, or a proxy in front of it, may repeat the
-// request's Authorization header, and no device may get the token. A
-// successful answer is passed on as it came (a drawer may hold any
-// text), after one search of its bytes for either key.
-func unechoed(b []byte, token string) []byte {
-	if !bytes.Contains(b, []byte(`"error"`)) && !bytes.Contains(b, []byte(`"isError"`)) {
-		return b
+// sseAnswer is the data of the event of an SSE body (text/event-stream)
+// that answers sent (its id), its data lines joined by newlines; nil if
+// none does.
+func sseAnswer(b, sent []byte) []byte {
+	id := gjson.GetBytes(sent, "id").String()
+	for ev := range bytes.SplitSeq(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")), []byte("\n\n")) {
+		var data [][]byte
+		for l := range bytes.SplitSeq(ev, []byte("\n")) {
+			if d, ok := bytes.CutPrefix(l, []byte("data:")); ok {
+				data = append(data, bytes.TrimPrefix(d, []byte(" ")))
+			}
+		}
+		if d := bytes.Join(data, []byte("\n")); gjson.GetBytes(d, "id").String() == id {
+			return d
+		}
 	}
-	if a := gjson.ParseBytes(b); a.Get("error").Exists() || a.Get("result.isError").Bool() {
-		return redact.JSON(b, token)
-	}
-	return b
+	return nil
 }
 
-// answers reports whether b is a JSON-RPC answer (a result or an error) to
-// the message sent.
-func answers(b, sent []byte) bool {
+// unechoed is what a device gets for b, the upstream's answer to sent
+// (an error under sent's id); ok false when b is no JSON-RPC answer: not
+// one JSON object (a batch), neither a result nor an error object, a key
+// twice in one object (a reader keeping the first and one keeping the
+// last read two answers). The gateway's upstream token is taken out of
+// an error (the upstream, or a proxy in front of it, may repeat the
+// request's Authorization header, and no device may get the token): a
+// JSON-RPC error is rebuilt from its code, message and data, an isError
+// tool result re-encoded, each redacted (redact). A successful answer
+// is passed on as it came (a drawer may hold any text), after two scans
+// of its bytes (valid, keys).
+func unechoed(b, sent []byte, token string) ([]byte, bool) {
 	if !jsondepth.Valid(b) {
-		return false
+		return nil, false
+	}
+	result, errorKey, ok := keysOf(b)
+	switch {
+	case !ok:
+		return nil, false
+	case !errorKey:
+		return b, result == '{'
 	}
 	a := gjson.ParseBytes(b)
-	return a.Get("id").String() == gjson.GetBytes(sent, "id").String() && (a.Get("result").IsObject() || a.Get("error").IsObject())
+	switch e, r := a.Get("error"), a.Get("result"); {
+	case e.IsObject():
+		var data any
+		if d := e.Get("data"); d.Exists() {
+			data = json.RawMessage(redact.JSON([]byte(d.Raw), token))
+		}
+		id := json.RawMessage(gjson.GetBytes(sent, "id").Raw)
+		return encodeJSON(rpcErr(id, int(e.Get("code").Int()), redact.Secret(e.Get("message").String(), token), data)), true
+	case !r.IsObject():
+		return nil, false
+	case r.Get("isError").Bool():
+		return redact.JSON(b, token), true
+	}
+	return b, true
+}
+
+// keysOf reads b, one valid JSON value: the first byte of its "result"
+// member's value (0: none), whether a key anywhere is "error" or
+// "isError", and ok false when an object has a key twice (keys compared
+// unescaped: "\u0065rror" is "error").
+func keysOf(b []byte) (result byte, errorKey, ok bool) {
+	var open []map[string]bool // each open object's keys (nil: an array)
+	for {
+		i := bytes.IndexAny(b, `"{}[]`)
+		if i < 0 {
+			return result, errorKey, true
+		}
+		c := b[i]
+		b = b[i+1:]
+		switch c {
+		case '{':
+			open = append(open, map[string]bool{})
+		case '[':
+			open = append(open, nil)
+		case '}', ']':
+			open = open[:len(open)-1]
+		default:
+			j := 0
+			for { // to the quote that closes the string
+				j += bytes.IndexByte(b[j:], '"')
+				k := j
+				for k > 0 && b[k-1] == '\\' {
+					k--
+				}
+				if (j-k)%2 == 0 {
+					break
+				}
+				j++
+			}
+			str, rest := b[:j], bytes.TrimLeft(b[j+1:], " \t\r\n")
+			b = b[j+1:]
+			if len(open) == 0 || open[len(open)-1] == nil || rest[0] != ':' {
+				continue // a value
+			}
+			key := string(str)
+			if bytes.IndexByte(str, '\\') >= 0 {
+				json.Unmarshal(append(append([]byte{'"'}, str...), '"'), &key) // valid: checked
+			}
+			if keys := open[len(open)-1]; keys[key] {
+				return 0, errorKey, false
+			} else {
+				keys[key] = true
+			}
+			errorKey = errorKey || key == "error" || key == "isError"
+			if v := bytes.TrimLeft(rest[1:], " \t\r\n"); len(open) == 1 && key == "result" {
+				result = v[0]
+			}
+		}
+	}
 }
 
 // toolCall is a tools/call request with id.

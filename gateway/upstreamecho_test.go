@@ -127,11 +127,69 @@ func TestASuccessfulAnswerIsNotRedacted(t *testing.T) {
 	}
 }
 
+// An upstream error answer as SSE, with a duplicate key, as a batch or
+// with the token as a key: the device gets only what the gateway parsed,
+// the error rebuilt with the token taken out, or the gateway's own "not a
+// JSON-RPC answer" (a copy the gateway checked while it forwarded other
+// bytes let the token through; found by an outside tester).
+func TestAnUpstreamAnswerIsForwardedOnlyAsParsed(t *testing.T) {
+	t.Parallel()
+	rpcErr := func(msg string) string {
+		return `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"` + msg + `"}}`
+	}
+	notAnswer := "HTTP 200 OK, not a JSON-RPC answer"
+	for _, c := range []struct {
+		name, ct string
+		body     func(auth string) string
+		status   int
+		says     string
+	}{
+		{"sse", "text/event-stream", func(a string) string { return "event: message\ndata: " + rpcErr("internal: auth="+a) + "\n\n" }, 200, "internal: auth=Bearer [redacted]"},
+		{"sse split", "text/event-stream", func(a string) string {
+			e := rpcErr("internal: tok=" + strings.TrimPrefix(a, "Bearer "))
+			i := strings.Index(e, `"error"`) // data lines are joined by a newline: split between values
+			return ": ping\r\n\r\nevent: message\r\ndata: " + e[:i] + "\r\ndata: " + e[i:] + "\r\n\r\n"
+		}, 200, "internal: tok=[redacted]"},
+		{"duplicate message", "", func(a string) string {
+			return `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"internal: auth=` + a + `","message":"internal error"}}`
+		}, 502, notAnswer},
+		{"duplicate error", "", func(a string) string {
+			return strings.TrimSuffix(rpcErr(a), "}") + `,"error":{"code":-32603,"message":"x"}}`
+		}, 502, notAnswer},
+		{"duplicate result", "", func(a string) string {
+			return `{"jsonrpc":"2.0","id":1,"result":{"isError":true,"content":[{"type":"text","text":"` + a + `"}]},"result":{"content":[]}}`
+		}, 502, notAnswer},
+		{"escaped duplicate", "", func(a string) string {
+			return strings.TrimSuffix(rpcErr(a), "}") + `,"\u0065rror":{"code":-32603,"message":"x"}}`
+		}, 502, notAnswer},
+		{"batch", "", func(a string) string { return "[" + rpcErr("internal: auth="+a) + "]" }, 502, notAnswer},
+		{"token as a key", "", func(a string) string {
+			return `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"internal error","data":{"` + strings.TrimPrefix(a, "Bearer ") + `":1}}}`
+		}, 200, `"data":{"[redacted]":1}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			status, b := postMCP(context.Background(), http.DefaultClient, echoingAs(t, c.ct, c.body), upstreamToken, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`))
+			if got := string(b); status != c.status || !strings.Contains(got, c.says) || strings.Contains(got, upstreamToken) || !json.Valid(b) {
+				t.Errorf("got HTTP %d %s; want %d saying %q, JSON, without the upstream token", status, got, c.status, c.says)
+			}
+		})
+	}
+}
+
 // echoing is the URL of an upstream answering body(the request's
 // Authorization header) to every request.
 func echoing(t *testing.T, body func(auth string) string) string {
+	return echoingAs(t, "", body)
+}
+
+// echoingAs is echoing with the answer's Content-Type ct ("": none set).
+func echoingAs(t *testing.T, ct string, body func(auth string) string) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		if ct != "" {
+			w.Header().Set("Content-Type", ct)
+		}
 		io.WriteString(w, body(r.Header.Get("Authorization")))
 	}))
 	t.Cleanup(srv.Close)

@@ -128,8 +128,8 @@ func isBase64(c byte) bool {
 	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("+/-_=", c) >= 0
 }
 
-// JSON is a JSON value with Secret applied to each of its strings, keys
-// but not, wherever they nest; raw itself when none changed. Numbers keep
+// JSON is a JSON value with Secret applied to each of its strings and
+// keys, wherever they nest (keys redacted alike keep one of their values); raw itself when none changed. Numbers keep
 // every digit. What does not decode (not JSON, nested too deep) is text:
 // Secret applied to it whole.
 func JSON(raw []byte, secret string) []byte {
@@ -166,10 +166,18 @@ func walk(v any, secret string) (any, bool) {
 			changed = changed || c
 		}
 	case map[string]any:
+		renamed := map[string]string{}
 		for k := range x {
 			var c bool
 			x[k], c = walk(x[k], secret)
+			if r := Secret(k, secret); r != k {
+				renamed[k], c = r, true
+			}
 			changed = changed || c
+		}
+		for k, r := range renamed {
+			x[r] = x[k]
+			delete(x, k)
 		}
 	}
 	return v, changed

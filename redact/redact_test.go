@@ -64,14 +64,14 @@ func TestTextWithoutTheSecretIsKept(t *testing.T) {
 	}
 }
 
-// A JSON value's strings are redacted wherever they nest, even nested
+// A JSON value's strings and keys are redacted wherever they nest, even nested
 // too deep to decode; its numbers keep every digit; an unchanged value
 // is the same bytes.
 func TestJSONRedactsEveryString(t *testing.T) {
 	t.Parallel()
-	in := []byte(`{"code":12345678901234567890,"why":["a", {"h":"Bearer ` + token + `"}],"t":"` + token + `"}`)
+	in := []byte(`{"code":12345678901234567890,"why":["a", {"h":"Bearer ` + token + `"}],"t":"` + token + `","k":{"` + token + `":1}}`)
 	got := string(JSON(in, token))
-	if strings.Contains(got, token) || !strings.Contains(got, "12345678901234567890") || strings.Count(got, Mark) != 2 {
+	if strings.Contains(got, token) || !strings.Contains(got, "12345678901234567890") || strings.Count(got, Mark) != 3 {
 		t.Errorf("JSON = %s", got)
 	}
 	deep := strings.Repeat("[", 20000) + `"` + token + `"` + strings.Repeat("]", 20000)
