@@ -3,8 +3,10 @@ package redact
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -19,17 +21,26 @@ var credential = regexp.MustCompile(`(?i)((?:bearer|basic)(?:\s+|%20|\+))[^\s"',
 // text that never held the secret.
 const minCore = 8
 
+// wrapped is a run of base64 over several lines (MIME's 76 columns).
+var wrapped = regexp.MustCompile(`[A-Za-z0-9+/=_-]+(?:\r?\n[A-Za-z0-9+/=_-]+)+`)
+
 // Secret is text with every Bearer or Basic credential's value, and
-// secret raw (any case), percent-encoded (either case of hex, a space as
-// + or %20) or base64-encoded (standard or URL alphabet, padded or not,
-// at any offset of what was encoded: the whole run of base64 holding it),
-// replaced with Mark. An empty secret takes out only credentials.
+// secret replaced with Mark in these forms: raw (any case); each byte as
+// itself, percent-encoded once or twice (%2B, %252B; a space also as + or
+// %20) or an HTML numeric entity (&#43;, &#x2b;); hex (either case); or
+// base64 (standard or URL alphabet, padded or not, at any offset of what
+// was encoded: the whole run of base64 holding it, over line breaks as
+// MIME wraps it). Not covered: other encodings (hex with separators,
+// base32, named HTML entities, escapes of a language), the secret
+// encrypted, compressed or cut into pieces. An empty secret takes out
+// only credentials.
 func Secret(text, secret string) string {
 	text = credential.ReplaceAllString(text, "${1}"+Mark)
 	if secret == "" || text == "" {
 		return text
 	}
-	text = replaceEncoded(text, secret)
+	text = replaceEncoded(replaceEncoded(text, secret), hex.EncodeToString([]byte(secret)))
+	var cores []string
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		for k := 0; k < 3 && k < len(secret); k++ {
 			// Encoded from an offset, the secret's bytes from its k-th on
@@ -37,15 +48,30 @@ func Secret(text, secret string) string {
 			// group's, is in the text whatever came before.
 			t := secret[k:]
 			if core := enc.EncodeToString([]byte(t[:len(t)/3*3])); len(core) >= minCore {
-				text = replaceRun(text, core)
+				cores = append(cores, core)
 			}
 		}
+	}
+	if strings.Contains(text, "\n") {
+		text = wrapped.ReplaceAllStringFunc(text, func(run string) string {
+			joined := strings.NewReplacer("\r", "", "\n", "").Replace(run)
+			for _, core := range cores {
+				if strings.Contains(joined, core) {
+					return Mark
+				}
+			}
+			return run
+		})
+	}
+	for _, core := range cores {
+		text = replaceRun(text, core)
 	}
 	return text
 }
 
 // replaceEncoded replaces secret, each of its bytes as itself (ASCII case
-// ignored) or percent-encoded, and a space also as +.
+// ignored), percent-encoded once or twice or an HTML numeric entity, and
+// a space also as +.
 func replaceEncoded(text, secret string) string {
 	var out strings.Builder
 	last := 0
@@ -76,8 +102,12 @@ func matchEncoded(text, secret string) int {
 		switch {
 		case i >= len(text):
 			return 0
-		case text[i] == '%' && i+2 < len(text) && unhex(text[i+1]) >= 0 && unhex(text[i+2]) >= 0 && unhex(text[i+1])<<4|unhex(text[i+2]) == int(c):
+		case text[i] == '%' && hexAt(text[i+1:]) == int(c):
 			i += 3
+		case strings.HasPrefix(text[i:], "%25") && hexAt(text[i+3:]) == int(c):
+			i += 5
+		case entity(text[i:], c) > 0:
+			i += entity(text[i:], c)
 		case c == ' ' && text[i] == '+', lower(text[i]) == lower(c):
 			i++
 		default:
@@ -85,6 +115,32 @@ func matchEncoded(text, secret string) int {
 		}
 	}
 	return i
+}
+
+// hexAt is the byte two hex digits at the start of t stand for, -1 if
+// t does not start with two.
+func hexAt(t string) int {
+	if len(t) < 2 || unhex(t[0]) < 0 || unhex(t[1]) < 0 {
+		return -1
+	}
+	return unhex(t[0])<<4 | unhex(t[1])
+}
+
+// entity is the length of an HTML numeric entity for c (&#43;, &#x2b;)
+// at the start of t, 0 if none.
+func entity(t string, c byte) int {
+	j := strings.IndexByte(t, ';')
+	if !strings.HasPrefix(t, "&#") || j < 3 || j > 8 {
+		return 0
+	}
+	digits, base := t[2:j], 10
+	if digits[0]|0x20 == 'x' {
+		digits, base = digits[1:], 16
+	}
+	if v, err := strconv.ParseUint(digits, base, 8); err != nil || byte(v) != c {
+		return 0
+	}
+	return j + 1
 }
 
 func unhex(c byte) int {

@@ -2,6 +2,8 @@ package redact
 
 import (
 	"encoding/base64"
+	"encoding/hex"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -28,10 +30,16 @@ func TestSecretInEveryShapeIsRedacted(t *testing.T) {
 		{"url base64 unpadded", "x " + base64.RawURLEncoding.EncodeToString([]byte("auth "+token)) + " y", "x [redacted] y"},
 		{"url base64 offset 2", "x " + base64.URLEncoding.EncodeToString([]byte("ab"+token+"!")) + " y", "x [redacted] y"},
 		{"basic", "sent Authorization: Basic dXNlcjpwYXNz, refused", "Basic [redacted], refused"},
+		{"hex", "tok hex " + hex.EncodeToString([]byte(token)) + " end", "tok hex [redacted] end"},
+		{"upper-case hex", "tok " + strings.ToUpper(hex.EncodeToString([]byte(token))) + ".", "tok [redacted]."},
+		{"percent-encoded twice", "next=" + url.QueryEscape(url.QueryEscape(token)) + "&x=1", "next=[redacted]&x=1"},
+		{"html decimal", "internal: " + entities(token, "&#%d;") + " <", "internal: [redacted] <"},
+		{"html hex", "internal: " + entities(token, "&#X%x;") + " <", "internal: [redacted] <"},
+		{"mime base64", "internal: " + mime("padding-padding-padding-padding-padding-padding-pad:"+token) + "(end)", "internal: [redacted]\n(end)"},
 		{"json", `{"headers":{"authorization":"Bearer ` + token + `"}}`, `"Bearer [redacted]"`},
 	} {
 		got := Secret(c.text, token)
-		leaks := []string{token, strings.ToLower(token), url.QueryEscape(token), token[:14], token[14:]}
+		leaks := []string{token, strings.ToLower(token), url.QueryEscape(token), token[:14], token[14:], hex.EncodeToString([]byte(token[:7])), "&#43;", "&#x2b;"}
 		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 			for k := range 3 {
 				b := enc.EncodeToString([]byte(token[k:]))
@@ -49,12 +57,38 @@ func TestSecretInEveryShapeIsRedacted(t *testing.T) {
 	}
 }
 
+// entities is s with every byte but letters and digits as an HTML
+// numeric entity in format f.
+func entities(s, f string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, f, c)
+		}
+	}
+	return b.String()
+}
+
+// mime is s in base64 wrapped at 76 columns, as MIME (and Python's
+// base64.encodebytes) writes it.
+func mime(s string) string {
+	e := base64.StdEncoding.EncodeToString([]byte(s))
+	var b strings.Builder
+	for len(e) > 76 {
+		b.WriteString(e[:76] + "\n")
+		e = e[76:]
+	}
+	return b.String() + e + "\n"
+}
+
 // Text without the secret or a credential is left as it is, and no
 // secret (a gateway without an upstream token) takes out only
 // credentials.
 func TestTextWithoutTheSecretIsKept(t *testing.T) {
 	t.Parallel()
-	for _, text := range []string{"", "drawer not found: d_1234", "wing \"shared\" is not granted (fix: ask)", "QUJDREVGR0hJSktMTU5PUA== is base64 but no token"} {
+	for _, text := range []string{"", "drawer not found: d_1234", "wing \"shared\" is not granted (fix: ask)", "QUJDREVGR0hJSktMTU5PUA== is base64 but no token", "QUJDREVG\nR0hJSktM\r\nTU5PUA==\n", "&#43;&amp; 100%25 0x41"} {
 		if got := Secret(text, token); got != text {
 			t.Errorf("Secret(%q) = %q", text, got)
 		}
