@@ -20,6 +20,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/jsondepth"
 )
 
 // pythonParse decodes JSON as Python's json.loads does for what the
@@ -409,6 +410,58 @@ func FuzzPlainAnswer(f *testing.F) {
 		}
 		if !wok || string(want) != string(text) {
 			t.Fatalf("fast path read the text of %q as %q; the decoder %q", b, text, want)
+		}
+	})
+}
+
+// FuzzKeysOf: keysOf's scan of valid JSON finds a key twice exactly when
+// gjson's walk of every object does (keys compared unescaped), and reads
+// the "result" member's first byte and whether a key is "error" or
+// "isError" as it does.
+func FuzzKeysOf(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"{\"a\": \"b\\\"\"}"}]}}`,
+		`{"id":1,"error":{"message":"a","message":"b"}}`,
+		`{"id":1,"\u0065rror":{},"error":[]}`,
+		`[{"a":1},{"a":1}]`, `"x"`, `{"a":{"a":{"a":1}},"b":[{"c":1,"d":{"c":2}}]}`,
+		`{"result" : [1], "x\\":1, "isError":true}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !jsondepth.Valid(b) || !json.Valid(b) {
+			return
+		}
+		errorKey := false
+		var twice func(v gjson.Result) bool
+		twice = func(v gjson.Result) bool {
+			keys, found := map[string]bool{}, false
+			v.ForEach(func(k, x gjson.Result) bool {
+				if k.Exists() {
+					found = keys[k.String()]
+					keys[k.String()] = true
+					errorKey = errorKey || k.String() == "error" || k.String() == "isError"
+				}
+				found = found || (x.IsObject() || x.IsArray()) && twice(x)
+				return !found
+			})
+			return found
+		}
+		a := gjson.ParseBytes(b)
+		dup := twice(a)
+		result, gotErrorKey, ok := keysOf(b)
+		if ok == dup {
+			t.Fatalf("keysOf(%s): a key twice %v, gjson %v", b, !ok, dup)
+		}
+		if !ok {
+			return
+		}
+		var want byte
+		if r := a.Get("result"); a.IsObject() && r.Exists() {
+			want = r.Raw[0]
+		}
+		if result != want || gotErrorKey != errorKey {
+			t.Fatalf("keysOf(%s) = %q, %v; gjson %q, %v", b, result, gotErrorKey, want, errorKey)
 		}
 	})
 }
