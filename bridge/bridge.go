@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -104,8 +105,10 @@ func (b *Bridge) connect(ctx context.Context) ([]*mcp.Tool, error) {
 
 // forward is every tool's handler: the call as the harness made it, to
 // the primary, and its result (or error) back. An error, the primary's or
-// a tool's, is quoted with the token as [redacted]: a primary or a proxy
-// repeating the Authorization header must not hand it to the model.
+// a tool's (all of it: message, data and its keys, every content item,
+// structured content), is quoted with the token as [redacted]: a primary
+// or a proxy repeating the Authorization header must not hand it to the
+// model. A successful result passes as it came.
 func (b *Bridge) forward(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
@@ -119,13 +122,27 @@ func (b *Bridge) forward(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		return nil, errors.New(redact.Secret(err.Error(), tok))
 	}
 	if res.IsError {
-		for _, c := range res.Content {
-			if t, ok := c.(*mcp.TextContent); ok {
-				t.Text = redact.Secret(t.Text, tok)
-			}
-		}
+		return redactResult(res, tok), nil
 	}
 	return res, nil
+}
+
+// redactResult is a tool's error result with the token taken out wherever
+// it is: every content item (text, a resource's uri and text, an image's
+// data), the structured content, keys included. A result that no longer
+// decodes (an image whose data was the token) is its JSON, redacted, as
+// text.
+func redactResult(res *mcp.CallToolResult, tok string) *mcp.CallToolResult {
+	raw, err := json.Marshal(res)
+	if err != nil { // cannot happen: res was decoded from JSON
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "the primary's error result could not be quoted: " + redact.Secret(err.Error(), tok)}}}
+	}
+	red := redact.JSON(raw, tok)
+	var out mcp.CallToolResult
+	if json.Unmarshal(red, &out) != nil {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(red)}}}
+	}
+	return &out
 }
 
 // bearer adds the token to every request to the primary. A token that

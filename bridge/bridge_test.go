@@ -2,6 +2,9 @@ package bridge
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -124,39 +127,82 @@ func textOf(r *mcp.CallToolResult) string {
 	return b.String()
 }
 
-// A primary (or a proxy in front of it) whose error repeats the token, as a
-// JSON-RPC error or a tool's error text, does not hand it to the harness
-// and so to the model: the bridge quotes such errors with the token as
-// [redacted] (as the edge does), and passes every other answer unchanged.
-func TestBridgeDoesNotPassOnAnEchoedToken(t *testing.T) {
-	const tok = "Ab+cd/ef=gh_bridge-SECRET-42"
+// echoing is a primary whose tools answer with the token in every place an
+// answer can hold it (each tool's name says where), and a bridge to it.
+func echoing(t *testing.T, tok string) *mcp.ClientSession {
+	t.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "echoing"}, nil)
 	schema := &jsonschema.Schema{Type: "object"}
-	srv.AddTool(&mcp.Tool{Name: "rpc_error", InputSchema: schema}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return nil, &jsonrpc.Error{Code: -32603, Message: "internal: auth=Bearer " + tok}
-	})
-	srv.AddTool(&mcp.Tool{Name: "tool_error", InputSchema: schema}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "denied for token " + tok}}}, nil
-	})
-	srv.AddTool(&mcp.Tool{Name: "ok", InputSchema: schema}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a drawer may hold " + tok}}}, nil
-	})
+	add := func(name string, res *mcp.CallToolResult, err error) {
+		srv.AddTool(&mcp.Tool{Name: name, InputSchema: schema}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return res, err
+		})
+	}
+	failed := func(c ...mcp.Content) *mcp.CallToolResult {
+		return &mcp.CallToolResult{IsError: true, Content: append([]mcp.Content{&mcp.TextContent{Text: "failed"}}, c...)}
+	}
+	add("rpc_error", nil, &jsonrpc.Error{Code: -32603, Message: "internal: auth=Bearer " + tok, Data: json.RawMessage(`{"auth":"` + tok + `"}`)})
+	add("rpc_error_data_key", nil, &jsonrpc.Error{Code: -32603, Message: "internal", Data: json.RawMessage(`{"` + tok + `":1}`)})
+	add("tool_error", failed(&mcp.TextContent{Text: "denied for token " + tok}), nil)
+	structured := failed()
+	structured.StructuredContent = map[string]any{"auth": "Bearer " + tok, "tok": tok, "nested": []any{map[string]any{"t": tok}}}
+	add("tool_error_structured", structured, nil)
+	keyed := failed()
+	keyed.StructuredContent = map[string]any{tok: 1}
+	add("tool_error_structured_key", keyed, nil)
+	add("tool_error_resource", failed(&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "data:," + tok, Text: "t=" + tok}}), nil)
+	add("tool_error_image", failed(&mcp.ImageContent{Data: []byte(tok), MIMEType: "image/png"}), nil)
+	add("tool_error_link", failed(&mcp.ResourceLink{URI: "https://h/?t=" + tok, Name: tok}), nil)
+	add("ok", &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a drawer may hold " + tok}}, StructuredContent: map[string]any{tok: tok}}, nil)
 	h := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
 	t.Cleanup(h.Close)
 	cs, _ := serve(t, Config{URL: h.URL, Token: func() string { return tok }})
+	return cs
+}
+
+// noToken fails the test for each named tool of echoing whose answer
+// reaches the harness with tok in it (raw or base64) or without [redacted].
+func noToken(t *testing.T, cs *mcp.ClientSession, tok string, names ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for _, name := range []string{"rpc_error", "tool_error"} {
+	b64 := base64.StdEncoding.EncodeToString([]byte(tok))
+	for _, name := range names {
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
 		seen := fmt.Sprint(err)
+		if rpc := (*jsonrpc.Error)(nil); errors.As(err, &rpc) {
+			seen += string(rpc.Data)
+		}
 		if res != nil {
-			seen += textOf(res)
+			j, _ := json.Marshal(res)
+			seen += string(j)
 		}
-		if strings.Contains(seen, tok) || !strings.Contains(seen, "[redacted]") {
-			t.Errorf("%s reaches the harness as %q", name, seen)
+		if strings.Contains(seen, tok) || strings.Contains(seen, b64[:len(b64)-4]) || !strings.Contains(seen, "[redacted]") {
+			t.Errorf("%s reaches the harness as %s", name, seen)
 		}
 	}
-	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ok", Arguments: map[string]any{}}); err != nil || textOf(res) != "a drawer may hold "+tok {
-		t.Errorf("a successful answer was changed: %v %v", err, res)
+}
+
+// A primary (or a proxy in front of it) whose error repeats the token, as a
+// JSON-RPC error or anywhere in a tool's error result (text, structured
+// content, a resource's uri and text, a link, an image's data), does not
+// hand it to the harness and so to the model: the bridge quotes such
+// errors with the token as [redacted] (as the edge does), and passes every
+// other answer unchanged.
+func TestBridgeDoesNotPassOnAnEchoedToken(t *testing.T) {
+	const tok = "Ab+cd/ef=gh_bridge-SECRET-42"
+	cs := echoing(t, tok)
+	noToken(t, cs, tok, "rpc_error", "tool_error", "tool_error_structured", "tool_error_resource", "tool_error_image", "tool_error_link")
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ok", Arguments: map[string]any{}})
+	if got, _ := json.Marshal(res); err != nil || textOf(res) != "a drawer may hold "+tok || !strings.Contains(string(got), `"structuredContent":{"`+tok+`":"`+tok+`"}`) {
+		t.Errorf("a successful answer was changed: %v %s", err, got)
 	}
+}
+
+// The token as a key (of a JSON-RPC error's data, of an error result's
+// structured content) is taken out too: it needs redact.JSON to redact
+// keys.
+func TestBridgeDoesNotPassOnTheTokenAsAKey(t *testing.T) {
+	const tok = "Ab+cd/ef=gh_bridge-SECRET-42"
+	noToken(t, echoing(t, tok), tok, "rpc_error_data_key", "tool_error_structured_key")
 }
