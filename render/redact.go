@@ -20,9 +20,11 @@ const redacted = "[redacted]"
 // printed text: a shorter one would match ordinary text by accident.
 const minRedact = 8
 
-// reference is a value that only names a variable (${VAR}, $VAR,
-// {env:VAR}, ${env:VAR}), perhaps after an Authorization scheme.
-var reference = regexp.MustCompile(`^(?:Bearer )?(?:\$\{(?:env:)?[A-Za-z_]\w*\}|\$[A-Za-z_]\w*|\{env:[A-Za-z_]\w*\})$`)
+// reference is a value that only names a variable, in a form a harness
+// resolves (${VAR}, $VAR, {env:VAR}, ${env:VAR}), perhaps after "Bearer ".
+// VAR is upper case, as variables are named by convention: a secret that
+// merely starts with $ ("$S3cretpass") is no reference.
+var reference = regexp.MustCompile(`^(?:Bearer )?(?:\$\{(?:env:)?[A-Z_][A-Z0-9_]*\}|\$[A-Z_][A-Z0-9_]*|\{env:[A-Z_][A-Z0-9_]*\})$`)
 
 // plain is an unquoted number, boolean or null.
 var plain = regexp.MustCompile(`^(?:[-+]?[0-9][0-9_]*(?:\.[0-9_]+)?(?:[eE][-+]?[0-9]+)?|true|false|null|~)$`)

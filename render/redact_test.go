@@ -2,6 +2,8 @@ package render
 
 import (
 	"encoding/json"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -123,4 +125,22 @@ func checkMask(t *testing.T, format harness.Format, src string) (ok bool) {
 		}
 	}
 	return true
+}
+
+// A value shaped like a variable reference prints only in the forms the
+// harnesses resolve, with a conventional (upper-case) name: a secret that
+// starts with $ (a password "$S3cretpass") or names a lower-case variable
+// is hidden like any other value.
+func TestMaskShowsOnlyConventionalReferences(t *testing.T) {
+	shown := []string{"${MEMPALACE_REMOTE_TOKEN}", "{env:TOKEN_2}", "${env:_X}", "$HOME", "Bearer ${TOK}", "Bearer {env:TOK}", "Bearer $TOK"}
+	hidden := []string{"$S04secretafterdollar", "$S3cretpass", "${lower}", "{env:mixedCase}", "${env:Pass}", "$_abc", "Bearer $tok", "$1PASS", "${A-B}"}
+	for format, line := range map[harness.Format]string{harness.JSONC: `{"k": %q}`, harness.TOML: "k = %q", harness.YAML: "k: %q"} {
+		for _, v := range append(shown, hidden...) {
+			src := strings.Replace(line, "%q", strconv.Quote(v), 1) + "\n"
+			got := string(mask(format, []byte(src), nil))
+			if want := slices.Contains(shown, v); strings.Contains(got, v) != want {
+				t.Errorf("%s: %s masks as %s (want the value printed: %v)", format, src, got, want)
+			}
+		}
+	}
 }
