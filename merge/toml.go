@@ -199,15 +199,21 @@ func (d *TOMLDoc) span(path []string) (start, end int, found bool, err error) {
 			keys, first, last := nodeKey(e.Key())
 			table = keys
 			mine := hasPrefix(keys, path)
-			if mine && e.Kind == unstable.ArrayTable {
-				return 0, 0, false, fmt.Errorf("%s is an array of tables here; edit it by hand", pathName(path))
+			header := bytes.LastIndexByte(d.src[:first], '[') // indentation before it is not the table's
+			if e.Kind == unstable.ArrayTable {
+				header-- // [[ is one token
+			}
+			// [[path.x]] is part of the table, as [path.x] is; [[path]]
+			// is no table.
+			if e.Kind == unstable.ArrayTable && slices.Equal(keys, path) {
+				return 0, 0, false, confpos.At("", d.src, header, pathName(path)+" is an array of tables ([[...]]), not one table",
+					fmt.Sprintf("write it as one [%s] table, with single brackets, holding the one entry you mean", strings.Join(path, ".")))
 			}
 			if mine && closed {
 				return 0, 0, false, fmt.Errorf("%s is split into parts with other tables between them; put them together by hand", pathName(path))
 			}
 			if mine && !inside {
-				// From the '[' on: indentation before it is not the table's.
-				start, found, inside = bytes.LastIndexByte(d.src[:first], '['), true, true
+				start, found, inside = header, true, true
 			}
 			if mine {
 				end = lineEnd(d.src, last)

@@ -99,7 +99,8 @@ func TestTOMLRefusesOtherForms(t *testing.T) {
 		"mcp_servers.mempalace.command = \"x\"\n":                                             "dotted keys (line 1)",
 		"[mcp_servers]\nmempalace = { command = \"x\" }\n":                                    "inline table or dotted keys (line 2)",
 		"[mcp_servers.mempalace]\nurl = \"u\"\n[a]\n[mcp_servers.mempalace.env]\nA = \"1\"\n": "split into parts",
-		"[[mcp_servers.mempalace]]\nurl = \"u\"\n":                                            "array of tables",
+		"[[mcp_servers.mempalace]]\nurl = \"u\"\n":                                            "line 1, column 1: mcp_servers.mempalace is an array of tables ([[...]]), not one table (fix: ",
+		"a = 1\n\n  [[mcp_servers.mempalace]]\nurl = \"u\"\n":                                 "line 3, column 3: mcp_servers.mempalace is an array of tables",
 		"model = \"o3\"\nmcp_servers = { other = { command = \"foo\" } }\n":                   "mcp_servers is set as an inline table or a value (line 2)",
 		"model = \"o3\"\nmcp_servers = 5\n":                                                   "mcp_servers is set as an inline table or a value (line 2)",
 	} {
@@ -562,5 +563,41 @@ func TestTOMLQuotesKeys(t *testing.T) {
 	}
 	if ok, err := d.Delete("mcp_servers", "mem palace"); !ok || err != nil || len(d.Bytes()) != 0 {
 		t.Fatalf("delete: %v %v %q", ok, err, d.Bytes())
+	}
+}
+
+// An array of tables inside the entry ([[mcp_servers.mempalace.extra]]) is
+// part of it, as a sub-table is: replaced and deleted with it, every
+// other byte kept.
+func TestTOMLSubArrayOfTablesIsPartOfTheTable(t *testing.T) {
+	const head, tail = "model = \"o3\"\n\n", "[profiles.fast]\nmodel = \"o3\"\n"
+	in := head + "[mcp_servers.mempalace]\ncommand = \"old\"\n[[mcp_servers.mempalace.extra]]\nx = 1\n[[mcp_servers.mempalace.extra]]\nx = 2\n" + tail
+	d, err := ParseTOML([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := d.Get("mcp_servers", "mempalace"); !strings.Contains(string(got), `"extra":[{"x":1},{"x":2}]`) {
+		t.Fatalf("Get: %s", got)
+	}
+	if err := d.Set([]byte(`{"url":"u"}`), "mcp_servers", "mempalace"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(d.Bytes()), head+"[mcp_servers.mempalace]\nurl = \"u\"\n"+tail; got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	d, _ = ParseTOML([]byte(in))
+	if ok, err := d.Delete("mcp_servers", "mempalace"); !ok || err != nil {
+		t.Fatalf("delete: %v %v", ok, err)
+	}
+	if got := string(d.Bytes()); got != "model = \"o3\"\n"+tail {
+		t.Fatalf("after delete:\n%s", got)
+	}
+	// With no [mcp_servers.mempalace] header, the table starts at "[[".
+	d, _ = ParseTOML([]byte(head + "  [[mcp_servers.mempalace.extra]]\nx = 1\n" + tail))
+	if err := d.Set([]byte(`{"url":"u"}`), "mcp_servers", "mempalace"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(d.Bytes()), head+"  [mcp_servers.mempalace]\nurl = \"u\"\n"+tail; got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
 }
