@@ -367,7 +367,7 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	}
 	if replayed {
 		// Marked after the filter (which reads MemPalace's envelope only).
-		defer func() { out = markReplayed(out) }()
+		defer func() { out = markMeta(out, ledger.ReplayedKey) }()
 	}
 	if status != http.StatusOK {
 		return status, resp, nil

@@ -187,7 +187,7 @@ func (s *Server) forget(ctx context.Context, ids, notRemoved []string) {
 // trash as its own delete), nor did one answered 503 or 429 (not sent,
 // or found not applied: settledDelete).
 func (k *kept) outcome(status int, resp []byte) (state trash.State, note string, notRemoved []string, drop bool) {
-	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests || gjson.GetBytes(resp, "result._meta."+gjson.Escape(ledger.ReplayedKey)).Bool() {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests || marked(resp, ledger.ReplayedKey) {
 		return "", "", nil, true
 	}
 	if status != http.StatusOK || !jsondepth.Valid(resp) {

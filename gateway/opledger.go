@@ -72,14 +72,21 @@ func (o OpLedger) forward(ctx context.Context, call ToolCall, next Send) (int, [
 	return ans.Status, ans.Body, outcome
 }
 
-// markReplayed marks a JSON-RPC result answered from the op-id ledger's
-// record (result._meta[ledger.ReplayedKey]): the write landed when the op
-// id was first sent. An answer with no result object is as it was.
-func markReplayed(resp []byte) []byte {
+// marked reports an answer whose result._meta[key] is true (markMeta).
+func marked(resp []byte, key string) bool {
+	return gjson.GetBytes(resp, "result._meta."+gjson.Escape(key)).Bool()
+}
+
+// markMeta sets result._meta[key] true in a JSON-RPC answer: key is
+// ledger.ReplayedKey for one answered from the op-id ledger's record (the
+// write landed when the op id was first sent), heldKey for a write whose
+// record was there before it (sendWrite). An answer with no result
+// object is as it was.
+func markMeta(resp []byte, key string) []byte {
 	if !gjson.GetBytes(resp, "result").IsObject() {
 		return resp
 	}
-	out, err := sjson.SetBytes(resp, "result._meta."+gjson.Escape(ledger.ReplayedKey), true)
+	out, err := sjson.SetBytes(resp, "result._meta."+gjson.Escape(key), true)
 	if err != nil {
 		return resp
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/origin"
@@ -55,7 +53,7 @@ func (s *Server) authorStep(x *exchange, d *Device, req *rpcRequest) (author *De
 // say (settled, or lost: sendWrite), stamped whatever the answer.
 func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.Tool, req *rpcRequest, resp []byte) {
 	res := resultOf(resp)
-	if (res == nil || res["success"] == false) && len(req.filed) == 0 || gjson.GetBytes(resp, "result._meta."+gjson.Escape(heldKey)).Bool() {
+	if (res == nil || res["success"] == false) && len(req.filed) == 0 || marked(resp, heldKey) {
 		return // nothing made, or a record the upstream held with this text before (sendWrite): its stamp, or none, stays
 	}
 	st := provenance.Stamp{Device: author.ID, Label: author.Label, At: s.Now()}
@@ -72,7 +70,7 @@ func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.
 		return
 	}
 	entries := s.stamps(ctx, t, req, res, st)
-	if gjson.GetBytes(resp, "result._meta."+gjson.Escape(ledger.ReplayedKey)).Bool() {
+	if marked(resp, ledger.ReplayedKey) {
 		// The op-id ledger's record of a write made before: its records
 		// were stamped then, and may have been deleted and filed again or
 		// rewritten by another device since.

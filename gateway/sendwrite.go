@@ -5,9 +5,6 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
-
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
@@ -71,7 +68,7 @@ func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcReques
 		s.retireFactStamps(ctx, req.Args, "old_object", req.facts)
 	}
 	if req.held {
-		resp = markHeld(resp)
+		resp = markMeta(resp, heldKey)
 	}
 	return status, resp
 }
@@ -81,19 +78,6 @@ func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcReques
 // whose look-up failed): it stamps nothing (recordStep), when answered
 // and when the op-id ledger answers it again from its record.
 const heldKey = "devbox-config/held"
-
-// markHeld marks an answer heldKey (one with no result object is as it
-// was).
-func markHeld(resp []byte) []byte {
-	if !gjson.GetBytes(resp, "result").IsObject() {
-		return resp
-	}
-	out, err := sjson.SetBytes(resp, "result._meta."+gjson.Escape(heldKey), true)
-	if err != nil {
-		return resp
-	}
-	return out
-}
 
 // sentCheckpoint sends a checkpoint and, when its answer does not list
 // what it filed (the settled answer names only the diary entry; a lost
