@@ -47,11 +47,8 @@ func sameTriple(f map[string]any, subject, predicate, object string) bool {
 // factsOf are the upstream's facts of a KG write's subject (outgoing),
 // nil when it did not answer.
 func (s *Server) factsOf(ctx context.Context, args map[string]any) []any {
-	facts, ok := s.upstreamResult(ctx, "mempalace_kg_query", map[string]any{"entity": str(args["subject"]), "direction": "outgoing"})["facts"].([]any)
-	if !ok {
-		return nil
-	}
-	return append([]any{}, facts...) // an empty list: read, none held
+	facts, _ := s.upstreamResult(ctx, "mempalace_kg_query", map[string]any{"entity": str(args["subject"]), "direction": "outgoing"})["facts"].([]any)
+	return facts // an empty list decodes as one, not nil: read, none held
 }
 
 // retireFactStamps moves the stamp of an open fact (the args' subject,
