@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -271,7 +272,8 @@ func BulkIDsRefusal(ids any, verb string) string {
 // EventFound is how the edge's outbox and the gateway find on the primary
 // the event a coordination write made when its answer was lost (t.Replay
 // EventLookup or AckLookup): the event_list filter, the sender's events
-// since since (the caller's window, with room for clock skew), and
+// since a quarter hour before made (when the write was made; the primary
+// stamps created_at itself, so with room for clock skew), and
 // whether a listed event is it. An EventLookup write's event carries its
 // op id as metadata.edge_op_id; an ack has no metadata to carry one, so it
 // is this sender's ack of the same event with the same status and body
@@ -279,9 +281,10 @@ func BulkIDsRefusal(ids any, verb string) string {
 // each event: MemPalace 3.11 lists every sender's events whatever
 // from_agent says. ok false: nothing can find it (no op id, another
 // tool).
-func EventFound(t Tool, args map[string]any, opID string, since string) (filter map[string]any, is func(ev map[string]any) bool, ok bool) {
+func EventFound(t Tool, args map[string]any, opID string, made time.Time) (filter map[string]any, is func(ev map[string]any) bool, ok bool) {
 	arg := func(k string) string { s, _ := args[k].(string); return s }
 	from := arg("from_agent")
+	since := made.Add(-15 * time.Minute).UTC().Format("2006-01-02T15:04:05Z")
 	filter = map[string]any{"from_agent": from, "since_created_at": since, "limit": 500}
 	var match func(ev, meta map[string]any) bool
 	switch {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -268,7 +267,7 @@ func (s *Server) filedLookUp(args map[string]any) func(context.Context) map[stri
 // quarter hour.
 func (s *Server) eventLookUp(t catalogue.Tool, args map[string]any) func(context.Context) map[string]any {
 	meta, _ := args["metadata"].(map[string]any)
-	filter, is, ok := catalogue.EventFound(t, args, str(meta["edge_op_id"]), s.Now().Add(-15*time.Minute).UTC().Format("2006-01-02T15:04:05Z"))
+	filter, is, ok := catalogue.EventFound(t, args, str(meta["edge_op_id"]), s.Now())
 	if !ok {
 		return nil
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/tidwall/sjson"
 
@@ -280,8 +279,7 @@ func (f *Flusher) closedAlready(ctx context.Context, tool string, a map[string]a
 // (catalogue.EventFound): by its edge_op_id, or, for an ack, an identical
 // ack from its sender.
 func (f *Flusher) findEvent(ctx context.Context, rec catalogue.Tool, op Op, a map[string]any) (map[string]any, error) {
-	// The primary stamps created_at itself; allow for clock skew.
-	filter, match, ok := catalogue.EventFound(rec, a, op.ID, op.CreatedAt.Add(-15*time.Minute).UTC().Format("2006-01-02T15:04:05Z"))
+	filter, match, ok := catalogue.EventFound(rec, a, op.ID, op.CreatedAt)
 	if !ok {
 		return nil, nil
 	}
