@@ -10,7 +10,8 @@
 //   - A symlink is followed: the real file is replaced, the link stays.
 //     With Owned (render's own sidecars, records and backups) a symlink is
 //     refused instead, and a hard-linked file is replaced, never written
-//     in place: nothing is written through a link the caller owns. The
+//     in place: nothing is written through a link the caller owns, and an
+//     existing file's mode is narrowed to perm (never widened). The
 //     rename replaces the name itself, so a link swapped in after the check
 //     is replaced, not followed.
 //   - The bytes go to a temp file in the same directory, named

@@ -53,7 +53,9 @@ type config struct {
 // and backups), not one a user may have linked elsewhere: a symlink at path
 // is refused with a *NotRegularError naming it, never followed, and a file
 // with other hard links is replaced by the rename like any other (its other
-// names keep the old bytes), never written in place.
+// names keep the old bytes), never written in place. An existing file's
+// mode is narrowed to perm, never widened: the caller's files may hold text
+// from a config and must not be more readable than perm.
 func Owned() Option {
 	return func(c *config) { c.owned = true }
 }
@@ -268,7 +270,8 @@ func newConfig(opts []Option) config {
 }
 
 // Write replaces the file at path with data, as the package doc says. perm
-// is the mode of a new file; an existing file keeps its own.
+// is the mode of a new file; an existing file keeps its own (Owned:
+// narrowed to perm).
 func Write(path string, data []byte, perm os.FileMode, opts ...Option) (Result, error) {
 	c := newConfig(opts)
 	t, err := c.target(path, perm)
@@ -339,6 +342,9 @@ func (c config) target(path string, perm os.FileMode) (target, error) {
 		return t, err
 	}
 	t.perm = fi.Mode().Perm()
+	if c.owned {
+		t.perm &= perm
+	}
 	var links uint64
 	t.uid, t.gid, links = owner(fi)
 	t.linked = links > 1

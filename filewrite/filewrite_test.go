@@ -304,3 +304,19 @@ func TestForeignOwnerLeftAlone(t *testing.T) {
 		t.Errorf("a new file: %v", err)
 	}
 }
+
+// An owned file a looser mode left (a record an older render wrote 0644)
+// is narrowed to perm when written, a stricter one kept: never widened.
+func TestOwnedNarrowsMode(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "record.json")
+	for _, c := range []struct{ had, want os.FileMode }{{0o644, 0o600}, {0o400, 0o400}, {0o600, 0o600}} {
+		os.WriteFile(p, []byte("old"), 0o600)
+		os.Chmod(p, c.had)
+		if _, err := Write(p, []byte("new"), 0o600, Owned()); err != nil {
+			t.Fatal(err)
+		}
+		if fi, _ := os.Stat(p); fi.Mode().Perm() != c.want {
+			t.Errorf("had %o: mode %o, want %o", c.had, fi.Mode().Perm(), c.want)
+		}
+	}
+}

@@ -91,35 +91,13 @@ func (o OS) WriteFile(name string, data []byte, perm fs.FileMode) (filewrite.Res
 // CheckOwner asks filewrite.CheckOwner.
 func (o OS) CheckOwner(name string) error { return filewrite.CheckOwner(name, o.WriteOptions...) }
 
-// WriteOwn writes through filewrite.Write with filewrite.Owned. An
-// existing file keeps its mode narrowed to perm (never widened): render's
+// WriteOwn writes through filewrite.Write with filewrite.Owned, which
+// narrows an existing file's mode to perm (never widens it): render's
 // own files hold text from a config (the record's "was", a .proposed) and
 // must not be more readable than it.
 func (o OS) WriteOwn(name string, data []byte, perm fs.FileMode) error {
-	if err := narrow(name, perm); err != nil {
-		return err
-	}
 	_, err := filewrite.Write(name, data, perm, append(o.WriteOptions, filewrite.Owned())...)
 	return err
-}
-
-// narrow removes from an existing regular file at name (not through a
-// link) the permission bits perm lacks. A file that cannot be opened is
-// left to the write, which says why.
-func narrow(name string, perm fs.FileMode) error {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&^perm == 0 {
-		return nil // not a regular file: the write refuses it
-	}
-	if err := f.Chmod(fi.Mode().Perm() & perm); err != nil {
-		return fmt.Errorf("narrow the mode of %s: %w", name, err)
-	}
-	return nil
 }
 
 // CleanStale removes filewrite's stale temp files for base in dir.
