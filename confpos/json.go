@@ -85,13 +85,15 @@ func (o JSON) hujsonError(file string, src []byte, err error) error {
 	if !ok || !ok1 || !ok2 || err1 != nil || err2 != nil {
 		return &Error{File: file, What: msg, Fix: o.syntaxFix(file, src, -1, msg)}
 	}
-	off := offsetOf(src, line, col) // hujson counts the column in bytes
+	off := Offset(src, line, col) // hujson counts the column in bytes
 	line, col = LineCol(src, off)
 	return &Error{File: file, Line: line, Col: col, What: what, Fix: o.syntaxFix(file, src, off, what)}
 }
 
-// offsetOf is the byte offset of line and col in src.
-func offsetOf(src []byte, line, col int) int {
+// Offset is the byte offset of 1-based line and col (in bytes, as parsers
+// such as hujson and go-toml count it) in src; one past the end is the end.
+// LineCol of it is the position in characters.
+func Offset(src []byte, line, col int) int {
 	off := 0
 	for ; line > 1; line-- {
 		i := bytes.IndexByte(src[off:], '\n')

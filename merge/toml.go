@@ -43,27 +43,13 @@ func ParseTOML(src []byte) (*TOMLDoc, error) {
 	if err := toml.Unmarshal(src, &d.tree); err != nil {
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
-			line, col := charPosition(src, de)
+			line, col := de.Position() // go-toml counts the column in bytes
+			line, col = confpos.LineCol(src, confpos.Offset(src, line, col))
 			return nil, &confpos.Error{Line: line, Col: col, What: de.Error(), Err: err}
 		}
 		return nil, err
 	}
 	return d, nil
-}
-
-// charPosition is where de is in src, its column counted in characters as
-// an editor shows it (go-toml counts bytes).
-func charPosition(src []byte, de *toml.DecodeError) (line, col int) {
-	line, col = de.Position()
-	off := 0
-	for range line - 1 {
-		i := bytes.IndexByte(src[off:], '\n')
-		if i < 0 {
-			break
-		}
-		off += i + 1
-	}
-	return confpos.LineCol(src, off+col-1)
 }
 
 // Bytes returns the document's current text.
