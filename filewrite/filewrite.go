@@ -96,11 +96,11 @@ type NotWritableError struct {
 
 func (e *NotWritableError) Error() string {
 	return fmt.Sprintf("%s belongs to %s (group %d, mode %04o), and a file this user (uid %d) writes would be theirs, so it is left alone; to let it be updated, give it to this user and a group of theirs: sudo chown %d:$(id -g) %s",
-		e.Path, ownerName(e.UID), e.GID, e.Mode, e.User, e.User, e.Path)
+		e.Path, OwnerName(e.UID), e.GID, e.Mode, e.User, e.User, e.Path)
 }
 
-// ownerName names a uid for a message.
-func ownerName(uid int) string {
+// OwnerName names a uid for a message: "root" or "uid N".
+func OwnerName(uid int) string {
 	if uid == 0 {
 		return "root"
 	}

@@ -280,7 +280,7 @@ func TestForeignOwnerLeftAlone(t *testing.T) {
 			_, err := Write(p, []byte("new"), 0o600, u)
 			var nw *NotWritableError
 			if !errors.As(err, &nw) || nw.Path != p || !strings.Contains(err.Error(), "left alone") ||
-				!strings.Contains(err.Error(), "chown") || !strings.Contains(err.Error(), ownerName(int(st.Uid))) {
+				!strings.Contains(err.Error(), "chown") || !strings.Contains(err.Error(), OwnerName(int(st.Uid))) {
 				t.Errorf("mode %o: %v, want a *NotWritableError naming the file, its owner and the fix", mode, err)
 			}
 			if err := CheckOwner(p, u); !errors.As(err, &nw) {

@@ -216,18 +216,10 @@ func leaveAlone(sys System, r Result) Result {
 		var nw *filewrite.NotWritableError
 		if errors.As(sys.CheckOwner(c.Real), &nw) {
 			return skipped(r, "%s belongs to %s (group %d, mode %04o), and render runs as uid %d, which cannot keep that owner when it writes the file, so it is left alone (fix: as root, chown it to uid %d and a group of that user to let render update it)",
-				c.Path, ownerName(nw.UID), nw.GID, nw.Mode, nw.User, nw.User)
+				c.Path, filewrite.OwnerName(nw.UID), nw.GID, nw.Mode, nw.User, nw.User)
 		}
 	}
 	return r
-}
-
-// ownerName names a uid for a message.
-func ownerName(uid int) string {
-	if uid == 0 {
-		return "root"
-	}
-	return fmt.Sprint("uid ", uid)
 }
 
 // staleTemp is how old a temp file must be before render takes it for one
