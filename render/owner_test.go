@@ -1,7 +1,6 @@
 package render
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,10 +25,7 @@ func TestAConfigWhoseOwnerCannotBeKeptIsLeftAlone(t *testing.T) {
 	os.WriteFile(file, []byte("{\"mcpServers\": {}}\n"), 0o644)
 	fi, _ := os.Stat(file)
 	st := fi.Sys().(*syscall.Stat_t)
-	owner := "root"
-	if st.Uid != 0 {
-		owner = fmt.Sprint("uid ", st.Uid)
-	}
+	owner := filewrite.OwnerName(int(st.Uid))
 	listing := func() []string {
 		es, _ := os.ReadDir(home)
 		var names []string
