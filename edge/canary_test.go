@@ -11,6 +11,13 @@ import (
 	"github.com/joakimp/devbox-config/fakepalace"
 )
 
+// mismatchDetail is the edge's in-memory record of an embedder mismatch.
+func (e *Edge) mismatchDetail() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.mismatch
+}
+
 // recordedMismatch is the edge's record of an embedder mismatch, in memory
 // and in the outbox (what edge status and doctor show).
 func (h *harness) recordedMismatch() (string, string) {

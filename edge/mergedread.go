@@ -519,12 +519,6 @@ func (e *Edge) recordMismatch(detail string) {
 // metaEmbedderMismatch is the outbox meta key of the canary's record.
 const metaEmbedderMismatch = "embedder_mismatch"
 
-func (e *Edge) mismatchDetail() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.mismatch
-}
-
 // keyed is a record of a merged list and its id.
 type keyed struct {
 	id  string
