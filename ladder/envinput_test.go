@@ -1,6 +1,7 @@
 package ladder
 
 import (
+	"github.com/joakimp/devbox-config/redact"
 	"strings"
 	"testing"
 	"time"
@@ -99,5 +100,19 @@ func TestTokenAsURLIsNotRepeatedInTheFix(t *testing.T) {
 	_, w := resolve(map[string]string{EnvRemoteURL: tok, EnvRemoteToken: "x"}, true)
 	if len(w) != 1 || !strings.Contains(w[0].Message, "no scheme") || strings.Contains(w[0].String(), tok) {
 		t.Errorf("warnings %+v; want one, no scheme, the value not repeated", w)
+	}
+}
+
+// A token as short as redact.MinTokenInText, the bound render's diff uses
+// too, is looked for in the URL; a shorter one is not, since ordinary URLs
+// hold it by chance.
+func TestURLCheckLooksForTokensFromTheSharedBound(t *testing.T) {
+	long := strings.Repeat("k", redact.MinTokenInText)
+	short := long[1:]
+	for tok, want := range map[string]bool{long: true, short: false} {
+		s, _ := resolve(map[string]string{EnvRemoteURL: "http://127.0.0.1:19031/" + tok + "/mcp", EnvRemoteToken: tok}, true)
+		if got := s.URL == ""; got != want {
+			t.Errorf("token of %d characters in the URL: refused %v, want %v", len(tok), got, want)
+		}
 	}
 }

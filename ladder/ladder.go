@@ -10,6 +10,7 @@ package ladder
 import (
 	"bytes"
 	"fmt"
+	"github.com/joakimp/devbox-config/redact"
 	"net"
 	"net/url"
 	"slices"
@@ -316,9 +317,6 @@ func parseBool(v string) (value, ok bool) {
 	return false, false
 }
 
-// minTokenInURL is the shortest token checkURL looks for in the URL.
-const minTokenInURL = 8
-
 // urlCheck is why a URL cannot be used and the fix ("" when it can).
 type urlCheck struct{ problem, fix string }
 
@@ -328,7 +326,7 @@ func checkURL(raw, token string) urlCheck {
 	// which ordinary URLs contain by chance (doctor's weak-token says so).
 	// Percent-encoded too (a URL copied from a ?token= link).
 	decoded, _ := url.PathUnescape(raw)
-	if len(token) >= minTokenInURL && (strings.Contains(raw, token) || strings.Contains(decoded, token)) {
+	if len(token) >= redact.MinTokenInText && (strings.Contains(raw, token) || strings.Contains(decoded, token)) {
 		return urlCheck{"carries the token itself: it would be written into every harness config",
 			"remove it from " + EnvRemoteURL + " (the token goes in " + EnvRemoteToken + " only), and rotate it if a config with the URL ever left the machine"}
 	}

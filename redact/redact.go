@@ -17,6 +17,11 @@ const Mark = "[redacted]"
 // percent- or form-encoded.
 var credential = regexp.MustCompile(`(?i)((?:bearer|basic)(?:\s+|%20|\+))[^\s"',;&]+`)
 
+// MinTokenInText is the shortest token looked for inside other text (a
+// URL, a diff): a shorter one would match ordinary text that never held
+// it. Render's diff and ladder's URL check use it.
+const MinTokenInText = 8
+
 // minCore is the fewest base64 characters looked for: fewer would match
 // text that never held the secret.
 const minCore = 8

@@ -16,10 +16,6 @@ const hidden = "…"
 // prints.
 const redacted = "[redacted]"
 
-// minRedact is the shortest MEMPALACE_REMOTE_TOKEN value searched for in
-// printed text: a shorter one would match ordinary text by accident.
-const minRedact = 8
-
 // reference is a value that only names a variable, in a form a harness
 // resolves (${VAR}, $VAR, {env:VAR}, ${env:VAR}), perhaps after "Bearer ".
 // VAR is upper case, as variables are named by convention: a secret that

@@ -2,6 +2,7 @@ package render
 
 import (
 	"encoding/json"
+	"github.com/joakimp/devbox-config/redact"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,6 +142,20 @@ func TestMaskShowsOnlyConventionalReferences(t *testing.T) {
 			if want := slices.Contains(shown, v); strings.Contains(got, v) != want {
 				t.Errorf("%s: %s masks as %s (want the value printed: %v)", format, src, got, want)
 			}
+		}
+	}
+}
+
+// The diff takes out a token as short as redact.MinTokenInText, the bound
+// ladder's URL check uses too, and leaves a shorter one, which ordinary
+// text holds by chance.
+func TestDiffRedactsTokensFromTheSharedBound(t *testing.T) {
+	long := strings.Repeat("k", redact.MinTokenInText)
+	short := long[1:]
+	for tok, want := range map[string]bool{long: true, short: false} {
+		c := Change{Path: "/h/" + tok + "/c.json", Old: []byte("{}\n"), New: []byte("{\"a\": 1}\n"), format: harness.JSON}
+		if got := !strings.Contains(c.Diff(tok), tok); got != want {
+			t.Errorf("token of %d characters: redacted %v, want %v", len(tok), got, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package render
 import (
 	"errors"
 	"fmt"
+	"github.com/joakimp/devbox-config/redact"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -455,7 +456,7 @@ func (c Change) Diff(token string) string {
 	if err != nil {
 		return fmt.Sprintf("(no diff: %v)\n", err)
 	}
-	if token = strings.TrimSpace(token); len(token) >= minRedact {
+	if token = strings.TrimSpace(token); len(token) >= redact.MinTokenInText {
 		s = strings.ReplaceAll(s, token, redacted)
 	}
 	return s
