@@ -41,6 +41,9 @@
 // are older than a given age (so a concurrent writer's temp file is left
 // alone).
 //
+// Narrow is Owned's narrowing alone, in place, for a file that is kept
+// open rather than replaced (the edge's outbox, a SQLite database).
+//
 // ReadRegular is the matching read: it refuses special files without
 // blocking on a FIFO and refuses files larger than a bound.
 package filewrite

@@ -248,6 +248,41 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 	return data, nil
 }
 
+// Narrow narrows the mode of the existing file at path to perm in place,
+// as Write with Owned narrows a file it replaces (never widened; a symlink
+// or other special file is refused with a *NotRegularError, without
+// opening it), for a file of the caller's that is kept open rather than
+// replaced: a SQLite database and its -wal and -shm (the edge's outbox). A
+// path that does not exist is left alone.
+func Narrow(path string, perm os.FileMode) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := regular(path, path, fi); err != nil || fi.Mode().Perm()&^perm == 0 {
+		return err
+	}
+	// O_NOFOLLOW: a link swapped in since the Lstat is refused, not followed.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if fi, err = f.Stat(); err != nil {
+		return err
+	}
+	if err := regular(path, path, fi); err != nil {
+		return err
+	}
+	if err := f.Chmod(fi.Mode().Perm() & perm); err != nil {
+		return fmt.Errorf("narrow %s to %04o: %w", path, perm, err)
+	}
+	return nil
+}
+
 // CheckOwner is Write's owner decision alone, made without writing: a
 // *NotWritableError when Write would leave the existing file at path alone
 // because its owner cannot be kept, else nil (a file that does not exist

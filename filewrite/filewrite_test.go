@@ -320,3 +320,35 @@ func TestOwnedNarrowsMode(t *testing.T) {
 		}
 	}
 }
+
+// Narrow takes away what perm does not allow and never adds, leaves a
+// missing file alone, and refuses a symlink without touching its target.
+func TestNarrowInPlace(t *testing.T) {
+	dir := t.TempDir()
+	wide, narrow, target, link := filepath.Join(dir, "wide"), filepath.Join(dir, "narrow"), filepath.Join(dir, "target"), filepath.Join(dir, "link")
+	os.WriteFile(wide, []byte("x"), 0o644)
+	os.WriteFile(narrow, []byte("x"), 0o400)
+	os.WriteFile(target, []byte("x"), 0o644)
+	os.Symlink(target, link)
+	for _, c := range []struct {
+		path string
+		want os.FileMode
+	}{{wide, 0o600}, {narrow, 0o400}} {
+		if err := Narrow(c.path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if fi, _ := os.Stat(c.path); fi.Mode().Perm() != c.want {
+			t.Errorf("%s: mode %04o, want %04o", filepath.Base(c.path), fi.Mode().Perm(), c.want)
+		}
+	}
+	if err := Narrow(filepath.Join(dir, "missing"), 0o600); err != nil {
+		t.Errorf("a missing file: %v", err)
+	}
+	var nr *NotRegularError
+	if err := Narrow(link, 0o600); !errors.As(err, &nr) {
+		t.Errorf("a symlink: %v, want a NotRegularError", err)
+	}
+	if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o644 {
+		t.Errorf("the symlink's target: mode %04o, want it untouched", fi.Mode().Perm())
+	}
+}

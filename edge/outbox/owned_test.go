@@ -64,3 +64,42 @@ func (upPrimary) Up() bool { return true }
 func (upPrimary) Call(context.Context, string, json.RawMessage) (map[string]any, error) {
 	return map[string]any{"success": true}, nil
 }
+
+// An outbox an older build left readable by others (0644: it holds the
+// queued writes' text) is narrowed to the owner's alone, with its -wal and
+// -shm, when it is opened again; what it holds is intact.
+func TestOpenNarrowsAnOlderWorldReadableOutbox(t *testing.T) {
+	path := filepath.Join(t.TempDir(), outbox.FileName)
+	older, err := outbox.Open(path, "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.Close()
+	op, err := older.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"private words"}`), Wing: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{path, path + "-wal", path + "-shm"} // the open store keeps all three
+	for _, f := range files {
+		if err := os.Chmod(f, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := outbox.Open(path, "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s after Open: mode %04o; want 0600", filepath.Base(f), fi.Mode().Perm())
+		}
+	}
+	if got, err := s.Get(context.Background(), op.LocalSeq); err != nil || string(got.Payload) != string(op.Payload) {
+		t.Errorf("the queued write after Open: %s, %v; want %s", got.Payload, err, op.Payload)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/joakimp/devbox-config/filewrite"
 	"io"
 	"log/slog"
 	"os"
@@ -107,6 +108,13 @@ func OpenOptions(path string, o Options) (*Store, error) {
 	// It holds the agent's writes: owner only.
 	if err := sqlitewal.CreatePrivate(path); err != nil {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
+	}
+	// An older build left it 0644: narrowed, and its -wal and -shm, which
+	// SQLite gives the database file's mode only when it creates them.
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if err := filewrite.Narrow(f, 0o600); err != nil {
+			o.Log.Warn("the outbox stays readable by others: it holds the agent's queued writes", "file", f, "err", err, "fix", "chmod 600 "+f)
+		}
 	}
 	// auto_vacuum before anything creates a table.
 	open := func(sync string) (*sql.DB, error) {
