@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -1291,4 +1292,25 @@ func TestPalaceSharedParent(t *testing.T) {
 	must(t, os.RemoveAll(other))
 	write(t, filepath.Join(filepath.Dir(b.palace), "notes", "todo.txt"), "not a palace", 0o600)
 	only(t, b.run())
+}
+
+// A harness's directory variable set to a relative path is ignored by
+// render with a warning (the default directory is used); doctor names it
+// too, with the fix, by render's rule.
+func TestDoctorNamesARelativeHarnessDirectory(t *testing.T) {
+	b := newBox(t)
+	b.opts.HomeFromFlag = false
+	b.env["CODEX_HOME"] = "rel/dir"
+	b.env["XDG_CONFIG_HOME"] = ".config"
+	b.env["PI_CODING_AGENT_DIR"] = filepath.Join(b.home, "pi") // absolute: used
+	fs := b.run()
+	only(t, fs, "warn:env-fallback", "warn:env-fallback")
+	for _, name := range []string{"CODEX_HOME", "XDG_CONFIG_HOME"} {
+		named := slices.IndexFunc(fs, func(f Finding) bool {
+			return strings.Contains(f.Message, name) && strings.Contains(f.Fix, "absolute path") && strings.Contains(f.Fix, "unset")
+		})
+		if named < 0 {
+			t.Errorf("no finding names %s with the fix (an absolute path, or unset it): %+v", name, fs)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
 )
 
@@ -22,7 +23,8 @@ const (
 const MinTokenLen = 16
 
 // CheckEnv is env-fallback, env-unknown, edge-settings and weak-token (§1.2): every
-// fall-back the ladder takes (what render would do with this environment),
+// fall-back the ladder takes (what render would do with this environment)
+// and every harness directory variable render ignores (a relative path),
 // every name nobody reads, and a token too short to be a secret. p says
 // whether the primary is a devbox-config gateway (its fixes differ).
 func CheckEnv(opts Options, st State, p Probe) []Finding {
@@ -51,6 +53,9 @@ func CheckEnv(opts Options, st State, p Probe) []Finding {
 			}
 		}
 		out = append(out, f)
+	}
+	for _, w := range (harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}).Warnings() {
+		out = append(out, Finding{ID: IDEnvFallback, Severity: Warn, Section: "§1.2", Message: w.What(), Fix: w.Fix})
 	}
 	for _, w := range ladder.CheckNames(opts.Names) {
 		sev := Warn
