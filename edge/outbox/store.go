@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/joakimp/devbox-config/filewrite"
 	"io"
 	"log/slog"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
