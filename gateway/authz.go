@@ -84,12 +84,15 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 	case !known:
 		return deny("unknown tool (the catalogue has no record of it)", "")
 	}
-	str := func(k string) string { s, _ := args[k].(string); return s }
+	return authorizeGate(d, t, args, drawerWing)
+}
+
+// authorizeGate decides a call to a tool the catalogue knows (t) by its
+// gate.
+func authorizeGate(d *Device, t catalogue.Tool, args map[string]any, drawerWing string) Decision {
 	switch t.Gate {
 	case catalogue.Never:
-		dec := deny(ruleNever, "")
-		dec.why = neverWhy[t.Name]
-		return dec
+		return Decision{Rule: ruleNever, why: neverWhy[t.Name]}
 	case catalogue.Admin:
 		return authorizeAdmin(d, t)
 	case catalogue.ReadStatic:
@@ -125,10 +128,11 @@ func Authorize(d *Device, tool string, args map[string]any, drawerWing string) D
 		}
 		return deny("no knowledge-graph write grant", "")
 	case catalogue.AgentWrite:
-		if from := str(t.Identity); d.Grants(from, false) {
+		from, _ := args[t.Identity].(string)
+		if d.Grants(from, false) {
 			return allow(Rule("agent:"+from), "")
 		}
-		return deny(Rule(fmt.Sprintf("%q is not one of this device's agents", str(t.Identity))), "")
+		return deny(Rule(fmt.Sprintf("%q is not one of this device's agents", from)), "")
 	case catalogue.CoordinationGrant:
 		if len(d.Agents) == 0 && !d.Coordinator {
 			return deny("no coordination identity", "")

@@ -52,16 +52,12 @@ const maxFanPage = 100
 // (search by similarity, drawers by id) and cut to the limit. Totals are
 // then exact over the readable wings.
 func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest) (int, []byte, error) {
-	limit := numArg(req.Args, "limit", 5)
+	limit, key := numArg(req.Args, "limit", 5), "results"
 	if t.Filter == catalogue.FilterDrawers {
-		limit = numArg(req.Args, "limit", 20)
+		limit, key = numArg(req.Args, "limit", 20), "drawers"
 	}
 	limit = min(max(limit, 1), maxFanPage)
 	offset := max(numArg(req.Args, "offset", 0), 0)
-	key := "results"
-	if t.Filter == catalogue.FilterDrawers {
-		key = "drawers"
-	}
 	readable := s.readableWings(ctx, d)
 	if len(readable) == 1 {
 		// One wing: the call itself, pinned to it, is the answer.
@@ -84,6 +80,13 @@ func (s *Server) answerByWing(ctx context.Context, d *Device, t catalogue.Tool, 
 		wg.Go(func() { answers[i] = s.askWing(ctx, d, t, req, w, key, offset+limit) })
 	}
 	wg.Wait()
+	return mergeWings(t, req, answers, limit, offset)
+}
+
+// mergeWings is the answer of the wings' answers: their items merged as
+// upstream orders them (search by similarity, drawers by id) and cut to
+// limit (from offset for drawers), or the first wing's error, passed on.
+func mergeWings(t catalogue.Tool, req *rpcRequest, answers []wingAnswer, limit, offset int) (int, []byte, error) {
 	items := []map[string]any{}
 	total, withheld := 0, 0
 	for _, a := range answers {

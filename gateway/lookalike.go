@@ -8,106 +8,29 @@ import (
 	"golang.org/x/text/unicode/norm"
 )
 
-// lookalikes maps the Cyrillic, Greek, Armenian and Latin-extension letters
+// lookalike maps the Cyrillic, Greek, Armenian and Latin-extension letters
 // that look like a Latin letter to it (each case as it looks: Greek Η is
 // H, η is n), and the digits 0 and 1 to o and l. A small table rather than UTS #39's full confusables: the
 // Go library that implements the skeleton (mtibben/confusables) is
 // unmaintained since 2021 (Unicode 13 data) and builds a 6,000-entry map
 // at every container start; names on one fleet's coordination log are
 // short and typed by an operator, and this table covers the look-alikes
-// one keyboard layout switch gives. A switch, so nothing is built at init.
+// one keyboard layout switch gives. A table inside the function, so nothing
+// is built at init.
 func lookalike(r rune) rune {
-	switch r {
-	case 'А', 'Α':
-		return 'A'
-	case 'В', 'Β':
-		return 'B'
-	case 'С', 'Ϲ':
-		return 'C'
-	case 'Е', 'Ε':
-		return 'E'
-	case 'Н', 'Η':
-		return 'H'
-	case 'І', 'Ι', 'Ӏ':
-		return 'I'
-	case 'Ј':
-		return 'J'
-	case 'К', 'Κ':
-		return 'K'
-	case 'М', 'Μ':
-		return 'M'
-	case 'Ν':
-		return 'N'
-	case 'О', 'Ο', 'Օ':
-		return 'O'
-	case 'Р', 'Ρ':
-		return 'P'
-	case 'Ԛ':
-		return 'Q'
-	case 'Ѕ':
-		return 'S'
-	case 'Т', 'Τ':
-		return 'T'
-	case 'Ԝ':
-		return 'W'
-	case 'Х', 'Χ':
-		return 'X'
-	case 'У', 'Υ', 'Ү':
-		return 'Y'
-	case 'Ζ':
-		return 'Z'
-	case 'а', 'α', 'ɑ':
-		return 'a'
-	case 'в', 'ь':
-		return 'b'
-	case 'с', 'ϲ':
-		return 'c'
-	case 'ԁ':
-		return 'd'
-	case 'е', 'ε':
-		return 'e'
-	case 'ɡ', 'ց':
-		return 'g'
-	case 'һ', 'н', 'հ':
-		return 'h'
-	case 'і', 'ι', 'ı', 'ɩ':
-		return 'i'
-	case 'ј', 'ϳ', 'ȷ':
-		return 'j'
-	case 'к', 'κ':
-		return 'k'
-	case 'ӏ':
-		return 'l'
-	case 'м':
-		return 'm'
-	case 'п', 'η':
-		return 'n'
-	case 'о', 'ο', 'օ':
-		return 'o'
-	case 'р', 'ρ':
-		return 'p'
-	case 'ԛ':
-		return 'q'
-	case 'г':
-		return 'r'
-	case 'ѕ':
-		return 's'
-	case 'т', 'τ':
-		return 't'
-	case 'υ', 'ս':
-		return 'u'
-	case 'ν':
-		return 'v'
-	case 'ԝ':
-		return 'w'
-	case 'х', 'χ':
-		return 'x'
-	case 'у', 'γ', 'ү':
-		return 'y'
-	case '0':
-		return 'o'
-	case '1':
-		return 'l'
+	for _, l := range [...]struct {
+		latin rune
+		like  string
+	}{
+		{'A', "АΑ"}, {'B', "ВΒ"}, {'C', "СϹ"}, {'E', "ЕΕ"}, {'H', "НΗ"}, {'I', "ІΙӀ"}, {'J', "Ј"}, {'K', "КΚ"}, {'M', "МΜ"}, {'N', "Ν"},
+		{'O', "ОΟՕ"}, {'P', "РΡ"}, {'Q', "Ԛ"}, {'S', "Ѕ"}, {'T', "ТΤ"}, {'W', "Ԝ"}, {'X', "ХΧ"}, {'Y', "УΥҮ"}, {'Z', "Ζ"},
+		{'a', "аαɑ"}, {'b', "вь"}, {'c', "сϲ"}, {'d', "ԁ"}, {'e', "еε"}, {'g', "ɡց"}, {'h', "һнհ"}, {'i', "іιıɩ"}, {'j', "јϳȷ"},
+		{'k', "кκ"}, {'l', "ӏ1"}, {'m', "м"}, {'n', "пη"}, {'o', "оοօ0"}, {'p', "рρ"}, {'q', "ԛ"}, {'r', "г"}, {'s', "ѕ"},
+		{'t', "тτ"}, {'u', "υս"}, {'v', "ν"}, {'w', "ԝ"}, {'x', "хχ"}, {'y', "уγү"},
+	} {
+		if strings.ContainsRune(l.like, r) {
+			return l.latin
+		}
 	}
 	return r
 }

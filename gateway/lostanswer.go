@@ -90,8 +90,7 @@ func (s *Server) resentAdd(ctx context.Context, look func(context.Context) map[s
 // look-up found not made (the upstream's state: held): 503, so that the
 // edge sends it again.
 func notApplied(body []byte, held string) (int, []byte) {
-	return http.StatusServiceUnavailable, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), -32000,
-		"upstream answer lost, and the upstream "+held+": not applied, send it again")
+	return callFailed(body, http.StatusServiceUnavailable, "upstream answer lost, and the upstream "+held+": not applied, send it again")
 }
 
 // answerLost: the upstream call was sent and its answer lost (the upstream

@@ -190,6 +190,17 @@ var (
 // A refused request comes back too when its id could be read (the
 // refusal answers it).
 func parseRequest(body []byte) (*rpcRequest, *badRequest) {
+	r, bad := parseEnvelope(body)
+	if bad != nil || r.Method != "tools/call" {
+		return r, bad
+	}
+	return r, r.parseCall()
+}
+
+// parseEnvelope parses the JSON-RPC message around a call: one object,
+// only envelopeKeys, an id a string, a number or null, a method the
+// gateway relays (and, but for tools/call, its params an object if any).
+func parseEnvelope(body []byte) (*rpcRequest, *badRequest) {
 	v, err := decodeStrict(body)
 	var strict strictError
 	if errors.As(err, &strict) {
@@ -229,22 +240,27 @@ func parseRequest(body []byte) (*rpcRequest, *badRequest) {
 				return r, &badRequest{-32602, "Invalid params: params must be an object"}
 			}
 		}
-		return r, nil
 	case m != "tools/call":
 		return r, &badRequest{-32601, "Unknown method: " + m}
 	}
-	p, ok := msg["params"].(map[string]any)
+	return r, nil
+}
+
+// parseCall parses a tools/call's params: only callKeys, a non-empty
+// name, arguments an object (absent or null: none).
+func (r *rpcRequest) parseCall() *badRequest {
+	p, ok := r.msg["params"].(map[string]any)
 	if !ok {
-		return r, &badRequest{-32602, "Invalid params: 'name' is required for tools/call"}
+		return &badRequest{-32602, "Invalid params: 'name' is required for tools/call"}
 	}
 	for k := range p {
 		if !slices.Contains(callKeys, k) {
-			return r, &badRequest{-32602, fmt.Sprintf("Invalid params: unknown member %q", k)}
+			return &badRequest{-32602, fmt.Sprintf("Invalid params: unknown member %q", k)}
 		}
 	}
 	name, ok := p["name"].(string)
 	if !ok || name == "" {
-		return r, &badRequest{-32602, "Invalid params: 'name' must be a non-empty string"}
+		return &badRequest{-32602, "Invalid params: 'name' must be a non-empty string"}
 	}
 	r.Tool = name
 	switch a := p["arguments"].(type) {
@@ -253,9 +269,9 @@ func parseRequest(body []byte) (*rpcRequest, *badRequest) {
 	case map[string]any:
 		r.Args = a
 	default:
-		return r, &badRequest{-32602, "Invalid params: 'arguments' must be an object"}
+		return &badRequest{-32602, "Invalid params: 'arguments' must be an object"}
 	}
-	return r, nil
+	return nil
 }
 
 // stringArgs are the arguments authorization reads as names (wings,

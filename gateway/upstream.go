@@ -143,9 +143,6 @@ const maxPrealloc = 1 << 20
 // postMCP POSTs one JSON-RPC message to an MCP endpoint with a bearer
 // token. Its own errors answer under the message's id.
 func postMCP(ctx context.Context, client *http.Client, url, token string, body []byte) (int, []byte) {
-	failed := func(status int, msg string) (int, []byte) {
-		return status, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), -32000, msg)
-	}
 	if c, ok := ctx.Value(upstreamClockKey{}).(*upstreamClock); ok {
 		c.start()
 		defer c.stop()
@@ -154,7 +151,7 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return failed(http.StatusBadGateway, "upstream unreachable")
+		return callFailed(body, http.StatusBadGateway, "upstream unreachable")
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
@@ -165,23 +162,36 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	resp, err := client.Do(req)
 	if err != nil {
 		if !wrote.Load() { // never sent: the edge retries it as it is
-			return failed(http.StatusServiceUnavailable, "upstream unreachable: not sent")
+			return callFailed(body, http.StatusServiceUnavailable, "upstream unreachable: not sent")
 		}
 		// Sent, no answer: 502, which the edge reads as "maybe applied".
-		return failed(http.StatusBadGateway, "upstream answer lost: the upstream may have applied it")
+		return callFailed(body, http.StatusBadGateway, "upstream answer lost: the upstream may have applied it")
 	}
 	defer resp.Body.Close() // read to its end, or it failed: reported below
 	b, bad := readAnswer(resp)
 	if bad != "" {
-		return failed(http.StatusBadGateway, bad)
+		return callFailed(body, http.StatusBadGateway, bad)
 	}
+	return answerOf(resp, b, body, token)
+}
+
+// callFailed is the gateway's own error answer to the call body, under
+// its id.
+func callFailed(body []byte, status int, msg string) (int, []byte) {
+	return status, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), -32000, msg)
+}
+
+// answerOf is what a device gets for resp, whose body b answers the
+// call body: the JSON-RPC answer in it (unechoed), or the gateway's own
+// error saying why there is none.
+func answerOf(resp *http.Response, b, body []byte, token string) (int, []byte) {
 	if resp.StatusCode == http.StatusUnauthorized {
 		// The device was authenticated here; passing the 401 on would send
 		// its operator after the wrong token. 503, not 502: the upstream
 		// refused the call before running it, so it was certainly not
 		// applied (the ledger releases the op id, the edge sends it again
 		// later) where a 502 would put a write in doubt.
-		return failed(http.StatusServiceUnavailable, UpstreamRefused)
+		return callFailed(body, http.StatusServiceUnavailable, UpstreamRefused)
 	}
 	empty := len(bytes.TrimSpace(b)) == 0 // a notification's 202
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
@@ -203,7 +213,7 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	if ok2xx || code >= 500 && code != http.StatusServiceUnavailable && code != http.StatusGatewayTimeout {
 		code, msg = http.StatusBadGateway, msg+": the upstream may have applied it"
 	}
-	return failed(code, msg)
+	return callFailed(body, code, msg)
 }
 
 // readAnswer reads an upstream answer's body whole, or says why it is
