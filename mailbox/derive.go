@@ -82,6 +82,33 @@ func derive(events []Event, agent string, limit int) ([]Item, int) {
 	if agent == "" || agent == "*" {
 		return nil, 0
 	}
+	log := ordered(events)
+	mine := repliesOf(log, agent)
+	var owed []Item
+	more := 0
+	for _, ask := range log {
+		// A terminal event closes its thread ([*] in §3.3's diagram); it
+		// asks nothing. Without this, every ack routed back to the asker
+		// (event_ack sets to_agent to the target's sender) would be owed by
+		// the asker, whose terminal answer would be owed back: ping-pong.
+		if !directed(ask, agent) || ask.FromAgent == agent || Terminal(deref(ask.Status)) {
+			continue
+		}
+		cleared, progress, earlier := mine.answer(ask)
+		switch {
+		case cleared:
+		case limit > 0 && len(owed) >= limit:
+			more++
+		default:
+			owed = append(owed, Item{Event: *ask, Why: why(ask, agent, progress, earlier)})
+		}
+	}
+	return owed, more
+}
+
+// ordered is events once each (by id; pending ones all), in the order
+// they were written (before).
+func ordered(events []Event) []*Event {
 	seen := make(map[string]bool, len(events))
 	log := make([]*Event, 0, len(events))
 	for i := range events {
@@ -95,61 +122,57 @@ func derive(events []Event, agent string, limit int) ([]Item, int) {
 		log = append(log, e)
 	}
 	sort.SliceStable(log, func(i, j int) bool { return before(log[i], log[j]) })
+	return log
+}
 
-	// The agent's own events, indexed by the two join keys.
-	byAck, byCorr := map[string][]*Event{}, map[string][]*Event{}
+// replies is an agent's own events, indexed by the two join keys.
+type replies struct {
+	byAck, byCorr map[string][]*Event
+}
+
+// repliesOf is agent's events in log, in log's order.
+func repliesOf(log []*Event, agent string) replies {
+	r := replies{map[string][]*Event{}, map[string][]*Event{}}
 	for _, e := range log {
 		if e.FromAgent != agent {
 			continue
 		}
 		if e.AckOf != "" {
-			byAck[e.AckOf] = append(byAck[e.AckOf], e)
+			r.byAck[e.AckOf] = append(r.byAck[e.AckOf], e)
 		}
 		if c := deref(e.CorrelationID); c != "" {
-			byCorr[c] = append(byCorr[c], e)
+			r.byCorr[c] = append(r.byCorr[c], e)
 		}
 	}
-	var owed []Item
-	more := 0
-	for _, ask := range log {
-		// A terminal event closes its thread ([*] in §3.3's diagram); it
-		// asks nothing. Without this, every ack routed back to the asker
-		// (event_ack sets to_agent to the target's sender) would be owed by
-		// the asker, whose terminal answer would be owed back: ping-pong.
-		if !directed(ask, agent) || ask.FromAgent == agent || Terminal(deref(ask.Status)) {
-			continue
-		}
-		var progress, earlier *Event
-		cleared := false
-		for _, replies := range [2][]*Event{byAck[ask.ID], byCorr[deref(ask.CorrelationID)]} {
-			for _, r := range replies {
-				if cleared || !joined(r, ask) {
-					continue
+	return r
+}
+
+// answer is what the replies joined to ask say of it: cleared by a later
+// terminal one; else the latest later one (progress, which does not
+// clear) and the latest terminal one before it (earlier, which answers
+// an older ask on the thread).
+func (m replies) answer(ask *Event) (cleared bool, progress, earlier *Event) {
+	for _, joins := range [2][]*Event{m.byAck[ask.ID], m.byCorr[deref(ask.CorrelationID)]} {
+		for _, r := range joins {
+			if !joined(r, ask) {
+				continue
+			}
+			later := before(ask, r)
+			switch {
+			case later && Terminal(deref(r.Status)):
+				return true, nil, nil
+			case later:
+				if progress == nil || before(progress, r) {
+					progress = r
 				}
-				later := before(ask, r)
-				switch {
-				case later && Terminal(deref(r.Status)):
-					cleared = true
-				case later:
-					if progress == nil || before(progress, r) {
-						progress = r
-					}
-				case Terminal(deref(r.Status)):
-					if earlier == nil || before(earlier, r) {
-						earlier = r
-					}
+			case Terminal(deref(r.Status)):
+				if earlier == nil || before(earlier, r) {
+					earlier = r
 				}
 			}
 		}
-		switch {
-		case cleared:
-		case limit > 0 && len(owed) >= limit:
-			more++
-		default:
-			owed = append(owed, Item{Event: *ask, Why: why(ask, agent, progress, earlier)})
-		}
 	}
-	return owed, more
+	return false, progress, earlier
 }
 
 // why says, in one sentence an agent can act on, why ask is still owed;
