@@ -352,16 +352,7 @@ func (t *Transport) exchange(c *warmConn, req *http.Request) (*http.Response, er
 		}
 		return nil, err
 	}
-	// Written without the caller's httptrace hooks (req.Write would call
-	// WroteRequest with the request still in c.bw); WroteRequest is called
-	// here once it is on the wire: a merged read starts its local half then.
-	werr := req.WithContext(context.Background()).Write(c.bw)
-	if werr == nil {
-		werr = c.bw.Flush()
-	}
-	if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.WroteRequest != nil {
-		trace.WroteRequest(httptrace.WroteRequestInfo{Err: werr})
-	}
+	werr := send(c, req)
 	broken := werr != nil
 	if broken {
 		if ctx.Err() != nil {
@@ -384,14 +375,7 @@ func (t *Transport) exchange(c *warmConn, req *http.Request) (*http.Response, er
 	keep := !broken && !resp.Close && !req.Close
 	done := func(eof bool) {
 		stop()
-		if eof && keep && c.br.Buffered() == 0 {
-			t.put(c)
-			return
-		}
-		c.Close() // not kept: the answer was read (or abandoned) already
-		if !keep {
-			t.spare()
-		}
+		t.handBack(c, keep, eof)
 	}
 	if resp.Body == http.NoBody {
 		done(true)
@@ -399,6 +383,36 @@ func (t *Transport) exchange(c *warmConn, req *http.Request) (*http.Response, er
 	}
 	resp.Body = &warmBody{rc: resp.Body, done: done}
 	return resp, nil
+}
+
+// send writes req on c without the caller's httptrace hooks (req.Write
+// would call WroteRequest with the request still in c.bw), and calls
+// WroteRequest once it is on the wire: a merged read starts its local
+// half then.
+func send(c *warmConn, req *http.Request) error {
+	err := req.WithContext(context.Background()).Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
+	}
+	return err
+}
+
+// handBack ends an exchange on c: its connection goes back to the pool
+// when the answer was read to its end (eof) and the connection may be
+// kept; else it is closed, and after an answer that closes its
+// connection a spare is dialled for the next call.
+func (t *Transport) handBack(c *warmConn, keep, eof bool) {
+	if eof && keep && c.br.Buffered() == 0 {
+		t.put(c)
+		return
+	}
+	c.Close() // not kept: the answer was read (or abandoned) already
+	if !keep {
+		t.spare()
+	}
 }
 
 // warmBody hands its connection back at the end of the body (done(true))
