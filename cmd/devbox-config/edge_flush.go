@@ -58,16 +58,8 @@ func (fc *edgeFlushCmd) run() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), fc.timeout)
 	defer cancel()
-	if _, err := s.ResolveIntents(ctx); err != nil { // left by an edge killed mid-write (not a running one's): released below
-		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
-	}
-	if pol, err := edge.LoadPolicy(cfg.StateDir()); err == nil {
-		if _, _, err := edge.ReleaseHeld(ctx, s, pol, cfg.Stamp()); err != nil {
-			return failed(fmt.Errorf("outbox %s: releasing the writes held while the policy did not parse: %w", s.Path(), err))
-		}
-	}
-	if err := s.ClearBackoff(ctx); err != nil {
-		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
+	if err := readyToFlush(ctx, s, cfg); err != nil {
+		return err
 	}
 	p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: cfg.CallTimeout, Version: version,
 		OnLedger: func(on bool) {
@@ -97,20 +89,44 @@ func (fc *edgeFlushCmd) run() error {
 	if timedOut {
 		wait = flushGrace // --timeout is spent: the check gets no more than the send's grace
 	}
-	cctx, ccancel := context.WithTimeout(rctx, wait)
-	defer ccancel()
-	fmt.Fprintf(fc.stdout, "primary: %s\n", p.Check(cctx))
-	// The ops left, with what happened to each; a list that cannot be read
-	// leaves the count above and the error below to say it.
-	ops, _ := s.List(rctx, 20)
-	leased := errors.Is(drainErr, outbox.ErrLeaseHeld)
-	for _, o := range ops {
-		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, notSentWhy(rctx, s, o, leased))
-	}
+	fc.printLeft(rctx, s, p, wait, errors.Is(drainErr, outbox.ErrLeaseHeld))
 	if drainErr != nil && drainErr != context.DeadlineExceeded {
 		return failed(drainErr)
 	}
 	return failed(fmt.Errorf("%d ops not sent", left))
+}
+
+// readyToFlush readies the outbox for the flush: the intents an edge killed
+// mid-write left resolved (not a running one's), the writes held while
+// policy.json did not parse released if it parses now, every backoff
+// cleared.
+func readyToFlush(ctx context.Context, s *outbox.Store, cfg edge.Config) error {
+	if _, err := s.ResolveIntents(ctx); err != nil {
+		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
+	}
+	if pol, err := edge.LoadPolicy(cfg.StateDir()); err == nil {
+		if _, _, err := edge.ReleaseHeld(ctx, s, pol, cfg.Stamp()); err != nil {
+			return failed(fmt.Errorf("outbox %s: releasing the writes held while the policy did not parse: %w", s.Path(), err))
+		}
+	}
+	if err := s.ClearBackoff(ctx); err != nil {
+		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
+	}
+	return nil
+}
+
+// printLeft prints the primary's state (checked within wait) and the ops
+// left, with what happened to each; a list that cannot be read leaves the
+// count printed before and the error after to say it. leased: another
+// process holds the flush lease.
+func (fc *edgeFlushCmd) printLeft(ctx context.Context, s *outbox.Store, p *edge.Primary, wait time.Duration, leased bool) {
+	cctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	fmt.Fprintf(fc.stdout, "primary: %s\n", p.Check(cctx))
+	ops, _ := s.List(ctx, 20)
+	for _, o := range ops {
+		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, notSentWhy(ctx, s, o, leased))
+	}
 }
 
 // flushGrace bounds what edge flush does past its --timeout: a send under
