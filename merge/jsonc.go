@@ -454,73 +454,90 @@ func (d *Doc) insert(parentPath []string, key string, value []byte, last bool) e
 	case len(parentPath) == 0 && len(obj.Members) > 0 && memberName(obj.Members[0]) == "$schema":
 		at = 1
 	}
-	nl := d.newline()
 	m := hujson.ObjectMember{Name: hujson.Value{Value: hujson.String(key)}, Value: hujson.Value{BeforeExtra: []byte(" ")}}
-
 	switch {
 	case len(obj.Members) == 0:
-		// `{}` becomes a block with the member on a line of its own.
-		parentIndent := d.lineIndent(parent.StartOffset)
-		memberIndent := parentIndent + d.unit()
-		if m.Value.Value, err = d.formatValue(value, memberIndent, d.unit(), true); err != nil {
-			return err
-		}
-		// What is on the brace's line (spaces, a comment, a block comment
-		// spanning lines) stays there; the rest stays before the "}".
-		head, tail := splitHead(obj.AfterExtra)
-		m.Name.BeforeExtra = concat(head, []byte(nl+memberIndent))
-		if isBlank(tail) && indentAfterNewline(tail) == nil {
-			tail = []byte(nl + parentIndent)
-		}
-		obj.AfterExtra = tail
-		obj.Members = []hujson.ObjectMember{m}
-
+		err = d.insertIntoEmpty(parent, obj, m, value)
 	case at < len(obj.Members):
-		next := &obj.Members[at].Name
-		indent := indentAfterNewline(next.BeforeExtra)
-		if indent == nil { // a one-line object: insert inline, compactly
-			if m.Value.Value, err = d.formatValue(value, "", d.unit(), false); err != nil {
-				return err
-			}
-			// The spaces before the next member are copied; a comment
-			// there is the next member's and stays in front of it.
-			m.Name.BeforeExtra = leadingSpace(next.BeforeExtra)
-		} else {
-			if m.Value.Value, err = d.formatValue(value, string(indent), d.unit(), true); err != nil {
-				return err
-			}
-			// A comment on the line of the opening brace (or of the previous
-			// comma) stays on that line, above the new member.
-			head, tail := splitHead(next.BeforeExtra)
-			m.Name.BeforeExtra = concat(head, []byte(nl+string(indent)))
-			next.BeforeExtra = tail
-		}
-		obj.Members = append(obj.Members[:at], append([]hujson.ObjectMember{m}, obj.Members[at:]...)...)
-
+		err = d.insertBefore(obj, at, m, value)
 	default: // after the last member (a leading "$schema" alone, or last)
-		prev := &obj.Members[at-1]
-		indent := indentAfterNewline(prev.Name.BeforeExtra)
-		if head, _ := splitHead(obj.AfterExtra); indent == nil && !isBlank(head) {
-			// A comment after "$schema" on its line: the new member goes
-			// on the next line, so the comment stays where it was.
-			indent = []byte(d.lineIndent(prev.Name.StartOffset))
-		}
-		if m.Value.Value, err = d.formatValue(value, string(indent), d.unit(), indent != nil); err != nil {
-			return err
-		}
-		if indent == nil {
-			m.Name.BeforeExtra = []byte(" ")
-		} else {
-			head, tail := splitHead(obj.AfterExtra)
-			m.Name.BeforeExtra = concat(head, []byte(nl+string(indent)))
-			obj.AfterExtra = tail
-		}
-		if prev.Value.AfterExtra != nil { // keep the trailing-comma style
-			m.Value.AfterExtra = hujson.Extra{}
-		}
-		obj.Members = append(obj.Members, m)
+		err = d.insertAfterLast(obj, m, value)
+	}
+	if err != nil {
+		return err
 	}
 	d.commit()
+	return nil
+}
+
+// insertIntoEmpty makes `{}` a block with m on a line of its own.
+func (d *Doc) insertIntoEmpty(parent *hujson.Value, obj *hujson.Object, m hujson.ObjectMember, value []byte) (err error) {
+	parentIndent := d.lineIndent(parent.StartOffset)
+	memberIndent := parentIndent + d.unit()
+	if m.Value.Value, err = d.formatValue(value, memberIndent, d.unit(), true); err != nil {
+		return err
+	}
+	// What is on the brace's line (spaces, a comment, a block comment
+	// spanning lines) stays there; the rest stays before the "}".
+	nl := d.newline()
+	head, tail := splitHead(obj.AfterExtra)
+	m.Name.BeforeExtra = concat(head, []byte(nl+memberIndent))
+	if isBlank(tail) && indentAfterNewline(tail) == nil {
+		tail = []byte(nl + parentIndent)
+	}
+	obj.AfterExtra = tail
+	obj.Members = []hujson.ObjectMember{m}
+	return nil
+}
+
+// insertBefore puts m in front of the member at index at, laid out like it.
+func (d *Doc) insertBefore(obj *hujson.Object, at int, m hujson.ObjectMember, value []byte) (err error) {
+	next := &obj.Members[at].Name
+	indent := indentAfterNewline(next.BeforeExtra)
+	if indent == nil { // a one-line object: insert inline, compactly
+		if m.Value.Value, err = d.formatValue(value, "", d.unit(), false); err != nil {
+			return err
+		}
+		// The spaces before the next member are copied; a comment
+		// there is the next member's and stays in front of it.
+		m.Name.BeforeExtra = leadingSpace(next.BeforeExtra)
+	} else {
+		if m.Value.Value, err = d.formatValue(value, string(indent), d.unit(), true); err != nil {
+			return err
+		}
+		// A comment on the line of the opening brace (or of the previous
+		// comma) stays on that line, above the new member.
+		head, tail := splitHead(next.BeforeExtra)
+		m.Name.BeforeExtra = concat(head, []byte(d.newline()+string(indent)))
+		next.BeforeExtra = tail
+	}
+	obj.Members = append(obj.Members[:at], append([]hujson.ObjectMember{m}, obj.Members[at:]...)...)
+	return nil
+}
+
+// insertAfterLast puts m after the object's last member, laid out like it.
+func (d *Doc) insertAfterLast(obj *hujson.Object, m hujson.ObjectMember, value []byte) (err error) {
+	prev := &obj.Members[len(obj.Members)-1]
+	indent := indentAfterNewline(prev.Name.BeforeExtra)
+	if head, _ := splitHead(obj.AfterExtra); indent == nil && !isBlank(head) {
+		// A comment after "$schema" on its line: the new member goes
+		// on the next line, so the comment stays where it was.
+		indent = []byte(d.lineIndent(prev.Name.StartOffset))
+	}
+	if m.Value.Value, err = d.formatValue(value, string(indent), d.unit(), indent != nil); err != nil {
+		return err
+	}
+	if indent == nil {
+		m.Name.BeforeExtra = []byte(" ")
+	} else {
+		head, tail := splitHead(obj.AfterExtra)
+		m.Name.BeforeExtra = concat(head, []byte(d.newline()+string(indent)))
+		obj.AfterExtra = tail
+	}
+	if prev.Value.AfterExtra != nil { // keep the trailing-comma style
+		m.Value.AfterExtra = hujson.Extra{}
+	}
+	obj.Members = append(obj.Members, m)
 	return nil
 }
 

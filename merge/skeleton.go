@@ -298,73 +298,72 @@ func (s *scanner) value() bool {
 		if s.i >= len(s.src) {
 			return false
 		}
-		switch c := s.src[s.i]; {
-		case c == '{' || c == '[':
+		if c := s.src[s.i]; c == '{' || c == '[' {
 			s.i++
 			stack = append(stack, c)
 			s.space()
 			if (c == '{' && s.eat('}')) || (c == '[' && s.eat(']')) {
 				stack = stack[:len(stack)-1]
-				break
-			}
-			if c == '{' && !s.memberName() {
+			} else if c == '{' && !s.memberName() {
 				return false
+			} else {
+				continue
 			}
-			continue
-		case c == '"':
-			if !s.str() {
-				return false
-			}
-		case c == 't':
-			if !s.word("true") {
-				return false
-			}
-		case c == 'f':
-			if !s.word("false") {
-				return false
-			}
-		case c == 'n':
-			if !s.word("null") {
-				return false
-			}
-		default:
-			if !s.number() {
-				return false
-			}
+		} else if !s.scalar(c) {
+			return false
 		}
-		// after a value: close containers or move to the next element
-		for {
-			if len(stack) == 0 {
-				return true
-			}
-			if !s.space() {
-				return false
-			}
-			top := stack[len(stack)-1]
-			closer := byte('}')
-			if top == '[' {
-				closer = ']'
-			}
-			if s.eat(closer) {
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			if !s.eat(',') || !s.space() {
-				return false
-			}
-			if s.eat(closer) { // trailing comma
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			if top == '{' && !s.memberName() {
-				return false
-			}
-			break
+		var done, ok bool
+		if stack, done, ok = s.afterValue(stack); done || !ok {
+			return ok
 		}
 		if !s.space() {
 			return false
 		}
 	}
+}
+
+// scalar scans a string, true, false, null or a number starting with c.
+func (s *scanner) scalar(c byte) bool {
+	switch c {
+	case '"':
+		return s.str()
+	case 't':
+		return s.word("true")
+	case 'f':
+		return s.word("false")
+	case 'n':
+		return s.word("null")
+	}
+	return s.number()
+}
+
+// afterValue scans what follows a value: the closers of the containers it
+// ends, then the comma (and member name) before the next element. done when
+// the outermost value is complete.
+func (s *scanner) afterValue(stack []byte) (_ []byte, done, ok bool) {
+	for len(stack) > 0 {
+		if !s.space() {
+			return stack, false, false
+		}
+		top := stack[len(stack)-1]
+		closer := byte('}')
+		if top == '[' {
+			closer = ']'
+		}
+		if s.eat(closer) {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if !s.eat(',') || !s.space() {
+			return stack, false, false
+		}
+		if s.eat(closer) { // trailing comma
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		return stack, false, top != '{' || s.memberName()
+	}
+	return stack, true, true
 }
 
 // memberName scans `"name" :` and the space after it.

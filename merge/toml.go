@@ -213,19 +213,8 @@ func (d *TOMLDoc) span(path []string) (start, end int, found bool, err error) {
 				end = lineEnd(d.src, int(e.Raw.Offset+e.Raw.Length))
 				continue
 			}
-			line := 1 + bytes.Count(d.src[:e.Raw.Offset], []byte("\n"))
-			// A key above path that holds it (so is a table: path goes
-			// through it) sets path too.
-			if hasPrefix(full, path) || hasPrefix(path, full) && held {
-				return 0, 0, false, fmt.Errorf("%s is set with an inline table or dotted keys (line %d); render edits only a [%s] table: move it there by hand",
-					pathName(path), line, strings.Join(path, "."))
-			}
-			// One that does not hold it is a value or an inline table, so
-			// no [path] table can be added under it.
-			if hasPrefix(path, full) {
-				parent := strings.Join(full, ".")
-				return 0, 0, false, fmt.Errorf("%s is set as an inline table or a value (line %d), so render cannot add a [%s] table: write each entry of it as its own [%s.NAME] table by hand (%s = { x = {...} } becomes [%s.x]), then run render again",
-					parent, line, strings.Join(path, "."), parent, parent, parent)
+			if err := d.keyOutside(full, path, held, int(e.Raw.Offset)); err != nil {
+				return 0, 0, false, err
 			}
 		}
 	}
@@ -233,6 +222,27 @@ func (d *TOMLDoc) span(path []string) (start, end int, found bool, err error) {
 		return 0, 0, false, err
 	}
 	return start, end, found, nil
+}
+
+// keyOutside says why the key full, at offset outside the table at path,
+// keeps render from editing that table (held: the document sets path), if
+// it does.
+func (d *TOMLDoc) keyOutside(full, path []string, held bool, offset int) error {
+	line := 1 + bytes.Count(d.src[:offset], []byte("\n"))
+	// A key above path that holds it (so is a table: path goes
+	// through it) sets path too.
+	if hasPrefix(full, path) || hasPrefix(path, full) && held {
+		return fmt.Errorf("%s is set with an inline table or dotted keys (line %d); render edits only a [%s] table: move it there by hand",
+			pathName(path), line, strings.Join(path, "."))
+	}
+	// One that does not hold it is a value or an inline table, so
+	// no [path] table can be added under it.
+	if hasPrefix(path, full) {
+		parent := strings.Join(full, ".")
+		return fmt.Errorf("%s is set as an inline table or a value (line %d), so render cannot add a [%s] table: write each entry of it as its own [%s.NAME] table by hand (%s = { x = {...} } becomes [%s.x]), then run render again",
+			parent, line, strings.Join(path, "."), parent, parent, parent)
+	}
+	return nil
 }
 
 func nodeKey(it unstable.Iterator) (keys []string, first, last int) {

@@ -573,29 +573,9 @@ func (d *YAMLDoc) dash(n *yaml.Node) (line, col int, err error) {
 // insert adds the entry under the deepest existing parent, creating the
 // missing levels as block mappings.
 func (d *YAMLDoc) insert(value []byte, path []string, parent *yaml.Node, depth int) error {
-	nl := d.newline()
 	rest := path[depth:]
 	if parent == nil || depth == 0 { // at the end of the file, at the top level
-		if err := d.blockStyle(nil); err != nil {
-			return err
-		}
-		ind := 0
-		if d.root != nil && len(d.root.Content) > 0 {
-			first := d.root.Content[0]
-			ind = first.Column - 1
-			ls := d.lineStart(first.Line)
-			if pre := d.src[ls:min(ls+ind, len(d.src))]; len(bytes.Trim(pre, " ")) != 0 {
-				return fmt.Errorf("line %d: the first top-level key does not start its own line; edit the file by hand", first.Line)
-			}
-		}
-		text, err := d.levels(value, rest, ind, nl)
-		if err != nil {
-			return err
-		}
-		if len(bytes.TrimSpace(d.src)) == 0 {
-			return d.reparse(text)
-		}
-		return d.reparse(concat(d.ensureNL(), d.fit(text, len(d.src))))
+		return d.insertTop(value, rest)
 	}
 	owner, _, _ := d.find(path[:depth-1])
 	if owner == nil {
@@ -603,14 +583,8 @@ func (d *YAMLDoc) insert(value []byte, path []string, parent *yaml.Node, depth i
 	}
 	empty := parent.Kind == yaml.ScalarNode && parent.Tag == "!!null" ||
 		(parent.Kind == yaml.MappingNode || parent.Kind == yaml.SequenceNode) && len(parent.Content) == 0
-	name, coll := strings.Join(path[:depth], "."), d.collection(len(rest))
-	if !empty && parent.Kind != yaml.MappingNode && !(parent.Kind == yaml.SequenceNode && d.listKey != "" && len(rest) == 1) {
-		return &confpos.Error{Line: parent.Line, Col: parent.Column, What: fmt.Sprintf("%s is not a %s; render cannot add %s to it", name, coll, strings.Join(rest, ".")),
-			Fix: fmt.Sprintf("make %s a %s, or remove it", name, coll)}
-	}
-	if !empty && parent.Kind == yaml.MappingNode && d.listKey != "" && len(rest) == 1 {
-		return &confpos.Error{Line: parent.Line, Col: parent.Column, What: fmt.Sprintf("%s is a mapping, not the list of named items it should be; render cannot add %s to it", name, rest[0]),
-			Fix: fmt.Sprintf("make %s a list of items, each starting \"- %s: \"", name, d.listKey)}
+	if err := d.insertable(parent, path[:depth], rest, empty); err != nil {
+		return err
 	}
 	check := path[:depth]
 	if empty {
@@ -624,21 +598,72 @@ func (d *YAMLDoc) insert(value []byte, path []string, parent *yaml.Node, depth i
 		return err
 	}
 	if !empty {
-		first := parent.Content[0]
-		ind := first.Column - 1
-		if parent.Kind == yaml.SequenceNode {
-			if _, ind, err = d.dash(first); err != nil {
-				return err
-			}
+		return d.insertAfter(value, rest, parent, end)
+	}
+	return d.insertIntoEmpty(value, path[:depth], rest, parent, owner, col)
+}
+
+// insertTop adds the entry at the end of the file, at the top level.
+func (d *YAMLDoc) insertTop(value []byte, rest []string) error {
+	if err := d.blockStyle(nil); err != nil {
+		return err
+	}
+	ind := 0
+	if d.root != nil && len(d.root.Content) > 0 {
+		first := d.root.Content[0]
+		ind = first.Column - 1
+		ls := d.lineStart(first.Line)
+		if pre := d.src[ls:min(ls+ind, len(d.src))]; len(bytes.Trim(pre, " ")) != 0 {
+			return fmt.Errorf("line %d: the first top-level key does not start its own line; edit the file by hand", first.Line)
 		}
-		text, err := d.levels(value, rest, ind, nl)
-		if err != nil {
+	}
+	text, err := d.levels(value, rest, ind, d.newline())
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(d.src)) == 0 {
+		return d.reparse(text)
+	}
+	return d.reparse(concat(d.ensureNL(), d.fit(text, len(d.src))))
+}
+
+// insertable says why rest cannot be added under parent (at parentPath),
+// if it cannot.
+func (d *YAMLDoc) insertable(parent *yaml.Node, parentPath, rest []string, empty bool) error {
+	name, coll := strings.Join(parentPath, "."), d.collection(len(rest))
+	if !empty && parent.Kind != yaml.MappingNode && !(parent.Kind == yaml.SequenceNode && d.listKey != "" && len(rest) == 1) {
+		return &confpos.Error{Line: parent.Line, Col: parent.Column, What: fmt.Sprintf("%s is not a %s; render cannot add %s to it", name, coll, strings.Join(rest, ".")),
+			Fix: fmt.Sprintf("make %s a %s, or remove it", name, coll)}
+	}
+	if !empty && parent.Kind == yaml.MappingNode && d.listKey != "" && len(rest) == 1 {
+		return &confpos.Error{Line: parent.Line, Col: parent.Column, What: fmt.Sprintf("%s is a mapping, not the list of named items it should be; render cannot add %s to it", name, rest[0]),
+			Fix: fmt.Sprintf("make %s a list of items, each starting \"- %s: \"", name, d.listKey)}
+	}
+	return nil
+}
+
+// insertAfter adds the entry after the last of parent's entries, which
+// ends at end, indented like its first.
+func (d *YAMLDoc) insertAfter(value []byte, rest []string, parent *yaml.Node, end int) error {
+	first := parent.Content[0]
+	ind := first.Column - 1
+	if parent.Kind == yaml.SequenceNode {
+		var err error
+		if _, ind, err = d.dash(first); err != nil {
 			return err
 		}
-		return d.reparse(concat(d.src[:end], d.sepAt(end), d.fit(text, end), d.src[end:]))
 	}
-	// "key:", "key: ~", "key: []" or "key: {}": the value becomes the block.
-	text, err := d.levels(value, rest, col+2, nl)
+	text, err := d.levels(value, rest, ind, d.newline())
+	if err != nil {
+		return err
+	}
+	return d.reparse(concat(d.src[:end], d.sepAt(end), d.fit(text, end), d.src[end:]))
+}
+
+// insertIntoEmpty makes the entry the block value of an empty parent
+// ("key:", "key: ~", "key: []" or "key: {}") whose key is at column col.
+func (d *YAMLDoc) insertIntoEmpty(value []byte, parentPath, rest []string, parent, owner *yaml.Node, col int) error {
+	text, err := d.levels(value, rest, col+2, d.newline())
 	if err != nil {
 		return err
 	}
@@ -649,7 +674,7 @@ func (d *YAMLDoc) insert(value []byte, path []string, parent *yaml.Node, depth i
 		return d.reparse(concat(d.src[:eol], d.sepAt(eol), text, d.src[eol:]))
 	}
 	if parent.Line != d.keyOf(owner, parent).Line {
-		return fmt.Errorf("line %d: the empty value of %s is not on its key's line; edit it by hand", parent.Line, strings.Join(path[:depth], "."))
+		return fmt.Errorf("line %d: the empty value of %s is not on its key's line; edit it by hand", parent.Line, strings.Join(parentPath, "."))
 	}
 	vs := keyLine + parent.Column - 1
 	ve := vs + d.valueLen(vs)
