@@ -20,20 +20,7 @@ import (
 // binary can be the program too, with no build: see MainIfLinked.
 func Main(argv []string) int {
 	if len(argv) > 0 && argv[0] == "dump" {
-		fs := flag.NewFlagSet("dump", flag.ContinueOnError)
-		state := fs.String("state", defaultPalace(), "palace state directory")
-		if fs.Parse(argv[1:]) != nil {
-			return 2
-		}
-		st, err := ReadDump(*state)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "fakepalace:", err)
-			return 1
-		}
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(st)
-		return 0
+		return dumpMain(argv[1:])
 	}
 	fs := flag.NewFlagSet("fakepalace", flag.ContinueOnError)
 	state := fs.String("state", defaultPalace(), "palace state directory (persists across restarts)")
@@ -54,6 +41,34 @@ func Main(argv []string) int {
 		fmt.Fprintln(os.Stderr, "fakepalace:", err)
 		return 1
 	}
+	configureFromEnv(pl)
+	if *httpAddr == "" {
+		return serveStdioMain(pl)
+	}
+	return serveHTTPMain(pl, *httpAddr, *session, *allowInsecure)
+}
+
+// dumpMain is `fakepalace dump`: the palace's state as indented JSON.
+func dumpMain(argv []string) int {
+	fs := flag.NewFlagSet("dump", flag.ContinueOnError)
+	state := fs.String("state", defaultPalace(), "palace state directory")
+	if fs.Parse(argv) != nil {
+		return 2
+	}
+	st, err := ReadDump(*state)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakepalace:", err)
+		return 1
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(st)
+	return 0
+}
+
+// configureFromEnv sets the test controls a test passes the program in
+// FAKEPALACE_* variables: latency, holds, the answer cap, the trace.
+func configureFromEnv(pl *Palace) {
 	for _, spec := range strings.Split(os.Getenv("FAKEPALACE_LATENCY_MS"), ",") {
 		if tool, ms, ok := strings.Cut(spec, "="); ok {
 			n, _ := strconv.Atoi(ms)
@@ -73,21 +88,28 @@ func Main(argv []string) int {
 	if os.Getenv("FAKEPALACE_TRACE") == "1" {
 		SetTrace(pl, os.Stderr)
 	}
-	if *httpAddr == "" {
-		SetStdioFaults(pl, os.Getenv("FAKEPALACE_CRASH_ON"), os.Getenv("FAKEPALACE_GARBAGE_ON"), os.Getenv("FAKEPALACE_FAIL_ON"), os.Getenv("FAKEPALACE_DAMAGED") == "1", os.Stdout)
-		if err := pl.ServeStdio(os.Stdin, os.Stdout, os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, "fakepalace:", err)
-			return 1
-		}
-		return 0
+}
+
+// serveStdioMain serves stdio, with the faults FAKEPALACE_* asks for,
+// until EOF.
+func serveStdioMain(pl *Palace) int {
+	SetStdioFaults(pl, os.Getenv("FAKEPALACE_CRASH_ON"), os.Getenv("FAKEPALACE_GARBAGE_ON"), os.Getenv("FAKEPALACE_FAIL_ON"), os.Getenv("FAKEPALACE_DAMAGED") == "1", os.Stdout)
+	if err := pl.ServeStdio(os.Stdin, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "fakepalace:", err)
+		return 1
 	}
+	return 0
+}
+
+// serveHTTPMain serves HTTP on addr until SIGTERM, SIGINT or SIGHUP.
+func serveHTTPMain(pl *Palace, addr string, session, allowInsecure bool) int {
 	token := os.Getenv("MEMPALACE_MCP_HTTP_TOKEN")
-	if token == "" && !IsLoopbackAddr(*httpAddr) && !*allowInsecure {
+	if token == "" && !IsLoopbackAddr(addr) && !allowInsecure {
 		fmt.Fprintln(os.Stderr, "fakepalace: refusing a non-loopback bind without MEMPALACE_MCP_HTTP_TOKEN (use --allow-insecure)")
 		return 1
 	}
-	srv := pl.NewHTTP(HTTPOptions{Token: token, SessionMode: *session})
-	if err := srv.Start(*httpAddr); err != nil {
+	srv := pl.NewHTTP(HTTPOptions{Token: token, SessionMode: session})
+	if err := srv.Start(addr); err != nil {
 		fmt.Fprintln(os.Stderr, "fakepalace:", err)
 		return 1
 	}

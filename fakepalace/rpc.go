@@ -221,6 +221,17 @@ func (pl *Palace) readOnly() bool {
 // unknown arguments, coercion, gates, then the handler (whose missing
 // required arguments are -32602 too).
 func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
+	t, a, rerr := pl.toolArgs(params)
+	if rerr != nil {
+		return nil, rerr
+	}
+	pl.await(t.name)
+	return pl.run(t, a)
+}
+
+// toolArgs reads a tools/call's params: the tool and its arguments coerced
+// to their types, or the error MemPalace answers.
+func (pl *Palace) toolArgs(params json.RawMessage) (tool, args, *rpcError) {
 	var p struct {
 		Name      *string        `json:"name"`
 		Arguments map[string]any `json:"arguments"`
@@ -228,19 +239,35 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 	dec := json.NewDecoder(bytes.NewReader(params))
 	dec.UseNumber()
 	if err := dec.Decode(&p); err != nil && len(bytes.TrimSpace(params)) > 0 {
-		return nil, &rpcError{Code: -32602, Message: "Invalid params: 'name' must be a string and 'arguments' an object"}
+		return tool{}, nil, &rpcError{Code: -32602, Message: "Invalid params: 'name' must be a string and 'arguments' an object"}
 	}
 	if p.Name == nil || *p.Name == "" {
-		return nil, &rpcError{Code: -32602, Message: "Invalid params: 'name' is required for tools/call"}
+		return tool{}, nil, &rpcError{Code: -32602, Message: "Invalid params: 'name' is required for tools/call"}
 	}
 	name := *p.Name
 	t, ok := pl.byName[name]
 	if !ok {
-		return nil, &rpcError{Code: -32601, Message: "Unknown tool: " + name}
+		return tool{}, nil, &rpcError{Code: -32601, Message: "Unknown tool: " + name}
 	}
+	a, rerr := coerceArgs(t, p.Arguments)
+	if rerr != nil {
+		return tool{}, nil, rerr
+	}
+	if pl.readOnly() && refusedReadOnly(t) {
+		return tool{}, nil, &rpcError{Code: -32003, Message: "Server is in read-only mode; this tool is disabled", Data: map[string]any{"tool": name}}
+	}
+	if missing := missingArgs(t, a); len(missing) > 0 {
+		return tool{}, nil, paramsError("Missing required", missing, name)
+	}
+	return t, a, nil
+}
+
+// coerceArgs is the arguments given, coerced to t's parameter types; one t does
+// not take is an error.
+func coerceArgs(t tool, given map[string]any) (args, *rpcError) {
 	var unknown []string
 	a := args{}
-	for k, v := range p.Arguments {
+	for k, v := range given {
 		pr, ok := t.prop(k)
 		if !ok {
 			unknown = append(unknown, k)
@@ -254,24 +281,28 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		return nil, paramsError("Unknown", unknown, name)
+		return nil, paramsError("Unknown", unknown, t.name)
 	}
-	if pl.readOnly() && refusedReadOnly(t) {
-		return nil, &rpcError{Code: -32003, Message: "Server is in read-only mode; this tool is disabled", Data: map[string]any{"tool": name}}
-	}
+	return a, nil
+}
+
+// missingArgs is the required arguments of t that a lacks.
+func missingArgs(t tool, a args) []string {
 	var missing []string
 	for _, r := range t.required {
 		if _, ok := a[r]; !ok {
 			missing = append(missing, r)
 		}
 	}
-	if name == "mempalace_diary_write" && !a.has("entry") && !a.has("content") {
+	if t.name == "mempalace_diary_write" && !a.has("entry") && !a.has("content") {
 		missing = append(missing, "entry")
 	}
-	if len(missing) > 0 {
-		return nil, paramsError("Missing required", missing, name)
-	}
+	return missing
+}
 
+// await holds a call of the tool name for its latency, then until its
+// hold is released.
+func (pl *Palace) await(name string) {
 	pl.mu.Lock()
 	d, ok := pl.latency[name] // a tool's own latency, even 0, beats "*"
 	if !ok {
@@ -285,6 +316,12 @@ func (pl *Palace) call(params json.RawMessage) (any, *rpcError) {
 	if hold != nil {
 		<-hold
 	}
+}
+
+// run calls t's handler (or the failure beforeCall gives) and saves the
+// state after a mutating tool.
+func (pl *Palace) run(t tool, a args) (any, *rpcError) {
+	name := t.name
 	var failed any
 	if pl.beforeCall != nil {
 		failed = pl.beforeCall(name)

@@ -247,67 +247,19 @@ func (h *HTTPServer) serve(w *statusRecorder, r *http.Request) {
 		httpError(w, http.StatusForbidden, "Forbidden")
 		return
 	}
-	switch {
-	case r.URL.Path == "/healthz" && r.Method == http.MethodGet:
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
-		return
-	case r.URL.Path == "/statusz" && r.Method == http.MethodGet:
-		if h.authorized(w, r) {
-			h.statusz(w)
-		}
-		return
-	case r.URL.Path == "/_fake/control" && r.Method == http.MethodPost:
-		if h.authorized(w, r) {
-			h.control(w, r)
-		}
-		return
-	case r.URL.Path == "/_fake/dump" && r.Method == http.MethodGet:
-		if h.authorized(w, r) {
-			writeJSON(w, 200, h.pl.Dump())
-		}
-		return
-	case r.URL.Path != "/mcp":
-		httpError(w, http.StatusNotFound, "Not Found")
+	if r.URL.Path != "/mcp" {
+		h.servePath(w, r)
 		return
 	}
-	switch r.Method {
-	case http.MethodPost:
-	case http.MethodGet:
-		if h.opts.SessionMode {
-			httpError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
-		} else {
-			httpError(w, http.StatusNotFound, "Not Found") // no server-initiated stream
-		}
-		return
-	case http.MethodDelete:
-		if h.opts.SessionMode && h.authorized(w, r) {
-			h.mu.Lock()
-			delete(h.sessions, r.Header.Get("Mcp-Session-Id"))
-			h.mu.Unlock()
-			w.WriteHeader(http.StatusOK)
-		} else if !h.opts.SessionMode {
-			httpError(w, http.StatusNotImplemented, "Unsupported method")
-		}
-		return
-	default:
-		httpError(w, http.StatusNotImplemented, "Unsupported method")
+	if r.Method != http.MethodPost {
+		h.serveMethod(w, r)
 		return
 	}
 	if !h.authorized(w, r) {
 		return
 	}
-	if r.ContentLength > MaxRequestBytes || r.ContentLength < -1 {
-		writeRaw(w, http.StatusRequestEntityTooLarge, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Request too large"}}`))
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
-	if err != nil || len(body) > MaxRequestBytes {
-		writeRaw(w, http.StatusRequestEntityTooLarge, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Request too large"}}`))
-		return
-	}
-	if !json.Valid(body) {
-		writeRaw(w, http.StatusBadRequest, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`))
+	body, ok := readBody(w, r)
+	if !ok {
 		return
 	}
 	if kind, ok := h.takeFault(); ok {
@@ -318,36 +270,122 @@ func (h *HTTPServer) serve(w *statusRecorder, r *http.Request) {
 		httpError(w, http.StatusServiceUnavailable, "Service Unavailable")
 		return
 	}
-	var peek struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			Name string `json:"name"`
-		} `json:"params"`
-	}
+	var peek peeked
 	json.Unmarshal(body, &peek)
-	if h.opts.SessionMode {
-		sid := r.Header.Get("Mcp-Session-Id")
-		if peek.Method == "initialize" {
-			sid = randHex(16)
-			h.mu.Lock()
-			h.sessions[sid] = true
-			h.mu.Unlock()
-			w.Header().Set("Mcp-Session-Id", sid)
-		} else {
-			h.mu.Lock()
-			known := h.sessions[sid]
-			h.mu.Unlock()
-			if sid == "" {
-				writeRaw(w, http.StatusBadRequest, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}`))
-				return
-			}
-			if !known {
-				writeRaw(w, http.StatusNotFound, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
-				return
-			}
-		}
+	if h.opts.SessionMode && !h.session(w, r, peek.Method) {
+		return
 	}
+	h.answer(w, body, peek)
+}
+
+// peeked is what serve reads of a message before the palace handles it.
+type peeked struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Name string `json:"name"`
+	} `json:"params"`
+}
+
+// servePath answers a path other than /mcp: health, status, the test
+// controls, else 404.
+func (h *HTTPServer) servePath(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/healthz" && r.Method == http.MethodGet:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	case r.URL.Path == "/statusz" && r.Method == http.MethodGet:
+		if h.authorized(w, r) {
+			h.statusz(w)
+		}
+	case r.URL.Path == "/_fake/control" && r.Method == http.MethodPost:
+		if h.authorized(w, r) {
+			h.control(w, r)
+		}
+	case r.URL.Path == "/_fake/dump" && r.Method == http.MethodGet:
+		if h.authorized(w, r) {
+			writeJSON(w, 200, h.pl.Dump())
+		}
+	default:
+		httpError(w, http.StatusNotFound, "Not Found")
+	}
+}
+
+// serveMethod answers a request to /mcp other than a POST: GET has no
+// stream; DELETE ends a session in SessionMode.
+func (h *HTTPServer) serveMethod(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet:
+		if h.opts.SessionMode {
+			httpError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+		} else {
+			httpError(w, http.StatusNotFound, "Not Found") // no server-initiated stream
+		}
+	case http.MethodDelete:
+		if h.opts.SessionMode && h.authorized(w, r) {
+			h.mu.Lock()
+			delete(h.sessions, r.Header.Get("Mcp-Session-Id"))
+			h.mu.Unlock()
+			w.WriteHeader(http.StatusOK)
+		} else if !h.opts.SessionMode {
+			httpError(w, http.StatusNotImplemented, "Unsupported method")
+		}
+	default:
+		httpError(w, http.StatusNotImplemented, "Unsupported method")
+	}
+}
+
+// tooLarge is the answer to a request over MaxRequestBytes.
+const tooLarge = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Request too large"}}`
+
+// readBody is a POST's body; false when it answered instead: too large, or
+// not JSON.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > MaxRequestBytes || r.ContentLength < -1 {
+		writeRaw(w, http.StatusRequestEntityTooLarge, []byte(tooLarge))
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	if err != nil || len(body) > MaxRequestBytes {
+		writeRaw(w, http.StatusRequestEntityTooLarge, []byte(tooLarge))
+		return nil, false
+	}
+	if !json.Valid(body) {
+		writeRaw(w, http.StatusBadRequest, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`))
+		return nil, false
+	}
+	return body, true
+}
+
+// session starts a session on initialize and otherwise requires a known
+// one; false when it answered instead.
+func (h *HTTPServer) session(w http.ResponseWriter, r *http.Request, method string) bool {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if method == "initialize" {
+		sid = randHex(16)
+		h.mu.Lock()
+		h.sessions[sid] = true
+		h.mu.Unlock()
+		w.Header().Set("Mcp-Session-Id", sid)
+		return true
+	}
+	h.mu.Lock()
+	known := h.sessions[sid]
+	h.mu.Unlock()
+	if sid == "" {
+		writeRaw(w, http.StatusBadRequest, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}`))
+		return false
+	}
+	if !known {
+		writeRaw(w, http.StatusNotFound, []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`))
+		return false
+	}
+	return true
+}
+
+// answer has the palace handle the message, with the tool faults and
+// drops a test set, and writes its answer (202 for a notification).
+func (h *HTTPServer) answer(w http.ResponseWriter, body []byte, peek peeked) {
 	if h.pl.trace != nil {
 		h.pl.traceMessage(body)
 	}
