@@ -34,6 +34,20 @@ func (s *Store) setUp(log *slog.Logger) error {
 	} else if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return err
 	}
+	if err := addColumns(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if old {
+		log.Info("outbox migrated: ops ordered per object, an identity of its own, space of pruned ops given back", "file", s.path)
+	}
+	return s.incrementalVacuum()
+}
+
+// addColumns adds the columns an outbox made by an older edge lacks.
+func addColumns(ctx context.Context, tx *sql.Tx) error {
 	if unowned, err := columnMissing(tx, "ops", "owner"); err != nil {
 		return err
 	} else if unowned { // an edge before liveness: its intents name no owner (live.go)
@@ -61,12 +75,12 @@ func (s *Store) setUp(log *slog.Logger) error {
 			}
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	if old {
-		log.Info("outbox migrated: ops ordered per object, an identity of its own, space of pruned ops given back", "file", s.path)
-	}
+	return nil
+}
+
+// incrementalVacuum turns on incremental vacuum in a file made before it,
+// rewriting the file once.
+func (s *Store) incrementalVacuum() error {
 	var mode int
 	if err := s.db.QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil {
 		return err

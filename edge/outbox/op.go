@@ -168,59 +168,20 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	dedupe := ""
-	if rec.Replay == catalogue.ServerDeduped && !w.Held && !w.Intent {
-		canon, err := canonical(w.Payload)
-		if err != nil {
-			return Op{}, fmt.Errorf("outbox: payload of %s: %w", tool, err)
-		}
-		dedupe = "content:" + hash(tool, string(canon))
-		var existing int64
-		if err := tx.QueryRowContext(ctx, `SELECT local_seq FROM ops WHERE dedupe_key=? AND state IN ('queued','inflight')`, dedupe).Scan(&existing); err == nil {
-			tx.Rollback() // read only so far: nothing to undo
-			return s.Get(ctx, existing)
-		} else if !errors.Is(err, sql.ErrNoRows) {
-			return Op{}, fmt.Errorf("outbox: %w", err)
-		}
-	}
-	var seq int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name='ops'), 0)`).Scan(&seq); err != nil {
-		return Op{}, fmt.Errorf("outbox: %w", err)
-	}
-	seq++
-	op := Op{LocalSeq: seq, ID: OpID(s.identity, seq, tool, w.Payload), OriginDevice: s.device, OriginLabel: s.label, Tool: tool,
-		Payload: w.Payload, Wing: w.Wing, Lane: rec.Lane(), Ordinal: w.Ordinal, State: Queued, CreatedAt: s.now()}
-	switch {
-	case w.Intent:
-		op.State = Intent
-	case w.Held:
-		op.State = Held
-	}
-	dedupe = cmp.Or(dedupe, "op:"+op.ID)
-	if rec.OpStamp {
-		if op.Payload, err = stampOpID(w.Payload, op.ID); err != nil {
-			return Op{}, fmt.Errorf("outbox: payload of %s: %w", tool, err)
-		}
-		if len(op.Payload) > MaxPayload {
-			return Op{}, &TooLargeError{Tool: tool, Size: len(op.Payload), Cap: MaxPayload}
-		}
-	}
-	owner := "" // an intent names this Store: another process leaves it while this one runs (live.go)
-	if w.Intent {
-		owner = s.owner
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO ops(local_seq, op_id, dedupe_key, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, created_at, owner)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)`, seq, op.ID, dedupe, s.device, s.label, tool, string(op.Payload), op.Wing, op.Lane.String(), op.Ordinal, op.State.String(), op.CreatedAt.UnixMilli(), owner)
+	dedupe, twin, err := queuedTwin(ctx, tx, rec, w)
 	if err != nil {
-		return Op{}, fmt.Errorf("outbox: %w", err)
+		return Op{}, err
 	}
-	if err := insertKeys(ctx, tx, seq, rec.CausalKeys(args)); err != nil {
-		return Op{}, fmt.Errorf("outbox: %w", err)
+	if twin > 0 {
+		tx.Rollback() // read only so far: nothing to undo
+		return s.Get(ctx, twin)
 	}
-	if w.Entry != "" && !w.Intent {
-		if err := setMeta(ctx, tx, entryKey(w.Entry), op.ID); err != nil {
-			return Op{}, fmt.Errorf("outbox: %w", err)
-		}
+	op, err := s.newOp(ctx, tx, rec, w)
+	if err != nil {
+		return Op{}, err
+	}
+	if err := s.insertOp(ctx, tx, op, cmp.Or(dedupe, "op:"+op.ID), w, rec.CausalKeys(args)); err != nil {
+		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
@@ -229,6 +190,74 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 		s.ringAll()
 	}
 	return op, nil
+}
+
+// queuedTwin is the dedupe key of a server-deduped write (add_drawer,
+// checkpoint) by its content, and the local_seq of an identical one still
+// queued or in flight (0 when there is none: local_seqs start at 1).
+func queuedTwin(ctx context.Context, tx *sql.Tx, rec catalogue.Tool, w Write) (dedupe string, twin int64, err error) {
+	if rec.Replay != catalogue.ServerDeduped || w.Held || w.Intent {
+		return "", 0, nil
+	}
+	canon, err := canonical(w.Payload)
+	if err != nil {
+		return "", 0, fmt.Errorf("outbox: payload of %s: %w", w.Name, err)
+	}
+	dedupe = "content:" + hash(w.Name, string(canon))
+	err = tx.QueryRowContext(ctx, `SELECT local_seq FROM ops WHERE dedupe_key=? AND state IN ('queued','inflight')`, dedupe).Scan(&twin)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", 0, fmt.Errorf("outbox: %w", err)
+	}
+	return dedupe, twin, nil
+}
+
+// newOp is the write as the next op: its local_seq, op id and state, and
+// the op id stamped into a payload that carries it.
+func (s *Store) newOp(ctx context.Context, tx *sql.Tx, rec catalogue.Tool, w Write) (Op, error) {
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name='ops'), 0)`).Scan(&seq); err != nil {
+		return Op{}, fmt.Errorf("outbox: %w", err)
+	}
+	seq++
+	op := Op{LocalSeq: seq, ID: OpID(s.identity, seq, w.Name, w.Payload), OriginDevice: s.device, OriginLabel: s.label, Tool: w.Name,
+		Payload: w.Payload, Wing: w.Wing, Lane: rec.Lane(), Ordinal: w.Ordinal, State: Queued, CreatedAt: s.now()}
+	switch {
+	case w.Intent:
+		op.State = Intent
+	case w.Held:
+		op.State = Held
+	}
+	if rec.OpStamp {
+		var err error
+		if op.Payload, err = stampOpID(w.Payload, op.ID); err != nil {
+			return Op{}, fmt.Errorf("outbox: payload of %s: %w", w.Name, err)
+		}
+		if len(op.Payload) > MaxPayload {
+			return Op{}, &TooLargeError{Tool: w.Name, Size: len(op.Payload), Cap: MaxPayload}
+		}
+	}
+	return op, nil
+}
+
+// insertOp writes op with its dedupe key, its causal keys and, for an
+// entry's write, the entry's mapping to it.
+func (s *Store) insertOp(ctx context.Context, tx *sql.Tx, op Op, dedupe string, w Write, keys []string) error {
+	owner := "" // an intent names this Store: another process leaves it while this one runs (live.go)
+	if w.Intent {
+		owner = s.owner
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO ops(local_seq, op_id, dedupe_key, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, created_at, owner)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)`, op.LocalSeq, op.ID, dedupe, s.device, s.label, op.Tool, string(op.Payload), op.Wing, op.Lane.String(), op.Ordinal, op.State.String(), op.CreatedAt.UnixMilli(), owner)
+	if err != nil {
+		return err
+	}
+	if err := insertKeys(ctx, tx, op.LocalSeq, keys); err != nil {
+		return err
+	}
+	if w.Entry != "" && !w.Intent {
+		return setMeta(ctx, tx, entryKey(w.Entry), op.ID)
+	}
+	return nil
 }
 
 // OpID is sha256 over the outbox's identity, the op's sequence, the tool
