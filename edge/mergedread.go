@@ -602,49 +602,7 @@ func num(v any) float64 {
 // entries: the local ones, newest first, paired with the primary's, newest
 // first (each pair one entry, palace both), and the longer side's rest.
 func mergeDiary(lm, pm map[string]any, lastN int, local *time.Location) map[string]any {
-	type dated struct {
-		entry map[string]any
-		at    time.Time
-	}
-	type group struct{ sides [2][]dated }
-	groups := map[string]*group{}
-	var order []string
-	for s, side := range []map[string]any{lm, pm} {
-		es, _ := side["entries"].([]any)
-		for _, x := range es {
-			h, ok := x.(map[string]any)
-			if !ok {
-				continue
-			}
-			k := fmt.Sprint(h["topic"], "\x00", h["content"])
-			g := groups[k]
-			if g == nil {
-				g = &group{}
-				groups[k] = g
-				order = append(order, k)
-			}
-			ts, _ := h["timestamp"].(string)
-			g.sides[s] = append(g.sides[s], dated{h, entryTime(ts, local)})
-		}
-	}
-	var all []dated
-	for _, k := range order {
-		g := groups[k]
-		for s := range g.sides {
-			sort.SliceStable(g.sides[s], func(i, j int) bool { return g.sides[s][i].at.After(g.sides[s][j].at) })
-		}
-		l, p := g.sides[0], g.sides[1]
-		for i := range max(len(l), len(p)) {
-			switch {
-			case i >= len(l):
-				all = append(all, p[i])
-			case i >= len(p):
-				all = append(all, l[i])
-			default:
-				all = append(all, dated{both(l[i].entry, p[i].entry), l[i].at})
-			}
-		}
-	}
+	all := pairDiary(groupDiary(lm, pm, local))
 	sort.SliceStable(all, func(i, j int) bool { return all[i].at.After(all[j].at) })
 	if lastN > 0 && len(all) > lastN {
 		all = all[:lastN]
@@ -662,6 +620,66 @@ func mergeDiary(lm, pm map[string]any, lastN int, local *time.Location) map[stri
 	out["total"] = max(num(lm["total"]), num(pm["total"]), float64(len(all)))
 	out["edge"] = map[string]any{"merged": true, "local": "ok", "primary": "ok"}
 	return out
+}
+
+// datedEntry is a diary entry and the instant it was written.
+type datedEntry struct {
+	entry map[string]any
+	at    time.Time
+}
+
+// diaryGroup is the entries of one (topic, text): the local palace's,
+// then the primary's.
+type diaryGroup struct{ sides [2][]datedEntry }
+
+// groupDiary is the two sides' entries grouped by (topic, text), in the
+// order each was first seen.
+func groupDiary(lm, pm map[string]any, local *time.Location) []*diaryGroup {
+	groups := map[string]*diaryGroup{}
+	var order []*diaryGroup
+	for s, side := range []map[string]any{lm, pm} {
+		es, _ := side["entries"].([]any)
+		for _, x := range es {
+			h, ok := x.(map[string]any)
+			if !ok {
+				continue
+			}
+			k := fmt.Sprint(h["topic"], "\x00", h["content"])
+			g := groups[k]
+			if g == nil {
+				g = &diaryGroup{}
+				groups[k] = g
+				order = append(order, g)
+			}
+			ts, _ := h["timestamp"].(string)
+			g.sides[s] = append(g.sides[s], datedEntry{h, entryTime(ts, local)})
+		}
+	}
+	return order
+}
+
+// pairDiary is each group's entries, newest first on each side, paired
+// local with primary (each pair one entry, palace both), then the longer
+// side's rest.
+func pairDiary(groups []*diaryGroup) []datedEntry {
+	var all []datedEntry
+	for _, g := range groups {
+		for s := range g.sides {
+			sort.SliceStable(g.sides[s], func(i, j int) bool { return g.sides[s][i].at.After(g.sides[s][j].at) })
+		}
+		l, p := g.sides[0], g.sides[1]
+		for i := range max(len(l), len(p)) {
+			switch {
+			case i >= len(l):
+				all = append(all, p[i])
+			case i >= len(p):
+				all = append(all, l[i])
+			default:
+				all = append(all, datedEntry{both(l[i].entry, p[i].entry), l[i].at})
+			}
+		}
+	}
+	return all
 }
 
 // entryTime is the instant a diary entry was written. MemPalace 3.12

@@ -74,24 +74,31 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		e.abandon(ctx, c, in)
 		return res, err
 	}
+	return e.locallyApplied(ctx, c, oldWing, in, res), nil
+}
+
+// locallyApplied finishes a write the local palace answered: one it
+// refused is not replicated (a drawer or a room it lacks is decided
+// elsewhere); one it applied is settled in the outbox for the primary.
+func (e *Edge) locallyApplied(ctx context.Context, c *call, oldWing string, in *intent, res *mcp.CallToolResult) *mcp.CallToolResult {
 	if c.tool.Wings == catalogue.DrawerWing && e.lacksLocally(res) {
 		e.abandon(ctx, c, in) // writeShared decides
-		return e.writeShared(ctx, c, res), nil
+		return e.writeShared(ctx, c, res)
 	}
 	if c.tool.Name == "create_tunnel" && roomNotHere.MatchString(fmt.Sprint(resultJSON(res)["error"])) {
 		e.abandon(ctx, c, in) // tunnelShared decides
-		return e.tunnelShared(ctx, c, res), nil
+		return e.tunnelShared(ctx, c, res)
 	}
 	if m := resultJSON(res); res.IsError || m["success"] == false || m["error"] != nil {
 		e.abandon(ctx, c, in)
-		return res, nil // the local palace refused it: nothing to replicate
+		return res // the local palace refused it: nothing to replicate
 	}
 	e.lift(ctx, c) // a write that recreates deleted content (tombstone.go)
 	edge := e.settle(ctx, c, oldWing, in, localEntry(c, resultJSON(res)))
 	if c.tool.Records != "" { // a checkpoint's duplicates: local records; other writes carry none
 		res = e.marks().result(res, c.tool.Records, origin.PalaceLocal)
 	}
-	return annotate(res, edge, false), nil
+	return annotate(res, edge, false)
 }
 
 // intent is a write in the outbox before its local answer: the op, and

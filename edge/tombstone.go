@@ -138,6 +138,14 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		e.takeBack(ctx, c, p)
 		return res, err
 	}
+	return e.locallyDeleted(ctx, c, d, p, res, again), nil
+}
+
+// locallyDeleted finishes a delete the local palace answered: one it
+// refused, or of drawers neither palace holds, is taken back; one it
+// applied is kept, to be sent to the primary. again: this device deleted
+// the drawer before.
+func (e *Edge) locallyDeleted(ctx context.Context, c *call, d deletion, p *pendingDeletion, res *mcp.CallToolResult, again bool) *mcp.CallToolResult {
 	n, ok := deletedCount(c, resultJSON(res))
 	if !ok && (c.tool.Name != "delete_by_source" || c.argsMap()["dry_run"] == false) && e.lacksLocally(res) {
 		// A palace that holds no drawers yet (MemPalace answers with an
@@ -151,14 +159,14 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		// (the primary said so): nothing deleted, nothing kept.
 		e.takeBack(ctx, c, p)
 		if again && d.nowhere(c, resultJSON(res)) {
-			return deletedBefore(c), nil
+			return deletedBefore(c)
 		}
-		return res, nil
+		return res
 	}
 	gone, _ := e.updatesGone(ctx, d.updated)
 	d.marks = append(d.marks, drawerMarks(gone)...)
 	kept := e.keepDeletion(ctx, c, d, n, p)
-	return annotate(deletedOnPrimary(c, d.held, res, kept, e.notSent(d, n)), kept, false), nil
+	return annotate(deletedOnPrimary(c, d.held, res, kept, e.notSent(d, n)), kept, false)
 }
 
 // deletedBefore is the answer to a delete_drawer of a drawer this device
