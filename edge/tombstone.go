@@ -163,6 +163,8 @@ func (e *Edge) locallyDeleted(ctx context.Context, c *call, d deletion, p *pendi
 		}
 		return res
 	}
+	// A drawer whose look-up got no answer is not counted gone: its
+	// unsent update stays queued, to be sent or refused on its own.
 	gone, _ := e.updatesGone(ctx, d.updated)
 	d.marks = append(d.marks, drawerMarks(gone)...)
 	kept := e.keepDeletion(ctx, c, d, n, p)
