@@ -29,11 +29,32 @@ type kgReader struct {
 	// --palace, else ~/.mempalace/). The one whose triple count matches
 	// the server's kg_stats is read.
 	Files []string
+	// Home and Palace are where doctor looks for a split graph (kg-split):
+	// ~/.mempalace's and the palace's two different files.
+	Home, Palace string
+}
+
+// split is doctor's kg-split finding as an error ("" Home: not looked
+// for): the local server reads one of two knowledge graphs, so the facts
+// it answers may be half of them or none.
+func (k kgReader) split() error {
+	if k.Home == "" {
+		return nil
+	}
+	for _, f := range doctor.CheckSplits(doctor.Options{Home: k.Home}, doctor.State{Palace: k.Palace}) {
+		if f.ID == doctor.IDKGSplit {
+			return fmt.Errorf("not read (doctor's %s): %s; fix: %s; then join again", f.ID, f.Message, f.Fix)
+		}
+	}
+	return nil
 }
 
 func (k kgReader) read(ctx context.Context, local Caller) ([]fact, string, error) {
 	first, err := timeline(ctx, local, map[string]any{})
 	if err != nil {
+		return nil, "", err
+	}
+	if err := k.split(); err != nil { // after the server opened its graph: it may have made the second file
 		return nil, "", err
 	}
 	if len(first) < timelineCap {

@@ -170,7 +170,7 @@ func (j *joining) readManifest(ctx context.Context) *Failure {
 		return nil
 	}
 	j.o.Progress.Phase("reading the local palace", 0)
-	man, err := readLocal(ctx, j.local, Selection{Policy: j.policy, Globs: j.o.Wings, Stamp: j.stamp}, kgReader{Files: j.kgFiles()}, func() (bool, error) { return palacefiles.Empty(j.cfg.Palace) }, func(_ string, n int) { j.o.Progress.Set(n) })
+	man, err := readLocal(ctx, j.local, Selection{Policy: j.policy, Globs: j.o.Wings, Stamp: j.stamp}, kgReader{Files: j.kgFiles(), Home: j.cfg.Home, Palace: j.cfg.Palace}, func() (bool, error) { return palacefiles.Empty(j.cfg.Palace) }, func(_ string, n int) { j.o.Progress.Set(n) })
 	j.o.Progress.Done()
 	if err != nil {
 		return &Failure{Kind: "palace", Record: j.cfg.Palace, Error: err.Error()}
