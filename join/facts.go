@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/joakimp/devbox-config/doctor"
+	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
 // fact is one knowledge-graph triple as a join replays it.
@@ -166,3 +167,95 @@ func readKGFile(ctx context.Context, file string) ([]fact, error) {
 
 // exists reports a regular file (for the candidate list's order).
 func exists(p string) bool { fi, err := os.Stat(p); return err == nil && fi.Mode().IsRegular() }
+
+// onPrimary reads the primary's facts of each subject, one kg_query
+// (outgoing) a subject; a subject whose look-up fails is left out.
+func onPrimary(ctx context.Context, primary Caller, subjects map[string]bool) map[string][]fact {
+	out := map[string][]fact{}
+	for s := range subjects {
+		res, err := primary.Call(ctx, "mempalace_kg_query", map[string]any{"entity": s, "direction": "outgoing"})
+		if err != nil || errorOf(res) != nil {
+			continue // unknown: the write goes as planned, verify names what is not there
+		}
+		rows, _ := res["facts"].([]any)
+		fs := []fact{}
+		for _, x := range rows {
+			m, _ := x.(map[string]any)
+			if str(m, "subject") == s {
+				fs = append(fs, fact{s, str(m, "predicate"), str(m, "object"), str(m, "valid_from"), str(m, "valid_to")})
+			}
+		}
+		out[s] = fs
+	}
+	return out
+}
+
+// factOf is the fact a kg_add's arguments write.
+func factOf(a map[string]any) fact {
+	return fact{str(a, "subject"), str(a, "predicate"), str(a, "object"), str(a, "valid_from"), str(a, "valid_to")}
+}
+
+// states says what the primary holds of f's triple from f's valid_from:
+// an open copy, a closed one, f itself.
+func states(there []fact, f fact) (open, closed, same bool) {
+	for _, p := range there {
+		if p.Subject != f.Subject || p.Predicate != f.Predicate || p.Object != f.Object || p.ValidFrom != f.ValidFrom {
+			continue
+		}
+		open, closed, same = open || p.ValidTo == "", closed || p.ValidTo != "", same || p == f
+	}
+	return
+}
+
+// factsOnPrimary asks the primary, one kg_query a subject, about each
+// fact this run would queue and each closed fact an earlier run sent,
+// for the triple from the same valid_from in the other state:
+//   - closed here, open there (closed locally after the primary got it):
+//     MemPalace's kg_add answers a closed triple with the open one's id
+//     and files nothing, so the write becomes the close itself
+//     (kg_invalidate ended valid_to), as the edge replicates a local
+//     close; sent, and on the primary only once it lands.
+//   - open here, closed there (ended on the primary since): the primary's
+//     close is newer knowledge; not re-opened, counted skipped, and a
+//     note says how many.
+func (j *joining) factsOnPrimary(ctx context.Context) {
+	asks := func(p planned) bool { return p.rec.Kind == Facts && (p.requeue() || p.sent && p.rec.Closed) }
+	subjects := map[string]bool{}
+	for _, p := range j.planned {
+		if asks(p) {
+			subjects[str(p.rec.Args, "subject")] = true
+		}
+	}
+	if len(subjects) == 0 {
+		return
+	}
+	j.connect()
+	there := onPrimary(ctx, j.sent, subjects)
+	kept := 0
+	for i := range j.planned {
+		p := &j.planned[i]
+		fs, asked := there[str(p.rec.Args, "subject")]
+		if !asked || !asks(*p) {
+			continue
+		}
+		f := factOf(p.rec.Args)
+		switch open, closed, same := states(fs, f); {
+		case f.ValidTo != "" && open && !same:
+			if p.sent {
+				j.rep.Pending[Facts]++
+			}
+			*p = planned{rec: Record{Kind: Facts, Tool: "mempalace_kg_invalidate", Args: map[string]any{"subject": f.Subject, "predicate": f.Predicate, "object": f.Object, "ended": f.ValidTo}, Closes: f}}
+			if op, ok := j.prior[p.rec.key()]; ok && op.State != outbox.Done {
+				p.op, p.had = op, true // queued by an interrupted run: resumed, not queued twice
+			}
+		case f.ValidTo == "" && closed && !open:
+			p.held = true
+			j.rep.Skipped[Facts]++
+			j.rep.Pending[Facts]--
+			kept++
+		}
+	}
+	if kept > 0 {
+		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d facts open here are closed on the primary (ended there since): not sent, so as not to re-open them (counted skipped); a fact that holds again is a new kg_add with its own valid_from", kept))
+	}
+}

@@ -260,6 +260,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 		return j.dryRun(ctx), nil
 	}
 	j.present(ctx)
+	j.factsOnPrimary(ctx)
 	j.queue(ctx)
 	j.drain(ctx)
 	j.settle(ctx)
@@ -283,7 +284,7 @@ func kindOfTool(tool string) string {
 	switch tool {
 	case "mempalace_diary_write":
 		return Diaries
-	case "mempalace_kg_add":
+	case "mempalace_kg_add", "mempalace_kg_invalidate":
 		return Facts
 	}
 	return Drawers

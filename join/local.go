@@ -42,6 +42,9 @@ type Record struct {
 	LocalID string // drawers and diaries
 	Content string // drawers and diaries: the full content (for verification)
 	Closed  bool   // facts: valid_to is set
+	// Closes: a kg_invalidate's, the local closed fact it puts on the
+	// primary (factsOnPrimary).
+	Closes fact
 	// Ordinal: a diary entry is the n-th of the local palace's entries
 	// with its wing, agent and text (the primary must hold n of them).
 	Ordinal int

@@ -576,6 +576,9 @@ func (j *joining) verify(ctx context.Context) {
 		listing = primaryDiaryIDs(ctx, j.sent, j.diaries)
 		j.rep.Mismatches = append(j.rep.Mismatches, concurrentCopies(ctx, j.sent, j.wrote, listing, j.equalEntries())...)
 	}
+	if j.o.Verify != 0 {
+		j.verifyFacts(ctx)
+	}
 	if j.o.Verify == 0 || len(j.targets) == 0 {
 		return
 	}

@@ -36,6 +36,15 @@ Every record goes through a join outbox in <palace>/edge, so a join killed at
 any point resumes on the next run; <palace>/edge/bootstrap.json records each
 target's state. A second join of the same palace sends nothing.
 
+Facts are asked of the primary first, one kg_query a subject. A fact closed
+here that the primary holds open from the same valid_from is closed there
+(kg_invalidate, as the edge replicates a close): MemPalace's kg_add would answer
+the open one and file nothing. A fact open here that the primary has closed
+since is not re-opened: the primary's close is newer; it counts as skipped, and
+a note says so. A knowledge graph in two files (doctor's kg-split: the local
+server reads one of them) fails the facts with doctor's finding and fix, and
+none of them is sent.
+
 Diary entries replay verbatim; their date on the primary becomes the join date.
 Join one palace at a time: two palaces joining concurrently could both send a
 diary entry or closed fact they share.
@@ -75,7 +84,7 @@ func newJoinCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
 	f.BoolVar(&jc.asJSON, "json", false, "print one JSON object with the outcome")
 	f.StringVar(&jc.device, "origin-device", "", "stamp added_by = <agent>/<label>/<device> on every replayed drawer (an opaque id, e.g. a uuid; without it nothing is stamped)")
 	f.StringArrayVar(&jc.wings, "wing", nil, "join only wings matching this glob (repeatable)")
-	f.StringVar(&jc.verify, "verify", "25", "compare N drawers and diaries by content on both sides (a seeded sample), or all; 0: none")
+	f.StringVar(&jc.verify, "verify", "25", "compare N drawers and diaries by content on both sides (a seeded sample), and read N facts back from the primary (open or closed as here), or all; 0: none")
 	f.Uint64Var(&jc.seed, "seed", 1, "the verification sample's seed")
 	f.BoolVar(&jc.resume, "resume", false, "only finish an interrupted join: send what it left queued, read nothing new")
 	f.StringVar(&jc.envFile, "env-file", "", "read the MEMPALACE_* variables (the local server's too) from this .env file instead of the environment")

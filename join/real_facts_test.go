@@ -1,0 +1,107 @@
+package join
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/testbed/realpalace"
+)
+
+// primaryTimeline is the primary's facts on subject, as
+// "predicate object from..to" (an open fact ends in "..").
+func primaryTimeline(t *testing.T, srv *realpalace.Server, subject string) []string {
+	t.Helper()
+	q := srv.MustCall(t, "mempalace_kg_query", map[string]any{"entity": subject, "direction": "outgoing"})
+	fs, _ := q["facts"].([]any)
+	var out []string
+	for _, x := range fs {
+		f := x.(map[string]any)
+		to, _ := f["valid_to"].(string)
+		out = append(out, fmt.Sprint(f["predicate"], " ", f["object"], " ", f["valid_from"], "..", to))
+	}
+	return out
+}
+
+// attack30 f13: a fact the primary holds open (the edge replicated it
+// before it was closed here) and the local palace closed since
+// (kg_invalidate). MemPalace's kg_add answers a closed triple with the
+// open one's id, so the join closes it there as the edge replicates a
+// close (kg_invalidate), and only then counts it as on the primary: the
+// primary holds it closed, once, and a second join sends nothing.
+func TestRealJoinClosesAFactOpenOnThePrimary(t *testing.T) {
+	local := realpalace.New(t)
+	s := local.Stdio(t)
+	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),
+		realpalace.Fact("Bob", "uses", "vim", "2025-01-01", ""),
+		realpalace.Call{Tool: "mempalace_kg_invalidate", Args: map[string]any{"subject": "Bob", "predicate": "uses", "object": "vim", "ended": "2025-05-01"}})
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	srv := realpalace.New(t).Serve(t, "tok-join-close")
+	srv.MustCall(t, "mempalace_kg_add", map[string]any{"subject": "Bob", "predicate": "uses", "object": "vim", "valid_from": "2025-01-01"})
+
+	rep := run(t, realConfig(local, srv), Options{Verify: All})
+	if !rep.OK() || rep.Sent[Facts] != 1 {
+		t.Fatalf("join: sent %v, failed %+v, mismatches %+v", rep.Sent, rep.Failed, rep.Mismatches)
+	}
+	if got := primaryTimeline(t, srv, "Bob"); len(got) != 1 || got[0] != "uses vim 2025-01-01..2025-05-01" {
+		t.Fatalf("the primary's facts on Bob: %q, want the one closed on 2025-05-01", got)
+	}
+	rep2 := run(t, realConfig(local, srv), Options{Verify: All})
+	if !rep2.OK() || rep2.Sent[Facts] != 0 || rep2.Skipped[Facts] != 1 || primaryWrites(rep2) != 0 {
+		t.Fatalf("a second join: sent %v, skipped %v, calls %v, failed %+v, mismatches %+v", rep2.Sent, rep2.Skipped, rep2.Calls, rep2.Failed, rep2.Mismatches)
+	}
+}
+
+// --verify reads each fact back from the primary: a fact closed here
+// that the primary holds open since another date (MemPalace files no
+// closed copy of a triple while it is open, and closing the primary's
+// would end another period) is named, not passed as sent.
+func TestRealJoinVerifySeesAFactOpenOnThePrimary(t *testing.T) {
+	local := realpalace.New(t)
+	s := local.Stdio(t)
+	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),
+		realpalace.Fact("Bob", "uses", "vim", "2025-01-01", "2025-05-01"))
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	srv := realpalace.New(t).Serve(t, "tok-join-verify-fact")
+	srv.MustCall(t, "mempalace_kg_add", map[string]any{"subject": "Bob", "predicate": "uses", "object": "vim", "valid_from": "2025-06-01"})
+
+	rep := run(t, realConfig(local, srv), Options{Verify: All})
+	if len(rep.Mismatches) != 1 || rep.Mismatches[0].Kind != Facts || !strings.Contains(rep.Mismatches[0].Detail, "open") {
+		t.Fatalf("join --verify all: mismatches %+v, failed %+v, sent %v: want the closed fact named as open on the primary", rep.Mismatches, rep.Failed, rep.Sent)
+	}
+	if got := primaryTimeline(t, srv, "Bob"); len(got) != 1 || got[0] != "uses vim 2025-06-01.." {
+		t.Fatalf("the primary's facts on Bob: %q, want its own open one untouched", got)
+	}
+}
+
+// attack30 f14: a fact closed on the primary (someone ended it there)
+// and still open in the joining palace. The primary's close is newer
+// knowledge: the join does not open a second copy, and counts the fact
+// as skipped with a note saying why.
+func TestRealJoinDoesNotReopenAFactClosedOnThePrimary(t *testing.T) {
+	local := realpalace.New(t)
+	s := local.Stdio(t)
+	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),
+		realpalace.Fact("Bob", "works_at", "acme", "2024-01-01", ""))
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	srv := realpalace.New(t).Serve(t, "tok-join-reopen")
+	srv.MustCall(t, "mempalace_kg_add", map[string]any{"subject": "Bob", "predicate": "works_at", "object": "acme", "valid_from": "2024-01-01"})
+	srv.MustCall(t, "mempalace_kg_invalidate", map[string]any{"subject": "Bob", "predicate": "works_at", "object": "acme", "ended": "2025-02-01"})
+
+	rep := run(t, realConfig(local, srv), Options{Verify: All})
+	if !rep.OK() || rep.Sent[Facts] != 0 || rep.Skipped[Facts] != 1 || rep.Calls["primary kg_add"] != 0 {
+		t.Fatalf("join: sent %v, skipped %v, calls %v, failed %+v, mismatches %+v", rep.Sent, rep.Skipped, rep.Calls, rep.Failed, rep.Mismatches)
+	}
+	if got := primaryTimeline(t, srv, "Bob"); len(got) != 1 || got[0] != "works_at acme 2024-01-01..2025-02-01" {
+		t.Fatalf("the primary's facts on Bob: %q, want only the closed one", got)
+	}
+	if !strings.Contains(strings.Join(rep.Notes, "\n"), "closed on the primary") {
+		t.Fatalf("no note says why the fact was not sent: %q", rep.Notes)
+	}
+}
