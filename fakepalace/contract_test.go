@@ -358,7 +358,7 @@ func runContract(t *testing.T, transports map[string]opener, real bool) {
 					t.Fatalf("default wing: %v", a["entry_id"])
 				}
 			})
-			t.Run("knowledge graph guard is for open facts only", func(t *testing.T) {
+			t.Run("knowledge graph guard looks for an open copy only", func(t *testing.T) {
 				c := open(t)
 				a := call(t, c, "mempalace_kg_add", map[string]any{"subject": "edge", "predicate": "uses", "object": "sqlite"})
 				b := call(t, c, "mempalace_kg_add", map[string]any{"subject": "edge", "predicate": "uses", "object": "sqlite"})
@@ -370,6 +370,13 @@ func runContract(t *testing.T, transports map[string]opener, real bool) {
 				y := call(t, c, "mempalace_kg_add", closed)
 				if x["triple_id"] == y["triple_id"] {
 					t.Fatal("an identical closed fact must duplicate")
+				}
+				// A closed fact added while the same fact is open is not
+				// stored: the open one is answered (3.11's guard looks for an
+				// open copy whatever the new fact's dates). A join that sends
+				// a local close as kg_add would be absorbed by it.
+				if z := call(t, c, "mempalace_kg_add", map[string]any{"subject": "edge", "predicate": "uses", "object": "sqlite", "valid_from": "2026-01-01", "valid_to": "2026-02-15"}); z["triple_id"] != a["triple_id"] {
+					t.Fatalf("a closed copy of an open fact: %v; want the open one's id %v", z, a["triple_id"])
 				}
 				if r := call(t, c, "mempalace_kg_invalidate", map[string]any{"subject": "edge", "predicate": "uses", "object": "sqlite", "ended": "2026-03-01"}); r["success"] != true {
 					t.Fatalf("invalidate: %v", r)

@@ -679,14 +679,13 @@ func (pl *Palace) kgAdd(a args) any {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if to == "" {
-		// The guard: an identical OPEN fact returns its existing id. It is
-		// scoped to open facts only (RFC 001 §3.2): a closed fact is always
-		// inserted, so replaying one duplicates it.
-		for _, t := range pl.st.Triples {
-			if t.Subject == s && t.Predicate == pr && t.Object == o && t.ValidTo == nil {
-				return map[string]any{"success": true, "triple_id": t.ID, "fact": fact(s, pr, o)}
-			}
+	// The guard: an identical OPEN fact returns its existing id, whatever
+	// the new fact's dates (3.11: a closed copy of an open fact is not
+	// stored). It finds open facts only (RFC 001 §3.2): with none open a
+	// closed fact is always inserted, so replaying one duplicates it.
+	for _, t := range pl.st.Triples {
+		if t.Subject == s && t.Predicate == pr && t.Object == o && t.ValidTo == nil {
+			return map[string]any{"success": true, "triple_id": t.ID, "fact": fact(s, pr, o)}
 		}
 	}
 	t := pl.newTriple(s, pr, o, ptr(from), ptr(to))
