@@ -61,6 +61,9 @@ type Server struct {
 	warm   *warmconn.Transport // client's, nil if the upstream's scheme is not http(s)
 	stream *http.Client        // GET routes (an SSE stream has no overall timeout)
 	state  tokenState
+	// refused: the upstream's last word on the gateway's token was a 401
+	// (upstreamRefuses logs each change).
+	refused atomic.Bool
 
 	mu    sync.Mutex
 	mtime time.Time

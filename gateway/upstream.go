@@ -95,7 +95,69 @@ var errWriteQueueFull = errors.New("write queue full")
 
 // upstreamCall POSTs one JSON-RPC message to the upstream's /mcp.
 func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
-	return postMCP(ctx, s.client, s.Upstream, s.UpstreamToken(), body)
+	status, resp := postMCP(ctx, s.client, s.Upstream, s.UpstreamToken(), body)
+	switch {
+	case status == http.StatusServiceUnavailable && gjson.GetBytes(resp, "error.message").String() == UpstreamRefused:
+		s.upstreamRefuses(true)
+	case status >= 200 && status <= 299:
+		s.upstreamRefuses(false)
+	}
+	return status, resp
+}
+
+// upstreamRefuses logs a change in whether the upstream refuses the
+// gateway's token: once when it starts (every device call gets 503 until
+// it is fixed), once when it ends; never per call, never the token.
+func (s *Server) upstreamRefuses(now bool) {
+	if s.refused.Swap(now) == now {
+		return
+	}
+	if now {
+		s.Log.Error("the upstream refused the gateway's token (HTTP 401): every device call gets 503 until it is fixed", "upstream", s.Upstream, "fix", "set MEMPALACE_UPSTREAM_TOKEN (or the config's upstream_token_file) to the primary's token, mempalace serve's MEMPALACE_MCP_HTTP_TOKEN, and restart the gateway")
+		return
+	}
+	s.Log.Info("the upstream accepts the gateway's token", "upstream", s.Upstream)
+}
+
+// probeWait bounds the start-up probe of the upstream.
+const probeWait = 10 * time.Second
+
+// ProbeUpstream asks the upstream for its tools once, within probeWait,
+// and logs what a device's call would meet: an upstream that answers
+// (info), one not answering yet (a warning: normal while compose starts
+// both; the gateway serves, and devices get 503 until it answers), one
+// that refuses the gateway's token or is not MCP (an error naming the
+// fix). It never stops the gateway.
+func (s *Server) ProbeUpstream(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(warmconn.WithReplayable(ctx), probeWait)
+	defer cancel()
+	body := []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Upstream, bytes.NewReader(body))
+	if err != nil {
+		s.Log.Error("upstream not probed", "upstream", s.Upstream, "err", err)
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if tok := s.UpstreamToken(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.Log.Warn("the upstream does not answer yet: devices get 503 until it does (normal while it starts beside the gateway)", "upstream", s.Upstream, "err", err, "fix", "if it lasts, start mempalace serve or correct --upstream")
+		return
+	}
+	defer resp.Body.Close() // read to its end, or not MCP: reported below
+	b, _ := readAnswer(resp)
+	if resp.StatusCode == http.StatusUnauthorized {
+		s.upstreamRefuses(true)
+		return
+	}
+	if _, out := answerOf(resp, b, body, s.UpstreamToken()); !gjson.GetBytes(out, "result.tools").IsArray() {
+		s.Log.Error(fmt.Sprintf("the upstream answered HTTP %d to tools/list, not an MCP answer: every device call fails", resp.StatusCode), "upstream", s.Upstream, "fix", "point --upstream at mempalace serve's /mcp (http://HOST:PORT/mcp)")
+		return
+	}
+	s.upstreamRefuses(false)
+	s.Log.Info("upstream answers", "upstream", s.Upstream)
 }
 
 // upstreamClock is how long a request had a call to the upstream in

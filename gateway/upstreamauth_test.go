@@ -1,7 +1,12 @@
 package gateway
 
 import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -37,5 +42,98 @@ func TestUpstreamRefusingTheGatewaysTokenIsA503(t *testing.T) {
 	}
 	if n := g.primary.Calls("mempalace_artifact_put"); n != 1 {
 		t.Errorf("the upstream ran the artifact_put %d times, want 1", n)
+	}
+}
+
+// An operator whose gateway holds the wrong upstream token learns it from
+// the gateway's own log, not from a device's doctor: the start-up probe
+// and the first refused call log it once (not once per call), naming the
+// fix and never the token; the token's fix is logged too.
+func TestUpstreamRefusingTheGatewaysTokenIsLoggedOnce(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	var logged syncBuffer
+	g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	const wrong = "wrong-token-0123456789abcdef"
+	g.srv.UpstreamToken = func() string { return wrong }
+	g.srv.ProbeUpstream(context.Background())
+	for range 3 {
+		g.call(g.tokens["laptop-7f3a"], "status", map[string]any{})
+	}
+	got := logged.String()
+	if n := strings.Count(got, "refused the gateway's token"); n != 1 || !strings.Contains(got, "level=ERROR") || !strings.Contains(got, "MEMPALACE_UPSTREAM_TOKEN") {
+		t.Fatalf("log after the probe and 3 refused calls (want one error naming MEMPALACE_UPSTREAM_TOKEN):\n%s", got)
+	}
+	g.srv.UpstreamToken = func() string { return upstreamToken }
+	g.call(g.tokens["laptop-7f3a"], "status", map[string]any{})
+	g.call(g.tokens["laptop-7f3a"], "status", map[string]any{})
+	if got := logged.String(); strings.Count(got, "accepts the gateway's token") != 1 || strings.Contains(got, wrong) || strings.Contains(got, upstreamToken) {
+		t.Fatalf("log once the token is fixed (want one line saying so, no token):\n%s", got)
+	}
+}
+
+// The start-up probe says what a device's call would meet: an upstream
+// that answers, one not up yet (normal while compose starts both: a
+// warning, and the gateway keeps serving), and one that is not MCP.
+func TestProbeUpstreamSaysWhy(t *testing.T) {
+	t.Parallel()
+	notMCP := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(notMCP.Close)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	for _, c := range []struct {
+		name string
+		up   *upstream
+		says []string
+	}{
+		{"answers", startFake(t), []string{"level=INFO", "upstream answers"}},
+		{"down", &upstream{url: down.URL + "/mcp"}, []string{"level=WARN", "connection refused", "start mempalace serve"}},
+		{"not MCP", &upstream{url: notMCP.URL + "/mcp"}, []string{"level=ERROR", "HTTP 404", "--upstream"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGWAt(t, devices, c.up)
+			var logged syncBuffer
+			g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
+			g.srv.ProbeUpstream(context.Background())
+			for _, s := range c.says {
+				if !strings.Contains(logged.String(), s) {
+					t.Errorf("probe's log lacks %q:\n%s", s, logged.String())
+				}
+			}
+		})
+	}
+}
+
+// syncBuffer is a log sink the gateway's goroutines may write at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Against real MemPalace 3.11.0 serve the probe reads an answer (a
+// tools/list without an MCP session) and a wrong token for what each is.
+func TestRealProbeUpstream(t *testing.T) {
+	u, _ := startReal(t)
+	g := newGWAt(t, devices, u)
+	var logged syncBuffer
+	g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	g.srv.ProbeUpstream(context.Background())
+	g.srv.UpstreamToken = func() string { return "wrong-token-0123456789abcdef" }
+	g.srv.ProbeUpstream(context.Background())
+	if got := logged.String(); !strings.Contains(got, "upstream answers") || !strings.Contains(got, "refused the gateway's token") {
+		t.Fatalf("probe's log, right then wrong token:\n%s", got)
 	}
 }

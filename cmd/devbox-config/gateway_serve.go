@@ -161,7 +161,8 @@ const gatewayStopGrace = 5 * time.Second
 
 // serve answers until stopped ends (SIGTERM or SIGINT; the requests in
 // flight then are answered), reloading the config on SIGHUP and when the
-// file changes; it returns once its goroutines have ended.
+// file changes, having probed the upstream once (its log line says what a
+// device would meet); it returns once its goroutines have ended.
 func (sc *gatewayServeCmd) serve(stopped context.Context, s *gateway.Server, log *slog.Logger) error {
 	ctx, stop := context.WithCancel(stopped)
 	defer stop()
@@ -170,7 +171,8 @@ func (sc *gatewayServeCmd) serve(stopped context.Context, s *gateway.Server, log
 	srv := &http.Server{Addr: sc.listen, Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(s.EndStreams) // a stream never ends by itself: the grace is for the requests
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); s.ProbeUpstream(ctx) }() // logs, never blocks listening
 	go func() {
 		defer wg.Done()
 		for range hup {
