@@ -9,8 +9,9 @@
 // stable id for scripts, a severity, the RFC section, what is wrong and the
 // exact fix. Checks only read: nothing is created, not even an outbox that
 // does not exist yet. An existing outbox is opened as any edge start opens
-// it, so one an older build left is brought to this build's schema and
-// narrowed to 0600 (outbox.OpenOptions). The one exception is FixSplit (doctor --fix), which
+// it: one of this build's schema is only read (no write lock, its file
+// unchanged), one an older build left is brought to this build's schema,
+// and either is narrowed to 0600 (outbox.OpenOptions). The one exception is FixSplit (doctor --fix), which
 // converges a split store onto one inode by the RFC's symlink, after a
 // backup, and only when one side holds no data.
 //

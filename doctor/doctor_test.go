@@ -371,6 +371,30 @@ func TestChecksCreateNothing(t *testing.T) {
 	}
 }
 
+// Doctor reads an outbox of this build's schema without writing to it:
+// its bytes and mtime are the same after a run (before, opening it ran
+// the schema's set-up, a committed write transaction every run).
+func TestDoctorLeavesACurrentOutboxUnchanged(t *testing.T) {
+	b := newBox(t)
+	s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+	must(t, err)
+	_, err = s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"queued"}`), Wing: "w"})
+	must(t, err)
+	must(t, s.Close())
+	file := func() (string, time.Time) {
+		b2, err := os.ReadFile(OutboxPath(b.palace))
+		must(t, err)
+		fi, err := os.Stat(OutboxPath(b.palace))
+		must(t, err)
+		return string(b2), fi.ModTime()
+	}
+	bytes0, mtime0 := file()
+	b.run()
+	if bytes1, mtime1 := file(); bytes1 != bytes0 || !mtime1.Equal(mtime0) {
+		t.Fatalf("doctor changed the outbox: bytes same %v, mtime %v -> %v", bytes1 == bytes0, mtime0, mtime1)
+	}
+}
+
 func TestEmbedderSidecar(t *testing.T) {
 	srvURL := primary(t, "", fakepalace.Options{}).URL()
 	t.Run("missing on a palace that holds data", func(t *testing.T) {

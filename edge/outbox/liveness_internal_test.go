@@ -101,7 +101,7 @@ func TestAnOlderBuildsIntentsAreResolvedAsBefore(t *testing.T) {
 	if _, err := old.Enqueue(ctx, Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Intent: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := old.db.ExecContext(ctx, `ALTER TABLE ops DROP COLUMN owner`); err != nil {
+	if _, err := old.db.ExecContext(ctx, `ALTER TABLE ops DROP COLUMN owner; PRAGMA user_version = 0`); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Open(path, "dev", "lab")

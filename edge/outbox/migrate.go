@@ -12,12 +12,24 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 )
 
+// schemaVersion is the outbox's PRAGMA user_version once set-up has run:
+// raise it with every change to schema, tombstoneSchema or addColumns.
+const schemaVersion = 1
+
 // setUp creates the schema, or brings an outbox made by an older edge up
 // to it, and turns on incremental vacuum (a one-time VACUUM of an older
-// file). Run again while another process opening the same fresh file
+// file); an outbox already set up is only read (doctor's open writes
+// nothing). Run again while another process opening the same fresh file
 // makes it busy (sqlitewal.RetryBusy).
 func (s *Store) setUp(log *slog.Logger) error {
 	ctx := context.Background()
+	var version, vacuum int
+	if err := s.db.QueryRowContext(ctx, `SELECT (SELECT user_version FROM pragma_user_version), (SELECT auto_vacuum FROM pragma_auto_vacuum)`).Scan(&version, &vacuum); err != nil {
+		return err
+	}
+	if version >= schemaVersion && vacuum == 2 {
+		return nil
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -35,6 +47,9 @@ func (s *Store) setUp(log *slog.Logger) error {
 		return err
 	}
 	if err := addColumns(ctx, tx); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -206,16 +221,20 @@ const (
 func (s *Store) loadIdentity(log *slog.Logger) error {
 	ctx := context.Background()
 	file := fileID(s.path)
+	// Read first, without the write lock: an outbox opened again (doctor
+	// beside a running edge) has its identity.
+	id, boundTo, err := identityOf(ctx, s.db)
+	if err != nil || id != "" && boundTo == file {
+		s.identity = id
+		return err
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	var id, boundTo string
-	for k, dst := range map[string]*string{metaIdentity: &id, metaIdentityFile: &boundTo} {
-		if err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key=?`, k).Scan(dst); err != nil && err != sql.ErrNoRows {
-			return err
-		}
+	if id, boundTo, err = identityOf(ctx, tx); err != nil {
+		return err
 	}
 	if id != "" && boundTo == file {
 		s.identity = id
@@ -237,4 +256,15 @@ func (s *Store) loadIdentity(log *slog.Logger) error {
 	}
 	s.identity = fresh
 	return nil
+}
+
+// identityOf reads the outbox's identity and the file it was made for
+// ("" where unset).
+func identityOf(ctx context.Context, db querier) (id, boundTo string, err error) {
+	for k, dst := range map[string]*string{metaIdentity: &id, metaIdentityFile: &boundTo} {
+		if err := db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key=?`, k).Scan(dst); err != nil && err != sql.ErrNoRows {
+			return "", "", err
+		}
+	}
+	return id, boundTo, nil
 }

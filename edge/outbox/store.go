@@ -116,9 +116,14 @@ func OpenOptions(path string, o Options) (*Store, error) {
 			o.Log.Warn("the outbox stays readable by others: it holds the agent's queued writes", "file", f, "err", err, "fix", "chmod 600 "+f)
 		}
 	}
-	// auto_vacuum before anything creates a table.
+	// auto_vacuum before anything creates a table, so on a new file only:
+	// on one with tables the pragma writes the file's header every time.
+	pragmas := []string{"journal_size_limit(4194304)"}
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		pragmas = append(pragmas, "auto_vacuum(INCREMENTAL)")
+	}
 	open := func(sync string) (*sql.DB, error) {
-		return sqlitewal.Open(path, sync, "auto_vacuum(INCREMENTAL)", "journal_size_limit(4194304)")
+		return sqlitewal.Open(path, sync, pragmas...)
 	}
 	db, err := open("FULL")
 	if err != nil {

@@ -1,0 +1,44 @@
+package outbox_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/sqlitewal"
+)
+
+// Opening an outbox already at this build's schema only reads it: it
+// opens while another process holds the write lock (an edge mid-write;
+// doctor beside it), where a set-up run on every open waited for the lock.
+func TestOpeningACurrentOutboxTakesNoWriteLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), outbox.FileName)
+	s, err := outbox.Open(path, "dev", "edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sqlitewal.Open(path, "FULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	tx, err := db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the write lock, held
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() // nothing written
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES('held', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := outbox.Open(path, "", "doctor")
+	if err != nil {
+		t.Fatalf("opening beside a writer: %v", err)
+	}
+	if _, err := r.Stats(ctx); err != nil {
+		t.Errorf("reading beside a writer: %v", err)
+	}
+	r.Close()
+}
