@@ -47,6 +47,7 @@ func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile, anc
 	// --pubkey does). A FILE may be checked where no config is, a copy
 	// taken off the gateway's host: its signatures are then not checked,
 	// and the output says so.
+	every, after := gateway.CheckpointEvery, gateway.CheckpointAfter
 	if _, err := os.Stat(g.file); file == "" || (pubFile == "" && err == nil) {
 		c, err := g.load()
 		if err != nil {
@@ -56,6 +57,7 @@ func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile, anc
 		if pubFile == "" && c.SigningKeyFile != "" {
 			pubFile = c.SigningKeyFile + ".pub"
 		}
+		every, after = cmp.Or(c.AuditCheckpointLines, every), cmp.Or(time.Duration(c.AuditCheckpointSeconds)*time.Second, after)
 	}
 	var pub ed25519.PublicKey
 	if pubFile != "" {
@@ -78,6 +80,8 @@ func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile, anc
 	}
 	fmt.Fprintf(stdout, "%s: %d lines, chain intact\n", file, r.Lines)
 	switch {
+	case r.Checkpoint == 0 && pubFile != "":
+		fmt.Fprintf(stdout, "no checkpoint yet: no signature covers any of its %d lines; the gateway signs the first after %d lines, %s after the first line, or when it stops\n", r.Lines, every, after)
 	case r.Checkpoint == 0:
 		fmt.Fprintf(stdout, "no signed checkpoint: no signature covers any of its %d lines (set signing_key_file)\n", r.Lines)
 	case !r.Signed:

@@ -134,3 +134,36 @@ func TestAuditVerifyAnchorCatchesACutLog(t *testing.T) {
 		t.Fatalf("an anchor beside the log: %s", errOut)
 	}
 }
+
+// Right after `gateway init` and a start, the log holds lines but no
+// checkpoint yet: verify says when the first comes, not to set a
+// signing_key_file init already set; a log with no key configured is told
+// to set one.
+func TestAuditVerifyBeforeTheFirstCheckpoint(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	cli := gatewayCLI(t, cfg)
+	cli(0, "init")
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: "http://127.0.0.1:1/mcp", BindHost: "127.0.0.1"}
+	if err := srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for range 3 {
+		srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(`{}`)))
+	}
+	out, _ := cli(0, "audit", "verify")
+	if strings.Contains(out, "set signing_key_file") || !strings.Contains(out, "no checkpoint yet") || !strings.Contains(out, "100 lines") || !strings.Contains(out, "when it stops") {
+		t.Fatalf("verify before the first checkpoint, with init's signing key:\n%s", out)
+	}
+	bare := emptyGatewayConfig(t)
+	c, err := gateway.LoadConfig(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.AuditLog, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := gatewayCLI(t, bare)(0, "audit", "verify"); !strings.Contains(out, "set signing_key_file") {
+		t.Fatalf("verify of a log no key signs:\n%s", out)
+	}
+}
