@@ -6,8 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // The upstream refusing the gateway's own token is the gateway's problem,
@@ -52,7 +53,7 @@ func TestUpstreamRefusingTheGatewaysTokenIsA503(t *testing.T) {
 func TestUpstreamRefusingTheGatewaysTokenIsLoggedOnce(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
-	var logged syncBuffer
+	var logged testbed.SyncBuffer
 	g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
 	const wrong = "wrong-token-0123456789abcdef"
 	g.srv.UpstreamToken = func() string { return wrong }
@@ -93,7 +94,7 @@ func TestProbeUpstreamSaysWhy(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			g := newGWAt(t, devices, c.up)
-			var logged syncBuffer
+			var logged testbed.SyncBuffer
 			g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
 			g.srv.ProbeUpstream(context.Background())
 			for _, s := range c.says {
@@ -105,30 +106,12 @@ func TestProbeUpstreamSaysWhy(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink the gateway's goroutines may write at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Against real MemPalace 3.11.0 serve the probe reads an answer (a
 // tools/list without an MCP session) and a wrong token for what each is.
 func TestRealProbeUpstream(t *testing.T) {
 	u, _ := startReal(t)
 	g := newGWAt(t, devices, u)
-	var logged syncBuffer
+	var logged testbed.SyncBuffer
 	g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
 	g.srv.ProbeUpstream(context.Background())
 	g.srv.UpstreamToken = func() string { return "wrong-token-0123456789abcdef" }
