@@ -671,6 +671,9 @@ func TestPrimaryUnreachable(t *testing.T) {
 			t.Fatalf("doctor took %s with the primary blackholed (timeout %s)", d, b.opts.Timeout)
 		}
 		only(t, fs, "error:primary-unreachable")
+		if !strings.Contains(fs[0].Fix, "--timeout") {
+			t.Errorf("a primary that did not answer in time: the fix does not say how to give it longer: %s", fs[0].Fix)
+		}
 	})
 	t.Run("nothing listening", func(t *testing.T) {
 		b := newBox(t)

@@ -216,13 +216,14 @@ func authFinding(at string, tokenSet, behindGateway bool) Finding {
 const primaryCompose = "in the devbox-config repository, examples/docker-compose.mempalace-gateway.yml runs one as service mempalace"
 
 func unreachable(opts Options, shown string, err error) Finding {
-	why := opts.mask(err.Error()) // the client's error quotes the server
+	why, longer := opts.mask(err.Error()), "" // the client's error quotes the server
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
 		why = fmt.Sprintf("no answer within %s", opts.Timeout)
+		longer = fmt.Sprintf("; if it is only slow, `devbox-config doctor --timeout %s` gives it longer", 4*opts.Timeout)
 	}
 	return Finding{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
 		Message: fmt.Sprintf("cannot reach %s: %s", shown, why),
-		Fix:     "check that the primary runs (`docker compose ps` in the compose project that runs it on its host: " + primaryCompose + "), MEMPALACE_REMOTE_URL, and the tunnel; in edge mode writes wait in the outbox meanwhile"}
+		Fix:     "check that the primary runs (`docker compose ps` in the compose project that runs it on its host: " + primaryCompose + "), MEMPALACE_REMOTE_URL, and the tunnel; in edge mode writes wait in the outbox meanwhile" + longer}
 }
 
 func isTimeout(err error) bool {

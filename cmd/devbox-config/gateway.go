@@ -102,10 +102,11 @@ func (g *gatewayConfig) load() (*gateway.Config, error) {
 	return c, nil
 }
 
-// deviceIn is the device id in c, or the error naming it.
-func deviceIn(c *gateway.Config, id string) (*gateway.Device, error) {
+// deviceIn is the device id in c, or the error naming it and the next
+// command.
+func (g *gatewayConfig) deviceIn(c *gateway.Config, id string) (*gateway.Device, error) {
 	if d := c.Device(id); d != nil {
 		return d, nil
 	}
-	return nil, failed(fmt.Errorf("no device %s", id))
+	return nil, failed(fmt.Errorf("no device %s (fix: '%s' shows the devices; '%s' adds it)", id, g.hint("device list"), g.hint("device add "+id)))
 }

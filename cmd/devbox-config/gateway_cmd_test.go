@@ -233,3 +233,23 @@ func TestGatewayDeviceFlagErrorsNameTheFlag(t *testing.T) {
 		t.Error("the config changed")
 	}
 }
+
+// The operator's first mistakes each name the next command: a device
+// that does not exist (device list, device add), a third live token
+// (which ids, and the revoke command).
+func TestGatewayTokenMistakesNameTheNextCommand(t *testing.T) {
+	cfg := emptyGatewayConfig(t)
+	cli := gatewayCLI(t, cfg)
+	if _, errOut := cli(1, "token", "issue", "nosuch"); !strings.Contains(errOut, "no device nosuch") || !strings.Contains(errOut, "device list") || !strings.Contains(errOut, "device add nosuch") {
+		t.Errorf("token issue for no device:\n%s", errOut)
+	}
+	cli(0, "device", "add", "laptop-7f3a", "--read", "shared")
+	first, _ := cli(0, "token", "issue", "laptop-7f3a")
+	second, _ := cli(0, "token", "rotate", "laptop-7f3a")
+	_, errOut := cli(1, "token", "rotate", "laptop-7f3a")
+	for _, want := range []string{strings.Split(first, "_")[1], strings.Split(second, "_")[1], "token revoke laptop-7f3a --token"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("a third live token: the error lacks %q:\n%s", want, errOut)
+		}
+	}
+}

@@ -178,7 +178,7 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 	var after gateway.Device
 	at := -1
 	err := g.update(func(c *gateway.Config) error {
-		d, err := deviceIn(c, id)
+		d, err := g.deviceIn(c, id)
 		if err != nil {
 			return err
 		}
@@ -237,7 +237,7 @@ func tokenState(t gateway.Token) string {
 // each is the fix.
 func removeDevice(g *gatewayConfig, stdout io.Writer, id string) error {
 	err := g.update(func(c *gateway.Config) error {
-		if _, err := deviceIn(c, id); err != nil {
+		if _, err := g.deviceIn(c, id); err != nil {
 			return err
 		}
 		var by, fixes []string

@@ -89,6 +89,9 @@ func (sc *gatewayServeCmd) open(s *gateway.Server, log *slog.Logger) (*ledger.Le
 // checkFlags refuses a --listen or --upstream that cannot work; it returns
 // the listen host.
 func (sc *gatewayServeCmd) checkFlags() (string, error) {
+	if sc.listen == "" && sc.upstream == "" {
+		return "", usageError("--listen and --upstream are required (new here: 'devbox-config gateway --help' says what the gateway does; 'devbox-config gateway init' writes its config first)")
+	}
 	if sc.listen == "" || sc.upstream == "" {
 		return "", usageError("--listen and --upstream are required")
 	}

@@ -35,7 +35,7 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 	var tok string
 	var grace time.Duration
 	err := g.update(func(c *gateway.Config) error {
-		d, err := deviceIn(c, id)
+		d, err := g.deviceIn(c, id)
 		if err != nil {
 			return err
 		}
@@ -43,8 +43,8 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 		if err != nil {
 			return failed(err)
 		}
-		if tok, err = gateway.Issue(key, d, time.Now()); err != nil {
-			return failed(err)
+		if tok, err = gateway.Issue(key, d, time.Now()); err != nil { // two live tokens
+			return failed(fmt.Errorf("%w (fix: '%s' with one of its tokens: %s)", err, g.hint("token revoke "+id+" --token ID"), tokenIDs(d)))
 		}
 		grace = c.Grace()
 		return nil
@@ -65,7 +65,7 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 func revokeTokens(g *gatewayConfig, stdout io.Writer, id, tokenID string) error {
 	n := 0
 	err := g.update(func(c *gateway.Config) error {
-		d, err := deviceIn(c, id)
+		d, err := g.deviceIn(c, id)
 		if err != nil {
 			return err
 		}
@@ -86,13 +86,9 @@ func revokeTokens(g *gatewayConfig, stdout io.Writer, id, tokenID string) error 
 // no token of d: its token ids (never a secret), and the device it is one
 // of, if any.
 func noSuchToken(g *gatewayConfig, c *gateway.Config, d *gateway.Device, id string) error {
-	ids := make([]string, 0, len(d.Tokens))
-	for _, t := range d.Tokens {
-		ids = append(ids, t.ID+" ("+tokenState(t)+")")
-	}
 	has := "it has no token at all"
-	if len(ids) > 0 {
-		has = "its tokens: " + strings.Join(ids, ", ")
+	if len(d.Tokens) > 0 {
+		has = "its tokens: " + tokenIDs(d)
 	}
 	fix := fmt.Sprintf("give one of its ids, or no --token to revoke them all; '%s' shows every device's", g.hint("device list"))
 	for _, o := range c.Devices {
@@ -101,4 +97,13 @@ func noSuchToken(g *gatewayConfig, c *gateway.Config, d *gateway.Device, id stri
 		}
 	}
 	return failed(fmt.Errorf("device %s has no token %s, so nothing is revoked; %s (fix: %s)", d.ID, id, has, fix))
+}
+
+// tokenIDs lists d's token ids with their states (never a secret).
+func tokenIDs(d *gateway.Device) string {
+	ids := make([]string, 0, len(d.Tokens))
+	for _, t := range d.Tokens {
+		ids = append(ids, t.ID+" ("+tokenState(t)+")")
+	}
+	return strings.Join(ids, ", ")
 }
