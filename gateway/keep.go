@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,11 +56,22 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 	if err != nil {
 		return refuse(ruleUnknowable, fmt.Sprintf("%s: %v (the gateway keeps what a delete removes, so that it can be restored, and makes no delete it cannot keep)", req.Tool, err))
 	}
-	if content, ok := req.Args["content"]; ok && t.Name == "update_drawer" && len(doom.drawers) == 1 {
-		now, sent := str(doom.drawers[0]["content"]), str(content)
-		req.held = sameText(now, sent) // a touch: the text stays its writer's, or, respelt, no one's
+	if t.Name == "update_drawer" && len(doom.drawers) == 1 {
+		p := doom.drawers[0]
 		st, stamped := s.prov.Lookup(provenance.Drawer(str(req.Args["drawer_id"])))
-		req.respelt = req.held && now != sent && !(stamped && st.Device == d.ID) // its own words respelt stay its writer's
+		own := stamped && st.Device == d.ID
+		if moved(req.Args, p, "wing") && !own && !d.Admin {
+			s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s moves drawer %s out of wing %s, and it is not this device's (%s): a move out of its wing takes it from that wing's readers as a delete does, so only an admin device may make it, as a delete; move it to another room of %s, file its text in the other wing with add_drawer, or ask an admin device; nothing was moved", req.Tool, str(p["drawer_id"]), str(p["wing"]), cmp.Or(st.Device, "of unknown origin"), str(p["wing"])), ruleAdminOnly, str(p["wing"]))
+			return nil, false
+		}
+		if !own && (moved(req.Args, p, "wing") || moved(req.Args, p, "room")) {
+			req.moved = movedBy(st, stamped, d.ID)
+		}
+		if content, ok := req.Args["content"]; ok {
+			now, sent := str(p["content"]), str(content)
+			req.held = sameText(now, sent)                // a touch: the text stays its writer's, or, respelt, no one's
+			req.respelt = req.held && now != sent && !own // its own words respelt stay its writer's
+		}
 	}
 	cfg := s.cfg.Load()
 	if limit := cfg.DeleteCapOrDefault(); t.Name != "update_drawer" && len(doom.drawers) > limit && !d.BulkDelete {
@@ -249,4 +261,25 @@ func (k *kept) outcome(status int, resp []byte) (state trash.State, note string,
 // is of unknown origin, neither writer's (req.respelt).
 func sameText(a, b string) bool {
 	return a == b || slices.Equal(strings.Fields(norm.NFC.String(a)), strings.Fields(norm.NFC.String(b)))
+}
+
+// moved: an update_drawer's args name a wing or room (key) other than the
+// drawer's (p, its get_drawer payload), as MemPalace stores the name.
+func moved(args, p map[string]any, key string) bool {
+	v, given := args[key].(string)
+	return given && catalogue.SanitizedName(v) != str(p[key])
+}
+
+// movedBy is the stamp of a drawer (st, stamped: its stamp before) that
+// device mover moves, not being its writer: its writer's words in the
+// mover's place, vouched for by both (the mover as via: trusted only by a
+// device that trusts both). One of unknown origin stays so, and so
+// becomes one that already names another via (a join's admin, an earlier
+// mover), which a stamp cannot name beside a third device.
+func movedBy(st provenance.Stamp, stamped bool, mover string) *provenance.Stamp {
+	if !stamped || st.Via != "" && st.Via != mover {
+		return &provenance.Stamp{}
+	}
+	st.Via = mover
+	return &st
 }

@@ -318,7 +318,8 @@ func TestOriginOfFactsDiariesEvents(t *testing.T) {
 
 // A drawer filed again with the same content stays its first filer's;
 // an update that rewrites its content makes it the updater's; a move
-// alone does not.
+// by its writer changes nothing, one by another device names the mover
+// as via (attack31 p9: its place is the mover's text).
 func TestOriginFollowsTheContent(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
@@ -330,9 +331,15 @@ func TestOriginFollowsTheContent(t *testing.T) {
 	}
 	got, _, _ := g.call(desk, "get_drawer", map[string]any{"drawer_id": id})
 	wantOrigin(t, "after a refile", got, "laptop-7f3a", "laptop")
-	g.call(desk, "update_drawer", map[string]any{"drawer_id": id, "room": "moved"})
+	g.call(laptop, "update_drawer", map[string]any{"drawer_id": id, "room": "moved"})
 	got, _, _ = g.call(desk, "get_drawer", map[string]any{"drawer_id": id})
-	wantOrigin(t, "after a move", got, "laptop-7f3a", "laptop")
+	wantOrigin(t, "after its writer's move", got, "laptop-7f3a", "laptop")
+	g.call(desk, "update_drawer", map[string]any{"drawer_id": id, "room": "moved again"})
+	got, _, _ = g.call(desk, "get_drawer", map[string]any{"drawer_id": id})
+	wantOrigin(t, "after desk's move", got, "laptop-7f3a", "laptop")
+	if via := originOf(t, got)["via"]; via != "desk-9b21" {
+		t.Errorf("after desk's move: via %v, want desk-9b21", via)
+	}
 	if res, rpc, _ := g.call(desk, "update_drawer", map[string]any{"drawer_id": id, "content": "other words"}); rpc != nil || res["success"] != true {
 		t.Fatalf("update: %v %v", res, rpc)
 	}

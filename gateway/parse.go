@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/provenance"
 )
 
 // maxDepth bounds nesting in a request body: far beyond any tool's
@@ -156,6 +157,11 @@ type rpcRequest struct {
 	// whitespace or Unicode form (sameText, not the same bytes): neither
 	// writer's alone, so its stamp goes (of unknown origin).
 	respelt bool
+	// moved: an update_drawer that moves a drawer not this device's to
+	// another room or wing (its place is then the mover's text): the
+	// drawer's stamp once the move is made, naming the mover as via (the
+	// zero Stamp: none, of unknown origin); withdrawn while it is in flight.
+	moved *provenance.Stamp
 	// facts: the upstream's facts of a kg_supersede's subject, read after
 	// it (sendWrite; nil: not read), which name the fact it opened.
 	facts []any

@@ -53,7 +53,7 @@ func (s *Server) authorStep(x *exchange, d *Device, req *rpcRequest) (author *De
 // say (settled, or lost: sendWrite), stamped whatever the answer.
 func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.Tool, req *rpcRequest, resp []byte) {
 	res := resultOf(resp)
-	if (res == nil || res["success"] == false) && len(req.filed) == 0 || marked(resp, heldKey) {
+	if (res == nil || res["success"] == false) && len(req.filed) == 0 || marked(resp, heldKey) && req.moved == nil {
 		return // nothing made, or a record the upstream held with this text before (sendWrite): its stamp, or none, stays
 	}
 	st := provenance.Stamp{Device: author.ID, Label: author.Label, At: s.Now()}
@@ -108,10 +108,14 @@ func (s *Server) stamps(ctx context.Context, t catalogue.Tool, req *rpcRequest, 
 		}
 		return out
 	case "update_drawer":
-		if _, rewritten := args["content"]; !rewritten {
-			return nil // moved: the content is still its writer's (touched: heldKey)
+		key := provenance.Drawer(str(args["drawer_id"]))
+		switch _, rewritten := args["content"]; {
+		case rewritten && !req.held:
+			return []provenance.Entry{{Key: key, Stamp: with(""), Replace: true}} // the updater's words
+		case req.moved != nil && req.moved.Device != "" && !req.respelt:
+			return []provenance.Entry{{Key: key, Stamp: *req.moved, Replace: true}} // its writer's words in the mover's place
 		}
-		return []provenance.Entry{{Key: provenance.Drawer(str(args["drawer_id"])), Stamp: with(""), Replace: true}}
+		return nil // moved by its writer, or touched: its stamp, or none, stays (a respelling's, or another device's move of one of unknown origin: none)
 	case "diary_write":
 		return diaryStamps(args, res, st)
 	case "create_tunnel":

@@ -43,9 +43,10 @@ func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcReques
 			return http.StatusOK, rpcErrBytes(req.rawID(), CodeDenied, "devbox-config gateway: the op-id ledger cannot be written; writes are refused")
 		}
 	}
-	if req.respelt {
+	if req.respelt || req.moved != nil {
 		// The same words respelt (whitespace, Unicode form): neither the
-		// writer's text nor the updater's alone, so no one's.
+		// writer's text nor the updater's alone, so no one's. Moved by
+		// another device: no one's until the answer names the mover too.
 		if err := s.prov.Forget(context.WithoutCancel(ctx), provenance.Drawer(str(req.Args["drawer_id"]))); err != nil {
 			s.Log.Error("provenance index not writable: a respelt drawer keeps its writer's origin", "drawer", req.Args["drawer_id"], "err", err)
 		}

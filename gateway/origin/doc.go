@@ -36,10 +36,12 @@
 //     device's agent there, but nothing shows which of its own spoke.
 //   - at: when the gateway stamped it, RFC 3339 in UTC, to the millisecond.
 //   - via: for a record a join attributed to device (an admin's join
-//     with --origin-device, see below), the admin device that made it.
+//     with --origin-device, see below), the admin device that made it;
+//     for a drawer another device moved (update_drawer with a new room
+//     or wing), the mover, whose text its place then is.
 //   - trusted (always): whether the reading device trusts device and,
 //     for a record with via, the via device too (both vouch for it: the
-//     one it names and the one whose credential wrote it). A device
+//     one it names and the one whose credential wrote or placed it). A device
 //     whose gateway config names no trusted set trusts every device and
 //     records of unknown origin (true throughout: nothing changes for whoever
 //     never configures it); one that names a set trusts those devices and

@@ -26,8 +26,9 @@ type Stamp struct {
 	Device string // the device id
 	Label  string // its label when it wrote
 	Agent  string // the agent the write named ("" for facts)
-	// Via is the admin device whose join attributed the record to Device
-	// ("" when Device wrote it itself).
+	// Via is the admin device whose join attributed the record to Device,
+	// or the device that moved Device's drawer ("" when Device wrote it
+	// itself and nobody else moved it).
 	Via string
 	At  time.Time
 }
