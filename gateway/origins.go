@@ -455,7 +455,7 @@ func (a *annotator) withheldOne(m gjson.Result) []byte {
 	}
 	msg := "withheld: written by " + who + ", a device this device does not trust (its untrusted setting is withhold)"
 	if a.d.trusts(o.Device) { // the join that attributed it, or the move that placed it, is not
-		msg = "withheld: attributed to " + who + " by a join of " + o.Via + ", or moved by it, a device this device does not trust (its untrusted setting is withhold)"
+		msg = "withheld: attributed to " + who + " by a join of, or moved by, " + o.Via + ", a device this device does not trust (its untrusted setting is withhold)"
 	}
 	if !o.Known() {
 		msg = "withheld: of unknown origin, which this device does not trust (its untrusted setting is withhold)"
