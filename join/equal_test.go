@@ -1,6 +1,12 @@
 package join
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/joakimp/devbox-config/gateway"
+)
 
 // Issue 26, point 4, in join: a palace holding the same diary text twice
 // (one standup each day) puts both on the primary, and a second join adds
@@ -24,5 +30,60 @@ func TestJoinSendsEveryEqualDiaryEntry(t *testing.T) {
 	rep = run(t, cfg, Options{Verify: All})
 	if !rep.OK() || rep.Sent[Diaries] != 0 || pr.pl.Dump().CountContent("standup: nothing new") != 2 {
 		t.Fatalf("a second join: sent %v, the primary holds %d", rep.Sent, pr.pl.Dump().CountContent("standup: nothing new"))
+	}
+}
+
+// attack30 f5: of three equal entries in the palace the primary already
+// holds one (the device's edge replicated it): the join sends the two it
+// lacks, and --verify all verifies each of the three against a copy of
+// its own.
+func TestJoinSendsTheEqualDiaryEntriesThePrimaryLacks(t *testing.T) {
+	p, pr := newPalace(t), newPrimary(t)
+	entry := map[string]any{"agent_name": "opencode", "entry": "standup: nothing new", "topic": "standup"}
+	for range 3 {
+		p.do(t, "diary_write", entry)
+	}
+	p.save(t)
+	gwCall(t, pr.srv.URL(), testToken, "diary_write", entry)
+	rep := run(t, config(t, p, pr), Options{Verify: All})
+	if n := pr.pl.Dump().CountContent("standup: nothing new"); !rep.OK() || n != 3 || rep.Sent[Diaries] != 2 || rep.Skipped[Diaries] != 1 || rep.Verified != 3 {
+		t.Fatalf("the primary holds %d of 3 equal entries; sent %v skipped %v verified %d; failed %+v mismatches %+v", n, rep.Sent, rep.Skipped, rep.Verified, rep.Failed, rep.Mismatches)
+	}
+}
+
+// attack30 f4: one of three equal entries a join sent is deleted by an
+// admin through the gateway (its trash holds it), and the join's state is
+// lost: the next join counts it deleted on the primary, the two others
+// skipped, and files none again.
+func TestJoinCountsAnEqualDiaryEntryInTheTrashDeleted(t *testing.T) {
+	pr, url, tokens := frontGateway(t, []gateway.Device{
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"wing_*"}, Agents: []string{"opencode@desk"}},
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
+	})
+	p := newPalace(t)
+	for range 3 {
+		p.do(t, "diary_write", map[string]any{"agent_name": "opencode", "entry": "standup: nothing new", "topic": "standup"})
+	}
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token = url, func() string { return tokens["desk-9b21"] }
+	if rep := run(t, c, Options{}); !rep.OK() || rep.Sent[Diaries] != 3 {
+		t.Fatalf("join: sent %v, failed %+v", rep.Sent, rep.Failed)
+	}
+	var first string
+	for _, d := range pr.pl.Dump().Drawers {
+		if d.Content == "standup: nothing new" && (first == "" || d.ID < first) {
+			first = d.ID
+		}
+	}
+	if res := gwCall(t, url, tokens["ops-0001"], "delete_drawer", map[string]any{"drawer_id": first}); res["success"] != true {
+		t.Fatalf("the admin's delete: %v", res)
+	}
+	if err := os.RemoveAll(filepath.Join(p.dir, "edge")); err != nil {
+		t.Fatal(err)
+	}
+	rep := run(t, c, Options{Verify: All})
+	if n := pr.pl.Dump().CountContent("standup: nothing new"); !rep.OK() || n != 2 || rep.DeletedOnPrimary[Diaries] != 1 || rep.Skipped[Diaries] != 2 || rep.Sent[Diaries] != 0 {
+		t.Fatalf("a join after the delete: the primary holds %d; sent %v skipped %v deleted %v; failed %+v mismatches %+v", n, rep.Sent, rep.Skipped, rep.DeletedOnPrimary, rep.Failed, rep.Mismatches)
 	}
 }

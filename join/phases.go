@@ -582,10 +582,20 @@ func (j *joining) verify(ctx context.Context) {
 	if j.o.Verify == 0 || len(j.targets) == 0 {
 		return
 	}
+	// Equal entries count: each found one is verified against a copy no
+	// other target holds (none left: missing).
+	claimed := map[string]bool{}
+	for _, t := range j.targets {
+		claimed[t.primaryID] = true
+	}
 	for i := range j.targets {
-		t := &j.targets[i]
-		if ids := listing[t.rec.Wing][catalogue.EntrySuffix(t.rec.Content)]; t.primaryID == "" && t.rec.Kind == Diaries && len(ids) > 0 {
-			t.primaryID = ids[0]
+		if t := &j.targets[i]; t.primaryID == "" && t.rec.Kind == Diaries {
+			for _, id := range listing[t.rec.Wing][catalogue.EntrySuffix(t.rec.Content)] {
+				if !claimed[id] {
+					t.primaryID, claimed[id] = id, true
+					break
+				}
+			}
 		}
 	}
 	sort.Slice(j.targets, func(a, b int) bool { return j.targets[a].rec.LocalID < j.targets[b].rec.LocalID })

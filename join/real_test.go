@@ -207,3 +207,39 @@ func TestRealJoinSendsEveryEqualDiaryEntry(t *testing.T) {
 		t.Fatalf("a second join: %v sent %v, the primary holds %d; %+v", err, rep.Sent, count(), rep)
 	}
 }
+
+// attack30 f5, against real MemPalace 3.11.0: the local palace holds three
+// equal entries, the primary already one of them (the device's edge
+// replicated it): the join sends the two it lacks ("as many as it lacks
+// of n"), --verify all counts them, and a second join sends none.
+func TestRealJoinSendsTheEqualDiaryEntriesThePrimaryLacks(t *testing.T) {
+	const text = "standup: nothing new"
+	entry := realpalace.Call{Tool: "mempalace_diary_write", Args: map[string]any{"agent_name": "opencode", "entry": text, "topic": "standup"}}
+	local := realpalace.New(t)
+	s := local.Stdio(t)
+	s.Seed(t, entry, entry, entry)
+	s.Stop()
+	primary := realpalace.New(t).Serve(t, "tok-real-join")
+	primary.MustCall(t, entry.Tool, entry.Args)
+	cfg := realConfig(local, primary)
+	cfg.ChildStderr = io.Discard
+	count := func() int {
+		res := primary.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "wing_opencode", "room": "diary", "limit": 100})
+		n := 0
+		rows, _ := res["drawers"].([]any)
+		for _, x := range rows {
+			if _, sfx, ok := catalogue.DiaryEntryID(x.(map[string]any)["drawer_id"].(string)); ok && sfx == catalogue.EntrySuffix(text) {
+				n++
+			}
+		}
+		return n
+	}
+	rep := run(t, cfg, Options{Verify: All})
+	if !rep.OK() || count() != 3 || rep.Sent[Diaries] != 2 || rep.Skipped[Diaries] != 1 || rep.Verified != 3 {
+		t.Fatalf("join: the primary holds %d of 3 equal entries; sent %v skipped %v verified %d; failed %+v mismatches %+v", count(), rep.Sent, rep.Skipped, rep.Verified, rep.Failed, rep.Mismatches)
+	}
+	rep = run(t, cfg, Options{Verify: All})
+	if !rep.OK() || rep.Sent[Diaries] != 0 || count() != 3 || rep.Verified != 3 {
+		t.Fatalf("a second join: sent %v verified %d, the primary holds %d; %+v", rep.Sent, rep.Verified, count(), rep)
+	}
+}

@@ -102,7 +102,7 @@ func (f *Flusher) sendDiary(ctx context.Context, run *flushRun, op Op, a map[str
 		return nil, err
 	}
 	if landed {
-		run.sent(a)
+		// Found, not sent: the count already holds it.
 		res := map[string]any{"success": true, "skipped": "this diary entry is already on the primary", "entry_id": found.ID}
 		if found.FiledAt != "" {
 			res["timestamp"] = found.FiledAt
