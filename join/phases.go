@@ -4,12 +4,15 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -35,8 +38,9 @@ type joining struct {
 	rep    Report
 	began  time.Time // of the phase being timed (lap)
 
-	local         Caller // the local palace (nil with --resume)
-	stopLocal     func() // stops its server
+	local         Caller   // the local palace (nil with --resume)
+	stopLocal     func()   // stops its server
+	lock          *os.File // held for the run: one join of a palace to a target at a time
 	man           Manifest
 	store         *outbox.Store        // nil on a dry run with no earlier join
 	prior         map[string]outbox.Op // what earlier runs queued, by write
@@ -88,6 +92,9 @@ func start(ctx context.Context, cfg Config, o Options) (*joining, error) {
 	}
 	if j.o.Stall <= 0 {
 		j.o.Stall = max(3*cfg.Timeout, 30*time.Second)
+	}
+	if err := j.hold(); err != nil {
+		return j, err
 	}
 	if o.Resume {
 		return j, nil // nothing is read anew: no local server
@@ -142,8 +149,39 @@ func (j *joining) check() error {
 	return nil
 }
 
+// hold takes the join outbox's lock for the run (not on a dry run): a
+// second join of the palace to the target would wait on the first's
+// flush lease and report its sends as its own. Where no lock is to be
+// had (no flock), the join runs without.
+func (j *joining) hold() error {
+	if j.o.DryRun {
+		return nil
+	}
+	file := j.obPath + ".lock"
+	f, err := outbox.HoldLock(file)
+	switch {
+	case errors.Is(err, outbox.ErrLocked):
+		holder := "pid unknown"
+		if b, err := os.ReadFile(file); err == nil && strings.TrimSpace(string(b)) != "" {
+			holder = "pid " + strings.TrimSpace(string(b))
+		}
+		return usage("another join of this palace to %s runs (%s, holding %s): it sends what this one would; let it finish (or stop it), then run devbox-config join again to see what is on the primary", j.target, holder, file)
+	case err != nil:
+		j.log.Debug("join lock not taken; two joins of this palace are not kept apart", "file", file, "err", err)
+		return nil
+	}
+	if f.Truncate(0) == nil {
+		f.WriteString(strconv.Itoa(os.Getpid()) + "\n") // only a hint for the refusal above
+	}
+	j.lock = f
+	return nil
+}
+
 // close ends what start started.
 func (j *joining) close() {
+	if j.lock != nil {
+		defer j.lock.Close()
+	}
 	if j.primary != nil {
 		j.primary.Close()
 	}

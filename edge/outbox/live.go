@@ -3,6 +3,7 @@ package outbox
 import (
 	crand "crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -36,6 +37,16 @@ func holdLiveness(outbox string) (string, io.Closer, error) {
 		return "", nil, err
 	}
 	return owner, f, nil
+}
+
+// ErrLocked: another process holds the lock HoldLock asks for.
+var ErrLocked = errors.New("held by another process")
+
+// HoldLock takes an exclusive lock on path (made if missing) for as long
+// as the file stays open or the process runs: ErrLocked while another
+// process holds it; another error where no lock is to be had.
+func HoldLock(path string) (*os.File, error) {
+	return lockOwner(filepath.Dir(path), filepath.Base(path))
 }
 
 // gone says whether owner (of an intent, a delete note, a lease) no

@@ -25,6 +25,9 @@ func lockOwner(dir, owner string) (*os.File, error) {
 		}
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			f.Close() // the lock's error is the one to report
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("%s: %w", path, ErrLocked)
+			}
 			return nil, err
 		}
 		// A process sweeping gone owners may have removed the file between
