@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/joakimp/devbox-config/edge"
@@ -136,15 +137,24 @@ func (j *joining) allWaiting(ctx context.Context, st outbox.Stats) bool {
 const ListCommand = "devbox-config edge outbox list --join"
 
 // stuck reports the ops that wait for an operator: refused (dead) or in
-// doubt, each with the command that shows them.
+// doubt, each with the command that shows them. Those of wings --wing
+// leaves out are not this run's: a note counts them.
 func (j *joining) stuck(ctx context.Context) []Failure {
 	ops, err := j.store.List(ctx, 1<<30, outbox.Dead, outbox.InDoubt)
 	if err != nil {
 		return []Failure{{Kind: "outbox", Record: j.obPath, Error: err.Error()}}
 	}
 	var failed []Failure
+	others := 0
 	for _, op := range ops {
+		if slices.Contains(j.man.Narrowed, op.Wing) {
+			others++
+			continue
+		}
 		failed = append(failed, failureOf(op))
+	}
+	if others > 0 {
+		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d records of wings --wing did not select wait in the join outbox (refused, or in doubt): a join that selects them reports them", others))
 	}
 	return failed
 }

@@ -292,6 +292,9 @@ func (j *joining) plan(ctx context.Context) *Failure {
 		}
 	}
 	j.rep.Notes = notes(j.rep, j.man.NoDrawers)
+	if len(j.o.Wings) > 0 && len(j.man.Narrowed) > 0 && j.rep.Manifest[Drawers]+j.rep.Manifest[Diaries] == 0 {
+		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("--wing selects none of this palace's wings (not selected: %s): no drawers or diaries to send", strings.Join(j.man.Narrowed, ", ")))
+	}
 	return nil
 }
 
