@@ -506,7 +506,7 @@ func (j *joining) settle(ctx context.Context) {
 			// Dropped by an operator, or waiting for one: in rep.Failed
 			// (stuck) with the command that shows it.
 		default:
-			j.rep.Failed = append(j.rep.Failed, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: "not sent yet (" + op.State.String() + "): " + errText(op.Error) + "; run devbox-config join again to resume"})
+			j.rep.Failed = append(j.rep.Failed, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: j.notSent(ctx, op)})
 		}
 	}
 	for _, kind := range j.landed { // none of this run's writes
@@ -517,6 +517,26 @@ func (j *joining) settle(ctx context.Context) {
 			j.left++
 		}
 	}
+}
+
+// notSent says why an op the drain left is not on the primary yet, and
+// what the next join does about it.
+func (j *joining) notSent(ctx context.Context, op outbox.Op) string {
+	const again = "; run devbox-config join again to resume"
+	switch {
+	case op.MaybeApplied || failedAs(op) == outbox.Lost:
+		return "sent, but its answer was lost (" + errText(op.Error) + "): it may be on the primary already; the next join looks it up first and sends it only if it is not there"
+	case len(op.Error) != 0:
+		return "not sent yet (" + op.State.String() + "): " + errText(op.Error) + again
+	}
+	if b, waits, err := j.store.Blocker(context.WithoutCancel(ctx), op); err == nil && waits {
+		return "not tried: it waits for op " + b.Short() + " on the same record" + again
+	}
+	why := "the join was stopped"
+	if j.primary != nil && j.primary.State() != "up" {
+		why = "the primary was unreachable" // the primary's own line says why
+	}
+	return "not tried: " + why + again
 }
 
 // sentForEarlier finds the ops an earlier run queued, and stopped before
