@@ -91,12 +91,8 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 			Message: opts.mask(sc.problem) + "; merged search cannot tell whether the local palace and the primary embed alike",
 			Fix:     "record the model the palace was filled with: `mempalace palace set-embedder --model NAME` (NAME: embedding_model in MemPalace's config.json, minilm by default); set the same embedding_model here and on the primary"})
 	}
-	if sc.model != "" {
-		if model, from := ladder.EmbeddingModel(opts.palaceEnv); !strings.EqualFold(model, sc.model) {
-			out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
-				Message: fmt.Sprintf("the local palace was filled with embedder %q (%s) and %s configures %q: MemPalace refuses every search and write on it (\"Embedder identity mismatch\"), so the edge's local palace takes nothing", sc.model, filepath.Join(st.Palace, SidecarFile), from, model),
-				Fix:     fmt.Sprintf("set MEMPALACE_EMBEDDING_MODEL=%s (or embedding_model in MemPalace's config.json) for the local palace, the model it was filled with; or re-embed it with the new one (`mempalace repair rebuild-index`)", sc.model)})
-		}
+	if f := embedderMismatch(st.Palace, sc, opts.palaceEnv); f != nil {
+		out = append(out, *f)
 	}
 	if ob.mismatch != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
@@ -104,6 +100,27 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 			Fix:     "set the same embedding_model in MemPalace's config.json here and on the primary, then re-mine the palace whose model changed; the edge clears its record at the next search whose chunks on both sides agree (`devbox-config edge status` shows it)"})
 	}
 	return out
+}
+
+// EmbedderMismatch is embedder-sidecar's error for a palace filled with
+// another embedder than the one env configures (nil: the same, or not
+// known): MemPalace refuses every read and write on it (join checks it
+// before it starts).
+func EmbedderMismatch(palace string, env ladder.Lookup) *Finding {
+	return embedderMismatch(palace, readSidecar(palace), env)
+}
+
+func embedderMismatch(palace string, sc sidecar, env ladder.Lookup) *Finding {
+	if sc.model == "" {
+		return nil
+	}
+	model, from := ladder.EmbeddingModel(env)
+	if strings.EqualFold(model, sc.model) {
+		return nil
+	}
+	return &Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
+		Message: fmt.Sprintf("the local palace was filled with embedder %q (%s) and %s configures %q: MemPalace refuses every search and write on it (\"Embedder identity mismatch\"), so the edge's local palace takes nothing", sc.model, filepath.Join(palace, SidecarFile), from, model),
+		Fix:     fmt.Sprintf("set MEMPALACE_EMBEDDING_MODEL=%s (or embedding_model in MemPalace's config.json) for the local palace, the model it was filled with; or re-embed it with the new one (`mempalace repair rebuild-index`)", sc.model)}
 }
 
 // CheckPalaceLocation is palace-location (§7.1): devbox-config before

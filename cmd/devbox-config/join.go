@@ -17,6 +17,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/joakimp/devbox-config/doctor"
 	"github.com/joakimp/devbox-config/join"
 	"github.com/joakimp/devbox-config/ladder"
 )
@@ -56,7 +57,8 @@ brings it back), and the exit status stays 0.
 
 Exit status: 0 when everything selected is on the primary (or was deleted
 there) and what was verified matched, 1 when anything failed or mismatched (named in the output),
-2 on usage errors (no URL, no token for a real join, no local server). The local server's own
+2 on usage errors (no URL, no token for a real join, no local server, a palace filled with
+another embedder than the one configured). The local server's own
 log lines are shown with MEMPALACE_EDGE_LOG=debug.`
 
 // joinCmd is `join`: its flags, and run.
@@ -184,6 +186,9 @@ func (jc *joinCmd) config() (join.Config, error) {
 		if err := existingHome(home, homeEnvOnly); err != nil {
 			return join.Config{}, err
 		}
+	}
+	if f := doctor.EmbedderMismatch(s.Palace, jc.env); f != nil {
+		return join.Config{}, usageError("join: %s. Fix: %s (devbox-config doctor's %s)", strings.Replace(f.Message, "so the edge's local palace takes nothing", "and join can read none of it", 1), f.Fix, f.ID)
 	}
 	cfg := join.Config{
 		URL: s.URL, Token: ladder.TokenSource(jc.env), Child: s.Child, ChildEnv: ladder.ChildEnviron(jc.environ, s.Palace),

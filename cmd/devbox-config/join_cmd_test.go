@@ -425,3 +425,19 @@ func TestJoinMismatchNamesThePrimarysID(t *testing.T) {
 		t.Errorf("an id the same on both sides is named twice:\n%s", out)
 	}
 }
+
+// attack30 f7: a palace filled with another embedder than the one
+// configured (its sidecar names openai-compat; nothing here configures
+// it: minilm) is refused once, before anything is read or sent, with
+// doctor's embedder-sidecar fix, not one bare "Embedder identity
+// mismatch" per record.
+func TestJoinRefusesAPalaceOfAnotherEmbedder(t *testing.T) {
+	f := newJoinFixture(t, func(pl *fakepalace.Palace) {
+		fakeCall(t, pl, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": "hello"})
+	})
+	os.WriteFile(filepath.Join(f.palace, "mempalace_embedder.json"), []byte(`{"mempalace_drawers": {"model_name": "openai-compat", "dimension": 384}}`), 0o600)
+	code, stdout, stderr := f.run(t, nil)
+	if code != 2 || !strings.Contains(stderr, "MEMPALACE_EMBEDDING_MODEL=openai-compat") || !strings.Contains(stderr, "embedder-sidecar") || len(f.primary.Dump().Drawers) != 0 {
+		t.Fatalf("join of a palace of another embedder: exit %d, %d drawers sent\n%s%s", code, len(f.primary.Dump().Drawers), stdout, stderr)
+	}
+}
