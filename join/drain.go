@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/joakimp/devbox-config/edge"
@@ -53,10 +54,14 @@ func (j *joining) drain(ctx context.Context) {
 		ctx = origin.WithDevice(ctx, j.cfg.Device)
 	}
 	stop := j.watch(ctx)
-	f := &outbox.Flusher{S: j.store, P: j.flush, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1, ListCommand: ListCommand}
+	f := &outbox.Flusher{S: j.store, P: j.flush, Log: j.log, Lease: j.cfg.Lease, MaxRefusals: 1, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, History: true, Retries: -1, ListCommand: j.outboxCmd("list", "")}
 	j.rep.Failed = append(j.rep.Failed, j.send(ctx, f, st.ByState[outbox.Done])...)
 	stop()
-	j.rep.Failed = append(j.rep.Failed, j.stuck(context.WithoutCancel(ctx))...)
+	stuck := j.stuck(context.WithoutCancel(ctx))
+	j.rep.Failed = append(j.rep.Failed, stuck...)
+	if slices.ContainsFunc(stuck, func(f Failure) bool { return strings.Contains(f.Error, "JSON-RPC error -31003") }) {
+		j.grants(context.WithoutCancel(ctx)) // a gateway's refusals: the grants that let them through, as a dry run says
+	}
 	if n, oldest, err := j.store.Pending(context.WithoutCancel(ctx)); err == nil && n > 0 {
 		j.markHighWater(oldest)
 	}
@@ -133,8 +138,16 @@ func (j *joining) allWaiting(ctx context.Context, st outbox.Stats) bool {
 	return true
 }
 
-// ListCommand is the command that shows a join's refused records.
-const ListCommand = "devbox-config edge outbox list --join"
+// outboxCmd is the `devbox-config edge outbox SUB --join [ID]` command
+// that acts on this join's outbox, as it works where it is printed
+// (Config.OutboxEnv first).
+func (j *joining) outboxCmd(sub, id string) string {
+	c := j.cfg.OutboxEnv + "devbox-config edge outbox " + sub + " --join"
+	if id != "" {
+		c += " " + id
+	}
+	return c
+}
 
 // stuck reports the ops that wait for an operator: refused (dead) or in
 // doubt, each with the command that shows them. Those of wings --wing
@@ -151,7 +164,7 @@ func (j *joining) stuck(ctx context.Context) []Failure {
 			others++
 			continue
 		}
-		failed = append(failed, failureOf(op))
+		failed = append(failed, j.failureOf(op))
 	}
 	if others > 0 {
 		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d records of wings --wing did not select wait in the join outbox (refused, or in doubt): a join that selects them reports them", others))
@@ -200,13 +213,13 @@ func (j *joining) markHighWater(oldest int64) {
 }
 
 // failureOf names a refused op by its record.
-func failureOf(op outbox.Op) Failure {
+func (j *joining) failureOf(op outbox.Op) Failure {
 	kind := kindOfTool(op.Tool)
 	var args map[string]any
 	if err := json.Unmarshal(op.Payload, &args); err != nil {
 		// the outbox stores canonical JSON objects; an op that is not one
 		// is named by its id
-		return Failure{Kind: kind, Record: op.Short(), Wing: op.Wing, Error: whyStuck(op)}
+		return Failure{Kind: kind, Record: op.Short(), Wing: op.Wing, Error: j.whyStuck(op)}
 	}
 	name := recordName(Record{Args: args})
 	if kind != Facts {
@@ -214,17 +227,21 @@ func failureOf(op outbox.Op) Failure {
 		if len(c) > 60 {
 			c = append(c[:60], '…')
 		}
-		name = fmt.Sprintf("%s/%s: %q", op.Wing, str(args, "room"), string(c))
+		where := op.Wing // a diary entry names no room
+		if room := str(args, "room"); room != "" {
+			where += "/" + room
+		}
+		name = fmt.Sprintf("%s: %q", where, string(c))
 	}
-	return Failure{Kind: kind, Record: name, Wing: op.Wing, Error: whyStuck(op)}
+	return Failure{Kind: kind, Record: name, Wing: op.Wing, Error: j.whyStuck(op)}
 }
 
 // whyStuck says why an op waits for an operator, and where to act on it.
-func whyStuck(op outbox.Op) string {
+func (j *joining) whyStuck(op outbox.Op) string {
 	if op.State == outbox.InDoubt {
-		return fmt.Sprintf("it may or may not have reached the primary, and nothing can look it up: see `%s`, then `devbox-config edge outbox retry --join %s` or `delivered --join %s`", ListCommand, op.Short(), op.Short())
+		return fmt.Sprintf("it may or may not have reached the primary, and nothing can look it up: see `%s`, then `%s` or `%s`", j.outboxCmd("list", ""), j.outboxCmd("retry", op.Short()), j.outboxCmd("delivered", op.Short()))
 	}
-	return fmt.Sprintf("the primary refused it: %s (op %s in the join outbox: `%s`; the next join tries it again, or `devbox-config edge outbox drop --join %s`)", errText(op.Error), op.Short(), ListCommand, op.Short())
+	return fmt.Sprintf("the primary refused it: %s (op %s in the join outbox: `%s`; the next join tries it again, or `%s`)", errText(op.Error), op.Short(), j.outboxCmd("list", ""), j.outboxCmd("drop", op.Short()))
 }
 
 // allOps reads every op of the join outbox, by op id.

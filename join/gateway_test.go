@@ -207,6 +207,10 @@ func TestJoinDryRunSaysDrawersAndDiariesAreRefused(t *testing.T) {
 	if failed[Drawers] != 1 || failed[Diaries] != 3 || refused[Drawers] != 1 || refused[Diaries] != 1 || len(rep.Failed) != 4 {
 		t.Errorf("the real run's refusals: %v of %+v", refused, rep.Failed)
 	}
+	// and names the fix, as the dry run does (attack30 f1).
+	if notes := strings.Join(rep.Notes, "\n"); !strings.Contains(notes, "`devbox-config gateway device set desk-9b21 --write ...`") || !strings.Contains(notes, "they failed") {
+		t.Errorf("the real run's notes name no fix for the refusals:\n%s", notes)
+	}
 }
 
 // gwCall sends one tools/call to a gateway as the device of token and

@@ -41,9 +41,14 @@ type Config struct {
 	// (0: DefaultStartWait; never less than Timeout).
 	StartWait time.Duration
 	// Lease is the join outbox flusher's lease (0: the outbox's default).
-	Lease   time.Duration
-	Version string
-	Log     *slog.Logger
+	Lease time.Duration
+	// OutboxEnv goes before the `devbox-config edge outbox ... --join`
+	// commands the report prints: the variables that find this join's
+	// outbox where the join's environment came from a file (e.g.
+	// "MEMPALACE_REMOTE_URL=... MEMPALACE_PALACE_PATH=... ").
+	OutboxEnv string
+	Version   string
+	Log       *slog.Logger
 }
 
 // DefaultStartWait is Config.StartWait's production default.

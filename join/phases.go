@@ -362,8 +362,12 @@ func (j *joining) grants(ctx context.Context) {
 	if !ok {
 		return
 	}
+	fail := "would fail"
+	if !j.o.DryRun {
+		fail = "failed"
+	}
 	if n := j.rep.Pending[Facts]; n > 0 && in.KG != "write" {
-		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("the gateway refuses this device's facts (its knowledge-graph grant is %q): the %d facts to send would fail; on the gateway, `devbox-config gateway device set %s --kg write` grants it", in.KG, n, in.ID))
+		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("the gateway refuses this device's facts (its knowledge-graph grant is %q): the %d facts to send %s; on the gateway, `devbox-config gateway device set %s --kg write` grants it", in.KG, n, fail, in.ID))
 	}
 	type refusal struct{ kind, wing, rule string }
 	refused, order := map[refusal]int{}, []refusal{}
@@ -385,7 +389,7 @@ func (j *joining) grants(ctx context.Context) {
 		if r.wing != "" {
 			msg += fmt.Sprintf(" in wing %q", r.wing)
 		}
-		msg += fmt.Sprintf(" (%s): they would fail", r.rule)
+		msg += fmt.Sprintf(" (%s): they %s", r.rule, fail)
 		if r.rule == deviceinfo.RuleWriteGlobs {
 			msg += fmt.Sprintf("; on the gateway, `devbox-config gateway device set %s --write ...` with a glob that matches the wing grants them", in.ID)
 		}

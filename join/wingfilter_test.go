@@ -19,7 +19,8 @@ func TestJoinWingSelectingNothingSaysSo(t *testing.T) {
 	p.save(t)
 	c := config(t, p, pr)
 	c.URL, c.Token = url, func() string { return tokens["desk-9b21"] }
-	if rep := run(t, c, Options{}); len(rep.Failed) != 1 || rep.Failed[0].Wing != "wing_pi" {
+	// A diary entry is named by its wing alone (attack30 f1: "wing_pi/: ...").
+	if rep := run(t, c, Options{}); len(rep.Failed) != 1 || rep.Failed[0].Record != `wing_pi: "pi's entry"` {
 		t.Fatalf("first join: want wing_pi's entry refused, failed %+v", rep.Failed)
 	}
 	rep := run(t, c, Options{Wings: []string{"nomatch_*"}})

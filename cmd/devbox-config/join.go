@@ -195,6 +195,9 @@ func (jc *joinCmd) config() (join.Config, error) {
 		Palace: s.Palace, Home: home, Agent: s.Agent(), Label: s.OriginLabel, Device: s.OriginDevice,
 		Timeout: s.Timeout, Version: version, Log: log, ChildStderr: io.Discard,
 	}
+	if jc.envFile != "" { // the commands the report prints find the join outbox as this run did
+		cfg.OutboxEnv = "MEMPALACE_REMOTE_URL=" + shellQuote(join.Target(s.URL)) + " MEMPALACE_PALACE_PATH=" + shellQuote(s.Palace) + " "
+	}
 	if s.LogLevel <= slog.LevelDebug { // the local server's own lines too
 		cfg.ChildStderr = jc.stderr
 	}
@@ -273,4 +276,12 @@ func printJoin(w io.Writer, r join.Report, verifyAll bool) {
 	if r.Checkpoint != "" {
 		fmt.Fprintf(w, "state     %s\n", r.Checkpoint)
 	}
+}
+
+// shellQuote is s as one POSIX shell word.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -439,5 +440,34 @@ func TestJoinRefusesAPalaceOfAnotherEmbedder(t *testing.T) {
 	code, stdout, stderr := f.run(t, nil)
 	if code != 2 || !strings.Contains(stderr, "MEMPALACE_EMBEDDING_MODEL=openai-compat") || !strings.Contains(stderr, "embedder-sidecar") || len(f.primary.Dump().Drawers) != 0 {
 		t.Fatalf("join of a palace of another embedder: exit %d, %d drawers sent\n%s%s", code, len(f.primary.Dump().Drawers), stdout, stderr)
+	}
+}
+
+// attack30 f1: after `join --env-file`, the commands its report prints to
+// act on a refused record work as printed, from a shell whose environment
+// holds no MEMPALACE_* variable.
+func TestJoinEnvFileHintsWorkAsPrinted(t *testing.T) {
+	f := newJoinFixture(t, func(pl *fakepalace.Palace) {
+		fakeCall(t, pl, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": "refused"})
+	})
+	f.srv.FailTool("mempalace_add_drawer", 100, fakepalace.FailInternal)
+	var file, blank []string
+	for _, kv := range f.env {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "MEMPALACE_") {
+			file, blank = append(file, kv), append(blank, name+"=")
+		}
+	}
+	env := filepath.Join(t.TempDir(), "my device.env")
+	os.WriteFile(env, []byte(strings.Join(file, "\n")+"\n"), 0o600)
+	code, out, errOut := f.run(t, blank, "--env-file", env)
+	hint := regexp.MustCompile("`([^`]*edge outbox list --join[^`]*)`").FindStringSubmatch(out)
+	if code != 1 || hint == nil {
+		t.Fatalf("join --env-file with a refused record: exit %d, no list command\n%s%s", code, out, errOut)
+	}
+	sh := exec.Command("sh", "-c", hint[1])
+	sh.Env = []string{"HOME=" + t.TempDir(), "PATH=" + filepath.Dir(f.bin) + ":/usr/bin:/bin"}
+	got, err := sh.CombinedOutput()
+	if err != nil || !strings.Contains(string(got), "dead") {
+		t.Fatalf("the printed %q: %v\n%s", hint[1], err, got)
 	}
 }
