@@ -58,10 +58,17 @@ func directed(e *Event, agent string) bool {
 // writer chose, and any sender can reuse another's: an answer on a thread
 // answers only the sender it is addressed to (an event_ack is addressed
 // to the sender of the ask it names), never an ask from someone else that
-// happens to share the id.
-func joined(r, a *Event) bool {
+// happens to share the id. An ack (named: the event it names, nil when
+// the log does not hold it) answers on its thread only the asks written
+// up to the one it names, which its writer could see: an ack written
+// offline reaches the log when the outbox flushes, after asks on the
+// thread its writer never saw.
+func joined(r, a, named *Event) bool {
 	if a.ID != "" && r.AckOf == a.ID {
 		return true
+	}
+	if r.AckOf != "" && (named == nil || before(named, a)) {
+		return false
 	}
 	c := deref(a.CorrelationID)
 	return c != "" && deref(r.CorrelationID) == c && a.FromAgent != "" && deref(r.ToAgent) == a.FromAgent
@@ -125,15 +132,20 @@ func ordered(events []Event) []*Event {
 	return log
 }
 
-// replies is an agent's own events, indexed by the two join keys.
+// replies is an agent's own events, indexed by the two join keys, and
+// the log by id (what an ack names).
 type replies struct {
 	byAck, byCorr map[string][]*Event
+	byID          map[string]*Event
 }
 
 // repliesOf is agent's events in log, in log's order.
 func repliesOf(log []*Event, agent string) replies {
-	r := replies{map[string][]*Event{}, map[string][]*Event{}}
+	r := replies{map[string][]*Event{}, map[string][]*Event{}, map[string]*Event{}}
 	for _, e := range log {
+		if !e.pending {
+			r.byID[e.ID] = e
+		}
 		if e.FromAgent != agent {
 			continue
 		}
@@ -154,7 +166,7 @@ func repliesOf(log []*Event, agent string) replies {
 func (m replies) answer(ask *Event) (cleared bool, progress, earlier *Event) {
 	for _, joins := range [2][]*Event{m.byAck[ask.ID], m.byCorr[deref(ask.CorrelationID)]} {
 		for _, r := range joins {
-			if !joined(r, ask) {
+			if !joined(r, ask, m.byID[r.AckOf]) {
 				continue
 			}
 			later := before(ask, r)

@@ -22,8 +22,9 @@
 // its from_agent; event_ack addresses the ack so). RFC 003 joins on a
 // shared correlation_id alone, but any sender can reuse another's id: an
 // answer to an untrusted sender's ask on a trusted ask's id would clear
-// the trusted ask, which was never answered. A reply addressed to nobody
-// answers nobody.
+// the trusted ask, which was never answered. An ack joins by thread only
+// the asks up to the one it names: one written offline lands after asks
+// its writer never saw. A reply addressed to nobody answers nobody.
 //
 // One reading the rules leave implicit is made explicit: an event that
 // itself has a terminal status closes its thread and is never owed (an

@@ -128,3 +128,38 @@ func TestRealMailboxReadsTheRealLog(t *testing.T) {
 		t.Fatalf("another stream: %+v %v", r, err)
 	}
 }
+
+// TestRealAckAnswersWhatItNames is the log an offline ack leaves on
+// MemPalace 3.11.0: the peer asks a1 on a thread, my agent acks a1 while
+// its edge cannot reach the primary, the peer asks a2 on the same thread,
+// then the outbox flushes the ack. 3.11's event_ack copies the thread's
+// correlation_id and addresses the peer, so the ack lands after a2 on
+// a2's thread; it names a1 and must leave a2, which my agent never saw,
+// owed.
+func TestRealAckAnswersWhatItNames(t *testing.T) {
+	srv := realpalace.New(t).Serve(t, "tok-ack")
+	const peer = "pi@laptop"
+	ask := func(body string) string {
+		r := srv.MustCall(t, "mempalace_event_append", map[string]any{"type": "task.request", "stream": "devbox", "room": "coord",
+			"from_agent": peer, "to_agent": me, "correlation_id": "thread-c", "status": "open", "body": body})
+		return r["event"].(map[string]any)["id"].(string)
+	}
+	a1, a2 := ask("first task"), ask("second task, posted while the ack sat in the outbox")
+	k := srv.MustCall(t, "mempalace_event_ack", map[string]any{"event_id": a1, "from_agent": me, "status": "applied", "body": "done"})
+	if ev, _ := k["event"].(map[string]any); ev["correlation_id"] != "thread-c" || ev["to_agent"] != peer {
+		t.Fatalf("3.11's ack no longer joins the thread; this test pins nothing: %v", k)
+	}
+	r := srv.MustCall(t, "mempalace_event_list", map[string]any{"stream": "devbox", "order": "asc", "limit": 50})
+	var evs []Event
+	for _, o := range r["events"].([]any) {
+		raw, _ := json.Marshal(o)
+		e, err := ParseEvent(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	if got := ids(Derive(evs, me)); !reflect.DeepEqual(got, []string{a2}) {
+		t.Fatalf("owed %v, want only a2 %s (a1 %s acked)", got, a2, a1)
+	}
+}
