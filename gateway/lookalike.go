@@ -3,9 +3,10 @@ package gateway
 import (
 	"fmt"
 	"strings"
-	"unicode"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/joakimp/devbox-config/invisible"
 )
 
 // lookalike maps the Cyrillic, Greek, Armenian and Latin-extension letters
@@ -44,13 +45,13 @@ func skeleton(name string) string {
 	return strings.ToLower(strings.Map(lookalike, strings.Join(strings.Fields(norm.NFKC.String(name)), "")))
 }
 
-// invisible is the first control, bidi, zero-width or other invisible
-// formatting character in s (and false if none): in a label or an agent
+// firstInvisible is the first character of s a reader cannot see or a
+// terminal acts on (invisible.Is; false if none): in a label or an agent
 // name it makes two names look alike, or rewrites the terminal that
 // prints it.
-func invisible(s string) (rune, bool) {
+func firstInvisible(s string) (rune, bool) {
 	for _, r := range s {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) || unicode.Is(unicode.Variation_Selector, r) {
+		if invisible.Is(r) {
 			return r, true
 		}
 	}
@@ -85,7 +86,7 @@ func (c *Config) checkNames(settled map[string]bool) error {
 			return fmt.Errorf("%s.id: %q differs only in case from device %s (devices[%d]): one reads as the other in audit lines and trust lists (fix: give each device an id of its own)", at, d.ID, o.name, o.dev)
 		}
 		ids[strings.ToLower(d.ID)] = owner{d.ID, i}
-		if r, bad := invisible(d.Label); bad {
+		if r, bad := firstInvisible(d.Label); bad {
 			return fmt.Errorf("%s.label: %+q holds a control, bidi or zero-width character (U+%04X), which shows one label as another or rewrites the terminal that prints it (fix: remove it)", at, d.Label, r)
 		}
 		if k := skeleton(d.Label); d.Label != "" {
@@ -131,7 +132,7 @@ type owner struct {
 // invisible character, looks like an agent listed before it (agents),
 // or its @label part looks like another device's label (labels).
 func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owner) error {
-	if r, bad := invisible(a); bad {
+	if r, bad := firstInvisible(a); bad {
 		return fmt.Errorf("%s: %+q holds a control, bidi or zero-width character (U+%04X), which shows one agent as another (fix: remove it)", at, a, r)
 	}
 	if o, ok := agents[skeleton(a)]; ok {

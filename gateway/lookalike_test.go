@@ -28,6 +28,7 @@ func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
 		{"carol\u202e", `pi@carol`, `6:33: devices[1].label: "carol\u202e" holds a control, bidi or zero-width character (U+202E)`},
 		{"carol\x1b[2J", `pi@carol`, `6:33: devices[1].label: "carol\x1b[2J" holds a control, bidi or zero-width character (U+001B)`},
 		{"carol", `pi@car\u200bol`, `6:53: devices[1].agents[0]: "pi@car\u200bol" holds a control, bidi or zero-width character (U+200B)`},
+		{"carol", "pi@car\u2800ol", `6:53: devices[1].agents[0]: "pi@car\u2800ol" holds a control, bidi or zero-width character (U+2800)`},
 		{"carol", `pi@alice`, `6:53: devices[1].agents[0]: "pi@alice" names "alice", the label of device alice-01 (devices[0])`},
 		{"carol", `pi@a1ice`, `6:53: devices[1].agents[0]: "pi@a1ice" names "a1ice", the label of device alice-01 (devices[0])`},
 		{"a1ice", `pi@carol`, `6:33: devices[1].label: "a1ice" looks like "alice", the label of device alice-01 (devices[0])`},

@@ -10,6 +10,7 @@ package ladder
 import (
 	"bytes"
 	"fmt"
+	"github.com/joakimp/devbox-config/invisible"
 	"github.com/joakimp/devbox-config/redact"
 	"net"
 	"net/url"
@@ -153,10 +154,12 @@ func validName(v string) bool {
 	return true
 }
 
-// nameEnd: c may begin and end a name (a letter or a digit); nameRune: c
-// may stand inside one (those, and _ . ' - and space).
+// nameEnd: c may begin and end a name (a letter or a digit, not one that
+// shows as nothing: the Hangul filler U+3164 is a letter, and the gateway
+// refuses it in a device's agents); nameRune: c may stand inside one
+// (those, and _ . ' - and space).
 func nameEnd(c rune) bool {
-	return unicode.IsLetter(c) || unicode.IsDigit(c) || unicode.Is(unicode.N, c)
+	return (unicode.IsLetter(c) || unicode.IsDigit(c) || unicode.Is(unicode.N, c)) && !invisible.Is(c)
 }
 func nameRune(c rune) bool { return nameEnd(c) || strings.ContainsRune("_ .'-", c) }
 

@@ -100,6 +100,18 @@ func TestIdentityAndMergeSwitches(t *testing.T) {
 	}
 }
 
+// An agent name holding a character that shows as nothing is refused, as
+// the gateway refuses it in a device's agents: a Hangul filler is a
+// letter, and "claude\u3164" read as claude (outside tester, attack31 p22).
+func TestAgentNameWithAnInvisibleCharacterIsRefused(t *testing.T) {
+	for _, r := range []rune{'\u034f', '\u115f', '\u1160', '\u17b4', '\u180b', '\u3164', '\ufe0f', '\uffa0', '\U000e0100', '\u2800', '\u200b'} {
+		name := "clau" + string(r) + "de"
+		if s, w := resolve(map[string]string{EnvAgentName: name}, true); s.AgentName != "" || s.AgentNameRefused != name || len(w) != 1 {
+			t.Errorf("%U: agent %q, refused %q, warnings %v", r, s.AgentName, s.AgentNameRefused, w)
+		}
+	}
+}
+
 func TestTokenIsNeverKept(t *testing.T) {
 	s, w := resolve(map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "tok-SECRET"}, true)
 	if !s.TokenSet {

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/joakimp/devbox-config/invisible"
 )
 
 // Printable is s made safe to show on one line, to a terminal or to an
@@ -24,8 +25,10 @@ import (
 //   - every format character (Unicode Cf: the bidi embeddings, overrides,
 //     isolates and marks U+202A-U+202E, U+2066-U+2069, U+200E, U+200F,
 //     U+061C; the zero-width U+200B-U+200D, U+2060, U+FEFF; the tag
-//     characters U+E0000-U+E007F that spell invisible text) shows as its
-//     escape, \u202e or \U000e0041;
+//     characters U+E0000-U+E007F that spell invisible text), every other
+//     default-ignorable or blank one (the Hangul filler U+3164, a variation
+//     selector, U+2800: invisible.Is) shows as its escape, \u202e or
+//     \U000e0041;
 //   - a byte that is not UTF-8 shows as \xNN.
 //
 // A backslash stays as it is, so Printable(Printable(s)) == Printable(s):
@@ -59,7 +62,7 @@ func Printable(s string) string {
 
 // unprintable reports a character Printable does not pass as it is.
 func unprintable(r rune) bool {
-	return lineBreak(r) || unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r)
+	return lineBreak(r) || invisible.Is(r)
 }
 
 // lineBreak reports a character that ends or breaks a line, or a tab.

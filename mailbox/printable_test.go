@@ -173,6 +173,11 @@ func TestPrintable(t *testing.T) {
 		{"zero\u200bwidth\u200c\u200d\u2060\ufeff", `zero\u200bwidth\u200c\u200d\u2060\ufeff`},
 		{"soft\u00adhyphen", `soft\u00adhyphen`},
 		{"tag \U000e0041\U000e0042", `tag \U000e0041\U000e0042`},
+		// default-ignorable (Other_Default_Ignorable_Code_Point, variation
+		// selectors) and blank characters: a Hangul filler is a letter that
+		// shows as nothing (outside tester, attack31 p4)
+		{"cgj\u034f hangul\u115f\u1160\u3164\uffa0 khmer\u17b4\u17b5", `cgj\u034f hangul\u115f\u1160\u3164\uffa0 khmer\u17b4\u17b5`},
+		{"mongolian\u180b\u180c\u180d vs\ufe00\ufe0f \U000e0100\U000e01ef braille\u2800", `mongolian\u180b\u180c\u180d vs\ufe00\ufe0f \U000e0100\U000e01ef braille\u2800`},
 		{"bad \xff\xfe utf-8", `bad \xff\xfe utf-8`},
 		{"", ""},
 	}
@@ -245,6 +250,7 @@ func TestTextShowsTheWholeBody(t *testing.T) {
 		{"cut in its second line", "short first line\n" + strings.Repeat("z", 200), "short first line " + strings.Repeat("z", 120-len("short first line ")) + "…"},
 		{"one long line", strings.Repeat("é", 121), strings.Repeat("é", 120) + "…"},
 		{"exactly at the cap", strings.Repeat("é", 120), strings.Repeat("é", 120)},
+		{"an escape at the cap is not split", strings.Repeat("a", 117) + "\ufff9\u3164", strings.Repeat("a", 117) + "…"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			it := untrustedItem(t, c.body, "op@carol", "task.request", "devbox", "evt_1", "")
