@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"strings"
+	"unicode"
 
 	"golang.org/x/text/unicode/norm"
 
@@ -37,12 +38,26 @@ func lookalike(r rune) rune {
 }
 
 // skeleton is what name looks like, for telling whether two names could
-// be taken for each other: compatibility forms folded (NFKC: fullwidth
-// and mathematical letters are letters), spaces dropped, look-alike
-// letters mapped to the Latin ones, then case folded. Names in other scripts keep their letters:
-// only a name that looks like another device's is refused.
+// be taken for each other: compatibility forms folded and combining marks
+// dropped (NFKD: fullwidth and mathematical letters are letters, ś is s),
+// spaces dropped, look-alike letters mapped to the Latin ones, case
+// folded, the . - _ that lead or trail either side of the @ dropped, and
+// the letter pairs that pass for one letter (rn m, vv w, cl d) folded.
+// Names in other scripts keep their letters: only a name that looks like
+// another device's is refused.
 func skeleton(name string) string {
-	return strings.ToLower(strings.Map(lookalike, strings.Join(strings.Fields(norm.NFKC.String(name)), "")))
+	s := strings.ToLower(strings.Map(lookalike, strings.Join(strings.Fields(norm.NFKD.String(name)), "")))
+	s = strings.Map(func(r rune) rune {
+		if unicode.Is(unicode.Mn, r) {
+			return -1
+		}
+		return r
+	}, s)
+	parts := strings.Split(s, "@")
+	for i, p := range parts {
+		parts[i] = strings.Trim(p, ".-_")
+	}
+	return strings.NewReplacer("rn", "m", "vv", "w", "cl", "d").Replace(strings.Join(parts, "@"))
 }
 
 // firstInvisible is the first character of s a reader cannot see or a

@@ -29,6 +29,8 @@ func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
 		{"carol\x1b[2J", `pi@carol`, `6:33: devices[1].label: "carol\x1b[2J" holds a control, bidi or zero-width character (U+001B)`},
 		{"carol", `pi@car\u200bol`, `6:53: devices[1].agents[0]: "pi@car\u200bol" holds a control, bidi or zero-width character (U+200B)`},
 		{"carol", "pi@car\u2800ol", `6:53: devices[1].agents[0]: "pi@car\u2800ol" holds a control, bidi or zero-width character (U+2800)`},
+		{"carol", "claude@alice.", `6:53: devices[1].agents[0]: "claude@alice." looks like "claude@alice", an agent of device alice-01 (devices[0])`},
+		{"carol", "claude@alic\u00e9", `6:53: devices[1].agents[0]: "claude@alic\u00e9" looks like "claude@alice"`},
 		{"carol", `pi@alice`, `6:53: devices[1].agents[0]: "pi@alice" names "alice", the label of device alice-01 (devices[0])`},
 		{"carol", `pi@a1ice`, `6:53: devices[1].agents[0]: "pi@a1ice" names "a1ice", the label of device alice-01 (devices[0])`},
 		{"a1ice", `pi@carol`, `6:33: devices[1].label: "a1ice" looks like "alice", the label of device alice-01 (devices[0])`},
@@ -55,6 +57,29 @@ func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
 		}
 		if err == nil || !strings.HasPrefix(err.Error(), file+":"+c.want) || !strings.Contains(err.Error(), "fix") {
 			t.Errorf("%q %q:\n got %v\nwant %s:%s... and the fix", c.label, c.agent, err, file, c.want)
+		}
+	}
+}
+
+// The skeleton folds what reads as the same name on a coordination log's
+// "from ..." line: a combining mark (composed or not), the leading and
+// trailing . - _ of each side of the @, and letter pairs that pass for one
+// letter (rn m, vv w, cl d). An outside tester (attack31 p14) had
+// "pi@ops.", "pi@ops-", "pi@ops\u0301" and "codex@rnal" accepted on
+// devices labelled otherwise.
+func TestSkeletonFoldsMarksPunctuationAndLetterPairs(t *testing.T) {
+	for _, c := range [][2]string{
+		{"pi@ops.", "pi@ops"}, {"pi@ops-", "pi@ops"}, {"_pi@-ops", "pi@ops"}, {"pi.@ops", "pi@ops"},
+		{"pi@ops\u0301", "pi@ops"}, {"pi@op\u015b", "pi@ops"}, {"codex@rnal", "codex@mal"},
+		{"pi@vvork", "pi@work"}, {"claude@clesk", "claude@desk"}, {"pi@0ps", "pi@ops"},
+	} {
+		if a, b := skeleton(c[0]), skeleton(c[1]); a != b {
+			t.Errorf("skeleton(%+q) = %q, skeleton(%+q) = %q: they look alike", c[0], a, c[1], b)
+		}
+	}
+	for _, c := range [][2]string{{"pi@ops", "pi@op"}, {"pi@o.ps", "pi@ops"}, {"codex@mal", "codex@ma"}, {"pi@ops", "pi@кэрол"}} {
+		if skeleton(c[0]) == skeleton(c[1]) {
+			t.Errorf("%+q and %+q do not look alike, skeleton %q", c[0], c[1], skeleton(c[0]))
 		}
 	}
 }
