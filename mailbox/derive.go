@@ -133,19 +133,16 @@ func ordered(events []Event) []*Event {
 }
 
 // replies is an agent's own events, indexed by the two join keys, and
-// the log by id (what an ack names).
+// the events its acks name, by id.
 type replies struct {
 	byAck, byCorr map[string][]*Event
-	byID          map[string]*Event
+	named         map[string]*Event
 }
 
 // repliesOf is agent's events in log, in log's order.
 func repliesOf(log []*Event, agent string) replies {
 	r := replies{map[string][]*Event{}, map[string][]*Event{}, map[string]*Event{}}
 	for _, e := range log {
-		if !e.pending {
-			r.byID[e.ID] = e
-		}
 		if e.FromAgent != agent {
 			continue
 		}
@@ -154,6 +151,11 @@ func repliesOf(log []*Event, agent string) replies {
 		}
 		if c := deref(e.CorrelationID); c != "" {
 			r.byCorr[c] = append(r.byCorr[c], e)
+		}
+	}
+	for _, e := range log {
+		if _, ok := r.byAck[e.ID]; ok && !e.pending {
+			r.named[e.ID] = e
 		}
 	}
 	return r
@@ -166,7 +168,7 @@ func repliesOf(log []*Event, agent string) replies {
 func (m replies) answer(ask *Event) (cleared bool, progress, earlier *Event) {
 	for _, joins := range [2][]*Event{m.byAck[ask.ID], m.byCorr[deref(ask.CorrelationID)]} {
 		for _, r := range joins {
-			if !joined(r, ask, m.byID[r.AckOf]) {
+			if !joined(r, ask, m.named[r.AckOf]) {
 				continue
 			}
 			later := before(ask, r)
