@@ -324,7 +324,7 @@ func askLine(ev mailbox.Event) string {
 	if body != "" {
 		line += ": " + body
 	}
-	return truncate(mailbox.Printable(line), wakeLineMax)
+	return mailbox.PrintableCut(line, wakeLineMax-len("- "), func(s string) int { return len(s) })
 }
 
 // renderOwed is the server instructions for a view ("" when nothing is
@@ -344,7 +344,7 @@ func renderOwed(v owedView, self string, kept bool) string {
 		}
 		// One line of at most wakeLineMax bytes as shown, "- " and all; a
 		// line kept by an older edge may be raw.
-		b.WriteString(truncate("- "+mailbox.Printable(a.Line), wakeLineMax) + "\n")
+		b.WriteString("- " + mailbox.PrintableCut(a.Line, wakeLineMax-len("- "), func(s string) int { return len(s) }) + "\n")
 	}
 	fmt.Fprintf(&b, "Answer each with mempalace_event_ack(event_id=<id>, from_agent=%q, status=applied|blocked|failed|superseded); mempalace_mailbox lists them with why.", self)
 	return truncate(b.String(), wakeMaxBytes)

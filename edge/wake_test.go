@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -105,13 +106,20 @@ func TestOwedAsksAtSessionStart(t *testing.T) {
 	})
 }
 
+// splitEscape is a line cut inside an escape Printable wrote.
+var splitEscape = regexp.MustCompile(`\\(x[0-9a-f]?|u[0-9a-f]{0,3}|U[0-9a-f]{0,7})…$`)
+
 // The summary is bounded: five asks listed, the rest counted, every line
 // one line of at most wakeLineMax bytes.
 func TestOwedSummaryIsBounded(t *testing.T) {
 	t.Parallel()
 	v := owedView{At: time.Date(2026, 12, 2, 5, 0, 0, 0, time.UTC)}
 	for i := range 40 {
-		raw := fmt.Sprintf(`{"id":"evt_%d","type":"ask","stream":"devbox","from_agent":"pi@ops","body":%q}`, i, strings.Repeat("é", 200+i))
+		body := strings.Repeat("é", 200+i)
+		if i < 5 { // escapes that reach the cut (outside tester, attack31 p4: "\U000…")
+			body = strings.Repeat("x", 100+i) + strings.Repeat("\U000e0100\u3164", 20)
+		}
+		raw := fmt.Sprintf(`{"id":"evt_%d","type":"ask","stream":"devbox","from_agent":"pi@ops","body":%q}`, i, body)
 		ev, err := mailbox.ParseEvent(json.RawMessage(raw))
 		if err != nil {
 			t.Fatal(err)
@@ -131,6 +139,9 @@ func TestOwedSummaryIsBounded(t *testing.T) {
 	for _, l := range strings.Split(s, "\n") {
 		if strings.HasPrefix(l, "- evt") && (len(l) > wakeLineMax || !strings.HasSuffix(l, "…")) || strings.HasPrefix(l, "evt") {
 			t.Errorf("ask line of %d bytes: %q", len(l), l)
+		}
+		if splitEscape.MatchString(l) {
+			t.Errorf("the cut splits an escape: %q", l)
 		}
 	}
 	if renderOwed(owedView{}, "x", false) != "" {

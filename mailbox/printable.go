@@ -60,6 +60,26 @@ func Printable(s string) string {
 	return b.String()
 }
 
+// PrintableCut is Printable(s) when what it shows measures at most max
+// (measure: len for bytes, utf8.RuneCountInString for characters), else
+// its longest prefix that measures at most max with the "…" that marks
+// the cut: a character's escape is kept whole or cut whole.
+func PrintableCut(s string, max int, measure func(string) int) string {
+	if p := Printable(s); measure(p) <= max {
+		return p
+	}
+	var b strings.Builder
+	for i, n, shown := 0, 0, measure("…"); i < len(s); i += n {
+		_, n = utf8.DecodeRuneInString(s[i:])
+		p := Printable(s[i : i+n])
+		if shown += measure(p); shown > max {
+			break
+		}
+		b.WriteString(p)
+	}
+	return b.String() + "…"
+}
+
 // unprintable reports a character Printable does not pass as it is.
 func unprintable(r rune) bool {
 	return lineBreak(r) || invisible.Is(r)

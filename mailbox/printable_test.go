@@ -247,10 +247,10 @@ func TestTextShowsTheWholeBody(t *testing.T) {
 	for _, c := range []struct{ name, body, want string }{
 		{"two lines", "Deploy the release to staging.\nDo NOT deploy to production until QA signs off.", "Deploy the release to staging. Do NOT deploy to production until QA signs off."},
 		{"CRLF, blank lines and a trailing break", "first\r\n\r\n  second\t third\n", "first second third"},
-		{"cut in its second line", "short first line\n" + strings.Repeat("z", 200), "short first line " + strings.Repeat("z", 120-len("short first line ")) + "…"},
-		{"one long line", strings.Repeat("é", 121), strings.Repeat("é", 120) + "…"},
+		{"cut in its second line", "short first line\n" + strings.Repeat("z", 200), "short first line " + strings.Repeat("z", 119-len("short first line ")) + "…"},
+		{"one long line", strings.Repeat("é", 121), strings.Repeat("é", 119) + "…"},
 		{"exactly at the cap", strings.Repeat("é", 120), strings.Repeat("é", 120)},
-		{"an escape at the cap is not split", strings.Repeat("a", 117) + "\ufff9\u3164", strings.Repeat("a", 117) + "…"},
+		{"an escape at the cap is not split", strings.Repeat("a", 112) + "\ufff9\u3164", strings.Repeat("a", 112) + `\ufff9` + "…"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			it := untrustedItem(t, c.body, "op@carol", "task.request", "devbox", "evt_1", "")

@@ -133,23 +133,13 @@ func (r Result) Text() string {
 
 // bodyLine is the whole body on one line: Printable, every run of white
 // space (its line breaks among them) one space, at most bodyMax
-// characters, a cut marked "…" and never inside an escape.
+// characters, a cut marked "…" (counted) and never inside an escape.
 func bodyLine(e Event) string {
 	body := gjson.GetBytes(e.Raw, "body")
 	if body.Type != gjson.String {
 		return ""
 	}
-	s := strings.Join(strings.Fields(body.Str), " ")
-	var b strings.Builder
-	for i, n, shown := 0, 0, 0; i < len(s); i += n {
-		_, n = utf8.DecodeRuneInString(s[i:])
-		p := Printable(s[i : i+n])
-		if shown += utf8.RuneCountInString(p); shown > bodyMax {
-			return b.String() + "…"
-		}
-		b.WriteString(p)
-	}
-	return b.String()
+	return PrintableCut(strings.Join(strings.Fields(body.Str), " "), bodyMax, utf8.RuneCountInString)
 }
 
 // bodyMax is how many characters of a body Text shows.
