@@ -89,14 +89,27 @@ func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, e
 
 // EventList is the mailbox's Source: the primary's event_list, through
 // the same client as every other call (order=asc and writer where the
-// primary's schema has them).
+// primary's schema has them). The schema is listed first when the edge
+// does not know it yet (a first read races the list made at connect, and
+// the tool cache keeps only the tools the local palace lacks): without
+// order=asc a primary from 3.10 lists newest first, and a log longer
+// than a page cannot be read so. A list that fails leaves the read to
+// the pager's own check.
 func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMessage, error) {
 	if e.remote == nil {
 		return nil, errors.New("no primary is configured")
 	}
 	e.mu.Lock()
+	_, known := e.primaryTools[mailbox.ListTool]
 	tools := slices.Collect(maps.Values(e.primaryTools))
 	e.mu.Unlock()
+	if !known {
+		if listed, err := e.remote.ListTools(ctx); err == nil {
+			tools = listed
+		} else {
+			e.log.Debug("the primary's event_list schema is not known; reading without it", "err", err)
+		}
+	}
 	src := mailbox.NewToolSource(func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 		// event_list is a read: it may be sent again (warmconn.WithReplayable)
 		return e.remote.Call(warmconn.WithReplayable(ctx), newCall(&mcp.CallToolParams{Name: p.Name, Arguments: p.Arguments}).params, true)

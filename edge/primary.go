@@ -573,14 +573,46 @@ func (p *Primary) listTools(s *mcp.ClientSession) {
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, p.o.Timeout)
 	defer cancel()
+	if tools, err := toolsOn(ctx, s); err == nil { // none: the next connect lists them, or ListTools
+		p.o.OnTools(tools)
+	}
+}
+
+// ListTools lists the primary's tools now, within the call timeout, on
+// the live session (connected if need be), and hands them to OnTools as
+// a connect's list does: for a caller that must know a schema before it
+// calls (the mailbox's event_list), which the list made in the
+// background at connect may not have brought in yet.
+func (p *Primary) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
+	if !p.Up() {
+		return nil, p.downErr()
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	defer cancel()
+	s, err := p.sessionFor(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the primary's tools: %w", err)
+	}
+	tools, err := toolsOn(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	if p.o.OnTools != nil {
+		p.o.OnTools(tools)
+	}
+	return tools, nil
+}
+
+// toolsOn is session s's tool list, every page of it.
+func toolsOn(ctx context.Context, s *mcp.ClientSession) ([]*mcp.Tool, error) {
 	var tools []*mcp.Tool
 	for t, err := range s.Tools(ctx, nil) {
 		if err != nil {
-			return
+			return nil, fmt.Errorf("list the primary's tools: %w", err)
 		}
 		tools = append(tools, t)
 	}
-	p.o.OnTools(tools)
+	return tools, nil
 }
 
 // drop forgets a session that failed (only if it is still the current one).

@@ -48,6 +48,9 @@ type primaryPalace interface {
 	// RefreshDevice asks the primary again for what Device says; true:
 	// an answer came.
 	RefreshDevice(ctx context.Context) bool
+	// ListTools lists the primary's tools now (what it lists is known to
+	// the edge's registry afterwards).
+	ListTools(ctx context.Context) ([]*mcp.Tool, error)
 }
 
 // handler is the SDK's way in for a tool call (before the fast lane opens).

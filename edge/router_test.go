@@ -74,6 +74,21 @@ func (s inProcessPrimary) Device() (deviceinfo.Info, bool) {
 	return s.device, s.device.ID != ""
 }
 func (s inProcessPrimary) RefreshDevice(context.Context) bool { return false }
+func (s inProcessPrimary) ListTools(context.Context) ([]*mcp.Tool, error) {
+	line, err := s.pl.Handle(wire.Request("t-1", "tools/list", nil))
+	if err != nil {
+		return nil, err
+	}
+	raw, rpcErr, err := wire.SplitAnswer(line)
+	if rpcErr != nil {
+		return nil, rpcErr
+	}
+	var r mcp.ListToolsResult
+	if err == nil {
+		err = json.Unmarshal(raw, &r)
+	}
+	return r.Tools, err
+}
 func (s inProcessPrimary) State() string {
 	if s.down {
 		return "down"
