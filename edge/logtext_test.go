@@ -51,8 +51,8 @@ func TestWhatTheEdgeTellsCarriesNoRawControls(t *testing.T) {
 	dead := []outbox.DeadOp{{ID: "1", Tool: "mempalace_add_drawer", Wing: "wing_\x1b[2Kx", Room: "r\u202eoom", Reason: "refused\x1b[31m \u2066red"}}
 	for _, c := range []struct{ name, text, must, shows string }{
 		{"askLine", line, "from pi@laptop", `\x1b[1A`},
-		{"renderOwed", renderOwed(owedView{At: kept.At, Asks: []owedAsk{{ID: ev.ID, Line: line}}}, "opencode@desk", false), "from pi@laptop", `\u202e`},
-		{"renderOwed of a kept view", renderOwed(kept, "opencode@desk", true), "from pi@laptop", `\x1b[2K`},
+		{"renderOwed", renderOwed(owedView{At: kept.At, Asks: []owedAsk{{ID: ev.ID, Line: line}}}, "opencode@desk", ""), "from pi@laptop", `\u202e`},
+		{"renderOwed of a kept view", renderOwed(kept, "opencode@desk", keptNote), "from pi@laptop", `\x1b[2K`},
 		{"newAsksNote", newAsksNote([]owedAsk{{ID: ev.ID, Line: line}}), "from pi@laptop", `\x1b[1A`},
 		{"newAsksNote of a kept ask", newAsksNote(kept.Asks), "from pi@laptop", `\u202eraw`},
 		{"deadNote", deadNote(dead), "mempalace_add_drawer of wing_", `wing_\x1b[2Kx/r\u202eoom`},

@@ -92,6 +92,7 @@ type wake struct {
 	subscribed bool            // the client subscribed to the mailbox resource
 	started    bool            // the session started (told the view at initialize)
 	read       bool            // this process has read the log (else the view is an earlier session's)
+	failed     bool            // this process's last read of the log failed (the view, if any, is older)
 	first      chan struct{}   // closed once this process's first read ended
 	deadline   time.Time       // initialize waits for first until then (the edge's start + WakeWait)
 	trustBy    time.Time       // and for the device header until then (the edge's start + wakeTrustWait)
@@ -139,9 +140,18 @@ func (e *Edge) loadOwed(ctx context.Context) {
 func (e *Edge) refreshOwed(ctx context.Context) {
 	r, err := e.owed(ctx, map[string]any{"limit": float64(500)})
 	if err != nil || r.Degraded {
-		if ctx.Err() == nil {
-			e.log.Debug("owed asks not refreshed; the last view stands", "err", err, "degraded", r.Degraded)
+		if ctx.Err() != nil {
+			return
 		}
+		e.wk.mu.Lock()
+		again := e.wk.failed
+		e.wk.failed = true
+		e.wk.mu.Unlock()
+		log := e.log.Warn // once a run of failures: every MailboxPoll after it, DEBUG
+		if again {
+			log = e.log.Debug
+		}
+		log("owed asks not refreshed; the last view stands, told as not fresh", "err", err, "degraded", r.Degraded)
 		return
 	}
 	v := owedView{At: time.Now().UTC(), Asks: []owedAsk{}}
@@ -153,7 +163,7 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 	}
 	e.wk.mu.Lock()
 	e.wk.view = v
-	e.wk.read = true
+	e.wk.read, e.wk.failed = true, false
 	var fresh []owedAsk
 	if e.wk.started || e.initialized.Load() {
 		for _, a := range v.Asks {
@@ -328,15 +338,18 @@ func askLine(ev mailbox.Event) string {
 }
 
 // renderOwed is the server instructions for a view ("" when nothing is
-// owed): the count, the first wakeShown asks, how to clear them; kept
-// says the view is an earlier session's, the primary not reachable now.
-func renderOwed(v owedView, self string, kept bool) string {
+// owed and the log was read): the count, the first wakeShown asks, how
+// to clear them; stale says why the view is not fresh ("": it is).
+func renderOwed(v owedView, self string, stale string) string {
 	if len(v.Asks) == 0 {
+		if stale == failedNote {
+			return fmt.Sprintf("Coordination mailbox (devbox-config edge): the coordination log could not be read at this session's start: call mempalace_mailbox for what %s owes.", self)
+		}
 		return ""
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Coordination mailbox (devbox-config edge): %s owes %d %s from trusted senders (as of %s%s). Oldest first:\n",
-		self, len(v.Asks), plural(len(v.Asks), "ask", "asks"), v.At.UTC().Format(time.RFC3339), keptNote(kept))
+		self, len(v.Asks), plural(len(v.Asks), "ask", "asks"), v.At.UTC().Format(time.RFC3339), stale)
 	for i, a := range v.Asks {
 		if i == wakeShown {
 			fmt.Fprintf(&b, "- and %d more: call mempalace_mailbox for all of them\n", len(v.Asks)-wakeShown)
@@ -350,14 +363,12 @@ func renderOwed(v owedView, self string, kept bool) string {
 	return truncate(b.String(), wakeMaxBytes)
 }
 
-// keptNote marks a view an earlier session read, told while the primary
-// is not reachable.
-func keptNote(kept bool) string {
-	if !kept {
-		return ""
-	}
-	return ", read by an earlier session: the primary is not reachable now, so some may be answered already"
-}
+// Why a view told is not fresh: read by an earlier session, the primary
+// not reachable now; or this run's last read of the log failed.
+const (
+	keptNote   = ", read by an earlier session: the primary is not reachable now, so some may be answered already"
+	failedNote = ", the last time it could be read: the coordination log could not be read now, so some may be answered already and newer ones not told; call mempalace_mailbox"
+)
 
 func plural(n int, one, many string) string {
 	if n == 1 {
@@ -402,7 +413,14 @@ func (e *Edge) wakeInstructions(ctx context.Context) string {
 	for _, a := range v.Asks {
 		e.wk.told[a.ID] = true
 	}
-	return renderOwed(v, e.cfg.Identity, !e.wk.read && e.remote != nil && !e.remote.Up())
+	stale := ""
+	switch {
+	case !e.wk.read && e.remote != nil && !e.remote.Up():
+		stale = keptNote
+	case e.wk.failed:
+		stale = failedNote
+	}
+	return renderOwed(v, e.cfg.Identity, stale)
 }
 
 // sessionInstructions is what initialize answers with: the writes the

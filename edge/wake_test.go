@@ -130,7 +130,7 @@ func TestOwedSummaryIsBounded(t *testing.T) {
 		}
 		v.Asks = append(v.Asks, owedAsk{ID: ev.ID, Line: line})
 	}
-	s := renderOwed(v, "opencode@desk", false)
+	s := renderOwed(v, "opencode@desk", "")
 	if len(s) > wakeMaxBytes || !strings.Contains(s, "owes 40 asks") || !strings.Contains(s, "and 35 more") || strings.Count(s, "\n- ") != 6 {
 		t.Errorf("summary (%d bytes):\n%s", len(s), s)
 	}
@@ -144,7 +144,7 @@ func TestOwedSummaryIsBounded(t *testing.T) {
 			t.Errorf("the cut splits an escape: %q", l)
 		}
 	}
-	if renderOwed(owedView{}, "x", false) != "" {
+	if renderOwed(owedView{}, "x", "") != "" {
 		t.Error("nothing owed renders something")
 	}
 }

@@ -3,6 +3,9 @@ package edge
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +51,55 @@ func TestTheWakeViewReadsALogLongerThanAPage(t *testing.T) {
 	h := start(t, harnessOpts{primaryURL: srv.URL(), wakeWait: 10 * time.Second})
 	if in := instructionsOf(h); !strings.Contains(in, "owes 2 asks") || !strings.Contains(in, first) || !strings.Contains(in, last) {
 		t.Errorf("instructions with %d events to the agent:\n%s", 512, in)
+	}
+}
+
+// refusingListProxy stands in front of url and passes every request on
+// but event_list's, which it answers with a refusal: the primary is up
+// and the log cannot be read.
+func refusingListProxy(t *testing.T, url string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), "mempalace_event_list") {
+			passOn(w, r, url, body, nil)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"{\"error\": \"database is locked\"}"}]}}`, gjson.GetBytes(body, "id").Raw)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/mcp"
+}
+
+// A session start whose read of the log failed, the primary up, says
+// so, and the edge logs it at WARN: a view kept from an earlier read is
+// told as not fresh, and with none nothing reads as "nothing owed".
+// Before, the failure was a DEBUG line, the kept view was told with its
+// old "as of" as if it were current (an ask answered since told again,
+// a new one never), and with no view the instructions were empty
+// (outside tester, attack31 p13).
+func TestAWakeViewTheLogCouldNotRefreshSaysSo(t *testing.T) {
+	t.Parallel()
+	_, srv := startPrimary(t)
+	palace := t.TempDir() + "/palace"
+	id := askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "rotate the fleet token")
+	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 10 * time.Second})
+	if !strings.Contains(instructionsOf(h), id) {
+		t.Fatalf("the ask is not told at the first session start: %q", instructionsOf(h))
+	}
+	h.s.Close()
+	<-h.done
+	proxy := refusingListProxy(t, srv.URL())
+	next := start(t, harnessOpts{palace: palace, primaryURL: proxy, wakeWait: 10 * time.Second})
+	if in := instructionsOf(next); !strings.Contains(in, id) || !strings.Contains(in, "could not be read") {
+		t.Errorf("the kept view is told as fresh though the log could not be read:\n%s", in)
+	}
+	if !strings.Contains(next.logs.String(), "level=WARN msg=\"owed asks not refreshed") {
+		t.Errorf("the failed read is not logged at WARN:\n%s", next.logs.String())
+	}
+	fresh := start(t, harnessOpts{primaryURL: proxy, wakeWait: 10 * time.Second})
+	if in := instructionsOf(fresh); !strings.Contains(in, "could not be read") || !strings.Contains(in, "mempalace_mailbox") {
+		t.Errorf("no view and the log unreadable, the session start says nothing:\n%q", in)
 	}
 }
