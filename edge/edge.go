@@ -46,6 +46,7 @@ type Edge struct {
 	readyOnce     sync.Once
 	childListed   bool          // the child's tool list is known (live or cached)
 	childDown     atomic.Bool   // the local palace server failed to start
+	primaryListed atomic.Bool   // the mailbox listed the primary's tools (mailbox.go)
 	childKnown    chan struct{} // closed once the child listed its tools or failed to start
 	keptUnapplied chan struct{} // a delete kept without the local answer: watchUnapplied sends it again
 	// resending: kept deletes are read and sent to the local palace
@@ -383,7 +384,7 @@ func (e *Edge) connectEarly(ctx context.Context, wg *sync.WaitGroup) {
 		case err == nil:
 			e.resume() // the token accepted: writes an earlier run saw refused for it go now
 		case ctx.Err() == nil:
-			e.primary.fail(err) // opens the breaker, which reports it
+			e.primary.fail(cctx, err) // opens the breaker, which reports it
 			e.readyWhenChild(ctx)
 		}
 	}()

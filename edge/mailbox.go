@@ -91,10 +91,10 @@ func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, e
 // the same client as every other call (order=asc and writer where the
 // primary's schema has them). The schema is listed first when the edge
 // does not know it yet (a first read races the list made at connect, and
-// the tool cache keeps only the tools the local palace lacks): without
-// order=asc a primary from 3.10 lists newest first, and a log longer
-// than a page cannot be read so. A list that fails leaves the read to
-// the pager's own check.
+// the tool cache keeps only the tools the local palace lacks), once a
+// run: without order=asc a primary from 3.10 lists newest first, and a
+// log longer than a page cannot be read so. A list that fails leaves the
+// read to the pager's own check, and is made again at the next read.
 func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMessage, error) {
 	if e.remote == nil {
 		return nil, errors.New("no primary is configured")
@@ -103,9 +103,10 @@ func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMess
 	_, known := e.primaryTools[mailbox.ListTool]
 	tools := slices.Collect(maps.Values(e.primaryTools))
 	e.mu.Unlock()
-	if !known {
+	if !known && !e.primaryListed.Load() {
 		if listed, err := e.remote.ListTools(ctx); err == nil {
 			tools = listed
+			e.primaryListed.Store(true)
 		} else {
 			e.log.Debug("the primary's event_list schema is not known; reading without it", "err", err)
 		}

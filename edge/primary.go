@@ -61,6 +61,8 @@ type Primary struct {
 	// failedWhy is what the last answer's body said of a server error
 	// (a gateway's "upstream unreachable"), nil after any other answer:
 	// the SDK keeps only the status's name.
+	// A call keeps its own (withWhySlot): a concurrent answer neither
+	// clears nor replaces it.
 	failedWhy atomic.Pointer[string]
 	next      atomic.Uint64 // ids of the calls sent as plain POSTs
 
@@ -160,13 +162,31 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	b.p.lastStatus.Store(int32(resp.StatusCode))
-	b.p.failedWhy.Store(nil)
+	why := b.p.whySlot(ctx)
+	why.Store(nil)
 	if resp.StatusCode >= 500 {
-		b.p.failedWhy.Store(peekWhy(resp, b.p.token()))
+		why.Store(peekWhy(resp, b.p.token()))
 	}
 	b.p.sawDevice(resp.Header)
 	resp.Body = endBody{resp.Body, cancel}
 	return resp, nil
+}
+
+// whyKey carries a call's own failedWhy slot in its context.
+type whyKey struct{}
+
+// withWhySlot is ctx with a failedWhy slot of its own, for every request
+// made under it.
+func withWhySlot(ctx context.Context) context.Context {
+	return context.WithValue(ctx, whyKey{}, new(atomic.Pointer[string]))
+}
+
+// whySlot is ctx's failedWhy slot, or the primary's shared one.
+func (p *Primary) whySlot(ctx context.Context) *atomic.Pointer[string] {
+	if s, ok := ctx.Value(whyKey{}).(*atomic.Pointer[string]); ok {
+		return s
+	}
+	return &p.failedWhy
 }
 
 // peekWhy reads what a server error's body says (a JSON-RPC error's
@@ -353,7 +373,7 @@ func (p *Primary) askDevice() *deviceAsk {
 		ctx, cancel := context.WithTimeout(p.ctx, p.o.Timeout)
 		defer cancel()
 		if err := p.handshake(ctx); err != nil && p.ctx.Err() == nil {
-			p.fail(err)
+			p.fail(ctx, err)
 		}
 		p.mu.Lock()
 		p.asking = nil
@@ -453,10 +473,11 @@ func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retr
 	if !p.Up() {
 		return nil, p.downErr()
 	}
+	ctx = withWhySlot(ctx)
 	for attempt := 0; ; attempt++ {
 		s, err := p.sessionFor(ctx)
 		if err != nil {
-			return nil, p.fail(fmt.Errorf("%w: %w", outbox.ErrNotSent, err)) // no session: the call never left
+			return nil, p.fail(ctx, fmt.Errorf("%w: %w", outbox.ErrNotSent, err)) // no session: the call never left
 		}
 		res, err := p.callOn(ctx, s, params)
 		if err == nil {
@@ -471,7 +492,7 @@ func (p *Primary) CallLong(ctx context.Context, params *mcp.CallToolParams, retr
 				continue
 			}
 		}
-		return nil, p.fail(err)
+		return nil, p.fail(ctx, err)
 	}
 }
 
@@ -587,15 +608,15 @@ func (p *Primary) ListTools(ctx context.Context) ([]*mcp.Tool, error) {
 	if !p.Up() {
 		return nil, p.downErr()
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.o.Timeout)
+	ctx, cancel := context.WithTimeout(withWhySlot(ctx), p.o.Timeout)
 	defer cancel()
 	s, err := p.sessionFor(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list the primary's tools: %w", err)
+		return nil, p.fail(ctx, err) // as a call's: no session, the primary is down (and the token redacted)
 	}
 	tools, err := toolsOn(ctx, s)
 	if err != nil {
-		return nil, err
+		return nil, unechoedErr{err, redact.Secret(err.Error(), p.token())}
 	}
 	if p.o.OnTools != nil {
 		p.o.OnTools(tools)
@@ -626,12 +647,12 @@ func (p *Primary) drop(s *mcp.ClientSession) {
 }
 
 // fail opens the breaker for a transport failure and starts the prober.
-func (p *Primary) fail(err error) error {
+func (p *Primary) fail(ctx context.Context, err error) error {
 	unauth := p.refused() != 0
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	if why := p.failedWhy.Swap(nil); why != nil && !strings.Contains(err.Error(), *why) {
+	if why := p.whySlot(ctx).Swap(nil); why != nil && !strings.Contains(err.Error(), *why) {
 		err = fmt.Errorf("%w (the primary's answer said: %s)", err, *why)
 	}
 	if text := redact.Secret(err.Error(), p.token()); text != err.Error() {
