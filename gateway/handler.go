@@ -347,9 +347,10 @@ var errNotVisible = &denial{ruleNotVisible, ruleNotVisible.String()}
 
 // forwardStep makes the authorized call and filters its answer: a
 // palace-wide read that must be answered wing by wing is, an event_wait
-// keeps waiting past events the device cannot see, artifact_get's answer
-// is checked, and everything else goes to the upstream once (through the
-// ledger) and through the filter step.
+// keeps waiting past events the device cannot see, an event_list page
+// the filter cut is filled to its limit (evpage.go), artifact_get's
+// answer is checked, and everything else goes to the upstream once
+// (through the ledger) and through the filter step.
 func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, req *rpcRequest) (status int, out []byte, err error) {
 	if t.Reads {
 		ctx = warmconn.WithReplayable(ctx) // a read may be sent twice
@@ -360,6 +361,13 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	sent := time.Now() // real time: an event_wait's timeout runs from here
 	if t.Name == "event_wait" && !d.Coordinator && !s.waitFromEnd(ctx, d, req) {
 		return http.StatusOK, textAnswer(req.rawID(), map[string]any{"timed_out": true, "events": []any{}, "count": 0, "filtered": true}), nil
+	}
+	issued := false // a cursor the gateway sealed (evpage.go)
+	if t.Name == "event_list" {
+		var bad map[string]any
+		if issued, bad = s.openCursors(d, req); bad != nil {
+			return http.StatusOK, textAnswer(req.rawID(), bad), nil
+		}
 	}
 	status, resp, replayed, err := s.forward(ctx, d, req)
 	if err != nil {
@@ -378,10 +386,13 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	if t.Name == "event_wait" && !d.Coordinator {
 		return s.waitVisible(ctx, d, t, req, sent, resp)
 	}
-	if t.Name == "event_list" && !d.Coordinator {
+	if t.Name == "event_list" && !d.Coordinator && !issued {
 		resp = s.hiddenCursorPage(ctx, d, req, resp)
 	}
 	out, err = s.filterAnswer(ctx, d, t, dec, req.rawID(), resp)
+	if t.Name == "event_list" && err == nil {
+		out = s.fillPage(ctx, d, t, dec, req, resp, out)
+	}
 	return status, out, err
 }
 

@@ -69,6 +69,9 @@ type Server struct {
 	mtime time.Time
 	// eventParams is what the upstream's event_list lists (objects.go).
 	eventParams map[string]bool
+	// eventScan bounds the events an event_list fill reads (evpage.go;
+	// 0: eventScanMax); tests set fewer.
+	eventScan atomic.Int64
 
 	rates  limiters
 	writes *writeQueue
