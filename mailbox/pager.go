@@ -109,7 +109,10 @@ var ErrRefused = errors.New("event_list refused the query")
 // Fetch pages through event_list with filter (stream, to_agent, ...),
 // PageCap events a page, each page resuming after the previous page's
 // last event id (since_event_id, which cannot skip anything: RFC 003
-// §3.5), until a short page. It returns the events in arrival order.
+// §3.5), until a short page. A page that says "more" (a gateway whose
+// fill of a page it cut stopped at its bound) is not the end, however
+// short: the next resumes from its "next_cursor". It returns the events
+// in arrival order.
 //
 // It fails rather than return a partial log: a page that does not move
 // forward (a primary ignoring the cursor, or listing newest first past
@@ -129,7 +132,7 @@ func Fetch(ctx context.Context, src Source, filter map[string]any) ([]Event, err
 		if err != nil {
 			return nil, err
 		}
-		evs, err := parsePage(raw)
+		evs, next, err := parsePage(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s page %d: %w", ListTool, page+1, err)
 		}
@@ -146,10 +149,14 @@ func Fetch(ctx context.Context, src Source, filter map[string]any) ([]Event, err
 			last = e.Seq
 		}
 		all = append(all, evs...)
-		if len(evs) < PageCap {
+		switch {
+		case next != "":
+			cursor = next
+		case len(evs) < PageCap:
 			return all, nil
+		default:
+			cursor = evs[len(evs)-1].ID
 		}
-		cursor = evs[len(evs)-1].ID
 	}
 }
 
@@ -162,27 +169,34 @@ func descending(evs []Event) bool {
 	return len(evs) > 1
 }
 
-func parsePage(raw json.RawMessage) ([]Event, error) {
+// parsePage is a page's events and, when it says there is more past a
+// short page, the cursor to read on from ("": none).
+func parsePage(raw json.RawMessage) ([]Event, string, error) {
 	var p struct {
 		Events []json.RawMessage `json:"events"`
 		Error  any               `json:"error"`
+		More   bool              `json:"more"`
+		Next   string            `json:"next_cursor"`
 	}
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, fmt.Errorf("answer is not a JSON object: %w (%.120s)", err, strings.TrimSpace(string(raw)))
+		return nil, "", fmt.Errorf("answer is not a JSON object: %w (%.120s)", err, strings.TrimSpace(string(raw)))
 	}
 	if p.Error != nil {
-		return nil, fmt.Errorf("%w: %v", ErrRefused, p.Error)
+		return nil, "", fmt.Errorf("%w: %v", ErrRefused, p.Error)
 	}
 	if p.Events == nil {
-		return nil, fmt.Errorf("answer has no events array (%.120s)", strings.TrimSpace(string(raw)))
+		return nil, "", fmt.Errorf("answer has no events array (%.120s)", strings.TrimSpace(string(raw)))
+	}
+	if !p.More {
+		p.Next = ""
 	}
 	out := make([]Event, 0, len(p.Events))
 	for i, r := range p.Events {
 		e, err := ParseEvent(r)
 		if err != nil {
-			return nil, fmt.Errorf("events[%d]: %w", i, err)
+			return nil, "", fmt.Errorf("events[%d]: %w", i, err)
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out, p.Next, nil
 }

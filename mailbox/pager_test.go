@@ -345,3 +345,33 @@ func TestTextMarksUntrustedSenders(t *testing.T) {
 		t.Errorf("the trusted sender's ask is marked untrusted:\n%s", text)
 	}
 }
+
+// A page that says there is more (a gateway whose fill of a cut page
+// stopped at its bound: "more" and "next_cursor") is not the log's end,
+// however short: the pager reads on from the cursor given.
+func TestFetchReadsOnPastAPageThatSaysThereIsMore(t *testing.T) {
+	log := bigLog(3)
+	page := func(evs []Event, extra string) json.RawMessage {
+		raw := []string{}
+		for _, e := range evs {
+			raw = append(raw, string(e.Raw))
+		}
+		return json.RawMessage(`{"events": [` + strings.Join(raw, ",") + `]` + extra + `}`)
+	}
+	var cursors []string
+	src := sourceFunc(func(ctx context.Context, args map[string]any) (json.RawMessage, error) {
+		c, _ := args["since_event_id"].(string)
+		cursors = append(cursors, c)
+		switch c {
+		case "":
+			return page(log[:1], `, "more": true, "next_cursor": "evc_sealed"`), nil
+		case "evc_sealed":
+			return page(log[1:], ""), nil
+		}
+		return page(nil, ""), nil
+	})
+	evs, err := Fetch(context.Background(), src, nil)
+	if err != nil || len(evs) != 3 || fmt.Sprint(cursors) != "[ evc_sealed]" {
+		t.Fatalf("%d events, %v; cursors sent %q", len(evs), err, cursors)
+	}
+}
