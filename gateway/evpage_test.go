@@ -17,9 +17,22 @@ var pagingDevices = []Device{
 }
 
 // floodedLog is ops's ask A to claude@narw, then n events narw may not
-// see (written past the gateway, so of unknown origin: those to
-// claude@narw withheld, the rest between other agents), then ops's ask B.
+// see (written past the gateway to the double, so of unknown origin:
+// those to claude@narw withheld, the rest between other agents), then
+// ops's ask B.
 func floodedLog(t *testing.T, g *gw, n int) (a, b string) {
+	t.Helper()
+	return floodedLogVia(t, g, n, func(args map[string]any) {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_event_append","arguments":%s}}`, encodeJSON(args))
+		if _, err := g.primary.Handle([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// floodedLogVia is floodedLog with the flood appended past the gateway
+// by past.
+func floodedLogVia(t *testing.T, g *gw, n int, past func(args map[string]any)) (a, b string) {
 	t.Helper()
 	ask := func(body string) string {
 		r, rpc, _ := g.call(g.tokens["ops"], "event_append", map[string]any{"type": "task.request", "stream": "s", "room": "r", "from_agent": "pi@ops", "to_agent": "claude@narw", "status": "open", "body": body})
@@ -35,11 +48,7 @@ func floodedLog(t *testing.T, g *gw, n int) (a, b string) {
 		if i%2 == 1 {
 			to, from = "b@x", "a@x"
 		}
-		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_event_append","arguments":%s}}`,
-			encodeJSON(map[string]any{"type": "task.request", "stream": "s", "room": "r", "from_agent": from, "to_agent": to, "status": "open", "body": fmt.Sprint("flood ", i)}))
-		if _, err := g.primary.Handle([]byte(body)); err != nil {
-			t.Fatal(err)
-		}
+		past(map[string]any{"type": "task.request", "stream": "s", "room": "r", "from_agent": from, "to_agent": to, "status": "open", "body": fmt.Sprint("flood ", i)})
 	}
 	return a, ask("ask B")
 }
@@ -68,6 +77,13 @@ func TestACutEventPageIsFilled(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, pagingDevices)
 	a, b := floodedLog(t, g, 1200)
+	readFilledPages(t, g, a, b)
+}
+
+// readFilledPages wants narw's event_list pages to hold exactly asks a
+// and b, in every order and paging.
+func readFilledPages(t *testing.T, g *gw, a, b string) {
+	t.Helper()
 	narw := g.tokens["narw"]
 	for _, c := range []struct {
 		args map[string]any
