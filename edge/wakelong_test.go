@@ -13,6 +13,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // appendDirect appends an event to the double pl in process (fast: a
@@ -101,5 +103,39 @@ func TestAWakeViewTheLogCouldNotRefreshSaysSo(t *testing.T) {
 	fresh := start(t, harnessOpts{primaryURL: proxy, wakeWait: 10 * time.Second})
 	if in := instructionsOf(fresh); !strings.Contains(in, "could not be read") || !strings.Contains(in, "mempalace_mailbox") {
 		t.Errorf("no view and the log unreadable, the session start says nothing:\n%q", in)
+	}
+}
+
+// Against real MemPalace 3.11.0 serve behind the gateway: a device that
+// withholds what it does not trust (desk trusts ops) with more than a
+// page (510) of asks to its agent from unknown senders between ops's
+// two asks is told both at session start, and its mailbox lists both.
+// Before, the session start told nothing (no order=asc, attack31 p13)
+// and the gateway's page of 500 held ask A and untrusted_withheld 499,
+// which the mailbox took for the log's end (attack31 p16).
+func TestRealTheWakeViewAndTheMailboxReadPastAFlood(t *testing.T) {
+	srv := realpalace.New(t).Serve(t, testToken)
+	url, tokens := testGateway(t, srv.URL,
+		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@ops"}},
+		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}, Untrusted: gateway.UntrustedWithhold})
+	a := askVia(t, url, tokens["ops-0001"], "pi@ops", "opencode@edge-test", "ask A")
+	for i := range 510 {
+		if r, err := srv.Call("mempalace_event_append", map[string]any{"type": "task.request", "stream": "devbox", "room": "r", "from_agent": "codex@mal", "to_agent": "opencode@edge-test", "status": "open", "body": fmt.Sprint("flood ", i)}); err != nil || r["success"] != true {
+			t.Fatalf("event_append: %v %v", r, err)
+		}
+	}
+	b := askVia(t, url, tokens["ops-0001"], "pi@ops", "opencode@edge-test", "ask B")
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["desk-9b21"], wakeWait: 20 * time.Second, timeout: 30 * time.Second})
+	if in := instructionsOf(h); !strings.Contains(in, "owes 2 asks") || !strings.Contains(in, a) || !strings.Contains(in, b) {
+		t.Errorf("instructions:\n%s", in)
+	}
+	m, _ := h.call("mailbox", map[string]any{})
+	var owed []string
+	items, _ := m["owed"].([]any)
+	for _, it := range items {
+		owed = append(owed, it.(map[string]any)["id"].(string))
+	}
+	if fmt.Sprint(owed) != fmt.Sprint([]string{a, b}) {
+		t.Errorf("mailbox owes %v, want [%s %s]", owed, a, b)
 	}
 }
