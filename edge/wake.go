@@ -136,9 +136,10 @@ func (e *Edge) loadOwed(ctx context.Context) {
 }
 
 // refreshOwed reads the owed set, keeps the trusted asks as the view and
-// tells the session of those it was not told of yet.
+// tells the session of those it was not told of yet. It reads every owed
+// ask (no limit): the trusted ones may come after any number of others.
 func (e *Edge) refreshOwed(ctx context.Context) {
-	r, err := e.owed(ctx, map[string]any{"limit": float64(500)})
+	r, err := e.box.Owed(ctx, e.cfg.Identity, "", 0, e.pendingEvents(ctx))
 	if err != nil || r.Degraded {
 		if ctx.Err() != nil {
 			return

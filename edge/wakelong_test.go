@@ -139,3 +139,26 @@ func TestRealTheWakeViewAndTheMailboxReadPastAFlood(t *testing.T) {
 		t.Errorf("mailbox owes %v, want [%s %s]", owed, a, b)
 	}
 }
+
+// The wake-up view holds every owed ask from a trusted sender, however
+// many untrusted asks come before it: more than 500 owed in all, the
+// trusted ask after them is told. Before, the view was made from the
+// oldest 500 owed asks, then cut to the trusted ones, and a trusted ask
+// past them was never told (outside tester, attack31 p13: 520 asks from
+// mal, then ops's).
+func TestTheWakeViewHoldsATrustedAskPastFiveHundredOwed(t *testing.T) {
+	t.Parallel()
+	pl, srv := startPrimary(t)
+	url, tokens := testGateway(t, srv.URL(),
+		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@ops"}},
+		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}})
+	a := askVia(t, url, tokens["ops-0001"], "pi@ops", "opencode@edge-test", "ask A")
+	for i := range 510 {
+		appendDirect(t, pl, map[string]any{"type": "task.request", "stream": "devbox", "room": "r", "from_agent": "codex@mal", "to_agent": "opencode@edge-test", "status": "open", "body": fmt.Sprint("flood ", i)})
+	}
+	b := askVia(t, url, tokens["ops-0001"], "pi@ops", "opencode@edge-test", "ask B")
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["desk-9b21"], wakeWait: 10 * time.Second})
+	if in := instructionsOf(h); !strings.Contains(in, "owes 2 asks") || !strings.Contains(in, a) || !strings.Contains(in, b) {
+		t.Errorf("instructions:\n%s", in)
+	}
+}
