@@ -72,16 +72,37 @@ func (s *Server) fillPage(ctx context.Context, d *Device, t catalogue.Tool, dec 
 	if !ok || m["error"] != nil || len(evs) >= limit || len(raw) < limit {
 		return out
 	}
-	params, err := s.eventListParams(ctx)
-	if err != nil {
+	args, cursorKey, ok := s.fillArgs(ctx, req.Args)
+	if !ok {
 		return out // which way the page runs is not known: as it came
 	}
-	args := maps.Clone(req.Args)
+	ctx, cancel := context.WithTimeout(ctx, fillWait)
+	defer cancel()
+	f := fill{s: s, d: d, t: t, dec: dec, req: req, args: args, cursorKey: cursorKey,
+		m: m, evs: evs, raw: raw, withheld: int(num(m["untrusted_withheld"]))}
+	f.readOn(ctx, limit)
+	m["events"], m["count"] = f.evs, len(f.evs)
+	if f.withheld > 0 {
+		m["untrusted_withheld"] = f.withheld
+	}
+	return textAnswer(req.rawID(), m)
+}
+
+// fillArgs are the arguments of the upstream reads that fill a page: the
+// request's, in the order its page runs (oldest first, where the upstream
+// has no order or a since_event_id is given), a page of 500 at a time, and
+// the cursor argument that reads on that way.
+func (s *Server) fillArgs(ctx context.Context, reqArgs map[string]any) (args map[string]any, cursorKey string, ok bool) {
+	params, err := s.eventListParams(ctx)
+	if err != nil {
+		return nil, "", false
+	}
+	args = maps.Clone(reqArgs)
 	order := strings.ToLower(strings.TrimSpace(str(args["order"])))
 	if order == "" && (!params["order"] || str(args["since_event_id"]) != "") {
 		order = "asc"
 	}
-	cursorKey := "since_event_id"
+	cursorKey = "since_event_id"
 	if order != "asc" {
 		order, cursorKey = "desc", "before_event_id"
 	}
@@ -89,45 +110,60 @@ func (s *Server) fillPage(ctx context.Context, d *Device, t catalogue.Tool, dec 
 		args["order"] = order
 	}
 	args["limit"] = 500
-	ctx, cancel := context.WithTimeout(ctx, fillWait)
-	defer cancel()
-	withheld := int(num(m["untrusted_withheld"]))
-	scanned, scan := 0, int(s.eventScan.Load())
+	return args, cursorKey, true
+}
+
+// fill is one page being filled: the events the device sees so far, the
+// upstream's last page (raw: its last event is the cursor read on from)
+// and the count withheld.
+type fill struct {
+	s         *Server
+	d         *Device
+	t         catalogue.Tool
+	dec       Decision
+	req       *rpcRequest
+	args      map[string]any
+	cursorKey string
+	m         map[string]any
+	evs, raw  []any
+	withheld  int
+}
+
+// readOn reads the upstream's pages after the last one read until the
+// page holds limit events, the upstream's page is short, or the bound
+// stops it (then the answer says more, with a sealed next_cursor).
+func (f *fill) readOn(ctx context.Context, limit int) {
+	scanned, scan := 0, int(f.s.eventScan.Load())
 	if scan <= 0 {
 		scan = eventScanMax
 	}
-	for len(evs) < limit {
-		last, _ := raw[len(raw)-1].(map[string]any)
+	for len(f.evs) < limit {
+		last, _ := f.raw[len(f.raw)-1].(map[string]any)
 		cursor := str(last["id"])
 		if cursor == "" {
-			break
+			return
 		}
 		if scanned >= scan || ctx.Err() != nil {
-			m["more"], m["next_cursor"] = true, s.sealCursor(d, cursor)
-			break
+			f.m["more"], f.m["next_cursor"] = true, f.s.sealCursor(f.d, cursor)
+			return
 		}
-		args[cursorKey] = cursor
-		status, page := s.upstreamCall(ctx, toolCall(req.rawID(), req.Tool, args))
-		next, err := s.filterAnswer(ctx, d, t, dec, req.rawID(), page)
+		f.args[f.cursorKey] = cursor
+		status, page := f.s.upstreamCall(ctx, toolCall(f.req.rawID(), f.req.Tool, f.args))
+		next, err := f.s.filterAnswer(ctx, f.d, f.t, f.dec, f.req.rawID(), page)
 		pm := resultOf(next)
 		got, listed := pm["events"].([]any)
 		if status != http.StatusOK || err != nil || !listed || pm["error"] != nil {
-			m["more"], m["next_cursor"] = true, s.sealCursor(d, cursor) // not read now: from here next time
-			break
+			f.m["more"], f.m["next_cursor"] = true, f.s.sealCursor(f.d, cursor) // not read now: from here next time
+			return
 		}
-		evs = append(evs, got[:min(len(got), limit-len(evs))]...)
-		withheld += int(num(pm["untrusted_withheld"]))
-		raw, _ = resultOf(page)["events"].([]any)
-		scanned += len(raw)
-		if len(raw) < 500 {
-			break
+		f.evs = append(f.evs, got[:min(len(got), limit-len(f.evs))]...)
+		f.withheld += int(num(pm["untrusted_withheld"]))
+		f.raw, _ = resultOf(page)["events"].([]any)
+		scanned += len(f.raw)
+		if len(f.raw) < 500 {
+			return
 		}
 	}
-	m["events"], m["count"] = evs, len(evs)
-	if withheld > 0 {
-		m["untrusted_withheld"] = withheld
-	}
-	return textAnswer(req.rawID(), m)
 }
 
 // cursorAEAD seals cursors with a key derived from the gateway's secret.
