@@ -116,6 +116,11 @@ type Location struct {
 	// Write are the names render may edit, preferred first: the one that
 	// holds the entry, else the first that exists, else Write[0] (new).
 	Write []string
+	// FirstOnly: the harness reads only the first of Write that exists,
+	// never the others (Amp: settings.json, else settings.jsonc), so that
+	// one is edited, wherever the entry is, and a new file is never
+	// created beside one of them.
+	FirstOnly bool
 	// Marker is the directory, relative to the home directory, whose
 	// existence says the harness is set up here ("" : the config
 	// directory). With DirEnv set, the directory it names is the marker.

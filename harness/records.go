@@ -180,7 +180,7 @@ func build() []Record {
 		},
 		{
 			Name: "kilo", Title: "Kilo CLI",
-			Location: Location{XDG: true, Dir: "kilo", Files: []string{"kilo.json", "kilo.jsonc"}, Write: []string{"kilo.jsonc", "kilo.json"}},
+			Location: Location{XDG: true, Dir: "kilo", Files: []string{"config.json", "kilo.json", "kilo.jsonc", "opencode.json", "opencode.jsonc"}, Write: []string{"kilo.jsonc", "kilo.json"}},
 			Format:   JSONC, Key: []string{"mcp"}, Scope: OptIn, EnvRef: "{env:%s}",
 			Entries: Entries{
 				Solitary: `{"type": "local", "command": ["mempalace-mcp"], "enabled": true}`,
@@ -192,6 +192,7 @@ func build() []Record {
 				"opencode's fork: only {env:VAR} is expanded",
 				"runs on opencode's Bun (1.3.14), which pools the socket of a non-2xx answer that said Connection: close: the remote entry sends Connection: close",
 				"rewrites its config at start (inserts \"$schema\" and a one-time permission migration, re-indents the entry): render fingerprints only the entry's meaning",
+				"also reads opencode.json and opencode.jsonc in its directory, over kilo.jsonc: deep-merges mcp.mempalace across config.json < kilo.json < kilo.jsonc < opencode.json < opencode.jsonc",
 			},
 		},
 		{
@@ -281,14 +282,14 @@ func build() []Record {
 		},
 		{
 			Name: "amp", Title: "Amp",
-			Location: Location{XDG: true, Dir: "amp", Write: []string{"settings.json"}},
+			Location: Location{XDG: true, Dir: "amp", Write: []string{"settings.json", "settings.jsonc"}, FirstOnly: true},
 			Format:   JSONC, Key: []string{"amp.mcpServers"}, Scope: OptIn, EnvRef: "${%s}", NoBOM: true,
 			Entries: Entries{
 				Solitary: `{"command": "mempalace-mcp", "args": []}`,
 				Remote:   `{"url": {{json .URL}}, "headers": {"Authorization": "Bearer {{.Token}}"}}`,
 				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "amp"}}`,
 			},
-			Traps: []string{"the key is the single dotted name \"amp.mcpServers\", not a path", "looks its account's servers up at ampcode.com on every start"},
+			Traps: []string{"the key is the single dotted name \"amp.mcpServers\", not a path", "reads settings.json alone while it exists, else settings.jsonc: a settings.json beside the user's settings.jsonc hides every setting in it", "looks its account's servers up at ampcode.com on every start"},
 		},
 	}
 }

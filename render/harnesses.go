@@ -174,7 +174,9 @@ func InHomeBin(sys System, home, cmd string) bool {
 
 // choose reads every file the harness reads and picks the one to edit: the
 // one that already holds the entry (the last, by precedence), else the
-// first of Location.Write that exists, else a new Write[0]. Any file that
+// first of Location.Write that exists, else a new Write[0]; for a
+// FirstOnly harness, the first of Write that exists (the one it reads),
+// else a new Write[0]. Any file that
 // does not parse stops the target: the harness would not start with it
 // either, and what it holds is unknown. On error name is the file at fault.
 func choose(opts Options, rec harness.Record, dir string) (name string, f loaded, warnings []string, err error) {
@@ -195,6 +197,15 @@ func choose(opts Options, rec harness.Record, dir string) (name string, f loaded
 	}
 	name = rec.Location.Write[0]
 	switch {
+	case rec.Location.FirstOnly:
+		name = first(rec.Location.Write, files)
+		for _, other := range rec.Location.Write {
+			if other != name && files[other].data != nil {
+				warnings = append(warnings, fmt.Sprintf(
+					"%s is not read: %s reads only %s while it exists (fix: move what you need from it into %[3]s and remove it)",
+					filepath.Join(dir, other), rec.Title, filepath.Join(dir, name)))
+			}
+		}
 	case len(holders) > 0:
 		name = holders[len(holders)-1]
 		for _, other := range holders[:len(holders)-1] {
@@ -203,12 +214,7 @@ func choose(opts Options, rec harness.Record, dir string) (name string, f loaded
 				filepath.Join(dir, other), strings.Join(rec.Pointer(), "."), rec.Title, name))
 		}
 	default:
-		for _, w := range rec.Location.Write {
-			if files[w].data != nil {
-				name = w
-				break
-			}
-		}
+		name = first(rec.Location.Write, files)
 	}
 	if _, ok := files[name]; !ok { // a Write name the harness does not read
 		if files[name], err = load(opts.Sys, rec, filepath.Join(dir, name)); err != nil {
@@ -216,6 +222,16 @@ func choose(opts Options, rec harness.Record, dir string) (name string, f loaded
 		}
 	}
 	return name, files[name], warnings, nil
+}
+
+// first is the first of names that exists, else names[0].
+func first(names []string, files map[string]loaded) string {
+	for _, n := range names {
+		if files[n].data != nil {
+			return n
+		}
+	}
+	return names[0]
 }
 
 // priorRecord is this target's record beside its config, and whether

@@ -29,6 +29,9 @@ import (
 // clientCase is one real client.
 type clientCase struct {
 	target, bin string
+	// file is the user's file, in the harness's directory ("" : the
+	// record's Location.Write[0]); render must edit it, the one the client reads.
+	file string
 	// user is the user's file before render; the model server's URL is
 	// %[1]s (for clients that need a model to run at all).
 	user    string
@@ -103,6 +106,17 @@ func clientCases(t *testing.T) []clientCase {
 			connects: true,
 		},
 		{
+			// Kilo reads opencode.json over kilo.jsonc: the entry there (here
+			// the solitary one, adopted) is the one render keeps in step. Kilo
+			// rewrites a .json file without its comments: none here.
+			target: "kilo", bin: "kilo", file: "opencode.json",
+			user: `{"mcp": {"memory": {"type": "local", "command": ["` + memory + `"]}, "mempalace": {"type": "local", "command": ["mempalace-mcp"], "enabled": true}}}` + "\n",
+			check: func(t *testing.T, r *clientRig, _ *mockmodel.Model) ([]string, bool) {
+				return listed(r.run(t, 120, "kilo", "mcp", "list"), `(?m)^\S+\s+[✓✗]\s+([\w-]+)\s+(\w+)`, "connected")
+			},
+			connects: true,
+		},
+		{
 			// Auggie never connects offline: `auggie mcp list --json` is its
 			// reading of the file.
 			target: "auggie", bin: "auggie",
@@ -136,6 +150,18 @@ func clientCases(t *testing.T) []clientCase {
 			connects: true,
 		},
 		{
+			// Amp reads settings.jsonc when there is no settings.json: render
+			// edits it, and creates no settings.json that would hide it.
+			target: "amp", bin: "amp", file: "settings.jsonc",
+			user:    `{ // mine` + "\n" + `"amp.mcpServers": {"memory": {"command": "` + memory + `", "args": []}},}` + "\n",
+			comment: "// mine",
+			env:     map[string]string{"AMP_URL": "http://127.0.0.1:9/", "AMP_API_KEY": "x"},
+			check: func(t *testing.T, r *clientRig, _ *mockmodel.Model) ([]string, bool) {
+				return listed(r.run(t, 120, "amp", "mcp", "doctor"), `(?m)^([\w-]+) \(user settings\): (\w+)`, "connected")
+			},
+			connects: true,
+		},
+		{
 			// Continue's cn lists servers only in its terminal UI: a headless
 			// prompt (cn -p) loads them and offers their tools to the model,
 			// a local mock that records them.
@@ -154,7 +180,11 @@ func clientCases(t *testing.T) []clientCase {
 func TestRealClientsEveryRung(t *testing.T) {
 	testbed.Integration(t, "drives the real harness CLIs from npm and builds the binaries")
 	for _, c := range clientCases(t) {
-		t.Run(c.target, func(t *testing.T) {
+		name := c.target
+		if c.file != "" {
+			name += " " + c.file
+		}
+		t.Run(name, func(t *testing.T) {
 			realClient(t, c.bin)
 			rec, ok := harness.ByName(c.target)
 			if !ok {
@@ -166,7 +196,11 @@ func TestRealClientsEveryRung(t *testing.T) {
 			}
 			m := mockmodel.Start(t)
 			env := harness.Env{Home: r.h.Dir, Lookup: r.h.Lookup}
-			file := filepath.Join(rec.Location.DirPath(env), rec.Location.Write[0])
+			base := c.file
+			if base == "" {
+				base = rec.Location.Write[0]
+			}
+			file := filepath.Join(rec.Location.DirPath(env), base)
 			os.MkdirAll(filepath.Dir(file), 0o755)
 			user := c.user
 			if strings.Contains(user, "%[1]s") {
@@ -177,7 +211,9 @@ func TestRealClientsEveryRung(t *testing.T) {
 			}
 			for _, rung := range r.rungs() {
 				t.Run(rung.name, func(t *testing.T) {
-					r.render(t, c.target, rung)
+					if res := r.render(t, c.target, rung); res.File != file {
+						t.Errorf("render wrote %s, not the user's %s", res.File, file)
+					}
 					m.Reset()
 					counts := r.primaryCounts(t)
 					servers, reached := c.check(t, r, m)
