@@ -183,6 +183,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	findings = append(findings, CheckOutbox(opts, ob)...)
 	findings = append(findings, CheckPiExtension(opts, st)...)
 	findings = append(findings, CheckEntryCommand(opts)...)
+	findings = append(findings, CheckConfigShadowed(opts)...)
 	pr := <-done
 	findings = append(findings, CheckEmbedderSidecar(opts, st, ob)...)
 	findings = append(findings, pr.findings...)

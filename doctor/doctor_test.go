@@ -1223,10 +1223,22 @@ func TestEntryCommand(t *testing.T) {
 		only(t, b.run(), "error:entry-command")
 	})
 	t.Run("mempalace-mcp in pipx's ~/.local/bin, where render keeps the entry", func(t *testing.T) {
+		// render keeps (and in R1 writes) the bare name, as the images
+		// did, for a login shell's PATH; a harness started with this PATH
+		// cannot find it, so doctor warns (not entry-command: render keeps it).
 		b := newBox(t)
 		b.opts.LookPath = notFound("mempalace-mcp")
 		write(t, filepath.Join(b.home, ".local/bin/mempalace-mcp"), "#!/bin/sh\n", 0o755)
-		write(t, filepath.Join(b.home, ".claude.json"), `{"mcpServers": {"mempalace": {"command": "mempalace-mcp"}}}`, 0o644)
+		path := filepath.Join(b.home, ".claude.json")
+		write(t, path, `{"mcpServers": {"mempalace": {"command": "mempalace-mcp"}}}`, 0o644)
+		fs := b.run()
+		only(t, fs, "warn:entry-local-bin")
+		for _, want := range []string{path, "~/.local/bin", "not on this PATH"} {
+			if !strings.Contains(fs[0].Message, want) {
+				t.Fatalf("the finding does not say %q: %s", want, fs[0].Message)
+			}
+		}
+		b.opts.LookPath = notFound("") // the login shell's PATH has it: nothing to say
 		only(t, b.run())
 	})
 	t.Run("remote entries and other servers are not looked at", func(t *testing.T) {
@@ -1242,6 +1254,29 @@ func TestEntryCommand(t *testing.T) {
 		write(t, filepath.Join(b.home, ".config/opencode/opencode.jsonc"), "{\n  // mine\n}\n", 0o644)
 		only(t, b.run())
 	})
+}
+
+// config-shadowed: Amp reads settings.json alone while it exists, so a
+// settings.jsonc beside it (the user's, hidden by one an older render
+// created) is ignored, silently; doctor names it. A dangling settings.json
+// is none to Amp (checked with the real amp), and to doctor.
+func TestConfigShadowed(t *testing.T) {
+	b := newBox(t)
+	dir := filepath.Join(b.home, ".config", "amp")
+	jsonc := filepath.Join(dir, "settings.jsonc")
+	write(t, jsonc, "{\n  // mine\n  \"amp.mcpServers\": {\"ojc\": {\"command\": \"true\"}},\n}\n", 0o644)
+	only(t, b.run())
+	must(t, os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "settings.json")))
+	only(t, b.run())
+	must(t, os.Remove(filepath.Join(dir, "settings.json")))
+	write(t, filepath.Join(dir, "settings.json"), `{"amp.mcpServers": {}}`, 0o644)
+	fs := b.run()
+	only(t, fs, "warn:config-shadowed")
+	for _, want := range []string{jsonc, filepath.Join(dir, "settings.json"), "Amp"} {
+		if !strings.Contains(fs[0].Message, want) {
+			t.Fatalf("the finding does not name %q: %s", want, fs[0].Message)
+		}
+	}
 }
 
 // palace-damaged without MemPalace: a chroma.sqlite3 that is not a

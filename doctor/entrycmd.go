@@ -12,8 +12,14 @@ import (
 )
 
 // IDEntryCommand: a harness config's stdio MemPalace entry runs a command
-// that cannot be started.
-const IDEntryCommand = "entry-command"
+// that cannot be started. IDEntryLocalBin: it runs mempalace-mcp by name,
+// found only in ~/.local/bin, which is not on this PATH. IDConfigShadowed:
+// a harness config the harness does not read, because another hides it.
+const (
+	IDEntryCommand   = "entry-command"
+	IDEntryLocalBin  = "entry-local-bin"
+	IDConfigShadowed = "config-shadowed"
+)
 
 // CheckEntryCommand is entry-command (§4.1): every harness config a record
 // names is read as render reads it, and a stdio MemPalace entry that runs
@@ -40,8 +46,11 @@ func CheckEntryCommand(opts Options) []Finding {
 			if base != ladder.LocalServer && base != "devbox-config" {
 				continue // a remote entry, or someone else's server
 			}
-			if why := opts.cannotStart(cmd); why != "" {
+			switch why := opts.cannotStart(cmd); {
+			case why != "":
 				out = append(out, entryCommandFinding(rec, path, cmd, why))
+			case !strings.ContainsRune(cmd, '/') && !opts.onPath(cmd):
+				out = append(out, localBinFinding(rec, path, cmd))
 			}
 		}
 	}
@@ -60,10 +69,54 @@ func (o Options) cannotStart(cmd string) string {
 	case strings.ContainsRune(cmd, '/'):
 		return ""
 	}
-	if _, err := o.LookPath(cmd); err == nil || render.InHomeBin(render.OS{}, o.Home, cmd) {
+	if o.onPath(cmd) || render.InHomeBin(render.OS{}, o.Home, cmd) {
 		return ""
 	}
 	return "is not on PATH nor in ~/.local/bin"
+}
+
+func (o Options) onPath(cmd string) bool {
+	_, err := o.LookPath(cmd)
+	return err == nil
+}
+
+// localBinFinding: R1's entry is the bare name the images wrote, which
+// render keeps (and adds) when the program is in pipx's ~/.local/bin, for a
+// login shell's PATH to find; a harness started with doctor's PATH cannot.
+func localBinFinding(rec harness.Record, path, cmd string) Finding {
+	return Finding{ID: IDEntryLocalBin, Severity: Warn, Section: "§4.1",
+		Message: fmt.Sprintf("%s: the MemPalace entry %s runs %s by name, which is only in ~/.local/bin (pipx's), not on this PATH: %s started with this PATH cannot start it and runs without MemPalace's tools, saying nothing (a login shell that adds ~/.local/bin can)", path, strings.Join(rec.Pointer(), "."), cmd, rec.Title),
+		Fix:     "put ~/.local/bin on the PATH the harnesses start with (`pipx ensurepath`, the image's or the shell profile's PATH); render writes the bare name, as the images always did"}
+}
+
+// CheckConfigShadowed is config-shadowed (§4.1): a harness that reads only
+// the first of its files that exists (harness.Location.FirstOnly: Amp's
+// settings.json, else settings.jsonc) ignores the others, and every server
+// and setting in them, saying nothing; an older render created Amp's
+// settings.json beside a user's settings.jsonc.
+func CheckConfigShadowed(opts Options) []Finding {
+	env := harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}
+	var out []Finding
+	for _, rec := range harness.All() {
+		if !rec.Location.FirstOnly {
+			continue
+		}
+		read := ""
+		for _, name := range rec.Location.Write {
+			path := filepath.Join(rec.Location.DirPath(env), name)
+			if _, err := os.Stat(path); err != nil {
+				continue // a dangling link is none to the harness either
+			}
+			if read == "" {
+				read = path
+				continue
+			}
+			out = append(out, Finding{ID: IDConfigShadowed, Severity: Warn, Section: "§4.1",
+				Message: fmt.Sprintf("%s is not read: %s reads only %s while it exists, so every server and setting in %[1]s is ignored", path, rec.Title, read),
+				Fix:     fmt.Sprintf("move what you need from %s into %s and remove it; or, if %[2]s holds nothing of yours (an older render created it for its mempalace entry), remove %[2]s and run `devbox-config render`", path, read)})
+		}
+	}
+	return out
 }
 
 // notExecutable says why path is not a program ("" : it is).

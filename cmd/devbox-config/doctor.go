@@ -43,6 +43,11 @@ section it comes from. Finding ids are stable, for scripts:
   proposed-pending                           §4.1 a .proposed nobody merged
   entry-command                              §4.1 a harness's MemPalace entry runs
                                                   a command that is not there
+  entry-local-bin                            §4.1 an entry's mempalace-mcp is only
+                                                  in ~/.local/bin, not on PATH
+  config-shadowed                            §4.1 a harness config the harness
+                                                  ignores (Amp: settings.json
+                                                  hides settings.jsonc)
   primary-unreachable, primary-auth,         §6.2 /healthz, tools/list (401),
   host-pin, origin-header                         403 behind a proxy; behind a
                                                   gateway: the device's own token
