@@ -237,7 +237,46 @@ type Record struct {
 	HandBack string
 	// Traps are what bit, for docs/harnesses.md and the reader.
 	Traps []string
+	// Ignores are settings beside the entry, in the file render writes,
+	// that make the harness not use it (render warns, doctor reports:
+	// render.Ignored is the one evaluator).
+	Ignores []Ignore
+	// MergedFrom, relative to the home directory, is a file whose own
+	// entry of the same name the harness merges field by field under the
+	// entry render writes: a field there that render's entry lacks ends
+	// up in it (render warns, doctor reports). MergeDrops are the fields
+	// of that entry the harness drops first when render's entry has the
+	// key (pi-mcp-adapter's mergeServerMaps: a "command" drops the url's).
+	MergedFrom string
+	MergeDrops map[string][]string
 }
+
+// Ignore is a setting that makes a harness not use its MemPalace entry.
+type Ignore struct {
+	// Path is a key path in the file render writes; "*" stands for each
+	// key at its level (Claude Code's projects, one per directory).
+	Path []string
+	// When says what at Path makes the harness ignore the entry.
+	When Condition
+	// Remote: only in the remote and edge rungs (in solitary the entry
+	// that wins runs the same local server).
+	Remote bool
+	// Why says what the harness does instead; Fix is the fix. In both,
+	// {key} is the key "*" matched.
+	Why, Fix string
+}
+
+// Condition is what at an Ignore's path makes the harness ignore the entry.
+type Condition string
+
+const (
+	// Present: any value there (an entry that wins over render's).
+	Present Condition = "present"
+	// Lists: a list there names the server (case and spaces ignored).
+	Lists Condition = "lists"
+	// Omits: a list there does not name the server (an allow-list).
+	Omits Condition = "omits"
+)
 
 // Server is the name of the entry in every harness's MCP map.
 const Server = "mempalace"

@@ -71,7 +71,15 @@ func build() []Record {
 				Remote:   `{"url": {{json .URL}}, "auth": "bearer", "bearerTokenEnv": "MEMPALACE_REMOTE_TOKEN"}`,
 				Edge:     `{"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "pi"}}`,
 			},
-			Traps: []string{"pi's own MemPalace extension has no edge branch: doctor reports it (docs/upstream.md)"},
+			Traps: []string{
+				"pi's own MemPalace extension has no edge branch: doctor reports it (docs/upstream.md)",
+				"pi-mcp-adapter merges ~/.config/mcp/mcp.json's mempalace entry field by field under this file's: render and doctor warn about a field that would leak in (a cwd, \"inheritEnv\": false)",
+			},
+			MergedFrom: ".config/mcp/mcp.json",
+			MergeDrops: map[string][]string{
+				"command": {"url", "headers", "requestHeadersCommand", "caFile", "auth", "bearerToken", "bearerTokenEnv", "bearerTokenStore", "oauth", "httpTransport", "socket"},
+				"url":     {"command", "args", "env", "cwd", "pluginDataDir", "literalEnv", "inheritEnv", "socket"},
+			},
 		},
 		{
 			Name: "claude-code", Title: "Claude Code",
@@ -83,6 +91,14 @@ func build() []Record {
 				Edge:     `{"type": "stdio", "command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "claude-code"}}`,
 			},
 			Traps: []string{"rewrites ~/.claude.json itself (under ~/.claude.json.lock): render takes the lock and fingerprints only the entry"},
+			Ignores: []Ignore{
+				{Path: []string{"projects", "*", "mcpServers", Server}, When: Present, Remote: true,
+					Why: "is a local-scope entry (what `claude mcp add` writes by default): in {key} it wins over render's user-scope entry, so Claude Code there runs it instead of the primary's",
+					Fix: "in {key} run `claude mcp remove mempalace -s local`, or delete projects[\"{key}\"].mcpServers.mempalace from the file"},
+				{Path: []string{"projects", "*", "disabledMcpServers"}, When: Lists,
+					Why: "names mempalace: Claude Code shows it \"Disabled for this project\" in {key} and gives no MemPalace tools there",
+					Fix: "re-enable it in {key} (/mcp in Claude Code), or take \"mempalace\" out of projects[\"{key}\"].disabledMcpServers"},
+			},
 		},
 		{
 			Name: "codex", Title: "Codex",
@@ -112,6 +128,14 @@ func build() []Record {
 				"removes from a stdio server's environment every variable whose name matches TOKEN, KEY, CERT, AUTH, SECRET, … unless the entry sets it: the edge entry hands back each ServerVars name that matches as ${NAME:-} (expanded from Gemini's environment at load; \"\" when unset)",
 				"also removes a variable whose value looks like a secret (a URL with a password, a JWT), and under GitHub Actions nearly all",
 				"expands an entry's env value once more when it starts the server: in a handed-back value, $NAME is replaced (a$b-c arrives as a-c)",
+			},
+			Ignores: []Ignore{
+				{Path: []string{"mcp", "allowed"}, When: Omits,
+					Why: "is an allow-list without mempalace: Gemini CLI shows mempalace \"Blocked\" and gives no MemPalace tools",
+					Fix: "add \"mempalace\" to mcp.allowed in the file, or remove mcp.allowed"},
+				{Path: []string{"mcp", "excluded"}, When: Lists,
+					Why: "names mempalace: Gemini CLI shows it \"Blocked\" and gives no MemPalace tools",
+					Fix: "take \"mempalace\" out of mcp.excluded in the file"},
 			},
 		},
 		{

@@ -99,7 +99,18 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 		}
 	}
 	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates, noServer: !s.Register()}
-	return m.plan(opts, r, f)
+	r = m.plan(opts, r, f)
+	entry := desired // the entry the file holds after this run
+	switch r.Action {
+	case ActionSkipped, ActionNotPresent:
+		entry = nil
+	case string(merge.KeepEdit), string(merge.KeepDeleted):
+		entry, _ = f.doc.Get(rec.Pointer()...)
+	}
+	for _, u := range ignored(opts.Sys, opts.Home, rec, m.file, f.doc, entry, s.Mode) {
+		r.Warnings = append(r.Warnings, u.String())
+	}
+	return r
 }
 
 // inTheWay skips a target whose file's directory cannot exist: it, or a

@@ -1,0 +1,156 @@
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/joakimp/devbox-config/harness"
+	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/merge"
+)
+
+// Unused is why a harness would not use its MemPalace entry, and the fix.
+type Unused struct{ Message, Fix string }
+
+func (u Unused) String() string { return fmt.Sprintf("%s (fix: %s)", u.Message, u.Fix) }
+
+// Ignored is why rec's harness would not use the MemPalace entry the
+// config at path holds, in rung m, one each (none: no file, no entry, or
+// nothing in the way). doctor reports it; render warns with the same
+// words at every start (ignored).
+func Ignored(rec harness.Record, home, path string, m ladder.Mode) []Unused {
+	f, err := load(OS{}, rec, path)
+	if err != nil || f.data == nil {
+		return nil
+	}
+	entry, err := f.doc.Get(rec.Pointer()...)
+	if err != nil {
+		return nil
+	}
+	return ignored(OS{}, home, rec, path, f.doc, entry, m)
+}
+
+// ignored is the one evaluator of a record's Ignores and MergedFrom for
+// the entry (nil: none, nothing to say) of file, parsed as doc.
+func ignored(sys System, home string, rec harness.Record, file string, doc document, entry []byte, m ladder.Mode) []Unused {
+	if entry == nil {
+		return nil
+	}
+	var out []Unused
+	for _, ig := range rec.Ignores {
+		if ig.Remote && m == ladder.Solitary {
+			continue
+		}
+		for _, h := range walk(doc, ig.Path, nil, "") {
+			if !holds(ig.When, h.value) {
+				continue
+			}
+			r := strings.NewReplacer("{key}", h.key)
+			out = append(out, Unused{fmt.Sprintf("%s: %s %s; the MemPalace entry is there but unused", file, h.path, r.Replace(ig.Why)), r.Replace(ig.Fix)})
+		}
+	}
+	if u, ok := mergedFrom(sys, home, rec, file, entry); ok {
+		out = append(out, u)
+	}
+	return out
+}
+
+// hit is a value at an Ignore's path: where ("*" filled in), the key "*"
+// matched, the value as standard JSON.
+type hit struct {
+	path, key string
+	value     []byte
+}
+
+// walk is every value at path in doc, "*" standing for each key at its
+// level, in key order (done: the keys walked so far, key: the last "*"'s).
+func walk(doc document, path, done []string, key string) []hit {
+	i := slices.Index(path, "*")
+	if i < 0 {
+		v, err := doc.Get(append(slices.Clone(done), path...)...)
+		if err != nil || v == nil {
+			return nil
+		}
+		return []hit{{path: dotted(append(slices.Clone(done), path...), key), key: key, value: v}}
+	}
+	prefix := append(slices.Clone(done), path[:i]...)
+	b, err := doc.Get(prefix...)
+	var m map[string]json.RawMessage
+	if err != nil || json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	var out []hit
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, walk(doc, path[i+1:], append(slices.Clone(prefix), k), k)...)
+	}
+	return out
+}
+
+// dotted is a key path for people, a key with a dot, a slash or a space
+// quoted ("projects./home/me/proj" would read as more keys).
+func dotted(path []string, quoted string) string {
+	parts := make([]string, len(path))
+	for i, p := range path {
+		parts[i] = p
+		if p == quoted && quoted != "" || strings.ContainsAny(p, "./ ") {
+			parts[i] = fmt.Sprintf("[%q]", p)
+		}
+	}
+	return strings.ReplaceAll(strings.Join(parts, "."), ".[", "[")
+}
+
+// holds reports whether value meets c.
+func holds(c harness.Condition, value []byte) bool {
+	if c == harness.Present {
+		return true
+	}
+	var list []any
+	if json.Unmarshal(value, &list) != nil {
+		return false // not a list: the harness reads no list there either
+	}
+	named := slices.ContainsFunc(list, func(v any) bool {
+		s, ok := v.(string)
+		return ok && strings.EqualFold(strings.TrimSpace(s), harness.Server)
+	})
+	return named == (c == harness.Lists)
+}
+
+// mergedFrom warns about the fields of rec.MergedFrom's entry that the
+// harness would merge into entry (false: none, or no such file or entry).
+func mergedFrom(sys System, home string, rec harness.Record, file string, entry []byte) (Unused, bool) {
+	if rec.MergedFrom == "" {
+		return Unused{}, false
+	}
+	other := filepath.Join(home, rec.MergedFrom)
+	_, data, _, err := readFile(sys, other)
+	if err != nil || data == nil {
+		return Unused{}, false
+	}
+	doc, err := merge.ParseDoc(data)
+	if err != nil {
+		return Unused{}, false // the harness reads nothing from it either
+	}
+	theirs, err := doc.Get(rec.Pointer()...)
+	var t, ours map[string]json.RawMessage
+	if err != nil || json.Unmarshal(theirs, &t) != nil || json.Unmarshal(entry, &ours) != nil {
+		return Unused{}, false
+	}
+	for k := range ours {
+		delete(t, k)
+		for _, d := range rec.MergeDrops[k] {
+			delete(t, d)
+		}
+	}
+	if len(t) == 0 {
+		return Unused{}, false
+	}
+	// names only: a value there may be a secret
+	fields := strings.Join(slices.Sorted(maps.Keys(t)), ", ")
+	key := strings.Join(rec.Pointer(), ".")
+	return Unused{fmt.Sprintf("%s: %s also defines %s; %s merges it field by field under this file's, so its %s end up in the entry", file, other, key, rec.Title, fields),
+		fmt.Sprintf("delete %s from %s, or those fields from it", key, other)}, true
+}
