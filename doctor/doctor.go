@@ -184,6 +184,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	findings = append(findings, CheckPiExtension(opts, st)...)
 	findings = append(findings, CheckEntryCommand(opts)...)
 	findings = append(findings, CheckConfigShadowed(opts)...)
+	findings = append(findings, CheckEntryUnused(opts, st)...)
 	pr := <-done
 	findings = append(findings, CheckEmbedderSidecar(opts, st, ob)...)
 	findings = append(findings, pr.findings...)

@@ -1376,3 +1376,46 @@ func TestDoctorNamesARelativeHarnessDirectory(t *testing.T) {
 		}
 	}
 }
+
+// entry-unused: the entry is there, but a setting beside it (or a file the
+// harness merges under it) makes the harness not use it, in the words
+// render warns with; a local-scope Claude Code entry only off solitary.
+func TestEntryUnused(t *testing.T) {
+	for _, c := range []struct {
+		name, file, content string
+		mode                ladder.Mode
+		want                []string // in the one finding; none: no finding
+	}{
+		{"Claude Code local scope", ".claude.json", `{"mcpServers": {"mempalace": {"type": "http", "url": "https://p/mcp"}}, "projects": {"/w/p": {"mcpServers": {"mempalace": {"command": "mempalace-mcp"}}}}}`,
+			ladder.Remote, []string{`projects["/w/p"].mcpServers.mempalace`, "claude mcp remove mempalace -s local"}},
+		{"Claude Code local scope in solitary", ".claude.json", `{"mcpServers": {"mempalace": {"command": "mempalace-mcp"}}, "projects": {"/w/p": {"mcpServers": {"mempalace": {"command": "mempalace-mcp"}}}}}`,
+			ladder.Solitary, nil},
+		{"Claude Code disabled", ".claude.json", `{"mcpServers": {"mempalace": {"command": "mempalace-mcp"}}, "projects": {"/w/p": {"disabledMcpServers": ["mempalace"]}}}`,
+			ladder.Solitary, []string{"disabledMcpServers", "/w/p"}},
+		{"Gemini allow-list", ".gemini/settings.json", `{"mcp": {"allowed": []}, "mcpServers": {"mempalace": {"command": "mempalace-mcp"}}}`,
+			ladder.Edge, []string{"mcp.allowed", "Blocked"}},
+		{"Gemini allow-list naming it", ".gemini/settings.json", `{"mcp": {"allowed": ["MemPalace"]}, "mcpServers": {"mempalace": {"command": "mempalace-mcp"}}}`,
+			ladder.Edge, nil},
+		{"pi-mcp-adapter's shared file", ".config/mcp/mcp.json", `{"mcpServers": {"mempalace": {"command": "mempalace-mcp", "inheritEnv": false}}}`,
+			ladder.Edge, []string{".config/mcp/mcp.json", "inheritEnv"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBox(t)
+			write(t, filepath.Join(b.home, c.file), c.content, 0o644)
+			if c.name == "pi-mcp-adapter's shared file" {
+				write(t, filepath.Join(b.home, ".pi", "agent", "mcp.json"), `{"mcpServers": {"mempalace": {"command": "devbox-config", "args": ["edge"], "env": {"MEMPALACE_EDGE_HARNESS": "pi"}}}}`, 0o644)
+			}
+			fs := CheckEntryUnused(b.opts, State{Settings: ladder.Settings{Mode: c.mode}})
+			if c.want == nil {
+				only(t, fs)
+				return
+			}
+			only(t, fs, "warn:entry-unused")
+			for _, w := range c.want {
+				if !strings.Contains(fs[0].Message+fs[0].Fix, w) {
+					t.Fatalf("the finding does not name %q: %+v", w, fs[0])
+				}
+			}
+		})
+	}
+}

@@ -145,3 +145,31 @@ func entryCommandFinding(rec harness.Record, path, cmd, why string) Finding {
 		Message: fmt.Sprintf("%s: the MemPalace entry %s runs %s, which %s: %s cannot start its MemPalace server and runs without MemPalace's tools, saying nothing", path, strings.Join(rec.Pointer(), "."), cmd, why, rec.Title),
 		Fix:     fix}
 }
+
+// IDEntryUnused: a harness config holds the MemPalace entry, but a setting
+// beside it, or a file the harness merges under it, makes the harness not
+// use it as written.
+const IDEntryUnused = "entry-unused"
+
+// CheckEntryUnused is entry-unused (§4.1): every harness config a record
+// names is read as render reads it and judged by render's own evaluator
+// (render.Ignored, the record's Ignores and MergedFrom) for the rung the
+// environment asks for: a Claude Code local-scope entry or disabled
+// project, a Gemini CLI allow- or exclude-list, a pi-mcp-adapter shared
+// file leaking fields. The harness shows the entry blocked, disabled or
+// replaced, and render's "updated" alone does not say so.
+func CheckEntryUnused(opts Options, st State) []Finding {
+	env := harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}
+	var out []Finding
+	for _, rec := range harness.All() {
+		if len(rec.Ignores) == 0 && rec.MergedFrom == "" {
+			continue
+		}
+		for _, name := range rec.Location.Names() {
+			for _, u := range render.Ignored(rec, opts.Home, filepath.Join(rec.Location.DirPath(env), name), st.Settings.Mode) {
+				out = append(out, Finding{ID: IDEntryUnused, Severity: Warn, Section: "§4.1", Message: u.Message, Fix: u.Fix})
+			}
+		}
+	}
+	return out
+}

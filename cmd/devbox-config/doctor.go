@@ -48,6 +48,9 @@ section it comes from. Finding ids are stable, for scripts:
   config-shadowed                            §4.1 a harness config the harness
                                                   ignores (Amp: settings.json
                                                   hides settings.jsonc)
+  entry-unused                               §4.1 a setting beside the entry makes
+                                                  the harness not use it (blocked,
+                                                  disabled, shadowed, merged into)
   primary-unreachable, primary-auth,         §6.2 /healthz, tools/list (401),
   host-pin, origin-header                         403 behind a proxy; behind a
                                                   gateway: the device's own token
