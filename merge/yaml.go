@@ -52,7 +52,7 @@ func ParseYAML(src []byte, listKey string) (*YAMLDoc, error) {
 			break
 		}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(src))
+	dec := yaml.NewDecoder(bytes.NewReader(versionAsComment(src)))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
@@ -78,6 +78,30 @@ func ParseYAML(src []byte, listKey string) (*YAMLDoc, error) {
 	}
 	d.root = top
 	return d, nil
+}
+
+// versionAsComment is src with a %YAML 1.x directive of its prologue (the
+// lines before the first ---) turned into a comment of the same length
+// ("#YAML 1.2"), so every line and column stays where it was: the library
+// refuses any version but 1.1 ("found incompatible YAML document", at
+// 1:1), while Continue's cn loads a %YAML 1.2 document. The library then
+// reads it as 1.1, which differs from 1.2 in plain scalars such as yes/no
+// and 0o17, none of which the entry's keys or values are. src itself,
+// directive and marker, is what is kept and written.
+func versionAsComment(src []byte) []byte {
+	for at := 0; at < len(src); {
+		line, _, _ := bytes.Cut(src[at:], []byte("\n"))
+		if bytes.HasPrefix(line, []byte("%YAML 1.")) {
+			out := bytes.Clone(src)
+			out[at] = '#'
+			return out // one: a second is an error the library reports
+		}
+		if len(bytes.TrimSpace(line)) > 0 && line[0] != '#' && line[0] != '%' {
+			return src // content, or the --- marker: the prologue is over
+		}
+		at += len(line) + 1
+	}
+	return src
 }
 
 // yamlError places the library's error: the problem's line and column,

@@ -28,7 +28,8 @@ var (
 
 // yamlSeeds are configs of the kind people keep: comments everywhere,
 // compact and indented sequences, anchors, CRLF, an empty collection, a
-// null parent, a document marker.
+// null parent, a document marker, directives (%YAML 1.2, which Continue's
+// cn loads).
 var yamlSeeds = []string{
 	"",
 	"# only a comment\n",
@@ -40,6 +41,8 @@ var yamlSeeds = []string{
 	"extensions: {}\n",
 	"base: &b\n  enabled: true\nextensions:\n  dev: *b\n",
 	"---\nname: c\r\nmcpServers:\r\n  - name: memory\r\n    command: npx\r\n",
+	"%YAML 1.2\n---\nname: c\nmcpServers:\n  - name: memory\n    command: npx\n",
+	"# a comment first\r\n%YAML 1.1\r\n%TAG !e! tag:example.com,2000:\r\n--- # the config\r\nextensions:\r\n  memory:\r\n    cmd: npx\r\n",
 	"extensions:\n    indented4:\n        cmd: x\nmcpServers:\n    -   name: four\n        command: y\n",
 	"mcpServers:\n  - name: mempalace\n    command: old # ours\n  - name: z\n    command: z\nextensions:\n  mempalace:\n    cmd: old\n",
 }
@@ -218,6 +221,32 @@ func TestYAMLIndirect(t *testing.T) {
 			t.Errorf("%q: want none, got %d:%d", c.src, e.Line, e.Col)
 		case c.line != 0 && (e == nil || e.Line != c.line || e.Col != c.col):
 			t.Errorf("%q: want %d:%d, got %+v", c.src, c.line, c.col, e)
+		}
+	}
+}
+
+// A document with directives (%YAML 1.2, which Continue's cn loads, or a
+// %TAG) and its --- marker is one document: render edits it, the
+// directives and the marker stay byte for byte, and removing the entry
+// gives the file back.
+func TestYAMLDirectives(t *testing.T) {
+	for _, in := range []string{
+		"%YAML 1.2\n---\nname: c\nmcpServers:\n  - name: memory\n    command: npx\n",
+		"# mine\r\n%YAML 1.1\r\n%TAG !e! tag:example.com,2000:\r\n--- # the config\r\nname: c\r\nmcpServers:\r\n  - name: memory\r\n    command: npx\r\n",
+	} {
+		d, err := ParseYAML([]byte(in), "name")
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if err := d.Set(yamlRungs["name"][1], "mcpServers", "mempalace"); err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		head := in[:strings.Index(in, "name: c")]
+		if out := string(d.Bytes()); !strings.HasPrefix(out, head) || !strings.Contains(out, "- name: mempalace") {
+			t.Fatalf("%q became %q", in, out)
+		}
+		if ok, err := d.Delete("mcpServers", "mempalace"); !ok || err != nil || string(d.Bytes()) != in {
+			t.Fatalf("%q: removing the entry gave %q (%v %v)", in, d.Bytes(), ok, err)
 		}
 	}
 }

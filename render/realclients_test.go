@@ -164,10 +164,11 @@ func clientCases(t *testing.T) []clientCase {
 		{
 			// Continue's cn lists servers only in its terminal UI: a headless
 			// prompt (cn -p) loads them and offers their tools to the model,
-			// a local mock that records them.
+			// a local mock that records them. The file has a %YAML 1.2
+			// directive and its --- marker, which cn loads and render keeps.
 			target: "continue", bin: "cn",
-			user:    "# mine\nname: my config\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: m\n    provider: openai\n    model: m\n    apiKey: x\n    apiBase: %[1]s\nmcpServers:\n  - name: memory # hand-added\n    command: " + memory + "\n",
-			comment: "# mine",
+			user:    "# mine\n%%YAML 1.2\n---\nname: my config\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: m\n    provider: openai\n    model: m\n    apiKey: x\n    apiBase: %[1]s\nmcpServers:\n  - name: memory # hand-added\n    command: " + memory + "\n",
+			comment: "# mine\n%YAML 1.2\n---\n",
 			check: func(t *testing.T, r *clientRig, m *mockmodel.Model) ([]string, bool) {
 				r.run(t, 150, "cn", "-p", "say hi please")
 				return servers(m), m.OfferedAny("mempalace_status")
