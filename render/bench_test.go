@@ -153,3 +153,37 @@ func BenchmarkRenderDeepNestingInMCP(b *testing.B) {
 		strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth) + "\n  }\n}\n"
 	benchInsert(b, []byte(data))
 }
+
+// BenchmarkRenderClaudeProjects is a remote render of a ~/.claude.json
+// with 2000 projects (11 MB of history): its Ignores (a local-scope
+// entry, disabledMcpServers) read every project, where the entry alone
+// reads only mcpServers.
+func BenchmarkRenderClaudeProjects(b *testing.B) {
+	var buf bytes.Buffer
+	buf.WriteString(`{"mcpServers": {}, "projects": {`)
+	for i := range 2000 {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		fmt.Fprintf(&buf, `"/home/u/proj%d": {"history": [`, i)
+		for j := range 20 {
+			if j > 0 {
+				buf.WriteByte(',')
+			}
+			fmt.Fprintf(&buf, `{"display": %q, "pastedContents": {}}`, strings.Repeat("x", 200))
+		}
+		buf.WriteString(`], "mcpServers": {}, "disabledMcpServers": []}`)
+	}
+	buf.WriteString("}}\n")
+	home := b.TempDir()
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	os.WriteFile(filepath.Join(home, ".claude.json"), buf.Bytes(), 0o644)
+	o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+	o.Targets = []string{TargetClaudeCode}
+	b.SetBytes(int64(buf.Len()))
+	for b.Loop() {
+		if res, _, err := Run(o, true); err != nil || res[0].Action != "insert" {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+}

@@ -41,11 +41,12 @@ func ignored(sys System, home string, rec harness.Record, file string, doc docum
 		return nil
 	}
 	var out []Unused
+	w := walker{doc: doc, objs: map[string]map[string]json.RawMessage{}}
 	for _, ig := range rec.Ignores {
 		if ig.Remote && m == ladder.Solitary {
 			continue
 		}
-		for _, h := range walk(doc, ig.Path, nil, "") {
+		for _, h := range w.walk(ig.Path, 0, "") {
 			if !holds(ig.When, h.value) {
 				continue
 			}
@@ -66,28 +67,53 @@ type hit struct {
 	value     []byte
 }
 
-// walk is every value at path in doc, "*" standing for each key at its
-// level, in key order (done: the keys walked so far, key: the last "*"'s).
-func walk(doc document, path, done []string, key string) []hit {
-	i := slices.Index(path, "*")
-	if i < 0 {
-		v, err := doc.Get(append(slices.Clone(done), path...)...)
-		if err != nil || v == nil {
-			return nil
+// walker reads the values at Ignore paths in one document, each object
+// on the way decoded once however many paths run through it (Claude
+// Code's projects: one Get and one decode of each project for all of its
+// Ignores, not one per project and Ignore).
+type walker struct {
+	doc  document
+	objs map[string]map[string]json.RawMessage // by the path to them
+}
+
+// walk is every value at path, "*" standing for each key at its level, in
+// key order (key: the last "*"'s, filled into path from its i'th key on).
+func (w *walker) walk(path []string, i int, key string) []hit {
+	star := slices.Index(path[i:], "*")
+	if star < 0 {
+		last := len(path) - 1
+		if v, ok := w.obj(path[:last])[path[last]]; ok {
+			return []hit{{path: dotted(path, key), key: key, value: v}}
 		}
-		return []hit{{path: dotted(append(slices.Clone(done), path...), key), key: key, value: v}}
-	}
-	prefix := append(slices.Clone(done), path[:i]...)
-	b, err := doc.Get(prefix...)
-	var m map[string]json.RawMessage
-	if err != nil || json.Unmarshal(b, &m) != nil {
 		return nil
 	}
+	at := path[:i+star]
 	var out []hit
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, walk(doc, path[i+1:], append(slices.Clone(prefix), k), k)...)
+	for _, k := range slices.Sorted(maps.Keys(w.obj(at))) {
+		p := slices.Clone(path)
+		p[i+star] = k
+		out = append(out, w.walk(p, i+star+1, k)...)
 	}
 	return out
+}
+
+// obj is the object at path, decoded once from its parent's (nil: none,
+// or not an object); a top-level one is read from the document.
+func (w *walker) obj(path []string) map[string]json.RawMessage {
+	id := strings.Join(path, "\x00")
+	if m, ok := w.objs[id]; ok {
+		return m
+	}
+	var b []byte
+	if len(path) <= 1 {
+		b, _ = w.doc.Get(path...) // an error: nothing there to judge
+	} else {
+		b = w.obj(path[:len(path)-1])[path[len(path)-1]]
+	}
+	var m map[string]json.RawMessage
+	json.Unmarshal(b, &m) // not an object: nothing there to judge
+	w.objs[id] = m
+	return m
 }
 
 // dotted is a key path for people, a key with a dot, a slash or a space
