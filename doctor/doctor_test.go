@@ -1392,6 +1392,8 @@ func TestEntryUnused(t *testing.T) {
 			ladder.Solitary, nil},
 		{"Claude Code disabled", ".claude.json", `{"mcpServers": {"mempalace": {"command": "mempalace-mcp"}}, "projects": {"/w/p": {"disabledMcpServers": ["mempalace"]}}}`,
 			ladder.Solitary, []string{"disabledMcpServers", "/w/p"}},
+		{"Claude Code disabled by another spelling", ".claude.json", `{"mcpServers": {"mempalace": {"command": "mempalace-mcp"}}, "projects": {"/w/p": {"disabledMcpServers": [" MemPalace"]}}}`,
+			ladder.Solitary, nil},
 		{"Gemini allow-list", ".gemini/settings.json", `{"mcp": {"allowed": []}, "mcpServers": {"mempalace": {"command": "mempalace-mcp"}}}`,
 			ladder.Edge, []string{"mcp.allowed", "Blocked"}},
 		{"Gemini allow-list naming it", ".gemini/settings.json", `{"mcp": {"allowed": ["MemPalace"]}, "mcpServers": {"mempalace": {"command": "mempalace-mcp"}}}`,

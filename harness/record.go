@@ -261,6 +261,9 @@ type Ignore struct {
 	// Remote: only in the remote and edge rungs (in solitary the entry
 	// that wins runs the same local server).
 	Remote bool
+	// Fold: a list names the server with case and surrounding spaces
+	// ignored (Gemini's normalizeServerId); otherwise exactly (Claude Code).
+	Fold bool
 	// Why says what the harness does instead; Fix is the fix. In both,
 	// {key} is the key "*" matched.
 	Why, Fix string
@@ -272,7 +275,7 @@ type Condition string
 const (
 	// Present: any value there (an entry that wins over render's).
 	Present Condition = "present"
-	// Lists: a list there names the server (case and spaces ignored).
+	// Lists: a list there names the server (see Fold).
 	Lists Condition = "lists"
 	// Omits: a list there does not name the server (an allow-list).
 	Omits Condition = "omits"

@@ -130,10 +130,10 @@ func build() []Record {
 				"expands an entry's env value once more when it starts the server: in a handed-back value, $NAME is replaced (a$b-c arrives as a-c)",
 			},
 			Ignores: []Ignore{
-				{Path: []string{"mcp", "allowed"}, When: Omits,
+				{Path: []string{"mcp", "allowed"}, When: Omits, Fold: true,
 					Why: "is an allow-list without mempalace: Gemini CLI shows mempalace \"Blocked\" and gives no MemPalace tools",
 					Fix: "add \"mempalace\" to mcp.allowed in the file, or remove mcp.allowed"},
-				{Path: []string{"mcp", "excluded"}, When: Lists,
+				{Path: []string{"mcp", "excluded"}, When: Lists, Fold: true,
 					Why: "names mempalace: Gemini CLI shows it \"Blocked\" and gives no MemPalace tools",
 					Fix: "take \"mempalace\" out of mcp.excluded in the file"},
 			},

@@ -47,7 +47,7 @@ func ignored(sys System, home string, rec harness.Record, file string, doc docum
 			continue
 		}
 		for _, h := range w.walk(ig.Path, 0, "") {
-			if !holds(ig.When, h.value) {
+			if !holds(ig, h.value) {
 				continue
 			}
 			r := strings.NewReplacer("{key}", h.key)
@@ -129,9 +129,9 @@ func dotted(path []string, quoted string) string {
 	return strings.ReplaceAll(strings.Join(parts, "."), ".[", "[")
 }
 
-// holds reports whether value meets c.
-func holds(c harness.Condition, value []byte) bool {
-	if c == harness.Present {
+// holds reports whether value meets ig's condition.
+func holds(ig harness.Ignore, value []byte) bool {
+	if ig.When == harness.Present {
 		return true
 	}
 	var list []any
@@ -140,9 +140,12 @@ func holds(c harness.Condition, value []byte) bool {
 	}
 	named := slices.ContainsFunc(list, func(v any) bool {
 		s, ok := v.(string)
-		return ok && strings.EqualFold(strings.TrimSpace(s), harness.Server)
+		if ig.Fold {
+			s = strings.ToLower(strings.TrimSpace(s))
+		}
+		return ok && s == harness.Server
 	})
-	return named == (c == harness.Lists)
+	return named == (ig.When == harness.Lists)
 }
 
 // mergedFrom warns about the fields of rec.MergedFrom's entry that the
