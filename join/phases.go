@@ -149,29 +149,37 @@ func (j *joining) check() error {
 	return nil
 }
 
-// hold takes the join outbox's lock for the run (not on a dry run): a
-// second join of the palace to the target would wait on the first's
-// flush lease and report its sends as its own. Where no lock is to be
-// had (no flock), the join runs without.
+// hold takes the palace's join lock for the run (not on a dry run): a
+// second join of the palace, to this primary through any URL or to
+// another, would send what the first sends (and to the same primary, as
+// a second copy). The lock is <palace>/edge/join.lock, whatever the
+// target; its holder writes its pid and target into it for the refusal.
+// The kernel lets go of it when the holder dies (kill -9 too): the next
+// join takes it at once. Where no lock is to be had (no flock), the join
+// runs without.
 func (j *joining) hold() error {
 	if j.o.DryRun {
 		return nil
 	}
-	file := j.obPath + ".lock"
+	file := filepath.Join(filepath.Dir(j.obPath), "join.lock")
 	f, err := outbox.HoldLock(file)
 	switch {
 	case errors.Is(err, outbox.ErrLocked):
 		holder := "pid unknown"
 		if b, err := os.ReadFile(file); err == nil && strings.TrimSpace(string(b)) != "" {
-			holder = "pid " + strings.TrimSpace(string(b))
+			pid, to, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+			holder = "pid " + pid
+			if to != "" {
+				holder += " to " + to
+			}
 		}
-		return usage("another join of this palace to %s runs (%s, holding %s): it sends what this one would; let it finish (or stop it), then run devbox-config join again to see what is on the primary", j.target, holder, file)
+		return usage("another join of this palace runs (%s, holding %s): it sends what this one would; let it finish (or stop it), then run devbox-config join again to see what is on the primary", holder, file)
 	case err != nil:
 		j.log.Debug("join lock not taken; two joins of this palace are not kept apart", "file", file, "err", err)
 		return nil
 	}
 	if f.Truncate(0) == nil {
-		f.WriteString(strconv.Itoa(os.Getpid()) + "\n") // only a hint for the refusal above
+		f.WriteString(strconv.Itoa(os.Getpid()) + " " + j.target + "\n") // only a hint for the refusal above
 	}
 	j.lock = f
 	return nil

@@ -36,7 +36,7 @@ are never sent; --wing narrows further.
 Every record goes through a join outbox in <palace>/edge, so a join killed at
 any point resumes on the next run; <palace>/edge/bootstrap.json records each
 target's state. A second join of the same palace sends nothing; one started
-while another join of it to the same primary runs is refused (exit 2).
+while another join of it runs (through any URL) is refused (exit 2).
 
 Facts are asked of the primary first, one kg_query a subject. A fact closed
 here that the primary holds open from the same valid_from is closed there
