@@ -45,6 +45,9 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMess
 		if id := origin.JoinDrawer(ctx, outbox.OpIDFrom(ctx)); id != "" && tool == "mempalace_add_drawer" {
 			params.Meta[origin.JoinDrawerKey] = id // updated after it was filed: the trash may hold it by this id
 		}
+		if n := outbox.CopyFrom(ctx); n > 0 && tool == "mempalace_diary_write" {
+			params.Meta[origin.JoinCopyKey] = n // which equal copy: the trash accounts for as many as it holds
+		}
 	}
 	res, err := a.p.Call(ctx, params, false)
 	if err != nil {

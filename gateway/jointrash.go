@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -53,7 +54,9 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 	var del trash.Delete
 	found := false
 	if err == nil {
-		del, found, err = s.deletedBefore(ctx, bin, t, req.Args, id)
+		copyN, _ := meta[origin.JoinCopyKey].(json.Number) // absent: 1, any copy in the trash
+		nth, _ := copyN.Int64()
+		del, found, err = s.deletedBefore(ctx, bin, t, req.Args, id, int(nth))
 	}
 	if errors.Is(err, errNoAnswer) {
 		s.busy(x, d, req, ruleNoAnswer, err)
@@ -83,14 +86,16 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 const maxDrawerID = 2048
 
 // deletedBefore is the delete in the trash that removed what the write
-// would file again: a diary entry by its agent, wing and text; a drawer by
+// would file again: a diary entry by its agent, wing and text, when the
+// trash holds at least nth equal ones (the join's nth copy the primary
+// lacks: k in the trash account for k copies, not for all); a drawer by
 // the id its wing, room and content give or, for a drawer updated after it
 // was filed, by local (the id the join's palace holds it under) in the
 // add's own wing; neither when the primary holds it (filed again since).
-func (s *Server) deletedBefore(ctx context.Context, bin *trash.Store, t catalogue.Tool, args map[string]any, local string) (trash.Delete, bool, error) {
+func (s *Server) deletedBefore(ctx context.Context, bin *trash.Store, t catalogue.Tool, args map[string]any, local string, nth int) (trash.Delete, bool, error) {
 	str := func(k string) string { v, _ := args[k].(string); return v }
 	if t.Name == "diary_write" {
-		return bin.DeletedEntry(ctx, str("agent_name"), catalogue.DiaryWingFor(args), str("entry"))
+		return bin.DeletedEntry(ctx, str("agent_name"), catalogue.DiaryWingFor(args), str("entry"), nth)
 	}
 	for i, id := range []string{catalogue.DrawerID(str("wing"), str("room"), str("content")), local} {
 		if id == "" {

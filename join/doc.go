@@ -24,7 +24,9 @@
 //     leaves ops the next run resumes.
 //   - Every write carries _meta["devbox-config/join"] (origin.JoinKey): a
 //     gateway refuses one that would file again what an admin deleted on
-//     the primary (its trash holds it, not restored), and the op settles
+//     the primary (its trash holds it, not restored; of equal diary
+//     entries, as many as it holds: each write names which copy the
+//     primary lacks it is), and the op settles
 //     done as deleted there, counted apart (Report.DeletedOnPrimary), no
 //     failure and never verified. A drawer updated after it was filed
 //     (MemPalace keeps its first id; its content's id is another) is

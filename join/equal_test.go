@@ -1,6 +1,7 @@
 package join
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -85,5 +86,52 @@ func TestJoinCountsAnEqualDiaryEntryInTheTrashDeleted(t *testing.T) {
 	rep := run(t, c, Options{Verify: All})
 	if n := pr.pl.Dump().CountContent("standup: nothing new"); !rep.OK() || n != 2 || rep.DeletedOnPrimary[Diaries] != 1 || rep.Skipped[Diaries] != 2 || rep.Sent[Diaries] != 0 {
 		t.Fatalf("a join after the delete: the primary holds %d; sent %v skipped %v deleted %v; failed %+v mismatches %+v", n, rep.Sent, rep.Skipped, rep.DeletedOnPrimary, rep.Failed, rep.Mismatches)
+	}
+}
+
+// attack33 g2: four equal entries in the palace; the primary held some of
+// them and an admin deleted k through the gateway (its trash holds k).
+// The k in the trash account for k of the local copies (deleted), the
+// copies still there for as many, and the rest are sent: one delete of
+// one entry is not a delete of every equal entry. It counted every
+// missing copy deleted ("deleted 3", the primary kept 1 of 4).
+func TestJoinCountsOnlyAsManyEqualDiaryEntriesDeletedAsTheTrashHolds(t *testing.T) {
+	const text = "standup: same"
+	for _, c := range []struct{ held, deleted int }{{2, 1}, {1, 1}, {3, 2}} {
+		t.Run(fmt.Sprintf("held %d deleted %d", c.held, c.deleted), func(t *testing.T) {
+			pr, url, tokens := frontGateway(t, []gateway.Device{
+				{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"wing_*"}, Agents: []string{"opencode@desk"}},
+				{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
+			})
+			entry := map[string]any{"agent_name": "opencode", "entry": text, "topic": "standup"}
+			p := newPalace(t)
+			for range 4 {
+				p.do(t, "diary_write", entry)
+			}
+			p.save(t)
+			var ids []string
+			for range c.held {
+				ids = append(ids, gwCall(t, url, tokens["desk-9b21"], "diary_write", entry)["entry_id"].(string))
+			}
+			for _, id := range ids[:c.deleted] {
+				if res := gwCall(t, url, tokens["ops-0001"], "delete_drawer", map[string]any{"drawer_id": id}); res["success"] != true {
+					t.Fatalf("the admin's delete: %v", res)
+				}
+			}
+			cfg := config(t, p, pr)
+			cfg.URL, cfg.Token = url, func() string { return tokens["desk-9b21"] }
+			rep := run(t, cfg, Options{Verify: All})
+			live := c.held - c.deleted
+			if n := pr.pl.Dump().CountContent(text); !rep.OK() || n != 4-c.deleted || rep.DeletedOnPrimary[Diaries] != c.deleted || rep.Skipped[Diaries] != live || rep.Sent[Diaries] != 4-c.held {
+				t.Fatalf("the primary holds %d of 4; sent %v skipped %v deleted %v; failed %+v mismatches %+v", n, rep.Sent, rep.Skipped, rep.DeletedOnPrimary, rep.Failed, rep.Mismatches)
+			}
+			if err := os.RemoveAll(filepath.Join(p.dir, "edge")); err != nil {
+				t.Fatal(err)
+			}
+			rep = run(t, cfg, Options{Verify: All})
+			if n := pr.pl.Dump().CountContent(text); !rep.OK() || n != 4-c.deleted || rep.DeletedOnPrimary[Diaries] != c.deleted || rep.Sent[Diaries] != 0 {
+				t.Fatalf("a join after its state is lost: the primary holds %d of 4; sent %v skipped %v deleted %v; failed %+v", n, rep.Sent, rep.Skipped, rep.DeletedOnPrimary, rep.Failed)
+			}
+		})
 	}
 }

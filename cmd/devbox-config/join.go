@@ -53,7 +53,8 @@ diary entry or closed fact they share.
 
 A record a gateway says an admin deleted on the primary since is not sent
 again: it is counted on the output's "deleted" line (gateway trash restore
-brings it back), and the exit status stays 0.
+brings it back), and the exit status stays 0. Of equal diary entries, only as
+many as the trash holds count as deleted; the rest are sent.
 
 Exit status: 0 when everything selected is on the primary (or was deleted
 there) and what was verified matched, 1 when anything failed or mismatched (named in the output),

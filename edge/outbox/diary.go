@@ -23,7 +23,9 @@ import (
 //     list_drawers calls, once per wing for the outbox's life).
 //   - A replay of history (join, Flusher.History): the n-th of n equal
 //     entries in the local palace is on the primary when the primary's
-//     wing holds n entries with that text.
+//     wing holds n entries with that text. Sent, it names itself the
+//     (n-c)-th copy the primary lacks (c the wing holds; WithCopy), so a
+//     gateway's trash holding k deleted accounts for k copies, not all.
 //
 // The limit: another writer appending the same text to the same wing
 // after the fence (another palace or device under the same agent name)
@@ -108,6 +110,9 @@ func (f *Flusher) sendDiary(ctx context.Context, run *flushRun, op Op, a map[str
 			res["timestamp"] = found.FiledAt
 		}
 		return res, nil
+	}
+	if f.History { // the n-th copy the primary lacks: a gateway's trash holding k accounts for k
+		ctx = WithCopy(ctx, max(op.Ordinal, 1)-run.counts[catalogue.DiaryWingFor(a)][catalogue.EntrySuffix(catalogue.DiaryEntry(a))])
 	}
 	res, err := f.sendWrite(resendIf(ctx, ambiguous), op, op.Payload)
 	if err == nil && res["success"] != false {

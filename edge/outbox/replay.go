@@ -353,7 +353,22 @@ type ctxKey int
 const (
 	opIDKey ctxKey = iota
 	resendKey
+	copyKey
 )
+
+// WithCopy marks a replayed diary write (History) as the n-th equal copy
+// the primary lacks: the Primary puts n in the request
+// (params._meta["devbox-config/join-copy"]), and a gateway's trash
+// accounts for as many copies as it holds deleted.
+func WithCopy(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, copyKey, n)
+}
+
+// CopyFrom is the copy WithCopy marked the call with (0 for none).
+func CopyFrom(ctx context.Context) int {
+	n, _ := ctx.Value(copyKey).(int)
+	return n
+}
 
 // WithOpID marks a call as the send of outbox op id: the Primary puts the
 // id in the request (params._meta["devbox-config/op-id"]). Look-ups are

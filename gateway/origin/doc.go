@@ -146,5 +146,9 @@
 // made. A drawer is matched by the id its wing, room and content give and,
 // for one updated after it was filed (MemPalace keeps its first id), by
 // the local id the join names in params._meta["devbox-config/join-drawer"]
-// ([JoinDrawerKey]; [WithJoinDrawers]), in the add's own wing.
+// ([JoinDrawerKey]; [WithJoinDrawers]), in the add's own wing. A diary
+// entry is matched by its agent, wing and text, and counted: a join's
+// diary_write names which equal copy the primary lacks it is, n, in
+// params._meta["devbox-config/join-copy"] ([JoinCopyKey]), and is refused
+// only while the trash holds n or more such entries deleted.
 package origin

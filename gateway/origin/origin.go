@@ -30,6 +30,11 @@ const (
 	// after it was filed: MemPalace keeps a drawer's first id): the
 	// gateway checks its trash by that id too. Only with JoinKey.
 	JoinDrawerKey = "devbox-config/join-drawer"
+	// JoinCopyKey is the params._meta member (a number, n) by which a
+	// join's diary_write says it is the n-th equal copy (one agent, wing
+	// and text) the primary lacks: the gateway refuses it only when its
+	// trash holds n or more deleted (absent: 1). Only with JoinKey.
+	JoinCopyKey = "devbox-config/join-copy"
 	// Version is this format's version (deviceinfo's "origins").
 	Version = 1
 )

@@ -331,23 +331,25 @@ func (s *Store) Find(ctx context.Context, ref string) (Delete, error) {
 // whose drawer no restore brought back, holding that drawer alone; ok
 // false when there is none.
 func (s *Store) DeletedDrawer(ctx context.Context, id string) (d Delete, ok bool, err error) {
-	return s.deleted(ctx, `dr.drawer_id=?`, id)
+	return s.deleted(ctx, 1, `dr.drawer_id=?`, id)
 }
 
 // DeletedEntry is DeletedDrawer for a diary entry, by what a diary_write
 // of it names: its agent, wing and text (the primary's id of an entry is
-// its own timestamp, which a write again does not give).
-func (s *Store) DeletedEntry(ctx context.Context, agent, wing, text string) (d Delete, ok bool, err error) {
+// its own timestamp, which a write again does not give). Equal entries
+// are told apart by count alone: ok only when the trash holds at least
+// nth of them (nth 1: any), d naming the nth newest.
+func (s *Store) DeletedEntry(ctx context.Context, agent, wing, text string, nth int) (d Delete, ok bool, err error) {
 	// kind='diary' literally: the planner then uses diary_by_text.
-	return s.deleted(ctx, `dr.kind='diary' AND dr.wing=? AND dr.content=? AND json_extract(dr.metadata,'$.agent')=?`, wing, text, agent)
+	return s.deleted(ctx, nth, `dr.kind='diary' AND dr.wing=? AND dr.content=? AND json_extract(dr.metadata,'$.agent')=?`, wing, text, agent)
 }
 
-func (s *Store) deleted(ctx context.Context, where string, args ...any) (Delete, bool, error) {
+func (s *Store) deleted(ctx context.Context, nth int, where string, args ...any) (Delete, bool, error) {
 	var id int64
 	var drawer string
 	err := s.db.QueryRowContext(ctx, `SELECT dr.delete_id, dr.drawer_id FROM drawers dr JOIN deletes x ON x.id=dr.delete_id
-		WHERE x.state=? AND x.tool<>'update_drawer' AND dr.restored_at IS NULL AND `+where+` ORDER BY dr.delete_id DESC LIMIT 1`,
-		append([]any{StateDeleted}, args...)...).Scan(&id, &drawer)
+		WHERE x.state=? AND x.tool<>'update_drawer' AND dr.restored_at IS NULL AND `+where+` ORDER BY dr.delete_id DESC LIMIT 1 OFFSET ?`,
+		append(append([]any{StateDeleted}, args...), max(nth, 1)-1)...).Scan(&id, &drawer)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Delete{}, false, nil
 	}

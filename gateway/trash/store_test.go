@@ -130,7 +130,7 @@ func BenchmarkDeletedLookUp(b *testing.B) {
 	})
 	b.Run("diary", func(b *testing.B) {
 		for b.Loop() {
-			if _, found, err := s.DeletedEntry(ctx, "pi", "wing_pi", "another entry"); err != nil || found {
+			if _, found, err := s.DeletedEntry(ctx, "pi", "wing_pi", "another entry", 1); err != nil || found {
 				b.Fatal(found, err)
 			}
 		}
