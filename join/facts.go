@@ -1,6 +1,7 @@
 package join
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -207,6 +208,19 @@ func states(there []fact, f fact) (open, closed, same bool) {
 	return
 }
 
+// copyOf is the primary's copy of f's triple that is open from another
+// valid_from (other false), or closed from f's with another end (other
+// true); ok false when it holds neither.
+func copyOf(there []fact, f fact, other bool) (c fact, ok bool) {
+	for _, p := range there {
+		same := p.Subject == f.Subject && p.Predicate == f.Predicate && p.Object == f.Object
+		if same && (!other && p.ValidTo == "" && p.ValidFrom != f.ValidFrom || other && p.ValidFrom == f.ValidFrom && p.ValidTo != "" && p.ValidTo != f.ValidTo) {
+			return p, true
+		}
+	}
+	return fact{}, false
+}
+
 // factsOnPrimary asks the primary, one kg_query a subject, about each
 // fact this run would queue and each closed fact an earlier run sent,
 // for the triple from the same valid_from in the other state:
@@ -217,7 +231,11 @@ func states(there []fact, f fact) (open, closed, same bool) {
 //     close; sent, and on the primary only once it lands.
 //   - open here, closed there (ended on the primary since): the primary's
 //     close is newer knowledge; not re-opened, counted skipped, and a
-//     note says how many.
+//     note says how many. So too closed on both sides with other ends: no
+//     second, overlapping copy is filed; --verify names the two ends.
+//   - open there from another valid_from (and not here from this one):
+//     kg_add answers the open copy and files nothing, so it is not sent,
+//     counted neither sent nor skipped, and named (open on the primary).
 func (j *joining) factsOnPrimary(ctx context.Context) {
 	asks := func(p planned) bool { return p.rec.Kind == Facts && (p.requeue() || p.sent && p.rec.Closed) }
 	subjects := map[string]bool{}
@@ -248,14 +266,41 @@ func (j *joining) factsOnPrimary(ctx context.Context) {
 			if op, ok := j.prior[p.rec.key()]; ok && op.State != outbox.Done {
 				p.op, p.had = op, true // queued by an interrupted run: resumed, not queued twice
 			}
-		case f.ValidTo == "" && closed && !open:
+		case closed && !open && !same:
 			p.held = true
 			j.rep.Skipped[Facts]++
-			j.rep.Pending[Facts]--
+			if !p.sent {
+				j.rep.Pending[Facts]--
+			}
 			kept++
+			if c, ok := copyOf(fs, f, true); ok && f.ValidTo != "" && j.o.Verify != 0 { // closed here too: two ends
+				j.rep.Mismatches = append(j.rep.Mismatches, Mismatch{Kind: Facts, LocalID: recordName(p.rec), Verdict: "ended otherwise on the primary",
+					Detail: fmt.Sprintf("closed here %s..%s; the primary holds it %s..%s: its close is kept, no second copy filed", cmp.Or(f.ValidFrom, "(no date)"), f.ValidTo, cmp.Or(c.ValidFrom, "(no date)"), c.ValidTo)})
+			}
+		case !open && !closed:
+			c, ok := copyOf(fs, f, false)
+			if !ok {
+				continue
+			}
+			p.held = true
+			if !p.sent {
+				j.rep.Pending[Facts]--
+			}
+			j.rep.Mismatches = append(j.rep.Mismatches, openThere(p.rec, f, c))
 		}
 	}
 	if kept > 0 {
-		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d facts open here are closed on the primary (ended there since): not sent, so as not to re-open them (counted skipped); a fact that holds again is a new kg_add with its own valid_from", kept))
+		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d facts are closed on the primary (ended there since, or with another end): not sent, so as not to re-open them or file a second copy (counted skipped); a fact that holds again is a new kg_add with its own valid_from", kept))
 	}
+}
+
+// openThere names a fact not sent because the primary holds its triple
+// open (c) from another valid_from: MemPalace's kg_add would answer c.
+func openThere(rec Record, f, c fact) Mismatch {
+	here := "open here from " + cmp.Or(f.ValidFrom, "(no date)")
+	if f.ValidTo != "" {
+		here = fmt.Sprintf("closed here (%s..%s)", cmp.Or(f.ValidFrom, "(no date)"), f.ValidTo)
+	}
+	return Mismatch{Kind: Facts, LocalID: recordName(rec), Verdict: "open on the primary",
+		Detail: fmt.Sprintf("%s; the primary holds it open from %s: MemPalace files no copy of a triple while it is open, so it was not sent (close it there with kg_invalidate if it ended there, then join again)", here, cmp.Or(c.ValidFrom, "(no date)"))}
 }

@@ -2,6 +2,7 @@ package join
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,3 +106,72 @@ func TestRealJoinDoesNotReopenAFactClosedOnThePrimary(t *testing.T) {
 		t.Fatalf("no note says why the fact was not sent: %q", rep.Notes)
 	}
 }
+
+// attack33 g1 (_both): a fact closed on both sides from the same
+// valid_from, with other ends. The primary's close wins, as it does over
+// an open copy here (f14): no second, overlapping copy is filed; it is
+// skipped with a note, and --verify names the difference.
+func TestRealJoinKeepsThePrimarysEndOfAFactClosedOnBothSides(t *testing.T) {
+	local := realpalace.New(t)
+	s := local.Stdio(t)
+	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),
+		realpalace.Fact("Bob", "likes", "coffee", "2025-01-01", "2025-05-01"))
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	srv := realpalace.New(t).Serve(t, "tok-join-both-closed")
+	srv.MustCall(t, "mempalace_kg_add", map[string]any{"subject": "Bob", "predicate": "likes", "object": "coffee", "valid_from": "2025-01-01"})
+	srv.MustCall(t, "mempalace_kg_invalidate", map[string]any{"subject": "Bob", "predicate": "likes", "object": "coffee", "ended": "2025-04-01"})
+
+	rep := run(t, realConfig(local, srv), Options{Verify: All})
+	if rep.Sent[Facts] != 0 || rep.Skipped[Facts] != 1 || factWrites(rep) != 0 || len(rep.Failed) != 0 || !strings.Contains(strings.Join(rep.Notes, "\n"), "closed on the primary") {
+		t.Fatalf("join: sent %v, skipped %v, calls %v, notes %q, failed %+v", rep.Sent, rep.Skipped, rep.Calls, rep.Notes, rep.Failed)
+	}
+	if len(rep.Mismatches) != 1 || rep.Mismatches[0].Kind != Facts || !strings.Contains(rep.Mismatches[0].Detail, "2025-04-01") || !strings.Contains(rep.Mismatches[0].Detail, "2025-05-01") {
+		t.Fatalf("join --verify all: mismatches %+v, want the two ends named", rep.Mismatches)
+	}
+	if got := primaryTimeline(t, srv, "Bob"); len(got) != 1 || got[0] != "likes coffee 2025-01-01..2025-04-01" {
+		t.Fatalf("the primary's facts on Bob: %q, want only its own closed one", got)
+	}
+	if rep := run(t, realConfig(local, srv), Options{}); !rep.OK() || rep.Skipped[Facts] != 1 || primaryWrites(rep) != 0 {
+		t.Fatalf("a join without --verify: skipped %v, calls %v, failed %+v, mismatches %+v", rep.Skipped, rep.Calls, rep.Failed, rep.Mismatches)
+	}
+}
+
+// attack33 g1 (_vf, _ovf): facts the primary holds open from another
+// valid_from, one closed here and one open here. MemPalace's kg_add
+// answers the open one and files nothing, so neither is sent nor on the
+// primary: the counts say neither "sent" nor "skipped", and each is named
+// (open on the primary), on the first run and the next alike. They were
+// "sent 2", then "skipped 2 (already on the primary)".
+func TestRealJoinCountsNoFactThePrimaryWillNotFile(t *testing.T) {
+	local := realpalace.New(t)
+	s := local.Stdio(t)
+	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),
+		realpalace.Fact("Bob", "likes", "tea", "2025-01-01", "2025-05-01"),
+		realpalace.Fact("Bob", "uses", "vim", "2025-01-01", ""))
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	srv := realpalace.New(t).Serve(t, "tok-join-other-from")
+	srv.MustCall(t, "mempalace_kg_add", map[string]any{"subject": "Bob", "predicate": "likes", "object": "tea", "valid_from": "2024-06-01"})
+	srv.MustCall(t, "mempalace_kg_add", map[string]any{"subject": "Bob", "predicate": "uses", "object": "vim", "valid_from": "2024-01-01"})
+
+	for i, o := range []Options{{Verify: All}, {}} {
+		rep := run(t, realConfig(local, srv), o)
+		if rep.Sent[Facts] != 0 || rep.Skipped[Facts] != 0 || factWrites(rep) != 0 || len(rep.Mismatches) != 2 {
+			t.Fatalf("join %d: sent %v, skipped %v, calls %v, mismatches %+v, failed %+v", i+1, rep.Sent, rep.Skipped, rep.Calls, rep.Mismatches, rep.Failed)
+		}
+		for _, m := range rep.Mismatches {
+			if m.Verdict != "open on the primary" {
+				t.Errorf("join %d: %+v", i+1, m)
+			}
+		}
+	}
+	if got := primaryTimeline(t, srv, "Bob"); len(got) != 2 || !slices.Contains(got, "likes tea 2024-06-01..") || !slices.Contains(got, "uses vim 2024-01-01..") {
+		t.Fatalf("the primary's facts on Bob: %q, want its own two open ones", got)
+	}
+}
+
+// factWrites counts the join's writes of facts to the primary.
+func factWrites(r Report) int { return r.Calls["primary kg_add"] + r.Calls["primary kg_invalidate"] }

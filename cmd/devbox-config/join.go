@@ -43,7 +43,9 @@ here that the primary holds open from the same valid_from is closed there
 (kg_invalidate, as the edge replicates a close): MemPalace's kg_add would answer
 the open one and file nothing. A fact open here that the primary has closed
 since is not re-opened: the primary's close is newer; it counts as skipped, and
-a note says so. A knowledge graph in two files (doctor's kg-split: the local
+a note says so (so does one closed on both sides with other ends; --verify
+names the two). One the primary holds open from another valid_from is not sent
+(kg_add would file nothing): it is named "open on the primary", exit 1. A knowledge graph in two files (doctor's kg-split: the local
 server reads one of them) fails the facts with doctor's finding and fix, and
 none of them is sent.
 
