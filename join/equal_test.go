@@ -125,6 +125,10 @@ func TestJoinCountsOnlyAsManyEqualDiaryEntriesDeletedAsTheTrashHolds(t *testing.
 			if n := pr.pl.Dump().CountContent(text); !rep.OK() || n != 4-c.deleted || rep.DeletedOnPrimary[Diaries] != c.deleted || rep.Skipped[Diaries] != live || rep.Sent[Diaries] != 4-c.held {
 				t.Fatalf("the primary holds %d of 4; sent %v skipped %v deleted %v; failed %+v mismatches %+v", n, rep.Sent, rep.Skipped, rep.DeletedOnPrimary, rep.Failed, rep.Mismatches)
 			}
+			rep = run(t, cfg, Options{Verify: All})
+			if n := pr.pl.Dump().CountContent(text); !rep.OK() || n != 4-c.deleted || rep.Skipped[Diaries] != 4-c.deleted || rep.DeletedOnPrimary[Diaries] != c.deleted || rep.Sent[Diaries] != 0 {
+				t.Fatalf("a second join: the primary holds %d of 4; sent %v skipped %v deleted %v; failed %+v mismatches %+v", n, rep.Sent, rep.Skipped, rep.DeletedOnPrimary, rep.Failed, rep.Mismatches)
+			}
 			if err := os.RemoveAll(filepath.Join(p.dir, "edge")); err != nil {
 				t.Fatal(err)
 			}

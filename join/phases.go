@@ -74,7 +74,15 @@ type planned struct {
 // requeue reports a write this run queues: none was queued before, or the
 // one before was dropped by an operator.
 func (p planned) requeue() bool {
-	return !p.held && (!p.had || p.op.State == outbox.Done && len(p.op.Error) != 0)
+	return !p.held && (!p.had || p.op.State == outbox.Done && len(p.op.Error) != 0 && !p.deleted())
+}
+
+// deleted: an earlier run found the record deleted on the primary (a
+// gateway's trash holds it). It is not queued again: a gateway would refuse
+// it again, and of equal diary entries the copies still there would count
+// for it (attack33 g2: a second join said 4 skipped of 3 held).
+func (p planned) deleted() bool {
+	return p.had && p.op.State == outbox.Done && failedAs(p.op) == outbox.DeletedOnPrimary
 }
 
 // start checks the configuration and the flags (a *UsageError when the
@@ -295,7 +303,7 @@ func (j *joining) plan(ctx context.Context) *Failure {
 		case rec.Kind == Facts:
 			j.rep.Manifest["facts_open"]++
 		}
-		if !p.sent {
+		if !p.sent && !p.deleted() {
 			j.rep.Pending[rec.Kind]++
 		}
 	}
