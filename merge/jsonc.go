@@ -37,6 +37,9 @@ type Doc struct {
 	// spans are the top-level values a skeleton left out of src (see
 	// ParseDocFocused); nil when src is the whole document.
 	spans [][]byte
+	// loose says, for each of spans, that it holds a comment or a
+	// trailing comma (not strict JSON).
+	loose []bool
 	// crlf: the whole document uses CRLF (src may no longer show it).
 	crlf bool
 }
@@ -148,7 +151,7 @@ func (d *Doc) expandFor(path []string) {
 func (d *Doc) expand() {
 	if d.spans != nil {
 		d.src = restore(d.src, d.spans)
-		d.spans, d.v, d.lines = nil, nil, nil
+		d.spans, d.loose, d.v, d.lines = nil, nil, nil, nil
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/tailscale/hujson"
 )
 
 // A large document is parsed as a skeleton: the values of top-level
@@ -43,7 +45,7 @@ func parseFocused(src []byte, threshold int, keys []string) (*Doc, error) {
 	if len(body) < threshold || bytes.Contains(body, placeholderMark[1:]) {
 		return ParseDoc(src)
 	}
-	reduced, spans, ok := skeleton(body, keys)
+	reduced, spans, loose, ok := skeleton(body, keys)
 	if !ok {
 		return ParseDoc(src) // a syntax error: the full parse names it
 	}
@@ -55,15 +57,16 @@ func parseFocused(src []byte, threshold int, keys []string) (*Doc, error) {
 	if err != nil {
 		return ParseDoc(src)
 	}
-	d.spans = spans
+	d.spans, d.loose = spans, loose
 	d.crlf = bytes.Contains(body, []byte("\r\n"))
 	return d, nil
 }
 
 // skeleton returns src with the values of top-level members not named in
-// keys (and longer than placeholderMin) replaced by placeholders, and the
-// replaced bytes in order. ok is false if src is not valid JSONC.
-func skeleton(src []byte, keys []string) (out []byte, spans [][]byte, ok bool) {
+// keys (and longer than placeholderMin) replaced by placeholders, the
+// replaced bytes in order, and for each whether it holds a comment or a
+// trailing comma. ok is false if src is not valid JSONC.
+func skeleton(src []byte, keys []string) (out []byte, spans [][]byte, loose []bool, ok bool) {
 	keep := map[string]bool{}
 	for _, k := range keys {
 		keep[k] = true
@@ -71,7 +74,7 @@ func skeleton(src []byte, keys []string) (out []byte, spans [][]byte, ok bool) {
 	s := scanner{src: src}
 	s.space()
 	if !s.eat('{') {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	last := 0
 	for {
@@ -81,17 +84,18 @@ func skeleton(src []byte, keys []string) (out []byte, spans [][]byte, ok bool) {
 		}
 		keyStart := s.i
 		if !s.str() {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		key, err := strconv.Unquote(string(src[keyStart:s.i]))
 		s.space()
 		if !s.eat(':') {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		s.space()
 		start := s.i
+		s.loose = false
 		if !s.value() {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		if (err != nil || !keep[key]) && s.i-start >= placeholderMin {
 			out = append(out, src[last:start]...)
@@ -99,6 +103,7 @@ func skeleton(src []byte, keys []string) (out []byte, spans [][]byte, ok bool) {
 			out = strconv.AppendInt(out, int64(len(spans)), 10)
 			out = append(out, '"')
 			spans = append(spans, src[start:s.i])
+			loose = append(loose, s.loose)
 			last = s.i
 		}
 		s.space()
@@ -107,15 +112,43 @@ func skeleton(src []byte, keys []string) (out []byte, spans [][]byte, ok bool) {
 		}
 		s.space()
 		if !s.eat('}') {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		break
 	}
 	s.space()
 	if s.i != len(src) {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	return append(out, src[last:]...), spans, true
+	return append(out, src[last:]...), spans, loose, true
+}
+
+// Skipped returns the value of the top-level member key as written, when
+// the skeleton left it out of the tree and it is strict JSON (no comments,
+// no trailing commas), without expanding the document; ok is false
+// otherwise (Get reads it, expanding the document if need be).
+func (d *Doc) Skipped(key string) (_ []byte, ok bool) {
+	if d.spans == nil {
+		return nil, false
+	}
+	n := -1
+	for _, m := range d.tree().Value.(*hujson.Object).Members {
+		if memberName(m) != key {
+			continue
+		}
+		lit, _ := m.Value.Value.(hujson.Literal)
+		if n >= 0 || lit == nil {
+			return nil, false // twice, or in the tree
+		}
+		n = placeholderIndex(lit)
+		if n < 0 {
+			return nil, false
+		}
+	}
+	if n < 0 || d.loose[n] {
+		return nil, false
+	}
+	return d.spans[n], true
 }
 
 // placeholderIndex returns the span index a placeholder literal stands
@@ -168,6 +201,8 @@ func totalLen(spans [][]byte) int {
 type scanner struct {
 	src []byte
 	i   int
+	// loose: a comment or a trailing comma was skipped (not strict JSON).
+	loose bool
 }
 
 func (s *scanner) eat(c byte) bool {
@@ -188,6 +223,7 @@ func (s *scanner) space() bool {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			s.i++
 		case c == '/' && s.i+1 < len(s.src) && s.src[s.i+1] == '/':
+			s.loose = true
 			n := bytes.IndexByte(s.src[s.i:], '\n')
 			if n < 0 {
 				s.i = len(s.src)
@@ -195,6 +231,7 @@ func (s *scanner) space() bool {
 			}
 			s.i += n + 1
 		case c == '/' && s.i+1 < len(s.src) && s.src[s.i+1] == '*':
+			s.loose = true
 			n := bytes.Index(s.src[s.i+2:], []byte("*/"))
 			if n < 0 {
 				return false
@@ -358,6 +395,7 @@ func (s *scanner) afterValue(stack []byte) (_ []byte, done, ok bool) {
 			return stack, false, false
 		}
 		if s.eat(closer) { // trailing comma
+			s.loose = true
 			stack = stack[:len(stack)-1]
 			continue
 		}

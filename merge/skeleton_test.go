@@ -55,6 +55,9 @@ func FuzzSkeleton(f *testing.F) {
 		}
 		// A path outside the focus still works (by expanding).
 		a1, _ := whole.Get("agent")
+		if raw, ok := skel.Skipped("agent"); ok && !bytes.Equal(raw, a1) {
+			t.Fatalf("Skipped(agent) is not what Get reads: %s / %s", raw, a1)
+		}
 		a2, _ := skel.Get("agent")
 		if !bytes.Equal(a1, a2) {
 			t.Fatalf("Get(agent): %s / %s", a1, a2)
@@ -92,5 +95,41 @@ func TestSkeletonUsedForLargeDocuments(t *testing.T) {
 	full.Set(solitaryEntry, "mcp", "mempalace")
 	if !bytes.Equal(d.Bytes(), full.Bytes()) {
 		t.Fatal("skeleton edit differs from the whole document's")
+	}
+}
+
+// Skipped hands out a top-level value the skeleton left out, as written,
+// without expanding the document, only when it is strict JSON.
+func TestSkipped(t *testing.T) {
+	big := `{"h": "` + strings.Repeat("x", skeletonMin) + `"}`
+	for _, c := range []struct {
+		name, doc string
+		want      string // "": not handed out
+	}{
+		{"strict", `{"mcp": {}, "projects": ` + big + `}`, big},
+		{"comments around it", "{\"mcp\": {}, // c\n\"projects\": /* c */ " + big + " // c\n}", big},
+		{"a comment inside", `{"mcp": {}, "projects": {"a": 1, /* c */ "h": "` + strings.Repeat("x", skeletonMin) + `"}}`, ""},
+		{"a trailing comma inside", `{"mcp": {}, "projects": {"a": [1,], "h": "` + strings.Repeat("x", skeletonMin) + `"}}`, ""},
+		{"twice", `{"mcp": {}, "projects": ` + big + `, "projects": ` + big + `}`, ""},
+		{"in the focus", `{"mcp": ` + big + `}`, ""},
+		{"small", `{"mcp": {}, "projects": {"h": "` + strings.Repeat("x", 100) + `"}}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := ParseDocFocused([]byte(c.doc), "mcp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := "projects"
+			if c.name == "in the focus" {
+				key = "mcp"
+			}
+			raw, ok := d.Skipped(key)
+			if ok != (c.want != "") || string(raw) != c.want {
+				t.Fatalf("Skipped = %.40q, %v; want %.40q", raw, ok, c.want)
+			}
+			if ok && d.spans == nil {
+				t.Fatal("Skipped expanded the skeleton")
+			}
+		})
 	}
 }
