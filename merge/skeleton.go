@@ -198,6 +198,18 @@ func totalLen(spans [][]byte) int {
 // scanner checks JSONC (JSON with // and /* */ comments and trailing
 // commas, as hujson accepts it) without building anything. It is
 // iterative, so nesting depth costs no stack.
+// StrictJSON reports whether src is one JSON value as JSON.parse reads
+// it: no comments, no trailing commas, nested as deep as it likes (the
+// scanner keeps its own stack; encoding/json stops at 10,000 levels,
+// which JSON.parse does not).
+func StrictJSON(src []byte) bool {
+	s := scanner{src: src}
+	s.space()
+	ok := s.value()
+	s.space()
+	return ok && s.i == len(src) && !s.loose
+}
+
 type scanner struct {
 	src []byte
 	i   int

@@ -2,8 +2,10 @@ package merge
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzSkeleton: a document parsed as a skeleton behaves exactly as the
@@ -132,4 +134,27 @@ func TestSkipped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzStrictJSON: StrictJSON says what encoding/json says of every input
+// it can read (under 10,000 levels), and accepts what is deeper only as
+// valid JSON once the depth is taken away.
+func FuzzStrictJSON(f *testing.F) {
+	for _, s := range []string{`{}`, `[1, 2]`, `{"a": [1,]}`, `{"a": 1} // c`, `"\u00e9"`, "\"\x01\"", `01`, `1e5`, `-0.5E+3`, `{"a":1,"a":2}`, " \t\n{} ", `{"a" 1}`, `[tru]`, "\xef\xbb\xbf{}", `"\ud800"`, `/* */ 1`, `nul`, `1 2`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if !utf8.Valid(in) {
+			return // encoding/json takes bad UTF-8 in a string, the scanner (as hujson) does not: stricter, refused as before
+		}
+		if got, want := StrictJSON(in), json.Valid(in); got != want {
+			t.Fatalf("StrictJSON %v, encoding/json %v: %q", got, want, in)
+		}
+		wrap := func(n int) []byte {
+			return append(append([]byte(strings.Repeat("[", n)), in...), strings.Repeat("]", n)...)
+		}
+		if got, want := StrictJSON(wrap(10_001)), json.Valid(wrap(1)); got != want {
+			t.Fatalf("in 10,001 arrays: StrictJSON %v, encoding/json in one %v: %q", got, want, in)
+		}
+	})
 }

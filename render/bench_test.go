@@ -187,3 +187,21 @@ func BenchmarkRenderClaudeProjects(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRenderClaudeDeepProjects is the target for depth in what the
+// Ignores read: 100 000 nested objects in one of ~/.claude.json's projects.
+func BenchmarkRenderClaudeDeepProjects(b *testing.B) {
+	const depth = 100_000
+	data := `{"mcpServers": {}, "projects": {"/p": {"disabledMcpServers": [], "deep": ` +
+		strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth) + `}}}`
+	home := b.TempDir()
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	os.WriteFile(filepath.Join(home, ".claude.json"), []byte(data), 0o644)
+	o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+	o.Targets = []string{TargetClaudeCode}
+	for b.Loop() {
+		if res, _, err := Run(o, true); err != nil || res[0].Action != "insert" {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+}

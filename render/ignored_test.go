@@ -1,6 +1,8 @@
 package render
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -72,5 +74,35 @@ func TestIgnoredReadsLargeProjectsAsWritten(t *testing.T) {
 				t.Errorf("Get(projects) asked: %v, want %v", read, !c.raw)
 			}
 		})
+	}
+}
+
+// JSON.parse reads any depth; encoding/json stops at 10,000 levels. A
+// ~/.claude.json nested deeper in a project's history is Claude Code's
+// and valid: render edits it. It was refused as "exceeded max depth",
+// with a fix that said to correct a missing comma.
+func TestDeepClaudeJSONIsEdited(t *testing.T) {
+	const depth = 20_000
+	data := `{"mcpServers": {}, "projects": {"/p": {"disabledMcpServers": [], "deep": ` +
+		strings.Repeat(`{"a":`, depth) + "1" + strings.Repeat("}", depth) + `}}}`
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+	file := filepath.Join(home, ".claude.json")
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+	o.Targets = []string{TargetClaudeCode}
+	res, _, err := Run(o, false)
+	if err != nil || len(res) != 1 || res[0].Action != "insert" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	out, _ := os.ReadFile(file)
+	if !strings.Contains(string(out), strings.Repeat(`{"a":`, depth)+"1") || !strings.Contains(string(out), `"mempalace"`) {
+		t.Fatalf("the entry is not written, or the history is not kept")
+	}
+	res, _, err = Run(o, true)
+	if err != nil || res[0].Action != "unchanged" {
+		t.Fatalf("a second run: %v %+v", err, res)
 	}
 }

@@ -473,8 +473,8 @@ const utf8BOM = "\xef\xbb\xbf"
 // places a syntax error (a *confpos.Error); file is the name the error
 // and its fix give it.
 func strictJSON(file string, data []byte) error {
-	if json.Valid(data) {
-		return nil
+	if json.Valid(data) || merge.StrictJSON(data) {
+		return nil // the second: deeper than encoding/json goes
 	}
 	if bytes.HasPrefix(data, []byte(utf8BOM)) && json.Valid(data[len(utf8BOM):]) {
 		return bomRefused(file, "JSON.parse")
