@@ -61,7 +61,9 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 	env := opts.harnessEnv()
 	loc := rec.Location
 	r := Result{Target: rec.Name, Mode: string(s.Mode)}
-	present := dirExists(opts.Sys, loc.MarkerPath(env))
+	// Set up here: its directory, or its config file where that lives
+	// outside it (Claude Code's ~/.claude.json without ~/.claude/).
+	present := dirExists(opts.Sys, loc.MarkerPath(env)) || fileExists(opts.Sys, loc.Path(env))
 	prior, had := priorRecord(opts, rec)
 	if rec.Scope == harness.OptIn && s.Mode == ladder.Solitary && !explicit && present && !had {
 		// R1: with no MEMPALACE_* variables a container behaves exactly as

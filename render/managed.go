@@ -553,3 +553,14 @@ func dirExists(sys System, dir string) bool {
 	}
 	return fi.IsDir()
 }
+
+// fileExists reports whether path names something that is not a
+// directory (a link to one included, a dangling link not).
+func fileExists(sys System, path string) bool {
+	real, err := sys.EvalSymlinks(path)
+	if err != nil {
+		return false
+	}
+	fi, err := sys.Lstat(real)
+	return err == nil && !fi.IsDir()
+}

@@ -58,6 +58,37 @@ func TestSolitaryStartWritesOnlyTheRecord(t *testing.T) {
 	}
 }
 
+// R1 for a harness whose config file lives outside its directory: a
+// ~/.claude.json without ~/.claude/ (a fresh login, a volume that mounts
+// only the file) is left byte for byte, with no .bak and no record beside
+// it. It got a local mempalace entry, a .bak and render's record
+// (outside tester, attack35 F1).
+func TestSolitaryStartLeavesAClaudeJSONAlone(t *testing.T) {
+	root := t.TempDir()
+	home := filepath.Join(root, "home")
+	os.MkdirAll(home, 0o755)
+	claude := []byte(`{"numStartups":3}`)
+	os.WriteFile(filepath.Join(home, ".claude.json"), claude, 0o600)
+	os.WriteFile(filepath.Join(root, "mempalace-mcp"), []byte("#!/bin/sh\n"), 0o755)
+	t.Setenv("HOME", home)
+	t.Setenv("PATH", root)
+	for _, k := range []string{"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "PI_CODING_AGENT_DIR", "CLAUDE_CONFIG_DIR", "MEMPALACE_REMOTE_URL", "MEMPALACE_REMOTE_TOKEN", "MEMPALACE_EDGE"} {
+		t.Setenv(k, "")
+		os.Unsetenv(k)
+	}
+	code, out, errOut := runCLI("render")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	want := []string{".claude.json", ".config/", ".config/opencode/", ".config/opencode/.devbox-config.json", ".config/opencode/opencode.jsonc"}
+	if got := tree(t, home); !slices.Equal(got, want) {
+		t.Errorf("the home holds\n%q\nwant\n%q\n%s", got, want, out)
+	}
+	if got, _ := os.ReadFile(filepath.Join(home, ".claude.json")); string(got) != string(claude) {
+		t.Errorf("~/.claude.json is now %s", got)
+	}
+}
+
 // tree lists every entry under root, relative, directories with a
 // trailing slash, in lexical order.
 func tree(t *testing.T, root string) []string {
