@@ -41,11 +41,12 @@ const (
 var listCursors = []string{"since_event_id", "before_event_id"}
 
 // openCursors replaces a sealed cursor (next_cursor) in an event_list's
-// arguments with the event it names; issued reports one was (its event
-// may be hidden from the device, the page after it is still its to
-// read). A cursor that does not open for this device is answered as the
-// upstream answers an unknown one (bad, not nil).
-func (s *Server) openCursors(d *Device, req *rpcRequest) (issued bool, bad map[string]any) {
+// arguments with the event it names; issued is the arguments that held
+// one (its event may be hidden from the device, the page after it is
+// still its to read; the other cursor argument is checked as ever). A
+// cursor that does not open for this device is answered as the upstream
+// answers an unknown one (bad, not nil).
+func (s *Server) openCursors(d *Device, req *rpcRequest) (issued []string, bad map[string]any) {
 	for _, k := range listCursors {
 		c, _ := req.Args[k].(string)
 		if !strings.HasPrefix(c, cursorPrefix) {
@@ -53,9 +54,9 @@ func (s *Server) openCursors(d *Device, req *rpcRequest) (issued bool, bad map[s
 		}
 		id, ok := s.unsealCursor(d, c)
 		if !ok {
-			return false, map[string]any{"error": fmt.Sprintf("%s %q not found", k, c)}
+			return nil, map[string]any{"error": fmt.Sprintf("%s %q not found", k, c)}
 		}
-		req.Args[k], issued = id, true
+		req.Args[k], issued = id, append(issued, k)
 	}
 	return issued, nil
 }

@@ -140,3 +140,35 @@ func TestAFillStoppedByItsBoundGivesACursor(t *testing.T) {
 		t.Errorf("another device's cursor opens: %v", r)
 	}
 }
+
+// A cursor the gateway sealed opens only what it names: the other cursor
+// argument of the same call, naming an event hidden from the device, is
+// checked as it is without one (an empty page). Before, a sealed cursor
+// beside it let before_event_id name a hidden event, and the page
+// between them (ask B) placed it in the log.
+func TestASealedCursorDoesNotOpenTheOtherCursor(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, pagingDevices)
+	a, b := floodedLog(t, g, 0)
+	// An event after ask B between other agents, which narw may not see.
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_event_append","arguments":{"type":"task.request","stream":"s","room":"r","from_agent":"a@x","to_agent":"b@x","status":"open","body":"hidden"}}}`
+	out, err := g.primary.Handle([]byte(body))
+	hidden := gjson.Get(gjson.GetBytes(out, "result.content.0.text").String(), "event.id").String()
+	if err != nil || hidden == "" {
+		t.Fatalf("event_append: %s %v", out, err)
+	}
+	narw := g.tokens["narw"]
+	c := g.srv.sealCursor(g.srv.cfg.Load().Device("narw"), a)
+	if r, rpc, _ := g.call(narw, "event_list", map[string]any{"order": "asc", "since_event_id": c}); ids(r) != b || rpc != nil {
+		t.Fatalf("the page after a sealed cursor naming ask A: %v %v, want ask B", r, rpc)
+	}
+	for _, order := range []string{"asc", "desc"} {
+		r, rpc, _ := g.call(narw, "event_list", map[string]any{"order": order, "since_event_id": c, "before_event_id": hidden})
+		if got := ids(r); rpc != nil || got != "" {
+			t.Errorf("order %s, before_event_id of a hidden event beside a sealed cursor: %q (%v %v), want an empty page", order, got, r, rpc)
+		}
+	}
+	if r, _, _ := g.call(narw, "event_list", map[string]any{"order": "asc", "since_event_id": hidden}); ids(r) != "" {
+		t.Errorf("since_event_id of a hidden event: %v", r)
+	}
+}

@@ -362,7 +362,7 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	if t.Name == "event_wait" && !d.Coordinator && !s.waitFromEnd(ctx, d, req) {
 		return http.StatusOK, textAnswer(req.rawID(), map[string]any{"timed_out": true, "events": []any{}, "count": 0, "filtered": true}), nil
 	}
-	issued := false // a cursor the gateway sealed (evpage.go)
+	var issued []string // the arguments that held a cursor the gateway sealed (evpage.go)
 	if t.Name == "event_list" {
 		var bad map[string]any
 		if issued, bad = s.openCursors(d, req); bad != nil {
@@ -386,8 +386,8 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	if t.Name == "event_wait" && !d.Coordinator {
 		return s.waitVisible(ctx, d, t, req, sent, resp)
 	}
-	if t.Name == "event_list" && !d.Coordinator && !issued {
-		resp = s.hiddenCursorPage(ctx, d, req, resp)
+	if t.Name == "event_list" && !d.Coordinator {
+		resp = s.hiddenCursorPage(ctx, d, req, resp, issued)
 	}
 	out, err = s.filterAnswer(ctx, d, t, dec, req.rawID(), resp)
 	if t.Name == "event_list" && err == nil {

@@ -62,15 +62,17 @@ func (s *Server) objectAfter(ctx context.Context, d *Device, t catalogue.Tool, a
 // a cursor (since_event_id, before_event_id) names an event that exists
 // (the upstream answered a page) but the device cannot see: the visible
 // events after or before it would place the hidden event in the log. A
-// cursor that does not exist stays the upstream's error.
-func (s *Server) hiddenCursorPage(ctx context.Context, d *Device, req *rpcRequest, resp []byte) []byte {
+// cursor that does not exist stays the upstream's error, and one the
+// gateway sealed for the device (issued: the arguments that held one) is
+// its to read after.
+func (s *Server) hiddenCursorPage(ctx context.Context, d *Device, req *rpcRequest, resp []byte, issued []string) []byte {
 	m := resultOf(resp)
 	if _, ok := m["events"].([]any); !ok || m["error"] != nil {
 		return resp
 	}
 	for _, k := range []string{"since_event_id", "before_event_id"} {
 		id, _ := req.Args[k].(string)
-		if id == "" {
+		if id == "" || slices.Contains(issued, k) {
 			continue
 		}
 		if _, visible := s.cursorSeen(ctx, d, id); !visible {
