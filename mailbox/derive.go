@@ -83,16 +83,19 @@ func Derive(events []Event, agent string) []Item {
 	return items
 }
 
-// derive is Derive keeping only the oldest limit items (0: all), with the
-// number left out; why is written only for the items kept.
+// derive is Derive keeping at most limit items (0: all), with the number
+// left out: the asks from trusted senders first (an untrusted sender's
+// flood of asks hides no trusted ask behind the limit), then the others,
+// each kind oldest first, and all of them in the log's order; why is
+// written only for the items kept.
 func derive(events []Event, agent string, limit int) ([]Item, int) {
 	if agent == "" || agent == "*" {
 		return nil, 0
 	}
 	log := ordered(events)
 	mine := repliesOf(log, agent)
-	var owed []Item
-	more := 0
+	type owedAsk struct{ ask, progress, earlier *Event }
+	var found []owedAsk
 	for _, ask := range log {
 		// A terminal event closes its thread ([*] in §3.3's diagram); it
 		// asks nothing. Without this, every ack routed back to the asker
@@ -101,16 +104,32 @@ func derive(events []Event, agent string, limit int) ([]Item, int) {
 		if !directed(ask, agent) || ask.FromAgent == agent || Terminal(deref(ask.Status)) {
 			continue
 		}
-		cleared, progress, earlier := mine.answer(ask)
-		switch {
-		case cleared:
-		case limit > 0 && len(owed) >= limit:
-			more++
-		default:
-			owed = append(owed, Item{Event: *ask, Why: why(ask, agent, progress, earlier)})
+		if cleared, progress, earlier := mine.answer(ask); !cleared {
+			found = append(found, owedAsk{ask, progress, earlier})
 		}
 	}
-	return owed, more
+	keep := make([]bool, len(found))
+	room := len(found)
+	if limit > 0 && limit < room {
+		room = limit
+		for i, f := range found { // the trusted first
+			if room > 0 && f.ask.distrust() == "" {
+				keep[i], room = true, room-1
+			}
+		}
+	}
+	for i := range found {
+		if room > 0 && !keep[i] {
+			keep[i], room = true, room-1
+		}
+	}
+	var owed []Item
+	for i, f := range found {
+		if keep[i] {
+			owed = append(owed, Item{Event: *f.ask, Why: why(f.ask, agent, f.progress, f.earlier)})
+		}
+	}
+	return owed, len(found) - len(owed)
 }
 
 // ordered is events once each (by id; pending ones all), in the order

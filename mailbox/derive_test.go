@@ -1,11 +1,15 @@
 package mailbox
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
@@ -293,6 +297,53 @@ func TestClearedByAReply(t *testing.T) {
 	} {
 		if got := Cleared("opencode@desk", owed, c.reply); !slices.Equal(got, c.want) {
 			t.Errorf("%s: cleared %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Under a limit the asks from trusted senders are kept first: a device
+// that marks (does not withhold) what it does not trust, owing 600 asks
+// from an untrusted sender written before two from a trusted one, lists
+// both trusted asks at the default limit and at the tool's largest, in
+// the log's order, "more" counting the untrusted rest. Before, the oldest
+// limit items were kept, all untrusted, and no limit the tool takes
+// listed the trusted asks (the session start told them, with "call
+// mempalace_mailbox for all of them").
+func TestAFloodOfUntrustedAsksHidesNoTrustedAskBehindTheLimit(t *testing.T) {
+	withOrigin := func(e Event, device string, trusted bool) Event {
+		raw, err := sjson.SetRawBytes(e.Raw, "origin", []byte(fmt.Sprintf(`{"device":%q,"trusted":%t}`, device, trusted)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Raw = raw
+		return e
+	}
+	var log []Event
+	log = append(log, withOrigin(ev(1, "mal-0", "codex@mal", me, "", "open", ""), "mal", false))
+	log = append(log, withOrigin(ev(2, "ops-a", "pi@ops", me, "", "open", ""), "ops", true))
+	for i := range 600 {
+		log = append(log, withOrigin(ev(int64(3+i), fmt.Sprint("mal-", i+1), "codex@mal", me, "", "open", ""), "mal", false))
+	}
+	log = append(log, withOrigin(ev(700, "ops-b", "pi@ops", me, "", "open", ""), "ops", true))
+	for _, limit := range []int{DefaultLimit, PageCap, 2, 1} {
+		r, err := Owed(context.Background(), &fakeSource{log: log}, me, "", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ids(r.Owed)
+		want := []string{"mal-0", "ops-a"}
+		for i := 1; len(want) < limit-1; i++ {
+			want = append(want, fmt.Sprint("mal-", i))
+		}
+		want = append(want, "ops-b")
+		switch limit {
+		case 2:
+			want = []string{"ops-a", "ops-b"}
+		case 1:
+			want = []string{"ops-a"}
+		}
+		if !slices.Equal(got, want) || r.More != 603-len(want) {
+			t.Errorf("limit %d: owed %v (more %d), want %v (more %d)", limit, got, r.More, want, 603-len(want))
 		}
 	}
 }

@@ -30,7 +30,9 @@
 // itself has a terminal status closes its thread and is never owed (an
 // ack routed back to the asker is not an ask to the asker).
 //
-// Items come oldest first, each with a sentence saying why it is owed.
+// Items come oldest first, each with a sentence saying why it is owed;
+// under a limit, those from trusted senders (gateway/origin) are kept
+// first, so no flood of untrusted asks pushes a trusted one out.
 //
 // The package holds the pure derivation (Derive), the pager that reads
 // the primary's log through mempalace_event_list in pages of at most 500
