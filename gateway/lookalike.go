@@ -41,15 +41,18 @@ func lookalike(r rune) rune {
 // be taken for each other: compatibility forms folded and combining marks
 // dropped (NFKD: fullwidth and mathematical letters are letters, ś is s),
 // spaces dropped, look-alike letters mapped to the Latin ones, case
-// folded, the . - _ that lead or trail either side of the @ dropped, and
-// the letter pairs that pass for one letter (rn m, vv w, cl d) folded.
-// Names in other scripts keep their letters: only a name that looks like
-// another device's is refused.
+// folded, i read as l (a capital I reads as either), the . - _ that lead
+// or trail either side of the @ dropped, and the letter pairs that pass
+// for one letter (rn m, vv w, cl d) folded. Names in other scripts keep
+// their letters: only a name that looks like another device's is refused.
 func skeleton(name string) string {
 	s := strings.ToLower(strings.Map(lookalike, strings.Join(strings.Fields(norm.NFKD.String(name)), "")))
 	s = strings.Map(func(r rune) rune {
-		if unicode.Is(unicode.Mn, r) {
+		switch {
+		case unicode.Is(unicode.Mn, r):
 			return -1
+		case r == 'i':
+			return 'l' // a capital I reads as l, and as i in another case
 		}
 		return r
 	}, s)

@@ -34,6 +34,8 @@ func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
 		{"carol", `pi@alice`, `6:53: devices[1].agents[0]: "pi@alice" names "alice", the label of device alice-01 (devices[0])`},
 		{"carol", `pi@a1ice`, `6:53: devices[1].agents[0]: "pi@a1ice" names "a1ice", the label of device alice-01 (devices[0])`},
 		{"a1ice", `pi@carol`, `6:33: devices[1].label: "a1ice" looks like "alice", the label of device alice-01 (devices[0])`},
+		{"carol", `claude@aIice`, `6:53: devices[1].agents[0]: "claude@aIice" looks like "claude@alice", an agent of device alice-01 (devices[0])`},
+		{"aIice", `pi@carol`, `6:33: devices[1].label: "aIice" looks like "alice", the label of device alice-01 (devices[0])`},
 		{"alice ", `pi@carol`, `6:33: devices[1].label: "alice " looks like "alice", the label of device alice-01 (devices[0])`},
 		{"al ice", `pi@carol`, `6:33: devices[1].label: "al ice" looks like "alice", the label of device alice-01 (devices[0])`},
 		{"carol", `pi@carol`, ``},
@@ -72,6 +74,10 @@ func TestSkeletonFoldsMarksPunctuationAndLetterPairs(t *testing.T) {
 		{"pi@ops.", "pi@ops"}, {"pi@ops-", "pi@ops"}, {"_pi@-ops", "pi@ops"}, {"pi.@ops", "pi@ops"},
 		{"pi@ops\u0301", "pi@ops"}, {"pi@op\u015b", "pi@ops"}, {"codex@rnal", "codex@mal"},
 		{"pi@vvork", "pi@work"}, {"claude@clesk", "claude@desk"}, {"pi@0ps", "pi@ops"},
+		// A capital I reads as l (and, in another case, as i): the
+		// closure folds i, I and l, the digit 1 and the palochkas with them.
+		{"codex@Iaptop", "codex@laptop"}, {"codex@1aptop", "codex@Iaptop"}, {"pi@ivan", "pi@Ivan"},
+		{"pi@\u04c0aptop", "pi@laptop"}, {"pi@\u04cfaptop", "pi@Iaptop"},
 	} {
 		if a, b := skeleton(c[0]), skeleton(c[1]); a != b {
 			t.Errorf("skeleton(%+q) = %q, skeleton(%+q) = %q: they look alike", c[0], a, c[1], b)
