@@ -149,13 +149,25 @@ func TestAFillStoppedByItsBoundGivesACursor(t *testing.T) {
 func TestASealedCursorDoesNotOpenTheOtherCursor(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, pagingDevices)
-	a, b := floodedLog(t, g, 0)
-	// An event after ask B between other agents, which narw may not see.
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_event_append","arguments":{"type":"task.request","stream":"s","room":"r","from_agent":"a@x","to_agent":"b@x","status":"open","body":"hidden"}}}`
-	out, err := g.primary.Handle([]byte(body))
-	hidden := gjson.Get(gjson.GetBytes(out, "result.content.0.text").String(), "event.id").String()
-	if err != nil || hidden == "" {
-		t.Fatalf("event_append: %s %v", out, err)
+	readBesideASealedCursor(t, g, func(args map[string]any) string {
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_event_append","arguments":%s}}`, encodeJSON(args))
+		out, err := g.primary.Handle([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gjson.Get(gjson.GetBytes(out, "result.content.0.text").String(), "event.id").String()
+	})
+}
+
+// readBesideASealedCursor writes ops's asks A and B to narw, then an
+// event between other agents by past (its id), and wants narw's pages
+// from a cursor sealed on A up to that event empty.
+func readBesideASealedCursor(t *testing.T, g *gw, past func(args map[string]any) string) {
+	t.Helper()
+	a, b := floodedLogVia(t, g, 0, func(map[string]any) {})
+	hidden := past(map[string]any{"type": "task.request", "stream": "s", "room": "r", "from_agent": "a@x", "to_agent": "b@x", "status": "open", "body": "hidden"})
+	if hidden == "" {
+		t.Fatal("the hidden event has no id")
 	}
 	narw := g.tokens["narw"]
 	c := g.srv.sealCursor(g.srv.cfg.Load().Device("narw"), a)
@@ -168,7 +180,7 @@ func TestASealedCursorDoesNotOpenTheOtherCursor(t *testing.T) {
 			t.Errorf("order %s, before_event_id of a hidden event beside a sealed cursor: %q (%v %v), want an empty page", order, got, r, rpc)
 		}
 	}
-	if r, _, _ := g.call(narw, "event_list", map[string]any{"order": "asc", "since_event_id": hidden}); ids(r) != "" {
-		t.Errorf("since_event_id of a hidden event: %v", r)
+	if r, _, _ := g.call(narw, "event_list", map[string]any{"order": "desc", "before_event_id": hidden}); ids(r) != "" {
+		t.Errorf("before_event_id of a hidden event: %v", r)
 	}
 }

@@ -20,3 +20,20 @@ func TestRealACutEventPageIsFilled(t *testing.T) {
 	})
 	readFilledPages(t, g, a, b)
 }
+
+// TestRealASealedCursorDoesNotOpenTheOtherCursor:
+// TestASealedCursorDoesNotOpenTheOtherCursor against real MemPalace
+// 3.11.0 serve, which reads since_event_id and before_event_id together
+// as the events between them.
+func TestRealASealedCursorDoesNotOpenTheOtherCursor(t *testing.T) {
+	srv := realpalace.New(t).Serve(t, upstreamToken)
+	g := newGWAt(t, pagingDevices, &upstream{name: "serve", url: srv.URL})
+	readBesideASealedCursor(t, g, func(args map[string]any) string {
+		r, err := srv.Call("mempalace_event_append", args)
+		e, _ := r["event"].(map[string]any)
+		if err != nil || e == nil {
+			t.Fatalf("event_append: %v %v", r, err)
+		}
+		return str(e["id"])
+	})
+}
