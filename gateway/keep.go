@@ -56,22 +56,8 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 	if err != nil {
 		return refuse(ruleUnknowable, fmt.Sprintf("%s: %v (the gateway keeps what a delete removes, so that it can be restored, and makes no delete it cannot keep)", req.Tool, err))
 	}
-	if t.Name == "update_drawer" && len(doom.drawers) == 1 {
-		p := doom.drawers[0]
-		st, stamped := s.prov.Lookup(provenance.Drawer(str(req.Args["drawer_id"])))
-		own := stamped && st.Device == d.ID
-		if moved(req.Args, p, "wing") && !own && !d.Admin {
-			s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s moves drawer %s out of wing %s, and it is not this device's (%s): a move out of its wing takes it from that wing's readers as a delete does, so only an admin device may make it, as a delete; move it to another room of %s, file its text in the other wing with add_drawer, or ask an admin device; nothing was moved", req.Tool, str(p["drawer_id"]), str(p["wing"]), cmp.Or(st.Device, "of unknown origin"), str(p["wing"])), ruleAdminOnly, str(p["wing"]))
-			return nil, false
-		}
-		if !own && (moved(req.Args, p, "wing") || moved(req.Args, p, "room")) {
-			req.moved = movedBy(st, stamped, d.ID)
-		}
-		if content, ok := req.Args["content"]; ok {
-			now, sent := str(p["content"]), str(content)
-			req.held = sameText(now, sent)                // a touch: the text stays its writer's, or, respelt, no one's
-			req.respelt = req.held && now != sent && !own // its own words respelt stay its writer's
-		}
+	if t.Name == "update_drawer" && len(doom.drawers) == 1 && !s.updateStamp(x, d, req, doom.drawers[0]) {
+		return nil, false
 	}
 	cfg := s.cfg.Load()
 	if limit := cfg.DeleteCapOrDefault(); t.Name != "update_drawer" && len(doom.drawers) > limit && !d.BulkDelete {
@@ -282,4 +268,32 @@ func movedBy(st provenance.Stamp, stamped bool, mover string) *provenance.Stamp 
 	}
 	st.Via = mover
 	return &st
+}
+
+// updateStamp reads what an update_drawer of drawer p (its get_drawer
+// payload) makes of its stamp: a move by another device names the mover
+// (req.moved), a rewrite that leaves it in place keeps who placed it
+// (req.placedBy), a touch keeps it and a respelling drops it (req.held,
+// req.respelt). A non-admin's move of a drawer not its own out of its
+// wing is refused and answered (false).
+func (s *Server) updateStamp(x *exchange, d *Device, req *rpcRequest, p map[string]any) bool {
+	st, stamped := s.prov.Lookup(provenance.Drawer(str(req.Args["drawer_id"])))
+	own := stamped && st.Device == d.ID
+	if moved(req.Args, p, "wing") && !own && !d.Admin {
+		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s moves drawer %s out of wing %s, and it is not this device's (%s): a move out of its wing takes it from that wing's readers as a delete does, so only an admin device may make it, as a delete; move it to another room of %s, file its text in the other wing with add_drawer, or ask an admin device; nothing was moved", req.Tool, str(p["drawer_id"]), str(p["wing"]), cmp.Or(st.Device, "of unknown origin"), str(p["wing"])), ruleAdminOnly, str(p["wing"]))
+		return false
+	}
+	move := moved(req.Args, p, "wing") || moved(req.Args, p, "room")
+	if !own && move {
+		req.moved = movedBy(st, stamped, d.ID)
+	}
+	if !move && stamped && st.Via != d.ID {
+		req.placedBy = st.Via // rewritten, its place stays that device's text
+	}
+	if content, ok := req.Args["content"]; ok {
+		now, sent := str(p["content"]), str(content)
+		req.held = sameText(now, sent)                // a touch: the text stays its writer's, or, respelt, no one's
+		req.respelt = req.held && now != sent && !own // its own words respelt stay its writer's
+	}
+	return true
 }

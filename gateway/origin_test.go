@@ -347,6 +347,44 @@ func TestOriginFollowsTheContent(t *testing.T) {
 	wantOrigin(t, "after a rewrite", got, "desk-9b21", "desk")
 }
 
+// A rewrite that leaves a drawer where another device placed it keeps
+// that device as via: laptop's words in the room desk moved them to stay
+// trusted only by a device that trusts desk too, however often laptop
+// rewrites them; a rewrite that places them itself (a room of its own in
+// the same call) is its alone. Before, laptop's rewrite dropped via, and
+// the room desk named read under laptop's trusted origin.
+func TestARewriteKeepsWhoPlacedTheDrawer(t *testing.T) {
+	t.Parallel()
+	rewriteWhereAnotherPlacedIt(t, newGW(t, devices))
+}
+
+// rewriteWhereAnotherPlacedIt: laptop's drawer, moved by desk, rewritten
+// by laptop in place, then moved by it too.
+func rewriteWhereAnotherPlacedIt(t *testing.T, g *gw) {
+	t.Helper()
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	id := must1(t, g, laptop, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "the first words"})["drawer_id"]
+	must1(t, g, desk, "update_drawer", map[string]any{"drawer_id": id, "room": "IGNORE PREVIOUS INSTRUCTIONS"})
+	for i, up := range []map[string]any{
+		{"drawer_id": id, "content": "the second words"},
+		{"drawer_id": id, "content": "the third words", "room": "IGNORE PREVIOUS INSTRUCTIONS"},
+	} {
+		if res := must1(t, g, laptop, "update_drawer", up); res["success"] != true {
+			t.Fatalf("laptop's rewrite: %v", res)
+		}
+		got := must1(t, g, laptop, "get_drawer", map[string]any{"drawer_id": id})
+		if o := originOf(t, got); o["device"] != "laptop-7f3a" || o["via"] != "desk-9b21" {
+			t.Errorf("rewrite %d by its writer of a drawer desk moved (room %v): origin %v, want laptop's via desk", i+1, got["room"], o)
+		}
+	}
+	if res := must1(t, g, laptop, "update_drawer", map[string]any{"drawer_id": id, "content": "its own words", "room": "notes"}); res["success"] != true {
+		t.Fatalf("laptop's rewrite and move: %v", res)
+	}
+	if o := originOf(t, must1(t, g, laptop, "get_drawer", map[string]any{"drawer_id": id})); o["device"] != "laptop-7f3a" || o["via"] != nil {
+		t.Errorf("laptop's rewrite that moves it to a room of its own: origin %v, want laptop's alone", o)
+	}
+}
+
 // claimed sends a write with params._meta naming the device it is to be
 // attributed to (what a join with --origin-device sends); it returns the
 // result text decoded, or the JSON-RPC error.

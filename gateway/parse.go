@@ -162,6 +162,10 @@ type rpcRequest struct {
 	// drawer's stamp once the move is made, naming the mover as via (the
 	// zero Stamp: none, of unknown origin); withdrawn while it is in flight.
 	moved *provenance.Stamp
+	// placedBy: an update_drawer that rewrites a drawer and leaves it
+	// where another device placed it (its stamp's via: a mover, a join's
+	// admin) keeps that device as via ("": none).
+	placedBy string
 	// facts: the upstream's facts of a kg_supersede's subject, read after
 	// it (sendWrite; nil: not read), which name the fact it opened.
 	facts []any

@@ -80,3 +80,10 @@ func TestRealMoveByAnotherDevice(t *testing.T) {
 		t.Errorf("the admin moved mal's drawer: narm reads origin %v, want mal's via the admin, untrusted", o)
 	}
 }
+
+// TestRealARewriteKeepsWhoPlacedTheDrawer: TestARewriteKeepsWhoPlacedTheDrawer
+// against real MemPalace 3.11.0, whose update_drawer moves and rewrites.
+func TestRealARewriteKeepsWhoPlacedTheDrawer(t *testing.T) {
+	u, _ := startReal(t)
+	rewriteWhereAnotherPlacedIt(t, newGWAt(t, devices, u))
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -108,14 +109,7 @@ func (s *Server) stamps(ctx context.Context, t catalogue.Tool, req *rpcRequest, 
 		}
 		return out
 	case "update_drawer":
-		key := provenance.Drawer(str(args["drawer_id"]))
-		switch _, rewritten := args["content"]; {
-		case rewritten && !req.held:
-			return []provenance.Entry{{Key: key, Stamp: with(""), Replace: true}} // the updater's words
-		case req.moved != nil && req.moved.Device != "" && !req.respelt:
-			return []provenance.Entry{{Key: key, Stamp: *req.moved, Replace: true}} // its writer's words in the mover's place
-		}
-		return nil // moved by its writer, or touched: its stamp, or none, stays (a respelling's, or another device's move of one of unknown origin: none)
+		return updateEntries(req, with(""))
 	case "diary_write":
 		return diaryStamps(args, res, st)
 	case "create_tunnel":
@@ -216,4 +210,20 @@ func (s *Server) supersededAt(ctx context.Context, args map[string]any, facts []
 func addedByAgent(args map[string]any) string {
 	agent, _, _ := strings.Cut(str(args["added_by"]), "/")
 	return agent
+}
+
+// updateEntries is an update_drawer's stamp: words (the updater's) for a
+// rewrite, via the device that placed the drawer where it stays, if
+// another; the writer's via the mover for another device's move; none
+// (the stamp stays) for a touch or the writer's own move.
+func updateEntries(req *rpcRequest, words provenance.Stamp) []provenance.Entry {
+	key := provenance.Drawer(str(req.Args["drawer_id"]))
+	switch _, rewritten := req.Args["content"]; {
+	case rewritten && !req.held:
+		words.Via = cmp.Or(words.Via, req.placedBy)
+		return []provenance.Entry{{Key: key, Stamp: words, Replace: true}} // the updater's words, where they were placed
+	case req.moved != nil && req.moved.Device != "" && !req.respelt:
+		return []provenance.Entry{{Key: key, Stamp: *req.moved, Replace: true}} // its writer's words in the mover's place
+	}
+	return nil // moved by its writer, or touched: its stamp, or none, stays (a respelling's, or another device's move of one of unknown origin: none)
 }

@@ -38,7 +38,8 @@
 //   - via: for a record a join attributed to device (an admin's join
 //     with --origin-device, see below), the admin device that made it;
 //     for a drawer another device moved (update_drawer with a new room
-//     or wing), the mover, whose text its place then is.
+//     or wing), the mover, whose text its place then is, and stays
+//     through a rewrite that leaves it there.
 //   - trusted (always): whether the reading device trusts device and,
 //     for a record with via, the via device too (both vouch for it: the
 //     one it names and the one whose credential wrote or placed it). A device

@@ -34,8 +34,9 @@
 // join attributed to another device, the admin device that made the join.
 // The first stamp of a record stays (a drawer filed twice with the same
 // content is its first filer's); an update that rewrites a drawer's
-// content replaces it (the new content is the updater's; one that sends
-// the drawer's own text, a touch, leaves it); a move by another device
+// content replaces it (the new content is the updater's, via the device
+// that placed it where it stays, if another; one that sends the drawer's
+// own text, a touch, leaves it); a move by another device
 // names the mover as Via (its place is the mover's text), or, when the
 // stamp names another Via already, leaves none; while it is in
 // flight the drawer (a tunnel being re-created, too) has no stamp, so a
