@@ -28,7 +28,9 @@
 //     entries, as many as it holds: each write names which copy the
 //     primary lacks it is), and the op settles
 //     done as deleted there, counted apart (Report.DeletedOnPrimary), no
-//     failure and never verified. A drawer updated after it was filed
+//     failure and never verified. Later runs never send it again; they
+//     look for it on the primary (a drawer by its id, an entry by its
+//     wing's count), and one restored from the trash is skipped. A drawer updated after it was filed
 //     (MemPalace keeps its first id; its content's id is another) is
 //     asked of the primary by its local id first (present: get_drawers,
 //     500 ids a call; get_drawer one by one from a primary before 3.11.0

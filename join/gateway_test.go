@@ -2,6 +2,7 @@ package join
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -76,6 +77,14 @@ func gatewayFront(t *testing.T, devices []gateway.Device, withLedger bool) (pr *
 // (another release).
 func gatewayFrontOf(t *testing.T, devices []gateway.Device, withLedger bool, opts fakepalace.Options) (pr *primary, url string, tokens map[string]string) {
 	t.Helper()
+	pr, url, tokens, _ = gatewayAndTrash(t, devices, withLedger, opts)
+	return pr, url, tokens
+}
+
+// gatewayAndTrash is gatewayFrontOf with the operator's trash restore
+// (gateway trash restore: a delete's number or a drawer id).
+func gatewayAndTrash(t *testing.T, devices []gateway.Device, withLedger bool, opts fakepalace.Options) (pr *primary, url string, tokens map[string]string, restore func(ref string)) {
+	t.Helper()
 	dir := t.TempDir()
 	up, srv := testbed.Primary(t, opts, fakepalace.HTTPOptions{Token: "upstream-secret"})
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: devices}
@@ -108,7 +117,24 @@ func gatewayFrontOf(t *testing.T, devices []gateway.Device, withLedger bool, opt
 	t.Cleanup(func() { gw.Close() })
 	h := httptest.NewServer(gw)
 	t.Cleanup(h.Close)
-	return &primary{pl: up, srv: srv}, h.URL + "/mcp", tokens
+	restore = func(ref string) {
+		t.Helper()
+		bin, err := gw.Trash()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := gateway.Restorer{Trash: bin, Upstream: srv.URL(), Token: func() string { return "upstream-secret" }}
+		got, err := r.Restore(context.Background(), []string{ref})
+		if err != nil {
+			t.Fatalf("trash restore %s: %v", ref, err)
+		}
+		for _, d := range got {
+			if d.Err != nil {
+				t.Fatalf("trash restore %s: %v", ref, d.Err)
+			}
+		}
+	}
+	return &primary{pl: up, srv: srv}, h.URL + "/mcp", tokens, restore
 }
 
 // A join through a gateway whose upstream is down says what the gateway

@@ -513,6 +513,7 @@ func (j *joining) settle(ctx context.Context) {
 	}
 	j.final, j.diaries = final, map[string]bool{}
 	j.sentForEarlier()
+	var gone []planned // diary entries earlier runs found deleted
 	for _, pl := range j.planned {
 		op, ok := final[pl.op.ID]
 		switch {
@@ -520,6 +521,8 @@ func (j *joining) settle(ctx context.Context) {
 		case !ok: // failed to queue: already reported
 		case op.State == outbox.Done && len(op.Error) == 0:
 			j.settled(pl, op)
+		case pl.deleted() && pl.rec.Kind == Diaries:
+			gone = append(gone, pl)
 		case op.State == outbox.Done && failedAs(op) == outbox.DeletedOnPrimary:
 			j.rep.DeletedOnPrimary[pl.rec.Kind]++ // never verified: it is not meant to be there
 		case op.State == outbox.Done, op.State == outbox.Dead, op.State == outbox.InDoubt:
@@ -529,6 +532,7 @@ func (j *joining) settle(ctx context.Context) {
 			j.rep.Failed = append(j.rep.Failed, Failure{Kind: pl.rec.Kind, Record: recordName(pl.rec), Wing: pl.rec.Wing, Error: j.notSent(ctx, op)})
 		}
 	}
+	j.restoredEntries(ctx, gone)
 	for _, kind := range j.landed { // none of this run's writes
 		j.rep.SentQueuedEarlier[kind]++
 	}
@@ -536,6 +540,41 @@ func (j *joining) settle(ctx context.Context) {
 		if op.State == outbox.Queued || op.State == outbox.Inflight {
 			j.left++
 		}
+	}
+}
+
+// restoredEntries counts the diary entries earlier runs found deleted on
+// the primary (gone): of equal entries (one wing, one text), as many as
+// the primary's wing holds beyond the group's entries already counted
+// there are back (the operator restored them from a gateway's trash):
+// skipped, and verified; the rest are still deleted. Nothing is sent
+// either way, so a trash purged since files none of them again. One
+// listing per wing; one that fails counts them deleted, as before.
+func (j *joining) restoredEntries(ctx context.Context, gone []planned) {
+	if len(gone) == 0 {
+		return
+	}
+	key := func(r Record) string { return r.Wing + "\x00" + catalogue.EntrySuffix(r.Content) }
+	on, wings := map[string]int{}, map[string]bool{}
+	for _, pl := range j.planned {
+		if op, ok := j.final[pl.op.ID]; ok && pl.rec.Kind == Diaries && op.State == outbox.Done && len(op.Error) == 0 {
+			on[key(pl.rec)]++
+		}
+	}
+	for _, pl := range gone {
+		wings[pl.rec.Wing] = true
+	}
+	j.connect()
+	listing := primaryDiaryIDs(ctx, j.sent, wings) // stopped (Ctrl-C): none read, all still deleted
+	for _, pl := range gone {
+		if k := key(pl.rec); len(listing[pl.rec.Wing][catalogue.EntrySuffix(pl.rec.Content)]) > on[k] {
+			on[k]++
+			j.rep.Skipped[Diaries]++
+			j.diaries[pl.rec.Wing] = true
+			j.targets = append(j.targets, verifyTarget{rec: pl.rec, earlier: true})
+			continue
+		}
+		j.rep.DeletedOnPrimary[Diaries]++ // never verified: it is not meant to be there
 	}
 }
 

@@ -29,7 +29,10 @@ const getBatch = catalogue.MaxBulkIDs
 // One it holds with other content (an update that did not reach it, or an
 // edit there) is named a mismatch and not filed again either. One it does
 // not hold is queued, its add naming the local id: a gateway's trash may
-// hold it deleted by that id.
+// hold it deleted by that id. A drawer an earlier run found deleted on the
+// primary is asked for too: there, the operator restored it (skipped,
+// verified); not there, it is still deleted (nothing is sent: a trash
+// purged since must not let it be filed again).
 func (j *joining) present(ctx context.Context) {
 	ask := j.toAsk()
 	if len(ask) == 0 {
@@ -61,11 +64,13 @@ func (j *joining) present(ctx context.Context) {
 	}
 }
 
-// toAsk are the updated drawers present asks the primary about.
+// toAsk are the drawers present asks the primary about: the updated ones
+// to queue, and those an earlier run found deleted there (restored from a
+// gateway's trash since, they are there again: skipped, not deleted).
 func (j *joining) toAsk() []*planned {
 	var ask []*planned
 	for i := range j.planned {
-		if p := &j.planned[i]; p.requeue() && updated(p.rec) {
+		if p := &j.planned[i]; p.requeue() && updated(p.rec) || p.deleted() && p.rec.Kind == Drawers {
 			ask = append(ask, p)
 		}
 	}
@@ -79,6 +84,8 @@ func (j *joining) found(p *planned, res map[string]any, err error) {
 	switch {
 	case notVisible(err), err == nil && errorOf(res) != nil:
 		return // not there
+	case err != nil && p.deleted():
+		return // not known to be back: still counted deleted, as the run before counted it
 	case err != nil:
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: Drawers, Record: p.rec.LocalID, Wing: p.rec.Wing, Error: "updated since it was filed, and whether the primary holds it by its id is unknown (not sent: the next join looks again): " + err.Error()})
 	case str(res, "content") != p.rec.Content:
@@ -89,7 +96,9 @@ func (j *joining) found(p *planned, res map[string]any, err error) {
 		j.targets = append(j.targets, verifyTarget{rec: p.rec, primaryID: p.rec.LocalID})
 	}
 	p.held = true
-	j.rep.Pending[Drawers]--
+	if !p.deleted() { // never pending
+		j.rep.Pending[Drawers]--
+	}
 }
 
 // noteLocalID notes the local id of an updated drawer's op in the join
