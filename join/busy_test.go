@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,5 +70,28 @@ func TestJoinRefusedWhileAJoinOfThePalaceRunsThroughAnotherURL(t *testing.T) {
 	}
 	if n := len(pr.pl.Dump().Drawers); n != 4 {
 		t.Fatalf("the primary holds %d drawers, want 4", n)
+	}
+}
+
+// A join.lock that is a symlink (planted by whoever may write the palace's
+// edge directory) is not followed: the join is refused, naming the lock,
+// and the file it points at is left as it was. The join truncated that
+// file and wrote its pid and target into it.
+func TestJoinDoesNotWriteThroughAJoinLockSymlink(t *testing.T) {
+	p, pr := newPalace(t), newPrimary(t)
+	fill(t, p, "a")
+	p.save(t)
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("precious\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(p.dir, "edge"), 0o700)
+	if err := os.Symlink(victim, filepath.Join(p.dir, "edge", "join.lock")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), config(t, p, pr), Options{})
+	var ue *UsageError
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" || !errors.As(err, &ue) || !strings.Contains(err.Error(), "join.lock") || rep.Calls["primary add_drawer"] != 0 {
+		t.Fatalf("a join with join.lock a symlink: err %v, calls %v; the file it points at holds %q", err, rep.Calls, b)
 	}
 }

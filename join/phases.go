@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path"
@@ -163,8 +164,9 @@ func (j *joining) check() error {
 // a second copy). The lock is <palace>/edge/join.lock, whatever the
 // target; its holder writes its pid and target into it for the refusal.
 // The kernel lets go of it when the holder dies (kill -9 too): the next
-// join takes it at once. Where no lock is to be had (no flock), the join
-// runs without.
+// join takes it at once. Where the file system refuses flock (or the
+// platform has none), the join runs without; a lock file that cannot be
+// opened (a read-only edge directory, a symlink) refuses the join.
 func (j *joining) hold() error {
 	if j.o.DryRun {
 		return nil
@@ -182,6 +184,8 @@ func (j *joining) hold() error {
 			}
 		}
 		return usage("another join of this palace runs (%s, holding %s): it sends what this one would; let it finish (or stop it), then run devbox-config join again to see what is on the primary", holder, file)
+	case errors.As(err, new(*fs.PathError)):
+		return usage("the join lock cannot be taken (it keeps a second join of this palace from sending everything again): %w", err)
 	case err != nil:
 		j.log.Debug("join lock not taken; two joins of this palace are not kept apart", "file", file, "err", err)
 		return nil

@@ -12,14 +12,16 @@ import (
 )
 
 // lockOwner creates dir/owner and holds an exclusive flock on it until
-// the file is closed (or the process dies).
+// the file is closed (or the process dies). A symlink there is not
+// followed (ELOOP): its holder writes into the file (join's pid), which
+// must not be one a link planted in the palace names.
 func lockOwner(dir, owner string) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, owner)
 	for range 3 {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return nil, err
 		}
