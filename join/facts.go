@@ -286,7 +286,7 @@ func (j *joining) factsOnPrimary(ctx context.Context) {
 			if !p.sent {
 				j.rep.Pending[Facts]--
 			}
-			j.rep.Mismatches = append(j.rep.Mismatches, openThere(p.rec, f, c))
+			j.rep.Mismatches = append(j.rep.Mismatches, openThere(p.rec, f, c, j.openFix(c)))
 		}
 	}
 	if kept > 0 {
@@ -296,11 +296,26 @@ func (j *joining) factsOnPrimary(ctx context.Context) {
 
 // openThere names a fact not sent because the primary holds its triple
 // open (c) from another valid_from: MemPalace's kg_add would answer c.
-func openThere(rec Record, f, c fact) Mismatch {
+// fix is openFix's.
+func openThere(rec Record, f, c fact, fix string) Mismatch {
 	here := "open here from " + cmp.Or(f.ValidFrom, "(no date)")
 	if f.ValidTo != "" {
 		here = fmt.Sprintf("closed here (%s..%s)", cmp.Or(f.ValidFrom, "(no date)"), f.ValidTo)
 	}
 	return Mismatch{Kind: Facts, LocalID: recordName(rec), Verdict: "open on the primary",
-		Detail: fmt.Sprintf("%s; the primary holds it open from %s: MemPalace files no copy of a triple while it is open, so it was not sent (close it there with kg_invalidate if it ended there, then join again)", here, cmp.Or(c.ValidFrom, "(no date)"))}
+		Detail: fmt.Sprintf("%s; the primary holds it open from %s: MemPalace files no copy of a triple while it is open, so it was not sent (%s)", here, cmp.Or(c.ValidFrom, "(no date)"), fix)}
+}
+
+// openFix is what to do about a fact the primary holds open (c) that
+// keeps another of this palace's facts of the triple off it: close it
+// there if it ended, unless this palace holds it open from the same date
+// too (a period that ended before the triple held again): then it holds
+// now on both sides, and closing it would end a fact that still holds.
+func (j *joining) openFix(c fact) string {
+	for _, p := range j.planned {
+		if p.rec.Kind == Facts && p.rec.Tool == "mempalace_kg_add" && factOf(p.rec.Args) == c {
+			return "this palace holds it open from that date too: it holds now on both sides, and MemPalace cannot file this earlier period beside it; leave the primary's open copy as it is"
+		}
+	}
+	return "close it there with kg_invalidate if it ended there, then join again"
 }

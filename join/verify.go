@@ -396,7 +396,7 @@ func (j *joining) verifyFacts(ctx context.Context) {
 		for _, p := range fs {
 			if f.ValidTo != "" && p.Predicate == f.Predicate && p.Object == f.Object && p.ValidTo == "" {
 				m.Verdict = "open on the primary"
-				m.Detail = fmt.Sprintf("closed here (%s..%s); the primary holds it open from %s: MemPalace files no closed copy of a triple while it is open (close it there with kg_invalidate if it ended there too)", cmp.Or(f.ValidFrom, "(no date)"), f.ValidTo, cmp.Or(p.ValidFrom, "(no date)"))
+				m.Detail = fmt.Sprintf("closed here (%s..%s); the primary holds it open from %s: MemPalace files no closed copy of a triple while it is open (%s)", cmp.Or(f.ValidFrom, "(no date)"), f.ValidTo, cmp.Or(p.ValidFrom, "(no date)"), j.openFix(p))
 			}
 		}
 		j.rep.Mismatches = append(j.rep.Mismatches, m)
