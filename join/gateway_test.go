@@ -85,8 +85,17 @@ func gatewayFrontOf(t *testing.T, devices []gateway.Device, withLedger bool, opt
 // (gateway trash restore: a delete's number or a drawer id).
 func gatewayAndTrash(t *testing.T, devices []gateway.Device, withLedger bool, opts fakepalace.Options) (pr *primary, url string, tokens map[string]string, restore func(ref string)) {
 	t.Helper()
-	dir := t.TempDir()
 	up, srv := testbed.Primary(t, opts, fakepalace.HTTPOptions{Token: "upstream-secret"})
+	url, tokens, restore = gatewayOver(t, devices, withLedger, srv.URL(), "upstream-secret")
+	return &primary{pl: up, srv: srv}, url, tokens, restore
+}
+
+// gatewayOver is a devbox-config gateway with devices in front of the
+// upstream at upstream (its token upToken): its /mcp URL, the tokens by
+// device id, and the operator's trash restore.
+func gatewayOver(t *testing.T, devices []gateway.Device, withLedger bool, upstream, upToken string) (url string, tokens map[string]string, restore func(ref string)) {
+	t.Helper()
+	dir := t.TempDir()
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: devices}
 	key, err := gateway.LoadSecret(cfg.SecretFile)
 	if err != nil {
@@ -102,7 +111,7 @@ func gatewayAndTrash(t *testing.T, devices []gateway.Device, withLedger bool, op
 	if err := cfg.Save(cfgFile); err != nil {
 		t.Fatal(err)
 	}
-	gw := &gateway.Server{ConfigFile: cfgFile, Upstream: srv.URL(), UpstreamToken: func() string { return "upstream-secret" }, BindHost: "127.0.0.1"}
+	gw := &gateway.Server{ConfigFile: cfgFile, Upstream: upstream, UpstreamToken: func() string { return upToken }, BindHost: "127.0.0.1"}
 	if withLedger {
 		l, err := ledger.Open(filepath.Join(dir, ledger.FileName), 0)
 		if err != nil {
@@ -123,7 +132,7 @@ func gatewayAndTrash(t *testing.T, devices []gateway.Device, withLedger bool, op
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := gateway.Restorer{Trash: bin, Upstream: srv.URL(), Token: func() string { return "upstream-secret" }}
+		r := gateway.Restorer{Trash: bin, Upstream: upstream, Token: func() string { return upToken }}
 		got, err := r.Restore(context.Background(), []string{ref})
 		if err != nil {
 			t.Fatalf("trash restore %s: %v", ref, err)
@@ -134,7 +143,7 @@ func gatewayAndTrash(t *testing.T, devices []gateway.Device, withLedger bool, op
 			}
 		}
 	}
-	return &primary{pl: up, srv: srv}, h.URL + "/mcp", tokens, restore
+	return h.URL + "/mcp", tokens, restore
 }
 
 // A join through a gateway whose upstream is down says what the gateway
