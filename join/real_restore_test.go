@@ -22,7 +22,7 @@ func TestRealJoinFindsWhatTheOperatorRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := realpalace.New(t).Serve(t, "tok-upstream-restore")
-	url, tokens, restore := gatewayOver(t, restoreDevices, false, srv.URL, srv.Token)
+	url, tokens, restore := gatewayOver(t, restoreDevices(), false, srv.URL, srv.Token)
 	id := gwCall(t, url, tokens["desk-9b21"], "add_drawer", drawer.Args)["drawer_id"].(string)
 	var entries []string
 	for range 2 {

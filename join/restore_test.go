@@ -7,17 +7,20 @@ import (
 	"github.com/joakimp/devbox-config/gateway"
 )
 
-// restoreDevices are a device that joins and an admin that deletes.
-var restoreDevices = []gateway.Device{
-	{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"wing_*"}, Agents: []string{"opencode@desk"}},
-	{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
+// restoreDevices are a device that joins and an admin that deletes (a
+// fresh slice each: issuing tokens records them in it).
+func restoreDevices() []gateway.Device {
+	return []gateway.Device{
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"wing_*"}, Agents: []string{"opencode@desk"}},
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
+	}
 }
 
 // A drawer a join found deleted on the primary, which the operator then
 // restores from the gateway's trash: the next join finds it there (skipped,
 // verified), as operator.md says, not "deleted on the primary" forever.
 func TestJoinFindsADrawerRestoredAfterAnEarlierJoinFoundItDeleted(t *testing.T) {
-	pr, url, tokens, restore := gatewayAndTrash(t, restoreDevices, false, fakepalace.Options{})
+	pr, url, tokens, restore := gatewayAndTrash(t, restoreDevices(), false, fakepalace.Options{})
 	drawer := map[string]any{"wing": "wing_notes", "room": "r", "content": "a note the admin deleted"}
 	p := newPalace(t)
 	p.do(t, "add_drawer", drawer)
@@ -44,7 +47,7 @@ func TestJoinFindsADrawerRestoredAfterAnEarlierJoinFoundItDeleted(t *testing.T) 
 // there, and --verify all checks each against a copy of its own.
 func TestJoinFindsAnEqualDiaryEntryRestoredAfterAnEarlierJoinFoundItDeleted(t *testing.T) {
 	const text = "standup: same"
-	pr, url, tokens, restore := gatewayAndTrash(t, restoreDevices, false, fakepalace.Options{})
+	pr, url, tokens, restore := gatewayAndTrash(t, restoreDevices(), false, fakepalace.Options{})
 	entry := map[string]any{"agent_name": "opencode", "entry": text, "topic": "standup"}
 	p := newPalace(t)
 	for range 4 {
