@@ -139,3 +139,25 @@ func TestJoinCountsOnlyAsManyEqualDiaryEntriesDeletedAsTheTrashHolds(t *testing.
 		})
 	}
 }
+
+// Two entries of one text under two topics (a standup and a retro that
+// both said "nothing new") are two equal entries to the primary, which
+// counts an entry by its wing and text: the join sends both. It numbered
+// them by topic, each the first of its kind, sent one and counted the
+// other skipped as already there; only --verify all named it missing.
+func TestJoinSendsEqualDiaryEntriesOfTwoTopics(t *testing.T) {
+	p, pr := newPalace(t), newPrimary(t)
+	for _, topic := range []string{"standup", "retro"} {
+		p.do(t, "diary_write", map[string]any{"agent_name": "opencode", "entry": "nothing new", "topic": topic})
+	}
+	p.save(t)
+	cfg := config(t, p, pr)
+	rep := run(t, cfg, Options{})
+	if n := pr.pl.Dump().CountContent("nothing new"); !rep.OK() || n != 2 || rep.Sent[Diaries] != 2 {
+		t.Fatalf("the primary holds %d of 2; sent %v skipped %v; failed %+v", n, rep.Sent, rep.Skipped, rep.Failed)
+	}
+	rep = run(t, cfg, Options{Verify: All})
+	if n := pr.pl.Dump().CountContent("nothing new"); !rep.OK() || n != 2 || rep.Sent[Diaries] != 0 || rep.Skipped[Diaries] != 2 || rep.Verified != 2 {
+		t.Fatalf("a second join: the primary holds %d; sent %v skipped %v verified %d; mismatches %+v", n, rep.Sent, rep.Skipped, rep.Verified, rep.Mismatches)
+	}
+}

@@ -54,6 +54,10 @@ type Record struct {
 // and, for a diary entry, which of its equal entries it is.
 func (r Record) key() string { return keyOf(r.Tool, r.Args, r.Ordinal) }
 
+// entryKey groups a diary entry with the entries the primary counts as
+// equal to it: its wing and text (the id suffix), whatever the topic.
+func (r Record) entryKey() string { return r.Wing + "\x00" + catalogue.EntrySuffix(r.Content) }
+
 func keyOf(tool string, args map[string]any, ordinal int) string {
 	b, _ := json.Marshal(args) // values decoded from JSON: they encode
 	k := tool + "\x00" + string(b)

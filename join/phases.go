@@ -285,9 +285,10 @@ func (j *joining) plan(ctx context.Context) *Failure {
 		if rec.Kind == Diaries && rec.Ordinal == 0 {
 			// Equal entries are each a write: the n-th of n is on the primary
 			// when it holds n (the local ids' order numbers them alike in
-			// every run).
-			equal[rec.key()]++
-			rec.Ordinal = equal[rec.key()]
+			// every run). Equal as the primary counts them: one wing, one
+			// text, whatever their topics.
+			equal[rec.entryKey()]++
+			rec.Ordinal = equal[rec.entryKey()]
 		}
 		k := rec.key()
 		if byKey[k] {
@@ -558,11 +559,10 @@ func (j *joining) restoredEntries(ctx context.Context, gone []planned) {
 	if len(gone) == 0 {
 		return
 	}
-	key := func(r Record) string { return r.Wing + "\x00" + catalogue.EntrySuffix(r.Content) }
 	on, wings := map[string]int{}, map[string]bool{}
 	for _, pl := range j.planned {
 		if op, ok := j.final[pl.op.ID]; ok && pl.rec.Kind == Diaries && op.State == outbox.Done && len(op.Error) == 0 {
-			on[key(pl.rec)]++
+			on[pl.rec.entryKey()]++
 		}
 	}
 	for _, pl := range gone {
@@ -571,7 +571,7 @@ func (j *joining) restoredEntries(ctx context.Context, gone []planned) {
 	j.connect()
 	listing := primaryDiaryIDs(ctx, j.sent, wings) // stopped (Ctrl-C): none read, all still deleted
 	for _, pl := range gone {
-		if k := key(pl.rec); len(listing[pl.rec.Wing][catalogue.EntrySuffix(pl.rec.Content)]) > on[k] {
+		if k := pl.rec.entryKey(); len(listing[pl.rec.Wing][catalogue.EntrySuffix(pl.rec.Content)]) > on[k] {
 			on[k]++
 			j.rep.Skipped[Diaries]++
 			j.diaries[pl.rec.Wing] = true
@@ -740,7 +740,7 @@ func (j *joining) equalEntries() map[string]int {
 	n := map[string]int{}
 	for _, p := range j.planned {
 		if p.rec.Kind == Diaries {
-			n[p.rec.Wing+"\x00"+catalogue.EntrySuffix(p.rec.Content)]++
+			n[p.rec.entryKey()]++
 		}
 	}
 	return n

@@ -243,3 +243,25 @@ func TestRealJoinSendsTheEqualDiaryEntriesThePrimaryLacks(t *testing.T) {
 		t.Fatalf("a second join: sent %v verified %d, the primary holds %d; %+v", rep.Sent, rep.Verified, count(), rep)
 	}
 }
+
+// Against real MemPalace 3.11.0 on both sides: one text under two topics
+// is two equal entries to the primary (its diary id hashes the text
+// alone): both are sent, --verify all passes, a second join sends none.
+func TestRealJoinSendsEqualDiaryEntriesOfTwoTopics(t *testing.T) {
+	local := realpalace.New(t)
+	s := local.Stdio(t)
+	entry := func(topic string) realpalace.Call {
+		return realpalace.Call{Tool: "mempalace_diary_write", Args: map[string]any{"agent_name": "opencode", "entry": "nothing new", "topic": topic}}
+	}
+	s.Seed(t, entry("standup"), entry("retro"))
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	srv := realpalace.New(t).Serve(t, "tok-real-topics")
+	for i := range 2 {
+		rep := run(t, realConfig(local, srv), Options{Verify: All})
+		if want := []int{2, 0}[i]; !rep.OK() || rep.Sent[Diaries] != want || rep.Sent[Diaries]+rep.Skipped[Diaries] != 2 || rep.Verified != 2 {
+			t.Fatalf("join %d: sent %v skipped %v verified %d; failed %+v mismatches %+v", i+1, rep.Sent, rep.Skipped, rep.Verified, rep.Failed, rep.Mismatches)
+		}
+	}
+}

@@ -326,7 +326,7 @@ func concurrentCopies(ctx context.Context, primary Caller, wrote []writtenRecord
 			subjects[str(w.rec.Args, "subject")] = append(subjects[str(w.rec.Args, "subject")], w)
 			continue
 		}
-		n := max(local[w.rec.Wing+"\x00"+catalogue.EntrySuffix(w.rec.Content)], 1)
+		n := max(local[w.rec.entryKey()], 1)
 		if ids := listing[w.rec.Wing][catalogue.EntrySuffix(w.rec.Content)]; len(ids) > n && w.rec.Ordinal <= 1 {
 			out = append(out, Mismatch{Kind: Diaries, LocalID: w.rec.LocalID, PrimaryID: w.id, Wing: w.rec.Wing, Verdict: "duplicate on the primary",
 				Detail: fmt.Sprintf("the primary holds this entry %d times (%s), this palace %d: another palace joined at the same moment; keep %d and delete the others there", len(ids), strings.Join(ids, ", "), n, n)})
