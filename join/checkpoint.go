@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -50,9 +51,17 @@ func (s State) String() string { return string(s) }
 
 func checkpointPath(palace string) string { return filepath.Join(palace, "edge", CheckpointFile) }
 
+// errLinked: join's own state file is a symlink, which it never follows
+// (planted in the palace, it could name any file the join may read or
+// write).
+var errLinked = errors.New("is a symlink: devbox-config join never follows one in its own state; remove it")
+
 // readCheckpoint reads bootstrap.json (missing: no join yet).
 func readCheckpoint(palace string) (map[string]TargetState, error) {
 	file := checkpointPath(palace)
+	if fi, err := os.Lstat(file); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, fmt.Errorf("%s: %w", file, errLinked)
+	}
 	b, err := filewrite.ReadRegular(file, 16<<20)
 	if errors.Is(err, fs.ErrNotExist) {
 		return map[string]TargetState{}, nil
@@ -74,9 +83,13 @@ func readCheckpoint(palace string) (map[string]TargetState, error) {
 }
 
 // writeCheckpoint updates one target's entry, re-reading the file first
-// so another process's targets are kept.
+// so another process's targets are kept. The file is join's own
+// (filewrite.Owned): a symlink there is refused, never written through.
 func writeCheckpoint(palace, target string, st TargetState) error {
 	m, err := readCheckpoint(palace)
+	if errors.Is(err, errLinked) {
+		return err // neither copied aside nor replaced
+	}
 	if err != nil {
 		// An unreadable file gives way to this target's entry (queue logs
 		// that it could not be read): the join outboxes, not this file,
@@ -91,7 +104,7 @@ func writeCheckpoint(palace, target string, st TargetState) error {
 	if err != nil {
 		return err
 	}
-	if _, err := filewrite.Write(checkpointPath(palace), append(b, '\n'), 0o600); err != nil {
+	if _, err := filewrite.Write(checkpointPath(palace), append(b, '\n'), 0o600, filewrite.Owned()); err != nil {
 		return fmt.Errorf("%s: %w", checkpointPath(palace), err)
 	}
 	return nil
@@ -104,7 +117,7 @@ func keepAside(file string) error {
 	if err != nil {
 		return fmt.Errorf("%s: not replaced: %w", file, err)
 	}
-	if _, err := filewrite.Write(file+".unreadable", b, 0o600); err != nil {
+	if _, err := filewrite.Write(file+".unreadable", b, 0o600, filewrite.Owned()); err != nil {
 		return fmt.Errorf("%s: not replaced, its copy failed: %w", file, err)
 	}
 	return nil

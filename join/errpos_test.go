@@ -43,3 +43,36 @@ func TestCheckpointUnreadableIsKeptAside(t *testing.T) {
 		t.Errorf("this target's entry: %+v %v", cp, err)
 	}
 }
+
+// A bootstrap.json (or its .unreadable copy) that is a symlink, planted
+// by whoever may write the palace's edge directory, is not written
+// through: the checkpoint write fails naming it, and the file the link
+// names keeps its bytes. The join replaced that file (a ~/.bashrc, say)
+// with its JSON.
+func TestCheckpointDoesNotWriteThroughASymlink(t *testing.T) {
+	for _, name := range []string{CheckpointFile, CheckpointFile + ".unreadable"} {
+		t.Run(name, func(t *testing.T) {
+			palace := t.TempDir()
+			os.MkdirAll(filepath.Join(palace, "edge"), 0o700)
+			if name != CheckpointFile {
+				os.WriteFile(checkpointPath(palace), []byte("not json\n"), 0o600)
+			}
+			victim := filepath.Join(t.TempDir(), "bashrc")
+			os.WriteFile(victim, []byte("export PATH=/usr/bin\n"), 0o600)
+			if err := os.Symlink(victim, filepath.Join(palace, "edge", name)); err != nil {
+				t.Fatal(err)
+			}
+			err := writeCheckpoint(palace, "http://p/mcp", TargetState{State: StateComplete})
+			if b, _ := os.ReadFile(victim); string(b) != "export PATH=/usr/bin\n" || err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("writeCheckpoint: %v; the file %s links to holds %q", err, name, b)
+			}
+			if fi, err := os.Lstat(checkpointPath(palace) + ".unreadable"); err == nil && fi.Mode().IsRegular() {
+				b, _ := os.ReadFile(checkpointPath(palace) + ".unreadable")
+				if !strings.Contains(string(b), "PATH") {
+					return
+				}
+				t.Fatalf("the file the link names was copied into the palace: %q", b)
+			}
+		})
+	}
+}
