@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -352,7 +353,7 @@ func (j *joining) dryRun(ctx context.Context) Report {
 	}
 	if j.cfg.Token != nil && j.cfg.Token() != "" {
 		j.present(ctx)
-	} else if n := len(j.toAsk()); n > 0 {
+	} else if n := len(slices.DeleteFunc(j.toAsk(), (*planned).deleted)); n > 0 { // the updated ones
 		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d drawers updated since they were filed are not looked up on the primary (no MEMPALACE_REMOTE_TOKEN): a real run asks for each by its id first, and does not send one the primary holds (skipped, or named edited with other content)", n))
 	}
 	if j.rep.Pending[Drawers]+j.rep.Pending[Diaries] > 0 {

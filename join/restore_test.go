@@ -1,6 +1,7 @@
 package join
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/joakimp/devbox-config/fakepalace"
@@ -33,6 +34,11 @@ func TestJoinFindsADrawerRestoredAfterAnEarlierJoinFoundItDeleted(t *testing.T) 
 	cfg.URL, cfg.Token = url, func() string { return tokens["desk-9b21"] }
 	if rep := run(t, cfg, Options{Verify: All}); !rep.OK() || rep.DeletedOnPrimary[Drawers] != 1 {
 		t.Fatalf("join: deleted %v sent %v failed %+v", rep.DeletedOnPrimary, rep.Sent, rep.Failed)
+	}
+	dry := cfg
+	dry.Token = nil
+	if rep := run(t, dry, Options{DryRun: true}); strings.Contains(strings.Join(rep.Notes, "\n"), "updated since") {
+		t.Fatalf("a dry run without a token counts the deleted drawer as updated: %q", rep.Notes)
 	}
 	restore(id)
 	rep := run(t, cfg, Options{Verify: All})
