@@ -115,8 +115,9 @@ var ErrRefused = errors.New("event_list refused the query")
 // in arrival order.
 //
 // It fails rather than return a partial log: a page that does not move
-// forward (a primary ignoring the cursor, or listing newest first past
-// the first page) is an error, as is an {"error": ...} answer (§7.6: a
+// forward (a primary ignoring the cursor, listing newest first past
+// the first page, or saying "more" with no events and the cursor it was
+// given) is an error, as is an {"error": ...} answer (§7.6: a
 // refusal comes back as a successful call).
 func Fetch(ctx context.Context, src Source, filter map[string]any) ([]Event, error) {
 	var all []Event
@@ -150,6 +151,8 @@ func Fetch(ctx context.Context, src Source, filter map[string]any) ([]Event, err
 		}
 		all = append(all, evs...)
 		switch {
+		case next != "" && next == cursor && len(evs) == 0:
+			return nil, fmt.Errorf("%s page %d: the answer says there is more but gives no events and the same next_cursor %q: it does not move forward, so reading on would never end", ListTool, page+1, next)
 		case next != "":
 			cursor = next
 		case len(evs) < PageCap:

@@ -375,3 +375,20 @@ func TestFetchReadsOnPastAPageThatSaysThereIsMore(t *testing.T) {
 		t.Fatalf("%d events, %v; cursors sent %q", len(evs), err, cursors)
 	}
 }
+
+// A gateway that keeps answering "more" with the cursor it was given and
+// no events would keep the pager asking until its timeout (it did: the
+// mailbox hung for its whole --timeout); it fails at once instead.
+func TestFetchStopsOnAMoreThatDoesNotMoveForward(t *testing.T) {
+	calls := 0
+	src := sourceFunc(func(ctx context.Context, args map[string]any) (json.RawMessage, error) {
+		if calls++; calls > 50 {
+			return nil, errors.New("still asking after 50 pages")
+		}
+		return json.RawMessage(`{"events": [], "more": true, "next_cursor": "evc_stuck"}`), nil
+	})
+	_, err := Fetch(context.Background(), src, nil)
+	if err == nil || !strings.Contains(err.Error(), "does not move forward") || calls != 2 {
+		t.Fatalf("after %d calls: %v", calls, err)
+	}
+}
