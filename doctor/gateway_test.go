@@ -90,6 +90,25 @@ func TestDoctorBehindAGateway(t *testing.T) {
 			}
 		})
 	}
+	// A device token sent past the gateway to the bare primary: the URL
+	// is the fault (doctor said to put the primary's token in .env).
+	t.Run("a device token sent to the primary behind the gateway", func(t *testing.T) {
+		up := primary(t, upstreamTok, fakepalace.Options{})
+		_, tok, _ := gatewayIn(t, up.URL(), upstreamTok)
+		b := newBox(t)
+		b.env["MEMPALACE_REMOTE_URL"] = up.URL()
+		b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+		fs := b.run()
+		only(t, fs, "error:primary-auth")
+		for _, bad := range upstreamAdvice {
+			if strings.Contains(fs[0].Fix, bad) {
+				t.Errorf("the fix sends the device after the upstream's token (%q): %s", bad, fs[0].Fix)
+			}
+		}
+		if !strings.Contains(fs[0].Message, "device token") || !strings.Contains(fs[0].Fix, "set MEMPALACE_REMOTE_URL to the gateway's /mcp") {
+			t.Errorf("want the token recognised and the URL as the fix:\n%s\n%s", fs[0].Message, fs[0].Fix)
+		}
+	})
 	t.Run("the gateway's own upstream token is wrong", func(t *testing.T) {
 		url, tok, _ := gatewayFleet(t, "not-the-upstreams-token-000")
 		b := newBox(t)

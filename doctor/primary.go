@@ -129,7 +129,7 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 	case err != nil:
 		return []Finding{unreachable(opts, at, err)}
 	case status == http.StatusUnauthorized:
-		return []Finding{authFinding(at, s.TokenSet, c.gateway)}
+		return []Finding{authFinding(at, s.TokenSet, c.gateway, deviceinfo.IsDeviceToken(c.token))}
 	case c.gateway && (status == http.StatusBadGateway || status == http.StatusServiceUnavailable):
 		return []Finding{gatewayUpstream(at, "it accepted this device's token, but the primary behind it failed: "+opts.mask(c.refusal))}
 	case status != http.StatusOK && ladder.MCPPath(s.URL) != "":
@@ -195,13 +195,20 @@ func gatewayUpstream(at, why string) Finding {
 }
 
 // authFinding is primary-auth: a 401 to tools/list. Behind a gateway the
-// fix is the device's own token; only a bare primary wants its shared one.
-func authFinding(at string, tokenSet, behindGateway bool) Finding {
+// fix is the device's own token; only a bare primary wants its shared one,
+// and a bare primary sent a gateway's device token (deviceToken) is the
+// wrong URL: the device's .env never gets the shared one.
+func authFinding(at string, tokenSet, behindGateway, deviceToken bool) Finding {
 	f := Finding{ID: IDPrimaryAuth, Severity: Error, Section: "§6.2",
 		Fix: "put the primary's token (its MEMPALACE_MCP_HTTP_TOKEN, or ~/.mempalace/server/<hash>/token on the primary) in .env as " + ladder.EnvRemoteToken + " and recreate the container"}
 	who := "the primary"
-	if behindGateway {
+	switch {
+	case behindGateway:
 		who, f.Fix = "the devbox-config gateway", gatewayTokenFix
+	case deviceToken:
+		f.Message = fmt.Sprintf("%s answered 401 to tools/list and is not a devbox-config gateway, but %s is a gateway's device token (%s_..., as `devbox-config gateway token issue` prints): %s likely points past the gateway at the primary behind it", at, ladder.EnvRemoteToken, deviceinfo.TokenPrefix, ladder.EnvRemoteURL)
+		f.Fix = fmt.Sprintf("set %s to the gateway's /mcp URL (the one its operator gave, e.g. http://GATEWAY-HOST:PORT/mcp) in .env and recreate the container; keep the device token, and never put the primary's shared token in a device's .env: it stays on the gateway's host", ladder.EnvRemoteURL)
+		return f
 	}
 	if tokenSet {
 		f.Message = fmt.Sprintf("%s answered 401 to tools/list with %s: %s does not accept this token (revoked, expired, mistyped, or not one it issued)", at, ladder.EnvRemoteToken, who)

@@ -11,10 +11,12 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // TokenPrefix starts every device token: dbx_<token id>_<secret>_<checksum>.
-const TokenPrefix = "dbx"
+const TokenPrefix = deviceinfo.TokenPrefix
 
 // ErrBadToken is any credential that does not authenticate; the gateway
 // never says which part was wrong.

@@ -138,3 +138,15 @@ func FromInitialize(initResult json.RawMessage) (Info, bool) {
 	}
 	return decode([]byte(v.Raw))
 }
+
+// TokenPrefix starts every device token a gateway issues:
+// dbx_<token id>_<secret>_<checksum>.
+const TokenPrefix = "dbx"
+
+// IsDeviceToken says whether token has the form of a gateway's device
+// token (its prefix; the gateway alone can say whether it is valid). A
+// bare mempalace serve never accepts one: a device that holds one belongs
+// behind the gateway.
+func IsDeviceToken(token string) bool {
+	return strings.HasPrefix(strings.TrimSpace(token), TokenPrefix+"_")
+}
