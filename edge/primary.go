@@ -672,7 +672,7 @@ func (p *Primary) fail(ctx context.Context, err error) error {
 	p.mu.Unlock()
 	if !wasDown {
 		if unauth {
-			p.log.Error("the primary refused the token; writes stay queued until MEMPALACE_REMOTE_TOKEN is fixed", "url", logURL(p.endpoint))
+			p.log.Error("the primary refused the token; nothing is sent to it until MEMPALACE_REMOTE_TOKEN is fixed (devbox-config doctor names the fix)", "url", logURL(p.endpoint))
 		} else {
 			p.log.Warn("primary unreachable; answering from the local palace", "url", logURL(p.endpoint), "err", err)
 		}

@@ -107,7 +107,7 @@ func (j *joining) send(ctx context.Context, f *outbox.Flusher, done int) []Failu
 			return failed // each op left waits behind a refused or in-doubt one: stuck reports them
 		}
 		if s := j.primary.State(); s == "unauthorized" {
-			return append(failed, Failure{Kind: "primary", Record: "token", Error: fmt.Sprintf("the primary refused the token (check MEMPALACE_REMOTE_TOKEN); %d records stay queued for the next run", left)})
+			return append(failed, Failure{Kind: "primary", Record: "token", Error: fmt.Sprintf("the primary refused the token; %d records stay queued for the next run: %s", left, tokenFix)})
 		} else if time.Since(lastProgress) > j.o.Stall {
 			return append(failed, Failure{Kind: "primary", Record: "connection", Error: fmt.Sprintf("the primary accepted nothing for %s (%s); %d records stay queued: run devbox-config join again to resume (run devbox-config doctor to find why: it checks the primary, and a gateway's upstream behind it)", j.o.Stall, s, left)})
 		}

@@ -343,6 +343,32 @@ func TestJoinOriginDeviceStampsDrawersOnly(t *testing.T) {
 	}
 }
 
+// A dry run whose token the primary refuses fails its report with the
+// fix, as the real run does, before and after a join (it exited 0 with a
+// clean table: "Look first" said nothing of a token that would fail).
+func TestJoinDryRunFailsOnARefusedToken(t *testing.T) {
+	p, pr := newPalace(t), newPrimary(t)
+	fill(t, p, "a")
+	p.policy(t, localWorkspace)
+	p.save(t)
+	wrong := config(t, p, pr)
+	wrong.Token = func() string { return "dbx_wrongwrongwrongwrongwrongwrong" }
+	for _, when := range []string{"never joined", "joined already"} {
+		if when == "joined already" {
+			if rep := run(t, config(t, p, pr), Options{}); !rep.OK() {
+				t.Fatalf("the join: %+v", rep.Failed)
+			}
+		}
+		rep := run(t, wrong, Options{DryRun: true})
+		if rep.OK() || len(rep.Failed) != 1 || rep.Failed[0].Record != "token" || !strings.Contains(rep.Failed[0].Error, "refused the token") || !strings.Contains(rep.Failed[0].Error, "gateway token issue") {
+			t.Errorf("%s: a dry run with a refused token reports %+v", when, rep.Failed)
+		}
+		if len(rep.Failed) > 0 && strings.Contains(rep.Failed[0].Error, "queued") {
+			t.Errorf("%s: a dry run queues nothing: %s", when, rep.Failed[0].Error)
+		}
+	}
+}
+
 func TestJoinDryRunSendsNothing(t *testing.T) {
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")

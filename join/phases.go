@@ -342,7 +342,8 @@ func (j *joining) resumed() []Record {
 
 // dryRun ends a --dry-run after the plan: what would be sent and skipped,
 // and what of it a gateway would refuse. With a token it asks the primary
-// what a real run asks before queuing (present: the updated drawers, by
+// whether it takes the token (a refusal fails the report, as it fails the
+// real run), and what a real run asks before queuing (present: the updated drawers, by
 // their ids), read-only, and counts and names them as that run would.
 func (j *joining) dryRun(ctx context.Context) Report {
 	j.rep.DryRun = true
@@ -352,6 +353,10 @@ func (j *joining) dryRun(ctx context.Context) Report {
 		}
 	}
 	if j.cfg.Token != nil && j.cfg.Token() != "" {
+		if j.tokenRefused(ctx) {
+			j.rep.Failed = append(j.rep.Failed, Failure{Kind: "primary", Record: "token", Error: "the primary refused the token, so the real run would send nothing: " + tokenFix})
+			return j.rep
+		}
 		j.present(ctx)
 	} else if n := len(slices.DeleteFunc(j.toAsk(), (*planned).deleted)); n > 0 { // the updated ones
 		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d drawers updated since they were filed are not looked up on the primary (no MEMPALACE_REMOTE_TOKEN): a real run asks for each by its id first, and does not send one the primary holds (skipped, or named edited with other content)", n))
@@ -362,6 +367,17 @@ func (j *joining) dryRun(ctx context.Context) Report {
 	j.grants(ctx)
 	return j.rep
 }
+
+// tokenRefused asks the primary for its tools (read-only, as every
+// session starts) and reports whether it refused the token.
+func (j *joining) tokenRefused(ctx context.Context) bool {
+	j.connect()
+	_, err := j.primary.ListTools(ctx)
+	return errors.Is(err, outbox.ErrUnauthorized)
+}
+
+// tokenFix is what a join refused the token says to do.
+const tokenFix = "check MEMPALACE_REMOTE_TOKEN (devbox-config doctor names the fix; behind a devbox-config gateway it is this device's own token, which `devbox-config gateway token issue DEVICE` prints on the gateway's host)"
 
 // grants notes what a gateway would refuse of the records to send, by
 // the device's grants as it says them: facts its knowledge-graph grant
