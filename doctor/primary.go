@@ -115,6 +115,24 @@ func CheckPrimary(ctx context.Context, opts Options, st State) (Probe, []Finding
 	return p, append(out, checkTools(ctx, opts, st, client, &p)...)
 }
 
+// DiagnosePrimary is CheckPrimary for a command that could not read the
+// primary at s.URL with the token env gives (the mailbox): the first
+// error it finds, whose Fix names what to change (a refused token, a URL
+// without /mcp, a primary that is not there), within timeout. false: it
+// finds nothing wrong.
+func DiagnosePrimary(ctx context.Context, env ladder.Lookup, s ladder.Settings, timeout time.Duration) (Finding, bool) {
+	if s.Mode == ladder.Solitary {
+		s.Mode = ladder.Remote // the caller reads the primary whatever the rung
+	}
+	_, fs := CheckPrimary(ctx, Options{Env: env, Timeout: timeout, SlowPrimary: timeout}, State{Settings: s})
+	for _, f := range fs {
+		if f.Severity == Error {
+			return f, true
+		}
+	}
+	return Finding{}, false
+}
+
 // checkTools is the authenticated half of CheckPrimary: tools/list with
 // the token. Behind a devbox-config gateway (it advertises itself on every
 // /mcp answer) a refusal is about the device's own token, and a 502 or 503

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/joakimp/devbox-config/doctor"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
@@ -42,7 +43,9 @@ them, each plus "why", and "trust" for an untrusted sender], "count": n};
 control, bidi and invisible characters are JSON escapes there, never raw.
 
 Exit status: 0 whether or not something is owed, 1 when the primary cannot be
-read, 2 on usage errors (no agent identity, no MEMPALACE_REMOTE_URL).`
+read (with what devbox-config doctor finds wrong and its fix: a refused token,
+a URL without /mcp, a primary that is not there), 2 on usage errors (no agent
+identity, no MEMPALACE_REMOTE_URL).`
 
 // mailboxCmd is `mailbox`: its flags, and run.
 type mailboxCmd struct {
@@ -73,16 +76,16 @@ func newMailboxCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
 // run reads the mailbox; timeoutSet says --timeout was given (else the
 // environment's MEMPALACE_EDGE_TIMEOUT applies).
 func (mc *mailboxCmd) run(timeoutSet bool) error {
-	url, err := mc.settle(timeoutSet)
+	s, err := mc.settle(timeoutSet)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), mc.timeout)
 	defer cancel()
 	heard := &deviceHeard{}
-	r, err := readMailbox(ctx, url, ladder.TokenSource(mc.env)(), mc.agent, mc.stream, mc.timeout, heard)
+	r, err := readMailbox(ctx, s.URL, ladder.TokenSource(mc.env)(), mc.agent, mc.stream, mc.timeout, heard)
 	if err != nil {
-		return failed(fmt.Errorf("cannot read the primary at %s: %w", ladder.RedactURL(url), err))
+		return failed(mc.diagnosed(ctx, s, fmt.Errorf("cannot read the primary at %s: %w", ladder.RedactURL(s.URL), err)))
 	}
 	if w := heard.notOurs(mc.agent); w != "" {
 		fmt.Fprintln(mc.stderr, "devbox-config: warning:", w)
@@ -102,13 +105,29 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 	}{r.Agent, r.Owed, r.Count})
 }
 
+// diagnosed is err with what doctor finds wrong with the primary and its
+// fix (a refused token, a URL without /mcp, a primary that is not there),
+// as `devbox-config doctor` says it; err alone when the read ran out of
+// time (asking again would double the wait) or doctor finds nothing.
+func (mc *mailboxCmd) diagnosed(ctx context.Context, s ladder.Settings, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	f, ok := doctor.DiagnosePrimary(ctx, mc.env, s, mc.timeout)
+	if !ok {
+		return err
+	}
+	return fmt.Errorf("%w\n  doctor's %s: %s\n  fix: %s", err, f.ID, f.Message, f.Fix)
+}
+
 // settle reads the ladder and settles the agent and the timeout; it
-// returns the primary's URL, or the usage mistake that leaves none.
-func (mc *mailboxCmd) settle(timeoutSet bool) (string, error) {
+// returns the settings (the primary's URL), or the usage mistake that
+// leaves none.
+func (mc *mailboxCmd) settle(timeoutSet bool) (ladder.Settings, error) {
 	// The local server is not needed here: nothing looks it up.
 	s, warns, err := ladder.ResolveEdge(mc.env, func(string) (string, error) { return "", exec.ErrNotFound })
 	if err != nil {
-		return "", usageError("%v", err)
+		return ladder.Settings{}, usageError("%v", err)
 	}
 	for _, w := range warns {
 		if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvEdgeHarness || w.Var == ladder.EnvAgentName || w.Var == ladder.EnvOriginLabel || w.Var == ladder.EnvEdgeTimeout && !timeoutSet {
@@ -123,15 +142,15 @@ func (mc *mailboxCmd) settle(timeoutSet bool) (string, error) {
 	}
 	switch {
 	case mc.agent == "":
-		return "", usageError("no agent identity: pass --agent NAME or set %s (or %s) and %s", ladder.EnvAgentName, ladder.EnvEdgeHarness, ladder.EnvOriginLabel)
+		return ladder.Settings{}, usageError("no agent identity: pass --agent NAME or set %s (or %s) and %s", ladder.EnvAgentName, ladder.EnvEdgeHarness, ladder.EnvOriginLabel)
 	case mc.agent == "*":
-		return "", usageError(`--agent "*" is the broadcast address, which owes nothing (RFC 003 §7.4)`)
+		return ladder.Settings{}, usageError(`--agent "*" is the broadcast address, which owes nothing (RFC 003 §7.4)`)
 	case s.URL == "":
-		return "", usageError("%s is not set or not usable: the mailbox reads the primary", ladder.EnvRemoteURL)
+		return ladder.Settings{}, usageError("%s is not set or not usable: the mailbox reads the primary", ladder.EnvRemoteURL)
 	case mc.timeout <= 0:
-		return "", usageError("--timeout must be positive")
+		return ladder.Settings{}, usageError("--timeout must be positive")
 	}
-	return s.URL, nil
+	return s.Settings, nil
 }
 
 // readMailbox connects to the primary over Streamable HTTP (upstream's

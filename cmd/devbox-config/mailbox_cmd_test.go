@@ -126,12 +126,19 @@ func TestMailboxCommand(t *testing.T) {
 	}
 	t.Setenv("MEMPALACE_ORIGIN_LABEL", "box")
 
-	// the primary refuses the token: exit 1
-	t.Setenv("MEMPALACE_REMOTE_TOKEN", "wrong")
-	if _, errOut := cli(1, "mailbox"); !strings.Contains(errOut, "cannot read the primary") {
+	// the primary refuses the token: exit 1, with doctor's fix (it was
+	// only the transport's "Unauthorized")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "wrong-token-of-some-length-000")
+	if _, errOut := cli(1, "mailbox"); !strings.Contains(errOut, "cannot read the primary") || !strings.Contains(errOut, "primary-auth") || !strings.Contains(errOut, "fix: put the primary's token") {
 		t.Fatalf("wrong token: %s", errOut)
 	}
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", token)
+	// a URL without /mcp: the fix names the URL to set (it was "Not Found")
+	t.Setenv("MEMPALACE_REMOTE_URL", strings.TrimSuffix(srv.URL(), "/mcp"))
+	if _, errOut := cli(1, "mailbox"); !strings.Contains(errOut, "fix: set MEMPALACE_REMOTE_URL="+srv.URL()) {
+		t.Fatalf("no /mcp: %s", errOut)
+	}
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
 
 	// usage errors: exit 2
 	if _, errOut := cli(2, "mailbox", "--agent", "*"); !strings.Contains(errOut, "broadcast") {
