@@ -365,10 +365,12 @@ func renderOwed(v owedView, self string, stale string) string {
 }
 
 // Why a view told is not fresh: read by an earlier session, the primary
-// not reachable now; or this run's last read of the log failed.
+// not reachable now or refusing the token; or this run's last read of the
+// log failed.
 const (
-	keptNote   = ", read by an earlier session: the primary is not reachable now, so some may be answered already"
-	failedNote = ", the last time it could be read: the coordination log could not be read now, so some may be answered already and newer ones not told; call mempalace_mailbox"
+	keptNote    = ", read by an earlier session: the primary is not reachable now, so some may be answered already"
+	refusedNote = ", read by an earlier session: the primary refuses this device's token (MEMPALACE_REMOTE_TOKEN; devbox-config doctor names the fix), so some may be answered already"
+	failedNote  = ", the last time it could be read: the coordination log could not be read now, so some may be answered already and newer ones not told; call mempalace_mailbox"
 )
 
 func plural(n int, one, many string) string {
@@ -416,6 +418,8 @@ func (e *Edge) wakeInstructions(ctx context.Context) string {
 	}
 	stale := ""
 	switch {
+	case !e.wk.read && e.remote != nil && e.remote.State() == "unauthorized":
+		stale = refusedNote
 	case !e.wk.read && e.remote != nil && !e.remote.Up():
 		stale = keptNote
 	case e.wk.failed:

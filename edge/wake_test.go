@@ -423,6 +423,26 @@ func TestOfflineWakeSaysTheViewIsKept(t *testing.T) {
 	}
 }
 
+// A session start whose token the primary refuses says so, not that the
+// primary is not reachable (it said "not reachable now": the token is the
+// fix; outside tester, attack35 F6).
+func TestWakeWithARefusedTokenSaysTheTokenWasRefused(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
+	_, srv := startPrimary(t)
+	palace := t.TempDir() + "/palace"
+	id := askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "rotate the fleet token")
+	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 10 * time.Second})
+	if !strings.Contains(instructionsOf(h), id) {
+		t.Fatalf("online, the ask is not told: %q", instructionsOf(h))
+	}
+	h.s.Close()
+	<-h.done
+	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), token: "not-the-primarys-token-0000", wakeWait: 2 * time.Second})
+	if in := instructionsOf(next); !strings.Contains(in, id) || !strings.Contains(in, "refuses this device's token") || strings.Contains(in, "not reachable") {
+		t.Errorf("with the token refused, the session start says:\n%s", in)
+	}
+}
+
 // A session whose identity is not one of its device's agents at the
 // gateway (MEMPALACE_AGENT_NAME mistyped, or the operator gave the
 // device other agents) can neither see the asks to it nor answer any:
