@@ -188,6 +188,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	pr := <-done
 	findings = append(findings, CheckEmbedderSidecar(opts, st, ob)...)
 	findings = append(findings, pr.findings...)
+	findings = append(findings, CheckAgentName(opts, st)...)
 	return append(CheckEnv(opts, st, pr.probe), findings...)
 }
 

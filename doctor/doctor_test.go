@@ -49,7 +49,7 @@ const persistedMounts = `22 1 0:21 / / rw,relatime - ext4 /dev/sda1 rw
 func newBox(t *testing.T) *box {
 	t.Helper()
 	home := t.TempDir()
-	b := &box{t: t, home: home, palace: filepath.Join(home, ".mempalace", "palace"), env: map[string]string{}}
+	b := &box{t: t, home: home, palace: filepath.Join(home, ".mempalace", "palace"), env: map[string]string{"MEMPALACE_AGENT_NAME": "opencode"}}
 	mi := filepath.Join(t.TempDir(), "mountinfo")
 	write(t, mi, persistedMounts, 0o644)
 	b.opts = Options{
@@ -1420,4 +1420,37 @@ func TestEntryUnused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A devbox that reads a primary with no MEMPALACE_AGENT_NAME is told that
+// `devbox-config mailbox` from its .env has no agent identity (doctor said
+// nothing, and the mailbox in a shell failed: attack35 F7); inside a
+// harness (MEMPALACE_EDGE_HARNESS) or in solitary mode nothing is said.
+func TestDoctorSaysTheMailboxHasNoAgent(t *testing.T) {
+	const tok = "tok-fake-fleet-0123456789"
+	url := primary(t, tok, fakepalace.Options{}).URL()
+	for _, c := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"no agent name", map[string]string{}, []string{"info:device-identity"}},
+		{"inside a harness", map[string]string{"MEMPALACE_EDGE_HARNESS": "opencode"}, nil},
+		{"an agent name", map[string]string{"MEMPALACE_AGENT_NAME": "pi"}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBox(t)
+			delete(b.env, "MEMPALACE_AGENT_NAME")
+			b.edgeMode(url, tok)
+			maps.Copy(b.env, c.env)
+			fs := b.run()
+			only(t, fs, c.want...)
+			if c.want != nil && (!strings.Contains(fs[0].Message, "devbox-config mailbox") || !strings.Contains(fs[0].Fix, "set MEMPALACE_AGENT_NAME")) {
+				t.Errorf("want the mailbox named and MEMPALACE_AGENT_NAME as the fix: %+v", fs[0])
+			}
+		})
+	}
+	b := newBox(t) // solitary: no primary, no mailbox
+	delete(b.env, "MEMPALACE_AGENT_NAME")
+	only(t, b.run())
 }

@@ -76,6 +76,22 @@ func CheckEnv(opts Options, st State, p Probe) []Finding {
 	return out
 }
 
+// CheckAgentName is device-identity's info for a devbox that reads a
+// primary with no MEMPALACE_AGENT_NAME (nor MEMPALACE_EDGE_HARNESS, which
+// render's templates set only inside a harness): the edge speaks as its
+// harness, but `devbox-config mailbox` in a shell or a hook has no agent
+// identity and fails, and the agent cannot be compared with the
+// gateway's.
+func CheckAgentName(opts Options, st State) []Finding {
+	s := st.Settings
+	if s.Mode == ladder.Solitary || s.URL == "" || s.AgentName != "" || opts.env(ladder.EnvEdgeHarness) != "" {
+		return nil
+	}
+	return []Finding{{ID: IDDeviceIdentity, Severity: Info, Section: "§6.2",
+		Message: fmt.Sprintf("%s is not set: inside a harness the edge speaks as the harness (render's templates set %s), but `devbox-config mailbox` run from this environment (a shell, a hook) has no agent identity and fails, and the agent is not compared with the device's agents at a gateway", ladder.EnvAgentName, ladder.EnvEdgeHarness),
+		Fix:     fmt.Sprintf("set %s to the agent's name in .env (e.g. opencode: with %s it is opencode@<label>, one of the device's agents at the gateway), or pass --agent NAME@LABEL to devbox-config mailbox", ladder.EnvAgentName, ladder.EnvOriginLabel)}}
+}
+
 // gatewayTokenFix is what a device behind a devbox-config gateway puts in
 // .env: its own token, never the upstream's shared one.
 const gatewayTokenFix = "this primary is a devbox-config gateway: ask its operator for this device's own token (`devbox-config gateway token issue DEVICE` on the gateway's host, or `token rotate DEVICE` to replace a revoked or lost one) and put it in .env as " + ladder.EnvRemoteToken + ", then recreate the container; never the upstream's shared token (the gateway's MEMPALACE_UPSTREAM_TOKEN), which stays on the gateway's host"

@@ -145,6 +145,10 @@ func TestDoctorComparesTheIdentityWithTheGateways(t *testing.T) {
 			b.env["MEMPALACE_ORIGIN_LABEL"] = c.label
 			b.env["MEMPALACE_AGENT_NAME"] = c.agent
 			fs := b.run()
+			if c.agent == "" { // mailbox from this .env has no identity: said, not failed
+				only(t, fs, "info:device-identity")
+				return
+			}
 			if c.want == nil {
 				only(t, fs)
 				return

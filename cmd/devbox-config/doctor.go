@@ -57,7 +57,8 @@ section it comes from. Finding ids are stable, for scripts:
   gateway-upstream                           §6.2 the gateway's upstream failed
   device-identity                            §6.2 .env's device, label or agent is
                                                   not what the gateway says the
-                                                  token is
+                                                  token is; info: no agent name
+                                                  (the mailbox has no identity)
   sync-shared                                §7.2 remote mode reaches mempalace_sync
   outbox-dead, outbox-backlog                §4.3 the edge's queue
 
