@@ -132,6 +132,11 @@ func TestMailboxCommand(t *testing.T) {
 	if _, errOut := cli(1, "mailbox"); !strings.Contains(errOut, "cannot read the primary") || !strings.Contains(errOut, "primary-auth") || !strings.Contains(errOut, "fix: put the primary's token") {
 		t.Fatalf("wrong token: %s", errOut)
 	}
+	// a gateway's device token sent to the bare primary: the URL is the fix
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "dbx_0a1b2c3d4e5f_wrongwrongwrongwrong_abcdef")
+	if _, errOut := cli(1, "mailbox"); !strings.Contains(errOut, "fix: set MEMPALACE_REMOTE_URL to the gateway's /mcp") || strings.Contains(errOut, "put the primary's token") {
+		t.Fatalf("a device token at the primary: %s", errOut)
+	}
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", token)
 	// a URL without /mcp: the fix names the URL to set (it was "Not Found")
 	t.Setenv("MEMPALACE_REMOTE_URL", strings.TrimSuffix(srv.URL(), "/mcp"))
