@@ -368,9 +368,12 @@ func readHits(results gjson.Result) []hit {
 
 // mergeSearch merges two search answers (JSON object texts) without
 // decoding them: hits are read with gjson and spliced back as they came,
-// each with its origin (marks). The envelope is the primary's.
+// each with its origin (marks). The envelope is the primary's. A diary
+// entry held by both palaces under two ids is one hit (pairEntries).
 func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	lh, ph := readHits(gjson.Get(lt, "results")), readHits(gjson.Get(pt, "results"))
+	pairEntries(lh)
+	pairEntries(ph)
 	// Embedder canary: one chunk on both sides (one drawer, one text) at
 	// different distances means different embedding models; comparing
 	// their distances would be silent garbage, so only the primary's
@@ -412,6 +415,32 @@ func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	out := spliceHits(pt, all, mk)
 	out, _ = sjson.SetRawBytes(out, "edge", []byte(`{"merged":true,"local":"ok","primary":"ok"}`)) // out is the primary's object text: it takes a member
 	return out
+}
+
+// pairEntries keys one side's diary entry hits as diary_read pairs
+// entries (mergeDiary): a replicated entry has another id on the primary
+// (its timestamp is when it was written there), but the same wing and
+// text, which the id's suffix is of. The n-th newest hit of a wing and
+// suffix on one side is keyed as the n-th newest on the other, so the
+// pair merges as one hit, palace both, under the local id.
+func pairEntries(hits []hit) {
+	type entry struct {
+		i     int
+		stamp string
+	}
+	groups := map[string][]entry{}
+	for i, h := range hits {
+		if stamp, suffix, ok := catalogue.DiaryEntryID(h.key); ok {
+			g := h.key[:len(h.key)-len(stamp)-len(suffix)-2] + "\x00" + suffix
+			groups[g] = append(groups[g], entry{i, stamp})
+		}
+	}
+	for g, es := range groups {
+		sort.SliceStable(es, func(a, b int) bool { return es[a].stamp > es[b].stamp })
+		for n, en := range es {
+			hits[en.i].key = fmt.Sprintf("%s\x00%d", g, n)
+		}
+	}
 }
 
 // spliceHits replaces the envelope's results with hits, each with its
