@@ -25,11 +25,21 @@ import (
 // waited out, an error) says "not answered" and why, and the answer is
 // degraded: the primary may hold it. A drawer a gateway withheld from
 // this device (an untrusted writer's, for a device that withholds them)
-// says withheld, and get_drawers counts it in untrusted_withheld.
+// says withheld, and get_drawers counts it in untrusted_withheld. One this
+// device deleted (a tombstone) is not asked: hidden by this device's own
+// delete (hiddenByDelete).
 
 // notAnsweredPrefix begins the error of an id the primary did not answer
 // for.
 const notAnsweredPrefix = "not answered: "
+
+// hiddenByDelete is the error of an id this device deleted (its
+// tombstone): the primary may hold the drawer (another device's copy, or
+// one an operator restored from a gateway's trash), hidden from this
+// device's reads, not gone.
+func hiddenByDelete(id string) string {
+	return fmt.Sprintf("hidden by this device's own delete: %s was deleted on this device, and its tombstone hides the drawer from this device's reads; the primary may still hold it (devbox-config edge status lists it ON PRIMARY). To show it here again, add_drawer its content to the same wing and room (the same drawer id lifts the tombstone)", id)
+}
 
 func notAnswered(id, why string) string {
 	return fmt.Sprintf("%s%s is not in the local palace, and the primary did not answer for it (%s): it may hold it", notAnsweredPrefix, id, why)
@@ -95,10 +105,7 @@ func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult
 		res, empty = notFoundHere(c, res)
 	}
 	if e.tombstones(ctx).drawers[id] {
-		if busy != nil {
-			return jsonResult(map[string]any{"error": "Drawer not found: " + id}, false)
-		}
-		return res // deleted here
+		return annotate(jsonResult(map[string]any{"error": hiddenByDelete(id)}, false), map[string]any{"source": "local", "tombstone": id}, false)
 	}
 	why := e.remote.State()
 	if e.remote.Up() {
@@ -142,17 +149,24 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 	dead := e.tombstones(ctx).drawers
 	var missing []string
 	var at []int
+	hidden := false
 	for i, id := range ids {
 		if slots[i] == nil || notFound(gjson.GetBytes(slots[i], "error").String()) {
-			slots[i], _ = json.Marshal(map[string]any{"drawer_id": id, "error": "Drawer not found: " + id})
-			if !dead[id] {
+			msg := "Drawer not found: " + id
+			if dead[id] {
+				msg, hidden = hiddenByDelete(id), true
+			} else {
 				missing, at = append(missing, id), append(at, i)
 			}
+			slots[i], _ = json.Marshal(map[string]any{"drawer_id": id, "error": msg})
 		}
 	}
 	if len(missing) == 0 {
 		if busy != nil {
 			return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local"}, busy), true)
+		}
+		if hidden {
+			return drawersAnswer(slots)
 		}
 		return res
 	}

@@ -74,3 +74,34 @@ func aroundTheEdge(t *testing.T, primary *inProcess, tool string, args map[strin
 		t.Fatal(err)
 	}
 }
+
+// A device that is not admin deletes a drawer the primary holds (the
+// primary keeps it: an operator restored it, or the delete was never
+// sent). get_drawer and get_drawers of it say it is hidden by this
+// device's own delete and how to show it again, not "Drawer not found",
+// which reads as gone from the fleet (outside tester, attack35 F8).
+func TestAGetOfADrawerThisDeviceDeletedSaysItIsHidden(t *testing.T) {
+	t.Parallel()
+	e, _, primary, _ := routerUnderTest(t)
+	primary.device = deviceinfo.Info{ID: "nar-03", Trash: true, DeleteCap: 10}
+	id := sharedDrawer(t, primary, "shared", "ops doc the operator restored")
+	if m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id}); m["success"] != true {
+		t.Fatalf("the delete: %s", mustJSON(m))
+	}
+	one := routed(t, e, "mempalace_get_drawer", map[string]any{"drawer_id": id})
+	many := routed(t, e, "mempalace_get_drawers", map[string]any{"drawer_ids": []any{id}})
+	slots, _ := many["results"].([]any)
+	if len(slots) != 1 {
+		t.Fatalf("get_drawers answered %s", mustJSON(many))
+	}
+	for name, msg := range map[string]string{"get_drawer": fmt.Sprint(one["error"]), "get_drawers": fmt.Sprint(slots[0].(map[string]any)["error"])} {
+		if strings.HasPrefix(msg, "Drawer not found") {
+			t.Errorf("%s answers %q, want it hidden by this device's delete", name, msg)
+		}
+		for _, want := range []string{"hidden by this device's own delete", "the primary may still hold it", "add_drawer its content"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s's error lacks %q: %s", name, want, msg)
+			}
+		}
+	}
+}
