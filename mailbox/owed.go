@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -52,15 +53,21 @@ func Filters(agent, stream string) []map[string]any {
 // to_agent query comes first so that, where both return an event, Derive
 // keeps its full body rather than the from_agent query's preview.
 func Read(ctx context.Context, src Source, agent, stream string) ([]Event, error) {
-	var all []Event
-	for _, f := range Filters(agent, stream) {
-		evs, err := Fetch(ctx, src, f)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, evs...)
+	fs := Filters(agent, stream)
+	got := make([][]Event, len(fs))
+	errs := make([]error, len(fs))
+	var wg sync.WaitGroup
+	for i, f := range fs { // each filter's pages at once: the read takes the slowest's time, not the sum
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i], errs[i] = Fetch(ctx, src, f) }()
 	}
-	return all, nil
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err // the first filter's failure, as read one after the other
+		}
+	}
+	return slices.Concat(got...), nil
 }
 
 // Owed reads the primary and derives agent's owed set. limit > 0 keeps

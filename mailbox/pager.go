@@ -48,7 +48,7 @@ type ToolSource struct {
 // NewToolSource is a ToolSource calling call on a primary that lists
 // tools: order and writer are sent where its event_list lists them.
 func NewToolSource(call func(ctx context.Context, params *mcp.CallToolParams) (*mcp.CallToolResult, error), tools []*mcp.Tool) ToolSource {
-	p := listParams(tools)
+	p := ListParams(tools)
 	return ToolSource{Call: call, AscOrder: p["order"], Writer: p["writer"]}
 }
 
@@ -89,9 +89,9 @@ func (s ToolSource) EventList(ctx context.Context, args map[string]any) (json.Ra
 	return json.RawMessage(text), nil
 }
 
-// listParams is the set of parameters event_list's input schema lists
+// ListParams is the set of parameters event_list's input schema lists
 // among the primary's tools (empty when it has no event_list).
-func listParams(tools []*mcp.Tool) map[string]bool {
+func ListParams(tools []*mcp.Tool) map[string]bool {
 	out := map[string]bool{}
 	for _, t := range tools {
 		if t == nil || t.Name != ListTool {
