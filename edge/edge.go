@@ -313,7 +313,7 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 		Probe:      e.cfg.Probe,
 		Version:    e.cfg.Version,
 		OnUp:       e.resume,
-		OnTools:    func(t []*mcp.Tool) { e.addTools(t, true) },
+		OnTools:    func(t []*mcp.Tool) { e.addTools(t, true); e.keepListParams(t) },
 		OnDevice:   e.keepDevice,
 		OnLedger: func(on bool) {
 			if err := outbox.RecordProtection(e.outbox, on); err != nil {

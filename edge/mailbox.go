@@ -89,12 +89,15 @@ func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, e
 
 // EventList is the mailbox's Source: the primary's event_list, through
 // the same client as every other call (order=asc and writer where the
-// primary's schema has them). The schema is listed first when the edge
-// does not know it yet (a first read races the list made at connect, and
-// the tool cache keeps only the tools the local palace lacks), once a
-// run: without order=asc a primary from 3.10 lists newest first, and a
-// log longer than a page cannot be read so. A list that fails leaves the
-// read to the pager's own check, and is made again at the next read.
+// primary's schema has them). A first read of a run does not wait for the
+// primary's tool list: the schema's parameters as an earlier run heard
+// them are kept in the outbox (keepListParams), so the read goes out
+// right after the connect. Only an edge that never heard them lists the
+// tools first (the list made at connect races it, and the tool cache
+// keeps only the tools the local palace lacks), once a run: without
+// order=asc a primary from 3.10 lists newest first, and a log longer than
+// a page cannot be read so. A list that fails leaves the read to the
+// pager's own check, and is made again at the next read.
 func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMessage, error) {
 	if e.remote == nil {
 		return nil, errors.New("no primary is configured")
@@ -103,19 +106,58 @@ func (e *Edge) EventList(ctx context.Context, args map[string]any) (json.RawMess
 	_, known := e.primaryTools[mailbox.ListTool]
 	tools := slices.Collect(maps.Values(e.primaryTools))
 	e.mu.Unlock()
+	params := mailbox.ListParams(tools)
 	if !known && !e.primaryListed.Load() {
-		if listed, err := e.remote.ListTools(ctx); err == nil {
-			tools = listed
+		if kept, ok := e.keptListParams(ctx); ok {
+			params = kept
+		} else if listed, err := e.remote.ListTools(ctx); err == nil {
+			params = mailbox.ListParams(listed)
 			e.primaryListed.Store(true)
 		} else {
 			e.log.Debug("the primary's event_list schema is not known; reading without it", "err", err)
 		}
 	}
-	src := mailbox.NewToolSource(func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+	src := mailbox.ToolSource{Call: func(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
 		// event_list is a read: it may be sent again (warmconn.WithReplayable)
 		return e.remote.Call(warmconn.WithReplayable(ctx), newCall(&mcp.CallToolParams{Name: p.Name, Arguments: p.Arguments}).params, true)
-	}, tools)
+	}, AscOrder: params["order"], Writer: params["writer"]}
 	return src.EventList(ctx, args)
+}
+
+// metaListParams is the outbox meta key of the parameters the primary's
+// event_list schema lists, as last heard (a JSON array of names).
+const metaListParams = "event_list_params"
+
+// keepListParams keeps the parameters of the primary's event_list, when
+// its tool list has it, for the next run's first read (EventList).
+func (e *Edge) keepListParams(tools []*mcp.Tool) {
+	if e.outbox == nil || !slices.ContainsFunc(tools, func(t *mcp.Tool) bool { return t != nil && t.Name == mailbox.ListTool }) {
+		return
+	}
+	b, _ := json.Marshal(slices.Sorted(maps.Keys(mailbox.ListParams(tools)))) // strings: they encode
+	if kept, err := e.outbox.Meta(context.Background(), metaListParams); err == nil && kept == string(b) {
+		return
+	}
+	if err := e.outbox.SetMeta(context.Background(), metaListParams, string(b)); err != nil {
+		e.log.Debug("the primary's event_list schema not kept: the next run lists the primary's tools before its first read", "err", err)
+	}
+}
+
+// keptListParams is what keepListParams kept (ok false: nothing).
+func (e *Edge) keptListParams(ctx context.Context) (map[string]bool, bool) {
+	if e.outbox == nil {
+		return nil, false
+	}
+	s, err := e.outbox.Meta(ctx, metaListParams)
+	var names []string
+	if err != nil || s == "" || json.Unmarshal([]byte(s), &names) != nil {
+		return nil, false // none kept (or unreadable): the tools are listed first
+	}
+	out := map[string]bool{}
+	for _, n := range names {
+		out[n] = true
+	}
+	return out, true
 }
 
 // pendingEvents are the event_append and event_ack calls still queued in

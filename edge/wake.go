@@ -106,7 +106,9 @@ func newWake(wait time.Duration) *wake {
 // watchOwed keeps the view (loadOwed gave it the kept one): a read now
 // and every MailboxPoll, until ctx ends.
 func (e *Edge) watchOwed(ctx context.Context) {
-	e.refreshOwed(ctx)
+	fctx, done := e.firstReadCtx(ctx)
+	e.refreshOwed(fctx)
+	done()
 	close(e.wk.first)
 	t := time.NewTicker(e.cfg.MailboxPoll)
 	defer t.Stop()
@@ -118,6 +120,32 @@ func (e *Edge) watchOwed(ctx context.Context) {
 			e.refreshOwed(ctx)
 		}
 	}
+}
+
+// wakeFinish bounds how long the first read of the owed asks, once out,
+// may outlive the session: one that ends right after initialize (a
+// harness probing its servers) still keeps a fresh view for the next.
+const wakeFinish = 2 * time.Second
+
+// firstReadCtx is ctx for the first read, which does not end with the
+// session (ctx) but wakeFinish later, or at a signal (the container's
+// stop has its own grace).
+func (e *Edge) firstReadCtx(ctx context.Context) (context.Context, func()) {
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(min(wakeFinish, e.cfg.CallTimeout))
+		defer t.Stop()
+		select {
+		case <-fctx.Done():
+		case <-t.C:
+			cancel()
+		}
+	})
+	halt := func() bool { return false }
+	if e.halt != nil {
+		halt = context.AfterFunc(e.halt, cancel)
+	}
+	return fctx, func() { stop(); halt(); cancel() }
 }
 
 // loadOwed starts from the view an earlier session kept.
@@ -343,8 +371,13 @@ func askLine(ev mailbox.Event) string {
 // to clear them; stale says why the view is not fresh ("": it is).
 func renderOwed(v owedView, self string, stale string) string {
 	if len(v.Asks) == 0 {
-		if stale == failedNote {
+		switch {
+		case stale == failedNote:
 			return fmt.Sprintf("Coordination mailbox (devbox-config edge): the coordination log could not be read at this session's start: call mempalace_mailbox for what %s owes.", self)
+		case stale != "" && !v.At.IsZero():
+			return fmt.Sprintf("Coordination mailbox (devbox-config edge): %s owed no ask from trusted senders as of %s%s.", self, v.At.UTC().Format(time.RFC3339), stale)
+		case stale != "":
+			return fmt.Sprintf("Coordination mailbox (devbox-config edge): the coordination log was not read yet at this session's start: asks owed to %s come as notes on tool answers; call mempalace_mailbox for them now.", self)
 		}
 		return ""
 	}
@@ -365,11 +398,12 @@ func renderOwed(v owedView, self string, stale string) string {
 }
 
 // Why a view told is not fresh: read by an earlier session, the primary
-// not reachable now or refusing the token; or this run's last read of the
-// log failed.
+// not reachable now or refusing the token, or this session's own read not
+// in yet; or this run's last read of the log failed.
 const (
-	keptNote    = ", read by an earlier session: the primary is not reachable now, so some may be answered already"
+	keptNote    = ", read by an earlier session: the primary is not reachable now, so some may be answered already and newer ones not told; call mempalace_mailbox"
 	refusedNote = ", read by an earlier session: the primary refuses this device's token (MEMPALACE_REMOTE_TOKEN; devbox-config doctor names the fix), so some may be answered already"
+	earlierNote = ", read by an earlier session: this session's read of the coordination log was not in yet at its start, so some may be answered already; newer asks come as notes on tool answers, or call mempalace_mailbox"
 	failedNote  = ", the last time it could be read: the coordination log could not be read now, so some may be answered already and newer ones not told; call mempalace_mailbox"
 )
 
@@ -424,6 +458,8 @@ func (e *Edge) wakeInstructions(ctx context.Context) string {
 		stale = keptNote
 	case e.wk.failed:
 		stale = failedNote
+	case !e.wk.read:
+		stale = earlierNote
 	}
 	return renderOwed(v, e.cfg.Identity, stale)
 }
