@@ -392,6 +392,12 @@ func TestFrontDoor(t *testing.T) {
 	if code, _ := do("POST", "/mcp", big, auth); code != 413 {
 		t.Errorf("over 16 MiB: %d", code)
 	}
+	// No server stream: a GET /mcp is the MCP spec's 405, which clients
+	// take as "none"; a 404 is "session gone" (the Inspector then listed
+	// no tools).
+	if resp, _ := testbed.Request(t, "GET", g.http.URL+"/mcp", "", auth); resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST" {
+		t.Errorf("GET /mcp: %d, Allow %q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
 	if code, _ := do("POST", "/mcp", ping, nil); code != 401 {
 		t.Errorf("no token: %d", code)
 	}

@@ -78,8 +78,11 @@ func (s *Server) route(x *exchange) {
 		s.serveAdminGET(x)
 	case p == "/logstream/stream" && r.Method == http.MethodGet:
 		s.serveStream(x)
-	case p != "/mcp" || r.Method != http.MethodPost:
+	case p != "/mcp":
 		s.answerText(x, http.StatusNotFound, "Not Found", VerdictDeny, ruleNoRoute)
+	case r.Method != http.MethodPost: // no server stream (GET), no session to end (DELETE): the MCP spec's 405
+		x.w.Header().Set("Allow", http.MethodPost)
+		s.answerText(x, http.StatusMethodNotAllowed, "Method Not Allowed", VerdictDeny, ruleNoRoute)
 	default:
 		s.serveMCP(x)
 	}
