@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/tidwall/gjson"
 )
 
 // Restorer puts drawers kept in the trash back on the primary: the
@@ -59,6 +61,9 @@ type Restored struct {
 // was restored, an older one is not (it would come back beside that one,
 // as a drawer of its own): its Err names the delete's number to give.
 func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error) {
+	if err := r.check(ctx); err != nil {
+		return nil, err
+	}
 	var out []Restored
 	for _, ref := range refs {
 		d, err := r.Trash.Find(ctx, ref)
@@ -89,6 +94,43 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 		}
 	}
 	return out, nil
+}
+
+// check asks the upstream for its tools before anything is restored: an
+// upstream that is not reached, is a gateway, refuses the token or is no
+// MCP endpoint is refused up front, with the fix (a tool call's error
+// would say what a device should do).
+func (r Restorer) check(ctx context.Context) error {
+	client := cmp.Or(r.Client, &http.Client{Timeout: callTimeout})
+	body := []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.Upstream, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("--upstream %s: %w", r.Upstream, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	token := ""
+	if r.Token != nil {
+		token = r.Token()
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("the primary at --upstream %s does not answer: %w (start mempalace serve, or give its /mcp, the URL the gateway's own --upstream names)", r.Upstream, err)
+	}
+	defer resp.Body.Close() // read to its end, or not MCP: reported below
+	b, _ := readAnswer(resp)
+	switch {
+	case ledger.Advertised(resp.Header):
+		return fmt.Errorf("--upstream %s is a devbox-config gateway, not the primary: give mempalace serve's /mcp, the URL the gateway's own --upstream names (restore files drawers with the upstream token, which only the primary takes)", r.Upstream)
+	case resp.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("the primary at --upstream %s refused the upstream token (HTTP 401): set MEMPALACE_UPSTREAM_TOKEN in this shell (or upstream_token_file in the config) to the primary's token, mempalace serve's MEMPALACE_MCP_HTTP_TOKEN; the running gateway needs no restart", r.Upstream)
+	}
+	if _, out := answerOf(resp, b, body, token); !gjson.GetBytes(out, "result.tools").IsArray() {
+		return fmt.Errorf("--upstream %s answered HTTP %d to tools/list, not an MCP answer: give mempalace serve's /mcp (http://HOST:PORT/mcp), the URL the gateway's own --upstream names", r.Upstream, resp.StatusCode)
+	}
+	return nil
 }
 
 // settleOp records the op a delete was sent under as applied in the

@@ -76,7 +76,7 @@ func (sc *gatewayServeCmd) open(s *gateway.Server, log *slog.Logger) (*ledger.Le
 		return nil, failed(fmt.Errorf("op-id ledger: %w", err))
 	}
 	s.Ledger = gateway.OpLedger{L: l, Log: log}
-	if err := sc.checkUpstreamToken(c); err != nil {
+	if err := checkUpstreamToken(c, sc.config.file, sc.noUpstreamToken); err != nil {
 		l.Close()
 		return nil, err
 	}
@@ -131,22 +131,23 @@ func checkUpstream(raw string) (problem, fix string) {
 	return "", ""
 }
 
-// checkUpstreamToken refuses to start without the upstream's token
-// (every call would be the upstream's 401) unless --no-upstream-token says
-// the upstream has none; the environment's must be one token, as a token
-// file's (never shown: it is a secret); a token file must exist, be
-// private and hold one.
-func (sc *gatewayServeCmd) checkUpstreamToken(c *gateway.Config) error {
+// checkUpstreamToken refuses to go on without the upstream's token
+// (every call would be the upstream's 401) unless noToken
+// (--no-upstream-token) says the upstream has none; the environment's must
+// be one token, as a token file's (never shown: it is a secret); a token
+// file (upstream_token_file in the config file) must exist, be private
+// and hold one. `gateway` and `gateway trash restore` both check it.
+func checkUpstreamToken(c *gateway.Config, file string, noToken bool) error {
 	env := ladder.UpstreamToken(os.LookupEnv)
 	switch {
-	case sc.noUpstreamToken && (env != "" || c.UpstreamTokenFile != ""):
+	case noToken && (env != "" || c.UpstreamTokenFile != ""):
 		return usageError("--no-upstream-token, yet the upstream's token is set (%s or upstream_token_file): drop --no-upstream-token, or unset the token if the upstream really has none", ladder.EnvUpstreamToken)
 	case strings.ContainsFunc(env, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
 		return failed(fmt.Errorf("%s holds more than a token (a second line, a space or another control character inside it), which no upstream accepts: set it to the token alone, on one line (mempalace serve's MEMPALACE_MCP_HTTP_TOKEN)", ladder.EnvUpstreamToken))
-	case sc.noUpstreamToken, env != "":
+	case noToken, env != "":
 		return nil
 	case c.UpstreamTokenFile == "":
-		return failed(fmt.Errorf("no upstream token: every call would get the upstream's 401. Set %s in the gateway's environment to the primary's token (mempalace serve's MEMPALACE_MCP_HTTP_TOKEN), or upstream_token_file in %s; or pass --no-upstream-token if the upstream runs without one (loopback only)", ladder.EnvUpstreamToken, sc.config.file))
+		return failed(fmt.Errorf("no upstream token: every call would get the upstream's 401. Set %s in this command's environment to the primary's token (mempalace serve's MEMPALACE_MCP_HTTP_TOKEN), or upstream_token_file in %s; or pass --no-upstream-token if the upstream runs without one (loopback only)", ladder.EnvUpstreamToken, file))
 	}
 	tok, err := gateway.ReadSecretFile(c.UpstreamTokenFile)
 	if err == nil && tok == "" {

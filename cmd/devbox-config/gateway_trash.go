@@ -26,6 +26,7 @@ that made it and the hash of its audit line.`
 // newGatewayTrashCmd is `gateway trash list|restore|prune`.
 func newGatewayTrashCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command {
 	var upstream string
+	var noToken bool
 	restore := &cobra.Command{
 		Use:   "restore --upstream URL ID...",
 		Short: "Put drawers back on the primary: ID is a delete's number (all its drawers) or a drawer id",
@@ -49,10 +50,11 @@ is restored, an older entry is restored only by its number (by id, it is
 refused, naming it). What no restore
 brings back: ` + trash.Lost + `.`,
 		RunE: func(_ *cobra.Command, args []string) error {
-			return restoreTrash(g, stdout, stderr, upstream, args)
+			return restoreTrash(g, stdout, stderr, upstream, noToken, args)
 		},
 	}
 	restore.Flags().StringVar(&upstream, "upstream", "", "the primary's MCP endpoint, as given to the gateway (e.g. http://127.0.0.1:8765/mcp)")
+	restore.Flags().BoolVar(&noToken, "no-upstream-token", false, "the upstream runs without a token (loopback mempalace serve), as for the gateway")
 	list := &cobra.Command{
 		Use: "list", Short: "List what the trash keeps, newest first, and what each drawer comes back as", Long: trashHelp, Args: noArgs,
 		RunE: func(*cobra.Command, []string) error { return listTrash(g, stdout) },
@@ -122,12 +124,20 @@ func pruneTrash(g *gatewayConfig, stdout io.Writer) error {
 	return nil
 }
 
-func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, refs []string) error {
+// restoreTrash makes the gateway's own start checks of --upstream and
+// the upstream token first, then restores refs.
+func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, noToken bool, refs []string) error {
 	if upstream == "" || len(refs) == 0 {
 		return usageError("trash restore: give --upstream URL and at least one ID (a delete's number or a drawer id; see 'trash list')")
 	}
+	if problem, fix := checkUpstream(upstream); problem != "" {
+		return usageError("--upstream %q %s: %s", upstream, problem, fix)
+	}
 	c, err := g.load()
 	if err != nil {
+		return err
+	}
+	if err := checkUpstreamToken(c, g.file, noToken); err != nil {
 		return err
 	}
 	st, ok, err := openTrash(g)
@@ -154,7 +164,19 @@ func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, r
 	defer l.Close() // its writes are committed one by one
 	r := gateway.Restorer{Trash: st, Upstream: upstream, Token: upstreamTokenSource(os.LookupEnv, c.UpstreamTokenFile, log), Provenance: prov, Ledger: l}
 	rs, err := r.Restore(context.Background(), refs)
-	failures := 0
+	failures := printRestored(stdout, rs)
+	if err != nil {
+		return failed(err)
+	}
+	if failures > 0 {
+		return failed(fmt.Errorf("%d of %d drawer(s) not restored", failures, len(rs)))
+	}
+	return nil
+}
+
+// printRestored says what became of each drawer, under its delete; it
+// returns how many were not restored.
+func printRestored(stdout io.Writer, rs []gateway.Restored) (failures int) {
 	var heading int64
 	for _, x := range rs {
 		if x.Delete.ID != heading {
@@ -169,13 +191,7 @@ func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, r
 	if len(rs) > 0 {
 		fmt.Fprintln(stdout, "no restore brings back "+trash.Lost)
 	}
-	if err != nil {
-		return failed(err)
-	}
-	if failures > 0 {
-		return failed(fmt.Errorf("%d of %d drawer(s) not restored", failures, len(rs)))
-	}
-	return nil
+	return failures
 }
 
 // restoredLine says what became of one drawer.

@@ -195,3 +195,74 @@ func gjsonContent(m map[string]any) (string, bool) {
 	s, ok := c["text"].(string)
 	return s, ok
 }
+
+// `trash restore` makes the gateway's own start checks of --upstream and
+// the upstream token, then asks the upstream before any write: each
+// mistake an operator makes is refused with its fix, never "restart the
+// gateway" (the running gateway was fine), a bare 404 or "unreachable",
+// and nothing is restored until it is right.
+func TestGatewayTrashRestoreChecksTheUpstreamFirst(t *testing.T) {
+	primary, up := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "upstream-token"})
+	cfg := emptyGatewayConfig(t)
+	run := gatewayCLI(t, cfg)
+	cli := func(want int, args ...string) string {
+		t.Helper()
+		out, errOut := run(want, args...)
+		return out + errOut
+	}
+	cli(0, "device", "add", "ops-0001", "--label", "ops", "--read", "*", "--write", "*", "--admin")
+	tok, _ := run(0, "token", "issue", "ops-0001")
+	tok = strings.TrimSpace(tok)
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(c.LedgerPath(), 0) // as gateway serve opens it: its answers say it is a gateway
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1", Ledger: gateway.OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}}
+	if err := srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	gw := httptest.NewServer(srv)
+	defer gw.Close()
+	for _, tool := range []string{`add_drawer","arguments":{"wing":"shared","room":"notes","content":"kept in the trash"}`, `delete_drawer","arguments":{"drawer_id":"DRAWER"}`} {
+		id := ""
+		for d := range primary.Dump().Drawers {
+			id = d
+		}
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_` + strings.Replace(tool, "DRAWER", id, 1) + `}}`
+		if resp, b := testbed.Request(t, "POST", gw.URL+"/mcp", body, map[string]string{"Authorization": "Bearer " + tok}); resp.StatusCode != 200 || strings.Contains(b, `"error"`) {
+			t.Fatalf("%s: %d %s", tool, resp.StatusCode, b)
+		}
+	}
+	host := strings.TrimPrefix(up.URL(), "http://")
+	for _, c := range []struct {
+		token, upstream string
+		exit            int
+		says            string
+	}{
+		{"", up.URL(), 1, "no upstream token: every call would get the upstream's 401. Set MEMPALACE_UPSTREAM_TOKEN"},
+		{"upstream-token", strings.TrimSuffix(up.URL(), "/mcp"), 2, "has no path (mempalace serve answers on /mcp): --upstream " + up.URL()},
+		{"upstream-token", host, 2, "has no scheme: --upstream http://" + host},
+		{"upstream-token", gw.URL + "/mcp", 1, "is a devbox-config gateway, not the primary: give mempalace serve's /mcp"},
+		{"wrong-token", up.URL(), 1, "refused the upstream token (HTTP 401): set MEMPALACE_UPSTREAM_TOKEN in this shell"},
+		{"upstream-token", strings.TrimSuffix(up.URL(), "/mcp") + "/mcp/", 1, "not an MCP answer: give mempalace serve's /mcp"},
+	} {
+		t.Setenv("MEMPALACE_UPSTREAM_TOKEN", c.token)
+		out := cli(c.exit, "trash", "restore", "--upstream", c.upstream, "1")
+		if !strings.Contains(out, c.says) || strings.Contains(out, "restart the gateway") {
+			t.Errorf("token %q, --upstream %s: %s\nwant it to say %q", c.token, c.upstream, out, c.says)
+		}
+	}
+	if out := cli(0, "trash", "list"); !strings.Contains(out, "comes back as") {
+		t.Fatalf("a refused restore restored: %s", out)
+	}
+	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "upstream-token")
+	if out := cli(0, "trash", "restore", "--upstream", up.URL(), "1"); !strings.Contains(out, "back under the same id") {
+		t.Errorf("the restore once right: %s", out)
+	}
+}
