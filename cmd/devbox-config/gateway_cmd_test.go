@@ -243,7 +243,15 @@ func TestGatewayTokenMistakesNameTheNextCommand(t *testing.T) {
 	if _, errOut := cli(1, "token", "issue", "nosuch"); !strings.Contains(errOut, "no device nosuch") || !strings.Contains(errOut, "device list") || !strings.Contains(errOut, "device add nosuch") {
 		t.Errorf("token issue for no device:\n%s", errOut)
 	}
-	cli(0, "device", "add", "laptop-7f3a", "--read", "shared")
+	cli(0, "device", "add", "laptop-7f3a", "--read", "shared", "--agents", "opencode@laptop")
+	// A typo of a device is named, not proposed as a new device.
+	if _, errOut := cli(1, "token", "issue", "lapotp-7f3a"); !strings.Contains(errOut, "did you mean laptop-7f3a?") || strings.Contains(errOut, "device add lapotp-7f3a") {
+		t.Errorf("token issue for a typo of a device:\n%s", errOut)
+	}
+	// device list shows the agents the device may speak for.
+	if out, _ := cli(0, "device", "list"); !strings.Contains(out, "AGENTS") || !strings.Contains(out, "opencode@laptop") {
+		t.Errorf("device list without the agents:\n%s", out)
+	}
 	first, _ := cli(0, "token", "issue", "laptop-7f3a")
 	second, _ := cli(0, "token", "rotate", "laptop-7f3a")
 	_, errOut := cli(1, "token", "rotate", "laptop-7f3a")

@@ -205,7 +205,7 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 		return err
 	}
 	w := newTable(stdout)
-	fmt.Fprintln(w, "DEVICE\tLABEL\tREAD\tWRITE\tKG\tADMIN\tTRUSTS\tTOKENS")
+	fmt.Fprintln(w, "DEVICE\tLABEL\tREAD\tWRITE\tKG\tAGENTS\tADMIN\tTRUSTS\tTOKENS")
 	for _, d := range c.Devices {
 		var toks []string
 		for _, t := range d.Tokens {
@@ -215,7 +215,8 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 		if d.Trusts != nil {
 			trusts = strings.Join(d.Trusts, ",") + ":" + string(cmp.Or(d.Untrusted, gateway.UntrustedMark))
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", d.ID, d.Label, strings.Join(d.Read, ","), strings.Join(d.Write, ","), d.KG.String(), d.Admin, trusts, strings.Join(toks, " "))
+		agents := cmp.Or(strings.Join(d.Agents, ","), "none")
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", d.ID, d.Label, strings.Join(d.Read, ","), strings.Join(d.Write, ","), d.KG.String(), agents, d.Admin, trusts, strings.Join(toks, " "))
 	}
 	return w.Flush()
 }
