@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -172,6 +173,10 @@ func restoreFix(file string) string {
 // file, the line and column (a *confpos.Error) and the field.
 func LoadConfig(file string) (*Config, error) {
 	b, err := os.ReadFile(file)
+	if fi, serr := os.Stat(file); err != nil && serr == nil && fi.IsDir() {
+		in := filepath.Join(file, DefaultConfigFile)
+		return nil, fmt.Errorf("%s is a directory, not a gateway config: give the file, --config %s ('%s' writes one there)", file, in, Hint(in, "init"))
+	}
 	if err != nil {
 		return nil, err
 	}

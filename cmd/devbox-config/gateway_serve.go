@@ -95,9 +95,12 @@ func (sc *gatewayServeCmd) checkFlags() (string, error) {
 	if sc.listen == "" || sc.upstream == "" {
 		return "", usageError("--listen and --upstream are required")
 	}
-	host, _, err := net.SplitHostPort(sc.listen)
+	host, port, err := net.SplitHostPort(sc.listen)
 	if err != nil || host == "" {
 		return "", usageError("--listen %q: want HOST:PORT with an explicit host", sc.listen)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return "", usageError("--listen %q: port %q is not a port (1 to 65535): want HOST:PORT, e.g. --listen %s", sc.listen, port, net.JoinHostPort(host, "8766"))
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() && !sc.allowWildcard {
 		return "", usageError("--listen %s binds every interface, so anyone who can reach this host can try device tokens: bind the docker0 address behind the tunnel (--listen 172.17.0.1:PORT) or loopback, or say --allow-wildcard if a firewall really keeps the rest out", sc.listen)

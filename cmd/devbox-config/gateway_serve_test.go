@@ -58,6 +58,8 @@ func TestGatewayRefusesWhatCannotWork(t *testing.T) {
 		{"wildcard v6", "tok", []string{"--listen", "[::]:0", "--upstream", up}, 2, []string{"--allow-wildcard"}},
 		{"no config", "tok", []string{"--config", filepath.Join(dir, "none.jsonc"), "--listen", "127.0.0.1:0", "--upstream", up}, 1, []string{"gateway --config " + filepath.Join(dir, "none.jsonc") + " init"}},
 		{"wildcard allowed, then the config", "tok", []string{"--config", filepath.Join(dir, "none.jsonc"), "--listen", "0.0.0.0:0", "--allow-wildcard", "--upstream", up}, 1, []string{"init"}},
+		{"listen port out of range", "tok", []string{"--listen", "127.0.0.1:191200", "--upstream", up}, 2, []string{`port "191200" is not a port`, "--listen 127.0.0.1:8766"}},
+		{"config is a directory", "tok", []string{"--config", dir, "--listen", "127.0.0.1:0", "--upstream", up}, 1, []string{"is a directory", "--config " + filepath.Join(dir, "gateway.jsonc")}},
 		{"no upstream token", "", []string{"--listen", "127.0.0.1:0", "--upstream", up}, 1, []string{"MEMPALACE_UPSTREAM_TOKEN", "upstream_token_file", "--no-upstream-token"}},
 		{"upstream token file missing", "", []string{"--config", withFile, "--listen", "127.0.0.1:0", "--upstream", up}, 1, []string{tokFile, "upstream_token_file"}},
 		{"no token, yet --no-upstream-token is contradicted", "tok", []string{"--no-upstream-token", "--listen", "127.0.0.1:0", "--upstream", up}, 2, []string{"--no-upstream-token", "MEMPALACE_UPSTREAM_TOKEN"}},
