@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -577,5 +578,36 @@ func TestSingleWriteSlot(t *testing.T) {
 	wg.Wait()
 	if limited == 0 || ok < 9 || ok+limited != 20 {
 		t.Fatalf("20 concurrent writes: %d through, %d limited", ok, limited)
+	}
+}
+
+// A config change with a typo, seen by the watch, is logged with the
+// config's absolute path and that the previous config stays in force (as
+// SIGHUP's reload says); the device's token goes on working.
+func TestWatchedTypoSaysThePreviousConfigStays(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices[:1])
+	var logged testbed.SyncBuffer
+	g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go g.srv.Watch(ctx)
+	b, err := os.ReadFile(g.cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // a distinct mtime
+	if err := os.WriteFile(g.cfgFile, bytes.Replace(b, []byte(`"devices"`), []byte(`"devicess"`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logged.String(), "not applied") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if out := logged.String(); !strings.Contains(out, "the previous config stays") || !strings.Contains(out, "config="+g.cfgFile) {
+		t.Errorf("the watch's refusal of the change:\n%s", out)
+	}
+	if _, rpc, status := g.call(g.tokens["laptop-7f3a"], "kg_stats", nil); status != 200 || rpc != nil {
+		t.Errorf("the device's token after the refused change: %d %v", status, rpc)
 	}
 }

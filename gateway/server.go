@@ -235,7 +235,8 @@ func (s *Server) Watch(ctx context.Context) {
 			s.mu.Unlock()
 			if fi, err := os.Stat(s.ConfigFile); err == nil && !fi.ModTime().Equal(seen) {
 				if err := s.Reload(); err != nil {
-					s.Log.Error("config change not applied", "err", err)
+					abs, _ := filepath.Abs(s.ConfigFile) // "": the path as given is in err
+					s.Log.Error("config change not applied; the previous config stays", "config", abs, "err", err, "fix", "correct the file; it is read again when saved")
 					s.markSeen()
 				} else {
 					s.Log.Info("config reloaded")
