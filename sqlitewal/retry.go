@@ -1,9 +1,12 @@
 package sqlitewal
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -30,12 +33,16 @@ func RetryBusy(setUp func() error) error {
 // CreatePrivate creates a database file that does not exist yet with mode
 // 0600 and its directory with mode 0700, before SQLite opens it: SQLite
 // gives the -wal and -shm files the database file's mode, so the three are
-// the owner's alone.
+// the owner's alone. A symbolic link there is refused, not followed:
+// SQLite would write its database, -wal and -shm where it points.
 func CreatePrivate(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return fmt.Errorf("%s is a symbolic link, which a database here is never opened through: move it aside (%w)", path, err)
+	}
 	if err != nil {
 		return err
 	}
