@@ -96,11 +96,19 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 	return out, nil
 }
 
+// checkTimeout bounds restore's first look at the upstream.
+const checkTimeout = 10 * time.Second
+
 // check asks the upstream for its tools before anything is restored: an
 // upstream that is not reached, is a gateway, refuses the token or is no
 // MCP endpoint is refused up front, with the fix (a tool call's error
 // would say what a device should do).
 func (r Restorer) check(ctx context.Context) error {
+	// tools/list answers at once; a primary that says nothing in this long
+	// is stuck (callTimeout, made for event_wait, kept an operator waiting
+	// five and a half minutes for the first word).
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
 	client := cmp.Or(r.Client, &http.Client{Timeout: callTimeout})
 	body := []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.Upstream, bytes.NewReader(body))
@@ -116,6 +124,9 @@ func (r Restorer) check(ctx context.Context) error {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := client.Do(req)
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return fmt.Errorf("the primary at --upstream %s does not answer tools/list within %s: it is stuck, or the URL leads to something that never answers (check mempalace serve there, or give its /mcp, the URL the gateway's own --upstream names)", r.Upstream, checkTimeout)
+	}
 	if err != nil {
 		return fmt.Errorf("the primary at --upstream %s does not answer: %w (start mempalace serve, or give its /mcp, the URL the gateway's own --upstream names)", r.Upstream, err)
 	}
@@ -124,6 +135,8 @@ func (r Restorer) check(ctx context.Context) error {
 	switch {
 	case ledger.Advertised(resp.Header):
 		return fmt.Errorf("--upstream %s is a devbox-config gateway, not the primary: give mempalace serve's /mcp, the URL the gateway's own --upstream names (restore files drawers with the upstream token, which only the primary takes)", r.Upstream)
+	case resp.StatusCode == http.StatusUnauthorized && token == "":
+		return fmt.Errorf("the primary at --upstream %s asks for a token (HTTP 401), and none was sent (--no-upstream-token): drop the flag and set MEMPALACE_UPSTREAM_TOKEN in this shell (or upstream_token_file in the config) to mempalace serve's MEMPALACE_MCP_HTTP_TOKEN", r.Upstream)
 	case resp.StatusCode == http.StatusUnauthorized:
 		return fmt.Errorf("the primary at --upstream %s refused the upstream token (HTTP 401): set MEMPALACE_UPSTREAM_TOKEN in this shell (or upstream_token_file in the config) to the primary's token, mempalace serve's MEMPALACE_MCP_HTTP_TOKEN; the running gateway needs no restart", r.Upstream)
 	}

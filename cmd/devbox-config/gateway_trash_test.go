@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -256,6 +257,24 @@ func TestGatewayTrashRestoreChecksTheUpstreamFirst(t *testing.T) {
 		out := cli(c.exit, "trash", "restore", "--upstream", c.upstream, "1")
 		if !strings.Contains(out, c.says) || strings.Contains(out, "restart the gateway") {
 			t.Errorf("token %q, --upstream %s: %s\nwant it to say %q", c.token, c.upstream, out, c.says)
+		}
+	}
+	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "")
+	if out := cli(1, "trash", "restore", "--no-upstream-token", "--upstream", up.URL(), "1"); !strings.Contains(out, "none was sent (--no-upstream-token): drop the flag") {
+		t.Errorf("--no-upstream-token to a primary that asks for one: %s", out)
+	}
+	if !testing.Short() {
+		// A primary that accepts and never answers: the first look gives
+		// up in seconds, not the five and a half minutes an event_wait
+		// may take (outside tester, attack36 N3).
+		hung, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hung.Close()
+		t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "upstream-token")
+		if out := cli(1, "trash", "restore", "--upstream", "http://"+hung.Addr().String()+"/mcp", "1"); !strings.Contains(out, "does not answer tools/list within 10s") {
+			t.Errorf("a hung primary: %s", out)
 		}
 	}
 	if out := cli(0, "trash", "list"); !strings.Contains(out, "comes back as") {
