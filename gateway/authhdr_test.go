@@ -186,3 +186,24 @@ func rawStatus(t *testing.T, addr, req string) string {
 	resp.Body.Close()
 	return resp.Proto + " " + resp.Status + " "
 }
+
+// A refused device token is answered with what to do, the same words
+// whatever the reason, and nothing of the token sent: a bare
+// "Unauthorized" sent mcp-remote and the Inspector into OAuth errors
+// that named no token (outside tester, attack36 N4).
+func TestARefusedTokenIsToldTheFix(t *testing.T) {
+	g := newGW(t, devices)
+	const body = `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+	var first string
+	for i, hdr := range [][][2]string{nil, {{"Authorization", "Bearer dbx_not-a-token-at-all-000000"}}, {{"Authorization", "Basic eDp5"}}} {
+		status, text := g.send("POST", "/mcp", body, hdr)
+		if status != http.StatusUnauthorized || !strings.Contains(text, "devbox-config gateway token issue") || !strings.Contains(text, "devbox-config doctor") || strings.Contains(text, "not-a-token") {
+			t.Fatalf("%v: %d %q", hdr, status, text)
+		}
+		if i == 0 {
+			first = text
+		} else if text != first {
+			t.Errorf("%v is told %q, a missing token %q: one text for every reason", hdr, text, first)
+		}
+	}
+}

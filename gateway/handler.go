@@ -399,6 +399,9 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	return status, out, err
 }
 
+// unauthorizedText is the body of every 401 the gateway answers a device.
+const unauthorizedText = "devbox-config gateway: Unauthorized: this device's token (MEMPALACE_REMOTE_TOKEN) is missing, unknown, revoked or expired; devbox-config doctor on the device names the fix, and the operator issues a new one with devbox-config gateway token issue DEVICE"
+
 // authenticateStep checks the bearer token; a first use is recorded in
 // the state file (never the config). A failure is answered 401; more than
 // one Authorization header, 400 (which one a proxy in between, or a log,
@@ -419,7 +422,10 @@ func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
 		d, tok, first, err = AuthenticateWith(s.cfg.Load(), s.state.firstUse, s.key, raw, s.Now())
 	}
 	if err != nil {
-		s.answerText(x, http.StatusUnauthorized, "Unauthorized", VerdictDeny, ruleAuthenticate)
+		// One text for every reason (none, unknown, revoked, expired): a
+		// guesser learns nothing; a person reading a client's log learns the
+		// fix, where a bare "Unauthorized" sent MCP clients into OAuth errors.
+		s.answerText(x, http.StatusUnauthorized, unauthorizedText, VerdictDeny, ruleAuthenticate)
 		return nil, false
 	}
 	x.entry.Device, x.entry.TokenID = d.ID, tok.ID
