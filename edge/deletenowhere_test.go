@@ -62,7 +62,7 @@ func TestAnAdminDeleteOfAPrimaryOnlyDrawerIsQueued(t *testing.T) {
 	e, _, primary, ob := adminRouter(t)
 	id := sharedDrawer(t, primary, "shared", "written by another device")
 	m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
-	if m["success"] != true || !strings.Contains(fmt.Sprint(m["message"]), "deleted on the primary") {
+	if m["success"] != true || !strings.Contains(fmt.Sprint(m["message"]), "queued to be deleted on the primary") {
 		t.Errorf("an admin's delete of a drawer only the primary holds is answered %s", mustJSON(m))
 	}
 	if ops := pending(t, ob); len(ops) != 1 || ops[0].Tool != "mempalace_delete_drawer" {
@@ -150,7 +150,7 @@ func TestAnAdminBulkDeleteOfAPrimaryOnlyDrawerSaysItIsQueued(t *testing.T) {
 	theirs := sharedDrawer(t, primary, "shared", "written by another device")
 	m := routed(t, e, "mempalace_delete_drawers", map[string]any{"drawer_ids": []any{mine, theirs}})
 	it := bulkItem(t, m, theirs)
-	if it["error"] != nil || !strings.Contains(fmt.Sprint(it["message"]), "deleted on the primary") || fmt.Sprint(m["errors"]) != "0" || fmt.Sprint(m["deleted"]) != "2" {
+	if it["error"] != nil || !strings.Contains(fmt.Sprint(it["message"]), "queued to be deleted on the primary") || fmt.Sprint(m["errors"]) != "0" || fmt.Sprint(m["deleted"]) != "2" {
 		t.Errorf("an admin's delete_drawers of a drawer only the primary holds is answered %s, want it deleted on the primary (queued), errors 0", mustJSON(m))
 	}
 	if ops := pending(t, ob); len(ops) != 1 || ops[0].Tool != "mempalace_delete_drawers" {

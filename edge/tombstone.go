@@ -204,11 +204,11 @@ func (e *Edge) deleteWithoutLocal(ctx context.Context, c *call, d deletion, p *p
 }
 
 // The answers to a drawer the local palace did not hold (its "Drawer not
-// found") whose delete is queued for the primary: deleted there when the
+// found") whose delete is queued for the primary: to be deleted there when the
 // primary was seen to hold it, else queued for a primary that could not
 // be asked and may not hold it either.
 const (
-	queuedHeld    = "deleted on the primary (queued for it; its gateway keeps it in its trash): this device's local palace did not hold the drawer"
+	queuedHeld    = "queued to be deleted on the primary, which holds it (the outbox sends it; edge status shows it until then, and its gateway keeps it in its trash): this device's local palace did not hold the drawer"
 	queuedUnknown = "queued for the primary, which could not be asked whether it holds the drawer and may not hold it (its gateway keeps what it deletes in its trash): this device's local palace did not hold it"
 )
 
