@@ -48,7 +48,7 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	case catalogue.FilterMatches:
 		merged = mergeDuplicates(lm, pm)
 	case catalogue.FilterDiary:
-		merged = mergeDiary(lm, pm, intArg(args, "last_n", 10), time.Local)
+		merged = mergeDiary(lm, pm, intArg(args, "last_n", 10), time.Local, mk)
 	case catalogue.FilterDrawers:
 		offset, limit := drawerWindow(args)
 		merged = mergeDrawers(lm, pm, offset, limit)
@@ -372,8 +372,8 @@ func readHits(results gjson.Result) []hit {
 // entry held by both palaces under two ids is one hit (pairEntries).
 func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	lh, ph := readHits(gjson.Get(lt, "results")), readHits(gjson.Get(pt, "results"))
-	pairEntries(lh)
-	pairEntries(ph)
+	pairEntries(lh, func(hit) bool { return true })
+	pairEntries(ph, func(h hit) bool { return mk.pairs(gjson.Get(h.origin, "device").String()) })
 	// Embedder canary: one chunk on both sides (one drawer, one text) at
 	// different distances means different embedding models; comparing
 	// their distances would be silent garbage, so only the primary's
@@ -422,15 +422,16 @@ func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 // (its timestamp is when it was written there), but the same wing and
 // text, which the id's suffix is of. The n-th newest hit of a wing and
 // suffix on one side is keyed as the n-th newest on the other, so the
-// pair merges as one hit, palace both, under the local id.
-func pairEntries(hits []hit) {
+// pair merges as one hit, palace both, under the local id. Only the hits
+// that may pair (marks.pairs: not another device's copy) are keyed so.
+func pairEntries(hits []hit, mayPair func(hit) bool) {
 	type entry struct {
 		i     int
 		stamp string
 	}
 	groups := map[string][]entry{}
 	for i, h := range hits {
-		if stamp, suffix, ok := catalogue.DiaryEntryID(h.key); ok {
+		if stamp, suffix, ok := catalogue.DiaryEntryID(h.key); ok && mayPair(h) {
 			g := h.key[:len(h.key)-len(stamp)-len(suffix)-2] + "\x00" + suffix
 			groups[g] = append(groups[g], entry{i, stamp})
 		}
@@ -630,8 +631,9 @@ func num(v any) float64 {
 // for each (topic, text) the merge keeps max(local count, primary count)
 // entries: the local ones, newest first, paired with the primary's, newest
 // first (each pair one entry, palace both), and the longer side's rest.
-func mergeDiary(lm, pm map[string]any, lastN int, local *time.Location) map[string]any {
-	all := pairDiary(groupDiary(lm, pm, local))
+// A primary entry another device wrote (marks.pairs) pairs with none.
+func mergeDiary(lm, pm map[string]any, lastN int, local *time.Location, mk marks) map[string]any {
+	all := pairDiary(groupDiary(lm, pm, local, mk))
 	sort.SliceStable(all, func(i, j int) bool { return all[i].at.After(all[j].at) })
 	if lastN > 0 && len(all) > lastN {
 		all = all[:lastN]
@@ -662,8 +664,9 @@ type datedEntry struct {
 type diaryGroup struct{ sides [2][]datedEntry }
 
 // groupDiary is the two sides' entries grouped by (topic, text), in the
-// order each was first seen.
-func groupDiary(lm, pm map[string]any, local *time.Location) []*diaryGroup {
+// order each was first seen; a primary entry another device wrote
+// (marks.pairs) is grouped by its device too, with no local entry.
+func groupDiary(lm, pm map[string]any, local *time.Location, mk marks) []*diaryGroup {
 	groups := map[string]*diaryGroup{}
 	var order []*diaryGroup
 	for s, side := range []map[string]any{lm, pm} {
@@ -674,6 +677,11 @@ func groupDiary(lm, pm map[string]any, local *time.Location) []*diaryGroup {
 				continue
 			}
 			k := fmt.Sprint(h["topic"], "\x00", h["content"])
+			if o, _ := h[origin.Key].(map[string]any); s == 1 && o != nil {
+				if dev, _ := o["device"].(string); !mk.pairs(dev) {
+					k += "\x00" + dev
+				}
+			}
 			g := groups[k]
 			if g == nil {
 				g = &diaryGroup{}

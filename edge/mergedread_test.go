@@ -140,7 +140,7 @@ func TestMergeDiaryOrdersTimestampsWithAndWithoutOffsets(t *testing.T) {
 		entry("2026-12-02T05:30:00+02:00", "primary, 03:30 UTC"),
 		entry("2026-12-01T23:30:00Z", "primary, 23:30 UTC the day before"),
 	}, "total": 3.0}
-	got := mergeDiary(local, primary, 10, east)
+	got := mergeDiary(local, primary, 10, east, marks{})
 	var order []string
 	for _, e := range got["entries"].([]any) {
 		order = append(order, e.(map[string]any)["content"].(string))
@@ -149,7 +149,7 @@ func TestMergeDiaryOrdersTimestampsWithAndWithoutOffsets(t *testing.T) {
 	if fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Errorf("merged, newest first:\n got %q\nwant %q", order, want)
 	}
-	if two := mergeDiary(local, primary, 2, east)["entries"].([]any); len(two) != 2 || two[1].(map[string]any)["content"] != "primary, 03:30 UTC" {
+	if two := mergeDiary(local, primary, 2, east, marks{})["entries"].([]any); len(two) != 2 || two[1].(map[string]any)["content"] != "primary, 03:30 UTC" {
 		t.Errorf("last_n 2 keeps the two newest: %v", two)
 	}
 }

@@ -76,7 +76,7 @@ func TestMergedDiaryKeepsRepeatedEntries(t *testing.T) {
 		{"three on the primary, none here", nil, []any{entry("2026-12-01T09:00:05"), entry("2026-11-30T09:00:05"), entry("2026-11-29T09:00:05")}, 3},
 	}
 	for _, c := range cases {
-		got := mergeDiary(map[string]any{"entries": c.local}, map[string]any{"entries": c.remote}, 10, time.UTC)
+		got := mergeDiary(map[string]any{"entries": c.local}, map[string]any{"entries": c.remote}, 10, time.UTC, marks{})
 		if es, _ := got["entries"].([]any); len(es) != c.want {
 			t.Errorf("%s: %d entries, want %d: %v", c.name, len(es), c.want, es)
 		}

@@ -28,6 +28,7 @@ import (
 // trusted (what the reading device trusts of "unknown").
 type marks struct {
 	own            []byte // the local origin, as JSON
+	device         string // this device's id ("": the primary advertises none)
 	unknownTrusted bool
 	// ownUntrusted is the local origin marked untrusted, and
 	// untrustedWing the wing a local record of which gets it: the
@@ -50,7 +51,7 @@ func marksFor(in deviceinfo.Info) marks {
 	if own.Device == "" {
 		own = origin.Origin{Device: origin.Unknown, Trusted: true, Palace: origin.PalaceLocal}
 	}
-	m := marks{own: own.AppendJSON(nil), unknownTrusted: in.TrustsDevice(origin.Unknown)}
+	m := marks{own: own.AppendJSON(nil), device: in.ID, unknownTrusted: in.TrustsDevice(origin.Unknown)}
 	if writes, _ := in.Writes(in.InstructionWing); !writes && in.InstructionWing != "" {
 		own.Trusted = false
 		m.ownUntrusted, m.untrustedWing = own.AppendJSON(nil), in.InstructionWing
@@ -78,6 +79,16 @@ func (m marks) primary(raw, palace string) []byte {
 		}
 	}
 	return origin.Origin{Device: origin.Unknown, Trusted: m.unknownTrusted, Palace: palace}.AppendJSON(nil)
+}
+
+// pairs reports whether a primary record whose origin names device dev
+// ("" none) may be this device's own copy of a local record with the same
+// text, merged with it as one (palace both): not one another device wrote
+// (the gateway stamps its writer), which stays a record of its own. One
+// with no origin (a primary without a gateway, a record from before it)
+// may, and so may any when this device's id is not known.
+func (m marks) pairs(dev string) bool {
+	return m.device == "" || dev == "" || dev == origin.Unknown || dev == m.device
 }
 
 // text marks every record of an answer's text (catalogue.Records says
