@@ -79,7 +79,7 @@ func TestRealAFreshDeviceReadsTheFleet(t *testing.T) {
 // empty local palace (real mempalace-mcp: "Backend open failed" after
 // its first search) that deletes a shared drawer, updates another, and
 // reads with the primary gone: a deleted match is no duplicate, get_drawer
-// of it is "Drawer not found", the update reaches the primary, and the
+// of it says this device's own delete hides it, the update reaches the primary, and the
 // offline reads are empty and degraded (get_drawer of the primary's
 // drawer: not answered, never "Drawer not found"), never MemPalace's advice to repair
 // a palace that is merely new: the drawer reads, and the overview reads
@@ -95,7 +95,7 @@ func TestRealAFreshDeviceDeletesUpdatesAndGoesOffline(t *testing.T) {
 	if m, _ := h.call("check_duplicate", map[string]any{"content": "a shared kiwi note"}); m["is_duplicate"] != false || len(m["matches"].([]any)) != 0 {
 		t.Errorf("check_duplicate of a deleted shared drawer: %v", m)
 	}
-	if m, res := h.call("get_drawer", map[string]any{"drawer_id": gone}); m["error"] != "Drawer not found: "+gone || res.IsError {
+	if m, res := h.call("get_drawer", map[string]any{"drawer_id": gone}); !strings.HasPrefix(fmt.Sprint(m["error"]), "hidden by this device's own delete: "+gone) || m["content"] != nil || res.IsError {
 		t.Errorf("get_drawer of a deleted shared drawer: %v", m)
 	}
 

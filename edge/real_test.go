@@ -216,7 +216,7 @@ func TestRealRoutingTable(t *testing.T) {
 	}
 	// the delete left a tombstone: the primary's copy is not read back
 	// (issue 27; the device is no admin here, so it stays on the primary)
-	if got, _ := h.call("get_drawer", map[string]any{"drawer_id": both}); got["content"] != nil || !strings.HasPrefix(fmt.Sprint(got["error"]), "Drawer not found") {
+	if got, _ := h.call("get_drawer", map[string]any{"drawer_id": both}); got["content"] != nil || !strings.HasPrefix(fmt.Sprint(got["error"]), "hidden by this device's own delete") {
 		t.Fatalf("after the local delete the primary's copy is read back: %v", got)
 	}
 
