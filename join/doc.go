@@ -41,6 +41,12 @@
 //     token asks so too and reports alike, writing nothing (its primary
 //     notes no protection in an earlier join's outbox); the trash it
 //     cannot ask (the gateway reads it only for a join's write).
+//   - The primary is asked first: a dry run with a token fails its report
+//     with doctor's finding and fix (doctor.DiagnosePrimary) when the
+//     primary cannot be used (down, hung, refusing the token, no MCP
+//     endpoint at the URL); a real run refuses, before queuing anything,
+//     a URL that answers as no primary (a 404 without /mcp, https to
+//     plain HTTP, not MCP), and queues for a primary that is down.
 //   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
 //     list_drawers, content from get_drawers.
 //   - Wings the policy marks local are never read for sending; --wing

@@ -264,6 +264,10 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 	if o.DryRun {
 		return j.dryRun(ctx), nil
 	}
+	if f := j.wrongPrimary(ctx); f != nil {
+		j.rep.Failed = append(j.rep.Failed, *f)
+		return j.rep, nil
+	}
 	j.present(ctx)
 	j.factsOnPrimary(ctx)
 	j.queue(ctx)

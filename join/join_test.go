@@ -343,8 +343,8 @@ func TestJoinOriginDeviceStampsDrawersOnly(t *testing.T) {
 	}
 }
 
-// A dry run whose token the primary refuses fails its report with the
-// fix, as the real run does, before and after a join (it exited 0 with a
+// A dry run whose token the primary refuses fails its report with
+// doctor's finding and fix, as the real run does, before and after a join (it exited 0 with a
 // clean table: "Look first" said nothing of a token that would fail).
 func TestJoinDryRunFailsOnARefusedToken(t *testing.T) {
 	p, pr := newPalace(t), newPrimary(t)
@@ -360,7 +360,7 @@ func TestJoinDryRunFailsOnARefusedToken(t *testing.T) {
 			}
 		}
 		rep := run(t, wrong, Options{DryRun: true})
-		if rep.OK() || len(rep.Failed) != 1 || rep.Failed[0].Record != "token" || !strings.Contains(rep.Failed[0].Error, "refused the token") || !strings.Contains(rep.Failed[0].Error, "gateway token issue") {
+		if rep.OK() || len(rep.Failed) != 1 || rep.Failed[0].Record != "token" || !strings.Contains(rep.Failed[0].Error, "answered 401") || !strings.Contains(rep.Failed[0].Error, "doctor's primary-auth") || !strings.Contains(rep.Failed[0].Error, "Fix: ") {
 			t.Errorf("%s: a dry run with a refused token reports %+v", when, rep.Failed)
 		}
 		if len(rep.Failed) > 0 && strings.Contains(rep.Failed[0].Error, "queued") {

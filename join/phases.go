@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -18,10 +20,12 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/doctor"
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/palacefiles"
 )
 
@@ -342,8 +346,9 @@ func (j *joining) resumed() []Record {
 
 // dryRun ends a --dry-run after the plan: what would be sent and skipped,
 // and what of it a gateway would refuse. With a token it asks the primary
-// whether it takes the token (a refusal fails the report, as it fails the
-// real run), and what a real run asks before queuing (present: the updated drawers, by
+// as doctor does (unreachable, refusing the token, no MCP endpoint at the
+// URL: the report fails with doctor's finding and fix, as the real run
+// would fail), and what a real run asks before queuing (present: the updated drawers, by
 // their ids), read-only, and counts and names them as that run would.
 func (j *joining) dryRun(ctx context.Context) Report {
 	j.rep.DryRun = true
@@ -353,8 +358,8 @@ func (j *joining) dryRun(ctx context.Context) Report {
 		}
 	}
 	if j.cfg.Token != nil && j.cfg.Token() != "" {
-		if j.tokenRefused(ctx) {
-			j.rep.Failed = append(j.rep.Failed, Failure{Kind: "primary", Record: "token", Error: "the primary refused the token, so the real run would send nothing: " + tokenFix})
+		if f := j.diagnose(ctx, "the real run would send nothing"); f != nil {
+			j.rep.Failed = append(j.rep.Failed, *f)
 			return j.rep
 		}
 		j.present(ctx)
@@ -368,12 +373,46 @@ func (j *joining) dryRun(ctx context.Context) Report {
 	return j.rep
 }
 
-// tokenRefused asks the primary for its tools (read-only, as every
-// session starts) and reports whether it refused the token.
-func (j *joining) tokenRefused(ctx context.Context) bool {
+// wrongPrimary is the real run's first contact: a tools/list through the
+// edge's client. A primary that is down (nothing answers: refused, no
+// route, no answer in time, a 5xx: failing, or a gateway's upstream
+// down) or refuses the token is nil: the run queues
+// and reports it as documented, the records queued for this URL. Anything
+// else answering (a 404 without /mcp, no MCP endpoint, HTTP to a TLS URL)
+// is the URL's mistake, and queuing would key the records to it: the
+// failure with doctor's finding, before anything is queued.
+func (j *joining) wrongPrimary(ctx context.Context) *Failure {
 	j.connect()
 	_, err := j.primary.ListTools(ctx)
-	return errors.Is(err, outbox.ErrUnauthorized)
+	if st := j.primary.LastStatus(); err == nil || errors.Is(err, outbox.ErrUnauthorized) || down(err) || st >= 500 || st == http.StatusTooManyRequests {
+		return nil // a failing primary, or a gateway's upstream down: as down
+	}
+	return j.diagnose(ctx, "nothing was queued for this URL")
+}
+
+// down: nothing answered at the URL's address (a refused or failed dial,
+// an unknown host, no answer in time).
+func down(err error) bool {
+	var op *net.OpError
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &op) && op.Op == "dial" || errors.As(err, &ne) && ne.Timeout()
+}
+
+// diagnose is doctor's finding on the primary (doctor.DiagnosePrimary,
+// within the call timeout) as the report's failure, then says what the
+// run did about it; nil when doctor finds nothing wrong.
+func (j *joining) diagnose(ctx context.Context, then string) *Failure {
+	token := j.cfg.Token()
+	env := func(k string) (string, bool) { return token, k == ladder.EnvRemoteToken && token != "" }
+	f, ok := doctor.DiagnosePrimary(ctx, env, ladder.Settings{Mode: ladder.Edge, URL: j.cfg.URL, TokenSet: token != ""}, j.cfg.Timeout)
+	if !ok {
+		return nil
+	}
+	rec := "connection"
+	if f.ID == doctor.IDPrimaryAuth {
+		rec = "token"
+	}
+	return &Failure{Kind: "primary", Record: rec, Error: fmt.Sprintf("%s, so %s (devbox-config doctor's %s). Fix: %s", f.Message, then, f.ID, f.Fix)}
 }
 
 // tokenFix is what a join refused the token says to do.
