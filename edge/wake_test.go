@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
@@ -403,15 +404,7 @@ func TestAnAskAckedIsNotToldAgainAtTheNextSessionStart(t *testing.T) {
 // mailbox could not be read (outside tester, attack9 07).
 func TestOfflineWakeSaysTheViewIsKept(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
-	_, srv := startPrimary(t)
-	palace := t.TempDir() + "/palace"
-	id := askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "rotate the fleet token")
-	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 10 * time.Second})
-	if !strings.Contains(instructionsOf(h), id) {
-		t.Fatalf("online, the ask is not told: %q", instructionsOf(h))
-	}
-	h.s.Close()
-	<-h.done
+	srv, palace, id := toldOnce(t)
 	srv.Stop()
 	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 2 * time.Second})
 	if in := instructionsOf(next); !strings.Contains(in, id) || !strings.Contains(in, "not reachable") {
@@ -428,15 +421,7 @@ func TestOfflineWakeSaysTheViewIsKept(t *testing.T) {
 // fix; outside tester, attack35 F6).
 func TestWakeWithARefusedTokenSaysTheTokenWasRefused(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
-	_, srv := startPrimary(t)
-	palace := t.TempDir() + "/palace"
-	id := askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "rotate the fleet token")
-	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 10 * time.Second})
-	if !strings.Contains(instructionsOf(h), id) {
-		t.Fatalf("online, the ask is not told: %q", instructionsOf(h))
-	}
-	h.s.Close()
-	<-h.done
+	srv, palace, id := toldOnce(t)
 	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), token: "not-the-primarys-token-0000", wakeWait: 2 * time.Second})
 	if in := instructionsOf(next); !strings.Contains(in, id) || !strings.Contains(in, "refuses this device's token") || strings.Contains(in, "not reachable") {
 		t.Errorf("with the token refused, the session start says:\n%s", in)
@@ -557,4 +542,21 @@ func TestASessionIsToldItsAgentNameWasRefused(t *testing.T) {
 			t.Errorf("%q: the instructions carry the name raw:\n%q", c.name, in)
 		}
 	}
+}
+
+// toldOnce is a primary holding one ask to this edge's agent and a
+// palace whose first session was told it and has ended: the kept view
+// the next session starts from. id is the ask's.
+func toldOnce(t *testing.T) (srv *fakepalace.HTTPServer, palace, id string) {
+	t.Helper()
+	_, srv = startPrimary(t)
+	palace = t.TempDir() + "/palace"
+	id = askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "rotate the fleet token")
+	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 10 * time.Second})
+	if !strings.Contains(instructionsOf(h), id) {
+		t.Fatalf("online, the ask is not told at the first session start: %q", instructionsOf(h))
+	}
+	h.s.Close()
+	<-h.done
+	return srv, palace, id
 }

@@ -83,15 +83,7 @@ func refusingListProxy(t *testing.T, url string) string {
 // (outside tester, attack31 p13).
 func TestAWakeViewTheLogCouldNotRefreshSaysSo(t *testing.T) {
 	t.Parallel()
-	_, srv := startPrimary(t)
-	palace := t.TempDir() + "/palace"
-	id := askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "rotate the fleet token")
-	h := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 10 * time.Second})
-	if !strings.Contains(instructionsOf(h), id) {
-		t.Fatalf("the ask is not told at the first session start: %q", instructionsOf(h))
-	}
-	h.s.Close()
-	<-h.done
+	srv, palace, id := toldOnce(t)
 	proxy := refusingListProxy(t, srv.URL())
 	next := start(t, harnessOpts{palace: palace, primaryURL: proxy, wakeWait: 10 * time.Second})
 	if in := instructionsOf(next); !strings.Contains(in, id) || !strings.Contains(in, "could not be read") {
