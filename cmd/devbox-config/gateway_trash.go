@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -133,6 +134,8 @@ func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, n
 	if problem, fix := checkUpstream(upstream); problem != "" {
 		return usageError("--upstream %q %s: %s", upstream, problem, fix)
 	}
+	seen := map[string]bool{} // a ref named twice is restored once
+	refs = slices.DeleteFunc(slices.Clone(refs), func(r string) bool { twice := seen[r]; seen[r] = true; return twice })
 	c, err := g.load()
 	if err != nil {
 		return err
