@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -15,7 +14,6 @@ import (
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
-	"github.com/tidwall/gjson"
 )
 
 // Restorer puts drawers kept in the trash back on the primary: the
@@ -109,39 +107,24 @@ func (r Restorer) check(ctx context.Context) error {
 	// five and a half minutes for the first word).
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	client := cmp.Or(r.Client, &http.Client{Timeout: callTimeout})
-	body := []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.Upstream, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("--upstream %s: %w", r.Upstream, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
 	token := ""
 	if r.Token != nil {
 		token = r.Token()
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := client.Do(req)
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		return fmt.Errorf("the primary at --upstream %s does not answer tools/list within %s: it is stuck, or the URL leads to something that never answers (check mempalace serve there, or give its /mcp, the URL the gateway's own --upstream names)", r.Upstream, checkTimeout)
-	}
-	if err != nil {
-		return fmt.Errorf("the primary at --upstream %s does not answer: %w (start mempalace serve, or give its /mcp, the URL the gateway's own --upstream names)", r.Upstream, err)
-	}
-	defer resp.Body.Close() // read to its end, or not MCP: reported below
-	b, _ := readAnswer(resp)
+	look := lookAtUpstream(ctx, cmp.Or(r.Client, &http.Client{Timeout: callTimeout}), r.Upstream, token)
 	switch {
-	case ledger.Advertised(resp.Header):
+	case errors.Is(look.err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return fmt.Errorf("the primary at --upstream %s does not answer tools/list within %s: it is stuck, or the URL leads to something that never answers (check mempalace serve there, or give its /mcp, the URL the gateway's own --upstream names)", r.Upstream, checkTimeout)
+	case look.err != nil:
+		return fmt.Errorf("the primary at --upstream %s does not answer: %w (start mempalace serve, or give its /mcp, the URL the gateway's own --upstream names)", r.Upstream, look.err)
+	case look.gateway:
 		return fmt.Errorf("--upstream %s is a devbox-config gateway, not the primary: give mempalace serve's /mcp, the URL the gateway's own --upstream names (restore files drawers with the upstream token, which only the primary takes)", r.Upstream)
-	case resp.StatusCode == http.StatusUnauthorized && token == "":
+	case look.status == http.StatusUnauthorized && token == "":
 		return fmt.Errorf("the primary at --upstream %s asks for a token (HTTP 401), and none was sent (--no-upstream-token): drop the flag and set MEMPALACE_UPSTREAM_TOKEN in this shell (or upstream_token_file in the config) to mempalace serve's MEMPALACE_MCP_HTTP_TOKEN", r.Upstream)
-	case resp.StatusCode == http.StatusUnauthorized:
+	case look.status == http.StatusUnauthorized:
 		return fmt.Errorf("the primary at --upstream %s refused the upstream token (HTTP 401): set MEMPALACE_UPSTREAM_TOKEN in this shell (or upstream_token_file in the config) to the primary's token, mempalace serve's MEMPALACE_MCP_HTTP_TOKEN; the running gateway needs no restart", r.Upstream)
-	}
-	if _, out := answerOf(resp, b, body, token); !gjson.GetBytes(out, "result.tools").IsArray() {
-		return fmt.Errorf("--upstream %s answered HTTP %d to tools/list, not an MCP answer: give mempalace serve's /mcp (http://HOST:PORT/mcp), the URL the gateway's own --upstream names", r.Upstream, resp.StatusCode)
+	case !look.mcp:
+		return fmt.Errorf("--upstream %s answered HTTP %d to tools/list, not an MCP answer: give mempalace serve's /mcp (http://HOST:PORT/mcp), the URL the gateway's own --upstream names", r.Upstream, look.status)
 	}
 	return nil
 }

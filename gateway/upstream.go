@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/jsondepth"
 	"github.com/joakimp/devbox-config/redact"
 	"github.com/joakimp/devbox-config/warmconn"
@@ -131,33 +132,50 @@ const probeWait = 10 * time.Second
 func (s *Server) ProbeUpstream(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(warmconn.WithReplayable(ctx), probeWait)
 	defer cancel()
-	body := []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Upstream, bytes.NewReader(body))
-	if err != nil {
-		s.Log.Error("upstream not probed", "upstream", s.Upstream, "err", err)
+	look := lookAtUpstream(ctx, s.client, s.Upstream, s.UpstreamToken())
+	switch {
+	case look.err != nil:
+		s.Log.Warn("the upstream does not answer yet: devices get 503 until it does (normal while it starts beside the gateway)", "upstream", s.Upstream, "err", look.err, "fix", "if it lasts, start mempalace serve or correct --upstream")
 		return
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if tok := s.UpstreamToken(); tok != "" {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		s.Log.Warn("the upstream does not answer yet: devices get 503 until it does (normal while it starts beside the gateway)", "upstream", s.Upstream, "err", err, "fix", "if it lasts, start mempalace serve or correct --upstream")
-		return
-	}
-	defer resp.Body.Close() // read to its end, or not MCP: reported below
-	b, _ := readAnswer(resp)
-	if resp.StatusCode == http.StatusUnauthorized {
+	case look.status == http.StatusUnauthorized:
 		s.upstreamRefuses(true)
 		return
-	}
-	if _, out := answerOf(resp, b, body, s.UpstreamToken()); !gjson.GetBytes(out, "result.tools").IsArray() {
-		s.Log.Error(fmt.Sprintf("the upstream answered HTTP %d to tools/list, not an MCP answer: every device call fails", resp.StatusCode), "upstream", s.Upstream, "fix", "point --upstream at mempalace serve's /mcp (http://HOST:PORT/mcp)")
+	case !look.mcp:
+		s.Log.Error(fmt.Sprintf("the upstream answered HTTP %d to tools/list, not an MCP answer: every device call fails", look.status), "upstream", s.Upstream, "fix", "point --upstream at mempalace serve's /mcp (http://HOST:PORT/mcp)")
 		return
 	}
 	s.upstreamRefuses(false)
 	s.Log.Info("upstream answers", "upstream", s.Upstream)
+}
+
+// upstreamLook is what one tools/list says of an upstream: the gateway's
+// probe at start and trash restore's first look read it alike.
+type upstreamLook struct {
+	err     error // no answer (or no request to make)
+	status  int
+	gateway bool // a devbox-config gateway answered (ledger.Advertised)
+	mcp     bool // the answer is an MCP tools/list result
+}
+
+// lookAtUpstream asks upstream for its tools, with token.
+func lookAtUpstream(ctx context.Context, client *http.Client, upstream, token string) upstreamLook {
+	body := []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstream, bytes.NewReader(body))
+	if err != nil {
+		return upstreamLook{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return upstreamLook{err: err}
+	}
+	defer resp.Body.Close() // read to its end, or not MCP: said below
+	b, _ := readAnswer(resp)
+	_, out := answerOf(resp, b, body, token)
+	return upstreamLook{status: resp.StatusCode, gateway: ledger.Advertised(resp.Header), mcp: gjson.GetBytes(out, "result.tools").IsArray()}
 }
 
 // upstreamClock is how long a request had a call to the upstream in
