@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,6 +43,7 @@ func (sc *gatewayServeCmd) run() error {
 		return sc.config.missing()
 	}
 	log := newLogger(sc.stderr, 0).With("component", "gateway")
+	oneProc()
 	s := &gateway.Server{ConfigFile: sc.config.file, Upstream: sc.upstream, BindHost: host, Log: log, Stderr: sc.stderr}
 	if err := s.Open(); err != nil {
 		return failed(err)
@@ -62,6 +64,18 @@ func (sc *gatewayServeCmd) run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return sc.serve(ctx, s, log)
+}
+
+// oneProc runs the gateway's Go code on one processor unless the operator
+// set GOMAXPROCS. Its upstream is one Python process and a read costs the
+// gateway a tenth of a millisecond of CPU, so a second processor buys no
+// throughput a fleet reaches; it does cost every call the runtime's
+// spinning and waking on a small shared box: 0.05-0.18 ms per read against
+// real serve (BENCHMARKS.md, the decision log).
+func oneProc() {
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		runtime.GOMAXPROCS(1)
+	}
 }
 
 // open gives the server its op-id ledger (every write an edge resends
