@@ -17,7 +17,8 @@ import (
 // the relay: a second process that forwards each POST to serve over the
 // transport the gateway uses (warmconn) and does nothing else. What it
 // adds is the floor under the gateway's cost on this machine: one more
-// process and one more HTTP exchange.
+// process and one more HTTP exchange. It runs on one processor, as the
+// gateway does.
 const relayEnv = "GATEWAYCOST_RELAY"
 
 func startRelay(upstream string) *proc {
@@ -27,7 +28,7 @@ func startRelay(upstream string) *proc {
 	}
 	addr := freeAddr()
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), relayEnv+"="+addr+" "+upstream)
+	cmd.Env = append(os.Environ(), relayEnv+"="+addr+" "+upstream, "GOMAXPROCS=1")
 	cmd.Stderr = os.Stderr
 	return startProc("relay", cmd, addr, func() string { return "(its stderr is above)" })
 }
