@@ -244,7 +244,8 @@ func TestAQueuedEventSaysWhatTheEdgeKnows(t *testing.T) {
 	}
 }
 
-// An artifact over MemPalace's 4 MiB is refused when it is made, with
+// An artifact over MemPalace's 4 MiB, or an event body over its 256 KiB, is
+// refused when it is made, with
 // MemPalace's words, never queued to be refused five times and die
 // (outside tester, attack18).
 func TestAnArtifactOverMemPalacesCapIsRefusedUpFront(t *testing.T) {
@@ -261,5 +262,20 @@ func TestAnArtifactOverMemPalacesCapIsRefusedUpFront(t *testing.T) {
 	m = routed(t, e, "mempalace_artifact_put", map[string]any{"kind": "note", "content": strings.Repeat("é", 2<<20), "created_by": "pi@ops"})
 	if m["queued"] != true {
 		t.Errorf("artifact_put of 4 MiB: %.300s", mustJSON(m))
+	}
+	// An event's body over MemPalace's 256 KiB the same (attack37 A3: it
+	// was queued, refused five times, and dead with advice to ask for a
+	// grant).
+	event := map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@ops", "to_agent": "*", "body": strings.Repeat("b", 256<<10) + "é"}
+	m = routed(t, e, "mempalace_event_append", event)
+	if s := mustJSON(m); !strings.Contains(s, "body is 262146 bytes; maximum is 262144") || !strings.Contains(s, "shorten it") || m["queued"] == true {
+		t.Errorf("event_append over 256 KiB: %.300s", s)
+	}
+	if ops := pending(t, ob); len(ops) != 1 {
+		t.Errorf("%d ops queued, want the 4 MiB artifact only", len(ops))
+	}
+	event["body"] = strings.Repeat("b", 256<<10)
+	if m = routed(t, e, "mempalace_event_append", event); m["queued"] != true {
+		t.Errorf("event_append of 256 KiB: %.300s", mustJSON(m))
 	}
 }

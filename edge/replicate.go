@@ -511,19 +511,40 @@ func (e *Edge) coordinationWrite(ctx context.Context, c *call) (*mcp.CallToolRes
 	return res, err
 }
 
-// maxArtifactBytes is MemPalace's cap on an artifact's content, in UTF-8
-// bytes (logstream.py DEFAULT_MAX_ARTIFACT_BYTES).
-const maxArtifactBytes = 4 << 20
+// textCap is one of MemPalace's fixed caps on a coordination write's text,
+// in UTF-8 bytes (logstream.py): no grant lets a larger one through.
+type textCap struct {
+	arg  string
+	max  int
+	what string
+}
+
+// textCaps are the caps by tool: DEFAULT_MAX_ARTIFACT_BYTES and
+// DEFAULT_MAX_BODY_BYTES.
+var textCaps = map[string]textCap{
+	"artifact_put": {"content", 4 << 20, "MemPalace's artifact cap"},
+	"event_append": {"body", 256 << 10, "MemPalace's event body cap"},
+}
+
+// overCap is the refusal of a write whose text is over its cap, in
+// MemPalace's words, or nil: refused when it is made, not by the primary
+// five times before the op is dead.
+func overCap(c *call) *mcp.CallToolResult {
+	limit, ok := textCaps[c.tool.Name]
+	text, _ := c.argsMap()[limit.arg].(string)
+	if !ok || len(text) <= limit.max {
+		return nil
+	}
+	return errorResult(fmt.Sprintf("refused by the edge: %s is %d bytes; maximum is %d bytes (%s); nothing was queued: shorten it", limit.arg, len(text), limit.max, limit.what),
+		map[string]any{"replication": "not taken"})
+}
 
 func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
 	if res := e.refusedUpFront(ctx, c, ""); res != nil {
 		return res, nil
 	}
-	if content, _ := c.argsMap()["content"].(string); c.tool.Name == "artifact_put" && len(content) > maxArtifactBytes {
-		// MemPalace's words (logstream.py artifact_put): refused now, not
-		// by the primary five times before the op is dead.
-		return errorResult(fmt.Sprintf("refused by the edge: content is %d bytes; maximum is %d bytes (MemPalace's artifact cap); nothing was queued", len(content), maxArtifactBytes),
-			map[string]any{"replication": "not taken"}), nil
+	if res := overCap(c); res != nil {
+		return res, nil
 	}
 	if e.outbox == nil {
 		return e.primaryOnly(ctx, c, "the outbox is unavailable, sent directly")
