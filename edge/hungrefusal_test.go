@@ -1,16 +1,19 @@
 package edge
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway"
 )
 
@@ -116,5 +119,32 @@ func TestARefusalDoesNotMarkASlowPrimaryDown(t *testing.T) {
 	}
 	if res, _ := refusedWrite(h, "granted meanwhile"); res.IsError {
 		t.Errorf("the grant the gateway gave was not heard from the slow primary: %s", refusalText(res))
+	}
+}
+
+// A write the primary took but answered after the call timeout is told as
+// what it is, a call that left and got no answer in time (it may have
+// landed), not as "primary unreachable", which sends the user to the
+// network (outside tester attack37 A5: `edge flush` and `edge status`
+// said unreachable while the write had landed).
+func TestALateAnswerIsNotCalledUnreachable(t *testing.T) {
+	t.Parallel()
+	_, srv := startPrimary(t)
+	url, delay := slowProxy(t, srv.URL())
+	h := start(t, harnessOpts{primaryURL: url, timeout: 500 * time.Millisecond})
+	h.call("list_wings", nil)
+	delay.Store(int64(2 * time.Second))
+	h.call("add_drawer", map[string]any{"wing": "wing_a", "room": "r", "content": "answered late"})
+	var last string
+	h.eventually("the write's failed send recorded", func() bool {
+		ops, err := h.edge.outbox.List(context.Background(), 10, outbox.Queued)
+		if err != nil || len(ops) != 1 || len(ops[0].Error) == 0 {
+			return false
+		}
+		last = outbox.Words(ops[0].Error)
+		return true
+	})
+	if strings.Contains(last, "unreachable") || !strings.Contains(last, "did not answer in time") || !strings.Contains(last, "may have landed") {
+		t.Errorf("the late answer's failure reads %q: want it lost (may have landed) because the primary did not answer in time", last)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -674,18 +675,35 @@ func (p *Primary) fail(ctx context.Context, err error) error {
 		p.goLocked(p.probe)
 	}
 	p.mu.Unlock()
+	var down error = fmt.Errorf("%w: %w", ErrPrimaryDown, err)
+	if timedOut(err) && !errors.Is(err, outbox.ErrNotSent) {
+		down = noAnswerError{err} // it was reached: "unreachable" would send the user to the network
+	}
 	if !wasDown {
 		if unauth {
 			p.log.Error("the primary refused the token; nothing is sent to it until MEMPALACE_REMOTE_TOKEN is fixed (devbox-config doctor names the fix)", "url", logURL(p.endpoint))
 		} else {
-			p.log.Warn("primary unreachable; answering from the local palace", "url", logURL(p.endpoint), "err", err)
+			p.log.Warn("primary unreachable; answering from the local palace", "url", logURL(p.endpoint), "err", down)
 		}
 	}
 	if unauth {
 		return outbox.ErrUnauthorized
 	}
-	return fmt.Errorf("%w: %w", ErrPrimaryDown, err)
+	return down
 }
+
+// timedOut reports a call given up for its deadline: the call's context's,
+// or the connection's read deadline (warmconn's).
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// noAnswerError is ErrPrimaryDown for a call that left and was not
+// answered in time: the primary may have applied it (outbox.Lost).
+type noAnswerError struct{ err error }
+
+func (e noAnswerError) Error() string   { return "the primary did not answer in time: " + e.err.Error() }
+func (e noAnswerError) Unwrap() []error { return []error{ErrPrimaryDown, e.err} }
 
 func (p *Primary) downErr() error {
 	p.mu.Lock()
