@@ -241,15 +241,26 @@ func authFinding(at string, tokenSet, behindGateway, deviceToken bool) Finding {
 const primaryCompose = "in the devbox-config repository, examples/docker-compose.mempalace-gateway.yml runs one as service mempalace"
 
 func unreachable(opts Options, shown string, err error) Finding {
-	why, longer := opts.mask(err.Error()), "" // the client's error quotes the server
 	if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
-		why = fmt.Sprintf("no answer within %s", opts.Timeout)
-		longer = fmt.Sprintf("; if it is only slow, `devbox-config doctor --timeout %s` gives it longer", 4*opts.Timeout)
+		return Unanswered(shown, opts.Timeout, "devbox-config doctor")
 	}
 	return Finding{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
-		Message: fmt.Sprintf("cannot reach %s: %s", shown, why),
-		Fix:     "check that the primary runs (`docker compose ps` in the compose project that runs it on its host: " + primaryCompose + "), MEMPALACE_REMOTE_URL, and the tunnel; in edge mode writes wait in the outbox meanwhile" + longer}
+		Message: fmt.Sprintf("cannot reach %s: %s", shown, opts.mask(err.Error())), // the client's error quotes the server
+		Fix:     reachFix}
 }
+
+// Unanswered is primary-unreachable for a primary at shown (its URL,
+// redacted) that gave no answer within timeout, for a command that waited
+// on it: said from that wait, without asking again (which would double
+// it). command is what gives it longer with --timeout.
+func Unanswered(shown string, timeout time.Duration, command string) Finding {
+	return Finding{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
+		Message: fmt.Sprintf("cannot reach %s: no answer within %s", shown, timeout),
+		Fix:     fmt.Sprintf("%s; if it is only slow, `%s --timeout %s` gives it longer", reachFix, command, 4*timeout)}
+}
+
+// reachFix is primary-unreachable's fix.
+const reachFix = "check that the primary runs (`docker compose ps` in the compose project that runs it on its host: " + primaryCompose + "), MEMPALACE_REMOTE_URL, and the tunnel; in edge mode writes wait in the outbox meanwhile"
 
 func isTimeout(err error) bool {
 	var ne net.Error

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/joakimp/devbox-config/doctor"
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/ladder"
@@ -265,5 +266,10 @@ func checkPrimary(ctx context.Context, cfg edge.Config) string {
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(ctx, primaryWait(cfg))
 	defer cancel()
-	return p.Check(ctx)
+	said := p.Check(ctx)
+	if !strings.HasPrefix(said, reachable) && ctx.Err() != nil { // said: "context deadline exceeded"
+		f := doctor.Unanswered(ladder.RedactURL(cfg.PrimaryURL), primaryWait(cfg), "devbox-config doctor")
+		return fmt.Sprintf("unreachable: no answer within %s (fix: %s)", primaryWait(cfg), f.Fix)
+	}
+	return said
 }

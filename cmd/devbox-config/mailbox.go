@@ -44,7 +44,8 @@ control, bidi and invisible characters are JSON escapes there, never raw.
 
 Exit status: 0 whether or not something is owed, 1 when the primary cannot be
 read (with what devbox-config doctor finds wrong and its fix: a refused token,
-a URL without /mcp, a primary that is not there), 2 on usage errors (no agent
+a URL without /mcp, a primary that is not there or gave no answer within
+--timeout), 2 on usage errors (no agent
 identity, no MEMPALACE_REMOTE_URL).`
 
 // mailboxCmd is `mailbox`: its flags, and run.
@@ -85,7 +86,7 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 	heard := &deviceHeard{}
 	r, err := readMailbox(ctx, s.URL, ladder.TokenSource(mc.env)(), mc.agent, mc.stream, mc.timeout, heard)
 	if err != nil {
-		return failed(mc.diagnosed(ctx, s, fmt.Errorf("cannot read the primary at %s: %w", ladder.RedactURL(s.URL), err)))
+		return failed(mc.diagnosed(ctx, s, err))
 	}
 	if w := heard.notOurs(mc.agent); w != "" {
 		fmt.Fprintln(mc.stderr, "devbox-config: warning:", w)
@@ -105,15 +106,19 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 	}{r.Agent, r.Owed, r.Count})
 }
 
-// diagnosed is err with what doctor finds wrong with the primary and its
-// fix (a refused token, a URL without /mcp, a primary that is not there),
-// as `devbox-config doctor` says it; err alone when the read ran out of
-// time (asking again would double the wait) or doctor finds nothing.
+// diagnosed is the read's error with what doctor finds wrong with the
+// primary and its fix (a refused token, a URL without /mcp, a primary that
+// is not there), as `devbox-config doctor` says it. A read that ran out of
+// time is said from that wait (asking again would double it).
 func (mc *mailboxCmd) diagnosed(ctx context.Context, s ladder.Settings, err error) error {
-	if ctx.Err() != nil {
-		return err
+	at := ladder.RedactURL(s.URL)
+	f, ok := doctor.Finding{}, true
+	if ctx.Err() != nil { // the raw error, "context deadline exceeded", says less
+		err, f = fmt.Errorf("no answer within %s", mc.timeout), doctor.Unanswered(at, mc.timeout, "devbox-config mailbox")
+	} else {
+		f, ok = doctor.DiagnosePrimary(ctx, mc.env, s, mc.timeout)
 	}
-	f, ok := doctor.DiagnosePrimary(ctx, mc.env, s, mc.timeout)
+	err = fmt.Errorf("cannot read the primary at %s: %w", at, err)
 	if !ok {
 		return err
 	}
