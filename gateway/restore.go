@@ -3,9 +3,11 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -115,6 +117,10 @@ func (r Restorer) check(ctx context.Context) error {
 	switch {
 	case errors.Is(look.err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return fmt.Errorf("the primary at --upstream %s does not answer tools/list within %s: it is stuck, or the URL leads to something that never answers (check mempalace serve there, or give its /mcp, the URL the gateway's own --upstream names)", r.Upstream, checkTimeout)
+	case look.err != nil && plainToTLS(r.Upstream, look.err):
+		return fmt.Errorf("--upstream %s asks for TLS (https), and the server there answered in plain HTTP or closed the handshake: give http://%s (mempalace serve speaks plain HTTP), the URL the gateway's own --upstream names", r.Upstream, strings.TrimPrefix(r.Upstream, "https://"))
+	case errors.Is(look.err, io.EOF):
+		return fmt.Errorf("the server at --upstream %s took the connection and closed it without answering tools/list: it is not mempalace serve's /mcp (give that, http://HOST:PORT/mcp, the URL the gateway's own --upstream names)", r.Upstream)
 	case look.err != nil:
 		return fmt.Errorf("the primary at --upstream %s does not answer: %w (start mempalace serve, or give its /mcp, the URL the gateway's own --upstream names)", r.Upstream, look.err)
 	case look.gateway:
@@ -127,6 +133,15 @@ func (r Restorer) check(ctx context.Context) error {
 		return fmt.Errorf("--upstream %s answered HTTP %d to tools/list, not an MCP answer: give mempalace serve's /mcp (http://HOST:PORT/mcp), the URL the gateway's own --upstream names", r.Upstream, look.status)
 	}
 	return nil
+}
+
+// plainToTLS: err is what an https request to a plain-HTTP server meets:
+// its plain answer to the handshake (net/http says so only in text), or
+// the connection closed during it (mempalace serve closes it).
+func plainToTLS(upstream string, err error) bool {
+	var rh tls.RecordHeaderError
+	return strings.HasPrefix(upstream, "https://") &&
+		(errors.Is(err, io.EOF) || errors.As(err, &rh) || strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"))
 }
 
 // settleOp records the op a delete was sent under as applied in the

@@ -241,6 +241,7 @@ func TestGatewayTrashRestoreChecksTheUpstreamFirst(t *testing.T) {
 		}
 	}
 	host := strings.TrimPrefix(up.URL(), "http://")
+	closer := closesConnections(t) // as mempalace serve meets a TLS handshake, or a web server its crash
 	for _, c := range []struct {
 		token, upstream string
 		exit            int
@@ -252,6 +253,11 @@ func TestGatewayTrashRestoreChecksTheUpstreamFirst(t *testing.T) {
 		{"upstream-token", gw.URL + "/mcp", 1, "is a devbox-config gateway, not the primary: give mempalace serve's /mcp"},
 		{"wrong-token", up.URL(), 1, "refused the upstream token (HTTP 401): set MEMPALACE_UPSTREAM_TOKEN in this shell"},
 		{"upstream-token", strings.TrimSuffix(up.URL(), "/mcp") + "/mcp/", 1, "not an MCP answer: give mempalace serve's /mcp"},
+		// An upstream that answered is never "does not answer: EOF"
+		// (outside tester, attack36 N4).
+		{"upstream-token", "https://" + host, 1, "asks for TLS (https), and the server there answered in plain HTTP or closed the handshake: give http://" + host},
+		{"upstream-token", "https://" + closer + "/mcp", 1, "give http://" + closer + "/mcp (mempalace serve speaks plain HTTP)"},
+		{"upstream-token", "http://" + closer + "/mcp", 1, "took the connection and closed it without answering tools/list: it is not mempalace serve's /mcp"},
 	} {
 		t.Setenv("MEMPALACE_UPSTREAM_TOKEN", c.token)
 		out := cli(c.exit, "trash", "restore", "--upstream", c.upstream, "1")
@@ -287,4 +293,25 @@ func TestGatewayTrashRestoreChecksTheUpstreamFirst(t *testing.T) {
 	if out := cli(0, "trash", "restore", "--upstream", up.URL(), "1", "1"); strings.Count(out, "back under the same id") != 1 || strings.Contains(out, "not restored") {
 		t.Errorf("the restore once right: %s", out)
 	}
+}
+
+// closesConnections is the address of a server that reads what it is
+// sent and closes the connection without a word.
+func closesConnections(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return // closed at the test's end
+			}
+			c.Read(make([]byte, 4096)) // what it says is not read: closed on it
+			c.Close()
+		}
+	}()
+	return l.Addr().String()
 }
