@@ -44,7 +44,8 @@
 //   - The primary is asked first: a dry run with a token fails its report
 //     with doctor's finding and fix (doctor.DiagnosePrimary) when the
 //     primary cannot be used (down, hung, refusing the token, no MCP
-//     endpoint at the URL); a real run refuses, before queuing anything,
+//     endpoint at the URL); a real run refuses, before queuing anything
+//     (the join outbox it made for the URL is removed),
 //     a URL that answers as no primary (a 404 without /mcp, https to
 //     plain HTTP, not MCP), and queues for a primary that is down.
 //   - Search is never used (3.6.0 hits carry no drawer_id): ids come from

@@ -266,6 +266,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 	}
 	if f := j.wrongPrimary(ctx); f != nil {
 		j.rep.Failed = append(j.rep.Failed, *f)
+		j.dropStore = j.madeStore // nothing queued: nothing kept for the wrong URL
 		return j.rep, nil
 	}
 	j.present(ctx)

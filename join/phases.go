@@ -49,6 +49,8 @@ type joining struct {
 	lock          *os.File // held for the run: one join of a palace to a target at a time
 	man           Manifest
 	store         *outbox.Store        // nil on a dry run with no earlier join
+	madeStore     bool                 // this run created the join outbox's file
+	dropStore     bool                 // close removes it: this run made it and queued nothing
 	prior         map[string]outbox.Op // what earlier runs queued, by write
 	settledBefore map[string]bool      // the ids of the ops earlier runs settled
 	triedBefore   map[string]bool      // the ids of the ops earlier runs sent at least once
@@ -215,6 +217,13 @@ func (j *joining) close() {
 			j.log.Warn("join outbox not closed cleanly", "file", j.obPath, "err", err)
 		}
 	}
+	if j.dropStore {
+		for _, f := range []string{j.obPath, j.obPath + "-wal", j.obPath + "-shm"} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				j.log.Warn("the empty join outbox of a refused join not removed", "file", f, "err", err)
+			}
+		}
+	}
 	j.stopLocal()
 }
 
@@ -267,6 +276,7 @@ func (j *joining) kgFiles() []string {
 // per distinct write, with the manifest's counts.
 func (j *joining) plan(ctx context.Context) *Failure {
 	if !j.o.DryRun || exists(j.obPath) {
+		j.madeStore = !exists(j.obPath)
 		store, err := outbox.Open(j.obPath, j.cfg.Device, j.cfg.Label)
 		if err != nil {
 			return &Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()}

@@ -1,7 +1,6 @@
 package join
 
 import (
-	"context"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -9,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
 // A primary a join cannot use fails the dry run with doctor's finding and
@@ -62,13 +59,10 @@ func TestJoinRefusesAPrimaryItCannotUse(t *testing.T) {
 		if st, _ := readCheckpoint(p.dir); st[Target(c.url)].State != "" {
 			t.Errorf("%s: the join checkpointed the wrong URL: %+v", c.name, st)
 		}
-		store, err := outbox.Open(filepath.Join(p.dir, "edge", OutboxFile(Target(c.url))), "", "")
-		if err != nil {
-			t.Fatal(err)
+		// Nothing is left behind keyed by the wrong URL (an empty join
+		// outbox was: attack36).
+		if left, _ := filepath.Glob(filepath.Join(p.dir, "edge", OutboxFile(Target(c.url))+"*")); len(left) > 0 {
+			t.Errorf("%s: the join left %v for the wrong URL", c.name, left)
 		}
-		if ops, err := allOps(context.Background(), store); err != nil || len(ops) > 0 {
-			t.Errorf("%s: the join queued %d records for the wrong URL (%v)", c.name, len(ops), err)
-		}
-		store.Close()
 	}
 }
