@@ -96,6 +96,10 @@ type PrimaryOptions struct {
 	// it changes (the first one heard included), once it reads, before
 	// Device says it; one call at a time.
 	OnDevice func(header string)
+	// Quiet: the caller reports the primary's failures itself (join's
+	// report), so its going down or refusing the token is not logged; an
+	// edge serving an agent logs both.
+	Quiet bool
 }
 
 // NewPrimary prepares a supervisor for endpoint. token is called for every
@@ -679,7 +683,7 @@ func (p *Primary) fail(ctx context.Context, err error) error {
 	if timedOut(err) && !errors.Is(err, outbox.ErrNotSent) {
 		down = noAnswerError{err} // it was reached: "unreachable" would send the user to the network
 	}
-	if !wasDown {
+	if !wasDown && !p.o.Quiet {
 		if unauth {
 			p.log.Error("the primary refused the token; nothing is sent to it until MEMPALACE_REMOTE_TOKEN is fixed (devbox-config doctor names the fix)", "url", logURL(p.endpoint))
 		} else {

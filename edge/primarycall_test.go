@@ -1,8 +1,13 @@
 package edge
 
 import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/wire"
 )
@@ -46,6 +51,26 @@ func TestAnswerFor(t *testing.T) {
 		_, rpcErr, ok := wire.AnswerFor([]byte(c.body), "edge-1")
 		if ok != c.ok || (rpcErr != nil) != c.isError {
 			t.Errorf("%s: ok=%v error=%v", c.body, ok, rpcErr)
+		}
+	}
+}
+
+// The edge serving an agent logs a primary it cannot reach once, as it
+// goes down; a Quiet one (join, whose report says it) does not.
+func TestAPrimaryGoingDownIsLoggedUnlessQuiet(t *testing.T) {
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + closed.Addr().String() + "/mcp"
+	closed.Close()
+	for _, quiet := range []bool{false, true} {
+		var logged bytes.Buffer
+		p := NewPrimary(url, func() string { return testToken }, slog.New(slog.NewTextHandler(&logged, nil)), PrimaryOptions{Timeout: time.Second, Quiet: quiet})
+		p.ListTools(context.Background()) // fails: said below
+		p.Close()
+		if said := strings.Contains(logged.String(), "primary unreachable; answering from the local palace"); said == quiet {
+			t.Errorf("quiet %v: logged %q", quiet, logged.String())
 		}
 	}
 }

@@ -72,7 +72,7 @@ func (j *joining) connect() {
 	if j.primary != nil {
 		return
 	}
-	j.primary = edge.NewPrimary(j.cfg.URL, j.cfg.Token, j.log, edge.PrimaryOptions{Timeout: j.cfg.Timeout, Version: j.cfg.Version,
+	j.primary = edge.NewPrimary(j.cfg.URL, j.cfg.Token, j.log, edge.PrimaryOptions{Timeout: j.cfg.Timeout, Version: j.cfg.Version, Quiet: true,
 		OnLedger: func(on bool) {
 			if j.o.DryRun {
 				return // a dry run writes nothing, an earlier join's outbox included

@@ -440,7 +440,7 @@ func (j *joining) grants(ctx context.Context) {
 		return
 	}
 	const askWait = 5 * time.Second
-	p := edge.NewPrimary(j.cfg.URL, j.cfg.Token, j.log, edge.PrimaryOptions{Timeout: min(j.cfg.Timeout, askWait), AskTimeout: askWait, Version: j.cfg.Version})
+	p := edge.NewPrimary(j.cfg.URL, j.cfg.Token, j.log, edge.PrimaryOptions{Timeout: min(j.cfg.Timeout, askWait), AskTimeout: askWait, Version: j.cfg.Version, Quiet: true})
 	defer p.Close()
 	if !p.RefreshDevice(ctx) {
 		return

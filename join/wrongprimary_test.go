@@ -1,6 +1,8 @@
 package join
 
 import (
+	"bytes"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -44,6 +46,16 @@ func TestJoinRefusesAPrimaryItCannotUse(t *testing.T) {
 	} {
 		cfg := config(t, p, pr)
 		cfg.URL, cfg.Timeout = c.url, 500*time.Millisecond
+		var logged bytes.Buffer
+		cfg.Log = slog.New(slog.NewTextHandler(&logged, nil))
+		// The report says what is wrong: no log line says the edge's
+		// "primary unreachable; answering from the local palace" (it did,
+		// over the report: attack36 N2).
+		defer func() {
+			if strings.Contains(logged.String(), "primary") {
+				t.Errorf("%s: the join logged %s", c.name, logged.String())
+			}
+		}()
 		rep := run(t, cfg, Options{DryRun: true})
 		if rep.OK() || len(rep.Failed) != 1 || rep.Failed[0].Kind != "primary" || rep.Failed[0].Record != "connection" ||
 			!strings.Contains(rep.Failed[0].Error, "doctor's primary-unreachable") || !strings.Contains(rep.Failed[0].Error, "Fix: ") || !strings.Contains(rep.Failed[0].Error, c.says) {
