@@ -375,8 +375,11 @@ func TestJoinDryRunSendsNothing(t *testing.T) {
 	p.policy(t, localWorkspace)
 	p.save(t)
 	cfg := config(t, p, pr)
-	cfg.Token = nil // a dry run needs no token
+	cfg.Token = nil // a dry run reads the palace without one, and says the real run would refuse to start (it exited 0 with a clean table: attack36 N2)
 	rep := run(t, cfg, Options{DryRun: true})
+	if rep.OK() || len(rep.Failed) != 1 || rep.Failed[0].Record != "token" || !strings.Contains(rep.Failed[0].Error, "MEMPALACE_REMOTE_TOKEN is not set") || !strings.Contains(rep.Failed[0].Error, "Fix: set MEMPALACE_REMOTE_TOKEN") {
+		t.Errorf("a dry run without a token reports %+v", rep.Failed)
+	}
 	if !rep.DryRun || rep.Manifest[Drawers] != 7 || rep.Manifest[Diaries] != 3 || rep.Manifest["facts_open"] != 2 || rep.Manifest["facts_closed"] != 2 || rep.Pending[Drawers] != 7 {
 		t.Fatalf("manifest: %+v", rep)
 	}
