@@ -37,11 +37,11 @@ const (
 	cursorPrefix = "evc_"
 )
 
-// listCursors are event_list's cursor arguments.
+// listCursors are event_list's cursor arguments (event_wait has the first).
 var listCursors = []string{"since_event_id", "before_event_id"}
 
-// openCursors replaces a sealed cursor (next_cursor) in an event_list's
-// arguments with the event it names; issued is the arguments that held
+// openCursors replaces a sealed cursor (next_cursor) in an event_list's or
+// event_wait's arguments with the event it names; issued is the arguments that held
 // one (its event may be hidden from the device, the page after it is
 // still its to read; the other cursor argument is checked as ever). A
 // cursor that does not open for this device is answered as the upstream

@@ -141,6 +141,29 @@ func TestAFillStoppedByItsBoundGivesACursor(t *testing.T) {
 	}
 }
 
+// event_wait takes the cursor a stopped fill gave as its since_event_id,
+// as event_list does, and answers what the device sees after it (it was
+// passed on sealed, and the primary answered it not found).
+func TestEventWaitTakesTheCursorAFillGave(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, pagingDevices)
+	g.srv.eventScan.Store(500)
+	_, b := floodedLog(t, g, 1200)
+	narw := g.tokens["narw"]
+	r, _, _ := g.call(narw, "event_list", map[string]any{"order": "asc", "limit": 500})
+	cursor, _ := r["next_cursor"].(string)
+	if r["more"] != true || cursor == "" {
+		t.Fatalf("a fill stopped by its bound: %v", r)
+	}
+	r, rpc, _ := g.call(narw, "event_wait", map[string]any{"since_event_id": cursor, "timeout_ms": 2000})
+	if rpc != nil || r["error"] != nil || !strings.Contains(encodeJSONString(r), b) {
+		t.Errorf("event_wait from the cursor given: %v %v, want ask B", r, rpc)
+	}
+	if r, _, _ := g.call(g.tokens["ops"], "event_wait", map[string]any{"since_event_id": cursor, "timeout_ms": 100}); r["error"] == nil {
+		t.Errorf("another device's cursor opens for event_wait: %v", r)
+	}
+}
+
 // A cursor the gateway sealed opens only what it names: the other cursor
 // argument of the same call, naming an event hidden from the device, is
 // checked as it is without one (an empty page). Before, a sealed cursor

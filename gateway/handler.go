@@ -362,15 +362,17 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 		return s.answerByWing(ctx, d, t, req)
 	}
 	sent := time.Now() // real time: an event_wait's timeout runs from here
-	if t.Name == "event_wait" && !d.Coordinator && !s.waitFromEnd(ctx, d, req) {
-		return http.StatusOK, textAnswer(req.rawID(), map[string]any{"timed_out": true, "events": []any{}, "count": 0, "filtered": true}), nil
-	}
 	var issued []string // the arguments that held a cursor the gateway sealed (evpage.go)
-	if t.Name == "event_list" {
+	if t.Name == "event_list" || t.Name == "event_wait" {
 		var bad map[string]any
 		if issued, bad = s.openCursors(d, req); bad != nil {
 			return http.StatusOK, textAnswer(req.rawID(), bad), nil
 		}
+	}
+	// A wait from a cursor the gateway gave this device waits from there;
+	// from any other hidden event, from the log's end.
+	if t.Name == "event_wait" && !d.Coordinator && len(issued) == 0 && !s.waitFromEnd(ctx, d, req) {
+		return http.StatusOK, textAnswer(req.rawID(), map[string]any{"timed_out": true, "events": []any{}, "count": 0, "filtered": true}), nil
 	}
 	status, resp, replayed, err := s.forward(ctx, d, req)
 	if err != nil {
