@@ -13,7 +13,7 @@
 // (limits.go), authorize (authz.go, objects.go), narrow (narrow.go),
 // author (origins.go: who a write is attributed to, a join's
 // --origin-device), join (jointrash.go: a join's replay of what the trash
-// holds as deleted is refused), audit (audit.go: ahead of a write, and one line per
+// holds as deleted is refused, and an edge's replay of its local copy), audit (audit.go: ahead of a write, and one line per
 // request), keep (keep.go, doomed.go: what a delete removes goes to the
 // trash first, under the write slot), forward (upstream.go, through an
 // optional Ledger; sendwrite.go, under the write slot: diarysettle.go, a

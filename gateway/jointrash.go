@@ -14,13 +14,20 @@ import (
 )
 
 // ruleJoinDeleted: a join's replay of a record an admin deleted on the
-// primary, which the trash holds as deleted.
-const ruleJoinDeleted Rule = "join:deleted-on-primary"
+// primary, which the trash holds as deleted; ruleReplayDeleted: an edge's
+// replay of such a drawer (an add_drawer its local palace answered
+// already_exists: params._meta[origin.ReplayKey]).
+const (
+	ruleJoinDeleted   Rule = "join:deleted-on-primary"
+	ruleReplayDeleted Rule = "replay:deleted-on-primary"
+)
 
 // joinStep is the trash's word on a join's replay (a write whose
 // params._meta[origin.JoinKey] is true): an add_drawer or diary_write that
 // would file again what a delete through the gateway removed, and no
-// restore brought back, is refused with ledger.CodeDeletedOnPrimary. An
+// restore brought back, is refused with ledger.CodeDeletedOnPrimary; so is
+// an edge's replay (params._meta[origin.ReplayKey] true: its local palace
+// answered already_exists), worded for a replay. An
 // admin device (which runs joins for others) is told the delete and the
 // restore that brings it back; any other only that it was deleted on the
 // primary and the operator can restore it (the trash is the operator's).
@@ -36,16 +43,17 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 	params, _ := req.msg["params"].(map[string]any)
 	meta, _ := params["_meta"].(map[string]any)
 	mark, present := meta[origin.JoinKey]
+	replay, replayed := meta[origin.ReplayKey]
 	local, named := meta[origin.JoinDrawerKey]
 	id, _ := local.(string)
 	switch {
 	case named && (mark != true || t.Name != "add_drawer" || id == "" || len(id) > maxDrawerID):
 		s.refuse(x, d, req, -32602, fmt.Sprintf("devbox-config gateway: Invalid params: params._meta[%q] must be a drawer id, on an add_drawer whose params._meta[%q] is true", origin.JoinDrawerKey, origin.JoinKey), ruleArguments, "")
 		return false
-	case !present:
+	case !present && !replayed:
 		return true
-	case mark != true:
-		s.refuse(x, d, req, -32602, fmt.Sprintf("devbox-config gateway: Invalid params: params._meta[%q] must be true", origin.JoinKey), ruleArguments, "")
+	case present && mark != true || replayed && replay != true:
+		s.refuse(x, d, req, -32602, fmt.Sprintf("devbox-config gateway: Invalid params: params._meta[%q] and params._meta[%q] must be true", origin.JoinKey, origin.ReplayKey), ruleArguments, "")
 		return false
 	case t.Name != "add_drawer" && t.Name != "diary_write":
 		return true
@@ -63,22 +71,38 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 		return false
 	}
 	if err != nil {
-		s.Log.Error("trash cannot be read: refusing a join's write", "device", d.ID, "tool", req.Tool, "err", err)
-		s.refuse(x, d, req, CodeDenied, "devbox-config gateway: the gateway's trash cannot be read, and a join's write that may file again what an admin deleted on the primary is not made; nothing was written", ruleTrash, "")
+		s.Log.Error("trash cannot be read: refusing a join's (or an edge's replayed) write", "device", d.ID, "tool", req.Tool, "err", err)
+		s.refuse(x, d, req, CodeDenied, "devbox-config gateway: the gateway's trash cannot be read, and a join's (or an edge's replayed) write that may file again what an admin deleted on the primary is not made; nothing was written", ruleTrash, "")
 		return false
 	}
 	if !found {
 		return true
 	}
+	msg, rule := deletedWords(d, t, del, replay == true)
+	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, msg, rule, del.Drawers[0].Wing)
+	return false
+}
+
+// deletedWords is the refusal of a replay of what delete del removed, and
+// its rule: to an admin device the delete and the restore that brings it
+// back, to any other only that it was deleted on the primary and the
+// operator can restore it (first, so a note that cuts the words keeps
+// it). replay: an edge's replay of its local copy, not a join's.
+func deletedWords(d *Device, t catalogue.Tool, del trash.Delete, replay bool) (string, Rule) {
 	dr := del.Drawers[0]
 	what := map[string]string{"add_drawer": "this drawer", "diary_write": "this diary entry"}[t.Name]
-	msg := fmt.Sprintf("devbox-config gateway: a join does not file again what was deleted on the primary: %s (wing %s) was deleted on the primary and has not been restored; nothing was written. The gateway's operator can restore it (devbox-config gateway trash list)", what, dr.Wing)
-	if d.Admin {
-		msg = fmt.Sprintf("devbox-config gateway: a join does not file again what was deleted on the primary: %s (%s/%s) was removed by delete %d in the gateway's trash (%s, %s by %s) and has not been restored; nothing was written. To have it back, on the gateway: devbox-config gateway trash restore %d (or trash restore %s for this one alone)",
-			dr.ID, dr.Wing, dr.Room, del.ID, del.Time.Format(time.RFC3339), del.Tool, del.Device, del.ID, dr.ID)
+	if replay {
+		if d.Admin {
+			return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary; `gateway trash restore %d` brings it back: %s (%s/%s) was removed by delete %d in the gateway's trash (%s, %s by %s) and has not been restored; a replay of this device's local copy does not file it again; nothing was written (on the gateway: devbox-config gateway trash restore %d, or trash restore %s for this one alone)",
+				what, del.ID, dr.ID, dr.Wing, dr.Room, del.ID, del.Time.Format(time.RFC3339), del.Tool, del.Device, del.ID, dr.ID), ruleReplayDeleted
+		}
+		return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary, and the gateway's operator can restore it; a replay of this device's local copy does not file it again (wing %s, not restored; nothing was written; devbox-config gateway trash list)", what, dr.Wing), ruleReplayDeleted
 	}
-	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, msg, ruleJoinDeleted, dr.Wing)
-	return false
+	if d.Admin {
+		return fmt.Sprintf("devbox-config gateway: a join does not file again what was deleted on the primary: %s (%s/%s) was removed by delete %d in the gateway's trash (%s, %s by %s) and has not been restored; nothing was written. To have it back, on the gateway: devbox-config gateway trash restore %d (or trash restore %s for this one alone)",
+			dr.ID, dr.Wing, dr.Room, del.ID, del.Time.Format(time.RFC3339), del.Tool, del.Device, del.ID, dr.ID), ruleJoinDeleted
+	}
+	return fmt.Sprintf("devbox-config gateway: a join does not file again what was deleted on the primary: %s (wing %s) was deleted on the primary and has not been restored; nothing was written. The gateway's operator can restore it (devbox-config gateway trash list)", what, dr.Wing), ruleJoinDeleted
 }
 
 // maxDrawerID bounds the local drawer id a join names (MemPalace's ids

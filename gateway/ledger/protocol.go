@@ -44,10 +44,12 @@ const (
 	// CodeInDoubt: ErrInDoubt. Look the write up; send it again with
 	// ResendKey only if it is not on the primary.
 	CodeInDoubt = -32031
-	// CodeDeletedOnPrimary: a join's replay (params._meta["devbox-config/join"])
-	// of a record an admin deleted on the primary, which the gateway's
-	// trash holds as deleted: not written, and not to be sent again (the
-	// outbox settles it as done, deleted there).
+	// CodeDeletedOnPrimary: a join's replay (params._meta["devbox-config/join"]),
+	// or an edge's (params._meta["devbox-config/replay"]: an add_drawer its
+	// local palace answered already_exists), of a record an admin deleted
+	// on the primary, which the gateway's trash holds as deleted: not
+	// written, and not to be sent again (a join's outbox settles it as
+	// done, deleted there; an edge's makes it dead, told to the agent).
 	CodeDeletedOnPrimary = -32032
 )
 

@@ -152,4 +152,12 @@
 // diary_write names which equal copy the primary lacks it is, n, in
 // params._meta["devbox-config/join-copy"] ([JoinCopyKey]), and is refused
 // only while the trash holds n or more such entries deleted.
+//
+// An edge's add_drawer its local palace answered already_exists is a
+// replay of the drawer that palace holds, not a fresh write: the edge
+// sends it with params._meta["devbox-config/replay"] = true ([ReplayKey])
+// beside the join mark (which a gateway older than the replay mark
+// checks, in a join's words), and the gateway checks its trash as for a
+// join's add_drawer, wording the refusal for a replay of the device's
+// local copy (rule replay:deleted-on-primary).
 package origin

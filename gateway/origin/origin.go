@@ -35,6 +35,13 @@ const (
 	// and text) the primary lacks: the gateway refuses it only when its
 	// trash holds n or more deleted (absent: 1). Only with JoinKey.
 	JoinCopyKey = "devbox-config/join-copy"
+	// ReplayKey is the params._meta member (true) by which an edge marks
+	// an add_drawer its local palace answered already_exists: a replay
+	// of the drawer that palace holds, not a fresh write. A gateway
+	// checks its trash as for a join's write (the edge sends JoinKey
+	// too, which a gateway older than ReplayKey already checks), and
+	// words its refusal for a replay.
+	ReplayKey = "devbox-config/replay"
 	// Version is this format's version (deviceinfo's "origins").
 	Version = 1
 )
