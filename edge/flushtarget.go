@@ -49,6 +49,16 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMess
 			params.Meta[origin.JoinCopyKey] = n // which equal copy: the trash accounts for as many as it holds
 		}
 	}
+	if outbox.Replaying(ctx) && !origin.Joining(ctx) {
+		// An add_drawer the local palace answered already_exists: a replay
+		// of its copy. The join mark too: a gateway that predates the
+		// replay mark refuses it as a join's (its own words), one that
+		// knows it words the refusal for a replay.
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[origin.JoinKey], params.Meta[origin.ReplayKey] = true, true
+	}
 	res, err := a.p.Call(ctx, params, false)
 	if err != nil {
 		if rpcErr := peerError(err); rpcErr != nil {

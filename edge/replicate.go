@@ -63,7 +63,7 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		// lacks, which reads show.
 		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled, or within the stop grace; it is queued for the primary all the same (the local palace may or may not apply it)", "tool", c.name)
 		e.lift(context.WithoutCancel(ctx), c)
-		e.settle(ctx, c, oldWing, in, "") // no answer: the local entry id is unknown
+		e.settle(ctx, c, oldWing, in, "", 0) // no answer: the local entry id is unknown
 		if e.writes.givenUp().Err() != nil {
 			return nil, errStopping // given up by the stop: maybe applied, queued
 		}
@@ -94,7 +94,7 @@ func (e *Edge) locallyApplied(ctx context.Context, c *call, oldWing string, in *
 		return res // the local palace refused it: nothing to replicate
 	}
 	e.lift(ctx, c) // a write that recreates deleted content (tombstone.go)
-	edge := e.settle(ctx, c, oldWing, in, localEntry(c, resultJSON(res)))
+	edge := e.settle(ctx, c, oldWing, in, localEntry(c, resultJSON(res)), replayOf(c, resultJSON(res)))
 	if c.tool.Records != "" { // a checkpoint's duplicates: local records; other writes carry none
 		res = e.marks().result(res, c.tool.Records, origin.PalaceLocal)
 	}
@@ -130,11 +130,13 @@ func (e *Edge) intend(ctx context.Context, c *call, oldWing string) *intent {
 
 // settle queues a write the local palace took (its intent promoted; with
 // none, queue), and says what became of it (the answer's "edge" object).
-func (e *Edge) settle(ctx context.Context, c *call, oldWing string, in *intent, entry string) map[string]any {
+// ordinal is replayOf's.
+func (e *Edge) settle(ctx context.Context, c *call, oldWing string, in *intent, entry string, ordinal int) map[string]any {
 	if in == nil {
-		return e.queue(ctx, c, oldWing, entry)
+		return e.queue(ctx, c, oldWing, entry, ordinal)
 	}
 	ctx = context.WithoutCancel(ctx) // taken locally: it must reach the outbox's queue
+	in.op.Ordinal = ordinal
 	op, err := e.outbox.Promote(ctx, in.op, in.polErr != nil, entry)
 	if err != nil {
 		e.log.Error("the write the local palace took stays in the outbox unqueued; the next edge start (or `edge flush`) sends it", "tool", c.name, "op", in.op.Short(), "err", err)
@@ -172,6 +174,17 @@ func (e *Edge) resolveIntents(ctx context.Context) {
 	}
 }
 
+// replayOf is the outbox's Ordinal for a write the local palace answered
+// m: 1 for an add_drawer it answered already_exists (MemPalace 3.11.0's
+// answer to a drawer it holds), a replay of its copy, which a gateway
+// does not file again when an admin deleted it on the primary; else 0.
+func replayOf(c *call, m map[string]any) int {
+	if c.tool.Name == "add_drawer" && m["reason"] == "already_exists" {
+		return 1
+	}
+	return 0
+}
+
 // localEntry is the local palace's id of the diary entry a diary_write
 // or checkpoint answer says it wrote ("": none).
 func localEntry(c *call, m map[string]any) string {
@@ -191,8 +204,9 @@ func localEntry(c *call, m map[string]any) string {
 // queue puts a write the local palace took in the outbox as the policy
 // says, and says what became of it (the agent's answer's "edge" object).
 // entry is the local id of the diary entry it wrote ("": none): the
-// outbox notes it, so a delete of that entry finds its op.
-func (e *Edge) queue(ctx context.Context, c *call, oldWing, entry string) map[string]any {
+// outbox notes it, so a delete of that entry finds its op; ordinal is
+// replayOf's.
+func (e *Edge) queue(ctx context.Context, c *call, oldWing, entry string, ordinal int) map[string]any {
 	// The local palace took the write: it goes in the outbox even if the
 	// call is cancelled now (by the agent, or the edge stopping), or it
 	// would never reach the primary.
@@ -207,7 +221,7 @@ func (e *Edge) queue(ctx context.Context, c *call, oldWing, entry string) map[st
 	if w.Payload == nil {
 		return map[string]any{"replication": "not replicated: its arguments could not be read"}
 	}
-	w.Entry = entry
+	w.Entry, w.Ordinal = entry, ordinal
 	op, err := e.outbox.Enqueue(ctx, w)
 	if err != nil {
 		e.log.Error("outbox write failed; the local write stands but is not replicated", "tool", c.name, "err", err)

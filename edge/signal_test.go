@@ -255,7 +255,7 @@ func TestWriteQueuedWhenItsCallIsCancelled(t *testing.T) {
 	if _, err := c.decoded(); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.edge.queue(ctx, c, "", ""); got["replication"] != "queued" {
+	if got := h.edge.queue(ctx, c, "", "", 0); got["replication"] != "queued" {
 		t.Errorf("a cancelled call's write, taken locally: %v", got)
 	}
 }

@@ -646,7 +646,7 @@ func (e *Edge) keepDeletion(ctx context.Context, c *call, d deletion, n int, p *
 		out["replication"] = "local only: " + why + "; `devbox-config edge status` names what the primary still holds"
 		return out
 	}
-	q := e.settle(ctx, c, d.wing, in, "")
+	q := e.settle(ctx, c, d.wing, in, "", 0)
 	if id, ok := q["op_id"].(string); ok {
 		if err := e.outbox.TombstonesSent(ctx, d.marks, id); err != nil {
 			e.log.Warn("a tombstone not linked to its queued delete: it stays after the delete lands", "err", err)

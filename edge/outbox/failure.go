@@ -43,7 +43,10 @@ const (
 	Gone Kind = "gone"
 	// DeletedOnPrimary: a join's write the gateway refused because an
 	// admin deleted the record on the primary (its trash holds it, not
-	// restored): done, nothing written, not to be sent again.
+	// restored): done, nothing written, not to be sent again. An edge's
+	// replay so refused (an add_drawer its local palace answered
+	// already_exists) is dead at once: the agent is told, and an operator
+	// retries it (after a restore) or drops it.
 	DeletedOnPrimary Kind = "deleted-on-primary"
 )
 

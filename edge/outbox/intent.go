@@ -58,7 +58,8 @@ import (
 // whose edge runs is left to it, as an intent is.
 
 // Promote settles an intent the local palace took: queued (held when the
-// policy did not parse as it was written), entry noted as Enqueue does. An
+// policy did not parse as it was written), with o's Ordinal (the local
+// answer's: Write.Ordinal), entry noted as Enqueue does. An
 // identical add_drawer or checkpoint already queued takes its place (this
 // one is done, unsent), as Enqueue would have. An intent another process
 // already resolved (a killed edge's successor started meanwhile) is
@@ -89,7 +90,7 @@ func (s *Store) Promote(ctx context.Context, o Op, held bool, entry string) (Op,
 			return Op{}, fmt.Errorf("outbox: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state=?, dedupe_key=? WHERE local_seq=? AND state='intent'`, state.String(), dedupe, o.LocalSeq); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state=?, dedupe_key=?, ordinal=? WHERE local_seq=? AND state='intent'`, state.String(), dedupe, o.Ordinal, o.LocalSeq); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	if entry != "" { // under the op id it has now (a release may have made it anew)

@@ -107,7 +107,11 @@ type Write struct {
 	Wing string
 	// Ordinal: for a replay of history (join), this write is the n-th of
 	// the equal records the local palace holds (a diary entry written
-	// twice with one text), so the primary must hold n of them.
+	// twice with one text), so the primary must hold n of them. An edge's
+	// add_drawer its local palace answered already_exists is 1: a replay
+	// of the drawer that palace holds, which the flusher marks as one
+	// (WithReplay), so a gateway does not file again what an admin
+	// deleted on the primary.
 	Ordinal int
 	// Held: the replication policy did not parse; the op waits (Held)
 	// until it does.

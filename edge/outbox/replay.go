@@ -336,6 +336,9 @@ func (f *Flusher) lookUp(ctx context.Context, tool string, args map[string]any, 
 // bytes the agent's call left in the outbox, carrying the op id
 // (WithOpID) so a gateway's ledger answers a repeat from its record.
 func (f *Flusher) sendWrite(ctx context.Context, op Op, payload json.RawMessage) (map[string]any, error) {
+	if rec, _ := catalogue.Lookup(op.Tool); op.Ordinal > 0 && !f.History && rec.Name == "add_drawer" {
+		ctx = WithReplay(ctx) // the local palace held it already: a gateway checks its trash
+	}
 	return f.P.Call(WithOpID(ctx, op.ID), op.Tool, payload)
 }
 
@@ -354,7 +357,19 @@ const (
 	opIDKey ctxKey = iota
 	resendKey
 	copyKey
+	replayKey
 )
+
+// WithReplay marks an edge's add_drawer its local palace answered
+// already_exists (Write.Ordinal): the Primary marks the request a replay
+// (params._meta["devbox-config/replay"]), and a gateway refuses it, as it
+// does a join's, when its trash holds the drawer as deleted.
+func WithReplay(ctx context.Context) context.Context {
+	return context.WithValue(ctx, replayKey, true)
+}
+
+// Replaying reports a call WithReplay marked.
+func Replaying(ctx context.Context) bool { return ctx.Value(replayKey) == true }
 
 // WithCopy marks a replayed diary write (History) as the n-th equal copy
 // the primary lacks: the Primary puts n in the request

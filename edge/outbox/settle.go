@@ -21,9 +21,17 @@ import (
 func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr error) bool {
 	now := f.S.now()
 	kind, msg := classify(res, sendErr)
-	if kind == "" || alreadyGone(op, kind, msg) || deletedOnPrimary(sendErr) {
-		f.done(ctx, op, res, kind, msg, deletedOnPrimary(sendErr), now)
+	deleted := deletedOnPrimary(sendErr)
+	if kind == "" || alreadyGone(op, kind, msg) || deleted && f.History {
+		f.done(ctx, op, res, kind, msg, deleted, now)
 		return true
+	}
+	if deleted {
+		// An edge's replay of a drawer an admin deleted on the primary:
+		// dead at once, never sent again on its own, and told to the agent
+		// as every dead op is; the operator's restore, then `outbox retry`
+		// (or a drop), settles it.
+		kind = DeletedOnPrimary
 	}
 	rule := Rules[kind]
 	refusals := op.Refusals
@@ -33,7 +41,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	state := Queued
 	rec, _ := catalogue.Lookup(op.Tool)
 	switch {
-	case refusals >= f.MaxRefusals:
+	case refusals >= f.MaxRefusals || deleted:
 		state = Dead
 		f.Log.Error("outbox op is dead: the primary refused it; the ops sharing its keys wait ("+f.ListCommand+")", "op", op.Short(), "tool", op.Tool, "refusals", refusals, "err", msg)
 	case kind == Lost && rec.Replay == catalogue.Unrepeatable && (!f.knownLedger(ctx) || isInDoubt(sendErr)):
