@@ -27,11 +27,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		return true
 	}
 	if deleted {
-		// An edge's replay of a drawer an admin deleted on the primary:
-		// dead at once, never sent again on its own, and told to the agent
-		// as every dead op is; the operator's restore, then `outbox retry`
-		// (or a drop), settles it.
-		kind = DeletedOnPrimary
+		kind = DeletedOnPrimary // an edge's replay of a drawer an admin deleted: dead at once, told (Kind's doc)
 	}
 	rule := Rules[kind]
 	refusals := op.Refusals
