@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -104,6 +105,93 @@ func TestRealADevicesDiaryEntryIsNotPairedWithAnotherDevicesCopy(t *testing.T) {
 	url, tokens, _ := testGatewayServer(t, srv.URL, ownCopyDevices()...)
 	h := start(t, harnessOpts{realLocal: realpalace.New(t), primaryURL: url, token: tokens["desk"], identity: "opencode@desk", timeout: 30 * time.Second})
 	diaryOwnCopy(t, h, url, tokens["laptop"], func() int {
+		page := srv.MustCall(t, "mempalace_diary_read", map[string]any{"agent_name": "opencode", "last_n": 10})
+		es, _ := page["entries"].([]any)
+		return len(es)
+	})
+}
+
+// diaryOwnCopyOfTwo: desk writes a diary line, it reaches the primary,
+// then another palace of the same device (the fresh palace beside the
+// desk one: the same device id, so the same origin) writes the same line;
+// its copy on the primary is the newer. desk's search and diary_read
+// must pair desk's entry with the copy its own write was answered with,
+// and show the other palace's copy as a record of its own (palace
+// primary). Before, the entry was paired with the newest copy of the
+// text, the other palace's (its id and time), and desk's own copy showed
+// apart as palace primary (outside tester, attack36 N1).
+func diaryOwnCopyOfTwo(t *testing.T, h *harness, url, deskToken string, copies func() int) {
+	t.Helper()
+	const text = "Gnu gamma line shared text."
+	h.eventually("the gateway's device header", func() bool { in, ok := h.edge.device(); return ok && in.ID == "desk" })
+	w, _ := h.call("diary_write", map[string]any{"agent_name": "opencode", "entry": text})
+	id, _ := w["entry_id"].(string)
+	if id == "" {
+		t.Fatalf("diary_write: %v", w)
+	}
+	h.drained()
+	waitFor(t, 30*time.Second, "desk's copy on the primary", func() bool { return copies() == 1 })
+	fresh := NewPrimary(url, func() string { return deskToken }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 30 * time.Second})
+	defer fresh.Close()
+	other, err := FlushTarget(fresh).Call(context.Background(), "mempalace_diary_write", []byte(`{"agent_name":"opencode","entry":"`+text+`"}`))
+	if err != nil || other["success"] != true {
+		t.Fatalf("the other palace's diary_write: %v %v", other, err)
+	}
+	waitFor(t, 30*time.Second, "the other palace's copy on the primary", func() bool { return copies() == 2 })
+
+	stamp, _, _ := catalogue.DiaryEntryID(id)
+	entryStamp := strings.NewReplacer("-", "", ":", "", ".", "", "T", "_")
+	check := func(what string, recs []map[string]any, idOf func(map[string]any) string, otherID string) {
+		t.Helper()
+		var got []string
+		for _, r := range recs {
+			if r["content"] == text || r["text"] == text {
+				o, _ := r["origin"].(map[string]any)
+				got = append(got, fmt.Sprintf("%v %v", o["palace"], idOf(r)))
+			}
+		}
+		slices.Sort(got)
+		if want := []string{"both " + idOf(map[string]any{"drawer_id": id, "stamp": stamp}), "primary " + otherID}; !slices.Equal(got, want) {
+			t.Errorf("%s shows the line as %q, want %q: desk's entry with its own copy (palace both), the other palace's copy apart (palace primary)", what, got, want)
+		}
+	}
+	s, _ := h.call("search", map[string]any{"query": "gnu gamma line shared", "limit": 5})
+	check("search", hitsOf(t, s), func(r map[string]any) string { return fmt.Sprint(r["drawer_id"]) }, fmt.Sprint(other["entry_id"]))
+	d, _ := h.call("diary_read", map[string]any{"agent_name": "opencode", "last_n": 5})
+	var entries []map[string]any
+	es, _ := d["entries"].([]any)
+	for _, x := range es {
+		if e, ok := x.(map[string]any); ok {
+			entries = append(entries, e)
+		}
+	}
+	stampOf := func(r map[string]any) string {
+		if st, ok := r["stamp"].(string); ok {
+			return st
+		}
+		return entryStamp.Replace(fmt.Sprint(r["timestamp"]))
+	}
+	check("diary_read", entries, stampOf, entryStamp.Replace(fmt.Sprint(other["timestamp"])))
+}
+
+func TestADevicesDiaryEntryIsPairedWithItsOwnCopy(t *testing.T) {
+	t.Parallel()
+	primary, srv := startPrimary(t)
+	url, tokens, _ := testGatewayServer(t, srv.URL(), ownCopyDevices()...)
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["desk"], identity: "opencode@desk"})
+	diaryOwnCopyOfTwo(t, h, url, tokens["desk"], func() int { return diaryCopies(primary, "Gnu gamma line shared text.") })
+}
+
+// TestRealADevicesDiaryEntryIsPairedWithItsOwnCopy is the same against
+// real MemPalace 3.11.0.
+func TestRealADevicesDiaryEntryIsPairedWithItsOwnCopy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real MemPalace")
+	}
+	srv := realpalace.New(t).Serve(t, testToken)
+	url, tokens, _ := testGatewayServer(t, srv.URL, ownCopyDevices()...)
+	h := start(t, harnessOpts{realLocal: realpalace.New(t), primaryURL: url, token: tokens["desk"], identity: "opencode@desk", timeout: 30 * time.Second})
+	diaryOwnCopyOfTwo(t, h, url, tokens["desk"], func() int {
 		page := srv.MustCall(t, "mempalace_diary_read", map[string]any{"agent_name": "opencode", "last_n": 10})
 		es, _ := page["entries"].([]any)
 		return len(es)

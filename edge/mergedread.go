@@ -20,6 +20,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
@@ -39,6 +40,7 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 		return e.oneSide(b, shape, args, orig.tool.Records)
 	}
 	mk, recs := e.marks(), orig.tool.Records
+	mk.copies = e.ownCopies(ctx, b.lt, shape)
 	if shape == catalogue.FilterHits {
 		return textResult(e.mergeSearch(b.lt, b.pt, intArg(args, "limit", 5), mk), false, nil), nil
 	}
@@ -372,8 +374,19 @@ func readHits(results gjson.Result) []hit {
 // entry held by both palaces under two ids is one hit (pairEntries).
 func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	lh, ph := readHits(gjson.Get(lt, "results")), readHits(gjson.Get(pt, "results"))
-	pairEntries(lh, func(hit) bool { return true })
-	pairEntries(ph, func(h hit) bool { return mk.pairs(gjson.Get(h.origin, "device").String()) })
+	copyIDs := map[string]bool{}
+	for _, h := range lh {
+		if c, known := mk.ownCopy(h.key); known && c.ID != "" {
+			copyIDs[c.ID] = true
+		}
+	}
+	pairEntries(lh, func(h hit) bool { _, known := mk.ownCopy(h.key); return !known })
+	pairEntries(ph, func(h hit) bool { return !copyIDs[h.key] && mk.pairs(gjson.Get(h.origin, "device").String()) })
+	for i, h := range lh {
+		if c, known := mk.ownCopy(h.key); known && c.ID != "" {
+			lh[i].key = c.ID // one hit with its copy's
+		}
+	}
 	// Embedder canary: one chunk on both sides (one drawer, one text) at
 	// different distances means different embedding models; comparing
 	// their distances would be silent garbage, so only the primary's
@@ -418,12 +431,14 @@ func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 }
 
 // pairEntries keys one side's diary entry hits as diary_read pairs
-// entries (mergeDiary): a replicated entry has another id on the primary
-// (its timestamp is when it was written there), but the same wing and
-// text, which the id's suffix is of. The n-th newest hit of a wing and
-// suffix on one side is keyed as the n-th newest on the other, so the
-// pair merges as one hit, palace both, under the local id. Only the hits
-// that may pair (marks.pairs: not another device's copy) are keyed so.
+// entries (mergeDiary) whose copy the outbox does not name (marks.copies:
+// a hit it names is keyed by its copy's id): a replicated entry has
+// another id on the primary (its timestamp is when it was written there),
+// but the same wing and text, which the id's suffix is of. The n-th
+// newest hit of a wing and suffix on one side is keyed as the n-th newest
+// on the other, so the pair merges as one hit, palace both, under the
+// local id. Only the hits that may pair (marks.pairs: not another
+// device's copy, nor a copy the outbox names) are keyed so.
 func pairEntries(hits []hit, mayPair func(hit) bool) {
 	type entry struct {
 		i     int
@@ -665,7 +680,9 @@ type diaryGroup struct{ sides [2][]datedEntry }
 
 // groupDiary is the two sides' entries grouped by (topic, text), in the
 // order each was first seen; a primary entry another device wrote
-// (marks.pairs) is grouped by its device too, with no local entry.
+// (marks.pairs) is grouped by its device too, with no local entry. A
+// local entry whose copy the outbox names (marks.copies) is grouped with
+// that copy alone (the primary entry of its timestamp), or with none.
 func groupDiary(lm, pm map[string]any, local *time.Location, mk marks) []*diaryGroup {
 	groups := map[string]*diaryGroup{}
 	var order []*diaryGroup
@@ -676,23 +693,57 @@ func groupDiary(lm, pm map[string]any, local *time.Location, mk marks) []*diaryG
 			if !ok {
 				continue
 			}
-			k := fmt.Sprint(h["topic"], "\x00", h["content"])
-			if o, _ := h[origin.Key].(map[string]any); s == 1 && o != nil {
-				if dev, _ := o["device"].(string); !mk.pairs(dev) {
-					k += "\x00" + dev
-				}
-			}
+			ts, _ := h["timestamp"].(string)
+			k := fmt.Sprint(h["topic"], "\x00", h["content"], "\x00", diaryPairing(h, s == 0, mk))
 			g := groups[k]
 			if g == nil {
 				g = &diaryGroup{}
 				groups[k] = g
 				order = append(order, g)
 			}
-			ts, _ := h["timestamp"].(string)
 			g.sides[s] = append(g.sides[s], datedEntry{h, entryTime(ts, local)})
 		}
 	}
 	return order
+}
+
+// diaryPairing is what a diary entry h (a local one, or the primary's)
+// pairs by beside its topic and text: a local entry whose copy the outbox
+// names, and that copy, by the copy's timestamp; a local entry whose
+// write never reached the primary by its own, which no primary entry
+// has; a primary entry another device wrote by that device; any other
+// by nothing more (paired newest first, pairDiary).
+func diaryPairing(h map[string]any, local bool, mk marks) string {
+	ts, _ := h["timestamp"].(string)
+	if local {
+		switch c, known := mk.copies[entryStamp(ts)]; {
+		case known && c.ID == "":
+			return "never sent\x00" + ts
+		case known && c.Timestamp != "":
+			return "copy\x00" + c.Timestamp
+		}
+		return ""
+	}
+	if mk.copied(ts) {
+		return "copy\x00" + ts
+	}
+	if o, _ := h[origin.Key].(map[string]any); o != nil {
+		if dev, _ := o["device"].(string); !mk.pairs(dev) {
+			return dev
+		}
+	}
+	return ""
+}
+
+// entryStamp is the stamp of the id MemPalace gives a diary entry written
+// at ts (its timestamp, the entry's filed_at: "20060102_150405" and the
+// microseconds of the same wall clock); "" when ts does not parse.
+func entryStamp(ts string) string {
+	t := entryTime(ts, time.UTC)
+	if t.IsZero() {
+		return ""
+	}
+	return t.Format("20060102_150405") + fmt.Sprintf("%06d", t.Nanosecond()/1000)
 }
 
 // pairDiary is each group's entries, newest first on each side, paired
@@ -735,4 +786,37 @@ func entryTime(ts string, local *time.Location) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// ownCopies is the copy on the primary of each diary entry of the local
+// answer lt (a search's hits, by their ids; a diary_read's entries, by
+// their timestamps) that the outbox knows (outbox.EntryCopies), by the
+// stamp of the entry's id: the entry pairs with that copy alone. nil
+// without an outbox, or when it cannot say (logged): every entry pairs
+// by text then. No call to the primary.
+func (e *Edge) ownCopies(ctx context.Context, lt string, shape catalogue.Filter) map[string]outbox.EntryCopy {
+	var stamps []string
+	switch {
+	case e.outbox == nil:
+		return nil
+	case shape == catalogue.FilterHits:
+		gjson.Get(lt, "results.#.drawer_id").ForEach(func(_, v gjson.Result) bool {
+			if stamp, _, ok := catalogue.DiaryEntryID(v.String()); ok {
+				stamps = append(stamps, stamp)
+			}
+			return true
+		})
+	case shape == catalogue.FilterDiary:
+		gjson.Get(lt, "entries.#.timestamp").ForEach(func(_, v gjson.Result) bool {
+			if stamp := entryStamp(v.String()); stamp != "" {
+				stamps = append(stamps, stamp)
+			}
+			return true
+		})
+	}
+	copies, err := e.outbox.EntryCopies(ctx, stamps)
+	if err != nil {
+		e.log.Warn("the outbox did not say which copies on the primary are this device's diary entries': they pair by text", "err", err)
+	}
+	return copies
 }

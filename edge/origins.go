@@ -17,6 +17,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/jsondepth"
@@ -37,6 +38,10 @@ type marks struct {
 	// its writes there), "" otherwise.
 	ownUntrusted  []byte
 	untrustedWing string
+	// copies is the copy on the primary of each diary entry of the
+	// local answer the outbox knows, by the stamp of the entry's id
+	// (Edge.ownCopies): the entry pairs with that copy alone.
+	copies map[string]outbox.EntryCopy
 }
 
 // marks reads the device the primary advertised (gateway/deviceinfo), or
@@ -89,6 +94,28 @@ func (m marks) primary(raw, palace string) []byte {
 // may, and so may any when this device's id is not known.
 func (m marks) pairs(dev string) bool {
 	return m.device == "" || dev == "" || dev == origin.Unknown || dev == m.device
+}
+
+// ownCopy is the copy on the primary of the local diary entry id, when
+// the outbox names it (known; c.ID "": the entry never reached it).
+func (m marks) ownCopy(id string) (c outbox.EntryCopy, known bool) {
+	stamp, _, ok := catalogue.DiaryEntryID(id)
+	if !ok {
+		return c, false
+	}
+	c, known = m.copies[stamp]
+	return c, known
+}
+
+// copied reports a primary diary entry's timestamp ts that the outbox
+// names as the copy of a local entry of the answer.
+func (m marks) copied(ts string) bool {
+	for _, c := range m.copies {
+		if c.Timestamp == ts && ts != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // text marks every record of an answer's text (catalogue.Records says

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -78,17 +79,74 @@ func (s *Store) entryCopy(ctx context.Context, id string) (copyID string, known 
 	if err != nil || len(ops) == 0 {
 		return "", false, err
 	}
-	o := ops[0]
+	c, known := copyOf(ops[0])
+	return c.ID, known, nil
+}
+
+// EntryCopy is the copy on the primary of a diary entry this device
+// wrote: the id and timestamp the primary answered its write with (both
+// "": the write never reached the primary).
+type EntryCopy struct{ ID, Timestamp string }
+
+// copyOf is the copy the diary entry op wrote has on the primary, as
+// entryCopy says (known false: the outbox cannot say).
+func copyOf(o Op) (c EntryCopy, known bool) {
 	switch {
 	case o.State == Dead && !o.MaybeApplied:
-		return "", true, nil
+		return EntryCopy{}, true
 	case o.State != Done:
-		return "", false, nil
+		return EntryCopy{}, false
 	}
-	if _, copyID = entryOf(o, resultMap(o.Result)); copyID != "" {
-		return copyID, true, nil
+	if _, id := entryOf(o, resultMap(o.Result)); id != "" {
+		return EntryCopy{ID: id, Timestamp: landedCopy(o.Tool, string(o.Result))}, true
 	}
-	return "", gjson.GetBytes(o.Error, "kind").String() == string(Cancelled), nil
+	return EntryCopy{}, gjson.GetBytes(o.Error, "kind").String() == string(Cancelled)
+}
+
+// EntryCopies is the copy on the primary (entryCopy) of each diary entry
+// of the local palace whose id's stamp is in stamps ("20060102_150405"
+// and the microseconds, as MemPalace names an entry: diary_read's entries
+// carry no id, only the time the stamp is of), for the stamps the outbox
+// knows a copy of. A merged read pairs each with its own copy by it. Two
+// queries, whatever the number of stamps.
+func (s *Store) EntryCopies(ctx context.Context, stamps []string) (map[string]EntryCopy, error) {
+	if len(stamps) == 0 {
+		return nil, nil
+	}
+	const tail = len("20060102_150405000000_") + 12
+	in := strings.Repeat(",?", len(stamps))[1:]
+	args := make([]any, len(stamps))
+	for i, st := range stamps {
+		args[i] = st
+	}
+	type noted struct{ stamp, op string }
+	rows, err := queryAll(ctx, s.db, func(r rowScanner) (noted, error) { var n noted; return n, r.Scan(&n.stamp, &n.op) },
+		`SELECT substr(key, -?, ?), value FROM meta WHERE key GLOB 'entry:diary_*' AND substr(key, -?, ?) IN (`+in+`)`,
+		append([]any{tail, tail - 13, tail, tail - 13}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: the diary entries' writes: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	byOp := make(map[string][]string, len(rows)) // a write queued twice is one op (Commit's dedupe)
+	opArgs := make([]any, len(rows))
+	for i, n := range rows {
+		byOp[n.op], opArgs[i] = append(byOp[n.op], n.stamp), n.op
+	}
+	ops, err := queryAll(ctx, s.db, scanOp, `SELECT `+opCols+` FROM ops WHERE op_id IN (`+strings.Repeat(",?", len(rows))[1:]+`)`, opArgs...)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: the diary entries' writes: %w", err)
+	}
+	out := make(map[string]EntryCopy, len(ops))
+	for _, o := range ops {
+		if c, known := copyOf(o); known {
+			for _, stamp := range byOp[o.ID] {
+				out[stamp] = c
+			}
+		}
+	}
+	return out, nil
 }
 
 // resultMap is an op's recorded answer, parsed (nil for none).
