@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -59,5 +60,22 @@ func TestWriteOutsideTheDevicesWriteGlobs(t *testing.T) {
 	refused("update_drawer moving a drawer", res)
 	if _, res := h.call("add_drawer", map[string]any{"wing": "scratch", "room": "r", "content": "kept here"}); res.IsError {
 		t.Errorf("a write to a wing the policy keeps local was refused: %v", res.Content)
+	}
+}
+
+// A diary_write whose agent_name is not one of the device's agents is
+// refused by the edge as the gateway would refuse it; its answer's edge
+// member names the wing the entry was for (the agent's diary wing, known
+// from agent_name). Before, it named "" (outside tester, attack36 N5).
+func TestForeignDiaryAgentRefusalNamesItsWing(t *testing.T) {
+	t.Parallel()
+	url, tokens, _ := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
+		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@desk"}})
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["desk-9b21"], identity: "opencode@desk"})
+	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
+	m, res := h.call("diary_write", map[string]any{"agent_name": "pi", "entry": "not mine to write"})
+	edge, _ := m["edge"].(map[string]any)
+	if !res.IsError || !strings.Contains(fmt.Sprint(m["error"]), `agent_name "pi" is not one of this device's agents`) || edge["wing"] != "wing_pi" {
+		t.Errorf("a diary_write as another device's agent: %v, want refused naming the agent and edge.wing wing_pi", m)
 	}
 }
