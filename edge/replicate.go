@@ -639,26 +639,40 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 // heard from the gateway's refusal of the first write sent on old grants,
 // and the writes after it are refused up front.
 func (e *Edge) refusedUpFront(ctx context.Context, c *call, oldWing string) *mcp.CallToolResult {
-	res := e.refusal(ctx, c, oldWing)
-	if res != nil && e.remote.RefreshDevice(ctx) {
-		res = e.refusal(ctx, c, oldWing)
+	msg, mark := e.refusal(ctx, c, oldWing)
+	switch {
+	case msg == "":
+		return nil
+	case e.remote.RefreshDevice(ctx):
+		if msg, mark = e.refusal(ctx, c, oldWing); msg == "" {
+			return nil
+		}
+	case e.remote.State() == "unauthorized":
+		// The grants could not be asked again: a grant given since is
+		// not known, and the fix is the token, not the operator's grant.
+		msg = "refused by the edge: the gateway refuses this device's token (MEMPALACE_REMOTE_TOKEN; devbox-config doctor names the fix), so it could not be asked whether this device may write this now, and what it said of this device last refuses the write"
+		if w, _ := mark["wing"].(string); w != "" {
+			msg += fmt.Sprintf(" (wing %q)", w)
+		}
+		msg += ". Nothing is taken or queued: fix the token, then write again."
 	}
-	return res
+	return errorResult(msg, mark)
 }
 
-// refusal is refusedUpFront on the device as the edge heard it last.
-func (e *Edge) refusal(ctx context.Context, c *call, oldWing string) *mcp.CallToolResult {
+// refusal is refusedUpFront on the device as the edge heard it last: the
+// refusal in words and the answer's edge member ("": c may be taken).
+func (e *Edge) refusal(ctx context.Context, c *call, oldWing string) (string, map[string]any) {
 	if w := e.instructionWingRefused(c, oldWing); w != "" {
-		return errorResult(fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices whose write globs match it write, and the gateway says this device is not one (it would refuse the write: %s)", w, deviceinfo.RuleInstructionWing),
-			map[string]any{"wing": w, "replication": "not taken"})
+		return fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices whose write globs match it write, and the gateway says this device is not one (it would refuse the write: %s)", w, deviceinfo.RuleInstructionWing),
+			map[string]any{"wing": w, "replication": "not taken"}
 	}
 	if msg, w := e.grantRefused(ctx, c, oldWing); msg != "" {
-		return errorResult(msg, map[string]any{"wing": w, "replication": "not taken"})
+		return msg, map[string]any{"wing": w, "replication": "not taken"}
 	}
 	if msg := e.agentRefused(c); msg != "" {
-		return errorResult(msg, map[string]any{"replication": "not taken"})
+		return msg, map[string]any{"replication": "not taken"}
 	}
-	return nil
+	return "", nil
 }
 
 // agentRefused is the gateway's refusal, in words, of a coordination

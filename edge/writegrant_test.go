@@ -3,6 +3,7 @@ package edge
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -77,5 +78,28 @@ func TestForeignDiaryAgentRefusalNamesItsWing(t *testing.T) {
 	edge, _ := m["edge"].(map[string]any)
 	if !res.IsError || !strings.Contains(fmt.Sprint(m["error"]), `agent_name "pi" is not one of this device's agents`) || edge["wing"] != "wing_pi" {
 		t.Errorf("a diary_write as another device's agent: %v, want refused naming the agent and edge.wing wing_pi", m)
+	}
+}
+
+// A write the grants last heard refuse asks the gateway again; when the
+// gateway answers that ask 401 (the token refused: revoked, expired, or
+// a wrong one in the .env), the refusal says the token is refused and
+// that doctor names the fix, not to ask the operator for a grant the
+// edge could not check (it may be given already). Before, it fell back
+// to the grants last heard and sent the user to the operator for a grant
+// (outside tester, attack36 N5).
+func TestWriteRefusalUnderARefusedTokenSaysSo(t *testing.T) {
+	t.Parallel()
+	var token atomic.Value
+	url, tokens, _ := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
+		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"shared"}, KG: "write", Agents: []string{"opencode@desk"}})
+	token.Store(tokens["desk-9b21"])
+	h := start(t, harnessOpts{primaryURL: url, tokenFn: func() string { return token.Load().(string) }, identity: "opencode@desk"})
+	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
+	token.Store("dbx_refused")
+	_, res := h.call("add_drawer", map[string]any{"wing": "wing_pi", "room": "notes", "content": "past the last grants heard"})
+	msg := res.Content[0].(*mcp.TextContent).Text
+	if !res.IsError || !strings.Contains(msg, "refuses this device's token") || !strings.Contains(msg, "doctor") || strings.Contains(msg, "Ask the gateway's operator for a grant") {
+		t.Errorf("a write the last grants refuse, with the token refused: %s, want refused saying the token is refused (doctor), not to ask for a grant", msg)
 	}
 }
