@@ -398,6 +398,9 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	if t.Name == "event_list" && err == nil {
 		out = s.fillPage(ctx, d, t, dec, req, resp, out)
 	}
+	if err == nil {
+		out = s.refillPage(ctx, d, t, dec, req, out)
+	}
 	return status, out, err
 }
 
