@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -196,4 +198,44 @@ func TestRealADevicesDiaryEntryIsPairedWithItsOwnCopy(t *testing.T) {
 		es, _ := page["entries"].([]any)
 		return len(es)
 	})
+}
+
+// A diary entry whose write is still unsent (held: the policy does not
+// parse) has no copy on the primary: desk's diary_read shows it palace
+// local, and the copy another palace of the same device wrote of the same
+// line apart, palace primary. Before, the entry was paired with that copy
+// by its text (outside tester, attack36 N1).
+func TestAnUnsentDiaryEntryIsNotPairedWithAnotherPalacesCopy(t *testing.T) {
+	t.Parallel()
+	_, srv := startPrimary(t)
+	url, tokens, _ := testGatewayServer(t, srv.URL(), ownCopyDevices()...)
+	h := start(t, harnessOpts{primaryURL: url, token: tokens["desk"], identity: "opencode@desk"})
+	h.eventually("the gateway's device header", func() bool { in, ok := h.edge.device(); return ok && in.ID == "desk" })
+	policy := filepath.Join(h.palace, "edge", PolicyFile)
+	if err := os.WriteFile(policy, []byte(`{"version": 1, "wings": {`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour) // a later mtime even on a coarse clock
+	os.Chtimes(policy, later, later)
+	const text = "Standup done, tests green."
+	if w, _ := h.call("diary_write", map[string]any{"agent_name": "opencode", "entry": text}); w["entry_id"] == nil {
+		t.Fatalf("diary_write: %v", w)
+	}
+	fresh := NewPrimary(url, func() string { return tokens["desk"] }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 30 * time.Second})
+	defer fresh.Close()
+	if res, err := FlushTarget(fresh).Call(context.Background(), "mempalace_diary_write", []byte(`{"agent_name":"opencode","entry":"`+text+`"}`)); err != nil || res["success"] != true {
+		t.Fatalf("the other palace's diary_write: %v %v", res, err)
+	}
+	d, _ := h.call("diary_read", map[string]any{"agent_name": "opencode", "last_n": 5})
+	es, _ := d["entries"].([]any)
+	var got []string
+	for _, x := range es {
+		e, _ := x.(map[string]any)
+		o, _ := e["origin"].(map[string]any)
+		got = append(got, fmt.Sprint(o["palace"]))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"local", "primary"}) {
+		t.Errorf("diary_read with desk's write held and the other palace's copy on the primary: %q, want local and primary apart (%v)", got, d)
+	}
 }

@@ -107,8 +107,9 @@ func copyOf(o Op) (c EntryCopy, known bool) {
 // of the local palace whose id's stamp is in stamps ("20060102_150405"
 // and the microseconds, as MemPalace names an entry: diary_read's entries
 // carry no id, only the time the stamp is of), for the stamps the outbox
-// knows a copy of. A merged read pairs each with its own copy by it. Two
-// queries, whatever the number of stamps.
+// knows a copy of, or knows has none yet (its write unsent: queued or
+// held, never sent). A merged read pairs each with its own copy by it.
+// Two queries, whatever the number of stamps.
 func (s *Store) EntryCopies(ctx context.Context, stamps []string) (map[string]EntryCopy, error) {
 	if len(stamps) == 0 {
 		return nil, nil
@@ -140,7 +141,11 @@ func (s *Store) EntryCopies(ctx context.Context, stamps []string) (map[string]En
 	}
 	out := make(map[string]EntryCopy, len(ops))
 	for _, o := range ops {
-		if c, known := copyOf(o); known {
+		c, known := copyOf(o)
+		if isUnsent(o) {
+			c, known = EntryCopy{}, true // none yet: never sent
+		}
+		if known {
 			for _, stamp := range byOp[o.ID] {
 				out[stamp] = c
 			}
