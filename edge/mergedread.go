@@ -710,15 +710,15 @@ func groupDiary(lm, pm map[string]any, local *time.Location, mk marks) []*diaryG
 // diaryPairing is what a diary entry h (a local one, or the primary's)
 // pairs by beside its topic and text: a local entry whose copy the outbox
 // names, and that copy, by the copy's timestamp; a local entry whose
-// write never reached the primary by its own, which no primary entry
-// has; a primary entry another device wrote by that device; any other
+// write has not reached the primary (unsent, or never sent) by its own,
+// which no primary entry has; a primary entry another device wrote by that device; any other
 // by nothing more (paired newest first, pairDiary).
 func diaryPairing(h map[string]any, local bool, mk marks) string {
 	ts, _ := h["timestamp"].(string)
 	if local {
 		switch c, known := mk.copies[entryStamp(ts)]; {
 		case known && c.ID == "":
-			return "never sent\x00" + ts
+			return "not sent\x00" + ts
 		case known && c.Timestamp != "":
 			return "copy\x00" + c.Timestamp
 		}

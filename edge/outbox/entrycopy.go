@@ -85,7 +85,7 @@ func (s *Store) entryCopy(ctx context.Context, id string) (copyID string, known 
 
 // EntryCopy is the copy on the primary of a diary entry this device
 // wrote: the id and timestamp the primary answered its write with (both
-// "": the write never reached the primary).
+// "": the write has not reached the primary, or never will).
 type EntryCopy struct{ ID, Timestamp string }
 
 // copyOf is the copy the diary entry op wrote has on the primary, as
