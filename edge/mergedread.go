@@ -411,7 +411,9 @@ func (e *Edge) mergeSearch(lt, pt string, limit int, mk marks) []byte {
 	add := func(hits []hit, palace string) {
 		for _, h := range hits {
 			if i, ok := seen[h.key]; ok {
-				all[i].palace, all[i].origin = origin.PalaceBoth, h.origin // the primary's origin
+				if all[i].chunk == "" || h.chunk == "" || all[i].chunk == h.chunk { // else the local text is this palace's alone (origins.go's both)
+					all[i].palace, all[i].origin = origin.PalaceBoth, h.origin // the primary's origin
+				}
 				continue
 			}
 			seen[h.key] = len(all)

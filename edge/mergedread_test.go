@@ -66,6 +66,50 @@ func TestMergeSearchWithoutDrawerIDs(t *testing.T) {
 	}
 }
 
+// A drawer both palaces return with two texts (this device's update not on
+// the primary yet, or refused for good while an operator restored the old
+// text there) is the local text, so it is this device's, palace "local",
+// never "both" with the primary's writer (outside tester attack37 A2: the
+// local edit read as the shared record, palace both).
+func TestMergeSearchMarksADrawerWithTwoTextsLocal(t *testing.T) {
+	t.Parallel()
+	local := `{"query":"q","results":[{"drawer_id":"d1","wing":"w","room":"r","text":"version two, edited offline","distance":0.2},
+	  {"drawer_id":"d2","wing":"w","room":"r","text":"the same here and there","distance":0.3}]}`
+	primary := `{"query":"q","results":[{"drawer_id":"d1","wing":"w","room":"r","text":"version one","distance":0.25,"origin":{"device":"laptop-7f3a","trusted":true}},
+	  {"drawer_id":"d2","wing":"w","room":"r","text":"the same here and there","distance":0.3,"origin":{"device":"laptop-7f3a","trusted":true}}]}`
+	e := &Edge{log: slog.New(slog.DiscardHandler)}
+	var got struct {
+		Results []struct {
+			DrawerID string `json:"drawer_id"`
+			Text     string
+			Origin   origin.Origin
+		}
+	}
+	if err := json.Unmarshal(e.mergeSearch(local, primary, 5, marksFor(deviceinfo.Info{ID: "desk-9b21"})), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][3]string{"d1": {"version two, edited offline", "local", "desk-9b21"}, "d2": {"the same here and there", "both", "laptop-7f3a"}}
+	if len(got.Results) != 2 {
+		t.Fatalf("got %d hits: %+v", len(got.Results), got.Results)
+	}
+	for _, r := range got.Results {
+		if w := want[r.DrawerID]; r.Text != w[0] || r.Origin.Palace != w[1] || r.Origin.Device != w[2] {
+			t.Errorf("%s: %q palace %s device %s, want %v", r.DrawerID, r.Text, r.Origin.Palace, r.Origin.Device, w)
+		}
+	}
+	// list_drawers' page the same.
+	mk := func(preview string, o map[string]any) map[string]any {
+		return map[string]any{"drawers": []any{map[string]any{"drawer_id": "d1", "content_preview": preview, origin.Key: o}}}
+	}
+	mine := map[string]any{"device": "desk-9b21", "palace": "local"}
+	for _, c := range []struct{ primary, palace string }{{"version one", "local"}, {"version two", "both"}} {
+		page := union(mk("version two", mine), mk(c.primary, map[string]any{"device": "laptop-7f3a", "palace": "primary"}), "drawers", "drawer_id")
+		if o, _ := page[0].rec[origin.Key].(map[string]any); len(page) != 1 || o["palace"] != c.palace {
+			t.Errorf("list_drawers, the primary's text %q: %+v, want palace %s", c.primary, page, c.palace)
+		}
+	}
+}
+
 // A merged read asks both palaces at once (its latency is the slower
 // side's, not the sum): the local palace has the search while the
 // primary is still holding its answer, and the answer merges both.

@@ -195,8 +195,15 @@ func listPaths(text string, recs catalogue.Records) []string {
 }
 
 // both is the record kept for one both palaces returned, with the origin
-// of the primary's copy (already marked) and palace "both".
+// of the primary's copy (already marked) and palace "both"; kept as it is
+// (this device's, palace "local") when the two texts differ: its text is
+// this palace's alone (an update not on the primary yet, or refused).
 func both(kept, fromPrimary map[string]any) map[string]any {
+	for _, k := range []string{"text", "content", "content_preview"} {
+		if a, ok := kept[k]; ok && fromPrimary[k] != nil && fromPrimary[k] != a {
+			return kept
+		}
+	}
 	c := maps.Clone(kept)
 	o, ok := fromPrimary[origin.Key].(map[string]any)
 	if !ok {
