@@ -279,3 +279,34 @@ func TestAnArtifactOverMemPalacesCapIsRefusedUpFront(t *testing.T) {
 		t.Errorf("event_append of 256 KiB: %.300s", mustJSON(m))
 	}
 }
+
+// A coordination write MemPalace refuses for its arguments (metadata over
+// its 64 KiB, a stream name over 256 characters, a NUL in the body) is
+// dead at its first refusal, told so, not kept to be refused four more
+// times with advice that a grant lets it through (outside tester attack38
+// B3).
+func TestAWriteMemPalaceRefusesAsWrittenIsDeadAtOnce(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	event := func(k string, v any) map[string]any {
+		m := map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@ops", "to_agent": "*", "body": "b"}
+		m[k] = v
+		return m
+	}
+	for _, c := range []struct {
+		args  map[string]any
+		words string
+	}{
+		{event("metadata", map[string]any{"pad": strings.Repeat("m", 64<<10)}), "metadata exceeds maximum size of 65536 bytes"},
+		{event("stream", strings.Repeat("s", 257)), "stream exceeds maximum length of 256 characters"},
+		{event("body", "a\x00b"), "body contains null bytes"},
+	} {
+		_, res := h.call("event_append", c.args)
+		if s := refusalText(res); !res.IsError || !strings.Contains(s, c.words) || !strings.Contains(s, "not tried again") || strings.Contains(s, "grant the gateway") {
+			t.Errorf("%s: %.400s", c.words, s)
+		}
+	}
+	if dead := h.deadOps(); len(dead) != 3 {
+		t.Errorf("%d dead ops, want the 3 refused writes", len(dead))
+	}
+}

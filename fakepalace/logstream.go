@@ -20,16 +20,16 @@ var artifactKinds = map[string]bool{"patch": true, "file": true, "log": true, "j
 func routing(field, v string, required bool) error {
 	if v == "" {
 		if required {
-			return fmt.Errorf("%s is required", field)
+			return fmt.Errorf("%s must be a non-empty string", field)
 		}
 		return nil
 	}
 	if utf8.RuneCountInString(v) > 256 {
-		return fmt.Errorf("%s exceeds 256 characters", field)
+		return fmt.Errorf("%s exceeds maximum length of 256 characters", field)
 	}
 	for _, r := range v {
 		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%s must not contain control characters", field)
+			return fmt.Errorf("%s contains control characters", field)
 		}
 	}
 	return nil
@@ -40,7 +40,7 @@ func routing(field, v string, required bool) error {
 func (pl *Palace) appendEvent(a args) (*Event, error) {
 	typ := a.str("type")
 	if !eventTypeRE.MatchString(typ) {
-		return nil, fmt.Errorf("type %q must match ^[a-z0-9][a-z0-9_.-]{0,63}$", typ)
+		return nil, fmt.Errorf("type='%s' is not a valid event type (lowercase letters, digits, '.', '_', '-'; max 64 chars)", typ)
 	}
 	for _, f := range []string{"stream", "room", "from_agent"} {
 		if err := routing(f, a.str(f), true); err != nil {
@@ -53,15 +53,18 @@ func (pl *Palace) appendEvent(a args) (*Event, error) {
 		}
 	}
 	if st := a.str("status"); st != "" && !eventStatuses[st] {
-		return nil, fmt.Errorf("status %q must be one of open, claimed, ready, applied, blocked, failed, superseded", st)
+		return nil, fmt.Errorf("status='%s' is not one of: applied, blocked, claimed, failed, open, ready, superseded", st)
 	}
 	body := a.str("body")
+	if strings.ContainsRune(body, 0) {
+		return nil, fmt.Errorf("body contains null bytes")
+	}
 	if len(body) > 256*1024 {
-		return nil, fmt.Errorf("body exceeds 256 KiB")
+		return nil, fmt.Errorf("body is %d bytes; maximum is %d bytes", len(body), 256*1024)
 	}
 	meta := a.object("metadata")
 	if b, _ := json.Marshal(meta); len(b) > 64*1024 {
-		return nil, fmt.Errorf("metadata exceeds 64 KiB")
+		return nil, fmt.Errorf("metadata exceeds maximum size of %d bytes", 64*1024)
 	}
 	ids := []string{}
 	if raw, ok := a["artifact_ids"].([]any); ok {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -160,6 +161,19 @@ func classify(res map[string]any, err error) (Kind, string) {
 		}
 	}
 	return Refused, m
+}
+
+// invalidWords are MemPalace's own refusals of a write's arguments
+// (logstream.py's checks, answered success false): a body, metadata or
+// name over its cap, a control character or NUL, a status or event type
+// it does not know. The same write is refused every time, whatever a
+// gateway's operator grants.
+var invalidWords = []string{"must be a non-empty string", "exceeds maximum length of", "contains control characters", "is not one of:", "must be a string", "contains null bytes", "bytes; maximum is", "must be an object", "is not JSON-serializable", "exceeds maximum size of", "is not a valid event type", "must be a list of"}
+
+// invalid reports a refusal in those words: the op is dead at its first
+// try.
+func invalid(kind Kind, msg string) bool {
+	return kind == Refused && slices.ContainsFunc(invalidWords, func(w string) bool { return strings.Contains(msg, w) })
 }
 
 // alreadyGone reports a delete_drawer refused only because the primary

@@ -13,6 +13,20 @@ import (
 	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
+// deadAtOnce reads a failed send that no later try can change: an edge's
+// replay of a drawer an admin deleted on the primary (told, Kind's doc),
+// and arguments MemPalace refuses as written (invalid). final: the op is
+// dead now.
+func deadAtOnce(kind Kind, msg string, deleted bool) (Kind, string, bool) {
+	switch {
+	case deleted:
+		return DeletedOnPrimary, msg, true
+	case invalid(kind, msg):
+		return kind, msg + " (MemPalace refuses it as written, whatever a grant: not tried again)", true
+	}
+	return kind, msg, false
+}
+
 // settle records an attempt's outcome by the failure table (failure.go)
 // and reports whether the op reached the primary. A record that cannot be
 // written (the lease lost, the file unwritable) is logged: the op stays
@@ -26,9 +40,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		f.done(ctx, op, res, kind, msg, deleted, now)
 		return true
 	}
-	if deleted {
-		kind = DeletedOnPrimary // an edge's replay of a drawer an admin deleted: dead at once, told (Kind's doc)
-	}
+	kind, msg, final := deadAtOnce(kind, msg, deleted)
 	rule := Rules[kind]
 	refusals := op.Refusals
 	if rule.CountsTowardDead {
@@ -37,7 +49,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	state := Queued
 	rec, _ := catalogue.Lookup(op.Tool)
 	switch {
-	case refusals >= f.MaxRefusals || deleted:
+	case refusals >= f.MaxRefusals || final:
 		state = Dead
 		f.Log.Error("outbox op is dead: the primary refused it; the ops sharing its keys wait ("+f.ListCommand+")", "op", op.Short(), "tool", op.Tool, "refusals", refusals, "err", msg)
 	case kind == Lost && rec.Replay == catalogue.Unrepeatable && (!f.knownLedger(ctx) || isInDoubt(sendErr)):
