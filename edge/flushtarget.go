@@ -59,6 +59,15 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMess
 		}
 		params.Meta[origin.JoinKey], params.Meta[origin.ReplayKey] = true, true
 	}
+	if items := outbox.ReplayItemsFrom(ctx); len(items) > 0 {
+		// A checkpoint's items the local palace held already: a gateway
+		// does not file those an admin deleted on the primary (an older
+		// one ignores the key and files them).
+		if params.Meta == nil {
+			params.Meta = mcp.Meta{}
+		}
+		params.Meta[origin.ReplayItemsKey] = items
+	}
 	res, err := a.p.Call(ctx, params, false)
 	if err != nil {
 		if rpcErr := peerError(err); rpcErr != nil {

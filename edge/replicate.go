@@ -177,12 +177,50 @@ func (e *Edge) resolveIntents(ctx context.Context) {
 // replayOf is the outbox's Ordinal for a write the local palace answered
 // m: 1 for an add_drawer it answered already_exists (MemPalace 3.11.0's
 // answer to a drawer it holds), a replay of its copy, which a gateway
-// does not file again when an admin deleted it on the primary; else 0.
+// does not file again when an admin deleted it on the primary; for a
+// checkpoint, the items it listed among its duplicates matching the very
+// drawer each would file (its copy), as bits (outbox.ReplayItems); else 0.
 func replayOf(c *call, m map[string]any) int {
-	if c.tool.Name == "add_drawer" && m["reason"] == "already_exists" {
-		return 1
+	switch c.tool.Name {
+	case "add_drawer":
+		if m["reason"] == "already_exists" {
+			return 1
+		}
+	case "checkpoint":
+		return replayedItems(c.argsMap(), m)
 	}
 	return 0
+}
+
+// replayedItems is the bits of a checkpoint's items (of arguments args)
+// whose drawer id (the one its wing, room and content give) is a match of
+// a duplicate in the local palace's answer m: bit i, item i (the first
+// outbox.MaxReplayItems items; a later one is sent unmarked).
+func replayedItems(args, m map[string]any) int {
+	held := map[string]bool{}
+	dups, _ := m["duplicates"].([]any)
+	for _, d := range dups {
+		dm, _ := d.(map[string]any)
+		matches, _ := dm["matches"].([]any)
+		for _, x := range matches {
+			if mm, ok := x.(map[string]any); ok {
+				id, _ := mm["id"].(string)
+				held[id] = true
+			}
+		}
+	}
+	bits := 0
+	items, _ := args["items"].([]any)
+	for i, x := range items[:min(len(items), outbox.MaxReplayItems)] {
+		it, _ := x.(map[string]any)
+		w, _ := it["wing"].(string)
+		r, _ := it["room"].(string)
+		content, _ := it["content"].(string)
+		if held[catalogue.DrawerID(w, r, content)] {
+			bits |= 1 << i
+		}
+	}
+	return bits
 }
 
 // localEntry is the local palace's id of the diary entry a diary_write

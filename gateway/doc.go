@@ -10,7 +10,10 @@
 // authenticate (handler.go, token.go), parse (parse.go: once, strictly;
 // the upstream receives the re-encoding of this parse, never the client's
 // bytes), arguments (parse.go: the catalogue's allow-list), limit
-// (limits.go), authorize (authz.go, objects.go), narrow (narrow.go),
+// (limits.go), authorize (authz.go, objects.go), replayed items
+// (replayitems.go: a checkpoint's items an edge names replays of its local
+// copies are left out when the trash holds them deleted, and its answer
+// lists them among its errors), narrow (narrow.go),
 // author (origins.go: who a write is attributed to, a join's
 // --origin-device), join (jointrash.go: a join's replay of what the trash
 // holds as deleted is refused, and an edge's replay of its local copy), audit (audit.go: ahead of a write, and one line per

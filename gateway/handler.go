@@ -256,6 +256,9 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	if !ok {
 		return
 	}
+	if !s.replayItemsStep(ctx, x, d, t, req) {
+		return
+	}
 	if err := s.narrow(ctx, d, t, req.Args, &dec); err != nil {
 		s.busy(x, d, req, ruleNoAnswer, err)
 		return
@@ -291,6 +294,9 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	}
 	if write && (status == http.StatusOK || len(req.filed) > 0) {
 		s.recordStep(ctx, d, author, t, req, resp)
+	}
+	if len(req.notFiled) > 0 && status == http.StatusOK {
+		resp, x.entry.Rule = notFiledAnswer(resp, req.notFiled), ruleReplayDeleted // the audit line says items were dropped
 	}
 	x.entry.UpstreamStatus = status
 	s.answer(x, status, resp, VerdictAllow, dec.Rule)
@@ -361,7 +367,7 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	if fanOut(d, t, req.Args) {
 		return s.answerByWing(ctx, d, t, req)
 	}
-	sent := time.Now() // real time: an event_wait's timeout runs from here
+	sent := time.Now()  // real time: an event_wait's timeout runs from here
 	var issued []string // the arguments that held a cursor the gateway sealed (evpage.go)
 	if t.Name == "event_list" || t.Name == "event_wait" {
 		var bad map[string]any

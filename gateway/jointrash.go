@@ -90,7 +90,7 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 // it). replay: an edge's replay of its local copy, not a join's.
 func deletedWords(d *Device, t catalogue.Tool, del trash.Delete, replay bool) (string, Rule) {
 	dr := del.Drawers[0]
-	what := map[string]string{"add_drawer": "this drawer", "diary_write": "this diary entry"}[t.Name]
+	what := map[string]string{"add_drawer": "this drawer", "diary_write": "this diary entry", "checkpoint": "this item's drawer"}[t.Name]
 	if replay {
 		if d.Admin {
 			return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary; `gateway trash restore %d` brings it back: %s (%s/%s) was removed by delete %d in the gateway's trash (%s, %s by %s) and has not been restored; a replay of this device's local copy does not file it again; nothing was written (on the gateway: devbox-config gateway trash restore %d, or trash restore %s for this one alone)",

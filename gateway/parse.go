@@ -145,6 +145,9 @@ type rpcRequest struct {
 	// the upstream before it, there after it) when its answer did not
 	// list them (settled or lost: sendWrite).
 	filed []string
+	// notFiled: a checkpoint's replayed items replayItemsStep dropped (the
+	// trash holds their drawers deleted), as its answer lists them.
+	notFiled []any
 	// kept: a delete's drawers the keep step kept in the trash (they are
 	// looked up when its answer is lost: settledDelete).
 	kept *doomed

@@ -111,7 +111,11 @@ type Write struct {
 	// add_drawer its local palace answered already_exists is 1: a replay
 	// of the drawer that palace holds, which the flusher marks as one
 	// (WithReplay), so a gateway does not file again what an admin
-	// deleted on the primary.
+	// deleted on the primary. A checkpoint's is the bits of its items
+	// (bit i: item i, of the first MaxReplayItems) the local palace
+	// listed as duplicates of the very drawer each would file: the
+	// flusher names them (ReplayItemsFrom), and a gateway drops those an
+	// admin deleted on the primary.
 	Ordinal int
 	// Held: the replication policy did not parse; the op waits (Held)
 	// until it does.

@@ -336,8 +336,12 @@ func (f *Flusher) lookUp(ctx context.Context, tool string, args map[string]any, 
 // bytes the agent's call left in the outbox, carrying the op id
 // (WithOpID) so a gateway's ledger answers a repeat from its record.
 func (f *Flusher) sendWrite(ctx context.Context, op Op, payload json.RawMessage) (map[string]any, error) {
-	if rec, _ := catalogue.Lookup(op.Tool); op.Ordinal > 0 && !f.History && rec.Name == "add_drawer" {
+	switch rec, _ := catalogue.Lookup(op.Tool); {
+	case op.Ordinal <= 0 || f.History:
+	case rec.Name == "add_drawer":
 		ctx = WithReplay(ctx) // the local palace held it already: a gateway checks its trash
+	case rec.Name == "checkpoint":
+		ctx = context.WithValue(ctx, replayItemsKey, ReplayItems(op.Ordinal)) // so did it these items
 	}
 	return f.P.Call(WithOpID(ctx, op.ID), op.Tool, payload)
 }
@@ -358,6 +362,7 @@ const (
 	resendKey
 	copyKey
 	replayKey
+	replayItemsKey
 )
 
 // WithReplay marks an edge's add_drawer its local palace answered
@@ -370,6 +375,31 @@ func WithReplay(ctx context.Context) context.Context {
 
 // Replaying reports a call WithReplay marked.
 func Replaying(ctx context.Context) bool { return ctx.Value(replayKey) == true }
+
+// MaxReplayItems is how many of a checkpoint's first items its Ordinal
+// can name as replays (one bit each of a non-negative int64).
+const MaxReplayItems = 62
+
+// ReplayItems is the indexes of a checkpoint's items its Ordinal names
+// (bit i: item i) as replays of the drawers the local palace holds.
+func ReplayItems(ordinal int) []int {
+	var idx []int
+	for i := range MaxReplayItems {
+		if ordinal&(1<<i) != 0 {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// ReplayItemsFrom is the checkpoint's replayed items the flusher names
+// for this send (nil: none): the Primary puts them in the request
+// (params._meta["devbox-config/replay-items"]), and a gateway does not
+// file those whose drawer its trash holds as deleted.
+func ReplayItemsFrom(ctx context.Context) []int {
+	idx, _ := ctx.Value(replayItemsKey).([]int)
+	return idx
+}
 
 // WithCopy marks a replayed diary write (History) as the n-th equal copy
 // the primary lacks: the Primary puts n in the request

@@ -159,5 +159,10 @@
 // beside the join mark (which a gateway older than the replay mark
 // checks, in a join's words), and the gateway checks its trash as for a
 // join's add_drawer, wording the refusal for a replay of the device's
-// local copy (rule replay:deleted-on-primary).
+// local copy (rule replay:deleted-on-primary). A checkpoint's items its
+// local palace listed as duplicates of the very drawer each would file
+// are named by their indexes in params._meta["devbox-config/replay-items"]
+// ([ReplayItemsKey]); the gateway drops those whose drawer its trash holds
+// as deleted, files the others, and lists the dropped ones in the
+// answer's errors.
 package origin

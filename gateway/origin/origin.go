@@ -42,6 +42,13 @@ const (
 	// too, which a gateway older than ReplayKey already checks), and
 	// words its refusal for a replay.
 	ReplayKey = "devbox-config/replay"
+	// ReplayItemsKey is the params._meta member (a list of item indexes)
+	// by which an edge names the items of a checkpoint its local palace
+	// reported as duplicates of the very drawer each would file (its
+	// copy): replays, not fresh writes. A gateway drops those whose
+	// drawer its trash holds as deleted, files the rest, and lists the
+	// dropped ones in the answer's errors; an older one ignores the key.
+	ReplayItemsKey = "devbox-config/replay-items"
 	// Version is this format's version (deviceinfo's "origins").
 	Version = 1
 )

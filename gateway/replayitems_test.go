@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
+)
+
+// checkpointAfterDelete is the replay tester's sequence with a checkpoint:
+// device desk files a drawer through its edge, an admin deletes it on the
+// primary, and desk checkpoints the same words beside a new item. Its
+// local palace lists the first among the checkpoint's duplicates; the op
+// is returned once done, with the deleted drawer's id and the new one's.
+func checkpointAfterDelete(t *testing.T, g *gw, s *mcp.ClientSession, palace string, onPrimary func(string) bool) (gone, fresh string, o outbox.Op) {
+	t.Helper()
+	old := map[string]any{"wing": "shared", "room": "gone", "content": "Desk secret token pasted by mistake: hunter2."}
+	gone, _ = edgeCall(t, s, "add_drawer", old)["drawer_id"].(string)
+	waitUntil(t, "the drawer on the primary", func() bool { return onPrimary(gone) })
+	if res, rpc, _ := g.call(g.tokens[adminOf(g)], "delete_drawer", map[string]any{"drawer_id": gone}); rpc != nil || res["success"] != true {
+		t.Fatalf("the admin's delete: %v %v", res, rpc)
+	}
+	item := map[string]any{"wing": "shared", "room": "plans", "content": "Quarterly roadmap: migrate the billing cluster to ARM machines by March."}
+	fresh = catalogue.DrawerID("shared", "plans", item["content"].(string))
+	cp := edgeCall(t, s, "checkpoint", map[string]any{"items": []any{old, item}})
+	op, _ := cp["edge"].(map[string]any)["op_id"].(string)
+	if dups, _ := cp["duplicates"].([]any); len(dups) != 1 || op == "" {
+		t.Fatalf("the local palace's checkpoint answer: %v", cp)
+	}
+	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ob.Close() })
+	waitUntil(t, "the checkpoint's send settled", func() bool {
+		o, err = ob.GetByID(context.Background(), op)
+		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
+	})
+	return gone, fresh, o
+}
+
+// wantItemNotFiled fails unless the checkpoint op is done, its new item
+// filed on the primary, the deleted one not, the trash still saying
+// deleted, and the gateway's answer naming the item it did not file.
+func wantItemNotFiled(t *testing.T, g *gw, gone, fresh string, o outbox.Op, onPrimary func(string) bool) {
+	t.Helper()
+	if onPrimary(gone) {
+		t.Fatal("the edge's checkpoint filed again on the primary what an admin deleted there")
+	}
+	if o.State != outbox.Done || !onPrimary(fresh) {
+		t.Fatalf("the checkpoint's new item is not filed: %s %s", o.State, o.Error)
+	}
+	wantStillDeleted(t, g, gone)
+	for _, want := range []string{"deleted on the primary", "operator can restore it", ruleReplayDeleted.String(), "hunter2"} {
+		if !strings.Contains(string(o.Result), want) {
+			t.Errorf("the gateway's answer does not say which item it did not file (%q): %s", want, o.Result)
+		}
+	}
+}
+
+// A checkpoint's item its local palace listed as a duplicate of the very
+// drawer it would file is a replay of that copy, as an add_drawer
+// answered already_exists is: the gateway does not file it again when an
+// admin deleted it on the primary, files the checkpoint's other items,
+// and says which it did not file (before, the checkpoint went unmarked
+// and the primary filed the deleted drawer again for everyone).
+func TestAnEdgesCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	url, tok := g.http.URL+"/mcp", g.tokens["desk-9b21"]
+	palace := filepath.Join(t.TempDir(), "palace")
+	s := edgeAt(t, url, tok, palace)
+	onPrimary := func(id string) bool { return g.primary.Dump().Drawers[id] != nil }
+	gone, fresh, o := checkpointAfterDelete(t, g, s, palace, onPrimary)
+	wantItemNotFiled(t, g, gone, fresh, o, onPrimary)
+	if !slices.ContainsFunc(g.auditLog(), func(e Entry) bool {
+		return e.Tool == "mempalace_checkpoint" && e.Decision == VerdictAllow && e.Rule == ruleReplayDeleted
+	}) {
+		t.Errorf("no checkpoint audit line with rule %s: %s", ruleReplayDeleted, fmtJSON(g.auditLog()))
+	}
+	item := map[string]any{"wing": "shared", "room": "r", "content": "x"}
+	for _, bad := range []any{[]any{1}, []any{-1}, "0", []any{0, 0}} {
+		if _, rpc := g.withMeta(t, tok, "checkpoint", map[string]any{"items": []any{item}}, map[string]any{origin.ReplayItemsKey: bad}); rpc == nil || rpc["code"] != float64(-32602) {
+			t.Errorf("replay items %v: %v", bad, rpc)
+		}
+	}
+}
+
+// Against real MemPalace 3.11.0 (serve behind the gateway, a real
+// mempalace-mcp as desk's local palace): 3.11.0 lists the same words
+// among the checkpoint's duplicates, the edge names that item a replay,
+// and the primary files the new item but not the admin's deleted drawer;
+// the trash still says deleted.
+func TestRealAnEdgesCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
+	u, srv := startReal(t)
+	desk := Device{ID: "desk-0002", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, ReadRate: 1e9, WriteRate: 1e9}
+	g := newGWAt(t, append([]Device{desk}, deleters...), u)
+	onPrimary := func(id string) bool {
+		got, _ := srv.Call("mempalace_get_drawer", map[string]any{"drawer_id": id})
+		return got["content"] != nil
+	}
+	local := realpalace.New(t)
+	s := edgeWith(t, g.http.URL+"/mcp", g.tokens["desk-0002"], local.Dir, local.MCPCommand(), local.Env(), 60*time.Second)
+	gone, fresh, o := checkpointAfterDelete(t, g, s, local.Dir, onPrimary)
+	wantItemNotFiled(t, g, gone, fresh, o, onPrimary)
+}
