@@ -12,6 +12,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
@@ -112,4 +113,37 @@ func TestRealAnEdgesCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 	s := edgeWith(t, g.http.URL+"/mcp", g.tokens["desk-0002"], local.Dir, local.MCPCommand(), local.Env(), 60*time.Second)
 	gone, fresh, o := checkpointAfterDelete(t, g, s, local.Dir, onPrimary)
 	wantItemNotFiled(t, g, gone, fresh, o, onPrimary)
+}
+
+// A resend of the checkpoint (its op id again: the ledger answers it from
+// its record) is checked again and answered alike: the item left out is
+// listed both times, and neither send files it.
+func TestAResentCheckpointIsAnsweredAlike(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.withLedger()
+	desk, admin := g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	old := map[string]any{"wing": "shared", "room": "gone", "content": "a planted note"}
+	a, _, _ := g.call(desk, "add_drawer", old)
+	id, _ := a["drawer_id"].(string)
+	if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["success"] != true {
+		t.Fatalf("the admin's delete: %v %v", res, rpc)
+	}
+	args := map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "plans", "content": "a new plan"}, old}}
+	meta := map[string]any{ledger.MetaKey: strings.Repeat("c1", 32), origin.ReplayItemsKey: []any{1}}
+	var answers []string
+	for range 2 {
+		res, rpc := g.withMeta(t, desk, "checkpoint", args, meta)
+		errs, _ := res["errors"].([]any)
+		if rpc != nil || len(errs) != 1 || !strings.Contains(fmtJSON(errs), "deleted on the primary") {
+			t.Fatalf("a checkpoint replaying a deleted drawer: %v %v", res, rpc)
+		}
+		answers = append(answers, fmtJSON(errs))
+	}
+	if answers[0] != answers[1] {
+		t.Errorf("the resend's answer differs:\n%s\n%s", answers[0], answers[1])
+	}
+	if g.primary.Dump().Drawers[id] != nil || g.primary.Dump().Drawers[catalogue.DrawerID("shared", "plans", "a new plan")] == nil {
+		t.Fatal("the checkpoint filed the deleted drawer again, or not its new item")
+	}
 }
