@@ -23,30 +23,26 @@ func (a primaryAdapter) Up() bool { return a.p.Up() }
 // Ledger: the outbox's replay may lean on a gateway's op-id ledger.
 func (a primaryAdapter) Ledger(ctx context.Context) (bool, error) { return a.p.Ledger(ctx) }
 
-func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
-	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+// callMeta is what a write's request carries in params._meta for a
+// gateway, from the marks the flusher put on ctx.
+func callMeta(ctx context.Context, tool string) mcp.Meta {
+	meta := mcp.Meta{}
 	if id := outbox.OpIDFrom(ctx); id != "" {
-		params.Meta = mcp.Meta{ledger.MetaKey: id} // a gateway's ledger answers a repeat from its record
+		meta[ledger.MetaKey] = id // a gateway's ledger answers a repeat from its record
 		if why := outbox.ResendFrom(ctx); why != "" {
-			params.Meta[ledger.ResendKey] = why // an op it holds in doubt is forwarded again
+			meta[ledger.ResendKey] = why // an op it holds in doubt is forwarded again
 		}
 	}
 	if dev := origin.DeviceFrom(ctx); dev != "" { // a join's --origin-device, for a gateway's provenance
-		if params.Meta == nil {
-			params.Meta = mcp.Meta{}
-		}
-		params.Meta[origin.MetaKey] = dev
+		meta[origin.MetaKey] = dev
 	}
 	if origin.Joining(ctx) { // a join's replay: a gateway files nothing again that its trash holds as deleted
-		if params.Meta == nil {
-			params.Meta = mcp.Meta{}
-		}
-		params.Meta[origin.JoinKey] = true
+		meta[origin.JoinKey] = true
 		if id := origin.JoinDrawer(ctx, outbox.OpIDFrom(ctx)); id != "" && tool == "mempalace_add_drawer" {
-			params.Meta[origin.JoinDrawerKey] = id // updated after it was filed: the trash may hold it by this id
+			meta[origin.JoinDrawerKey] = id // updated after it was filed: the trash may hold it by this id
 		}
 		if n := outbox.CopyFrom(ctx); n > 0 && tool == "mempalace_diary_write" {
-			params.Meta[origin.JoinCopyKey] = n // which equal copy: the trash accounts for as many as it holds
+			meta[origin.JoinCopyKey] = n // which equal copy: the trash accounts for as many as it holds
 		}
 	}
 	if outbox.Replaying(ctx) && !origin.Joining(ctx) {
@@ -54,19 +50,21 @@ func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMess
 		// of its copy. The join mark too: a gateway that predates the
 		// replay mark refuses it as a join's (its own words), one that
 		// knows it words the refusal for a replay.
-		if params.Meta == nil {
-			params.Meta = mcp.Meta{}
-		}
-		params.Meta[origin.JoinKey], params.Meta[origin.ReplayKey] = true, true
+		meta[origin.JoinKey], meta[origin.ReplayKey] = true, true
 	}
 	if items := outbox.ReplayItemsFrom(ctx); len(items) > 0 {
 		// A checkpoint's items the local palace held already: a gateway
 		// does not file those an admin deleted on the primary (an older
 		// one ignores the key and files them).
-		if params.Meta == nil {
-			params.Meta = mcp.Meta{}
-		}
-		params.Meta[origin.ReplayItemsKey] = items
+		meta[origin.ReplayItemsKey] = items
+	}
+	return meta
+}
+
+func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	if meta := callMeta(ctx, tool); len(meta) > 0 {
+		params.Meta = meta
 	}
 	res, err := a.p.Call(ctx, params, false)
 	if err != nil {

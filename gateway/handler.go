@@ -295,8 +295,15 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	if write && (status == http.StatusOK || len(req.filed) > 0) {
 		s.recordStep(ctx, d, author, t, req, resp)
 	}
+	s.answerForwarded(x, req, dec, status, resp)
+}
+
+// answerForwarded answers a call the upstream answered: a checkpoint's
+// replayed items left out are listed in it (replayitems.go), and the
+// audit line's rule says so.
+func (s *Server) answerForwarded(x *exchange, req *rpcRequest, dec Decision, status int, resp []byte) {
 	if len(req.notFiled) > 0 && status == http.StatusOK {
-		resp, x.entry.Rule = notFiledAnswer(resp, req.notFiled), ruleReplayDeleted // the audit line says items were dropped
+		resp, x.entry.Rule = notFiledAnswer(resp, req.notFiled), ruleReplayDeleted
 	}
 	x.entry.UpstreamStatus = status
 	s.answer(x, status, resp, VerdictAllow, dec.Rule)
