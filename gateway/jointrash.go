@@ -51,7 +51,7 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 		s.refuse(x, d, req, -32602, fmt.Sprintf("devbox-config gateway: Invalid params: params._meta[%q] must be a drawer id, on an add_drawer whose params._meta[%q] is true", origin.JoinDrawerKey, origin.JoinKey), ruleArguments, "")
 		return false
 	case !present && !replayed:
-		return true
+		return t.Name != "add_drawer" || s.writerStep(ctx, x, d, t, req)
 	case present && mark != true || replayed && replay != true:
 		s.refuse(x, d, req, -32602, fmt.Sprintf("devbox-config gateway: Invalid params: params._meta[%q] and params._meta[%q] must be true", origin.JoinKey, origin.ReplayKey), ruleArguments, "")
 		return false
@@ -78,25 +78,68 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 	if !found {
 		return true
 	}
-	msg, rule := deletedWords(d, t, del, replay == true)
+	again := ""
+	if replay == true {
+		again = replayAgain
+	}
+	msg, rule := deletedWords(d, t, del, again)
 	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, msg, rule, del.Drawers[0].Wing)
 	return false
 }
 
-// deletedWords is the refusal of a replay of what delete del removed, and
+// The refusals' words for a write that is not a join's: an edge's replay
+// of its local copy, and the writer's own write of the same words.
+const (
+	replayAgain = "a replay of this device's local copy does not file it again"
+	writerAgain = "this device wrote it, and writing its words again does not file it again"
+)
+
+// writerStep refuses, as a replay is, a fresh add_drawer (no mark) by the
+// device that wrote a drawer an admin deleted on the primary (the trash
+// keeps its writer), of the same words and not restored: its agent filing
+// again what it remembers, or after deleting its local copy, would undo
+// the delete (outside tester attack38 B2). Another device's write of the
+// same words is made, and so is the deleting device's own. One trash look-up per add_drawer; the primary is
+// asked only for a drawer the trash holds.
+func (s *Server) writerStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest) bool {
+	bin, err := s.Trash()
+	var del trash.Delete
+	found := false
+	if err == nil {
+		del, found, err = s.deletedBefore(ctx, bin, t, req.Args, "", 0)
+	}
+	switch {
+	case errors.Is(err, errNoAnswer):
+		s.busy(x, d, req, ruleNoAnswer, err)
+		return false
+	case err != nil:
+		// An agent's own write is not refused for a trash it cannot read
+		// (a join's or replay's is: joinStep).
+		s.Log.Error("trash cannot be read: an add_drawer is made without looking for its writer's deleted copy", "device", d.ID, "err", err)
+		return true
+	case !found || del.Drawers[0].Origin == nil || del.Drawers[0].Origin.Device != d.ID || del.Device == d.ID:
+		return true // not its writer's, or the deleter's own (it chose to)
+	}
+	msg, rule := deletedWords(d, t, del, writerAgain)
+	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, msg, rule, del.Drawers[0].Wing)
+	return false
+}
+
+// deletedWords is the refusal of a write of what delete del removed, and
 // its rule: to an admin device the delete and the restore that brings it
 // back, to any other only that it was deleted on the primary and the
 // operator can restore it (first, so a note that cuts the words keeps
-// it). replay: an edge's replay of its local copy, not a join's.
-func deletedWords(d *Device, t catalogue.Tool, del trash.Delete, replay bool) (string, Rule) {
+// it). again says why this write does not file it again (replayAgain,
+// writerAgain); "" for a join's.
+func deletedWords(d *Device, t catalogue.Tool, del trash.Delete, again string) (string, Rule) {
 	dr := del.Drawers[0]
 	what := map[string]string{"add_drawer": "this drawer", "diary_write": "this diary entry", "checkpoint": "this item's drawer"}[t.Name]
-	if replay {
+	if again != "" {
 		if d.Admin {
-			return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary; `gateway trash restore %d` brings it back: %s (%s/%s) was removed by delete %d in the gateway's trash (%s, %s by %s) and has not been restored; a replay of this device's local copy does not file it again; nothing was written (on the gateway: devbox-config gateway trash restore %d, or trash restore %s for this one alone)",
-				what, del.ID, dr.ID, dr.Wing, dr.Room, del.ID, del.Time.Format(time.RFC3339), del.Tool, del.Device, del.ID, dr.ID), ruleReplayDeleted
+			return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary; `gateway trash restore %d` brings it back: %s (%s/%s) was removed by delete %d in the gateway's trash (%s, %s by %s) and has not been restored; %s; nothing was written (on the gateway: devbox-config gateway trash restore %d, or trash restore %s for this one alone)",
+				what, del.ID, dr.ID, dr.Wing, dr.Room, del.ID, del.Time.Format(time.RFC3339), del.Tool, del.Device, again, del.ID, dr.ID), ruleReplayDeleted
 		}
-		return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary, and the gateway's operator can restore it; a replay of this device's local copy does not file it again (wing %s, not restored; nothing was written; devbox-config gateway trash list)", what, dr.Wing), ruleReplayDeleted
+		return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary, and the gateway's operator can restore it; %s (wing %s, not restored; nothing was written; devbox-config gateway trash list)", what, again, dr.Wing), ruleReplayDeleted
 	}
 	if d.Admin {
 		return fmt.Sprintf("devbox-config gateway: a join does not file again what was deleted on the primary: %s (%s/%s) was removed by delete %d in the gateway's trash (%s, %s by %s) and has not been restored; nothing was written. To have it back, on the gateway: devbox-config gateway trash restore %d (or trash restore %s for this one alone)",

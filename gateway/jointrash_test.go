@@ -66,8 +66,8 @@ func wantTold(t *testing.T, what string, rpc map[string]any, deleter string) {
 
 // A join's replay of a drawer an admin deleted on the primary is refused:
 // the trash holds it as deleted, and the message says how to have it back.
-// The same write from a live edge (an agent filing it again on purpose)
-// goes through; after a restore, or once filed again, the join's write is
+// The same write from a live edge goes through from any device but the
+// drawer's writer; after a restore, or once filed again, the join's write is
 // accepted (MemPalace finds it there).
 func TestJoinDoesNotRefileWhatTheTrashHolds(t *testing.T) {
 	t.Parallel()
@@ -103,16 +103,20 @@ func TestJoinDoesNotRefileWhatTheTrashHolds(t *testing.T) {
 		t.Fatalf("a join's add after the restore: %v %v", res, rpc)
 	}
 
-	// Deleted again: a live write files it again, and a join's write after
-	// that finds it there.
+	// Deleted again: the writer's live write does not file it again
+	// (writerStep), another device's does, and a join's write after that
+	// finds it there.
 	g.advance(time.Second)
 	g.call(admin, "delete_drawer", map[string]any{"drawer_id": id})
 	g.advance(time.Second)
 	if _, rpc := g.joined(t, desk, "add_drawer", args); rpc == nil {
 		t.Fatal("a join's add after the second delete went through")
 	}
-	if res, rpc, _ := g.call(desk, "add_drawer", args); rpc != nil || res["success"] != true || res["drawer_id"] != id {
-		t.Fatalf("a live add of the same content: %v %v", res, rpc)
+	if _, rpc, _ := g.call(desk, "add_drawer", args); rpc == nil || rpc["code"] != float64(ledger.CodeDeletedOnPrimary) {
+		t.Fatalf("the writer's live add of the same content: %v", rpc)
+	}
+	if res, rpc, _ := g.call(g.tokens["laptop-7f3a"], "add_drawer", args); rpc != nil || res["success"] != true || res["drawer_id"] != id {
+		t.Fatalf("another device's live add of the same content: %v %v", res, rpc)
 	}
 	if res, rpc := g.joined(t, desk, "add_drawer", args); rpc != nil || res["success"] != true {
 		t.Fatalf("a join's add of a drawer filed again since its delete: %v %v", res, rpc)

@@ -53,7 +53,7 @@ func (s *Server) replayItemsStep(ctx context.Context, x *exchange, d *Device, t 
 			kept = append(kept, item)
 			continue
 		}
-		msg, _ := deletedWords(d, t, del, true)
+		msg, _ := deletedWords(d, t, del, replayAgain)
 		req.notFiled = append(req.notFiled, map[string]any{"item": item, "error": msg, "rule": ruleReplayDeleted})
 	}
 	switch {

@@ -136,7 +136,8 @@ func TestAnEdgesReplayDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 // for older gateways) is checked too, and its refusal is worded for a
 // replay: to an admin device with the delete and its restore first (a
 // dead note cuts the reason at 120 characters), to any other without the
-// trash's entry. A write with neither mark is made.
+// trash's entry. A write with neither mark is made unless it comes from
+// the drawer's writer.
 func TestTheReplayMarkIsCheckedAndWordedForAReplay(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
@@ -168,8 +169,19 @@ func TestTheReplayMarkIsCheckedAndWordedForAReplay(t *testing.T) {
 	if g.primary.Dump().Drawers[id] != nil {
 		t.Fatal("a refused replay filed the drawer again")
 	}
-	if res, rpc, _ := g.call(desk, "add_drawer", args); rpc != nil || res["success"] != true {
-		t.Fatalf("a fresh write of the same words (no mark) is made: %v %v", res, rpc)
+	// A write with no mark by the device that wrote the drawer is refused
+	// too (its agent filing again what it remembers, or after deleting its
+	// local copy, would undo the delete: attack38 B2); another device's
+	// fresh write of the same words is made.
+	_, rpc, _ = g.call(desk, "add_drawer", args)
+	if msg, _ := rpc["message"].(string); rpc == nil || rpc["code"] != float64(ledger.CodeDeletedOnPrimary) || !strings.Contains(msg, "this device wrote it") {
+		t.Fatalf("the writer's fresh write of the same words (no mark): %v", rpc)
+	}
+	if g.primary.Dump().Drawers[id] != nil {
+		t.Fatal("the writer's fresh write filed the drawer again")
+	}
+	if res, rpc, _ := g.call(g.tokens["laptop-7f3a"], "add_drawer", args); rpc != nil || res["success"] != true {
+		t.Fatalf("another device's fresh write of the same words (no mark) is made: %v %v", res, rpc)
 	}
 }
 

@@ -189,10 +189,10 @@ func TestUnwritableTrashRefusesDeletes(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
 	admin := g.tokens["admin-0001"]
-	ids := seedDrawers(t, g, admin, "x.md", 1)
 	cfg := *g.srv.cfg.Load()
 	cfg.TrashFile = t.TempDir() // a directory: not a database
 	g.srv.cfg.Store(&cfg)
+	ids := seedDrawers(t, g, admin, "x.md", 1) // an add is made without it
 	_, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": ids[0]})
 	if rpc == nil || !strings.Contains(fmt.Sprint(rpc["message"]), "trash cannot be opened") {
 		t.Fatalf("a delete with no trash: %v", rpc)
