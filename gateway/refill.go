@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/http"
 
@@ -47,8 +48,8 @@ func (s *Server) refillPage(ctx context.Context, d *Device, t catalogue.Tool, de
 	want := min(max(numArg(req.Args, key, def), 1), most)
 	ctx, cancel := context.WithTimeout(ctx, fillWait)
 	defer cancel()
-	refilled := false
-	for asked := want; listed && withheld > 0 && len(got) < want && len(got)+withheld >= asked && asked < most; {
+	refilled, asked := false, want
+	for listed && withheld > 0 && len(got) < want && len(got)+withheld >= asked && asked < most {
 		asked = min(max(2*asked, want+withheld), most)
 		args := maps.Clone(req.Args)
 		args[key] = asked
@@ -61,8 +62,14 @@ func (s *Server) refillPage(ctx context.Context, d *Device, t catalogue.Tool, de
 		}
 		m, got, withheld, refilled = wider, more, int(num(wider["untrusted_withheld"])), true
 	}
-	if !refilled {
+	// MemPalace reads no wider: older records past the withheld ones are
+	// not on this page, and the reader is told so.
+	cut := listed && len(got) < want && len(got)+withheld >= most && asked == most
+	if !refilled && !cut {
 		return out
+	}
+	if cut {
+		m["withheld_cut"] = fmt.Sprintf("the newest %d records MemPalace gives are %d withheld from this device (untrusted writers) and %d it sees; older ones it may see are past them, and %s reads no further (ask the gateway's operator to trust the writer, or to remove what it flooded)", most, withheld, len(got), t.Name)
 	}
 	got = got[:min(len(got), want)]
 	m[list] = got
