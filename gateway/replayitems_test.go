@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/origin"
-	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // checkpointAfterDelete is the replay tester's sequence with a checkpoint:
@@ -102,16 +100,8 @@ func TestAnEdgesCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 // and the primary files the new item but not the admin's deleted drawer;
 // the trash still says deleted.
 func TestRealAnEdgesCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
-	u, srv := startReal(t)
-	desk := Device{ID: "desk-0002", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, ReadRate: 1e9, WriteRate: 1e9}
-	g := newGWAt(t, append([]Device{desk}, deleters...), u)
-	onPrimary := func(id string) bool {
-		got, _ := srv.Call("mempalace_get_drawer", map[string]any{"drawer_id": id})
-		return got["content"] != nil
-	}
-	local := realpalace.New(t)
-	s := edgeWith(t, g.http.URL+"/mcp", g.tokens["desk-0002"], local.Dir, local.MCPCommand(), local.Env(), 60*time.Second)
-	gone, fresh, o := checkpointAfterDelete(t, g, s, local.Dir, onPrimary)
+	g, s, dir, onPrimary := realDeskBehindTheGateway(t)
+	gone, fresh, o := checkpointAfterDelete(t, g, s, dir, onPrimary)
 	wantItemNotFiled(t, g, gone, fresh, o, onPrimary)
 }
 

@@ -191,6 +191,20 @@ func TestTheReplayMarkIsCheckedAndWordedForAReplay(t *testing.T) {
 // replay, and the primary does not hold the admin's deleted drawer again;
 // the trash still says deleted (before, the flush filed it again).
 func TestRealAnEdgesReplayDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
+	g, s, dir, onPrimary := realDeskBehindTheGateway(t)
+	id, o, _ := replayedDelete(t, g, s, dir, "Desk secret token pasted by mistake: hunter2.", onPrimary)
+	if onPrimary(id) {
+		t.Fatal("the edge's re-add filed again on the primary what an admin deleted there")
+	}
+	wantStillDeleted(t, g, id)
+	wantToldDeleted(t, o)
+}
+
+// realDeskBehindTheGateway is real MemPalace 3.11.0 serve behind the
+// gateway, with desk-0002's edge on a real mempalace-mcp local palace
+// (its directory), and whether the primary holds a drawer.
+func realDeskBehindTheGateway(t *testing.T) (*gw, *mcp.ClientSession, string, func(string) bool) {
+	t.Helper()
 	u, srv := startReal(t)
 	desk := Device{ID: "desk-0002", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, ReadRate: 1e9, WriteRate: 1e9}
 	g := newGWAt(t, append([]Device{desk}, deleters...), u)
@@ -200,10 +214,5 @@ func TestRealAnEdgesReplayDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 	}
 	local := realpalace.New(t)
 	s := edgeWith(t, g.http.URL+"/mcp", g.tokens["desk-0002"], local.Dir, local.MCPCommand(), local.Env(), 60*time.Second)
-	id, o, _ := replayedDelete(t, g, s, local.Dir, "Desk secret token pasted by mistake: hunter2.", onPrimary)
-	if onPrimary(id) {
-		t.Fatal("the edge's re-add filed again on the primary what an admin deleted there")
-	}
-	wantStillDeleted(t, g, id)
-	wantToldDeleted(t, o)
+	return g, s, local.Dir, onPrimary
 }
