@@ -13,60 +13,81 @@ import (
 	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
-// replayItemsStep is the trash's word on a checkpoint's replayed items:
-// those an edge names in params._meta[origin.ReplayItemsKey] (its local
-// palace listed each as a duplicate of the very drawer it would file).
-// One whose drawer the trash holds as deleted, not restored and not filed
-// again since (deletedBefore, as for an edge's replayed add_drawer), is
-// dropped from the items sent and kept in req.notFiled, which the answer
-// lists among its errors (notFiledAnswer); every other item is filed as
-// ever. It runs before narrow, while the indexes still name the items
-// sent. A trash that cannot be read refuses the checkpoint (fail closed,
-// as a join's write); a primary that does not answer the look-up, busy.
-// It answers the request itself when it refuses (ok false).
+// replayItemsStep is the trash's word on a checkpoint's items. One whose
+// drawer the trash holds as deleted, not restored and not filed again
+// since (deletedBefore, as for an add_drawer), is dropped from the items
+// sent and kept in req.notFiled, which the answer lists among its errors
+// (notFiledAnswer), when an edge names it a replay in
+// params._meta[origin.ReplayItemsKey] (its local palace listed it as a
+// duplicate of the very drawer it would file), or when this device wrote
+// that drawer and did not delete it (writerStep's rule); every other item
+// is filed as ever. It runs before narrow, while the indexes still name
+// the items sent. A trash that cannot be read refuses a checkpoint with
+// replayed items (fail closed, as a join's write) and lets any other
+// through (logged, as writerStep); a primary that does not answer the
+// look-up, busy. It answers the request itself when it refuses (ok false).
 func (s *Server) replayItemsStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest) (ok bool) {
 	params, _ := req.msg["params"].(map[string]any)
 	meta, _ := params["_meta"].(map[string]any)
 	raw, named := meta[origin.ReplayItemsKey]
-	if !named {
-		return true
-	}
 	items, _ := req.Args["items"].([]any)
 	replayed, valid := replayIndexes(raw, len(items))
-	if !valid || t.Name != "checkpoint" {
+	if named && (!valid || t.Name != "checkpoint") {
 		s.refuse(x, d, req, -32602, fmt.Sprintf("devbox-config gateway: Invalid params: params._meta[%q] must be a list of indexes of a checkpoint's items", origin.ReplayItemsKey), ruleArguments, "")
 		return false
 	}
-	if len(replayed) == 0 {
+	if t.Name != "checkpoint" || len(items) == 0 {
 		return true
 	}
-	bin, err := s.Trash()
-	kept := make([]any, 0, len(items))
-	for i, item := range items {
-		args, _ := item.(map[string]any)
-		if err != nil || !replayed[i] || args == nil {
-			kept = append(kept, item)
-			continue
-		}
-		del, found, lookErr := s.deletedBefore(ctx, bin, t, args, "", 0)
-		if err = lookErr; err != nil || !found {
-			kept = append(kept, item)
-			continue
-		}
-		msg, _ := deletedWords(d, t, del, replayAgain)
-		req.notFiled = append(req.notFiled, map[string]any{"item": item, "error": msg, "rule": ruleReplayDeleted})
-	}
+	kept, err := s.itemsToFile(ctx, d, t, req, items, replayed)
 	switch {
 	case errors.Is(err, errNoAnswer):
 		s.busy(x, d, req, ruleNoAnswer, err)
 		return false
-	case err != nil:
+	case err != nil && len(replayed) > 0:
 		s.Log.Error("trash cannot be read: refusing a checkpoint with replayed items", "device", d.ID, "err", err)
 		s.refuse(x, d, req, CodeDenied, "devbox-config gateway: the gateway's trash cannot be read, and a checkpoint whose items replay this device's local copies, which may file again what an admin deleted on the primary, is not made; nothing was written", ruleTrash, "")
 		return false
+	case err != nil:
+		s.Log.Error("trash cannot be read: a checkpoint is made without looking for its writer's deleted copies", "device", d.ID, "err", err)
+		return true
 	}
 	req.Args["items"] = kept
 	return true
+}
+
+// itemsToFile is the checkpoint's items less those replayItemsStep drops
+// (kept in req.notFiled); an error when the trash cannot be read or the
+// primary did not answer a look-up.
+func (s *Server) itemsToFile(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest, items []any, replayed map[int]bool) ([]any, error) {
+	bin, err := s.Trash()
+	if err != nil {
+		return nil, err
+	}
+	kept := make([]any, 0, len(items))
+	for i, item := range items {
+		args, _ := item.(map[string]any)
+		if args == nil {
+			kept = append(kept, item)
+			continue
+		}
+		del, found, err := s.deletedBefore(ctx, bin, t, args, "", 0)
+		if err != nil {
+			return nil, err
+		}
+		writer := found && del.Drawers[0].Origin != nil && del.Drawers[0].Origin.Device == d.ID && del.Device != d.ID
+		if !found || !replayed[i] && !writer {
+			kept = append(kept, item)
+			continue
+		}
+		again := replayAgain
+		if !replayed[i] {
+			again = writerAgain
+		}
+		msg, _ := deletedWords(d, t, del, again)
+		req.notFiled = append(req.notFiled, map[string]any{"item": item, "error": msg, "rule": ruleReplayDeleted})
+	}
+	return kept, nil
 }
 
 // replayIndexes reads params._meta[origin.ReplayItemsKey]: a list of at

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -135,5 +136,33 @@ func TestAResentCheckpointIsAnsweredAlike(t *testing.T) {
 	}
 	if g.primary.Dump().Drawers[id] != nil || g.primary.Dump().Drawers[catalogue.DrawerID("shared", "plans", "a new plan")] == nil {
 		t.Fatal("the checkpoint filed the deleted drawer again, or not its new item")
+	}
+}
+
+// A checkpoint with no replay mark from the device that wrote a drawer an
+// admin deleted does not file it again either (the writer deleting its
+// local copy and checkpointing the words: attack38 B2 through a
+// checkpoint); its other items are filed, and another device's checkpoint
+// of the same words files it.
+func TestAWritersCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	desk, admin, laptop := g.tokens["desk-9b21"], g.tokens["admin-0001"], g.tokens["laptop-7f3a"]
+	old := map[string]any{"wing": "shared", "room": "gone", "content": "a planted note"}
+	a, _, _ := g.call(desk, "add_drawer", old)
+	id, _ := a["drawer_id"].(string)
+	if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["success"] != true {
+		t.Fatalf("the admin's delete: %v %v", res, rpc)
+	}
+	args := map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "plans", "content": "a new plan"}, old}}
+	res, rpc, _ := g.call(desk, "checkpoint", args)
+	if errs, _ := res["errors"].([]any); rpc != nil || len(errs) != 1 || !strings.Contains(fmtJSON(errs), "this device wrote it") {
+		t.Fatalf("the writer's checkpoint of the deleted words: %v %v", res, rpc)
+	}
+	if g.primary.Dump().Drawers[id] != nil || g.primary.Dump().Drawers[catalogue.DrawerID("shared", "plans", "a new plan")] == nil {
+		t.Fatal("the writer's checkpoint filed the deleted drawer again, or not its new item")
+	}
+	if res, rpc, _ := g.call(laptop, "checkpoint", map[string]any{"items": []any{old}}); rpc != nil || len(fmt.Sprint(res["errors"])) > len("[]") || g.primary.Dump().Drawers[id] == nil {
+		t.Errorf("another device's checkpoint of the same words: %v %v, want it filed", res, rpc)
 	}
 }
