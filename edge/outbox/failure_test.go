@@ -1,9 +1,14 @@
 package outbox_test
 
 import (
+	"context"
+	"encoding/json"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
@@ -27,5 +32,45 @@ func TestTheDocsFailureTableIsTheCodes(t *testing.T) {
 	}
 	if !strings.Contains(doc, "dead after **5** refused attempts") {
 		t.Error("the docs do not say N")
+	}
+}
+
+// refusingPrimary answers every call with one JSON-RPC error.
+type refusingPrimary struct{ err error }
+
+func (p refusingPrimary) Call(context.Context, string, json.RawMessage) (map[string]any, error) {
+	return nil, p.err
+}
+func (refusingPrimary) Up() bool { return true }
+
+// A write refused "Invalid params" (-32602: the gateway's strict reading
+// of a room name with a trailing space, which the local palace took) is
+// dead at its first refusal: the same arguments are refused every time,
+// and a queued op's arguments never change (outside tester attack39 F3:
+// refused five times, then dead, with advice to fix the cause and
+// retry). Any other refusal still counts toward dead.
+func TestInvalidParamsAreDeadAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		dead bool
+	}{
+		{&outbox.RPCError{Code: -32602, Message: "devbox-config gateway: Invalid params: room \"pad \" has a trailing space"}, true},
+		{&outbox.RPCError{Code: -31003, Message: "devbox-config gateway: laptop may not call mempalace_add_drawer"}, false},
+	} {
+		s, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.sqlite"), "dev-1", "lab")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx := context.Background()
+		if _, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"pad ","content":"x"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		f := &outbox.Flusher{S: s, P: refusingPrimary{c.err}, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Millisecond}
+		f.Drain(ctx)
+		st, _ := s.Stats(ctx)
+		if got := st.ByState[outbox.Dead] == 1; got != c.dead {
+			t.Errorf("%v: dead after one refusal %v, want %v (%+v)", c.err, got, c.dead, st.ByState)
+		}
 	}
 }

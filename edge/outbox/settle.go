@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -15,14 +16,17 @@ import (
 
 // deadAtOnce reads a failed send that no later try can change: an edge's
 // replay of a drawer an admin deleted on the primary (told, Kind's doc),
-// and arguments MemPalace refuses as written (invalid). final: the op is
-// dead now.
-func deadAtOnce(kind Kind, msg string, deleted bool) (Kind, string, bool) {
+// and arguments refused as written (invalid). final: the op is dead now.
+func deadAtOnce(kind Kind, msg string, sendErr error) (Kind, string, bool) {
 	switch {
-	case deleted:
+	case deletedOnPrimary(sendErr):
 		return DeletedOnPrimary, msg, true
-	case invalid(kind, msg):
-		return kind, msg + " (MemPalace refuses it as written, whatever a grant: not tried again)", true
+	case invalid(kind, msg, sendErr):
+		why := " (refused as written, whatever a grant: not tried again; write it anew, corrected)"
+		if strings.Contains(msg, "metadata exceeds maximum size") {
+			why = " (the metadata sent held the edge's edge_op_id too, about 90 bytes, which it adds for exactly-once: keep an event's metadata that much under 64 KiB; not tried again)"
+		}
+		return kind, msg + why, true
 	}
 	return kind, msg, false
 }
@@ -40,7 +44,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		f.done(ctx, op, res, kind, msg, deleted, now)
 		return true
 	}
-	kind, msg, final := deadAtOnce(kind, msg, deleted)
+	kind, msg, final := deadAtOnce(kind, msg, sendErr)
 	rule := Rules[kind]
 	refusals := op.Refusals
 	if rule.CountsTowardDead {
