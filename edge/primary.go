@@ -163,6 +163,7 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	resp, err := b.next.RoundTrip(r)
 	if err != nil {
+		b.p.lastStatus.Store(0) // no answer: no status (a 401 before it says nothing of this)
 		cancel()
 		return nil, err
 	}

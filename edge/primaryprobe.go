@@ -65,7 +65,6 @@ func (p *Primary) tryUp() bool {
 // and pinged (a server without ping still answered). A session whose ping
 // failed is dropped.
 func (p *Primary) handshake(ctx context.Context) error {
-	p.lastStatus.Store(0)
 	s, err := p.sessionFor(ctx)
 	if err != nil {
 		return err

@@ -66,7 +66,7 @@ func TestInvalidParamsAreDeadAtOnce(t *testing.T) {
 		if _, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"pad ","content":"x"}`)}); err != nil {
 			t.Fatal(err)
 		}
-		f := &outbox.Flusher{S: s, P: refusingPrimary{c.err}, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Millisecond}
+		f := &outbox.Flusher{S: s, P: refusingPrimary{c.err}, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Hour} // one try per Drain
 		f.Drain(ctx)
 		st, _ := s.Stats(ctx)
 		if got := st.ByState[outbox.Dead] == 1; got != c.dead {
