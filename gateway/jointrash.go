@@ -58,14 +58,9 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 	case t.Name != "add_drawer" && t.Name != "diary_write":
 		return true
 	}
-	bin, err := s.Trash()
-	var del trash.Delete
-	found := false
-	if err == nil {
-		copyN, _ := meta[origin.JoinCopyKey].(json.Number) // absent: 1, any copy in the trash
-		nth, _ := copyN.Int64()
-		del, found, err = s.deletedBefore(ctx, bin, t, req.Args, id, int(nth))
-	}
+	copyN, _ := meta[origin.JoinCopyKey].(json.Number) // absent: 1, any copy in the trash
+	nth, _ := copyN.Int64()
+	del, found, err := s.deletedBefore(ctx, t, req.Args, id, int(nth))
 	if errors.Is(err, errNoAnswer) {
 		s.busy(x, d, req, ruleNoAnswer, err)
 		return false
@@ -99,15 +94,11 @@ const (
 // keeps its writer), of the same words and not restored: its agent filing
 // again what it remembers, or after deleting its local copy, would undo
 // the delete (outside tester attack38 B2). Another device's write of the
-// same words is made, and so is the deleting device's own. One trash look-up per add_drawer; the primary is
-// asked only for a drawer the trash holds.
+// same words is made, and so is the deleting device's own (wroteIt). One
+// trash look-up per add_drawer; the primary is asked only for a drawer the
+// trash holds.
 func (s *Server) writerStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest) bool {
-	bin, err := s.Trash()
-	var del trash.Delete
-	found := false
-	if err == nil {
-		del, found, err = s.deletedBefore(ctx, bin, t, req.Args, "", 0)
-	}
+	del, found, err := s.deletedBefore(ctx, t, req.Args, "", 0)
 	switch {
 	case errors.Is(err, errNoAnswer):
 		s.busy(x, d, req, ruleNoAnswer, err)
@@ -117,12 +108,19 @@ func (s *Server) writerStep(ctx context.Context, x *exchange, d *Device, t catal
 		// (a join's or replay's is: joinStep).
 		s.Log.Error("trash cannot be read: an add_drawer is made without looking for its writer's deleted copy", "device", d.ID, "err", err)
 		return true
-	case !found || del.Drawers[0].Origin == nil || del.Drawers[0].Origin.Device != d.ID || del.Device == d.ID:
-		return true // not its writer's, or the deleter's own (it chose to)
+	case !found || !wroteIt(d, del):
+		return true
 	}
 	msg, rule := deletedWords(d, t, del, writerAgain)
 	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, msg, rule, del.Drawers[0].Wing)
 	return false
+}
+
+// wroteIt reports device d as the writer of the drawer delete del removed
+// (the trash keeps its writer), the delete not its own (it chose to).
+func wroteIt(d *Device, del trash.Delete) bool {
+	o := del.Drawers[0].Origin
+	return o != nil && o.Device == d.ID && del.Device != d.ID
 }
 
 // deletedWords is the refusal of a write of what delete del removed, and
@@ -159,7 +157,11 @@ const maxDrawerID = 2048
 // the id its wing, room and content give or, for a drawer updated after it
 // was filed, by local (the id the join's palace holds it under) in the
 // add's own wing; neither when the primary holds it (filed again since).
-func (s *Server) deletedBefore(ctx context.Context, bin *trash.Store, t catalogue.Tool, args map[string]any, local string, nth int) (trash.Delete, bool, error) {
+func (s *Server) deletedBefore(ctx context.Context, t catalogue.Tool, args map[string]any, local string, nth int) (trash.Delete, bool, error) {
+	bin, err := s.Trash()
+	if err != nil {
+		return trash.Delete{}, false, err
+	}
 	str := func(k string) string { v, _ := args[k].(string); return v }
 	if t.Name == "diary_write" {
 		return bin.DeletedEntry(ctx, str("agent_name"), catalogue.DiaryWingFor(args), str("entry"), nth)

@@ -60,10 +60,6 @@ func (s *Server) replayItemsStep(ctx context.Context, x *exchange, d *Device, t 
 // (kept in req.notFiled); an error when the trash cannot be read or the
 // primary did not answer a look-up.
 func (s *Server) itemsToFile(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest, items []any, replayed map[int]bool) ([]any, error) {
-	bin, err := s.Trash()
-	if err != nil {
-		return nil, err
-	}
 	kept := make([]any, 0, len(items))
 	for i, item := range items {
 		args, _ := item.(map[string]any)
@@ -71,12 +67,11 @@ func (s *Server) itemsToFile(ctx context.Context, d *Device, t catalogue.Tool, r
 			kept = append(kept, item)
 			continue
 		}
-		del, found, err := s.deletedBefore(ctx, bin, t, args, "", 0)
+		del, found, err := s.deletedBefore(ctx, t, args, "", 0)
 		if err != nil {
 			return nil, err
 		}
-		writer := found && del.Drawers[0].Origin != nil && del.Drawers[0].Origin.Device == d.ID && del.Device != d.ID
-		if !found || !replayed[i] && !writer {
+		if !found || !replayed[i] && !wroteIt(d, del) {
 			kept = append(kept, item)
 			continue
 		}

@@ -75,11 +75,7 @@ func wantItemNotFiled(t *testing.T, g *gw, gone, fresh string, o outbox.Op, onPr
 // and the primary filed the deleted drawer again for everyone).
 func TestAnEdgesCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 	t.Parallel()
-	g := newGW(t, devices)
-	url, tok := g.http.URL+"/mcp", g.tokens["desk-9b21"]
-	palace := filepath.Join(t.TempDir(), "palace")
-	s := edgeAt(t, url, tok, palace)
-	onPrimary := func(id string) bool { return g.primary.Dump().Drawers[id] != nil }
+	g, s, palace, onPrimary := deskBehindTheGateway(t)
 	gone, fresh, o := checkpointAfterDelete(t, g, s, palace, onPrimary)
 	wantItemNotFiled(t, g, gone, fresh, o, onPrimary)
 	if !slices.ContainsFunc(g.auditLog(), func(e Entry) bool {
@@ -89,7 +85,7 @@ func TestAnEdgesCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 	}
 	item := map[string]any{"wing": "shared", "room": "r", "content": "x"}
 	for _, bad := range []any{[]any{1}, []any{-1}, "0", []any{0, 0}} {
-		if _, rpc := g.withMeta(t, tok, "checkpoint", map[string]any{"items": []any{item}}, map[string]any{origin.ReplayItemsKey: bad}); rpc == nil || rpc["code"] != float64(-32602) {
+		if _, rpc := g.withMeta(t, g.tokens["desk-9b21"], "checkpoint", map[string]any{"items": []any{item}}, map[string]any{origin.ReplayItemsKey: bad}); rpc == nil || rpc["code"] != float64(-32602) {
 			t.Errorf("replay items %v: %v", bad, rpc)
 		}
 	}

@@ -96,11 +96,7 @@ func wantToldDeleted(t *testing.T, o outbox.Op) {
 // `edge outbox retry` settles it.
 func TestAnEdgesReplayDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 	t.Parallel()
-	g := newGW(t, devices)
-	url, tok := g.http.URL+"/mcp", g.tokens["desk-9b21"]
-	palace := filepath.Join(t.TempDir(), "palace")
-	s := edgeAt(t, url, tok, palace)
-	onPrimary := func(id string) bool { return g.primary.Dump().Drawers[id] != nil }
+	g, s, palace, onPrimary := deskBehindTheGateway(t)
 	id, o, ob := replayedDelete(t, g, s, palace, "Desk secret token pasted by mistake: hunter2.", onPrimary)
 	if onPrimary(id) {
 		t.Fatal("the edge's re-add filed again on the primary what an admin deleted there")
@@ -111,7 +107,7 @@ func TestAnEdgesReplayDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 		t.Errorf("no audit line with rule %s", ruleReplayDeleted)
 	}
 
-	next := edgeAt(t, url, tok, palace) // the device's next session
+	next := edgeAt(t, g.http.URL+"/mcp", g.tokens["desk-9b21"], palace) // the device's next session
 	if in := next.InitializeResult().Instructions; !strings.Contains(in, "deleted on the primary") || !strings.Contains(in, "shared/gone") {
 		t.Errorf("the next session start does not tell of the write deleted on the primary:\n%s", in)
 	}
@@ -215,4 +211,15 @@ func realDeskBehindTheGateway(t *testing.T) (*gw, *mcp.ClientSession, string, fu
 	local := realpalace.New(t)
 	s := edgeWith(t, g.http.URL+"/mcp", g.tokens["desk-0002"], local.Dir, local.MCPCommand(), local.Env(), 60*time.Second)
 	return g, s, local.Dir, onPrimary
+}
+
+// deskBehindTheGateway is the test double behind the gateway, with
+// desk-9b21's edge on a palace of its own (its directory), and whether the
+// primary holds a drawer.
+func deskBehindTheGateway(t *testing.T) (*gw, *mcp.ClientSession, string, func(string) bool) {
+	t.Helper()
+	g := newGW(t, devices)
+	palace := filepath.Join(t.TempDir(), "palace")
+	s := edgeAt(t, g.http.URL+"/mcp", g.tokens["desk-9b21"], palace)
+	return g, s, palace, func(id string) bool { return g.primary.Dump().Drawers[id] != nil }
 }
