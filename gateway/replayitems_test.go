@@ -109,13 +109,9 @@ func TestAResentCheckpointIsAnsweredAlike(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
 	g.withLedger()
-	desk, admin := g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	desk := g.tokens["desk-9b21"]
 	old := map[string]any{"wing": "shared", "room": "gone", "content": "a planted note"}
-	a, _, _ := g.call(desk, "add_drawer", old)
-	id, _ := a["drawer_id"].(string)
-	if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["success"] != true {
-		t.Fatalf("the admin's delete: %v %v", res, rpc)
-	}
+	id := filedThenDeleted(t, g, old)
 	args := map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "plans", "content": "a new plan"}, old}}
 	meta := map[string]any{ledger.MetaKey: strings.Repeat("c1", 32), origin.ReplayItemsKey: []any{1}}
 	var answers []string
@@ -143,13 +139,9 @@ func TestAResentCheckpointIsAnsweredAlike(t *testing.T) {
 func TestAWritersCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
-	desk, admin, laptop := g.tokens["desk-9b21"], g.tokens["admin-0001"], g.tokens["laptop-7f3a"]
+	desk, laptop := g.tokens["desk-9b21"], g.tokens["laptop-7f3a"]
 	old := map[string]any{"wing": "shared", "room": "gone", "content": "a planted note"}
-	a, _, _ := g.call(desk, "add_drawer", old)
-	id, _ := a["drawer_id"].(string)
-	if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["success"] != true {
-		t.Fatalf("the admin's delete: %v %v", res, rpc)
-	}
+	id := filedThenDeleted(t, g, old)
 	args := map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "plans", "content": "a new plan"}, old}}
 	res, rpc, _ := g.call(desk, "checkpoint", args)
 	if errs, _ := res["errors"].([]any); rpc != nil || len(errs) != 1 || !strings.Contains(fmtJSON(errs), "this device wrote it") {

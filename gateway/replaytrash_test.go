@@ -139,11 +139,7 @@ func TestTheReplayMarkIsCheckedAndWordedForAReplay(t *testing.T) {
 	g := newGW(t, devices)
 	desk, admin := g.tokens["desk-9b21"], g.tokens["admin-0001"]
 	args := map[string]any{"wing": "shared", "room": "gone", "content": "a planted note"}
-	a, _, _ := g.call(desk, "add_drawer", args)
-	id, _ := a["drawer_id"].(string)
-	if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["success"] != true {
-		t.Fatalf("the admin's delete: %v %v", res, rpc)
-	}
+	id := filedThenDeleted(t, g, args)
 	n := g.kept(t)[0].ID
 	replay := map[string]any{origin.ReplayKey: true}
 	_, rpc := g.withMeta(t, desk, "add_drawer", args, replay)
@@ -222,4 +218,16 @@ func deskBehindTheGateway(t *testing.T) (*gw, *mcp.ClientSession, string, func(s
 	palace := filepath.Join(t.TempDir(), "palace")
 	s := edgeAt(t, g.http.URL+"/mcp", g.tokens["desk-9b21"], palace)
 	return g, s, palace, func(id string) bool { return g.primary.Dump().Drawers[id] != nil }
+}
+
+// filedThenDeleted: desk-9b21 files args, admin-0001 deletes it (the trash
+// keeps it); its drawer id.
+func filedThenDeleted(t *testing.T, g *gw, args map[string]any) string {
+	t.Helper()
+	a, _, _ := g.call(g.tokens["desk-9b21"], "add_drawer", args)
+	id, _ := a["drawer_id"].(string)
+	if res, rpc, _ := g.call(g.tokens["admin-0001"], "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["success"] != true {
+		t.Fatalf("the admin's delete: %v %v", res, rpc)
+	}
+	return id
 }
