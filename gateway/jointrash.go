@@ -19,7 +19,7 @@ import (
 // already_exists: params._meta[origin.ReplayKey]).
 const (
 	ruleJoinDeleted   Rule = "join:deleted-on-primary"
-	ruleReplayDeleted Rule = "replay:deleted-on-primary"
+	ruleReplayDeleted Rule = origin.ReplayDeletedRule
 )
 
 // joinStep is the trash's word on a join's replay (a write whose

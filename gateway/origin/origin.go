@@ -49,6 +49,11 @@ const (
 	// drawer its trash holds as deleted, files the rest, and lists the
 	// dropped ones in the answer's errors; an older one ignores the key.
 	ReplayItemsKey = "devbox-config/replay-items"
+	// ReplayDeletedRule is the rule of a replay the gateway does not file
+	// again because an admin deleted it on the primary: its audit line's,
+	// and the "rule" of each item of a checkpoint's answer errors it left
+	// out (by which an edge tells its agent of them).
+	ReplayDeletedRule = "replay:deleted-on-primary"
 	// Version is this format's version (deviceinfo's "origins").
 	Version = 1
 )
