@@ -14,10 +14,16 @@ package edge
 //   - during the session, on the next tool answer, one line (a count when
 //     several died at once), once per dead op.
 //
+// A checkpoint the gateway took without some of its items (an admin
+// deleted their drawers on the primary: the op is done, never sent again)
+// is told the same way, in a line of its own, for as long as the outbox
+// keeps the op (outbox.DeadOp.LeftOut; `edge status` lists it too).
+//
 // The edge asks the outbox for its dead ops (one look-up on their own
 // index) at each tool answer it builds; the flusher of this process
-// counts the ops it made dead (Store.Deaths), so an answer relayed
-// without the edge (notePending) steps aside when one died.
+// counts the ops it made dead or settled with items left out
+// (Store.Notices), so an answer relayed without the edge (notePending)
+// steps aside when there is news.
 
 import (
 	"cmp"
@@ -40,15 +46,16 @@ const deadReasonMax = 120
 
 // deadLookEvery bounds how often a tool answer looks the dead ops up when
 // this process's flusher made none dead since the last look-up (another
-// process's flusher, `edge flush` say, made them): the look-up is 56-89
-// µs (BenchmarkDeadOps) on an answer that is otherwise sub-millisecond.
+// process's flusher, `edge flush` say, made them): the look-up is 90-120
+// µs (BenchmarkDeadOps, with the left-out checkpoints' index) on an
+// answer that is otherwise sub-millisecond.
 const deadLookEvery = time.Second
 
 // deadNews is what the session was told of the dead ops.
 type deadNews struct {
 	mu     sync.Mutex
 	told   map[string]bool // the dead ops told of, as of the last look-up
-	seen   atomic.Int64    // the outbox's Deaths at the last look-up
+	seen   atomic.Int64    // the outbox's Notices at the last look-up
 	lookAt time.Time       // the last look-up
 }
 
@@ -61,7 +68,7 @@ func (e *Edge) newDead(ctx context.Context, all bool) []outbox.DeadOp {
 	d := &e.dead
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	seen := e.outbox.Deaths()
+	seen := e.outbox.Notices()
 	if !all && seen == d.seen.Load() && time.Since(d.lookAt) < deadLookEvery {
 		return nil // none died here since, and another process's are heard within deadLookEvery
 	}
@@ -97,10 +104,10 @@ func (e *Edge) untell(ops []outbox.DeadOp) {
 	e.dead.seen.Store(-1) // the fast lane's relay steps aside for them
 }
 
-// deadPending reports an op this process's flusher made dead since the
-// last look-up.
+// deadPending reports an op this process's flusher made dead, or settled
+// with a checkpoint's items left out, since the last look-up.
 func (e *Edge) deadPending() bool {
-	return e.outbox != nil && e.outbox.Deaths() != e.dead.seen.Load()
+	return e.outbox != nil && e.outbox.Notices() != e.dead.seen.Load()
 }
 
 // deadWhat is "<tool> of <wing/room, drawer id or wing>" and the
@@ -147,6 +154,51 @@ func deadList(ops []outbox.DeadOp) (string, string) {
 	return list, why
 }
 
+// deadNotes are the lines a tool answer carries for the ops in fresh: one
+// for the dead, one for the checkpoints with items left out.
+func deadNotes(fresh []outbox.DeadOp) []string {
+	dead, left := splitLeftOut(fresh)
+	var notes []string
+	if len(dead) > 0 {
+		notes = append(notes, deadNote(dead))
+	}
+	if len(left) > 0 {
+		notes = append(notes, "[devbox-config] "+leftOutLine(left))
+	}
+	return notes
+}
+
+// splitLeftOut parts ops into the dead and the checkpoints done with
+// items left out.
+func splitLeftOut(ops []outbox.DeadOp) (dead, left []outbox.DeadOp) {
+	for _, o := range ops {
+		if o.LeftOut {
+			left = append(left, o)
+		} else {
+			dead = append(dead, o)
+		}
+	}
+	return dead, left
+}
+
+// leftOutMax bounds what the outbox recorded of a checkpoint's items left
+// out (settle.go's words, with up to three drawer ids) in a line.
+const leftOutMax = 400
+
+// leftOutLine names the checkpoints with items left out (the first
+// deadNamed, then a count) and what the outbox recorded of each.
+func leftOutLine(left []outbox.DeadOp) string {
+	var names []string
+	for _, o := range left[:min(len(left), deadNamed)] {
+		names = append(names, fmt.Sprintf("checkpoint %s was %s", o.Short(), truncate(mailbox.Printable(o.Reason), leftOutMax)))
+	}
+	list := strings.Join(names, "; ")
+	if len(left) > deadNamed {
+		list += fmt.Sprintf("; and %d more checkpoints", len(left)-deadNamed)
+	}
+	return list + "; `devbox-config edge status` lists " + plural(len(left), "it", "them") + "."
+}
+
 // deadNote is the one line a tool answer carries for ops that died during
 // the session. They are this devbox's writes: another session on the
 // same palace may have made them.
@@ -158,15 +210,20 @@ func deadNote(fresh []outbox.DeadOp) string {
 	return fmt.Sprintf("[devbox-config] the primary refused %d writes from this devbox for good: %s (the first: %s). They took effect in this devbox's palace only, not on the primary; `devbox-config edge status` lists them.", len(fresh), list, why)
 }
 
-// deadInstructions is the line initialize's instructions start with when
-// the outbox holds dead ops not yet told at deadToldMax session starts
-// ("": none); every dead op counts as told to the session.
+// deadInstructions is the lines initialize's instructions start with when
+// the outbox holds dead ops, or checkpoints with items left out, not yet
+// told at deadToldMax session starts ("": none); each counts as told to
+// the session.
 func (e *Edge) deadInstructions(ctx context.Context) string {
-	ops := e.toldAtStart(ctx, e.newDead(ctx, true))
-	if len(ops) == 0 {
-		return ""
+	dead, left := splitLeftOut(e.toldAtStart(ctx, e.newDead(ctx, true)))
+	var lines []string
+	if len(dead) > 0 {
+		lines = append(lines, deadSummary(dead))
 	}
-	return deadSummary(ops)
+	if len(left) > 0 {
+		lines = append(lines, fmt.Sprintf("Checkpoints shared in part (devbox-config edge, said at %d session starts): %s", deadToldMax, leftOutLine(left)))
+	}
+	return strings.Join(lines, "\n")
 }
 
 // deadToldMax is how many session starts tell of one dead op.

@@ -16,7 +16,8 @@
 //	mergedread.go    reads asked of both palaces and merged
 //	origins.go       the origin each merged record carries (gateway/origin's palace)
 //	wake.go          the owed asks told at initialize and during a session
-//	deadnote.go      the writes the primary refused for good, told likewise
+//	deadnote.go      the writes the primary refused for good, and a
+//	                 checkpoint's items it left out, told likewise
 //	replicate.go     writes: local first, then the outbox (the policy's cut,
 //	                 the agent's bytes with the edge's edits spliced in)
 //	flushtarget.go   the primary as the outbox's flusher sends to it

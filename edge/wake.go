@@ -540,9 +540,7 @@ func (e *Edge) takeNotes(ctx context.Context) (notes []string, back func()) {
 	if len(asks) > 0 {
 		notes = append(notes, newAsksNote(asks))
 	}
-	if len(dead) > 0 {
-		notes = append(notes, deadNote(dead))
-	}
+	notes = append(notes, deadNotes(dead)...)
 	return notes, func() {
 		if len(asks) > 0 {
 			e.wk.mu.Lock()

@@ -67,17 +67,70 @@ func wantItemNotFiled(t *testing.T, g *gw, gone, fresh string, o outbox.Op, onPr
 	}
 }
 
+// toolNotes is what the edge adds to the agent's next tool answer after
+// the answer itself (its notes), a list_wings of desk's own.
+func toolNotes(t *testing.T, s *mcp.ClientSession) string {
+	t.Helper()
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "mempalace_list_wings", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content[min(1, len(res.Content)):] {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text + "\n")
+		}
+	}
+	return b.String()
+}
+
+// wantToldLeftOut fails unless the agent's next tool answer tells it, in
+// one line, that checkpoint o was shared without the deleted item (its
+// drawer gone), and the answer after it does not tell it again.
+func wantToldLeftOut(t *testing.T, s *mcp.ClientSession, gone string, o outbox.Op) {
+	t.Helper()
+	note := toolNotes(t, s)
+	for _, want := range []string{"checkpoint " + o.Short() + " was shared without 1 of its 2 items", "an admin deleted them on the primary", gone, "this devbox's palace only", "devbox-config edge status"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the next tool answer's note lacks %q:\n%q", want, note)
+		}
+	}
+	if n := strings.Count(strings.TrimSpace(note), "\n"); n != 0 || strings.Contains(note, "refused") {
+		t.Errorf("the note is %d lines, or tells of a refused write:\n%s", n+1, note)
+	}
+	if again := toolNotes(t, s); strings.Contains(again, o.Short()) {
+		t.Errorf("the checkpoint's left-out item is told again: %s", again)
+	}
+}
+
 // A checkpoint's item its local palace listed as a duplicate of the very
 // drawer it would file is a replay of that copy, as an add_drawer
 // answered already_exists is: the gateway does not file it again when an
 // admin deleted it on the primary, files the checkpoint's other items,
 // and says which it did not file (before, the checkpoint went unmarked
-// and the primary filed the deleted drawer again for everyone).
+// and the primary filed the deleted drawer again for everyone). The agent
+// is told on its next tool answer, once, and at the next session start
+// (before, the answer sat in the outbox alone).
 func TestAnEdgesCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 	t.Parallel()
 	g, s, palace, onPrimary := deskBehindTheGateway(t)
 	gone, fresh, o := checkpointAfterDelete(t, g, s, palace, onPrimary)
 	wantItemNotFiled(t, g, gone, fresh, o, onPrimary)
+	wantToldLeftOut(t, s, gone, o)
+	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ob.Close()
+	if st, err := ob.Stats(context.Background()); err != nil || len(st.LeftOut) != 1 || st.LeftOut[0].ID != o.ID || !strings.Contains(string(st.LeftOut[0].Error), gone) {
+		t.Errorf("edge status's checkpoints with items left out: %v %v", st.LeftOut, err)
+	}
+	in := edgeAt(t, g.http.URL+"/mcp", g.tokens["desk-9b21"], palace).InitializeResult().Instructions
+	for _, want := range []string{"checkpoint " + o.Short() + " was shared without 1 of its 2 items", gone, "session starts"} {
+		if !strings.Contains(in, want) {
+			t.Errorf("the next session's instructions lack %q:\n%s", want, in)
+		}
+	}
 	if !slices.ContainsFunc(g.auditLog(), func(e Entry) bool {
 		return e.Tool == "mempalace_checkpoint" && e.Decision == VerdictAllow && e.Rule == ruleReplayDeleted
 	}) {
@@ -95,11 +148,12 @@ func TestAnEdgesCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 // mempalace-mcp as desk's local palace): 3.11.0 lists the same words
 // among the checkpoint's duplicates, the edge names that item a replay,
 // and the primary files the new item but not the admin's deleted drawer;
-// the trash still says deleted.
+// the trash still says deleted; the agent's next tool answer says so.
 func TestRealAnEdgesCheckpointDoesNotRefileWhatAnAdminDeleted(t *testing.T) {
 	g, s, dir, onPrimary := realDeskBehindTheGateway(t)
 	gone, fresh, o := checkpointAfterDelete(t, g, s, dir, onPrimary)
 	wantItemNotFiled(t, g, gone, fresh, o, onPrimary)
+	wantToldLeftOut(t, s, gone, o)
 }
 
 // A resend of the checkpoint (its op id again: the ledger answers it from

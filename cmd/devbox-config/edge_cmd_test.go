@@ -455,3 +455,16 @@ func TestEdgeStatusSaysWhatClearsAnEmbedderMismatch(t *testing.T) {
 		t.Fatalf("status's embedder line:\n%s", line)
 	}
 }
+
+// A checkpoint the gateway took without items an admin deleted on the
+// primary is done, and status lists it with what was left out, in full
+// (the drawer ids), as done: nothing for the operator to retry.
+func TestEdgeStatusListsACheckpointsItemsLeftOut(t *testing.T) {
+	words := "shared without 1 of its 2 items: an admin deleted them on the primary (drawer drawer_shared_gone_38009c97c3199040dc8d54e2); they stay in this devbox's palace only"
+	o := outbox.Op{ID: strings.Repeat("ab", 32), Tool: "mempalace_checkpoint", State: outbox.Done, Error: json.RawMessage(`{"kind":"deleted-on-primary","message":"` + words + `"}`)}
+	var b bytes.Buffer
+	edgeStatus{stats: outbox.Stats{LeftOut: []outbox.Op{o}}}.print(&b)
+	if out := b.String(); !strings.Contains(out, "LEFT OUT   "+o.Short()+" mempalace_checkpoint, done: "+words) || strings.Contains(out, "retry") {
+		t.Fatalf("status's line for the checkpoint:\n%s", out)
+	}
+}

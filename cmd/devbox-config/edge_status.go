@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -33,6 +34,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   DEAD, IN DOUBT, HELD
               each op that needs you, with the command that settles it
               (a dead op: how many later ops on its objects wait behind it)
+  LEFT OUT    a checkpoint the primary took without items an admin deleted
+              there (done: they stay in this palace only), for 8 days
   INTENT      writes put in the outbox before the local palace answered:
               its answer queues them; left by a stopped or killed edge,
               the next edge start or devbox-config edge flush sends them
@@ -137,6 +140,11 @@ func (v edgeStatus) print(w io.Writer) {
 	}
 	for _, o := range st.Dead {
 		fmt.Fprintf(w, "DEAD       %s %s: %s%s (fix the cause, then devbox-config edge outbox retry %s; or drop %s)\n", o.Short(), o.Tool, errorText(o.Error), behindNote(v.behind[o.ID]), o.Short(), o.Short())
+	}
+	for _, o := range st.LeftOut {
+		var e struct{ Message string }
+		_ = json.Unmarshal(o.Error, &e) // LeftOut lists notes the outbox wrote: JSON with a message
+		fmt.Fprintf(w, "LEFT OUT   %s %s, done: %s (listed until the outbox prunes the op, 8 days after)\n", o.Short(), o.Tool, e.Message)
 	}
 	for _, o := range st.InDoubt {
 		fmt.Fprintf(w, "IN DOUBT   %s %s: it may have landed and nothing can look it up: devbox-config edge outbox retry %s sends it again, delivered %s records it as landed\n", o.Short(), o.Tool, o.Short(), o.Short())

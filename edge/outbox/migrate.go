@@ -14,7 +14,7 @@ import (
 
 // schemaVersion is the outbox's PRAGMA user_version once set-up has run:
 // raise it with every change to schema, tombstoneSchema or addColumns.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // setUp creates the schema, or brings an outbox made by an older edge up
 // to it, and turns on incremental vacuum (a one-time VACUUM of an older

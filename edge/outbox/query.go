@@ -611,6 +611,9 @@ type Stats struct {
 	// pending delete_by_source holds (heldByDelete): sent, or cancelled
 	// with the drawers it removed, once the local palace answers it.
 	BehindDelete []Op `json:"behind_delete,omitempty"`
+	// LeftOut lists (up to 100 of) the checkpoints done without items an
+	// admin deleted on the primary, as long as the outbox keeps them.
+	LeftOut []Op `json:"left_out,omitempty"`
 	// OrphanedIntents counts the intents whose edge is gone (live.go):
 	// nothing sends them until an edge starts or `edge flush` runs.
 	OrphanedIntents int    `json:"orphaned_intents,omitempty"`
@@ -679,7 +682,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		if st.InDoubt, err = s.List(ctx, 100, InDoubt); err == nil {
 			if st.Held, err = s.List(ctx, 100, Held); err == nil {
 				if st.Intents, err = s.List(ctx, 100, Intent); err == nil {
-					st.BehindDelete, err = s.BehindDelete(ctx, 100)
+					if st.BehindDelete, err = s.BehindDelete(ctx, 100); err == nil {
+						st.LeftOut, err = s.LeftOut(ctx, 100)
+					}
 				}
 			}
 		}
@@ -738,38 +743,67 @@ func (s *Store) UnsentFacts(ctx context.Context, entity string) (int, error) {
 	return n, nil
 }
 
-// DeadOp is a dead op as its agent is told of it (the edge's note).
+// DeadOp is a dead op as its agent is told of it (the edge's note), or a
+// checkpoint done without some of its items (LeftOut).
 type DeadOp struct {
 	ID, Tool string
 	// Wing and Room are what its arguments name, and Object the drawer,
 	// the knowledge graph's subject or the source ("": not named).
 	Wing, Room, Object string
-	// Reason is the primary's refusal, as its last attempt recorded it.
+	// Reason is the primary's refusal, as its last attempt recorded it;
+	// for LeftOut, which items were left out and why.
 	Reason string
+	// LeftOut: a checkpoint the primary took without the items an admin
+	// deleted there (settle.go's leftOut), done, not dead.
+	LeftOut bool
 }
 
-// DeadOps lists the dead ops, oldest first, reading only their own index
-// and rows (the payload's room and drawer id, the error's message), so
-// the edge asks at every tool answer.
+// Short is the op id's short form, as Op.Short.
+func (d DeadOp) Short() string { return Op{ID: d.ID}.Short() }
+
+// leftOutOps is the WHERE of the done checkpoints the gateway left items
+// out of (settle.go's leftOut), on their own index (ops_left_out): the
+// outbox keeps them until its retention prunes them.
+const leftOutOps = `state='done' AND tool_name='mempalace_checkpoint' AND error_json IS NOT NULL
+	AND CASE WHEN json_valid(error_json) THEN json_extract(error_json,'$.kind') END='deleted-on-primary'`
+
+// DeadOps lists the dead ops and the checkpoints done with items left out
+// (LeftOut), oldest first, reading only their own indexes and rows (the
+// payload's room and drawer id, the error's message), so the edge asks at
+// every tool answer.
 func (s *Store) DeadOps(ctx context.Context) ([]DeadOp, error) {
-	ops, err := queryAll(ctx, s.db, func(r rowScanner) (DeadOp, error) {
-		var d DeadOp
-		return d, r.Scan(&d.ID, &d.Tool, &d.Wing, &d.Room, &d.Object, &d.Reason)
-	}, `SELECT op_id, tool_name, wing,
+	const cols = `op_id, tool_name, wing,
 		CAST(COALESCE(CASE WHEN json_valid(payload_json) THEN json_extract(payload_json,'$.room') END, '') AS TEXT),
 		CAST(COALESCE(CASE WHEN json_valid(payload_json) THEN COALESCE(json_extract(payload_json,'$.drawer_id'), json_extract(payload_json,'$.subject'), json_extract(payload_json,'$.source_file')) END, '') AS TEXT),
-		CAST(COALESCE(CASE WHEN json_valid(error_json) THEN json_extract(error_json,'$.message') END, '') AS TEXT)
-		FROM ops WHERE state='dead' ORDER BY local_seq`)
+		CAST(COALESCE(CASE WHEN json_valid(error_json) THEN json_extract(error_json,'$.message') END, '') AS TEXT), local_seq`
+	ops, err := queryAll(ctx, s.db, func(r rowScanner) (DeadOp, error) {
+		var d DeadOp
+		var seq int64
+		err := r.Scan(&d.ID, &d.Tool, &d.Wing, &d.Room, &d.Object, &d.Reason, &seq, &d.LeftOut)
+		return d, err
+	}, `SELECT `+cols+`, 0 FROM ops WHERE state='dead'
+		UNION ALL SELECT `+cols+`, 1 FROM ops WHERE `+leftOutOps+` ORDER BY local_seq`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
 	return ops, nil
 }
 
-// Deaths counts the ops this process's flusher made dead since the store
-// opened: a cheap "has one died since?" before DeadOps (another process's
-// flusher's are seen by DeadOps alone).
-func (s *Store) Deaths() int64 { return s.deaths.Load() }
+// LeftOut lists (up to limit of) the checkpoints done with items left
+// out (DeadOp.LeftOut), oldest first.
+func (s *Store) LeftOut(ctx context.Context, limit int) ([]Op, error) {
+	ops, err := queryAll(ctx, s.db, scanOp, `SELECT `+opCols+` FROM ops WHERE `+leftOutOps+` ORDER BY local_seq LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	return ops, nil
+}
+
+// Notices counts the ops this process's flusher made dead, or settled
+// done with a checkpoint's items left out, since the store opened: a
+// cheap "is there news?" before DeadOps (another process's flusher's are
+// seen by DeadOps alone).
+func (s *Store) Notices() int64 { return s.notices.Load() }
 
 // Wait blocks until the op reached the primary (done), died or went in
 // doubt, an attempt to send it failed (it is queued with the error: the

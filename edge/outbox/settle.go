@@ -10,8 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
 // deadAtOnce reads a failed send that no later try can change: an edge's
@@ -89,7 +92,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	case err != nil:
 		f.Log.Error("outbox: a failed attempt not recorded", "op", op.Short(), "err", err)
 	case state == Dead:
-		f.S.deaths.Add(1)
+		f.S.notices.Add(1)
 	case cancelled:
 		f.Log.Info("outbox op not sent, and deleted on this device while it was in flight: never sent", "op", op.Short(), "tool", op.Tool)
 	}
@@ -113,6 +116,10 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 	default:
 		result, err = json.Marshal(res)
 	}
+	if words := leftOut(op, res); words != "" && kind == "" {
+		f.Log.Info("the gateway left out of a checkpoint items an admin deleted on the primary: done", "op", op.Short(), "answer", words)
+		note = noteOf(DeletedOnPrimary, words, now)
+	}
 	if err == nil {
 		err = f.fenced(ctx, func(tx *sql.Tx) error {
 			if err := f.moveFence(ctx, tx, op, res); err != nil {
@@ -121,10 +128,45 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 			return settleDone(ctx, tx, op.LocalSeq, now, string(result), note)
 		})
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		f.Log.Error("outbox: a sent op's outcome not recorded", "op", op.Short(), "err", err)
+	case note != "" && kind == "":
+		f.S.notices.Add(1) // its agent is told (DeadOps)
 	}
 	f.S.notify(op.ID)
+}
+
+// leftOut is what a checkpoint's answer says the gateway left out ("":
+// nothing): "shared without N of its M items: …", naming their drawers.
+// The gateway lists each item an admin deleted on the primary among the
+// answer's errors, by rule origin.ReplayDeletedRule (gateway/replayitems.go).
+func leftOut(op Op, res map[string]any) string {
+	if op.Tool != catalogue.Prefix+"checkpoint" {
+		return ""
+	}
+	errs, _ := res["errors"].([]any)
+	var ids []string
+	for _, e := range errs {
+		m, _ := e.(map[string]any)
+		item, _ := m["item"].(map[string]any)
+		if m["rule"] != origin.ReplayDeletedRule || item == nil {
+			continue
+		}
+		wing, _ := item["wing"].(string)
+		room, _ := item["room"].(string)
+		content, _ := item["content"].(string)
+		ids = append(ids, catalogue.DrawerID(wing, room, content))
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	named := strings.Join(ids[:min(len(ids), 3)], ", ")
+	if len(ids) > 3 {
+		named += fmt.Sprintf(" and %d more", len(ids)-3)
+	}
+	return fmt.Sprintf("shared without %d of its %d items: an admin deleted them on the primary (drawer %s); they stay in this devbox's palace only",
+		len(ids), gjson.GetBytes(op.Payload, "items.#").Int(), named)
 }
 
 func isInDoubt(err error) bool {

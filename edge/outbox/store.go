@@ -34,7 +34,7 @@ type Store struct {
 	wake    chan struct{}
 	closed  bool
 	rings   sync.WaitGroup // doorbell rings in flight; Close waits for them
-	deaths  atomic.Int64   // ops this process's flusher made dead (Deaths)
+	notices atomic.Int64   // ops this process's flusher settled for the agent to hear of (Notices)
 }
 
 // The schema. An op's causal keys are in op_keys only while the op is not
@@ -69,6 +69,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS ops_dedupe_active ON ops(dedupe_key) WHERE sta
 CREATE INDEX IF NOT EXISTS ops_pending ON ops(lane, local_seq) WHERE state <> 'done';
 CREATE INDEX IF NOT EXISTS ops_settled ON ops(flushed_at) WHERE state = 'done';
 CREATE INDEX IF NOT EXISTS ops_dead ON ops(local_seq) WHERE state = 'dead';
+CREATE INDEX IF NOT EXISTS ops_left_out ON ops(local_seq) WHERE state = 'done' AND tool_name = 'mempalace_checkpoint' AND error_json IS NOT NULL;
 CREATE TABLE IF NOT EXISTS op_keys(
   key       TEXT NOT NULL,
   local_seq INTEGER NOT NULL,
