@@ -46,9 +46,8 @@ const deadReasonMax = 120
 
 // deadLookEvery bounds how often a tool answer looks the dead ops up when
 // this process's flusher made none dead since the last look-up (another
-// process's flusher, `edge flush` say, made them): the look-up is 90-120
-// µs (BenchmarkDeadOps, with the left-out checkpoints' index) on an
-// answer that is otherwise sub-millisecond.
+// process's flusher, `edge flush` say, made them): the look-up is 80-111
+// µs (BenchmarkDeadOps) on an answer that is otherwise sub-millisecond.
 const deadLookEvery = time.Second
 
 // deadNews is what the session was told of the dead ops.
