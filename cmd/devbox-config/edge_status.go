@@ -274,8 +274,12 @@ func checkPrimary(ctx context.Context, cfg edge.Config) string {
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(ctx, primaryWait(cfg))
 	defer cancel()
+	began := time.Now()
 	said := p.Check(ctx)
-	if !strings.HasPrefix(said, reachable) && ctx.Err() != nil { // said: "context deadline exceeded"
+	// The wait used up is no answer, whichever timer spoke first: said is
+	// "context deadline exceeded", or a dial's "i/o timeout" when the
+	// call's own timer ran out a moment before ctx's.
+	if !strings.HasPrefix(said, reachable) && (ctx.Err() != nil || time.Since(began) >= primaryWait(cfg)) {
 		f := doctor.Unanswered(ladder.RedactURL(cfg.PrimaryURL), primaryWait(cfg), "devbox-config doctor")
 		return fmt.Sprintf("unreachable: no answer within %s (fix: %s)", primaryWait(cfg), f.Fix)
 	}
