@@ -468,3 +468,17 @@ func TestEdgeStatusListsACheckpointsItemsLeftOut(t *testing.T) {
 		t.Fatalf("status's line for the checkpoint:\n%s", out)
 	}
 }
+
+// edge flush names a checkpoint it sent that the primary took without
+// items an admin deleted there, and not one an earlier flush sent.
+func TestEdgeFlushNamesTheCheckpointsItSentInPart(t *testing.T) {
+	words := "shared without 1 of its 2 items: an admin deleted them on the primary (drawer drawer_shared_gone_38009c97c3199040dc8d54e2); they stay in this devbox's palace only"
+	note := json.RawMessage(`{"kind":"deleted-on-primary","message":"` + words + `"}`)
+	earlier := outbox.Op{ID: strings.Repeat("cd", 32), Tool: "mempalace_checkpoint", State: outbox.Done, Error: note}
+	now := outbox.Op{ID: strings.Repeat("ab", 32), Tool: "mempalace_checkpoint", State: outbox.Done, Error: note}
+	var b bytes.Buffer
+	printSentInPart(&b, map[string]bool{earlier.ID: true}, []outbox.Op{earlier, now})
+	if out := b.String(); !strings.Contains(out, "sent in part: "+now.Short()+" mempalace_checkpoint: ") || !strings.Contains(out, words) || strings.Contains(out, earlier.Short()) {
+		t.Fatalf("flush's lines:\n%s", out)
+	}
+}

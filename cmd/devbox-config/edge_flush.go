@@ -70,6 +70,7 @@ func (fc *edgeFlushCmd) run() error {
 	defer p.Close()
 	// A send under way at --timeout has flushGrace more to get its
 	// answer (the op then ends sent, or queued again), not the edge's 3 s.
+	before := leftOutIDs(ctx, s)
 	sent, drainErr := (&outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: cfg.Log, SendTimeout: 2 * cfg.CallTimeout, StopGrace: flushGrace}).Drain(ctx)
 	timedOut := ctx.Err() != nil
 	// What is left is read even when the time ran out: the outbox's reads
@@ -81,6 +82,7 @@ func (fc *edgeFlushCmd) run() error {
 	}
 	by := st.ByState
 	fmt.Fprintf(fc.stdout, "sent %d; left: queued %d, inflight %d, dead %d, in doubt %d, held %d\n", sent, by[outbox.Queued], by[outbox.Inflight], by[outbox.Dead], by[outbox.InDoubt], by[outbox.Held])
+	printSentInPart(fc.stdout, before, st.LeftOut)
 	left := st.Waiting()
 	if left == 0 && drainErr == nil {
 		return nil
@@ -94,6 +96,29 @@ func (fc *edgeFlushCmd) run() error {
 		return failed(drainErr)
 	}
 	return failed(fmt.Errorf("%d ops not sent", left))
+}
+
+// leftOutIDs is the checkpoints the outbox holds as done without items an
+// admin deleted on the primary (outbox.Store.LeftOut), so that a flush
+// names those it sent; none when they cannot be read (the flush then names
+// every one Stats lists).
+func leftOutIDs(ctx context.Context, s *outbox.Store) map[string]bool {
+	ops, _ := s.LeftOut(ctx, 100) // unread: every one listed after is named, which says more, not less
+	ids := map[string]bool{}
+	for _, o := range ops {
+		ids[o.ID] = true
+	}
+	return ids
+}
+
+// printSentInPart names the checkpoints of leftOut this flush sent (not
+// in before) that the primary took without items an admin deleted there.
+func printSentInPart(w io.Writer, before map[string]bool, leftOut []outbox.Op) {
+	for _, o := range leftOut {
+		if !before[o.ID] {
+			fmt.Fprintf(w, "sent in part: %s %s: %s\n", o.Short(), o.Tool, outbox.Words(o.Error))
+		}
+	}
 }
 
 // readyToFlush readies the outbox for the flush: the intents an edge killed
