@@ -105,3 +105,63 @@ func renderRemoteOver(t *testing.T, rec harness.Record, src string) (Result, str
 	got, _ := os.ReadFile(file)
 	return res[0], file, got
 }
+
+// A config saved as UTF-16 or UTF-32 (PowerShell's Out-File, Notepad's
+// "Unicode") is refused at FILE:1:1 as what it is, with the fix to save
+// it as UTF-8, in every format render reads, and nothing is written.
+// Before: JSON's "invalid character 'ÿ' ... (fix: correct the JSON here:
+// a missing or extra comma ...)", TOML's "invalid character at start of
+// key", and a YAML file was read and then refused "(please report)".
+// Found by an outside tester.
+func TestWideEncodingRefusedAsWhatItIs(t *testing.T) {
+	for _, rec := range harness.All() {
+		t.Run(rec.Name, func(t *testing.T) {
+			src := "{\"theme\": \"dark\"}\n" // pi's settings.json
+			switch {
+			case rec.Settings != nil:
+			case rec.Format == harness.TOML:
+				src = "[" + rec.Key[0] + ".mine]\ncommand = \"x\"\n"
+			case rec.Format == harness.YAML:
+				src = rec.Key[0] + ":\n  mine: {}\n"
+			default:
+				src = fmt.Sprintf("{%q: {}}\n", rec.Key[0])
+			}
+			for _, enc := range []struct {
+				name, bytes, from string
+			}{
+				{"UTF-16 (byte order mark FF FE)", "\xff\xfe" + widen(src, 2, false), "UTF-16"},
+				{"UTF-16BE", widen(src, 2, true), "UTF-16BE"},
+				{"UTF-32 (byte order mark 00 00 FE FF)", "\x00\x00\xfe\xff" + widen(src, 4, true), "UTF-32"},
+				{"UTF-32LE", widen(src, 4, false), "UTF-32LE"},
+			} {
+				r, file, got := renderRemoteOver(t, rec, enc.bytes)
+				warn := strings.Join(r.Warnings, "\n")
+				want := file + ":1:1: the file is " + enc.name + ", not UTF-8"
+				if r.Action != ActionSkipped || !strings.Contains(warn, want) || !strings.Contains(warn, "(fix: save it as UTF-8 (iconv -f "+enc.from+" -t UTF-8") {
+					t.Errorf("%s, %s: render did %q, saying:\n%s\nwant %q and the fix to save it as UTF-8", rec.Title, enc.name, r.Action, warn, want)
+				}
+				if string(got) != enc.bytes {
+					t.Errorf("%s, %s: the file changed:\n%q", rec.Title, enc.name, got)
+				}
+				if _, err := os.Stat(file + ".proposed"); err == nil {
+					t.Errorf("%s, %s: a .proposed was written", rec.Title, enc.name)
+				}
+			}
+		})
+	}
+}
+
+// widen is ASCII s in n bytes a character, big- or little-endian.
+func widen(s string, n int, big bool) string {
+	var b []byte
+	for _, c := range []byte(s) {
+		w := make([]byte, n)
+		if big {
+			w[n-1] = c
+		} else {
+			w[0] = c
+		}
+		b = append(b, w...)
+	}
+	return string(b)
+}

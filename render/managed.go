@@ -30,6 +30,8 @@ func load(sys System, rec harness.Record, path string) (loaded, error) {
 	if len(bytes.TrimSpace(data)) > 0 {
 		noBOM := bytes.TrimPrefix(data, []byte(utf8BOM))
 		switch {
+		case wide(data) != "":
+			err = notUTF8(path, data)
 		case rec.NoBOM && len(noBOM) < len(data):
 			err = bomRefused(path, rec.Title)
 		case rec.Format == harness.JSON:
@@ -473,6 +475,9 @@ const utf8BOM = "\xef\xbb\xbf"
 // places a syntax error (a *confpos.Error); file is the name the error
 // and its fix give it.
 func strictJSON(file string, data []byte) error {
+	if wide(data) != "" {
+		return notUTF8(file, data)
+	}
 	if json.Valid(data) || merge.StrictJSON(data) {
 		return nil // the second: deeper than encoding/json goes
 	}
@@ -499,6 +504,43 @@ func commentedJSON(file string, data []byte) error {
 func bomRefused(file, who string) error {
 	return &confpos.Error{File: file, Line: 1, Col: 1, What: "it starts with a UTF-8 byte order mark, which " + who + " refuses",
 		Fix: fmt.Sprintf("save it without one, e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' %s", file)}
+}
+
+// wide names the encoding of data when it is UTF-16 or UTF-32 (what
+// Windows calls "Unicode": PowerShell's Out-File and > write it), with its
+// byte order mark, or without one where the first character, ASCII in any
+// config, has NUL bytes beside it; "" for anything else (a file of NUL
+// bytes alone is no text at all).
+func wide(data []byte) string {
+	b := append(bytes.Clone(data[:min(len(data), 4)]), 1, 1, 1, 1) // no index out of range
+	switch {
+	case b[0] == 0xff && b[1] == 0xfe && b[2] == 0 && b[3] == 0:
+		return "UTF-32 (byte order mark FF FE 00 00)"
+	case b[0] == 0 && b[1] == 0 && b[2] == 0xfe && b[3] == 0xff:
+		return "UTF-32 (byte order mark 00 00 FE FF)"
+	case b[0] == 0xff && b[1] == 0xfe:
+		return "UTF-16 (byte order mark FF FE)"
+	case b[0] == 0xfe && b[1] == 0xff:
+		return "UTF-16 (byte order mark FE FF)"
+	case b[0] == 0 && b[1] == 0 && b[2] == 0 && b[3] != 0:
+		return "UTF-32BE"
+	case b[0] != 0 && b[1] == 0 && b[2] == 0 && b[3] == 0:
+		return "UTF-32LE"
+	case b[0] == 0 && b[1] != 0:
+		return "UTF-16BE"
+	case b[0] != 0 && b[1] == 0:
+		return "UTF-16LE"
+	}
+	return ""
+}
+
+// notUTF8 is the error for a file in a wide encoding, which render (and
+// the harnesses, which read UTF-8) cannot read.
+func notUTF8(file string, data []byte) error {
+	enc := wide(data)
+	from, _, _ := strings.Cut(enc, " ")
+	return &confpos.Error{File: file, Line: 1, Col: 1, What: "the file is " + enc + ", not UTF-8",
+		Fix: "save it as UTF-8 (iconv -f " + from + " -t UTF-8 converts it)"}
 }
 
 // placed is a config's syntax error in the form of every config mistake,
