@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,4 +165,68 @@ func widen(s string, n int, big bool) string {
 		b = append(b, w...)
 	}
 	return string(b)
+}
+
+// A mempalace entry render never wrote (no record of one: the user's own,
+// a number, under an escaped key, a quoted TOML table) is kept as it is
+// and the environment's value goes to the .proposed file, and the log
+// says so: not "kept your edit of the managed entry", which it never was.
+// An edit of an entry render wrote is still "kept your edit". Found by an
+// outside tester.
+func TestUsersOwnEntryIsNotCalledAnEditOfRenders(t *testing.T) {
+	own := map[string]string{
+		"roo":         "{\"mcpServers\": {\"mempalace\": 5}}\n",
+		"claude-code": "{\"mcpServers\": {\"mem\\u0070alace\": {\"command\": \"mine\"}}}\n",
+		"codex":       "[mcp_servers.\"mempalace\"]\ncommand = \"mine\"\n",
+	}
+	for name, src := range own {
+		t.Run(name, func(t *testing.T) {
+			rec, _ := harness.ByName(name)
+			home := t.TempDir()
+			file := rec.Location.Path(harness.Env{Home: home, HomeFromFlag: true})
+			os.MkdirAll(filepath.Dir(file), 0o755)
+			os.WriteFile(file, []byte(src), 0o644)
+			var log strings.Builder
+			o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+			o.Targets, o.Log = []string{name}, slog.New(slog.NewTextHandler(&log, nil))
+			res, _, err := Run(o, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(file)
+			if res[0].Action != "kept-user-edit" || string(got) != src || res[0].ProposedFile != file+".proposed" {
+				t.Errorf("render did %q (proposed %q), the file now:\n%s", res[0].Action, res[0].ProposedFile, got)
+			}
+			if _, err := os.Stat(file + ".proposed"); err != nil {
+				t.Errorf("no .proposed: %v", err)
+			}
+			want := "the file already has a mempalace entry render did not write (it has no record of one), so it is kept as it is; the environment's value is in the .proposed file"
+			if !strings.Contains(log.String(), want) || strings.Contains(log.String(), "kept your edit") {
+				t.Errorf("the log says:\n%s\nwant %q", log.String(), want)
+			}
+		})
+	}
+	t.Run("an edit of render's entry", func(t *testing.T) {
+		home := t.TempDir()
+		env := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"}
+		o := opts(home, env)
+		o.Targets = []string{"codex"}
+		os.MkdirAll(filepath.Join(home, ".codex"), 0o755)
+		if _, _, err := Run(o, false); err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(home, ".codex", "config.toml")
+		b, _ := os.ReadFile(file)
+		os.WriteFile(file, append(b, "startup_timeout_sec = 30\n"...), 0o644)
+		var log strings.Builder
+		env["MEMPALACE_REMOTE_URL"] = "https://q.example.org/mcp"
+		o = opts(home, env)
+		o.Targets, o.Log = []string{"codex"}, slog.New(slog.NewTextHandler(&log, nil))
+		if _, _, err := Run(o, false); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(log.String(), "kept your edit of the managed entry") {
+			t.Errorf("the log says:\n%s", log.String())
+		}
+	})
 }

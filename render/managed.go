@@ -357,6 +357,7 @@ func (m managed) describeKept(r Result, f loaded, d decision, edited []byte) Res
 	switch {
 	case d.action == merge.KeepEdit:
 		r.ProposedFile = m.file + ".proposed"
+		r.unrecorded = !d.hasRec
 		if !bytes.Equal(d.oldProposed, edited) {
 			r.Changes = append(r.Changes, m.proposedChange(d.oldProposed, edited, f.perm))
 		}

@@ -101,6 +101,9 @@ type Result struct {
 	// real is File with symlinks followed, where its temp files and
 	// backups live.
 	real string
+	// unrecorded: the entry kept (kept-user-edit) is one render has no
+	// record of writing: the user's own, not an edit of render's.
+	unrecorded bool
 }
 
 // Kept reports whether the target did not get the environment's value:
@@ -315,7 +318,11 @@ func apply(opts Options, changes []Change) error {
 func logResult(log *slog.Logger, r Result) {
 	switch r.Action {
 	case "kept-user-edit":
-		log.Warn("kept your edit of the managed entry; the environment's value is in the .proposed file (diff the two to see the change)",
+		msg := "kept your edit of the managed entry"
+		if r.unrecorded {
+			msg = "the file already has a " + harness.Server + " entry render did not write (it has no record of one), so it is kept as it is"
+		}
+		log.Warn(msg+"; the environment's value is in the .proposed file (diff the two to see the change)",
 			"target", r.Target, "file", r.File, "proposed", r.ProposedFile)
 	case "kept-user-deletion":
 		log.Warn("you deleted the managed entry, so it is not recreated; run render --reclaim to restore it",
