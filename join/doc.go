@@ -48,6 +48,10 @@
 //     (the join outbox it made for the URL is removed),
 //     a URL that answers as no primary (a 404 without /mcp, https to
 //     plain HTTP, not MCP), and queues for a primary that is down.
+//   - A local palace that cannot be read ends the join (a dry run too,
+//     its report still a dry run's); one whose SQLite is damaged fails
+//     with doctor's palace-damaged finding and fix
+//     (doctor.CheckPalaceIntegrity).
 //   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
 //     list_drawers, content from get_drawers.
 //   - Wings the policy marks local are never read for sending; --wing

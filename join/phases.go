@@ -100,6 +100,7 @@ func start(ctx context.Context, cfg Config, o Options) (*joining, error) {
 	j := &joining{cfg: cfg.withDefaults(), o: o, log: cfg.Log, target: Target(cfg.URL), stopLocal: func() {}, began: time.Now()}
 	j.rep = newReport(j.target)
 	j.rep.VerifySeed = o.Seed
+	j.rep.DryRun = o.DryRun // a dry run that fails early says so too
 	if j.log == nil {
 		j.log = slog.New(slog.DiscardHandler)
 	}
@@ -245,13 +246,40 @@ func (j *joining) readManifest(ctx context.Context) *Failure {
 	man, err := readLocal(ctx, j.local, Selection{Policy: j.policy, Globs: j.o.Wings, Stamp: j.stamp}, kgReader{Files: j.kgFiles(), Home: j.cfg.Home, Palace: j.cfg.Palace}, func() (bool, error) { return palacefiles.Empty(j.cfg.Palace) }, func(_ string, n int) { j.o.Progress.Set(n) })
 	j.o.Progress.Done()
 	if err != nil {
-		return &Failure{Kind: "palace", Record: j.cfg.Palace, Error: err.Error()}
+		return j.unreadable(ctx, err)
 	}
 	j.man = man
 	j.rep.Excluded = Excluded{Wings: append([]string{}, man.Excluded...), Narrowed: man.Narrowed, KnowledgeGraph: man.KGExcluded}
 	j.rep.FactsSource = man.FactsSource
 	j.rep.Failed = append(j.rep.Failed, man.Failed...)
 	return nil
+}
+
+// integrityWait bounds doctor's quick_check of each of the palace's
+// SQLite files (doctor's own default).
+const integrityWait = 10 * time.Second
+
+// unreadable is the failure of a local palace that could not be read
+// (err): where its SQLite is damaged, doctor's palace-damaged finding and
+// fix (doctor.CheckPalaceIntegrity), which MemPalace's refusal names none of.
+func (j *joining) unreadable(ctx context.Context, err error) *Failure {
+	f := &Failure{Kind: "palace", Record: j.cfg.Palace, Error: err.Error()}
+	token := ""
+	if j.cfg.Token != nil {
+		token = j.cfg.Token()
+	}
+	env := func(k string) (string, bool) { return token, k == ladder.EnvRemoteToken && token != "" }
+	then := "so nothing was read or sent"
+	if j.o.DryRun {
+		then = "so the real run would send nothing"
+	}
+	for _, d := range doctor.CheckPalaceIntegrity(ctx, doctor.Options{Home: j.cfg.Home, Env: env, IntegrityTimeout: integrityWait}, doctor.State{Palace: j.cfg.Palace}) {
+		if d.Severity == doctor.Error {
+			f.Error = fmt.Sprintf("%s, %s (devbox-config doctor's %s). Fix: %s", d.Message, then, d.ID, d.Fix)
+			break
+		}
+	}
+	return f
 }
 
 // kgFiles are the knowledge_graph.sqlite3 files the local server may use,
@@ -361,7 +389,6 @@ func (j *joining) resumed() []Record {
 // would fail), and what a real run asks before queuing (present: the updated drawers, by
 // their ids), read-only, and counts and names them as that run would.
 func (j *joining) dryRun(ctx context.Context) Report {
-	j.rep.DryRun = true
 	for _, p := range j.planned {
 		if p.sent {
 			j.rep.Skipped[p.rec.Kind]++
