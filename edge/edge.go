@@ -68,6 +68,7 @@ type Edge struct {
 	halt        context.Context                 // ends at the stop's signal (beforeStop); nil outside Serve
 	writes      sentWrites                      // writes sent to the local palace, not yet answered and queued (sentwrite.go)
 	dead        deadNews                        // the dead ops the session was told of (deadnote.go)
+	stayed      stayedLocal                     // writes the outbox could not record, not yet counted in it (replicate.go)
 	side        sync.WaitGroup                  // the agent's level passed on to the child: Serve waits for it
 }
 
@@ -224,6 +225,9 @@ func (e *Edge) closeRemote() {
 		e.primary.Close()
 	}
 	if e.outbox != nil {
+		if err := e.recordStayed(context.Background()); err != nil {
+			e.log.Error("writes the local palace took that the outbox could not record are not recorded for edge status and doctor either: nothing sends them to the primary but `devbox-config join`", "err", err)
+		}
 		if err := e.outbox.Close(); err != nil {
 			e.log.Warn("outbox not closed cleanly", "err", err)
 		}

@@ -616,9 +616,12 @@ type Stats struct {
 	LeftOut []Op `json:"left_out,omitempty"`
 	// OrphanedIntents counts the intents whose edge is gone (live.go):
 	// nothing sends them until an edge starts or `edge flush` runs.
-	OrphanedIntents int    `json:"orphaned_intents,omitempty"`
-	FlushOwner      string `json:"flush_owner,omitempty"`
-	Identity        string `json:"identity"`
+	OrphanedIntents int `json:"orphaned_intents,omitempty"`
+	// StayedLocal counts the writes the local palace took that an edge
+	// could not put here (stayedlocal.go); nil: none.
+	StayedLocal *StayedLocal `json:"stayed_local,omitempty"`
+	FlushOwner  string       `json:"flush_owner,omitempty"`
+	Identity    string       `json:"identity"`
 }
 
 // Waiting is how many ops are not done.
@@ -676,6 +679,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		st.FlushOwner = l.Owner
 	}
 	if st.OrphanedIntents, err = s.orphanedIntents(ctx); err != nil {
+		return st, err
+	}
+	if st.StayedLocal, err = stayedLocal(ctx, s.db); err != nil {
 		return st, err
 	}
 	if st.Dead, err = s.List(ctx, 100, Dead); err == nil {

@@ -1,0 +1,98 @@
+package edge
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// fillOutboxDisk makes every write to the edge's outbox fail as a full
+// disk does (on its ops and its meta both, through SQLite triggers of
+// another connection), until the func it returns frees the space.
+func (h *harness) fillOutboxDisk() (free func()) {
+	h.t.Helper()
+	db, err := sql.Open("sqlite", h.edge.outbox.Path()+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { db.Close() })
+	var stmts []string
+	for _, t := range []string{"INSERT ON ops", "UPDATE ON ops", "INSERT ON meta", "UPDATE ON meta"} {
+		name := "full_" + strings.ReplaceAll(t, " ", "_")
+		stmts = append(stmts, fmt.Sprintf(`CREATE TRIGGER %s BEFORE %s BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END`, name, t))
+	}
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	return func() {
+		for _, t := range []string{"INSERT_ON_ops", "UPDATE_ON_ops", "INSERT_ON_meta", "UPDATE_ON_meta"} {
+			if _, err := db.Exec("DROP TRIGGER full_" + t); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// A write the outbox cannot record (its disk full) stays in the local
+// palace only, and nothing but a join sends it: the agent's answer names
+// that fix, and once the outbox takes writes again the edge records how
+// many stayed local since when, for edge status and doctor, which before
+// said nothing was wrong (attack40 F1).
+func TestWritesTheOutboxCouldNotRecordAreCountedForAJoin(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{primaryDown: true})
+	ctx := context.Background()
+	free := h.fillOutboxDisk()
+	for i := range 2 {
+		r, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": fmt.Sprintf("written on a full disk %d", i)})
+		note := fmt.Sprint(r["edge"])
+		if r["success"] != true || !strings.Contains(note, "disk is full") || !strings.Contains(note, "`devbox-config join`") {
+			t.Fatalf("a write the outbox could not record: %v", r)
+		}
+	}
+	if st, err := h.edge.outbox.Stats(ctx); err != nil || st.StayedLocal != nil {
+		t.Fatalf("recorded although the outbox is full: %+v, %v", st.StayedLocal, err)
+	}
+	free()
+	if r, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "written once space was back"}); !strings.Contains(fmt.Sprint(r["edge"]), "queued") {
+		t.Fatalf("a write with space back: %v", r)
+	}
+	st, err := h.edge.outbox.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sl := st.StayedLocal; sl == nil || sl.N != 2 || sl.Since.IsZero() || sl.Last.Before(sl.Since) {
+		t.Fatalf("the writes that stayed local, as the outbox records them: %+v", sl)
+	}
+	if got := h.localState().CountContent("written on a full disk 1"); got != 1 {
+		t.Fatalf("the local palace holds the write %d times", got)
+	}
+}
+
+// The writes an edge that stops could not record yet are recorded at its
+// stop, if the outbox takes them then.
+func TestWritesThatStayedLocalAreRecordedAtTheStop(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{primaryDown: true})
+	free := h.fillOutboxDisk()
+	h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "written on a full disk"})
+	free()
+	path := h.edge.outbox.Path()
+	h.stop()
+	<-h.done
+	s, err := outbox.Open(path, "", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.Stats(context.Background())
+	if err != nil || st.StayedLocal == nil || st.StayedLocal.N != 1 {
+		t.Fatalf("after the stop: %+v, %v", st.StayedLocal, err)
+	}
+}
