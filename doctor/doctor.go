@@ -44,6 +44,7 @@ const (
 	IDOutboxHeld         = "outbox-held"
 	IDOutboxInDoubt      = "outbox-in-doubt"
 	IDOutboxIntents      = "outbox-intents"
+	IDOutboxStayedLocal  = "outbox-stayed-local"
 	IDPalaceDamaged      = "palace-damaged"
 	IDDeviceIdentity     = "device-identity"
 )

@@ -870,6 +870,21 @@ func TestOutbox(t *testing.T) {
 			t.Fatalf("%+v", fs[0])
 		}
 	})
+	// Attack40 F1: writes the outbox could not record (a full disk) stay
+	// in the local palace only; doctor said "nothing to fix" once space
+	// was back. It names them and `devbox-config join`.
+	t.Run("stayed local", func(t *testing.T) {
+		b := newBox(t)
+		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+		must(t, err)
+		must(t, s.NoteStayedLocal(ctx, outbox.StayedLocal{N: 40, Since: time.Now().Add(-time.Hour), Last: time.Now()}))
+		s.Close()
+		fs := b.run()
+		only(t, fs, "warn:outbox-stayed-local")
+		if !strings.Contains(fs[0].Message, "40 write(s)") || !strings.Contains(fs[0].Fix, "`devbox-config join`") {
+			t.Fatalf("%+v", fs[0])
+		}
+	})
 	// Attack13 06: an outbox that is not a database. The fix sent the
 	// operator to `edge outbox list`, which fails on the same file; it
 	// must work without reading the file: move the file and its -wal and

@@ -311,6 +311,23 @@ func TestEdgeStatusShowsIntents(t *testing.T) {
 	}
 }
 
+// Attack40 F1: writes the outbox could not record (a full disk) stayed in
+// the local palace only, and edge status said nothing of them once space
+// was back; it names them and the join that sends them.
+func TestEdgeStatusNamesWritesThatStayedLocal(t *testing.T) {
+	s := edgeOutbox(t)
+	if err := s.NoteStayedLocal(context.Background(), outbox.StayedLocal{N: 3, Since: time.Now().Add(-time.Hour), Last: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	out := runOK(t, "edge", "status")
+	for _, want := range []string{"LOCAL ONLY 3 write(s) stayed in the local palace only", "`devbox-config join`"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 // sendBlocked is a primary whose sends wait until release closes (or the
 // send's context ends); started closes when the first send is under way.
 type sendBlocked struct {

@@ -39,6 +39,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   INTENT      writes put in the outbox before the local palace answered:
               its answer queues them; left by a stopped or killed edge,
               the next edge start or devbox-config edge flush sends them
+  LOCAL ONLY  writes the local palace took that the outbox could not record
+              (its disk full): only devbox-config join sends them
   WAITING     updates of drawers a delete_by_source may remove, held
               until the local palace answers that delete
   deleted, ON PRIMARY
@@ -157,6 +159,9 @@ func (v edgeStatus) print(w io.Writer) {
 	}
 	if note := intentNote(st); note != "" {
 		fmt.Fprintf(w, "INTENT     %s\n", note)
+	}
+	if st.StayedLocal != nil {
+		fmt.Fprintf(w, "LOCAL ONLY %s\n", st.StayedLocal)
 	}
 	v.printTombstones(w)
 }
