@@ -276,6 +276,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 	j.settle(ctx)
 	j.verify(ctx)
 	j.checkpoint()
+	j.clearStayedLocal(ctx)
 	return j.rep, nil
 }
 
