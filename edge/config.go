@@ -68,6 +68,13 @@ type Config struct {
 	// logged, and queued all the same; it was in the outbox before it was
 	// sent (outbox/intent.go) (0: DefaultWriteGrace).
 	WriteGrace time.Duration
+	// WriteBound bounds how long a write sent to the local palace waits
+	// for its answer while the local palace is at no long job (catalogue
+	// LongJob: a mine is waited for, however long): MemPalace stuck on a
+	// full disk never answers. Past it the write is given up as at a stop
+	// (queued all the same; the agent is told it may or may not have been
+	// applied) (0: DefaultWriteBound).
+	WriteBound time.Duration
 	// Probe is the first wait before the breaker probes a primary that
 	// went down; the waits double up to 30 s (0: PrimaryOptions' default,
 	// 250 ms).
@@ -97,6 +104,7 @@ const (
 	DefaultWakeWait         = 30 * time.Millisecond
 	DefaultStopGrace        = 3 * time.Second
 	DefaultWriteGrace       = 30 * time.Second
+	DefaultWriteBound       = 10 * time.Minute
 )
 
 // withDefaults is c with every unset wait at its production default.
@@ -112,6 +120,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WriteGrace <= 0 {
 		c.WriteGrace = DefaultWriteGrace
+	}
+	if c.WriteBound <= 0 {
+		c.WriteBound = DefaultWriteBound
 	}
 	if c.MailboxPoll <= 0 {
 		c.MailboxPoll = DefaultMailboxPoll

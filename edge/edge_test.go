@@ -83,6 +83,8 @@ type harnessOpts struct {
 	stopGrace time.Duration
 	// writeGrace: Config's (default: the edge's).
 	writeGrace time.Duration
+	// writeBound: Config's (default: the edge's).
+	writeBound time.Duration
 	// childExitWait: Config's (default: the edge's); short where the test
 	// stops a local palace that is still at a call it never answers.
 	childExitWait time.Duration
@@ -126,7 +128,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 		cfg.CallTimeout = o.timeout
 	}
 	cfg.GrantAsk = o.grantAsk
-	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace, cfg.childExitWait = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace, o.childExitWait
+	cfg.WakeWait, cfg.MailboxPoll, cfg.StopGrace, cfg.WriteGrace, cfg.WriteBound, cfg.childExitWait = o.wakeWait, o.mailboxPoll, o.stopGrace, o.writeGrace, o.writeBound, o.childExitWait
 	switch {
 	case o.primaryURL != "":
 		cfg.PrimaryURL = o.primaryURL

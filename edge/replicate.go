@@ -60,15 +60,18 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		return e.writeWithoutLocal(ctx, c, oldWing, damaged)
 	}
 	if lerr != nil && ctx.Err() != nil {
-		// Given up (the write grace after a cancel is over, or the stop's
-		// grace): the local palace may still apply it, so it is queued all
+		// Given up (the write grace after a cancel is over, the stop's
+		// grace, or the write bound): the local palace may still apply it, so it is queued all
 		// the same; if it never does, the primary has a write this palace
 		// lacks, which reads show.
-		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled, or within the stop grace; it is queued for the primary all the same (the local palace may or may not apply it)", "tool", c.name)
+		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled, the stop grace, or the write bound; it is queued for the primary all the same (the local palace may or may not apply it)", "tool", c.name)
 		e.lift(context.WithoutCancel(ctx), c)
 		e.settle(ctx, c, oldWing, in, "", 0) // no answer: the local entry id is unknown
 		if e.writes.givenUp().Err() != nil {
 			return nil, errStopping // given up by the stop: maybe applied, queued
+		}
+		if err := e.unanswered(ctx); err != nil {
+			return nil, err // given up at the write bound: maybe applied, queued
 		}
 		in = nil
 	}

@@ -2,8 +2,12 @@ package edge
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // A write (a delete too) sent to the local palace is applied there whatever becomes of
@@ -17,6 +21,8 @@ import (
 // SIGKILL follows). A write still unanswered then is given up and queued
 // all the same (write): the local palace may or may not apply it, and it
 // was in the outbox before it was sent (outbox/intent.go), so not lost.
+// One the local palace never answers (MemPalace stuck on a full disk) is
+// given up likewise at WriteBound (boundWrite), and its call answered so.
 
 // sentWrites counts the writes sent to the local palace that are not yet
 // answered and queued.
@@ -85,7 +91,8 @@ func (w *sentWrites) wait(ctx context.Context) (int, error) {
 // releases it once the write is answered and queued.
 func (e *Edge) sendingWrite(ctx context.Context) (wctx context.Context, end func()) {
 	e.writes.add()
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	wctx, cancelCause := context.WithCancelCause(context.WithoutCancel(ctx))
+	cancel := func() { cancelCause(nil) }
 	stop := context.AfterFunc(ctx, func() {
 		t := time.NewTimer(e.cfg.WriteGrace)
 		defer t.Stop()
@@ -96,12 +103,45 @@ func (e *Edge) sendingWrite(ctx context.Context) (wctx context.Context, end func
 		}
 	})
 	stopAll := context.AfterFunc(e.writes.givenUp(), cancel)
+	go e.boundWrite(wctx, cancelCause)
 	return wctx, func() {
 		stop()
 		stopAll()
 		cancel()
 		e.writes.done()
 	}
+}
+
+// errUnanswered is the cause of a write given up at WriteBound.
+var errUnanswered = errors.New("the local palace did not answer the write")
+
+// boundWrite gives up the write wctx runs (cause errUnanswered) once the
+// local palace has not answered it for WriteBound, counted while it is at
+// no long job (a mine ahead of the write is waited for).
+func (e *Edge) boundWrite(wctx context.Context, giveUp context.CancelCauseFunc) {
+	t := time.NewTimer(e.cfg.WriteBound)
+	defer t.Stop()
+	for {
+		select {
+		case <-wctx.Done():
+			return
+		case <-t.C:
+		}
+		if conn := e.liveChild(); conn == nil || conn.longJob() == "" {
+			giveUp(errUnanswered)
+			return
+		}
+		t.Reset(e.cfg.WriteBound)
+	}
+}
+
+// unanswered answers a write given up at WriteBound (errUnanswered), nil
+// for any other.
+func (e *Edge) unanswered(wctx context.Context) error {
+	if !errors.Is(context.Cause(wctx), errUnanswered) {
+		return nil
+	}
+	return &jsonrpc.Error{Code: -32000, Message: fmt.Sprintf("the local palace did not answer this write within %s (MemPalace stuck: its disk full, say; `devbox-config doctor` checks the palace), so the edge gave it up: it may or may not have been applied; as a write given up at a stop, it is queued for the primary all the same (a delete is kept, and sent to the local palace again)", e.cfg.WriteBound)}
 }
 
 // waitWrites holds the stop (before the local palace is stopped) until

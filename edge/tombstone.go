@@ -125,13 +125,16 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	if lerr != nil && ctx.Err() != nil && !errors.Is(lerr, ErrLocalDown) && p != nil {
 		// No answer within the write grace: the local palace may yet
 		// apply it, so it is kept, as a killed edge's is.
-		e.log.Error("the local palace did not answer a delete within the write grace after its call was cancelled or the edge stopped; it is kept, and sent to the local palace again (after a stop, by the next edge)", "tool", c.name, "grace", e.cfg.WriteGrace)
+		e.log.Error("the local palace did not answer a delete within the write grace after its call was cancelled, the edge stopped, or the write bound; it is kept, and sent to the local palace again (after a stop, by the next edge)", "tool", c.name, "grace", e.cfg.WriteGrace)
 		p.unapplied = true // its note holds d.updated's updates until the local palace's answer to it sent again
 		e.keepDeletion(ctx, c, d, len(drawerIDs(c)), p)
 		if e.writes.givenUp().Err() != nil {
 			return nil, errStopping // given up by the stop: maybe applied, kept for the next edge
 		}
 		e.keepUnapplied() // sent again in this session (localdelete.go)
+		if uerr := e.unanswered(ctx); uerr != nil {
+			return nil, uerr // given up at the write bound: maybe applied, kept
+		}
 		return res, err
 	}
 	if err != nil || res == nil {
