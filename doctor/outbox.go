@@ -62,13 +62,7 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		return nil
 	}
 	if ob.err != nil {
-		f := Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3",
-			Message: "cannot read the outbox: " + opts.mask(ob.err.Error()),
-			Fix:     "run doctor again once no edge is busy on this palace; if it persists, `devbox-config edge outbox list` shows the outbox"}
-		if ob.unusable {
-			f.Fix = unusableOutboxFix(ob.path)
-		}
-		return []Finding{f}
+		return []Finding{unreadableOutbox(opts, ob)}
 	}
 	var out []Finding
 	if n := ob.stats.ByState[outbox.Dead]; n > 0 {
@@ -117,6 +111,17 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		}
 	}
 	return out
+}
+
+// unreadableOutbox is outbox-dead for an outbox doctor could not read.
+func unreadableOutbox(opts Options, ob outboxState) Finding {
+	f := Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3",
+		Message: "cannot read the outbox: " + opts.mask(ob.err.Error()),
+		Fix:     "run doctor again once no edge is busy on this palace; if it persists, `devbox-config edge outbox list` shows the outbox"}
+	if ob.unusable {
+		f.Fix = unusableOutboxFix(ob.path)
+	}
+	return f
 }
 
 // stayedLocal is outbox-stayed-local: writes the outbox could not record

@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -103,11 +104,16 @@ func (e *Edge) sendingWrite(ctx context.Context) (wctx context.Context, end func
 		}
 	})
 	stopAll := context.AfterFunc(e.writes.givenUp(), cancel)
-	go e.boundWrite(wctx, cancelCause)
+	bounded := make(chan struct{})
+	go func() {
+		defer close(bounded)
+		e.boundWrite(wctx, cancelCause)
+	}()
 	return wctx, func() {
 		stop()
 		stopAll()
 		cancel()
+		<-bounded // ends with wctx
 		e.writes.done()
 	}
 }
@@ -119,7 +125,8 @@ var errUnanswered = errors.New("the local palace did not answer the write")
 // local palace has not answered it for WriteBound, counted while it is at
 // no long job (a mine ahead of the write is waited for).
 func (e *Edge) boundWrite(wctx context.Context, giveUp context.CancelCauseFunc) {
-	t := time.NewTimer(e.cfg.WriteBound)
+	bound := cmp.Or(e.cfg.WriteBound, DefaultWriteBound) // an Edge built without withDefaults (tests)
+	t := time.NewTimer(bound)
 	defer t.Stop()
 	for {
 		select {
@@ -131,7 +138,7 @@ func (e *Edge) boundWrite(wctx context.Context, giveUp context.CancelCauseFunc) 
 			giveUp(errUnanswered)
 			return
 		}
-		t.Reset(e.cfg.WriteBound)
+		t.Reset(bound)
 	}
 }
 

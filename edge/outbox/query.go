@@ -684,6 +684,11 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if st.StayedLocal, err = stayedLocal(ctx, s.db); err != nil {
 		return st, err
 	}
+	return st, s.lists(ctx, &st)
+}
+
+// lists reads (up to 100 of) each of Stats' lists of ops.
+func (s *Store) lists(ctx context.Context, st *Stats) (err error) {
 	if st.Dead, err = s.List(ctx, 100, Dead); err == nil {
 		if st.InDoubt, err = s.List(ctx, 100, InDoubt); err == nil {
 			if st.Held, err = s.List(ctx, 100, Held); err == nil {
@@ -695,7 +700,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			}
 		}
 	}
-	return st, err
+	return err
 }
 
 // orphanedIntents counts the intents whose owner is gone (ResolveIntents
