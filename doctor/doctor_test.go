@@ -404,10 +404,32 @@ func TestEmbedderSidecar(t *testing.T) {
 		chroma(t, b.palace, "mempalace_drawers")
 		fs := b.run()
 		only(t, fs, "warn:embedder-sidecar")
-		if !strings.Contains(fs[0].Fix, "mempalace palace set-embedder --model") || !strings.Contains(fs[0].Message, "although the palace holds data") {
+		if !strings.Contains(fs[0].Fix, "mempalace palace set-embedder --model minilm` (minilm: the model MemPalace here embeds with, from MemPalace's default") || !strings.Contains(fs[0].Message, "although the palace holds data") {
 			t.Fatalf("the fix should be MemPalace's own command: %+v", fs[0])
 		}
 	})
+	// The fix names the model MemPalace checks the palace against, the
+	// variable first: before, it said "embedding_model in MemPalace's
+	// config.json, minilm by default", and recording minilm on a palace
+	// filled by MEMPALACE_EMBEDDING_MODEL made MemPalace refuse every write.
+	for name, sidecar := range map[string]string{"missing": "", "not JSON": "{"} {
+		t.Run(name+", with MEMPALACE_EMBEDDING_MODEL set", func(t *testing.T) {
+			b := newBox(t)
+			b.edgeMode(srvURL, "")
+			b.env["MEMPALACE_EMBEDDING_MODEL"] = "embeddinggemma"
+			write(t, filepath.Join(b.home, ".mempalace", "config.json"), `{"embedding_model": "minilm"}`, 0o600)
+			os.Remove(filepath.Join(b.palace, SidecarFile))
+			if sidecar != "" {
+				write(t, filepath.Join(b.palace, SidecarFile), sidecar, 0o600)
+			}
+			chroma(t, b.palace, "mempalace_drawers")
+			fs := b.run()
+			only(t, fs, "warn:embedder-sidecar")
+			if want := "`mempalace palace set-embedder --model embeddinggemma` (embeddinggemma: the model MemPalace here embeds with, from MEMPALACE_EMBEDDING_MODEL"; !strings.Contains(fs[0].Fix, want) {
+				t.Fatalf("the fix should name %q:\n%s", want, fs[0].Fix)
+			}
+		})
+	}
 	t.Run("missing on a palace only searched: it holds no data", func(t *testing.T) {
 		b := newBox(t)
 		b.edgeMode(srvURL, "")

@@ -89,7 +89,7 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 	if sc.problem != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Warn, Section: "§7.4",
 			Message: opts.mask(sc.problem) + "; merged search cannot tell whether the local palace and the primary embed alike",
-			Fix:     "record the model the palace was filled with: `mempalace palace set-embedder --model NAME` (NAME: embedding_model in MemPalace's config.json, minilm by default); set the same embedding_model here and on the primary"})
+			Fix:     sidecarFix(opts)})
 	}
 	if f := embedderMismatch(st.Palace, sc, opts.palaceEnv); f != nil {
 		out = append(out, *f)
@@ -100,6 +100,14 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 			Fix:     "set the same embedding_model in MemPalace's config.json here and on the primary, then re-mine the palace whose model changed; the edge clears its record at the next search whose chunks on both sides agree (`devbox-config edge status` shows it)"})
 	}
 	return out
+}
+
+// sidecarFix names the model this devbox's MemPalace checks the palace
+// against, and where that comes from (ladder.EmbeddingModel, MemPalace's
+// order): recording another one makes MemPalace refuse every write.
+func sidecarFix(opts Options) string {
+	model, from := ladder.EmbeddingModel(opts.palaceEnv)
+	return fmt.Sprintf("record the model the palace was filled with: `mempalace palace set-embedder --model %[1]s` (%[1]s: the model MemPalace here embeds with, from %[2]s; if the palace was filled with another, name that one and set MEMPALACE_EMBEDDING_MODEL to it too, or MemPalace refuses every write); the primary must embed with the same model", model, from)
 }
 
 // EmbedderMismatch is embedder-sidecar's error for a palace filled with
