@@ -46,6 +46,7 @@ const (
 	IDOutboxIntents      = "outbox-intents"
 	IDOutboxStayedLocal  = "outbox-stayed-local"
 	IDPalaceDamaged      = "palace-damaged"
+	IDVectorIndex        = "vector-index"
 	IDDeviceIdentity     = "device-identity"
 )
 
@@ -177,6 +178,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	findings = append(findings, CheckPalaceSharedParent(opts, st)...)
 	findings = append(findings, CheckSplits(opts, st)...)
 	findings = append(findings, CheckPalaceIntegrity(ctx, opts, st)...)
+	findings = append(findings, CheckVectorIndex(ctx, opts, st)...)
 	findings = append(findings, CheckEdgeVolume(opts, st)...)
 	findings = append(findings, CheckEnvPermissions(opts)...)
 	findings = append(findings, CheckTokenInConfig(opts)...)

@@ -39,6 +39,9 @@ section it comes from. Finding ids are stable, for scripts:
   edge-volume                                §1.2 edge palace not on a volume
   palace-damaged                             §1.2 the palace's SQLite files fail
                                                   quick_check
+  vector-index                               §1.2 the drawers' vector index is
+                                                  missing or an empty stand-in:
+                                                  MemPalace refuses writes
   env-permissions, token-in-config           R3   the token where others read it
   proposed-pending                           §4.1 a .proposed nobody merged
   entry-command                              §4.1 a harness's MemPalace entry runs

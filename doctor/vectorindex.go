@@ -1,0 +1,95 @@
+package doctor
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/joakimp/devbox-config/palacefiles"
+)
+
+// MemPalace 3.11's stub rule (backends/chroma.py,
+// _hnsw_capacity_ceiling_from_payload): a segment with no
+// index_metadata.pickle holds at most data_level0.bin's size / 256
+// elements, and one whose shortfall against chroma.sqlite3's embeddings
+// exceeds max(2000, 10% of them) is a replacement for a lost index.
+const (
+	stubBytesPerElement = 256
+	stubFloor           = 2000
+)
+
+// drawersIndex is what chroma.sqlite3 says of the drawers' vector index:
+// its segment (a directory of that name beside the file) and how many
+// embeddings the collection holds.
+type drawersIndex struct {
+	segment    string
+	embeddings int
+}
+
+// readDrawersIndex reads chroma.sqlite3 read-only, as MemPalace's own
+// probe does (_vector_segment_id, _sqlite_embedding_count). ok is false
+// when the file cannot tell (none, locked, damaged: palace-damaged says
+// so), which is no verdict.
+func readDrawersIndex(ctx context.Context, palace string) (drawersIndex, bool) {
+	file := filepath.Join(palace, palacefiles.ChromaFile)
+	if _, err := os.Stat(file); err != nil {
+		return drawersIndex{}, false
+	}
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: file}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(500)")
+	if err != nil {
+		return drawersIndex{}, false
+	}
+	defer db.Close() // read-only: nothing to lose
+	var ix drawersIndex
+	err = db.QueryRowContext(ctx, `SELECT s.id FROM segments s JOIN collections c ON s.collection = c.id
+		WHERE c.name = ? AND s.scope = 'VECTOR' LIMIT 1`, drawersCollection).Scan(&ix.segment)
+	if err == nil {
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM embeddings e JOIN segments s ON e.segment_id = s.id
+			JOIN collections c ON s.collection = c.id WHERE c.name = ?`, drawersCollection).Scan(&ix.embeddings)
+	}
+	return ix, err == nil && ix.segment != ""
+}
+
+// CheckVectorIndex is vector-index (§1.2): the drawers' vector index
+// directory is gone (a half-copied palace), or is the empty replacement
+// Chroma makes for a lost one. MemPalace 3.11 then answers searches from
+// BM25 alone and, once it sees the replacement fall short by its stub
+// rule, refuses every write ("Palace vector index is diverged").
+func CheckVectorIndex(ctx context.Context, opts Options, st State) []Finding {
+	if st.Palace == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.IntegrityTimeout)
+	defer cancel()
+	ix, ok := readDrawersIndex(ctx, st.Palace)
+	if !ok || ix.embeddings == 0 {
+		return nil
+	}
+	dir := filepath.Join(st.Palace, ix.segment)
+	var msg string
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		msg = fmt.Sprintf("the drawers' vector index %s is missing although %s holds %d embeddings: MemPalace's next open puts an empty index in its place, so vector search misses every drawer filed so far, and MemPalace refuses every write (\"Palace vector index is diverged\") once the empty index falls short by more than its margin", dir, palacefiles.ChromaFile, ix.embeddings)
+	} else if ceiling, stub := stubCeiling(dir); stub && ix.embeddings-ceiling > max(stubFloor, ix.embeddings/10) {
+		msg = fmt.Sprintf("the drawers' vector index %s holds at most %d elements and was never written out (no index_metadata.pickle), while %s holds %d embeddings: it replaced a lost index, and MemPalace refuses every write (\"Palace vector index is diverged\"); searches answer from keywords alone", dir, ceiling, palacefiles.ChromaFile, ix.embeddings)
+	} else {
+		return nil
+	}
+	return []Finding{{ID: IDVectorIndex, Severity: Error, Section: "§1.2", Message: msg,
+		Fix: fmt.Sprintf("stop every MemPalace client of this palace (harness sessions, the edge, mempalace serve), then re-embed the index from %[1]s: `mempalace --palace %[2]s repair rebuild-index --yes`. It keeps the old palace beside it as %[2]s.pre-rebuild-<time>: once the palace takes writes again, move that copy out of %[3]s or delete it (palace-shared-parent warns of it)", palacefiles.ChromaFile, st.Palace, filepath.Dir(st.Palace))}}
+}
+
+// stubCeiling is MemPalace's bound on a segment with no
+// index_metadata.pickle (stub false: the pickle exists, or no payload).
+func stubCeiling(dir string) (ceiling int, stub bool) {
+	if _, err := os.Stat(filepath.Join(dir, "index_metadata.pickle")); err == nil {
+		return 0, false
+	}
+	fi, err := os.Stat(filepath.Join(dir, "data_level0.bin"))
+	if err != nil {
+		return 0, false
+	}
+	return int(fi.Size() / stubBytesPerElement), true
+}
