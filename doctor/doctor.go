@@ -47,6 +47,7 @@ const (
 	IDOutboxStayedLocal  = "outbox-stayed-local"
 	IDPalaceDamaged      = "palace-damaged"
 	IDVectorIndex        = "vector-index"
+	IDJoinInterrupted    = "join-interrupted"
 	IDDeviceIdentity     = "device-identity"
 )
 
@@ -184,6 +185,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	findings = append(findings, CheckTokenInConfig(opts)...)
 	findings = append(findings, CheckProposedPending(opts)...)
 	findings = append(findings, CheckOutbox(opts, ob)...)
+	findings = append(findings, CheckJoins(opts, st)...)
 	findings = append(findings, CheckPiExtension(opts, st)...)
 	findings = append(findings, CheckEntryCommand(opts)...)
 	findings = append(findings, CheckConfigShadowed(opts)...)

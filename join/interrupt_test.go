@@ -3,9 +3,11 @@ package join
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/joakimp/devbox-config/doctor"
 	"github.com/joakimp/devbox-config/gateway"
 )
 
@@ -54,6 +56,11 @@ func TestJoinInterruptedThenRunAgainCountsWhatItSent(t *testing.T) {
 			if onPrimary == 0 || onPrimary == n || rep.Sent[Drawers] > onPrimary {
 				t.Fatalf("the interrupted run: %d of %d on the primary, reported sent %d", onPrimary, n, rep.Sent[Drawers])
 			}
+			// doctor and edge status say so, with the fix (before: "nothing
+			// to fix", and edge status silent).
+			if fs := doctor.UnfinishedJoins(p.dir, time.Now()); len(fs) != 1 || fs[0].ID != doctor.IDJoinInterrupted || !strings.Contains(fs[0].Fix, "devbox-config join --resume") || !strings.Contains(fs[0].Message, rep.Target) {
+				t.Fatalf("after the interrupted run: %+v", fs)
+			}
 			pr.pl.SetLatency("mempalace_add_drawer", 0)
 			for _, id := range ids[:c.gone] {
 				p.do(t, "delete_drawer", map[string]any{"drawer_id": id})
@@ -63,6 +70,9 @@ func TestJoinInterruptedThenRunAgainCountsWhatItSent(t *testing.T) {
 			rep = run(t, cfg, Options{Verify: All})
 			if !rep.OK() || len(pr.pl.Dump().Drawers) != n {
 				t.Fatalf("the second run: %d of %d on the primary: %+v", len(pr.pl.Dump().Drawers), n, rep)
+			}
+			if fs := doctor.UnfinishedJoins(p.dir, time.Now()); len(fs) != 0 {
+				t.Fatalf("after the join finished: %+v", fs)
 			}
 			sent, skipped, earlier := rep.Sent[Drawers], rep.Skipped[Drawers], rep.SentQueuedEarlier[Drawers]
 			if sent+earlier != n-onPrimary || sent+skipped != n-c.gone || (c.gone == 0) != (earlier == 0) {

@@ -64,6 +64,9 @@ section it comes from. Finding ids are stable, for scripts:
                                                   (the mailbox has no identity)
   sync-shared                                §7.2 remote mode reaches mempalace_sync
   outbox-dead, outbox-backlog                §4.3 the edge's queue
+  join-interrupted                           §4.4 a join that stopped half-way:
+                                                  its queued records wait for
+                                                  join --resume
 
 The primary is checked only in remote and edge modes, within --timeout in all.
 --fix does one thing: for a split store whose one side is empty it backs

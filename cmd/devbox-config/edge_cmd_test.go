@@ -499,3 +499,29 @@ func TestEdgeFlushNamesTheCheckpointsItSentInPart(t *testing.T) {
 		t.Fatalf("flush's lines:\n%s", out)
 	}
 }
+
+// A join killed half-way leaves bootstrap.json's target in_progress and
+// its records in the join outbox: edge status prints a JOIN line and
+// doctor join-interrupted, each with `join --resume` (before, edge status
+// said "queue empty" and doctor "nothing to fix").
+func TestEdgeStatusAndDoctorNameAnInterruptedJoin(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	if err := os.MkdirAll(filepath.Join(palace, "edge"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	const target = "http://127.0.0.1:1/mcp"
+	cp := `{"` + target + `": {"joined_at": null, "high_water": 0, "state": "in_progress", "outbox": "join-outbox-0123456789ab.sqlite", "updated_at": "2026-01-02T03:04:05Z"}}`
+	if err := os.WriteFile(filepath.Join(palace, "edge", "bootstrap.json"), []byte(cp), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", target)
+	for _, args := range [][]string{{"edge", "status"}, {"doctor", "--home", os.Getenv("HOME")}} {
+		var out, errb bytes.Buffer
+		run(args, &out, &errb)
+		if !strings.Contains(out.String(), "a join to "+target+" stopped before it finished") || !strings.Contains(out.String(), "`devbox-config join --resume`") {
+			t.Errorf("%v:\n%s%s", args, out.String(), errb.String())
+		}
+	}
+}

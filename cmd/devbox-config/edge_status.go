@@ -43,6 +43,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
               (its disk full): only devbox-config join sends them
   WAITING     updates of drawers a delete_by_source may remove, held
               until the local palace answers that delete
+  JOIN        a join that stopped before it finished: what it queued
+              waits in its join outbox until devbox-config join --resume
   deleted, ON PRIMARY
               records deleted on this device and hidden from its merged
               reads, those still on the primary, and those the primary
@@ -74,7 +76,7 @@ func (sc *edgeStatusCmd) run() error {
 	ctx := context.Background() // the outbox's reads are local; each ask of the primary has its own bound (primaryWait)
 	s, cfg, err := openOutbox(io.Discard, false)
 	if path, ok := noOutbox(err); ok {
-		return sc.withoutOutbox(path, checkPrimary(ctx, cfg))
+		return sc.withoutOutbox(path, checkPrimary(ctx, cfg), doctor.UnfinishedJoins(cfg.Palace, time.Now()))
 	}
 	if err != nil {
 		return err
@@ -84,7 +86,7 @@ func (sc *edgeStatusCmd) run() error {
 	if err != nil {
 		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
 	}
-	v := edgeStatus{outbox: s.Path(), stats: st, primary: checkPrimary(ctx, cfg), protection: s.Protection(ctx)}
+	v := edgeStatus{outbox: s.Path(), stats: st, primary: checkPrimary(ctx, cfg), protection: s.Protection(ctx), joins: doctor.UnfinishedJoins(cfg.Palace, time.Now())}
 	if _, err := edge.LoadPolicy(cfg.StateDir()); err != nil {
 		v.policy = "DOES NOT PARSE (writes are held, unsent, until it does): " + err.Error()
 	}
@@ -99,7 +101,7 @@ func (sc *edgeStatusCmd) run() error {
 		return failed(err)
 	}
 	if sc.asJSON {
-		return printJSON(sc.stdout, "edge status", map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy, "intent_note": intentNote(st), "dead_behind": v.behind,
+		return printJSON(sc.stdout, "edge status", map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy, "intent_note": intentNote(st), "dead_behind": v.behind, "unfinished_joins": joinsJSON(v.joins),
 			"tombstones": map[string]any{"total": v.tombs.Total, "on_primary": v.tombs.OnPrimary, "not_visible": v.tombs.NotSeen, "check_errors": v.tombs.CheckErrors, "unchecked": v.tombs.Unchecked}})
 	}
 	v.print(sc.stdout)
@@ -112,6 +114,7 @@ type edgeStatus struct {
 	stats                                         outbox.Stats
 	behind                                        map[string]int // a dead op's id: the ops waiting behind it
 	tombs                                         edge.Remaining
+	joins                                         []doctor.Finding // join-interrupted
 }
 
 func (v edgeStatus) print(w io.Writer) {
@@ -163,6 +166,7 @@ func (v edgeStatus) print(w io.Writer) {
 	if st.StayedLocal != nil {
 		fmt.Fprintf(w, "LOCAL ONLY %s\n", st.StayedLocal)
 	}
+	printJoins(w, v.joins)
 	v.printTombstones(w)
 }
 
@@ -251,21 +255,38 @@ const reachable = "reachable"
 // withoutOutbox is `edge status` on a palace where edge mode never ran:
 // nothing is queued, and the primary is still probed. It opens and
 // creates nothing.
-func (sc *edgeStatusCmd) withoutOutbox(path, primary string) error {
+func (sc *edgeStatusCmd) withoutOutbox(path, primary string, joins []doctor.Finding) error {
 	const note = "no outbox yet: edge mode never ran on this palace"
 	if sc.asJSON {
 		return printJSON(sc.stdout, "edge status", map[string]any{
-			"outbox":        path,
-			"outbox_exists": false,
-			"note":          note,
-			"queue":         outbox.Stats{ByState: map[outbox.State]int{outbox.Queued: 0, outbox.Inflight: 0, outbox.Dead: 0, outbox.Done: 0}},
-			"primary":       primary,
+			"outbox":           path,
+			"outbox_exists":    false,
+			"note":             note,
+			"queue":            outbox.Stats{ByState: map[outbox.State]int{outbox.Queued: 0, outbox.Inflight: 0, outbox.Dead: 0, outbox.Done: 0}},
+			"primary":          primary,
+			"unfinished_joins": joinsJSON(joins),
 		})
 	}
 	fmt.Fprintf(sc.stdout, "outbox     none yet at %s (edge mode never ran on this palace)\n", path)
 	fmt.Fprintf(sc.stdout, "queue      empty\n")
 	fmt.Fprintf(sc.stdout, "primary    %s\n", primary)
+	printJoins(sc.stdout, joins)
 	return nil
+}
+
+// printJoins prints a JOIN line for each join that stopped half-way.
+func printJoins(w io.Writer, joins []doctor.Finding) {
+	for _, f := range joins {
+		fmt.Fprintf(w, "JOIN       %s (fix: %s)\n", f.Message, f.Fix)
+	}
+}
+
+// joinsJSON is --json's unfinished_joins: each join-interrupted finding.
+func joinsJSON(joins []doctor.Finding) []doctor.Finding {
+	if joins == nil {
+		return []doctor.Finding{}
+	}
+	return joins
 }
 
 // checkPrimary asks the primary with an authenticated call (edge.Primary

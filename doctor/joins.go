@@ -1,0 +1,60 @@
+package doctor
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+)
+
+// joinCheckpoint is what doctor reads of <palace>/edge/bootstrap.json,
+// join's record of each primary it joined (join.TargetState; join imports
+// doctor, so doctor reads the fields it needs itself).
+type joinCheckpoint struct {
+	State     string    `json:"state"`
+	Outbox    string    `json:"outbox"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// CheckJoins is join-interrupted (§4.4): a join that stopped before it
+// settled (killed, the container stopped) leaves its target in_progress
+// and its records in the join outbox, which only join sends. An
+// unreadable bootstrap.json is join's to report: it names it when it runs.
+func CheckJoins(opts Options, st State) []Finding {
+	if st.Palace == "" {
+		return nil
+	}
+	return UnfinishedJoins(st.Palace, opts.Now())
+}
+
+// UnfinishedJoins are join-interrupted's findings for palace (edge status
+// prints them too).
+func UnfinishedJoins(palace string, now time.Time) []Finding {
+	file := filepath.Join(palace, "edge", "bootstrap.json")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil // no join yet (or join says why when it runs)
+	}
+	var m map[string]joinCheckpoint
+	if json.Unmarshal(b, &m) != nil {
+		return nil // join reports an unreadable file, with its fix, when it runs
+	}
+	targets := make([]string, 0, len(m))
+	for t := range m {
+		targets = append(targets, t)
+	}
+	sort.Strings(targets)
+	var out []Finding
+	for _, t := range targets {
+		cp := m[t]
+		if cp.State != "in_progress" {
+			continue
+		}
+		out = append(out, Finding{ID: IDJoinInterrupted, Severity: Warn, Section: "§4.4",
+			Message: fmt.Sprintf("a join to %s stopped before it finished (%s: in_progress, last updated %s ago): what it queued in %s reaches the primary only when join runs again (unless a join is running now)", t, file, now.Sub(cp.UpdatedAt).Round(time.Second), filepath.Join(palace, "edge", cp.Outbox)),
+			Fix:     fmt.Sprintf("with MEMPALACE_REMOTE_URL=%s, `devbox-config join --resume` sends what it queued and reads nothing new (`devbox-config join` finishes it and also sends what was written here since)", t)})
+	}
+	return out
+}
