@@ -48,6 +48,7 @@ const (
 	IDPalaceDamaged      = "palace-damaged"
 	IDVectorIndex        = "vector-index"
 	IDJoinInterrupted    = "join-interrupted"
+	IDRenderRecord       = "render-record"
 	IDDeviceIdentity     = "device-identity"
 )
 
@@ -184,6 +185,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	findings = append(findings, CheckEnvPermissions(opts)...)
 	findings = append(findings, CheckTokenInConfig(opts)...)
 	findings = append(findings, CheckProposedPending(opts)...)
+	findings = append(findings, CheckRenderRecords(opts)...)
 	findings = append(findings, CheckOutbox(opts, ob)...)
 	findings = append(findings, CheckJoins(opts, st)...)
 	findings = append(findings, CheckPiExtension(opts, st)...)

@@ -1491,3 +1491,21 @@ func TestDoctorSaysTheMailboxHasNoAgent(t *testing.T) {
 	delete(b.env, "MEMPALACE_AGENT_NAME")
 	only(t, b.run())
 }
+
+// A record render cannot parse makes render keep the entry it wrote
+// whatever the environment says: doctor reports it with the way out
+// (before, "nothing to fix").
+func TestRenderRecordUnreadable(t *testing.T) {
+	b := newBox(t)
+	dir := filepath.Join(b.home, ".codex")
+	write(t, filepath.Join(dir, "config.toml"), "[mcp_servers.mempalace]\nurl = \"https://p.example.org/mcp\"\n", 0o600)
+	record := filepath.Join(dir, ".devbox-config.json")
+	write(t, record, `{"broken`, 0o600)
+	fs := b.run()
+	only(t, fs, "warn:render-record")
+	if !strings.Contains(fs[0].Message, record+" is unreadable") || !strings.Contains(fs[0].Fix, "`devbox-config render --reclaim --target codex`") || !strings.Contains(fs[0].Fix, "`rm "+record+"`") {
+		t.Fatalf("%+v", fs[0])
+	}
+	write(t, record, `{"version": 1, "targets": {}}`, 0o600)
+	only(t, b.run())
+}

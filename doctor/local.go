@@ -351,6 +351,52 @@ func (h harnessDir) isConfigFile(name string) bool {
 	return false
 }
 
+// CheckRenderRecords is render-record (§4.1): a record render cannot
+// parse (a crash, a bad copy) makes render keep every entry beside it as
+// a user's edit, so one it wrote stays whatever the environment says (with
+// no MEMPALACE_* variables, too). A record it cannot open is render's to
+// report (it skips the target and says why).
+func CheckRenderRecords(opts Options) []Finding {
+	env := harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}
+	type broken struct {
+		path    string
+		err     error
+		targets []string // the targets whose config is beside it
+	}
+	var bad []broken
+	at := map[string]int{} // a record read: its index in bad, -1 when fine or absent
+	for _, r := range harness.All() {
+		dir := r.Location.DirPath(env)
+		path := filepath.Join(dir, fingerprint.StateFile)
+		i, seen := at[path]
+		if !seen {
+			i, at[path] = -1, -1
+			if b, err := os.ReadFile(path); err == nil {
+				if _, err := fingerprint.ParseState(b); err != nil {
+					i, at[path] = len(bad), len(bad)
+					bad = append(bad, broken{path: path, err: err})
+				}
+			}
+		}
+		if i < 0 {
+			continue
+		}
+		for _, name := range r.Location.Names() {
+			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+				bad[i].targets = append(bad[i].targets, r.Name)
+				break
+			}
+		}
+	}
+	var out []Finding
+	for _, b := range bad {
+		out = append(out, Finding{ID: IDRenderRecord, Severity: Warn, Section: "§4.1",
+			Message: fmt.Sprintf("%s is unreadable (%v): render treats every mempalace entry beside it as your edit and keeps it, so one it wrote stays whatever the environment says, even with no MEMPALACE_* variables", b.path, b.err),
+			Fix:     render.UnreadableRecordFix(b.path, b.targets)})
+	}
+	return out
+}
+
 // maxScan bounds how much of one file token-in-config reads.
 const maxScan = 8 << 20
 

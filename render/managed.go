@@ -179,7 +179,7 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 	}
 	if d.state, err = fingerprint.ParseState(d.stateBytes); err != nil {
 		d.statePerm = 0 // rewritten only with what render decides
-		d.warnings = append(d.warnings, fmt.Sprintf("%s is unreadable (%v); treating every managed entry as possibly edited", d.statePath, err))
+		d.warnings = append(d.warnings, fmt.Sprintf("%s is unreadable (%v); treating every managed entry as possibly edited, so the mempalace entry in %s stays as it is whatever the environment says (fix: %s)", d.statePath, err, m.file, UnreadableRecordFix(d.statePath, []string{m.rec.Name})))
 		d.state, _ = fingerprint.ParseState(nil)
 		d.stateBytes = []byte{}
 	}
@@ -207,6 +207,17 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 		return d, fmt.Errorf("%s: %v", m.file, err)
 	}
 	return d, nil
+}
+
+// UnreadableRecordFix is the way out of an unreadable record (render's
+// warning, doctor's render-record): render keeps every entry it manages
+// beside it as a user's edit, so one it wrote stays after the variables
+// are gone.
+func UnreadableRecordFix(record string, targets []string) string {
+	if len(targets) == 0 {
+		return fmt.Sprintf("no config render manages is beside it: `rm %s`", record)
+	}
+	return fmt.Sprintf("`devbox-config render --reclaim --target %s` sets the mempalace entry to what render writes now (with no MEMPALACE_* variables: a local mempalace-mcp entry, or none when mempalace-mcp is not installed), keeps yours in a .bak and writes a new record; or fix the entry by hand (delete it to have none), then `rm %s`", strings.Join(targets, ","), record)
 }
 
 // describe turns a decision into the changes it needs: the config, the

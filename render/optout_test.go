@@ -179,3 +179,46 @@ func (unsynced) WriteFile(name string, data []byte, perm fs.FileMode) (filewrite
 func (unsynced) WriteOwn(name string, data []byte, perm fs.FileMode) error {
 	return os.WriteFile(name, data, perm)
 }
+
+// An unreadable record keeps the entry render wrote after the variables
+// are gone (render cannot tell it from your edit) and writes nothing (R1);
+// its warning names the way out, and following it removes the entry
+// (before, the warning had no fix).
+func TestUnreadableRecordWarningNamesTheWayOut(t *testing.T) {
+	home := t.TempDir()
+	dir := filepath.Join(home, ".codex")
+	os.MkdirAll(dir, 0o755)
+	file, record := filepath.Join(dir, "config.toml"), filepath.Join(dir, fingerprint.StateFile)
+	os.WriteFile(file, []byte("# mine\nmodel = \"o3\"\n"), 0o644)
+	gone := func(string) (string, error) { return "", errors.New("not found") }
+	in := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+	in.Targets = []string{"codex"}
+	if _, _, err := Run(in, false); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(record, []byte(`{"broken`), 0o600)
+	cfg0, _ := os.ReadFile(file)
+	out := opts(home, nil)
+	out.LookPath, out.Targets = gone, []string{"codex"}
+	res, _, err := Run(out, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warn := strings.Join(res[0].Warnings, "\n")
+	if !strings.Contains(warn, "`devbox-config render --reclaim --target codex`") || !strings.Contains(warn, "`rm "+record+"`") {
+		t.Errorf("the warning names no way out:\n%s", warn)
+	}
+	if cfg, _ := os.ReadFile(file); !bytes.Equal(cfg, cfg0) {
+		t.Errorf("render changed the config with no variables and no record:\n%s", cfg)
+	}
+	if rec, _ := os.ReadFile(record); string(rec) != `{"broken` {
+		t.Errorf("render rewrote the record with no variables: %s", rec)
+	}
+	out.Reclaim = true
+	if _, _, err := Run(out, false); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, _ := os.ReadFile(file); string(cfg) != "# mine\nmodel = \"o3\"\n" {
+		t.Errorf("the fix left:\n%s", cfg)
+	}
+}

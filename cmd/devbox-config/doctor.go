@@ -44,6 +44,8 @@ section it comes from. Finding ids are stable, for scripts:
                                                   MemPalace refuses writes
   env-permissions, token-in-config           R3   the token where others read it
   proposed-pending                           §4.1 a .proposed nobody merged
+  render-record                              §4.1 an unreadable .devbox-config.json:
+                                                  render keeps every entry
   entry-command                              §4.1 a harness's MemPalace entry runs
                                                   a command that is not there
   entry-local-bin                            §4.1 an entry's mempalace-mcp is only
