@@ -73,6 +73,11 @@ func TestWritesTheOutboxCouldNotRecordAreCountedForAJoin(t *testing.T) {
 	if got := h.localState().CountContent("written on a full disk 1"); got != 1 {
 		t.Fatalf("the local palace holds the write %d times", got)
 	}
+	// A later session, whose agent did not make them, is told at its start.
+	h2 := start(t, harnessOpts{palace: h.palace, primaryDown: true})
+	if in := instructionsOf(h2); !strings.Contains(in, "2 write(s) stayed in the local palace only") || !strings.Contains(in, "`devbox-config join`") {
+		t.Fatalf("the next session's instructions: %q", in)
+	}
 }
 
 // The writes an edge that stops could not record yet are recorded at its

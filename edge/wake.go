@@ -465,17 +465,35 @@ func (e *Edge) wakeInstructions(ctx context.Context) string {
 }
 
 // sessionInstructions is what initialize answers with: the writes the
-// primary refused for good (deadnote.go), then the owed asks, then an
-// identity that is not the device's, within the summary's bounds ("":
-// none of them).
+// primary refused for good (deadnote.go) and those that stayed local
+// unrecorded, then the owed asks, then an identity that is not the
+// device's, within the summary's bounds ("": none of them).
 func (e *Edge) sessionInstructions(ctx context.Context) string {
 	var lines []string
-	for _, l := range []string{e.deadInstructions(ctx), e.wakeInstructions(ctx), e.identityLine()} {
+	for _, l := range []string{e.deadInstructions(ctx), e.stayedLocalLine(ctx), e.wakeInstructions(ctx), e.identityLine()} {
 		if l != "" {
 			lines = append(lines, l)
 		}
 	}
 	return truncate(strings.Join(lines, "\n"), wakeMaxBytes)
+}
+
+// stayedLocalLine tells each session start, until a join sends them, of
+// the writes that stayed in this devbox's palace only because the outbox
+// could not record them (outbox.StayedLocal; "": none): the agent that
+// made them was told in its answer, a later session would not be.
+func (e *Edge) stayedLocalLine(ctx context.Context) string {
+	if e.outbox == nil {
+		return ""
+	}
+	sl, err := e.outbox.StayedLocal(ctx)
+	if err != nil || sl == nil {
+		if err != nil {
+			e.log.Debug("the record of writes that stayed local is unreadable; edge status and doctor say so", "err", err)
+		}
+		return ""
+	}
+	return "Writes not shared (devbox-config edge): " + sl.String() + "; tell the user."
 }
 
 // identityLine says MEMPALACE_AGENT_NAME was refused, and that the

@@ -53,6 +53,11 @@ func (s *Store) ClearStayedLocal(ctx context.Context, readAt time.Time) error {
 	return nil
 }
 
+// StayedLocal reads the record (nil: none).
+func (s *Store) StayedLocal(ctx context.Context) (*StayedLocal, error) {
+	return stayedLocal(ctx, s.db)
+}
+
 // stayedLocal reads the record (nil: none).
 func stayedLocal(ctx context.Context, q querier) (*StayedLocal, error) {
 	v, err := querierMeta(ctx, q, metaStayedLocal)
