@@ -98,6 +98,9 @@ type Options struct {
 	Now         func() time.Time
 }
 
+// DefaultIntegrityTimeout is Options.IntegrityTimeout's default.
+const DefaultIntegrityTimeout = 10 * time.Second
+
 func (o Options) withDefaults() Options {
 	if o.Env == nil {
 		o.Env = func(string) (string, bool) { return "", false }
@@ -115,7 +118,7 @@ func (o Options) withDefaults() Options {
 		o.BacklogAge = 15 * time.Minute
 	}
 	if o.IntegrityTimeout <= 0 {
-		o.IntegrityTimeout = 10 * time.Second
+		o.IntegrityTimeout = DefaultIntegrityTimeout
 	}
 	if o.SlowPrimary <= 0 {
 		o.SlowPrimary = 500 * time.Millisecond

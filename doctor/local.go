@@ -490,7 +490,7 @@ func CheckProposedPending(opts Options) []Finding {
 					Fix:     fmt.Sprintf("delete render's stale proposal: `rm %s`", prop)})
 				continue
 			}
-			msg := fmt.Sprintf("%s waits for you (written %s ago): render kept your edit of the MemPalace entry in %s, so the harness does not do what the environment says", prop, age, cfg)
+			msg := fmt.Sprintf("%s waits for you (written %s ago): render kept the MemPalace entry in %s as it is (your edit, or an entry render did not write), so the harness does not do what the environment says", prop, age, cfg)
 			if pi.ModTime().Before(ci.ModTime()) {
 				msg += "; the config changed after the proposal was written and still does not match it"
 			}

@@ -255,10 +255,6 @@ func (j *joining) readManifest(ctx context.Context) *Failure {
 	return nil
 }
 
-// integrityWait bounds doctor's quick_check of each of the palace's
-// SQLite files (doctor's own default).
-const integrityWait = 10 * time.Second
-
 // unreadable is the failure of a local palace that could not be read
 // (err): where its SQLite is damaged, doctor's palace-damaged finding and
 // fix (doctor.CheckPalaceIntegrity), which MemPalace's refusal names none of.
@@ -273,7 +269,7 @@ func (j *joining) unreadable(ctx context.Context, err error) *Failure {
 	if j.o.DryRun {
 		then = "so the real run would send nothing"
 	}
-	for _, d := range doctor.CheckPalaceIntegrity(ctx, doctor.Options{Home: j.cfg.Home, Env: env, IntegrityTimeout: integrityWait}, doctor.State{Palace: j.cfg.Palace}) {
+	for _, d := range doctor.CheckPalaceIntegrity(ctx, doctor.Options{Home: j.cfg.Home, Env: env, IntegrityTimeout: doctor.DefaultIntegrityTimeout}, doctor.State{Palace: j.cfg.Palace}) {
 		if d.Severity == doctor.Error {
 			f.Error = fmt.Sprintf("%s, %s (devbox-config doctor's %s). Fix: %s", d.Message, then, d.ID, d.Fix)
 			break
