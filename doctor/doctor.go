@@ -47,6 +47,7 @@ const (
 	IDOutboxStayedLocal  = "outbox-stayed-local"
 	IDPalaceDamaged      = "palace-damaged"
 	IDVectorIndex        = "vector-index"
+	IDRebuildCopyOutbox  = "rebuild-copy-outbox"
 	IDJoinInterrupted    = "join-interrupted"
 	IDRenderRecord       = "render-record"
 	IDDeviceIdentity     = "device-identity"
@@ -184,6 +185,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	findings = append(findings, CheckSplits(opts, st)...)
 	findings = append(findings, CheckPalaceIntegrity(ctx, opts, st)...)
 	findings = append(findings, CheckVectorIndex(ctx, opts, st)...)
+	findings = append(findings, CheckRebuildCopyOutbox(opts, st)...)
 	findings = append(findings, CheckEdgeVolume(opts, st)...)
 	findings = append(findings, CheckEnvPermissions(opts)...)
 	findings = append(findings, CheckTokenInConfig(opts)...)

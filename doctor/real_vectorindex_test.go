@@ -7,9 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
@@ -82,6 +84,13 @@ func TestRealVectorIndexMissing(t *testing.T) {
 	if fs := failing(t, p); len(fs) != 1 || !strings.Contains(fs[0].Message, "replaced a lost index") {
 		t.Fatalf("the empty replacement MemPalace refuses writes on: %+v", fs)
 	}
+	// An edge's outbox with a write still to send: the rebuild takes it
+	// into its copy of the old palace (attack41 N3).
+	ob, err := outbox.Open(OutboxPath(p.Dir), "dev", "")
+	must(t, err)
+	_, err = ob.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"queued before the rebuild"}`), Wing: "w"})
+	must(t, err)
+	must(t, ob.Close())
 	fix := exec.Command(p.Bin("mempalace"), "--palace", p.Dir, "repair", "rebuild-index", "--yes")
 	fix.Env = p.Env()
 	if out, err := fix.CombinedOutput(); err != nil {
@@ -92,9 +101,20 @@ func TestRealVectorIndexMissing(t *testing.T) {
 	if len(kept) != 1 {
 		t.Fatalf("the copy the fix names: %v", kept)
 	}
+	fs = failing(t, p)
+	if i := slices.IndexFunc(fs, func(f Finding) bool { return f.ID == IDRebuildCopyOutbox }); i < 0 || !strings.Contains(fs[i].Fix, "mv "+filepath.Join(kept[0], "edge")+" "+p.Dir+"/edge") {
+		t.Fatalf("the outbox the rebuild left in its copy: %+v", fs)
+	}
+	must(t, os.Rename(filepath.Join(kept[0], "edge"), filepath.Join(p.Dir, "edge"))) // the fix
 	must(t, os.RemoveAll(kept[0]))
 	if fs := failing(t, p); len(fs) != 0 {
 		t.Fatalf("after the fix: %+v", fs)
+	}
+	ob, err = outbox.Open(OutboxPath(p.Dir), "dev", "")
+	must(t, err)
+	defer ob.Close()
+	if st, err := ob.Stats(context.Background()); err != nil || st.ByState[outbox.Queued] != 1 {
+		t.Fatalf("the write queued before the rebuild, after the fix: %v %v", st.ByState, err)
 	}
 	s = p.Stdio(t, p.MCPCommand()...)
 	if err := add(s, "a write after the fix"); err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/joakimp/devbox-config/palacefiles"
 )
@@ -78,7 +79,36 @@ func CheckVectorIndex(ctx context.Context, opts Options, st State) []Finding {
 		return nil
 	}
 	return []Finding{{ID: IDVectorIndex, Severity: Error, Section: "§1.2", Message: msg,
-		Fix: fmt.Sprintf("stop every MemPalace client of this palace (harness sessions, the edge, mempalace serve), then re-embed the index from %[1]s: `mempalace --palace %[2]s repair rebuild-index --yes`. It keeps the old palace beside it as %[2]s.pre-rebuild-<time>: once the palace takes writes again, move that copy out of %[3]s or delete it (palace-shared-parent warns of it)", palacefiles.ChromaFile, st.Palace, filepath.Dir(st.Palace))}}
+		Fix: fmt.Sprintf("on an edge device `devbox-config edge flush` first; stop every MemPalace client of this palace (harness sessions, the edge, mempalace serve), then re-embed the index from %[1]s: `mempalace --palace %[2]s repair rebuild-index --yes`. It moves the old palace aside as %[2]s.pre-rebuild-<time> and its edge/ directory (the outbox, the deletes the edge hides, a join's state) with it: move that edge/ back to %[2]s/edge before any session starts (%[4]s warns until you do); once the palace takes writes again, move the copy out of %[3]s or delete it (palace-shared-parent warns of it)", palacefiles.ChromaFile, st.Palace, filepath.Dir(st.Palace), IDRebuildCopyOutbox)}}
+}
+
+// CheckRebuildCopyOutbox is rebuild-copy-outbox (§1.2): `mempalace repair
+// rebuild-index` (vector-index's fix) moves the old palace aside as
+// PALACE.pre-rebuild-<time>, the edge's edge/ directory with it, and
+// makes the palace anew without it: what that outbox still had to send,
+// the deletes it hid and a join's state are then nobody's, and deleting
+// the copy loses them (attack41 N3).
+func CheckRebuildCopyOutbox(opts Options, st State) []Finding {
+	if st.Palace == "" {
+		return nil
+	}
+	palace := filepath.Clean(st.Palace)
+	entries, _ := os.ReadDir(filepath.Dir(palace)) // unreadable: no copy seen, as none
+	var out []Finding
+	for _, e := range entries {
+		c := filepath.Join(filepath.Dir(palace), e.Name())
+		if !strings.HasPrefix(e.Name(), filepath.Base(palace)+".pre-rebuild-") {
+			continue
+		}
+		if _, err := os.Stat(OutboxPath(c)); err != nil {
+			continue
+		}
+		left := filepath.Join(c, "edge")
+		out = append(out, Finding{ID: IDRebuildCopyOutbox, Severity: Error, Section: "§1.2",
+			Message: fmt.Sprintf("%s holds an edge outbox that MemPalace's rebuild left in its copy of the old palace: what it had to send to the primary, the deletes it hides and a join's state are not in %s, so nothing sends them, and deleting the copy loses them", left, st.Palace),
+			Fix:     fmt.Sprintf("stop the harness sessions; if %[2]s/edge exists (a session ran since the rebuild), run `devbox-config edge flush` and move it aside; then `mv %[1]s %[2]s/edge` and run `devbox-config edge flush`", left, palace)})
+	}
+	return out
 }
 
 // stubCeiling is MemPalace's bound on a segment with no

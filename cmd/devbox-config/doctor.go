@@ -42,6 +42,8 @@ section it comes from. Finding ids are stable, for scripts:
   vector-index                               §1.2 the drawers' vector index is
                                                   missing or an empty stand-in:
                                                   MemPalace refuses writes
+  rebuild-copy-outbox                        §1.2 an edge outbox left in
+                                                  MemPalace's pre-rebuild copy
   env-permissions, token-in-config           R3   the token where others read it
   proposed-pending                           §4.1 a .proposed nobody merged
   render-record                              §4.1 an unreadable .devbox-config.json:
