@@ -1511,3 +1511,30 @@ func TestRenderRecordUnreadable(t *testing.T) {
 	write(t, record, `{"version": 1, "targets": {}}`, 0o600)
 	only(t, b.run())
 }
+
+// A join that holds the palace's join lock is running, not stopped: its
+// in_progress target is a note naming the holder, and a warning once the
+// lock is free (attack41 N4: both read "stopped before it finished").
+func TestARunningJoinIsNotCalledInterrupted(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	must(t, os.MkdirAll(filepath.Join(palace, "edge"), 0o700))
+	const target = "http://127.0.0.1:1/mcp"
+	write(t, filepath.Join(palace, "edge", "bootstrap.json"), `{"`+target+`": {"state": "in_progress", "outbox": "join-outbox-0123456789ab.sqlite", "updated_at": "2026-01-02T03:04:05Z"}}`, 0o600)
+	lock, err := outbox.HoldLock(filepath.Join(palace, "edge", "join.lock"))
+	if err != nil {
+		t.Skipf("no flock here: %v", err)
+	}
+	_, err = lock.WriteString("4242 " + target + "\n")
+	must(t, err)
+	fs := UnfinishedJoins(palace, time.Now())
+	only(t, fs, "info:join-interrupted")
+	if !strings.Contains(fs[0].Message, "is running (pid 4242 to "+target+")") {
+		t.Fatalf("a running join: %s", fs[0].Message)
+	}
+	must(t, lock.Close())
+	fs = UnfinishedJoins(palace, time.Now())
+	only(t, fs, "warn:join-interrupted")
+	if !strings.Contains(fs[0].Message, "stopped before it finished") || !strings.Contains(fs[0].Fix, "--resume") {
+		t.Fatalf("a stopped join: %+v", fs[0])
+	}
+}

@@ -2,11 +2,15 @@ package doctor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
 // joinCheckpoint is what doctor reads of <palace>/edge/bootstrap.json,
@@ -47,14 +51,49 @@ func UnfinishedJoins(palace string, now time.Time) []Finding {
 	}
 	sort.Strings(targets)
 	var out []Finding
+	holder := joinRunning(palace)
 	for _, t := range targets {
 		cp := m[t]
 		if cp.State != "in_progress" {
 			continue
 		}
+		if holder != "" {
+			out = append(out, Finding{ID: IDJoinInterrupted, Severity: Info, Section: "§4.4",
+				Message: fmt.Sprintf("a join of this palace is running (%s); its target %s is in_progress in %s until it ends", holder, t, file),
+				Fix:     "let it finish, then run this again: a join still in_progress then stopped before it finished"})
+			continue
+		}
 		out = append(out, Finding{ID: IDJoinInterrupted, Severity: Warn, Section: "§4.4",
-			Message: fmt.Sprintf("a join to %s stopped before it finished (%s: in_progress, last updated %s ago): what it queued in %s reaches the primary only when join runs again (unless a join is running now)", t, file, now.Sub(cp.UpdatedAt).Round(time.Second), filepath.Join(palace, "edge", cp.Outbox)),
+			Message: fmt.Sprintf("a join to %s stopped before it finished (%s: in_progress, last updated %s ago): what it queued in %s reaches the primary only when join runs again", t, file, now.Sub(cp.UpdatedAt).Round(time.Second), filepath.Join(palace, "edge", cp.Outbox)),
 			Fix:     fmt.Sprintf("with MEMPALACE_REMOTE_URL=%s, `devbox-config join --resume` sends what it queued and reads nothing new (`devbox-config join` finishes it and also sends what was written here since)", t)})
 	}
 	return out
+}
+
+// joinRunning names the process holding the palace's join lock (join's
+// hold: "pid N to URL"), "" when none does. Asking takes the lock for an
+// instant where nobody holds it: a join starting in that instant is
+// refused as if another ran, and says so.
+func joinRunning(palace string) string {
+	file := filepath.Join(palace, "edge", "join.lock")
+	if _, err := os.Stat(file); err != nil {
+		return "" // no join has run here since the lock was made: none runs
+	}
+	f, err := outbox.HoldLock(file)
+	if err == nil {
+		f.Close() // free: no join runs; the instant's lock let go
+		return ""
+	}
+	if !errors.Is(err, outbox.ErrLocked) {
+		return "" // no lock to be had: a running join cannot be told from a stopped one
+	}
+	holder := "pid unknown"
+	if b, err := os.ReadFile(file); err == nil && strings.TrimSpace(string(b)) != "" {
+		pid, to, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		holder = "pid " + pid
+		if to != "" {
+			holder += " to " + to
+		}
+	}
+	return holder
 }
