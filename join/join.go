@@ -1,6 +1,7 @@
 package join
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -285,10 +286,18 @@ func hasPalaceFlag(argv []string) bool {
 }
 
 func recordName(r Record) string {
-	if r.LocalID != "" {
+	switch {
+	case r.LocalID != "":
 		return r.LocalID
+	case r.Kind == Facts:
+		return fmt.Sprintf("%s → %s → %s", str(r.Args, "subject"), str(r.Args, "predicate"), str(r.Args, "object"))
 	}
-	return fmt.Sprintf("%s → %s → %s", str(r.Args, "subject"), str(r.Args, "predicate"), str(r.Args, "object"))
+	// One a resumed join read back from its outbox: named by what it says.
+	text := []rune(cmp.Or(str(r.Args, "content"), str(r.Args, "entry")))
+	if len(text) > 40 {
+		text = append(text[:40], '…')
+	}
+	return fmt.Sprintf("%s/%s %q", r.Wing, cmp.Or(str(r.Args, "room"), str(r.Args, "agent_name")), string(text))
 }
 
 func kindOfTool(tool string) string {

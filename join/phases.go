@@ -689,8 +689,14 @@ func (j *joining) notSent(ctx context.Context, op outbox.Op) string {
 		return "not tried: it waits for op " + b.Short() + " on the same record" + again
 	}
 	why := "the join was stopped"
-	if j.primary != nil && j.primary.State() != "up" {
-		why = "the primary was unreachable" // the primary's own line says why
+	if j.primary != nil {
+		switch j.primary.State() { // the primary's own line says more
+		case "up":
+		case "unauthorized":
+			why = "the primary refused the token"
+		default:
+			why = "the primary was unreachable"
+		}
 	}
 	return "not tried: " + why + again
 }
