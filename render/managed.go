@@ -179,7 +179,11 @@ func (m managed) decide(opts Options, f loaded) (decision, error) {
 	}
 	if d.state, err = fingerprint.ParseState(d.stateBytes); err != nil {
 		d.statePerm = 0 // rewritten only with what render decides
-		d.warnings = append(d.warnings, fmt.Sprintf("%s is unreadable (%v); treating every managed entry as possibly edited, so the mempalace entry in %s stays as it is whatever the environment says (fix: %s)", d.statePath, err, m.file, UnreadableRecordFix(d.statePath, []string{m.rec.Name})))
+		if opts.Reclaim {
+			d.warnings = append(d.warnings, fmt.Sprintf("%s is unreadable (%v); --reclaim sets the mempalace entry in %s to what the environment says and writes a new record", d.statePath, err, m.file))
+		} else {
+			d.warnings = append(d.warnings, fmt.Sprintf("%s is unreadable (%v); treating every managed entry as possibly edited, so the mempalace entry in %s stays as it is whatever the environment says (fix: %s)", d.statePath, err, m.file, UnreadableRecordFix(d.statePath, []string{m.rec.Name})))
+		}
 		d.state, _ = fingerprint.ParseState(nil)
 		d.stateBytes = []byte{}
 	}

@@ -215,8 +215,13 @@ func TestUnreadableRecordWarningNamesTheWayOut(t *testing.T) {
 		t.Errorf("render rewrote the record with no variables: %s", rec)
 	}
 	out.Reclaim = true
-	if _, _, err := Run(out, false); err != nil {
+	res, _, err = Run(out, false)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The run that reclaims does not tell to run --reclaim (attack41 N9).
+	if warn := strings.Join(res[0].Warnings, "\n"); strings.Contains(warn, "`devbox-config render --reclaim") || !strings.Contains(warn, "--reclaim sets the mempalace entry") {
+		t.Errorf("the reclaiming run's warning:\n%s", warn)
 	}
 	if cfg, _ := os.ReadFile(file); string(cfg) != "# mine\nmodel = \"o3\"\n" {
 		t.Errorf("the fix left:\n%s", cfg)
