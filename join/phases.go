@@ -159,6 +159,11 @@ func (j *joining) check() error {
 	}
 	j.obPath = filepath.Join(stateDir, OutboxFile(j.target))
 	if o.Resume {
+		// The join outbox bootstrap.json names for the target, which an
+		// earlier build may have named otherwise.
+		if cps, err := readCheckpoint(cfg.Palace); err == nil && cps[j.target].Outbox != "" && filepath.Base(cps[j.target].Outbox) == cps[j.target].Outbox {
+			j.obPath = filepath.Join(stateDir, cps[j.target].Outbox)
+		}
 		if _, err := os.Stat(j.obPath); err != nil {
 			return usage("--resume: no join to %s was started on this palace (%s)", j.target, j.obPath)
 		}

@@ -1,6 +1,8 @@
 package join
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,4 +42,42 @@ func TestAResumeWithARefusedTokenNamesWhatStaysQueued(t *testing.T) {
 	if drawers == 0 {
 		t.Fatalf("no drawer named as left queued: %+v", rep.Failed)
 	}
+}
+
+// --resume sends what the join outbox bootstrap.json names for the target
+// holds, also where an earlier build named that file otherwise: before,
+// it looked only for the name it computes and refused "no join to ... was
+// started on this palace" (attack41 N5).
+func TestAResumeOpensTheOutboxTheCheckpointNames(t *testing.T) {
+	t.Parallel()
+	p, pr := newPalace(t), newPrimary(t)
+	fill(t, p, "a")
+	p.policy(t, localWorkspace)
+	p.save(t)
+	cfg := config(t, p, pr)
+	addr := pr.srv.Addr()
+	pr.srv.Stop()
+	rep := run(t, cfg, Options{Stall: time.Second})
+	cps, err := readCheckpoint(p.dir)
+	if err != nil || rep.OK() {
+		t.Fatalf("a join to a stopped primary: %+v %v", rep, err)
+	}
+	cp := cps[rep.Target]
+	const older = "join-outbox-0ld3rbu1ld00.sqlite"
+	for _, sfx := range []string{"", "-wal", "-shm"} {
+		if err := os.Rename(filepath.Join(p.dir, "edge", cp.Outbox+sfx), filepath.Join(p.dir, "edge", older+sfx)); err != nil && sfx == "" {
+			t.Fatal(err)
+		}
+	}
+	cp.Outbox = older
+	if err := writeCheckpoint(p.dir, rep.Target, cp); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.srv.Start(addr); err != nil {
+		t.Fatal(err)
+	}
+	if rep := run(t, cfg, Options{Resume: true}); !rep.OK() || rep.Sent[Drawers] == 0 {
+		t.Fatalf("resume from the outbox the checkpoint names: %+v", rep)
+	}
+	exactlyOnce(t, pr)
 }
