@@ -1534,7 +1534,7 @@ func TestARunningJoinIsNotCalledInterrupted(t *testing.T) {
 	must(t, lock.Close())
 	fs = UnfinishedJoins(palace, time.Now())
 	only(t, fs, "warn:join-interrupted")
-	if !strings.Contains(fs[0].Message, "stopped before it finished") || !strings.Contains(fs[0].Fix, "--resume") {
+	if !strings.Contains(fs[0].Message, "stopped before it finished") || !strings.Contains(fs[0].Fix, "--resume") || !strings.Contains(fs[0].Fix, "gone for good") {
 		t.Fatalf("a stopped join: %+v", fs[0])
 	}
 }
