@@ -225,7 +225,7 @@ func (e *Edge) closeRemote() {
 		e.primary.Close()
 	}
 	if e.outbox != nil {
-		if err := e.recordStayed(context.Background()); err != nil {
+		if err := e.recordStayed(); err != nil {
 			e.log.Error("writes the local palace took that the outbox could not record are not recorded for edge status and doctor either: nothing sends them to the primary but `devbox-config join`", "err", err)
 		}
 		if err := e.outbox.Close(); err != nil {

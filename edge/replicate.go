@@ -148,7 +148,7 @@ func (e *Edge) settle(ctx context.Context, c *call, oldWing string, in *intent, 
 		e.log.Error("the write the local palace took stays in the outbox unqueued; the next edge start (or `edge flush`) sends it", "tool", c.name, "op", in.op.Short(), "err", err)
 		return map[string]any{"replication": fmt.Sprintf("not queued yet: %v; the next edge start sends it", err), "op_id": in.op.ID}
 	}
-	_ = e.recordStayed(ctx) // refused: kept counted for the next try
+	_ = e.recordStayed() // refused: kept counted for the next try
 	return e.queuedNote(ctx, op, in.polErr)
 }
 
@@ -273,24 +273,26 @@ func (e *Edge) queue(ctx context.Context, c *call, oldWing, entry string, ordina
 		if errors.As(err, new(*outbox.TooLargeError)) {
 			return map[string]any{"replication": fmt.Sprintf("not replicated: %v", err)}
 		}
-		e.stayLocal(ctx)
+		e.stayLocal()
 		return map[string]any{"replication": fmt.Sprintf("not replicated: %v: this write stays in this devbox's palace only; once the outbox can be written again (free disk space under %s if it is full), `devbox-config join` sends it to the primary", err, filepath.Dir(e.outbox.Path()))}
 	}
-	_ = e.recordStayed(ctx) // refused: kept counted for the next try
+	_ = e.recordStayed() // refused: kept counted for the next try
 	return e.queuedNote(ctx, op, polErr)
 }
 
 // stayedLocal counts the writes the local palace took that the outbox
-// could not record, until the outbox takes the count (outbox.StayedLocal).
+// could not record, until their record file takes the count
+// (outbox.StayedLocal).
 type stayedLocal struct {
 	mu sync.Mutex
 	n  outbox.StayedLocal
 }
 
 // stayLocal counts a write the outbox could not record, and records the
-// count at once if the outbox takes that (a write too big for what is
-// left of a disk, say); else the next write it takes, or the stop, does.
-func (e *Edge) stayLocal(ctx context.Context) {
+// count at once in its own file, which a full disk does not stop; one the
+// file system refuses all the same (copy-on-write) is kept counted for the
+// next write, or the stop.
+func (e *Edge) stayLocal() {
 	now := time.Now()
 	e.stayed.mu.Lock()
 	if e.stayed.n.N == 0 {
@@ -299,19 +301,19 @@ func (e *Edge) stayLocal(ctx context.Context) {
 	e.stayed.n.N++
 	e.stayed.n.Last = now
 	e.stayed.mu.Unlock()
-	_ = e.recordStayed(ctx) // refused: kept counted for the next try
+	_ = e.recordStayed() // refused: kept counted for the next try
 }
 
 // recordStayed adds the writes counted by stayLocal to the outbox's
-// record; an outbox that still refuses keeps them counted here (the
+// record (outbox.NoteStayedLocal); one refused is kept counted here (the
 // error).
-func (e *Edge) recordStayed(ctx context.Context) error {
+func (e *Edge) recordStayed() error {
 	e.stayed.mu.Lock()
 	defer e.stayed.mu.Unlock()
 	if e.stayed.n.N == 0 {
 		return nil
 	}
-	if err := e.outbox.NoteStayedLocal(context.WithoutCancel(ctx), e.stayed.n); err != nil {
+	if err := outbox.NoteStayedLocal(e.outbox.Path(), e.stayed.n); err != nil {
 		return fmt.Errorf("%d write(s) since %s: %w", e.stayed.n.N, e.stayed.n.Since.Format(time.RFC3339), err)
 	}
 	e.stayed.n = outbox.StayedLocal{}

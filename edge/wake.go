@@ -40,6 +40,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
@@ -470,7 +471,7 @@ func (e *Edge) wakeInstructions(ctx context.Context) string {
 // device's, within the summary's bounds ("": none of them).
 func (e *Edge) sessionInstructions(ctx context.Context) string {
 	var lines []string
-	for _, l := range []string{e.deadInstructions(ctx), e.stayedLocalLine(ctx), e.wakeInstructions(ctx), e.identityLine()} {
+	for _, l := range []string{e.deadInstructions(ctx), e.stayedLocalLine(), e.wakeInstructions(ctx), e.identityLine()} {
 		if l != "" {
 			lines = append(lines, l)
 		}
@@ -482,11 +483,11 @@ func (e *Edge) sessionInstructions(ctx context.Context) string {
 // the writes that stayed in this devbox's palace only because the outbox
 // could not record them (outbox.StayedLocal; "": none): the agent that
 // made them was told in its answer, a later session would not be.
-func (e *Edge) stayedLocalLine(ctx context.Context) string {
+func (e *Edge) stayedLocalLine() string {
 	if e.outbox == nil {
 		return ""
 	}
-	sl, err := e.outbox.StayedLocal(ctx)
+	sl, err := outbox.ReadStayedLocal(e.outbox.Path())
 	if err != nil || sl == nil {
 		if err != nil {
 			e.log.Debug("the record of writes that stayed local is unreadable; edge status and doctor say so", "err", err)

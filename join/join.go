@@ -277,7 +277,7 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 	j.settle(ctx)
 	j.verify(ctx)
 	j.checkpoint()
-	j.clearStayedLocal(ctx)
+	j.clearStayedLocal()
 	return j.rep, nil
 }
 

@@ -881,20 +881,12 @@ func (j *joining) checkpoint() {
 // queue (outbox.StayedLocal) after a complete join of every replicated
 // wing, which read the local palace after them and sent what the primary
 // lacked. A resumed join read nothing anew: the record stays.
-func (j *joining) clearStayedLocal(ctx context.Context) {
+func (j *joining) clearStayedLocal() {
 	if j.cp.State != StateComplete || len(j.o.Wings) > 0 || j.o.Resume {
 		return
 	}
 	path := doctor.OutboxPath(j.cfg.Palace)
-	if _, err := os.Stat(path); err != nil {
-		return // no edge outbox (a join never makes one): no record
-	}
-	s, err := outbox.Open(path, j.cfg.Device, j.cfg.Label)
-	if err == nil {
-		defer s.Close()
-		err = s.ClearStayedLocal(ctx, j.began)
-	}
-	if err != nil {
+	if err := outbox.ClearStayedLocal(path, j.began); err != nil {
 		j.log.Warn("the edge outbox's record of writes that stayed local is kept: edge status and doctor still name it", "file", path, "err", err)
 	}
 }

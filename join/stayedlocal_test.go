@@ -24,7 +24,7 @@ func TestJoinClearsTheRecordOfWritesThatStayedLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.NoteStayedLocal(ctx, outbox.StayedLocal{N: 2, Since: time.Now().Add(-time.Minute), Last: time.Now().Add(-time.Second)}); err != nil {
+	if err := outbox.NoteStayedLocal(doctor.OutboxPath(p.dir), outbox.StayedLocal{N: 2, Since: time.Now().Add(-time.Minute), Last: time.Now().Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	recorded := func() *outbox.StayedLocal {

@@ -28,5 +28,5 @@
 //	upkeep.go    retention: pruning done ops, giving their space back
 //	doorbell.go  waking a sleeping flusher in another process
 //	tombstone.go what this device deleted (merged reads hide the primary's copy)
-//	stayedlocal.go the writes an edge could not put here (a full disk): their count, for a join
+//	stayedlocal.go the writes an edge could not put here (a full disk): their count, in a file beside it a full disk does not stop
 package outbox

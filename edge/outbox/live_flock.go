@@ -71,3 +71,9 @@ func sweepLive(dir string) {
 		ownerGone(dir, e.Name())
 	}
 }
+
+// lockFile holds an exclusive flock on f until it is closed (waiting for
+// another holder's).
+func lockFile(f *os.File) error {
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+}

@@ -16,3 +16,7 @@ func lockOwner(string, string) (*os.File, error) {
 func ownerGone(string, string) bool { return true }
 
 func sweepLive(string) {}
+
+// lockFile locks nothing: without flock, edge processes on one palace
+// that note writes at the same moment may lose one's count.
+func lockFile(*os.File) error { return nil }

@@ -618,7 +618,7 @@ type Stats struct {
 	// nothing sends them until an edge starts or `edge flush` runs.
 	OrphanedIntents int `json:"orphaned_intents,omitempty"`
 	// StayedLocal counts the writes the local palace took that an edge
-	// could not put here (stayedlocal.go); nil: none.
+	// could not put here (stayedlocal.go, its own file); nil: none.
 	StayedLocal *StayedLocal `json:"stayed_local,omitempty"`
 	FlushOwner  string       `json:"flush_owner,omitempty"`
 	Identity    string       `json:"identity"`
@@ -681,7 +681,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if st.OrphanedIntents, err = s.orphanedIntents(ctx); err != nil {
 		return st, err
 	}
-	if st.StayedLocal, err = stayedLocal(ctx, s.db); err != nil {
+	if st.StayedLocal, err = ReadStayedLocal(s.path); err != nil {
 		return st, err
 	}
 	return st, s.lists(ctx, &st)

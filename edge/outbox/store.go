@@ -152,6 +152,9 @@ func OpenOptions(path string, o Options) (*Store, error) {
 		o.Log.Warn("no liveness lock: another edge process on this palace takes this one's unsettled writes and deletes for a killed edge's, and waits for its flush lease to expire", "err", err)
 	}
 	sweepLive(filepath.Join(filepath.Dir(path), liveDir))
+	if err := reserveStayedLocal(path); err != nil {
+		o.Log.Warn("no room kept for the record of writes the outbox cannot take (a full disk): if the disk fills, edge status and doctor may not hear of them", "err", err)
+	}
 	return s, nil
 }
 
