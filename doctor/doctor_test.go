@@ -901,7 +901,7 @@ func TestOutbox(t *testing.T) {
 		b := newBox(t)
 		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
 		must(t, err)
-		must(t, outbox.NoteStayedLocal(s.Path(), outbox.StayedLocal{N: 40, Since: time.Now().Add(-time.Hour), Last: time.Now()}))
+		must(t, outbox.NoteStayedLocal(s.Path(), outbox.StayedLocal{Primary: "http://primary.example/mcp", N: 40, Since: time.Now().Add(-time.Hour), Last: time.Now()}))
 		s.Close()
 		fs := b.run()
 		only(t, fs, "warn:outbox-stayed-local")

@@ -95,8 +95,8 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 			Message: fmt.Sprintf("%d write(s) in %s were put in the outbox before the local palace answered, by an edge stopped or killed since: nothing sends them to the primary until an edge starts on this palace", n, ob.path),
 			Fix:     "`devbox-config edge flush` sends them (or start any harness session in edge mode)"})
 	}
-	if sl := ob.stats.StayedLocal; sl != nil {
-		out = append(out, stayedLocal(ob.path, *sl))
+	for _, sl := range ob.stats.StayedLocal {
+		out = append(out, stayedLocal(ob.path, sl))
 	}
 	if ob.stats.OldestQueued != nil {
 		age := opts.Now().Sub(*ob.stats.OldestQueued)
@@ -128,8 +128,8 @@ func unreadableOutbox(opts Options, ob outboxState) Finding {
 // (outbox.StayedLocal), which no op sends.
 func stayedLocal(path string, sl outbox.StayedLocal) Finding {
 	return Finding{ID: IDOutboxStayedLocal, Severity: Warn, Section: "§4.3",
-		Message: fmt.Sprintf("%d write(s) stayed in the local palace only: the outbox %s could not record them (a full disk?) since %s, so no op sends them to the primary", sl.N, path, sl.Since.Local().Format(time.RFC3339)),
-		Fix:     "free space on the outbox's disk if it is full, then `devbox-config join`: it compares this palace with the primary by content and sends what the primary lacks"}
+		Message: fmt.Sprintf("%d write(s) stayed in the local palace only: the outbox %s could not record them (a full disk?) since %s, so no op sends them to the primary %s", sl.N, path, sl.Since.Local().Format(time.RFC3339), sl.Primary),
+		Fix:     fmt.Sprintf("free space on the outbox's disk if it is full, then `devbox-config join` to %s: it compares this palace with the primary by content and sends what the primary lacks", sl.Primary)}
 }
 
 // unusableOutboxFix is the fix for an outbox nothing can open: no

@@ -20,6 +20,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
@@ -299,7 +300,7 @@ func (e *Edge) stayLocal() {
 		e.stayed.n.Since = now
 	}
 	e.stayed.n.N++
-	e.stayed.n.Last = now
+	e.stayed.n.Last, e.stayed.n.Primary = now, ladder.RedactURL(e.cfg.PrimaryURL)
 	e.stayed.mu.Unlock()
 	_ = e.recordStayed() // refused: kept counted for the next try
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/ladder"
 )
 
 // fillOutboxDisk makes every write to the edge's outbox fail as a full
@@ -60,7 +61,7 @@ func TestWritesTheOutboxCouldNotRecordAreCountedForAJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sl := st.StayedLocal; sl == nil || sl.N != 2 || sl.Since.IsZero() || sl.Last.Before(sl.Since) {
+	if sl := st.StayedLocal; len(sl) != 1 || sl[0].N != 2 || sl[0].Since.IsZero() || sl[0].Last.Before(sl[0].Since) || sl[0].Primary != ladder.RedactURL(h.edge.cfg.PrimaryURL) {
 		t.Fatalf("the writes that stayed local, as recorded while the outbox is full: %+v", sl)
 	}
 	free()
@@ -95,7 +96,7 @@ func TestWritesThatStayedLocalAreKeptWhenTheEdgeStopsOnAFullDisk(t *testing.T) {
 	}
 	defer s.Close()
 	st, err := s.Stats(context.Background())
-	if err != nil || st.StayedLocal == nil || st.StayedLocal.N != 1 {
+	if err != nil || len(st.StayedLocal) != 1 || st.StayedLocal[0].N != 1 {
 		t.Fatalf("after a stop on a full disk: %+v, %v", st.StayedLocal, err)
 	}
 }

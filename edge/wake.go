@@ -487,14 +487,15 @@ func (e *Edge) stayedLocalLine() string {
 	if e.outbox == nil {
 		return ""
 	}
-	sl, err := outbox.ReadStayedLocal(e.outbox.Path())
-	if err != nil || sl == nil {
-		if err != nil {
-			e.log.Debug("the record of writes that stayed local is unreadable; edge status and doctor say so", "err", err)
-		}
-		return ""
+	recs, err := outbox.ReadStayedLocal(e.outbox.Path())
+	if err != nil {
+		e.log.Debug("the record of writes that stayed local is unreadable; edge status and doctor say so", "err", err)
 	}
-	return "Writes not shared (devbox-config edge): " + sl.String() + "; tell the user."
+	var lines []string
+	for _, sl := range recs {
+		lines = append(lines, "Writes not shared (devbox-config edge): "+sl.String()+"; tell the user.")
+	}
+	return strings.Join(lines, "\n")
 }
 
 // identityLine says MEMPALACE_AGENT_NAME was refused, and that the

@@ -60,7 +60,8 @@
 //     bootstrap.json ({target_url: {joined_at, high_water, counts}}).
 //   - A join complete for every replicated wing (no --wing, --resume or
 //     --dry-run) clears the edge outbox's record of writes it could not
-//     queue (outbox.StayedLocal), unless one came after the join began.
+//     queue (outbox.StayedLocal) for its target primary only, unless one
+//     came after the join began.
 //   - Verification is by content: both sides read 500 ids a get_drawers
 //     call (get_drawer one by one from a side that refuses it, as present
 //     does), reassembled content compared, an edit told from truncation by

@@ -880,13 +880,15 @@ func (j *joining) checkpoint() {
 // clearStayedLocal drops the edge outbox's record of writes it could not
 // queue (outbox.StayedLocal) after a complete join of every replicated
 // wing, which read the local palace after them and sent what the primary
-// lacked. A resumed join read nothing anew: the record stays.
+// lacked. A resumed join read nothing anew: the record stays; so does
+// the record of another primary than this join's (one `--env-file`
+// named), which it sent nothing.
 func (j *joining) clearStayedLocal() {
 	if j.cp.State != StateComplete || len(j.o.Wings) > 0 || j.o.Resume {
 		return
 	}
 	path := doctor.OutboxPath(j.cfg.Palace)
-	if err := outbox.ClearStayedLocal(path, j.began); err != nil {
+	if err := outbox.ClearStayedLocal(path, j.target, j.began); err != nil {
 		j.log.Warn("the edge outbox's record of writes that stayed local is kept: edge status and doctor still name it", "file", path, "err", err)
 	}
 }

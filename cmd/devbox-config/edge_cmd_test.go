@@ -316,7 +316,7 @@ func TestEdgeStatusShowsIntents(t *testing.T) {
 // was back; it names them and the join that sends them.
 func TestEdgeStatusNamesWritesThatStayedLocal(t *testing.T) {
 	s := edgeOutbox(t)
-	if err := outbox.NoteStayedLocal(s.Path(), outbox.StayedLocal{N: 3, Since: time.Now().Add(-time.Hour), Last: time.Now()}); err != nil {
+	if err := outbox.NoteStayedLocal(s.Path(), outbox.StayedLocal{Primary: "http://primary.example/mcp", N: 3, Since: time.Now().Add(-time.Hour), Last: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()

@@ -163,8 +163,8 @@ func (v edgeStatus) print(w io.Writer) {
 	if note := intentNote(st); note != "" {
 		fmt.Fprintf(w, "INTENT     %s\n", note)
 	}
-	if st.StayedLocal != nil {
-		fmt.Fprintf(w, "LOCAL ONLY %s\n", st.StayedLocal)
+	for _, sl := range st.StayedLocal {
+		fmt.Fprintf(w, "LOCAL ONLY %s\n", sl)
 	}
 	printJoins(w, v.joins)
 	v.printTombstones(w)

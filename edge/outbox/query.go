@@ -618,10 +618,11 @@ type Stats struct {
 	// nothing sends them until an edge starts or `edge flush` runs.
 	OrphanedIntents int `json:"orphaned_intents,omitempty"`
 	// StayedLocal counts the writes the local palace took that an edge
-	// could not put here (stayedlocal.go, its own file); nil: none.
-	StayedLocal *StayedLocal `json:"stayed_local,omitempty"`
-	FlushOwner  string       `json:"flush_owner,omitempty"`
-	Identity    string       `json:"identity"`
+	// could not put here (stayedlocal.go, its own file), one record for
+	// each primary they were meant for.
+	StayedLocal []StayedLocal `json:"stayed_local,omitempty"`
+	FlushOwner  string        `json:"flush_owner,omitempty"`
+	Identity    string        `json:"identity"`
 }
 
 // Waiting is how many ops are not done.

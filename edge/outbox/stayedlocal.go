@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -17,21 +20,23 @@ import (
 // and no op names them; `devbox-config join`, which compares the local
 // palace with the primary by content, does. They are kept in their own
 // small file beside the outbox (StayedLocalFile), which a full disk does
-// not stop, so `edge status`, doctor and each session start can say so.
+// not stop, so `edge status`, doctor and each session start can say so;
+// one record for each primary the writes were meant for.
 type StayedLocal struct {
-	N     int       `json:"n"`
-	Since time.Time `json:"since"` // the first of them
-	Last  time.Time `json:"last"`  // the latest of them
+	Primary string    `json:"primary"` // its URL, with no credentials (ladder.RedactURL)
+	N       int       `json:"n"`
+	Since   time.Time `json:"since"` // the first of them
+	Last    time.Time `json:"last"`  // the latest of them
 }
 
 // String says it for `edge status` and doctor, with the fix.
 func (sl StayedLocal) String() string {
-	return fmt.Sprintf("%d write(s) stayed in the local palace only while the outbox could not record them (since %s): no op sends them to the primary; run `devbox-config join` (it sends what the primary lacks), once the outbox's disk has space", sl.N, sl.Since.Local().Format(time.RFC3339))
+	return fmt.Sprintf("%d write(s) stayed in the local palace only while the outbox could not record them (since %s): no op sends them to the primary %s; run `devbox-config join` to it (it sends what the primary lacks), once the outbox's disk has space", sl.N, sl.Since.Local().Format(time.RFC3339), sl.Primary)
 }
 
-// StayedLocalFile is the record of StayedLocal, beside the outbox: JSON
-// padded with spaces to stayedLocalSize bytes, all spaces while there is
-// none.
+// StayedLocalFile is the records of StayedLocal, beside the outbox: a
+// JSON array padded with spaces to stayedLocalSize bytes, all spaces
+// while there is none.
 const StayedLocalFile = "stayed-local.json"
 
 // stayedLocalSize is the record file's fixed length. The file is made at
@@ -41,7 +46,7 @@ const StayedLocalFile = "stayed-local.json"
 // tmpfs, so it goes through on a full disk. A copy-on-write file system
 // (btrfs, zfs) allocates anew on every write and may refuse it still:
 // the edge then keeps the count and tries again at its next write.
-const stayedLocalSize = 512
+const stayedLocalSize = 4096
 
 // stayedLocalPath is the record file of the outbox at outboxPath.
 func stayedLocalPath(outboxPath string) string {
@@ -51,18 +56,22 @@ func stayedLocalPath(outboxPath string) string {
 // reserveStayedLocal makes the record file of the outbox at outboxPath at
 // its full length (kept as it is when it has it).
 func reserveStayedLocal(outboxPath string) error {
-	return withStayedLocal(outboxPath, true, func(*StayedLocal) (*StayedLocal, bool) { return nil, false })
+	return withStayedLocal(outboxPath, true, func([]StayedLocal) ([]StayedLocal, bool) { return nil, false })
 }
 
-// NoteStayedLocal adds sl to the record of the outbox at outboxPath,
-// under the file's lock: every edge process on the palace adds its own.
+// NoteStayedLocal adds sl to the record of its primary in the outbox at
+// outboxPath, under the file's lock: every edge process on the palace
+// adds its own.
 func NoteStayedLocal(outboxPath string, sl StayedLocal) error {
-	err := withStayedLocal(outboxPath, false, func(old *StayedLocal) (*StayedLocal, bool) {
-		if old != nil {
-			sl.N += old.N
-			sl.Since, sl.Last = minTime(sl.Since, old.Since), maxTime(sl.Last, old.Last)
+	err := withStayedLocal(outboxPath, false, func(recs []StayedLocal) ([]StayedLocal, bool) {
+		i := slices.IndexFunc(recs, func(r StayedLocal) bool { return samePrimary(r.Primary, sl.Primary) })
+		if i < 0 {
+			return append(recs, sl), true
 		}
-		return &sl, true
+		old := recs[i]
+		recs[i].N += sl.N
+		recs[i].Since, recs[i].Last = minTime(sl.Since, old.Since), maxTime(sl.Last, old.Last)
+		return recs, true
 	})
 	if err != nil {
 		return fmt.Errorf("outbox: recording %d write(s) that stayed local: %w", sl.N, err)
@@ -70,12 +79,15 @@ func NoteStayedLocal(outboxPath string, sl StayedLocal) error {
 	return nil
 }
 
-// ClearStayedLocal drops the record of the outbox at outboxPath once a
-// join that read the local palace at readAt has sent what it lacked: only
-// if its last write came before, or a later one would be forgotten unsent.
-func ClearStayedLocal(outboxPath string, readAt time.Time) error {
-	err := withStayedLocal(outboxPath, false, func(old *StayedLocal) (*StayedLocal, bool) {
-		return nil, old != nil && old.Last.Before(readAt)
+// ClearStayedLocal drops the record of primary in the outbox at
+// outboxPath once a join to it that read the local palace at readAt has
+// sent what it lacked: only if its last write came before, or a later one
+// would be forgotten unsent. Another primary's record stays: the join
+// sent nothing there.
+func ClearStayedLocal(outboxPath, primary string, readAt time.Time) error {
+	err := withStayedLocal(outboxPath, false, func(recs []StayedLocal) ([]StayedLocal, bool) {
+		kept := slices.DeleteFunc(slices.Clone(recs), func(r StayedLocal) bool { return samePrimary(r.Primary, primary) && r.Last.Before(readAt) })
+		return kept, len(kept) < len(recs)
 	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // no record
@@ -83,23 +95,23 @@ func ClearStayedLocal(outboxPath string, readAt time.Time) error {
 	return err
 }
 
-// ReadStayedLocal reads the record of the outbox at outboxPath (nil:
-// none).
-func ReadStayedLocal(outboxPath string) (sl *StayedLocal, err error) {
-	err = withStayedLocal(outboxPath, false, func(old *StayedLocal) (*StayedLocal, bool) {
-		sl = old
+// ReadStayedLocal reads the records of the outbox at outboxPath, one for
+// each primary (none: nil).
+func ReadStayedLocal(outboxPath string) (recs []StayedLocal, err error) {
+	err = withStayedLocal(outboxPath, false, func(old []StayedLocal) ([]StayedLocal, bool) {
+		recs = old
 		return nil, false
 	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil // none
 	}
-	return sl, err
+	return recs, err
 }
 
-// withStayedLocal reads the record under an exclusive lock on its file and
+// withStayedLocal reads the records under an exclusive lock on their file and
 // has change say what to write in its place (write false: nothing); the
 // file is made (at its full length) only when reserve.
-func withStayedLocal(outboxPath string, reserve bool, change func(*StayedLocal) (*StayedLocal, bool)) error {
+func withStayedLocal(outboxPath string, reserve bool, change func([]StayedLocal) ([]StayedLocal, bool)) error {
 	path := stayedLocalPath(outboxPath)
 	flag := os.O_RDWR
 	if reserve {
@@ -124,20 +136,19 @@ func withStayedLocal(outboxPath string, reserve bool, change func(*StayedLocal) 
 		}
 		return writeStayedLocal(f, bytes.Clone(buf[:n]))
 	}
-	var old *StayedLocal
+	var old []StayedLocal
 	if data := bytes.TrimSpace(buf); len(data) > 0 {
-		old = new(StayedLocal)
-		if err := json.Unmarshal(data, old); err != nil {
+		if err := json.Unmarshal(data, &old); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	sl, write := change(old)
+	recs, write := change(old)
 	if !write {
 		return nil
 	}
 	var data []byte
-	if sl != nil {
-		if data, err = json.Marshal(sl); err != nil {
+	if len(recs) > 0 {
+		if data, err = json.Marshal(recs); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
@@ -172,4 +183,26 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// samePrimary says whether URLs a and b name one primary: the case of
+// their scheme and host, a default port and a trailing slash aside.
+func samePrimary(a, b string) bool {
+	return normalPrimary(a) == normalPrimary(b)
+}
+
+// normalPrimary is raw with its scheme and host in lower case, with no
+// default port, credentials, query or trailing slash (raw if no URL).
+func normalPrimary(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if p := u.Port(); (u.Scheme == "http" && p == "80") || (u.Scheme == "https" && p == "443") {
+		u.Host = strings.TrimSuffix(u.Host, ":"+p)
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	u.Path, u.RawPath = strings.TrimSuffix(u.Path, "/"), strings.TrimSuffix(u.RawPath, "/")
+	return u.String()
 }

@@ -1,9 +1,9 @@
 package outbox_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -11,48 +11,50 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
-// Two edge processes on one palace each add the writes they could not
-// record; a join clears the record only if it read the local palace
-// after the last of them, or a later one would be forgotten unsent.
+// Edge processes on one palace each add the writes they could not
+// record, to the record of the primary they were meant for; a join clears
+// its primary's record (named in any case, with or without its default
+// port or a trailing slash) only if it read the local palace after the
+// last of them, or a later one would be forgotten unsent, and never
+// another primary's (attack41 N2).
 func TestStayedLocalAddsUpAndAJoinClearsWhatItRead(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), outbox.FileName)
-	a, err := outbox.Open(path, "dev", "a")
+	s, err := outbox.Open(path, "dev", "a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
-	b, err := outbox.Open(path, "dev", "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	defer s.Close()
+	const p, other = "https://primary.example/mcp", "http://other.example:8080/mcp"
 	t0 := time.UnixMilli(1_700_000_000_000)
-	if err := outbox.NoteStayedLocal(path, outbox.StayedLocal{N: 3, Since: t0.Add(time.Minute), Last: t0.Add(2 * time.Minute)}); err != nil {
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			at := t0.Add(time.Duration(i) * time.Minute)
+			if err := outbox.NoteStayedLocal(path, outbox.StayedLocal{Primary: p, N: 1, Since: at, Last: at}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := outbox.NoteStayedLocal(path, outbox.StayedLocal{Primary: other, N: 2, Since: t0, Last: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.NoteStayedLocal(path, outbox.StayedLocal{N: 2, Since: t0, Last: t0.Add(time.Hour)}); err != nil {
+	recs, err := outbox.ReadStayedLocal(path)
+	if err != nil || len(recs) != 2 || recs[0].N != 20 || !recs[0].Since.Equal(t0) || !recs[0].Last.Equal(t0.Add(19*time.Minute)) || recs[1].N != 2 {
+		t.Fatalf("the records of both primaries: %+v, %v", recs, err)
+	}
+	if err := outbox.ClearStayedLocal(path, "HTTPS://Primary.example:443/mcp/", t0.Add(10*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	st, err := a.Stats(ctx)
-	if err != nil {
+	if recs, _ = outbox.ReadStayedLocal(path); len(recs) != 2 {
+		t.Fatalf("a join that read the palace before the last write cleared the record: %+v", recs)
+	}
+	if err := outbox.ClearStayedLocal(path, "HTTPS://Primary.example:443/mcp/", t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if sl := st.StayedLocal; sl == nil || sl.N != 5 || !sl.Since.Equal(t0) || !sl.Last.Equal(t0.Add(time.Hour)) {
-		t.Fatalf("the record of both: %+v", sl)
-	}
-	if err := outbox.ClearStayedLocal(path, t0.Add(30*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ = a.Stats(ctx); st.StayedLocal == nil {
-		t.Fatal("a join that read the palace before the last write cleared the record")
-	}
-	if err := outbox.ClearStayedLocal(path, t0.Add(2*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	if st, _ = a.Stats(ctx); st.StayedLocal != nil {
-		t.Fatalf("after a join that read everything: %+v", st.StayedLocal)
+	if recs, _ = outbox.ReadStayedLocal(path); len(recs) != 1 || recs[0].Primary != other {
+		t.Fatalf("after a join to %s that read everything: %+v", p, recs)
 	}
 }
 
@@ -89,7 +91,7 @@ func TestTheStayedLocalRecordNeedsNoNewBlocks(t *testing.T) {
 	if err != nil || !os.SameFile(before, after) || after.Size() != before.Size() {
 		t.Fatalf("the record was not written in place: %v, %v", after, err)
 	}
-	if sl, err := outbox.ReadStayedLocal(path); err != nil || sl == nil || sl.N != 1 {
+	if sl, err := outbox.ReadStayedLocal(path); err != nil || len(sl) != 1 || sl[0].N != 1 {
 		t.Fatalf("read back: %+v, %v", sl, err)
 	}
 }
