@@ -368,6 +368,7 @@ func (c *childConn) Close() error {
 			}
 		}
 		if !ended() && (c.cmd.Process.Signal(syscall.SIGTERM) != nil || !ended()) {
+			c.log.Warn("the local palace server did not exit at the end of its input nor at SIGTERM (stuck: on a full disk, say); killed", "pid", c.cmd.Process.Pid)
 			c.cmd.Process.Kill() // an error: exited already, or unkillable; the wait says which
 		}
 		exited := make(chan error, 1)

@@ -67,7 +67,8 @@ func dumpMain(argv []string) int {
 }
 
 // configureFromEnv sets the test controls a test passes the program in
-// FAKEPALACE_* variables: latency, holds, the answer cap, the trace.
+// FAKEPALACE_* variables: latency, holds, SIGTERM ignored, the answer
+// cap, the trace.
 func configureFromEnv(pl *Palace) {
 	for _, spec := range strings.Split(os.Getenv("FAKEPALACE_LATENCY_MS"), ",") {
 		if tool, ms, ok := strings.Cut(spec, "="); ok {
@@ -81,6 +82,9 @@ func configureFromEnv(pl *Palace) {
 		release := make(chan os.Signal, 1)
 		signal.Notify(release, syscall.SIGUSR1)
 		pl.SetHold(tool, signalled(release))
+	}
+	if os.Getenv("FAKEPALACE_IGNORE_SIGTERM") == "1" {
+		signal.Ignore(syscall.SIGTERM) // a server stuck in a call its SIGTERM handler cannot interrupt (MemPalace's chromadb on a full disk)
 	}
 	if n, err := strconv.Atoi(os.Getenv("FAKEPALACE_MAX_ANSWER")); err == nil {
 		SetMaxAnswer(pl, n)

@@ -71,6 +71,12 @@ func serveEdge(stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// A harness that is gone (stopped with its process group) leaves the
+	// edge's stdout, and often its stderr, a pipe nobody reads. Go ends a
+	// process writing there with SIGPIPE unless it is notified of it: the
+	// edge would die mid-stop, before it stops its local palace server.
+	// Notified, the write fails (EPIPE) and the stop goes on.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	in, out := io.NopCloser(stdin), nopWriteCloser{stdout}
 	if f, ok := stdin.(*os.File); ok {
 		in = f

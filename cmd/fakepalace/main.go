@@ -11,7 +11,8 @@
 // tests: FAKEPALACE_LATENCY_MS=tool=ms,..., FAKEPALACE_CRASH_ON=tool (exit
 // without answering), FAKEPALACE_GARBAGE_ON=tool (write a non-JSON line
 // first), FAKEPALACE_HOLD_ON=tool (every call of it waits until the
-// program gets SIGUSR1), FAKEPALACE_MAX_ANSWER=bytes (exit instead of
+// program gets SIGUSR1), FAKEPALACE_IGNORE_SIGTERM=1 (only SIGKILL ends
+// it, as a MemPalace stuck on a full disk), FAKEPALACE_MAX_ANSWER=bytes (exit instead of
 // writing a longer answer: the edge's 64 MiB cap, lowered). FAKEPALACE_TRACE=1 writes one stderr line per message received
 // (stdio and HTTP). It is never part of the devbox-config binary.
 package main
