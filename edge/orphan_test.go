@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -48,6 +49,29 @@ func TestStoppedEdgeWhoseHarnessIsGoneLeavesNoLocalPalace(t *testing.T) {
 	}
 	if !strings.Contains(p.stderr(t), "did not exit at the end of its input nor at SIGTERM") {
 		t.Errorf("the edge's log does not say it killed its stuck local palace server\nstderr:\n%s", p.stderr(t))
+	}
+}
+
+// An edge killed outright (SIGKILL, the OOM killer: no stop runs) takes
+// its local palace server with it also when that server is stuck deaf to
+// SIGTERM. Before, the parent-death signal was SIGTERM and the stuck
+// server lived on as an orphan holding the palace's writer lock.
+func TestKilledEdgeTakesItsStuckLocalPalaceWithIt(t *testing.T) {
+	testbed.Integration(t, "builds and runs the devbox-config binary")
+	if runtime.GOOS != "linux" {
+		t.Skip("a parent-death signal is Linux's (child_linux.go)")
+	}
+	p := startStuck(t)
+	local := p.localPalace(t)
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+	p.exited <- nil
+	for deadline := time.Now().Add(30 * time.Second); running(local); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) { // a hang bound, not a timing target: it goes at once
+			t.Fatalf("the local palace server (pid %d) still runs 30s after its edge was killed\nstderr:\n%s", local, p.stderr(t))
+		}
 	}
 }
 
