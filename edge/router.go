@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -104,16 +106,41 @@ func (e *Edge) local(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 }
 
 // localAnswer is the agent's answer from the local palace's: a JSON-RPC
-// error as it is, a server that could not answer as an error result.
+// error as it is (MemPalace's writer-lock refusal with what to do), a
+// server that could not answer as an error result.
 func localAnswer(res *mcp.CallToolResult, err error) (*mcp.CallToolResult, error) {
 	if err != nil {
 		if rpcErr := peerError(err); rpcErr != nil {
-			return nil, rpcErr
+			return nil, peerWriterFix(rpcErr)
 		}
 		return localDown(err), nil
 	}
 	return res, nil
 }
+
+// peerWriterFix adds what to do to MemPalace's refusal of a write while
+// another of its processes holds the palace's writer lock (an flock):
+// another session's edge on the same palace, or a mempalace-mcp left
+// running (by an older edge, or by hand). MemPalace names the holder in
+// its data's reason ("held by PID N (command)"). Any other error is
+// returned as it is.
+func peerWriterFix(e *jsonrpc.Error) *jsonrpc.Error {
+	if e.Code != -32001 || !strings.HasPrefix(e.Message, "Peer MCP writer active") {
+		return e
+	}
+	holder := "its PID is in this error's data.reason"
+	if m := heldByPID.FindStringSubmatch(gjson.GetBytes(e.Data, "reason").Str); m != nil {
+		holder = "PID " + m[1]
+	}
+	fixed := *e
+	fixed.Message += " (devbox-config edge: nothing was written. Another MemPalace process holds this palace's writer lock (" + holder +
+		"; `pgrep -af mempalace` lists them). Another session's edge on this palace holds it while that session runs; " +
+		"a mempalace-mcp no session uses is left over: stop it (kill PID, kill -9 PID if it is stuck), then ask again.)"
+	return &fixed
+}
+
+// heldByPID finds the holder's pid in MemPalace's peer-writer reason.
+var heldByPID = regexp.MustCompile(`held by PID (\d+)`)
 
 // localDown is the error result for a local palace that cannot answer.
 func localDown(err error) *mcp.CallToolResult {
