@@ -136,10 +136,23 @@ func (e *Edge) boundWrite(wctx context.Context, giveUp context.CancelCauseFunc) 
 		}
 		if conn := e.liveChild(); conn == nil || conn.longJob() == "" {
 			giveUp(errUnanswered)
+			if conn != nil {
+				e.restartStuck(conn, bound)
+			}
 			return
 		}
 		t.Reset(bound)
 	}
+}
+
+// restartStuck stops the local palace server that did not answer a write
+// within bound: one stuck so (chromadb on a full disk) answers no later
+// write either and holds the palace's writer lock. The supervisor starts
+// a fresh one, which answers, or refuses, the writes after it. Off the
+// write's answer; Serve waits for it.
+func (e *Edge) restartStuck(conn *childConn, bound time.Duration) {
+	e.log.Error("the local palace did not answer a write within the write bound: its server is restarted", "bound", bound)
+	e.side.Go(func() { conn.Close() }) // its error: the supervisor logs the restart
 }
 
 // unanswered answers a write given up at WriteBound (errUnanswered), nil

@@ -30,6 +30,16 @@ func TestAWriteTheLocalPalaceNeverAnswersIsGivenUpAtTheBound(t *testing.T) {
 	if err != nil || st.ByState[outbox.Queued]+st.ByState[outbox.Inflight] != 1 || st.ByState[outbox.Intent] != 0 {
 		t.Fatalf("the write given up is not queued for the primary: %v, %v", st.ByState, err)
 	}
+	// The stuck server is restarted: a fresh one answers what follows.
+	for deadline := time.Now().Add(10 * time.Second); h.edge.child.Spawns() < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the local palace that did not answer a write was not restarted (%d starts)", h.edge.child.Spawns())
+		}
+	}
+	h.send(toolCall("stats", "mempalace_kg_stats", map[string]any{}))
+	if a := h.await("stats", 20*time.Second); a["error"] != nil {
+		t.Fatalf("a read after the restart: %v", a)
+	}
 	h.releaseLocalHold()
 }
 
