@@ -611,3 +611,16 @@ func TestWatchedTypoSaysThePreviousConfigStays(t *testing.T) {
 		t.Errorf("the device's token after the refused change: %d %v", status, rpc)
 	}
 }
+
+// A diary write for another device's agent is refused naming the wing it
+// would write (data.wing; the audit line's too), not "" (a leftover of
+// attack36 N5).
+func TestAForeignDiaryRefusalNamesItsWing(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	_, rpc, _ := g.call(g.tokens["laptop-7f3a"], "diary_write", map[string]any{"agent_name": "pi", "entry": "x"})
+	data, _ := rpc["data"].(map[string]any)
+	if rpc["code"] != float64(CodeDenied) || data["wing"] != "wing_pi" {
+		t.Fatalf("a foreign agent's diary write: %v", rpc)
+	}
+}

@@ -81,7 +81,7 @@ func (in Info) AuthorizeWrite(t catalogue.Tool, args map[string]any, drawerWing 
 		return false, rule, ""
 	}
 	if t.Identity != "" && !in.ActsAs(str(t.Identity), true) {
-		return false, fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity)), ""
+		return false, fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity)), firstOf(t.WingsOf(args, drawerWing))
 	}
 	if dm, ok := args["diary"].(map[string]any); ok {
 		a, _ := dm["agent_name"].(string)
@@ -105,6 +105,14 @@ func (in Info) AuthorizeWrite(t catalogue.Tool, args map[string]any, drawerWing 
 		}
 	}
 	return true, "write:" + strings.Join(wings, ","), wings[0]
+}
+
+// firstOf is the first of wings ("": none).
+func firstOf(wings []string) string {
+	if len(wings) == 0 {
+		return ""
+	}
+	return wings[0]
 }
 
 // diaryAgentAt is the refusal of a diary's agent name with an "@" in it
