@@ -1,8 +1,8 @@
 package gateway
 
 import (
+	"github.com/joakimp/devbox-config/shellword"
 	"path/filepath"
-	"strings"
 )
 
 // DefaultConfigFile is where `devbox-config gateway` looks for its config
@@ -21,13 +21,5 @@ func Hint(path, sub string) string {
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
-	return "devbox-config gateway --config " + shellWord(path) + " " + sub
-}
-
-// shellWord quotes s for a POSIX shell when it needs it.
-func shellWord(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+,:@=") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return "devbox-config gateway --config " + shellword.Quote(path) + " " + sub
 }

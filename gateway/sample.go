@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/joakimp/devbox-config/shellword"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -130,7 +131,7 @@ func SampleConfig(path string) ([]byte, error) {
 		"DIR_UPSTREAM", quote("upstream.token"),
 		"DIR_AUDIT", quote(filepath.Join("audit", "audit.jsonl")),
 		"DIR_SIGNING", quote("audit-signing.key"),
-		"THIS_FILE", shellWord(abs),
+		"THIS_FILE", shellword.Quote(abs),
 	)
 	return []byte(r.Replace(sampleConfig)), nil
 }

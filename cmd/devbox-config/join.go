@@ -20,6 +20,7 @@ import (
 	"github.com/joakimp/devbox-config/doctor"
 	"github.com/joakimp/devbox-config/join"
 	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/shellword"
 )
 
 const joinHelp = `join replays the local palace into the primary at MEMPALACE_REMOTE_URL (bearer
@@ -199,7 +200,7 @@ func (jc *joinCmd) config() (join.Config, error) {
 		Timeout: s.Timeout, Version: version, Log: log, ChildStderr: io.Discard,
 	}
 	if jc.envFile != "" { // the commands the report prints find the join outbox as this run did
-		cfg.OutboxEnv = "MEMPALACE_REMOTE_URL=" + shellQuote(join.Target(s.URL)) + " MEMPALACE_PALACE_PATH=" + shellQuote(s.Palace) + " "
+		cfg.OutboxEnv = "MEMPALACE_REMOTE_URL=" + shellword.Quote(join.Target(s.URL)) + " MEMPALACE_PALACE_PATH=" + shellword.Quote(s.Palace) + " "
 	}
 	if s.LogLevel <= slog.LevelDebug { // the local server's own lines too
 		cfg.ChildStderr = jc.stderr
@@ -279,12 +280,4 @@ func printJoin(w io.Writer, r join.Report, verifyAll bool) {
 	if r.Checkpoint != "" {
 		fmt.Fprintf(w, "state     %s\n", r.Checkpoint)
 	}
-}
-
-// shellQuote is s as one POSIX shell word.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
