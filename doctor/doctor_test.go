@@ -1538,3 +1538,43 @@ func TestARunningJoinIsNotCalledInterrupted(t *testing.T) {
 		t.Fatalf("a stopped join: %+v", fs[0])
 	}
 }
+
+// rebuild-copy-outbox is an error only for an outbox in a rebuild's copy
+// that still holds writes to send or deletes it hides; a copy's outbox
+// with nothing pending, or one that is no SQLite file, is a note; an edge/
+// that is a link (to the live one, say) is none; the printed mv is quoted
+// (attack42 M3: all three were errors whose fix swapped outboxes).
+func TestRebuildCopyOutboxOnlyForWhatWaits(t *testing.T) {
+	b := newBox(t)
+	dir := filepath.Dir(b.palace)
+	copyOf := func(name string) string {
+		d := filepath.Join(dir, filepath.Base(b.palace)+".pre-rebuild-"+name, "edge")
+		must(t, os.MkdirAll(d, 0o700))
+		return d
+	}
+	done := copyOf("done")
+	s, err := outbox.Open(filepath.Join(done, outbox.FileName), "dev", "")
+	must(t, err)
+	must(t, s.Close())
+	write(t, filepath.Join(copyOf("junk"), outbox.FileName), "not sqlite\n", 0o600)
+	linked := filepath.Join(dir, filepath.Base(b.palace)+".pre-rebuild-link")
+	must(t, os.MkdirAll(linked, 0o700))
+	must(t, os.MkdirAll(filepath.Join(b.palace, "edge"), 0o700))
+	must(t, os.Symlink(filepath.Join(b.palace, "edge"), filepath.Join(linked, "edge")))
+	fs := CheckRebuildCopyOutbox(b.opts.withDefaults(), State{Palace: b.palace})
+	only(t, fs, "info:rebuild-copy-outbox", "info:rebuild-copy-outbox")
+
+	waiting := copyOf("x y$(id)")
+	s, err = outbox.Open(filepath.Join(waiting, outbox.FileName), "dev", "")
+	must(t, err)
+	_, err = s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"queued"}`), Wing: "w"})
+	must(t, err)
+	must(t, s.Close())
+	fs = CheckRebuildCopyOutbox(b.opts.withDefaults(), State{Palace: b.palace})
+	only(t, fs, "info:rebuild-copy-outbox", "info:rebuild-copy-outbox", "error:rebuild-copy-outbox")
+	for _, f := range fs {
+		if f.Severity == Error && !strings.Contains(f.Fix, "mv '"+waiting+"' ") {
+			t.Fatalf("the fix's mv, quoted: %s", f.Fix)
+		}
+	}
+}

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/palacefiles"
+	"github.com/joakimp/devbox-config/shellword"
 )
 
 // MemPalace 3.11's stub rule (backends/chroma.py,
@@ -85,9 +87,10 @@ func CheckVectorIndex(ctx context.Context, opts Options, st State) []Finding {
 // CheckRebuildCopyOutbox is rebuild-copy-outbox (§1.2): `mempalace repair
 // rebuild-index` (vector-index's fix) moves the old palace aside as
 // PALACE.pre-rebuild-<time>, the edge's edge/ directory with it, and
-// makes the palace anew without it: what that outbox still had to send,
-// the deletes it hid and a join's state are then nobody's, and deleting
-// the copy loses them (attack41 N3).
+// makes the palace anew without it: what that outbox still had to send
+// and the deletes it hid are then nobody's, and deleting the copy loses
+// them (attack41 N3). Only a regular outbox file (not through a link)
+// that holds such rows is an error; one that holds none, a note.
 func CheckRebuildCopyOutbox(opts Options, st State) []Finding {
 	if st.Palace == "" {
 		return nil
@@ -96,19 +99,53 @@ func CheckRebuildCopyOutbox(opts Options, st State) []Finding {
 	entries, _ := os.ReadDir(filepath.Dir(palace)) // unreadable: no copy seen, as none
 	var out []Finding
 	for _, e := range entries {
-		c := filepath.Join(filepath.Dir(palace), e.Name())
 		if !strings.HasPrefix(e.Name(), filepath.Base(palace)+".pre-rebuild-") {
 			continue
 		}
-		if _, err := os.Stat(OutboxPath(c)); err != nil {
-			continue
+		left := filepath.Join(filepath.Dir(palace), e.Name(), "edge")
+		if f, ok := leftOutbox(left, palace); ok {
+			out = append(out, f)
 		}
-		left := filepath.Join(c, "edge")
-		out = append(out, Finding{ID: IDRebuildCopyOutbox, Severity: Error, Section: "§1.2",
-			Message: fmt.Sprintf("%s holds an edge outbox that MemPalace's rebuild left in its copy of the old palace: what it had to send to the primary, the deletes it hides and a join's state are not in %s, so nothing sends them, and deleting the copy loses them", left, st.Palace),
-			Fix:     fmt.Sprintf("stop the harness sessions; if %[2]s/edge exists (a session ran since the rebuild), run `devbox-config edge flush` and move it aside; then `mv %[1]s %[2]s/edge` and run `devbox-config edge flush`", left, palace)})
 	}
 	return out
+}
+
+// leftOutbox is rebuild-copy-outbox for the edge/ directory left in a
+// rebuild's copy (ok false: none there, or one that is no outbox: a
+// link, not a regular file).
+func leftOutbox(left, palace string) (Finding, bool) {
+	di, err := os.Lstat(left)
+	fi, ferr := os.Lstat(filepath.Join(left, outbox.FileName))
+	if err != nil || !di.IsDir() || ferr != nil || !fi.Mode().IsRegular() {
+		return Finding{}, false
+	}
+	pending, err := leftRows(filepath.Join(left, outbox.FileName))
+	if err != nil || pending == 0 {
+		why := "nothing in it waits to be sent or hides a delete"
+		if err != nil {
+			why = "it cannot be read as an outbox (" + err.Error() + ")"
+		}
+		return Finding{ID: IDRebuildCopyOutbox, Severity: Info, Section: "§1.2",
+			Message: fmt.Sprintf("%s is an edge outbox left in MemPalace's copy of the old palace; %s", left, why),
+			Fix:     fmt.Sprintf("nothing to bring back: delete the copy once the palace takes writes (`rm -r %s`)", shellword.Quote(filepath.Dir(left)))}, true
+	}
+	return Finding{ID: IDRebuildCopyOutbox, Severity: Error, Section: "§1.2",
+		Message: fmt.Sprintf("%s holds an edge outbox that MemPalace's rebuild left in its copy of the old palace, with %d write(s) still to send or delete(s) it hides: they are not in %s, so nothing sends them, and deleting the copy loses them", left, pending, palace),
+		Fix: fmt.Sprintf("stop the harness sessions; if %[2]s exists (a session ran since the rebuild), run `devbox-config edge flush` until `devbox-config edge status` shows nothing queued, and only then move it aside; then `mv %[1]s %[2]s` and run `devbox-config edge flush`",
+			shellword.Quote(left), shellword.Quote(filepath.Join(palace, "edge")))}, true
+}
+
+// leftRows counts what an outbox left behind still holds for the fleet:
+// ops not done, and the deletes it hides (read-only).
+func leftRows(path string) (int, error) {
+	db, err := OpenReadOnly(path)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n int
+	err = db.QueryRow(`SELECT (SELECT COUNT(*) FROM ops WHERE state <> 'done') + (SELECT COUNT(*) FROM tombstones)`).Scan(&n)
+	return n, err
 }
 
 // stubCeiling is MemPalace's bound on a segment with no
