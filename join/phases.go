@@ -687,6 +687,8 @@ func (j *joining) notSent(ctx context.Context, op outbox.Op) string {
 	switch {
 	case op.MaybeApplied || failedAs(op) == outbox.Lost:
 		return "sent, but its answer was lost (" + errText(op.Error) + "): it may be on the primary already; the next join looks it up first and sends it only if it is not there"
+	case j.primary != nil && j.primary.State() == "unauthorized":
+		return "not tried: the primary refused the token" + again // an earlier run's error is not this run's
 	case len(op.Error) != 0:
 		return "not sent yet (" + op.State.String() + "): " + errText(op.Error) + again
 	}
@@ -694,14 +696,8 @@ func (j *joining) notSent(ctx context.Context, op outbox.Op) string {
 		return "not tried: it waits for op " + b.Short() + " on the same record" + again
 	}
 	why := "the join was stopped"
-	if j.primary != nil {
-		switch j.primary.State() { // the primary's own line says more
-		case "up":
-		case "unauthorized":
-			why = "the primary refused the token"
-		default:
-			why = "the primary was unreachable"
-		}
+	if j.primary != nil && j.primary.State() != "up" {
+		why = "the primary was unreachable" // the primary's own line says why
 	}
 	return "not tried: " + why + again
 }
