@@ -1578,3 +1578,15 @@ func TestRebuildCopyOutboxOnlyForWhatWaits(t *testing.T) {
 		}
 	}
 }
+
+// A join state without its time is "not dated", not 2562047h ago
+// (attack42 L5).
+func TestAnUndatedJoinStateIsNotCenturiesOld(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	must(t, os.MkdirAll(filepath.Join(palace, "edge"), 0o700))
+	write(t, filepath.Join(palace, "edge", "bootstrap.json"), `{"http://127.0.0.1:1/mcp": {"state": "in_progress", "outbox": "join-outbox-0123456789ab.sqlite"}}`, 0o600)
+	fs := UnfinishedJoins(palace, time.Now())
+	if len(fs) != 1 || !strings.Contains(fs[0].Message, "not dated") || strings.Contains(fs[0].Message, "h0m") {
+		t.Fatalf("%+v", fs)
+	}
+}

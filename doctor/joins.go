@@ -64,7 +64,7 @@ func UnfinishedJoins(palace string, now time.Time) []Finding {
 			continue
 		}
 		out = append(out, Finding{ID: IDJoinInterrupted, Severity: Warn, Section: "§4.4",
-			Message: fmt.Sprintf("a join to %s stopped before it finished (%s: in_progress, last updated %s ago): what it queued in %s reaches the primary only when join runs again", t, file, now.Sub(cp.UpdatedAt).Round(time.Second), filepath.Join(palace, "edge", cp.Outbox)),
+			Message: fmt.Sprintf("a join to %s stopped before it finished (%s: in_progress, %s): what it queued in %s reaches the primary only when join runs again", t, file, updatedAgo(cp.UpdatedAt, now), filepath.Join(palace, "edge", cp.Outbox)),
 			Fix:     fmt.Sprintf("with MEMPALACE_REMOTE_URL=%s, `devbox-config join --resume` sends what it queued and reads nothing new (`devbox-config join` finishes it and also sends what was written here since); if that primary is gone for good, `devbox-config join` to the one that replaced it sends everything, then delete %s and the %q entry of %s", t, filepath.Join(palace, "edge", cp.Outbox), t, file)})
 	}
 	return out
@@ -96,4 +96,13 @@ func joinRunning(palace string) string {
 		}
 	}
 	return holder
+}
+
+// updatedAgo says when a join's state was last written ("not dated" for a
+// state without its time).
+func updatedAgo(at, now time.Time) string {
+	if at.IsZero() {
+		return "not dated"
+	}
+	return "last updated " + now.Sub(at).Round(time.Second).String() + " ago"
 }
