@@ -72,8 +72,11 @@ func sweepLive(dir string) {
 	}
 }
 
-// lockFile holds an exclusive flock on f until it is closed (waiting for
-// another holder's).
-func lockFile(f *os.File) error {
+// lockFile holds a flock on f until it is closed (waiting for another
+// holder's): shared for a reader (a read-only f takes it), else exclusive.
+func lockFile(f *os.File, shared bool) error {
+	if shared {
+		return syscall.Flock(int(f.Fd()), syscall.LOCK_SH)
+	}
 	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -56,14 +57,14 @@ func stayedLocalPath(outboxPath string) string {
 // reserveStayedLocal makes the record file of the outbox at outboxPath at
 // its full length (kept as it is when it has it).
 func reserveStayedLocal(outboxPath string) error {
-	return withStayedLocal(outboxPath, true, func([]StayedLocal) ([]StayedLocal, bool) { return nil, false })
+	return withStayedLocal(outboxPath, reserve, func([]StayedLocal) ([]StayedLocal, bool) { return nil, false })
 }
 
 // NoteStayedLocal adds sl to the record of its primary in the outbox at
 // outboxPath, under the file's lock: every edge process on the palace
 // adds its own.
 func NoteStayedLocal(outboxPath string, sl StayedLocal) error {
-	err := withStayedLocal(outboxPath, false, func(recs []StayedLocal) ([]StayedLocal, bool) {
+	err := withStayedLocal(outboxPath, update, func(recs []StayedLocal) ([]StayedLocal, bool) {
 		i := slices.IndexFunc(recs, func(r StayedLocal) bool { return samePrimary(r.Primary, sl.Primary) })
 		if i < 0 {
 			return append(recs, sl), true
@@ -85,7 +86,7 @@ func NoteStayedLocal(outboxPath string, sl StayedLocal) error {
 // would be forgotten unsent. Another primary's record stays: the join
 // sent nothing there.
 func ClearStayedLocal(outboxPath, primary string, readAt time.Time) error {
-	err := withStayedLocal(outboxPath, false, func(recs []StayedLocal) ([]StayedLocal, bool) {
+	err := withStayedLocal(outboxPath, update, func(recs []StayedLocal) ([]StayedLocal, bool) {
 		kept := slices.DeleteFunc(slices.Clone(recs), func(r StayedLocal) bool { return samePrimary(r.Primary, primary) && r.Last.Before(readAt) })
 		return kept, len(kept) < len(recs)
 	})
@@ -96,9 +97,9 @@ func ClearStayedLocal(outboxPath, primary string, readAt time.Time) error {
 }
 
 // ReadStayedLocal reads the records of the outbox at outboxPath, one for
-// each primary (none: nil).
+// each primary (none: nil). It writes nothing: a read-only file is read.
 func ReadStayedLocal(outboxPath string) (recs []StayedLocal, err error) {
-	err = withStayedLocal(outboxPath, false, func(old []StayedLocal) ([]StayedLocal, bool) {
+	err = withStayedLocal(outboxPath, readOnly, func(old []StayedLocal) ([]StayedLocal, bool) {
 		recs = old
 		return nil, false
 	})
@@ -108,21 +109,24 @@ func ReadStayedLocal(outboxPath string) (recs []StayedLocal, err error) {
 	return recs, err
 }
 
-// withStayedLocal reads the records under an exclusive lock on their file and
-// has change say what to write in its place (write false: nothing); the
-// file is made (at its full length) only when reserve.
-func withStayedLocal(outboxPath string, reserve bool, change func([]StayedLocal) ([]StayedLocal, bool)) error {
+// How withStayedLocal opens the record file.
+const (
+	readOnly = iota // a shared lock, no write
+	update          // an exclusive lock; change's records written
+	reserve         // update, the file made (at its full length) if missing or short
+)
+
+// withStayedLocal reads the records under a lock on their file and has
+// change say what to write in its place (write false: nothing); how is
+// readOnly, update or reserve.
+func withStayedLocal(outboxPath string, how int, change func([]StayedLocal) ([]StayedLocal, bool)) error {
 	path := stayedLocalPath(outboxPath)
-	flag := os.O_RDWR
-	if reserve {
-		flag |= os.O_CREATE
-	}
-	f, err := os.OpenFile(path, flag, 0o600)
+	f, err := openStayedLocal(path, how)
 	if err != nil {
 		return err
 	}
 	defer f.Close() // its lock goes with it; a write's error is Sync's
-	if err := lockFile(f); err != nil {
+	if err := lockFile(f, how == readOnly); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	buf := make([]byte, stayedLocalSize)
@@ -131,7 +135,7 @@ func withStayedLocal(outboxPath string, reserve bool, change func([]StayedLocal)
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if n < stayedLocalSize {
-		if !reserve {
+		if how != reserve {
 			return fmt.Errorf("%s is %d bytes, not %d: an edge start makes it again once it is removed", path, n, stayedLocalSize)
 		}
 		return writeStayedLocal(f, bytes.Clone(buf[:n]))
@@ -154,6 +158,55 @@ func withStayedLocal(outboxPath string, reserve bool, change func([]StayedLocal)
 	}
 	return writeStayedLocal(f, data)
 }
+
+// openStayedLocal opens the record file at path as how says, never
+// through a link: a symlink there is refused (O_NOFOLLOW), and so is
+// anything but a regular file with no other name (a hard link), which
+// would be written over wherever it is (attack42 M1). A refused file is
+// left as it is: the error says why, for edge status and doctor.
+func openStayedLocal(path string, how int) (*os.File, error) {
+	flag := os.O_RDONLY
+	switch how {
+	case update:
+		flag = os.O_RDWR
+	case reserve:
+		flag = os.O_RDWR | os.O_CREATE
+	}
+	// O_NONBLOCK: a FIFO there cannot block the open.
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symlink: %w", path, errNotRecord)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := ownRecord(f); err != nil {
+		f.Close() // the refusal is the error to report
+		return nil, err
+	}
+	return f, nil
+}
+
+// ownRecord refuses an opened record file that is not a regular file with
+// no other name.
+func ownRecord(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file (%s): %w", f.Name(), fi.Mode().Type(), errNotRecord)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return fmt.Errorf("%s has %d names (a hard link): %w", f.Name(), st.Nlink, errNotRecord)
+	}
+	return nil
+}
+
+// errNotRecord is a record file that is no file of the edge's own (a
+// symlink, a hard link, a directory, a special file): nothing reads or
+// writes it.
+var errNotRecord = errors.New("the edge never reads or writes through it; remove it, and the next edge start makes it again")
 
 // writeStayedLocal writes data padded with spaces over the whole record
 // file, in place, and syncs it.

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -93,5 +94,53 @@ func TestTheStayedLocalRecordNeedsNoNewBlocks(t *testing.T) {
 	}
 	if sl, err := outbox.ReadStayedLocal(path); err != nil || len(sl) != 1 || sl[0].N != 1 {
 		t.Fatalf("read back: %+v, %v", sl, err)
+	}
+}
+
+// The record file is never opened through a link: a symlink planted at
+// its name (to a short file, or to none) or a hard link leaves its target
+// as it was, uncreated and unpadded, and every read or write of the
+// record is refused with the reason (attack42 M1).
+func TestTheStayedLocalRecordIsNeverWrittenThroughALink(t *testing.T) {
+	t.Parallel()
+	const victim = "line one of the victim\nsecret=keepme\n"
+	for _, kind := range []string{"symlink", "dangling symlink", "hard link"} {
+		t.Run(kind, func(t *testing.T) {
+			dir, elsewhere := t.TempDir(), t.TempDir()
+			target := filepath.Join(elsewhere, "victim.txt")
+			rec := filepath.Join(dir, outbox.StayedLocalFile)
+			if kind != "dangling symlink" {
+				if err := os.WriteFile(target, []byte(victim), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			link := os.Symlink
+			if kind == "hard link" {
+				link = os.Link
+			}
+			if err := link(target, rec); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, outbox.FileName)
+			s, err := outbox.Open(path, "dev", "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			t0 := time.UnixMilli(1_700_000_000_000)
+			noteErr := outbox.NoteStayedLocal(path, outbox.StayedLocal{Primary: "http://p.example/mcp", N: 1, Since: t0, Last: t0})
+			_, readErr := outbox.ReadStayedLocal(path)
+			got, err := os.ReadFile(target)
+			switch {
+			case kind == "dangling symlink" && err == nil:
+				t.Fatalf("the link's target was created (%d bytes)", len(got))
+			case kind != "dangling symlink" && string(got) != victim:
+				t.Fatalf("the link's target was written: %q (%v)", got, err)
+			case noteErr == nil || readErr == nil:
+				t.Fatalf("the record was used through the %s: note %v, read %v", kind, noteErr, readErr)
+			case !strings.Contains(readErr.Error(), "link") || !strings.Contains(readErr.Error(), "remove it"):
+				t.Fatalf("the refusal names neither the link nor the fix: %v", readErr)
+			}
+		})
 	}
 }
