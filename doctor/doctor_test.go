@@ -909,6 +909,30 @@ func TestOutbox(t *testing.T) {
 			t.Fatalf("%+v", fs[0])
 		}
 	})
+	// Attack42 M2: a broken record of writes that stayed local (not JSON,
+	// an object, a directory, a symlink) was outbox-dead, whose fix moves
+	// the healthy outbox aside; it is its own warning, with its own fix.
+	for kind, make := range map[string]func(string) error{
+		"not JSON":  func(p string) error { return os.WriteFile(p, []byte(strings.Repeat(" ", 4000)+"x"), 0o600) },
+		"an object": func(p string) error { return os.WriteFile(p, []byte(`{"a":1}`+strings.Repeat(" ", 4089)), 0o600) },
+		"directory": func(p string) error { return os.Mkdir(p, 0o700) },
+		"symlink":   func(p string) error { return os.Symlink(filepath.Join(filepath.Dir(p), "gone"), p) },
+	} {
+		t.Run("stayed-local record "+kind, func(t *testing.T) {
+			b := newBox(t)
+			s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+			must(t, err)
+			s.Close()
+			rec := filepath.Join(filepath.Dir(s.Path()), outbox.StayedLocalFile)
+			must(t, os.Remove(rec))
+			must(t, make(rec))
+			fs := b.run()
+			only(t, fs, "warn:stayed-local-record")
+			if !strings.Contains(fs[0].Message, rec) || !strings.Contains(fs[0].Fix, "remove it") || !strings.Contains(fs[0].Fix, "join --dry-run") {
+				t.Fatalf("%+v", fs[0])
+			}
+		})
+	}
 	// Attack13 06: an outbox that is not a database. The fix sent the
 	// operator to `edge outbox list`, which fails on the same file; it
 	// must work without reading the file: move the file and its -wal and

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // outboxState is what doctor read from the edge's outbox.
@@ -98,6 +99,11 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 	for _, sl := range ob.stats.StayedLocal {
 		out = append(out, stayedLocal(ob.path, sl))
 	}
+	if e := ob.stats.StayedLocalErr; e != "" {
+		out = append(out, Finding{ID: IDStayedLocalRecord, Severity: Warn, Section: "§4.3",
+			Message: "the record of writes that stayed in the local palace only (a full disk) cannot be read, so none is reported: " + mailbox.Printable(opts.mask(e)),
+			Fix:     StayedLocalRecordFix})
+	}
 	if ob.stats.OldestQueued != nil {
 		age := opts.Now().Sub(*ob.stats.OldestQueued)
 		if age > opts.BacklogAge {
@@ -131,6 +137,10 @@ func stayedLocal(path string, sl outbox.StayedLocal) Finding {
 		Message: fmt.Sprintf("%d write(s) stayed in the local palace only: the outbox %s could not record them (a full disk?) since %s, so no op sends them to the primary %s", sl.N, path, sl.Since.Local().Format(time.RFC3339), sl.Primary),
 		Fix:     fmt.Sprintf("free space on the outbox's disk if it is full, then `devbox-config join` to %s: it compares this palace with the primary by content and sends what the primary lacks", sl.Primary)}
 }
+
+// StayedLocalRecordFix is the fix for an unreadable
+// <palace>/edge/stayed-local.json, for doctor and `edge status`.
+const StayedLocalRecordFix = "remove it (only the count of such writes is lost: `devbox-config join --dry-run` shows what the primary lacks, and `devbox-config join` sends it); the next edge start makes it again"
 
 // unusableOutboxFix is the fix for an outbox nothing can open: no
 // devbox-config command reads it, so it is moved aside whole (its -wal

@@ -525,3 +525,40 @@ func TestEdgeStatusAndDoctorNameAnInterruptedJoin(t *testing.T) {
 		}
 	}
 }
+
+// Attack42 M2: a broken record of writes that stayed local (not JSON, a
+// directory, a symlink) made edge status print nothing but an error and
+// edge flush fail after sending; both now show the outbox and name the
+// record with its fix.
+func TestABrokenStayedLocalRecordLeavesStatusAndFlushWorking(t *testing.T) {
+	for _, kind := range []string{"garbage", "directory", "symlink"} {
+		t.Run(kind, func(t *testing.T) {
+			s := edgeOutbox(t)
+			s.Close()
+			rec := filepath.Join(filepath.Dir(s.Path()), outbox.StayedLocalFile)
+			if err := os.Remove(rec); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			switch kind {
+			case "garbage":
+				err = os.WriteFile(rec, []byte("garbage\n"), 0o600)
+			case "directory":
+				err = os.Mkdir(rec, 0o700)
+			case "symlink":
+				err = os.Symlink(filepath.Join(t.TempDir(), "elsewhere"), rec)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cmd := range [][]string{{"edge", "status"}, {"edge", "flush"}} {
+				out := runOK(t, cmd...)
+				for _, want := range []string{"queued 0", "LOCAL ONLY the record of writes that stayed local cannot be read: " + rec, "join --dry-run"} {
+					if !strings.Contains(out, want) {
+						t.Errorf("%v lacks %q:\n%s", cmd, want, out)
+					}
+				}
+			}
+		})
+	}
+}

@@ -83,6 +83,7 @@ func (fc *edgeFlushCmd) run() error {
 	by := st.ByState
 	fmt.Fprintf(fc.stdout, "sent %d; left: queued %d, inflight %d, dead %d, in doubt %d, held %d\n", sent, by[outbox.Queued], by[outbox.Inflight], by[outbox.Dead], by[outbox.InDoubt], by[outbox.Held])
 	printSentInPart(fc.stdout, before, st.LeftOut)
+	printStayedLocalErr(fc.stdout, st)
 	left := st.Waiting()
 	if left == 0 && drainErr == nil {
 		return nil

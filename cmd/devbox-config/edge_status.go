@@ -17,6 +17,7 @@ import (
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 const edgeStatusHelp = `status prints one line per fact, each starting with its label:
@@ -40,7 +41,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
               its answer queues them; left by a stopped or killed edge,
               the next edge start or devbox-config edge flush sends them
   LOCAL ONLY  writes the local palace took that the outbox could not record
-              (its disk full): only devbox-config join sends them
+              (its disk full): only devbox-config join sends them; or that
+              its record, edge/stayed-local.json, cannot be read (the fix)
   WAITING     updates of drawers a delete_by_source may remove, held
               until the local palace answers that delete
   JOIN        a join that stopped before it finished: what it queued
@@ -166,8 +168,17 @@ func (v edgeStatus) print(w io.Writer) {
 	for _, sl := range st.StayedLocal {
 		fmt.Fprintf(w, "LOCAL ONLY %s\n", sl)
 	}
+	printStayedLocalErr(w, st)
 	printJoins(w, v.joins)
 	v.printTombstones(w)
+}
+
+// printStayedLocalErr says the record of writes that stayed local could
+// not be read, with the fix (nothing when it was).
+func printStayedLocalErr(w io.Writer, st outbox.Stats) {
+	if e := st.StayedLocalErr; e != "" {
+		fmt.Fprintf(w, "LOCAL ONLY the record of writes that stayed local cannot be read: %s (fix: %s)\n", mailbox.Printable(e), doctor.StayedLocalRecordFix)
+	}
 }
 
 // deadBehind counts, for each dead op, the later ops on its objects it

@@ -621,8 +621,11 @@ type Stats struct {
 	// could not put here (stayedlocal.go, its own file), one record for
 	// each primary they were meant for.
 	StayedLocal []StayedLocal `json:"stayed_local,omitempty"`
-	FlushOwner  string        `json:"flush_owner,omitempty"`
-	Identity    string        `json:"identity"`
+	// StayedLocalErr says why that file could not be read ("": it was,
+	// or there is none): the rest is read all the same (attack42 M2).
+	StayedLocalErr string `json:"stayed_local_error,omitempty"`
+	FlushOwner     string `json:"flush_owner,omitempty"`
+	Identity       string `json:"identity"`
 }
 
 // Waiting is how many ops are not done.
@@ -636,7 +639,8 @@ func (st Stats) Waiting() int {
 	return n
 }
 
-// Stats reads the queue's state; any read that fails is the error.
+// Stats reads the queue's state; any read that fails is the error, but
+// for the record of writes that stayed local (StayedLocalErr).
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st := Stats{ByState: map[State]int{Queued: 0, Inflight: 0, Done: 0, Dead: 0, InDoubt: 0, Held: 0, Intent: 0}, Identity: s.identity}
 	type count struct {
@@ -683,7 +687,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		return st, err
 	}
 	if st.StayedLocal, err = ReadStayedLocal(s.path); err != nil {
-		return st, err
+		st.StayedLocalErr = err.Error() // its own finding: the outbox is fine
 	}
 	return st, s.lists(ctx, &st)
 }

@@ -194,8 +194,11 @@ func ownRecord(f *os.File) error {
 	if err != nil {
 		return err
 	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s is a directory: %w", f.Name(), errNotRecord)
+	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file (%s): %w", f.Name(), fi.Mode().Type(), errNotRecord)
+		return fmt.Errorf("%s is not a regular file: %w", f.Name(), errNotRecord)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
 		return fmt.Errorf("%s has %d names (a hard link): %w", f.Name(), st.Nlink, errNotRecord)
@@ -206,7 +209,7 @@ func ownRecord(f *os.File) error {
 // errNotRecord is a record file that is no file of the edge's own (a
 // symlink, a hard link, a directory, a special file): nothing reads or
 // writes it.
-var errNotRecord = errors.New("the edge never reads or writes through it; remove it, and the next edge start makes it again")
+var errNotRecord = errors.New("the edge never reads or writes through it")
 
 // writeStayedLocal writes data padded with spaces over the whole record
 // file, in place, and syncs it.
