@@ -133,9 +133,10 @@ func unreadableOutbox(opts Options, ob outboxState) Finding {
 // stayedLocal is outbox-stayed-local: writes the outbox could not record
 // (outbox.StayedLocal), which no op sends.
 func stayedLocal(path string, sl outbox.StayedLocal) Finding {
+	primary := mailbox.Printable(sl.Primary) // read from a file in the palace
 	return Finding{ID: IDOutboxStayedLocal, Severity: Warn, Section: "§4.3",
-		Message: fmt.Sprintf("%d write(s) stayed in the local palace only: the outbox %s could not record them (a full disk?) since %s, so no op sends them to the primary %s", sl.N, path, sl.Since.Local().Format(time.RFC3339), sl.Primary),
-		Fix:     fmt.Sprintf("free space on the outbox's disk if it is full, then `devbox-config join` to %s: it compares this palace with the primary by content and sends what the primary lacks", sl.Primary)}
+		Message: fmt.Sprintf("%d write(s) stayed in the local palace only: the outbox %s could not record them (a full disk?) since %s, so no op sends them to the primary %s", sl.N, path, sl.Since.Local().Format(time.RFC3339), primary),
+		Fix:     fmt.Sprintf("free space on the outbox's disk if it is full, then `devbox-config join` to %s: it compares this palace with the primary by content and sends what the primary lacks", primary)}
 }
 
 // StayedLocalRecordFix is the fix for an unreadable

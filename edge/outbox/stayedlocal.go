@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // StayedLocal counts the writes the local palace took that an edge could
@@ -30,9 +32,11 @@ type StayedLocal struct {
 	Last    time.Time `json:"last"`  // the latest of them
 }
 
-// String says it for `edge status` and doctor, with the fix.
+// String says it for `edge status` and the session's instructions, with
+// the fix; the primary as read from the file, made printable
+// (mailbox.Printable): whoever can write the palace wrote it.
 func (sl StayedLocal) String() string {
-	return fmt.Sprintf("%d write(s) stayed in the local palace only while the outbox could not record them (since %s): no op sends them to the primary %s; run `devbox-config join` to it (it sends what the primary lacks), once the outbox's disk has space", sl.N, sl.Since.Local().Format(time.RFC3339), sl.Primary)
+	return fmt.Sprintf("%d write(s) stayed in the local palace only while the outbox could not record them (since %s): no op sends them to the primary %s; run `devbox-config join` to it (it sends what the primary lacks), once the outbox's disk has space", sl.N, sl.Since.Local().Format(time.RFC3339), mailbox.Printable(sl.Primary))
 }
 
 // StayedLocalFile is the records of StayedLocal, beside the outbox: a
@@ -146,6 +150,8 @@ func withStayedLocal(outboxPath string, how int, change func([]StayedLocal) ([]S
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
+	// None an edge writes; shown, they would tell of nothing (attack42 L1).
+	old = slices.DeleteFunc(old, func(r StayedLocal) bool { return r.N <= 0 || r.Primary == "" })
 	recs, write := change(old)
 	if !write {
 		return nil
