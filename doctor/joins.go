@@ -87,15 +87,21 @@ func joinRunning(palace string) string {
 	if !errors.Is(err, outbox.ErrLocked) {
 		return "" // no lock to be had: a running join cannot be told from a stopped one
 	}
-	holder := "pid unknown"
-	if b, err := os.ReadFile(file); err == nil && strings.TrimSpace(string(b)) != "" {
-		pid, to, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
-		holder = "pid " + pid
-		if to != "" {
-			holder += " to " + to
-		}
+	return JoinLockHolder(file)
+}
+
+// JoinLockHolder is what a held join lock's file says of its holder:
+// "pid N to URL" as join writes it, "pid unknown" when it says nothing.
+func JoinLockHolder(file string) string {
+	b, err := os.ReadFile(file)
+	if err != nil || strings.TrimSpace(string(b)) == "" {
+		return "pid unknown"
 	}
-	return holder
+	pid, to, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	if to == "" {
+		return "pid " + pid
+	}
+	return "pid " + pid + " to " + to
 }
 
 // updatedAgo says when a join's state was last written ("not dated" for a

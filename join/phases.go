@@ -188,15 +188,7 @@ func (j *joining) hold() error {
 	f, err := outbox.HoldLock(file)
 	switch {
 	case errors.Is(err, outbox.ErrLocked):
-		holder := "pid unknown"
-		if b, err := os.ReadFile(file); err == nil && strings.TrimSpace(string(b)) != "" {
-			pid, to, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
-			holder = "pid " + pid
-			if to != "" {
-				holder += " to " + to
-			}
-		}
-		return usage("another join of this palace runs (%s, holding %s): it sends what this one would; let it finish (or stop it), then run devbox-config join again to see what is on the primary", holder, file)
+		return usage("another join of this palace runs (%s, holding %s): it sends what this one would; let it finish (or stop it), then run devbox-config join again to see what is on the primary", doctor.JoinLockHolder(file), file)
 	case errors.As(err, new(*fs.PathError)):
 		return usage("the join lock cannot be taken (it keeps a second join of this palace from sending everything again): %w", err)
 	case err != nil:
