@@ -1600,7 +1600,9 @@ func TestRebuildCopyOutboxOnlyForWhatWaits(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(b.palace, "edge"), 0o700))
 	must(t, os.Symlink(filepath.Join(b.palace, "edge"), filepath.Join(linked, "edge")))
 	fs := CheckRebuildCopyOutbox(b.opts.withDefaults(), State{Palace: b.palace})
-	only(t, fs, "info:rebuild-copy-outbox", "info:rebuild-copy-outbox")
+	// The junk one cannot be read: not known to hold nothing, so not
+	// "delete it" (attack43 N2: a locked one read as nothing to bring back).
+	only(t, fs, "info:rebuild-copy-outbox", "warn:rebuild-copy-outbox")
 
 	waiting := copyOf("x y$(id)")
 	s, err = outbox.Open(filepath.Join(waiting, outbox.FileName), "dev", "")
@@ -1609,10 +1611,13 @@ func TestRebuildCopyOutboxOnlyForWhatWaits(t *testing.T) {
 	must(t, err)
 	must(t, s.Close())
 	fs = CheckRebuildCopyOutbox(b.opts.withDefaults(), State{Palace: b.palace})
-	only(t, fs, "info:rebuild-copy-outbox", "info:rebuild-copy-outbox", "error:rebuild-copy-outbox")
+	only(t, fs, "info:rebuild-copy-outbox", "warn:rebuild-copy-outbox", "error:rebuild-copy-outbox")
 	for _, f := range fs {
 		if f.Severity == Error && !strings.Contains(f.Fix, "mv '"+waiting+"' ") {
 			t.Fatalf("the fix's mv, quoted: %s", f.Fix)
+		}
+		if f.Severity == Warn && (strings.Contains(f.Fix, "rm ") || !strings.Contains(f.Fix, "keep the copy")) {
+			t.Fatalf("an outbox that cannot be read is to be kept: %s", f.Fix)
 		}
 	}
 }
@@ -1626,5 +1631,20 @@ func TestAnUndatedJoinStateIsNotCenturiesOld(t *testing.T) {
 	fs := UnfinishedJoins(palace, time.Now())
 	if len(fs) != 1 || !strings.Contains(fs[0].Message, "not dated") || strings.Contains(fs[0].Message, "h0m") {
 		t.Fatalf("%+v", fs)
+	}
+}
+
+// A bootstrap.json that does not parse (a bad time, cut short) does not
+// hide a join that may have stopped half-way: a warning with the fix
+// (attack43 N1: the JOIN line and the warning were gone).
+func TestAnUnreadableJoinStateIsSaid(t *testing.T) {
+	for _, body := range []string{`{"http://127.0.0.1:1/mcp": {"state": "in_progress", "updated_at": "garbage"}}`, `{"http://127.0.0.1:1/mcp": {"sta`} {
+		palace := filepath.Join(t.TempDir(), "palace")
+		must(t, os.MkdirAll(filepath.Join(palace, "edge"), 0o700))
+		write(t, filepath.Join(palace, "edge", "bootstrap.json"), body, 0o600)
+		fs := UnfinishedJoins(palace, time.Now())
+		if len(fs) != 1 || fs[0].Severity != Warn || fs[0].Fix == "" {
+			t.Fatalf("%s: %+v", body, fs)
+		}
 	}
 }

@@ -17,9 +17,9 @@ import (
 // join's record of each primary it joined (join.TargetState; join imports
 // doctor, so doctor reads the fields it needs itself).
 type joinCheckpoint struct {
-	State     string    `json:"state"`
-	Outbox    string    `json:"outbox"`
-	UpdatedAt time.Time `json:"updated_at"`
+	State     string `json:"state"`
+	Outbox    string `json:"outbox"`
+	UpdatedAt string `json:"updated_at"` // read as text: a bad time does not hide the rest
 }
 
 // CheckJoins is join-interrupted (§4.4): a join that stopped before it
@@ -38,12 +38,19 @@ func CheckJoins(opts Options, st State) []Finding {
 func UnfinishedJoins(palace string, now time.Time) []Finding {
 	file := filepath.Join(palace, "edge", "bootstrap.json")
 	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil // no join yet (or join says why when it runs)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // no join yet
 	}
 	var m map[string]joinCheckpoint
-	if json.Unmarshal(b, &m) != nil {
-		return nil // join reports an unreadable file, with its fix, when it runs
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		// A join may have stopped half-way with records queued: that is
+		// not to be hidden because its state cannot be read.
+		return []Finding{{ID: IDJoinInterrupted, Severity: Warn, Section: "§4.4",
+			Message: fmt.Sprintf("%s, join's record of each primary it joined, cannot be read (%v): whether a join stopped half-way, with records queued in a join outbox in %s, is not known", file, err, filepath.Dir(file)),
+			Fix:     "with MEMPALACE_REMOTE_URL set to the primary, run `devbox-config join`: it keeps the file's bytes in bootstrap.json.unreadable, writes a new one, and sends what the primary lacks, a stopped join's queued records included"}}
 	}
 	targets := make([]string, 0, len(m))
 	for t := range m {
@@ -106,9 +113,13 @@ func JoinLockHolder(file string) string {
 
 // updatedAgo says when a join's state was last written ("not dated" for a
 // state without its time).
-func updatedAgo(at, now time.Time) string {
-	if at.IsZero() {
+func updatedAgo(updated string, now time.Time) string {
+	at, err := time.Parse(time.RFC3339Nano, updated)
+	switch {
+	case updated == "" || err != nil || at.IsZero():
 		return "not dated"
+	case at.After(now):
+		return "last updated " + at.UTC().Format(time.RFC3339) + ", ahead of this clock"
 	}
 	return "last updated " + now.Sub(at).Round(time.Second).String() + " ago"
 }

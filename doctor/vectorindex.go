@@ -120,13 +120,16 @@ func leftOutbox(left, palace string) (Finding, bool) {
 		return Finding{}, false
 	}
 	pending, err := leftRows(filepath.Join(left, outbox.FileName))
-	if err != nil || pending == 0 {
-		why := "nothing in it waits to be sent or hides a delete"
-		if err != nil {
-			why = "it cannot be read as an outbox (" + err.Error() + ")"
-		}
+	switch {
+	case err != nil:
+		// Locked by a process using it, or no outbox at all: what it
+		// holds is not known, so nothing says the copy may go.
+		return Finding{ID: IDRebuildCopyOutbox, Severity: Warn, Section: "§1.2",
+			Message: fmt.Sprintf("%s is an edge outbox left in MemPalace's copy of the old palace, and it cannot be read now (%v): whether writes there still wait to be sent is not known", left, err),
+			Fix:     "keep the copy; run doctor again when nothing uses it (stop any edge or sqlite3 shell on it)"}, true
+	case pending == 0:
 		return Finding{ID: IDRebuildCopyOutbox, Severity: Info, Section: "§1.2",
-			Message: fmt.Sprintf("%s is an edge outbox left in MemPalace's copy of the old palace; %s", left, why),
+			Message: fmt.Sprintf("%s is an edge outbox left in MemPalace's copy of the old palace; nothing in it waits to be sent or hides a delete", left),
 			Fix:     fmt.Sprintf("nothing to bring back: delete the copy once the palace takes writes (`rm -r %s`)", shellword.Quote(filepath.Dir(left)))}, true
 	}
 	return Finding{ID: IDRebuildCopyOutbox, Severity: Error, Section: "§1.2",
