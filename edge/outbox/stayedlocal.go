@@ -178,7 +178,15 @@ func openStayedLocal(path string, how int) (*os.File, error) {
 	case reserve:
 		flag = os.O_RDWR | os.O_CREATE
 	}
-	// O_NONBLOCK: a FIFO there cannot block the open.
+	// Looked at before it is opened, so a FIFO or a device there is not
+	// even opened (a FIFO's reader would see its end); checked again once
+	// open, against a swap in between. O_NONBLOCK: a FIFO swapped in
+	// cannot block the open.
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return nil, fmt.Errorf("%s is a symlink: %w", path, errNotRecord)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s): %w", path, fi.Mode().Type(), errNotRecord)
+	}
 	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, fmt.Errorf("%s is a symlink: %w", path, errNotRecord)
