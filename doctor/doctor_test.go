@@ -1599,6 +1599,12 @@ func TestRebuildCopyOutboxOnlyForWhatWaits(t *testing.T) {
 	must(t, os.MkdirAll(linked, 0o700))
 	must(t, os.MkdirAll(filepath.Join(b.palace, "edge"), 0o700))
 	must(t, os.Symlink(filepath.Join(b.palace, "edge"), filepath.Join(linked, "edge")))
+	must(t, os.Symlink(b.palace, filepath.Join(dir, filepath.Base(b.palace)+".pre-rebuild-whole-link"))) // attack43 N4
+	live, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+	must(t, err)
+	_, err = live.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"live"}`), Wing: "w"})
+	must(t, err)
+	must(t, live.Close())
 	fs := CheckRebuildCopyOutbox(b.opts.withDefaults(), State{Palace: b.palace})
 	// The junk one cannot be read: not known to hold nothing, so not
 	// "delete it" (attack43 N2: a locked one read as nothing to bring back).

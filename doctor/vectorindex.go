@@ -99,8 +99,8 @@ func CheckRebuildCopyOutbox(opts Options, st State) []Finding {
 	entries, _ := os.ReadDir(filepath.Dir(palace)) // unreadable: no copy seen, as none
 	var out []Finding
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), filepath.Base(palace)+".pre-rebuild-") {
-			continue
+		if !strings.HasPrefix(e.Name(), filepath.Base(palace)+".pre-rebuild-") || e.Type()&os.ModeSymlink != 0 {
+			continue // a link is no copy the rebuild made (one to the live palace, say)
 		}
 		left := filepath.Join(filepath.Dir(palace), e.Name(), "edge")
 		if f, ok := leftOutbox(left, palace); ok {
