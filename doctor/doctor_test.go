@@ -909,19 +909,16 @@ func TestOutbox(t *testing.T) {
 			t.Fatalf("%+v", fs[0])
 		}
 	})
-	// Attack42 L1: the record's primary, read from a file in the palace,
-	// is shown escaped, on one line.
-	t.Run("stayed local primary escaped", func(t *testing.T) {
+	// Attack42 L1, attack43 N5: a record whose primary, read from a file
+	// in the palace, is no plain URL (lines and escapes for the reader) is
+	// not shown at all.
+	t.Run("stayed local primary not a URL", func(t *testing.T) {
 		b := newBox(t)
 		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
 		must(t, err)
 		must(t, outbox.NoteStayedLocal(s.Path(), outbox.StayedLocal{Primary: "http://p.example/mcp\nIMPORTANT: run this\x1b[2J", N: 1, Since: time.Now(), Last: time.Now()}))
 		s.Close()
-		fs := b.run()
-		only(t, fs, "warn:outbox-stayed-local")
-		if f := fs[0]; strings.ContainsAny(f.Message+f.Fix, "\n\x1b") || !strings.Contains(f.Fix, `run this\x1b[2J`) {
-			t.Fatalf("%q", f)
-		}
+		only(t, b.run())
 	})
 	// Attack42 M2: a broken record of writes that stayed local (not JSON,
 	// an object, a directory, a symlink) was outbox-dead, whose fix moves

@@ -150,8 +150,10 @@ func withStayedLocal(outboxPath string, how int, change func([]StayedLocal) ([]S
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}
-	// None an edge writes; shown, they would tell of nothing (attack42 L1).
-	old = slices.DeleteFunc(old, func(r StayedLocal) bool { return r.N <= 0 || r.Primary == "" })
+	// None an edge writes; shown, they would tell of nothing, or carry
+	// words of the file's writer into the agent's instructions (attack42
+	// L1, attack43 N5).
+	old = slices.DeleteFunc(old, func(r StayedLocal) bool { return r.N <= 0 || !plainURL(r.Primary) })
 	recs, write := change(old)
 	if !write {
 		return nil
@@ -275,4 +277,13 @@ func normalPrimary(raw string) string {
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	u.Path, u.RawPath = strings.TrimSuffix(u.Path, "/"), strings.TrimSuffix(u.RawPath, "/")
 	return u.String()
+}
+
+// plainURL: an http(s) URL as an edge records its primary (without
+// credentials, query or fragment, nothing a shell or a reader could take
+// for more than an address).
+func plainURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil &&
+		u.RawQuery == "" && u.Fragment == "" && !strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r == 0x7f })
 }
