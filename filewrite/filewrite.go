@@ -248,6 +248,36 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 	return data, nil
 }
 
+// OpenRegular opens path with flag (perm for a file O_CREATE makes), never
+// through a symlink and only as a regular file: anything else is refused
+// with a *NotRegularError (Kind "symlink" for a link), looked at before it
+// is opened, so a FIFO or a device is not even opened, and checked again
+// once open, against a swap in between (O_NOFOLLOW, and O_NONBLOCK: a FIFO
+// swapped in cannot block the open).
+func OpenRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if err := regular(path, path, fi); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, &NotRegularError{Path: path, Kind: "symlink"}
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = regular(path, path, fi)
+	}
+	if err != nil {
+		f.Close() // the refusal is the error to report
+		return nil, err
+	}
+	return f, nil
+}
+
 // Narrow narrows the mode of the existing file at path to perm in place,
 // as Write with Owned narrows a file it replaces (never widened; a symlink
 // or other special file is refused with a *NotRegularError, without
@@ -265,16 +295,12 @@ func Narrow(path string, perm os.FileMode) error {
 	if err := regular(path, path, fi); err != nil || fi.Mode().Perm()&^perm == 0 {
 		return err
 	}
-	// O_NOFOLLOW: a link swapped in since the Lstat is refused, not followed.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, err := OpenRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	if fi, err = f.Stat(); err != nil {
-		return err
-	}
-	if err := regular(path, path, fi); err != nil {
 		return err
 	}
 	if err := f.Chmod(fi.Mode().Perm() & perm); err != nil {

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
@@ -168,10 +169,11 @@ func withStayedLocal(outboxPath string, how int, change func([]StayedLocal) ([]S
 }
 
 // openStayedLocal opens the record file at path as how says, never
-// through a link: a symlink there is refused (O_NOFOLLOW), and so is
-// anything but a regular file with no other name (a hard link), which
-// would be written over wherever it is (attack42 M1). A refused file is
-// left as it is: the error says why, for edge status and doctor.
+// through a link: a symlink there is refused, and so is anything but a
+// regular file (filewrite.OpenRegular) or one with another name (a hard
+// link), which would be written over wherever it is (attack42 M1,
+// attack43 N3). A refused file is left as it is: the error says why, for
+// edge status and doctor.
 func openStayedLocal(path string, how int) (*os.File, error) {
 	flag := os.O_RDONLY
 	switch how {
@@ -180,46 +182,20 @@ func openStayedLocal(path string, how int) (*os.File, error) {
 	case reserve:
 		flag = os.O_RDWR | os.O_CREATE
 	}
-	// Looked at before it is opened, so a FIFO or a device there is not
-	// even opened (a FIFO's reader would see its end); checked again once
-	// open, against a swap in between. O_NONBLOCK: a FIFO swapped in
-	// cannot block the open.
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		return nil, fmt.Errorf("%s is a symlink: %w", path, errNotRecord)
-	} else if err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s): %w", path, fi.Mode().Type(), errNotRecord)
-	}
-	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
-	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("%s is a symlink: %w", path, errNotRecord)
+	f, err := filewrite.OpenRegular(path, flag, 0o600)
+	if nr := (*filewrite.NotRegularError)(nil); errors.As(err, &nr) {
+		return nil, fmt.Errorf("%w: %w", err, errNotRecord)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := ownRecord(f); err != nil {
-		f.Close() // the refusal is the error to report
-		return nil, err
+	if fi, err := f.Stat(); err == nil { // OpenRegular statted it just now: an error here leaves the link count unknown, as without Stat_t
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+			f.Close() // the refusal is the error to report
+			return nil, fmt.Errorf("%s has %d names (a hard link): %w", path, st.Nlink, errNotRecord)
+		}
 	}
 	return f, nil
-}
-
-// ownRecord refuses an opened record file that is not a regular file with
-// no other name.
-func ownRecord(f *os.File) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if fi.IsDir() {
-		return fmt.Errorf("%s is a directory: %w", f.Name(), errNotRecord)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file: %w", f.Name(), errNotRecord)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-		return fmt.Errorf("%s has %d names (a hard link): %w", f.Name(), st.Nlink, errNotRecord)
-	}
-	return nil
 }
 
 // errNotRecord is a record file that is no file of the edge's own (a
