@@ -28,10 +28,10 @@ func load(sys System, rec harness.Record, path string) (loaded, error) {
 		return loaded{}, errors.New(readError(path, err))
 	}
 	if len(bytes.TrimSpace(data)) > 0 {
-		noBOM := bytes.TrimPrefix(data, []byte(utf8BOM))
+		noBOM, enc := bytes.TrimPrefix(data, []byte(utf8BOM)), wide(data)
 		switch {
-		case wide(data) != "":
-			err = notUTF8(path, data)
+		case enc != "":
+			err = notUTF8(path, enc)
 		case rec.NoBOM && len(noBOM) < len(data):
 			err = bomRefused(path, rec.Title)
 		case rec.Format == harness.JSON:
@@ -491,8 +491,8 @@ const utf8BOM = "\xef\xbb\xbf"
 // places a syntax error (a *confpos.Error); file is the name the error
 // and its fix give it.
 func strictJSON(file string, data []byte) error {
-	if wide(data) != "" {
-		return notUTF8(file, data)
+	if enc := wide(data); enc != "" {
+		return notUTF8(file, enc)
 	}
 	if json.Valid(data) || merge.StrictJSON(data) {
 		return nil // the second: deeper than encoding/json goes
@@ -550,10 +550,9 @@ func wide(data []byte) string {
 	return ""
 }
 
-// notUTF8 is the error for a file in a wide encoding, which render (and
-// the harnesses, which read UTF-8) cannot read.
-func notUTF8(file string, data []byte) error {
-	enc := wide(data)
+// notUTF8 is the error for a file in the wide encoding enc (wide's), which
+// render (and the harnesses, which read UTF-8) cannot read.
+func notUTF8(file, enc string) error {
 	from, _, _ := strings.Cut(enc, " ")
 	return &confpos.Error{File: file, Line: 1, Col: 1, What: "the file is " + enc + ", not UTF-8",
 		Fix: "save it as UTF-8 (iconv -f " + from + " -t UTF-8 converts it)"}
