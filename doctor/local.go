@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -312,11 +313,12 @@ func who(perm os.FileMode) string {
 	return "others"
 }
 
-// harnessDir is a directory holding harness configs render manages and
-// their names there (the harness records say which).
+// harnessDir is a directory holding harness configs render manages,
+// their names there and the harness records that name them.
 type harnessDir struct {
-	dir   string
-	names []string
+	dir     string
+	names   []string
+	records []harness.Record
 }
 
 // harnessDirs are the directories of every harness record, each with the
@@ -333,6 +335,7 @@ func harnessDirs(opts Options) []harnessDir {
 			out = append(out, harnessDir{dir: d})
 		}
 		out[i].names = append(out[i].names, r.Location.Names()...)
+		out[i].records = append(out[i].records, r)
 	}
 	return out
 }
@@ -357,42 +360,25 @@ func (h harnessDir) isConfigFile(name string) bool {
 // no MEMPALACE_* variables, too). A record it cannot open is render's to
 // report (it skips the target and says why).
 func CheckRenderRecords(opts Options) []Finding {
-	env := harness.Env{Home: opts.Home, HomeFromFlag: opts.HomeFromFlag, Lookup: opts.Env}
-	type broken struct {
-		path    string
-		err     error
-		targets []string // the targets whose config is beside it
-	}
-	var bad []broken
-	at := map[string]int{} // a record read: its index in bad, -1 when fine or absent
-	for _, r := range harness.All() {
-		dir := r.Location.DirPath(env)
-		path := filepath.Join(dir, fingerprint.StateFile)
-		i, seen := at[path]
-		if !seen {
-			i, at[path] = -1, -1
-			if b, err := os.ReadFile(path); err == nil {
-				if _, err := fingerprint.ParseState(b); err != nil {
-					i, at[path] = len(bad), len(bad)
-					bad = append(bad, broken{path: path, err: err})
-				}
-			}
+	var out []Finding
+	for _, h := range harnessDirs(opts) {
+		path := filepath.Join(h.dir, fingerprint.StateFile)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue // none, or one render cannot open: render's to report
 		}
-		if i < 0 {
+		if _, err = fingerprint.ParseState(b); err == nil {
 			continue
 		}
-		for _, name := range r.Location.Names() {
-			if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-				bad[i].targets = append(bad[i].targets, r.Name)
-				break
+		var targets []string // those whose config is beside it
+		for _, r := range h.records {
+			if slices.ContainsFunc(r.Location.Names(), func(name string) bool { _, err := os.Stat(filepath.Join(h.dir, name)); return err == nil }) {
+				targets = append(targets, r.Name)
 			}
 		}
-	}
-	var out []Finding
-	for _, b := range bad {
 		out = append(out, Finding{ID: IDRenderRecord, Severity: Warn, Section: "§4.1",
-			Message: fmt.Sprintf("%s is unreadable (%v): render treats every mempalace entry beside it as your edit and keeps it, so one it wrote stays whatever the environment says, even with no MEMPALACE_* variables", b.path, b.err),
-			Fix:     render.UnreadableRecordFix(b.path, b.targets)})
+			Message: fmt.Sprintf("%s is unreadable (%v): render treats every mempalace entry beside it as your edit and keeps it, so one it wrote stays whatever the environment says, even with no MEMPALACE_* variables", path, err),
+			Fix:     render.UnreadableRecordFix(path, targets)})
 	}
 	return out
 }
