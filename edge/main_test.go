@@ -7,6 +7,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // TestMain: started as mempalace-mcp (testbed.Self), the test binary is
@@ -26,5 +27,5 @@ func TestMain(m *testing.M) {
 	if !set && !raceEnabled {
 		flag.Set("test.parallel", "4") // a registered flag and a number: it sets
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testbed.RemovingBuilds(m))
 }

@@ -115,38 +115,6 @@ func Node(t testing.TB) string {
 	return p
 }
 
-var (
-	buildMu sync.Mutex
-	built   = map[string]string{}
-)
-
-// Build compiles a main package of this module once per test process and
-// returns the binary's path. name is the file name (e.g. "mempalace-mcp").
-func Build(t testing.TB, pkg, name string) string {
-	t.Helper()
-	notInUnitTier(t, "a binary build ("+pkg+")")
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	key := pkg + "\x00" + name
-	if p, ok := built[key]; ok {
-		return p
-	}
-	dir, err := os.MkdirTemp("", "devbox-config-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name)
-	// Built as releases are (scripts/build): static, no cgo.
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
-	cmd.Dir = moduleRoot(t)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	built[key] = out
-	return out
-}
-
 func moduleRoot(t testing.TB) string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Dir(filepath.Dir(file))

@@ -13,12 +13,14 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // TestMain lets testscript run the real command in-process as
 // "devbox-config", the way chezmoi tests its CLI.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(testbed.RemovingBuilds(m), map[string]func(){
 		"devbox-config": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
 	})
 }
