@@ -162,12 +162,20 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := b.next.RoundTrip(r)
+	// The prober's /healthz asks for no token, so what it answers says
+	// nothing of the token: stored, its 200 between two 401s made a failed
+	// call read as "unreachable" where the token was refused.
+	_, health := ctx.Value(healthKey{}).(bool)
 	if err != nil {
-		b.p.lastStatus.Store(0) // no answer: no status (a 401 before it says nothing of this)
+		if !health {
+			b.p.lastStatus.Store(0) // no answer: no status (a 401 before it says nothing of this)
+		}
 		cancel()
 		return nil, err
 	}
-	b.p.lastStatus.Store(int32(resp.StatusCode))
+	if !health {
+		b.p.lastStatus.Store(int32(resp.StatusCode))
+	}
 	why := b.p.whySlot(ctx)
 	why.Store(nil)
 	if resp.StatusCode >= 500 {
@@ -177,6 +185,10 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp.Body = endBody{resp.Body, cancel}
 	return resp, nil
 }
+
+// healthKey marks the prober's /healthz request, whose status is not
+// the token's answer.
+type healthKey struct{}
 
 // whyKey carries a call's own failedWhy slot in its context.
 type whyKey struct{}

@@ -44,7 +44,7 @@ func (p *Primary) tryUp() bool {
 	ctx, cancel := context.WithTimeout(p.ctx, min(p.o.Timeout, 5*time.Second))
 	defer cancel()
 	if h := healthzURL(p.endpoint); h != "" {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h, nil)
+		req, err := http.NewRequestWithContext(context.WithValue(ctx, healthKey{}, true), http.MethodGet, h, nil)
 		if err != nil {
 			return false
 		}

@@ -1,0 +1,67 @@
+package edge
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// A primary that refuses the token answers its /healthz (which asks for
+// none) with 200. The prober asks /healthz before each handshake; that
+// answer must not count as the token's: a call failing between it and
+// the handshake's 401 read as "the primary is not reachable now" at a
+// session start whose token was refused (and stayed so: the prober's own
+// failures do not set the breaker's reason). Seen as a race-tier flake of
+// TestWakeWithARefusedTokenSaysTheTokenWasRefused under load.
+func TestTheHealthProbeDoesNotHideARefusedToken(t *testing.T) {
+	t.Parallel()
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	hold := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			w.Write([]byte("ok"))
+			return
+		}
+		mu.Lock()
+		h := hold
+		mu.Unlock()
+		if h {
+			once.Do(func() { close(held) })
+			<-release
+		}
+		http.Error(w, "bad token", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	p := NewPrimary(srv.URL+"/mcp", func() string { return "not-the-token" }, slog.New(slog.DiscardHandler),
+		PrimaryOptions{Timeout: 5 * time.Second, Probe: time.Hour, Quiet: true})
+	defer p.Close()
+
+	ctx := context.Background()
+	if _, err := p.Call(ctx, &mcp.CallToolParams{Name: "mempalace_status"}, false); !errors.Is(err, outbox.ErrUnauthorized) {
+		t.Fatalf("a refused token: %v", err)
+	}
+	mu.Lock()
+	hold = true
+	mu.Unlock()
+	up := make(chan bool)
+	go func() { up <- p.tryUp() }()
+	<-held // /healthz answered 200; the handshake's request waits at the primary
+	if st := p.LastStatus(); st != http.StatusUnauthorized {
+		t.Errorf("after the prober's /healthz the last status is %d: a call failing now would not read as a refused token", st)
+	}
+	close(release)
+	if <-up {
+		t.Error("the prober found a primary that refuses the token up")
+	}
+}
