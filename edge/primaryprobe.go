@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
 // The breaker's way back (probe), and the check `edge status` and
@@ -26,7 +28,8 @@ func (p *Primary) probe() {
 			return
 		case <-t.C:
 		}
-		if p.tryUp() {
+		err := p.tryUp()
+		if err == nil {
 			p.mu.Lock()
 			p.down, p.unauth, p.lastErr, p.probing = false, false, nil, false
 			p.mu.Unlock()
@@ -36,29 +39,41 @@ func (p *Primary) probe() {
 			}
 			return
 		}
+		p.mu.Lock()
+		if p.refused() != 0 && !p.unauth {
+			// Back, but refusing the token (rotated while it was down):
+			// the session start and status say the token, not the network.
+			p.unauth, p.lastErr = true, outbox.ErrUnauthorized
+			if !p.o.Quiet {
+				p.log.Error("the primary answers again but refuses the token; nothing is sent to it until MEMPALACE_REMOTE_TOKEN is fixed (devbox-config doctor names the fix)", "url", logURL(p.endpoint))
+			}
+		}
+		p.mu.Unlock()
 		wait = min(wait*2, p.o.ProbeMax)
 	}
 }
 
-func (p *Primary) tryUp() bool {
+// tryUp asks /healthz and, if it answers, makes a handshake: nil when the
+// primary takes calls again.
+func (p *Primary) tryUp() error {
 	ctx, cancel := context.WithTimeout(p.ctx, min(p.o.Timeout, 5*time.Second))
 	defer cancel()
 	if h := healthzURL(p.endpoint); h != "" {
 		req, err := http.NewRequestWithContext(context.WithValue(ctx, healthKey{}, true), http.MethodGet, h, nil)
 		if err != nil {
-			return false
+			return fmt.Errorf("the primary's /healthz: %w", err)
 		}
 		resp, err := p.httpc.Do(req)
 		if err != nil {
-			return false
+			return fmt.Errorf("the primary's /healthz: %w", err)
 		}
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 1024)) // the status is the answer; the body is drained for reuse
 		resp.Body.Close()                                    // as above
 		if resp.StatusCode >= 500 {
-			return false
+			return fmt.Errorf("the primary's /healthz answered HTTP %d", resp.StatusCode)
 		}
 	}
-	return p.handshake(ctx) == nil // /healthz answered (or is not routed here): a real handshake decides
+	return p.handshake(ctx) // /healthz answered (or is not routed here): a real handshake decides
 }
 
 // handshake is an authenticated round trip: a session opened (or reused)
