@@ -1,8 +1,8 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -70,7 +70,7 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		msg := fmt.Sprintf("%d write(s) in %s are dead: they are in the local palace but the primary refused them and they will never be sent", n, ob.path)
 		if len(ob.stats.Dead) > 0 {
 			d := ob.stats.Dead[0]
-			msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, d.Short(), opts.mask(errorKind(d.Error))) // the primary's words
+			msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, d.Short(), opts.mask(cmp.Or(outbox.Words(d.Error), "no error recorded"))) // the primary's words
 		}
 		out = append(out, Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3", Message: msg,
 			Fix: "`devbox-config edge outbox list` to see them and why (each holds back only the writes on its object); fix the cause, then `devbox-config edge outbox retry ID` (or `drop ID` to give up on one)"})
@@ -154,19 +154,4 @@ func unusableOutboxFix(path string) string {
 		"Lost with it: writes queued there and not yet on the primary (they stay in the local palace, and nothing sends them), dead and in-doubt ops, and the edge's record of deletes (merged reads may show the primary's copy of something deleted here). "+
 		"To see what it held, if the sqlite3 shell is installed: `sqlite3 %[2]s .recover > outbox-recovered.sql`, then look for ops rows whose state is not 'done' (tool_name, payload_json) and redo those writes through the agent",
 		path, kept)
-}
-
-// errorKind is the "kind" (else "message") of an op's error_json.
-func errorKind(raw json.RawMessage) string {
-	var e struct{ Kind, Message string }
-	if json.Unmarshal(raw, &e) != nil {
-		return "no error recorded"
-	}
-	if e.Message != "" {
-		return e.Kind + ": " + e.Message
-	}
-	if e.Kind != "" {
-		return e.Kind
-	}
-	return "no error recorded"
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
@@ -74,7 +75,7 @@ func TestEdgeOperatorCommands(t *testing.T) {
 	if st["queue"].(map[string]any)["by_state"].(map[string]any)["dead"] != 1.0 {
 		t.Fatalf("status --json: %v", st)
 	}
-	if out := cli(0, "edge", "outbox", "list"); !strings.Contains(out, "dead") || !strings.Contains(out, "queued") || !strings.Contains(out, "refused: JSON-RPC error -32602") {
+	if out := cli(0, "edge", "outbox", "list"); !strings.Contains(out, "dead") || !strings.Contains(out, "queued") || !strings.Contains(out, "refused by the primary: JSON-RPC error -32602") {
 		t.Fatalf("list: %s", out)
 	}
 	// flush sends nothing: the dead op holds back the one behind it
@@ -560,5 +561,24 @@ func TestABrokenStayedLocalRecordLeavesStatusAndFlushWorking(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A dead op's error, as `edge outbox list` and `edge status` print it, is
+// the primary's message: a line of its own, whatever the message holds
+// (an escape that clears the screen, a line break that starts a fake
+// DEAD line), and cut on a character, not inside one. Before, the message
+// was printed raw and cut at its 80th byte.
+func TestAnOpsErrorPrintsOnItsLine(t *testing.T) {
+	hostile := errorText(json.RawMessage(`{"kind":"refused","message":"no\u001b[2J\nDEAD       0000 forged: all good"}`))
+	if strings.ContainsAny(hostile, "\x1b\n") || !strings.Contains(hostile, `\x1b[2J DEAD`) {
+		t.Errorf("the primary's message printed as %q", hostile)
+	}
+	long := errorText(json.RawMessage(`{"kind":"refused","message":"` + strings.Repeat("é", 200) + `"}`))
+	if !utf8.ValidString(long) || utf8.RuneCountInString(long) != 100 || !strings.HasPrefix(long, "refused by the primary: é") {
+		t.Errorf("a long message printed as %q (%d characters)", long, utf8.RuneCountInString(long))
+	}
+	if got := errorText(nil); got != "" {
+		t.Errorf("no error recorded printed as %q", got)
 	}
 }

@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/join"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // outboxPath is the edge's outbox, or (joinOutbox) the join outbox of the
@@ -203,15 +205,10 @@ func outcome(use string, o outbox.Op) string {
 	return "queued to be sent again"
 }
 
+// errorText is an op's last failure for one line of a listing: the
+// failure table's words and the primary's message, cut at 100 characters,
+// its control and invisible characters shown as escapes (the message is
+// the primary's, and may repeat what a request carried).
 func errorText(raw json.RawMessage) string {
-	var e struct {
-		Kind, Message string
-	}
-	if json.Unmarshal(raw, &e) != nil || e.Kind == "" {
-		return ""
-	}
-	if len(e.Message) > 80 {
-		e.Message = e.Message[:80] + "…"
-	}
-	return e.Kind + ": " + e.Message
+	return mailbox.PrintableCut(outbox.Words(raw), 100, utf8.RuneCountInString)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -149,9 +148,7 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "DEAD       %s %s: %s%s (fix the cause, then devbox-config edge outbox retry %s; or drop %s)\n", o.Short(), o.Tool, errorText(o.Error), behindNote(v.behind[o.ID]), o.Short(), o.Short())
 	}
 	for _, o := range st.LeftOut {
-		var e struct{ Message string }
-		_ = json.Unmarshal(o.Error, &e) // LeftOut lists notes the outbox wrote: JSON with a message
-		fmt.Fprintf(w, "LEFT OUT   %s %s, done: %s (listed until the outbox prunes the op, 8 days after)\n", o.Short(), o.Tool, e.Message)
+		fmt.Fprintf(w, "LEFT OUT   %s %s, done: %s (listed until the outbox prunes the op, 8 days after)\n", o.Short(), o.Tool, mailbox.Printable(outbox.FailureOf(o.Error).Message))
 	}
 	for _, o := range st.InDoubt {
 		fmt.Fprintf(w, "IN DOUBT   %s %s: it may have landed and nothing can look it up: devbox-config edge outbox retry %s sends it again, delivered %s records it as landed\n", o.Short(), o.Tool, o.Short(), o.Short())

@@ -89,21 +89,37 @@ var Rules = map[Kind]Rule{
 	Lost:         {Class: Ambiguous, MaybeApplied: true, Says: "the answer was lost: it may have landed"},
 }
 
+// Failure is an op's last failure as its error_json records it.
+type Failure struct {
+	Kind    Kind   `json:"kind"`
+	Message string `json:"message"` // the primary's words ("": none)
+}
+
+// FailureOf reads an op's error_json (the zero Failure: none recorded, or
+// one that does not parse).
+func FailureOf(errJSON []byte) Failure {
+	var f Failure
+	if json.Unmarshal(errJSON, &f) != nil {
+		return Failure{}
+	}
+	return f
+}
+
 // Words says an op's last failure (its error_json) as the failure table
 // says its kind, with the primary's message ("" for none).
 func Words(errJSON []byte) string {
-	var e struct{ Kind, Message string }
-	if json.Unmarshal(errJSON, &e) != nil || e.Kind == "" {
+	f := FailureOf(errJSON)
+	if f.Kind == "" {
 		return ""
 	}
-	says := e.Kind
-	if r, ok := Rules[Kind(e.Kind)]; ok {
+	says := string(f.Kind)
+	if r, ok := Rules[f.Kind]; ok {
 		says = r.Says
 	}
-	if e.Message == "" {
+	if f.Message == "" {
 		return says
 	}
-	return says + ": " + e.Message
+	return says + ": " + f.Message
 }
 
 // ErrNotSent marks a failure before the request left this process (the
