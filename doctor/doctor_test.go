@@ -909,6 +909,22 @@ func TestOutbox(t *testing.T) {
 			t.Fatalf("%+v", fs[0])
 		}
 	})
+	// Attack42 L2: a record of writes meant for a primary this palace no
+	// longer replicates to (it moved, or that primary is gone for good) is
+	// cleared by no join to the new one: its fix says so and how to remove
+	// it; the same primary written otherwise (case, default port) keeps
+	// the join fix.
+	t.Run("stayed local for another primary", func(t *testing.T) {
+		sl := outbox.StayedLocal{Primary: "http://old.example/mcp", N: 3, Since: time.Now(), Last: time.Now()}
+		path := filepath.Join(t.TempDir(), "my palace", "edge", "outbox.sqlite")
+		f := stayedLocal(path, sl, "http://user:secret@new.example:8080/mcp")
+		if !strings.Contains(f.Fix, "now replicates to http://new.example:8080/mcp") || !strings.Contains(f.Fix, "remove '"+filepath.Join(filepath.Dir(path), "stayed-local.json")+"' once no edge runs") || strings.Contains(f.Fix, "secret") {
+			t.Errorf("for a primary the palace left: %s", f.Fix)
+		}
+		if f := stayedLocal(path, sl, "HTTP://OLD.example:80/mcp/"); strings.Contains(f.Fix, "now replicates") {
+			t.Errorf("the same primary, written otherwise: %s", f.Fix)
+		}
+	})
 	// Attack42 L1, attack43 N5: a record whose primary, read from a file
 	// in the palace, is no plain URL (lines and escapes for the reader) is
 	// not shown at all.

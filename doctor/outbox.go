@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/shellword"
 )
 
 // outboxState is what doctor read from the edge's outbox.
@@ -97,7 +99,7 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 			Fix:     "`devbox-config edge flush` sends them (or start any harness session in edge mode)"})
 	}
 	for _, sl := range ob.stats.StayedLocal {
-		out = append(out, stayedLocal(ob.path, sl))
+		out = append(out, stayedLocal(ob.path, sl, opts.env(ladder.EnvRemoteURL)))
 	}
 	if e := ob.stats.StayedLocalErr; e != "" {
 		out = append(out, Finding{ID: IDStayedLocalRecord, Severity: Warn, Section: "§4.3",
@@ -131,12 +133,20 @@ func unreadableOutbox(opts Options, ob outboxState) Finding {
 }
 
 // stayedLocal is outbox-stayed-local: writes the outbox could not record
-// (outbox.StayedLocal), which no op sends.
-func stayedLocal(path string, sl outbox.StayedLocal) Finding {
+// (outbox.StayedLocal), which no op sends. now is the primary this palace
+// replicates to now ("": none): a record for another (the palace moved,
+// or that primary is gone for good) is cleared by no join to now's.
+func stayedLocal(path string, sl outbox.StayedLocal, now string) Finding {
 	primary := mailbox.Printable(sl.Primary) // read from a file in the palace
-	return Finding{ID: IDOutboxStayedLocal, Severity: Warn, Section: "§4.3",
+	f := Finding{ID: IDOutboxStayedLocal, Severity: Warn, Section: "§4.3",
 		Message: fmt.Sprintf("%d write(s) stayed in the local palace only: the outbox %s could not record them (a full disk?) since %s, so no op sends them to the primary %s", sl.N, path, sl.Since.Local().Format(time.RFC3339), primary),
 		Fix:     fmt.Sprintf("free space on the outbox's disk if it is full, then `devbox-config join` to %s: it compares this palace with the primary by content and sends what the primary lacks", primary)}
+	if now != "" && !outbox.SamePrimary(sl.Primary, now) {
+		record := shellword.Quote(filepath.Join(filepath.Dir(path), outbox.StayedLocalFile))
+		f.Fix = fmt.Sprintf("this palace now replicates to %s, not %s: `devbox-config join` sends what that primary lacks (by content, these writes among it); if %s is gone for good, the record of it is then only a count: remove %s once no edge runs on this palace (the next edge start makes it again)",
+			mailbox.Printable(ladder.RedactURL(now)), primary, primary, record)
+	}
+	return f
 }
 
 // StayedLocalRecordFix is the fix for an unreadable

@@ -70,7 +70,7 @@ func reserveStayedLocal(outboxPath string) error {
 // adds its own.
 func NoteStayedLocal(outboxPath string, sl StayedLocal) error {
 	err := withStayedLocal(outboxPath, update, func(recs []StayedLocal) ([]StayedLocal, bool) {
-		i := slices.IndexFunc(recs, func(r StayedLocal) bool { return samePrimary(r.Primary, sl.Primary) })
+		i := slices.IndexFunc(recs, func(r StayedLocal) bool { return SamePrimary(r.Primary, sl.Primary) })
 		if i < 0 {
 			return append(recs, sl), true
 		}
@@ -92,7 +92,7 @@ func NoteStayedLocal(outboxPath string, sl StayedLocal) error {
 // sent nothing there.
 func ClearStayedLocal(outboxPath, primary string, readAt time.Time) error {
 	err := withStayedLocal(outboxPath, update, func(recs []StayedLocal) ([]StayedLocal, bool) {
-		kept := slices.DeleteFunc(slices.Clone(recs), func(r StayedLocal) bool { return samePrimary(r.Primary, primary) && r.Last.Before(readAt) })
+		kept := slices.DeleteFunc(slices.Clone(recs), func(r StayedLocal) bool { return SamePrimary(r.Primary, primary) && r.Last.Before(readAt) })
 		return kept, len(kept) < len(recs)
 	})
 	if errors.Is(err, fs.ErrNotExist) {
@@ -233,9 +233,9 @@ func maxTime(a, b time.Time) time.Time {
 	return a
 }
 
-// samePrimary says whether URLs a and b name one primary: the case of
+// SamePrimary says whether URLs a and b name one primary: the case of
 // their scheme and host, a default port and a trailing slash aside.
-func samePrimary(a, b string) bool {
+func SamePrimary(a, b string) bool {
 	return normalPrimary(a) == normalPrimary(b)
 }
 
