@@ -116,3 +116,41 @@ func TestURLCheckLooksForTokensFromTheSharedBound(t *testing.T) {
 		}
 	}
 }
+
+// A device token's secret segment (dbx_<id>_<secret>_<check>) is what
+// lets a call through: in the URL without the rest of the token, the
+// token without dbx_, or upper-cased, render would write it into every
+// harness config all the same. A URL sharing only the token's constant
+// prefix, its id or the device's id with it is used. Found by an outside
+// tester.
+func TestURLCarryingADeviceTokensSecretStaysSolitary(t *testing.T) {
+	const id, secret = "a1b2c3d4e5f6", "0123456789abcdef0123456789abcdef0123456789abcdef"
+	const tok = "dbx_" + id + "_" + secret + "_9f8e7d"
+	const base = "http://127.0.0.1:19820"
+	for _, u := range []string{
+		base + "/" + secret + "/mcp",
+		base + "/mcp/" + secret,
+		base + "/" + strings.TrimPrefix(tok, "dbx_") + "/mcp",
+		base + "/mcp/" + strings.ToUpper(tok),
+		base + "/mcp/" + strings.ToUpper(secret),
+		base + "/mcp#" + secret,
+		base + "/mcp?k=" + secret,
+		"http://u:" + secret + "@127.0.0.1:19820/mcp",
+		base + "/mcp/%" + "30" + secret[1:],
+		base + "/mcp/%25" + "30" + secret[1:],
+	} {
+		s, w := resolve(map[string]string{EnvRemoteURL: u, EnvRemoteToken: tok}, true)
+		if s.Mode != Solitary || s.URL != "" || len(w) != 1 || !strings.Contains(w[0].Message, "carries the token itself") {
+			t.Errorf("%s: mode %s, URL %q, warnings %v; want solitary, the token named", u, s.Mode, s.URL, w)
+		}
+	}
+	for _, u := range []string{
+		"http://dbx.localhost:19820/dbx/mcp",
+		base + "/" + id + "/laptop-1/mcp",
+		base + "/mcp/9f8e7d",
+	} {
+		if s, w := resolve(map[string]string{EnvRemoteURL: u, EnvRemoteToken: tok}, true); s.URL != u {
+			t.Errorf("%s: mode %s, warnings %v; want it used", u, s.Mode, w)
+		}
+	}
+}

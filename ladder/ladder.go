@@ -10,6 +10,7 @@ package ladder
 import (
 	"bytes"
 	"fmt"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/invisible"
 	"github.com/joakimp/devbox-config/redact"
 	"net"
@@ -324,12 +325,9 @@ func parseBool(v string) (value, ok bool) {
 type urlCheck struct{ problem, fix string }
 
 func checkURL(raw, token string) urlCheck {
-	// The token itself, anywhere (a path segment, a fragment, a ;param):
-	// render would write it into every harness config. Not a short one,
-	// which ordinary URLs contain by chance (doctor's weak-token says so).
-	// Percent-encoded too (a URL copied from a ?token= link).
-	decoded, _ := url.PathUnescape(raw)
-	if len(token) >= redact.MinTokenInText && (strings.Contains(raw, token) || strings.Contains(decoded, token)) {
+	// The token itself, anywhere: render would write it into every
+	// harness config.
+	if urlHoldsToken(raw, token) {
 		return urlCheck{"carries the token itself: it would be written into every harness config",
 			"remove it from " + EnvRemoteURL + " (the token goes in " + EnvRemoteToken + " only), and rotate it if a config with the URL ever left the machine"}
 	}
@@ -373,6 +371,38 @@ func checkURL(raw, token string) urlCheck {
 			EnvRemoteURL + "=" + u.Scheme + "://" + u.Host + u.Path}
 	}
 	return urlCheck{}
+}
+
+// urlHoldsToken: raw holds the token, or a device token's secret segment
+// (the token without dbx_ holds it too), in any case, as it is or
+// percent-decoded once or twice (a URL copied from a ?token= link),
+// anywhere: path, ;param, query, fragment, user info. Not a token shorter
+// than redact.MinTokenInText, which ordinary URLs contain by chance
+// (doctor's weak-token says so).
+func urlHoldsToken(raw, token string) bool {
+	var needles []string
+	if len(token) >= redact.MinTokenInText {
+		needles = append(needles, strings.ToLower(token))
+	}
+	if s := deviceinfo.TokenSecret(token); len(s) >= redact.MinTokenInText {
+		needles = append(needles, strings.ToLower(s))
+	}
+	text := strings.ToLower(raw)
+	for range 3 {
+		for _, n := range needles {
+			if strings.Contains(text, n) {
+				return true
+			}
+		}
+		decoded, err := url.PathUnescape(text)
+		if err != nil || decoded == text {
+			// A malformed escape: url.Parse below refuses one in the
+			// path, user info or fragment, and any query is refused.
+			return false
+		}
+		text = decoded
+	}
+	return false
 }
 
 // schemeFix is the fix for a URL without a scheme (raw): the URL with

@@ -150,3 +150,15 @@ const TokenPrefix = "dbx"
 func IsDeviceToken(token string) bool {
 	return strings.HasPrefix(strings.TrimSpace(token), TokenPrefix+"_")
 }
+
+// TokenSecret is a device token's secret segment, the part between its id
+// and its checksum ("" when token is not of a device token's form): the id
+// is shown by `gateway device list` and the checksum follows from the rest,
+// so the secret alone lets a call through.
+func TokenSecret(token string) string {
+	parts := strings.Split(strings.TrimSpace(token), "_")
+	if len(parts) != 4 || parts[0] != TokenPrefix {
+		return ""
+	}
+	return parts[2]
+}
