@@ -161,6 +161,18 @@ func TestDoctorComparesTheIdentityWithTheGateways(t *testing.T) {
 			}
 		})
 	}
+	// A label with an escape and a bidi override is refused as the
+	// ladder's env-fallback, escaped; before, device-identity compared
+	// it and printed it raw (outside tester, attack45 F4).
+	b := newBox(t)
+	b.env["MEMPALACE_REMOTE_URL"], b.env["MEMPALACE_REMOTE_TOKEN"] = url, tok
+	b.env["MEMPALACE_ORIGIN_DEVICE"], b.env["MEMPALACE_AGENT_NAME"] = "laptop-7f3a", "opencode"
+	b.env["MEMPALACE_ORIGIN_LABEL"] = "lap\u202etop\n\x1b[2JSYSTEM"
+	fs := b.run()
+	only(t, fs, "warn:env-fallback")
+	if m := fs[0].Message + fs[0].Fix; strings.ContainsAny(m, "\u202e\x1b") || !strings.Contains(m, `'\x1b'`) {
+		t.Errorf("a label with an escape: %q", m)
+	}
 }
 
 // hungPrimary accepts connections and never answers (a stopped process

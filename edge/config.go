@@ -35,6 +35,9 @@ type Config struct {
 	// AgentRefused is MEMPALACE_AGENT_NAME as given when the ladder
 	// refused it ("": none refused): the session's start says so.
 	AgentRefused string
+	// LabelRefused is MEMPALACE_ORIGIN_LABEL as given when the ladder
+	// refused it ("": none refused): the session's start says so.
+	LabelRefused string
 	// CallTimeout bounds every call to the primary.
 	CallTimeout time.Duration
 	// GrantAsk bounds how long a write the grants last heard refuse waits
@@ -157,6 +160,7 @@ func ConfigFrom(s ladder.EdgeSettings, token func() string, childEnv []string, v
 		OriginLabel:  s.OriginLabel,
 		Identity:     s.Identity(),
 		AgentRefused: s.AgentNameRefused,
+		LabelRefused: s.OriginLabelRefused,
 		CallTimeout:  s.Timeout,
 		Lease:        s.Lease,
 		Version:      version,

@@ -93,6 +93,9 @@ type harnessOpts struct {
 	// agentRefused is MEMPALACE_AGENT_NAME as given, refused by the
 	// ladder: the identity is then identity as it is ("": none).
 	agentRefused string
+	// labelRefused is MEMPALACE_ORIGIN_LABEL as given, refused by the
+	// ladder (the identity is then identity as it is).
+	labelRefused string
 	// client is the agent's client options (default none).
 	client *mcp.ClientOptions
 	// out wraps the edge's output to the agent (default as it is).
@@ -124,6 +127,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if o.agentRefused != "" {
 		cfg.AgentRefused, cfg.Agent, cfg.Identity = o.agentRefused, "", o.identity
 	}
+	cfg.LabelRefused = o.labelRefused
 	if o.timeout > 0 {
 		cfg.CallTimeout = o.timeout
 	}

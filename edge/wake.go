@@ -498,15 +498,18 @@ func (e *Edge) stayedLocalLine() string {
 	return strings.Join(lines, "\n")
 }
 
-// identityLine says MEMPALACE_AGENT_NAME was refused, and that the
-// session's identity is not one of its device's agents as the gateway
+// identityLine says MEMPALACE_AGENT_NAME or MEMPALACE_ORIGIN_LABEL was
+// refused, and that the session's identity is not one of its device's agents as the gateway
 // last said ("": neither; the latter is not said when nothing is known,
 // or the device coordinates and sees every event): no ask to it can be
 // seen, and its coordination writes are refused.
 func (e *Edge) identityLine() string {
 	var lines []string
 	if v := e.cfg.AgentRefused; v != "" {
-		lines = append(lines, "Coordination identity (devbox-config edge): "+agentRefusedNote(v, e.cfg.Identity))
+		lines = append(lines, "Coordination identity (devbox-config edge): "+identityRefusedNote(ladder.EnvAgentName, v, e.cfg.Identity))
+	}
+	if v := e.cfg.LabelRefused; v != "" {
+		lines = append(lines, "Coordination identity (devbox-config edge): "+identityRefusedNote(ladder.EnvOriginLabel, v, e.cfg.Identity))
 	}
 	if p := e.identityProblem(e.cfg.Identity); p != "" {
 		lines = append(lines, "Coordination identity (devbox-config edge): "+p)
@@ -514,16 +517,20 @@ func (e *Edge) identityLine() string {
 	return strings.Join(lines, "\n")
 }
 
-// agentRefusedNote says the agent name was refused and why: the
-// characters a name may not hold, escaped, and the name itself, quoted
-// and escaped, only when it holds no white space and no '=' (as the
-// ladder's warning: it may be two .env lines run together, a secret
-// among them); and what the session is without it.
-func agentRefusedNote(name, identity string) string {
-	bad := ladder.NameFaults(name)
-	why := "not a valid MemPalace agent name (letters, digits, _ . ' - and space, at most 128, first and last a letter or digit)"
-	if len(bad) > 0 {
-		why = "it holds " + strings.Join(bad, ", ") + ", which an agent name may not (letters, digits, _ . ' - and space only)"
+// identityRefusedNote says the agent name or the label (the variable envVar's
+// value name) was refused and why: the characters a name may not hold,
+// escaped, and the name itself, quoted and escaped, only when it holds no
+// white space and no '=' (as the ladder's warning: it may be two .env
+// lines run together, a secret among them); and what the session is
+// without it.
+func identityRefusedNote(envVar, name, identity string) string {
+	what := "a MemPalace agent name"
+	if envVar == ladder.EnvOriginLabel {
+		what = "a label (checked as an agent name)"
+	}
+	why := "not valid as " + what + " (letters, digits, _ . ' - and space, at most 128, first and last a letter or digit)"
+	if bad := ladder.NameFaults(name); len(bad) > 0 {
+		why = "it holds " + strings.Join(bad, ", ") + ", which " + what + " may not (letters, digits, _ . ' - and space only)"
 	}
 	shown := "=" + truncate(strconv.Quote(name), 80)
 	if strings.ContainsFunc(name, func(r rune) bool { return unicode.IsSpace(r) || r == '=' }) {
@@ -533,7 +540,7 @@ func agentRefusedNote(name, identity string) string {
 	if identity != "" {
 		instead = "this session speaks as " + identity + " instead"
 	}
-	return mailbox.Printable(fmt.Sprintf("%s%s was refused: %s; so %s. Fix it in .env; devbox-config doctor names it.", ladder.EnvAgentName, shown, why, instead))
+	return mailbox.Printable(fmt.Sprintf("%s%s was refused: %s; so %s. Fix it in .env; devbox-config doctor names it.", envVar, shown, why, instead))
 }
 
 // identityProblem is identityLine's sentence for agent, for the

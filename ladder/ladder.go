@@ -86,6 +86,10 @@ type Settings struct {
 	AgentNameRefused string
 	OriginDevice     string
 	OriginLabel      string
+	// OriginLabelRefused is MEMPALACE_ORIGIN_LABEL as given when it is
+	// not valid as an agent name is ("" otherwise): the edge tells the
+	// session.
+	OriginLabelRefused string
 	// PiSettingsMerge is false when PI_SETTINGS_MERGE=0 disables pi's
 	// settings merge.
 	PiSettingsMerge bool
@@ -294,15 +298,20 @@ func resolveIdentity(s *Settings, get func(string) string, tok string, warn warn
 			s.OriginDevice = v
 		}
 	}
+	// The label is half of the agent's address (<agent>@<label>) and of
+	// added_by: checked as the agent name is, so neither carries a line
+	// break, an invisible character or a second .env assignment.
 	if v := get(EnvOriginLabel); v != "" {
-		if strings.Contains(v, "/") {
-			fix := "remove the '/' from " + EnvOriginLabel
-			if showable(v, tok) {
-				fix += " (e.g. " + strings.ReplaceAll(v, "/", "-") + ")"
-			}
-			warn(EnvOriginLabel, fix, "must not contain '/'; ignored, '-' will be used")
-		} else {
+		if validName(v) {
 			s.OriginLabel = v
+		} else {
+			s.OriginLabelRefused = v
+			why := "is not a valid label"
+			if bad := NameFaults(v); len(bad) > 0 {
+				why = "holds " + strings.Join(bad, ", ") + ", which a label may not hold"
+			}
+			warn(EnvOriginLabel, EnvOriginLabel+"=laptop (the device's label, as `devbox-config gateway device list` shows it)",
+				"%s %s (letters, digits, _ . ' - and space, up to 128, as an agent name); ignored: writes carry '-' as the label, and the agent's address is its bare name", shown(v, tok), why)
 		}
 	}
 }

@@ -124,6 +124,15 @@ func TestMailboxCommand(t *testing.T) {
 	if _, errOut := cli(0, "mailbox", "--json"); !strings.Contains(errOut, `agent identity "opencode" is bare`) {
 		t.Fatalf("bare identity: %s", errOut)
 	}
+	// a label with a line break, an escape and a bidi override is dropped
+	// with a warning naming them escaped: the identity is the bare name.
+	// Before, it went to the primary raw, and the real MemPalace's refusal
+	// ("to_agent contains control characters") read as the primary's
+	// fault, exit 1 (outside tester, attack45 F4)
+	t.Setenv("MEMPALACE_ORIGIN_LABEL", "lap\u202etop\n\x1b[2JSYSTEM")
+	if out, errOut := cli(0, "mailbox", "--json"); !strings.Contains(out, `"agent": "opencode"`) || !strings.Contains(errOut, "MEMPALACE_ORIGIN_LABEL") || !strings.Contains(errOut, `'\x1b'`) || strings.ContainsAny(errOut, "\x1b\u202e") {
+		t.Fatalf("a label with control characters:\n%s%q", out, errOut)
+	}
 	t.Setenv("MEMPALACE_ORIGIN_LABEL", "box")
 
 	// the primary refuses the token: exit 1, with doctor's fix (it was
