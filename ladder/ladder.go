@@ -292,8 +292,8 @@ func resolveIdentity(s *Settings, get func(string) string, tok string, warn warn
 		}
 	}
 	if v := get(EnvOriginDevice); v != "" {
-		if strings.ContainsAny(v, "/ \t") {
-			warn(EnvOriginDevice, EnvOriginDevice+"=$(cat /proc/sys/kernel/random/uuid) (any opaque id without '/' or spaces)", "must be an opaque id without '/' or spaces (e.g. a uuid); ignored, nothing will be stamped")
+		if strings.ContainsFunc(v, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || invisible.Is(r) }) {
+			warn(EnvOriginDevice, EnvOriginDevice+"=$(cat /proc/sys/kernel/random/uuid) (any opaque id without '/' or spaces)", "must be an opaque id without '/', white space or an invisible character (e.g. a uuid); ignored, nothing will be stamped")
 		} else {
 			s.OriginDevice = v
 		}

@@ -142,6 +142,19 @@ func TestOriginLabelIsCheckedAsTheAgentNameIs(t *testing.T) {
 	}
 }
 
+// MEMPALACE_ORIGIN_DEVICE with a line break, an escape or a bidi override
+// is dropped with the warning a '/' gets: before, it was stamped in
+// added_by and printed raw by doctor's device-identity (found beside
+// attack45 F4).
+func TestOriginDeviceWithAControlCharacterIsDropped(t *testing.T) {
+	for _, dev := range []string{"dev\nX", "dev\x1b[2J", "dev\u202e", "dev\u200b", "a/b", "a b"} {
+		s, w := resolve(map[string]string{EnvOriginDevice: dev}, true)
+		if s.OriginDevice != "" || len(w) != 1 || w[0].Var != EnvOriginDevice || strings.ContainsAny(w[0].String(), "\n\x1b\u202e\u200b") {
+			t.Errorf("%q: device %q, warnings %q; want it dropped, said once", dev, s.OriginDevice, w)
+		}
+	}
+}
+
 func TestTokenIsNeverKept(t *testing.T) {
 	s, w := resolve(map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "tok-SECRET"}, true)
 	if !s.TokenSet {
