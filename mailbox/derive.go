@@ -60,14 +60,16 @@ func directed(e *Event, agent string) bool {
 // to the sender of the ask it names), never an ask from someone else that
 // happens to share the id. An ack (named: the event it names, nil when
 // the log does not hold it) answers on its thread only the asks written
-// up to the one it names, which its writer could see: an ack written
+// up to the one it names, which its writer could see (an ack written
 // offline reaches the log when the outbox flushes, after asks on the
-// thread its writer never saw.
+// thread its writer never saw), and only those from the device that wrote
+// the one it names (writer): a from_agent is text, and an ask written
+// around the gateway can carry a trusted device's agent name.
 func joined(r, a, named *Event) bool {
 	if a.ID != "" && r.AckOf == a.ID {
 		return true
 	}
-	if r.AckOf != "" && (named == nil || before(named, a)) {
+	if r.AckOf != "" && (named == nil || before(named, a) || named.writer() != a.writer()) {
 		return false
 	}
 	c := deref(a.CorrelationID)

@@ -311,12 +311,7 @@ func TestClearedByAReply(t *testing.T) {
 // mempalace_mailbox for all of them").
 func TestAFloodOfUntrustedAsksHidesNoTrustedAskBehindTheLimit(t *testing.T) {
 	withOrigin := func(e Event, device string, trusted bool) Event {
-		raw, err := sjson.SetRawBytes(e.Raw, "origin", []byte(fmt.Sprintf(`{"device":%q,"trusted":%t}`, device, trusted)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Raw = raw
-		return e
+		return stamped(t, e, fmt.Sprintf(`{"device":%q,"trusted":%t}`, device, trusted))
 	}
 	var log []Event
 	log = append(log, withOrigin(ev(1, "mal-0", "codex@mal", me, "", "open", ""), "mal", false))
@@ -344,6 +339,53 @@ func TestAFloodOfUntrustedAsksHidesNoTrustedAskBehindTheLimit(t *testing.T) {
 		}
 		if !slices.Equal(got, want) || r.More != 603-len(want) {
 			t.Errorf("limit %d: owed %v (more %d), want %v (more %d)", limit, got, r.More, want, 603-len(want))
+		}
+	}
+}
+
+// stamped is e with the gateway's origin object o.
+func stamped(t *testing.T, e Event, o string) Event {
+	t.Helper()
+	raw, err := sjson.SetRawBytes(e.Raw, "origin", []byte(o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Raw = raw
+	return e
+}
+
+// An ack clears the earlier asks on its thread of the sender of the ask
+// it names: that agent name written by the same device, as the gateway's
+// origin says. An ask written around the gateway (origin unknown) with a
+// trusted device's agent name and that device's ask's correlation id is
+// another sender: refusing it leaves the trusted ask owed, and the other
+// way round. Before, the agent name alone was compared and the refusal
+// cleared the trusted ask (outside tester, attack45 F2).
+func TestAnAckClearsOnItsThreadOnlyItsSendersDevicesAsks(t *testing.T) {
+	const desk, unknown, none = `{"device":"desk-2","trusted":true}`, `{"device":"unknown","trusted":false}`, ""
+	const joinedDesk = `{"device":"desk-2","via":"ops-1","trusted":true}`
+	ask := func(seq int64, id, o string) Event {
+		e := ev(seq, id, "pi@desk", me, "c-desk-3", "open", "")
+		if o == none {
+			return e
+		}
+		return stamped(t, e, o)
+	}
+	ack := func(seq int64, of string) Event { return ev(seq, "k"+of, me, "pi@desk", "c-desk-3", "blocked", of) }
+	for _, c := range []struct {
+		name string
+		log  []Event
+		owed []string
+	}{
+		{"refusing the forged ask leaves the genuine one", []Event{ask(1, "genuine", desk), ask(2, "forged", unknown), ack(3, "forged")}, []string{"genuine"}},
+		{"answering the genuine ask leaves the forged one", []Event{ask(1, "forged", unknown), ask(2, "genuine", desk), ack(3, "genuine")}, []string{"forged"}},
+		{"an ask with no origin is another sender than a stamped one", []Event{ask(1, "old", none), ask(2, "genuine", desk), ack(3, "genuine")}, []string{"old"}},
+		{"a join's ask (via an admin) is another sender than the device's own", []Event{ask(1, "replayed", joinedDesk), ask(2, "genuine", desk), ack(3, "genuine")}, []string{"replayed"}},
+		{"the same device's earlier ask is cleared", []Event{ask(1, "first", desk), ask(2, "second", desk), ack(3, "second")}, nil},
+		{"without a gateway (no origins) the agent name is the sender", []Event{ask(1, "first", none), ask(2, "second", none), ack(3, "second")}, nil},
+	} {
+		if got := ids(Derive(c.log, me)); !slices.Equal(got, append([]string{}, c.owed...)) {
+			t.Errorf("%s: owed %v, want %v", c.name, got, c.owed)
 		}
 	}
 }

@@ -23,8 +23,12 @@
 // shared correlation_id alone, but any sender can reuse another's id: an
 // answer to an untrusted sender's ask on a trusted ask's id would clear
 // the trusted ask, which was never answered. An ack joins by thread only
-// the asks up to the one it names: one written offline lands after asks
-// its writer never saw. A reply addressed to nobody answers nobody.
+// the asks up to the one it names (one written offline lands after asks
+// its writer never saw), and only those written by the device that wrote
+// the one it names, as the gateway's origin says (device and via; unknown
+// and no origin are senders of their own): from_agent is text, and an ask
+// written around the gateway can carry a trusted device's agent name. A
+// reply addressed to nobody answers nobody.
 //
 // One reading the rules leave implicit is made explicit: an event that
 // itself has a terminal status closes its thread and is never owed (an
