@@ -127,7 +127,10 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 	if _, rest, ok := strings.Cut(reason, ": "); ok && strings.HasPrefix(reason, "JSON-RPC error ") {
 		reason = rest // the gateway's or the primary's own words
 	}
-	if strings.Contains(reason, deviceinfo.RuleNotVisible) {
+	switch {
+	case strings.Contains(reason, outbox.UnknownEvent):
+		reason = outbox.UnknownEvent // it follows the gateway's words, which the bound would keep instead
+	case strings.Contains(reason, deviceinfo.RuleNotVisible):
 		// the gateway tells neither apart (a probe must not learn which)
 		reason = "the gateway sees no such drawer: it was deleted on the primary, or is in a wing this device may not read"
 	}

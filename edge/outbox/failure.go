@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
@@ -192,6 +193,23 @@ var invalidWords = []string{"must be a non-empty string", "exceeds maximum lengt
 func invalid(kind Kind, msg string, err error) bool {
 	var rpc *RPCError
 	return kind == Refused && (errors.As(err, &rpc) && rpc.Code == -32602 || slices.ContainsFunc(invalidWords, func(w string) bool { return strings.Contains(msg, w) }))
+}
+
+// UnknownEvent is what an event_ack refused for the event it names means:
+// a gateway answers an id it holds no event for and one of an event the
+// device may not see alike ("the target is not visible to this device"),
+// and MemPalace with no gateway in front "event ... not found".
+const UnknownEvent = "the event id is unknown to this device: a typo, or an event it may not see; call mempalace_mailbox for the ids it owes"
+
+// unknownEvent reports an event_ack refused for the event it names. No
+// later try changes that: an event is visible to a device when one of its
+// agents sent it or is its addressee, or to a coordinator, so an id its
+// agent read in its mailbox is never refused so; only an operator's grant
+// (--coordinator, an agent added) makes another's event visible, and an
+// id that names no event never is.
+func unknownEvent(op Op, kind Kind, msg string) bool {
+	return kind == Refused && op.Tool == catalogue.Prefix+"event_ack" &&
+		(strings.Contains(msg, deviceinfo.RuleNotVisible) || strings.HasPrefix(msg, "event ") && strings.HasSuffix(msg, " not found"))
 }
 
 // alreadyGone reports a delete_drawer refused only because the primary

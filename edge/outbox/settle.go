@@ -17,13 +17,16 @@ import (
 	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
-// deadAtOnce reads a failed send that no later try can change: an edge's
-// replay of a drawer an admin deleted on the primary (told, Kind's doc),
-// and arguments refused as written (invalid). final: the op is dead now.
-func deadAtOnce(kind Kind, msg string, sendErr error) (Kind, string, bool) {
+// deadAtOnce reads a failed send of op that no later try can change: an
+// edge's replay of a drawer an admin deleted on the primary (told, Kind's
+// doc), arguments refused as written (invalid), and an ack of an event the
+// device does not know (unknownEvent). final: the op is dead now.
+func deadAtOnce(op Op, kind Kind, msg string, sendErr error) (Kind, string, bool) {
 	switch {
 	case deletedOnPrimary(sendErr):
 		return DeletedOnPrimary, msg, true
+	case unknownEvent(op, kind, msg):
+		return kind, msg + " (" + UnknownEvent + "; not tried again: only the gateway's operator can make another's event visible, `gateway device set --coordinator`, after which `devbox-config edge outbox retry` sends it)", true
 	case invalid(kind, msg, sendErr):
 		why := " (refused as written, whatever a grant: not tried again; write it anew, corrected)"
 		if strings.Contains(msg, "metadata exceeds maximum size") {
@@ -47,7 +50,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		f.done(ctx, op, res, kind, msg, deleted, now)
 		return true
 	}
-	kind, msg, final := deadAtOnce(kind, msg, sendErr)
+	kind, msg, final := deadAtOnce(op, kind, msg, sendErr)
 	rule := Rules[kind]
 	refusals := op.Refusals
 	if rule.CountsTowardDead {
