@@ -1,66 +1,73 @@
 package gateway
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/joakimp/devbox-config/invisible"
 )
 
-// lookalike maps the Cyrillic, Greek, Armenian and Latin-extension letters
-// that look like a Latin letter to it (each case as it looks: Greek Η is
-// H, η is n), and the digits 0 and 1 to o and l. A small table rather than UTS #39's full confusables: the
-// Go library that implements the skeleton (mtibben/confusables) is
-// unmaintained since 2021 (Unicode 13 data) and builds a 6,000-entry map
-// at every container start; names on one fleet's coordination log are
-// short and typed by an operator, and this table covers the look-alikes
-// one keyboard layout switch gives. A table inside the function, so nothing
-// is built at init.
-func lookalike(r rune) rune {
-	for _, l := range [...]struct {
-		latin rune
-		like  string
-	}{
-		{'A', "АΑ"}, {'B', "ВΒ"}, {'C', "СϹ"}, {'E', "ЕΕ"}, {'H', "НΗ"}, {'I', "ІΙӀ"}, {'J', "Ј"}, {'K', "КΚ"}, {'M', "МΜ"}, {'N', "Ν"},
-		{'O', "ОΟՕ"}, {'P', "РΡ"}, {'Q', "Ԛ"}, {'S', "Ѕ"}, {'T', "ТΤ"}, {'W', "Ԝ"}, {'X', "ХΧ"}, {'Y', "УΥҮ"}, {'Z', "Ζ"},
-		{'a', "аαɑ"}, {'b', "вь"}, {'c', "сϲ"}, {'d', "ԁ"}, {'e', "еε"}, {'g', "ɡց"}, {'h', "һнհ"}, {'i', "іιıɩ"}, {'j', "јϳȷ"},
-		{'k', "кκ"}, {'l', "ӏ1"}, {'m', "м"}, {'n', "пη"}, {'o', "оοօ0"}, {'p', "рρ"}, {'q', "ԛ"}, {'r', "г"}, {'s', "ѕ"},
-		{'t', "тτ"}, {'u', "υս"}, {'v', "ν"}, {'w', "ԝ"}, {'x', "хχ"}, {'y', "уγү"},
-	} {
-		if strings.ContainsRune(l.like, r) {
-			return l.latin
-		}
+//go:generate go run confusables_gen.go $CONFUSABLES_TXT
+
+// readsAs is the ASCII letters or digits r reads as by UTS #39's
+// confusables data (confusables_table.go: Lisu ꓲ, | and I are l, Cyrillic
+// а is a, m is rn), false if the data has none. A sorted array generated
+// from the data rather than the mtibben/confusables library, unmaintained
+// since 2021 (Unicode 13) and building a 6,000-entry map at every
+// container start: static data, binary searched, and only the characters
+// that read as what names here are compared against.
+func readsAs(r rune) (string, bool) {
+	i, ok := slices.BinarySearchFunc(confusables[:], r, func(e confusable, r rune) int { return cmp.Compare(e.r, r) })
+	if !ok {
+		return "", false
 	}
-	return r
+	return confusables[i].ascii, true
 }
 
 // skeleton is what name looks like, for telling whether two names could
-// be taken for each other: compatibility forms folded and combining marks
-// dropped (NFKD: fullwidth and mathematical letters are letters, ś is s),
-// spaces dropped, look-alike letters mapped to the Latin ones, case
-// folded, i read as l (a capital I reads as either), the . - _ that lead
-// or trail either side of the @ dropped, and the letter pairs that pass
-// for one letter (rn m, vv w, cl d) folded. Names in other scripts keep
-// their letters: only a name that looks like another device's is refused.
+// be taken for each other: combining marks and spaces dropped (ś is s),
+// each character read as the Latin letters or digits it looks like
+// (readsAs), else as its compatibility form's (fullwidth and mathematical
+// letters are letters), case folded, i read as l (a capital I reads as
+// either), the punctuation and symbols that lead or trail either side of
+// the @ dropped, and the letter pairs that pass for one letter (rn m, vv
+// w, cl d) folded. Names in other scripts keep their letters: only a name
+// that looks like another device's is refused.
 func skeleton(name string) string {
-	s := strings.ToLower(strings.Map(lookalike, strings.Join(strings.Fields(norm.NFKD.String(name)), "")))
-	s = strings.Map(func(r rune) rune {
-		switch {
-		case unicode.Is(unicode.Mn, r):
-			return -1
-		case r == 'i':
-			return 'l' // a capital I reads as l, and as i in another case
-		}
-		return r
-	}, s)
+	var b strings.Builder
+	fold(&b, norm.NFD.String(name), true)
+	s := strings.ReplaceAll(strings.ToLower(b.String()), "i", "l") // a capital I reads as l, and as i in another case
 	parts := strings.Split(s, "@")
 	for i, p := range parts {
-		parts[i] = strings.Trim(p, ".-_")
+		if t := strings.TrimFunc(p, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSymbol(r) }); t != "" {
+			parts[i] = t // a part made only of symbols (an emoji label) keeps them
+		}
 	}
 	return strings.NewReplacer("rn", "m", "vv", "w", "cl", "d").Replace(strings.Join(parts, "@"))
+}
+
+// fold writes to b what each character of s reads as, dropping combining
+// marks and spaces; with compat, a character the data does not read is
+// read by its compatibility decomposition (NFKD), folded in turn.
+func fold(b *strings.Builder, s string, compat bool) {
+	for _, r := range s {
+		a, ok := readsAs(r)
+		switch {
+		case unicode.IsSpace(r) || unicode.Is(unicode.Mn, r):
+		case ok:
+			b.WriteString(a)
+		case compat && r >= utf8.RuneSelf && norm.NFKD.String(string(r)) != string(r):
+			fold(b, norm.NFKD.String(string(r)), false)
+		default:
+			b.WriteRune(r)
+		}
+	}
 }
 
 // firstInvisible is the first character of s a reader cannot see or a

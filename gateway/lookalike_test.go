@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,6 +138,86 @@ func TestAChangeThatLooksLikeAnotherDeviceNamesTheDeviceChanged(t *testing.T) {
 		})
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "fix") {
 			t.Errorf("%s:\n got %v\nwant %s... and the fix", c.name, err, c.want)
+		}
+	}
+}
+
+// What Unicode's confusables data (UTS #39) reads as a Latin letter, and
+// punctuation or a symbol leading or trailing a name, no longer lets a
+// device pass as another (an outside tester, attack45 F1): beside
+// laptop-1's label laptop and agent pi@laptop, these were accepted.
+func TestConfigRefusesConfusablesOfAnotherDevicesNames(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "g.jsonc")
+	for _, c := range []struct{ label, agent, want string }{
+		{"rogue", "pi@\ua4f2aptop", `devices[2].agents[0]: "pi@\ua4f2aptop" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "pi@\u029faptop", `devices[2].agents[0]: "pi@\u029faptop" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "pi@|aptop", `devices[2].agents[0]: "pi@|aptop" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "pi@laptop\u00b7", `devices[2].agents[0]: "pi@laptop\u00b7" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"\ua4f2aptop", "pi@rogue", `devices[2].label: "\ua4f2aptop" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"\u029faptop", "pi@rogue", `devices[2].label: "\u029faptop" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"|aptop", "pi@rogue", `devices[2].label: "|aptop" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"laptop\u00b7", "pi@rogue", `devices[2].label: "laptop\u00b7" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"rogue", "codex@\u0432ox", `devices[2].agents[0]: "codex@\u0432ox" looks like "codex@box", an agent of device laptop-1 (devices[0])`},
+		// Names in other scripts that look like no other device's stay legal.
+		{"桌面", "pi@桌面", ""}, {"δέλτα", "pi@δέλτα", ""}, {"пётр", "pi@пётр", ""}, {"\U0001F680", "pi@rogue", ""},
+	} {
+		body := "{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [\n" +
+			"    {\"id\": \"laptop-1\", \"label\": \"laptop\", \"agents\": [\"pi@laptop\", \"codex@box\", \"pi@delta\", \"pi@nerp\"]},\n" +
+			"    {\"id\": \"desk-2\", \"label\": \"\U0001F4BB\"},\n" +
+			"    {\"id\": \"rogue-4\", \"label\": \"" + c.label + "\", \"agents\": [\"" + c.agent + "\"]},\n  ],\n}\n"
+		os.WriteFile(file, []byte(body), 0o600)
+		_, err := LoadConfig(file)
+		want := c.want
+		if want == "" {
+			if err != nil {
+				t.Errorf("%q %q: %v", c.label, c.agent, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "fix") {
+			t.Errorf("%q %q:\n got %v\nwant %s... and the fix", c.label, c.agent, err, want)
+		}
+	}
+}
+
+// Every character Unicode's confusables data (UTS #39) reads as one ASCII
+// letter or digit (testdata/confusables-letters.txt, the data's lines
+// confusables_gen.go kept) folds to it in a name, wherever it stands; the
+// table skeleton looks them up in stays sorted for its binary search.
+func TestSkeletonFoldsEveryConfusableOfALetter(t *testing.T) {
+	for i := 1; i < len(confusables); i++ {
+		if confusables[i-1].r >= confusables[i].r {
+			t.Fatalf("confusables[%d] U+%04X is not after U+%04X", i, confusables[i].r, confusables[i-1].r)
+		}
+	}
+	data, err := os.ReadFile("testdata/confusables-letters.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n") {
+		var from, to rune
+		if _, err := fmt.Sscanf(line, "%x ;\t%x", &from, &to); err != nil {
+			continue // the header's comments, the last line's end
+		}
+		n++
+		for _, f := range []string{"pi@x%cx", "%cx@pi", "pi@%c"} {
+			if got, want := skeleton(fmt.Sprintf(f, from)), skeleton(fmt.Sprintf(f, to)); got != want {
+				t.Errorf("U+%04X reads as %c: skeleton of %+q is %q, not %q", from, to, fmt.Sprintf(f, from), got, want)
+			}
+		}
+	}
+	if n < 1500 {
+		t.Errorf("only %d lines swept", n)
+	}
+}
+
+// skeleton runs for every label and agent name at each config load.
+func BenchmarkSkeleton(b *testing.B) {
+	for b.Loop() {
+		for _, n := range []string{"claude@laptop-7f3a", "pi@ꓲaptop·", "codex@δέλτα", "reviewer"} {
+			skeleton(n)
 		}
 	}
 }
