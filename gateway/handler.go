@@ -520,6 +520,12 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 	if err == nil && dec.Allow {
 		visible, err = s.objectBefore(ctx, d, t, req.Args)
 	}
+	if err == nil && dec.Allow && visible {
+		var others Rule
+		if others, err = s.endsOthersFact(ctx, d, t, req.Args); others != "" {
+			dec = deny(others, "")
+		}
+	}
 	if err != nil {
 		s.busy(x, d, req, ruleNoAnswer, err)
 		return dec, false

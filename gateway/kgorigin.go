@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 )
@@ -99,4 +101,45 @@ func (s *Server) retireFactStamps(ctx context.Context, args map[string]any, objK
 	if err := s.prov.Forget(ctx, gone...); err != nil {
 		s.Log.Error("provenance index not writable: a closed fact's stamp stays on its open key", "subject", subj, "err", err)
 	}
+}
+
+// The rules that refuse a device that is not admin the end of a fact it
+// did not write (attack44 F2: a kg write grant ended any device's facts,
+// palace-wide, and a device trusting only the admin then read the
+// admin's fact as ended).
+const (
+	ruleOthersFact  Rule = "kg write: a device that is not admin ends only the facts it wrote (this open fact is another device's; an admin device may end it)"
+	ruleUnknownFact Rule = "kg write: a device that is not admin ends only the facts it wrote (this open fact is of unknown origin; an admin device may end it)"
+)
+
+// endsOthersFact decides a kg_invalidate or kg_supersede by a device that
+// is not admin: MemPalace ends every open fact of its subject, predicate
+// and object (old_object), and each must be one the provenance index
+// holds as this device's. An admin device ends any; a call that ends
+// nothing (a supersede of no open fact files the new one) is allowed.
+// errNoAnswer when the subject's facts could not be read.
+func (s *Server) endsOthersFact(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any) (Rule, error) {
+	objKey := map[string]string{"kg_invalidate": "object", "kg_supersede": "old_object"}[t.Name]
+	if objKey == "" || d.Admin {
+		return "", nil
+	}
+	facts := s.factsOf(ctx, args)
+	if facts == nil {
+		return "", fmt.Errorf("%w kg_query of %q", errNoAnswer, str(args["subject"]))
+	}
+	subj, pred, obj := str(args["subject"]), str(args["predicate"]), str(args[objKey])
+	for _, x := range facts {
+		f, _ := x.(map[string]any)
+		if f["valid_to"] != nil || !sameTriple(f, subj, pred, obj) {
+			continue
+		}
+		st, stamped := s.prov.Lookup(provenance.Fact(subj, pred, obj, str(f["valid_from"]), ""))
+		switch {
+		case !stamped:
+			return ruleUnknownFact, nil
+		case st.Device != d.ID:
+			return ruleOthersFact, nil
+		}
+	}
+	return "", nil
 }

