@@ -116,6 +116,9 @@ func authorizeGate(d *Device, t catalogue.Tool, args map[string]any, drawerWing 
 		return authorizeReadWing(d, t, args)
 	case catalogue.WriteWing:
 		ok, rule, wing := d.grants().AuthorizeWrite(t, args, drawerWing)
+		if w := d.instructionLookalike(t.WingsOf(args, drawerWing)); ok && w != "" {
+			return deny(ruleInstructionLookalike, w)
+		}
 		return Decision{Allow: ok, Rule: Rule(rule), Wing: wing}
 	case catalogue.KGRead:
 		if d.KG == KGRead || d.KG == KGWrite {
@@ -140,6 +143,28 @@ func authorizeGate(d *Device, t catalogue.Tool, args map[string]any, drawerWing 
 		return allow("coordination:read", "")
 	}
 	return deny("no rule allows it", "")
+}
+
+// ruleInstructionLookalike: a wing that looks like the instruction wing
+// is written by admin devices only.
+const ruleInstructionLookalike Rule = "a wing that looks like the instruction wing (the same skeleton, as agent names and labels are compared): admin devices only"
+
+// instructionLookalike is the first of wings that looks like the
+// instruction wing without being it (the same skeleton: wing_instructiоns
+// with a Cyrillic о), for a device that is not admin ("": none). Its
+// instruction-shaped text would list beside the operators' own (attack44
+// F14).
+func (d *Device) instructionLookalike(wings []string) string {
+	if d.Admin || d.instructions == "" {
+		return ""
+	}
+	want := skeleton(d.instructions)
+	for _, w := range wings {
+		if w != d.instructions && skeleton(w) == want {
+			return w
+		}
+	}
+	return ""
 }
 
 // authorizeAdmin: the admin scope adds the right to delete and to run
