@@ -164,7 +164,7 @@ func (s *Server) deletedBefore(ctx context.Context, t catalogue.Tool, args map[s
 	}
 	str := func(k string) string { v, _ := args[k].(string); return v }
 	if t.Name == "diary_write" {
-		return bin.DeletedEntry(ctx, str("agent_name"), catalogue.DiaryWingFor(args), str("entry"), nth)
+		return bin.DeletedEntry(ctx, str("agent_name"), catalogue.DiaryWingFor(args), catalogue.DiaryEntry(args), nth)
 	}
 	for i, id := range []string{catalogue.DrawerID(str("wing"), str("room"), str("content")), local} {
 		if id == "" {

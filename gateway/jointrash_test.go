@@ -143,6 +143,10 @@ func TestJoinDoesNotRewriteADeletedDiaryEntry(t *testing.T) {
 
 	_, rpc := g.joined(t, desk, "diary_write", args)
 	wantTold(t, "a non-admin join's diary_write of the deleted entry", rpc, "admin-0001")
+	// Its text as "content", 3.11's alias of "entry", is the same entry
+	// (attack44 F5: the trash was not asked).
+	_, rpc = g.joined(t, desk, "diary_write", map[string]any{"agent_name": "pi", "content": "found the flaky test", "topic": "ci"})
+	wantTold(t, "a join's diary_write of the deleted entry as content", rpc, "admin-0001")
 	if del := g.deleteOf(t, entry); del != n {
 		t.Fatalf("the trash's delete of %s is %d, want %d", entry, del, n)
 	}
