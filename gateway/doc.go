@@ -26,7 +26,9 @@
 // record keeps a stamp its text no longer bears; a checkpoint's items
 // looked up around it; kgorigin.go, a kg_add of a fact held current
 // stamps nothing, a closed fact's stamp moved to its closed key) and filter (filter.go, fanout.go; origins.go adds each
-// record's origin, record.go stamps the provenance index after a write).
+// record's origin, record.go stamps the provenance index after a write;
+// unread.go answers a filing of what a wing the device does not read
+// holds already as a new one).
 // evpage.go fills an event_list page the filter cut; refill.go a diary_read's or search's page a withheld record thinned. Beside the steps: restore.go (gateway trash restore), stream.go (the
 // /logstream relay, events with their origins), advertise.go (what a
 // device is told about itself). The server's lifecycle (Open, Reload, Watch) is server.go;

@@ -292,10 +292,23 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		s.refuseForwarded(x, d, req, dec, err)
 		return
 	}
-	if write && (status == http.StatusOK || len(req.filed) > 0) {
-		s.recordStep(ctx, d, author, t, req, resp)
+	if write {
+		resp = s.writtenStep(ctx, d, author, t, req, status, resp)
 	}
 	s.answerForwarded(x, req, dec, status, resp)
+}
+
+// writtenStep records what a write made in the provenance index and
+// answers one that found its drawer filed already in a wing the device
+// does not read as a new filing (unread.go).
+func (s *Server) writtenStep(ctx context.Context, d *Device, author *Device, t catalogue.Tool, req *rpcRequest, status int, resp []byte) []byte {
+	if status == http.StatusOK || len(req.filed) > 0 {
+		s.recordStep(ctx, d, author, t, req, resp)
+	}
+	if status != http.StatusOK || d.readsAll() {
+		return resp
+	}
+	return unreadAsNew(d, t, req.Args, resp)
 }
 
 // answerForwarded answers a call the upstream answered: a checkpoint's
