@@ -184,6 +184,8 @@ func TestRealJoinDoesNotRefileWhatTheTrashHolds(t *testing.T) {
 	wantTrashed(t, "a join's add_drawer", rpc, ds[1].ID, id)
 	_, rpc = g.joined(t, ops, "diary_write", diary)
 	wantTrashed(t, "a join's diary_write", rpc, ds[0].ID, entry)
+	_, rpc = g.joined(t, ops, "diary_write", map[string]any{"agent_name": "pi", "content": diary["entry"], "topic": "ci", "wing": "wing_pi"})
+	wantTrashed(t, "a join's diary_write of its text as content", rpc, ds[0].ID, entry)
 	if got, _ := srv.Call("mempalace_get_drawer", map[string]any{"drawer_id": id}); got["error"] == nil {
 		t.Fatalf("the refused join filed the drawer: %v", got)
 	}
