@@ -31,7 +31,7 @@ func gatewayIn(t *testing.T, upstream, gatewayUpstreamToken string) (url, token 
 	cfgFile := filepath.Join(dir, "gateway.jsonc")
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
 		Devices: []gateway.Device{{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"shared"}, Agents: []string{"opencode@laptop"}}}}
-	key, err := gateway.LoadSecret(cfg.SecretFile)
+	key, err := gateway.LoadSecret(cfg)
 	must(t, err)
 	token, err = gateway.Issue(key, &cfg.Devices[0], time.Now())
 	must(t, err)

@@ -478,7 +478,7 @@ func testGatewayServer(t *testing.T, upstream string, devices ...gateway.Device)
 	t.Helper()
 	dir := t.TempDir()
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: devices}
-	key, err := gateway.LoadSecret(cfg.SecretFile)
+	key, err := gateway.LoadSecret(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

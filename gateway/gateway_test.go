@@ -50,7 +50,7 @@ func newGWAt(t testing.TB, devices []Device, u *upstream) *gw {
 		own[i].Tokens = nil
 	}
 	cfg := &Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: own}
-	key, err := LoadSecret(cfg.SecretFile)
+	key, err := LoadSecret(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestRotationAndRevocation(t *testing.T) {
 	g := newGW(t, devices[:1])
 	old := g.tokens["laptop-7f3a"]
 	cfg, _ := LoadConfig(g.cfgFile)
-	key, _ := LoadSecret(cfg.SecretFile)
+	key, _ := LoadSecret(cfg)
 	g.advance(time.Hour)
 	newTok, err := Issue(key, cfg.Device("laptop-7f3a"), g.clock())
 	if err != nil {

@@ -24,7 +24,9 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
 // gateway runs in, so the ones below are absolute.
 {
   // The server secret that keys the token HMACs: created (0600) on first use
-  // if it does not exist. Losing it invalidates every issued token.
+  // if it does not exist. Losing it invalidates every issued token, so with
+  // tokens issued and no secret, the gateway and 'token issue' refuse to run
+  // until it is restored from backup (or every token is revoked). Back it up.
   "secret_file": DIR_SECRET,
 
   // The upstream's shared token (mempalace serve's MEMPALACE_MCP_HTTP_TOKEN),

@@ -116,7 +116,7 @@ func (s *Server) Open() error {
 		return err
 	}
 	cfg := s.cfg.Load()
-	key, err := LoadSecret(cfg.SecretFile)
+	key, err := LoadSecret(cfg)
 	if err != nil {
 		return fmt.Errorf("secret_file: %w", err)
 	}

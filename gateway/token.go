@@ -22,9 +22,12 @@ const TokenPrefix = deviceinfo.TokenPrefix
 // never says which part was wrong.
 var ErrBadToken = errors.New("invalid device token")
 
-// LoadSecret reads the server secret, creating a random one (0600) if the
-// file does not exist yet.
-func LoadSecret(file string) ([]byte, error) {
+// LoadSecret reads c's server secret. A missing file is created (a random
+// secret, 0600) only while c holds no live token: with tokens it cannot be
+// a first use, and a new secret would make every issued token fail as
+// "revoked, expired or mistyped", so the error names the file and the fix.
+func LoadSecret(c *Config) ([]byte, error) {
+	file := c.SecretFile
 	b, err := os.ReadFile(file)
 	if err == nil {
 		s := strings.TrimSpace(string(b))
@@ -36,11 +39,28 @@ func LoadSecret(file string) ([]byte, error) {
 	if !os.IsNotExist(err) {
 		return nil, err
 	}
+	if n := c.liveTokens(time.Now()); n > 0 {
+		return nil, fmt.Errorf("%s does not exist, and the config holds %d live token(s) it keys: a new secret would end every one: restore it from backup, or re-issue every device's token: 'devbox-config gateway token revoke DEVICE' for each device, then 'token issue DEVICE' (a new secret is made once no live token is left)", file, n)
+	}
 	s := randomHex(32)
 	if err := os.WriteFile(file, []byte(s+"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	return []byte(s), nil
+}
+
+// liveTokens counts the tokens of c's devices that are neither revoked
+// nor expired at now.
+func (c *Config) liveTokens(now time.Time) int {
+	n := 0
+	for _, d := range c.Devices {
+		for _, t := range d.Tokens {
+			if t.live(now) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func randomHex(n int) string {

@@ -97,7 +97,7 @@ func gatewayOver(t *testing.T, devices []gateway.Device, withLedger bool, upstre
 	t.Helper()
 	dir := t.TempDir()
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"), Devices: devices}
-	key, err := gateway.LoadSecret(cfg.SecretFile)
+	key, err := gateway.LoadSecret(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

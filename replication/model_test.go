@@ -482,7 +482,7 @@ func (w *world) startGateway() {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	key, err := gateway.LoadSecret(cfg.SecretFile)
+	key, err := gateway.LoadSecret(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -331,7 +331,7 @@ func startGateway(dir, bin, upstream string) (*proc, string) {
 	cfgFile := filepath.Join(dir, "gateway.jsonc")
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
 		Devices: []gateway.Device{{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write", Agents: []string{"opencode@laptop"}, ReadRate: 1e6, WriteRate: 1e6}}}
-	key, err := gateway.LoadSecret(cfg.SecretFile)
+	key, err := gateway.LoadSecret(cfg)
 	if err != nil {
 		log.Panic(err)
 	}

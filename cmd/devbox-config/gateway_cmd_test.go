@@ -261,3 +261,28 @@ func TestGatewayTokenMistakesNameTheNextCommand(t *testing.T) {
 		}
 	}
 }
+
+// `token issue` on a config whose secret_file is gone while it holds
+// issued tokens refuses, naming the file and the fix, and makes no new
+// secret (before: it made one, issued a token, and every other device's
+// token was dead).
+func TestTokenIssueRefusesAMissingSecretBesideIssuedTokens(t *testing.T) {
+	cfg, _ := gatewayWithDevice(t, "--read", "shared")
+	cli := gatewayCLI(t, cfg)
+	cli(0, "device", "add", "desk-9b21", "--read", "shared")
+	secret := filepath.Join(filepath.Dir(cfg), "secret")
+	if err := os.Remove(secret); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut := cli(1, "token", "issue", "desk-9b21")
+	for _, want := range []string{secret + " does not exist", "restore it from backup", "re-issue every device's token"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q lacks %q", errOut, want)
+		}
+	}
+	if _, err := os.Stat(secret); !os.IsNotExist(err) {
+		t.Errorf("a new secret was written: %v", err)
+	}
+	cli(0, "token", "revoke", "laptop-7f3a")
+	cli(0, "token", "issue", "desk-9b21") // no live token left: a first use
+}

@@ -46,7 +46,7 @@ func TestGatewayDeviceSetKeepsTokens(t *testing.T) {
 	if len(d.Tokens) != 1 || d.Tokens[0] != before.Device("laptop-7f3a").Tokens[0] {
 		t.Errorf("the tokens changed: %+v, were %+v", d.Tokens, before.Device("laptop-7f3a").Tokens)
 	}
-	key, _ := gateway.LoadSecret(c.SecretFile)
+	key, _ := gateway.LoadSecret(c)
 	if got, _, _, err := gateway.AuthenticateWith(c, nil, key, tok, time.Now()); err != nil || got.ID != "laptop-7f3a" {
 		t.Errorf("the token issued before set no longer authenticates: %v", err)
 	}

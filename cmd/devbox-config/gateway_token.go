@@ -39,7 +39,7 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 		if err != nil {
 			return err
 		}
-		key, err := gateway.LoadSecret(c.SecretFile)
+		key, err := gateway.LoadSecret(c)
 		if err != nil {
 			return failed(err)
 		}

@@ -53,7 +53,7 @@ func benchGateway(b *testing.B, url string) (string, string) {
 	dir := b.TempDir()
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
 		Devices: []gateway.Device{{ID: "dev1", Label: "lab", Read: []string{"*"}, Write: []string{"*"}, KG: gateway.KGWrite, Agents: []string{"pi@lab"}, ReadRate: 1e6, WriteRate: 1e6}}}
-	key, err := gateway.LoadSecret(cfg.SecretFile)
+	key, err := gateway.LoadSecret(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
