@@ -80,6 +80,8 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 		for _, dr := range d.Drawers {
 			res := Restored{Delete: d, Drawer: dr}
 			switch {
+			case dr.PurgedAt != nil:
+				res.Err = fmt.Errorf("purged by the operator on %s: its content is gone for good", dr.PurgedAt.Format(time.RFC3339))
 			case dr.RestoredAt != nil:
 				res.Err = fmt.Errorf("restored already, on %s, as %s", dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs)
 			case newer != "":

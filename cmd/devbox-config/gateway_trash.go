@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,7 +66,20 @@ brings back: ` + trash.Lost + `.`,
 		Use: "prune", Short: "Remove what is older than the retention (the gateway also prunes as it goes)", Long: trashHelp, Args: noArgs,
 		RunE: func(*cobra.Command, []string) error { return pruneTrash(g, stdout) },
 	}
-	return group("trash", "List, restore and prune what deletes through the gateway removed", list, restore, prune)
+	purge := &cobra.Command{
+		Use: "purge N|DRAWER_ID", Short: "Remove for good the content of a delete's drawers (N) or of every kept copy of a drawer", Args: exactArgs(1),
+		Long: trashHelp + `
+
+The trash holds what it keeps in clear. purge removes a kept drawer's content
+and metadata for good (a credential deleted from the palace, say): N is a
+delete's number (all its drawers), DRAWER_ID a drawer (every delete that
+kept it). The drawer's id, wing and room stay, marked purged, with a note on
+its delete; no restore brings it back, and a join's replay of it is still
+refused. The trash's write-ahead log is emptied, so the content leaves its
+files.`,
+		RunE: func(_ *cobra.Command, args []string) error { return purgeTrash(g, stdout, args[0]) },
+	}
+	return group("trash", "List, restore, purge and prune what deletes through the gateway removed", list, restore, purge, prune)
 }
 
 // openTrash opens the config's trash; ok is false when there is none yet
@@ -105,6 +120,9 @@ func listTrash(g *gatewayConfig, stdout io.Writer) error {
 			if dr.RestoredAt != nil {
 				back = fmt.Sprintf("restored %s as %s", dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs)
 			}
+			if dr.PurgedAt != nil {
+				back = "purged by the operator " + dr.PurgedAt.Format(time.RFC3339) + ": its content is gone"
+			}
 			fmt.Fprintf(stdout, "    %s  %s/%s  %s\n", dr.ID, dr.Wing, dr.Room, back)
 		}
 	}
@@ -123,6 +141,32 @@ func pruneTrash(g *gatewayConfig, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "pruned %d delete(s) older than %d days\n", n, int(st.Retention().Hours()/24))
 	return nil
+}
+
+// purgeTrash is `gateway trash purge N|DRAWER_ID`.
+func purgeTrash(g *gatewayConfig, stdout io.Writer, ref string) error {
+	st, ok, err := openTrash(g)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return failed(errors.New("the trash is empty: no delete has gone through the gateway"))
+	}
+	defer st.Close() // the purge is committed, its log emptied
+	ids, err := st.Purge(context.Background(), ref)
+	if err != nil {
+		return failed(err)
+	}
+	fmt.Fprintf(stdout, "purged %s from delete(s) %s for good: its content is gone from %s and its log; 'trash list' notes the purge\n", ref, joinIDs(ids), st.Path())
+	return nil
+}
+
+func joinIDs(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(s, ", ")
 }
 
 // restoreTrash makes the gateway's own start checks of --upstream and

@@ -57,7 +57,10 @@
 //
 // A Delete is kept for the retention (trash_retention_days, default 30)
 // from its time, restored or not, then pruned: when the trash is opened,
-// with every new Delete, and by `gateway trash prune`. The file is
+// with every new Delete, and by `gateway trash prune`. Purge (`gateway
+// trash purge`) removes one delete's or one drawer's content and metadata
+// at once, for good (secure_delete, and the WAL truncated), keeping the
+// drawer's id marked purged. The file is
 // trash.sqlite beside the audit log unless trash_file names another; mode
 // 0600, as it holds deleted content.
 package trash

@@ -80,6 +80,9 @@ type Drawer struct {
 	// back under.
 	RestoredAt *time.Time
 	RestoredAs string
+	// PurgedAt: when the operator purged it (`trash purge`); its content
+	// and metadata are gone, its id, wing and room stay.
+	PurgedAt *time.Time
 }
 
 // Store is the gateway's trash, a SQLite file several processes (the
@@ -117,6 +120,7 @@ CREATE TABLE IF NOT EXISTS drawers(
   restored_at INTEGER,
   restored_as TEXT NOT NULL DEFAULT '',
   origin      TEXT NOT NULL DEFAULT '',
+  purged_at   TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (delete_id, drawer_id)
 );
 CREATE INDEX IF NOT EXISTS drawers_by_id ON drawers(drawer_id);
@@ -124,8 +128,9 @@ CREATE INDEX IF NOT EXISTS diary_by_text ON drawers(wing, content) WHERE kind='d
 `
 
 // added are the columns a trash made before them lacks: a drawer's
-// origin (its drawers read as of unknown origin), a delete's op id (none).
-var added = [][2]string{{"drawers", "origin"}, {"deletes", "op_id"}}
+// origin (its drawers read as of unknown origin), a delete's op id (none),
+// a drawer's purge (none).
+var added = [][2]string{{"drawers", "origin"}, {"deletes", "op_id"}, {"drawers", "purged_at"}}
 
 // Open opens (creating if needed) the trash at path, keeping deletes for
 // retention (0: DefaultRetention), and prunes the older ones.
@@ -143,7 +148,9 @@ func Open(path string, retention time.Duration) (*Store, error) {
 	// synchronous=FULL: a kept drawer is on disk before its delete is
 	// forwarded, power cut included (deletes are rare; the fsync is cheap
 	// beside the delete itself).
-	db, err := sqlitewal.Open(path, "FULL")
+	// secure_delete: what a purge or a prune removes is overwritten with
+	// zeros, not left in free space.
+	db, err := sqlitewal.Open(path, "FULL", "secure_delete(ON)")
 	if err != nil {
 		return nil, fmt.Errorf("trash %s: %w", path, err)
 	}
@@ -278,6 +285,73 @@ func prune(ctx context.Context, tx *sql.Tx, before time.Time) error {
 	return err
 }
 
+// Purge removes for good the content and metadata of what ref names: a
+// delete's number (all its drawers) or a drawer id (every kept copy of
+// it). Each drawer keeps its id, wing and room, marked purged (a join's
+// replay of it is still refused, and no restore files it), and its delete
+// a note saying the operator purged it. The write-ahead log is then
+// checkpointed and truncated, so the content leaves the trash's files.
+// It returns the numbers of the deletes purged from.
+func (s *Store) Purge(ctx context.Context, ref string) ([]int64, error) {
+	where, arg := "drawer_id=?", any(ref)
+	if n, err := strconv.ParseInt(ref, 10, 64); err == nil {
+		where, arg = "delete_id=?", n
+	}
+	at := s.Now().UTC().Format(time.RFC3339)
+	var ids []int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT delete_id FROM drawers WHERE purged_at='' AND `+where+` ORDER BY delete_id`, arg)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close() // the scan's error is the one to report
+				return err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close() // read to the end: Err reports
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return fmt.Errorf("%w: nothing to purge for %s (no such delete or drawer, or purged already: 'trash list' shows it)", ErrNotFound, ref)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE drawers SET content='', metadata='{}', purged_at=? WHERE purged_at='' AND `+where, at, arg); err != nil {
+			return err
+		}
+		note := "purged by the operator " + at
+		if where == "drawer_id=?" {
+			note = "drawer " + ref + " " + note
+		}
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, `UPDATE deletes SET note = CASE note WHEN '' THEN ? ELSE note || '; ' || ? END WHERE id=?`, note, note, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, s.truncateWAL(ctx)
+}
+
+// truncateWAL copies the write-ahead log into the database and empties
+// it, so that no old page (a purged drawer's content) stays in it.
+func (s *Store) truncateWAL(ctx context.Context) error {
+	var busy, frames, copied int
+	if err := s.db.QueryRowContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &copied); err != nil {
+		return fmt.Errorf("checkpointing %s-wal: %w", s.path, err)
+	}
+	if busy != 0 {
+		return fmt.Errorf("%s-wal still holds the purged content: another process was reading the trash; run the purge again (it checkpoints again)", s.path)
+	}
+	return nil
+}
+
 // List returns every kept delete with its drawers, newest first.
 func (s *Store) List(ctx context.Context) ([]Delete, error) {
 	return s.deletes(ctx, `ORDER BY id DESC`)
@@ -405,7 +479,7 @@ func (s *Store) deletes(ctx context.Context, clause string, args ...any) ([]Dele
 }
 
 func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT drawer_id, wing, room, content, metadata, source_file, kind, restored_at, restored_as, origin FROM drawers WHERE delete_id=? ORDER BY drawer_id`, deleteID)
+	rows, err := s.db.QueryContext(ctx, `SELECT drawer_id, wing, room, content, metadata, source_file, kind, restored_at, restored_as, origin, purged_at FROM drawers WHERE delete_id=? ORDER BY drawer_id`, deleteID)
 	if err != nil {
 		return nil, err
 	}
@@ -413,10 +487,17 @@ func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
 	var out []Drawer
 	for rows.Next() {
 		var d Drawer
-		var meta, origin string
+		var meta, origin, purged string
 		var restored sql.NullInt64
-		if err := rows.Scan(&d.ID, &d.Wing, &d.Room, &d.Content, &meta, &d.SourceFile, &d.Kind, &restored, &d.RestoredAs, &origin); err != nil {
+		if err := rows.Scan(&d.ID, &d.Wing, &d.Room, &d.Content, &meta, &d.SourceFile, &d.Kind, &restored, &d.RestoredAs, &origin, &purged); err != nil {
 			return nil, err
+		}
+		if purged != "" {
+			t, err := time.Parse(time.RFC3339, purged)
+			if err != nil {
+				return nil, fmt.Errorf("drawer %s: purged_at: %w", d.ID, err)
+			}
+			d.PurgedAt = &t
 		}
 		d.Metadata = json.RawMessage(meta)
 		if origin != "" {

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// A credential an admin deletes is purged from the trash for good, while
+// the gateway runs: its content leaves trash.sqlite and its WAL, `trash
+// list` says the operator purged it, and no restore files it (before:
+// there was no purge; the content stayed trash_retention_days, 30 by
+// default, in clear; attack44 F4).
+func TestGatewayTrashPurgeRemovesTheContentForGood(t *testing.T) {
+	_, up := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "upstream-token"})
+	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "upstream-token")
+	cfg := emptyGatewayConfig(t)
+	run := gatewayCLI(t, cfg)
+	cli := func(want int, args ...string) string { t.Helper(); out, errOut := run(want, args...); return out + errOut }
+	cli(0, "device", "add", "ops-0001", "--label", "ops", "--read", "*", "--write", "*", "--admin")
+	tok, _ := run(0, "token", "issue", "ops-0001")
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1"}
+	if err := srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	call := func(tool string, args map[string]any) map[string]any {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args}})
+		req := httptest.NewRequest("POST", "http://127.0.0.1/mcp", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(tok))
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+		var r struct{ Result struct{ Content []struct{ Text string } } }
+		var m map[string]any
+		if json.Unmarshal(w.Body.Bytes(), &r) != nil || len(r.Result.Content) == 0 || json.Unmarshal([]byte(r.Result.Content[0].Text), &m) != nil {
+			t.Fatalf("%s: %s", tool, w.Body)
+		}
+		return m
+	}
+	const leak = "oops pasted AWS key AKIAEXAMPLE123 zebra"
+	id := call("add_drawer", map[string]any{"wing": "shared", "room": "leak", "content": leak})["drawer_id"].(string)
+	call("delete_drawer", map[string]any{"drawer_id": id})
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []string{c.TrashPath(), c.TrashPath() + "-wal"}
+	inFiles := func() (in []string) {
+		for _, f := range files {
+			if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(leak)) {
+				in = append(in, f)
+			}
+		}
+		return in
+	}
+	if len(inFiles()) == 0 {
+		t.Fatal("the trash's files never held the content: the check below proves nothing")
+	}
+	cli(1, "trash", "purge", "7")
+	if out := cli(0, "trash", "purge", id); !strings.Contains(out, "purged "+id+" from delete(s) 1 for good") {
+		t.Errorf("purge: %s", out)
+	}
+	if in := inFiles(); len(in) != 0 {
+		t.Errorf("the purged content is still in %v", in)
+	}
+	if out := cli(0, "trash", "list"); !strings.Contains(out, "drawer "+id+" purged by the operator") || !strings.Contains(out, "its content is gone") || strings.Contains(out, leak) {
+		t.Errorf("list after the purge:\n%s", out)
+	}
+	if out := cli(1, "trash", "restore", "--upstream", up.URL(), "1"); !strings.Contains(out, "purged by the operator on") {
+		t.Errorf("restore of a purged drawer: %s", out)
+	}
+	if out := cli(1, "trash", "purge", id); !strings.Contains(out, "purged already") {
+		t.Errorf("a second purge: %s", out)
+	}
+}
