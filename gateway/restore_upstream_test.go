@@ -1,0 +1,49 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
+)
+
+// trash restore given a gateway's URL as --upstream refuses it before the
+// shared upstream token leaves: a token-less /healthz tells a gateway
+// (before: tools/list carried the token to it, and its 401 told; attack44
+// F8).
+func TestRestoreSendsNoTokenToAGateway(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var sent []string
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent = append(sent, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		ledger.Advertise(w.Header()) // as every gateway answer
+		if r.URL.Path == "/healthz" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		http.Error(w, "Unauthorized", http.StatusUnauthorized)
+	}))
+	defer gw.Close()
+	r := Restorer{Upstream: gw.URL + "/mcp", Token: func() string { return "the-shared-upstream-token" }}
+	_, err := r.Restore(context.Background(), []string{"1"})
+	if err == nil || !strings.Contains(err.Error(), "is a devbox-config gateway, not the primary") {
+		t.Errorf("restore against a gateway: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range sent {
+		if strings.Contains(s, "the-shared-upstream-token") {
+			t.Errorf("the upstream token went to the gateway: %s", s)
+		}
+	}
+	if len(sent) != 1 || sent[0] != "GET /healthz " {
+		t.Errorf("the gateway was asked %q, want its /healthz alone, without a token", sent)
+	}
+}
