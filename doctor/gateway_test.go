@@ -88,6 +88,12 @@ func TestDoctorBehindAGateway(t *testing.T) {
 			if !strings.Contains(fs[0].Fix, "gateway token issue") || !strings.Contains(fs[0].Message, "gateway") {
 				t.Errorf("want the gateway named and its device token as the fix:\n%s\n%s", fs[0].Message, fs[0].Fix)
 			}
+			// A removed device's token reads the same: token issue and
+			// rotate refuse its id, so the fix names the way that works
+			// (attack44 F9).
+			if !strings.Contains(fs[0].Fix, "a device the operator removed takes no token under its id") || !strings.Contains(fs[0].Fix, "`device add NEW-ID` then `token issue NEW-ID`") {
+				t.Errorf("the fix does not say what a removed device does:\n%s", fs[0].Fix)
+			}
 		})
 	}
 	// A device token sent past the gateway to the bare primary: the URL

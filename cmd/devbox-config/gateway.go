@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -108,6 +109,9 @@ func (g *gatewayConfig) load() (*gateway.Config, error) {
 func (g *gatewayConfig) deviceIn(c *gateway.Config, id string) (*gateway.Device, error) {
 	if d := c.Device(id); d != nil {
 		return d, nil
+	}
+	if slices.Contains(c.RemovedDevices, id) {
+		return nil, failed(fmt.Errorf("device %s was removed ('device remove'): a removed id has no tokens and no scopes (fix: give the machine a new id, '%s', then 'token issue NEW-ID'; or, if it is the same machine and should keep the old one's records and trust, '%s')", id, g.hint("device add NEW-ID"), g.hint("device add "+id+" --reuse-removed-id")))
 	}
 	ids := make([]string, 0, len(c.Devices))
 	for _, d := range c.Devices {

@@ -286,3 +286,20 @@ func TestTokenIssueRefusesAMissingSecretBesideIssuedTokens(t *testing.T) {
 	cli(0, "token", "revoke", "laptop-7f3a")
 	cli(0, "token", "issue", "desk-9b21") // no live token left: a first use
 }
+
+// token issue and rotate of a removed device's id name it as removed and
+// the ways that work (before: "no device X ... 'device add X' adds it",
+// and device add then refused the removed id; attack44 F9).
+func TestTokenIssueOfARemovedDeviceSaysItWasRemoved(t *testing.T) {
+	cfg, _ := gatewayWithDevice(t, "--read", "shared")
+	cli := gatewayCLI(t, cfg)
+	cli(0, "device", "remove", "laptop-7f3a")
+	for _, cmd := range []string{"issue", "rotate"} {
+		_, errOut := cli(1, "token", cmd, "laptop-7f3a")
+		for _, want := range []string{"device laptop-7f3a was removed", "device add NEW-ID", "device add laptop-7f3a --reuse-removed-id"} {
+			if !strings.Contains(errOut, want) {
+				t.Errorf("token %s: stderr %q lacks %q", cmd, errOut, want)
+			}
+		}
+	}
+}

@@ -23,7 +23,11 @@ func TestGatewayTrashPurgeRemovesTheContentForGood(t *testing.T) {
 	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "upstream-token")
 	cfg := emptyGatewayConfig(t)
 	run := gatewayCLI(t, cfg)
-	cli := func(want int, args ...string) string { t.Helper(); out, errOut := run(want, args...); return out + errOut }
+	cli := func(want int, args ...string) string {
+		t.Helper()
+		out, errOut := run(want, args...)
+		return out + errOut
+	}
 	cli(0, "device", "add", "ops-0001", "--label", "ops", "--read", "*", "--write", "*", "--admin")
 	tok, _ := run(0, "token", "issue", "ops-0001")
 	srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1"}
@@ -38,7 +42,9 @@ func TestGatewayTrashPurgeRemovesTheContentForGood(t *testing.T) {
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(tok))
 		w := httptest.NewRecorder()
 		srv.ServeHTTP(w, req)
-		var r struct{ Result struct{ Content []struct{ Text string } } }
+		var r struct {
+			Result struct{ Content []struct{ Text string } }
+		}
 		var m map[string]any
 		if json.Unmarshal(w.Body.Bytes(), &r) != nil || len(r.Result.Content) == 0 || json.Unmarshal([]byte(r.Result.Content[0].Text), &m) != nil {
 			t.Fatalf("%s: %s", tool, w.Body)
