@@ -85,6 +85,11 @@ func RecordFirstUse(file string, uses map[string]time.Time) error {
 // result validated and written atomically. Two operator commands never
 // lose each other's change; the gateway never writes the config at all.
 func UpdateConfig(file string, change func(*Config) error) error {
+	// No lock file beside a config that is not there (a mistyped --config
+	// left an empty <file>.lock behind).
+	if _, err := os.Stat(file); err != nil {
+		return err
+	}
 	return withLock(file, func() error {
 		c, err := LoadConfig(file)
 		if err != nil {

@@ -303,3 +303,20 @@ func TestTokenIssueOfARemovedDeviceSaysItWasRemoved(t *testing.T) {
 		}
 	}
 }
+
+// An operator command given a --config that does not exist says so and
+// leaves nothing behind (before: an empty gateway.jsonc.lock beside the
+// mistyped path; attack44 F9).
+func TestAMissingConfigLeavesNoLockFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "gateway.jsonc")
+	cli := gatewayCLI(t, cfg)
+	_, errOut := cli(1, "device", "add", "laptop-7f3a", "--read", "shared")
+	if !strings.Contains(errOut, "no gateway config at "+cfg+": create one with") {
+		t.Errorf("stderr %q", errOut)
+	}
+	cli(1, "token", "issue", "laptop-7f3a")
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
+	}
+}
