@@ -58,7 +58,7 @@ func TestGatewayOperatorCommands(t *testing.T) {
 	cli(1, "device", "add", "laptop-7f3a")
 	out, errOut := cli(0, "token", "issue", "laptop-7f3a")
 	tok := strings.TrimSpace(out)
-	if !strings.HasPrefix(tok, "dbx_") || !strings.Contains(errOut, "shown once") {
+	if !strings.HasPrefix(tok, "dbx_") || !strings.Contains(errOut, "shown once") || !strings.Contains(errOut, "a running gateway takes it within a second") {
 		t.Fatalf("issue: %q %q", out, errOut)
 	}
 	b, _ := os.ReadFile(cfg)

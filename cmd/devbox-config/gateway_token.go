@@ -53,7 +53,7 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 		return err
 	}
 	fmt.Fprintln(stdout, tok)
-	msg := "shown once: put it in the device's .env as MEMPALACE_REMOTE_TOKEN"
+	msg := "shown once: put it in the device's .env as MEMPALACE_REMOTE_TOKEN; a running gateway takes it within a second (it reloads the config), so a device's call or doctor in that second may still see it refused"
 	if rotate {
 		msg += fmt.Sprintf("; the old token keeps working until %d days after this one is first used", int(grace.Hours()/24))
 	}
