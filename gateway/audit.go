@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/ed25519"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -65,6 +67,9 @@ type Audit struct {
 	waiting time.Time
 	now     func() time.Time // the clock of checkpoints (nil: time.Now)
 	log     *slog.Logger     // where a failed anchor is reported (nil: nowhere)
+	// digestKey keys every digest a line carries of what a device sent
+	// (DigestKey; nil: the server's secret is not known, as in tests).
+	digestKey []byte
 }
 
 // OpenAudit opens (or creates) the log and finds the chain's head, and
@@ -208,11 +213,49 @@ func (a *Audit) stillThere() bool {
 	return err == nil && os.SameFile(fi, open)
 }
 
-func digest(args map[string]any) string {
+// DigestKey is the key of the audit log's digests, derived from the
+// server secret: a reader of the log (a log shipper, a backup) cannot
+// confirm a guess of what a device sent by hashing it (attack44 F1); the
+// operator, who holds the secret, can (`gateway audit digest`).
+func DigestKey(secret []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("devbox-config gateway audit digest v1")) // a hash never fails a write
+	return m.Sum(nil)
+}
+
+// ArgsDigest is a line's args_digest of a call's arguments: the first 32
+// hex of an HMAC-SHA256 under key of their JSON (keys sorted, as Go's
+// encoding/json writes a map); "" for none.
+func ArgsDigest(key []byte, args map[string]any) string {
 	if len(args) == 0 {
 		return ""
 	}
-	b, _ := json.Marshal(args) // map keys sorted: canonical enough for a digest
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
+	b, _ := json.Marshal(args) // parsed JSON: it encodes
+	return keyedDigest(key, b)
+}
+
+// DigestOf is the digest the gateway writes for what a device sent, under
+// the server secret: with asString, of b as a line's cut string (method,
+// tool, wing…); else args_digest of b, a call's arguments (a JSON object).
+// It is how an operator matches a request they hold to its line.
+func DigestOf(secret, b []byte, asString bool) (string, error) {
+	key := DigestKey(secret)
+	if asString {
+		return keyedDigest(key, b), nil
+	}
+	v, err := decodeStrict(b)
+	if err != nil {
+		return "", fmt.Errorf("the arguments: %w", err)
+	}
+	args, ok := v.(map[string]any)
+	if !ok {
+		return "", errors.New("the arguments must be one JSON object, as a tools/call sends them")
+	}
+	return ArgsDigest(key, args), nil
+}
+
+func keyedDigest(key, b []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write(b) // a hash never fails a write
+	return hex.EncodeToString(m.Sum(nil)[:16])
 }

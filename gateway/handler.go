@@ -242,7 +242,7 @@ func (s *Server) serveMCP(x *exchange) {
 // what a write made in the provenance index.
 func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	ctx := x.r.Context()
-	x.entry.Tool, x.entry.ArgsDigest = req.Tool, digest(req.Args)
+	x.entry.Tool, x.entry.ArgsDigest = req.Tool, ArgsDigest(s.audit.digestKey, req.Args)
 	req.sentDigest = x.entry.ArgsDigest
 	t, ok := s.argsStep(x, d, req)
 	if !ok {

@@ -164,7 +164,7 @@ func copyFile(t *testing.T, from, to string) {
 // crashedForward leaves in the gateway's ledger file what a gateway
 // SIGKILLed mid-forward leaves: the op's row in flight, claimed by a
 // process that is gone.
-func crashedForward(t *testing.T, ledgerFile, device string, op outbox.Op) {
+func crashedForward(t *testing.T, g *gw, ledgerFile, device string, op outbox.Op) {
 	t.Helper()
 	req, bad := parseRequest([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + op.Tool + `","arguments":` + string(op.Payload) + `}}`))
 	if bad != nil {
@@ -177,7 +177,7 @@ func crashedForward(t *testing.T, ledgerFile, device string, op outbox.Op) {
 	defer db.Close()
 	now := time.Now().UnixMilli()
 	if _, err := db.Exec(`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at) VALUES(?,?,?,?,'inflight','gone-1',?,?)`,
-		device, op.ID, op.Tool, digest(req.Args), now, now); err != nil {
+		device, op.ID, op.Tool, ArgsDigest(g.srv.audit.digestKey, req.Args), now, now); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -228,8 +228,8 @@ func TestAGatewayCrashNeitherStallsNorDuplicates(t *testing.T) {
 	ev := a.enqueue("mempalace_event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "pi@lab", "body": "one event"})
 	// The crashed gateway had forwarded the artifact (the upstream applied
 	// it) and was about to forward the event.
-	crashedForward(t, ledgerFile, "dev1", art)
-	crashedForward(t, ledgerFile, "dev1", ev)
+	crashedForward(t, g, ledgerFile, "dev1", art)
+	crashedForward(t, g, ledgerFile, "dev1", ev)
 	upCall(t, g.primary, "mempalace_artifact_put", mustArgs(t, art.Payload))
 
 	ctx := context.Background()

@@ -161,7 +161,7 @@ func (s *Server) openAudit(cfg *Config) error {
 	if err != nil {
 		return fmt.Errorf("audit_log: %w", err)
 	}
-	a.cadence, a.now, a.log = cfg.Cadence(), s.Now, s.Log
+	a.cadence, a.now, a.log, a.digestKey = cfg.Cadence(), s.Now, s.Log, DigestKey(s.key)
 	switch cfg.AuditAnchor {
 	case "":
 	case AnchorStderr:

@@ -23,7 +23,8 @@ directory, or stderr for the service manager's journal). --anchor FILE reads
 those anchors (a journal's text works: each line's JSON from its first '{')
 and fails when the log is shorter than an anchor says, or differs from it.`
 
-// newGatewayAuditCmd is `gateway audit verify [FILE]`.
+// newGatewayAuditCmd is `gateway audit verify [FILE]` and `gateway audit
+// digest [FILE]`.
 func newGatewayAuditCmd(g *gatewayConfig, stdout io.Writer) *cobra.Command {
 	var pubFile, anchorFile string
 	verify := &cobra.Command{
@@ -32,7 +33,54 @@ func newGatewayAuditCmd(g *gatewayConfig, stdout io.Writer) *cobra.Command {
 	}
 	verify.Flags().StringVar(&pubFile, "pubkey", "", "Ed25519 public key of the checkpoints (default: the config's signing_key_file.pub)")
 	verify.Flags().StringVar(&anchorFile, "anchor", "", "anchors the gateway wrote (its audit_anchor file, or a journal's text): fail if the log was cut below them")
-	return group("audit", "Check the audit log", verify)
+	var asString bool
+	digest := &cobra.Command{
+		Use: "digest [FILE]", Short: "Print the digest an audit line carries of a call's arguments (or, with --string, of a string it cut)", Long: auditDigestHelp, Args: maxArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return printDigest(g, cmd.InOrStdin(), stdout, args, asString)
+		},
+	}
+	digest.Flags().BoolVar(&asString, "string", false, "FILE's bytes are a method, tool, wing or other string a line cut at 256 bytes (its 'digest …')")
+	return group("audit", "Check the audit log", verify, digest)
+}
+
+const auditDigestHelp = `digest prints the args_digest an audit line carries for a call whose
+arguments (a JSON object, as the tools/call sent them) are in FILE (default:
+standard input): grep the log for it. The digest is keyed with a key derived
+from the server secret (secret_file), so only who holds the secret can match a
+request to its line; a reader of the log cannot test guesses of the content.
+With --string, FILE's bytes are a string a line cut (a method, tool, wing or
+rule over 256 bytes keeps its first bytes, its length and this digest).`
+
+// printDigest prints DigestOf the bytes of args[0] (else of in) under the
+// config's server secret, which it never creates.
+func printDigest(g *gatewayConfig, in io.Reader, stdout io.Writer, args []string, asString bool) error {
+	c, err := g.load()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(c.SecretFile); err != nil {
+		return failed(fmt.Errorf("secret_file: %w", err))
+	}
+	secret, err := gateway.LoadSecret(c.SecretFile)
+	if err != nil {
+		return failed(fmt.Errorf("secret_file: %w", err))
+	}
+	var b []byte
+	if len(args) == 1 {
+		b, err = os.ReadFile(args[0])
+	} else {
+		b, err = io.ReadAll(in)
+	}
+	if err != nil {
+		return failed(err)
+	}
+	d, err := gateway.DigestOf(secret, b, asString)
+	if err != nil {
+		return failed(err)
+	}
+	fmt.Fprintln(stdout, d)
+	return nil
 }
 
 // verifyAudit checks the audit log named by args (else the config's) with

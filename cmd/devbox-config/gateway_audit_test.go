@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -165,5 +167,47 @@ func TestAuditVerifyBeforeTheFirstCheckpoint(t *testing.T) {
 	}
 	if out, _ := gatewayCLI(t, bare)(0, "audit", "verify"); !strings.Contains(out, "set signing_key_file") {
 		t.Fatalf("verify of a log no key signs:\n%s", out)
+	}
+}
+
+// A line's args_digest does not let a reader of the log test guesses of
+// what a device sent (attack44 F1: an unkeyed SHA-256 of the arguments'
+// JSON gave a 4-digit code back in 10,000 guesses); `audit digest`, run
+// by the operator who holds the secret, prints the digest of arguments
+// they hold, and the line carrying it is found by it. The log written
+// before and after the change is still one intact chain.
+func TestAuditArgsDigestIsKeyedAndTheOperatorMatchesIt(t *testing.T) {
+	cfg, token := gatewayWithDevice(t, "--read", "*", "--write", "*", "--admin")
+	cli := gatewayCLI(t, cfg)
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: "http://127.0.0.1:1/mcp", BindHost: "127.0.0.1", UpstreamToken: func() string { return "x" }}
+	if err := srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	args := `{"wing":"wing_secret","room":"keys","content":"the launch code is 4242"}`
+	req := httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":`+args+`}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	srv.ServeHTTP(httptest.NewRecorder(), req)
+	b, _ := os.ReadFile(c.AuditLog)
+	unkeyed := sha256.Sum256([]byte(`{"content":"the launch code is 4242","room":"keys","wing":"wing_secret"}`))
+	if bytes.Contains(b, []byte(hex.EncodeToString(unkeyed[:16]))) {
+		t.Fatalf("the log carries the unkeyed SHA-256 of the arguments: a reader guesses them\n%s", b)
+	}
+	argsFile := filepath.Join(t.TempDir(), "args.json")
+	os.WriteFile(argsFile, []byte(args+"\n"), 0o600)
+	out, _ := cli(0, "audit", "digest", argsFile)
+	d := strings.TrimSpace(out)
+	if len(d) != 32 || !bytes.Contains(b, []byte(`"args_digest":"`+d+`"`)) {
+		t.Fatalf("audit digest printed %q, not the line's digest\n%s", d, b)
+	}
+	if _, errOut := cli(1, "audit", "digest", "--string", filepath.Join(t.TempDir(), "none")); !strings.Contains(errOut, "none") {
+		t.Fatalf("a missing FILE: %s", errOut)
+	}
+	if out, _ := cli(0, "audit", "verify"); !strings.Contains(out, "chain intact") {
+		t.Fatalf("verify: %s", out)
 	}
 }
