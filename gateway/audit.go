@@ -10,10 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // Entry is one audit line: one request.
@@ -84,11 +86,19 @@ func OpenAudit(file string) (*Audit, error) {
 		return nil, err
 	}
 	defer f.Close() // read only: its error says nothing
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	// Lines of any length: a log written before lines were bounded
+	// (attack44 F13) holds lines of megabytes, and still opens.
+	rd := bufio.NewReader(f)
+	for {
+		line, err := rd.ReadBytes('\n')
+		if errors.Is(err, io.EOF) && len(line) == 0 {
+			return a, nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
 		var e Entry
-		if json.Unmarshal(sc.Bytes(), &e) == nil && e.Hash != "" {
+		if json.Unmarshal(line, &e) == nil && e.Hash != "" {
 			a.prev = e.Hash
 			a.lines++
 			if a.since++; a.since == 1 {
@@ -99,7 +109,6 @@ func OpenAudit(file string) (*Audit, error) {
 			}
 		}
 	}
-	return a, sc.Err()
 }
 
 // sealLine is e's line (newline included) and its hash: the sha256 of
@@ -153,6 +162,7 @@ func (a *Audit) Append(e Entry, durable bool) error {
 func (a *Audit) appendLine(e Entry, durable bool) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	e = a.bounded(e)
 	e.Prev = a.prev
 	line, hash := sealLine(e)
 	if a.f == nil || !a.stillThere() {
@@ -258,4 +268,31 @@ func keyedDigest(key, b []byte) string {
 	m := hmac.New(sha256.New, key)
 	m.Write(b) // a hash never fails a write
 	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// maxField is the most of a string a device sent that a line keeps
+// (method, tool, wing, rule, path, origin): a longer one is cut, and its
+// length and digest are kept in its place, so that one request adds a
+// bounded line whatever its size (attack44 F13).
+const maxField = 256
+
+// bounded is e with each string a device may have sent cut to maxField.
+func (a *Audit) bounded(e Entry) Entry {
+	for _, f := range []*string{&e.Path, &e.Method, &e.Tool, &e.Wing, (*string)(&e.Rule), &e.Origin} {
+		if len(*f) > maxField {
+			*f = fmt.Sprintf("%s… (%d bytes, digest %s)", clip(*f, maxField-64), len(*f), keyedDigest(a.digestKey, []byte(*f)))
+		}
+	}
+	return e
+}
+
+// clip is s cut to at most n bytes, at a character's start.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

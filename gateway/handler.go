@@ -97,7 +97,7 @@ var streamQuery = []string{"stream", "room", "type", "to_agent", "from_agent", "
 
 func (s *Server) serveAdminGET(x *exchange) {
 	d, ok := s.authenticateStep(x)
-	if !ok {
+	if !ok || !s.limitGET(x, d) {
 		return
 	}
 	q, ok := s.queryStep(x, syncQuery[x.r.URL.Path])
@@ -123,7 +123,7 @@ func (s *Server) serveAdminGET(x *exchange) {
 // (on the dev surface from_agent on event reads names the caller).
 func (s *Server) serveStream(x *exchange) {
 	d, ok := s.authenticateStep(x)
-	if !ok {
+	if !ok || !s.limitGET(x, d) {
 		return
 	}
 	q, ok := s.queryStep(x, streamQuery)
@@ -214,11 +214,16 @@ func (s *Server) serveMCP(x *exchange) {
 		if req != nil {
 			x.entry.Method = req.Method
 		}
-		s.answer(x, bad.httpStatus(), rpcErrBytes(req.rawID(), bad.code, bad.msg), VerdictError, Rule("parse: "+bad.msg))
+		if s.limitStep(x, d, req, false) { // every request counts against a rate, refused or not
+			s.answer(x, bad.httpStatus(), rpcErrBytes(req.rawID(), bad.code, bad.msg), VerdictError, Rule("parse: "+bad.msg))
+		}
 		return
 	}
 	x.entry.Method, x.id = req.Method, req.rawID()
 	if req.Method != "tools/call" {
+		if !s.limitStep(x, d, req, false) {
+			return
+		}
 		// Protocol methods (initialize, ping, tools/list, notifications):
 		// re-encoded from the parse like everything else.
 		status, resp := s.upstreamCall(x.r.Context(), req.encode())
@@ -244,12 +249,13 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	ctx := x.r.Context()
 	x.entry.Tool, x.entry.ArgsDigest = req.Tool, ArgsDigest(s.audit.digestKey, req.Args)
 	req.sentDigest = x.entry.ArgsDigest
-	t, ok := s.argsStep(x, d, req)
-	if !ok {
-		return
-	}
+	t, _ := catalogue.Lookup(req.Tool)
 	write := !t.Reads // unknown tools are writes
 	if !s.limitStep(x, d, req, write) {
+		return
+	}
+	t, ok := s.argsStep(x, d, req)
+	if !ok {
 		return
 	}
 	dec, ok := s.authorizeStep(ctx, x, d, req, t)
@@ -499,11 +505,16 @@ func (s *Server) readBody(x *exchange) ([]byte, bool) {
 	return body, true
 }
 
-// limitStep applies the device's read or write rate, before the wing is
-// resolved (a by-id wing would cost an upstream call).
+// limitStep applies the device's read or write rate to every request it
+// sends, before its arguments are checked or its wing is resolved (a by-id
+// wing would cost an upstream call). A request that is not a tools/call,
+// or that does not parse (req nil or partial), counts as a read.
 func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) bool {
 	if s.rates.allow(d, write) {
 		return true
+	}
+	if req == nil {
+		req = &rpcRequest{}
 	}
 	rule := ruleRateRead
 	if write {
@@ -511,6 +522,16 @@ func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) 
 	}
 	wing, _ := req.Args["wing"].(string)
 	s.refuse(x, d, req, CodeRateLimited, fmt.Sprintf("devbox-config gateway: %s is over its %s rate", d.ID, strings.TrimPrefix(rule.String(), "rate:")), rule, wing)
+	return false
+}
+
+// limitGET counts an authenticated GET against the device's read rate;
+// over it, the answer is 429.
+func (s *Server) limitGET(x *exchange, d *Device) bool {
+	if s.rates.allow(d, false) {
+		return true
+	}
+	s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s is over its read rate", d.ID), VerdictLimited, ruleRateRead)
 	return false
 }
 

@@ -254,6 +254,9 @@ func parseEnvelope(body []byte) (*rpcRequest, *badRequest) {
 			}
 		}
 	case m != "tools/call":
+		if len(m) > maxField { // not echoed in full (attack44 F13)
+			m = clip(m, maxField) + "…"
+		}
 		return r, &badRequest{-32601, "Unknown method: " + m}
 	}
 	return r, nil

@@ -1,0 +1,138 @@
+package gateway
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// postRaw sends body to path as the device with token; the HTTP status
+// and the answer's bytes.
+func (g *gw) postRaw(token, path, body string) (int, []byte) {
+	g.t.Helper()
+	req, _ := http.NewRequest("POST", g.http.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// One request adds one bounded line to the audit log whatever the size of
+// what it sent (attack44 F13: a 4 MiB unknown method made an 8 MiB line,
+// method and rule both holding it, and came back whole in the answer; a
+// 200,000-byte tool name or wing, a 200 KB line). A cut string keeps its
+// first bytes, its length and a keyed digest the operator reproduces. (A
+// refusal still names the tool or wing it refused to the device that sent
+// it: that costs the log nothing.)
+func TestOneRequestAddsABoundedAuditLine(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	tok := g.tokens["laptop-7f3a"]
+	huge := strings.Repeat("m", 4<<20)
+	long := strings.Repeat("w", 200_000)
+	call := func(tool string, args string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
+	}
+	for _, c := range []struct{ what, path, body string }{
+		{"a 4 MiB unknown method", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"` + huge + `"}`},
+		{"a 200,000-byte tool name", "/mcp", call("mempalace_"+long, `{}`)},
+		{"a 200,000-byte wing", "/mcp", call("mempalace_add_drawer", `{"wing":"`+long+`","room":"r","content":"c"}`)},
+		{"a 200,000-byte path", "/" + long, ``},
+	} {
+		_, answer := g.postRaw(tok, c.path, c.body)
+		if c.what == "a 4 MiB unknown method" && len(answer) > 4096 {
+			t.Errorf("%s: the answer echoes it: %d bytes", c.what, len(answer))
+		}
+	}
+	g.post(tok, pingBody) // on the same connection: the lines above are written
+	b, _ := os.ReadFile(g.srv.cfg.Load().AuditLog)
+	for i, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		if len(line) > 2048 {
+			t.Errorf("line %d: %d bytes: %.200s", i+1, len(line), line)
+		}
+	}
+	if _, err := Verify(g.srv.cfg.Load().AuditLog, nil); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := os.ReadFile(g.srv.cfg.Load().SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := DigestOf(bytes.TrimSpace(secret), []byte(huge), true)
+	var cut Entry
+	for _, e := range g.auditLog() {
+		if strings.HasPrefix(e.Method, "mmm") {
+			cut = e
+		}
+	}
+	if want := fmt.Sprintf("… (%d bytes, digest %s)", len(huge), d); !strings.HasSuffix(cut.Method, want) || len(cut.Method) > maxField+64 {
+		t.Fatalf("the cut method %q does not end with %q", cut.Method, want)
+	}
+}
+
+// A log that holds lines longer than a megabyte (written before lines
+// were bounded) still opens and its chain goes on: before, the gateway
+// could not start on it (bufio.Scanner: token too long).
+func TestALogWithHugeOldLinesStillOpens(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	line, head := sealLine(Entry{Time: time.Now(), Method: strings.Repeat("m", 2<<20), Prev: "genesis"})
+	if err := os.WriteFile(file, line, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := OpenAudit(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.prev != head || a.lines != 1 {
+		t.Fatalf("head %q after %d lines, want %q after 1", a.prev, a.lines, head)
+	}
+	if err := a.Append(Entry{Time: time.Now(), Method: "ping"}, true); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if n, err := Verify(file, nil); err != nil || n != 2 {
+		t.Fatalf("%d lines: %v", n, err)
+	}
+}
+
+// Every authenticated request counts against the device's rate, refused
+// or not (attack44 F13: 110 unknown-method requests in a row were never
+// limited, nor a body that does not parse); an unknown method is a read.
+func TestEveryRequestCountsAgainstTheRate(t *testing.T) {
+	t.Parallel()
+	d := devices[0]
+	d.ReadRate = 1 // bursts of 100
+	g := newGW(t, []Device{d})
+	limited := 0
+	for i := range 200 {
+		body := `{"jsonrpc":"2.0","id":1,"method":"no/such/method"}`
+		if i%2 == 1 {
+			body = `{"jsonrpc":"2.0","id":1,` // does not parse
+		}
+		_, m := g.post(g.tokens[d.ID], body)
+		if e := rpcError(m); e != nil && e["code"] == float64(CodeRateLimited) {
+			limited++
+		}
+	}
+	if limited < 90 {
+		t.Fatalf("200 refused requests at once, read rate 1/s: %d limited", limited)
+	}
+	last := g.auditLog()
+	if e := last[len(last)-1]; e.Decision != VerdictLimited || e.Rule != ruleRateRead || e.Device != d.ID {
+		t.Fatalf("the last line: %+v", e)
+	}
+	if st := g.get(g.tokens[d.ID], "/statusz", nil); st != http.StatusTooManyRequests {
+		t.Fatalf("a GET over the rate: %d", st)
+	}
+}
