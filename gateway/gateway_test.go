@@ -515,9 +515,13 @@ func TestUpstreamTokenFileSaysWhatIsWrong(t *testing.T) {
 			t.Errorf("%q: %v", body, err)
 		}
 	}
-	os.WriteFile(f, []byte("sEcReT-tok\r\n"), 0o600)
-	if tok, err := ReadSecretFile(f); err != nil || tok != "sEcReT-tok" {
-		t.Errorf("one line, CRLF: %q %v", tok, err)
+	// Blanks and empty lines around the token are not part of it (as
+	// operator.md says; attack44 F11 found them taken silently, undocumented).
+	for _, body := range []string{"sEcReT-tok\r\n", "  sEcReT-tok  \n", "sEcReT-tok\n\n", "\n\tsEcReT-tok\n \n"} {
+		os.WriteFile(f, []byte(body), 0o600)
+		if tok, err := ReadSecretFile(f); err != nil || tok != "sEcReT-tok" {
+			t.Errorf("%q: %q %v", body, tok, err)
+		}
 	}
 }
 

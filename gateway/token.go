@@ -165,7 +165,10 @@ func Revoke(d *Device, id string) int {
 // ReadSecretFile reads a secret (the upstream token) from a file that only
 // its owner may read and that holds it alone, on one line: a group- or
 // world-readable file, anything but a file, and a second line or a space
-// inside are refused, never showing the secret.
+// inside are refused, never showing the secret. Blanks and empty lines
+// around the token are not part of it (no token holds white space), as
+// around MEMPALACE_UPSTREAM_TOKEN's value: a file written by echo or an
+// editor ends in a newline, and a user expects that to be fine.
 func ReadSecretFile(file string) (string, error) {
 	fi, err := os.Stat(file)
 	if err != nil {
