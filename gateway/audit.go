@@ -244,6 +244,18 @@ func ArgsDigest(key []byte, args map[string]any) string {
 	return keyedDigest(key, b)
 }
 
+// legacyArgsDigest is the args_digest gateways wrote before it was keyed
+// (an unkeyed SHA-256): only for matching the op-id ledger's rows they
+// left, never written anywhere.
+func legacyArgsDigest(args map[string]any) string {
+	if len(args) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal(args) // parsed JSON: it encodes
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
 // DigestOf is the digest the gateway writes for what a device sent, under
 // the server secret: with asString, of b as a line's cut string (method,
 // tool, wing…); else args_digest of b, a call's arguments (a JSON object).

@@ -2,14 +2,18 @@ package gateway
 
 import (
 	"bytes"
+	"database/sql"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // postRaw sends body to path as the device with token; the HTTP status
@@ -134,5 +138,46 @@ func TestEveryRequestCountsAgainstTheRate(t *testing.T) {
 	}
 	if st := g.get(g.tokens[d.ID], "/statusz", nil); st != http.StatusTooManyRequests {
 		t.Fatalf("a GET over the rate: %d", st)
+	}
+}
+
+// A write the op-id ledger recorded before args_digest was keyed (its row
+// holds the unkeyed digest), sent again after the upgrade, is answered
+// from the record: before, the two digests differed and the resend was
+// refused as an op id reused for another write (-32602), which an edge
+// takes as final.
+func TestAResendAcrossTheKeyedDigestIsAReplay(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	file := filepath.Join(t.TempDir(), ledger.FileName)
+	l, err := ledger.Open(file, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	g.srv.Ledger = OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
+	args := map[string]any{"wing": "shared", "room": "r", "content": "filed before the upgrade"}
+	opID := strings.Repeat("cd", 32)
+	if _, m := g.postOp(g.tokens["desk-9b21"], "mempalace_add_drawer", args, opID); m["error"] != nil {
+		t.Fatal(m["error"])
+	}
+	db, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE ops SET args_digest=? WHERE op_id=?`, legacyArgsDigest(args), opID); err != nil {
+		t.Fatal(err)
+	}
+	_, m := g.postOp(g.tokens["desk-9b21"], "mempalace_add_drawer", args, opID)
+	if m["error"] != nil {
+		t.Fatalf("the resend across the upgrade: %v", m["error"])
+	}
+	if n := g.primary.Calls("mempalace_add_drawer"); n != 1 {
+		t.Errorf("the upstream saw the write %d times, want 1", n)
+	}
+	other := map[string]any{"wing": "shared", "room": "r", "content": "another write"}
+	if _, m := g.postOp(g.tokens["desk-9b21"], "mempalace_add_drawer", other, opID); rpcError(m) == nil || rpcError(m)["code"] != float64(-32602) {
+		t.Fatalf("the op id reused for other arguments: %v", m)
 	}
 }

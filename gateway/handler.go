@@ -248,7 +248,7 @@ func (s *Server) serveMCP(x *exchange) {
 func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	ctx := x.r.Context()
 	x.entry.Tool, x.entry.ArgsDigest = req.Tool, ArgsDigest(s.audit.digestKey, req.Args)
-	req.sentDigest = x.entry.ArgsDigest
+	req.sentDigest, req.sentLegacy = x.entry.ArgsDigest, legacyArgsDigest(req.Args)
 	t, _ := catalogue.Lookup(req.Tool)
 	write := !t.Reads // unknown tools are writes
 	if !s.limitStep(x, d, req, write) {

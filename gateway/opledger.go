@@ -47,7 +47,7 @@ func (o OpLedger) forward(ctx context.Context, call ToolCall, next Send) (int, [
 		status, body := next(ctx, call.Body)
 		return status, body, ""
 	}
-	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, RequestID: reqID, Resend: ledger.ResendOf(params)},
+	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, LegacyDigest: call.LegacyDigest, RequestID: reqID, Resend: ledger.ResendOf(params)},
 		func(ctx context.Context) (ledger.Answer, error) {
 			status, body := next(ctx, call.Body)
 			// 502, 504: the upstream call was sent and its answer lost (the

@@ -42,6 +42,9 @@ type ToolCall struct {
 	// write across its resends (the narrowing of a resend can differ: a
 	// checkpoint item the first send filed is a duplicate the second time).
 	ArgsDigest string
+	// LegacyDigest is their unkeyed digest (legacyArgsDigest), what an
+	// op-id ledger row written before args_digest was keyed holds.
+	LegacyDigest string
 }
 
 // Send is the upstream call a Ledger wraps.
@@ -59,7 +62,7 @@ type Ledger interface {
 // record).
 func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (status int, body []byte, replayed bool, err error) {
 	t, _ := catalogue.Lookup(req.Tool)
-	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode(), ArgsDigest: req.sentDigest}
+	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode(), ArgsDigest: req.sentDigest, LegacyDigest: req.sentLegacy}
 	send, full := s.upstreamCall, false
 	if !t.Reads {
 		// One write at a time to the single-writer primary: the slot is

@@ -123,7 +123,7 @@ func Held(ctx context.Context) error {
 }
 
 func sameWrite(first, c Call) error {
-	if first.Tool != c.Tool || first.ArgsDigest != c.ArgsDigest {
+	if first.Tool != c.Tool || first.ArgsDigest != c.ArgsDigest && (c.LegacyDigest == "" || first.ArgsDigest != c.LegacyDigest) {
 		what := "other arguments"
 		if first.Tool != c.Tool {
 			what = "tool " + first.Tool

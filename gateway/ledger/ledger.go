@@ -91,6 +91,11 @@ type Call struct {
 	// log's args_digest); a reuse of the op id with another digest is
 	// refused.
 	ArgsDigest string
+	// LegacyDigest, when set, is another digest of the same arguments a
+	// row written by an earlier gateway may hold (the unkeyed one, before
+	// args_digest was keyed): such a row matches it too, so that a resend
+	// across the upgrade is not refused as a reuse.
+	LegacyDigest string
 	// RequestID is this request's JSON-RPC id: a replayed answer carries
 	// it in place of the first request's.
 	RequestID json.RawMessage
