@@ -62,7 +62,7 @@ func printDigest(g *gatewayConfig, in io.Reader, stdout io.Writer, args []string
 	if _, err := os.Stat(c.SecretFile); err != nil {
 		return failed(fmt.Errorf("secret_file: %w", err))
 	}
-	secret, err := gateway.LoadSecret(c.SecretFile)
+	secret, err := gateway.LoadSecret(c)
 	if err != nil {
 		return failed(fmt.Errorf("secret_file: %w", err))
 	}
