@@ -17,6 +17,7 @@ import (
 
 	segjson "github.com/segmentio/encoding/json"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
@@ -174,8 +175,8 @@ func FuzzForwardedMatchesAuthorized(f *testing.F) {
 				continue
 			}
 			var call *ToolCall
-			for i := range ledger.calls {
-				if bytes.Equal(ledger.calls[i].Body, b) {
+			for i := range ledger.calls { // the upstream gets the gateway's own id
+				if bytes.Equal(withoutID(ledger.calls[i].Body), withoutID(b)) {
 					call = &ledger.calls[i]
 				}
 			}
@@ -205,19 +206,29 @@ func FuzzForwardedMatchesAuthorized(f *testing.F) {
 }
 
 // internalLookup is a call the gateway makes for itself (a drawer's wing,
-// the taxonomy, an event look-up, what a delete will remove): always id 0
-// and a read (delete_by_source only as a dry run).
+// the taxonomy, an event look-up, what a delete will remove): a read
+// (delete_by_source only as a dry run). Its id is no mark: every call
+// the upstream gets carries one of the gateway's own.
 func internalLookup(m map[string]any) bool {
 	p, _ := m["params"].(map[string]any)
 	name, _ := p["name"].(string)
 	t, _ := catalogue.Lookup(name)
-	if m["id"] != json.Number("0") || m["method"] != "tools/call" {
+	if m["method"] != "tools/call" {
 		return false
 	}
 	if args, _ := p["arguments"].(map[string]any); name == "mempalace_delete_by_source" {
 		return args["dry_run"] == true
 	}
 	return t.Reads && slices.Contains([]string{"get_drawer", "get_drawers", "list_drawers", "get_taxonomy", "event_list"}, t.Name)
+}
+
+// withoutID is a JSON-RPC message without its id.
+func withoutID(msg []byte) []byte {
+	out, err := sjson.DeleteBytes(msg, "id")
+	if err != nil {
+		return msg
+	}
+	return out
 }
 
 // FuzzAuthorize feeds any arguments and any upstream answer through the

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -212,7 +213,7 @@ func parseRequest(body []byte) (*rpcRequest, *badRequest) {
 }
 
 // parseEnvelope parses the JSON-RPC message around a call: one object,
-// only envelopeKeys, an id a string, a number or null, a method the
+// only envelopeKeys, an id a string, an integer or null (plainID), a method the
 // gateway relays (and, but for tools/call, its params an object if any).
 func parseEnvelope(body []byte) (*rpcRequest, *badRequest) {
 	v, err := decodeStrict(body)
@@ -234,10 +235,8 @@ func parseEnvelope(body []byte) (*rpcRequest, *badRequest) {
 	}
 	r := &rpcRequest{msg: msg}
 	r.id, r.hasID = msg["id"]
-	switch r.id.(type) {
-	case nil, string, json.Number:
-	default:
-		return nil, &badRequest{-32600, "Invalid Request: id must be a string, a number or null"}
+	if !plainID(r.id) {
+		return nil, &badRequest{-32600, "Invalid Request: id must be a string, an integer (64-bit, without a fraction or an exponent) or null"}
 	}
 	if v, ok := msg["jsonrpc"]; ok && v != "2.0" {
 		return r, &badRequest{-32600, `Invalid Request: jsonrpc must be "2.0"`}
@@ -261,6 +260,20 @@ func parseEnvelope(body []byte) (*rpcRequest, *badRequest) {
 		return r, &badRequest{-32601, "Unknown method: " + m}
 	}
 	return r, nil
+}
+
+// plainID reports an id every parser reads alike: a string, null, or an
+// integer literal within int64 ("-0", a fraction, an exponent or more
+// digits a parser may read as a float, or as inf).
+func plainID(id any) bool {
+	switch v := id.(type) {
+	case nil, string:
+		return true
+	case json.Number:
+		_, err := strconv.ParseInt(string(v), 10, 64)
+		return err == nil && v != "-0"
+	}
+	return false
 }
 
 // parseCall parses a tools/call's params: only callKeys, a non-empty

@@ -64,6 +64,9 @@ type Server struct {
 	// refused: the upstream's last word on the gateway's token was a 401
 	// (upstreamRefuses logs each change).
 	refused atomic.Bool
+	// callIDs numbers the gateway's calls to the upstream: each goes with
+	// an id of its own, never a device's (upstreamCall).
+	callIDs atomic.Uint64
 
 	mu    sync.Mutex
 	mtime time.Time

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/joakimp/devbox-config/redact"
 	"github.com/joakimp/devbox-config/warmconn"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
 // callTimeout bounds one upstream call (event_wait may hold five minutes).
@@ -97,9 +99,20 @@ const msgWriteQueueFull = "devbox-config gateway: rate limited: this device's sh
 // errWriteQueueFull: the device's share of the write queue is full.
 var errWriteQueueFull = errors.New("write queue full")
 
-// upstreamCall POSTs one JSON-RPC message to the upstream's /mcp.
+// upstreamCall POSTs one JSON-RPC message to the upstream's /mcp. The
+// upstream never sees the id body carries (a device's, which a parser
+// other than Go's may read otherwise: Python reads 1e400 as inf and
+// answers Infinity, which is not JSON): it gets one of the gateway's own,
+// and the answer goes back under body's id.
 func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
+	id := gjson.GetBytes(body, "id")
+	if id.Exists() { // a notification has none, and gets none
+		body = setID(body, strconv.FormatUint(s.callIDs.Add(1), 10))
+	}
 	status, resp := postMCP(ctx, s.client, s.Upstream, s.UpstreamToken(), body)
+	if id.Exists() && gjson.GetBytes(resp, "id").Exists() {
+		resp = setID(resp, id.Raw)
+	}
 	switch {
 	case status == http.StatusServiceUnavailable && gjson.GetBytes(resp, "error.message").String() == UpstreamRefused:
 		s.upstreamRefuses(true)
@@ -107,6 +120,17 @@ func (s *Server) upstreamCall(ctx context.Context, body []byte) (int, []byte) {
 		s.upstreamRefuses(false)
 	}
 	return status, resp
+}
+
+// setID is msg, a JSON-RPC message, with id (raw JSON) as its id; msg
+// as it was if it is not a JSON object (not reached: the gateway encodes
+// what it sends, and answerOf passes on only JSON it checked or its own).
+func setID(msg []byte, id string) []byte {
+	out, err := sjson.SetRawBytes(msg, "id", []byte(id))
+	if err != nil {
+		return msg
+	}
+	return out
 }
 
 // upstreamRefuses logs a change in whether the upstream refuses the

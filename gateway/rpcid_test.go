@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// kgAddWithID is a kg_add of release_policy/requires/object under the
+// JSON-RPC id given as raw JSON.
+func kgAddWithID(id, object string) string {
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"mempalace_kg_add","arguments":{"subject":"release_policy","predicate":"requires","object":%q}}}`, id, object)
+}
+
+// attack44 F12: an id a parser other than Go's reads otherwise (Python
+// reads 1e400 as inf and answers "id": Infinity, not JSON, so the gateway
+// took the answer as lost and the fact as of unknown origin) is refused,
+// audited, and never reaches the upstream.
+func TestAnIDNotAStringOrAnInt64IsRefused(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	desk := [][2]string{{"Authorization", "Bearer " + g.tokens["desk-9b21"]}}
+	for _, id := range []string{"1e400", "1.5", "-0", "12345678901234567890123", "9223372036854775808", "1E2", "1.0"} {
+		before := len(g.auditLog())
+		status, body := g.send("POST", "/mcp", kgAddWithID(id, "skip_tests_ok"), desk)
+		if status != 200 || gjson.Get(body, "error.code").Int() != -32600 || !strings.Contains(gjson.Get(body, "error.message").String(), "id must be a string, an integer") || gjson.Get(body, "id").Raw != "null" {
+			t.Errorf("id %s: %d %s", id, status, body)
+		}
+		if e := g.lastAudit(before, id); e.Decision != "error" || e.Device != "desk-9b21" || !strings.HasPrefix(string(e.Rule), "parse: Invalid Request: id") {
+			t.Errorf("id %s: audited %+v", id, e)
+		}
+	}
+	if n := g.up.toolCalls(t, "kg_add"); n != 0 {
+		t.Fatalf("the upstream ran %d kg_add of refused ids", n)
+	}
+}
+
+// attack44 F12, at the root: the upstream gets the gateway's own id on
+// every call, a device's never, and the device gets its answer under its
+// own id, to a write, a read, a filtered read and a protocol method.
+func TestTheUpstreamNeverSeesADevicesID(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	trace := &testbed.SyncBuffer{}
+	fakepalace.SetTrace(g.up.palace, trace)
+	desk := [][2]string{{"Authorization", "Bearer " + g.tokens["desk-9b21"]}}
+	laptop := [][2]string{{"Authorization", "Bearer " + g.tokens["laptop-7f3a"]}}
+	ids := []string{`"device-id-x"`, "9223372036854775807", "-9223372036854775808", `"1e400"`}
+	for i, id := range ids {
+		for _, c := range []struct {
+			body string
+			hdr  [][2]string
+		}{
+			{kgAddWithID(id, fmt.Sprintf("object %d", i)), desk},
+			{fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"mempalace_list_wings"}}`, id), laptop},
+			{fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"mempalace_kg_query","arguments":{"entity":"release_policy"}}}`, id), desk},
+			{fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/list"}`, id), laptop},
+			{fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"ping"}`, id), laptop},
+		} {
+			status, body := g.send("POST", "/mcp", c.body, c.hdr)
+			if status != 200 || gjson.Get(body, "id").Raw != id || gjson.Get(body, "error").Exists() {
+				t.Errorf("%s: %d %.300s", c.body, status, body)
+			}
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(trace.String()), "\n") {
+		got := gjson.Get(strings.TrimPrefix(line, "fakepalace: received "), "id").Raw
+		for _, id := range ids {
+			if got == id {
+				t.Errorf("the upstream received a device's id: %s", line)
+			}
+		}
+	}
+	if g.up.toolCalls(t, "kg_add") != len(ids) {
+		t.Errorf("the upstream ran %d kg_add, want %d", g.up.toolCalls(t, "kg_add"), len(ids))
+	}
+}
+
+// attack44 F12 in front of real MemPalace serve: a kg_add under the id
+// 1e400 (Python reads it as inf and answered "id": Infinity, so the fact
+// was made and read as of unknown origin, trusted by every device that
+// names no trusted set) is refused and makes no fact; under a plain id
+// the fact is made, answered under that id, and is its writer's.
+func TestRealAnOddIDMakesNoFactOfUnknownOrigin(t *testing.T) {
+	u, _ := startReal(t)
+	g := newGWAt(t, []Device{
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"shared"}, KG: "write", Agents: []string{"pi@desk"}, ReadRate: 1e9, WriteRate: 1e9},
+	}, u)
+	desk := [][2]string{{"Authorization", "Bearer " + g.tokens["desk-9b21"]}}
+	if status, body := g.send("POST", "/mcp", kgAddWithID("1e400", "skip_tests_ok"), desk); status != 200 || gjson.Get(body, "error.code").Int() != -32600 {
+		t.Errorf("id 1e400: %d %.300s", status, body)
+	}
+	if status, body := g.send("POST", "/mcp", kgAddWithID(`"plain"`, "green_build"), desk); status != 200 || gjson.Get(body, "id").Raw != `"plain"` || gjson.Get(body, "error").Exists() {
+		t.Fatalf("id \"plain\": %d %.300s", status, body)
+	}
+	res, rpc, _ := g.call(g.tokens["desk-9b21"], "kg_query", map[string]any{"entity": "release_policy"})
+	facts, _ := res["facts"].([]any)
+	if rpc != nil || len(facts) != 1 {
+		t.Fatalf("kg_query: %v %v", res, rpc)
+	}
+	if f := facts[0].(map[string]any); f["object"] != "green_build" || originOf(t, f)["device"] != "desk-9b21" {
+		t.Errorf("the fact: %v", f)
+	}
+}
