@@ -10,9 +10,9 @@
 // authenticate (handler.go, token.go), parse (parse.go: once, strictly;
 // the upstream receives the re-encoding of this parse, never the client's
 // bytes, under an id of the gateway's own), arguments (parse.go: the
-// catalogue's allow-list), limit (limits.go), authorize (authz.go,
-// objects.go; kgorigin.go: a device that is not admin ends only the facts
-// it wrote), replayed items
+// catalogue's allow-list; names and id lists strings, integers bounded),
+// limit (limits.go), authorize (authz.go, objects.go; kgorigin.go: a
+// device that is not admin ends only the facts it wrote), replayed items
 // (replayitems.go: a checkpoint's items an edge names replays of its local
 // copies are left out when the trash holds them deleted, and its answer
 // lists them among its errors), narrow (narrow.go),

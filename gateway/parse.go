@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -336,6 +337,9 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	if bad := checkNames("", args, stringArgs...); bad != nil {
 		return bad
 	}
+	if bad := checkNumbers(args); bad != nil {
+		return bad
+	}
 	if d, ok := args["diary"]; ok {
 		dm, isObj := d.(map[string]any)
 		if !isObj {
@@ -361,6 +365,77 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 		}
 	}
 	return nil
+}
+
+// intArgs are the arguments MemPalace's schemas type "integer" (a test
+// holds the list to 3.11.0's tools/list): serve coerces them with Python's
+// int(), which fails on the inf a JSON parser makes of 1e400 (HTTP 500),
+// and the gateway reads them itself (numArg: a page's offset and limit, a
+// wait's timeout) as a float64.
+var intArgs = []string{"limit", "offset", "max_hops", "last_n", "timeout_ms"}
+
+// idListArgs are the arguments that list ids: each element a string.
+var idListArgs = []string{"drawer_ids", "artifact_ids"}
+
+// maxIntArg bounds an integer argument's size: every integer up to it
+// is exact as a float64, so Go (numArg) and Python read the same number.
+const maxIntArg = 1 << 53
+
+// checkNumbers refuses an integer argument (intArgs) that is not a
+// number, or a number in a string, of at most maxIntArg in size, a
+// negative offset (MemPalace reads it as 0: a pager would get the first
+// page for it), and an id list (idListArgs) that is not an array of
+// strings. Null is left to MemPalace (its default, or its own refusal).
+func checkNumbers(args map[string]any) *badRequest {
+	invalid := func(k, why string) *badRequest {
+		return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter '%s': %s", k, why)}
+	}
+	for _, k := range intArgs {
+		v, ok := args[k]
+		if !ok || v == nil {
+			continue
+		}
+		n, isInt := intArg(v)
+		switch {
+		case !isInt:
+			return invalid(k, fmt.Sprintf("must be an integer of at most %d in size", int64(maxIntArg)))
+		case n < 0 && k == "offset":
+			return invalid(k, "must not be negative")
+		}
+	}
+	for _, k := range idListArgs {
+		v, ok := args[k]
+		if !ok || v == nil {
+			continue
+		}
+		list, isList := v.([]any)
+		if !isList {
+			return invalid(k, "must be an array of ids (strings)")
+		}
+		for i, x := range list {
+			if _, isStr := x.(string); !isStr {
+				return invalid(fmt.Sprintf("%s[%d]", k, i), "must be a string")
+			}
+		}
+	}
+	return nil
+}
+
+// intArg reads an integer argument as MemPalace coerces it (int() of a
+// number, or of a string's digits): false for anything else, and for a
+// number that is not finite or beyond maxIntArg.
+func intArg(v any) (float64, bool) {
+	var s string
+	switch x := v.(type) {
+	case json.Number:
+		s = string(x)
+	case string:
+		s = x
+	default:
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	return f, err == nil && !math.IsNaN(f) && math.Abs(f) <= maxIntArg
 }
 
 // checkNames refuses an argument of m named in strs that is not a

@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// attack44 F7: a number Go keeps as text but Python reads as inf (serve
+// answered 500), an offset the gateway's own pager read as 0 (the first
+// page again), and an id list holding a list (forwarded, its answer
+// refused later) are refused at parse time, naming the parameter, audited,
+// and never reach the upstream.
+func TestOddNumbersAndIDListsAreRefusedNamingTheParameter(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	laptop := [][2]string{{"Authorization", "Bearer " + g.tokens["laptop-7f3a"]}}
+	for _, c := range []struct{ tool, args, param, why string }{
+		{"list_drawers", `{"wing":"shared","limit":1e400}`, "limit", "must be an integer"},
+		{"search", `{"query":"q","wing":"shared","limit":-1e400}`, "limit", "must be an integer"},
+		{"event_list", `{"stream":"s1","limit":1e400}`, "limit", "must be an integer"},
+		{"diary_read", `{"agent_name":"opencode","last_n":1e400}`, "last_n", "must be an integer"},
+		{"diary_read", `{"agent_name":"opencode","last_n":"inf"}`, "last_n", "must be an integer"},
+		{"list_drawers", `{"limit":true}`, "limit", "must be an integer"},
+		{"list_drawers", `{"offset":9223372036854775807}`, "offset", "must be an integer"},
+		{"list_drawers", `{"offset":1e400}`, "offset", "must be an integer"},
+		{"list_drawers", `{"offset":-1}`, "offset", "must not be negative"},
+		{"list_drawers", `{"wing":"shared","offset":"-5"}`, "offset", "must not be negative"},
+		{"get_drawers", `{"drawer_ids":[["drawer_wing_secret_keys_1"]]}`, "drawer_ids[0]", "must be a string"},
+		{"get_drawers", `{"drawer_ids":["drawer_shared_r_1",7]}`, "drawer_ids[1]", "must be a string"},
+		{"get_drawers", `{"drawer_ids":"drawer_shared_r_1"}`, "drawer_ids", "must be an array"},
+		{"event_append", `{"stream":"s1","room":"r1","from_agent":"opencode@laptop","to_agent":"*","type":"status","body":"b","artifact_ids":[{"id":"a"}]}`, "artifact_ids[0]", "must be a string"},
+	} {
+		before := len(g.auditLog())
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_%s","arguments":%s}}`, c.tool, c.args)
+		_, answer := g.send("POST", "/mcp", body, laptop)
+		msg := gjson.Get(answer, "error.message").String()
+		if gjson.Get(answer, "error.code").Int() != -32602 || !strings.Contains(msg, fmt.Sprintf("parameter '%s': %s", c.param, c.why)) {
+			t.Errorf("%s %s: %.300s", c.tool, c.args, answer)
+		}
+		if e := g.lastAudit(before, c.args); e.Decision != "deny" || e.Rule != ruleArguments {
+			t.Errorf("%s %s: audited %+v", c.tool, c.args, e)
+		}
+		if n := g.up.toolCalls(t, c.tool); n != 0 {
+			t.Errorf("%s %s: the upstream ran %d", c.tool, c.args, n)
+		}
+	}
+	// What MemPalace reads as the integer the gateway reads passes.
+	for _, args := range []string{`{"wing":"shared","limit":5,"offset":0}`, `{"wing":"shared","limit":"5","offset":"1"}`, `{"limit":2.0,"offset":9007199254740992}`, `{"wing":"shared","limit":null}`} {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_list_drawers","arguments":` + args + `}}`
+		if _, answer := g.send("POST", "/mcp", body, laptop); gjson.Get(answer, "error").Exists() || !gjson.Get(answer, "result").Exists() {
+			t.Errorf("list_drawers %s: %.300s", args, answer)
+		}
+	}
+}
+
+// intArgs and idListArgs name every integer and every id-list parameter
+// of 3.11.0's tools/list.
+func TestIntArgsAreTheSchemasIntegers(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../catalogue/testdata/tools-3.11.0.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Tools []struct {
+			Name        string
+			InputSchema struct {
+				Properties map[string]struct {
+					Type  string
+					Items struct{ Type string }
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range list.Tools {
+		for k, p := range tool.InputSchema.Properties {
+			if p.Type == "integer" && !slices.Contains(intArgs, k) {
+				t.Errorf("%s.%s is an integer, not in intArgs", tool.Name, k)
+			}
+			if p.Type == "array" && p.Items.Type == "string" && strings.HasSuffix(k, "_ids") && !slices.Contains(idListArgs, k) {
+				t.Errorf("%s.%s lists ids, not in idListArgs", tool.Name, k)
+			}
+		}
+	}
+}
