@@ -11,6 +11,8 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+const beyondFloat = "a number beyond a 64-bit float"
+
 // attack44 F7: a number Go keeps as text but Python reads as inf (serve
 // answered 500), an offset the gateway's own pager read as 0 (the first
 // page again), and an id list holding a list (forwarded, its answer
@@ -21,14 +23,14 @@ func TestOddNumbersAndIDListsAreRefusedNamingTheParameter(t *testing.T) {
 	g := newGW(t, devices)
 	laptop := [][2]string{{"Authorization", "Bearer " + g.tokens["laptop-7f3a"]}}
 	for _, c := range []struct{ tool, args, param, why string }{
-		{"list_drawers", `{"wing":"shared","limit":1e400}`, "limit", "must be an integer"},
-		{"search", `{"query":"q","wing":"shared","limit":-1e400}`, "limit", "must be an integer"},
-		{"event_list", `{"stream":"s1","limit":1e400}`, "limit", "must be an integer"},
-		{"diary_read", `{"agent_name":"opencode","last_n":1e400}`, "last_n", "must be an integer"},
+		{"list_drawers", `{"wing":"shared","limit":1e400}`, "limit", beyondFloat},
+		{"search", `{"query":"q","wing":"shared","limit":-1e400}`, "limit", beyondFloat},
+		{"event_list", `{"stream":"s1","limit":1e400}`, "limit", beyondFloat},
+		{"diary_read", `{"agent_name":"opencode","last_n":1e400}`, "last_n", beyondFloat},
 		{"diary_read", `{"agent_name":"opencode","last_n":"inf"}`, "last_n", "must be an integer"},
 		{"list_drawers", `{"limit":true}`, "limit", "must be an integer"},
 		{"list_drawers", `{"offset":9223372036854775807}`, "offset", "must be an integer"},
-		{"list_drawers", `{"offset":1e400}`, "offset", "must be an integer"},
+		{"list_drawers", `{"offset":1e400}`, "offset", beyondFloat},
 		{"list_drawers", `{"offset":-1}`, "offset", "must not be negative"},
 		{"list_drawers", `{"wing":"shared","offset":"-5"}`, "offset", "must not be negative"},
 		{"get_drawers", `{"drawer_ids":[["drawer_wing_secret_keys_1"]]}`, "drawer_ids[0]", "must be a string"},
@@ -39,12 +41,14 @@ func TestOddNumbersAndIDListsAreRefusedNamingTheParameter(t *testing.T) {
 		before := len(g.auditLog())
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_%s","arguments":%s}}`, c.tool, c.args)
 		_, answer := g.send("POST", "/mcp", body, laptop)
-		msg := gjson.Get(answer, "error.message").String()
-		if gjson.Get(answer, "error.code").Int() != -32602 || !strings.Contains(msg, fmt.Sprintf("parameter '%s': %s", c.param, c.why)) {
-			t.Errorf("%s %s: %.300s", c.tool, c.args, answer)
-		}
-		if e := g.lastAudit(before, c.args); e.Decision != "deny" || e.Rule != ruleArguments {
-			t.Errorf("%s %s: audited %+v", c.tool, c.args, e)
+		msg, code := gjson.Get(answer, "error.message").String(), gjson.Get(answer, "error.code").Int()
+		e := g.lastAudit(before, c.args)
+		if c.why == beyondFloat { // refused with the body, by the strict parse: nothing in it is read
+			if code != -32600 || !strings.Contains(msg, "$.params.arguments."+c.param+": "+beyondFloat) || e.Decision != "error" || !strings.HasPrefix(string(e.Rule), "parse: ") {
+				t.Errorf("%s %s: %.300s, audited %+v", c.tool, c.args, answer, e)
+			}
+		} else if code != -32602 || !strings.Contains(msg, fmt.Sprintf("parameter '%s': %s", c.param, c.why)) || e.Decision != "deny" || e.Rule != ruleArguments {
+			t.Errorf("%s %s: %.300s, audited %+v", c.tool, c.args, answer, e)
 		}
 		if n := g.up.toolCalls(t, c.tool); n != 0 {
 			t.Errorf("%s %s: the upstream ran %d", c.tool, c.args, n)

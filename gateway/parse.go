@@ -27,7 +27,8 @@ const maxDepth = 64
 // mean the same to any parser: valid UTF-8, no key twice in an object and
 // no two keys that differ only in case (Go's encoding/json matches struct
 // fields case-insensitively, Python's json does not; both keep the last
-// duplicate), nesting at most maxDepth, nothing after the value. Numbers
+// duplicate), nesting at most maxDepth, no number beyond a float64 (1e400:
+// Python's inf), nothing after the value. Numbers
 // stay json.Number, so re-encoding writes the literal that was sent.
 func decodeStrict(b []byte) (any, error) {
 	if !utf8.Valid(b) {
@@ -49,6 +50,11 @@ func strictValue(dec *json.Decoder, at string, depth int) (any, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
+	}
+	if n, isNum := tok.(json.Number); isNum {
+		if f, _ := strconv.ParseFloat(string(n), 64); math.IsInf(f, 0) { // the error is ErrRange, with f ±Inf
+			return nil, strictError(at + ": a number beyond a 64-bit float (Python reads it as infinity, and answers it as Infinity, which is not JSON)")
+		}
 	}
 	d, ok := tok.(json.Delim)
 	if !ok {

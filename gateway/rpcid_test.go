@@ -28,10 +28,14 @@ func TestAnIDNotAStringOrAnInt64IsRefused(t *testing.T) {
 	for _, id := range []string{"1e400", "1.5", "-0", "12345678901234567890123", "9223372036854775808", "1E2", "1.0"} {
 		before := len(g.auditLog())
 		status, body := g.send("POST", "/mcp", kgAddWithID(id, "skip_tests_ok"), desk)
-		if status != 200 || gjson.Get(body, "error.code").Int() != -32600 || !strings.Contains(gjson.Get(body, "error.message").String(), "id must be a string, an integer") || gjson.Get(body, "id").Raw != "null" {
+		want := "id must be a string, an integer"
+		if id == "1e400" {
+			want = "$.id: " + beyondFloat
+		}
+		if status != 200 || gjson.Get(body, "error.code").Int() != -32600 || !strings.Contains(gjson.Get(body, "error.message").String(), want) || gjson.Get(body, "id").Raw != "null" {
 			t.Errorf("id %s: %d %s", id, status, body)
 		}
-		if e := g.lastAudit(before, id); e.Decision != "error" || e.Device != "desk-9b21" || !strings.HasPrefix(string(e.Rule), "parse: Invalid Request: id") {
+		if e := g.lastAudit(before, id); e.Decision != "error" || e.Device != "desk-9b21" || !strings.HasPrefix(string(e.Rule), "parse: Invalid Request: ") || !strings.Contains(string(e.Rule), want) {
 			t.Errorf("id %s: audited %+v", id, e)
 		}
 	}
@@ -105,5 +109,31 @@ func TestRealAnOddIDMakesNoFactOfUnknownOrigin(t *testing.T) {
 	}
 	if f := facts[0].(map[string]any); f["object"] != "green_build" || originOf(t, f)["device"] != "desk-9b21" {
 		t.Errorf("the fact: %v", f)
+	}
+}
+
+// A number Python reads as infinity anywhere in a body (an event's
+// metadata, stored verbatim) is refused: stored, MemPalace would answer it
+// as Infinity, not JSON, and the gateway would refuse every event_list page
+// holding it to every device it filters.
+func TestRealAnInfiniteNumberIsNotStored(t *testing.T) {
+	u, _ := startReal(t)
+	g := newGWAt(t, []Device{
+		{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}, Agents: []string{"opencode@laptop"}, ReadRate: 1e9, WriteRate: 1e9},
+	}, u)
+	laptop := [][2]string{{"Authorization", "Bearer " + g.tokens["laptop-7f3a"]}}
+	appendWith := func(meta string) string {
+		_, body := g.send("POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_event_append","arguments":{"stream":"s1","room":"r1","from_agent":"opencode@laptop","to_agent":"opencode@laptop","type":"status","body":"b","metadata":`+meta+`}}}`, laptop)
+		return body
+	}
+	if body := appendWith(`{"n":1}`); gjson.Get(body, "error").Exists() {
+		t.Fatalf("event_append: %.300s", body)
+	}
+	if body := appendWith(`{"n":1e400}`); gjson.Get(body, "error.code").Int() != -32600 || !strings.Contains(gjson.Get(body, "error.message").String(), "$.params.arguments.metadata.n") {
+		t.Errorf("metadata 1e400: %.300s", body)
+	}
+	res, rpc, _ := g.call(g.tokens["laptop-7f3a"], "event_list", map[string]any{"stream": "s1"})
+	if evs, _ := res["events"].([]any); rpc != nil || len(evs) != 1 {
+		t.Errorf("event_list after: %v %v", res, rpc)
 	}
 }
