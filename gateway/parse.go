@@ -28,8 +28,8 @@ const maxDepth = 64
 // no two keys that differ only in case (Go's encoding/json matches struct
 // fields case-insensitively, Python's json does not; both keep the last
 // duplicate), nesting at most maxDepth, no number beyond a float64 (1e400:
-// Python's inf), nothing after the value. Numbers
-// stay json.Number, so re-encoding writes the literal that was sent.
+// Python's inf), nothing after the value. Numbers stay json.Number, so
+// re-encoding writes the literal that was sent.
 func decodeStrict(b []byte) (any, error) {
 	if !utf8.Valid(b) {
 		return nil, strictError("not valid UTF-8")
@@ -220,8 +220,9 @@ func parseRequest(body []byte) (*rpcRequest, *badRequest) {
 }
 
 // parseEnvelope parses the JSON-RPC message around a call: one object,
-// only envelopeKeys, an id a string, an integer or null (plainID), a method the
-// gateway relays (and, but for tools/call, its params an object if any).
+// only envelopeKeys, an id a string, an integer or null (plainID), a
+// method the gateway relays (and, but for tools/call, its params an
+// object if any).
 func parseEnvelope(body []byte) (*rpcRequest, *badRequest) {
 	v, err := decodeStrict(body)
 	var strict strictError
@@ -375,9 +376,8 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 
 // intArgs are the arguments MemPalace's schemas type "integer" (a test
 // holds the list to 3.11.0's tools/list): serve coerces them with Python's
-// int(), which fails on the inf a JSON parser makes of 1e400 (HTTP 500),
-// and the gateway reads them itself (numArg: a page's offset and limit, a
-// wait's timeout) as a float64.
+// int() (of inf: HTTP 500), and the gateway reads them itself (numArg: a
+// page's offset and limit, a wait's timeout) as a float64.
 var intArgs = []string{"limit", "offset", "max_hops", "last_n", "timeout_ms"}
 
 // idListArgs are the arguments that list ids: each element a string.

@@ -305,8 +305,8 @@ func answerOf(resp *http.Response, b, body []byte, token string) (int, []byte) {
 		b = sseAnswer(b, body)
 	}
 	code, ok2xx := resp.StatusCode, resp.StatusCode >= 200 && resp.StatusCode <= 299
-	// Another id answers another call, but a 2xx: the filter puts back the
-	// device's id.
+	// Another id answers another call, but a 2xx: upstreamCall puts back
+	// the device's id.
 	if out, ok := unechoed(b, body, token); ok && (ok2xx || gjson.GetBytes(b, "id").String() == gjson.GetBytes(body, "id").String()) {
 		return code, out
 	} else if empty && ok2xx {
