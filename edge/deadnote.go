@@ -19,6 +19,11 @@ package edge
 // is told the same way, in a line of its own, for as long as the outbox
 // keeps the op (outbox.DeadOp.LeftOut; `edge status` lists it too).
 //
+// An op held as queued under another device than the gateway names the
+// token (outbox.OtherDevice: never sent, dead until the user retries or
+// drops it) is told the same way, in a line of its own ("Writes held")
+// with both devices and the fix.
+//
 // The edge asks the outbox for its dead ops (one look-up on their own
 // index) at each tool answer it builds; the flusher of this process
 // counts the ops it made dead or settled with items left out
@@ -160,7 +165,11 @@ func deadList(ops []outbox.DeadOp) (string, string) {
 // for the dead, one for the checkpoints with items left out.
 func deadNotes(fresh []outbox.DeadOp) []string {
 	dead, left := splitLeftOut(fresh)
+	dead, moved := splitOtherDevice(dead)
 	var notes []string
+	if len(moved) > 0 {
+		notes = append(notes, "[devbox-config] "+otherDeviceLine(moved))
+	}
 	if len(dead) > 0 {
 		notes = append(notes, deadNote(dead))
 	}
@@ -181,6 +190,28 @@ func splitLeftOut(ops []outbox.DeadOp) (dead, left []outbox.DeadOp) {
 		}
 	}
 	return dead, left
+}
+
+// splitOtherDevice parts dead ops into those the primary refused and
+// those held as queued under another device than the gateway names the
+// token (outbox.OtherDevice: never sent).
+func splitOtherDevice(ops []outbox.DeadOp) (dead, moved []outbox.DeadOp) {
+	for _, o := range ops {
+		if o.Kind == outbox.OtherDevice {
+			moved = append(moved, o)
+		} else {
+			dead = append(dead, o)
+		}
+	}
+	return dead, moved
+}
+
+// otherDeviceLine says the writes held as queued under another device,
+// with the outbox's reason (which names both devices) and the fix.
+func otherDeviceLine(moved []outbox.DeadOp) string {
+	list, _ := deadList(moved)
+	return fmt.Sprintf("this devbox's outbox holds %d %s it will not send: %s; %s. They took effect in this devbox's palace only; `devbox-config edge status` lists them with the ids `devbox-config edge outbox retry ID` and `drop ID` take.",
+		len(moved), plural(len(moved), "write", "writes"), list, truncate(mailbox.Printable(moved[0].Reason), leftOutMax))
 }
 
 // leftOutMax bounds what the outbox recorded of a checkpoint's items left
@@ -218,7 +249,11 @@ func deadNote(fresh []outbox.DeadOp) string {
 // the session.
 func (e *Edge) deadInstructions(ctx context.Context) string {
 	dead, left := splitLeftOut(e.toldAtStart(ctx, e.newDead(ctx, true)))
+	dead, moved := splitOtherDevice(dead)
 	var lines []string
+	if len(moved) > 0 {
+		lines = append(lines, "Writes held (devbox-config edge): "+otherDeviceLine(moved))
+	}
 	if len(dead) > 0 {
 		lines = append(lines, deadSummary(dead))
 	}

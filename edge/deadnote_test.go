@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -189,5 +190,40 @@ func TestADeadNoteSaysTheDrawerMayBeDeleted(t *testing.T) {
 		if !strings.Contains(s, "deleted on the primary") || !strings.Contains(s, "may not read)") {
 			t.Errorf("the note for a write to a drawer the primary does not show: %q", s)
 		}
+	}
+}
+
+// Outside tester attack44 F3: the edge's writes were queued as device
+// tmp-0042 (MEMPALACE_ORIGIN_DEVICE) and the gateway names the token
+// bob-02 (tmp-0042 was removed and .env given bob-02's token). The
+// flusher holds them, never sent as bob-02: the agent's next tool answer
+// and the next session's instructions say so with the fix (retry sends
+// it as bob-02, drop gives it up). Before, they were sent as bob-02.
+func TestWritesQueuedAsAnotherDeviceAreHeldAndTold(t *testing.T) {
+	t.Parallel()
+	h, _, primary := bobBehindAGateway(t, harnessOpts{device: "tmp-0042"}, "*")
+	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "plans", "content": "queued as tmp-0042"}); res.IsError {
+		t.Fatalf("the write was refused: %s", refusalText(res))
+	}
+	h.eventually("the write held", func() bool { return len(h.deadOps()) == 1 })
+	if f := outbox.FailureOf(h.deadOps()[0].Error); f.Kind != outbox.OtherDevice || f.Device != "bob-02" {
+		t.Fatalf("the held op's failure: %+v", f)
+	}
+	if got := postTool(t, primary, testToken, "search", map[string]any{"query": "queued as tmp-0042"}); strings.Contains(fmt.Sprint(got["results"]), "queued as tmp-0042") {
+		t.Fatalf("the write reached the primary as bob-02: %v", got)
+	}
+	_, res := h.call("search", map[string]any{"query": "anything"})
+	note := notesOf(res)
+	for _, want := range []string{"1 write it will not send: mempalace_add_drawer of wing_shared/plans", "queued as device tmp-0042, but the gateway names this token bob-02", "retry sends it as bob-02", "edge outbox retry ID"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the next tool answer's note lacks %q:\n%q", want, note)
+		}
+	}
+	url, tok := h.edge.cfg.PrimaryURL, h.edge.cfg.Token()
+	h.stop()
+	<-h.done
+	h2 := start(t, harnessOpts{palace: h.palace, primaryURL: url, token: tok, device: "tmp-0042"})
+	if in := instructionsOf(h2); !strings.Contains(in, "Writes held (devbox-config edge): this devbox's outbox holds 1 write it will not send") || !strings.Contains(in, "names this token bob-02") {
+		t.Errorf("the new session's instructions:\n%s", in)
 	}
 }

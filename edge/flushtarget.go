@@ -61,6 +61,17 @@ func callMeta(ctx context.Context, tool string) mcp.Meta {
 	return meta
 }
 
+// Device is the device a gateway names this token, from its answer to
+// the session's handshake (every authenticated answer says it; "": no
+// gateway, or the primary not reached: the send then fails on its own).
+func (a primaryAdapter) Device(ctx context.Context) string {
+	if _, err := a.p.sessionFor(ctx); err != nil {
+		return "" // the send that follows meets the same failure and records it
+	}
+	in, _ := a.p.Device()
+	return in.ID
+}
+
 func (a primaryAdapter) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	params := &mcp.CallToolParams{Name: tool, Arguments: args}
 	if meta := callMeta(ctx, tool); len(meta) > 0 {

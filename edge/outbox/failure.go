@@ -50,6 +50,12 @@ const (
 	// already_exists) is dead at once: the agent is told, and an operator
 	// retries it (after a restore) or drops it.
 	DeletedOnPrimary Kind = "deleted-on-primary"
+	// OtherDevice: an op queued as one device (its origin_device) that
+	// the gateway now names another for this token (the device removed,
+	// its writes queued meanwhile, and .env given another device's
+	// token): dead, never sent, until an operator retries it (sent as
+	// the device the gateway names, Failure.Device) or drops it.
+	OtherDevice Kind = "other-device"
 )
 
 func (k Kind) String() string { return string(k) }
@@ -94,6 +100,8 @@ var Rules = map[Kind]Rule{
 type Failure struct {
 	Kind    Kind   `json:"kind"`
 	Message string `json:"message"` // the primary's words ("": none)
+	// Device is, for OtherDevice, the device the gateway named the token.
+	Device string `json:"device,omitempty"`
 }
 
 // FailureOf reads an op's error_json (the zero Failure: none recorded, or

@@ -241,6 +241,10 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 	// it is done, whatever a later attempt's own error was (a look-up that
 	// failed says nothing about the write).
 	ambiguous := op.MaybeApplied || op.State == Inflight
+	if dev := f.otherDevice(ctx, op); dev != "" {
+		f.holdForDevice(context.WithoutCancel(ctx), op, dev)
+		return false
+	}
 	if !ambiguous {
 		pctx, cancel := context.WithTimeout(ctx, f.SendTimeout)
 		err := f.prepareDiary(pctx, op)

@@ -187,7 +187,9 @@ func errFinal(o Op) error {
 // Retry puts a dead, in-doubt or waiting op back in the queue with its
 // attempts and backoff reset. For an op in doubt it means "send it
 // again": it is sent without a look-up, a second copy if the first
-// landed. Operator command.
+// landed. An op held as queued under another device (OtherDevice) is
+// then the device's the gateway named the token: sent as it. Operator
+// command.
 func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
 	o, err := s.GetByID(ctx, id)
 	if err != nil {
@@ -202,7 +204,11 @@ func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
 		return o, fmt.Errorf("op %s is at the local palace, whose answer queues it (or, if the edge was stopped, the next edge start or `edge flush` does)", o.Short())
 	}
 	resend := o.State == InDoubt || o.Resend
-	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=? WHERE local_seq=?`, resend, o.LocalSeq); err != nil {
+	device := o.OriginDevice
+	if f := FailureOf(o.Error); o.State == Dead && f.Kind == OtherDevice && f.Device != "" {
+		device = f.Device // held as queued under another device: sent as the one the gateway names the token
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=?, origin_device=? WHERE local_seq=?`, resend, device, o.LocalSeq); err != nil {
 		return Op{}, err
 	}
 	s.ringAll()
@@ -626,6 +632,10 @@ type Stats struct {
 	StayedLocalErr string `json:"stayed_local_error,omitempty"`
 	FlushOwner     string `json:"flush_owner,omitempty"`
 	Identity       string `json:"identity"`
+	// QueuedAs counts the ops not done yet (intents aside) by the device
+	// each was queued as (none counted for ""): doctor compares it with
+	// the device the gateway names the token (failure.go's OtherDevice).
+	QueuedAs map[string]int `json:"queued_as,omitempty"`
 }
 
 // Waiting is how many ops are not done.
@@ -686,10 +696,31 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if st.OrphanedIntents, err = s.orphanedIntents(ctx); err != nil {
 		return st, err
 	}
+	if st.QueuedAs, err = s.queuedAs(ctx); err != nil {
+		return st, err
+	}
 	if st.StayedLocal, err = ReadStayedLocal(s.path); err != nil {
 		st.StayedLocalErr = err.Error() // its own finding: the outbox is fine
 	}
 	return st, s.lists(ctx, &st)
+}
+
+// queuedAs is Stats.QueuedAs.
+func (s *Store) queuedAs(ctx context.Context) (map[string]int, error) {
+	type count struct {
+		device string
+		n      int
+	}
+	counts, err := queryAll(ctx, s.db, func(r rowScanner) (c count, err error) { err = r.Scan(&c.device, &c.n); return },
+		`SELECT origin_device, COUNT(*) FROM ops WHERE state NOT IN ('done','intent') AND origin_device!='' GROUP BY origin_device`)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	by := map[string]int{}
+	for _, c := range counts {
+		by[c.device] = c.n
+	}
+	return by, nil
 }
 
 // lists reads (up to 100 of) each of Stats' lists of ops.
@@ -772,6 +803,8 @@ type DeadOp struct {
 	// LeftOut: a checkpoint the primary took without the items an admin
 	// deleted there (settle.go's leftOut), done, not dead.
 	LeftOut bool
+	// Kind is its last failure's kind (OtherDevice: held, never sent).
+	Kind Kind
 }
 
 // Short is the op id's short form, as Op.Short.
@@ -791,11 +824,12 @@ func (s *Store) DeadOps(ctx context.Context) ([]DeadOp, error) {
 	const cols = `op_id, tool_name, wing,
 		CAST(COALESCE(CASE WHEN json_valid(payload_json) THEN json_extract(payload_json,'$.room') END, '') AS TEXT),
 		CAST(COALESCE(CASE WHEN json_valid(payload_json) THEN COALESCE(json_extract(payload_json,'$.drawer_id'), json_extract(payload_json,'$.subject'), json_extract(payload_json,'$.source_file')) END, '') AS TEXT),
-		CAST(COALESCE(CASE WHEN json_valid(error_json) THEN json_extract(error_json,'$.message') END, '') AS TEXT), local_seq`
+		CAST(COALESCE(CASE WHEN json_valid(error_json) THEN json_extract(error_json,'$.message') END, '') AS TEXT),
+		CAST(COALESCE(CASE WHEN json_valid(error_json) THEN json_extract(error_json,'$.kind') END, '') AS TEXT), local_seq`
 	ops, err := queryAll(ctx, s.db, func(r rowScanner) (DeadOp, error) {
 		var d DeadOp
 		var seq int64
-		err := r.Scan(&d.ID, &d.Tool, &d.Wing, &d.Room, &d.Object, &d.Reason, &seq, &d.LeftOut)
+		err := r.Scan(&d.ID, &d.Tool, &d.Wing, &d.Room, &d.Object, &d.Reason, &d.Kind, &seq, &d.LeftOut)
 		return d, err
 	}, `SELECT `+cols+`, 0 FROM ops WHERE state='dead'
 		UNION ALL SELECT `+cols+`, 1 FROM ops WHERE `+leftOutOps+` ORDER BY local_seq`)

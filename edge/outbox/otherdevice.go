@@ -1,0 +1,57 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+)
+
+// DeviceTarget is a Primary that knows the device a devbox-config gateway
+// names its token ("": no gateway, a plain mempalace serve, or the
+// primary not reached: the send that follows fails on its own).
+type DeviceTarget interface {
+	Device(ctx context.Context) string
+}
+
+// otherDevice is the device the gateway names this token when it is not
+// the one op was queued as ("": the same, not known, or no gateway). A
+// join's ops are never held: --origin-device may name another device on
+// purpose (an admin joining for it), and the gateway decides that.
+func (f *Flusher) otherDevice(ctx context.Context, op Op) string {
+	dt, ok := f.P.(DeviceTarget)
+	if !ok || f.History || op.OriginDevice == "" {
+		return ""
+	}
+	dctx, cancel := context.WithTimeout(ctx, f.SendTimeout)
+	defer cancel()
+	if dev := dt.Device(dctx); dev != "" && dev != op.OriginDevice {
+		return dev
+	}
+	return ""
+}
+
+// holdForDevice makes op dead, unsent, as queued under another device
+// than the one the gateway names the token now (OtherDevice): its writes
+// are not sent as that device until an operator says so. An op that may
+// have landed keeps saying so.
+func (f *Flusher) holdForDevice(ctx context.Context, op Op, dev string) {
+	msg := fmt.Sprintf("queued as device %s, but the gateway names this token %s (%s was removed, or .env holds %s's token): not sent; retry sends it as %s, drop gives it up",
+		op.OriginDevice, dev, op.OriginDevice, dev, dev)
+	ej, err := json.Marshal(map[string]any{"kind": OtherDevice, "message": msg, "device": dev, "at": f.S.now().UTC()})
+	if err != nil {
+		ej = []byte(`{"kind":"` + OtherDevice.String() + `"}`) // a name JSON cannot encode; Retry then keeps the op's device
+	}
+	err = f.fenced(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE ops SET maybe_applied=(maybe_applied OR state='inflight'), state='dead', error_json=? WHERE local_seq=? AND state IN ('queued','inflight')`,
+			string(ej), op.LocalSeq)
+		return err
+	})
+	if err != nil {
+		f.Log.Error("outbox: an op queued as another device not recorded as held; it is not sent", "op", op.Short(), "err", err)
+		return
+	}
+	f.Log.Error("outbox op held: queued as another device than the gateway names this token; `devbox-config edge outbox retry` sends it as "+dev+", `drop` gives it up", "op", op.Short(), "tool", op.Tool, "queued_as", op.OriginDevice, "token_is", dev)
+	f.S.notices.Add(1)
+	f.S.notify(op.ID)
+}
