@@ -200,7 +200,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	findings = append(findings, CheckEntryUnused(opts, st)...)
 	pr := <-done
 	findings = append(findings, CheckEmbedderSidecar(opts, st, ob)...)
-	findings = append(findings, pr.findings...)
+	findings = append(findings, queuedAsAnother(pr.findings, ob, pr.probe.Device)...)
 	findings = append(findings, CheckAgentName(opts, st)...)
 	return append(CheckEnv(opts, st, pr.probe), findings...)
 }

@@ -31,6 +31,9 @@ type Probe struct {
 	// Gateway: the answer came from a devbox-config gateway (it advertises
 	// its op-id ledger on every /mcp answer, refusals included).
 	Gateway bool
+	// Device is the device such a gateway names the token ("": none, or
+	// not reached).
+	Device string
 }
 
 // maxAnswer bounds what doctor reads of one answer.
@@ -159,7 +162,7 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 			Message: fmt.Sprintf("%s answered HTTP %d to an authenticated tools/list", at, status),
 			Fix:     "check MEMPALACE_REMOTE_URL and the primary's log"}}
 	}
-	p.Tools = tools
+	p.Tools, p.Device = tools, c.device.ID
 	out := identityMismatch(s, c.device)
 	// A gateway that refuses sync says so in its initialize answer; one
 	// that does not (before issue 27) lets an admin device's sync through.
@@ -202,6 +205,34 @@ func identityMismatch(s ladder.Settings, dev deviceinfo.Info) []Finding {
 	return []Finding{{ID: IDDeviceIdentity, Severity: Warn, Section: "§6.2",
 		Message: fmt.Sprintf("the gateway says this token is device %s (label %q, agents: %s), but .env says otherwise: %s", dev.ID, dev.Label, agents, strings.Join(wrong, "; ")),
 		Fix:     fmt.Sprintf("set %s=%s, %s=%s and %s to an agent of the device in .env; or, if this devbox is another device, put that device's own token in %s", ladder.EnvOriginDevice, dev.ID, ladder.EnvOriginLabel, dev.Label, ladder.EnvAgentName, ladder.EnvRemoteToken)}}
+}
+
+// queuedAsAnother makes device-identity an error while the outbox holds
+// writes queued as another device than the one the gateway names the
+// token (dev): the flusher holds them, unsent, until the user retries
+// them (sent as dev) or drops them. fs are the primary's findings; one
+// device-identity among them is the one raised.
+func queuedAsAnother(fs []Finding, ob outboxState, dev string) []Finding {
+	var others []string
+	n := 0
+	for d, c := range ob.stats.QueuedAs {
+		if d != dev {
+			others, n = append(others, d), n+c
+		}
+	}
+	if dev == "" || n == 0 {
+		return fs
+	}
+	slices.Sort(others)
+	msg := fmt.Sprintf("%d write(s) in %s were queued as device %s, and the gateway names this token %s: they are held, never sent as %s unless you say so (the device was removed, or .env holds another device's token)", n, ob.path, strings.Join(others, ", "), dev, dev)
+	fix := fmt.Sprintf("`devbox-config edge outbox list` lists them (the edge, or `edge flush`, holds each: dead, other-device); `devbox-config edge outbox retry ID` then sends one as %s, `devbox-config edge outbox drop ID` gives it up (a lost or compromised device's writes: drop them)", dev)
+	for i, f := range fs {
+		if f.ID == IDDeviceIdentity {
+			fs[i].Severity, fs[i].Message, fs[i].Fix = Error, f.Message+"; "+msg, f.Fix+"; "+fix
+			return fs
+		}
+	}
+	return append(fs, Finding{ID: IDDeviceIdentity, Severity: Error, Section: "§6.2", Message: msg, Fix: fix})
 }
 
 // gatewayUpstream is gateway-upstream: a devbox-config gateway answered
