@@ -210,7 +210,7 @@ func splitOtherDevice(ops []outbox.DeadOp) (dead, moved []outbox.DeadOp) {
 // with the outbox's reason (which names both devices) and the fix.
 func otherDeviceLine(moved []outbox.DeadOp) string {
 	list, _ := deadList(moved)
-	return fmt.Sprintf("this devbox's outbox holds %d %s it will not send: %s; %s. They took effect in this devbox's palace only; `devbox-config edge status` lists them with the ids `devbox-config edge outbox retry ID` and `drop ID` take.",
+	return fmt.Sprintf("this devbox's outbox holds %d %s it will not send: %s; %s (the device was removed at the gateway, or .env holds another device's token). They took effect in this devbox's palace only. `devbox-config edge outbox retry ID` sends one as the device the gateway names the token, `drop ID` gives it up (a lost or compromised device's writes); `devbox-config edge status` lists them with their ids.",
 		len(moved), plural(len(moved), "write", "writes"), list, truncate(mailbox.Printable(moved[0].Reason), leftOutMax))
 }
 

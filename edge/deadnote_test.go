@@ -214,7 +214,7 @@ func TestWritesQueuedAsAnotherDeviceAreHeldAndTold(t *testing.T) {
 	}
 	_, res := h.call("search", map[string]any{"query": "anything"})
 	note := notesOf(res)
-	for _, want := range []string{"1 write it will not send: mempalace_add_drawer of wing_shared/plans", "queued as device tmp-0042, but the gateway names this token bob-02", "retry sends it as bob-02", "edge outbox retry ID"} {
+	for _, want := range []string{"1 write it will not send: mempalace_add_drawer of wing_shared/plans", "queued as device tmp-0042; the gateway names this token bob-02", "`devbox-config edge outbox retry ID` sends one as the device the gateway names the token", "`drop ID` gives it up"} {
 		if !strings.Contains(note, want) {
 			t.Errorf("the next tool answer's note lacks %q:\n%q", want, note)
 		}
@@ -223,7 +223,7 @@ func TestWritesQueuedAsAnotherDeviceAreHeldAndTold(t *testing.T) {
 	h.stop()
 	<-h.done
 	h2 := start(t, harnessOpts{palace: h.palace, primaryURL: url, token: tok, device: "tmp-0042"})
-	if in := instructionsOf(h2); !strings.Contains(in, "Writes held (devbox-config edge): this devbox's outbox holds 1 write it will not send") || !strings.Contains(in, "names this token bob-02") {
+	if in := instructionsOf(h2); !strings.Contains(in, "Writes held (devbox-config edge): this devbox's outbox holds 1 write it will not send") || !strings.Contains(in, "names this token bob-02") || len(in) > wakeMaxBytes {
 		t.Errorf("the new session's instructions:\n%s", in)
 	}
 }

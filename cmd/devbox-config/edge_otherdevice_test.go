@@ -102,7 +102,7 @@ func TestARemovedDevicesQueuedWritesAreNotSentUnderTheNextToken(t *testing.T) {
 	if landed("tmpbox write after removal") {
 		t.Fatalf("the removed device's queued write was sent under wide-01's token (exit %d):\n%s", code, flushed)
 	}
-	if code != 1 || !strings.Contains(flushed, "sent 0") || !strings.Contains(flushed, "dead 1") {
+	if code != 1 || !strings.Contains(flushed, "sent 0") || !strings.Contains(flushed, "dead 1") || !strings.Contains(flushed, "sends it as wide-01") || strings.Contains(flushed, "fix the cause") {
 		t.Errorf("flush under another device's token: exit %d\n%s", code, flushed)
 	}
 	_, status, _ := runCLI("edge", "status")
@@ -110,7 +110,7 @@ func TestARemovedDevicesQueuedWritesAreNotSentUnderTheNextToken(t *testing.T) {
 	if len(ops) != 1 {
 		t.Fatalf("held ops: %+v\n%s", ops, status)
 	}
-	for _, want := range []string{"DEAD       " + ops[0].Short(), "queued as device tmp-0042, but the gateway names this token wide-01", "edge outbox retry " + ops[0].Short()} {
+	for _, want := range []string{"DEAD       " + ops[0].Short(), "queued as device tmp-0042; the gateway names this token wide-01: not sent", "`devbox-config edge outbox retry " + ops[0].Short() + "` sends it as wide-01, `drop " + ops[0].Short() + "` gives it up"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("edge status lacks %q:\n%s", want, status)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -209,6 +210,16 @@ func outcome(use string, o outbox.Op) string {
 // failure table's words and the primary's message, cut at 100 characters,
 // its control and invisible characters shown as escapes (the message is
 // the primary's, and may repeat what a request carried).
+// otherDeviceFix is the fix for an op held as queued under another
+// device than the gateway names the token (false: not such an op).
+func otherDeviceFix(o outbox.Op) (string, bool) {
+	f := outbox.FailureOf(o.Error)
+	if o.State != outbox.Dead || f.Kind != outbox.OtherDevice {
+		return "", false
+	}
+	return fmt.Sprintf("`devbox-config edge outbox retry %s` sends it as %s, `drop %s` gives it up (a lost or compromised device's write)", o.Short(), mailbox.Printable(cmp.Or(f.Device, "the token's device")), o.Short()), true
+}
+
 func errorText(raw json.RawMessage) string {
 	return mailbox.PrintableCut(outbox.Words(raw), 100, utf8.RuneCountInString)
 }

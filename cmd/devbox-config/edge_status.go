@@ -145,6 +145,10 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "embedder   no mismatch seen\n")
 	}
 	for _, o := range st.Dead {
+		if fix, ok := otherDeviceFix(o); ok {
+			fmt.Fprintf(w, "DEAD       %s %s: %s%s (%s)\n", o.Short(), o.Tool, errorText(o.Error), behindNote(v.behind[o.ID]), fix)
+			continue
+		}
 		fmt.Fprintf(w, "DEAD       %s %s: %s%s (fix the cause, then devbox-config edge outbox retry %s; or drop %s)\n", o.Short(), o.Tool, errorText(o.Error), behindNote(v.behind[o.ID]), o.Short(), o.Short())
 	}
 	for _, o := range st.LeftOut {

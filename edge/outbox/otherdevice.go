@@ -36,8 +36,7 @@ func (f *Flusher) otherDevice(ctx context.Context, op Op) string {
 // are not sent as that device until an operator says so. An op that may
 // have landed keeps saying so.
 func (f *Flusher) holdForDevice(ctx context.Context, op Op, dev string) {
-	msg := fmt.Sprintf("queued as device %s, but the gateway names this token %s (%s was removed, or .env holds %s's token): not sent; retry sends it as %s, drop gives it up",
-		op.OriginDevice, dev, op.OriginDevice, dev, dev)
+	msg := fmt.Sprintf("queued as device %s; the gateway names this token %s: not sent", op.OriginDevice, dev)
 	ej, err := json.Marshal(map[string]any{"kind": OtherDevice, "message": msg, "device": dev, "at": f.S.now().UTC()})
 	if err != nil {
 		ej = []byte(`{"kind":"` + OtherDevice.String() + `"}`) // a name JSON cannot encode; Retry then keeps the op's device
