@@ -3,12 +3,14 @@ package edge
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // notesOf is the text blocks a tool answer carries after its first (the
@@ -193,18 +195,29 @@ func TestADeadNoteSaysTheDrawerMayBeDeleted(t *testing.T) {
 	}
 }
 
-// Outside tester attack44 F3: the edge's writes were queued as device
-// tmp-0042 (MEMPALACE_ORIGIN_DEVICE) and the gateway names the token
-// bob-02 (tmp-0042 was removed and .env given bob-02's token). The
-// flusher holds them, never sent as bob-02: the agent's next tool answer
-// and the next session's instructions say so with the fix (retry sends
-// it as bob-02, drop gives it up). Before, they were sent as bob-02.
+// Outside tester attack44 F3: the edge's writes were queued while the
+// gateway named its token tmp-0042 (an earlier run heard it, and kept
+// it), and the gateway now names the token bob-02 (tmp-0042 was removed
+// and .env given bob-02's token). The flusher holds them, never sent as
+// bob-02, whatever MEMPALACE_ORIGIN_DEVICE says: the agent is told with
+// the fix (retry sends it as bob-02, drop gives it up), and so is the
+// next session. Before, they were sent as bob-02.
 func TestWritesQueuedAsAnotherDeviceAreHeldAndTold(t *testing.T) {
 	t.Parallel()
-	h, _, primary := bobBehindAGateway(t, harnessOpts{device: "tmp-0042"}, "*")
-	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "plans", "content": "queued as tmp-0042"}); res.IsError {
-		t.Fatalf("the write was refused: %s", refusalText(res))
+	palace := filepath.Join(t.TempDir(), "palace")
+	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "bob-02", "bob")
+	if err != nil {
+		t.Fatal(err)
 	}
+	ctx := context.Background()
+	if err := ob.SetMeta(ctx, outbox.MetaDeviceSeen, deviceinfo.Info{ID: "tmp-0042", Label: "tmpbox"}.HeaderValue()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ob.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Wing: "wing_shared", Payload: []byte(`{"wing":"wing_shared","room":"plans","content":"queued as tmp-0042"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	ob.Close()
+	h, _, primary := bobBehindAGateway(t, harnessOpts{palace: palace, device: "bob-02"}, "*")
 	h.eventually("the write held", func() bool { return len(h.deadOps()) == 1 })
 	if f := outbox.FailureOf(h.deadOps()[0].Error); f.Kind != outbox.OtherDevice || f.Device != "bob-02" {
 		t.Fatalf("the held op's failure: %+v", f)
@@ -212,18 +225,20 @@ func TestWritesQueuedAsAnotherDeviceAreHeldAndTold(t *testing.T) {
 	if got := postTool(t, primary, testToken, "search", map[string]any{"query": "queued as tmp-0042"}); strings.Contains(fmt.Sprint(got["results"]), "queued as tmp-0042") {
 		t.Fatalf("the write reached the primary as bob-02: %v", got)
 	}
+	// Held before or after this session's start: its instructions or its
+	// next tool answer tell it.
 	_, res := h.call("search", map[string]any{"query": "anything"})
-	note := notesOf(res)
+	told := instructionsOf(h) + notesOf(res)
 	for _, want := range []string{"1 write it will not send: mempalace_add_drawer of wing_shared/plans", "queued as device tmp-0042; the gateway names this token bob-02", "`devbox-config edge outbox retry ID` sends one as the device the gateway names the token", "`drop ID` gives it up"} {
-		if !strings.Contains(note, want) {
-			t.Errorf("the next tool answer's note lacks %q:\n%q", want, note)
+		if !strings.Contains(told, want) {
+			t.Errorf("the agent is not told %q:\n%q", want, told)
 		}
 	}
 	url, tok := h.edge.cfg.PrimaryURL, h.edge.cfg.Token()
 	h.stop()
 	<-h.done
-	h2 := start(t, harnessOpts{palace: h.palace, primaryURL: url, token: tok, device: "tmp-0042"})
-	if in := instructionsOf(h2); !strings.Contains(in, "Writes held (devbox-config edge): this devbox's outbox holds 1 write it will not send") || !strings.Contains(in, "names this token bob-02") || len(in) > wakeMaxBytes {
+	h2 := start(t, harnessOpts{palace: h.palace, primaryURL: url, token: tok, device: "bob-02"})
+	if in := instructionsOf(h2); !strings.Contains(in, "Writes held (devbox-config edge): this devbox's outbox holds 1 write it will not send") || !strings.Contains(in, "names this token bob-02") {
 		t.Errorf("the new session's instructions:\n%s", in)
 	}
 }

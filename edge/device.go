@@ -11,10 +11,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
-const deviceMetaKey = "device_seen"
+// deviceMetaKey is where it is kept: each op the outbox queues records
+// the device id it holds (outbox.Op.TokenDevice).
+const deviceMetaKey = outbox.MetaDeviceSeen
 
 // loadDevice reads the header an earlier run kept (none: nothing kept,
 // or it does not read).

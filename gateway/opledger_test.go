@@ -235,13 +235,12 @@ func TestOwnReferenceDoesNotOpenAnArtifact(t *testing.T) {
 	}
 }
 
-// edgeOutbox is a device's edge side: an outbox, the primary supervisor
-// pointed at url with tok, and a flusher between them, all closed when
-// the test ends. Its ops record no device (no MEMPALACE_ORIGIN_DEVICE):
-// whichever device tok is, the flusher sends them.
+// edgeOutbox is device dev1's edge side: an outbox, the primary
+// supervisor pointed at url with tok, and a flusher between them, all
+// closed when the test ends.
 func edgeOutbox(t *testing.T, url, tok string) (*outbox.Store, *edge.Primary, *outbox.Flusher) {
 	t.Helper()
-	st, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "", "lab")
+	st, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev1", "lab")
 	if err != nil {
 		t.Fatal(err)
 	}

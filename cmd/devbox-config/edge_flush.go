@@ -66,6 +66,13 @@ func (fc *edgeFlushCmd) run() error {
 			if err := outbox.RecordProtection(s, on); err != nil {
 				cfg.Log.Debug("the primary's protection not recorded", "err", err)
 			}
+		},
+		// What the gateway names this token is kept as the edge keeps it:
+		// the ops queued next record it (outbox.Op.TokenDevice).
+		OnDevice: func(header string) {
+			if err := s.SetMeta(context.WithoutCancel(ctx), outbox.MetaDeviceSeen, header); err != nil {
+				cfg.Log.Warn("what the gateway names this token not kept: ops queued next record the device kept before", "err", err)
+			}
 		}})
 	defer p.Close()
 	// A send under way at --timeout has flushGrace more to get its

@@ -14,71 +14,99 @@ import (
 	"github.com/joakimp/devbox-config/testbed"
 )
 
-// Outside tester attack44 F3: a device removed at the gateway (lost or
-// compromised) keeps queueing writes, refused; the user then puts another
-// device's token in .env (keeping MEMPALACE_ORIGIN_DEVICE). `edge flush`
-// sent the queued writes, and they landed as the other device's. Now the
-// flusher holds them (dead, other-device, never sent) since the gateway
-// names the token another device than the one they were queued as:
-// doctor's device-identity is an error saying so, `edge status` lists them
-// with the fix, and `edge outbox retry` sends one as the new device.
-func TestARemovedDevicesQueuedWritesAreNotSentUnderTheNextToken(t *testing.T) {
+// removedDevice is a gateway (fakepalace behind it) with devices tmp-0042
+// (shared) and wide-01 (everything), and a devbox with tmp-0042's token
+// and MEMPALACE_ORIGIN_DEVICE=origin ("": unset) whose edge's outbox is
+// s; write queues an add_drawer there, landed says whether one reached
+// the primary.
+type removedDevice struct {
+	s               *outbox.Store
+	home            string
+	tmpTok, wideTok string
+	gw              func(code int, args ...string) (string, string)
+	srv             *gateway.Server
+	write           func(content string)
+	landed          func(content string) bool
+}
+
+func newRemovedDevice(t *testing.T, origin string) *removedDevice {
 	primary, up := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "upstream-token"})
 	cfg := emptyGatewayConfig(t)
-	gw := gatewayCLI(t, cfg)
-	issue := func(id string) string { out, _ := gw(0, "token", "issue", id); return strings.TrimSpace(out) }
-	gw(0, "device", "add", "tmp-0042", "--label", "tmpbox", "--read", "shared", "--write", "shared")
-	gw(0, "device", "add", "wide-01", "--label", "wide", "--read", "*", "--write", "*")
-	tmpTok, wideTok := issue("tmp-0042"), issue("wide-01")
-	srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1"}
-	if err := srv.Open(); err != nil {
+	d := &removedDevice{gw: gatewayCLI(t, cfg), home: t.TempDir()}
+	issue := func(id string) string { out, _ := d.gw(0, "token", "issue", id); return strings.TrimSpace(out) }
+	d.gw(0, "device", "add", "tmp-0042", "--label", "tmpbox", "--read", "shared", "--write", "shared")
+	d.gw(0, "device", "add", "wide-01", "--label", "wide", "--read", "*", "--write", "*")
+	d.tmpTok, d.wideTok = issue("tmp-0042"), issue("wide-01")
+	d.srv = &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1"}
+	if err := d.srv.Open(); err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
-	front := httptest.NewServer(srv)
-	defer front.Close()
+	t.Cleanup(func() { d.srv.Close() })
+	front := httptest.NewServer(d.srv)
+	t.Cleanup(front.Close)
 
-	home := t.TempDir()
-	palace := filepath.Join(home, "palace")
-	for k, v := range map[string]string{"HOME": home, "MEMPALACE_PALACE_PATH": palace, "MEMPALACE_REMOTE_URL": front.URL + "/mcp", "MEMPALACE_REMOTE_TOKEN": tmpTok,
-		"MEMPALACE_EDGE": "1", "MEMPALACE_ORIGIN_DEVICE": "tmp-0042", "MEMPALACE_ORIGIN_LABEL": "tmpbox", "MEMPALACE_AGENT_NAME": ""} {
+	palace := filepath.Join(d.home, "palace")
+	for k, v := range map[string]string{"HOME": d.home, "MEMPALACE_PALACE_PATH": palace, "MEMPALACE_REMOTE_URL": front.URL + "/mcp", "MEMPALACE_REMOTE_TOKEN": d.tmpTok,
+		"MEMPALACE_EDGE": "1", "MEMPALACE_ORIGIN_DEVICE": origin, "MEMPALACE_ORIGIN_LABEL": "tmpbox", "MEMPALACE_AGENT_NAME": ""} {
 		t.Setenv(k, v)
 	}
-	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "tmp-0042", "tmpbox") // the device's edge
-	if err != nil {
+	var err error
+	if d.s, err = outbox.Open(filepath.Join(palace, "edge", outbox.FileName), origin, "tmpbox"); err != nil { // the device's edge
 		t.Fatal(err)
 	}
-	defer s.Close()
-	write := func(content string) {
+	t.Cleanup(func() { d.s.Close() })
+	d.write = func(content string) {
 		t.Helper()
-		if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Wing: "shared",
+		if _, err := d.s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Wing: "shared",
 			Payload: []byte(`{"wing":"shared","room":"tmp","content":"` + content + `"}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	landed := func(content string) bool {
-		for _, d := range primary.Dump().Drawers {
-			if d.Content == content {
+	d.landed = func(content string) bool {
+		for _, dr := range primary.Dump().Drawers {
+			if dr.Content == content {
 				return true
 			}
 		}
 		return false
 	}
-	write("tmpbox first write")
-	if code, out, errb := runCLI("edge", "flush"); code != 0 || !landed("tmpbox first write") {
+	return d
+}
+
+// Outside tester attack44 F3: a device removed at the gateway (lost or
+// compromised) keeps queueing writes, refused; the user then puts another
+// device's token in .env. `edge flush` sent the queued writes, and they
+// landed as the other device's. Now each op records the device the
+// gateway named the token when it was queued, and the flusher holds one
+// the gateway now names another (dead, other-device, never sent),
+// whatever MEMPALACE_ORIGIN_DEVICE says, or with none set: doctor's
+// device-identity is an error saying so, `edge status` lists them with
+// the fix, and `edge outbox retry` sends one as the new device. (Without
+// MEMPALACE_ORIGIN_DEVICE it failed before: the write was sent as
+// wide-01.)
+func TestARemovedDevicesQueuedWritesAreNotSentUnderTheNextToken(t *testing.T) {
+	for _, origin := range []string{"tmp-0042", ""} {
+		t.Run("MEMPALACE_ORIGIN_DEVICE="+origin, func(t *testing.T) { removedDevicesWritesHeld(t, origin) })
+	}
+}
+
+func removedDevicesWritesHeld(t *testing.T, origin string) {
+	d := newRemovedDevice(t, origin)
+	d.write("tmpbox first write")
+	if code, out, errb := runCLI("edge", "flush"); code != 0 || !d.landed("tmpbox first write") {
 		t.Fatalf("the device's own write: exit %d\n%s%s", code, out, errb)
 	}
 
-	gw(0, "device", "remove", "tmp-0042")
-	srv.Reload()
-	write("tmpbox write after removal")
+	d.gw(0, "device", "remove", "tmp-0042")
+	d.srv.Reload()
+	d.write("tmpbox write after removal")
 	if code, out, _ := runCLI("edge", "flush"); code != 1 || !strings.Contains(out, "refused the token") {
 		t.Fatalf("a removed device's flush: exit %d\n%s", code, out)
 	}
-	t.Setenv("MEMPALACE_REMOTE_TOKEN", wideTok) // another device's token, MEMPALACE_ORIGIN_DEVICE kept
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok) // another device's token, MEMPALACE_ORIGIN_DEVICE kept
 
 	var out, errb strings.Builder
-	run([]string{"doctor", "--home", home, "--json"}, &out, &errb)
+	run([]string{"doctor", "--home", d.home, "--json"}, &out, &errb)
 	var doc struct {
 		Findings []struct{ ID, Severity, Message, Fix string }
 	}
@@ -99,14 +127,14 @@ func TestARemovedDevicesQueuedWritesAreNotSentUnderTheNextToken(t *testing.T) {
 	}
 
 	code, flushed, _ := runCLI("edge", "flush")
-	if landed("tmpbox write after removal") {
+	if d.landed("tmpbox write after removal") {
 		t.Fatalf("the removed device's queued write was sent under wide-01's token (exit %d):\n%s", code, flushed)
 	}
 	if code != 1 || !strings.Contains(flushed, "sent 0") || !strings.Contains(flushed, "dead 1") || !strings.Contains(flushed, "sends it as wide-01") || strings.Contains(flushed, "fix the cause") {
 		t.Errorf("flush under another device's token: exit %d\n%s", code, flushed)
 	}
 	_, status, _ := runCLI("edge", "status")
-	ops, _ := s.List(context.Background(), 10, outbox.Dead)
+	ops, _ := d.s.List(context.Background(), 10, outbox.Dead)
 	if len(ops) != 1 {
 		t.Fatalf("held ops: %+v\n%s", ops, status)
 	}
@@ -116,13 +144,31 @@ func TestARemovedDevicesQueuedWritesAreNotSentUnderTheNextToken(t *testing.T) {
 		}
 	}
 
+	d.write("a write queued once the gateway named the token wide-01")
 	if code, out, errb := runCLI("edge", "outbox", "retry", ops[0].Short()); code != 0 {
 		t.Fatalf("retry: exit %d\n%s%s", code, out, errb)
 	}
-	if code, out, errb := runCLI("edge", "flush"); code != 0 || !landed("tmpbox write after removal") {
-		t.Fatalf("retried, it is sent as wide-01: exit %d\n%s%s", code, out, errb)
+	if code, out, errb := runCLI("edge", "flush"); code != 0 || !d.landed("tmpbox write after removal") || !d.landed("a write queued once the gateway named the token wide-01") {
+		t.Fatalf("retried, it is sent as wide-01, and so is a write queued as wide-01: exit %d\n%s%s", code, out, errb)
 	}
-	if o, _ := s.Get(context.Background(), ops[0].LocalSeq); o.OriginDevice != "wide-01" {
-		t.Errorf("the retried op is recorded as %q", o.OriginDevice)
+	if o, _ := d.s.Get(context.Background(), ops[0].LocalSeq); o.TokenDevice != "wide-01" {
+		t.Errorf("the retried op is recorded as %q", o.TokenDevice)
+	}
+}
+
+// A devbox whose MEMPALACE_ORIGIN_DEVICE never matched its token's device
+// (a typo in .env: doctor warns) has its writes sent: nothing changed
+// about which device the token is. (It failed before: every write was
+// held, other-device, until retried.)
+func TestAnOriginDeviceThatIsNotTheTokensFromTheStartHoldsNothing(t *testing.T) {
+	d := newRemovedDevice(t, "tmp-0024")
+	d.write("first write")
+	d.write("second write")
+	if code, out, errb := runCLI("edge", "flush"); code != 0 || !d.landed("first write") || !d.landed("second write") {
+		t.Fatalf("writes of a devbox whose .env names another device than its token: exit %d\n%s%s", code, out, errb)
+	}
+	d.write("a write queued once the gateway was heard")
+	if code, out, errb := runCLI("edge", "flush"); code != 0 || !d.landed("a write queued once the gateway was heard") {
+		t.Fatalf("exit %d\n%s%s", code, out, errb)
 	}
 }

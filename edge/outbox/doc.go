@@ -22,7 +22,7 @@
 //	lease.go     the fenced flush lease
 //	live.go      which edge processes on the palace still run (a file lock each)
 //	flush.go     the Flusher: a round on two lanes, Run and Drain
-//	otherdevice.go an op queued as another device than the gateway names the token: held, dead, never sent
+//	otherdevice.go an op queued while the gateway named the token another device than now: held, dead, never sent
 //	settle.go    recording an attempt's outcome (a checkpoint's items left out noted), the backoff
 //	replay.go    per record type, what is safe to send again
 //	diary.go     diary entries counted: the fences, a join's count

@@ -50,11 +50,11 @@ const (
 	// already_exists) is dead at once: the agent is told, and an operator
 	// retries it (after a restore) or drops it.
 	DeletedOnPrimary Kind = "deleted-on-primary"
-	// OtherDevice: an op queued as one device (its origin_device) that
-	// the gateway now names another for this token (the device removed,
-	// its writes queued meanwhile, and .env given another device's
-	// token): dead, never sent, until an operator retries it (sent as
-	// the device the gateway names, Failure.Device) or drops it.
+	// OtherDevice: an op queued while the gateway named this token one
+	// device (its token_device) that the gateway now names another (the
+	// device removed, its writes queued meanwhile, and .env given another
+	// device's token): dead, never sent, until an operator retries it
+	// (sent as the device the gateway names, Failure.Device) or drops it.
 	OtherDevice Kind = "other-device"
 )
 

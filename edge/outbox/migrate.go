@@ -14,7 +14,7 @@ import (
 
 // schemaVersion is the outbox's PRAGMA user_version once set-up has run:
 // raise it with every change to schema, tombstoneSchema or addColumns.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // setUp creates the schema, or brings an outbox made by an older edge up
 // to it, and turns on incremental vacuum (a one-time VACUUM of an older
@@ -67,6 +67,13 @@ func addColumns(ctx context.Context, tx *sql.Tx) error {
 		return err
 	} else if unowned { // an edge before liveness: its intents name no owner (live.go)
 		if _, err := tx.ExecContext(ctx, `ALTER TABLE ops ADD COLUMN owner TEXT NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("migrating an older outbox's ops: %w", err)
+		}
+	}
+	if unstamped, err := columnMissing(tx, "ops", "token_device"); err != nil {
+		return err
+	} else if unstamped { // an edge before ops recorded the gateway's device: none is held for it (otherdevice.go)
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE ops ADD COLUMN token_device TEXT NOT NULL DEFAULT ''`); err != nil {
 			return fmt.Errorf("migrating an older outbox's ops: %w", err)
 		}
 	}

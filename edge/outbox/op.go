@@ -81,6 +81,11 @@ type Op struct {
 	// Resend: an operator said to send an op in doubt again, whether or
 	// not its first send landed.
 	Resend bool `json:"resend,omitempty"`
+	// TokenDevice is the device the gateway named this edge's token when
+	// the op was queued (MetaDeviceSeen's id; "": no gateway answer heard
+	// yet, or none behind the primary). An op whose TokenDevice the
+	// gateway no longer names the token is held (otherdevice.go).
+	TokenDevice string `json:"token_device,omitempty"`
 	// unnamed are the diary entry ids an attempt's payload names whose
 	// copy on the primary is not known (primaryIDs): a delete the primary
 	// answers "Drawer not found" may not have reached the entry.
@@ -227,7 +232,11 @@ func (s *Store) newOp(ctx context.Context, tx *sql.Tx, rec catalogue.Tool, w Wri
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	seq++
-	op := Op{LocalSeq: seq, ID: OpID(s.identity, seq, w.Name, w.Payload), OriginDevice: s.device, OriginLabel: s.label, Tool: w.Name,
+	var device string
+	if err := tx.QueryRowContext(ctx, deviceSeenID, MetaDeviceSeen).Scan(&device); err != nil {
+		return Op{}, fmt.Errorf("outbox: %w", err)
+	}
+	op := Op{TokenDevice: device, LocalSeq: seq, ID: OpID(s.identity, seq, w.Name, w.Payload), OriginDevice: s.device, OriginLabel: s.label, Tool: w.Name,
 		Payload: w.Payload, Wing: w.Wing, Lane: rec.Lane(), Ordinal: w.Ordinal, State: Queued, CreatedAt: s.now()}
 	switch {
 	case w.Intent:
@@ -254,8 +263,8 @@ func (s *Store) insertOp(ctx context.Context, tx *sql.Tx, op Op, dedupe string, 
 	if w.Intent {
 		owner = s.owner
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO ops(local_seq, op_id, dedupe_key, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, created_at, owner)
-		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)`, op.LocalSeq, op.ID, dedupe, s.device, s.label, op.Tool, string(op.Payload), op.Wing, op.Lane.String(), op.Ordinal, op.State.String(), op.CreatedAt.UnixMilli(), owner)
+	_, err := tx.ExecContext(ctx, `INSERT INTO ops(local_seq, op_id, dedupe_key, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, created_at, owner, token_device)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, op.LocalSeq, op.ID, dedupe, s.device, s.label, op.Tool, string(op.Payload), op.Wing, op.Lane.String(), op.Ordinal, op.State.String(), op.CreatedAt.UnixMilli(), owner, op.TokenDevice)
 	if err != nil {
 		return err
 	}

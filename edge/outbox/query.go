@@ -19,7 +19,7 @@ import (
 )
 
 // opCols are the columns scanOp reads, in its order.
-const opCols = `local_seq, op_id, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, attempts, refusals, next_attempt_at, created_at, flushed_at, error_json, result_json, maybe_applied, resend`
+const opCols = `local_seq, op_id, origin_device, origin_label, tool_name, payload_json, wing, lane, ordinal, state, attempts, refusals, next_attempt_at, created_at, flushed_at, error_json, result_json, maybe_applied, resend, token_device`
 
 // querier is a *sql.DB or a *sql.Tx.
 type querier interface {
@@ -56,7 +56,7 @@ func scanOp(row rowScanner) (Op, error) {
 	var flushed sql.NullInt64
 	var errJSON, resJSON sql.NullString
 	if err := row.Scan(&o.LocalSeq, &o.ID, &o.OriginDevice, &o.OriginLabel, &o.Tool, &payload, &o.Wing, &o.Lane, &o.Ordinal, &o.State, &o.Attempts, &o.Refusals,
-		&next, &created, &flushed, &errJSON, &resJSON, &o.MaybeApplied, &o.Resend); err != nil {
+		&next, &created, &flushed, &errJSON, &resJSON, &o.MaybeApplied, &o.Resend, &o.TokenDevice); err != nil {
 		return Op{}, err
 	}
 	o.Payload = json.RawMessage(payload)
@@ -204,11 +204,11 @@ func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
 		return o, fmt.Errorf("op %s is at the local palace, whose answer queues it (or, if the edge was stopped, the next edge start or `edge flush` does)", o.Short())
 	}
 	resend := o.State == InDoubt || o.Resend
-	device := o.OriginDevice
+	device := o.TokenDevice
 	if f := FailureOf(o.Error); o.State == Dead && f.Kind == OtherDevice && f.Device != "" {
 		device = f.Device // held as queued under another device: sent as the one the gateway names the token
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=?, origin_device=? WHERE local_seq=?`, resend, device, o.LocalSeq); err != nil {
+	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=?, token_device=? WHERE local_seq=?`, resend, device, o.LocalSeq); err != nil {
 		return Op{}, err
 	}
 	s.ringAll()
@@ -633,8 +633,9 @@ type Stats struct {
 	FlushOwner     string `json:"flush_owner,omitempty"`
 	Identity       string `json:"identity"`
 	// QueuedAs counts the ops not done yet (intents aside) by the device
-	// each was queued as (none counted for ""): doctor compares it with
-	// the device the gateway names the token (failure.go's OtherDevice).
+	// the gateway named the token when each was queued (Op.TokenDevice;
+	// none counted for ""): doctor compares it with the device the
+	// gateway names the token now (failure.go's OtherDevice).
 	QueuedAs map[string]int `json:"queued_as,omitempty"`
 }
 
@@ -712,7 +713,7 @@ func (s *Store) queuedAs(ctx context.Context) (map[string]int, error) {
 		n      int
 	}
 	counts, err := queryAll(ctx, s.db, func(r rowScanner) (c count, err error) { err = r.Scan(&c.device, &c.n); return },
-		`SELECT origin_device, COUNT(*) FROM ops WHERE state NOT IN ('done','intent') AND origin_device!='' GROUP BY origin_device`)
+		`SELECT token_device, COUNT(*) FROM ops WHERE state NOT IN ('done','intent') AND token_device!='' GROUP BY token_device`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}

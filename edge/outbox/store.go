@@ -63,7 +63,8 @@ CREATE TABLE IF NOT EXISTS ops(
   result_json     TEXT,
   maybe_applied   INTEGER NOT NULL DEFAULT 0,
   resend          INTEGER NOT NULL DEFAULT 0,
-  owner           TEXT NOT NULL DEFAULT ''
+  owner           TEXT NOT NULL DEFAULT '',
+  token_device    TEXT NOT NULL DEFAULT ''
 );
 CREATE UNIQUE INDEX IF NOT EXISTS ops_dedupe_active ON ops(dedupe_key) WHERE state IN ('queued','inflight');
 CREATE INDEX IF NOT EXISTS ops_pending ON ops(lane, local_seq) WHERE state <> 'done';
