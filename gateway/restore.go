@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -113,9 +112,6 @@ func (r Restorer) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	client := cmp.Or(r.Client, &http.Client{Timeout: callTimeout})
-	if gatewayAt(ctx, client, r.Upstream) {
-		return fmt.Errorf("--upstream %s is a devbox-config gateway, not the primary: give mempalace serve's /mcp, the URL the gateway's own --upstream names (its /healthz said so; the upstream token was not sent)", r.Upstream)
-	}
 	token := ""
 	if r.Token != nil {
 		token = r.Token()
@@ -130,6 +126,8 @@ func (r Restorer) check(ctx context.Context) error {
 		return fmt.Errorf("the server at --upstream %s took the connection and closed it without answering tools/list: it is not mempalace serve's /mcp (give that, http://HOST:PORT/mcp, the URL the gateway's own --upstream names)", r.Upstream)
 	case look.err != nil:
 		return fmt.Errorf("the primary at --upstream %s does not answer: %w (start mempalace serve, or give its /mcp, the URL the gateway's own --upstream names)", r.Upstream, look.err)
+	case look.gateway && look.status == 0:
+		return fmt.Errorf("--upstream %s is a devbox-config gateway, not the primary: give mempalace serve's /mcp, the URL the gateway's own --upstream names (its /healthz said so; the upstream token was not sent)", r.Upstream)
 	case look.gateway:
 		return fmt.Errorf("--upstream %s is a devbox-config gateway, not the primary: give mempalace serve's /mcp, the URL the gateway's own --upstream names (restore files drawers with the upstream token, which only the primary takes)", r.Upstream)
 	case look.status == http.StatusUnauthorized && token == "":
@@ -140,29 +138,6 @@ func (r Restorer) check(ctx context.Context) error {
 		return fmt.Errorf("--upstream %s answered HTTP %d to tools/list, not an MCP answer: give mempalace serve's /mcp (http://HOST:PORT/mcp), the URL the gateway's own --upstream names", r.Upstream, look.status)
 	}
 	return nil
-}
-
-// gatewayAt asks the /healthz beside upstream's /mcp, with no token,
-// whether a devbox-config gateway answers there (its answers carry the
-// ledger's header), so that the shared upstream token is never sent to
-// one (attack44 F8). No answer, or another, leaves it to tools/list.
-func gatewayAt(ctx context.Context, client *http.Client, upstream string) bool {
-	u, err := url.Parse(upstream)
-	if err != nil {
-		return false // checkUpstream refused it before; tools/list says why
-	}
-	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/mcp") + "/healthz"
-	u.RawQuery, u.Fragment = "", ""
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return false // as above
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false // tools/list meets it too, and says what it means
-	}
-	resp.Body.Close() // only its header is read
-	return ledger.Advertised(resp.Header)
 }
 
 // plainToTLS: err is what an https request to a plain-HTTP server meets:

@@ -12,6 +12,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,6 +165,9 @@ func (s *Server) ProbeUpstream(ctx context.Context) {
 	case look.err != nil:
 		s.Log.Warn("the upstream does not answer yet: devices get 503 until it does (normal while it starts beside the gateway)", "upstream", s.Upstream, "err", look.err, "fix", "if it lasts, start mempalace serve or correct --upstream")
 		return
+	case look.gateway:
+		s.Log.Error("the upstream is a devbox-config gateway, not the primary: every device call fails (its /healthz said so; the upstream token was not sent)", "upstream", s.Upstream, "fix", "point --upstream at mempalace serve's /mcp (http://HOST:PORT/mcp), not at a gateway")
+		return
 	case look.status == http.StatusUnauthorized:
 		s.upstreamRefuses(true)
 		return
@@ -179,13 +183,18 @@ func (s *Server) ProbeUpstream(ctx context.Context) {
 // probe at start and trash restore's first look read it alike.
 type upstreamLook struct {
 	err     error // no answer (or no request to make)
-	status  int
-	gateway bool // a devbox-config gateway answered (ledger.Advertised)
-	mcp     bool // the answer is an MCP tools/list result
+	status  int   // 0: tools/list was not asked (a gateway's /healthz answered)
+	gateway bool  // a devbox-config gateway answered (ledger.Advertised)
+	mcp     bool  // the answer is an MCP tools/list result
 }
 
-// lookAtUpstream asks upstream for its tools, with token.
+// lookAtUpstream asks upstream for its tools, with token, unless a
+// token-less /healthz beside it says a devbox-config gateway is there
+// (gateway, status 0): the token is never sent to one.
 func lookAtUpstream(ctx context.Context, client *http.Client, upstream, token string) upstreamLook {
+	if gatewayAt(ctx, client, upstream) {
+		return upstreamLook{gateway: true}
+	}
 	body := []byte(`{"jsonrpc":"2.0","id":0,"method":"tools/list"}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, upstream, bytes.NewReader(body))
 	if err != nil {
@@ -203,6 +212,29 @@ func lookAtUpstream(ctx context.Context, client *http.Client, upstream, token st
 	b, _ := readAnswer(resp)
 	_, out := answerOf(resp, b, body, token)
 	return upstreamLook{status: resp.StatusCode, gateway: ledger.Advertised(resp.Header), mcp: gjson.GetBytes(out, "result.tools").IsArray()}
+}
+
+// gatewayAt asks the /healthz beside upstream's /mcp, with no token,
+// whether a devbox-config gateway answers there (its answers carry the
+// ledger's header), so that the shared upstream token is never sent to
+// one (attack44 F8). No answer, or another, leaves it to tools/list.
+func gatewayAt(ctx context.Context, client *http.Client, upstream string) bool {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return false // checkUpstream refused it before; tools/list says why
+	}
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/mcp") + "/healthz"
+	u.RawQuery, u.Fragment = "", ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false // as above
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false // tools/list meets it too, and says what it means
+	}
+	resp.Body.Close() // only its header is read
+	return ledger.Advertised(resp.Header)
 }
 
 // upstreamClock is how long a request had a call to the upstream in
