@@ -363,8 +363,9 @@ func (s *Server) argsStep(x *exchange, d *Device, req *rpcRequest) (catalogue.To
 }
 
 // refuseForwarded answers a call whose forward step failed (err not nil):
-// the device's share of the write queue full, a denial, or an answer the
-// filter could not read.
+// the device's share of the write queue full, a denial, a look-up the
+// primary did not answer (not sent: busy), or an answer the filter could
+// not read.
 func (s *Server) refuseForwarded(x *exchange, d *Device, req *rpcRequest, dec Decision, err error) {
 	no, denied := errors.AsType[*denial](err)
 	switch {
@@ -372,6 +373,8 @@ func (s *Server) refuseForwarded(x *exchange, d *Device, req *rpcRequest, dec De
 		s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
 	case denied:
 		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), no.rule, "")
+	case errors.Is(err, errNoAnswer):
+		s.busy(x, d, req, ruleNoAnswer, err)
 	default:
 		s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)
 	}
@@ -553,12 +556,6 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 	visible := true
 	if err == nil && dec.Allow {
 		visible, err = s.objectBefore(ctx, d, t, req.Args)
-	}
-	if err == nil && dec.Allow && visible {
-		var others Rule
-		if others, err = s.endsOthersFact(ctx, d, t, req.Args); others != "" {
-			dec = deny(others, "")
-		}
 	}
 	if err != nil {
 		s.busy(x, d, req, ruleNoAnswer, err)

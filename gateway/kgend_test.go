@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -78,4 +79,47 @@ func currentObjects(t *testing.T, g *gw, id, entity string) map[string]string {
 		}
 	}
 	return out
+}
+
+// A non-admin device's end of its own fact is checked under the write
+// slot, right before it is sent: the fact ended and filed again around
+// the gateway (of unknown origin now) while the device's kg_invalidate
+// waited for the slot is refused, not ended (before, the check ran
+// before the wait, on the fact as it was then, and the send ended the
+// new one). The test holds the slot itself, so the interleaving is
+// certain: the call waits in the queue while the fact changes.
+func TestANarrowDevicesEndIsCheckedUnderTheWriteSlot(t *testing.T) {
+	t.Parallel()
+	g := newGWAt(t, []Device{
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
+		{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}, KG: "write"},
+	}, startFake(t))
+	phase := map[string]any{"subject": "project_x", "predicate": "phase", "object": "draft"}
+	g.mustKG("laptop-7f3a", "kg_add", map[string]any{"subject": "project_x", "predicate": "phase", "object": "draft", "valid_from": "2026-01-01"})
+	if !g.srv.writes.acquire(t.Context(), "the-test") {
+		t.Fatal("the test could not take the write slot")
+	}
+	type answer struct{ rpc map[string]any }
+	done := make(chan answer, 1)
+	go func() {
+		_, rpc, _ := g.call(g.tokens["laptop-7f3a"], "kg_invalidate", phase)
+		done <- answer{rpc}
+	}()
+	for waiting := 0; waiting == 0; {
+		runtime.Gosched()
+		g.srv.writes.mu.Lock()
+		waiting = len(g.srv.writes.waiting["laptop-7f3a"])
+		g.srv.writes.mu.Unlock()
+	}
+	upCallHTTP(g, "mempalace_kg_invalidate", phase)
+	upCallHTTP(g, "mempalace_kg_add", map[string]any{"subject": "project_x", "predicate": "phase", "object": "draft", "valid_from": "2026-02-01"})
+	g.srv.writes.release()
+	got := <-done
+	data, _ := got.rpc["data"].(map[string]any)
+	if got.rpc == nil || data["rule"] != ruleUnknownFact.String() {
+		t.Errorf("laptop's kg_invalidate of its fact, ended and filed again around the gateway while it waited: %v; want refused (%s)", got.rpc, ruleUnknownFact)
+	}
+	if current := currentObjects(t, g, "ops-0001", "project_x"); current["phase"] != "draft" {
+		t.Errorf("ops reads project_x's current facts as %v: the fact filed again was ended", current)
+	}
 }

@@ -115,17 +115,20 @@ const (
 // endsOthersFact decides a kg_invalidate or kg_supersede by a device that
 // is not admin: MemPalace ends every open fact of its subject, predicate
 // and object (old_object), and each must be one the provenance index
-// holds as this device's. An admin device ends any; a call that ends
-// nothing (a supersede of no open fact files the new one) is allowed.
-// errNoAnswer when the subject's facts could not be read.
-func (s *Server) endsOthersFact(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any) (Rule, error) {
+// holds as this device's (a *denial naming the rule when one is not).
+// An admin device ends any; a call that ends nothing (a supersede of no
+// open fact files the new one) is allowed. errNoAnswer when the
+// subject's facts could not be read. sendWrite asks it under the write
+// slot: a fact checked before the wait could be ended and filed again by
+// another writer before the send.
+func (s *Server) endsOthersFact(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any) error {
 	objKey := map[string]string{"kg_invalidate": "object", "kg_supersede": "old_object"}[t.Name]
 	if objKey == "" || d.Admin {
-		return "", nil
+		return nil
 	}
 	facts := s.factsOf(ctx, args)
 	if facts == nil {
-		return "", fmt.Errorf("%w kg_query of %q", errNoAnswer, str(args["subject"]))
+		return fmt.Errorf("%w kg_query of %q", errNoAnswer, str(args["subject"]))
 	}
 	subj, pred, obj := str(args["subject"]), str(args["predicate"]), str(args[objKey])
 	for _, x := range facts {
@@ -136,10 +139,10 @@ func (s *Server) endsOthersFact(ctx context.Context, d *Device, t catalogue.Tool
 		st, stamped := s.prov.Lookup(provenance.Fact(subj, pred, obj, str(f["valid_from"]), ""))
 		switch {
 		case !stamped:
-			return ruleUnknownFact, nil
+			return &denial{ruleUnknownFact, ruleUnknownFact.String()}
 		case st.Device != d.ID:
-			return ruleOthersFact, nil
+			return &denial{ruleOthersFact, ruleOthersFact.String()}
 		}
 	}
-	return "", nil
+	return nil
 }

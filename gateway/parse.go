@@ -150,6 +150,9 @@ type rpcRequest struct {
 	// slotHeld: the handler holds the write slot for this call (a delete:
 	// the trash's look-up and the delete hold it together).
 	slotHeld bool
+	// unsent: why sendWrite did not send the write once it held the slot
+	// (a *denial, or errNoAnswer for a look-up it needed); nil: sent.
+	unsent error
 	// filed: a checkpoint's items its send was seen to file (absent from
 	// the upstream before it, there after it) when its answer did not
 	// list them (settled or lost: sendWrite).

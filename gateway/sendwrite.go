@@ -23,11 +23,18 @@ import (
 // the ledger held in doubt, sent again (ledger.Resent), holds what its
 // first send made when nothing stamped it since (attack23 N2, N3, N5);
 // one whose first send was held (ledger.Held: the record was there
-// before it) made nothing, and is held again (attack24 M1-M3).
-func (s *Server) sendWrite(ctx context.Context, t catalogue.Tool, req *rpcRequest, body []byte) (int, []byte) {
+// before it) made nothing, and is held again (attack24 M1-M3). A device
+// that is not admin ends only its own facts, checked here, under the
+// slot, so no other write changes the fact between check and send; a
+// write refused here is not sent (req.unsent, which forward answers).
+func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest, body []byte) (int, []byte) {
 	switch t.Name {
 	case "checkpoint":
 		return s.sentCheckpoint(ctx, t, req, body)
+	case "kg_invalidate", "kg_supersede":
+		if req.unsent = s.endsOthersFact(ctx, d, t, req.Args); req.unsent != nil {
+			return http.StatusServiceUnavailable, nil // not sent: the op-id ledger keeps nothing
+		}
 	case "kg_add":
 		req.held = s.addingHeldFact(ctx, req.Args)
 	case "update_drawer":

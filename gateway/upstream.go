@@ -80,7 +80,7 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (statu
 				}
 				defer s.writes.release()
 			}
-			return s.sendWrite(ctx, t, req, body)
+			return s.sendWrite(ctx, d, t, req, body)
 		}
 	}
 	if s.Ledger != nil {
@@ -90,6 +90,9 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (statu
 	}
 	if full {
 		return 0, nil, false, errWriteQueueFull
+	}
+	if req.unsent != nil {
+		return 0, nil, false, req.unsent
 	}
 	return status, body, replayed, nil
 }
