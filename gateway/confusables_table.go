@@ -7,7 +7,7 @@
 //	Version: 18.0.0
 //
 // Every character that reads as ASCII letters or digits (see
-// confusables_gen.go), sorted, for a binary search.
+// confusables_gen.go; its supplement marked so), sorted, for a binary search.
 
 package gateway
 
@@ -245,6 +245,7 @@ var confusables = [...]confusable{
 	{0x043C, "M"},    // CYRILLIC SMALL LETTER EM
 	{0x043D, "H"},    // CYRILLIC SMALL LETTER EN
 	{0x043E, "o"},    // CYRILLIC SMALL LETTER O
+	{0x043F, "n"},    // CYRILLIC SMALL LETTER PE (supplement)
 	{0x0440, "p"},    // CYRILLIC SMALL LETTER ER
 	{0x0441, "c"},    // CYRILLIC SMALL LETTER ES
 	{0x0442, "T"},    // CYRILLIC SMALL LETTER TE

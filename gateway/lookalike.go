@@ -17,7 +17,8 @@ import (
 
 // readsAs is the ASCII letters or digits r reads as by UTS #39's
 // confusables data (confusables_table.go: Lisu ꓲ, | and I are l, Cyrillic
-// а is a, m is rn), false if the data has none. A sorted array generated
+// а is a, m is rn; and the generator's supplement: Cyrillic п is n), false
+// if the data has none. A sorted array generated
 // from the data rather than the mtibben/confusables library, unmaintained
 // since 2021 (Unicode 13) and building a 6,000-entry map at every
 // container start: static data, binary searched, and only the characters

@@ -159,6 +159,8 @@ func TestConfigRefusesConfusablesOfAnotherDevicesNames(t *testing.T) {
 		{"|aptop", "pi@rogue", `devices[2].label: "|aptop" looks like "laptop", the label of device laptop-1 (devices[0])`},
 		{"laptop\u00b7", "pi@rogue", `devices[2].label: "laptop\u00b7" looks like "laptop", the label of device laptop-1 (devices[0])`},
 		{"rogue", "codex@\u0432ox", `devices[2].agents[0]: "codex@\u0432ox" looks like "codex@box", an agent of device laptop-1 (devices[0])`},
+		// Cyrillic п reads as n (the generator's supplement; the data maps it to π).
+		{"rogue", "pi@\u043ferp", `devices[2].agents[0]: "pi@\u043ferp" looks like "pi@nerp", an agent of device laptop-1 (devices[0])`},
 		// Names in other scripts that look like no other device's stay legal.
 		{"桌面", "pi@桌面", ""}, {"δέλτα", "pi@δέλτα", ""}, {"пётр", "pi@пётр", ""}, {"\U0001F680", "pi@rogue", ""},
 	} {
