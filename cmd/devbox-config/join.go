@@ -179,7 +179,7 @@ func (jc *joinCmd) config() (join.Config, error) {
 	}
 	for _, w := range warns {
 		if w.Var == ladder.EnvOriginDevice {
-			return join.Config{}, usageError("--origin-device %q: %s", jc.device, strings.TrimSuffix(w.Message, "; ignored, nothing will be stamped"))
+			return join.Config{}, usageError("--origin-device %+q: %s", jc.device, strings.TrimSuffix(w.Message, "; ignored, nothing will be stamped"))
 		}
 		if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvOriginLabel || w.Var == ladder.EnvAgentName || w.Var == ladder.EnvEdgeTimeout {
 			log.Warn(w.String())

@@ -251,6 +251,9 @@ func TestJoinCommandOutputAndExitCodes(t *testing.T) {
 		{"no local server", []string{"MEMPALACE_EDGE_CHILD=/nonexistent/mempalace-mcp"}, nil, "no local palace server"},
 		{"bad verify", nil, []string{"--verify", "some"}, "--verify"},
 		{"bad device", nil, []string{"--origin-device", "a/b"}, "--origin-device"},
+		{"device with a space", nil, []string{"--origin-device", "a b"}, `--origin-device "a b": must be an opaque id without '/', white space or an invisible character`},
+		// An invisible character is named escaped: one that shows as a blank is seen.
+		{"device with a blank", nil, []string{"--origin-device", "a\u2800b"}, `--origin-device "a\u2800b": must be an opaque id`},
 		{"bad glob", nil, []string{"--wing", "[x"}, "--wing"},
 	} {
 		code, out, errOut := f.run(t, tc.env, tc.args...)
