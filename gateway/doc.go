@@ -11,8 +11,7 @@
 // the upstream receives the re-encoding of this parse, never the client's
 // bytes, under an id of the gateway's own), arguments (parse.go: the
 // catalogue's allow-list; names and id lists strings, integers bounded),
-// limit (limits.go), authorize (authz.go, objects.go; kgorigin.go: a
-// device that is not admin ends only the facts it wrote), replayed items
+// limit (limits.go), authorize (authz.go, objects.go), replayed items
 // (replayitems.go: a checkpoint's items an edge names replays of its local
 // copies are left out when the trash holds them deleted, and its answer
 // lists them among its errors), narrow (narrow.go),
@@ -25,8 +24,10 @@
 // diary entry's write (diary_write, a checkpoint's diary) whose answer was
 // lost, settled; lostanswer.go, the other writes' lost answers, so that no
 // record keeps a stamp its text no longer bears; a checkpoint's items
-// looked up around it; kgorigin.go, a kg_add of a fact held current
-// stamps nothing, a closed fact's stamp moved to its closed key) and filter (filter.go, fanout.go; origins.go adds each
+// looked up around it; kgorigin.go, a device that is not admin ends only
+// the facts it wrote, checked here so no write lands between check and
+// send, a kg_add of a fact held current stamps nothing, a closed fact's
+// stamp moved to its closed key) and filter (filter.go, fanout.go; origins.go adds each
 // record's origin, record.go stamps the provenance index after a write;
 // unread.go answers a filing of what a wing the device does not read
 // holds already as a new one).
