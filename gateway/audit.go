@@ -233,10 +233,27 @@ func DigestKey(secret []byte) []byte {
 	return m.Sum(nil)
 }
 
-// ArgsDigest is a line's args_digest of a call's arguments: the first 32
-// hex of an HMAC-SHA256 under key of their JSON (keys sorted, as Go's
-// encoding/json writes a map); "" for none.
-func ArgsDigest(key []byte, args map[string]any) string {
+// ArgsDigest is a line's args_digest of the arguments device sent to
+// tool: the first 32 hex of an HMAC-SHA256 under key of the JSON array
+// [device, tool, arguments] (keys sorted, as Go's encoding/json writes a
+// map); "" for none. The device and tool are in it so that a device only
+// ever obtains digests of its own calls: a guess another device sends as
+// a refused call's arguments digests under that device's id, never to the
+// line it guesses (attack46 N1).
+func ArgsDigest(key []byte, device, tool string, args map[string]any) string {
+	if len(args) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal([]any{device, tool, args}) // parsed JSON: it encodes
+	return keyedDigest(key, b)
+}
+
+// ledgerDigest is the op-id ledger's digest of a call's arguments (its
+// rows are per device, their tool compared apart): the keyed digest of
+// their JSON alone, which lines carried before ArgsDigest took in the
+// device and tool, so a row written then still matches a resend. It is
+// never written to the log.
+func ledgerDigest(key []byte, args map[string]any) string {
 	if len(args) == 0 {
 		return ""
 	}
@@ -256,15 +273,11 @@ func legacyArgsDigest(args map[string]any) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// DigestOf is the digest the gateway writes for what a device sent, under
-// the server secret: with asString, of b as a line's cut string (method,
-// tool, wing…); else args_digest of b, a call's arguments (a JSON object).
-// It is how an operator matches a request they hold to its line.
-func DigestOf(secret, b []byte, asString bool) (string, error) {
-	key := DigestKey(secret)
-	if asString {
-		return keyedDigest(key, b), nil
-	}
+// DigestOf is the args_digest the gateway writes, under the server
+// secret, for the arguments b (a JSON object, as a tools/call sends them)
+// that device sent to tool. It is how an operator matches a request they
+// hold to its line.
+func DigestOf(secret []byte, device, tool string, b []byte) (string, error) {
 	v, err := decodeStrict(b)
 	if err != nil {
 		return "", fmt.Errorf("the arguments: %w", err)
@@ -273,7 +286,13 @@ func DigestOf(secret, b []byte, asString bool) (string, error) {
 	if !ok {
 		return "", errors.New("the arguments must be one JSON object, as a tools/call sends them")
 	}
-	return ArgsDigest(key, args), nil
+	return ArgsDigest(DigestKey(secret), device, tool, args), nil
+}
+
+// StringDigestOf is the digest a line keeps of a string it cut (method,
+// tool, wing…: bounded), under the server secret.
+func StringDigestOf(secret, b []byte) string {
+	return keyedDigest(DigestKey(secret), b)
 }
 
 func keyedDigest(key, b []byte) string {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -72,7 +73,7 @@ func TestOneRequestAddsABoundedAuditLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, _ := DigestOf(bytes.TrimSpace(secret), []byte(huge), true)
+	d := StringDigestOf(bytes.TrimSpace(secret), []byte(huge))
 	var cut Entry
 	for _, e := range g.auditLog() {
 		if strings.HasPrefix(e.Method, "mmm") {
@@ -179,5 +180,59 @@ func TestAResendAcrossTheKeyedDigestIsAReplay(t *testing.T) {
 	other := map[string]any{"wing": "shared", "room": "r", "content": "another write"}
 	if _, m := g.postOp(g.tokens["desk-9b21"], "mempalace_add_drawer", other, opID); rpcError(m) == nil || rpcError(m)["code"] != float64(-32602) {
 		t.Fatalf("the op id reused for other arguments: %v", m)
+	}
+}
+
+// A device cannot use the gateway to digest its guesses of what another
+// device sent (attack46 N1): before, args_digest was keyed over the
+// arguments alone, so laptop sending a guess of ops's secret drawer as
+// the arguments of a refused call (a write outside its globs, an unknown
+// tool, mempalace_status with an unknown parameter: a read, 50/s) read
+// back from the log the digest on ops's line. Now the digest takes in
+// the device and the tool; the operator, who knows both for the request
+// they hold, still finds its line.
+func TestAGuessThroughAnotherDevicesRefusedCallIsNotTheVictimsDigest(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	secretArgs := `{"wing":"wing_secret","room":"keys","content":"TOPSECRET the launch code is 4242"}`
+	var args map[string]any
+	if err := json.Unmarshal([]byte(secretArgs), &args); err != nil {
+		t.Fatal(err)
+	}
+	if _, e, _ := g.call(g.tokens["admin-0001"], "add_drawer", args); e != nil {
+		t.Fatal(e)
+	}
+	laptop := g.tokens["laptop-7f3a"]
+	for _, tool := range []string{"add_drawer", "nosuchtool", "status"} {
+		if _, e, _ := g.call(laptop, tool, args); e == nil {
+			t.Fatalf("laptop's %s with the guess was not refused", tool)
+		}
+	}
+	g.post(laptop, pingBody) // on the same connection: the lines above are written
+	secret, err := os.ReadFile(g.srv.cfg.Load().SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := DigestOf(bytes.TrimSpace(secret), "admin-0001", "mempalace_add_drawer", []byte(secretArgs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found, guesses int
+	for _, e := range g.auditLog() {
+		switch {
+		case e.Device == "admin-0001" && e.Tool == "mempalace_add_drawer":
+			if e.ArgsDigest != victim {
+				t.Errorf("ops's line carries %s; audit digest --device admin-0001 --tool mempalace_add_drawer gives %s", e.ArgsDigest, victim)
+			}
+			found++
+		case e.Device == "laptop-7f3a" && e.ArgsDigest != "":
+			if e.ArgsDigest == victim {
+				t.Errorf("laptop's refused %s (%s) carries ops's digest: the guess is confirmed", e.Tool, e.Rule)
+			}
+			guesses++
+		}
+	}
+	if found == 0 || guesses != 3 {
+		t.Fatalf("the log holds %d lines of ops's write and %d of laptop's guesses, want some and 3", found, guesses)
 	}
 }

@@ -144,8 +144,9 @@ type rpcRequest struct {
 	// Tool and Args: a tools/call's name and arguments (Args never nil).
 	Tool string
 	Args map[string]any
-	// sentDigest is ArgsDigest(Args) as parsed, before any step changes
-	// them; sentLegacy, their unkeyed digest (legacyArgsDigest).
+	// sentDigest is the op-id ledger's digest of Args as parsed, before any
+	// step changes them (ledgerDigest); sentLegacy, their unkeyed digest
+	// (legacyArgsDigest).
 	sentDigest, sentLegacy string
 	// slotHeld: the handler holds the write slot for this call (a delete:
 	// the trash's look-up and the delete hold it together).

@@ -177,7 +177,7 @@ func crashedForward(t *testing.T, g *gw, ledgerFile, device string, op outbox.Op
 	defer db.Close()
 	now := time.Now().UnixMilli()
 	if _, err := db.Exec(`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at) VALUES(?,?,?,?,'inflight','gone-1',?,?)`,
-		device, op.ID, op.Tool, ArgsDigest(g.srv.audit.digestKey, req.Args), now, now); err != nil {
+		device, op.ID, op.Tool, ledgerDigest(g.srv.audit.digestKey, req.Args), now, now); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -33,28 +33,43 @@ func newGatewayAuditCmd(g *gatewayConfig, stdout io.Writer) *cobra.Command {
 	}
 	verify.Flags().StringVar(&pubFile, "pubkey", "", "Ed25519 public key of the checkpoints (default: the config's signing_key_file.pub)")
 	verify.Flags().StringVar(&anchorFile, "anchor", "", "anchors the gateway wrote (its audit_anchor file, or a journal's text): fail if the log was cut below them")
-	var asString bool
+	var q digestQuery
 	digest := &cobra.Command{
 		Use: "digest [FILE]", Short: "Print the digest an audit line carries of a call's arguments (or, with --string, of a string it cut)", Long: auditDigestHelp, Args: maxArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return printDigest(g, cmd.InOrStdin(), stdout, args, asString)
+			return printDigest(g, cmd.InOrStdin(), stdout, args, q)
 		},
 	}
-	digest.Flags().BoolVar(&asString, "string", false, "FILE's bytes are a method, tool, wing or other string a line cut at 256 bytes (its 'digest …')")
+	digest.Flags().StringVar(&q.device, "device", "", "the device id that sent the call (the line's device)")
+	digest.Flags().StringVar(&q.tool, "tool", "", "the tool it called, as the tools/call named it (mempalace_add_drawer)")
+	digest.Flags().BoolVar(&q.asString, "string", false, "FILE's bytes are a method, tool, wing or other string a line cut at 256 bytes (its 'digest …')")
 	return group("audit", "Check the audit log", verify, digest)
 }
 
-const auditDigestHelp = `digest prints the args_digest an audit line carries for a call whose
-arguments (a JSON object, as the tools/call sent them) are in FILE (default:
-standard input): grep the log for it. The digest is keyed with a key derived
-from the server secret (secret_file), so only who holds the secret can match a
-request to its line; a reader of the log cannot test guesses of the content.
-With --string, FILE's bytes are a string a line cut (a method, tool, wing or
-rule over 256 bytes keeps its first bytes, its length and this digest).`
+const auditDigestHelp = `digest prints the args_digest an audit line carries for a call the device
+--device made to the tool --tool with the arguments (a JSON object, as the
+tools/call sent them) in FILE (default: standard input): grep the log for it.
+The digest is keyed with a key derived from the server secret (secret_file)
+and takes in the device and the tool, so only who holds the secret can match
+a request to its line: a reader of the log cannot test guesses of the
+content, and a device that sends a guess obtains a digest under its own id
+and tool only. With --string, FILE's bytes are a string a line cut (a method,
+tool, wing or rule over 256 bytes keeps its first bytes, its length and this
+digest); --device and --tool are not used then.`
 
-// printDigest prints DigestOf the bytes of args[0] (else of in) under the
-// config's server secret, which it never creates.
-func printDigest(g *gatewayConfig, in io.Reader, stdout io.Writer, args []string, asString bool) error {
+// digestQuery is what `audit digest` is asked for: the digest of a
+// call's arguments the device sent to the tool, or of a cut string.
+type digestQuery struct {
+	device, tool string
+	asString     bool
+}
+
+// printDigest prints the digest q asks for of the bytes of args[0] (else
+// of in) under the config's server secret, which it never creates.
+func printDigest(g *gatewayConfig, in io.Reader, stdout io.Writer, args []string, q digestQuery) error {
+	if !q.asString && (q.device == "" || q.tool == "") {
+		return usageError("--device and --tool are required: the id of the device that sent the call and the tool it named (the digest takes them in)")
+	}
 	c, err := g.load()
 	if err != nil {
 		return err
@@ -75,7 +90,11 @@ func printDigest(g *gatewayConfig, in io.Reader, stdout io.Writer, args []string
 	if err != nil {
 		return failed(err)
 	}
-	d, err := gateway.DigestOf(secret, b, asString)
+	if q.asString {
+		fmt.Fprintln(stdout, gateway.StringDigestOf(secret, b))
+		return nil
+	}
+	d, err := gateway.DigestOf(secret, q.device, q.tool, b)
 	if err != nil {
 		return failed(err)
 	}

@@ -174,11 +174,17 @@ func TestAuditVerifyBeforeTheFirstCheckpoint(t *testing.T) {
 // what a device sent (attack44 F1: an unkeyed SHA-256 of the arguments'
 // JSON gave a 4-digit code back in 10,000 guesses); `audit digest`, run
 // by the operator who holds the secret, prints the digest of arguments
-// they hold, and the line carrying it is found by it. The log written
-// before and after the change is still one intact chain.
+// they hold, given the device and tool that sent them (the digest takes
+// them in, so that a device cannot digest its guesses of another's call:
+// attack46 N1), and the line carrying it is found by it; without them it
+// is refused. The log written before and after the change is still one
+// intact chain.
 func TestAuditArgsDigestIsKeyedAndTheOperatorMatchesIt(t *testing.T) {
-	cfg, token := gatewayWithDevice(t, "--read", "*", "--write", "*", "--admin")
+	cfg := emptyGatewayConfig(t)
 	cli := gatewayCLI(t, cfg)
+	cli(0, "device", "add", "ops-0001", "--read", "*", "--write", "*", "--admin")
+	out, _ := cli(0, "token", "issue", "ops-0001")
+	token := strings.TrimSpace(out)
 	c, err := gateway.LoadConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -199,10 +205,17 @@ func TestAuditArgsDigestIsKeyedAndTheOperatorMatchesIt(t *testing.T) {
 	}
 	argsFile := filepath.Join(t.TempDir(), "args.json")
 	os.WriteFile(argsFile, []byte(args+"\n"), 0o600)
-	out, _ := cli(0, "audit", "digest", argsFile)
+	out, _ = cli(0, "audit", "digest", "--device", "ops-0001", "--tool", "mempalace_add_drawer", argsFile)
 	d := strings.TrimSpace(out)
 	if len(d) != 32 || !bytes.Contains(b, []byte(`"args_digest":"`+d+`"`)) {
 		t.Fatalf("audit digest printed %q, not the line's digest\n%s", d, b)
+	}
+	out, _ = cli(0, "audit", "digest", "--device", "laptop-7f3a", "--tool", "mempalace_status", argsFile)
+	if other := strings.TrimSpace(out); other == d || len(other) != 32 {
+		t.Fatalf("the same arguments from another device and tool digest to %q (ops's: %q)", other, d)
+	}
+	if _, errOut := cli(2, "audit", "digest", argsFile); !strings.Contains(errOut, "--device and --tool") {
+		t.Fatalf("audit digest without --device and --tool: %s", errOut)
 	}
 	if _, errOut := cli(1, "audit", "digest", "--string", filepath.Join(t.TempDir(), "none")); !strings.Contains(errOut, "none") {
 		t.Fatalf("a missing FILE: %s", errOut)

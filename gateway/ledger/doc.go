@@ -119,7 +119,7 @@
 // whose params carry an op id:
 //
 //	ans, outcome, err := l.Do(ctx, ledger.Call{Device: d.ID, OpID: id,
-//		Tool: p.Name, ArgsDigest: entry.ArgsDigest, RequestID: req.ID,
+//		Tool: p.Name, ArgsDigest: keyedDigestOfTheArgs, RequestID: req.ID,
 //		Resend: ledger.ResendOf(params)},
 //		func(ctx context.Context) (ledger.Answer, error) {
 //			// take the write slot here, after the claim, so neither a

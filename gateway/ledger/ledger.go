@@ -87,9 +87,9 @@ type Call struct {
 	Device string // the authenticated device id
 	OpID   string // from OpIDOf
 	Tool   string
-	// ArgsDigest is any stable digest of the call's arguments (the audit
-	// log's args_digest); a reuse of the op id with another digest is
-	// refused.
+	// ArgsDigest is any stable digest of the call's arguments (the
+	// gateway's: keyed, of the arguments alone); a reuse of the op id with
+	// another digest is refused.
 	ArgsDigest string
 	// LegacyDigest, when set, is another digest of the same arguments a
 	// row written by an earlier gateway may hold (the unkeyed one, before
