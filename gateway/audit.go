@@ -289,10 +289,18 @@ func DigestOf(secret []byte, device, tool string, b []byte) (string, error) {
 	return ArgsDigest(DigestKey(secret), device, tool, args), nil
 }
 
-// StringDigestOf is the digest a line keeps of a string it cut (method,
-// tool, wing…: bounded), under the server secret.
-func StringDigestOf(secret, b []byte) string {
-	return keyedDigest(DigestKey(secret), b)
+// StringDigestOf is the digest a line of device's ("" for a line that
+// names none) keeps of a string it cut (method, tool, wing…: bounded),
+// under the server secret.
+func StringDigestOf(secret []byte, device string, b []byte) string {
+	return stringDigest(DigestKey(secret), device, b)
+}
+
+// stringDigest is the keyed digest of a cut string s a line of device's
+// keeps: of the device id, a NUL (which no id holds) and s, so that,
+// like ArgsDigest, a device only obtains digests under its own id.
+func stringDigest(key []byte, device string, s []byte) string {
+	return keyedDigest(key, append([]byte(device+"\x00"), s...))
 }
 
 func keyedDigest(key, b []byte) string {
@@ -311,7 +319,7 @@ const maxField = 256
 func (a *Audit) bounded(e Entry) Entry {
 	for _, f := range []*string{&e.Path, &e.Method, &e.Tool, &e.Wing, (*string)(&e.Rule), &e.Origin} {
 		if len(*f) > maxField {
-			*f = fmt.Sprintf("%s… (%d bytes, digest %s)", clip(*f, maxField-64), len(*f), keyedDigest(a.digestKey, []byte(*f)))
+			*f = fmt.Sprintf("%s… (%d bytes, digest %s)", clip(*f, maxField-64), len(*f), stringDigest(a.digestKey, e.Device, []byte(*f)))
 		}
 	}
 	return e

@@ -73,7 +73,7 @@ func TestOneRequestAddsABoundedAuditLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := StringDigestOf(bytes.TrimSpace(secret), []byte(huge))
+	d := StringDigestOf(bytes.TrimSpace(secret), "laptop-7f3a", []byte(huge))
 	var cut Entry
 	for _, e := range g.auditLog() {
 		if strings.HasPrefix(e.Method, "mmm") {
@@ -234,5 +234,37 @@ func TestAGuessThroughAnotherDevicesRefusedCallIsNotTheVictimsDigest(t *testing.
 	}
 	if found == 0 || guesses != 3 {
 		t.Fatalf("the log holds %d lines of ops's write and %d of laptop's guesses, want some and 3", found, guesses)
+	}
+}
+
+// A string a line cut keeps a digest under the device that sent it too:
+// the same 300-byte wing another device sends digests otherwise, so the
+// gateway is no oracle of the tail it hides (attack46 N1's for strings).
+func TestACutStringsDigestIsTheSendersOwn(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	wing := "wing_" + strings.Repeat("s", 250) + "the launch code is 4242"
+	for _, dev := range []string{"admin-0001", "laptop-7f3a"} {
+		g.call(g.tokens[dev], "list_rooms", map[string]any{"wing": wing})
+	}
+	g.post(g.tokens["laptop-7f3a"], pingBody) // on the same connection: the lines above are written
+	secret, err := os.ReadFile(g.srv.cfg.Load().SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := map[string]string{}
+	for _, e := range g.auditLog() {
+		if e.Tool == "mempalace_list_rooms" {
+			cut[e.Device] = e.Wing
+		}
+	}
+	for dev, w := range cut {
+		want := fmt.Sprintf("(%d bytes, digest %s)", len(wing), StringDigestOf(bytes.TrimSpace(secret), dev, []byte(wing)))
+		if !strings.HasSuffix(w, want) {
+			t.Errorf("%s's line keeps the wing as %q, want it to end %q", dev, w, want)
+		}
+	}
+	if len(cut) != 2 || cut["admin-0001"] == cut["laptop-7f3a"] {
+		t.Fatalf("the cut wing on each device's line: %q", cut)
 	}
 }

@@ -53,9 +53,10 @@ The digest is keyed with a key derived from the server secret (secret_file)
 and takes in the device and the tool, so only who holds the secret can match
 a request to its line: a reader of the log cannot test guesses of the
 content, and a device that sends a guess obtains a digest under its own id
-and tool only. With --string, FILE's bytes are a string a line cut (a method,
-tool, wing or rule over 256 bytes keeps its first bytes, its length and this
-digest); --device and --tool are not used then.`
+and tool only. With --string, FILE's bytes are a string a line of the device
+--device cut (a method, tool, wing or rule over 256 bytes keeps its first
+bytes, its length and this digest; no --device for a line that names no
+device); --tool is not used then.`
 
 // digestQuery is what `audit digest` is asked for: the digest of a
 // call's arguments the device sent to the tool, or of a cut string.
@@ -91,7 +92,7 @@ func printDigest(g *gatewayConfig, in io.Reader, stdout io.Writer, args []string
 		return failed(err)
 	}
 	if q.asString {
-		fmt.Fprintln(stdout, gateway.StringDigestOf(secret, b))
+		fmt.Fprintln(stdout, gateway.StringDigestOf(secret, q.device, b))
 		return nil
 	}
 	d, err := gateway.DigestOf(secret, q.device, q.tool, b)
