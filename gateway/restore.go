@@ -79,23 +79,32 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 		}
 		for _, dr := range d.Drawers {
 			res := Restored{Delete: d, Drawer: dr}
-			switch {
-			case dr.PurgedAt != nil:
-				res.Err = fmt.Errorf("purged by the operator on %s: its content is gone for good", dr.PurgedAt.Format(time.RFC3339))
-			case dr.RestoredAt != nil:
-				res.Err = fmt.Errorf("restored already, on %s, as %s", dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs)
-			case newer != "":
+			if newer != "" && dr.PurgedAt == nil && dr.RestoredAt == nil {
 				res.Err = fmt.Errorf("%s; delete %d keeps an older version, which would come back beside it: 'trash restore %d' restores that one", newer, d.ID, d.ID)
-			default:
-				res.Err = r.put(ctx, &res)
-			}
-			if res.Err == nil {
-				res.Err = errors.Join(r.Trash.MarkRestored(ctx, d.ID, dr.ID, res.As), r.reorigin(ctx, res))
+			} else {
+				res.Err = r.claimed(ctx, &res)
 			}
 			out = append(out, res)
 		}
 	}
 	return out, nil
+}
+
+// claimed puts one drawer back while it holds it in the trash (Claim),
+// so that a purge is before the restore (refused: purged) or names it,
+// and records how it went.
+func (r Restorer) claimed(ctx context.Context, res *Restored) error {
+	d, dr := res.Delete, res.Drawer
+	if err := r.Trash.Claim(ctx, d.ID, dr.ID); err != nil {
+		if dr.PurgedAt != nil && dr.Live() != "" {
+			err = fmt.Errorf("%w; %s", err, dr.Live())
+		}
+		return err
+	}
+	if err := r.put(ctx, res); err != nil {
+		return errors.Join(err, r.Trash.Release(ctx, d.ID, dr.ID))
+	}
+	return errors.Join(r.Trash.MarkRestored(ctx, d.ID, dr.ID, res.As), r.reorigin(ctx, *res))
 }
 
 // checkTimeout bounds restore's first look at the upstream.

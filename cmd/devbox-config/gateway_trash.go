@@ -121,7 +121,12 @@ func listTrash(g *gatewayConfig, stdout io.Writer) error {
 				back = fmt.Sprintf("restored %s as %s", dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs)
 			}
 			if dr.PurgedAt != nil {
-				back = "purged by the operator " + dr.PurgedAt.Format(time.RFC3339) + ": its content is gone"
+				back = "purged by the operator " + dr.PurgedAt.Format(time.RFC3339) + ": its content is gone from the trash"
+				if live := dr.Live(); live != "" {
+					back += "; " + live
+				}
+			} else if dr.RestoringAt != nil && dr.RestoredAt == nil {
+				back += fmt.Sprintf(" (a restore took it at %s and has not recorded the end: it may be in the palace)", dr.RestoringAt.Format(time.RFC3339))
 			}
 			fmt.Fprintf(stdout, "    %s  %s/%s  %s\n", dr.ID, dr.Wing, dr.Room, back)
 		}
@@ -153,11 +158,14 @@ func purgeTrash(g *gatewayConfig, stdout io.Writer, ref string) error {
 		return failed(errors.New("the trash is empty: no delete has gone through the gateway"))
 	}
 	defer st.Close() // the purge is committed, its log emptied
-	ids, err := st.Purge(context.Background(), ref)
+	ids, live, err := st.Purge(context.Background(), ref)
 	if err != nil {
 		return failed(err)
 	}
 	fmt.Fprintf(stdout, "purged %s from delete(s) %s for good: its content is gone from %s and its log; 'trash list' notes the purge\n", ref, joinIDs(ids), st.Path())
+	for _, dr := range live {
+		fmt.Fprintf(stdout, "but drawer %s is not gone from the palace: %s\n", dr.ID, dr.Live())
+	}
 	return nil
 }
 

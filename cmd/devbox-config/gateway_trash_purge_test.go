@@ -86,4 +86,17 @@ func TestGatewayTrashPurgeRemovesTheContentForGood(t *testing.T) {
 	if out := cli(1, "trash", "purge", id); !strings.Contains(out, "purged already") {
 		t.Errorf("a second purge: %s", out)
 	}
+	// Restored, then purged: the purge and the list say the content is in
+	// the palace, under which id (before: "its content is gone", and the
+	// list lost the restore; attack46 N3).
+	id2 := call("add_drawer", map[string]any{"wing": "shared", "room": "leak", "content": "a second leak AKIAEXAMPLE456"})["drawer_id"].(string)
+	call("delete_drawer", map[string]any{"drawer_id": id2})
+	cli(0, "trash", "restore", "--upstream", up.URL(), id2)
+	live := "it was restored "
+	if out := cli(0, "trash", "purge", id2); !strings.Contains(out, "drawer "+id2+" is not gone from the palace: "+live) || !strings.Contains(out, "as "+id2+" and is in the palace: delete it first") {
+		t.Errorf("purge of a restored drawer:\n%s", out)
+	}
+	if out := cli(0, "trash", "list"); !strings.Contains(out, "its content is gone from the trash; "+live) {
+		t.Errorf("list after the purge of a restored drawer:\n%s", out)
+	}
 }

@@ -83,6 +83,21 @@ type Drawer struct {
 	// PurgedAt: when the operator purged it (`trash purge`); its content
 	// and metadata are gone, its id, wing and room stay.
 	PurgedAt *time.Time
+	// RestoringAt: when a restore took it (Claim) and has not yet
+	// recorded how it went (or stopped before it could).
+	RestoringAt *time.Time
+}
+
+// Live says where a purged drawer's content still is when a restore put
+// it back in the palace or holds it ("": neither), with the fix.
+func (d Drawer) Live() string {
+	switch {
+	case d.RestoredAt != nil:
+		return fmt.Sprintf("it was restored %s as %s and is in the palace: delete it first (the delete keeps it here again: purge that)", d.RestoredAt.Format(time.RFC3339), d.RestoredAs)
+	case d.RestoringAt != nil:
+		return fmt.Sprintf("a restore took it at %s, before the purge, and may have put it in the palace ('trash list' names the id once it is back): delete it first (the delete keeps it here again: purge that)", d.RestoringAt.Format(time.RFC3339))
+	}
+	return ""
 }
 
 // Store is the gateway's trash, a SQLite file several processes (the
@@ -121,6 +136,7 @@ CREATE TABLE IF NOT EXISTS drawers(
   restored_as TEXT NOT NULL DEFAULT '',
   origin      TEXT NOT NULL DEFAULT '',
   purged_at   TEXT NOT NULL DEFAULT '',
+  restoring_at TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (delete_id, drawer_id)
 );
 CREATE INDEX IF NOT EXISTS drawers_by_id ON drawers(drawer_id);
@@ -129,8 +145,8 @@ CREATE INDEX IF NOT EXISTS diary_by_text ON drawers(wing, content) WHERE kind='d
 
 // added are the columns a trash made before them lacks: a drawer's
 // origin (its drawers read as of unknown origin), a delete's op id (none),
-// a drawer's purge (none).
-var added = [][2]string{{"drawers", "origin"}, {"deletes", "op_id"}, {"drawers", "purged_at"}}
+// a drawer's purge (none), a restore holding it (none).
+var added = [][2]string{{"drawers", "origin"}, {"deletes", "op_id"}, {"drawers", "purged_at"}, {"drawers", "restoring_at"}}
 
 // Open opens (creating if needed) the trash at path, keeping deletes for
 // retention (0: DefaultRetention), and prunes the older ones.
@@ -289,31 +305,20 @@ func prune(ctx context.Context, tx *sql.Tx, before time.Time) error {
 // delete's number (all its drawers) or a drawer id (every kept copy of
 // it). Each drawer keeps its id, wing and room, marked purged (a join's
 // replay of it is still refused, and no restore files it), and its delete
-// a note saying the operator purged it. The write-ahead log is then
-// checkpointed and truncated, so the content leaves the trash's files.
-// It returns the numbers of the deletes purged from.
-func (s *Store) Purge(ctx context.Context, ref string) ([]int64, error) {
+// a note saying the operator purged it; a restore's record stays. The
+// write-ahead log is then checkpointed and truncated, so the content
+// leaves the trash's files. It returns the numbers of the deletes purged
+// from, and the purged drawers a restore put back or holds (Live says
+// so): their content is in the palace still. A restore takes a drawer
+// (Claim) in a transaction, so a purge is before it or sees it.
+func (s *Store) Purge(ctx context.Context, ref string) (ids []int64, live []Drawer, err error) {
 	where, arg := "drawer_id=?", any(ref)
 	if n, err := strconv.ParseInt(ref, 10, 64); err == nil {
 		where, arg = "delete_id=?", n
 	}
 	at := s.Now().UTC().Format(time.RFC3339)
-	var ids []int64
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT delete_id FROM drawers WHERE purged_at='' AND `+where+` ORDER BY delete_id`, arg)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close() // the scan's error is the one to report
-				return err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close() // read to the end: Err reports
-		if err := rows.Err(); err != nil {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if ids, live, err = purging(ctx, tx, where, arg); err != nil {
 			return err
 		}
 		if len(ids) == 0 {
@@ -334,9 +339,85 @@ func (s *Store) Purge(ctx context.Context, ref string) ([]int64, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ids, s.truncateWAL(ctx)
+	return ids, live, s.truncateWAL(ctx)
+}
+
+// purging reads what a purge's clause picks: the deletes' numbers, and
+// the drawers a restore put back or holds.
+func purging(ctx context.Context, tx *sql.Tx, where string, arg any) (ids []int64, live []Drawer, err error) {
+	rows, err := tx.QueryContext(ctx, `SELECT delete_id, drawer_id, restored_at, restored_as, restoring_at FROM drawers WHERE purged_at='' AND `+where+` ORDER BY delete_id, drawer_id`, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close() // read to the end: Err reports
+	for rows.Next() {
+		var id int64
+		var d Drawer
+		var restored sql.NullInt64
+		var restoring string
+		if err := rows.Scan(&id, &d.ID, &restored, &d.RestoredAs, &restoring); err != nil {
+			return nil, nil, err
+		}
+		if len(ids) == 0 || ids[len(ids)-1] != id {
+			ids = append(ids, id)
+		}
+		if d.RestoredAt, d.RestoringAt, err = restoreTimes(d.ID, restored, restoring); err != nil {
+			return nil, nil, err
+		}
+		if d.Live() != "" {
+			live = append(live, d)
+		}
+	}
+	return ids, live, rows.Err()
+}
+
+// restoreTimes reads a drawer's restored_at and restoring_at columns.
+func restoreTimes(id string, restored sql.NullInt64, restoring string) (at, taken *time.Time, err error) {
+	if restored.Valid {
+		t := time.UnixMilli(restored.Int64).UTC()
+		at = &t
+	}
+	if restoring != "" {
+		t, err := time.Parse(time.RFC3339Nano, restoring)
+		if err != nil {
+			return nil, nil, fmt.Errorf("drawer %s: restoring_at: %w", id, err)
+		}
+		taken = &t
+	}
+	return at, taken, nil
+}
+
+// Claim takes a kept drawer for a restore, before its content goes to
+// the primary, in one transaction with a purge's: a drawer purged (or
+// restored) before is refused, with why; a purge after it names it.
+// MarkRestored or Release ends the claim.
+func (s *Store) Claim(ctx context.Context, deleteID int64, drawerID string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var purged string
+		var restored sql.NullInt64
+		var as string
+		err := tx.QueryRowContext(ctx, `SELECT purged_at, restored_at, restored_as FROM drawers WHERE delete_id=? AND drawer_id=?`, deleteID, drawerID).Scan(&purged, &restored, &as)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("%w: drawer %s of delete %d (pruned since)", ErrNotFound, drawerID, deleteID)
+		case err != nil:
+			return err
+		case purged != "":
+			return fmt.Errorf("purged by the operator on %s: its content is gone for good", purged)
+		case restored.Valid:
+			return fmt.Errorf("restored already, on %s, as %s", time.UnixMilli(restored.Int64).UTC().Format(time.RFC3339), as)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE drawers SET restoring_at=? WHERE delete_id=? AND drawer_id=?`, s.Now().UTC().Format(time.RFC3339Nano), deleteID, drawerID)
+		return err
+	})
+}
+
+// Release ends a restore's claim that put nothing back.
+func (s *Store) Release(ctx context.Context, deleteID int64, drawerID string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE drawers SET restoring_at='' WHERE delete_id=? AND drawer_id=?`, deleteID, drawerID)
+	return err
 }
 
 // truncateWAL copies the write-ahead log into the database and empties
@@ -443,9 +524,10 @@ func (s *Store) deleted(ctx context.Context, nth int, where string, args ...any)
 	return d, true, nil
 }
 
-// MarkRestored records that a kept drawer came back, as id as.
+// MarkRestored records that a kept drawer came back, as id as (purged
+// since its Claim or not), and ends the claim.
 func (s *Store) MarkRestored(ctx context.Context, deleteID int64, drawerID, as string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE drawers SET restored_at=?, restored_as=? WHERE delete_id=? AND drawer_id=?`, s.Now().UnixMilli(), as, deleteID, drawerID)
+	_, err := s.db.ExecContext(ctx, `UPDATE drawers SET restored_at=?, restored_as=?, restoring_at='' WHERE delete_id=? AND drawer_id=?`, s.Now().UnixMilli(), as, deleteID, drawerID)
 	return err
 }
 
@@ -479,7 +561,7 @@ func (s *Store) deletes(ctx context.Context, clause string, args ...any) ([]Dele
 }
 
 func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT drawer_id, wing, room, content, metadata, source_file, kind, restored_at, restored_as, origin, purged_at FROM drawers WHERE delete_id=? ORDER BY drawer_id`, deleteID)
+	rows, err := s.db.QueryContext(ctx, `SELECT drawer_id, wing, room, content, metadata, source_file, kind, restored_at, restored_as, origin, purged_at, restoring_at FROM drawers WHERE delete_id=? ORDER BY drawer_id`, deleteID)
 	if err != nil {
 		return nil, err
 	}
@@ -487,9 +569,13 @@ func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
 	var out []Drawer
 	for rows.Next() {
 		var d Drawer
-		var meta, origin, purged string
+		var meta, origin, purged, restoring string
 		var restored sql.NullInt64
-		if err := rows.Scan(&d.ID, &d.Wing, &d.Room, &d.Content, &meta, &d.SourceFile, &d.Kind, &restored, &d.RestoredAs, &origin, &purged); err != nil {
+		if err := rows.Scan(&d.ID, &d.Wing, &d.Room, &d.Content, &meta, &d.SourceFile, &d.Kind, &restored, &d.RestoredAs, &origin, &purged, &restoring); err != nil {
+			return nil, err
+		}
+		var err error
+		if d.RestoredAt, d.RestoringAt, err = restoreTimes(d.ID, restored, restoring); err != nil {
 			return nil, err
 		}
 		if purged != "" {
@@ -505,10 +591,6 @@ func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
 			if err := json.Unmarshal([]byte(origin), d.Origin); err != nil {
 				return nil, fmt.Errorf("drawer %s: origin: %w", d.ID, err)
 			}
-		}
-		if restored.Valid {
-			t := time.UnixMilli(restored.Int64).UTC()
-			d.RestoredAt = &t
 		}
 		out = append(out, d)
 	}
