@@ -153,7 +153,8 @@ const maxDrawerID = 2048
 // deletedBefore is the delete in the trash that removed what the write
 // would file again: a diary entry by its agent, wing and text, when the
 // trash holds at least nth equal ones (the join's nth copy the primary
-// lacks: k in the trash account for k copies, not for all); a drawer by
+// lacks: k in the trash account for k copies, not for all; the agent as
+// MemPalace keeps it, lower-cased); a drawer by
 // the id its wing, room and content give or, for a drawer updated after it
 // was filed, by local (the id the join's palace holds it under) in the
 // add's own wing; neither when the primary holds it (filed again since).
@@ -164,7 +165,8 @@ func (s *Server) deletedBefore(ctx context.Context, t catalogue.Tool, args map[s
 	}
 	str := func(k string) string { v, _ := args[k].(string); return v }
 	if t.Name == "diary_write" {
-		return bin.DeletedEntry(ctx, str("agent_name"), catalogue.DiaryWingFor(args), catalogue.DiaryEntry(args), nth)
+		// MemPalace lower-cases the agent it keeps (and the wing it gives).
+		return bin.DeletedEntry(ctx, catalogue.PythonLower(str("agent_name")), catalogue.DiaryWingFor(args), catalogue.DiaryEntry(args), nth)
 	}
 	for i, id := range []string{catalogue.DrawerID(str("wing"), str("room"), str("content")), local} {
 		if id == "" {

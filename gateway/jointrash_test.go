@@ -147,6 +147,10 @@ func TestJoinDoesNotRewriteADeletedDiaryEntry(t *testing.T) {
 	// (attack44 F5: the trash was not asked).
 	_, rpc = g.joined(t, desk, "diary_write", map[string]any{"agent_name": "pi", "content": "found the flaky test", "topic": "ci"})
 	wantTold(t, "a join's diary_write of the deleted entry as content", rpc, "admin-0001")
+	// MemPalace lower-cases the agent (and the wing it gives): "Pi" writes
+	// pi's entry again (attack46 N7: it was filed again).
+	_, rpc = g.joined(t, desk, "diary_write", map[string]any{"agent_name": "Pi", "entry": "found the flaky test", "topic": "ci"})
+	wantTold(t, "a join's diary_write of the deleted entry by a case variant of its agent", rpc, "admin-0001")
 	if del := g.deleteOf(t, entry); del != n {
 		t.Fatalf("the trash's delete of %s is %d, want %d", entry, del, n)
 	}
@@ -186,6 +190,8 @@ func TestRealJoinDoesNotRefileWhatTheTrashHolds(t *testing.T) {
 	wantTrashed(t, "a join's diary_write", rpc, ds[0].ID, entry)
 	_, rpc = g.joined(t, ops, "diary_write", map[string]any{"agent_name": "pi", "content": diary["entry"], "topic": "ci", "wing": "wing_pi"})
 	wantTrashed(t, "a join's diary_write of its text as content", rpc, ds[0].ID, entry)
+	_, rpc = g.joined(t, ops, "diary_write", map[string]any{"agent_name": "PI", "entry": diary["entry"], "topic": "ci", "wing": "wing_pi"})
+	wantTrashed(t, "a join's diary_write by a case variant of its agent", rpc, ds[0].ID, entry)
 	if got, _ := srv.Call("mempalace_get_drawer", map[string]any{"drawer_id": id}); got["error"] == nil {
 		t.Fatalf("the refused join filed the drawer: %v", got)
 	}
