@@ -42,3 +42,61 @@ func TestAMissingSecretWithIssuedTokensRefusesToStart(t *testing.T) {
 		t.Errorf("no live token left, still refused: %v", err)
 	}
 }
+
+// A well-formed secret_file that is not the one the config's tokens were
+// issued under (another gateway's, a wrong backup) is refused at start,
+// naming the file and the fix; the right one starts again. A state from
+// before the check records it at first start; with no live token left a
+// new secret is recorded again (before: it started, and every token was
+// refused; attack46 N8).
+func TestAWrongSecretWithIssuedTokensRefusesToStart(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices[:1])
+	cfg, err := LoadConfig(g.cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.srv.Close() // it recorded the check at its first start
+	state := StateFile(g.cfgFile, cfg)
+	if st, err := LoadState(state); err != nil || st.SecretCheck == "" {
+		t.Fatalf("the first start recorded no check value in %s: %+v %v", state, st, err)
+	}
+	right, err := os.ReadFile(cfg.SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() error {
+		srv := &Server{ConfigFile: g.cfgFile, Upstream: g.up.url, BindHost: "127.0.0.1", Now: g.clock}
+		err := srv.Open()
+		if err == nil {
+			srv.Close()
+		}
+		return err
+	}
+	if err := os.WriteFile(cfg.SecretFile, []byte(randomHex(32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = open()
+	if err == nil {
+		t.Fatal("the gateway started with another secret: every issued token is refused")
+	}
+	for _, want := range []string{cfg.SecretFile, "1 live token", state, "from a backup", "token revoke DEVICE", "token issue DEVICE"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q lacks %q", err, want)
+		}
+	}
+	if err := os.WriteFile(cfg.SecretFile, right, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := open(); err != nil {
+		t.Fatalf("the right secret is refused: %v", err)
+	}
+	// Once every token is revoked, another secret is a start over.
+	Revoke(cfg.Device("laptop-7f3a"), "")
+	if err := os.WriteFile(cfg.SecretFile, []byte(randomHex(32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadCheckedSecret(cfg, state); err != nil {
+		t.Errorf("no live token left, another secret is still refused: %v", err)
+	}
+}

@@ -119,7 +119,7 @@ func (s *Server) Open() error {
 		return err
 	}
 	cfg := s.cfg.Load()
-	key, err := LoadSecret(cfg)
+	key, err := LoadCheckedSecret(cfg, StateFile(s.ConfigFile, cfg))
 	if err != nil {
 		return fmt.Errorf("secret_file: %w", err)
 	}

@@ -22,6 +22,10 @@ import (
 type State struct {
 	// FirstUsed is each token's first use, by token id.
 	FirstUsed map[string]time.Time `json:"first_used"`
+	// SecretCheck is the server secret's key check value (secretCheck),
+	// recorded when the secret is made or first read: a secret_file that
+	// does not match it is refused (LoadCheckedSecret).
+	SecretCheck string `json:"secret_check,omitempty"`
 }
 
 // StateFile is where a config's runtime state lives: the config's

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
@@ -47,6 +49,49 @@ func LoadSecret(c *Config) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(s), nil
+}
+
+// secretCheckInput is what a secret's key check value is the HMAC of.
+const secretCheckInput = "devbox-config gateway secret check v1"
+
+// secretCheck is key's key check value: it tells one secret from another
+// and says nothing of the secret.
+func secretCheck(key []byte) string { return mac(key, secretCheckInput) }
+
+// LoadCheckedSecret is LoadSecret, and the secret checked against the key
+// check value the state file (stateFile) records: another gateway's
+// secret or a wrong backup, well-formed but not the one c's live tokens
+// were issued under, is refused, naming the file and the fix (before, it
+// started and every token was refused, attack46 N8). The check value is
+// recorded when there is none (a state from before it) and when c holds
+// no live token (a new secret, or one to start over with).
+func LoadCheckedSecret(c *Config, stateFile string) ([]byte, error) {
+	key, err := LoadSecret(c)
+	if err != nil {
+		return nil, err
+	}
+	check := secretCheck(key)
+	return key, withLock(stateFile, func() error {
+		st, err := LoadState(stateFile)
+		if err != nil {
+			return fmt.Errorf("%s: %w", stateFile, err)
+		}
+		switch n := c.liveTokens(time.Now()); {
+		case st.SecretCheck == check:
+			return nil
+		case st.SecretCheck != "" && n > 0:
+			return fmt.Errorf("%s is not the secret the config's %d live token(s) were issued under (it does not match secret_check in %s), so every device's token would be refused: put the right secret back in %s (from a backup of this gateway), or start over with this one: 'devbox-config gateway token revoke DEVICE' for each device, then 'token issue DEVICE' (the check is recorded again once no live token is left)", c.SecretFile, n, stateFile, c.SecretFile)
+		}
+		st.SecretCheck = check
+		b, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return err
+		}
+		if _, err := filewrite.Write(stateFile, append(b, '\n'), 0o600); err != nil {
+			return fmt.Errorf("recording the secret's check value in %s: %w", stateFile, err)
+		}
+		return nil
+	})
 }
 
 // liveTokens counts the tokens of c's devices that are neither revoked

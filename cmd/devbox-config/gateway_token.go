@@ -39,7 +39,7 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 		if err != nil {
 			return err
 		}
-		key, err := gateway.LoadSecret(c)
+		key, err := gateway.LoadCheckedSecret(c, gateway.StateFile(g.file, c))
 		if err != nil {
 			return failed(err)
 		}
