@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -98,5 +99,37 @@ func TestAWrongSecretWithIssuedTokensRefusesToStart(t *testing.T) {
 	}
 	if _, err := LoadCheckedSecret(cfg, state); err != nil {
 		t.Errorf("no live token left, another secret is still refused: %v", err)
+	}
+}
+
+// A gateway whose state file cannot be written at start (a config
+// directory mounted read-only) still starts, unchecked, and says so: the
+// secret check is a guard for a wrong secret, not a new need for a
+// writable directory (a root test cannot chmod one read-only, so the
+// lock file is made a directory).
+func TestAStateFileThatCannotBeWrittenStartsUnchecked(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices[:1])
+	cfg, err := LoadConfig(g.cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.srv.Close()
+	state := StateFile(g.cfgFile, cfg)
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(state + ".lock")
+	if err := os.Mkdir(state+".lock", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	srv := &Server{ConfigFile: g.cfgFile, Upstream: g.up.url, BindHost: "127.0.0.1", Now: g.clock, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	if err := srv.Open(); err != nil {
+		t.Fatalf("a state file that cannot be written stops the gateway: %v", err)
+	}
+	srv.Close()
+	if !strings.Contains(logs.String(), "starting unchecked") {
+		t.Errorf("nothing said the secret went unchecked:\n%s", logs.String())
 	}
 }

@@ -120,7 +120,10 @@ func (s *Server) Open() error {
 	}
 	cfg := s.cfg.Load()
 	key, err := LoadCheckedSecret(cfg, StateFile(s.ConfigFile, cfg))
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrCheckNotKept):
+		s.Log.Warn("secret_file: starting unchecked", "err", err) // a read-only config directory
+	case err != nil:
 		return fmt.Errorf("secret_file: %w", err)
 	}
 	s.key = key

@@ -71,7 +71,8 @@ func LoadCheckedSecret(c *Config, stateFile string) ([]byte, error) {
 		return nil, err
 	}
 	check := secretCheck(key)
-	return key, withLock(stateFile, func() error {
+	var wrong error
+	err = withLock(stateFile, func() error {
 		st, err := LoadState(stateFile)
 		if err != nil {
 			return fmt.Errorf("%s: %w", stateFile, err)
@@ -80,7 +81,8 @@ func LoadCheckedSecret(c *Config, stateFile string) ([]byte, error) {
 		case st.SecretCheck == check:
 			return nil
 		case st.SecretCheck != "" && n > 0:
-			return fmt.Errorf("%s is not the secret the config's %d live token(s) were issued under (it does not match secret_check in %s), so every device's token would be refused: put the right secret back in %s (from a backup of this gateway), or start over with this one: 'devbox-config gateway token revoke DEVICE' for each device, then 'token issue DEVICE' (the check is recorded again once no live token is left)", c.SecretFile, n, stateFile, c.SecretFile)
+			wrong = fmt.Errorf("%s is not the secret the config's %d live token(s) were issued under (it does not match secret_check in %s), so every device's token would be refused: put the right secret back in %s (from a backup of this gateway), or start over with this one: 'devbox-config gateway token revoke DEVICE' for each device, then 'token issue DEVICE' (the check is recorded again once no live token is left)", c.SecretFile, n, stateFile, c.SecretFile)
+			return nil
 		}
 		st.SecretCheck = check
 		b, err := json.MarshalIndent(st, "", "  ")
@@ -92,7 +94,20 @@ func LoadCheckedSecret(c *Config, stateFile string) ([]byte, error) {
 		}
 		return nil
 	})
+	switch {
+	case wrong != nil:
+		return nil, wrong
+	case err != nil:
+		return key, fmt.Errorf("%w: %w", ErrCheckNotKept, err)
+	}
+	return key, nil
 }
+
+// ErrCheckNotKept says the secret is read but its check value could not
+// be read or recorded beside the config (a read-only state path): the
+// secret is used unchecked. The gateway starts and warns; a command that
+// writes the state file fails there anyway.
+var ErrCheckNotKept = errors.New("the server secret's check value could not be kept, so a wrong secret_file would not be told")
 
 // liveTokens counts the tokens of c's devices that are neither revoked
 // nor expired at now.
