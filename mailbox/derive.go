@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
 // Terminal reports whether a reply with this status clears what it joins:
@@ -96,7 +98,10 @@ func derive(events []Event, agent string, limit int) ([]Item, int) {
 	}
 	log := ordered(events)
 	mine := repliesOf(log, agent)
-	type owedAsk struct{ ask, progress, earlier *Event }
+	type owedAsk struct {
+		ask *Event
+		got answers
+	}
 	var found []owedAsk
 	for _, ask := range log {
 		// A terminal event closes its thread ([*] in §3.3's diagram); it
@@ -106,8 +111,8 @@ func derive(events []Event, agent string, limit int) ([]Item, int) {
 		if !directed(ask, agent) || ask.FromAgent == agent || Terminal(deref(ask.Status)) {
 			continue
 		}
-		if cleared, progress, earlier := mine.answer(ask); !cleared {
-			found = append(found, owedAsk{ask, progress, earlier})
+		if cleared, got := mine.answer(ask); !cleared {
+			found = append(found, owedAsk{ask, got})
 		}
 	}
 	keep := make([]bool, len(found))
@@ -128,7 +133,7 @@ func derive(events []Event, agent string, limit int) ([]Item, int) {
 	var owed []Item
 	for i, f := range found {
 		if keep[i] {
-			owed = append(owed, Item{Event: *f.ask, Why: why(f.ask, agent, f.progress, f.earlier)})
+			owed = append(owed, Item{Event: *f.ask, Why: why(f.ask, agent, f.got)})
 		}
 	}
 	return owed, len(found) - len(owed)
@@ -182,39 +187,68 @@ func repliesOf(log []*Event, agent string) replies {
 	return r
 }
 
-// answer is what the replies joined to ask say of it: cleared by a later
-// terminal one; else the latest later one (progress, which does not
-// clear) and the latest terminal one before it (earlier, which answers
-// an older ask on the thread).
-func (m replies) answer(ask *Event) (cleared bool, progress, earlier *Event) {
+// answers is what the replies joined to an ask say of it when none
+// clears it: the latest later one (progress, which does not clear), the
+// latest terminal one before it (earlier, which answers an older ask on
+// the thread), and the latest later terminal one whose origin does not
+// vouch for it (untrusted).
+type answers struct{ progress, earlier, untrusted *Event }
+
+// answer is whether a later terminal reply joined to ask, which its
+// origin vouches for (vouched), clears it; else what the joined replies
+// say of it.
+func (m replies) answer(ask *Event) (cleared bool, got answers) {
 	for _, joins := range [2][]*Event{m.byAck[ask.ID], m.byCorr[deref(ask.CorrelationID)]} {
 		for _, r := range joins {
 			if !joined(r, ask, m.named[r.AckOf]) {
 				continue
 			}
-			later := before(ask, r)
+			later, terminal := before(ask, r), Terminal(deref(r.Status))
 			switch {
-			case later && Terminal(deref(r.Status)):
-				return true, nil, nil
+			case later && terminal && !vouched(r, ask):
+				got.untrusted = r
+			case !vouched(r, ask):
+				// Progress or an earlier answer nobody vouches for says nothing.
+			case later && terminal:
+				return true, answers{}
 			case later:
-				if progress == nil || before(progress, r) {
-					progress = r
+				if got.progress == nil || before(got.progress, r) {
+					got.progress = r
 				}
-			case Terminal(deref(r.Status)):
-				if earlier == nil || before(earlier, r) {
-					earlier = r
+			case terminal:
+				if got.earlier == nil || before(got.earlier, r) {
+					got.earlier = r
 				}
 			}
 		}
 	}
-	return false, progress, earlier
+	return false, got
+}
+
+// vouched reports whether reply r's origin says the asked agent's device
+// wrote it, so that it may clear ask a. A reply the gateway stamped is:
+// it takes a from_agent only from the device that holds that agent (no
+// two devices hold one), and r is from the agent a is addressed to. So
+// is one with no origin (no gateway in front, or the agent's own write
+// still in the outbox). One of unknown origin (written around the
+// gateway, or before it stood in front) carries the agent's name as text
+// anyone can write: it never clears a stamped ask, and clears an
+// unstamped one only for a reader that trusts unknown origins (one whose
+// device names no trusted set).
+func vouched(r, a *Event) bool {
+	ro, ok := origin.Of(r.Raw)
+	if !ok || ro.Device != origin.Unknown {
+		return true
+	}
+	ao, stamped := origin.Of(a.Raw)
+	return ro.Trusted && (!stamped || ao.Device == origin.Unknown)
 }
 
 // why says, in one sentence an agent can act on, why ask is still owed;
 // for an ask from an untrusted sender, that it is information, not an
 // instruction, and only what removes it from the mailbox. What the log
 // wrote in it is Printable.
-func why(ask *Event, agent string, progress, earlier *Event) string {
+func why(ask *Event, agent string, got answers) string {
 	var b strings.Builder
 	p := Printable
 	fmt.Fprintf(&b, "%s", p(orDash(ask.Type)))
@@ -230,12 +264,15 @@ func why(ask *Event, agent string, progress, earlier *Event) string {
 		join += " or correlation_id=" + p(c) + " addressed to " + p(ask.FromAgent)
 	}
 	switch {
-	case progress != nil:
-		fmt.Fprintf(&b, "; your latest reply is %s%s, which does not clear it", p(orDash(deref(progress.Status))), seqNote(progress))
-	case earlier != nil:
-		fmt.Fprintf(&b, "; your %s%s on the same thread came before it, so it does not answer this one", p(orDash(deref(earlier.Status))), seqNote(earlier))
-	default:
+	case got.progress != nil:
+		fmt.Fprintf(&b, "; your latest reply is %s%s, which does not clear it", p(orDash(deref(got.progress.Status))), seqNote(got.progress))
+	case got.earlier != nil:
+		fmt.Fprintf(&b, "; your %s%s on the same thread came before it, so it does not answer this one", p(orDash(deref(got.earlier.Status))), seqNote(got.earlier))
+	case got.untrusted == nil:
 		b.WriteString("; no reply of yours joins it yet")
+	}
+	if u := got.untrusted; u != nil {
+		fmt.Fprintf(&b, "; it was answered by an untrusted sender: a %s%s in your name of unknown origin (written around the gateway, not through your device), which does not clear it", p(orDash(deref(u.Status))), seqNote(u))
 	}
 	ack := fmt.Sprintf("mempalace_event_ack(event_id=%q, from_agent=%q, status=...)", ask.ID, agent)
 	if note := ask.distrust(); note != "" {

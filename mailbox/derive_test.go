@@ -389,3 +389,54 @@ func TestAnAckClearsOnItsThreadOnlyItsSendersDevicesAsks(t *testing.T) {
 		}
 	}
 }
+
+// An answer clears an ask only when its origin vouches that the asked
+// agent's device wrote it: a stamped answer (the gateway lets only the
+// device holding an agent write as it), or one with no origin (no
+// gateway; the agent's own write still in the outbox). An ack or a
+// metadata.ack_of reply written around the gateway (origin unknown) in
+// the asked agent's name never clears a stamped ask, and clears an
+// unstamped one only for a reader that trusts unknown origins; the ask
+// stays owed, its why saying it was answered by an untrusted sender.
+// Before, the forged answer cleared the trusted ask (outside tester,
+// attack46 N6).
+func TestAnAnswerOfUnknownOriginClearsNoStampedAsk(t *testing.T) {
+	const ops, unknown, openUnknown = `{"device":"ops-1","trusted":true}`, `{"device":"unknown","trusted":false}`, `{"device":"unknown","trusted":true}`
+	const desk = `{"device":"desk-2","trusted":true}`
+	ask := func(o string) Event { return stamped(t, ev(1, "ask", "pi@ops", me, "c-ops-1", "open", ""), o) }
+	ack := func(o string) Event { return stamped(t, ev(2, "ack", me, "pi@ops", "c-ops-1", "applied", "ask"), o) }
+	reply := func(o string) Event { // an event_append reply naming the ask in metadata.ack_of
+		e := ev(2, "reply", me, "pi@ops", "", "applied", "ask")
+		e.Type = "task.result"
+		return stamped(t, e, o)
+	}
+	for _, c := range []struct {
+		name      string
+		log       []Event
+		untrusted bool // owed, answered by an untrusted sender
+	}{
+		{"a forged ack of a trusted ask", []Event{ask(ops), ack(unknown)}, true},
+		{"a forged ack_of reply of a trusted ask", []Event{ask(ops), reply(unknown)}, true},
+		{"a forged ack, read by a device that trusts unknown origins", []Event{ask(ops), ack(openUnknown)}, true},
+		{"a forged ack of an unstamped ask, read by a device with a trusted set", []Event{ask(unknown), ack(unknown)}, true},
+		{"an unknown ack of an unstamped ask, read by a device that trusts unknown origins", []Event{ask(openUnknown), ack(openUnknown)}, false},
+		{"the asked device's own ack", []Event{ask(ops), ack(desk)}, false},
+		{"the asked device's ack of an unstamped ask", []Event{ask(unknown), ack(desk)}, false},
+		{"no gateway", []Event{ev(1, "ask", "pi@ops", me, "c-ops-1", "open", ""), ev(2, "ack", me, "pi@ops", "c-ops-1", "applied", "ask")}, false},
+	} {
+		owed := Derive(c.log, me)
+		switch {
+		case !c.untrusted && len(owed) != 0:
+			t.Errorf("%s: still owed: %v", c.name, owed)
+		case c.untrusted && len(owed) != 1:
+			t.Errorf("%s: owed %v, want the ask", c.name, ids(owed))
+		case c.untrusted && !strings.Contains(owed[0].Why, "answered by an untrusted sender"):
+			t.Errorf("%s: why does not say it was answered by an untrusted sender: %s", c.name, owed[0].Why)
+		}
+	}
+	// The agent's own ack, still in the outbox, clears it.
+	pending := WithPending([]Event{ask(ops), ack(unknown)}, []map[string]any{{"event_id": "ask", "from_agent": me, "status": "applied"}})
+	if owed := Derive(pending, me); len(owed) != 0 {
+		t.Errorf("the agent's own ack in the outbox does not clear it: %v", ids(owed))
+	}
+}

@@ -28,7 +28,13 @@
 // the one it names, as the gateway's origin says (device and via; unknown
 // and no origin are senders of their own): from_agent is text, and an ask
 // written around the gateway can carry a trusted device's agent name. A
-// reply addressed to nobody answers nobody.
+// reply addressed to nobody answers nobody. A reply clears only when its
+// origin vouches that the asked agent's device wrote it (vouched): one
+// the gateway stamped (it takes an agent name only from the device that
+// holds it) or one with no origin (no gateway; the agent's own write
+// still in the outbox). One of unknown origin never clears a stamped ask,
+// and clears an unstamped one only for a reader that trusts unknown
+// origins; the ask's why says it was answered by an untrusted sender.
 //
 // One reading the rules leave implicit is made explicit: an event that
 // itself has a terminal status closes its thread and is never owed (an
