@@ -18,6 +18,7 @@ import (
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // Probe is what doctor learnt from the primary.
@@ -187,17 +188,17 @@ func identityMismatch(s ladder.Settings, dev deviceinfo.Info) []Finding {
 	}
 	var wrong []string
 	if s.OriginDevice != "" && s.OriginDevice != dev.ID {
-		wrong = append(wrong, fmt.Sprintf("%s=%s is not %s", ladder.EnvOriginDevice, s.OriginDevice, dev.ID))
+		wrong = append(wrong, fmt.Sprintf("%s=%s is not %s", ladder.EnvOriginDevice, mailbox.Quoted(s.OriginDevice), dev.ID))
 	}
 	if s.OriginLabel != "" && dev.Label != "" && s.OriginLabel != dev.Label {
-		wrong = append(wrong, fmt.Sprintf("%s=%s is not %s", ladder.EnvOriginLabel, s.OriginLabel, dev.Label))
+		wrong = append(wrong, fmt.Sprintf("%s=%s is not %q", ladder.EnvOriginLabel, mailbox.Quoted(s.OriginLabel), dev.Label))
 	}
 	agents := strings.Join(dev.Agents, ", ")
 	if agents == "" {
 		agents = "none; the operator gives them with `gateway device set --agents`"
 	}
 	if id := s.AgentName + "@" + s.OriginLabel; s.AgentName != "" && s.OriginLabel != "" && !dev.Coordinator && !slices.Contains(dev.Agents, id) {
-		wrong = append(wrong, fmt.Sprintf("%s is not one of the device's agents (%s): asks addressed to it cannot be seen through this token", id, agents))
+		wrong = append(wrong, fmt.Sprintf("%s is not one of the device's agents (%s): asks addressed to it cannot be seen through this token", mailbox.Quoted(id), agents))
 	}
 	if len(wrong) == 0 {
 		return nil

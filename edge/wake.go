@@ -371,6 +371,7 @@ func askLine(ev mailbox.Event) string {
 // owed and the log was read): the count, the first wakeShown asks, how
 // to clear them; stale says why the view is not fresh ("": it is).
 func renderOwed(v owedView, self string, stale string) string {
+	self = mailbox.Quoted(self) // a name, never read as a sentence of the instructions
 	if len(v.Asks) == 0 {
 		switch {
 		case stale == failedNote:
@@ -394,7 +395,7 @@ func renderOwed(v owedView, self string, stale string) string {
 		// line kept by an older edge may be raw.
 		b.WriteString("- " + mailbox.PrintableCut(a.Line, wakeLineMax-len("- "), func(s string) int { return len(s) }) + "\n")
 	}
-	fmt.Fprintf(&b, "Answer each with mempalace_event_ack(event_id=<id>, from_agent=%q, status=applied|blocked|failed|superseded); mempalace_mailbox lists them with why.", self)
+	fmt.Fprintf(&b, "Answer each with mempalace_event_ack(event_id=<id>, from_agent=%s, status=applied|blocked|failed|superseded); mempalace_mailbox lists them with why.", self)
 	return truncate(b.String(), wakeMaxBytes)
 }
 
@@ -538,7 +539,7 @@ func identityRefusedNote(envVar, name, identity string) string {
 	}
 	instead := "this session has no coordination identity: no mailbox is read and no owed ask is told"
 	if identity != "" {
-		instead = "this session speaks as " + identity + " instead"
+		instead = "this session speaks as " + mailbox.Quoted(identity) + " instead"
 	}
 	return mailbox.Printable(fmt.Sprintf("%s%s was refused: %s; so %s. Fix it in .env; devbox-config doctor names it.", envVar, shown, why, instead))
 }
@@ -550,9 +551,14 @@ func (e *Edge) identityProblem(agent string) string {
 	if e.box == nil || agent == "" || !ok || in.Coordinator || in.ActsAs(agent, false) {
 		return ""
 	}
-	agents := cmp.Or(strings.Join(in.Agents, ", "), "none")
+	quoted := make([]string, len(in.Agents))
+	for i, a := range in.Agents {
+		quoted[i] = mailbox.Quoted(a)
+	}
+	agents := cmp.Or(strings.Join(quoted, ", "), "none")
+	// The name .env gave, quoted: the gateway says it is not the device's.
 	return mailbox.Printable(fmt.Sprintf("%s is not one of this device's agents at the gateway (%s): no ask to it can be seen, and its coordination writes are refused. Set MEMPALACE_AGENT_NAME to one of them, or ask the operator to add it (devbox-config gateway device set %s --agents ...).",
-		agent, agents, in.ID))
+		mailbox.Quoted(agent), agents, in.ID))
 }
 
 // takeNotes is the notes for this tool answer (none: nothing to tell),

@@ -255,7 +255,7 @@ func why(ask *Event, agent string, got answers) string {
 	if st := deref(ask.Status); st != "" {
 		fmt.Fprintf(&b, " (status %s)", p(st))
 	}
-	fmt.Fprintf(&b, " from %s is addressed to you (%s)", p(orDash(ask.FromAgent)), p(agent))
+	fmt.Fprintf(&b, " from %s is addressed to you (%s)", p(orDash(ask.FromAgent)), Quoted(agent))
 	if ask.Seq > 0 {
 		fmt.Fprintf(&b, " at seq %d", ask.Seq)
 	}

@@ -127,7 +127,7 @@ func TestDeriveReferenceSemantics(t *testing.T) {
 			[]string{"a1"}, "no reply of yours"},
 		{"oldest first, each item once although listed twice", me,
 			[]Event{ev(5, "a5", peer, me, "", "open", ""), ev(2, "a2", peer, me, "", "", ""), ev(5, "a5", peer, me, "", "open", ""), ev(9, "a9", "claude@ci", me, "", "open", "")},
-			[]string{"a2", "a5", "a9"}, "task.request from pi@laptop is addressed to you (opencode@box) at seq 2"},
+			[]string{"a2", "a5", "a9"}, "task.request from pi@laptop is addressed to you (\"opencode@box\") at seq 2"},
 		{"a terminal reply routed back to the asker is not owed by the asker (no ack ping-pong)", peer,
 			[]Event{ev(1, "a1", peer, me, "", "open", ""), ev(2, "k1", me, peer, "a1", "applied", "a1"), ev(3, "r1", me, peer, "c9", "blocked", "")},
 			nil, ""},

@@ -3,6 +3,7 @@ package mailbox
 import (
 	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -59,6 +60,12 @@ func Printable(s string) string {
 	}
 	return b.String()
 }
+
+// Quoted is s in double quotes, Go-escaped and Printable: how text that
+// names an identity (an agent name or a label, from .env, the gateway or
+// the log) shows it, so that a name made of allowed characters (letters,
+// '.' and spaces) cannot read as a sentence of the text around it.
+func Quoted(s string) string { return Printable(strconv.Quote(s)) }
 
 // PrintableCut is Printable(s) when what it shows measures at most max
 // (measure: len for bytes, utf8.RuneCountInString for characters), else

@@ -98,11 +98,11 @@ func (r Result) Text() string {
 	p := Printable
 	switch {
 	case r.Count == 0:
-		fmt.Fprintf(&b, "Nothing is owed by %s.\n", p(r.Agent))
+		fmt.Fprintf(&b, "Nothing is owed by %s.\n", Quoted(r.Agent))
 	case r.Count == 1 && r.More == 0:
-		fmt.Fprintf(&b, "1 item is owed by %s:\n", p(r.Agent))
+		fmt.Fprintf(&b, "1 item is owed by %s:\n", Quoted(r.Agent))
 	default:
-		fmt.Fprintf(&b, "%d items are owed by %s (oldest first):\n", r.Count+r.More, p(r.Agent))
+		fmt.Fprintf(&b, "%d items are owed by %s (oldest first):\n", r.Count+r.More, Quoted(r.Agent))
 	}
 	if r.Degraded {
 		fmt.Fprintf(&b, "(degraded: the primary is unreachable; this is its view from %s ago)\n", p(r.Age))

@@ -264,5 +264,5 @@ func (h *deviceHeard) notOurs(agent string) string {
 		agents = "it has none; the operator gives them with gateway device set --agents"
 	}
 	return fmt.Sprintf("%s is not one of this device's agents (%s): asks other devices address to it cannot be seen through this token (only those this device sent it); read the mailbox of one of them (--agent, or fix %s / %s)",
-		agent, agents, ladder.EnvAgentName, ladder.EnvOriginLabel)
+		mailbox.Quoted(agent), agents, ladder.EnvAgentName, ladder.EnvOriginLabel)
 }

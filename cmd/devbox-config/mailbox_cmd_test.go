@@ -87,12 +87,12 @@ func TestMailboxCommand(t *testing.T) {
 			t.Errorf("item lacks %q: %v", k, item)
 		}
 	}
-	if item["id"] != ask || item["body"] != "positive control: please answer" || !strings.Contains(item["why"].(string), "from synthetic@tester is addressed to you (opencode@box)") {
+	if item["id"] != ask || item["body"] != "positive control: please answer" || !strings.Contains(item["why"].(string), "from synthetic@tester is addressed to you (\"opencode@box\")") {
 		t.Fatalf("item: %v", item)
 	}
 
 	out, _ = cli(0, "mailbox")
-	if !strings.Contains(out, "1 item is owed by opencode@box") || !strings.Contains(out, ask) || !strings.Contains(out, "positive control: please answer") || strings.Contains(out, answered) {
+	if !strings.Contains(out, "1 item is owed by \"opencode@box\"") || !strings.Contains(out, ask) || !strings.Contains(out, "positive control: please answer") || strings.Contains(out, answered) {
 		t.Fatalf("text: %s", out)
 	}
 
@@ -102,7 +102,7 @@ func TestMailboxCommand(t *testing.T) {
 	if !strings.Contains(out, `"owed": []`) || !strings.Contains(out, `"count": 0`) {
 		t.Fatalf("after the reply: %s", out)
 	}
-	if out, _ := cli(0, "mailbox"); !strings.Contains(out, "Nothing is owed by opencode@box") {
+	if out, _ := cli(0, "mailbox"); !strings.Contains(out, "Nothing is owed by \"opencode@box\"") {
 		t.Fatalf("text after the reply: %s", out)
 	}
 

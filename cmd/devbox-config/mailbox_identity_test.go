@@ -43,7 +43,7 @@ func TestMailboxWarnsOfAnIdentityNotTheDevices(t *testing.T) {
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", token)
 	const alice = `{"version":1,"id":"alice-01","label":"alice","agents":["claude@alice"],"coordinator":false}`
 	for _, c := range []struct{ header, agent, want string }{
-		{alice, "claude@alice-laptop", `claude@alice-laptop is not one of this device's agents (claude@alice): asks other devices address to it cannot be seen through this token (only those this device sent it)`},
+		{alice, "claude@alice-laptop", `"claude@alice-laptop" is not one of this device's agents (claude@alice): asks other devices address to it cannot be seen through this token (only those this device sent it)`},
 		{alice, "claude@alice", ``},
 		{`{"version":1,"id":"ops-09","label":"ops","agents":["pi@ops"],"coordinator":true}`, "claude@alice", ``},
 		{``, "claude@alice-laptop", ``},
