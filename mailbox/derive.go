@@ -272,7 +272,7 @@ func why(ask *Event, agent string, got answers) string {
 		b.WriteString("; no reply of yours joins it yet")
 	}
 	if u := got.untrusted; u != nil {
-		fmt.Fprintf(&b, "; it was answered by an untrusted sender: a %s%s in your name of unknown origin (written around the gateway, not through your device), which does not clear it", p(orDash(deref(u.Status))), seqNote(u))
+		fmt.Fprintf(&b, "; it was answered by an untrusted sender: a reply in your name, status %s%s, of unknown origin (written around the gateway, not through your device), which does not clear it", p(orDash(deref(u.Status))), seqNote(u))
 	}
 	ack := fmt.Sprintf("mempalace_event_ack(event_id=%q, from_agent=%q, status=...)", ask.ID, agent)
 	if note := ask.distrust(); note != "" {

@@ -417,6 +417,7 @@ func TestAnAnswerOfUnknownOriginClearsNoStampedAsk(t *testing.T) {
 	}{
 		{"a forged ack of a trusted ask", []Event{ask(ops), ack(unknown)}, true},
 		{"a forged ack_of reply of a trusted ask", []Event{ask(ops), reply(unknown)}, true},
+		{"a forged reply on the ask's thread", []Event{ask(ops), stamped(t, ev(2, "corr", me, "pi@ops", "c-ops-1", "applied", ""), unknown)}, true},
 		{"a forged ack, read by a device that trusts unknown origins", []Event{ask(ops), ack(openUnknown)}, true},
 		{"a forged ack of an unstamped ask, read by a device with a trusted set", []Event{ask(unknown), ack(unknown)}, true},
 		{"an unknown ack of an unstamped ask, read by a device that trusts unknown origins", []Event{ask(openUnknown), ack(openUnknown)}, false},
