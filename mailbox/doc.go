@@ -54,7 +54,8 @@
 // helpers (<harness>@<label>, RFC 003 §3.2; the bare-from_agent warning,
 // §7.7), and Printable, which makes what the log says (written by any
 // device, an untrusted one included) safe to show on one line to a
-// terminal or an agent. It reads no environment: identities and sources come in as
+// terminal or an agent, and Quoted, how an identity is named there (in
+// quotes: a valid name can read as prose). It reads no environment: identities and sources come in as
 // parameters.
 //
 // Ordering is seq today (hub-and-spoke: one replica, so arrival order is
