@@ -32,13 +32,14 @@ func readsAs(r rune) (string, bool) {
 }
 
 // skeleton is what name looks like, for telling whether two names could
-// be taken for each other: combining marks and spaces dropped (ś is s),
-// each character read as the Latin letters or digits it looks like
-// (readsAs), else as its compatibility form's (fullwidth and mathematical
-// letters are letters), case folded, i read as l (a capital I reads as
-// either), the punctuation and symbols that lead or trail either side of
-// the @ dropped, and the letter pairs that pass for one letter (rn m, vv
-// w, cl d) folded. Names in other scripts keep their letters: only a name
+// be taken for each other: combining marks, spaces and punctuation but
+// the @ dropped (ś is s, lap-top, lap_top, lap.top and lap·top are
+// laptop), each character read as the Latin letters or digits it looks
+// like (readsAs), else as its compatibility form's (fullwidth and
+// mathematical letters are letters), case folded, i read as l (a capital
+// I reads as either), the symbols that lead or trail either side of the
+// @ dropped, and the letter pairs that pass for one letter (rn m, vv w,
+// cl d) folded. Names in other scripts keep their letters: only a name
 // that looks like another device's is refused.
 func skeleton(name string) string {
 	var b strings.Builder
@@ -46,7 +47,7 @@ func skeleton(name string) string {
 	s := strings.ReplaceAll(strings.ToLower(b.String()), "i", "l") // a capital I reads as l, and as i in another case
 	parts := strings.Split(s, "@")
 	for i, p := range parts {
-		if t := strings.TrimFunc(p, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSymbol(r) }); t != "" {
+		if t := strings.TrimFunc(p, unicode.IsSymbol); t != "" {
 			parts[i] = t // a part made only of symbols (an emoji label) keeps them
 		}
 	}
@@ -54,8 +55,10 @@ func skeleton(name string) string {
 }
 
 // fold writes to b what each character of s reads as, dropping combining
-// marks and spaces; with compat, a character the data does not read is
-// read by its compatibility decomposition (NFKD), folded in turn.
+// marks, spaces and punctuation but the @ (a name's inner separators:
+// - _ . · and their kin in other scripts); with compat, a character the
+// data does not read is read by its compatibility decomposition (NFKD),
+// folded in turn.
 func fold(b *strings.Builder, s string, compat bool) {
 	for _, r := range s {
 		a, ok := readsAs(r)
@@ -65,6 +68,7 @@ func fold(b *strings.Builder, s string, compat bool) {
 			b.WriteString(a)
 		case compat && r >= utf8.RuneSelf && norm.NFKD.String(string(r)) != string(r):
 			fold(b, norm.NFKD.String(string(r)), false)
+		case unicode.IsPunct(r) && r != '@':
 		default:
 			b.WriteRune(r)
 		}
@@ -155,11 +159,15 @@ type owner struct {
 }
 
 // checkAgent refuses agent a of device dev (at) when it holds an
-// invisible character, looks like an agent listed before it (agents),
-// or its @label part looks like another device's label (labels).
+// invisible character or a second @ (it is <harness>@<label>), looks like
+// an agent listed before it (agents), or its @label part looks like
+// another device's label (labels).
 func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owner) error {
 	if r, bad := firstInvisible(a); bad {
 		return fmt.Errorf("%s: %+q holds a control, bidi or zero-width character (U+%04X), which shows one agent as another (fix: remove it)", at, a, r)
+	}
+	if strings.Count(skeleton(a), "@") > 1 {
+		return fmt.Errorf("%s: %+q has more than one @ (or a character that reads as one): an agent name is <harness>@<label>, and pi@@laptop reads as laptop's pi (fix: <harness>@<this device's own label>)", at, a)
 	}
 	if o, ok := agents[skeleton(a)]; ok {
 		switch {
@@ -170,9 +178,9 @@ func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owne
 		}
 		return fmt.Errorf("%s: %+q looks like %q, an agent of device %s (devices[%d]): one could pass for the other on the coordination log (fix: give each device its own agents, <harness>@<its label>, one no other device's looks like)", at, a, o.name, c.Devices[o.dev].ID, o.dev)
 	}
-	if _, label, ok := strings.Cut(a, "@"); ok {
-		if o, found := labels[skeleton(label)]; found && o.dev != dev {
-			return fmt.Errorf("%s: %+q names %q, the label of device %s (devices[%d]): its asks would read as that device's (fix: <harness>@<this device's own label>)", at, a, label, c.Devices[o.dev].ID, o.dev)
+	if _, label, ok := strings.Cut(skeleton(a), "@"); ok { // pi＠laptop too
+		if o, found := labels[label]; found && o.dev != dev {
+			return fmt.Errorf("%s: %+q names %q, the label of device %s (devices[%d]), or one that looks like it: its asks would read as that device's (fix: <harness>@<this device's own label>)", at, a, o.name, c.Devices[o.dev].ID, o.dev)
 		}
 	}
 	return nil

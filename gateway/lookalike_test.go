@@ -33,7 +33,7 @@ func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
 		{"carol", "claude@alice.", `6:53: devices[1].agents[0]: "claude@alice." looks like "claude@alice", an agent of device alice-01 (devices[0])`},
 		{"carol", "claude@alic\u00e9", `6:53: devices[1].agents[0]: "claude@alic\u00e9" looks like "claude@alice"`},
 		{"carol", `pi@alice`, `6:53: devices[1].agents[0]: "pi@alice" names "alice", the label of device alice-01 (devices[0])`},
-		{"carol", `pi@a1ice`, `6:53: devices[1].agents[0]: "pi@a1ice" names "a1ice", the label of device alice-01 (devices[0])`},
+		{"carol", `pi@a1ice`, `6:53: devices[1].agents[0]: "pi@a1ice" names "alice", the label of device alice-01 (devices[0]), or one that looks like it`},
 		{"a1ice", `pi@carol`, `6:33: devices[1].label: "a1ice" looks like "alice", the label of device alice-01 (devices[0])`},
 		{"carol", `claude@aIice`, `6:53: devices[1].agents[0]: "claude@aIice" looks like "claude@alice", an agent of device alice-01 (devices[0])`},
 		{"aIice", `pi@carol`, `6:33: devices[1].label: "aIice" looks like "alice", the label of device alice-01 (devices[0])`},
@@ -65,11 +65,13 @@ func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
 }
 
 // The skeleton folds what reads as the same name on a coordination log's
-// "from ..." line: a combining mark (composed or not), the leading and
-// trailing . - _ of each side of the @, and letter pairs that pass for one
+// "from ..." line: a combining mark (composed or not), punctuation but the
+// @ wherever it stands (. - _ ·), and letter pairs that pass for one
 // letter (rn m, vv w, cl d). An outside tester (attack31 p14) had
 // "pi@ops.", "pi@ops-", "pi@ops\u0301" and "codex@rnal" accepted on
-// devices labelled otherwise.
+// devices labelled otherwise, and (attack46 N2) "pi@lap-top" beside
+// "pi@laptop": "pi@o.ps" is "pi@ops" too, as a dot inside a name is as
+// easily missed as one at its end.
 func TestSkeletonFoldsMarksPunctuationAndLetterPairs(t *testing.T) {
 	for _, c := range [][2]string{
 		{"pi@ops.", "pi@ops"}, {"pi@ops-", "pi@ops"}, {"_pi@-ops", "pi@ops"}, {"pi.@ops", "pi@ops"},
@@ -79,12 +81,14 @@ func TestSkeletonFoldsMarksPunctuationAndLetterPairs(t *testing.T) {
 		// closure folds i, I and l, the digit 1 and the palochkas with them.
 		{"codex@Iaptop", "codex@laptop"}, {"codex@1aptop", "codex@Iaptop"}, {"pi@ivan", "pi@Ivan"},
 		{"pi@\u04c0aptop", "pi@laptop"}, {"pi@\u04cfaptop", "pi@Iaptop"},
+		{"pi@o.ps", "pi@ops"}, {"pi@lap-top", "pi@laptop"}, {"pi@lap_top", "pi@laptop"}, {"pi@lap top", "pi@laptop"},
+		{"pi@lap\u00b7top", "pi@laptop"}, {"pi@lap\u2010top", "pi@laptop"}, {"pi@lap\uff3ftop", "pi@laptop"}, {"claude-code@x", "claudecode@x"},
 	} {
 		if a, b := skeleton(c[0]), skeleton(c[1]); a != b {
 			t.Errorf("skeleton(%+q) = %q, skeleton(%+q) = %q: they look alike", c[0], a, c[1], b)
 		}
 	}
-	for _, c := range [][2]string{{"pi@ops", "pi@op"}, {"pi@o.ps", "pi@ops"}, {"codex@mal", "codex@ma"}, {"pi@ops", "pi@кэрол"}} {
+	for _, c := range [][2]string{{"pi@ops", "pi@op"}, {"pi@ops", "pi@pos"}, {"codex@mal", "codex@ma"}, {"pi@ops", "pi@кэрол"}} {
 		if skeleton(c[0]) == skeleton(c[1]) {
 			t.Errorf("%+q and %+q do not look alike, skeleton %q", c[0], c[1], skeleton(c[0]))
 		}
@@ -142,10 +146,11 @@ func TestAChangeThatLooksLikeAnotherDeviceNamesTheDeviceChanged(t *testing.T) {
 	}
 }
 
-// What Unicode's confusables data (UTS #39) reads as a Latin letter, and
-// punctuation or a symbol leading or trailing a name, no longer lets a
-// device pass as another (an outside tester, attack45 F1): beside
-// laptop-1's label laptop and agent pi@laptop, these were accepted.
+// What Unicode's confusables data (UTS #39) reads as a Latin letter,
+// punctuation or a symbol leading or trailing a name, a second @ and
+// separators inside a name no longer let a device pass as another (an
+// outside tester, attack45 F1, attack46 N2): beside laptop-1's label
+// laptop and agent pi@laptop, these were accepted.
 func TestConfigRefusesConfusablesOfAnotherDevicesNames(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "g.jsonc")
@@ -161,6 +166,17 @@ func TestConfigRefusesConfusablesOfAnotherDevicesNames(t *testing.T) {
 		{"rogue", "codex@\u0432ox", `devices[2].agents[0]: "codex@\u0432ox" looks like "codex@box", an agent of device laptop-1 (devices[0])`},
 		// Cyrillic п reads as n (the generator's supplement; the data maps it to π).
 		{"rogue", "pi@\u043ferp", `devices[2].agents[0]: "pi@\u043ferp" looks like "pi@nerp", an agent of device laptop-1 (devices[0])`},
+		// A second @, and separators inside a name (attack46 N2).
+		{"rogue", "pi@@laptop", `devices[2].agents[0]: "pi@@laptop" has more than one @`},
+		{"rogue", "pi@rogue@laptop", `devices[2].agents[0]: "pi@rogue@laptop" has more than one @`},
+		{"rogue", "pi@\uff20laptop", `devices[2].agents[0]: "pi@\uff20laptop" has more than one @`},
+		{"rogue", "pi@lap-top", `devices[2].agents[0]: "pi@lap-top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "codex@lap-top", `devices[2].agents[0]: "codex@lap-top" names "laptop", the label of device laptop-1 (devices[0]), or one that looks like it`},
+		{"rogue", "codex\uff20lap.top", `devices[2].agents[0]: "codex\uff20lap.top" names "laptop", the label of device laptop-1 (devices[0])`},
+		{"lap_top", "pi@rogue", `devices[2].label: "lap_top" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"lap.top", "pi@rogue", `devices[2].label: "lap.top" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"lap\u00b7top", "pi@rogue", `devices[2].label: "lap\u00b7top" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"rogue", "claude-code@rogue", ""},
 		// Names in other scripts that look like no other device's stay legal.
 		{"桌面", "pi@桌面", ""}, {"δέλτα", "pi@δέλτα", ""}, {"пётр", "pi@пётр", ""}, {"\U0001F680", "pi@rogue", ""},
 	} {
