@@ -61,19 +61,7 @@ func (fc *edgeFlushCmd) run() error {
 	if err := readyToFlush(ctx, s, cfg); err != nil {
 		return err
 	}
-	p := edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: cfg.CallTimeout, Version: version,
-		OnLedger: func(on bool) {
-			if err := outbox.RecordProtection(s, on); err != nil {
-				cfg.Log.Debug("the primary's protection not recorded", "err", err)
-			}
-		},
-		// What the gateway names this token is kept as the edge keeps it:
-		// the ops queued next record it (outbox.Op.TokenDevice).
-		OnDevice: func(header string) {
-			if err := s.SetMeta(context.WithoutCancel(ctx), outbox.MetaDeviceSeen, header); err != nil {
-				cfg.Log.Warn("what the gateway names this token not kept: ops queued next record the device kept before", "err", err)
-			}
-		}})
+	p := flushPrimary(ctx, s, cfg)
 	defer p.Close()
 	// A send under way at --timeout has flushGrace more to get its
 	// answer (the op then ends sent, or queued again), not the edge's 3 s.
@@ -104,6 +92,23 @@ func (fc *edgeFlushCmd) run() error {
 		return failed(drainErr)
 	}
 	return failed(fmt.Errorf("%d ops not sent", left))
+}
+
+// flushPrimary is the primary a flush sends to, keeping what it learns
+// as the edge does: the primary's protection, and what the gateway names
+// this token (the ops queued next record it: outbox.Op.TokenDevice).
+func flushPrimary(ctx context.Context, s *outbox.Store, cfg edge.Config) *edge.Primary {
+	return edge.NewPrimary(cfg.PrimaryURL, cfg.Token, cfg.Log, edge.PrimaryOptions{Timeout: cfg.CallTimeout, Version: version,
+		OnLedger: func(on bool) {
+			if err := outbox.RecordProtection(s, on); err != nil {
+				cfg.Log.Debug("the primary's protection not recorded", "err", err)
+			}
+		},
+		OnDevice: func(header string) {
+			if err := s.SetMeta(context.WithoutCancel(ctx), outbox.MetaDeviceSeen, header); err != nil {
+				cfg.Log.Warn("what the gateway names this token not kept: ops queued next record the device kept before", "err", err)
+			}
+		}})
 }
 
 // leftOutIDs is the checkpoints the outbox holds as done without items an
