@@ -259,6 +259,13 @@ func (c *childConn) longJob() string {
 	return ""
 }
 
+// lastAnswer is when the child last answered a relayed call (zero: none).
+func (c *childConn) lastAnswer() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.answeredAt
+}
+
 // busySince reports that the child has been at one call since before t:
 // a relayed call sent before t is in flight, and the child has answered
 // none since t. It answers one call at a time, in the order sent (a mine

@@ -122,8 +122,11 @@ func (e *Edge) sendingWrite(ctx context.Context) (wctx context.Context, end func
 var errUnanswered = errors.New("the local palace did not answer the write")
 
 // boundWrite gives up the write wctx runs (cause errUnanswered) once the
-// local palace has not answered it for WriteBound, counted while it is at
-// no long job (a mine ahead of the write is waited for).
+// local palace has not answered it for WriteBound and has answered
+// nothing else for as long, counted while it is at no long job: a mine
+// ahead of the write is waited for, and so is the write's turn after it
+// (the mine's answer a moment before the bound's tick is not the write's
+// bound spent: the race tier gave a write behind a mine up so).
 func (e *Edge) boundWrite(wctx context.Context, giveUp context.CancelCauseFunc) {
 	bound := cmp.Or(e.cfg.WriteBound, DefaultWriteBound) // an Edge built without withDefaults (tests)
 	t := time.NewTimer(bound)
@@ -134,14 +137,19 @@ func (e *Edge) boundWrite(wctx context.Context, giveUp context.CancelCauseFunc) 
 			return
 		case <-t.C:
 		}
-		if conn := e.liveChild(); conn == nil || conn.longJob() == "" {
+		conn := e.liveChild()
+		next := bound
+		if conn != nil && conn.longJob() == "" {
+			next = bound - time.Since(conn.lastAnswer())
+		}
+		if conn == nil || conn.longJob() == "" && next <= 0 {
 			giveUp(errUnanswered)
 			if conn != nil {
 				e.restartStuck(conn, bound)
 			}
 			return
 		}
-		t.Reset(bound)
+		t.Reset(next)
 	}
 }
 
