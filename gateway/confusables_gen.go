@@ -54,12 +54,16 @@ func main() {
 		log.Fatal(err)
 	}
 	var letters bytes.Buffer
-	fmt.Fprintf(&letters, "# The lines of confusables.txt (sha256 %x)\n# whose prototype is one ASCII letter or digit, for lookalike_test.go\n# (written by confusables_gen.go):\n", sha256.Sum256(data))
+	fmt.Fprintf(&letters, "# The lines of confusables.txt (sha256 %x)\n# whose prototype is one ASCII letter or digit, for lookalike_test.go\n# (written by confusables_gen.go; the supplement's characters as it reads them):\n", sha256.Sum256(data))
 	for _, h := range header {
 		fmt.Fprintf(&letters, "# %s\n", h)
 	}
 	for r := rune(0); r <= unicode.MaxRune; r++ {
-		if p, ok := protos[r]; ok && len(p) == 1 && p[0] < 0x80 && (unicode.IsLetter(rune(p[0])) || unicode.IsDigit(rune(p[0]))) {
+		p, ok := protos[r]
+		if a, added := supplement[r]; added {
+			p, ok = a, true
+		}
+		if ok && len(p) == 1 && p[0] < 0x80 && (unicode.IsLetter(rune(p[0])) || unicode.IsDigit(rune(p[0]))) {
 			fmt.Fprintf(&letters, "%04X ;\t%04X\n", r, p[0])
 		}
 	}
@@ -73,8 +77,12 @@ func main() {
 // switch's look-alikes) had these, and a name typed on a Cyrillic layout
 // passes for a Latin one by them. Cyrillic п (U+043F) reads as n, as it
 // looks in lower case (the data's prototype is Greek π; capital П, as in
-// the data, reads as no Latin letter).
-var supplement = map[rune]string{'п': "n"}
+// the data, reads as no Latin letter). Beyond that table, two letters an
+// outside tester wrote into the instruction wing's name (attack46): long s
+// ſ (U+017F), which the data reads as f, reads as s as its compatibility
+// form does and as a model reading a name takes it; open o ɔ (U+0254),
+// not in the data, reads as o.
+var supplement = map[rune]string{'п': "n", 'ſ': "s", 'ɔ': "o"}
 
 // table is confusables_table.go: the characters that read as ASCII
 // letters or digits (or as supplement says) and that skeleton looks up,

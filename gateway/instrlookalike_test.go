@@ -68,7 +68,7 @@ func TestInstructionWingLookAlikesByInvisibleCharactersAndSeparators(t *testing.
 		refused(wide, w, ruleInvisibleWing)
 		refused(ops, w, ruleInvisibleWing)
 	}
-	for _, w := range []string{"wing-instructions", "wing instructions", "wing.instructions", "wing__instructions", "wing_in_structions"} {
+	for _, w := range []string{"wing-instructions", "wing instructions", "wing.instructions", "wing__instructions", "wing_in_structions", "wing_in\u017ftructions", "wing_instructi\u0254ns"} {
 		refused(wide, w, ruleInstructionLookalike)
 	}
 	for _, w := range []string{"wing_pi", "shared", "wing_opencode", "wing_instructions_archive"} {
