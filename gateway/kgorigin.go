@@ -107,15 +107,19 @@ func (s *Server) retireFactStamps(ctx context.Context, args map[string]any, objK
 // did not write (attack44 F2: a kg write grant ended any device's facts,
 // palace-wide, and a device trusting only the admin then read the
 // admin's fact as ended).
-const (
-	ruleOthersFact  Rule = "kg write: a device that is not admin ends only the facts it wrote (this open fact is another device's; an admin device may end it)"
-	ruleUnknownFact Rule = "kg write: a device that is not admin ends only the facts it wrote (this open fact is of unknown origin; an admin device may end it)"
-)
+//
+// A fact of unknown origin (written around the gateway or before it, or a
+// device's own whose kg_add answer was lost, so the gateway never stamped
+// it) is ended as before: refusing it would leave a device unable to end
+// its own fact after a lost answer, and such a fact is already untrusted
+// by every device with a trusted set.
+const ruleOthersFact Rule = "kg write: a device that is not admin ends only the facts it wrote (this open fact is another device's; an admin device may end it)"
 
 // endsOthersFact decides a kg_invalidate or kg_supersede by a device that
 // is not admin: MemPalace ends every open fact of its subject, predicate
 // and object (old_object), and each must be one the provenance index
-// holds as this device's (a *denial naming the rule when one is not).
+// holds as this device's or holds no stamp for (a *denial naming the
+// rule when another device's is among them).
 // An admin device ends any; a call that ends nothing (a supersede of no
 // open fact files the new one) is allowed. errNoAnswer when the
 // subject's facts could not be read. sendWrite asks it under the write
@@ -136,11 +140,7 @@ func (s *Server) endsOthersFact(ctx context.Context, d *Device, t catalogue.Tool
 		if f["valid_to"] != nil || !sameTriple(f, subj, pred, obj) {
 			continue
 		}
-		st, stamped := s.prov.Lookup(provenance.Fact(subj, pred, obj, str(f["valid_from"]), ""))
-		switch {
-		case !stamped:
-			return &denial{ruleUnknownFact, ruleUnknownFact.String()}
-		case st.Device != d.ID:
+		if st, stamped := s.prov.Lookup(provenance.Fact(subj, pred, obj, str(f["valid_from"]), "")); stamped && st.Device != d.ID {
 			return &denial{ruleOthersFact, ruleOthersFact.String()}
 		}
 	}

@@ -140,10 +140,7 @@ func TestRealExactlyOnce(t *testing.T) {
 			writes := realWrites(t, srv)
 			var target, token string
 			var proxy *realpalace.Proxy
-			// Admin: the facts it ends were seeded on serve (of unknown
-			// origin), which a device that is not admin may not end
-			// (TestANarrowDeviceEndsOnlyItsOwnFacts).
-			dev := Device{ID: "dev1", Label: "lab", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@lab"}, Coordinator: true, Admin: true, ReadRate: 1e9, WriteRate: 1e9}
+			dev := Device{ID: "dev1", Label: "lab", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@lab"}, Coordinator: true, ReadRate: 1e9, WriteRate: 1e9}
 			switch path {
 			case "serve":
 				proxy = realpalace.NewProxy(t, srv.URL)
