@@ -186,6 +186,14 @@ func (j *joining) hold() error {
 	}
 	file := filepath.Join(filepath.Dir(j.obPath), "join.lock")
 	f, err := outbox.HoldLock(file)
+	// A process forked in the moment before a join let go of the lock
+	// holds a copy of its descriptor until it execs (a local palace
+	// started beside it, under load): a second join holds it for its
+	// whole run, so a short wait tells the two apart.
+	for wait := time.Now().Add(250 * time.Millisecond); errors.Is(err, outbox.ErrLocked) && time.Now().Before(wait); {
+		time.Sleep(50 * time.Millisecond)
+		f, err = outbox.HoldLock(file)
+	}
 	switch {
 	case errors.Is(err, outbox.ErrLocked):
 		return usage("another join of this palace runs (%s, holding %s): it sends what this one would; let it finish (or stop it), then run devbox-config join again to see what is on the primary", doctor.JoinLockHolder(file), file)
