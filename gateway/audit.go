@@ -241,36 +241,41 @@ func DigestKey(secret []byte) []byte {
 // a refused call's arguments digests under that device's id, never to the
 // line it guesses (attack46 N1).
 func ArgsDigest(key []byte, device, tool string, args map[string]any) string {
-	if len(args) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal([]any{device, tool, args}) // parsed JSON: it encodes
-	return keyedDigest(key, b)
+	line, _, _ := callDigests(key, device, tool, args)
+	return line
 }
 
-// ledgerDigest is the op-id ledger's digest of a call's arguments (its
-// rows are per device, their tool compared apart): the keyed digest of
-// their JSON alone, which lines carried before ArgsDigest took in the
-// device and tool, so a row written then still matches a resend. It is
-// never written to the log.
-func ledgerDigest(key []byte, args map[string]any) string {
+// callDigests is a call's three digests of its arguments, from one
+// encoding of them (a tools/call's path computes all three): the line's
+// (ArgsDigest); the op-id ledger's, the keyed digest of their JSON alone
+// (its rows are per device, their tool compared apart, and rows written
+// before ArgsDigest took in the device and tool still match a resend);
+// and the unkeyed SHA-256 gateways wrote before the digest was keyed, only
+// for matching the ledger rows they left. The last two are never written
+// to the log.
+func callDigests(key []byte, device, tool string, args map[string]any) (line, ledger, legacy string) {
 	if len(args) == 0 {
-		return ""
+		return "", "", ""
 	}
 	b, _ := json.Marshal(args) // parsed JSON: it encodes
-	return keyedDigest(key, b)
-}
-
-// legacyArgsDigest is the args_digest gateways wrote before it was keyed
-// (an unkeyed SHA-256): only for matching the op-id ledger's rows they
-// left, never written anywhere.
-func legacyArgsDigest(args map[string]any) string {
-	if len(args) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(args) // parsed JSON: it encodes
+	head, _ := json.Marshal([]string{device, tool})
+	framed := append(append(head[:len(head)-1:len(head)-1], ','), b...) // json.Marshal([]any{device, tool, args}), byte for byte
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
+	return keyedDigest(key, append(framed, ']')), keyedDigest(key, b), hex.EncodeToString(sum[:16])
+}
+
+// ledgerDigest is the op-id ledger's digest of a call's arguments
+// (callDigests).
+func ledgerDigest(key []byte, args map[string]any) string {
+	_, ledger, _ := callDigests(key, "", "", args)
+	return ledger
+}
+
+// legacyArgsDigest is the unkeyed digest of a call's arguments
+// (callDigests).
+func legacyArgsDigest(args map[string]any) string {
+	_, _, legacy := callDigests(nil, "", "", args)
+	return legacy
 }
 
 // DigestOf is the args_digest the gateway writes, under the server

@@ -202,11 +202,7 @@ func (s *Server) askWing(ctx context.Context, d *Device, t catalogue.Tool, req *
 // numArg reads an integer argument (a number or a numeric string, as
 // upstream coerces), else def.
 func numArg(args map[string]any, k string, def int) int {
-	s, _ := args[k].(string)
-	if n, ok := args[k].(json.Number); ok {
-		s = string(n)
-	}
-	if f, err := json.Number(s).Float64(); err == nil {
+	if f, ok := intArg(args[k]); ok { // the parse refused what is not one (checkNumbers)
 		return int(f)
 	}
 	return def

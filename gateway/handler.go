@@ -247,8 +247,8 @@ func (s *Server) serveMCP(x *exchange) {
 // what a write made in the provenance index.
 func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	ctx := x.r.Context()
-	x.entry.Tool, x.entry.ArgsDigest = req.Tool, ArgsDigest(s.audit.digestKey, d.ID, req.Tool, req.Args)
-	req.sentDigest, req.sentLegacy = ledgerDigest(s.audit.digestKey, req.Args), legacyArgsDigest(req.Args)
+	x.entry.Tool = req.Tool
+	x.entry.ArgsDigest, req.sentDigest, req.sentLegacy = callDigests(s.audit.digestKey, d.ID, req.Tool, req.Args)
 	t, _ := catalogue.Lookup(req.Tool)
 	write := !t.Reads // unknown tools are writes
 	if !s.limitStep(x, d, req, write) {
