@@ -8,6 +8,7 @@ package edge
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -15,17 +16,13 @@ import (
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
-// deviceMetaKey is where it is kept: each op the outbox queues records
-// the device id it holds (outbox.Op.TokenDevice).
-const deviceMetaKey = outbox.MetaDeviceSeen
-
 // loadDevice reads the header an earlier run kept (none: nothing kept,
 // or it does not read).
 func (e *Edge) loadDevice(ctx context.Context) {
 	if e.outbox == nil {
 		return
 	}
-	v, err := e.outbox.Meta(ctx, deviceMetaKey)
+	v, err := e.outbox.Meta(ctx, outbox.MetaDeviceSeen)
 	if err != nil || v == "" {
 		return
 	}
@@ -35,21 +32,30 @@ func (e *Edge) loadDevice(ctx context.Context) {
 }
 
 // keepDevice keeps a header the gateway sent (Primary's OnDevice: only
-// when it changed, one change at a time under the Primary's deviceMu).
+// when it changed, one change at a time under the Primary's deviceMu),
+// in the outbox and then for this run.
 func (e *Edge) keepDevice(header string) {
-	in, ok := deviceinfo.FromHeader(http.Header{deviceinfo.Header: {header}})
-	if !ok {
-		return
+	if in, ok := KeepDeviceHeader(e.outbox, header, e.log); ok {
+		e.keptDevice.Store(&in)
 	}
-	e.keptDevice.Store(&in)
-	if e.outbox == nil {
-		return
+}
+
+// KeepDeviceHeader keeps a Devbox-Config-Device header the gateway sent
+// in s's meta (outbox.MetaDeviceSeen: each op queued next records the
+// device id it holds, outbox.Op.TokenDevice), if it reads (false: it
+// does not, and the header kept before stays). s nil: nothing is kept.
+// The edge and `edge flush` keep it alike.
+func KeepDeviceHeader(s *outbox.Store, header string, log *slog.Logger) (deviceinfo.Info, bool) {
+	in, ok := deviceinfo.FromHeader(http.Header{deviceinfo.Header: {header}})
+	if !ok || s == nil {
+		return in, ok
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := e.outbox.SetMeta(ctx, deviceMetaKey, header); err != nil {
-		e.log.Warn("what the gateway says of this device not kept: a later run without the gateway applies the last one kept", "err", err)
+	if err := s.SetMeta(ctx, outbox.MetaDeviceSeen, header); err != nil {
+		log.Warn("what the gateway says of this device not kept: a later run without the gateway applies the last one kept", "err", err)
 	}
+	return in, true
 }
 
 // device is what the gateway says of this device: its header as this run

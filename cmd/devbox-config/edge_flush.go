@@ -104,11 +104,7 @@ func flushPrimary(ctx context.Context, s *outbox.Store, cfg edge.Config) *edge.P
 				cfg.Log.Debug("the primary's protection not recorded", "err", err)
 			}
 		},
-		OnDevice: func(header string) {
-			if err := s.SetMeta(context.WithoutCancel(ctx), outbox.MetaDeviceSeen, header); err != nil {
-				cfg.Log.Warn("what the gateway names this token not kept: ops queued next record the device kept before", "err", err)
-			}
-		}})
+		OnDevice: func(header string) { edge.KeepDeviceHeader(s, header, cfg.Log) }})
 }
 
 // leftOutIDs is the checkpoints the outbox holds as done without items an
