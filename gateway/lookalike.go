@@ -166,10 +166,11 @@ func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owne
 	if r, bad := firstInvisible(a); bad {
 		return fmt.Errorf("%s: %+q holds a control, bidi or zero-width character (U+%04X), which shows one agent as another (fix: remove it)", at, a, r)
 	}
-	if strings.Count(skeleton(a), "@") > 1 {
+	sk := skeleton(a)
+	if strings.Count(sk, "@") > 1 {
 		return fmt.Errorf("%s: %+q has more than one @ (or a character that reads as one): an agent name is <harness>@<label>, and pi@@laptop reads as laptop's pi (fix: <harness>@<this device's own label>)", at, a)
 	}
-	if o, ok := agents[skeleton(a)]; ok {
+	if o, ok := agents[sk]; ok {
 		switch {
 		case o.dev == dev:
 			return fmt.Errorf("%s: %+q looks like %q, listed before it (fix: list each agent once)", at, a, o.name)
@@ -178,7 +179,7 @@ func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owne
 		}
 		return fmt.Errorf("%s: %+q looks like %q, an agent of device %s (devices[%d]): one could pass for the other on the coordination log (fix: give each device its own agents, <harness>@<its label>, one no other device's looks like)", at, a, o.name, c.Devices[o.dev].ID, o.dev)
 	}
-	if _, label, ok := strings.Cut(skeleton(a), "@"); ok { // pi＠laptop too
+	if _, label, ok := strings.Cut(sk, "@"); ok { // pi＠laptop too
 		if o, found := labels[label]; found && o.dev != dev {
 			return fmt.Errorf("%s: %+q names %q, the label of device %s (devices[%d]), or one that looks like it: its asks would read as that device's (fix: <harness>@<this device's own label>)", at, a, o.name, c.Devices[o.dev].ID, o.dev)
 		}

@@ -75,13 +75,18 @@ func RecordFirstUse(file string, uses map[string]time.Time) error {
 		if !changed {
 			return nil
 		}
-		b, err := json.MarshalIndent(st, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = filewrite.Write(file, append(b, '\n'), 0o600)
-		return err
+		return writeState(file, st)
 	})
+}
+
+// writeState writes st to file (0600), under its lock (withLock).
+func writeState(file string, st *State) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = filewrite.Write(file, append(b, '\n'), 0o600)
+	return err
 }
 
 // UpdateConfig is an operator's change to the config: under the config's

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
@@ -85,11 +83,7 @@ func LoadCheckedSecret(c *Config, stateFile string) ([]byte, error) {
 			return nil
 		}
 		st.SecretCheck = check
-		b, err := json.MarshalIndent(st, "", "  ")
-		if err != nil {
-			return err
-		}
-		if _, err := filewrite.Write(stateFile, append(b, '\n'), 0o600); err != nil {
+		if err := writeState(stateFile, st); err != nil {
 			return fmt.Errorf("recording the secret's check value in %s: %w", stateFile, err)
 		}
 		return nil

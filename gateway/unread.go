@@ -29,6 +29,9 @@ type newFiling struct {
 // exact content is there (attack44 F6). It runs after the provenance
 // index read the answer (the drawer stays its first filer's).
 func unreadAsNew(d *Device, t catalogue.Tool, args map[string]any, resp []byte) []byte {
+	if t.Name != "add_drawer" && t.Name != "checkpoint" {
+		return resp // no other write files a drawer: its answer is not read again
+	}
 	res := resultOf(resp)
 	switch {
 	case res == nil:
@@ -67,9 +70,12 @@ func unreadAsNew(d *Device, t catalogue.Tool, args map[string]any, resp []byte) 
 // room, content) files, as a new filing of it, when the device does not
 // read its wing (false otherwise).
 func filedAnew(d *Device, res, args map[string]any) (newFiling, bool) {
+	if res["reason"] != "already_exists" {
+		return newFiling{}, false // the common answer: nothing to clean or hash
+	}
 	wing, room, content := catalogue.SanitizedName(str(args["wing"])), catalogue.SanitizedName(str(args["room"])), str(args["content"])
 	id := catalogue.DrawerID(wing, room, content)
-	if res["reason"] != "already_exists" || str(res["drawer_id"]) != id || d.reads(wing) {
+	if str(res["drawer_id"]) != id || d.reads(wing) {
 		return newFiling{}, false
 	}
 	nf := newFiling{Success: true, DrawerID: id, Wing: wing, Room: room, Chunks: (utf8.RuneCountInString(content) + diaryChunk - 1) / diaryChunk}
