@@ -114,12 +114,13 @@ func CheckRebuildCopyOutbox(opts Options, st State) []Finding {
 // rebuild's copy (ok false: none there, or one that is no outbox: a
 // link, not a regular file).
 func leftOutbox(left, palace string) (Finding, bool) {
+	ob := filepath.Join(left, outbox.FileName)
 	di, err := os.Lstat(left)
-	fi, ferr := os.Lstat(filepath.Join(left, outbox.FileName))
+	fi, ferr := os.Lstat(ob)
 	if err != nil || !di.IsDir() || ferr != nil || !fi.Mode().IsRegular() {
 		return Finding{}, false
 	}
-	pending, err := leftRows(filepath.Join(left, outbox.FileName))
+	pending, err := leftRows(ob)
 	switch {
 	case err != nil:
 		// Locked by a process using it, or no outbox at all: what it

@@ -264,20 +264,6 @@ func callDigests(key []byte, device, tool string, args map[string]any) (line, le
 	return keyedDigest(key, append(framed, ']')), keyedDigest(key, b), hex.EncodeToString(sum[:16])
 }
 
-// ledgerDigest is the op-id ledger's digest of a call's arguments
-// (callDigests).
-func ledgerDigest(key []byte, args map[string]any) string {
-	_, ledger, _ := callDigests(key, "", "", args)
-	return ledger
-}
-
-// legacyArgsDigest is the unkeyed digest of a call's arguments
-// (callDigests).
-func legacyArgsDigest(args map[string]any) string {
-	_, _, legacy := callDigests(nil, "", "", args)
-	return legacy
-}
-
 // DigestOf is the args_digest the gateway writes, under the server
 // secret, for the arguments b (a JSON object, as a tools/call sends them)
 // that device sent to tool. It is how an operator matches a request they

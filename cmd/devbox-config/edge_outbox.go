@@ -206,10 +206,6 @@ func outcome(use string, o outbox.Op) string {
 	return "queued to be sent again"
 }
 
-// errorText is an op's last failure for one line of a listing: the
-// failure table's words and the primary's message, cut at 100 characters,
-// its control and invisible characters shown as escapes (the message is
-// the primary's, and may repeat what a request carried).
 // otherDeviceFix is the fix for an op held as queued under another
 // device than the gateway names the token (false: not such an op).
 func otherDeviceFix(o outbox.Op) (string, bool) {
@@ -220,6 +216,10 @@ func otherDeviceFix(o outbox.Op) (string, bool) {
 	return fmt.Sprintf("`devbox-config edge outbox retry %s` sends it as %s, `drop %s` gives it up (a lost or compromised device's write)", o.Short(), mailbox.Printable(cmp.Or(f.Device, "the token's device")), o.Short()), true
 }
 
+// errorText is an op's last failure for one line of a listing: the
+// failure table's words and the primary's message, cut at 100 characters,
+// its control and invisible characters shown as escapes (the message is
+// the primary's, and may repeat what a request carried).
 func errorText(raw json.RawMessage) string {
 	return mailbox.PrintableCut(outbox.Words(raw), 100, utf8.RuneCountInString)
 }
