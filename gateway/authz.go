@@ -11,6 +11,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/lookalike"
 )
 
 // Decision is the outcome of authorizing one tools/call.
@@ -177,9 +178,9 @@ func (d *Device) instructionLookalike(wings []string) string {
 	if d.Admin || d.instructions == "" {
 		return ""
 	}
-	want := skeleton(d.instructions)
+	want := lookalike.Skeleton(d.instructions)
 	for _, w := range wings {
-		if w != d.instructions && skeleton(w) == want {
+		if w != d.instructions && lookalike.Skeleton(w) == want {
 			return w
 		}
 	}

