@@ -101,7 +101,7 @@ func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owne
 	}
 	sk := lookalike.Skeleton(a)
 	if strings.Count(sk, "@") > 1 {
-		return fmt.Errorf("%s: %+q has more than one @ (or a character that reads as one): an agent name is <harness>@<label>, and pi@@laptop reads as laptop's pi (fix: <harness>@<this device's own label>)", at, a)
+		return fmt.Errorf("%s: %+q has more than one @ (or a character that reads as one): an agent name is <harness>@<label>, and in %+q a reader cannot tell which part is the label (fix: <harness>@<this device's own label>)", at, a, a)
 	}
 	if o, ok := agents[sk]; ok {
 		switch {

@@ -137,6 +137,14 @@ func TestConfigRefusesConfusablesOfAnotherDevicesNames(t *testing.T) {
 		// A second @, and separators inside a name (attack46 N2).
 		{"rogue", "pi@@laptop", `devices[2].agents[0]: "pi@@laptop" has more than one @`},
 		{"rogue", "pi@rogue@laptop", `devices[2].agents[0]: "pi@rogue@laptop" has more than one @`},
+		// The message words the value given, not a fixed example (attack47 N2).
+		{"rogue", "pi@rogue@x", `devices[2].agents[0]: "pi@rogue@x" has more than one @ (or a character that reads as one): an agent name is <harness>@<label>, and in "pi@rogue@x" a reader cannot tell which part is the label`},
+		// Math and modifier symbols inside a name, as punctuation (attack47 N2).
+		{"rogue", "pi@lap~top", `devices[2].agents[0]: "pi@lap~top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "pi@lap+top", `devices[2].agents[0]: "pi@lap+top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "codex@lap^top", `devices[2].agents[0]: "codex@lap^top" names "laptop", the label of device laptop-1 (devices[0]), or one that looks like it`},
+		{"lap=top", "pi@rogue", `devices[2].label: "lap=top" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"lap~top", "pi@rogue", `devices[2].label: "lap~top" looks like "laptop", the label of device laptop-1 (devices[0])`},
 		{"rogue", "pi@\uff20laptop", `devices[2].agents[0]: "pi@\uff20laptop" has more than one @`},
 		{"rogue", "pi@lap-top", `devices[2].agents[0]: "pi@lap-top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
 		{"rogue", "codex@lap-top", `devices[2].agents[0]: "codex@lap-top" names "laptop", the label of device laptop-1 (devices[0]), or one that looks like it`},

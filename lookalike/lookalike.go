@@ -29,26 +29,37 @@ func readsAs(r rune) (string, bool) {
 }
 
 // Skeleton is what name looks like, for telling whether two names could
-// be taken for each other: combining marks, spaces and punctuation but
-// the @ dropped (ś is s, lap-top, lap_top, lap.top and lap·top are
-// laptop), each character read as the Latin letters or digits it looks
-// like (readsAs), else as its compatibility form's (fullwidth and
-// mathematical letters are letters), case folded, i read as l (a capital
-// I reads as either), the symbols that lead or trail either side of the
-// @ dropped, and the letter pairs that pass for one letter (rn m, vv w,
-// cl d) folded. Names in other scripts keep their letters: only a name
-// that looks like another is taken for it.
+// be taken for each other: combining marks, spaces, punctuation but the
+// @, and symbols (math, modifier, currency, other) dropped (ś is s;
+// lap-top, lap_top, lap.top, lap·top, lap~top, lap+top, lap=top and
+// lap^top are laptop), each character read as the Latin letters or digits
+// it looks like (readsAs), else as its compatibility form's (fullwidth
+// and mathematical letters are letters), case folded, i read as l (a
+// capital I reads as either), and the letter pairs that pass for one
+// letter (rn m, vv w, cl d) folded. A part of the name, either side of
+// an @, made only of symbols (an emoji label) keeps them. Names in other
+// scripts keep their letters: only a name that looks like another is
+// taken for it.
 func Skeleton(name string) string {
 	var b strings.Builder
 	fold(&b, norm.NFD.String(name), true)
 	s := strings.ReplaceAll(strings.ToLower(b.String()), "i", "l") // a capital I reads as l, and as i in another case
 	parts := strings.Split(s, "@")
 	for i, p := range parts {
-		if t := strings.TrimFunc(p, unicode.IsSymbol); t != "" {
-			parts[i] = t // a part made only of symbols (an emoji label) keeps them
+		if t := strings.Map(dropSymbol, p); t != "" {
+			parts[i] = t // a part made only of symbols keeps them
 		}
 	}
 	return strings.NewReplacer("rn", "m", "vv", "w", "cl", "d").Replace(strings.Join(parts, "@"))
+}
+
+// dropSymbol is strings.Map's reading of a symbol (Unicode S: Sm, Sk,
+// Sc, So) inside a name: dropped, as punctuation is; any other rune kept.
+func dropSymbol(r rune) rune {
+	if unicode.IsSymbol(r) {
+		return -1
+	}
+	return r
 }
 
 // fold writes to b what each character of s reads as, dropping combining

@@ -26,12 +26,18 @@ func TestSkeletonFoldsMarksPunctuationAndLetterPairs(t *testing.T) {
 		{"pi@\u04c0aptop", "pi@laptop"}, {"pi@\u04cfaptop", "pi@Iaptop"},
 		{"pi@o.ps", "pi@ops"}, {"pi@lap-top", "pi@laptop"}, {"pi@lap_top", "pi@laptop"}, {"pi@lap top", "pi@laptop"},
 		{"pi@lap\u00b7top", "pi@laptop"}, {"pi@lap\u2010top", "pi@laptop"}, {"pi@lap\uff3ftop", "pi@laptop"}, {"claude-code@x", "claudecode@x"},
+		// Symbols inside a name as punctuation is (attack47 N2): math
+		// (Sm), modifier (Sk), currency (Sc) and other (So) symbols, and
+		// each kind of punctuation (Pc, Pd, Po, Ps, Pe).
+		{"pi@lap~top", "pi@laptop"}, {"pi@lap+top", "pi@laptop"}, {"lap=top", "laptop"}, {"lap^top", "laptop"},
+		{"lap<top", "laptop"}, {"lap`top", "laptop"}, {"lap$top", "laptop"}, {"lap\u00a9top", "laptop"}, {"lap\U0001F680top", "laptop"},
+		{"lap\u2040top", "laptop"}, {"lap\u2013top", "laptop"}, {"lap!top", "laptop"}, {"lap(top)", "laptop"}, {"lap[top]", "laptop"},
 	} {
 		if a, b := Skeleton(c[0]), Skeleton(c[1]); a != b {
 			t.Errorf("Skeleton(%+q) = %q, Skeleton(%+q) = %q: they look alike", c[0], a, c[1], b)
 		}
 	}
-	for _, c := range [][2]string{{"pi@ops", "pi@op"}, {"pi@ops", "pi@pos"}, {"codex@mal", "codex@ma"}, {"pi@ops", "pi@кэрол"}} {
+	for _, c := range [][2]string{{"pi@ops", "pi@op"}, {"pi@ops", "pi@pos"}, {"codex@mal", "codex@ma"}, {"pi@ops", "pi@кэрол"}, {"\U0001F680", "\U0001F6F8"}, {"pi@\U0001F680", "pi@\U0001F6F8"}} {
 		if Skeleton(c[0]) == Skeleton(c[1]) {
 			t.Errorf("%+q and %+q do not look alike, skeleton %q", c[0], c[1], Skeleton(c[0]))
 		}
