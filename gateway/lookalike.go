@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/joakimp/devbox-config/invisible"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/lookalike"
 )
 
@@ -51,6 +52,9 @@ func (c *Config) checkNames(settled map[string]bool) error {
 		ids[strings.ToLower(d.ID)] = owner{d.ID, i}
 		if r, bad := firstInvisible(d.Label); bad {
 			return fmt.Errorf("%s.label: %+q holds a control, bidi or zero-width character (U+%04X), which shows one label as another or rewrites the terminal that prints it (fix: remove it)", at, d.Label, r)
+		}
+		if why := ladder.LabelFault(d.Label); d.Label != "" && why != "" {
+			return fmt.Errorf("%s.label: %+q %s (%s): a devbox's MEMPALACE_ORIGIN_LABEL refuses any other, so no device could carry it (fix: a label such as \"laptop\" or \"laptop home\")", at, d.Label, why, ladder.LabelRule)
 		}
 		if k := lookalike.Skeleton(d.Label); d.Label != "" {
 			if o, ok := labels[k]; ok {

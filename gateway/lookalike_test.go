@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/joakimp/devbox-config/ladder"
 )
 
 // One device must not pass as another on the coordination log: a
@@ -36,7 +38,7 @@ func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
 		{"a1ice", `pi@carol`, `6:33: devices[1].label: "a1ice" looks like "alice", the label of device alice-01 (devices[0])`},
 		{"carol", `claude@aIice`, `6:53: devices[1].agents[0]: "claude@aIice" looks like "claude@alice", an agent of device alice-01 (devices[0])`},
 		{"aIice", `pi@carol`, `6:33: devices[1].label: "aIice" looks like "alice", the label of device alice-01 (devices[0])`},
-		{"alice ", `pi@carol`, `6:33: devices[1].label: "alice " looks like "alice", the label of device alice-01 (devices[0])`},
+		{"alice ", `pi@carol`, `6:33: devices[1].label: "alice " is not a valid label`},
 		{"al ice", `pi@carol`, `6:33: devices[1].label: "al ice" looks like "alice", the label of device alice-01 (devices[0])`},
 		{"carol", `pi@carol`, ``},
 		{"", `pi@carol`, ``},
@@ -129,8 +131,8 @@ func TestConfigRefusesConfusablesOfAnotherDevicesNames(t *testing.T) {
 		{"rogue", "pi@laptop\u00b7", `devices[2].agents[0]: "pi@laptop\u00b7" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
 		{"\ua4f2aptop", "pi@rogue", `devices[2].label: "\ua4f2aptop" looks like "laptop", the label of device laptop-1 (devices[0])`},
 		{"\u029faptop", "pi@rogue", `devices[2].label: "\u029faptop" looks like "laptop", the label of device laptop-1 (devices[0])`},
-		{"|aptop", "pi@rogue", `devices[2].label: "|aptop" looks like "laptop", the label of device laptop-1 (devices[0])`},
-		{"laptop\u00b7", "pi@rogue", `devices[2].label: "laptop\u00b7" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"|aptop", "pi@rogue", `devices[2].label: "|aptop" holds '|', which a label may not hold`},
+		{"laptop\u00b7", "pi@rogue", `devices[2].label: "laptop\u00b7" holds '·', which a label may not hold`},
 		{"rogue", "codex@\u0432ox", `devices[2].agents[0]: "codex@\u0432ox" looks like "codex@box", an agent of device laptop-1 (devices[0])`},
 		// Cyrillic п reads as n (the generator's supplement; the data maps it to π).
 		{"rogue", "pi@\u043ferp", `devices[2].agents[0]: "pi@\u043ferp" looks like "pi@nerp", an agent of device laptop-1 (devices[0])`},
@@ -143,22 +145,22 @@ func TestConfigRefusesConfusablesOfAnotherDevicesNames(t *testing.T) {
 		{"rogue", "pi@lap~top", `devices[2].agents[0]: "pi@lap~top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
 		{"rogue", "pi@lap+top", `devices[2].agents[0]: "pi@lap+top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
 		{"rogue", "codex@lap^top", `devices[2].agents[0]: "codex@lap^top" names "laptop", the label of device laptop-1 (devices[0]), or one that looks like it`},
-		{"lap=top", "pi@rogue", `devices[2].label: "lap=top" looks like "laptop", the label of device laptop-1 (devices[0])`},
-		{"lap~top", "pi@rogue", `devices[2].label: "lap~top" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"lap=top", "pi@rogue", `devices[2].label: "lap=top" holds '=', which a label may not hold`},
+		{"lap~top", "pi@rogue", `devices[2].label: "lap~top" holds '~', which a label may not hold`},
 		{"rogue", "pi@\uff20laptop", `devices[2].agents[0]: "pi@\uff20laptop" has more than one @`},
 		{"rogue", "pi@lap-top", `devices[2].agents[0]: "pi@lap-top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
 		{"rogue", "codex@lap-top", `devices[2].agents[0]: "codex@lap-top" names "laptop", the label of device laptop-1 (devices[0]), or one that looks like it`},
 		{"rogue", "codex\uff20lap.top", `devices[2].agents[0]: "codex\uff20lap.top" names "laptop", the label of device laptop-1 (devices[0])`},
 		{"lap_top", "pi@rogue", `devices[2].label: "lap_top" looks like "laptop", the label of device laptop-1 (devices[0])`},
 		{"lap.top", "pi@rogue", `devices[2].label: "lap.top" looks like "laptop", the label of device laptop-1 (devices[0])`},
-		{"lap\u00b7top", "pi@rogue", `devices[2].label: "lap\u00b7top" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"lap\u00b7top", "pi@rogue", `devices[2].label: "lap\u00b7top" holds '·', which a label may not hold`},
 		{"rogue", "claude-code@rogue", ""},
 		// Names in other scripts that look like no other device's stay legal.
-		{"桌面", "pi@桌面", ""}, {"δέλτα", "pi@δέλτα", ""}, {"пётр", "pi@пётр", ""}, {"\U0001F680", "pi@rogue", ""},
+		{"桌面", "pi@桌面", ""}, {"δέλτα", "pi@δέλτα", ""}, {"пётр", "pi@пётр", ""},
 	} {
 		body := "{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [\n" +
 			"    {\"id\": \"laptop-1\", \"label\": \"laptop\", \"agents\": [\"pi@laptop\", \"codex@box\", \"pi@delta\", \"pi@nerp\"]},\n" +
-			"    {\"id\": \"desk-2\", \"label\": \"\U0001F4BB\"},\n" +
+			"    {\"id\": \"desk-2\", \"label\": \"desk\"},\n" +
 			"    {\"id\": \"rogue-4\", \"label\": \"" + c.label + "\", \"agents\": [\"" + c.agent + "\"]},\n  ],\n}\n"
 		os.WriteFile(file, []byte(body), 0o600)
 		_, err := LoadConfig(file)
@@ -172,5 +174,36 @@ func TestConfigRefusesConfusablesOfAnotherDevicesNames(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "fix") {
 			t.Errorf("%q %q:\n got %v\nwant %s... and the fix", c.label, c.agent, err, want)
 		}
+	}
+}
+
+// A label the gateway gives a device is one its devbox carries
+// (MEMPALACE_ORIGIN_LABEL), and the reverse: one rule (ladder.LabelFault)
+// decides both. An outside tester's brief (attack47): `device add --label
+// "laptop (home)"` was accepted, and the devbox then refused the label.
+func TestGatewayTakesTheLabelsADevboxCarries(t *testing.T) {
+	t.Parallel()
+	for _, label := range []string{
+		"laptop", "laptop home", "lap_top", "o'brien", "dev-1", "桌面", "пётр", strings.Repeat("x", 128),
+		"laptop (home)", "laptop/home", "laptop:1", "lap~top", "\U0001F680", "laptop.", "a..b", "-laptop",
+		strings.Repeat("x", 129), "laptop\u3164x", "lap\u200btop",
+	} {
+		env := func(k string) (string, bool) {
+			return map[string]string{ladder.EnvOriginLabel: label}[k], k == ladder.EnvOriginLabel
+		}
+		s, _ := ladder.Resolve(env, func(string) (string, error) { return "", nil })
+		devbox := s.OriginLabel == label
+		c := Config{SecretFile: "s", AuditLog: "a", Devices: []Device{{ID: "dev-1", Label: label}}}
+		err := c.Validate()
+		if gateway := err == nil; gateway != devbox {
+			t.Errorf("label %+q: the gateway takes it %v (%v), a devbox carries it %v", label, gateway, err, devbox)
+		}
+		if err != nil && !strings.Contains(err.Error(), "fix") {
+			t.Errorf("label %+q: %v, without the fix", label, err)
+		}
+	}
+	err := (&Config{SecretFile: "s", AuditLog: "a", Devices: []Device{{ID: "dev-1", Label: "laptop (home)"}}}).Validate()
+	if err == nil || !strings.Contains(err.Error(), `devices[0].label: "laptop (home)" holds '(', ')', which a label may not hold`) {
+		t.Errorf("laptop (home): %v", err)
 	}
 }

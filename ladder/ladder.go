@@ -180,6 +180,24 @@ func NameFaults(v string) []string {
 	return bad
 }
 
+// LabelFault is why v cannot be a device's label ("": it can): the label
+// is half of the agent's address (<agent>@<label>) and of added_by, so it
+// is checked as an agent name is (validName). MEMPALACE_ORIGIN_LABEL and
+// the gateway's device labels both ask it: the gateway gives no device a
+// label its devbox would refuse.
+func LabelFault(v string) string {
+	if validName(v) {
+		return ""
+	}
+	if bad := NameFaults(v); len(bad) > 0 {
+		return "holds " + strings.Join(bad, ", ") + ", which a label may not hold"
+	}
+	return "is not a valid label"
+}
+
+// LabelRule is what LabelFault lets through, in words.
+const LabelRule = "letters, digits, _ . ' - and space, up to 128, first and last a letter or digit, no \"..\", as an agent name"
+
 // HoldsToken reports whether data holds MEMPALACE_REMOTE_TOKEN's value
 // literally (render keeps its backup of such a file owner-only).
 func HoldsToken(env Lookup, data []byte) bool {
@@ -298,20 +316,15 @@ func resolveIdentity(s *Settings, get func(string) string, tok string, warn warn
 			s.OriginDevice = v
 		}
 	}
-	// The label is half of the agent's address (<agent>@<label>) and of
-	// added_by: checked as the agent name is, so neither carries a line
-	// break, an invisible character or a second .env assignment.
+	// The label (LabelFault) carries no line break, invisible character
+	// or second .env assignment.
 	if v := get(EnvOriginLabel); v != "" {
-		if validName(v) {
+		if why := LabelFault(v); why == "" {
 			s.OriginLabel = v
 		} else {
 			s.OriginLabelRefused = v
-			why := "is not a valid label"
-			if bad := NameFaults(v); len(bad) > 0 {
-				why = "holds " + strings.Join(bad, ", ") + ", which a label may not hold"
-			}
 			warn(EnvOriginLabel, EnvOriginLabel+"=laptop (the device's label, as `devbox-config gateway device list` shows it)",
-				"%s %s (letters, digits, _ . ' - and space, up to 128, as an agent name); ignored: writes carry '-' as the label, and the agent's address is its bare name", shown(v, tok), why)
+				"%s %s (%s); ignored: writes carry '-' as the label, and the agent's address is its bare name", shown(v, tok), why, LabelRule)
 		}
 	}
 }
