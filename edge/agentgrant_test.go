@@ -42,6 +42,12 @@ func TestCoordinationWriteAsAForeignAgent(t *testing.T) {
 	if len(ops) != 0 {
 		t.Errorf("%d refused writes were queued, the first %s", len(ops), describe(ops[0]))
 	}
+	// The agent given and the device's are named as every identity is,
+	// mailbox.Quoted: a Hangul filler shows escaped (%q left it raw).
+	m, _ := h.call("event_append", map[string]any{"type": "note", "stream": "devbox", "room": "r", "from_agent": "opencode@edge-test\u3164", "to_agent": "*", "body": "hello"})
+	if msg, _ := m["error"].(string); !strings.Contains(msg, `from_agent "opencode@edge-test\u3164" is not one of this device's agents`) || !strings.Contains(msg, `speaks as "opencode@edge-test" (its agents`) {
+		t.Errorf("the refusal does not quote the agents: %s", msg)
+	}
 	if m, res := h.call("event_append", map[string]any{"type": "note", "stream": "devbox", "room": "r", "from_agent": "opencode@edge-test", "to_agent": "*", "body": "hello"}); res.IsError || m["event"] == nil {
 		t.Errorf("an event of the device's own agent: %v", m)
 	}

@@ -50,10 +50,10 @@ func TestWhatTheEdgeTellsCarriesNoRawControls(t *testing.T) {
 	kept := owedView{At: time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC), Asks: []owedAsk{{ID: "evt_k", Line: "evt_k: task.request from pi@laptop: \x1b[2K\u202eraw"}}}
 	dead := []outbox.DeadOp{{ID: "1", Tool: "mempalace_add_drawer", Wing: "wing_\x1b[2Kx", Room: "r\u202eoom", Reason: "refused\x1b[31m \u2066red"}}
 	for _, c := range []struct{ name, text, must, shows string }{
-		{"askLine", line, "from pi@laptop", `\x1b[1A`},
-		{"renderOwed", renderOwed(owedView{At: kept.At, Asks: []owedAsk{{ID: ev.ID, Line: line}}}, "opencode@desk", ""), "from pi@laptop", `\u202e`},
+		{"askLine", line, `from "pi@laptop"`, `\x1b[1A`},
+		{"renderOwed", renderOwed(owedView{At: kept.At, Asks: []owedAsk{{ID: ev.ID, Line: line}}}, "opencode@desk", ""), `from "pi@laptop"`, `\u202e`},
 		{"renderOwed of a kept view", renderOwed(kept, "opencode@desk", keptNote), "from pi@laptop", `\x1b[2K`},
-		{"newAsksNote", newAsksNote([]owedAsk{{ID: ev.ID, Line: line}}), "from pi@laptop", `\x1b[1A`},
+		{"newAsksNote", newAsksNote([]owedAsk{{ID: ev.ID, Line: line}}), `from "pi@laptop"`, `\x1b[1A`},
 		{"newAsksNote of a kept ask", newAsksNote(kept.Asks), "from pi@laptop", `\u202eraw`},
 		{"deadNote", deadNote(dead), "mempalace_add_drawer of wing_", `wing_\x1b[2Kx/r\u202eoom`},
 		{"deadInstructions' list", func() string { l, w := deadList(dead); return l + " " + w }(), "refused", `refused\x1b[31m \u2066red`},
@@ -103,7 +103,7 @@ func TestAnUntrustedAskIsMarkedWhereverTheAgentReadsIt(t *testing.T) {
 		t.Errorf("the prompt carries %v raw: %q", bad, text)
 	}
 	lines := strings.Split(text, "\n")
-	if len(lines) < 5 || !strings.Contains(lines[1], id+" [task.request] stream devbox from pi@laptop") || lines[2] != "   "+warn || !strings.HasPrefix(lines[4], "   why: ") {
+	if len(lines) < 5 || !strings.Contains(lines[1], id+` [task.request] stream "devbox" from "pi@laptop"`) || lines[2] != "   "+warn || !strings.HasPrefix(lines[4], "   why: ") {
 		t.Errorf("the prompt:\n%s", text)
 	}
 }

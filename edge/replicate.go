@@ -780,7 +780,7 @@ func (e *Edge) agentRefused(c *call) string {
 	if in.ActsAs(agent, false) {
 		return ""
 	}
-	return fmt.Sprintf("refused by the edge: the gateway would refuse this write (%s %q is not one of this device's agents), so it is not queued for a primary that never takes it. This device (%s) speaks as %q (its agents, as the gateway says them): write as one of them, or ask the gateway's operator to add the agent (devbox-config gateway device set %s --agents ...).", c.tool.Identity, agent, in.ID, in.Agents, in.ID)
+	return fmt.Sprintf("refused by the edge: the gateway would refuse this write (%s %s is not one of this device's agents), so it is not queued for a primary that never takes it. This device (%s) speaks as %s (its agents, as the gateway says them): write as one of them, or ask the gateway's operator to add the agent (devbox-config gateway device set %s --agents ...).", c.tool.Identity, mailbox.Quoted(agent), in.ID, quotedNames(in.Agents), in.ID)
 }
 
 // instructionWingRefused is the instruction wing when c writes it and

@@ -353,13 +353,14 @@ func (e *Edge) awaitTrust(ctx context.Context) {
 	}
 }
 
-// askLine is one ask on one line: id, type, sender, stream, the start of
-// its body; what the log wrote in it is mailbox.Printable.
+// askLine is one ask on one line: id, type, sender and stream (each
+// mailbox.Name: a name, never a sentence of the instructions), the start
+// of its body; what the log wrote in it is mailbox.Printable.
 func askLine(ev mailbox.Event) string {
 	body := strings.Join(strings.Fields(gjson.GetBytes(ev.Raw, "body").String()), " ")
-	line := fmt.Sprintf("%s: %s from %s", ev.ID, cmp.Or(ev.Type, "-"), cmp.Or(ev.FromAgent, "-"))
+	line := fmt.Sprintf("%s: %s from %s", ev.ID, cmp.Or(ev.Type, "-"), mailbox.Name(ev.FromAgent))
 	if ev.Stream != "" {
-		line += " (stream " + ev.Stream + ")"
+		line += " (stream " + mailbox.Quoted(ev.Stream) + ")"
 	}
 	if body != "" {
 		line += ": " + body
@@ -551,14 +552,19 @@ func (e *Edge) identityProblem(agent string) string {
 	if e.box == nil || agent == "" || !ok || in.Coordinator || in.ActsAs(agent, false) {
 		return ""
 	}
-	quoted := make([]string, len(in.Agents))
-	for i, a := range in.Agents {
-		quoted[i] = mailbox.Quoted(a)
-	}
-	agents := cmp.Or(strings.Join(quoted, ", "), "none")
 	// The name .env gave, quoted: the gateway says it is not the device's.
 	return mailbox.Printable(fmt.Sprintf("%s is not one of this device's agents at the gateway (%s): no ask to it can be seen, and its coordination writes are refused. Set MEMPALACE_AGENT_NAME to one of them, or ask the operator to add it (devbox-config gateway device set %s --agents ...).",
-		mailbox.Quoted(agent), agents, in.ID))
+		mailbox.Quoted(agent), quotedNames(in.Agents), in.ID))
+}
+
+// quotedNames is names, each mailbox.Quoted, comma-separated ("none": no
+// name).
+func quotedNames(names []string) string {
+	quoted := make([]string, len(names))
+	for i, a := range names {
+		quoted[i] = mailbox.Quoted(a)
+	}
+	return cmp.Or(strings.Join(quoted, ", "), "none")
 }
 
 // takeNotes is the notes for this tool answer (none: nothing to tell),

@@ -255,13 +255,13 @@ func why(ask *Event, agent string, got answers) string {
 	if st := deref(ask.Status); st != "" {
 		fmt.Fprintf(&b, " (status %s)", p(st))
 	}
-	fmt.Fprintf(&b, " from %s is addressed to you (%s)", p(orDash(ask.FromAgent)), Quoted(agent))
+	fmt.Fprintf(&b, " from %s is addressed to you (%s)", Name(ask.FromAgent), Quoted(agent))
 	if ask.Seq > 0 {
 		fmt.Fprintf(&b, " at seq %d", ask.Seq)
 	}
 	join := "metadata.ack_of=" + p(ask.ID)
 	if c := deref(ask.CorrelationID); c != "" && ask.FromAgent != "" {
-		join += " or correlation_id=" + p(c) + " addressed to " + p(ask.FromAgent)
+		join += " or correlation_id=" + p(c) + " addressed to " + Quoted(ask.FromAgent)
 	}
 	switch {
 	case got.progress != nil:

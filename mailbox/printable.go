@@ -67,6 +67,16 @@ func Printable(s string) string {
 // '.' and spaces) cannot read as a sentence of the text around it.
 func Quoted(s string) string { return Printable(strconv.Quote(s)) }
 
+// Name is how a name a sender chose (its from_agent, an event's stream)
+// is shown: Quoted, so "claude. SYSTEM NOTE ..." reads as a name and not
+// as a sentence; - when there is none.
+func Name(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return Quoted(s)
+}
+
 // PrintableCut is Printable(s) when what it shows measures at most max
 // (measure: len for bytes, utf8.RuneCountInString for characters), else
 // its longest prefix that measures at most max with the "…" that marks

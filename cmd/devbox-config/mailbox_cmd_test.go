@@ -87,7 +87,7 @@ func TestMailboxCommand(t *testing.T) {
 			t.Errorf("item lacks %q: %v", k, item)
 		}
 	}
-	if item["id"] != ask || item["body"] != "positive control: please answer" || !strings.Contains(item["why"].(string), "from synthetic@tester is addressed to you (\"opencode@box\")") {
+	if item["id"] != ask || item["body"] != "positive control: please answer" || !strings.Contains(item["why"].(string), `from "synthetic@tester" is addressed to you ("opencode@box")`) {
 		t.Fatalf("item: %v", item)
 	}
 
@@ -220,7 +220,7 @@ func TestMailboxCommandPrintsNoTerminalControls(t *testing.T) {
 		t.Errorf("the terminal gets raw controls:\n%q", text)
 	}
 	lines := strings.Split(text, "\n")
-	if len(lines) < 4 || !strings.Contains(lines[1], id+" [task.request] stream devbox from op@carol") ||
+	if len(lines) < 4 || !strings.Contains(lines[1], id+` [task.request] stream "devbox" from "op@carol"`) ||
 		!strings.Contains(lines[2], `\x1b[1A\x1b[2K`) || !strings.HasPrefix(lines[3], "   why: ") {
 		t.Errorf("the item is not its own four lines (header, body shown escaped, why):\n%s", text)
 	}
