@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -54,6 +55,23 @@ func TestInstructionWingWriteOnANonAdminDevice(t *testing.T) {
 		if _, res := h.call("add_drawer", map[string]any{"wing": w, "room": "rules", "content": text + w}); !res.IsError {
 			t.Errorf("a non-admin device's write to %q was taken: %v", w, res.Content)
 		}
+	}
+	// A wing that looks like it, and a room with an invisible character,
+	// are refused as the gateway refuses them (lookalike.Skeleton,
+	// invisible.Is, through deviceinfo): before, they were queued and went
+	// dead at the gateway (attack47).
+	for _, args := range []map[string]any{
+		{"wing": "wing-instructions", "room": "rules", "content": text + " 1"},
+		{"wing": "wing_in\u017ftructions", "room": "rules", "content": text + " 2"},
+		{"wing": "notes", "room": "rules\u3164", "content": text + " 3"},
+	} {
+		_, res := h.call("add_drawer", args)
+		if msg := refusalText(res); !res.IsError || !strings.Contains(msg, "refused by the edge") || !strings.Contains(msg, "write under another name") {
+			t.Errorf("add_drawer %v on a non-admin device: %s", args, msg)
+		}
+	}
+	if ops, err := h.edge.outbox.List(context.Background(), 10); err != nil || len(ops) != 0 {
+		t.Errorf("refused writes were queued: %d (%v)", len(ops), err)
 	}
 	if _, res := h.call("add_drawer", map[string]any{"wing": "notes", "room": "r", "content": "an ordinary note"}); res.IsError {
 		t.Errorf("a write to another wing was refused: %v", res.Content)

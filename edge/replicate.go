@@ -840,6 +840,9 @@ func (e *Edge) grantRefused(ctx context.Context, c *call, oldWing string) (strin
 	if wing == "" { // not a wing's grant: its agent name (the wing is still the one it writes), or no wing named
 		return msg + "), so it is not taken here to be queued for a primary that never takes it.", firstWing(c.tool, sent, oldWing)
 	}
+	if rule == deviceinfo.RuleInstructionLookalike || rule == deviceinfo.RuleInvisibleName {
+		return msg + fmt.Sprintf(": %s), so it is not taken here to be queued for a primary that never takes it: write under another name.", mailbox.Quoted(wing)), wing
+	}
 	msg += fmt.Sprintf(": wing %q", wing)
 	return msg + fmt.Sprintf("), so it is not taken here to be queued for a primary that never takes it. This device (%s) may write the wings %q (write grants, as the gateway says them). Ask the gateway's operator for a grant (devbox-config gateway device set %s --write ...), or write to a wing you hold.", in.ID, in.Write, in.ID), wing
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/origin"
-	"github.com/joakimp/devbox-config/lookalike"
 )
 
 // Decision is the outcome of authorizing one tools/call.
@@ -117,9 +116,6 @@ func authorizeGate(d *Device, t catalogue.Tool, args map[string]any, drawerWing 
 		return authorizeReadWing(d, t, args)
 	case catalogue.WriteWing:
 		ok, rule, wing := d.grants().AuthorizeWrite(t, args, drawerWing)
-		if r, w := d.refusedWing(t.WingsOf(args, drawerWing), t.WingsOf(args, "")); ok && w != "" {
-			return deny(r, w)
-		}
 		return Decision{Allow: ok, Rule: Rule(rule), Wing: wing}
 	case catalogue.KGRead:
 		if d.KG == KGRead || d.KG == KGWrite {
@@ -144,47 +140,6 @@ func authorizeGate(d *Device, t catalogue.Tool, args map[string]any, drawerWing 
 		return allow("coordination:read", "")
 	}
 	return deny("no rule allows it", "")
-}
-
-// ruleInstructionLookalike: a wing that looks like the instruction wing
-// is written by admin devices only.
-const ruleInstructionLookalike Rule = "a wing that looks like the instruction wing (the same skeleton, as agent names and labels are compared): admin devices only"
-
-// ruleInvisibleWing: no device writes into a wing whose name holds a
-// character a reader cannot see.
-const ruleInvisibleWing Rule = "a wing name with a control, zero-width or other invisible character (a Hangul filler, U+3164): no device writes into it"
-
-// refusedWing is why a write the device's globs allow is refused, and the
-// wing it is refused for ("": none): a wing it names (named: not a
-// drawer's wing it moves out of) holds an invisible character
-// (wing_instructions followed by a Hangul filler reads as the instruction
-// wing, attack46 N5), or one of the wings it touches looks like the
-// instruction wing.
-func (d *Device) refusedWing(touched, named []string) (Rule, string) {
-	for _, w := range named {
-		if _, bad := firstInvisible(w); bad {
-			return ruleInvisibleWing, w
-		}
-	}
-	return ruleInstructionLookalike, d.instructionLookalike(touched)
-}
-
-// instructionLookalike is the first of wings that looks like the
-// instruction wing without being it (the same skeleton: wing_instructiоns
-// with a Cyrillic о), for a device that is not admin ("": none). Its
-// instruction-shaped text would list beside the operators' own (attack44
-// F14).
-func (d *Device) instructionLookalike(wings []string) string {
-	if d.Admin || d.instructions == "" {
-		return ""
-	}
-	want := lookalike.Skeleton(d.instructions)
-	for _, w := range wings {
-		if w != d.instructions && lookalike.Skeleton(w) == want {
-			return w
-		}
-	}
-	return ""
 }
 
 // authorizeAdmin: the admin scope adds the right to delete and to run

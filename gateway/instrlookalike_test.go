@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"testing"
+
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // A device that is not admin is refused a write to a wing that looks like
@@ -30,7 +32,7 @@ func TestALookAlikeOfTheInstructionWingIsNotAnOrdinaryWing(t *testing.T) {
 		} {
 			_, rpc, _ := g.call(wide, c.tool, c.args)
 			data, _ := rpc["data"].(map[string]any)
-			if rpc == nil || data["rule"] != ruleInstructionLookalike.String() {
+			if rpc == nil || data["rule"] != Rule(deviceinfo.RuleInstructionLookalike).String() {
 				t.Errorf("wide's %s to %+q: %s, want refused as a look-alike of the instruction wing", c.tool, lookalike, refusal(rpc))
 			}
 		}
@@ -53,7 +55,7 @@ func TestInstructionWingLookAlikesByInvisibleCharactersAndSeparators(t *testing.
 	t.Parallel()
 	g := newGW(t, []Device{
 		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, Admin: true},
-		{ID: "wide-01", Label: "wide", Read: []string{"*"}, Write: []string{"*"}},
+		{ID: "wide-01", Label: "wide", Read: []string{"*"}, Write: []string{"*"}, WriteRate: 1000},
 	})
 	g.configure(t, func(c *Config) { c.InstructionWing = "wing_instructions" })
 	wide, ops := g.tokens["wide-01"], g.tokens["ops-0001"]
@@ -65,11 +67,26 @@ func TestInstructionWingLookAlikesByInvisibleCharactersAndSeparators(t *testing.
 		}
 	}
 	for _, w := range []string{"wing_instructions\u3164", "wing_instructions\u115f", "wing_instructions\uffa0", "wing_instructi\u3164ons", "shared\u3164"} {
-		refused(wide, w, ruleInvisibleWing)
-		refused(ops, w, ruleInvisibleWing)
+		refused(wide, w, Rule(deviceinfo.RuleInvisibleName))
+		refused(ops, w, Rule(deviceinfo.RuleInvisibleName))
+	}
+	// A room's name as a wing's (attack47: a room with a Hangul filler or
+	// a zero-width character was taken): add_drawer, a move, a tunnel, a
+	// checkpoint's item.
+	for _, r := range []string{"rules\u3164", "\u115f", "ru\uffa0les", "r\u200bules", "rules\u2060", "\ufeffrules", "ru\u00adles"} {
+		for tool, args := range map[string]map[string]any{
+			"add_drawer":    {"wing": "shared", "room": r, "content": "a note in " + r},
+			"create_tunnel": {"source_wing": "shared", "source_room": "a", "target_wing": "shared", "target_room": r},
+			"checkpoint":    {"items": []any{map[string]any{"wing": "shared", "room": r, "content": "c " + r}}},
+		} {
+			_, rpc, _ := g.call(wide, tool, args)
+			if data, _ := rpc["data"].(map[string]any); rpc == nil || data["rule"] != deviceinfo.RuleInvisibleName {
+				t.Errorf("%s into room %+q: %s, want refused, rule %q", tool, r, refusal(rpc), deviceinfo.RuleInvisibleName)
+			}
+		}
 	}
 	for _, w := range []string{"wing-instructions", "wing instructions", "wing.instructions", "wing__instructions", "wing_in_structions", "wing_in\u017ftructions", "wing_instructi\u0254ns"} {
-		refused(wide, w, ruleInstructionLookalike)
+		refused(wide, w, Rule(deviceinfo.RuleInstructionLookalike))
 	}
 	for _, w := range []string{"wing_pi", "shared", "wing_opencode", "wing_instructions_archive"} {
 		if res, rpc, _ := g.call(wide, "add_drawer", map[string]any{"wing": w, "room": "r", "content": "a note"}); rpc != nil || res["success"] != true {

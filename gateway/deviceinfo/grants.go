@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/invisible"
+	"github.com/joakimp/devbox-config/lookalike"
 )
 
 // The rules a write's refusal names (the gateway's denial data and audit
@@ -19,6 +21,12 @@ const (
 	RuleInstructionWing = "instruction wing: admin devices whose write globs match it only"
 	// RuleWriteGlobs: no write glob of the device matches the wing.
 	RuleWriteGlobs = "write globs do not match the target wing"
+	// RuleInstructionLookalike: a wing that looks like the instruction
+	// wing is written by admin devices only.
+	RuleInstructionLookalike = "a wing that looks like the instruction wing (the same skeleton, as agent names and labels are compared): admin devices only"
+	// RuleInvisibleName: no device writes into a wing or a room whose
+	// name holds a character a reader cannot see.
+	RuleInvisibleName = "a wing or room name with a control, zero-width or other invisible character (a Hangul filler, U+3164): no device writes into it"
 )
 
 // MatchWing reports whether one of globs (path.Match; a malformed one
@@ -104,7 +112,64 @@ func (in Info) AuthorizeWrite(t catalogue.Tool, args map[string]any, drawerWing 
 			return false, rule, w
 		}
 	}
+	if rule, name := in.refusedName(t, args, wings); name != "" {
+		return false, rule, name
+	}
 	return true, "write:" + strings.Join(wings, ","), wings[0]
+}
+
+// refusedName is why a write the device's globs allow is refused, and the
+// name it is refused for ("": none): a wing or room it names (not a
+// drawer's wing it moves out of) holds an invisible character
+// (wing_instructions followed by a Hangul filler lists as the instruction
+// wing, attack46 N5), or one of the wings it touches (touched) looks like
+// the instruction wing.
+func (in Info) refusedName(t catalogue.Tool, args map[string]any, touched []string) (rule, name string) {
+	for _, n := range append(t.WingsOf(args, ""), roomsOf(args)...) {
+		if strings.ContainsFunc(n, invisible.Is) {
+			return RuleInvisibleName, n
+		}
+	}
+	return RuleInstructionLookalike, in.InstructionLookalike(touched)
+}
+
+// roomsOf is the rooms a write's arguments name: its room, a tunnel's
+// source and target rooms, a checkpoint's items' rooms.
+func roomsOf(args map[string]any) []string {
+	var rooms []string
+	add := func(m map[string]any, keys ...string) {
+		for _, k := range keys {
+			if s, ok := m[k].(string); ok {
+				rooms = append(rooms, s)
+			}
+		}
+	}
+	add(args, "room", "source_room", "target_room")
+	items, _ := args["items"].([]any)
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			add(m, "room")
+		}
+	}
+	return rooms
+}
+
+// InstructionLookalike is the first of wings that looks like the
+// instruction wing without being it (lookalike.Skeleton:
+// wing_instructiоns with a Cyrillic о, wing-instructions), for a device
+// that is not admin ("": none). Its instruction-shaped text would list
+// beside the operators' own (attack44 F14).
+func (in Info) InstructionLookalike(wings []string) string {
+	if in.Admin || in.InstructionWing == "" {
+		return ""
+	}
+	want := lookalike.Skeleton(in.InstructionWing)
+	for _, w := range wings {
+		if w != in.InstructionWing && lookalike.Skeleton(w) == want {
+			return w
+		}
+	}
+	return ""
 }
 
 // firstOf is the first of wings ("": none).
