@@ -116,22 +116,37 @@ func listTrash(g *gatewayConfig, stdout io.Writer) error {
 	for _, d := range ds {
 		fmt.Fprintln(stdout, d.Summary())
 		for _, dr := range d.Drawers {
-			back := "comes back as " + dr.ComesBackAs()
-			if dr.RestoredAt != nil {
-				back = fmt.Sprintf("restored %s as %s", dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs)
-			}
-			if dr.PurgedAt != nil {
-				back = "purged by the operator " + dr.PurgedAt.Format(time.RFC3339) + ": its content is gone from the trash"
-				if live := dr.Live(); live != "" {
-					back += "; " + live
-				}
-			} else if dr.RestoringAt != nil && dr.RestoredAt == nil {
-				back += fmt.Sprintf(" (a restore took it at %s and has not recorded the end: it may be in the palace)", dr.RestoringAt.Format(time.RFC3339))
-			}
-			fmt.Fprintf(stdout, "    %s  %s/%s  %s\n", dr.ID, dr.Wing, dr.Room, back)
+			fmt.Fprintf(stdout, "    %s  %s/%s  %s\n", dr.ID, dr.Wing, dr.Room, drawerNote(dr))
 		}
 	}
 	return nil
+}
+
+// drawerNote is what `trash list` says of a kept drawer: how it comes
+// back, or when it was restored and as what (and the later delete that
+// took that out of the palace again), purged or held by a restore.
+func drawerNote(dr trash.Drawer) string {
+	back := "comes back as " + dr.ComesBackAs()
+	if dr.RestoredAt != nil {
+		back = fmt.Sprintf("restored %s as %s", dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs)
+		if a := dr.DeletedAgain; a != nil {
+			back += fmt.Sprintf(", which delete %d took out of the palace again at %s (its line says where it is now)", a.Delete, a.At.Format(time.RFC3339))
+		}
+	}
+	switch {
+	case dr.PurgedAt != nil:
+		purged := "purged by the operator " + dr.PurgedAt.Format(time.RFC3339) + ": its content is gone from the trash"
+		if live := dr.Live(); live != "" {
+			return purged + "; " + live
+		}
+		if dr.RestoredAt != nil {
+			return purged + "; it was " + back
+		}
+		return purged
+	case dr.RestoringAt != nil && dr.RestoredAt == nil:
+		return back + fmt.Sprintf(" (a restore took it at %s and has not recorded the end: it may be in the palace)", dr.RestoringAt.Format(time.RFC3339))
+	}
+	return back
 }
 
 func pruneTrash(g *gatewayConfig, stdout io.Writer) error {

@@ -99,4 +99,15 @@ func TestGatewayTrashPurgeRemovesTheContentForGood(t *testing.T) {
 	if out := cli(0, "trash", "list"); !strings.Contains(out, "its content is gone from the trash; "+live) {
 		t.Errorf("list after the purge of a restored drawer:\n%s", out)
 	}
+	// Deleted again and purged: the note says what is true now, that a
+	// later delete took it out of the palace, not "is in the palace:
+	// delete it first" (attack47 N3).
+	call("delete_drawer", map[string]any{"drawer_id": id2})
+	if out := cli(0, "trash", "purge", id2); !strings.Contains(out, "purged "+id2+" from delete(s) 3 for good") || strings.Contains(out, "not gone from the palace") {
+		t.Errorf("purge of the restored drawer deleted again:\n%s", out)
+	}
+	out := cli(0, "trash", "list")
+	if strings.Contains(out, "is in the palace") || !strings.Contains(out, "as "+id2+", which delete 3 took out of the palace again at ") {
+		t.Errorf("list after the restored drawer was deleted again and purged:\n%s", out)
+	}
 }

@@ -86,12 +86,36 @@ type Drawer struct {
 	// RestoringAt: when a restore took it (Claim) and has not yet
 	// recorded how it went (or stopped before it could).
 	RestoringAt *time.Time
+	// DeletedAgain, once restored: the later delete that took the drawer
+	// it came back as out of the palace again (nil: none).
+	DeletedAgain *Again
+}
+
+// Again is a later delete of a restored drawer: its number and when.
+type Again struct {
+	Delete int64
+	At     time.Time
+}
+
+// againJoin joins a kept drawer (k) to the first later delete, gone
+// through, of the drawer a restore put it back as (again; NULL: none).
+const againJoin = ` LEFT JOIN deletes again ON k.restored_as != '' AND again.id = (SELECT r.delete_id FROM drawers r JOIN deletes d ON d.id = r.delete_id
+  WHERE r.drawer_id = k.restored_as AND r.delete_id > k.delete_id AND d.state = 'deleted' ORDER BY r.delete_id LIMIT 1)`
+
+// again reads againJoin's columns (again.id, again.at).
+func again(id, at sql.NullInt64) *Again {
+	if !id.Valid {
+		return nil
+	}
+	return &Again{Delete: id.Int64, At: time.UnixMilli(at.Int64).UTC()}
 }
 
 // Live says where a purged drawer's content still is when a restore put
-// it back in the palace or holds it ("": neither), with the fix.
+// it back in the palace or holds it ("": neither, or a later delete took
+// it out again: Restored says so), with the fix.
 func (d Drawer) Live() string {
 	switch {
+	case d.DeletedAgain != nil:
 	case d.RestoredAt != nil:
 		return fmt.Sprintf("it was restored %s as %s and is in the palace: delete it first (the delete keeps it here again: purge that)", d.RestoredAt.Format(time.RFC3339), d.RestoredAs)
 	case d.RestoringAt != nil:
@@ -347,7 +371,7 @@ func (s *Store) Purge(ctx context.Context, ref string) (ids []int64, live []Draw
 // purging reads what a purge's clause picks: the deletes' numbers, and
 // the drawers a restore put back or holds.
 func purging(ctx context.Context, tx *sql.Tx, where string, arg any) (ids []int64, live []Drawer, err error) {
-	rows, err := tx.QueryContext(ctx, `SELECT delete_id, drawer_id, restored_at, restored_as, restoring_at FROM drawers WHERE purged_at='' AND `+where+` ORDER BY delete_id, drawer_id`, arg)
+	rows, err := tx.QueryContext(ctx, `SELECT k.delete_id, k.drawer_id, k.restored_at, k.restored_as, k.restoring_at, again.id, again.at FROM drawers k`+againJoin+` WHERE k.purged_at='' AND k.`+where+` ORDER BY k.delete_id, k.drawer_id`, arg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -355,11 +379,12 @@ func purging(ctx context.Context, tx *sql.Tx, where string, arg any) (ids []int6
 	for rows.Next() {
 		var id int64
 		var d Drawer
-		var restored sql.NullInt64
+		var restored, againID, againAt sql.NullInt64
 		var restoring string
-		if err := rows.Scan(&id, &d.ID, &restored, &d.RestoredAs, &restoring); err != nil {
+		if err := rows.Scan(&id, &d.ID, &restored, &d.RestoredAs, &restoring, &againID, &againAt); err != nil {
 			return nil, nil, err
 		}
+		d.DeletedAgain = again(againID, againAt)
 		if len(ids) == 0 || ids[len(ids)-1] != id {
 			ids = append(ids, id)
 		}
@@ -561,7 +586,8 @@ func (s *Store) deletes(ctx context.Context, clause string, args ...any) ([]Dele
 }
 
 func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT drawer_id, wing, room, content, metadata, source_file, kind, restored_at, restored_as, origin, purged_at, restoring_at FROM drawers WHERE delete_id=? ORDER BY drawer_id`, deleteID)
+	rows, err := s.db.QueryContext(ctx, `SELECT k.drawer_id, k.wing, k.room, k.content, k.metadata, k.source_file, k.kind, k.restored_at, k.restored_as, k.origin, k.purged_at, k.restoring_at, again.id, again.at
+  FROM drawers k`+againJoin+` WHERE k.delete_id=? ORDER BY k.drawer_id`, deleteID)
 	if err != nil {
 		return nil, err
 	}
@@ -570,10 +596,11 @@ func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
 	for rows.Next() {
 		var d Drawer
 		var meta, origin, purged, restoring string
-		var restored sql.NullInt64
-		if err := rows.Scan(&d.ID, &d.Wing, &d.Room, &d.Content, &meta, &d.SourceFile, &d.Kind, &restored, &d.RestoredAs, &origin, &purged, &restoring); err != nil {
+		var restored, againID, againAt sql.NullInt64
+		if err := rows.Scan(&d.ID, &d.Wing, &d.Room, &d.Content, &meta, &d.SourceFile, &d.Kind, &restored, &d.RestoredAs, &origin, &purged, &restoring, &againID, &againAt); err != nil {
 			return nil, err
 		}
+		d.DeletedAgain = again(againID, againAt)
 		var err error
 		if d.RestoredAt, d.RestoringAt, err = restoreTimes(d.ID, restored, restoring); err != nil {
 			return nil, err
