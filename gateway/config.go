@@ -80,6 +80,44 @@ type Config struct {
 	// records and trust; `device add --reuse-removed-id` takes one back.
 	RemovedDevices []string `json:"removed_devices,omitempty"`
 	Devices        []Device `json:"devices"`
+
+	// dir is the config file's directory, which a relative path in it is
+	// relative to (LoadConfig resolves them), and written those paths as
+	// the file has them, which Save writes back.
+	dir     string
+	written [nPaths]string
+}
+
+// nPaths is how many file paths a config has (paths).
+const nPaths = 9
+
+// paths points at the config's file paths.
+func (c *Config) paths() [nPaths]*string {
+	return [...]*string{&c.SecretFile, &c.UpstreamTokenFile, &c.AuditLog, &c.SigningKeyFile, &c.AuditAnchor, &c.StateFile, &c.LedgerFile, &c.TrashFile, &c.ProvenanceFile}
+}
+
+// resolve makes each relative path absolute, relative to dir (the config
+// file's directory, so the gateway's directory can be moved whole), and
+// keeps each as written for Save.
+func (c *Config) resolve(dir string) {
+	c.dir = dir
+	for i, p := range c.paths() {
+		c.written[i] = *p
+		if *p != "" && *p != AnchorStderr && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+}
+
+// asWritten is c with each path it resolved as the file had it.
+func (c *Config) asWritten() *Config {
+	out := *c
+	for i, p := range out.paths() {
+		if w := c.written[i]; w != "" && !filepath.IsAbs(w) && *p == filepath.Join(c.dir, w) {
+			*p = w
+		}
+	}
+	return &out
 }
 
 // Device is one machine's identity and what it may do.
@@ -193,6 +231,11 @@ func LoadConfig(file string) (*Config, error) {
 	if err := c.Validate(); err != nil {
 		return nil, confpos.Placed(file, b, err, "") // each says what it must be
 	}
+	dir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		return nil, fmt.Errorf("%s: its directory, which the config's relative paths are relative to: %w", file, err)
+	}
+	c.resolve(dir)
 	c.bind()
 	return &c, nil
 }
@@ -419,7 +462,7 @@ func (c *Config) Device(id string) *Device {
 // HMACs). Operator commands go through UpdateConfig, which locks and
 // re-reads first.
 func (c *Config) Save(file string) error {
-	b, err := json.MarshalIndent(c, "", "  ")
+	b, err := json.MarshalIndent(c.asWritten(), "", "  ")
 	if err != nil {
 		return err
 	}

@@ -12,16 +12,18 @@ import (
 )
 
 // sampleConfig is what `gateway init` writes: every field the gateway
-// reads, explained, with one example device commented out. DIR is replaced
-// by the config file's directory (JSON-quoted), so the files sit beside it.
+// reads, explained, with one example device commented out. Its paths are
+// relative (to the config file's directory), so the files sit beside it and
+// move with it.
 const sampleConfig = `// devbox-config gateway configuration (JSONC: comments and trailing commas
 // are allowed). Written by 'devbox-config gateway init'. The gateway reloads
 // it within a second of a change, and on SIGHUP.
 //
 // 'gateway device add|remove' and 'gateway token issue|rotate|revoke' edit
 // this file for you; they rewrite it as plain JSON, so these comments go
-// with the first such edit. Relative paths are relative to the directory the
-// gateway runs in, so the ones below are absolute.
+// with the first such edit. A relative path is relative to the directory this
+// file is in, so the gateway's directory can be moved or copied whole; an
+// absolute path is used as it is.
 {
   // The server secret that keys the token HMACs: created (0600) on first use
   // if it does not exist. Losing it invalidates every issued token, so with
@@ -123,9 +125,8 @@ func SampleConfig(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Dir(abs)
 	quote := func(name string) string {
-		b, _ := json.Marshal(filepath.Join(dir, name)) // a string: it encodes
+		b, _ := json.Marshal(name) // a string: it encodes
 		return string(b)
 	}
 	r := strings.NewReplacer(

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -219,4 +221,96 @@ func (ts *tokenState) record(id string, at time.Time) error {
 	file := ts.file
 	ts.mu.Unlock()
 	return RecordFirstUse(file, map[string]time.Time{id: at})
+}
+
+// keptFile is a file a gateway that has served keeps across starts: its
+// config key ("" when it is the default, beside the audit log), its name
+// and what it holds.
+type keptFile struct{ key, name, path, holds string }
+
+// kept are c's files a gateway that has served keeps across starts (its
+// state in stateFile).
+func (c *Config) kept(stateFile string) []keptFile {
+	set := func(key, v string) string {
+		if v == "" {
+			return ""
+		}
+		return key
+	}
+	k := []keptFile{
+		{"secret_file", "the server secret", c.SecretFile, "every device's token is keyed with it"},
+		{"audit_log", "the audit log", c.AuditLog, "the hash-chained record of every request"},
+		{set("ledger_file", c.LedgerFile), "the op-id ledger", c.LedgerPath(), "a resent write is answered from it, not applied again"},
+		{set("trash_file", c.TrashFile), "the trash", c.TrashPath(), "the deletes 'gateway trash restore' brings back"},
+		{set("provenance_file", c.ProvenanceFile), "the provenance index", c.ProvenancePath(), "who wrote each record: trust and knowledge-graph ownership"},
+		{set("state_file", c.StateFile), "the state file", stateFile, "the tokens' first uses and the secret's check"},
+	}
+	if c.SigningKeyFile != "" {
+		k = append(k, keptFile{"signing_key_file", "the audit signing key", c.SigningKeyFile, "the audit log's checkpoints are signed with it"})
+	}
+	return k
+}
+
+// served says why the gateway of c (its state st) has served before: its
+// audit log is there, or a token's first use is recorded; "" when neither.
+func (c *Config) served(st *State) string {
+	if _, err := os.Stat(c.AuditLog); err == nil {
+		return "its audit log " + c.AuditLog + " is there"
+	}
+	used := len(st.FirstUsed) > 0
+	for _, d := range c.Devices {
+		for _, t := range d.Tokens {
+			used = used || t.FirstUsed != nil
+		}
+	}
+	if used {
+		return "a token's first use is recorded"
+	}
+	return ""
+}
+
+// CheckKept refuses a gateway that has served (served) whose kept files
+// are missing, naming each, what it holds and the fix: started, it would
+// make each anew, empty, and say nothing (the deletes the trash kept, the
+// op ids resends are answered from, who wrote what, a new signing key).
+// A gateway that never served makes them on its first start.
+func (c *Config) CheckKept(configFile string) error {
+	stateFile := StateFile(configFile, c)
+	st, err := LoadState(stateFile)
+	if err != nil {
+		return fmt.Errorf("state_file: %w", err)
+	}
+	why := c.served(st)
+	if why == "" {
+		return nil
+	}
+	var missing []string
+	for _, k := range c.kept(stateFile) {
+		if _, err := os.Stat(k.path); errors.Is(err, os.ErrNotExist) {
+			missing = append(missing, fmt.Sprintf("%s %s (%s) does not exist%s", k.name, k.path, k.holds, c.movedHint(k.key, k.path)))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("this gateway has served (%s), but %s. Starting would make each anew and empty: put each back from a backup of this gateway's directory, or point the config at where it is now; to start without it, losing what it held, add --new-state", why, strings.Join(missing, "; "))
+}
+
+// movedHint says where path's file (the config's key, "" for a default
+// path) is if the gateway's directory was moved: the config's directory
+// holds a file of its name (its last one to three path elements), naming
+// it and the fix; "" when none.
+func (c *Config) movedHint(key, path string) string {
+	if c.dir == "" || key == "" {
+		return ""
+	}
+	parts := strings.Split(filepath.Clean(path), string(filepath.Separator))
+	for n := 1; n <= 3 && n < len(parts); n++ {
+		rel := filepath.Join(parts[len(parts)-n:]...)
+		at := filepath.Join(c.dir, rel)
+		if _, err := os.Stat(at); at != path && err == nil {
+			return fmt.Sprintf(" (%s is beside the config, so the gateway's directory may have moved: set %s to %q in the config, a path relative to its directory)", at, key, rel)
+		}
+	}
+	return ""
 }

@@ -40,7 +40,7 @@ func LoadSecret(c *Config) ([]byte, error) {
 		return nil, err
 	}
 	if n := c.liveTokens(time.Now()); n > 0 {
-		return nil, fmt.Errorf("%s does not exist, and the config holds %d live token(s) it keys: a new secret would end every one: restore it from backup, or re-issue every device's token: 'devbox-config gateway token revoke DEVICE' for each device, then 'token issue DEVICE' (a new secret is made once no live token is left)", file, n)
+		return nil, fmt.Errorf("%s does not exist, and the config holds %d live token(s) it keys%s: a new secret would end every one: restore it from backup, or re-issue every device's token: 'devbox-config gateway token revoke DEVICE' for each device, then 'token issue DEVICE' (a new secret is made once no live token is left)", file, n, c.movedHint("secret_file", file))
 	}
 	s := randomHex(32)
 	if err := os.WriteFile(file, []byte(s+"\n"), 0o600); err != nil {

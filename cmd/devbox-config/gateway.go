@@ -26,7 +26,9 @@ unless --no-upstream-token says the upstream has none. There is no implicit
 0.0.0.0: bind the docker0 gateway address behind the tunnel (RFC 001 §6.2);
 a wildcard needs --allow-wildcard. An --upstream it cannot use (no scheme, no
 /mcp path, credentials) and a missing config are refused before it listens,
-each with its fix. One gateway per audit log: it holds <audit_log>.lock
+each with its fix, and so is a gateway that has served whose kept state (audit
+log, signing key, trash, op-id ledger, provenance index, state file, secret)
+is missing, unless --new-state. One gateway per audit log: it holds <audit_log>.lock
 while it runs, and a second one is refused with the holder's pid. The
 config reloads on change and on SIGHUP.`
 
@@ -46,6 +48,7 @@ func newGatewayCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd.Flags().StringVar(&sc.upstream, "upstream", "", "the primary's MCP endpoint, e.g. http://127.0.0.1:8765/mcp")
 	cmd.Flags().BoolVar(&sc.allowWildcard, "allow-wildcard", false, "allow --listen 0.0.0.0 or [::] (every interface): only behind a firewall")
 	cmd.Flags().BoolVar(&sc.noUpstreamToken, "no-upstream-token", false, "the upstream runs without a token (loopback mempalace serve): start without MEMPALACE_UPSTREAM_TOKEN")
+	cmd.Flags().BoolVar(&sc.newState, "new-state", false, "start though this gateway has served and its audit log, trash, op-id ledger, provenance index, state file or keys are missing: each is made anew, empty (what it held is lost)")
 	cmd.PersistentFlags().StringVar(&g.file, "config", gateway.DefaultConfigFile, "gateway config (JSONC)")
 	cmd.AddCommand(
 		newGatewayInitCmd(g, stderr),

@@ -44,7 +44,7 @@ func TestGatewayInitFromNothing(t *testing.T) {
 		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
 	}
 	b, _ := os.ReadFile(cfg)
-	for _, want := range []string{`"secret_file": "` + filepath.Join(dir, "gw", "gateway.secret") + `"`, `"audit_log": "` + filepath.Join(dir, "gw", "audit", "audit.jsonl") + `"`, `"signing_key_file": "` + filepath.Join(dir, "gw", "audit-signing.key") + `"`, `"audit_anchor": "stderr"`, `//   "id": "laptop-7f3a"`, "// "} {
+	for _, want := range []string{`"secret_file": "gateway.secret"`, `"audit_log": "audit/audit.jsonl"`, `"signing_key_file": "audit-signing.key"`, `"audit_anchor": "stderr"`, `//   "id": "laptop-7f3a"`, "// "} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("sample lacks %q:\n%s", want, b)
 		}
@@ -55,6 +55,9 @@ func TestGatewayInitFromNothing(t *testing.T) {
 	}
 	if len(c.Devices) != 0 {
 		t.Errorf("the sample's example device is live: %+v", c.Devices)
+	}
+	if c.SecretFile != filepath.Join(dir, "gw", "gateway.secret") || c.AuditLog != filepath.Join(dir, "gw", "audit", "audit.jsonl") {
+		t.Errorf("the sample's paths are not relative to its directory: %s, %s", c.SecretFile, c.AuditLog)
 	}
 
 	// never overwritten

@@ -30,6 +30,7 @@ type gatewayServeCmd struct {
 	stderr                         io.Writer
 	listen, upstream               string
 	allowWildcard, noUpstreamToken bool
+	newState                       bool // --new-state: start though kept state is missing
 }
 
 // run refuses, before it listens, every setting that cannot work (each
@@ -41,6 +42,9 @@ func (sc *gatewayServeCmd) run() error {
 	}
 	if _, err := os.Stat(sc.config.file); errors.Is(err, fs.ErrNotExist) {
 		return sc.config.missing()
+	}
+	if err := sc.checkKept(); err != nil {
+		return err
 	}
 	log := newLogger(sc.stderr, 0).With("component", "gateway")
 	oneProc()
@@ -64,6 +68,22 @@ func (sc *gatewayServeCmd) run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return sc.serve(ctx, s, log)
+}
+
+// checkKept refuses to start a gateway that has served on state that is
+// missing (gateway.Config.CheckKept), unless --new-state.
+func (sc *gatewayServeCmd) checkKept() error {
+	if sc.newState {
+		return nil
+	}
+	c, err := gateway.LoadConfig(sc.config.file)
+	if err != nil {
+		return failed(err)
+	}
+	if err := c.CheckKept(sc.config.file); err != nil {
+		return failed(err)
+	}
+	return nil
 }
 
 // oneProc runs the gateway's Go code on one processor unless the operator

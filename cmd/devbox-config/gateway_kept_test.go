@@ -1,0 +1,208 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// initGateway runs `gateway init` in dir/gw, adds laptop-7f3a and issues
+// its token: the config's path and the token.
+func initGateway(t *testing.T, dir string) (cfg, token string) {
+	t.Helper()
+	cfg = filepath.Join(dir, "gw", "gateway.jsonc")
+	cli := gatewayCLI(t, cfg)
+	cli(0, "init")
+	cli(0, "device", "add", "laptop-7f3a", "--read", "shared", "--write", "shared", "--kg", "read")
+	out, _ := cli(0, "token", "issue", "laptop-7f3a")
+	return cfg, strings.TrimSpace(out)
+}
+
+// serveOnce opens cfg's gateway as `gateway` does (the audit log with its
+// key, the provenance index, the trash, the op-id ledger), answers one
+// request with token (its first use) and closes it: a gateway that has
+// served.
+func serveOnce(t *testing.T, cfg, token string) {
+	t.Helper()
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: "http://127.0.0.1:1/mcp", BindHost: "127.0.0.1", Stderr: io.Discard}
+	if err := srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if _, err := srv.Trash(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(c.LedgerPath(), c.LedgerRetention())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	req := httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	srv.ServeHTTP(httptest.NewRecorder(), req)
+	if st, err := gateway.LoadState(gateway.StateFile(cfg, c)); err != nil || len(st.FirstUsed) == 0 {
+		t.Fatalf("the token's first use is not recorded: %v %v", st, err)
+	}
+}
+
+// A gateway that has served refuses to start when part of its kept state
+// is missing, naming it, what it held and the fix (before: it made a new,
+// empty op-id ledger and said nothing, so resends were applied again).
+func TestGatewayRefusesToStartOnAMissingLedger(t *testing.T) {
+	cfg, token := initGateway(t, t.TempDir())
+	serveOnce(t, cfg, token)
+	led := filepath.Join(filepath.Dir(cfg), "audit", "op-ledger.sqlite")
+	if err := os.Remove(led); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "tok")
+	code, out := runBounded(t, "gateway", "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1/mcp")
+	if code != 1 {
+		t.Errorf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, want := range []string{"has served", "the op-id ledger " + led + " (a resent write", "--new-state"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(led); err == nil {
+		t.Error("the refused start made a new ledger")
+	}
+}
+
+// A config whose paths are absolute (as `gateway init` wrote them before),
+// moved with its directory: the refusal names the path it looked at and
+// the file of that name beside the config, with the relative path that
+// fixes it (before: only the secret, with the fixes for a lost one).
+func TestGatewayMovedAbsoluteConfigNamesWhatIsBesideIt(t *testing.T) {
+	dir := t.TempDir()
+	cfg, token := initGateway(t, dir)
+	serveOnce(t, cfg, token)
+	old := filepath.Dir(cfg)
+	b, _ := os.ReadFile(cfg)
+	abs := strings.NewReplacer(`"gateway.secret"`, `"`+filepath.Join(old, "gateway.secret")+`"`, `"audit/audit.jsonl"`, `"`+filepath.Join(old, "audit", "audit.jsonl")+`"`).Replace(string(b))
+	os.WriteFile(cfg, []byte(abs), 0o600)
+	moved := filepath.Join(dir, "moved")
+	if err := os.Rename(old, moved); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "tok")
+	code, out := runBounded(t, "gateway", "--config", filepath.Join(moved, "gateway.jsonc"), "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1/mcp")
+	if code != 1 {
+		t.Errorf("exit %d, want 1:\n%s", code, out)
+	}
+	for _, want := range []string{
+		"the server secret " + filepath.Join(old, "gateway.secret") + " (",
+		filepath.Join(moved, "gateway.secret") + " is beside the config",
+		`set secret_file to "gateway.secret"`,
+		`set audit_log to "audit/audit.jsonl"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(old); err == nil {
+		t.Errorf("the refused start made %s again", old)
+	}
+}
+
+// A gateway that never served has no kept state to lose: a config moved
+// before its first start names the secret's old path and the one beside it.
+func TestGatewayMissingSecretSaysTheConfigMayHaveMoved(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _ := initGateway(t, dir)
+	old := filepath.Dir(cfg)
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(b), `"gateway.secret"`, `"`+filepath.Join(old, "gateway.secret")+`"`, 1)), 0o600)
+	moved := filepath.Join(dir, "moved")
+	if err := os.Rename(old, moved); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "tok")
+	code, out := runBounded(t, "gateway", "--config", filepath.Join(moved, "gateway.jsonc"), "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1/mcp")
+	if code != 1 || !strings.Contains(out, filepath.Join(old, "gateway.secret")+" does not exist") || !strings.Contains(out, filepath.Join(moved, "gateway.secret")+" is beside the config, so the gateway's directory may have moved") {
+		t.Errorf("exit %d:\n%s", code, out)
+	}
+}
+
+// A gateway directory `gateway init` made, moved with mv, starts on its
+// own state: the audit chain goes on (intact, signed with the same key),
+// and nothing is made at the old path (before: init wrote absolute paths,
+// so the moved gateway refused to start on the secret, and once that was
+// fixed started on a new key, trash, ledger and provenance index at the
+// old path).
+func TestGatewayMovedDirectoryKeepsItsState(t *testing.T) {
+	testbed.Integration(t, "builds and runs the devbox-config binary")
+	dir := t.TempDir()
+	cfg, token := initGateway(t, dir)
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(b), `"audit_anchor": "stderr",`, `"audit_checkpoint_lines": 1,`, 1)), 0o600)
+	callGatewayBinary(t, cfg, token)
+	old := filepath.Dir(cfg)
+	pub, _ := os.ReadFile(filepath.Join(old, "audit-signing.key.pub"))
+	before, _ := os.ReadFile(filepath.Join(old, "audit", "audit.jsonl"))
+	moved := filepath.Join(dir, "moved")
+	if err := os.Rename(old, moved); err != nil {
+		t.Fatal(err)
+	}
+	cfg = filepath.Join(moved, "gateway.jsonc")
+	callGatewayBinary(t, cfg, token)
+	if _, err := os.Stat(old); err == nil {
+		t.Errorf("the moved gateway made %s again", old)
+	}
+	if now, _ := os.ReadFile(filepath.Join(moved, "audit-signing.key.pub")); string(now) != string(pub) {
+		t.Error("the moved gateway signs with a new key")
+	}
+	after, _ := os.ReadFile(filepath.Join(moved, "audit", "audit.jsonl"))
+	if len(before) == 0 || len(after) <= len(before) || string(after[:len(before)]) != string(before) {
+		t.Errorf("the audit log before the move is not where the moved gateway's begins:\n%s\n---\n%s", before, after)
+	}
+	if out, _ := gatewayCLI(t, cfg)(0, "audit", "verify"); !strings.Contains(out, "chain intact") {
+		t.Errorf("audit verify after the move:\n%s", out)
+	}
+}
+
+// callGatewayBinary starts the gateway binary on cfg, makes one call with
+// token and stops it (SIGTERM).
+func callGatewayBinary(t *testing.T, cfg, token string) {
+	t.Helper()
+	cmd, addr, logs, _ := startGatewayBinary(t, cfg)
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait() // its exit status is not what this checks
+	}()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_kg_stats","arguments":{}}}`
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway never answered (%v)\n%s", err, logs.String())
+		}
+	}
+}
