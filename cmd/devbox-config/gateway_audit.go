@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -42,6 +43,7 @@ func newGatewayAuditCmd(g *gatewayConfig, stdout io.Writer) *cobra.Command {
 	}
 	digest.Flags().StringVar(&q.device, "device", "", "the device id that sent the call (the line's device)")
 	digest.Flags().StringVar(&q.tool, "tool", "", "the tool it called, as the tools/call named it (mempalace_add_drawer)")
+	digest.Flags().StringVar(&q.secretFile, "secret-file", "", "the server secret to key the digest with (default: the config's secret_file): a secret rotated out, for lines written under it")
 	digest.Flags().BoolVar(&q.asString, "string", false, "FILE's bytes are a method, tool, wing or other string a line cut at 256 bytes (its 'digest …')")
 	return group("audit", "Check the audit log", verify, digest)
 }
@@ -56,13 +58,17 @@ content, and a device that sends a guess obtains a digest under its own id
 and tool only. With --string, FILE's bytes are a string a line of the device
 --device cut (a method, tool, wing or rule over 256 bytes keeps its first
 bytes, its length and this digest; no --device for a line that names no
-device); --tool is not used then.`
+device); --tool is not used then. A call with no arguments ({}) has no
+args_digest: its line carries none, so digest refuses it. Lines written
+before the server secret was rotated are keyed with the old one: give it
+with --secret-file.`
 
 // digestQuery is what `audit digest` is asked for: the digest of a
 // call's arguments the device sent to the tool, or of a cut string.
 type digestQuery struct {
 	device, tool string
 	asString     bool
+	secretFile   string // --secret-file: another secret than the config's
 }
 
 // printDigest prints the digest q asks for of the bytes of args[0] (else
@@ -75,6 +81,7 @@ func printDigest(g *gatewayConfig, in io.Reader, stdout io.Writer, args []string
 	if err != nil {
 		return err
 	}
+	c.SecretFile = cmp.Or(q.secretFile, c.SecretFile)
 	if _, err := os.Stat(c.SecretFile); err != nil {
 		return failed(fmt.Errorf("secret_file: %w", err))
 	}
@@ -98,6 +105,9 @@ func printDigest(g *gatewayConfig, in io.Reader, stdout io.Writer, args []string
 	d, err := gateway.DigestOf(secret, q.device, q.tool, b)
 	if err != nil {
 		return failed(err)
+	}
+	if d == "" {
+		return failed(errors.New("the arguments are empty ({}): a call without arguments has no args_digest, its line carries none; grep the log for the line's device and tool instead"))
 	}
 	fmt.Fprintln(stdout, d)
 	return nil

@@ -224,3 +224,49 @@ func TestAuditArgsDigestIsKeyedAndTheOperatorMatchesIt(t *testing.T) {
 		t.Fatalf("verify: %s", out)
 	}
 }
+
+// After the server secret is rotated (every token revoked, one issued
+// anew), `audit digest --secret-file OLD` still matches a line written
+// under the old secret; and the digest of no arguments ({}) is refused
+// with the reason (before: there was no way to key it with the old
+// secret, and {} printed an empty line, exit 0).
+func TestAuditDigestAfterTheSecretIsRotated(t *testing.T) {
+	cfg, token := gatewayWithDevice(t, "--read", "*", "--write", "*")
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: "http://127.0.0.1:1/mcp", BindHost: "127.0.0.1", UpstreamToken: func() string { return "x" }}
+	if err := srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	args := `{"wing":"shared","room":"r","content":"before the rotation"}`
+	req := httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":`+args+`}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	srv.ServeHTTP(httptest.NewRecorder(), req)
+	srv.Close()
+	log, _ := os.ReadFile(c.AuditLog)
+
+	old := filepath.Join(t.TempDir(), "old.secret")
+	if err := os.Rename(c.SecretFile, old); err != nil {
+		t.Fatal(err)
+	}
+	cli := gatewayCLI(t, cfg)
+	cli(0, "token", "revoke", "laptop-7f3a")
+	cli(0, "token", "issue", "laptop-7f3a")
+	argsFile := filepath.Join(t.TempDir(), "args.json")
+	os.WriteFile(argsFile, []byte(args), 0o600)
+	q := []string{"audit", "digest", "--device", "laptop-7f3a", "--tool", "mempalace_add_drawer"}
+	out, _ := cli(0, append(q, argsFile)...)
+	if d := strings.TrimSpace(out); len(d) != 32 || bytes.Contains(log, []byte(d)) {
+		t.Fatalf("under the new secret the digest is %q (it should match no old line)", d)
+	}
+	out, _ = cli(0, append(q, "--secret-file", old, argsFile)...)
+	if d := strings.TrimSpace(out); len(d) != 32 || !bytes.Contains(log, []byte(`"args_digest":"`+d+`"`)) {
+		t.Fatalf("--secret-file OLD printed %q, not the old line's digest\n%s", d, log)
+	}
+	os.WriteFile(argsFile, []byte(`{}`), 0o600)
+	if out, errOut := cli(1, append(q, argsFile)...); out != "" || !strings.Contains(errOut, "no args_digest") {
+		t.Fatalf("digest of {}: %q %q", out, errOut)
+	}
+}
