@@ -206,3 +206,22 @@ func callGatewayBinary(t *testing.T, cfg, token string) {
 		}
 	}
 }
+
+// The trash commands refuse a gateway that has served whose trash is
+// missing, as its start does (before: `trash list` said "the trash is
+// empty: no delete has gone through the gateway", exit 0).
+func TestGatewayTrashListRefusesAMissingTrash(t *testing.T) {
+	cfg, token := initGateway(t, t.TempDir())
+	serveOnce(t, cfg, token)
+	bin := filepath.Join(filepath.Dir(cfg), "audit", "trash.sqlite")
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI("gateway", "--config", cfg, "trash", "list")
+	if code != 1 || !strings.Contains(errOut, "the trash "+bin+" (") || strings.Contains(out, "empty") {
+		t.Errorf("exit %d: %s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(bin); err == nil {
+		t.Error("trash list made a new trash")
+	}
+}
