@@ -35,5 +35,8 @@
 // /logstream relay, events with their origins), advertise.go (what a
 // device is told about itself). The server's lifecycle (Open, Reload, Watch) is server.go;
 // what the running gateway learns (a token's first use) lives in a state
-// file apart from the config (state.go), which only operators write.
+// file apart from the config (state.go), which only operators write. The
+// config's relative paths are relative to its own directory (config.go),
+// and a gateway that has served does not start on kept state that is
+// missing (state.go, CheckKept).
 package gateway
