@@ -71,7 +71,7 @@ func (s *Server) route(x *exchange) {
 	}
 	switch p := r.URL.Path; {
 	case p == "/healthz" && r.Method == http.MethodGet:
-		if _, ok := s.queryStep(x, nil); ok {
+		if _, ok := s.queryStep(x, nil, nil); ok {
 			s.serveHealthz(x)
 		}
 	case (p == "/statusz" || strings.HasPrefix(p, "/sync/") && path.Clean(p) == p) && r.Method == http.MethodGet:
@@ -100,7 +100,7 @@ func (s *Server) serveAdminGET(x *exchange) {
 	if !ok || !s.limitGET(x, d) {
 		return
 	}
-	q, ok := s.queryStep(x, syncQuery[x.r.URL.Path])
+	q, ok := s.queryStep(x, syncQuery[x.r.URL.Path], nil)
 	if !ok {
 		return
 	}
@@ -126,7 +126,7 @@ func (s *Server) serveStream(x *exchange) {
 	if !ok || !s.limitGET(x, d) {
 		return
 	}
-	q, ok := s.queryStep(x, streamQuery)
+	q, ok := s.queryStep(x, streamQuery, nil)
 	if !ok {
 		return
 	}
@@ -144,11 +144,16 @@ func (s *Server) serveStream(x *exchange) {
 
 // queryStep checks the request's query against the parameters its route
 // takes (none for /healthz, /statusz and /mcp): a repeated or unknown one
-// is answered 400, naming it and what the route takes.
-func (s *Server) queryStep(x *exchange, allowed []string) (map[string]string, bool) {
+// is answered 400, naming it and what the route takes. uncounted is the
+// device of a request not yet counted against its rate (/mcp's: its
+// method is not known yet), whose refusal counts as a read first.
+func (s *Server) queryStep(x *exchange, allowed []string, uncounted *Device) (map[string]string, bool) {
 	q, err := parseQuery(x.r.URL.RawQuery, allowed)
 	if err == nil {
 		return q, true
+	}
+	if uncounted != nil && !s.limitStep(x, uncounted, nil, false) {
+		return nil, false
 	}
 	takes := "none"
 	if len(allowed) > 0 {
@@ -202,10 +207,10 @@ func (s *Server) serveMCP(x *exchange) {
 		return
 	}
 	x.w.Header().Set(deviceinfo.Header, d.header) // every authenticated /mcp answer
-	if _, ok := s.queryStep(x, nil); !ok {
+	if _, ok := s.queryStep(x, nil, d); !ok {
 		return
 	}
-	body, ok := s.readBody(x)
+	body, ok := s.readBody(x, d)
 	if !ok {
 		return
 	}
@@ -488,22 +493,25 @@ func bearer(h string) (string, bool) {
 	return strings.TrimLeft(raw, " "), true
 }
 
-// readBody reads at most MaxBody (413 beyond it, as upstream).
-func (s *Server) readBody(x *exchange) ([]byte, bool) {
-	tooLarge := func() ([]byte, bool) {
-		s.answer(x, http.StatusRequestEntityTooLarge, rpcErrBytes(nil, -32600, "Request too large"), VerdictError, ruleSize)
+// readBody reads at most MaxBody of d's request (413 beyond it, as
+// upstream); a body refused counts as a read against d's rate first, as
+// one that does not parse.
+func (s *Server) readBody(x *exchange, d *Device) ([]byte, bool) {
+	refuse := func(status int, code int, msg string, rule Rule) ([]byte, bool) {
+		if s.limitStep(x, d, nil, false) {
+			s.answer(x, status, rpcErrBytes(nil, code, msg), VerdictError, rule)
+		}
 		return nil, false
 	}
 	if x.r.ContentLength > MaxBody {
-		return tooLarge()
+		return refuse(http.StatusRequestEntityTooLarge, -32600, "Request too large", ruleSize)
 	}
 	body, err := io.ReadAll(io.LimitReader(x.r.Body, MaxBody+1))
 	if len(body) > MaxBody {
-		return tooLarge()
+		return refuse(http.StatusRequestEntityTooLarge, -32600, "Request too large", ruleSize)
 	}
 	if err != nil {
-		s.answer(x, http.StatusBadRequest, rpcErrBytes(nil, -32700, "Parse error"), VerdictError, ruleRead)
-		return nil, false
+		return refuse(http.StatusBadRequest, -32700, "Parse error", ruleRead)
 	}
 	return body, true
 }
