@@ -309,11 +309,19 @@ const maxField = 256
 // bounded is e with each string a device may have sent cut to maxField.
 func (a *Audit) bounded(e Entry) Entry {
 	for _, f := range []*string{&e.Path, &e.Method, &e.Tool, &e.Wing, (*string)(&e.Rule), &e.Origin} {
-		if len(*f) > maxField {
-			*f = fmt.Sprintf("%s… (%d bytes, digest %s)", clip(*f, maxField-64), len(*f), stringDigest(a.digestKey, e.Device, []byte(*f)))
-		}
+		*f = a.cut(e.Device, *f)
 	}
 	return e
+}
+
+// cut is s, a string device sent, as a line or an answer shows it: whole
+// up to maxField bytes; beyond, its first bytes, its length and its keyed
+// digest (stringDigest), the same in the answer as on the line.
+func (a *Audit) cut(device, s string) string {
+	if len(s) <= maxField {
+		return s
+	}
+	return fmt.Sprintf("%s… (%d bytes, digest %s)", clip(s, maxField-64), len(s), stringDigest(a.digestKey, device, []byte(s)))
 }
 
 // clip is s cut to at most n bytes, at a character's start.

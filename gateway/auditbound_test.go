@@ -36,9 +36,8 @@ func (g *gw) postRaw(token, path, body string) (int, []byte) {
 // what it sent (attack44 F13: a 4 MiB unknown method made an 8 MiB line,
 // method and rule both holding it, and came back whole in the answer; a
 // 200,000-byte tool name or wing, a 200 KB line). A cut string keeps its
-// first bytes, its length and a keyed digest the operator reproduces. (A
-// refusal still names the tool or wing it refused to the device that sent
-// it: that costs the log nothing.)
+// first bytes, its length and a keyed digest the operator reproduces (a
+// refusal shows it the same way: TestARefusalEchoesAHugeNameCutAsItsLine).
 func TestOneRequestAddsABoundedAuditLine(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
@@ -266,5 +265,33 @@ func TestACutStringsDigestIsTheSendersOwn(t *testing.T) {
 	}
 	if len(cut) != 2 || cut["admin-0001"] == cut["laptop-7f3a"] {
 		t.Fatalf("the cut wing on each device's line: %q", cut)
+	}
+}
+
+// A refusal shows what the device sent as its audit line does: a tool
+// name, method or member over 256 bytes is cut to its first bytes, its
+// length and the line's keyed digest (before, a 200,000-byte tool name
+// came back whole, twice, in the refusal, and a method cut without its
+// length or digest).
+func TestARefusalEchoesAHugeNameCutAsItsLine(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	tok := g.tokens["laptop-7f3a"]
+	secret, err := os.ReadFile(g.srv.cfg.Load().SecretFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", 200_000)
+	for _, c := range []struct{ what, sent, body string }{
+		{"a tool name", "mempalace_" + long, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_` + long + `","arguments":{}}}`},
+		{"a method", "m" + long, `{"jsonrpc":"2.0","id":1,"method":"m` + long + `"}`},
+		{"a wing", "w" + long, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"w` + long + `","room":"r","content":"c"}}}`},
+		{"a member", "k" + long, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_status","k` + long + `":1}}`},
+	} {
+		_, answer := g.postRaw(tok, "/mcp", c.body)
+		want := fmt.Sprintf("… (%d bytes, digest %s)", len(c.sent), StringDigestOf(bytes.TrimSpace(secret), "laptop-7f3a", []byte(c.sent)))
+		if len(answer) > 2048 || !bytes.Contains(answer, []byte(want)) {
+			t.Errorf("%s: the refusal (%d bytes) does not show it cut (%q): %.300s", c.what, len(answer), want, answer)
+		}
 	}
 }

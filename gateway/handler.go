@@ -217,10 +217,11 @@ func (s *Server) serveMCP(x *exchange) {
 	req, bad := parseRequest(body)
 	if bad != nil {
 		if req != nil {
-			x.entry.Method = req.Method
+			x.entry.Method, x.entry.Tool = req.Method, req.Tool
 		}
 		if s.limitStep(x, d, req, false) { // every request counts against a rate, refused or not
-			s.answer(x, bad.httpStatus(), rpcErrBytes(req.rawID(), bad.code, bad.msg), VerdictError, Rule("parse: "+bad.msg))
+			msg := bad.msg + s.audit.cut(d.ID, bad.sent)
+			s.answer(x, bad.httpStatus(), rpcErrBytes(req.rawID(), bad.code, msg), VerdictError, Rule("parse: "+msg))
 		}
 		return
 	}
@@ -628,7 +629,7 @@ func (s *Server) refuse(x *exchange, d *Device, req *rpcRequest, code int, msg s
 	if rule == ruleNotVisible {
 		wing = ""
 	}
-	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), code, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": wing, "rule": rule})), verdict, rule)
+	s.answer(x, 200, encodeJSON(rpcErr(req.rawID(), code, msg, map[string]any{"device": d.ID, "tool": req.Tool, "wing": s.audit.cut(d.ID, wing), "rule": rule})), verdict, rule)
 }
 
 // answer writes a JSON answer and the request's audit line.

@@ -193,6 +193,7 @@ type rpcRequest struct {
 type badRequest struct {
 	code int
 	msg  string
+	sent string // what the device sent that msg ends with, shown cut (Audit.cut)
 }
 
 func (e *badRequest) httpStatus() int {
@@ -202,7 +203,7 @@ func (e *badRequest) httpStatus() int {
 	return 200
 }
 
-func (e *badRequest) Error() string { return e.msg }
+func (e *badRequest) Error() string { return e.msg + e.sent }
 
 // envelopeKeys and callKeys are the only keys a request and a tools/call's
 // params may carry.
@@ -231,45 +232,42 @@ func parseEnvelope(body []byte) (*rpcRequest, *badRequest) {
 	v, err := decodeStrict(body)
 	var strict strictError
 	if errors.As(err, &strict) {
-		return nil, &badRequest{-32600, "Invalid Request: " + err.Error()}
+		return nil, &badRequest{code: -32600, msg: "Invalid Request: " + err.Error()}
 	}
 	if err != nil {
-		return nil, &badRequest{-32700, "Parse error"}
+		return nil, &badRequest{code: -32700, msg: "Parse error"}
 	}
 	msg, ok := v.(map[string]any)
 	if !ok {
-		return nil, &badRequest{-32600, "Invalid Request: one JSON-RPC object per request (no batches)"}
+		return nil, &badRequest{code: -32600, msg: "Invalid Request: one JSON-RPC object per request (no batches)"}
 	}
 	for k := range msg {
 		if !slices.Contains(envelopeKeys, k) {
-			return nil, &badRequest{-32600, fmt.Sprintf("Invalid Request: unknown member %q", k)}
+			return nil, &badRequest{code: -32600, msg: "Invalid Request: unknown member ", sent: k}
 		}
 	}
 	r := &rpcRequest{msg: msg}
 	r.id, r.hasID = msg["id"]
 	if !plainID(r.id) {
-		return nil, &badRequest{-32600, "Invalid Request: id must be a string, an integer (64-bit, without a fraction or an exponent) or null"}
+		return nil, &badRequest{code: -32600, msg: "Invalid Request: id must be a string, an integer (64-bit, without a fraction or an exponent) or null"}
 	}
 	if v, ok := msg["jsonrpc"]; ok && v != "2.0" {
-		return r, &badRequest{-32600, `Invalid Request: jsonrpc must be "2.0"`}
+		return r, &badRequest{code: -32600, msg: `Invalid Request: jsonrpc must be "2.0"`}
 	}
 	m, ok := msg["method"].(string)
 	if !ok {
-		return r, &badRequest{-32600, "Invalid Request: method must be a string"}
+		return r, &badRequest{code: -32600, msg: "Invalid Request: method must be a string"}
 	}
 	r.Method = m
 	switch {
 	case m == "initialize" || m == "ping" || m == "tools/list" || strings.HasPrefix(m, "notifications/"):
 		if p := msg["params"]; p != nil {
 			if _, ok := p.(map[string]any); !ok {
-				return r, &badRequest{-32602, "Invalid params: params must be an object"}
+				return r, &badRequest{code: -32602, msg: "Invalid params: params must be an object"}
 			}
 		}
 	case m != "tools/call":
-		if len(m) > maxField { // not echoed in full (attack44 F13)
-			m = clip(m, maxField) + "…"
-		}
-		return r, &badRequest{-32601, "Unknown method: " + m}
+		return r, &badRequest{code: -32601, msg: "Unknown method: ", sent: m} // not echoed in full (attack44 F13)
 	}
 	return r, nil
 }
@@ -293,25 +291,28 @@ func plainID(id any) bool {
 func (r *rpcRequest) parseCall() *badRequest {
 	p, ok := r.msg["params"].(map[string]any)
 	if !ok {
-		return &badRequest{-32602, "Invalid params: 'name' is required for tools/call"}
+		return &badRequest{code: -32602, msg: "Invalid params: 'name' is required for tools/call"}
 	}
 	for k := range p {
 		if !slices.Contains(callKeys, k) {
-			return &badRequest{-32602, fmt.Sprintf("Invalid params: unknown member %q", k)}
+			return &badRequest{code: -32602, msg: "Invalid params: unknown member ", sent: k}
 		}
 	}
 	name, ok := p["name"].(string)
 	if !ok || name == "" {
-		return &badRequest{-32602, "Invalid params: 'name' must be a non-empty string"}
+		return &badRequest{code: -32602, msg: "Invalid params: 'name' must be a non-empty string"}
 	}
 	r.Tool = name
+	if len(name) > maxField { // no tool's name is as long: not echoed in full
+		return &badRequest{code: -32602, msg: "Invalid params: no tool is named ", sent: name}
+	}
 	switch a := p["arguments"].(type) {
 	case nil: // absent or null: no arguments
 		r.Args = map[string]any{}
 	case map[string]any:
 		r.Args = a
 	default:
-		return &badRequest{-32602, "Invalid params: 'arguments' must be an object"}
+		return &badRequest{code: -32602, msg: "Invalid params: 'arguments' must be an object"}
 	}
 	return nil
 }
@@ -343,7 +344,7 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		return &badRequest{-32602, fmt.Sprintf("Unknown parameter '%s' for tool %s%s", strings.Join(unknown, "', '"), catalogue.Prefix, t.Name)}
+		return &badRequest{code: -32602, msg: fmt.Sprintf("Unknown parameter '%s' for tool %s%s", strings.Join(unknown, "', '"), catalogue.Prefix, t.Name)}
 	}
 	if bad := checkNames("", args, stringArgs...); bad != nil {
 		return bad
@@ -354,7 +355,7 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	if d, ok := args["diary"]; ok {
 		dm, isObj := d.(map[string]any)
 		if !isObj {
-			return &badRequest{-32602, "Invalid value for parameter 'diary': must be an object"}
+			return &badRequest{code: -32602, msg: "Invalid value for parameter 'diary': must be an object"}
 		}
 		if bad := checkNames("diary.", dm, "wing", "agent_name"); bad != nil {
 			return bad
@@ -363,12 +364,12 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	if it, ok := args["items"]; ok {
 		items, isList := it.([]any)
 		if !isList {
-			return &badRequest{-32602, "Invalid value for parameter 'items': must be an array"}
+			return &badRequest{code: -32602, msg: "Invalid value for parameter 'items': must be an array"}
 		}
 		for i, x := range items {
 			m, isObj := x.(map[string]any)
 			if !isObj {
-				return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter 'items[%d]': must be an object", i)}
+				return &badRequest{code: -32602, msg: fmt.Sprintf("Invalid value for parameter 'items[%d]': must be an object", i)}
 			}
 			if bad := checkNames(fmt.Sprintf("items[%d].", i), m, "wing"); bad != nil {
 				return bad
@@ -398,7 +399,7 @@ const maxIntArg = 1 << 53
 // strings. Null is left to MemPalace (its default, or its own refusal).
 func checkNumbers(args map[string]any) *badRequest {
 	invalid := func(k, why string) *badRequest {
-		return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter '%s': %s", k, why)}
+		return &badRequest{code: -32602, msg: fmt.Sprintf("Invalid value for parameter '%s': %s", k, why)}
 	}
 	for _, k := range intArgs {
 		v, ok := args[k]
@@ -455,13 +456,13 @@ func checkNames(at string, m map[string]any, strs ...string) *badRequest {
 	for _, k := range strs {
 		if v, ok := m[k]; ok {
 			if _, isStr := v.(string); !isStr {
-				return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter '%s%s': must be a string", at, k)}
+				return &badRequest{code: -32602, msg: fmt.Sprintf("Invalid value for parameter '%s%s': must be a string", at, k)}
 			}
 		}
 	}
 	for _, k := range nameArgs {
 		if s, ok := m[k].(string); ok && padded(s) {
-			return &badRequest{-32602, fmt.Sprintf("Invalid value for parameter '%s%s': %q has whitespace at its start or end, which MemPalace strips (the gateway authorizes names as sent); send %q", at, k, s, catalogue.SanitizedName(s))}
+			return &badRequest{code: -32602, msg: fmt.Sprintf("Invalid value for parameter '%s%s': %q has whitespace at its start or end, which MemPalace strips (the gateway authorizes names as sent); send %q", at, k, s, catalogue.SanitizedName(s))}
 		}
 	}
 	return nil
