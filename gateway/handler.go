@@ -230,6 +230,14 @@ func (s *Server) serveMCP(x *exchange) {
 		if !s.limitStep(x, d, req, false) {
 			return
 		}
+		if req.Method == "notifications/cancelled" {
+			// Its requestId is the device's id, which never reaches the
+			// upstream (it gets ids of the gateway's own): forwarded, it
+			// would name nothing, or another device's call. A device ends
+			// a call by hanging up, which ends the gateway's upstream call.
+			s.answer(x, http.StatusAccepted, nil, VerdictAllow, ruleCancelDropped)
+			return
+		}
 		// Protocol methods (initialize, ping, tools/list, notifications):
 		// re-encoded from the parse like everything else.
 		status, resp := s.upstreamCall(x.r.Context(), req.encode())

@@ -49,13 +49,16 @@ const (
 	ruleRead         Rule = "read"
 	rulePanic        Rule = "panic"
 	ruleProtocol     Rule = "protocol"
-	ruleArguments    Rule = "arguments"
-	ruleWriteQueue   Rule = "write_queue"
-	ruleAudit        Rule = "audit"
-	ruleRateRead     Rule = "rate:read"
-	ruleRateWrite    Rule = "rate:write"
-	ruleCLIText      Rule = "cli_compatible:wing"  // errCLIText
-	ruleCLIUntrusted Rule = "cli_compatible:trust" // errCLIUntrusted
+	// ruleCancelDropped: a device's notifications/cancelled, answered 202
+	// and not forwarded (its requestId is not an id the upstream knows).
+	ruleCancelDropped Rule = "protocol:cancel-dropped"
+	ruleArguments     Rule = "arguments"
+	ruleWriteQueue    Rule = "write_queue"
+	ruleAudit         Rule = "audit"
+	ruleRateRead      Rule = "rate:read"
+	ruleRateWrite     Rule = "rate:write"
+	ruleCLIText       Rule = "cli_compatible:wing"  // errCLIText
+	ruleCLIUntrusted  Rule = "cli_compatible:trust" // errCLIUntrusted
 	// ruleInstructionWing: only admin devices whose write globs match the
 	// instruction wing write it.
 	ruleInstructionWing Rule = deviceinfo.RuleInstructionWing
