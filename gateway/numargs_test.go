@@ -63,8 +63,47 @@ func TestOddNumbersAndIDListsAreRefusedNamingTheParameter(t *testing.T) {
 	}
 }
 
-// intArgs and idListArgs name every integer and every id-list parameter
-// of 3.11.0's tools/list.
+// A float parameter MemPalace takes (search's max_distance,
+// check_duplicate's threshold, checkpoint's dedup_threshold) that is not a
+// finite number within its range is refused at parse, naming it: before,
+// "nan" and "inf" reached serve, whose float() reads them (a NaN threshold
+// finds no duplicate, so a checkpoint files every item again), as did a
+// threshold of 7 or a list (serve's own -32602, naming no range).
+func TestOddFloatsAreRefusedNamingTheParameter(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	laptop := [][2]string{{"Authorization", "Bearer " + g.tokens["laptop-7f3a"]}}
+	for _, c := range []struct{ tool, args, param, why string }{
+		{"check_duplicate", `{"content":"c","threshold":"nan"}`, "threshold", "must be a number from 0 to 1"},
+		{"check_duplicate", `{"content":"c","threshold":"-inf"}`, "threshold", "must be a number from 0 to 1"},
+		{"check_duplicate", `{"content":"c","threshold":7}`, "threshold", "must be a number from 0 to 1"},
+		{"check_duplicate", `{"content":"c","threshold":[0.5]}`, "threshold", "must be a number from 0 to 1"},
+		{"search", `{"query":"q","wing":"shared","max_distance":"Infinity"}`, "max_distance", "must be a number from 0 to 2"},
+		{"search", `{"query":"q","wing":"shared","max_distance":-0.5}`, "max_distance", "must be a number from 0 to 2"},
+		{"checkpoint", `{"items":[],"dedup_threshold":"NaN"}`, "dedup_threshold", "must be a number from 0 to 1"},
+		{"checkpoint", `{"items":[],"dedup_threshold":true}`, "dedup_threshold", "must be a number from 0 to 1"},
+	} {
+		before := len(g.auditLog())
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_%s","arguments":%s}}`, c.tool, c.args)
+		_, answer := g.send("POST", "/mcp", body, laptop)
+		msg, code := gjson.Get(answer, "error.message").String(), gjson.Get(answer, "error.code").Int()
+		if e := g.lastAudit(before, c.args); code != -32602 || !strings.Contains(msg, fmt.Sprintf("parameter '%s': %s", c.param, c.why)) || e.Decision != "deny" || e.Rule != ruleArguments {
+			t.Errorf("%s %s: %.300s, audited %+v", c.tool, c.args, answer, e)
+		}
+		if n := g.up.toolCalls(t, c.tool); n != 0 {
+			t.Errorf("%s %s: the upstream ran %d", c.tool, c.args, n)
+		}
+	}
+	for _, args := range []string{`{"query":"q","wing":"shared","max_distance":0}`, `{"query":"q","wing":"shared","max_distance":"1.5"}`, `{"query":"q","wing":"shared","max_distance":2}`, `{"query":"q","wing":"shared","max_distance":null}`} {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_search","arguments":` + args + `}}`
+		if _, answer := g.send("POST", "/mcp", body, laptop); gjson.Get(answer, "error").Exists() || !gjson.Get(answer, "result").Exists() {
+			t.Errorf("search %s: %.300s", args, answer)
+		}
+	}
+}
+
+// intArgs, floatArgs and idListArgs name every integer, number and id-list
+// parameter of 3.11.0's tools/list.
 func TestIntArgsAreTheSchemasIntegers(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("../catalogue/testdata/tools-3.11.0.json")
@@ -89,6 +128,9 @@ func TestIntArgsAreTheSchemasIntegers(t *testing.T) {
 		for k, p := range tool.InputSchema.Properties {
 			if p.Type == "integer" && !slices.Contains(intArgs, k) {
 				t.Errorf("%s.%s is an integer, not in intArgs", tool.Name, k)
+			}
+			if _, ok := floatArgs[k]; p.Type == "number" && !ok {
+				t.Errorf("%s.%s is a number, not in floatArgs", tool.Name, k)
 			}
 			if p.Type == "array" && p.Items.Type == "string" && strings.HasSuffix(k, "_ids") && !slices.Contains(idListArgs, k) {
 				t.Errorf("%s.%s lists ids, not in idListArgs", tool.Name, k)

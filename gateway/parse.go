@@ -385,6 +385,12 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 // page's offset and limit, a wait's timeout) as a float64.
 var intArgs = []string{"limit", "offset", "max_hops", "last_n", "timeout_ms"}
 
+// floatArgs are the arguments MemPalace's schemas type "number" (a test
+// holds the list to 3.11.0's tools/list), each with the range its schema
+// gives: serve coerces them with Python's float(), which reads "nan" and
+// "inf" (a NaN threshold matches nothing: no duplicate is ever found).
+var floatArgs = map[string][2]float64{"max_distance": {0, 2}, "threshold": {0, 1}, "dedup_threshold": {0, 1}}
+
 // idListArgs are the arguments that list ids: each element a string.
 var idListArgs = []string{"drawer_ids", "artifact_ids"}
 
@@ -414,6 +420,15 @@ func checkNumbers(args map[string]any) *badRequest {
 			return invalid(k, "must not be negative")
 		}
 	}
+	for k, r := range floatArgs {
+		v, ok := args[k]
+		if !ok || v == nil {
+			continue
+		}
+		if f, isNum := floatArg(v); !isNum || f < r[0] || f > r[1] {
+			return invalid(k, fmt.Sprintf("must be a number from %g to %g", r[0], r[1]))
+		}
+	}
 	for _, k := range idListArgs {
 		v, ok := args[k]
 		if !ok || v == nil {
@@ -436,6 +451,14 @@ func checkNumbers(args map[string]any) *badRequest {
 // number, or of a string's digits): false for anything else, and for a
 // number that is not finite or beyond maxIntArg.
 func intArg(v any) (float64, bool) {
+	f, ok := floatArg(v)
+	return f, ok && math.Abs(f) <= maxIntArg
+}
+
+// floatArg reads a number argument as MemPalace coerces it (float() of a
+// number, or of a string): false for anything else and for NaN (every
+// range check passes it), whose comparisons are all false.
+func floatArg(v any) (float64, bool) {
 	var s string
 	switch x := v.(type) {
 	case json.Number:
@@ -446,7 +469,7 @@ func intArg(v any) (float64, bool) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	return f, err == nil && !math.IsNaN(f) && math.Abs(f) <= maxIntArg
+	return f, err == nil && !math.IsNaN(f)
 }
 
 // checkNames refuses an argument of m named in strs that is not a
