@@ -65,23 +65,22 @@ func TestOddNumbersAndIDListsAreRefusedNamingTheParameter(t *testing.T) {
 
 // A float parameter MemPalace takes (search's max_distance,
 // check_duplicate's threshold, checkpoint's dedup_threshold) that is not a
-// finite number within its range is refused at parse, naming it: before,
-// "nan" and "inf" reached serve, whose float() reads them (a NaN threshold
-// finds no duplicate, so a checkpoint files every item again), as did a
-// threshold of 7 or a list (serve's own -32602, naming no range).
+// finite number is refused at parse, naming it: before, "nan", "inf" and
+// "1e999" reached serve, whose float() reads them (a NaN threshold finds
+// no duplicate, so a checkpoint files every item again). A finite value
+// out of the schema's words (a threshold of 2: dedup off) passes.
 func TestOddFloatsAreRefusedNamingTheParameter(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
 	laptop := [][2]string{{"Authorization", "Bearer " + g.tokens["laptop-7f3a"]}}
 	for _, c := range []struct{ tool, args, param, why string }{
-		{"check_duplicate", `{"content":"c","threshold":"nan"}`, "threshold", "must be a number from 0 to 1"},
-		{"check_duplicate", `{"content":"c","threshold":"-inf"}`, "threshold", "must be a number from 0 to 1"},
-		{"check_duplicate", `{"content":"c","threshold":7}`, "threshold", "must be a number from 0 to 1"},
-		{"check_duplicate", `{"content":"c","threshold":[0.5]}`, "threshold", "must be a number from 0 to 1"},
-		{"search", `{"query":"q","wing":"shared","max_distance":"Infinity"}`, "max_distance", "must be a number from 0 to 2"},
-		{"search", `{"query":"q","wing":"shared","max_distance":-0.5}`, "max_distance", "must be a number from 0 to 2"},
-		{"checkpoint", `{"items":[],"dedup_threshold":"NaN"}`, "dedup_threshold", "must be a number from 0 to 1"},
-		{"checkpoint", `{"items":[],"dedup_threshold":true}`, "dedup_threshold", "must be a number from 0 to 1"},
+		{"check_duplicate", `{"content":"c","threshold":"nan"}`, "threshold", "must be a finite number"},
+		{"check_duplicate", `{"content":"c","threshold":"-inf"}`, "threshold", "must be a finite number"},
+		{"check_duplicate", `{"content":"c","threshold":[0.5]}`, "threshold", "must be a finite number"},
+		{"search", `{"query":"q","wing":"shared","max_distance":"Infinity"}`, "max_distance", "must be a finite number"},
+		{"search", `{"query":"q","wing":"shared","max_distance":"1e999"}`, "max_distance", "must be a finite number"},
+		{"checkpoint", `{"items":[],"dedup_threshold":"NaN"}`, "dedup_threshold", "must be a finite number"},
+		{"checkpoint", `{"items":[],"dedup_threshold":true}`, "dedup_threshold", "must be a finite number"},
 	} {
 		before := len(g.auditLog())
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_%s","arguments":%s}}`, c.tool, c.args)
@@ -94,7 +93,7 @@ func TestOddFloatsAreRefusedNamingTheParameter(t *testing.T) {
 			t.Errorf("%s %s: the upstream ran %d", c.tool, c.args, n)
 		}
 	}
-	for _, args := range []string{`{"query":"q","wing":"shared","max_distance":0}`, `{"query":"q","wing":"shared","max_distance":"1.5"}`, `{"query":"q","wing":"shared","max_distance":2}`, `{"query":"q","wing":"shared","max_distance":null}`} {
+	for _, args := range []string{`{"query":"q","wing":"shared","max_distance":0}`, `{"query":"q","wing":"shared","max_distance":"1.5"}`, `{"query":"q","wing":"shared","max_distance":2}`, `{"query":"q","wing":"shared","max_distance":null}`, `{"query":"q","wing":"shared","max_distance":7}`} {
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_search","arguments":` + args + `}}`
 		if _, answer := g.send("POST", "/mcp", body, laptop); gjson.Get(answer, "error").Exists() || !gjson.Get(answer, "result").Exists() {
 			t.Errorf("search %s: %.300s", args, answer)
@@ -129,7 +128,7 @@ func TestIntArgsAreTheSchemasIntegers(t *testing.T) {
 			if p.Type == "integer" && !slices.Contains(intArgs, k) {
 				t.Errorf("%s.%s is an integer, not in intArgs", tool.Name, k)
 			}
-			if _, ok := floatArgs[k]; p.Type == "number" && !ok {
+			if p.Type == "number" && !slices.Contains(floatArgs, k) {
 				t.Errorf("%s.%s is a number, not in floatArgs", tool.Name, k)
 			}
 			if p.Type == "array" && p.Items.Type == "string" && strings.HasSuffix(k, "_ids") && !slices.Contains(idListArgs, k) {

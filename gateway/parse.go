@@ -386,10 +386,11 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 var intArgs = []string{"limit", "offset", "max_hops", "last_n", "timeout_ms"}
 
 // floatArgs are the arguments MemPalace's schemas type "number" (a test
-// holds the list to 3.11.0's tools/list), each with the range its schema
-// gives: serve coerces them with Python's float(), which reads "nan" and
-// "inf" (a NaN threshold matches nothing: no duplicate is ever found).
-var floatArgs = map[string][2]float64{"max_distance": {0, 2}, "threshold": {0, 1}, "dedup_threshold": {0, 1}}
+// holds the list to 3.11.0's tools/list): serve coerces them with Python's
+// float(), which reads "nan", "inf" and "1e999" (a NaN threshold matches
+// nothing: no duplicate is ever found). Any finite value is one MemPalace
+// takes: a threshold over 1 (the gateway's own noDedup) turns dedup off.
+var floatArgs = []string{"max_distance", "threshold", "dedup_threshold"}
 
 // idListArgs are the arguments that list ids: each element a string.
 var idListArgs = []string{"drawer_ids", "artifact_ids"}
@@ -420,13 +421,11 @@ func checkNumbers(args map[string]any) *badRequest {
 			return invalid(k, "must not be negative")
 		}
 	}
-	for k, r := range floatArgs {
-		v, ok := args[k]
-		if !ok || v == nil {
-			continue
-		}
-		if f, isNum := floatArg(v); !isNum || f < r[0] || f > r[1] {
-			return invalid(k, fmt.Sprintf("must be a number from %g to %g", r[0], r[1]))
+	for _, k := range floatArgs {
+		if v, ok := args[k]; ok && v != nil {
+			if f, isNum := floatArg(v); !isNum || math.IsInf(f, 0) {
+				return invalid(k, "must be a finite number")
+			}
 		}
 	}
 	for _, k := range idListArgs {
