@@ -47,6 +47,8 @@ func needsFilter(d *Device, t catalogue.Tool) bool {
 		return false
 	case catalogue.FilterEvents:
 		return !d.Coordinator
+	case catalogue.FilterWingCounts:
+		return !d.readsAll() || !d.Admin // a status names the primary's topology (cutTopology)
 	}
 	return !d.readsAll()
 }
@@ -391,8 +393,23 @@ func visible(d *Device, f catalogue.Filter, r record) (keep, ok bool) {
 	return d.reads(r.wing), true
 }
 
+// cutTopology drops from a status answer what names the primary's host,
+// for a device that is not admin: the palace's directory and database
+// (sqlite_integrity's palace and sqlite_path) and the embedder
+// (embedding_device, embedder: an openai-compat one is described by its
+// endpoint's URL).
+func cutTopology(m map[string]any) {
+	delete(m, "embedding_device")
+	delete(m, "embedder")
+	if integrity, ok := m["sqlite_integrity"].(map[string]any); ok {
+		delete(integrity, "palace")
+		delete(integrity, "sqlite_path")
+	}
+}
+
 // filterObject is the filter step for the answers that are not one list:
-// wing counts, room counts, a diary, a checkpoint's duplicates.
+// wing counts (and a status's topology), room counts, a diary, a
+// checkpoint's duplicates.
 func (s *Server) filterObject(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, text string) ([]byte, error) {
 	var m map[string]any
 	if json.Unmarshal([]byte(text), &m) != nil {
@@ -402,6 +419,12 @@ func (s *Server) filterObject(ctx context.Context, d *Device, t catalogue.Tool, 
 	byWing := func(h map[string]any) bool { return readable(h["wing"]) }
 	switch t.Filter {
 	case catalogue.FilterWingCounts:
+		if !d.Admin {
+			cutTopology(m)
+		}
+		if d.readsAll() {
+			break
+		}
 		total := 0.0
 		for _, key := range []string{"wings", "taxonomy"} {
 			if ws, ok := m[key].(map[string]any); ok {

@@ -1,0 +1,43 @@
+package gateway
+
+import (
+	"testing"
+)
+
+// mempalace_status answered to a device that is not admin names neither
+// the palace's directory on the primary's disk nor its embedder (whose
+// description names an openai-compat endpoint's URL): before, desk (reads
+// every wing) got the answer whole, and laptop (two wings) its
+// sqlite_integrity's palace and sqlite_path and its embedding_device. The
+// admin device gets them; laptop's counts stay its wings'.
+func TestStatusHidesThePrimarysTopologyFromDevicesNotAdmin(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	if _, e, _ := g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": "desk only"}); e != nil {
+		t.Fatal(e)
+	}
+	if _, e, _ := g.call(g.tokens["laptop-7f3a"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "shared"}); e != nil {
+		t.Fatal(e)
+	}
+	for _, c := range []struct {
+		device string
+		admin  bool
+	}{{"admin-0001", true}, {"desk-9b21", false}, {"laptop-7f3a", false}} {
+		m, e, _ := g.call(g.tokens[c.device], "status", map[string]any{})
+		if e != nil {
+			t.Fatalf("%s: %v", c.device, e)
+		}
+		integrity, _ := m["sqlite_integrity"].(map[string]any)
+		_, dev := m["embedding_device"]
+		_, dir := integrity["palace"]
+		_, db := integrity["sqlite_path"]
+		if dev != c.admin || dir != c.admin || db != c.admin || integrity["ok"] != true {
+			t.Errorf("%s: embedding_device %v, sqlite_integrity %v", c.device, m["embedding_device"], integrity)
+		}
+		if c.device == "laptop-7f3a" {
+			if wings, _ := m["wings"].(map[string]any); len(wings) != 1 || wings["shared"] == nil || m["total_drawers"] != float64(1) {
+				t.Errorf("laptop's counts: %v, total %v", m["wings"], m["total_drawers"])
+			}
+		}
+	}
+}
