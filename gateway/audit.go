@@ -233,6 +233,16 @@ func DigestKey(secret []byte) []byte {
 	return m.Sum(nil)
 }
 
+// PurgeKey is the key of the digest a trash purge keeps of a diary
+// entry's text (trash.Store.Key), derived from the server secret: the
+// gateway and `gateway trash purge` derive the same, and a copy of the
+// trash alone confirms no guess of what was purged.
+func PurgeKey(secret []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("devbox-config gateway trash purged entry v1")) // a hash never fails a write
+	return m.Sum(nil)
+}
+
 // ArgsDigest is a line's args_digest of the arguments device sent to
 // tool: the first 32 hex of an HMAC-SHA256 under key of the JSON array
 // [device, tool, arguments] (keys sorted, as Go's encoding/json writes a

@@ -1,15 +1,18 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/gateway/trash"
 )
 
 // joined sends a write as a join's replay (params._meta[origin.JoinKey]);
@@ -304,5 +307,44 @@ func TestRealJoinDoesNotRefileAnUpdatedDrawer(t *testing.T) {
 	wantTrashed(t, "a join's add_drawer of the updated drawer", rpc, g.deleteOf(t, id), id)
 	if r := srv.MustCall(t, "mempalace_list_drawers", map[string]any{"wing": "shared"}); len(r["drawers"].([]any)) != 0 {
 		t.Fatalf("the refused join filed the drawer: %v", r)
+	}
+}
+
+// A diary entry the operator purged from the trash (`gateway trash
+// purge`, which keys its digest with the server secret as the gateway
+// does) is still refused when a join replays it, and its text is not in
+// the trash's file: before, the purge took the text the replay was
+// matched by, and the entry came back.
+func TestJoinDoesNotRewriteAPurgedDiaryEntry(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	desk, admin := g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	args := map[string]any{"agent_name": "pi", "entry": "the vault password is hunter2", "topic": "ci"}
+	w, _, _ := g.call(desk, "diary_write", args)
+	g.call(admin, "delete_drawer", map[string]any{"drawer_id": w["entry_id"].(string)})
+	cfg := g.srv.cfg.Load()
+	operator, err := trash.Open(cfg.TrashPath(), cfg.TrashRetention()) // as `gateway trash purge` opens it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer operator.Close()
+	secret, err := LoadSecret(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator.Key = PurgeKey(secret)
+	if _, _, err := operator.Purge(context.Background(), w["entry_id"].(string)); err != nil {
+		t.Fatal(err)
+	}
+	_, rpc := g.joined(t, desk, "diary_write", args)
+	wantTold(t, "a join's diary_write of the purged entry", rpc, "admin-0001")
+	if r, _, _ := g.call(desk, "diary_read", map[string]any{"agent_name": "pi"}); len(r["entries"].([]any)) != 0 {
+		t.Fatalf("the join wrote the purged entry again: %v", r)
+	}
+	if b, err := os.ReadFile(cfg.TrashPath()); err != nil || bytes.Contains(b, []byte("hunter2")) {
+		t.Fatalf("the trash's file holds the purged text (%v)", err)
+	}
+	if res, rpc := g.joined(t, desk, "diary_write", map[string]any{"agent_name": "pi", "entry": "another entry", "topic": "ci"}); rpc != nil || res["success"] != true {
+		t.Fatalf("a join's diary_write of another text: %v %v", res, rpc)
 	}
 }

@@ -267,7 +267,7 @@ func (s *Server) Trash() (*trash.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.Now = s.Now
+	st.Now, st.Key = s.Now, PurgeKey(s.key)
 	s.bin = st
 	return st, nil
 }

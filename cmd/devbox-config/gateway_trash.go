@@ -178,6 +178,18 @@ func purgeTrash(g *gatewayConfig, stdout io.Writer, ref string) error {
 		return failed(errors.New("the trash is empty: no delete has gone through the gateway"))
 	}
 	defer st.Close() // the purge is committed, its log emptied
+	c, err := g.load()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(c.SecretFile); err != nil { // the gateway's: a purged entry's digest is keyed as it checks it
+		return failed(fmt.Errorf("secret_file: %w", err))
+	}
+	secret, err := gateway.LoadSecret(c)
+	if err != nil {
+		return failed(fmt.Errorf("secret_file: %w", err))
+	}
+	st.Key = gateway.PurgeKey(secret)
 	ids, live, err := st.Purge(context.Background(), ref)
 	if err != nil {
 		return failed(err)

@@ -60,7 +60,9 @@
 // with every new Delete, and by `gateway trash prune`. Purge (`gateway
 // trash purge`) removes one delete's or one drawer's content and metadata
 // at once, for good (secure_delete, and the WAL truncated), keeping the
-// drawer's id marked purged, and a restore's record of it: a restore
+// drawer's id marked purged (a diary entry, the digest of its agent,
+// wing and text under Store.Key, by which DeletedEntry still finds it),
+// and a restore's record of it: a restore
 // takes a drawer (Claim) before it files it, so a purge is before it or
 // names it, and says where the content still is (Drawer.Live). The file is
 // trash.sqlite beside the audit log unless trash_file names another; mode

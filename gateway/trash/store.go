@@ -2,7 +2,10 @@ package trash
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -132,6 +135,10 @@ type Store struct {
 	retention time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// Key keys the digest a purge keeps of a diary entry's agent, wing
+	// and text (entryDigest), by which a replay of it is still refused;
+	// the gateway and `gateway trash purge` set the server secret's.
+	Key []byte
 }
 
 const schema = `
@@ -161,6 +168,7 @@ CREATE TABLE IF NOT EXISTS drawers(
   origin      TEXT NOT NULL DEFAULT '',
   purged_at   TEXT NOT NULL DEFAULT '',
   restoring_at TEXT NOT NULL DEFAULT '',
+  purged_digest TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (delete_id, drawer_id)
 );
 CREATE INDEX IF NOT EXISTS drawers_by_id ON drawers(drawer_id);
@@ -169,8 +177,9 @@ CREATE INDEX IF NOT EXISTS diary_by_text ON drawers(wing, content) WHERE kind='d
 
 // added are the columns a trash made before them lacks: a drawer's
 // origin (its drawers read as of unknown origin), a delete's op id (none),
-// a drawer's purge (none), a restore holding it (none).
-var added = [][2]string{{"drawers", "origin"}, {"deletes", "op_id"}, {"drawers", "purged_at"}, {"drawers", "restoring_at"}}
+// a drawer's purge (none), a restore holding it (none), a purged diary
+// entry's digest (none).
+var added = [][2]string{{"drawers", "origin"}, {"deletes", "op_id"}, {"drawers", "purged_at"}, {"drawers", "restoring_at"}, {"drawers", "purged_digest"}}
 
 // Open opens (creating if needed) the trash at path, keeping deletes for
 // retention (0: DefaultRetention), and prunes the older ones.
@@ -328,7 +337,9 @@ func prune(ctx context.Context, tx *sql.Tx, before time.Time) error {
 // Purge removes for good the content and metadata of what ref names: a
 // delete's number (all its drawers) or a drawer id (every kept copy of
 // it). Each drawer keeps its id, wing and room, marked purged (a join's
-// replay of it is still refused, and no restore files it), and its delete
+// replay of it is still refused, and no restore files it), a diary entry
+// the keyed digest of its agent, wing and text in their place (a replay
+// of it is still refused: DeletedEntry), and its delete
 // a note saying the operator purged it; a restore's record stays. The
 // write-ahead log is then checkpointed and truncated, so the content
 // leaves the trash's files. It returns the numbers of the deletes purged
@@ -348,6 +359,9 @@ func (s *Store) Purge(ctx context.Context, ref string) (ids []int64, live []Draw
 		if len(ids) == 0 {
 			return fmt.Errorf("%w: nothing to purge for %s (no such delete or drawer, or purged already: 'trash list' shows it)", ErrNotFound, ref)
 		}
+		if err := s.digestEntries(ctx, tx, where, arg); err != nil {
+			return err
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE drawers SET content='', metadata='{}', purged_at=? WHERE purged_at='' AND `+where, at, arg); err != nil {
 			return err
 		}
@@ -366,6 +380,45 @@ func (s *Store) Purge(ctx context.Context, ref string) (ids []int64, live []Draw
 		return nil, nil, err
 	}
 	return ids, live, s.truncateWAL(ctx)
+}
+
+// digestEntries keeps, for each diary entry a purge's clause picks, the
+// keyed digest of its agent, wing and text, before they go.
+func (s *Store) digestEntries(ctx context.Context, tx *sql.Tx, where string, arg any) error {
+	rows, err := tx.QueryContext(ctx, `SELECT delete_id, drawer_id, wing, content, coalesce(json_extract(metadata,'$.agent'),'') FROM drawers WHERE purged_at='' AND kind='diary' AND `+where, arg)
+	if err != nil {
+		return err
+	}
+	type entry struct {
+		del                      int64
+		id, wing, content, agent string
+	}
+	var es []entry
+	for rows.Next() {
+		var e entry
+		if err := rows.Scan(&e.del, &e.id, &e.wing, &e.content, &e.agent); err != nil {
+			rows.Close() // the scan's error is the one to report
+			return err
+		}
+		es = append(es, e)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, e := range es {
+		if _, err := tx.ExecContext(ctx, `UPDATE drawers SET purged_digest=? WHERE delete_id=? AND drawer_id=?`, entryDigest(s.Key, e.agent, e.wing, e.content), e.del, e.id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// entryDigest is the keyed digest (HMAC-SHA256 under key) of a diary
+// entry's agent, wing and text, NUL between them (none holds one).
+func entryDigest(key []byte, agent, wing, text string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(agent + "\x00" + wing + "\x00" + text)) // a hash never fails a write
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // purging reads what a purge's clause picks: the deletes' numbers, and
@@ -518,10 +571,11 @@ func (s *Store) DeletedDrawer(ctx context.Context, id string) (d Delete, ok bool
 // of it names: its agent, wing and text (the primary's id of an entry is
 // its own timestamp, which a write again does not give). Equal entries
 // are told apart by count alone: ok only when the trash holds at least
-// nth of them (nth 1: any), d naming the nth newest.
+// nth of them (nth 1: any), d naming the nth newest. A purged entry is
+// found by its digest (entryDigest under s.Key), its text being gone.
 func (s *Store) DeletedEntry(ctx context.Context, agent, wing, text string, nth int) (d Delete, ok bool, err error) {
 	// kind='diary' literally: the planner then uses diary_by_text.
-	return s.deleted(ctx, nth, `dr.kind='diary' AND dr.wing=? AND dr.content=? AND json_extract(dr.metadata,'$.agent')=?`, wing, text, agent)
+	return s.deleted(ctx, nth, `dr.kind='diary' AND dr.wing=? AND (dr.content=? AND json_extract(dr.metadata,'$.agent')=? OR dr.purged_digest=?)`, wing, text, agent, entryDigest(s.Key, agent, wing, text))
 }
 
 func (s *Store) deleted(ctx context.Context, nth int, where string, args ...any) (Delete, bool, error) {
