@@ -45,13 +45,13 @@ func diaryOf(t catalogue.Tool, args map[string]any) map[string]any {
 // same and the entries newer than that.
 func (s *Server) settledDiary(ctx context.Context, t catalogue.Tool, diary map[string]any, body []byte) (int, []byte) {
 	wing, suffix := catalogue.DiaryWingFor(diary), catalogue.EntrySuffix(catalogue.DiaryEntry(diary))
-	total, fence, listed := s.diaryNewest(ctx, wing, "")
+	total, fence, listed := diaryNewest(ctx, s.upstreamResult, wing, "")
 	status, resp := s.upstreamCall(ctx, body)
 	if !listed || !answerLost(status) {
 		return status, resp
 	}
 	var newer []map[string]any
-	totalAfter, _, listed := s.diaryNewest(ctx, wing, fence, func(row map[string]any) { newer = append(newer, row) })
+	totalAfter, _, listed := diaryNewest(ctx, s.upstreamResult, wing, fence, func(row map[string]any) { newer = append(newer, row) })
 	if !listed {
 		return status, resp
 	}
@@ -82,9 +82,10 @@ func (s *Server) settledDiary(ctx context.Context, t catalogue.Tool, diary map[s
 // diaryNewest is the number of drawers in wing's diary room and the
 // stamp of its newest entry ("" for none), read from the end of the room;
 // with a fence (a stamp), newer is called with each entry newer than it
-// (ok false: a listing failed).
-func (s *Server) diaryNewest(ctx context.Context, wing, fence string, newer ...func(row map[string]any)) (total int, newest string, ok bool) {
-	first := s.upstreamResult(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 1})
+// (ok false: a listing failed). ask makes a call and returns its result
+// (the gateway's upstreamResult, a restore's result).
+func diaryNewest(ctx context.Context, ask func(context.Context, string, map[string]any) map[string]any, wing, fence string, newer ...func(row map[string]any)) (total int, newest string, ok bool) {
+	first := ask(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 1})
 	n, ok := first["total"].(float64)
 	if !ok {
 		// MemPalace's answer while the palace holds no drawer at all (no
@@ -92,7 +93,7 @@ func (s *Server) diaryNewest(ctx context.Context, wing, fence string, newer ...f
 		return 0, "", first["error"] == "Chroma database missing"
 	}
 	for end := int(n); end > 0; end -= 100 {
-		page := s.upstreamResult(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": max(end-100, 0)})
+		page := ask(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": max(end-100, 0)})
 		rows, ok := page["drawers"].([]any)
 		if !ok {
 			return 0, "", false

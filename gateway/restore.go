@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
@@ -92,19 +93,72 @@ func (r Restorer) Restore(ctx context.Context, refs []string) ([]Restored, error
 
 // claimed puts one drawer back while it holds it in the trash (Claim),
 // so that a purge is before the restore (refused: purged) or names it,
-// and records how it went.
+// and records how it went. A diary entry, which MemPalace writes again
+// as often as it is sent, stays claimed when its write fails (its answer
+// may be what was lost), with the fence Claim keeps: the next restore
+// takes the entry that write made, newer than the fence, for the
+// restored one, and writes it only when there is none. Any other drawer's
+// write is found by its id (put), and its claim released.
 func (r Restorer) claimed(ctx context.Context, res *Restored) error {
 	d, dr := res.Delete, res.Drawer
-	if err := r.Trash.Claim(ctx, d.ID, dr.ID); err != nil {
+	prior, err := r.Trash.Claim(ctx, d.ID, dr.ID, r.fence(ctx, dr))
+	if err != nil {
 		if dr.PurgedAt != nil && dr.Live() != "" {
 			err = fmt.Errorf("%w; %s", err, dr.Live())
 		}
 		return err
 	}
-	if err := r.put(ctx, res); err != nil {
+	if prior != "" {
+		res.As, err = r.entrySince(ctx, dr, prior)
+	}
+	if err == nil && res.As == "" {
+		err = r.put(ctx, res)
+	}
+	switch {
+	case err != nil && dr.Kind == trash.KindDiary:
+		return fmt.Errorf("%w; it stays taken: restore it again, which finds the entry if this restore wrote it, and writes it only if not", err)
+	case err != nil:
 		return errors.Join(err, r.Trash.Release(ctx, d.ID, dr.ID))
 	}
 	return errors.Join(r.Trash.MarkRestored(ctx, d.ID, dr.ID, res.As), r.reorigin(ctx, *res))
+}
+
+// fence is, for a diary entry, the stamp of the newest entry in its
+// wing's diary before the restore writes it ("0" for none: every stamp
+// is newer); "" for any other drawer, or when the primary did not list
+// it (a restore that loses its answer then cannot be finished: the next
+// writes the entry again).
+func (r Restorer) fence(ctx context.Context, dr trash.Drawer) string {
+	if dr.Kind != trash.KindDiary {
+		return ""
+	}
+	_, newest, ok := diaryNewest(ctx, r.result, dr.Wing, "")
+	if !ok {
+		return ""
+	}
+	return cmp.Or(newest, "0")
+}
+
+// entrySince is the id of the entry of dr's text in its wing's diary
+// newer than fence, which an earlier restore of dr wrote ("": none).
+func (r Restorer) entrySince(ctx context.Context, dr trash.Drawer, fence string) (string, error) {
+	suffix, found := catalogue.EntrySuffix(dr.Content), ""
+	_, _, ok := diaryNewest(ctx, r.result, dr.Wing, fence, func(row map[string]any) {
+		id, _ := row["drawer_id"].(string)
+		if _, sfx, _ := catalogue.DiaryEntryID(id); sfx == suffix && found == "" {
+			found = id
+		}
+	})
+	if !ok {
+		return "", fmt.Errorf("the primary did not list %s's diary, where an earlier restore of this entry may have written it: nothing written; restore again", dr.Wing)
+	}
+	return found, nil
+}
+
+// result is a call's result, for diaryNewest (nil: no answer).
+func (r Restorer) result(ctx context.Context, tool string, args map[string]any) map[string]any {
+	_, resp := r.post(ctx, tool, args)
+	return resultOf(resp)
 }
 
 // checkTimeout bounds restore's first look at the upstream.

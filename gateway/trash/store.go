@@ -169,6 +169,7 @@ CREATE TABLE IF NOT EXISTS drawers(
   purged_at   TEXT NOT NULL DEFAULT '',
   restoring_at TEXT NOT NULL DEFAULT '',
   purged_digest TEXT NOT NULL DEFAULT '',
+  restoring_fence TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (delete_id, drawer_id)
 );
 CREATE INDEX IF NOT EXISTS drawers_by_id ON drawers(drawer_id);
@@ -178,8 +179,8 @@ CREATE INDEX IF NOT EXISTS diary_by_text ON drawers(wing, content) WHERE kind='d
 // added are the columns a trash made before them lacks: a drawer's
 // origin (its drawers read as of unknown origin), a delete's op id (none),
 // a drawer's purge (none), a restore holding it (none), a purged diary
-// entry's digest (none).
-var added = [][2]string{{"drawers", "origin"}, {"deletes", "op_id"}, {"drawers", "purged_at"}, {"drawers", "restoring_at"}, {"drawers", "purged_digest"}}
+// entry's digest (none), a restore's fence (none).
+var added = [][2]string{{"drawers", "origin"}, {"deletes", "op_id"}, {"drawers", "purged_at"}, {"drawers", "restoring_at"}, {"drawers", "purged_digest"}, {"drawers", "restoring_fence"}}
 
 // Open opens (creating if needed) the trash at path, keeping deletes for
 // retention (0: DefaultRetention), and prunes the older ones.
@@ -470,13 +471,18 @@ func restoreTimes(id string, restored sql.NullInt64, restoring string) (at, take
 // Claim takes a kept drawer for a restore, before its content goes to
 // the primary, in one transaction with a purge's: a drawer purged (or
 // restored) before is refused, with why; a purge after it names it.
-// MarkRestored or Release ends the claim.
-func (s *Store) Claim(ctx context.Context, deleteID int64, drawerID string) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		var purged string
+// fence is what the restore saw on the primary before it writes (a diary
+// entry's: the newest entry stamp of its wing's diary; "": none). A
+// drawer an earlier restore claimed and never recorded the end of (it
+// stopped, or kept its claim for an answer it lost) is claimed again,
+// keeping that restore's fence, which prior returns ("": none): what that
+// restore wrote is newer than it. MarkRestored or Release ends the claim.
+func (s *Store) Claim(ctx context.Context, deleteID int64, drawerID, fence string) (prior string, err error) {
+	return prior, s.inTx(ctx, func(tx *sql.Tx) error {
+		var purged, held string
 		var restored sql.NullInt64
 		var as string
-		err := tx.QueryRowContext(ctx, `SELECT purged_at, restored_at, restored_as FROM drawers WHERE delete_id=? AND drawer_id=?`, deleteID, drawerID).Scan(&purged, &restored, &as)
+		err := tx.QueryRowContext(ctx, `SELECT purged_at, restored_at, restored_as, restoring_fence FROM drawers WHERE delete_id=? AND drawer_id=?`, deleteID, drawerID).Scan(&purged, &restored, &as, &held)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("%w: drawer %s of delete %d (pruned since)", ErrNotFound, drawerID, deleteID)
@@ -487,14 +493,17 @@ func (s *Store) Claim(ctx context.Context, deleteID int64, drawerID string) erro
 		case restored.Valid:
 			return fmt.Errorf("restored already, on %s, as %s", time.UnixMilli(restored.Int64).UTC().Format(time.RFC3339), as)
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE drawers SET restoring_at=? WHERE delete_id=? AND drawer_id=?`, s.Now().UTC().Format(time.RFC3339Nano), deleteID, drawerID)
+		if prior = held; held == "" {
+			held = fence
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE drawers SET restoring_at=?, restoring_fence=? WHERE delete_id=? AND drawer_id=?`, s.Now().UTC().Format(time.RFC3339Nano), held, deleteID, drawerID)
 		return err
 	})
 }
 
 // Release ends a restore's claim that put nothing back.
 func (s *Store) Release(ctx context.Context, deleteID int64, drawerID string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE drawers SET restoring_at='' WHERE delete_id=? AND drawer_id=?`, deleteID, drawerID)
+	_, err := s.db.ExecContext(ctx, `UPDATE drawers SET restoring_at='', restoring_fence='' WHERE delete_id=? AND drawer_id=?`, deleteID, drawerID)
 	return err
 }
 
@@ -606,7 +615,7 @@ func (s *Store) deleted(ctx context.Context, nth int, where string, args ...any)
 // MarkRestored records that a kept drawer came back, as id as (purged
 // since its Claim or not), and ends the claim.
 func (s *Store) MarkRestored(ctx context.Context, deleteID int64, drawerID, as string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE drawers SET restored_at=?, restored_as=?, restoring_at='' WHERE delete_id=? AND drawer_id=?`, s.Now().UnixMilli(), as, deleteID, drawerID)
+	_, err := s.db.ExecContext(ctx, `UPDATE drawers SET restored_at=?, restored_as=?, restoring_at='', restoring_fence='' WHERE delete_id=? AND drawer_id=?`, s.Now().UnixMilli(), as, deleteID, drawerID)
 	return err
 }
 
