@@ -189,10 +189,12 @@ func (r Restorer) check(ctx context.Context) error {
 		return fmt.Errorf("the server at --upstream %s took the connection and closed it without answering tools/list: it is not mempalace serve's /mcp (give that, http://HOST:PORT/mcp, the URL the gateway's own --upstream names)", r.Upstream)
 	case look.err != nil:
 		return fmt.Errorf("the primary at --upstream %s does not answer: %w (start mempalace serve, or give its /mcp, the URL the gateway's own --upstream names)", r.Upstream, look.err)
-	case look.gateway && look.status == 0:
-		return fmt.Errorf("--upstream %s is a devbox-config gateway, not the primary: give mempalace serve's /mcp, the URL the gateway's own --upstream names (its /healthz said so; the upstream token was not sent)", r.Upstream)
 	case look.gateway:
-		return fmt.Errorf("--upstream %s is a devbox-config gateway, not the primary: give mempalace serve's /mcp, the URL the gateway's own --upstream names (restore files drawers with the upstream token, which only the primary takes)", r.Upstream)
+		how := "restore files drawers with the upstream token, which only the primary takes"
+		if look.status == 0 {
+			how = "its /healthz said so; the upstream token was not sent"
+		}
+		return fmt.Errorf("--upstream %s is a devbox-config gateway, not the primary: give mempalace serve's /mcp, the URL the gateway's own --upstream names (%s)", r.Upstream, how)
 	case look.status == http.StatusUnauthorized && token == "":
 		return fmt.Errorf("the primary at --upstream %s asks for a token (HTTP 401), and none was sent (--no-upstream-token): drop the flag and set MEMPALACE_UPSTREAM_TOKEN in this shell (or upstream_token_file in the config) to mempalace serve's MEMPALACE_MCP_HTTP_TOKEN", r.Upstream)
 	case look.status == http.StatusUnauthorized:
