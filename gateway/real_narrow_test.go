@@ -88,6 +88,20 @@ func TestRealNarrowDeviceSeesOnlyItsWings(t *testing.T) {
 	if st["total_drawers"] != 3.0+1 || fmt.Sprint(st["rooms"]) != "map[diary:1 notes:2 plans:1]" || leaked(st) != "" {
 		t.Errorf("status: total_drawers %v, want 4; %v", st["total_drawers"], st)
 	}
+	// The primary's topology (the palace's directory, the embedder) is the
+	// admin's: desk, which reads every wing, gets the counts without it.
+	for _, c := range []struct {
+		token string
+		admin bool
+	}{{laptop, false}, {desk, false}, {ops, true}} {
+		st := must(c.token, "status", nil)
+		integrity, _ := st["sqlite_integrity"].(map[string]any)
+		_, dir := integrity["palace"]
+		_, dev := st["embedding_device"]
+		if dir != c.admin || dev != c.admin || (c.token == desk && st["total_drawers"] == 4.0) {
+			t.Errorf("status (admin %v): %v", c.admin, st)
+		}
+	}
 	if w := must(laptop, "list_wings", nil); fmt.Sprint(w["wings"]) != "map[shared:3 wing_opencode:1]" {
 		t.Errorf("list_wings: %v", w)
 	}
