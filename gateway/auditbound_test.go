@@ -286,6 +286,7 @@ func TestARefusalEchoesAHugeNameCutAsItsLine(t *testing.T) {
 		{"a tool name", "mempalace_" + long, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_` + long + `","arguments":{}}}`},
 		{"a method", "m" + long, `{"jsonrpc":"2.0","id":1,"method":"m` + long + `"}`},
 		{"a wing", "w" + long, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"w` + long + `","room":"r","content":"c"}}}`},
+		{"a parameter", "p" + long, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_status","arguments":{"p` + long + `":1}}}`},
 		{"a member", "k" + long, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_status","k` + long + `":1}}`},
 	} {
 		_, answer := g.postRaw(tok, "/mcp", c.body)
@@ -293,5 +294,18 @@ func TestARefusalEchoesAHugeNameCutAsItsLine(t *testing.T) {
 		if len(answer) > 2048 || !bytes.Contains(answer, []byte(want)) {
 			t.Errorf("%s: the refusal (%d bytes) does not show it cut (%q): %.300s", c.what, len(answer), want, answer)
 		}
+	}
+	// Many short unknown parameters, or a long query parameter, make no
+	// long answer either.
+	var many []string
+	for i := range 20_000 {
+		many = append(many, fmt.Sprintf(`"p%06d":1`, i))
+	}
+	_, answer := g.postRaw(tok, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_status","arguments":{`+strings.Join(many, ",")+`}}}`)
+	if len(answer) > 2048 || !bytes.Contains(answer, []byte("(and 19992 more)")) {
+		t.Errorf("20,000 unknown parameters: the refusal (%d bytes): %.300s", len(answer), answer)
+	}
+	if _, answer := g.postRaw(tok, "/mcp?q"+long+"=1", pingBody); len(answer) > 2048 {
+		t.Errorf("a long query parameter: the refusal (%d bytes): %.300s", len(answer), answer)
 	}
 }

@@ -369,7 +369,7 @@ func (s *Server) argsStep(x *exchange, d *Device, req *rpcRequest) (catalogue.To
 	t, known := catalogue.Lookup(req.Tool)
 	if known {
 		if bad := checkArgs(t, req.Args); bad != nil {
-			s.refuse(x, d, req, bad.code, "devbox-config gateway: "+bad.msg, ruleArguments, "")
+			s.refuse(x, d, req, bad.code, "devbox-config gateway: "+bad.msg+s.audit.cut(d.ID, bad.sent), ruleArguments, "")
 			return t, false
 		}
 	}

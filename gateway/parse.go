@@ -343,8 +343,7 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 		}
 	}
 	if len(unknown) > 0 {
-		slices.Sort(unknown)
-		return &badRequest{code: -32602, msg: fmt.Sprintf("Unknown parameter '%s' for tool %s%s", strings.Join(unknown, "', '"), catalogue.Prefix, t.Name)}
+		return unknownParams(t, unknown)
 	}
 	if bad := checkNames("", args, stringArgs...); bad != nil {
 		return bad
@@ -377,6 +376,27 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 		}
 	}
 	return nil
+}
+
+// maxUnknown is how many unknown parameters a refusal names.
+const maxUnknown = 8
+
+// unknownParams refuses the arguments t takes in no release, naming them
+// as MemPalace does, but a bounded answer whatever a device sent: at most
+// maxUnknown of them (and how many more), and one over maxField bytes
+// alone, cut (badRequest.sent).
+func unknownParams(t catalogue.Tool, unknown []string) *badRequest {
+	slices.Sort(unknown)
+	for _, k := range unknown {
+		if len(k) > maxField {
+			return &badRequest{code: -32602, msg: fmt.Sprintf("Unknown parameter for tool %s%s: ", catalogue.Prefix, t.Name), sent: k}
+		}
+	}
+	more := ""
+	if n := len(unknown); n > maxUnknown {
+		unknown, more = unknown[:maxUnknown], fmt.Sprintf(" (and %d more)", n-maxUnknown)
+	}
+	return &badRequest{code: -32602, msg: fmt.Sprintf("Unknown parameter '%s'%s for tool %s%s", strings.Join(unknown, "', '"), more, catalogue.Prefix, t.Name)}
 }
 
 // intArgs are the arguments MemPalace's schemas type "integer" (a test
@@ -542,10 +562,10 @@ func parseQuery(raw string, allowed []string) (map[string]string, error) {
 	q := map[string]string{}
 	for k, vs := range vals {
 		if len(vs) > 1 {
-			return nil, fmt.Errorf("query parameter %q given %d times", k, len(vs))
+			return nil, fmt.Errorf("query parameter %q given %d times", clip(k, maxField), len(vs))
 		}
 		if !slices.Contains(allowed, k) {
-			return nil, fmt.Errorf("unknown query parameter %q", k)
+			return nil, fmt.Errorf("unknown query parameter %q", clip(k, maxField)) // not echoed in full
 		}
 		if vs[0] != "" {
 			q[k] = vs[0]
