@@ -132,6 +132,17 @@ func wroteIt(d *Device, del trash.Delete) bool {
 func deletedWords(d *Device, t catalogue.Tool, del trash.Delete, again string) (string, Rule) {
 	dr := del.Drawers[0]
 	what := map[string]string{"add_drawer": "this drawer", "diary_write": "this diary entry", "checkpoint": "this item's drawer"}[t.Name]
+	if dr.PurgedAt != nil { // no restore brings it back: none is offered
+		rule, why := ruleJoinDeleted, "a join does not file again what was deleted on the primary"
+		if again != "" {
+			rule, why = ruleReplayDeleted, again
+		}
+		if d.Admin {
+			return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary, and the operator purged it from the gateway's trash: %s (%s/%s), removed by delete %d (%s by %s), purged %s; no restore brings it back, and %s; nothing was written",
+				what, dr.ID, dr.Wing, dr.Room, del.ID, del.Tool, del.Device, dr.PurgedAt.Format(time.RFC3339), why), rule
+		}
+		return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary, and the gateway's operator purged it for good; %s (wing %s; nothing was written)", what, why, dr.Wing), rule
+	}
 	if again != "" {
 		if d.Admin {
 			return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary; `gateway trash restore %d` brings it back: %s (%s/%s) was removed by delete %d in the gateway's trash (%s, %s by %s) and has not been restored; %s; nothing was written (on the gateway: devbox-config gateway trash restore %d, or trash restore %s for this one alone)",

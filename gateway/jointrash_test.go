@@ -338,6 +338,19 @@ func TestJoinDoesNotRewriteAPurgedDiaryEntry(t *testing.T) {
 	}
 	_, rpc := g.joined(t, desk, "diary_write", args)
 	wantTold(t, "a join's diary_write of the purged entry", rpc, "admin-0001")
+	if msg, _ := rpc["message"].(string); !strings.Contains(msg, "purged it for good") || strings.Contains(msg, "can restore") {
+		t.Errorf("the refusal offers a restore of the purged entry: %s", msg)
+	}
+	drawer := map[string]any{"wing": "shared", "room": "keys", "content": "the vault password is hunter3"}
+	a, _, _ := g.call(admin, "add_drawer", drawer)
+	g.call(admin, "delete_drawer", map[string]any{"drawer_id": a["drawer_id"]})
+	if _, _, err := operator.Purge(context.Background(), a["drawer_id"].(string)); err != nil {
+		t.Fatal(err)
+	}
+	_, rpc = g.joined(t, admin, "add_drawer", drawer)
+	if msg, _ := rpc["message"].(string); !strings.Contains(msg, "no restore brings it back") || strings.Contains(msg, "trash restore") {
+		t.Errorf("the admin's refusal offers a restore of the purged drawer: %s", msg)
+	}
 	if r, _, _ := g.call(desk, "diary_read", map[string]any{"agent_name": "pi"}); len(r["entries"].([]any)) != 0 {
 		t.Fatalf("the join wrote the purged entry again: %v", r)
 	}
