@@ -10,6 +10,7 @@ import (
 
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -28,13 +29,26 @@ func TestGatewayTrashPurgeRemovesTheContentForGood(t *testing.T) {
 		out, errOut := run(want, args...)
 		return out + errOut
 	}
-	cli(0, "device", "add", "ops-0001", "--label", "ops", "--read", "*", "--write", "*", "--admin")
+	cli(0, "device", "add", "ops-0001", "--label", "ops", "--read", "*", "--write", "*", "--admin", "--agents", "pi@ops")
 	tok, _ := run(0, "token", "issue", "ops-0001")
 	srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1"}
 	if err := srv.Open(); err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
+	send := func(tool string, args, meta map[string]any) []byte {
+		t.Helper()
+		params := map[string]any{"name": "mempalace_" + tool, "arguments": args}
+		if meta != nil {
+			params["_meta"] = meta
+		}
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+		req := httptest.NewRequest("POST", "http://127.0.0.1/mcp", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(tok))
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+		return w.Body.Bytes()
+	}
 	call := func(tool string, args map[string]any) map[string]any {
 		t.Helper()
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args}})
@@ -109,5 +123,16 @@ func TestGatewayTrashPurgeRemovesTheContentForGood(t *testing.T) {
 	out := cli(0, "trash", "list")
 	if strings.Contains(out, "is in the palace") || !strings.Contains(out, "as "+id2+", which delete 3 took out of the palace again at ") {
 		t.Errorf("list after the restored drawer was deleted again and purged:\n%s", out)
+	}
+	// A diary entry purged by the command is still refused when a join
+	// replays it: the command keys the digest it keeps as the running
+	// gateway checks it (before, the purge took the text the replay was
+	// matched by, and the entry was written again).
+	entry := map[string]any{"agent_name": "pi", "entry": "the root password is AKIAEXAMPLE789", "wing": "wing_pi"}
+	eid := call("diary_write", entry)["entry_id"].(string)
+	call("delete_drawer", map[string]any{"drawer_id": eid})
+	cli(0, "trash", "purge", eid)
+	if b := send("diary_write", entry, map[string]any{origin.JoinKey: true}); !bytes.Contains(b, []byte("purged")) || bytes.Contains(b, []byte(`"success"`)) {
+		t.Errorf("a join's replay of the purged entry: %s", b)
 	}
 }
