@@ -407,6 +407,36 @@ func cutTopology(m map[string]any) {
 	}
 }
 
+// cutWingCounts cuts a wing-counts answer (status, list_wings,
+// get_taxonomy) to what d may see: the primary's topology for a device
+// that is not admin, and the counts of the wings it does not read.
+func (s *Server) cutWingCounts(ctx context.Context, d *Device, m map[string]any) {
+	if !d.Admin {
+		cutTopology(m)
+	}
+	if d.readsAll() {
+		return
+	}
+	total := 0.0
+	for _, key := range []string{"wings", "taxonomy"} {
+		if ws, ok := m[key].(map[string]any); ok {
+			for w, n := range ws {
+				if !d.reads(w) {
+					delete(ws, w)
+				} else if f, ok := n.(float64); ok {
+					total += f
+				}
+			}
+		}
+	}
+	if _, ok := m["total_drawers"]; ok {
+		m["total_drawers"] = total
+	}
+	if _, ok := m["rooms"]; ok {
+		m["rooms"] = s.readableRooms(ctx, d)
+	}
+}
+
 // filterObject is the filter step for the answers that are not one list:
 // wing counts (and a status's topology), room counts, a diary, a
 // checkpoint's duplicates.
@@ -419,30 +449,7 @@ func (s *Server) filterObject(ctx context.Context, d *Device, t catalogue.Tool, 
 	byWing := func(h map[string]any) bool { return readable(h["wing"]) }
 	switch t.Filter {
 	case catalogue.FilterWingCounts:
-		if !d.Admin {
-			cutTopology(m)
-		}
-		if d.readsAll() {
-			break
-		}
-		total := 0.0
-		for _, key := range []string{"wings", "taxonomy"} {
-			if ws, ok := m[key].(map[string]any); ok {
-				for w, n := range ws {
-					if !readable(w) {
-						delete(ws, w)
-					} else if f, ok := n.(float64); ok {
-						total += f
-					}
-				}
-			}
-		}
-		if _, ok := m["total_drawers"]; ok {
-			m["total_drawers"] = total
-		}
-		if _, ok := m["rooms"]; ok {
-			m["rooms"] = s.readableRooms(ctx, d)
-		}
+		s.cutWingCounts(ctx, d, m)
 	case catalogue.FilterRooms:
 		if dec.Wing == "" {
 			m["rooms"] = s.readableRooms(ctx, d) // recomputed over the readable wings
