@@ -94,7 +94,7 @@ func CheckAgentName(opts Options, st State) []Finding {
 
 // gatewayTokenFix is what a device behind a devbox-config gateway puts in
 // .env: its own token, never the upstream's shared one.
-const gatewayTokenFix = "this primary is a devbox-config gateway: ask its operator for this device's own token (`devbox-config gateway token issue DEVICE` on the gateway's host, or `token rotate DEVICE` to replace a revoked or lost one; a device the operator removed takes no token under its id: it is added again under a new one, `device add NEW-ID` then `token issue NEW-ID`, and " + ladder.EnvOriginDevice + " changes to match) and put it in .env as " + ladder.EnvRemoteToken + ", then recreate the container; never the upstream's shared token (the gateway's MEMPALACE_UPSTREAM_TOKEN), which stays on the gateway's host"
+const gatewayTokenFix = "this primary is a devbox-config gateway: ask its operator for this device's own token (`devbox-config gateway token issue DEVICE` on the gateway's host, or `token rotate DEVICE` to replace a revoked or lost one; a device the operator removed takes no token under its id until it is added again: the same machine under its old id, `device add ID --reuse-removed-id` (it keeps its records and the trust others gave it) then `token issue ID`, another machine under a new one, `device add NEW-ID` then `token issue NEW-ID`, with " + ladder.EnvOriginDevice + " changed to match) and put it in .env as " + ladder.EnvRemoteToken + ", then recreate the container; never the upstream's shared token (the gateway's MEMPALACE_UPSTREAM_TOKEN), which stays on the gateway's host"
 
 // mask hides the token in text that came from outside doctor (a server's
 // answer, the outbox's record of one, a file's contents): only a token of
