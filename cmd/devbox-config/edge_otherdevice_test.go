@@ -172,3 +172,63 @@ func TestAnOriginDeviceThatIsNotTheTokensFromTheStartHoldsNothing(t *testing.T) 
 		t.Fatalf("exit %d\n%s%s", code, out, errb)
 	}
 }
+
+// Outside tester attack49 F2: a write held as queued under the removed
+// device (the token in .env then another device's), the removed device
+// added back under its id (--reuse-removed-id) and its new token put in
+// .env: one `edge outbox retry` sends it as that device, the one the
+// gateway names the token now. (It failed before: the retry recorded the
+// op as wide-01, the device the earlier flush heard, and the next flush
+// held it again, "queued as device wide-01".)
+func TestARetryOfAHeldWriteSendsItAsTheTokenInEnvNow(t *testing.T) {
+	d := newRemovedDevice(t, "")
+	d.write("tmpbox first write")
+	runCLI("edge", "flush") // the edge hears the gateway name the token tmp-0042
+	d.gw(0, "device", "remove", "tmp-0042")
+	d.srv.Reload()
+	d.write("tmpbox write after removal")
+	runCLI("edge", "flush") // refused: the token is revoked
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
+	if code, out, _ := runCLI("edge", "flush"); code != 1 || !strings.Contains(out, "sends it as wide-01") {
+		t.Fatalf("flush under another device's token: exit %d\n%s", code, out)
+	}
+
+	d.gw(0, "device", "add", "tmp-0042", "--label", "tmpbox", "--read", "shared", "--write", "shared", "--reuse-removed-id")
+	tok, _ := d.gw(0, "token", "issue", "tmp-0042")
+	d.srv.Reload()
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", strings.TrimSpace(tok))
+	runCLI("edge", "flush") // the op stays dead: nothing retried it yet
+	ops, _ := d.s.List(context.Background(), 10, outbox.Dead)
+	if len(ops) != 1 {
+		t.Fatalf("held ops: %+v", ops)
+	}
+	if code, out, errb := runCLI("edge", "outbox", "retry", ops[0].Short()); code != 0 {
+		t.Fatalf("retry: exit %d\n%s%s", code, out, errb)
+	}
+	code, out, errb := runCLI("edge", "flush")
+	if o, _ := d.s.Get(context.Background(), ops[0].LocalSeq); code != 0 || !d.landed("tmpbox write after removal") || o.TokenDevice != "tmp-0042" {
+		t.Fatalf("one retry with tmp-0042's token in .env: exit %d, the op recorded as %q\n%s%s", code, o.TokenDevice, out, errb)
+	}
+}
+
+// A retry of a held write while the gateway refuses the token in .env
+// keeps it held and says why: no device can be told it is sent as.
+func TestARetryOfAHeldWriteWithARefusedTokenKeepsItHeld(t *testing.T) {
+	d := newRemovedDevice(t, "")
+	d.write("tmpbox first write")
+	runCLI("edge", "flush") // the edge hears the gateway name the token tmp-0042
+	d.gw(0, "device", "remove", "tmp-0042")
+	d.srv.Reload()
+	d.write("tmpbox write after removal")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
+	runCLI("edge", "flush")
+	ops, _ := d.s.List(context.Background(), 10, outbox.Dead)
+	if len(ops) != 1 {
+		t.Fatalf("held ops: %+v", ops)
+	}
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.tmpTok) // the removed device's: refused
+	code, _, errb := runCLI("edge", "outbox", "retry", ops[0].Short())
+	if o, _ := d.s.Get(context.Background(), ops[0].LocalSeq); code != 1 || o.State != outbox.Dead || !strings.Contains(errb, "did not say which device the token in .env is") {
+		t.Errorf("retry with a refused token: exit %d, state %s\n%s", code, o.State, errb)
+	}
+}

@@ -90,11 +90,13 @@ func newEdgeOutboxCmd(stdout io.Writer) *cobra.Command {
 	g := group("outbox", "Inspect and repair the outbox: list, retry ID, drop ID, delivered ID",
 		newOutboxListCmd(stdout),
 		newOutboxActCmd(stdout, "retry", "Send an op again: a dead one after fixing its cause, or one in doubt (a second copy if the first landed)",
-			func(s *outbox.Store, id string) (outbox.Op, error) { return s.Retry(ctx, id) }),
+			func(s *outbox.Store, cfg edge.Config, id string) (outbox.Op, error) {
+				return s.RetryAs(ctx, id, tokenDevice(s, cfg))
+			}),
 		newOutboxActCmd(stdout, "drop", "Give up on an op: it is never sent, and the ops waiting behind it move on",
-			func(s *outbox.Store, id string) (outbox.Op, error) { return s.Drop(ctx, id) }),
+			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, error) { return s.Drop(ctx, id) }),
 		newOutboxActCmd(stdout, "delivered", "Record an op in doubt as landed on the primary (you checked it is there): never sent again",
-			func(s *outbox.Store, id string) (outbox.Op, error) { return s.Delivered(ctx, id) }))
+			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, error) { return s.Delivered(ctx, id) }))
 	g.Long = outboxHelp
 	return g
 }
@@ -170,17 +172,17 @@ func (lc *outboxListCmd) run() error {
 }
 
 // newOutboxActCmd is `edge outbox retry|drop|delivered ID`: act on one op.
-func newOutboxActCmd(stdout io.Writer, use, short string, act func(*outbox.Store, string) (outbox.Op, error)) *cobra.Command {
+func newOutboxActCmd(stdout io.Writer, use, short string, act func(*outbox.Store, edge.Config, string) (outbox.Op, error)) *cobra.Command {
 	var joinOutbox bool
 	c := &cobra.Command{
 		Use: use + " ID", Short: short, Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			s, _, err := openOutbox(io.Discard, joinOutbox)
+			s, cfg, err := openOutbox(io.Discard, joinOutbox)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			o, err := act(s, args[0])
+			o, err := act(s, cfg, args[0])
 			if err != nil {
 				return failed(err)
 			}
@@ -204,6 +206,25 @@ func outcome(use string, o outbox.Op) string {
 		return "queued to be sent again, without a look-up"
 	}
 	return "queued to be sent again"
+}
+
+// tokenDevice asks the gateway which device it names the token in .env
+// now: the device a retried op held as queued under another device is
+// then sent as (outbox.Store.RetryAs). What it hears is kept as a flush
+// keeps it.
+func tokenDevice(s *outbox.Store, cfg edge.Config) func(context.Context) (string, error) {
+	return func(ctx context.Context) (string, error) {
+		p := flushPrimary(ctx, s, cfg)
+		defer p.Close()
+		ctx, cancel := context.WithTimeout(ctx, 2*cfg.CallTimeout)
+		defer cancel()
+		if dt, ok := edge.FlushTarget(p).(outbox.DeviceTarget); ok {
+			if dev := dt.Device(ctx); dev != "" {
+				return dev, nil
+			}
+		}
+		return "", fmt.Errorf("the gateway at %s did not say which device the token in .env is (not reached, or it refused the token: `devbox-config edge status` says which); retry once it answers", cfg.PrimaryURL)
+	}
 }
 
 // otherDeviceFix is the fix for an op held as queued under another

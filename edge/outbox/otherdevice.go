@@ -52,7 +52,7 @@ func (f *Flusher) holdForDevice(ctx context.Context, op Op, dev string) {
 	msg := fmt.Sprintf("queued as device %s; the gateway names this token %s: not sent", op.TokenDevice, dev)
 	ej, err := json.Marshal(map[string]any{"kind": OtherDevice, "message": msg, "device": dev, "at": f.S.now().UTC()})
 	if err != nil {
-		ej = []byte(`{"kind":"` + OtherDevice.String() + `"}`) // a name JSON cannot encode; Retry then keeps the op's device
+		ej = []byte(`{"kind":"` + OtherDevice.String() + `"}`) // a name JSON cannot encode; a retry asks the gateway again
 	}
 	err = f.fenced(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE ops SET maybe_applied=(maybe_applied OR state='inflight'), state='dead', error_json=? WHERE local_seq=? AND state IN ('queued','inflight')`,

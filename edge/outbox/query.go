@@ -188,9 +188,18 @@ func errFinal(o Op) error {
 // attempts and backoff reset. For an op in doubt it means "send it
 // again": it is sent without a look-up, a second copy if the first
 // landed. An op held as queued under another device (OtherDevice) is
-// then the device's the gateway named the token: sent as it. Operator
-// command.
+// refused: RetryAs says which device sends it. Operator command.
 func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
+	return s.RetryAs(ctx, id, nil)
+}
+
+// RetryAs is Retry, except that an op held as queued under another
+// device (OtherDevice) is recorded as, and so sent as, the device
+// tokenDevice says the gateway names the token now: the one it will be
+// sent with, not the one a flush heard when it held the op (.env may
+// have had another token since). tokenDevice is asked only for such an
+// op; nil, or its error, leaves the op held.
+func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context.Context) (string, error)) (Op, error) {
 	o, err := s.GetByID(ctx, id)
 	if err != nil {
 		return Op{}, err
@@ -205,8 +214,13 @@ func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
 	}
 	resend := o.State == InDoubt || o.Resend
 	device := o.TokenDevice
-	if f := FailureOf(o.Error); o.State == Dead && f.Kind == OtherDevice && f.Device != "" {
-		device = f.Device // held as queued under another device: sent as the one the gateway names the token
+	if o.State == Dead && FailureOf(o.Error).Kind == OtherDevice {
+		if tokenDevice == nil {
+			return o, fmt.Errorf("op %s is held as queued under another device: which device the token is now is not known here", o.Short())
+		}
+		if device, err = tokenDevice(ctx); err != nil {
+			return o, fmt.Errorf("op %s stays held (queued as device %s): %w", o.Short(), o.TokenDevice, err)
+		}
 	}
 	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=?, token_device=? WHERE local_seq=?`, resend, device, o.LocalSeq); err != nil {
 		return Op{}, err
