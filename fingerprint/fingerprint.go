@@ -92,8 +92,10 @@ type Record struct {
 	Pending string `json:"pending,omitempty"`
 	// Inserted: devbox-config added the entry, in a remote or edge rung,
 	// where the file had none; it stays set while the entry follows the
-	// environment. Going back to solitary removes such an entry (the user
-	// had none before opting in) instead of making it a stdio one.
+	// environment. Going back to solitary removes such an entry from an
+	// opt-in harness (the user had none before opting in) instead of
+	// making it a stdio one (opencode and pi-mcp-adapter get the stdio
+	// one the images wrote: R1).
 	Inserted bool `json:"inserted,omitempty"`
 	// Created is the pointer of the map devbox-config created, in a file
 	// that had none, to hold an entry it inserted; removing the entry

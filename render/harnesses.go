@@ -65,11 +65,14 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 	// outside it (Claude Code's ~/.claude.json without ~/.claude/).
 	present := dirExists(opts.Sys, loc.MarkerPath(env)) || fileExists(opts.Sys, loc.Path(env))
 	prior, had := priorRecord(opts, rec)
-	if rec.Scope == harness.OptIn && s.Mode == ladder.Solitary && !explicit && present && !had {
-		// R1: with no MEMPALACE_* variables a container behaves exactly as
-		// before, and before, nothing registered MemPalace with these
-		// harnesses. Once render has managed one (an opt-in, then back to
-		// solitary), the entry follows the environment back (R6).
+	// R1: with no MEMPALACE_* variables a container behaves exactly as
+	// before, and before, nothing registered MemPalace with an opt-in
+	// harness; the images did with opencode and pi-mcp-adapter, whose
+	// solitary entry is the one they wrote.
+	unregistered := rec.Scope == harness.OptIn && s.Mode == ladder.Solitary
+	if unregistered && !explicit && present && !had {
+		// Once render has managed one (an opt-in, then back to solitary),
+		// the entry follows the environment back (R6).
 		r.File, r.Action = loc.Path(env), ActionNotOptedIn
 		return r
 	}
@@ -78,10 +81,11 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 	if err != nil {
 		return skipped(r, "%v", err)
 	}
-	if s.Mode == ladder.Solitary && rec.Scope != harness.Always && prior.Inserted {
+	if unregistered && prior.Inserted {
 		// Opting out (a start, or --target naming it): the user had no
-		// entry before render inserted one while opted in, so it goes
-		// (R1); opencode's stays stdio.
+		// entry before render inserted one while opted in, so it goes, as
+		// if they had never opted in (R1); opencode's and pi-mcp-adapter's
+		// becomes the stdio one the images wrote.
 		desired = nil
 	}
 	dir := loc.DirPath(env)

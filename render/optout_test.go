@@ -15,13 +15,17 @@ import (
 	"github.com/joakimp/devbox-config/harness"
 )
 
-// Opting in and then out gives the user's file back byte for byte: for
-// every harness with an entry, for a few representative files of its
-// format, render inserts the entry (with MEMPALACE_* set, or with
-// mempalace-mcp on PATH and --target) and the next start without the
-// variables (the record's "inserted" rule) or without mempalace-mcp either
-// removes it again, and the map render created for it, leaving the
-// original bytes.
+// Opting in and then out leaves every harness's file exactly as a render
+// that never opted in leaves it (R1): for every harness with an entry,
+// for a few representative files of its format, render inserts the entry
+// (with MEMPALACE_* set, or with mempalace-mcp on PATH and --target) and
+// the next start without the variables, with mempalace-mcp still there
+// or not, gives the bytes a start with the same environment gives the
+// same original file in a home render never wrote: the user's own bytes
+// for an opt-in harness (the entry and the map render created for it go),
+// the stdio entry the images wrote for opencode and pi-mcp-adapter while
+// mempalace-mcp is there. (Outside tester attack49 F5: pi-mcp-adapter's
+// entry went, where a never-opted-in start writes the stdio one.)
 //
 // The record keeps what that needs beyond the entry: the map render
 // created ("created") and the text of the empty object or YAML line it
@@ -29,7 +33,7 @@ import (
 // back as the same value but not the same bytes (semanticOnly): a blank
 // file (white space only) comes back as render reads it, empty, or {} in
 // JSON (which the harness would refuse blank).
-func TestOptInThenOutGivesTheFileBack(t *testing.T) {
+func TestOptingOutIsNeverHavingOptedIn(t *testing.T) {
 	for _, rec := range harness.All() {
 		if rec.Settings != nil {
 			continue // pi's settings merge has no entry to take back
@@ -43,11 +47,10 @@ func TestOptInThenOutGivesTheFileBack(t *testing.T) {
 
 // optInThenOut opts in to rec (with the variables, or with mempalace-mcp
 // on PATH and --target) and out again at a start, for each original file:
-// the variables removed (mempalace-mcp still there: the record's
-// "inserted" takes the entry away), or mempalace-mcp gone too.
+// the variables removed, mempalace-mcp still there or gone too; and
+// compares the file with never opting in.
 func optInThenOut(t *testing.T, rec harness.Record) {
 	remote := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"}
-	gone := func(string) (string, error) { return "", errors.New("not found") }
 	for _, orig := range originals(rec) {
 		for _, c := range []struct {
 			in        map[string]string
@@ -57,20 +60,12 @@ func optInThenOut(t *testing.T, rec harness.Record) {
 			{remote, true},
 			{nil, false},
 		} {
-			switch {
-			case c.serverOut && rec.Scope == harness.Always:
-				continue // the entry stays: a stdio one, which can start
-			case c.in == nil && rec.Scope != harness.Always:
+			if c.in == nil && rec.Scope != harness.Always {
 				continue // only --target adds one; the variables are the way in
 			}
 			name := fmt.Sprintf("%s %q, in with variables %v, out with mempalace-mcp still there %v", rec.Name, orig, c.in != nil, c.serverOut)
-			home := t.TempDir()
-			env := harness.Env{Home: home, HomeFromFlag: true}
-			file := filepath.Join(rec.Location.DirPath(env), rec.Location.Write[0])
-			os.MkdirAll(filepath.Dir(file), 0o755)
-			os.MkdirAll(rec.Location.MarkerPath(env), 0o755)
-			os.WriteFile(file, []byte(orig), 0o644)
-
+			file, home := originalIn(t, rec, orig)
+			neverFile, neverHome := originalIn(t, rec, orig)
 			in := opts(home, c.in)
 			in.Sys, in.Targets = unsynced{}, []string{rec.Name}
 			if _, _, err := Run(in, false); err != nil {
@@ -80,27 +75,47 @@ func optInThenOut(t *testing.T, rec harness.Record) {
 				t.Errorf("%s: opting in added no entry:\n%s", name, got)
 				continue
 			}
-			out := opts(home, nil)
-			out.Sys = unsynced{}
-			if !c.serverOut {
-				out.LookPath = gone
-			}
-			if _, _, err := Run(out, false); err != nil {
-				t.Fatal(err)
-			}
-			got, _ := os.ReadFile(file)
-			if bytes.Equal(got, []byte(orig)) {
+			got := startWithout(t, home, file, c.serverOut)
+			never := startWithout(t, neverHome, neverFile, c.serverOut)
+			if bytes.Equal(got, never) {
 				continue
 			}
-			if reason, ok := semanticOnly(rec, orig); ok && sameValue(t, rec, got, []byte(orig)) {
+			if reason, ok := semanticOnly(rec, orig); ok && sameValue(t, rec, got, never) {
 				t.Logf("%s: %s: %q", name, reason, got)
 				continue
 			}
-			t.Errorf("%s: opting out left\n%q", name, got)
+			t.Errorf("%s: opting out left\n%q\nnever opting in leaves\n%q", name, got, never)
 		}
 	}
 }
 
+// originalIn is a home holding orig as rec's file, its harness set up.
+func originalIn(t *testing.T, rec harness.Record, orig string) (file, home string) {
+	home = t.TempDir()
+	env := harness.Env{Home: home, HomeFromFlag: true}
+	file = filepath.Join(rec.Location.DirPath(env), rec.Location.Write[0])
+	os.MkdirAll(filepath.Dir(file), 0o755)
+	os.MkdirAll(rec.Location.MarkerPath(env), 0o755)
+	if err := os.WriteFile(file, []byte(orig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file, home
+}
+
+// startWithout is a start with no MEMPALACE_* variables (serverOut:
+// mempalace-mcp still on PATH) in home, and the file it leaves.
+func startWithout(t *testing.T, home, file string, serverOut bool) []byte {
+	out := opts(home, nil)
+	out.Sys = unsynced{}
+	if !serverOut {
+		out.LookPath = func(string) (string, error) { return "", errors.New("not found") }
+	}
+	if _, _, err := Run(out, false); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(file)
+	return got
+}
 // originals are representative files of rec's format, its map (empty, or
 // holding the user's own server) in some, absent in others.
 func originals(rec harness.Record) []string {
