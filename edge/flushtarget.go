@@ -20,6 +20,9 @@ type primaryAdapter struct{ p *Primary }
 
 func (a primaryAdapter) Up() bool { return a.p.Up() }
 
+// URL is the primary's URL, recorded with a failed send's last error.
+func (a primaryAdapter) URL() string { return a.p.endpoint }
+
 // Ledger: the outbox's replay may lean on a gateway's op-id ledger.
 func (a primaryAdapter) Ledger(ctx context.Context) (bool, error) { return a.p.Ledger(ctx) }
 

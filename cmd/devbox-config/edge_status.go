@@ -24,7 +24,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   outbox      where the outbox is (or that edge mode never ran on this palace)
   queue       ops by state: queued, inflight, dead, in doubt, held, intent, done
   oldest      how long the oldest queued op has waited
-  last flush  when the last flush ended (last error: why the last send failed)
+  last flush  when the last flush ended (last error: why the last send to
+              MEMPALACE_REMOTE_URL failed; one from an earlier URL is not shown)
   flushing    the process that holds the flush lease now
   primary     whether the primary answers, and how
   policy      only when policy.json does not parse: writes are held until it does
@@ -87,7 +88,7 @@ func (sc *edgeStatusCmd) run() error {
 	if err != nil {
 		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
 	}
-	v := edgeStatus{outbox: s.Path(), stats: st, primary: checkPrimary(ctx, cfg), protection: s.Protection(ctx), joins: doctor.UnfinishedJoins(cfg.Palace, time.Now())}
+	v := edgeStatus{outbox: s.Path(), url: cfg.PrimaryURL, stats: st, primary: checkPrimary(ctx, cfg), protection: s.Protection(ctx), joins: doctor.UnfinishedJoins(cfg.Palace, time.Now())}
 	if _, err := edge.LoadPolicy(cfg.StateDir()); err != nil {
 		v.policy = "DOES NOT PARSE (writes are held, unsent, until it does): " + err.Error()
 	}
@@ -112,6 +113,7 @@ func (sc *edgeStatusCmd) run() error {
 // edgeStatus is what `edge status` found.
 type edgeStatus struct {
 	outbox, primary, protection, mismatch, policy string
+	url                                           string // MEMPALACE_REMOTE_URL
 	stats                                         outbox.Stats
 	behind                                        map[string]int // a dead op's id: the ops waiting behind it
 	tombs                                         edge.Remaining
@@ -128,7 +130,8 @@ func (v edgeStatus) print(w io.Writer) {
 	if st.LastFlush != nil {
 		fmt.Fprintf(w, "last flush %s\n", st.LastFlush.Local().Format(time.RFC3339))
 	}
-	if st.LastError != "" {
+	if st.LastError != "" && (st.LastErrorURL == "" || st.LastErrorURL == v.url) {
+		// one from another URL (.env's changed since) is no word on this primary
 		fmt.Fprintf(w, "last error %s\n", st.LastError)
 	}
 	if st.FlushOwner != "" {

@@ -27,6 +27,13 @@ type Primary interface {
 	Up() bool
 }
 
+// URLTarget is a Primary that names the URL it sends to: a failed send's
+// last error is recorded with it (Stats.LastErrorURL), so that it is not
+// taken for the primary's once .env names another.
+type URLTarget interface {
+	URL() string
+}
+
 // Flusher drains the outbox to the primary. Several processes may share
 // one palace; the lease (lease.go) makes exactly one of them send.
 //

@@ -617,6 +617,9 @@ type Stats struct {
 	OldestQueued *time.Time    `json:"oldest_queued,omitempty"`
 	LastFlush    *time.Time    `json:"last_flush,omitempty"`
 	LastError    string        `json:"last_error,omitempty"`
+	// LastErrorURL is the primary URL LastError came from ("": not
+	// known: recorded before the URL was, or the primary names none).
+	LastErrorURL string `json:"last_error_url,omitempty"`
 	// Dead, InDoubt and Held list (up to 100 of) the ops that wait for
 	// an operator or the policy.
 	Dead    []Op `json:"dead,omitempty"`
@@ -699,6 +702,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		st.LastFlush = &t
 	}
 	if st.LastError, err = s.Meta(ctx, "last_error"); err != nil {
+		return st, err
+	}
+	if st.LastErrorURL, err = s.Meta(ctx, metaLastErrorURL); err != nil {
 		return st, err
 	}
 	l, err := readLease(ctx, s.db)

@@ -84,6 +84,9 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		if err := setMeta(ctx, tx, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), op.Tool, msg)); err != nil {
 			return err
 		}
+		if err := setMeta(ctx, tx, metaLastErrorURL, f.url()); err != nil {
+			return err
+		}
 		if state != Queued {
 			return nil
 		}
@@ -194,6 +197,18 @@ func settleDone(ctx context.Context, tx *sql.Tx, seq int64, now time.Time, resul
 		return err
 	}
 	return setMeta(ctx, tx, "last_flush", now.UTC().Format(time.RFC3339Nano))
+}
+
+// metaLastErrorURL is the meta key of the primary URL the last failed
+// send went to (last_error's).
+const metaLastErrorURL = "last_error_url"
+
+// url is the URL the flusher sends to ("": its Primary names none).
+func (f *Flusher) url() string {
+	if t, ok := f.P.(URLTarget); ok {
+		return t.URL()
+	}
+	return ""
 }
 
 // backoff is exponential in the op's attempts with full jitter, capped;
