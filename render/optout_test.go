@@ -116,6 +116,7 @@ func startWithout(t *testing.T, home, file string, serverOut bool) []byte {
 	got, _ := os.ReadFile(file)
 	return got
 }
+
 // originals are representative files of rec's format, its map (empty, or
 // holding the user's own server) in some, absent in others.
 func originals(rec harness.Record) []string {
