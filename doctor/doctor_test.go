@@ -997,6 +997,39 @@ func TestOutbox(t *testing.T) {
 			t.Fatalf("%s", fs[0].Message)
 		}
 	})
+	// Outside tester attack49 F6: the backlog's last error is the
+	// primary's only while .env names the URL it came from (it named an
+	// earlier URL's error after the gateway moved).
+	t.Run("backlog's last error is the URL's", func(t *testing.T) {
+		b := newBox(t)
+		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+		must(t, err)
+		s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"waiting"}`), Wing: "w"})
+		(&outbox.Flusher{S: s, P: refusedAt{"http://127.0.0.1:1/old"}, Retries: -1}).Drain(ctx)
+		s.Close()
+		b.opts.Now = func() time.Time { return time.Now().Add(3 * time.Hour) }
+		for url, want := range map[string]bool{"http://127.0.0.1:1/old": true, "http://127.0.0.1:1/moved": false} {
+			b.env["MEMPALACE_REMOTE_URL"] = url
+			var backlog *Finding
+			for _, f := range b.run() {
+				if f.ID == IDOutboxBacklog {
+					backlog = &f
+				}
+			}
+			if backlog == nil || strings.Contains(backlog.Message, "last error") != want {
+				t.Errorf("MEMPALACE_REMOTE_URL=%s: want the last error %v in %+v", url, want, backlog)
+			}
+		}
+	})
+}
+
+// refusedAt is a primary at a URL that refuses the token.
+type refusedAt struct{ url string }
+
+func (refusedAt) Up() bool      { return true }
+func (p refusedAt) URL() string { return p.url }
+func (refusedAt) Call(context.Context, string, json.RawMessage) (map[string]any, error) {
+	return nil, outbox.ErrUnauthorized
 }
 
 // counts is the KG's per-table row counts.

@@ -111,8 +111,8 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		if age > opts.BacklogAge {
 			n := ob.stats.ByState[outbox.Queued] + ob.stats.ByState[outbox.Inflight]
 			msg := fmt.Sprintf("%d write(s) wait in %s for the primary; the oldest was queued %s ago", n, ob.path, age.Round(time.Second))
-			if ob.stats.LastError != "" {
-				msg += "; last error: " + opts.mask(ob.stats.LastError) // the primary's words
+			if e := ob.stats.LastErrorFrom(opts.env(ladder.EnvRemoteURL)); e != "" {
+				msg += "; last error: " + opts.mask(e) // the primary's words
 			}
 			out = append(out, Finding{ID: IDOutboxBacklog, Severity: Warn, Section: "§4.3", Message: msg,
 				Fix: "make the primary reachable (see primary-* findings) and run the edge (any harness session flushes it), or `devbox-config edge flush`"})

@@ -130,9 +130,8 @@ func (v edgeStatus) print(w io.Writer) {
 	if st.LastFlush != nil {
 		fmt.Fprintf(w, "last flush %s\n", st.LastFlush.Local().Format(time.RFC3339))
 	}
-	if st.LastError != "" && (st.LastErrorURL == "" || st.LastErrorURL == v.url) {
-		// one from another URL (.env's changed since) is no word on this primary
-		fmt.Fprintf(w, "last error %s\n", st.LastError)
+	if e := st.LastErrorFrom(v.url); e != "" {
+		fmt.Fprintf(w, "last error %s\n", e)
 	}
 	if st.FlushOwner != "" {
 		fmt.Fprintf(w, "flushing   %s\n", st.FlushOwner)

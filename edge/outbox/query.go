@@ -611,6 +611,16 @@ func (s *Store) doneUnsent(ctx context.Context, seq int64, kind Kind, msg string
 	return tx.Commit()
 }
 
+// LastErrorFrom is LastError when it came from a send to url, the
+// primary URL .env names now, or from one not known ("": it came from
+// another URL, no word on this primary's state).
+func (st Stats) LastErrorFrom(url string) string {
+	if st.LastErrorURL != "" && st.LastErrorURL != url {
+		return ""
+	}
+	return st.LastError
+}
+
 // Stats summarises the queue for `edge status`.
 type Stats struct {
 	ByState      map[State]int `json:"by_state"`
