@@ -202,7 +202,7 @@ func TestARetryOfAHeldWriteSendsItAsTheTokenInEnvNow(t *testing.T) {
 	if len(ops) != 1 {
 		t.Fatalf("held ops: %+v", ops)
 	}
-	if code, out, errb := runCLI("edge", "outbox", "retry", ops[0].Short()); code != 0 {
+	if code, out, errb := runCLI("edge", "outbox", "retry", ops[0].Short()); code != 0 || !strings.Contains(out, "queued to be sent again, as device tmp-0042") {
 		t.Fatalf("retry: exit %d\n%s%s", code, out, errb)
 	}
 	code, out, errb := runCLI("edge", "flush")

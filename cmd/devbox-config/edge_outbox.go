@@ -205,6 +205,9 @@ func outcome(use string, o outbox.Op) string {
 	if o.Resend {
 		return "queued to be sent again, without a look-up"
 	}
+	if outbox.FailureOf(o.Error).Kind == outbox.OtherDevice && o.TokenDevice != "" {
+		return "queued to be sent again, as device " + mailbox.Printable(o.TokenDevice) + ", the gateway's for the token in .env"
+	}
 	return "queued to be sent again"
 }
 
