@@ -164,8 +164,7 @@ func deadList(ops []outbox.DeadOp) (string, string) {
 // deadNotes are the lines a tool answer carries for the ops in fresh: one
 // for the dead, one for the checkpoints with items left out.
 func deadNotes(fresh []outbox.DeadOp) []string {
-	dead, left := splitLeftOut(fresh)
-	dead, moved := splitOtherDevice(dead)
+	dead, moved, left := splitDead(fresh)
 	var notes []string
 	if len(moved) > 0 {
 		notes = append(notes, "[devbox-config] "+otherDeviceLine(moved))
@@ -179,31 +178,22 @@ func deadNotes(fresh []outbox.DeadOp) []string {
 	return notes
 }
 
-// splitLeftOut parts ops into the dead and the checkpoints done with
-// items left out.
-func splitLeftOut(ops []outbox.DeadOp) (dead, left []outbox.DeadOp) {
+// splitDead parts ops into the dead the primary refused, those held as
+// queued under another device than the gateway names the token
+// (outbox.OtherDevice: never sent), and the checkpoints done with items
+// left out.
+func splitDead(ops []outbox.DeadOp) (dead, moved, left []outbox.DeadOp) {
 	for _, o := range ops {
-		if o.LeftOut {
+		switch {
+		case o.LeftOut:
 			left = append(left, o)
-		} else {
-			dead = append(dead, o)
-		}
-	}
-	return dead, left
-}
-
-// splitOtherDevice parts dead ops into those the primary refused and
-// those held as queued under another device than the gateway names the
-// token (outbox.OtherDevice: never sent).
-func splitOtherDevice(ops []outbox.DeadOp) (dead, moved []outbox.DeadOp) {
-	for _, o := range ops {
-		if o.Kind == outbox.OtherDevice {
+		case o.Kind == outbox.OtherDevice:
 			moved = append(moved, o)
-		} else {
+		default:
 			dead = append(dead, o)
 		}
 	}
-	return dead, moved
+	return dead, moved, left
 }
 
 // otherDeviceLine says the writes held as queued under another device,
@@ -248,8 +238,7 @@ func deadNote(fresh []outbox.DeadOp) string {
 // told at deadToldMax session starts ("": none); each counts as told to
 // the session.
 func (e *Edge) deadInstructions(ctx context.Context) string {
-	dead, left := splitLeftOut(e.toldAtStart(ctx, e.newDead(ctx, true)))
-	dead, moved := splitOtherDevice(dead)
+	dead, moved, left := splitDead(e.toldAtStart(ctx, e.newDead(ctx, true)))
 	var lines []string
 	if len(moved) > 0 {
 		lines = append(lines, "Writes held (devbox-config edge): "+otherDeviceLine(moved))

@@ -253,19 +253,20 @@ func ReadRegular(path string, max int64) ([]byte, error) {
 // with a *NotRegularError (Kind "symlink" for a link), looked at before it
 // is opened, so a FIFO or a device is not even opened, and checked again
 // once open, against a swap in between (O_NOFOLLOW, and O_NONBLOCK: a FIFO
-// swapped in cannot block the open).
-func OpenRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
+// swapped in cannot block the open). It returns the open file's own
+// FileInfo, from that second look.
+func OpenRegular(path string, flag int, perm os.FileMode) (*os.File, os.FileInfo, error) {
 	if fi, err := os.Lstat(path); err == nil {
 		if err := regular(path, path, fi); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, perm)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, &NotRegularError{Path: path, Kind: "symlink"}
+		return nil, nil, &NotRegularError{Path: path, Kind: "symlink"}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fi, err := f.Stat()
 	if err == nil {
@@ -273,9 +274,9 @@ func OpenRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
 	}
 	if err != nil {
 		f.Close() // the refusal is the error to report
-		return nil, err
+		return nil, nil, err
 	}
-	return f, nil
+	return f, fi, nil
 }
 
 // Narrow narrows the mode of the existing file at path to perm in place,
@@ -295,14 +296,11 @@ func Narrow(path string, perm os.FileMode) error {
 	if err := regular(path, path, fi); err != nil || fi.Mode().Perm()&^perm == 0 {
 		return err
 	}
-	f, err := OpenRegular(path, os.O_RDONLY, 0)
+	f, fi, err := OpenRegular(path, os.O_RDONLY, 0)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if fi, err = f.Stat(); err != nil {
-		return err
-	}
 	if err := f.Chmod(fi.Mode().Perm() & perm); err != nil {
 		return fmt.Errorf("narrow %s to %04o: %w", path, perm, err)
 	}

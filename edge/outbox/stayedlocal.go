@@ -182,18 +182,16 @@ func openStayedLocal(path string, how int) (*os.File, error) {
 	case reserve:
 		flag = os.O_RDWR | os.O_CREATE
 	}
-	f, err := filewrite.OpenRegular(path, flag, 0o600)
+	f, fi, err := filewrite.OpenRegular(path, flag, 0o600)
 	if nr := (*filewrite.NotRegularError)(nil); errors.As(err, &nr) {
 		return nil, fmt.Errorf("%w: %w", err, errNotRecord)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if fi, err := f.Stat(); err == nil { // OpenRegular statted it just now: an error here leaves the link count unknown, as without Stat_t
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-			f.Close() // the refusal is the error to report
-			return nil, fmt.Errorf("%s has %d names (a hard link): %w", path, st.Nlink, errNotRecord)
-		}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		f.Close() // the refusal is the error to report
+		return nil, fmt.Errorf("%s has %d names (a hard link): %w", path, st.Nlink, errNotRecord)
 	}
 	return f, nil
 }
