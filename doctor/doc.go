@@ -2,7 +2,7 @@
 // the §7 landmines (a split knowledge graph, a shared sync, an unchecked
 // embedder), the opt-in's own pitfalls (an edge palace on an un-persisted
 // volume, a palace whose vector index is lost, a token in a readable .env or a harness config, a proposal
-// nobody merged, a harness's MemPalace entry whose command cannot start, or that the harness would not use, a harness config the harness ignores) and the primary's reachability and policy (§6.2: the
+// nobody merged, a harness's MemPalace entry whose command cannot start, or that the harness would not use, a harness config the harness ignores, a mempalace-mcp on the edge's palace that no edge started) and the primary's reachability and policy (§6.2: the
 // token, the Host pin behind a proxy, an Origin-adding proxy).
 //
 // Each check is a small function that returns findings; a finding has a

@@ -52,6 +52,7 @@ const (
 	IDJoinInterrupted    = "join-interrupted"
 	IDRenderRecord       = "render-record"
 	IDDeviceIdentity     = "device-identity"
+	IDStrayServer        = "stray-server"
 )
 
 // Finding is one problem: what is wrong, where the RFC explains it, and the
@@ -188,6 +189,7 @@ func Run(ctx context.Context, opts Options) []Finding {
 	findings = append(findings, CheckVectorIndex(ctx, opts, st)...)
 	findings = append(findings, CheckRebuildCopyOutbox(opts, st)...)
 	findings = append(findings, CheckEdgeVolume(opts, st)...)
+	findings = append(findings, CheckStrayServer(opts, st)...)
 	findings = append(findings, CheckEnvPermissions(opts)...)
 	findings = append(findings, CheckTokenInConfig(opts)...)
 	findings = append(findings, CheckProposedPending(opts)...)

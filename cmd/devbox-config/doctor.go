@@ -37,6 +37,9 @@ section it comes from. Finding ids are stable, for scripts:
                                                   share tunnels.json
   embedder-sidecar                           §7.4 edge mode: embedder identity
   edge-volume                                §1.2 edge palace not on a volume
+  stray-server                               §1.2 edge mode: a mempalace-mcp on
+                                                  the palace no edge started
+                                                  (names its pid)
   palace-damaged                             §1.2 the palace's SQLite files fail
                                                   quick_check
   vector-index                               §1.2 the drawers' vector index is
