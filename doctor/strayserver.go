@@ -76,12 +76,12 @@ func (p proc) palace(args []string) string {
 			return p.abs(args[i+1])
 		}
 	}
-	environ, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.pid), "environ"))
-	if err != nil {
+	environ := ladder.ProcEnviron(p.pid)
+	if environ == nil {
 		return ""
 	}
 	env := map[string]string{}
-	for _, kv := range strings.Split(string(environ), "\x00") {
+	for _, kv := range environ {
 		if k, v, ok := strings.Cut(kv, "="); ok {
 			env[k] = v
 		}

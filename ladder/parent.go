@@ -60,7 +60,7 @@ func parentVars(env Lookup, ppid int, environOf func(pid int) []string) map[stri
 		return nil
 	}
 	if environOf == nil {
-		environOf = procEnviron
+		environOf = ProcEnviron
 	}
 	server := map[string]bool{}
 	for _, n := range ServerVars() {
@@ -75,9 +75,9 @@ func parentVars(env Lookup, ppid int, environOf func(pid int) []string) map[stri
 	return parent
 }
 
-// procEnviron is a process's environment as Linux shows it to the same
+// ProcEnviron is a process's environment as Linux shows it to the same
 // user (nil when it cannot be read).
-func procEnviron(pid int) []string {
+func ProcEnviron(pid int) []string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 	if err != nil {
 		return nil // no parent to read: nothing to add
