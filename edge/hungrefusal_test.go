@@ -132,7 +132,10 @@ func TestALateAnswerIsNotCalledUnreachable(t *testing.T) {
 	_, srv := startPrimary(t)
 	url, delay := slowProxy(t, srv.URL())
 	h := start(t, harnessOpts{primaryURL: url, timeout: 500 * time.Millisecond})
-	h.call("list_wings", nil)
+	// The edge's session with the primary is up before the primary slows:
+	// its first connect may itself outlast the timeout on a loaded machine,
+	// and a write's connect that does never leaves.
+	h.eventually("a read the primary answered", func() bool { r, _ := h.call("kg_stats", nil); return edgeOf(r)["source"] == "primary" })
 	delay.Store(int64(2 * time.Second))
 	h.call("add_drawer", map[string]any{"wing": "wing_a", "room": "r", "content": "answered late"})
 	var last string
