@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -138,11 +139,14 @@ func TestRealOriginsSurviveServe(t *testing.T) {
 	}
 
 	// The stream: an event appended while a device listens comes with its
-	// writer's origin (desk trusts only the admin: marked).
+	// writer's origin (desk trusts only the admin: marked). The stream
+	// opens after the ask above (since_event_id): the event is sent whether
+	// it lands before the stream has started tailing or after (a sleep
+	// before the append lost it under load).
 	streamStart := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", g.http.URL+"/logstream/stream?to_agent=pi@desk", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.http.URL+"/logstream/stream?to_agent=pi@desk&since_event_id="+url.QueryEscape(ev.(string)), nil)
 	req.Header.Set("Authorization", "Bearer "+desk)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
@@ -152,7 +156,6 @@ func TestRealOriginsSurviveServe(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		time.Sleep(500 * time.Millisecond) // the stream tails from the newest event when it starts
 		g.call(laptop, "event_append", map[string]any{"type": "ask", "stream": "release", "room": "train", "from_agent": "opencode@laptop", "to_agent": "pi@desk", "body": "streamed ask"})
 	})
 	lines := bufio.NewScanner(resp.Body)
