@@ -295,13 +295,19 @@ func TestARefusalEchoesAHugeNameCutAsItsLine(t *testing.T) {
 			t.Errorf("%s: the refusal (%d bytes) does not show it cut (%q): %.300s", c.what, len(answer), want, answer)
 		}
 	}
+	// A padded name is refused at parse without its value: it came back
+	// twice, whole (the proto helper's note).
+	_, answer := g.postRaw(tok, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":" w`+long+`","room":"r","content":"c"}}}`)
+	if len(answer) > 2048 || !bytes.Contains(answer, []byte("whitespace at its start or end")) {
+		t.Errorf("a padded wing of %d bytes: the refusal (%d bytes): %.300s", len(long)+2, len(answer), answer)
+	}
 	// Many short unknown parameters, or a long query parameter, make no
 	// long answer either.
 	var many []string
 	for i := range 20_000 {
 		many = append(many, fmt.Sprintf(`"p%06d":1`, i))
 	}
-	_, answer := g.postRaw(tok, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_status","arguments":{`+strings.Join(many, ",")+`}}}`)
+	_, answer = g.postRaw(tok, "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_status","arguments":{`+strings.Join(many, ",")+`}}}`)
 	if len(answer) > 2048 || !bytes.Contains(answer, []byte("(and 19992 more)")) {
 		t.Errorf("20,000 unknown parameters: the refusal (%d bytes): %.300s", len(answer), answer)
 	}

@@ -504,7 +504,11 @@ func checkNames(at string, m map[string]any, strs ...string) *badRequest {
 	}
 	for _, k := range nameArgs {
 		if s, ok := m[k].(string); ok && padded(s) {
-			return &badRequest{code: -32602, msg: fmt.Sprintf("Invalid value for parameter '%s%s': %q has whitespace at its start or end, which MemPalace strips (the gateway authorizes names as sent); send %q", at, k, s, catalogue.SanitizedName(s))}
+			msg := fmt.Sprintf("Invalid value for parameter '%s%s': %q has whitespace at its start or end, which MemPalace strips (the gateway authorizes names as sent); send %q", at, k, s, catalogue.SanitizedName(s))
+			if len(s) > maxField { // not echoed, twice, at any length
+				msg = fmt.Sprintf("Invalid value for parameter '%s%s': its value (%d bytes) has whitespace at its start or end, which MemPalace strips (the gateway authorizes names as sent); send it without", at, k, len(s))
+			}
+			return &badRequest{code: -32602, msg: msg}
 		}
 	}
 	return nil
