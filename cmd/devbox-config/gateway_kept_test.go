@@ -225,3 +225,33 @@ func TestGatewayTrashListRefusesAMissingTrash(t *testing.T) {
 		t.Error("trash list made a new trash")
 	}
 }
+
+// A trash restore on a gateway that has served whose op-id ledger or
+// provenance index is missing is refused, naming it, and makes neither
+// anew: before, it opened (so created) both empty, and the next start
+// took them as kept and said nothing (the gwstate helper's note).
+func TestGatewayTrashRestoreRefusesMissingState(t *testing.T) {
+	cfg, token := initGateway(t, t.TempDir())
+	serveOnce(t, cfg, token)
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gone := range []string{c.LedgerPath(), c.ProvenancePath()} {
+		moved := gone + ".away"
+		if err := os.Rename(gone, moved); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "upstream-token")
+		code, out, errOut := runCLI("gateway", "--config", cfg, "trash", "restore", "--upstream", "http://127.0.0.1:1/mcp", "1")
+		if code != 1 || !strings.Contains(errOut, gone+" (") {
+			t.Errorf("restore without %s: exit %d: %s%s", gone, code, out, errOut)
+		}
+		if _, err := os.Stat(gone); err == nil {
+			t.Errorf("trash restore made %s anew", gone)
+		}
+		if err := os.Rename(moved, gone); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -227,6 +227,9 @@ func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, n
 	if err := checkUpstreamToken(c, g.file, noToken); err != nil {
 		return err
 	}
+	if err := c.CheckKept(g.file); err != nil { // it would make a missing ledger or provenance index anew, which the next start then takes as kept
+		return failed(err)
+	}
 	st, ok, err := openTrash(g)
 	if err != nil {
 		return err

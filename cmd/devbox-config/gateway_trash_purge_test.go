@@ -31,7 +31,7 @@ func TestGatewayTrashPurgeRemovesTheContentForGood(t *testing.T) {
 	}
 	cli(0, "device", "add", "ops-0001", "--label", "ops", "--read", "*", "--write", "*", "--admin", "--agents", "pi@ops")
 	tok, _ := run(0, "token", "issue", "ops-0001")
-	srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1"}
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1", Ledger: servesLedger(t, cfg)}
 	if err := srv.Open(); err != nil {
 		t.Fatal(err)
 	}

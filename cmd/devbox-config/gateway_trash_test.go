@@ -32,7 +32,7 @@ func TestGatewayTrashListAndRestore(t *testing.T) {
 	if out := cli(0, "trash", "list"); !strings.Contains(out, "the trash is empty") {
 		t.Fatalf("list before any delete: %q", out)
 	}
-	srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1"}
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1", Ledger: servesLedger(t, cfg)}
 	if err := srv.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -314,4 +314,21 @@ func closesConnections(t *testing.T) string {
 		}
 	}()
 	return l.Addr().String()
+}
+
+// servesLedger is the op-id ledger of the gateway of cfg, opened as
+// gateway serve opens it (a trash restore refuses a gateway that has
+// served without one).
+func servesLedger(t *testing.T, cfg string) gateway.OpLedger {
+	t.Helper()
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.Open(c.LedgerPath(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return gateway.OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}
 }
