@@ -106,14 +106,20 @@ func planEntry(opts Options, s ladder.Settings, rec harness.Record, explicit boo
 	}
 	m := managed{rec: rec, file: filepath.Join(dir, name), pointer: rec.Pointer(), desired: desired, mode: string(s.Mode), creates: creates, noServer: !s.Register()}
 	r = m.plan(opts, r, f)
-	entry := desired // the entry the file holds after this run
+	return warnIgnored(opts, r, m, f.doc, s.Mode)
+}
+
+// warnIgnored adds to r a warning for each setting of the entry rec's
+// file holds after this run (r.Action on m) that its harness ignores.
+func warnIgnored(opts Options, r Result, m managed, doc document, mode ladder.Mode) Result {
+	entry := m.desired
 	switch r.Action {
 	case ActionSkipped, ActionNotPresent:
 		entry = nil
 	case string(merge.KeepEdit), string(merge.KeepDeleted):
-		entry, _ = f.doc.Get(rec.Pointer()...)
+		entry, _ = doc.Get(m.rec.Pointer()...)
 	}
-	for _, u := range ignored(opts.Sys, opts.Home, rec, m.file, f.doc, entry, s.Mode) {
+	for _, u := range ignored(opts.Sys, opts.Home, m.rec, m.file, doc, entry, mode) {
 		r.Warnings = append(r.Warnings, u.String())
 	}
 	return r

@@ -56,20 +56,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	if rule.CountsTowardDead {
 		refusals++
 	}
-	state := Queued
-	rec, _ := catalogue.Lookup(op.Tool)
-	switch {
-	case refusals >= f.MaxRefusals || final:
-		state = Dead
-		f.Log.Error("outbox op is dead: the primary refused it; the ops sharing its keys wait ("+f.ListCommand+")", "op", op.Short(), "tool", op.Tool, "refusals", refusals, "err", msg)
-	case kind == Lost && rec.Replay == catalogue.Unrepeatable && (!f.knownLedger(ctx) || isInDoubt(sendErr)):
-		state = InDoubt
-		f.Log.Error("outbox op in doubt: it may have landed and nothing can look it up; devbox-config edge outbox retry (send it again) or delivered (it landed) settles it", "op", op.Short(), "tool", op.Tool, "err", msg)
-	case kind == Unauthorized:
-		f.Log.Error("the primary refused the token; queued writes wait for a fixed MEMPALACE_REMOTE_TOKEN", "op", op.Short())
-	default:
-		f.Log.Debug("outbox op not sent; will retry", "op", op.Short(), "tool", op.Tool, "kind", kind, "err", msg)
-	}
+	state := f.failedState(ctx, op, kind, msg, refusals, final, sendErr)
 	ej, err := json.Marshal(map[string]any{"kind": kind, "class": rule.Class, "message": msg, "at": now.UTC(), "attempt": op.Attempts})
 	if err != nil {
 		ej = []byte(`{"kind":"` + kind.String() + `"}`) // msg held something JSON cannot encode
@@ -104,6 +91,27 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	}
 	f.S.notify(op.ID) // dead, in doubt, or queued with its error: a waiter learns it now
 	return false
+}
+
+// failedState is what a failed send leaves op in (its refusals counted
+// with this one): dead once refused for good or too often, in doubt when
+// it may have landed and nothing can look it up, else queued; each said
+// in the log.
+func (f *Flusher) failedState(ctx context.Context, op Op, kind Kind, msg string, refusals int, final bool, sendErr error) State {
+	rec, _ := catalogue.Lookup(op.Tool)
+	switch {
+	case refusals >= f.MaxRefusals || final:
+		f.Log.Error("outbox op is dead: the primary refused it; the ops sharing its keys wait ("+f.ListCommand+")", "op", op.Short(), "tool", op.Tool, "refusals", refusals, "err", msg)
+		return Dead
+	case kind == Lost && rec.Replay == catalogue.Unrepeatable && (!f.knownLedger(ctx) || isInDoubt(sendErr)):
+		f.Log.Error("outbox op in doubt: it may have landed and nothing can look it up; devbox-config edge outbox retry (send it again) or delivered (it landed) settles it", "op", op.Short(), "tool", op.Tool, "err", msg)
+		return InDoubt
+	case kind == Unauthorized:
+		f.Log.Error("the primary refused the token; queued writes wait for a fixed MEMPALACE_REMOTE_TOKEN", "op", op.Short())
+	default:
+		f.Log.Debug("outbox op not sent; will retry", "op", op.Short(), "tool", op.Tool, "kind", kind, "err", msg)
+	}
+	return Queued
 }
 
 // done records a sent op as done: answered (kind ""), its object already
