@@ -221,7 +221,7 @@ func (j *joining) failureOf(op outbox.Op) Failure {
 		// is named by its id
 		return Failure{Kind: kind, Record: op.Short(), Wing: op.Wing, Error: j.whyStuck(op)}
 	}
-	name := recordName(Record{Args: args})
+	name := recordName(Record{Kind: kind, Args: args})
 	if kind != Facts {
 		c := []rune(str(args, "content") + str(args, "entry"))
 		if len(c) > 60 {

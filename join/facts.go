@@ -233,6 +233,8 @@ func copyOf(there []fact, f fact, other bool) (c fact, ok bool) {
 //     close is newer knowledge; not re-opened, counted skipped, and a
 //     note says how many. So too closed on both sides with other ends: no
 //     second, overlapping copy is filed; --verify names the two ends.
+//   - the same fact there already (the edge replicated it): not sent,
+//     counted skipped, as a drawer already there is.
 //   - open there from another valid_from (and not here from this one):
 //     kg_add answers the open copy and files nothing, so it is not sent,
 //     counted neither sent nor skipped, and named (open on the primary).
@@ -249,7 +251,7 @@ func (j *joining) factsOnPrimary(ctx context.Context) {
 	}
 	j.connect()
 	there := onPrimary(ctx, j.sent, subjects)
-	kept := 0
+	var kept []string
 	for i := range j.planned {
 		p := &j.planned[i]
 		fs, asked := there[str(p.rec.Args, "subject")]
@@ -272,11 +274,16 @@ func (j *joining) factsOnPrimary(ctx context.Context) {
 			if !p.sent {
 				j.rep.Pending[Facts]--
 			}
-			kept++
-			if c, ok := copyOf(fs, f, true); ok && f.ValidTo != "" && j.o.Verify != 0 { // closed here too: two ends
+			c, _ := copyOf(fs, f, true)
+			kept = append(kept, fmt.Sprintf("%s (%s..%s there)", recordName(p.rec), cmp.Or(c.ValidFrom, "(no date)"), c.ValidTo))
+			if c.ValidTo != "" && f.ValidTo != "" && j.o.Verify != 0 { // closed here too: two ends
 				j.rep.Mismatches = append(j.rep.Mismatches, Mismatch{Kind: Facts, LocalID: recordName(p.rec), Verdict: "ended otherwise on the primary",
 					Detail: fmt.Sprintf("closed here %s..%s; the primary holds it %s..%s: its close is kept, no second copy filed", cmp.Or(f.ValidFrom, "(no date)"), f.ValidTo, cmp.Or(c.ValidFrom, "(no date)"), c.ValidTo)})
 			}
+		case same && !p.sent: // on the primary already (the edge replicated it): not sent
+			p.held = true
+			j.rep.Skipped[Facts]++
+			j.rep.Pending[Facts]--
 		case !open && !closed:
 			c, ok := copyOf(fs, f, false)
 			if !ok {
@@ -289,8 +296,8 @@ func (j *joining) factsOnPrimary(ctx context.Context) {
 			j.rep.Mismatches = append(j.rep.Mismatches, openThere(p.rec, f, c, j.openFix(c)))
 		}
 	}
-	if kept > 0 {
-		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d facts are closed on the primary (ended there since, or with another end): not sent, so as not to re-open them or file a second copy (counted skipped); a fact that holds again is a new kg_add with its own valid_from", kept))
+	if len(kept) > 0 {
+		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d facts are closed on the primary (ended there since, or with another end): %s; not sent, so as not to re-open them or file a second copy (counted skipped); a fact that holds again is a new kg_add with its own valid_from", len(kept), strings.Join(kept[:min(len(kept), 5)], ", ")+more(len(kept)-5)))
 	}
 }
 

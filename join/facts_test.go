@@ -3,6 +3,8 @@ package join
 import (
 	"strings"
 	"testing"
+
+	"github.com/joakimp/devbox-config/gateway"
 )
 
 // attack30 f14 against the test double (TestRealJoinDoesNotReopenAFactClosedOnThePrimary
@@ -45,5 +47,60 @@ func TestJoinDoesNotAdviseClosingAFactThatStillHoldsHere(t *testing.T) {
 	}
 	if d := rep.Mismatches[0].Detail; strings.Contains(d, "close it there") || !strings.Contains(d, "holds it open from that date too") {
 		t.Fatalf("the mismatch advises: %s", d)
+	}
+}
+
+// attack48 F1: a fact an earlier join sent, closed on the primary since
+// while it stays open here, is no mismatch at --verify (it was named
+// `facts / ""`, "missing"): a note names the triple and the primary's
+// close, and the fact counts skipped.
+func TestJoinVerifyNotesAFactClosedOnThePrimarySince(t *testing.T) {
+	p, pr := newPalace(t), newPrimary(t)
+	svc := map[string]any{"subject": "svc1", "predicate": "runs_on", "object": "host1", "valid_from": "2026-01-02"}
+	p.do(t, "kg_add", svc)
+	p.save(t)
+	c := config(t, p, pr)
+	if rep := run(t, c, Options{}); !rep.OK() || rep.Sent[Facts] != 1 {
+		t.Fatalf("first join: sent %v, failed %+v", rep.Sent, rep.Failed)
+	}
+	call(t, pr.pl, "mempalace_kg_invalidate", map[string]any{"subject": "svc1", "predicate": "runs_on", "object": "host1", "ended": "2026-12-05"})
+	rep := run(t, c, Options{Verify: All})
+	notes := strings.Join(rep.Notes, "\n")
+	if !rep.OK() || rep.Skipped[Facts] != 1 || !strings.Contains(notes, "svc1 → runs_on → host1 (2026-01-02..2026-12-05 there)") {
+		t.Fatalf("second join: mismatches %+v, skipped %v, notes %q, failed %+v", rep.Mismatches, rep.Skipped, notes, rep.Failed)
+	}
+}
+
+// attack48 F5: an open fact the primary holds already (the edge
+// replicated it) is counted skipped, not sent, as a drawer there is.
+func TestJoinCountsAFactAlreadyOnThePrimarySkipped(t *testing.T) {
+	p, pr := newPalace(t), newPrimary(t)
+	svc := map[string]any{"subject": "svc0", "predicate": "runs_on", "object": "host0", "valid_from": "2026-01-02"}
+	p.do(t, "kg_add", svc)
+	p.save(t)
+	call(t, pr.pl, "mempalace_kg_add", svc)
+	rep := run(t, config(t, p, pr), Options{Verify: All})
+	if !rep.OK() || rep.Sent[Facts] != 0 || rep.Skipped[Facts] != 1 || rep.Calls["primary kg_add"] != 0 {
+		t.Fatalf("join: sent %v, skipped %v, calls %v, failed %+v, mismatches %+v", rep.Sent, rep.Skipped, rep.Calls, rep.Failed, rep.Mismatches)
+	}
+	if st := pr.pl.Dump(); len(st.Triples) != 1 {
+		t.Fatalf("the primary holds %d facts, want 1", len(st.Triples))
+	}
+}
+
+// A fact the gateway refuses (knowledge-graph grant read) is named by its
+// triple on its FAILED line, as it was named `/ ""` (attack48 F1's
+// naming, on the refusal's side).
+func TestJoinNamesARefusedFactByItsTriple(t *testing.T) {
+	t.Parallel()
+	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "read", Agents: []string{"opencode@desk"}}})
+	p := newPalace(t)
+	p.do(t, "kg_add", map[string]any{"subject": "svc2", "predicate": "runs_on", "object": "host2", "valid_from": "2026-01-03"})
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token = url, func() string { return tokens["desk-9b21"] }
+	rep := run(t, c, Options{})
+	if len(rep.Failed) != 1 || rep.Failed[0].Record != "svc2 → runs_on → host2" {
+		t.Fatalf("join: failed %+v, want the refused fact named svc2 → runs_on → host2", rep.Failed)
 	}
 }

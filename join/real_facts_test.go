@@ -175,3 +175,29 @@ func TestRealJoinCountsNoFactThePrimaryWillNotFile(t *testing.T) {
 
 // factWrites counts the join's writes of facts to the primary.
 func factWrites(r Report) int { return r.Calls["primary kg_add"] + r.Calls["primary kg_invalidate"] }
+
+// attack48 F1 and F5 against real MemPalace: an open fact the primary
+// holds already is skipped, not sent; one a join sent and the primary
+// closed since is at --verify all no mismatch (it was named `/ ""`,
+// missing) but a note with the triple and the primary's close.
+func TestRealJoinVerifyNotesAFactClosedOnThePrimarySince(t *testing.T) {
+	local := realpalace.New(t)
+	s := local.Stdio(t)
+	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),
+		realpalace.Fact("svc0", "runs_on", "host0", "2026-01-02", ""),
+		realpalace.Fact("svc1", "runs_on", "host1", "2026-01-02", ""))
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	srv := realpalace.New(t).Serve(t, "tok-join-closed-since")
+	srv.MustCall(t, "mempalace_kg_add", map[string]any{"subject": "svc0", "predicate": "runs_on", "object": "host0", "valid_from": "2026-01-02"})
+	rep := run(t, realConfig(local, srv), Options{})
+	if !rep.OK() || rep.Sent[Facts] != 1 || rep.Skipped[Facts] != 1 {
+		t.Fatalf("join, one fact on the primary already: sent %v, skipped %v, failed %+v", rep.Sent, rep.Skipped, rep.Failed)
+	}
+	srv.MustCall(t, "mempalace_kg_invalidate", map[string]any{"subject": "svc1", "predicate": "runs_on", "object": "host1", "ended": "2026-12-05"})
+	rep = run(t, realConfig(local, srv), Options{Verify: All})
+	if notes := strings.Join(rep.Notes, "\n"); !rep.OK() || !strings.Contains(notes, "svc1 → runs_on → host1 (2026-01-02..2026-12-05 there)") {
+		t.Fatalf("join --verify all: mismatches %+v, failed %+v, notes %q", rep.Mismatches, rep.Failed, notes)
+	}
+}
