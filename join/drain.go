@@ -172,15 +172,22 @@ func (j *joining) stuck(ctx context.Context) []Failure {
 	return failed
 }
 
-// watch reports progress (ops done since it started) and checkpoints the
-// high-water mark every two seconds while the drain runs (the Flusher's
-// Drain returns only when the queue is empty or its head cannot be sent);
-// stop ends it and waits for it. It reads only the pending ops' index
-// (Store.Pending): the done ops a join outbox keeps are never scanned.
+// watch reports progress (ops settled since it started: sent, refused or
+// in doubt, as send counts them, so refused ops do not stall the rate and
+// its ETA) and checkpoints the high-water mark every two seconds while the
+// drain runs (the Flusher's Drain returns only when the queue is empty or
+// its head cannot be sent); stop ends it, reports the last count and waits
+// for it. It reads only the pending ops (Store.ToSend, Store.Pending): the
+// done ops a join outbox keeps are never scanned.
 func (j *joining) watch(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	watched := make(chan struct{})
-	pending0, _, err := j.store.Pending(ctx)
+	toSend0, err := j.store.ToSend(ctx)
+	progress := func(ctx context.Context) {
+		if n, serr := j.store.ToSend(ctx); serr == nil && err == nil {
+			j.o.Progress.Set(toSend0 - n) // nothing is enqueued while the drain runs
+		}
+	}
 	go func() {
 		defer close(watched)
 		t := time.NewTicker(200 * time.Millisecond)
@@ -189,15 +196,16 @@ func (j *joining) watch(ctx context.Context) (stop func()) {
 		for {
 			select {
 			case <-ctx.Done():
+				progress(context.WithoutCancel(ctx))
 				return
 			case <-t.C:
 			}
-			n, oldest, perr := j.store.Pending(ctx)
-			if perr == nil && err == nil {
-				j.o.Progress.Set(pending0 - n) // nothing is enqueued while the drain runs
+			progress(ctx)
+			if time.Since(lastCP) <= 2*time.Second {
+				continue
 			}
-			if perr == nil && n > 0 && time.Since(lastCP) > 2*time.Second {
-				lastCP = time.Now()
+			lastCP = time.Now()
+			if n, oldest, perr := j.store.Pending(ctx); perr == nil && n > 0 {
 				j.markHighWater(oldest)
 			}
 		}

@@ -795,6 +795,17 @@ func (s *Store) Pending(ctx context.Context) (n int, oldest int64, err error) {
 	return n, first.Int64, nil
 }
 
+// ToSend counts the ops queued or in flight: what a drain still sends
+// (a refused or in-doubt op waits for an operator instead). Like Pending
+// it reads the pending ops only: join's progress polls it.
+func (s *Store) ToSend(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM ops WHERE state <> 'done' AND state IN ('queued','inflight')`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("outbox: %w", err)
+	}
+	return n, nil
+}
+
 // UnsentFacts counts the knowledge-graph writes (the ops with a fact:
 // causal key: kg_add, kg_invalidate, kg_supersede) not on the primary yet
 // and still meant to be: queued, in flight, in doubt or held, never dead;
