@@ -170,17 +170,27 @@ func (c *counter) Call(ctx context.Context, tool string, args map[string]any) (m
 }
 
 // countingPrimary is the primary as the flusher sends to it, its calls
-// counted.
+// counted, its writes paced to a gateway's write rate once refused for it.
 type countingPrimary struct {
-	c *counter
-	p outbox.Primary
+	c    *counter
+	p    outbox.Primary
+	pace *pacer
 }
 
 func (c countingPrimary) Up() bool { return c.p.Up() }
 
 func (c countingPrimary) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	if !paced(tool) {
+		c.c.count(tool)
+		return c.p.Call(ctx, tool, args)
+	}
+	if err := c.pace.wait(ctx); err != nil {
+		return nil, err
+	}
 	c.c.count(tool)
-	return c.p.Call(ctx, tool, args)
+	res, err := c.p.Call(ctx, tool, args)
+	c.pace.answered(err)
+	return res, err
 }
 
 // Ledger passes on whether the primary is a gateway with an op-id ledger.
