@@ -269,11 +269,7 @@ func (j *joining) factsOnPrimary(ctx context.Context) {
 				p.op, p.had = op, true // queued by an interrupted run: resumed, not queued twice
 			}
 		case closed && !open && !same:
-			p.held = true
-			j.rep.Skipped[Facts]++
-			if !p.sent {
-				j.rep.Pending[Facts]--
-			}
+			j.onPrimaryAlready(p)
 			c, _ := copyOf(fs, f, true)
 			kept = append(kept, fmt.Sprintf("%s (%s..%s there)", recordName(p.rec), cmp.Or(c.ValidFrom, "(no date)"), c.ValidTo))
 			if c.ValidTo != "" && f.ValidTo != "" && j.o.Verify != 0 { // closed here too: two ends
@@ -281,9 +277,7 @@ func (j *joining) factsOnPrimary(ctx context.Context) {
 					Detail: fmt.Sprintf("closed here %s..%s; the primary holds it %s..%s: its close is kept, no second copy filed", cmp.Or(f.ValidFrom, "(no date)"), f.ValidTo, cmp.Or(c.ValidFrom, "(no date)"), c.ValidTo)})
 			}
 		case same && !p.sent: // on the primary already (the edge replicated it): not sent
-			p.held = true
-			j.rep.Skipped[Facts]++
-			j.rep.Pending[Facts]--
+			j.onPrimaryAlready(p)
 		case !open && !closed:
 			c, ok := copyOf(fs, f, false)
 			if !ok {
@@ -297,8 +291,28 @@ func (j *joining) factsOnPrimary(ctx context.Context) {
 		}
 	}
 	if len(kept) > 0 {
-		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d facts are closed on the primary (ended there since, or with another end): %s; not sent, so as not to re-open them or file a second copy (counted skipped); a fact that holds again is a new kg_add with its own valid_from", len(kept), strings.Join(kept[:min(len(kept), 5)], ", ")+more(len(kept)-5)))
+		j.rep.Notes = append(j.rep.Notes, closedThere(kept, "are closed on the primary (ended there since, or with another end)"))
 	}
+}
+
+// onPrimaryAlready counts a fact the primary holds as it is to stay
+// there as skipped; it is not sent.
+func (j *joining) onPrimaryAlready(p *planned) {
+	p.held = true
+	j.rep.Skipped[Facts]++
+	if !p.sent {
+		j.rep.Pending[Facts]--
+	}
+}
+
+// closedThere is the note on the facts (names, with the primary's dates)
+// left closed on the primary: why they are.
+func closedThere(names []string, why string) string {
+	list := strings.Join(names[:min(len(names), 5)], ", ")
+	if len(names) > 5 {
+		list += fmt.Sprintf(", and %d more", len(names)-5)
+	}
+	return fmt.Sprintf("%d facts %s: %s; left closed there (the primary's close is the newer knowledge), not re-opened and no second copy filed (counted skipped); a fact that holds again is a new kg_add with its own valid_from", len(names), why, list)
 }
 
 // openThere names a fact not sent because the primary holds its triple

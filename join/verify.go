@@ -381,7 +381,7 @@ func (j *joining) verifyFacts(ctx context.Context) {
 		ts[i].rec.Closes, subjects[f.Subject] = f, true
 	}
 	there := onPrimary(ctx, j.sent, subjects)
-	var closedThere []string
+	var closed []string
 	for _, t := range ts {
 		f := t.rec.Closes
 		name := recordName(Record{Kind: Facts, Args: map[string]any{"subject": f.Subject, "predicate": f.Predicate, "object": f.Object}})
@@ -395,7 +395,7 @@ func (j *joining) verifyFacts(ctx context.Context) {
 			continue
 		}
 		if c, ok := copyOf(fs, f, true); ok && f.ValidTo == "" && !open { // ended on the primary since an earlier join sent it
-			closedThere = append(closedThere, fmt.Sprintf("%s (%s..%s there)", name, cmp.Or(c.ValidFrom, "(no date)"), c.ValidTo))
+			closed = append(closed, fmt.Sprintf("%s (%s..%s there)", name, cmp.Or(c.ValidFrom, "(no date)"), c.ValidTo))
 			continue
 		}
 		m := Mismatch{Kind: Facts, LocalID: name, Verdict: "missing", Detail: fmt.Sprintf("no fact %s..%s of this triple on the primary", cmp.Or(f.ValidFrom, "(no date)"), f.ValidTo)}
@@ -407,15 +407,7 @@ func (j *joining) verifyFacts(ctx context.Context) {
 		}
 		j.rep.Mismatches = append(j.rep.Mismatches, m)
 	}
-	if len(closedThere) > 0 {
-		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d facts open here are closed on the primary since an earlier join sent them: %s; left closed (the primary's close is the newer knowledge), counted skipped; a fact that holds again is a new kg_add with its own valid_from", len(closedThere), strings.Join(closedThere[:min(len(closedThere), 5)], ", ")+more(len(closedThere)-5)))
+	if len(closed) > 0 {
+		j.rep.Notes = append(j.rep.Notes, closedThere(closed, "open here are closed on the primary since an earlier join sent them"))
 	}
-}
-
-// more is ", and n more" (n > 0) after a list cut short.
-func more(n int) string {
-	if n <= 0 {
-		return ""
-	}
-	return fmt.Sprintf(", and %d more", n)
 }
