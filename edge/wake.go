@@ -97,6 +97,14 @@ type wake struct {
 	first      chan struct{}   // closed once this process's first read ended
 	deadline   time.Time       // initialize waits for first until then (the edge's start + WakeWait)
 	trustBy    time.Time       // and for the device header until then (the edge's start + wakeTrustWait)
+	// replies are the agent's replies the edge took since the read of
+	// the log out now began (refreshOwed, one at a time): that read may
+	// not count them (sent after it read the agent's replies, not yet
+	// queued when it began), so they are applied to its view again.
+	replies []map[string]any
+	// keep orders the writes of the view kept (keepView): the last one
+	// writes the view as it is then, never an older one.
+	keep sync.Mutex
 }
 
 func newWake(wait time.Duration) *wake {
@@ -168,6 +176,9 @@ func (e *Edge) loadOwed(ctx context.Context) {
 // tells the session of those it was not told of yet. It reads every owed
 // ask (no limit): the trusted ones may come after any number of others.
 func (e *Edge) refreshOwed(ctx context.Context) {
+	e.wk.mu.Lock()
+	e.wk.replies = nil // those taken before are on the primary or queued: the read counts them
+	e.wk.mu.Unlock()
 	r, err := e.box.Owed(ctx, e.cfg.Identity, "", 0, e.pendingEvents(ctx))
 	if err != nil || r.Degraded {
 		if ctx.Err() != nil {
@@ -192,6 +203,9 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 		}
 	}
 	e.wk.mu.Lock()
+	for _, reply := range e.wk.replies {
+		v.Asks = e.clearedBy(v.Asks, reply)
+	}
 	e.wk.view = v
 	e.wk.read, e.wk.failed = true, false
 	var fresh []owedAsk
@@ -208,7 +222,7 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 		e.wk.note = append(e.wk.note, fresh...)
 	}
 	e.wk.mu.Unlock()
-	e.keepView(ctx, v)
+	e.keepView(ctx)
 	if len(fresh) > 0 && subscribed {
 		// Sent only to sessions that subscribed; an agent gone hears nothing.
 		e.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: mailbox.ResourceURI})
@@ -218,11 +232,17 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 // wakeKey is where the agent's view is kept in the outbox's meta.
 func (e *Edge) wakeKey() string { return wakeMetaKey + ":" + e.cfg.Identity }
 
-// keepView keeps v for the agent's next session.
-func (e *Edge) keepView(ctx context.Context, v owedView) {
+// keepView keeps the view as it is now for the agent's next session;
+// called after each change, so the last write is of the newest view.
+func (e *Edge) keepView(ctx context.Context) {
 	if e.outbox == nil {
 		return
 	}
+	e.wk.keep.Lock()
+	defer e.wk.keep.Unlock()
+	e.wk.mu.Lock()
+	v := e.wk.view
+	e.wk.mu.Unlock()
 	b, err := json.Marshal(v)
 	if err == nil {
 		err = e.outbox.SetMeta(ctx, e.wakeKey(), string(b))
@@ -236,27 +256,39 @@ func (e *Edge) keepView(ctx context.Context, v owedView) {
 // (an event_append or event_ack the edge took) clears, by the mailbox's
 // own join (mailbox.Cleared): the next session is not told them as owed,
 // whether or not the reply has reached the primary (a read counts the
-// replies still queued).
+// replies still queued). A read of the log out now, begun before the
+// reply, clears them from its view too (wk.replies): it may have read
+// the agent's replies before this one reached the primary.
 func (e *Edge) answered(ctx context.Context, c *call) {
 	if e.wk == nil {
 		return
 	}
+	reply := c.argsMap()
 	e.wk.mu.Lock()
-	owed := make([]mailbox.Event, 0, len(e.wk.view.Asks))
-	for _, a := range e.wk.view.Asks {
+	e.wk.replies = append(e.wk.replies, reply) // the read out now, if any, may not count it
+	n := len(e.wk.view.Asks)
+	e.wk.view.Asks = e.clearedBy(e.wk.view.Asks, reply)
+	e.wk.note = e.clearedBy(e.wk.note, reply)
+	changed := len(e.wk.view.Asks) != n
+	e.wk.mu.Unlock()
+	if changed {
+		e.keepView(ctx)
+	}
+}
+
+// clearedBy is asks (a copy) without those the agent's reply clears, by
+// the mailbox's own join (mailbox.Cleared); asks itself when it clears
+// none.
+func (e *Edge) clearedBy(asks []owedAsk, reply map[string]any) []owedAsk {
+	owed := make([]mailbox.Event, 0, len(asks))
+	for _, a := range asks {
 		owed = append(owed, mailbox.Event{ID: a.ID, FromAgent: a.Sender, CorrelationID: &a.Corr})
 	}
-	gone := mailbox.Cleared(e.cfg.Identity, owed, c.argsMap())
+	gone := mailbox.Cleared(e.cfg.Identity, owed, reply)
 	if len(gone) == 0 {
-		e.wk.mu.Unlock()
-		return
+		return asks
 	}
-	cleared := func(a owedAsk) bool { return slices.Contains(gone, a.ID) }
-	e.wk.view.Asks = slices.DeleteFunc(slices.Clone(e.wk.view.Asks), cleared)
-	e.wk.note = slices.DeleteFunc(e.wk.note, cleared)
-	v := e.wk.view
-	e.wk.mu.Unlock()
-	e.keepView(ctx, v)
+	return slices.DeleteFunc(slices.Clone(asks), func(a owedAsk) bool { return slices.Contains(gone, a.ID) })
 }
 
 // keptView is the view for an answer that could not read the log: the
