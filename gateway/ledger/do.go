@@ -155,10 +155,10 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 			return claim, nil, false, false, nil
 		}
 		var first Call
-		var state string
+		var state, holder string
 		var result sql.NullString
 		var updated int64
-		err = l.stmt.get.QueryRowContext(sctx, c.Device, c.OpID).Scan(&first.Tool, &first.ArgsDigest, &state, &result, &updated, &held)
+		err = l.stmt.get.QueryRowContext(sctx, c.Device, c.OpID).Scan(&first.Tool, &first.ArgsDigest, &state, &holder, &result, &updated, &held)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // pruned between the two statements
 		}
@@ -169,15 +169,19 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 			return "", nil, false, false, err
 		}
 		stale := now - (l.opt.StaleAfter + l.opt.StaleGrace).Milliseconds()
+		// A claim whose process ended is in doubt at once (live.go).
+		if state != "inflight" || updated < stale || !l.claimGone(holder) {
+			holder = "" // no claim is "": a fresh one is taken over only by time
+		}
 		switch {
 		case state == "done":
 			return "", []byte(result.String), false, false, nil
-		case state == "inflight" && updated >= stale:
+		case state == "inflight" && updated >= stale && holder == "":
 			return "", nil, false, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
 		case (state == "inflight" || state == "doubt") && c.Resend == "":
 			return "", nil, false, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInDoubt)
 		}
-		res, err = l.stmt.take.ExecContext(sctx, claim, now, c.Device, c.OpID, c.Resend != "", stale)
+		res, err = l.stmt.take.ExecContext(sctx, claim, now, c.Device, c.OpID, c.Resend != "", stale, holder)
 		if err != nil {
 			return "", nil, false, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}

@@ -48,7 +48,9 @@
 //
 // A claim older than StaleAfter plus StaleGrace outlived its holder (a
 // gateway killed mid-forward: the upstream may or may not have applied
-// the write). The op is then in doubt: a call for it is answered
+// the write); so did, at once, a claim whose process no longer runs
+// (each Ledger holds a flock on <ledger>.live/<instance>, and a claim
+// names its instance: live.go). The op is then in doubt: a call for it is answered
 // [ErrInDoubt] ([CodeInDoubt]) and it is never forwarded again on its
 // own. The edge looks the write up where its record type has a look-up
 // and sends it again, with params._meta[ResendKey] = "looked-up", only if
@@ -143,6 +145,7 @@
 //
 //	ledger.go    the Ledger: its options, the file and schema, Open and Close
 //	do.go        Do: the claim protocol (claim, forward, settle; in flight, in doubt)
+//	live.go      which claims' processes still run (a lock file each)
 //	upkeep.go    pruning expired rows and the background checkpoints
 //	answer.go    which answers are recorded
 //	protocol.go  the wire names shared with the edge

@@ -3,13 +3,12 @@ package ledger
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -124,6 +123,7 @@ type Ledger struct {
 	stmt     statements
 	opt      Options
 	instance string
+	live     *os.File // the instance's lock (live.go; nil: none could be had)
 	claims   atomic.Uint64
 
 	bgdb       *sql.DB // the background connection: checkpoints
@@ -184,9 +184,10 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	// its fsyncs would land on the request whose commit crossed the
 	// threshold (tens of ms on a busy disk); checkpoint runs them in the
 	// background on a connection of its own.
-	var id [8]byte
-	rand.Read(id[:]) // never fails (crypto/rand)
-	l := &Ledger{path: path, opt: opt, instance: hex.EncodeToString(id[:])}
+	l := &Ledger{path: path, opt: opt}
+	if l.instance, l.live, err = holdLive(path); err != nil {
+		opt.Log.Warn("op-id ledger: no lock names this process, so an op it leaves in flight at a crash waits out StaleAfter before it is in doubt", "dir", liveDir(path), "err", err)
+	}
 	for _, db := range []**sql.DB{&l.db, &l.bgdb} {
 		if *db, err = sqlitewal.Open(path, "NORMAL", "wal_autocheckpoint(0)"); err != nil {
 			l.Close() // the open's error is the one to report
@@ -219,6 +220,10 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 // database.
 func (l *Ledger) Close() error {
 	l.bg.Wait()
+	if l.live != nil {
+		os.Remove(l.live.Name()) // gone either way: missing or unlocked
+		l.live.Close()           // a lock file: closing it releases the lock
+	}
 	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen, l.stmt.doubt, l.stmt.held} {
 		if st != nil {
 			st.Close() // a statement: closing it frees memory only
@@ -288,11 +293,11 @@ func (l *Ledger) prepare() error {
 	l.stmt = statements{
 		insert: prep(`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at)
 			VALUES(?,?,?,?,'inflight',?,?,?) ON CONFLICT DO NOTHING`),
-		get: prep(`SELECT tool, args_digest, state, result, updated_at, held FROM ops WHERE device=? AND op_id=?`),
+		get: prep(`SELECT tool, args_digest, state, claim, result, updated_at, held FROM ops WHERE device=? AND op_id=?`),
 		// A send after one that was not applied (open) is a first send
 		// again: it looks again (held).
 		take: prep(`UPDATE ops SET state='inflight', claim=?, updated_at=?, held = held AND state<>'open'
-			WHERE device=? AND op_id=? AND (state='open' OR (? AND (state='doubt' OR (state='inflight' AND updated_at < ?))))`),
+			WHERE device=? AND op_id=? AND (state='open' OR (? AND (state='doubt' OR (state='inflight' AND (updated_at < ? OR claim = ?)))))`),
 		done:   prep(`UPDATE ops SET state='done', claim='', result=?, updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 		reopen: prep(`UPDATE ops SET state='open', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 		doubt:  prep(`UPDATE ops SET state='doubt', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),

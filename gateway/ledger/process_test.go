@@ -1,8 +1,10 @@
 package ledger
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -92,4 +94,59 @@ func TestLedgerChildProcess(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// An op in flight in a gateway process that was killed mid-forward is in
+// doubt at once for the next process on the file (a resend settles it by
+// its look-up), not "being forwarded now" until StaleAfter+StaleGrace:
+// no process forwards it any more. While that process lives, it is in
+// flight. Before, a restarted gateway answered ErrInFlight for ~2
+// minutes (outside tester, attack48 part 3).
+func TestAnOpInFlightInAKilledProcessIsInDoubtAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), FileName)
+	op := opID("killed mid-forward")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLedgerHangingChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "LEDGER_HANG=1", "LEDGER_PATH="+path, "LEDGER_OP="+op)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "forwarding" {
+	}
+	l := open(t, path, Options{})
+	var u upstream
+	if _, _, err := l.Do(context.Background(), call("laptop", op, "a"), u.forward("1")); !errors.Is(err, ErrInFlight) {
+		t.Fatalf("while its gateway forwards it: %v, want in flight", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait() // killed: its error says so
+	if _, _, err := l.Do(context.Background(), call("laptop", op, "a"), u.forward("1")); !errors.Is(err, ErrInDoubt) {
+		t.Fatalf("its gateway killed: %v, want in doubt at once", err)
+	}
+	c := call("laptop", op, "a")
+	c.Resend = "looked-up"
+	if _, outcome, err := l.Do(context.Background(), c, u.forward("1")); err != nil || outcome != OutcomeResent || u.calls.Load() != 1 {
+		t.Fatalf("a resend after its look-up: %v %v, want resent", outcome, err)
+	}
+}
+
+// TestLedgerHangingChild is TestAnOpInFlightInAKilledProcessIsInDoubtAtOnce's
+// gateway: it claims the op and forwards it until it is killed.
+func TestLedgerHangingChild(t *testing.T) {
+	if os.Getenv("LEDGER_HANG") != "1" {
+		t.Skip("run by TestAnOpInFlightInAKilledProcessIsInDoubtAtOnce")
+	}
+	l, err := Open(os.Getenv("LEDGER_PATH"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Do(context.Background(), call("laptop", os.Getenv("LEDGER_OP"), "a"), func(ctx context.Context) (Answer, error) {
+		fmt.Println("forwarding")
+		<-ctx.Done() // killed first
+		return Answer{}, ctx.Err()
+	})
 }
