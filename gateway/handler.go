@@ -565,6 +565,9 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 		drawerWing, err = s.drawerWing(ctx, id)
 	}
 	dec := Authorize(d, req.Tool, req.Args, drawerWing)
+	if err == nil && !dec.Allow && dec.Rule == ruleNotVisible && drawerWing == "" && t.Gate == catalogue.WriteWing && !s.updateStep(ctx, x, d, t, req) {
+		return dec, false
+	}
 	if err == nil && dec.Allow && deletesByID(t) && !(d.readsAll() && d.writesAll()) {
 		var wings []string
 		wings, err = s.drawerWings(ctx, req.Args)

@@ -20,6 +20,7 @@ import (
 const (
 	ruleJoinDeleted   Rule = "join:deleted-on-primary"
 	ruleReplayDeleted Rule = origin.ReplayDeletedRule
+	ruleUpdateDeleted Rule = "update:deleted-on-primary"
 )
 
 // joinStep is the trash's word on a join's replay (a write whose
@@ -87,7 +88,39 @@ func (s *Server) joinStep(ctx context.Context, x *exchange, d *Device, t catalog
 const (
 	replayAgain = "a replay of this device's local copy does not file it again"
 	writerAgain = "this device wrote it, and writing its words again does not file it again"
+	updateAgain = "an update does not file it again"
 )
+
+// updateStep refuses, with ledger.CodeDeletedOnPrimary, an update_drawer
+// of a drawer the primary lacks because an admin deleted it there (the
+// trash holds it, not restored), in a wing the device may read: the
+// device is told the delete and the restore, not that the drawer is not
+// visible to it (a grant's reason; an edge's offline update flushed after
+// the delete, attack48 F4). A drawer in a wing it may not read, or one the
+// trash does not hold, is left to the "not visible" refusal, which tells
+// neither apart. It answers the request itself when it refuses (ok false).
+func (s *Server) updateStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest) (ok bool) {
+	id, _ := req.Args["drawer_id"].(string)
+	bin, err := s.Trash()
+	var del trash.Delete
+	found := false
+	if err == nil && id != "" {
+		del, found, err = bin.DeletedDrawer(ctx, id)
+	}
+	if err != nil {
+		s.Log.Warn("trash cannot be read: an update of a drawer the primary lacks is refused as not visible", "device", d.ID, "err", err)
+		return true
+	}
+	if !found || !d.reads(del.Drawers[0].Wing) {
+		return true
+	}
+	msg := fmt.Sprintf("devbox-config gateway: this drawer was deleted on the primary by an admin and is in the gateway's trash (delete %d, wing %s), not restored; %s; nothing was written. The gateway's operator can bring it back (devbox-config gateway trash restore %d), then update it again", del.ID, del.Drawers[0].Wing, updateAgain, del.ID)
+	if d.Admin || del.Drawers[0].PurgedAt != nil {
+		msg, _ = deletedWords(d, t, del, updateAgain)
+	}
+	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, msg, ruleUpdateDeleted, del.Drawers[0].Wing)
+	return false
+}
 
 // writerStep refuses, as a replay is, a fresh add_drawer (no mark) by the
 // device that wrote a drawer an admin deleted on the primary (the trash
@@ -131,7 +164,7 @@ func wroteIt(d *Device, del trash.Delete) bool {
 // writerAgain); "" for a join's.
 func deletedWords(d *Device, t catalogue.Tool, del trash.Delete, again string) (string, Rule) {
 	dr := del.Drawers[0]
-	what := map[string]string{"add_drawer": "this drawer", "diary_write": "this diary entry", "checkpoint": "this item's drawer"}[t.Name]
+	what := map[string]string{"add_drawer": "this drawer", "update_drawer": "this drawer", "diary_write": "this diary entry", "checkpoint": "this item's drawer"}[t.Name]
 	if dr.PurgedAt != nil { // no restore brings it back: none is offered
 		rule, why := ruleJoinDeleted, "a join does not file again what was deleted on the primary"
 		if again != "" {

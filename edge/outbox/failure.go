@@ -47,8 +47,9 @@ const (
 	// admin deleted the record on the primary (its trash holds it, not
 	// restored): done, nothing written, not to be sent again. An edge's
 	// replay so refused (an add_drawer its local palace answered
-	// already_exists) is dead at once: the agent is told, and an operator
-	// retries it (after a restore) or drops it.
+	// already_exists), or an update_drawer of such a drawer, is dead at
+	// once: the agent is told, and an operator retries it (after a
+	// restore) or drops it.
 	DeletedOnPrimary Kind = "deleted-on-primary"
 	// OtherDevice: an op queued while the gateway named this token one
 	// device (its token_device) that the gateway now names another (the

@@ -46,8 +46,9 @@ const (
 	CodeInDoubt = -32031
 	// CodeDeletedOnPrimary: a join's replay (params._meta["devbox-config/join"]),
 	// or an edge's (params._meta["devbox-config/replay"]: an add_drawer its
-	// local palace answered already_exists), of a record an admin deleted
-	// on the primary, which the gateway's trash holds as deleted: not
+	// local palace answered already_exists), or an update_drawer, of a
+	// record an admin deleted on the primary, which the gateway's trash
+	// holds as deleted (for an update, in a wing the device reads): not
 	// written, and not to be sent again (a join's outbox settles it as
 	// done, deleted there; an edge's makes it dead, told to the agent).
 	CodeDeletedOnPrimary = -32032

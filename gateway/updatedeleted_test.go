@@ -1,0 +1,46 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
+)
+
+// An update of a drawer an admin deleted on the primary (an edge's
+// offline update_drawer, flushed after the delete) is refused as deleted
+// there, naming the trash's delete and the restore that brings it back,
+// not as a drawer the device may not see; a drawer in a wing the device
+// may not read stays "not visible" (its deletion is not told). Before,
+// both were "the target is not visible to this device" (a grant reason;
+// outside tester, attack48 F4).
+func TestAnUpdateOfADrawerAnAdminDeletedSaysItIsInTheTrash(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	mine, _, _ := g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "del48", "content": "del48 original text"})
+	hidden, _, _ := g.call(desk, "add_drawer", map[string]any{"wing": "private_desk", "room": "r", "content": "desk's own words"})
+	for _, id := range []any{mine["drawer_id"], hidden["drawer_id"]} {
+		if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["success"] != true {
+			t.Fatalf("the admin's delete of %v: %v %v", id, res, rpc)
+		}
+	}
+	ds := g.kept(t)
+	if len(ds) != 2 {
+		t.Fatalf("the trash: %+v", ds)
+	}
+	if ds[0].Drawers[0].ID != mine["drawer_id"] {
+		ds[0] = ds[1]
+	}
+	_, rpc, _ := g.call(laptop, "update_drawer", map[string]any{"drawer_id": mine["drawer_id"], "content": "del48 edited offline"})
+	msg, _ := rpc["message"].(string)
+	if code, _ := rpc["code"].(float64); int(code) != ledger.CodeDeletedOnPrimary || !strings.Contains(msg, "deleted on the primary") ||
+		!strings.Contains(msg, fmt.Sprintf("gateway trash restore %d", ds[0].ID)) || strings.Contains(msg, "not visible") {
+		t.Errorf("the update of its drawer an admin deleted: %v", rpc)
+	}
+	_, rpc, _ = g.call(laptop, "update_drawer", map[string]any{"drawer_id": hidden["drawer_id"], "content": "x"})
+	if msg, _ := rpc["message"].(string); !strings.Contains(msg, "not visible") || strings.Contains(msg, "trash") || strings.Contains(msg, "deleted") {
+		t.Errorf("the update of a deleted drawer in a wing it may not read: %v", rpc)
+	}
+}
