@@ -81,11 +81,13 @@ type Config struct {
 	RemovedDevices []string `json:"removed_devices,omitempty"`
 	Devices        []Device `json:"devices"`
 
-	// dir is the config file's directory, which a relative path in it is
-	// relative to (LoadConfig resolves them), and written those paths as
-	// the file has them, which Save writes back.
-	dir     string
-	written [nPaths]string
+	// file is the config file with symlinks followed and dir its
+	// directory, which a relative path in it is relative to (LoadConfig
+	// resolves them): a config reached through a symlinked file finds the
+	// same files by both names. written is those paths as the file has
+	// them, which Save writes back.
+	file, dir string
+	written   [nPaths]string
 }
 
 // nPaths is how many file paths a config has (paths).
@@ -222,7 +224,8 @@ func LoadConfig(file string) (*Config, error) {
 		b = append([]byte("   "), b[len(bom):]...) // columns stay the file's
 	}
 	if blank(b) {
-		return nil, &confpos.Error{File: file, What: "the file is empty (no config: no device, no token)", Fix: restoreFix(file)}
+		real, _ := filewrite.Resolve(file) // it was just read: it resolves
+		return nil, &confpos.Error{File: file, What: "the file is empty (no config: no device, no token)", Fix: restoreFix(real)}
 	}
 	var c Config
 	if err := (confpos.JSON{JSONC: true, Strict: true}).DecodeJSON(file, b, &c); err != nil {
@@ -231,11 +234,15 @@ func LoadConfig(file string) (*Config, error) {
 	if err := c.Validate(); err != nil {
 		return nil, confpos.Placed(file, b, err, "") // each says what it must be
 	}
-	dir, err := filepath.Abs(filepath.Dir(file))
+	real, err := filewrite.Resolve(file)
+	if err == nil {
+		real, err = filepath.Abs(real)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: its directory, which the config's relative paths are relative to: %w", file, err)
 	}
-	c.resolve(dir)
+	c.file = real
+	c.resolve(filepath.Dir(real))
 	c.bind()
 	return &c, nil
 }

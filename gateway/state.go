@@ -31,10 +31,14 @@ type State struct {
 }
 
 // StateFile is where a config's runtime state lives: the config's
-// state_file, else <config file>.state.json.
+// state_file, else <config file>.state.json beside the real file when the
+// config is reached through a symlink (so both names find one state).
 func StateFile(configFile string, c *Config) string {
-	if c != nil && c.StateFile != "" {
+	switch {
+	case c != nil && c.StateFile != "":
 		return c.StateFile
+	case c != nil && c.file != "":
+		return c.file + ".state.json"
 	}
 	return configFile + ".state.json"
 }
@@ -62,7 +66,7 @@ func LoadState(file string) (*State, error) {
 // file is re-read and merged (an earlier record of a token wins), so two
 // writers never drop each other's records.
 func RecordFirstUse(file string, uses map[string]time.Time) error {
-	return withLock(file, func() error {
+	return withLock(file, func(string) error {
 		st, err := LoadState(file)
 		if err != nil {
 			return err
@@ -101,7 +105,7 @@ func UpdateConfig(file string, change func(*Config) error) error {
 	if _, err := os.Stat(file); err != nil {
 		return err
 	}
-	return withLock(file, func() error {
+	return withLock(file, func(real string) error {
 		c, err := LoadConfig(file)
 		if err != nil {
 			return err
@@ -118,7 +122,7 @@ func UpdateConfig(file string, change func(*Config) error) error {
 		if err := c.validate(settled); err != nil {
 			return fmt.Errorf("%s: %w", file, err)
 		}
-		return c.saveKeeping(file)
+		return c.saveKeeping(real)
 	})
 }
 
@@ -170,18 +174,24 @@ func (c *Config) FoldState(st *State) {
 	}
 }
 
-// withLock runs fn holding an exclusive flock on <file>.lock.
-func withLock(file string, fn func() error) error {
-	f, err := os.OpenFile(file+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+// withLock runs fn holding an exclusive flock on <real>.lock, real being
+// file with symlinks followed (fn gets it): a file reached by two names
+// (a symlink and its target) has one lock, beside the real file.
+func withLock(file string, fn func(real string) error) error {
+	real, err := filewrite.Resolve(file)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(real+".lock", os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
 	defer f.Close() // a lock file: nothing written to it
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("%s.lock: %w", file, err)
+		return fmt.Errorf("%s.lock: %w", real, err)
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) // closing the file releases it anyway
-	return fn()
+	return fn(real)
 }
 
 // tokenState is the gateway's in-memory view of the state file.

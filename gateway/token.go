@@ -70,7 +70,7 @@ func LoadCheckedSecret(c *Config, stateFile string) ([]byte, error) {
 	}
 	check := secretCheck(key)
 	var wrong error
-	err = withLock(stateFile, func() error {
+	err = withLock(stateFile, func(string) error {
 		st, err := LoadState(stateFile)
 		if err != nil {
 			return fmt.Errorf("%s: %w", stateFile, err)
