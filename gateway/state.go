@@ -235,8 +235,13 @@ func (ts *tokenState) record(id string, at time.Time) error {
 
 // keptFile is a file a gateway that has served keeps across starts: its
 // config key ("" when it is the default, beside the audit log), its name
-// and what it holds.
-type keptFile struct{ key, name, path, holds string }
+// and what it holds; db: a SQLite store, never empty once opened (its
+// header is written when it is made), so 0 bytes is a loss as a missing
+// file is (a truncated copy, a failed restore).
+type keptFile struct {
+	key, name, path, holds string
+	db                     bool
+}
 
 // kept are c's files a gateway that has served keeps across starts (its
 // state in stateFile).
@@ -248,15 +253,15 @@ func (c *Config) kept(stateFile string) []keptFile {
 		return key
 	}
 	k := []keptFile{
-		{"secret_file", "the server secret", c.SecretFile, "every device's token is keyed with it"},
-		{"audit_log", "the audit log", c.AuditLog, "the hash-chained record of every request"},
-		{set("ledger_file", c.LedgerFile), "the op-id ledger", c.LedgerPath(), "a resent write is answered from it, not applied again"},
-		{set("trash_file", c.TrashFile), "the trash", c.TrashPath(), "the deletes 'gateway trash restore' brings back"},
-		{set("provenance_file", c.ProvenanceFile), "the provenance index", c.ProvenancePath(), "who wrote each record: trust and knowledge-graph ownership"},
-		{set("state_file", c.StateFile), "the state file", stateFile, "the tokens' first uses and the secret's check"},
+		{"secret_file", "the server secret", c.SecretFile, "every device's token is keyed with it", false},
+		{"audit_log", "the audit log", c.AuditLog, "the hash-chained record of every request", false},
+		{set("ledger_file", c.LedgerFile), "the op-id ledger", c.LedgerPath(), "a resent write is answered from it, not applied again", true},
+		{set("trash_file", c.TrashFile), "the trash", c.TrashPath(), "the deletes 'gateway trash restore' brings back", true},
+		{set("provenance_file", c.ProvenanceFile), "the provenance index", c.ProvenancePath(), "who wrote each record: trust and knowledge-graph ownership", true},
+		{set("state_file", c.StateFile), "the state file", stateFile, "the tokens' first uses and the secret's check", false},
 	}
 	if c.SigningKeyFile != "" {
-		k = append(k, keptFile{"signing_key_file", "the audit signing key", c.SigningKeyFile, "the audit log's checkpoints are signed with it"})
+		k = append(k, keptFile{"signing_key_file", "the audit signing key", c.SigningKeyFile, "the audit log's checkpoints are signed with it", false})
 	}
 	return k
 }
@@ -280,30 +285,42 @@ func (c *Config) served(st *State) string {
 }
 
 // CheckKept refuses a gateway that has served (served) whose kept files
-// are missing, naming each, what it holds and the fix: started, it would
-// make each anew, empty, and say nothing (the deletes the trash kept, the
-// op ids resends are answered from, who wrote what, a new signing key).
-// A gateway that never served makes them on its first start.
+// are missing, or empty (a SQLite store of 0 bytes), naming each, what it
+// holds and the fix: started, it would make each anew, empty, and say
+// nothing (the deletes the trash kept, the op ids resends are answered
+// from, who wrote what, a new signing key). A gateway that never served
+// makes them on its first start.
 func (c *Config) CheckKept(configFile string) error {
+	why, lost, err := c.LostKept(configFile)
+	if err != nil || len(lost) == 0 {
+		return err
+	}
+	return fmt.Errorf("this gateway has served (%s), but %s. Starting would make each anew and empty: put each back from a backup of this gateway's directory, or point the config at where it is now; to start without it, losing what it held, add --new-state", why, strings.Join(lost, "; "))
+}
+
+// LostKept says why the gateway of c has served ("" when it has not,
+// and then nothing is lost) and, if it has, each kept file that is
+// missing or empty: its name, path, what it held and, for a moved
+// directory, where it may be.
+func (c *Config) LostKept(configFile string) (why string, lost []string, err error) {
 	stateFile := StateFile(configFile, c)
 	st, err := LoadState(stateFile)
 	if err != nil {
-		return fmt.Errorf("state_file: %w", err)
+		return "", nil, fmt.Errorf("state_file: %w", err)
 	}
-	why := c.served(st)
-	if why == "" {
-		return nil
+	if why = c.served(st); why == "" {
+		return "", nil, nil
 	}
-	var missing []string
 	for _, k := range c.kept(stateFile) {
-		if _, err := os.Stat(k.path); errors.Is(err, os.ErrNotExist) {
-			missing = append(missing, fmt.Sprintf("%s %s (%s) does not exist%s", k.name, k.path, k.holds, c.movedHint(k.key, k.path)))
+		fi, err := os.Stat(k.path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			lost = append(lost, fmt.Sprintf("%s %s (%s) does not exist%s", k.name, k.path, k.holds, c.movedHint(k.key, k.path)))
+		case err == nil && k.db && fi.Size() == 0:
+			lost = append(lost, fmt.Sprintf("%s %s (%s) is empty, 0 bytes (a truncated copy or a failed restore?)", k.name, k.path, k.holds))
 		}
 	}
-	if len(missing) == 0 {
-		return nil
-	}
-	return fmt.Errorf("this gateway has served (%s), but %s. Starting would make each anew and empty: put each back from a backup of this gateway's directory, or point the config at where it is now; to start without it, losing what it held, add --new-state", why, strings.Join(missing, "; "))
+	return why, lost, nil
 }
 
 // movedHint says where path's file (the config's key, "" for a default

@@ -255,3 +255,37 @@ func TestGatewayTrashRestoreRefusesMissingState(t *testing.T) {
 		}
 	}
 }
+
+// A3 (attack50): a kept SQLite store emptied to 0 bytes (a truncated copy,
+// a failed restore) is refused as a missing one is, by the start and by
+// `trash list` (before: it started on it, and `trash list` said "0
+// delete(s)" where there were deletes).
+func TestGatewayRefusesAnEmptiedStore(t *testing.T) {
+	cfg, token := initGateway(t, t.TempDir())
+	serveOnce(t, cfg, token)
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MEMPALACE_UPSTREAM_TOKEN", "tok")
+	for _, emptied := range []string{c.TrashPath(), c.LedgerPath(), c.ProvenancePath()} {
+		kept, err := os.ReadFile(emptied)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(emptied, 0); err != nil {
+			t.Fatal(err)
+		}
+		code, out := runBounded(t, "gateway", "--config", cfg, "--listen", "127.0.0.1:0", "--upstream", "http://127.0.0.1:1/mcp")
+		if want := emptied + " ("; code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "is empty, 0 bytes") {
+			t.Errorf("start with %s emptied: exit %d, want 1 naming it as empty:\n%s", emptied, code, out)
+		}
+		code, stdout, errOut := runCLI("gateway", "--config", cfg, "trash", "list")
+		if emptied == c.TrashPath() && (code != 1 || !strings.Contains(errOut, emptied+" (")) {
+			t.Errorf("trash list with %s emptied: exit %d: %s%s", emptied, code, stdout, errOut)
+		}
+		if err := os.WriteFile(emptied, kept, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -84,14 +84,14 @@ files.`,
 
 // openTrash opens the config's trash; ok is false when there is none yet
 // (no delete has gone through the gateway). A gateway that has served
-// without its trash is refused, as its start is (gateway.Config.CheckKept):
-// its trash is lost or elsewhere, not empty.
+// without its trash, or with a trash of 0 bytes, is refused, as its start
+// is (gateway.Config.CheckKept): its trash is lost or elsewhere, not empty.
 func openTrash(g *gatewayConfig) (*trash.Store, bool, error) {
 	c, err := g.load()
 	if err != nil {
 		return nil, false, err
 	}
-	if _, err := os.Stat(c.TrashPath()); errors.Is(err, os.ErrNotExist) {
+	if fi, err := os.Stat(c.TrashPath()); errors.Is(err, os.ErrNotExist) || err == nil && fi.Size() == 0 {
 		if err := c.CheckKept(g.file); err != nil {
 			return nil, false, failed(err)
 		}
