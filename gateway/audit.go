@@ -39,6 +39,9 @@ type Entry struct {
 	// Origin is the device an admin's join attributed the write to
 	// (origin.MetaKey), when not the device itself.
 	Origin string `json:"origin,omitempty"`
+	// Note, on a new-state entry (VerdictNewState), names each kept file
+	// the gateway made anew, empty, and what it held.
+	Note string `json:"note,omitempty"`
 	// Sig, on a checkpoint entry, is the Ed25519 signature of
 	// "<prev>|<lines before it>": the chain head at that point.
 	Sig  string `json:"sig,omitempty"`

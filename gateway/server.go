@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -154,6 +155,18 @@ func (s *Server) Open() error {
 	s.stream = &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}}
 	s.writes = newWriteQueue(writeShare, 30*time.Second)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
+	return nil
+}
+
+// NoteNewState writes the audit line that says this start made lost
+// (Config.LostKept's: each kept file's name, path and what it held) anew,
+// empty, as --new-state does: the chain goes on, and an auditor sees when
+// the state was reset.
+func (s *Server) NoteNewState(lost []string) error {
+	e := Entry{Time: s.Now().UTC(), Device: "operator", Method: "--new-state", Decision: VerdictNewState, Note: "made anew, empty: " + strings.Join(lost, "; ")}
+	if err := s.audit.Append(e, true); err != nil {
+		return fmt.Errorf("audit_log: noting --new-state: %w", err)
+	}
 	return nil
 }
 

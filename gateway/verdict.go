@@ -19,6 +19,10 @@ const (
 	VerdictPending Verdict = "pending"
 	// VerdictCheckpoint: a signed checkpoint of the chain, not a request.
 	VerdictCheckpoint Verdict = "checkpoint"
+	// VerdictNewState: the gateway started with --new-state and made the
+	// kept files its Note names anew, empty (Server.NoteNewState); not a
+	// request.
+	VerdictNewState Verdict = "new-state"
 )
 
 func (v Verdict) String() string { return string(v) }

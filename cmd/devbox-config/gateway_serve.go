@@ -43,7 +43,8 @@ func (sc *gatewayServeCmd) run() error {
 	if _, err := os.Stat(sc.config.file); errors.Is(err, fs.ErrNotExist) {
 		return sc.config.missing()
 	}
-	if err := sc.checkKept(); err != nil {
+	lost, err := sc.checkKept()
+	if err != nil {
 		return err
 	}
 	log := newLogger(sc.stderr, 0).With("component", "gateway")
@@ -57,6 +58,14 @@ func (sc *gatewayServeCmd) run() error {
 			log.Error("closing the audit log and the trash", "err", err)
 		}
 	}()
+	for _, l := range lost {
+		log.Warn("--new-state: made anew, empty; what it held is lost", "file", l)
+	}
+	if len(lost) > 0 {
+		if err := s.NoteNewState(lost); err != nil {
+			return failed(err)
+		}
+	}
 	if _, err := s.Trash(); err != nil { // a delete it cannot keep is refused: say so now
 		return failed(fmt.Errorf("trash_file: %w", err))
 	}
@@ -71,19 +80,23 @@ func (sc *gatewayServeCmd) run() error {
 }
 
 // checkKept refuses to start a gateway that has served on state that is
-// missing (gateway.Config.CheckKept), unless --new-state.
-func (sc *gatewayServeCmd) checkKept() error {
-	if sc.newState {
-		return nil
-	}
+// missing or emptied (gateway.Config.CheckKept), unless --new-state: then
+// it is what this start makes anew (gateway.Config.LostKept).
+func (sc *gatewayServeCmd) checkKept() (lost []string, err error) {
 	c, err := gateway.LoadConfig(sc.config.file)
 	if err != nil {
-		return failed(err)
+		return nil, failed(err)
 	}
-	if err := c.CheckKept(sc.config.file); err != nil {
-		return failed(err)
+	if !sc.newState {
+		if err := c.CheckKept(sc.config.file); err != nil {
+			return nil, failed(err)
+		}
+		return nil, nil
 	}
-	return nil
+	if _, lost, err = c.LostKept(sc.config.file); err != nil {
+		return nil, failed(err)
+	}
+	return lost, nil
 }
 
 // oneProc runs the gateway's Go code on one processor unless the operator
