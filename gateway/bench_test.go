@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/redact"
 )
 
 // BenchmarkTokenCheck is the cost of authenticating one request.
@@ -289,7 +290,7 @@ func BenchmarkUnechoed(b *testing.B) {
 			b.SetBytes(int64(len(resp)))
 			b.ReportAllocs()
 			for b.Loop() {
-				unechoed(resp, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), upstreamToken)
+				unechoed(resp, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call"}`), func(s string) string { return redact.Secret(s, upstreamToken) })
 			}
 		})
 	}

@@ -213,7 +213,7 @@ func lookAtUpstream(ctx context.Context, client *http.Client, upstream, token st
 	}
 	defer resp.Body.Close() // read to its end, or not MCP: said below
 	b, _ := readAnswer(resp)
-	_, out := answerOf(resp, b, body, token)
+	_, out := answerOf(resp, b, body, func(s string) string { return redact.Secret(s, token) })
 	return upstreamLook{status: resp.StatusCode, gateway: ledger.Advertised(resp.Header), mcp: gjson.GetBytes(out, "result.tools").IsArray()}
 }
 
@@ -243,11 +243,17 @@ func gatewayAt(ctx context.Context, client *http.Client, upstream string) bool {
 // upstreamClock is how long a request had a call to the upstream in
 // flight (calls made at once, as a fan-out's, count once): the audit
 // line's upstream_ms. A request's context carries it (upstreamClockKey).
+//
+// It also carries what the request's device may see of the upstream's
+// errors: cutTopology, set once the device is known not to be admin, cuts
+// URLs and absolute paths from its error answers (redact.Topology, in
+// unechoed), as status answers lose the primary's topology (cutTopology).
 type upstreamClock struct {
-	mu       sync.Mutex
-	inFlight int
-	since    time.Time
-	total    time.Duration
+	cutTopology bool
+	mu          sync.Mutex
+	inFlight    int
+	since       time.Time
+	total       time.Duration
 }
 
 type upstreamClockKey struct{}
@@ -285,9 +291,13 @@ const maxPrealloc = 1 << 20
 // postMCP POSTs one JSON-RPC message to an MCP endpoint with a bearer
 // token. Its own errors answer under the message's id.
 func postMCP(ctx context.Context, client *http.Client, url, token string, body []byte) (int, []byte) {
+	clean := func(s string) string { return redact.Secret(s, token) }
 	if c, ok := ctx.Value(upstreamClockKey{}).(*upstreamClock); ok {
 		c.start()
 		defer c.stop()
+		if c.cutTopology {
+			clean = func(s string) string { return redact.Topology(redact.Secret(s, token)) }
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -314,7 +324,7 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	if bad != "" {
 		return callFailed(body, http.StatusBadGateway, bad)
 	}
-	return answerOf(resp, b, body, token)
+	return answerOf(resp, b, body, clean)
 }
 
 // callFailed is the gateway's own error answer to the call body, under
@@ -326,7 +336,7 @@ func callFailed(body []byte, status int, msg string) (int, []byte) {
 // answerOf is what a device gets for resp, whose body b answers the
 // call body: the JSON-RPC answer in it (unechoed), or the gateway's own
 // error saying why there is none.
-func answerOf(resp *http.Response, b, body []byte, token string) (int, []byte) {
+func answerOf(resp *http.Response, b, body []byte, clean func(string) string) (int, []byte) {
 	if resp.StatusCode == http.StatusUnauthorized {
 		// The device was authenticated here; passing the 401 on would send
 		// its operator after the wrong token. 503, not 502: the upstream
@@ -342,7 +352,7 @@ func answerOf(resp *http.Response, b, body []byte, token string) (int, []byte) {
 	code, ok2xx := resp.StatusCode, resp.StatusCode >= 200 && resp.StatusCode <= 299
 	// Another id answers another call, but a 2xx: upstreamCall puts back
 	// the device's id.
-	if out, ok := unechoed(b, body, token); ok && (ok2xx || gjson.GetBytes(b, "id").String() == gjson.GetBytes(body, "id").String()) {
+	if out, ok := unechoed(b, body, clean); ok && (ok2xx || gjson.GetBytes(b, "id").String() == gjson.GetBytes(body, "id").String()) {
 		return code, out
 	} else if empty && ok2xx {
 		return code, nil
@@ -397,14 +407,15 @@ func sseAnswer(b, sent []byte) []byte {
 // (an error under sent's id); ok false when b is no JSON-RPC answer: not
 // one JSON object (a batch), neither a result nor an error object, a key
 // twice in one object (a reader keeping the first and one keeping the
-// last read two answers). The gateway's upstream token is taken out of
-// an error (the upstream, or a proxy in front of it, may repeat the
-// request's Authorization header, and no device may get the token): a
-// JSON-RPC error is rebuilt from its code, message and data, an isError
-// tool result re-encoded, each redacted (redact). A successful answer
+// last read two answers). An error is cleaned (clean): the gateway's
+// upstream token is taken out (the upstream, or a proxy in front of it,
+// may repeat the request's Authorization header, and no device may get
+// the token), and for a device that is not admin the primary's URLs and
+// paths (postMCP): a JSON-RPC error is rebuilt from its code, message
+// and data, an isError tool result re-encoded, each cleaned. A successful answer
 // is passed on as it came (a drawer may hold any text), after two scans
 // of its bytes (valid, keys).
-func unechoed(b, sent []byte, token string) ([]byte, bool) {
+func unechoed(b, sent []byte, clean func(string) string) ([]byte, bool) {
 	if !jsondepth.Valid(b) {
 		return nil, false
 	}
@@ -420,14 +431,14 @@ func unechoed(b, sent []byte, token string) ([]byte, bool) {
 	case e.IsObject():
 		var data any
 		if d := e.Get("data"); d.Exists() {
-			data = json.RawMessage(redact.JSON([]byte(d.Raw), token))
+			data = json.RawMessage(redact.JSONWith([]byte(d.Raw), clean))
 		}
 		id := json.RawMessage(gjson.GetBytes(sent, "id").Raw)
-		return encodeJSON(rpcErr(id, int(e.Get("code").Int()), redact.Secret(e.Get("message").String(), token), data)), true
+		return encodeJSON(rpcErr(id, int(e.Get("code").Int()), clean(e.Get("message").String()), data)), true
 	case !r.IsObject():
 		return nil, false
 	case r.Get("isError").Bool():
-		return redact.JSON(b, token), true
+		return redact.JSONWith(b, clean), true
 	}
 	return b, true
 }

@@ -7,4 +7,8 @@
 // upstream token) and replaces it, in every form a server repeats it, and
 // every Bearer or Basic credential's value, with [redacted]. Successful
 // answers are never read here: a drawer may hold any text.
+//
+// Topology cuts what an error says of where the server runs (URLs,
+// absolute paths) for a reader who may not see it: the gateway's error
+// answers to a device that is not admin.
 package redact

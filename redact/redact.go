@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Mark is what a secret is replaced with.
@@ -194,16 +195,21 @@ func isBase64(c byte) bool {
 // every digit. What does not decode (not JSON, nested too deep) is text:
 // Secret applied to it whole.
 func JSON(raw []byte, secret string) []byte {
+	return JSONWith(raw, func(s string) string { return Secret(s, secret) })
+}
+
+// JSONWith is JSON with clean in Secret's place.
+func JSONWith(raw []byte, clean func(string) string) []byte {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any
 	if d.Decode(&v) != nil {
-		if r := Secret(string(raw), secret); r != string(raw) {
+		if r := clean(string(raw)); r != string(raw) {
 			return []byte(r)
 		}
 		return raw
 	}
-	v, changed := walk(v, secret)
+	v, changed := walk(v, clean)
 	if !changed {
 		return raw
 	}
@@ -214,24 +220,24 @@ func JSON(raw []byte, secret string) []byte {
 	return b
 }
 
-func walk(v any, secret string) (any, bool) {
+func walk(v any, clean func(string) string) (any, bool) {
 	changed := false
 	switch x := v.(type) {
 	case string:
-		r := Secret(x, secret)
+		r := clean(x)
 		return r, r != x
 	case []any:
 		for i := range x {
 			var c bool
-			x[i], c = walk(x[i], secret)
+			x[i], c = walk(x[i], clean)
 			changed = changed || c
 		}
 	case map[string]any:
 		renamed := map[string]string{}
 		for k := range x {
 			var c bool
-			x[k], c = walk(x[k], secret)
-			if r := Secret(k, secret); r != k {
+			x[k], c = walk(x[k], clean)
+			if r := clean(k); r != k {
 				renamed[k], c = r, true
 			}
 			changed = changed || c
@@ -242,4 +248,32 @@ func walk(v any, secret string) (any, bool) {
 		}
 	}
 	return v, changed
+}
+
+// What Topology puts where it cut a URL or a path.
+const (
+	URLMark  = "[URL cut: only admin devices see the primary's]"
+	PathMark = "[path cut: only admin devices see the primary's]"
+)
+
+// Compiled on first use, not at init: render imports this package and
+// runs at every container start.
+var (
+	urlRE  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>\x60]+`) })
+	pathRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`(^|[\s"'(\[=:,])/[^\s"'<>()\[\],;:/\x60]+(?:/[^\s"'<>()\[\],;:\x60]*)+`)
+	})
+)
+
+// Topology is text with every URL (scheme://...) replaced with URLMark and
+// every absolute filesystem path of two elements or more (/a/b) with
+// PathMark, the rest kept: what a server's error says of where it runs
+// (an embedder's endpoint, the palace's directory), for a reader who may
+// not see that.
+func Topology(text string) string {
+	if !strings.Contains(text, "/") {
+		return text
+	}
+	text = urlRE().ReplaceAllLiteralString(text, URLMark)
+	return pathRE().ReplaceAllString(text, "${1}"+PathMark)
 }

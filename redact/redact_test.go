@@ -117,3 +117,18 @@ func TestJSONRedactsEveryString(t *testing.T) {
 		t.Errorf("unchanged JSON rewritten: %s", got)
 	}
 }
+
+// An error's URLs and absolute paths are cut for a reader who may not see
+// the primary's topology, each with a mark saying what was cut; the rest
+// of the message is kept.
+func TestTopologyCutsURLsAndPaths(t *testing.T) {
+	t.Parallel()
+	in := `Embedding API request to http://127.0.0.1:19501/v1/embeddings failed: <urlopen error [Errno 111] Connection refused>; palace "/srv/palace/chroma.sqlite3" (see /root/.mempalace/config.json), wing shared/room, ratio 1/2`
+	want := `Embedding API request to ` + URLMark + ` failed: <urlopen error [Errno 111] Connection refused>; palace "` + PathMark + `" (see ` + PathMark + `), wing shared/room, ratio 1/2`
+	if got := Topology(in); got != want {
+		t.Errorf("Topology =\n%s\nwant\n%s", got, want)
+	}
+	if got := string(JSONWith([]byte(`{"details":"at https://embed.lan/v1 down"}`), Topology)); got != `{"details":"at `+URLMark+` down"}` {
+		t.Errorf("JSONWith(Topology) = %s", got)
+	}
+}
