@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/joakimp/devbox-config/filewrite"
 )
 
 // instanceLock is the running gateway's hold on its audit log: an
@@ -18,9 +20,15 @@ import (
 // config changes (their own <config>.lock) do not take it.
 type instanceLock struct{ f *os.File }
 
-// lockInstance takes the lock for auditLog, or says who holds it.
+// lockInstance takes the lock for auditLog, or says who holds it. The
+// lock is beside the real file (symlinks followed): a log reached through
+// a link is the same log, with the same lock.
 func lockInstance(auditLog string) (*instanceLock, error) {
-	file := auditLog + ".lock"
+	real, err := filewrite.Resolve(auditLog)
+	if err != nil {
+		return nil, fmt.Errorf("audit_log: %w", err)
+	}
+	file := real + ".lock"
 	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("audit_log lock: %w", err)

@@ -3,6 +3,8 @@ package gateway
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,4 +56,35 @@ func TestASecondGatewayOnOneAuditLogIsRefused(t *testing.T) {
 		t.Fatalf("the second gateway, after the first stopped: %v", err)
 	}
 	second.Close()
+}
+
+// An audit_log that is a symlink to the log another gateway writes is that
+// log: the second gateway is refused, its lock taken beside the real file
+// (before: <link>.lock, a lock of its own, and two gateways appended to one
+// log, breaking its chain).
+func TestASecondGatewayThroughALinkedAuditLogIsRefused(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.call(g.tokens["laptop-7f3a"], "status", nil)
+	cfg := g.srv.cfg.Load()
+	dir := t.TempDir()
+	link := filepath.Join(dir, "audit.jsonl")
+	if err := os.Symlink(cfg.AuditLog, link); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(g.cfgFile)
+	other := filepath.Join(dir, "gateway.jsonc")
+	if err := os.WriteFile(other, []byte(strings.Replace(string(b), strconv.Quote(cfg.AuditLog), strconv.Quote(link), 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := LoadConfig(other); err != nil || c.AuditLog != link {
+		t.Fatalf("the second config's audit_log is not the link: %v", err)
+	}
+	second := &Server{ConfigFile: other, Upstream: g.up.url, BindHost: "127.0.0.1"}
+	if err := second.Open(); err == nil {
+		second.Close()
+		t.Fatal("a second gateway opened, through a symlink, the audit log the first one writes")
+	} else if !strings.Contains(err.Error(), cfg.AuditLog+".lock") {
+		t.Errorf("the refusal does not name the real log's lock: %v", err)
+	}
 }
