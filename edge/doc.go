@@ -20,7 +20,8 @@
 //	                 checkpoint's items it left out, told likewise
 //	replicate.go     writes: local first, then the outbox (the policy's cut,
 //	                 the agent's bytes with the edge's edits spliced in)
-//	flushtarget.go   the primary as the outbox's flusher sends to it
+//	flushtarget.go   the primary as the outbox's flusher sends to it (pace.go:
+//	                 its writes paced to a gateway's write rate once refused)
 //	provenance.go    added_by = "<agent>/<label>/<device>"
 //	fastlane.go      tool calls answered beside the SDK's session
 //	child.go         the local palace server's supervisor (childconn.go: its pipe;

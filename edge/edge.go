@@ -332,7 +332,7 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 		go func() { defer wg.Done(); e.watchOwed(ctx) }()
 	}
 	if e.outbox != nil {
-		f := &outbox.Flusher{S: e.outbox, P: primaryAdapter{e.primary}, Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace}
+		f := &outbox.Flusher{S: e.outbox, P: FlushTarget(e.primary), Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace}
 		wg.Add(2)
 		go func() { defer wg.Done(); f.Run(flushCtx) }()
 		go func() { defer wg.Done(); e.watchUnapplied(ctx) }() // localdelete.go

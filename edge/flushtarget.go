@@ -138,6 +138,7 @@ func answerOf(tool string, res *mcp.CallToolResult) map[string]any {
 	return map[string]any{"answer": text}
 }
 
-// FlushTarget adapts a Primary for an outbox Flusher outside a running
-// edge (devbox-config edge flush, join).
-func FlushTarget(p *Primary) outbox.Primary { return primaryAdapter{p} }
+// FlushTarget adapts a Primary for an outbox Flusher (the running edge's,
+// devbox-config edge flush, join), its writes paced to a gateway's write
+// rate once refused for it (pacer).
+func FlushTarget(p *Primary) outbox.Primary { return pacedTarget{primaryAdapter{p}, &pacer{}} }

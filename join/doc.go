@@ -80,7 +80,8 @@
 //     verification past the device's burst or after a batch too large is
 //     slower, never failed.
 //   - The drain's writes are paced once a gateway refuses one for the
-//     device's write rate (pacer: it names no rate, so the gap is found),
-//     so a join meets the rate about once per hundred writes, not several
-//     times a write, at about the rate's pace.
+//     device's write rate (edge.FlushTarget's, as every flush's: it names
+//     no rate, so the gap is found), so a join meets the rate about once
+//     per hundred writes, not several times a write, at about the rate's
+//     pace.
 package join

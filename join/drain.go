@@ -81,7 +81,7 @@ func (j *joining) connect() {
 				j.log.Warn("the primary's protection not recorded in the join outbox", "err", err)
 			}
 		}})
-	j.flush = countingPrimary{&counter{calls: j.rep.Calls, side: "primary"}, edge.FlushTarget(j.primary), &pacer{}}
+	j.flush = countingPrimary{&counter{calls: j.rep.Calls, side: "primary"}, edge.FlushTarget(j.primary)}
 	j.sent = &callerOf{p: j.flush, stall: j.o.Stall}
 }
 

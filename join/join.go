@@ -169,28 +169,18 @@ func (c *counter) Call(ctx context.Context, tool string, args map[string]any) (m
 	return c.next.Call(ctx, tool, args)
 }
 
-// countingPrimary is the primary as the flusher sends to it, its calls
-// counted, its writes paced to a gateway's write rate once refused for it.
+// countingPrimary is the primary as the flusher sends to it (its writes
+// paced by edge.FlushTarget), its calls counted.
 type countingPrimary struct {
-	c    *counter
-	p    outbox.Primary
-	pace *pacer
+	c *counter
+	p outbox.Primary
 }
 
 func (c countingPrimary) Up() bool { return c.p.Up() }
 
 func (c countingPrimary) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
-	if !paced(tool) {
-		c.c.count(tool)
-		return c.p.Call(ctx, tool, args)
-	}
-	if err := c.pace.wait(ctx); err != nil {
-		return nil, err
-	}
 	c.c.count(tool)
-	res, err := c.p.Call(ctx, tool, args)
-	c.pace.answered(err)
-	return res, err
+	return c.p.Call(ctx, tool, args)
 }
 
 // Ledger passes on whether the primary is a gateway with an op-id ledger.

@@ -1,7 +1,8 @@
-package join
+package edge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -12,16 +13,35 @@ import (
 	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
-// pacer spaces a join's writes once a gateway refuses one for its write
+// pacedTarget is the flush target with its writes paced to a gateway's
+// write rate once refused for it: every other method is primaryAdapter's.
+type pacedTarget struct {
+	primaryAdapter
+	pace *pacer
+}
+
+func (t pacedTarget) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	if !paced(tool) {
+		return t.primaryAdapter.Call(ctx, tool, args)
+	}
+	if err := t.pace.wait(ctx); err != nil {
+		return nil, err
+	}
+	res, err := t.primaryAdapter.Call(ctx, tool, args)
+	t.pace.answered(err)
+	return res, err
+}
+
+// pacer spaces a flush's writes once a gateway refuses one for its write
 // rate (-32029, or HTTP 429): the gateway names no rate and no retry time,
 // so the gap between writes is found. A refusal after an accepted write
 // widens it by a quarter (a refusal right after another doubles it, from
 // 1 ms, up to maxGap), and each accepted write narrows it by 1/256: the
 // writes go a little under the rate, then a little over it, which spends
-// the burst the gateway saved meanwhile, so the join keeps the rate's pace
-// and meets it about once per hundred writes, where each write, sent as
-// soon as it was due, met it several times. Never refused, writes go
-// unpaced. Reads are not paced (callerOf waits out theirs).
+// the burst the gateway saved meanwhile, so the flush keeps the rate's
+// pace and meets it about once per hundred writes, where each queued
+// write, sent as soon as it was due, met it again after its own backoff.
+// Never refused, writes go unpaced. Reads are not paced.
 type pacer struct {
 	mu       sync.Mutex
 	gap      time.Duration
