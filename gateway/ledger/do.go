@@ -226,15 +226,23 @@ func (l *Ledger) settle(ctx context.Context, c Call, claim string, result []byte
 
 // Applied records result as the answer of device's op opID when the
 // ledger holds none for it (in doubt, open, or in flight past its
-// holder's bound): the operator's word that the write was applied (a
-// restore of what a delete removed, which the op's resend must not
-// delete again). ok: it did; an op answered already, or in flight now,
-// is left alone.
+// holder's bound or in a process that ended: live.go): the operator's
+// word that the write was applied (a restore of what a delete removed,
+// which the op's resend must not delete again). ok: it did; an op
+// answered already, or in flight now, is left alone.
 func (l *Ledger) Applied(ctx context.Context, device, opID string, result []byte) (ok bool, err error) {
 	now := l.opt.Now()
 	stale := now.Add(-l.opt.StaleAfter - l.opt.StaleGrace).UnixMilli()
+	var holder string
+	err = l.db.QueryRowContext(ctx, `SELECT claim FROM ops WHERE device=? AND op_id=? AND state='inflight'`, device, opID).Scan(&holder)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+	}
+	if !l.claimGone(holder) {
+		holder = "" // no claim is "": one in flight is settled only by time
+	}
 	res, err := l.db.ExecContext(ctx, `UPDATE ops SET state='done', claim='', result=?, updated_at=? WHERE device=? AND op_id=?
-		AND (state IN ('doubt','open') OR (state='inflight' AND updated_at < ?))`, string(result), now.UnixMilli(), device, opID, stale)
+		AND (state IN ('doubt','open') OR (state='inflight' AND (updated_at < ? OR claim = ?)))`, string(result), now.UnixMilli(), device, opID, stale, holder)
 	if err != nil {
 		return false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 	}

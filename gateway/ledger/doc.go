@@ -50,7 +50,8 @@
 // gateway killed mid-forward: the upstream may or may not have applied
 // the write); so did, at once, a claim whose process no longer runs
 // (each Ledger holds a flock on <ledger>.live/<instance>, and a claim
-// names its instance: live.go). The op is then in doubt: a call for it is answered
+// names its instance: live.go). The op is then in doubt (Applied, an
+// operator's restore, settles it, by the same two tests): a call for it is answered
 // [ErrInDoubt] ([CodeInDoubt]) and it is never forwarded again on its
 // own. The edge looks the write up where its record type has a look-up
 // and sends it again, with params._meta[ResendKey] = "looked-up", only if

@@ -105,18 +105,7 @@ func TestLedgerChildProcess(t *testing.T) {
 func TestAnOpInFlightInAKilledProcessIsInDoubtAtOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	op := opID("killed mid-forward")
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLedgerHangingChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "LEDGER_HANG=1", "LEDGER_PATH="+path, "LEDGER_OP="+op)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() && sc.Text() != "forwarding" {
-	}
+	cmd := hangingGateway(t, path, op)
 	l := open(t, path, Options{})
 	var u upstream
 	if _, _, err := l.Do(context.Background(), call("laptop", op, "a"), u.forward("1")); !errors.Is(err, ErrInFlight) {
@@ -134,11 +123,56 @@ func TestAnOpInFlightInAKilledProcessIsInDoubtAtOnce(t *testing.T) {
 	}
 }
 
-// TestLedgerHangingChild is TestAnOpInFlightInAKilledProcessIsInDoubtAtOnce's
-// gateway: it claims the op and forwards it until it is killed.
+// A restore's Applied (gateway trash restore) settles an op a killed
+// gateway process left in flight at once, as a resend's look-up does:
+// before, it was left alone as "in flight now" for StaleAfter+StaleGrace
+// (~2 minutes), so the restore's resend could delete again. While that
+// process lives, the op is left alone.
+func TestAppliedSettlesAnOpInFlightInAKilledProcessAtOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	op := opID("killed mid-forward, then restored")
+	cmd := hangingGateway(t, path, op)
+	l := open(t, path, Options{})
+	const restored = `{"content":[{"type":"text","text":"{\"success\": true, \"recovered\": \"restored\"}"}]}`
+	if ok, err := l.Applied(ctx, "laptop", op, []byte(restored)); err != nil || ok {
+		t.Fatalf("while its gateway forwards it: Applied %v %v, want left alone", ok, err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait() // killed: its error says so
+	if ok, err := l.Applied(ctx, "laptop", op, []byte(restored)); err != nil || !ok {
+		t.Fatalf("its gateway killed: Applied %v %v, want settled at once", ok, err)
+	}
+	var u upstream
+	if ans, o, err := l.Do(ctx, call("laptop", op, "2"), u.forward("2")); err != nil || o != OutcomeReplayed || result(ans.Body) != restored || u.calls.Load() != 0 {
+		t.Fatalf("the op sent again: %v %v %s, %d upstream calls; want the restore's answer", o, err, ans.Body, u.calls.Load())
+	}
+}
+
+// hangingGateway starts TestLedgerHangingChild on the ledger at path and
+// returns once it holds op in flight.
+func hangingGateway(t *testing.T, path, op string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLedgerHangingChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "LEDGER_HANG=1", "LEDGER_PATH="+path, "LEDGER_OP="+op)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) // killed already, or at the test's end
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "forwarding" {
+	}
+	return cmd
+}
+
+// TestLedgerHangingChild is hangingGateway's gateway: it claims the op and forwards it until it is killed.
 func TestLedgerHangingChild(t *testing.T) {
 	if os.Getenv("LEDGER_HANG") != "1" {
-		t.Skip("run by TestAnOpInFlightInAKilledProcessIsInDoubtAtOnce")
+		t.Skip("run by hangingGateway")
 	}
 	l, err := Open(os.Getenv("LEDGER_PATH"), 0)
 	if err != nil {
