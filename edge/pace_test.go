@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +20,21 @@ import (
 // to it, as a join does; before, each queued write met it again after its
 // own backoff (500 ms, doubling), so a flush of a few hundred writes left
 // hundreds of `limited` lines in the gateway's audit log.
+//
+// Both flushes: the running edge's flusher (Run) and `edge flush` (Drain),
+// which before this stopped with the writes the rate refused last still
+// queued, "N ops not sent" and exit 1, though the primary was there.
 func TestAFlushPacesItsWritesToTheGatewaysRate(t *testing.T) {
 	t.Parallel()
+	for _, drain := range []bool{false, true} {
+		t.Run(map[bool]string{false: "run", true: "drain"}[drain], func(t *testing.T) {
+			t.Parallel()
+			flushPacedToTheRate(t, drain)
+		})
+	}
+}
+
+func flushPacedToTheRate(t *testing.T, drain bool) {
 	const writes, rate = 200, 50 // the burst is as large as the rate: about 3 s of sending after it
 	_, srv := startPrimary(t)
 	url, tokens, gw := testGatewayServer(t, srv.URL(), gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", WriteRate: rate, Agents: []string{"opencode@edge-test"}})
@@ -40,7 +54,18 @@ func TestAFlushPacesItsWritesToTheGatewaysRate(t *testing.T) {
 	p := NewPrimary(url, func() string { return tokens["desk-9b21"] }, slog.New(slog.DiscardHandler), PrimaryOptions{})
 	defer p.Close()
 	began := time.Now()
-	go (&outbox.Flusher{S: s, P: FlushTarget(p)}).Run(ctx) // the running edge's flusher
+	f := &outbox.Flusher{S: s, P: FlushTarget(p)}
+	if drain { // edge flush: once, and everything is sent
+		if sent, err := f.Drain(ctx); err != nil || sent != writes {
+			t.Fatalf("edge flush sent %d of %d queued writes: %v", sent, writes, err)
+		}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	if !drain {
+		wg.Go(func() { f.Run(ctx) }) // the running edge's flusher
+	}
 	for n := writes; n > 0; {
 		if ctx.Err() != nil {
 			t.Fatalf("%d of %d queued writes still pending after %s", n, writes, time.Since(began).Round(time.Millisecond))

@@ -312,8 +312,10 @@ func (f *Flusher) sendContext(ctx context.Context) (context.Context, context.Can
 // that can be sent (for `edge flush` and join). An op whose connection
 // dropped after it was sent (a lost answer: the primary is there) is sent
 // again, with its look-up, up to Retries times, waiting a little longer
-// each time for the primary's breaker to close; an op that never reached
-// the primary (it is down) is left for the next run.
+// each time for the primary's breaker to close, and so is one the primary
+// answered "not now" (busy: a gateway's write rate, whose refusals the
+// flush target paces); an op that never reached the primary (it is down)
+// is left for the next run.
 func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 	f.defaults()
 	defer f.release()
@@ -335,11 +337,11 @@ func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 			fruitless++ // failed attempts due again already (a short backoff): a few more rounds
 			continue
 		}
-		lost, err := f.S.lostAnswers(ctx)
+		again, err := f.S.retriable(ctx)
 		if err != nil {
 			return sent, err
 		}
-		if lost == 0 || retries >= f.Retries {
+		if again == 0 || retries >= f.Retries {
 			return sent, nil // what never reached the primary waits for it: not retried here
 		}
 		retries++
@@ -348,7 +350,7 @@ func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 		for deadline := time.Now().Add(time.Duration(retries) * f.Lease / 10); !f.P.Up() && ctx.Err() == nil && time.Now().Before(deadline); {
 			f.sleep(ctx, 50*time.Millisecond)
 		}
-		if err := f.S.dueNow(ctx, Lost); err != nil {
+		if err := errors.Join(f.S.dueNow(ctx, Lost), f.S.dueNow(ctx, Busy)); err != nil {
 			return sent, err
 		}
 	}

@@ -266,11 +266,15 @@ func (s *Store) dueNow(ctx context.Context, kind Kind) error {
 	return err
 }
 
-// lostAnswers counts the pending ops whose last attempt lost its answer.
-func (s *Store) lostAnswers(ctx context.Context) (int, error) {
-	var n int
-	err := s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE `+failedAs, Lost.String()).Scan(&n)
-	return n, err
+// retriable counts the pending ops whose last attempt lost its answer or
+// was answered "not now" (Drain sends them again).
+func (s *Store) retriable(ctx context.Context) (int, error) {
+	var lost, busy int
+	err := s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE `+failedAs, Lost.String()).Scan(&lost)
+	if err == nil {
+		err = s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE `+failedAs, Busy.String()).Scan(&busy)
+	}
+	return lost + busy, err
 }
 
 // goneNote is the note of a delete the primary answered "Drawer not
