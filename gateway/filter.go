@@ -16,6 +16,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/jsondepth"
+	"github.com/joakimp/devbox-config/redact"
 )
 
 // errUnknownShape: an answer the filter cannot cut with certainty is
@@ -401,6 +402,11 @@ func visible(d *Device, f catalogue.Filter, r record) (keep, ok bool) {
 func cutTopology(m map[string]any) {
 	delete(m, "embedding_device")
 	delete(m, "embedder")
+	for _, k := range []string{"error", "details", "hint", "message"} { // a palace that did not open says why, naming its paths
+		if v, ok := m[k].(string); ok {
+			m[k] = redact.Topology(v)
+		}
+	}
 	if integrity, ok := m["sqlite_integrity"].(map[string]any); ok {
 		delete(integrity, "palace")
 		delete(integrity, "sqlite_path")

@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -38,6 +41,32 @@ func TestStatusHidesThePrimarysTopologyFromDevicesNotAdmin(t *testing.T) {
 			if wings, _ := m["wings"].(map[string]any); len(wings) != 1 || wings["shared"] == nil || m["total_drawers"] != float64(1) {
 				t.Errorf("laptop's counts: %v, total %v", m["wings"], m["total_drawers"])
 			}
+		}
+	}
+}
+
+// A status whose palace did not open says why in its error and details
+// (MemPalace's _collection_open_error: a backend mismatch names the
+// palace's directory); a device that is not admin gets them without the
+// primary's paths and URLs, as its error answers are (the proto helper's
+// note).
+func TestStatusErrorHidesThePrimarysPathsFromDevicesNotAdmin(t *testing.T) {
+	t.Parallel()
+	const dir = "/srv/mempalace/palace"
+	text, _ := json.Marshal(`{"error": "Palace backend mismatch", "details": "the palace at ` + dir + ` was made by chroma, not lance", "hint": "see https://mempalace.internal/docs", "backend": "chroma"}`)
+	body := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + string(text) + `}]}}`
+	g := newGWAt(t, devices, &upstream{name: "echo", url: echoing(t, func(string) string { return body })})
+	for _, c := range []struct {
+		device string
+		admin  bool
+	}{{"admin-0001", true}, {"desk-9b21", false}} {
+		m, e, _ := g.call(g.tokens[c.device], "status", map[string]any{})
+		if e != nil {
+			t.Fatalf("%s: %v", c.device, e)
+		}
+		details, hint := fmt.Sprint(m["details"]), fmt.Sprint(m["hint"])
+		if shown := strings.Contains(details, dir) || strings.Contains(hint, "mempalace.internal"); shown != c.admin || !strings.Contains(details, "was made by chroma") {
+			t.Errorf("%s: details %q, hint %q", c.device, details, hint)
 		}
 	}
 }
