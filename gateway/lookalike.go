@@ -96,7 +96,7 @@ type owner struct {
 }
 
 // checkAgent refuses agent a of device dev (at) when it holds an
-// invisible character or a second @ (it is <harness>@<label>), looks like
+// invisible character, a part no devbox could carry (agentParts), or a second @ (it is <harness>@<label>), looks like
 // an agent listed before it (agents), or its @label part looks like
 // another device's label (labels).
 func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owner) error {
@@ -119,6 +119,20 @@ func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owne
 	if _, label, ok := strings.Cut(sk, "@"); ok { // pi＠laptop too
 		if o, found := labels[label]; found && o.dev != dev {
 			return fmt.Errorf("%s: %+q names %q, the label of device %s (devices[%d]), or one that looks like it: its asks would read as that device's (fix: <harness>@<this device's own label>)", at, a, o.name, c.Devices[o.dev].ID, o.dev)
+		}
+	}
+	return agentParts(at, a)
+}
+
+// agentParts refuses agent a (at) whose name or label part a devbox
+// refuses: a session speaks as MEMPALACE_AGENT_NAME@MEMPALACE_ORIGIN_LABEL,
+// each part checked as a label is (ladder.LabelFault), so no session
+// could speak as it, and only a token used around the edge could.
+func agentParts(at, a string) error {
+	name, label, _ := strings.Cut(a, "@")
+	for _, p := range []struct{ part, v string }{{"name", name}, {"label", label}} {
+		if why := ladder.LabelFault(p.v); why != "" && (p.v != "" || p.part == "name") {
+			return fmt.Errorf("%s: %+q: its %s %+q %s (%s): a devbox speaks as <MEMPALACE_AGENT_NAME>@<MEMPALACE_ORIGIN_LABEL>, each part so checked, so no session could be this agent (fix: <harness>@<this device's own label>, such as \"pi@laptop\")", at, a, p.part, p.v, why, ladder.LabelRule)
 		}
 	}
 	return nil

@@ -155,6 +155,12 @@ func TestConfigRefusesConfusablesOfAnotherDevicesNames(t *testing.T) {
 		{"lap.top", "pi@rogue", `devices[2].label: "lap.top" looks like "laptop", the label of device laptop-1 (devices[0])`},
 		{"lap\u00b7top", "pi@rogue", `devices[2].label: "lap\u00b7top" holds '·', which a label may not hold`},
 		{"rogue", "claude-code@rogue", ""},
+		// An agent no devbox could be: a part MEMPALACE_AGENT_NAME or
+		// MEMPALACE_ORIGIN_LABEL refuses (before, only a token used around
+		// the edge could write as it).
+		{"rogue", "pi@rogue(home)", `devices[2].agents[0]: "pi@rogue(home)": its label "rogue(home)" holds '(', ')'`},
+		{"rogue", "pi!@rogue", `devices[2].agents[0]: "pi!@rogue": its name "pi!" holds '!'`},
+		{"rogue", "claude", ""}, {"rogue", "claude.code@rogue", ""},
 		// Names in other scripts that look like no other device's stay legal.
 		{"桌面", "pi@桌面", ""}, {"δέλτα", "pi@δέλτα", ""}, {"пётр", "pi@пётр", ""},
 	} {
