@@ -296,6 +296,6 @@ func (e *Edge) toldAtStart(ctx context.Context, ops []outbox.DeadOp) []outbox.De
 // deadSummary is the instructions' line for the dead ops ops.
 func deadSummary(ops []outbox.DeadOp) string {
 	list, why := deadList(ops)
-	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good: %s (the first refused: %s). They took effect in this devbox's palace only, not on the primary, and later writes of the same objects wait behind them; `devbox-config edge status` lists them (this is said at %d session starts).",
+	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good: %s (the first refused: %s). They took effect in this devbox's palace only, not on the primary, and later writes of the same objects wait behind them (not behind one refused as written: written anew, corrected, it is sent); `devbox-config edge status` lists them (this is said at %d session starts).",
 		len(ops), plural(len(ops), "write", "writes"), list, why, deadToldMax)
 }

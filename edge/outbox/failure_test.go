@@ -74,3 +74,39 @@ func TestInvalidParamsAreDeadAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A write refused as written holds nothing back: the next write on its
+// object is sent, where before it waited behind the dead op until an
+// operator dropped it (outside tester attack51 N1). Retried, the op takes
+// its place before the later writes on its objects again.
+func TestAnOpRefusedAsWrittenHoldsNothingBack(t *testing.T) {
+	s, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.sqlite"), "dev-1", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	enqueue := func(content string) outbox.Op { // both of source a.md
+		op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"` + content + `","source_file":"a.md"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return op
+	}
+	refused := enqueue("first")
+	f := &outbox.Flusher{S: s, P: refusingPrimary{&outbox.RPCError{Code: -32602, Message: "Invalid params: room"}}, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Hour}
+	f.Drain(ctx)
+	if got, _ := s.GetByID(ctx, refused.ID); got.State != outbox.Dead {
+		t.Fatalf("the refused op is %s", got.State)
+	}
+	later := enqueue("second")
+	if b, blocked, err := s.Blocker(ctx, later); err != nil || blocked {
+		t.Errorf("the write after it waits behind %s (%v)", b.Short(), err)
+	}
+	if _, err := s.Retry(ctx, refused.ID); err != nil {
+		t.Fatal(err)
+	}
+	if b, blocked, err := s.Blocker(ctx, later); err != nil || !blocked || b.ID != refused.ID {
+		t.Errorf("after a retry the write after it waits behind %q, want %s (%v)", b.Short(), refused.Short(), err)
+	}
+}

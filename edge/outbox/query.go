@@ -222,11 +222,34 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 			return o, fmt.Errorf("op %s stays held (queued as device %s): %w", o.Short(), o.TokenDevice, err)
 		}
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=?, token_device=? WHERE local_seq=?`, resend, device, o.LocalSeq); err != nil {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Op{}, err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=?, token_device=? WHERE local_seq=?`, resend, device, o.LocalSeq); err != nil {
+		return Op{}, err
+	}
+	if err := rekey(ctx, tx, o); err != nil {
+		return Op{}, fmt.Errorf("op %s: %w", o.Short(), err)
+	}
+	if err := tx.Commit(); err != nil {
 		return Op{}, err
 	}
 	s.ringAll()
 	return s.Get(ctx, o.LocalSeq)
+}
+
+// rekey gives a retried op its causal keys again: one refused as written
+// gave them up when it died (deadAtOnce), and sent again it takes its
+// place before the later ops on its objects; any other op keeps them.
+func rekey(ctx context.Context, tx *sql.Tx, o Op) error {
+	var args map[string]any
+	if err := json.Unmarshal(o.Payload, &args); err != nil {
+		return err
+	}
+	rec, _ := catalogue.Lookup(o.Tool)
+	return insertKeys(ctx, tx, o.LocalSeq, rec.CausalKeys(args))
 }
 
 // PolicyHint names the file held ops wait for.

@@ -21,20 +21,24 @@ import (
 // edge's replay of a drawer an admin deleted on the primary (told, Kind's
 // doc), arguments refused as written (invalid), and an ack of an event the
 // device does not know (unknownEvent). final: the op is dead now.
-func deadAtOnce(op Op, kind Kind, msg string, sendErr error) (Kind, string, bool) {
+// asWritten: refused as written, so it never lands as it is and holds
+// nothing back (its causal keys go): the write the agent makes anew,
+// corrected, on the same objects is sent. The other two are retried once
+// a restore or a grant lets them through, so they keep their place.
+func deadAtOnce(op Op, kind Kind, msg string, sendErr error) (k Kind, why string, final, asWritten bool) {
 	switch {
 	case deletedOnPrimary(sendErr):
-		return DeletedOnPrimary, msg, true
+		return DeletedOnPrimary, msg, true, false
 	case unknownEvent(op, kind, msg):
-		return kind, msg + " (" + UnknownEvent + "; not tried again: only the gateway's operator can make another's event visible, `gateway device set --coordinator`, after which `devbox-config edge outbox retry` sends it)", true
+		return kind, msg + " (" + UnknownEvent + "; not tried again: only the gateway's operator can make another's event visible, `gateway device set --coordinator`, after which `devbox-config edge outbox retry` sends it)", true, false
 	case invalid(kind, msg, sendErr):
 		why := " (refused as written, whatever a grant: not tried again; write it anew, corrected)"
 		if strings.Contains(msg, "metadata exceeds maximum size") {
 			why = " (the metadata sent held the edge's edge_op_id too, about 90 bytes, which it adds for exactly-once: keep an event's metadata that much under 64 KiB; not tried again)"
 		}
-		return kind, msg + why, true
+		return kind, msg + why, true, true
 	}
-	return kind, msg, false
+	return kind, msg, false, false
 }
 
 // settle records an attempt's outcome by the failure table (failure.go)
@@ -50,13 +54,13 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		f.done(ctx, op, res, kind, msg, deleted, now)
 		return true
 	}
-	kind, msg, final := deadAtOnce(op, kind, msg, sendErr)
+	kind, msg, final, asWritten := deadAtOnce(op, kind, msg, sendErr)
 	rule := Rules[kind]
 	refusals := op.Refusals
 	if rule.CountsTowardDead {
 		refusals++
 	}
-	state := f.failedState(ctx, op, kind, msg, refusals, final, sendErr)
+	state := f.failedState(ctx, op, kind, msg, refusals, final, asWritten, sendErr)
 	ej, err := json.Marshal(map[string]any{"kind": kind, "class": rule.Class, "message": msg, "at": now.UTC(), "attempt": op.Attempts})
 	if err != nil {
 		ej = []byte(`{"kind":"` + kind.String() + `"}`) // msg held something JSON cannot encode
@@ -73,6 +77,11 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		}
 		if err := setMeta(ctx, tx, metaLastErrorURL, f.url()); err != nil {
 			return err
+		}
+		if state == Dead && asWritten {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, op.LocalSeq); err != nil {
+				return err
+			}
 		}
 		if state != Queued {
 			return nil
@@ -96,10 +105,13 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 // failedState is what a failed send leaves op in (its refusals counted
 // with this one): dead once refused for good or too often, in doubt when
 // it may have landed and nothing can look it up, else queued; each said
-// in the log.
-func (f *Flusher) failedState(ctx context.Context, op Op, kind Kind, msg string, refusals int, final bool, sendErr error) State {
+// in the log (asWritten: a dead op that holds nothing back, deadAtOnce).
+func (f *Flusher) failedState(ctx context.Context, op Op, kind Kind, msg string, refusals int, final, asWritten bool, sendErr error) State {
 	rec, _ := catalogue.Lookup(op.Tool)
 	switch {
+	case asWritten:
+		f.Log.Error("outbox op is dead: the primary refused it as written; the ops sharing its keys go on ("+f.ListCommand+")", "op", op.Short(), "tool", op.Tool, "err", msg)
+		return Dead
 	case refusals >= f.MaxRefusals || final:
 		f.Log.Error("outbox op is dead: the primary refused it; the ops sharing its keys wait ("+f.ListCommand+")", "op", op.Short(), "tool", op.Tool, "refusals", refusals, "err", msg)
 		return Dead

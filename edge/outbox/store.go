@@ -38,7 +38,8 @@ type Store struct {
 }
 
 // The schema. An op's causal keys are in op_keys only while the op is not
-// done: an op may be sent when no earlier op shares a key with it.
+// done, nor dead as refused as written (deadAtOnce): an op may be sent
+// when no earlier op shares a key with it.
 // auto_vacuum=INCREMENTAL (set before the first table) lets the flusher's
 // pruning give the space of old ops back to the file system.
 const schema = `
