@@ -21,7 +21,9 @@ type refusing struct{}
 
 func (refusing) Up() bool { return true }
 func (refusing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
-	return nil, &outbox.RPCError{Code: -32602, Message: "Unknown parameter 'bogus' for tool " + tool}
+	// a grant's refusal: a later grant may let it through, so a dead op
+	// so refused holds its objects (one refused as written holds nothing)
+	return nil, &outbox.RPCError{Code: -31003, Message: "devbox-config gateway: dev may not call " + tool + " (write globs do not match the target wing)"}
 }
 
 // edge status / outbox list / retry / drop / flush, as an operator uses them.
@@ -60,7 +62,7 @@ func TestEdgeOperatorCommands(t *testing.T) {
 	s.Close()
 
 	out := cli(0, "edge", "status")
-	for _, want := range []string{"queued 1", "dead 1", "DEAD", bad.ID[:12], "Unknown parameter", "reachable", "embedder   no mismatch"} {
+	for _, want := range []string{"queued 1", "dead 1", "DEAD", bad.ID[:12], "may not call", "reachable", "embedder   no mismatch"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}
@@ -75,14 +77,14 @@ func TestEdgeOperatorCommands(t *testing.T) {
 	if st["queue"].(map[string]any)["by_state"].(map[string]any)["dead"] != 1.0 {
 		t.Fatalf("status --json: %v", st)
 	}
-	if out := cli(0, "edge", "outbox", "list"); !strings.Contains(out, "dead") || !strings.Contains(out, "queued") || !strings.Contains(out, "refused by the primary: JSON-RPC error -32602") {
+	if out := cli(0, "edge", "outbox", "list"); !strings.Contains(out, "dead") || !strings.Contains(out, "queued") || !strings.Contains(out, "refused by the primary: JSON-RPC error -31003") {
 		t.Fatalf("list: %s", out)
 	}
 	// flush sends nothing: the dead op holds back the one behind it
 	if out := cli(1, "edge", "flush"); !strings.Contains(out, "sent 0") {
 		t.Fatalf("flush with a dead head: %s", out)
 	}
-	// retry sends it again (the primary still refuses the bogus argument)
+	// retry queues it again; the operator then drops it
 	if out := cli(0, "edge", "outbox", "retry", bad.ID[:12]); !strings.Contains(out, "queued") {
 		t.Fatalf("retry: %s", out)
 	}
