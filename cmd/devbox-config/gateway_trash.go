@@ -129,12 +129,16 @@ func listTrash(g *gatewayConfig, stdout io.Writer) error {
 
 // drawerNote is what `trash list` says of a kept drawer: how it comes
 // back, or when it was restored and as what (and the later delete that
-// took that out of the palace again), purged or held by a restore.
+// took that out of the palace again, or the update that replaced its
+// text), purged or held by a restore.
 func drawerNote(dr trash.Drawer) string {
 	back := "comes back as " + dr.ComesBackAs()
 	if dr.RestoredAt != nil {
 		back = fmt.Sprintf("restored %s as %s", dr.RestoredAt.Format(time.RFC3339), dr.RestoredAs)
-		if a := dr.DeletedAgain; a != nil {
+		switch a := dr.DeletedAgain; {
+		case a != nil && a.Tool == "update_drawer":
+			back += fmt.Sprintf(", whose text update_drawer %d replaced at %s (the drawer is in the palace; %d's line keeps the text restored)", a.Delete, a.At.Format(time.RFC3339), a.Delete)
+		case a != nil:
 			back += fmt.Sprintf(", which delete %d took out of the palace again at %s (its line says where it is now)", a.Delete, a.At.Format(time.RFC3339))
 		}
 	}

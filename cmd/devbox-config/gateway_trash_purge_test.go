@@ -124,6 +124,17 @@ func TestGatewayTrashPurgeRemovesTheContentForGood(t *testing.T) {
 	if strings.Contains(out, "is in the palace") || !strings.Contains(out, "as "+id2+", which delete 3 took out of the palace again at ") {
 		t.Errorf("list after the restored drawer was deleted again and purged:\n%s", out)
 	}
+	// Restored, then its text replaced: the note says the later entry
+	// replaced its text and the drawer is in the palace (before: "which
+	// delete 5 took out of the palace again", attack51's LOW note).
+	id3 := call("add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": "a third drawer"})["drawer_id"].(string)
+	call("delete_drawer", map[string]any{"drawer_id": id3})
+	cli(0, "trash", "restore", "--upstream", up.URL(), id3)
+	call("update_drawer", map[string]any{"drawer_id": id3, "content": "a third drawer, edited"})
+	out = cli(0, "trash", "list")
+	if strings.Contains(out, "which delete 5 took out of the palace") || !strings.Contains(out, "as "+id3+", whose text update_drawer 5 replaced at ") {
+		t.Errorf("list after the restored drawer's text was replaced:\n%s", out)
+	}
 	// A diary entry purged by the command is still refused when a join
 	// replays it: the command keys the digest it keeps as the running
 	// gateway checks it (before, the purge took the text the replay was

@@ -90,14 +90,17 @@ type Drawer struct {
 	// recorded how it went (or stopped before it could).
 	RestoringAt *time.Time
 	// DeletedAgain, once restored: the later delete that took the drawer
-	// it came back as out of the palace again (nil: none).
+	// it came back as out of the palace again, or the update_drawer that
+	// replaced its text (the text restored is in that entry; nil: none).
 	DeletedAgain *Again
 }
 
-// Again is a later delete of a restored drawer: its number and when.
+// Again is a later delete of a restored drawer: its number, when, and
+// its tool (update_drawer: the drawer stays, its text replaced).
 type Again struct {
 	Delete int64
 	At     time.Time
+	Tool   string
 }
 
 // againJoin joins a kept drawer (k) to the first later delete, gone
@@ -105,17 +108,18 @@ type Again struct {
 const againJoin = ` LEFT JOIN deletes again ON k.restored_as != '' AND again.id = (SELECT r.delete_id FROM drawers r JOIN deletes d ON d.id = r.delete_id
   WHERE r.drawer_id = k.restored_as AND r.delete_id > k.delete_id AND d.state = 'deleted' ORDER BY r.delete_id LIMIT 1)`
 
-// again reads againJoin's columns (again.id, again.at).
-func again(id, at sql.NullInt64) *Again {
+// again reads againJoin's columns (again.id, again.at, again.tool).
+func again(id, at sql.NullInt64, tool sql.NullString) *Again {
 	if !id.Valid {
 		return nil
 	}
-	return &Again{Delete: id.Int64, At: time.UnixMilli(at.Int64).UTC()}
+	return &Again{Delete: id.Int64, At: time.UnixMilli(at.Int64).UTC(), Tool: tool.String}
 }
 
 // Live says where a purged drawer's content still is when a restore put
 // it back in the palace or holds it ("": neither, or a later delete took
-// it out again: Restored says so), with the fix.
+// it out again or an update replaced it, keeping it in that entry), with
+// the fix.
 func (d Drawer) Live() string {
 	switch {
 	case d.DeletedAgain != nil:
@@ -425,7 +429,7 @@ func entryDigest(key []byte, agent, wing, text string) string {
 // purging reads what a purge's clause picks: the deletes' numbers, and
 // the drawers a restore put back or holds.
 func purging(ctx context.Context, tx *sql.Tx, where string, arg any) (ids []int64, live []Drawer, err error) {
-	rows, err := tx.QueryContext(ctx, `SELECT k.delete_id, k.drawer_id, k.restored_at, k.restored_as, k.restoring_at, again.id, again.at FROM drawers k`+againJoin+` WHERE k.purged_at='' AND k.`+where+` ORDER BY k.delete_id, k.drawer_id`, arg)
+	rows, err := tx.QueryContext(ctx, `SELECT k.delete_id, k.drawer_id, k.restored_at, k.restored_as, k.restoring_at, again.id, again.at, again.tool FROM drawers k`+againJoin+` WHERE k.purged_at='' AND k.`+where+` ORDER BY k.delete_id, k.drawer_id`, arg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -434,11 +438,12 @@ func purging(ctx context.Context, tx *sql.Tx, where string, arg any) (ids []int6
 		var id int64
 		var d Drawer
 		var restored, againID, againAt sql.NullInt64
+		var againTool sql.NullString
 		var restoring string
-		if err := rows.Scan(&id, &d.ID, &restored, &d.RestoredAs, &restoring, &againID, &againAt); err != nil {
+		if err := rows.Scan(&id, &d.ID, &restored, &d.RestoredAs, &restoring, &againID, &againAt, &againTool); err != nil {
 			return nil, nil, err
 		}
-		d.DeletedAgain = again(againID, againAt)
+		d.DeletedAgain = again(againID, againAt, againTool)
 		if len(ids) == 0 || ids[len(ids)-1] != id {
 			ids = append(ids, id)
 		}
@@ -649,7 +654,7 @@ func (s *Store) deletes(ctx context.Context, clause string, args ...any) ([]Dele
 }
 
 func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT k.drawer_id, k.wing, k.room, k.content, k.metadata, k.source_file, k.kind, k.restored_at, k.restored_as, k.origin, k.purged_at, k.restoring_at, again.id, again.at
+	rows, err := s.db.QueryContext(ctx, `SELECT k.drawer_id, k.wing, k.room, k.content, k.metadata, k.source_file, k.kind, k.restored_at, k.restored_as, k.origin, k.purged_at, k.restoring_at, again.id, again.at, again.tool
   FROM drawers k`+againJoin+` WHERE k.delete_id=? ORDER BY k.drawer_id`, deleteID)
 	if err != nil {
 		return nil, err
@@ -660,10 +665,11 @@ func (s *Store) drawers(ctx context.Context, deleteID int64) ([]Drawer, error) {
 		var d Drawer
 		var meta, origin, purged, restoring string
 		var restored, againID, againAt sql.NullInt64
-		if err := rows.Scan(&d.ID, &d.Wing, &d.Room, &d.Content, &meta, &d.SourceFile, &d.Kind, &restored, &d.RestoredAs, &origin, &purged, &restoring, &againID, &againAt); err != nil {
+		var againTool sql.NullString
+		if err := rows.Scan(&d.ID, &d.Wing, &d.Room, &d.Content, &meta, &d.SourceFile, &d.Kind, &restored, &d.RestoredAs, &origin, &purged, &restoring, &againID, &againAt, &againTool); err != nil {
 			return nil, err
 		}
-		d.DeletedAgain = again(againID, againAt)
+		d.DeletedAgain = again(againID, againAt, againTool)
 		var err error
 		if d.RestoredAt, d.RestoringAt, err = restoreTimes(d.ID, restored, restoring); err != nil {
 			return nil, err
