@@ -6,8 +6,9 @@ import (
 )
 
 // A reply the primary refuses as written (a status MemPalace does not
-// know) holds nothing back: the reply the agent then writes anew,
-// corrected, as the error tells it, is sent, and the asker is answered.
+// know) answers nothing, so the mailbox still owes the ask, and holds
+// nothing back: the reply the agent then writes anew, corrected, as the
+// error tells it, is sent, and the asker is answered.
 // Before, the dead reply held the corrected one (the same correlation_id)
 // behind it until an operator dropped it, while the agent was told
 // "queued" and its wake-up counted the ask answered (outside tester
@@ -22,6 +23,10 @@ func TestAReplyRefusedAsWrittenHoldsBackNotItsCorrection(t *testing.T) {
 	}
 	if _, res := h.call("event_append", reply("done")); !res.IsError || !strings.Contains(refusalText(res), "refused as written") {
 		t.Fatalf("the first reply: %s", refusalText(res))
+	}
+	// Refused, it answers nothing: the ask is still owed.
+	if m, _ := h.call("mailbox", map[string]any{}); m["count"] != 1.0 {
+		t.Errorf("the mailbox after the refused reply: %s", mustJSON(m))
 	}
 	m, res := h.call("event_append", reply("applied"))
 	if res.IsError || m["queued"] == true {
