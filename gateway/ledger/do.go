@@ -169,8 +169,13 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 			return "", nil, false, false, err
 		}
 		stale := now - (l.opt.StaleAfter + l.opt.StaleGrace).Milliseconds()
-		// A claim whose process ended is in doubt at once (live.go).
-		if state != "inflight" || updated < stale || !l.claimGone(holder) {
+		// A claim whose process ended is in doubt once StaleGrace has
+		// passed since it was taken (live.go): the upstream may still be
+		// applying what the dead process forwarded (serve does not stop
+		// when its client hangs up), and a look-up before then could miss
+		// it and let the resend apply it twice.
+		young := updated > now-l.opt.StaleGrace.Milliseconds()
+		if state != "inflight" || updated < stale || young || !l.claimGone(holder) {
 			holder = "" // no claim is "": a fresh one is taken over only by time
 		}
 		switch {

@@ -48,7 +48,8 @@
 //
 // A claim older than StaleAfter plus StaleGrace outlived its holder (a
 // gateway killed mid-forward: the upstream may or may not have applied
-// the write); so did, at once, a claim whose process no longer runs
+// the write); so did, StaleGrace after it was taken (serve may still be
+// applying it), a claim whose process no longer runs
 // (each Ledger holds a flock on <ledger>.live/<instance>, and a claim
 // names its instance: live.go). The op is then in doubt (Applied, an
 // operator's restore, settles it, by the same two tests): a call for it is answered

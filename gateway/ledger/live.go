@@ -16,7 +16,8 @@ import (
 // kernel lets go of it when the process dies, SIGKILL too. A claim names
 // its instance, so a claim whose instance's lock is free (or whose file
 // is gone) was left by a process that no longer forwards it: the op is
-// in doubt at once, not after StaleAfter plus StaleGrace. A Ledger that
+// in doubt StaleGrace after its claim (do.go), not after StaleAfter plus
+// StaleGrace. A Ledger that
 // could take no lock names instances without the live prefix, whose
 // claims go stale by time alone, as every claim did before.
 
