@@ -231,9 +231,6 @@ func LoadConfig(file string) (*Config, error) {
 	if err := (confpos.JSON{JSONC: true, Strict: true}).DecodeJSON(file, b, &c); err != nil {
 		return nil, err
 	}
-	if err := c.Validate(); err != nil {
-		return nil, confpos.Placed(file, b, err, "") // each says what it must be
-	}
 	real, err := filewrite.Resolve(file)
 	if err == nil {
 		real, err = filepath.Abs(real)
@@ -242,7 +239,10 @@ func LoadConfig(file string) (*Config, error) {
 		return nil, fmt.Errorf("%s: its directory, which the config's relative paths are relative to: %w", file, err)
 	}
 	c.file = real
-	c.resolve(filepath.Dir(real))
+	c.resolve(filepath.Dir(real)) // before Validate: its path checks see the paths used
+	if err := c.Validate(); err != nil {
+		return nil, confpos.Placed(file, b, err, "") // each says what it must be
+	}
 	c.bind()
 	return &c, nil
 }
