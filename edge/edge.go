@@ -1,8 +1,10 @@
 package edge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
@@ -131,8 +134,8 @@ func (e *Edge) receive(next mcp.MethodHandler) mcp.MethodHandler {
 			e.waitTools(ctx)
 		}
 		res, err := next(ctx, method, req)
-		if e.run != nil && e.run.Err() != nil && ctx.Err() != nil && err != errNotApplied {
-			return nil, errStopping
+		if e.run != nil && e.run.Err() != nil && ctx.Err() != nil && !notApplied(err) {
+			return nil, e.errStopping(requestWrites(req))
 		}
 		if err == nil && (e.wk != nil || e.outbox != nil) {
 			switch r := res.(type) { // the session starts: dead writes, owed asks (wake.go)
@@ -160,7 +163,9 @@ func (e *Edge) receive(next mcp.MethodHandler) mcp.MethodHandler {
 // their grace.
 func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
 	signalled := ctx.Done()
-	e.halt = ctx
+	halt, haltNow := context.WithCancelCause(ctx) // a signal, or the end of input past its wait (drain)
+	defer haltNow(nil)
+	e.halt = halt
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	e.run = ctx
@@ -181,7 +186,7 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	sw := &wire.SyncWriter{W: out, Pending: pending}
 	lane := newFastLane(ctx, e, sw)
 	intercept := func(line []byte) bool { return e.refuse(sw, line) || lane.intercept(line) }
-	in = wire.GuardInput(in, sw, e.log, intercept, pending, func() { e.drain(ctx, pending) })
+	in = wire.GuardInput(in, sw, e.log, intercept, pending, func() { e.drain(ctx, pending, haltNow, cancel) })
 	ss, err := e.server.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: sw, MaxLineLength: wire.MaxMessage + 1}, nil)
 	if err != nil {
 		cancel()
@@ -234,14 +239,45 @@ func (e *Edge) closeRemote() {
 	}
 }
 
+// errInputClosed is the halt's cause when the agent closed its input
+// and calls were still running past the wait for them (drain).
+var errInputClosed = errors.New("the agent closed its input")
+
+// stopCause says why the edge stops, in its answers.
+func (e *Edge) stopCause() string {
+	if e.halt != nil && errors.Is(context.Cause(e.halt), errInputClosed) {
+		return "the agent closed its input, and the calls still running were stopped"
+	}
+	return "SIGTERM or SIGINT"
+}
+
 // errStopping answers a call the edge stopped before it finished, and a
-// request that came after the signal.
-var errStopping = &jsonrpc.Error{Code: -32000, Message: "the MemPalace edge is stopping (SIGTERM or SIGINT): the request was not finished, and a write may or may not have been applied"}
+// request that came after the signal: for a write, maybe applied; a read
+// changed nothing.
+func (e *Edge) errStopping(write bool) *jsonrpc.Error {
+	what := "the request was not finished; it is a read, which changes nothing: ask again once the edge is back"
+	if write {
+		what = "the request was not finished, and a write may or may not have been applied"
+	}
+	return &jsonrpc.Error{Code: -32000, Message: "the MemPalace edge is stopping (" + e.stopCause() + "): " + what}
+}
+
+// appliedFalse is errNotApplied's data.
+var appliedFalse = json.RawMessage(`{"applied":false}`)
 
 // errNotApplied answers a write the edge did not send to the local palace
-// before it stopped (its look-up there, behind a slow call, was cut by
-// the signal): nothing of it is applied or kept, so the agent may ask again.
-var errNotApplied = &jsonrpc.Error{Code: -32000, Message: "the MemPalace edge is stopping (SIGTERM or SIGINT): the request was NOT applied (the edge stopped before it reached the local palace, behind a slow call); nothing was written or deleted: ask again once the edge is back", Data: json.RawMessage(`{"applied":false}`)}
+// before it stopped (its turn, or its look-up there, behind a slow call,
+// was cut by the stop): nothing of it is applied or kept, so the agent
+// may ask again.
+func (e *Edge) errNotApplied() *jsonrpc.Error {
+	return &jsonrpc.Error{Code: -32000, Message: "the MemPalace edge is stopping (" + e.stopCause() + "): the request was NOT applied (the edge stopped before it reached the local palace, behind a slow call); nothing was written or deleted: ask again once the edge is back", Data: appliedFalse}
+}
+
+// notApplied reports that err is errNotApplied's.
+func notApplied(err error) bool {
+	var rpcErr *jsonrpc.Error
+	return errors.As(err, &rpcErr) && bytes.Equal(rpcErr.Data, appliedFalse)
+}
 
 // stopInOrder begins the stop on a signal: new requests are refused
 // (refuse), and the calls in flight and the writes at the local palace
@@ -270,7 +306,7 @@ func (e *Edge) refuse(w io.Writer, line []byte) bool {
 	if f[0].Type != gjson.String || f[1].Type != gjson.Number && f[1].Type != gjson.String {
 		return false // a notification or an answer
 	}
-	b, _ := json.Marshal(errStopping)                                                      // a code and a message: it encodes
+	b, _ := json.Marshal(e.errStopping(true))                                              // a code and a message: it encodes
 	w.Write([]byte(`{"jsonrpc":"2.0","id":` + f[1].Raw + `,"error":` + string(b) + "}\n")) // an agent that stopped reading: nothing to tell
 	return true
 }
@@ -281,11 +317,15 @@ const drainGrace = time.Second
 
 // drain runs when the agent closes its input (a pipe of requests and EOF
 // is a complete conversation): every request already read is answered
-// before the session ends, at most the call timeout (plus drainGrace)
-// later, and ToolsWait more while the local palace has not listed its
-// tools yet (a slow start), so a hung child or primary cannot keep the
-// edge running.
-func (e *Edge) drain(ctx context.Context, pending *wire.Pending) {
+// before the session ends (the SDK writes nothing after). It waits at
+// most the call timeout (plus drainGrace), and ToolsWait more while the
+// local palace has not listed its tools yet (a slow start), so a hung
+// child or primary cannot keep the edge running. Past that the edge
+// stops as at a signal (halt, then stop: the run's context), its answers
+// naming the closed input: a write still in line NOT applied, one at the
+// local palace settled by its answer within the write grace, the rest
+// stopped.
+func (e *Edge) drain(ctx context.Context, pending *wire.Pending, halt context.CancelCauseFunc, stop func()) {
 	if pending.Len() == 0 {
 		return
 	}
@@ -296,11 +336,34 @@ func (e *Edge) drain(ctx context.Context, pending *wire.Pending) {
 	default: // requests may still be waiting for the first tool list
 		limit += e.cfg.ToolsWait
 	}
-	ctx, cancel := context.WithTimeout(ctx, limit)
+	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	if _, err := pending.Wait(ctx); err != nil {
-		e.log.Warn("agent closed its input; stopping without answering every request", "err", err)
+	n, err := pending.Wait(wctx)
+	if err == nil {
+		return
 	}
+	e.log.Warn("agent closed its input; the calls still running are stopped: writes not yet at the local palace are answered as not applied, those at it have the write grace, the rest are answered as stopped", "unanswered", n, "grace", e.cfg.WriteGrace)
+	e.stopping.Store(true)
+	halt(errInputClosed)
+	e.waitWrites(context.Background(), e.cfg.WriteGrace)
+	stop()
+	last, cancelLast := context.WithTimeout(context.Background(), e.cfg.StopGrace)
+	defer cancelLast()
+	if n, err := pending.Wait(last); err != nil {
+		e.log.Error("agent closed its input; requests still unanswered after the stop", "unanswered", n, "err", err)
+	}
+}
+
+// requestWrites reports a request that may write: a tools/call of a tool
+// the catalogue does not know as a read (the agent's words for a stopped
+// call say so).
+func requestWrites(req mcp.Request) bool {
+	r, ok := req.(*mcp.CallToolRequest)
+	if !ok || r.Params == nil {
+		return false
+	}
+	t, _ := catalogue.Lookup(r.Params.Name)
+	return !t.Reads && r.Params.Name != mailbox.ToolName
 }
 
 // start brings up the edge-mode parts: state dir, policy, tool cache,

@@ -217,8 +217,8 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 		if l.ctx.Err() == nil || l.take(key) == nil {
 			return // cancelled by the agent: no answer
 		}
-		if err != errNotApplied {
-			result, err = nil, errStopping // the edge is stopping: the agent is told
+		if !notApplied(err) {
+			result, err = nil, l.e.errStopping(c.writes()) // the edge is stopping: the agent is told
 		}
 	}
 	if err == nil {
@@ -235,7 +235,7 @@ func (c *call) writes() bool { return !c.tool.Reads && c.name != mailbox.ToolNam
 // (unless the agent cancelled it meanwhile: no answer).
 func (l *fastLane) notMade(key string, id json.RawMessage, stateless bool) {
 	if l.take(key) != nil {
-		l.respond(id, nil, errNotApplied, stateless)
+		l.respond(id, nil, l.e.errNotApplied(), stateless)
 	}
 }
 
@@ -384,7 +384,7 @@ func (l *fastLane) relayed(key string, id json.RawMessage, c *call, stateless bo
 	case rpcErr != nil:
 		l.respond(id, nil, rpcErr, stateless)
 	case err != nil && l.ctx.Err() != nil:
-		l.respond(id, nil, errStopping, stateless) // the edge stopped the child
+		l.respond(id, nil, l.e.errStopping(c.writes()), stateless) // the edge stopped the child
 	case err != nil:
 		// The child died with the call in flight: the answer serve gives.
 		result, err = wire.EncodeResult(localDown(err))

@@ -34,7 +34,7 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	if c.tool.Wings == catalogue.DrawerWing {
 		var cut bool
 		if oldWing, cut = e.localWing(ctx, fmt.Sprint(c.argsMap()["drawer_id"])); cut {
-			return nil, errNotApplied // never sent: the policy's wing unknown
+			return nil, e.errNotApplied() // never sent: the policy's wing unknown
 		}
 	}
 	if res := e.refusedUpFront(ctx, c, oldWing); res != nil {
@@ -69,7 +69,7 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		e.lift(context.WithoutCancel(ctx), c)
 		e.settle(ctx, c, oldWing, in, "", 0) // no answer: the local entry id is unknown
 		if e.writes.givenUp().Err() != nil {
-			return nil, errStopping // given up by the stop: maybe applied, queued
+			return nil, e.errStopping(true) // given up by the stop: maybe applied, queued
 		}
 		if err := e.unanswered(ctx); err != nil {
 			return nil, err // given up at the write bound: maybe applied, queued

@@ -108,7 +108,7 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	again := c.tool.Name == "delete_drawer" && e.tombstones(ctx).drawers[drawerIDs(c)[0]] // this device deleted it before
 	if d.cut {
 		e.log.Warn("stopping: a delete not yet sent to the local palace (a slow call ahead of it) could not be read in time: answered as not applied", "tool", c.name)
-		return nil, errNotApplied
+		return nil, e.errNotApplied()
 	}
 	// In the outbox before it is sent: a kill while the local palace is
 	// at it leaves the delete for the next edge to keep.
@@ -129,7 +129,7 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 		p.unapplied = true // its note holds d.updated's updates until the local palace's answer to it sent again
 		e.keepDeletion(ctx, c, d, len(drawerIDs(c)), p)
 		if e.writes.givenUp().Err() != nil {
-			return nil, errStopping // given up by the stop: maybe applied, kept for the next edge
+			return nil, e.errStopping(true) // given up by the stop: maybe applied, kept for the next edge
 		}
 		e.keepUnapplied() // sent again in this session (localdelete.go)
 		if uerr := e.unanswered(ctx); uerr != nil {
