@@ -4,7 +4,8 @@ package edge
 // answered when the local palace took it and queued, and the outbox's op
 // goes dead when the primary refuses it MaxRefusals times (the operator
 // removed the device's write grant for its wing, say). It is kept in this
-// devbox's palace only, and the agent, which believes it shared, is told
+// devbox's palace only (a coordination write, which only the primary
+// logs, nowhere), and the agent, which believes it shared, is told
 //
 //   - at session start, in initialize's instructions (before the owed
 //     asks, within their bounds): how many dead ops the outbox holds and
@@ -35,11 +36,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/mailbox"
@@ -200,8 +203,8 @@ func splitDead(ops []outbox.DeadOp) (dead, moved, left []outbox.DeadOp) {
 // with the outbox's reason (which names both devices) and the fix.
 func otherDeviceLine(moved []outbox.DeadOp) string {
 	list, _ := deadList(moved)
-	return fmt.Sprintf("this devbox's outbox holds %d %s it will not send: %s; %s (the device was removed at the gateway, or .env holds another device's token). They took effect in this devbox's palace only. `devbox-config edge outbox retry ID` sends one as the device the gateway names the token, `drop ID` gives it up (a lost or compromised device's writes); `devbox-config edge status` lists them with their ids.",
-		len(moved), plural(len(moved), "write", "writes"), list, truncate(mailbox.Printable(moved[0].Reason), leftOutMax))
+	return fmt.Sprintf("this devbox's outbox holds %d %s it will not send: %s; %s (the device was removed at the gateway, or .env holds another device's token). %s. `devbox-config edge outbox retry ID` sends one as the device the gateway names the token, `drop ID` gives it up (a lost or compromised device's writes); `devbox-config edge status` lists them with their ids.",
+		len(moved), plural(len(moved), "write", "writes"), list, truncate(mailbox.Printable(moved[0].Reason), leftOutMax), tookEffect(moved, false))
 }
 
 // leftOutMax bounds what the outbox recorded of a checkpoint's items left
@@ -228,9 +231,9 @@ func leftOutLine(left []outbox.DeadOp) string {
 func deadNote(fresh []outbox.DeadOp) string {
 	list, why := deadList(fresh)
 	if len(fresh) == 1 {
-		return fmt.Sprintf("[devbox-config] the primary refused a write from this devbox for good: %s (%s). It took effect in this devbox's palace only, not on the primary; `devbox-config edge status` lists it.", list, why)
+		return fmt.Sprintf("[devbox-config] the primary refused a write from this devbox for good: %s (%s). %s; `devbox-config edge status` lists it.", list, why, tookEffect(fresh, false))
 	}
-	return fmt.Sprintf("[devbox-config] the primary refused %d writes from this devbox for good: %s (the first: %s). They took effect in this devbox's palace only, not on the primary; `devbox-config edge status` lists them.", len(fresh), list, why)
+	return fmt.Sprintf("[devbox-config] the primary refused %d writes from this devbox for good: %s (the first: %s). %s; `devbox-config edge status` lists them.", len(fresh), list, why, tookEffect(fresh, false))
 }
 
 // deadInstructions is the lines initialize's instructions start with when
@@ -296,6 +299,37 @@ func (e *Edge) toldAtStart(ctx context.Context, ops []outbox.DeadOp) []outbox.De
 // deadSummary is the instructions' line for the dead ops ops.
 func deadSummary(ops []outbox.DeadOp) string {
 	list, why := deadList(ops)
-	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good: %s (the first refused: %s). They took effect in this devbox's palace only, not on the primary, and later writes of the same objects wait behind them (not behind one refused as written: written anew, corrected, it is sent); `devbox-config edge status` lists them (this is said at %d session starts).",
-		len(ops), plural(len(ops), "write", "writes"), list, why, deadToldMax)
+	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good: %s (the first refused: %s). %s; `devbox-config edge status` lists them (this is said at %d session starts).",
+		len(ops), plural(len(ops), "write", "writes"), list, why, tookEffect(ops, true), deadToldMax)
+}
+
+// tookEffect says where writes that never reached the primary took
+// effect, by kind: a palace write in this devbox's palace only (with
+// waits, the later writes of its objects held behind it); a coordination
+// write (an event, an ack, an artifact, a task: the primary's log only,
+// never the local palace) nowhere.
+func tookEffect(ops []outbox.DeadOp, waits bool) string {
+	var coord []string
+	n := 0
+	for _, o := range ops {
+		if t, _ := catalogue.Lookup(o.Tool); t.Route == catalogue.CoordinationWrite {
+			n++
+			if !slices.Contains(coord, o.Tool) {
+				coord = append(coord, o.Tool)
+			}
+		}
+	}
+	local := "in this devbox's palace only, not on the primary"
+	if waits {
+		local += ", and later writes of the same objects wait behind them (not behind one refused as written: written anew, corrected, it is sent)"
+	}
+	nowhere := "nowhere: coordination writes go to the primary's log only, never to this devbox's palace"
+	subject := plural(len(ops), "It", "They")
+	switch n {
+	case 0:
+		return subject + " took effect " + local
+	case len(ops):
+		return subject + " took effect " + nowhere
+	}
+	return "The palace writes among them took effect " + local + "; the coordination writes (" + strings.Join(coord, ", ") + ") took effect " + nowhere
 }

@@ -242,3 +242,22 @@ func TestWritesQueuedAsAnotherDeviceAreHeldAndTold(t *testing.T) {
 		t.Errorf("the new session's instructions:\n%s", in)
 	}
 }
+
+// A dead coordination write (an event: the primary's log only, never the
+// local palace) took effect nowhere, and later events on its stream do
+// not wait behind it: the note and the session start say so, not "in this
+// devbox's palace only ... wait behind them" (attack52 F3). A mix names
+// each kind's fate.
+func TestADeadEventIsNotSaidToHaveTakenEffectHere(t *testing.T) {
+	t.Parallel()
+	ev := []outbox.DeadOp{{ID: "1", Tool: "mempalace_event_append", Reason: "-32602 Unknown parameter 'kind'"}, {ID: "2", Tool: "mempalace_event_append", Reason: "refused"}}
+	for _, s := range []string{deadNote(ev[:1]), deadNote(ev), deadSummary(ev), otherDeviceLine(ev)} {
+		if strings.Contains(s, "palace only") || strings.Contains(s, "wait behind") || !strings.Contains(s, "took effect nowhere") {
+			t.Errorf("the note for dead events: %q", s)
+		}
+	}
+	mixed := append(ev, outbox.DeadOp{ID: "3", Tool: "mempalace_add_drawer", Wing: "w", Room: "r", Reason: "refused"})
+	if s := deadSummary(mixed); !strings.Contains(s, "palace writes among them took effect in this devbox's palace only") || !strings.Contains(s, "coordination writes (mempalace_event_append) took effect nowhere") {
+		t.Errorf("the session start's line for dead events and a drawer: %q", s)
+	}
+}
