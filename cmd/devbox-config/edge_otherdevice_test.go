@@ -232,3 +232,32 @@ func TestARetryOfAHeldWriteWithARefusedTokenKeepsItHeld(t *testing.T) {
 		t.Errorf("retry with a refused token: exit %d, state %s\n%s", code, o.State, errb)
 	}
 }
+
+// A drop run from another shell while a retry asks the gateway which
+// device the token is stays a drop: the retry says the op changed and
+// does not queue it again (the reviewer's note: the retry's update took
+// the op as it had read it before its network call).
+func TestARetryDoesNotUndoADropMadeWhileItAsksTheGateway(t *testing.T) {
+	d := newRemovedDevice(t, "")
+	d.write("tmpbox first write")
+	runCLI("edge", "flush")
+	d.gw(0, "device", "remove", "tmp-0042")
+	d.srv.Reload()
+	d.write("tmpbox write after removal")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
+	runCLI("edge", "flush")
+	ctx := context.Background()
+	ops, _ := d.s.List(ctx, 10, outbox.Dead)
+	if len(ops) != 1 {
+		t.Fatalf("held ops: %+v", ops)
+	}
+	_, err := d.s.RetryAs(ctx, ops[0].ID, func(context.Context) (string, error) {
+		if _, err := d.s.Drop(ctx, ops[0].ID); err != nil { // the operator, in another shell
+			t.Fatal(err)
+		}
+		return "wide-01", nil
+	})
+	if o, _ := d.s.Get(ctx, ops[0].LocalSeq); err == nil || o.State == outbox.Queued {
+		t.Errorf("a retry racing a drop: %v, the op %s", err, o.State)
+	}
+}

@@ -227,8 +227,16 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 		return Op{}, err
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=?, token_device=? WHERE local_seq=?`, resend, device, o.LocalSeq); err != nil {
+	// The op as read, or nothing: a drop or delivered from another shell
+	// while tokenDevice asked the gateway stays (not turned back to queued).
+	res, err := tx.ExecContext(ctx, `UPDATE ops SET state='queued', attempts=0, refusals=0, next_attempt_at=0, resend=?, token_device=? WHERE local_seq=? AND state=?`, resend, device, o.LocalSeq, o.State.String())
+	if err != nil {
 		return Op{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return Op{}, err
+	} else if n == 0 {
+		return o, fmt.Errorf("op %s changed while it was being retried (dropped, delivered or sent meanwhile): see `devbox-config edge status`", o.Short())
 	}
 	if err := rekey(ctx, tx, o); err != nil {
 		return Op{}, fmt.Errorf("op %s: %w", o.Short(), err)
