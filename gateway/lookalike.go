@@ -129,9 +129,9 @@ func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owne
 // each part checked as a label is (ladder.LabelFault), so no session
 // could speak as it, and only a token used around the edge could.
 func agentParts(at, a string) error {
-	name, label, _ := strings.Cut(a, "@")
+	name, label, hasAt := strings.Cut(a, "@")
 	for _, p := range []struct{ part, v string }{{"name", name}, {"label", label}} {
-		if why := ladder.LabelFault(p.v); why != "" && (p.v != "" || p.part == "name") {
+		if why := ladder.LabelFault(p.v); why != "" && (p.part == "name" || hasAt) { // pi@ too: with no label a session is plain pi
 			return fmt.Errorf("%s: %+q: its %s %+q %s (%s): a devbox speaks as <MEMPALACE_AGENT_NAME>@<MEMPALACE_ORIGIN_LABEL>, each part so checked, so no session could be this agent (fix: <harness>@<this device's own label>, such as \"pi@laptop\")", at, a, p.part, p.v, why, ladder.LabelRule)
 		}
 	}

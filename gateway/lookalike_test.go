@@ -161,6 +161,7 @@ func TestConfigRefusesConfusablesOfAnotherDevicesNames(t *testing.T) {
 		{"rogue", "pi@rogue(home)", `devices[2].agents[0]: "pi@rogue(home)": its label "rogue(home)" holds '(', ')'`},
 		{"rogue", "pi!@rogue", `devices[2].agents[0]: "pi!@rogue": its name "pi!" holds '!'`},
 		{"rogue", "claude", ""}, {"rogue", "claude.code@rogue", ""},
+		{"rogue", "pi@", `devices[2].agents[0]: "pi@": its label "" is not a valid label`},
 		// Names in other scripts that look like no other device's stay legal.
 		{"桌面", "pi@桌面", ""}, {"δέλτα", "pi@δέλτα", ""}, {"пётр", "pi@пётр", ""},
 	} {
