@@ -281,12 +281,9 @@ func (s *Store) dueNow(ctx context.Context, kind Kind) error {
 // retriable counts the pending ops whose last attempt lost its answer or
 // was answered "not now" (Drain sends them again).
 func (s *Store) retriable(ctx context.Context) (int, error) {
-	var lost, busy int
-	err := s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE `+failedAs, Lost.String()).Scan(&lost)
-	if err == nil {
-		err = s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE `+failedAs, Busy.String()).Scan(&busy)
-	}
-	return lost + busy, err
+	var n int
+	err := s.flushDB.QueryRowContext(ctx, `SELECT count(*) FROM ops WHERE state IN ('queued','inflight') AND json_extract(error_json,'$.kind') IN (?,?)`, Lost.String(), Busy.String()).Scan(&n)
+	return n, err
 }
 
 // goneNote is the note of a delete the primary answered "Drawer not
