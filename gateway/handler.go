@@ -28,7 +28,7 @@ type exchange struct {
 	entry    Entry
 	id       json.RawMessage // the JSON-RPC id, once parsed
 	answered bool            // the status line is out
-	upstream upstreamClock   // time with an upstream call in flight (postMCP)
+	upstream upstreamUse   // time with an upstream call in flight (postMCP)
 	audited  bool            // the request's audit line is written
 	ahead    string          // the hash of a write's line written before it is made
 }
@@ -39,7 +39,7 @@ type exchange struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{w: w, r: r, start: s.Now(), entry: Entry{Path: r.URL.Path, Method: r.Method}}
 	x.entry.Time = x.start.UTC()
-	x.r = r.WithContext(context.WithValue(r.Context(), upstreamClockKey{}, &x.upstream))
+	x.r = r.WithContext(context.WithValue(r.Context(), upstreamUseKey{}, &x.upstream))
 	defer s.recoverPanic(x)
 	s.route(x)
 }

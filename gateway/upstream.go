@@ -240,15 +240,13 @@ func gatewayAt(ctx context.Context, client *http.Client, upstream string) bool {
 	return ledger.Advertised(resp.Header)
 }
 
-// upstreamClock is how long a request had a call to the upstream in
-// flight (calls made at once, as a fan-out's, count once): the audit
-// line's upstream_ms. A request's context carries it (upstreamClockKey).
-//
-// It also carries what the request's device may see of the upstream's
-// errors: cutTopology, set once the device is known not to be admin, cuts
+// upstreamUse is a request's use of the upstream, which its context
+// carries (upstreamUseKey): how long it had a call in flight (calls made
+// at once, as a fan-out's, count once), the audit line's upstream_ms; and
+// what its device may see of the upstream's errors: cutTopology, set once the device is known not to be admin, cuts
 // URLs and absolute paths from its error answers (redact.Topology, in
 // unechoed), as status answers lose the primary's topology (cutTopology).
-type upstreamClock struct {
+type upstreamUse struct {
 	cutTopology bool
 	mu          sync.Mutex
 	inFlight    int
@@ -256,9 +254,9 @@ type upstreamClock struct {
 	total       time.Duration
 }
 
-type upstreamClockKey struct{}
+type upstreamUseKey struct{}
 
-func (c *upstreamClock) start() {
+func (c *upstreamUse) start() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.inFlight++; c.inFlight == 1 {
@@ -266,7 +264,7 @@ func (c *upstreamClock) start() {
 	}
 }
 
-func (c *upstreamClock) stop() {
+func (c *upstreamUse) stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.inFlight--; c.inFlight == 0 {
@@ -275,7 +273,7 @@ func (c *upstreamClock) stop() {
 }
 
 // took is the time so far.
-func (c *upstreamClock) took() time.Duration {
+func (c *upstreamUse) took() time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.total
@@ -292,7 +290,7 @@ const maxPrealloc = 1 << 20
 // token. Its own errors answer under the message's id.
 func postMCP(ctx context.Context, client *http.Client, url, token string, body []byte) (int, []byte) {
 	clean := func(s string) string { return redact.Secret(s, token) }
-	if c, ok := ctx.Value(upstreamClockKey{}).(*upstreamClock); ok {
+	if c, ok := ctx.Value(upstreamUseKey{}).(*upstreamUse); ok {
 		c.start()
 		defer c.stop()
 		if c.cutTopology {
