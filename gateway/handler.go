@@ -28,7 +28,7 @@ type exchange struct {
 	entry    Entry
 	id       json.RawMessage // the JSON-RPC id, once parsed
 	answered bool            // the status line is out
-	upstream upstreamUse   // time with an upstream call in flight (postMCP)
+	upstream upstreamUse     // time with an upstream call in flight (postMCP)
 	audited  bool            // the request's audit line is written
 	ahead    string          // the hash of a write's line written before it is made
 }
