@@ -315,12 +315,27 @@ func (c *Config) LostKept(configFile string) (why string, lost []string, err err
 		fi, err := os.Stat(k.path)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			lost = append(lost, fmt.Sprintf("%s %s (%s) does not exist%s", k.name, k.path, k.holds, c.movedHint(k.key, k.path)))
+			lost = append(lost, fmt.Sprintf("%s %s (%s) does not exist%s%s", k.name, k.path, k.holds, c.movedHint(k.key, k.path), c.linkedState(configFile, k.path)))
 		case err == nil && k.db && fi.Size() == 0:
 			lost = append(lost, fmt.Sprintf("%s %s (%s) is empty, 0 bytes (a truncated copy or a failed restore?)", k.name, k.path, k.holds))
 		}
 	}
 	return why, lost, nil
+}
+
+// linkedState says where the default state file (path) of a config
+// given through a link (configFile) is when an
+// earlier build kept it beside the link, not the config's real file;
+// "" when it is not there.
+func (c *Config) linkedState(configFile, path string) string {
+	beside := configFile + ".state.json"
+	if c.StateFile != "" || path != StateFile(configFile, c) || beside == path {
+		return ""
+	}
+	if _, err := os.Stat(beside); err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%s, beside the link the config was given by, is where earlier builds kept it: move it to %s)", beside, path)
 }
 
 // movedHint says where path's file (the config's key, "" for a default

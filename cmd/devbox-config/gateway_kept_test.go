@@ -289,3 +289,28 @@ func TestGatewayRefusesAnEmptiedStore(t *testing.T) {
 		}
 	}
 }
+
+// A gateway an earlier build ran through a symlinked config kept its
+// default state file beside the link; now it belongs beside the config's
+// real file, and the refusal to start says where the old one is and to
+// move it (the reviewer's note: it said only "does not exist").
+func TestGatewayRefusalNamesTheStateFileBesideTheLink(t *testing.T) {
+	cfg, token := initGateway(t, t.TempDir())
+	serveOnce(t, cfg, token)
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "gateway.jsonc")
+	if err := os.Symlink(cfg, link); err != nil {
+		t.Fatal(err)
+	}
+	state := gateway.StateFile(cfg, c)
+	if err := os.Rename(state, link+".state.json"); err != nil {
+		t.Fatal(err)
+	}
+	err = c.CheckKept(link)
+	if err == nil || !strings.Contains(err.Error(), link+".state.json, beside the link the config was given by, is where earlier builds kept it: move it to "+state) {
+		t.Errorf("the refusal: %v", err)
+	}
+}
