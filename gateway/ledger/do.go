@@ -169,15 +169,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 			return "", nil, false, false, err
 		}
 		stale := now - (l.opt.StaleAfter + l.opt.StaleGrace).Milliseconds()
-		// A claim whose process ended is in doubt once StaleGrace has
-		// passed since it was taken (live.go): the upstream may still be
-		// applying what the dead process forwarded (serve does not stop
-		// when its client hangs up), and a look-up before then could miss
-		// it and let the resend apply it twice.
-		young := updated > now-l.opt.StaleGrace.Milliseconds()
-		if state != "inflight" || updated < stale || young || !l.claimGone(holder) {
-			holder = "" // no claim is "": a fresh one is taken over only by time
-		}
+		holder = l.deadHolder(state, holder, updated, now)
 		switch {
 		case state == "done":
 			return "", []byte(result.String), false, false, nil
@@ -200,6 +192,22 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 	}
 	// Taken by another call between the read and the take, three times.
 	return "", nil, false, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
+}
+
+// deadHolder is holder, the claim of an op (its state, taken at updated),
+// when a process that has ended took it (live.go), so that it is in
+// doubt: once StaleGrace has passed since it was taken, since the
+// upstream may still be applying what the dead process forwarded (serve
+// does not stop when its client hangs up), and a look-up before then
+// could miss it and let the resend apply it twice. "" otherwise: no claim
+// is "", and a live one is taken over only by time.
+func (l *Ledger) deadHolder(state, holder string, updated, now int64) string {
+	stale := now - (l.opt.StaleAfter + l.opt.StaleGrace).Milliseconds()
+	young := updated > now-l.opt.StaleGrace.Milliseconds()
+	if state != "inflight" || updated < stale || young || !l.claimGone(holder) {
+		return ""
+	}
+	return holder
 }
 
 // settleInDoubt ends a claim whose forward reached the upstream without
