@@ -202,15 +202,11 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 		// palace gets the write grace to be settled by its own answer
 		// (refused: never sent; a diary entry's local id noted).
 		e.waitWrites(context.Background(), e.cfg.WriteGrace)
-		cancel()
-		wg.Wait() // the local palace stopped: its reader wrote every answer it owed
-		lane.wg.Wait()
+		stopped(cancel, &wg, lane)
 	case <-signalled:
 		haltFlush()
 		e.stopInOrder(pending)
-		cancel()  // the calls still running are answered errStopping; the child stops
-		wg.Wait() // the local palace stopped: its reader wrote every answer it owed
-		lane.wg.Wait()
+		stopped(cancel, &wg, lane) // the calls still running are answered errStopping
 		// Closing the SDK's session waits for its handlers' answers. It
 		// ends without waiting for the agent's input: the SDK's reader of
 		// it stays blocked in a read that nothing can interrupt (a pipe on
@@ -221,6 +217,15 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	e.side.Wait() // its context, the run's, ended above
 	e.closeRemote()
 	return err
+}
+
+// stopped ends the run (cancel) and waits for what Serve started (wg)
+// and the fast lane: the local palace stops, and its reader and the
+// lane write every answer they owed.
+func stopped(cancel context.CancelFunc, wg *sync.WaitGroup, lane *fastLane) {
+	cancel()
+	wg.Wait()
+	lane.wg.Wait()
 }
 
 // closeRemote lets go of the primary's connections and the outbox once
