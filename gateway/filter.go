@@ -48,8 +48,8 @@ func needsFilter(d *Device, t catalogue.Tool) bool {
 		return false
 	case catalogue.FilterEvents:
 		return !d.Coordinator
-	case catalogue.FilterWingCounts:
-		return !d.readsAll() || !d.Admin // a status names the primary's topology (cutTopology)
+	case catalogue.FilterWingCounts, catalogue.FilterCheckpoint:
+		return !d.readsAll() || !d.Admin // a status, a checkpoint's errors name the primary's topology (cutErrorTopology)
 	}
 	return !d.readsAll()
 }
@@ -402,14 +402,28 @@ func visible(d *Device, f catalogue.Filter, r record) (keep, ok bool) {
 func cutTopology(m map[string]any) {
 	delete(m, "embedding_device")
 	delete(m, "embedder")
-	for _, k := range []string{"error", "details", "hint", "message"} { // a palace that did not open says why, naming its paths
+	cutErrorTopology(m) // a palace that did not open says why, naming its paths
+	if integrity, ok := m["sqlite_integrity"].(map[string]any); ok {
+		delete(integrity, "palace")
+		delete(integrity, "sqlite_path")
+	}
+}
+
+// cutErrorTopology cuts the primary's URLs and paths (redact.Topology)
+// from what an answer says of its failures: its error, details, hint and
+// message, and each of its errors' (a checkpoint's item whose embedding
+// failed names the embedder's URL).
+func cutErrorTopology(m map[string]any) {
+	for _, k := range []string{"error", "details", "hint", "message"} {
 		if v, ok := m[k].(string); ok {
 			m[k] = redact.Topology(v)
 		}
 	}
-	if integrity, ok := m["sqlite_integrity"].(map[string]any); ok {
-		delete(integrity, "palace")
-		delete(integrity, "sqlite_path")
+	errs, _ := m["errors"].([]any)
+	for _, e := range errs {
+		if em, ok := e.(map[string]any); ok {
+			cutErrorTopology(em)
+		}
 	}
 }
 
@@ -466,6 +480,9 @@ func (s *Server) filterObject(ctx context.Context, d *Device, t catalogue.Tool, 
 			return nil, errUnknownShape
 		}
 	case catalogue.FilterCheckpoint:
+		if !d.Admin {
+			cutErrorTopology(m)
+		}
 		dups, _ := m["duplicates"].([]any)
 		for _, x := range dups {
 			dm, ok := x.(map[string]any)

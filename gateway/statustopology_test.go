@@ -70,3 +70,29 @@ func TestStatusErrorHidesThePrimarysPathsFromDevicesNotAdmin(t *testing.T) {
 		}
 	}
 }
+
+// A checkpoint whose item failed at the embedder names its URL in the
+// item's error details; a device that is not admin, narrow or reading
+// every wing, gets it cut (attack53 N1: the cut covered top-level fields
+// and error answers only, and this is a result).
+func TestCheckpointErrorsHideThePrimarysTopologyFromDevicesNotAdmin(t *testing.T) {
+	t.Parallel()
+	const where = "http://127.0.0.1:19801/v1/embeddings"
+	text, _ := json.Marshal(`{"added": [], "duplicates": [], "errors": [{"index": 0, "error": "embedding failed", "details": "Embedding API request to ` + where + ` failed"}], "diary": null}`)
+	body := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + string(text) + `}]}}`
+	g := newGWAt(t, devices, &upstream{name: "echo", url: echoing(t, func(string) string { return body })})
+	args := map[string]any{"items": []any{map[string]any{"wing": "shared", "room": "r", "content": "c"}}}
+	for _, c := range []struct {
+		device string
+		admin  bool
+	}{{"admin-0001", true}, {"desk-9b21", false}, {"laptop-7f3a", false}} {
+		m, e, _ := g.call(g.tokens[c.device], "checkpoint", args)
+		if e != nil {
+			t.Fatalf("%s: %v", c.device, e)
+		}
+		details := fmt.Sprint(m["errors"])
+		if shown := strings.Contains(details, where); shown != c.admin || !strings.Contains(details, "Embedding API request to") {
+			t.Errorf("%s: errors %s", c.device, details)
+		}
+	}
+}
