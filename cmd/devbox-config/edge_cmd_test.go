@@ -584,3 +584,39 @@ func TestAnOpsErrorPrintsOnItsLine(t *testing.T) {
 		t.Errorf("no error recorded printed as %q", got)
 	}
 }
+
+// refusingAsWritten refuses every call as MemPalace refuses arguments it
+// cannot take: as written, whatever a grant.
+type refusingAsWritten struct{}
+
+func (refusingAsWritten) Up() bool { return true }
+func (refusingAsWritten) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	return nil, &outbox.RPCError{Code: -32602, Message: "Invalid params: status='done' is not one of: applied, blocked"}
+}
+
+// A dead op refused as written is one to drop, not to retry: a retry is
+// refused again. edge status and edge flush say so (attack53 N2: both
+// said "fix the cause, then retry").
+func TestADeadOpRefusedAsWrittenIsToldToBeDropped(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bad, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_event_append", Payload: []byte(`{"type":"reply","stream":"s","from_agent":"pi@lab","to_agent":"a@b","correlation_id":"c1","status":"done","body":"b"}`)})
+	(&outbox.Flusher{S: s, P: refusingAsWritten{}}).Drain(ctx)
+	s.Close()
+	want := "`devbox-config edge outbox drop " + bad.Short() + "`"
+	for _, args := range [][]string{{"edge", "status"}, {"edge", "flush"}} {
+		var out, errb bytes.Buffer
+		run(args, &out, &errb)
+		if got := out.String() + errb.String(); !strings.Contains(got, want) || strings.Contains(got, "fix the cause") {
+			t.Errorf("%v:\n%s", args, got)
+		}
+	}
+}

@@ -183,11 +183,8 @@ func notSentWhy(ctx context.Context, s *outbox.Store, o outbox.Op, leased bool) 
 	} else if leased && (o.State == outbox.Queued || o.State == outbox.Inflight) {
 		why = "another edge process holds the flush lease; it sends it"
 	}
-	if fix, ok := otherDeviceFix(o); ok {
-		return why + "; " + fix
-	}
 	if o.State == outbox.Dead {
-		why += fmt.Sprintf("; fix the cause, then `devbox-config edge outbox retry %s` (or drop %s)", o.Short(), o.Short())
+		why += "; " + deadFix(o)
 	}
 	if why == "" {
 		why = "not tried yet"

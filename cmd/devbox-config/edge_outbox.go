@@ -240,6 +240,21 @@ func otherDeviceFix(o outbox.Op) (string, bool) {
 	return fmt.Sprintf("`devbox-config edge outbox retry %s` sends it as %s, `drop %s` gives it up (a lost or compromised device's write)", o.Short(), mailbox.Printable(cmp.Or(f.Device, "the token's device")), o.Short()), true
 }
 
+// deadFix is what to do about the dead op o: one held as another
+// device's is retried as the token's device (otherDeviceFix); one refused
+// as written never lands as it is, so it is dropped (the write made anew,
+// corrected, goes on: it holds nothing back); any other is retried once
+// its cause is fixed.
+func deadFix(o outbox.Op) string {
+	if fix, ok := otherDeviceFix(o); ok {
+		return fix
+	}
+	if outbox.FailureOf(o.Error).AsWritten {
+		return fmt.Sprintf("it never lands as written, and a retry is refused again: `devbox-config edge outbox drop %s` (a write made anew, corrected, is sent)", o.Short())
+	}
+	return fmt.Sprintf("fix the cause, then `devbox-config edge outbox retry %s` (or drop %s)", o.Short(), o.Short())
+}
+
 // errorText is an op's last failure for one line of a listing: the
 // failure table's words and the primary's message, cut at 100 characters,
 // its control and invisible characters shown as escapes (the message is

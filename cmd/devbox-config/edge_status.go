@@ -147,11 +147,7 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "embedder   no mismatch seen\n")
 	}
 	for _, o := range st.Dead {
-		fix, ok := otherDeviceFix(o)
-		if !ok {
-			fix = fmt.Sprintf("fix the cause, then devbox-config edge outbox retry %s; or drop %s", o.Short(), o.Short())
-		}
-		fmt.Fprintf(w, "DEAD       %s %s: %s%s (%s)\n", o.Short(), o.Tool, errorText(o.Error), behindNote(v.behind[o.ID]), fix)
+		fmt.Fprintf(w, "DEAD       %s %s: %s%s (%s)\n", o.Short(), o.Tool, errorText(o.Error), behindNote(v.behind[o.ID]), deadFix(o))
 	}
 	for _, o := range st.LeftOut {
 		fmt.Fprintf(w, "LEFT OUT   %s %s, done: %s (listed until the outbox prunes the op, 8 days after)\n", o.Short(), o.Tool, mailbox.Printable(outbox.FailureOf(o.Error).Message))

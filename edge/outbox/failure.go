@@ -103,6 +103,9 @@ type Failure struct {
 	Message string `json:"message"` // the primary's words ("": none)
 	// Device is, for OtherDevice, the device the gateway named the token.
 	Device string `json:"device,omitempty"`
+	// AsWritten: a dead op refused as written (deadAtOnce), which no
+	// retry lands and which holds nothing back: dropped, not retried.
+	AsWritten bool `json:"as_written,omitempty"`
 }
 
 // FailureOf reads an op's error_json (the zero Failure: none recorded, or

@@ -61,7 +61,11 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		refusals++
 	}
 	state := f.failedState(ctx, op, kind, msg, refusals, final, asWritten, sendErr)
-	ej, err := json.Marshal(map[string]any{"kind": kind, "class": rule.Class, "message": msg, "at": now.UTC(), "attempt": op.Attempts})
+	fields := map[string]any{"kind": kind, "class": rule.Class, "message": msg, "at": now.UTC(), "attempt": op.Attempts}
+	if asWritten {
+		fields["as_written"] = true
+	}
+	ej, err := json.Marshal(fields)
 	if err != nil {
 		ej = []byte(`{"kind":"` + kind.String() + `"}`) // msg held something JSON cannot encode
 	}
