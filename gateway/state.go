@@ -13,6 +13,7 @@ import (
 
 	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/filewrite"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // State is what the running gateway learns and must keep: a token's first
@@ -316,11 +317,28 @@ func (c *Config) LostKept(configFile string) (why string, lost []string, err err
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			lost = append(lost, fmt.Sprintf("%s %s (%s) does not exist%s%s", k.name, k.path, k.holds, c.movedHint(k.key, k.path), c.linkedState(configFile, k.path)))
-		case err == nil && k.db && fi.Size() == 0:
-			lost = append(lost, fmt.Sprintf("%s %s (%s) is empty, 0 bytes (a truncated copy or a failed restore?)", k.name, k.path, k.holds))
+		case err == nil && k.db:
+			if why := Emptied(k.path, fi); why != "" {
+				lost = append(lost, fmt.Sprintf("%s %s (%s) %s", k.name, k.path, k.holds, why))
+			}
 		}
 	}
 	return why, lost, nil
+}
+
+// Emptied says how the store at path (fi: its file) holds nothing, ""
+// when it is not so: 0 bytes, or a database with no tables. A store of a
+// gateway that has served so is lost, not empty (a truncated copy, a
+// failed restore, a new file put in its place); one that does not open is
+// the store's own to refuse, saying why.
+func Emptied(path string, fi os.FileInfo) string {
+	if fi.Size() == 0 {
+		return "is empty, 0 bytes (a truncated copy or a failed restore?)"
+	}
+	if n, err := sqlitewal.Tables(path); err == nil && n == 0 {
+		return "is an empty database, with no tables (a new file put in its place?)"
+	}
+	return ""
 }
 
 // linkedState says where the default state file (path) of a config

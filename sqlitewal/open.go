@@ -31,3 +31,17 @@ func Open(path, synchronous string, pragmas ...string) (*sql.DB, error) {
 	db.SetMaxOpenConns(1)
 	return db, nil
 }
+
+// Tables counts the tables of the SQLite database at path, read only
+// (it writes nothing, not even a journal): a store of its own holds some,
+// and one with none is empty however many bytes it has.
+func Tables(path string) (int, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close() // read only
+	var n int
+	err = db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type='table'`).Scan(&n)
+	return n, err
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/joakimp/devbox-config/gateway"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/sqlitewal"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -312,5 +313,45 @@ func TestGatewayRefusalNamesTheStateFileBesideTheLink(t *testing.T) {
 	err = c.CheckKept(link)
 	if err == nil || !strings.Contains(err.Error(), link+".state.json, beside the link the config was given by, is where earlier builds kept it: move it to "+state) {
 		t.Errorf("the refusal: %v", err)
+	}
+}
+
+// A store of a gateway that has served replaced by a valid database with
+// no tables (a fresh file put in its place) is refused as an empty one
+// is, not opened as an empty store (attack53 N3: trash list said "0
+// delete(s)" and made its tables in it).
+func TestGatewayRefusesAStoreReplacedByAnEmptyDatabase(t *testing.T) {
+	cfg, token := initGateway(t, t.TempDir())
+	serveOnce(t, cfg, token)
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, replaced := range []string{c.TrashPath(), c.LedgerPath(), c.ProvenancePath()} {
+		kept, err := os.ReadFile(replaced)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(replaced)
+		db, err := sqlitewal.Open(replaced, "FULL")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`CREATE TABLE t (x); DROP TABLE t`); err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		if err := c.CheckKept(cfg); err == nil || !strings.Contains(err.Error(), replaced+" (") || !strings.Contains(err.Error(), "an empty database, with no tables") {
+			t.Errorf("%s replaced by an empty database: %v", replaced, err)
+		}
+		code, stdout, errOut := runCLI("gateway", "--config", cfg, "trash", "list")
+		if replaced == c.TrashPath() && (code != 1 || !strings.Contains(errOut, replaced+" (")) {
+			t.Errorf("trash list with %s replaced: exit %d: %s%s", replaced, code, stdout, errOut)
+		}
+		if err := os.WriteFile(replaced, kept, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(replaced + "-wal")
+		os.Remove(replaced + "-shm")
 	}
 }

@@ -91,7 +91,7 @@ func openTrash(g *gatewayConfig) (*trash.Store, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if fi, err := os.Stat(c.TrashPath()); errors.Is(err, os.ErrNotExist) || err == nil && fi.Size() == 0 {
+	if fi, err := os.Stat(c.TrashPath()); errors.Is(err, os.ErrNotExist) || err == nil && gateway.Emptied(c.TrashPath(), fi) != "" {
 		if err := c.CheckKept(g.file); err != nil {
 			return nil, false, failed(err)
 		}
