@@ -237,8 +237,8 @@ func (ts *tokenState) record(id string, at time.Time) error {
 // keptFile is a file a gateway that has served keeps across starts: its
 // config key ("" when it is the default, beside the audit log), its name
 // and what it holds; db: a SQLite store, never empty once opened (its
-// header is written when it is made), so 0 bytes is a loss as a missing
-// file is (a truncated copy, a failed restore).
+// header and tables are written when it is made), so one emptied
+// (Emptied) is a loss as a missing file is.
 type keptFile struct {
 	key, name, path, holds string
 	db                     bool
@@ -286,7 +286,7 @@ func (c *Config) served(st *State) string {
 }
 
 // CheckKept refuses a gateway that has served (served) whose kept files
-// are missing, or empty (a SQLite store of 0 bytes), naming each, what it
+// are missing, or emptied stores (Emptied), naming each, what it
 // holds and the fix: started, it would make each anew, empty, and say
 // nothing (the deletes the trash kept, the op ids resends are answered
 // from, who wrote what, a new signing key). A gateway that never served

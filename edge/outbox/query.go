@@ -831,7 +831,7 @@ func (s *Store) Pending(ctx context.Context) (n int, oldest int64, err error) {
 // it reads the pending ops only: join's progress polls it.
 func (s *Store) ToSend(ctx context.Context) (int, error) {
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM ops WHERE state <> 'done' AND state IN ('queued','inflight')`).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM ops WHERE state IN ('queued','inflight')`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("outbox: %w", err)
 	}
 	return n, nil
