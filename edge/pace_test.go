@@ -25,6 +25,9 @@ import (
 // which before this stopped with the writes the rate refused last still
 // queued, "N ops not sent" and exit 1, though the primary was there.
 func TestAFlushPacesItsWritesToTheGatewaysRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends at a paced rate for seconds: the integration tier")
+	}
 	t.Parallel()
 	for _, drain := range []bool{false, true} {
 		t.Run(map[bool]string{false: "run", true: "drain"}[drain], func(t *testing.T) {

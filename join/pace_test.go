@@ -14,6 +14,9 @@ import (
 // is a call the report counts, so the calls beyond the drawers are the
 // refusals.
 func TestJoinPacesItsWritesToTheGatewaysRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends at a paced rate for seconds: the integration tier")
+	}
 	t.Parallel()
 	const drawers, rate = 200, 100 // the burst is as large as the rate: about 1 s of sending
 	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", WriteRate: rate, Agents: []string{"opencode@desk"}}})
