@@ -8,6 +8,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // TestMain: started as mempalace-mcp (testbed.Self), the test binary is
@@ -16,6 +17,7 @@ import (
 // goroutine has an owner that waits for it.
 func TestMain(m *testing.M) {
 	fakepalace.MainIfLinked()
+	testbed.WaitingTests(8)
 	goleak.VerifyTestMain(m)
 }
 

@@ -21,6 +21,7 @@ import (
 // them), so the test writes kilobytes, not 64 MiB. The halves are still
 // batches: no drawer is read one by one.
 func TestJoinReadsBatchesTooLargeForOneAnswer(t *testing.T) {
+	t.Parallel()
 	const n, size, capBytes = 12, 8000, 70000 // a page of list_drawers (previews) and six drawers fit, twelve do not
 	p := newPalace(t)
 	pl, srv := testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: testToken, CutAnswersAt: capBytes})
@@ -48,6 +49,7 @@ func TestJoinReadsBatchesTooLargeForOneAnswer(t *testing.T) {
 // down), or that ran out of time, fails its ids at once, one call, not
 // one per id.
 func TestReaderSplitsOnlyWhatMayBeTooLarge(t *testing.T) {
+	t.Parallel()
 	ids := []string{"a", "b", "c", "d", "e"}
 	for _, tc := range []struct {
 		err   error

@@ -18,6 +18,7 @@ import (
 // and what to do; it sends nothing and claims nothing sent. Once that
 // join ends, the palace joins.
 func TestJoinRefusedWhileAnotherJoinOfThePalaceRuns(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")
 	p.save(t)
@@ -43,6 +44,7 @@ func TestJoinRefusedWhileAnotherJoinOfThePalaceRuns(t *testing.T) {
 // record: the primary held them twice. The second is refused while the
 // first runs, naming it, whatever the URL; nothing lands twice.
 func TestJoinRefusedWhileAJoinOfThePalaceRunsThroughAnotherURL(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	for i := range 4 {
 		p.do(t, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": fmt.Sprintf("two urls note %d", i)})
@@ -78,6 +80,7 @@ func TestJoinRefusedWhileAJoinOfThePalaceRunsThroughAnotherURL(t *testing.T) {
 // and the file it points at is left as it was. The join truncated that
 // file and wrote its pid and target into it.
 func TestJoinDoesNotWriteThroughAJoinLockSymlink(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")
 	p.save(t)

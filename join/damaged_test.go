@@ -16,6 +16,7 @@ import (
 // said only MemPalace's "Palace SQLite integrity check failed", without
 // the file or the fix. Found by an outside tester (attack40 L1).
 func TestJoinOfADamagedPalaceGivesDoctorsFix(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")
 	p.save(t)

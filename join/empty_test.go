@@ -28,6 +28,7 @@ func (d drawerless) Call(_ context.Context, tool string, _ map[string]any) (map[
 // a palace that holds a collection, or whose files cannot tell, fails the
 // read with MemPalace's own error, as before.
 func TestReadLocalTellsEmptyFromBroken(t *testing.T) {
+	t.Parallel()
 	policy, err := edge.LoadPolicy(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 // none. Before, join took two equal entries for one write and sent one,
 // and --verify all passed.
 func TestJoinSendsEveryEqualDiaryEntry(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	for range 2 {
 		p.do(t, "diary_write", map[string]any{"agent_name": "opencode", "entry": "standup: nothing new"})
@@ -39,6 +40,7 @@ func TestJoinSendsEveryEqualDiaryEntry(t *testing.T) {
 // lacks, and --verify all verifies each of the three against a copy of
 // its own.
 func TestJoinSendsTheEqualDiaryEntriesThePrimaryLacks(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	entry := map[string]any{"agent_name": "opencode", "entry": "standup: nothing new", "topic": "standup"}
 	for range 3 {
@@ -57,6 +59,7 @@ func TestJoinSendsTheEqualDiaryEntriesThePrimaryLacks(t *testing.T) {
 // lost: the next join counts it deleted on the primary, the two others
 // skipped, and files none again.
 func TestJoinCountsAnEqualDiaryEntryInTheTrashDeleted(t *testing.T) {
+	t.Parallel()
 	pr, url, tokens := frontGateway(t, []gateway.Device{
 		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"wing_*"}, Agents: []string{"opencode@desk"}},
 		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
@@ -96,6 +99,7 @@ func TestJoinCountsAnEqualDiaryEntryInTheTrashDeleted(t *testing.T) {
 // one entry is not a delete of every equal entry. It counted every
 // missing copy deleted ("deleted 3", the primary kept 1 of 4).
 func TestJoinCountsOnlyAsManyEqualDiaryEntriesDeletedAsTheTrashHolds(t *testing.T) {
+	t.Parallel()
 	const text = "standup: same"
 	for _, c := range []struct{ held, deleted int }{{2, 1}, {1, 1}, {3, 2}} {
 		t.Run(fmt.Sprintf("held %d deleted %d", c.held, c.deleted), func(t *testing.T) {
@@ -146,6 +150,7 @@ func TestJoinCountsOnlyAsManyEqualDiaryEntriesDeletedAsTheTrashHolds(t *testing.
 // them by topic, each the first of its kind, sent one and counted the
 // other skipped as already there; only --verify all named it missing.
 func TestJoinSendsEqualDiaryEntriesOfTwoTopics(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	for _, topic := range []string{"standup", "retro"} {
 		p.do(t, "diary_write", map[string]any{"agent_name": "opencode", "entry": "nothing new", "topic": topic})

@@ -10,6 +10,7 @@ import (
 // A bootstrap.json that does not parse names its line and column and the
 // fix, and is left as it was.
 func TestCheckpointErrorNamesLineColumnAndFix(t *testing.T) {
+	t.Parallel()
 	palace := t.TempDir()
 	file := checkpointPath(palace)
 	os.MkdirAll(filepath.Dir(file), 0o700)
@@ -28,6 +29,7 @@ func TestCheckpointErrorNamesLineColumnAndFix(t *testing.T) {
 // all the same (the join outboxes know what each target was sent), but the
 // file's bytes, other targets' entries among them, are kept beside it.
 func TestCheckpointUnreadableIsKeptAside(t *testing.T) {
+	t.Parallel()
 	palace := t.TempDir()
 	file := checkpointPath(palace)
 	os.MkdirAll(filepath.Dir(file), 0o700)
@@ -50,6 +52,7 @@ func TestCheckpointUnreadableIsKeptAside(t *testing.T) {
 // names keeps its bytes. The join replaced that file (a ~/.bashrc, say)
 // with its JSON.
 func TestCheckpointDoesNotWriteThroughASymlink(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{CheckpointFile, CheckpointFile + ".unreadable"} {
 		t.Run(name, func(t *testing.T) {
 			palace := t.TempDir()

@@ -11,6 +11,7 @@ import (
 // is the real one): a fact ended on the primary and still open here is
 // not sent as a second, open copy; it is skipped, with a note.
 func TestJoinDoesNotReopenAFactClosedOnThePrimary(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	p.do(t, "kg_add", map[string]any{"subject": "Bob", "predicate": "works_at", "object": "acme", "valid_from": "2024-01-01"})
 	p.save(t)
@@ -33,6 +34,7 @@ func TestJoinDoesNotReopenAFactClosedOnThePrimary(t *testing.T) {
 // that advice ended a fact that still holds, and the next join kept it
 // ended (the primary's close is taken as newer knowledge).
 func TestJoinDoesNotAdviseClosingAFactThatStillHoldsHere(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	oslo := func(from, to string) map[string]any {
 		return map[string]any{"subject": "Bob", "predicate": "lives_in", "object": "Oslo", "valid_from": from, "valid_to": to}
@@ -55,6 +57,7 @@ func TestJoinDoesNotAdviseClosingAFactThatStillHoldsHere(t *testing.T) {
 // `facts / ""`, "missing"): a note names the triple and the primary's
 // close, and the fact counts skipped.
 func TestJoinVerifyNotesAFactClosedOnThePrimarySince(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	svc := map[string]any{"subject": "svc1", "predicate": "runs_on", "object": "host1", "valid_from": "2026-01-02"}
 	p.do(t, "kg_add", svc)
@@ -74,6 +77,7 @@ func TestJoinVerifyNotesAFactClosedOnThePrimarySince(t *testing.T) {
 // attack48 F5: an open fact the primary holds already (the edge
 // replicated it) is counted skipped, not sent, as a drawer there is.
 func TestJoinCountsAFactAlreadyOnThePrimarySkipped(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	svc := map[string]any{"subject": "svc0", "predicate": "runs_on", "object": "host0", "valid_from": "2026-01-02"}
 	p.do(t, "kg_add", svc)

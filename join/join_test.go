@@ -187,6 +187,7 @@ func writes(pr *primary) int {
 }
 
 func TestJoinTwiceSendsNothing(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")
 	p.policy(t, localWorkspace)
@@ -249,6 +250,7 @@ func TestJoinTwiceSendsNothing(t *testing.T) {
 }
 
 func TestJoinTwoPalacesEitherOrder(t *testing.T) {
+	t.Parallel()
 	for _, order := range []string{"ab", "ba"} {
 		t.Run(order, func(t *testing.T) {
 			pr := newPrimary(t)
@@ -277,6 +279,7 @@ func TestJoinTwoPalacesEitherOrder(t *testing.T) {
 // they send each record once, and say so: before, both counted what the
 // one sent.
 func TestJoinConcurrentOnOnePalace(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")
 	for i := range 60 {
@@ -317,6 +320,7 @@ func TestJoinConcurrentOnOnePalace(t *testing.T) {
 }
 
 func TestJoinOriginDeviceStampsDrawersOnly(t *testing.T) {
+	t.Parallel()
 	for _, device := range []string{"7f3a9c2e1b04", ""} {
 		t.Run("device="+device, func(t *testing.T) {
 			p, pr := newPalace(t), newPrimary(t)
@@ -347,6 +351,7 @@ func TestJoinOriginDeviceStampsDrawersOnly(t *testing.T) {
 // doctor's finding and fix, as the real run does, before and after a join (it exited 0 with a
 // clean table: "Look first" said nothing of a token that would fail).
 func TestJoinDryRunFailsOnARefusedToken(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")
 	p.policy(t, localWorkspace)
@@ -370,6 +375,7 @@ func TestJoinDryRunFailsOnARefusedToken(t *testing.T) {
 }
 
 func TestJoinDryRunSendsNothing(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")
 	p.policy(t, localWorkspace)
@@ -401,6 +407,7 @@ func TestJoinDryRunSendsNothing(t *testing.T) {
 }
 
 func TestJoinUsageErrors(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	p.save(t)
 	for name, mod := range map[string]func(*Config){
@@ -421,6 +428,7 @@ func TestJoinUsageErrors(t *testing.T) {
 // Verification compares content on both sides and names what differs;
 // TestCompareFinalChunkArithmetic covers truncation.
 func TestJoinVerifyByContent(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")
 	p.save(t)
@@ -456,6 +464,7 @@ func TestJoinVerifyByContent(t *testing.T) {
 }
 
 func TestCompareFinalChunkArithmetic(t *testing.T) {
+	t.Parallel()
 	c := long("x", 2000)
 	side := func(content string, chunks int) map[string]any {
 		return map[string]any{"content": content, "chunks": float64(chunks)}
@@ -509,6 +518,7 @@ func writeKG(t testing.TB, file string, pl *fakepalace.Palace) {
 // kg_timeline stops at 100 facts (no offset before 3.10): the rest come
 // from the server's own knowledge_graph.sqlite3, read-only.
 func TestJoinFactsBeyondTimelineCap(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	for i := range 150 {
 		args := map[string]any{"subject": "Service " + fmt.Sprint(i%7), "predicate": "runs", "object": fmt.Sprintf("v%d", i)}
@@ -594,6 +604,7 @@ func TestJoinPrimaryDownThenResume(t *testing.T) {
 }
 
 func TestProgressLines(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	p := &Progress{W: &b, Every: 300 * time.Millisecond}
 	p.Phase("sending", 100)
@@ -626,6 +637,7 @@ func TestProgressLines(t *testing.T) {
 // cannot prevent it, so it finds it: each run names the second copy as a
 // mismatch instead of reporting success.
 func TestJoinNamesACopyFromAConcurrentPalace(t *testing.T) {
+	t.Parallel()
 	pr := newPrimary(t)
 	trace := &testbed.SyncBuffer{}
 	fakepalace.SetTrace(pr.pl, trace)
@@ -706,6 +718,7 @@ func (k pagingKG) Call(ctx context.Context, tool string, args map[string]any) (m
 }
 
 func TestFactsPagedWhereTheServerCan(t *testing.T) {
+	t.Parallel()
 	k := pagingKG{}
 	for i := range 250 {
 		k.facts = append(k.facts, fact{Subject: "s", Predicate: "p", Object: fmt.Sprint(i)})

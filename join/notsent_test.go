@@ -11,6 +11,7 @@ import (
 // primary that was unreachable; a record never tried, with the primary
 // down, is not said to wait for ops before it.
 func TestJoinNamesWhyARecordIsNotSent(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name      string
 		break_    func(pr *primary)

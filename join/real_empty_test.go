@@ -18,6 +18,7 @@ import (
 // collection). A devbox that only ever recorded facts joins them, verified
 // clean; a palace with nothing at all joins as nothing to send.
 func TestRealJoinOfAPalaceWithoutDrawers(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name   string
 		search bool

@@ -31,6 +31,7 @@ func primaryTimeline(t *testing.T, srv *realpalace.Server, subject string) []str
 // close (kg_invalidate), and only then counts it as on the primary: the
 // primary holds it closed, once, and a second join sends nothing.
 func TestRealJoinClosesAFactOpenOnThePrimary(t *testing.T) {
+	t.Parallel()
 	local := realpalace.New(t)
 	s := local.Stdio(t)
 	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),
@@ -60,6 +61,7 @@ func TestRealJoinClosesAFactOpenOnThePrimary(t *testing.T) {
 // closed copy of a triple while it is open, and closing the primary's
 // would end another period) is named, not passed as sent.
 func TestRealJoinVerifySeesAFactOpenOnThePrimary(t *testing.T) {
+	t.Parallel()
 	local := realpalace.New(t)
 	s := local.Stdio(t)
 	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),
@@ -84,6 +86,7 @@ func TestRealJoinVerifySeesAFactOpenOnThePrimary(t *testing.T) {
 // knowledge: the join does not open a second copy, and counts the fact
 // as skipped with a note saying why.
 func TestRealJoinDoesNotReopenAFactClosedOnThePrimary(t *testing.T) {
+	t.Parallel()
 	local := realpalace.New(t)
 	s := local.Stdio(t)
 	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),
@@ -112,6 +115,7 @@ func TestRealJoinDoesNotReopenAFactClosedOnThePrimary(t *testing.T) {
 // an open copy here (f14): no second, overlapping copy is filed; it is
 // skipped with a note, and --verify names the difference.
 func TestRealJoinKeepsThePrimarysEndOfAFactClosedOnBothSides(t *testing.T) {
+	t.Parallel()
 	local := realpalace.New(t)
 	s := local.Stdio(t)
 	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),
@@ -145,6 +149,7 @@ func TestRealJoinKeepsThePrimarysEndOfAFactClosedOnBothSides(t *testing.T) {
 // (open on the primary), on the first run and the next alike. They were
 // "sent 2", then "skipped 2 (already on the primary)".
 func TestRealJoinCountsNoFactThePrimaryWillNotFile(t *testing.T) {
+	t.Parallel()
 	local := realpalace.New(t)
 	s := local.Stdio(t)
 	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),
@@ -181,6 +186,7 @@ func factWrites(r Report) int { return r.Calls["primary kg_add"] + r.Calls["prim
 // closed since is at --verify all no mismatch (it was named `/ ""`,
 // missing) but a note with the triple and the primary's close.
 func TestRealJoinVerifyNotesAFactClosedOnThePrimarySince(t *testing.T) {
+	t.Parallel()
 	local := realpalace.New(t)
 	s := local.Stdio(t)
 	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"),

@@ -15,6 +15,7 @@ import (
 // fails the facts with doctor's kg-split finding and its fix, sending
 // none.
 func TestRealJoinRefusesASplitKnowledgeGraph(t *testing.T) {
+	t.Parallel()
 	local := realpalace.New(t)
 	s := local.Stdio(t) // --palace: the palace's own knowledge graph
 	s.Seed(t, realpalace.Drawer("project", "notes", "a drawer so the palace has one"), realpalace.Fact("Alice", "works_on", "devbox", "", ""))

@@ -12,6 +12,7 @@ import (
 // its id, the entry as a new entry of the same text), the next join finds
 // both there (skipped, --verify all clean) and sends nothing.
 func TestRealJoinFindsWhatTheOperatorRestored(t *testing.T) {
+	t.Parallel()
 	const text = "standup: nothing new"
 	drawer := realpalace.Drawer("wing_notes", "r", "a note the admin deleted")
 	entry := realpalace.DiaryEntry("opencode", text)

@@ -46,6 +46,7 @@ func primaryWrites(r Report) int {
 //
 // Two diary entries with equal text: TestRealJoinSendsEveryEqualDiaryEntry.
 func TestRealJoinIntoRealServe(t *testing.T) {
+	t.Parallel()
 	local := realpalace.New(t)
 	s := local.Stdio(t)
 	longA, longB, longDiary := long("real chunked A", 2100), long("real chunked B", 1650), long("real chunked diary", 1700)
@@ -176,6 +177,7 @@ func TestRealJoinIntoRealServe(t *testing.T) {
 // palace holding the same diary text twice puts both entries on the
 // primary, --verify all passes, and a second join sends none.
 func TestRealJoinSendsEveryEqualDiaryEntry(t *testing.T) {
+	t.Parallel()
 	local := realpalace.New(t)
 	s := local.Stdio(t)
 	s.Seed(t, realpalace.DiaryEntry("opencode", "standup: nothing new"), realpalace.DiaryEntry("opencode", "standup: nothing new"),
@@ -213,6 +215,7 @@ func TestRealJoinSendsEveryEqualDiaryEntry(t *testing.T) {
 // replicated it): the join sends the two it lacks ("as many as it lacks
 // of n"), --verify all counts them, and a second join sends none.
 func TestRealJoinSendsTheEqualDiaryEntriesThePrimaryLacks(t *testing.T) {
+	t.Parallel()
 	const text = "standup: nothing new"
 	entry := realpalace.Call{Tool: "mempalace_diary_write", Args: map[string]any{"agent_name": "opencode", "entry": text, "topic": "standup"}}
 	local := realpalace.New(t)
@@ -248,6 +251,7 @@ func TestRealJoinSendsTheEqualDiaryEntriesThePrimaryLacks(t *testing.T) {
 // is two equal entries to the primary (its diary id hashes the text
 // alone): both are sent, --verify all passes, a second join sends none.
 func TestRealJoinSendsEqualDiaryEntriesOfTwoTopics(t *testing.T) {
+	t.Parallel()
 	local := realpalace.New(t)
 	s := local.Stdio(t)
 	entry := func(topic string) realpalace.Call {

@@ -21,6 +21,7 @@ func restoreDevices() []gateway.Device {
 // restores from the gateway's trash: the next join finds it there (skipped,
 // verified), as operator.md says, not "deleted on the primary" forever.
 func TestJoinFindsADrawerRestoredAfterAnEarlierJoinFoundItDeleted(t *testing.T) {
+	t.Parallel()
 	pr, url, tokens, restore := gatewayAndTrash(t, restoreDevices(), false, fakepalace.Options{})
 	drawer := map[string]any{"wing": "wing_notes", "room": "r", "content": "a note the admin deleted"}
 	p := newPalace(t)
@@ -52,6 +53,7 @@ func TestJoinFindsADrawerRestoredAfterAnEarlierJoinFoundItDeleted(t *testing.T) 
 // The operator restores the deleted one: the next join finds all four
 // there, and --verify all checks each against a copy of its own.
 func TestJoinFindsAnEqualDiaryEntryRestoredAfterAnEarlierJoinFoundItDeleted(t *testing.T) {
+	t.Parallel()
 	const text = "standup: same"
 	pr, url, tokens, restore := gatewayAndTrash(t, restoreDevices(), false, fakepalace.Options{})
 	entry := map[string]any{"agent_name": "opencode", "entry": text, "topic": "standup"}

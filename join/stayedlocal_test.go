@@ -18,6 +18,7 @@ import (
 // nowhere the edge replicates to (before, a join to any primary cleared
 // the record: attack41 N2).
 func TestJoinClearsTheRecordOfWritesThatStayedLocal(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")
 	p.save(t)

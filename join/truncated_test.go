@@ -16,6 +16,7 @@ import (
 // verification compared the two contents without the local side's chunk
 // arithmetic: equal truncated texts passed.
 func TestALocallyTruncatedDrawerIsAFinding(t *testing.T) {
+	t.Parallel()
 	c := long("x", 2000)
 	truncated := map[string]any{"drawer_id": "d1", "wing": "w", "room": "r", "content": c[:1600], "chunks": float64(3), "metadata": map[string]any{}}
 	if _, err := drawerRecord(drawerRead{res: truncated}, "d1", "w", ""); err == nil || !strings.Contains(err.Error(), "truncated") {
@@ -35,6 +36,7 @@ func TestALocallyTruncatedDrawerIsAFinding(t *testing.T) {
 // line) pointed at the edge's outbox (empty), and the target was recorded
 // complete.
 func TestARefusedRecordIsNamedAndTheJoinIsNotComplete(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	p.do(t, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": "refused by the primary"})
 	p.do(t, "kg_add", map[string]any{"subject": "Alice", "predicate": "works_on", "object": "devbox"})

@@ -108,6 +108,7 @@ func updatedThenDeleted(t *testing.T) (*primary, string, map[string]string, *pal
 // did not reach the primary (it holds the first version) is not filed
 // again either, and the join names it: the primary holds another version.
 func TestJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
 	remote := func(tool string, args map[string]any) map[string]any { return call(t, pr.pl, "mempalace_"+tool, args) }
@@ -140,6 +141,7 @@ func TestJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
 // on both (as the edge replicates an update) is not filed again by a join
 // under the id its new content gives, nor counted as to send by a dry run.
 func TestRealJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
+	t.Parallel()
 	localPalace := realpalace.New(t)
 	s := localPalace.Stdio(t)
 	srv := realpalace.New(t).Serve(t, "tok-join-updated")
@@ -177,6 +179,7 @@ func TestRealJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
 // instead of failing the drawers, and every one is sent. It waits on the
 // rate: not in the unit tier.
 func TestJoinLooksUpUpdatedDrawersWithinTheReadRate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits out a gateway's read rate")
 	}
@@ -205,6 +208,7 @@ func TestJoinLooksUpUpdatedDrawersWithinTheReadRate(t *testing.T) {
 // device that does not read every wing, in front of 3.11.0, verifies in
 // get_drawers batches (TestNarrowDeviceJoinsInBatches).
 func TestJoinVerifiesWithinTheReadRate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits out a gateway's read rate")
 	}
@@ -230,6 +234,7 @@ func TestJoinVerifiesWithinTheReadRate(t *testing.T) {
 // a join stays inside the device's read burst: 200 records, 125 of them
 // updated, in two calls.
 func TestNarrowDeviceJoinsInBatches(t *testing.T) {
+	t.Parallel()
 	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"project"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}, WriteRate: 1000}})
 	p := newPalace(t)
 	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
@@ -253,6 +258,7 @@ func TestNarrowDeviceJoinsInBatches(t *testing.T) {
 // get_drawers per 500 (MemPalace's cap), not one get_drawer each: a mined
 // palace's first join does not pay a read per drawer.
 func TestJoinLooksUpUpdatedDrawersInBatches(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
 	const n = 501
@@ -274,6 +280,7 @@ func TestJoinLooksUpUpdatedDrawersInBatches(t *testing.T) {
 // the one an earlier join left, not bootstrap.json. Without a token
 // nothing is asked, and a note says so.
 func TestJoinDryRunLooksUpUpdatedDrawers(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
 	remote := func(tool string, args map[string]any) map[string]any { return call(t, pr.pl, "mempalace_"+tool, args) }

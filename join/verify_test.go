@@ -17,6 +17,7 @@ import (
 // Palaces before 3.11.0 (no get_drawers) are read one by one, as before,
 // with the same verdicts.
 func TestJoinVerifiesInBatches(t *testing.T) {
+	t.Parallel()
 	const n = 501
 	for _, version := range []string{"", "3.10.0"} {
 		p := newPalace(t)
@@ -51,6 +52,7 @@ func TestJoinVerifiesInBatches(t *testing.T) {
 // answered with an error is missing on the primary, never passed; a batch
 // whose call fails fails each of its records with that error.
 func TestVerifyBatchAnswers(t *testing.T) {
+	t.Parallel()
 	local, remote := newPalace(t), newPalace(t)
 	var ts []verifyTarget
 	for i := range 3 {

@@ -12,6 +12,7 @@ import (
 // the palace's wings, and the refused op of wing_pi, not selected, is not
 // this run's failure (a join without --wing reports it).
 func TestJoinWingSelectingNothingSaysSo(t *testing.T) {
+	t.Parallel()
 	pr, url, tokens := frontGateway(t, []gateway.Device{{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"project"}, KG: "write", Agents: []string{"opencode@desk"}}})
 	p := newPalace(t)
 	p.do(t, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": "a note"})

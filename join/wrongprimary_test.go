@@ -19,6 +19,7 @@ import (
 // before queuing anything (it queued every record in a join outbox keyed
 // by the wrong URL, and spun 30 s to say "accepted nothing").
 func TestJoinRefusesAPrimaryItCannotUse(t *testing.T) {
+	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	fill(t, p, "a")
 	p.policy(t, localWorkspace)

@@ -1,6 +1,10 @@
 package testbed
 
-import "testing"
+import (
+	"flag"
+	"strconv"
+	"testing"
+)
 
 // The three tiers of scripts/test:
 //
@@ -26,5 +30,21 @@ func notInUnitTier(t testing.TB, what string) {
 	t.Helper()
 	if testing.Short() {
 		t.Fatalf("%s in the unit tier (go test -short): begin the test with testbed.Integration(t, why)", what)
+	}
+}
+
+// WaitingTests lets n parallel tests run at once in a package whose tests
+// mostly wait (on a child palace, a grace, a primary's answer) rather than
+// compute: go test's default is one per core, which on two cores leaves
+// the unit tier idle most of its minute. -parallel on the command line
+// wins, and the race detector's tier keeps the default (its tests are
+// slower and more timing-sensitive). Call it from TestMain before m.Run.
+func WaitingTests(n int) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set && !raceDetector {
+		// A registered flag and a number: Set cannot fail.
+		_ = flag.Set("test.parallel", strconv.Itoa(n))
 	}
 }

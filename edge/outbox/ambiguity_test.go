@@ -52,6 +52,7 @@ func (p *lostThenFailing) Call(ctx context.Context, tool string, args json.RawMe
 // copy: the op stays "maybe applied" and a failed look-up is never read as
 // "not there" (issue: event_append after a -32000 look-up appended twice).
 func TestLostReplyThenFailingLookupIsExactlyOnce(t *testing.T) {
+	t.Parallel()
 	failures := map[string]func() (map[string]any, error){
 		"transport": func() (map[string]any, error) { return nil, errors.New("connection refused") },
 		"jsonrpc-32000": func() (map[string]any, error) {
@@ -183,6 +184,7 @@ func firstEventID(r *rig) string {
 // one and skipped (found by the chaos test: an acknowledged ack never
 // reached the primary).
 func TestSecondAckIsNotMistakenForTheFirst(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.onPrimary("event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "oc@lab", "to_agent": "pi@lab", "body": "target"})
 	target := firstEventID(r)
@@ -208,6 +210,7 @@ func TestSecondAckIsNotMistakenForTheFirst(t *testing.T) {
 // looked up by its sender too (MemPalace 3.11 lists every sender's events
 // whatever from_agent says), so it is sent, not skipped as already there.
 func TestAnotherAgentsAckIsNotMistakenForThisOne(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.onPrimary("event_append", map[string]any{"type": "ask", "stream": "s", "room": "r", "from_agent": "oc@lab", "to_agent": "team", "body": "target"})
 	target := firstEventID(r)
@@ -234,6 +237,7 @@ func TestAnotherAgentsAckIsNotMistakenForThisOne(t *testing.T) {
 // by an attacker pass: the second entry was dropped as "already on the
 // primary").
 func TestRepeatedDiaryTextIsTwoEntries(t *testing.T) {
+	t.Parallel()
 	for _, history := range []bool{false, true} {
 		r := newRig(t)
 		r.flusher.History = history

@@ -15,6 +15,7 @@ import (
 // so. Before, such an answer was "ambiguous" for ever: the op was sent
 // again and again and every later op waited behind it.
 func TestASuccessWithoutAnObjectIsDelivered(t *testing.T) {
+	t.Parallel()
 	for name, text := range map[string]string{"array": `[1, 2, 3]`, "prose": `Saved your note.`, "empty": ``} {
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t)
@@ -47,6 +48,7 @@ func TestASuccessWithoutAnObjectIsDelivered(t *testing.T) {
 // off, a bounded number of times, instead of stopping at the first
 // failure and calling a primary that is up "unreachable".
 func TestDrainRetriesADroppedConnection(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	cut := 0
 	r.behind(func(tool string, _ []byte) bool {
@@ -72,6 +74,7 @@ func TestDrainRetriesADroppedConnection(t *testing.T) {
 // (outside tester, attack5 08). delete_drawers' missing items were
 // already done (its answer is a success with per-item errors).
 func TestADeleteOfADrawerThePrimaryDoesNotHoldIsDone(t *testing.T) {
+	t.Parallel()
 	for name, c := range map[string]struct {
 		tool string
 		args map[string]any

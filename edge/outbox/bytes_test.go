@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -107,6 +108,7 @@ func markup(word string, n int) string {
 // (every <, > and & six bytes): 18 MB, over the cap, cut off by the
 // primary, "ambiguous" for ever.
 func TestACheckpointIsSentAsTheAgentWroteIt(t *testing.T) {
+	t.Parallel()
 	testbed.Integration(t, "a 6 MB checkpoint through the MemPalace double takes seconds")
 	r := newRig(t)
 	f := r.behind(nil)
@@ -148,6 +150,7 @@ func TestACheckpointIsSentAsTheAgentWroteIt(t *testing.T) {
 // The arguments reach the primary byte for byte as the agent wrote them:
 // its spacing, key order, escapes, and <, > and & left as they were.
 func TestTheArgumentsAreSentAsWritten(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	f := r.behind(nil)
 	written := `{ "content" : "if a<b && c>d { return \u00e9 }",  "room":"r", "wing":"w" }`
@@ -178,6 +181,7 @@ func (f *front) argsOf(tool string) []string {
 // is refused when it is queued, with its size and the cap: never sent,
 // never ambiguous, never in the way.
 func TestAnOpOverTheCapIsRefusedWhenQueued(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	payload, _ := json.Marshal(map[string]any{"items": []any{map[string]any{"wing": "w", "room": "r", "content": strings.Repeat("x", 17<<20)}}})
 	_, err := r.store.Enqueue(context.Background(), outbox.Write{Name: "mempalace_checkpoint", Payload: payload})
@@ -197,6 +201,7 @@ func TestAnOpOverTheCapIsRefusedWhenQueued(t *testing.T) {
 // about once a second for as long as it kept failing, and everything
 // behind it waited.
 func TestAFailingOpKeepsItsBackoff(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	f := r.behind(func(tool string, body []byte) bool {
 		return tool == "mempalace_add_drawer" && strings.Contains(string(body), "cut every time")
@@ -204,15 +209,25 @@ func TestAFailingOpKeepsItsBackoff(t *testing.T) {
 	r.flusher.BaseDelay, r.flusher.MaxDelay = 50*time.Millisecond, time.Minute
 	r.enqueue("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "cut every time"})
 	r.enqueue("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "another drawer"})
-	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	// The flusher runs for 0.8 s and until the other drawer has landed (or
+	// 10 s): a backoff reset by every recovery resends the failing op
+	// every 50 ms.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r.flusher.Run(ctx)
-	n := 0
-	for range f.calls("mempalace_add_drawer") {
-		n++
+	start := time.Now()
+	var wg sync.WaitGroup
+	wg.Go(func() { r.flusher.Run(ctx) })
+	for ctx.Err() == nil && (time.Since(start) < 800*time.Millisecond || r.primary.Dump().CountContent("another drawer") == 0) {
+		time.Sleep(10 * time.Millisecond)
 	}
-	if n > 8 {
-		t.Errorf("the failing op was sent %d times in 0.8 s with a 50 ms base backoff", n-1)
+	elapsed := time.Since(start)
+	cancel()
+	wg.Wait()
+	// Sent at 0, 50, 150, 350, 750 ms …: doubling from 50 ms fits
+	// log2(elapsed/50ms + 1) + 1 sends in elapsed; two more for slack.
+	most := int(math.Log2(float64(elapsed)/float64(50*time.Millisecond)+1)) + 3
+	if n := len(f.calls("mempalace_add_drawer")) - 1; n > most {
+		t.Errorf("the failing op was sent %d times in %v with a 50 ms base backoff (doubling allows %d)", n, elapsed, most)
 	}
 	if r.primary.Dump().CountContent("another drawer") != 1 {
 		t.Error("a write on another object waited behind the failing op")

@@ -19,6 +19,7 @@ import (
 // device could read it). An add that may have landed already (a send
 // without an answer) is not cancelled: its delete follows it as before.
 func TestDeleteBeforeSendCancelsTheAdd(t *testing.T) {
+	t.Parallel()
 	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +66,7 @@ func TestDeleteBeforeSendCancelsTheAdd(t *testing.T) {
 // oldest queued at or after its time), and nothing for an entry whose
 // text or agent no queued op has.
 func TestDeleteBeforeSendCancelsTheDiaryEntry(t *testing.T) {
+	t.Parallel()
 	clock := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s, err := outbox.OpenOptions(filepath.Join(t.TempDir(), outbox.FileName), outbox.Options{Device: "dev", Label: "lab", Now: func() time.Time { return clock }})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 // subject or the source it names. Before, a dead kg_add or
 // delete_by_source was named by its tool alone (outside tester, attack8).
 func TestDeadOpsNameWhatTheyWrote(t *testing.T) {
+	t.Parallel()
 	s, err := Open(filepath.Join(t.TempDir(), FileName), "dev", "lab")
 	if err != nil {
 		t.Fatal(err)

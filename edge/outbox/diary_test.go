@@ -13,6 +13,7 @@ import (
 // the text's hash and marked day 2's done: the local palace held two
 // entries, the primary one.
 func TestTheSameDiaryTextOnAnotherDayIsAnotherEntry(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	cut := 0
 	r.behind(func(tool string, _ []byte) bool {
@@ -43,6 +44,7 @@ func TestTheSameDiaryTextOnAnotherDayIsAnotherEntry(t *testing.T) {
 // hold two: the n-th of n equal local entries is on the primary when it
 // holds n of them, never "one exists, so done".
 func TestHistoryCountsEqualEntries(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.flusher.History = true
 	ctx := context.Background()

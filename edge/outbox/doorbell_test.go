@@ -24,6 +24,7 @@ func (p *countingPrimary) Call(ctx context.Context, tool string, args json.RawMe
 // doorbell, with no polling at all (Poll an hour: the previous flusher
 // only noticed another process's write by polling PRAGMA data_version).
 func TestDoorbellWakesAnIdleFlusherInAnotherProcess(t *testing.T) {
+	t.Parallel()
 	dir, err := os.MkdirTemp("", "ob") // a short path: a Unix socket's is at most 108 bytes
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +73,7 @@ func TestDoorbellWakesAnIdleFlusherInAnotherProcess(t *testing.T) {
 // starting on one palace) all get it: none fails with SQLITE_BUSY while
 // another switches the new file to WAL.
 func TestConcurrentOpensOfAFreshOutbox(t *testing.T) {
+	t.Parallel()
 	rounds := 40
 	if testing.Short() {
 		rounds = 10 // the unit tier's share; the others run all 40

@@ -16,6 +16,7 @@ import (
 // docs/replication.md's failure table says what outbox.Rules does: every
 // kind, with its class, and no other.
 func TestTheDocsFailureTableIsTheCodes(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../docs/replication.md")
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +51,7 @@ func (refusingPrimary) Up() bool { return true }
 // refused five times, then dead, with advice to fix the cause and
 // retry). Any other refusal still counts toward dead.
 func TestInvalidParamsAreDeadAtOnce(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		err  error
 		dead bool
@@ -80,6 +82,7 @@ func TestInvalidParamsAreDeadAtOnce(t *testing.T) {
 // operator dropped it (outside tester attack51 N1). Retried, the op takes
 // its place before the later writes on its objects again.
 func TestAnOpRefusedAsWrittenHoldsNothingBack(t *testing.T) {
+	t.Parallel()
 	s, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.sqlite"), "dev-1", "lab")
 	if err != nil {
 		t.Fatal(err)

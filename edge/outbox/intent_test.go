@@ -16,6 +16,7 @@ import (
 // place; abandoned: gone), and one a killed edge left is held, for the
 // policy to release.
 func TestIntentSettledByTheLocalAnswer(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	ctx := context.Background()
 	intendIn := func(s *outbox.Store, content string) outbox.Op {
@@ -65,6 +66,7 @@ func TestIntentSettledByTheLocalAnswer(t *testing.T) {
 // sent. Refused, it takes back the tombstones it added, not one an
 // earlier delete left.
 func TestADeleteIntentKeptOrTakenBack(t *testing.T) {
+	t.Parallel()
 	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
 	if err != nil {
 		t.Fatal(err)
@@ -136,6 +138,7 @@ func TestADeleteIntentKeptOrTakenBack(t *testing.T) {
 // taken back, but Abandon says it had gone out (false), so the edge logs
 // the line docs/replication.md promises.
 func TestAnIntentSentByAnotherEdgeThenRefusedLocallySaysItWasSent(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	ctx := context.Background()
 	first := r.openOther()
@@ -174,6 +177,7 @@ func TestAnIntentSentByAnotherEdgeThenRefusedLocallySaysItWasSent(t *testing.T) 
 // the local palace supersedes it there: a delete_drawers loses that id and
 // keeps the rest; a delete of nothing else goes.
 func TestARewriteSupersedesAnUnappliedDelete(t *testing.T) {
+	t.Parallel()
 	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
 	if err != nil {
 		t.Fatal(err)
@@ -217,6 +221,7 @@ func TestARewriteSupersedesAnUnappliedDelete(t *testing.T) {
 // reach the primary. Before, the update was cancelled at once: an edit of
 // a drawer the delete left was lost for every other device.
 func TestAKilledDeleteBySourceHoldsTheUnsentUpdate(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	s, ctx := r.store, context.Background()
 	id := catalogue.DrawerID("notes", "src", "deploy notes")
@@ -260,6 +265,7 @@ func TestAKilledDeleteBySourceHoldsTheUnsentUpdate(t *testing.T) {
 // holds updates stays, without its call: the next edge still finds which
 // drawers it removed before their updates go.
 func TestASupersededDeleteBySourceStillHoldsItsUpdates(t *testing.T) {
+	t.Parallel()
 	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +300,7 @@ func TestASupersededDeleteBySourceStillHoldsItsUpdates(t *testing.T) {
 // hid the drawer from this device for good. Whether the delete lands
 // before or after the next edge settles it, no tombstone is left.
 func TestTheDrawersAKeptDeleteRemovedShowAgainOnceItLands(t *testing.T) {
+	t.Parallel()
 	for _, landsFirst := range []bool{false, true} {
 		t.Run(map[bool]string{false: "settled before it lands", true: "landed before it is settled"}[landsFirst], func(t *testing.T) {
 			r := newRig(t)

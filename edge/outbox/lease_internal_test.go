@@ -24,6 +24,7 @@ func (c *countingSender) Call(context.Context, string, json.RawMessage) (map[str
 // longer the lease's) sends nothing more and records nothing: the op
 // stays as the new holder finds it.
 func TestALostLeaseRecordsNothing(t *testing.T) {
+	t.Parallel()
 	s, err := Open(filepath.Join(t.TempDir(), FileName), "dev", "lab")
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +83,7 @@ func mustGet(t *testing.T, s *Store, op Op) Op {
 // expires: `edge flush` meanwhile is refused, and says until when, and
 // in how many seconds, so the user knows to wait rather than retry.
 func TestAHeldLeaseSaysWhenItExpires(t *testing.T) {
+	t.Parallel()
 	s, err := Open(filepath.Join(t.TempDir(), FileName), "dev", "lab")
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 // second flusher took it mid-send, found the op in flight, looked it up
 // before it had landed, and sent it again: two events.
 func TestNoSecondSenderWhileASendOutlastsTheLease(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	r.primary.SetLatency("mempalace_event_append", 900*time.Millisecond)
 	r.flusher.Lease = 300 * time.Millisecond

@@ -17,6 +17,7 @@ const helperEnv = "OUTBOX_LIVENESS_HELPER"
 // TestAKilledProcessIsGoneAtOnce: an edge with a write at its local
 // palace and the flush lease, until it is killed.
 func TestLivenessHelperProcess(t *testing.T) {
+	t.Parallel()
 	path := os.Getenv(helperEnv)
 	if path == "" {
 		t.Skip("the other process of TestAKilledProcessIsGoneAtOnce")
@@ -43,6 +44,7 @@ func TestLivenessHelperProcess(t *testing.T) {
 // once it is dead, the next takes its lease at once (not when it expires,
 // 23 s on) and resolves its write.
 func TestAKilledProcessIsGoneAtOnce(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLivenessHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+path)
@@ -91,6 +93,7 @@ func TestAKilledProcessIsGoneAtOnce(t *testing.T) {
 // the intents it holds name no owner: they are resolved as a killed
 // edge's, as that build did, even while an edge of it may still run.
 func TestAnOlderBuildsIntentsAreResolvedAsBefore(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), FileName)
 	old, err := Open(path, "dev", "old")
 	if err != nil {

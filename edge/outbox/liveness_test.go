@@ -53,6 +53,7 @@ func addDrawer(content string) []byte {
 // TestAKilledProcessIsGoneAtOnce) the next start resolves them as a
 // killed edge's.
 func TestAnotherEdgesLiveIntentsAreLeftToIt(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	ctx := context.Background()
 	a := r.openOther()
@@ -86,6 +87,7 @@ func TestAnotherEdgesLiveIntentsAreLeftToIt(t *testing.T) {
 // never reaches the primary (before, B's start took A's pending write for
 // a killed edge's and sent it).
 func TestARefusedWriteIsNotSentByAnotherEdgesStart(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	ctx := context.Background()
 	a := r.openOther()
@@ -108,6 +110,7 @@ func TestARefusedWriteIsNotSentByAnotherEdgesStart(t *testing.T) {
 // unsent write of what it would have deleted still reaches the primary
 // (before, B's start kept A's delete and cancelled the write).
 func TestARefusedDeleteKeepsTheWritesItCovered(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	ctx := context.Background()
 	a := r.openOther()

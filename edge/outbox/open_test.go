@@ -13,6 +13,7 @@ import (
 // opens while another process holds the write lock (an edge mid-write;
 // doctor beside it), where a set-up run on every open waited for the lock.
 func TestOpeningACurrentOutboxTakesNoWriteLock(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), outbox.FileName)
 	s, err := outbox.Open(path, "dev", "edge")
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 // and an answer advertising a ledger is recorded as the outbox's
 // protection (what `edge status` prints).
 func TestSendsCarryTheirOpID(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	target, _ := url.Parse(r.srv.URL())
 	var mu sync.Mutex
@@ -85,6 +86,7 @@ func TestSendsCarryTheirOpID(t *testing.T) {
 // write is sent again and reaches the primary (found by an attacker pass:
 // such an answer emptied the outbox and the write was lost).
 func TestUnreadableAnswerIsNotSuccess(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	f := r.behind(nil)
 	garbled := 0

@@ -52,6 +52,7 @@ func sameCounts(a, b outbox.Stats) bool {
 // transient: the op was retried without end (21 tries seen) and never
 // died.
 func TestARefusedOpHoldsBackOnlyItsObject(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	refused := r.enqueue("add_drawer", map[string]any{"wing": "bad/wing", "room": "r", "content": "refused", "source_file": "notes.md"})
 	sameSource := r.enqueue("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "same source, after it", "source_file": "notes.md"})

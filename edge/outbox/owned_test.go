@@ -16,7 +16,7 @@ import (
 
 // Close returns only once the doorbell rings Enqueue started have ended
 // (checked at once, with no grace), then closes the database: a ring never
-// outlives its store.
+// outlives its store. Not parallel: GoroutinesOf sees the whole process.
 func TestCloseWaitsForTheRings(t *testing.T) {
 	for range 5 {
 		dir := t.TempDir()
@@ -46,6 +46,7 @@ func TestCloseWaitsForTheRings(t *testing.T) {
 // A database that fails is not taken for another process holding the
 // lease: Drain says what failed.
 func TestDrainReportsADatabaseFailure(t *testing.T) {
+	t.Parallel()
 	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +70,7 @@ func (upPrimary) Call(context.Context, string, json.RawMessage) (map[string]any,
 // queued writes' text) is narrowed to the owner's alone, with its -wal and
 // -shm, when it is opened again; what it holds is intact.
 func TestOpenNarrowsAnOlderWorldReadableOutbox(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), outbox.FileName)
 	older, err := outbox.Open(path, "dev", "lab")
 	if err != nil {

@@ -75,6 +75,7 @@ func (r *rig) drain() {
 }
 
 func TestReplayTableAgainstApplyThenDrop(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("chunked content ", 120) // > 800 chars: several chunks
 	cases := []struct {
 		name  string
@@ -236,6 +237,7 @@ func (r *rig) onPrimary(tool string, args map[string]any) {
 // local_seq is monotonic and op_ids differ for identical events; an
 // identical add_drawer queued twice is one op.
 func TestEnqueueIdentity(t *testing.T) {
+	t.Parallel()
 	r := newRig(t)
 	a := r.enqueue("event_append", map[string]any{"type": "x", "stream": "s", "room": "r", "from_agent": "a"})
 	b := r.enqueue("event_append", map[string]any{"type": "x", "stream": "s", "room": "r", "from_agent": "a"})

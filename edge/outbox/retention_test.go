@@ -38,6 +38,7 @@ func fileSize(t *testing.T, p string) int64 {
 // pending and recent, not its history. Before, every replicated write's
 // payload and answer stayed for ever (200,000 ops made a 427 MB outbox).
 func TestDoneOpsArePrunedAndTheirSpaceGivenBack(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), outbox.FileName)
 	c := &clock{t: time.Now()}
 	s, err := outbox.OpenOptions(path, outbox.Options{Device: "dev", Label: "lab", Now: c.now})
@@ -83,6 +84,7 @@ func TestDoneOpsArePrunedAndTheirSpaceGivenBack(t *testing.T) {
 
 // The running flusher prunes by itself (at most every PruneEvery).
 func TestTheFlusherPrunes(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), outbox.FileName)
 	c := &clock{t: time.Now()}
 	s, err := outbox.OpenOptions(path, outbox.Options{Now: c.now})
@@ -107,6 +109,7 @@ func TestTheFlusherPrunes(t *testing.T) {
 // as not done and names the first op a List of the pending ops returns:
 // an op dropped by the operator or sent no longer counts.
 func TestPendingCountsWhatIsNotDone(t *testing.T) {
+	t.Parallel()
 	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
 	if err != nil {
 		t.Fatal(err)

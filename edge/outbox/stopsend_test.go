@@ -34,6 +34,7 @@ func (p stuckPrimary) Call(ctx context.Context, tool string, _ json.RawMessage) 
 // landed), and the next run sent it: a secret the user deleted reached
 // the primary (outside tester, 11c).
 func TestAStopMidSendThatNeverLeftRequeuesTheOp(t *testing.T) {
+	t.Parallel()
 	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +99,7 @@ func (p busyPrimary) Call(ctx context.Context, tool string, _ json.RawMessage) (
 // answer, an error too: "not now" is not applied, so the op is queued
 // again (and a delete can take it back), not left in flight.
 func TestAnAnswerInTheStopGraceSettlesTheOp(t *testing.T) {
+	t.Parallel()
 	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 // them, unbounded; a rewrite of a diary entry's text bounds its tombstone
 // once (a second rewrite keeps the first bound), and a drawer's goes.
 func TestTombstonesOfAnOlderOutbox(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), outbox.FileName)
 	db, err := sqlitewal.Open(path, "FULL")
 	if err != nil {

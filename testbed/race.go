@@ -1,0 +1,6 @@
+//go:build race
+
+package testbed
+
+// raceDetector: built with the race detector (see WaitingTests).
+const raceDetector = true
