@@ -58,10 +58,9 @@ type ChildOptions struct {
 	Stderr io.Writer
 	// Version is the edge's, reported to the child.
 	Version string
-	// First, if set, is what a started server gets before any other call
-	// (tools/call params; their answers are dropped): it answers one call
-	// at a time, in the order sent.
-	First func(context.Context) []json.RawMessage
+	// First, if set, is what a started server gets before any other call:
+	// it answers one call at a time, in the order sent.
+	First func(context.Context) []FirstCall
 	// OnDown is called when a start fails (the server is missing or
 	// broken), once per failure after a success or at first.
 	OnDown func(error)
@@ -72,6 +71,15 @@ type ChildOptions struct {
 	// closed, and again after SIGTERM (default childExitWait; tests set
 	// shorter where a hung server is stopped).
 	exitWait time.Duration
+}
+
+// FirstCall is a call a started server gets before any other
+// (ChildOptions.First): its tools/call params, and what takes its answer
+// line, or the error that ended the connection first (nil: the answer is
+// dropped). Answered runs on the connection's reader: it must not block.
+type FirstCall struct {
+	Params   json.RawMessage
+	Answered func(line []byte, err error)
 }
 
 // NewChild prepares a supervisor; Run starts it.
@@ -152,8 +160,8 @@ func (c *Child) runOnce(ctx context.Context) error {
 		return &startError{fmt.Errorf("start %s: %w", c.argv[0], err)}
 	}
 	if c.o.First != nil {
-		for _, p := range c.o.First(ctx) {
-			if err := conn.start(conn.newID(), "tools/call", p, nil); err != nil {
+		for _, f := range c.o.First(ctx) {
+			if err := conn.start(conn.newID(), "tools/call", f.Params, f.Answered); err != nil {
 				break // the connection closed: the session ends below
 			}
 		}

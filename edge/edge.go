@@ -55,7 +55,12 @@ type Edge struct {
 	// resending: kept deletes are read and sent to the local palace
 	// again (Lock) never while a write is there (RLock), whose answer's
 	// lift may take them back (localdelete.go)
-	resending   sync.RWMutex
+	resending sync.RWMutex
+	// firstRuns counts the local palaces started that read what they get
+	// first (firstCalls, under firstMu): a write cut after its call was
+	// sent, noted once one did, is sent by keepCut itself (cutwrite.go).
+	firstMu     sync.Mutex
+	firstRuns   uint64
 	childOnce   sync.Once
 	stopgap     map[string]bool // tools registered from the catalogue, awaiting a real list
 	agent       *mcp.ServerSession
@@ -103,7 +108,7 @@ func New(cfg Config) *Edge {
 		OnProgress: e.forwardProgress,
 		Stderr:     cfg.ChildStderr,
 		Version:    cfg.Version,
-		First:      e.keptDeleteCalls, // localdelete.go
+		First:      e.firstCalls, // localdelete.go
 		OnDown:     e.localServerDown,
 		Wait:       cfg.CallTimeout,
 		exitWait:   cfg.childExitWait,

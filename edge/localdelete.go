@@ -52,29 +52,33 @@ func (e *Edge) watchUnapplied(ctx context.Context) {
 	}
 }
 
-// keptDeleteCalls are the local calls of the kept deletes, which each
-// local palace started gets before any other call (ChildOptions.First):
-// it answers one call at a time, in the order sent, so no read it answers
-// shows what they delete, however late watchUnapplied sends them (it
-// waits for no write to be at the local palace). Their answers are
-// dropped: watchUnapplied's send settles them ("not found" then: applied).
-// A delete the local palace fails at leaves its drawer in local reads
-// until a later send applies it.
-func (e *Edge) keptDeleteCalls(ctx context.Context) []json.RawMessage {
+// firstCalls are what each local palace started gets before any other
+// call (ChildOptions.First): the local calls of the kept deletes, then
+// the cut writes (cutwrite.go). It answers one call at a time, in the
+// order sent, so no read it answers shows what they delete, nor lacks
+// what they write, however late watchUnapplied sends the deletes (it
+// waits for no write to be at the local palace). The deletes' answers are
+// dropped: watchUnapplied's send settles them ("not found" then:
+// applied). A delete the local palace fails at leaves its drawer in local
+// reads until a later send applies it. A cut write's answer settles it.
+func (e *Edge) firstCalls(ctx context.Context) []FirstCall {
 	if e.outbox == nil {
 		return nil
 	}
+	e.firstMu.Lock()
+	defer e.firstMu.Unlock()
+	e.firstRuns++
 	us, err := e.outbox.Unapplied(ctx)
 	if err != nil && ctx.Err() == nil {
 		e.log.Error("deletes kept without the local palace's answer are not read: local reads may show what they delete until they are sent", "err", err)
 	}
-	var out []json.RawMessage
+	var out []FirstCall
 	for _, u := range us {
 		if len(u.Call) > 0 {
-			out = append(out, u.Call)
+			out = append(out, FirstCall{Params: u.Call})
 		}
 	}
-	return out
+	return append(out, e.cutCalls(ctx)...)
 }
 
 // maxUnappliedWait bounds the wait between two sends of the kept deletes

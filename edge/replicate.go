@@ -52,14 +52,15 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	// is waited for (bounded) and the write queued (sentwrite.go).
 	ctx, end := e.sendingWrite(ctx)
 	defer end()
+	since := e.firstRun()
 	raw, lerr := e.localServer.Call(ctx, c.params)
 	if errors.Is(lerr, ErrLocalDown) {
-		e.abandon(ctx, c, in) // never sent: writeWithoutLocal decides
-		return e.writeWithoutLocal(ctx, c, oldWing, lerr)
+		e.abandon(ctx, c, in) // never sent, or cut by the server's death: writeWithoutLocal decides
+		return e.writeWithoutLocal(ctx, c, oldWing, lerr, since)
 	}
 	if damaged := localDamaged(lerr); damaged != nil {
 		e.abandon(ctx, c, in) // refused before it ran: as if never sent
-		return e.writeWithoutLocal(ctx, c, oldWing, damaged)
+		return e.writeWithoutLocal(ctx, c, oldWing, damaged, since)
 	}
 	if lerr != nil && ctx.Err() != nil {
 		// Given up (the write grace after a cancel is over, the stop's
@@ -376,9 +377,12 @@ func localDamaged(err error) error {
 
 // writeWithoutLocal: the local palace server is not running, or refuses
 // every call (errLocalDamaged). A write the policy replicates is queued
-// for the primary (the agent is told the local palace does not have it);
-// anything else is the clear error it was.
-func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, down error) (*mcp.CallToolResult, error) {
+// for the primary (the agent is told the local palace does not have it;
+// one the server's death cut may be there: when sending it again cannot
+// double it, the local palace gets it again once it is back, keepCut);
+// anything else is the clear error it was. since is firstRun's before
+// the call was sent.
+func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, down error, since uint64) (*mcp.CallToolResult, error) {
 	pol, polErr := e.currentPolicy(ctx)
 	if polErr != nil || e.outbox == nil {
 		return localDown(down), nil
@@ -391,13 +395,18 @@ func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, d
 	if err != nil {
 		return localDown(down), nil
 	}
-	why := "the local palace server is not running"
-	if errors.Is(down, errLocalDamaged) {
-		why = errLocalDamaged.Error()
+	msg := "the local palace server is not running: the write is queued for the primary only, and this machine's palace does not have it"
+	switch {
+	case errors.Is(down, errLocalDamaged):
+		msg = errLocalDamaged.Error() + ": the write is queued for the primary only, and this machine's palace does not have it"
+	case e.keepCut(ctx, c, since, down):
+		msg = "the local palace server exited during the call: the write is queued for the primary; this machine's palace may not have it, and the edge gives it to the local palace again once it is back"
+	case errors.Is(down, errChildExited):
+		msg = "the local palace server exited during the call: the write is queued for the primary; whether this machine's palace has it cannot be known (it is not sent there again: a second copy could not be told from the first)"
 	}
 	return jsonResult(map[string]any{
 		"success": true, "queued": true, "op_id": op.ID,
-		"message": why + ": the write is queued for the primary only, and this machine's palace does not have it",
+		"message": msg,
 		"edge":    map[string]any{"local": "down: " + down.Error(), "replication": "queued", "degraded": true},
 	}, false), nil
 }

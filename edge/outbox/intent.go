@@ -56,6 +56,12 @@ import (
 // tombstone alone would not hide it for good: an admin's goes when the
 // delete lands on the primary. A delete's note names its owner too, and one
 // whose edge runs is left to it, as an intent is.
+//
+// A write whose local call the local palace server's death cut (the edge
+// queues it for the primary all the same) is noted too when sending it
+// there again cannot double it (KeepCut): the next local palace started,
+// this edge's restart of it or the next edge's, gets it before any other
+// call, as a kept delete, and its answer drops the note.
 
 // Promote settles an intent the local palace took: queued (held when the
 // policy did not parse as it was written), with o's Ordinal (the local
@@ -228,6 +234,7 @@ type deleteNote struct {
 const (
 	deleteNotes    = "deleting:"
 	unappliedNotes = "unapplied:" // kept, not known applied by the local palace
+	cutNotes       = "cut:"       // a write the local palace server's death cut (KeepCut)
 )
 
 // IntendDelete puts a delete in the outbox before it is sent to the local
@@ -333,6 +340,36 @@ func (s *Store) Unapplied(ctx context.Context) ([]Unapplied, error) {
 	var out []Unapplied
 	for _, x := range notes {
 		out = append(out, Unapplied{Key: x.key, Call: x.note.Call, Updated: x.note.Updated, Op: x.note.Op})
+	}
+	return out, err
+}
+
+// KeepCut notes the local call of a write the local palace server's death
+// cut (it may or may not have applied it) and that is safe to send there
+// again: the next local palace started gets it before any other call, as
+// a kept delete, and its answer drops the note (DropUnapplied). Notes are
+// listed in the order kept (Cut). It returns the note's key.
+func (s *Store) KeepCut(ctx context.Context, call json.RawMessage) (string, error) {
+	var b [4]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	key := fmt.Sprintf("%s%016x-%s", cutNotes, s.now().UnixNano(), hex.EncodeToString(b[:]))
+	note, err := json.Marshal(deleteNote{Call: call, Owner: s.owner})
+	if err != nil {
+		return "", fmt.Errorf("outbox: a cut write's note: %w", err)
+	}
+	if err := setMeta(ctx, s.db, key, string(note)); err != nil {
+		return "", fmt.Errorf("outbox: %w", err)
+	}
+	return key, nil
+}
+
+// Cut lists the cut writes to send to the local palace again (KeepCut),
+// in the order kept.
+func (s *Store) Cut(ctx context.Context) ([]Unapplied, error) {
+	notes, err := s.deleteNotesUnder(ctx, cutNotes)
+	var out []Unapplied
+	for _, x := range notes {
+		out = append(out, Unapplied{Key: x.key, Call: x.note.Call})
 	}
 	return out, err
 }
@@ -445,7 +482,7 @@ func (s *Store) landed(ctx context.Context, opID string) (bool, error) {
 
 // DropUnapplied drops the note of a kept delete the local palace
 // answered, once the updates it removed are cancelled: the others it held
-// go.
+// go; or that of a cut write it answered (KeepCut).
 func (s *Store) DropUnapplied(ctx context.Context, key string) error {
 	defer s.ringAll()
 	return dropMeta(ctx, s.db, key)

@@ -1,0 +1,103 @@
+package edge
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// cutAtTheLocalPalace calls tool through h's edge, kills its local palace
+// server (SIGKILL) while it holds the call (FAKEPALACE_HOLD_ON=tool,
+// FAKEPALACE_TRACE=1), and returns the edge's answer. It returns once the
+// restarted local palace holds the call sent again; releaseLocalHold ends
+// that.
+func (h *harness) cutAtTheLocalPalace(tool string, args map[string]any) map[string]any {
+	h.t.Helper()
+	answered := make(chan map[string]any, 1)
+	go func() {
+		m, _ := h.call(tool, args)
+		answered <- m
+	}()
+	h.atTheLocalPalace("mempalace_" + tool)
+	cut := h.edge.child.live()
+	if err := cut.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		h.t.Fatal(err)
+	}
+	var m map[string]any
+	select {
+	case m = <-answered:
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("the write cut by the local palace server's death was never answered")
+	}
+	waitFor(h.t, 10*time.Second, "the restarted local palace at the write sent again", func() bool {
+		c := h.edge.child.live()
+		return c != nil && c != cut && h.relayedInFlight() > 0
+	})
+	return m
+}
+
+// The local palace server killed while at an add_drawer (a slow embedder,
+// attack52 F2): the agent is told the write is queued for the primary
+// and that the local palace may not have it but gets it again once it is
+// back; the restarted server gets it before any other call, once, and
+// then holds it. Before, it was queued for the primary only and the local
+// palace never had it ("does not have it").
+func TestWriteCutByTheLocalServersDeathReachesItsRestart(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_add_drawer"}})
+	const content = "filed while the local palace server was killed"
+	m := h.cutAtTheLocalPalace("add_drawer", map[string]any{"wing": "work", "room": "notes", "content": content})
+	msg, _ := m["message"].(string)
+	if m["success"] != true || m["queued"] != true || !strings.Contains(msg, "may not have it") || !strings.Contains(msg, "again once it is back") {
+		t.Errorf("the cut write's answer: %v, want success, queued, the local palace may not have it and gets it again once back", m)
+	}
+	h.releaseLocalHold()
+	h.eventually("the cut write's note dropped by the restarted local palace's answer", func() bool {
+		cs, err := h.edge.outbox.Cut(context.Background())
+		return err == nil && len(cs) == 0
+	})
+	id := DrawerIDFor("work", "notes", content)
+	if d := h.localState().Drawers[id]; d == nil || d.Content != content {
+		t.Fatalf("the restarted local palace lacks the cut write: %v", d)
+	}
+	sent := 0
+	for _, r := range h.childReceived() {
+		if r.Name == "mempalace_add_drawer" {
+			sent++
+		}
+	}
+	if sent != 2 {
+		t.Errorf("the local palaces got the add_drawer %d times, want 2: the cut call and its one resend", sent)
+	}
+	h.eventually("the write on the primary", func() bool {
+		d := h.onPrimary("get_drawer", map[string]any{"drawer_id": id})
+		return d["content"] == content
+	})
+}
+
+// A diary_write cut the same way is not sent to the local palace again: a
+// second entry could not be told from the first (MemPalace stamps its id
+// with the time). The agent is told whether the local palace has it cannot
+// be known, not that it does not.
+func TestDiaryWriteCutByTheLocalServersDeathIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_HOLD_ON=mempalace_diary_write"}})
+	answered := make(chan map[string]any, 1)
+	go func() {
+		m, _ := h.call("diary_write", map[string]any{"agent_name": "opencode", "entry": "cut mid-write"})
+		answered <- m
+	}()
+	h.atTheLocalPalace("mempalace_diary_write")
+	if err := h.edge.child.live().cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	m := <-answered
+	if msg, _ := m["message"].(string); m["queued"] != true || !strings.Contains(msg, "cannot be known") || strings.Contains(msg, "does not have it") {
+		t.Errorf("the cut diary_write's answer: %v, want queued, whether the local palace has it cannot be known", m)
+	}
+	if cs, err := h.edge.outbox.Cut(context.Background()); err != nil || len(cs) != 0 {
+		t.Errorf("a cut diary_write is noted to be sent to the local palace again: %v %v", cs, err)
+	}
+}
