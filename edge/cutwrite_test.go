@@ -1,11 +1,22 @@
 package edge
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
 // cutAtTheLocalPalace calls tool through h's edge, kills its local palace
@@ -100,4 +111,79 @@ func TestDiaryWriteCutByTheLocalServersDeathIsNotSentAgain(t *testing.T) {
 	if cs, err := h.edge.outbox.Cut(context.Background()); err != nil || len(cs) != 0 {
 		t.Errorf("a cut diary_write is noted to be sent to the local palace again: %v %v", cs, err)
 	}
+}
+
+// TestRealWriteCutByTheLocalServersDeathReachesItsRestart is the cut
+// write against a real mempalace-mcp (attack52 F2): killed (SIGKILL)
+// while its embedder holds the add_drawer, the write is answered queued,
+// the local palace maybe without it; the restarted mempalace-mcp gets it
+// first and holds it once. Before, the local palace never had it.
+func TestRealWriteCutByTheLocalServersDeathReachesItsRestart(t *testing.T) {
+	t.Parallel()
+	const content = "m52 rw item 0, filed while mempalace-mcp was killed"
+	local := realpalace.New(t)
+	gate, asked := heldEmbedder(t, local.Embedder.URL, content)
+	local.Embedder = &realpalace.Embedder{URL: gate} // Env's: the gate, in front of the palace's own
+	srv := realpalace.New(t).Serve(t, testToken)
+	h := start(t, harnessOpts{realLocal: local, primaryURL: realpalace.NewProxy(t, srv.URL).URL, timeout: 30 * time.Second})
+	answered := make(chan map[string]any, 1)
+	go func() {
+		m, _ := h.call("add_drawer", map[string]any{"wing": "m52", "room": "m52", "content": content})
+		answered <- m
+	}()
+	select {
+	case <-asked:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the add_drawer never reached the embedder\nlog:\n%s", h.logs)
+	}
+	if err := h.edge.child.live().cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	m := <-answered
+	if msg, _ := m["message"].(string); m["queued"] != true || !strings.Contains(msg, "may not have it") {
+		t.Errorf("the cut write's answer: %v, want queued, the local palace may not have it", m)
+	}
+	waitFor(t, 90*time.Second, "the restarted mempalace-mcp's answer to the cut write", func() bool {
+		cs, err := h.edge.outbox.Cut(context.Background())
+		return err == nil && len(cs) == 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := h.edge.localServer.Call(ctx, &mcp.CallToolParams{Name: "mempalace_list_drawers", Arguments: map[string]any{"wing": "m52", "limit": 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, _ := resultJSON(res)["drawers"].([]any)
+	if len(ds) != 1 {
+		t.Errorf("the restarted local palace holds %d drawers in the wing, want the cut write once: %s", len(ds), mustJSON(resultJSON(res)))
+	}
+}
+
+// heldEmbedder is an embedder in front of the one at to that holds the
+// first request embedding marker until its client is gone (a local
+// palace server killed at a slow embed); asked is closed when it came.
+func heldEmbedder(t *testing.T, to, marker string) (string, <-chan struct{}) {
+	t.Helper()
+	target, err := url.Parse(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	asked := make(chan struct{})
+	var once sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body) // a short read is forwarded short: the embedder refuses it
+		held := false
+		if bytes.Contains(body, []byte(marker)) {
+			once.Do(func() { held = true; close(asked) })
+		}
+		if held {
+			<-r.Context().Done() // its client killed
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, asked
 }
