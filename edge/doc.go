@@ -19,7 +19,9 @@
 //	deadnote.go      the writes the primary refused for good, and a
 //	                 checkpoint's items it left out, told likewise
 //	replicate.go     writes: local first, then the outbox (the policy's cut,
-//	                 the agent's bytes with the edge's edits spliced in)
+//	                 the agent's bytes with the edge's edits spliced in;
+//	                 cutwrite.go: a write the local server's death cut, given
+//	                 to its restart first, as localdelete.go's kept deletes)
 //	flushtarget.go   the primary as the outbox's flusher sends to it (pace.go:
 //	                 its writes paced to a gateway's write rate once refused)
 //	provenance.go    added_by = "<agent>/<label>/<device>"
