@@ -21,9 +21,8 @@ import (
 
 // cutAtTheLocalPalace calls tool through h's edge, kills its local palace
 // server (SIGKILL) while it holds the call (FAKEPALACE_HOLD_ON=tool,
-// FAKEPALACE_TRACE=1), and returns the edge's answer. It returns once the
-// restarted local palace holds the call sent again; releaseLocalHold ends
-// that.
+// FAKEPALACE_TRACE=1), waits for the restarted server to hold the call
+// sent again, releases it, and returns the edge's answer.
 func (h *harness) cutAtTheLocalPalace(tool string, args map[string]any) map[string]any {
 	h.t.Helper()
 	answered := make(chan map[string]any, 1)
@@ -36,17 +35,18 @@ func (h *harness) cutAtTheLocalPalace(tool string, args map[string]any) map[stri
 	if err := cut.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		h.t.Fatal(err)
 	}
-	var m map[string]any
-	select {
-	case m = <-answered:
-	case <-time.After(30 * time.Second):
-		h.t.Fatal("the write cut by the local palace server's death was never answered")
-	}
 	waitFor(h.t, 10*time.Second, "the restarted local palace at the write sent again", func() bool {
 		c := h.edge.child.live()
 		return c != nil && c != cut && h.relayedInFlight() > 0
 	})
-	return m
+	h.releaseLocalHold()
+	select {
+	case m := <-answered:
+		return m
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("the write cut by the local palace server's death was never answered")
+		return nil
+	}
 }
 
 // The local palace server killed while at an add_drawer (a slow embedder,
@@ -64,7 +64,6 @@ func TestWriteCutByTheLocalServersDeathReachesItsRestart(t *testing.T) {
 	if m["success"] != true || m["queued"] != true || !strings.Contains(msg, "may not have it") || !strings.Contains(msg, "again once it is back") {
 		t.Errorf("the cut write's answer: %v, want success, queued, the local palace may not have it and gets it again once back", m)
 	}
-	h.releaseLocalHold()
 	h.eventually("the cut write's note dropped by the restarted local palace's answer", func() bool {
 		cs, err := h.edge.outbox.Cut(context.Background())
 		return err == nil && len(cs) == 0
