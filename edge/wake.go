@@ -70,10 +70,11 @@ type owedAsk struct {
 	// Via is the admin device whose join attributed it to From ("": none),
 	// trusted with it.
 	Via string `json:"via,omitempty"`
-	// Corr is its correlation id ("": none) and Sender its from_agent: a
-	// reply to Sender on Corr clears it (answered), a reply to anyone
-	// else on the same id does not.
+	// Corr is its correlation id ("": none), Stream its stream and Sender
+	// its from_agent: a reply to Sender on Corr in Stream clears it
+	// (answered), a reply to anyone else, or on another stream, does not.
 	Corr   string `json:"corr,omitempty"`
+	Stream string `json:"stream,omitempty"`
 	Sender string `json:"sender,omitempty"`
 }
 
@@ -199,7 +200,7 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 	for _, it := range r.Owed {
 		if e.trustedEvent(it.Event.Raw) {
 			o, _ := origin.Of(it.Event.Raw)
-			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event), From: o.Device, Via: o.Via, Corr: deref(it.Event.CorrelationID), Sender: it.Event.FromAgent})
+			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event), From: o.Device, Via: o.Via, Corr: deref(it.Event.CorrelationID), Stream: it.Event.Stream, Sender: it.Event.FromAgent})
 		}
 	}
 	e.wk.mu.Lock()
@@ -282,7 +283,7 @@ func (e *Edge) answered(ctx context.Context, c *call) {
 func (e *Edge) clearedBy(asks []owedAsk, reply map[string]any) []owedAsk {
 	owed := make([]mailbox.Event, 0, len(asks))
 	for _, a := range asks {
-		owed = append(owed, mailbox.Event{ID: a.ID, FromAgent: a.Sender, CorrelationID: &a.Corr})
+		owed = append(owed, mailbox.Event{ID: a.ID, Stream: a.Stream, FromAgent: a.Sender, CorrelationID: &a.Corr})
 	}
 	gone := mailbox.Cleared(e.cfg.Identity, owed, reply)
 	if len(gone) == 0 {

@@ -54,28 +54,22 @@ func directed(e *Event, agent string) bool {
 	return e.ToAgent != nil && *e.ToAgent == agent && *e.ToAgent != "*"
 }
 
-// joined reports whether reply r answers ask a: metadata.ack_of names a
-// (event_ack's join: the ask's own id), or r is addressed to a's sender
-// on a's non-empty correlation_id. A correlation id is whatever its
-// writer chose, and any sender can reuse another's: an answer on a thread
-// answers only the sender it is addressed to (an event_ack is addressed
-// to the sender of the ask it names), never an ask from someone else that
-// happens to share the id. An ack (named: the event it names, nil when
-// the log does not hold it) answers on its thread only the asks written
-// up to the one it names, which its writer could see (an ack written
-// offline reaches the log when the outbox flushes, after asks on the
-// thread its writer never saw), and only those from the device that wrote
-// the one it names (writer): a from_agent is text, and an ask written
-// around the gateway can carry a trusted device's agent name.
-func joined(r, a, named *Event) bool {
-	if a.ID != "" && r.AckOf == a.ID {
-		return true
-	}
-	if r.AckOf != "" && (named == nil || before(named, a) || named.writer() != a.writer()) {
-		return false
+// joined reports whether reply r answers ask a. A reply naming an ask
+// in metadata.ack_of (what event_ack writes) answers that ask and no
+// other: event_ack copies the ask's correlation id into the ack, so
+// joining it by thread too would settle every other ask sharing that id
+// (on another stream, posted after it, or written by another device under
+// the same agent name), none of which it answered. A reply naming none
+// answers the asks on its thread: the same stream and non-empty
+// correlation_id, addressed to the ask's sender. A correlation id is
+// whatever its writer chose, and any sender can reuse another's: an
+// answer on a thread answers only the sender it is addressed to.
+func joined(r, a *Event) bool {
+	if r.AckOf != "" {
+		return r.AckOf == a.ID
 	}
 	c := deref(a.CorrelationID)
-	return c != "" && deref(r.CorrelationID) == c && a.FromAgent != "" && deref(r.ToAgent) == a.FromAgent
+	return c != "" && deref(r.CorrelationID) == c && r.Stream == a.Stream && a.FromAgent != "" && deref(r.ToAgent) == a.FromAgent
 }
 
 // Derive returns the events still owed by agent, oldest first, each with
@@ -158,30 +152,22 @@ func ordered(events []Event) []*Event {
 	return log
 }
 
-// replies is an agent's own events, indexed by the two join keys, and
-// the events its acks name, by id.
+// replies is an agent's own events, indexed by their join key: the ask
+// an ack names (metadata.ack_of), else the correlation id.
 type replies struct {
 	byAck, byCorr map[string][]*Event
-	named         map[string]*Event
 }
 
 // repliesOf is agent's events in log, in log's order.
 func repliesOf(log []*Event, agent string) replies {
-	r := replies{map[string][]*Event{}, map[string][]*Event{}, map[string]*Event{}}
+	r := replies{map[string][]*Event{}, map[string][]*Event{}}
 	for _, e := range log {
-		if e.FromAgent != agent {
-			continue
-		}
-		if e.AckOf != "" {
+		switch c := deref(e.CorrelationID); {
+		case e.FromAgent != agent:
+		case e.AckOf != "":
 			r.byAck[e.AckOf] = append(r.byAck[e.AckOf], e)
-		}
-		if c := deref(e.CorrelationID); c != "" {
+		case c != "":
 			r.byCorr[c] = append(r.byCorr[c], e)
-		}
-	}
-	for _, e := range log {
-		if _, ok := r.byAck[e.ID]; ok && !e.pending {
-			r.named[e.ID] = e
 		}
 	}
 	return r
@@ -200,7 +186,7 @@ type answers struct{ progress, earlier, untrusted *Event }
 func (m replies) answer(ask *Event) (cleared bool, got answers) {
 	for _, joins := range [2][]*Event{m.byAck[ask.ID], m.byCorr[deref(ask.CorrelationID)]} {
 		for _, r := range joins {
-			if !joined(r, ask, m.named[r.AckOf]) {
+			if !joined(r, ask) {
 				continue
 			}
 			later, terminal := before(ask, r), Terminal(deref(r.Status))
@@ -261,7 +247,7 @@ func why(ask *Event, agent string, got answers) string {
 	}
 	join := "metadata.ack_of=" + p(ask.ID)
 	if c := deref(ask.CorrelationID); c != "" && ask.FromAgent != "" {
-		join += " or correlation_id=" + p(c) + " addressed to " + Quoted(ask.FromAgent)
+		join += " or correlation_id=" + p(c) + " on stream " + Name(ask.Stream) + " addressed to " + Quoted(ask.FromAgent)
 	}
 	switch {
 	case got.progress != nil:
@@ -295,8 +281,8 @@ func seqNote(e *Event) string {
 
 func orDash(s string) string { return cmp.Or(s, "-") }
 
-// Cleared is the asks among owed (each owed by agent: its ID, FromAgent
-// and CorrelationID are read) that reply clears: the arguments of an
+// Cleared is the asks among owed (each owed by agent: its ID, Stream,
+// FromAgent and CorrelationID are read) that reply clears: the arguments of an
 // event_append or event_ack agent just wrote, not yet read back from the
 // primary (WithPending's shape). It is the derivation's own join, so a
 // view of owed asks kept between reads agrees with the next read.
@@ -304,7 +290,7 @@ func Cleared(agent string, owed []Event, reply map[string]any) []string {
 	events := make([]Event, 0, len(owed))
 	for i, a := range owed {
 		to := agent
-		events = append(events, Event{ID: a.ID, Seq: int64(i + 1), Type: "task.request", FromAgent: a.FromAgent, ToAgent: &to, CorrelationID: a.CorrelationID})
+		events = append(events, Event{ID: a.ID, Seq: int64(i + 1), Type: "task.request", Stream: a.Stream, FromAgent: a.FromAgent, ToAgent: &to, CorrelationID: a.CorrelationID})
 	}
 	still := map[string]bool{}
 	for _, it := range Derive(WithPending(events, []map[string]any{reply}), agent) {

@@ -93,10 +93,10 @@ func TestDeriveReferenceSemantics(t *testing.T) {
 		{"a reply to another sender on the same correlation id does not clear this one", me,
 			[]Event{ev(1, "a1", peer, me, "deploy-x", "open", ""), ev(2, "r1", me, "codex@mal", "deploy-x", "applied", "")},
 			[]string{"a1"}, "no reply of yours"},
-		{"an ack of one ask clears the same sender's earlier asks on its thread", me,
+		{"an ack clears the ask it names, not the same sender's earlier ask on its thread", me,
 			[]Event{ev(1, "a1", peer, me, "deploy-x", "open", ""), ev(2, "a2", peer, me, "deploy-x", "open", ""),
 				ev(3, "k1", me, peer, "deploy-x", "applied", "a2")},
-			nil, ""},
+			[]string{"a1"}, "no reply of yours joins it"},
 		{"an ack that reaches the log after a later ask on its thread (written offline) clears only up to the ask it names", me,
 			[]Event{ev(1, "a1", peer, me, "deploy-x", "open", ""), ev(2, "a2", peer, me, "deploy-x", "open", ""),
 				ev(3, "k1", me, peer, "deploy-x", "applied", "a1")},
@@ -281,7 +281,8 @@ func record(name string) catalogue.Tool {
 // not another agent's reply.
 func TestClearedByAReply(t *testing.T) {
 	corr := "thread-1"
-	owed := []Event{{ID: "evt_a", FromAgent: "pi@laptop"}, {ID: "evt_b", FromAgent: "pi@laptop", CorrelationID: &corr}}
+	owed := []Event{{ID: "evt_a", FromAgent: "pi@laptop"}, {ID: "evt_b", Stream: "s", FromAgent: "pi@laptop", CorrelationID: &corr},
+		{ID: "evt_c", Stream: "other", FromAgent: "pi@laptop", CorrelationID: &corr}}
 	for _, c := range []struct {
 		name  string
 		reply map[string]any
@@ -290,9 +291,11 @@ func TestClearedByAReply(t *testing.T) {
 		{"ack applied", map[string]any{"event_id": "evt_a", "from_agent": "opencode@desk", "status": "applied"}, []string{"evt_a"}},
 		{"ack claimed", map[string]any{"event_id": "evt_a", "from_agent": "opencode@desk", "status": "claimed"}, nil},
 		{"another agent's ack", map[string]any{"event_id": "evt_a", "from_agent": "pi@desk", "status": "applied"}, nil},
-		{"reply on the thread", map[string]any{"type": "task.result", "from_agent": "opencode@desk", "to_agent": "pi@laptop", "correlation_id": "thread-1", "status": "blocked"}, []string{"evt_b"}},
-		{"reply to another sender on the thread", map[string]any{"type": "task.result", "from_agent": "opencode@desk", "to_agent": "codex@mal", "correlation_id": "thread-1", "status": "blocked"}, nil},
-		{"reply naming the ask", map[string]any{"type": "task.result", "from_agent": "opencode@desk", "status": "failed", "metadata": map[string]any{"ack_of": "evt_b"}}, []string{"evt_b"}},
+		{"reply on the thread", map[string]any{"type": "task.result", "stream": "s", "from_agent": "opencode@desk", "to_agent": "pi@laptop", "correlation_id": "thread-1", "status": "blocked"}, []string{"evt_b"}},
+		{"reply on the thread in the other stream", map[string]any{"type": "task.result", "stream": "other", "from_agent": "opencode@desk", "to_agent": "pi@laptop", "correlation_id": "thread-1", "status": "blocked"}, []string{"evt_c"}},
+		{"reply to another sender on the thread", map[string]any{"type": "task.result", "stream": "s", "from_agent": "opencode@desk", "to_agent": "codex@mal", "correlation_id": "thread-1", "status": "blocked"}, nil},
+		{"reply naming the ask", map[string]any{"type": "task.result", "stream": "s", "from_agent": "opencode@desk", "status": "failed", "metadata": map[string]any{"ack_of": "evt_b"}}, []string{"evt_b"}},
+		{"ack of the ask on the thread in one stream", map[string]any{"event_id": "evt_c", "from_agent": "opencode@desk", "status": "blocked"}, []string{"evt_c"}},
 		{"not a reply", map[string]any{"from_agent": "opencode@desk"}, nil},
 	} {
 		if got := Cleared("opencode@desk", owed, c.reply); !slices.Equal(got, c.want) {
@@ -354,14 +357,13 @@ func stamped(t *testing.T, e Event, o string) Event {
 	return e
 }
 
-// An ack clears the earlier asks on its thread of the sender of the ask
-// it names: that agent name written by the same device, as the gateway's
-// origin says. An ask written around the gateway (origin unknown) with a
-// trusted device's agent name and that device's ask's correlation id is
-// another sender: refusing it leaves the trusted ask owed, and the other
-// way round. Before, the agent name alone was compared and the refusal
-// cleared the trusted ask (outside tester, attack45 F2).
-func TestAnAckClearsOnItsThreadOnlyItsSendersDevicesAsks(t *testing.T) {
+// An ack clears the ask it names and no other on its thread: not an ask
+// written around the gateway (origin unknown) with a trusted device's
+// agent name and that device's ask's correlation id (refusing it leaves
+// the trusted ask owed, and the other way round; before, the agent name
+// alone was compared and the refusal cleared the trusted ask, attack45
+// F2), nor the same sender's earlier ask (attack55 F2).
+func TestAnAckClearsOnlyTheAskItNames(t *testing.T) {
 	const desk, unknown, none = `{"device":"desk-2","trusted":true}`, `{"device":"unknown","trusted":false}`, ""
 	const joinedDesk = `{"device":"desk-2","via":"ops-1","trusted":true}`
 	ask := func(seq int64, id, o string) Event {
@@ -381,8 +383,8 @@ func TestAnAckClearsOnItsThreadOnlyItsSendersDevicesAsks(t *testing.T) {
 		{"answering the genuine ask leaves the forged one", []Event{ask(1, "forged", unknown), ask(2, "genuine", desk), ack(3, "genuine")}, []string{"forged"}},
 		{"an ask with no origin is another sender than a stamped one", []Event{ask(1, "old", none), ask(2, "genuine", desk), ack(3, "genuine")}, []string{"old"}},
 		{"a join's ask (via an admin) is another sender than the device's own", []Event{ask(1, "replayed", joinedDesk), ask(2, "genuine", desk), ack(3, "genuine")}, []string{"replayed"}},
-		{"the same device's earlier ask is cleared", []Event{ask(1, "first", desk), ask(2, "second", desk), ack(3, "second")}, nil},
-		{"without a gateway (no origins) the agent name is the sender", []Event{ask(1, "first", none), ask(2, "second", none), ack(3, "second")}, nil},
+		{"the same device's earlier ask is not answered", []Event{ask(1, "first", desk), ask(2, "second", desk), ack(3, "second")}, []string{"first"}},
+		{"without a gateway (no origins) neither", []Event{ask(1, "first", none), ask(2, "second", none), ack(3, "second")}, []string{"first"}},
 	} {
 		if got := ids(Derive(c.log, me)); !slices.Equal(got, append([]string{}, c.owed...)) {
 			t.Errorf("%s: owed %v, want %v", c.name, got, c.owed)
@@ -439,5 +441,42 @@ func TestAnAnswerOfUnknownOriginClearsNoStampedAsk(t *testing.T) {
 	pending := WithPending([]Event{ask(ops), ack(unknown)}, []map[string]any{{"event_id": "ask", "from_agent": me, "status": "applied"}})
 	if owed := Derive(pending, me); len(owed) != 0 {
 		t.Errorf("the agent's own ack in the outbox does not clear it: %v", ids(owed))
+	}
+}
+
+// An answer settles only the ask it answers, and the mailbox of every
+// stream agrees with the mailbox of one: pi@wide asks w-2 on stream mb55
+// and on mb55b (and w-3 on both); the agent acks mb55b's w-2 (the ack
+// copies w-2) and replies on mb55b's w-3. Both mb55 asks stay owed in
+// the whole mailbox as in --stream mb55. Before, the whole mailbox
+// dropped them (the ack and the reply joined them by correlation id)
+// while --stream mb55, which does not read mb55b, listed them (outside
+// tester, attack55 F2).
+func TestAnAnswerSettlesOnlyTheAskItAnswers(t *testing.T) {
+	const peer = "pi@wide"
+	on := func(e Event, stream string) Event {
+		raw, err := sjson.SetBytes(e.Raw, "stream", stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Raw, e.Stream = raw, stream
+		return e
+	}
+	log := []Event{
+		on(ev(1, "a1", peer, me, "w-2", "open", ""), "mb55"), on(ev(2, "a2", peer, me, "w-2", "open", ""), "mb55b"),
+		on(ev(3, "a3", peer, me, "w-3", "open", ""), "mb55"), on(ev(4, "a4", peer, me, "w-3", "open", ""), "mb55b"),
+		on(ev(5, "k2", me, peer, "w-2", "blocked", "a2"), "mb55b"), on(ev(6, "r4", me, peer, "w-3", "applied", ""), "mb55b"),
+	}
+	for stream, want := range map[string][]string{"": {"a1", "a3"}, "mb55": {"a1", "a3"}, "mb55b": nil} {
+		r, err := Owed(context.Background(), &fakeSource{log: log}, me, stream, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(r.Owed); !slices.Equal(got, append([]string{}, want...)) {
+			t.Errorf("stream %q: owed %v, want %v", stream, got, want)
+		}
+		if len(r.Owed) > 0 && !strings.Contains(r.Owed[0].Why, `or correlation_id=w-2 on stream "mb55" addressed to "pi@wide"`) {
+			t.Errorf("the why does not name the stream a reply must be on: %s", r.Owed[0].Why)
+		}
 	}
 }

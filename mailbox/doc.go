@@ -17,17 +17,16 @@
 //     failed, blocked) exists. claimed and ready announce progress and do
 //     not clear.
 //
-// Joined means metadata.ack_of = <its id> (what event_ack writes), or
-// the same correlation_id on a reply addressed to its sender (to_agent =
-// its from_agent; event_ack addresses the ack so). RFC 003 joins on a
-// shared correlation_id alone, but any sender can reuse another's id: an
-// answer to an untrusted sender's ask on a trusted ask's id would clear
-// the trusted ask, which was never answered. An ack joins by thread only
-// the asks up to the one it names (one written offline lands after asks
-// its writer never saw), and only those written by the device that wrote
-// the one it names, as the gateway's origin says (device and via; unknown
-// and no origin are senders of their own): from_agent is text, and an ask
-// written around the gateway can carry a trusted device's agent name. A
+// Joined means, for a reply naming an ask in metadata.ack_of (what
+// event_ack writes), that it names its id: an ack answers the ask it
+// names and no other. Else the same stream and correlation_id on a reply
+// addressed to its sender (to_agent = its from_agent). RFC 003 joins on
+// a shared correlation_id alone, but event_ack copies the ask's
+// correlation id into every ack, and any sender can reuse another's: an
+// ack of one ask would clear every ask sharing its id, on another stream,
+// posted after it (an ack written offline lands after asks its writer
+// never saw) or from an untrusted sender, none of which it answered, and
+// the mailbox of one stream would disagree with the mailbox of all. A
 // reply addressed to nobody answers nobody. A reply clears only when its
 // origin vouches that the asked agent's device wrote it (vouched): one
 // the gateway stamped (it takes an agent name only from the device that

@@ -74,19 +74,6 @@ func deref(p *string) string {
 	return *p
 }
 
-// writer is the device the gateway's origin says wrote e, with the admin
-// device whose join attributed it there (via): origin.Unknown for an event
-// the gateway did not stamp (written around it, or before it stood in
-// front), "" for one with no origin (no gateway in front: then no event
-// has one).
-func (e *Event) writer() [2]string {
-	o, ok := origin.Of(e.Raw)
-	if !ok {
-		return [2]string{}
-	}
-	return [2]string{o.Device, o.Via}
-}
-
 // distrust is the warning for an event whose origin says its sender is
 // outside the reading device's trusted set (gateway/origin), "" for any
 // other: what an untrusted sender asks is information, not an instruction.

@@ -163,3 +163,44 @@ func TestRealAckAnswersWhatItNames(t *testing.T) {
 		t.Fatalf("owed %v, want only a2 %s (a1 %s acked)", got, a2, a1)
 	}
 }
+
+// TestRealAnAckSettlesOnlyTheAskItNames is attack55 F2 on MemPalace
+// 3.11.0: the peer asks w-2 on stream mb55 and again on mb55b; my agent
+// acks only mb55b's (3.11's ack copies w-2 and addresses the peer). The
+// mb55 ask stays owed, in the mailbox of every stream as in mb55's.
+func TestRealAnAckSettlesOnlyTheAskItNames(t *testing.T) {
+	srv := realpalace.New(t).Serve(t, "tok-ack-stream")
+	const peer = "pi@wide"
+	ask := func(stream string) string {
+		r := srv.MustCall(t, "mempalace_event_append", map[string]any{"type": "task.request", "stream": stream, "room": "coord",
+			"from_agent": peer, "to_agent": me, "correlation_id": "w-2", "status": "open", "body": "ask on " + stream})
+		return r["event"].(map[string]any)["id"].(string)
+	}
+	a1, a2 := ask("mb55"), ask("mb55b")
+	k := srv.MustCall(t, "mempalace_event_ack", map[string]any{"event_id": a2, "from_agent": me, "status": "blocked", "body": "not now"})
+	if ev, _ := k["event"].(map[string]any); ev["correlation_id"] != "w-2" || ev["to_agent"] != peer || ev["stream"] != "mb55b" {
+		t.Fatalf("3.11's ack no longer copies the thread; this test pins less: %v", k)
+	}
+	evs := realLog(t, srv)
+	for _, stream := range []string{"", "mb55"} {
+		if got := ids(build(evs, me, stream, 0).Owed); !reflect.DeepEqual(got, []string{a1}) {
+			t.Errorf("stream %q: owed %v, want only mb55's ask %s (mb55b's %s acked)", stream, got, a1, a2)
+		}
+	}
+}
+
+// realLog is every event the real palace holds, oldest first.
+func realLog(t *testing.T, srv *realpalace.Server) []Event {
+	t.Helper()
+	r := srv.MustCall(t, "mempalace_event_list", map[string]any{"order": "asc", "limit": 500})
+	var evs []Event
+	for _, o := range r["events"].([]any) {
+		raw, _ := json.Marshal(o)
+		e, err := ParseEvent(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	return evs
+}
