@@ -98,11 +98,12 @@ func derive(events []Event, agent string, limit int) ([]Item, int) {
 	}
 	var found []owedAsk
 	for _, ask := range log {
-		// A terminal event closes its thread ([*] in §3.3's diagram); it
-		// asks nothing. Without this, every ack routed back to the asker
-		// (event_ack sets to_agent to the target's sender) would be owed by
-		// the asker, whose terminal answer would be owed back: ping-pong.
-		if !directed(ask, agent) || ask.FromAgent == agent || Terminal(deref(ask.Status)) {
+		// An answer asks nothing: an ack (metadata.ack_of), whatever its
+		// status, and an event with a terminal status, which closes its
+		// thread ([*] in §3.3's diagram). event_ack addresses the ack to
+		// the asker: were it owed, the asker would ack the ack, and a
+		// claimed one would be owed back (ping-pong).
+		if !directed(ask, agent) || ask.FromAgent == agent || ask.AckOf != "" || Terminal(deref(ask.Status)) {
 			continue
 		}
 		if cleared, got := mine.answer(ask); !cleared {

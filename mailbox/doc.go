@@ -35,9 +35,13 @@
 // and clears an unstamped one only for a reader that trusts unknown
 // origins; the ask's why says it was answered by an untrusted sender.
 //
-// One reading the rules leave implicit is made explicit: an event that
-// itself has a terminal status closes its thread and is never owed (an
-// ack routed back to the asker is not an ask to the asker).
+// One reading the rules leave implicit is made explicit: an answer is
+// never owed. An ack (metadata.ack_of), whatever its status, answers the
+// ask it names (event_ack routes it back to the asker): a claimed or
+// ready one reports progress to the asker and asks nothing of it. An
+// event that itself has a terminal status closes its thread. Were either
+// owed, the asker would be told to ack the ack, and a claimed ack of it
+// would be owed back: ping-pong.
 //
 // Items come oldest first, each with a sentence saying why it is owed;
 // under a limit, those from trusted senders (gateway/origin) are kept

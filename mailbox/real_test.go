@@ -167,7 +167,9 @@ func TestRealAckAnswersWhatItNames(t *testing.T) {
 // TestRealAnAckSettlesOnlyTheAskItNames is attack55 F2 on MemPalace
 // 3.11.0: the peer asks w-2 on stream mb55 and again on mb55b; my agent
 // acks only mb55b's (3.11's ack copies w-2 and addresses the peer). The
-// mb55 ask stays owed, in the mailbox of every stream as in mb55's.
+// mb55 ask stays owed, in the mailbox of every stream as in mb55's. And
+// F3: the peer's claimed ack of my own ask is owed by nobody; before, it
+// was owed by me, the asker.
 func TestRealAnAckSettlesOnlyTheAskItNames(t *testing.T) {
 	srv := realpalace.New(t).Serve(t, "tok-ack-stream")
 	const peer = "pi@wide"
@@ -181,11 +183,19 @@ func TestRealAnAckSettlesOnlyTheAskItNames(t *testing.T) {
 	if ev, _ := k["event"].(map[string]any); ev["correlation_id"] != "w-2" || ev["to_agent"] != peer || ev["stream"] != "mb55b" {
 		t.Fatalf("3.11's ack no longer copies the thread; this test pins less: %v", k)
 	}
+	// attack55 F3: a progress ack routed back to the asker (me) is owed by
+	// nobody; the ask it reports on stays owed by the peer.
+	mine := srv.MustCall(t, "mempalace_event_append", map[string]any{"type": "task.request", "stream": "mb55b", "room": "coord",
+		"from_agent": me, "to_agent": peer, "correlation_id": "a-10", "status": "open", "body": "my ask"})["event"].(map[string]any)["id"].(string)
+	srv.MustCall(t, "mempalace_event_ack", map[string]any{"event_id": mine, "from_agent": peer, "status": "claimed", "body": "on it"})
 	evs := realLog(t, srv)
 	for _, stream := range []string{"", "mb55"} {
 		if got := ids(build(evs, me, stream, 0).Owed); !reflect.DeepEqual(got, []string{a1}) {
 			t.Errorf("stream %q: owed %v, want only mb55's ask %s (mb55b's %s acked)", stream, got, a1, a2)
 		}
+	}
+	if got := ids(build(evs, peer, "", 0).Owed); !reflect.DeepEqual(got, []string{mine}) {
+		t.Errorf("the peer owes %v, want my ask %s (claimed, not done), not my ack of its ask", got, mine)
 	}
 }
 
