@@ -36,7 +36,7 @@ func pass(b *testing.B, s *Store, n int, at time.Time) {
 	}
 	filler := strings.Repeat("a realistic sentence of a drawer's content. ", 36)
 	for i := range n {
-		id := OpID(s.identity, int64(i), "mempalace_add_drawer", []byte(fmt.Sprint(at.UnixNano(), i)))
+		id := NewOpID()
 		if _, err := st.Exec(id, "op:"+id, fmt.Sprintf(`{"wing":"w","room":"r","content":"%d %s"}`, i, filler), at.UnixMilli(), at.UnixMilli(),
 			`{"success":true,"drawer_id":"drawer_w_r_0123456789abcdef01234567","wing":"w","room":"r","chunks":2}`); err != nil {
 			b.Fatal(err)

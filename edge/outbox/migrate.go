@@ -220,11 +220,10 @@ const (
 
 // loadIdentity reads the outbox's identity, making one for a new (or
 // migrated) file and a new one for a copy: a file whose inode is not the
-// one its identity was made for is another outbox (a backup restored, a
-// palace copied into a second container), and must not make the op ids
-// the original makes. A file system that does not keep inodes stable only
-// changes the identity more often, which costs nothing: ops already
-// queued keep their ids.
+// one its identity was made for is a copy (a backup restored, a palace
+// copied into a second container or a second HOME). Op ids do not depend
+// on it (NewOpID); the identity is how a copy is seen. A copy made at the
+// disk level (a VM image) keeps its inodes, and is not seen.
 func (s *Store) loadIdentity(log *slog.Logger) error {
 	ctx := context.Background()
 	file := fileID(s.path)
@@ -251,7 +250,7 @@ func (s *Store) loadIdentity(log *slog.Logger) error {
 	rand.Read(b) // never fails (crypto/rand)
 	fresh := hex.EncodeToString(b)
 	if id != "" {
-		log.Warn("this outbox is a copy of another (its file is not the one its identity was made for): it takes a new identity, so its ops never share an op id with the original's", "file", s.path, "was", id[:8], "now", fresh[:8])
+		log.Warn("this outbox is a copy of another (its file is not the one its identity was made for): it takes a new identity", "file", s.path, "was", id[:8], "now", fresh[:8])
 	}
 	for k, v := range map[string]string{metaIdentity: fresh, metaIdentityFile: file} {
 		if err := setMeta(ctx, tx, k, v); err != nil {

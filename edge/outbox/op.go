@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
@@ -155,10 +156,8 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s: %d bytes of arguments, over the %d the primary accepts in one request (16 MiB less the envelope); the write stays in the local palace only", e.Tool, e.Size, e.Cap)
 }
 
-// Enqueue adds a write. Its op id covers the outbox's identity, its
-// local_seq (allocated under SQLite's write lock, so monotonic across
-// every process sharing the palace), the tool and the payload: no two
-// outboxes, and no two ops of one, share it. Coordination writes get
+// Enqueue adds a write under a new op id (NewOpID): no two ops, of one
+// outbox or of two, share it. Coordination writes get
 // metadata.edge_op_id = op_id spliced into the payload, so an ambiguous
 // send can be looked up instead of repeated. An identical add_drawer or
 // checkpoint already queued is returned as it is.
@@ -236,7 +235,7 @@ func (s *Store) newOp(ctx context.Context, tx *sql.Tx, rec catalogue.Tool, w Wri
 	if err := tx.QueryRowContext(ctx, deviceSeenID, MetaDeviceSeen).Scan(&device); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
-	op := Op{TokenDevice: device, LocalSeq: seq, ID: OpID(s.identity, seq, w.Name, w.Payload), OriginDevice: s.device, OriginLabel: s.label, Tool: w.Name,
+	op := Op{TokenDevice: device, LocalSeq: seq, ID: NewOpID(), OriginDevice: s.device, OriginLabel: s.label, Tool: w.Name,
 		Payload: w.Payload, Wing: w.Wing, Lane: rec.Lane(), Ordinal: w.Ordinal, State: Queued, CreatedAt: s.now()}
 	switch {
 	case w.Intent:
@@ -277,10 +276,14 @@ func (s *Store) insertOp(ctx context.Context, tx *sql.Tx, op Op, dedupe string, 
 	return nil
 }
 
-// OpID is sha256 over the outbox's identity, the op's sequence, the tool
-// and the payload (each length-prefixed).
-func OpID(identity string, seq int64, tool string, payload []byte) string {
-	return hash("op/2", identity, fmt.Sprint(seq), tool, string(payload))
+// NewOpID is a new op's id: 256 bits from crypto/rand, stored with the op
+// and never made again from it. Nothing in a copy of the outbox's file,
+// however made (a disk image keeps its inode and its identity), lets the
+// copy make an id the original makes.
+func NewOpID() string {
+	b := make([]byte, 32)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
 }
 
 // Kick wakes this process's flusher (Enqueue also rings the doorbell of

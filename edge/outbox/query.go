@@ -996,8 +996,8 @@ func (s *Store) Behind(ctx context.Context, op Op) (int, error) {
 }
 
 // Release settles a held op once the policy parses: queued with payload
-// (its op id made anew: the payload may have changed, and no send has
-// used the old one) if replicate, else done as kept local.
+// (under a new op id: the payload may have changed, and no send has used
+// the old one) if replicate, else done as kept local.
 func (s *Store) Release(ctx context.Context, o Op, payload json.RawMessage, replicate bool) error {
 	if !replicate || payload == nil {
 		return s.doneUnsent(ctx, o.LocalSeq, Local, "kept local by the replication policy, once it parsed")
@@ -1007,7 +1007,7 @@ func (s *Store) Release(ctx context.Context, o Op, payload json.RawMessage, repl
 	if err := json.Unmarshal(payload, &args); err != nil {
 		return fmt.Errorf("op %s: %w", o.Short(), err)
 	}
-	id := OpID(s.identity, o.LocalSeq, o.Tool, payload)
+	id := NewOpID()
 	if rec.OpStamp {
 		var err error
 		if payload, err = stampOpID(payload, id); err != nil {

@@ -24,7 +24,7 @@ type Store struct {
 	flushDB  *sql.DB // synchronous=NORMAL: the flusher's bookkeeping
 	device   string
 	label    string
-	identity string // this file's random identity: every op id covers it
+	identity string // this file's random identity: a copy of the file takes a new one (loadIdentity)
 	now      func() time.Time
 	owner    string    // this Store's name in live/ ("": it holds no lock; live.go)
 	live     io.Closer // its lock, held until Close
@@ -177,10 +177,6 @@ func (s *Store) Close() error {
 
 // Path is the database file.
 func (s *Store) Path() string { return s.path }
-
-// Identity is the outbox's random identity (32 hex digits): every op id
-// covers it, so two outboxes never make the same op id.
-func (s *Store) Identity() string { return s.identity }
 
 // Meta reads an edge-wide value ("" if unset).
 func (s *Store) Meta(ctx context.Context, key string) (string, error) {
