@@ -8,10 +8,10 @@
 // Each check is a small function that returns findings; a finding has a
 // stable id for scripts, a severity, the RFC section, what is wrong and the
 // exact fix. Checks only read: nothing is created, not even an outbox that
-// does not exist yet. An existing outbox is opened as any edge start opens
-// it: one of this build's schema is only read (no write lock, its file
-// unchanged), one an older build left is brought to this build's schema,
-// and either is narrowed to 0600 (outbox.OpenOptions). The one exception is FixSplit (doctor --fix), which
+// does not exist yet. An existing outbox is opened read-only
+// (outbox.Options.ReadOnly): nothing in it or beside it is written (a copy
+// keeps the identity it came with, one an older build left is reported,
+// not brought to this build's schema); it is only narrowed to 0600. The one exception is FixSplit (doctor --fix), which
 // converges a split store onto one inode by the RFC's symlink, after a
 // backup, and only when one side holds no data.
 //

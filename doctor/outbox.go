@@ -3,6 +3,7 @@ package doctor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,8 +31,10 @@ type outboxState struct {
 func OutboxPath(palace string) string { return filepath.Join(palace, "edge", outbox.FileName) }
 
 // readOutbox opens the outbox only if it exists (outbox.Open would create
-// it): doctor never creates files. It is read in every mode, since ops
-// queued before edge mode was turned off still wait for the primary.
+// it), read-only: doctor never creates files, and writes nothing to the
+// outbox (a copy is not given its own identity, an older build's is not
+// brought to this schema). It is read in every mode, since ops queued
+// before edge mode was turned off still wait for the primary.
 func readOutbox(ctx context.Context, opts Options, st State) outboxState {
 	if st.Palace == "" {
 		return outboxState{}
@@ -42,9 +45,9 @@ func readOutbox(ctx context.Context, opts Options, st State) outboxState {
 		return ob
 	}
 	ob.exists = true
-	s, err := outbox.Open(ob.path, "", "doctor")
+	s, err := outbox.OpenOptions(ob.path, outbox.Options{Label: "doctor", ReadOnly: true})
 	if err != nil {
-		ob.err, ob.unusable = err, true
+		ob.err, ob.unusable = err, !errors.Is(err, outbox.ErrOlderSchema)
 		return ob
 	}
 	defer s.Close()

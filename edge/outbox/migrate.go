@@ -6,8 +6,8 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"log/slog"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
@@ -18,17 +18,20 @@ const schemaVersion = 3
 
 // setUp creates the schema, or brings an outbox made by an older edge up
 // to it, and turns on incremental vacuum (a one-time VACUUM of an older
-// file); an outbox already set up is only read (doctor's open writes
-// nothing). Run again while another process opening the same fresh file
-// makes it busy (sqlitewal.RetryBusy).
-func (s *Store) setUp(log *slog.Logger) error {
+// file); an outbox already set up is only read, and a read-only open of
+// an older one is ErrOlderSchema. Run again while another process opening
+// the same fresh file makes it busy (sqlitewal.RetryBusy).
+func (s *Store) setUp(o Options) error {
 	ctx := context.Background()
 	var version, vacuum int
 	if err := s.db.QueryRowContext(ctx, `SELECT (SELECT user_version FROM pragma_user_version), (SELECT auto_vacuum FROM pragma_auto_vacuum)`).Scan(&version, &vacuum); err != nil {
 		return err
 	}
-	if version >= schemaVersion && vacuum == 2 {
+	if version >= schemaVersion && (vacuum == 2 || o.ReadOnly) {
 		return nil
+	}
+	if o.ReadOnly {
+		return ErrOlderSchema
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -56,7 +59,7 @@ func (s *Store) setUp(log *slog.Logger) error {
 		return err
 	}
 	if old {
-		log.Info("outbox migrated: ops ordered per object, an identity of its own, space of pruned ops given back", "file", s.path)
+		o.Log.Info("outbox migrated: ops ordered per object, an identity of its own, space of pruned ops given back", "file", s.path)
 	}
 	return s.incrementalVacuum()
 }
@@ -211,6 +214,10 @@ func insertKeys(ctx context.Context, tx *sql.Tx, seq int64, keys []string) error
 	return nil
 }
 
+// ErrOlderSchema: a read-only open (doctor) of an outbox an older build
+// made, which only a writing open brings to this build's schema.
+var ErrOlderSchema = errors.New("made by an older build: the next edge start, or any `devbox-config edge` command, brings it to this build's schema; a read-only look (doctor) does not")
+
 // Identity meta: the outbox's random identity, and the file it was made
 // for (its inode: a copy of the file is another inode).
 const (
@@ -224,13 +231,13 @@ const (
 // copied into a second container or a second HOME). Op ids do not depend
 // on it (NewOpID); the identity is how a copy is seen. A copy made at the
 // disk level (a VM image) keeps its inodes, and is not seen.
-func (s *Store) loadIdentity(log *slog.Logger) error {
+func (s *Store) loadIdentity(o Options) error {
 	ctx := context.Background()
 	file := fileID(s.path)
 	// Read first, without the write lock: an outbox opened again (doctor
 	// beside a running edge) has its identity.
 	id, boundTo, err := identityOf(ctx, s.db)
-	if err != nil || id != "" && boundTo == file {
+	if err != nil || id != "" && boundTo == file || o.ReadOnly {
 		s.identity = id
 		return err
 	}
@@ -250,7 +257,7 @@ func (s *Store) loadIdentity(log *slog.Logger) error {
 	rand.Read(b) // never fails (crypto/rand)
 	fresh := hex.EncodeToString(b)
 	if id != "" {
-		log.Warn("this outbox is a copy of another (its file is not the one its identity was made for): it takes a new identity", "file", s.path, "was", id[:8], "now", fresh[:8])
+		o.Log.Warn("this outbox is a copy of another (its file is not the one its identity was made for): it takes a new identity", "file", s.path, "was", id[:8], "now", fresh[:8])
 	}
 	for k, v := range map[string]string{metaIdentity: fresh, metaIdentityFile: file} {
 		if err := setMeta(ctx, tx, k, v); err != nil {

@@ -92,6 +92,11 @@ type Options struct {
 	Now func() time.Time
 	// Log hears of migrations and of a copied file (discarded if nil).
 	Log *slog.Logger
+	// ReadOnly (doctor) writes nothing to the outbox or beside it: one
+	// an older build left is not brought to this schema (ErrOlderSchema),
+	// a copy keeps the identity it came with, and no liveness lock is
+	// taken, nor any room kept. The file is only narrowed to 0600.
+	ReadOnly bool
 }
 
 // Open opens (creating if needed) the outbox at path. device and label are
@@ -125,6 +130,9 @@ func OpenOptions(path string, o Options) (*Store, error) {
 	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
 		pragmas = append(pragmas, "auto_vacuum(INCREMENTAL)")
 	}
+	if o.ReadOnly {
+		pragmas = append(pragmas, "query_only(1)")
+	}
 	open := func(sync string) (*sql.DB, error) {
 		return sqlitewal.Open(path, sync, pragmas...)
 	}
@@ -133,7 +141,10 @@ func OpenOptions(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
 	s := &Store{path: path, db: db, device: o.Device, label: o.Label, now: o.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1)}
-	if err := sqlitewal.RetryBusy(func() error { return s.setUp(o.Log) }); err != nil {
+	if err := sqlitewal.RetryBusy(func() error { return s.setUp(o) }); errors.Is(err, ErrOlderSchema) {
+		db.Close() // the set-up's error is the one to report
+		return nil, fmt.Errorf("outbox %s: %w", path, err)
+	} else if err != nil {
 		db.Close() // the set-up's error is the one to report
 		return nil, fmt.Errorf("outbox %s is not a usable SQLite database: %w", path, err)
 	}
@@ -142,13 +153,16 @@ func OpenOptions(path string, o Options) (*Store, error) {
 		db.Close() // the check's error is the one to report
 		return nil, fmt.Errorf("outbox %s failed its integrity check (%v %s); move it aside to start a new one", path, err, ok)
 	}
-	if err := sqlitewal.RetryBusy(func() error { return s.loadIdentity(o.Log) }); err != nil {
+	if err := sqlitewal.RetryBusy(func() error { return s.loadIdentity(o) }); err != nil {
 		db.Close() // the identity's error is the one to report
 		return nil, fmt.Errorf("outbox %s: its identity: %w", path, err)
 	}
 	if s.flushDB, err = open("NORMAL"); err != nil {
 		db.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
+	}
+	if o.ReadOnly {
+		return s, nil
 	}
 	if s.owner, s.live, err = holdLiveness(path); err != nil {
 		o.Log.Warn("no liveness lock: another edge process on this palace takes this one's unsettled writes and deletes for a killed edge's, and waits for its flush lease to expire", "err", err)
