@@ -306,7 +306,7 @@ func (j *joining) kgFiles() []string {
 func (j *joining) plan(ctx context.Context) *Failure {
 	if !j.o.DryRun || exists(j.obPath) {
 		j.madeStore = !exists(j.obPath)
-		store, err := outbox.Open(j.obPath, j.cfg.Device, j.cfg.Label)
+		store, err := outbox.OpenOptions(j.obPath, outbox.Options{Device: j.cfg.Device, Label: j.cfg.Label, Log: j.log})
 		if err != nil {
 			return &Failure{Kind: "outbox", Record: j.obPath, Error: err.Error()}
 		}

@@ -53,7 +53,7 @@ func newEdgeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Args:  noArgs,
 		RunE:  func(*cobra.Command, []string) error { return serveEdge(stdin, stdout, stderr) },
 	}
-	cmd.AddCommand(newEdgeStatusCmd(stdout), newEdgeOutboxCmd(stdout), newEdgeFlushCmd(stdout, stderr))
+	cmd.AddCommand(newEdgeStatusCmd(stdout, stderr), newEdgeOutboxCmd(stdout, stderr), newEdgeFlushCmd(stdout, stderr))
 	return cmd
 }
 

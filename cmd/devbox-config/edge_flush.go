@@ -48,7 +48,7 @@ func (fc *edgeFlushCmd) run() error {
 	if fc.timeout <= 0 {
 		return usageError("--timeout must be positive")
 	}
-	s, cfg, err := openOutbox(fc.stderr, false)
+	s, cfg, err := openOutbox(fc.stderr, fc.stderr, false)
 	if err != nil {
 		return err
 	}

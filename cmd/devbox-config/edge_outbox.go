@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,7 +34,10 @@ func outboxPath(cfg edge.Config, joinOutbox bool) (string, error) {
 	return filepath.Join(cfg.StateDir(), join.OutboxFile(join.Target(cfg.PrimaryURL))), nil
 }
 
-func openOutbox(logTo io.Writer, joinOutbox bool) (*outbox.Store, edge.Config, error) {
+// openOutbox opens the edge's outbox (or the join outbox): the ladder's
+// warnings go to logTo, the outbox's own (a copied file given a new
+// identity, its mode narrowed) to stderr, whatever the command.
+func openOutbox(logTo, stderr io.Writer, joinOutbox bool) (*outbox.Store, edge.Config, error) {
 	cfg, _, err := edgeConfig(logTo)
 	if err != nil {
 		return nil, cfg, err
@@ -47,7 +51,7 @@ func openOutbox(logTo io.Writer, joinOutbox bool) (*outbox.Store, edge.Config, e
 	} else if err != nil {
 		return nil, cfg, failed(fmt.Errorf("outbox %s: %w", path, err))
 	}
-	s, err := outbox.Open(path, cfg.OriginDevice, cfg.OriginLabel)
+	s, err := outbox.OpenOptions(path, outbox.Options{Device: cfg.OriginDevice, Label: cfg.OriginLabel, Log: newLogger(stderr, slog.LevelWarn).With("component", "edge")})
 	if err != nil {
 		return nil, cfg, failed(err)
 	}
@@ -85,17 +89,17 @@ drop), indoubt (it may have landed and nothing can look it up: retry sends it
 again, delivered records it as landed), held (written while policy.json did
 not parse: sent once it parses), done.`
 
-func newEdgeOutboxCmd(stdout io.Writer) *cobra.Command {
+func newEdgeOutboxCmd(stdout, stderr io.Writer) *cobra.Command {
 	ctx := context.Background()
 	g := group("outbox", "Inspect and repair the outbox: list, retry ID, drop ID, delivered ID",
-		newOutboxListCmd(stdout),
-		newOutboxActCmd(stdout, "retry", "Send an op again: a dead one after fixing its cause, or one in doubt (a second copy if the first landed)",
+		newOutboxListCmd(stdout, stderr),
+		newOutboxActCmd(stdout, stderr, "retry", "Send an op again: a dead one after fixing its cause, or one in doubt (a second copy if the first landed)",
 			func(s *outbox.Store, cfg edge.Config, id string) (outbox.Op, error) {
 				return s.RetryAs(ctx, id, tokenDevice(s, cfg))
 			}),
-		newOutboxActCmd(stdout, "drop", "Give up on an op: it is never sent, and the ops waiting behind it move on",
+		newOutboxActCmd(stdout, stderr, "drop", "Give up on an op: it is never sent, and the ops waiting behind it move on",
 			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, error) { return s.Drop(ctx, id) }),
-		newOutboxActCmd(stdout, "delivered", "Record an op in doubt as landed on the primary (you checked it is there): never sent again",
+		newOutboxActCmd(stdout, stderr, "delivered", "Record an op in doubt as landed on the primary (you checked it is there): never sent again",
 			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, error) { return s.Delivered(ctx, id) }))
 	g.Long = outboxHelp
 	return g
@@ -103,12 +107,12 @@ func newEdgeOutboxCmd(stdout io.Writer) *cobra.Command {
 
 // outboxListCmd is `edge outbox list`: its flags, and run.
 type outboxListCmd struct {
-	stdout                  io.Writer
+	stdout, stderr          io.Writer
 	all, asJSON, joinOutbox bool
 }
 
-func newOutboxListCmd(stdout io.Writer) *cobra.Command {
-	lc := &outboxListCmd{stdout: stdout}
+func newOutboxListCmd(stdout, stderr io.Writer) *cobra.Command {
+	lc := &outboxListCmd{stdout: stdout, stderr: stderr}
 	c := &cobra.Command{
 		Use: "list", Short: "List the ops not done: queued, inflight, dead, in doubt, held (--all: done ones too)", Args: noArgs,
 		RunE: func(*cobra.Command, []string) error { return lc.run() },
@@ -120,7 +124,7 @@ func newOutboxListCmd(stdout io.Writer) *cobra.Command {
 }
 
 func (lc *outboxListCmd) run() error {
-	s, _, err := openOutbox(io.Discard, lc.joinOutbox)
+	s, _, err := openOutbox(io.Discard, lc.stderr, lc.joinOutbox)
 	if path, ok := noOutbox(err); ok {
 		if lc.asJSON {
 			fmt.Fprintln(lc.stdout, "[]")
@@ -172,12 +176,12 @@ func (lc *outboxListCmd) run() error {
 }
 
 // newOutboxActCmd is `edge outbox retry|drop|delivered ID`: act on one op.
-func newOutboxActCmd(stdout io.Writer, use, short string, act func(*outbox.Store, edge.Config, string) (outbox.Op, error)) *cobra.Command {
+func newOutboxActCmd(stdout, stderr io.Writer, use, short string, act func(*outbox.Store, edge.Config, string) (outbox.Op, error)) *cobra.Command {
 	var joinOutbox bool
 	c := &cobra.Command{
 		Use: use + " ID", Short: short, Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			s, cfg, err := openOutbox(io.Discard, joinOutbox)
+			s, cfg, err := openOutbox(io.Discard, stderr, joinOutbox)
 			if err != nil {
 				return err
 			}

@@ -57,12 +57,12 @@ facts as one object.`
 
 // edgeStatusCmd is `edge status`: its flags, and run.
 type edgeStatusCmd struct {
-	stdout io.Writer
-	asJSON bool
+	stdout, stderr io.Writer
+	asJSON         bool
 }
 
-func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
-	sc := &edgeStatusCmd{stdout: stdout}
+func newEdgeStatusCmd(stdout, stderr io.Writer) *cobra.Command {
+	sc := &edgeStatusCmd{stdout: stdout, stderr: stderr}
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Show the outbox (queue depth by state, oldest queued, last flush and error), primary reachability and embedder state",
@@ -76,7 +76,7 @@ func newEdgeStatusCmd(stdout io.Writer) *cobra.Command {
 
 func (sc *edgeStatusCmd) run() error {
 	ctx := context.Background() // the outbox's reads are local; each ask of the primary has its own bound (primaryWait)
-	s, cfg, err := openOutbox(io.Discard, false)
+	s, cfg, err := openOutbox(io.Discard, sc.stderr, false)
 	if path, ok := noOutbox(err); ok {
 		return sc.withoutOutbox(path, checkPrimary(ctx, cfg), doctor.UnfinishedJoins(cfg.Palace, time.Now()))
 	}

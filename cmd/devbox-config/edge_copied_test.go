@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// copiedOutbox makes the palace's outbox (edgeOutbox's, one op queued by
+// device "dev") a copy of itself: its bytes in another file, renamed over
+// it, as a copied HOME holds them.
+func copiedOutbox(t *testing.T) string {
+	t.Helper()
+	s := edgeOutbox(t)
+	if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_diary_write", Payload: []byte(`{"agent_name":"pi","entry":"before the copy"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	path := s.Path()
+	s.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".copy", data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".copy", path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The first command to open a copied outbox logs that it is one, whichever
+// it is (attack54 N3: `edge status` and `edge flush` re-keyed it silently).
+func TestACopiedOutboxIsLoggedByEveryCommand(t *testing.T) {
+	for _, args := range [][]string{{"edge", "status"}, {"edge", "flush", "--timeout", "1s"}, {"edge", "outbox", "list"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			copiedOutbox(t)
+			_, _, errOut := runCLI(args...)
+			if !strings.Contains(errOut, "level=WARN") || !strings.Contains(errOut, "this outbox is a copy of another") {
+				t.Errorf("stderr:\n%s", errOut)
+			}
+		})
+	}
+}
