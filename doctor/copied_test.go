@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
@@ -33,4 +34,35 @@ func TestDoctorLeavesACopiedOutboxUnchanged(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(OutboxPath(b.palace)), "live")); err == nil {
 		t.Error("doctor made the edge's liveness directory beside the outbox")
 	}
+}
+
+// Doctor says an outbox is a copy while .env's device id is the one its
+// ops were made under, before any edge re-keyed it and after (attack54
+// N2: a copied HOME wrote under the first machine's name, unsaid).
+func TestDoctorSaysTheOutboxIsACopy(t *testing.T) {
+	b := newBox(t)
+	orig := filepath.Join(t.TempDir(), outbox.FileName)
+	s, err := outbox.Open(orig, "laptop", "lab")
+	must(t, err)
+	_, err = s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_diary_write", Payload: []byte(`{"agent_name":"pi","entry":"e"}`)})
+	must(t, err)
+	must(t, s.Close())
+	data, err := os.ReadFile(orig)
+	must(t, err)
+	must(t, os.MkdirAll(filepath.Dir(OutboxPath(b.palace)), 0o700))
+	write(t, OutboxPath(b.palace), string(data), 0o600)
+	b.env["MEMPALACE_ORIGIN_DEVICE"] = "laptop"
+	fs := b.run()
+	only(t, fs, "info:outbox-copied")
+	if !strings.Contains(fs[0].Message, `device "laptop"`) || !strings.Contains(fs[0].Message, "no edge has opened it") || !strings.Contains(fs[0].Fix, "token issue NEW-ID") {
+		t.Fatalf("%+v", fs[0])
+	}
+	s, err = outbox.Open(OutboxPath(b.palace), "laptop", "lab") // an edge: re-keys it, and keeps the record
+	must(t, err)
+	must(t, s.Close())
+	if fs = b.run(); len(fs) != 1 || !strings.Contains(fs[0].Message, "first opened as a copy") {
+		t.Fatalf("after an edge opened it: %+v", fs)
+	}
+	b.env["MEMPALACE_ORIGIN_DEVICE"] = "laptop-2"
+	only(t, b.run())
 }

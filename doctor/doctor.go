@@ -45,6 +45,7 @@ const (
 	IDOutboxInDoubt      = "outbox-in-doubt"
 	IDOutboxIntents      = "outbox-intents"
 	IDOutboxStayedLocal  = "outbox-stayed-local"
+	IDOutboxCopied       = "outbox-copied"
 	IDStayedLocalRecord  = "stayed-local-record"
 	IDPalaceDamaged      = "palace-damaged"
 	IDVectorIndex        = "vector-index"

@@ -25,6 +25,7 @@ type outboxState struct {
 	// unusable: the outbox could not be opened (not a database, or one
 	// that fails its integrity check), so nothing can read it.
 	unusable bool
+	device   string // .env's MEMPALACE_ORIGIN_DEVICE (outbox-copied)
 }
 
 // OutboxPath is where the edge keeps its queue: <palace>/edge/outbox.sqlite.
@@ -39,7 +40,7 @@ func readOutbox(ctx context.Context, opts Options, st State) outboxState {
 	if st.Palace == "" {
 		return outboxState{}
 	}
-	ob := outboxState{path: OutboxPath(st.Palace)}
+	ob := outboxState{path: OutboxPath(st.Palace), device: st.Settings.OriginDevice}
 	fi, err := os.Stat(ob.path)
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() == 0 {
 		return ob
@@ -62,7 +63,8 @@ func readOutbox(ctx context.Context, opts Options, st State) outboxState {
 }
 
 // CheckOutbox is outbox-dead and outbox-backlog (§4.3): writes the edge
-// gave up on, and how long the oldest queued write has waited.
+// gave up on, and how long the oldest queued write has waited; and
+// outbox-copied.
 func CheckOutbox(opts Options, ob outboxState) []Finding {
 	if !ob.exists {
 		return nil
@@ -108,6 +110,9 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		out = append(out, Finding{ID: IDStayedLocalRecord, Severity: Warn, Section: "§4.3",
 			Message: "the record of writes that stayed in the local palace only (a full disk) cannot be read, so none is reported: " + mailbox.Printable(opts.mask(e)),
 			Fix:     StayedLocalRecordFix})
+	}
+	if f, ok := CopiedOutbox(ob.path, ob.stats.Copied, ob.device); ok {
+		out = append(out, f)
 	}
 	if ob.stats.OldestQueued != nil {
 		age := opts.Now().Sub(*ob.stats.OldestQueued)

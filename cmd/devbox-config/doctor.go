@@ -71,6 +71,9 @@ section it comes from. Finding ids are stable, for scripts:
                                                   (the mailbox has no identity)
   sync-shared                                §7.2 remote mode reaches mempalace_sync
   outbox-dead, outbox-backlog                §4.3 the edge's queue
+  outbox-copied                              §6.2 info: the outbox is a copy of
+                                                  another's, under the same
+                                                  device id (a copied HOME)
   join-interrupted                           §4.4 a join that stopped half-way:
                                                   its queued records wait for
                                                   join --resume

@@ -46,3 +46,23 @@ func TestACopiedOutboxIsLoggedByEveryCommand(t *testing.T) {
 		})
 	}
 }
+
+// A copied HOME is a second machine writing under the first one's device
+// id: edge status says so, with the commands that give it its own, while
+// MEMPALACE_ORIGIN_DEVICE is still that id (attack54 N2: nothing said it).
+func TestEdgeStatusSaysTheOutboxIsACopy(t *testing.T) {
+	copiedOutbox(t)
+	t.Setenv("MEMPALACE_ORIGIN_DEVICE", "dev")
+	for range 2 { // the open that re-keys it, and the one after
+		out := runOK(t, "edge", "status")
+		for _, want := range []string{"COPY ", `writes under device "dev"'s name`, "first opened as a copy", "device add NEW-ID", "token issue NEW-ID", "MEMPALACE_ORIGIN_DEVICE=NEW-ID"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("status lacks %q:\n%s", want, out)
+			}
+		}
+	}
+	t.Setenv("MEMPALACE_ORIGIN_DEVICE", "laptop-2")
+	if out := runOK(t, "edge", "status"); strings.Contains(out, "COPY") {
+		t.Errorf("status of a copy given its own device id:\n%s", out)
+	}
+}

@@ -32,6 +32,9 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   protected   how the primary absorbs a resend (an op-id ledger, or look-ups)
   embedder    whether the last search that could tell found the primary's embedder
               different (one chunk, same text, two distances)
+  COPY        the outbox is a copy of another's (a copied HOME), and
+              MEMPALACE_ORIGIN_DEVICE is still the device its ops were made
+              under: a second machine writing under the first one's name
   DEAD, IN DOUBT, HELD
               each op that needs you, with the command that settles it
               (a dead op: how many later ops on its objects wait behind it)
@@ -98,12 +101,16 @@ func (sc *edgeStatusCmd) run() error {
 	if v.protection == "" {
 		v.protection = "not known yet (no answer from the primary recorded)"
 	}
+	if f, ok := doctor.CopiedOutbox(s.Path(), st.Copied, cfg.OriginDevice); ok {
+		v.copied = &f
+	}
 	v.behind = deadBehind(ctx, s, st.Dead)
 	if v.tombs, err = checkTombstones(ctx, s, cfg, strings.HasPrefix(v.primary, reachable)); err != nil {
 		return failed(err)
 	}
 	if sc.asJSON {
 		return printJSON(sc.stdout, "edge status", map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy, "intent_note": intentNote(st), "dead_behind": v.behind, "unfinished_joins": joinsJSON(v.joins),
+			"copied":     v.copied,
 			"tombstones": map[string]any{"total": v.tombs.Total, "on_primary": v.tombs.OnPrimary, "not_visible": v.tombs.NotSeen, "check_errors": v.tombs.CheckErrors, "unchecked": v.tombs.Unchecked}})
 	}
 	v.print(sc.stdout)
@@ -118,6 +125,7 @@ type edgeStatus struct {
 	behind                                        map[string]int // a dead op's id: the ops waiting behind it
 	tombs                                         edge.Remaining
 	joins                                         []doctor.Finding // join-interrupted
+	copied                                        *doctor.Finding  // outbox-copied
 }
 
 func (v edgeStatus) print(w io.Writer) {
@@ -145,6 +153,9 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "embedder   MISMATCH: %s (a search that finds a chunk at two distances answers the primary's results alone; cleared by the next search whose chunks on both sides agree)\n", v.mismatch)
 	} else {
 		fmt.Fprintf(w, "embedder   no mismatch seen\n")
+	}
+	if v.copied != nil {
+		fmt.Fprintf(w, "COPY       %s (fix: %s)\n", v.copied.Message, v.copied.Fix)
 	}
 	for _, o := range st.Dead {
 		fmt.Fprintf(w, "DEAD       %s %s: %s%s (%s)\n", o.Short(), o.Tool, errorText(o.Error), behindNote(v.behind[o.ID]), deadFix(o))

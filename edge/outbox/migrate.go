@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
 )
@@ -237,8 +238,17 @@ func (s *Store) loadIdentity(o Options) error {
 	// Read first, without the write lock: an outbox opened again (doctor
 	// beside a running edge) has its identity.
 	id, boundTo, err := identityOf(ctx, s.db)
-	if err != nil || id != "" && boundTo == file || o.ReadOnly {
+	if err != nil || id != "" && boundTo == file {
 		s.identity = id
+		return err
+	}
+	if o.ReadOnly { // a copy is seen, and left as it is
+		s.identity = id
+		if id == "" {
+			return nil
+		}
+		c, err := s.copyOf(ctx, s.db, id, time.Time{})
+		s.copy = &c
 		return err
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
@@ -257,7 +267,14 @@ func (s *Store) loadIdentity(o Options) error {
 	rand.Read(b) // never fails (crypto/rand)
 	fresh := hex.EncodeToString(b)
 	if id != "" {
-		o.Log.Warn("this outbox is a copy of another (its file is not the one its identity was made for): it takes a new identity", "file", s.path, "was", id[:8], "now", fresh[:8])
+		c, err := s.copyOf(ctx, tx, id, s.now())
+		if err != nil {
+			return err
+		}
+		o.Log.Warn("this outbox is a copy of another (its file is not the one its identity was made for): it takes a new identity; if this is a second machine, give it a device id and token of its own (docs/operator.md, A cloned devbox)", "file", s.path, "was", c.Was, "now", fresh[:8], "device", c.Device)
+		if err := recordCopy(ctx, tx, c); err != nil {
+			return err
+		}
 	}
 	for k, v := range map[string]string{metaIdentity: fresh, metaIdentityFile: file} {
 		if err := setMeta(ctx, tx, k, v); err != nil {

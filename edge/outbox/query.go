@@ -690,6 +690,8 @@ type Stats struct {
 	StayedLocalErr string `json:"stayed_local_error,omitempty"`
 	FlushOwner     string `json:"flush_owner,omitempty"`
 	Identity       string `json:"identity"`
+	// Copied: this outbox is a copy of another's file (copy.go).
+	Copied *Copied `json:"copied,omitempty"`
 	// QueuedAs counts the ops not done yet (intents aside) by the device
 	// the gateway named the token when each was queued (Op.TokenDevice;
 	// none counted for ""): doctor compares it with the device the
@@ -759,6 +761,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		return st, err
 	}
 	if st.QueuedAs, err = s.queuedAs(ctx); err != nil {
+		return st, err
+	}
+	if st.Copied, err = s.copied(ctx); err != nil {
 		return st, err
 	}
 	if st.StayedLocal, err = ReadStayedLocal(s.path); err != nil {

@@ -24,7 +24,8 @@ type Store struct {
 	flushDB  *sql.DB // synchronous=NORMAL: the flusher's bookkeeping
 	device   string
 	label    string
-	identity string // this file's random identity: a copy of the file takes a new one (loadIdentity)
+	identity string  // this file's random identity: a copy of the file takes a new one (loadIdentity)
+	copy     *Copied // a copy a read-only open saw, not given its identity (copy.go)
 	now      func() time.Time
 	owner    string    // this Store's name in live/ ("": it holds no lock; live.go)
 	live     io.Closer // its lock, held until Close

@@ -1,0 +1,66 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Copied is what an outbox knows of being a copy of another's file (a
+// copied HOME, a restored backup: loadIdentity), for edge status and
+// doctor to say while the device id is still the one its ops were made
+// under: a second machine writing under the first one's name.
+type Copied struct {
+	// At is when an edge command first opened the copy and gave it an
+	// identity of its own (zero: none has yet; a read-only open saw it).
+	At time.Time `json:"at"`
+	// Was is the original's identity, its first 8 hex digits.
+	Was string `json:"was"`
+	// Device is the device id the outbox's ops were made under then (the
+	// last op's; with none, the opener's MEMPALACE_ORIGIN_DEVICE).
+	Device string `json:"device"`
+}
+
+const metaCopied = "copied"
+
+// copyOf is the record of this file as a copy of the outbox whose
+// identity was id, seen at at.
+func (s *Store) copyOf(ctx context.Context, q querier, id string, at time.Time) (Copied, error) {
+	var device string
+	err := q.QueryRowContext(ctx, `SELECT origin_device FROM ops ORDER BY local_seq DESC LIMIT 1`).Scan(&device)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return Copied{}, err
+	}
+	return Copied{At: at, Was: id[:min(8, len(id))], Device: cmp.Or(device, s.device)}, nil
+}
+
+// recordCopy keeps c in the outbox (it is copied on with the file: a copy
+// of a copy records the later one over it).
+func recordCopy(ctx context.Context, q querier, c Copied) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return setMeta(ctx, q, metaCopied, string(b))
+}
+
+// copied is Stats.Copied: what this open saw (read-only), else the record
+// an earlier open kept (nil: no copy seen).
+func (s *Store) copied(ctx context.Context) (*Copied, error) {
+	if s.copy != nil {
+		return s.copy, nil
+	}
+	v, err := s.Meta(ctx, metaCopied)
+	if err != nil || v == "" {
+		return nil, err
+	}
+	var c Copied
+	if err := json.Unmarshal([]byte(v), &c); err != nil {
+		return nil, fmt.Errorf("outbox: its record of being a copy: %w", err)
+	}
+	return &c, nil
+}
