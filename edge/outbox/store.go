@@ -162,17 +162,23 @@ func OpenOptions(path string, o Options) (*Store, error) {
 		db.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
-	if o.ReadOnly {
-		return s, nil
-	}
-	if s.owner, s.live, err = holdLiveness(path); err != nil {
-		o.Log.Warn("no liveness lock: another edge process on this palace takes this one's unsettled writes and deletes for a killed edge's, and waits for its flush lease to expire", "err", err)
-	}
-	sweepLive(filepath.Join(filepath.Dir(path), liveDir))
-	if err := reserveStayedLocal(path); err != nil {
-		o.Log.Warn("no room kept for the record of writes the outbox cannot take (a full disk): if the disk fills, edge status and doctor may not hear of them", "err", err)
+	if !o.ReadOnly {
+		s.settleIn(o.Log)
 	}
 	return s, nil
+}
+
+// settleIn takes this Store's liveness lock, sweeps those of processes
+// gone, and keeps room for the record of writes a full disk stops.
+func (s *Store) settleIn(log *slog.Logger) {
+	var err error
+	if s.owner, s.live, err = holdLiveness(s.path); err != nil {
+		log.Warn("no liveness lock: another edge process on this palace takes this one's unsettled writes and deletes for a killed edge's, and waits for its flush lease to expire", "err", err)
+	}
+	sweepLive(filepath.Join(filepath.Dir(s.path), liveDir))
+	if err := reserveStayedLocal(s.path); err != nil {
+		log.Warn("no room kept for the record of writes the outbox cannot take (a full disk): if the disk fills, edge status and doctor may not hear of them", "err", err)
+	}
 }
 
 // Close waits for the doorbell rings in flight, then closes the database.
