@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -708,20 +709,24 @@ func TestPrimaryUnreachable(t *testing.T) {
 		b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-unused-0123456789"
 		only(t, b.run(), "error:primary-unreachable")
 	})
-	t.Run("a URL without the /mcp path names it", func(t *testing.T) {
-		// /healthz answers at the root, tools/list at it is a 404: the fix
-		// is the path, not "check MEMPALACE_REMOTE_URL" (attack20 f07).
-		b := newBox(t)
-		srv := primary(t, "tok-nopath-0123456789", fakepalace.Options{})
-		root := strings.TrimSuffix(srv.URL(), "/mcp")
-		b.env["MEMPALACE_REMOTE_URL"] = root
-		b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-nopath-0123456789"
-		fs := b.run()
-		only(t, fs, "error:primary-unreachable")
-		if !strings.Contains(fs[0].Message, "no path") || !strings.Contains(fs[0].Fix, "MEMPALACE_REMOTE_URL="+root+"/mcp") {
-			t.Fatalf("the finding does not name the missing /mcp: %+v", fs[0])
-		}
-	})
+	// Attack20 f07: /healthz answers at the root, tools/list at it is a
+	// 404: the fix is the path, not "check MEMPALACE_REMOTE_URL".
+	// Attack55 F5: /mcp/ and /MCP got only "check", /MCP even a probe of
+	// /MCP/healthz: the same fix names the URL to set.
+	for suffix, want := range map[string]string{"": "no path", "/": "no path", "/mcp/": `the path "/mcp/"`, "/MCP": `the path "/MCP"`} {
+		t.Run("a URL without the /mcp path names it: "+cmp.Or(suffix, "none"), func(t *testing.T) {
+			b := newBox(t)
+			srv := primary(t, "tok-nopath-0123456789", fakepalace.Options{})
+			root := strings.TrimSuffix(srv.URL(), "/mcp")
+			b.env["MEMPALACE_REMOTE_URL"] = root + suffix
+			b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-nopath-0123456789"
+			fs := b.run()
+			only(t, fs, "error:primary-unreachable")
+			if !strings.Contains(fs[0].Message, want) || !strings.Contains(fs[0].Fix, "set MEMPALACE_REMOTE_URL="+root+"/mcp ") {
+				t.Fatalf("the finding does not name the /mcp to set: %+v", fs[0])
+			}
+		})
+	}
 	t.Run("slow", func(t *testing.T) {
 		b := newBox(t)
 		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -58,9 +59,22 @@ func healthzURL(mcpURL string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/mcp") + "/healthz"
+	p := strings.TrimSuffix(u.Path, "/")
+	if strings.EqualFold(path.Base(p), "mcp") { // "/MCP" too: ladder.MCPPath names the fix
+		p = path.Dir(p)
+	}
+	u.Path, u.RawPath = strings.TrimSuffix(p, "/")+"/healthz", ""
 	u.RawQuery, u.Fragment = "", ""
 	return u.String(), nil
+}
+
+// urlPath says what path raw has, for a finding: "has no path" or
+// "has the path \"/MCP\"".
+func urlPath(raw string) string {
+	if u, err := url.Parse(raw); err == nil && strings.Trim(u.Path, "/") != "" {
+		return fmt.Sprintf("has the path %q", u.EscapedPath())
+	}
+	return "has no path"
 }
 
 // CheckPrimary is primary-unreachable, primary-auth, host-pin,
@@ -156,7 +170,7 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 		return []Finding{gatewayUpstream(at, "it accepted this device's token, but the primary behind it failed: "+opts.mask(c.refusal))}
 	case status != http.StatusOK && ladder.MCPPath(s.URL) != "":
 		return []Finding{{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",
-			Message: fmt.Sprintf("%s answered HTTP %d to an authenticated tools/list: %s has no path, and mempalace serve and the gateway answer MCP only on /mcp (their /healthz answers beside it)", at, status, ladder.EnvRemoteURL),
+			Message: fmt.Sprintf("%s answered HTTP %d to an authenticated tools/list: %s %s, and mempalace serve and the gateway answer MCP only on /mcp, lower case with no trailing slash (their /healthz answers beside it)", at, status, ladder.EnvRemoteURL, urlPath(s.URL)),
 			Fix:     fmt.Sprintf("set %s=%s in .env (the harness configs follow at the next render)", ladder.EnvRemoteURL, opts.mask(ladder.RedactURL(ladder.MCPPath(s.URL))))}}
 	case status != http.StatusOK:
 		return []Finding{{ID: IDPrimaryUnreachable, Severity: Error, Section: "§6.2",

@@ -528,14 +528,22 @@ func RedactURL(raw string) string {
 	return u.String()
 }
 
-// MCPPath is raw with the /mcp path added when it has no path ("" when it
-// has one, or is no http URL): mempalace serve and the gateway answer MCP
-// only on /mcp, while their /healthz answers beside it, so such a URL
-// looks alive and every call is a 404.
+// MCPPath is raw with its path made /mcp when it has none, or has /mcp
+// with a trailing slash or in other letters ("/mcp/", "/MCP"): "" when
+// its path is /mcp or another, or it is no http URL. mempalace serve and
+// the gateway answer MCP only on /mcp, while their /healthz answers
+// beside it, so such a URL looks alive and every call is a 404.
 func MCPPath(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
+	if err != nil || u.Host == "" {
 		return ""
 	}
-	return strings.TrimSuffix(raw, "/") + "/mcp"
+	switch p := strings.TrimSuffix(u.Path, "/"); {
+	case p == "":
+		return strings.TrimSuffix(raw, "/") + "/mcp"
+	case strings.EqualFold(p, "/mcp") && u.Path != "/mcp":
+		u.Path, u.RawPath = "/mcp", ""
+		return u.String()
+	}
+	return ""
 }

@@ -245,11 +245,15 @@ func TestParentEnvironPassesEveryServerVar(t *testing.T) {
 // (doctor's finding, the gateway's --upstream check).
 func TestMCPPath(t *testing.T) {
 	for raw, want := range map[string]string{
-		"http://127.0.0.1:8765":      "http://127.0.0.1:8765/mcp",
-		"https://palace.example/":    "https://palace.example/mcp",
-		"https://palace.example/mcp": "",
-		"https://palace.example/p/":  "",
-		"127.0.0.1:8765":             "",
+		"http://127.0.0.1:8765":        "http://127.0.0.1:8765/mcp",
+		"https://palace.example/":      "https://palace.example/mcp",
+		"https://palace.example/mcp":   "",
+		"https://palace.example/p/":    "",
+		"https://palace.example/mcp/":  "https://palace.example/mcp",
+		"http://h:1/MCP":               "http://h:1/mcp",
+		"http://h:1/Mcp/?x=1":          "http://h:1/mcp?x=1",
+		"https://palace.example/mcp/x": "",
+		"127.0.0.1:8765":               "",
 	} {
 		if got := MCPPath(raw); got != want {
 			t.Errorf("MCPPath(%q) = %q, want %q", raw, got, want)

@@ -175,8 +175,10 @@ func checkUpstream(raw string) (problem, fix string) {
 		return fmt.Sprintf("has scheme %q", u.Scheme), "--upstream http://" + u.Host + u.Path
 	case u.Host == "":
 		return "has no host", "--upstream http://127.0.0.1:8765/mcp (mempalace serve's address)"
-	case ladder.MCPPath(raw) != "":
+	case ladder.MCPPath(raw) != "" && strings.Trim(u.Path, "/") == "":
 		return "has no path (mempalace serve answers on /mcp)", "--upstream " + ladder.MCPPath(raw)
+	case ladder.MCPPath(raw) != "":
+		return fmt.Sprintf("has the path %q (mempalace serve answers on /mcp, lower case with no trailing slash)", u.EscapedPath()), "--upstream " + ladder.MCPPath(raw)
 	}
 	return "", ""
 }

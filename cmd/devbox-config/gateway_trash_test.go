@@ -252,7 +252,7 @@ func TestGatewayTrashRestoreChecksTheUpstreamFirst(t *testing.T) {
 		{"upstream-token", host, 2, "has no scheme: --upstream http://" + host},
 		{"upstream-token", gw.URL + "/mcp", 1, "is a devbox-config gateway, not the primary: give mempalace serve's /mcp"},
 		{"wrong-token", up.URL(), 1, "refused the upstream token (HTTP 401): set MEMPALACE_UPSTREAM_TOKEN in this shell"},
-		{"upstream-token", strings.TrimSuffix(up.URL(), "/mcp") + "/mcp/", 1, "not an MCP answer: give mempalace serve's /mcp"},
+		{"upstream-token", strings.TrimSuffix(up.URL(), "/mcp") + "/mcp/", 2, `has the path "/mcp/" (mempalace serve answers on /mcp, lower case with no trailing slash): --upstream ` + up.URL()},
 		// An upstream that answered is never "does not answer: EOF"
 		// (outside tester, attack36 N4).
 		{"upstream-token", "https://" + host, 1, "asks for TLS (https), and the server there answered in plain HTTP or closed the handshake: give http://" + host},
