@@ -820,6 +820,7 @@ func TestSyncShared(t *testing.T) {
 	gw, tok, _ := gatewayFleet(t, upstreamTok)
 	b = newBox(t)
 	b.env["MEMPALACE_REMOTE_URL"], b.env["MEMPALACE_REMOTE_TOKEN"] = gw, tok
+	b.env["MEMPALACE_ORIGIN_LABEL"] = "laptop" // opencode@laptop, the device's agent
 	only(t, b.run())
 	b.env["MEMPALACE_REMOTE_URL"] = withoutDeviceInfo(t, gw)
 	only(t, b.run(), "warn:sync-shared")

@@ -195,7 +195,9 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 // With another device's identity the edge stamps writes as one device
 // while the gateway holds them to another, and an agent that is not one
 // of the device's cannot see the asks addressed to it (the mailbox says
-// the same).
+// the same). An agent name with MEMPALACE_ORIGIN_LABEL unset is the bare
+// name (ladder.EdgeSettings.NoLabel), and the finding names the line to
+// add.
 func identityMismatch(s ladder.Settings, dev deviceinfo.Info) []Finding {
 	if dev.ID == "" {
 		return nil
@@ -213,6 +215,12 @@ func identityMismatch(s ladder.Settings, dev deviceinfo.Info) []Finding {
 	}
 	if id := s.AgentName + "@" + s.OriginLabel; s.AgentName != "" && s.OriginLabel != "" && !dev.Coordinator && !slices.Contains(dev.Agents, id) {
 		wrong = append(wrong, fmt.Sprintf("%s is not one of the device's agents (%s): asks addressed to it cannot be seen through this token", mailbox.Quoted(id), agents))
+	}
+	if w := (ladder.EdgeSettings{Settings: s}).NoLabel(dev.Label); w != "" {
+		if !dev.Coordinator && !slices.Contains(dev.Agents, s.AgentName) {
+			w += fmt.Sprintf(" (%s is not one of the device's agents: no ask to it can be seen, and the edge refuses its coordination writes)", mailbox.Quoted(s.AgentName))
+		}
+		wrong = append(wrong, w)
 	}
 	if len(wrong) == 0 {
 		return nil

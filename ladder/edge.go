@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/joakimp/devbox-config/shellword"
 )
 
 // The edge's and the gateway's own variables (besides the ladder's).
@@ -68,6 +70,24 @@ func (s EdgeSettings) Identity() string {
 	default:
 		return a + "@" + s.OriginLabel
 	}
+}
+
+// NoLabel says, for an identity Identity() leaves bare because
+// MEMPALACE_ORIGIN_LABEL is unset, which agent name that is and the .env
+// line that gives it its label: label is the device's (as a gateway
+// names it; "" when not known, then a placeholder). "" when the identity
+// has its label or no agent, or the label was refused (Resolve's warning
+// says so).
+func (s EdgeSettings) NoLabel(label string) string {
+	a := s.Agent()
+	if a == "" || s.OriginLabel != "" || s.OriginLabelRefused != "" {
+		return ""
+	}
+	line, id := EnvOriginLabel+"=<this device's label, as `devbox-config gateway device list` shows it>", a+"@<label>"
+	if label != "" && LabelFault(label) == "" {
+		line, id = EnvOriginLabel+"="+shellword.Quote(label), a+"@"+label
+	}
+	return fmt.Sprintf("the agent identity is the bare %q: %s is unset in .env, so it is not %q, the address other devices write to; add the line `%s` to .env", a, EnvOriginLabel, id, line)
 }
 
 // ResolveEdge reads the edge's settings. Like Resolve, what it cannot use

@@ -77,6 +77,7 @@ func newMailboxCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
 // run reads the mailbox; timeoutSet says --timeout was given (else the
 // environment's MEMPALACE_EDGE_TIMEOUT applies).
 func (mc *mailboxCmd) run(timeoutSet bool) error {
+	fromEnv := strings.TrimSpace(mc.agent) == ""
 	s, err := mc.settle(timeoutSet)
 	if err != nil {
 		return err
@@ -86,7 +87,10 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 	heard := &deviceHeard{}
 	r, err := readMailbox(ctx, s.URL, ladder.TokenSource(mc.env)(), mc.agent, mc.stream, mc.timeout, heard)
 	if err != nil {
-		return failed(mc.diagnosed(ctx, s, err))
+		return failed(mc.diagnosed(ctx, s.Settings, err))
+	}
+	if w := s.NoLabel(heard.label()); fromEnv && w != "" {
+		fmt.Fprintln(mc.stderr, "devbox-config: warning:", mailbox.Printable(w))
 	}
 	if w := heard.notOurs(mc.agent); w != "" {
 		fmt.Fprintln(mc.stderr, "devbox-config: warning:", w)
@@ -128,11 +132,11 @@ func (mc *mailboxCmd) diagnosed(ctx context.Context, s ladder.Settings, err erro
 // settle reads the ladder and settles the agent and the timeout; it
 // returns the settings (the primary's URL), or the usage mistake that
 // leaves none.
-func (mc *mailboxCmd) settle(timeoutSet bool) (ladder.Settings, error) {
+func (mc *mailboxCmd) settle(timeoutSet bool) (ladder.EdgeSettings, error) {
 	// The local server is not needed here: nothing looks it up.
 	s, warns, err := ladder.ResolveEdge(mc.env, func(string) (string, error) { return "", exec.ErrNotFound })
 	if err != nil {
-		return ladder.Settings{}, usageError("%v", err)
+		return ladder.EdgeSettings{}, usageError("%v", err)
 	}
 	for _, w := range warns {
 		if w.Var == ladder.EnvRemoteURL || w.Var == ladder.EnvEdgeHarness || w.Var == ladder.EnvAgentName || w.Var == ladder.EnvOriginLabel || w.Var == ladder.EnvEdgeTimeout && !timeoutSet {
@@ -147,15 +151,15 @@ func (mc *mailboxCmd) settle(timeoutSet bool) (ladder.Settings, error) {
 	}
 	switch {
 	case mc.agent == "":
-		return ladder.Settings{}, usageError("no agent identity: pass --agent NAME or set %s (or %s) and %s", ladder.EnvAgentName, ladder.EnvEdgeHarness, ladder.EnvOriginLabel)
+		return ladder.EdgeSettings{}, usageError("no agent identity: pass --agent NAME or set %s (or %s) and %s", ladder.EnvAgentName, ladder.EnvEdgeHarness, ladder.EnvOriginLabel)
 	case mc.agent == "*":
-		return ladder.Settings{}, usageError(`--agent "*" is the broadcast address, which owes nothing (RFC 003 §7.4)`)
+		return ladder.EdgeSettings{}, usageError(`--agent "*" is the broadcast address, which owes nothing (RFC 003 §7.4)`)
 	case s.URL == "":
-		return ladder.Settings{}, usageError("%s is not set or not usable: the mailbox reads the primary", ladder.EnvRemoteURL)
+		return ladder.EdgeSettings{}, usageError("%s is not set or not usable: the mailbox reads the primary", ladder.EnvRemoteURL)
 	case mc.timeout <= 0:
-		return ladder.Settings{}, usageError("--timeout must be positive")
+		return ladder.EdgeSettings{}, usageError("--timeout must be positive")
 	}
-	return s.Settings, nil
+	return s, nil
 }
 
 // readMailbox connects to the primary over Streamable HTTP (upstream's
@@ -247,6 +251,13 @@ type deviceHeard struct {
 	mu   sync.Mutex
 	info deviceinfo.Info
 	ok   bool
+}
+
+// label is the device's label as the gateway says it ("" when not heard).
+func (h *deviceHeard) label() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.info.Label
 }
 
 // notOurs is the warning for a mailbox read for an agent that is not one

@@ -57,4 +57,23 @@ func TestMailboxWarnsOfAnIdentityNotTheDevices(t *testing.T) {
 			t.Errorf("header %s, --agent %s: stderr %q, want %q", c.header, c.agent, errb.String(), c.want)
 		}
 	}
+	// Attack55 F4: with MEMPALACE_ORIGIN_LABEL unset the mailbox read the
+	// bare "claude" and said "Nothing is owed"; it says which name it used,
+	// that the label is unset, and the line to add (the gateway's label,
+	// else a placeholder). --agent is the caller's choice: nothing said.
+	t.Setenv("MEMPALACE_AGENT_NAME", "claude")
+	for _, c := range []struct{ header, args, want string }{
+		{alice, "", "warning: the agent identity is the bare \"claude\": MEMPALACE_ORIGIN_LABEL is unset in .env, so it is not \"claude@alice\", the address other devices write to; add the line `MEMPALACE_ORIGIN_LABEL=alice` to .env"},
+		{``, "", "add the line `MEMPALACE_ORIGIN_LABEL=<this device's label"},
+		{alice, "--agent=claude", ""},
+	} {
+		header = c.header
+		var out, errb bytes.Buffer
+		if got := run(append([]string{"mailbox"}, strings.Fields(c.args)...), &out, &errb); got != 0 {
+			t.Fatalf("exit %d\n%s%s", got, out.String(), errb.String())
+		}
+		if c.want == "" && strings.Contains(errb.String(), "LABEL is unset") || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("header %s, %s: stderr %q, want %q", c.header, c.args, errb.String(), c.want)
+		}
+	}
 }
