@@ -98,6 +98,9 @@ type Options struct {
 	// a copy keeps the identity it came with, and no liveness lock is
 	// taken, nor any room kept. The file is only narrowed to 0600.
 	ReadOnly bool
+	// StatFS tells a full or read-only file system from a damaged file
+	// when the open fails (DiskSpace if nil).
+	StatFS StatFS
 }
 
 // Open opens (creating if needed) the outbox at path. device and label are
@@ -114,9 +117,12 @@ func OpenOptions(path string, o Options) (*Store, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.StatFS == nil {
+		o.StatFS = DiskSpace
+	}
 	// It holds the agent's writes: owner only.
 	if err := sqlitewal.CreatePrivate(path); err != nil {
-		return nil, fmt.Errorf("outbox %s: %w", path, err)
+		return nil, o.fault(path, "outbox %s: %w", err)
 	}
 	// An older build left it 0644: narrowed, and its -wal and -shm, which
 	// SQLite gives the database file's mode only when it creates them.
@@ -147,16 +153,21 @@ func OpenOptions(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	} else if err != nil {
 		db.Close() // the set-up's error is the one to report
-		return nil, fmt.Errorf("outbox %s is not a usable SQLite database: %w", path, err)
+		return nil, o.fault(path, "outbox %s is not a usable SQLite database: %w", err)
 	}
 	var ok string
 	if err := db.QueryRow("PRAGMA quick_check").Scan(&ok); err != nil || ok != "ok" {
 		db.Close() // the check's error is the one to report
+		if err != nil {
+			if se := storageFault(path, err, o.StatFS); se != nil {
+				return nil, se
+			}
+		}
 		return nil, fmt.Errorf("outbox %s failed its integrity check (%v %s); move it aside to start a new one", path, err, ok)
 	}
 	if err := sqlitewal.RetryBusy(func() error { return s.loadIdentity(o) }); err != nil {
 		db.Close() // the identity's error is the one to report
-		return nil, fmt.Errorf("outbox %s: its identity: %w", path, err)
+		return nil, o.fault(path, "outbox %s: its identity: %w", err)
 	}
 	if s.flushDB, err = open("NORMAL"); err != nil {
 		db.Close() // the open's error is the one to report
@@ -179,6 +190,15 @@ func (s *Store) settleIn(log *slog.Logger) {
 	if err := reserveStayedLocal(s.path); err != nil {
 		log.Warn("no room kept for the record of writes the outbox cannot take (a full disk): if the disk fills, edge status and doctor may not hear of them", "err", err)
 	}
+}
+
+// fault is an Open's error: a *StorageError when the file system caused
+// it (storageFault), else format (the path, then the error).
+func (o Options) fault(path, format string, err error) error {
+	if se := storageFault(path, err, o.StatFS); se != nil {
+		return se
+	}
+	return fmt.Errorf(format, path, err)
 }
 
 // Close waits for the doorbell rings in flight, then closes the database.

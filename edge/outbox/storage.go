@@ -1,0 +1,151 @@
+package outbox
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// MinFree is the free space under which the outbox's file system counts
+// as full when an open fails: SQLite says "disk I/O error" when it cannot
+// grow the -shm or -wal, not "database or disk is full".
+const MinFree = 1 << 20
+
+// Space is what statfs says of the file system under a directory.
+type Space struct {
+	Free     uint64 // bytes an unprivileged writer may still use
+	ReadOnly bool   // mounted read-only
+	Mount    string // where it is mounted ("" if not found)
+}
+
+// StatFS reads a directory's Space (statfs on Linux).
+type StatFS func(dir string) (Space, error)
+
+// StorageError is an Open the outbox's file system refused (full,
+// mounted read-only, or not writable by this user), not its file: the
+// file may be whole, and moving it aside would lose its queued writes.
+type StorageError struct {
+	Path  string
+	Kind  string // "full", "read-only" or "permission"
+	Space Space  // zero when statfs failed
+	Err   error
+}
+
+func (e *StorageError) Unwrap() error { return e.Err }
+
+func (e *StorageError) Error() string {
+	return fmt.Sprintf("outbox %s cannot be opened for writing: %s (%v); %s", e.Path, e.Why(), e.Err, e.Fix())
+}
+
+// Why says what stops the open, without the underlying error.
+func (e *StorageError) Why() string {
+	switch e.Kind {
+	case "full":
+		return fmt.Sprintf("the file system it is on (%s) is full, %d bytes free", e.mount(), e.Space.Free)
+	case "read-only":
+		return fmt.Sprintf("the file system it is on (%s) is mounted read-only", e.mount())
+	}
+	return "this user may not write it or its directory"
+}
+
+// Fix is what the user does; the file itself needs nothing.
+func (e *StorageError) Fix() string {
+	switch e.Kind {
+	case "full":
+		return fmt.Sprintf("free space on %s (the outbox's queued writes are kept, and sent once it opens again); do not move the outbox aside", e.mount())
+	case "read-only":
+		return fmt.Sprintf("remount %s read-write (`mount -o remount,rw %s`, or the container's volume without :ro); do not move the outbox aside", e.mount(), e.mount())
+	}
+	return fmt.Sprintf("give this user the outbox back (`chown -R $(id -u):$(id -g) %s` and `chmod 700` on it, `chmod 600` on its files), or run as its owner; do not move the outbox aside", filepath.Dir(e.Path))
+}
+
+func (e *StorageError) mount() string {
+	if e.Space.Mount != "" {
+		return e.Space.Mount
+	}
+	return "the outbox's disk"
+}
+
+// SQLite's primary result codes a storage fault gives.
+const (
+	sqlitePerm     = 3
+	sqliteReadOnly = 8
+	sqliteFull     = 13
+)
+
+// storageFault is err as a *StorageError when the file system under path
+// caused it (a full disk, a read-only mount, permissions), else nil.
+// statfs may be nil (no look at free space).
+func storageFault(path string, err error, statfs StatFS) *StorageError {
+	var sp Space
+	var spErr error = errors.ErrUnsupported
+	if statfs != nil {
+		sp, spErr = statfs(filepath.Dir(path))
+	}
+	code := -1
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		code = coded.Code() & 0xff
+	}
+	kind := ""
+	switch {
+	case errors.Is(err, syscall.ENOSPC) || code == sqliteFull || spErr == nil && sp.Free < MinFree:
+		kind = "full"
+	case errors.Is(err, syscall.EROFS) || spErr == nil && sp.ReadOnly:
+		kind = "read-only"
+	case errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) || code == sqliteReadOnly || code == sqlitePerm:
+		kind = "permission"
+	default:
+		return nil
+	}
+	if spErr != nil {
+		sp = Space{}
+	}
+	return &StorageError{Path: path, Kind: kind, Space: sp, Err: err}
+}
+
+// Peek counts an outbox's ops by state, read only: for one Open refused
+// for its file system. A read that needs the -shm (which a full or
+// read-only file system may not give) falls back to the main file alone,
+// and complete is then false when a -wal exists (what it holds is not
+// counted).
+func Peek(path string) (byState map[State]int, complete bool, err error) {
+	file := "file:" + (&url.URL{Path: path}).EscapedPath()
+	byState, err = peek(file + "?mode=ro&_pragma=busy_timeout(500)")
+	if err == nil {
+		return byState, true, nil
+	}
+	byState, err2 := peek(file + "?mode=ro&immutable=1")
+	if err2 != nil {
+		return nil, false, errors.Join(err, err2)
+	}
+	_, walErr := os.Stat(path + "-wal")
+	return byState, walErr != nil, nil
+}
+
+func peek(dsn string) (map[State]int, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close() // read only
+	rows, err := db.Query(`SELECT state, COUNT(*) FROM ops GROUP BY state`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close() // read only
+	n := map[State]int{}
+	for rows.Next() {
+		var st State
+		var c int
+		if err := rows.Scan(&st, &c); err != nil {
+			return nil, err
+		}
+		n[st] = c
+	}
+	return n, rows.Err()
+}
