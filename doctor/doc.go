@@ -11,7 +11,10 @@
 // does not exist yet. An existing outbox is opened read-only
 // (outbox.Options.ReadOnly): nothing in it or beside it is written (a copy
 // keeps the identity it came with, one an older build left is reported,
-// not brought to this build's schema); it is only narrowed to 0600. The one exception is FixSplit (doctor --fix), which
+// not brought to this build's schema); it is only narrowed to 0600. One
+// its file system refuses (full, read-only, not this user's:
+// outbox.StorageError) is only counted, read only (outbox.Peek), and never
+// called damaged. The one exception is FixSplit (doctor --fix), which
 // converges a split store onto one inode by the RFC's symlink, after a
 // backup, and only when one side holds no data.
 //

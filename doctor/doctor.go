@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/render"
 )
@@ -39,6 +40,7 @@ const (
 	IDOriginHeader       = "origin-header"
 	IDSyncShared         = "sync-shared"
 	IDOutboxDead         = "outbox-dead"
+	IDOutboxStorage      = "outbox-storage"
 	IDOutboxBacklog      = "outbox-backlog"
 	IDGatewayUpstream    = "gateway-upstream"
 	IDOutboxHeld         = "outbox-held"
@@ -99,7 +101,10 @@ type Options struct {
 	// SlowPrimary is the /healthz round trip above which the primary is
 	// reported slow (default 500 ms).
 	SlowPrimary time.Duration
-	Now         func() time.Time
+	// StatFS tells a full or read-only file system under an outbox that
+	// will not open (outbox.DiskSpace if nil).
+	StatFS outbox.StatFS
+	Now    func() time.Time
 }
 
 // DefaultIntegrityTimeout is Options.IntegrityTimeout's default.

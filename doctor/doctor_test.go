@@ -985,6 +985,38 @@ func TestOutbox(t *testing.T) {
 			}
 		}
 	})
+	// Attack55 F1: on a full disk (or a read-only mount) the outbox was
+	// "not a usable SQLite database" and the fix moved it aside, losing
+	// its queued writes, which were whole: once space was freed it showed
+	// them again. doctor says the disk is full (statfs, a seam here; the
+	// open fails for real, its -wal unwritable), with the mount, the free
+	// bytes and the fix, counts what it holds read only, and never moves
+	// it aside. With room on the disk the same file is outbox-dead.
+	t.Run("on a full disk", func(t *testing.T) {
+		b := newBox(t)
+		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+		must(t, err)
+		for _, c := range []string{"one", "two"} {
+			_, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"queued ` + c + `"}`), Wing: "w"})
+			must(t, err)
+		}
+		s.Close()
+		must(t, os.Mkdir(OutboxPath(b.palace)+"-wal", 0o700)) // no -wal can be written, as on a full disk
+		b.opts.StatFS = func(string) (outbox.Space, error) { return outbox.Space{Free: 2048, Mount: "/tiny"}, nil }
+		fs := b.run()
+		only(t, fs, "error:outbox-storage")
+		f := fs[0]
+		for _, want := range []string{"(/tiny) is full, 2048 bytes free", "holds at least 2 queued write(s)", "free space on /tiny", "do not move it aside"} {
+			if !strings.Contains(f.Message+f.Fix, want) {
+				t.Errorf("the finding lacks %q: %+v", want, f)
+			}
+		}
+		if strings.Contains(f.Fix, "mv ") || strings.Contains(f.Message, "not a usable SQLite database") {
+			t.Errorf("a whole outbox on a full disk is to be moved aside: %+v", f)
+		}
+		b.opts.StatFS = func(string) (outbox.Space, error) { return outbox.Space{Free: 1 << 30, Mount: "/tiny"}, nil }
+		only(t, b.run(), "error:outbox-dead")
+	})
 	t.Run("backlog", func(t *testing.T) {
 		b := newBox(t)
 		s, err := outbox.Open(OutboxPath(b.palace), "dev", "")

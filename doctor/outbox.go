@@ -26,6 +26,10 @@ type outboxState struct {
 	// that fails its integrity check), so nothing can read it.
 	unusable bool
 	device   string // .env's MEMPALACE_ORIGIN_DEVICE (outbox-copied)
+	// storage: its file system refused the open (full, read-only, not
+	// this user's); peek is then what a read-only look counted.
+	storage *outbox.StorageError
+	peek    string
 }
 
 // OutboxPath is where the edge keeps its queue: <palace>/edge/outbox.sqlite.
@@ -46,10 +50,12 @@ func readOutbox(ctx context.Context, opts Options, st State) outboxState {
 		return ob
 	}
 	ob.exists = true
-	s, err := outbox.OpenOptions(ob.path, outbox.Options{Label: "doctor", ReadOnly: true})
-	if err != nil {
-		ob.err, ob.unusable = err, !errors.Is(err, outbox.ErrOlderSchema)
+	s, err := outbox.OpenOptions(ob.path, outbox.Options{Label: "doctor", ReadOnly: true, StatFS: opts.StatFS})
+	if errors.Is(err, outbox.ErrOlderSchema) {
+		ob.err = err
 		return ob
+	} else if err != nil {
+		return failedOutbox(ob, err)
 	}
 	defer s.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -59,6 +65,27 @@ func readOutbox(ctx context.Context, opts Options, st State) outboxState {
 		return ob
 	}
 	ob.mismatch, _ = s.Meta(ctx, "embedder_mismatch")
+	return ob
+}
+
+// failedOutbox is ob for an outbox that would not open: one its file
+// system refused is looked at read only (outbox.Peek) for what it holds;
+// any other is unusable.
+func failedOutbox(ob outboxState, err error) outboxState {
+	ob.err = err
+	if !errors.As(err, &ob.storage) {
+		ob.unusable = true
+		return ob
+	}
+	n, complete, err := outbox.Peek(ob.path)
+	switch {
+	case err != nil:
+		ob.peek = fmt.Sprintf("what it holds is not known (a read-only look failed too: %v)", err)
+	case !complete:
+		ob.peek = fmt.Sprintf("it holds at least %d queued write(s) not yet on the primary, which stay there (its -wal could not be read)", n[outbox.Queued]+n[outbox.Inflight])
+	default:
+		ob.peek = fmt.Sprintf("it holds %d queued write(s) not yet on the primary, which stay there", n[outbox.Queued]+n[outbox.Inflight])
+	}
 	return ob
 }
 
@@ -131,6 +158,11 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 
 // unreadableOutbox is outbox-dead for an outbox doctor could not read.
 func unreadableOutbox(opts Options, ob outboxState) Finding {
+	if se := ob.storage; se != nil {
+		return Finding{ID: IDOutboxStorage, Severity: Error, Section: "§4.3",
+			Message: fmt.Sprintf("the outbox %s cannot be opened for writing: %s (%s). That is no damage to the file: %s; new writes cannot be queued until it opens", ob.path, se.Why(), opts.mask(se.Err.Error()), ob.peek),
+			Fix:     se.Fix() + "; run doctor again to check"}
+	}
 	f := Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3",
 		Message: "cannot read the outbox: " + opts.mask(ob.err.Error()),
 		Fix:     "run doctor again once no edge is busy on this palace; if it persists, `devbox-config edge outbox list` shows the outbox"}

@@ -74,6 +74,9 @@ section it comes from. Finding ids are stable, for scripts:
   outbox-copied                              §6.2 info: the outbox is a copy of
                                                   another's, under the same
                                                   device id (a copied HOME)
+  outbox-storage                             §4.3 the outbox's disk is full,
+                                                  read-only or not this user's
+                                                  (the file is whole: keep it)
   join-interrupted                           §4.4 a join that stopped half-way:
                                                   its queued records wait for
                                                   join --resume

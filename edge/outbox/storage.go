@@ -54,13 +54,14 @@ func (e *StorageError) Why() string {
 
 // Fix is what the user does; the file itself needs nothing.
 func (e *StorageError) Fix() string {
+	const keep = "; the outbox then opens again with its queued writes (do not move it aside: they would be lost)"
 	switch e.Kind {
 	case "full":
-		return fmt.Sprintf("free space on %s (the outbox's queued writes are kept, and sent once it opens again); do not move the outbox aside", e.mount())
+		return fmt.Sprintf("free space on %s%s", e.mount(), keep)
 	case "read-only":
-		return fmt.Sprintf("remount %s read-write (`mount -o remount,rw %s`, or the container's volume without :ro); do not move the outbox aside", e.mount(), e.mount())
+		return fmt.Sprintf("remount %s read-write (`mount -o remount,rw %s`, or the container's volume without :ro)%s", e.mount(), e.mount(), keep)
 	}
-	return fmt.Sprintf("give this user the outbox back (`chown -R $(id -u):$(id -g) %s` and `chmod 700` on it, `chmod 600` on its files), or run as its owner; do not move the outbox aside", filepath.Dir(e.Path))
+	return fmt.Sprintf("give this user the outbox back (`chown -R $(id -u):$(id -g) %s` and `chmod 700` on it, `chmod 600` on its files), or run as its owner%s", filepath.Dir(e.Path), keep)
 }
 
 func (e *StorageError) mount() string {

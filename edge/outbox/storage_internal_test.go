@@ -32,7 +32,7 @@ func TestStorageFaultIsToldFromADamagedFile(t *testing.T) {
 		statfs StatFS
 		want   []string // "": not a storage fault
 	}{
-		{"disk I/O error on a full disk", coded(4874), full, []string{"(/mnt/tiny) is full, 4096 bytes free", "free space on /mnt/tiny", "do not move the outbox aside"}},
+		{"disk I/O error on a full disk", coded(4874), full, []string{"(/mnt/tiny) is full, 4096 bytes free", "free space on /mnt/tiny", "do not move it aside"}},
 		{"SQLITE_FULL", coded(13), roomy, []string{"is full"}},
 		{"ENOSPC", &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}, nil, []string{"the outbox's disk) is full", "free space on the outbox's disk"}},
 		{"EROFS", &os.PathError{Op: "open", Path: path, Err: syscall.EROFS}, roomy, []string{"(/mnt/tiny) is mounted read-only", "mount -o remount,rw /mnt/tiny"}},
