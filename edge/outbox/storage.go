@@ -94,10 +94,10 @@ func storageFault(path string, err error, statfs StatFS) *StorageError {
 	}
 	kind := ""
 	switch {
+	case errors.Is(err, syscall.EROFS) || spErr == nil && sp.ReadOnly: // statfs counts nothing free on some
+		kind = "read-only"
 	case errors.Is(err, syscall.ENOSPC) || code == sqliteFull || spErr == nil && sp.Free < MinFree:
 		kind = "full"
-	case errors.Is(err, syscall.EROFS) || spErr == nil && sp.ReadOnly:
-		kind = "read-only"
 	case errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) || code == sqliteReadOnly || code == sqlitePerm:
 		kind = "permission"
 	default:
@@ -112,8 +112,8 @@ func storageFault(path string, err error, statfs StatFS) *StorageError {
 // Peek counts an outbox's ops by state, read only: for one Open refused
 // for its file system. A read that needs the -shm (which a full or
 // read-only file system may not give) falls back to the main file alone,
-// and complete is then false when a -wal exists (what it holds is not
-// counted).
+// and complete is then false when a -wal with anything in it exists (what
+// it holds is not counted).
 func Peek(path string) (byState map[State]int, complete bool, err error) {
 	file := "file:" + (&url.URL{Path: path}).EscapedPath()
 	byState, err = peek(file + "?mode=ro&_pragma=busy_timeout(500)")
@@ -124,8 +124,8 @@ func Peek(path string) (byState map[State]int, complete bool, err error) {
 	if err2 != nil {
 		return nil, false, errors.Join(err, err2)
 	}
-	_, walErr := os.Stat(path + "-wal")
-	return byState, walErr != nil, nil
+	wal, err := os.Stat(path + "-wal")
+	return byState, err != nil || wal.Size() == 0, nil
 }
 
 func peek(dsn string) (map[State]int, error) {

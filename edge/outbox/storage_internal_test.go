@@ -37,6 +37,7 @@ func TestStorageFaultIsToldFromADamagedFile(t *testing.T) {
 		{"ENOSPC", &os.PathError{Op: "write", Path: path, Err: syscall.ENOSPC}, nil, []string{"the outbox's disk) is full", "free space on the outbox's disk"}},
 		{"EROFS", &os.PathError{Op: "open", Path: path, Err: syscall.EROFS}, roomy, []string{"(/mnt/tiny) is mounted read-only", "mount -o remount,rw /mnt/tiny"}},
 		{"read-only mount, SQLite's words", coded(8), ro, []string{"mounted read-only"}},
+		{"read-only mount statfs counts full", coded(8), func(string) (Space, error) { return Space{ReadOnly: true, Mount: "/ro"}, nil }, []string{"(/ro) is mounted read-only"}},
 		{"EACCES", &os.PathError{Op: "open", Path: path, Err: syscall.EACCES}, roomy, []string{"may not write it", "chown -R $(id -u):$(id -g) /mnt/tiny/palace/edge"}},
 		{"disk I/O error with room", coded(4874), roomy, nil},
 		{"not a database", coded(26), roomy, nil},
