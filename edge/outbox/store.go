@@ -117,9 +117,6 @@ func OpenOptions(path string, o Options) (*Store, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if o.StatFS == nil {
-		o.StatFS = DiskSpace
-	}
 	// It holds the agent's writes: owner only.
 	if err := sqlitewal.CreatePrivate(path); err != nil {
 		return nil, o.fault(path, "outbox %s: %w", err)
@@ -158,10 +155,8 @@ func OpenOptions(path string, o Options) (*Store, error) {
 	var ok string
 	if err := db.QueryRow("PRAGMA quick_check").Scan(&ok); err != nil || ok != "ok" {
 		db.Close() // the check's error is the one to report
-		if err != nil {
-			if se := storageFault(path, err, o.StatFS); se != nil {
-				return nil, se
-			}
+		if se := o.storageFault(path, err); err != nil && se != nil {
+			return nil, se
 		}
 		return nil, fmt.Errorf("outbox %s failed its integrity check (%v %s); move it aside to start a new one", path, err, ok)
 	}
@@ -195,10 +190,18 @@ func (s *Store) settleIn(log *slog.Logger) {
 // fault is an Open's error: a *StorageError when the file system caused
 // it (storageFault), else format (the path, then the error).
 func (o Options) fault(path, format string, err error) error {
-	if se := storageFault(path, err, o.StatFS); se != nil {
+	if se := o.storageFault(path, err); se != nil {
 		return se
 	}
 	return fmt.Errorf(format, path, err)
+}
+
+// storageFault is storageFault with o.StatFS, DiskSpace if nil.
+func (o Options) storageFault(path string, err error) *StorageError {
+	if o.StatFS == nil {
+		return storageFault(path, err, DiskSpace)
+	}
+	return storageFault(path, err, o.StatFS)
 }
 
 // Close waits for the doorbell rings in flight, then closes the database.
