@@ -83,11 +83,11 @@ func (s EdgeSettings) NoLabel(label string) string {
 	if a == "" || s.OriginLabel != "" || s.OriginLabelRefused != "" {
 		return ""
 	}
-	line, id := EnvOriginLabel+"=<this device's label, as `devbox-config gateway device list` shows it>", a+"@<label>"
+	line, id, where := EnvOriginLabel+"=<label>", a+"@<label>", " (the device's label, as `devbox-config gateway device list` shows it)"
 	if label != "" && LabelFault(label) == "" {
-		line, id = EnvOriginLabel+"="+shellword.Quote(label), a+"@"+label
+		line, id, where = EnvOriginLabel+"="+shellword.Quote(label), a+"@"+label, ""
 	}
-	return fmt.Sprintf("the agent identity is the bare %q: %s is unset in .env, so it is not %q, the address other devices write to; add the line `%s` to .env", a, EnvOriginLabel, id, line)
+	return fmt.Sprintf("the agent identity is the bare %q: %s is unset in .env, so it is not %q, the address other devices write to; add the line `%s` to .env%s", a, EnvOriginLabel, id, line, where)
 }
 
 // ResolveEdge reads the edge's settings. Like Resolve, what it cannot use

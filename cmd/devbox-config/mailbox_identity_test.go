@@ -64,7 +64,7 @@ func TestMailboxWarnsOfAnIdentityNotTheDevices(t *testing.T) {
 	t.Setenv("MEMPALACE_AGENT_NAME", "claude")
 	for _, c := range []struct{ header, args, want string }{
 		{alice, "", "warning: the agent identity is the bare \"claude\": MEMPALACE_ORIGIN_LABEL is unset in .env, so it is not \"claude@alice\", the address other devices write to; add the line `MEMPALACE_ORIGIN_LABEL=alice` to .env"},
-		{``, "", "add the line `MEMPALACE_ORIGIN_LABEL=<this device's label"},
+		{``, "", "add the line `MEMPALACE_ORIGIN_LABEL=<label>` to .env (the device's label, as `devbox-config gateway device list` shows it)"},
 		{alice, "--agent=claude", ""},
 	} {
 		header = c.header
