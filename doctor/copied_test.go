@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // Doctor over a copied outbox (a HOME copied to start a second machine)
@@ -65,4 +66,33 @@ func TestDoctorSaysTheOutboxIsACopy(t *testing.T) {
 	}
 	b.env["MEMPALACE_ORIGIN_DEVICE"] = "laptop-2"
 	only(t, b.run())
+}
+
+// An outbox an older build left (after an upgrade, before this build's
+// edge ran) is an info that the next edge command migrates it, doctor
+// exiting 0, and the file as it was: before, doctor's read-only look
+// called it outbox-dead, an error, whose fix said nothing of the upgrade
+// (found on the attack56 fleet's 020e7db outbox).
+func TestDoctorTellsAnOlderOutboxFromADeadOne(t *testing.T) {
+	b := newBox(t)
+	path := OutboxPath(b.palace)
+	must(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	s, err := outbox.Open(path, "laptop", "lab")
+	must(t, err)
+	must(t, s.Close())
+	db, err := sqlitewal.Open(path, "FULL")
+	must(t, err)
+	_, err = db.Exec(`PRAGMA user_version = 2`)
+	must(t, err)
+	must(t, db.Close())
+	before, err := os.ReadFile(path)
+	must(t, err)
+	fs := b.run()
+	only(t, fs, "info:outbox-older")
+	if !strings.Contains(fs[0].Fix, "devbox-config edge status") {
+		t.Fatalf("%+v", fs[0])
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatal("doctor changed the older outbox")
+	}
 }

@@ -48,6 +48,7 @@ const (
 	IDOutboxIntents      = "outbox-intents"
 	IDOutboxStayedLocal  = "outbox-stayed-local"
 	IDOutboxCopied       = "outbox-copied"
+	IDOutboxOlder        = "outbox-older"
 	IDStayedLocalRecord  = "stayed-local-record"
 	IDPalaceDamaged      = "palace-damaged"
 	IDVectorIndex        = "vector-index"

@@ -163,6 +163,11 @@ func unreadableOutbox(opts Options, ob outboxState) Finding {
 			Message: fmt.Sprintf("the outbox %s cannot be opened for writing: %s (%s). That is no damage to the file: %s; new writes cannot be queued until it opens", ob.path, se.Why(), opts.mask(se.Err.Error()), ob.peek),
 			Fix:     se.Fix() + "; run doctor again to check"}
 	}
+	if errors.Is(ob.err, outbox.ErrOlderSchema) {
+		return Finding{ID: IDOutboxOlder, Severity: Info, Section: "§4.3",
+			Message: fmt.Sprintf("the outbox %s was made by an older devbox-config: the next edge start (any harness session in edge mode) or any `devbox-config edge` command brings it to this build's schema, keeping what it holds; doctor only reads, so its dead, held and backlog checks wait until then", ob.path),
+			Fix:     "`devbox-config edge status` (it migrates the outbox and shows what waits), then run doctor again"}
+	}
 	f := Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3",
 		Message: "cannot read the outbox: " + opts.mask(ob.err.Error()),
 		Fix:     "run doctor again once no edge is busy on this palace; if it persists, `devbox-config edge outbox list` shows the outbox"}

@@ -74,6 +74,9 @@ section it comes from. Finding ids are stable, for scripts:
   outbox-copied                              §6.2 info: the outbox is a copy of
                                                   another's, under the same
                                                   device id (a copied HOME)
+  outbox-older                               §4.3 info: the outbox was made by an
+                                                  older build; the next edge
+                                                  command migrates it
   outbox-storage                             §4.3 the outbox's disk is full,
                                                   read-only or not this user's
                                                   (the file is whole: keep it)
