@@ -100,14 +100,8 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		return []Finding{unreadableOutbox(opts, ob)}
 	}
 	var out []Finding
-	if n := ob.stats.ByState[outbox.Dead]; n > 0 {
-		msg := fmt.Sprintf("%d write(s) in %s are dead: they are in the local palace but the primary refused them and they will never be sent", n, ob.path)
-		if len(ob.stats.Dead) > 0 {
-			d := ob.stats.Dead[0]
-			msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, d.Short(), opts.mask(cmp.Or(outbox.Words(d.Error), "no error recorded"))) // the primary's words
-		}
-		out = append(out, Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3", Message: msg,
-			Fix: "`devbox-config edge outbox list` to see them and why (each holds back only the writes on its object); fix the cause, then `devbox-config edge outbox retry ID` (or `drop ID` to give up on one)"})
+	if f, ok := deadOps(opts, ob); ok {
+		out = append(out, f)
 	}
 	if n := ob.stats.ByState[outbox.Held]; n > 0 {
 		out = append(out, Finding{ID: IDOutboxHeld, Severity: Error, Section: "§5",
@@ -154,6 +148,21 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		}
 	}
 	return out
+}
+
+// deadOps is outbox-dead for writes the primary refused for good.
+func deadOps(opts Options, ob outboxState) (Finding, bool) {
+	n := ob.stats.ByState[outbox.Dead]
+	if n == 0 {
+		return Finding{}, false
+	}
+	msg := fmt.Sprintf("%d write(s) in %s are dead: they are in the local palace but the primary refused them and they will never be sent", n, ob.path)
+	if len(ob.stats.Dead) > 0 {
+		d := ob.stats.Dead[0]
+		msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, d.Short(), opts.mask(cmp.Or(outbox.Words(d.Error), "no error recorded"))) // the primary's words
+	}
+	return Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3", Message: msg,
+		Fix: "`devbox-config edge outbox list` to see them and why (each holds back only the writes on its object); fix the cause, then `devbox-config edge outbox retry ID` (or `drop ID` to give up on one)"}, true
 }
 
 // unreadableOutbox is outbox-dead for an outbox doctor could not read.

@@ -145,10 +145,7 @@ func OpenOptions(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
 	s := &Store{path: path, db: db, device: o.Device, label: o.Label, now: o.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1)}
-	if err := sqlitewal.RetryBusy(func() error { return s.setUp(o) }); errors.Is(err, ErrOlderSchema) {
-		db.Close() // the set-up's error is the one to report
-		return nil, fmt.Errorf("outbox %s: %w", path, err)
-	} else if err != nil {
+	if err := sqlitewal.RetryBusy(func() error { return s.setUp(o) }); err != nil {
 		db.Close() // the set-up's error is the one to report
 		return nil, o.fault(path, "outbox %s is not a usable SQLite database: %w", err)
 	}
@@ -187,9 +184,13 @@ func (s *Store) settleIn(log *slog.Logger) {
 	}
 }
 
-// fault is an Open's error: a *StorageError when the file system caused
-// it (storageFault), else format (the path, then the error).
+// fault is an Open's error: ErrOlderSchema as it is, a *StorageError when
+// the file system caused it (storageFault), else format (the path, then
+// the error).
 func (o Options) fault(path, format string, err error) error {
+	if errors.Is(err, ErrOlderSchema) {
+		return fmt.Errorf("outbox %s: %w", path, err)
+	}
 	if se := o.storageFault(path, err); se != nil {
 		return se
 	}
