@@ -14,7 +14,6 @@ import (
 // is a call the report counts, so the calls beyond the drawers are the
 // refusals.
 func TestJoinPacesItsWritesToTheGatewaysRate(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("sends at a paced rate for seconds: the integration tier")
 	}

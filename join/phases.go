@@ -535,8 +535,9 @@ func (j *joining) queue(ctx context.Context) {
 	queued := 0
 	for i := range j.planned {
 		p := &j.planned[i]
-		if p.had && p.op.State == outbox.Dead {
-			// Refused by an earlier run: this one tries it again.
+		if p.had && p.op.State == outbox.Dead && !p.held {
+			// Refused by an earlier run, and not found on the primary
+			// since (present): this one tries it again.
 			if op, err := j.store.Retry(ctx, p.op.ID); err != nil {
 				j.log.Warn("a record an earlier join saw refused is not tried again", "op", p.op.Short(), "err", err)
 			} else {

@@ -39,7 +39,7 @@ func (j *joining) present(ctx context.Context) {
 		return
 	}
 	j.connect()
-	j.o.Progress.Phase("looking up updated drawers on the primary", len(ask))
+	j.o.Progress.Phase("looking up drawers on the primary", len(ask))
 	defer j.o.Progress.Done()
 	r := &reader{c: j.sent, side: "primary"}
 	for start := 0; start < len(ask); start += getBatch {
@@ -59,18 +59,23 @@ func (j *joining) present(ctx context.Context) {
 			if !ok { // left out of the answer, as a gateway withholds one: asked alone
 				d.res, d.err = j.sent.Call(ctx, "mempalace_get_drawer", map[string]any{"drawer_id": p.rec.LocalID})
 			}
-			j.found(p, d.res, d.err)
+			j.found(ctx, p, d.res, d.err)
 		}
 	}
 }
 
 // toAsk are the drawers present asks the primary about: the updated ones
-// to queue, and those an earlier run found deleted there (restored from a
-// gateway's trash since, they are there again: skipped, not deleted).
+// to queue, those an earlier run's op failed to send (the primary
+// refused it, or an operator dropped it: it may be there by another way
+// since, as an edge's flush), and those an earlier run found deleted
+// there (restored from a gateway's trash since, they are there again:
+// skipped, not deleted).
 func (j *joining) toAsk() []*planned {
 	var ask []*planned
 	for i := range j.planned {
-		if p := &j.planned[i]; p.requeue() && updated(p.rec) || p.deleted() && p.rec.Kind == Drawers {
+		p := &j.planned[i]
+		failed := p.had && (p.op.State == outbox.Dead || p.requeue())
+		if p.rec.Kind == Drawers && (p.requeue() && updated(p.rec) || failed || p.deleted()) {
 			ask = append(ask, p)
 		}
 	}
@@ -80,20 +85,25 @@ func (j *joining) toAsk() []*planned {
 // found settles one updated drawer by the primary's answer for its local
 // id: not there (queued), there (skipped), there with other content
 // (edited), or unknown (failed, not sent).
-func (j *joining) found(p *planned, res map[string]any, err error) {
+func (j *joining) found(ctx context.Context, p *planned, res map[string]any, err error) {
 	switch {
 	case notVisible(err), err == nil && errorOf(res) != nil:
 		return // not there
 	case err != nil && p.deleted():
 		return // not known to be back: still counted deleted, as the run before counted it
 	case err != nil:
-		j.rep.Failed = append(j.rep.Failed, Failure{Kind: Drawers, Record: p.rec.LocalID, Wing: p.rec.Wing, Error: "updated since it was filed, and whether the primary holds it by its id is unknown (not sent: the next join looks again): " + err.Error()})
+		j.rep.Failed = append(j.rep.Failed, Failure{Kind: Drawers, Record: p.rec.LocalID, Wing: p.rec.Wing, Error: "whether the primary holds it by its id is unknown (not sent: the next join looks again): " + err.Error()})
 	case str(res, "content") != p.rec.Content:
 		j.rep.Mismatches = append(j.rep.Mismatches, Mismatch{Kind: Drawers, LocalID: p.rec.LocalID, PrimaryID: p.rec.LocalID, Wing: p.rec.Wing, Verdict: "edited",
 			Detail: "the primary holds this drawer by its id with other content (an update that has not reached it, or an edit there): not filed again under its new content's id"})
 	default:
 		j.rep.Skipped[Drawers]++
 		j.targets = append(j.targets, verifyTarget{rec: p.rec, primaryID: p.rec.LocalID})
+		if p.had && p.op.State == outbox.Dead { // never sent again: it is there
+			if _, err := j.store.FoundOnPrimary(ctx, p.op.ID); err != nil {
+				j.rep.Failed = append(j.rep.Failed, Failure{Kind: Drawers, Record: p.rec.LocalID, Wing: p.rec.Wing, Error: "on the primary, but its refused op in the join outbox is not settled: " + err.Error()})
+			}
+		}
 	}
 	p.held = true
 	if !p.deleted() { // never pending

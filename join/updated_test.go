@@ -179,7 +179,6 @@ func TestRealJoinDoesNotDuplicateAnUpdatedDrawer(t *testing.T) {
 // instead of failing the drawers, and every one is sent. It waits on the
 // rate: not in the unit tier.
 func TestJoinLooksUpUpdatedDrawersWithinTheReadRate(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits out a gateway's read rate")
 	}
@@ -208,7 +207,6 @@ func TestJoinLooksUpUpdatedDrawersWithinTheReadRate(t *testing.T) {
 // device that does not read every wing, in front of 3.11.0, verifies in
 // get_drawers batches (TestNarrowDeviceJoinsInBatches).
 func TestJoinVerifiesWithinTheReadRate(t *testing.T) {
-	t.Parallel()
 	if testing.Short() {
 		t.Skip("waits out a gateway's read rate")
 	}

@@ -36,14 +36,16 @@ func notInUnitTier(t testing.TB, what string) {
 // WaitingTests lets n parallel tests run at once in a package whose tests
 // mostly wait (on a child palace, a grace, a primary's answer) rather than
 // compute: go test's default is one per core, which on two cores leaves
-// the unit tier idle most of its minute. -parallel on the command line
-// wins, and the race detector's tier keeps the default (its tests are
-// slower and more timing-sensitive). Call it from TestMain before m.Run.
+// the unit tier idle most of its minute. Only the unit tier (-short):
+// -parallel on the command line wins, and the race detector's tier and the
+// integration tier keep the default (their tests are slower and more
+// timing-sensitive: real MemPalace, paced sends). Call it from TestMain
+// before m.Run.
 func WaitingTests(n int) {
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set && !raceDetector {
+	if !set && !raceDetector && testing.Short() {
 		// A registered flag and a number: Set cannot fail.
 		_ = flag.Set("test.parallel", strconv.Itoa(n))
 	}

@@ -611,6 +611,12 @@ func (s *Store) Delivered(ctx context.Context, id string) (Op, error) {
 	return s.operatorDone(ctx, id, Delivered, "recorded as delivered by the operator: never sent again")
 }
 
+// FoundOnPrimary settles a dead op whose write a later look-up found on
+// the primary (a join run again): done, never sent again.
+func (s *Store) FoundOnPrimary(ctx context.Context, id string) (Op, error) {
+	return s.operatorDone(ctx, id, Delivered, "found on the primary by a later look-up: never sent again")
+}
+
 func (s *Store) operatorDone(ctx context.Context, id string, kind Kind, msg string) (Op, error) {
 	o, err := s.GetByID(ctx, id)
 	if err != nil {
