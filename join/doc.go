@@ -36,7 +36,9 @@
 //     500 ids a call; get_drawer one by one from a primary before 3.11.0
 //     or an older gateway that refuses the batch to a device not reading
 //     every wing): there with the same content, it is skipped, not filed again
-//     as a second copy; with other content, named edited. Queued, its add names the local id
+//     as a second copy; with other content, named edited. A drawer whose
+//     op an earlier run saw refused (dead) or an operator dropped is asked
+//     likewise: there, its op is settled found and never sent again. Queued, its add names the local id
 //     (origin.JoinDrawerKey) for the gateway's trash. A dry run with a
 //     token asks so too and reports alike, writing nothing (its primary
 //     notes no protection in an earlier join's outbox); the trash it
