@@ -5,5 +5,7 @@
 // SQLite can answer SQLITE_BUSY without waiting for its busy timeout
 // (switching a fresh file to WAL), so set-up is tried again for a few
 // seconds (RetryBusy); and a new file is created private before SQLite
-// opens it (CreatePrivate).
+// opens it (CreatePrivate). Each store records its schema version (PRAGMA
+// user_version): a file a newer release wrote is refused, not misread
+// (Newer, Versioned), and a file migrated in place is logged (LogMigrated).
 package sqlitewal

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // schemaVersion is the outbox's PRAGMA user_version once set-up has run:
@@ -18,17 +19,23 @@ import (
 const schemaVersion = 3
 
 // setUp creates the schema, or brings an outbox made by an older edge up
-// to it, and turns on incremental vacuum (a one-time VACUUM of an older
-// file); an outbox already set up is only read, and a read-only open of
-// an older one is ErrOlderSchema. Run again while another process opening
-// the same fresh file makes it busy (sqlitewal.RetryBusy).
+// to it (logged: sqlitewal.LogMigrated), and turns on incremental vacuum
+// (a one-time VACUUM of an older file); an outbox already set up is only
+// read, a read-only open of an older one is ErrOlderSchema, and one a
+// newer release set up is refused (sqlitewal.ErrNewerSchema). Run again
+// while another process opening the same fresh file makes it busy
+// (sqlitewal.RetryBusy).
 func (s *Store) setUp(o Options) error {
 	ctx := context.Background()
-	var version, vacuum int
-	if err := s.db.QueryRowContext(ctx, `SELECT (SELECT user_version FROM pragma_user_version), (SELECT auto_vacuum FROM pragma_auto_vacuum)`).Scan(&version, &vacuum); err != nil {
+	var version, vacuum, tables int
+	if err := s.db.QueryRowContext(ctx, `SELECT (SELECT user_version FROM pragma_user_version), (SELECT auto_vacuum FROM pragma_auto_vacuum),
+		(SELECT count(*) FROM sqlite_master WHERE type='table')`).Scan(&version, &vacuum, &tables); err != nil {
 		return err
 	}
-	if version >= schemaVersion && (vacuum == 2 || o.ReadOnly) {
+	if err := sqlitewal.Newer(version, schemaVersion); err != nil {
+		return err
+	}
+	if version == schemaVersion && (vacuum == 2 || o.ReadOnly) {
 		return nil
 	}
 	if o.ReadOnly {
@@ -59,8 +66,8 @@ func (s *Store) setUp(o Options) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	if old {
-		o.Log.Info("outbox migrated: ops ordered per object, an identity of its own, space of pruned ops given back", "file", s.path)
+	if tables > 0 && version < schemaVersion {
+		sqlitewal.LogMigrated(o.Log, "outbox", s.path, version, schemaVersion)
 	}
 	return s.incrementalVacuum()
 }

@@ -188,7 +188,7 @@ func (s *Store) settleIn(log *slog.Logger) {
 // the file system caused it (storageFault), else format (the path, then
 // the error).
 func (o Options) fault(path, format string, err error) error {
-	if errors.Is(err, ErrOlderSchema) {
+	if errors.Is(err, ErrOlderSchema) || errors.Is(err, sqlitewal.ErrNewerSchema) {
 		return fmt.Errorf("outbox %s: %w", path, err)
 	}
 	if se := o.storageFault(path, err); se != nil {
