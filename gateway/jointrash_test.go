@@ -323,7 +323,7 @@ func TestJoinDoesNotRewriteAPurgedDiaryEntry(t *testing.T) {
 	w, _, _ := g.call(desk, "diary_write", args)
 	g.call(admin, "delete_drawer", map[string]any{"drawer_id": w["entry_id"].(string)})
 	cfg := g.srv.cfg.Load()
-	operator, err := trash.Open(cfg.TrashPath(), cfg.TrashRetention()) // as `gateway trash purge` opens it
+	operator, err := trash.Open(cfg.TrashPath(), cfg.TrashRetention(), nil) // as `gateway trash purge` opens it
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func TestRestoredOriginReadsAtOnce(t *testing.T) {
 	if got, _, _ := g.call(laptop, "get_drawer", map[string]any{"drawer_id": id}); originOf(t, got)["trusted"] != true {
 		t.Fatalf("the admin's version: %v", got)
 	}
-	other, err := provenance.Open(g.srv.prov.Path()) // the restore command's own handle
+	other, err := provenance.Open(g.srv.prov.Path(), nil) // the restore command's own handle
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func (s *Server) Open() error {
 		s.instance.release()
 		return err
 	}
-	if s.prov, err = provenance.Open(cfg.ProvenancePath()); err != nil {
+	if s.prov, err = provenance.Open(cfg.ProvenancePath(), s.Log); err != nil {
 		s.audit.Close() // the index's error is the one to report
 		s.instance.release()
 		return fmt.Errorf("provenance_file: %w", err)
@@ -276,7 +276,7 @@ func (s *Server) Trash() (*trash.Store, error) {
 		return s.bin, nil
 	}
 	c := s.cfg.Load()
-	st, err := trash.Open(c.TrashPath(), c.TrashRetention())
+	st, err := trash.Open(c.TrashPath(), c.TrashRetention(), s.Log)
 	if err != nil {
 		return nil, err
 	}

@@ -118,7 +118,7 @@ func (sc *gatewayServeCmd) open(s *gateway.Server, log *slog.Logger) (*ledger.Le
 	if err != nil {
 		return nil, failed(err)
 	}
-	l, err := ledger.Open(c.LedgerPath(), c.LedgerRetention())
+	l, err := ledger.OpenOptions(c.LedgerPath(), ledger.Options{Retention: c.LedgerRetention(), Log: log})
 	if err != nil {
 		return nil, failed(fmt.Errorf("op-id ledger: %w", err))
 	}

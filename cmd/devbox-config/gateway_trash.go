@@ -60,11 +60,11 @@ brings back: ` + trash.Lost + `.`,
 	restore.Flags().BoolVar(&noToken, "no-upstream-token", false, "the upstream runs without a token (loopback mempalace serve), as for the gateway")
 	list := &cobra.Command{
 		Use: "list", Short: "List what the trash keeps, newest first, and what each drawer comes back as", Long: trashHelp, Args: noArgs,
-		RunE: func(*cobra.Command, []string) error { return listTrash(g, stdout) },
+		RunE: func(*cobra.Command, []string) error { return listTrash(g, stdout, stderr) },
 	}
 	prune := &cobra.Command{
 		Use: "prune", Short: "Remove what is older than the retention (the gateway also prunes as it goes)", Long: trashHelp, Args: noArgs,
-		RunE: func(*cobra.Command, []string) error { return pruneTrash(g, stdout) },
+		RunE: func(*cobra.Command, []string) error { return pruneTrash(g, stdout, stderr) },
 	}
 	purge := &cobra.Command{
 		Use: "purge N|DRAWER_ID", Short: "Remove for good the content of a delete's drawers (N) or of every kept copy of a drawer", Args: exactArgs(1),
@@ -77,7 +77,7 @@ kept it). The drawer's id, wing and room stay, marked purged, with a note on
 its delete; no restore brings it back, and a join's replay of it is still
 refused. The trash's write-ahead log is emptied, so the content leaves its
 files.`,
-		RunE: func(_ *cobra.Command, args []string) error { return purgeTrash(g, stdout, args[0]) },
+		RunE: func(_ *cobra.Command, args []string) error { return purgeTrash(g, stdout, stderr, args[0]) },
 	}
 	return group("trash", "List, restore, purge and prune what deletes through the gateway removed", list, restore, purge, prune)
 }
@@ -86,7 +86,7 @@ files.`,
 // (no delete has gone through the gateway). A gateway that has served
 // without its trash, or with a trash of 0 bytes, is refused, as its start
 // is (gateway.Config.CheckKept): its trash is lost or elsewhere, not empty.
-func openTrash(g *gatewayConfig) (*trash.Store, bool, error) {
+func openTrash(g *gatewayConfig, stderr io.Writer) (*trash.Store, bool, error) {
 	c, err := g.load()
 	if err != nil {
 		return nil, false, err
@@ -97,15 +97,15 @@ func openTrash(g *gatewayConfig) (*trash.Store, bool, error) {
 		}
 		return nil, false, nil
 	}
-	st, err := trash.Open(c.TrashPath(), c.TrashRetention())
+	st, err := trash.Open(c.TrashPath(), c.TrashRetention(), newLogger(stderr, slog.LevelWarn))
 	if err != nil {
 		return nil, false, failed(err)
 	}
 	return st, true, nil
 }
 
-func listTrash(g *gatewayConfig, stdout io.Writer) error {
-	st, ok, err := openTrash(g)
+func listTrash(g *gatewayConfig, stdout, stderr io.Writer) error {
+	st, ok, err := openTrash(g, stderr)
 	if err != nil || !ok {
 		if ok = err == nil; ok {
 			fmt.Fprintln(stdout, "the trash is empty: no delete has gone through the gateway")
@@ -158,8 +158,8 @@ func drawerNote(dr trash.Drawer) string {
 	return back
 }
 
-func pruneTrash(g *gatewayConfig, stdout io.Writer) error {
-	st, ok, err := openTrash(g)
+func pruneTrash(g *gatewayConfig, stdout, stderr io.Writer) error {
+	st, ok, err := openTrash(g, stderr)
 	if err != nil || !ok {
 		return err
 	}
@@ -173,8 +173,8 @@ func pruneTrash(g *gatewayConfig, stdout io.Writer) error {
 }
 
 // purgeTrash is `gateway trash purge N|DRAWER_ID`.
-func purgeTrash(g *gatewayConfig, stdout io.Writer, ref string) error {
-	st, ok, err := openTrash(g)
+func purgeTrash(g *gatewayConfig, stdout, stderr io.Writer, ref string) error {
+	st, ok, err := openTrash(g, stderr)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, n
 	if err := c.CheckKept(g.file); err != nil { // it would make a missing ledger or provenance index anew, which the next start then takes as kept
 		return failed(err)
 	}
-	st, ok, err := openTrash(g)
+	st, ok, err := openTrash(g, stderr)
 	if err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, n
 	}
 	defer st.Close() // its writes are committed one by one
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	prov, err := provenance.Open(c.ProvenancePath())
+	prov, err := provenance.Open(c.ProvenancePath(), log)
 	if err != nil {
 		return failed(err)
 	}
@@ -251,7 +251,7 @@ func restoreTrash(g *gatewayConfig, stdout, stderr io.Writer, upstream string, n
 	// The ledger, so that a delete's op it holds in doubt is settled as
 	// applied before its drawers come back: an edge's resend of it is then
 	// answered from the ledger instead of deleting them again.
-	l, err := ledger.Open(c.LedgerPath(), c.LedgerRetention())
+	l, err := ledger.OpenOptions(c.LedgerPath(), ledger.Options{Retention: c.LedgerRetention(), Log: log})
 	if err != nil {
 		return failed(fmt.Errorf("op-id ledger: %w", err))
 	}

@@ -151,4 +151,9 @@
 //	upkeep.go    pruning expired rows and the background checkpoints
 //	answer.go    which answers are recorded
 //	protocol.go  the wire names shared with the edge
+//
+// The file records its schema version (PRAGMA user_version, 1): one an
+// older build made is migrated at Open with one line on the log, and one a
+// newer release made is refused (sqlitewal.Versioned), so a rollback is
+// told, not misread.
 package ledger

@@ -135,6 +135,10 @@ type Ledger struct {
 
 }
 
+// schemaVersion is the ledger's PRAGMA user_version (0: a ledger made
+// before it was recorded): raise it with every change to schema.
+const schemaVersion = 1
+
 // A rowid table: rows are appended in time order, so the pruning needs no
 // index of its own (the expired rows are the first ones), and the only
 // randomly placed write is the small (device, op_id) index entry.
@@ -195,8 +199,14 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 		}
 	}
 	// Another gateway opening the same fresh file can make it busy.
-	err = sqlitewal.RetryBusy(l.createSchema)
-	if err != nil {
+	err = sqlitewal.RetryBusy(func() error {
+		return sqlitewal.Versioned(l.db, "op-id ledger", path, schemaVersion, opt.Log, l.createSchema)
+	})
+	switch {
+	case errors.Is(err, sqlitewal.ErrNewerSchema):
+		l.Close() // the version's error is the one to report
+		return nil, fmt.Errorf("ledger %s: %w", path, err)
+	case err != nil:
 		l.Close() // the open's error is the one to report
 		return nil, fmt.Errorf("ledger %s is not a usable SQLite database: %w", path, err)
 	}

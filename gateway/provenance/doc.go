@@ -96,4 +96,9 @@
 // index's write-ahead log changed (Fresh, one stat before an answer's
 // records; and the config poll). Nothing else is pruned: a record keeps its
 // origin for as long as the palace keeps it.
+//
+// The file records its schema version (PRAGMA user_version, 1): one an
+// older build made is migrated at Open with one line on the log, and one a
+// newer release made is refused (sqlitewal.Versioned), so a rollback is
+// told, not misread.
 package provenance

@@ -3,7 +3,9 @@ package provenance
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +46,10 @@ type Entry struct {
 	Replace bool
 }
 
+// schemaVersion is the index's PRAGMA user_version (0: an index made
+// before it was recorded): raise it with every change to schema.
+const schemaVersion = 1
+
 // table is a kind's table and its key columns.
 type table struct {
 	name string
@@ -82,8 +88,13 @@ type Store struct {
 }
 
 // Open opens (creating if needed) the index at path and reads it into
-// memory.
-func Open(path string) (*Store, error) {
+// memory. An index an older build made is migrated (logged on log; nil:
+// none), and one a newer release made is refused
+// (sqlitewal.ErrNewerSchema).
+func Open(path string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	// It names who wrote what: owner only.
 	if err := sqlitewal.CreatePrivate(path); err != nil {
 		return nil, fmt.Errorf("provenance index %s: %w", path, err)
@@ -95,7 +106,13 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("provenance index %s: %w", path, err)
 	}
 	s := &Store{path: path, db: db}
-	if err := sqlitewal.RetryBusy(func() error { _, err := db.Exec(schema()); return err }); err != nil {
+	create := func() error { _, err := db.Exec(schema()); return err }
+	err = sqlitewal.RetryBusy(func() error { return sqlitewal.Versioned(db, "provenance index", path, schemaVersion, log, create) })
+	switch {
+	case errors.Is(err, sqlitewal.ErrNewerSchema):
+		db.Close() // the version's error is the one to report
+		return nil, fmt.Errorf("provenance index %s: %w", path, err)
+	case err != nil:
 		db.Close() // the schema's error is the one to report
 		return nil, fmt.Errorf("provenance index %s is not a usable SQLite database: %w", path, err)
 	}

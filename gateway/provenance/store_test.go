@@ -26,7 +26,7 @@ var (
 func TestRecordLookupReopen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "audit", FileName)
-	s, err := Open(path)
+	s, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestRecordLookupReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = Open(path)
+	s, err = Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestKeysDoNotCollide(t *testing.T) {
 func TestNotADatabase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	os.WriteFile(path, []byte("not sqlite, long enough to be read as a header by SQLite's pager at all"), 0o600)
-	if s, err := Open(path); err == nil {
+	if s, err := Open(path, nil); err == nil {
 		s.Close()
 		t.Fatal("a file that is not a database opened")
 	}
@@ -122,7 +122,7 @@ func TestNotADatabase(t *testing.T) {
 
 // BenchmarkRecord is one write's stamp: one transaction, one row.
 func BenchmarkRecord(b *testing.B) {
-	s, err := Open(filepath.Join(b.TempDir(), FileName))
+	s, err := Open(filepath.Join(b.TempDir(), FileName), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -143,12 +143,12 @@ func BenchmarkRecord(b *testing.B) {
 func TestRefreshSeesAnotherWriter(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), FileName)
-	gw, err := Open(path)
+	gw, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gw.Close()
-	restore, err := Open(path)
+	restore, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,12 +197,12 @@ func TestRefreshSeesAnotherWriter(t *testing.T) {
 func TestFreshSeesAnotherWriterAtOnce(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), FileName)
-	gw, err := Open(path)
+	gw, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gw.Close()
-	restore, err := Open(path)
+	restore, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestFreshSeesAnotherWriterAtOnce(t *testing.T) {
 // BenchmarkFresh is what the gateway adds to each answer that carries
 // records when nothing else wrote the index: one stat of its log.
 func BenchmarkFresh(b *testing.B) {
-	s, err := Open(filepath.Join(b.TempDir(), FileName))
+	s, err := Open(filepath.Join(b.TempDir(), FileName), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -67,4 +67,9 @@
 // names it, and says where the content still is (Drawer.Live). The file is
 // trash.sqlite beside the audit log unless trash_file names another; mode
 // 0600, as it holds deleted content.
+//
+// The file records its schema version (PRAGMA user_version, 1): one an
+// older build made is migrated at Open with one line on the log, and one a
+// newer release made is refused (sqlitewal.Versioned), so a rollback is
+// told, not misread.
 package trash

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -180,6 +181,10 @@ CREATE INDEX IF NOT EXISTS drawers_by_id ON drawers(drawer_id);
 CREATE INDEX IF NOT EXISTS diary_by_text ON drawers(wing, content) WHERE kind='diary';
 `
 
+// schemaVersion is the trash's PRAGMA user_version (0: a trash made
+// before it was recorded): raise it with every change to schema or added.
+const schemaVersion = 1
+
 // added are the columns a trash made before them lacks: a drawer's
 // origin (its drawers read as of unknown origin), a delete's op id (none),
 // a drawer's purge (none), a restore holding it (none), a purged diary
@@ -187,13 +192,18 @@ CREATE INDEX IF NOT EXISTS diary_by_text ON drawers(wing, content) WHERE kind='d
 var added = [][2]string{{"drawers", "origin"}, {"deletes", "op_id"}, {"drawers", "purged_at"}, {"drawers", "restoring_at"}, {"drawers", "purged_digest"}, {"drawers", "restoring_fence"}}
 
 // Open opens (creating if needed) the trash at path, keeping deletes for
-// retention (0: DefaultRetention), and prunes the older ones.
-func Open(path string, retention time.Duration) (*Store, error) {
+// retention (0: DefaultRetention), and prunes the older ones. A trash an
+// older build made is migrated (logged on log; nil: none), and one a
+// newer release made is refused (sqlitewal.ErrNewerSchema).
+func Open(path string, retention time.Duration, log *slog.Logger) (*Store, error) {
 	if retention < 0 {
 		return nil, fmt.Errorf("trash %s: the retention must not be negative", path)
 	}
 	if retention == 0 {
 		retention = DefaultRetention
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	// It holds deleted drawers' content: owner only.
 	if err := sqlitewal.CreatePrivate(path); err != nil {
@@ -209,29 +219,39 @@ func Open(path string, retention time.Duration) (*Store, error) {
 		return nil, fmt.Errorf("trash %s: %w", path, err)
 	}
 	s := &Store{path: path, db: db, retention: retention, Now: time.Now}
-	if err := sqlitewal.RetryBusy(func() error { _, err := db.Exec(schema); return err }); err != nil {
+	err = sqlitewal.RetryBusy(func() error { return sqlitewal.Versioned(db, "trash", path, schemaVersion, log, s.migrate) })
+	switch {
+	case errors.Is(err, sqlitewal.ErrNewerSchema):
+		db.Close() // the version's error is the one to report
+		return nil, fmt.Errorf("trash %s: %w", path, err)
+	case err != nil:
 		db.Close() // the schema's error is the one to report
 		return nil, fmt.Errorf("trash %s is not a usable SQLite database: %w", path, err)
-	}
-	for _, c := range added {
-		var has int
-		err = db.QueryRow(`SELECT count(*) FROM pragma_table_info(?) WHERE name=?`, c[0], c[1]).Scan(&has)
-		if err == nil && has == 0 {
-			err = sqlitewal.RetryBusy(func() error {
-				_, err := db.Exec(`ALTER TABLE ` + c[0] + ` ADD COLUMN ` + c[1] + ` TEXT NOT NULL DEFAULT ''`)
-				return err
-			})
-		}
-		if err != nil {
-			db.Close() // the migration's error is the one to report
-			return nil, fmt.Errorf("trash %s: adding the %s column: %w", path, c[1], err)
-		}
 	}
 	if _, err := s.Prune(context.Background()); err != nil {
 		db.Close() // the prune's error is the one to report
 		return nil, fmt.Errorf("trash %s: pruning: %w", path, err)
 	}
 	return s, nil
+}
+
+// migrate creates the schema, and adds the columns a trash made before
+// them lacks.
+func (s *Store) migrate() error {
+	if _, err := s.db.Exec(schema); err != nil {
+		return err
+	}
+	for _, c := range added {
+		var has int
+		err := s.db.QueryRow(`SELECT count(*) FROM pragma_table_info(?) WHERE name=?`, c[0], c[1]).Scan(&has)
+		if err == nil && has == 0 {
+			_, err = s.db.Exec(`ALTER TABLE ` + c[0] + ` ADD COLUMN ` + c[1] + ` TEXT NOT NULL DEFAULT ''`)
+		}
+		if err != nil {
+			return fmt.Errorf("adding the %s column: %w", c[1], err)
+		}
+	}
+	return nil
 }
 
 // Close closes the database.

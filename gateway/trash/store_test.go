@@ -1,12 +1,15 @@
 package trash
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +20,7 @@ func TestKeepSettleFindPrune(t *testing.T) {
 	ctx := context.Background()
 	file := filepath.Join(t.TempDir(), "trash.sqlite")
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	s, err := Open(file, 0)
+	s, err := Open(file, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +38,7 @@ func TestKeepSettleFindPrune(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another process (an operator's command) sees it.
-	s2, err := Open(file, 0)
+	s2, err := Open(file, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +104,7 @@ func TestClassify(t *testing.T) {
 // of them the one asked for).
 func BenchmarkDeletedLookUp(b *testing.B) {
 	ctx := context.Background()
-	s, err := Open(filepath.Join(b.TempDir(), "trash.sqlite"), 0)
+	s, err := Open(filepath.Join(b.TempDir(), "trash.sqlite"), 0, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -160,11 +163,18 @@ func TestOldTrashGainsOriginAndOpID(t *testing.T) {
 		}
 	}
 	db.Close()
-	s, err := Open(file, 0)
+	var log bytes.Buffer
+	s, err := Open(file, 0, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	// One line says so (attack56 M1: nothing did).
+	for _, want := range []string{"level=WARN", "trash migrated in place", "from_version=0", "to_version=1", "file=" + file} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log %q does not say %q", log.String(), want)
+		}
+	}
 	old, err := s.Get(ctx, 1)
 	if err != nil || old.OpID != "" || len(old.Drawers) != 1 || old.Drawers[0].Origin != nil {
 		t.Fatalf("the old delete: %+v %v", old, err)
@@ -175,5 +185,40 @@ func TestOldTrashGainsOriginAndOpID(t *testing.T) {
 	}
 	if d, err := s.Get(ctx, id); err != nil || d.OpID != "ab12" {
 		t.Errorf("a new delete's op id: %+v %v", d, err)
+	}
+}
+
+// A trash a newer release made (a rollback of the gateway) is refused
+// with the file, both versions and the fix, and left as it is.
+func TestATrashOfANewerReleaseIsRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), FileName)
+	s, err := Open(file, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sqlitewal.Open(file, "FULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 7`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	before, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(file, 0, nil)
+	if !errors.Is(err, sqlitewal.ErrNewerSchema) {
+		t.Fatalf("opening a newer trash: %v, want ErrNewerSchema", err)
+	}
+	for _, want := range []string{file, "schema version 7", "made by a newer devbox-config", "this build knows up to 1", "run that release or newer", "rolling back is not supported: docs/operator.md#upgrading-and-rolling-back"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %q", err, want)
+		}
+	}
+	if after, err := os.ReadFile(file); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the refused trash was changed (%v)", err)
 	}
 }
