@@ -620,3 +620,44 @@ func TestADeadOpRefusedAsWrittenIsToldToBeDropped(t *testing.T) {
 		}
 	}
 }
+
+type refusingAsReused struct{}
+
+func (refusingAsReused) Up() bool { return true }
+func (refusingAsReused) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	return nil, &outbox.RPCError{Code: -32602, Message: "devbox-config gateway: ledger: device dev, op id ab12: op id already used for a different write (first used with other arguments; now mempalace_add_drawer)"}
+}
+
+// An op the gateway's ledger refused as reused is, after a rollback of the
+// gateway, the same write the newer one recorded: edge status and edge
+// flush say to run that release again and retry it, not to write it anew
+// (attack56 R2: "write it anew" and drop, for a write that had landed).
+func TestADeadOpRefusedAsReusedIsToldToBeRetriedAfterARollback(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	op, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`)})
+	(&outbox.Flusher{S: s, P: refusingAsReused{}}).Drain(ctx)
+	s.Close()
+	want := []string{"another devbox-config release", "`devbox-config edge outbox retry " + op.Short() + "`", "docs/operator.md#upgrading-and-rolling-back", "do not write it anew"}
+	for _, args := range [][]string{{"edge", "status"}, {"edge", "flush"}} {
+		var out, errb bytes.Buffer
+		run(args, &out, &errb)
+		got := out.String() + errb.String()
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%v does not say %q:\n%s", args, w, got)
+			}
+		}
+		if strings.Contains(got, "a retry is refused again") {
+			t.Errorf("%v still says a retry is refused again:\n%s", args, got)
+		}
+	}
+}

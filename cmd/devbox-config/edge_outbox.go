@@ -247,13 +247,18 @@ func otherDeviceFix(o outbox.Op) (string, bool) {
 // deadFix is what to do about the dead op o: one held as another
 // device's is retried as the token's device (otherDeviceFix); one refused
 // as written never lands as it is, so it is dropped (the write made anew,
-// corrected, goes on: it holds nothing back); any other is retried once
-// its cause is fixed.
+// corrected, goes on: it holds nothing back), unless the gateway's ledger
+// refused its op id as reused, which after a rollback is the same write
+// (outbox.ReusedAdvice); any other is retried once its cause is fixed.
 func deadFix(o outbox.Op) string {
 	if fix, ok := otherDeviceFix(o); ok {
 		return fix
 	}
-	if outbox.FailureOf(o.Error).AsWritten {
+	f := outbox.FailureOf(o.Error)
+	if f.AsWritten && outbox.OpIDReused(f.Message) {
+		return fmt.Sprintf("the same write, if the gateway was rolled back: run the release that recorded it again, then `devbox-config edge outbox retry %s`; a different write under that op id: `devbox-config edge outbox drop %s`", o.Short(), o.Short())
+	}
+	if f.AsWritten {
 		return fmt.Sprintf("it never lands as written, and a retry is refused again: `devbox-config edge outbox drop %s` (a write made anew, corrected, is sent)", o.Short())
 	}
 	return fmt.Sprintf("fix the cause, then `devbox-config edge outbox retry %s` (or drop %s)", o.Short(), o.Short())

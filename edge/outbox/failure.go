@@ -207,6 +207,18 @@ func invalid(kind Kind, msg string, err error) bool {
 	return kind == Refused && (errors.As(err, &rpc) && rpc.Code == -32602 || slices.ContainsFunc(invalidWords, func(w string) bool { return strings.Contains(msg, w) }))
 }
 
+// OpIDReused reports a primary's message that its gateway's op-id ledger
+// holds the op's id for other arguments (ledger.ErrReused).
+func OpIDReused(msg string) bool {
+	return strings.Contains(msg, ledger.ErrReused.Error())
+}
+
+// ReusedAdvice is what an op refused as OpIDReused means: a gateway of
+// another release digests the same arguments otherwise (attack56 R2: a
+// gateway rolled back refused, as reused, the ops the newer one had
+// recorded, though they were the same writes, most of them landed).
+const ReusedAdvice = "if the gateway ran another devbox-config release since it first saw this op (a rollback), it is the same write and may have landed: do not write it anew (docs/operator.md#upgrading-and-rolling-back)"
+
 // UnknownEvent is what an event_ack refused for the event it names means:
 // a gateway answers an id it holds no event for and one of an event the
 // device may not see alike ("the target is not visible to this device"),

@@ -33,8 +33,11 @@ func deadAtOnce(op Op, kind Kind, msg string, sendErr error) (k Kind, why string
 		return kind, msg + " (" + UnknownEvent + "; not tried again: only the gateway's operator can make another's event visible, `gateway device set --coordinator`, after which `devbox-config edge outbox retry` sends it)", true, false
 	case invalid(kind, msg, sendErr):
 		why := " (refused as written, whatever a grant: not tried again; write it anew, corrected)"
-		if strings.Contains(msg, "metadata exceeds maximum size") {
+		switch {
+		case strings.Contains(msg, "metadata exceeds maximum size"):
 			why = " (the metadata sent held the edge's edge_op_id too, about 90 bytes, which it adds for exactly-once: keep an event's metadata that much under 64 KiB; not tried again)"
+		case OpIDReused(msg):
+			why = " (not tried again; " + ReusedAdvice + ")"
 		}
 		return kind, msg + why, true, true
 	}
