@@ -14,7 +14,7 @@
 // Its files:
 //
 //	store.go     the Store: the SQLite file, its schema, Open and Close, meta values
-//	migrate.go   an older file brought up to the schema; the outbox's identity
+//	migrate.go   an older file brought up to the schema (logged), a newer one refused; the outbox's identity
 //	copy.go      a copy of another outbox's file seen, and kept on record (edge status, doctor)
 //	op.go        an op, its states, and Enqueue (op id, the size cap, the op-id stamp)
 //	intent.go    a write (or delete) in the outbox before the local palace has it, settled by its answer
