@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -25,6 +26,31 @@ func TestVersionFlag(t *testing.T) {
 	_, cmd, _ := runCLI("version")
 	if code != 0 || flag != cmd || !strings.HasPrefix(flag, "devbox-config ") {
 		t.Fatalf("--version: exit %d %q, version: %q", code, flag, cmd)
+	}
+}
+
+// A build with no commit stamped or recorded (plain go build, GOFLAGS
+// -buildvcs=false) names its executable's digest, so two such builds are
+// told apart (attack56 V1: three releases all said "commit unknown").
+func TestVersionOfAnUnstampedBuildNamesItsDigest(t *testing.T) {
+	if commit != "" {
+		t.Skip("a stamped build")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("(executable sha256 %x)", sha256.Sum256(b))[:len("(executable sha256 ")+12] + ")"
+	_, out, _ := runCLI("version")
+	if !strings.Contains(out, "commit unknown") {
+		t.Skip("a commit is recorded: " + out)
+	}
+	if !strings.Contains(out, want) {
+		t.Errorf("version: %q, want %q", out, want)
 	}
 }
 
