@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // pages are the documents a reader follows links between, relative to the
@@ -116,5 +118,18 @@ func TestREADMEIsShort(t *testing.T) {
 	}
 	if n := strings.Count(string(b), "\n"); n > 150 {
 		t.Errorf("README.md is %d lines; at most 150 (move the detail into docs/)", n)
+	}
+}
+
+// The section the stores' refusal of a newer file names
+// (sqlitewal.UpgradeDoc) is in the operator's guide.
+func TestTheUpgradeSectionTheStoresNameExists(t *testing.T) {
+	page, anchor, _ := strings.Cut(sqlitewal.UpgradeDoc, "#")
+	md, err := os.ReadFile(filepath.Join("..", page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !anchors(string(md))[anchor] {
+		t.Errorf("%s has no heading for #%s", page, anchor)
 	}
 }
