@@ -96,3 +96,24 @@ func TestDoctorTellsAnOlderOutboxFromADeadOne(t *testing.T) {
 		t.Fatal("doctor changed the older outbox")
 	}
 }
+
+// An outbox a newer release set up (a rollback) is an error that says so
+// and keeps the file, never the move-aside fix that loses its writes.
+func TestDoctorNeverMovesANewerOutboxAside(t *testing.T) {
+	b := newBox(t)
+	path := OutboxPath(b.palace)
+	must(t, os.MkdirAll(filepath.Dir(path), 0o700))
+	s, err := outbox.Open(path, "laptop", "lab")
+	must(t, err)
+	must(t, s.Close())
+	db, err := sqlitewal.Open(path, "FULL")
+	must(t, err)
+	_, err = db.Exec(`PRAGMA user_version = 99`)
+	must(t, err)
+	must(t, db.Close())
+	fs := b.run()
+	only(t, fs, "error:outbox-dead")
+	if !strings.Contains(fs[0].Message, "newer devbox-config") || strings.Contains(fs[0].Fix, "aside") || !strings.Contains(fs[0].Fix, "keep the file") {
+		t.Fatalf("%+v", fs[0])
+	}
+}

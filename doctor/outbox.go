@@ -13,6 +13,7 @@ import (
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
 	"github.com/joakimp/devbox-config/shellword"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // outboxState is what doctor read from the edge's outbox.
@@ -51,8 +52,8 @@ func readOutbox(ctx context.Context, opts Options, st State) outboxState {
 	}
 	ob.exists = true
 	s, err := outbox.OpenOptions(ob.path, outbox.Options{Label: "doctor", ReadOnly: true, StatFS: opts.StatFS})
-	if errors.Is(err, outbox.ErrOlderSchema) {
-		ob.err = err
+	if errors.Is(err, outbox.ErrOlderSchema) || errors.Is(err, sqlitewal.ErrNewerSchema) {
+		ob.err = err // whole, and not this build's to read: never moved aside
 		return ob
 	} else if err != nil {
 		return failedOutbox(ob, err)
@@ -176,6 +177,11 @@ func unreadableOutbox(opts Options, ob outboxState) Finding {
 		return Finding{ID: IDOutboxOlder, Severity: Info, Section: "§4.3",
 			Message: fmt.Sprintf("the outbox %s was made by an older devbox-config: the next edge start (any harness session in edge mode) or any `devbox-config edge` command brings it to this build's schema, keeping what it holds; doctor only reads, so its dead, held and backlog checks wait until then", ob.path),
 			Fix:     "`devbox-config edge status` (it migrates the outbox and shows what waits), then run doctor again"}
+	}
+	if errors.Is(ob.err, sqlitewal.ErrNewerSchema) {
+		return Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3",
+			Message: "this build cannot read the outbox: " + opts.mask(ob.err.Error()),
+			Fix:     "run the devbox-config release that made it, or a newer one (rolling back is not supported: docs/operator.md, Upgrading (and rolling back)); keep the file: it holds the queued writes"}
 	}
 	f := Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3",
 		Message: "cannot read the outbox: " + opts.mask(ob.err.Error()),
