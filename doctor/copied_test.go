@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,16 +76,7 @@ func TestDoctorSaysTheOutboxIsACopy(t *testing.T) {
 // (found on the attack56 fleet's 020e7db outbox).
 func TestDoctorTellsAnOlderOutboxFromADeadOne(t *testing.T) {
 	b := newBox(t)
-	path := OutboxPath(b.palace)
-	must(t, os.MkdirAll(filepath.Dir(path), 0o700))
-	s, err := outbox.Open(path, "laptop", "lab")
-	must(t, err)
-	must(t, s.Close())
-	db, err := sqlitewal.Open(path, "FULL")
-	must(t, err)
-	_, err = db.Exec(`PRAGMA user_version = 2`)
-	must(t, err)
-	must(t, db.Close())
+	path := outboxAtVersion(t, b, 2)
 	before, err := os.ReadFile(path)
 	must(t, err)
 	fs := b.run()
@@ -101,6 +93,23 @@ func TestDoctorTellsAnOlderOutboxFromADeadOne(t *testing.T) {
 // and keeps the file, never the move-aside fix that loses its writes.
 func TestDoctorNeverMovesANewerOutboxAside(t *testing.T) {
 	b := newBox(t)
+	path := outboxAtVersion(t, b, 99)
+	before, err := os.ReadFile(path)
+	must(t, err)
+	fs := b.run()
+	only(t, fs, "error:outbox-dead")
+	if !strings.Contains(fs[0].Message, "newer devbox-config") || strings.Contains(fs[0].Fix, "aside") || !strings.Contains(fs[0].Fix, "keep the file") {
+		t.Fatalf("%+v", fs[0])
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatal("doctor changed the newer outbox")
+	}
+}
+
+// outboxAtVersion is b's outbox, made with its schema version set to v, as
+// an older (or newer) release would have left it.
+func outboxAtVersion(t *testing.T, b *box, v int) string {
+	t.Helper()
 	path := OutboxPath(b.palace)
 	must(t, os.MkdirAll(filepath.Dir(path), 0o700))
 	s, err := outbox.Open(path, "laptop", "lab")
@@ -108,12 +117,8 @@ func TestDoctorNeverMovesANewerOutboxAside(t *testing.T) {
 	must(t, s.Close())
 	db, err := sqlitewal.Open(path, "FULL")
 	must(t, err)
-	_, err = db.Exec(`PRAGMA user_version = 99`)
+	_, err = db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, v))
 	must(t, err)
 	must(t, db.Close())
-	fs := b.run()
-	only(t, fs, "error:outbox-dead")
-	if !strings.Contains(fs[0].Message, "newer devbox-config") || strings.Contains(fs[0].Fix, "aside") || !strings.Contains(fs[0].Fix, "keep the file") {
-		t.Fatalf("%+v", fs[0])
-	}
+	return path
 }

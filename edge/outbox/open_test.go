@@ -54,24 +54,12 @@ func TestOpeningACurrentOutboxTakesNoWriteLock(t *testing.T) {
 // leaves it as it is; a writing open then brings it to this schema.
 func TestAReadOnlyOpenLeavesAnOlderOutboxAsItIs(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), outbox.FileName)
-	s, err := outbox.Open(path, "dev", "edge")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	db, err := sqlitewal.Open(path, "FULL")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(`PRAGMA user_version = 2`); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	path := outboxAt(t, 2)
 	if _, err := outbox.OpenOptions(path, outbox.Options{ReadOnly: true}); !errors.Is(err, outbox.ErrOlderSchema) {
 		t.Fatalf("a read-only open of an older outbox: %v, want ErrOlderSchema", err)
 	}
-	if s, err = outbox.Open(path, "dev", "edge"); err != nil {
+	s, err := outbox.Open(path, "dev", "edge")
+	if err != nil {
 		t.Fatalf("a writing open after it: %v", err)
 	}
 	s.Close()
@@ -87,13 +75,7 @@ func TestAReadOnlyOpenLeavesAnOlderOutboxAsItIs(t *testing.T) {
 // where an intent of the newer edge's went unseen and unsent).
 func TestAnOutboxOfANewerReleaseIsRefused(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), outbox.FileName)
-	s, err := outbox.Open(path, "dev", "edge")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	setUserVersion(t, path, 99)
+	path := outboxAt(t, 99)
 	before, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -118,15 +100,9 @@ func TestAnOutboxOfANewerReleaseIsRefused(t *testing.T) {
 // at Warn, which the edge commands show (attack56 M1: nothing said so).
 func TestAnOutboxMigratedSaysSo(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), outbox.FileName)
-	s, err := outbox.Open(path, "dev", "edge")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	setUserVersion(t, path, 2)
+	path := outboxAt(t, 2)
 	var log bytes.Buffer
-	s, err = outbox.OpenOptions(path, outbox.Options{Device: "dev", Label: "edge", Log: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	s, err := outbox.OpenOptions(path, outbox.Options{Device: "dev", Label: "edge", Log: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,8 +114,16 @@ func TestAnOutboxMigratedSaysSo(t *testing.T) {
 	}
 }
 
-func setUserVersion(t *testing.T, path string, v int) {
+// outboxAt is a new outbox whose schema version is set to v, as an older
+// (or newer) release would have left it.
+func outboxAt(t *testing.T, v int) string {
 	t.Helper()
+	path := filepath.Join(t.TempDir(), outbox.FileName)
+	s, err := outbox.Open(path, "dev", "edge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
 	db, err := sqlitewal.Open(path, "FULL")
 	if err != nil {
 		t.Fatal(err)
@@ -148,4 +132,5 @@ func setUserVersion(t *testing.T, path string, v int) {
 	if _, err := db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, v)); err != nil {
 		t.Fatal(err)
 	}
+	return path
 }
