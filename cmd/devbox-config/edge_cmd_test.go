@@ -17,15 +17,6 @@ import (
 	"github.com/joakimp/devbox-config/testbed"
 )
 
-type refusing struct{}
-
-func (refusing) Up() bool { return true }
-func (refusing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
-	// a grant's refusal: a later grant may let it through, so a dead op
-	// so refused holds its objects (one refused as written holds nothing)
-	return nil, &outbox.RPCError{Code: -31003, Message: "devbox-config gateway: dev may not call " + tool + " (write globs do not match the target wing)"}
-}
-
 // edge status / outbox list / retry / drop / flush, as an operator uses them.
 func TestEdgeOperatorCommands(t *testing.T) {
 	palace := filepath.Join(t.TempDir(), "palace")
@@ -57,7 +48,7 @@ func TestEdgeOperatorCommands(t *testing.T) {
 	// key in common), so it waits while the first is dead.
 	bad, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused once","source_file":"notes.md","bogus":1}`), Wing: "w"})
 	s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"waiting behind it","source_file":"notes.md"}`), Wing: "w"})
-	f := &outbox.Flusher{S: s, P: refusing{}, MaxRefusals: 1}
+	f := &outbox.Flusher{S: s, P: refusing{&outbox.RPCError{Code: -31003, Message: "devbox-config gateway: dev may not call mempalace_add_drawer (write globs do not match the target wing)"}}, MaxRefusals: 1}
 	f.Drain(ctx)
 	s.Close()
 
@@ -585,19 +576,20 @@ func TestAnOpsErrorPrintsOnItsLine(t *testing.T) {
 	}
 }
 
-// refusingAsWritten refuses every call as MemPalace refuses arguments it
-// cannot take: as written, whatever a grant.
-type refusingAsWritten struct{}
+// refusing refuses every call with its error: a grant's refusal (a later
+// grant may let it through, so a dead op so refused holds its objects; one
+// refused as written holds nothing), or arguments MemPalace cannot take.
+type refusing struct{ err *outbox.RPCError }
 
-func (refusingAsWritten) Up() bool { return true }
-func (refusingAsWritten) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
-	return nil, &outbox.RPCError{Code: -32602, Message: "Invalid params: status='done' is not one of: applied, blocked"}
+func (refusing) Up() bool { return true }
+func (r refusing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	return nil, r.err
 }
 
-// A dead op refused as written is one to drop, not to retry: a retry is
-// refused again. edge status and edge flush say so (attack53 N2: both
-// said "fix the cause, then retry").
-func TestADeadOpRefusedAsWrittenIsToldToBeDropped(t *testing.T) {
+// deadThenTold queues w in a devbox's outbox, has a primary refuse it for
+// good (dead), and returns the op and what edge status and edge flush then
+// print, each.
+func deadThenTold(t *testing.T, w outbox.Write, refusal *outbox.RPCError) (outbox.Op, map[string]string) {
 	palace := filepath.Join(t.TempDir(), "palace")
 	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
 	t.Setenv("MEMPALACE_PALACE_PATH", palace)
@@ -608,24 +600,30 @@ func TestADeadOpRefusedAsWrittenIsToldToBeDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	bad, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_event_append", Payload: []byte(`{"type":"reply","stream":"s","from_agent":"pi@lab","to_agent":"a@b","correlation_id":"c1","status":"done","body":"b"}`)})
-	(&outbox.Flusher{S: s, P: refusingAsWritten{}}).Drain(ctx)
+	op, _ := s.Enqueue(ctx, w)
+	(&outbox.Flusher{S: s, P: refusing{refusal}}).Drain(ctx)
 	s.Close()
-	want := "`devbox-config edge outbox drop " + bad.Short() + "`"
-	for _, args := range [][]string{{"edge", "status"}, {"edge", "flush"}} {
+	said := map[string]string{}
+	for _, cmd := range []string{"status", "flush"} {
 		var out, errb bytes.Buffer
-		run(args, &out, &errb)
-		if got := out.String() + errb.String(); !strings.Contains(got, want) || strings.Contains(got, "fix the cause") {
-			t.Errorf("%v:\n%s", args, got)
-		}
+		run([]string{"edge", cmd}, &out, &errb)
+		said["edge "+cmd] = out.String() + errb.String()
 	}
+	return op, said
 }
 
-type refusingAsReused struct{}
-
-func (refusingAsReused) Up() bool { return true }
-func (refusingAsReused) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
-	return nil, &outbox.RPCError{Code: -32602, Message: "devbox-config gateway: ledger: device dev, op id ab12: op id already used for a different write (first used with other arguments; now mempalace_add_drawer)"}
+// A dead op refused as written is one to drop, not to retry: a retry is
+// refused again. edge status and edge flush say so (attack53 N2: both
+// said "fix the cause, then retry").
+func TestADeadOpRefusedAsWrittenIsToldToBeDropped(t *testing.T) {
+	bad, said := deadThenTold(t, outbox.Write{Name: "mempalace_event_append", Payload: []byte(`{"type":"reply","stream":"s","from_agent":"pi@lab","to_agent":"a@b","correlation_id":"c1","status":"done","body":"b"}`)},
+		&outbox.RPCError{Code: -32602, Message: "Invalid params: status='done' is not one of: applied, blocked"})
+	want := "`devbox-config edge outbox drop " + bad.Short() + "`"
+	for cmd, got := range said {
+		if !strings.Contains(got, want) || strings.Contains(got, "fix the cause") {
+			t.Errorf("%s:\n%s", cmd, got)
+		}
+	}
 }
 
 // An op the gateway's ledger refused as reused is, after a rollback of the
@@ -633,31 +631,17 @@ func (refusingAsReused) Call(ctx context.Context, tool string, args json.RawMess
 // flush say to run that release again and retry it, not to write it anew
 // (attack56 R2: "write it anew" and drop, for a write that had landed).
 func TestADeadOpRefusedAsReusedIsToldToBeRetriedAfterARollback(t *testing.T) {
-	palace := filepath.Join(t.TempDir(), "palace")
-	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
-	t.Setenv("MEMPALACE_PALACE_PATH", palace)
-	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
-	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
-	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	op, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`)})
-	(&outbox.Flusher{S: s, P: refusingAsReused{}}).Drain(ctx)
-	s.Close()
+	op, said := deadThenTold(t, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`)},
+		&outbox.RPCError{Code: -32602, Message: "devbox-config gateway: ledger: device dev, op id ab12: op id already used for a different write (first used with other arguments; now mempalace_add_drawer)"})
 	want := []string{"another devbox-config release", "`devbox-config edge outbox retry " + op.Short() + "`", "docs/operator.md#upgrading-and-rolling-back", "do not write it anew"}
-	for _, args := range [][]string{{"edge", "status"}, {"edge", "flush"}} {
-		var out, errb bytes.Buffer
-		run(args, &out, &errb)
-		got := out.String() + errb.String()
+	for cmd, got := range said {
 		for _, w := range want {
 			if !strings.Contains(got, w) {
-				t.Errorf("%v does not say %q:\n%s", args, w, got)
+				t.Errorf("%s does not say %q:\n%s", cmd, w, got)
 			}
 		}
 		if strings.Contains(got, "a retry is refused again") {
-			t.Errorf("%v still says a retry is refused again:\n%s", args, got)
+			t.Errorf("%s still says a retry is refused again:\n%s", cmd, got)
 		}
 	}
 }
