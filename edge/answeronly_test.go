@@ -82,3 +82,49 @@ func listed(m map[string]any, _ any) []string {
 	}
 	return out
 }
+
+// An ack_of answer written on another stream than the ask's settles the
+// ask in mempalace_mailbox {"stream": <the ask's>} as in the whole
+// mailbox, delivered or still in the outbox: pi@wide asks on mb57x, the
+// agent replies on mb57 with metadata.ack_of naming the ask. Before, the
+// stream's view read only mb57x's events and still listed the ask ("no
+// reply of yours joins it yet") while the whole mailbox did not (outside
+// tester, attack57 A1).
+func TestAnAckOnAnotherStreamSettlesTheAskInItsStreamsMailbox(t *testing.T) {
+	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
+	for _, delivered := range []bool{true, false} {
+		t.Run(map[bool]string{true: "answer delivered", false: "answer queued"}[delivered], func(t *testing.T) {
+			_, srv := startPrimary(t)
+			ask := func(corr string) string {
+				r := postTool(t, srv.URL(), testToken, "event_append", map[string]any{"type": "ask", "stream": "mb57x", "room": "r",
+					"from_agent": "pi@wide", "to_agent": "opencode@edge-test", "correlation_id": corr, "status": "open", "body": "ask " + corr})
+				ev, _ := r["event"].(map[string]any)
+				id, _ := ev["id"].(string)
+				if id == "" {
+					t.Fatalf("event_append: %v", r)
+				}
+				return id
+			}
+			b1, b2 := ask("c2"), ask("c3")
+			h := start(t, harnessOpts{palace: t.TempDir() + "/palace", primaryURL: srv.URL()})
+			for _, args := range []map[string]any{{}, {"stream": "mb57x"}} {
+				if got := listed(h.call("mailbox", args)); !slices.Equal(got, []string{b1, b2}) {
+					t.Fatalf("mempalace_mailbox %v before the answer: owed %v", args, got)
+				}
+			}
+			if !delivered {
+				srv.Stop()
+				h.eventually("the edge sees the primary down", func() bool { h.call("kg_stats", nil); return !h.edge.remote.Up() })
+			}
+			if m, res := h.call("event_append", map[string]any{"type": "reply", "stream": "mb57", "room": "r", "from_agent": "opencode@edge-test",
+				"to_agent": "pi@wide", "correlation_id": "c9", "status": "applied", "body": "done", "metadata": map[string]any{"ack_of": b1}}); res.IsError || m["success"] != true {
+				t.Fatalf("event_append reply: %v", m)
+			}
+			for _, args := range []map[string]any{{}, {"stream": "mb57x"}} {
+				if got := listed(h.call("mailbox", args)); !slices.Equal(got, []string{b2}) {
+					t.Errorf("mempalace_mailbox %v: owed %v, want only %s (%s was answered on mb57)", args, got, b2, b1)
+				}
+			}
+		})
+	}
+}

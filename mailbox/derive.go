@@ -77,16 +77,17 @@ func joined(r, a *Event) bool {
 // overlap (the same id twice is counted once) and may hold anything: what
 // is not directed at agent or written by it is ignored.
 func Derive(events []Event, agent string) []Item {
-	items, _ := derive(events, agent, 0)
+	items, _ := derive(events, agent, "", 0)
 	return items
 }
 
-// derive is Derive keeping at most limit items (0: all), with the number
+// derive is Derive keeping the asks on stream (every stream if empty;
+// answers count from any) and at most limit items (0: all), with the number
 // left out: the asks from trusted senders first (an untrusted sender's
 // flood of asks hides no trusted ask behind the limit), then the others,
 // each kind oldest first, and all of them in the log's order; why is
 // written only for the items kept.
-func derive(events []Event, agent string, limit int) ([]Item, int) {
+func derive(events []Event, agent, stream string, limit int) ([]Item, int) {
 	if agent == "" || agent == "*" {
 		return nil, 0
 	}
@@ -103,7 +104,7 @@ func derive(events []Event, agent string, limit int) ([]Item, int) {
 		// thread ([*] in §3.3's diagram). event_ack addresses the ack to
 		// the asker: were it owed, the asker would ack the ack, and a
 		// claimed one would be owed back (ping-pong).
-		if !directed(ask, agent) || ask.FromAgent == agent || ask.AckOf != "" || Terminal(deref(ask.Status)) {
+		if !directed(ask, agent) || ask.FromAgent == agent || ask.AckOf != "" || Terminal(deref(ask.Status)) || stream != "" && ask.Stream != stream {
 			continue
 		}
 		if cleared, got := mine.answer(ask); !cleared {

@@ -485,3 +485,47 @@ func TestAnAnswerSettlesOnlyTheAskItAnswers(t *testing.T) {
 		}
 	}
 }
+
+// An ack (metadata.ack_of) written on another stream than the ask's
+// settles the ask it names in the mailbox of the ask's stream as in the
+// whole mailbox: pi@wide asks on mb57x, the agent answers on mb57 naming
+// the ask. Before, --stream mb57x read only mb57x's events, missed the
+// answer and listed the ask owed ("no reply of yours joins it yet") while
+// the whole mailbox did not (outside tester, attack57 A1). So does one
+// still in the outbox, read offline from the whole mailbox's view.
+func TestAnAckOnAnotherStreamSettlesTheAskInItsStreamsMailbox(t *testing.T) {
+	const peer = "pi@wide"
+	on := func(e Event, stream string) Event {
+		raw, err := sjson.SetBytes(e.Raw, "stream", stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Raw, e.Stream = raw, stream
+		return e
+	}
+	ask, other := on(ev(1, "b1", peer, me, "c2", "open", ""), "mb57x"), on(ev(2, "b2", peer, me, "c3", "open", ""), "mb57x")
+	src := &fakeSource{log: []Event{ask, other, on(ev(3, "r1", me, peer, "c9", "applied", "b1"), "mb57")}}
+	for _, stream := range []string{"", "mb57x"} {
+		r, err := Owed(context.Background(), src, me, stream, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(r.Owed); !slices.Equal(got, []string{"b2"}) {
+			t.Errorf("stream %q: owed %v, want only b2 (b1 was answered on mb57)", stream, got)
+		}
+	}
+	if r, _ := Owed(context.Background(), src, me, "mb57", 0); r.Count != 0 {
+		t.Errorf("stream mb57, where no ask is: owed %v", ids(r.Owed))
+	}
+	src.log = src.log[:2]
+	m := &Mailbox{Src: src}
+	if _, err := m.Owed(context.Background(), me, "", 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	src.down.Store(true)
+	pending := []map[string]any{{"type": "reply", "stream": "mb57", "from_agent": me, "to_agent": peer, "correlation_id": "c9", "status": "applied", "metadata": map[string]any{"ack_of": "b1"}}}
+	r, err := m.Owed(context.Background(), me, "mb57x", 0, pending)
+	if err != nil || !r.Degraded || !slices.Equal(ids(r.Owed), []string{"b2"}) {
+		t.Errorf("offline, --stream mb57x from the whole mailbox's view, the answer in the outbox: owed %v, degraded %v, err %v; want b2 only, degraded", ids(r.Owed), r.Degraded, err)
+	}
+}

@@ -26,8 +26,11 @@
 // ack of one ask would clear every ask sharing its id, on another stream,
 // posted after it (an ack written offline lands after asks its writer
 // never saw) or from an untrusted sender, none of which it answered, and
-// the mailbox of one stream would disagree with the mailbox of all. A
-// reply addressed to nobody answers nobody. A reply clears only when its
+// the mailbox of one stream would disagree with the mailbox of all. An
+// ack answers from any stream: the mailbox of one stream is the asks on
+// it in the mailbox of all, derived from the same read (the agent's
+// answers on every stream), never a read of that stream alone. A reply
+// addressed to nobody answers nobody. A reply clears only when its
 // origin vouches that the asked agent's device wrote it (vouched): one
 // the gateway stamped (it takes an agent name only from the device that
 // holds it) or one with no origin (no gateway; the agent's own write

@@ -37,23 +37,19 @@ type Result struct {
 // broadcasts, which Derive drops) and what agent wrote (its replies; only
 // the join fields matter, so bodies come as previews), by "writer" as
 // 3.11 names it (a ToolSource sends it as from_agent to a primary
-// without writer). stream, if not empty, narrows both. A primary that
-// filters by neither (from_agent on 3.11) returns more than needed;
-// Derive ignores the excess.
-func Filters(agent, stream string) []map[string]any {
-	to := map[string]any{"to_agent": agent}
-	from := map[string]any{"writer": agent, "preview": true}
-	if stream != "" {
-		to["stream"], from["stream"] = stream, stream
-	}
-	return []map[string]any{to, from}
+// without writer). Neither names a stream: an ack answers the ask it
+// names from any stream, so a stream's owed set is the whole one's asks
+// on that stream. A primary that filters by neither (from_agent on 3.11)
+// returns more than needed; Derive ignores the excess.
+func Filters(agent string) []map[string]any {
+	return []map[string]any{{"to_agent": agent}, {"writer": agent, "preview": true}}
 }
 
 // Read fetches every event the owed set of agent depends on. The
 // to_agent query comes first so that, where both return an event, Derive
 // keeps its full body rather than the from_agent query's preview.
-func Read(ctx context.Context, src Source, agent, stream string) ([]Event, error) {
-	fs := Filters(agent, stream)
+func Read(ctx context.Context, src Source, agent string) ([]Event, error) {
+	fs := Filters(agent)
 	got := make([][]Event, len(fs))
 	errs := make([]error, len(fs))
 	var wg sync.WaitGroup
@@ -70,13 +66,14 @@ func Read(ctx context.Context, src Source, agent, stream string) ([]Event, error
 	return slices.Concat(got...), nil
 }
 
-// Owed reads the primary and derives agent's owed set. limit > 0 keeps
-// the oldest limit items (the rest are counted in More).
+// Owed reads the primary and derives agent's owed set; stream, if not
+// empty, keeps the asks on that stream (answered as in the whole set).
+// limit > 0 keeps the oldest limit items (the rest are counted in More).
 func Owed(ctx context.Context, src Source, agent, stream string, limit int) (Result, error) {
 	if err := checkAgent(agent); err != nil {
 		return Result{}, err
 	}
-	evs, err := Read(ctx, src, agent, stream)
+	evs, err := Read(ctx, src, agent)
 	if err != nil {
 		return Result{}, err
 	}
@@ -96,17 +93,7 @@ func checkAgent(agent string) error {
 // build derives from a set of events (fresh or remembered, with pending
 // ones merged).
 func build(evs []Event, agent, stream string, limit int) Result {
-	if stream != "" {
-		kept := evs[:0:0]
-		for _, e := range evs {
-			// A pending event_ack names no stream; it applies to its target's.
-			if e.Stream == stream || e.pending && e.Stream == "" {
-				kept = append(kept, e)
-			}
-		}
-		evs = kept
-	}
-	items, more := derive(evs, agent, limit)
+	items, more := derive(evs, agent, stream, limit)
 	r := Result{Agent: agent, Owed: items, More: more}
 	if r.Owed == nil {
 		r.Owed = []Item{}
@@ -157,8 +144,9 @@ func WithPending(events []Event, pending []map[string]any) []Event {
 }
 
 // Mailbox answers Owed and remembers the last events it read for each
-// agent and stream, so that while the primary cannot be read it answers
-// from that view, marked degraded with its age.
+// agent (every stream's: one stream's owed set is read as the whole
+// one), so that while the primary cannot be read it answers from that
+// view, marked degraded with its age.
 type Mailbox struct {
 	Src Source
 	// Wait bounds the primary read when a last view exists (0: only ctx
@@ -169,7 +157,7 @@ type Mailbox struct {
 	Now func() time.Time
 
 	mu    sync.Mutex
-	views map[[2]string]view
+	views map[string]view
 }
 
 type view struct {
@@ -193,9 +181,8 @@ func (m *Mailbox) Owed(ctx context.Context, agent, stream string, limit int, pen
 	if err := checkAgent(agent); err != nil {
 		return Result{}, err
 	}
-	key := [2]string{agent, stream}
 	m.mu.Lock()
-	last, have := m.views[key]
+	last, have := m.views[agent]
 	m.mu.Unlock()
 
 	rctx := ctx
@@ -204,13 +191,13 @@ func (m *Mailbox) Owed(ctx context.Context, agent, stream string, limit int, pen
 		rctx, cancel = context.WithTimeout(ctx, m.Wait)
 		defer cancel()
 	}
-	evs, err := Read(rctx, m.Src, agent, stream)
+	evs, err := Read(rctx, m.Src, agent)
 	if err == nil {
 		m.mu.Lock()
 		if m.views == nil {
-			m.views = map[[2]string]view{}
+			m.views = map[string]view{}
 		}
-		m.views[key] = view{events: evs, at: m.now()}
+		m.views[agent] = view{events: evs, at: m.now()}
 		m.mu.Unlock()
 		return build(WithPending(evs, pending), agent, stream, limit), nil
 	}

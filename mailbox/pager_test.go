@@ -146,7 +146,7 @@ func TestOwedPagesThroughTheTestDouble(t *testing.T) {
 	if r.Count != 2 || r.More != 1 || r.Owed[0].Event.ID != askIDs[6] {
 		t.Fatalf("limit 2: %+v", r)
 	}
-	// a stream filter narrows the query
+	// a stream filter narrows what is shown
 	if r, _ := Owed(context.Background(), src, me, "elsewhere", 0); r.Count != 0 {
 		t.Fatalf("other stream: %+v", r)
 	}
@@ -184,6 +184,9 @@ func (f *fakeSource) EventList(ctx context.Context, args map[string]any) (json.R
 			continue
 		}
 		if from, _ := args["writer"].(string); from != "" && e.FromAgent != from {
+			continue
+		}
+		if s, _ := args["stream"].(string); s != "" && e.Stream != s {
 			continue
 		}
 		keep = append(keep, e.Raw)
