@@ -239,10 +239,10 @@ func (e *Edge) closeRemote() {
 	if e.primary != nil {
 		e.primary.Close()
 	}
+	if err := e.recordStayed(); err != nil {
+		e.log.Error("writes the local palace took that the outbox could not record are not recorded for edge status and doctor either: nothing sends them to the primary but `devbox-config join`", "err", err)
+	}
 	if e.outbox != nil {
-		if err := e.recordStayed(); err != nil {
-			e.log.Error("writes the local palace took that the outbox could not record are not recorded for edge status and doctor either: nothing sends them to the primary but `devbox-config join`", "err", err)
-		}
 		if err := e.outbox.Close(); err != nil {
 			e.log.Warn("outbox not closed cleanly", "err", err)
 		}

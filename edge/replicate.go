@@ -259,12 +259,13 @@ func (e *Edge) queue(ctx context.Context, c *call, oldWing, entry string, ordina
 	// call is cancelled now (by the agent, or the edge stopping), or it
 	// would never reach the primary.
 	ctx = context.WithoutCancel(ctx)
-	if e.outbox == nil {
-		return map[string]any{"replication": fmt.Sprintf("not replicated: outbox unavailable: %v", e.obErr)}
-	}
 	w, polErr, ok := e.outboxWrite(ctx, c, oldWing)
 	if !ok {
 		return map[string]any{"replication": "local only (policy)"}
+	}
+	if e.outbox == nil { // counted as a full disk's are: a join sends it
+		e.stayLocal()
+		return map[string]any{"replication": fmt.Sprintf("not replicated: outbox unavailable: %v: this write stays in this devbox's palace only; once the outbox opens again, `devbox-config join` sends it to the primary", e.obErr)}
 	}
 	if w.Payload == nil {
 		return map[string]any{"replication": "not replicated: its arguments could not be read"}
@@ -316,7 +317,7 @@ func (e *Edge) recordStayed() error {
 	if e.stayed.n.N == 0 {
 		return nil
 	}
-	if err := outbox.NoteStayedLocal(e.outbox.Path(), e.stayed.n); err != nil {
+	if err := outbox.NoteStayedLocal(filepath.Join(e.cfg.StateDir(), outbox.FileName), e.stayed.n); err != nil {
 		return fmt.Errorf("%d write(s) since %s: %w", e.stayed.n.N, e.stayed.n.Since.Format(time.RFC3339), err)
 	}
 	e.stayed.n = outbox.StayedLocal{}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // fillOutboxDisk makes every write to the edge's outbox fail as a full
@@ -98,5 +101,46 @@ func TestWritesThatStayedLocalAreKeptWhenTheEdgeStopsOnAFullDisk(t *testing.T) {
 	st, err := s.Stats(context.Background())
 	if err != nil || len(st.StayedLocal) != 1 || st.StayedLocal[0].N != 1 {
 		t.Fatalf("after a stop on a full disk: %+v, %v", st.StayedLocal, err)
+	}
+}
+
+// An edge whose outbox will not open (here one a newer release set up: a
+// rollback) counts the writes the local palace took as a full disk's
+// are, for a join: the agent's answer names `devbox-config join`, the
+// record file holds them, and the next session is told. Before, each
+// answer said only "outbox unavailable" and nothing recorded them, so
+// once the outbox opened again nothing said a join was owed (attack58
+// N1).
+func TestWritesAnUnopenableOutboxMissesAreCountedForAJoin(t *testing.T) {
+	t.Parallel()
+	palace := t.TempDir()
+	path := filepath.Join(palace, "edge", outbox.FileName)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s, err := outbox.Open(path, "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sqlitewal.Open(path, "FULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	h := start(t, harnessOpts{palace: palace, primaryDown: true})
+	r, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "written past a newer outbox"})
+	if note := fmt.Sprint(r["edge"]); r["success"] != true || !strings.Contains(note, "newer devbox-config") || !strings.Contains(note, "`devbox-config join`") {
+		t.Fatalf("a write the outbox could not take: %v", r)
+	}
+	if sl, err := outbox.ReadStayedLocal(path); err != nil || len(sl) != 1 || sl[0].N != 1 {
+		t.Fatalf("the record of writes that stayed local: %+v %v", sl, err)
+	}
+	h2 := start(t, harnessOpts{palace: palace, primaryDown: true})
+	if in := instructionsOf(h2); !strings.Contains(in, "1 write(s) stayed in the local palace only") || !strings.Contains(in, "`devbox-config join`") {
+		t.Fatalf("the next session's instructions: %q", in)
 	}
 }

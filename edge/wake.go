@@ -29,6 +29,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -519,10 +520,7 @@ func (e *Edge) sessionInstructions(ctx context.Context) string {
 // could not record them (outbox.StayedLocal; "": none): the agent that
 // made them was told in its answer, a later session would not be.
 func (e *Edge) stayedLocalLine() string {
-	if e.outbox == nil {
-		return ""
-	}
-	recs, err := outbox.ReadStayedLocal(e.outbox.Path())
+	recs, err := outbox.ReadStayedLocal(filepath.Join(e.cfg.StateDir(), outbox.FileName))
 	if err != nil {
 		e.log.Debug("the record of writes that stayed local is unreadable; edge status and doctor say so", "err", err)
 	}
