@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -67,6 +68,40 @@ func TestDoctorSaysTheOutboxIsACopy(t *testing.T) {
 	}
 	b.env["MEMPALACE_ORIGIN_DEVICE"] = "laptop-2"
 	only(t, b.run())
+}
+
+// A copy made on the same machine (a backup restored, a devbox moved to a
+// new disk) is dismissed by `edge outbox same-machine`, which the fix
+// names: before, the note stayed for good while the device id was the
+// same (attack57 A3), and operators learnt to ignore it.
+func TestDoctorsCopyNoteIsDismissedForTheSameMachine(t *testing.T) {
+	b := newBox(t)
+	orig := filepath.Join(t.TempDir(), outbox.FileName)
+	s, err := outbox.Open(orig, "laptop", "lab")
+	must(t, err)
+	must(t, s.Close())
+	data, err := os.ReadFile(orig)
+	must(t, err)
+	must(t, os.MkdirAll(filepath.Dir(OutboxPath(b.palace)), 0o700))
+	write(t, OutboxPath(b.palace), string(data), 0o600)
+	b.env["MEMPALACE_ORIGIN_DEVICE"] = "laptop"
+	s, err = outbox.Open(OutboxPath(b.palace), "laptop", "lab") // an edge: re-keys it, and keeps the record
+	must(t, err)
+	fs := b.run()
+	only(t, fs, "info:outbox-copied")
+	if !strings.Contains(fs[0].Fix, "same machine (a backup restored, a devbox moved to a new disk), nothing is wrong: `devbox-config edge outbox same-machine`") {
+		t.Errorf("the fix names no way to dismiss it: %s", fs[0].Fix)
+	}
+	c, err := s.SameMachine(context.Background())
+	must(t, err)
+	if c.Device != "laptop" {
+		t.Errorf("removed %+v", c)
+	}
+	only(t, b.run())
+	if _, err := s.SameMachine(context.Background()); !errors.Is(err, outbox.ErrNoCopy) {
+		t.Errorf("a second same-machine: %v, want ErrNoCopy", err)
+	}
+	must(t, s.Close())
 }
 
 // An outbox an older build left (after an upgrade, before this build's

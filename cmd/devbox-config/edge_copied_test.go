@@ -66,3 +66,26 @@ func TestEdgeStatusSaysTheOutboxIsACopy(t *testing.T) {
 		t.Errorf("status of a copy given its own device id:\n%s", out)
 	}
 }
+
+// `edge outbox same-machine` dismisses the COPY line of an outbox copied
+// on this same machine (a backup restored in place), which the line's fix
+// names, and refuses when there is no copy to dismiss: before, nothing
+// could, and the note stayed while the device id was the same (attack57
+// A3).
+func TestSameMachineDismissesTheCopyLine(t *testing.T) {
+	copiedOutbox(t)
+	t.Setenv("MEMPALACE_ORIGIN_DEVICE", "dev")
+	if out := runOK(t, "edge", "status"); !strings.Contains(out, "the same machine (a backup restored, a devbox moved to a new disk), nothing is wrong: `devbox-config edge outbox same-machine`") {
+		t.Errorf("the COPY line names no way to dismiss it:\n%s", out)
+	}
+	if out := runOK(t, "edge", "outbox", "same-machine"); !strings.Contains(out, "recorded as this machine's own") {
+		t.Errorf("same-machine said:\n%s", out)
+	}
+	if out := runOK(t, "edge", "status"); strings.Contains(out, "COPY") {
+		t.Errorf("status after same-machine:\n%s", out)
+	}
+	code, out, errOut := runCLI("edge", "outbox", "same-machine")
+	if code != 1 || !strings.Contains(errOut, "no record of being a copy") {
+		t.Errorf("same-machine with no copy: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -91,7 +91,7 @@ not parse: sent once it parses), done.`
 
 func newEdgeOutboxCmd(stdout, stderr io.Writer) *cobra.Command {
 	ctx := context.Background()
-	g := group("outbox", "Inspect and repair the outbox: list, retry ID, drop ID, delivered ID",
+	g := group("outbox", "Inspect and repair the outbox: list, retry ID, drop ID, delivered ID, same-machine",
 		newOutboxListCmd(stdout, stderr),
 		newOutboxActCmd(stdout, stderr, "retry", "Send an op again: a dead one after fixing its cause, or one in doubt (a second copy if the first landed)",
 			func(s *outbox.Store, cfg edge.Config, id string) (outbox.Op, error) {
@@ -100,9 +100,34 @@ func newEdgeOutboxCmd(stdout, stderr io.Writer) *cobra.Command {
 		newOutboxActCmd(stdout, stderr, "drop", "Give up on an op: it is never sent, and the ops waiting behind it move on",
 			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, error) { return s.Drop(ctx, id) }),
 		newOutboxActCmd(stdout, stderr, "delivered", "Record an op in doubt as landed on the primary (you checked it is there): never sent again",
-			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, error) { return s.Delivered(ctx, id) }))
+			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, error) { return s.Delivered(ctx, id) }),
+		newOutboxSameMachineCmd(stdout, stderr))
 	g.Long = outboxHelp
 	return g
+}
+
+// newOutboxSameMachineCmd is `edge outbox same-machine`: the operator's
+// word that the copy the outbox is (edge status's COPY, doctor's
+// outbox-copied) was made on this same machine, so the note goes.
+func newOutboxSameMachineCmd(stdout, stderr io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "same-machine",
+		Short: "Record that the outbox's copy is this same machine (a backup restored, a new disk): edge status's COPY and doctor's outbox-copied go",
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			s, _, err := openOutbox(io.Discard, stderr, false)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			c, err := s.SameMachine(context.Background())
+			if err != nil {
+				return failed(fmt.Errorf("%s: %w", s.Path(), err))
+			}
+			fmt.Fprintf(stdout, "%s: recorded as this machine's own (a copy of the outbox whose identity began %s): edge status and doctor no longer note it; a later copy is noted again\n", s.Path(), mailbox.Printable(c.Was))
+			return nil
+		},
+	}
 }
 
 // outboxListCmd is `edge outbox list`: its flags, and run.

@@ -35,6 +35,7 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   COPY        the outbox is a copy of another's (a copied HOME), and
               MEMPALACE_ORIGIN_DEVICE is still the device its ops were made
               under: a second machine writing under the first one's name
+              (the same machine, a backup restored: edge outbox same-machine)
   DEAD, IN DOUBT, HELD
               each op that needs you, with the command that settles it
               (a dead op: how many later ops on its objects wait behind it)

@@ -64,3 +64,25 @@ func (s *Store) copied(ctx context.Context) (*Copied, error) {
 	}
 	return &c, nil
 }
+
+// ErrNoCopy: SameMachine found no record of this outbox being a copy.
+var ErrNoCopy = errors.New("this outbox has no record of being a copy: edge status prints no COPY line and doctor no outbox-copied note for it, so there is nothing to dismiss")
+
+// SameMachine records the operator's word that the copy this outbox is
+// was made on the machine it came from (a backup restored, a devbox moved
+// to a new disk): the record of the copy is removed, so edge status and
+// doctor stop noting it, and a later copy of the file is noted again. It
+// returns the record removed (ErrNoCopy when there is none).
+func (s *Store) SameMachine(ctx context.Context) (Copied, error) {
+	c, err := s.copied(ctx)
+	if err != nil {
+		return Copied{}, err
+	}
+	if c == nil {
+		return Copied{}, ErrNoCopy
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, metaCopied); err != nil {
+		return Copied{}, fmt.Errorf("outbox: removing its record of being a copy: %w", err)
+	}
+	return *c, nil
+}
