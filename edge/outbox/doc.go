@@ -31,5 +31,5 @@
 //	doorbell.go  waking a sleeping flusher in another process
 //	tombstone.go what this device deleted (merged reads hide the primary's copy)
 //	stayedlocal.go the writes an edge could not put here (a full disk): their count, in a file beside it a full disk does not stop
-//	storage.go   an Open its file system refused (full, read-only, permissions) told from a damaged file; Peek, a read-only count
+//	storage.go   an Open its file system refused (full, read-only, permissions) told from a damaged file, naming the mount mountinfo lists (a bind mount too); Peek, a read-only count
 package outbox

@@ -1,12 +1,16 @@
 package outbox
 
 import (
+	"bufio"
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -20,6 +24,56 @@ type Space struct {
 	Free     uint64 // bytes an unprivileged writer may still use
 	ReadOnly bool   // mounted read-only
 	Mount    string // where it is mounted ("" if not found)
+}
+
+// mountOf is the mount dir is on, from mountinfo (proc_pid_mountinfo(5)):
+// the longest mount point that is dir or above it (the last listed of
+// equals: the one on top; "" for none). A bind mount (a container's
+// volume) is named where it is mounted, not where its file system is.
+func mountOf(dir string, mountinfo io.Reader) (point string) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	}
+	sc := bufio.NewScanner(mountinfo)
+	sc.Buffer(nil, 1<<20) // a line holds every mount option
+	for sc.Scan() {
+		f := strings.Fields(sc.Text()) // id parent dev root point options ...
+		if len(f) < 5 {
+			continue // not a mount line
+		}
+		mp := unescapeMount(f[4])
+		if len(mp) >= len(point) && (mp == "/" || dir == mp || strings.HasPrefix(dir, mp+"/")) {
+			point = mp
+		}
+	}
+	if sc.Err() != nil {
+		return "" // a partial list may name a mount below the right one
+	}
+	return point
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 a space, \011 a
+// tab, \012 a newline, \134 a backslash).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // StatFS reads a directory's Space (statfs on Linux).

@@ -97,3 +97,44 @@ func TestOpenSaysTheDiskIsFullAndPeekCounts(t *testing.T) {
 		t.Fatalf("peek: %v %v %v", n, complete, err)
 	}
 }
+
+// The mount an outbox's directory is on is the one mountinfo lists, so a
+// read-only bind mount (a container's :ro volume) is named, with a fix
+// that works on it (attack57 A2: the mount was found by walking up while
+// the device number stayed the same, which cannot see a bind mount, and
+// the finding named "/" and `mount -o remount,rw /`, which does nothing).
+func TestTheMountIsTheOneMountinfoLists(t *testing.T) {
+	for dir, want := range map[string]string{
+		"/srv/attack57/ro/palace/edge":     "/srv/attack57/ro", // a bind mount
+		"/srv/attack57/ro":                 "/srv/attack57/ro",
+		"/srv/attack57/rox/palace":         "/srv", // a name that only begins like the mount
+		"/mnt/tiny/palace/edge":            "/mnt/tiny",
+		"/mnt/my palaces/p/edge":           "/mnt/my palaces",
+		"/mnt/stacked/edge":                "/mnt/stacked",
+		"/home/dev/.mempalace/palace/edge": "/",
+	} {
+		f, err := os.Open(filepath.Join("testdata", "mountinfo"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := mountOf(dir, f); got != want {
+			t.Errorf("%s: on %q, want %q", dir, got, want)
+		}
+		f.Close()
+	}
+	path := "/srv/attack57/ro/palace/edge/" + FileName
+	statfs := func(dir string) (Space, error) {
+		f, err := os.Open(filepath.Join("testdata", "mountinfo"))
+		if err != nil {
+			return Space{}, err
+		}
+		defer f.Close()
+		return Space{Free: 50 << 20, ReadOnly: true, Mount: mountOf(dir, f)}, nil
+	}
+	se := storageFault(path, &os.PathError{Op: "open", Path: path, Err: syscall.EROFS}, statfs)
+	for _, w := range []string{"(/srv/attack57/ro) is mounted read-only", "`mount -o remount,rw /srv/attack57/ro`", "the container's volume without :ro"} {
+		if se == nil || !strings.Contains(se.Error(), w) {
+			t.Errorf("%v lacks %q", se, w)
+		}
+	}
+}
