@@ -507,41 +507,44 @@ func bearer(h string) (string, bool) {
 // upstream); a body refused counts as a read against d's rate first, as
 // one that does not parse.
 func (s *Server) readBody(x *exchange, d *Device) ([]byte, bool) {
-	refuse := func(status int, code int, msg string, rule Rule) ([]byte, bool) {
+	refuse := func(status int, code int, msg string, rule Rule, read int64) ([]byte, bool) {
 		if s.limitStep(x, d, nil, false) {
+			if status == http.StatusRequestEntityTooLarge {
+				drainOver(x, read)
+			}
 			s.answer(x, status, rpcErrBytes(nil, code, msg), VerdictError, rule)
 		}
 		return nil, false
 	}
 	if x.r.ContentLength > MaxBody {
-		drainOver(x)
-		return refuse(http.StatusRequestEntityTooLarge, -32600, "Request too large", ruleSize)
+		return refuse(http.StatusRequestEntityTooLarge, -32600, "Request too large", ruleSize, 0)
 	}
 	body, err := io.ReadAll(io.LimitReader(x.r.Body, MaxBody+1))
 	if len(body) > MaxBody {
-		drainOver(x)
-		return refuse(http.StatusRequestEntityTooLarge, -32600, "Request too large", ruleSize)
+		return refuse(http.StatusRequestEntityTooLarge, -32600, "Request too large", ruleSize, int64(len(body)))
 	}
 	if err != nil {
-		return refuse(http.StatusBadRequest, -32700, "Parse error", ruleRead)
+		return refuse(http.StatusBadRequest, -32700, "Parse error", ruleRead, 0)
 	}
 	return body, true
 }
 
-// drainOver reads and drops the rest of a body over the cap, up to twice
-// MaxBody in all, within drainTime, so a client that writes its whole body
-// before it reads (Python's http.client, curl without Expect) gets the 413
-// rather than a broken pipe: net/http closes a connection with more than
-// 256 KiB unread, and the reset can reach the client before the answer. A
-// longer body is not read: its client gets the reset.
-func drainOver(x *exchange) {
+// drainOver reads and drops the rest of a body over the cap (read bytes
+// of it read already), up to twice MaxBody in all, within drainTime, so a
+// client that writes its whole body before it reads (Python's
+// http.client, curl without Expect) gets the 413 rather than a broken
+// pipe: net/http closes a connection with more than 256 KiB unread, and
+// the reset can reach the client before the answer. A longer body is not
+// read: its client gets the reset. A device over its rate gets no drain
+// (its refusal is the rate's).
+func drainOver(x *exchange, read int64) {
 	if x.r.ContentLength > 2*MaxBody {
 		return
 	}
 	// A deadline the connection may not take (HTTP/2) leaves the drain to
 	// the server's own timeouts.
 	_ = http.NewResponseController(x.w).SetReadDeadline(time.Now().Add(drainTime))
-	_, _ = io.Copy(io.Discard, io.LimitReader(x.r.Body, 2*MaxBody)) // what is dropped needs no error
+	_, _ = io.Copy(io.Discard, io.LimitReader(x.r.Body, 2*MaxBody-read)) // what is dropped needs no error
 }
 
 // drainTime bounds drainOver: 16 MiB at about 2 MB/s.

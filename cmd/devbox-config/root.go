@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -45,7 +46,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(usageHint)
-	root.SetVersionTemplate(versionText()) // plain text: no template actions
+	root.SetVersionTemplate("") // set by run when --version is asked for: versionText may hash the executable
 	root.AddCommand(
 		newRenderCmd(stdout, stderr),
 		newEdgeCmd(os.Stdin, stdout, stderr),
@@ -97,6 +98,9 @@ func cobraCommands(root *cobra.Command) {
 func run(args []string, stdout, stderr io.Writer) int {
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
+	if slices.ContainsFunc(args, func(a string) bool { return a == "--version" || a == "-v" }) {
+		root.SetVersionTemplate(versionText()) // plain text: no template actions
+	}
 	err := root.Execute()
 	if err == nil {
 		return 0
