@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/sqlitewal"
@@ -156,4 +157,18 @@ func outboxAtVersion(t *testing.T, b *box, v int) string {
 	must(t, err)
 	must(t, db.Close())
 	return path
+}
+
+// While the outbox will not open, the writes an edge counted as staying
+// local meanwhile are told beside it, with the join that sends them:
+// before, only outbox-dead was, until the outbox opened (attack59 B2).
+func TestDoctorTellsWritesCountedWhileTheOutboxWouldNotOpen(t *testing.T) {
+	b := newBox(t)
+	path := outboxAtVersion(t, b, 99)
+	must(t, outbox.NoteStayedLocal(path, outbox.StayedLocal{N: 3, Since: time.Now(), Last: time.Now(), Primary: "http://primary.example/mcp"}))
+	fs := b.run()
+	only(t, fs, "error:outbox-dead", "warn:outbox-stayed-local")
+	if !strings.Contains(fs[1].Message, "3 write(s)") || !strings.Contains(fs[1].Fix, "devbox-config join") {
+		t.Fatalf("%+v", fs[1])
+	}
 }

@@ -98,7 +98,12 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		return nil
 	}
 	if ob.err != nil {
-		return []Finding{unreadableOutbox(opts, ob)}
+		out := []Finding{unreadableOutbox(opts, ob)}
+		recs, _ := outbox.ReadStayedLocal(ob.path) // unreadable too: the outbox's finding stands alone
+		for _, sl := range recs {
+			out = append(out, stayedLocal(ob.path, sl, opts.env(ladder.EnvRemoteURL)))
+		}
+		return out
 	}
 	var out []Finding
 	if f, ok := deadOps(opts, ob); ok {
@@ -199,7 +204,7 @@ func unreadableOutbox(opts Options, ob outboxState) Finding {
 func stayedLocal(path string, sl outbox.StayedLocal, now string) Finding {
 	primary := mailbox.Printable(sl.Primary) // read from a file in the palace
 	f := Finding{ID: IDOutboxStayedLocal, Severity: Warn, Section: "§4.3",
-		Message: fmt.Sprintf("%d write(s) stayed in the local palace only: the outbox %s could not record them (a full disk?) since %s, so no op sends them to the primary %s", sl.N, path, sl.Since.Local().Format(time.RFC3339), primary),
+		Message: fmt.Sprintf("%d write(s) stayed in the local palace only: the outbox %s could not record them (a full disk, or an outbox that would not open) since %s, so no op sends them to the primary %s", sl.N, path, sl.Since.Local().Format(time.RFC3339), primary),
 		Fix:     fmt.Sprintf("free space on the outbox's disk if it is full, then `devbox-config join` to %s: it compares this palace with the primary by content and sends what the primary lacks", primary)}
 	if now != "" && !outbox.SamePrimary(sl.Primary, now) {
 		record := shellword.Quote(filepath.Join(filepath.Dir(path), outbox.StayedLocalFile))

@@ -296,19 +296,21 @@ func (e *Edge) clearedBy(asks []owedAsk, reply map[string]any) []owedAsk {
 // keptView is the view for an answer that could not read the log: the
 // asks from senders trusted now, as last read, with when and why it is
 // not fresh (nil: no view, or no asks in it).
-func (e *Edge) keptView() map[string]any {
+func (e *Edge) keptView(stream string) map[string]any {
 	if e.wk == nil {
 		return nil
 	}
 	e.wk.mu.Lock()
 	v := e.trustedNow(e.wk.view)
 	e.wk.mu.Unlock()
-	if len(v.Asks) == 0 {
-		return nil
-	}
-	lines := make([]string, 0, len(v.Asks))
+	var lines []string
 	for _, a := range v.Asks {
-		lines = append(lines, a.Line)
+		if stream == "" || a.Stream == stream {
+			lines = append(lines, a.Line)
+		}
+	}
+	if len(lines) == 0 {
+		return nil
 	}
 	return map[string]any{"as_of": v.At.UTC().Format(time.RFC3339), "asks": lines,
 		"note": "the log could not be read now (the primary is not reachable): these are the asks from trusted senders owed as last read, at as_of; some may be answered already"}

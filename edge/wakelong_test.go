@@ -208,3 +208,41 @@ func TestAnAskAckedWhileALongReadIsOutIsNotToldAgain(t *testing.T) {
 		t.Errorf("the next session is told the ask acked during the long read:\n%s", in)
 	}
 }
+
+// Offline, the mailbox tool answers its error with the view kept at the
+// session's start, narrowed to the stream asked for: before, a call with
+// a stream got the error alone (attack59 B1), though docs/devbox.md
+// promises the kept view beside it.
+func TestTheMailboxKeptViewFollowsTheStreamAskedFor(t *testing.T) {
+	t.Parallel()
+	pl, srv := startPrimary(t)
+	ask := func(stream, body string) string {
+		return appendDirect(t, pl, map[string]any{"type": "task.request", "stream": stream, "room": "r", "from_agent": "pi@laptop", "to_agent": "opencode@edge-test", "status": "open", "body": body})
+	}
+	one, two := ask("s1", "the ask on s1"), ask("s2", "the ask on s2")
+	h := start(t, harnessOpts{primaryURL: srv.URL(), wakeWait: 10 * time.Second})
+	if in := instructionsOf(h); !strings.Contains(in, one) || !strings.Contains(in, two) {
+		t.Fatalf("the session was not told of both asks:\n%s", in)
+	}
+	h.s.Close()
+	h2 := start(t, harnessOpts{palace: h.palace, primaryDown: true})
+	for _, c := range []struct {
+		args      map[string]any
+		want, not string
+	}{{map[string]any{}, one + "|" + two, ""}, {map[string]any{"stream": "s1"}, one, two}, {map[string]any{"stream": "s3"}, "", one}} {
+		m, res := h2.call("mailbox", c.args)
+		edge, _ := m["edge"].(map[string]any)
+		kept := fmt.Sprint(edge["kept_view"])
+		if !res.IsError {
+			t.Fatalf("%v: offline, not an error: %v", c.args, m)
+		}
+		for _, w := range strings.Split(c.want, "|") {
+			if w != "" && !strings.Contains(kept, w) {
+				t.Errorf("%v: the kept view lacks %s: %v", c.args, w, m)
+			}
+		}
+		if c.not != "" && strings.Contains(kept, c.not) {
+			t.Errorf("%v: the kept view holds %s: %v", c.args, c.not, m)
+		}
+	}
+}
