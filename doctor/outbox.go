@@ -98,12 +98,8 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		return nil
 	}
 	if ob.err != nil {
-		out := []Finding{unreadableOutbox(opts, ob)}
 		recs, _ := outbox.ReadStayedLocal(ob.path) // unreadable too: the outbox's finding stands alone
-		for _, sl := range recs {
-			out = append(out, stayedLocal(ob.path, sl, opts.env(ladder.EnvRemoteURL)))
-		}
-		return out
+		return append([]Finding{unreadableOutbox(opts, ob)}, stayedLocals(opts, ob.path, recs)...)
 	}
 	var out []Finding
 	if f, ok := deadOps(opts, ob); ok {
@@ -130,9 +126,7 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 			Message: fmt.Sprintf("%d write(s) in %s were put in the outbox before the local palace answered, by an edge stopped or killed since: nothing sends them to the primary until an edge starts on this palace", n, ob.path),
 			Fix:     "`devbox-config edge flush` sends them (or start any harness session in edge mode)"})
 	}
-	for _, sl := range ob.stats.StayedLocal {
-		out = append(out, stayedLocal(ob.path, sl, opts.env(ladder.EnvRemoteURL)))
-	}
+	out = append(out, stayedLocals(opts, ob.path, ob.stats.StayedLocal)...)
 	if e := ob.stats.StayedLocalErr; e != "" {
 		out = append(out, Finding{ID: IDStayedLocalRecord, Severity: Warn, Section: "§4.3",
 			Message: "the record of writes that stayed in the local palace only (a full disk) cannot be read, so none is reported: " + mailbox.Printable(opts.mask(e)),
@@ -195,6 +189,15 @@ func unreadableOutbox(opts Options, ob outboxState) Finding {
 		f.Fix = unusableOutboxFix(ob.path)
 	}
 	return f
+}
+
+// stayedLocals is outbox-stayed-local for each primary's record.
+func stayedLocals(opts Options, path string, recs []outbox.StayedLocal) []Finding {
+	var out []Finding
+	for _, sl := range recs {
+		out = append(out, stayedLocal(path, sl, opts.env(ladder.EnvRemoteURL)))
+	}
+	return out
 }
 
 // stayedLocal is outbox-stayed-local: writes the outbox could not record
