@@ -78,7 +78,7 @@ func TestSameMachineDismissesTheCopyLine(t *testing.T) {
 	if out := runOK(t, "edge", "status"); !strings.Contains(out, "the same machine (a backup restored, a devbox moved to a new disk), nothing is wrong: `devbox-config edge outbox same-machine`") {
 		t.Errorf("the COPY line names no way to dismiss it:\n%s", out)
 	}
-	if out := runOK(t, "edge", "outbox", "same-machine"); !strings.Contains(out, "recorded as this machine's own") {
+	if out := runOK(t, "edge", "outbox", "same-machine"); !strings.Contains(out, "recorded as this machine's own") || !strings.Contains(out, `in fact a second machine, it writes under device "dev"'s name`) {
 		t.Errorf("same-machine said:\n%s", out)
 	}
 	if out := runOK(t, "edge", "status"); strings.Contains(out, "COPY") {

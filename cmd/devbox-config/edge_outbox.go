@@ -124,7 +124,7 @@ func newOutboxSameMachineCmd(stdout, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return failed(fmt.Errorf("%s: %w", s.Path(), err))
 			}
-			fmt.Fprintf(stdout, "%s: recorded as this machine's own (a copy of the outbox whose identity began %s): edge status and doctor no longer note it; a later copy is noted again\n", s.Path(), mailbox.Printable(c.Was))
+			fmt.Fprintf(stdout, "%s: recorded as this machine's own (a copy of the outbox whose identity began %s): edge status and doctor no longer note it; a later copy is noted again. If this is in fact a second machine, it writes under device %q's name: give it its own device id and token (docs/operator.md, A cloned devbox)\n", s.Path(), mailbox.Printable(c.Was), mailbox.Printable(c.Device))
 			return nil
 		},
 	}

@@ -64,7 +64,13 @@ func newMailboxCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
 		Short: "Show what this agent still owes on the coordination log (RFC 003 §3.3), for hooks and scripts",
 		Long:  mailboxHelp,
 		Args:  noArgs,
-		RunE:  func(c *cobra.Command, _ []string) error { return mc.run(c.Flags().Changed("timeout")) },
+		RunE: func(c *cobra.Command, _ []string) error {
+			// MemPalace keeps a stream's name trimmed: so is the one asked for.
+			if mc.stream = strings.TrimSpace(mc.stream); mc.stream == "" && c.Flags().Changed("stream") {
+				return usageError("--stream is empty: name a stream, or leave the flag out for every stream")
+			}
+			return mc.run(c.Flags().Changed("timeout"))
+		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&mc.agent, "agent", "", "whose mailbox (default: <harness>@<label> from the environment)")

@@ -118,6 +118,14 @@ func TestMailboxCommand(t *testing.T) {
 	if out, _ := cli(0, "mailbox", "--json", "--stream", "other"); !strings.Contains(out, `"count": 1`) {
 		t.Fatalf("--stream other: %s", out)
 	}
+	// MemPalace keeps stream names trimmed; an empty one is a mistake
+	// (attack59 B5: " other " listed none, "" listed every stream)
+	if out, _ := cli(0, "mailbox", "--json", "--stream", " other "); !strings.Contains(out, `"count": 1`) {
+		t.Fatalf("--stream ' other ': %s", out)
+	}
+	if _, errOut := cli(2, "mailbox", "--stream", " "); !strings.Contains(errOut, "--stream is empty") {
+		t.Fatalf("--stream ' ': %s", errOut)
+	}
 
 	// a bare identity works but is warned about
 	t.Setenv("MEMPALACE_ORIGIN_LABEL", "")
