@@ -16,7 +16,10 @@ import (
 // drops the note (outbox.KeepCut). since is firstRun's before the call
 // was sent: a local palace started since then may have read what it gets
 // first before this note was kept, and is sent it here, before the agent
-// is answered. It says whether the write was noted.
+// is answered, when the order it lands in there changes nothing
+// (orderFree); any other write is not sent: that palace may have taken a
+// later write of the agent's, which it would undo. It says whether the
+// write was noted.
 func (e *Edge) keepCut(ctx context.Context, c *call, since uint64, down error) bool {
 	if e.outbox == nil || !errors.Is(down, errChildExited) || !resendable(c) {
 		return false
@@ -27,8 +30,13 @@ func (e *Edge) keepCut(ctx context.Context, c *call, since uint64, down error) b
 		return false
 	}
 	e.firstMu.Lock()
-	key, err := e.outbox.KeepCut(context.WithoutCancel(ctx), params)
 	missed := e.firstRuns != since
+	if missed && !orderFree(c) {
+		e.firstMu.Unlock()
+		e.log.Warn("a write the local palace server's death cut is not sent to it again: the restarted server may have taken a later write of the agent's, which it would undo", "tool", c.name)
+		return false
+	}
+	key, err := e.outbox.KeepCut(context.WithoutCancel(ctx), params)
 	e.firstMu.Unlock()
 	if err != nil {
 		e.log.Error("a write the local palace server's death cut is not noted: the local palace does not get it again", "tool", c.name, "err", err)
@@ -112,4 +120,14 @@ func resendable(c *call) bool {
 		return a["valid_to"] == nil || a["valid_to"] == ""
 	}
 	return false
+}
+
+// orderFree reports a resendable write that leaves the local palace the
+// same whatever the agent's other writes did before it lands: an
+// add_drawer and a checkpoint's items (their drawer ids are their
+// content's). An update_drawer, a create_tunnel (it sets its rooms'
+// tunnel's label) and the knowledge graph's writes are not: landing after
+// a later write of the same drawer, tunnel or fact, they would undo it.
+func orderFree(c *call) bool {
+	return c.tool.Name == "add_drawer" || c.tool.Name == "checkpoint"
 }

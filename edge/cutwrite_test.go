@@ -3,6 +3,7 @@ package edge
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -109,6 +110,46 @@ func TestDiaryWriteCutByTheLocalServersDeathIsNotSentAgain(t *testing.T) {
 	}
 	if cs, err := h.edge.outbox.Cut(context.Background()); err != nil || len(cs) != 0 {
 		t.Errorf("a cut diary_write is noted to be sent to the local palace again: %v %v", cs, err)
+	}
+}
+
+// Two parallel update_drawers of one drawer: X→A is cut by the local
+// palace server's death, the server restarts and takes X→B before the
+// edge notes the cut (its outbox slow: the restarted server read what it
+// gets first already). X→A is not sent to it then: the local palace keeps
+// B, and the agent is told whether it has A cannot be known. Before, the
+// edge sent X→A after B and the local palace held A.
+func TestACutUpdateIsNotSentAfterTheRestartedServersLaterWrite(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	m, _ := h.call("add_drawer", map[string]any{"wing": "work", "room": "notes", "content": "the outbox is sqlite"})
+	id, _ := m["drawer_id"].(string)
+	since := h.edge.firstRun() // X→A sent to this server
+	cut := h.edge.child.live()
+	if err := cut.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the restarted local palace", func() bool {
+		c := h.edge.child.live()
+		return c != nil && c != cut && h.edge.firstRun() != since
+	})
+	if m, _ := h.call("update_drawer", map[string]any{"drawer_id": id, "content": "B"}); m["success"] != true {
+		t.Fatalf("update_drawer X→B: %v", m)
+	}
+	a := newCall(&mcp.CallToolParams{Name: "mempalace_update_drawer", Arguments: map[string]any{"drawer_id": id, "content": "A"}})
+	res, err := h.edge.writeWithoutLocal(context.Background(), a, "work", fmt.Errorf("%w: %w", ErrLocalDown, errChildExited), since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = resultJSON(res)
+	if msg, _ := m["message"].(string); m["queued"] != true || !strings.Contains(msg, "cannot be known") || !strings.Contains(msg, "later write") {
+		t.Errorf("the cut update's answer: %v, want queued, whether the local palace has it cannot be known", m)
+	}
+	if d := h.localState().Drawers[id]; d == nil || d.Content != "B" {
+		t.Errorf("the local palace's drawer after the cut X→A and X→B: %+v, want B", d)
+	}
+	if cs, err := h.edge.outbox.Cut(context.Background()); err != nil || len(cs) != 0 {
+		t.Errorf("the cut update is noted to be sent to the local palace again: %v %v", cs, err)
 	}
 }
 

@@ -402,6 +402,8 @@ func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, d
 		msg = errLocalDamaged.Error() + ": the write is queued for the primary only, and this machine's palace does not have it"
 	case e.keepCut(ctx, c, since, down):
 		msg = "the local palace server exited during the call: the write is queued for the primary; this machine's palace may not have it, and the edge gives it to the local palace again once it is back"
+	case errors.Is(down, errChildExited) && resendable(c):
+		msg = "the local palace server exited during the call: the write is queued for the primary; whether this machine's palace has it cannot be known (it is not sent there again: the restarted local palace may have taken a later write, which it would undo)"
 	case errors.Is(down, errChildExited):
 		msg = "the local palace server exited during the call: the write is queued for the primary; whether this machine's palace has it cannot be known (it is not sent there again: a second copy could not be told from the first)"
 	}
