@@ -117,14 +117,17 @@ func TestDiaryWriteCutByTheLocalServersDeathIsNotSentAgain(t *testing.T) {
 // palace server's death, the server restarts and takes X→B before the
 // edge notes the cut (its outbox slow: the restarted server read what it
 // gets first already). X→A is not sent to it then: the local palace keeps
-// B, and the agent is told whether it has A cannot be known. Before, the
-// edge sent X→A after B and the local palace held A.
+// B, as the primary does (X→A is queued where its intent was, before
+// X→B), and the agent is told whether it has A cannot be known. Before,
+// the edge sent X→A after B and the local palace held A.
 func TestACutUpdateIsNotSentAfterTheRestartedServersLaterWrite(t *testing.T) {
 	t.Parallel()
 	h := start(t, harnessOpts{})
 	m, _ := h.call("add_drawer", map[string]any{"wing": "work", "room": "notes", "content": "the outbox is sqlite"})
 	id, _ := m["drawer_id"].(string)
-	since := h.edge.firstRun() // X→A sent to this server
+	a := newCall(&mcp.CallToolParams{Name: "mempalace_update_drawer", Arguments: map[string]any{"drawer_id": id, "content": "A"}})
+	since := h.edge.firstRun() // X→A in the outbox as an intent and sent to this server
+	in := h.edge.intend(context.Background(), a, "work")
 	cut := h.edge.child.live()
 	if err := cut.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -136,8 +139,7 @@ func TestACutUpdateIsNotSentAfterTheRestartedServersLaterWrite(t *testing.T) {
 	if m, _ := h.call("update_drawer", map[string]any{"drawer_id": id, "content": "B"}); m["success"] != true {
 		t.Fatalf("update_drawer X→B: %v", m)
 	}
-	a := newCall(&mcp.CallToolParams{Name: "mempalace_update_drawer", Arguments: map[string]any{"drawer_id": id, "content": "A"}})
-	res, err := h.edge.writeWithoutLocal(context.Background(), a, "work", fmt.Errorf("%w: %w", ErrLocalDown, errChildExited), since)
+	res, err := h.edge.writeWithoutLocal(context.Background(), a, "work", fmt.Errorf("%w: %w", ErrLocalDown, errChildExited), since, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +152,10 @@ func TestACutUpdateIsNotSentAfterTheRestartedServersLaterWrite(t *testing.T) {
 	}
 	if cs, err := h.edge.outbox.Cut(context.Background()); err != nil || len(cs) != 0 {
 		t.Errorf("the cut update is noted to be sent to the local palace again: %v %v", cs, err)
+	}
+	h.drained()
+	if d := h.onPrimary("get_drawer", map[string]any{"drawer_id": id}); d["content"] != "B" {
+		t.Errorf("the primary's drawer after X→A and X→B: %v, want B, as the local palace's (X→A queued before X→B)", d)
 	}
 }
 

@@ -55,12 +55,15 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	since := e.firstRun()
 	raw, lerr := e.localServer.Call(ctx, c.params)
 	if errors.Is(lerr, ErrLocalDown) {
-		e.abandon(ctx, c, in) // never sent, or cut by the server's death: writeWithoutLocal decides
-		return e.writeWithoutLocal(ctx, c, oldWing, lerr, since)
+		if !errors.Is(lerr, errChildExited) {
+			e.abandon(ctx, c, in) // never sent: writeWithoutLocal decides
+			in = nil
+		}
+		return e.writeWithoutLocal(ctx, c, oldWing, lerr, since, in)
 	}
 	if damaged := localDamaged(lerr); damaged != nil {
 		e.abandon(ctx, c, in) // refused before it ran: as if never sent
-		return e.writeWithoutLocal(ctx, c, oldWing, damaged, since)
+		return e.writeWithoutLocal(ctx, c, oldWing, damaged, since, nil)
 	}
 	if lerr != nil && ctx.Err() != nil {
 		// Given up (the write grace after a cancel is over, the stop's
@@ -382,18 +385,13 @@ func localDamaged(err error) error {
 // one the server's death cut may be there: when sending it again cannot
 // double it, the local palace gets it again once it is back, keepCut);
 // anything else is the clear error it was. since is firstRun's before
-// the call was sent.
-func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, down error, since uint64) (*mcp.CallToolResult, error) {
-	pol, polErr := e.currentPolicy(ctx)
-	if polErr != nil || e.outbox == nil {
-		return localDown(down), nil
-	}
-	payload, wing, replicate := decide(pol, c.tool, c.argsMap(), c.raw(), oldWing, e.cfg.Stamp())
-	if !replicate || payload == nil {
-		return localDown(down), nil
-	}
-	op, err := e.outbox.Enqueue(ctx, outbox.Write{Name: c.name, Tool: c.tool, Payload: payload, Args: c.argsMap(), Wing: wing})
-	if err != nil {
+// the call was sent; in is the intent of a write the server's death cut:
+// queued where it is, before the agent's writes sent after it, as the
+// local palace got them (one not sent there again, keepCut, is then
+// undone by none of them on the primary either).
+func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, down error, since uint64, in *intent) (*mcp.CallToolResult, error) {
+	op, ok := e.queueWithoutLocal(ctx, c, oldWing, in)
+	if !ok {
 		return localDown(down), nil
 	}
 	msg := "the local palace server is not running: the write is queued for the primary only, and this machine's palace does not have it"
@@ -412,6 +410,31 @@ func (e *Edge) writeWithoutLocal(ctx context.Context, c *call, oldWing string, d
 		"message": msg,
 		"edge":    map[string]any{"local": "down: " + down.Error(), "replication": "queued", "degraded": true},
 	}, false), nil
+}
+
+// queueWithoutLocal queues for the primary a write the local palace did
+// not answer: its intent in promoted, else the write as the policy now
+// says; false when the policy does not parse or keeps it local, or the
+// outbox failed.
+func (e *Edge) queueWithoutLocal(ctx context.Context, c *call, oldWing string, in *intent) (outbox.Op, bool) {
+	if in != nil {
+		op, err := e.outbox.Promote(context.WithoutCancel(ctx), in.op, in.polErr != nil, "")
+		if err == nil {
+			return op, true
+		}
+		e.log.Error("a write the local palace server's death cut stays in the outbox unqueued; the next edge start (or `edge flush`) sends it", "tool", c.name, "op", in.op.Short(), "err", err)
+		return op, false
+	}
+	pol, polErr := e.currentPolicy(ctx)
+	if polErr != nil || e.outbox == nil {
+		return outbox.Op{}, false
+	}
+	payload, wing, replicate := decide(pol, c.tool, c.argsMap(), c.raw(), oldWing, e.cfg.Stamp())
+	if !replicate || payload == nil {
+		return outbox.Op{}, false
+	}
+	op, err := e.outbox.Enqueue(ctx, outbox.Write{Name: c.name, Tool: c.tool, Payload: payload, Args: c.argsMap(), Wing: wing})
+	return op, err == nil
 }
 
 // writeShared answers a write to a drawer the local palace lacks
