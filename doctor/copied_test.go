@@ -17,23 +17,41 @@ import (
 // Doctor over a copied outbox (a HOME copied to start a second machine)
 // leaves the file as it found it: before, its open gave the copy a new
 // identity, rewriting the file, though doctor is read-only (attack55 F6).
+// The copy is of an edge still running (or killed), so the queued writes
+// are in its -wal only: doctor counts them, and leaves the file and the
+// -wal byte for byte (before, closing its open checkpointed the -wal into
+// the file, 4096 → 61440 bytes, and deleted the -wal).
 func TestDoctorLeavesACopiedOutboxUnchanged(t *testing.T) {
 	b := newBox(t)
 	orig := filepath.Join(t.TempDir(), outbox.FileName)
 	s, err := outbox.Open(orig, "laptop", "lab")
 	must(t, err)
-	_, err = s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"queued"}`), Wing: "w"})
-	must(t, err)
-	must(t, s.Close())
-	data, err := os.ReadFile(orig)
-	must(t, err)
-	must(t, os.MkdirAll(filepath.Dir(OutboxPath(b.palace)), 0o700))
-	write(t, OutboxPath(b.palace), string(data), 0o600) // another inode: a copy
-	b.run()
-	after, err := os.ReadFile(OutboxPath(b.palace))
-	must(t, err)
-	if string(after) != string(data) {
-		t.Fatal("doctor rewrote the copied outbox")
+	defer s.Close()
+	for _, room := range []string{"a", "b", "c", "d", "e"} {
+		_, err = s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"` + room + `","content":"queued"}`), Wing: "w"})
+		must(t, err)
+	}
+	copied := map[string]string{}
+	for _, suffix := range []string{"", "-wal"} { // while it is open: what a killed edge leaves
+		data, err := os.ReadFile(orig + suffix)
+		must(t, err)
+		copied[suffix] = string(data)
+		write(t, OutboxPath(b.palace)+suffix, string(data), 0o600) // another inode: a copy
+	}
+	if copied["-wal"] == "" {
+		t.Fatal("the copy's -wal is empty: the test needs the writes in it")
+	}
+	b.opts.Now = func() time.Time { return time.Now().Add(48 * time.Hour) }
+	fs := b.run()
+	only(t, fs, "warn:outbox-backlog")
+	if !strings.Contains(fs[0].Message, "5 write(s) wait") {
+		t.Errorf("doctor did not count the writes in the -wal: %s", fs[0].Message)
+	}
+	for suffix, data := range copied {
+		after, err := os.ReadFile(OutboxPath(b.palace) + suffix)
+		if err != nil || string(after) != data {
+			t.Errorf("doctor changed the copied outbox%s: %d bytes, were %d (%v)", suffix, len(after), len(data), err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(OutboxPath(b.palace)), "live")); err == nil {
 		t.Error("doctor made the edge's liveness directory beside the outbox")

@@ -9,9 +9,10 @@
 // stable id for scripts, a severity, the RFC section, what is wrong and the
 // exact fix. Checks only read: nothing is created, not even an outbox that
 // does not exist yet. An existing outbox is opened read-only
-// (outbox.Options.ReadOnly): nothing in it or beside it is written (a copy
-// keeps the identity it came with, one an older build left is reported,
-// not brought to this build's schema); it is only narrowed to 0600. One
+// (outbox.Options.ReadOnly): nothing in it or beside it is written (its
+// -wal is read, not checkpointed into it; a copy keeps the identity it
+// came with, one an older build left is reported, not brought to this
+// build's schema), though SQLite may make its -shm. One
 // its file system refuses (full, read-only, not this user's:
 // outbox.StorageError) is only counted, read only (outbox.Peek), and never
 // called damaged. The one exception is FixSplit (doctor --fix), which

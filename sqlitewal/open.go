@@ -2,6 +2,9 @@ package sqlitewal
 
 import (
 	"database/sql"
+	"errors"
+	"io/fs"
+	"os"
 
 	_ "modernc.org/sqlite" // the pure-Go driver: the binary stays static
 )
@@ -25,6 +28,27 @@ func Open(path, synchronous string, pragmas ...string) (*sql.DB, error) {
 		dsn += "&_pragma=" + p
 	}
 	db, err := sql.Open("sqlite", dsn+"&_pragma=journal_mode(WAL)&_pragma=synchronous("+synchronous+")&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	return db, nil
+}
+
+// OpenReadOnly opens the SQLite database at path read only (mode=ro,
+// query_only), with one connection: it writes nothing to the file or its
+// -wal, and closing it does not checkpoint the -wal into the file (a
+// writing connection's close does). SQLite may make the -shm, its shared
+// index of the -wal. With no -wal beside it, no connection has the file
+// open (opening it makes one) and the file holds everything: it is read as
+// immutable, since a mode=ro open would leave an empty -wal and a -shm.
+// The journal mode is the file's own.
+func OpenReadOnly(path string) (*sql.DB, error) {
+	dsn := "file:" + path + "?mode=ro&_pragma=busy_timeout(10000)&_pragma=query_only(1)"
+	if _, err := os.Lstat(path + "-wal"); errors.Is(err, fs.ErrNotExist) {
+		dsn += "&immutable=1"
+	}
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
 	}

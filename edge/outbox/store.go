@@ -93,10 +93,12 @@ type Options struct {
 	Now func() time.Time
 	// Log hears of migrations and of a copied file (discarded if nil).
 	Log *slog.Logger
-	// ReadOnly (doctor) writes nothing to the outbox or beside it: one
-	// an older build left is not brought to this schema (ErrOlderSchema),
-	// a copy keeps the identity it came with, and no liveness lock is
-	// taken, nor any room kept. The file is only narrowed to 0600.
+	// ReadOnly (doctor) writes nothing to the outbox or beside it: it is
+	// opened read only (sqlitewal.OpenReadOnly: its -wal is read, not
+	// checkpointed into it; SQLite may make the -shm), one an older build
+	// left is not brought to this schema (ErrOlderSchema), a copy keeps the
+	// identity it came with, and no liveness lock is taken, nor any room
+	// kept; nor is one that does not exist created, nor its mode narrowed.
 	ReadOnly bool
 	// StatFS tells a full or read-only file system from a damaged file
 	// when the open fails (DiskSpace if nil).
@@ -117,28 +119,21 @@ func OpenOptions(path string, o Options) (*Store, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	// It holds the agent's writes: owner only.
-	if err := sqlitewal.CreatePrivate(path); err != nil {
-		return nil, o.fault(path, "outbox %s: %w", err)
-	}
-	// An older build left it 0644: narrowed, and its -wal and -shm, which
-	// SQLite gives the database file's mode only when it creates them.
-	for _, f := range []string{path, path + "-wal", path + "-shm"} {
-		if err := filewrite.Narrow(f, 0o600); err != nil {
-			o.Log.Warn("the outbox stays readable by others: it holds the agent's queued writes", "file", f, "err", err, "fix", "chmod 600 "+f)
-		}
-	}
-	// auto_vacuum before anything creates a table, so on a new file only:
-	// on one with tables the pragma writes the file's header every time.
-	pragmas := []string{"journal_size_limit(4194304)"}
-	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
-		pragmas = append(pragmas, "auto_vacuum(INCREMENTAL)")
+	open := func(sync string) (*sql.DB, error) {
+		return sqlitewal.OpenReadOnly(path) // nothing written, nor checkpointed on close
 	}
 	if o.ReadOnly {
-		pragmas = append(pragmas, "query_only(1)")
-	}
-	open := func(sync string) (*sql.DB, error) {
-		return sqlitewal.Open(path, sync, pragmas...)
+		if err := o.writable(path); err != nil {
+			return nil, err
+		}
+	} else {
+		pragmas, err := o.prepare(path)
+		if err != nil {
+			return nil, err
+		}
+		open = func(sync string) (*sql.DB, error) {
+			return sqlitewal.Open(path, sync, pragmas...)
+		}
 	}
 	db, err := open("FULL")
 	if err != nil {
@@ -169,6 +164,47 @@ func OpenOptions(path string, o Options) (*Store, error) {
 		s.settleIn(o.Log)
 	}
 	return s, nil
+}
+
+// writable is, for a read-only open, the *StorageError a writing open
+// (an edge's) meets: a file system mounted read-only, full, or a file not
+// this user's, which the read-only open itself would not meet.
+func (o Options) writable(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0) // opened, nothing written
+	if err == nil {
+		f.Close() // nothing written
+	}
+	se := o.storageFault(path, err)
+	if se == nil {
+		return nil
+	}
+	if se.Err == nil { // statfs alone said so
+		se.Err = errors.New("an edge could not write it")
+	}
+	return se
+}
+
+// prepare makes the file for a writing open (private) and narrows an older
+// build's to 0600, and returns the pragmas to open it with.
+func (o Options) prepare(path string) ([]string, error) {
+	// It holds the agent's writes: owner only.
+	if err := sqlitewal.CreatePrivate(path); err != nil {
+		return nil, o.fault(path, "outbox %s: %w", err)
+	}
+	// An older build left it 0644: narrowed, and its -wal and -shm, which
+	// SQLite gives the database file's mode only when it creates them.
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if err := filewrite.Narrow(f, 0o600); err != nil {
+			o.Log.Warn("the outbox stays readable by others: it holds the agent's queued writes", "file", f, "err", err, "fix", "chmod 600 "+f)
+		}
+	}
+	// auto_vacuum before anything creates a table, so on a new file only:
+	// on one with tables the pragma writes the file's header every time.
+	pragmas := []string{"journal_size_limit(4194304)"}
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		pragmas = append(pragmas, "auto_vacuum(INCREMENTAL)")
+	}
+	return pragmas, nil
 }
 
 // settleIn takes this Store's liveness lock, sweeps those of processes
