@@ -190,3 +190,50 @@ func TestDoctorTellsWritesCountedWhileTheOutboxWouldNotOpen(t *testing.T) {
 		t.Fatalf("%+v", fs[1])
 	}
 }
+
+// copyIdleOutbox copies an idle outbox (no op left in it: done ops are
+// pruned) made under device "laptop" into b's palace: a copied HOME.
+func copyIdleOutbox(t *testing.T, b *box) {
+	t.Helper()
+	orig := filepath.Join(t.TempDir(), outbox.FileName)
+	s, err := outbox.Open(orig, "laptop", "lab")
+	must(t, err)
+	must(t, s.Close())
+	data, err := os.ReadFile(orig)
+	must(t, err)
+	write(t, OutboxPath(b.palace), string(data), 0o600)
+}
+
+// Doctor notes an idle outbox's copy while .env's device is still the
+// one it was made under (before, the note took doctor's own device, "",
+// and never matched).
+func TestDoctorNotesAnIdleOutboxsCopy(t *testing.T) {
+	b := newBox(t)
+	copyIdleOutbox(t, b)
+	b.env["MEMPALACE_ORIGIN_DEVICE"] = "laptop"
+	fs := b.run()
+	only(t, fs, "info:outbox-copied")
+	if !strings.Contains(fs[0].Message, `device "laptop"`) {
+		t.Fatalf("%+v", fs[0])
+	}
+}
+
+// An edge that opens an idle outbox's copy once the operator gave this
+// machine a new device id, as the note advises, records the copy under
+// the old one, so doctor says nothing more. Before, the record took the
+// opener's device, the new id: the note said the machine wrote under it
+// and asked for a new id again.
+func TestAnIdleOutboxsCopyOpenedUnderANewDeviceIsSettled(t *testing.T) {
+	b := newBox(t)
+	copyIdleOutbox(t, b)
+	b.env["MEMPALACE_ORIGIN_DEVICE"] = "laptop-2"
+	s, err := outbox.Open(OutboxPath(b.palace), "laptop-2", "lab")
+	must(t, err)
+	st, err := s.Stats(context.Background())
+	must(t, err)
+	must(t, s.Close())
+	if st.Copied == nil || st.Copied.Device != "laptop" {
+		t.Errorf("the copy is recorded as %+v, want made under laptop", st.Copied)
+	}
+	only(t, b.run())
+}

@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -20,22 +19,64 @@ type Copied struct {
 	At time.Time `json:"at"`
 	// Was is the original's identity, its first 8 hex digits.
 	Was string `json:"was"`
-	// Device is the device id the outbox's ops were made under then (the
-	// last op's; with none, the opener's MEMPALACE_ORIGIN_DEVICE).
+	// Device is the device id the outbox's ops were made under then: the
+	// one the original recorded, its last writing opener's
+	// MEMPALACE_ORIGIN_DEVICE (an outbox made before that was recorded:
+	// its newest op's), never the copy's opener's.
 	Device string `json:"device"`
 }
 
 const metaCopied = "copied"
 
 // copyOf is the record of this file as a copy of the outbox whose
-// identity was id, seen at at.
+// identity was id, seen at at: the device is the one the original
+// recorded (madeUnder), never this opener's.
 func (s *Store) copyOf(ctx context.Context, q querier, id string, at time.Time) (Copied, error) {
-	var device string
-	err := q.QueryRowContext(ctx, `SELECT origin_device FROM ops ORDER BY local_seq DESC LIMIT 1`).Scan(&device)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	device, err := madeUnder(ctx, q)
+	if err != nil {
 		return Copied{}, err
 	}
-	return Copied{At: at, Was: id[:min(8, len(id))], Device: cmp.Or(device, s.device)}, nil
+	return Copied{At: at, Was: id[:min(8, len(id))], Device: device}, nil
+}
+
+// metaDevice is the device id the outbox's ops are made under: the last
+// writing opener's (recordDevice).
+const metaDevice = "device"
+
+// madeUnder is the device id the outbox's ops are made under: the one
+// recorded, else (an outbox made before it was) its newest op's ("": no
+// op left to say).
+func madeUnder(ctx context.Context, q querier) (string, error) {
+	device, err := querierMeta(ctx, q, metaDevice)
+	if err != nil || device != "" {
+		return device, err
+	}
+	err = q.QueryRowContext(ctx, `SELECT origin_device FROM ops ORDER BY local_seq DESC LIMIT 1`).Scan(&device)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return device, err
+}
+
+// recordDevice records the device id a writing open stamps on new ops
+// (else the one recorded, else the newest op's), after loadIdentity has
+// noted a copy under the original's: a copy made later, once its ops
+// are pruned, names the device it was made under, not whoever opens it.
+func (s *Store) recordDevice(ctx context.Context) error {
+	kept, err := querierMeta(ctx, s.db, metaDevice)
+	if err != nil {
+		return err
+	}
+	device := s.device
+	if device == "" {
+		if device, err = madeUnder(ctx, s.db); err != nil {
+			return err
+		}
+	}
+	if device == kept {
+		return nil // read only: an open takes no write lock it does not need
+	}
+	return setMeta(ctx, s.db, metaDevice, device)
 }
 
 // recordCopy keeps c in the outbox (it is copied on with the file: a copy

@@ -15,7 +15,7 @@
 //
 //	store.go     the Store: the SQLite file, its schema, Open and Close, meta values
 //	migrate.go   an older file brought up to the schema (logged), a newer one refused; the outbox's identity
-//	copy.go      a copy of another outbox's file seen, and kept on record (edge status, doctor) until the operator says it is the same machine
+//	copy.go      a copy of another outbox's file seen, and kept on record (edge status, doctor) until the operator says it is the same machine; the device its ops are made under
 //	op.go        an op, its states, and Enqueue (op id, the size cap, the op-id stamp)
 //	intent.go    a write (or delete) in the outbox before the local palace has it, settled by its answer
 //	query.go     reading ops (the next to send, Get, List, Stats), operator commands

@@ -2,8 +2,8 @@ package outbox_test
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -88,7 +88,9 @@ func TestAReadOnlyOpenLeavesTheFileAndItsWALAsTheyAre(t *testing.T) {
 func TestAReadOnlyOpenSaysTheMountIsReadOnly(t *testing.T) {
 	t.Parallel()
 	path := outboxWithOpsInItsWAL(t, 1)
-	ro := func(string) (outbox.Space, error) { return outbox.Space{Free: 1 << 30, ReadOnly: true, Mount: "/ro"}, nil }
+	ro := func(string) (outbox.Space, error) {
+		return outbox.Space{Free: 1 << 30, ReadOnly: true, Mount: "/ro"}, nil
+	}
 	_, err := outbox.OpenOptions(path, outbox.Options{ReadOnly: true, StatFS: ro})
 	var se *outbox.StorageError
 	if !errors.As(err, &se) || se.Kind != "read-only" || se.Err == nil {

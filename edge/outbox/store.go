@@ -208,13 +208,19 @@ func (o Options) prepare(path string) ([]string, error) {
 }
 
 // settleIn takes this Store's liveness lock, sweeps those of processes
-// gone, and keeps room for the record of writes a full disk stops.
+// gone, records the device its ops are made under (copy.go), and keeps
+// room for the record of writes a full disk stops.
 func (s *Store) settleIn(log *slog.Logger) {
 	var err error
 	if s.owner, s.live, err = holdLiveness(s.path); err != nil {
 		log.Warn("no liveness lock: another edge process on this palace takes this one's unsettled writes and deletes for a killed edge's, and waits for its flush lease to expire", "err", err)
 	}
 	sweepLive(filepath.Join(filepath.Dir(s.path), liveDir))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := sqlitewal.RetryBusy(func() error { return s.recordDevice(ctx) }); err != nil {
+		log.Warn("the outbox's device id is not recorded: a copy of it may be noted under an older one, or none", "err", err)
+	}
 	if err := reserveStayedLocal(s.path); err != nil {
 		log.Warn("no room kept for the record of writes the outbox cannot take (a full disk): if the disk fills, edge status and doctor may not hear of them", "err", err)
 	}
