@@ -63,23 +63,14 @@ func TestDoctorLeavesACopiedOutboxUnchanged(t *testing.T) {
 // N2: a copied HOME wrote under the first machine's name, unsaid).
 func TestDoctorSaysTheOutboxIsACopy(t *testing.T) {
 	b := newBox(t)
-	orig := filepath.Join(t.TempDir(), outbox.FileName)
-	s, err := outbox.Open(orig, "laptop", "lab")
-	must(t, err)
-	_, err = s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_diary_write", Payload: []byte(`{"agent_name":"pi","entry":"e"}`)})
-	must(t, err)
-	must(t, s.Close())
-	data, err := os.ReadFile(orig)
-	must(t, err)
-	must(t, os.MkdirAll(filepath.Dir(OutboxPath(b.palace)), 0o700))
-	write(t, OutboxPath(b.palace), string(data), 0o600)
+	copyOutbox(t, b, outbox.Write{Name: "mempalace_diary_write", Payload: []byte(`{"agent_name":"pi","entry":"e"}`)})
 	b.env["MEMPALACE_ORIGIN_DEVICE"] = "laptop"
 	fs := b.run()
 	only(t, fs, "info:outbox-copied")
 	if !strings.Contains(fs[0].Message, `device "laptop"`) || !strings.Contains(fs[0].Message, "no edge has opened it") || !strings.Contains(fs[0].Fix, "token issue NEW-ID") {
 		t.Fatalf("%+v", fs[0])
 	}
-	s, err = outbox.Open(OutboxPath(b.palace), "laptop", "lab") // an edge: re-keys it, and keeps the record
+	s, err := outbox.Open(OutboxPath(b.palace), "laptop", "lab") // an edge: re-keys it, and keeps the record
 	must(t, err)
 	must(t, s.Close())
 	if fs = b.run(); len(fs) != 1 || !strings.Contains(fs[0].Message, "first opened as a copy") {
@@ -95,16 +86,9 @@ func TestDoctorSaysTheOutboxIsACopy(t *testing.T) {
 // same (attack57 A3), and operators learnt to ignore it.
 func TestDoctorsCopyNoteIsDismissedForTheSameMachine(t *testing.T) {
 	b := newBox(t)
-	orig := filepath.Join(t.TempDir(), outbox.FileName)
-	s, err := outbox.Open(orig, "laptop", "lab")
-	must(t, err)
-	must(t, s.Close())
-	data, err := os.ReadFile(orig)
-	must(t, err)
-	must(t, os.MkdirAll(filepath.Dir(OutboxPath(b.palace)), 0o700))
-	write(t, OutboxPath(b.palace), string(data), 0o600)
+	copyOutbox(t, b)
 	b.env["MEMPALACE_ORIGIN_DEVICE"] = "laptop"
-	s, err = outbox.Open(OutboxPath(b.palace), "laptop", "lab") // an edge: re-keys it, and keeps the record
+	s, err := outbox.Open(OutboxPath(b.palace), "laptop", "lab") // an edge: re-keys it, and keeps the record
 	must(t, err)
 	fs := b.run()
 	only(t, fs, "info:outbox-copied")
@@ -191,16 +175,22 @@ func TestDoctorTellsWritesCountedWhileTheOutboxWouldNotOpen(t *testing.T) {
 	}
 }
 
-// copyIdleOutbox copies an idle outbox (no op left in it: done ops are
-// pruned) made under device "laptop" into b's palace: a copied HOME.
-func copyIdleOutbox(t *testing.T, b *box) {
+// copyOutbox copies an outbox made under device "laptop", holding ws
+// queued (none: an idle one, its done ops pruned), into b's palace: a
+// copied HOME.
+func copyOutbox(t *testing.T, b *box, ws ...outbox.Write) {
 	t.Helper()
 	orig := filepath.Join(t.TempDir(), outbox.FileName)
 	s, err := outbox.Open(orig, "laptop", "lab")
 	must(t, err)
+	for _, w := range ws {
+		_, err = s.Enqueue(context.Background(), w)
+		must(t, err)
+	}
 	must(t, s.Close())
 	data, err := os.ReadFile(orig)
 	must(t, err)
+	must(t, os.MkdirAll(filepath.Dir(OutboxPath(b.palace)), 0o700))
 	write(t, OutboxPath(b.palace), string(data), 0o600)
 }
 
@@ -209,7 +199,7 @@ func copyIdleOutbox(t *testing.T, b *box) {
 // and never matched).
 func TestDoctorNotesAnIdleOutboxsCopy(t *testing.T) {
 	b := newBox(t)
-	copyIdleOutbox(t, b)
+	copyOutbox(t, b)
 	b.env["MEMPALACE_ORIGIN_DEVICE"] = "laptop"
 	fs := b.run()
 	only(t, fs, "info:outbox-copied")
@@ -225,7 +215,7 @@ func TestDoctorNotesAnIdleOutboxsCopy(t *testing.T) {
 // and asked for a new id again.
 func TestAnIdleOutboxsCopyOpenedUnderANewDeviceIsSettled(t *testing.T) {
 	b := newBox(t)
-	copyIdleOutbox(t, b)
+	copyOutbox(t, b)
 	b.env["MEMPALACE_ORIGIN_DEVICE"] = "laptop-2"
 	s, err := outbox.Open(OutboxPath(b.palace), "laptop-2", "lab")
 	must(t, err)
