@@ -22,7 +22,8 @@ The opt-in ladder (RFC 001 §1.2) is read from two variables:
 
   MEMPALACE_REMOTE_URL   MEMPALACE_EDGE   what the harness gets
   unset/blank            any              solitary: local stdio mempalace-mcp,
-                                          only if it is on PATH (else nothing)
+                                          only if it is on PATH or in
+                                          ~/.local/bin (else nothing)
   set                    unset, 0, false  remote: straight to the primary over
                                           HTTP, bearer {env:MEMPALACE_REMOTE_TOKEN}
   set                    1, true          edge: "devbox-config edge", local-first
