@@ -20,6 +20,7 @@ import (
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/redact"
 )
 
 const mailboxHelp = `mailbox reads the primary's coordination log (MEMPALACE_REMOTE_URL, bearer
@@ -92,15 +93,20 @@ func (mc *mailboxCmd) run(timeoutSet bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), mc.timeout)
 	defer cancel()
 	heard := &deviceHeard{}
-	r, err := readMailbox(ctx, s.URL, ladder.TokenSource(mc.env)(), mc.agent, mc.stream, mc.timeout, heard)
+	token := ladder.TokenSource(mc.env)()
+	r, err := readMailbox(ctx, s.URL, token, mc.agent, mc.stream, mc.timeout, heard)
 	if err != nil {
+		// What the primary said of an error is shown as the edge shows it:
+		// the token taken out, every escape and line break made printable.
+		// Its text is all that is kept: diagnosed asks only ctx.
+		err = errors.New(mailbox.Printable(redact.Secret(err.Error(), token)))
 		return failed(mc.diagnosed(ctx, s.Settings, err))
 	}
 	if w := s.NoLabel(heard.label()); fromEnv && w != "" {
 		fmt.Fprintln(mc.stderr, "devbox-config: warning:", mailbox.Printable(w))
 	}
 	if w := heard.notOurs(mc.agent); w != "" {
-		fmt.Fprintln(mc.stderr, "devbox-config: warning:", w)
+		fmt.Fprintln(mc.stderr, "devbox-config: warning:", mailbox.Printable(w)) // the agents a gateway named
 	}
 	for _, w := range r.Warnings {
 		fmt.Fprintln(mc.stderr, "devbox-config: warning:", mailbox.Printable(w))
@@ -133,7 +139,8 @@ func (mc *mailboxCmd) diagnosed(ctx context.Context, s ladder.Settings, err erro
 	if !ok {
 		return err
 	}
-	return fmt.Errorf("%w\n  doctor's %s: %s\n  fix: %s", err, f.ID, f.Message, f.Fix)
+	// doctor's message may quote the primary (masked there, not escaped)
+	return fmt.Errorf("%w\n  doctor's %s: %s\n  fix: %s", err, f.ID, mailbox.Printable(f.Message), f.Fix)
 }
 
 // settle reads the ladder and settles the agent and the timeout; it
