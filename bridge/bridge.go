@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/redact"
 )
 
@@ -161,11 +162,18 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := b.next.RoundTrip(r)
-	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+	if err != nil {
+		return nil, err
+	}
+	if err := ladder.Redirected(r, resp); err != nil { // followed, the token would go where it points
+		resp.Body.Close() // nothing of it is read
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
 		resp.Body.Close() // the status is the answer
 		return nil, &tokenError{"the primary refused MEMPALACE_REMOTE_TOKEN (HTTP 401) (fix: set it to the primary's token, without \"Bearer \"; behind a devbox-config gateway, this device's own from `devbox-config gateway token issue DEVICE`)"}
 	}
-	return resp, err
+	return resp, nil
 }
 
 // tokenError is what is wrong with MEMPALACE_REMOTE_TOKEN.

@@ -24,7 +24,6 @@ import (
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/ladder"
-	"github.com/joakimp/devbox-config/mailbox"
 	"github.com/joakimp/devbox-config/redact"
 	"github.com/joakimp/devbox-config/warmconn"
 )
@@ -130,29 +129,6 @@ func NewPrimary(endpoint string, token func() string, log *slog.Logger, o Primar
 	return p
 }
 
-// Redirected is the error of an answer that redirects (nil for any
-// other), for every transport that adds the token to requests to the
-// primary: the http.Client would follow it with the token on, to wherever
-// the Location names, so the answer is turned into this error instead
-// and no request but the first is sent. It says where the primary
-// pointed (redacted) and what to set, as doctor does.
-func Redirected(req *http.Request, resp *http.Response) error {
-	loc := resp.Header.Get("Location")
-	switch resp.StatusCode {
-	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-	default:
-		return nil
-	}
-	if loc == "" {
-		return nil // the client follows none without a Location either
-	}
-	to := "the URL"
-	if u, err := req.URL.Parse(loc); err == nil {
-		to = mailbox.Printable(ladder.RedactURL(u.String()))
-	}
-	return fmt.Errorf("the primary answered a redirect (HTTP %d) to %s: set %s to the final URL", resp.StatusCode, to, ladder.EnvRemoteURL)
-}
-
 // bearer adds the token to every request (POST, GET and DELETE alike) and
 // remembers the status, so 401/403 can be told from an outage. Every
 // request but a session's DELETE also ends when the Primary is closed:
@@ -207,7 +183,7 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 		why.Store(peekWhy(resp, b.p.token()))
 	}
 	b.p.sawDevice(resp.Header)
-	if err := Redirected(r, resp); err != nil {
+	if err := ladder.Redirected(r, resp); err != nil {
 		resp.Body.Close() // nothing of it is read
 		cancel()
 		return nil, err

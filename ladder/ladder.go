@@ -14,6 +14,7 @@ import (
 	"github.com/joakimp/devbox-config/invisible"
 	"github.com/joakimp/devbox-config/redact"
 	"net"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -526,6 +527,29 @@ func RedactURL(raw string) string {
 	}
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
+}
+
+// Redirected is the error of an answer that redirects (nil for any
+// other), for every transport that adds the token to requests to the
+// primary (the edge's, the mailbox's, the bridge's): the http.Client would follow it with the token on, to wherever
+// the Location names, so the answer is turned into this error instead
+// and no request but the first is sent. It says where the primary
+// pointed (redacted) and what to set, as doctor does.
+func Redirected(req *http.Request, resp *http.Response) error {
+	loc := resp.Header.Get("Location")
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+	default:
+		return nil
+	}
+	if loc == "" {
+		return nil // the client follows none without a Location either
+	}
+	to := "the URL" // a Location that does not parse (a control character in it) is not shown
+	if u, err := req.URL.Parse(loc); err == nil {
+		to = RedactURL(u.String()) // String escapes what is not ASCII: nothing raw reaches a terminal
+	}
+	return fmt.Errorf("the primary answered a redirect (HTTP %d) to %s: set %s to the final URL", resp.StatusCode, to, EnvRemoteURL)
 }
 
 // MCPPath is raw with its path made /mcp when it has none, or has /mcp

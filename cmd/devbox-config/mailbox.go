@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/doctor"
-	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
@@ -237,7 +236,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		cancel()
 		return nil, err
 	}
-	if err := edge.Redirected(r, resp); err != nil { // followed, the token would go where it points
+	if err := ladder.Redirected(r, resp); err != nil { // followed, the token would go where it points
 		resp.Body.Close() // nothing of it is read
 		cancel()
 		return nil, err
