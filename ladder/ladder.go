@@ -531,10 +531,11 @@ func RedactURL(raw string) string {
 
 // Redirected is the error of an answer that redirects (nil for any
 // other), for every transport that adds the token to requests to the
-// primary (the edge's, the mailbox's, the bridge's): the http.Client would follow it with the token on, to wherever
-// the Location names, so the answer is turned into this error instead
-// and no request but the first is sent. It says where the primary
-// pointed (redacted) and what to set, as doctor does.
+// primary (the edge's, the mailbox's, the bridge's): the http.Client
+// would follow it with the token on, to wherever the Location names, so
+// the answer is turned into this error instead and no request but the
+// first is sent. It says where the primary pointed (redacted) and what to
+// set, as doctor does.
 func Redirected(req *http.Request, resp *http.Response) error {
 	loc := resp.Header.Get("Location")
 	switch resp.StatusCode {
