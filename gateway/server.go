@@ -150,9 +150,9 @@ func (s *Server) Open() error {
 	if s.warm, err = warmconn.New(s.Upstream, http.DefaultTransport); err == nil {
 		next = s.warm
 	}
-	s.client = &http.Client{Timeout: callTimeout, Transport: next}
+	s.client = &http.Client{Timeout: callTimeout, Transport: next, CheckRedirect: noRedirect}
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
-	s.stream = &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}}
+	s.stream = &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}, CheckRedirect: noRedirect}
 	s.writes = newWriteQueue(writeShare, 30*time.Second)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	return nil
@@ -308,4 +308,12 @@ func (s *Server) Close() error {
 	s.EndStreams()
 	s.instance.release() // last: the log is closed
 	return err
+}
+
+// noRedirect refuses to follow the upstream's redirects: every request to
+// it carries the upstream token, which net/http keeps on a redirect to
+// another port of the same host. The upstream is the final URL, or the
+// gateway is set up wrong (--upstream).
+func noRedirect(req *http.Request, _ []*http.Request) error {
+	return errors.New("the upstream answered a redirect, which the gateway does not follow (its token would go with it): set --upstream to the final URL")
 }
