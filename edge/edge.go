@@ -63,6 +63,7 @@ type Edge struct {
 	firstRuns   uint64
 	childOnce   sync.Once
 	stopgap     map[string]bool // tools registered from the catalogue, awaiting a real list
+	unlisted    map[string]bool // tools only the primary lists, unknown to the catalogue (logged once)
 	agent       *mcp.ServerSession
 	initialized atomic.Bool   // the agent finished initialize: the fast lane is open
 	initDone    chan struct{} // closed when initialized is set
@@ -83,7 +84,7 @@ type Edge struct {
 // New builds an edge from its configuration; Serve runs it.
 func New(cfg Config) *Edge {
 	cfg = cfg.withDefaults()
-	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, stopgap: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{}), keptUnapplied: make(chan struct{}, 1), initDone: make(chan struct{})}
+	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, stopgap: map[string]bool{}, unlisted: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{}), keptUnapplied: make(chan struct{}, 1), initDone: make(chan struct{})}
 	impl := &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: cfg.Version}
 	e.implJSON, _ = json.Marshal(impl) // for stateless answers (statelessResult)
 	opts := &mcp.ServerOptions{

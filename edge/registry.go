@@ -7,17 +7,21 @@ import (
 	"io/fs"
 	"maps"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/filewrite"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // addTools registers tools; fromPrimary marks the primary's list (only
-// the tools the child lacks are added from it). Tools are never removed:
-// the list an agent saw stays the same, online or offline.
+// the tools the child lacks are added from it, and only those the
+// catalogue knows: a tool only the primary names would put its
+// description before the model and could not be answered). Tools are
+// never removed: the list an agent saw stays the same, online or offline.
 func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 	e.regMu.Lock()
 	e.mu.Lock()
@@ -27,6 +31,13 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 		known = e.primaryTools
 	}
 	for _, t := range tools {
+		if fromPrimary && !catalogued(t.Name) {
+			if !e.unlisted[t.Name] {
+				e.unlisted[t.Name] = true
+				e.log.Info("a tool only the primary lists, unknown to the catalogue, is not listed", "tool", mailbox.Printable(t.Name))
+			}
+			continue
+		}
 		known[t.Name] = t
 		if !e.registered[t.Name] || e.stopgap[t.Name] {
 			if st := sanitizeTool(t); st != nil {
@@ -61,10 +72,28 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 	}
 }
 
+// catalogued reports a tool named as the catalogue names it.
+func catalogued(name string) bool {
+	rec, ok := catalogue.Lookup(name)
+	return ok && name == catalogue.Prefix+rec.Name
+}
+
 // sanitizeTool guards go-sdk's AddTool, which panics on a schema without
-// "type":"object".
+// "type":"object", and makes the texts the model reads printable
+// (mailbox.Printable; a description keeps its lines), whichever server
+// wrote them.
 func sanitizeTool(t *mcp.Tool) *mcp.Tool {
 	c := *t
+	lines := strings.Split(t.Description, "\n")
+	for i, l := range lines {
+		lines[i] = mailbox.Printable(l)
+	}
+	c.Title, c.Description = mailbox.Printable(t.Title), strings.Join(lines, "\n")
+	if t.Annotations != nil {
+		a := *t.Annotations
+		a.Title = mailbox.Printable(a.Title)
+		c.Annotations = &a
+	}
 	switch s := t.InputSchema.(type) {
 	case nil:
 		c.InputSchema = map[string]any{"type": "object"}
