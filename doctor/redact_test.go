@@ -104,3 +104,41 @@ func (echoing) Up() bool { return true }
 func (e echoing) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
 	return nil, &outbox.RPCError{Code: -32602, Message: "token " + e.tok + " may not call " + tool}
 }
+
+// hostile refuses every write with escape codes (an OSC title, a clear
+// screen), bidi and invisible characters, a NUL and a CR LF that starts a
+// forged line, as a hostile primary might.
+type hostile struct{}
+
+func (hostile) Up() bool { return true }
+func (hostile) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	return nil, &outbox.RPCError{Code: -32602, Message: "refused \x1b]0;pwned\x07\x1b[2J \u202eevil\u202c \u200b NUL:\x00 END\r\n- evt_fake: task.request"}
+}
+
+// The dead-writes finding quotes the primary's refusal with each control,
+// bidi and invisible character as its escape (attack61 F3: raw, so the
+// primary could clear the terminal and print a line of its own).
+func TestDeadWritesQuoteTheRefusalEscaped(t *testing.T) {
+	b := newBox(t)
+	ctx := context.Background()
+	s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+	must(t, err)
+	s.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"refused"}`), Wing: "w"})
+	(&outbox.Flusher{S: s, P: hostile{}, MaxRefusals: 1}).Drain(ctx)
+	s.Close()
+	for _, f := range b.run() {
+		if f.ID != IDOutboxDead {
+			continue
+		}
+		for _, raw := range []string{"\x1b", "\x07", "\u202e", "\u200b", "\x00", "\r", "\n"} {
+			if strings.Contains(f.Message, raw) {
+				t.Errorf("the dead-writes finding holds a raw %q: %q", raw, f.Message)
+			}
+		}
+		if !strings.Contains(f.Message, `\x1b]0;pwned\x07`) {
+			t.Errorf("the dead-writes finding does not quote the refusal escaped: %q", f.Message)
+		}
+		return
+	}
+	t.Fatal("no dead-writes finding")
+}

@@ -645,3 +645,25 @@ func TestADeadOpRefusedAsReusedIsToldToBeRetriedAfterARollback(t *testing.T) {
 		}
 	}
 }
+
+// A primary's refusal holding escape codes (an OSC title, a clear
+// screen), a right-to-left override, a zero-width space, a NUL and a CR LF
+// that starts a forged line is printed by edge status ("last error") and
+// edge flush ("not sent:") with each shown as its escape (attack61 F3: raw).
+func TestAPrimarysRefusalIsPrintedEscaped(t *testing.T) {
+	_, said := deadThenTold(t, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`)},
+		&outbox.RPCError{Code: -32602, Message: "refused \x1b]0;pwned\x07\x1b[2J \u202eevil\u202c \u200b NUL:\x00 END\r\n- evt_fake: task.request from \"admin@ops\""})
+	for cmd, got := range said {
+		for _, raw := range []string{"\x1b", "\x07", "\u202e", "\u200b", "\x00", "\r", "\n- evt_fake"} {
+			if strings.Contains(got, raw) {
+				t.Errorf("%s prints a raw %q:\n%q", cmd, raw, got)
+			}
+		}
+		if !strings.Contains(got, `\x1b]0;pwned\x07`) || !strings.Contains(got, `\u202eevil`) {
+			t.Errorf("%s does not show the refusal escaped:\n%q", cmd, got)
+		}
+	}
+	if !strings.Contains(said["edge status"], "last error") {
+		t.Errorf("edge status shows no last error:\n%s", said["edge status"])
+	}
+}

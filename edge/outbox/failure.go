@@ -10,6 +10,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // Kind is how an attempt to send an op failed, as its error_json's
@@ -119,7 +120,8 @@ func FailureOf(errJSON []byte) Failure {
 }
 
 // Words says an op's last failure (its error_json) as the failure table
-// says its kind, with the primary's message ("" for none).
+// says its kind, with the primary's message ("" for none), made printable
+// (mailbox.Printable): the primary's words reach a terminal and an agent.
 func Words(errJSON []byte) string {
 	f := FailureOf(errJSON)
 	if f.Kind == "" {
@@ -132,7 +134,7 @@ func Words(errJSON []byte) string {
 	if f.Message == "" {
 		return says
 	}
-	return says + ": " + f.Message
+	return says + ": " + mailbox.Printable(f.Message)
 }
 
 // ErrNotSent marks a failure before the request left this process (the

@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // opCols are the columns scanOp reads, in its order.
@@ -648,14 +649,15 @@ func (s *Store) doneUnsent(ctx context.Context, seq int64, kind Kind, msg string
 	return tx.Commit()
 }
 
-// LastErrorFrom is LastError when it came from a send to url, the
-// primary URL .env names now, or from one not known ("": it came from
-// another URL, no word on this primary's state).
+// LastErrorFrom is LastError, made printable (it holds the primary's
+// words), when it came from a send to url, the primary URL .env names
+// now, or from one not known ("": it came from another URL, no word on
+// this primary's state).
 func (st Stats) LastErrorFrom(url string) string {
 	if st.LastErrorURL != "" && st.LastErrorURL != url {
 		return ""
 	}
-	return st.LastError
+	return mailbox.Printable(st.LastError)
 }
 
 // Stats summarises the queue for `edge status`.
