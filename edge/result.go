@@ -3,7 +3,6 @@ package edge
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -12,19 +11,24 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/jsondepth"
+	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // resultJSON parses a MemPalace result's single text block (empty if it
 // is not a JSON object).
 func resultJSON(res *mcp.CallToolResult) map[string]any { return objectMap(resultText(res)) }
 
+// jsonResult is m as a result's text block, every bidi or invisible
+// character in it a JSON escape (mailbox.PrintableJSON: encoding/json
+// escapes only the controls), as the primary's words it may quote are.
 func jsonResult(m map[string]any, isError bool) *mcp.CallToolResult {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	enc.Encode(m) // values the edge built or decoded from JSON: they encode
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.TrimSuffix(buf.String(), "\n")}}, IsError: isError}
+	text := mailbox.PrintableJSON(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}, IsError: isError}
 }
 
 func errorResult(msg string, edge map[string]any) *mcp.CallToolResult {
@@ -67,7 +71,7 @@ func annotate(res *mcp.CallToolResult, edge map[string]any, degraded bool) *mcp.
 	if err != nil {
 		return res
 	}
-	if out, err = sjson.SetRawBytes(out, "edge", eb); err != nil {
+	if out, err = sjson.SetRawBytes(out, "edge", mailbox.PrintableJSON(eb)); err != nil { // the primary's words in edge.primary, say
 		return res
 	}
 	return textResult(out, res.IsError, res.Meta)
