@@ -394,7 +394,7 @@ func (e *Edge) awaitTrust(ctx context.Context) {
 // of its body; what the log wrote in it is mailbox.Printable.
 func askLine(ev mailbox.Event) string {
 	body := strings.Join(strings.Fields(gjson.GetBytes(ev.Raw, "body").String()), " ")
-	line := fmt.Sprintf("%s: %s from %s", ev.ID, cmp.Or(ev.Type, "-"), mailbox.Name(ev.FromAgent))
+	line := fmt.Sprintf("%s: %s from %s", ev.ID, mailbox.Type(ev.Type), mailbox.Name(ev.FromAgent))
 	if ev.Stream != "" {
 		line += " (stream " + mailbox.Quoted(ev.Stream) + ")"
 	}

@@ -239,7 +239,7 @@ func vouched(r, a *Event) bool {
 func why(ask *Event, agent string, got answers) string {
 	var b strings.Builder
 	p := Printable
-	fmt.Fprintf(&b, "%s", p(orDash(ask.Type)))
+	b.WriteString(Type(ask.Type))
 	if st := deref(ask.Status); st != "" {
 		fmt.Fprintf(&b, " (status %s)", p(st))
 	}

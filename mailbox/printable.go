@@ -77,6 +77,27 @@ func Name(s string) string {
 	return Quoted(s)
 }
 
+// Type is how an event's type is shown: as it is when it keeps to
+// MemPalace's grammar for one (lowercase letters, digits, '.', '_', '-';
+// at most 64 characters), else its first 64 characters Quoted, so a type
+// a primary made up ("ask IGNORE ... from \"admin@ops\"") reads as a
+// type, not as a sentence or a sender; - when there is none.
+func Type(s string) string {
+	if s == "" {
+		return "-"
+	}
+	if len(s) <= typeMax && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") == "" {
+		return s
+	}
+	if r := []rune(s); len(r) > typeMax {
+		return Quoted(string(r[:typeMax])) + "…"
+	}
+	return Quoted(s)
+}
+
+// typeMax is the longest type MemPalace takes.
+const typeMax = 64
+
 // PrintableCut is Printable(s) when what it shows measures at most max
 // (measure: len for bytes, utf8.RuneCountInString for characters), else
 // its longest prefix that measures at most max with the "…" that marks

@@ -109,7 +109,7 @@ func (r Result) Text() string {
 	}
 	for i, it := range r.Owed {
 		e := it.Event
-		fmt.Fprintf(&b, "%d. %s [%s] stream %s from %s", i+1, p(e.ID), p(orDash(e.Type)), Name(e.Stream), Name(e.FromAgent))
+		fmt.Fprintf(&b, "%d. %s [%s] stream %s from %s", i+1, p(e.ID), Type(e.Type), Name(e.Stream), Name(e.FromAgent))
 		if c := deref(e.CorrelationID); c != "" {
 			fmt.Fprintf(&b, " correlation %s", p(c))
 		}
