@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
-	"maps"
 	"path/filepath"
 	"strings"
 	"time"
@@ -84,29 +83,58 @@ func catalogued(name string) bool {
 // wrote them.
 func sanitizeTool(t *mcp.Tool) *mcp.Tool {
 	c := *t
-	lines := strings.Split(t.Description, "\n")
-	for i, l := range lines {
-		lines[i] = mailbox.Printable(l)
-	}
-	c.Title, c.Description = mailbox.Printable(t.Title), strings.Join(lines, "\n")
+	c.Title, c.Description = mailbox.Printable(t.Title), printableLines(t.Description)
+	c.InputSchema = printableSchema(t.InputSchema)
 	if t.Annotations != nil {
 		a := *t.Annotations
 		a.Title = mailbox.Printable(a.Title)
 		c.Annotations = &a
 	}
-	switch s := t.InputSchema.(type) {
+	switch s := c.InputSchema.(type) {
 	case nil:
 		c.InputSchema = map[string]any{"type": "object"}
 	case map[string]any:
 		if s["type"] == nil {
-			m := maps.Clone(s)
-			m["type"] = "object"
-			c.InputSchema = m
+			s["type"] = "object" // s is printableSchema's copy
 		} else if s["type"] != "object" {
 			return nil
 		}
 	}
 	return &c
+}
+
+// printableLines is s made printable line by line: it keeps its "\n".
+func printableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = mailbox.Printable(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// printableSchema is a copy of a JSON schema whose "title" and
+// "description" strings, at any depth, are printableLines: the model
+// reads them as it reads the tool's description.
+func printableSchema(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, x := range v {
+			if s, ok := x.(string); ok && (k == "title" || k == "description") {
+				m[k] = printableLines(s)
+			} else {
+				m[k] = printableSchema(x)
+			}
+		}
+		return m
+	case []any:
+		l := make([]any, len(v))
+		for i, x := range v {
+			l[i] = printableSchema(x)
+		}
+		return l
+	}
+	return v
 }
 
 type toolCache struct {
