@@ -3,12 +3,11 @@ package bridge
 import (
 	"context"
 	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // A primary that answers 307 to another host or port does not get the
@@ -18,27 +17,18 @@ import (
 // edge's and the mailbox's did, attack61 F5).
 func TestBridgeFollowsNoRedirectWithTheToken(t *testing.T) {
 	const token = "tok-SECRET-bridge-redirect"
-	var reached atomic.Int32
-	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.Header.Get("Authorization"), token) {
-			reached.Add(1)
-		}
-		http.Error(w, "no", http.StatusInternalServerError)
-	}))
-	defer elsewhere.Close()
-	primary := httptest.NewServer(http.RedirectHandler(elsewhere.URL+"/mcp", http.StatusTemporaryRedirect))
-	defer primary.Close()
-	b, err := New(Config{URL: primary.URL + "/mcp", Token: func() string { return token }, Timeout: 10 * time.Second})
+	primaryURL, target, carried := testbed.Redirecting(t)
+	b, err := New(Config{URL: primaryURL + "/mcp", Token: func() string { return token }, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, w := io.Pipe()
 	err = b.Serve(context.Background(), r, nopCloser{io.Discard})
 	w.Close()
-	if n := reached.Load(); n != 0 {
+	if n := carried(); n != 0 {
 		t.Errorf("%d requests carried the token to the redirect's target", n)
 	}
-	if want := "the primary answered a redirect (HTTP 307) to " + elsewhere.URL + "/mcp"; err == nil || !strings.Contains(err.Error(), want) {
+	if want := "the primary answered a redirect (HTTP 307) to " + target; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Serve: %v; want it to say %q", err, want)
 	}
 }

@@ -2,6 +2,9 @@ package testbed
 
 import (
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/joakimp/devbox-config/fakepalace"
@@ -55,4 +58,24 @@ func HungPrimary(t testing.TB) string {
 	}()
 	t.Cleanup(func() { ln.Close(); <-done })
 	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// Redirecting is a primary that answers every request with a 307 to
+// another server's /mcp?k=v: it returns the redirecting server's base
+// URL, the target's URL without its query (which a redacted message
+// leaves out), and how many requests reached the target carrying an
+// Authorization header (a token that went where a redirect pointed).
+func Redirecting(t testing.TB) (primary, target string, carried func() int) {
+	t.Helper()
+	var n atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			n.Add(1)
+		}
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	t.Cleanup(elsewhere.Close)
+	redirecting := httptest.NewServer(http.RedirectHandler(elsewhere.URL+"/mcp?k=v", http.StatusTemporaryRedirect))
+	t.Cleanup(redirecting.Close)
+	return redirecting.URL, elsewhere.URL + "/mcp", func() int { return int(n.Load()) }
 }

@@ -2,11 +2,10 @@ package main
 
 import (
 	"bytes"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // A primary that answers 307 to another host or port does not get the
@@ -16,17 +15,8 @@ import (
 // (attack61 F5).
 func TestMailboxFollowsNoRedirectWithTheToken(t *testing.T) {
 	const token = "tok-SECRET-redirect"
-	var reached atomic.Int32
-	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.Header.Get("Authorization"), token) {
-			reached.Add(1)
-		}
-		http.Error(w, "no", http.StatusInternalServerError)
-	}))
-	defer elsewhere.Close()
-	primary := httptest.NewServer(http.RedirectHandler(elsewhere.URL+"/mcp", http.StatusTemporaryRedirect))
-	defer primary.Close()
-	t.Setenv("MEMPALACE_REMOTE_URL", primary.URL+"/mcp")
+	primaryURL, target, carried := testbed.Redirecting(t)
+	t.Setenv("MEMPALACE_REMOTE_URL", primaryURL+"/mcp")
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", token)
 	for _, k := range []string{"MEMPALACE_AGENT_NAME", "MEMPALACE_EDGE", "MEMPALACE_EDGE_HARNESS", "MEMPALACE_ORIGIN_LABEL"} {
 		t.Setenv(k, "")
@@ -35,10 +25,10 @@ func TestMailboxFollowsNoRedirectWithTheToken(t *testing.T) {
 	if code := run([]string{"mailbox", "--agent", "pi@box"}, &out, &errb); code != 1 {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
 	}
-	if n := reached.Load(); n != 0 {
+	if n := carried(); n != 0 {
 		t.Errorf("%d requests carried the token to the redirect's target", n)
 	}
-	if want := "the primary answered a redirect (HTTP 307) to " + elsewhere.URL + "/mcp"; !strings.Contains(errb.String(), want) {
+	if want := "the primary answered a redirect (HTTP 307) to " + target; !strings.Contains(errb.String(), want) {
 		t.Errorf("stderr does not say %q:\n%s", want, errb.String())
 	}
 }
