@@ -6,6 +6,7 @@ import (
 
 	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/redact"
 )
 
 // Finding ids of the environment's checks.
@@ -103,7 +104,9 @@ const gatewayTokenFix = "this primary is a devbox-config gateway: ask its operat
 // into a finding.
 func (o Options) mask(text string) string {
 	if tok := o.token(); len(tok) >= MinTokenLen {
-		return strings.ReplaceAll(text, tok, "[token]")
+		// its encodings too (base64, hex, percent): a header Go quotes
+		// whole in an error may carry them (attack62 N2)
+		return redact.Secret(strings.ReplaceAll(text, tok, "[token]"), tok)
 	}
 	return text
 }

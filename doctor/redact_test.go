@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -76,7 +77,7 @@ func TestRedactionMasksASecretQuotedBack(t *testing.T) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"no such client: ` + r.Header.Get("Authorization") + `"}}`))
+		w.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"no such client: ` + r.Header.Get("Authorization") + ` (` + base64.StdEncoding.EncodeToString([]byte(tok)) + `)"}}`))
 	}))
 	t.Cleanup(echo.Close)
 	b := newBox(t)
@@ -90,7 +91,7 @@ func TestRedactionMasksASecretQuotedBack(t *testing.T) {
 	s.Close()
 	fs := b.run()
 	out := text(fs)
-	if strings.Contains(out, tok) || !strings.Contains(out, "[token]") {
+	if strings.Contains(out, tok) || strings.Contains(out, base64.StdEncoding.EncodeToString([]byte(tok))[:16]) || !strings.Contains(out, "[token]") {
 		t.Fatalf("the token is printed, or nothing was masked:\n%s", out)
 	}
 	only(t, fs, "error:primary-unreachable", "error:outbox-dead")

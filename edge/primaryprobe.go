@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/redact"
 )
 
 // The breaker's way back (probe), and the check `edge status` and
@@ -118,7 +120,9 @@ func (p *Primary) Check(ctx context.Context) string {
 		return fmt.Sprintf("refused the token (HTTP %d): check MEMPALACE_REMOTE_TOKEN", st)
 	}
 	if err != nil {
-		return "unreachable: " + err.Error()
+		// redacted and printable: Go quotes a malformed header whole, a
+		// Location holding the token included (attack62 N2)
+		return "unreachable: " + mailbox.Printable(redact.Secret(err.Error(), p.token()))
 	}
 	return "reachable, token accepted"
 }

@@ -1,8 +1,12 @@
 package edge
 
 import (
+	"bufio"
 	"context"
+	"encoding/base64"
+	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -29,5 +33,39 @@ func TestThePrimarysRedirectIsNotFollowedWithTheToken(t *testing.T) {
 	want := "the primary answered a redirect (HTTP 307) to " + target + ": set MEMPALACE_REMOTE_URL to the final URL"
 	if !strings.Contains(got, want) || strings.Contains(got, "k=v") {
 		t.Errorf("Check = %q, want it to hold %q (the target's query left out)", got, want)
+	}
+}
+
+// A redirect whose Location Go cannot take (a control character in it)
+// fails the request with the header quoted whole: edge status's and edge
+// flush's line about the primary then carried the token it held, in
+// clear and base64 (attack62 N2). It is redacted and printable.
+func TestAMalformedRedirectsTokenIsNotPrinted(t *testing.T) {
+	t.Parallel()
+	const token = "tok-SECRET-malformed-location"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // ends when the listener closes
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				bufio.NewReader(c).ReadString('\n') // the request line is enough
+				fmt.Fprintf(c, "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://x/\x01%s %s\r\nContent-Length: 0\r\n\r\n", token, base64.StdEncoding.EncodeToString([]byte(token)))
+			}()
+		}
+	}()
+	p := NewPrimary("http://"+ln.Addr().String()+"/mcp", func() string { return token }, slog.New(slog.DiscardHandler),
+		PrimaryOptions{Timeout: 5 * time.Second, Probe: time.Hour, Quiet: true})
+	defer p.Close()
+	got := p.Check(context.Background())
+	if strings.Contains(got, token) || strings.Contains(got, base64.StdEncoding.EncodeToString([]byte(token))[:20]) || strings.ContainsRune(got, 1) {
+		t.Fatalf("Check = %q", got)
 	}
 }
