@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/joakimp/devbox-config/testbed"
@@ -17,8 +19,13 @@ func TestTheUpstreamsRedirectIsNotFollowedWithItsToken(t *testing.T) {
 	fake := startFake(t)
 	g := newGWAt(t, []Device{devices[0]}, &upstream{name: "redirecting", url: redirecting + "/mcp", palace: fake.palace})
 	g.call(g.tokens[devices[0].ID], "search", map[string]any{"query": "q", "wing": "shared"})
-	g.call(g.tokens[devices[0].ID], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "c"})
+	_, rpcErr, code := g.call(g.tokens[devices[0].ID], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "c"})
 	if n := carried(); n != 0 {
 		t.Fatalf("%d request(s) with the upstream token reached the redirect's target", n)
+	}
+	// Not applied, and said why: a 502 "answer lost" made every write in
+	// doubt (the review of this fix).
+	if msg := fmt.Sprint(rpcErr["message"]); code != 503 || !strings.Contains(msg, "not applied") || !strings.Contains(msg, "redirect") {
+		t.Fatalf("a write through a redirecting upstream: %d %v", code, rpcErr)
 	}
 }

@@ -315,5 +315,9 @@ func (s *Server) Close() error {
 // another port of the same host. The upstream is the final URL, or the
 // gateway is set up wrong (--upstream).
 func noRedirect(req *http.Request, _ []*http.Request) error {
-	return errors.New("the upstream answered a redirect, which the gateway does not follow (its token would go with it): set --upstream to the final URL")
+	return errUpstreamRedirect
 }
+
+// errUpstreamRedirect is an upstream's redirect, refused (noRedirect):
+// the upstream did not take the call, so it is answered as not applied.
+var errUpstreamRedirect = errors.New("the upstream answered a redirect, which the gateway does not follow (its token would go with it): the gateway's operator sets --upstream to the final URL")
