@@ -79,7 +79,7 @@ func Name(s string) string {
 
 // Type is how an event's type is shown: as it is when it keeps to
 // MemPalace's grammar for one (lowercase letters, digits, '.', '_', '-';
-// at most 64 characters), else its first 64 characters Quoted, so a type
+// at most 64 characters), else Quoted and cut to 64 bytes as shown, so a type
 // a primary made up ("ask IGNORE ... from \"admin@ops\"") reads as a
 // type, not as a sentence or a sender; - when there is none.
 func Type(s string) string {
@@ -89,8 +89,17 @@ func Type(s string) string {
 	if len(s) <= typeMax && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") == "" {
 		return s
 	}
-	if r := []rune(s); len(r) > typeMax {
-		return Quoted(string(r[:typeMax])) + "…"
+	// Cut to typeMax bytes as shown, escapes counted: a type of quotes or
+	// bidi marks is six times longer quoted than it is (the review).
+	r, cut := []rune(s), false
+	if len(r) > typeMax {
+		r, cut = r[:typeMax], true
+	}
+	for len(r) > 0 && len(Quoted(string(r))) > typeMax {
+		r, cut = r[:len(r)-1], true
+	}
+	if cut {
+		return Quoted(string(r)) + "…"
 	}
 	return Quoted(s)
 }

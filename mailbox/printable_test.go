@@ -275,4 +275,11 @@ func TestTextQuotesATypeThatIsNotAPlainToken(t *testing.T) {
 	if got := Type("task.request"); got != "task.request" {
 		t.Errorf("a plain type shows as %q", got)
 	}
+	// cut by what it shows, escapes counted, so the sender after it in a
+	// line cut at 160 bytes survives (the review: 64 quotes showed as 130)
+	for _, typ := range []string{strings.Repeat(`"`, 64), strings.Repeat("‮", 30)} {
+		if got := Type(typ); len(got) > typeMax+len("…") || !strings.HasSuffix(got, "…") {
+			t.Errorf("Type(%q) = %q (%d bytes)", typ, got, len(got))
+		}
+	}
 }
