@@ -459,14 +459,7 @@ func TestAnAnswerOfUnknownOriginClearsNoStampedAsk(t *testing.T) {
 // tester, attack55 F2).
 func TestAnAnswerSettlesOnlyTheAskItAnswers(t *testing.T) {
 	const peer = "pi@wide"
-	on := func(e Event, stream string) Event {
-		raw, err := sjson.SetBytes(e.Raw, "stream", stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Raw, e.Stream = raw, stream
-		return e
-	}
+	on := func(e Event, stream string) Event { return onStream(t, e, stream) }
 	log := []Event{
 		on(ev(1, "a1", peer, me, "w-2", "open", ""), "mb55"), on(ev(2, "a2", peer, me, "w-2", "open", ""), "mb55b"),
 		on(ev(3, "a3", peer, me, "w-3", "open", ""), "mb55"), on(ev(4, "a4", peer, me, "w-3", "open", ""), "mb55b"),
@@ -495,14 +488,7 @@ func TestAnAnswerSettlesOnlyTheAskItAnswers(t *testing.T) {
 // still in the outbox, read offline from the whole mailbox's view.
 func TestAnAckOnAnotherStreamSettlesTheAskInItsStreamsMailbox(t *testing.T) {
 	const peer = "pi@wide"
-	on := func(e Event, stream string) Event {
-		raw, err := sjson.SetBytes(e.Raw, "stream", stream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Raw, e.Stream = raw, stream
-		return e
-	}
+	on := func(e Event, stream string) Event { return onStream(t, e, stream) }
 	ask, other := on(ev(1, "b1", peer, me, "c2", "open", ""), "mb57x"), on(ev(2, "b2", peer, me, "c3", "open", ""), "mb57x")
 	src := &fakeSource{log: []Event{ask, other, on(ev(3, "r1", me, peer, "c9", "applied", "b1"), "mb57")}}
 	for _, stream := range []string{"", "mb57x"} {
@@ -528,4 +514,15 @@ func TestAnAckOnAnotherStreamSettlesTheAskInItsStreamsMailbox(t *testing.T) {
 	if err != nil || !r.Degraded || !slices.Equal(ids(r.Owed), []string{"b2"}) {
 		t.Errorf("offline, --stream mb57x from the whole mailbox's view, the answer in the outbox: owed %v, degraded %v, err %v; want b2 only, degraded", ids(r.Owed), r.Degraded, err)
 	}
+}
+
+// onStream is e written on stream.
+func onStream(t *testing.T, e Event, stream string) Event {
+	t.Helper()
+	raw, err := sjson.SetBytes(e.Raw, "stream", stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Raw, e.Stream = raw, stream
+	return e
 }
