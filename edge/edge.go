@@ -41,8 +41,8 @@ type Edge struct {
 	pw          *policyWatch // the replication policy, re-read when it changes
 
 	mu            sync.Mutex
-	regMu         sync.Mutex // serializes addTools, so "registered" means AddTool is done
-	registered    map[string]bool
+	regMu         sync.Mutex // serializes addTools, so "listed" means AddTool is done
+	listedFrom    map[string]toolSource // a listed tool's definition, by where it came from (registry.go)
 	childTools    map[string]*mcp.Tool
 	primaryTools  map[string]*mcp.Tool
 	toolsReady    chan struct{}
@@ -62,7 +62,6 @@ type Edge struct {
 	firstMu     sync.Mutex
 	firstRuns   uint64
 	childOnce   sync.Once
-	stopgap     map[string]bool // tools registered from the catalogue, awaiting a real list
 	unlisted    map[string]bool // tools only the primary lists, unknown to the catalogue (logged once)
 	agent       *mcp.ServerSession
 	initialized atomic.Bool   // the agent finished initialize: the fast lane is open
@@ -84,7 +83,7 @@ type Edge struct {
 // New builds an edge from its configuration; Serve runs it.
 func New(cfg Config) *Edge {
 	cfg = cfg.withDefaults()
-	e := &Edge{cfg: cfg, log: cfg.Log, registered: map[string]bool{}, stopgap: map[string]bool{}, unlisted: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{}), keptUnapplied: make(chan struct{}, 1), initDone: make(chan struct{})}
+	e := &Edge{cfg: cfg, log: cfg.Log, listedFrom: map[string]toolSource{}, unlisted: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{}), keptUnapplied: make(chan struct{}, 1), initDone: make(chan struct{})}
 	impl := &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: cfg.Version}
 	e.implJSON, _ = json.Marshal(impl) // for stateless answers (statelessResult)
 	opts := &mcp.ServerOptions{

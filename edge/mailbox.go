@@ -29,7 +29,7 @@ func (e *Edge) addMailbox() {
 	var schema map[string]any
 	json.Unmarshal([]byte(mailbox.InputSchema), &schema) // a constant, parsed in the mailbox package's tests
 	e.mu.Lock()
-	e.registered[mailbox.ToolName] = true
+	e.listedFrom[mailbox.ToolName] = byLocal // the edge's own, never replaced
 	e.mu.Unlock()
 	e.server.AddTool(&mcp.Tool{Name: mailbox.ToolName, Description: mailbox.ToolDescription, InputSchema: schema}, e.handler)
 	e.server.AddPrompt(&mcp.Prompt{Name: mailbox.PromptName, Description: mailbox.PromptDescription},

@@ -16,41 +16,56 @@ import (
 	"github.com/joakimp/devbox-config/mailbox"
 )
 
-// addTools registers tools; fromPrimary marks the primary's list (only
-// the tools the child lacks are added from it, and only those the
-// catalogue knows: a tool only the primary names would put its
-// description before the model and could not be answered). Tools are
-// never removed: the list an agent saw stays the same, online or offline.
+// toolSource is where a listed tool's definition (the description and
+// schema the model reads) came from. A better source replaces it; the
+// tool itself is never removed.
+type toolSource int
+
+const (
+	byCatalogue toolSource = iota + 1 // no server has listed it yet (addStopgapTools)
+	byPrimary                         // only the primary lists it: the catalogue's words, the primary's argument types (primaryDefinition)
+	byLocal                           // the local palace server's own definition
+)
+
+// addTools registers tools; fromPrimary marks the primary's list. Of the
+// primary's, only the tools the catalogue knows are listed (a tool only
+// the primary names could not be answered), and none with the primary's
+// words: a hostile primary's description would be put before the model.
+// The local server's definition replaces any other, whichever list came
+// first. Tools are never removed: the list an agent saw stays the same,
+// online or offline.
 func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 	e.regMu.Lock()
 	e.mu.Lock()
 	var add []*mcp.Tool
-	known := e.childTools
+	known, src := e.childTools, byLocal
 	if fromPrimary {
-		known = e.primaryTools
+		known, src = e.primaryTools, byPrimary
 	}
 	for _, t := range tools {
-		if fromPrimary && !catalogued(t.Name) {
-			if !e.unlisted[t.Name] {
-				e.unlisted[t.Name] = true
-				e.log.Info("a tool only the primary lists, unknown to the catalogue, is not listed", "tool", mailbox.Printable(t.Name))
+		def := t
+		if fromPrimary {
+			rec, ok := catalogue.Lookup(t.Name)
+			if !ok || t.Name != catalogue.Prefix+rec.Name {
+				e.unlistedOnce(t.Name)
+				continue
 			}
-			continue
+			def = primaryDefinition(t, rec)
 		}
 		known[t.Name] = t
-		if !e.registered[t.Name] || e.stopgap[t.Name] {
-			if st := sanitizeTool(t); st != nil {
-				e.registered[t.Name] = true
-				delete(e.stopgap, t.Name) // the real definition replaces the catalogue's
-				add = append(add, st)
-			} else {
-				e.log.Warn("tool skipped: its input schema is not an object schema", "tool", t.Name)
-			}
+		if e.listedFrom[t.Name] >= src {
+			continue
+		}
+		if st := sanitizeTool(def); st != nil {
+			e.listedFrom[t.Name] = src
+			add = append(add, st)
+		} else {
+			e.log.Warn("tool skipped: its input schema is not an object schema", "tool", mailbox.Printable(t.Name))
 		}
 	}
 	e.mu.Unlock()
 	for _, t := range add {
-		e.server.AddTool(t, e.handler)
+		e.server.AddTool(t, e.handler) // replaces an earlier definition of the same name
 	}
 	e.mu.Lock()
 	if !fromPrimary {
@@ -59,7 +74,7 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 	}
 	childListed, primaryKnown := e.childListed, len(e.primaryTools) > 0
 	e.mu.Unlock()
-	e.regMu.Unlock() // "registered" means AddTool is done; readiness may add the stopgap list
+	e.regMu.Unlock() // "listed" means AddTool is done; readiness may add the stopgap list
 	if (childListed || e.childDown.Load()) && (primaryKnown || e.cfg.PassThrough()) {
 		e.markToolsReady()
 	}
@@ -71,10 +86,70 @@ func (e *Edge) addTools(tools []*mcp.Tool, fromPrimary bool) {
 	}
 }
 
-// catalogued reports a tool named as the catalogue names it.
-func catalogued(name string) bool {
-	rec, ok := catalogue.Lookup(name)
-	return ok && name == catalogue.Prefix+rec.Name
+// unlistedOnce logs, once a run, a tool only the primary lists that the
+// catalogue does not know (under e.mu).
+func (e *Edge) unlistedOnce(name string) {
+	if !e.unlisted[name] {
+		e.unlisted[name] = true
+		e.log.Info("a tool only the primary lists, unknown to the catalogue, is not listed", "tool", mailbox.Printable(name))
+	}
+}
+
+// primaryDefinition is what the model reads of a tool the primary lists
+// and the local server does not (yet): a description in devbox-config's
+// words, and of the primary's input schema only the arguments the
+// catalogue knows, with their types and nothing the primary wrote as
+// text (titles, descriptions, examples, defaults: schemaShape).
+func primaryDefinition(t *mcp.Tool, rec catalogue.Tool) *mcp.Tool {
+	props := map[string]any{}
+	var required []any
+	if s, ok := t.InputSchema.(map[string]any); ok {
+		p, _ := s["properties"].(map[string]any)
+		for name, v := range p {
+			if rec.Accepts(name) {
+				props[name] = schemaShape(v)
+			}
+		}
+		r, _ := s["required"].([]any)
+		for _, name := range r {
+			if n, ok := name.(string); ok && props[n] != nil {
+				required = append(required, n)
+			}
+		}
+	}
+	schema := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		schema["required"] = required
+	}
+	return &mcp.Tool{Name: t.Name, Description: "MemPalace " + rec.Name + ", answered by the primary palace: the local MemPalace does not list it (the primary's own description is not passed on)", InputSchema: schema}
+}
+
+// schemaShape keeps of an argument's schema its shape: the type, the
+// items of an array and the properties of an object (by the names the
+// primary gives them), which are required, enum values, bounds.
+func schemaShape(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return map[string]any{}
+	}
+	out := map[string]any{}
+	for k, x := range m {
+		switch k {
+		case "type", "enum", "required", "minimum", "maximum", "minItems", "maxItems", "minLength", "maxLength":
+			out[k] = x
+		case "items":
+			out[k] = schemaShape(x)
+		case "properties":
+			if p, ok := x.(map[string]any); ok {
+				shaped := map[string]any{}
+				for name, y := range p {
+					shaped[name] = schemaShape(y)
+				}
+				out[k] = shaped
+			}
+		}
+	}
+	return out
 }
 
 // sanitizeTool guards go-sdk's AddTool, which panics on a schema without
@@ -170,7 +245,7 @@ func (e *Edge) saveToolCache() {
 	e.mu.Lock()
 	var c toolCache
 	for name, t := range e.primaryTools {
-		if e.childTools[name] == nil {
+		if e.childTools[name] == nil { // the primary's own, raw: only its argument types are ever listed
 			c.Primary = append(c.Primary, t)
 		}
 	}
@@ -204,7 +279,7 @@ func (e *Edge) primaryOnlyTool(name string) bool {
 func (e *Edge) listed(name string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.registered[name]
+	return e.listedFrom[name] != 0
 }
 
 // addStopgapTools registers the catalogue's tools when the edge knows none
@@ -223,7 +298,7 @@ func (e *Edge) addStopgapTools() {
 	var add []*mcp.Tool
 	for _, rec := range catalogue.All() {
 		name := catalogue.Prefix + rec.Name
-		e.registered[name], e.stopgap[name] = true, true
+		e.listedFrom[name] = byCatalogue
 		add = append(add, &mcp.Tool{Name: name, Description: rec.Description(), InputSchema: rec.InputSchema()})
 	}
 	e.mu.Unlock()

@@ -127,7 +127,7 @@ func routerUnderTest(t *testing.T) (*Edge, *inProcess, *inProcess, *outbox.Store
 		log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		localServer: local, remote: inProcessPrimary{primary},
 		outbox: ob, pw: &policyWatch{dir: t.TempDir(), pol: &Policy{Version: 1, Wings: map[string]Rule{"private": {Replicate: "local"}}}},
-		registered: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{},
+		listedFrom: map[string]toolSource{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{},
 	}
 	return e, local, primary, ob
 }
