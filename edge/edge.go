@@ -41,7 +41,7 @@ type Edge struct {
 	pw          *policyWatch // the replication policy, re-read when it changes
 
 	mu            sync.Mutex
-	regMu         sync.Mutex // serializes addTools, so "listed" means AddTool is done
+	regMu         sync.Mutex            // serializes addTools, so "listed" means AddTool is done
 	listedFrom    map[string]toolSource // a listed tool's definition, by where it came from (registry.go)
 	childTools    map[string]*mcp.Tool
 	primaryTools  map[string]*mcp.Tool

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,21 +136,33 @@ func schemaShape(v any) any {
 	out := map[string]any{}
 	for k, x := range m {
 		switch k {
-		case "type", "enum", "required", "minimum", "maximum", "minItems", "maxItems", "minLength", "maxLength":
+		case "type", "required", "minimum", "maximum", "minItems", "maxItems", "minLength", "maxLength":
 			out[k] = x
+		case "enum": // values, not words: kept only if each is a bare name or a number
+			if l, ok := x.([]any); ok && !slices.ContainsFunc(l, func(v any) bool { s, ok := v.(string); return ok && !bareName(s) }) {
+				out[k] = x
+			}
 		case "items":
 			out[k] = schemaShape(x)
 		case "properties":
 			if p, ok := x.(map[string]any); ok {
 				shaped := map[string]any{}
 				for name, y := range p {
-					shaped[name] = schemaShape(y)
+					if bareName(name) {
+						shaped[name] = schemaShape(y)
+					}
 				}
 				out[k] = shaped
 			}
 		}
 	}
 	return out
+}
+
+// bareName reports a name of at most 64 letters, digits, "_", "-" and
+// ".": an argument's or an enum value's, which cannot carry a sentence.
+func bareName(s string) bool {
+	return s != "" && len(s) <= 64 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == ""
 }
 
 // sanitizeTool guards go-sdk's AddTool, which panics on a schema without
