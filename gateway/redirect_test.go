@@ -1,7 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -28,4 +32,34 @@ func TestTheUpstreamsRedirectIsNotFollowedWithItsToken(t *testing.T) {
 	if msg := fmt.Sprint(rpcErr["message"]); code != 503 || !strings.Contains(msg, "not applied") || !strings.Contains(msg, "redirect") {
 		t.Fatalf("a write through a redirecting upstream: %d %v", code, rpcErr)
 	}
+}
+
+// A redirecting upstream's Location is shown as the other redirect
+// messages show it: its query (a key, a token) dropped and nothing in it
+// that a terminal acts on, in trash restore's error and in the start-up
+// probe's log line (the review of b6e776c: both carried the raw header).
+func TestTheUpstreamsRedirectShowsItsTargetRedacted(t *testing.T) {
+	t.Parallel()
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Location"] = []string{"http://elsewhere.example/\u202emcp?token=s3cret-in-the-query"}
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer hostile.Close()
+	shows := func(what, got string) {
+		t.Helper()
+		if strings.Contains(got, "s3cret") || strings.Contains(got, "\u202e") || !strings.Contains(got, "elsewhere.example") {
+			t.Errorf("%s (want the target without its query or raw controls):\n%s", what, got)
+		}
+	}
+	r := Restorer{Upstream: hostile.URL + "/mcp", Token: func() string { return "tok" }}
+	_, err := r.Restore(context.Background(), []string{"1"})
+	if err == nil {
+		t.Fatal("restore through a redirecting upstream went on")
+	}
+	shows("restore's error", err.Error())
+	g := newGWAt(t, devices, &upstream{url: hostile.URL + "/mcp"})
+	var logged testbed.SyncBuffer
+	g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	g.srv.ProbeUpstream(context.Background())
+	shows("the probe's log", logged.String())
 }

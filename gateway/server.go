@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/warmconn"
 )
 
@@ -313,9 +315,23 @@ func (s *Server) Close() error {
 // noRedirect refuses to follow the upstream's redirects: every request to
 // it carries the upstream token, which net/http keeps on a redirect to
 // another port of the same host. The upstream is the final URL, or the
-// gateway is set up wrong (--upstream).
+// gateway is set up wrong (--upstream). Its error names where the
+// redirect pointed as ladder.RedactURL shows it (no query, nothing not
+// ASCII); the client's *url.Error around it holds the raw Location, so
+// what is shown is this error alone (upstreamErr).
 func noRedirect(req *http.Request, _ []*http.Request) error {
-	return errUpstreamRedirect
+	return fmt.Errorf("%w (it pointed at %s)", errUpstreamRedirect, ladder.RedactURL(req.URL.String()))
+}
+
+// upstreamErr is a client's error from the upstream as a message may show
+// it: a refused redirect's error without the *url.Error that carries the
+// raw Location (a hostile upstream's escapes, a token in its query).
+func upstreamErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && errors.Is(ue.Err, errUpstreamRedirect) {
+		return ue.Err
+	}
+	return err
 }
 
 // errUpstreamRedirect is an upstream's redirect, refused (noRedirect):

@@ -209,7 +209,7 @@ func lookAtUpstream(ctx context.Context, client *http.Client, upstream, token st
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return upstreamLook{err: err}
+		return upstreamLook{err: upstreamErr(err)}
 	}
 	defer resp.Body.Close() // read to its end, or not MCP: said below
 	b, _ := readAnswer(resp)
