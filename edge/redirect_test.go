@@ -30,7 +30,7 @@ func TestThePrimarysRedirectIsNotFollowedWithTheToken(t *testing.T) {
 	if n := carried(); n != 0 {
 		t.Errorf("%d requests carried the token to the redirect's target", n)
 	}
-	want := "the primary answered a redirect (HTTP 307) to " + target + ": set MEMPALACE_REMOTE_URL to the final URL"
+	want := "the primary answered a redirect (HTTP 307) to " + target + ", on another host, scheme or port: check it is your primary before pointing MEMPALACE_REMOTE_URL at it"
 	if !strings.Contains(got, want) || strings.Contains(got, "k=v") {
 		t.Errorf("Check = %q, want it to hold %q (the target's query left out)", got, want)
 	}

@@ -9,6 +9,7 @@ package ladder
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/invisible"
@@ -535,7 +536,8 @@ func RedactURL(raw string) string {
 // would follow it with the token on, to wherever the Location names, so
 // the answer is turned into this error instead and no request but the
 // first is sent. It says where the primary pointed (redacted) and what to
-// set, as doctor does.
+// set, as doctor does; to another origin (host, scheme or port), where the
+// token would go next, it says so and asks the user to check it first.
 func Redirected(req *http.Request, resp *http.Response) error {
 	loc := resp.Header.Get("Location")
 	switch resp.StatusCode {
@@ -547,10 +549,23 @@ func Redirected(req *http.Request, resp *http.Response) error {
 		return nil // the client follows none without a Location either
 	}
 	to := "the URL" // a Location that does not parse (a control character in it) is not shown
-	if u, err := req.URL.Parse(loc); err == nil {
+	u, err := req.URL.Parse(loc)
+	if err == nil {
 		to = RedactURL(u.String()) // String escapes what is not ASCII: nothing raw reaches a terminal
 	}
+	if err == nil && !sameOrigin(req.URL, u) {
+		return fmt.Errorf("the primary answered a redirect (HTTP %d) to %s, on another host, scheme or port: check it is your primary before pointing %s at it", resp.StatusCode, to, EnvRemoteURL)
+	}
 	return fmt.Errorf("the primary answered a redirect (HTTP %d) to %s: set %s to the final URL", resp.StatusCode, to, EnvRemoteURL)
+}
+
+// sameOrigin is whether a and b share scheme, host and port (a port left
+// out is the scheme's).
+func sameOrigin(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		return cmp.Or(u.Port(), map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)])
+	}
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
 // MCPPath is raw with its path made /mcp when it has none, or has /mcp
