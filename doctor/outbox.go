@@ -12,6 +12,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/redact"
 	"github.com/joakimp/devbox-config/shellword"
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
@@ -140,8 +141,10 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		if age > opts.BacklogAge {
 			n := ob.stats.ByState[outbox.Queued] + ob.stats.ByState[outbox.Inflight]
 			msg := fmt.Sprintf("%d write(s) wait in %s for the primary; the oldest was queued %s ago", n, ob.path, age.Round(time.Second))
-			if e := ob.stats.LastErrorFrom(opts.env(ladder.EnvRemoteURL)); e != "" {
-				msg += "; last error: " + opts.mask(e) // the primary's words
+			if ob.stats.LastErrorFrom(opts.env(ladder.EnvRemoteURL)) != "" {
+				// the primary's words, masked before Printable turns a line
+				// break inside the token's wrapped base64 into a space
+				msg += "; last error: " + mailbox.Printable(opts.mask(ob.stats.LastError))
 			}
 			out = append(out, Finding{ID: IDOutboxBacklog, Severity: Warn, Section: "§4.3", Message: msg,
 				Fix: "make the primary reachable (see primary-* findings) and run the edge (any harness session flushes it), or `devbox-config edge flush`"})
@@ -159,7 +162,7 @@ func deadOps(opts Options, ob outboxState) (Finding, bool) {
 	msg := fmt.Sprintf("%d write(s) in %s are dead: they are in the local palace but the primary refused them and they will never be sent", n, ob.path)
 	if len(ob.stats.Dead) > 0 {
 		d := ob.stats.Dead[0]
-		msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, d.Short(), opts.mask(cmp.Or(outbox.Words(d.Error), "no error recorded"))) // the primary's words
+		msg += fmt.Sprintf("; the first is %s op %s (%s)", d.Tool, d.Short(), cmp.Or(outbox.Words(redact.JSONWith(d.Error, opts.mask)), "no error recorded")) // the primary's words, masked before Words makes them printable
 	}
 	return Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3", Message: msg,
 		Fix: "`devbox-config edge outbox list` to see them and why (each holds back only the writes on its object); fix the cause, then `devbox-config edge outbox retry ID` (or `drop ID` to give up on one)"}, true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/redact"
 )
 
 // text is every finding's message and fix.
@@ -142,4 +144,55 @@ func TestDeadWritesQuoteTheRefusalEscaped(t *testing.T) {
 		return
 	}
 	t.Fatal("no dead-writes finding")
+}
+
+// wrapsIt fails every write quoting the token in base64 wrapped over two
+// lines, as a MIME-minded server might: err is the failure around it.
+type wrapsIt struct {
+	tok string
+	err func(msg string) error
+}
+
+func (wrapsIt) Up() bool { return true }
+func (w wrapsIt) Call(context.Context, string, json.RawMessage) (map[string]any, error) {
+	b64 := base64.StdEncoding.EncodeToString([]byte(w.tok))
+	return nil, w.err("no such client " + b64[:16] + "\n" + b64[16:])
+}
+
+// The token's base64 wrapped over lines in the primary's words is masked
+// in the dead-writes and the backlog findings: doctor masks before it
+// makes the words printable, which turns the line break into a space the
+// masking could not see across (the review: the base64 showed whole).
+func TestRedactionMasksAWrappedBase64TokenBeforeMakingItPrintable(t *testing.T) {
+	const tok = "Qm7vR2xK9pL4wT8nY3cF6hJ1"
+	b64 := base64.StdEncoding.EncodeToString([]byte(tok))
+	for _, c := range []struct {
+		name string
+		err  func(string) error
+		id   string
+	}{
+		{"dead", func(m string) error { return &outbox.RPCError{Code: -32602, Message: m} }, IDOutboxDead},
+		{"backlog", errors.New, IDOutboxBacklog},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := newBox(t)
+			b.env["MEMPALACE_REMOTE_TOKEN"] = tok
+			b.opts.Now = func() time.Time { return time.Now().Add(3 * time.Hour) }
+			s, err := outbox.Open(OutboxPath(b.palace), "dev", "")
+			must(t, err)
+			s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"c"}`), Wing: "w"})
+			(&outbox.Flusher{S: s, P: wrapsIt{tok, c.err}, MaxRefusals: 1, Retries: -1}).Drain(context.Background())
+			s.Close()
+			for _, f := range b.run() {
+				if f.ID != c.id {
+					continue
+				}
+				if strings.Contains(f.Message, b64[:16]) || strings.Contains(f.Message, b64[16:]) || !strings.Contains(f.Message, "no such client "+redact.Mark) {
+					t.Fatalf("the wrapped base64 token is shown, or nothing was masked: %q", f.Message)
+				}
+				return
+			}
+			t.Fatalf("no %s finding", c.id)
+		})
+	}
 }
