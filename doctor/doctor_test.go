@@ -30,6 +30,7 @@ import (
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/render"
+	"github.com/joakimp/devbox-config/sqlitewal"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
@@ -95,7 +96,7 @@ func must(t *testing.T, err error) {
 func kg(t *testing.T, path string, n int) {
 	t.Helper()
 	must(t, os.MkdirAll(filepath.Dir(path), 0o700))
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)")
+	db, err := sql.Open("sqlite", sqlitewal.URI(path)+"?_pragma=journal_mode(WAL)")
 	must(t, err)
 	defer db.Close()
 	_, err = db.Exec(`CREATE TABLE entities(id TEXT PRIMARY KEY, name TEXT); CREATE TABLE triples(id TEXT PRIMARY KEY, subject TEXT, predicate TEXT, object TEXT)`)
@@ -180,6 +181,25 @@ func TestCleanStateHasNoFindings(t *testing.T) {
 		b.opts.EnvFiles = []string{env}
 		only(t, b.run())
 	})
+}
+
+// A HOME whose name holds '?', '#' or '%' has its stores read where they
+// are: the split is found and its rows counted (before, doctor put the
+// path into SQLite's file: URI unescaped and read a file named by its
+// part before the '?').
+func TestSplitStoresUnderAHomeWithURICharacters(t *testing.T) {
+	b := newBox(t)
+	b.home = filepath.Join(t.TempDir(), "a?b#c%20d")
+	b.palace, b.opts.Home = filepath.Join(b.home, ".mempalace", "palace"), b.home
+	must(t, os.MkdirAll(b.palace, 0o700))
+	write(t, filepath.Join(b.home, ".mempalace", "config.json"), `{}`, 0o600)
+	kg(t, filepath.Join(b.home, ".mempalace", "knowledge_graph.sqlite3"), 2)
+	kg(t, filepath.Join(b.palace, "knowledge_graph.sqlite3"), 1)
+	fs := b.run()
+	only(t, fs, "error:kg-split")
+	if !strings.Contains(fs[0].Message, "4 rows") || !strings.Contains(fs[0].Message, "2 rows") {
+		t.Fatalf("message should count rows on both sides: %s", fs[0].Message)
+	}
 }
 
 func TestSplitStores(t *testing.T) {

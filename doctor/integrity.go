@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/palacefiles"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // damage is quick_check's verdict on one file: what it found ("" = ok),
@@ -40,7 +40,7 @@ func quickCheck(ctx context.Context, path string) damage {
 	if _, err := os.Stat(path + "-shm"); err != nil && walHeader(path) {
 		q = "mode=ro&immutable=1"
 	}
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q)
+	db, err := sql.Open("sqlite", sqlitewal.URI(path)+"?"+q)
 	if err != nil {
 		d.found = err.Error()
 		return d

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // splitStore is one of the §7.1 files MemPalace 3.11 finds by two rules:
@@ -223,7 +225,7 @@ func OpenReadOnly(path string) (*sql.DB, error) {
 func openWritable(path string) (*sql.DB, error) { return openSQLite(path, "mode=rw") }
 
 func openSQLite(path, mode string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?"+mode+"&_pragma=busy_timeout(1000)")
+	db, err := sql.Open("sqlite", sqlitewal.URI(path)+"?"+mode+"&_pragma=busy_timeout(1000)")
 	if err != nil {
 		return nil, err
 	}

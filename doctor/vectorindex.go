@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/palacefiles"
 	"github.com/joakimp/devbox-config/shellword"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // MemPalace 3.11's stub rule (backends/chroma.py,
@@ -41,7 +41,7 @@ func readDrawersIndex(ctx context.Context, palace string) (drawersIndex, bool) {
 	if _, err := os.Stat(file); err != nil {
 		return drawersIndex{}, false
 	}
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: file}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(500)")
+	db, err := sql.Open("sqlite", sqlitewal.URI(file)+"?mode=ro&_pragma=busy_timeout(500)")
 	if err != nil {
 		return drawersIndex{}, false
 	}

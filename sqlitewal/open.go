@@ -24,7 +24,7 @@ import (
 // found by the ledger's TestTwoOSProcessesOneFile). A set-up can still
 // meet SQLITE_BUSY at once: run it in RetryBusy.
 func Open(path, synchronous string, pragmas ...string) (*sql.DB, error) {
-	dsn := uri(path) + "?_pragma=busy_timeout(10000)"
+	dsn := URI(path) + "?_pragma=busy_timeout(10000)"
 	for _, p := range pragmas {
 		dsn += "&_pragma=" + p
 	}
@@ -45,7 +45,7 @@ func Open(path, synchronous string, pragmas ...string) (*sql.DB, error) {
 // immutable, since a mode=ro open would leave an empty -wal and a -shm.
 // The journal mode is the file's own.
 func OpenReadOnly(path string) (*sql.DB, error) {
-	dsn := uri(path) + "?mode=ro&_pragma=busy_timeout(10000)&_pragma=query_only(1)"
+	dsn := URI(path) + "?mode=ro&_pragma=busy_timeout(10000)&_pragma=query_only(1)"
 	if _, err := os.Lstat(path + "-wal"); errors.Is(err, fs.ErrNotExist) {
 		dsn += "&immutable=1"
 	}
@@ -61,7 +61,7 @@ func OpenReadOnly(path string) (*sql.DB, error) {
 // (it writes nothing, not even a journal): a store of its own holds some,
 // and one with none is empty however many bytes it has.
 func Tables(path string) (int, error) {
-	db, err := sql.Open("sqlite", uri(path)+"?mode=ro&_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", URI(path)+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return 0, err
 	}
@@ -71,9 +71,9 @@ func Tables(path string) (int, error) {
 	return n, err
 }
 
-// uri is path as the file: URI the driver takes: its '?', '#', '%' (and
-// what else a URL path escapes) percent-encoded, which SQLite decodes, so
-// a directory named with them is the one opened.
-func uri(path string) string {
+// URI is path as the file: URI the driver takes, for a query to follow:
+// its '?', '#', '%' (and what else a URL path escapes) percent-encoded,
+// which SQLite decodes, so a directory named with them is the one opened.
+func URI(path string) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath()
 }
