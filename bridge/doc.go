@@ -7,5 +7,7 @@
 // Zed and Goose document no reference): their remote rung runs the
 // bridge instead of naming the URL, so the token is in no file. It holds
 // no state, starts no local palace and opens one connection; edge mode is
-// `devbox-config edge`.
+// `devbox-config edge`. Like the URL other harnesses name in that rung, it
+// is a transport: the primary's tool list passes as it comes (the edge's
+// catalogue filter is the edge's); only the token is taken out of errors.
 package bridge
