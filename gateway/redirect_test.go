@@ -63,3 +63,34 @@ func TestTheUpstreamsRedirectShowsItsTargetRedacted(t *testing.T) {
 	g.srv.ProbeUpstream(context.Background())
 	shows("the probe's log", logged.String())
 }
+
+// A redirect whose Location does not parse (a control character in it)
+// is refused as any redirect is: the device is told "not applied" (503),
+// and no message or log line shows the Location's query. Before, net/http
+// failed it while parsing the Location, ahead of the gateway's refusal:
+// its error quoted the header, token and all, and the device got 502 "may
+// have applied it".
+func TestAnUnparsableRedirectIsRefusedAsNotAppliedAndShowsNoToken(t *testing.T) {
+	t.Parallel()
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Location"] = []string{"http://x/\t?token=s3cret"}
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer hostile.Close()
+	r := Restorer{Upstream: hostile.URL + "/mcp", Token: func() string { return "tok" }}
+	_, err := r.Restore(context.Background(), []string{"1"})
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "redirect") {
+		t.Errorf("restore's error (want the redirect refused, no token): %v", err)
+	}
+	g := newGWAt(t, []Device{devices[0]}, &upstream{url: hostile.URL + "/mcp", palace: startFake(t).palace})
+	var logged testbed.SyncBuffer
+	g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	g.srv.ProbeUpstream(context.Background())
+	_, rpcErr, code := g.call(g.tokens[devices[0].ID], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "c"})
+	if msg := fmt.Sprint(rpcErr["message"]); code != 503 || !strings.Contains(msg, "not applied") || strings.Contains(msg, "s3cret") {
+		t.Errorf("a write through an upstream whose redirect does not parse: %d %v", code, rpcErr)
+	}
+	if strings.Contains(logged.String(), "s3cret") || !strings.Contains(logged.String(), "redirect") {
+		t.Errorf("the gateway's log (want the redirect said, no token):\n%s", logged.String())
+	}
+}

@@ -174,7 +174,7 @@ func (r Restorer) check(ctx context.Context) error {
 	// five and a half minutes for the first word).
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	client := cmp.Or(r.Client, &http.Client{Timeout: callTimeout, CheckRedirect: noRedirect})
+	client := cmp.Or(r.Client, upstreamClient(nil, callTimeout))
 	token := ""
 	if r.Token != nil {
 		token = r.Token()
@@ -379,7 +379,7 @@ func (r Restorer) call(ctx context.Context, tool string, args map[string]any) (m
 
 // post sends one tools/call to the upstream.
 func (r Restorer) post(ctx context.Context, tool string, args map[string]any) (int, []byte) {
-	client := cmp.Or(r.Client, &http.Client{Timeout: callTimeout, CheckRedirect: noRedirect})
+	client := cmp.Or(r.Client, upstreamClient(nil, callTimeout))
 	token := ""
 	if r.Token != nil {
 		token = r.Token()

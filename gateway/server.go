@@ -152,9 +152,9 @@ func (s *Server) Open() error {
 	if s.warm, err = warmconn.New(s.Upstream, http.DefaultTransport); err == nil {
 		next = s.warm
 	}
-	s.client = &http.Client{Timeout: callTimeout, Transport: next, CheckRedirect: noRedirect}
+	s.client = upstreamClient(next, callTimeout)
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
-	s.stream = &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}, CheckRedirect: noRedirect}
+	s.stream = upstreamClient(&http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}, 0)
 	s.writes = newWriteQueue(writeShare, 30*time.Second)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	return nil
@@ -312,15 +312,33 @@ func (s *Server) Close() error {
 	return err
 }
 
-// noRedirect refuses to follow the upstream's redirects: every request to
-// it carries the upstream token, which net/http keeps on a redirect to
-// another port of the same host. The upstream is the final URL, or the
-// gateway is set up wrong (--upstream). Its error names where the
-// redirect pointed as ladder.RedactURL shows it (no query, nothing not
-// ASCII); the client's *url.Error around it holds the raw Location, so
-// what is shown is this error alone (upstreamErr).
-func noRedirect(req *http.Request, _ []*http.Request) error {
-	return fmt.Errorf("%w (it pointed at %s)", errUpstreamRedirect, ladder.RedactURL(req.URL.String()))
+// upstreamClient is a client to the upstream through next
+// (http.DefaultTransport when nil) that follows no redirect: every
+// request to the upstream carries its token, which net/http keeps on a
+// redirect to another port of the same host. The upstream is the final
+// URL, or the gateway is set up wrong (--upstream).
+func upstreamClient(next http.RoundTripper, timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: refuseRedirects{cmp.Or(next, http.DefaultTransport)}}
+}
+
+// refuseRedirects turns any 3xx answer into errUpstreamRedirect before
+// the client sees it: the client parses a Location before any
+// CheckRedirect, and its error for one that does not parse quoted the
+// raw header (a token in its query), and read as an answer lost, not as
+// a call refused.
+type refuseRedirects struct{ next http.RoundTripper }
+
+func (t refuseRedirects) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil || resp.StatusCode < 300 || resp.StatusCode > 399 {
+		return resp, err
+	}
+	resp.Body.Close() // nothing of it is read
+	to := "a Location that does not parse"
+	if u, err := r.URL.Parse(resp.Header.Get("Location")); err == nil {
+		to = ladder.RedactURL(u.String()) // no query; String escapes what is not ASCII
+	}
+	return nil, fmt.Errorf("%w (HTTP %d, it pointed at %s)", errUpstreamRedirect, resp.StatusCode, to)
 }
 
 // upstreamErr is a client's error from the upstream as a message may show
@@ -334,6 +352,6 @@ func upstreamErr(err error) error {
 	return err
 }
 
-// errUpstreamRedirect is an upstream's redirect, refused (noRedirect):
+// errUpstreamRedirect is an upstream's redirect, refused (refuseRedirects):
 // the upstream did not take the call, so it is answered as not applied.
 var errUpstreamRedirect = errors.New("the upstream answered a redirect, which the gateway does not follow (its token would go with it): the gateway's operator sets --upstream to the final URL")
