@@ -94,3 +94,28 @@ func TestAnUnparsableRedirectIsRefusedAsNotAppliedAndShowsNoToken(t *testing.T) 
 		t.Errorf("the gateway's log (want the redirect said, no token):\n%s", logged.String())
 	}
 }
+
+// An answer whose Location holds a control character net/http will not
+// read as a header at all (\x01) fails in the transport, where its error
+// quotes the line: trash restore's error and the start-up probe's log say
+// the answer did not read, without the line (its query, a token).
+func TestAnUnreadableAnswerIsNotQuotedInRestoreOrTheProbe(t *testing.T) {
+	t.Parallel()
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Location"] = []string{"http://x/\x01?token=s3cret"}
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer hostile.Close()
+	r := Restorer{Upstream: hostile.URL + "/mcp", Token: func() string { return "tok" }}
+	_, err := r.Restore(context.Background(), []string{"1"})
+	if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "malformed header") {
+		t.Errorf("restore's error (want the answer said unreadable, no token): %v", err)
+	}
+	g := newGWAt(t, devices, &upstream{url: hostile.URL + "/mcp"})
+	var logged testbed.SyncBuffer
+	g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	g.srv.ProbeUpstream(context.Background())
+	if strings.Contains(logged.String(), "s3cret") || !strings.Contains(logged.String(), "malformed header") {
+		t.Errorf("the probe's log (want the answer said unreadable, no token):\n%s", logged.String())
+	}
+}

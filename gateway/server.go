@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -342,12 +343,18 @@ func (t refuseRedirects) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // upstreamErr is a client's error from the upstream as a message may show
-// it: a refused redirect's error without the *url.Error that carries the
-// raw Location (a hostile upstream's escapes, a token in its query).
+// it: a refused redirect's error without the *url.Error around it, and an
+// answer net/http could not read without the line it quotes (a header
+// with a control character in it: a hostile upstream's escapes, a token
+// in a Location's query).
 func upstreamErr(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) && errors.Is(ue.Err, errUpstreamRedirect) {
 		return ue.Err
+	}
+	var pe textproto.ProtocolError
+	if errors.As(err, &pe) {
+		return errors.New("the upstream's answer did not read as HTTP (a malformed header line, not shown)")
 	}
 	return err
 }
