@@ -14,6 +14,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/joakimp/devbox-config/shellword"
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
@@ -102,22 +103,23 @@ func findSplits(opts Options, st State) []split {
 // CheckSplits is kg-split, entities-split and hallways-split (§7.1).
 func CheckSplits(opts Options, st State) []Finding {
 	var out []Finding
+	q := shellword.Quote // the commands' paths: a HOME with a space or '#' pastes whole
 	for _, sp := range findSplits(opts, st) {
 		link := linkTarget(sp.home, sp.pal)
 		f := Finding{ID: sp.store.id, Section: "§7.1", Severity: Warn,
 			Message: fmt.Sprintf("%s (%s) and %s (%s) are two different files: %s",
 				sp.home, sp.describeHome(), sp.pal, sp.describePal(), sp.store.readers),
-			Fix: fmt.Sprintf("stop every mempalace process, then `devbox-config doctor --fix` (backs both up, keeps the side with data as %s and links %s to it); by hand: `ln -sfn %s %s` after removing the empty one", sp.pal, sp.home, link, sp.home)}
+			Fix: fmt.Sprintf("stop every mempalace process, then `devbox-config doctor --fix` (backs both up, keeps the side with data as %s and links %s to it); by hand: `ln -sfn %s %s` after removing the empty one", sp.pal, sp.home, q(link), q(sp.home))}
 		if sp.store.legacy {
 			f.Message = fmt.Sprintf("%s (%s) is MemPalace's pre-3.3.6 hallways file: MemPalace 3.11 keeps hallways beside the palace, in %s (%s), in every process, and ignores the old file (it warns, never migrates), so its hallways are lost to it",
 				sp.home, sp.describeHome(), sp.pal, sp.describePal())
-			f.Fix = fmt.Sprintf("stop every mempalace process, then `devbox-config doctor --fix` (backs both up, moves the old file to %s and links %s to it); by hand: `mv %s %s && ln -s %s %s`", sp.pal, sp.home, sp.home, sp.pal, link, sp.home)
+			f.Fix = fmt.Sprintf("stop every mempalace process, then `devbox-config doctor --fix` (backs both up, moves the old file to %s and links %s to it); by hand: `mv %s %s && ln -s %s %s`", sp.pal, sp.home, q(sp.home), q(sp.pal), q(link), q(sp.home))
 		}
 		if sp.bothHoldData() {
 			if !sp.store.legacy {
 				f.Severity = Error
 			}
-			f.Fix = fmt.Sprintf("both hold data, so nothing is automatic (doctor --fix refuses, it never merges): stop every mempalace process, merge the %s of %s into %s by hand, move %s aside, then `ln -sfn %s %s`", sp.store.noun, sp.home, sp.pal, sp.home, link, sp.home)
+			f.Fix = fmt.Sprintf("both hold data, so nothing is automatic (doctor --fix refuses, it never merges): stop every mempalace process, merge the %s of %s into %s by hand, move %s aside, then `ln -sfn %s %s`", sp.store.noun, sp.home, sp.pal, sp.home, q(link), q(sp.home))
 		}
 		out = append(out, f)
 	}
