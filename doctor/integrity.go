@@ -15,6 +15,7 @@ import (
 
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/palacefiles"
+	"github.com/joakimp/devbox-config/shellword"
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
@@ -157,14 +158,14 @@ func CheckPalaceIntegrity(ctx context.Context, opts Options, st State) []Finding
 // device has the primary: its outbox is sent first and kept, the palace
 // moved aside, and merged reads show the primary's drawers again.
 func damagedFix(st State, path string) string {
-	kept := st.Palace + ".damaged"
+	kept, q := st.Palace+".damaged", shellword.Quote
 	fix := "stop every MemPalace client of this palace (harness sessions, the edge, mempalace serve) and copy the palace directory somewhere safe. " +
 		"`mempalace repair` refuses a file that fails this check (`mempalace repair --dry-run` prints its advice): restore " + filepath.Base(path) + " from a backup, " +
-		"or recover it offline: `sqlite3 " + path + " .recover > recovered.sql`, load that into a new file, check it with `PRAGMA integrity_check`, put it in place, then `mempalace repair --yes`"
+		"or recover it offline: `sqlite3 " + shellword.Quote(path) + " .recover > recovered.sql`, load that into a new file, check it with `PRAGMA integrity_check`, put it in place, then `mempalace repair --yes`"
 	if st.Settings.Mode != ladder.Edge {
 		return fix
 	}
 	return fix + ". On an edge device the primary has every write the outbox delivered: `devbox-config edge flush` sends what it still holds, " +
-		"then `mv " + st.Palace + " " + kept + " && mkdir " + st.Palace + " && mv " + kept + "/edge " + st.Palace + "/` keeps the outbox and policy; " +
+		"then `mv " + q(st.Palace) + " " + q(kept) + " && mkdir " + q(st.Palace) + " && mv " + q(kept+"/edge") + " " + q(st.Palace+"/") + "` keeps the outbox and policy; " +
 		"the next edge starts an empty local palace and merged reads show the primary's drawers (what local wings held is only in " + kept + ")"
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/palacefiles"
 	"github.com/joakimp/devbox-config/render"
+	"github.com/joakimp/devbox-config/shellword"
 )
 
 // SidecarFile is MemPalace's embedder identity file in the palace (§7.4).
@@ -298,7 +299,7 @@ func CheckEnvPermissions(opts Options) []Finding {
 		}
 		out = append(out, Finding{ID: IDEnvPermissions, Severity: Error, Section: "R3",
 			Message: fmt.Sprintf("%s holds %s and is readable by %s (mode %04o)", path, ladder.EnvRemoteToken, who(fi.Mode().Perm()), fi.Mode().Perm()),
-			Fix:     "chmod 600 " + path})
+			Fix:     "chmod 600 " + shellword.Quote(path)})
 	}
 	return out
 }
@@ -414,7 +415,7 @@ func CheckTokenInConfig(opts Options) []Finding {
 				// render's record: the token is in a "was", the text of the
 				// empty server map render gives back on opt-out, copied
 				// with a comment on its line.
-				fix = fmt.Sprintf("`chmod 600 %[1]s`; the token is in a \"was\" there, the text (a comment included) of the empty server map render inserted into, kept to give it back on opt-out: delete that comment from the config if it is still there, and the token from the \"was\" value (opt-out then leaves the map without it); rotate the token if the file was ever readable by others", path)
+				fix = fmt.Sprintf("`chmod 600 %[1]s`; the token is in a \"was\" there, the text (a comment included) of the empty server map render inserted into, kept to give it back on opt-out: delete that comment from the config if it is still there, and the token from the \"was\" value (opt-out then leaves the map without it); rotate the token if the file was ever readable by others", shellword.Quote(path))
 			}
 			out = append(out, Finding{ID: IDTokenInConfig, Severity: Error, Section: "R3",
 				Message: fmt.Sprintf("%s line %d holds the value of %s literally: anyone who can read the file (or a backup of it) has the primary", path, line, ladder.EnvRemoteToken),
@@ -473,7 +474,7 @@ func CheckProposedPending(opts Options) []Finding {
 			if !proposesNow(prop) {
 				out = append(out, Finding{ID: IDProposedPending, Severity: Info, Section: "§4.1",
 					Message: fmt.Sprintf("%s (written %s ago) proposes a MemPalace entry the environment no longer asks for: render proposes nothing for %s now, and the harness does what it says", prop, age, cfg),
-					Fix:     fmt.Sprintf("delete render's stale proposal: `rm %s`", prop)})
+					Fix:     fmt.Sprintf("delete render's stale proposal: `rm %s`", shellword.Quote(prop))})
 				continue
 			}
 			msg := fmt.Sprintf("%s waits for you (written %s ago): render kept the MemPalace entry in %s as it is (your edit, or an entry render did not write), so the harness does not do what the environment says", prop, age, cfg)
@@ -482,7 +483,7 @@ func CheckProposedPending(opts Options) []Finding {
 			}
 			out = append(out, Finding{ID: IDProposedPending, Severity: Warn, Section: "§4.1",
 				Message: msg,
-				Fix:     fmt.Sprintf("`diff %s %s`, then either copy the mempalace entry over and delete the .proposed, or run `devbox-config render --reclaim` to let the environment win (your version goes to a .bak)", cfg, prop)})
+				Fix:     fmt.Sprintf("`diff %s %s`, then either copy the mempalace entry over and delete the .proposed, or run `devbox-config render --reclaim` to let the environment win (your version goes to a .bak)", shellword.Quote(cfg), shellword.Quote(prop))})
 		}
 	}
 	return out

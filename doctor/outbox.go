@@ -229,10 +229,10 @@ const StayedLocalRecordFix = "remove it (only the count of such writes is lost: 
 // holds writes the main file may lack) and kept, the loss said, and the
 // sqlite3 shell's .recover named as the one way to look inside.
 func unusableOutboxFix(path string) string {
-	kept := path + ".broken"
+	kept, q := path+".broken", shellword.Quote
 	return fmt.Sprintf("stop every edge on this palace (end its harness sessions), then move the file aside with its -wal and -shm, keeping them: "+
-		"`mv %[1]s %[2]s; mv %[1]s-wal %[2]s-wal; mv %[1]s-shm %[2]s-shm` (the last two if they exist); the next edge starts a new, empty outbox. "+
+		"`mv %[1]s %[2]s; mv %[3]s %[4]s; mv %[5]s %[6]s` (the last two if they exist); the next edge starts a new, empty outbox. "+
 		"Lost with it: writes queued there and not yet on the primary (they stay in the local palace, and nothing sends them), dead and in-doubt ops, and the edge's record of deletes (merged reads may show the primary's copy of something deleted here). "+
 		"To see what it held, if the sqlite3 shell is installed: `sqlite3 %[2]s .recover > outbox-recovered.sql`, then look for ops rows whose state is not 'done' (tool_name, payload_json) and redo those writes through the agent",
-		path, kept)
+		q(path), q(kept), q(path+"-wal"), q(kept+"-wal"), q(path+"-shm"), q(kept+"-shm"))
 }
