@@ -17,6 +17,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/redact"
 )
 
 const edgeStatusHelp = `status prints one line per fact, each starting with its label:
@@ -25,7 +26,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   queue       ops by state: queued, inflight, dead, in doubt, held, intent, done
   oldest      how long the oldest queued op has waited
   last flush  when the last flush ended (last error: why the last send to
-              MEMPALACE_REMOTE_URL failed; one from an earlier URL is not shown)
+              MEMPALACE_REMOTE_URL failed, MEMPALACE_REMOTE_TOKEN masked in it;
+              one from an earlier URL is not shown)
   flushing    the process that holds the flush lease now
   primary     whether the primary answers, and how
   policy      only when policy.json does not parse: writes are held until it does
@@ -92,6 +94,10 @@ func (sc *edgeStatusCmd) run() error {
 	if err != nil {
 		return failed(fmt.Errorf("outbox %s: %w", s.Path(), err))
 	}
+	// The primary's words as a send stored them, which a client that did
+	// not mask (an older edge's) left whole: masked before they are made
+	// printable (a line break in wrapped base64 becomes a space) or --json.
+	st.LastError = redact.Secret(st.LastError, cfg.Token())
 	v := edgeStatus{outbox: s.Path(), url: cfg.PrimaryURL, stats: st, primary: checkPrimary(ctx, cfg), protection: s.Protection(ctx), joins: doctor.UnfinishedJoins(cfg.Palace, time.Now())}
 	if _, err := edge.LoadPolicy(cfg.StateDir()); err != nil {
 		v.policy = "DOES NOT PARSE (writes are held, unsent, until it does): " + err.Error()
