@@ -1,0 +1,34 @@
+package doctor
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// A primary that answers a redirect whose Location does not parse (a tab
+// in it) is said to redirect, with MEMPALACE_REMOTE_URL's fix, and the
+// Location's query is shown nowhere (before: net/http failed it parsing
+// the Location, ahead of doctor's CheckRedirect, and primary-unreachable
+// quoted the header, query and all).
+func TestAPrimarysUnparsableRedirectShowsNoQuery(t *testing.T) {
+	h := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Location"] = []string{"http://x/\t?token=s3cret"}
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer h.Close()
+	b := newBox(t)
+	b.edgeMode(h.URL+"/mcp", "tok-0123456789abcdef0123")
+	fs := b.run()
+	said := false
+	for _, f := range fs {
+		if strings.Contains(f.Message+f.Fix, "s3cret") {
+			t.Errorf("%s shows the Location's query: %s | %s", f.ID, f.Message, f.Fix)
+		}
+		said = said || f.ID == IDPrimaryUnreachable && strings.Contains(f.Message, "redirect") && strings.Contains(f.Message, "MEMPALACE_REMOTE_URL")
+	}
+	if !said {
+		t.Errorf("no finding says the primary redirects: %v", ids(fs))
+	}
+}
