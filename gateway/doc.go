@@ -18,7 +18,8 @@
 // author (origins.go: who a write is attributed to, a join's
 // --origin-device), join (jointrash.go: a join's replay of what the trash
 // holds as deleted is refused, and an edge's replay of its local copy; an
-// update of a drawer it holds so is told it, updateStep), audit (audit.go: ahead of a write, and one line per
+// update of a drawer it holds so is told it, updateStep, and an update or
+// delete of a drawer restored under another id the new id, restoredStep), audit (audit.go: ahead of a write, and one line per
 // request), keep (keep.go, doomed.go: what a delete removes goes to the
 // trash first, under the write slot), forward (upstream.go, through an
 // optional Ledger; sendwrite.go, under the write slot: diarysettle.go, a

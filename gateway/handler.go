@@ -597,6 +597,9 @@ func (s *Server) authorizeStep(ctx context.Context, x *exchange, d *Device, req 
 		var wings []string
 		wings, err = s.drawerWings(ctx, req.Args)
 		dec = authorizeDrawers(d, wings)
+		if id, _ := req.Args["drawer_id"].(string); err == nil && t.Name == "delete_drawer" && dec.Rule == ruleNotVisible && id != "" && wings[0] == "" && !s.restoredStep(ctx, x, d, t, req, id) {
+			return dec, false
+		}
 	}
 	visible := true
 	if err == nil && dec.Allow {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -107,11 +108,14 @@ func (s *Server) updateStep(ctx context.Context, x *exchange, d *Device, t catal
 	if err == nil && id != "" {
 		del, found, err = bin.DeletedDrawer(ctx, id)
 	}
+	if err == nil && !found && id != "" {
+		return s.restoredStep(ctx, x, d, t, req, id)
+	}
 	if err != nil {
 		s.Log.Warn("trash cannot be read: an update of a drawer the primary lacks is refused as not visible", "device", d.ID, "err", err)
 		return true
 	}
-	if !found || !d.reads(del.Drawers[0].Wing) {
+	if !d.reads(del.Drawers[0].Wing) {
 		return true
 	}
 	msg := fmt.Sprintf("devbox-config gateway: this drawer was deleted on the primary by an admin and is in the gateway's trash (delete %d, wing %s), not restored; %s; nothing was written. The gateway's operator can bring it back (devbox-config gateway trash restore %d), then update it again", del.ID, del.Drawers[0].Wing, updateAgain, del.ID)
@@ -119,6 +123,41 @@ func (s *Server) updateStep(ctx context.Context, x *exchange, d *Device, t catal
 		msg, _ = deletedWords(d, t, del, updateAgain)
 	}
 	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, msg, ruleUpdateDeleted, del.Drawers[0].Wing)
+	return false
+}
+
+// ruleRestoredAs: an update or delete of a drawer id the operator's
+// restore brought back under another id (an updated drawer comes back
+// under the id its content gives).
+const ruleRestoredAs Rule = "restored-as-another-id"
+
+// restoredStep refuses, with ledger.CodeDeletedOnPrimary (an edge makes
+// the op dead at once: no try of this id lands), an update_drawer or
+// delete_drawer of drawer id the primary lacks because the operator
+// restored it under another id, in a wing the device may read: the
+// device is told the new id to write to, not that the drawer is not
+// visible to it (outside tester attack63 F1). Any other id is left to
+// the "not visible" refusal. It answers the request itself when it
+// refuses (ok false).
+func (s *Server) restoredStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest, id string) (ok bool) {
+	bin, err := s.Trash()
+	var del trash.Delete
+	found := false
+	if err == nil {
+		del, found, err = bin.RestoredElsewhere(ctx, id)
+	}
+	if err != nil {
+		s.Log.Warn("trash cannot be read: a write of a drawer the primary lacks is refused as not visible", "device", d.ID, "err", err)
+		return true
+	}
+	if !found || !d.reads(del.Drawers[0].Wing) {
+		return true
+	}
+	dr := del.Drawers[0]
+	verb := strings.TrimSuffix(t.Name, "_drawer")
+	msg := fmt.Sprintf("devbox-config gateway: restored by the operator as %s: %s %s (this id, %s, is not on the primary: an admin deleted it, delete %d in the gateway's trash, wing %s, and the restore brought it back %s under the id its content gives; the restored drawer holds the text as it was deleted); nothing was written",
+		dr.RestoredAs, verb, dr.RestoredAs, id, del.ID, dr.Wing, dr.RestoredAt.Format(time.RFC3339))
+	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, msg, ruleRestoredAs, dr.Wing)
 	return false
 }
 

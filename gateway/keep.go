@@ -64,7 +64,8 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 		return refuse(ruleDeleteCap, fmt.Sprintf("%s would remove %d drawers, more than the %d (delete_cap) a device without the bulk-delete grant may remove at once; delete fewer at a time, or ask the operator for the grant (\"bulk_delete\": true on device %s)", req.Tool, len(doom.drawers), limit, d.ID))
 	}
 	if len(doom.drawers) == 0 {
-		return nil, true
+		id, _ := req.Args["drawer_id"].(string)
+		return nil, t.Name != "delete_drawer" || id == "" || s.restoredStep(ctx, x, d, t, req, id)
 	}
 	bin, err := s.Trash()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -599,6 +600,28 @@ func (s *Store) Find(ctx context.Context, ref string) (Delete, error) {
 // false when there is none.
 func (s *Store) DeletedDrawer(ctx context.Context, id string) (d Delete, ok bool, err error) {
 	return s.deleted(ctx, 1, `dr.drawer_id=?`, id)
+}
+
+// RestoredElsewhere is the newest delete that removed drawer id from the
+// primary and whose drawer a restore brought back under another id
+// (Drawer.RestoredAs: an updated drawer comes back under the id its
+// content gives), holding that drawer alone; ok false when there is none.
+func (s *Store) RestoredElsewhere(ctx context.Context, id string) (d Delete, ok bool, err error) {
+	var deleteID int64
+	err = s.db.QueryRowContext(ctx, `SELECT dr.delete_id FROM drawers dr JOIN deletes x ON x.id=dr.delete_id
+		WHERE x.state=? AND dr.drawer_id=? AND dr.restored_at IS NOT NULL AND dr.restored_as NOT IN ('', dr.drawer_id)
+		ORDER BY dr.delete_id DESC LIMIT 1`, StateDeleted, id).Scan(&deleteID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Delete{}, false, nil
+	}
+	if err != nil {
+		return Delete{}, false, err
+	}
+	if d, err = s.Get(ctx, deleteID); err != nil {
+		return Delete{}, false, err
+	}
+	d.Drawers = slices.DeleteFunc(d.Drawers, func(dr Drawer) bool { return dr.ID != id })
+	return d, len(d.Drawers) == 1, nil
 }
 
 // DeletedEntry is DeletedDrawer for a diary entry, by what a diary_write
