@@ -240,14 +240,20 @@ func deadNote(fresh []outbox.DeadOp) string {
 // the outbox holds dead ops, or checkpoints with items left out, not yet
 // told at deadToldMax session starts ("": none); each counts as told to
 // the session.
+//
+// A line that is said counts and names every op of its kind the outbox
+// holds, those told at deadToldMax starts already too: it says how many
+// the outbox holds (attack63 F5: 2 dead, "holds 1").
 func (e *Edge) deadInstructions(ctx context.Context) string {
-	dead, moved, left := splitDead(e.toldAtStart(ctx, e.newDead(ctx, true)))
+	all := e.newDead(ctx, true)
+	dead, moved, left := splitDead(e.toldAtStart(ctx, all))
+	allDead, allMoved, _ := splitDead(all)
 	var lines []string
 	if len(moved) > 0 {
-		lines = append(lines, "Writes held (devbox-config edge): "+otherDeviceLine(moved))
+		lines = append(lines, "Writes held (devbox-config edge): "+otherDeviceLine(allMoved))
 	}
 	if len(dead) > 0 {
-		lines = append(lines, deadSummary(dead))
+		lines = append(lines, deadSummary(allDead))
 	}
 	if len(left) > 0 {
 		lines = append(lines, fmt.Sprintf("Checkpoints shared in part (devbox-config edge, said at %d session starts): %s", deadToldMax, leftOutLine(left)))

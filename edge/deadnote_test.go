@@ -261,3 +261,33 @@ func TestADeadEventIsNotSaidToHaveTakenEffectHere(t *testing.T) {
 		t.Errorf("the session start's line for dead events and a drawer: %q", s)
 	}
 }
+
+// The session-start line says how many writes the outbox holds dead, those
+// already told at deadToldMax session starts too: with 2 dead, one of them
+// told 3 times, it said "holds 1 write" (outside tester attack63 F5).
+func TestTheSessionStartLineCountsEveryDeadWrite(t *testing.T) {
+	t.Parallel()
+	h, gw, _ := bobBehindAGateway(t, harnessOpts{}, "wing_bob", "wing_shared")
+	if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "plans", "content": "while granted"}); res.IsError {
+		t.Fatalf("a granted write was refused: %s", refusalText(res))
+	}
+	h.drained()
+	setWriteGrants(t, gw, "bob-02", "wing_bob")
+	for _, c := range []string{"first refused", "second refused"} {
+		if _, res := h.call("add_drawer", map[string]any{"wing": "wing_shared", "room": "plans", "content": c}); res.IsError {
+			t.Fatalf("a write the edge's grants allow was refused: %s", refusalText(res))
+		}
+	}
+	ctx := context.Background()
+	h.eventually("both writes dead", func() bool {
+		h.edge.outbox.ClearBackoff(ctx)
+		h.edge.outbox.Kick()
+		return len(h.deadOps()) == 2
+	})
+	if err := h.edge.outbox.SetMeta(ctx, metaDeadTold, fmt.Sprintf(`{%q:%d}`, h.deadOps()[0].ID, deadToldMax)); err != nil {
+		t.Fatal(err)
+	}
+	if in := h.edge.deadInstructions(ctx); !strings.Contains(in, "holds 2 writes the primary refused for good") {
+		t.Errorf("the session-start line with 2 dead, one told %d times:\n%s", deadToldMax, in)
+	}
+}
