@@ -913,5 +913,8 @@ func (e *Edge) grantRefused(ctx context.Context, c *call, oldWing string) (strin
 		return msg + fmt.Sprintf(": %s), so it is not taken here to be queued for a primary that never takes it: write under another name.", mailbox.Quoted(wing)), wing
 	}
 	msg += fmt.Sprintf(": wing %q", wing)
+	if strings.HasSuffix(rule, deviceinfo.RuleNotAnAgent) { // the agent's grant, not the wing's (attack63 F5)
+		return msg + fmt.Sprintf("), so it is not taken here to be queued for a primary that never takes it. This device (%s) may act as the agents %q (as the gateway says them). Ask the gateway's operator to add the agent (devbox-config gateway device set %s --agents with this device's agents and the new one), or write as an agent you hold.", in.ID, in.Agents, in.ID), wing
+	}
 	return msg + fmt.Sprintf("), so it is not taken here to be queued for a primary that never takes it. This device (%s) may write the wings %q (write grants, as the gateway says them). Ask the gateway's operator for a grant (devbox-config gateway device set %s --write ...), or write to a wing you hold.", in.ID, in.Write, in.ID), wing
 }

@@ -68,6 +68,7 @@ func TestWriteOutsideTheDevicesWriteGlobs(t *testing.T) {
 // refused by the edge as the gateway would refuse it; its answer's edge
 // member names the wing the entry was for (the agent's diary wing, known
 // from agent_name). Before, it named "" (outside tester, attack36 N5).
+// Its advice asks for the agent (--agents), not a wing (--write).
 func TestForeignDiaryAgentRefusalNamesItsWing(t *testing.T) {
 	t.Parallel()
 	url, tokens, _ := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
@@ -78,6 +79,11 @@ func TestForeignDiaryAgentRefusalNamesItsWing(t *testing.T) {
 	edge, _ := m["edge"].(map[string]any)
 	if !res.IsError || !strings.Contains(fmt.Sprint(m["error"]), `agent_name "pi" is not one of this device's agents`) || edge["wing"] != "wing_pi" {
 		t.Errorf("a diary_write as another device's agent: %v, want refused naming the agent and edge.wing wing_pi", m)
+	}
+	// The advice names the grant that matters, the device's agents, not
+	// its write globs (outside tester, attack63 F5).
+	if msg := fmt.Sprint(m["error"]); !strings.Contains(msg, "device set desk-9b21 --agents") || strings.Contains(msg, "--write") || !strings.Contains(msg, `["opencode@desk"]`) {
+		t.Errorf("a diary_write as another device's agent is advised: %s", msg)
 	}
 }
 

@@ -83,13 +83,18 @@ func (in Info) ActsAs(agent string, diary bool) bool {
 // gateway does: ok with rule "write:<wings>", or the rule that refuses
 // it. wing is the first wing written, or the one refused. drawerWing is
 // the wing of the drawer a by-id call names ("" if not found).
+// RuleNotAnAgent ends AuthorizeWrite's rule for a write under an agent
+// name (its tool's Identity) the device does not hold: the grant that
+// matters is the device's agents, not its wings.
+const RuleNotAnAgent = "is not one of this device's agents"
+
 func (in Info) AuthorizeWrite(t catalogue.Tool, args map[string]any, drawerWing string) (ok bool, rule, wing string) {
 	str := func(k string) string { s, _ := args[k].(string); return s }
 	if rule := diaryAgentAt(str("agent_name")); rule != "" && t.Wings == catalogue.DiaryWing {
 		return false, rule, ""
 	}
 	if t.Identity != "" && !in.ActsAs(str(t.Identity), true) {
-		return false, fmt.Sprintf("%s %q is not one of this device's agents", t.Identity, str(t.Identity)), firstOf(t.WingsOf(args, drawerWing))
+		return false, fmt.Sprintf("%s %q %s", t.Identity, str(t.Identity), RuleNotAnAgent), firstOf(t.WingsOf(args, drawerWing))
 	}
 	if dm, ok := args["diary"].(map[string]any); ok {
 		a, _ := dm["agent_name"].(string)
