@@ -105,3 +105,23 @@ func TestAGetOfADrawerThisDeviceDeletedSaysItIsHidden(t *testing.T) {
 		}
 	}
 }
+
+// An admin device deletes, with the primary down, a drawer its local
+// palace never held: the delete stays local (deletes are sent only while
+// the primary is up), and the answer says to delete it again once the
+// primary is back, not that "an admin device can delete it there" (it is
+// one: outside tester, attack63 F3).
+func TestAnAdminDeleteWhileThePrimaryIsDownSaysToDeleteAgain(t *testing.T) {
+	t.Parallel()
+	e, _, primary, ob := adminRouter(t)
+	id := sharedDrawer(t, primary, "shared", "eve's step, deleted while the primary is down")
+	primary.down = true
+	m := routed(t, e, "mempalace_delete_drawer", map[string]any{"drawer_id": id})
+	msg := fmt.Sprint(m["message"])
+	if !strings.Contains(msg, "delete it again once the primary is back") || strings.Contains(msg, "an admin device can delete it") {
+		t.Errorf("the answer: %s", mustJSON(m))
+	}
+	if ops := pending(t, ob); len(ops) != 0 {
+		t.Errorf("queued: %+v", ops)
+	}
+}

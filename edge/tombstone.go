@@ -215,6 +215,12 @@ const (
 	queuedUnknown = "queued for the primary, which could not be asked whether it holds the drawer and may not hold it (its gateway keeps what it deletes in its trash): this device's local palace did not hold it"
 )
 
+// notReachableAdmin is why an admin device's delete stays local while
+// the edge finds the primary down (RFC 001 §4.2: deletes are local only
+// then); hiddenHere then advises deleting it again once it is back
+// (attack63 F3: it told an admin device that an admin device can).
+const notReachableAdmin = "the primary is not reachable, and a delete is sent only while it is"
+
 // hiddenHere is the answer's message for a drawer the local palace did
 // not hold whose delete is not sent (why): this device's reads hide it,
 // the primary keeps it (held: seen there) or may.
@@ -223,7 +229,11 @@ func hiddenHere(h holder, why string) string {
 	if h != heldPrimary {
 		where = "the primary, which could not be asked, may hold it"
 	}
-	return "hidden from this device's reads; " + where + ", as this delete is not sent there (" + why + "): an admin device can delete it there, and `devbox-config edge status` lists it ON PRIMARY"
+	fix := "an admin device can delete it there"
+	if why == notReachableAdmin {
+		fix = "delete it again once the primary is back (this device is admin at the gateway: that delete is sent)"
+	}
+	return "hidden from this device's reads; " + where + ", as this delete is not sent there (" + why + "): " + fix + ", and `devbox-config edge status` lists it ON PRIMARY"
 }
 
 // deletedOnPrimary is the local answer to a delete_drawer or
@@ -667,6 +677,9 @@ func (e *Edge) notSent(d deletion, n int) string {
 		return "a diary entry has another id on the primary (written there when it was sent), and this device has no record of it (not its own write, or one no longer in its outbox)"
 	}
 	if e.remote == nil || !e.remote.Up() {
+		if in, ok := e.device(); ok && in.Admin {
+			return notReachableAdmin
+		}
 		return "the primary is not reachable"
 	}
 	info, ok := e.remote.Device()
