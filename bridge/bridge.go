@@ -163,7 +163,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := b.next.RoundTrip(r)
 	if err != nil {
-		return nil, err
+		return nil, ladder.Unreadable(err)
 	}
 	if err := ladder.Redirected(r, resp); err != nil { // followed, the token would go where it points
 		resp.Body.Close() // nothing of it is read

@@ -57,7 +57,7 @@ type refuseRedirects struct{ next http.RoundTripper }
 func (t refuseRedirects) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)
 	if err != nil {
-		return nil, err
+		return nil, ladder.Unreadable(err)
 	}
 	if err := ladder.Redirected(r, resp); err != nil {
 		resp.Body.Close() // nothing of it is read

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // A primary that answers a redirect whose Location does not parse (a tab
@@ -30,5 +32,23 @@ func TestAPrimarysUnparsableRedirectShowsNoQuery(t *testing.T) {
 	}
 	if !said {
 		t.Errorf("no finding says the primary redirects: %v", ids(fs))
+	}
+}
+
+// A primary whose answer holds a header line net/http cannot read (a
+// control character, terminal escapes and a token in a Location): doctor
+// says the primary's answer is unreadable, without the line.
+func TestAPrimarysUnreadableHeaderIsNotQuoted(t *testing.T) {
+	b := newBox(t)
+	b.edgeMode(testbed.UnreadableHeader(t), "tok-0123456789abcdef0123")
+	said := false
+	for _, f := range b.run() {
+		if strings.Contains(f.Message+f.Fix, "s3cret") || strings.ContainsAny(f.Message+f.Fix, "\x01\x1b\x07") {
+			t.Errorf("%s quotes the primary's unreadable line: %q | %q", f.ID, f.Message, f.Fix)
+		}
+		said = said || f.ID == IDPrimaryUnreachable && strings.Contains(f.Message, "malformed header line")
+	}
+	if !said {
+		t.Error("no finding says the primary's answer did not read as HTTP")
 	}
 }

@@ -172,7 +172,7 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 			b.p.lastStatus.Store(0) // no answer: no status (a 401 before it says nothing of this)
 		}
 		cancel()
-		return nil, err
+		return nil, ladder.Unreadable(err)
 	}
 	if !health {
 		b.p.lastStatus.Store(int32(resp.StatusCode))

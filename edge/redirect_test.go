@@ -69,3 +69,17 @@ func TestAMalformedRedirectsTokenIsNotPrinted(t *testing.T) {
 		t.Fatalf("Check = %q", got)
 	}
 }
+
+// The same unreadable answer with a secret that is not this device's
+// token (another's, a signed URL's) in the Location: masking the token
+// cannot hide it, so the line is not shown at all.
+func TestAnUnreadableAnswerIsNotQuoted(t *testing.T) {
+	t.Parallel()
+	p := NewPrimary(testbed.UnreadableHeader(t), func() string { return "tok-0123456789abcdef" }, slog.New(slog.DiscardHandler),
+		PrimaryOptions{Timeout: 5 * time.Second, Probe: time.Hour, Quiet: true})
+	defer p.Close()
+	got := p.Check(context.Background())
+	if strings.Contains(got, "s3cret") || !strings.Contains(got, "malformed header line") {
+		t.Fatalf("Check = %q: want the answer said to be unreadable, its line not shown", got)
+	}
+}

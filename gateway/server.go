@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -352,11 +351,7 @@ func upstreamErr(err error) error {
 	if errors.As(err, &ue) && errors.Is(ue.Err, errUpstreamRedirect) {
 		return ue.Err
 	}
-	var pe textproto.ProtocolError
-	if errors.As(err, &pe) {
-		return errors.New("the upstream's answer did not read as HTTP (a malformed header line, not shown)")
-	}
-	return err
+	return ladder.Unreadable(err)
 }
 
 // errUpstreamRedirect is an upstream's redirect, refused (refuseRedirects):

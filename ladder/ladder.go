@@ -10,12 +10,14 @@ package ladder
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/invisible"
 	"github.com/joakimp/devbox-config/redact"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strconv"
@@ -557,6 +559,18 @@ func Redirected(req *http.Request, resp *http.Response) error {
 		return fmt.Errorf("the primary answered a redirect (HTTP %d) to %s, on another host, scheme or port: check it is your primary before pointing %s at it", resp.StatusCode, to, EnvRemoteURL)
 	}
 	return fmt.Errorf("the primary answered a redirect (HTTP %d) to %s: set %s to the final URL", resp.StatusCode, to, EnvRemoteURL)
+}
+
+// Unreadable is err, from a round trip to the primary, with an answer
+// net/http could not read as HTTP said without the line it could not
+// read: its error quotes the line (a header with a control character in
+// it, a Location whose query holds a token, terminal escapes). Any other
+// error is returned as it is.
+func Unreadable(err error) error {
+	if pe := textproto.ProtocolError(""); errors.As(err, &pe) {
+		return errors.New("the answer did not read as HTTP (a malformed header line, not shown)")
+	}
+	return err
 }
 
 // sameOrigin is whether a and b share scheme, host and port (a port left

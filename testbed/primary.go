@@ -1,6 +1,7 @@
 package testbed
 
 import (
+	"bufio"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -78,4 +79,34 @@ func Redirecting(t testing.TB) (primary, target string, carried func() int) {
 	redirecting := httptest.NewServer(http.RedirectHandler(elsewhere.URL+"/mcp?k=v", http.StatusTemporaryRedirect))
 	t.Cleanup(redirecting.Close)
 	return redirecting.URL, elsewhere.URL + "/mcp", func() int { return int(n.Load()) }
+}
+
+// UnreadableHeader is a primary's URL on a free loopback port that
+// answers every request with a 302 whose Location net/http cannot read:
+// a control character, terminal escapes and "token=s3cret" in it (what
+// net/http's own server refuses to write). Its client's error quotes
+// the line; a message built from it must not.
+func UnreadableHeader(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed at cleanup
+			}
+			r := bufio.NewReader(c)
+			for line, err := r.ReadString('\n'); err == nil && line != "\r\n"; line, err = r.ReadString('\n') {
+			} // the request's head; its body is left unread
+			c.Write([]byte("HTTP/1.1 302 Found\r\nLocation: http://evil.example/\x01\x1b]0;x\x07?token=s3cret\r\nContent-Length: 0\r\n\r\n")) // the client's error is the point
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return "http://" + ln.Addr().String() + "/mcp"
 }

@@ -234,7 +234,7 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := b.next.RoundTrip(r)
 	if err != nil {
 		cancel()
-		return nil, err
+		return nil, ladder.Unreadable(err)
 	}
 	if err := ladder.Redirected(r, resp); err != nil { // followed, the token would go where it points
 		resp.Body.Close() // nothing of it is read
