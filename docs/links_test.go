@@ -133,3 +133,25 @@ func TestTheUpgradeSectionTheStoresNameExists(t *testing.T) {
 		t.Errorf("%s has no heading for #%s", page, anchor)
 	}
 }
+
+// TestRFCCitationsLinkTheRFC: a page that cites "RFC 001" or "RFC 003" links
+// the RFC's file in docs/rfc/, so the reader can follow the citation (cli.md,
+// generated from --help, is exempt: it keeps the plain "RFC 001 §x").
+func TestRFCCitationsLinkTheRFC(t *testing.T) {
+	files := map[string]string{"RFC 001": "rfc-001-global-palace.md", "RFC 003": "rfc-003-coordination-log.md"}
+	for _, page := range pages(t) {
+		if page == filepath.Join("docs", "cli.md") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("..", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(strings.Fields(prose(string(b))), " ")
+		for rfc, file := range files {
+			if strings.Contains(text, rfc) && !strings.Contains(text, "(rfc/"+file) {
+				t.Errorf("%s cites %s but never links docs/rfc/%s", page, rfc, file)
+			}
+		}
+	}
+}

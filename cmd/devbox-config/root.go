@@ -29,7 +29,8 @@ The opt-in ladder (RFC 001 §1.2) is read from two variables:
   set                    1, true          edge: "devbox-config edge", local-first
                                           writes, outbox to the primary, merged reads
 
-With no MEMPALACE_* variables a container behaves exactly as before (R1).
+With no MEMPALACE_* variables a container behaves exactly as before
+(requirement R1 of RFC 001 §1.1).
 Also read: MEMPALACE_REMOTE_TOKEN (never written to any file; harness configs
 reference it by name), MEMPALACE_AGENT_NAME, MEMPALACE_ORIGIN_DEVICE,
 MEMPALACE_ORIGIN_LABEL, PI_SETTINGS_MERGE (0 turns pi's settings merge off).`
