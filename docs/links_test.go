@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/joakimp/devbox-config/doctor"
 	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
@@ -151,6 +152,24 @@ func TestRFCCitationsLinkTheRFC(t *testing.T) {
 		for rfc, file := range files {
 			if strings.Contains(text, rfc) && !strings.Contains(text, "(rfc/"+file) {
 				t.Errorf("%s cites %s but never links docs/rfc/%s", page, rfc, file)
+			}
+		}
+	}
+}
+
+// TestOperatorGuideNamesEveryDoctorFinding: every finding id doctor can emit
+// (doctor.Catalogue, which `doctor --help` prints) is explained in
+// operator.md's Doctor section, so a script's author finds each one.
+func TestOperatorGuideNamesEveryDoctorFinding(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "operator.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "\n## Doctor")
+	for _, k := range doctor.Catalogue() {
+		for _, id := range k.IDs {
+			if !strings.Contains(section, "`"+id+"`") {
+				t.Errorf("operator.md's Doctor section does not name the finding `%s`", id)
 			}
 		}
 	}

@@ -7,7 +7,8 @@
 //
 // Each check is a small function that returns findings; a finding has a
 // stable id for scripts, a severity, the RFC section, what is wrong and the
-// exact fix. Checks only read: nothing is created, not even an outbox that
+// exact fix; Catalogue lists every id, with its section and meaning, and
+// is what `doctor --help` prints. Checks only read: nothing is created, not even an outbox that
 // does not exist yet. An existing outbox is opened read-only
 // (outbox.Options.ReadOnly): nothing in it or beside it is written (its
 // -wal is read, not checkpointed into it; a copy keeps the identity it

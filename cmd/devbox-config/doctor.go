@@ -10,81 +10,19 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/joakimp/devbox-config/doctor"
 )
 
-const doctorHelp = `doctor checks, read-only, for what makes opting in lose data or fail silently,
+const doctorHelpHead = `doctor checks, read-only, for what makes opting in lose data or fail silently,
 one finding per problem with the exact fix and, as a reference, the RFC 001
 section it comes from. Finding ids are stable, for scripts:
+`
 
-  env-fallback, env-unknown                  §1.2 a value render cannot use (and
-                                                  the fall-back it takes), a name
-                                                  nobody reads ("did you mean")
-  edge-settings                              §1.2 an edge timeout or lease that
-                                                  is not a duration: the default is used
-  weak-token                                 §6.2 a token under 16 characters
-  kg-split, entities-split                   §7.1 two files for one store
-  hallways-split                             §7.1 a pre-3.3.6 ~/.mempalace/
-                                                  hallways.json MemPalace
-                                                  ignores
-  palace-location                            §7.1 an earlier edge's outbox left
-                                                  in ~/.mempalace/palace
-  palace-shared-parent                       §7.1 the palace's parent directory
-                                                  holds another palace: they
-                                                  share tunnels.json
-  embedder-sidecar                           §7.4 edge mode: embedder identity
-  edge-volume                                §1.2 edge palace not on a volume
-  stray-server                               §1.2 edge mode: a mempalace-mcp on
-                                                  the palace no edge started
-                                                  (names its pid)
-  palace-damaged                             §1.2 the palace's SQLite files fail
-                                                  quick_check
-  vector-index                               §1.2 the drawers' vector index is
-                                                  missing or an empty stand-in:
-                                                  MemPalace refuses writes
-  rebuild-copy-outbox                        §1.2 an edge outbox left in
-                                                  MemPalace's pre-rebuild copy
-  env-permissions, token-in-config           R3   the token where others read it
-  proposed-pending                           §4.1 a .proposed nobody merged
-  render-record                              §4.1 an unreadable .devbox-config.json:
-                                                  render keeps every entry
-  entry-command                              §4.1 a harness's MemPalace entry runs
-                                                  a command that is not there
-  entry-local-bin                            §4.1 an entry's mempalace-mcp is only
-                                                  in ~/.local/bin, not on PATH
-  config-shadowed                            §4.1 a harness config the harness
-                                                  ignores (Amp: settings.json
-                                                  hides settings.jsonc)
-  entry-unused                               §4.1 a setting beside the entry makes
-                                                  the harness not use it (blocked,
-                                                  disabled, shadowed, merged into)
-  primary-unreachable, primary-auth,         §6.2 /healthz, tools/list (401),
-  host-pin, origin-header                         403 behind a proxy; behind a
-                                                  gateway: the device's own token
-  gateway-upstream                           §6.2 the gateway's upstream failed
-  device-identity                            §6.2 .env's device, label or agent is
-                                                  not what the gateway says the
-                                                  token is; info: no agent name
-                                                  (the mailbox has no identity)
-  sync-shared                                §7.2 remote mode reaches mempalace_sync
-  outbox-dead, outbox-backlog                §4.3 the edge's queue
-  outbox-copied                              §6.2 info: the outbox is a copy of
-                                                  another's, under the same
-                                                  device id (a copied HOME)
-  outbox-older                               §4.3 info: the outbox was made by an
-                                                  older build; the next edge
-                                                  command migrates it
-  outbox-storage                             §4.3 the outbox's disk is full,
-                                                  read-only or not this user's
-                                                  (the file is whole: keep it)
-  join-interrupted                           §4.4 a join that stopped half-way:
-                                                  its queued records wait for
-                                                  join --resume
-
-The primary is checked only in remote and edge modes, within --timeout in all.
+const doctorHelpTail = `The primary is checked only in remote and edge modes, within --timeout in all.
 --fix does one thing: for a split store whose one side is empty it backs
 both up to ~/.mempalace/doctor-backup-<time>/, keeps the side with data in
 the palace (hallways.json beside it, where MemPalace 3.11 reads it) and
@@ -93,6 +31,52 @@ data (it never merges). Stop mempalace first.
 
 Exit status: 0 when nothing is an error or a warning, 1 otherwise, 2 on
 usage errors.`
+
+// doctorHelp is doctor's --help: the catalogue of finding ids, from
+// doctor.Catalogue, between its head and tail.
+func doctorHelp() string {
+	var b strings.Builder
+	b.WriteString(doctorHelpHead + "\n")
+	for _, k := range doctor.Catalogue() {
+		ids := wrapWords(strings.Join(k.IDs, ", "), 35)
+		about := wrapWords(k.About, 36)
+		for i := 0; i < len(ids) || i < len(about); i++ {
+			section := ""
+			if i == 0 {
+				section = k.Section
+			}
+			line := fmt.Sprintf("  %-37s%-5s%s", at(ids, i), section, at(about, i))
+			b.WriteString(strings.TrimRight(line, " ") + "\n")
+		}
+	}
+	return b.String() + "\n" + doctorHelpTail
+}
+
+// wrapWords breaks s between words into lines of at most width runes (a
+// longer word stands alone).
+func wrapWords(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		if line != "" && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(w) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return append(lines, line)
+}
+
+// at is lines[i], or "" past its end.
+func at(lines []string, i int) string {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return ""
+}
 
 // doctorCmd is `doctor`: its flags, and run.
 type doctorCmd struct {
@@ -107,7 +91,7 @@ func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check a devbox for the traps of opting in (the token's exposure, split stores, the primary) before they bite",
-		Long:  doctorHelp,
+		Long:  doctorHelp(),
 		Args:  noArgs,
 		RunE:  func(*cobra.Command, []string) error { return dc.run() },
 	}

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
 	_ "modernc.org/sqlite"
 
+	"github.com/joakimp/devbox-config/doctor"
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/testbed"
 )
@@ -238,3 +240,22 @@ func TestDoctorBrokenEnvFiles(t *testing.T) {
 }
 
 type doctorFinding struct{ ID, Severity, Section, Message, Fix string }
+
+// TestDoctorHelpListsEveryFindingID: `doctor --help` promises stable finding
+// ids for scripts; every id doctor can emit is in it (the outbox's and pi's
+// among them).
+func TestDoctorHelpListsEveryFindingID(t *testing.T) {
+	code, out, _ := runCLI("doctor", "--help")
+	if code != 0 {
+		t.Fatalf("doctor --help: exit %d", code)
+	}
+	var ids []string
+	for _, k := range doctor.Catalogue() {
+		ids = append(ids, k.IDs...)
+	}
+	for _, id := range append(ids, "outbox-held", "outbox-in-doubt", "outbox-intents", "outbox-stayed-local", "stayed-local-record", "pi-extension-no-edge") {
+		if !regexp.MustCompile(`(^|[\s,])` + regexp.QuoteMeta(id) + `(,|\s)`).MatchString(out) {
+			t.Errorf("doctor --help does not list the finding id %s", id)
+		}
+	}
+}
