@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/render"
 )
 
@@ -206,5 +207,24 @@ func TestRenderJSONWithDiff(t *testing.T) {
 	_, out, _ := runCLI("render", "--home", home, "--target", "opencode", "--json")
 	if strings.Contains(out, `"diff"`) {
 		t.Errorf("plain --json carries a diff: %s", out)
+	}
+}
+
+// TestHelpNamesTheVariablesTheEdgeReads: `edge --help` names every variable
+// the edge reads, and the root --help the edge's own (its palace, timeout
+// and lease among them), as devbox.md documents them.
+func TestHelpNamesTheVariablesTheEdgeReads(t *testing.T) {
+	_, edgeHelp, _ := runCLI("edge", "--help")
+	_, rootHelp, _ := runCLI("--help")
+	own := []string{ladder.EnvPalacePath, ladder.EnvEdgeTimeout, ladder.EnvEdgeLease, ladder.EnvEdgeLog, ladder.EnvEdgeChild}
+	for _, v := range append(own, "MEMPALACE_REMOTE_URL", "MEMPALACE_REMOTE_TOKEN", "MEMPALACE_AGENT_NAME", "MEMPALACE_ORIGIN_LABEL", "MEMPALACE_ORIGIN_DEVICE", ladder.EnvFromParent) {
+		if !strings.Contains(edgeHelp, v) {
+			t.Errorf("edge --help does not name %s", v)
+		}
+	}
+	for _, v := range own {
+		if !strings.Contains(rootHelp, v) {
+			t.Errorf("--help's Also read does not name %s", v)
+		}
 	}
 }

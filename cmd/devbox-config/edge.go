@@ -43,7 +43,15 @@ MEMPALACE_REMOTE_URL (bearer MEMPALACE_REMOTE_TOKEN, read from the environment
 only); reads merge both. With the primary down it answers from the local palace
 and marks results degraded; tools never vanish. Without MEMPALACE_REMOTE_URL it
 is a transparent pass-through to the child that creates no file and opens no
-socket.`
+socket.
+
+Also read: MEMPALACE_PALACE_PATH (the local palace; set it in edge mode),
+MEMPALACE_EDGE_TIMEOUT (every call to the primary, default 10s),
+MEMPALACE_EDGE_LEASE (how long one process holds the outbox's flush before
+another may take over, default 10s), MEMPALACE_AGENT_NAME,
+MEMPALACE_ORIGIN_LABEL, MEMPALACE_ORIGIN_DEVICE (who writes: stamped on writes
+to the primary), MEMPALACE_ENV_FROM_PARENT (1: read the MEMPALACE_* variables
+its own environment lacks from the harness that started it).`
 
 func newEdgeCmd(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{

@@ -82,7 +82,7 @@ func newRenderCmd(stdout, stderr io.Writer) *cobra.Command {
 	f.BoolVar(&rc.reclaim, "reclaim", false, "let the environment win over a managed entry you edited or deleted (your version is kept in a .bak)")
 	f.BoolVar(&rc.strict, "strict", false, "exit 1 when a target was skipped or a user's value was kept")
 	f.BoolVar(&rc.asJSON, "json", false, "print one JSON object per target: {target, file, mode, action, proposed_file, warnings}, with \"diff\" (a unified diff) under --diff or --dry-run")
-	f.StringVar(&rc.piTemplate, "pi-template", "", "pi settings template (default: the embedded one)")
+	f.StringVar(&rc.piTemplate, "pi-template", "", "a JSON file of pi settings whose keys settings.json lacks are added to it (default: the embedded template)")
 	cmd.RegisterFlagCompletionFunc("target", func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		return completeTargets(toComplete), cobra.ShellCompDirectiveNoFileComp
 	})

@@ -33,7 +33,11 @@ With no MEMPALACE_* variables a container behaves exactly as before
 (requirement R1 of RFC 001 §1.1).
 Also read: MEMPALACE_REMOTE_TOKEN (never written to any file; harness configs
 reference it by name), MEMPALACE_AGENT_NAME, MEMPALACE_ORIGIN_DEVICE,
-MEMPALACE_ORIGIN_LABEL, PI_SETTINGS_MERGE (0 turns pi's settings merge off).`
+MEMPALACE_ORIGIN_LABEL, PI_SETTINGS_MERGE (0 turns pi's settings merge off);
+the edge's own: MEMPALACE_PALACE_PATH (the palace; set it in edge mode),
+MEMPALACE_EDGE_TIMEOUT (every call to the primary, default 10s),
+MEMPALACE_EDGE_LEASE (the outbox flush's hold, default 10s), MEMPALACE_EDGE_LOG,
+MEMPALACE_EDGE_CHILD (see edge --help).`
 
 // newRoot builds the command tree.
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
