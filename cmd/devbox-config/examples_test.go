@@ -70,3 +70,24 @@ func TestComposeExamplePassesTheEnvTemplates(t *testing.T) {
 		}
 	}
 }
+
+// examples/.env.example, which devbox.md sends devbox users to, has the
+// fleet's model line with a value MemPalace 3.11 knows (its
+// _KNOWN_EMBEDDING_MODELS), as doctor --env-file needs it, and tells a
+// device behind a gateway to use the identity its operator gave `device add`
+// rather than one it makes up (outsider65 F9).
+func TestEnvExampleHasTheModelAndTheGatewaysIdentity(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", ".env.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	m := regexp.MustCompile(`(?m)^#? ?MEMPALACE_EMBEDDING_MODEL=(\S*)$`).FindStringSubmatch(text)
+	known := map[string]bool{"minilm": true, "embeddinggemma": true, "embeddinggemma2": true, "openai-compat": true}
+	if m == nil || !known[m[1]] {
+		t.Errorf("examples/.env.example has no MEMPALACE_EMBEDDING_MODEL line with a model MemPalace knows: %q", m)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(strings.ReplaceAll(text, "#", "")), " "), "what your operator gave `device add`") {
+		t.Error("examples/.env.example does not say that behind a gateway the identity is the one `device add` was given")
+	}
+}
