@@ -354,7 +354,8 @@ func TestServerInstructions(t *testing.T) {
 
 // TestOpencodeInstructionsFiles: opencode's own "instructions" setting,
 // a list of files it loads into the system prompt, is the fallback for
-// harnesses that drop server instructions: a file the edge keeps current.
+// harnesses that drop server instructions: a file kept current (the edge
+// writes none today; this test writes it).
 // A long-running opencode (serve, as the TUI runs it) must read the file
 // again on every prompt of one session, must run while the file is
 // missing, and must take both an absolute path and a "~/" one.
