@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/render"
@@ -227,4 +229,22 @@ func TestHelpNamesTheVariablesTheEdgeReads(t *testing.T) {
 			t.Errorf("--help's Also read does not name %s", v)
 		}
 	}
+}
+
+// TestNoFlagStatesItsDefaultTwice: a flag whose usage says its default
+// (mailbox's --timeout: MEMPALACE_EDGE_TIMEOUT, else 10s) is not followed by
+// pflag's own "(default …)" as well, in any command's --help.
+func TestNoFlagStatesItsDefaultTwice(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, l := range strings.Split(c.LocalFlags().FlagUsages(), "\n") {
+			if strings.Count(l, "(default") > 1 {
+				t.Errorf("%s: %s", c.CommandPath(), strings.TrimSpace(l))
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&bytes.Buffer{}, &bytes.Buffer{}))
 }

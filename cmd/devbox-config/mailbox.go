@@ -77,7 +77,8 @@ func newMailboxCmd(stdout, stderr io.Writer, env ladder.Lookup) *cobra.Command {
 	f.StringVar(&mc.agent, "agent", "", "whose mailbox (default: <harness>@<label> from the environment)")
 	f.StringVar(&mc.stream, "stream", "", "only the asks on this stream (answers on any stream count)")
 	f.BoolVar(&mc.asJSON, "json", false, `print {"agent", "owed", "count"}`)
-	f.DurationVar(&mc.timeout, "timeout", ladder.DefaultEdgeTimeout, "give up on the primary after this long (default: MEMPALACE_EDGE_TIMEOUT, else 10s)")
+	// 0: settle takes the ladder's timeout, so --help states one default
+	f.DurationVar(&mc.timeout, "timeout", 0, "give up on the primary after this long (default: MEMPALACE_EDGE_TIMEOUT, else 10s)")
 	return cmd
 }
 
