@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -67,7 +68,14 @@ type gatewayConfig struct{ file string }
 // missing is the error for a config that does not exist, with the command
 // that makes one.
 func (g *gatewayConfig) missing() error {
-	return failed(fmt.Errorf("no gateway config at %s: create one with '%s'", g.file, gateway.Hint(g.file, "init")))
+	at, also := g.file, ""
+	if abs, err := filepath.Abs(at); err == nil {
+		at = abs
+	}
+	if filepath.Clean(g.file) == gateway.DefaultConfigFile {
+		also = " (or run this in the config's directory, or give --config its path)"
+	}
+	return failed(fmt.Errorf("no gateway config at %s: create one with '%s'%s", at, gateway.Hint(g.file, "init"), also))
 }
 
 // hint is the command line that runs sub with this --config.

@@ -239,3 +239,20 @@ func TestGatewaySampleExampleDeviceIsValid(t *testing.T) {
 	}
 	s.Close()
 }
+
+// An operator command run outside the config's directory, without --config,
+// names the absolute path it looked at and the way to reach the config
+// (outsider65: it said only "no gateway config at gateway.jsonc").
+func TestMissingDefaultConfigNamesItsDirectory(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI("gateway", "device", "list")
+	want := "no gateway config at " + filepath.Join(wd, "gateway.jsonc") + ": "
+	if code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "give --config its path") {
+		t.Fatalf("exit %d: %s\nwant it to contain %q and the --config way", code, errOut, want)
+	}
+}
