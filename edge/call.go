@@ -24,6 +24,11 @@ type call struct {
 	body   json.RawMessage
 	params *mcp.CallToolParams // Arguments: the agent's bytes, as forwarded
 	args   map[string]any      // the arguments parsed, on first need
+	// base: an update_drawer's text in the local palace before it, as
+	// origin.Base hashes it ("": the local palace does not hold the
+	// drawer): the queued op carries it, so a gateway refuses the update
+	// if the primary's text changed since.
+	base string
 }
 
 // newCall is a call from its decoded params (the SDK's path, or one the

@@ -136,6 +136,8 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 		reason = rest // the gateway's or the primary's own words
 	}
 	switch {
+	case o.Kind == outbox.ChangedOnPrimary:
+		reason = changedReason(reason, o.Short())
 	case strings.Contains(reason, outbox.UnknownEvent):
 		reason = outbox.UnknownEvent // it follows the gateway's words, which the bound would keep instead
 	case strings.Contains(reason, deviceinfo.RuleNotVisible):
@@ -143,6 +145,20 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 		reason = "the gateway sees no such drawer: it was deleted on the primary, or is in a wing this device may not read"
 	}
 	return truncate(mailbox.Printable(what), deadReasonMax), truncate(mailbox.Printable(cmp.Or(reason, "no reason given")), deadReasonMax)
+}
+
+// changedReason is an update the gateway refused as changed on the
+// primary since the edit (outbox.ChangedOnPrimary), said short enough for
+// deadReasonMax: who changed it, when the gateway's words (reason) name
+// them, and the two ways to settle it.
+func changedReason(reason, short string) string {
+	who := "by another device"
+	if _, rest, ok := strings.Cut(reason, "(last written by device "); ok {
+		if dev, at, ok := strings.Cut(strings.SplitN(rest, ")", 2)[0], " at "); ok {
+			who = dev + ", " + at
+		}
+	}
+	return fmt.Sprintf("changed on the primary since this edit (%s): `edge outbox retry %s` overwrites it, `drop` keeps it", who, short)
 }
 
 // deadNamed bounds the writes a note names; the rest are counted.

@@ -55,6 +55,11 @@ func callMeta(ctx context.Context, tool string) mcp.Meta {
 		// knows it words the refusal for a replay.
 		meta[origin.JoinKey], meta[origin.ReplayKey] = true, true
 	}
+	if base := outbox.BaseFrom(ctx); base != "" {
+		// An update of the text the local palace held: a gateway refuses
+		// it if the primary's text changed since (an older one ignores it).
+		meta[origin.BaseKey] = base
+	}
 	if items := outbox.ReplayItemsFrom(ctx); len(items) > 0 {
 		// A checkpoint's items the local palace held already: a gateway
 		// does not file those an admin deleted on the primary (an older

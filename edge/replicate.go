@@ -34,7 +34,7 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	var oldWing string
 	if c.tool.Wings == catalogue.DrawerWing {
 		var cut bool
-		if oldWing, cut = e.localWing(ctx, fmt.Sprint(c.argsMap()["drawer_id"])); cut {
+		if oldWing, cut = e.localWing(ctx, c); cut {
 			return nil, e.errNotApplied() // never sent: the policy's wing unknown
 		}
 	}
@@ -332,7 +332,7 @@ func (e *Edge) recordStayed() error {
 // policy parses); !ok: the policy keeps it local.
 func (e *Edge) outboxWrite(ctx context.Context, c *call, oldWing string) (w outbox.Write, polErr error, ok bool) {
 	pol, polErr := e.currentPolicy(ctx)
-	w = outbox.Write{Name: c.name, Tool: c.tool, Args: c.argsMap(), Held: polErr != nil}
+	w = outbox.Write{Name: c.name, Tool: c.tool, Args: c.argsMap(), Held: polErr != nil, Base: c.base}
 	if w.Held {
 		w.Payload, w.Wing, ok = stamped(c.tool, c.raw(), e.cfg.Stamp()), firstWing(c.tool, c.argsMap(), oldWing), true
 	} else {
@@ -545,16 +545,22 @@ func (e *Edge) primaryUnasked(id string) *mcp.CallToolResult {
 		map[string]any{"local": "drawer not found", "primary": e.remote.State(), "replication": "not taken", "degraded": true})
 }
 
-// localWing finds the wing of a drawer in the local palace; cut: the
-// stop's signal came first (beforeStop).
-func (e *Edge) localWing(ctx context.Context, id string) (string, bool) {
+// localWing finds the wing of the drawer c names in the local palace,
+// and, for an update_drawer of its text, the base of the text it replaces
+// there (c.base); cut: the stop's signal came first (beforeStop).
+func (e *Edge) localWing(ctx context.Context, c *call) (string, bool) {
 	lctx, cancel := e.beforeStop(ctx)
 	defer cancel()
-	res, err := e.localServer.Call(lctx, getDrawer(id).params)
+	res, err := e.localServer.Call(lctx, getDrawer(fmt.Sprint(c.argsMap()["drawer_id"])).params)
 	if err != nil {
 		return "", lctx.Err() != nil && ctx.Err() == nil
 	}
-	w, _ := resultJSON(res)["wing"].(string)
+	m := resultJSON(res)
+	_, rewrites := c.argsMap()["content"]
+	if text, ok := m["content"].(string); ok && rewrites && c.tool.Name == "update_drawer" && m["error"] == nil {
+		c.base = origin.Base(text)
+	}
+	w, _ := m["wing"].(string)
 	return w, false
 }
 

@@ -21,12 +21,14 @@
 // update of a drawer it holds so is told it, updateStep, and an update or
 // delete of a drawer restored under another id the new id, restoredStep), audit (audit.go: ahead of a write, and one line per
 // request), keep (keep.go, doomed.go: what a delete removes goes to the
-// trash first, under the write slot), forward (upstream.go, through an
+// trash first, under the write slot; an update_drawer's text read there
+// is compared with the edge's base, origin.BaseKey: staleBase), forward (upstream.go, through an
 // optional Ledger; sendwrite.go, under the write slot: diarysettle.go, a
 // diary entry's write (diary_write, a checkpoint's diary) whose answer was
 // lost, settled; lostanswer.go, the other writes' lost answers, so that no
 // record keeps a stamp its text no longer bears; a checkpoint's items
-// looked up around it; kgorigin.go, a device that is not admin ends only
+// looked up around it; an update whose base is not the primary's text
+// is refused, ledger.CodeChangedOnPrimary; kgorigin.go, a device that is not admin ends only
 // the facts it wrote, checked here so no write lands between check and
 // send, a kg_add of a fact held current stamps nothing, a closed fact's
 // stamp moved to its closed key) and filter (filter.go, fanout.go; origins.go adds each

@@ -307,6 +307,9 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		defer cancel()
 	}
 	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
+	if req.unsent != nil {
+		status = http.StatusServiceUnavailable // not sent: the trash drops what it kept
+	}
 	s.settle(ctx, k, status, resp)
 	if err != nil {
 		s.refuseForwarded(x, d, req, dec, err)
@@ -382,7 +385,10 @@ func (s *Server) argsStep(x *exchange, d *Device, req *rpcRequest) (catalogue.To
 // not read.
 func (s *Server) refuseForwarded(x *exchange, d *Device, req *rpcRequest, dec Decision, err error) {
 	no, denied := errors.AsType[*denial](err)
+	stale, changedThere := errors.AsType[*changed](err)
 	switch {
+	case changedThere:
+		s.refuse(x, d, req, ledger.CodeChangedOnPrimary, stale.msg, ruleUpdateChanged, stale.wing)
 	case errors.Is(err, errWriteQueueFull):
 		s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
 	case denied:

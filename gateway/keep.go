@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"golang.org/x/text/unicode/norm"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/gateway/trash"
 	"github.com/joakimp/devbox-config/jsondepth"
@@ -295,6 +297,39 @@ func (s *Server) updateStamp(x *exchange, d *Device, req *rpcRequest, p map[stri
 		now, sent := str(p["content"]), str(content)
 		req.held = sameText(now, sent)                // a touch: the text stays its writer's, or, respelt, no one's
 		req.respelt = req.held && now != sent && !own // its own words respelt stay its writer's
+		req.stale = s.staleBase(req, p, st, stamped)
 	}
 	return true
+}
+
+// ruleUpdateChanged: an update_drawer whose drawer changed on the primary
+// since the edit was made (staleBase).
+const ruleUpdateChanged Rule = "update:changed-on-primary"
+
+// changed is staleBase's refusal, which sendWrite makes under the write
+// slot, after the op-id ledger (a send it recorded is answered from the
+// record, never refused).
+type changed struct{ msg, wing string }
+
+func (e *changed) Error() string { return e.msg }
+
+// staleBase refuses an update_drawer whose base (params._meta[origin.BaseKey]:
+// the sha256 of the text the device's local palace held before the edit)
+// is not drawer p's text on the primary: another device changed it since
+// (st, stamped: its stamp, naming who last wrote it). The primary holding
+// the update's own text (held: a send whose answer was lost) is no
+// conflict, nor is an update without a base (nil).
+func (s *Server) staleBase(req *rpcRequest, p map[string]any, st provenance.Stamp, stamped bool) error {
+	params, _ := req.msg["params"].(map[string]any)
+	meta, _ := params["_meta"].(map[string]any)
+	base, _ := meta[origin.BaseKey].(string)
+	if base == "" || req.held || origin.Base(str(p["content"])) == base {
+		return nil
+	}
+	who := "by a write the gateway has no record of (made before it kept one, or around it)"
+	if stamped && st.Device != "" {
+		who = fmt.Sprintf("last written by device %s at %s", st.Device, st.At.UTC().Format(time.RFC3339))
+	}
+	id := str(p["drawer_id"])
+	return &changed{wing: str(p["wing"]), msg: fmt.Sprintf("devbox-config gateway: drawer %s changed on the primary since this edit was made (%s): its text there is not the one this device's palace held when the edit was made, and this update would overwrite it unseen; nothing was written. The edit is kept in this device's local palace. To overwrite the primary's text with it: devbox-config edge outbox retry <op> (sent without the check; the text it replaces stays in the gateway's trash); to keep the primary's: devbox-config edge outbox drop <op>, and read the drawer again", id, who)}
 }

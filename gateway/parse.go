@@ -178,6 +178,9 @@ type rpcRequest struct {
 	// drawer's stamp once the move is made, naming the mover as via (the
 	// zero Stamp: none, of unknown origin); withdrawn while it is in flight.
 	moved *provenance.Stamp
+	// stale: an update_drawer whose base (origin.BaseKey) is not the
+	// primary's text (staleBase): sendWrite does not send it (nil: none).
+	stale error
 	// placedBy: an update_drawer that rewrites a drawer and leaves it
 	// where another device placed it (its stamp's via: a mover, a join's
 	// admin) keeps that device as via ("": none).

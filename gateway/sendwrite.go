@@ -38,6 +38,10 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 	case "kg_add":
 		req.held = s.addingHeldFact(ctx, req.Args)
 	case "update_drawer":
+		if req.stale != nil { // changed on the primary since the edit: not sent, the ledger keeps nothing
+			req.unsent = req.stale
+			return http.StatusServiceUnavailable, nil
+		}
 		if _, stamped := s.prov.Lookup(provenance.Drawer(str(req.Args["drawer_id"]))); req.held && ledger.Resent(ctx) && !stamped {
 			req.held = false // this op's first send's text (that send was a rewrite), its answer lost
 		}

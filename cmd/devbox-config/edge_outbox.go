@@ -234,8 +234,13 @@ func outcome(use string, o outbox.Op) string {
 	if o.Resend {
 		return "queued to be sent again, without a look-up"
 	}
-	if outbox.FailureOf(o.Error).Kind == outbox.OtherDevice && o.TokenDevice != "" {
-		return "queued to be sent again, as device " + mailbox.Printable(o.TokenDevice) + ", the gateway's for the token in .env"
+	switch outbox.FailureOf(o.Error).Kind {
+	case outbox.ChangedOnPrimary:
+		return "queued to be sent again without its base: it overwrites the drawer's newer text on the primary (the gateway's trash keeps the text it replaces)"
+	case outbox.OtherDevice:
+		if o.TokenDevice != "" {
+			return "queued to be sent again, as device " + mailbox.Printable(o.TokenDevice) + ", the gateway's for the token in .env"
+		}
 	}
 	return "queued to be sent again"
 }

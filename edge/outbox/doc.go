@@ -16,7 +16,7 @@
 //	store.go     the Store: the SQLite file, its schema, Open and Close, meta values
 //	migrate.go   an older file brought up to the schema (logged), a newer one refused; the outbox's identity
 //	copy.go      a copy of another outbox's file seen, and kept on record (edge status, doctor) until the operator says it is the same machine; the device its ops are made under
-//	op.go        an op, its states, and Enqueue (op id, the size cap, the op-id stamp)
+//	op.go        an op, its states, and Enqueue (op id, the size cap, the op-id stamp, an update's base: meta base:<op id>)
 //	intent.go    a write (or delete) in the outbox before the local palace has it, settled by its answer
 //	query.go     reading ops (the next to send, Get, List, Stats), operator commands
 //	failure.go   the failure kinds and their rules (Rules), classifying an attempt
@@ -25,7 +25,7 @@
 //	flush.go     the Flusher: a round on two lanes, Run and Drain
 //	otherdevice.go an op queued while the gateway named the token another device than now: held, dead, never sent
 //	settle.go    recording an attempt's outcome (a checkpoint's items left out noted), the backoff
-//	replay.go    per record type, what is safe to send again
+//	replay.go    per record type, what is safe to send again; the marks a send carries (op id, replay, an update's base)
 //	diary.go     diary entries counted: the fences, a join's count
 //	upkeep.go    retention: pruning done ops, giving their space back
 //	doorbell.go  waking a sleeping flusher in another process

@@ -52,6 +52,13 @@ const (
 	// once: the agent is told, and an operator retries it (after a
 	// restore) or drops it.
 	DeletedOnPrimary Kind = "deleted-on-primary"
+	// ChangedOnPrimary: an update_drawer a gateway refused because the
+	// drawer's text on the primary is no longer the one the local palace
+	// held when the edit was made (its base: another device changed it
+	// since; ledger.CodeChangedOnPrimary): dead at once, not counted as a
+	// refusal, told to the agent. An operator's retry sends it without
+	// the base (overwriting the primary's text); a drop keeps theirs.
+	ChangedOnPrimary Kind = "changed-on-primary"
 	// OtherDevice: an op queued while the gateway named this token one
 	// device (its token_device) that the gateway now names another (the
 	// device removed, its writes queued meanwhile, and .env given another
@@ -252,6 +259,13 @@ func alreadyGone(op Op, kind Kind, msg string) bool {
 func deletedOnPrimary(err error) bool {
 	var rpc *RPCError
 	return errors.As(err, &rpc) && rpc.Code == ledger.CodeDeletedOnPrimary
+}
+
+// changedOnPrimary reports a gateway's refusal of an update_drawer whose
+// drawer changed on the primary since the edit (ledger.CodeChangedOnPrimary).
+func changedOnPrimary(err error) bool {
+	var rpc *RPCError
+	return errors.As(err, &rpc) && rpc.Code == ledger.CodeChangedOnPrimary
 }
 
 func classifyErr(err error) Kind {

@@ -130,6 +130,11 @@ type Write struct {
 	// answer settles the op (Promote, Abandon; intent.go). Entry is then
 	// Promote's.
 	Intent bool
+	// Base is an update_drawer's origin.Base of the text the local palace
+	// held before it ("": none, or not an update): kept beside the op
+	// (meta base:<op id>) and sent in params._meta (WithBase), so a
+	// gateway refuses the update if the primary's text changed since.
+	Base string
 	// Entry is the local palace's id of the diary entry the write makes
 	// ("": none): a delete of that entry finds this op by it (meta
 	// entry:<id>, CancelUnsentDiaries).
@@ -270,11 +275,19 @@ func (s *Store) insertOp(ctx context.Context, tx *sql.Tx, op Op, dedupe string, 
 	if err := insertKeys(ctx, tx, op.LocalSeq, keys); err != nil {
 		return err
 	}
+	if w.Base != "" {
+		if err := setMeta(ctx, tx, baseKey(op.ID), w.Base); err != nil {
+			return err
+		}
+	}
 	if w.Entry != "" && !w.Intent {
 		return setMeta(ctx, tx, entryKey(w.Entry), op.ID)
 	}
 	return nil
 }
+
+// baseKey is the meta key of op id's base (Write.Base).
+func baseKey(id string) string { return "base:" + id }
 
 // NewOpID is a new op's id: 256 bits from crypto/rand, stored with the op
 // and never made again from it. Nothing in a copy of the outbox's file,

@@ -242,6 +242,13 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 	if err := rekey(ctx, tx, o); err != nil {
 		return Op{}, fmt.Errorf("op %s: %w", o.Short(), err)
 	}
+	if FailureOf(o.Error).Kind == ChangedOnPrimary {
+		// "Overwrite anyway": sent without its base, the gateway does not
+		// check the primary's text.
+		if err := dropMeta(ctx, tx, baseKey(o.ID)); err != nil {
+			return Op{}, err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return Op{}, err
 	}

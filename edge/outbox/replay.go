@@ -343,7 +343,23 @@ func (f *Flusher) sendWrite(ctx context.Context, op Op, payload json.RawMessage)
 	case rec.Name == "checkpoint":
 		ctx = context.WithValue(ctx, replayItemsKey, ReplayItems(op.Ordinal)) // so did it these items
 	}
+	if rec, _ := catalogue.Lookup(op.Tool); rec.Name == "update_drawer" {
+		base, err := querierMeta(ctx, f.S.flushDB, baseKey(op.ID))
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading the update's base: %w", ErrNotSent, err)
+		}
+		ctx = context.WithValue(ctx, baseCtxKey, base) // "" (none, or retried to overwrite): no check
+	}
 	return f.P.Call(WithOpID(ctx, op.ID), op.Tool, payload)
+}
+
+// BaseFrom is the base of the update_drawer being sent ("": none): the
+// Primary puts it in params._meta["devbox-config/base"], and a gateway
+// refuses the update if the primary's text is no longer the one it
+// names (ChangedOnPrimary).
+func BaseFrom(ctx context.Context) string {
+	b, _ := ctx.Value(baseCtxKey).(string)
+	return b
 }
 
 // args parses an op's payload for the replay's look-ups.
@@ -363,6 +379,7 @@ const (
 	copyKey
 	replayKey
 	replayItemsKey
+	baseCtxKey
 )
 
 // WithReplay marks an edge's add_drawer its local palace answered

@@ -29,6 +29,8 @@ func deadAtOnce(op Op, kind Kind, msg string, sendErr error) (k Kind, why string
 	switch {
 	case deletedOnPrimary(sendErr):
 		return DeletedOnPrimary, msg, true, false
+	case changedOnPrimary(sendErr): // the gateway's words name no op: these do
+		return ChangedOnPrimary, strings.ReplaceAll(msg, "<op>", op.Short()), true, false
 	case unknownEvent(op, kind, msg):
 		return kind, msg + " (" + UnknownEvent + "; not tried again: only the gateway's operator can make another's event visible, `gateway device set --coordinator`, after which `devbox-config edge outbox retry` sends it)", true, false
 	case invalid(kind, msg, sendErr):

@@ -62,6 +62,10 @@ func (s *Store) Prune(ctx context.Context, retention time.Duration) (int64, erro
 	if _, err := s.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key LIKE 'entry:%' AND value NOT IN (SELECT op_id FROM ops)`); err != nil {
 		return total, err
 	}
+	// And the bases of the updates gone (Write.Base).
+	if _, err := s.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key LIKE 'base:%' AND substr(key, 6) NOT IN (SELECT op_id FROM ops)`); err != nil {
+		return total, err
+	}
 	_, err := s.flushDB.ExecContext(ctx, `PRAGMA incremental_vacuum`)
 	return total, err
 }

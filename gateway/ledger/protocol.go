@@ -52,6 +52,14 @@ const (
 	// written, and not to be sent again (a join's outbox settles it as
 	// done, deleted there; an edge's makes it dead, told to the agent).
 	CodeDeletedOnPrimary = -32032
+	// CodeChangedOnPrimary: an edge's update_drawer whose base
+	// (params._meta["devbox-config/base"], origin.BaseKey: the sha256 of
+	// the text its local palace replaced) is not the primary's text: the
+	// drawer changed on the primary since the edit was made (another
+	// device's update). Not written, not sent again on its own (an
+	// edge's outbox makes it dead, told to the agent; a retry sends it
+	// without the base, overwriting).
+	CodeChangedOnPrimary = -32033
 )
 
 // FileName is the ledger's file name, in the audit log's directory.

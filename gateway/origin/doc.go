@@ -165,4 +165,13 @@
 // ([ReplayItemsKey]); the gateway drops those whose drawer its trash holds
 // as deleted, files the others, and lists the dropped ones in the
 // answer's errors.
+//
+// An edge's update_drawer of a drawer its local palace held carries the
+// sha256 of the text it replaced there in
+// params._meta["devbox-config/base"] ([BaseKey]): the gateway compares it
+// with the primary's text, under the write slot, after the op-id ledger
+// (a send it recorded is answered from the record), and refuses an update
+// whose drawer changed on the primary since (another device's edit) with
+// ledger.CodeChangedOnPrimary, naming who changed it when its provenance
+// knows; a primary text equal to the update's own is no conflict.
 package origin

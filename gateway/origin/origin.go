@@ -2,6 +2,8 @@ package origin
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strconv"
 
@@ -49,6 +51,13 @@ const (
 	// drawer its trash holds as deleted, files the rest, and lists the
 	// dropped ones in the answer's errors; an older one ignores the key.
 	ReplayItemsKey = "devbox-config/replay-items"
+	// BaseKey is the params._meta member (64 lowercase hex) by which an
+	// edge's update_drawer names the sha256 of the drawer's text its local
+	// palace held before the edit: a gateway refuses the update
+	// (ledger.CodeChangedOnPrimary) when the primary holds another text
+	// (and not the update's own), so a stale edit does not overwrite a
+	// newer one unseen. Absent: the update overwrites, as ever.
+	BaseKey = "devbox-config/base"
 	// ReplayDeletedRule is the rule of a replay the gateway does not file
 	// again because an admin deleted it on the primary: its audit line's,
 	// and the "rule" of each item of a checkpoint's answer errors it left
@@ -57,6 +66,13 @@ const (
 	// Version is this format's version (deviceinfo's "origins").
 	Version = 1
 )
+
+// Base is the BaseKey value of a drawer's text: its sha256 (of the
+// UTF-8 bytes get_drawer's content holds), 64 lowercase hex digits.
+func Base(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(sum[:])
+}
 
 // Origin is who wrote one record, as the gateway answers it.
 type Origin struct {

@@ -1,0 +1,195 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/origin"
+	"github.com/joakimp/devbox-config/gateway/trash"
+)
+
+// switchable is a way to the gateway that can be cut (the device
+// offline: connections refused) and restored on the same address.
+type switchable struct {
+	t    *testing.T
+	addr string
+	to   *url.URL
+	srv  *http.Server
+}
+
+func newSwitchable(t *testing.T, to string) *switchable {
+	t.Helper()
+	u, err := url.Parse(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := &switchable{t: t, addr: "127.0.0.1:0", to: u}
+	sw.up()
+	t.Cleanup(sw.down)
+	return sw
+}
+
+func (sw *switchable) url() string { return "http://" + sw.addr + "/mcp" }
+
+func (sw *switchable) up() {
+	sw.t.Helper()
+	ln, err := net.Listen("tcp", sw.addr)
+	if err != nil {
+		sw.t.Fatal(err)
+	}
+	sw.addr = ln.Addr().String()
+	sw.srv = &http.Server{Handler: httputil.NewSingleHostReverseProxy(sw.to)}
+	go sw.srv.Serve(ln) // ends at down's Close
+}
+
+func (sw *switchable) down() {
+	if sw.srv != nil {
+		sw.srv.Close() // closing a server we started: nothing to report
+		sw.srv = nil
+	}
+}
+
+// primaryText is the drawer's text on the primary ("": none).
+func primaryText(g *gw, id string) string {
+	if d := g.primary.Dump().Drawers[id]; d != nil {
+		return d.Content
+	}
+	return ""
+}
+
+// Two devices edit one drawer: laptop offline (queued), desk online
+// later. laptop's older edit, flushed after, is refused as changed on the
+// primary since it was made, naming desk: the primary keeps desk's text,
+// laptop's palace its own, laptop's agent is told at its next session;
+// `edge outbox retry` then overwrites (the trash keeps desk's text).
+// Before, laptop's flush overwrote desk's newer text without a word
+// (outside tester attack63 F4).
+func TestAStaleOfflineEditIsRefusedAndRetryOverwrites(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.withLedger()
+	sw := newSwitchable(t, g.http.URL)
+	palace := filepath.Join(t.TempDir(), "palace")
+	laptop := edgeAt(t, sw.url(), g.tokens["laptop-7f3a"], palace)
+	id, _ := edgeCall(t, laptop, "add_drawer", map[string]any{"wing": "shared", "room": "c63", "content": "drawer ten: first text"})["drawer_id"].(string)
+	waitUntil(t, "the drawer on the primary", func() bool { return primaryText(g, id) != "" })
+
+	sw.down()
+	queued := edgeCall(t, laptop, "update_drawer", map[string]any{"drawer_id": id, "content": "drawer ten: LAPTOP version"})
+	op, _ := queued["edge"].(map[string]any)["op_id"].(string)
+	if replication(queued) != "queued" || op == "" {
+		t.Fatalf("laptop's offline edit: %v", queued)
+	}
+	desk := edgeAt(t, g.http.URL+"/mcp", g.tokens["desk-9b21"], filepath.Join(t.TempDir(), "palace"))
+	if res := edgeCall(t, desk, "update_drawer", map[string]any{"drawer_id": id, "content": "drawer ten: DESK version"}); res["success"] != true {
+		t.Fatalf("desk's online edit: %v", res)
+	}
+	waitUntil(t, "desk's edit on the primary", func() bool { return primaryText(g, id) == "drawer ten: DESK version" })
+	g.advance(1) // the stamps tell desk's edit apart
+
+	sw.up()
+	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ob.Close() })
+	var o outbox.Op
+	waitUntil(t, "laptop's edit settled", func() bool {
+		o, err = ob.GetByID(context.Background(), op)
+		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
+	})
+	f := outbox.FailureOf(o.Error)
+	if o.State != outbox.Dead || f.Kind != outbox.ChangedOnPrimary || o.Refusals != 0 {
+		t.Fatalf("laptop's stale edit: %s refusals %d %s (want dead at once, %s)", o.State, o.Refusals, o.Error, outbox.ChangedOnPrimary)
+	}
+	for _, want := range []string{"changed on the primary since this edit", "desk-9b21", "kept in this device's local palace", "edge outbox retry " + o.Short(), "edge outbox drop " + o.Short()} {
+		if !strings.Contains(f.Message, want) {
+			t.Errorf("the refusal lacks %q: %s", want, f.Message)
+		}
+	}
+	if got := primaryText(g, id); got != "drawer ten: DESK version" {
+		t.Fatalf("the primary's text after laptop's stale edit: %q (desk's newer edit overwritten)", got)
+	}
+	if got := edgeCall(t, laptop, "get_drawer", map[string]any{"drawer_id": id}); got["content"] != "drawer ten: LAPTOP version" {
+		t.Errorf("laptop's edit is gone from its palace: %v", got)
+	}
+	next := edgeAt(t, sw.url(), g.tokens["laptop-7f3a"], palace) // laptop's next session
+	if in := next.InitializeResult().Instructions; !strings.Contains(in, "changed on the primary since this edit (desk-9b21") || !strings.Contains(in, "retry "+o.Short()) {
+		t.Errorf("the next session start does not tell of the refused edit:\n%s", in)
+	}
+
+	if _, err := ob.Retry(context.Background(), o.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the retried edit done", func() bool {
+		o, err = ob.GetByID(context.Background(), op)
+		return err == nil && o.State == outbox.Done
+	})
+	if got := primaryText(g, id); got != "drawer ten: LAPTOP version" {
+		t.Fatalf("the retry did not overwrite: %q", got)
+	}
+	replaced := false
+	for _, d := range g.kept(t) {
+		replaced = replaced || d.Tool == "update_drawer" && d.State == trash.StateDeleted && d.Drawers[0].Content == "drawer ten: DESK version"
+	}
+	if !replaced {
+		t.Errorf("the trash does not keep desk's replaced text: %+v", g.kept(t))
+	}
+}
+
+// postBased is an update_drawer with an op id and a base in _meta.
+func (g *gw) postBased(token string, args map[string]any, opID, base string) map[string]any {
+	g.t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+		"name": "mempalace_update_drawer", "arguments": args, "_meta": map[string]any{ledger.MetaKey: opID, origin.BaseKey: base}}})
+	_, m := g.post(token, string(b))
+	return m
+}
+
+// A send whose answer was lost, sent again after another device's edit,
+// is answered from the ledger's record, never as a conflict; and a
+// primary holding the update's own text (its first send landed, with no
+// record to answer from) is success too.
+func TestALostAnswersResendIsNoConflict(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.withLedger()
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	a, _, _ := g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "c63", "content": "first text"})
+	id, _ := a["drawer_id"].(string)
+	base := origin.Base("first text")
+	edit := map[string]any{"drawer_id": id, "content": "laptop's text"}
+	opID := strings.Repeat("ab", 32)
+	if m := g.postBased(laptop, edit, opID, base); m["error"] != nil {
+		t.Fatalf("the first send: %v", m)
+	} // its answer lost on the way back
+	if _, rpc, _ := g.call(desk, "update_drawer", map[string]any{"drawer_id": id, "content": "desk's text"}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	if m := g.postBased(laptop, edit, opID, base); m["error"] != nil || !marked(encodeJSON(m), ledger.ReplayedKey) {
+		t.Errorf("the resend of a landed op: %v (want the ledger's record)", m)
+	}
+	if _, rpc, _ := g.call(desk, "update_drawer", map[string]any{"drawer_id": id, "content": "laptop's text"}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	if m := g.postBased(laptop, edit, strings.Repeat("cd", 32), base); m["error"] != nil {
+		t.Errorf("an update to the text the primary holds: %v (want success)", m)
+	}
+	if m := g.postBased(laptop, map[string]any{"drawer_id": id, "content": "stale"}, strings.Repeat("ef", 32), base); m["error"] == nil {
+		t.Errorf("a stale update: %v (want refused)", m)
+	} else if e := m["error"].(map[string]any); e["code"] != float64(ledger.CodeChangedOnPrimary) {
+		t.Errorf("a stale update: %v (want code %d)", e, ledger.CodeChangedOnPrimary)
+	}
+	if got := primaryText(g, id); got != "laptop's text" {
+		t.Errorf("the primary's text: %q", got)
+	}
+}
