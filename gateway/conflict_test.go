@@ -193,3 +193,52 @@ func TestALostAnswersResendIsNoConflict(t *testing.T) {
 		t.Errorf("the primary's text: %q", got)
 	}
 }
+
+// Two devices close one fact: the second end to arrive finds it closed,
+// and MemPalace answers it success and changes nothing. The gateway's
+// answer says so (already_closed, a note), and the edge keeps the note on
+// its done op (edge outbox list --all). Before, the second device was
+// answered a plain success, its end date lost without a word (attack63
+// F2).
+func TestTheSecondEndOfAFactIsToldItWasClosedAlready(t *testing.T) {
+	t.Parallel()
+	g, s, palace, _ := deskBehindTheGateway(t)
+	fact := map[string]any{"subject": "att63svc2", "predicate": "runs_on", "object": "hostA"}
+	edgeCall(t, s, "kg_add", map[string]any{"subject": "att63svc2", "predicate": "runs_on", "object": "hostA", "valid_from": "2026-01-01"})
+	endOnPrimary := func() string {
+		for _, tr := range g.primary.Dump().Triples {
+			if tr.Subject == "att63svc2" && tr.ValidTo != nil {
+				return *tr.ValidTo
+			}
+		}
+		return ""
+	}
+	waitUntil(t, "the fact on the primary", func() bool { return len(g.primary.Dump().Triples) > 0 })
+	if res, rpc, _ := g.call(g.tokens["admin-0001"], "kg_invalidate", map[string]any{"subject": "att63svc2", "predicate": "runs_on", "object": "hostA", "ended": "2026-06-01"}); rpc != nil || res["already_closed"] != nil {
+		t.Fatalf("the first end: %v %v", res, rpc)
+	}
+	fact["ended"] = "2026-07-01"
+	res, rpc, _ := g.call(g.tokens["desk-9b21"], "kg_invalidate", fact)
+	if note, _ := res["note"].(string); rpc != nil || res["success"] != true || res["already_closed"] != "2026-06-01" || !strings.Contains(note, "nothing changed: its end stays 2026-06-01, not 2026-07-01") {
+		t.Errorf("the second end, through the gateway: %v %v", res, rpc)
+	}
+	if got := endOnPrimary(); got != "2026-06-01" {
+		t.Errorf("the fact's end on the primary: %q", got)
+	}
+
+	fact["ended"] = "2026-08-01"
+	op, _ := edgeCall(t, s, "kg_invalidate", fact)["edge"].(map[string]any)["op_id"].(string)
+	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ob.Close() })
+	var o outbox.Op
+	waitUntil(t, "the edge's end settled", func() bool {
+		o, err = ob.GetByID(context.Background(), op)
+		return err == nil && o.State == outbox.Done
+	})
+	if f := outbox.FailureOf(o.Error); f.Kind != outbox.AlreadyClosed || !strings.Contains(f.Message, "already closed on the primary (ended 2026-06-01)") {
+		t.Errorf("the edge's done op: %s (want noted %s)", o.Error, outbox.AlreadyClosed)
+	}
+}

@@ -2,8 +2,14 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"net/http"
 	"slices"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/ledger"
@@ -125,12 +131,20 @@ const ruleOthersFact Rule = "kg write: a device that is not admin ends only the 
 // subject's facts could not be read. sendWrite asks it under the write
 // slot: a fact checked before the wait could be ended and filed again by
 // another writer before the send.
-func (s *Server) endsOthersFact(ctx context.Context, d *Device, t catalogue.Tool, args map[string]any) error {
+// A kg_invalidate's facts are read for any device (req.facts), so its
+// answer tells of a fact closed already (closedAlready); an admin's is
+// sent whether or not they could be read.
+func (s *Server) endsOthersFact(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest) error {
+	args := req.Args
 	objKey := map[string]string{"kg_invalidate": "object", "kg_supersede": "old_object"}[t.Name]
-	if objKey == "" || d.Admin {
+	if objKey == "" || d.Admin && t.Name != "kg_invalidate" {
 		return nil
 	}
 	facts := s.factsOf(ctx, args)
+	req.facts = facts // a kg_invalidate's answer notes a fact closed already (closedAlready)
+	if d.Admin {
+		return nil
+	}
 	if facts == nil {
 		return fmt.Errorf("%w kg_query of %q", errNoAnswer, str(args["subject"]))
 	}
@@ -145,4 +159,53 @@ func (s *Server) endsOthersFact(ctx context.Context, d *Device, t catalogue.Tool
 		}
 	}
 	return nil
+}
+
+// closedAlready notes in a kg_invalidate's answer (resp, status) that the
+// fact it ends was closed before it arrived (facts: the subject's, read
+// before the send; none of the triple open, one closed): MemPalace
+// answers such an end success and changes nothing, so the second of two
+// devices closing one fact would not learn its end date was not kept
+// (attack63 F2). The answer gains "already_closed" (the end kept) and a
+// "note"; any other answer is as it was.
+func closedAlready(args map[string]any, facts []any, status int, resp []byte) []byte {
+	if status != http.StatusOK || facts == nil {
+		return resp
+	}
+	kept := ""
+	for _, x := range facts {
+		f, _ := x.(map[string]any)
+		if !sameTriple(f, str(args["subject"]), str(args["predicate"]), str(args["object"])) {
+			continue
+		}
+		if str(f["valid_to"]) == "" {
+			return resp // an open one: this end closes it
+		}
+		kept = max(kept, str(f["valid_to"]))
+	}
+	if kept == "" {
+		return resp
+	}
+	return withMembers(resp, map[string]any{"already_closed": kept, "note": fmt.Sprintf(
+		"devbox-config gateway: this fact was already closed on the primary (ended %s) before this invalidate arrived (another device's end reached it first, or an earlier one of this device's); nothing changed: its end stays %s, not %s", kept, kept, str(args["ended"]))})
+}
+
+// withMembers adds members to a successful answer's JSON text (MemPalace's
+// result object); any other answer is as it was.
+func withMembers(resp []byte, add map[string]any) []byte {
+	text := gjson.GetBytes(resp, "result.content.0.text")
+	var m map[string]any
+	if text.Type != gjson.String || json.Unmarshal([]byte(text.Str), &m) != nil || m["success"] != true {
+		return resp
+	}
+	maps.Copy(m, add)
+	body, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return resp // cannot happen: m came from json.Unmarshal, add is strings
+	}
+	out, err := sjson.SetBytes(resp, "result.content.0.text", string(body))
+	if err != nil {
+		return resp // cannot happen: the path was read just now
+	}
+	return out
 }

@@ -186,7 +186,9 @@ type rpcRequest struct {
 	// admin) keeps that device as via ("": none).
 	placedBy string
 	// facts: the upstream's facts of a kg_supersede's subject, read after
-	// it (sendWrite; nil: not read), which name the fact it opened.
+	// it (sendWrite; nil: not read), which name the fact it opened; of a
+	// kg_invalidate's, read before it (endsOthersFact), which show a fact
+	// closed already (closedAlready).
 	facts []any
 }
 

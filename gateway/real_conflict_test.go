@@ -71,3 +71,26 @@ func TestRealTheBaseOfALocalTextMatchesThePrimarys(t *testing.T) {
 	}
 	waitUntil(t, "the retry overwrote", func() bool { return onPrimary(id) == "laptop's second edit" })
 }
+
+// Against real MemPalace 3.11.0: an end of a fact closed already is
+// answered success with nothing changed, and the gateway's answer says so
+// (already_closed, the end kept); the first end is answered as ever (one
+// device ends it twice here: the gateway reads the facts alike).
+func TestRealTheSecondEndOfAFactIsToldItWasClosedAlready(t *testing.T) {
+	u, srv := startReal(t)
+	g := newGWAt(t, deleters, u)
+	fact := map[string]any{"subject": "att63svc2", "predicate": "runs_on", "object": "hostA"}
+	g.mustKG("ops-0001", "kg_add", map[string]any{"subject": "att63svc2", "predicate": "runs_on", "object": "hostA", "valid_from": "2026-01-01"})
+	fact["ended"] = "2026-06-01"
+	if res, rpc, _ := g.call(g.tokens["ops-0001"], "kg_invalidate", fact); rpc != nil || res["success"] != true || res["already_closed"] != nil {
+		t.Fatalf("the first end: %v %v", res, rpc)
+	}
+	fact["ended"] = "2026-07-01"
+	if res, rpc, _ := g.call(g.tokens["ops-0001"], "kg_invalidate", fact); rpc != nil || res["success"] != true || res["already_closed"] != "2026-06-01" {
+		t.Errorf("the second end: %v %v (want already_closed 2026-06-01)", res, rpc)
+	}
+	facts := srv.MustCall(t, "mempalace_kg_query", map[string]any{"entity": "att63svc2", "direction": "outgoing"})["facts"].([]any)
+	if len(facts) != 1 || facts[0].(map[string]any)["valid_to"] != "2026-06-01" {
+		t.Errorf("the primary's facts: %v", facts)
+	}
+}

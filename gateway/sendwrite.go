@@ -32,7 +32,7 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 	case "checkpoint":
 		return s.sentCheckpoint(ctx, t, req, body)
 	case "kg_invalidate", "kg_supersede":
-		if req.unsent = s.endsOthersFact(ctx, d, t, req.Args); req.unsent != nil {
+		if req.unsent = s.endsOthersFact(ctx, d, t, req); req.unsent != nil {
 			return http.StatusServiceUnavailable, nil // not sent: the op-id ledger keeps nothing
 		}
 	case "kg_add":
@@ -74,6 +74,7 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 	}
 	switch t.Name {
 	case "kg_invalidate":
+		resp = closedAlready(req.Args, req.facts, status, resp)
 		s.retireFactStamps(ctx, req.Args, "object", s.factsOf(ctx, req.Args))
 	case "kg_supersede":
 		req.facts = s.factsOf(ctx, req.Args) // also the opened fact's (recordStep)

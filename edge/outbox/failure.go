@@ -59,6 +59,11 @@ const (
 	// refusal, told to the agent. An operator's retry sends it without
 	// the base (overwriting the primary's text); a drop keeps theirs.
 	ChangedOnPrimary Kind = "changed-on-primary"
+	// AlreadyClosed: a kg_invalidate a gateway answered success with the
+	// fact already closed on the primary before it arrived (another
+	// device's end first): done, nothing changed there, its end date not
+	// kept; noted, not sent again.
+	AlreadyClosed Kind = "already-closed"
 	// OtherDevice: an op queued while the gateway named this token one
 	// device (its token_device) that the gateway now names another (the
 	// device removed, its writes queued meanwhile, and .env given another

@@ -151,6 +151,10 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 	default:
 		result, err = json.Marshal(res)
 	}
+	if kept, _ := res["already_closed"].(string); kept != "" && kind == "" && op.Tool == catalogue.Prefix+"kg_invalidate" {
+		f.Log.Info("the primary held the fact this invalidate ends closed already: done, nothing changed there", "op", op.Short(), "ended", kept)
+		note = noteOf(AlreadyClosed, fmt.Sprint(res["note"]), now)
+	}
 	if words := leftOut(op, res); words != "" && kind == "" {
 		f.Log.Info("the gateway left out of a checkpoint items an admin deleted on the primary: done", "op", op.Short(), "answer", words)
 		note = noteOf(DeletedOnPrimary, words, now)
