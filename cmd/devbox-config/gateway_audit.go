@@ -169,7 +169,7 @@ func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile, anc
 	}
 	if r.Anchor.Lines > 0 {
 		fmt.Fprintf(stdout, "anchor: the log reaches line %d with the head the anchor recorded at %s\n", r.Anchor.Lines, r.Anchor.Time.Format(time.RFC3339))
-	} else if r.Unsigned > 0 {
+	} else {
 		fmt.Fprintln(stdout, "without --anchor, a cut of the log's end is not detected")
 	}
 	return nil

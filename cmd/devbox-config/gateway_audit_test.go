@@ -115,6 +115,13 @@ func TestAuditVerifyAnchorCatchesACutLog(t *testing.T) {
 	if out, _ := cli(0, "audit", "verify"); !strings.Contains(out, "19 lines, chain intact") {
 		t.Fatalf("the hash chain alone cannot see a cut end: %s", out)
 	}
+	// Cut back to the last checkpoint: nothing follows a signature, and
+	// the output still says that only --anchor sees a cut end.
+	os.WriteFile(auditLog, []byte(strings.Join(lines[:22], "")), 0o600)
+	if out, _ := cli(0, "audit", "verify"); !strings.Contains(out, "0 line(s) after it") || !strings.Contains(out, "without --anchor, a cut of the log's end is not detected") {
+		t.Fatalf("a log cut back to a checkpoint reads as fully covered:\n%s", out)
+	}
+	os.WriteFile(auditLog, []byte(strings.Join(lines[:len(lines)-8], "")+"\n"), 0o600)
 	_, errOut := cli(1, "audit", "verify", "--anchor", anchor)
 	if !strings.Contains(errOut, "the log ends at line 19") || !strings.Contains(errOut, "22 lines") {
 		t.Fatalf("verify --anchor on a cut log: %s", errOut)
