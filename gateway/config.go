@@ -358,7 +358,7 @@ func checkGrants(at string, d Device) error {
 	switch d.KG {
 	case "", KGNone, KGRead, KGWrite:
 	default:
-		return fmt.Errorf("%s.kg: %q must be none, read or write", at, d.KG)
+		return fmt.Errorf("%s.kg: %q must be none, read or write (fix: %s)", at, d.KG, oneOf(string(d.KG), KGNone, KGRead, KGWrite))
 	}
 	for j, a := range d.Agents {
 		if !agentRE().MatchString(a) {
@@ -366,6 +366,19 @@ func checkGrants(at string, d Device) error {
 		}
 	}
 	return nil
+}
+
+// oneOf is the fix for v, not one of the valid values: the one it is
+// likely a typo of, else the list.
+func oneOf[T ~string](v string, valid ...T) string {
+	names := make([]string, len(valid))
+	for i, n := range valid {
+		names[i] = string(n)
+	}
+	if s := confpos.Nearest(v, names); s != "" {
+		return fmt.Sprintf("did you mean %q? write one of %s", s, strings.Join(names, ", "))
+	}
+	return "write one of " + strings.Join(names, ", ")
 }
 
 // checkTokens refuses a device's token without an id or hmac, an id used
@@ -444,7 +457,7 @@ func checkTrust(at string, d Device, known map[string]bool) error {
 	switch d.Untrusted {
 	case "", UntrustedMark, UntrustedWithhold:
 	default:
-		return fmt.Errorf("%s.untrusted: %q must be mark or withhold", at, d.Untrusted)
+		return fmt.Errorf("%s.untrusted: %q must be mark or withhold (fix: %s)", at, d.Untrusted, oneOf(string(d.Untrusted), UntrustedMark, UntrustedWithhold))
 	}
 	if d.Untrusted != "" && d.Trusts == nil {
 		return fmt.Errorf("%s.untrusted: without trusts the device trusts every device, so no record is untrusted; name its trusted devices too, or drop untrusted", at)

@@ -180,3 +180,22 @@ func TestConfigWithBOMIsRead(t *testing.T) {
 		t.Errorf("got %v, want the config read", err)
 	}
 }
+
+// A kg or untrusted value the config refuses carries its fix, like every
+// other config error: the value it is likely a typo of, and the values
+// there are.
+func TestConfigEnumErrorsNameTheFix(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","kg":"wrte"}]}`:                       `devices[0].kg: "wrte" must be none, read or write (fix: did you mean "write"? write one of none, read, write)`,
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","kg":"all"}]}`:                        `(fix: write one of none, read, write)`,
+		`{"secret_file":"s","audit_log":"a","devices":[{"id":"d","trusts":["d"],"untrusted":"hide"}]}`: `devices[0].untrusted: "hide" must be mark or withhold (fix: write one of mark, withhold)`,
+	} {
+		f := filepath.Join(dir, "g.jsonc")
+		os.WriteFile(f, []byte(body), 0o600)
+		if _, err := LoadConfig(f); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one holding %s", body, err, want)
+		}
+	}
+}
