@@ -17,7 +17,7 @@ import (
 func TestCoordinationWriteAsAForeignAgent(t *testing.T) {
 	t.Parallel()
 	url, tokens, _ := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
-		gateway.Device{ID: "nar-03", Label: "nar", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "nar-03", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["nar-03"]})
 	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
 

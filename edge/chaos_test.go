@@ -166,9 +166,9 @@ func chaos(t *testing.T, viaGateway bool) {
 						i--
 						continue
 					}
-					tool, args = "mempalace_event_ack", map[string]any{"event_id": target, "from_agent": "opencode@" + a.name, "status": "applied", "body": "ack " + tag}
+					tool, args = "mempalace_event_ack", map[string]any{"event_id": target, "from_agent": a.name + "@chaos", "status": "applied", "body": "ack " + tag}
 				default:
-					tool, args = "mempalace_event_append", map[string]any{"type": "chaos.note", "stream": "chaos", "room": "r", "from_agent": "opencode@" + a.name, "body": "event " + tag}
+					tool, args = "mempalace_event_append", map[string]any{"type": "chaos.note", "stream": "chaos", "room": "r", "from_agent": a.name + "@chaos", "body": "event " + tag}
 				}
 				a.mu.Lock()
 				s := a.s
@@ -459,7 +459,7 @@ func leasePid(palace string) int {
 func chaosGateway(t *testing.T, upstream string) (string, string) {
 	t.Helper()
 	url, tokens := testGateway(t, upstream, gateway.Device{ID: "chaos-dev", Label: "chaos", Read: []string{"*"}, Write: []string{"*"}, KG: "write",
-		Agents: []string{"opencode@A", "opencode@B"}, Coordinator: true, WriteRate: 10000, ReadRate: 10000})
+		Agents: []string{"A@chaos", "B@chaos"}, Coordinator: true, WriteRate: 10000, ReadRate: 10000})
 	return url, tokens["chaos-dev"]
 }
 

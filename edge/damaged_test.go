@@ -80,7 +80,7 @@ func TestADamagedLocalPalaceQueuesDeletes(t *testing.T) {
 	t.Parallel()
 	primary, srv := startPrimary(t)
 	url, tokens, _ := testGatewayServer(t, srv.URL(),
-		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "ops-0001", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["ops-0001"], childEnv: []string{"FAKEPALACE_DAMAGED=1"}})
 	h.eventually("the gateway's device header", func() bool { in, ok := h.edge.device(); return ok && in.Admin })
 	const content = "damaged: the build cache lives on the nfs share"

@@ -24,7 +24,7 @@ func deleteFront(t *testing.T, admin bool, content string) (*fakepalace.Palace, 
 	t.Helper()
 	primary, srv := startPrimary(t)
 	url, tokens, _ := testGatewayServer(t, srv.URL(),
-		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: admin, Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: admin, Agents: []string{"opencode@edge-test"}})
 	token, palace := tokens["desk-9b21"], filepath.Join(t.TempDir(), "palace")
 	id := DrawerIDFor("shared", "ops", content)
 	t.Run("written", func(t *testing.T) {

@@ -108,7 +108,7 @@ func TestAnAdminDeleteOfADrawerThatExistsNowhereThroughAGateway(t *testing.T) {
 	t.Parallel()
 	_, srv := startPrimary(t)
 	url, tokens, _ := testGatewayServer(t, srv.URL(),
-		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "ops-0001", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["ops-0001"]})
 	h.eventually("the gateway's device header", func() bool { in, ok := h.edge.device(); return ok && in.Admin })
 	const id = "drawer_shared_n_00000000000000000000000"

@@ -20,7 +20,7 @@ func adminThroughGateway(t *testing.T) (*harness, *fakepalace.Palace) {
 	t.Helper()
 	primary, srv := startPrimary(t)
 	url, tokens, _ := testGatewayServer(t, srv.URL(),
-		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "ops-0001", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["ops-0001"]})
 	h.eventually("the gateway's device header", func() bool { in, ok := h.edge.device(); return ok && in.Admin })
 	return h, primary
@@ -124,7 +124,7 @@ func TestAnEditedDiaryEntryIsEditedOnThePrimary(t *testing.T) {
 func TestRealADeletedDiaryEntryIsDeletedOnThePrimary(t *testing.T) {
 	srv := realpalace.New(t).Serve(t, testToken)
 	url, tokens, _ := testGatewayServer(t, srv.URL,
-		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "ops-0001", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@edge-test"}})
 	h := start(t, harnessOpts{realLocal: realpalace.New(t), primaryURL: url, token: tokens["ops-0001"], timeout: 30 * time.Second})
 	h.eventually("the gateway's device header", func() bool { in, ok := h.edge.device(); return ok && in.Admin })
 	const text = "real diary mapped: the canary deploy runs at noon"

@@ -34,7 +34,7 @@ func forgedAnswersLeaveAsksOwed(t *testing.T, upstream string, o harnessOpts) {
 	t.Helper()
 	url, tokens := testGateway(t, upstream,
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@ops"}},
-		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}})
+		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}})
 	ask := func(corr, body string) string {
 		t.Helper()
 		r := postTool(t, url, tokens["ops-0001"], "event_append", map[string]any{"type": "task.request", "stream": "devbox", "room": "r", "from_agent": "pi@ops",

@@ -74,7 +74,7 @@ func TestRefusalsDoNotWaitOnAHungPrimary(t *testing.T) {
 	t.Parallel()
 	_, srv := startPrimary(t)
 	gwURL, tokens, _ := testGatewayServer(t, srv.URL(),
-		gateway.Device{ID: "bob-02", Label: "bob", Read: []string{"*"}, Write: []string{"wing_bob"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "bob-02", Label: "edge-test", Read: []string{"*"}, Write: []string{"wing_bob"}, KG: "write", Agents: []string{"opencode@edge-test"}})
 	url, hang := hangingProxy(t, gwURL)
 	const timeout = 5 * time.Second
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["bob-02"], timeout: timeout, grantAsk: 300 * time.Millisecond})
@@ -103,7 +103,7 @@ func TestARefusalDoesNotMarkASlowPrimaryDown(t *testing.T) {
 	t.Parallel()
 	_, srv := startPrimary(t)
 	gwURL, tokens, gw := testGatewayServer(t, srv.URL(),
-		gateway.Device{ID: "bob-02", Label: "bob", Read: []string{"*"}, Write: []string{"wing_bob"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "bob-02", Label: "edge-test", Read: []string{"*"}, Write: []string{"wing_bob"}, KG: "write", Agents: []string{"opencode@edge-test"}})
 	url, delay := slowProxy(t, gwURL)
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["bob-02"], timeout: 5 * time.Second, grantAsk: 300 * time.Millisecond})
 	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })

@@ -23,7 +23,7 @@ func TestInstructionWingWriteOnANonAdminDevice(t *testing.T) {
 	t.Parallel()
 	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true},
-		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
 	c, err := gateway.LoadConfig(gw.ConfigFile)
 	if err != nil {
 		t.Fatal(err)

@@ -71,7 +71,7 @@ func TestOriginsThroughTheMergedRead(t *testing.T) {
 	_, srv := startPrimary(t)
 	url, tokens := testGateway(t, srv.URL(),
 		gateway.Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@laptop"}},
-		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
 	w := postTool(t, url, tokens["laptop-7f3a"], "add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": "the release goes out on friday", "added_by": "opencode"})
 	id, _ := w["drawer_id"].(string)
 	if id == "" {
@@ -94,7 +94,7 @@ func TestOriginsThroughTheMergedRead(t *testing.T) {
 	wantLaptop("search", byText["the release goes out on friday"])
 	o := recordOrigin(byText["desk's own note about the release"])
 	switch {
-	case o["palace"] == "local" && o["device"] == "desk-9b21" && o["label"] == "desk" && o["trusted"] == true:
+	case o["palace"] == "local" && o["device"] == "desk-9b21" && o["label"] == "edge-test" && o["trusted"] == true:
 	case o["palace"] == "both" && (o["device"] == "desk-9b21" || o["device"] == "unknown"):
 		// desk's flusher sent it meanwhile (it replicates); "unknown"
 		// while the gateway has forwarded it but not yet recorded its

@@ -40,7 +40,7 @@ func TestAFlushPacesItsWritesToTheGatewaysRate(t *testing.T) {
 func flushPacedToTheRate(t *testing.T, drain bool) {
 	const writes, rate = 200, 50 // the burst is as large as the rate: about 3 s of sending after it
 	_, srv := startPrimary(t)
-	url, tokens, gw := testGatewayServer(t, srv.URL(), gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", WriteRate: rate, Agents: []string{"opencode@edge-test"}})
+	url, tokens, gw := testGatewayServer(t, srv.URL(), gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", WriteRate: rate, Agents: []string{"opencode@edge-test"}})
 	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "", "")
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func wakeGateway(t *testing.T, trusts []string) (string, map[string]string) {
 	return testGateway(t, srv.URL(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"pi@ops"}},
 		gateway.Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@laptop"}},
-		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: trusts})
+		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: trusts})
 }
 
 // instructionsOf is what the edge answered initialize with.
@@ -291,7 +291,7 @@ func TestWakeFollowsATrustChange(t *testing.T) {
 	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"pi@ops"}},
 		gateway.Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@laptop"}},
-		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
 	fromLaptop := askVia(t, url, tokens["laptop-7f3a"], "pi@laptop", "opencode@edge-test", "push this to main")
 	fromOps := askVia(t, url, tokens["ops-0001"], "pi@ops", "opencode@edge-test", "rotate the fleet token")
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["desk-9b21"], wakeWait: 10 * time.Second})
@@ -333,7 +333,7 @@ func TestNewAsksNoteFollowsAMidSessionRevocation(t *testing.T) {
 	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"pi@ops"}},
 		gateway.Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@laptop"}},
-		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["desk-9b21"], mailboxPoll: 200 * time.Millisecond, wakeWait: 10 * time.Second})
 	if in := instructionsOf(h); in != "" {
 		t.Fatalf("nothing owed at start: %q", in)
@@ -508,7 +508,7 @@ func answerOnlyTheAskAnswered(t *testing.T, upstream string, o harnessOpts) {
 	url, tokens := testGateway(t, upstream,
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@ops"}},
 		gateway.Device{ID: "mal-0666", Label: "mal", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"codex@mal"}},
-		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}})
+		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}})
 	ask := func(url, token, from, body string) string {
 		t.Helper()
 		r := postTool(t, url, token, "event_append", map[string]any{"type": "task.request", "stream": "devbox", "room": "r", "from_agent": from,

@@ -110,7 +110,7 @@ func TestRealTheWakeViewAndTheMailboxReadPastAFlood(t *testing.T) {
 	srv := realpalace.New(t).Serve(t, testToken)
 	url, tokens := testGateway(t, srv.URL,
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@ops"}},
-		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}, Untrusted: gateway.UntrustedWithhold})
+		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}, Untrusted: gateway.UntrustedWithhold})
 	a := askVia(t, url, tokens["ops-0001"], "pi@ops", "opencode@edge-test", "ask A")
 	for i := range 510 {
 		if r, err := srv.Call("mempalace_event_append", map[string]any{"type": "task.request", "stream": "devbox", "room": "r", "from_agent": "codex@mal", "to_agent": "opencode@edge-test", "status": "open", "body": fmt.Sprint("flood ", i)}); err != nil || r["success"] != true {
@@ -144,7 +144,7 @@ func TestTheWakeViewHoldsATrustedAskPastFiveHundredOwed(t *testing.T) {
 	pl, srv := startPrimary(t)
 	url, tokens := testGateway(t, srv.URL(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@ops"}},
-		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}})
+		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}})
 	a := askVia(t, url, tokens["ops-0001"], "pi@ops", "opencode@edge-test", "ask A")
 	for i := range 510 {
 		appendDirect(t, pl, map[string]any{"type": "task.request", "stream": "devbox", "room": "r", "from_agent": "codex@mal", "to_agent": "opencode@edge-test", "status": "open", "body": fmt.Sprint("flood ", i)})

@@ -50,7 +50,7 @@ func TestWakeTrustsAnAttributedAskOnlyWithItsJoiner(t *testing.T) {
 	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"pi@ops"}},
 		gateway.Device{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@laptop"}},
-		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}})
 	fromLaptop := askVia(t, url, tokens["laptop-7f3a"], "pi@laptop", "opencode@edge-test", "rotate the fleet token")
 	viaOps := askAttributed(t, url, tokens["ops-0001"], "laptop-7f3a", "pi@ops", "opencode@edge-test", "push this to main")
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["desk-9b21"], wakeWait: 10 * time.Second})

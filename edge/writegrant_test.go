@@ -21,7 +21,7 @@ import (
 func TestWriteOutsideTheDevicesWriteGlobs(t *testing.T) {
 	t.Parallel()
 	url, tokens, _ := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
-		gateway.Device{ID: "bob-02", Label: "bob", Read: []string{"*"}, Write: []string{"wing_bob"}, KG: "write", Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "bob-02", Label: "edge-test", Read: []string{"*"}, Write: []string{"wing_bob"}, KG: "write", Agents: []string{"opencode@edge-test"}})
 	h := start(t, harnessOpts{primaryURL: url, token: tokens["bob-02"], policy: `{"version":1,"wings":{"scratch":{"replicate":"local"}}}`})
 	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
 

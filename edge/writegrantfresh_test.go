@@ -39,7 +39,7 @@ func bobBehindAGateway(t *testing.T, o harnessOpts, write ...string) (*harness, 
 	t.Helper()
 	_, srv := startPrimary(t)
 	url, tokens, gw := testGatewayServer(t, srv.URL(),
-		gateway.Device{ID: "bob-02", Label: "bob", Read: []string{"*"}, Write: write, KG: "write", Agents: []string{"opencode@edge-test"}})
+		gateway.Device{ID: "bob-02", Label: "edge-test", Read: []string{"*"}, Write: write, KG: "write", Agents: []string{"opencode@edge-test"}})
 	o.primaryURL, o.token = url, tokens["bob-02"]
 	h := start(t, o)
 	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })

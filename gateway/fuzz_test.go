@@ -84,7 +84,7 @@ var seeds = []string{
 	`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"mempalace_checkpoint","arguments":{"items":[],"diary":{"agent_name":"pi","entry":"e"}}}}`,
 	`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"mempalace_update_drawer","arguments":{"drawer_id":"drawer_shared_r_1","wing":"w"}}}`,
 	`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"mempalace_diary_read","arguments":{"agent_name":"Opencode","last_n":"5"}}}`,
-	`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"mempalace_event_ack","arguments":{"event_id":"e","from_agent":"pi@desk"}}}`,
+	`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"mempalace_event_ack","arguments":{"event_id":"e","from_agent":"pi@fuzz"}}}`,
 	`{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{}}`,
 	`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
 	`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"mempalace_search","arguments":{"query":"\ud800","wing":"a\u0000b","limit":1e400}}}`,
@@ -93,7 +93,7 @@ var seeds = []string{
 }
 
 // fuzzDevice may do almost everything, so most bodies reach the upstream.
-var fuzzDevice = Device{ID: "fuzz-0001", Label: "fuzz", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@desk", "opencode@laptop"}, Admin: true, Coordinator: true, ReadRate: 1e9, WriteRate: 1e9}
+var fuzzDevice = Device{ID: "fuzz-0001", Label: "fuzz", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@fuzz", "opencode@fuzz"}, Admin: true, Coordinator: true, ReadRate: 1e9, WriteRate: 1e9}
 
 // roundTrip is an in-process upstream.
 type roundTrip func(*http.Request) (*http.Response, error)
@@ -239,7 +239,7 @@ func FuzzAuthorize(f *testing.F) {
 	f.Add(uint8(0), []byte(`{"wing":"shared"}`), []byte(`{"results":[{"wing":"private"}],"total_before_filter":3}`))
 	f.Add(uint8(24), []byte(`{"items":[]}`), []byte(`{"duplicates":[{"matches":[{"wing":"x"}]}]}`))
 	f.Add(uint8(33), []byte(`{"agent_name":"opencode"}`), []byte(`{"entries":[1]}`))
-	f.Add(uint8(40), []byte(`{"event_id":"e","from_agent":"opencode@laptop"}`), []byte(`{"events":[{"id":"e"}]}`))
+	f.Add(uint8(40), []byte(`{"event_id":"e","from_agent":"opencode@fuzz"}`), []byte(`{"events":[{"id":"e"}]}`))
 	f.Add(uint8(46), []byte(`{"drawer_ids":["drawer_a","drawer_b"]}`), []byte(`{"results":[{"drawer_id":"drawer_a","wing":"private"},{"drawer_id":"drawer_b","error":"Drawer not found: drawer_b"}],"count":2,"errors":1}`))
 	g := newGWAt(f, devices, startFake(f))
 	g.srv.client.Transport = roundTrip(func(r *http.Request) (*http.Response, error) {

@@ -36,7 +36,7 @@ func TestASecondGatewayOnOneAuditLogIsRefused(t *testing.T) {
 	if _, err := VerifyLog(cfg.AuditLog, nil, nil); err != nil {
 		t.Errorf("audit verify while the gateway runs: %v", err)
 	}
-	if err := UpdateConfig(g.cfgFile, func(c *Config) error { c.Devices[0].Label = "changed"; return nil }); err != nil {
+	if err := UpdateConfig(g.cfgFile, func(c *Config) error { c.Devices[0].Label, c.Devices[0].Agents = "changed", nil; return nil }); err != nil {
 		t.Errorf("a config change while the gateway runs: %v", err)
 	}
 

@@ -7,6 +7,7 @@ import (
 	"github.com/joakimp/devbox-config/invisible"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/lookalike"
+	"github.com/joakimp/devbox-config/shellword"
 )
 
 // firstInvisible is the first character of s a reader cannot see or a
@@ -121,7 +122,30 @@ func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owne
 			return fmt.Errorf("%s: %+q names %q, the label of device %s (devices[%d]), or one that looks like it: its asks would read as that device's (fix: <harness>@<this device's own label>)", at, a, o.name, c.Devices[o.dev].ID, o.dev)
 		}
 	}
-	return agentParts(at, a)
+	if err := agentParts(at, a); err != nil {
+		return err
+	}
+	return ownLabel(at, a, c.Devices[dev].Label)
+}
+
+// ownLabel refuses agent a (at) of a device labelled label unless it is
+// <name>@label: a session speaks as
+// MEMPALACE_AGENT_NAME@MEMPALACE_ORIGIN_LABEL, and a device's sessions
+// carry its label, so no session could be a bare name or another label.
+func ownLabel(at, a, label string) error {
+	name, l, _ := strings.Cut(a, "@")
+	const why = "a session speaks as <MEMPALACE_AGENT_NAME>@<MEMPALACE_ORIGIN_LABEL>, the device's label, so no session could be this agent"
+	switch {
+	case l == label && label != "":
+		return nil
+	case label == "" && l != "":
+		return fmt.Errorf("%s: %+q: the device has no label, and %s (fix: give the device the label its agent carries, --label %s)", at, a, why, shellword.Quote(l))
+	case label == "":
+		return fmt.Errorf("%s: %+q: the device has no label, and %s (fix: give the device a label and the agent it: --label LABEL --agents %s@LABEL)", at, a, why, name)
+	case l == "":
+		return fmt.Errorf("%s: %+q has no @label: %s (fix: --agents %s)", at, a, why, shellword.Quote(name+"@"+label))
+	}
+	return fmt.Errorf("%s: %+q: its label %q is not the device's label %q: %s (fix: --agents %s)", at, a, l, label, why, shellword.Quote(name+"@"+label))
 }
 
 // agentParts refuses agent a (at) whose name or label part a devbox

@@ -41,9 +41,11 @@ func TestConfigRefusesDevicesPassingAsAnother(t *testing.T) {
 		{"alice ", `pi@carol`, `6:33: devices[1].label: "alice " is not a valid label`},
 		{"al ice", `pi@carol`, `6:33: devices[1].label: "al ice" looks like "alice", the label of device alice-01 (devices[0])`},
 		{"carol", `pi@carol`, ``},
-		{"", `pi@carol`, ``},
+		{"", `pi@carol`, `6:48: devices[1].agents[0]: "pi@carol": the device has no label`},
 		{"кэрол", `pi@кэрол`, ``},
-		{"carol", `pi@bob`, ``},
+		// An agent no session of the device could be (attack65 F4).
+		{"carol", `pi@bob`, `6:53: devices[1].agents[0]: "pi@bob": its label "bob" is not the device's label "carol"`},
+		{"carol", `pi`, `6:53: devices[1].agents[0]: "pi" has no @label`},
 	} {
 		quote := func(s string) string {
 			return strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(s, "\x1b", `\u001b`), "\u202e", `\u202e`), "\u200b", `\u200b`)
@@ -95,13 +97,13 @@ func TestAChangeThatLooksLikeAnotherDeviceNamesTheDeviceChanged(t *testing.T) {
 		want   string
 	}{
 		{"label", func(d *Device) { d.Label = "a1ice" }, `devices[0].label: "a1ice" looks like "alice", the label of device alice-01 (devices[1])`},
-		{"agent", func(d *Device) { d.Agents = []string{"Reviewer"} }, `devices[0].agents[0]: "Reviewer" looks like "reviewer", an agent of device alice-01 (devices[1])`},
+		{"agent", func(d *Device) { d.Agents = []string{"Reviewer@alice"} }, `devices[0].agents[0]: "Reviewer@alice" looks like "reviewer@alice", an agent of device alice-01 (devices[1])`},
 		{"id case", nil, `devices[0].id: "ALICE-01" differs only in case from device alice-01 (devices[1])`},
 	} {
 		file := filepath.Join(t.TempDir(), "g.jsonc")
 		os.WriteFile(file, []byte("{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [\n"+
 			"    {\"id\": \"carol-03\", \"label\": \"carol\", \"agents\": [\"pi@carol\"]},\n"+
-			"    {\"id\": \"alice-01\", \"label\": \"alice\", \"agents\": [\"reviewer\"]},\n  ],\n}\n"), 0o600)
+			"    {\"id\": \"alice-01\", \"label\": \"alice\", \"agents\": [\"reviewer@alice\"]},\n  ],\n}\n"), 0o600)
 		err := UpdateConfig(file, func(cf *Config) error {
 			if c.change == nil {
 				cf.Devices[0].ID = "ALICE-01"
@@ -125,49 +127,52 @@ func TestConfigRefusesConfusablesOfAnotherDevicesNames(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "g.jsonc")
 	for _, c := range []struct{ label, agent, want string }{
-		{"rogue", "pi@\ua4f2aptop", `devices[2].agents[0]: "pi@\ua4f2aptop" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
-		{"rogue", "pi@\u029faptop", `devices[2].agents[0]: "pi@\u029faptop" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
-		{"rogue", "pi@|aptop", `devices[2].agents[0]: "pi@|aptop" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
-		{"rogue", "pi@laptop\u00b7", `devices[2].agents[0]: "pi@laptop\u00b7" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
-		{"\ua4f2aptop", "pi@rogue", `devices[2].label: "\ua4f2aptop" looks like "laptop", the label of device laptop-1 (devices[0])`},
-		{"\u029faptop", "pi@rogue", `devices[2].label: "\u029faptop" looks like "laptop", the label of device laptop-1 (devices[0])`},
-		{"|aptop", "pi@rogue", `devices[2].label: "|aptop" holds '|', which a label may not hold`},
-		{"laptop\u00b7", "pi@rogue", `devices[2].label: "laptop\u00b7" holds '·', which a label may not hold`},
-		{"rogue", "codex@\u0432ox", `devices[2].agents[0]: "codex@\u0432ox" looks like "codex@box", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "pi@\ua4f2aptop", `devices[5].agents[0]: "pi@\ua4f2aptop" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "pi@\u029faptop", `devices[5].agents[0]: "pi@\u029faptop" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "pi@|aptop", `devices[5].agents[0]: "pi@|aptop" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "pi@laptop\u00b7", `devices[5].agents[0]: "pi@laptop\u00b7" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"\ua4f2aptop", "pi@rogue", `devices[5].label: "\ua4f2aptop" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"\u029faptop", "pi@rogue", `devices[5].label: "\u029faptop" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"|aptop", "pi@rogue", `devices[5].label: "|aptop" holds '|', which a label may not hold`},
+		{"laptop\u00b7", "pi@rogue", `devices[5].label: "laptop\u00b7" holds '·', which a label may not hold`},
+		{"rogue", "codex@\u0432ox", `devices[5].agents[0]: "codex@\u0432ox" looks like "codex@box", an agent of device box-3 (devices[2])`},
 		// Cyrillic п reads as n (the generator's supplement; the data maps it to π).
-		{"rogue", "pi@\u043ferp", `devices[2].agents[0]: "pi@\u043ferp" looks like "pi@nerp", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "pi@\u043ferp", `devices[5].agents[0]: "pi@\u043ferp" looks like "pi@nerp", an agent of device nerp-6 (devices[4])`},
 		// A second @, and separators inside a name (attack46 N2).
-		{"rogue", "pi@@laptop", `devices[2].agents[0]: "pi@@laptop" has more than one @`},
-		{"rogue", "pi@rogue@laptop", `devices[2].agents[0]: "pi@rogue@laptop" has more than one @`},
+		{"rogue", "pi@@laptop", `devices[5].agents[0]: "pi@@laptop" has more than one @`},
+		{"rogue", "pi@rogue@laptop", `devices[5].agents[0]: "pi@rogue@laptop" has more than one @`},
 		// The message words the value given, not a fixed example (attack47 N2).
-		{"rogue", "pi@rogue@x", `devices[2].agents[0]: "pi@rogue@x" has more than one @ (or a character that reads as one): an agent name is <harness>@<label>, and in "pi@rogue@x" a reader cannot tell which part is the label`},
+		{"rogue", "pi@rogue@x", `devices[5].agents[0]: "pi@rogue@x" has more than one @ (or a character that reads as one): an agent name is <harness>@<label>, and in "pi@rogue@x" a reader cannot tell which part is the label`},
 		// Math and modifier symbols inside a name, as punctuation (attack47 N2).
-		{"rogue", "pi@lap~top", `devices[2].agents[0]: "pi@lap~top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
-		{"rogue", "pi@lap+top", `devices[2].agents[0]: "pi@lap+top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
-		{"rogue", "codex@lap^top", `devices[2].agents[0]: "codex@lap^top" names "laptop", the label of device laptop-1 (devices[0]), or one that looks like it`},
-		{"lap=top", "pi@rogue", `devices[2].label: "lap=top" holds '=', which a label may not hold`},
-		{"lap~top", "pi@rogue", `devices[2].label: "lap~top" holds '~', which a label may not hold`},
-		{"rogue", "pi@\uff20laptop", `devices[2].agents[0]: "pi@\uff20laptop" has more than one @`},
-		{"rogue", "pi@lap-top", `devices[2].agents[0]: "pi@lap-top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
-		{"rogue", "codex@lap-top", `devices[2].agents[0]: "codex@lap-top" names "laptop", the label of device laptop-1 (devices[0]), or one that looks like it`},
-		{"rogue", "codex\uff20lap.top", `devices[2].agents[0]: "codex\uff20lap.top" names "laptop", the label of device laptop-1 (devices[0])`},
-		{"lap_top", "pi@rogue", `devices[2].label: "lap_top" looks like "laptop", the label of device laptop-1 (devices[0])`},
-		{"lap.top", "pi@rogue", `devices[2].label: "lap.top" looks like "laptop", the label of device laptop-1 (devices[0])`},
-		{"lap\u00b7top", "pi@rogue", `devices[2].label: "lap\u00b7top" holds '·', which a label may not hold`},
+		{"rogue", "pi@lap~top", `devices[5].agents[0]: "pi@lap~top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "pi@lap+top", `devices[5].agents[0]: "pi@lap+top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "codex@lap^top", `devices[5].agents[0]: "codex@lap^top" names "laptop", the label of device laptop-1 (devices[0]), or one that looks like it`},
+		{"lap=top", "pi@rogue", `devices[5].label: "lap=top" holds '=', which a label may not hold`},
+		{"lap~top", "pi@rogue", `devices[5].label: "lap~top" holds '~', which a label may not hold`},
+		{"rogue", "pi@\uff20laptop", `devices[5].agents[0]: "pi@\uff20laptop" has more than one @`},
+		{"rogue", "pi@lap-top", `devices[5].agents[0]: "pi@lap-top" looks like "pi@laptop", an agent of device laptop-1 (devices[0])`},
+		{"rogue", "codex@lap-top", `devices[5].agents[0]: "codex@lap-top" names "laptop", the label of device laptop-1 (devices[0]), or one that looks like it`},
+		{"rogue", "codex\uff20lap.top", `devices[5].agents[0]: "codex\uff20lap.top" names "laptop", the label of device laptop-1 (devices[0])`},
+		{"lap_top", "pi@rogue", `devices[5].label: "lap_top" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"lap.top", "pi@rogue", `devices[5].label: "lap.top" looks like "laptop", the label of device laptop-1 (devices[0])`},
+		{"lap\u00b7top", "pi@rogue", `devices[5].label: "lap\u00b7top" holds '·', which a label may not hold`},
 		{"rogue", "claude-code@rogue", ""},
 		// An agent no devbox could be: a part MEMPALACE_AGENT_NAME or
 		// MEMPALACE_ORIGIN_LABEL refuses (before, only a token used around
 		// the edge could write as it).
-		{"rogue", "pi@rogue(home)", `devices[2].agents[0]: "pi@rogue(home)": its label "rogue(home)" holds '(', ')'`},
-		{"rogue", "pi!@rogue", `devices[2].agents[0]: "pi!@rogue": its name "pi!" holds '!'`},
-		{"rogue", "claude", ""}, {"rogue", "claude.code@rogue", ""},
-		{"rogue", "pi@", `devices[2].agents[0]: "pi@": its label "" is not a valid label`},
+		{"rogue", "pi@rogue(home)", `devices[5].agents[0]: "pi@rogue(home)": its label "rogue(home)" holds '(', ')'`},
+		{"rogue", "pi!@rogue", `devices[5].agents[0]: "pi!@rogue": its name "pi!" holds '!'`},
+		{"rogue", "claude", `devices[5].agents[0]: "claude" has no @label`}, {"rogue", "claude.code@rogue", ""},
+		{"rogue", "pi@", `devices[5].agents[0]: "pi@": its label "" is not a valid label`},
 		// Names in other scripts that look like no other device's stay legal.
 		{"桌面", "pi@桌面", ""}, {"δέλτα", "pi@δέλτα", ""}, {"пётр", "pi@пётр", ""},
 	} {
 		body := "{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"devices\": [\n" +
-			"    {\"id\": \"laptop-1\", \"label\": \"laptop\", \"agents\": [\"pi@laptop\", \"codex@box\", \"pi@delta\", \"pi@nerp\"]},\n" +
+			"    {\"id\": \"laptop-1\", \"label\": \"laptop\", \"agents\": [\"pi@laptop\"]},\n" +
 			"    {\"id\": \"desk-2\", \"label\": \"desk\"},\n" +
+			"    {\"id\": \"box-3\", \"label\": \"box\", \"agents\": [\"codex@box\"]},\n" +
+			"    {\"id\": \"delta-5\", \"label\": \"delta\", \"agents\": [\"pi@delta\"]},\n" +
+			"    {\"id\": \"nerp-6\", \"label\": \"nerp\", \"agents\": [\"pi@nerp\"]},\n" +
 			"    {\"id\": \"rogue-4\", \"label\": \"" + c.label + "\", \"agents\": [\"" + c.agent + "\"]},\n  ],\n}\n"
 		os.WriteFile(file, []byte(body), 0o600)
 		_, err := LoadConfig(file)

@@ -407,7 +407,7 @@ func TestJoinAttribution(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
 	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
-	g.configure(t, func(c *Config) { c.Device("admin-0001").Agents = []string{"opencode@admin"} })
+	g.configure(t, func(c *Config) { c.Device("admin-0001").Agents = []string{"opencode@ops"} })
 	res, rpc := g.claimed(t, admin, "laptop-7f3a", "add_drawer", map[string]any{"wing": "shared", "room": "old", "content": "from the laptop's old palace", "added_by": "opencode/laptop/laptop-7f3a"})
 	if rpc != nil || res["success"] != true {
 		t.Fatalf("the admin's join: %v %v", res, rpc)

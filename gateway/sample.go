@@ -107,7 +107,7 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
     //   "read": ["shared", "wing_opencode"],   // wing globs it may read
     //   "write": ["shared", "wing_opencode"],  // wing globs it may write
     //   "kg": "read",                     // knowledge graph: none, read or write
-    //   "agents": ["opencode@laptop"],    // from_agent names it may use
+    //   "agents": ["opencode@laptop"],    // from_agent names it may use: <name>@<its label>
     //   "admin": false,                   // deletes (kept in the trash), reconnect, hook settings; never sync or mine
     //   "bulk_delete": false,             // an admin's delete of more than delete_cap drawers
     //   "coordinator": false,             // sees every coordination event

@@ -123,7 +123,7 @@ func runModel(t *testing.T, seed uint64, cfg modelConfig, primaryURL string, fak
 		w.startGateway()
 	}
 	for i, name := range []string{"a", "b"} {
-		p := &palace{name: name, agent: []string{"pi@a", "oc@b"}[i], diaryAgent: []string{"pi", "oc"}[i], wing: "w" + name,
+		p := &palace{name: name, agent: []string{"pi@lab", "oc@lab"}[i], diaryAgent: []string{"pi", "oc"}[i], wing: "w" + name,
 			path: filepath.Join(w.dir, name, "edge", outbox.FileName), drawers: map[string]string{}, open: map[string]string{},
 			facts: map[string]int{}, diary: map[string]int{}, events: map[string]int{}, artifacts: map[string]int{}, refused: map[string]bool{}}
 		st, err := outbox.Open(p.path, "dev1", "lab")
@@ -478,7 +478,7 @@ func (w *world) startGateway() {
 	dir := filepath.Join(w.dir, "gateway")
 	cfg := &gateway.Config{SecretFile: filepath.Join(dir, "secret"), AuditLog: filepath.Join(dir, "audit.jsonl"),
 		Devices: []gateway.Device{{ID: "dev1", Label: "lab", Read: []string{"*"}, Write: []string{"wa", "wb", "wing_*"}, KG: gateway.KGWrite,
-			Agents: []string{"pi@a", "oc@b"}, ReadRate: 1e6, WriteRate: 1e6}}}
+			Agents: []string{"pi@lab", "oc@lab"}, ReadRate: 1e6, WriteRate: 1e6}}}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func TestGatewayDeviceAddSaysWhatItAdded(t *testing.T) {
 			t.Errorf("device add without scopes: stderr %q lacks %q", errOut, want)
 		}
 	}
-	code, out, errOut = runCLI("gateway", "--config", cfg, "device", "add", "laptop2", "--read", "shared,wing_a", "--write", "shared", "--kg", "read", "--agents", "opencode@laptop", "--admin")
+	code, out, errOut = runCLI("gateway", "--config", cfg, "device", "add", "laptop2", "--label", "laptop", "--read", "shared,wing_a", "--write", "shared", "--kg", "read", "--agents", "opencode@laptop", "--admin")
 	if code != 0 || out != "added device laptop2: read shared,wing_a; write shared; kg read; agents opencode@laptop; admin\n" {
 		t.Errorf("device add with scopes: exit %d, stdout %q", code, out)
 	}
@@ -243,7 +243,7 @@ func TestGatewayTokenMistakesNameTheNextCommand(t *testing.T) {
 	if _, errOut := cli(1, "token", "issue", "nosuch"); !strings.Contains(errOut, "no device nosuch") || !strings.Contains(errOut, "device list") || !strings.Contains(errOut, "device add nosuch") {
 		t.Errorf("token issue for no device:\n%s", errOut)
 	}
-	cli(0, "device", "add", "laptop-7f3a", "--read", "shared", "--agents", "opencode@laptop")
+	cli(0, "device", "add", "laptop-7f3a", "--label", "laptop", "--read", "shared", "--agents", "opencode@laptop")
 	// A typo of a device is named, not proposed as a new device.
 	if _, errOut := cli(1, "token", "issue", "lapotp-7f3a"); !strings.Contains(errOut, "did you mean laptop-7f3a?") || strings.Contains(errOut, "device add lapotp-7f3a") {
 		t.Errorf("token issue for a typo of a device:\n%s", errOut)

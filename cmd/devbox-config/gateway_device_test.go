@@ -119,7 +119,7 @@ func TestGatewayDeviceListFlagsTrimSpaces(t *testing.T) {
 	}
 	cli("init")
 	cli("device", "add", "ops-0001", "--read", "*")
-	cli("device", "add", "carol-04", "--read", "wing_carol, wing_shared", "--write", " wing_carol", "--agents", "x@carol, y@carol", "--trusts", "carol-04, ops-0001")
+	cli("device", "add", "carol-04", "--label", "carol", "--read", "wing_carol, wing_shared", "--write", " wing_carol", "--agents", "x@carol, y@carol", "--trusts", "carol-04, ops-0001")
 	want := func(what string) {
 		t.Helper()
 		c, err := gateway.LoadConfig(cfg)
@@ -274,4 +274,35 @@ func TestDeviceListNamesTheDefaultKGGrant(t *testing.T) {
 		}
 	}
 	t.Errorf("device list does not list hand-1:\n%s", out)
+}
+
+// An agent no session of the device could be is refused where it is
+// given, as pi@laptop(home) is (attack65 F4): a session speaks as
+// MEMPALACE_AGENT_NAME@MEMPALACE_ORIGIN_LABEL, its device's label. Before,
+// `--agents opencode` and an agent of another label were taken without a
+// word, and the device could never post on the coordination log. A
+// hand-edited config is refused at its line and column, with the fix.
+func TestGatewayRefusesAnAgentNoSessionCouldBe(t *testing.T) {
+	cfg := emptyGatewayConfig(t)
+	cli := gatewayCLI(t, cfg)
+	for _, c := range []struct{ args []string }{
+		{[]string{"device", "add", "bare-1", "--label", "bare", "--read", "shared", "--agents", "opencode"}},
+		{[]string{"device", "add", "bare-1", "--label", "bare", "--read", "shared", "--agents", "opencode@other"}},
+	} {
+		if _, errOut := cli(1, c.args...); !strings.Contains(errOut, "--agents: ") || !strings.Contains(errOut, "no session could be this agent (fix: --agents opencode@bare)") {
+			t.Errorf("%v: stderr %q", c.args, errOut)
+		}
+	}
+	if _, errOut := cli(1, "device", "add", "bare-1", "--read", "shared", "--agents", "opencode@bare"); !strings.Contains(errOut, "the device has no label") || !strings.Contains(errOut, "--label bare") {
+		t.Errorf("an agent on a device with no label: %q", errOut)
+	}
+	cli(0, "device", "add", "bare-1", "--label", "bare", "--read", "shared", "--agents", "opencode@bare")
+	if _, errOut := cli(1, "device", "set", "bare-1", "--label", "naked"); !strings.Contains(errOut, `"opencode@bare": its label "bare" is not the device's label "naked"`) || !strings.Contains(errOut, "(fix: --agents opencode@naked)") {
+		t.Errorf("a relabel leaving the agents behind: %q", errOut)
+	}
+	b, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, bytes.Replace(b, []byte(`"opencode@bare"`), []byte(`"opencode"`), 1), 0o600)
+	if _, errOut := cli(1, "device", "list"); !strings.Contains(errOut, cfg+":") || !strings.Contains(errOut, `devices[0].agents[0]: "opencode" has no @label`) || !strings.Contains(errOut, "(fix: --agents opencode@bare)") {
+		t.Errorf("a hand-edited bare agent: %q", errOut)
+	}
 }
