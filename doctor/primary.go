@@ -3,6 +3,7 @@ package doctor
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/mailbox"
+	"github.com/joakimp/devbox-config/shellword"
 )
 
 // Probe is what doctor learnt from the primary.
@@ -240,7 +242,18 @@ func identityMismatch(s ladder.Settings, dev deviceinfo.Info) []Finding {
 	}
 	return []Finding{{ID: IDDeviceIdentity, Severity: Warn, Section: "§6.2",
 		Message: fmt.Sprintf("the gateway says this token is device %s (label %q, agents: %s), but .env says otherwise: %s", dev.ID, dev.Label, agents, strings.Join(wrong, "; ")),
-		Fix:     fmt.Sprintf("set %s=%s, %s=%s and %s to an agent of the device in .env; or, if this devbox is another device, put that device's own token in %s", ladder.EnvOriginDevice, dev.ID, ladder.EnvOriginLabel, dev.Label, ladder.EnvAgentName, ladder.EnvRemoteToken)}}
+		Fix:     fmt.Sprintf("set %s=%s, %s=%s and %s to an agent of the device in .env; or, if this devbox is another device, put that device's own token in %s", ladder.EnvOriginDevice, dev.ID, ladder.EnvOriginLabel, dev.Label, ladder.EnvAgentName, ladder.EnvRemoteToken) + agentsFix(s, dev)}}
+}
+
+// agentsFix is the gateway-side part of device-identity's fix when no
+// agent of dev is one a session can be (<name>@<the device's label>): no
+// .env line can make the session one of them; "" otherwise.
+func agentsFix(s ladder.Settings, dev deviceinfo.Info) string {
+	if dev.Coordinator || (dev.Label != "" && slices.ContainsFunc(dev.Agents, func(a string) bool { return strings.HasSuffix(a, "@"+dev.Label) })) {
+		return ""
+	}
+	name, label := cmp.Or(s.AgentName, "NAME"), cmp.Or(dev.Label, "LABEL")
+	return fmt.Sprintf("; no agent of the device is one a session can be (<name>@<its label>), so the fix is on the gateway: its operator runs `devbox-config gateway device set %s --label %s --agents %s`", dev.ID, shellword.Quote(label), shellword.Quote(name+"@"+label))
 }
 
 // queuedAsAnother makes device-identity an error while the outbox holds
