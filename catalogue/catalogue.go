@@ -313,6 +313,20 @@ const Dev = "dev"
 // server in the integration tier).
 const Checked = "3.11.0"
 
+// EmbeddingModels are the embedding_model values MemPalace (Checked)
+// knows: mempalace/embedding.py's _KNOWN_EMBEDDING_MODELS. It trims and
+// lowercases a value before it looks, embeds with minilm for any other
+// value, and refuses every write for a near miss of one of these.
+func EmbeddingModels() []string {
+	return []string{"embeddinggemma", "embeddinggemma2", "minilm", "openai-compat"}
+}
+
+// KnownEmbeddingModel reports whether MemPalace takes model as it is
+// written (EmbeddingModels, after its trimming and lowercasing).
+func KnownEmbeddingModel(model string) bool {
+	return slices.Contains(EmbeddingModels(), strings.ToLower(strings.TrimSpace(model)))
+}
+
 // In reports whether release has the tool.
 func (t Tool) In(release string) bool { return t.Known() && !ReleaseAfter(t.Since, release) }
 

@@ -13,9 +13,11 @@ import (
 
 	"github.com/joho/godotenv"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/mailbox"
 	"github.com/joakimp/devbox-config/palacefiles"
 	"github.com/joakimp/devbox-config/render"
 	"github.com/joakimp/devbox-config/shellword"
@@ -87,6 +89,9 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 		return nil
 	}
 	var out []Finding
+	if f := unknownModel(opts); f != nil {
+		return []Finding{*f} // the sidecar is compared with a model MemPalace does not use
+	}
 	sc := readSidecar(st.Palace)
 	if sc.problem != "" {
 		out = append(out, Finding{ID: IDEmbedderSidecar, Severity: Warn, Section: "§7.4",
@@ -102,6 +107,47 @@ func CheckEmbedderSidecar(opts Options, st State, ob outboxState) []Finding {
 			Fix:     "set the same embedding_model in MemPalace's config.json here and on the primary, then re-mine the palace whose model changed; the edge clears its record at the next search whose chunks on both sides agree (`devbox-config edge status` shows it)"})
 	}
 	return out
+}
+
+// unknownModel is embedder-sidecar's error for an embedding model
+// MemPalace does not know (catalogue.EmbeddingModels): it embeds with
+// minilm instead, or refuses every write for a near miss, and the palace
+// is stamped with a model the fleet does not use. nil: a known one.
+func unknownModel(opts Options) *Finding {
+	model, from := ladder.EmbeddingModel(opts.palaceEnv)
+	if catalogue.KnownEmbeddingModel(model) {
+		return nil
+	}
+	where, name := from, "embedding_model"
+	if from == ladder.EnvEmbeddingModel {
+		where, name = envLine(opts.EnvFiles, from, model), from
+	}
+	valid := strings.Join(catalogue.EmbeddingModels(), ", ")
+	return &Finding{ID: IDEmbedderSidecar, Severity: Error, Section: "§7.4",
+		Message: fmt.Sprintf("%s=%s (%s) is not an embedding model MemPalace %s knows (%s): it embeds with minilm instead, or refuses every write for a near miss, so the palace is stamped with a model the fleet does not use", name, mailbox.Quoted(opts.mask(model)), where, catalogue.Checked, valid),
+		Fix:     fmt.Sprintf("set %s (%s) to one of %s: the model the primary and every palace of the fleet embed with (without it, MemPalace's default is minilm)", name, where, valid)}
+}
+
+// envLine is FILE:LINE of the last line of the first of files that sets
+// name to value, else "the environment".
+func envLine(files []string, name, value string) string {
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // not there: the value came from elsewhere
+		}
+		at := 0
+		for i, l := range strings.Split(string(b), "\n") {
+			l = strings.TrimPrefix(strings.TrimSpace(l), "export ")
+			if v, ok := strings.CutPrefix(l, name+"="); ok && strings.Trim(strings.TrimSpace(v), `"'`) == value {
+				at = i + 1
+			}
+		}
+		if at > 0 {
+			return fmt.Sprintf("%s:%d", f, at)
+		}
+	}
+	return "the environment"
 }
 
 // sidecarFix names the model this devbox's MemPalace checks the palace

@@ -90,14 +90,17 @@ func expandUser(p, home string) string {
 	return filepath.Join(home, p[1:])
 }
 
+// EnvEmbeddingModel is MemPalace's variable for its embedding model.
+const EnvEmbeddingModel = "MEMPALACE_EMBEDDING_MODEL"
+
 // EmbeddingModel is the embedding model MemPalace's processes here use,
 // and where that comes from: MEMPALACE_EMBEDDING_MODEL, else
 // embedding_model in its config directory's config.json (configDir), else
 // MemPalace's default, minilm.
 func EmbeddingModel(env Lookup) (model, from string) {
 	get := func(k string) string { v, _ := env(k); return strings.TrimSpace(v) }
-	if m := get("MEMPALACE_EMBEDDING_MODEL"); m != "" {
-		return m, "MEMPALACE_EMBEDDING_MODEL"
+	if m := get(EnvEmbeddingModel); m != "" {
+		return m, EnvEmbeddingModel
 	}
 	cfg := filepath.Join(configDir(func(k string) string { v, _ := env(k); return v }, get("HOME")), "config.json")
 	var c struct {
