@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/joakimp/devbox-config/doctor"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/testbed"
@@ -665,5 +666,35 @@ func TestAPrimarysRefusalIsPrintedEscaped(t *testing.T) {
 	}
 	if !strings.Contains(said["edge status"], "last error") {
 		t.Errorf("edge status shows no last error:\n%s", said["edge status"])
+	}
+}
+
+// A local palace filled with another model than the one configured is
+// refused by MemPalace on every write (EmbeddingFunctionMismatchError):
+// status says so on its embedder line, as doctor does. Before, it said
+// "embedder   no mismatch seen" right after the edge's write was refused
+// so (attack65 F3).
+func TestEdgeStatusSaysThePalacesModelIsNotTheOneConfigured(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", "http://127.0.0.1:1/mcp")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
+	t.Setenv("MEMPALACE_EMBEDDING_MODEL", "openai-compat")
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	os.WriteFile(filepath.Join(palace, doctor.SidecarFile), []byte(`{"mempalace_drawers": {"model_name": "minilm", "dimension": 384}}`), 0o600)
+	var out, errb bytes.Buffer
+	run([]string{"edge", "status"}, &out, &errb)
+	if got := out.String(); !strings.Contains(got, `embedder   MISMATCH: the local palace was filled with embedder "minilm"`) || !strings.Contains(got, `configures "openai-compat"`) || strings.Contains(got, "no mismatch seen") {
+		t.Fatalf("status's embedder line:\n%s%s", got, errb.String())
+	}
+	t.Setenv("MEMPALACE_EMBEDDING_MODEL", "minilm")
+	out.Reset()
+	run([]string{"edge", "status"}, &out, &errb)
+	if got := out.String(); !strings.Contains(got, "embedder   no mismatch seen (the local palace's recorded model is the one configured") {
+		t.Fatalf("status with the palace's model:\n%s", got)
 	}
 }

@@ -32,7 +32,9 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   primary     whether the primary answers, and how
   policy      only when policy.json does not parse: writes are held until it does
   protected   how the primary absorbs a resend (an op-id ledger, or look-ups)
-  embedder    whether the last search that could tell found the primary's embedder
+  embedder    whether the local palace's recorded model is the one configured
+              (MemPalace refuses every write when it is not), and whether the
+              last search that could tell found the primary's embedder
               different (one chunk, same text, two distances)
   COPY        the outbox is a copy of another's (a copied HOME), and
               MEMPALACE_ORIGIN_DEVICE is still the device its ops were made
@@ -105,6 +107,7 @@ func (sc *edgeStatusCmd) run() error {
 	// An unreadable mark reads as none: status reports, it does not fail
 	// on what it cannot tell.
 	v.mismatch, _ = s.Meta(ctx, "embedder_mismatch")
+	v.sidecar = doctor.EmbedderMismatch(cfg.Palace, os.LookupEnv)
 	if v.protection == "" {
 		v.protection = "not known yet (no answer from the primary recorded)"
 	}
@@ -116,7 +119,7 @@ func (sc *edgeStatusCmd) run() error {
 		return failed(err)
 	}
 	if sc.asJSON {
-		return printJSON(sc.stdout, "edge status", map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "protection": v.protection, "policy_error": v.policy, "intent_note": intentNote(st), "dead_behind": v.behind, "unfinished_joins": joinsJSON(v.joins),
+		return printJSON(sc.stdout, "edge status", map[string]any{"outbox": v.outbox, "outbox_exists": true, "queue": st, "primary": v.primary, "embedder_mismatch": v.mismatch, "embedder_sidecar": v.sidecar, "protection": v.protection, "policy_error": v.policy, "intent_note": intentNote(st), "dead_behind": v.behind, "unfinished_joins": joinsJSON(v.joins),
 			"copied":     v.copied,
 			"tombstones": map[string]any{"total": v.tombs.Total, "on_primary": v.tombs.OnPrimary, "not_visible": v.tombs.NotSeen, "check_errors": v.tombs.CheckErrors, "unchecked": v.tombs.Unchecked}})
 	}
@@ -133,6 +136,7 @@ type edgeStatus struct {
 	tombs                                         edge.Remaining
 	joins                                         []doctor.Finding // join-interrupted
 	copied                                        *doctor.Finding  // outbox-copied
+	sidecar                                       *doctor.Finding  // the palace's recorded model is not the one configured
 }
 
 func (v edgeStatus) print(w io.Writer) {
@@ -156,10 +160,13 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "policy     %s\n", v.policy)
 	}
 	fmt.Fprintf(w, "protected  %s\n", v.protection)
+	if v.sidecar != nil {
+		fmt.Fprintf(w, "embedder   MISMATCH: %s (fix: %s)\n", v.sidecar.Message, v.sidecar.Fix)
+	}
 	if v.mismatch != "" {
 		fmt.Fprintf(w, "embedder   MISMATCH: %s (a search that finds a chunk at two distances answers the primary's results alone; cleared by the next search whose chunks on both sides agree)\n", v.mismatch)
-	} else {
-		fmt.Fprintf(w, "embedder   no mismatch seen\n")
+	} else if v.sidecar == nil {
+		fmt.Fprintf(w, "embedder   no mismatch seen (the local palace's recorded model is the one configured, and no search found the primary's distances differ)\n")
 	}
 	if v.copied != nil {
 		fmt.Fprintf(w, "COPY       %s (fix: %s)\n", v.copied.Message, v.copied.Fix)
