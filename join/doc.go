@@ -42,7 +42,10 @@
 //     (origin.JoinDrawerKey) for the gateway's trash. A dry run with a
 //     token asks so too and reports alike, writing nothing (its primary
 //     notes no protection in an earlier join's outbox); the trash it
-//     cannot ask (the gateway reads it only for a join's write).
+//     cannot ask (the gateway reads it only for a join's write). It asks
+//     about every drawer it is to queue, not only the updated ones: a
+//     real run learns only as it sends that the primary holds one an
+//     edge replicated, and the dry run counts what the real run sends.
 //   - The primary is asked first: a dry run with a token fails its report
 //     with doctor's finding and fix (doctor.DiagnosePrimary) when the
 //     primary cannot be used (down, hung, refusing the token, no MCP

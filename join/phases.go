@@ -404,7 +404,7 @@ func (j *joining) dryRun(ctx context.Context) Report {
 	} else {
 		// The real run refuses to start without one (check): so does this.
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: "primary", Record: "token", Error: "MEMPALACE_REMOTE_TOKEN is not set, so the real run would refuse to start (the primary would refuse the join); the primary was not asked. Fix: set MEMPALACE_REMOTE_TOKEN in this device's environment (behind a devbox-config gateway, this device's own token, which `devbox-config gateway token issue DEVICE` prints on the gateway's host)"})
-		if n := len(slices.DeleteFunc(j.toAsk(), (*planned).deleted)); n > 0 { // the updated ones
+		if n := len(slices.DeleteFunc(j.toAsk(false), (*planned).deleted)); n > 0 { // the updated ones
 			j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d drawers updated since they were filed are not looked up on the primary (no MEMPALACE_REMOTE_TOKEN): a real run asks for each by its id first, and does not send one the primary holds (skipped, or named edited with other content)", n))
 		}
 	}

@@ -34,7 +34,7 @@ const getBatch = catalogue.MaxBulkIDs
 // verified); not there, it is still deleted (nothing is sent: a trash
 // purged since must not let it be filed again).
 func (j *joining) present(ctx context.Context) {
-	ask := j.toAsk()
+	ask := j.toAsk(j.o.DryRun)
 	if len(ask) == 0 {
 		return
 	}
@@ -70,12 +70,17 @@ func (j *joining) present(ctx context.Context) {
 // since, as an edge's flush), and those an earlier run found deleted
 // there (restored from a gateway's trash since, they are there again:
 // skipped, not deleted).
-func (j *joining) toAsk() []*planned {
+//
+// With all (a dry run), every drawer this run is to queue is asked about
+// too: a real run learns only as it sends that the primary holds one (an
+// edge replicated it: "already on the primary"), and a dry run, which
+// sends nothing, would count it as to send.
+func (j *joining) toAsk(all bool) []*planned {
 	var ask []*planned
 	for i := range j.planned {
 		p := &j.planned[i]
 		failed := p.had && (p.op.State == outbox.Dead || p.requeue())
-		if p.rec.Kind == Drawers && (p.requeue() && updated(p.rec) || failed || p.deleted()) {
+		if p.rec.Kind == Drawers && (p.requeue() && (updated(p.rec) || all && p.rec.LocalID != "") || failed || p.deleted()) {
 			ask = append(ask, p)
 		}
 	}
