@@ -67,8 +67,14 @@ func (c *Config) checkNames(settled map[string]bool) error {
 	agents := map[string]owner{}
 	for _, i := range order {
 		for j, a := range c.Devices[i].Agents {
-			if err := checkAgent(c, fmt.Sprintf("devices[%d].agents[%d]", i, j), a, i, agents, labels); err != nil {
+			at := fmt.Sprintf("devices[%d].agents[%d]", i, j)
+			if err := checkAgent(c, at, a, i, agents, labels); err != nil {
 				return err
+			}
+			if settled != nil && !settled[c.Devices[i].nameKey()] { // an operator's change: a config loaded is told (UnreachableAgents)
+				if err := ownLabel(at, a, c.Devices[i].Label); err != nil {
+					return err
+				}
 			}
 			agents[lookalike.Skeleton(a)] = owner{a, i}
 		}
@@ -122,10 +128,24 @@ func checkAgent(c *Config, at, a string, dev int, agents, labels map[string]owne
 			return fmt.Errorf("%s: %+q names %q, the label of device %s (devices[%d]), or one that looks like it: its asks would read as that device's (fix: <harness>@<this device's own label>)", at, a, o.name, c.Devices[o.dev].ID, o.dev)
 		}
 	}
-	if err := agentParts(at, a); err != nil {
-		return err
+	return agentParts(at, a)
+}
+
+// UnreachableAgents says of each agent no session of its device could
+// be (ownLabel) why, and the fix. A config loaded keeps them, the gateway
+// logs them (a restart after an upgrade must not stop a fleet over an
+// agent that was only ever useless); `device add` and `device set` refuse
+// them.
+func (c *Config) UnreachableAgents() []string {
+	var out []string
+	for i, d := range c.Devices {
+		for j, a := range d.Agents {
+			if err := ownLabel(fmt.Sprintf("devices[%d].agents[%d]", i, j), a, d.Label); err != nil {
+				out = append(out, err.Error())
+			}
+		}
 	}
-	return ownLabel(at, a, c.Devices[dev].Label)
+	return out
 }
 
 // ownLabel refuses agent a (at) of a device labelled label unless it is

@@ -213,6 +213,9 @@ func (s *Server) Reload() error {
 		return fmt.Errorf("state_file: %w", err)
 	}
 	s.cfg.Store(c)
+	for _, why := range c.UnreachableAgents() {
+		s.Log.Warn("an agent no session of its device could be: it can never post on the coordination log", "config", c.file, "agent", why)
+	}
 	s.mu.Lock()
 	s.eventParams = nil // the upstream may have changed too: asked again
 	s.mu.Unlock()

@@ -19,7 +19,7 @@ import (
 func newGatewayDeviceCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List devices and their tokens (never the secrets)", Args: noArgs,
-		RunE: func(*cobra.Command, []string) error { return listDevices(g, stdout) },
+		RunE: func(*cobra.Command, []string) error { return listDevices(g, stdout, stderr) },
 	}
 	remove := &cobra.Command{
 		Use: "remove ID", Short: "Remove a device (its tokens stop working within a second)", Args: exactArgs(1),
@@ -198,8 +198,9 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 	return nil
 }
 
-// listDevices is `gateway device list`.
-func listDevices(g *gatewayConfig, stdout io.Writer) error {
+// listDevices is `gateway device list`; an agent no session of its
+// device could be is warned of on stderr, as the gateway logs it.
+func listDevices(g *gatewayConfig, stdout, stderr io.Writer) error {
 	c, err := g.load()
 	if err != nil {
 		return err
@@ -218,7 +219,13 @@ func listDevices(g *gatewayConfig, stdout io.Writer) error {
 		agents := cmp.Or(strings.Join(d.Agents, ","), "none")
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", d.ID, d.Label, strings.Join(d.Read, ","), strings.Join(d.Write, ","), d.KG.String(), agents, d.Admin, trusts, strings.Join(toks, " "))
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, why := range c.UnreachableAgents() {
+		fmt.Fprintf(stderr, "warning: %s: %s\n", g.file, why)
+	}
+	return nil
 }
 
 // tokenState is a token's state for `device list`: live, revoked or
