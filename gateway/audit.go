@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/joakimp/devbox-config/strictjson"
 )
 
 // Entry is one audit line: one request.
@@ -282,7 +284,7 @@ func callDigests(key []byte, device, tool string, args map[string]any) (line, le
 // that device sent to tool. It is how an operator matches a request they
 // hold to its line.
 func DigestOf(secret []byte, device, tool string, b []byte) (string, error) {
-	v, err := decodeStrict(b)
+	v, err := strictjson.Decode(b)
 	if err != nil {
 		return "", fmt.Errorf("the arguments: %w", err)
 	}

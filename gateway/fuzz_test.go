@@ -22,6 +22,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/jsondepth"
+	"github.com/joakimp/devbox-config/strictjson"
 )
 
 // pythonParse decodes JSON as Python's json.loads does for what the
@@ -110,7 +111,7 @@ type authorizedCalls struct {
 func (l *authorizedCalls) Forward(ctx context.Context, c ToolCall, next Send) (int, []byte, bool) {
 	l.mu.Lock()
 	c.Body = bytes.Clone(c.Body)
-	snap, _ := decodeStrict(encodeJSON(c.Args))
+	snap, _ := strictjson.Decode(encodeJSON(c.Args))
 	c.Args, _ = snap.(map[string]any)
 	l.calls = append(l.calls, c)
 	l.mu.Unlock()
@@ -247,7 +248,7 @@ func FuzzAuthorize(f *testing.F) {
 	})
 	tools := catalogue.All()
 	f.Fuzz(func(t *testing.T, which uint8, rawArgs, answer []byte) {
-		v, err := decodeStrict(rawArgs)
+		v, err := strictjson.Decode(rawArgs)
 		args, _ := v.(map[string]any)
 		if err != nil || args == nil {
 			return

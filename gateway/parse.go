@@ -5,122 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/provenance"
+	"github.com/joakimp/devbox-config/strictjson"
 )
-
-// maxDepth bounds nesting in a request body: far beyond any tool's
-// arguments, well below where a recursive parser (Python's) gives up.
-const maxDepth = 64
-
-// decodeStrict parses one JSON value the way the gateway can trust it to
-// mean the same to any parser: valid UTF-8, no key twice in an object and
-// no two keys that differ only in case (Go's encoding/json matches struct
-// fields case-insensitively, Python's json does not; both keep the last
-// duplicate), nesting at most maxDepth, no number beyond a float64 (1e400:
-// Python's inf), nothing after the value. Numbers stay json.Number, so
-// re-encoding writes the literal that was sent.
-func decodeStrict(b []byte) (any, error) {
-	if !utf8.Valid(b) {
-		return nil, strictError("not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	v, err := strictValue(dec, "$", 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, strictError("data after the JSON value")
-	}
-	return v, nil
-}
-
-func strictValue(dec *json.Decoder, at string, depth int) (any, error) {
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if n, isNum := tok.(json.Number); isNum {
-		if f, _ := strconv.ParseFloat(string(n), 64); math.IsInf(f, 0) { // the error is ErrRange, with f ±Inf
-			return nil, strictError(at + ": a number beyond a 64-bit float (Python reads it as infinity, and answers it as Infinity, which is not JSON)")
-		}
-	}
-	d, ok := tok.(json.Delim)
-	if !ok {
-		return tok, nil
-	}
-	if depth >= maxDepth {
-		return nil, strictError(fmt.Sprintf("%s: nested deeper than %d", at, maxDepth))
-	}
-	switch d {
-	case '[':
-		list := []any{}
-		for dec.More() {
-			v, err := strictValue(dec, fmt.Sprintf("%s[%d]", at, len(list)), depth+1)
-			if err != nil {
-				return nil, err
-			}
-			list = append(list, v)
-		}
-		_, err := dec.Token() // ']'
-		return list, err
-	case '{':
-		obj := map[string]any{}
-		folded := map[string]string{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return nil, err
-			}
-			k, _ := kt.(string)
-			if prev, dup := folded[foldKey(k)]; dup {
-				if prev == k {
-					return nil, strictError(fmt.Sprintf("%s: key %q appears twice", at, k))
-				}
-				return nil, strictError(fmt.Sprintf("%s: keys %q and %q differ only in case", at, prev, k))
-			}
-			folded[foldKey(k)] = k
-			v, err := strictValue(dec, at+"."+k, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			obj[k] = v
-		}
-		_, err := dec.Token() // '}'
-		return obj, err
-	}
-	return nil, fmt.Errorf("%s: unexpected %v", at, d)
-}
-
-// strictError is valid JSON the gateway refuses to interpret (a
-// duplicate or case-variant key, deep nesting, invalid UTF-8, trailing
-// data), as opposed to a syntax error.
-type strictError string
-
-func (e strictError) Error() string { return string(e) }
-
-// foldKey maps a key to one representative of its case-folding class:
-// two keys get the same foldKey exactly when strings.EqualFold holds.
-func foldKey(k string) string {
-	return strings.Map(func(r rune) rune {
-		least := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			least = min(least, f)
-		}
-		return least
-	}, k)
-}
 
 // encodeJSON writes v as compact JSON without HTML escaping (the upstream
 // gets the characters that were sent).
@@ -233,15 +128,27 @@ func parseRequest(body []byte) (*rpcRequest, *badRequest) {
 // only envelopeKeys, an id a string, an integer or null (plainID), a
 // method the gateway relays (and, but for tools/call, its params an
 // object if any).
+//
+// A body strictjson refuses is refused -32600; when only its params are
+// (the envelope read alike by every parser), the refusal answers its id.
 func parseEnvelope(body []byte) (*rpcRequest, *badRequest) {
-	v, err := decodeStrict(body)
-	var strict strictError
+	v, err := strictjson.Decode(body)
+	var strict *strictjson.Error
 	if errors.As(err, &strict) {
-		return nil, &badRequest{code: -32600, msg: "Invalid Request: " + err.Error()}
+		bad := &badRequest{code: -32600, msg: "Invalid Request: " + err.Error()}
+		if r, envBad := envelope(v); strict.Within("$.params") && envBad == nil {
+			return r, bad
+		}
+		return nil, bad
 	}
 	if err != nil {
 		return nil, &badRequest{code: -32700, msg: "Parse error"}
 	}
+	return envelope(v)
+}
+
+// envelope checks the parsed message around a call (parseEnvelope).
+func envelope(v any) (*rpcRequest, *badRequest) {
 	msg, ok := v.(map[string]any)
 	if !ok {
 		return nil, &badRequest{code: -32600, msg: "Invalid Request: one JSON-RPC object per request (no batches)"}

@@ -137,3 +137,33 @@ func TestRealAnInfiniteNumberIsNotStored(t *testing.T) {
 		t.Errorf("event_list after: %v %v", res, rpc)
 	}
 }
+
+// attack64 F1: a tools/call whose arguments alone the strict parse
+// refuses is answered under its own id (a client matches the refusal to
+// its call: the edge read id null as an answer lost, the write as maybe
+// applied); a refusal in the envelope itself still has no id to answer.
+func TestARefusalOfTheParamsAloneAnswersItsID(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	desk := [][2]string{{"Authorization", "Bearer " + g.tokens["desk-9b21"]}}
+	call := func(id, args string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":` + args + `}}`
+	}
+	for _, c := range []struct{ body, id, want string }{
+		{call("7", `{"wing":"shared","room":"r","content":"a","content":"b"}`), "7", `$.params.arguments: key "content" appears twice`},
+		{call(`"s-1"`, "{\"wing\":\"shared\",\"room\":\"r\",\"content\":\"\xff\"}"), `"s-1"`, "$.params.arguments.content: not valid UTF-8"},
+		{call("8", `{"wing":"shared","room":"r","content":"x \ud800"}`), "8", "$.params.arguments.content: an escape of a lone surrogate"},
+		{call("9", `{"wing":"shared","room":"r","content":"c","metadata":{"k":1,"K":2}}`), "9", `keys "k" and "K" differ only in case`},
+		{call("10", `{"wing":"shared","room":"r","content":"c","metadata":`+strings.Repeat(`{"a":`, 70)+"1"+strings.Repeat("}", 70)+`}`), "10", "nested deeper than 64"},
+		{`{"jsonrpc":"2.0","id":11,"id":12,"method":"tools/call","params":{"name":"mempalace_list_wings"}}`, "null", `$: key "id" appears twice`},
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"mempalace_list_wings","arguments":{"a":1,"a":2}},"id":13,"ID":14}`, "null", `appears twice`},
+	} {
+		status, body := g.send("POST", "/mcp", c.body, desk)
+		if status != 200 || gjson.Get(body, "error.code").Int() != -32600 || gjson.Get(body, "id").Raw != c.id || !strings.Contains(gjson.Get(body, "error.message").String(), c.want) {
+			t.Errorf("%.200q: %d %.300s, want id %s and %q", c.body, status, body, c.id, c.want)
+		}
+	}
+	if n := g.up.toolCalls(t, "add_drawer"); n != 0 {
+		t.Fatalf("the upstream ran %d refused add_drawer", n)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/strictjson"
 )
 
 // The parse step alone: what is refused, with which code, and what the
@@ -71,7 +72,7 @@ func TestArgumentStep(t *testing.T) {
 		{checkpoint, `{"items":{}}`, "'items': must be an array"},
 		{checkpoint, `{"items":[],"diary":{"agent_name":1}}`, "diary.agent_name"},
 	} {
-		v, _ := decodeStrict([]byte(c.args))
+		v, _ := strictjson.Decode([]byte(c.args))
 		bad := checkArgs(c.t, v.(map[string]any))
 		if (c.want == "") != (bad == nil) || (bad != nil && !strings.Contains(bad.msg, c.want)) {
 			t.Errorf("%s %s: %v, want %q", c.t.Name, c.args, bad, c.want)

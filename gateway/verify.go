@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/joakimp/devbox-config/strictjson"
 )
 
 // Report is what verifying a log found.
@@ -83,7 +85,7 @@ func VerifyLog(file string, pub ed25519.PublicKey, anchors []Anchor) (Report, er
 // (its method is whatever the client sent, "checkpoint" included).
 func checkLine(line []byte, prev string, i int, pub ed25519.PublicKey) (Entry, error) {
 	var e Entry
-	if _, err := decodeStrict(line); err != nil {
+	if _, err := strictjson.Decode(line); err != nil {
 		return e, fmt.Errorf("not an audit entry: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))

@@ -1,0 +1,68 @@
+package strictjson
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Each way two parsers read the same bytes differently is refused, named
+// by where it is; the reading goes on past it, so every violation is
+// listed.
+func TestDecodeRefusesWhatParsersReadDifferently(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"a":{"wing":"x","wing":"y"}}`, `$.a: key "wing" appears twice`},
+		{`{"a":{"k":1,"K":2}}`, `$.a: keys "k" and "K" differ only in case`},
+		{`{"a":[1,1e400]}`, `$.a[1]: a number beyond a 64-bit float`},
+		{"{\"a\":\"x\xffy\"}", `$.a: not valid UTF-8`},
+		{"{\"a\":\"\xc0\xaf\"}", `$.a: not valid UTF-8`},
+		{"{\"k\xff\":1}", `$: not valid UTF-8`},
+		{`{"a":"lone \ud800 high"}`, `$.a: an escape of a lone surrogate`},
+		{`{"a":"lone \udc00 low"}`, `$.a: an escape of a lone surrogate`},
+		{`{"a":"\ud800\u0041"}`, `$.a: an escape of a lone surrogate`},
+		{`{"a":"end \ud800"}`, `$.a: an escape of a lone surrogate`},
+		{`{"a":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}`, `nested deeper than 64`},
+		{`{} {}`, `data after the JSON value`},
+	} {
+		_, err := Decode([]byte(c.in))
+		var se *Error
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Decode(%q) = %v, want an *Error with %q", c.in, err, c.want)
+		}
+	}
+}
+
+// What every parser reads alike passes, a pair of surrogates, an escaped
+// backslash before "ud800" and a real U+FFFD among it.
+func TestDecodeTakesWhatParsersReadAlike(t *testing.T) {
+	for _, in := range []string{
+		`{"a":"pair \ud83d\ude00","b":"\\ud800 is text","c":"\ufffd","d":"�","e":1e300,"f":[{"k":1,"l":2}]}`,
+		`{"a":` + strings.Repeat("[", 63) + strings.Repeat("]", 63) + `}`,
+	} {
+		if _, err := Decode([]byte(in)); err != nil {
+			t.Errorf("Decode(%q): %v", in, err)
+		}
+	}
+}
+
+// Within tells a request whose params alone are refused (the gateway can
+// answer its id) from one whose envelope is.
+func TestWithinListsEveryViolation(t *testing.T) {
+	_, err := Decode([]byte(`{"params":{"a":1,"a":2},"id":1,"id":2}`))
+	var se *Error
+	if !errors.As(err, &se) || len(se.Violations) != 2 || se.Within("$.params") {
+		t.Fatalf("got %v (%+v), want two violations, one outside $.params", err, se)
+	}
+	_, err = Decode([]byte(`{"id":1,"params":{"arguments":{"a":1,"a":2},"x":"\ud800"}}`))
+	if !errors.As(err, &se) || !se.Within("$.params") || se.Within("$.params.arguments") {
+		t.Fatalf("got %v (%+v), want both under $.params, one outside its arguments", err, se)
+	}
+}
+
+// DecodeFloat64 gives numbers as encoding/json does into an any.
+func TestDecodeFloat64(t *testing.T) {
+	v, err := DecodeFloat64([]byte(`{"limit":5}`))
+	if err != nil || v.(map[string]any)["limit"] != 5.0 {
+		t.Fatalf("got %#v, %v", v, err)
+	}
+}
