@@ -2,11 +2,16 @@ package edge
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/strictjson"
 )
 
 // call is one tool call as the edge understands it, once: built where the
@@ -29,6 +34,9 @@ type call struct {
 	// drawer): the queued op carries it, so a gateway refuses the update
 	// if the primary's text changed since.
 	base string
+	// strict is what the gateway's parse refuses in the arguments
+	// (strictjson), found when they are parsed; nil: nothing.
+	strict *strictjson.Error
 }
 
 // newCall is a call from its decoded params (the SDK's path, or one the
@@ -73,16 +81,36 @@ func (c *call) decoded() (*mcp.CallToolParams, error) {
 // raw is the arguments as the agent sent them ({} when it sent none).
 func (c *call) raw() json.RawMessage { return c.params.Arguments.(json.RawMessage) }
 
-// argsMap is the arguments parsed (once; {} when they are not an object).
+// argsMap is the arguments parsed (once, strictly: what the gateway's
+// parse refuses is noted in strict; {} when they are not an object).
 func (c *call) argsMap() map[string]any {
 	if c.args == nil {
-		if err := json.Unmarshal(c.raw(), &c.args); err != nil || c.args == nil {
+		v, err := strictjson.DecodeFloat64(c.raw())
+		if errors.As(err, &c.strict) {
+			// read as encoding/json reads it (a duplicate's last), for
+			// the pass-through modes and the steps before the refusal
+			v, err = nil, json.Unmarshal(c.raw(), &v)
+		}
+		if c.args, _ = v.(map[string]any); err != nil || c.args == nil {
 			// not an object: the palaces answer that; the edge's own
 			// reading of it finds no field
 			c.args = map[string]any{}
 		}
 	}
 	return c.args
+}
+
+// refusal is the answer to a call whose arguments the gateway's strict
+// parse refuses (read alike by no two parsers: docs/replication.md, What
+// is sent), or nil: the edge refuses it up front, naming where and why,
+// so nothing is written or queued that the primary never takes.
+func (c *call) refusal() *jsonrpc.Error {
+	if c.argsMap(); c.strict == nil {
+		return nil
+	}
+	v := c.strict.Violations[0]
+	at := "$.params.arguments" + strings.TrimPrefix(v.Path, "$") // as the gateway names it
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Invalid params: refused by the edge: %s: %s. The gateway refuses these argument bytes as written (parsers read them differently), so nothing was written or queued: send them again without it", at, v.Reason)}
 }
 
 // with is the call with other arguments (the edge's own, e.g. a merged

@@ -346,6 +346,11 @@ func (l *fastLane) relay(key string, id json.RawMessage, c *call, stateless bool
 	if !e.childAnswers(c) && !byID || e.notePending() {
 		return false // (a note goes on serve's answer)
 	}
+	if byID {
+		if _, err := c.decoded(); err != nil || c.refusal() != nil {
+			return false // serve (route) answers it
+		}
+	}
 	select {
 	case <-e.toolsReady:
 	default:

@@ -71,8 +71,11 @@ func (e *Edge) handler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 // route answers one tool call by its catalogue route (RFC 001 §4.2),
 // through the two interfaces above.
 func (e *Edge) route(ctx context.Context, c *call) (*mcp.CallToolResult, error) {
-	if e.cfg.PassThrough() {
-		return e.local(ctx, c)
+	if e.childAnswers(c) {
+		return e.local(ctx, c) // pass-through, a local-only tool
+	}
+	if rpcErr := c.refusal(); rpcErr != nil {
+		return nil, rpcErr // before any palace or the outbox sees it
 	}
 	if c.name == mailbox.ToolName && e.box != nil {
 		return e.mailboxCall(ctx, c) // the edge's own tool

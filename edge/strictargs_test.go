@@ -1,0 +1,72 @@
+package edge
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// strictTriggers are argument bytes the gateway's strict parse refuses
+// (attack64 F1, F2, F4), each with where and why the refusal names.
+var strictTriggers = []struct{ tool, args, want string }{
+	{"add_drawer", `{"wing":"notes","room":"r","content":"a","content":"b"}`, `$.params.arguments: key "content" appears twice`},
+	{"add_drawer", `{"wing":"secret","room":"r","content":"a","wing":"notes"}`, `$.params.arguments: key "wing" appears twice`},
+	{"add_drawer", "{\"wing\":\"notes\",\"room\":\"r\",\"content\":\"raw \xff byte\"}", `$.params.arguments.content: not valid UTF-8`},
+	{"add_drawer", "{\"wing\":\"notes\",\"room\":\"r\",\"content\":\"overlong \xc0\xaf\"}", `$.params.arguments.content: not valid UTF-8`},
+	{"add_drawer", `{"wing":"notes","room":"r","content":"lone \ud800 surrogate"}`, `$.params.arguments.content: an escape of a lone surrogate`},
+	{"add_drawer", `{"wing":"notes","room":"r","content":"c","metadata":{"k":1,"K":2}}`, `$.params.arguments.metadata: keys "k" and "K" differ only in case`},
+	{"add_drawer", `{"wing":"notes","room":"r","content":"c","metadata":` + strings.Repeat(`{"a":`, 70) + "1" + strings.Repeat("}", 70) + `}`, `nested deeper than 64`},
+	{"event_append", `{"type":"note","stream":"s","room":"r","from_agent":"opencode@edge-test","body":"b","metadata":{"k":1,"K":2}}`, `keys "k" and "K" differ only in case`},
+	{"checkpoint", `{"items":[{"wing":"notes","Wing":"x","room":"r","content":"c"}]}`, `$.params.arguments.items[0]: keys "wing" and "Wing" differ only in case`},
+	{"checkpoint", `{"items":[{"wing":"notes","wing":"notes","room":"r","content":"c"}]}`, `$.params.arguments.items[0]: key "wing" appears twice`},
+	{"search", `{"query":"q","max_distance":1e400}`, `$.params.arguments.max_distance: a number beyond a 64-bit float`},
+	{"search", `{"query":"q","limit":1e400}`, `$.params.arguments.limit: a number beyond a 64-bit float`},
+	{"get_drawer", `{"drawer_id":"drawer_notes_r_1","drawer_id":"drawer_notes_r_2"}`, `key "drawer_id" appears twice`},
+}
+
+// attack64 F1: arguments the gateway's strict parse refuses are refused
+// by the edge at once, "Invalid params" naming where and why, and reach
+// neither palace nor the outbox: before, a write was filed locally and
+// queued (answered success, "queued"), its every send refused by the
+// gateway as "Invalid Request" with id null, which the edge took for a
+// lost answer (the op maybe applied for good, the breaker opened), and a
+// read was answered from the local palace alone, degraded.
+func TestArgumentsTheGatewaysStrictParseRefusesAreRefusedUpFront(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_TRACE=1"}})
+	h.handshake()
+	h.ready()
+	for i, c := range strictTriggers {
+		id := fmt.Sprint(100 + i)
+		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"mempalace_%s","arguments":%s}}`, id, c.tool, c.args)
+		if _, err := h.in.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		a := h.await(id, 10*time.Second)
+		e, _ := a["error"].(map[string]any)
+		if msg, _ := e["message"].(string); e["code"] != -32602.0 || !strings.Contains(msg, c.want) || !strings.Contains(msg, "nothing was written or queued") {
+			t.Errorf("%s %.80q: answered %v, want -32602 naming %q", c.tool, c.args, a, c.want)
+		}
+	}
+	for _, m := range h.childReceived() {
+		if m.Method == "tools/call" {
+			t.Errorf("the local palace got %s", m.Name)
+		}
+	}
+	for _, m := range received(h.primaryLog.String()) {
+		if m.Method == "tools/call" && m.Name != "mempalace_event_list" { // the mailbox's own refresh
+			t.Errorf("the primary got %s", m.Name)
+		}
+	}
+	ops, err := h.edge.outbox.List(context.Background(), 10, outbox.Queued, outbox.Inflight, outbox.Done, outbox.Dead)
+	if err != nil || len(ops) != 0 {
+		t.Errorf("the outbox holds %d ops (%v)", len(ops), err)
+	}
+	if !h.edge.remote.Up() {
+		t.Errorf("the breaker opened: %s", h.edge.remote.State())
+	}
+}
