@@ -213,12 +213,14 @@ func classify(res map[string]any, err error) (Kind, string) {
 // gateway's operator grants.
 var invalidWords = []string{"must be a non-empty string", "exceeds maximum length of", "contains control characters", "is not one of:", "must be a string", "contains null bytes", "bytes; maximum is", "must be an object", "is not JSON-serializable", "exceeds maximum size of", "is not a valid event type", "must be a list of"}
 
-// invalid reports a refusal in those words, or a JSON-RPC "Invalid params"
+// invalid reports a refusal in those words, a JSON-RPC "Invalid params"
 // (-32602: a gateway's strict reading of the arguments, a room name with a
-// trailing space; MemPalace's own): the op is dead at its first try.
+// trailing space; MemPalace's own) or "Invalid Request" (-32600: a
+// gateway's strict parse of the bytes, a key twice): the op is dead at
+// its first try.
 func invalid(kind Kind, msg string, err error) bool {
 	var rpc *RPCError
-	return kind == Refused && (errors.As(err, &rpc) && rpc.Code == -32602 || slices.ContainsFunc(invalidWords, func(w string) bool { return strings.Contains(msg, w) }))
+	return kind == Refused && (errors.As(err, &rpc) && (rpc.Code == -32602 || rpc.Code == -32600) || slices.ContainsFunc(invalidWords, func(w string) bool { return strings.Contains(msg, w) }))
 }
 
 // OpIDReused reports a primary's message that its gateway's op-id ledger

@@ -49,7 +49,9 @@ func (refusingPrimary) Up() bool { return true }
 // dead at its first refusal: the same arguments are refused every time,
 // and a queued op's arguments never change (outside tester attack39 F3:
 // refused five times, then dead, with advice to fix the cause and
-// retry). Any other refusal still counts toward dead.
+// retry). So is one refused "Invalid Request" (-32600: the gateway's
+// strict parse of its bytes, attack64 F1). Any other refusal still
+// counts toward dead.
 func TestInvalidParamsAreDeadAtOnce(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -57,6 +59,7 @@ func TestInvalidParamsAreDeadAtOnce(t *testing.T) {
 		dead bool
 	}{
 		{&outbox.RPCError{Code: -32602, Message: "devbox-config gateway: Invalid params: room \"pad \" has a trailing space"}, true},
+		{&outbox.RPCError{Code: -32600, Message: `Invalid Request: $.params.arguments: key "content" appears twice`}, true},
 		{&outbox.RPCError{Code: -31003, Message: "devbox-config gateway: laptop may not call mempalace_add_drawer"}, false},
 	} {
 		s, err := outbox.Open(filepath.Join(t.TempDir(), "outbox.sqlite"), "dev-1", "lab")

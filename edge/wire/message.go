@@ -57,10 +57,18 @@ func SplitAnswer(line []byte) (json.RawMessage, *jsonrpc.Error, error) {
 	return json.RawMessage(f[0].Raw), nil, nil
 }
 
-// AnswerFor picks the result or error out of a JSON-RPC response to id
-// (false: not JSON, another id, or neither a result nor an error).
+// AnswerFor picks the result or error out of a JSON-RPC response to id,
+// the body of the HTTP response to it (false: not JSON, another id, or
+// neither a result nor an error). An error with id null is its answer
+// too: the server could not read the id it refused (JSON-RPC 2.0 §5, a
+// gateway's strict parse of an earlier release), so it was refused, not
+// lost.
 func AnswerFor(b []byte, id string) (json.RawMessage, *jsonrpc.Error, bool) {
-	if !jsondepth.Valid(b) || gjson.GetBytes(b, "id").String() != id {
+	if !jsondepth.Valid(b) {
+		return nil, nil, false
+	}
+	f := gjson.GetManyBytes(b, "id", "error")
+	if f[0].String() != id && (f[0].Type != gjson.Null || !f[1].IsObject()) {
 		return nil, nil, false
 	}
 	result, rpcErr, err := SplitAnswer(b)
