@@ -231,11 +231,26 @@ func hex4(b []byte) rune {
 }
 
 // foldKey maps a key to one representative of its case-folding class:
-// two keys get the same foldKey exactly when strings.EqualFold holds.
+// two keys get the same foldKey exactly when strings.EqualFold holds. A
+// rune's is its class's lower-case ASCII letter if it has one, else its
+// least member, so a key of lower-case ASCII is its own (not copied).
 func foldKey(k string) string {
+	ascii := true
+	for i := 0; i < len(k) && ascii; i++ {
+		ascii = k[i] < utf8.RuneSelf && (k[i] < 'A' || k[i] > 'Z')
+	}
+	if ascii {
+		return k
+	}
 	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' {
+			return r
+		}
 		least := r
 		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f >= 'a' && f <= 'z' {
+				return f
+			}
 			least = min(least, f)
 		}
 		return least

@@ -66,3 +66,15 @@ func TestDecodeFloat64(t *testing.T) {
 		t.Fatalf("got %#v, %v", v, err)
 	}
 }
+
+// foldKey agrees with strings.EqualFold, the ASCII fast path included.
+func TestFoldKeyIsEqualFold(t *testing.T) {
+	keys := []string{"k", "K", "\u212a", "s", "S", "\u017f", "wing", "WING", "Wing", "w\u0130ng", "wing_a", "\u00df", "\u1e9e", "a1_", "A1_", "\u03a3", "\u03c3", "\u03c2"}
+	for _, a := range keys {
+		for _, b := range keys {
+			if got, want := foldKey(a) == foldKey(b), strings.EqualFold(a, b); got != want {
+				t.Errorf("%q %q: foldKey equal %v, EqualFold %v", a, b, got, want)
+			}
+		}
+	}
+}
