@@ -70,3 +70,19 @@ func TestArgumentsTheGatewaysStrictParseRefusesAreRefusedUpFront(t *testing.T) {
 		t.Errorf("the breaker opened: %s", h.edge.remote.State())
 	}
 }
+
+// In pass-through the edge is not a replica's front: the local palace
+// gets such arguments as they were sent, and answers them itself (R1).
+func TestPassThroughPassesArgumentsTheGatewayWouldRefuse(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{passThrough: true, raw: true, childEnv: []string{"FAKEPALACE_TRACE=1"}})
+	h.handshake()
+	h.ready()
+	line := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"notes","room":"r","content":"a","content":"b"}}}`
+	if _, err := h.in.Write([]byte(line + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if a := h.await("7", 10*time.Second); a["result"] == nil {
+		t.Fatalf("answered %v, want the local palace's result", a)
+	}
+}
