@@ -11,6 +11,8 @@
 //	registry.go      the tools the agent sees, and their cache file
 //	call.go          one tool call as the edge understands it, once: its
 //	                 catalogue record, its arguments as sent, and parsed
+//	                 strictly (strictjson: what the gateway's parse would
+//	                 refuse, the edge refuses before any palace sees it)
 //	router.go        one tool call -> its catalogue route (local, primary,
 //	                 merged, by id, queued), behind two small interfaces
 //	mergedread.go    reads asked of both palaces and merged
