@@ -23,7 +23,9 @@
 //	replicate.go     writes: local first, then the outbox (the policy's cut,
 //	                 the agent's bytes with the edge's edits spliced in;
 //	                 cutwrite.go: a write the local server's death cut, given
-//	                 to its restart first, as localdelete.go's kept deletes)
+//	                 to its restart first, as localdelete.go's kept deletes;
+//	                 theirs.go: the primary's text given to the local palace
+//	                 for a conflicting edit the operator dropped)
 //	flushtarget.go   the primary as the outbox's flusher sends to it (pace.go:
 //	                 its writes paced to a gateway's write rate once refused)
 //	provenance.go    added_by = "<agent>/<label>/<device>"

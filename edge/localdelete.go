@@ -19,13 +19,16 @@ import (
 // is up, and one this edge keeps without its answer (a cancel past the
 // write grace: keptUnapplied) once the palace has had the write grace
 // again for it, then further apart, until none is left. The updates a kept delete_by_source holds wait for
-// its answer, not for the next edge start.
+// its answer, not for the next edge start. It gives the local palace the
+// primary's text of the drawers whose conflicting edits were dropped
+// (takeTheirs, theirs.go) then too, and whenever the outbox is kicked.
 func (e *Edge) watchUnapplied(ctx context.Context) {
 	select {
 	case <-e.childKnown:
 	case <-ctx.Done():
 		return
 	}
+	e.takeTheirs(ctx)
 	left := e.applyUnapplied(ctx)
 	wait := e.cfg.WriteGrace
 	t := time.NewTimer(wait)
@@ -42,6 +45,9 @@ func (e *Edge) watchUnapplied(ctx context.Context) {
 			wait = e.cfg.WriteGrace
 			t.Reset(wait)
 			left = 1 // at least the one just kept
+			continue
+		case <-e.outbox.Kicked():
+			e.takeTheirs(ctx) // a drop in another process rings the doorbell
 			continue
 		case <-due:
 		}

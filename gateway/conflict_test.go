@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/origin"
@@ -66,15 +68,21 @@ func primaryText(g *gw, id string) string {
 	return ""
 }
 
-// Two devices edit one drawer: laptop offline (queued), desk online
-// later. laptop's older edit, flushed after, is refused as changed on the
-// primary since it was made, naming desk: the primary keeps desk's text,
-// laptop's palace its own, laptop's agent is told at its next session;
-// `edge outbox retry` then overwrites (the trash keeps desk's text).
-// Before, laptop's flush overwrote desk's newer text without a word
-// (outside tester attack63 F4).
-func TestAStaleOfflineEditIsRefusedAndRetryOverwrites(t *testing.T) {
-	t.Parallel()
+// staleEdit is laptop's offline edit of a drawer desk edited since,
+// refused as changed on the primary: its dead op o, laptop's edge on
+// palace (behind sw), and the drawer id.
+type staleEdit struct {
+	g      *gw
+	sw     *switchable
+	laptop *mcp.ClientSession
+	palace string
+	ob     *outbox.Store
+	o      outbox.Op
+	id     string
+}
+
+func aStaleEdit(t *testing.T) staleEdit {
+	t.Helper()
 	g := newGW(t, devices)
 	g.withLedger()
 	sw := newSwitchable(t, g.http.URL)
@@ -107,6 +115,57 @@ func TestAStaleOfflineEditIsRefusedAndRetryOverwrites(t *testing.T) {
 		o, err = ob.GetByID(context.Background(), op)
 		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
 	})
+	return staleEdit{g: g, sw: sw, laptop: laptop, palace: palace, ob: ob, o: o, id: id}
+}
+
+// Dropping laptop's refused edit keeps desk's text, on laptop too: its
+// edge gives its palace desk's text (laptop's reads show it), and
+// laptop's next edit of the drawer, made from it, lands without a
+// conflict. Before, laptop's palace kept its own text and every later
+// edit from laptop was refused alike until one was retried, overwriting.
+func TestADroppedConflictTakesThePrimarysText(t *testing.T) {
+	t.Parallel()
+	st := aStaleEdit(t)
+	if f := outbox.FailureOf(st.o.Error); st.o.State != outbox.Dead || f.Kind != outbox.ChangedOnPrimary {
+		t.Fatalf("laptop's stale edit: %s %s", st.o.State, st.o.Error)
+	}
+	dropped, err := st.ob.Drop(context.Background(), st.o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := outbox.FailureOf(dropped.Error).Message; !strings.Contains(msg, outbox.TakesTheirs) {
+		t.Errorf("the drop does not say laptop takes the primary's text: %s", msg)
+	}
+	waitUntil(t, "laptop's palace showing desk's text", func() bool {
+		return edgeCall(t, st.laptop, "get_drawer", map[string]any{"drawer_id": st.id})["content"] == "drawer ten: DESK version"
+	})
+	next := edgeCall(t, st.laptop, "update_drawer", map[string]any{"drawer_id": st.id, "content": "drawer ten: LAPTOP builds on DESK"})
+	op, _ := next["edge"].(map[string]any)["op_id"].(string)
+	var o outbox.Op
+	waitUntil(t, "laptop's next edit settled", func() bool {
+		o, err = st.ob.GetByID(context.Background(), op)
+		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
+	})
+	if o.State != outbox.Done || primaryText(st.g, st.id) != "drawer ten: LAPTOP builds on DESK" {
+		t.Fatalf("laptop's edit after the drop: %s %s; the primary holds %q", o.State, o.Error, primaryText(st.g, st.id))
+	}
+	if notes, err := st.ob.Theirs(context.Background()); err != nil || len(notes) != 0 {
+		t.Errorf("the drop's note stays: %v %v", notes, err)
+	}
+}
+
+// Two devices edit one drawer: laptop offline (queued), desk online
+// later. laptop's older edit, flushed after, is refused as changed on the
+// primary since it was made, naming desk: the primary keeps desk's text,
+// laptop's palace its own, laptop's agent is told at its next session;
+// `edge outbox retry` then overwrites (the trash keeps desk's text).
+// Before, laptop's flush overwrote desk's newer text without a word
+// (outside tester attack63 F4).
+func TestAStaleOfflineEditIsRefusedAndRetryOverwrites(t *testing.T) {
+	t.Parallel()
+	st := aStaleEdit(t)
+	g, laptop, sw, palace, ob, o, id := st.g, st.laptop, st.sw, st.palace, st.ob, st.o, st.id
+	op, err := o.ID, error(nil)
 	f := outbox.FailureOf(o.Error)
 	if o.State != outbox.Dead || f.Kind != outbox.ChangedOnPrimary || o.Refusals != 0 {
 		t.Fatalf("laptop's stale edit: %s refusals %d %s (want dead at once, %s)", o.State, o.Refusals, o.Error, outbox.ChangedOnPrimary)

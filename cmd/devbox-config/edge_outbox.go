@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -227,6 +228,9 @@ func newOutboxActCmd(stdout, stderr io.Writer, use, short string, act func(*outb
 func outcome(use string, o outbox.Op) string {
 	switch use {
 	case "drop":
+		if strings.HasSuffix(outbox.FailureOf(o.Error).Message, outbox.TakesTheirs) {
+			return "dropped: never sent again (the ops behind it move on); " + outbox.TakesTheirs + " (at once if an edge runs on this palace, else at the edge's next start), so its later edits of the drawer build on that text"
+		}
 		return "dropped: never sent again (the ops behind it move on)"
 	case "delivered":
 		return "recorded as delivered (never sent again)"

@@ -29,6 +29,7 @@
 //	diary.go     diary entries counted: the fences, a join's count
 //	upkeep.go    retention: pruning done ops, giving their space back
 //	doorbell.go  waking a sleeping flusher in another process
+//	theirs.go    a dropped update refused as changed on the primary: the note that makes the edge's palace take the primary's text; Kicked
 //	tombstone.go what this device deleted (merged reads hide the primary's copy)
 //	stayedlocal.go the writes an edge could not put here (a full disk): their count, in a file beside it a full disk does not stop
 //	storage.go   an Open its file system refused (full, read-only, permissions) told from a damaged file, naming the mount mountinfo lists (a bind mount too); Peek, a read-only count

@@ -306,6 +306,10 @@ func (s *Store) Kick() {
 	case s.wake <- struct{}{}:
 	default:
 	}
+	select {
+	case s.kicked <- struct{}{}:
+	default: // one is pending already
+	}
 }
 
 // canonical re-encodes JSON with sorted keys and no HTML escaping: the

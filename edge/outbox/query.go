@@ -274,7 +274,9 @@ const PolicyHint = "<palace>/edge/policy.json"
 // Drop gives up on an op that will never be sent (a dead one, or a queued
 // one the operator gives up on): the only way an op leaves the queue
 // unsent. It is marked done with a "dropped" error; the ops that waited
-// behind it move on.
+// behind it move on. A dead update_drawer refused as changed on the
+// primary leaves a note (theirs.go): the edge replaces its local palace's
+// copy of the drawer with the primary's text.
 func (s *Store) Drop(ctx context.Context, id string) (Op, error) {
 	return s.operatorDone(ctx, id, Dropped, "dropped by the operator: never sent")
 }
@@ -633,7 +635,11 @@ func (s *Store) operatorDone(ctx context.Context, id string, kind Kind, msg stri
 	if o.State == Done {
 		return o, errFinal(o)
 	}
-	if err := s.doneUnsent(ctx, o.LocalSeq, kind, msg); err != nil {
+	also := theirsOnDrop(ctx, o, kind)
+	if also != nil {
+		msg += "; " + TakesTheirs
+	}
+	if err := s.doneUnsent(ctx, o.LocalSeq, kind, msg, also); err != nil {
 		return Op{}, err
 	}
 	s.notify(o.ID)
@@ -642,8 +648,9 @@ func (s *Store) operatorDone(ctx context.Context, id string, kind Kind, msg stri
 }
 
 // doneUnsent records an op done without a send, on an operator's word or
-// the policy's (kind, msg: its error_json).
-func (s *Store) doneUnsent(ctx context.Context, seq int64, kind Kind, msg string) error {
+// the policy's (kind, msg: its error_json), and whatever also records
+// with it (nil: nothing).
+func (s *Store) doneUnsent(ctx context.Context, seq int64, kind Kind, msg string, also func(*sql.Tx) error) error {
 	e, _ := json.Marshal(map[string]any{"kind": kind, "message": msg, "at": s.now().UTC()}) // plain values: they encode
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -652,6 +659,11 @@ func (s *Store) doneUnsent(ctx context.Context, seq int64, kind Kind, msg string
 	defer tx.Rollback() // after Commit, a no-op
 	if err := settleDone(ctx, tx, seq, s.now(), "", string(e)); err != nil {
 		return err
+	}
+	if also != nil {
+		if err := also(tx); err != nil {
+			return err
+		}
 	}
 	return tx.Commit()
 }
@@ -1020,7 +1032,7 @@ func (s *Store) Behind(ctx context.Context, op Op) (int, error) {
 // the old one) if replicate, else done as kept local.
 func (s *Store) Release(ctx context.Context, o Op, payload json.RawMessage, replicate bool) error {
 	if !replicate || payload == nil {
-		return s.doneUnsent(ctx, o.LocalSeq, Local, "kept local by the replication policy, once it parsed")
+		return s.doneUnsent(ctx, o.LocalSeq, Local, "kept local by the replication policy, once it parsed", nil)
 	}
 	rec, _ := catalogue.Lookup(o.Tool)
 	var args map[string]any

@@ -33,6 +33,7 @@ type Store struct {
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
 	wake    chan struct{}
+	kicked  chan struct{} // Kicked: the edge's, beside the flusher's wake
 	closed  bool
 	rings   sync.WaitGroup // doorbell rings in flight; Close waits for them
 	notices atomic.Int64   // ops this process's flusher settled for the agent to hear of (Notices)
@@ -139,7 +140,7 @@ func OpenOptions(path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
-	s := &Store{path: path, db: db, device: o.Device, label: o.Label, now: o.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1)}
+	s := &Store{path: path, db: db, device: o.Device, label: o.Label, now: o.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1), kicked: make(chan struct{}, 1)}
 	if err := sqlitewal.RetryBusy(func() error { return s.setUp(o) }); err != nil {
 		db.Close() // the set-up's error is the one to report
 		return nil, o.fault(path, "outbox %s is not a usable SQLite database: %w", err)

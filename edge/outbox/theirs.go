@@ -1,0 +1,101 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/gateway/origin"
+)
+
+// An update_drawer refused as changed on the primary (ChangedOnPrimary)
+// and dropped by the operator keeps the primary's text ("drop keeps
+// theirs"). So that this device takes it too, and its later edits of the
+// drawer carry the primary's text as their base rather than being refused
+// alike, Drop leaves a note in the same transaction, meta
+// theirs:<drawer id>, naming the op and the base of the text it wrote
+// locally. The edge reads the notes (Theirs) when it starts and whenever
+// the store is kicked (an enqueue, or the doorbell another process's drop
+// rings), reads the drawer on the primary, writes that text to its local
+// palace where the local copy is still the dropped edit's, and drops the
+// note (TookTheirs), as it sends the kept deletes again (intent.go).
+
+// TakesTheirs ends the error_json message of a dropped op that left a
+// note: edge outbox drop and list say it.
+const TakesTheirs = "this device's palace takes the primary's text of the drawer"
+
+// theirsNotes prefixes the notes of dropped edits whose drawer the local
+// palace is to take from the primary.
+const theirsNotes = "theirs:"
+
+// Theirs is a drawer whose dropped edit (Op) was refused as changed on
+// the primary: the local palace takes the primary's text for it while
+// its copy is still the edit's own (Base, as origin.Base hashes it).
+type Theirs struct {
+	Drawer string `json:"-"`
+	Op     string `json:"op"`
+	Base   string `json:"base"`
+}
+
+// theirsOnDrop is what dropping o (a kind the operator records) notes
+// with it: a Theirs for a dead update_drawer refused as changed on the
+// primary that rewrote the drawer's text; nil for any other op.
+func theirsOnDrop(ctx context.Context, o Op, kind Kind) func(*sql.Tx) error {
+	if kind != Dropped || o.State != Dead || FailureOf(o.Error).Kind != ChangedOnPrimary {
+		return nil
+	}
+	drawer, content := gjson.GetBytes(o.Payload, "drawer_id"), gjson.GetBytes(o.Payload, "content")
+	if drawer.Type != gjson.String || content.Type != gjson.String {
+		return nil
+	}
+	note, err := json.Marshal(Theirs{Op: o.ID, Base: origin.Base(content.Str)})
+	return func(tx *sql.Tx) error {
+		if err != nil {
+			return fmt.Errorf("outbox: the note to take the primary's text: %w", err)
+		}
+		if err := setMeta(ctx, tx, theirsNotes+drawer.Str, string(note)); err != nil {
+			return fmt.Errorf("outbox: the note to take the primary's text: %w", err)
+		}
+		return nil
+	}
+}
+
+// Theirs lists the drawers whose local copy is to take the primary's
+// text (Drop), by drawer id.
+func (s *Store) Theirs(ctx context.Context) ([]Theirs, error) {
+	type row struct{ key, note string }
+	rows, err := queryAll(ctx, s.db, func(r rowScanner) (x row, err error) { err = r.Scan(&x.key, &x.note); return x, err },
+		`SELECT key, value FROM meta WHERE key GLOB ? ORDER BY key`, theirsNotes+"*")
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	out := make([]Theirs, 0, len(rows))
+	for _, x := range rows {
+		t := Theirs{Drawer: strings.TrimPrefix(x.key, theirsNotes)}
+		if err := json.Unmarshal([]byte(x.note), &t); err != nil {
+			return out, fmt.Errorf("outbox: the note %s: %w", x.key, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// TookTheirs drops t's note once the local palace took the primary's text
+// (or holds a later edit of its own): a later drop's note for the drawer
+// stays.
+func (s *Store) TookTheirs(ctx context.Context, t Theirs) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=? AND json_extract(value,'$.op')=?`, theirsNotes+t.Drawer, t.Op); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return nil
+}
+
+// Kicked is signalled (at most one pending) whenever the store is kicked:
+// an enqueue here, a doorbell rung by another process (its enqueue or an
+// operator's command), the primary's recovery. The edge reads the notes
+// of dropped edits (Theirs) then.
+func (s *Store) Kicked() <-chan struct{} { return s.kicked }
