@@ -20,6 +20,11 @@ package edge
 // is told the same way, in a line of its own, for as long as the outbox
 // keeps the op (outbox.DeadOp.LeftOut; `edge status` lists it too).
 //
+// A kg_invalidate the gateway answered already_closed (the fact was
+// closed on the primary before it arrived: its end date not kept, the op
+// done; outbox.DeadOp.Closed) is told the same way, in a line of its own
+// with the gateway's note, and `edge status` lists it too.
+//
 // An op held as queued under another device than the gateway names the
 // token (outbox.OtherDevice: never sent, dead until the user retries or
 // drops it) is told the same way, in a line of its own ("Writes held")
@@ -183,7 +188,7 @@ func deadList(ops []outbox.DeadOp) (string, string) {
 // deadNotes are the lines a tool answer carries for the ops in fresh: one
 // for the dead, one for the checkpoints with items left out.
 func deadNotes(fresh []outbox.DeadOp) []string {
-	dead, moved, left := splitDead(fresh)
+	dead, moved, left, closed := splitDead(fresh)
 	var notes []string
 	if len(moved) > 0 {
 		notes = append(notes, "[devbox-config] "+otherDeviceLine(moved))
@@ -194,25 +199,30 @@ func deadNotes(fresh []outbox.DeadOp) []string {
 	if len(left) > 0 {
 		notes = append(notes, "[devbox-config] "+leftOutLine(left))
 	}
+	if len(closed) > 0 {
+		notes = append(notes, "[devbox-config] "+closedLine(closed))
+	}
 	return notes
 }
 
 // splitDead parts ops into the dead the primary refused, those held as
 // queued under another device than the gateway names the token
-// (outbox.OtherDevice: never sent), and the checkpoints done with items
-// left out.
-func splitDead(ops []outbox.DeadOp) (dead, moved, left []outbox.DeadOp) {
+// (outbox.OtherDevice: never sent), the checkpoints done with items
+// left out, and the kg_invalidates done with their fact closed already.
+func splitDead(ops []outbox.DeadOp) (dead, moved, left, closed []outbox.DeadOp) {
 	for _, o := range ops {
 		switch {
 		case o.LeftOut:
 			left = append(left, o)
+		case o.Closed:
+			closed = append(closed, o)
 		case o.Kind == outbox.OtherDevice:
 			moved = append(moved, o)
 		default:
 			dead = append(dead, o)
 		}
 	}
-	return dead, moved, left
+	return dead, moved, left, closed
 }
 
 // otherDeviceLine says the writes held as queued under another device,
@@ -241,6 +251,24 @@ func leftOutLine(left []outbox.DeadOp) string {
 	return list + "; `devbox-config edge status` lists " + plural(len(left), "it", "them") + "."
 }
 
+// closedLine names the kg_invalidates whose fact the primary held closed
+// already (the first deadNamed, then a count), each with the gateway's
+// note (which says the end kept and the one not).
+func closedLine(closed []outbox.DeadOp) string {
+	var names []string
+	for _, o := range closed[:min(len(closed), deadNamed)] {
+		what, _ := deadWhat(o)
+		note := strings.TrimPrefix(o.Reason, "devbox-config gateway: ")
+		names = append(names, fmt.Sprintf("%s (op %s): %s", what, o.Short(), truncate(mailbox.Printable(note), leftOutMax)))
+	}
+	list := strings.Join(names, "; ")
+	if len(closed) > deadNamed {
+		list += fmt.Sprintf("; and %d more", len(closed)-deadNamed)
+	}
+	return fmt.Sprintf("%s from this devbox changed nothing on the primary: %s. This devbox's palace keeps its own end date; to make it the one kept, supersede or re-add the fact; `devbox-config edge status` lists %s.",
+		plural(len(closed), "an end of a fact", "ends of facts"), list, plural(len(closed), "it", "them"))
+}
+
 // deadNote is the one line a tool answer carries for ops that died during
 // the session. They are this devbox's writes: another session on the
 // same palace may have made them.
@@ -262,8 +290,8 @@ func deadNote(fresh []outbox.DeadOp) string {
 // the outbox holds (attack63 F5: 2 dead, "holds 1").
 func (e *Edge) deadInstructions(ctx context.Context) string {
 	all := e.newDead(ctx, true)
-	dead, moved, left := splitDead(e.toldAtStart(ctx, all))
-	allDead, allMoved, _ := splitDead(all)
+	dead, moved, left, closed := splitDead(e.toldAtStart(ctx, all))
+	allDead, allMoved, _, _ := splitDead(all)
 	var lines []string
 	if len(moved) > 0 {
 		lines = append(lines, "Writes held (devbox-config edge): "+otherDeviceLine(allMoved))
@@ -273,6 +301,9 @@ func (e *Edge) deadInstructions(ctx context.Context) string {
 	}
 	if len(left) > 0 {
 		lines = append(lines, fmt.Sprintf("Checkpoints shared in part (devbox-config edge, said at %d session starts): %s", deadToldMax, leftOutLine(left)))
+	}
+	if len(closed) > 0 {
+		lines = append(lines, fmt.Sprintf("Facts closed already (devbox-config edge, said at %d session starts): %s", deadToldMax, closedLine(closed)))
 	}
 	return strings.Join(lines, "\n")
 }

@@ -300,4 +300,29 @@ func TestTheSecondEndOfAFactIsToldItWasClosedAlready(t *testing.T) {
 	if f := outbox.FailureOf(o.Error); f.Kind != outbox.AlreadyClosed || !strings.Contains(f.Message, "already closed on the primary (ended 2026-06-01)") {
 		t.Errorf("the edge's done op: %s (want noted %s)", o.Error, outbox.AlreadyClosed)
 	}
+	wantToldClosed(t, g, s, palace, ob, o)
+}
+
+// wantToldClosed fails unless the agent hears of the already-closed end o
+// on its next tool answer, once, and at the next session start, and
+// edge status lists it. Before, only edge outbox list --all and the log
+// showed it.
+func wantToldClosed(t *testing.T, g *gw, s *mcp.ClientSession, palace string, ob *outbox.Store, o outbox.Op) {
+	t.Helper()
+	note := toolNotes(t, s)
+	for _, want := range []string{"changed nothing on the primary", "kg_invalidate of att63svc2 (op " + o.Short() + ")", "its end stays 2026-06-01, not 2026-08-01", "devbox-config edge status"} {
+		if !strings.Contains(note, want) {
+			t.Errorf("the next tool answer's note lacks %q:\n%q", want, note)
+		}
+	}
+	if again := toolNotes(t, s); strings.Contains(again, o.Short()) {
+		t.Errorf("the already-closed end is told again: %s", again)
+	}
+	if st, err := ob.Stats(context.Background()); err != nil || len(st.Closed) != 1 || st.Closed[0].ID != o.ID {
+		t.Errorf("edge status's ends of facts closed already: %v %v", st.Closed, err)
+	}
+	in := edgeAt(t, g.http.URL+"/mcp", g.tokens["desk-9b21"], palace).InitializeResult().Instructions
+	if !strings.Contains(in, "Facts closed already") || !strings.Contains(in, o.Short()) {
+		t.Errorf("the next session's instructions do not tell of the already-closed end:\n%s", in)
+	}
 }

@@ -45,6 +45,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
               (a dead op: how many later ops on its objects wait behind it)
   LEFT OUT    a checkpoint the primary took without items an admin deleted
               there (done: they stay in this palace only), for 8 days
+  CLOSED      a kg_invalidate of a fact the primary held closed already
+              (another device's end came first: done, its end not kept), for 8 days
   INTENT      writes put in the outbox before the local palace answered:
               its answer queues them; left by a stopped or killed edge,
               the next edge start or devbox-config edge flush sends them
@@ -176,6 +178,9 @@ func (v edgeStatus) print(w io.Writer) {
 	}
 	for _, o := range st.LeftOut {
 		fmt.Fprintf(w, "LEFT OUT   %s %s, done: %s (listed until the outbox prunes the op, 8 days after)\n", o.Short(), o.Tool, mailbox.Printable(outbox.FailureOf(o.Error).Message))
+	}
+	for _, o := range st.Closed {
+		fmt.Fprintf(w, "CLOSED     %s %s, done: %s (listed until the outbox prunes the op, 8 days after)\n", o.Short(), o.Tool, mailbox.Printable(strings.TrimPrefix(outbox.FailureOf(o.Error).Message, "devbox-config gateway: ")))
 	}
 	for _, o := range st.InDoubt {
 		fmt.Fprintf(w, "IN DOUBT   %s %s: it may have landed and nothing can look it up: devbox-config edge outbox retry %s sends it again, delivered %s records it as landed\n", o.Short(), o.Tool, o.Short(), o.Short())

@@ -705,6 +705,9 @@ type Stats struct {
 	// LeftOut lists (up to 100 of) the checkpoints done without items an
 	// admin deleted on the primary, as long as the outbox keeps them.
 	LeftOut []Op `json:"left_out,omitempty"`
+	// Closed lists (up to 100 of) the kg_invalidates done with their fact
+	// closed on the primary already (DeadOp.Closed): their end not kept.
+	Closed []Op `json:"already_closed,omitempty"`
 	// OrphanedIntents counts the intents whose edge is gone (live.go):
 	// nothing sends them until an edge starts or `edge flush` runs.
 	OrphanedIntents int `json:"orphaned_intents,omitempty"`
@@ -824,7 +827,9 @@ func (s *Store) lists(ctx context.Context, st *Stats) (err error) {
 			if st.Held, err = s.List(ctx, 100, Held); err == nil {
 				if st.Intents, err = s.List(ctx, 100, Intent); err == nil {
 					if st.BehindDelete, err = s.BehindDelete(ctx, 100); err == nil {
-						st.LeftOut, err = s.LeftOut(ctx, 100)
+						if st.LeftOut, err = s.LeftOut(ctx, 100); err == nil {
+							st.Closed, err = s.Closed(ctx, 100)
+						}
 					}
 				}
 			}
@@ -908,6 +913,9 @@ type DeadOp struct {
 	// LeftOut: a checkpoint the primary took without the items an admin
 	// deleted there (settle.go's leftOut), done, not dead.
 	LeftOut bool
+	// Closed: a kg_invalidate of a fact the primary held closed already
+	// (AlreadyClosed; Reason is the gateway's note), done, nothing changed.
+	Closed bool
 	// Kind is its last failure's kind (OtherDevice: held, never sent).
 	Kind Kind
 }
@@ -921,8 +929,23 @@ func (d DeadOp) Short() string { return Op{ID: d.ID}.Short() }
 const leftOutOps = `state='done' AND tool_name='mempalace_checkpoint' AND error_json IS NOT NULL
 	AND CASE WHEN json_valid(error_json) THEN json_extract(error_json,'$.kind') END='deleted-on-primary'`
 
-// DeadOps lists the dead ops and the checkpoints done with items left out
-// (LeftOut), oldest first, reading only their own indexes and rows (the
+// closedNotes prefixes the meta key of each done kg_invalidate the gateway
+// answered already_closed (AlreadyClosed; the value: the end kept): the
+// agent is told of them as of a dead op, and scanning the done ops for
+// them would read every one (28 ms in 20,000), where the notes' keys are
+// an index of their own. Prune drops a note with its op.
+const closedNotes = "closed:"
+
+// closedKey is the meta key of op id's already_closed note.
+func closedKey(id string) string { return closedNotes + id }
+
+// closedOps is the WHERE of the done kg_invalidates a gateway answered
+// already_closed, found by their notes (closedNotes) on the ops' op_id index.
+const closedOps = `op_id IN (SELECT substr(key, length('` + closedNotes + `')+1) FROM meta WHERE key GLOB '` + closedNotes + `*')`
+
+// DeadOps lists the dead ops, the checkpoints done with items left out
+// (LeftOut) and the kg_invalidates done with their fact closed already
+// (Closed), oldest first, reading only their own indexes and rows (the
 // payload's room and drawer id, the error's message), so the edge asks at
 // every tool answer.
 func (s *Store) DeadOps(ctx context.Context) ([]DeadOp, error) {
@@ -934,10 +957,11 @@ func (s *Store) DeadOps(ctx context.Context) ([]DeadOp, error) {
 	ops, err := queryAll(ctx, s.db, func(r rowScanner) (DeadOp, error) {
 		var d DeadOp
 		var seq int64
-		err := r.Scan(&d.ID, &d.Tool, &d.Wing, &d.Room, &d.Object, &d.Reason, &d.Kind, &seq, &d.LeftOut)
+		err := r.Scan(&d.ID, &d.Tool, &d.Wing, &d.Room, &d.Object, &d.Reason, &d.Kind, &seq, &d.LeftOut, &d.Closed)
 		return d, err
-	}, `SELECT `+cols+`, 0 FROM ops WHERE state='dead'
-		UNION ALL SELECT `+cols+`, 1 FROM ops WHERE `+leftOutOps+` ORDER BY local_seq`)
+	}, `SELECT `+cols+`, 0, 0 FROM ops WHERE state='dead'
+		UNION ALL SELECT `+cols+`, 1, 0 FROM ops WHERE `+leftOutOps+`
+		UNION ALL SELECT `+cols+`, 0, 1 FROM ops WHERE state='done' AND `+closedOps+` ORDER BY local_seq`)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}
@@ -948,6 +972,16 @@ func (s *Store) DeadOps(ctx context.Context) ([]DeadOp, error) {
 // out (DeadOp.LeftOut), oldest first.
 func (s *Store) LeftOut(ctx context.Context, limit int) ([]Op, error) {
 	ops, err := queryAll(ctx, s.db, scanOp, `SELECT `+opCols+` FROM ops WHERE `+leftOutOps+` ORDER BY local_seq LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	return ops, nil
+}
+
+// Closed lists (up to limit of) the kg_invalidates done with their fact
+// closed already (DeadOp.Closed), oldest first.
+func (s *Store) Closed(ctx context.Context, limit int) ([]Op, error) {
+	ops, err := queryAll(ctx, s.db, scanOp, `SELECT `+opCols+` FROM ops WHERE state='done' AND `+closedOps+` ORDER BY local_seq LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}

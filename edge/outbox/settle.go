@@ -151,7 +151,9 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 	default:
 		result, err = json.Marshal(res)
 	}
-	if kept, _ := res["already_closed"].(string); kept != "" && kind == "" && op.Tool == catalogue.Prefix+"kg_invalidate" {
+	kept, _ := res["already_closed"].(string)
+	closed := kept != "" && kind == "" && op.Tool == catalogue.Prefix+"kg_invalidate"
+	if closed {
 		f.Log.Info("the primary held the fact this invalidate ends closed already: done, nothing changed there", "op", op.Short(), "ended", kept)
 		note = noteOf(AlreadyClosed, fmt.Sprint(res["note"]), now)
 	}
@@ -163,6 +165,11 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 		err = f.fenced(ctx, func(tx *sql.Tx) error {
 			if err := f.moveFence(ctx, tx, op, res); err != nil {
 				return err
+			}
+			if closed { // its agent is told (DeadOps), found by its note
+				if err := setMeta(ctx, tx, closedKey(op.ID), kept); err != nil {
+					return err
+				}
 			}
 			return settleDone(ctx, tx, op.LocalSeq, now, string(result), note)
 		})
