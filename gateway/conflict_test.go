@@ -154,6 +154,25 @@ func TestADroppedConflictTakesThePrimarysText(t *testing.T) {
 	}
 }
 
+// A drop made while no edge runs on the palace (the CLI touches only the
+// outbox) is taken by the next edge at its start.
+func TestADropWhileNoEdgeRunsIsTakenAtTheNextStart(t *testing.T) {
+	t.Parallel()
+	st := aStaleEdit(t)
+	st.laptop.Close() // its edge stops: stdin closed
+	waitUntil(t, "laptop's edge stopped (its doorbell gone)", func() bool {
+		bells, _ := filepath.Glob(filepath.Join(st.palace, "edge", "doorbell", "*.sock"))
+		return len(bells) == 0
+	})
+	if _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+		t.Fatal(err)
+	}
+	next := edgeAt(t, st.sw.url(), st.g.tokens["laptop-7f3a"], st.palace)
+	waitUntil(t, "the next edge giving laptop's palace desk's text", func() bool {
+		return edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})["content"] == "drawer ten: DESK version"
+	})
+}
+
 // Two devices edit one drawer: laptop offline (queued), desk online
 // later. laptop's older edit, flushed after, is refused as changed on the
 // primary since it was made, naming desk: the primary keeps desk's text,

@@ -70,6 +70,26 @@ func TestRealTheBaseOfALocalTextMatchesThePrimarys(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the retry overwrote", func() bool { return onPrimary(id) == "laptop's second edit" })
+
+	// A drop keeps theirs, in laptop's palace too: its edit of the
+	// Unicode text is the local copy the edge replaces, and its next edit
+	// lands.
+	if _, rpc, _ := g.call(g.tokens["ops-0001"], "update_drawer", map[string]any{"drawer_id": id, "content": "ops's second edit"}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	o = settled(edgeCall(t, s, "update_drawer", map[string]any{"drawer_id": id, "content": text}))
+	if o.State != outbox.Dead || outbox.FailureOf(o.Error).Kind != outbox.ChangedOnPrimary {
+		t.Fatalf("laptop's edit after ops's second: %s %s", o.State, o.Error)
+	}
+	if _, err := ob.Drop(context.Background(), o.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "laptop's palace taking ops's text", func() bool {
+		return edgeCall(t, s, "get_drawer", map[string]any{"drawer_id": id})["content"] == "ops's second edit"
+	})
+	if o = settled(edgeCall(t, s, "update_drawer", map[string]any{"drawer_id": id, "content": "laptop's edit after the drop"})); o.State != outbox.Done || onPrimary(id) != "laptop's edit after the drop" {
+		t.Fatalf("laptop's edit after the drop: %s %s, primary %q", o.State, o.Error, onPrimary(id))
+	}
 }
 
 // Against real MemPalace 3.11.0: an end of a fact closed already is
