@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// edge outbox drop of an update refused as changed on the primary says
+// this device's palace takes the primary's text (before: only "dropped").
+func TestDropOfAChangedOnPrimaryEditSaysThePalaceTakesTheirs(t *testing.T) {
+	op, _ := deadThenTold(t, outbox.Write{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"drawer_w_r_1","content":"mine"}`)},
+		&outbox.RPCError{Code: ledger.CodeChangedOnPrimary, Message: "devbox-config gateway: drawer drawer_w_r_1 changed on the primary since this edit was made (last written by device desk-9b21 at 2026-12-06T16:31:46Z)"})
+	var out, errb bytes.Buffer
+	if code := run([]string{"edge", "outbox", "drop", op.Short()}, &out, &errb); code != 0 || !strings.Contains(out.String(), "this device's palace takes the primary's text of the drawer (at once if an edge runs on this palace, else at the edge's next start)") {
+		t.Errorf("drop: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+}
+
+// closing answers every call as a gateway answers the second end of a
+// fact: success, already_closed, and a note.
+type closing struct{}
+
+func (closing) Up() bool { return true }
+func (closing) Call(context.Context, string, json.RawMessage) (map[string]any, error) {
+	return map[string]any{"success": true, "already_closed": "2026-06-01", "note": "devbox-config gateway: this fact was already closed on the primary (ended 2026-06-01) before this invalidate arrived; nothing changed: its end stays 2026-06-01, not 2026-07-01"}, nil
+}
+
+// edge status lists a kg_invalidate whose fact the primary held closed
+// already (before: only edge outbox list --all showed it).
+func TestEdgeStatusListsAnEndOfAFactClosedAlready(t *testing.T) {
+	palace := filepath.Join(t.TempDir(), "palace")
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
+	t.Setenv("MEMPALACE_PALACE_PATH", palace)
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
+	s, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	op, _ := s.Enqueue(ctx, outbox.Write{Name: "mempalace_kg_invalidate", Payload: []byte(`{"subject":"svc","predicate":"runs_on","object":"hostA","ended":"2026-07-01"}`)})
+	(&outbox.Flusher{S: s, P: closing{}}).Drain(ctx)
+	s.Close()
+	var out, errb bytes.Buffer
+	run([]string{"edge", "status"}, &out, &errb)
+	if want := "CLOSED     " + op.Short() + " mempalace_kg_invalidate, done: this fact was already closed on the primary (ended 2026-06-01)"; !strings.Contains(out.String(), want) {
+		t.Errorf("edge status lacks %q:\n%s%s", want, out.String(), errb.String())
+	}
+}
