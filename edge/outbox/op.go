@@ -300,7 +300,7 @@ func NewOpID() string {
 }
 
 // Kick wakes this process's flusher (Enqueue also rings the doorbell of
-// every other process's).
+// every other process's) and signals Kicked.
 func (s *Store) Kick() {
 	select {
 	case s.wake <- struct{}{}:
