@@ -125,42 +125,38 @@ func primaryDefinition(t *mcp.Tool, rec catalogue.Tool) *mcp.Tool {
 	return &mcp.Tool{Name: t.Name, Description: "MemPalace " + rec.Name + ", answered by the primary palace: the local MemPalace does not list it (the primary's own description is not passed on)", InputSchema: schema}
 }
 
-// schemaShape keeps of an argument's schema its shape: the type, the
-// items of an array and the properties of an object (by the names the
-// primary gives them), which are required, enum values, bounds.
+// schemaShape keeps of an argument's schema its shape and nothing a
+// sentence could hide in: the type (a JSON type name), enum values that
+// are bare names or numbers, and an array's items, shaped the same; an
+// object's properties, whose names only the primary gives, are not kept.
+// Bounds are not kept either: the primary's could make a tool look
+// uncallable.
 func schemaShape(v any) any {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return map[string]any{}
-	}
+	m, _ := v.(map[string]any)
 	out := map[string]any{}
-	for k, x := range m {
-		switch k {
-		case "type", "required", "minimum", "maximum", "minItems", "maxItems", "minLength", "maxLength":
-			out[k] = x
-		case "enum": // values, not words: kept only if each is a bare name or a number
-			if l, ok := x.([]any); ok && !slices.ContainsFunc(l, func(v any) bool { s, ok := v.(string); return ok && !bareName(s) }) {
-				out[k] = x
-			}
-		case "items":
-			out[k] = schemaShape(x)
-		case "properties":
-			if p, ok := x.(map[string]any); ok {
-				shaped := map[string]any{}
-				for name, y := range p {
-					if bareName(name) {
-						shaped[name] = schemaShape(y)
-					}
-				}
-				out[k] = shaped
-			}
-		}
+	if t, ok := m["type"].(string); ok && jsonType(t) {
+		out["type"] = t
+	}
+	if l, ok := m["enum"].([]any); ok && !slices.ContainsFunc(l, func(v any) bool { s, ok := v.(string); return ok && !bareName(s) }) {
+		out["enum"] = l
+	}
+	if items, ok := m["items"]; ok && out["type"] == "array" {
+		out["items"] = schemaShape(items)
 	}
 	return out
 }
 
+// jsonType reports one of JSON schema's type names.
+func jsonType(t string) bool {
+	switch t {
+	case "string", "number", "integer", "boolean", "object", "array", "null":
+		return true
+	}
+	return false
+}
+
 // bareName reports a name of at most 64 letters, digits, "_", "-" and
-// ".": an argument's or an enum value's, which cannot carry a sentence.
+// ".": an enum value, which cannot carry a sentence.
 func bareName(s string) bool {
 	return s != "" && len(s) <= 64 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == ""
 }
