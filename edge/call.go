@@ -89,7 +89,8 @@ func (c *call) argsMap() map[string]any {
 		if errors.As(err, &c.strict) {
 			// read as encoding/json reads it (a duplicate's last), for
 			// the pass-through modes and the steps before the refusal
-			v, err = nil, json.Unmarshal(c.raw(), &v)
+			v = nil // Unmarshal would merge into what the strict parse left
+			err = json.Unmarshal(c.raw(), &v)
 		}
 		if c.args, _ = v.(map[string]any); err != nil || c.args == nil {
 			// not an object: the palaces answer that; the edge's own

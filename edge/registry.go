@@ -137,13 +137,25 @@ func schemaShape(v any) any {
 	if t, ok := m["type"].(string); ok && jsonType(t) {
 		out["type"] = t
 	}
-	if l, ok := m["enum"].([]any); ok && !slices.ContainsFunc(l, func(v any) bool { s, ok := v.(string); return ok && !bareName(s) }) {
+	if l, ok := m["enum"].([]any); ok && !slices.ContainsFunc(l, notAValue) {
 		out["enum"] = l
 	}
 	if items, ok := m["items"]; ok && out["type"] == "array" {
 		out["items"] = schemaShape(items)
 	}
 	return out
+}
+
+// notAValue reports an enum value that is not a bare name, a number, a
+// boolean or null: an object or a list could hold a sentence.
+func notAValue(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return !bareName(v)
+	case float64, json.Number, bool, nil:
+		return false
+	}
+	return true
 }
 
 // jsonType reports one of JSON schema's type names.

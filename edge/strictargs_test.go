@@ -2,10 +2,13 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
@@ -84,5 +87,21 @@ func TestPassThroughPassesArgumentsTheGatewayWouldRefuse(t *testing.T) {
 	}
 	if a := h.await("7", 10*time.Second); a["result"] == nil {
 		t.Fatalf("answered %v, want the local palace's result", a)
+	}
+}
+
+// Arguments the strict parse refuses are still read as encoding/json
+// reads them (a duplicate's last) for the steps that run before the
+// refusal and for the calls never refused (pass-through, local-only):
+// before, the lenient read was lost and every field read as absent.
+func TestRefusedArgumentsAreStillReadLeniently(t *testing.T) {
+	t.Parallel()
+	c := newCall(&mcp.CallToolParams{Name: "mempalace_mine", Arguments: json.RawMessage(`{"wing":"a","wing":"b","dir":"/x"}`)})
+	args := c.argsMap()
+	if c.strict == nil {
+		t.Fatal("a key twice is not noted as what the gateway refuses")
+	}
+	if args["wing"] != "b" || args["dir"] != "/x" {
+		t.Errorf("argsMap = %v, want the lenient read (wing b, dir /x)", args)
 	}
 }
