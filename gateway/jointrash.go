@@ -108,7 +108,10 @@ func (s *Server) updateStep(ctx context.Context, x *exchange, d *Device, t catal
 	if err == nil && id != "" {
 		del, found, err = bin.DeletedDrawer(ctx, id)
 	}
-	if err == nil && !found && id != "" {
+	if err == nil && !found {
+		if id == "" {
+			return true // no drawer named: the "not visible" refusal
+		}
 		return s.restoredStep(ctx, x, d, t, req, id)
 	}
 	if err != nil {

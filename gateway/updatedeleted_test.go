@@ -90,4 +90,12 @@ func TestAWriteOfADrawerRestoredUnderANewIDNamesTheNewID(t *testing.T) {
 	if msg, _ := rpc["message"].(string); !strings.Contains(msg, "not visible") || strings.Contains(msg, "restored") {
 		t.Errorf("the update of a restored drawer in a wing it may not read: %v", rpc)
 	}
+	// An update naming no drawer is refused as before, not a panic's
+	// Internal error (the review of the restored-as refusal).
+	for _, args := range []map[string]any{{"content": "x"}, {"drawer_id": "", "content": "x"}} {
+		_, rpc, _ := g.call(laptop, "update_drawer", args)
+		if msg, _ := rpc["message"].(string); !strings.Contains(msg, "not visible") {
+			t.Errorf("an update with %v: %v", args, rpc)
+		}
+	}
 }
