@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 
@@ -65,9 +66,18 @@ func TestInstructionWingWriteOnANonAdminDevice(t *testing.T) {
 		{"wing": "wing_in\u017ftructions", "room": "rules", "content": text + " 2"},
 		{"wing": "notes", "room": "rules\u3164", "content": text + " 3"},
 	} {
-		_, res := h.call("add_drawer", args)
+		m, res := h.call("add_drawer", args)
 		if msg := refusalText(res); !res.IsError || !strings.Contains(msg, "refused by the edge") || !strings.Contains(msg, "write under another name") {
 			t.Errorf("add_drawer %v on a non-admin device: %s", args, msg)
+		}
+		// The answer's edge member names the refused name as what it is:
+		// before, a room's went in edge.wing (attack64 F3).
+		want := map[string]any{"wing": args["wing"], "replication": "not taken"}
+		if strings.ContainsRune(args["room"].(string), '\u3164') {
+			want = map[string]any{"room": args["room"], "replication": "not taken"}
+		}
+		if ed, _ := m["edge"].(map[string]any); !maps.Equal(ed, want) {
+			t.Errorf("add_drawer %v: edge member %v, want %v", args, ed, want)
 		}
 	}
 	if ops, err := h.edge.outbox.List(context.Background(), 10); err != nil || len(ops) != 0 {

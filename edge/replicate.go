@@ -832,8 +832,8 @@ func (e *Edge) refusal(ctx context.Context, c *call, oldWing string) (string, ma
 		return fmt.Sprintf("refused by the edge: %q is the instruction wing, which only admin devices whose write globs match it write, and the gateway says this device is not one (it would refuse the write: %s)", w, deviceinfo.RuleInstructionWing),
 			map[string]any{"wing": w, "replication": "not taken"}
 	}
-	if msg, w := e.grantRefused(ctx, c, oldWing); msg != "" {
-		return msg, map[string]any{"wing": w, "replication": "not taken"}
+	if msg, mark := e.grantRefused(ctx, c, oldWing); msg != "" {
+		return msg, mark
 	}
 	if msg := e.agentRefused(c); msg != "" {
 		return msg, map[string]any{"replication": "not taken"}
@@ -887,40 +887,47 @@ func (e *Edge) instructionWingRefused(c *call, oldWing string) string {
 	return ""
 }
 
-// grantRefused is the gateway's refusal of c, in words, and the wing it
-// names, when c would be sent (the policy replicates what it writes) and
-// the device's grants as the gateway says them (device.go) refuse what
-// would be sent ("": c may be taken, or the grants are not known). Taken
-// locally, it would go dead at the gateway while this device's reads
-// served it as its own.
-func (e *Edge) grantRefused(ctx context.Context, c *call, oldWing string) (string, string) {
+// grantRefused is the gateway's refusal of c, in words, and the answer's
+// edge member naming the wing it refuses (or the room: an invisible
+// character in a room's name), when c would be sent (the policy
+// replicates what it writes) and the device's grants as the gateway says
+// them (device.go) refuse what would be sent ("": c may be taken, or the
+// grants are not known). Taken locally, it would go dead at the gateway
+// while this device's reads served it as its own.
+func (e *Edge) grantRefused(ctx context.Context, c *call, oldWing string) (string, map[string]any) {
 	in, ok := e.device()
 	if !ok || e.outbox == nil || c.tool.Gate != catalogue.WriteWing || (c.tool.Wings == catalogue.DrawerWing && oldWing == "") {
-		return "", "" // a drawer's wing not known (writeShared decides with the primary's copy)
+		return "", nil // a drawer's wing not known (writeShared decides with the primary's copy)
 	}
 	pol, err := e.currentPolicy(ctx)
 	if err != nil {
-		return "", "" // held: whether it is sent, nobody can say yet
+		return "", nil // held: whether it is sent, nobody can say yet
 	}
 	payload, _, replicate := decide(pol, c.tool, c.argsMap(), c.raw(), oldWing, "")
 	var sent map[string]any
 	if !replicate || json.Unmarshal(payload, &sent) != nil {
-		return "", ""
+		return "", nil
 	}
 	allowed, rule, wing := in.AuthorizeWrite(c.tool, sent, oldWing)
 	if allowed {
-		return "", ""
+		return "", nil
 	}
+	mark := map[string]any{"wing": wing, "replication": "not taken"}
 	msg := fmt.Sprintf("refused by the edge: the gateway would refuse this write (%s", rule)
 	if wing == "" { // not a wing's grant: its agent name (the wing is still the one it writes), or no wing named
-		return msg + "), so it is not taken here to be queued for a primary that never takes it.", firstWing(c.tool, sent, oldWing)
+		mark["wing"] = firstWing(c.tool, sent, oldWing)
+		return msg + "), so it is not taken here to be queued for a primary that never takes it.", mark
 	}
 	if rule == deviceinfo.RuleInstructionLookalike || rule == deviceinfo.RuleInvisibleName {
-		return msg + fmt.Sprintf(": %s), so it is not taken here to be queued for a primary that never takes it: write under another name.", mailbox.Quoted(wing)), wing
+		if !slices.Contains(c.tool.WingsOf(sent, oldWing), wing) { // a room's name, not a wing's (attack64 F3)
+			delete(mark, "wing")
+			mark["room"] = wing
+		}
+		return msg + fmt.Sprintf(": %s), so it is not taken here to be queued for a primary that never takes it: write under another name.", mailbox.Quoted(wing)), mark
 	}
 	msg += fmt.Sprintf(": wing %q", wing)
 	if strings.HasSuffix(rule, deviceinfo.RuleNotAnAgent) { // the agent's grant, not the wing's (attack63 F5)
-		return msg + fmt.Sprintf("), so it is not taken here to be queued for a primary that never takes it. This device (%s) may act as the agents %q (as the gateway says them). Ask the gateway's operator to add the agent (devbox-config gateway device set %s --agents with this device's agents and the new one), or write as an agent you hold.", in.ID, in.Agents, in.ID), wing
+		return msg + fmt.Sprintf("), so it is not taken here to be queued for a primary that never takes it. This device (%s) may act as the agents %q (as the gateway says them). Ask the gateway's operator to add the agent (devbox-config gateway device set %s --agents with this device's agents and the new one), or write as an agent you hold.", in.ID, in.Agents, in.ID), mark
 	}
-	return msg + fmt.Sprintf("), so it is not taken here to be queued for a primary that never takes it. This device (%s) may write the wings %q (write grants, as the gateway says them). Ask the gateway's operator for a grant (devbox-config gateway device set %s --write ...), or write to a wing you hold.", in.ID, in.Write, in.ID), wing
+	return msg + fmt.Sprintf("), so it is not taken here to be queued for a primary that never takes it. This device (%s) may write the wings %q (write grants, as the gateway says them). Ask the gateway's operator for a grant (devbox-config gateway device set %s --write ...), or write to a wing you hold.", in.ID, in.Write, in.ID), mark
 }
