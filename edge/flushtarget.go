@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -112,7 +113,9 @@ var errUnreadableAnswer = errors.New("the primary's answer holds no JSON object:
 
 // answerOf is the outbox's reading of an MCP result: the first text block
 // that is a JSON object (a 3.8+ stdio proxy puts a notice block before
-// it). A result with none is still an answer for a tool the catalogue
+// it), its numbers kept as written (json.Number: the answer the agent
+// reads of a queued write is this one re-encoded, and a 64-bit id in it
+// must not round through a float64, attack67 N3). A result with none is still an answer for a tool the catalogue
 // does not know: isError says whether the primary took the write (MCP's
 // own word; an empty or prose result is success). For a MemPalace tool
 // it is nil: unreadable.
@@ -123,8 +126,7 @@ func answerOf(tool string, res *mcp.CallToolResult) map[string]any {
 		if !ok {
 			continue
 		}
-		var m map[string]any
-		if json.Unmarshal([]byte(tc.Text), &m) == nil && m != nil {
+		if m := numbersKept(tc.Text); m != nil {
 			if res.IsError && m["error"] == nil {
 				m["error"] = tc.Text
 			}
@@ -147,3 +149,15 @@ func answerOf(tool string, res *mcp.CallToolResult) map[string]any {
 // devbox-config edge flush, join), its writes paced to a gateway's write
 // rate once refused for it (pacer).
 func FlushTarget(p *Primary) outbox.Primary { return pacedTarget{primaryAdapter{p}, &pacer{}} }
+
+// numbersKept is text parsed as a JSON object, its numbers json.Number
+// (nil: not one object).
+func numbersKept(text string) map[string]any {
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var m map[string]any
+	if dec.Decode(&m) != nil || dec.More() {
+		return nil
+	}
+	return m
+}

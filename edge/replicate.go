@@ -746,9 +746,9 @@ func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResu
 	}
 	switch done.State {
 	case outbox.Done:
-		var m map[string]any
-		if err := json.Unmarshal(done.Result, &m); err != nil {
-			return nil, fmt.Errorf("the outbox's record of the primary's answer: %w", err)
+		m := numbersKept(string(done.Result))
+		if m == nil {
+			return nil, fmt.Errorf("the outbox's record of the primary's answer is not a JSON object: %.80q", done.Result)
 		}
 		return jsonResult(m, false), nil
 	case outbox.Dead:

@@ -105,3 +105,33 @@ func TestRefusedArgumentsAreStillReadLeniently(t *testing.T) {
 		t.Errorf("argsMap = %v, want the lenient read (wing b, dir /x)", args)
 	}
 }
+
+// attack67 N3: the answer an event_append gets (the primary's, through
+// the outbox) holds the numbers it was sent as written: before, it was
+// read through a float64, so 2^53+1 came back 2^53 and 2^63-1 as
+// 9223372036854776000, while the primary stored them exactly.
+func TestAnEventAppendsAnswerKeepsItsNumbers(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{raw: true})
+	h.handshake()
+	h.ready()
+	nums := []string{"9007199254740993", "9223372036854775807", "18446744073709551615", "-9007199254740993"}
+	meta := ""
+	for i, n := range nums {
+		meta += fmt.Sprintf(`,"n%d":%s`, i, n)
+	}
+	line := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"mempalace_event_append","arguments":{"type":"note","stream":"s","room":"r","from_agent":"opencode@laptop","body":"numbers","metadata":{` + meta[1:] + `}}}}`
+	if _, err := h.in.Write([]byte(line + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	a := h.await("9", 10*time.Second)
+	text := fmt.Sprint(a["result"])
+	if !strings.Contains(text, "evt_") {
+		t.Fatalf("answered %v, want the primary's event", a)
+	}
+	for i, n := range nums {
+		if want := fmt.Sprintf(`"n%d": %s`, i, n); !strings.Contains(text, want) {
+			t.Errorf("the answer lacks %s: %s", want, text)
+		}
+	}
+}

@@ -406,10 +406,15 @@ func coerce(typ string, v any) (any, error) {
 	return normalize(v), nil
 }
 
-// normalize turns json.Number inside objects and arrays into float64.
+// normalize turns json.Number inside objects and arrays into float64,
+// but for an integer literal, kept as written: Python's int is exact at
+// any size, so MemPalace answers 2^64-1 in metadata as it was sent.
 func normalize(v any) any {
 	switch x := v.(type) {
 	case json.Number:
+		if !strings.ContainsAny(string(x), ".eE") {
+			return x
+		}
 		f, _ := x.Float64()
 		return f
 	case map[string]any:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge"
+	"github.com/joakimp/devbox-config/strictjson"
 )
 
 // Caller is one tool call answering the JSON object of the result's text
@@ -239,7 +240,7 @@ func eachDrawer(ctx context.Context, c Caller, who string, filter map[string]any
 			fn(row)
 		}
 		offset += len(rows)
-		if total, _ := page["total"].(float64); len(rows) == 0 || float64(offset) >= total {
+		if total, _ := strictjson.Float(page["total"]); len(rows) == 0 || float64(offset) >= total {
 			return nil
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/strictjson"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
@@ -271,7 +272,7 @@ func compare(t verifyTarget, local, primary map[string]any) (Mismatch, bool) {
 // the last holds len(content) - 800*(n-1) characters, which must be 1..800.
 func complete(d map[string]any, content string) (bool, string) {
 	n := 1
-	if c, ok := d["chunks"].(float64); ok && c >= 1 {
+	if c, ok := strictjson.Float(d["chunks"]); ok && c >= 1 {
 		n = int(c)
 	} else if ids, ok := d["chunk_ids"].([]any); ok && len(ids) > 0 {
 		n = len(ids)

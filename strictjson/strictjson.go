@@ -256,3 +256,17 @@ func foldKey(k string) string {
 		return least
 	}, k)
 }
+
+// Float is a decoded JSON number as a float64, whether it was decoded as
+// one or kept as a json.Number (its literal, as Decode keeps it); false
+// for anything else.
+func Float(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}

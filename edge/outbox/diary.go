@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/strictjson"
 )
 
 // Diary entries have no server guard (RFC 001 §7.6) and their text may
@@ -189,7 +190,7 @@ func (f *Flusher) readFence(ctx context.Context, wing string) error {
 	if err != nil {
 		return err
 	}
-	total, _ := first["total"].(float64)
+	total, _ := strictjson.Float(first["total"]) // the primary's answer keeps its numbers (json.Number)
 	fence := noEntries
 	for end := int(total); end > 0 && fence == noEntries; end -= 100 {
 		_, rows, err := f.lookUp(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": max(end-100, 0)}, "drawers")
@@ -264,7 +265,7 @@ func (f *Flusher) eachEntry(ctx context.Context, filter map[string]any, fn func(
 			}
 		}
 		offset += len(rows)
-		total, _ := res["total"].(float64)
+		total, _ := strictjson.Float(res["total"])
 		if len(rows) == 0 || float64(offset) >= total {
 			return nil
 		}
