@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -81,11 +80,12 @@ func (c *call) decoded() (*mcp.CallToolParams, error) {
 // raw is the arguments as the agent sent them ({} when it sent none).
 func (c *call) raw() json.RawMessage { return c.params.Arguments.(json.RawMessage) }
 
-// argsMap is the arguments parsed (once, strictly: what the gateway's
-// parse refuses is noted in strict; {} when they are not an object).
+// argsMap is the arguments parsed (once, strictly, as the gateway's parse
+// of the request reads them: what it refuses is noted in strict; {} when
+// they are not an object).
 func (c *call) argsMap() map[string]any {
 	if c.args == nil {
-		v, err := strictjson.DecodeFloat64(c.raw())
+		v, err := strictjson.DecodeArguments(c.raw())
 		if errors.As(err, &c.strict) {
 			// read as encoding/json reads it (a duplicate's last), for
 			// the pass-through modes and the steps before the refusal
@@ -109,9 +109,7 @@ func (c *call) refusal() *jsonrpc.Error {
 	if c.argsMap(); c.strict == nil {
 		return nil
 	}
-	v := c.strict.Violations[0]
-	at := "$.params.arguments" + strings.TrimPrefix(v.Path, "$") // as the gateway names it
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Invalid params: refused by the edge: %s: %s. The gateway refuses these argument bytes as written (parsers read them differently), so nothing was written or queued: send them again without it", at, v.Reason)}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Invalid params: refused by the edge: %s. The gateway refuses these argument bytes as written (parsers read them differently), so nothing was written or queued: send them again without it", c.strict)}
 }
 
 // with is the call with other arguments (the edge's own, e.g. a merged

@@ -24,6 +24,9 @@ var strictTriggers = []struct{ tool, args, want string }{
 	{"add_drawer", `{"wing":"notes","room":"r","content":"c","metadata":{"k":1,"K":2}}`, `$.params.arguments.metadata: keys "k" and "K" differ only in case`},
 	{"add_drawer", `{"wing":"notes","room":"r","content":"c","metadata":` + strings.Repeat(`{"a":`, 70) + "1" + strings.Repeat("}", 70) + `}`, `nested deeper than 64`},
 	{"event_append", `{"type":"note","stream":"s","room":"r","from_agent":"opencode@edge-test","body":"b","metadata":{"k":1,"K":2}}`, `keys "k" and "K" differ only in case`},
+	// 62 deep in the metadata is 64 in the request the gateway parses
+	// (attack67 N2: before, the edge counted from the arguments).
+	{"event_append", `{"type":"note","stream":"s","room":"r","from_agent":"opencode@edge-test","body":"b","metadata":` + strings.Repeat(`{"a":`, 62) + "1" + strings.Repeat("}", 62) + `}`, `$.params.arguments.metadata` + strings.Repeat(".a", 61) + `: nested deeper than 64`},
 	{"checkpoint", `{"items":[{"wing":"notes","Wing":"x","room":"r","content":"c"}]}`, `$.params.arguments.items[0]: keys "wing" and "Wing" differ only in case`},
 	{"checkpoint", `{"items":[{"wing":"notes","wing":"notes","room":"r","content":"c"}]}`, `$.params.arguments.items[0]: key "wing" appears twice`},
 	{"search", `{"query":"q","max_distance":1e400}`, `$.params.arguments.max_distance: a number beyond a 64-bit float`},

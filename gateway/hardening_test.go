@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/strictjson"
 )
 
 // Tests of issue 14's findings, each run in front of the MemPalace double
@@ -834,5 +835,28 @@ func TestEventCursorOfAHiddenEventBefore310(t *testing.T) {
 	}
 	if res, _, _ := g.call(laptop, "event_wait", map[string]any{"since_event_id": "evt_nope", "timeout_ms": 100}); !strings.Contains(fmt.Sprint(res["error"]), "not found") {
 		t.Errorf("a cursor that does not exist on 3.9.0: %v", res)
+	}
+}
+
+// attack67 N2: the edge parses a call's arguments alone
+// (strictjson.DecodeArguments), the gateway the whole request: at the
+// nesting limit they refuse the same bytes, with the same words. Before,
+// the edge counted depth from the arguments, two levels looser: metadata
+// 62 deep passed the edge, queued, and died at the gateway.
+func TestTheEdgesArgumentsParseMeetsTheGatewaysNestingLimit(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		deep    int
+		refused bool
+	}{{61, false}, {62, true}} {
+		args := `{"type":"note","stream":"s","room":"r","from_agent":"a","body":"b","metadata":` + strings.Repeat(`{"a":`, c.deep) + "1" + strings.Repeat("}", c.deep) + `}`
+		_, bad := parseRequest([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_event_append","arguments":` + args + `}}`))
+		_, err := strictjson.DecodeArguments([]byte(args))
+		if (bad != nil) != c.refused || (err != nil) != c.refused {
+			t.Fatalf("metadata %d deep: the gateway %v, the edge %v; want both refused: %v", c.deep, bad, err, c.refused)
+		}
+		if c.refused && bad.msg != "Invalid Request: "+err.Error() {
+			t.Errorf("metadata %d deep: the gateway says %q, the edge %q", c.deep, bad.msg, err)
+		}
 	}
 }

@@ -129,7 +129,9 @@ func parseRequest(body []byte) (*rpcRequest, *badRequest) {
 // method the gateway relays (and, but for tools/call, its params an
 // object if any).
 //
-// A body strictjson refuses is refused -32600; when only its params are
+// A body strictjson refuses is refused -32600 (an edge reads a call's
+// arguments alone, at strictjson.ArgumentsDepth, so it refuses the same
+// argument bytes before they are queued); when only its params are
 // (the envelope read alike by every parser), the refusal answers its id.
 func parseEnvelope(body []byte) (*rpcRequest, *badRequest) {
 	v, err := strictjson.Decode(body)

@@ -12,14 +12,14 @@ var benchArgs = map[string][]byte{
 	"add_drawer": []byte(`{"wing":"notes","room":"r","content":"` + strings.Repeat("a word ", 146) + `","added_by":"opencode/edge-test/desk"}`),
 }
 
-// BenchmarkDecodeFloat64 is the edge's one parse of a call's arguments;
+// BenchmarkDecodeArguments is the edge's one parse of a call's arguments;
 // BenchmarkUnmarshal, the encoding/json parse it replaced.
-func BenchmarkDecodeFloat64(b *testing.B) {
+func BenchmarkDecodeArguments(b *testing.B) {
 	for name, in := range benchArgs {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := DecodeFloat64(in); err != nil {
+				if _, err := DecodeArguments(in); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -6,8 +6,9 @@
 // nesting at most MaxDepth, no number beyond a float64 (1e400: Python's
 // inf), valid UTF-8 and no escape of a lone surrogate (\ud800: Go reads
 // U+FFFD, Python keeps the surrogate). The gateway parses every request
-// with it; the edge reads a call's arguments with it, so it refuses up
-// front what the gateway would refuse.
+// with it; the edge reads a call's arguments with it (DecodeArguments: at
+// the depth and path they have in the request, ArgumentsDepth), so it
+// refuses up front exactly what the gateway would refuse.
 //
 // It is not package jsondepth: that one guards a recursive reader of a
 // peer's JSON (a bound of 10000, nothing else refused); this one decides

@@ -53,16 +53,27 @@ func (e *Error) Within(path string) bool {
 // writes the literal that was sent). A syntax error is returned as it
 // is, with no value; valid JSON with violations gives its value as read
 // (a duplicate's last, a subtree too deep nil) and an *Error.
-func Decode(b []byte) (any, error) { return decode(b, false) }
+func Decode(b []byte) (any, error) { return decode(b, false, "$", 0) }
 
-// DecodeFloat64 is Decode with numbers as float64, as encoding/json
-// decodes them into an any.
-func DecodeFloat64(b []byte) (any, error) { return decode(b, true) }
+// ArgumentsDepth is the depth of a tools/call's arguments in the
+// JSON-RPC request the gateway parses: the request object 0, its params
+// 1, params.arguments 2. MaxDepth counts from the request.
+const ArgumentsDepth = 2
 
-func decode(b []byte, floats bool) (any, error) {
+// ArgumentsPath is where a tools/call's arguments sit in that request.
+const ArgumentsPath = "$.params.arguments"
+
+// DecodeArguments is Decode of a tools/call's arguments alone (the edge's)
+// read as the gateway's parse of the whole request reads them: nesting
+// counted from the request (ArgumentsDepth), paths from ArgumentsPath,
+// so both refuse exactly the same bytes. Numbers are float64, as
+// encoding/json decodes them into an any.
+func DecodeArguments(b []byte) (any, error) { return decode(b, true, ArgumentsPath, ArgumentsDepth) }
+
+func decode(b []byte, floats bool, at string, depth int) (any, error) {
 	r := &reader{raw: b, dec: json.NewDecoder(bytes.NewReader(b)), floats: floats}
 	r.dec.UseNumber()
-	v, err := r.value("$", 0)
+	v, err := r.value(at, depth)
 	if err != nil {
 		return nil, err
 	}

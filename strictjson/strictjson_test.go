@@ -59,9 +59,9 @@ func TestWithinListsEveryViolation(t *testing.T) {
 	}
 }
 
-// DecodeFloat64 gives numbers as encoding/json does into an any.
-func TestDecodeFloat64(t *testing.T) {
-	v, err := DecodeFloat64([]byte(`{"limit":5}`))
+// DecodeArguments gives numbers as encoding/json does into an any.
+func TestDecodeArguments(t *testing.T) {
+	v, err := DecodeArguments([]byte(`{"limit":5}`))
 	if err != nil || v.(map[string]any)["limit"] != 5.0 {
 		t.Fatalf("got %#v, %v", v, err)
 	}
