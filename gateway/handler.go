@@ -366,11 +366,12 @@ func (s *Server) stampStep(ctx context.Context, x *exchange, d *Device, t catalo
 }
 
 // argsStep looks the tool up in the catalogue and checks a known tool's
-// arguments; it answers the request itself when it refuses them (ok
+// arguments (a null name argument dropped first: dropNullNames); it answers the request itself when it refuses them (ok
 // false). An unknown tool's record is the zero Tool.
 func (s *Server) argsStep(x *exchange, d *Device, req *rpcRequest) (catalogue.Tool, bool) {
 	t, known := catalogue.Lookup(req.Tool)
 	if known {
+		dropNullNames(t, req.Args)
 		if bad := checkArgs(t, req.Args); bad != nil {
 			s.refuse(x, d, req, bad.code, "devbox-config gateway: "+bad.msg+s.audit.cut(d.ID, bad.sent), ruleArguments, "")
 			return t, false

@@ -236,6 +236,23 @@ func (r *rpcRequest) parseCall() *badRequest {
 // upstream can turn it into a name the gateway did not check.
 var stringArgs = []string{"wing", "room", "agent_name", "from_agent", "created_by", "to_agent", "drawer_id", "event_id", "artifact_id", "source_wing", "target_wing", "source_room", "target_room", "added_by"}
 
+// dropNullNames deletes from args every argument of stringArgs that is
+// null, but where MemPalace gives null a meaning of its own: it passes a
+// null to the tool's function as None, the default of each of these
+// arguments where it is optional (a diary's wing defaults to "", which
+// it reads alike; added_by the gateway stamps), so "wing": null is a call
+// without a wing (a search of every wing), authorized and forwarded as
+// one. patch_submit's room defaults to "patches", so its null stays
+// (and is refused: must be a string). Where the argument is required,
+// MemPalace refuses the call for its absence as it refused None.
+func dropNullNames(t catalogue.Tool, args map[string]any) {
+	for _, k := range stringArgs {
+		if v, ok := args[k]; ok && v == nil && (t.Name != "patch_submit" || k != "room") {
+			delete(args, k)
+		}
+	}
+}
+
 // nameArgs are the arguments MemPalace passes through sanitize_name (or
 // _sanitize_optional_name) before use: wings, rooms, a diary's agent.
 // sanitize_name strips surrounding whitespace (Python's str.strip) and
