@@ -32,3 +32,20 @@ func TestJoinDryRunCountsWhatTheRealRunSends(t *testing.T) {
 		t.Fatalf("join: sent %v, skipped %v, failed %+v; the dry run said %v to send, %v skipped", rep.Sent, rep.Skipped, rep.Failed, dry.Pending, dry.Skipped)
 	}
 }
+
+// A drawer never updated whose id the primary holds with other content
+// (edited there): the real join's add names that id and is skipped; the
+// dry run named it an "edited" mismatch (the review of dcc3bb4).
+func TestJoinDryRunCountsADrawerEditedOnThePrimaryAsTheRealRunDoes(t *testing.T) {
+	t.Parallel()
+	p, pr := newPalace(t), newPrimary(t)
+	fileAndUpdate(t, func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }, "filed here", "")
+	fileAndUpdate(t, func(tool string, args map[string]any) map[string]any { return call(t, pr.pl, "mempalace_"+tool, args) }, "filed here", "edited on the primary")
+	p.save(t)
+	c := config(t, p, pr)
+	dry := run(t, c, Options{DryRun: true})
+	rep := run(t, c, Options{})
+	if len(dry.Mismatches) != len(rep.Mismatches) || dry.Skipped[Drawers] != rep.Skipped[Drawers] || dry.Pending[Drawers] != rep.Sent[Drawers] {
+		t.Fatalf("dry run: to send %v, skipped %v, mismatches %+v; the join: sent %v, skipped %v, mismatches %+v", dry.Pending, dry.Skipped, dry.Mismatches, rep.Sent, rep.Skipped, rep.Mismatches)
+	}
+}

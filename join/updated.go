@@ -79,26 +79,37 @@ func (j *joining) toAsk(all bool) []*planned {
 	var ask []*planned
 	for i := range j.planned {
 		p := &j.planned[i]
-		failed := p.had && (p.op.State == outbox.Dead || p.requeue())
-		if p.rec.Kind == Drawers && (p.requeue() && (updated(p.rec) || all && p.rec.LocalID != "") || failed || p.deleted()) {
+		if p.rec.Kind == Drawers && (p.requeue() && (updated(p.rec) || all && p.rec.LocalID != "") || p.failedBefore() || p.deleted()) {
 			ask = append(ask, p)
 		}
 	}
 	return ask
 }
 
+// failedBefore: an earlier run's op for the record failed to send (the
+// primary refused it, or an operator dropped it).
+func (p *planned) failedBefore() bool {
+	return p.had && (p.op.State == outbox.Dead || p.requeue())
+}
+
 // found settles one updated drawer by the primary's answer for its local
 // id: not there (queued), there (skipped), there with other content
-// (edited), or unknown (failed, not sent).
+// (edited), or unknown (failed, not sent). A drawer only a dry run asks
+// about (never updated, never failed or found deleted) is settled as the
+// real run's add settles it: unknown is sent, and there with other
+// content is skipped (its add names the id the primary holds).
 func (j *joining) found(ctx context.Context, p *planned, res map[string]any, err error) {
+	plain := !updated(p.rec) && !p.failedBefore() && !p.deleted()
 	switch {
 	case notVisible(err), err == nil && errorOf(res) != nil:
 		return // not there
+	case err != nil && plain:
+		return // the real run sends it
 	case err != nil && p.deleted():
 		return // not known to be back: still counted deleted, as the run before counted it
 	case err != nil:
 		j.rep.Failed = append(j.rep.Failed, Failure{Kind: Drawers, Record: p.rec.LocalID, Wing: p.rec.Wing, Error: "whether the primary holds it by its id is unknown (not sent: the next join looks again): " + err.Error()})
-	case str(res, "content") != p.rec.Content:
+	case str(res, "content") != p.rec.Content && !plain:
 		j.rep.Mismatches = append(j.rep.Mismatches, Mismatch{Kind: Drawers, LocalID: p.rec.LocalID, PrimaryID: p.rec.LocalID, Wing: p.rec.Wing, Verdict: "edited",
 			Detail: "the primary holds this drawer by its id with other content (an update that has not reached it, or an edit there): not filed again under its new content's id"})
 	default:
