@@ -83,7 +83,7 @@ func (b *Bridge) connect(ctx context.Context) ([]*mcp.Tool, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "devbox-config-bridge", Version: b.cfg.Version}, nil)
 	transport := &mcp.StreamableClientTransport{
 		Endpoint:   b.cfg.URL,
-		HTTPClient: &http.Client{Transport: bearer{token: b.cfg.Token, next: http.DefaultTransport}},
+		HTTPClient: &http.Client{Transport: bearer{token: b.cfg.Token, next: ladder.RefuseRedirects(http.DefaultTransport)}},
 	}
 	cs, err := client.Connect(cctx, transport, nil)
 	if te := (*tokenError)(nil); errors.As(err, &te) {
@@ -161,12 +161,8 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := b.next.RoundTrip(r)
+	resp, err := b.next.RoundTrip(r) // next refuses a redirect: followed, the token would go where it points
 	if err != nil {
-		return nil, ladder.Unreadable(err)
-	}
-	if err := ladder.Redirected(r, resp); err != nil { // followed, the token would go where it points
-		resp.Body.Close() // nothing of it is read
 		return nil, err
 	}
 	if resp.StatusCode == http.StatusUnauthorized {

@@ -47,25 +47,7 @@ const maxAnswer = 4 << 20
 // harness talks to the URL itself), no redirects, every dial bounded.
 func newClient(timeout time.Duration) *http.Client {
 	d := &net.Dialer{Timeout: timeout}
-	return &http.Client{Transport: refuseRedirects{&http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: timeout, ResponseHeaderTimeout: timeout, DisableKeepAlives: true}}}
-}
-
-// refuseRedirects turns a redirect into ladder.Redirected's error in the
-// transport, as the edge's does: the client parses a Location before any
-// CheckRedirect, and its error for one that does not parse quoted the
-// header, query and all.
-type refuseRedirects struct{ next http.RoundTripper }
-
-func (t refuseRedirects) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err != nil {
-		return nil, ladder.Unreadable(err)
-	}
-	if err := ladder.Redirected(r, resp); err != nil {
-		resp.Body.Close() // nothing of it is read
-		return nil, err
-	}
-	return resp, nil
+	return &http.Client{Transport: ladder.RefuseRedirects(&http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: timeout, ResponseHeaderTimeout: timeout, DisableKeepAlives: true})}
 }
 
 // healthzURL is the primary's /healthz beside its /mcp endpoint.

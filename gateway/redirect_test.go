@@ -119,3 +119,19 @@ func TestAnUnreadableAnswerIsNotQuotedInRestoreOrTheProbe(t *testing.T) {
 		t.Errorf("the probe's log (want the answer said unreadable, no token):\n%s", logged.String())
 	}
 }
+
+// A 3xx with no Location (300, 304) is no redirect the client would
+// follow: it is not refused as one "pointed at" the request's own URL
+// (the review of refuseRedirects: r.URL.Parse("") is the request's URL).
+func TestA3xxWithoutLocationIsNotCalledARedirect(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusMultipleChoices, http.StatusNotModified, http.StatusFound} {
+		odd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(code) }))
+		r := Restorer{Upstream: odd.URL + "/mcp", Token: func() string { return "tok" }}
+		_, err := r.Restore(context.Background(), []string{"1"})
+		odd.Close()
+		if err == nil || strings.Contains(err.Error(), "redirect") {
+			t.Errorf("restore from an upstream answering %d without a Location: %v (want an error, not a redirect)", code, err)
+		}
+	}
+}

@@ -324,8 +324,9 @@ func upstreamClient(next http.RoundTripper, timeout time.Duration) *http.Client 
 	return &http.Client{Timeout: timeout, Transport: refuseRedirects{cmp.Or(next, http.DefaultTransport)}}
 }
 
-// refuseRedirects turns any 3xx answer into errUpstreamRedirect before
-// the client sees it: the client parses a Location before any
+// refuseRedirects turns an answer the client would follow
+// (ladder.IsRedirect: one with a Location) into errUpstreamRedirect
+// before the client sees it: the client parses a Location before any
 // CheckRedirect, and its error for one that does not parse quoted the
 // raw header (a token in its query), and read as an answer lost, not as
 // a call refused.
@@ -333,7 +334,7 @@ type refuseRedirects struct{ next http.RoundTripper }
 
 func (t refuseRedirects) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)
-	if err != nil || resp.StatusCode < 300 || resp.StatusCode > 399 {
+	if err != nil || !ladder.IsRedirect(resp) {
 		return resp, err
 	}
 	resp.Body.Close() // nothing of it is read

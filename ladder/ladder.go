@@ -541,17 +541,11 @@ func RedactURL(raw string) string {
 // set, as doctor does; to another origin (host, scheme or port), where the
 // token would go next, it says so and asks the user to check it first.
 func Redirected(req *http.Request, resp *http.Response) error {
-	loc := resp.Header.Get("Location")
-	switch resp.StatusCode {
-	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
-	default:
+	if !IsRedirect(resp) {
 		return nil
 	}
-	if loc == "" {
-		return nil // the client follows none without a Location either
-	}
 	to := "the URL" // a Location that does not parse (a control character in it) is not shown
-	u, err := req.URL.Parse(loc)
+	u, err := req.URL.Parse(resp.Header.Get("Location"))
 	if err == nil {
 		to = RedactURL(u.String()) // String escapes what is not ASCII: nothing raw reaches a terminal
 	}
@@ -559,6 +553,40 @@ func Redirected(req *http.Request, resp *http.Response) error {
 		return fmt.Errorf("the primary answered a redirect (HTTP %d) to %s, on another host, scheme or port: check it is your primary before pointing %s at it", resp.StatusCode, to, EnvRemoteURL)
 	}
 	return fmt.Errorf("the primary answered a redirect (HTTP %d) to %s: set %s to the final URL", resp.StatusCode, to, EnvRemoteURL)
+}
+
+// IsRedirect is whether an http.Client would follow resp: a 301, 302,
+// 303, 307 or 308 with a Location (it follows none without one, nor a
+// 300 or 304).
+func IsRedirect(resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return resp.Header.Get("Location") != ""
+	}
+	return false
+}
+
+// RefuseRedirects is next with an answer that redirects turned into
+// Redirected's error, its body closed unread, and an answer net/http
+// could not read into Unreadable's: the transport under every client that
+// adds the token to requests to the primary. It refuses in the transport,
+// not in a CheckRedirect: the client parses a Location before any
+// CheckRedirect, and its error for one that does not parse quoted the
+// header, query and all.
+func RefuseRedirects(next http.RoundTripper) http.RoundTripper { return refuseRedirects{next} }
+
+type refuseRedirects struct{ next http.RoundTripper }
+
+func (t refuseRedirects) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		return nil, Unreadable(err)
+	}
+	if err := Redirected(r, resp); err != nil {
+		resp.Body.Close() // nothing of it is read
+		return nil, err
+	}
+	return resp, nil
 }
 
 // Unreadable is err, from a round trip to the primary, with an answer

@@ -180,7 +180,7 @@ func (mc *mailboxCmd) settle(timeoutSet bool) (ladder.EdgeSettings, error) {
 // POST-only JSON server and session-issuing servers alike) and derives
 // the owed set.
 func readMailbox(ctx context.Context, endpoint, token, agent, stream string, timeout time.Duration, heard *deviceHeard) (mailbox.Result, error) {
-	httpc := &http.Client{Transport: bearerTransport{token: token, next: http.DefaultTransport, heard: heard, until: ctx}, Timeout: timeout}
+	httpc := &http.Client{Transport: bearerTransport{token: token, next: ladder.RefuseRedirects(http.DefaultTransport), heard: heard, until: ctx}, Timeout: timeout}
 	client := mcp.NewClient(&mcp.Implementation{Name: "devbox-config-mailbox", Version: version}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 	s, err := client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: endpoint, HTTPClient: httpc, MaxRetries: -1,
@@ -232,13 +232,8 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if b.token != "" {
 		r.Header.Set("Authorization", "Bearer "+b.token)
 	}
-	resp, err := b.next.RoundTrip(r)
+	resp, err := b.next.RoundTrip(r) // next refuses a redirect: followed, the token would go where it points
 	if err != nil {
-		cancel()
-		return nil, ladder.Unreadable(err)
-	}
-	if err := ladder.Redirected(r, resp); err != nil { // followed, the token would go where it points
-		resp.Body.Close() // nothing of it is read
 		cancel()
 		return nil, err
 	}
