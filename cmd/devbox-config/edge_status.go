@@ -109,7 +109,7 @@ func (sc *edgeStatusCmd) run() error {
 	// An unreadable mark reads as none: status reports, it does not fail
 	// on what it cannot tell.
 	v.mismatch, _ = s.Meta(ctx, "embedder_mismatch")
-	v.sidecar = doctor.EmbedderMismatch(cfg.Palace, os.LookupEnv)
+	v.sidecar = doctor.EmbedderMismatch(cfg.Palace, environLookup(cfg.ChildEnv)) // the local MemPalace's own, the parent's with MEMPALACE_ENV_FROM_PARENT
 	if v.protection == "" {
 		v.protection = "not known yet (no answer from the primary recorded)"
 	}
@@ -350,4 +350,17 @@ func checkPrimary(ctx context.Context, cfg edge.Config) string {
 		return fmt.Sprintf("unreachable: no answer within %s (fix: %s)", primaryWait(cfg), f.Fix)
 	}
 	return said
+}
+
+// environLookup looks a variable up in environ (os.Environ's form; the
+// last of a name counts, as for exec).
+func environLookup(environ []string) ladder.Lookup {
+	return func(name string) (string, bool) {
+		for i := len(environ) - 1; i >= 0; i-- {
+			if v, ok := strings.CutPrefix(environ[i], name+"="); ok {
+				return v, true
+			}
+		}
+		return "", false
+	}
 }
