@@ -24,7 +24,7 @@ func encodeJSON(v any) []byte {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		panic(fmt.Sprintf("gateway: encoding a parsed value: %v", err)) // cannot happen: v came from decodeStrict
+		panic(fmt.Sprintf("gateway: encoding a parsed value: %v", err)) // cannot happen: v holds only what JSON decodes to (strictjson.Decode's values, and maps of them)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }

@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"time"
 
 	_ "modernc.org/sqlite" // Chroma's store is a SQLite file
+
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // ChromaFile is the default backend's store in a palace directory.
@@ -30,7 +31,7 @@ func Empty(dir string) (bool, error) {
 	}
 	// Read-only, and never creating anything: MemPalace may have the file
 	// open. A query that fails (a locked or other schema) tells nothing.
-	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: file}).EscapedPath()+"?mode=ro&_pragma=busy_timeout(200)")
+	db, err := sql.Open("sqlite", sqlitewal.URI(file)+"?mode=ro&_pragma=busy_timeout(200)")
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", file, err)
 	}

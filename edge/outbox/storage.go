@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // MinFree is the free space under which the outbox's file system counts
@@ -169,7 +170,7 @@ func storageFault(path string, err error, statfs StatFS) *StorageError {
 // and complete is then false when a -wal with anything in it exists (what
 // it holds is not counted).
 func Peek(path string) (byState map[State]int, complete bool, err error) {
-	file := "file:" + (&url.URL{Path: path}).EscapedPath()
+	file := sqlitewal.URI(path)
 	byState, err = peek(file + "?mode=ro&_pragma=busy_timeout(500)")
 	if err == nil {
 		return byState, true, nil
