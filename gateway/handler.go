@@ -287,16 +287,11 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	if !ok {
 		return
 	}
-	if destroys(t, req.Args) {
-		// What the trash keeps is what the delete removes: no other write
-		// lands between the look-up and the delete.
-		if !s.writes.acquire(ctx, d.ID) {
-			s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
-			return
-		}
-		defer s.writes.release()
-		req.slotHeld = true
+	release, ok := s.slotStep(ctx, x, d, t, req, dec.Wing)
+	if !ok {
+		return
 	}
+	defer release()
 	k, ok := s.keepStep(ctx, x, d, t, req)
 	if !ok {
 		return
@@ -343,6 +338,22 @@ func (s *Server) answerForwarded(x *exchange, req *rpcRequest, dec Decision, sta
 	}
 	x.entry.UpstreamStatus = status
 	s.answer(x, status, resp, VerdictAllow, dec.Rule)
+}
+
+// slotStep holds the write slot through a call that destroys: what the
+// trash keeps is what the delete removes, no other write lands between the
+// look-up and the delete. release frees it (nothing, for any other call);
+// false: the device's share of the queue is full, the call refused.
+func (s *Server) slotStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest, wing string) (release func(), ok bool) {
+	if !destroys(t, req.Args) {
+		return func() {}, true
+	}
+	if !s.writes.acquire(ctx, d.ID) {
+		s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, wing)
+		return nil, false
+	}
+	req.slotHeld = true
+	return s.writes.release, true
 }
 
 // stampStep stamps the call with its author (a write's: authorStep, and
