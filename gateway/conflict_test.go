@@ -129,7 +129,7 @@ func TestADroppedConflictTakesThePrimarysText(t *testing.T) {
 	if f := outbox.FailureOf(st.o.Error); st.o.State != outbox.Dead || f.Kind != outbox.ChangedOnPrimary {
 		t.Fatalf("laptop's stale edit: %s %s", st.o.State, st.o.Error)
 	}
-	dropped, err := st.ob.Drop(context.Background(), st.o.ID)
+	dropped, _, err := st.ob.Drop(context.Background(), st.o.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestADropWhileNoEdgeRunsIsTakenAtTheNextStart(t *testing.T) {
 		bells, _ := filepath.Glob(filepath.Join(st.palace, "edge", "doorbell", "*.sock"))
 		return len(bells) == 0
 	})
-	if _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
 		t.Fatal(err)
 	}
 	next := edgeAt(t, st.sw.url(), st.g.tokens["laptop-7f3a"], st.palace)

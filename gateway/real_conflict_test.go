@@ -81,7 +81,7 @@ func TestRealTheBaseOfALocalTextMatchesThePrimarys(t *testing.T) {
 	if o.State != outbox.Dead || outbox.FailureOf(o.Error).Kind != outbox.ChangedOnPrimary {
 		t.Fatalf("laptop's edit after ops's second: %s %s", o.State, o.Error)
 	}
-	if _, err := ob.Drop(context.Background(), o.ID); err != nil {
+	if _, _, err := ob.Drop(context.Background(), o.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "laptop's palace taking ops's text", func() bool {

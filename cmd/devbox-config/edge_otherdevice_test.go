@@ -252,7 +252,7 @@ func TestARetryDoesNotUndoADropMadeWhileItAsksTheGateway(t *testing.T) {
 		t.Fatalf("held ops: %+v", ops)
 	}
 	_, err := d.s.RetryAs(ctx, ops[0].ID, func(context.Context) (string, error) {
-		if _, err := d.s.Drop(ctx, ops[0].ID); err != nil { // the operator, in another shell
+		if _, _, err := d.s.Drop(ctx, ops[0].ID); err != nil { // the operator, in another shell
 			t.Fatal(err)
 		}
 		return "wide-01", nil

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -95,13 +94,17 @@ func newEdgeOutboxCmd(stdout, stderr io.Writer) *cobra.Command {
 	g := group("outbox", "Inspect and repair the outbox: list, retry ID, drop ID, delivered ID, same-machine",
 		newOutboxListCmd(stdout, stderr),
 		newOutboxActCmd(stdout, stderr, "retry", "Send an op again: a dead one after fixing its cause, or one in doubt (a second copy if the first landed)",
-			func(s *outbox.Store, cfg edge.Config, id string) (outbox.Op, error) {
-				return s.RetryAs(ctx, id, tokenDevice(s, cfg))
+			func(s *outbox.Store, cfg edge.Config, id string) (outbox.Op, bool, error) {
+				o, err := s.RetryAs(ctx, id, tokenDevice(s, cfg))
+				return o, false, err
 			}),
 		newOutboxActCmd(stdout, stderr, "drop", "Give up on an op: it is never sent, and the ops waiting behind it move on",
-			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, error) { return s.Drop(ctx, id) }),
+			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, bool, error) { return s.Drop(ctx, id) }),
 		newOutboxActCmd(stdout, stderr, "delivered", "Record an op in doubt as landed on the primary (you checked it is there): never sent again",
-			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, error) { return s.Delivered(ctx, id) }),
+			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, bool, error) {
+				o, err := s.Delivered(ctx, id)
+				return o, false, err
+			}),
 		newOutboxSameMachineCmd(stdout, stderr))
 	g.Long = outboxHelp
 	return g
@@ -202,7 +205,7 @@ func (lc *outboxListCmd) run() error {
 }
 
 // newOutboxActCmd is `edge outbox retry|drop|delivered ID`: act on one op.
-func newOutboxActCmd(stdout, stderr io.Writer, use, short string, act func(*outbox.Store, edge.Config, string) (outbox.Op, error)) *cobra.Command {
+func newOutboxActCmd(stdout, stderr io.Writer, use, short string, act func(*outbox.Store, edge.Config, string) (o outbox.Op, theirs bool, err error)) *cobra.Command {
 	var joinOutbox bool
 	c := &cobra.Command{
 		Use: use + " ID", Short: short, Args: exactArgs(1),
@@ -212,11 +215,11 @@ func newOutboxActCmd(stdout, stderr io.Writer, use, short string, act func(*outb
 				return err
 			}
 			defer s.Close()
-			o, err := act(s, cfg, args[0])
+			o, theirs, err := act(s, cfg, args[0])
 			if err != nil {
 				return failed(err)
 			}
-			fmt.Fprintf(stdout, "%s %s: %s\n", o.Short(), o.Tool, outcome(use, o))
+			fmt.Fprintf(stdout, "%s %s: %s\n", o.Short(), o.Tool, outcome(use, o, theirs))
 			return nil
 		},
 	}
@@ -224,11 +227,12 @@ func newOutboxActCmd(stdout, stderr io.Writer, use, short string, act func(*outb
 	return c
 }
 
-// outcome says what an operator command did to an op, in its words.
-func outcome(use string, o outbox.Op) string {
+// outcome says what an operator command did to an op, in its words
+// (theirs: a drop left the note that the palace takes the primary's text).
+func outcome(use string, o outbox.Op, theirs bool) string {
 	switch use {
 	case "drop":
-		if strings.HasSuffix(outbox.FailureOf(o.Error).Message, outbox.TakesTheirs) {
+		if theirs {
 			return "dropped: never sent again (the ops behind it move on); " + outbox.TakesTheirs + " (at once if an edge runs on this palace, else at the edge's next start), so its later edits of the drawer build on that text"
 		}
 		return "dropped: never sent again (the ops behind it move on)"

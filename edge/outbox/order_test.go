@@ -70,7 +70,7 @@ func TestARefusedOpHoldsBackOnlyItsObject(t *testing.T) {
 	if st.ByState[outbox.Dead] != 1 || len(st.Dead) != 1 || st.Dead[0].ID != refused.ID || !strings.Contains(string(st.Dead[0].Error), "invalid characters") {
 		t.Fatalf("want the refused op dead with the primary's reason: %+v", st.ByState)
 	}
-	if _, err := r.store.Drop(context.Background(), refused.ID); err != nil {
+	if _, _, err := r.store.Drop(context.Background(), refused.ID); err != nil {
 		t.Fatal(err)
 	}
 	r.settleAll()

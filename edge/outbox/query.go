@@ -276,8 +276,9 @@ const PolicyHint = "<palace>/edge/policy.json"
 // unsent. It is marked done with a "dropped" error; the ops that waited
 // behind it move on. A dead update_drawer refused as changed on the
 // primary leaves a note (theirs.go): the edge replaces its local palace's
-// copy of the drawer with the primary's text.
-func (s *Store) Drop(ctx context.Context, id string) (Op, error) {
+// copy of the drawer with the primary's text: theirs says so (its
+// message then ends with TakesTheirs).
+func (s *Store) Drop(ctx context.Context, id string) (o Op, theirs bool, err error) {
 	return s.operatorDone(ctx, id, Dropped, "dropped by the operator: never sent")
 }
 
@@ -285,7 +286,8 @@ func (s *Store) Drop(ctx context.Context, id string) (Op, error) {
 // replaces (a join run again with other flags): marked done, never sent,
 // like Drop, naming the op that replaces it.
 func (s *Store) Replace(ctx context.Context, id, by string) (Op, error) {
-	return s.operatorDone(ctx, id, Dropped, "refused, and replaced by op "+by+" of a later join: never sent")
+	o, _, err := s.operatorDone(ctx, id, Dropped, "refused, and replaced by op "+by+" of a later join: never sent")
+	return o, err
 }
 
 // unsent is the ops a delete may take back: queued or held, never maybe
@@ -618,33 +620,38 @@ func cancelledNote(now time.Time) string {
 // Delivered records an op in doubt (or any pending op) as landed on the
 // primary, on the operator's word that it is there. It is never sent.
 func (s *Store) Delivered(ctx context.Context, id string) (Op, error) {
-	return s.operatorDone(ctx, id, Delivered, "recorded as delivered by the operator: never sent again")
+	o, _, err := s.operatorDone(ctx, id, Delivered, "recorded as delivered by the operator: never sent again")
+	return o, err
 }
 
 // FoundOnPrimary settles a dead op whose write a later look-up found on
 // the primary (a join run again): done, never sent again.
 func (s *Store) FoundOnPrimary(ctx context.Context, id string) (Op, error) {
-	return s.operatorDone(ctx, id, Delivered, "found on the primary by a later look-up: never sent again")
+	o, _, err := s.operatorDone(ctx, id, Delivered, "found on the primary by a later look-up: never sent again")
+	return o, err
 }
 
-func (s *Store) operatorDone(ctx context.Context, id string, kind Kind, msg string) (Op, error) {
-	o, err := s.GetByID(ctx, id)
+// operatorDone records op id done unsent (kind, msg); theirs: it left a
+// note that the local palace takes the primary's text of the drawer.
+func (s *Store) operatorDone(ctx context.Context, id string, kind Kind, msg string) (o Op, theirs bool, err error) {
+	o, err = s.GetByID(ctx, id)
 	if err != nil {
-		return Op{}, err
+		return Op{}, false, err
 	}
 	if o.State == Done {
-		return o, errFinal(o)
+		return o, false, errFinal(o)
 	}
 	also := theirsOnDrop(ctx, o, kind)
 	if also != nil {
 		msg += "; " + TakesTheirs
 	}
 	if err := s.doneUnsent(ctx, o.LocalSeq, kind, msg, also); err != nil {
-		return Op{}, err
+		return Op{}, false, err
 	}
 	s.notify(o.ID)
 	s.ringAll()
-	return s.Get(ctx, o.LocalSeq)
+	o, err = s.Get(ctx, o.LocalSeq)
+	return o, also != nil, err
 }
 
 // doneUnsent records an op done without a send, on an operator's word or

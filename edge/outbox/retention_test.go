@@ -141,7 +141,7 @@ func TestPendingCountsWhatIsNotDone(t *testing.T) {
 		}
 	}
 	check(3)
-	if _, err := s.Drop(ctx, ids[0]); err != nil {
+	if _, _, err := s.Drop(ctx, ids[0]); err != nil {
 		t.Fatal(err)
 	}
 	check(2)
