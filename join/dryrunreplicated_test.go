@@ -1,6 +1,10 @@
 package join
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/joakimp/devbox-config/testbed/realpalace"
+)
 
 // A device that ran in edge mode replicated its drawers as it wrote them:
 // the primary holds them, and a real join skips each ("already on the
@@ -47,5 +51,25 @@ func TestJoinDryRunCountsADrawerEditedOnThePrimaryAsTheRealRunDoes(t *testing.T)
 	rep := run(t, c, Options{})
 	if len(dry.Mismatches) != len(rep.Mismatches) || dry.Skipped[Drawers] != rep.Skipped[Drawers] || dry.Pending[Drawers] != rep.Sent[Drawers] {
 		t.Fatalf("dry run: to send %v, skipped %v, mismatches %+v; the join: sent %v, skipped %v, mismatches %+v", dry.Pending, dry.Skipped, dry.Mismatches, rep.Sent, rep.Skipped, rep.Mismatches)
+	}
+}
+
+// A never-updated drawer whose look-up by id gets no answer: the real
+// join just sends it, so the dry run counts it to send; it listed it
+// failed, "not sent: the next join looks again" (the review of dcc3bb4).
+func TestJoinDryRunCountsADrawerItCouldNotLookUpAsToSend(t *testing.T) {
+	t.Parallel()
+	p, pr := newPalace(t), newPrimary(t)
+	fileAndUpdate(t, func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }, "only here", "")
+	p.save(t)
+	c := config(t, p, pr)
+	proxy := realpalace.NewProxy(t, pr.srv.URL())
+	c.URL = proxy.URL
+	for range 4 { // each read and its one resend, the batch and the drawer alone
+		proxy.Drop("mempalace_get_drawers", "mempalace_get_drawer")
+	}
+	dry := run(t, c, Options{DryRun: true})
+	if dry.Pending[Drawers] != 1 || len(dry.Failed) != 0 {
+		t.Fatalf("dry run: to send %v, failed %+v; want the drawer to send, as the real run sends it", dry.Pending, dry.Failed)
 	}
 }
