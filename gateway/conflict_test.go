@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -299,6 +300,11 @@ func TestTheSecondEndOfAFactIsToldItWasClosedAlready(t *testing.T) {
 	res, rpc, _ := g.call(g.tokens["desk-9b21"], "kg_invalidate", fact)
 	if note, _ := res["note"].(string); rpc != nil || res["success"] != true || res["already_closed"] != "2026-06-01" || !strings.Contains(note, "nothing changed: its end stays 2026-06-01, not 2026-07-01") {
 		t.Errorf("the second end, through the gateway: %v %v", res, rpc)
+	}
+	delete(fact, "ended") // MemPalace ends it today: the note names that date, never a bare "not "
+	res, rpc, _ = g.call(g.tokens["desk-9b21"], "kg_invalidate", fact)
+	if note, _ := res["note"].(string); rpc != nil || res["ended"] == nil || !strings.HasSuffix(note, fmt.Sprintf("its end stays 2026-06-01, not %v", res["ended"])) {
+		t.Errorf("the second end without a date: %v %v", res, rpc)
 	}
 	if got := endOnPrimary(); got != "2026-06-01" {
 		t.Errorf("the fact's end on the primary: %q", got)

@@ -186,8 +186,22 @@ func closedAlready(args map[string]any, facts []any, status int, resp []byte) []
 	if kept == "" {
 		return resp
 	}
+	not := ""
+	if asked := askedEnd(args, resp); asked != "" {
+		not = ", not " + asked
+	}
 	return withMembers(resp, map[string]any{"already_closed": kept, "note": fmt.Sprintf(
-		"devbox-config gateway: this fact was already closed on the primary (ended %s) before this invalidate arrived (another device's end reached it first, or an earlier one of this device's); nothing changed: its end stays %s, not %s", kept, kept, str(args["ended"]))})
+		"devbox-config gateway: this fact was already closed on the primary (ended %s) before this invalidate arrived (another device's end reached it first, or an earlier one of this device's); nothing changed: its end stays %s%s", kept, kept, not)})
+}
+
+// askedEnd is the end a kg_invalidate asked for: its "ended", or, left
+// out, the date MemPalace took for it (today), which its answer names
+// ("" if neither).
+func askedEnd(args map[string]any, resp []byte) string {
+	if e := str(args["ended"]); e != "" {
+		return e
+	}
+	return gjson.Get(gjson.GetBytes(resp, "result.content.0.text").String(), "ended").String()
 }
 
 // withMembers adds members to a successful answer's JSON text (MemPalace's
