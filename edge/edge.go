@@ -52,6 +52,7 @@ type Edge struct {
 	primaryListed atomic.Bool   // the mailbox listed the primary's tools (mailbox.go)
 	childKnown    chan struct{} // closed once the child listed its tools or failed to start
 	keptUnapplied chan struct{} // a delete kept without the local answer: watchUnapplied sends it again
+	primaryUp     chan struct{} // the primary answered with the token (resume): watchUnapplied reads the held notes of dropped edits again
 	// resending: kept deletes are read and sent to the local palace
 	// again (Lock) never while a write is there (RLock), whose answer's
 	// lift may take them back (localdelete.go)
@@ -83,7 +84,7 @@ type Edge struct {
 // New builds an edge from its configuration; Serve runs it.
 func New(cfg Config) *Edge {
 	cfg = cfg.withDefaults()
-	e := &Edge{cfg: cfg, log: cfg.Log, listedFrom: map[string]toolSource{}, unlisted: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{}), keptUnapplied: make(chan struct{}, 1), initDone: make(chan struct{})}
+	e := &Edge{cfg: cfg, log: cfg.Log, listedFrom: map[string]toolSource{}, unlisted: map[string]bool{}, childTools: map[string]*mcp.Tool{}, primaryTools: map[string]*mcp.Tool{}, toolsReady: make(chan struct{}), childKnown: make(chan struct{}), keptUnapplied: make(chan struct{}, 1), primaryUp: make(chan struct{}, 1), initDone: make(chan struct{})}
 	impl := &mcp.Implementation{Name: "mempalace-edge", Title: "MemPalace (devbox-config edge)", Version: cfg.Version}
 	e.implJSON, _ = json.Marshal(impl) // for stateless answers (statelessResult)
 	opts := &mcp.ServerOptions{
@@ -485,6 +486,10 @@ func (e *Edge) resume() {
 	}
 	if err := e.outbox.Resume(context.Background()); err != nil {
 		e.log.Warn("queued writes wait out their backoff: the outbox could not be resumed", "err", err)
+	}
+	select {
+	case e.primaryUp <- struct{}{}:
+	default: // one is pending already
 	}
 }
 

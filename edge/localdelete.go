@@ -21,14 +21,16 @@ import (
 // again for it, then further apart, until none is left. The updates a kept delete_by_source holds wait for
 // its answer, not for the next edge start. It gives the local palace the
 // primary's text of the drawers whose conflicting edits were dropped
-// (takeTheirs, theirs.go) then too, and whenever the outbox is kicked.
+// (takeTheirs, theirs.go) then too, whenever the outbox is kicked, and
+// when the primary comes back (primaryUp).
 func (e *Edge) watchUnapplied(ctx context.Context) {
 	select {
 	case <-e.childKnown:
 	case <-ctx.Done():
 		return
 	}
-	e.takeTheirs(ctx)
+	held := map[string]bool{} // notes of dropped edits the primary did not answer for (takeTheirs)
+	e.takeTheirs(ctx, held)
 	left := e.applyUnapplied(ctx)
 	wait := e.cfg.WriteGrace
 	t := time.NewTimer(wait)
@@ -47,7 +49,11 @@ func (e *Edge) watchUnapplied(ctx context.Context) {
 			left = 1 // at least the one just kept
 			continue
 		case <-e.outbox.Kicked():
-			e.takeTheirs(ctx) // a drop in another process rings the doorbell
+			e.takeTheirs(ctx, held) // a drop in another process rings the doorbell
+			continue
+		case <-e.primaryUp:
+			clear(held)
+			e.takeTheirs(ctx, held)
 			continue
 		case <-due:
 		}

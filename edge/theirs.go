@@ -2,12 +2,30 @@ package edge
 
 import (
 	"context"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/origin"
+)
+
+// keptOwnUntrusted is what a dropped op's note says, in place of
+// outbox.TakesTheirs, once the primary's text proved an untrusted
+// writer's.
+const keptOwnUntrusted = "this device's palace keeps its own text of the drawer: the primary's is from a writer this device does not trust (the gateway's trusted set)"
+
+// A theirsOutcome is what one reading of a note's drawer came to.
+type theirsOutcome int
+
+const (
+	theirsSettled   theirsOutcome = iota // taken, or nothing to take: the note goes
+	theirsUntrusted                      // the primary's text is an untrusted writer's: the local text stays, the note goes
+	theirsLater                          // the local palace did not answer: the next kick tries again
+	theirsWhenUp                         // the primary did not answer: tried again once it comes back (or at the next edge)
+	theirsTake                           // the primary's text, read: the local palace takes it
 )
 
 // takeTheirs gives the local palace the primary's text of each drawer
@@ -15,10 +33,13 @@ import (
 // (outbox.Theirs: "drop keeps theirs"), so that this device's reads show
 // it and its later edits of the drawer build on it, carrying its base,
 // rather than being refused alike. watchUnapplied calls it when the edge
-// starts and whenever the outbox is kicked (a drop in another process
-// rings the doorbell). A note waits, for the next kick or the next edge,
-// while the primary or the local palace cannot be read.
-func (e *Edge) takeTheirs(ctx context.Context) {
+// starts, whenever the outbox is kicked (a drop in another process rings
+// the doorbell) and when the primary comes back. A note whose drawer the
+// primary did not answer for is put in held and not asked again until
+// the primary comes back (watchUnapplied then empties held), so the
+// kept deletes sent on the same goroutine never wait on it after every
+// write; one the local palace did not answer waits for the next kick.
+func (e *Edge) takeTheirs(ctx context.Context, held map[string]bool) {
 	if e.childDown.Load() {
 		return // the next edge's
 	}
@@ -30,57 +51,88 @@ func (e *Edge) takeTheirs(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if e.takeTheirsOf(ctx, t) {
-			if err := e.outbox.TookTheirs(ctx, t); err != nil {
-				e.log.Warn("the note of a dropped edit stays: the drawer is read on the primary again later", "drawer", t.Drawer, "err", err)
-			}
+		if held[t.Op] {
+			continue
+		}
+		switch e.takeTheirsOf(ctx, t) {
+		case theirsSettled:
+			err = e.outbox.TookTheirs(ctx, t)
+		case theirsUntrusted:
+			err = e.outbox.KeptOwn(ctx, t, keptOwnUntrusted)
+		case theirsWhenUp:
+			held[t.Op] = true
+			continue
+		case theirsLater:
+			continue
+		}
+		if err != nil {
+			e.log.Warn("the note of a dropped edit stays: the drawer is read on the primary again later", "drawer", t.Drawer, "err", err)
 		}
 	}
 }
 
 // takeTheirsOf reads t's drawer on the primary and, once no write is at
 // the local palace, writes its text there (an update_drawer, not queued)
-// if the local copy is still the dropped edit's. It says whether t is
-// settled: taken, or nothing to take (the drawer gone on the primary or
-// locally, or a later local edit of it, which wins here).
-func (e *Edge) takeTheirsOf(ctx context.Context, t outbox.Theirs) bool {
-	res, err := e.callPrimary(ctx, getDrawer(t.Drawer), true)
-	m := resultJSON(res)
-	theirs, ok := m["content"].(string)
-	if err != nil || res == nil || res.IsError || !ok {
-		msg, _ := m["error"].(string)
-		if notFound(msg) {
-			e.log.Info("a dropped edit's drawer is gone from the primary: this device's palace keeps its own text", "drawer", t.Drawer, "op", t.Op)
-			return true
-		}
-		e.log.Debug("a dropped edit's drawer not read on the primary: this device's palace takes its text later", "drawer", t.Drawer, "err", err, "answer", m)
-		return false
+// if the local copy is still the dropped edit's. Settled: taken, or
+// nothing to take (the drawer gone on the primary or locally, not
+// visible to this device there, or a later local edit of it, which wins
+// here).
+func (e *Edge) takeTheirsOf(ctx context.Context, t outbox.Theirs) theirsOutcome {
+	theirs, out := e.primaryTextOf(ctx, t)
+	if out != theirsTake {
+		return out
 	}
 	if !e.lockResending(ctx) {
-		return false // the edge stopped while a write was at the local palace: the next edge's
+		return theirsLater // the edge stopped while a write was at the local palace: the next edge's
 	}
 	defer e.resending.Unlock()
 	lctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
 	defer cancel()
 	local, err := e.localServer.Call(lctx, getDrawer(t.Drawer).params)
-	if err != nil {
-		e.log.Warn("a dropped edit's drawer not read in the local palace: it takes the primary's text later", "drawer", t.Drawer, "err", err)
-		return false
-	}
 	mine, ok := resultJSON(local)["content"].(string)
 	switch {
-	case !ok || mine == theirs:
-		return true
+	case err == nil && !ok && notFound(gjson.Get(resultText(local), "error").String()):
+		return theirsSettled // gone here: nothing to take
+	case err != nil || !ok:
+		e.log.Warn("a dropped edit's drawer not read in the local palace: it takes the primary's text at the next kick", "drawer", t.Drawer, "err", err, "answer", resultJSON(local))
+		return theirsLater
+	case mine == theirs:
+		return theirsSettled
 	case origin.Base(mine) != t.Base:
 		e.log.Info("this device's palace holds a later edit of a drawer whose dropped edit kept the primary's text: the later edit stays", "drawer", t.Drawer, "op", t.Op)
-		return true
+		return theirsSettled
 	}
 	up := newCall(&mcp.CallToolParams{Name: catalogue.Prefix + "update_drawer", Arguments: map[string]any{"drawer_id": t.Drawer, "content": theirs}})
-	res, err = e.localServer.Call(lctx, up.params)
+	res, err := e.localServer.Call(lctx, up.params)
 	if err != nil || res == nil || res.IsError || resultJSON(res)["success"] != true {
-		e.log.Warn("this device's palace did not take the primary's text of a drawer whose edit was dropped: it is tried again later", "drawer", t.Drawer, "err", err, "answer", resultJSON(res))
-		return false
+		e.log.Warn("this device's palace did not take the primary's text of a drawer whose edit was dropped: it is tried again at the next kick", "drawer", t.Drawer, "err", err, "answer", resultJSON(res))
+		return theirsLater
 	}
 	e.log.Info("this device's palace took the primary's text of a drawer whose edit was dropped (edge outbox drop): its later edits build on it", "drawer", t.Drawer, "op", t.Op)
-	return true
+	return theirsSettled
+}
+
+// primaryTextOf is the primary's text of t's drawer (theirsTake), or
+// what its answer comes to: settled where the refusal cannot change (not found, not
+// visible to this device), untrusted where the text is an untrusted
+// writer's (its origin says trusted: false, or a gateway withheld it),
+// else whenUp.
+func (e *Edge) primaryTextOf(ctx context.Context, t outbox.Theirs) (string, theirsOutcome) {
+	res, err := e.callPrimary(ctx, getDrawer(t.Drawer), true)
+	m := resultJSON(res)
+	msg, _ := m["error"].(string)
+	who, _ := m["origin"].(map[string]any)
+	theirs, ok := m["content"].(string)
+	switch {
+	case notFound(msg) || notVisible(err):
+		e.log.Info("a dropped edit's drawer is gone from the primary, or not visible to this device there: this device's palace keeps its own text", "drawer", t.Drawer, "op", t.Op)
+		return "", theirsSettled
+	case strings.HasPrefix(msg, "withheld") || who["trusted"] == false:
+		e.log.Warn("a dropped edit's drawer holds an untrusted writer's text on the primary: this device's palace keeps its own text", "drawer", t.Drawer, "op", t.Op, "writer", who["device"])
+		return "", theirsUntrusted
+	case err != nil || res == nil || res.IsError || !ok || msg != "":
+		e.log.Debug("a dropped edit's drawer not read on the primary: this device's palace takes its text once the primary comes back", "drawer", t.Drawer, "err", err, "answer", m)
+		return "", theirsWhenUp
+	}
+	return theirs, theirsTake
 }

@@ -4,20 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // switchable is a way to the gateway that can be cut (the device
@@ -82,9 +89,9 @@ type staleEdit struct {
 	id     string
 }
 
-func aStaleEdit(t *testing.T) staleEdit {
+func aStaleEdit(t *testing.T, devs []Device) staleEdit {
 	t.Helper()
-	g := newGW(t, devices)
+	g := newGW(t, devs)
 	g.withLedger()
 	sw := newSwitchable(t, g.http.URL)
 	palace := filepath.Join(t.TempDir(), "palace")
@@ -126,7 +133,7 @@ func aStaleEdit(t *testing.T) staleEdit {
 // edit from laptop was refused alike until one was retried, overwriting.
 func TestADroppedConflictTakesThePrimarysText(t *testing.T) {
 	t.Parallel()
-	st := aStaleEdit(t)
+	st := aStaleEdit(t, devices)
 	if f := outbox.FailureOf(st.o.Error); st.o.State != outbox.Dead || f.Kind != outbox.ChangedOnPrimary {
 		t.Fatalf("laptop's stale edit: %s %s", st.o.State, st.o.Error)
 	}
@@ -159,7 +166,7 @@ func TestADroppedConflictTakesThePrimarysText(t *testing.T) {
 // outbox) is taken by the next edge at its start.
 func TestADropWhileNoEdgeRunsIsTakenAtTheNextStart(t *testing.T) {
 	t.Parallel()
-	st := aStaleEdit(t)
+	st := aStaleEdit(t, devices)
 	st.laptop.Close() // its edge stops: stdin closed
 	waitUntil(t, "laptop's edge stopped (its doorbell gone)", func() bool {
 		bells, _ := filepath.Glob(filepath.Join(st.palace, "edge", "doorbell", "*.sock"))
@@ -168,6 +175,83 @@ func TestADropWhileNoEdgeRunsIsTakenAtTheNextStart(t *testing.T) {
 	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
 		t.Fatal(err)
 	}
+	next := edgeAt(t, st.sw.url(), st.g.tokens["laptop-7f3a"], st.palace)
+	waitUntil(t, "the next edge giving laptop's palace desk's text", func() bool {
+		return edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})["content"] == "drawer ten: DESK version"
+	})
+}
+
+// settledNotes waits until the outbox holds no note of a dropped edit.
+func settledNotes(t *testing.T, ob *outbox.Store) {
+	t.Helper()
+	waitUntil(t, "the drop's note settled", func() bool {
+		notes, err := ob.Theirs(context.Background())
+		return err == nil && len(notes) == 0
+	})
+}
+
+// A laptop that trusts only ops keeps its own text when the operator
+// drops its edit refused for desk's: the primary's text is from a writer
+// it does not trust, which local-first reads would show as laptop's own.
+// The drop's message says so. Before, laptop's palace took desk's text.
+func TestAnUntrustedTextIsNotTaken(t *testing.T) {
+	t.Parallel()
+	devs := slices.Clone(devices)
+	devs[0].Trusts = []string{"admin-0001"}
+	st := aStaleEdit(t, devs)
+	if _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+		t.Fatal(err)
+	}
+	settledNotes(t, st.ob)
+	if got := edgeCall(t, st.laptop, "get_drawer", map[string]any{"drawer_id": st.id})["content"]; got != "drawer ten: LAPTOP version" {
+		t.Errorf("laptop's palace after the drop holds %q, not its own text", got)
+	}
+	o, err := st.ob.GetByID(context.Background(), st.o.ID)
+	if msg := outbox.FailureOf(o.Error).Message; err != nil || !strings.Contains(msg, "keeps its own text of the drawer: the primary's is from a writer this device does not trust") || strings.Contains(msg, outbox.TakesTheirs) {
+		t.Errorf("the dropped op's message: %q %v", msg, err)
+	}
+}
+
+// A drop whose drawer has since moved to a wing laptop may not read is
+// settled: the primary refuses it as not visible, which no retry
+// changes. Before, its note was read on the primary after every write.
+func TestADropOutOfSightIsSettled(t *testing.T) {
+	t.Parallel()
+	st := aStaleEdit(t, devices)
+	if res, rpc, _ := st.g.call(st.g.tokens["desk-9b21"], "update_drawer", map[string]any{"drawer_id": st.id, "wing": "private_desk"}); rpc != nil || res["success"] != true {
+		t.Fatalf("desk's move: %v %v", res, rpc)
+	}
+	if _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+		t.Fatal(err)
+	}
+	settledNotes(t, st.ob)
+}
+
+// A drop seen while laptop's palace answers get_drawer with an error
+// (locked) keeps its note: the next edge, whose palace answers, takes
+// desk's text. Before, the error answer read as "nothing to take" and the
+// note was deleted for good.
+func TestADropSeenLockedIsTakenLater(t *testing.T) {
+	t.Parallel()
+	st := aStaleEdit(t, devices)
+	st.laptop.Close()
+	waitUntil(t, "laptop's edge stopped (its doorbell gone)", func() bool {
+		bells, _ := filepath.Glob(filepath.Join(st.palace, "edge", "doorbell", "*.sock"))
+		return len(bells) == 0
+	})
+	if _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+		t.Fatal(err)
+	}
+	var log testbed.SyncBuffer
+	locked := serveEdge(t, edge.Config{
+		PrimaryURL: st.sw.url(), Token: func() string { return st.g.tokens["laptop-7f3a"] }, Child: []string{testbed.Self(t, fakepalace.ProgramName)},
+		ChildEnv: append(os.Environ(), "MEMPALACE_PALACE_PATH="+st.palace, "FAKEPALACE_FAIL_ON=mempalace_get_drawer"),
+		Palace:   st.palace, Agent: "opencode", CallTimeout: 3 * time.Second, Probe: 10 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(&log, nil)),
+	})
+	edgeCall(t, locked, "list_wings", map[string]any{}) // the local palace starts at the first call
+	waitUntil(t, "the locked palace's answer logged", func() bool { return strings.Contains(log.String(), "not read in the local palace") })
+	locked.Close()
 	next := edgeAt(t, st.sw.url(), st.g.tokens["laptop-7f3a"], st.palace)
 	waitUntil(t, "the next edge giving laptop's palace desk's text", func() bool {
 		return edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})["content"] == "drawer ten: DESK version"
@@ -183,7 +267,7 @@ func TestADropWhileNoEdgeRunsIsTakenAtTheNextStart(t *testing.T) {
 // (outside tester attack63 F4).
 func TestAStaleOfflineEditIsRefusedAndRetryOverwrites(t *testing.T) {
 	t.Parallel()
-	st := aStaleEdit(t)
+	st := aStaleEdit(t, devices)
 	g, laptop, sw, palace, ob, o, id := st.g, st.laptop, st.sw, st.palace, st.ob, st.o, st.id
 	op, err := o.ID, error(nil)
 	f := outbox.FailureOf(o.Error)

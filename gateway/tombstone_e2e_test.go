@@ -34,6 +34,13 @@ func edgeWith(t *testing.T, url, token, palace string, child, env []string, time
 		Palace: palace, Agent: "opencode", CallTimeout: timeout, Probe: 10 * time.Millisecond,
 		Log: slog.New(slog.DiscardHandler),
 	}
+	return serveEdge(t, cfg)
+}
+
+// serveEdge runs an edge of cfg and connects an agent to it, both ended
+// at the test's cleanup.
+func serveEdge(t *testing.T, cfg edge.Config) *mcp.ClientSession {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())

@@ -22,7 +22,9 @@ import (
 // the store is kicked (an enqueue, or the doorbell another process's drop
 // rings), reads the drawer on the primary, writes that text to its local
 // palace where the local copy is still the dropped edit's, and drops the
-// note (TookTheirs), as it sends the kept deletes again (intent.go).
+// note (TookTheirs), as it sends the kept deletes again (intent.go). A
+// primary's text from a writer the device does not trust is not taken:
+// the note goes with the dropped op's message saying so (KeptOwn).
 
 // TakesTheirs ends the error_json message of a dropped op that left a
 // note: edge outbox drop and list say it.
@@ -89,6 +91,34 @@ func (s *Store) Theirs(ctx context.Context) ([]Theirs, error) {
 // stays.
 func (s *Store) TookTheirs(ctx context.Context, t Theirs) error {
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=? AND json_extract(value,'$.op')=?`, theirsNotes+t.Drawer, t.Op); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return nil
+}
+
+// KeptOwn drops t's note with this device's text of the drawer kept, not
+// the primary's (why: the reason, which the dropped op's error_json
+// message then ends with in place of TakesTheirs, so edge outbox list
+// says it).
+func (s *Store) KeptOwn(ctx context.Context, t Theirs, why string) error {
+	o, err := s.GetByID(ctx, t.Op)
+	if err != nil {
+		return fmt.Errorf("outbox: the dropped op of drawer %s: %w", t.Drawer, err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if msg := FailureOf(o.Error).Message; strings.HasSuffix(msg, TakesTheirs) {
+		if _, err := tx.ExecContext(ctx, `UPDATE ops SET error_json=json_set(error_json,'$.message',?) WHERE op_id=?`, strings.TrimSuffix(msg, TakesTheirs)+why, o.ID); err != nil {
+			return fmt.Errorf("outbox: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM meta WHERE key=? AND json_extract(value,'$.op')=?`, theirsNotes+t.Drawer, t.Op); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
 	return nil
