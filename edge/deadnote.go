@@ -57,6 +57,10 @@ import (
 // line.
 const deadReasonMax = 120
 
+// deadWhoMax bounds who changed a drawer, and when, in a changed-on-primary
+// reason.
+const deadWhoMax = 64
+
 // deadLookEvery bounds how often a tool answer looks the dead ops up when
 // this process's flusher made none dead since the last look-up (another
 // process's flusher, `edge flush` say, made them): the look-up is 80-111
@@ -141,8 +145,8 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 		reason = rest // the gateway's or the primary's own words
 	}
 	switch {
-	case o.Kind == outbox.ChangedOnPrimary:
-		reason = changedReason(reason, o.Short())
+	case o.Kind == outbox.ChangedOnPrimary: // its way to settle it last, never cut
+		return truncate(mailbox.Printable(what), deadReasonMax), changedReason(reason, o.Short())
 	case strings.Contains(reason, outbox.UnknownEvent):
 		reason = outbox.UnknownEvent // it follows the gateway's words, which the bound would keep instead
 	case strings.Contains(reason, deviceinfo.RuleNotVisible):
@@ -153,14 +157,14 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 }
 
 // changedReason is an update the gateway refused as changed on the
-// primary since the edit (outbox.ChangedOnPrimary), said short enough for
-// deadReasonMax: who changed it, when the gateway's words (reason) name
-// them, and the two ways to settle it.
+// primary since the edit (outbox.ChangedOnPrimary), mailbox.Printable: who
+// changed it, when the gateway's words (reason) name them (cut at
+// deadWhoMax), and the two ways to settle it, whole.
 func changedReason(reason, short string) string {
 	who := "by another device"
 	if _, rest, ok := strings.Cut(reason, "(last written by device "); ok {
 		if dev, at, ok := strings.Cut(strings.SplitN(rest, ")", 2)[0], " at "); ok {
-			who = dev + ", " + at
+			who = truncate(mailbox.Printable(dev+", "+at), deadWhoMax)
 		}
 	}
 	return fmt.Sprintf("changed on the primary since this edit (%s): `edge outbox retry %s` overwrites it, `drop` keeps it", who, short)
@@ -170,19 +174,27 @@ func changedReason(reason, short string) string {
 const deadNamed = 3
 
 // deadList is the first deadNamed writes of ops, "; "-separated, then how
-// many more, and the first one's reason.
+// many more, and the reason of the first op of each kind ("; "-separated),
+// so a kind with its own way to settle it (changed on the primary) is
+// told it whatever op comes first.
 func deadList(ops []outbox.DeadOp) (string, string) {
-	var names []string
-	_, why := deadWhat(ops[0])
-	for _, o := range ops[:min(len(ops), deadNamed)] {
-		what, _ := deadWhat(o)
-		names = append(names, what)
+	var names, whys []string
+	kinds := map[outbox.Kind]bool{}
+	for i, o := range ops {
+		what, why := deadWhat(o)
+		if i < deadNamed {
+			names = append(names, what)
+		}
+		if !kinds[o.Kind] {
+			kinds[o.Kind] = true
+			whys = append(whys, why)
+		}
 	}
 	list := strings.Join(names, "; ")
 	if len(ops) > deadNamed {
 		list += fmt.Sprintf("; and %d more", len(ops)-deadNamed)
 	}
-	return list, why
+	return list, strings.Join(whys, "; ")
 }
 
 // deadNotes are the lines a tool answer carries for the ops in fresh: one
@@ -277,7 +289,7 @@ func deadNote(fresh []outbox.DeadOp) string {
 	if len(fresh) == 1 {
 		return fmt.Sprintf("[devbox-config] the primary refused a write from this devbox for good: %s (%s). %s; `devbox-config edge status` lists it.", list, why, tookEffect(fresh, false))
 	}
-	return fmt.Sprintf("[devbox-config] the primary refused %d writes from this devbox for good: %s (the first: %s). %s; `devbox-config edge status` lists them.", len(fresh), list, why, tookEffect(fresh, false))
+	return fmt.Sprintf("[devbox-config] the primary refused %d writes from this devbox for good: %s (refused: %s). %s; `devbox-config edge status` lists them.", len(fresh), list, why, tookEffect(fresh, false))
 }
 
 // deadInstructions is the lines initialize's instructions start with when
@@ -352,7 +364,7 @@ func (e *Edge) toldAtStart(ctx context.Context, ops []outbox.DeadOp) []outbox.De
 // deadSummary is the instructions' line for the dead ops ops.
 func deadSummary(ops []outbox.DeadOp) string {
 	list, why := deadList(ops)
-	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good: %s (the first refused: %s). %s; `devbox-config edge status` lists them (this is said at %d session starts).",
+	return fmt.Sprintf("Writes not shared (devbox-config edge): this devbox's outbox holds %d %s the primary refused for good: %s (refused: %s). %s; `devbox-config edge status` lists them (this is said at %d session starts).",
 		len(ops), plural(len(ops), "write", "writes"), list, why, tookEffect(ops, true), deadToldMax)
 }
 

@@ -291,3 +291,26 @@ func TestTheSessionStartLineCountsEveryDeadWrite(t *testing.T) {
 		t.Errorf("the session-start line with 2 dead, one told %d times:\n%s", deadToldMax, in)
 	}
 }
+
+// The session-start line and a tool answer's note give the reason of each
+// kind of dead op once, not the first op's alone: an outside tester's
+// changed-on-primary edit, listed after another kind, was told without
+// its way to settle it (attack66 N4).
+func TestADeadNoteGivesEachKindsReason(t *testing.T) {
+	t.Parallel()
+	ops := []outbox.DeadOp{
+		{ID: "1aaaaaaaaaaaaaaa", Tool: "mempalace_add_drawer", Wing: "wing_shared", Room: "plans", Kind: outbox.Refused, Reason: "JSON-RPC error -32003: devbox-config gateway: bob-02 may not call it (write globs do not match the target wing)"},
+		{ID: "2aaaaaaaaaaaaaaa", Tool: "mempalace_update_drawer", Object: "drawer_x", Kind: outbox.ChangedOnPrimary, Reason: "JSON-RPC error -32033: devbox-config gateway: drawer drawer_x changed on the primary since this edit was made (last written by device desk-9b21 at 2026-11-30T12:00:00Z): its text there is not the one"},
+		{ID: "3aaaaaaaaaaaaaaa", Tool: "mempalace_kg_add", Kind: outbox.Refused, Reason: "JSON-RPC error -32003: devbox-config gateway: another refusal"},
+	}
+	for _, s := range []string{deadNote(ops), deadSummary(ops)} {
+		for _, want := range []string{"write globs do not match", "changed on the primary since this edit (desk-9b21, 2026-11-30T12:00:00Z): `edge outbox retry 2aaaaaaaaaaa` overwrites it, `drop` keeps it"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("the note lacks %q:\n%s", want, s)
+			}
+		}
+		if strings.Contains(s, "another refusal") {
+			t.Errorf("the note gives a kind's reason twice:\n%s", s)
+		}
+	}
+}
