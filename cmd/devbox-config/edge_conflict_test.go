@@ -56,3 +56,34 @@ func TestEdgeStatusListsAnEndOfAFactClosedAlready(t *testing.T) {
 		t.Errorf("edge status lacks %q:\n%s%s", want, out.String(), errb.String())
 	}
 }
+
+// edge status's DEAD line of an edit refused as changed on the primary
+// names who changed it and when, and of one whose drawer the operator
+// restored under a new id, that id; each says its own fix, not "fix the
+// cause, then retry" (attack66 N4: both cut at 100 characters, before
+// the part that matters, and told to retry).
+func TestEdgeStatusSaysEachDeadKindsOwnFix(t *testing.T) {
+	long := "drawer_shared_c66_34dfe2bc809be78a6f6cef8e"
+	changed, said := deadThenTold(t, outbox.Write{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"` + long + `","content":"mine"}`)},
+		&outbox.RPCError{Code: ledger.CodeChangedOnPrimary, Message: "devbox-config gateway: drawer " + long + " changed on the primary since this edit was made (last written by device desk-9b21 at 2026-12-06T16:31:46Z): its text there is not the one this device's palace held"})
+	for _, want := range []string{"last written by device desk-9b21 at 2026-12-06T16:31:46Z", "`devbox-config edge outbox retry " + changed.Short() + "` overwrites the primary's text", "`drop " + changed.Short() + "` keeps it"} {
+		if !strings.Contains(said["edge status"], want) {
+			t.Errorf("edge status of a changed-on-primary edit lacks %q:\n%s", want, said["edge status"])
+		}
+	}
+	if strings.Contains(said["edge status"], "fix the cause") {
+		t.Errorf("a changed-on-primary edit is told to fix the cause:\n%s", said["edge status"])
+	}
+	restored, said := deadThenTold(t, outbox.Write{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"drawer_shared_c63_9d6b00000000000000000000","content":"mine"}`)},
+		&outbox.RPCError{Code: ledger.CodeDeletedOnPrimary, Message: "devbox-config gateway: restored by the operator as drawer_shared_c63_ad1130000000000000000000: update drawer_shared_c63_ad1130000000000000000000 (this id, drawer_shared_c63_9d6b00000000000000000000, is not on the primary: an admin deleted it); nothing was written"})
+	for _, want := range []string{"restored by the operator as drawer_shared_c63_ad1130000000000000000000", "make the edit again on the new id, then `devbox-config edge outbox drop " + restored.Short() + "`"} {
+		if !strings.Contains(said["edge status"], want) {
+			t.Errorf("edge status of an edit of a drawer restored under a new id lacks %q:\n%s", want, said["edge status"])
+		}
+	}
+	for _, s := range said {
+		if strings.Contains(s, "fix the cause") {
+			t.Errorf("told to fix the cause:\n%s", s)
+		}
+	}
+}

@@ -299,7 +299,20 @@ func deadFix(o outbox.Op) string {
 	if f.AsWritten {
 		return fmt.Sprintf("it never lands as written, and a retry is refused again: `devbox-config edge outbox drop %s` (a write made anew, corrected, is sent)", o.Short())
 	}
+	switch {
+	case f.Kind == outbox.ChangedOnPrimary:
+		return fmt.Sprintf("`devbox-config edge outbox retry %s` overwrites the primary's text (the gateway's trash keeps it), `drop %s` keeps it (this device's palace takes it)", o.Short(), o.Short())
+	case restoredAs(f):
+		return fmt.Sprintf("a retry cannot land it: make the edit again on the new id, then `devbox-config edge outbox drop %s`", o.Short())
+	}
 	return fmt.Sprintf("fix the cause, then `devbox-config edge outbox retry %s` (or drop %s)", o.Short(), o.Short())
+}
+
+// restoredAs reports a refusal of a drawer's old id the operator restored
+// under a new one (the gateway's rule restored-as-another-id, which names
+// the new id first).
+func restoredAs(f outbox.Failure) bool {
+	return f.Kind == outbox.DeletedOnPrimary && strings.Contains(f.Message, "restored by the operator as ")
 }
 
 // errorText is an op's last failure for one line of a listing: the
@@ -308,4 +321,14 @@ func deadFix(o outbox.Op) string {
 // the primary's, and may repeat what a request carried).
 func errorText(raw json.RawMessage) string {
 	return mailbox.PrintableCut(outbox.Words(raw), 100, utf8.RuneCountInString)
+}
+
+// deadText is errorText for a DEAD line of edge status: cut at 300 for a
+// drawer changed on the primary or restored under a new id, whose words
+// name who changed it and when, or the new id, past 100.
+func deadText(raw json.RawMessage) string {
+	if f := outbox.FailureOf(raw); f.Kind == outbox.ChangedOnPrimary || restoredAs(f) {
+		return mailbox.PrintableCut(outbox.Words(raw), 300, utf8.RuneCountInString)
+	}
+	return errorText(raw)
 }
