@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,4 +98,47 @@ func TestConcurrentOpensOfAFreshOutbox(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A flusher whose doorbell could not be bound (a palace path too long for
+// a Unix socket) polls; another process's commit (an operator's drop)
+// signals Kicked then, as a ring does, so the edge reads the drop's note.
+// Before, only this process's own kicks did: a drop was taken at the
+// edge's next start.
+func TestAPollingFlusherSignalsKickedOnAnotherProcesssCommit(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), strings.Repeat("p", 120)) // past a Unix socket's 108 bytes
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, outbox.FileName)
+	flushing, err := outbox.Open(path, "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flushing.Close()
+	other, err := outbox.Open(path, "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		(&outbox.Flusher{S: flushing, P: &countingPrimary{}, Poll: 5 * time.Millisecond}).Run(ctx)
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) { // each round another commit, until the poll sees one
+		if err := other.SetMeta(context.Background(), "k", time.Now().String()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-flushing.Kicked():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Fatal("the polling flusher never signalled Kicked for another process's commit")
 }

@@ -358,7 +358,8 @@ func (f *Flusher) Drain(ctx context.Context) (sent int, err error) {
 }
 
 // pollUntilChanged waits for a wake or another process's commit (PRAGMA
-// data_version), for an outbox whose doorbell could not be bound.
+// data_version), for an outbox whose doorbell could not be bound; a
+// commit signals Kicked, as the doorbell's ring does.
 func (f *Flusher) pollUntilChanged(ctx context.Context) {
 	var last int64 = -1
 	for ctx.Err() == nil {
@@ -372,6 +373,7 @@ func (f *Flusher) pollUntilChanged(ctx context.Context) {
 		var v int64
 		if err := f.S.flushDB.QueryRowContext(ctx, "PRAGMA data_version").Scan(&v); err == nil {
 			if last >= 0 && v != last {
+				f.S.signalKicked() // another process's commit: a drop's note, say, as a doorbell would say
 				return
 			}
 			last = v

@@ -306,6 +306,11 @@ func (s *Store) Kick() {
 	case s.wake <- struct{}{}:
 	default:
 	}
+	s.signalKicked()
+}
+
+// signalKicked signals Kicked alone (the flusher is awake already).
+func (s *Store) signalKicked() {
 	select {
 	case s.kicked <- struct{}{}:
 	default: // one is pending already

@@ -126,6 +126,7 @@ func (s *Store) KeptOwn(ctx context.Context, t Theirs, why string) error {
 
 // Kicked is signalled (at most one pending) whenever the store is kicked:
 // an enqueue here, a doorbell rung by another process (its enqueue or an
-// operator's command), the primary's recovery. The edge reads the notes
+// operator's command; without a doorbell, another process's commit the
+// flusher's poll sees), the primary's recovery. The edge reads the notes
 // of dropped edits (Theirs) then.
 func (s *Store) Kicked() <-chan struct{} { return s.kicked }
