@@ -181,6 +181,30 @@ func TestADropWhileNoEdgeRunsIsTakenAtTheNextStart(t *testing.T) {
 	})
 }
 
+// stopLaptop stops laptop's edge.
+func (st staleEdit) stopLaptop(t *testing.T) {
+	t.Helper()
+	st.laptop.Close() // its edge stops: stdin closed
+	waitUntil(t, "laptop's edge stopped (its doorbell gone)", func() bool {
+		bells, _ := filepath.Glob(filepath.Join(st.palace, "edge", "doorbell", "*.sock"))
+		return len(bells) == 0
+	})
+}
+
+// loggedEdge is another edge of laptop's on its palace, its local
+// palace's environment with env, logging to the buffer returned.
+func (st staleEdit) loggedEdge(t *testing.T, env ...string) (*mcp.ClientSession, *testbed.SyncBuffer) {
+	t.Helper()
+	log := &testbed.SyncBuffer{}
+	s := serveEdge(t, edge.Config{
+		PrimaryURL: st.sw.url(), Token: func() string { return st.g.tokens["laptop-7f3a"] }, Child: []string{testbed.Self(t, fakepalace.ProgramName)},
+		ChildEnv: append(append(os.Environ(), "MEMPALACE_PALACE_PATH="+st.palace), env...),
+		Palace:   st.palace, Agent: "opencode", CallTimeout: 3 * time.Second, Probe: 10 * time.Millisecond,
+		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	return s, log
+}
+
 // settledNotes waits until the outbox holds no note of a dropped edit.
 func settledNotes(t *testing.T, ob *outbox.Store) {
 	t.Helper()
@@ -234,27 +258,45 @@ func TestADropOutOfSightIsSettled(t *testing.T) {
 func TestADropSeenLockedIsTakenLater(t *testing.T) {
 	t.Parallel()
 	st := aStaleEdit(t, devices)
-	st.laptop.Close()
-	waitUntil(t, "laptop's edge stopped (its doorbell gone)", func() bool {
-		bells, _ := filepath.Glob(filepath.Join(st.palace, "edge", "doorbell", "*.sock"))
-		return len(bells) == 0
-	})
+	st.stopLaptop(t)
 	if _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
 		t.Fatal(err)
 	}
-	var log testbed.SyncBuffer
-	locked := serveEdge(t, edge.Config{
-		PrimaryURL: st.sw.url(), Token: func() string { return st.g.tokens["laptop-7f3a"] }, Child: []string{testbed.Self(t, fakepalace.ProgramName)},
-		ChildEnv: append(os.Environ(), "MEMPALACE_PALACE_PATH="+st.palace, "FAKEPALACE_FAIL_ON=mempalace_get_drawer"),
-		Palace:   st.palace, Agent: "opencode", CallTimeout: 3 * time.Second, Probe: 10 * time.Millisecond,
-		Log: slog.New(slog.NewTextHandler(&log, nil)),
-	})
+	locked, log := st.loggedEdge(t, "FAKEPALACE_FAIL_ON=mempalace_get_drawer")
 	edgeCall(t, locked, "list_wings", map[string]any{}) // the local palace starts at the first call
 	waitUntil(t, "the locked palace's answer logged", func() bool { return strings.Contains(log.String(), "not read in the local palace") })
 	locked.Close()
 	next := edgeAt(t, st.sw.url(), st.g.tokens["laptop-7f3a"], st.palace)
 	waitUntil(t, "the next edge giving laptop's palace desk's text", func() bool {
 		return edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})["content"] == "drawer ten: DESK version"
+	})
+}
+
+// A drop seen while the primary is down is not asked of it again after
+// every write, only once it is back, when laptop's palace takes desk's
+// text. Before, each write's kick fetched the drawer again, on the
+// goroutine that sends the kept deletes.
+func TestADropSeenWhileThePrimaryIsDownWaitsForIt(t *testing.T) {
+	t.Parallel()
+	st := aStaleEdit(t, devices)
+	st.stopLaptop(t)
+	st.sw.down()
+	if _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+		t.Fatal(err)
+	}
+	s, log := st.loggedEdge(t)
+	const asked = "not read on the primary"
+	waitUntil(t, "the drop's drawer asked of the primary", func() bool { return strings.Contains(log.String(), asked) })
+	for i := range 5 {
+		edgeCall(t, s, "add_drawer", map[string]any{"wing": "shared", "room": "c63", "content": fmt.Sprintf("a write while the primary is down, %d", i)})
+	}
+	ops, _ := st.ob.List(context.Background(), 100, outbox.Queued)
+	if n := strings.Count(log.String(), asked); n != 1 || len(ops) < 5 {
+		t.Errorf("the drop's drawer asked of the primary %d times with %d writes queued, want once", n, len(ops))
+	}
+	st.sw.up()
+	waitUntil(t, "laptop's palace showing desk's text once the primary is back", func() bool {
+		return edgeCall(t, s, "get_drawer", map[string]any{"drawer_id": st.id})["content"] == "drawer ten: DESK version"
 	})
 }
 
