@@ -223,7 +223,7 @@ func TestAnUntrustedTextIsNotTaken(t *testing.T) {
 	devs := slices.Clone(devices)
 	devs[0].Trusts = []string{"admin-0001"}
 	st := aStaleEdit(t, devs)
-	if _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
 		t.Fatal(err)
 	}
 	settledNotes(t, st.ob)
@@ -245,7 +245,7 @@ func TestADropOutOfSightIsSettled(t *testing.T) {
 	if res, rpc, _ := st.g.call(st.g.tokens["desk-9b21"], "update_drawer", map[string]any{"drawer_id": st.id, "wing": "private_desk"}); rpc != nil || res["success"] != true {
 		t.Fatalf("desk's move: %v %v", res, rpc)
 	}
-	if _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
 		t.Fatal(err)
 	}
 	settledNotes(t, st.ob)
@@ -259,7 +259,7 @@ func TestADropSeenLockedIsTakenLater(t *testing.T) {
 	t.Parallel()
 	st := aStaleEdit(t, devices)
 	st.stopLaptop(t)
-	if _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
 		t.Fatal(err)
 	}
 	locked, log := st.loggedEdge(t, "FAKEPALACE_FAIL_ON=mempalace_get_drawer")
@@ -281,7 +281,7 @@ func TestADropSeenWhileThePrimaryIsDownWaitsForIt(t *testing.T) {
 	st := aStaleEdit(t, devices)
 	st.stopLaptop(t)
 	st.sw.down()
-	if _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
 		t.Fatal(err)
 	}
 	s, log := st.loggedEdge(t)
