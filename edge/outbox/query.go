@@ -1101,8 +1101,12 @@ func (s *Store) Release(ctx context.Context, o Op, payload json.RawMessage, repl
 	if err := insertKeys(ctx, tx, o.LocalSeq, rec.CausalKeys(args)); err != nil {
 		return err
 	}
-	// A held delete's tombstones go when it lands (settleDone): by its new id.
+	// A held delete's tombstones go when it lands (settleDone), and an
+	// update's base is sent with it (sendWrite): by its new id.
 	if _, err := tx.ExecContext(ctx, `UPDATE tombstones SET op_id=? WHERE op_id<>'' AND op_id=?`, id, o.ID); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE meta SET key=? WHERE key=?`, baseKey(id), baseKey(o.ID)); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
