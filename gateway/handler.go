@@ -400,7 +400,7 @@ func (s *Server) refuseForwarded(x *exchange, d *Device, req *rpcRequest, dec De
 	stale, changedThere := errors.AsType[*changed](err)
 	switch {
 	case changedThere:
-		s.refuse(x, d, req, ledger.CodeChangedOnPrimary, stale.msg, ruleUpdateChanged, stale.wing)
+		s.refuse(x, d, req, stale.code, stale.msg, stale.rule, stale.wing)
 	case errors.Is(err, errWriteQueueFull):
 		s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
 	case denied:

@@ -306,12 +306,34 @@ func (s *Server) updateStamp(x *exchange, d *Device, req *rpcRequest, p map[stri
 // since the edit was made (staleBase).
 const ruleUpdateChanged Rule = "update:changed-on-primary"
 
+// ruleUpdateEditedOver: an update_drawer the op-id ledger held in doubt,
+// sent again, whose drawer changed on the primary since the edit
+// (changed.editedOver).
+const ruleUpdateEditedOver Rule = "update:in-doubt-changed-since"
+
 // changed is staleBase's refusal, which sendWrite makes under the write
 // slot, after the op-id ledger (a send it recorded is answered from the
-// record, never refused).
-type changed struct{ msg, wing string }
+// record, never refused). code is ledger.CodeChangedOnPrimary, or
+// ledger.CodeInDoubt for a send of an op that may have landed
+// (editedOver).
+type changed struct {
+	msg, wing string
+	id, who   string // the drawer, and who changed it (staleBase's words)
+	code      int
+	rule      Rule
+}
 
 func (e *changed) Error() string { return e.msg }
+
+// editedOver is the answer to a resend of an op the op-id ledger held in
+// doubt (its first send reached the primary, its answer lost) whose
+// drawer changed since the edit: that send may have landed and been
+// edited over by the writer named (who), or never landed. Which one
+// nothing here can tell, so it is no conflict: the op stays in doubt,
+// and nothing is written (attack66 N1).
+func (e *changed) editedOver() *changed {
+	return &changed{wing: e.wing, id: e.id, who: e.who, code: ledger.CodeInDoubt, rule: ruleUpdateEditedOver, msg: fmt.Sprintf("devbox-config gateway: this op may have landed: its first send reached the primary and no answer came back, and drawer %s has changed on the primary since this edit was made (%s): the edit either landed and was then edited over, or never landed; which, nothing can tell. Nothing was written now, and the op stays in doubt. If it landed (the other writer's text came after it): devbox-config edge outbox delivered <op> keeps the primary's text; to overwrite the primary's text with this edit: devbox-config edge outbox retry <op> (sent without the check; the text it replaces stays in the gateway's trash)", e.id, e.who)}
+}
 
 // staleBase refuses an update_drawer whose base (params._meta[origin.BaseKey]:
 // the sha256 of the text the device's local palace held before the edit)
@@ -319,7 +341,7 @@ func (e *changed) Error() string { return e.msg }
 // (st, stamped: its stamp, naming who last wrote it). The primary holding
 // the update's own text (held: a send whose answer was lost) is no
 // conflict, nor is an update without a base (nil).
-func (s *Server) staleBase(req *rpcRequest, p map[string]any, st provenance.Stamp, stamped bool) error {
+func (s *Server) staleBase(req *rpcRequest, p map[string]any, st provenance.Stamp, stamped bool) *changed {
 	params, _ := req.msg["params"].(map[string]any)
 	meta, _ := params["_meta"].(map[string]any)
 	base, _ := meta[origin.BaseKey].(string)
@@ -331,5 +353,5 @@ func (s *Server) staleBase(req *rpcRequest, p map[string]any, st provenance.Stam
 		who = fmt.Sprintf("last written by device %s at %s", st.Device, st.At.UTC().Format(time.RFC3339))
 	}
 	id := str(p["drawer_id"])
-	return &changed{wing: str(p["wing"]), msg: fmt.Sprintf("devbox-config gateway: drawer %s changed on the primary since this edit was made (%s): its text there is not the one this device's palace held when the edit was made, and this update would overwrite it unseen; nothing was written. The edit is kept in this device's local palace. To overwrite the primary's text with it: devbox-config edge outbox retry <op> (sent without the check; the text it replaces stays in the gateway's trash); to keep the primary's: devbox-config edge outbox drop <op>, and read the drawer again", id, who)}
+	return &changed{wing: str(p["wing"]), who: who, id: id, code: ledger.CodeChangedOnPrimary, rule: ruleUpdateChanged, msg: fmt.Sprintf("devbox-config gateway: drawer %s changed on the primary since this edit was made (%s): its text there is not the one this device's palace held when the edit was made, and this update would overwrite it unseen; nothing was written. The edit is kept in this device's local palace. To overwrite the primary's text with it: devbox-config edge outbox retry <op> (sent without the check; the text it replaces stays in the gateway's trash); to keep the primary's: devbox-config edge outbox drop <op>, and read the drawer again", id, who)}
 }

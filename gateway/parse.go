@@ -75,7 +75,7 @@ type rpcRequest struct {
 	moved *provenance.Stamp
 	// stale: an update_drawer whose base (origin.BaseKey) is not the
 	// primary's text (staleBase): sendWrite does not send it (nil: none).
-	stale error
+	stale *changed
 	// placedBy: an update_drawer that rewrites a drawer and leaves it
 	// where another device placed it (its stamp's via: a mover, a join's
 	// admin) keeps that device as via ("": none).

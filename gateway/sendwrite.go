@@ -38,9 +38,8 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 	case "kg_add":
 		req.held = s.addingHeldFact(ctx, req.Args)
 	case "update_drawer":
-		if req.stale != nil { // changed on the primary since the edit: not sent, the ledger keeps nothing
-			req.unsent = req.stale
-			return http.StatusServiceUnavailable, nil
+		if status := unsentStale(ctx, req); status != 0 {
+			return status, nil
 		}
 		if _, stamped := s.prov.Lookup(provenance.Drawer(str(req.Args["drawer_id"]))); req.held && ledger.Resent(ctx) && !stamped {
 			req.held = false // this op's first send's text (that send was a rewrite), its answer lost
@@ -84,6 +83,24 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 		resp = markMeta(resp, heldKey)
 	}
 	return status, resp
+}
+
+// unsentStale is the status sendWrite answers an update_drawer whose
+// drawer changed on the primary since the edit (req.stale) with, not
+// sending it (req.unsent says why); 0: it is sent. Changed since, it is
+// a conflict (503: the ledger keeps nothing), unless the ledger held the
+// op in doubt: its first send may have landed and been edited over, so
+// it stays in doubt (502: the ledger keeps it so).
+func unsentStale(ctx context.Context, req *rpcRequest) int {
+	switch {
+	case req.stale == nil:
+		return 0
+	case ledger.Resent(ctx):
+		req.unsent = req.stale.editedOver()
+		return http.StatusBadGateway
+	}
+	req.unsent = req.stale
+	return http.StatusServiceUnavailable
 }
 
 // heldKey is the result._meta member (true) of a write's answer whose

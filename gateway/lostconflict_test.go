@@ -1,0 +1,59 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/origin"
+)
+
+// postBasedResend is postBased saying the op is sent again after a lost
+// answer (as an edge's outbox sends an op the ledger holds in doubt).
+func (g *gw) postBasedResend(token string, args map[string]any, opID, base string) (int, map[string]any) {
+	g.t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+		"name": "mempalace_update_drawer", "arguments": args, "_meta": map[string]any{ledger.MetaKey: opID, ledger.ResendKey: "looked-up", origin.BaseKey: base}}})
+	return g.post(token, string(b))
+}
+
+// An edit whose answer and look-up were lost (the op in doubt), sent
+// again after another device edited the drawer, may have landed and been
+// edited over: it is answered in doubt, never as a conflict, and nothing
+// is written (attack66 N1). Before, it was refused -32033 "changed on the
+// primary", and the edge told the agent its landed edit never reached the
+// primary, and that retry was the way to overwrite.
+func TestALostEditEditedOverIsInDoubtNotAConflict(t *testing.T) {
+	t.Parallel()
+	g := newCuttingGateway(t, startFake(t).url)
+	ops, mal := g.tokens["ops"], g.tokens["mal"]
+	a, rpc, _ := g.call(ops, "add_drawer", map[string]any{"wing": "team_b", "room": "n1", "content": "first text"})
+	id := str(a["drawer_id"])
+	if rpc != nil || id == "" {
+		t.Fatalf("add_drawer: %v %v", a, rpc)
+	}
+	edit, op, base := map[string]any{"drawer_id": id, "content": "ops's text"}, opOf('c'), origin.Base("first text")
+	g.proxy.Drop("mempalace_update_drawer")
+	g.seen("mempalace_update_drawer", func() { g.proxy.Drop("mempalace_get_drawer") }) // the look-up after it
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+		"name": "mempalace_update_drawer", "arguments": edit, "_meta": map[string]any{ledger.MetaKey: op, origin.BaseKey: base}}})
+	if status, m := g.post(ops, string(b)); status != http.StatusBadGateway {
+		t.Fatalf("ops's edit, its answer and the look-up lost: %d %v", status, m)
+	}
+	if _, rpc, _ := g.call(mal, "update_drawer", map[string]any{"drawer_id": id, "content": "mal's later text"}); rpc != nil {
+		t.Fatalf("mal's edit: %v", rpc)
+	}
+	status, m := g.postBasedResend(ops, edit, op, base)
+	e, _ := m["error"].(map[string]any)
+	if status != 200 || e == nil || e["code"] != float64(ledger.CodeInDoubt) || !strings.Contains(str(e["message"]), "may have landed") {
+		t.Errorf("the resend of ops's lost edit after mal's: %d %v (want in doubt, code %d, not a conflict)", status, m, ledger.CodeInDoubt)
+	}
+	if got, _, _ := g.call(g.tokens["mw"], "get_drawer", map[string]any{"drawer_id": id}); got["content"] != "mal's later text" {
+		t.Errorf("the primary's text after the resend: %q (want mal's, unwritten)", got["content"])
+	}
+	if status, m := g.postBasedResend(ops, edit, op, base); status != 200 || m["error"] == nil || m["error"].(map[string]any)["code"] != float64(ledger.CodeInDoubt) {
+		t.Errorf("a second resend: %d %v (want in doubt again)", status, m)
+	}
+}
