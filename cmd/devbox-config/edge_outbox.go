@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/join"
@@ -240,7 +241,10 @@ func outcome(use string, o outbox.Op, theirs bool) string {
 	case "delivered":
 		return "recorded as delivered (never sent again)"
 	}
-	if o.Resend {
+	switch {
+	case o.Resend && o.Tool == catalogue.Prefix+"update_drawer":
+		return "queued to be sent again, without a look-up or its base: it overwrites the drawer's text on the primary, whoever wrote it since (the gateway's trash keeps the text it replaces)"
+	case o.Resend:
 		return "queued to be sent again, without a look-up"
 	}
 	switch outbox.FailureOf(o.Error).Kind {

@@ -242,9 +242,9 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 	if err := rekey(ctx, tx, o); err != nil {
 		return Op{}, fmt.Errorf("op %s: %w", o.Short(), err)
 	}
-	if FailureOf(o.Error).Kind == ChangedOnPrimary {
-		// "Overwrite anyway": sent without its base, the gateway does not
-		// check the primary's text.
+	if FailureOf(o.Error).Kind == ChangedOnPrimary || o.State == InDoubt {
+		// "Overwrite anyway" (an update in doubt: "send it again"): sent
+		// without its base, the gateway does not check the primary's text.
 		if err := dropMeta(ctx, tx, baseKey(o.ID)); err != nil {
 			return Op{}, err
 		}

@@ -3,12 +3,16 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 )
 
 // basePrimary answers every write and keeps the base each send carried.
@@ -53,5 +57,65 @@ func TestAReleasedUpdateKeepsItsBase(t *testing.T) {
 	}
 	if len(p.bases) != 1 || p.bases[0] != base {
 		t.Errorf("the released update was sent with base(s) %q, want [%s]: its check is lost", p.bases, base)
+	}
+}
+
+// doubtPrimary is a gateway with an op-id ledger whose first send's
+// answer is lost, and which then holds the op in doubt whatever the
+// resend says (its drawer edited over since), until answer is set.
+type doubtPrimary struct {
+	basePrimary
+	answer bool
+}
+
+func (p *doubtPrimary) Ledger(context.Context) (bool, error) { return true, nil }
+func (p *doubtPrimary) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	p.basePrimary.Call(ctx, tool, args)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.answer:
+		return map[string]any{"success": true}, nil
+	case len(p.bases) == 1:
+		return nil, errors.New("connection reset: the answer was lost")
+	}
+	return nil, &outbox.RPCError{Code: ledger.CodeInDoubt, Message: "devbox-config gateway: this op may have landed …: devbox-config edge outbox delivered <op> keeps the primary's text; … retry <op> …"}
+}
+
+// An update the gateway holds in doubt even when sent again after its
+// lost answer (it may have landed and been edited over since: attack66
+// N1) is in doubt at the edge, for an operator, its message naming the
+// op; retry sends it without its base, so the gateway overwrites as
+// retry says. Before, it was queued again and again, each send answered
+// in doubt.
+func TestAnUpdateTheGatewayHoldsInDoubtIsInDoubt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const base = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"drawer_w_r_1","content":"v1"}`), Base: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &doubtPrimary{}
+	f := &outbox.Flusher{S: s, P: p, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Millisecond}
+	f.Drain(ctx) // its errors are the op's
+	o, _ := s.Get(ctx, op.LocalSeq)
+	if msg := outbox.FailureOf(o.Error).Message; o.State != outbox.InDoubt || !strings.Contains(msg, "delivered "+o.Short()) {
+		t.Fatalf("an update the gateway holds in doubt: %s %s (want in doubt, naming the op)", o.State, o.Error)
+	}
+	if _, err := s.Retry(ctx, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.answer, p.bases = true, nil
+	p.mu.Unlock()
+	f.Drain(ctx)
+	if o, _ = s.Get(ctx, op.LocalSeq); o.State != outbox.Done || len(p.bases) != 1 || p.bases[0] != "" {
+		t.Errorf("the retried update: %s, sent with base(s) %q (want done, sent once without its base)", o.State, p.bases)
 	}
 }

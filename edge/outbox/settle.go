@@ -26,11 +26,12 @@ import (
 // corrected, on the same objects is sent. The other two are retried once
 // a restore or a grant lets them through, so they keep their place.
 func deadAtOnce(op Op, kind Kind, msg string, sendErr error) (k Kind, why string, final, asWritten bool) {
+	msg = strings.ReplaceAll(msg, "<op>", op.Short()) // the gateway's words name no op: these do
 	switch {
 	case deletedOnPrimary(sendErr):
 		return DeletedOnPrimary, msg, true, false
-	case changedOnPrimary(sendErr): // the gateway's words name no op: these do
-		return ChangedOnPrimary, strings.ReplaceAll(msg, "<op>", op.Short()), true, false
+	case changedOnPrimary(sendErr):
+		return ChangedOnPrimary, msg, true, false
 	case unknownEvent(op, kind, msg):
 		return kind, msg + " (" + UnknownEvent + "; not tried again: only the gateway's operator can make another's event visible, `gateway device set --coordinator`, after which `devbox-config edge outbox retry` sends it)", true, false
 	case invalid(kind, msg, sendErr):
@@ -124,7 +125,8 @@ func (f *Flusher) failedState(ctx context.Context, op Op, kind Kind, msg string,
 	case refusals >= f.MaxRefusals || final:
 		f.Log.Error("outbox op is dead: the primary refused it; the ops sharing its keys wait ("+f.ListCommand+")", "op", op.Short(), "tool", op.Tool, "refusals", refusals, "err", msg)
 		return Dead
-	case kind == Lost && rec.Replay == catalogue.Unrepeatable && (!f.knownLedger(ctx) || isInDoubt(sendErr)):
+	case kind == Lost && rec.Replay == catalogue.Unrepeatable && (!f.knownLedger(ctx) || isInDoubt(sendErr)),
+		isInDoubt(sendErr) && op.MaybeApplied: // held in doubt though sent again after a look-up (an update edited over since)
 		f.Log.Error("outbox op in doubt: it may have landed and nothing can look it up; devbox-config edge outbox retry (send it again) or delivered (it landed) settles it", "op", op.Short(), "tool", op.Tool, "err", msg)
 		return InDoubt
 	case kind == Unauthorized:
