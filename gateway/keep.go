@@ -339,13 +339,16 @@ func (e *changed) editedOver() *changed {
 // the sha256 of the text the device's local palace held before the edit)
 // is not drawer p's text on the primary: another device changed it since
 // (st, stamped: its stamp, naming who last wrote it). The primary holding
-// the update's own text (held: a send whose answer was lost) is no
-// conflict, nor is an update without a base (nil).
+// the update's own text, byte for byte (a send whose answer was lost), is
+// no conflict, nor is an update without a base (nil). Like the base, it is
+// exact: a text equal but for line endings, Unicode form or whitespace
+// (sameText, req.held) is another device's, not to be written over unseen
+// (attack66 N3).
 func (s *Server) staleBase(req *rpcRequest, p map[string]any, st provenance.Stamp, stamped bool) *changed {
 	params, _ := req.msg["params"].(map[string]any)
 	meta, _ := params["_meta"].(map[string]any)
 	base, _ := meta[origin.BaseKey].(string)
-	if base == "" || req.held || origin.Base(str(p["content"])) == base {
+	if now := str(p["content"]); base == "" || now == str(req.Args["content"]) || origin.Base(now) == base {
 		return nil
 	}
 	who := "by a write the gateway has no record of (made before it kept one, or around it)"

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -55,5 +56,37 @@ func TestALostEditEditedOverIsInDoubtNotAConflict(t *testing.T) {
 	}
 	if status, m := g.postBasedResend(ops, edit, op, base); status != 200 || m["error"] == nil || m["error"].(map[string]any)["code"] != float64(ledger.CodeInDoubt) {
 		t.Errorf("a second resend: %d %v (want in doubt again)", status, m)
+	}
+}
+
+// The primary "already holding the update's own text" is exact bytes, as
+// the base check is: an edit that differs from another device's newer
+// text only in line endings, Unicode form or whitespace is refused as
+// changed on the primary, not written over it (attack66 N3). Before, the
+// gateway took it for its own text, wrote the device's bytes and said
+// nothing.
+func TestAnEditEqualButForSpellingIsStillAConflict(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.withLedger()
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	for i, c := range []struct{ theirs, mine string }{
+		{"line1\nline2", "line1\r\nline2"},
+		{"r\u00e9sum\u00e9 caf\u00e9", "re\u0301sume\u0301 cafe\u0301"},
+		{"same words", "same words  "},
+		{"para1 para2", "para1\n\npara2"},
+	} {
+		a, _, _ := g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "n3", "content": fmt.Sprintf("v0 of drawer %d", i)})
+		id := str(a["drawer_id"])
+		if _, rpc, _ := g.call(desk, "update_drawer", map[string]any{"drawer_id": id, "content": c.theirs}); rpc != nil {
+			t.Fatal(rpc)
+		}
+		m := g.postBased(laptop, map[string]any{"drawer_id": id, "content": c.mine}, strings.Repeat(fmt.Sprintf("%02x", 0x10+i), 32), origin.Base(fmt.Sprintf("v0 of drawer %d", i)))
+		if e, _ := m["error"].(map[string]any); e == nil || e["code"] != float64(ledger.CodeChangedOnPrimary) {
+			t.Errorf("laptop's stale edit %q over desk's %q: %v (want refused, code %d)", c.mine, c.theirs, m, ledger.CodeChangedOnPrimary)
+		}
+		if got := primaryText(g, id); got != c.theirs {
+			t.Errorf("the primary's text: %q, want desk's %q", got, c.theirs)
+		}
 	}
 }
