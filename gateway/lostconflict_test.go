@@ -90,3 +90,27 @@ func TestAnEditEqualButForSpellingIsStillAConflict(t *testing.T) {
 		}
 	}
 }
+
+// A drawer laptop last wrote through the gateway, changed since around
+// it, refuses laptop's stale edit without naming laptop as the last
+// writer (attack66 N2): the gateway cannot tell that write from laptop's
+// own, and says so. Before, "last written by device laptop-7f3a" read as
+// "only my own text is there: retry is safe".
+func TestAConflictAroundTheGatewayDoesNotNameTheRefusedDevice(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.withLedger()
+	laptop := g.tokens["laptop-7f3a"]
+	a, _, _ := g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "n2", "content": "v0"})
+	id := str(a["drawer_id"])
+	if _, rpc, _ := g.call(laptop, "update_drawer", map[string]any{"drawer_id": id, "content": "v1 laptop"}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	g.around(t, "update_drawer", map[string]any{"drawer_id": id, "content": "v2 written on the primary directly"})
+	m := g.postBased(laptop, map[string]any{"drawer_id": id, "content": "v2 laptop"}, strings.Repeat("2a", 32), origin.Base("v1 laptop"))
+	e, _ := m["error"].(map[string]any)
+	msg := str(e["message"])
+	if e == nil || e["code"] != float64(ledger.CodeChangedOnPrimary) || strings.Contains(msg, "laptop-7f3a") || !strings.Contains(msg, "not through this gateway, or by this device's earlier write") {
+		t.Errorf("laptop's edit of a drawer changed around the gateway: %v (want refused, naming no writer)", m)
+	}
+}
