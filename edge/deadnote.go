@@ -158,14 +158,17 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 
 // changedReason is an update the gateway refused as changed on the
 // primary since the edit (outbox.ChangedOnPrimary), mailbox.Printable: who
-// changed it, when the gateway's words (reason) name them (cut at
-// deadWhoMax), and the two ways to settle it, whole.
+// changed it, as the gateway's words (reason) say (a device and when, cut
+// at deadWhoMax; or that it cannot tell: around it, or this device's own
+// earlier write), and the two ways to settle it, whole.
 func changedReason(reason, short string) string {
 	who := "by another device"
-	if _, rest, ok := strings.Cut(reason, "(last written by device "); ok {
-		if dev, at, ok := strings.Cut(strings.SplitN(rest, ")", 2)[0], " at "); ok {
-			who = truncate(mailbox.Printable(dev+", "+at), deadWhoMax)
+	if _, rest, ok := strings.Cut(reason, "since this edit was made ("); ok {
+		who = strings.SplitN(rest, "): ", 2)[0]
+		if dev, at, ok := strings.Cut(strings.TrimPrefix(who, "last written by device "), " at "); ok && dev != who {
+			who = dev + ", " + at
 		}
+		who = truncate(mailbox.Printable(who), deadWhoMax)
 	}
 	return fmt.Sprintf("changed on the primary since this edit (%s): `edge outbox retry %s` overwrites it, `drop` keeps it", who, short)
 }
