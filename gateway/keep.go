@@ -61,6 +61,10 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 	if t.Name == "update_drawer" && len(doom.drawers) == 1 && !s.updateStamp(x, d, req, doom.drawers[0]) {
 		return nil, false
 	}
+	if t.Name == "delete_drawer" && len(doom.drawers) == 1 { // one whose base is not the primary's text is not sent
+		st, stamped := s.drawerStamp(str(doom.drawers[0]["drawer_id"]))
+		req.stale = s.staleBase(req, doom.drawers[0], st, stamped, stamped && st.Device == d.ID)
+	}
 	cfg := s.cfg.Load()
 	if limit := cfg.DeleteCapOrDefault(); t.Name != "update_drawer" && len(doom.drawers) > limit && !d.BulkDelete {
 		return refuse(ruleDeleteCap, fmt.Sprintf("%s would remove %d drawers, more than the %d (delete_cap) a device without the bulk-delete grant may remove at once; delete fewer at a time, or ask the operator for the grant (\"bulk_delete\": true on device %s)", req.Tool, len(doom.drawers), limit, d.ID))
@@ -306,6 +310,19 @@ func (s *Server) updateStamp(x *exchange, d *Device, req *rpcRequest, p map[stri
 // since the edit was made (staleBase).
 const ruleUpdateChanged Rule = "update:changed-on-primary"
 
+// drawerStamp is drawer id's stamp in the provenance index (none without
+// one).
+func (s *Server) drawerStamp(id string) (provenance.Stamp, bool) {
+	if s.prov == nil {
+		return provenance.Stamp{}, false
+	}
+	return s.prov.Lookup(provenance.Drawer(id))
+}
+
+// ruleDeleteChanged: a delete_drawer whose drawer changed on the primary
+// since the device's palace took the text it deletes (staleBase).
+const ruleDeleteChanged Rule = "delete:changed-on-primary"
+
 // ruleUpdateEditedOver: an update_drawer the op-id ledger held in doubt,
 // sent again, whose drawer changed on the primary since the edit
 // (changed.editedOver).
@@ -349,7 +366,8 @@ func (s *Server) staleBase(req *rpcRequest, p map[string]any, st provenance.Stam
 	params, _ := req.msg["params"].(map[string]any)
 	meta, _ := params["_meta"].(map[string]any)
 	base, _ := meta[origin.BaseKey].(string)
-	if now := str(p["content"]); base == "" || now == str(req.Args["content"]) || origin.Base(now) == base {
+	sent, edit := req.Args["content"].(string)
+	if now := str(p["content"]); base == "" || edit && now == sent || origin.Base(now) == base {
 		return nil
 	}
 	who := "by a write the gateway has no record of (made before it kept one, or around it)"
@@ -360,5 +378,8 @@ func (s *Server) staleBase(req *rpcRequest, p map[string]any, st provenance.Stam
 		who = fmt.Sprintf("last written by device %s at %s", st.Device, st.At.UTC().Format(time.RFC3339))
 	}
 	id := str(p["drawer_id"])
+	if !edit { // a delete_drawer's
+		return &changed{wing: str(p["wing"]), who: who, id: id, code: ledger.CodeChangedOnPrimary, rule: ruleDeleteChanged, msg: fmt.Sprintf("devbox-config gateway: drawer %s changed on the primary since this delete was made (%s): its text there is not the one this device's palace held when it deleted its copy, and this delete would remove it unseen; nothing was deleted. The drawer stays deleted in this device's local palace. To delete the primary's text too: devbox-config edge outbox retry <op> (sent without the check; the gateway's trash keeps what it removes); to keep the primary's: devbox-config edge outbox drop <op>, and read the drawer again", id, who)}
+	}
 	return &changed{wing: str(p["wing"]), who: who, id: id, code: ledger.CodeChangedOnPrimary, rule: ruleUpdateChanged, msg: fmt.Sprintf("devbox-config gateway: drawer %s changed on the primary since this edit was made (%s): its text there is not the one this device's palace held when the edit was made, and this update would overwrite it unseen; nothing was written. The edit is kept in this device's local palace. To overwrite the primary's text with it: devbox-config edge outbox retry <op> (sent without the check; the text it replaces stays in the gateway's trash); to keep the primary's: devbox-config edge outbox drop <op>, and read the drawer again", id, who)}
 }

@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/origin"
 )
@@ -113,4 +116,82 @@ func TestAConflictAroundTheGatewayDoesNotNameTheRefusedDevice(t *testing.T) {
 	if e == nil || e["code"] != float64(ledger.CodeChangedOnPrimary) || strings.Contains(msg, "laptop-7f3a") || !strings.Contains(msg, "not through this gateway, or by this device's earlier write") {
 		t.Errorf("laptop's edit of a drawer changed around the gateway: %v (want refused, naming no writer)", m)
 	}
+}
+
+// A delete_drawer made on a text another device edited since is refused
+// as changed on the primary, as an update is, and deletes nothing
+// (attack66 N6); one whose base is the primary's text deletes. Before,
+// the delete carried no check and removed the newer text for everyone.
+func TestAStaleDeleteIsAConflict(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.withLedger()
+	admin, desk := g.tokens["admin-0001"], g.tokens["desk-9b21"]
+	a, _, _ := g.call(admin, "add_drawer", map[string]any{"wing": "shared", "room": "n6", "content": "obsolete note, v0"})
+	id := str(a["drawer_id"])
+	if _, rpc, _ := g.call(desk, "update_drawer", map[string]any{"drawer_id": id, "content": "NOT obsolete: a new runbook step"}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	del := func(base string, op byte) map[string]any {
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+			"name": "mempalace_delete_drawer", "arguments": map[string]any{"drawer_id": id}, "_meta": map[string]any{ledger.MetaKey: opOf(op), origin.BaseKey: base}}})
+		_, m := g.post(admin, string(b))
+		return m
+	}
+	m := del(origin.Base("obsolete note, v0"), 'a')
+	if e, _ := m["error"].(map[string]any); e == nil || e["code"] != float64(ledger.CodeChangedOnPrimary) || !strings.Contains(str(e["message"]), "this delete would remove it unseen") {
+		t.Errorf("a delete of the text desk edited since: %v (want refused, code %d)", m, ledger.CodeChangedOnPrimary)
+	}
+	if got := primaryText(g, id); got != "NOT obsolete: a new runbook step" {
+		t.Errorf("the primary's text after the stale delete: %q (want desk's)", got)
+	}
+	if m := del(origin.Base("NOT obsolete: a new runbook step"), 'b'); m["error"] != nil || primaryText(g, id) != "" {
+		t.Errorf("a delete of the primary's text: %v, the drawer still %q", m, primaryText(g, id))
+	}
+}
+
+// An edge's delete_drawer of its own old copy of a drawer another device
+// edited since is refused as changed on the primary (the edge sends the
+// base of the text it deleted), dead at once; the primary keeps the
+// newer text, and dropping the delete lets this device read it again
+// (attack66 N6). Before, the delete removed the newer text for everyone.
+func TestAnEdgesStaleDeleteKeepsTheNewerText(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.withLedger()
+	palace := filepath.Join(t.TempDir(), "palace")
+	admin := edgeAt(t, g.http.URL+"/mcp", g.tokens["admin-0001"], palace)
+	id, _ := edgeCall(t, admin, "add_drawer", map[string]any{"wing": "shared", "room": "n6", "content": "obsolete note, v0"})["drawer_id"].(string)
+	waitUntil(t, "the drawer on the primary", func() bool { return primaryText(g, id) != "" })
+	const newer = "NOT obsolete: a new runbook step"
+	if _, rpc, _ := g.call(g.tokens["desk-9b21"], "update_drawer", map[string]any{"drawer_id": id, "content": newer}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	res := edgeCall(t, admin, "delete_drawer", map[string]any{"drawer_id": id})
+	op, _ := res["edge"].(map[string]any)["op_id"].(string)
+	if op == "" {
+		t.Fatalf("the edge's delete: %v", res)
+	}
+	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ob.Close() })
+	var o outbox.Op
+	waitUntil(t, "the edge's delete settled", func() bool {
+		o, err = ob.GetByID(context.Background(), op)
+		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
+	})
+	if f := outbox.FailureOf(o.Error); o.State != outbox.Dead || f.Kind != outbox.ChangedOnPrimary {
+		t.Errorf("the stale delete: %s %s (want dead, %s)", o.State, o.Error, outbox.ChangedOnPrimary)
+	}
+	if got := primaryText(g, id); got != newer {
+		t.Fatalf("the primary's text after the stale delete: %q (want desk's)", got)
+	}
+	if _, err := ob.Drop(context.Background(), o.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the admin edge reading desk's text", func() bool {
+		return edgeCall(t, admin, "get_drawer", map[string]any{"drawer_id": id})["content"] == newer
+	})
 }

@@ -37,6 +37,10 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 		}
 	case "kg_add":
 		req.held = s.addingHeldFact(ctx, req.Args)
+	case "delete_drawer":
+		if status := unsentStale(ctx, req); status != 0 {
+			return status, nil
+		}
 	case "update_drawer":
 		if status := unsentStale(ctx, req); status != 0 {
 			return status, nil
@@ -95,7 +99,7 @@ func unsentStale(ctx context.Context, req *rpcRequest) int {
 	switch {
 	case req.stale == nil:
 		return 0
-	case ledger.Resent(ctx):
+	case ledger.Resent(ctx) && req.stale.rule == ruleUpdateChanged: // a delete that landed left no drawer to compare
 		req.unsent = req.stale.editedOver()
 		return http.StatusBadGateway
 	}

@@ -52,7 +52,7 @@ const (
 	// written, and not to be sent again (a join's outbox settles it as
 	// done, deleted there; an edge's makes it dead, told to the agent).
 	CodeDeletedOnPrimary = -32032
-	// CodeChangedOnPrimary: an edge's update_drawer whose base
+	// CodeChangedOnPrimary: an edge's update_drawer (or delete_drawer) whose base
 	// (params._meta["devbox-config/base"], origin.BaseKey: the sha256 of
 	// the text its local palace replaced) is not the primary's text: the
 	// drawer changed on the primary since the edit was made (another

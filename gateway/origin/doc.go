@@ -173,5 +173,9 @@
 // (a send it recorded is answered from the record), and refuses an update
 // whose drawer changed on the primary since (another device's edit) with
 // ledger.CodeChangedOnPrimary, naming who changed it when its provenance
-// knows; a primary text equal to the update's own is no conflict.
+// knows; a primary text equal to the update's own, byte for byte, is no
+// conflict. An op the ledger holds in doubt, sent again, is answered in
+// doubt instead (ledger.CodeInDoubt: it may have landed and been edited
+// over). An edge's delete_drawer carries the base of the text it deleted
+// and is refused alike.
 package origin
