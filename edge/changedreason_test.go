@@ -22,4 +22,8 @@ func TestTheChangedNoteSaysWhoAsTheGatewayDoes(t *testing.T) {
 			t.Errorf("the note for %q: %s", c.who, got)
 		}
 	}
+	del := "devbox-config gateway: drawer drawer_x changed on the primary since this delete was made (last written by device desk-9b21 at 2026-12-06T16:31:46Z): its text there is not the one this device's palace held when it deleted its copy, and this delete would remove it unseen; nothing was deleted."
+	if got := changedReason(del, "8addd75ad549"); !strings.Contains(got, "(desk-9b21, 2026-12-06T16:31:46Z): `edge outbox retry 8addd75ad549` deletes it, `drop` keeps it") {
+		t.Errorf("the note for a refused delete: %s", got)
+	}
 }

@@ -163,14 +163,19 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 // earlier write), and the two ways to settle it, whole.
 func changedReason(reason, short string) string {
 	who := "by another device"
-	if _, rest, ok := strings.Cut(reason, "since this edit was made ("); ok {
+	// "since this edit was made (", a delete's "since this delete was made ("
+	if _, rest, ok := strings.Cut(reason, " was made ("); ok {
 		who = strings.SplitN(rest, "): ", 2)[0]
 		if dev, at, ok := strings.Cut(strings.TrimPrefix(who, "last written by device "), " at "); ok && dev != who {
 			who = dev + ", " + at
 		}
 		who = truncate(mailbox.Printable(who), deadWhoMax)
 	}
-	return fmt.Sprintf("changed on the primary since this edit (%s): `edge outbox retry %s` overwrites it, `drop` keeps it", who, short)
+	verb := "overwrites"
+	if strings.Contains(reason, "this delete would remove it") {
+		verb = "deletes"
+	}
+	return fmt.Sprintf("changed on the primary since this edit (%s): `edge outbox retry %s` %s it, `drop` keeps it", who, short, verb)
 }
 
 // deadNamed bounds the writes a note names; the rest are counted.

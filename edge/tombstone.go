@@ -31,6 +31,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
 // maxRecordReads bounds the records a delete reads before it goes (to
@@ -430,9 +431,28 @@ func drawerIDs(c *call) []string {
 	return ids
 }
 
+// deleteBase is the base a delete_drawer of drawer id, whose local text
+// is text, carries: the text it deletes, so that a gateway refuses it if
+// the primary's is another (changed there since), or, when an unsent
+// update of the drawer is queued (the delete takes it back, never sent),
+// the text that update was made on. "": not checked (the outbox not
+// read).
+func (e *Edge) deleteBase(ctx context.Context, id, text string) string {
+	base, found, err := e.outbox.UnsentBase(ctx, id)
+	switch {
+	case err != nil:
+		e.log.Warn("the outbox's unsent updates of a drawer not read: its delete is sent without the check on the primary's text", "drawer", id, "err", err)
+		return ""
+	case found:
+		return base
+	}
+	return origin.Base(text)
+}
+
 // readDeletion reads what a delete removes before it goes: each drawer's
 // record (the local palace's, else the primary's while it is up), so a
-// diary entry's tombstone carries its agent, timestamp and text.
+// diary entry's tombstone carries its agent, timestamp and text,
+// and a delete_drawer's base (deleteBase).
 func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 	var d deletion
 	if c.tool.Name == "delete_by_source" {
@@ -454,6 +474,9 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 			d.held = map[string]holder{}
 		}
 		d.held[id] = held
+		if ct := gjson.Get(rec, "content"); c.tool.Name == "delete_drawer" && held == heldLocal && ct.Type == gjson.String {
+			c.base = e.deleteBase(ctx, id, ct.Str)
+		}
 		if d.wing == "" {
 			d.wing = gjson.Get(rec, "wing").String()
 		}

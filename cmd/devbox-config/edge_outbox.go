@@ -234,7 +234,10 @@ func newOutboxActCmd(stdout, stderr io.Writer, use, short string, act func(*outb
 func outcome(use string, o outbox.Op, theirs bool) string {
 	switch use {
 	case "drop":
-		if theirs {
+		switch {
+		case theirs && o.Tool == catalogue.Prefix+"delete_drawer":
+			return "dropped: never sent again (the ops behind it move on); " + outbox.ReadsTheirs
+		case theirs:
 			return "dropped: never sent again (the ops behind it move on); " + outbox.TakesTheirs + " (at once if an edge runs on this palace, else at the edge's next start), so its later edits of the drawer build on that text"
 		}
 		return "dropped: never sent again (the ops behind it move on)"
@@ -249,6 +252,9 @@ func outcome(use string, o outbox.Op, theirs bool) string {
 	}
 	switch outbox.FailureOf(o.Error).Kind {
 	case outbox.ChangedOnPrimary:
+		if o.Tool == catalogue.Prefix+"delete_drawer" {
+			return "queued to be sent again without its base: it deletes the drawer's newer text on the primary (the gateway's trash keeps what it removes)"
+		}
 		return "queued to be sent again without its base: it overwrites the drawer's newer text on the primary (the gateway's trash keeps the text it replaces)"
 	case outbox.OtherDevice:
 		if o.TokenDevice != "" {

@@ -130,10 +130,10 @@ type Write struct {
 	// answer settles the op (Promote, Abandon; intent.go). Entry is then
 	// Promote's.
 	Intent bool
-	// Base is an update_drawer's origin.Base of the text the local palace
-	// held before it ("": none, or not an update): kept beside the op
+	// Base is an update_drawer's (or a delete_drawer's) origin.Base of the
+	// text the local palace held before it ("": none): kept beside the op
 	// (meta base:<op id>) and sent in params._meta (WithBase), so a
-	// gateway refuses the update if the primary's text changed since.
+	// gateway refuses the write if the primary's text changed since.
 	Base string
 	// Entry is the local palace's id of the diary entry the write makes
 	// ("": none): a delete of that entry finds this op by it (meta

@@ -277,7 +277,8 @@ const PolicyHint = "<palace>/edge/policy.json"
 // behind it move on. A dead update_drawer refused as changed on the
 // primary leaves a note (theirs.go): the edge replaces its local palace's
 // copy of the drawer with the primary's text: theirs says so (its
-// message then ends with TakesTheirs).
+// message then ends with TakesTheirs); a dead delete_drawer so refused
+// takes its tombstones with it, so the primary's text is read.
 func (s *Store) Drop(ctx context.Context, id string) (o Op, theirs bool, err error) {
 	return s.operatorDone(ctx, id, Dropped, "dropped by the operator: never sent")
 }
@@ -295,6 +296,25 @@ func (s *Store) Replace(ctx context.Context, id, by string) (Op, error) {
 // One in flight at the delete is taken back if its send fails without
 // landing, when it is queued again (takeBackRequeued).
 const unsent = `state IN ('queued','held') AND maybe_applied=0`
+
+// UnsentBase is the base of the earliest unsent update_drawer of drawer
+// (found: there is one; "" it carries none): the text the primary held
+// as this device last saw it. A delete_drawer takes it back (cancelled,
+// CancelUnsentWrites), so the delete's own base is that text, not the
+// local palace's, which is the update's, never sent.
+func (s *Store) UnsentBase(ctx context.Context, drawer string) (base string, found bool, err error) {
+	var id string
+	err = s.db.QueryRowContext(ctx, `SELECT op_id FROM ops WHERE `+unsent+` AND tool_name=? AND local_seq IN (
+		SELECT local_seq FROM op_keys WHERE key=?) ORDER BY local_seq LIMIT 1`, catalogue.Prefix+"update_drawer", "drawer:"+drawer).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("outbox: %w", err)
+	}
+	base, err = querierMeta(ctx, s.db, baseKey(id))
+	return base, true, err
+}
 
 // CancelUnsentWrites takes back what the unsent ops would write on the
 // primary of drawers (by id) and sources (by source_file) deleted on this
@@ -641,9 +661,9 @@ func (s *Store) operatorDone(ctx context.Context, id string, kind Kind, msg stri
 	if o.State == Done {
 		return o, false, errFinal(o)
 	}
-	also := theirsOnDrop(ctx, o, kind)
+	also, says := theirsOnDrop(ctx, o, kind)
 	if also != nil {
-		msg += "; " + TakesTheirs
+		msg += "; " + says
 	}
 	if err := s.doneUnsent(ctx, o.LocalSeq, kind, msg, also); err != nil {
 		return Op{}, false, err

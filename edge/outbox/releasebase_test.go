@@ -119,3 +119,34 @@ func TestAnUpdateTheGatewayHoldsInDoubtIsInDoubt(t *testing.T) {
 		t.Errorf("the retried update: %s, sent with base(s) %q (want done, sent once without its base)", o.State, p.bases)
 	}
 }
+
+// A delete_drawer made while an update of the drawer is unsent (queued or
+// held: the delete takes it back, never sent) is checked against the text
+// that update was made on, which the primary holds, not the local text
+// the update wrote: UnsentBase is the earliest unsent update's base (none:
+// not found, and the delete's base is the local text it deletes).
+func TestUnsentBaseIsTheEarliestUnsentUpdates(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, found, err := s.UnsentBase(ctx, "drawer_w_r_1"); found || err != nil {
+		t.Fatalf("no update queued: found %v (%v)", found, err)
+	}
+	b0, b1 := strings.Repeat("0", 64), strings.Repeat("1", 64)
+	for _, w := range []outbox.Write{
+		{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"drawer_w_r_1","content":"v1"}`), Base: b0, Held: true},
+		{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"drawer_w_r_1","content":"v2"}`), Base: b1, Held: true},
+		{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"drawer_w_r_2","content":"other"}`), Base: b1},
+	} {
+		if _, err := s.Enqueue(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if base, found, err := s.UnsentBase(ctx, "drawer_w_r_1"); !found || base != b0 || err != nil {
+		t.Errorf("the delete's base after two unsent updates: %q %v (%v), want the first's %q", base, found, err, b0)
+	}
+}

@@ -343,7 +343,7 @@ func (f *Flusher) sendWrite(ctx context.Context, op Op, payload json.RawMessage)
 	case rec.Name == "checkpoint":
 		ctx = context.WithValue(ctx, replayItemsKey, ReplayItems(op.Ordinal)) // so did it these items
 	}
-	if rec, _ := catalogue.Lookup(op.Tool); rec.Name == "update_drawer" {
+	if rec, _ := catalogue.Lookup(op.Tool); rec.Name == "update_drawer" || rec.Name == "delete_drawer" {
 		base, err := querierMeta(ctx, f.S.flushDB, baseKey(op.ID))
 		if err != nil {
 			return nil, fmt.Errorf("%w: reading the update's base: %w", ErrNotSent, err)
@@ -353,7 +353,7 @@ func (f *Flusher) sendWrite(ctx context.Context, op Op, payload json.RawMessage)
 	return f.P.Call(WithOpID(ctx, op.ID), op.Tool, payload)
 }
 
-// BaseFrom is the base of the update_drawer being sent ("": none): the
+// BaseFrom is the base of the update_drawer or delete_drawer being sent ("": none): the
 // Primary puts it in params._meta["devbox-config/base"], and a gateway
 // refuses the update if the primary's text is no longer the one it
 // names (ChangedOnPrimary).

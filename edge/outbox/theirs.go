@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/origin"
 )
 
@@ -43,16 +44,31 @@ type Theirs struct {
 	Base   string `json:"base"`
 }
 
-// theirsOnDrop is what dropping o (a kind the operator records) notes
-// with it: a Theirs for a dead update_drawer refused as changed on the
-// primary that rewrote the drawer's text; nil for any other op.
-func theirsOnDrop(ctx context.Context, o Op, kind Kind) func(*sql.Tx) error {
+// ReadsTheirs ends the error_json message of a dropped delete_drawer
+// refused as changed on the primary: its tombstones go with it.
+const ReadsTheirs = "this device reads the primary's text of the drawer again (the local delete's tombstone goes)"
+
+// theirsOnDrop is what dropping o (a kind the operator records) does with
+// it, and the words that say so: for a dead update_drawer refused as
+// changed on the primary that rewrote the drawer's text, a Theirs note;
+// for a dead delete_drawer so refused, its tombstones go, so that the
+// primary's text, which the drop keeps, is read again; nil for any other
+// op.
+func theirsOnDrop(ctx context.Context, o Op, kind Kind) (func(*sql.Tx) error, string) {
 	if kind != Dropped || o.State != Dead || FailureOf(o.Error).Kind != ChangedOnPrimary {
-		return nil
+		return nil, ""
+	}
+	if o.Tool == catalogue.Prefix+"delete_drawer" {
+		return func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM tombstones WHERE op_id<>'' AND op_id=?`, o.ID); err != nil {
+				return fmt.Errorf("outbox: the dropped delete's tombstones: %w", err)
+			}
+			return nil
+		}, ReadsTheirs
 	}
 	drawer, content := gjson.GetBytes(o.Payload, "drawer_id"), gjson.GetBytes(o.Payload, "content")
 	if drawer.Type != gjson.String || content.Type != gjson.String {
-		return nil
+		return nil, ""
 	}
 	note, err := json.Marshal(Theirs{Op: o.ID, Base: origin.Base(content.Str)})
 	return func(tx *sql.Tx) error {
@@ -63,7 +79,7 @@ func theirsOnDrop(ctx context.Context, o Op, kind Kind) func(*sql.Tx) error {
 			return fmt.Errorf("outbox: the note to take the primary's text: %w", err)
 		}
 		return nil
-	}
+	}, TakesTheirs
 }
 
 // Theirs lists the drawers whose local copy is to take the primary's
