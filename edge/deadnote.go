@@ -160,16 +160,15 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 // primary since the edit (outbox.ChangedOnPrimary), mailbox.Printable: who
 // changed it, as the gateway's words (reason) say (a device and when, cut
 // at deadWhoMax; or that it cannot tell: around it, or this device's own
-// earlier write), and the two ways to settle it, whole.
+// earlier write, cut at twice that), and the two ways to settle it, whole.
 func changedReason(reason, short string) string {
 	who := "by another device"
 	// "since this edit was made (", a delete's "since this delete was made ("
 	if _, rest, ok := strings.Cut(reason, " was made ("); ok {
-		who = strings.SplitN(rest, "): ", 2)[0]
+		who = truncate(mailbox.Printable(strings.SplitN(rest, "): ", 2)[0]), 2*deadWhoMax) // the gateway's words when it cannot tell
 		if dev, at, ok := strings.Cut(strings.TrimPrefix(who, "last written by device "), " at "); ok && dev != who {
-			who = dev + ", " + at
+			who = truncate(dev+", "+at, deadWhoMax)
 		}
-		who = truncate(mailbox.Printable(who), deadWhoMax)
 	}
 	verb := "overwrites"
 	if strings.Contains(reason, "this delete would remove it") {

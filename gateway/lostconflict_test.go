@@ -188,7 +188,7 @@ func TestAnEdgesStaleDeleteKeepsTheNewerText(t *testing.T) {
 	if got := primaryText(g, id); got != newer {
 		t.Fatalf("the primary's text after the stale delete: %q (want desk's)", got)
 	}
-	if _, err := ob.Drop(context.Background(), o.ID); err != nil {
+	if _, _, err := ob.Drop(context.Background(), o.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the admin edge reading desk's text", func() bool {
