@@ -28,6 +28,21 @@ func rawUnprintable(s string) string {
 	return ""
 }
 
+// writeToolCache writes c as the edge's tool cache at file.
+func writeToolCache(t *testing.T, file string, c toolCache) {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A tool list the primary once gave (the edge's cache) with a tool only
 // it names, unknown to the catalogue, and a renamed one: neither reaches
 // the agent's list (calling them could only answer "Unknown tool"), the
@@ -46,16 +61,7 @@ func TestPrimaryOnlyUnknownToolsAreNotListed(t *testing.T) {
 			{Name: "mempalace_search_v2", Description: hostileText, InputSchema: map[string]any{"type": "object"}},
 		},
 	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(cache), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cache, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeToolCache(t, cache, c)
 	h := start(t, harnessOpts{palace: palace})
 	tools, err := h.s.ListTools(context.Background(), nil)
 	if err != nil {
@@ -99,19 +105,10 @@ func TestPrimaryWordsNeverListed(t *testing.T) {
 		"max_clusters": map[string]any{"type": "array", "maxItems": 0, "items": map[string]any{"type": hostileText, "required": []any{hostileText}, "properties": map[string]any{"x": map[string]any{"enum": []any{"a", hostileText}}}}},
 		"threshold":    map[string]any{"type": "number", "enum": []any{0.5, "high"}},
 	}}
-	b, err := json.Marshal(toolCache{Primary: []*mcp.Tool{
+	writeToolCache(t, cache, toolCache{Primary: []*mcp.Tool{
 		{Name: "mempalace_status", Title: hostileText, Description: hostileText, InputSchema: hostileSchema},
 		{Name: "mempalace_find_duplicates", Title: hostileText, Description: hostileText, InputSchema: hostileSchema},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Dir(cache), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cache, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	h := start(t, harnessOpts{palace: palace})
 	var listed map[string]*mcp.Tool
 	h.eventually("the local server's definition of status listed", func() bool {

@@ -36,6 +36,15 @@ func Primary(t testing.TB, o fakepalace.Options, h fakepalace.HTTPOptions) (*fak
 // when the test ends.
 func HungPrimary(t testing.TB) string {
 	t.Helper()
+	return loopbackServer(t, func(net.Conn) bool { return true })
+}
+
+// loopbackServer accepts connections on a free loopback port until the
+// test ends, giving each to handle on the accepting goroutine: a
+// connection handle keeps (true) is closed when the test ends, any other
+// at once. It returns the port's /mcp URL.
+func loopbackServer(t testing.TB, handle func(net.Conn) (keep bool)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,9 +61,13 @@ func HungPrimary(t testing.TB) string {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
-				return
+				return // closed at cleanup
 			}
-			held = append(held, c)
+			if handle(c) {
+				held = append(held, c)
+			} else {
+				c.Close()
+			}
 		}
 	}()
 	t.Cleanup(func() { ln.Close(); <-done })
@@ -88,25 +101,11 @@ func Redirecting(t testing.TB) (primary, target string, carried func() int) {
 // the line; a message built from it must not.
 func UnreadableHeader(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // closed at cleanup
-			}
-			r := bufio.NewReader(c)
-			for line, err := r.ReadString('\n'); err == nil && line != "\r\n"; line, err = r.ReadString('\n') {
-			} // the request's head; its body is left unread
-			c.Write([]byte("HTTP/1.1 302 Found\r\nLocation: http://evil.example/\x01\x1b]0;x\x07?token=s3cret\r\nContent-Length: 0\r\n\r\n")) // the client's error is the point
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return "http://" + ln.Addr().String() + "/mcp"
+	return loopbackServer(t, func(c net.Conn) bool {
+		r := bufio.NewReader(c)
+		for line, err := r.ReadString('\n'); err == nil && line != "\r\n"; line, err = r.ReadString('\n') {
+		} // the request's head; its body is left unread
+		c.Write([]byte("HTTP/1.1 302 Found\r\nLocation: http://evil.example/\x01\x1b]0;x\x07?token=s3cret\r\nContent-Length: 0\r\n\r\n")) // the client's error is the point
+		return false
+	})
 }
