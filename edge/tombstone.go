@@ -431,13 +431,24 @@ func drawerIDs(c *call) []string {
 	return ids
 }
 
-// deleteBase is the base a delete_drawer of drawer id, whose local text
-// is text, carries: the text it deletes, so that a gateway refuses it if
-// the primary's is another (changed there since), or, when an unsent
-// update of the drawer is queued (the delete takes it back, never sent),
-// the text that update was made on. "": not checked (the outbox not
-// read).
-func (e *Edge) deleteBase(ctx context.Context, id, text string) string {
+// deleteBase is the base a delete_drawer of drawer id (its record rec,
+// found where held says) carries: the text it deletes, so that a
+// gateway refuses it if the primary's is another (changed there since),
+// or, when an unsent update of the drawer is queued (the delete takes it
+// back, never sent), the text that update was made on. A drawer the local
+// palace no longer holds because this device deleted it before (an
+// admin's delete kept local while the primary was down) carries the base
+// that delete kept in its tombstone: else it would land over another
+// device's later edit (attack68 F2). "": not checked (none known, or the
+// outbox not read).
+func (e *Edge) deleteBase(ctx context.Context, id, rec string, held holder) string {
+	if ct := gjson.Get(rec, "content"); held != heldLocal || ct.Type != gjson.String {
+		base, err := e.outbox.DeletedBase(ctx, id)
+		if err != nil {
+			e.log.Warn("a deleted drawer's base not read: its delete is sent without the check on the primary's text", "drawer", id, "err", err)
+		}
+		return base
+	}
 	base, found, err := e.outbox.UnsentBase(ctx, id)
 	switch {
 	case err != nil:
@@ -446,7 +457,7 @@ func (e *Edge) deleteBase(ctx context.Context, id, text string) string {
 	case found:
 		return base
 	}
-	return origin.Base(text)
+	return origin.Base(gjson.Get(rec, "content").Str)
 }
 
 // readDeletion reads what a delete removes before it goes: each drawer's
@@ -474,8 +485,9 @@ func (e *Edge) readDeletion(ctx context.Context, c *call) deletion {
 			d.held = map[string]holder{}
 		}
 		d.held[id] = held
-		if ct := gjson.Get(rec, "content"); c.tool.Name == "delete_drawer" && held == heldLocal && ct.Type == gjson.String {
-			c.base = e.deleteBase(ctx, id, ct.Str)
+		if c.tool.Name == "delete_drawer" {
+			c.base = e.deleteBase(ctx, id, rec, held)
+			d.marks[0].Base = c.base // its tombstone keeps it for a later delete (the only mark yet)
 		}
 		if d.wing == "" {
 			d.wing = gjson.Get(rec, "wing").String()

@@ -195,3 +195,51 @@ func TestAnEdgesStaleDeleteKeepsTheNewerText(t *testing.T) {
 		return edgeCall(t, admin, "get_drawer", map[string]any{"drawer_id": id})["content"] == newer
 	})
 }
+
+// An admin device's delete made while the primary was down stays local
+// (not queued); deleted again once the primary is back, as the answer
+// says, it still carries the base of the text it deleted, kept with its
+// tombstone: another device's edit made meanwhile is refused -32033, not
+// deleted (attack68 F2). Before, the local palace no longer held the
+// drawer, the delete carried no base and deleted the newer text.
+func TestAnOfflineDeleteSentAgainKeepsTheNewerText(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.withLedger()
+	sw := newSwitchable(t, g.http.URL)
+	palace := filepath.Join(t.TempDir(), "palace")
+	admin := edgeAt(t, sw.url(), g.tokens["admin-0001"], palace)
+	id, _ := edgeCall(t, admin, "add_drawer", map[string]any{"wing": "shared", "room": "f2", "content": "drawer Y: v0"})["drawer_id"].(string)
+	waitUntil(t, "the drawer on the primary", func() bool { return primaryText(g, id) != "" })
+	sw.down()
+	edgeCall(t, admin, "search", map[string]any{"query": "drawer Y"}) // the edge finds the primary down
+	if res := edgeCall(t, admin, "delete_drawer", map[string]any{"drawer_id": id}); !strings.HasPrefix(replication(res), "local only") {
+		t.Fatalf("the offline delete: %v", res)
+	}
+	sw.up()
+	const newer = "drawer Y: DESK's newer text, keep me"
+	if _, rpc, _ := g.call(g.tokens["desk-9b21"], "update_drawer", map[string]any{"drawer_id": id, "content": newer}); rpc != nil {
+		t.Fatal(rpc)
+	}
+	var op string
+	waitUntil(t, "the delete sent again queued", func() bool {
+		op, _ = edgeCall(t, admin, "delete_drawer", map[string]any{"drawer_id": id})["edge"].(map[string]any)["op_id"].(string)
+		return op != ""
+	})
+	ob, err := outbox.Open(filepath.Join(palace, "edge", outbox.FileName), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ob.Close() })
+	var o outbox.Op
+	waitUntil(t, "the delete settled", func() bool {
+		o, err = ob.GetByID(context.Background(), op)
+		return err == nil && (o.State == outbox.Dead || o.State == outbox.Done)
+	})
+	if f := outbox.FailureOf(o.Error); o.State != outbox.Dead || f.Kind != outbox.ChangedOnPrimary {
+		t.Errorf("the delete sent again: %s %s (want dead, %s)", o.State, o.Error, outbox.ChangedOnPrimary)
+	}
+	if got := primaryText(g, id); got != newer {
+		t.Fatalf("the primary's text after the delete sent again: %q (want desk's)", got)
+	}
+}

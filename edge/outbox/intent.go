@@ -257,7 +257,7 @@ func (s *Store) IntendDelete(ctx context.Context, marks []Tombstone, entries []D
 	defer tx.Rollback() // after Commit, a no-op
 	for _, t := range marks {
 		res, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO tombstones(kind, key, agent, stamp, text, op_id, created_at, lifted_at, copies, write_op) VALUES(?,?,?,?,?,?,?,0,?,?)`,
-			string(t.Kind), t.Key, t.Agent, t.Stamp, t.Text, opID, s.now().UnixMilli(), strings.Join(t.Copies, "\n"), t.WriteOp)
+			string(t.Kind), t.Key, t.Agent, t.Stamp, t.text(), opID, s.now().UnixMilli(), strings.Join(t.Copies, "\n"), t.WriteOp)
 		if err != nil {
 			return p, fmt.Errorf("outbox tombstones: %w", err)
 		}

@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -79,12 +81,36 @@ type Tombstone struct {
 	// the delete (a write naming the source): they show, the deleted ones
 	// stay hidden.
 	Shown []string
+	// Base is, for a drawer, the base (origin.Base) of the text its
+	// delete_drawer removed from the local palace ("": none known): a
+	// later delete_drawer of the drawer, which the local palace no longer
+	// holds, carries it (kept in the text column, a diary entry's only).
+	Base string
 	// OpID is the queued delete that carries it to the primary ("": none).
 	OpID    string
 	Created time.Time
 	// Lifted is when this device wrote a diary tombstone's text again
 	// (zero: not yet). Informational: what a tombstone hides is Copies.
 	Lifted time.Time
+}
+
+// text is its text column: a diary entry's text, a drawer's base.
+func (t Tombstone) text() string {
+	if t.Kind == TombDrawer {
+		return t.Base
+	}
+	return t.Text
+}
+
+// DeletedBase is the Base of drawer id's tombstone ("": none, or none
+// known).
+func (s *Store) DeletedBase(ctx context.Context, id string) (string, error) {
+	var base string
+	err := s.db.QueryRowContext(ctx, `SELECT text FROM tombstones WHERE kind='drawer' AND key=?`, id).Scan(&base)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("outbox tombstones: %w", err)
+	}
+	return base, nil
 }
 
 // AddTombstones records ts (a tombstone already there is replaced).
@@ -96,7 +122,7 @@ func (s *Store) AddTombstones(ctx context.Context, ts []Tombstone) error {
 	defer tx.Rollback() // after Commit, a no-op
 	for _, t := range ts {
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tombstones(kind, key, agent, stamp, text, op_id, created_at, lifted_at, copies, write_op, shown) VALUES(?,?,?,?,?,?,?,?,?,?,?)`,
-			string(t.Kind), t.Key, t.Agent, t.Stamp, t.Text, t.OpID, s.now().UnixMilli(), millis(t.Lifted), strings.Join(t.Copies, "\n"), t.WriteOp, strings.Join(t.Shown, "\n")); err != nil {
+			string(t.Kind), t.Key, t.Agent, t.Stamp, t.text(), t.OpID, s.now().UnixMilli(), millis(t.Lifted), strings.Join(t.Copies, "\n"), t.WriteOp, strings.Join(t.Shown, "\n")); err != nil {
 			return fmt.Errorf("outbox tombstones: %w", err)
 		}
 	}
@@ -157,6 +183,9 @@ func (s *Store) Tombstones(ctx context.Context) ([]Tombstone, error) {
 		err = r.Scan(&t.Kind, &t.Key, &t.Agent, &t.Stamp, &t.Text, &t.OpID, &ms, &lifted, &copies, &t.WriteOp, &shown, &tool, &landed)
 		if shown != "" {
 			t.Shown = strings.Split(shown, "\n")
+		}
+		if t.Kind == TombDrawer {
+			t.Base, t.Text = t.Text, ""
 		}
 		t.Created = time.UnixMilli(ms)
 		if lifted != 0 {
