@@ -53,6 +53,8 @@ type Edge struct {
 	childKnown    chan struct{} // closed once the child listed its tools or failed to start
 	keptUnapplied chan struct{} // a delete kept without the local answer: watchUnapplied sends it again
 	primaryUp     chan struct{} // the primary answered with the token (resume): watchUnapplied reads the held notes of dropped edits again
+	theirsFirst   chan struct{} // closed once watchUnapplied's first pass over the notes of dropped edits ended (or was given up on): tool calls wait for it (theirs.go); nil: none runs
+	theirsOnce    sync.Once
 	// resending: kept deletes are read and sent to the local palace
 	// again (Lock) never while a write is there (RLock), whose answer's
 	// lift may take them back (localdelete.go)
@@ -409,6 +411,7 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 		f := &outbox.Flusher{S: e.outbox, P: FlushTarget(e.primary), Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace}
 		wg.Add(2)
 		go func() { defer wg.Done(); f.Run(flushCtx) }()
+		e.theirsFirst = make(chan struct{}) // before any tool call is read
 		go func() { defer wg.Done(); e.watchUnapplied(ctx) }() // localdelete.go
 	}
 	e.connectEarly(ctx, wg)

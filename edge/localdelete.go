@@ -24,6 +24,9 @@ import (
 // (takeTheirs, theirs.go) then too, whenever the outbox is kicked, and
 // when the primary comes back (primaryUp).
 func (e *Edge) watchUnapplied(ctx context.Context) {
+	if notes, err := e.outbox.Theirs(ctx); err == nil && len(notes) == 0 {
+		e.firstTheirsDone() // none to take: no tool call waits
+	}
 	select {
 	case <-e.childKnown:
 	case <-ctx.Done():
@@ -31,6 +34,7 @@ func (e *Edge) watchUnapplied(ctx context.Context) {
 	}
 	held := map[string]bool{} // notes of dropped edits the primary did not answer for (takeTheirs)
 	e.takeTheirs(ctx, held)
+	e.firstTheirsDone()
 	left := e.applyUnapplied(ctx)
 	wait := e.cfg.WriteGrace
 	t := time.NewTimer(wait)

@@ -77,6 +77,7 @@ func (e *Edge) route(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	if rpcErr := c.refusal(); rpcErr != nil {
 		return nil, rpcErr // before any palace or the outbox sees it
 	}
+	e.awaitFirstTheirs(ctx) // the local palace's texts of dropped edits taken first (theirs.go)
 	if c.name == mailbox.ToolName && e.box != nil {
 		return e.mailboxCall(ctx, c) // the edge's own tool
 	}

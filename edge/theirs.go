@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/tidwall/gjson"
@@ -135,4 +136,35 @@ func (e *Edge) primaryTextOf(ctx context.Context, t outbox.Theirs) (string, thei
 		return "", theirsWhenUp
 	}
 	return theirs, theirsTake
+}
+
+// awaitFirstTheirs holds a tool call made while the edge's first pass
+// over the notes of dropped edits (takeTheirs, at its start) runs, at
+// most CallTimeout: else a session's first read of such a drawer shows
+// the dropped text, an edit made from it carries the primary's base and
+// lands over theirs unchecked, and a session of one call ends before the
+// take (attack68 F1). Past the bound no call waits for it again (logged).
+func (e *Edge) awaitFirstTheirs(ctx context.Context) {
+	if e.theirsFirst == nil {
+		return // no outbox, or no Serve: no pass
+	}
+	select {
+	case <-e.theirsFirst:
+		return
+	default:
+	}
+	t := time.NewTimer(e.cfg.CallTimeout)
+	defer t.Stop()
+	select {
+	case <-e.theirsFirst:
+	case <-ctx.Done():
+	case <-t.C:
+		e.log.Warn("the drawers whose dropped edit keeps the primary's text were not all taken within the call timeout of the edge's start: tool calls are answered without waiting, and may show the dropped text until they are", "timeout", e.cfg.CallTimeout)
+		e.firstTheirsDone()
+	}
+}
+
+// firstTheirsDone lets tool calls through (awaitFirstTheirs).
+func (e *Edge) firstTheirsDone() {
+	e.theirsOnce.Do(func() { close(e.theirsFirst) })
 }

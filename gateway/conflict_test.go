@@ -181,6 +181,29 @@ func TestADropWhileNoEdgeRunsIsTakenAtTheNextStart(t *testing.T) {
 	})
 }
 
+// The next edge's take of a drop made while no edge ran comes before it
+// answers its first tool call: a session of one get_drawer reads desk's
+// text, not the dropped one, and the take is done when it ends (attack68
+// F1). Before, the first reads could show the dropped text (an edit made
+// from them carried desk's base once the take ran, and landed over it),
+// and a short session ended before the take.
+func TestADropIsTakenBeforeTheNextEdgesFirstAnswer(t *testing.T) {
+	t.Parallel()
+	st := aStaleEdit(t, devices)
+	st.stopLaptop(t)
+	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+		t.Fatal(err)
+	}
+	next := edgeAt(t, st.sw.url(), st.g.tokens["laptop-7f3a"], st.palace)
+	res := edgeCall(t, next, "get_drawer", map[string]any{"drawer_id": st.id})
+	if res["content"] != "drawer ten: DESK version" {
+		t.Errorf("the next edge's first read: %v (want desk's text)", res)
+	}
+	if notes, err := st.ob.Theirs(context.Background()); err != nil || len(notes) != 0 {
+		t.Errorf("the drop's note after the first answer: %v %v (want taken)", notes, err)
+	}
+}
+
 // stopLaptop stops laptop's edge.
 func (st staleEdit) stopLaptop(t *testing.T) {
 	t.Helper()
