@@ -87,3 +87,27 @@ func TestEdgeStatusSaysEachDeadKindsOwnFix(t *testing.T) {
 		}
 	}
 }
+
+// edge status's DEAD line of a delete refused as changed on the primary
+// says a retry deletes the primary's text and a drop keeps theirs, and
+// an update in doubt that a retry overwrites whatever the primary holds
+// now (attack68 F3: the delete was told the update's "retry overwrites
+// …, drop keeps it (this device's palace takes it)", the in-doubt edit
+// only "retry sends it again").
+func TestEdgeStatusSaysADeadDeletesAndAnInDoubtEditsFix(t *testing.T) {
+	del, said := deadThenTold(t, outbox.Write{Name: "mempalace_delete_drawer", Payload: []byte(`{"drawer_id":"drawer_w_r_1"}`)},
+		&outbox.RPCError{Code: ledger.CodeChangedOnPrimary, Message: "devbox-config gateway: drawer drawer_w_r_1 changed on the primary since this delete was made (last written by device desk-9b21 at 2026-12-06T16:31:46Z)"})
+	for _, want := range []string{"`devbox-config edge outbox retry " + del.Short() + "` deletes the primary's text", "`drop " + del.Short() + "` keeps theirs (this device reads it again)"} {
+		if !strings.Contains(said["edge status"], want) {
+			t.Errorf("edge status of a dead delete lacks %q:\n%s", want, said["edge status"])
+		}
+	}
+	if s := said["edge status"]; strings.Contains(s, "overwrites") || strings.Contains(s, "palace takes it") {
+		t.Errorf("a dead delete is told an update's fix:\n%s", s)
+	}
+	up, said := deadThenTold(t, outbox.Write{Name: "mempalace_update_drawer", Payload: []byte(`{"drawer_id":"drawer_w_r_1","content":"mine"}`)},
+		&outbox.RPCError{Code: ledger.CodeInDoubt, Message: "devbox-config gateway: this op may have landed"})
+	if want := "IN DOUBT   " + up.Short() + " mempalace_update_drawer: it may have landed and nothing can look it up: devbox-config edge outbox retry " + up.Short() + " sends it again (overwriting whatever the primary holds now"; !strings.Contains(said["edge status"], want) {
+		t.Errorf("edge status of an edit in doubt lacks %q:\n%s", want, said["edge status"])
+	}
+}

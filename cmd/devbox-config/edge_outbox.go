@@ -311,6 +311,8 @@ func deadFix(o outbox.Op) string {
 		return fmt.Sprintf("it never lands as written, and a retry is refused again: `devbox-config edge outbox drop %s` (a write made anew, corrected, is sent)", o.Short())
 	}
 	switch {
+	case f.Kind == outbox.ChangedOnPrimary && strings.HasSuffix(o.Tool, "delete_drawer"):
+		return fmt.Sprintf("`devbox-config edge outbox retry %s` deletes the primary's text too (the gateway's trash keeps it), `drop %s` keeps theirs (this device reads it again)", o.Short(), o.Short())
 	case f.Kind == outbox.ChangedOnPrimary:
 		return fmt.Sprintf("`devbox-config edge outbox retry %s` overwrites the primary's text (the gateway's trash keeps it), `drop %s` keeps it (this device's palace takes it)", o.Short(), o.Short())
 	case restoredAs(f):

@@ -183,7 +183,11 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "CLOSED     %s %s, done: %s (listed until the outbox prunes the op, 8 days after)\n", o.Short(), o.Tool, mailbox.Printable(strings.TrimPrefix(outbox.FailureOf(o.Error).Message, "devbox-config gateway: ")))
 	}
 	for _, o := range st.InDoubt {
-		fmt.Fprintf(w, "IN DOUBT   %s %s: it may have landed and nothing can look it up: devbox-config edge outbox retry %s sends it again, delivered %s records it as landed\n", o.Short(), o.Tool, o.Short(), o.Short())
+		over := ""
+		if strings.HasSuffix(o.Tool, "update_drawer") {
+			over = " (overwriting whatever the primary holds now, another device's later edit too)"
+		}
+		fmt.Fprintf(w, "IN DOUBT   %s %s: it may have landed and nothing can look it up: devbox-config edge outbox retry %s sends it again%s, delivered %s records it as landed\n", o.Short(), o.Tool, o.Short(), over, o.Short())
 	}
 	if n := st.ByState[outbox.Held]; n > 0 {
 		fmt.Fprintf(w, "HELD       %d write(s) made while %s did not parse: sent once it parses (fix it; the edge, or devbox-config edge flush, then sends them)\n", n, outbox.PolicyHint)
