@@ -411,7 +411,7 @@ func (e *Edge) start(ctx, flushCtx context.Context, wg *sync.WaitGroup) {
 		f := &outbox.Flusher{S: e.outbox, P: FlushTarget(e.primary), Log: e.log, Lease: e.cfg.Lease, SendTimeout: 2 * e.cfg.CallTimeout, StopGrace: e.cfg.StopGrace}
 		wg.Add(2)
 		go func() { defer wg.Done(); f.Run(flushCtx) }()
-		e.theirsFirst = make(chan struct{}) // before any tool call is read
+		e.theirsFirst = make(chan struct{})                    // before any tool call is read
 		go func() { defer wg.Done(); e.watchUnapplied(ctx) }() // localdelete.go
 	}
 	e.connectEarly(ctx, wg)
