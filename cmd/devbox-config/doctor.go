@@ -91,10 +91,13 @@ func newDoctorCmd(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check a devbox for the traps of opting in (the token's exposure, split stores, the primary) before they bite",
-		Long:  doctorHelp(),
 		Args:  noArgs,
 		RunE:  func(*cobra.Command, []string) error { return dc.run() },
 	}
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		c.Long = doctorHelp() // built when asked for, not at every start (render runs at each container start)
+		c.Parent().HelpFunc()(c, args)
+	})
 	f := cmd.Flags()
 	f.BoolVar(&dc.asJSON, "json", false, `print {"findings": [{"id", "severity", "section", "message", "fix"}]}`)
 	f.StringVar(&dc.envFile, "env-file", "", "read the MEMPALACE_* variables from this .env file instead of the environment (and check its permissions; default: ./.env's)")
