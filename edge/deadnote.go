@@ -146,7 +146,7 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 	}
 	switch {
 	case o.Kind == outbox.ChangedOnPrimary: // its way to settle it last, never cut
-		return truncate(mailbox.Printable(what), deadReasonMax), changedReason(reason, o.Short())
+		return truncate(mailbox.Printable(what), deadReasonMax), changedReason(reason, o.Short(), o.Tool == catalogue.Prefix+"delete_drawer")
 	case strings.Contains(reason, outbox.UnknownEvent):
 		reason = outbox.UnknownEvent // it follows the gateway's words, which the bound would keep instead
 	case strings.Contains(reason, deviceinfo.RuleNotVisible):
@@ -160,8 +160,9 @@ func deadWhat(o outbox.DeadOp) (string, string) {
 // primary since the edit (outbox.ChangedOnPrimary), mailbox.Printable: who
 // changed it, as the gateway's words (reason) say (a device and when, cut
 // at deadWhoMax; or that it cannot tell: around it, or this device's own
-// earlier write, cut at twice that), and the two ways to settle it, whole.
-func changedReason(reason, short string) string {
+// earlier write, cut at twice that), and the two ways to settle it, whole
+// (deletes: the op is a delete_drawer, which retry deletes).
+func changedReason(reason, short string, deletes bool) string {
 	who := "by another device"
 	// "since this edit was made (", a delete's "since this delete was made ("
 	if _, rest, ok := strings.Cut(reason, " was made ("); ok {
@@ -171,7 +172,7 @@ func changedReason(reason, short string) string {
 		}
 	}
 	verb := "overwrites"
-	if strings.Contains(reason, "this delete would remove it") {
+	if deletes {
 		verb = "deletes"
 	}
 	return fmt.Sprintf("changed on the primary since this edit (%s): `edge outbox retry %s` %s it, `drop` keeps it", who, short, verb)
@@ -185,23 +186,31 @@ const deadNamed = 3
 // so a kind with its own way to settle it (changed on the primary) is
 // told it whatever op comes first.
 func deadList(ops []outbox.DeadOp) (string, string) {
-	var names, whys []string
+	var whys []string
 	kinds := map[outbox.Kind]bool{}
-	for i, o := range ops {
-		what, why := deadWhat(o)
-		if i < deadNamed {
-			names = append(names, what)
-		}
+	for _, o := range ops {
 		if !kinds[o.Kind] {
 			kinds[o.Kind] = true
+			_, why := deadWhat(o)
 			whys = append(whys, why)
 		}
 	}
+	list := namedList(ops, "", func(o outbox.DeadOp) string { what, _ := deadWhat(o); return what })
+	return list, strings.Join(whys, "; ")
+}
+
+// namedList names the first deadNamed of ops (name), "; "-separated, then
+// how many more there are ("; and 2 more", and what: " checkpoints").
+func namedList(ops []outbox.DeadOp, what string, name func(outbox.DeadOp) string) string {
+	var names []string
+	for _, o := range ops[:min(len(ops), deadNamed)] {
+		names = append(names, name(o))
+	}
 	list := strings.Join(names, "; ")
 	if len(ops) > deadNamed {
-		list += fmt.Sprintf("; and %d more", len(ops)-deadNamed)
+		list += fmt.Sprintf("; and %d more%s", len(ops)-deadNamed, what)
 	}
-	return list, strings.Join(whys, "; ")
+	return list
 }
 
 // deadNotes are the lines a tool answer carries for the ops in fresh: one
@@ -259,14 +268,9 @@ const leftOutMax = 400
 // leftOutLine names the checkpoints with items left out (the first
 // deadNamed, then a count) and what the outbox recorded of each.
 func leftOutLine(left []outbox.DeadOp) string {
-	var names []string
-	for _, o := range left[:min(len(left), deadNamed)] {
-		names = append(names, fmt.Sprintf("checkpoint %s was %s", o.Short(), truncate(mailbox.Printable(o.Reason), leftOutMax)))
-	}
-	list := strings.Join(names, "; ")
-	if len(left) > deadNamed {
-		list += fmt.Sprintf("; and %d more checkpoints", len(left)-deadNamed)
-	}
+	list := namedList(left, " checkpoints", func(o outbox.DeadOp) string {
+		return fmt.Sprintf("checkpoint %s was %s", o.Short(), truncate(mailbox.Printable(o.Reason), leftOutMax))
+	})
 	return list + "; `devbox-config edge status` lists " + plural(len(left), "it", "them") + "."
 }
 
@@ -274,16 +278,11 @@ func leftOutLine(left []outbox.DeadOp) string {
 // already (the first deadNamed, then a count), each with the gateway's
 // note (which says the end kept and the one not).
 func closedLine(closed []outbox.DeadOp) string {
-	var names []string
-	for _, o := range closed[:min(len(closed), deadNamed)] {
+	list := namedList(closed, "", func(o outbox.DeadOp) string {
 		what, _ := deadWhat(o)
 		note := strings.TrimPrefix(o.Reason, "devbox-config gateway: ")
-		names = append(names, fmt.Sprintf("%s (op %s): %s", what, o.Short(), truncate(mailbox.Printable(note), leftOutMax)))
-	}
-	list := strings.Join(names, "; ")
-	if len(closed) > deadNamed {
-		list += fmt.Sprintf("; and %d more", len(closed)-deadNamed)
-	}
+		return fmt.Sprintf("%s (op %s): %s", what, o.Short(), truncate(mailbox.Printable(note), leftOutMax))
+	})
 	return fmt.Sprintf("%s from this devbox changed nothing on the primary: %s. This devbox's palace keeps its own end date; to make it the one kept, supersede or re-add the fact; `devbox-config edge status` lists %s.",
 		plural(len(closed), "an end of a fact", "ends of facts"), list, plural(len(closed), "it", "them"))
 }

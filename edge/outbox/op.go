@@ -287,7 +287,10 @@ func (s *Store) insertOp(ctx context.Context, tx *sql.Tx, op Op, dedupe string, 
 }
 
 // baseKey is the meta key of op id's base (Write.Base).
-func baseKey(id string) string { return "base:" + id }
+func baseKey(id string) string { return baseNotes + id }
+
+// baseNotes prefixes the meta key of an op's base (baseKey).
+const baseNotes = "base:"
 
 // NewOpID is a new op's id: 256 bits from crypto/rand, stored with the op
 // and never made again from it. Nothing in a copy of the outbox's file,

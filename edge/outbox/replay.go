@@ -336,14 +336,15 @@ func (f *Flusher) lookUp(ctx context.Context, tool string, args map[string]any, 
 // bytes the agent's call left in the outbox, carrying the op id
 // (WithOpID) so a gateway's ledger answers a repeat from its record.
 func (f *Flusher) sendWrite(ctx context.Context, op Op, payload json.RawMessage) (map[string]any, error) {
-	switch rec, _ := catalogue.Lookup(op.Tool); {
+	rec, _ := catalogue.Lookup(op.Tool)
+	switch {
 	case op.Ordinal <= 0 || f.History:
 	case rec.Name == "add_drawer":
 		ctx = WithReplay(ctx) // the local palace held it already: a gateway checks its trash
 	case rec.Name == "checkpoint":
 		ctx = context.WithValue(ctx, replayItemsKey, ReplayItems(op.Ordinal)) // so did it these items
 	}
-	if rec, _ := catalogue.Lookup(op.Tool); rec.Name == "update_drawer" || rec.Name == "delete_drawer" {
+	if rec.Name == "update_drawer" || rec.Name == "delete_drawer" {
 		base, err := querierMeta(ctx, f.S.flushDB, baseKey(op.ID))
 		if err != nil {
 			return nil, fmt.Errorf("%w: reading the update's base: %w", ErrNotSent, err)

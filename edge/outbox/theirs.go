@@ -106,7 +106,13 @@ func (s *Store) Theirs(ctx context.Context) ([]Theirs, error) {
 // (or holds a later edit of its own): a later drop's note for the drawer
 // stays.
 func (s *Store) TookTheirs(ctx context.Context, t Theirs) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM meta WHERE key=? AND json_extract(value,'$.op')=?`, theirsNotes+t.Drawer, t.Op); err != nil {
+	return dropTheirsNote(ctx, s.db, t)
+}
+
+// dropTheirsNote deletes t's note (only t's: a later drop's note for
+// the drawer stays).
+func dropTheirsNote(ctx context.Context, q querier, t Theirs) error {
+	if _, err := q.ExecContext(ctx, `DELETE FROM meta WHERE key=? AND json_extract(value,'$.op')=?`, theirsNotes+t.Drawer, t.Op); err != nil {
 		return fmt.Errorf("outbox: %w", err)
 	}
 	return nil
@@ -131,8 +137,8 @@ func (s *Store) KeptOwn(ctx context.Context, t Theirs, why string) error {
 			return fmt.Errorf("outbox: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM meta WHERE key=? AND json_extract(value,'$.op')=?`, theirsNotes+t.Drawer, t.Op); err != nil {
-		return fmt.Errorf("outbox: %w", err)
+	if err := dropTheirsNote(ctx, tx, t); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("outbox: %w", err)

@@ -62,13 +62,12 @@ func (s *Store) Prune(ctx context.Context, retention time.Duration) (int64, erro
 	if _, err := s.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key LIKE 'entry:%' AND value NOT IN (SELECT op_id FROM ops)`); err != nil {
 		return total, err
 	}
-	// And the already_closed notes of the invalidates gone (closedNotes).
-	if _, err := s.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key GLOB 'closed:*' AND substr(key, 8) NOT IN (SELECT op_id FROM ops)`); err != nil {
-		return total, err
-	}
-	// And the bases of the updates gone (Write.Base).
-	if _, err := s.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key LIKE 'base:%' AND substr(key, 6) NOT IN (SELECT op_id FROM ops)`); err != nil {
-		return total, err
+	// And the notes keyed by an op gone: the already_closed notes of the
+	// invalidates (closedNotes), the bases of the updates (Write.Base).
+	for _, prefix := range []string{closedNotes, baseNotes} {
+		if _, err := s.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key GLOB ? || '*' AND substr(key, length(?) + 1) NOT IN (SELECT op_id FROM ops)`, prefix, prefix); err != nil {
+			return total, err
+		}
 	}
 	_, err := s.flushDB.ExecContext(ctx, `PRAGMA incremental_vacuum`)
 	return total, err
