@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -321,43 +320,27 @@ func (s *Server) Close() error {
 // redirect to another port of the same host. The upstream is the final
 // URL, or the gateway is set up wrong (--upstream).
 func upstreamClient(next http.RoundTripper, timeout time.Duration) *http.Client {
-	return &http.Client{Timeout: timeout, Transport: refuseRedirects{cmp.Or(next, http.DefaultTransport)}}
-}
-
-// refuseRedirects turns an answer the client would follow
-// (ladder.IsRedirect: one with a Location) into errUpstreamRedirect
-// before the client sees it: the client parses a Location before any
-// CheckRedirect, and its error for one that does not parse quoted the
-// raw header (a token in its query), and read as an answer lost, not as
-// a call refused.
-type refuseRedirects struct{ next http.RoundTripper }
-
-func (t refuseRedirects) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(r)
-	if err != nil || !ladder.IsRedirect(resp) {
-		return resp, err
-	}
-	resp.Body.Close() // nothing of it is read
-	to := "a Location that does not parse"
-	if u, err := r.URL.Parse(resp.Header.Get("Location")); err == nil {
-		to = ladder.RedactURL(u.String()) // no query; String escapes what is not ASCII
-	}
-	return nil, fmt.Errorf("%w (HTTP %d, it pointed at %s)", errUpstreamRedirect, resp.StatusCode, to)
+	return &http.Client{Timeout: timeout, Transport: ladder.RefuseRedirects(cmp.Or(next, http.DefaultTransport))}
 }
 
 // upstreamErr is a client's error from the upstream as a message may show
-// it: a refused redirect's error without the *url.Error around it, and an
-// answer net/http could not read without the line it quotes (a header
-// with a control character in it: a hostile upstream's escapes, a token
-// in a Location's query).
+// it: a refused redirect (ladder.RedirectError, refused in the transport:
+// the client parses a Location before any CheckRedirect, and its error
+// for one that does not parse quoted the raw header) in the gateway's
+// words, and an answer net/http could not read without the line it
+// quotes (a header with a control character in it: a hostile upstream's
+// escapes, a token in a Location's query).
 func upstreamErr(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) && errors.Is(ue.Err, errUpstreamRedirect) {
-		return ue.Err
+	if re, ok := errors.AsType[*ladder.RedirectError](err); ok {
+		to := re.To
+		if to == ladder.UnparsedLocation {
+			to = "a Location that does not parse"
+		}
+		return fmt.Errorf("%w (HTTP %d, it pointed at %s)", errUpstreamRedirect, re.Status, to)
 	}
 	return ladder.Unreadable(err)
 }
 
-// errUpstreamRedirect is an upstream's redirect, refused (refuseRedirects):
+// errUpstreamRedirect is an upstream's redirect, refused (upstreamErr):
 // the upstream did not take the call, so it is answered as not applied.
 var errUpstreamRedirect = errors.New("the upstream answered a redirect, which the gateway does not follow (its token would go with it): the gateway's operator sets --upstream to the final URL")

@@ -311,7 +311,7 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) { wrote.Store(w.Err == nil) }}))
 	resp, err := client.Do(req)
 	if err != nil {
-		if errors.Is(err, errUpstreamRedirect) { // answered, not taken: nothing applied
+		if errors.Is(upstreamErr(err), errUpstreamRedirect) { // answered, not taken: nothing applied
 			return callFailed(body, http.StatusServiceUnavailable, "upstream unreachable: not applied: "+errUpstreamRedirect.Error())
 		}
 		if !wrote.Load() { // never sent: the edge retries it as it is

@@ -544,15 +544,33 @@ func Redirected(req *http.Request, resp *http.Response) error {
 	if !IsRedirect(resp) {
 		return nil
 	}
-	to := "the URL" // a Location that does not parse (a control character in it) is not shown
-	u, err := req.URL.Parse(resp.Header.Get("Location"))
-	if err == nil {
-		to = RedactURL(u.String()) // String escapes what is not ASCII: nothing raw reaches a terminal
+	e := &RedirectError{Status: resp.StatusCode, To: UnparsedLocation}
+	if u, err := req.URL.Parse(resp.Header.Get("Location")); err == nil {
+		e.To = RedactURL(u.String()) // String escapes what is not ASCII: nothing raw reaches a terminal
+		e.OtherOrigin = !sameOrigin(req.URL, u)
 	}
-	if err == nil && !sameOrigin(req.URL, u) {
-		return fmt.Errorf("the primary answered a redirect (HTTP %d) to %s, on another host, scheme or port: check it is your primary before pointing %s at it", resp.StatusCode, to, EnvRemoteURL)
+	return e
+}
+
+// UnparsedLocation is RedirectError.To for a Location that does not
+// parse (a control character in it): it is not shown.
+const UnparsedLocation = "the URL"
+
+// RedirectError is an answer that redirects, refused (Redirected): its
+// status, where it pointed (redacted; "the URL" when its Location does
+// not parse) and whether that is another origin. Its text is for a
+// client of the primary; the gateway says its own (errors.As).
+type RedirectError struct {
+	Status      int
+	To          string
+	OtherOrigin bool
+}
+
+func (e *RedirectError) Error() string {
+	if e.OtherOrigin {
+		return fmt.Sprintf("the primary answered a redirect (HTTP %d) to %s, on another host, scheme or port: check it is your primary before pointing %s at it", e.Status, e.To, EnvRemoteURL)
 	}
-	return fmt.Errorf("the primary answered a redirect (HTTP %d) to %s: set %s to the final URL", resp.StatusCode, to, EnvRemoteURL)
+	return fmt.Sprintf("the primary answered a redirect (HTTP %d) to %s: set %s to the final URL", e.Status, e.To, EnvRemoteURL)
 }
 
 // IsRedirect is whether an http.Client would follow resp: a 301, 302,
