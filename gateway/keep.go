@@ -62,8 +62,7 @@ func (s *Server) keepStep(ctx context.Context, x *exchange, d *Device, t catalog
 		return nil, false
 	}
 	if t.Name == "delete_drawer" && len(doom.drawers) == 1 { // one whose base is not the primary's text is not sent
-		st, stamped := s.drawerStamp(str(doom.drawers[0]["drawer_id"]))
-		req.stale = s.staleBase(req, doom.drawers[0], st, stamped, stamped && st.Device == d.ID)
+		req.stale = s.staleBase(req, doom.drawers[0], d)
 	}
 	cfg := s.cfg.Load()
 	if limit := cfg.DeleteCapOrDefault(); t.Name != "update_drawer" && len(doom.drawers) > limit && !d.BulkDelete {
@@ -301,7 +300,7 @@ func (s *Server) updateStamp(x *exchange, d *Device, req *rpcRequest, p map[stri
 		now, sent := str(p["content"]), str(content)
 		req.held = sameText(now, sent)                // a touch: the text stays its writer's, or, respelt, no one's
 		req.respelt = req.held && now != sent && !own // its own words respelt stay its writer's
-		req.stale = s.staleBase(req, p, st, stamped, own)
+		req.stale = s.staleBase(req, p, d)
 	}
 	return true
 }
@@ -355,14 +354,13 @@ func (e *changed) editedOver() *changed {
 // staleBase refuses an update_drawer whose base (params._meta[origin.BaseKey]:
 // the sha256 of the text the device's local palace held before the edit)
 // is not drawer p's text on the primary: another device changed it since
-// (st, stamped: its stamp, naming who last wrote it; own: the stamp is
-// the updating device's, named by no one then). The primary holding
+// (its stamp names who last wrote it; d's own stamp names no one then). The primary holding
 // the update's own text, byte for byte (a send whose answer was lost), is
 // no conflict, nor is an update without a base (nil). Like the base, it is
 // exact: a text equal but for line endings, Unicode form or whitespace
 // (sameText, req.held) is another device's, not to be written over unseen
 // (attack66 N3).
-func (s *Server) staleBase(req *rpcRequest, p map[string]any, st provenance.Stamp, stamped, own bool) *changed {
+func (s *Server) staleBase(req *rpcRequest, p map[string]any, d *Device) *changed {
 	params, _ := req.msg["params"].(map[string]any)
 	meta, _ := params["_meta"].(map[string]any)
 	base, _ := meta[origin.BaseKey].(string)
@@ -370,9 +368,10 @@ func (s *Server) staleBase(req *rpcRequest, p map[string]any, st provenance.Stam
 	if now := str(p["content"]); base == "" || edit && now == sent || origin.Base(now) == base {
 		return nil
 	}
+	st, stamped := s.drawerStamp(str(p["drawer_id"]))
 	who := "by a write the gateway has no record of (made before it kept one, or around it)"
 	switch {
-	case own: // its stamp is this device's: that write's text is not kept, so which is not known
+	case stamped && st.Device == d.ID: // its stamp is this device's: that write's text is not kept, so which is not known
 		who = "not through this gateway, or by this device's earlier write"
 	case stamped && st.Device != "":
 		who = fmt.Sprintf("last written by device %s at %s", st.Device, st.At.UTC().Format(time.RFC3339))

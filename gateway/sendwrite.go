@@ -28,6 +28,9 @@ import (
 // slot, so no other write changes the fact between check and send; a
 // write refused here is not sent (req.unsent, which forward answers).
 func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req *rpcRequest, body []byte) (int, []byte) {
+	if status := unsentStale(ctx, req); status != 0 { // an update's or delete's base (keepStep)
+		return status, nil
+	}
 	switch t.Name {
 	case "checkpoint":
 		return s.sentCheckpoint(ctx, t, req, body)
@@ -37,14 +40,7 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 		}
 	case "kg_add":
 		req.held = s.addingHeldFact(ctx, req.Args)
-	case "delete_drawer":
-		if status := unsentStale(ctx, req); status != 0 {
-			return status, nil
-		}
 	case "update_drawer":
-		if status := unsentStale(ctx, req); status != 0 {
-			return status, nil
-		}
 		if _, stamped := s.prov.Lookup(provenance.Drawer(str(req.Args["drawer_id"]))); req.held && ledger.Resent(ctx) && !stamped {
 			req.held = false // this op's first send's text (that send was a rewrite), its answer lost
 		}
@@ -89,8 +85,9 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 	return status, resp
 }
 
-// unsentStale is the status sendWrite answers an update_drawer whose
-// drawer changed on the primary since the edit (req.stale) with, not
+// unsentStale is the status sendWrite answers an update_drawer or
+// delete_drawer whose drawer changed on the primary since it was made
+// (req.stale; nil for every other call) with, not
 // sending it (req.unsent says why); 0: it is sent. Changed since, it is
 // a conflict (503: the ledger keeps nothing), unless the ledger held the
 // op in doubt: its first send may have landed and been edited over, so
