@@ -11,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -722,10 +721,7 @@ func TestPrimaryUnreachable(t *testing.T) {
 	})
 	t.Run("nothing listening", func(t *testing.T) {
 		b := newBox(t)
-		ln, _ := net.Listen("tcp", "127.0.0.1:0")
-		addr := ln.Addr().String()
-		ln.Close()
-		b.env["MEMPALACE_REMOTE_URL"] = "http://" + addr + "/mcp"
+		b.env["MEMPALACE_REMOTE_URL"] = downPrimary(t)
 		b.env["MEMPALACE_REMOTE_TOKEN"] = "tok-unused-0123456789"
 		only(t, b.run(), "error:primary-unreachable")
 	})
@@ -1202,9 +1198,7 @@ func TestSplitCountsAnUncheckpointedWAL(t *testing.T) {
 // primary-unreachable fix named docker-compose.mempalace.yml, which is not
 // in it (the primary runs in examples/docker-compose.mempalace-gateway.yml).
 func TestFixTextsNameRealComposeFiles(t *testing.T) {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	nothing := "http://" + ln.Addr().String() + "/mcp"
-	ln.Close()
+	nothing := downPrimary(t)
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusTeapot) }))
 	defer failing.Close()
 	var fixes []string

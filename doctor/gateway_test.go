@@ -223,15 +223,9 @@ func hungPrimary(t *testing.T) string {
 	return "http://" + l.Addr().String() + "/mcp"
 }
 
-// downPrimary is the /mcp URL of a port nobody listens on.
-func downPrimary(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	u := "http://" + l.Addr().String() + "/mcp"
-	l.Close()
-	return u
-}
+// downPrimary is the /mcp URL of a port nobody listens on: port 1, not
+// a closed ephemeral port a parallel test process could take.
+func downPrimary(*testing.T) string { return "http://127.0.0.1:1/mcp" }
 
 // A healthy gateway whose primary is stopped, or hung: doctor reports
 // gateway-upstream (fix: start the primary, on the gateway's host), within

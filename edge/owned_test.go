@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,13 +23,9 @@ import (
 // Primary (an edge connecting) is not this one's.
 func TestCloseWaitsForItsGoroutines(t *testing.T) {
 	t.Run("Primary", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		l.Close() // nothing listens there: every call fails, the prober runs
-		p := NewPrimary("http://"+addr+"/mcp", func() string { return "" }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: time.Second, Probe: time.Millisecond})
+		// Nothing listens on port 1 (a closed ephemeral port could be
+		// taken by a parallel test process): every call fails, the prober runs.
+		p := NewPrimary("http://127.0.0.1:1/mcp", func() string { return "" }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: time.Second, Probe: time.Millisecond})
 		if _, err := p.Call(context.Background(), &mcp.CallToolParams{Name: "mempalace_status", Arguments: json.RawMessage(`{}`)}, false); err == nil {
 			t.Fatal("a call to a primary that is not there succeeded")
 		}

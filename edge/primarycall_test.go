@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -58,12 +57,7 @@ func TestAnswerFor(t *testing.T) {
 // The edge serving an agent logs a primary it cannot reach once, as it
 // goes down; a Quiet one (join, whose report says it) does not.
 func TestAPrimaryGoingDownIsLoggedUnlessQuiet(t *testing.T) {
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + closed.Addr().String() + "/mcp"
-	closed.Close()
+	const url = "http://127.0.0.1:1/mcp" // nothing listens on port 1
 	for _, quiet := range []bool{false, true} {
 		var logged bytes.Buffer
 		p := NewPrimary(url, func() string { return testToken }, slog.New(slog.NewTextHandler(&logged, nil)), PrimaryOptions{Timeout: time.Second, Quiet: quiet})

@@ -80,15 +80,13 @@ func TestProbeUpstreamSaysWhy(t *testing.T) {
 	t.Parallel()
 	notMCP := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(notMCP.Close)
-	down := httptest.NewServer(http.NotFoundHandler())
-	down.Close()
 	for _, c := range []struct {
 		name string
 		up   *upstream
 		says []string
 	}{
 		{"answers", startFake(t), []string{"level=INFO", "upstream answers"}},
-		{"down", &upstream{url: down.URL + "/mcp"}, []string{"level=WARN", "connection refused", "start mempalace serve"}},
+		{"down", &upstream{url: "http://127.0.0.1:1/mcp"}, []string{"level=WARN", "connection refused", "start mempalace serve"}},
 		{"not MCP", &upstream{url: notMCP.URL + "/mcp"}, []string{"level=ERROR", "HTTP 404", "--upstream"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -54,9 +54,7 @@ func TestUpstreamFailuresSayWhetherTheCallWasSent(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"jsonrpc":"2.0","id":"call-7","method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{}}}`)
 
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	closed := "http://" + l.Addr().String() + "/mcp"
-	l.Close()
+	const closed = "http://127.0.0.1:1/mcp" // nothing listens on port 1
 	hangs := make(chan struct{})
 	t.Cleanup(func() { close(hangs) })
 	cases := []struct {

@@ -3,7 +3,6 @@ package join
 import (
 	"bytes"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -25,12 +24,7 @@ func TestJoinRefusesAPrimaryItCannotUse(t *testing.T) {
 	p.policy(t, localWorkspace)
 	p.save(t)
 	good := pr.srv.URL()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	nobody := "http://" + closed.Addr().String() + "/mcp"
-	closed.Close()
+	const nobody = "http://127.0.0.1:1/mcp" // nothing listens on port 1
 	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	defer hung.Close()
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("<html>a web page</html>")) }))
