@@ -100,7 +100,7 @@ func (e *Edge) byIDMissing(ctx context.Context, c *call, res *mcp.CallToolResult
 	switch {
 	case busy != nil:
 	case !e.lacksLocally(res):
-		return res
+		return e.marks().tookOnly().result(res, c.tool.Records, origin.PalaceLocal)
 	default:
 		res, empty = notFoundHere(c, res)
 	}
@@ -146,15 +146,21 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 	if !ok {
 		return res // not 3.11's shape
 	}
-	dead := e.tombstones(ctx).drawers
+	dead, mk := e.tombstones(ctx).drawers, e.marks().tookOnly()
 	var missing []string
 	var at []int
-	hidden := false
+	changed := false // a taken drawer marked, or a deleted one hidden
 	for i, id := range ids {
+		if slots[i] != nil && !gjson.GetBytes(slots[i], "error").Exists() {
+			if marked := mk.text(string(slots[i]), catalogue.RecordDrawer, origin.PalaceLocal); marked != string(slots[i]) {
+				slots[i], changed = json.RawMessage(marked), true
+			}
+			continue
+		}
 		if slots[i] == nil || notFound(gjson.GetBytes(slots[i], "error").String()) {
 			msg := "Drawer not found: " + id
 			if dead[id] {
-				msg, hidden = hiddenByDelete(id), true
+				msg, changed = hiddenByDelete(id), true
 			} else {
 				missing, at = append(missing, id), append(at, i)
 			}
@@ -165,7 +171,7 @@ func (e *Edge) drawersMissing(ctx context.Context, c *call, res *mcp.CallToolRes
 		if busy != nil {
 			return annotate(drawersAnswer(slots), busyMark(map[string]any{"source": "local"}, busy), true)
 		}
-		if hidden {
+		if changed {
 			return drawersAnswer(slots)
 		}
 		return res

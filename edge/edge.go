@@ -22,6 +22,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/mailbox"
 	"github.com/joakimp/devbox-config/palacefiles"
 )
@@ -55,6 +56,11 @@ type Edge struct {
 	primaryUp     chan struct{} // the primary answered with the token (resume): watchUnapplied reads the held notes of dropped edits again
 	theirsFirst   chan struct{} // closed once watchUnapplied's first pass over the notes of dropped edits ended (or was given up on): tool calls wait for it (theirs.go); nil: none runs
 	theirsOnce    sync.Once
+	// took is the writer of each drawer whose local copy holds a text
+	// taken from the primary after a drop (outbox.Took), by drawer id,
+	// as takeTheirs last read it (nil: not read yet); this edge's own
+	// edit of one takes it out at once (ownAgain).
+	took atomic.Pointer[map[string]origin.Origin]
 	// resending: kept deletes are read and sent to the local palace
 	// again (Lock) never while a write is there (RLock), whose answer's
 	// lift may take them back (localdelete.go)

@@ -347,7 +347,7 @@ func (l *fastLane) relay(key string, id json.RawMessage, c *call, stateless bool
 		return false // (a note goes on serve's answer)
 	}
 	if byID {
-		if _, err := c.decoded(); err != nil || c.refusal() != nil {
+		if _, err := c.decoded(); err != nil || c.refusal() != nil || e.tookAny(c) {
 			return false // serve (route) answers it
 		}
 	}

@@ -36,10 +36,10 @@ func (e *Edge) mergedRead(ctx context.Context, orig *call) (*mcp.CallToolResult,
 	// filter, says how the two sides merge.
 	shape, args := orig.tool.Filter, orig.argsMap()
 	b := e.askBoth(ctx, orig, shape, args)
-	if !b.lok || !b.pok {
-		return e.oneSide(b, shape, args, orig.tool.Records)
-	}
 	mk, recs := e.marks(), orig.tool.Records
+	if !b.lok || !b.pok {
+		return e.oneSide(b, shape, args, recs, mk)
+	}
 	mk.copies = e.ownCopies(ctx, b.lt, shape)
 	if shape == catalogue.FilterHits {
 		return textResult(e.mergeSearch(b.lt, b.pt, intArg(args, "limit", 5), mk), false, nil), nil
@@ -232,8 +232,8 @@ func (e *Edge) liveChild() *childConn {
 // the other, marked degraded (not degraded for a devbox new to the fleet,
 // with nothing here to merge), or, with neither usable, an error saying
 // so of a busy local palace, else the local answer as it came.
-func (e *Edge) oneSide(b bothSides, shape catalogue.Filter, args map[string]any, recs catalogue.Records) (*mcp.CallToolResult, error) {
-	lo, perr, mk := b.local, b.primary.err, e.marks()
+func (e *Edge) oneSide(b bothSides, shape catalogue.Filter, args map[string]any, recs catalogue.Records, mk marks) (*mcp.CallToolResult, error) {
+	lo, perr := b.local, b.primary.err
 	pwhy := "unusable answer"
 	if perr != nil {
 		pwhy = perr.Error()

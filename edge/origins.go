@@ -42,13 +42,31 @@ type marks struct {
 	// local answer the outbox knows, by the stamp of the entry's id
 	// (Edge.ownCopies): the entry pairs with that copy alone.
 	copies map[string]outbox.EntryCopy
+	// took is the writer of each drawer whose local copy holds a text
+	// taken from the primary after a drop (Edge.took), by drawer id, and
+	// trusts whether this device trusts a writer.
+	took   map[string]origin.Origin
+	trusts func(device string) bool
 }
 
 // marks reads the device the primary advertised (gateway/deviceinfo), or
 // an earlier run heard (device.go).
 func (e *Edge) marks() marks {
 	in, _ := e.device()
-	return marksFor(in)
+	m := marksFor(in)
+	if took := e.took.Load(); took != nil {
+		m.took = *took
+	}
+	return m
+}
+
+// tookOnly is m marking only the drawers whose text the local palace
+// took from the primary (the rest of a local answer as it came): a
+// get_drawer the local palace answers is relayed without an origin
+// (fastlane.go), but not one of those, whose words are not this device's.
+func (m marks) tookOnly() marks {
+	m.own, m.ownUntrusted = nil, nil
+	return m
 }
 
 func marksFor(in deviceinfo.Info) marks {
@@ -56,7 +74,7 @@ func marksFor(in deviceinfo.Info) marks {
 	if own.Device == "" {
 		own = origin.Origin{Device: origin.Unknown, Trusted: true, Palace: origin.PalaceLocal}
 	}
-	m := marks{own: own.AppendJSON(nil), device: in.ID, unknownTrusted: in.TrustsDevice(origin.Unknown)}
+	m := marks{own: own.AppendJSON(nil), device: in.ID, unknownTrusted: in.TrustsDevice(origin.Unknown), trusts: in.TrustsDevice}
 	if writes, _ := in.Writes(in.InstructionWing); !writes && in.InstructionWing != "" {
 		own.Trusted = false
 		m.ownUntrusted, m.untrustedWing = own.AppendJSON(nil), in.InstructionWing
@@ -66,8 +84,15 @@ func marksFor(in deviceinfo.Info) marks {
 
 // local is the origin of a local record rec: this device's, untrusted in
 // the instruction wing on a device that does not write it (never sent:
-// the gateway takes no write there from it).
+// the gateway takes no write there from it); a drawer whose text the
+// local palace took from the primary, its writer's.
 func (m marks) local(rec string) []byte {
+	if len(m.took) > 0 {
+		if by, ok := m.took[gjson.Get(rec, "drawer_id").Str]; ok {
+			by.Trusted, by.Palace = m.trusts == nil || m.trusts(by.Device), origin.PalaceLocal
+			return by.AppendJSON(nil)
+		}
+	}
 	if m.untrustedWing != "" && strings.TrimSpace(gjson.Get(rec, "wing").String()) == m.untrustedWing {
 		return m.ownUntrusted
 	}
@@ -126,6 +151,9 @@ func (m marks) text(text string, recs catalogue.Records, palace string) string {
 		o := m.local(rec)
 		if palace != origin.PalaceLocal {
 			o = m.primary(gjson.Get(rec, origin.Key).Raw, palace)
+		}
+		if o == nil {
+			return rec // tookOnly's: not a taken drawer
 		}
 		out, err := sjson.SetRaw(rec, origin.Key, string(o))
 		if err != nil {

@@ -107,6 +107,9 @@ func (e *Edge) locallyApplied(ctx context.Context, c *call, oldWing string, in *
 	}
 	e.lift(ctx, c) // a write that recreates deleted content (tombstone.go)
 	edge := e.settle(ctx, c, oldWing, in, localEntry(c, resultJSON(res)), replayOf(c, resultJSON(res)))
+	if id, ok := c.argsMap()["drawer_id"].(string); ok && c.tool.Name == "update_drawer" && c.argsMap()["content"] != nil {
+		e.ownAgain(id) // its text is this device's now (settle's Promote forgot the taken writer)
+	}
 	if c.tool.Records != "" { // a checkpoint's duplicates: local records; other writes carry none
 		res = e.marks().result(res, c.tool.Records, origin.PalaceLocal)
 	}

@@ -2,6 +2,8 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"strings"
 	"time"
 
@@ -55,9 +57,10 @@ func (e *Edge) takeTheirs(ctx context.Context, held map[string]bool) {
 		if held[t.Op] {
 			continue
 		}
-		switch e.takeTheirsOf(ctx, t) {
+		out, by := e.takeTheirsOf(ctx, t)
+		switch out {
 		case theirsSettled:
-			err = e.outbox.TookTheirs(ctx, t)
+			err = e.outbox.TookTheirs(ctx, t, by)
 		case theirsUntrusted:
 			err = e.outbox.KeptOwn(ctx, t, keptOwnUntrusted)
 		case theirsWhenUp:
@@ -70,6 +73,55 @@ func (e *Edge) takeTheirs(ctx context.Context, held map[string]bool) {
 			e.log.Warn("the note of a dropped edit stays: the drawer is read on the primary again later", "drawer", t.Drawer, "err", err)
 		}
 	}
+	e.readTook(ctx)
+}
+
+// readTook reads the writers of the texts the local palace took
+// (outbox.Took) into e.took, where reads find them (marks).
+func (e *Edge) readTook(ctx context.Context) {
+	took, err := e.outbox.Took(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("the writers of texts this device's palace took from the primary are not read: its reads may show them as this device's own", "err", err)
+		}
+		return
+	}
+	e.took.Store(&took)
+}
+
+// tookAny reports whether a get_drawer(s) asks for a drawer whose text
+// the local palace took from the primary: its answer is marked with that
+// writer (byIDMissing), not relayed as it came (fastlane.go).
+func (e *Edge) tookAny(c *call) bool {
+	took := e.took.Load()
+	if took == nil || len(*took) == 0 {
+		return false
+	}
+	args := c.argsMap()
+	ids, _ := args["drawer_ids"].([]any)
+	for _, id := range append(ids, args["drawer_id"]) {
+		if s, ok := id.(string); ok {
+			if _, ok := (*took)[s]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ownAgain takes drawer id out of e.took once this edge's own edit of it
+// reached the local palace (the outbox forgets it too: Promote).
+func (e *Edge) ownAgain(id string) {
+	took := e.took.Load()
+	if took == nil {
+		return
+	}
+	if _, ok := (*took)[id]; !ok {
+		return
+	}
+	m := maps.Clone(*took)
+	delete(m, id)
+	e.took.CompareAndSwap(took, &m) // lost to a concurrent read of the outbox: that read has it out already, or the next one will
 }
 
 // takeTheirsOf reads t's drawer on the primary and, once no write is at
@@ -77,14 +129,14 @@ func (e *Edge) takeTheirs(ctx context.Context, held map[string]bool) {
 // if the local copy is still the dropped edit's. Settled: taken, or
 // nothing to take (the drawer gone on the primary or locally, not
 // visible to this device there, or a later local edit of it, which wins
-// here).
-func (e *Edge) takeTheirsOf(ctx context.Context, t outbox.Theirs) theirsOutcome {
-	theirs, out := e.primaryTextOf(ctx, t)
+// here). by is the primary's origin of the text taken (nil: none taken).
+func (e *Edge) takeTheirsOf(ctx context.Context, t outbox.Theirs) (theirsOutcome, *origin.Origin) {
+	theirs, by, out := e.primaryTextOf(ctx, t)
 	if out != theirsTake {
-		return out
+		return out, nil
 	}
 	if !e.lockResending(ctx) {
-		return theirsLater // the edge stopped while a write was at the local palace: the next edge's
+		return theirsLater, nil // the edge stopped while a write was at the local palace: the next edge's
 	}
 	defer e.resending.Unlock()
 	lctx, cancel := context.WithTimeout(ctx, e.cfg.CallTimeout)
@@ -93,32 +145,33 @@ func (e *Edge) takeTheirsOf(ctx context.Context, t outbox.Theirs) theirsOutcome 
 	mine, ok := resultJSON(local)["content"].(string)
 	switch {
 	case err == nil && !ok && notFound(gjson.Get(resultText(local), "error").String()):
-		return theirsSettled // gone here: nothing to take
+		return theirsSettled, nil // gone here: nothing to take
 	case err != nil || !ok:
 		e.log.Warn("a dropped edit's drawer not read in the local palace: it takes the primary's text at the next kick", "drawer", t.Drawer, "err", err, "answer", resultJSON(local))
-		return theirsLater
+		return theirsLater, nil
 	case mine == theirs:
-		return theirsSettled
+		return theirsSettled, nil
 	case origin.Base(mine) != t.Base:
 		e.log.Info("this device's palace holds a later edit of a drawer whose dropped edit kept the primary's text: the later edit stays", "drawer", t.Drawer, "op", t.Op)
-		return theirsSettled
+		return theirsSettled, nil
 	}
 	up := newCall(&mcp.CallToolParams{Name: catalogue.Prefix + "update_drawer", Arguments: map[string]any{"drawer_id": t.Drawer, "content": theirs}})
 	res, err := e.localServer.Call(lctx, up.params)
 	if err != nil || res == nil || res.IsError || resultJSON(res)["success"] != true {
 		e.log.Warn("this device's palace did not take the primary's text of a drawer whose edit was dropped: it is tried again at the next kick", "drawer", t.Drawer, "err", err, "answer", resultJSON(res))
-		return theirsLater
+		return theirsLater, nil
 	}
 	e.log.Info("this device's palace took the primary's text of a drawer whose edit was dropped (edge outbox drop): its later edits build on it", "drawer", t.Drawer, "op", t.Op)
-	return theirsSettled
+	return theirsSettled, by
 }
 
 // primaryTextOf is the primary's text of t's drawer (theirsTake), or
 // what its answer comes to: settled where the refusal cannot change (not found, not
 // visible to this device), untrusted where the text is an untrusted
 // writer's (its origin says trusted: false, or a gateway withheld it),
-// else whenUp.
-func (e *Edge) primaryTextOf(ctx context.Context, t outbox.Theirs) (string, theirsOutcome) {
+// else whenUp; with the text, its writer as the primary's origin says
+// ("unknown" when it says none: a primary without a gateway).
+func (e *Edge) primaryTextOf(ctx context.Context, t outbox.Theirs) (string, *origin.Origin, theirsOutcome) {
 	res, err := e.callPrimary(ctx, getDrawer(t.Drawer), true)
 	m := resultJSON(res)
 	msg, _ := m["error"].(string)
@@ -127,15 +180,21 @@ func (e *Edge) primaryTextOf(ctx context.Context, t outbox.Theirs) (string, thei
 	switch {
 	case notFound(msg) || notVisible(err):
 		e.log.Info("a dropped edit's drawer is gone from the primary, or not visible to this device there: this device's palace keeps its own text", "drawer", t.Drawer, "op", t.Op)
-		return "", theirsSettled
+		return "", nil, theirsSettled
 	case strings.HasPrefix(msg, "withheld") || who["trusted"] == false:
 		e.log.Warn("a dropped edit's drawer holds an untrusted writer's text on the primary: this device's palace keeps its own text", "drawer", t.Drawer, "op", t.Op, "writer", who["device"])
-		return "", theirsUntrusted
+		return "", nil, theirsUntrusted
 	case err != nil || res == nil || res.IsError || !ok || msg != "":
 		e.log.Debug("a dropped edit's drawer not read on the primary: this device's palace takes its text once the primary comes back", "drawer", t.Drawer, "err", err, "answer", m)
-		return "", theirsWhenUp
+		return "", nil, theirsWhenUp
 	}
-	return theirs, theirsTake
+	by := origin.Origin{Device: origin.Unknown}
+	if raw := gjson.Get(resultText(res), origin.Key); raw.IsObject() {
+		if json.Unmarshal([]byte(raw.Raw), &by) != nil || by.Device == "" {
+			by = origin.Origin{Device: origin.Unknown}
+		}
+	}
+	return theirs, &by, theirsTake
 }
 
 // awaitFirstTheirs holds a tool call made while the edge's first pass

@@ -162,6 +162,75 @@ func TestADroppedConflictTakesThePrimarysText(t *testing.T) {
 	}
 }
 
+// The text laptop's palace takes after the drop is desk's, and laptop's
+// reads say so with the primary out of reach too: get_drawer, search and
+// list_drawers name desk as its writer, trusted as laptop's trusted set
+// says now (desk untrusted once laptop trusts only itself), until
+// laptop's own next edit of the drawer (attack70 F3). Before, they
+// showed desk's words as laptop's own, trusted (get_drawer's local
+// answer with no origin at all).
+func TestATakenTextKeepsItsWriter(t *testing.T) {
+	t.Parallel()
+	st := aStaleEdit(t, devices)
+	if _, _, err := st.ob.Drop(context.Background(), st.o.ID); err != nil {
+		t.Fatal(err)
+	}
+	settledNotes(t, st.ob)
+	st.g.configure(t, func(c *Config) {
+		for i := range c.Devices {
+			if c.Devices[i].ID == "laptop-7f3a" {
+				c.Devices[i].Trusts = []string{"laptop-7f3a"}
+			}
+		}
+	})
+	edgeCall(t, st.laptop, "status", map[string]any{}) // laptop's edge hears its trusted set
+	st.sw.down()
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"get_drawer", map[string]any{"drawer_id": st.id}},
+		{"search", map[string]any{"query": "drawer ten", "wing": "shared"}},
+		{"list_drawers", map[string]any{"wing": "shared"}},
+	} {
+		rec := recordOf(edgeCall(t, st.laptop, c.tool, c.args), st.id)
+		o, _ := rec["origin"].(map[string]any)
+		if o["device"] != "desk-9b21" || o["trusted"] != false || o["palace"] != "local" {
+			t.Errorf("%s of the taken drawer, primary unreachable: %v (want desk's origin, untrusted, palace local)", c.tool, rec)
+		}
+	}
+	edgeCall(t, st.laptop, "update_drawer", map[string]any{"drawer_id": st.id, "content": "drawer ten: LAPTOP again"})
+	if rec := edgeCall(t, st.laptop, "get_drawer", map[string]any{"drawer_id": st.id}); rec["origin"] != nil {
+		t.Errorf("get_drawer of laptop's own edit of the taken drawer: %v (want it relayed as the local palace answered: no origin)", rec)
+	}
+	rec := recordOf(edgeCall(t, st.laptop, "search", map[string]any{"query": "drawer ten", "wing": "shared"}), st.id)
+	if o, _ := rec["origin"].(map[string]any); o["device"] != "laptop-7f3a" || o["trusted"] != true {
+		t.Errorf("search after laptop's own edit of the taken drawer: %v (want laptop's origin)", rec)
+	}
+}
+
+// recordOf is the record of drawer id anywhere in an answer (nil: none).
+func recordOf(v any, id string) map[string]any {
+	switch x := v.(type) {
+	case map[string]any:
+		if x["drawer_id"] == id {
+			return x
+		}
+		for _, e := range x {
+			if r := recordOf(e, id); r != nil {
+				return r
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if r := recordOf(e, id); r != nil {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
 // A drop made while no edge runs on the palace (the CLI touches only the
 // outbox) is taken by the next edge at its start.
 func TestADropWhileNoEdgeRunsIsTakenAtTheNextStart(t *testing.T) {

@@ -99,6 +99,9 @@ func (s *Store) Promote(ctx context.Context, o Op, held bool, entry string) (Op,
 	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state=?, dedupe_key=?, ordinal=? WHERE local_seq=? AND state='intent'`, state.String(), dedupe, o.Ordinal, o.LocalSeq); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
+	if err := forgetTook(ctx, tx, o.Tool, o.Payload); err != nil {
+		return Op{}, err
+	}
 	if entry != "" { // under the op id it has now (a release may have made it anew)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) SELECT ?, op_id FROM ops WHERE local_seq=?
 			ON CONFLICT(key) DO UPDATE SET value=excluded.value`, entryKey(entry), o.LocalSeq); err != nil {

@@ -200,6 +200,11 @@ func (s *Store) Enqueue(ctx context.Context, w Write) (Op, error) {
 	if err := s.insertOp(ctx, tx, op, cmp.Or(dedupe, "op:"+op.ID), w, rec.CausalKeys(args)); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
+	if !w.Intent { // the local palace applied it: an intent's Promote says so
+		if err := forgetTook(ctx, tx, w.Name, w.Payload); err != nil {
+			return Op{}, err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}

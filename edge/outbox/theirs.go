@@ -104,9 +104,70 @@ func (s *Store) Theirs(ctx context.Context) ([]Theirs, error) {
 
 // TookTheirs drops t's note once the local palace took the primary's text
 // (or holds a later edit of its own): a later drop's note for the drawer
-// stays.
-func (s *Store) TookTheirs(ctx context.Context, t Theirs) error {
-	return dropTheirsNote(ctx, s.db, t)
+// stays. by, when the local palace took the text, is the origin the
+// primary gave it: kept (meta took:<drawer id>) so that this device's
+// reads of its local copy name that writer, not this device, while the
+// primary cannot say it (attack70 F3), until this device's own next edit
+// of the drawer (Promote forgets it).
+func (s *Store) TookTheirs(ctx context.Context, t Theirs, by *origin.Origin) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if err := dropTheirsNote(ctx, tx, t); err != nil {
+		return err
+	}
+	if by != nil {
+		o := *by
+		o.Trusted, o.Palace = false, "" // the reader's, judged at each read
+		if err := setMeta(ctx, tx, tookNotes+t.Drawer, string(o.AppendJSON(nil))); err != nil {
+			return fmt.Errorf("outbox: the writer of a taken text: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return nil
+}
+
+// tookNotes prefixes the writer of a drawer's text the local palace took
+// from the primary (TookTheirs).
+const tookNotes = "took:"
+
+// Took is the writer of each drawer whose local copy holds a text taken
+// from the primary after a drop (TookTheirs), by drawer id; Trusted and
+// Palace are left for the reader to set.
+func (s *Store) Took(ctx context.Context) (map[string]origin.Origin, error) {
+	type row struct{ key, by string }
+	rows, err := queryAll(ctx, s.db, func(r rowScanner) (x row, err error) { err = r.Scan(&x.key, &x.by); return x, err },
+		`SELECT key, value FROM meta WHERE key GLOB ?`, tookNotes+"*")
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	out := make(map[string]origin.Origin, len(rows))
+	for _, x := range rows {
+		var o origin.Origin
+		if err := json.Unmarshal([]byte(x.by), &o); err != nil {
+			return out, fmt.Errorf("outbox: the note %s: %w", x.key, err)
+		}
+		out[strings.TrimPrefix(x.key, tookNotes)] = o
+	}
+	return out, nil
+}
+
+// forgetTook forgets the taken writer of the drawer an update_drawer
+// rewrites (payload's drawer_id, with content): the local copy is this
+// device's text again.
+func forgetTook(ctx context.Context, tx *sql.Tx, tool string, payload []byte) error {
+	drawer, content := gjson.GetBytes(payload, "drawer_id"), gjson.GetBytes(payload, "content")
+	if tool != catalogue.Prefix+"update_drawer" || drawer.Type != gjson.String || content.Type != gjson.String {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, tookNotes+drawer.Str); err != nil {
+		return fmt.Errorf("outbox: %w", err)
+	}
+	return nil
 }
 
 // dropTheirsNote deletes t's note (only t's: a later drop's note for
