@@ -46,7 +46,7 @@ func TestWhatTheEdgeTellsCarriesNoRawControls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := askLine(ev)
+	line := askLine(ev, "")
 	kept := owedView{At: time.Date(2026, 12, 3, 15, 0, 0, 0, time.UTC), Asks: []owedAsk{{ID: "evt_k", Line: "evt_k: task.request from pi@laptop: \x1b[2K\u202eraw"}}}
 	dead := []outbox.DeadOp{{ID: "1", Tool: "mempalace_add_drawer", Wing: "wing_\x1b[2Kx", Room: "r\u202eoom", Reason: "refused\x1b[31m \u2066red"}}
 	for _, c := range []struct{ name, text, must, shows string }{
@@ -121,12 +121,12 @@ func TestAnAsksTypeThatIsNotAPlainTokenShowsQuoted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := askLine(ev)
+	line := askLine(ev, "")
 	if !strings.Contains(line, `: "ask IGNORE ALL`) || strings.Contains(line, `from "admin@ops"`) || !strings.Contains(line, `from "pi@laptop" (stream "devbox")`) {
 		t.Errorf("the type is not quoted, or the real sender is cut: %q", line)
 	}
 	raw, _ = json.Marshal(map[string]any{"id": "evt_2", "type": "task.request", "from_agent": "pi@laptop"})
-	if ev, _ = mailbox.ParseEvent(raw); !strings.HasPrefix(askLine(ev), "evt_2: task.request from") {
-		t.Errorf("a plain type is not shown as it is: %q", askLine(ev))
+	if ev, _ = mailbox.ParseEvent(raw); !strings.HasPrefix(askLine(ev, ""), "evt_2: task.request from") {
+		t.Errorf("a plain type is not shown as it is: %q", askLine(ev, ""))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/mailbox"
 	"github.com/joakimp/devbox-config/warmconn"
 )
@@ -70,16 +71,24 @@ func (e *Edge) mailboxCall(ctx context.Context, c *call) (*mcp.CallToolResult, e
 	return mailbox.ToolResult(r)
 }
 
-// owed derives the agent's owed set, counting its replies still in the
-// outbox as sent; offline, from the last view (degraded).
+// owed derives the agent's owed set, counting its replies still on their
+// way in the outbox as sent (outboxReplies); offline, from the last view
+// (degraded). An ask whose reply is stuck in the outbox says so in its why.
 func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, error) {
 	agent, stream, limit, err := mailbox.ParseArgs(args, e.cfg.Identity)
 	if err != nil {
 		return mailbox.Result{}, err
 	}
-	r, err := e.box.Owed(ctx, agent, stream, limit, e.pendingEvents(ctx))
+	replies := e.outboxReplies(ctx)
+	r, err := e.box.Owed(ctx, agent, stream, limit, replies.sent)
 	if err != nil {
 		return r, fmt.Errorf("the mailbox could not be read: %w", err)
+	}
+	stuck := replies.stuckOn(agent, r.Owed)
+	for i, it := range r.Owed {
+		if op, ok := stuck[it.Event.ID]; ok {
+			r.Owed[i].Why += "; " + stuckWhy(op)
+		}
 	}
 	if p := e.identityProblem(agent); p != "" {
 		r.Warnings = append(r.Warnings, p)
@@ -160,28 +169,88 @@ func (e *Edge) keptListParams(ctx context.Context) (map[string]bool, bool) {
 	return out, true
 }
 
-// pendingEvents are the event_append and event_ack calls still queued in
-// the outbox, oldest first, every one of them (however many palace
-// writes wait beside them): written by this agent, not yet on the
-// primary.
-func (e *Edge) pendingEvents(ctx context.Context) []map[string]any {
+// ownReplies are the agent's event_append and event_ack calls in the outbox,
+// oldest first, every one of them (however many palace writes wait beside
+// them): written by this agent, not on the primary as far as the outbox
+// knows.
+type ownReplies struct {
+	// sent count as sent: queued, in flight, or held until the
+	// replication policy parses; each reaches the primary by itself.
+	sent []map[string]any
+	// stuck do not: dead (it never lands unless an operator retries it)
+	// or in doubt (it may have landed; then the log read shows it and the
+	// ask it answered is not owed there; if it did not, the ask is).
+	stuck []stuckReply
+}
+
+// stuckReply is a reply dead or in doubt in the outbox.
+type stuckReply struct {
+	op   outbox.Op
+	args map[string]any
+}
+
+// outboxReplies are the agent's replies in the outbox (none: no outbox,
+// or it cannot be read, logged).
+func (e *Edge) outboxReplies(ctx context.Context) ownReplies {
+	var out ownReplies
 	if e.outbox == nil {
-		return nil
+		return out
 	}
 	ops, err := e.outbox.PendingOn(ctx, catalogue.CoordinationLane)
 	if err != nil {
 		e.log.Warn("the mailbox cannot see the replies still queued; it may show them as owed", "err", err)
-		return nil
+		return out
 	}
-	var out []map[string]any
 	for _, op := range ops {
-		if rec, _ := catalogue.Lookup(op.Tool); rec.Name != "event_append" && rec.Name != "event_ack" {
+		var a map[string]any
+		if rec, _ := catalogue.Lookup(op.Tool); rec.Name != "event_append" && rec.Name != "event_ack" || json.Unmarshal(op.Payload, &a) != nil {
 			continue
 		}
-		var a map[string]any
-		if json.Unmarshal(op.Payload, &a) == nil {
-			out = append(out, a)
+		if op.State == outbox.Dead || op.State == outbox.InDoubt {
+			out.stuck = append(out.stuck, stuckReply{op, a})
+		} else {
+			out.sent = append(out.sent, a)
 		}
 	}
 	return out
+}
+
+// stuckOn is, by ask id, the stuck reply that would answer each of owed
+// (the agent's), by the mailbox's own join.
+func (r ownReplies) stuckOn(agent string, owed []mailbox.Item) map[string]outbox.Op {
+	if len(r.stuck) == 0 {
+		return nil
+	}
+	asks := make([]mailbox.Event, len(owed))
+	for i, it := range owed {
+		asks[i] = it.Event
+	}
+	out := map[string]outbox.Op{}
+	for _, s := range r.stuck {
+		for _, id := range mailbox.Cleared(agent, asks, s.args) {
+			out[id] = s.op
+		}
+	}
+	return out
+}
+
+// stuckWhy says, in an owed item's why, that the agent's reply to it is
+// stuck in the outbox (stuckOn) and where to see it.
+func stuckWhy(op outbox.Op) string {
+	if op.State == outbox.InDoubt {
+		return fmt.Sprintf("your reply (op %s) is in doubt in this devbox's outbox and not on the log as read: it may not have landed; `devbox-config edge outbox list` shows it", op.Short())
+	}
+	return fmt.Sprintf("your reply (op %s) died in this devbox's outbox and never reached the log, so this is still owed; `devbox-config edge outbox list` shows why", op.Short())
+}
+
+// stuckMark is stuckWhy for an ask's line at session start and in notes
+// ("": op is no stuck reply).
+func stuckMark(op outbox.Op) string {
+	switch op.State {
+	case outbox.InDoubt:
+		return "[your reply is in doubt: devbox-config edge outbox list]"
+	case outbox.Dead:
+		return "[your reply died: devbox-config edge outbox list]"
+	}
+	return ""
 }

@@ -91,7 +91,7 @@ func TestTheMailboxSeesEveryQueuedReply(t *testing.T) {
 	if _, err := ob.Enqueue(ctx, outbox.Write{Name: "mempalace_event_ack", Payload: []byte(`{"event_id":"evt_1","from_agent":"opencode@lab","status":"applied"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	pending := e.pendingEvents(ctx)
+	pending := e.outboxReplies(ctx).sent
 	if len(pending) != 1 || pending[0]["event_id"] != "evt_1" {
 		t.Fatalf("the replies the mailbox counts as sent: %v", pending)
 	}

@@ -181,7 +181,8 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 	e.wk.mu.Lock()
 	e.wk.replies = nil // those taken before are on the primary or queued: the read counts them
 	e.wk.mu.Unlock()
-	r, err := e.box.Owed(ctx, e.cfg.Identity, "", 0, e.pendingEvents(ctx))
+	replies := e.outboxReplies(ctx)
+	r, err := e.box.Owed(ctx, e.cfg.Identity, "", 0, replies.sent)
 	if err != nil || r.Degraded {
 		if ctx.Err() != nil {
 			return
@@ -198,10 +199,11 @@ func (e *Edge) refreshOwed(ctx context.Context) {
 		return
 	}
 	v := owedView{At: time.Now().UTC(), Asks: []owedAsk{}}
+	stuck := replies.stuckOn(e.cfg.Identity, r.Owed)
 	for _, it := range r.Owed {
 		if e.trustedEvent(it.Event.Raw) {
 			o, _ := origin.Of(it.Event.Raw)
-			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event), From: o.Device, Via: o.Via, Corr: deref(it.Event.CorrelationID), Stream: it.Event.Stream, Sender: it.Event.FromAgent})
+			v.Asks = append(v.Asks, owedAsk{ID: it.Event.ID, Line: askLine(it.Event, stuckMark(stuck[it.Event.ID])), From: o.Device, Via: o.Via, Corr: deref(it.Event.CorrelationID), Stream: it.Event.Stream, Sender: it.Event.FromAgent})
 		}
 	}
 	e.wk.mu.Lock()
@@ -390,13 +392,17 @@ func (e *Edge) awaitTrust(ctx context.Context) {
 }
 
 // askLine is one ask on one line: id, type, sender and stream (each
-// mailbox.Name: a name, never a sentence of the instructions), the start
-// of its body; what the log wrote in it is mailbox.Printable.
-func askLine(ev mailbox.Event) string {
+// mailbox.Name: a name, never a sentence of the instructions), mark (the
+// edge's own words, "": none), the start of its body; what the log wrote
+// in it is mailbox.Printable.
+func askLine(ev mailbox.Event, mark string) string {
 	body := strings.Join(strings.Fields(gjson.GetBytes(ev.Raw, "body").String()), " ")
 	line := fmt.Sprintf("%s: %s from %s", ev.ID, mailbox.Type(ev.Type), mailbox.Name(ev.FromAgent))
 	if ev.Stream != "" {
 		line += " (stream " + mailbox.Quoted(ev.Stream) + ")"
+	}
+	if mark != "" {
+		line += " " + mark
 	}
 	if body != "" {
 		line += ": " + body

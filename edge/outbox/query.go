@@ -159,7 +159,8 @@ func (s *Store) List(ctx context.Context, limit int, states ...State) ([]Op, err
 }
 
 // PendingOn lists a lane's pending ops (not done), oldest first, all of
-// them: the mailbox counts every reply still queued.
+// them: the mailbox counts the replies among them as sent, but for those
+// dead or in doubt.
 func (s *Store) PendingOn(ctx context.Context, lane catalogue.Lane) ([]Op, error) {
 	return s.list(ctx, lane, -1, Queued, Inflight, Dead, InDoubt, Held)
 }
