@@ -73,7 +73,8 @@ func (e *Edge) mailboxCall(ctx context.Context, c *call) (*mcp.CallToolResult, e
 
 // owed derives the agent's owed set, counting its replies still on their
 // way in the outbox as sent (outboxReplies); offline, from the last view
-// (degraded). An ask whose reply is stuck in the outbox says so in its why.
+// (degraded). An ask whose reply is stuck in the outbox says so in its
+// why. The asks it lists for the session's agent count as told.
 func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, error) {
 	agent, stream, limit, err := mailbox.ParseArgs(args, e.cfg.Identity)
 	if err != nil {
@@ -84,6 +85,7 @@ func (e *Edge) owed(ctx context.Context, args map[string]any) (mailbox.Result, e
 	if err != nil {
 		return r, fmt.Errorf("the mailbox could not be read: %w", err)
 	}
+	e.toldByMailbox(agent, r.Owed)
 	stuck := replies.stuckOn(agent, r.Owed)
 	for i, it := range r.Owed {
 		if op, ok := stuck[it.Event.ID]; ok {

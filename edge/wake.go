@@ -606,6 +606,21 @@ func quotedNames(names []string) string {
 	return cmp.Or(strings.Join(quoted, ", "), "none")
 }
 
+// toldByMailbox counts the asks a mailbox answer for the session's own
+// agent lists (owed) as told: no "new ask" note for them, on that answer
+// or a later one.
+func (e *Edge) toldByMailbox(agent string, owed []mailbox.Item) {
+	if e.wk == nil || agent != e.cfg.Identity {
+		return
+	}
+	e.wk.mu.Lock()
+	defer e.wk.mu.Unlock()
+	for _, it := range owed {
+		e.wk.told[it.Event.ID] = true
+	}
+	e.wk.note = slices.DeleteFunc(e.wk.note, func(a owedAsk) bool { return e.wk.told[a.ID] })
+}
+
 // takeNotes is the notes for this tool answer (none: nothing to tell),
 // one line each, given once: the asks waiting for it whose senders the
 // device trusts now (trustedNow: a revocation heard since they were read

@@ -627,3 +627,25 @@ func toldOnce(t *testing.T) (srv *fakepalace.HTTPServer, palace, id string) {
 	<-h.done
 	return srv, palace, id
 }
+
+// The mempalace_mailbox answer that lists a new ask counts as telling it:
+// neither it nor a later tool answer carries the "new ask ... call
+// mempalace_mailbox" note for that ask. Before, the mailbox answer
+// listed the ask and then the note sent the agent to the tool it had
+// just called (outside tester, attack70 F6).
+func TestTheMailboxAnswerTellsANewAsk(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{mailboxPoll: 100 * time.Millisecond, wakeWait: 10 * time.Second})
+	id := askVia(t, h.srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "bump the version")
+	h.eventually("the new ask noted for the next tool answer", h.edge.notePending)
+	m, res := h.call("mailbox", map[string]any{})
+	if !strings.Contains(mustJSON(m), id) {
+		t.Fatalf("mempalace_mailbox does not list the new ask: %s", mustJSON(m))
+	}
+	if n := notesOf(res); n != "" {
+		t.Errorf("the mailbox answer carries a note besides listing the ask: %q", n)
+	}
+	if _, res := h.call("search", map[string]any{"query": "anything"}); notesOf(res) != "" {
+		t.Errorf("a later answer notes the ask the mailbox listed: %q", notesOf(res))
+	}
+}
