@@ -414,6 +414,14 @@ func (p *Primary) Up() bool {
 	return !p.down
 }
 
+// Connected reports a session open with the primary: its connect was
+// answered, and no failure dropped it since.
+func (p *Primary) Connected() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.session != nil
+}
+
 // State describes the breaker for status output: "up", "down: …" or
 // "unauthorized".
 func (p *Primary) State() string {

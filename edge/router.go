@@ -40,8 +40,10 @@ type primaryPalace interface {
 	Call(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error)
 	// CallLong is Call bounded by ctx instead (event_wait's long poll).
 	CallLong(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error)
-	// Up reports a closed breaker; State says why in words.
+	// Up reports a closed breaker; State says why in words. Connected
+	// reports a session open (the primary answered its connect).
 	Up() bool
+	Connected() bool
 	State() string
 	// Device is what the primary advertised of this device
 	// (gateway/deviceinfo); false before it answered, or when it

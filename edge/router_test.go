@@ -69,7 +69,8 @@ func (s inProcessPrimary) Call(ctx context.Context, p *mcp.CallToolParams, retry
 func (s inProcessPrimary) CallLong(ctx context.Context, p *mcp.CallToolParams, retry bool) (*mcp.CallToolResult, error) {
 	return s.call(ctx, p)
 }
-func (s inProcessPrimary) Up() bool { return !s.down }
+func (s inProcessPrimary) Up() bool        { return !s.down }
+func (s inProcessPrimary) Connected() bool { return !s.down }
 func (s inProcessPrimary) Device() (deviceinfo.Info, bool) {
 	return s.device, s.device.ID != ""
 }

@@ -360,23 +360,26 @@ func (e *Edge) trustedNow(v owedView) owedView {
 	return out
 }
 
-// awaitTrust waits, while initialize would answer from a view read
-// before this process, until the primary said what this device trusts
-// now (its device header), the first read ended, the primary is known
-// down, or the edge's start + wakeTrustWait.
-func (e *Edge) awaitTrust(ctx context.Context) {
+// awaitPrimary waits, while initialize would answer from a view read
+// before this process, until what to say of the primary is known: the
+// first read ended, the primary is known down (a refused connect, however
+// slow), or it answered: with its device header (what this device trusts
+// now) when the view has asks to filter, with a session when it has none.
+// It waits at most until the edge's start + wakeTrustWait (a hung
+// primary).
+func (e *Edge) awaitPrimary(ctx context.Context) {
+	if e.remote == nil {
+		return
+	}
 	e.wk.mu.Lock()
 	none := len(e.wk.view.Asks) == 0
 	e.wk.mu.Unlock()
-	if e.remote == nil || none {
-		return
-	}
 	t := time.NewTimer(time.Until(e.wk.trustBy))
 	defer t.Stop()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if _, ok := e.remote.Device(); ok || !e.remote.Up() {
+		if _, ok := e.remote.Device(); ok || !e.remote.Up() || none && e.remote.Connected() {
 			return
 		}
 		select {
@@ -417,8 +420,9 @@ func renderOwed(v owedView, self string, stale string) string {
 	self = mailbox.Quoted(self) // a name, never read as a sentence of the instructions
 	if len(v.Asks) == 0 {
 		switch {
-		case stale == failedNote:
-			return fmt.Sprintf("Coordination mailbox (devbox-config edge): the coordination log could not be read at this session's start: call mempalace_mailbox for what %s owes.", self)
+		case stale == failedNote, v.At.IsZero() && (stale == keptNote || stale == refusedNote):
+			why := map[string]string{keptNote: " (the primary is not reachable now)", refusedNote: " (the primary refuses this device's token; devbox-config doctor names the fix)"}[stale]
+			return fmt.Sprintf("Coordination mailbox (devbox-config edge): the coordination log could not be read at this session's start%s: call mempalace_mailbox for what %s owes.", why, self)
 		case stale != "" && !v.At.IsZero():
 			return fmt.Sprintf("Coordination mailbox (devbox-config edge): %s owed no ask from trusted senders as of %s%s.", self, v.At.UTC().Format(time.RFC3339), stale)
 		case stale != "":
@@ -473,7 +477,7 @@ func newAsksNote(fresh []owedAsk) string {
 // wakeInstructions is what initialize answers with: the view as it is
 // once this process's first read ended, or WakeWait after the edge
 // started (an initialize that comes later waits less; the primary is
-// never waited on longer, but for the device header: awaitTrust), with
+// never waited on longer, but for what to say of it: awaitPrimary), with
 // only the asks from senders trusted now (trustedNow). Every ask told
 // counts as told.
 func (e *Edge) wakeInstructions(ctx context.Context) string {
@@ -487,7 +491,7 @@ func (e *Edge) wakeInstructions(ctx context.Context) string {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	e.awaitTrust(ctx)
+	e.awaitPrimary(ctx)
 	e.wk.mu.Lock()
 	defer e.wk.mu.Unlock()
 	e.wk.started = true
