@@ -75,7 +75,8 @@ func TestMailboxThroughTheEdge(t *testing.T) {
 }
 
 // Issue 26, point 9: a reply queued behind a thousand palace writes still
-// counts as sent: the mailbox reads every reply the outbox holds. Before,
+// counts as sent (and one held for the policy): the mailbox reads every
+// reply the outbox holds. Before,
 // it read the first 1,000 queued ops of any kind, missed the ack, and told
 // the agent to answer again.
 func TestTheMailboxSeesEveryQueuedReply(t *testing.T) {
@@ -91,8 +92,13 @@ func TestTheMailboxSeesEveryQueuedReply(t *testing.T) {
 	if _, err := ob.Enqueue(ctx, outbox.Write{Name: "mempalace_event_ack", Payload: []byte(`{"event_id":"evt_1","from_agent":"opencode@lab","status":"applied"}`)}); err != nil {
 		t.Fatal(err)
 	}
+	// One held until the policy parses is sent by itself then: it counts
+	// as sent too, as a queued one.
+	if _, err := ob.Enqueue(ctx, outbox.Write{Name: "mempalace_event_ack", Held: true, Payload: []byte(`{"event_id":"evt_2","from_agent":"opencode@lab","status":"applied"}`)}); err != nil {
+		t.Fatal(err)
+	}
 	pending := e.outboxReplies(ctx).sent
-	if len(pending) != 1 || pending[0]["event_id"] != "evt_1" {
+	if len(pending) != 2 || pending[0]["event_id"] != "evt_1" || pending[1]["event_id"] != "evt_2" {
 		t.Fatalf("the replies the mailbox counts as sent: %v", pending)
 	}
 }
