@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/joakimp/devbox-config/invisible"
 	"github.com/joakimp/devbox-config/strictjson"
 )
 
@@ -117,13 +118,16 @@ func OpenAudit(file string) (*Audit, error) {
 }
 
 // sealLine is e's line (newline included) and its hash: the sha256 of
-// the bytes json.Marshal writes for e up to where the hash field begins.
-// The line is those bytes with `,"hash":"<hash>"}` after them: what
-// json.Marshal writes for e with its Hash set (the last field).
+// the bytes json.Marshal writes for e up to where the hash field begins,
+// with each invisible character escaped (invisible.EscapeJSON: a bidi
+// override a client put in a path shows as its code, attack69 F10). The
+// line is those bytes with `,"hash":"<hash>"}` after them: what
+// json.Marshal writes for e with its Hash set (the last field), so
+// escaped.
 func sealLine(e Entry) (line []byte, hash string) {
 	e.Hash = ""
 	b, _ := json.Marshal(e) // an Entry is strings, numbers and a time: it encodes
-	prefix := b[:len(b)-1]
+	prefix := invisible.EscapeJSON(b[:len(b)-1])
 	hash = lineHash(prefix)
 	return append(append(append(prefix, `,"hash":"`...), hash...), "\"}\n"...), hash
 }

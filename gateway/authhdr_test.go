@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"bufio"
+	"bytes"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -205,5 +207,41 @@ func TestARefusedTokenIsToldTheFix(t *testing.T) {
 		} else if text != first {
 			t.Errorf("%v is told %q, a missing token %q: one text for every reason", hdr, text, first)
 		}
+	}
+}
+
+// A request to no route (404, 405) names the device its valid token
+// names on its audit line, and a bidi override in its path is written as
+// its code, not raw, the line still verifying (attack69 F10: the lines
+// said no device, and a raw U+202E made a line display reversed).
+func TestARequestToNoRouteIsNamedAndItsPathShown(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	laptop := [][2]string{{"Authorization", "Bearer " + g.tokens["laptop-7f3a"]}}
+	for _, c := range []struct {
+		method, path string
+		hdr          [][2]string
+		status       int
+		device       string
+	}{
+		{"GET", "/nothere", laptop, 404, "laptop-7f3a"},
+		{"GET", "/mcp", laptop, 405, "laptop-7f3a"},
+		{"GET", "/nothere", [][2]string{{"Authorization", "Bearer not-a-token"}}, 404, ""},
+		{"GET", "/%E2%80%AE%22%7D%0A%7B%22device%22:%22laptop", nil, 404, ""},
+	} {
+		before := len(g.auditLog())
+		if status, _ := g.send(c.method, c.path, "", c.hdr); status != c.status {
+			t.Errorf("%s %s: %d, want %d", c.method, c.path, status, c.status)
+		}
+		if e := g.lastAudit(before, c.path); e.Device != c.device || (c.device != "" && e.TokenID == "") {
+			t.Errorf("%s %s audited as device %q token %q, want %q", c.method, c.path, e.Device, e.TokenID, c.device)
+		}
+	}
+	raw, _ := os.ReadFile(g.srv.cfg.Load().AuditLog)
+	if bytes.ContainsRune(raw, '\u202e') || !bytes.Contains(raw, []byte(`\u202e`)) {
+		t.Errorf("the audit log holds the path's U+202E raw, or not at all:\n%s", raw)
+	}
+	if r, err := VerifyLog(g.srv.cfg.Load().AuditLog, nil, nil); err != nil || r.Lines != len(g.auditLog()) {
+		t.Errorf("the log does not verify: %+v %v", r, err)
 	}
 }

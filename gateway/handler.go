@@ -79,8 +79,10 @@ func (s *Server) route(x *exchange) {
 	case p == "/logstream/stream" && r.Method == http.MethodGet:
 		s.serveStream(x)
 	case p != "/mcp":
+		s.named(x)
 		s.answerText(x, http.StatusNotFound, "Not Found", VerdictDeny, ruleNoRoute)
 	case r.Method != http.MethodPost: // no server stream (GET), no session to end (DELETE): the MCP spec's 405
+		s.named(x)
 		x.w.Header().Set("Allow", http.MethodPost)
 		s.answerText(x, http.StatusMethodNotAllowed, "Method Not Allowed", VerdictDeny, ruleNoRoute)
 	default:
@@ -509,6 +511,21 @@ func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
 		}
 	}
 	return d, true
+}
+
+// named puts on x's line the device its one token names, if it names
+// one, for a refusal that needs no token (no route): the line says whose
+// request it was (attack69 F10: a device probed routes with no trace
+// naming it). Nothing else of the token is looked at: not its first use.
+func (s *Server) named(x *exchange) {
+	if len(x.r.Header.Values("Authorization")) != 1 {
+		return
+	}
+	if raw, ok := bearer(x.r.Header.Get("Authorization")); ok {
+		if d, tok, _, err := AuthenticateWith(s.cfg.Load(), s.state.firstUse, s.key, raw, s.Now()); err == nil {
+			x.entry.Device, x.entry.TokenID = d.ID, tok.ID
+		}
+	}
 }
 
 // bearer is the credentials of an Authorization value whose scheme is
