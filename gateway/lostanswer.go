@@ -24,10 +24,11 @@ import (
 // again" (503); anything else stays lost, the op in doubt, as before:
 //
 //   - a write that rewrites a record's text (update_drawer's content,
-//     create_tunnel's label: rewritten) withdraws its stamp first, so
-//     the record reads as of unknown origin until the answer (or the
-//     look-up) says whose text it holds; the stamp is put back when the
-//     write was not applied;
+//     create_tunnel's label: rewritten) has its stamp withdrawn first
+//     (sendWrite's withdrawStep), so the record reads as of unknown
+//     origin until the answer (or the look-up) says whose text it holds;
+//     a look-up that finds it not applied answers so, and the stamp is
+//     put back;
 //   - add_drawer: the drawer the look-up finds is this write's when its
 //     added_by (the gateway sets it) names this device and agent;
 //     otherwise it is already_exists, its first filer's;
@@ -100,35 +101,20 @@ func answerLost(status int) bool {
 }
 
 // settledRewrite is settledWrite for a write that rewrites a record's
-// text: its stamp is withdrawn while the write is in flight and put back
-// if the write was not applied.
+// text (its stamp withdrawn while it is in flight: withdrawStep): after a
+// lost answer the record is looked up.
 func (s *Server) settledRewrite(ctx context.Context, t catalogue.Tool, args map[string]any, body []byte) (int, []byte) {
-	key, ok := rewritten(t, args)
-	if !ok {
-		return s.upstreamCall(ctx, body)
-	}
-	old, had := s.prov.Lookup(key)
-	if had {
-		if err := s.prov.Forget(context.WithoutCancel(ctx), key); err != nil {
-			s.Log.Error("provenance index not writable: a record being rewritten keeps its writer's origin", "tool", t.Name, "key", key.Parts, "err", err)
-		}
-	}
 	status, resp := s.upstreamCall(ctx, body)
-	if answerLost(status) {
-		switch now, found := s.rewriteLookUp(ctx, t, args, key); {
-		case !found: // not known: withdrawn it stays
-		case now != nil:
-			status, resp = settledAnswer(body, now)
-		default:
-			status, resp = notApplied(body, "does not hold the rewrite")
-		}
+	key, ok := rewritten(t, args)
+	if !ok || !answerLost(status) {
+		return status, resp
 	}
-	if _, applied := ledger.Recordable(ledger.Answer{Status: status, Body: resp}); had && !applied && !answerLost(status) {
-		// Not applied: the text is still its writer's (unless a write
-		// made before this one has recorded its stamp since).
-		if err := s.prov.Record(context.WithoutCancel(ctx), provenance.Entry{Key: key, Stamp: old}); err != nil {
-			s.Log.Error("provenance index not writable: a record a failed rewrite left alone reads as of unknown origin", "tool", t.Name, "key", key.Parts, "err", err)
-		}
+	switch now, found := s.rewriteLookUp(ctx, t, args, key); {
+	case !found: // not known: withdrawn it stays
+	case now != nil:
+		return settledAnswer(body, now)
+	default:
+		return notApplied(body, "does not hold the rewrite")
 	}
 	return status, resp
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -54,8 +55,8 @@ func (s *Server) authorStep(x *exchange, d *Device, req *rpcRequest) (author *De
 // say (settled, or lost: sendWrite), stamped whatever the answer.
 func (s *Server) recordStep(ctx context.Context, d, author *Device, t catalogue.Tool, req *rpcRequest, resp []byte) {
 	res := resultOf(resp)
-	if (res == nil || res["success"] == false) && len(req.filed) == 0 || marked(resp, heldKey) && req.moved == nil {
-		return // nothing made, or a record the upstream held with this text before (sendWrite): its stamp, or none, stays
+	if (res == nil || !written(http.StatusOK, resp)) && len(req.filed) == 0 || marked(resp, heldKey) && req.moved == nil {
+		return // nothing made (refused: success false, an error), or a record the upstream held with this text before (sendWrite): its stamp, or none, stays
 	}
 	st := provenance.Stamp{Device: author.ID, Label: author.Label, At: s.Now()}
 	if author != d {

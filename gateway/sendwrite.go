@@ -16,7 +16,9 @@ import (
 // can tell (settledWrite: a diary entry, a rewrite, an add, an ask), and
 // a checkpoint's items are looked up around the send
 // (sentCheckpoint); a KG write's stamps follow the facts it closes
-// (kgorigin.go). A write whose record the upstream held before it with
+// (kgorigin.go). The stamp of a record a write rewrites or moves is
+// withdrawn while it is in flight, and put back when the answer says
+// nothing was written (withdrawStep). A write whose record the upstream held before it with
 // the text it sends (req.held: a touch, a kg_add of a current fact)
 // changes no stamp: its answer says so (heldKey), for recordStep and for
 // the op-id ledger's record, and a touch's stamp is not withdrawn. An op
@@ -53,14 +55,7 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 			return http.StatusOK, rpcErrBytes(req.rawID(), CodeDenied, "devbox-config gateway: the op-id ledger cannot be written; writes are refused")
 		}
 	}
-	if req.respelt || req.moved != nil {
-		// The same words respelt (whitespace, Unicode form): neither the
-		// writer's text nor the updater's alone, so no one's. Moved by
-		// another device: no one's until the answer names the mover too.
-		if err := s.prov.Forget(context.WithoutCancel(ctx), provenance.Drawer(str(req.Args["drawer_id"]))); err != nil {
-			s.Log.Error("provenance index not writable: a respelt drawer keeps its writer's origin", "drawer", req.Args["drawer_id"], "err", err)
-		}
-	}
+	putBack := s.withdrawStep(ctx, t, req)
 	var status int
 	var resp []byte
 	switch {
@@ -71,6 +66,7 @@ func (s *Server) sendWrite(ctx context.Context, d *Device, t catalogue.Tool, req
 	default:
 		status, resp = s.settledWrite(ctx, t, req.Args, body)
 	}
+	putBack(status, resp)
 	switch t.Name {
 	case "kg_invalidate":
 		resp = closedAlready(req.Args, req.facts, status, resp)
@@ -170,4 +166,56 @@ func (s *Server) absentDrawers(ctx context.Context, ids []string) ([]string, err
 	return slices.DeleteFunc(slices.Clone(ids), func(id string) bool {
 		return slices.ContainsFunc(held, func(p map[string]any) bool { return p["drawer_id"] == id })
 	}), nil
+}
+
+// withdrawStep withdraws the stamp of the record a write rewrites or
+// moves (withdrawn) while the write is in flight, so that a gateway
+// stopping then leaves it of unknown origin, not stamped with a device
+// whose text (or place) it may no longer hold. putBack puts the stamp
+// back as it was when the answer says nothing was written: success
+// false, an error result or a JSON-RPC error (a room name MemPalace
+// refuses), not sent, found not applied (attack70 F5: a refused move
+// left another device's drawer of unknown origin for good). A lost
+// answer that no look-up settled leaves it withdrawn.
+func (s *Server) withdrawStep(ctx context.Context, t catalogue.Tool, req *rpcRequest) (putBack func(status int, resp []byte)) {
+	key, ok := withdrawn(t, req)
+	old, had := s.prov.Lookup(key)
+	if !ok || !had {
+		return func(int, []byte) {}
+	}
+	ctx = context.WithoutCancel(ctx)
+	if err := s.prov.Forget(ctx, key); err != nil {
+		s.Log.Error("provenance index not writable: a record being rewritten or moved keeps its writer's origin while the write is in flight", "tool", t.Name, "key", key.Parts, "err", err)
+	}
+	return func(status int, resp []byte) {
+		if answerLost(status) || written(status, resp) {
+			return // its stamp is the answer's (recordStep), or none
+		}
+		if err := s.prov.Record(ctx, provenance.Entry{Key: key, Stamp: old}); err != nil {
+			s.Log.Error("provenance index not writable: a record a refused write left alone reads as of unknown origin", "tool", t.Name, "key", key.Parts, "err", err)
+		}
+	}
+}
+
+// withdrawn is the record whose stamp a write withdraws while in
+// flight: the text it rewrites (rewritten; a touch, req.held, rewrites
+// none), or an update_drawer's drawer whose words it respells (neither
+// the writer's text nor the updater's alone, so no one's) or that it
+// moves for another device (no one's until the answer names the mover
+// too).
+func withdrawn(t catalogue.Tool, req *rpcRequest) (provenance.Key, bool) {
+	if id := str(req.Args["drawer_id"]); t.Name == "update_drawer" && id != "" && (req.respelt || req.moved != nil) {
+		return provenance.Drawer(id), true
+	}
+	if req.held {
+		return provenance.Key{}, false
+	}
+	return rewritten(t, req.Args)
+}
+
+// written: the upstream's answer says the write was made, not refused
+// (the op-id ledger's test: ledger.Recordable).
+func written(status int, resp []byte) bool {
+	_, ok := ledger.Recordable(ledger.Answer{Status: status, Body: resp})
+	return ok
 }
