@@ -161,7 +161,7 @@ func PredicateID(p string) string {
 // the final ς at the end of a word (Final_Sigma: after a cased letter,
 // and not before one, case-ignorable characters skipped both ways).
 func PythonLower(s string) string {
-	if !strings.ContainsAny(s, "\u0130\u03a3") {
+	if !strings.Contains(s, "\u0130") && !strings.Contains(s, "\u03a3") { // ContainsAny reads s rune by rune: 0.6 µs a 55-byte predicate, over ten times this
 		return strings.ToLower(s)
 	}
 	rs := []rune(s)
