@@ -153,6 +153,9 @@ func oddKey(ms []member, allowed []string) (string, bool) {
 // id, the request's (what the device's client matches on), whatever id
 // the upstream's answer says.
 func (s *Server) filterAnswer(ctx context.Context, d *Device, t catalogue.Tool, dec Decision, id json.RawMessage, resp []byte) ([]byte, error) {
+	if t.Name == "kg_stats" && d.Trusts != nil && s.prov != nil {
+		return s.kgStatsOrigins(d, id, resp)
+	}
 	cut, ann := needsFilter(d, t), s.annotatorFor(d, t)
 	if !cut && ann == nil {
 		return resp, nil

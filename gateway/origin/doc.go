@@ -96,6 +96,12 @@
 // label, its tunnel's) and it says how many in "untrusted_withheld" of its
 // own (1, or 2 for a connection whose drawer and tunnel are both untrusted).
 //
+// kg_stats carries no records, but its relationship_types are the facts'
+// writers' predicates: for a device that names a trusted set, one no
+// trusted device gave a fact is left out (withhold; counted in
+// "untrusted_withheld") or listed again in "untrusted_relationship_types"
+// (mark).
+//
 //	GET /logstream/stream   each frame's data (one line: the event with its origin;
 //	                        a withheld event's frame is left out)
 //

@@ -79,6 +79,10 @@ type Store struct {
 	mu   sync.RWMutex
 	m    map[string]Stamp
 	strs map[string]string // device ids and labels, held once
+	// preds counts the stamped facts of m by predicate and writer, so a
+	// kg_stats answer's predicates are told apart by who wrote them
+	// (PredicateWrittenBy) without a pass over the index.
+	preds map[string]map[writer]int
 	// seen is the database's data_version when m was last read whole:
 	// another process's commit (a trash restore) changes it (Refresh).
 	seen int64
@@ -140,12 +144,12 @@ func (s *Store) Refresh() error {
 	}
 	s.writing.Lock()
 	defer s.writing.Unlock()
-	m, strs, err := s.load()
+	next, err := s.load()
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.m, s.strs, s.seen = m, strs, v
+	s.m, s.strs, s.preds, s.seen = next.m, next.strs, next.preds, v
 	s.mu.Unlock()
 	return nil
 }
@@ -181,13 +185,13 @@ func schema() string {
 	return b.String()
 }
 
-// load reads every table.
-func (s *Store) load() (map[string]Stamp, map[string]string, error) {
-	next := &Store{m: map[string]Stamp{}, strs: map[string]string{}}
+// load reads every table into a Store's memory (m, strs, preds).
+func (s *Store) load() (*Store, error) {
+	next := &Store{m: map[string]Stamp{}, strs: map[string]string{}, preds: map[string]map[writer]int{}}
 	for kind, t := range tables {
 		rows, err := s.db.Query(fmt.Sprintf("SELECT %s, device, label, agent, via, at FROM %s", strings.Join(t.cols, ", "), t.name))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		parts := make([]string, len(t.cols))
 		dest := make([]any, 0, len(t.cols)+5)
@@ -200,19 +204,21 @@ func (s *Store) load() (map[string]Stamp, map[string]string, error) {
 		for rows.Next() {
 			if err := rows.Scan(dest...); err != nil {
 				rows.Close() // the scan's error is the one to report
-				return nil, nil, err
+				return nil, err
 			}
 			st.At = time.UnixMilli(at).UTC()
-			next.m[Key{kind, parts}.mapKey()] = next.interned(st)
+			k := Key{kind, parts}
+			next.m[k.mapKey()] = next.interned(st)
+			next.tally(k, st, 1)
 		}
 		if err := rows.Close(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if err := rows.Err(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return next.m, next.strs, nil
+	return next, nil
 }
 
 // interned is st with its device, label and via held once for the
@@ -276,12 +282,17 @@ func (s *Store) Record(ctx context.Context, entries ...Entry) error {
 	defer s.mu.Unlock()
 	for _, e := range entries {
 		k := e.Key.mapKey()
-		if _, had := s.m[k]; had && !e.Replace {
+		old, had := s.m[k]
+		if had && !e.Replace {
 			continue
+		}
+		if had {
+			s.tally(e.Key, old, -1)
 		}
 		st := e.Stamp
 		st.At = st.At.UTC().Truncate(time.Millisecond)
 		s.m[k] = s.interned(st)
+		s.tally(e.Key, st, 1)
 	}
 	return nil
 }
@@ -312,7 +323,10 @@ func (s *Store) Forget(ctx context.Context, keys ...Key) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range keys {
-		delete(s.m, k.mapKey())
+		if old, had := s.m[k.mapKey()]; had {
+			s.tally(k, old, -1)
+			delete(s.m, k.mapKey())
+		}
 	}
 	return nil
 }
@@ -338,4 +352,42 @@ func (s *Store) Lookup(k Key) (Stamp, bool) {
 	st, ok := s.m[mk]
 	s.mu.RUnlock()
 	return st, ok
+}
+
+// writer is who wrote a fact: its stamp's device and via.
+type writer struct{ device, via string }
+
+// tally counts (n: 1) or uncounts (n: -1) the stamp st of the record of
+// key k in preds, if k is a fact's (the caller holds mu, or is load).
+func (s *Store) tally(k Key, st Stamp, n int) {
+	if k.Kind != KindFact || len(k.Parts) < 2 {
+		return
+	}
+	pred, w := k.Parts[1], writer{st.Device, st.Via}
+	by := s.preds[pred]
+	if by == nil {
+		by = map[writer]int{}
+		s.preds[pred] = by
+	}
+	if by[w] += n; by[w] <= 0 {
+		delete(by, w)
+	}
+	if len(by) == 0 {
+		delete(s.preds, pred)
+	}
+}
+
+// PredicateWrittenBy reports whether by holds for the device and via of
+// the stamp of any fact the index holds whose predicate is pred (as
+// catalogue.PredicateID gives it): false when no stamped fact has it (a
+// fact of unknown origin names no writer).
+func (s *Store) PredicateWrittenBy(pred string, by func(device, via string) bool) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for w := range s.preds[pred] {
+		if by(w.device, w.via) {
+			return true
+		}
+	}
+	return false
 }

@@ -256,3 +256,49 @@ func TestDiaryKeyLowersAsMemPalace(t *testing.T) {
 		}
 	}
 }
+
+// PredicateWrittenBy tells a predicate by who wrote its facts, as the
+// index holds them after a record, a rewrite, a forget and a reopen: a
+// predicate only desk wrote is not laptop's once laptop's fact with it
+// is forgotten, and one no stamped fact has is no one's.
+func TestPredicateWrittenBy(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), FileName)
+	s, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	joined := laptop
+	joined.Via = "admin-0001"
+	shared, lap := Fact("a", "Uses Branch", "b", "", ""), Fact("c", "uses branch", "d", "", "")
+	if err := s.Record(ctx, Entry{Key: shared, Stamp: desk}, Entry{Key: lap, Stamp: laptop}, Entry{Key: Fact("e", "joined as", "f", "", ""), Stamp: joined}); err != nil {
+		t.Fatal(err)
+	}
+	by := func(s *Store, pred, device, via string) bool {
+		return s.PredicateWrittenBy(pred, func(d, v string) bool { return d == device && v == via })
+	}
+	if !by(s, "uses_branch", "desk-9b21", "") || !by(s, "uses_branch", "laptop-7f3a", "") || !by(s, "joined_as", "laptop-7f3a", "admin-0001") || by(s, "joined_as", "laptop-7f3a", "") {
+		t.Errorf("after the records: uses_branch and joined_as not told by their writers")
+	}
+	if err := s.Record(ctx, Entry{Key: lap, Stamp: desk, Replace: true}); err != nil {
+		t.Fatal(err)
+	}
+	if by(s, "uses_branch", "laptop-7f3a", "") {
+		t.Errorf("laptop's only uses_branch fact rewritten by desk: still laptop's")
+	}
+	if err := s.Forget(ctx, shared, lap); err != nil {
+		t.Fatal(err)
+	}
+	if s.PredicateWrittenBy("uses_branch", func(string, string) bool { return true }) {
+		t.Errorf("every uses_branch fact forgotten: still someone's")
+	}
+	s2, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if !by(s2, "joined_as", "laptop-7f3a", "admin-0001") || s2.PredicateWrittenBy("uses_branch", func(string, string) bool { return true }) {
+		t.Errorf("reopened: predicates not as the index holds them")
+	}
+}
