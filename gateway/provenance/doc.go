@@ -29,6 +29,10 @@
 //     of the same rooms rewrites the label, so its stamp replaces the one
 //     before; a delete_tunnel through the gateway forgets it.
 //
+// Facts' stamps are also counted by predicate and writer, in memory
+// (PredicateWrittenBy), so the gateway tells a kg_stats answer's
+// predicates apart by who gave them a fact without reading the primary.
+//
 // Each maps to a Stamp: the device id and its label when it wrote, the
 // agent the write named, when the gateway stamped it, and, for a record a
 // join attributed to another device, the admin device that made the join.
@@ -41,7 +45,9 @@
 // stamp names another Via already, leaves none; while it is in
 // flight the drawer (a tunnel being re-created, too) has no stamp, so a
 // write whose answer is lost, or a gateway stopped mid-forward, never
-// leaves the old writer's stamp on the new text (gateway/lostanswer.go).
+// leaves the old writer's stamp on the new text; one the primary refuses
+// (nothing written) gets it back as it was (gateway/sendwrite.go
+// withdrawStep, gateway/lostanswer.go).
 // A delete the primary confirmed through the gateway forgets its drawers'
 // stamps (the trash keeps them, and a restore records them again), so the same id
 // filed again after it (ids come from wing, room and content) is its new
