@@ -32,8 +32,13 @@ const untrustedTypesKey = "untrusted_relationship_types"
 // predicate: no read of the primary.
 func (s *Server) kgStatsOrigins(d *Device, id json.RawMessage, resp []byte) ([]byte, error) {
 	m, isErr, err := answerText(resp)
-	if err != nil || isErr || !m.IsObject() {
-		return resp, err
+	switch {
+	case err != nil:
+		return nil, err
+	case isErr:
+		return resp, nil
+	case !m.IsObject():
+		return nil, errUnknownShape
 	}
 	seen := map[string]int{}
 	for _, mb := range membersOf(m) {
