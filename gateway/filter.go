@@ -96,7 +96,9 @@ func answerText(resp []byte) (text gjson.Result, isErr bool, err error) {
 		if len(c) != 1 || c[0].Type != "text" || len(c[0].Text) < 2 || c[0].Text[0] != '"' {
 			return text, false, errUnknownShape
 		}
-		body, ok = unquote(c[0].Text[1 : len(c[0].Text)-1])
+		var end int
+		body, end, ok = unquote(c[0].Text[1:])
+		ok = ok && end == len(c[0].Text)-2
 	}
 	if !ok || !utf8.Valid(body) || !jsondepth.Valid(body) {
 		return text, false, errUnknownShape

@@ -331,9 +331,9 @@ func unreadableWing(d *Device, f catalogue.Filter, m map[string]any) string {
 
 // FuzzJSONString checks the filter's JSON string reading and writing
 // against encoding/json: unquote reads every string body of valid UTF-8
-// encoding/json reads, to the same text (encoding/json replaces invalid
-// UTF-8, which the filter refuses instead), and what appendQuoted writes
-// reads back as the text it was given.
+// encoding/json reads, to the same text, and ends it at its closing quote
+// (encoding/json replaces invalid UTF-8, which the filter refuses
+// instead); what appendQuoted writes reads back as the text it was given.
 func FuzzJSONString(f *testing.F) {
 	rec, _ := os.ReadFile("testdata/real-3.11.0/list_drawers.json")
 	for _, s := range []string{`a\nb\"c\\d\/e\tf\u00e9\ud83d\ude00`, `\ud83d`, `\ud83d\u0041`, `\udc00x`, `\u001f\b\f\r`, "plain é ✓", string(rec)} {
@@ -345,9 +345,9 @@ func FuzzJSONString(f *testing.F) {
 		}
 		var want string
 		if json.Unmarshal(append(append([]byte{'"'}, b...), '"'), &want) == nil {
-			got, ok := unquote(b)
-			if !ok || string(got) != want {
-				t.Fatalf("unquote(%q) = %q, %v; encoding/json reads %q", b, got, ok, want)
+			got, end, ok := unquote(append(bytes.Clone(b), '"'))
+			if !ok || string(got) != want || end != len(b) {
+				t.Fatalf("unquote(%q) = %q, %d, %v; encoding/json reads %q, ending at %d", b, got, end, ok, want, len(b))
 			}
 		}
 		var back string
@@ -416,7 +416,7 @@ func FuzzPlainAnswer(f *testing.F) {
 		if env.Error != nil || len(c) != 1 || c[0].Type != "text" || string(env.JSONRPC) != `"2.0"` || string(env.ID) != string(id) {
 			t.Fatalf("fast path read %q as id %s; the decoder reads %+v", b, id, env)
 		}
-		want, wok := unquote(c[0].Text[1 : len(c[0].Text)-1])
+		want, _, wok := unquote(c[0].Text[1:])
 		if raw {
 			want, text = blank(want), blank(text)
 		}

@@ -13,39 +13,45 @@ import (
 // these two copy the runs between escapes whole. FuzzJSONString checks
 // both against encoding/json.
 
-// unquote decodes the body of a JSON string (without its quotes); false
-// for an escape JSON does not have. A lone surrogate becomes U+FFFD, as
-// in encoding/json.
-func unquote(s []byte) ([]byte, bool) {
+// unquote decodes a JSON string's body from the start of s to the quote
+// that ends it, in one pass (end: that quote's index); false for an
+// escape JSON does not have, or no end. A lone surrogate becomes U+FFFD,
+// as in encoding/json.
+func unquote(s []byte) (text []byte, end int, ok bool) {
 	out := make([]byte, 0, len(s))
-	for {
-		i := bytes.IndexByte(s, '\\')
-		if i < 0 {
-			return append(out, s...), true
+	start := 0 // of the run not copied yet
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\\' && c != '"' {
+			continue
 		}
-		out = append(out, s[:i]...)
+		out = append(out, s[start:i]...)
+		if c == '"' {
+			return out, i, true
+		}
 		if i+1 >= len(s) {
-			return nil, false
+			return nil, 0, false
 		}
-		if c := unescaped(s[i+1]); c != 0 {
-			out, s = append(out, c), s[i+2:]
+		if e := unescaped(s[i+1]); e != 0 {
+			out, i, start = append(out, e), i+1, i+2
 			continue
 		}
 		r, ok := hex4(s[i+1:])
 		if !ok {
-			return nil, false
+			return nil, 0, false
 		}
-		s = s[i+6:]
+		i += 5 // the escape's last hex digit
 		if utf16.IsSurrogate(r) {
-			r2, ok := hex4(bytes.TrimPrefix(s, []byte{'\\'}))
-			if d := utf16.DecodeRune(r, r2); ok && len(s) > 0 && s[0] == '\\' && d != utf8.RuneError {
-				r, s = d, s[6:]
+			r2, ok := hex4(bytes.TrimPrefix(s[i+1:], []byte{'\\'}))
+			if d := utf16.DecodeRune(r, r2); ok && s[i+1] == '\\' && d != utf8.RuneError {
+				r, i = d, i+6
 			} else {
 				r = utf8.RuneError
 			}
 		}
-		out = utf8.AppendRune(out, r)
+		out, start = utf8.AppendRune(out, r), i+1
 	}
+	return nil, 0, false
 }
 
 // unescaped is the character a one-letter escape stands for (0: none).
@@ -125,11 +131,7 @@ func plainAnswer(resp []byte) (id, text []byte, ok bool) {
 	if id = r.id(); id == nil || !r.tokens(`,`, `"result"`, `:`, `{`, `"content"`, `:`, `[`, `{`, `"type"`, `:`, `"text"`, `,`, `"text"`, `:`, `"`) {
 		return nil, nil, false
 	}
-	end := stringEnd(r.b[r.i:])
-	if end < 0 {
-		return nil, nil, false
-	}
-	text, ok = unquote(r.b[r.i : r.i+end])
+	text, end, ok := unquote(r.b[r.i:])
 	r.i += end + 1
 	if !ok || !r.tokens(`}`, `]`, `}`, `}`) || r.space() != len(r.b) {
 		return nil, nil, false
@@ -186,23 +188,4 @@ func (r *reader) id() []byte {
 		}
 	}
 	return r.b[start:r.i]
-}
-
-// stringEnd is the index of the quote that ends a JSON string whose body
-// starts s (-1: none): the first one not escaped by a backslash.
-func stringEnd(s []byte) int {
-	for i := 0; ; i++ {
-		j := bytes.IndexByte(s[i:], '"')
-		if j < 0 {
-			return -1
-		}
-		i += j
-		k := i
-		for k > 0 && s[k-1] == '\\' {
-			k--
-		}
-		if (i-k)%2 == 0 {
-			return i
-		}
-	}
 }
