@@ -10,7 +10,8 @@
 // the floor under the gateway's cost on this machine. "gateway's own" is
 // read from the gateway's audit log: each call's time inside the gateway
 // less the time it had a call to serve in flight (latency_ms -
-// upstream_ms), what the gateway adds without the hop between processes.
+// upstream_ms), what the gateway adds without the hop between processes;
+// the baseline's own is read from its log, in the same rounds.
 //
 //	scripts/build /tmp/devbox-config
 //	go run ./bench/gatewaycost -gateway /tmp/devbox-config -relay -n 300
@@ -18,7 +19,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,7 +88,7 @@ func main() {
 	seed(serve.Client)
 
 	clients := []client{newClient(serve.URL, upstreamToken)}
-	var audit string // the first gateway's audit log
+	var audits []string // each gateway's audit log, the first's first
 	for i, bin := range []string{*gatewayBin, *baseline} {
 		if bin == "" {
 			continue
@@ -97,7 +97,7 @@ func main() {
 		gw, token := startGateway(dir, bin, serve.URL)
 		defer gw.Process.Signal(os.Interrupt)
 		clients = append(clients, newClient(gw.url, token))
-		audit = cmp.Or(audit, filepath.Join(dir, "audit.jsonl"))
+		audits = append(audits, filepath.Join(dir, "audit.jsonl"))
 	}
 	if *relay {
 		r := startRelay(serve.URL)
@@ -109,8 +109,8 @@ func main() {
 	head := "| call | direct median | gateway median | added (median of rounds) | added p90 | gateway's own (median) |"
 	rule := "| --- | --- | --- | --- | --- | --- |"
 	if *baseline != "" {
-		head += " baseline added (median) |"
-		rule += " --- |"
+		head += " baseline added (median) | baseline's own (median) |"
+		rule += " --- | --- |"
 	}
 	if *relay {
 		head += " relay added (median) |"
@@ -138,7 +138,7 @@ func main() {
 		if !strings.Contains(c.label, *only) {
 			continue
 		}
-		measure(c.label, c.tool, c.args, clients, audit)
+		measure(c.label, c.tool, c.args, clients, audits)
 	}
 }
 
@@ -146,12 +146,15 @@ func fixed(a map[string]any) func(int) map[string]any { return func(int) map[str
 
 // measure makes the call directly and through each gateway in turn, in
 // an order drawn anew every round, and prints one table row: what the
-// first gateway adds, and what the baseline adds if there is one. (A
-// rotating order put the first gateway right after the direct call every
-// time, behind serve's accept of the connection that call left dialling:
-// about 0.1 ms the baseline's position did not pay.)
-func measure(label, tool string, args func(int) map[string]any, clients []client, audit string) {
-	from := fileSize(audit)
+// first gateway adds, and what the baseline adds and its own time if
+// there is one. (A rotating order put the first gateway right after the
+// direct call every time, behind serve's accept of the connection that
+// call left dialling: about 0.1 ms the baseline's position did not pay.)
+func measure(label, tool string, args func(int) map[string]any, clients []client, audits []string) {
+	from := make([]int64, len(audits))
+	for i, a := range audits {
+		from[i] = fileSize(a)
+	}
 	order := rand.New(rand.NewPCG(1, uint64(len(label))))
 	took := make([][]time.Duration, len(clients))
 	added := make([][]time.Duration, len(clients))
@@ -167,9 +170,12 @@ func measure(label, tool string, args func(int) map[string]any, clients []client
 	}
 	ms := func(x time.Duration) string { return fmt.Sprintf("%.2f ms", float64(x.Microseconds())/1000) }
 	plus := func(x time.Duration) string { return fmt.Sprintf("%+.2f ms", float64(x.Microseconds())/1000) }
-	row := fmt.Sprintf("| %s | %s | %s | %s | %s | %s |", label, ms(median(took[0])), ms(median(took[1])), plus(median(added[1])), plus(pct(added[1], 90)), ownMedian(ownTimes(audit, from, tool)))
+	row := fmt.Sprintf("| %s | %s | %s | %s | %s | %s |", label, ms(median(took[0])), ms(median(took[1])), plus(median(added[1])), plus(pct(added[1], 90)), ownMedian(ownTimes(audits[0], from[0], tool)))
 	for j := 2; j < len(clients); j++ {
 		row += " " + plus(median(added[j])) + " |"
+		if j-1 < len(audits) { // a baseline gateway: its own time too
+			row += " " + ownMedian(ownTimes(audits[j-1], from[j-1], tool)) + " |"
+		}
 	}
 	fmt.Println(row)
 }
