@@ -430,3 +430,24 @@ func NeverNames() []string {
 	}
 	return out
 }
+
+// ParamType is the JSON Schema type MemPalace's tools/list gives an
+// argument of that name: "integer", "number", "boolean", "array",
+// "object", or "string" for every other name. Every release's schema
+// types a name alike in every tool that takes it (a test holds this to
+// the Checked release's tools/list, and to the real server's).
+func ParamType(name string) string {
+	switch name {
+	case "limit", "offset", "max_hops", "last_n", "timeout_ms", "max_clusters":
+		return "integer"
+	case "max_distance", "threshold", "dedup_threshold":
+		return "number"
+	case "cli_compatible", "include_media", "dry_run", "include_subagents", "apply", "desktop_toast", "silent_save", "preview", "slim":
+		return "boolean"
+	case "items", "drawer_ids", "include_ignored", "artifact_ids":
+		return "array"
+	case "diary", "metadata":
+		return "object"
+	}
+	return "string"
+}

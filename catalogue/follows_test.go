@@ -42,6 +42,18 @@ func (s snapshot) params() map[string][]string {
 	return out
 }
 
+// schema is a tool's advertised parameters' schemas, by name.
+func (s snapshot) schema(tool string) (map[string]any, bool) {
+	for _, tl := range s.Tools {
+		if tl["name"] == tool {
+			schema, _ := tl["inputSchema"].(map[string]any)
+			props, ok := schema["properties"].(map[string]any)
+			return props, ok
+		}
+	}
+	return nil, false
+}
+
 func readSnapshot(t *testing.T) snapshot {
 	t.Helper()
 	b, err := os.ReadFile(snapshotFile)
@@ -83,6 +95,12 @@ func followsServer(t *testing.T, s snapshot) {
 		for _, p := range want {
 			if !slices.Contains(got, p) {
 				t.Errorf("%s.%s: %s advertises it; the catalogue does not list it for %s, so the gateway refuses a legal call (\"Unknown parameter\")", name, p, s.Release, s.Release)
+			}
+		}
+		schema, _ := s.schema(name)
+		for _, p := range want {
+			if typ, _ := schema[p].(map[string]any)["type"].(string); ParamType(p) != typ {
+				t.Errorf("%s.%s: %s types it %q, ParamType says %q: the gateway refuses a legal call, or forwards what the schema does not take", name, p, s.Release, typ, ParamType(p))
 			}
 		}
 		for _, p := range got {

@@ -118,11 +118,25 @@ var (
 // refusal answers it).
 func parseRequest(body []byte) (*rpcRequest, *badRequest) {
 	r, bad := parseEnvelope(body)
-	if bad != nil || r.Method != "tools/call" {
-		return r, bad
+	if bad == nil && r.Method == "tools/call" {
+		bad = r.parseCall()
 	}
-	return r, r.parseCall()
+	if bad == nil && len(body) > MaxReadBody {
+		if t, _ := catalogue.Lookup(r.Tool); r.Method != "tools/call" || t.Reads {
+			bad = &badRequest{code: -32600, msg: fmt.Sprintf("Request too large: a read or a protocol message is at most %d bytes (only a write carries more)", MaxReadBody)}
+		}
+	}
+	return r, bad
 }
+
+// MaxReadBody caps a request that is not a write (a read tool's call, a
+// protocol message), where MaxBody caps a write's: the longest argument a
+// read takes is check_duplicate's content, a drawer's text of at most
+// 100,000 characters (MemPalace's sanitize_content), 1.2 MB as JSON
+// however it escapes them (\ud83d\ude00: 12 bytes a character); every
+// other read argument is a name, a query or ids. A read of 16 MiB is
+// only ever a cost put on the primary, which parses and embeds it.
+const MaxReadBody = 2 << 20
 
 // parseEnvelope parses the JSON-RPC message around a call: one object,
 // only envelopeKeys, an id a string, an integer or null (plainID), a
@@ -276,6 +290,9 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	if len(unknown) > 0 {
 		return unknownParams(t, unknown)
 	}
+	if bad := checkTypes(t, args); bad != nil {
+		return bad
+	}
 	if bad := checkNames("", args, stringArgs...); bad != nil {
 		return bad
 	}
@@ -309,6 +326,68 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	return nil
 }
 
+// checkTypes refuses an argument whose JSON type is not the one
+// MemPalace's schema declares for it (catalogue.ParamType), naming the
+// first such by name, the type sent and the type wanted: the gateway
+// forwards only what it parsed and authorized, and MemPalace passes a
+// value of another type to the tool as it is (attack69 F7: a search's
+// context, a string, sent as 5.6 million objects cost the primary a
+// gigabyte). Null is an argument's absence, left to MemPalace (its
+// default, or its own refusal); an integer or a number may come as a
+// string, which MemPalace converts (checkNumbers reads it as it does).
+func checkTypes(t catalogue.Tool, args map[string]any) *badRequest {
+	bad := ""
+	for k, v := range args {
+		if !typeFits(catalogue.ParamType(k), v) && (bad == "" || k < bad) {
+			bad = k
+		}
+	}
+	if bad == "" {
+		return nil
+	}
+	return &badRequest{code: -32602, msg: fmt.Sprintf("Invalid value for parameter '%s': must be %s, not %s (the schema of %s%s)",
+		bad, anA(catalogue.ParamType(bad)), anA(jsonType(args[bad])), catalogue.Prefix, t.Name)}
+}
+
+// typeFits reports a value a parameter of JSON Schema type want takes.
+func typeFits(want string, v any) bool {
+	got := jsonType(v)
+	if want == "integer" || want == "number" {
+		return got == "number" || got == "string" || got == "null"
+	}
+	return got == want || got == "null"
+}
+
+// jsonType is the JSON type of a parsed value.
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case json.Number, float64:
+		return "number"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return fmt.Sprintf("%T", v) // cannot happen: v is what strictjson decodes
+}
+
+// anA is a type's name with its article ("an array", "a string", "null").
+func anA(typ string) string {
+	switch {
+	case typ == "null":
+		return typ
+	case strings.ContainsRune("aeiou", rune(typ[0])):
+		return "an " + typ
+	}
+	return "a " + typ
+}
+
 // maxUnknown is how many unknown parameters a refusal names.
 const maxUnknown = 8
 
@@ -330,19 +409,6 @@ func unknownParams(t catalogue.Tool, unknown []string) *badRequest {
 	return &badRequest{code: -32602, msg: fmt.Sprintf("Unknown parameter '%s'%s for tool %s%s", strings.Join(unknown, "', '"), more, catalogue.Prefix, t.Name)}
 }
 
-// intArgs are the arguments MemPalace's schemas type "integer" (a test
-// holds the list to 3.11.0's tools/list): serve coerces them with Python's
-// int() (of inf: HTTP 500), and the gateway reads them itself (numArg: a
-// page's offset and limit, a wait's timeout) as a float64.
-var intArgs = []string{"limit", "offset", "max_hops", "last_n", "timeout_ms"}
-
-// floatArgs are the arguments MemPalace's schemas type "number" (a test
-// holds the list to 3.11.0's tools/list): serve coerces them with Python's
-// float(), which reads "nan", "inf" and "1e999" (a NaN threshold matches
-// nothing: no duplicate is ever found). Any finite value is one MemPalace
-// takes: a threshold over 1 (the gateway's own noDedup) turns dedup off.
-var floatArgs = []string{"max_distance", "threshold", "dedup_threshold"}
-
 // idListArgs are the arguments that list ids: each element a string.
 var idListArgs = []string{"drawer_ids", "artifact_ids"}
 
@@ -350,30 +416,32 @@ var idListArgs = []string{"drawer_ids", "artifact_ids"}
 // is exact as a float64, so Go (numArg) and Python read the same number.
 const maxIntArg = 1 << 53
 
-// checkNumbers refuses an integer argument (intArgs) that is not a
-// number, or a number in a string, of at most maxIntArg in size, a
-// negative offset (MemPalace reads it as 0: a pager would get the first
-// page for it), and an id list (idListArgs) that is not an array of
-// strings. Null is left to MemPalace (its default, or its own refusal).
+// checkNumbers refuses an argument MemPalace's schemas type "integer"
+// (catalogue.ParamType) that is not a number, or a number in a string,
+// of at most maxIntArg in size (serve coerces it with Python's int(), of
+// inf: HTTP 500; the gateway reads a page's offset and limit and a wait's
+// timeout itself: numArg), a negative offset (MemPalace reads it as 0: a
+// pager would get the first page for it), one typed "number" that is not
+// finite (serve's float() reads "nan", "inf" and "1e999": a NaN threshold
+// finds no duplicate; any finite value is one MemPalace takes), and an id
+// list (idListArgs) that is not an array of strings. Null is left to
+// MemPalace (its default, or its own refusal).
 func checkNumbers(args map[string]any) *badRequest {
 	invalid := func(k, why string) *badRequest {
 		return &badRequest{code: -32602, msg: fmt.Sprintf("Invalid value for parameter '%s': %s", k, why)}
 	}
-	for _, k := range intArgs {
-		v, ok := args[k]
-		if !ok || v == nil {
+	for k, v := range args {
+		if v == nil {
 			continue
 		}
-		n, isInt := intArg(v)
-		switch {
-		case !isInt:
-			return invalid(k, fmt.Sprintf("must be an integer of at most %d in size", int64(maxIntArg)))
-		case n < 0 && k == "offset":
-			return invalid(k, "must not be negative")
-		}
-	}
-	for _, k := range floatArgs {
-		if v, ok := args[k]; ok && v != nil {
+		switch catalogue.ParamType(k) {
+		case "integer":
+			if n, isInt := intArg(v); !isInt {
+				return invalid(k, fmt.Sprintf("must be an integer of at most %d in size", int64(maxIntArg)))
+			} else if n < 0 && k == "offset" {
+				return invalid(k, "must not be negative")
+			}
+		case "number":
 			if f, isNum := floatArg(v); !isNum || math.IsInf(f, 0) {
 				return invalid(k, "must be a finite number")
 			}

@@ -16,6 +16,16 @@ import (
 // where a recursive parser (Python's) gives up.
 const MaxDepth = 64
 
+// MaxValues bounds how many JSON values (objects, arrays, strings,
+// numbers, literals: each element and each member's value counts) one
+// document may hold: far beyond any call's (a checkpoint of a thousand
+// items is some ten thousand), and a bound on what a parse builds. Each
+// value costs a parse a Go value (an empty object some hundred bytes), so
+// 16 MiB of "{}," is 5.6 million of them, half a gigabyte (attack69 F7);
+// at MaxValues the parse stops there, refused, having built a few
+// megabytes.
+const MaxValues = 20000
+
 // Violation is one thing in the JSON that parsers read differently: at
 // Path ("$", "$.params.arguments.metadata", "$.items[2]"), Reason.
 type Violation struct {
@@ -92,6 +102,7 @@ type reader struct {
 	dec        *json.Decoder
 	floats     bool
 	violations []Violation
+	values     int // read so far (MaxValues)
 }
 
 func (r *reader) violate(at, reason string) {
@@ -119,6 +130,10 @@ func (r *reader) token(at string) (json.Token, error) {
 }
 
 func (r *reader) value(at string, depth int) (any, error) {
+	if r.values++; r.values > MaxValues {
+		// The rest is not read: an error of its own, not one violation among others.
+		return nil, &Error{Violations: []Violation{{Path: at, Reason: fmt.Sprintf("more than %d values in one document", MaxValues)}}}
+	}
 	tok, err := r.token(at)
 	if err != nil {
 		return nil, err

@@ -78,3 +78,22 @@ func TestFoldKeyIsEqualFold(t *testing.T) {
 		}
 	}
 }
+
+// A document of MaxValues values passes; one more is refused where the
+// parse stopped, for the gateway's whole request and the edge's
+// arguments alike (attack69 F7: 16 MiB of {} was 5.6 million Go maps).
+func TestDecodeStopsAtMaxValues(t *testing.T) {
+	list := func(n int) []byte { // {"a":[0,0,...]}: n values in all
+		return []byte(`{"a":[` + strings.TrimSuffix(strings.Repeat("0,", n-2), ",") + `]}`)
+	}
+	for name, decode := range map[string]func([]byte) (any, error){"Decode": Decode, "DecodeArguments": DecodeArguments} {
+		if _, err := decode(list(MaxValues)); err != nil {
+			t.Errorf("%s of %d values: %v", name, MaxValues, err)
+		}
+		v, err := decode(list(MaxValues + 1))
+		var se *Error
+		if !errors.As(err, &se) || v != nil || !strings.Contains(err.Error(), "more than 20000 values in one document") || !strings.Contains(err.Error(), "[19998]") {
+			t.Errorf("%s of %d values: %v, %v", name, MaxValues+1, v != nil, err)
+		}
+	}
+}
