@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path"
 	"runtime/debug"
 	"strconv"
@@ -31,6 +33,7 @@ type exchange struct {
 	upstream upstreamUse     // time with an upstream call in flight (postMCP)
 	audited  bool            // the request's audit line is written
 	ahead    string          // the hash of a write's line written before it is made
+	bodyRead bool            // the request's body was read to its end (closeUnread)
 }
 
 // ServeHTTP routes a request through its steps. Every request, on every
@@ -554,14 +557,59 @@ func (s *Server) readBody(x *exchange, d *Device) ([]byte, bool) {
 	if x.r.ContentLength > MaxBody {
 		return refuse(http.StatusRequestEntityTooLarge, -32600, "Request too large", ruleSize, 0)
 	}
+	rc := http.NewResponseController(x.w)
+	within := s.bodyTime(x.r.ContentLength)
+	_ = rc.SetReadDeadline(time.Now().Add(within)) // a connection that takes none (HTTP/2): the server's own timeouts
 	body, err := io.ReadAll(io.LimitReader(x.r.Body, MaxBody+1))
+	x.bodyRead = err == nil
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{}) // no deadline on the read that notices a client hanging up (an event_wait's, a queued write's)
+	}
 	if len(body) > MaxBody {
 		return refuse(http.StatusRequestEntityTooLarge, -32600, "Request too large", ruleSize, int64(len(body)))
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return refuse(http.StatusRequestTimeout, -32600, fmt.Sprintf("Request Timeout: the body did not arrive within %s", within), ruleRead, 0)
 	}
 	if err != nil {
 		return refuse(http.StatusBadRequest, -32700, "Parse error", ruleRead, 0)
 	}
 	return body, true
+}
+
+// bodyGrace and bodyRate bound how long a request's body may take to
+// arrive: bodyGrace, plus its length at bodyRate (512 kbit/s), so a
+// 16 MiB write has 4 min 26 s and a small body about 10 s. A client that
+// sends part of its body and stops is answered 408 and its connection
+// closed (attack69 F5: it held one, and its goroutine, for good); an
+// upload at a slow link's pace still arrives in full.
+const (
+	bodyGrace = 10 * time.Second
+	bodyRate  = 64 << 10 // bytes a second
+)
+
+// bodyTime is how long a body of n bytes (-1: not declared, as chunked:
+// MaxBody's) may take to arrive.
+func (s *Server) bodyTime(n int64) time.Duration {
+	if n < 0 {
+		n = MaxBody
+	}
+	grace := cmp.Or(s.bodyGrace, bodyGrace)
+	return grace + time.Duration(n)*time.Second/bodyRate
+}
+
+// closeUnread makes an answer given before the request's body was read
+// (a refusal of its host, its token, its route, its rate) the
+// connection's last, and reads no more of that body: net/http reads up
+// to 256 KiB of what is left before it sends the answer, and again when
+// the handler returns, so a client that sent a few bytes of its body and
+// stopped got no 401 and kept its connection for good (attack69 F5).
+func closeUnread(x *exchange) {
+	if x.bodyRead || x.r.ContentLength == 0 {
+		return
+	}
+	x.w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(x.w).SetReadDeadline(time.Now()) // a connection that takes none (HTTP/2): the server's own timeouts
 }
 
 // drainOver reads and drops the rest of a body over the cap (read bytes
@@ -709,6 +757,7 @@ func (s *Server) refuse(x *exchange, d *Device, req *rpcRequest, code int, msg s
 // answer writes a JSON answer and the request's audit line.
 func (s *Server) answer(x *exchange, status int, body []byte, decision Verdict, rule Rule) {
 	x.answered = true
+	closeUnread(x)
 	writeRawJSON(x.w, status, body)
 	s.finish(x, decision, rule, status)
 }
@@ -717,6 +766,7 @@ func (s *Server) answer(x *exchange, status int, body []byte, decision Verdict, 
 // the request's audit line.
 func (s *Server) answerText(x *exchange, status int, msg string, decision Verdict, rule Rule) {
 	x.answered = true
+	closeUnread(x)
 	http.Error(x.w, msg, status)
 	s.finish(x, decision, rule, status)
 }

@@ -89,6 +89,10 @@ type Server struct {
 	// instance is the hold on the audit log (one gateway per log).
 	instance *instanceLock
 
+	// bodyGrace is how long any body may take beyond its length's time
+	// (bodyTime; 0: the constant bodyGrace); tests set less.
+	bodyGrace time.Duration
+
 	// streams ends with EndStreams: every /logstream/stream relay then.
 	streams    context.Context
 	endStreams context.CancelFunc

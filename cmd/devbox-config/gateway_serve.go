@@ -224,7 +224,11 @@ func (sc *gatewayServeCmd) serve(stopped context.Context, s *gateway.Server, log
 	defer stop()
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	srv := &http.Server{Addr: sc.listen, Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	// Headers within 10 s; a kept-alive connection idle for 2 min is
+	// closed (an edge's client drops its own after 90 s). No overall read
+	// or write timeout: a body's has its own, by its length (the gateway's
+	// bodyTime), and a stream or an event_wait runs for as long as it runs.
+	srv := &http.Server{Addr: sc.listen, Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	srv.RegisterOnShutdown(s.EndStreams) // a stream never ends by itself: the grace is for the requests
 	var wg sync.WaitGroup
 	wg.Add(4)

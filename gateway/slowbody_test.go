@@ -1,0 +1,104 @@
+package gateway
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stalled sends head (a request line and headers) and the first bytes of
+// a body, then nothing; it returns the answer's status and whether the
+// gateway closed the connection after it, each within wait.
+func (g *gw) stalled(t *testing.T, head, part string, wait time.Duration) (status int, closed bool) {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(g.http.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, head+"\r\n"+part); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(wait))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return 0, false
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	_, err = br.ReadByte()
+	return resp.StatusCode, errors.Is(err, io.EOF) || (err != nil && !errors.Is(err, os.ErrDeadlineExceeded))
+}
+
+// attack69 F5: a request that sends part of its body and stops is
+// answered, and its connection closed, at once when the gateway refuses
+// it before the body (no token, a wrong token, a wrong Host), and after
+// its body's time (bodyTime) when its device is known. Before, net/http
+// read the rest of the body before the 401 went out: the client got no
+// answer in 400 s, and held the connection and its goroutine.
+func TestStalledBodyIsAnsweredAndItsConnectionClosed(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.srv.bodyGrace = 300 * time.Millisecond
+	host := "Host: " + strings.TrimPrefix(g.http.URL, "http://") + "\r\n"
+	post := "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
+	for _, c := range []struct {
+		name, head string
+		status     int
+		within     time.Duration
+	}{
+		{"no token", post + host, http.StatusUnauthorized, time.Second},
+		{"a wrong token", post + host + "Authorization: Bearer nope\r\n", http.StatusUnauthorized, time.Second},
+		{"chunked, no token", "POST /mcp HTTP/1.1\r\nTransfer-Encoding: chunked\r\n" + host, http.StatusUnauthorized, time.Second},
+		{"a wrong host", post + "Host: evil.example\r\n", http.StatusForbidden, time.Second},
+		{"another route", "POST /other HTTP/1.1\r\nContent-Length: 1000\r\n" + host, http.StatusNotFound, time.Second},
+		{"a device's token", post + host + "Authorization: Bearer " + g.tokens["laptop-7f3a"] + "\r\n", http.StatusRequestTimeout, 3 * time.Second},
+	} {
+		part := `{"jsonrpc"`
+		if strings.Contains(c.head, "chunked") {
+			part = "a\r\n" + part
+		}
+		start := time.Now()
+		status, closed := g.stalled(t, c.head, part, c.within)
+		if status != c.status || !closed {
+			t.Errorf("%s: status %d, closed %v after %s; want %d and the connection closed within %s", c.name, status, closed, time.Since(start).Round(time.Millisecond), c.status, c.within)
+		}
+	}
+}
+
+// A device's body that arrives slowly but steadily, for longer than
+// bodyGrace, is read in full: its time grows with its length (bodyTime).
+func TestSlowBodyStillArrives(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.srv.bodyGrace = 300 * time.Millisecond
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"shared","room":"r","content":"` + strings.Repeat("slow words ", 8<<10) + `"}}}`
+	pr, pw := io.Pipe()
+	go func() { // ends with the write: the request reads the pipe to its end
+		for i := 0; i < len(body); i += 8 << 10 {
+			time.Sleep(60 * time.Millisecond)
+			pw.Write([]byte(body[i:min(i+8<<10, len(body))]))
+		}
+		pw.Close()
+	}()
+	req, _ := http.NewRequest("POST", g.http.URL+"/mcp", pr)
+	req.ContentLength = int64(len(body))
+	req.Header.Set("Authorization", "Bearer "+g.tokens["laptop-7f3a"])
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if took := time.Since(start); resp.StatusCode != 200 || !strings.Contains(string(b), "drawer_id") || took < g.srv.bodyGrace {
+		t.Errorf("a %d-byte body over %s: %d %.300s", len(body), took, resp.StatusCode, b)
+	}
+}
