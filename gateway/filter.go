@@ -403,15 +403,37 @@ func visible(d *Device, f catalogue.Filter, r record) (keep, ok bool) {
 // for a device that is not admin: the palace's directory and database
 // (sqlite_integrity's palace and sqlite_path) and the embedder
 // (embedding_device, embedder: an openai-compat one is described by its
-// endpoint's URL).
+// endpoint's URL), and cuts the URLs and paths out of every other string
+// in it (redact.Topology): a palace that did not open says why, naming
+// its paths, and so do sqlite_integrity's reason (attack69 F1: "no
+// quick_check ran: /srv/.../chroma.sqlite3 does not exist"), check_error
+// and errors, and library_versions' unreadable.
 func cutTopology(m map[string]any) {
 	delete(m, "embedding_device")
 	delete(m, "embedder")
-	cutErrorTopology(m) // a palace that did not open says why, naming its paths
 	if integrity, ok := m["sqlite_integrity"].(map[string]any); ok {
 		delete(integrity, "palace")
 		delete(integrity, "sqlite_path")
 	}
+	cutStrings(m)
+}
+
+// cutStrings is v with every string in it, at any depth, cut of URLs and
+// paths (redact.Topology); object keys (wings, rooms) are kept.
+func cutStrings(v any) any {
+	switch x := v.(type) {
+	case string:
+		return redact.Topology(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = cutStrings(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = cutStrings(e)
+		}
+	}
+	return v
 }
 
 // cutErrorTopology cuts the primary's URLs and paths (redact.Topology)

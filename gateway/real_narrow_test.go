@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -100,6 +101,10 @@ func TestRealNarrowDeviceSeesOnlyItsWings(t *testing.T) {
 		_, dev := st["embedding_device"]
 		if dir != c.admin || dev != c.admin || (c.token == desk && st["total_drawers"] == 4.0) {
 			t.Errorf("status (admin %v): %v", c.admin, st)
+		}
+		// attack69 F1: nor does any other string in it (sqlite_integrity's reason).
+		if all := fmt.Sprint(st); strings.Contains(all, filepath.Dir(srv.Palace().Dir)) != c.admin || (!c.admin && strings.Contains(all, srv.Palace().Venv)) {
+			t.Errorf("status (admin %v) and the primary's paths: %v", c.admin, st)
 		}
 	}
 	if w := must(laptop, "list_wings", nil); fmt.Sprint(w["wings"]) != "map[shared:3 wing_opencode:1]" {

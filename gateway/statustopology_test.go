@@ -96,3 +96,46 @@ func TestCheckpointErrorsHideThePrimarysTopologyFromDevicesNotAdmin(t *testing.T
 		}
 	}
 }
+
+// attack69 F1: the status of a palace with no quick_check verdict
+// (MemPalace 3.11's _sqlite_integrity_payload: "reason" names the
+// database's path) and any other string in the answer (check_error,
+// errors, library_versions' unreadable) reach a device that is not admin
+// without the primary's paths and URLs; the texts around them, the
+// counts and the admin's answer are kept whole.
+func TestStatusStringsHideThePrimarysPathsFromDevicesNotAdmin(t *testing.T) {
+	t.Parallel()
+	const dir = "/srv/attack69/primary/palace"
+	status := map[string]any{
+		"total_drawers": 1, "wings": map[string]any{"shared": 1}, "rooms": map[string]any{"r": 1},
+		"protocol": "IMPORTANT — MemPalace Memory Protocol: 1. ON WAKE-UP: call mempalace_status", "backend": "chroma",
+		"sqlite_integrity": map[string]any{
+			"checked": false, "ok": nil, "palace": dir, "sqlite_path": dir + "/chroma.sqlite3", "error_count": 0, "errors": []any{"page 3: btree at " + dir + "/chroma.sqlite3"},
+			"reason":      "no quick_check ran: " + dir + "/chroma.sqlite3 does not exist, so there was no SQLite database to open",
+			"check_error": "unable to open " + dir + "/chroma.sqlite3",
+		},
+		"library_versions": map[string]any{"stale": false, "unreadable": map[string]any{"chromadb": "no baseline: " + dir + "/../venv/lib is unreadable, see https://pypi.internal/chromadb"}},
+	}
+	text, _ := json.Marshal(status)
+	quoted, _ := json.Marshal(string(text))
+	body := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + string(quoted) + `}]}}`
+	g := newGWAt(t, devices, &upstream{name: "echo", url: echoing(t, func(string) string { return body })})
+	for _, c := range []struct {
+		device string
+		admin  bool
+	}{{"admin-0001", true}, {"desk-9b21", false}, {"laptop-7f3a", false}} {
+		m, e, _ := g.call(g.tokens[c.device], "status", map[string]any{})
+		if e != nil {
+			t.Fatalf("%s: %v", c.device, e)
+		}
+		all := fmt.Sprint(m)
+		integrity, _ := m["sqlite_integrity"].(map[string]any)
+		reason := fmt.Sprint(integrity["reason"])
+		if shown := strings.Contains(all, "/srv/attack69") || strings.Contains(all, "pypi.internal"); shown != c.admin {
+			t.Errorf("%s: paths or URLs shown %v: %s", c.device, shown, all)
+		}
+		if !strings.Contains(reason, "no quick_check ran: ") || !strings.Contains(reason, " does not exist, so there was no SQLite database to open") || m["protocol"] != status["protocol"] || m["total_drawers"] != 1.0 {
+			t.Errorf("%s: the texts around the paths, or the counts, were not kept: %s", c.device, all)
+		}
+	}
+}
