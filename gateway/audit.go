@@ -43,7 +43,8 @@ type Entry struct {
 	// (origin.MetaKey), when not the device itself.
 	Origin string `json:"origin,omitempty"`
 	// Note, on a new-state entry (VerdictNewState), names each kept file
-	// the gateway made anew, empty, and what it held.
+	// the gateway made anew, empty, and what it held; on a request whose
+	// device hung up before its answer (StatusClientGone), noteClientGone.
 	Note string `json:"note,omitempty"`
 	// Sig, on a checkpoint entry, is the Ed25519 signature of
 	// "<prev>|<lines before it>": the chain head at that point.
@@ -53,6 +54,15 @@ type Entry struct {
 	// always the last field).
 	Hash string `json:"hash,omitempty"`
 }
+
+// StatusClientGone is the status of a request's audit line whose device
+// hung up before its answer was written (nginx's 499): upstream_status
+// is what the primary answered, a write it made is settled and stamped
+// all the same.
+const StatusClientGone = 499
+
+// noteClientGone is the note of a StatusClientGone line.
+const noteClientGone = "the device hung up before its answer; upstream_status is what the primary answered"
 
 // Audit appends entries to a JSONL file as a hash chain: each line carries
 // the previous line's hash and its own, so an edited, dropped or reordered

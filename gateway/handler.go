@@ -292,6 +292,11 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 	if !ok {
 		return
 	}
+	if write {
+		var cancel context.CancelFunc
+		ctx, cancel = writing(ctx)
+		defer cancel()
+	}
 	release, ok := s.slotStep(ctx, x, d, t, req, dec.Wing)
 	if !ok {
 		return
@@ -353,7 +358,7 @@ func (s *Server) slotStep(ctx context.Context, x *exchange, d *Device, t catalog
 	if !destroys(t, req.Args) {
 		return func() {}, true
 	}
-	if !s.writes.acquire(ctx, d.ID) {
+	if !s.writes.acquire(clientOf(ctx), d.ID) {
 		s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, wing)
 		return nil, false
 	}
@@ -779,6 +784,9 @@ func (s *Server) finish(x *exchange, decision Verdict, rule Rule, status int) {
 	x.audited = true
 	e := x.entry
 	e.Decision, e.Status = decision, status
+	if x.r.Context().Err() != nil { // the client's connection closed before its answer
+		e.Status, e.Note = StatusClientGone, noteClientGone
+	}
 	if e.Rule == "" {
 		e.Rule = rule
 	}

@@ -114,6 +114,31 @@ func settling(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), settleBound)
 }
 
+// writeBound bounds a write from its audit line ahead to its answer: the
+// wait for the write slot, then its send and settling.
+const writeBound = writeWait + settleBound
+
+// writing is the context a write runs under once its audit line ahead is
+// written: the device hanging up ends only its wait for the write slot
+// (clientOf); a write sent runs to its end, with the look-ups that settle
+// a lost answer, its stamps and the op-id ledger's record (attack69 F8: a
+// device that hung up mid-write left its records of unknown origin and
+// its audit line saying 502), within writeBound.
+func writing(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), clientKey{}, ctx), writeBound)
+}
+
+type clientKey struct{}
+
+// clientOf is the context of the device's request a write runs for
+// (writing), which ends when the device hangs up; ctx itself elsewhere.
+func clientOf(ctx context.Context) context.Context {
+	if c, ok := ctx.Value(clientKey{}).(context.Context); ok {
+		return c
+	}
+	return ctx
+}
+
 // keptDrawer is the trash's record of a drawer tool removes or replaces,
 // from its get_drawer payload p; source, when given, is the whole source
 // path a delete_by_source named.

@@ -38,6 +38,9 @@ const MaxBody = 16 << 20
 // primary's single write slot.
 const writeShare = 8
 
+// writeWait is how long a write waits for the write slot.
+const writeWait = 30 * time.Second
+
 // Server is the gateway: its lifecycle (Open, Reload, Watch) is here, its
 // request path (ServeHTTP and its steps) in handler.go.
 type Server struct {
@@ -158,7 +161,7 @@ func (s *Server) Open() error {
 	s.client = upstreamClient(next, callTimeout)
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	s.stream = upstreamClient(&http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}, 0)
-	s.writes = newWriteQueue(writeShare, 30*time.Second)
+	s.writes = newWriteQueue(writeShare, writeWait)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
 	return nil
 }

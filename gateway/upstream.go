@@ -74,7 +74,7 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (statu
 		// handler holds it already (a delete, a rewrite: keep).
 		send = func(ctx context.Context, body []byte) (int, []byte) {
 			if !req.slotHeld {
-				if !s.writes.acquire(ctx, d.ID) {
+				if !s.writes.acquire(clientOf(ctx), d.ID) {
 					full = true
 					return http.StatusTooManyRequests, rpcErrBytes(req.rawID(), CodeRateLimited, msgWriteQueueFull)
 				}

@@ -1,0 +1,139 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
+	"github.com/joakimp/devbox-config/gateway/provenance"
+)
+
+// hangUp sends a tools/call as the device and hangs up once the gateway
+// has written the call's audit line ahead (it is on its way to the
+// primary) and after more.
+func (g *gw) hangUp(token, tool string, args map[string]any, after time.Duration) {
+	g.t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args}})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.http.URL+"/mcp", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("answered %d before the client hung up", resp.StatusCode)
+		}
+		done <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if es := g.auditLog(); len(es) > 0 && es[len(es)-1].Tool == "mempalace_"+tool && es[len(es)-1].Decision == VerdictPending {
+			break
+		}
+	}
+	time.Sleep(after)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		g.t.Fatalf("%s: %v, want the client's own hang-up", tool, err)
+	}
+}
+
+// settledLine waits for the audit line of the last call of tool, written
+// once the gateway has settled it.
+func (g *gw) settledLine(tool string) Entry {
+	g.t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		es := g.auditLog()
+		if len(es) == 0 {
+			continue
+		}
+		if e := es[len(es)-1]; e.Tool == "mempalace_"+tool && e.Decision != VerdictPending {
+			return e
+		}
+	}
+	g.t.Fatalf("no audit line for %s", tool)
+	return Entry{}
+}
+
+// attack69 F8: a device that hangs up while its write is on the primary
+// cut the gateway's forward and the look-ups that settle it: the record
+// landed of unknown origin, and the audit line said 502. The write runs
+// to its end: its records name the device, and its line says the device
+// went away (499) with what the primary answered.
+func TestAHungUpWriteIsStampedAndAuditedAsGone(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	desk := g.tokens["desk-9b21"]
+	g.primary.SetLatency("mempalace_add_drawer", 300*time.Millisecond)
+	g.primary.SetLatency("mempalace_checkpoint", 300*time.Millisecond)
+
+	g.hangUp(desk, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "written by a device that hung up"}, 50*time.Millisecond)
+	e := g.settledLine("add_drawer")
+	if e.Status != StatusClientGone || e.UpstreamStatus != http.StatusOK || !strings.Contains(e.Note, "hung up") {
+		t.Errorf("the add's audit line: status %d, upstream %d, note %q; want %d, 200 and a note that the device hung up", e.Status, e.UpstreamStatus, e.Note, StatusClientGone)
+	}
+	id := catalogue.DrawerID("shared", "r", "written by a device that hung up")
+	if st, ok := g.srv.prov.Lookup(provenance.Drawer(id)); !ok || st.Device != "desk-9b21" {
+		t.Errorf("the drawer's origin: %+v (known %v), want desk-9b21", st, ok)
+	}
+
+	var items []any
+	for i := range 5 {
+		items = append(items, map[string]any{"wing": "shared", "room": "cp", "content": hungUpItem(i)})
+	}
+	g.hangUp(desk, "checkpoint", map[string]any{"items": items}, 50*time.Millisecond)
+	if e := g.settledLine("checkpoint"); e.Status != StatusClientGone || e.UpstreamStatus != http.StatusOK {
+		t.Errorf("the checkpoint's audit line: status %d, upstream %d", e.Status, e.UpstreamStatus)
+	}
+	for i := range 5 {
+		id := catalogue.DrawerID("shared", "cp", hungUpItem(i))
+		if st, ok := g.srv.prov.Lookup(provenance.Drawer(id)); !ok || st.Device != "desk-9b21" {
+			t.Errorf("checkpoint item %d's origin: %+v (known %v), want desk-9b21", i, st, ok)
+		}
+	}
+}
+
+// hungUpItem is a checkpoint item's text, each unlike the others (the
+// fake primary's checkpoint files no near duplicate).
+func hungUpItem(i int) string {
+	return []string{"alpha ports moved to 8443", "bravo build cache lives on tmpfs", "charlie deploys on fridays only", "delta keeps its secrets in vault", "echo logs rotate hourly"}[i]
+}
+
+// TestRealHungUpWriteIsStamped: attack69 F8's reproduction in front of
+// real MemPalace 3.11.0 serve: an add_drawer of 99,000 characters and a
+// checkpoint of ten such items, their device hanging up while the
+// primary files them: every record names the device, and each audit line
+// says the device went away while the primary answered 200.
+func TestRealHungUpWriteIsStamped(t *testing.T) {
+	u, _ := startReal(t)
+	g := newGWAt(t, []Device{{ID: "ci", Label: "ci", Read: []string{"wing_ci"}, Write: []string{"wing_ci"}, Agents: []string{"ci@ci"}}}, u)
+	big := func(i int) string {
+		return fmt.Sprintf("item %d: %s", i, strings.Repeat(fmt.Sprintf("word%d ", i), 99000/7))
+	}
+	g.hangUp(g.tokens["ci"], "add_drawer", map[string]any{"wing": "wing_ci", "room": "canceladd", "content": big(0)}, 20*time.Millisecond)
+	if e := g.settledLine("add_drawer"); e.Status != StatusClientGone || e.UpstreamStatus != http.StatusOK {
+		t.Errorf("the add's audit line: status %d, upstream %d", e.Status, e.UpstreamStatus)
+	}
+	ids := []string{catalogue.DrawerID("wing_ci", "canceladd", big(0))}
+	var items []any
+	for i := 1; i <= 10; i++ {
+		items = append(items, map[string]any{"wing": "wing_ci", "room": "cancelcp", "content": big(i)})
+		ids = append(ids, catalogue.DrawerID("wing_ci", "cancelcp", big(i)))
+	}
+	g.hangUp(g.tokens["ci"], "checkpoint", map[string]any{"items": items}, 100*time.Millisecond)
+	if e := g.settledLine("checkpoint"); e.Status != StatusClientGone || e.UpstreamStatus != http.StatusOK {
+		t.Errorf("the checkpoint's audit line: status %d, upstream %d", e.Status, e.UpstreamStatus)
+	}
+	for _, id := range ids {
+		if st, ok := g.srv.prov.Lookup(provenance.Drawer(id)); !ok || st.Device != "ci" {
+			t.Errorf("%s: origin %+v (known %v), want ci", id, st, ok)
+		}
+	}
+}
