@@ -353,13 +353,13 @@ func (s *Server) answerForwarded(x *exchange, req *rpcRequest, dec Decision, sta
 // slotStep holds the write slot through a call that destroys: what the
 // trash keeps is what the delete removes, no other write lands between the
 // look-up and the delete. release frees it (nothing, for any other call);
-// false: the device's share of the queue is full, the call refused.
+// false: no slot (queueRefusal), the call refused.
 func (s *Server) slotStep(ctx context.Context, x *exchange, d *Device, t catalogue.Tool, req *rpcRequest, wing string) (release func(), ok bool) {
 	if !destroys(t, req.Args) {
 		return func() {}, true
 	}
-	if !s.writes.acquire(clientOf(ctx), d.ID) {
-		s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, wing)
+	if err := s.writes.acquire(clientOf(ctx), d.ID); err != nil {
+		s.refuse(x, d, req, CodeRateLimited, err.Error(), ruleWriteQueue, wing)
 		return nil, false
 	}
 	req.slotHeld = true
@@ -402,17 +402,18 @@ func (s *Server) argsStep(x *exchange, d *Device, req *rpcRequest) (catalogue.To
 }
 
 // refuseForwarded answers a call whose forward step failed (err not nil):
-// the device's share of the write queue full, a denial, a look-up the
+// no write slot (queueRefusal), a denial, a look-up the
 // primary did not answer (not sent: busy), or an answer the filter could
 // not read.
 func (s *Server) refuseForwarded(x *exchange, d *Device, req *rpcRequest, dec Decision, err error) {
 	no, denied := errors.AsType[*denial](err)
 	stale, changedThere := errors.AsType[*changed](err)
+	_, queued := errors.AsType[*queueRefusal](err)
 	switch {
 	case changedThere:
 		s.refuse(x, d, req, stale.code, stale.msg, stale.rule, stale.wing)
-	case errors.Is(err, errWriteQueueFull):
-		s.refuse(x, d, req, CodeRateLimited, msgWriteQueueFull, ruleWriteQueue, dec.Wing)
+	case queued:
+		s.refuse(x, d, req, CodeRateLimited, err.Error(), ruleWriteQueue, dec.Wing)
 	case denied:
 		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), no.rule, "")
 	case errors.Is(err, errNoAnswer):
@@ -641,13 +642,23 @@ const drainTime = 8 * time.Second
 // limitStep applies the device's read or write rate to every request it
 // sends, before its arguments are checked or its wing is resolved (a by-id
 // wing would cost an upstream call). A request that is not a tools/call,
-// or that does not parse (req nil or partial), counts as a read.
+// or that does not parse (req nil or partial), counts as a read; a write
+// costs writeCost, and one that costs more than the device's write burst
+// is refused (it counts as one write): it could never pass.
 func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) bool {
-	if s.rates.allow(d, write) {
-		return true
-	}
 	if req == nil {
 		req = &rpcRequest{}
+	}
+	cost, burst := 1, burstOf(d, true)
+	if write {
+		cost = writeCost(d, req)
+	}
+	if cost > burst && s.rates.allow(d, write, 1) {
+		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: a checkpoint of %d items is more than the %d a device may file in one call (each item counts as one write against its write rate, whose burst is %d); nothing was written: send them as checkpoints of at most %d items", cost, burst, burst, burst), ruleBatchCap, "")
+		return false
+	}
+	if cost <= burst && s.rates.allow(d, write, cost) {
+		return true
 	}
 	rule := ruleRateRead
 	if write {
@@ -661,7 +672,7 @@ func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) 
 // limitGET counts an authenticated GET against the device's read rate;
 // over it, the answer is 429.
 func (s *Server) limitGET(x *exchange, d *Device) bool {
-	if s.rates.allow(d, false) {
+	if s.rates.allow(d, false, 1) {
 		return true
 	}
 	s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s is over its read rate", d.ID), VerdictLimited, ruleRateRead)

@@ -101,7 +101,7 @@ func TestANarrowDevicesEndIsCheckedUnderTheWriteSlot(t *testing.T) {
 	}, startFake(t))
 	phase := map[string]any{"subject": "project_x", "predicate": "phase", "object": "draft"}
 	g.mustKG("laptop-7f3a", "kg_add", map[string]any{"subject": "project_x", "predicate": "phase", "object": "draft", "valid_from": "2026-01-01"})
-	if !g.srv.writes.acquire(t.Context(), "the-test") {
+	if g.srv.writes.acquire(t.Context(), "the-test") != nil {
 		t.Fatal("the test could not take the write slot")
 	}
 	type answer struct{ rpc map[string]any }

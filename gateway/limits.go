@@ -3,10 +3,12 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"golang.org/x/time/rate"
 )
 
@@ -23,11 +25,11 @@ func (l *limiters) reset() {
 	l.mu.Unlock()
 }
 
-// allow takes one token from the device's read or write bucket.
-func (l *limiters) allow(d *Device, write bool) bool {
-	key, r, burst := d.ID+"/read", cmp.Or(d.ReadRate, 50), 100
+// allow takes n tokens from the device's read or write bucket.
+func (l *limiters) allow(d *Device, write bool, n int) bool {
+	key, r := d.ID+"/read", cmp.Or(d.ReadRate, 50)
 	if write {
-		key, r, burst = d.ID+"/write", cmp.Or(d.WriteRate, 10), 20
+		key, r = d.ID+"/write", cmp.Or(d.WriteRate, 10)
 	}
 	l.mu.Lock()
 	if l.m == nil {
@@ -35,11 +37,32 @@ func (l *limiters) allow(d *Device, write bool) bool {
 	}
 	lim := l.m[key]
 	if lim == nil {
-		lim = rate.NewLimiter(rate.Limit(r), max(burst, int(r)))
+		lim = rate.NewLimiter(rate.Limit(r), burstOf(d, write))
 		l.m[key] = lim
 	}
 	l.mu.Unlock()
-	return lim.Allow()
+	return lim.AllowN(time.Now(), n)
+}
+
+// burstOf is the device's read or write burst: 100 reads, 20 writes, or
+// a second's worth of its rate when that is more.
+func burstOf(d *Device, write bool) int {
+	if write {
+		return max(20, int(cmp.Or(d.WriteRate, 10)))
+	}
+	return max(100, int(cmp.Or(d.ReadRate, 50)))
+}
+
+// writeCost is what a write costs against the device's write rate: one,
+// or one an item for a checkpoint of a device that is not admin, so a
+// batch costs what its parts would (attack69 F3: one checkpoint of 150
+// items held the primary's write slot for minutes as one write).
+func writeCost(d *Device, req *rpcRequest) int {
+	items, _ := req.Args["items"].([]any)
+	if t, _ := catalogue.Lookup(req.Tool); d.Admin || t.Name != "checkpoint" || len(items) == 0 {
+		return 1
+	}
+	return len(items)
 }
 
 // writeQueue lets one write at a time through to the single-writer
@@ -54,6 +77,7 @@ type writeQueue struct {
 
 	mu      sync.Mutex
 	busy    bool
+	holder  string // the device whose write holds the slot
 	waiting map[string][]chan struct{}
 	order   []string // devices with waiters, in turn
 }
@@ -62,19 +86,20 @@ func newWriteQueue(share int, wait time.Duration) *writeQueue {
 	return &writeQueue{share: share, wait: wait, waiting: map[string][]chan struct{}{}}
 }
 
-// acquire takes the slot for device, or reports false when the device's
-// share of the queue is full or the wait ran out. release must be called
-// after a true.
-func (q *writeQueue) acquire(ctx context.Context, device string) bool {
+// acquire takes the slot for device, or says why not (a queueRefusal):
+// the device's share of the queue is full, the wait ran out with the
+// slot held by another device's write (or by this device's own), or ctx
+// ended (the device hung up). release must be called after a nil.
+func (q *writeQueue) acquire(ctx context.Context, device string) error {
 	q.mu.Lock()
 	if !q.busy && len(q.order) == 0 {
-		q.busy = true
+		q.busy, q.holder = true, device
 		q.mu.Unlock()
-		return true
+		return nil
 	}
 	if len(q.waiting[device]) >= q.share {
 		q.mu.Unlock()
-		return false
+		return &queueRefusal{fmt.Sprintf("this device has %d writes waiting for the primary's single write slot already (its share of the write queue); send it again once they are through", q.share)}
 	}
 	ch := make(chan struct{})
 	if len(q.waiting[device]) == 0 {
@@ -83,25 +108,36 @@ func (q *writeQueue) acquire(ctx context.Context, device string) bool {
 	q.waiting[device] = append(q.waiting[device], ch)
 	q.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(ctx, q.wait)
+	wctx, cancel := context.WithTimeout(ctx, q.wait)
 	defer cancel()
 	select {
 	case <-ch:
-		return true
-	case <-ctx.Done():
+		return nil
+	case <-wctx.Done():
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if i := slices.Index(q.waiting[device], ch); i >= 0 { // still waiting: leave the queue
-		if q.waiting[device] = slices.Delete(q.waiting[device], i, i+1); len(q.waiting[device]) == 0 {
-			delete(q.waiting, device)
-			q.order = slices.DeleteFunc(q.order, func(d string) bool { return d == device })
-		}
-		return false
+	if i := slices.Index(q.waiting[device], ch); i < 0 {
+		q.releaseLocked() // granted while giving up: pass the slot on
+	} else if q.waiting[device] = slices.Delete(q.waiting[device], i, i+1); len(q.waiting[device]) == 0 { // still waiting: leave the queue
+		delete(q.waiting, device)
+		q.order = slices.DeleteFunc(q.order, func(d string) bool { return d == device })
 	}
-	// Granted while giving up: pass the slot on.
-	q.releaseLocked()
-	return false
+	whose := "another device's long write"
+	switch {
+	case ctx.Err() != nil:
+		return &queueRefusal{"the device hung up while its write waited for the primary's write slot"}
+	case q.holder == device:
+		whose = "this device's own earlier write"
+	}
+	return &queueRefusal{fmt.Sprintf("the primary's single write slot stayed held by %s for %s, longer than a write waits for it", whose, q.wait)}
+}
+
+// queueRefusal is why a write got no write slot: it was not sent.
+type queueRefusal struct{ why string }
+
+func (e *queueRefusal) Error() string {
+	return "devbox-config gateway: rate limited: " + e.why + "; nothing was written: send it again later"
 }
 
 // release passes the slot to the next device in turn (or frees it).
@@ -126,5 +162,6 @@ func (q *writeQueue) releaseLocked() {
 		q.waiting[device] = ws[1:]
 		q.order = append(q.order, device) // its next write waits for the others' turns
 	}
+	q.holder = device
 	close(next) // busy stays true: the slot is handed over
 }

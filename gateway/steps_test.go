@@ -166,13 +166,13 @@ func TestWriteQueueTurns(t *testing.T) {
 	t.Parallel()
 	q := newWriteQueue(2, time.Minute)
 	ctx := context.Background()
-	if !q.acquire(ctx, "a") {
+	if q.acquire(ctx, "a") != nil {
 		t.Fatal("the free slot was refused")
 	}
 	order := make(chan string, 8)
 	start := func(dev string) {
 		go func() {
-			if q.acquire(ctx, dev) {
+			if q.acquire(ctx, dev) == nil {
 				order <- dev
 				time.Sleep(5 * time.Millisecond)
 				q.release()
@@ -287,5 +287,29 @@ func TestPaddedNames(t *testing.T) {
 		if (c.want == "") != (bad == nil) || (bad != nil && !strings.Contains(bad.msg, c.want)) {
 			t.Errorf("%s %q: %v, want %q", c.t.Name, c.args, bad, c.want)
 		}
+	}
+}
+
+// attack69 F3: a write that waited out its time for the slot while
+// another device's long write held it was refused as if this device's
+// own share of the queue were full. Each refusal now says which it was.
+func TestWriteQueueRefusalSaysWhy(t *testing.T) {
+	t.Parallel()
+	q := newWriteQueue(1, 30*time.Millisecond)
+	ctx := context.Background()
+	if q.acquire(ctx, "ci") != nil {
+		t.Fatal("the free slot was refused")
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- q.acquire(ctx, "desk") }()
+	time.Sleep(10 * time.Millisecond)
+	if err := q.acquire(ctx, "desk"); err == nil || !strings.Contains(err.Error(), "this device has 1 writes waiting") {
+		t.Errorf("over desk's share: %v", err)
+	}
+	if err := <-waited; err == nil || !strings.Contains(err.Error(), "held by another device's long write") || strings.Contains(err.Error(), "share") {
+		t.Errorf("desk's write behind ci's: %v", err)
+	}
+	if err := q.acquire(ctx, "ci"); err == nil || !strings.Contains(err.Error(), "this device's own earlier write") {
+		t.Errorf("ci's write behind its own: %v", err)
 	}
 }

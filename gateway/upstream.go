@@ -66,7 +66,7 @@ type Ledger interface {
 func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (status int, body []byte, replayed bool, err error) {
 	t, _ := catalogue.Lookup(req.Tool)
 	call := ToolCall{Device: d.ID, Tool: req.Tool, Reads: t.Reads, Args: req.Args, Body: req.encode(), ArgsDigest: req.sentDigest, LegacyDigest: req.sentLegacy}
-	send, full := s.upstreamCall, false
+	send, full := s.upstreamCall, error(nil)
 	if !t.Reads {
 		// One write at a time to the single-writer primary: the slot is
 		// taken here, after the ledger's claim (which answers an op in
@@ -74,9 +74,8 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (statu
 		// handler holds it already (a delete, a rewrite: keep).
 		send = func(ctx context.Context, body []byte) (int, []byte) {
 			if !req.slotHeld {
-				if !s.writes.acquire(clientOf(ctx), d.ID) {
-					full = true
-					return http.StatusTooManyRequests, rpcErrBytes(req.rawID(), CodeRateLimited, msgWriteQueueFull)
+				if full = s.writes.acquire(clientOf(ctx), d.ID); full != nil {
+					return http.StatusTooManyRequests, rpcErrBytes(req.rawID(), CodeRateLimited, full.Error())
 				}
 				defer s.writes.release()
 			}
@@ -88,20 +87,14 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (statu
 	} else {
 		status, body = send(ctx, call.Body)
 	}
-	if full {
-		return 0, nil, false, errWriteQueueFull
+	if full != nil {
+		return 0, nil, false, full
 	}
 	if req.unsent != nil {
 		return 0, nil, false, req.unsent
 	}
 	return status, body, replayed, nil
 }
-
-// msgWriteQueueFull answers a write the device's share of the queue has no room for.
-const msgWriteQueueFull = "devbox-config gateway: rate limited: this device's share of the primary's write queue is full"
-
-// errWriteQueueFull: the device's share of the write queue is full.
-var errWriteQueueFull = errors.New("write queue full")
 
 // upstreamCall POSTs one JSON-RPC message to the upstream's /mcp. The
 // upstream never sees the id body carries (a device's, which a parser

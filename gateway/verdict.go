@@ -58,6 +58,7 @@ const (
 	ruleCancelDropped Rule = "protocol:cancel-dropped"
 	ruleArguments     Rule = "arguments"
 	ruleWriteQueue    Rule = "write_queue"
+	ruleBatchCap      Rule = "batch_cap"
 	ruleAudit         Rule = "audit"
 	ruleRateRead      Rule = "rate:read"
 	ruleRateWrite     Rule = "rate:write"
