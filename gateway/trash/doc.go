@@ -57,7 +57,11 @@
 //
 // A Delete is kept for the retention (trash_retention_days, default 30)
 // from its time, restored or not, then pruned: when the trash is opened,
-// with every new Delete, and by `gateway trash prune`. Purge (`gateway
+// with every new Delete, and by `gateway trash prune`. What it keeps of
+// a device's own text (drawers whose origin names the device that
+// replaced or deleted them) is bounded by Store.OwnQuota: a new Delete of
+// its own text drops that device's oldest settled ones past it; another
+// device's text, or of unknown origin, stays for the retention. Purge (`gateway
 // trash purge`) removes one delete's or one drawer's content and metadata
 // at once, for good (secure_delete, and the WAL truncated), keeping the
 // drawer's id marked purged (a diary entry, the digest of its agent,

@@ -141,6 +141,9 @@ type Store struct {
 	retention time.Duration
 	// Now is the clock (time.Now).
 	Now func() time.Time
+	// OwnQuota bounds, in bytes of content and metadata, what the trash
+	// keeps of a device's own text (OwnQuota: DefaultOwnQuota).
+	OwnQuota int64
 	// Key keys the digest a purge keeps of a diary entry's agent, wing
 	// and text (entryDigest), by which a replay of it is still refused;
 	// the gateway and `gateway trash purge` set the server secret's.
@@ -219,7 +222,7 @@ func Open(path string, retention time.Duration, log *slog.Logger) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("trash %s: %w", path, err)
 	}
-	s := &Store{path: path, db: db, retention: retention, Now: time.Now}
+	s := &Store{path: path, db: db, retention: retention, Now: time.Now, OwnQuota: DefaultOwnQuota}
 	err = sqlitewal.RetryBusy(func() error { return sqlitewal.Versioned(db, "trash", path, schemaVersion, log, s.migrate) })
 	switch {
 	case errors.Is(err, sqlitewal.ErrNewerSchema):
@@ -280,6 +283,9 @@ func (s *Store) Keep(ctx context.Context, d Delete) (id int64, err error) {
 		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
+		if err := s.keepOwnUnder(ctx, tx, d); err != nil {
+			return err
+		}
 		for _, dr := range d.Drawers {
 			origin := ""
 			if dr.Origin != nil {
@@ -296,6 +302,65 @@ func (s *Store) Keep(ctx context.Context, d Delete) (id int64, err error) {
 		}
 		return nil
 	})
+}
+
+// DefaultOwnQuota is how much of a device's own text (its drawers it
+// replaced or deleted itself) the trash keeps: 64 MiB, about 340
+// rewrites of a 99,000-character drawer.
+const DefaultOwnQuota = 64 << 20
+
+// keepOwnUnder makes room for d under its device's quota when every
+// drawer d keeps is the device's own text: it drops that device's oldest
+// settled deletes of its own text until what they keep, with d, is at
+// most OwnQuota (attack69 F4: a device rewriting its own drawers filled
+// the trash for 30 days). A delete that keeps any other device's text,
+// or text of unknown origin, is never dropped for it: it stays
+// restorable for the retention.
+func (s *Store) keepOwnUnder(ctx context.Context, tx *sql.Tx, d Delete) error {
+	size := int64(0)
+	for _, dr := range d.Drawers {
+		if dr.Origin == nil || dr.Origin.Device != d.Device {
+			return nil
+		}
+		size += int64(len(dr.Content) + len(dr.Metadata))
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT d.id, k.origin, length(CAST(k.content AS BLOB)) + length(CAST(k.metadata AS BLOB)) FROM deletes d JOIN drawers k ON k.delete_id = d.id
+		WHERE d.device = ? AND d.state != 'pending' ORDER BY d.id DESC`, d.Device)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	sizes, other := map[int64]int64{}, map[int64]bool{}
+	var order []int64 // newest first
+	for rows.Next() {
+		var id, n int64
+		var origin string
+		if err := rows.Scan(&id, &origin, &n); err != nil {
+			return err
+		}
+		var st provenance.Stamp
+		if origin == "" || json.Unmarshal([]byte(origin), &st) != nil || st.Device != d.Device {
+			other[id] = true
+		}
+		if _, seen := sizes[id]; !seen {
+			order = append(order, id)
+		}
+		sizes[id] += n
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, id := range order {
+		if other[id] {
+			continue
+		}
+		if size += sizes[id]; size > s.OwnQuota {
+			if err := dropDelete(ctx, tx, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // inTx runs fn in one transaction, committed if fn returns nil.
@@ -330,13 +395,15 @@ func (s *Store) Settle(ctx context.Context, id int64, state State, note string, 
 
 // Drop removes a kept delete the primary refused: nothing was removed.
 func (s *Store) Drop(ctx context.Context, id int64) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM drawers WHERE delete_id=?`, id); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM deletes WHERE id=?`, id)
+	return s.inTx(ctx, func(tx *sql.Tx) error { return dropDelete(ctx, tx, id) })
+}
+
+func dropDelete(ctx context.Context, tx *sql.Tx, id int64) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM drawers WHERE delete_id=?`, id); err != nil {
 		return err
-	})
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM deletes WHERE id=?`, id)
+	return err
 }
 
 // Prune removes the deletes older than the retention, restored or not,
