@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -303,5 +304,33 @@ func TestAWriteWaitsForTheDeleteItWouldRaceWith(t *testing.T) {
 	}
 	if ds := g.kept(t); len(ds) != 1 || len(ds[0].Drawers) != 3 || ds[0].Note != "" {
 		t.Fatalf("kept: %+v", ds)
+	}
+}
+
+// attack69 F4, through the gateway: a device rewriting a drawer over and
+// over keeps in the trash only as much of its own replaced text as the
+// quota holds, newest first, while the text of the device that wrote the
+// drawer first stays restorable.
+func TestRewritesKeepOwnTextUnderTheQuota(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	bin, err := g.srv.Trash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin.OwnQuota = 1 // only the newest of laptop's own texts
+	a, _, _ := g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "desk's first text"})
+	id := a["drawer_id"].(string)
+	for i := range 5 {
+		if _, rpc, _ := g.call(g.tokens["laptop-7f3a"], "update_drawer", map[string]any{"drawer_id": id, "content": fmt.Sprintf("laptop's rewrite number %d", i)}); rpc != nil {
+			t.Fatal(rpc)
+		}
+	}
+	var kept []string
+	for _, d := range g.kept(t) {
+		kept = append(kept, d.Drawers[0].Content)
+	}
+	if want := []string{"laptop's rewrite number 3", "desk's first text"}; !slices.Equal(kept, want) {
+		t.Fatalf("the trash keeps %q, want %q", kept, want)
 	}
 }
