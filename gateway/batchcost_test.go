@@ -6,32 +6,37 @@ import (
 	"testing"
 )
 
-// attack69 F3: one checkpoint of 150 items counted as one write, and held
-// the primary's single write slot for minutes. A device that is not admin
-// now pays one write an item, and a checkpoint of more items than its
-// write burst is refused, saying how to split it; an admin's is one write.
+// attack69 F3: one checkpoint of 150 items of 99,000 characters counted as
+// one write, and held the primary's single write slot for minutes. A
+// device that is not admin now pays one write an item (at most its write
+// burst, so a checkpoint of more items still passes and its next writes
+// wait), and one carrying more than 2 MiB of content is refused, saying how
+// to split it; an admin's is one write.
 func TestACheckpointCostsItsItems(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
-	items := func(n int, tag string) map[string]any {
+	items := func(n, size int, tag string) map[string]any {
 		var xs []any
 		for i := range n {
-			xs = append(xs, map[string]any{"wing": "shared", "room": "batch", "content": fmt.Sprintf("%s item number %d", tag, i)})
+			xs = append(xs, map[string]any{"wing": "shared", "room": "batch", "content": fmt.Sprintf("%s item number %d %s", tag, i, strings.Repeat("x", size))})
 		}
 		return map[string]any{"items": xs}
 	}
-	desk, admin := g.tokens["desk-9b21"], g.tokens["admin-0001"]
-	_, rpc, _ := g.call(desk, "checkpoint", items(21, "too many"))
-	if rpc == nil || rpc["code"] != float64(CodeDenied) || !strings.Contains(fmt.Sprint(rpc["message"]), "at most 20 items") {
-		t.Fatalf("desk's checkpoint of 21 items: %v, want refused naming the cap of 20", rpc)
+	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	_, rpc, _ := g.call(laptop, "checkpoint", items(22, 99_000, "too big"))
+	if rpc == nil || rpc["code"] != float64(CodeDenied) || !strings.Contains(fmt.Sprint(rpc["message"]), "more than the 2097152 a device may file in one call") {
+		t.Fatalf("laptop's checkpoint of 2.2 MB: %v, want refused naming the cap", rpc)
 	}
-	if _, rpc, _ := g.call(desk, "checkpoint", items(15, "first")); rpc != nil {
-		t.Fatalf("desk's checkpoint of 15 items: %v", rpc)
+	if _, rpc, _ := g.call(desk, "checkpoint", items(25, 10, "many")); rpc != nil {
+		t.Fatalf("desk's checkpoint of 25 small items: %v", rpc)
 	}
-	if _, rpc, _ := g.call(desk, "checkpoint", items(15, "second")); rpc == nil || rpc["code"] != float64(CodeRateLimited) {
-		t.Fatalf("desk's second checkpoint of 15 items at once: %v, want over its write rate", rpc)
+	if _, rpc, _ := g.call(desk, "checkpoint", items(2, 10, "second")); rpc == nil || rpc["code"] != float64(CodeRateLimited) {
+		t.Fatalf("desk's next checkpoint at once: %v, want over its write rate (the 25 items took its burst)", rpc)
 	}
-	if _, rpc, _ := g.call(admin, "checkpoint", items(25, "admin")); rpc != nil {
+	if _, rpc, _ := g.call(admin, "checkpoint", items(25, 10, "admin")); rpc != nil {
 		t.Fatalf("the admin's checkpoint of 25 items: %v", rpc)
+	}
+	if _, rpc, _ := g.call(admin, "checkpoint", items(2, 10, "admin again")); rpc != nil {
+		t.Fatalf("the admin's next checkpoint: %v (an admin's costs one write)", rpc)
 	}
 }

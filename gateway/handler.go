@@ -649,15 +649,15 @@ func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) 
 	if req == nil {
 		req = &rpcRequest{}
 	}
-	cost, burst := 1, burstOf(d, true)
+	cost := 1
 	if write {
 		cost = writeCost(d, req)
 	}
-	if cost > burst && s.rates.allow(d, write, 1) {
-		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: a checkpoint of %d items is more than the %d a device may file in one call (each item counts as one write against its write rate, whose burst is %d); nothing was written: send them as checkpoints of at most %d items", cost, burst, burst, burst), ruleBatchCap, "")
+	if n := batchBytes(d, req); n > maxBatchBytes && s.rates.allow(d, write, 1) {
+		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: a checkpoint of %d bytes of content is more than the %d a device may file in one call (the call holds the primary's single write slot while its items are embedded); nothing was written: send them as smaller checkpoints", n, maxBatchBytes), ruleBatchCap, "")
 		return false
 	}
-	if cost <= burst && s.rates.allow(d, write, cost) {
+	if s.rates.allow(d, write, cost) {
 		return true
 	}
 	rule := ruleRateRead

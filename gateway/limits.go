@@ -56,13 +56,39 @@ func burstOf(d *Device, write bool) int {
 // writeCost is what a write costs against the device's write rate: one,
 // or one an item for a checkpoint of a device that is not admin, so a
 // batch costs what its parts would (attack69 F3: one checkpoint of 150
-// items held the primary's write slot for minutes as one write).
+// items held the primary's write slot for minutes as one write), at most
+// the write burst, so a checkpoint of more items still passes, the
+// device's next writes waiting for the bucket to refill.
 func writeCost(d *Device, req *rpcRequest) int {
 	items, _ := req.Args["items"].([]any)
 	if t, _ := catalogue.Lookup(req.Tool); d.Admin || t.Name != "checkpoint" || len(items) == 0 {
 		return 1
 	}
-	return len(items)
+	return min(len(items), burstOf(d, true))
+}
+
+// maxBatchBytes bounds the content one checkpoint of a device that is not
+// admin files: the primary's single write slot is held while its items are
+// embedded (about 8 s for 2 MB on the testbed's instant embedder), so one
+// call holds it that long at most (attack69 F3: 13.7 MB held it over 2
+// minutes). A harness checkpoint is far smaller.
+const maxBatchBytes = 2 << 20
+
+// batchBytes is the bytes of content a checkpoint of a device that is not
+// admin carries (0 for any other call).
+func batchBytes(d *Device, req *rpcRequest) int {
+	items, _ := req.Args["items"].([]any)
+	if t, _ := catalogue.Lookup(req.Tool); d.Admin || t.Name != "checkpoint" {
+		return 0
+	}
+	n := 0
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			c, _ := m["content"].(string)
+			n += len(c)
+		}
+	}
+	return n
 }
 
 // writeQueue lets one write at a time through to the single-writer
