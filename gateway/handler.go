@@ -125,7 +125,9 @@ func (s *Server) serveAdminGET(x *exchange) {
 // broadcasts), unless it is a coordinator. The stream is relayed as it
 // comes, frame by frame with each event's origin (stream.go), so it
 // cannot be cut like event_list's answer; from_agent does not scope it
-// (on the dev surface from_agent on event reads names the caller).
+// (on the dev surface from_agent on event reads names the caller). A
+// stream ends when its token or its device's scope no longer stands
+// (stream.go).
 func (s *Server) serveStream(x *exchange) {
 	d, ok := s.authenticateStep(x)
 	if !ok || !s.limitGET(x, d) {
@@ -139,9 +141,13 @@ func (s *Server) serveStream(x *exchange) {
 		s.answerText(x, http.StatusForbidden, "filter the stream by to_agent naming one of this device's agents", VerdictDeny, ruleStreamAgent)
 		return
 	}
+	raw, _ := bearer(x.r.Header.Get("Authorization")) // authenticated above
 	ctx, cancel := context.WithCancel(x.r.Context())
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)() // EndStreams ends it
+	h := &streamHold{device: d.ID, token: raw, scope: d.header, end: cancel}
+	s.open.add(h)
+	defer s.open.remove(h) // recheckStreams ends it on a revocation or a change of scope
 	x.r = x.r.WithContext(ctx)
 	x.w = s.originsOfStream(x.w, d)
 	s.serveGET(x, rebuildQuery(q), true)

@@ -99,6 +99,7 @@ type Server struct {
 	// streams ends with EndStreams: every /logstream/stream relay then.
 	streams    context.Context
 	endStreams context.CancelFunc
+	open       openStreams // each relay open now, by device (stream.go)
 }
 
 // EndStreams ends the /logstream/stream relays open now and any that
@@ -241,7 +242,7 @@ func (s *Server) markSeen() {
 }
 
 // Watch reloads when the file changes (polled every 200 ms, so a
-// revocation takes effect within a second), reads the provenance index
+// revocation takes effect within a second, on open streams too), reads the provenance index
 // again when another process (a trash restore) wrote to it, and signs
 // the audit log's unsigned lines when they are due, until ctx ends.
 func (s *Server) Watch(ctx context.Context) {
@@ -272,6 +273,7 @@ func (s *Server) Watch(ctx context.Context) {
 					s.Log.Info("config reloaded")
 				}
 			}
+			s.recheckStreams() // a revocation, a change of scope, or a token past its time
 		}
 	}
 }

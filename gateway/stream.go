@@ -2,9 +2,12 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
+	"sync"
 
 	"github.com/tidwall/gjson"
 
@@ -110,5 +113,65 @@ func (o *originStream) frame(frame []byte) (out []byte, keep bool) {
 func (o *originStream) Flush() {
 	if f, ok := o.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
+	}
+}
+
+// streamHold is one open /logstream/stream relay and what it was
+// authorized under, so that a change of either ends it (recheckStreams).
+type streamHold struct {
+	device string
+	token  string // the bearer presented, authenticated again as the config and the clock move
+	scope  string // the device's header then: its grants, agents, coordinator flag and trust
+	end    context.CancelFunc
+}
+
+// openStreams is the relays open now.
+type openStreams struct {
+	mu    sync.Mutex
+	holds []*streamHold
+}
+
+// add holds h.
+func (o *openStreams) add(h *streamHold) {
+	o.mu.Lock()
+	o.holds = append(o.holds, h)
+	o.mu.Unlock()
+}
+
+// remove lets h go (once ended, or again: a no-op).
+func (o *openStreams) remove(h *streamHold) {
+	o.mu.Lock()
+	o.holds = slices.DeleteFunc(o.holds, func(x *streamHold) bool { return x == h })
+	o.mu.Unlock()
+}
+
+func (o *openStreams) all() []*streamHold {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.holds)
+}
+
+// recheckStreams ends each open relay whose token no longer
+// authenticates (revoked, expired, rotated out past its grace, its device
+// removed) or whose device's scope changed since it opened. The relay is
+// ended rather than filtered under the new scope: the upstream's stream
+// was asked for under the old one (a coordinator's unfiltered), and an
+// event can no more be cut there than event_list's answer is re-cut. Its
+// client reconnects, resuming with since_event_id, and is answered under
+// the config now: 401, 403, or the stream its new scope allows.
+func (s *Server) recheckStreams() {
+	cfg, now := s.cfg.Load(), s.Now()
+	for _, h := range s.open.all() {
+		d, _, _, err := AuthenticateWith(cfg, s.state.firstUse, s.key, h.token, now)
+		why := "its device's scope changed"
+		switch {
+		case err != nil:
+			why = "its token no longer authenticates (revoked, expired, rotated out, or its device removed)"
+		case d.header == h.scope:
+			continue
+		}
+		s.open.remove(h)
+		h.end()
+		s.Log.Info("logstream: an open stream ended", "device", h.device, "why", why)
 	}
 }

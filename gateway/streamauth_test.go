@@ -1,0 +1,237 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sseUpstream is a primary's /logstream/stream: a heartbeat, then every
+// frame send passes to each stream open, until the gateway hangs up.
+type sseUpstream struct {
+	*httptest.Server
+	mu   sync.Mutex
+	open map[chan string]bool
+}
+
+func startSSE(t *testing.T) *sseUpstream {
+	t.Helper()
+	u := &sseUpstream{open: map[chan string]bool{}}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ch := make(chan string, 16)
+		u.mu.Lock()
+		u.open[ch] = true
+		u.mu.Unlock()
+		defer func() { u.mu.Lock(); delete(u.open, ch); u.mu.Unlock() }()
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, ": ping\n\n")
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case f := <-ch:
+				io.WriteString(w, f)
+				w.(http.Flusher).Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+// send passes an event to every stream open at the primary.
+func (u *sseUpstream) send(body string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for ch := range u.open {
+		ch <- fmt.Sprintf("id: e\nevent: logstream\ndata: {\"body\":%q}\n\n", body)
+	}
+}
+
+func (u *sseUpstream) streams() int { u.mu.Lock(); defer u.mu.Unlock(); return len(u.open) }
+
+// clientStream is a device's open stream through the gateway: its lines
+// as they come, closed when the stream ends.
+type clientStream struct {
+	lines  chan string
+	hangUp context.CancelFunc // the client's end of it
+	err    error              // the read's end, once lines is closed: nil for a clean end (EOF)
+}
+
+// openStream opens path as token; a stream that is not answered 200 is
+// returned nil with its status and body.
+func (g *gw) openStream(t *testing.T, token, path string) (*clientStream, int, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.http.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		return nil, resp.StatusCode, string(b)
+	}
+	c := &clientStream{lines: make(chan string, 64), hangUp: cancel}
+	go func() { // ends with the stream: the gateway's end, or cancel at cleanup
+		defer close(c.lines)
+		defer resp.Body.Close()
+		br := bufio.NewReader(resp.Body)
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				if err != io.EOF {
+					c.err = err
+				}
+				return
+			}
+			c.lines <- l
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		for range c.lines { // until the reader is done
+		}
+	})
+	c.await(t, ": ping\n")
+	return c, 200, ""
+}
+
+// await reads lines until one is want (within 5 s).
+func (c *clientStream) await(t *testing.T, want string) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				t.Fatalf("the stream ended before %q", want)
+			}
+			if l == want || strings.Contains(l, want) && want != ": ping\n" {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %q on the stream in 5 s", want)
+		}
+	}
+}
+
+// ended reports how long the stream took to end cleanly after since, and
+// fails if an event in the lines it read after since got through.
+func (c *clientStream) ended(t *testing.T, since time.Time, bound time.Duration) time.Duration {
+	t.Helper()
+	timeout := time.After(bound)
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				if c.err != nil {
+					t.Errorf("the stream was cut, not ended: %v", c.err)
+				}
+				return time.Since(since)
+			}
+			if strings.HasPrefix(l, "data:") {
+				t.Errorf("an event reached the stream after the change: %q", l)
+			}
+		case <-timeout:
+			t.Fatalf("the stream is still open %s after the change", bound)
+		}
+	}
+}
+
+// saveConfig changes the gateway's config file as the CLI does.
+func (g *gw) saveConfig(t *testing.T, change func(c *Config)) time.Time {
+	t.Helper()
+	cfg, err := LoadConfig(g.cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change(cfg)
+	time.Sleep(20 * time.Millisecond) // a distinct mtime
+	if err := cfg.Save(g.cfgFile); err != nil {
+		t.Fatal(err)
+	}
+	return time.Now()
+}
+
+// attack69 F9: an open /logstream/stream honours its device's authorization
+// now. Revoking its token, removing its device, or narrowing its scope
+// (a coordinator no longer one) ends the stream within the watch's second:
+// no event after that reaches it, and its primary's stream is let go. A
+// reconnect is answered under the new config (401, 403). A change to
+// another device leaves the stream open. Before, each stream ran on
+// (60 s and more after a revocation, a private ask relayed to a
+// former coordinator).
+func TestOpenStreamEndsWithItsAuthorization(t *testing.T) {
+	t.Parallel()
+	const bound = 2 * time.Second // the docs' second, with room for a loaded CI machine
+	for _, c := range []struct {
+		name, device, path string
+		change             func(c *Config)
+		again              int // a reconnect's status
+	}{
+		{"token revoked", "laptop-7f3a", "/logstream/stream?to_agent=opencode@laptop", func(c *Config) { Revoke(c.Device("laptop-7f3a"), "") }, 401},
+		{"device removed", "laptop-7f3a", "/logstream/stream?to_agent=opencode@laptop", func(c *Config) { c.Devices = c.Devices[1:] }, 401},
+		{"coordinator no more", "admin-0001", "/logstream/stream", func(c *Config) { c.Device("admin-0001").Coordinator = false }, 403},
+		{"agent taken away", "desk-9b21", "/logstream/stream?to_agent=pi@desk", func(c *Config) { c.Device("desk-9b21").Agents = []string{"claude@desk"} }, 403},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			up := startSSE(t)
+			g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
+			ctx, cancel := context.WithCancel(context.Background())
+			watched := make(chan struct{})
+			go func() { defer close(watched); g.srv.Watch(ctx) }()
+			t.Cleanup(func() { cancel(); <-watched })
+			token := g.tokens[c.device]
+			s, code, body := g.openStream(t, token, c.path)
+			if s == nil {
+				t.Fatalf("the stream: %d %s", code, body)
+			}
+			otherDev, otherPath := "desk-9b21", "/logstream/stream?to_agent=pi@desk"
+			if c.device == otherDev {
+				otherDev, otherPath = "laptop-7f3a", "/logstream/stream?to_agent=opencode@laptop"
+			}
+			other, _, _ := g.openStream(t, g.tokens[otherDev], otherPath)
+			up.send("before")
+			s.await(t, "before")
+
+			// Another device's change, not of its scope, leaves both be.
+			g.saveConfig(t, func(c *Config) { c.Device(otherDev).ReadRate = 7 })
+			for deadline := time.Now().Add(bound); g.srv.cfg.Load().Device(otherDev).ReadRate != 7; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the config was not reloaded")
+				}
+			}
+			g.srv.recheckStreams() // as the watch's poll does after a reload
+			up.send("unrelated change")
+			s.await(t, "unrelated change")
+			other.await(t, "unrelated change")
+
+			at := g.saveConfig(t, c.change)
+			t.Logf("ended %s after the config was saved", s.ended(t, at, bound))
+			up.send("after")
+			other.await(t, "after")
+			for deadline := time.Now().Add(bound); up.streams() != 1; time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the primary still serves %d streams, want the other device's alone", up.streams())
+				}
+			}
+			if _, code, body := g.openStream(t, token, c.path); code != c.again {
+				t.Errorf("a reconnect: %d %s, want %d", code, body, c.again)
+			}
+		})
+	}
+}
