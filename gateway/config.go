@@ -143,6 +143,9 @@ type Device struct {
 	// Rate limits (requests per second; 0 = the defaults).
 	ReadRate  float64 `json:"read_rate,omitempty"`
 	WriteRate float64 `json:"write_rate,omitempty"`
+	// MaxStreams is how many /logstream/stream it may hold open at once
+	// (0: DefaultStreamShare).
+	MaxStreams int `json:"max_streams,omitempty"`
 	// Trusts names the devices whose records this device trusts (and
 	// itself); absent: every device's, and records of unknown origin.
 	Trusts []string `json:"trusts,omitempty"`
@@ -310,7 +313,7 @@ func (c *Config) validate(settled map[string]bool) error {
 		if d.BulkDelete && !d.Admin {
 			return fmt.Errorf("%s.bulk_delete: only an admin device may delete, so the grant can never apply; give it admin too, or drop bulk_delete", at)
 		}
-		if err := cmp.Or(nonNegative(at+".read_rate", d.ReadRate, "50 a second"), nonNegative(at+".write_rate", d.WriteRate, "10 a second")); err != nil {
+		if err := cmp.Or(nonNegative(at+".read_rate", d.ReadRate, "50 a second"), nonNegative(at+".write_rate", d.WriteRate, "10 a second"), nonNegative(at+".max_streams", d.MaxStreams, fmt.Sprint(DefaultStreamShare))); err != nil {
 			return err
 		}
 		if err := checkTrust(at, d, seen); err != nil {

@@ -126,8 +126,8 @@ func (s *Server) serveAdminGET(x *exchange) {
 // comes, frame by frame with each event's origin (stream.go), so it
 // cannot be cut like event_list's answer; from_agent does not scope it
 // (on the dev surface from_agent on event reads names the caller). A
-// stream ends when its token or its device's scope no longer stands
-// (stream.go).
+// device holds at most its share of streams open (stream.go), and a
+// stream ends when its token or its device's scope no longer stands.
 func (s *Server) serveStream(x *exchange) {
 	d, ok := s.authenticateStep(x)
 	if !ok || !s.limitGET(x, d) {
@@ -146,7 +146,9 @@ func (s *Server) serveStream(x *exchange) {
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)() // EndStreams ends it
 	h := &streamHold{device: d.ID, token: raw, scope: d.header, end: cancel}
-	s.open.add(h)
+	if !s.holdStream(x, d, h) {
+		return
+	}
 	defer s.open.remove(h) // recheckStreams ends it on a revocation or a change of scope
 	x.r = x.r.WithContext(ctx)
 	x.w = s.originsOfStream(x.w, d)

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -116,6 +118,13 @@ func (o *originStream) Flush() {
 	}
 }
 
+// DefaultStreamShare is how many /logstream/stream relays one device may
+// hold open at once (a device's max_streams, when 0). MemPalace 3.11
+// serves 8 streams at once to every client together (its
+// MEMPALACE_SSE_MAX_CLIENTS) and answers the next 503: without a share,
+// one device held them all (attack69 F11).
+const DefaultStreamShare = 2
+
 // streamHold is one open /logstream/stream relay and what it was
 // authorized under, so that a change of either ends it (recheckStreams).
 type streamHold struct {
@@ -131,11 +140,21 @@ type openStreams struct {
 	holds []*streamHold
 }
 
-// add holds h.
-func (o *openStreams) add(h *streamHold) {
+// add holds h unless its device holds share relays already.
+func (o *openStreams) add(h *streamHold, share int) bool {
 	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, x := range o.holds {
+		if x.device == h.device {
+			n++
+		}
+	}
+	if n >= share {
+		return false
+	}
 	o.holds = append(o.holds, h)
-	o.mu.Unlock()
+	return true
 }
 
 // remove lets h go (once ended, or again: a no-op).
@@ -149,6 +168,18 @@ func (o *openStreams) all() []*streamHold {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.holds)
+}
+
+// holdStream counts d's relay h against the device's share; over it,
+// the device is answered 429, naming its share and how to raise it.
+// s.open.remove(h) must follow a true.
+func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) bool {
+	share := cmp.Or(d.MaxStreams, DefaultStreamShare)
+	if s.open.add(h, share) {
+		return true
+	}
+	s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s holds %d /logstream/stream open, its share (max_streams, default %d; the primary serves 8 streams at once to every device together, by default): end one, or the operator raises \"max_streams\" in the device's entry of the gateway config", d.ID, share, DefaultStreamShare), VerdictLimited, ruleStreamShare)
+	return false
 }
 
 // recheckStreams ends each open relay whose token no longer

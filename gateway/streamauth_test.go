@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -233,5 +234,69 @@ func TestOpenStreamEndsWithItsAuthorization(t *testing.T) {
 				t.Errorf("a reconnect: %d %s, want %d", code, body, c.again)
 			}
 		})
+	}
+}
+
+// attack69 F11: one device holds at most its share of streams
+// (max_streams, default 2) of the 8 the primary serves to every device
+// together; past it the device is answered 429, naming the share and how
+// to raise it, while another device's stream opens. A stream ended gives
+// its place back; a raised share applies on reload. Before, one device
+// held 7 and every other device's stream was answered 503.
+func TestStreamShare(t *testing.T) {
+	t.Parallel()
+	up := startSSE(t)
+	g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
+	laptop, path := g.tokens["laptop-7f3a"], "/logstream/stream?to_agent=opencode@laptop"
+	held := func(n int) []*clientStream {
+		var ss []*clientStream
+		for range n {
+			s, code, body := g.openStream(t, laptop, path)
+			if s == nil {
+				t.Fatalf("stream %d of the share: %d %s", len(ss)+1, code, body)
+			}
+			ss = append(ss, s)
+		}
+		return ss
+	}
+	refused := func(share string) {
+		t.Helper()
+		_, code, body := g.openStream(t, laptop, path)
+		for _, want := range []string{"laptop-7f3a", "holds " + share + " /logstream/stream open", `"max_streams"`, "gateway config"} {
+			if code != 429 || !strings.Contains(body, want) {
+				t.Fatalf("a stream past the share: %d %q, want 429 saying %q", code, body, want)
+			}
+		}
+	}
+	ss := held(2)
+	refused("2")
+	if s, code, body := g.openStream(t, g.tokens["desk-9b21"], "/logstream/stream?to_agent=pi@desk"); s == nil {
+		t.Fatalf("another device's stream: %d %s", code, body)
+	}
+	if !slices.ContainsFunc(g.auditLog(), func(e Entry) bool {
+		return e.Rule == ruleStreamShare && e.Decision == VerdictLimited && e.Device == "laptop-7f3a" && e.Status == 429
+	}) {
+		t.Error("the refusal has no audit line (rule stream:share, limited)")
+	}
+
+	ss[0].hangUp() // its place comes back once the gateway sees the end
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if s, _, _ := g.openStream(t, laptop, path); s != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a stream ended did not give its place back")
+		}
+	}
+	refused("2")
+
+	g.saveConfig(t, func(c *Config) { c.Device("laptop-7f3a").MaxStreams = 3 })
+	if err := g.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	held(1)
+	refused("3")
+	if n := up.streams(); n != 4 {
+		t.Errorf("the primary serves %d streams, want 4 (3 of the laptop's, 1 of the desk's)", n)
 	}
 }

@@ -48,6 +48,7 @@ const (
 	ruleQuery        Rule = "query"
 	ruleAdminOnly    Rule = "admin only"
 	ruleStreamAgent  Rule = "stream:agent"
+	ruleStreamShare  Rule = "stream:share"
 	ruleAuthenticate Rule = "authenticate"
 	ruleSize         Rule = "size"
 	ruleRead         Rule = "read"
