@@ -237,6 +237,46 @@ func TestOpenStreamEndsWithItsAuthorization(t *testing.T) {
 	}
 }
 
+// A token rotated out stops at the end of its grace with no change to the
+// config: its open stream ends at the watch's next poll, as a new request
+// of it is refused, and the new token's stream goes on.
+func TestOpenStreamEndsWithItsGrace(t *testing.T) {
+	t.Parallel()
+	up := startSSE(t)
+	g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
+	old, path := g.tokens["laptop-7f3a"], "/logstream/stream?to_agent=opencode@laptop"
+	var next string
+	g.advance(time.Minute) // the new token is the newer one
+	g.saveConfig(t, func(c *Config) {
+		var err error
+		if next, err = Issue(g.srv.key, c.Device("laptop-7f3a"), g.clock()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := g.srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	kept, code, body := g.openStream(t, next, path) // its first use starts the old one's grace
+	if kept == nil {
+		t.Fatalf("the new token's stream: %d %s", code, body)
+	}
+	s, code, body := g.openStream(t, old, path)
+	if s == nil {
+		t.Fatalf("the old token's stream within its grace: %d %s", code, body)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { defer close(watched); g.srv.Watch(ctx) }()
+	t.Cleanup(func() { cancel(); <-watched })
+	g.advance(8 * 24 * time.Hour)
+	t.Logf("ended %s after the grace ran out", s.ended(t, time.Now(), 2*time.Second))
+	up.send("after")
+	kept.await(t, "after") // the new token's stream goes on
+	if _, code, _ := g.openStream(t, old, path); code != 401 {
+		t.Errorf("the old token's stream after its grace: %d, want 401", code)
+	}
+}
+
 // attack69 F11: one device holds at most its share of streams
 // (max_streams, default 2) of the 8 the primary serves to every device
 // together; past it the device is answered 429, naming the share and how
