@@ -67,6 +67,9 @@ func (s *Server) recoverPanic(x *exchange) {
 // /sync path is forwarded as it is, so it must be clean: no dot or empty
 // segment a proxy or the upstream would resolve to another route.
 func (s *Server) route(x *exchange) {
+	if !s.fromSource(x) {
+		return
+	}
 	r := x.r
 	if !hostAllowed(s.BindHost, r.Host) || !originAllowed(r.Header.Get("Origin")) {
 		s.answerText(x, http.StatusForbidden, "Forbidden", VerdictDeny, ruleFrontDoor)
@@ -82,10 +85,8 @@ func (s *Server) route(x *exchange) {
 	case p == "/logstream/stream" && r.Method == http.MethodGet:
 		s.serveStream(x)
 	case p != "/mcp":
-		s.named(x)
 		s.answerText(x, http.StatusNotFound, "Not Found", VerdictDeny, ruleNoRoute)
 	case r.Method != http.MethodPost: // no server stream (GET), no session to end (DELETE): the MCP spec's 405
-		s.named(x)
 		x.w.Header().Set("Allow", http.MethodPost)
 		s.answerText(x, http.StatusMethodNotAllowed, "Method Not Allowed", VerdictDeny, ruleNoRoute)
 	default:
@@ -531,16 +532,47 @@ func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
 }
 
 // named puts on x's line the device its one token names, if it names
-// one, for a refusal that needs no token (no route): the line says whose
-// request it was (attack69 F10: a device probed routes with no trace
-// naming it). Nothing else of the token is looked at: not its first use.
-func (s *Server) named(x *exchange) {
+// one, and reports whether it does: a refusal that needs no token (no
+// route) says whose request it was (attack69 F10: a device probed routes
+// with no trace naming it), and a request that names no device counts
+// against its source (fromSource). Nothing else of the token is looked
+// at: not its first use.
+func (s *Server) named(x *exchange) bool {
 	if len(x.r.Header.Values("Authorization")) != 1 {
-		return
+		return false
 	}
-	if raw, ok := bearer(x.r.Header.Get("Authorization")); ok {
-		if d, tok, _, err := AuthenticateWith(s.cfg.Load(), s.state.firstUse, s.key, raw, s.Now()); err == nil {
-			x.entry.Device, x.entry.TokenID = d.ID, tok.ID
+	raw, ok := bearer(x.r.Header.Get("Authorization"))
+	if !ok {
+		return false
+	}
+	d, tok, _, err := AuthenticateWith(s.cfg.Load(), s.state.firstUse, s.key, raw, s.Now())
+	if err != nil {
+		return false
+	}
+	x.entry.Device, x.entry.TokenID = d.ID, tok.ID
+	return true
+}
+
+// fromSource counts a request that names no device against its source
+// (sources.go) and writes the lines a sweep made due; over the source's
+// rate, the request is answered 429 with no line of its own.
+func (s *Server) fromSource(x *exchange) bool {
+	ok, due := s.sources.take(x.r.RemoteAddr, s.Now(), s.named(x))
+	s.appendAll(due)
+	if ok {
+		return true
+	}
+	x.answered, x.audited = true, true // counted in the source's next line
+	closeUnread(x)
+	http.Error(x.w, "devbox-config gateway: too many requests without a device's token from this address", http.StatusTooManyRequests)
+	return false
+}
+
+// appendAll writes lines that are no request's (a read's: not fsync'd).
+func (s *Server) appendAll(lines []Entry) {
+	for _, e := range lines {
+		if err := s.audit.Append(e, false); err != nil {
+			s.Log.Error("audit log not writable", "err", err)
 		}
 	}
 }

@@ -81,8 +81,9 @@ type Server struct {
 	// 0: eventScanMax); tests set fewer.
 	eventScan atomic.Int64
 
-	rates  limiters
-	writes *writeQueue
+	rates   limiters
+	sources sources // requests that name no device (sources.go)
+	writes  *writeQueue
 
 	binMu sync.Mutex
 	bin   *trash.Store // opened by Trash
@@ -310,6 +311,7 @@ func (s *Server) Close() error {
 		err = bin.Close()
 	}
 	if s.audit != nil {
+		s.appendAll(s.sources.sweep(s.Now())) // what no sweep wrote yet
 		err = errors.Join(err, s.audit.Close())
 	}
 	if s.prov != nil {
