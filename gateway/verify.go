@@ -97,6 +97,9 @@ func checkLine(line []byte, prev string, i int, pub ed25519.PublicKey) (Entry, e
 	if !ok || hash != e.Hash {
 		return e, errors.New("not an audit entry: it must end with its hash field")
 	}
+	if e.Prev != prev && i == 0 {
+		return e, errors.New("the chain does not start here: the first line follows a line this file does not hold (a log rotated away while the gateway ran, or lines cut from its start); verify a rotated log with the files before it, oldest first, as one: cat audit.jsonl.1 audit.jsonl > whole.jsonl; gateway audit verify whole.jsonl")
+	}
 	if e.Prev != prev {
 		return e, errors.New("chain broken (a line was dropped, inserted or reordered before it)")
 	}

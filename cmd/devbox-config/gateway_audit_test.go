@@ -277,3 +277,53 @@ func TestAuditDigestAfterTheSecretIsRotated(t *testing.T) {
 		t.Fatalf("digest of {}: %q %q", out, errOut)
 	}
 }
+
+// operator.md's rotation of the audit log: moved away while the gateway
+// runs, the log is made anew at its path on the next line, its chain
+// going on from the moved file's; the new file alone says it does not
+// start the chain and how to verify it, and the files together, oldest
+// first, verify with their signatures and the anchors of both.
+func TestARotatedAuditLogVerifiesWithTheFilesBeforeIt(t *testing.T) {
+	dir := t.TempDir()
+	logDir, keyDir, anchorDir := filepath.Join(dir, "log"), filepath.Join(dir, "keys"), filepath.Join(dir, "elsewhere")
+	for _, d := range []string{logDir, keyDir, anchorDir} {
+		os.MkdirAll(d, 0o700)
+	}
+	auditLog, anchor, cfg := filepath.Join(logDir, "audit.jsonl"), filepath.Join(anchorDir, "audit.anchor"), filepath.Join(keyDir, "gateway.jsonc")
+	os.WriteFile(cfg, fmt.Appendf(nil, `{"secret_file": %q, "audit_log": %q, "signing_key_file": %q, "audit_anchor": %q, "audit_checkpoint_lines": 10, "devices": []}`,
+		filepath.Join(keyDir, "secret"), auditLog, filepath.Join(keyDir, "audit.key"), anchor), 0o600)
+	cli := gatewayCLI(t, cfg)
+	srv := &gateway.Server{ConfigFile: cfg, Upstream: "http://127.0.0.1:1/mcp", BindHost: "127.0.0.1"}
+	if err := srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	requests := func(n int) {
+		for range n { // no token: a line each
+			srv.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(`{}`)))
+		}
+	}
+	requests(15)
+	if err := os.Rename(auditLog, auditLog+".1"); err != nil {
+		t.Fatal(err)
+	}
+	requests(15)
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut := cli(1, "audit", "verify"); !strings.Contains(errOut, "line 1: the chain does not start here") || !strings.Contains(errOut, "oldest first") {
+		t.Fatalf("the log rotated into, alone:\n%s", errOut)
+	}
+	old, _ := os.ReadFile(auditLog + ".1")
+	cur, _ := os.ReadFile(auditLog)
+	whole := filepath.Join(dir, "whole.jsonl")
+	os.WriteFile(whole, append(old, cur...), 0o600)
+	out, _ := cli(0, "audit", "verify", "--anchor", anchor, whole)
+	// 30 requests and a checkpoint after every 10 of them (none left for Close)
+	if !strings.Contains(out, "33 lines, chain intact") || !strings.Contains(out, "last signed checkpoint at line 33") || !strings.Contains(out, "anchor: the log reaches line 33") {
+		t.Fatalf("the rotated files together:\n%s", out)
+	}
+	if bytes.Count(old, []byte("\n")) < 15 || bytes.Count(cur, []byte("\n")) < 15 {
+		t.Fatalf("the moved file has %d lines and the new one %d: the gateway did not go on in a new file", bytes.Count(old, []byte("\n")), bytes.Count(cur, []byte("\n")))
+	}
+}
