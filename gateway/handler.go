@@ -34,6 +34,29 @@ type exchange struct {
 	audited  bool            // the request's audit line is written
 	ahead    string          // the hash of a write's line written before it is made
 	bodyRead bool            // the request's body was read to its end (closeUnread)
+	auth     *authenticated  // its one Bearer token, checked once (authenticate); nil: not yet
+}
+
+// authenticated is what a request's token came to (AuthenticateWith).
+type authenticated struct {
+	d     *Device
+	tok   *Token
+	first bool
+	err   error
+}
+
+// authenticate checks x's one Bearer token, once per request (the source
+// count and the authenticate step both ask): ErrBadToken when there is
+// none.
+func (s *Server) authenticate(x *exchange) *authenticated {
+	if x.auth == nil {
+		x.auth = &authenticated{err: ErrBadToken}
+		if raw, ok := bearer(x.r.Header.Get("Authorization")); ok && len(x.r.Header.Values("Authorization")) == 1 {
+			a := x.auth
+			a.d, a.tok, a.first, a.err = AuthenticateWith(s.cfg.Load(), s.state.firstUse, s.key, raw, s.Now())
+		}
+	}
+	return x.auth
 }
 
 // ServeHTTP routes a request through its steps. Every request, on every
@@ -503,17 +526,9 @@ func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
 		s.answerText(x, http.StatusBadRequest, fmt.Sprintf("devbox-config gateway: %d Authorization headers; send exactly one", n), VerdictDeny, ruleAuthAmbiguous)
 		return nil, false
 	}
-	raw, ok := bearer(x.r.Header.Get("Authorization"))
-	var (
-		d     *Device
-		tok   *Token
-		first bool
-		err   = ErrBadToken
-	)
-	if ok {
-		d, tok, first, err = AuthenticateWith(s.cfg.Load(), s.state.firstUse, s.key, raw, s.Now())
-	}
-	if err != nil {
+	a := s.authenticate(x)
+	d, tok, first := a.d, a.tok, a.first
+	if a.err != nil {
 		// One text for every reason (none, unknown, revoked, expired): a
 		// guesser learns nothing; a person reading a client's log learns the
 		// fix, where a bare "Unauthorized" sent MCP clients into OAuth errors.
@@ -538,18 +553,11 @@ func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
 // against its source (fromSource). Nothing else of the token is looked
 // at: not its first use.
 func (s *Server) named(x *exchange) bool {
-	if len(x.r.Header.Values("Authorization")) != 1 {
+	a := s.authenticate(x)
+	if a.err != nil {
 		return false
 	}
-	raw, ok := bearer(x.r.Header.Get("Authorization"))
-	if !ok {
-		return false
-	}
-	d, tok, _, err := AuthenticateWith(s.cfg.Load(), s.state.firstUse, s.key, raw, s.Now())
-	if err != nil {
-		return false
-	}
-	x.entry.Device, x.entry.TokenID = d.ID, tok.ID
+	x.entry.Device, x.entry.TokenID = a.d.ID, a.tok.ID
 	return true
 }
 
