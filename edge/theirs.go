@@ -150,7 +150,7 @@ func (e *Edge) takeTheirsOf(ctx context.Context, t outbox.Theirs) (theirsOutcome
 		e.log.Warn("a dropped edit's drawer not read in the local palace: it takes the primary's text at the next kick", "drawer", t.Drawer, "err", err, "answer", resultJSON(local))
 		return theirsLater, nil
 	case mine == theirs:
-		return theirsSettled, nil
+		return theirsSettled, by // taken already (by an edge stopped before it noted the writer)
 	case origin.Base(mine) != t.Base:
 		e.log.Info("this device's palace holds a later edit of a drawer whose dropped edit kept the primary's text: the later edit stays", "drawer", t.Drawer, "op", t.Op)
 		return theirsSettled, nil

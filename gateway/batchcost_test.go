@@ -27,8 +27,11 @@ func TestACheckpointCostsItsItems(t *testing.T) {
 	if rpc == nil || rpc["code"] != float64(CodeDenied) || !strings.Contains(fmt.Sprint(rpc["message"]), "more than the 2097152 a device may file in one call") {
 		t.Fatalf("laptop's checkpoint of 2.2 MB: %v, want refused naming the cap", rpc)
 	}
+	if _, rpc, _ := g.call(desk, "add_drawer", map[string]any{"wing": "shared", "room": "batch", "content": "one write before the checkpoint"}); rpc != nil {
+		t.Fatalf("desk's add_drawer: %v", rpc)
+	}
 	if _, rpc, _ := g.call(desk, "checkpoint", items(25, 10, "many")); rpc != nil {
-		t.Fatalf("desk's checkpoint of 25 small items: %v", rpc)
+		t.Fatalf("desk's checkpoint of 25 small items, one write after another: %v (it passes on one token, the rest taken as debt)", rpc)
 	}
 	if _, rpc, _ := g.call(desk, "checkpoint", items(2, 10, "second")); rpc == nil || rpc["code"] != float64(CodeRateLimited) {
 		t.Fatalf("desk's next checkpoint at once: %v, want over its write rate (the 25 items took its burst)", rpc)

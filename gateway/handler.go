@@ -843,7 +843,10 @@ func (s *Server) finish(x *exchange, decision Verdict, rule Rule, status int) {
 	x.audited = true
 	e := x.entry
 	e.Decision, e.Status = decision, status
-	if x.r.Context().Err() != nil { // the client's connection closed before its answer
+	// The client's connection closed before its answer; not a 408 or 413,
+	// whose body read the gateway itself cut off (its deadline ends the
+	// request's context too).
+	if x.r.Context().Err() != nil && status != http.StatusRequestTimeout && status != http.StatusRequestEntityTooLarge {
 		e.Status, e.Note = StatusClientGone, noteClientGone
 	}
 	if e.Rule == "" {

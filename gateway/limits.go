@@ -41,7 +41,21 @@ func (l *limiters) allow(d *Device, write bool, n int) bool {
 		l.m[key] = lim
 	}
 	l.mu.Unlock()
-	return lim.AllowN(time.Now(), n)
+	now := time.Now()
+	if n <= 1 {
+		return lim.AllowN(now, n)
+	}
+	// A write costing more (a checkpoint's items, at most the burst)
+	// passes on one token and takes the rest as debt the device's next
+	// writes wait out: else it would need the whole bucket full, and one
+	// write just before it would refuse it.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lim.TokensAt(now) < 1 {
+		return false
+	}
+	lim.ReserveN(now, n) // granted: n is at most the burst
+	return true
 }
 
 // burstOf is the device's read or write burst: 100 reads, 20 writes, or

@@ -102,3 +102,28 @@ func TestSlowBodyStillArrives(t *testing.T) {
 		t.Errorf("a %d-byte body over %s: %d %.300s", len(body), took, resp.StatusCode, b)
 	}
 }
+
+// A body the gateway stops waiting for is audited as the 408 the device
+// was answered, not as a device that hung up (the review of attack69 F8's
+// 499: the deadline ends the request's context too, and the line said
+// 499).
+func TestAStalledBodysLineSaysItsAnswer(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.srv.bodyGrace = 300 * time.Millisecond
+	host := "Host: " + strings.TrimPrefix(g.http.URL, "http://") + "\r\n"
+	post := "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
+	before := len(g.auditLog())
+	status, _ := g.stalled(t, post+host+"Authorization: Bearer "+g.tokens["laptop-7f3a"]+"\r\n", `{"jsonrpc"`, 3*time.Second)
+	var e Entry
+	waitUntil(t, "the stalled request's line", func() bool {
+		log := g.auditLog()
+		if len(log) > before {
+			e = log[len(log)-1]
+		}
+		return len(log) > before
+	})
+	if status != http.StatusRequestTimeout || e.Status != status || e.Note != "" {
+		t.Errorf("answered %d; audited %d, note %q (want the 408 on both, no note)", status, e.Status, e.Note)
+	}
+}

@@ -157,11 +157,12 @@ func (s *Store) Took(ctx context.Context) (map[string]origin.Origin, error) {
 }
 
 // forgetTook forgets the taken writer of the drawer an update_drawer
-// rewrites (payload's drawer_id, with content): the local copy is this
-// device's text again.
+// rewrites (payload's drawer_id, with content; the local copy is this
+// device's text again) or a delete_drawer removes.
 func forgetTook(ctx context.Context, tx *sql.Tx, tool string, payload []byte) error {
 	drawer, content := gjson.GetBytes(payload, "drawer_id"), gjson.GetBytes(payload, "content")
-	if tool != catalogue.Prefix+"update_drawer" || drawer.Type != gjson.String || content.Type != gjson.String {
+	rewrites := tool == catalogue.Prefix+"update_drawer" && content.Type == gjson.String
+	if !rewrites && tool != catalogue.Prefix+"delete_drawer" || drawer.Type != gjson.String {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM meta WHERE key=?`, tookNotes+drawer.Str); err != nil {
