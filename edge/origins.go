@@ -88,7 +88,11 @@ func marksFor(in deviceinfo.Info) marks {
 // local palace took from the primary, its writer's.
 func (m marks) local(rec string) []byte {
 	if len(m.took) > 0 {
-		if by, ok := m.took[gjson.Get(rec, "drawer_id").Str]; ok {
+		id := gjson.Get(rec, "drawer_id").Str
+		if id == "" {
+			id = gjson.Get(rec, "id").Str // a check_duplicate match's
+		}
+		if by, ok := m.took[id]; ok {
 			by.Trusted, by.Palace = m.trusts == nil || m.trusts(by.Device), origin.PalaceLocal
 			return by.AppendJSON(nil)
 		}

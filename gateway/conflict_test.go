@@ -192,6 +192,7 @@ func TestATakenTextKeepsItsWriter(t *testing.T) {
 		{"get_drawer", map[string]any{"drawer_id": st.id}},
 		{"search", map[string]any{"query": "drawer ten", "wing": "shared"}},
 		{"list_drawers", map[string]any{"wing": "shared"}},
+		{"check_duplicate", map[string]any{"content": "drawer ten: DESK version", "threshold": 0.5}},
 	} {
 		rec := recordOf(edgeCall(t, st.laptop, c.tool, c.args), st.id)
 		o, _ := rec["origin"].(map[string]any)
@@ -209,11 +210,12 @@ func TestATakenTextKeepsItsWriter(t *testing.T) {
 	}
 }
 
-// recordOf is the record of drawer id anywhere in an answer (nil: none).
+// recordOf is the record of drawer id anywhere in an answer (nil: none):
+// its drawer_id, or a check_duplicate match's id.
 func recordOf(v any, id string) map[string]any {
 	switch x := v.(type) {
 	case map[string]any:
-		if x["drawer_id"] == id {
+		if x["drawer_id"] == id || x["id"] == id {
 			return x
 		}
 		for _, e := range x {
