@@ -29,6 +29,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -617,12 +618,17 @@ func (e *Edge) toldByMailbox(agent string, owed []mailbox.Item) {
 	if e.wk == nil || agent != e.cfg.Identity {
 		return
 	}
+	listed := map[string]bool{}
+	for _, it := range owed {
+		listed[it.Event.ID] = true
+	}
 	e.wk.mu.Lock()
 	defer e.wk.mu.Unlock()
-	for _, it := range owed {
-		e.wk.told[it.Event.ID] = true
-	}
-	e.wk.note = slices.DeleteFunc(e.wk.note, func(a owedAsk) bool { return e.wk.told[a.ID] })
+	maps.Copy(e.wk.told, listed)
+	// Only the asks it listed: a noted ask is in told already (attack71
+	// F5: a mailbox of another stream, or a page of older asks, dropped
+	// every pending note).
+	e.wk.note = slices.DeleteFunc(e.wk.note, func(a owedAsk) bool { return listed[a.ID] })
 }
 
 // takeNotes is the notes for this tool answer (none: nothing to tell),

@@ -649,3 +649,18 @@ func TestTheMailboxAnswerTellsANewAsk(t *testing.T) {
 		t.Errorf("a later answer notes the ask the mailbox listed: %q", notesOf(res))
 	}
 }
+
+// A mailbox answer that does not list a new ask (another stream's, or a
+// page of older asks) carries its note, as any tool answer does. Before,
+// it dropped every pending note, and the session never heard of the ask
+// (outside tester, attack71 F5).
+func TestAMailboxAnswerOfAnotherStreamCarriesTheNote(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{mailboxPoll: 100 * time.Millisecond, wakeWait: 10 * time.Second})
+	id := askVia(t, h.srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "bump the version")
+	h.eventually("the new ask noted for the next tool answer", h.edge.notePending)
+	m, res := h.call("mailbox", map[string]any{"stream": "another"})
+	if strings.Contains(mustJSON(m), id) || !strings.Contains(notesOf(res), id) {
+		t.Errorf("mempalace_mailbox of another stream: %s, notes %q (want the ask unlisted, and noted)", mustJSON(m), notesOf(res))
+	}
+}
