@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,7 +311,8 @@ func TestAWriteWaitsForTheDeleteItWouldRaceWith(t *testing.T) {
 // attack69 F4, through the gateway: a device rewriting a drawer over and
 // over keeps in the trash only as much of its own replaced text as the
 // quota holds, newest first, while the text of the device that wrote the
-// drawer first stays restorable.
+// drawer first stays restorable (rewrites an hour old or more: review 24
+// O3).
 func TestRewritesKeepOwnTextUnderTheQuota(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
@@ -319,9 +321,13 @@ func TestRewritesKeepOwnTextUnderTheQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin.OwnQuota = 1 // only the newest of laptop's own texts
+	// Each rewrite two hours after the one before: past the quota's floor.
+	var hours atomic.Int64
+	bin.Now = func() time.Time { return time.Now().Add(time.Duration(hours.Load()) * time.Hour) }
 	a, _, _ := g.call(g.tokens["desk-9b21"], "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "desk's first text"})
 	id := a["drawer_id"].(string)
 	for i := range 5 {
+		hours.Add(2)
 		if _, rpc, _ := g.call(g.tokens["laptop-7f3a"], "update_drawer", map[string]any{"drawer_id": id, "content": fmt.Sprintf("laptop's rewrite number %d", i)}); rpc != nil {
 			t.Fatal(rpc)
 		}

@@ -60,8 +60,10 @@
 // with every new Delete, and by `gateway trash prune`. What it keeps of
 // a device's own text (drawers whose origin names the device that
 // replaced or deleted them) is bounded by Store.OwnQuota: a new Delete of
-// its own text drops that device's oldest settled ones past it; another
-// device's text, or of unknown origin, stays for the retention. Purge (`gateway
+// its own text drops, and logs, that device's oldest settled ones past it
+// older than OwnQuotaFloor, counted by the size recorded at Keep (no
+// content read); another device's text, or of unknown origin, a purged
+// drawer and one a restore holds stay for the retention. Purge (`gateway
 // trash purge`) removes one delete's or one drawer's content and metadata
 // at once, for good (secure_delete, and the WAL truncated), keeping the
 // drawer's id marked purged (a diary entry, the digest of its agent,

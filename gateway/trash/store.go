@@ -144,6 +144,8 @@ type Store struct {
 	// OwnQuota bounds, in bytes of content and metadata, what the trash
 	// keeps of a device's own text (OwnQuota: DefaultOwnQuota).
 	OwnQuota int64
+	// log: the quota's drops (Keep).
+	log *slog.Logger
 	// Key keys the digest a purge keeps of a diary entry's agent, wing
 	// and text (entryDigest), by which a replay of it is still refused;
 	// the gateway and `gateway trash purge` set the server secret's.
@@ -161,7 +163,8 @@ CREATE TABLE IF NOT EXISTS deletes(
   audit  TEXT NOT NULL,
   state  TEXT NOT NULL CHECK (state IN ('pending','deleted','unconfirmed')),
   note   TEXT NOT NULL DEFAULT '',
-  op_id  TEXT NOT NULL DEFAULT ''
+  op_id  TEXT NOT NULL DEFAULT '',
+  own_bytes INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS drawers(
   delete_id   INTEGER NOT NULL,
@@ -185,15 +188,33 @@ CREATE INDEX IF NOT EXISTS drawers_by_id ON drawers(drawer_id);
 CREATE INDEX IF NOT EXISTS diary_by_text ON drawers(wing, content) WHERE kind='diary';
 `
 
+// indexes are the indexes on columns a trash made before them lacks: made
+// after those are added.
+const indexes = `
+CREATE INDEX IF NOT EXISTS deletes_own ON deletes(device, id) WHERE own_bytes > 0;
+CREATE INDEX IF NOT EXISTS drawers_held ON drawers(delete_id, purged_at, restoring_at) WHERE ` + heldDrawer + `;
+`
+
 // schemaVersion is the trash's PRAGMA user_version (0: a trash made
 // before it was recorded): raise it with every change to schema or added.
-const schemaVersion = 1
+const schemaVersion = 2
 
-// added are the columns a trash made before them lacks: a drawer's
-// origin (its drawers read as of unknown origin), a delete's op id (none),
-// a drawer's purge (none), a restore holding it (none), a purged diary
-// entry's digest (none), a restore's fence (none).
-var added = [][2]string{{"drawers", "origin"}, {"deletes", "op_id"}, {"drawers", "purged_at"}, {"drawers", "restoring_at"}, {"drawers", "purged_digest"}, {"drawers", "restoring_fence"}}
+// added are the columns a trash made before them lacks, each with its
+// type and what fills it for the deletes kept before (""; its default):
+// a drawer's origin (its drawers read as of unknown origin), a delete's op
+// id (none), a drawer's purge (none), a restore holding it (none), a
+// purged diary entry's digest (none), a restore's fence (none), what a
+// delete keeps of its device's own text (ownBytesOfOld).
+var added = [][4]string{{"drawers", "origin", textColumn, ""}, {"deletes", "op_id", textColumn, ""}, {"drawers", "purged_at", textColumn, ""},
+	{"drawers", "restoring_at", textColumn, ""}, {"drawers", "purged_digest", textColumn, ""}, {"drawers", "restoring_fence", textColumn, ""},
+	{"deletes", "own_bytes", "INTEGER NOT NULL DEFAULT 0", ownBytesOfOld}}
+
+const textColumn = "TEXT NOT NULL DEFAULT ''"
+
+// ownBytesOfOld is ownBytes of the deletes a trash kept before it
+// recorded it, read once from their drawers.
+const ownBytesOfOld = `UPDATE deletes SET own_bytes = (SELECT coalesce(sum(length(CAST(k.content AS BLOB)) + length(CAST(k.metadata AS BLOB))), 0) FROM drawers k WHERE k.delete_id = deletes.id)
+  WHERE NOT EXISTS (SELECT 1 FROM drawers k WHERE k.delete_id = deletes.id AND CASE WHEN json_valid(k.origin) THEN json_extract(k.origin, '$.Device') END IS NOT deletes.device)`
 
 // Open opens (creating if needed) the trash at path, keeping deletes for
 // retention (0: DefaultRetention), and prunes the older ones. A trash an
@@ -222,7 +243,7 @@ func Open(path string, retention time.Duration, log *slog.Logger) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("trash %s: %w", path, err)
 	}
-	s := &Store{path: path, db: db, retention: retention, Now: time.Now, OwnQuota: DefaultOwnQuota}
+	s := &Store{path: path, db: db, retention: retention, Now: time.Now, OwnQuota: DefaultOwnQuota, log: log}
 	err = sqlitewal.RetryBusy(func() error { return sqlitewal.Versioned(db, "trash", path, schemaVersion, log, s.migrate) })
 	switch {
 	case errors.Is(err, sqlitewal.ErrNewerSchema):
@@ -249,13 +270,17 @@ func (s *Store) migrate() error {
 		var has int
 		err := s.db.QueryRow(`SELECT count(*) FROM pragma_table_info(?) WHERE name=?`, c[0], c[1]).Scan(&has)
 		if err == nil && has == 0 {
-			_, err = s.db.Exec(`ALTER TABLE ` + c[0] + ` ADD COLUMN ` + c[1] + ` TEXT NOT NULL DEFAULT ''`)
+			_, err = s.db.Exec(`ALTER TABLE ` + c[0] + ` ADD COLUMN ` + c[1] + ` ` + c[2])
+		}
+		if err == nil && has == 0 && c[3] != "" {
+			_, err = s.db.Exec(c[3])
 		}
 		if err != nil {
 			return fmt.Errorf("adding the %s column: %w", c[1], err)
 		}
 	}
-	return nil
+	_, err := s.db.Exec(indexes)
+	return err
 }
 
 // Close closes the database.
@@ -268,23 +293,29 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Retention() time.Duration { return s.retention }
 
 // Keep records a delete and its drawers (state pending), durably, before
-// the delete is forwarded; it prunes the expired deletes in the same
+// the delete is forwarded; it prunes the expired deletes, and makes room
+// under the device's own-text quota (keepOwnUnder), in the same
 // transaction. It returns the delete's id.
 func (s *Store) Keep(ctx context.Context, d Delete) (id int64, err error) {
-	return id, s.inTx(ctx, func(tx *sql.Tx) error {
+	own := ownBytes(d)
+	var dropped []int64
+	var freed int64
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := prune(ctx, tx, s.Now().Add(-s.retention)); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO deletes(at, device, label, tool, source, audit, state, op_id) VALUES(?,?,?,?,?,?,?,?)`,
-			s.Now().UnixMilli(), d.Device, d.Label, d.Tool, d.Source, d.Audit, StatePending, d.OpID)
+		res, err := tx.ExecContext(ctx, `INSERT INTO deletes(at, device, label, tool, source, audit, state, op_id, own_bytes) VALUES(?,?,?,?,?,?,?,?,?)`,
+			s.Now().UnixMilli(), d.Device, d.Label, d.Tool, d.Source, d.Audit, StatePending, d.OpID, own)
 		if err != nil {
 			return err
 		}
 		if id, err = res.LastInsertId(); err != nil {
 			return err
 		}
-		if err := s.keepOwnUnder(ctx, tx, d); err != nil {
-			return err
+		if own > 0 {
+			if dropped, freed, err = s.keepOwnUnder(ctx, tx, d.Device, own); err != nil {
+				return err
+			}
 		}
 		for _, dr := range d.Drawers {
 			origin := ""
@@ -302,6 +333,10 @@ func (s *Store) Keep(ctx context.Context, d Delete) (id int64, err error) {
 		}
 		return nil
 	})
+	if err == nil && len(dropped) > 0 {
+		s.log.Warn("trash: the own-text quota dropped a device's oldest deletes of its own text", "device", d.Device, "deletes", len(dropped), "bytes", freed, "ids", dropped, "quota", s.OwnQuota)
+	}
+	return id, err
 }
 
 // DefaultOwnQuota is how much of a device's own text (its drawers it
@@ -309,58 +344,62 @@ func (s *Store) Keep(ctx context.Context, d Delete) (id int64, err error) {
 // rewrites of a 99,000-character drawer.
 const DefaultOwnQuota = 64 << 20
 
-// keepOwnUnder makes room for d under its device's quota when every
-// drawer d keeps is the device's own text: it drops that device's oldest
-// settled deletes of its own text until what they keep, with d, is at
-// most OwnQuota (attack69 F4: a device rewriting its own drawers filled
-// the trash for 30 days). A delete that keeps any other device's text,
-// or text of unknown origin, is never dropped for it: it stays
-// restorable for the retention.
-func (s *Store) keepOwnUnder(ctx context.Context, tx *sql.Tx, d Delete) error {
-	size := int64(0)
+// OwnQuotaFloor is the age under which a delete is never dropped for the
+// own-text quota: one large delete does not take at once the device's
+// deletes of the last hour with it.
+const OwnQuotaFloor = time.Hour
+
+// ownBytes is what d keeps of its device's own text, in bytes of content
+// and metadata; 0 when it keeps any drawer whose origin names another
+// device or none (unknown origin), or keeps none.
+func ownBytes(d Delete) int64 {
+	n := int64(0)
 	for _, dr := range d.Drawers {
 		if dr.Origin == nil || dr.Origin.Device != d.Device {
-			return nil
+			return 0
 		}
-		size += int64(len(dr.Content) + len(dr.Metadata))
+		n += int64(len(dr.Content) + len(dr.Metadata))
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT d.id, k.origin, length(CAST(k.content AS BLOB)) + length(CAST(k.metadata AS BLOB)) FROM deletes d JOIN drawers k ON k.delete_id = d.id
-		WHERE d.device = ? AND d.state != 'pending' ORDER BY d.id DESC`, d.Device)
+	return n
+}
+
+// heldDrawer picks the drawers the quota never drops: purged (their mark
+// refuses a replay) or taken by a restore; drawers_held indexes them, so
+// that telling them reads no content.
+const heldDrawer = `(purged_at != '' OR restoring_at != '')`
+
+// keepOwnUnder makes room for size bytes of device's own text: it drops
+// that device's settled deletes of its own text older than OwnQuotaFloor
+// whose newer ones, with size, keep more than OwnQuota (attack69 F4: a
+// device rewriting its own drawers filled the trash for 30 days). It
+// reads the sizes recorded at Keep (own_bytes), no content. A delete
+// that keeps any other device's text, or text of unknown origin
+// (own_bytes 0), or a drawer heldDrawer picks, is neither counted nor
+// dropped. It returns the deletes dropped and their bytes.
+func (s *Store) keepOwnUnder(ctx context.Context, tx *sql.Tx, device string, size int64) (dropped []int64, freed int64, err error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, own_bytes FROM (SELECT id, at, own_bytes, sum(own_bytes) OVER (ORDER BY id DESC) AS newer FROM deletes d
+		WHERE device = ? AND own_bytes > 0 AND state != 'pending' AND NOT EXISTS (SELECT 1 FROM drawers k WHERE k.delete_id = d.id AND `+heldDrawer+`))
+		WHERE newer + ? > ? AND at < ?`, device, size, s.OwnQuota, s.Now().Add(-OwnQuotaFloor).UnixMilli())
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
-	defer rows.Close()
-	sizes, other := map[int64]int64{}, map[int64]bool{}
-	var order []int64 // newest first
 	for rows.Next() {
 		var id, n int64
-		var origin string
-		if err := rows.Scan(&id, &origin, &n); err != nil {
-			return err
+		if err := rows.Scan(&id, &n); err != nil {
+			rows.Close() // the scan's error is the one to report
+			return nil, 0, err
 		}
-		var st provenance.Stamp
-		if origin == "" || json.Unmarshal([]byte(origin), &st) != nil || st.Device != d.Device {
-			other[id] = true
-		}
-		if _, seen := sizes[id]; !seen {
-			order = append(order, id)
-		}
-		sizes[id] += n
+		dropped, freed = append(dropped, id), freed+n
 	}
-	if err := rows.Err(); err != nil {
-		return err
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, 0, err
 	}
-	for _, id := range order {
-		if other[id] {
-			continue
-		}
-		if size += sizes[id]; size > s.OwnQuota {
-			if err := dropDelete(ctx, tx, id); err != nil {
-				return err
-			}
+	for _, id := range dropped {
+		if err := dropDelete(ctx, tx, id); err != nil {
+			return nil, 0, err
 		}
 	}
-	return nil
+	return dropped, freed, nil
 }
 
 // inTx runs fn in one transaction, committed if fn returns nil.
