@@ -144,7 +144,7 @@ type Device struct {
 	ReadRate  float64 `json:"read_rate,omitempty"`
 	WriteRate float64 `json:"write_rate,omitempty"`
 	// MaxStreams is how many /logstream/stream it may hold open at once
-	// (0: DefaultStreamShare).
+	// (0: one per agent, at least DefaultStreamShare; streamShare).
 	MaxStreams int `json:"max_streams,omitempty"`
 	// Trusts names the devices whose records this device trusts (and
 	// itself); absent: every device's, and records of unknown origin.
@@ -313,7 +313,7 @@ func (c *Config) validate(settled map[string]bool) error {
 		if d.BulkDelete && !d.Admin {
 			return fmt.Errorf("%s.bulk_delete: only an admin device may delete, so the grant can never apply; give it admin too, or drop bulk_delete", at)
 		}
-		if err := cmp.Or(nonNegative(at+".read_rate", d.ReadRate, "50 a second"), nonNegative(at+".write_rate", d.WriteRate, "10 a second"), nonNegative(at+".max_streams", d.MaxStreams, fmt.Sprint(DefaultStreamShare))); err != nil {
+		if err := cmp.Or(nonNegative(at+".read_rate", d.ReadRate, "50 a second"), nonNegative(at+".write_rate", d.WriteRate, "10 a second"), nonNegative(at+".max_streams", d.MaxStreams, fmt.Sprintf("one stream per agent, at least %d", DefaultStreamShare))); err != nil {
 			return err
 		}
 		if err := checkTrust(at, d, seen); err != nil {

@@ -112,7 +112,7 @@ const sampleConfig = `// devbox-config gateway configuration (JSONC: comments an
     //   "bulk_delete": false,             // an admin's delete of more than delete_cap drawers
     //   "coordinator": false,             // sees every coordination event
     //   "read_rate": 0, "write_rate": 0,  // requests per second; 0 = defaults
-    //   "max_streams": 0                  // open /logstream/stream at once; 0 = 2
+    //   "max_streams": 0                  // open /logstream/stream at once; 0 = one per agent, at least 2
     // }
   ]
 }

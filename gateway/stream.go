@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -119,11 +118,19 @@ func (o *originStream) Flush() {
 }
 
 // DefaultStreamShare is how many /logstream/stream relays one device may
-// hold open at once (a device's max_streams, when 0). MemPalace 3.11
-// serves 8 streams at once to every client together (its
+// hold open at once when its max_streams is 0 and it has at most two
+// agents; a device with more holds one per agent (streamShare). MemPalace
+// 3.11 serves 8 streams at once to every client together (its
 // MEMPALACE_SSE_MAX_CLIENTS) and answers the next 503: without a share,
 // one device held them all (attack69 F11).
 const DefaultStreamShare = 2
+
+// streamShare is d's share: its max_streams, or else one stream for each
+// of its agents (a stream names one to_agent), and at least
+// DefaultStreamShare.
+func streamShare(d *Device) int {
+	return cmp.Or(d.MaxStreams, max(DefaultStreamShare, len(d.Agents)))
+}
 
 // streamHold is one open /logstream/stream relay and what it was
 // authorized under, so that a change of either ends it (recheckStreams).
@@ -140,21 +147,16 @@ type openStreams struct {
 	holds []*streamHold
 }
 
-// add holds h unless its device holds share relays already.
-func (o *openStreams) add(h *streamHold, share int) bool {
+// add holds h, letting go of its device's oldest relays that leave it
+// more than share: the caller ends them.
+func (o *openStreams) add(h *streamHold, share int) (over []*streamHold) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	n := 0
-	for _, x := range o.holds {
-		if x.device == h.device {
-			n++
-		}
-	}
-	if n >= share {
-		return false
-	}
 	o.holds = append(o.holds, h)
-	return true
+	mine := slices.DeleteFunc(slices.Clone(o.holds), func(x *streamHold) bool { return x.device != h.device })
+	over = mine[:max(len(mine)-share, 0)]
+	o.holds = slices.DeleteFunc(o.holds, func(x *streamHold) bool { return slices.Contains(over, x) })
+	return over
 }
 
 // remove lets h go (once ended, or again: a no-op).
@@ -170,16 +172,20 @@ func (o *openStreams) all() []*streamHold {
 	return slices.Clone(o.holds)
 }
 
-// holdStream counts d's relay h against the device's share; over it,
-// the device is answered 429, naming its share and how to raise it.
-// s.open.remove(h) must follow a true.
+// holdStream counts d's relay h against the device's share; over it, the
+// device's oldest open relay is ended (logged, and the new stream's audit
+// line has rule stream:share), so one device never holds more than its
+// share and a reconnect always gets its stream, though the connections it
+// left behind (a laptop that slept) still look open to the gateway. It is
+// always true; s.open.remove(h) must follow.
 func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) bool {
-	share := cmp.Or(d.MaxStreams, DefaultStreamShare)
-	if s.open.add(h, share) {
-		return true
+	share := streamShare(d)
+	for _, old := range s.open.add(h, share) {
+		old.end()
+		x.entry.Rule = ruleStreamShare
+		s.Log.Info("logstream: the device's oldest open stream ended for its new one, past its share (max_streams)", "device", d.ID, "share", share)
 	}
-	s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s holds %d /logstream/stream open, its share (max_streams, default %d; the primary serves 8 streams at once to every device together, by default): end one, or the operator raises \"max_streams\" in the device's entry of the gateway config", d.ID, share, DefaultStreamShare), VerdictLimited, ruleStreamShare)
-	return false
+	return true
 }
 
 // recheckStreams ends each open relay whose token no longer

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // sseUpstream is a primary's /logstream/stream: a heartbeat, then every
@@ -277,66 +280,71 @@ func TestOpenStreamEndsWithItsGrace(t *testing.T) {
 	}
 }
 
-// attack69 F11: one device holds at most its share of streams
-// (max_streams, default 2) of the 8 the primary serves to every device
-// together; past it the device is answered 429, naming the share and how
-// to raise it, while another device's stream opens. A stream ended gives
-// its place back; a raised share applies on reload. Before, one device
-// held 7 and every other device's stream was answered 503.
+// attack69 F11 and review24 O1: one device holds at most its share of
+// streams (max_streams; by default one per agent, and at least 2) of the
+// 8 the primary serves to every device together. A stream past the share
+// is admitted and ends that device's oldest (logged; the new stream's
+// audit line has rule stream:share), never another device's, so a laptop
+// back from sleep, its old connections still looking open, gets its
+// stream. A lowered share applies at the device's next stream. Before,
+// the third stream was refused 429 until the dead connections timed out
+// (minutes), and a device with three agents could not stream to its third.
 func TestStreamShare(t *testing.T) {
 	t.Parallel()
 	up := startSSE(t)
-	g := newGWAt(t, devices, &upstream{name: "sse", url: up.URL + "/mcp"})
-	laptop, path := g.tokens["laptop-7f3a"], "/logstream/stream?to_agent=opencode@laptop"
-	held := func(n int) []*clientStream {
+	fleet := append(slices.Clone(devices), Device{ID: "box-3c01", Label: "box", Read: []string{"shared"}, Agents: []string{"a@box", "b@box", "c@box"}})
+	g := newGWAt(t, fleet, &upstream{name: "sse", url: up.URL + "/mcp"})
+	var logged testbed.SyncBuffer
+	g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	open := func(device string, agents ...string) []*clientStream {
+		t.Helper()
 		var ss []*clientStream
-		for range n {
-			s, code, body := g.openStream(t, laptop, path)
+		for _, a := range agents {
+			s, code, body := g.openStream(t, g.tokens[device], "/logstream/stream?to_agent="+a)
 			if s == nil {
-				t.Fatalf("stream %d of the share: %d %s", len(ss)+1, code, body)
+				t.Fatalf("%s's stream to %s: %d %s", device, a, code, body)
 			}
 			ss = append(ss, s)
 		}
 		return ss
 	}
-	refused := func(share string) {
+	live := func(want int, ss ...*clientStream) {
 		t.Helper()
-		_, code, body := g.openStream(t, laptop, path)
-		for _, want := range []string{"laptop-7f3a", "holds " + share + " /logstream/stream open", `"max_streams"`, "gateway config"} {
-			if code != 429 || !strings.Contains(body, want) {
-				t.Fatalf("a stream past the share: %d %q, want 429 saying %q", code, body, want)
+		for deadline := time.Now().Add(5 * time.Second); up.streams() != want; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the primary serves %d streams, want %d", up.streams(), want)
 			}
 		}
+		up.send(t.Name())
+		for _, s := range ss {
+			s.await(t, t.Name())
+		}
 	}
-	ss := held(2)
-	refused("2")
-	if s, code, body := g.openStream(t, g.tokens["desk-9b21"], "/logstream/stream?to_agent=pi@desk"); s == nil {
-		t.Fatalf("another device's stream: %d %s", code, body)
-	}
+	desk := open("desk-9b21", "pi@desk")[0]
+	laptop := open("laptop-7f3a", "opencode@laptop", "opencode@laptop", "opencode@laptop")
+	laptop[0].ended(t, time.Now(), 5*time.Second)
+	live(3, desk, laptop[1], laptop[2])
 	if !slices.ContainsFunc(g.auditLog(), func(e Entry) bool {
-		return e.Rule == ruleStreamShare && e.Decision == VerdictLimited && e.Device == "laptop-7f3a" && e.Status == 429
+		return e.Rule == ruleStreamShare && e.Decision == VerdictAllow && e.Device == "laptop-7f3a" && e.Status == 200
 	}) {
-		t.Error("the refusal has no audit line (rule stream:share, limited)")
+		t.Error("the stream that ended an older one has no audit line with rule stream:share")
 	}
 
-	ss[0].hangUp() // its place comes back once the gateway sees the end
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if s, _, _ := g.openStream(t, laptop, path); s != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a stream ended did not give its place back")
-		}
-	}
-	refused("2")
+	box := open("box-3c01", "a@box", "b@box", "c@box") // three agents: a share of 3
+	live(6, desk, laptop[1], laptop[2], box[0], box[1], box[2])
+	box = append(box, open("box-3c01", "a@box")...)
+	box[0].ended(t, time.Now(), 5*time.Second)
+	live(6, desk, laptop[1], laptop[2], box[1], box[2], box[3])
 
-	g.saveConfig(t, func(c *Config) { c.Device("laptop-7f3a").MaxStreams = 3 })
+	g.saveConfig(t, func(c *Config) { c.Device("laptop-7f3a").MaxStreams = 1 })
 	if err := g.srv.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	held(1)
-	refused("3")
-	if n := up.streams(); n != 4 {
-		t.Errorf("the primary serves %d streams, want 4 (3 of the laptop's, 1 of the desk's)", n)
+	laptop = append(laptop, open("laptop-7f3a", "opencode@laptop")...)
+	laptop[1].ended(t, time.Now(), 5*time.Second)
+	laptop[2].ended(t, time.Now(), 5*time.Second)
+	live(5, desk, laptop[3], box[1], box[2], box[3])
+	if n := strings.Count(logged.String(), "oldest open stream ended"); n != 4 || !strings.Contains(logged.String(), "device=laptop-7f3a share=1") {
+		t.Errorf("%d ends logged, want 4, the last naming the laptop and its share of 1:\n%s", n, logged.String())
 	}
 }
