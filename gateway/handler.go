@@ -170,9 +170,7 @@ func (s *Server) serveStream(x *exchange) {
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)() // EndStreams ends it
 	h := &streamHold{device: d.ID, token: raw, scope: d.header, end: cancel}
-	if !s.holdStream(x, d, h) {
-		return
-	}
+	s.holdStream(x, d, h)
 	defer s.open.remove(h) // recheckStreams ends it on a revocation or a change of scope
 	x.r = x.r.WithContext(ctx)
 	x.w = s.originsOfStream(x.w, d)

@@ -176,16 +176,15 @@ func (o *openStreams) all() []*streamHold {
 // device's oldest open relay is ended (logged, and the new stream's audit
 // line has rule stream:share), so one device never holds more than its
 // share and a reconnect always gets its stream, though the connections it
-// left behind (a laptop that slept) still look open to the gateway. It is
-// always true; s.open.remove(h) must follow.
-func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) bool {
+// left behind (a laptop that slept) still look open to the gateway.
+// s.open.remove(h) must follow.
+func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) {
 	share := streamShare(d)
 	for _, old := range s.open.add(h, share) {
 		old.end()
 		x.entry.Rule = ruleStreamShare
 		s.Log.Info("logstream: the device's oldest open stream ended for its new one, past its share (max_streams)", "device", d.ID, "share", share)
 	}
-	return true
 }
 
 // recheckStreams ends each open relay whose token no longer
