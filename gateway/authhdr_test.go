@@ -245,3 +245,21 @@ func TestARequestToNoRouteIsNamedAndItsPathShown(t *testing.T) {
 		t.Errorf("the log does not verify: %+v %v", r, err)
 	}
 }
+
+// A device's requests to no route count against its read rate, as its
+// GETs do: past it, 429 (attack71 F6: 3,400 404 lines a second from one
+// device, uncounted).
+func TestADevicesRequestsToNoRouteCountAgainstItsRate(t *testing.T) {
+	t.Parallel()
+	slow := []Device{{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared"}, ReadRate: 0.001}}
+	g := newGW(t, slow)
+	laptop := [][2]string{{"Authorization", "Bearer " + g.tokens["laptop-7f3a"]}}
+	got := map[int]int{}
+	for range 105 {
+		status, _ := g.send("GET", "/nothere", "", laptop)
+		got[status]++
+	}
+	if got[404] != 100 || got[429] != 5 {
+		t.Errorf("105 requests to no route within a burst of 100 reads: %v (want 100 404s, then 429s)", got)
+	}
+}

@@ -100,20 +100,31 @@ func (s *Server) route(x *exchange) {
 	}
 	switch p := r.URL.Path; {
 	case p == "/healthz" && r.Method == http.MethodGet:
-		if _, ok := s.queryStep(x, nil, nil); ok {
+		if _, ok := s.queryStep(x, nil, nil); ok && s.counted(x) {
 			s.serveHealthz(x)
 		}
 	case (p == "/statusz" || strings.HasPrefix(p, "/sync/") && path.Clean(p) == p) && r.Method == http.MethodGet:
 		s.serveAdminGET(x)
 	case p == "/logstream/stream" && r.Method == http.MethodGet:
 		s.serveStream(x)
-	case p != "/mcp":
-		s.answerText(x, http.StatusNotFound, "Not Found", VerdictDeny, ruleNoRoute)
-	case r.Method != http.MethodPost: // no server stream (GET), no session to end (DELETE): the MCP spec's 405
-		x.w.Header().Set("Allow", http.MethodPost)
-		s.answerText(x, http.StatusMethodNotAllowed, "Method Not Allowed", VerdictDeny, ruleNoRoute)
+	case p != "/mcp" || r.Method != http.MethodPost:
+		s.noRoute(x, p == "/mcp")
 	default:
 		s.serveMCP(x)
+	}
+}
+
+// noRoute answers a request no route takes, counted against the device
+// its token names: 404, or, on /mcp, the MCP spec's 405 (no server
+// stream, GET; no session to end, DELETE).
+func (s *Server) noRoute(x *exchange, mcpPath bool) {
+	switch {
+	case !s.counted(x):
+	case !mcpPath:
+		s.answerText(x, http.StatusNotFound, "Not Found", VerdictDeny, ruleNoRoute)
+	default:
+		x.w.Header().Set("Allow", http.MethodPost)
+		s.answerText(x, http.StatusMethodNotAllowed, "Method Not Allowed", VerdictDeny, ruleNoRoute)
 	}
 }
 
@@ -243,6 +254,13 @@ func (s *Server) serveMCP(x *exchange) {
 	}
 	x.w.Header().Set(deviceinfo.Header, d.header) // every authenticated /mcp answer
 	if _, ok := s.queryStep(x, nil, d); !ok {
+		return
+	}
+	if s.rates.spent(d) {
+		// Over both its rates: whatever the body holds is refused, so it
+		// is not read (attack71 F2: an over-rate device's requests each
+		// held a connection until its body deadline). It counts as a read.
+		s.limitStep(x, d, nil, false)
 		return
 	}
 	body, ok := s.readBody(x, d)
@@ -556,6 +574,17 @@ func (s *Server) named(x *exchange) bool {
 		return false
 	}
 	x.entry.Device, x.entry.TokenID = a.d.ID, a.tok.ID
+	return true
+}
+
+// counted counts a request on a route that needs no token (no route,
+// /healthz) against the read rate of the device its valid token names:
+// over it, 429 (attack71 F6: a device wrote thousands of 404 lines a
+// second, uncounted). A request naming none is counted by its source.
+func (s *Server) counted(x *exchange) bool {
+	if a := s.authenticate(x); a.err == nil {
+		return s.limitGET(x, a.d)
+	}
 	return true
 }
 

@@ -58,6 +58,16 @@ func (l *limiters) allow(d *Device, write bool, n int) bool {
 	return true
 }
 
+// spent reports a device with no token left in its read bucket nor in
+// its write bucket: any call it sends now is refused by its rate.
+func (l *limiters) spent(d *Device) bool {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, w := l.m[d.ID+"/read"], l.m[d.ID+"/write"]
+	return r != nil && w != nil && r.TokensAt(now) < 1 && w.TokensAt(now) < 1
+}
+
 // burstOf is the device's read or write burst: 100 reads, 20 writes, or
 // a second's worth of its rate when that is more.
 func burstOf(d *Device, write bool) int {

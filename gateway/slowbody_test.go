@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -125,5 +126,33 @@ func TestAStalledBodysLineSaysItsAnswer(t *testing.T) {
 	})
 	if status != http.StatusRequestTimeout || e.Status != status || e.Note != "" {
 		t.Errorf("answered %d; audited %d, note %q (want the 408 on both, no note)", status, e.Status, e.Note)
+	}
+}
+
+// A device over both its rates is refused before its body, as a request
+// with no token is: its stalled body holds no connection until the body
+// deadline (attack71 F2: 1,883 over-rate requests of one device were
+// answered only when their clients hung up).
+func TestAnOverRateDeviceIsRefusedBeforeItsBody(t *testing.T) {
+	t.Parallel()
+	slow := []Device{{ID: "laptop-7f3a", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}, ReadRate: 0.001, WriteRate: 0.001}}
+	g := newGW(t, slow)
+	tok := g.tokens["laptop-7f3a"]
+	for range 100 {
+		g.call(tok, "list_wings", map[string]any{})
+	}
+	for i := range 20 {
+		g.call(tok, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": fmt.Sprintf("write %d", i)})
+	}
+	g.srv.bodyGrace = 5 * time.Second
+	host := "Host: " + strings.TrimPrefix(g.http.URL, "http://") + "\r\n"
+	post := "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n"
+	start := time.Now()
+	status, closed := g.stalled(t, post+host+"Authorization: Bearer "+tok+"\r\n", `{"jsonrpc"`, 3*time.Second)
+	if status != http.StatusOK || !closed || time.Since(start) > 2*time.Second {
+		t.Errorf("a stalled body of a device over both rates: status %d, closed %v after %v (want its refusal at once, the connection closed)", status, closed, time.Since(start))
+	}
+	if e := g.auditLog(); e[len(e)-1].Rule != ruleRateRead {
+		t.Errorf("its line: %+v (want rule rate:read)", e[len(e)-1])
 	}
 }
