@@ -295,14 +295,19 @@ func TestPaddedNames(t *testing.T) {
 // own share of the queue were full. Each refusal now says which it was.
 func TestWriteQueueRefusalSaysWhy(t *testing.T) {
 	t.Parallel()
-	q := newWriteQueue(1, 30*time.Millisecond)
+	q := newWriteQueue(1, 300*time.Millisecond)
 	ctx := context.Background()
 	if q.acquire(ctx, "ci") != nil {
 		t.Fatal("the free slot was refused")
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- q.acquire(ctx, "desk") }()
-	time.Sleep(10 * time.Millisecond)
+	for queued := false; !queued; { // desk's first write waits (not by the clock: CI 94's load)
+		time.Sleep(time.Millisecond)
+		q.mu.Lock()
+		queued = len(q.waiting["desk"]) == 1
+		q.mu.Unlock()
+	}
 	if err := q.acquire(ctx, "desk"); err == nil || !strings.Contains(err.Error(), "this device has 1 writes waiting") {
 		t.Errorf("over desk's share: %v", err)
 	}
