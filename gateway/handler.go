@@ -180,8 +180,10 @@ func (s *Server) serveStream(x *exchange) {
 	ctx, cancel := context.WithCancel(x.r.Context())
 	defer cancel()
 	defer context.AfterFunc(s.streams, cancel)() // EndStreams ends it
-	h := &streamHold{device: d.ID, token: raw, scope: d.header, end: cancel}
-	s.holdStream(x, d, h)
+	h := &streamHold{device: d.ID, token: raw, scope: d.header, end: cancel, opened: s.Now()}
+	if !s.holdStream(x, d, h) {
+		return
+	}
 	defer s.open.remove(h) // recheckStreams ends it on a revocation or a change of scope
 	x.r = x.r.WithContext(ctx)
 	x.w = s.originsOfStream(x.w, d)

@@ -5,10 +5,12 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -139,7 +141,15 @@ type streamHold struct {
 	token  string // the bearer presented, authenticated again as the config and the clock move
 	scope  string // the device's header then: its grants, agents, coordinator flag and trust
 	end    context.CancelFunc
+	opened time.Time
 }
+
+// streamReplaceAge is how long a relay has been open before a stream past
+// its device's share may end it: a reconnect after sleep finds its dead
+// relays older, a device cycling streams finds its own too young (the
+// primary frees an ended stream's slot only at its next ping, about 15 s
+// later, so ending fresh ones let one device fill all 8: attack72 F1).
+const streamReplaceAge = time.Minute
 
 // openStreams is the relays open now.
 type openStreams struct {
@@ -148,15 +158,18 @@ type openStreams struct {
 }
 
 // add holds h, letting go of its device's oldest relays that leave it
-// more than share: the caller ends them.
-func (o *openStreams) add(h *streamHold, share int) (over []*streamHold) {
+// more than share (the caller ends them), unless one of those opened less
+// than streamReplaceAge before h: then h is not held (ok false).
+func (o *openStreams) add(h *streamHold, share int) (over []*streamHold, ok bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.holds = append(o.holds, h)
 	mine := slices.DeleteFunc(slices.Clone(o.holds), func(x *streamHold) bool { return x.device != h.device })
-	over = mine[:max(len(mine)-share, 0)]
-	o.holds = slices.DeleteFunc(o.holds, func(x *streamHold) bool { return slices.Contains(over, x) })
-	return over
+	over = append(mine, h)[:max(len(mine)+1-share, 0)]
+	if slices.ContainsFunc(over, func(x *streamHold) bool { return h.opened.Sub(x.opened) < streamReplaceAge }) {
+		return nil, false
+	}
+	o.holds = append(slices.DeleteFunc(o.holds, func(x *streamHold) bool { return slices.Contains(over, x) }), h)
+	return over, true
 }
 
 // remove lets h go (once ended, or again: a no-op).
@@ -175,16 +188,23 @@ func (o *openStreams) all() []*streamHold {
 // holdStream counts d's relay h against the device's share; over it, the
 // device's oldest open relay is ended (logged, and the new stream's audit
 // line has rule stream:share), so one device never holds more than its
-// share and a reconnect always gets its stream, though the connections it
-// left behind (a laptop that slept) still look open to the gateway.
-// s.open.remove(h) must follow.
-func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) {
+// share and a reconnect gets its stream, though the connections it left
+// behind (a laptop that slept) still look open to the gateway; but not
+// one opened within streamReplaceAge: then h is refused 429 (false).
+// After true, s.open.remove(h) must follow.
+func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) bool {
 	share := streamShare(d)
-	for _, old := range s.open.add(h, share) {
+	over, ok := s.open.add(h, share)
+	if !ok {
+		s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s holds its share of /logstream/stream open (%d: max_streams, by default one per agent and at least 2), one opened less than %s ago: end one, wait, or the operator raises \"max_streams\" in the device's entry of the gateway config", d.ID, share, streamReplaceAge), VerdictLimited, ruleStreamShare)
+		return false
+	}
+	for _, old := range over {
 		old.end()
 		x.entry.Rule = ruleStreamShare
 		s.Log.Info("logstream: the device's oldest open stream ended for its new one, past its share (max_streams)", "device", d.ID, "share", share)
 	}
+	return true
 }
 
 // recheckStreams ends each open relay whose token no longer

@@ -286,7 +286,9 @@ func TestOpenStreamEndsWithItsGrace(t *testing.T) {
 // is admitted and ends that device's oldest (logged; the new stream's
 // audit line has rule stream:share), never another device's, so a laptop
 // back from sleep, its old connections still looking open, gets its
-// stream. A lowered share applies at the device's next stream. Before,
+// stream, once its old ones are a minute old (streamReplaceAge): a
+// fresh one is not ended, the new stream refused 429. A lowered share
+// applies at the device's next stream. Before,
 // the third stream was refused 429 until the dead connections timed out
 // (minutes), and a device with three agents could not stream to its third.
 func TestStreamShare(t *testing.T) {
@@ -321,7 +323,16 @@ func TestStreamShare(t *testing.T) {
 		}
 	}
 	desk := open("desk-9b21", "pi@desk")[0]
-	laptop := open("laptop-7f3a", "opencode@laptop", "opencode@laptop", "opencode@laptop")
+	laptop := open("laptop-7f3a", "opencode@laptop", "opencode@laptop")
+	// A third while both are fresh is refused: ending a fresh one would
+	// open another on the primary before it frees the ended one's slot
+	// (at its next ping), so a device cycling streams filled all 8
+	// (attack72 F1).
+	if s, code, _ := g.openStream(t, g.tokens["laptop-7f3a"], "/logstream/stream?to_agent=opencode@laptop"); s != nil || code != http.StatusTooManyRequests {
+		t.Fatalf("laptop's third stream while its two are fresh: %d (want 429)", code)
+	}
+	g.advance(streamReplaceAge)
+	laptop = append(laptop, open("laptop-7f3a", "opencode@laptop")...)
 	laptop[0].ended(t, time.Now(), 5*time.Second)
 	live(3, desk, laptop[1], laptop[2])
 	if !slices.ContainsFunc(g.auditLog(), func(e Entry) bool {
@@ -332,6 +343,7 @@ func TestStreamShare(t *testing.T) {
 
 	box := open("box-3c01", "a@box", "b@box", "c@box") // three agents: a share of 3
 	live(6, desk, laptop[1], laptop[2], box[0], box[1], box[2])
+	g.advance(streamReplaceAge)
 	box = append(box, open("box-3c01", "a@box")...)
 	box[0].ended(t, time.Now(), 5*time.Second)
 	live(6, desk, laptop[1], laptop[2], box[1], box[2], box[3])
@@ -340,6 +352,7 @@ func TestStreamShare(t *testing.T) {
 	if err := g.srv.Reload(); err != nil {
 		t.Fatal(err)
 	}
+	g.advance(streamReplaceAge)
 	laptop = append(laptop, open("laptop-7f3a", "opencode@laptop")...)
 	laptop[1].ended(t, time.Now(), 5*time.Second)
 	laptop[2].ended(t, time.Now(), 5*time.Second)
