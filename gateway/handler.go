@@ -255,6 +255,12 @@ func (s *Server) serveMCP(x *exchange) {
 		return
 	}
 	x.w.Header().Set(deviceinfo.Header, d.header) // every authenticated /mcp answer
+	release, ok := s.flight.take(d.ID)
+	if !ok {
+		s.answer(x, http.StatusTooManyRequests, rpcErrBytes(nil, CodeRateLimited, fmt.Sprintf("devbox-config gateway: %s has %d requests being served, the most one device may at once; nothing was read of this one: send it again when one ends", d.ID, maxInFlight)), VerdictLimited, ruleInFlight)
+		return
+	}
+	defer release()
 	if _, ok := s.queryStep(x, nil, d); !ok {
 		return
 	}

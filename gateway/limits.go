@@ -68,6 +68,40 @@ func (l *limiters) spent(d *Device) bool {
 	return r != nil && w != nil && r.TokensAt(now) < 1 && w.TokensAt(now) < 1
 }
 
+// maxInFlight is the most /mcp requests one device may have served at
+// once: a bound on the connections, bodies and goroutines one device's
+// token holds (attack72 F4: a device over its read rate held 50 stalled
+// 16 MB uploads, each up to its body deadline). An edge has a few at
+// once (an event_wait, a flush's send, the agent's calls).
+const maxInFlight = 32
+
+// inFlight counts each device's requests being served.
+type inFlight struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// take counts one more of device's, if it has fewer than maxInFlight;
+// release must follow a true.
+func (f *inFlight) take(device string) (release func(), ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n[device] >= maxInFlight {
+		return nil, false
+	}
+	if f.n == nil {
+		f.n = map[string]int{}
+	}
+	f.n[device]++
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.n[device]--; f.n[device] == 0 {
+			delete(f.n, device)
+		}
+	}, true
+}
+
 // burstOf is the device's read or write burst: 100 reads, 20 writes, or
 // a second's worth of its rate when that is more.
 func burstOf(d *Device, write bool) int {

@@ -82,6 +82,7 @@ type Server struct {
 	eventScan atomic.Int64
 
 	rates   limiters
+	flight  inFlight // each device's requests being served (limits.go)
 	sources sources // requests that name no device (sources.go)
 	writes  *writeQueue
 

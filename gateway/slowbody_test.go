@@ -156,3 +156,35 @@ func TestAnOverRateDeviceIsRefusedBeforeItsBody(t *testing.T) {
 		t.Errorf("its line: %+v (want rule rate:read)", e[len(e)-1])
 	}
 }
+
+// One device has at most maxInFlight requests served at once: past them a
+// request is refused 429 before its body (attack72 F4: a device over its
+// read rate alone held 50 stalled 16 MB uploads, each to its deadline).
+func TestADeviceHasABoundedNumberOfRequestsInFlight(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	g.srv.bodyGrace = 10 * time.Second
+	addr := strings.TrimPrefix(g.http.URL, "http://")
+	host := "Host: " + addr + "\r\n"
+	head := "POST /mcp HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n" + host + "Authorization: Bearer " + g.tokens["laptop-7f3a"] + "\r\n"
+	for range maxInFlight {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		io.WriteString(c, head+"\r\n"+`{"jsonrpc"`)
+	}
+	waitUntil(t, "the stalled requests in flight", func() bool {
+		g.srv.flight.mu.Lock()
+		defer g.srv.flight.mu.Unlock()
+		return g.srv.flight.n["laptop-7f3a"] == maxInFlight
+	})
+	start := time.Now()
+	if status, closed := g.stalled(t, head, `{"jsonrpc"`, 3*time.Second); status != http.StatusTooManyRequests || !closed || time.Since(start) > 2*time.Second {
+		t.Errorf("one request past the device's %d in flight: %d, closed %v, after %v (want 429 at once)", maxInFlight, status, closed, time.Since(start))
+	}
+	if status, _ := g.post(g.tokens["desk-9b21"], `{"jsonrpc":"2.0","id":1,"method":"ping"}`); status != http.StatusOK {
+		t.Errorf("another device's ping meanwhile: %d", status)
+	}
+}

@@ -60,6 +60,7 @@ const (
 	ruleArguments     Rule = "arguments"
 	ruleWriteQueue    Rule = "write_queue"
 	ruleBatchCap      Rule = "batch_cap"
+	ruleInFlight      Rule = "in_flight"
 	ruleAudit         Rule = "audit"
 	ruleRateRead      Rule = "rate:read"
 	ruleRateWrite     Rule = "rate:write"
