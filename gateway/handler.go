@@ -244,6 +244,30 @@ func (s *Server) serveHealthz(x *exchange) {
 	})
 }
 
+// admitStep is what a device's /mcp request passes before its body is
+// read: its place among the device's requests in flight (release follows
+// a true), its query, and a rate left. A device over both its rates is
+// refused before the body, whatever it holds (attack71 F2: an over-rate
+// device's requests each held a connection until the body deadline); it
+// counts as a read.
+func (s *Server) admitStep(x *exchange, d *Device) (release func(), ok bool) {
+	release, ok = s.flight.take(d.ID)
+	if !ok {
+		s.answer(x, http.StatusTooManyRequests, rpcErrBytes(nil, CodeRateLimited, fmt.Sprintf("devbox-config gateway: %s has %d requests being served, the most one device may at once; nothing was read of this one: send it again when one ends", d.ID, maxInFlight)), VerdictLimited, ruleInFlight)
+		return nil, false
+	}
+	if _, ok := s.queryStep(x, nil, d); !ok {
+		release()
+		return nil, false
+	}
+	if s.rates.spent(d) {
+		s.limitStep(x, d, nil, false)
+		release()
+		return nil, false
+	}
+	return release, true
+}
+
 // serveMCP is POST /mcp: authenticate, parse, then a protocol method is
 // forwarded and a tools/call goes through the tool steps.
 func (s *Server) serveMCP(x *exchange) {
@@ -255,22 +279,11 @@ func (s *Server) serveMCP(x *exchange) {
 		return
 	}
 	x.w.Header().Set(deviceinfo.Header, d.header) // every authenticated /mcp answer
-	release, ok := s.flight.take(d.ID)
+	release, ok := s.admitStep(x, d)
 	if !ok {
-		s.answer(x, http.StatusTooManyRequests, rpcErrBytes(nil, CodeRateLimited, fmt.Sprintf("devbox-config gateway: %s has %d requests being served, the most one device may at once; nothing was read of this one: send it again when one ends", d.ID, maxInFlight)), VerdictLimited, ruleInFlight)
 		return
 	}
 	defer release()
-	if _, ok := s.queryStep(x, nil, d); !ok {
-		return
-	}
-	if s.rates.spent(d) {
-		// Over both its rates: whatever the body holds is refused, so it
-		// is not read (attack71 F2: an over-rate device's requests each
-		// held a connection until its body deadline). It counts as a read.
-		s.limitStep(x, d, nil, false)
-		return
-	}
 	body, ok := s.readBody(x, d)
 	if !ok {
 		return

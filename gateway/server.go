@@ -83,7 +83,7 @@ type Server struct {
 
 	rates   limiters
 	flight  inFlight // each device's requests being served (limits.go)
-	sources sources // requests that name no device (sources.go)
+	sources sources  // requests that name no device (sources.go)
 	writes  *writeQueue
 
 	binMu sync.Mutex
