@@ -47,6 +47,7 @@ func (e *Edge) takeTheirs(ctx context.Context, held map[string]bool) {
 		return // the next edge's
 	}
 	notes, err := e.outbox.Theirs(ctx)
+	took := false // a text taken: the writers are read again (readTook)
 	if err != nil && ctx.Err() == nil {
 		e.log.Error("the drawers whose dropped edit keeps the primary's text are not read: this device's palace keeps its own text of them for now", "err", err)
 	}
@@ -60,7 +61,9 @@ func (e *Edge) takeTheirs(ctx context.Context, held map[string]bool) {
 		out, by := e.takeTheirsOf(ctx, t)
 		switch out {
 		case theirsSettled:
-			err = e.outbox.TookTheirs(ctx, t, by)
+			if err = e.outbox.TookTheirs(ctx, t, by); err == nil && by != nil {
+				took = true
+			}
 		case theirsUntrusted:
 			err = e.outbox.KeptOwn(ctx, t, keptOwnUntrusted)
 		case theirsWhenUp:
@@ -73,7 +76,9 @@ func (e *Edge) takeTheirs(ctx context.Context, held map[string]bool) {
 			e.log.Warn("the note of a dropped edit stays: the drawer is read on the primary again later", "drawer", t.Drawer, "err", err)
 		}
 	}
-	e.readTook(ctx)
+	if took || e.took.Load() == nil { // not at every kick: only a take, or this edge's first pass, changes them
+		e.readTook(ctx)
+	}
 }
 
 // readTook reads the writers of the texts the local palace took

@@ -49,7 +49,7 @@ func needsFilter(d *Device, t catalogue.Tool) bool {
 	case catalogue.FilterEvents:
 		return !d.Coordinator
 	case catalogue.FilterWingCounts, catalogue.FilterCheckpoint:
-		return !d.readsAll() || !d.Admin // a status, a checkpoint's errors name the primary's topology (cutErrorTopology)
+		return !d.readsAll() || !d.Admin // a status, a checkpoint's errors name the primary's topology (cutTopology, cutErrorTopology)
 	}
 	return !d.readsAll()
 }

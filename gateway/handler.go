@@ -738,18 +738,19 @@ const drainTime = 8 * time.Second
 // limitStep applies the device's read or write rate to every request it
 // sends, before its arguments are checked or its wing is resolved (a by-id
 // wing would cost an upstream call). A request that is not a tools/call,
-// or that does not parse (req nil or partial), counts as a read; a write
-// costs writeCost, and one that costs more than the device's write burst
-// is refused (it counts as one write): it could never pass.
+// or that does not parse (req nil or partial), counts as a read; a
+// non-admin checkpoint costs a write an item (batch), and one carrying
+// more than maxBatchBytes of content is refused (it counts as one write).
 func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) bool {
 	if req == nil {
 		req = &rpcRequest{}
 	}
-	cost := 1
+	cost, n := 1, 0
 	if write {
-		cost = writeCost(d, req)
+		items := batch(d, req)
+		cost, n = max(1, min(len(items), burstOf(d, true))), contentBytes(items)
 	}
-	if n := batchBytes(d, req); n > maxBatchBytes && s.rates.allow(d, write, 1) {
+	if n > maxBatchBytes && s.rates.allow(d, write, 1) {
 		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: a checkpoint of %d bytes of content is more than the %d a device may file in one call (the call holds the primary's single write slot while its items are embedded); nothing was written: send them as smaller checkpoints", n, maxBatchBytes), ruleBatchCap, "")
 		return false
 	}

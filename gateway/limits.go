@@ -25,13 +25,14 @@ func (l *limiters) reset() {
 	l.mu.Unlock()
 }
 
-// allow takes n tokens from the device's read or write bucket.
-func (l *limiters) allow(d *Device, write bool, n int) bool {
+// bucket is the device's read or write bucket, made at its first use.
+func (l *limiters) bucket(d *Device, write bool) *rate.Limiter {
 	key, r := d.ID+"/read", cmp.Or(d.ReadRate, 50)
 	if write {
 		key, r = d.ID+"/write", cmp.Or(d.WriteRate, 10)
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.m == nil {
 		l.m = map[string]*rate.Limiter{}
 	}
@@ -40,17 +41,20 @@ func (l *limiters) allow(d *Device, write bool, n int) bool {
 		lim = rate.NewLimiter(rate.Limit(r), burstOf(d, write))
 		l.m[key] = lim
 	}
-	l.mu.Unlock()
-	now := time.Now()
+	return lim
+}
+
+// allow takes n tokens from the device's read or write bucket. A write
+// costing more than one (a checkpoint's items, at most the burst) passes
+// on one token and takes the rest as debt the device's next writes wait
+// out: else it would need the whole bucket full, and one write just
+// before it would refuse it. (Two such at once may both pass on the same
+// token: the debt is deeper, and the write slot serves them in turn.)
+func (l *limiters) allow(d *Device, write bool, n int) bool {
+	lim, now := l.bucket(d, write), time.Now()
 	if n <= 1 {
 		return lim.AllowN(now, n)
 	}
-	// A write costing more (a checkpoint's items, at most the burst)
-	// passes on one token and takes the rest as debt the device's next
-	// writes wait out: else it would need the whole bucket full, and one
-	// write just before it would refuse it.
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if lim.TokensAt(now) < 1 {
 		return false
 	}
@@ -62,10 +66,7 @@ func (l *limiters) allow(d *Device, write bool, n int) bool {
 // its write bucket: any call it sends now is refused by its rate.
 func (l *limiters) spent(d *Device) bool {
 	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r, w := l.m[d.ID+"/read"], l.m[d.ID+"/write"]
-	return r != nil && w != nil && r.TokensAt(now) < 1 && w.TokensAt(now) < 1
+	return l.bucket(d, false).TokensAt(now) < 1 && l.bucket(d, true).TokensAt(now) < 1
 }
 
 // maxInFlight is the most /mcp requests one device may have served at
@@ -111,18 +112,19 @@ func burstOf(d *Device, write bool) int {
 	return max(100, int(cmp.Or(d.ReadRate, 50)))
 }
 
-// writeCost is what a write costs against the device's write rate: one,
-// or one an item for a checkpoint of a device that is not admin, so a
-// batch costs what its parts would (attack69 F3: one checkpoint of 150
-// items held the primary's write slot for minutes as one write), at most
-// the write burst, so a checkpoint of more items still passes, the
-// device's next writes waiting for the bucket to refill.
-func writeCost(d *Device, req *rpcRequest) int {
-	items, _ := req.Args["items"].([]any)
-	if t, _ := catalogue.Lookup(req.Tool); d.Admin || t.Name != "checkpoint" || len(items) == 0 {
-		return 1
+// batch is the items of a checkpoint from a device that is not admin
+// (none for any other write): each costs a write against the device's
+// write rate, at most its burst, so a batch costs what its parts would and
+// a checkpoint of more items still passes, the device's next writes
+// waiting for the refill (attack69 F3: one checkpoint of 150 items held
+// the primary's write slot for minutes as one write); maxBatchBytes
+// bounds their content.
+func batch(d *Device, req *rpcRequest) []any {
+	if t, _ := catalogue.Lookup(req.Tool); d.Admin || t.Name != "checkpoint" {
+		return nil
 	}
-	return min(len(items), burstOf(d, true))
+	items, _ := req.Args["items"].([]any)
+	return items
 }
 
 // maxBatchBytes bounds the content one checkpoint of a device that is not
@@ -132,13 +134,8 @@ func writeCost(d *Device, req *rpcRequest) int {
 // minutes). A harness checkpoint is far smaller.
 const maxBatchBytes = 2 << 20
 
-// batchBytes is the bytes of content a checkpoint of a device that is not
-// admin carries (0 for any other call).
-func batchBytes(d *Device, req *rpcRequest) int {
-	items, _ := req.Args["items"].([]any)
-	if t, _ := catalogue.Lookup(req.Tool); d.Admin || t.Name != "checkpoint" {
-		return 0
-	}
+// contentBytes is the bytes of content items carry.
+func contentBytes(items []any) int {
 	n := 0
 	for _, it := range items {
 		if m, ok := it.(map[string]any); ok {
