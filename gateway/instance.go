@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/joakimp/devbox-config/filewrite"
 )
@@ -33,7 +34,7 @@ func lockInstance(auditLog string) (*instanceLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit_log lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := flockSoon(f); err != nil {
 		b, _ := os.ReadFile(file)
 		f.Close()
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
@@ -50,6 +51,26 @@ func lockInstance(auditLog string) (*instanceLock, error) {
 	}
 	return &instanceLock{f: f}, nil
 }
+
+// flockSoon takes f's lock, waiting up to lockWait while another holds
+// it: a lock this process just released can still be held for a moment
+// by a child being forked (the descriptor is shared until its exec
+// closes it), so a restart in one process (a test's, a reload's) met
+// "another gateway runs on the audit log" now and then (CI 97). A
+// gateway that runs still holds it after the wait.
+func flockSoon(f *os.File) error {
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// lockWait bounds flockSoon's wait.
+const lockWait = 500 * time.Millisecond
 
 // release lets another gateway start on the log (nil, or released: nothing).
 func (l *instanceLock) release() {
