@@ -162,14 +162,7 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "policy     %s\n", v.policy)
 	}
 	fmt.Fprintf(w, "protected  %s\n", v.protection)
-	if v.sidecar != nil {
-		fmt.Fprintf(w, "embedder   MISMATCH: %s (fix: %s)\n", v.sidecar.Message, v.sidecar.Fix)
-	}
-	if v.mismatch != "" {
-		fmt.Fprintf(w, "embedder   MISMATCH: %s (a search that finds a chunk at two distances answers the primary's results alone; cleared by the next search whose chunks on both sides agree)\n", v.mismatch)
-	} else if v.sidecar == nil {
-		fmt.Fprintf(w, "embedder   no mismatch seen (the local palace's recorded model is the one configured, and no search found the primary's distances differ)\n")
-	}
+	v.printEmbedder(w)
 	if v.copied != nil {
 		fmt.Fprintf(w, "COPY       %s (fix: %s)\n", v.copied.Message, v.copied.Fix)
 	}
@@ -204,6 +197,19 @@ func (v edgeStatus) print(w io.Writer) {
 	printStayedLocalErr(w, st)
 	printJoins(w, v.joins)
 	v.printTombstones(w)
+}
+
+// printEmbedder says whether the local palace's embedder and the
+// primary's were seen to differ, and how.
+func (v edgeStatus) printEmbedder(w io.Writer) {
+	if v.sidecar != nil {
+		fmt.Fprintf(w, "embedder   MISMATCH: %s (fix: %s)\n", v.sidecar.Message, v.sidecar.Fix)
+	}
+	if v.mismatch != "" {
+		fmt.Fprintf(w, "embedder   MISMATCH: %s (a search that finds a chunk at two distances answers the primary's results alone; cleared by the next search whose chunks on both sides agree)\n", v.mismatch)
+	} else if v.sidecar == nil {
+		fmt.Fprintf(w, "embedder   no mismatch seen (the local palace's recorded model is the one configured, and no search found the primary's distances differ)\n")
+	}
 }
 
 // printStayedLocalErr says the record of writes that stayed local could
