@@ -202,8 +202,8 @@ func (s *Server) askWing(ctx context.Context, d *Device, t catalogue.Tool, req *
 // numArg reads an integer argument (a number or a numeric string, as
 // upstream coerces), else def.
 func numArg(args map[string]any, k string, def int) int {
-	if f, ok := intArg(args[k]); ok { // the parse refused what is not one (checkNumbers)
-		return int(f)
+	if n, ok := catalogue.IntArg(args[k]); ok { // the parse refused what is not one (catalogue.CheckValues)
+		return n
 	}
 	return def
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -290,13 +289,10 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	if len(unknown) > 0 {
 		return unknownParams(t, unknown)
 	}
-	if bad := checkTypes(t, args); bad != nil {
-		return bad
+	if err := catalogue.CheckValues(t, args); err != nil {
+		return &badRequest{code: -32602, msg: err.Error()}
 	}
 	if bad := checkNames("", args, stringArgs...); bad != nil {
-		return bad
-	}
-	if bad := checkNumbers(args); bad != nil {
 		return bad
 	}
 	if d, ok := args["diary"]; ok {
@@ -326,68 +322,6 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	return nil
 }
 
-// checkTypes refuses an argument whose JSON type is not the one
-// MemPalace's schema declares for it (catalogue.ParamType), naming the
-// first such by name, the type sent and the type wanted: the gateway
-// forwards only what it parsed and authorized, and MemPalace passes a
-// value of another type to the tool as it is (attack69 F7: a search's
-// context, a string, sent as 5.6 million objects cost the primary a
-// gigabyte). Null is an argument's absence, left to MemPalace (its
-// default, or its own refusal); an integer or a number may come as a
-// string, which MemPalace converts (checkNumbers reads it as it does).
-func checkTypes(t catalogue.Tool, args map[string]any) *badRequest {
-	bad := ""
-	for k, v := range args {
-		if !typeFits(catalogue.ParamType(k), v) && (bad == "" || k < bad) {
-			bad = k
-		}
-	}
-	if bad == "" {
-		return nil
-	}
-	return &badRequest{code: -32602, msg: fmt.Sprintf("Invalid value for parameter '%s': must be %s, not %s (the schema of %s%s)",
-		bad, anA(catalogue.ParamType(bad)), anA(jsonType(args[bad])), catalogue.Prefix, t.Name)}
-}
-
-// typeFits reports a value a parameter of JSON Schema type want takes.
-func typeFits(want string, v any) bool {
-	got := jsonType(v)
-	if want == "integer" || want == "number" {
-		return got == "number" || got == "string" || got == "null"
-	}
-	return got == want || got == "null"
-}
-
-// jsonType is the JSON type of a parsed value.
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "string"
-	case bool:
-		return "boolean"
-	case json.Number, float64:
-		return "number"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	}
-	return fmt.Sprintf("%T", v) // cannot happen: v is what strictjson decodes
-}
-
-// anA is a type's name with its article ("an array", "a string", "null").
-func anA(typ string) string {
-	switch {
-	case typ == "null":
-		return typ
-	case strings.ContainsRune("aeiou", rune(typ[0])):
-		return "an " + typ
-	}
-	return "a " + typ
-}
-
 // maxUnknown is how many unknown parameters a refusal names.
 const maxUnknown = 8
 
@@ -407,87 +341,6 @@ func unknownParams(t catalogue.Tool, unknown []string) *badRequest {
 		unknown, more = unknown[:maxUnknown], fmt.Sprintf(" (and %d more)", n-maxUnknown)
 	}
 	return &badRequest{code: -32602, msg: fmt.Sprintf("Unknown parameter '%s'%s for tool %s%s", strings.Join(unknown, "', '"), more, catalogue.Prefix, t.Name)}
-}
-
-// idListArgs are the arguments that list ids: each element a string.
-var idListArgs = []string{"drawer_ids", "artifact_ids"}
-
-// maxIntArg bounds an integer argument's size: every integer up to it
-// is exact as a float64, so Go (numArg) and Python read the same number.
-const maxIntArg = 1 << 53
-
-// checkNumbers refuses an argument MemPalace's schemas type "integer"
-// (catalogue.ParamType) that is not a number, or a number in a string,
-// of at most maxIntArg in size (serve coerces it with Python's int(), of
-// inf: HTTP 500; the gateway reads a page's offset and limit and a wait's
-// timeout itself: numArg), a negative offset (MemPalace reads it as 0: a
-// pager would get the first page for it), one typed "number" that is not
-// finite (serve's float() reads "nan", "inf" and "1e999": a NaN threshold
-// finds no duplicate; any finite value is one MemPalace takes), and an id
-// list (idListArgs) that is not an array of strings. Null is left to
-// MemPalace (its default, or its own refusal).
-func checkNumbers(args map[string]any) *badRequest {
-	invalid := func(k, why string) *badRequest {
-		return &badRequest{code: -32602, msg: fmt.Sprintf("Invalid value for parameter '%s': %s", k, why)}
-	}
-	for k, v := range args {
-		if v == nil {
-			continue
-		}
-		switch catalogue.ParamType(k) {
-		case "integer":
-			if n, isInt := intArg(v); !isInt {
-				return invalid(k, fmt.Sprintf("must be an integer of at most %d in size", int64(maxIntArg)))
-			} else if n < 0 && k == "offset" {
-				return invalid(k, "must not be negative")
-			}
-		case "number":
-			if f, isNum := floatArg(v); !isNum || math.IsInf(f, 0) {
-				return invalid(k, "must be a finite number")
-			}
-		}
-	}
-	for _, k := range idListArgs {
-		v, ok := args[k]
-		if !ok || v == nil {
-			continue
-		}
-		list, isList := v.([]any)
-		if !isList {
-			return invalid(k, "must be an array of ids (strings)")
-		}
-		for i, x := range list {
-			if _, isStr := x.(string); !isStr {
-				return invalid(fmt.Sprintf("%s[%d]", k, i), "must be a string")
-			}
-		}
-	}
-	return nil
-}
-
-// intArg reads an integer argument as MemPalace coerces it (int() of a
-// number, or of a string's digits): false for anything else, and for a
-// number that is not finite or beyond maxIntArg.
-func intArg(v any) (float64, bool) {
-	f, ok := floatArg(v)
-	return f, ok && math.Abs(f) <= maxIntArg
-}
-
-// floatArg reads a number argument as MemPalace coerces it (float() of a
-// number, or of a string): false for anything else and for NaN (every
-// range check passes it), whose comparisons are all false.
-func floatArg(v any) (float64, bool) {
-	var s string
-	switch x := v.(type) {
-	case json.Number:
-		s = string(x)
-	case string:
-		s = x
-	default:
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	return f, err == nil && !math.IsNaN(f)
 }
 
 // checkNames refuses an argument of m named in strs that is not a
