@@ -101,15 +101,26 @@ func (c *call) argsMap() map[string]any {
 	return c.args
 }
 
-// refusal is the answer to a call whose arguments the gateway's strict
-// parse refuses (read alike by no two parsers: docs/replication.md, What
-// is sent), or nil: the edge refuses it up front, naming where and why,
-// so nothing is written or queued that the primary never takes.
+// refusal is the answer to a call whose arguments the gateway's parse
+// refuses, or nil: the edge refuses it up front, naming where and why,
+// so nothing is written or queued that the primary never takes. Refused
+// are the argument bytes its strict parse refuses (read alike by no two
+// parsers: docs/replication.md, What is sent), and a known tool's
+// argument of a value its schema does not take (catalogue.CheckValues,
+// the gateway's check: a wrong type, a NaN limit), which the local
+// palace would take for an internal error, or file for the gateway to
+// refuse. A tool the catalogue does not know is left to the palaces.
 func (c *call) refusal() *jsonrpc.Error {
-	if c.argsMap(); c.strict == nil {
+	if c.argsMap(); c.strict != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Invalid params: refused by the edge: %s. The gateway refuses these argument bytes as written (parsers read them differently), so nothing was written or queued: send them again without it", c.strict)}
+	}
+	if !c.tool.Known() {
 		return nil
 	}
-	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Invalid params: refused by the edge: %s. The gateway refuses these argument bytes as written (parsers read them differently), so nothing was written or queued: send them again without it", c.strict)}
+	if err := catalogue.CheckValues(c.tool, c.args); err != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error() + "; refused by the edge, as the gateway refuses it: nothing was written or queued"}
+	}
+	return nil
 }
 
 // with is the call with other arguments (the edge's own, e.g. a merged

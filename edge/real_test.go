@@ -452,3 +452,32 @@ func TestRealEdgeAndItsMemPalaceShareOnePalace(t *testing.T) {
 		t.Errorf("the edge's outbox is not in MemPalace's palace %s: %v", palaces[0], err)
 	}
 }
+
+// attack71 F4 with real MemPalace 3.11: an add_drawer whose source_file
+// is a number, which the local mempalace-mcp answered "Internal tool
+// error" (a TypeError), is refused by the edge as the gateway refuses it,
+// and nothing is written or queued; the same drawer with a file's name
+// is written.
+func TestRealAWronglyTypedWriteIsRefusedBeforeThePalaces(t *testing.T) {
+	r := startRealEdge(t, harnessOpts{}, "")
+	h := r.harness
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := h.s.CallTool(ctx, &mcp.CallToolParams{Name: "mempalace_add_drawer", Arguments: map[string]any{"wing": "w", "room": "typed", "content": "typed, refused", "source_file": 123}})
+	if err == nil || !strings.Contains(err.Error(), "parameter 'source_file': must be a string, not a number") {
+		t.Fatalf("add_drawer with source_file 123: %v, want refused naming source_file", err)
+	}
+	if ops, err := h.edge.outbox.List(ctx, 10, outbox.Queued, outbox.Inflight, outbox.Done, outbox.Dead); err != nil || len(ops) != 0 {
+		t.Errorf("the outbox holds %d ops (%v)", len(ops), err)
+	}
+	if got, _ := h.call("add_drawer", map[string]any{"wing": "w", "room": "typed", "content": "typed, taken", "source_file": "notes.md"}); got["success"] != true {
+		t.Fatalf("add_drawer with source_file notes.md: %v", got)
+	}
+	got, _ := h.call("list_drawers", map[string]any{"wing": "w", "room": "typed"})
+	if got["count"] != 1.0 || strings.Contains(fmt.Sprint(got), "refused") {
+		t.Errorf("list_drawers after the refused and the taken add_drawer: %v, want the taken one alone", got)
+	}
+	if n := r.proxy.Calls("mempalace_add_drawer"); n > 1 {
+		t.Errorf("serve got %d add_drawer calls, want the taken one at most", n)
+	}
+}
