@@ -61,7 +61,8 @@ func (s *Server) authenticate(x *exchange) *authenticated {
 
 // ServeHTTP routes a request through its steps. Every request, on every
 // path, ends in exactly one audit line, a panic included (answered with
-// JSON-RPC -32603 when nothing was sent yet).
+// JSON-RPC -32603 when nothing was sent yet), or, a refusal repeated past
+// its bound, is counted in one (refusals.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{w: w, r: r, start: s.Now(), entry: Entry{Path: r.URL.Path, Method: r.Method}}
 	x.entry.Time = x.start.UTC()
@@ -610,10 +611,10 @@ func (s *Server) counted(x *exchange) bool {
 }
 
 // fromSource counts a request that names no device against its source
-// (sources.go) and writes the lines a sweep made due; over the source's
+// (refusals.go) and writes the lines a sweep made due; over the source's
 // rate, the request is answered 429 with no line of its own.
 func (s *Server) fromSource(x *exchange) bool {
-	ok, due := s.sources.take(x.r.RemoteAddr, s.Now(), s.named(x))
+	ok, due := s.refusals.take(x.r.RemoteAddr, s.Now(), s.named(x))
 	s.appendAll(due)
 	if ok {
 		return true
@@ -761,6 +762,7 @@ func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) 
 	if write {
 		rule = ruleRateWrite
 	}
+	s.quietPastFew(x, d, rule)
 	wing, _ := req.Args["wing"].(string)
 	s.refuse(x, d, req, CodeRateLimited, fmt.Sprintf("devbox-config gateway: %s is over its %s rate", d.ID, strings.TrimPrefix(rule.String(), "rate:")), rule, wing)
 	return false
@@ -772,8 +774,18 @@ func (s *Server) limitGET(x *exchange, d *Device) bool {
 	if s.rates.allow(d, false, 1) {
 		return true
 	}
+	s.quietPastFew(x, d, ruleRateRead)
 	s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s is over its read rate", d.ID), VerdictLimited, ruleRateRead)
 	return false
+}
+
+// quietPastFew leaves a device's refusal by its rate without a line of
+// its own past its first few since the last sweep: the device's next
+// sweep line counts it (refusals.go).
+func (s *Server) quietPastFew(x *exchange, d *Device, rule Rule) {
+	if !s.refusals.lined(d.ID, rule, s.Now()) {
+		x.audited = true
+	}
 }
 
 // authorizeStep resolves a by-id wing, applies the catalogue's gate and

@@ -81,10 +81,10 @@ type Server struct {
 	// 0: eventScanMax); tests set fewer.
 	eventScan atomic.Int64
 
-	rates   limiters
-	flight  inFlight // each device's requests being served (limits.go)
-	sources sources  // requests that name no device (sources.go)
-	writes  *writeQueue
+	rates    limiters
+	flight   inFlight // each device's requests being served (limits.go)
+	refusals refusals // repeated refusals summarised (refusals.go)
+	writes   *writeQueue
 
 	binMu sync.Mutex
 	bin   *trash.Store // opened by Trash
@@ -312,7 +312,7 @@ func (s *Server) Close() error {
 		err = bin.Close()
 	}
 	if s.audit != nil {
-		s.appendAll(s.sources.sweep(s.Now())) // what no sweep wrote yet
+		s.appendAll(s.refusals.sweep(s.Now())) // what no sweep wrote yet
 		err = errors.Join(err, s.audit.Close())
 	}
 	if s.prov != nil {
