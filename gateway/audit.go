@@ -44,7 +44,8 @@ type Entry struct {
 	Origin string `json:"origin,omitempty"`
 	// Note, on a new-state entry (VerdictNewState), names each kept file
 	// the gateway made anew, empty, and what it held; on a request whose
-	// device hung up before its answer (StatusClientGone), noteClientGone.
+	// device hung up before its answer (StatusClientGone), what became of
+	// it (noteClientGone).
 	Note string `json:"note,omitempty"`
 	// Sig, on a checkpoint entry, is the Ed25519 signature of
 	// "<prev>|<lines before it>": the chain head at that point.
@@ -61,8 +62,13 @@ type Entry struct {
 // all the same.
 const StatusClientGone = 499
 
-// noteClientGone is the note of a StatusClientGone line.
-const noteClientGone = "the device hung up before its answer; upstream_status is what the primary answered"
+// The notes of a StatusClientGone line: the primary answered, or a
+// write's device hung up while it waited for the write slot (attack72
+// F2: that line pointed to an upstream_status it did not have).
+const (
+	noteClientGone = "the device hung up before its answer; upstream_status is what the primary answered"
+	noteGoneQueued = "the device hung up while its write waited for the primary's write slot; nothing was sent upstream"
+)
 
 // Audit appends entries to a JSONL file as a hash chain: each line carries
 // the previous line's hash and its own, so an edited, dropped or reordered

@@ -429,7 +429,7 @@ func (s *Server) slotStep(ctx context.Context, x *exchange, d *Device, t catalog
 		return func() {}, true
 	}
 	if err := s.writes.acquire(clientOf(ctx), d.ID); err != nil {
-		s.refuse(x, d, req, CodeRateLimited, err.Error(), ruleWriteQueue, wing)
+		s.refuseQueued(x, d, req, err, wing)
 		return nil, false
 	}
 	req.slotHeld = true
@@ -483,7 +483,7 @@ func (s *Server) refuseForwarded(x *exchange, d *Device, req *rpcRequest, dec De
 	case changedThere:
 		s.refuse(x, d, req, stale.code, stale.msg, stale.rule, stale.wing)
 	case queued:
-		s.refuse(x, d, req, CodeRateLimited, err.Error(), ruleWriteQueue, dec.Wing)
+		s.refuseQueued(x, d, req, err, dec.Wing)
 	case denied:
 		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: %s may not call %s (%s)", d.ID, req.Tool, err), no.rule, "")
 	case errors.Is(err, errNoAnswer):
@@ -491,6 +491,15 @@ func (s *Server) refuseForwarded(x *exchange, d *Device, req *rpcRequest, dec De
 	default:
 		s.refuse(x, d, req, -32000, "devbox-config gateway: answer refused: "+err.Error(), "filter:unknown-shape", dec.Wing)
 	}
+}
+
+// refuseQueued answers a write that got no write slot: nothing was sent.
+// Its device may have hung up while it waited, which its line says.
+func (s *Server) refuseQueued(x *exchange, d *Device, req *rpcRequest, err error, wing string) {
+	if x.r.Context().Err() != nil {
+		x.entry.Note = noteGoneQueued
+	}
+	s.refuse(x, d, req, CodeRateLimited, err.Error(), ruleWriteQueue, wing)
 }
 
 // errNotVisible: the answer is about an object the device may not see.
@@ -908,7 +917,7 @@ func (s *Server) finish(x *exchange, decision Verdict, rule Rule, status int) {
 	// whose body read the gateway itself cut off (its deadline ends the
 	// request's context too).
 	if x.r.Context().Err() != nil && status != http.StatusRequestTimeout && status != http.StatusRequestEntityTooLarge {
-		e.Status, e.Note = StatusClientGone, noteClientGone
+		e.Status, e.Note = StatusClientGone, cmp.Or(e.Note, noteClientGone)
 	}
 	if e.Rule == "" {
 		e.Rule = rule

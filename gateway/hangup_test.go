@@ -137,3 +137,38 @@ func TestRealHungUpWriteIsStamped(t *testing.T) {
 		}
 	}
 }
+
+// attack72 F2: a write whose device hung up while it waited for the
+// write slot was audited with a note about what the primary answered,
+// which it never saw. Its line says it waited and nothing was sent.
+func TestAWriteHungUpWhileQueuedSaysNothingWasSent(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	desk := g.tokens["desk-9b21"]
+	kept := map[string]any{"wing": "shared", "room": "r", "content": "a drawer a delete given up leaves"}
+	if _, rpc, _ := g.call(desk, "add_drawer", kept); rpc != nil {
+		t.Fatal(rpc)
+	}
+	keptID := catalogue.DrawerID("shared", "r", kept["content"].(string))
+	if g.srv.writes.acquire(t.Context(), "the-test") != nil {
+		t.Fatal("the test could not take the write slot")
+	}
+	// An add waits for the slot as it is sent, a delete (an admin's)
+	// before it keeps what it removes: both are given up.
+	g.hangUp(desk, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "queued, then given up"}, 20*time.Millisecond)
+	added := g.settledLine("add_drawer")
+	g.hangUp(g.tokens["admin-0001"], "delete_drawer", map[string]any{"drawer_id": keptID}, 20*time.Millisecond)
+	deleted := g.settledLine("delete_drawer")
+	g.srv.writes.release()
+	for _, e := range []Entry{added, deleted} {
+		if e.Status != StatusClientGone || e.UpstreamStatus != 0 || !strings.Contains(e.Note, "waited for the primary's write slot; nothing was sent") {
+			t.Errorf("the queued %s's audit line: status %d, upstream %d, note %q; want %d and a note that it hung up while queued", e.Tool, e.Status, e.UpstreamStatus, e.Note, StatusClientGone)
+		}
+	}
+	if _, rpc, _ := g.call(desk, "get_drawer", map[string]any{"drawer_id": catalogue.DrawerID("shared", "r", "queued, then given up")}); rpc == nil {
+		t.Error("the add given up in the queue was made")
+	}
+	if _, rpc, _ := g.call(desk, "get_drawer", map[string]any{"drawer_id": keptID}); rpc != nil {
+		t.Errorf("the delete given up in the queue was made: %v", rpc)
+	}
+}
