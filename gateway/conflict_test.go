@@ -418,6 +418,11 @@ func TestAStaleOfflineEditIsRefusedAndRetryOverwrites(t *testing.T) {
 	if got := primaryText(g, id); got != "drawer ten: DESK version" {
 		t.Fatalf("the primary's text after laptop's stale edit: %q (desk's newer edit overwritten)", got)
 	}
+	for _, d := range g.kept(t) { // the edit was not sent: the trash drops what it kept for it
+		if d.State == trash.StateUnconfirmed {
+			t.Errorf("the trash keeps the text of an edit never sent as maybe replaced: delete %d, %s, %s", d.ID, d.Tool, d.State)
+		}
+	}
 	if got := edgeCall(t, laptop, "get_drawer", map[string]any{"drawer_id": id}); got["content"] != "drawer ten: LAPTOP version" {
 		t.Errorf("laptop's edit is gone from its palace: %v", got)
 	}

@@ -382,9 +382,6 @@ func (s *Server) serveTool(x *exchange, d *Device, req *rpcRequest) {
 		defer cancel()
 	}
 	status, resp, err := s.forwardStep(ctx, d, t, dec, req)
-	if req.unsent != nil {
-		status = http.StatusServiceUnavailable // not sent: the trash drops what it kept
-	}
 	s.settle(ctx, k, status, resp)
 	if err != nil {
 		s.refuseForwarded(x, d, req, dec, err)
@@ -533,7 +530,7 @@ func (s *Server) forwardStep(ctx context.Context, d *Device, t catalogue.Tool, d
 	}
 	status, resp, replayed, err := s.forward(ctx, d, req)
 	if err != nil {
-		return 0, nil, err
+		return status, nil, err // a write not sent: 503, which settle takes so
 	}
 	if replayed {
 		// Marked after the filter (which reads MemPalace's envelope only).

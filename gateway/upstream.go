@@ -91,7 +91,7 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (statu
 		return 0, nil, false, full
 	}
 	if req.unsent != nil {
-		return 0, nil, false, req.unsent
+		return http.StatusServiceUnavailable, nil, false, req.unsent // not sent: the trash drops what it kept
 	}
 	return status, body, replayed, nil
 }
