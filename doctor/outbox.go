@@ -141,7 +141,7 @@ func CheckOutbox(opts Options, ob outboxState) []Finding {
 		if age > opts.BacklogAge {
 			n := ob.stats.ByState[outbox.Queued] + ob.stats.ByState[outbox.Inflight]
 			msg := fmt.Sprintf("%d write(s) wait in %s for the primary; the oldest was queued %s ago", n, ob.path, age.Round(time.Second))
-			if ob.stats.LastErrorFrom(opts.env(ladder.EnvRemoteURL)) != "" {
+			if ob.stats.LastErrorFrom(opts.env(ladder.EnvRemoteURL)) != "" && !ob.stats.LastErrorPast {
 				// the primary's words, masked before Printable turns a line
 				// break inside the token's wrapped base64 into a space
 				msg += "; last error: " + mailbox.Printable(opts.mask(ob.stats.LastError))

@@ -27,7 +27,8 @@ const edgeStatusHelp = `status prints one line per fact, each starting with its 
   oldest      how long the oldest queued op has waited
   last flush  when the last flush ended (last error: why the last send to
               MEMPALACE_REMOTE_URL failed, MEMPALACE_REMOTE_TOKEN masked in it;
-              one from an earlier URL is not shown)
+              "past" when a later send got through; one from an earlier URL
+              is not shown)
   flushing    the process that holds the flush lease now
   primary     whether the primary answers, and how
   policy      only when policy.json does not parse: writes are held until it does
@@ -151,7 +152,9 @@ func (v edgeStatus) print(w io.Writer) {
 	if st.LastFlush != nil {
 		fmt.Fprintf(w, "last flush %s\n", st.LastFlush.Local().Format(time.RFC3339))
 	}
-	if e := st.LastErrorFrom(v.url); e != "" {
+	if e := st.LastErrorFrom(v.url); e != "" && st.LastErrorPast {
+		fmt.Fprintf(w, "last error %s (past: a later send got through)\n", e)
+	} else if e != "" {
 		fmt.Fprintf(w, "last error %s\n", e)
 	}
 	if st.FlushOwner != "" {

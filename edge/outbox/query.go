@@ -716,6 +716,9 @@ type Stats struct {
 	// LastErrorURL is the primary URL LastError came from ("": not
 	// known: recorded before the URL was, or the primary names none).
 	LastErrorURL string `json:"last_error_url,omitempty"`
+	// LastErrorPast: a send got through after LastError (LastFlush is
+	// later), so it is no word on the primary's state now.
+	LastErrorPast bool `json:"last_error_past,omitempty"`
 	// Dead, InDoubt and Held list (up to 100 of) the ops that wait for
 	// an operator or the policy.
 	Dead    []Op `json:"dead,omitempty"`
@@ -757,6 +760,36 @@ type Stats struct {
 	QueuedAs map[string]int `json:"queued_as,omitempty"`
 }
 
+// lastFlushAndError reads the last flush that got through and the last
+// failed send into st, and whether that failure came before the flush.
+func (s *Store) lastFlushAndError(ctx context.Context, st *Stats) error {
+	lastFlush, err := s.Meta(ctx, "last_flush")
+	if err != nil {
+		return err
+	}
+	if lastFlush != "" {
+		t, err := time.Parse(time.RFC3339Nano, lastFlush)
+		if err != nil {
+			return fmt.Errorf("outbox: last_flush %q: %w", lastFlush, err)
+		}
+		st.LastFlush = &t
+	}
+	if st.LastError, err = s.Meta(ctx, "last_error"); err != nil {
+		return err
+	}
+	if st.LastErrorURL, err = s.Meta(ctx, metaLastErrorURL); err != nil {
+		return err
+	}
+	at, err := s.Meta(ctx, metaLastErrorAt)
+	if err != nil {
+		return err
+	}
+	if t, err := time.Parse(time.RFC3339Nano, at); err == nil && st.LastFlush != nil {
+		st.LastErrorPast = st.LastFlush.After(t) // none recorded (an older edge's error): shown as current, as it was
+	}
+	return nil
+}
+
 // Waiting is how many ops are not done.
 func (st Stats) Waiting() int {
 	n := 0
@@ -791,21 +824,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		t := time.UnixMilli(oldest.Int64)
 		st.OldestQueued = &t
 	}
-	lastFlush, err := s.Meta(ctx, "last_flush")
-	if err != nil {
-		return st, err
-	}
-	if lastFlush != "" {
-		t, err := time.Parse(time.RFC3339Nano, lastFlush)
-		if err != nil {
-			return st, fmt.Errorf("outbox: last_flush %q: %w", lastFlush, err)
-		}
-		st.LastFlush = &t
-	}
-	if st.LastError, err = s.Meta(ctx, "last_error"); err != nil {
-		return st, err
-	}
-	if st.LastErrorURL, err = s.Meta(ctx, metaLastErrorURL); err != nil {
+	if err := s.lastFlushAndError(ctx, &st); err != nil {
 		return st, err
 	}
 	l, err := readLease(ctx, s.db)

@@ -85,6 +85,9 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		if err := setMeta(ctx, tx, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), op.Tool, msg)); err != nil {
 			return err
 		}
+		if err := setMeta(ctx, tx, metaLastErrorAt, now.UTC().Format(time.RFC3339Nano)); err != nil {
+			return err
+		}
 		if err := setMeta(ctx, tx, metaLastErrorURL, f.url()); err != nil {
 			return err
 		}
@@ -244,6 +247,11 @@ func settleDone(ctx context.Context, tx *sql.Tx, seq int64, now time.Time, resul
 // metaLastErrorURL is the meta key of the primary URL the last failed
 // send went to (last_error's).
 const metaLastErrorURL = "last_error_url"
+
+// metaLastErrorAt is when last_error was recorded, to the nanosecond
+// (last_error's own time is to the second): a last_flush after it is a
+// send that got through since (Stats.LastErrorPast).
+const metaLastErrorAt = "last_error_at"
 
 // url is the URL the flusher sends to ("": its Primary names none).
 func (f *Flusher) url() string {
