@@ -23,6 +23,7 @@ import (
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/edge/wire"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/ladder"
 	"github.com/joakimp/devbox-config/redact"
 	"github.com/joakimp/devbox-config/warmconn"
@@ -65,7 +66,7 @@ type Primary struct {
 	// the SDK keeps only the status's name.
 	// A call keeps its own (withWhySlot): a concurrent answer neither
 	// clears nor replaces it.
-	failedWhy atomic.Pointer[string]
+	failedWhy atomic.Pointer[answerWhy]
 	next      atomic.Uint64 // ids of the calls sent as plain POSTs
 
 	// ctx ends at Close; wg holds every goroutine the Primary starts
@@ -180,7 +181,9 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	why := b.p.whySlot(ctx)
 	why.Store(nil)
 	if resp.StatusCode >= 500 {
-		why.Store(peekWhy(resp, b.p.token()))
+		if text := peekWhy(resp, b.p.token()); text != nil {
+			why.Store(&answerWhy{text: *text, gateway: ledger.Advertised(resp.Header)})
+		}
 	}
 	b.p.sawDevice(resp.Header)
 	if err := ladder.Redirected(r, resp); err != nil {
@@ -199,15 +202,35 @@ type healthKey struct{}
 // whyKey carries a call's own failedWhy slot in its context.
 type whyKey struct{}
 
+// answerWhy is what a server error's body said, and whether a
+// devbox-config gateway answered it (its 5xx is about the primary behind
+// it: the gateway itself was reached).
+type answerWhy struct {
+	text    string
+	gateway bool
+}
+
+// behindGateway is ErrPrimaryDown for a call a gateway answered with a
+// server error: the gateway was reached, the primary behind it failed.
+type behindGateway struct {
+	err error  // the call's own error (outbox.ErrNotSent when it never left)
+	why string // the gateway's words
+}
+
+func (e behindGateway) Error() string {
+	return "the gateway answered, but the primary behind it failed: " + e.why
+}
+func (e behindGateway) Unwrap() []error { return []error{ErrPrimaryDown, e.err} }
+
 // withWhySlot is ctx with a failedWhy slot of its own, for every request
 // made under it.
 func withWhySlot(ctx context.Context) context.Context {
-	return context.WithValue(ctx, whyKey{}, new(atomic.Pointer[string]))
+	return context.WithValue(ctx, whyKey{}, new(atomic.Pointer[answerWhy]))
 }
 
 // whySlot is ctx's failedWhy slot, or the primary's shared one.
-func (p *Primary) whySlot(ctx context.Context) *atomic.Pointer[string] {
-	if s, ok := ctx.Value(whyKey{}).(*atomic.Pointer[string]); ok {
+func (p *Primary) whySlot(ctx context.Context) *atomic.Pointer[answerWhy] {
+	if s, ok := ctx.Value(whyKey{}).(*atomic.Pointer[answerWhy]); ok {
 		return s
 	}
 	return &p.failedWhy
@@ -688,8 +711,11 @@ func (p *Primary) fail(ctx context.Context, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return err
 	}
-	if why := p.whySlot(ctx).Swap(nil); why != nil && !strings.Contains(err.Error(), *why) {
-		err = fmt.Errorf("%w (the primary's answer said: %s)", err, *why)
+	why := p.whySlot(ctx).Swap(nil)
+	if why != nil && why.gateway {
+		err = behindGateway{err, why.text}
+	} else if why != nil && !strings.Contains(err.Error(), why.text) {
+		err = fmt.Errorf("%w (the primary's answer said: %s)", err, why.text)
 	}
 	if text := redact.Secret(err.Error(), p.token()); text != err.Error() {
 		err = unechoedErr{err, text} // a connect's JSON-RPC error (initialize's) that repeats the token
@@ -707,7 +733,11 @@ func (p *Primary) fail(ctx context.Context, err error) error {
 	}
 	p.mu.Unlock()
 	var down error = fmt.Errorf("%w: %w", ErrPrimaryDown, err)
-	if timedOut(err) && !errors.Is(err, outbox.ErrNotSent) {
+	var gw behindGateway
+	switch {
+	case errors.As(err, &gw):
+		down = err // the gateway answered: "primary unreachable" would send the user to it
+	case timedOut(err) && !errors.Is(err, outbox.ErrNotSent):
 		down = noAnswerError{err} // it was reached: "unreachable" would send the user to the network
 	}
 	if !wasDown && !p.o.Quiet {
@@ -745,7 +775,15 @@ func (p *Primary) downErr() error {
 	case p.lastErr == nil: // closed again meanwhile
 		return fmt.Errorf("%w: %w", ErrPrimaryDown, outbox.ErrNotSent)
 	}
-	// This call never left: the breaker answered it.
+	// This call never left: the breaker answered it. The last failure's
+	// words are said once, as they were for the call that met it.
+	var gw behindGateway
+	switch {
+	case errors.As(p.lastErr, &gw):
+		return behindGateway{fmt.Errorf("%w: %w", outbox.ErrNotSent, gw.err), gw.why}
+	case errors.Is(p.lastErr, outbox.ErrNotSent):
+		return fmt.Errorf("%w: %w", ErrPrimaryDown, p.lastErr)
+	}
 	return fmt.Errorf("%w (%w): %v", ErrPrimaryDown, outbox.ErrNotSent, p.lastErr)
 }
 

@@ -115,9 +115,13 @@ func healthzURL(endpoint string) string {
 // found: "reachable, token accepted", "refused the token (HTTP 401)", or
 // "unreachable: <why>". For `edge status` and `edge flush`.
 func (p *Primary) Check(ctx context.Context) string {
+	ctx = withWhySlot(ctx)
 	err := p.handshake(ctx)
 	if st := p.refused(); st != 0 {
 		return fmt.Sprintf("refused the token (HTTP %d): check MEMPALACE_REMOTE_TOKEN", st)
+	}
+	if why := p.whySlot(ctx).Load(); err != nil && why != nil && why.gateway {
+		return behindGateway{err, why.text}.Error() // the gateway's words, which peekWhy made safe
 	}
 	if err != nil {
 		// redacted and printable: Go quotes a malformed header whole, a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,7 +20,8 @@ primary, is tried again a few times within --timeout. Writes made while
 policy.json did not parse are released first, if it parses now. A dead op
 (the primary refused it 5 times) and an op in doubt wait for you, and hold back
 only the writes on the same object. It prints what it sent, the primary's
-state (reachable with the token accepted, refused the token, or unreachable),
+state (reachable with the token accepted, refused the token, unreachable, or
+a gateway that answered for a primary behind it that failed),
 and each op it could not send with what happened to it: the answer was lost,
 not sent (unreachable), refused and why, in doubt; while another edge process
 holds the flush lease, that the op is that process's to send. Exit status 0
@@ -91,7 +93,7 @@ func (fc *edgeFlushCmd) run() error {
 	if drainErr != nil && drainErr != context.DeadlineExceeded {
 		return failed(drainErr)
 	}
-	return failed(fmt.Errorf("%d ops not sent", left))
+	return failed(fmt.Errorf("%d op(s) not sent", left))
 }
 
 // flushPrimary is the primary a flush sends to, keeping what it learns
@@ -183,7 +185,7 @@ func notSentWhy(ctx context.Context, s *outbox.Store, o outbox.Op, leased bool) 
 	} else if leased && (o.State == outbox.Queued || o.State == outbox.Inflight) {
 		why = "another edge process holds the flush lease; it sends it"
 	}
-	if o.State == outbox.Dead {
+	if o.State == outbox.Dead && !strings.Contains(why, "edge outbox retry") { // the gateway's words name the fix already
 		why += "; " + deadFix(o)
 	}
 	if why == "" {

@@ -143,8 +143,11 @@ func Words(errJSON []byte) string {
 	if r, ok := Rules[f.Kind]; ok {
 		says = r.Says
 	}
-	if f.Message == "" {
+	switch {
+	case f.Message == "":
 		return says
+	case strings.Contains(f.Message, says):
+		return mailbox.Printable(f.Message) // it says so itself: once is enough
 	}
 	return says + ": " + mailbox.Printable(f.Message)
 }
