@@ -397,7 +397,7 @@ func checkTokens(at string, list []Token, tokens map[string]bool) error {
 			return fmt.Errorf("%s.tokens[%d].id: %q is used twice", at, j, t.ID)
 		}
 		tokens[t.ID] = true
-		if t.live(time.Now()) {
+		if t.Live(time.Now()) {
 			live++
 		}
 	}

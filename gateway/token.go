@@ -109,7 +109,7 @@ func (c *Config) liveTokens(now time.Time) int {
 	n := 0
 	for _, d := range c.Devices {
 		for _, t := range d.Tokens {
-			if t.live(now) {
+			if t.Live(now) {
 				n++
 			}
 		}
@@ -140,7 +140,7 @@ func mac(key []byte, secret string) string {
 func Issue(key []byte, d *Device, now time.Time) (string, error) {
 	live := 0
 	for _, t := range d.Tokens {
-		if t.live(now) {
+		if t.Live(now) {
 			live++
 		}
 	}
@@ -152,7 +152,8 @@ func Issue(key []byte, d *Device, now time.Time) (string, error) {
 	return fmt.Sprintf("%s_%s_%s_%s", TokenPrefix, id, secret, checksum(id, secret)), nil
 }
 
-func (t Token) live(now time.Time) bool {
+// Live reports whether t is taken at now: not revoked, not expired.
+func (t Token) Live(now time.Time) bool {
 	return !t.Revoked && (t.Expires == nil || t.Expires.After(now))
 }
 
@@ -184,7 +185,7 @@ func AuthenticateWith(c *Config, firstUse func(id string) (time.Time, bool), key
 			if t.ID != parts[1] {
 				continue
 			}
-			if !hmac.Equal([]byte(t.HMAC), []byte(mac(key, parts[2]))) || !t.live(now) {
+			if !hmac.Equal([]byte(t.HMAC), []byte(mac(key, parts[2]))) || !t.Live(now) {
 				return nil, nil, false, ErrBadToken
 			}
 			// Rotated out: a newer token's first use starts the grace period.

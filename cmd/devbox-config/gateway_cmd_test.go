@@ -320,3 +320,19 @@ func TestAMissingConfigLeavesNoLockFile(t *testing.T) {
 		t.Errorf("left behind: %v", entries)
 	}
 }
+
+// Outside tester attack73 F5: `token rotate` after `token revoke` said
+// "the old token keeps working until 7 days after this one is first
+// used", though the revoked token stays refused. (It failed before.)
+func TestTokenRotateAfterARevokeSaysNoOldTokenWorks(t *testing.T) {
+	cli := gatewayCLI(t, emptyGatewayConfig(t))
+	cli(0, "device", "add", "laptop-7f3a", "--read", "shared")
+	cli(0, "token", "issue", "laptop-7f3a")
+	if _, said := cli(0, "token", "rotate", "laptop-7f3a"); !strings.Contains(said, "the old token keeps working") {
+		t.Errorf("a rotation of a live token does not say the old one keeps working: %s", said)
+	}
+	cli(0, "token", "revoke", "laptop-7f3a")
+	if _, said := cli(0, "token", "rotate", "laptop-7f3a"); strings.Contains(said, "keeps working until") || !strings.Contains(said, "a revoked one stays refused") {
+		t.Errorf("after a revoke, rotate says: %s", said)
+	}
+}

@@ -34,6 +34,7 @@ func newGatewayTokenCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Comma
 func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bool) error {
 	var tok string
 	var grace time.Duration
+	rotated := false // a live token is rotated out: it keeps working for the grace
 	err := g.update(func(c *gateway.Config) error {
 		d, err := g.deviceIn(c, id)
 		if err != nil {
@@ -43,6 +44,7 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 		if err != nil {
 			return failed(err)
 		}
+		rotated = slices.ContainsFunc(d.Tokens, func(t gateway.Token) bool { return t.Live(time.Now()) })
 		if tok, err = gateway.Issue(key, d, time.Now()); err != nil { // two live tokens
 			return failed(fmt.Errorf("%w (fix: '%s' with one of its tokens: %s)", err, g.hint("token revoke "+id+" --token ID"), tokenIDs(d)))
 		}
@@ -54,8 +56,11 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 	}
 	fmt.Fprintln(stdout, tok)
 	msg := "shown once: put it in the device's .env as MEMPALACE_REMOTE_TOKEN; a running gateway takes it within a second (it reloads the config), so a device's call or doctor in that second may still see it refused"
-	if rotate {
+	switch {
+	case rotate && rotated:
 		msg += fmt.Sprintf("; the old token keeps working until %d days after this one is first used", int(grace.Hours()/24))
+	case rotate:
+		msg += "; the device had no live token, so none keeps working beside it (a revoked one stays refused)"
 	}
 	fmt.Fprintln(stderr, msg)
 	return nil
