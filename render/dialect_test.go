@@ -230,3 +230,36 @@ func TestUsersOwnEntryIsNotCalledAnEditOfRenders(t *testing.T) {
 		}
 	})
 }
+
+// Outside tester attack73 F6: after an edit of render's remote entry,
+// opting out left the edited entry with a warning naming no way out. The
+// warning now ends with its fix, and that fix, run as it says, takes the
+// edited entry back. (It failed before: no "(fix: ".)
+func TestKeptEditWarningNamesAFixThatWorks(t *testing.T) {
+	home := t.TempDir()
+	o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "http://127.0.0.1:20103/mcp", "MEMPALACE_REMOTE_TOKEN": "x"})
+	o.Targets = []string{"opencode"}
+	if _, _, err := Run(o, false); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(home, ".config", "opencode", "opencode.jsonc")
+	b, _ := os.ReadFile(file)
+	os.WriteFile(file, []byte(strings.ReplaceAll(string(b), "127.0.0.1:20103", "127.0.0.1:29999")), 0o644)
+	var log strings.Builder
+	o = opts(home, nil) // opted out
+	o.Targets, o.Log = []string{"opencode"}, slog.New(slog.NewTextHandler(&log, nil))
+	if _, _, err := Run(o, false); err != nil {
+		t.Fatal(err)
+	}
+	fix := "`devbox-config render --reclaim --target opencode`"
+	if !strings.Contains(log.String(), "kept your edit") || !strings.Contains(log.String(), "(fix: ") || !strings.Contains(log.String(), fix) {
+		t.Fatalf("the warning names no fix %s:\n%s", fix, log.String())
+	}
+	o.Reclaim = true
+	if _, _, err := Run(o, false); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(file); strings.Contains(string(b), "29999") {
+		t.Errorf("after the fix the edited remote entry stays:\n%s", b)
+	}
+}

@@ -322,10 +322,10 @@ func logResult(log *slog.Logger, r Result) {
 		if r.unrecorded {
 			msg = "the file already has a " + harness.Server + " entry render did not write (it has no record of one), so it is kept as it is"
 		}
-		log.Warn(msg+"; the environment's value is in the .proposed file (diff the two to see the change)",
+		log.Warn(msg+"; the environment's value is in the .proposed file (fix: merge it by hand, or `devbox-config render --reclaim --target "+r.Target+"` writes the environment's value and keeps yours in a .bak)",
 			"target", r.Target, "file", r.File, "proposed", r.ProposedFile)
 	case "kept-user-deletion":
-		log.Warn("you deleted the managed entry, so it is not recreated; run render --reclaim to restore it",
+		log.Warn("you deleted the managed entry, so it is not recreated (fix: `devbox-config render --reclaim --target "+r.Target+"` restores it)",
 			"target", r.Target, "file", r.File)
 	case ActionSkipped, ActionDisabled, ActionNotPresent, ActionNotOptedIn, "unchanged":
 	default:
