@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -33,6 +34,44 @@ func CheckValues(t Tool, args map[string]any) error {
 			bad, anA(ParamType(bad)), anA(jsonType(args[bad])), Prefix, t.Name)
 	}
 	return checkNumbers(args)
+}
+
+// maxUnknown is how many unknown parameters a refusal names, and
+// MaxParamName the longest one it names whole: a bounded answer
+// whatever was sent.
+const (
+	maxUnknown   = 8
+	MaxParamName = 256
+)
+
+// UnknownParams refuses the arguments of args that t takes in no release
+// (Accepts), in MemPalace's words for its -32602 ("Unknown parameter 'x'
+// for tool mempalace_t"), sorted: at most maxUnknown of them (and how many
+// more). A name over MaxParamName bytes is named alone, as long, for the
+// caller to show cut (msg then ends in ": "). msg "": none. The gateway
+// refuses such a call for every tool; the edge for every tool it may send
+// to the primary.
+func UnknownParams(t Tool, args map[string]any) (msg, long string) {
+	var unknown []string
+	for k := range args {
+		if !t.Accepts(k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return "", ""
+	}
+	slices.Sort(unknown)
+	for _, k := range unknown {
+		if len(k) > MaxParamName {
+			return fmt.Sprintf("Unknown parameter for tool %s%s: ", Prefix, t.Name), k
+		}
+	}
+	more := ""
+	if n := len(unknown); n > maxUnknown {
+		unknown, more = unknown[:maxUnknown], fmt.Sprintf(" (and %d more)", n-maxUnknown)
+	}
+	return fmt.Sprintf("Unknown parameter '%s'%s for tool %s%s", strings.Join(unknown, "', '"), more, Prefix, t.Name), ""
 }
 
 // typeFits reports a value a parameter of JSON Schema type want takes.

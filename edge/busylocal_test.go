@@ -408,8 +408,14 @@ func TestReadsDuringAMineWithThePrimaryDownAnswer(t *testing.T) {
 	h.send(toolCall("mine", "mempalace_mine", map[string]any{"source": t.TempDir()}))
 	h.atTheLocalPalace("mempalace_mine")
 	h.srv.Stop()
-	for _, c := range []struct{ id, tool string }{{"first", "mempalace_search"}, {"second", "mempalace_search"}, {"get", "mempalace_get_drawer"}, {"kg", "mempalace_kg_query"}} {
-		h.send(toolCall(c.id, c.tool, map[string]any{"query": "anything", "drawer_id": "drawer_w_r_0123456789abcdef01234567", "entity": "edge"}))
+	for _, c := range []struct {
+		id, tool string
+		args     map[string]any
+	}{
+		{"first", "mempalace_search", map[string]any{"query": "anything"}}, {"second", "mempalace_search", map[string]any{"query": "anything"}},
+		{"get", "mempalace_get_drawer", map[string]any{"drawer_id": "drawer_w_r_0123456789abcdef01234567"}}, {"kg", "mempalace_kg_query", map[string]any{"entity": "edge"}},
+	} {
+		h.send(toolCall(c.id, c.tool, c.args))
 		a := h.await(c.id, 20*time.Second)
 		if a == nil {
 			t.Fatalf("%s (%s) during a mine with the primary down was not answered while the mine runs", c.id, c.tool)

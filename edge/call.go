@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -106,10 +107,14 @@ func (c *call) argsMap() map[string]any {
 // so nothing is written or queued that the primary never takes. Refused
 // are the argument bytes its strict parse refuses (read alike by no two
 // parsers: docs/replication.md, What is sent), and a known tool's
-// argument of a value its schema does not take (catalogue.CheckValues,
-// the gateway's check: a wrong type, a NaN limit), which the local
-// palace would take for an internal error, or file for the gateway to
-// refuse. A tool the catalogue does not know is left to the palaces.
+// argument no release's schema lists (catalogue.UnknownParams) or of a
+// value its schema does not take (catalogue.CheckValues: a wrong type, a
+// NaN limit), both the gateway's checks and words, which the local palace
+// would take for an internal error, or file for the gateway to refuse.
+// Reads too: the gateway refuses them for every tool, and a read the
+// edge answers alone (local-only and maintenance tools, pass-through)
+// never comes here. A tool the catalogue does not know is left to the
+// palaces.
 func (c *call) refusal() *jsonrpc.Error {
 	if c.argsMap(); c.strict != nil {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("Invalid params: refused by the edge: %s. The gateway refuses these argument bytes as written (parsers read them differently), so nothing was written or queued: send them again without it", c.strict)}
@@ -117,8 +122,15 @@ func (c *call) refusal() *jsonrpc.Error {
 	if !c.tool.Known() {
 		return nil
 	}
+	const tail = "; refused by the edge, as the gateway refuses it: nothing was written or queued"
+	if msg, long := catalogue.UnknownParams(c.tool, c.args); msg != "" {
+		if long != "" {
+			msg += fmt.Sprintf("'%s…' (%d bytes)", strings.ToValidUTF8(long[:64], ""), len(long)) // cut at 64 bytes, not mid-character
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg + tail}
+	}
 	if err := catalogue.CheckValues(c.tool, c.args); err != nil {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error() + "; refused by the edge, as the gateway refuses it: nothing was written or queued"}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error() + tail}
 	}
 	return nil
 }

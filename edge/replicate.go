@@ -676,36 +676,6 @@ var textCaps = map[string]textCap{
 	"event_append": {"body", 256 << 10, "MemPalace's event body cap"},
 }
 
-// unknownArgument is the refusal of a write with an argument no
-// MemPalace release's schema lists for its tool (the catalogue's, which
-// the gateway checks too), or nil: MemPalace and the gateway refuse it
-// (-32602), so queued it would only die in the outbox.
-func unknownArgument(c *call) *mcp.CallToolResult {
-	if !c.tool.Known() {
-		return nil
-	}
-	var unknown []string
-	for k := range c.argsMap() {
-		if !c.tool.Accepts(k) {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	slices.Sort(unknown)
-	name := unknown[0]
-	if len(name) > 64 {
-		name = name[:64] + "..."
-	}
-	more := ""
-	if len(unknown) > 1 {
-		more = fmt.Sprintf(" (and %d more)", len(unknown)-1)
-	}
-	return errorResult(fmt.Sprintf("refused by the edge: %s takes no argument '%s'%s (its arguments: %s); MemPalace and the gateway refuse it (-32602), so nothing was written or queued: write it again without it", c.name, name, more, strings.Join(c.tool.Params, ", ")),
-		map[string]any{"replication": "not taken"})
-}
-
 // overCap is the refusal of a write whose text is over its cap, in
 // MemPalace's words, or nil: refused when it is made, not by the primary
 // five times before the op is dead.
@@ -805,9 +775,6 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 // heard from the gateway's refusal of the first write sent on old grants,
 // and the writes after it are refused up front.
 func (e *Edge) refusedUpFront(ctx context.Context, c *call, oldWing string) *mcp.CallToolResult {
-	if res := unknownArgument(c); res != nil {
-		return res
-	}
 	msg, mark := e.refusal(ctx, c, oldWing)
 	switch {
 	case msg == "":

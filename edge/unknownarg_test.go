@@ -2,34 +2,73 @@ package edge
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
-// An event_append with an argument its schema does not list (kind, as
-// an agent guessed it) is refused by the edge at once, naming the
-// argument, and nothing is queued: before, it was answered with an op_id
-// and died at the gateway (-32602), and `edge flush` exited 1 until an
-// operator dropped it (attack52 F4). An argument MemPalace takes (topic)
-// is queued as before.
-func TestAQueuedWriteWithAnUnknownArgumentIsRefusedUpFront(t *testing.T) {
+// An argument no MemPalace release's schema lists for its tool is refused
+// by the edge as the gateway refuses it: -32602, in the gateway's words
+// (catalogue.UnknownParams), with the edge's tail, and nothing is queued
+// or sent: an event_append with kind (as an agent guessed it) was
+// answered with an op_id and died at the gateway, and `edge flush`
+// exited 1 until an operator dropped it (attack52 F4). A read (search) is
+// refused alike; before, an unknown argument of a number was told as a
+// wrong type ("must be a string, not a number"). A local-only tool
+// (hook_settings) is left to the local palace, which answers for itself.
+// An argument MemPalace takes (topic) is queued as before.
+func TestAnUnknownArgumentIsRefusedUpFrontAsTheGatewayRefusesIt(t *testing.T) {
 	t.Parallel()
-	h := start(t, harnessOpts{primaryDown: true})
-	_, res := h.call("event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "opencode@edge-test", "body": "b", "kind": "note"})
-	if s := refusalText(res); !strings.Contains(s, "refused by the edge") || !strings.Contains(s, "'kind'") || !strings.Contains(s, "nothing was written or queued") {
-		t.Errorf("an event_append with kind is answered %q, want refused by the edge naming kind", s)
+	h := start(t, harnessOpts{raw: true, primaryDown: true, childEnv: []string{"FAKEPALACE_TRACE=1"}})
+	h.handshake()
+	h.ready()
+	long := strings.Repeat("x", 300)
+	for i, c := range []struct{ tool, args, want string }{
+		{"event_append", `{"type":"note","stream":"s","room":"r","from_agent":"opencode@edge-test","body":"b","kind":"note"}`, "Unknown parameter 'kind' for tool mempalace_event_append; refused by the edge"},
+		{"add_drawer", `{"wing":"ops","room":"r","content":"x","tags":[],"zz":1,"aa":2}`, "Unknown parameter 'aa', 'tags', 'zz' for tool mempalace_add_drawer; refused by the edge"},
+		{"add_drawer", `{"wing":"ops","room":"r","content":"x","` + long + `":1}`, "Unknown parameter for tool mempalace_add_drawer: '" + long[:64] + "…' (300 bytes); refused by the edge"},
+		{"search", `{"query":"q","top_k":3}`, "Unknown parameter 'top_k' for tool mempalace_search; refused by the edge"},
+	} {
+		id := fmt.Sprint(100 + i)
+		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"mempalace_%s","arguments":%s}}`, id, c.tool, c.args)
+		if _, err := h.in.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		a := h.await(id, 10*time.Second)
+		e, _ := a["error"].(map[string]any)
+		if msg, _ := e["message"].(string); e["code"] != -32602.0 || !strings.HasPrefix(msg, c.want) || !strings.HasSuffix(msg, "nothing was written or queued") {
+			t.Errorf("%s %.80s: answered %.400v, want -32602 %q", c.tool, c.args, a, c.want)
+		}
 	}
-	ops, err := h.edge.outbox.List(context.Background(), 10, outbox.Queued, outbox.Inflight, outbox.Done, outbox.Dead)
-	if err != nil {
+	if _, err := h.in.Write([]byte(`{"jsonrpc":"2.0","id":200,"method":"tools/call","params":{"name":"mempalace_hook_settings","arguments":{"bogus":1}}}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
-	if len(ops) != 0 {
-		t.Errorf("the refused write is in the outbox: %+v", ops)
+	h.await("200", 10*time.Second) // the local palace's answer, whatever it is
+	var local []string
+	waitFor(t, 5*time.Second, "the local palace's trace of hook_settings", func() bool {
+		local = nil
+		for _, m := range h.childReceived() {
+			if m.Method == "tools/call" {
+				local = append(local, m.Name)
+			}
+		}
+		return len(local) > 0
+	})
+	if fmt.Sprint(local) != "[mempalace_hook_settings]" {
+		t.Errorf("the local palace got %v, want hook_settings alone", local)
 	}
-	m, res := h.call("event_append", map[string]any{"type": "note", "stream": "s", "room": "r", "from_agent": "opencode@edge-test", "body": "b", "topic": "t"})
-	if res.IsError || m["op_id"] == nil {
-		t.Errorf("an event_append with the arguments MemPalace takes is answered %v, want queued", m)
+	ops, err := h.edge.outbox.List(context.Background(), 10, outbox.Queued, outbox.Inflight, outbox.Done, outbox.Dead)
+	if err != nil || len(ops) != 0 {
+		t.Errorf("the outbox holds %d ops (%v)", len(ops), err)
+	}
+	line := `{"jsonrpc":"2.0","id":300,"method":"tools/call","params":{"name":"mempalace_event_append","arguments":{"type":"note","stream":"s","room":"r","from_agent":"opencode@edge-test","body":"b","topic":"t"}}}`
+	if _, err := h.in.Write([]byte(line + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	if a := h.await("300", 10*time.Second); !strings.Contains(fmt.Sprint(a["result"]), "op_id") {
+		t.Errorf("an event_append with the arguments MemPalace takes is answered %.300v, want queued", a)
 	}
 }

@@ -280,14 +280,8 @@ var nameArgs = []string{"wing", "room", "agent_name", "source_wing", "source_roo
 // checkArgs is the argument allow-list: every argument must be one the
 // tool's schema lists (in some release), and name-like ones strings.
 func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
-	var unknown []string
-	for k := range args {
-		if !t.Accepts(k) {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		return unknownParams(t, unknown)
+	if msg, long := catalogue.UnknownParams(t, args); msg != "" {
+		return &badRequest{code: -32602, msg: msg, sent: long} // a long name cut as the audit line cuts it
 	}
 	if err := catalogue.CheckValues(t, args); err != nil {
 		return &badRequest{code: -32602, msg: err.Error()}
@@ -320,27 +314,6 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 		}
 	}
 	return nil
-}
-
-// maxUnknown is how many unknown parameters a refusal names.
-const maxUnknown = 8
-
-// unknownParams refuses the arguments t takes in no release, naming them
-// as MemPalace does, but a bounded answer whatever a device sent: at most
-// maxUnknown of them (and how many more), and one over maxField bytes
-// alone, cut (badRequest.sent).
-func unknownParams(t catalogue.Tool, unknown []string) *badRequest {
-	slices.Sort(unknown)
-	for _, k := range unknown {
-		if len(k) > maxField {
-			return &badRequest{code: -32602, msg: fmt.Sprintf("Unknown parameter for tool %s%s: ", catalogue.Prefix, t.Name), sent: k}
-		}
-	}
-	more := ""
-	if n := len(unknown); n > maxUnknown {
-		unknown, more = unknown[:maxUnknown], fmt.Sprintf(" (and %d more)", n-maxUnknown)
-	}
-	return &badRequest{code: -32602, msg: fmt.Sprintf("Unknown parameter '%s'%s for tool %s%s", strings.Join(unknown, "', '"), more, catalogue.Prefix, t.Name)}
 }
 
 // checkNames refuses an argument of m named in strs that is not a
