@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // CheckValues refuses a call of t whose arguments hold a value
@@ -117,18 +118,20 @@ func anA(typ string) string {
 var idListArgs = []string{"drawer_ids", "artifact_ids"}
 
 // MaxIntArg bounds an integer argument's size: every integer up to it
-// is exact as a float64, so Go (IntArg) and Python read the same number.
-const MaxIntArg = 1 << 53
+// is exact as a float64, and none beyond it rounds to it (2^53+1, which
+// Python reads exactly, rounds to 2^53), so Go (IntArg) and Python read
+// the same number.
+const MaxIntArg = 1<<53 - 1
 
 // checkNumbers refuses an argument typed "integer" (ParamType) that is
-// not a finite number, or one in a string, of at most MaxIntArg in size
-// (serve coerces it with Python's int(), of inf: HTTP 500; the gateway
-// reads a page's offset and limit and a wait's timeout itself), a
-// negative offset (MemPalace reads it as 0: a pager would get the first
-// page for it), one typed "number" that is not finite (serve's float()
-// reads "nan", "inf" and "1e999": a NaN threshold finds no duplicate; any
-// finite value is one MemPalace takes), and an id list (idListArgs) that
-// is not an array of strings. Each refusal says what is wrong.
+// not one MemPalace reads as an integer (integer), or one of more than
+// MaxIntArg in size (the gateway reads a page's offset and limit and a
+// wait's timeout itself), a negative offset (MemPalace reads it as 0: a
+// pager would get the first page for it), one typed "number" that is not
+// finite (serve's float() reads "nan", "inf" and "1e999": a NaN threshold
+// finds no duplicate; any finite value is one MemPalace takes), and an id
+// list (idListArgs) that is not an array of strings. Each refusal says
+// what is wrong.
 func checkNumbers(args map[string]any) error {
 	invalid := func(k, why string) error {
 		return fmt.Errorf("Invalid value for parameter '%s': %s", k, why)
@@ -139,7 +142,7 @@ func checkNumbers(args map[string]any) error {
 		}
 		switch ParamType(k) {
 		case "integer":
-			if f, not := number(v); not != "" {
+			if f, not := integer(v); not != "" {
 				return invalid(k, "must be an integer, not "+not)
 			} else if math.Abs(f) > MaxIntArg {
 				return invalid(k, fmt.Sprintf("must be an integer of at most %d in size", int64(MaxIntArg)))
@@ -170,11 +173,56 @@ func checkNumbers(args map[string]any) error {
 	return nil
 }
 
-// IntArg reads an integer argument as MemPalace coerces it (int() of a
-// number, or of a string's digits): false for what CheckValues refuses.
+// IntArg reads an integer argument as MemPalace coerces it (integer):
+// false for what CheckValues refuses.
 func IntArg(v any) (int, bool) {
-	f, not := number(v)
+	f, not := integer(v)
 	return int(f), not == "" && math.Abs(f) <= MaxIntArg
+}
+
+// integer reads an integer argument as MemPalace 3.11.0 coerces it
+// (mcp_server/protocol.py, handle_request: int(value) of what JSON did not
+// decode to a Python int): a number's integer part (int() of a float
+// truncates: 3.5 is 3), a string as int() reads one (intString); or says,
+// as a noun, why it is not one (NaN and infinities: int() raises).
+func integer(v any) (float64, string) {
+	if s, ok := v.(string); ok {
+		return intString(s)
+	}
+	f, not := number(v)
+	return math.Trunc(f), not
+}
+
+// maxIntDigits is Python's int() limit on a string's digits
+// (sys.int_max_str_digits, 4300 by default): more is a ValueError.
+const maxIntDigits = 4300
+
+// intString reads s as Python's int(s), base 10: whitespace at either end
+// (Go's unicode.IsSpace is int()'s: ASCII's six and Unicode's, not
+// U+001C..U+001F), one sign, then digits, single underscores between
+// them, at most maxIntDigits. int() reads non-ASCII decimal digits too,
+// by its Python's Unicode tables (3.11's are 14.0, Go's newer): those
+// are refused, saying so. TestRealIntArgIsMemPalaces holds it to the
+// real Python.
+func intString(s string) (float64, string) {
+	t := strings.TrimFunc(s, unicode.IsSpace)
+	body := strings.TrimLeft(t, "+-")
+	sign := t[:len(t)-len(body)]
+	ok := len(sign) <= 1 && body != "" && body[0] != '_' && body[len(body)-1] != '_' &&
+		!strings.Contains(body, "__") && strings.Trim(body, "0123456789_") == ""
+	digits := strings.ReplaceAll(body, "_", "")
+	switch _, not := number(t); {
+	case ok && len(digits) > maxIntDigits:
+		return 0, fmt.Sprintf("a string of more than %d digits (Python's int() reads no more)", maxIntDigits)
+	case ok:
+		f, _ := strconv.ParseFloat(sign+digits, 64) // beyond MaxIntArg (+Inf at most): refused by size
+		return f, ""
+	case strings.ContainsFunc(t, func(r rune) bool { return r > unicode.MaxASCII && unicode.IsDigit(r) }):
+		return 0, "a string of digits other than 0-9 (send 0-9)"
+	case not != "":
+		return 0, not
+	}
+	return 0, "a string with a decimal point or an exponent (MemPalace reads a string with Python's int(), which takes digits only: send the integer)"
 }
 
 // number reads a number argument as MemPalace coerces it (Python's

@@ -30,7 +30,10 @@ func TestOddNumbersAndIDListsAreRefusedNamingTheParameter(t *testing.T) {
 		{"search", `{"query":"q","wing":"shared","limit":"Infinity"}`, "limit", "must be an integer, not infinite"},
 		{"search", `{"query":"q","wing":"shared","limit":"1e999"}`, "limit", "must be an integer, not infinite"},
 		{"list_drawers", `{"limit":"ten"}`, "limit", "must be an integer, not a string that does not read as a number"},
-		{"list_drawers", `{"limit":"1e20"}`, "limit", "must be an integer of at most 9007199254740992 in size"},
+		{"list_drawers", `{"limit":"100000000000000000000"}`, "limit", "must be an integer of at most 9007199254740991 in size"},
+		{"list_drawers", `{"limit":9007199254740993}`, "limit", "must be an integer of at most 9007199254740991 in size"},    // read as 2^53 through a float64
+		{"list_drawers", `{"limit":"3.5"}`, "limit", "must be an integer, not a string with a decimal point or an exponent"}, // Python's int("3.5") raises
+		{"list_drawers", `{"limit":"1e3"}`, "limit", "must be an integer, not a string with a decimal point or an exponent"},
 		{"list_drawers", `{"limit":true}`, "limit", "must be an integer"},
 		{"list_drawers", `{"offset":9223372036854775807}`, "offset", "must be an integer"},
 		{"list_drawers", `{"offset":1e400}`, "offset", beyondFloat},
@@ -58,7 +61,7 @@ func TestOddNumbersAndIDListsAreRefusedNamingTheParameter(t *testing.T) {
 		}
 	}
 	// What MemPalace reads as the integer the gateway reads passes.
-	for _, args := range []string{`{"wing":"shared","limit":5,"offset":0}`, `{"wing":"shared","limit":"5","offset":"1"}`, `{"limit":2.0,"offset":9007199254740992}`, `{"wing":"shared","limit":null}`} {
+	for _, args := range []string{`{"wing":"shared","limit":5,"offset":0}`, `{"wing":"shared","limit":"5","offset":"1"}`, `{"limit":2.0,"offset":9007199254740991}`, `{"wing":"shared","limit":" 10 ","offset":-0.5}`, `{"wing":"shared","limit":null}`} {
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_list_drawers","arguments":` + args + `}}`
 		if _, answer := g.send("POST", "/mcp", body, laptop); gjson.Get(answer, "error").Exists() || !gjson.Get(answer, "result").Exists() {
 			t.Errorf("list_drawers %s: %.300s", args, answer)
