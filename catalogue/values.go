@@ -18,15 +18,16 @@ import (
 // context of 5.6 million objects cost the primary a gigabyte, an
 // add_drawer's source_file 123 is a TypeError), an integer or a number
 // that is not one MemPalace reads as such (checkNumbers), an id list that
-// is not an array of strings. The gateway refuses such a call before it
-// is authorized, the edge before either palace or the outbox sees it.
-// Null is an argument's absence, left to MemPalace (its default, or its
-// own refusal); an integer or a number may come as a string, which
+// is not an array of strings, a checkpoint's item that is not an object.
+// The gateway refuses such a call before it is authorized, the edge
+// before either palace or the outbox sees it. Null is an argument's
+// absence, left to MemPalace (its default, or its own refusal), but
+// where nullRefused; an integer or a number may come as a string, which
 // MemPalace converts. Numbers may be decoded as json.Number or float64.
 func CheckValues(t Tool, args map[string]any) error {
 	bad := ""
 	for k, v := range args {
-		if !typeFits(ParamType(k), v) && (bad == "" || k < bad) {
+		if (!typeFits(ParamType(k), v) || v == nil && nullRefused[k]) && (bad == "" || k < bad) {
 			bad = k
 		}
 	}
@@ -114,8 +115,16 @@ func anA(typ string) string {
 	return "a " + typ
 }
 
-// idListArgs are the arguments that list ids: each element a string.
-var idListArgs = []string{"drawer_ids", "artifact_ids"}
+// nullRefused are the arguments whose null is refused, not taken as their
+// absence: checkpoint's items (MemPalace has no default for it: None is
+// its error result) and diary (which MemPalace would take as none; the
+// gateway has always refused it, and the edge refuses it with it, so that
+// no such checkpoint is queued to die at the gateway).
+var nullRefused = map[string]bool{"items": true, "diary": true}
+
+// listOf are the array arguments whose elements have one JSON type: the
+// id lists' strings, checkpoint's items' objects.
+var listOf = map[string]string{"drawer_ids": "string", "artifact_ids": "string", "items": "object"}
 
 // MaxIntArg bounds an integer argument's size: every integer up to it
 // is exact as a float64, and none beyond it rounds to it (2^53+1, which
@@ -129,9 +138,9 @@ const MaxIntArg = 1<<53 - 1
 // wait's timeout itself), a negative offset (MemPalace reads it as 0: a
 // pager would get the first page for it), one typed "number" that is not
 // finite (serve's float() reads "nan", "inf" and "1e999": a NaN threshold
-// finds no duplicate; any finite value is one MemPalace takes), and an id
-// list (idListArgs) that is not an array of strings. Each refusal says
-// what is wrong.
+// finds no duplicate; any finite value is one MemPalace takes), and a
+// list's element of another type than listOf's. Each refusal says what is
+// wrong.
 func checkNumbers(args map[string]any) error {
 	invalid := func(k, why string) error {
 		return fmt.Errorf("Invalid value for parameter '%s': %s", k, why)
@@ -155,18 +164,11 @@ func checkNumbers(args map[string]any) error {
 			}
 		}
 	}
-	for _, k := range idListArgs {
-		v, ok := args[k]
-		if !ok || v == nil {
-			continue
-		}
-		list, isList := v.([]any)
-		if !isList {
-			return invalid(k, "must be an array of ids (strings)")
-		}
+	for k, want := range listOf { // a call's tool takes one of them at most
+		list, _ := args[k].([]any) // CheckValues refused another type
 		for i, x := range list {
-			if _, isStr := x.(string); !isStr {
-				return invalid(fmt.Sprintf("%s[%d]", k, i), "must be a string")
+			if jsonType(x) != want {
+				return invalid(fmt.Sprintf("%s[%d]", k, i), "must be "+anA(want))
 			}
 		}
 	}

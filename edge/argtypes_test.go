@@ -29,6 +29,9 @@ func TestArgumentsOfAnotherTypeAreRefusedUpFront(t *testing.T) {
 		{"event_append", `{"type":"note","stream":"s","room":"r","from_agent":"opencode@edge-test","to_agent":"*","body":"b","metadata":"notanobject"}`, "parameter 'metadata': must be an object, not a string (the schema of mempalace_event_append)"},
 		{"search", `{"query":"x","context":[1,2]}`, "parameter 'context': must be a string, not an array (the schema of mempalace_search)"},
 		{"search", `{"query":"x","limit":"nan"}`, "parameter 'limit': must be an integer, not NaN"},
+		{"search", `{"query":"x","limit":"3.5"}`, "parameter 'limit': must be an integer, not a string with a decimal point"},
+		{"checkpoint", `{"items":[{"wing":"ops","room":"r","content":"c"},"x"]}`, "parameter 'items[1]': must be an object"},
+		{"checkpoint", `{"items":[],"diary":null}`, "parameter 'diary': must be an object, not null"},
 	} {
 		id := fmt.Sprint(100 + i)
 		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"mempalace_%s","arguments":%s}}`, id, c.tool, c.args)

@@ -289,28 +289,16 @@ func checkArgs(t catalogue.Tool, args map[string]any) *badRequest {
 	if bad := checkNames("", args, stringArgs...); bad != nil {
 		return bad
 	}
-	if d, ok := args["diary"]; ok {
-		dm, isObj := d.(map[string]any)
-		if !isObj {
-			return &badRequest{code: -32602, msg: "Invalid value for parameter 'diary': must be an object"}
-		}
-		if bad := checkNames("diary.", dm, "wing", "agent_name"); bad != nil {
+	if d, ok := args["diary"].(map[string]any); ok { // CheckValues refused another type, and null
+		if bad := checkNames("diary.", d, "wing", "agent_name"); bad != nil {
 			return bad
 		}
 	}
-	if it, ok := args["items"]; ok {
-		items, isList := it.([]any)
-		if !isList {
-			return &badRequest{code: -32602, msg: "Invalid value for parameter 'items': must be an array"}
-		}
-		for i, x := range items {
-			m, isObj := x.(map[string]any)
-			if !isObj {
-				return &badRequest{code: -32602, msg: fmt.Sprintf("Invalid value for parameter 'items[%d]': must be an object", i)}
-			}
-			if bad := checkNames(fmt.Sprintf("items[%d].", i), m, "wing"); bad != nil {
-				return bad
-			}
+	items, _ := args["items"].([]any) // as diary; each an object
+	for i, x := range items {
+		m, _ := x.(map[string]any)
+		if bad := checkNames(fmt.Sprintf("items[%d].", i), m, "wing"); bad != nil {
+			return bad
 		}
 	}
 	return nil
