@@ -40,6 +40,41 @@ func TestDecodeJSONC(t *testing.T) {
 	}
 }
 
+// A key is a field's only when written exactly (attack73 F1):
+// encoding/json, which ignores case, took "Admin" for admin, a "KG" after
+// "kg" for kg, a second "Devices" for the devices. Strict refuses such a
+// key at its place with the key it may mean; otherwise it is ignored, as
+// any unknown key is.
+func TestAKeyInAnotherCaseIsNoFields(t *testing.T) {
+	type dev struct {
+		ID    string `json:"id"`
+		KG    string `json:"kg,omitempty"`
+		Admin bool   `json:"admin,omitempty"`
+	}
+	type cfg struct {
+		Devices []dev          `json:"devices"`
+		Wings   map[string]dev `json:"wings,omitempty"`
+	}
+	for src, want := range map[string]string{
+		"{\"devices\": [{\"id\": \"a\", \"Admin\": true}]}":                                   `f.jsonc:1:26: unknown key "Admin" in devices[0] (fix: did you mean "admin"? A key is read exactly, case included`,
+		"{\"devices\": [{\"id\": \"a\", \"kg\": \"write\",\n \"KG\": \"read\"}]}":             `f.jsonc:2:2: unknown key "KG" in devices[0] (fix: did you mean "kg"?`,
+		"{\"devices\": [{\"id\": \"a\"}],\n \"Devices\": [{\"id\": \"b\", \"admin\": true}]}": `f.jsonc:2:2: unknown key "Devices" at the top level (fix: did you mean "devices"?`,
+		"{\"wings\": {\"W\": {\"id\": \"a\", \"ID\": \"b\"}}}":                                `f.jsonc:1:29: unknown key "ID" in wings["W"] (fix: did you mean "id"?`,
+		"{\"devices\": [{\"id\": \"a\", \"\u212Ag\": \"write\"}]}":                            "f.jsonc:1:26: unknown key \"\u212Ag\" in devices[0] (fix: did you mean \"kg\"?", // Kelvin sign: encoding/json folds it to k
+	} {
+		var c cfg
+		err := (JSON{JSONC: true, Strict: true}).DecodeJSON("f.jsonc", []byte(src), &c)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Strict %q:\n got %v (%+v)\nwant %s...", src, err, c, want)
+		}
+		c = cfg{}
+		if err := (JSON{}).DecodeJSON("f.json", []byte(src), &c); err != nil || len(c.Devices) > 1 ||
+			(len(c.Devices) == 1 && (c.Devices[0] != dev{ID: "a"} && c.Devices[0] != dev{ID: "a", KG: "write"})) || c.Wings["W"].ID != "" && c.Wings["W"].ID != "a" {
+			t.Errorf("not Strict %q: %+v, %v; want the exact keys alone taken", src, c, err)
+		}
+	}
+}
+
 // NoTrailingCommas: comments are taken, the first trailing comma (in an
 // object or an array, at any depth) is placed at the comma.
 func TestDecodeJSONCNoTrailingCommas(t *testing.T) {

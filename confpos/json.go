@@ -50,6 +50,10 @@ func (o JSON) DecodeJSON(file string, src []byte, v any) error {
 			}
 		}
 	}
+	if root, err := hujson.Parse(src); err == nil { // else the decoder places it
+		std = bytes.Clone(std)
+		blankFolded(std, &root, reflect.TypeOf(v))
+	}
 	dec := json.NewDecoder(bytes.NewReader(std))
 	if o.Strict {
 		dec.DisallowUnknownFields()
@@ -176,6 +180,9 @@ func unknownKey(file string, src []byte, t reflect.Type) *Error {
 	fix := "remove it, or rename it to one of the keys allowed here: " + strings.Join(known, ", ")
 	if s := Nearest(name, known); s != "" {
 		fix = fmt.Sprintf("did you mean %q? Rename it or remove it; the keys allowed here: %s", s, strings.Join(known, ", "))
+		if strings.EqualFold(s, name) {
+			fix = fmt.Sprintf("did you mean %q? A key is read exactly, case included: rename it or remove it", s)
+		}
 	}
 	return At(file, src, m.Name.StartOffset, fmt.Sprintf("unknown key %q %s", name, where), fix)
 }
@@ -343,18 +350,38 @@ func step(path, key string, isStruct bool) string {
 	return path + "." + key
 }
 
-// field is the type of the struct field key decodes into, matched as
-// encoding/json does (exactly, else ignoring case); nil if none.
+// field is the type of the struct field key decodes into, matched
+// exactly, as a reader of the file does; nil if none (blankFolded keeps
+// encoding/json from taking "Admin" for "admin").
 func field(fields map[string]reflect.Type, key string) reflect.Type {
-	if t, ok := fields[key]; ok {
-		return t
+	return fields[key]
+}
+
+// blankFolded overwrites in std (src standardized: its offsets) the name
+// of each key in v that is not exactly one of its struct's keys, with as
+// many ~, so that encoding/json, which matches a key ignoring case, takes
+// it for no field: "Admin", "READ" or a second "Devices" would otherwise
+// set admin, read or devices past the key a reviewer reads (attack73 F1).
+// Blanked, it is an unknown key: refused when Strict (unknownKey names it
+// as written), ignored otherwise, as MemPalace's Python ignores it in its
+// config.json.
+func blankFolded(std []byte, v *hujson.Value, t reflect.Type) {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
-	for k, t := range fields {
-		if strings.EqualFold(k, key) {
-			return t
+	if t == nil || reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return // any reads keys as written; an Unmarshaler reads its own
+	}
+	eachChild(v, t, "", func(c *hujson.Value, ct reflect.Type, _ string, m *hujson.ObjectMember) bool {
+		if ct != nil {
+			blankFolded(std, c, ct)
+		} else if m != nil {
+			for i := m.Name.StartOffset + 1; i < m.Name.EndOffset-1; i++ {
+				std[i] = '~'
+			}
 		}
-	}
-	return nil
+		return false
+	})
 }
 
 func orTop(path string) string {

@@ -30,6 +30,8 @@ func TestPolicyErrorNamesLineColumnAndFix(t *testing.T) {
 			[]string{"policy.json:2:2: ", `"wing"`, "(fix: ", `"wings"`}},
 		{"unknown nested key", "{\"version\":1,\n \"wings\": {\"w\": {\"replicate\": \"local\",\n   \"replicat\": \"local\"}}}\n",
 			[]string{"policy.json:3:4: ", `"replicat"`, `wings["w"]`, "(fix: ", `"replicate"`}},
+		{"key in another case", "{\"version\":1,\"wings\":{\"workspace\":{\"replicate\":\"local\", \"Replicate\":\"replicated\"}}}\n", // attack73 F1: the wing was replicated
+			[]string{"policy.json:1:57: ", `unknown key "Replicate"`, `wings["workspace"]`, "(fix: ", `did you mean "replicate"?`}},
 		{"wrong type", "{\"version\":1,\n \"wings\": [\"workspace\"]}\n",
 			[]string{"policy.json:2:11: ", "wings", "an array", "(fix: ", "an object"}},
 		{"something after", "{\"version\":1}\n{\"version\":1}\n",

@@ -79,3 +79,18 @@ func TestCheckpointDoesNotWriteThroughASymlink(t *testing.T) {
 		})
 	}
 }
+
+// A key of bootstrap.json is read only as written: a "State" beside the
+// entry's "state" is ignored, where encoding/json, which ignores case,
+// took the later one (attack73 F1's cause, in every file read through
+// confpos).
+func TestCheckpointKeyInAnotherCaseIsIgnored(t *testing.T) {
+	t.Parallel()
+	palace := t.TempDir()
+	file := checkpointPath(palace)
+	os.MkdirAll(filepath.Dir(file), 0o700)
+	os.WriteFile(file, []byte(`{"http://p/mcp": {"state": "complete", "State": "failed", "High_Water": 9}}`), 0o600)
+	if cp, err := readCheckpoint(palace); err != nil || cp["http://p/mcp"].State != StateComplete || cp["http://p/mcp"].HighWater != 0 {
+		t.Errorf("got %+v %v, want the state complete and no high water", cp, err)
+	}
+}

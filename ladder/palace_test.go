@@ -58,6 +58,7 @@ func TestPalacePathIsMemPalaces(t *testing.T) {
 		{name: "palace_path in the XDG directory's config.json, ~ expanded", setup: []func(string){file(".config/mempalace/config.json", `{"palace_path": "~/elsewhere"}`)}, want: "~/elsewhere"},
 		{name: "palace_path in ~/.mempalace/config.json", setup: []func(string){file(".mempalace/config.json", `{"palace_path": "~/old"}`)}, want: "~/old"},
 		{name: "palace_path in MEMPALACE_CONFIG_DIR's config.json", setup: []func(string){file("cfg/config.json", `{"palace_path": "~/p"}`)}, env: map[string]string{"MEMPALACE_CONFIG_DIR": "~/cfg"}, want: "~/p"},
+		{name: "a Palace_Path in config.json is not palace_path (MemPalace reads keys as written)", setup: []func(string){file(".config/mempalace/config.json", `{"Palace_Path": "~/elsewhere"}`)}, want: xdgDefault},
 		{name: "a config.json without palace_path", setup: []func(string){file(".config/mempalace/config.json", `{"embedding_model": "minilm"}`)}, want: xdgDefault},
 		{name: "MEMPALACE_PALACE_PATH beats config.json", setup: []func(string){file(".mempalace/config.json", `{"palace_path": "/not/this"}`)}, env: map[string]string{"MEMPALACE_PALACE_PATH": "~/env"}, want: "~/env"},
 		{name: "MEMPALACE_PALACE_PATH bare ~", env: map[string]string{"MEMPALACE_PALACE_PATH": "~"}, want: "~"},
