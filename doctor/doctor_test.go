@@ -1270,6 +1270,12 @@ func TestPiExtensionWithoutEdge(t *testing.T) {
 			only(t, b.run(), "warn:sync-shared")
 		})
 	}
+	t.Run("settings keys in another case are not pi's", func(t *testing.T) {
+		b := newBox(t)
+		b.edgeMode(srvURL, "")
+		write(t, filepath.Join(agent(b), "settings.json"), `{"Extensions": ["/opt/mempalace/extensions/pi/mempalace.ts"], "packages": [{"Source": "npm:@mempalace/pi-extension"}]}`, 0o644)
+		only(t, b.run())
+	})
 	t.Run("pi-mcp-adapter alone is not the extension", func(t *testing.T) {
 		b := newBox(t)
 		b.edgeMode(srvURL, "")

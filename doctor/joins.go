@@ -1,7 +1,6 @@
 package doctor
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
@@ -43,7 +43,7 @@ func UnfinishedJoins(palace string, now time.Time) []Finding {
 	}
 	var m map[string]joinCheckpoint
 	if err == nil {
-		err = json.Unmarshal(b, &m)
+		err = (confpos.JSON{}).DecodeJSON(file, b, &m) // keys as join reads them: exactly
 	}
 	if err != nil {
 		// A join may have stopped half-way with records queued: that is

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
 )
@@ -58,7 +59,7 @@ func piMemPalaceExtension(dir string) string {
 		Extensions []string          `json:"extensions"`
 		Packages   []json.RawMessage `json:"packages"`
 	}
-	if json.Unmarshal(b, &s) != nil {
+	if (confpos.JSON{}).DecodeJSON(settings, b, &s) != nil { // keys as pi reads them: exactly
 		return "" // pi ignores a settings.json it cannot parse too
 	}
 	for _, e := range s.Extensions {
@@ -69,8 +70,10 @@ func piMemPalaceExtension(dir string) string {
 	for _, raw := range s.Packages {
 		var src string
 		if json.Unmarshal(raw, &src) != nil {
-			var obj struct{ Source string }
-			json.Unmarshal(raw, &obj)
+			var obj struct {
+				Source string `json:"source"`
+			}
+			_ = (confpos.JSON{}).DecodeJSON(settings, raw, &obj) // not an object: no source
 			src = obj.Source
 		}
 		if l := strings.ToLower(src); strings.Contains(l, "mempalace") && !strings.Contains(l, "pi-mcp-adapter") {
@@ -93,7 +96,7 @@ func adapterRunsEdge(file string) bool {
 			Args    []string `json:"args"`
 		} `json:"mcpServers"`
 	}
-	if json.Unmarshal(b, &doc) != nil {
+	if (confpos.JSON{}).DecodeJSON(file, b, &doc) != nil {
 		return false
 	}
 	e, ok := doc.MCPServers[harness.Server]

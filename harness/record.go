@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/ladder"
 )
 
@@ -326,7 +327,7 @@ func Command(entry []byte) (cmd string, args []string) {
 		Cmd     string          `json:"cmd"`
 		Args    []string        `json:"args"`
 	}
-	if json.Unmarshal(entry, &e) != nil {
+	if (confpos.JSON{}).DecodeJSON("entry", entry, &e) != nil { // keys as the harness reads them: exactly
 		return "", nil
 	}
 	var list []string

@@ -118,6 +118,10 @@ func TestCommandReadsEveryRecord(t *testing.T) {
 	if cmd, _ := Command([]byte(`{"url": "https://palace.example.org/mcp"}`)); cmd != "" {
 		t.Errorf("a remote entry starts %q", cmd)
 	}
+	// keys as the harness reads them: a "Command" is none of its keys
+	if cmd, args := Command([]byte(`{"Command": "mempalace-mcp", "ARGS": ["x"], "url": "https://palace.example.org/mcp"}`)); cmd != "" || len(args) != 0 {
+		t.Errorf("an entry whose keys differ in case starts %q %q", cmd, args)
+	}
 }
 
 // A relative XDG_CONFIG_HOME is ignored, as the XDG base directory spec

@@ -1,7 +1,6 @@
 package ladder
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -106,7 +105,7 @@ func EmbeddingModel(env Lookup) (model, from string) {
 	var c struct {
 		Model string `json:"embedding_model"`
 	}
-	if b, err := os.ReadFile(cfg); err == nil && json.Unmarshal(b, &c) == nil && c.Model != "" {
+	if b, err := os.ReadFile(cfg); err == nil && (confpos.JSON{}).DecodeJSON(cfg, b, &c) == nil && c.Model != "" { // keys as MemPalace reads them: exactly
 		return c.Model, cfg
 	}
 	return "minilm", "MemPalace's default (neither MEMPALACE_EMBEDDING_MODEL nor embedding_model in " + cfg + " is set)"

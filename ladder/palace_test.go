@@ -110,4 +110,9 @@ func TestEmbeddingModelFromMemPalacesConfigDir(t *testing.T) {
 	if m, from := EmbeddingModel(lookupOf(map[string]string{"HOME": home})); m != "embeddinggemma" || from != file {
 		t.Errorf("got %q from %q, want embeddinggemma from %s", m, from, file)
 	}
+	// MemPalace reads keys as written: an "Embedding_Model" is not its model
+	os.WriteFile(file, []byte(`{"Embedding_Model": "embeddinggemma"}`), 0o600)
+	if m, _ := EmbeddingModel(lookupOf(map[string]string{"HOME": home})); m != "minilm" {
+		t.Errorf("Embedding_Model: got %q, want MemPalace's default, minilm", m)
+	}
 }
