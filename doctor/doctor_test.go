@@ -1776,3 +1776,22 @@ func TestAnUnreadableJoinStateIsSaid(t *testing.T) {
 		}
 	}
 }
+
+// A token line holding a second assignment ("MEMPALACE_REMOTE_TOKEN=…
+// MEMPALACE_EDGE=1", attack73 F4) is an error that names it and the fix,
+// beside the primary's refusal, which alone said only "mistyped".
+func TestTokenHoldingASecondAssignment(t *testing.T) {
+	const tok = "the-primarys-token-123"
+	srv := primary(t, tok, fakepalace.Options{})
+	b := newBox(t)
+	b.env["MEMPALACE_REMOTE_URL"] = srv.URL()
+	b.env["MEMPALACE_REMOTE_TOKEN"] = tok + " MEMPALACE_EDGE=1"
+	fs := b.run()
+	only(t, fs, "error:env-fallback", "error:primary-auth")
+	for _, f := range fs {
+		if f.ID == IDEnvFallback && (!strings.Contains(f.Message, "MEMPALACE_EDGE= (the rest not shown") || !strings.Contains(f.Message, "two assignments on one .env line") ||
+			!strings.Contains(f.Fix, "MEMPALACE_EDGE= on a line of its own") || strings.Contains(f.Message+f.Fix, tok)) {
+			t.Errorf("%+v", f)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/invisible"
 	"github.com/joakimp/devbox-config/redact"
@@ -269,6 +270,18 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 	return s, warns
 }
 
+// secondAssignment is the name of a variable assigned after whitespace in
+// tok, as a .env line "MEMPALACE_REMOTE_TOKEN=… MEMPALACE_EDGE=1" makes it
+// (attack73 F4); "" if there is none.
+func secondAssignment(tok string) string {
+	for i, f := range strings.Fields(tok) {
+		if name, _, ok := strings.Cut(f, "="); ok && i > 0 && confpos.IsVarName(name) {
+			return name
+		}
+	}
+	return ""
+}
+
 // warnFunc adds a warning about variable v with its fix.
 type warnFunc func(v, fix, format string, args ...any)
 
@@ -279,6 +292,10 @@ func checkReach(s Settings, tok string, lookPath LookPath, warn warnFunc) {
 	if strings.IndexFunc(tok, unicode.IsControl) >= 0 {
 		warn(EnvRemoteToken, "write the token alone after "+EnvRemoteToken+"= on one line, with no quotes around a line break and no \\n or \\r in it (the token `devbox-config gateway token issue DEVICE` or the primary's operator gave)",
 			"holds a line break or another control character (not shown: it is the token), which no Authorization header can carry: every call to the primary will fail")
+	}
+	if name := secondAssignment(tok); name != "" {
+		warn(EnvRemoteToken, "put "+name+"= on a line of its own in .env, with the token alone after "+EnvRemoteToken+"=, then recreate the container",
+			"holds whitespace and then %s= (the rest not shown: it is the token): two assignments on one .env line? %s is then not set, and the token sent is the whole line, which the primary refuses", name, name)
 	}
 	if s.Mode != Solitary && !s.TokenSet {
 		warn(EnvRemoteToken, "set "+EnvRemoteToken+" in .env to this device's token (behind a devbox-config gateway: the one `devbox-config gateway token issue DEVICE` printed)",
