@@ -86,11 +86,7 @@ func CheckNames(names []string) []Warning {
 			continue
 		}
 		seen[name] = true
-		candidates := own
-		if strings.HasPrefix(name, namePrefix) {
-			candidates = append(append([]string(nil), own...), mempalaceVars...)
-		}
-		near := confpos.Nearest(name, candidates)
+		near := nearName(name, own)
 		switch {
 		case near != "":
 			out = append(out, Warning{Var: name,
@@ -103,5 +99,32 @@ func CheckNames(names []string) []Warning {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Var < out[j].Var })
+	return out
+}
+
+// nearName is the name devbox-config (own) or, for a MEMPALACE_* name,
+// MemPalace reads that name is one or two edits from ("" if none).
+func nearName(name string, own []string) string {
+	candidates := own
+	if strings.HasPrefix(name, namePrefix) {
+		candidates = append(append([]string(nil), own...), mempalaceVars...)
+	}
+	return confpos.Nearest(name, candidates)
+}
+
+// Misspelt are CheckNames' warnings of a MEMPALACE_* name one or two
+// edits from a name devbox-config or MemPalace reads (MEMPALACE_EGDE),
+// each with the name it may mean and doctor as the way to see the rest:
+// render gives them at every start (attack73 F7). No other name, and no
+// name either reads, is told.
+func Misspelt(names []string) []Warning {
+	var out []Warning
+	own := ownVars()
+	for _, w := range CheckNames(names) {
+		if strings.HasPrefix(w.Var, namePrefix) && nearName(w.Var, own) != "" {
+			w.Fix += "; `devbox-config doctor` names every variable nobody reads"
+			out = append(out, w)
+		}
+	}
 	return out
 }

@@ -91,3 +91,17 @@ func TestWarningsNameTheFix(t *testing.T) {
 		t.Errorf("unset: URLProblem %q", s.URLProblem)
 	}
 }
+
+// Misspelt, render's warning at every start (attack73 F7), is CheckNames'
+// "did you mean" of a MEMPALACE_* name alone, pointing at doctor: never a
+// name devbox-config or MemPalace reads, a MEMPALACE_* name near none, or
+// a name outside MEMPALACE_*.
+func TestMisspelt(t *testing.T) {
+	w := Misspelt([]string{"MEMPALACE_EGDE", "MEMPALACE_FROBNICATE", "MEMPALACE_MCP_HTTP_TOKEN", "MEMPALACE_EMBEDDING_MODEL", EnvEdge, "MEMPALCE_REMOTE_URL", "PI_SETTING_MERGE", "HOME"})
+	if len(w) != 1 || w[0].Var != "MEMPALACE_EGDE" || !strings.Contains(w[0].String(), "did you mean MEMPALACE_EDGE?") || !strings.Contains(w[0].Fix, "devbox-config doctor") {
+		t.Errorf("got %q, want MEMPALACE_EGDE's did you mean MEMPALACE_EDGE alone, pointing at doctor", w)
+	}
+	if w := Misspelt(nil); w != nil {
+		t.Errorf("no names: %q", w)
+	}
+}

@@ -45,6 +45,9 @@ type Options struct {
 	Env ladder.Lookup
 	// LookPath finds mempalace-mcp.
 	LookPath ladder.LookPath
+	// Names are the environment's variable names (an --env-file's keys, or
+	// the process's): a misspelt MEMPALACE_* one is warned of.
+	Names []string
 	// Targets to render; empty means all. A target named here explicitly is
 	// created even if the harness has no files yet.
 	Targets []string
@@ -126,6 +129,7 @@ func Run(opts Options, dryRun bool) ([]Result, []ladder.Warning, error) {
 		return nil, nil, err
 	}
 	settings, lw := ladder.Resolve(opts.Env, LocalLookPath(opts.Sys, opts.Home, opts.LookPath))
+	lw = append(lw, ladder.Misspelt(opts.Names)...)
 	for _, w := range lw {
 		opts.Log.Warn(w.String())
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -200,5 +201,39 @@ func TestMailboxWarnsOfAnEdgeTimeoutWithoutUnit(t *testing.T) {
 	_, out, errOut := runCLI("mailbox")
 	if !strings.Contains(errOut, "MEMPALACE_EDGE_TIMEOUT") || !strings.Contains(errOut, "(fix: MEMPALACE_EDGE_TIMEOUT=10s") {
 		t.Errorf("no warning with the fix:\n%s%s", out, errOut)
+	}
+}
+
+// render warns, one line on stderr, of a misspelt MEMPALACE_* name, with
+// the name it may mean and doctor (attack73 F7: MEMPALACE_EGDE=1 left the
+// devbox in remote mode and render said nothing); a name that is not
+// MEMPALACE_*, or one MemPalace itself reads, changes nothing it prints
+// (R1).
+func TestRenderWarnsOfAMisspeltName(t *testing.T) {
+	dir := t.TempDir()
+	home := filepath.Join(dir, "home")
+	os.Mkdir(home, 0o755)
+	render := func(vars string) (string, string) {
+		t.Helper()
+		env := filepath.Join(dir, "t.env")
+		os.WriteFile(env, []byte(vars), 0o600)
+		code, out, errOut := runCLI("render", "--dry-run", "--home", home, "--env-file", env, "--target", "opencode")
+		if code != 0 {
+			t.Fatalf("%q: exit %d\n%s%s", vars, code, out, errOut)
+		}
+		return regexp.MustCompile(`"written_at": "[^"]*"`).ReplaceAllString(out, ""), errOut // the time of the dry run
+	}
+	const remote = "MEMPALACE_REMOTE_URL=http://127.0.0.1:1/mcp\nMEMPALACE_REMOTE_TOKEN=tok-0123456789abcdef\n"
+	out0, err0 := render(remote)
+	out, errOut := render(remote + "MEMPALACE_EGDE=1\n")
+	if out != out0 || strings.Count(errOut, "\n") != strings.Count(err0, "\n")+1 ||
+		!strings.Contains(errOut, "MEMPALACE_EGDE: is not a variable devbox-config or MemPalace reads; did you mean MEMPALACE_EDGE? (fix: rename MEMPALACE_EGDE to MEMPALACE_EDGE; `devbox-config doctor`") {
+		t.Errorf("MEMPALACE_EGDE: want one more line, the warning, and the same stdout:\n%s\nbefore:\n%s\nstdout:\n%s\nbefore:\n%s", errOut, err0, out, out0)
+	}
+	blank0, blankErr0 := render("")
+	for _, vars := range []string{"OTHER_VAR=1\n", "MEMPALACE_EMBEDDING_MODEL=minilm\nMEMPALACE_MCP_HTTP_TOKEN=x\n"} {
+		if out, errOut := render(vars); out != blank0 || errOut != blankErr0 {
+			t.Errorf("%q changed what render prints:\n%s%s\nwant\n%s%s", vars, out, errOut, blank0, blankErr0)
+		}
 	}
 }

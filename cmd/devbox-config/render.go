@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -128,8 +129,13 @@ func (rc *renderCmd) options(log *slog.Logger) (render.Options, error) {
 		return opts, err
 	}
 	opts.Home, opts.HomeFromFlag = se.home, se.homeFromFlag
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		opts.Names = append(opts.Names, name)
+	}
 	if se.vars != nil {
 		opts.Env = envFileLookup(se.vars, ladderVar)
+		opts.Names = slices.Collect(maps.Keys(se.vars)) // the file's names are the ones that count
 	}
 	if rc.piTemplate != "" {
 		b, err := os.ReadFile(rc.piTemplate)
