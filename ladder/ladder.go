@@ -295,7 +295,7 @@ func checkReach(s Settings, tok string, lookPath LookPath, warn warnFunc) {
 	}
 	if name := secondAssignment(tok); name != "" {
 		warn(EnvRemoteToken, "put "+name+"= on a line of its own in .env, with the token alone after "+EnvRemoteToken+"=, then recreate the container",
-			"holds whitespace and then %s= (the rest not shown: it is the token): two assignments on one .env line? %s is then not set, and the token sent is the whole line, which the primary refuses", name, name)
+			"holds whitespace and then %s= (the rest not shown: it is the token): two assignments on one .env line? %s is then not set, and the token sent holds the rest of the line, which the primary refuses", name, name)
 	}
 	if s.Mode != Solitary && !s.TokenSet {
 		warn(EnvRemoteToken, "set "+EnvRemoteToken+" in .env to this device's token (behind a devbox-config gateway: the one `devbox-config gateway token issue DEVICE` printed)",
