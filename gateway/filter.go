@@ -404,52 +404,71 @@ func visible(d *Device, f catalogue.Filter, r record) (keep, ok bool) {
 // (sqlite_integrity's palace and sqlite_path) and the embedder
 // (embedding_device, embedder: an openai-compat one is described by its
 // endpoint's URL), and cuts the URLs and paths out of every other string
-// in it (redact.Topology): a palace that did not open says why, naming
+// in it (cutPaths): a palace that did not open says why, naming
 // its paths, and so do sqlite_integrity's reason (attack69 F1: "no
 // quick_check ran: /srv/.../chroma.sqlite3 does not exist"), check_error
-// and errors, and library_versions' unreadable.
-func cutTopology(m map[string]any) {
+// and errors, and library_versions' unreadable. The palace's directory
+// is learnt first, so that it is cut whole.
+func (s *Server) cutTopology(m map[string]any) {
 	delete(m, "embedding_device")
 	delete(m, "embedder")
 	if integrity, ok := m["sqlite_integrity"].(map[string]any); ok {
+		s.learnPalace(integrity)
 		delete(integrity, "palace")
 		delete(integrity, "sqlite_path")
 	}
-	cutStrings(m)
+	cutStrings(m, s.cutPaths)
 }
 
-// cutStrings is v with every string in it, at any depth, cut of URLs and
-// paths (redact.Topology); object keys (wings, rooms) are kept.
-func cutStrings(v any) any {
+// learnPalace keeps the palace directory a sqlite_integrity names (its
+// palace: MemPalace 3.11's status and /statusz), for cutPaths.
+func (s *Server) learnPalace(integrity map[string]any) {
+	if dir, ok := integrity["palace"].(string); ok && dir != "" {
+		s.palace.Store(&dir)
+	}
+}
+
+// cutPaths is text without the primary's URLs and paths
+// (redact.Topology), its palace directory, when known, cut whole.
+func (s *Server) cutPaths(text string) string {
+	if dir := s.palace.Load(); dir != nil {
+		return redact.Topology(text, *dir)
+	}
+	return redact.Topology(text)
+}
+
+// cutStrings is v with every string in it, at any depth, cut; object keys
+// (wings, rooms) are kept.
+func cutStrings(v any, cut func(string) string) any {
 	switch x := v.(type) {
 	case string:
-		return redact.Topology(x)
+		return cut(x)
 	case map[string]any:
 		for k, e := range x {
-			x[k] = cutStrings(e)
+			x[k] = cutStrings(e, cut)
 		}
 	case []any:
 		for i, e := range x {
-			x[i] = cutStrings(e)
+			x[i] = cutStrings(e, cut)
 		}
 	}
 	return v
 }
 
-// cutErrorTopology cuts the primary's URLs and paths (redact.Topology)
-// from what an answer says of its failures: its error, details, hint and
-// message, and each of its errors' (a checkpoint's item whose embedding
-// failed names the embedder's URL).
-func cutErrorTopology(m map[string]any) {
+// cutErrorTopology cuts the primary's URLs and paths (cut) from what an
+// answer says of its failures: its error, details, hint and message, and
+// each of its errors' (a checkpoint's item whose embedding failed names
+// the embedder's URL).
+func cutErrorTopology(m map[string]any, cut func(string) string) {
 	for _, k := range []string{"error", "details", "hint", "message"} {
 		if v, ok := m[k].(string); ok {
-			m[k] = redact.Topology(v)
+			m[k] = cut(v)
 		}
 	}
 	errs, _ := m["errors"].([]any)
 	for _, e := range errs {
 		if em, ok := e.(map[string]any); ok {
-			cutErrorTopology(em)
+			cutErrorTopology(em, cut)
 		}
 	}
 }
@@ -459,7 +478,7 @@ func cutErrorTopology(m map[string]any) {
 // that is not admin, and the counts of the wings it does not read.
 func (s *Server) cutWingCounts(ctx context.Context, d *Device, m map[string]any) {
 	if !d.Admin {
-		cutTopology(m)
+		s.cutTopology(m)
 	}
 	if d.readsAll() {
 		return
@@ -508,7 +527,7 @@ func (s *Server) filterObject(ctx context.Context, d *Device, t catalogue.Tool, 
 		}
 	case catalogue.FilterCheckpoint:
 		if !d.Admin {
-			cutErrorTopology(m)
+			cutErrorTopology(m, s.cutPaths)
 		}
 		dups, _ := m["duplicates"].([]any)
 		for _, x := range dups {

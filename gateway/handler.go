@@ -580,7 +580,9 @@ func (s *Server) authenticateStep(x *exchange) (*Device, bool) {
 		return nil, false
 	}
 	x.entry.Device, x.entry.TokenID = d.ID, tok.ID
-	x.upstream.cutTopology = !d.Admin
+	if !d.Admin {
+		x.upstream.cut = s.cutPaths
+	}
 	if first {
 		// The new token is now current; older ones start their grace period.
 		if err := s.state.record(tok.ID, s.Now()); err != nil {

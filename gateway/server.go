@@ -69,6 +69,10 @@ type Server struct {
 	// refused: the upstream's last word on the gateway's token was a 401
 	// (upstreamRefuses logs each change).
 	refused atomic.Bool
+	// palace is the primary's palace directory as it last named it (its
+	// /statusz at start, a status's sqlite_integrity): cutPaths cuts it
+	// whole, spaces and all (nil: not known yet).
+	palace atomic.Pointer[string]
 	// callIDs numbers the gateway's calls to the upstream: each goes with
 	// an id of its own, never a device's (upstreamCall).
 	callIDs atomic.Uint64

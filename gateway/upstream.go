@@ -173,6 +173,46 @@ func (s *Server) ProbeUpstream(ctx context.Context) {
 	}
 	s.upstreamRefuses(false)
 	s.Log.Info("upstream answers", "upstream", s.Upstream)
+	s.askPalace(ctx)
+}
+
+// askPalace learns the primary's palace directory from its /statusz
+// (palace.sqlite_integrity, MemPalace 3.11), so that answers to a device
+// that is not admin cut it whole before any status has named it
+// (list_wings' error names it, never it whole). No answer leaves it to
+// the status answers.
+func (s *Server) askPalace(ctx context.Context) {
+	where, err := beside(s.Upstream, "/statusz")
+	if err != nil {
+		return // checkUpstream refused it before
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, where, nil)
+	if err != nil {
+		return // as above
+	}
+	if tok := s.UpstreamToken(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return // the status answers teach it
+	}
+	defer resp.Body.Close() // read to maxPrealloc at most: a /statusz is a few kB
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxPrealloc))
+	if integrity, ok := gjson.GetBytes(b, "palace.sqlite_integrity").Value().(map[string]any); ok && err == nil && resp.StatusCode == http.StatusOK {
+		s.learnPalace(integrity)
+	}
+}
+
+// beside is the URL of route on upstream's server, where its /mcp is.
+func beside(upstream, route string) (string, error) {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return "", fmt.Errorf("upstream %q: %w", upstream, err)
+	}
+	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/mcp") + route
+	u.RawQuery, u.Fragment = "", ""
+	return u.String(), nil
 }
 
 // upstreamLook is what one tools/list says of an upstream: the gateway's
@@ -215,13 +255,11 @@ func lookAtUpstream(ctx context.Context, client *http.Client, upstream, token st
 // ledger's header), so that the shared upstream token is never sent to
 // one (attack44 F8). No answer, or another, leaves it to tools/list.
 func gatewayAt(ctx context.Context, client *http.Client, upstream string) bool {
-	u, err := url.Parse(upstream)
+	where, err := beside(upstream, "/healthz")
 	if err != nil {
 		return false // checkUpstream refused it before; tools/list says why
 	}
-	u.Path = strings.TrimSuffix(strings.TrimSuffix(u.Path, "/"), "/mcp") + "/healthz"
-	u.RawQuery, u.Fragment = "", ""
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, where, nil)
 	if err != nil {
 		return false // as above
 	}
@@ -236,15 +274,16 @@ func gatewayAt(ctx context.Context, client *http.Client, upstream string) bool {
 // upstreamUse is a request's use of the upstream, which its context
 // carries (upstreamUseKey): how long it had a call in flight (calls made
 // at once, as a fan-out's, count once), the audit line's upstream_ms; and
-// what its device may see of the upstream's errors: cutTopology, set once the device is known not to be admin, cuts
-// URLs and absolute paths from its error answers (redact.Topology, in
-// unechoed), as status answers lose the primary's topology (cutTopology).
+// what its device may see of the upstream's errors: cut, set once the
+// device is known not to be admin (Server.cutPaths), cuts URLs and
+// absolute paths from its error answers, as status answers lose the
+// primary's topology (cutTopology).
 type upstreamUse struct {
-	cutTopology bool
-	mu          sync.Mutex
-	inFlight    int
-	since       time.Time
-	total       time.Duration
+	cut      func(string) string
+	mu       sync.Mutex
+	inFlight int
+	since    time.Time
+	total    time.Duration
 }
 
 type upstreamUseKey struct{}
@@ -286,8 +325,8 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	if c, ok := ctx.Value(upstreamUseKey{}).(*upstreamUse); ok {
 		c.start()
 		defer c.stop()
-		if c.cutTopology {
-			clean = func(s string) string { return redact.Topology(redact.Secret(s, token)) }
+		if c.cut != nil {
+			clean = func(s string) string { return c.cut(redact.Secret(s, token)) }
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)

@@ -266,14 +266,60 @@ var (
 )
 
 // Topology is text with every URL (scheme://...) replaced with URLMark and
-// every absolute filesystem path of two elements or more (/a/b) with
-// PathMark, the rest kept: what a server's error says of where it runs
-// (an embedder's endpoint, the palace's directory), for a reader who may
-// not see that.
-func Topology(text string) string {
+// every absolute filesystem path with PathMark, the rest kept: what a
+// server's error says of where it runs (an embedder's endpoint, the
+// palace's directory), for a reader who may not see that. A path in
+// known (the primary's palace directory, as the primary named it) is cut
+// whole, spaces and all, with the path that goes on from it; any other
+// path of two elements or more (/a/b) up to a space, quote or bracket
+// (attack71 F3: "/tmp/a/my palace (copy)/p/chroma.sqlite3" was cut to
+// "[path cut...] palace (copy)/p/chroma.sqlite3").
+func Topology(text string, known ...string) string {
 	if !strings.Contains(text, "/") {
 		return text
 	}
+	for _, dir := range known {
+		text = cutKnown(text, dir)
+	}
 	text = urlRE().ReplaceAllLiteralString(text, URLMark)
 	return pathRE().ReplaceAllString(text, "${1}"+PathMark)
+}
+
+// Where pathRE's paths start, and where a path that goes on from a known
+// one ends.
+const (
+	pathAfter = " \t\n\f\r\"'([=:,"
+	pathEnd   = " \t\n\f\r\"'<>()[],;:`"
+)
+
+// cutKnown is text with each occurrence of the absolute path dir, where a
+// path may start, and the path going on from it, replaced with PathMark.
+// A dir of no element ("/", "") cuts nothing.
+func cutKnown(text, dir string) string {
+	dir = strings.TrimRight(dir, "/")
+	if !strings.HasPrefix(dir, "/") {
+		return text
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(text, dir)
+		if i < 0 {
+			break
+		}
+		end := i + len(dir)
+		if i > 0 && !strings.ContainsRune(pathAfter, rune(text[i-1])) {
+			b.WriteString(text[:end]) // inside a word: "x/tmp/a"
+			text = text[end:]
+			continue
+		}
+		if n := strings.IndexAny(text[end:], pathEnd); n >= 0 {
+			end += n
+		} else {
+			end = len(text)
+		}
+		b.WriteString(text[:i] + PathMark)
+		text = text[end:]
+	}
+	b.WriteString(text)
+	return b.String()
 }

@@ -128,7 +128,31 @@ func TestTopologyCutsURLsAndPaths(t *testing.T) {
 	if got := Topology(in); got != want {
 		t.Errorf("Topology =\n%s\nwant\n%s", got, want)
 	}
-	if got := string(JSONWith([]byte(`{"details":"at https://embed.lan/v1 down"}`), Topology)); got != `{"details":"at `+URLMark+` down"}` {
+	if got := string(JSONWith([]byte(`{"details":"at https://embed.lan/v1 down"}`), func(s string) string { return Topology(s) })); got != `{"details":"at `+URLMark+` down"}` {
 		t.Errorf("JSONWith(Topology) = %s", got)
+	}
+}
+
+// attack71 F3: a path with a space that the reader's cutter knows (the
+// primary's palace directory) is cut whole, with the path going on from
+// it, wherever it stands; before, the cut stopped at the first space and
+// the reader saw "palace (copy)/p/chroma.sqlite3". Paths it does not know
+// are still cut by their look, and a known path inside a word is not.
+func TestTopologyCutsAKnownPathWholeSpacesAndAll(t *testing.T) {
+	t.Parallel()
+	const palace, mac = "/tmp/attack71/prim2/my palace (copy)/p", "/Users/alice/Library/Application Support/mempalace/palace"
+	for _, c := range []struct{ known, in, want string }{
+		{palace, "Could not open missing database at " + palace + "/chroma.sqlite3.", "Could not open missing database at " + PathMark},
+		{palace, "no quick_check ran: " + palace + "/chroma.sqlite3 does not exist, so there was no SQLite database to open",
+			"no quick_check ran: " + PathMark + " does not exist, so there was no SQLite database to open"},
+		{mac + "/", "unable to open " + mac + "/chroma.sqlite3: locked; see /var/log/mp.log", "unable to open " + PathMark + ": locked; see " + PathMark},
+		{palace, `palace "` + palace + `" twice: (` + palace + `)`, `palace "` + PathMark + `" twice: (` + PathMark + `)`},
+		{"/data", "wing shared/data, room notes/data", "wing shared/data, room notes/data"},
+		{"/data", "at /data/chroma.sqlite3", "at " + PathMark},
+		{"/", "at /srv/a/b c", "at " + PathMark + " c"},
+	} {
+		if got := Topology(c.in, c.known); got != c.want {
+			t.Errorf("Topology(%q, %q) =\n%s\nwant\n%s", c.in, c.known, got, c.want)
+		}
 	}
 }

@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// palaceWithASpace is a primary as real MemPalace 3.11 answers with its
+// palace at dir and no database yet (attack71 F3's repro): its status
+// and /statusz name dir in sqlite_integrity, its status and list_wings
+// say "Could not open missing database at dir/chroma.sqlite3."
+func palaceWithASpace(t *testing.T, dir string) *upstream {
+	integrity := map[string]any{"checked": false, "ok": nil, "palace": dir, "sqlite_path": dir + "/chroma.sqlite3", "error_count": 0, "errors": []any{},
+		"reason": "no quick_check ran: " + dir + "/chroma.sqlite3 does not exist, so there was no SQLite database to open"}
+	failed := map[string]any{"error": "Chroma database missing", "details": "Could not open missing database at " + dir + "/chroma.sqlite3.", "hint": "Run: mempalace status", "backend": "chroma"}
+	answer := func(v any) string {
+		text, _ := json.Marshal(v)
+		quoted, _ := json.Marshal(string(text))
+		return `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + string(quoted) + `}]}}`
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch {
+		case r.URL.Path == "/statusz":
+			json.NewEncoder(w).Encode(map[string]any{"ok": true, "palace": map[string]any{"backend": "chroma", "sqlite_integrity": integrity}})
+		case strings.Contains(string(body), `"tools/list"`):
+			io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":{"tools":[]}}`)
+		case strings.Contains(string(body), "mempalace_status"):
+			status := map[string]any{"sqlite_integrity": integrity}
+			for k, v := range failed {
+				status[k] = v
+			}
+			io.WriteString(w, answer(status))
+		default:
+			io.WriteString(w, answer(failed))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return &upstream{name: "no database", url: srv.URL + "/mcp"}
+}
+
+// attack71 F3: a device that is not admin sees none of a palace path
+// with spaces in status or list_wings (before: "[path cut: ...] palace
+// (copy)/p/chroma.sqlite3"), whether the gateway learnt the path from the
+// primary's /statusz at start or from a status answer; the admin device
+// sees it whole.
+func TestAPalacePathWithSpacesIsCutWhole(t *testing.T) {
+	t.Parallel()
+	const dir = "/tmp/attack71/prim2/my palace (copy)/p"
+	for _, probe := range []bool{false, true} {
+		t.Run(fmt.Sprintf("probe=%v", probe), func(t *testing.T) {
+			t.Parallel()
+			g := newGWAt(t, devices, palaceWithASpace(t, dir))
+			tools := []string{"status", "list_wings", "get_taxonomy"}
+			if probe {
+				g.srv.ProbeUpstream(context.Background())
+				tools = []string{"list_wings", "status"}
+			}
+			for _, tool := range tools {
+				m, e, _ := g.call(g.tokens["desk-9b21"], tool, map[string]any{})
+				if all := fmt.Sprint(m, e); strings.Contains(all, "palace (copy)") || strings.Contains(all, "chroma.sqlite3") || !strings.Contains(all, "Could not open missing database at [path cut") {
+					t.Errorf("desk's %s: %s", tool, all)
+				}
+			}
+			if m, _, _ := g.call(g.tokens["admin-0001"], "list_wings", map[string]any{}); !strings.Contains(fmt.Sprint(m["details"]), dir+"/chroma.sqlite3") {
+				t.Errorf("admin's list_wings: %v", m)
+			}
+		})
+	}
+}
