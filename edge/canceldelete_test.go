@@ -29,7 +29,7 @@ func TestCancelledDeleteTheLocalPalaceAppliesIsKept(t *testing.T) {
 	}
 	h.eventually("the drawer on the primary", func() bool { return h.primary.Dump().CountContent(content) == 1 })
 	id := DrawerIDFor("w", "r", content)
-	h.cancelAtTheLocalPalace("del", "mempalace_delete_drawer", map[string]any{"drawer_id": id})
+	h.cancelOnceIn(h.childLog, "del", "mempalace_delete_drawer", map[string]any{"drawer_id": id})
 	h.eventually("the local palace applied the delete", func() bool {
 		st, err := fakepalace.ReadDump(h.palace)
 		return err == nil && len(st.Drawers) == 0
@@ -170,7 +170,7 @@ func TestADeleteBySourceKeptByACancelReleasesTheUpdateOfADrawerItLeaves(t *testi
 	if a := h.await("u", 10*time.Second); a["result"] == nil {
 		t.Fatalf("update_drawer: %v", a)
 	}
-	h.cancelAtTheLocalPalace("del", "mempalace_delete_by_source", map[string]any{"source_file": "/work/a/README.md", "dry_run": false})
+	h.cancelOnceIn(h.childLog, "del", "mempalace_delete_by_source", map[string]any{"source_file": "/work/a/README.md", "dry_run": false})
 	h.eventually("the delete applied to the local palace", func() bool { return h.localState().Drawers[goneID] == nil })
 	if err := h.srv.Start(h.srv.Addr()); err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestAKeptDeleteSentAgainNeverLandsAfterARewrite(t *testing.T) {
 	if a := h.await("old", 10*time.Second); a["result"] == nil {
 		t.Fatalf("add_drawer: %v", a)
 	}
-	h.cancelAtTheLocalPalace("del", "mempalace_delete_by_source", map[string]any{"source_file": src, "dry_run": false})
+	h.cancelOnceIn(h.childLog, "del", "mempalace_delete_by_source", map[string]any{"source_file": src, "dry_run": false})
 	h.eventually("the delete kept without its answer", func() bool {
 		return strings.Contains(h.logs.String(), "did not answer a delete within the write grace")
 	})

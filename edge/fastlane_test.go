@@ -3,6 +3,7 @@ package edge
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/joakimp/devbox-config/edge/wire"
+	"github.com/joakimp/devbox-config/testbed"
 )
 
 // traced is one message the child received (FAKEPALACE_TRACE=1).
@@ -74,27 +76,20 @@ func checkCancelForwarded(t *testing.T, log interface{ String() string }, tool s
 	t.Fatalf("the palace never got a cancellation for its %s call (id %s); it received:\n%s", tool, childID, log.String())
 }
 
-// callThenCancel sends a call, cancels it after wait, and fails the test if
-// the edge answers it anyway (the palaces answer it after 600 ms).
-func (h *harness) callThenCancel(id any, tool string, args map[string]any, wait time.Duration) {
+// cancelOnceIn sends a call and cancels it once the palace whose trace
+// is log has it (a child runs with FAKEPALACE_TRACE=1; the primary always
+// traces), and fails the test if the edge answers it anyway (the palaces
+// answer it after 600 ms). A cancel after a fixed wait can come before
+// the edge has sent the call on, on a loaded machine: CI 35 (a delete's
+// read of what it deletes took longer than the wait, so the local palace
+// never got the delete), and TestCancellationReachesThePrimary with two
+// cores busy (the primary never got kg_stats, so no cancellation either).
+func (h *harness) cancelOnceIn(log *testbed.SyncBuffer, id any, tool string, args map[string]any) {
 	h.t.Helper()
 	h.send(toolCall(id, tool, args))
-	time.Sleep(wait)
-	h.send(cancelled(id))
-	if a := h.await(fmt.Sprint(id), 900*time.Millisecond); a != nil { // past the palace's answer
-		h.t.Fatalf("a cancelled %s call was answered: %v", tool, a)
-	}
-}
-
-// cancelAtTheLocalPalace sends a call and cancels it once the local
-// palace has it (its child must run with FAKEPALACE_TRACE=1): a cancel
-// after a fixed wait can come before the edge has sent it on, on a loaded
-// machine (CI 35: a delete's read of what it deletes took longer than
-// the wait, so the local palace never got the delete).
-func (h *harness) cancelAtTheLocalPalace(id any, tool string, args map[string]any) {
-	h.t.Helper()
-	h.send(toolCall(id, tool, args))
-	h.atTheLocalPalace(tool)
+	waitFor(h.t, 10*time.Second, tool+" at the palace", func() bool {
+		return slices.ContainsFunc(received(log.String()), func(m traced) bool { return m.Name == tool })
+	})
 	h.send(cancelled(id))
 	if a := h.await(fmt.Sprint(id), 900*time.Millisecond); a != nil { // past the palace's answer
 		h.t.Fatalf("a cancelled %s call was answered: %v", tool, a)
@@ -130,7 +125,7 @@ func TestCancellationOfAMergedRead(t *testing.T) {
 	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_search=600"}})
 	h.handshake()
 	h.ready()
-	h.callThenCancel("s1", "mempalace_search", map[string]any{"query": "anything"}, 100*time.Millisecond)
+	h.cancelOnceIn(h.childLog, "s1", "mempalace_search", map[string]any{"query": "anything"})
 	checkCancelForwarded(t, h.childLog, "mempalace_search")
 }
 
@@ -142,7 +137,7 @@ func TestCancellationReachesThePrimary(t *testing.T) {
 	h.primary.SetLatency("mempalace_kg_stats", 600*time.Millisecond)
 	h.handshake()
 	h.ready()
-	h.callThenCancel("k1", "mempalace_kg_stats", map[string]any{}, 100*time.Millisecond)
+	h.cancelOnceIn(h.primaryLog, "k1", "mempalace_kg_stats", map[string]any{})
 	checkCancelForwarded(t, h.primaryLog, "mempalace_kg_stats")
 }
 

@@ -279,10 +279,14 @@ func TestDegradedListDrawersIsTheRequestedPage(t *testing.T) {
 // A merged read does not wait for a local palace that is busy (mempalace-mcp
 // answers one call at a time, and a mine takes minutes): once the primary
 // has answered, the local half has the call timeout, then the answer is the
-// primary's alone, marked degraded with the local palace's reason.
+// primary's alone, marked degraded with the local palace's reason. The
+// call timeout is the harness's 3 s, not 500 ms: it bounds the primary's
+// answer too, and on a loaded machine (the race detector, two cores busy)
+// the primary's dial took longer, so the read was the busy local
+// palace's alone and waited its 120 s (the test's call gave up at 30 s).
 func TestAMergedReadAnswersFromThePrimaryWhileTheLocalPalaceIsBusy(t *testing.T) {
 	t.Parallel()
-	h := start(t, harnessOpts{timeout: 500 * time.Millisecond, childExitWait: 200 * time.Millisecond,
+	h := start(t, harnessOpts{childExitWait: 200 * time.Millisecond,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_search=120000,mempalace_list_drawers=120000"}})
 	h.onPrimary("add_drawer", map[string]any{"wing": "w", "room": "r", "content": "the fleet knows this"})
 

@@ -270,7 +270,7 @@ func TestCancelledWriteTheLocalPalaceAppliesReachesThePrimary(t *testing.T) {
 	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=800", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
-	h.cancelAtTheLocalPalace("w1", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "cancelled while the embedder ran"})
+	h.cancelOnceIn(h.childLog, "w1", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "cancelled while the embedder ran"})
 	h.eventually("the cancelled write on the primary", func() bool {
 		return h.primary.Dump().CountContent("cancelled while the embedder ran") == 1
 	})
@@ -322,7 +322,7 @@ func TestCancelledWriteGivenUpAfterTheWriteGrace(t *testing.T) {
 	h := start(t, harnessOpts{raw: true, writeGrace: 300 * time.Millisecond, childExitWait: hungExit, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=3000", "FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
-	h.cancelAtTheLocalPalace("w1", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "never answered"})
+	h.cancelOnceIn(h.childLog, "w1", "mempalace_add_drawer", map[string]any{"wing": "w", "room": "r", "content": "never answered"})
 	h.eventually("word of the write given up", func() bool {
 		return strings.Contains(h.logs.String(), "did not answer a write within the write grace")
 	})
