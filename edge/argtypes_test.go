@@ -1,13 +1,8 @@
 package edge
 
 import (
-	"context"
-	"fmt"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/joakimp/devbox-config/edge/outbox"
 )
 
 // attack71 F4: a known tool's argument of a value its schema does not
@@ -23,7 +18,7 @@ func TestArgumentsOfAnotherTypeAreRefusedUpFront(t *testing.T) {
 	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_TRACE=1"}})
 	h.handshake()
 	h.ready()
-	for i, c := range []struct{ tool, args, want string }{
+	wantRefusedUpFront(t, h, []refusedCall{
 		{"add_drawer", `{"wing":"ops","room":"typed","content":"x","source_file":123}`, "parameter 'source_file': must be a string, not a number (the schema of mempalace_add_drawer)"},
 		{"kg_add", `{"subject":"s","predicate":"p","object":"o","source_closet":{"a":1}}`, "parameter 'source_closet': must be a string, not an object (the schema of mempalace_kg_add)"},
 		{"event_append", `{"type":"note","stream":"s","room":"r","from_agent":"opencode@edge-test","to_agent":"*","body":"b","metadata":"notanobject"}`, "parameter 'metadata': must be an object, not a string (the schema of mempalace_event_append)"},
@@ -32,32 +27,8 @@ func TestArgumentsOfAnotherTypeAreRefusedUpFront(t *testing.T) {
 		{"search", `{"query":"x","limit":"3.5"}`, "parameter 'limit': must be an integer, not a string with a decimal point"},
 		{"checkpoint", `{"items":[{"wing":"ops","room":"r","content":"c"},"x"]}`, "parameter 'items[1]': must be an object"},
 		{"checkpoint", `{"items":[],"diary":null}`, "parameter 'diary': must be an object, not null"},
-	} {
-		id := fmt.Sprint(100 + i)
-		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"mempalace_%s","arguments":%s}}`, id, c.tool, c.args)
-		if _, err := h.in.Write([]byte(line + "\n")); err != nil {
-			t.Fatal(err)
-		}
-		a := h.await(id, 10*time.Second)
-		e, _ := a["error"].(map[string]any)
-		if msg, _ := e["message"].(string); e["code"] != -32602.0 || !strings.Contains(msg, c.want) || !strings.Contains(msg, "nothing was written or queued") {
-			t.Errorf("%s %s: answered %v, want -32602 with %q", c.tool, c.args, a, c.want)
-		}
-	}
-	for _, m := range h.childReceived() {
-		if m.Method == "tools/call" {
-			t.Errorf("the local palace got %s", m.Name)
-		}
-	}
-	for _, m := range received(h.primaryLog.String()) {
-		if m.Method == "tools/call" && m.Name != "mempalace_event_list" { // the mailbox's own refresh
-			t.Errorf("the primary got %s", m.Name)
-		}
-	}
-	ops, err := h.edge.outbox.List(context.Background(), 10, outbox.Queued, outbox.Inflight, outbox.Done, outbox.Dead)
-	if err != nil || len(ops) != 0 {
-		t.Errorf("the outbox holds %d ops (%v)", len(ops), err)
-	}
+	})
+	wantNothingSent(t, h)
 	// Null, and an integer in a string, pass as at the gateway.
 	line := `{"jsonrpc":"2.0","id":200,"method":"tools/call","params":{"name":"mempalace_add_drawer","arguments":{"wing":"ops","room":"typed","content":"x","source_file":null}}}`
 	if _, err := h.in.Write([]byte(line + "\n")); err != nil {

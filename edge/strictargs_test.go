@@ -15,7 +15,7 @@ import (
 
 // strictTriggers are argument bytes the gateway's strict parse refuses
 // (attack64 F1, F2, F4), each with where and why the refusal names.
-var strictTriggers = []struct{ tool, args, want string }{
+var strictTriggers = []refusedCall{
 	{"add_drawer", `{"wing":"notes","room":"r","content":"a","content":"b"}`, `$.params.arguments: key "content" appears twice`},
 	{"add_drawer", `{"wing":"secret","room":"r","content":"a","wing":"notes"}`, `$.params.arguments: key "wing" appears twice`},
 	{"add_drawer", "{\"wing\":\"notes\",\"room\":\"r\",\"content\":\"raw \xff byte\"}", `$.params.arguments.content: not valid UTF-8`},
@@ -34,19 +34,15 @@ var strictTriggers = []struct{ tool, args, want string }{
 	{"get_drawer", `{"drawer_id":"drawer_notes_r_1","drawer_id":"drawer_notes_r_2"}`, `key "drawer_id" appears twice`},
 }
 
-// attack64 F1: arguments the gateway's strict parse refuses are refused
-// by the edge at once, "Invalid params" naming where and why, and reach
-// neither palace nor the outbox: before, a write was filed locally and
-// queued (answered success, "queued"), its every send refused by the
-// gateway as "Invalid Request" with id null, which the edge took for a
-// lost answer (the op maybe applied for good, the breaker opened), and a
-// read was answered from the local palace alone, degraded.
-func TestArgumentsTheGatewaysStrictParseRefusesAreRefusedUpFront(t *testing.T) {
-	t.Parallel()
-	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_TRACE=1"}})
-	h.handshake()
-	h.ready()
-	for i, c := range strictTriggers {
+// refusedCall is a call the edge refuses up front, and what its answer
+// names.
+type refusedCall struct{ tool, args, want string }
+
+// wantRefusedUpFront sends each call on h (ids from 100) and wants a
+// -32602 naming c.want and saying nothing was written or queued.
+func wantRefusedUpFront(t *testing.T, h *harness, calls []refusedCall) {
+	t.Helper()
+	for i, c := range calls {
 		id := fmt.Sprint(100 + i)
 		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"mempalace_%s","arguments":%s}}`, id, c.tool, c.args)
 		if _, err := h.in.Write([]byte(line + "\n")); err != nil {
@@ -55,9 +51,15 @@ func TestArgumentsTheGatewaysStrictParseRefusesAreRefusedUpFront(t *testing.T) {
 		a := h.await(id, 10*time.Second)
 		e, _ := a["error"].(map[string]any)
 		if msg, _ := e["message"].(string); e["code"] != -32602.0 || !strings.Contains(msg, c.want) || !strings.Contains(msg, "nothing was written or queued") {
-			t.Errorf("%s %.80q: answered %v, want -32602 naming %q", c.tool, c.args, a, c.want)
+			t.Errorf("%s %.80q: answered %.400v, want -32602 naming %q", c.tool, c.args, a, c.want)
 		}
 	}
+}
+
+// wantNothingSent wants no tools/call at h's local palace or primary
+// (the mailbox's own refresh aside) and an empty outbox.
+func wantNothingSent(t *testing.T, h *harness) {
+	t.Helper()
 	for _, m := range h.childReceived() {
 		if m.Method == "tools/call" {
 			t.Errorf("the local palace got %s", m.Name)
@@ -72,6 +74,22 @@ func TestArgumentsTheGatewaysStrictParseRefusesAreRefusedUpFront(t *testing.T) {
 	if err != nil || len(ops) != 0 {
 		t.Errorf("the outbox holds %d ops (%v)", len(ops), err)
 	}
+}
+
+// attack64 F1: arguments the gateway's strict parse refuses are refused
+// by the edge at once, "Invalid params" naming where and why, and reach
+// neither palace nor the outbox: before, a write was filed locally and
+// queued (answered success, "queued"), its every send refused by the
+// gateway as "Invalid Request" with id null, which the edge took for a
+// lost answer (the op maybe applied for good, the breaker opened), and a
+// read was answered from the local palace alone, degraded.
+func TestArgumentsTheGatewaysStrictParseRefusesAreRefusedUpFront(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{raw: true, childEnv: []string{"FAKEPALACE_TRACE=1"}})
+	h.handshake()
+	h.ready()
+	wantRefusedUpFront(t, h, strictTriggers)
+	wantNothingSent(t, h)
 	if !h.edge.remote.Up() {
 		t.Errorf("the breaker opened: %s", h.edge.remote.State())
 	}

@@ -26,23 +26,12 @@ func TestAnUnknownArgumentIsRefusedUpFrontAsTheGatewayRefusesIt(t *testing.T) {
 	h.handshake()
 	h.ready()
 	long := strings.Repeat("x", 300)
-	for i, c := range []struct{ tool, args, want string }{
+	wantRefusedUpFront(t, h, []refusedCall{
 		{"event_append", `{"type":"note","stream":"s","room":"r","from_agent":"opencode@edge-test","body":"b","kind":"note"}`, "Unknown parameter 'kind' for tool mempalace_event_append; refused by the edge"},
 		{"add_drawer", `{"wing":"ops","room":"r","content":"x","tags":[],"zz":1,"aa":2}`, "Unknown parameter 'aa', 'tags', 'zz' for tool mempalace_add_drawer; refused by the edge"},
 		{"add_drawer", `{"wing":"ops","room":"r","content":"x","` + long + `":1}`, "Unknown parameter for tool mempalace_add_drawer: '" + long[:64] + "…' (300 bytes); refused by the edge"},
 		{"search", `{"query":"q","top_k":3}`, "Unknown parameter 'top_k' for tool mempalace_search; refused by the edge"},
-	} {
-		id := fmt.Sprint(100 + i)
-		line := fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"mempalace_%s","arguments":%s}}`, id, c.tool, c.args)
-		if _, err := h.in.Write([]byte(line + "\n")); err != nil {
-			t.Fatal(err)
-		}
-		a := h.await(id, 10*time.Second)
-		e, _ := a["error"].(map[string]any)
-		if msg, _ := e["message"].(string); e["code"] != -32602.0 || !strings.HasPrefix(msg, c.want) || !strings.HasSuffix(msg, "nothing was written or queued") {
-			t.Errorf("%s %.80s: answered %.400v, want -32602 %q", c.tool, c.args, a, c.want)
-		}
-	}
+	})
 	if _, err := h.in.Write([]byte(`{"jsonrpc":"2.0","id":200,"method":"tools/call","params":{"name":"mempalace_hook_settings","arguments":{"bogus":1}}}` + "\n")); err != nil {
 		t.Fatal(err)
 	}
