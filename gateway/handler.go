@@ -96,7 +96,9 @@ func (s *Server) route(x *exchange) {
 	}
 	r := x.r
 	if !hostAllowed(s.BindHost, r.Host) || !originAllowed(r.Header.Get("Origin")) {
-		s.answerText(x, http.StatusForbidden, "Forbidden", VerdictDeny, ruleFrontDoor)
+		if s.counted(x) { // a valid token's device, as for a 404 (attack75 F3)
+			s.answerText(x, http.StatusForbidden, "Forbidden", VerdictDeny, ruleFrontDoor)
+		}
 		return
 	}
 	switch p := r.URL.Path; {
@@ -608,7 +610,7 @@ func (s *Server) named(x *exchange) bool {
 }
 
 // counted counts a request on a route that needs no token (no route,
-// /healthz) against the read rate of the device its valid token names:
+// /healthz, a front-door refusal) against the read rate of the device its valid token names:
 // over it, 429 (attack71 F6: a device wrote thousands of 404 lines a
 // second, uncounted). A request naming none is counted by its source.
 func (s *Server) counted(x *exchange) bool {
