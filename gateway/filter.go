@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	segjson "github.com/segmentio/encoding/json"
@@ -408,8 +409,10 @@ func visible(d *Device, f catalogue.Filter, r record) (keep, ok bool) {
 // its paths, and so do sqlite_integrity's reason (attack69 F1: "no
 // quick_check ran: /srv/.../chroma.sqlite3 does not exist"), check_error
 // and errors, and library_versions' unreadable. The palace's directory
-// is learnt first, so that it is cut whole.
-func (s *Server) cutTopology(m map[string]any) {
+// is learnt first, so that it is cut whole: from the answer, or else,
+// when the answer names a path it does not hold, from the primary
+// (relearnPalace).
+func (s *Server) cutTopology(ctx context.Context, m map[string]any) {
 	delete(m, "embedding_device")
 	delete(m, "embedder")
 	if integrity, ok := m["sqlite_integrity"].(map[string]any); ok {
@@ -417,7 +420,31 @@ func (s *Server) cutTopology(m map[string]any) {
 		delete(integrity, "palace")
 		delete(integrity, "sqlite_path")
 	}
+	if s.namesAnotherPath(m) {
+		s.relearnPalace(ctx)
+	}
 	cutStrings(m, s.cutPaths)
+}
+
+// namesAnotherPath reports whether a string in v, at any depth, holds a
+// URL or path but not the palace directory the gateway knows (or it
+// knows none): the primary may have started after the gateway, or again
+// on another palace (attack75 F2).
+func (s *Server) namesAnotherPath(v any) bool {
+	switch x := v.(type) {
+	case string:
+		dir := s.palace.Load()
+		return redact.Topology(x) != x && (dir == nil || !strings.Contains(x, strings.TrimRight(*dir, "/")))
+	case map[string]any:
+		for _, e := range x {
+			if s.namesAnotherPath(e) {
+				return true
+			}
+		}
+	case []any:
+		return slices.ContainsFunc(x, s.namesAnotherPath)
+	}
+	return false
 }
 
 // learnPalace keeps the palace directory a sqlite_integrity names (its
@@ -478,7 +505,7 @@ func cutErrorTopology(m map[string]any, cut func(string) string) {
 // that is not admin, and the counts of the wings it does not read.
 func (s *Server) cutWingCounts(ctx context.Context, d *Device, m map[string]any) {
 	if !d.Admin {
-		s.cutTopology(m)
+		s.cutTopology(ctx, m)
 	}
 	if d.readsAll() {
 		return

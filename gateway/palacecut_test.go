@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // palaceWithASpace is a primary as real MemPalace 3.11 answers with its
@@ -16,9 +18,15 @@ import (
 // and /statusz name dir in sqlite_integrity, its status and list_wings
 // say "Could not open missing database at dir/chroma.sqlite3."
 func palaceWithASpace(t *testing.T, dir string) *upstream {
-	integrity := map[string]any{"checked": false, "ok": nil, "palace": dir, "sqlite_path": dir + "/chroma.sqlite3", "error_count": 0, "errors": []any{},
-		"reason": "no quick_check ran: " + dir + "/chroma.sqlite3 does not exist, so there was no SQLite database to open"}
-	failed := map[string]any{"error": "Chroma database missing", "details": "Could not open missing database at " + dir + "/chroma.sqlite3.", "hint": "Run: mempalace status", "backend": "chroma"}
+	var at atomic.Pointer[string]
+	at.Store(&dir)
+	return palaceAt(t, &at, new(atomic.Int32))
+}
+
+// palaceAt is palaceWithASpace with its palace at *dir as it is at each
+// request (a primary restarted on another palace), counting the /statusz
+// asked of it.
+func palaceAt(t *testing.T, at *atomic.Pointer[string], statusz *atomic.Int32) *upstream {
 	answer := func(v any) string {
 		text, _ := json.Marshal(v)
 		quoted, _ := json.Marshal(string(text))
@@ -26,8 +34,13 @@ func palaceWithASpace(t *testing.T, dir string) *upstream {
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		dir := *at.Load()
+		integrity := map[string]any{"checked": false, "ok": nil, "palace": dir, "sqlite_path": dir + "/chroma.sqlite3", "error_count": 0, "errors": []any{},
+			"reason": "no quick_check ran: " + dir + "/chroma.sqlite3 does not exist, so there was no SQLite database to open"}
+		failed := map[string]any{"error": "Chroma database missing", "details": "Could not open missing database at " + dir + "/chroma.sqlite3.", "hint": "Run: mempalace status", "backend": "chroma"}
 		switch {
 		case r.URL.Path == "/statusz":
+			statusz.Add(1)
 			json.NewEncoder(w).Encode(map[string]any{"ok": true, "palace": map[string]any{"backend": "chroma", "sqlite_integrity": integrity}})
 		case strings.Contains(string(body), `"tools/list"`):
 			io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":{"tools":[]}}`)
@@ -72,5 +85,50 @@ func TestAPalacePathWithSpacesIsCutWhole(t *testing.T) {
 				t.Errorf("admin's list_wings: %v", m)
 			}
 		})
+	}
+}
+
+// attack75 F2: a gateway that started before its primary (the order at
+// boot), or outlived a primary restarted on another palace, had not
+// learnt the palace directory, and list_wings and get_taxonomy cut it
+// only up to its first space until some device called status. An answer
+// naming a path the gateway does not know as the palace's asks the
+// primary's /statusz, once per relearnEvery at most, and is cut whole.
+func TestThePalaceIsLearntWhenAnAnswerNamesAnother(t *testing.T) {
+	t.Parallel()
+	first, moved := "/srv/Down At Start/p", "/Users/me/Library/Application Support/mem palace/p"
+	var at atomic.Pointer[string]
+	at.Store(&first)
+	var statusz atomic.Int32
+	g := newGWAt(t, devices, palaceAt(t, &at, &statusz))
+	desk := g.tokens["desk-9b21"]
+	cutWhole := func(tool, tail string) {
+		t.Helper()
+		m, e, _ := g.call(desk, tool, map[string]any{})
+		if all := fmt.Sprint(m, e); strings.Contains(all, tail) || strings.Contains(all, "chroma.sqlite3") || !strings.Contains(all, "Could not open missing database at [path cut") {
+			t.Errorf("desk's %s: %s", tool, all)
+		}
+	}
+	cutWhole("list_wings", "At Start") // no probe: the gateway started first
+	cutWhole("get_taxonomy", "At Start")
+	if n := statusz.Load(); n != 1 {
+		t.Fatalf("/statusz asked %d times for two answers naming the palace, want once", n)
+	}
+
+	at.Store(&moved) // the primary restarted on another palace
+	g.advance(relearnEvery)
+	cutWhole("get_taxonomy", "Support/mem palace")
+	cutWhole("list_wings", "Support/mem palace")
+	if n := statusz.Load(); n != 2 {
+		t.Fatalf("/statusz asked %d times in all, want once more for the moved palace", n)
+	}
+
+	other := "/opt/Other Palace/p" // moved again within relearnEvery: cut by its look
+	at.Store(&other)
+	g.advance(relearnEvery - time.Second)
+	g.call(desk, "list_wings", map[string]any{})
+	g.call(desk, "list_wings", map[string]any{})
+	if n := statusz.Load(); n != 2 {
+		t.Fatalf("/statusz asked %d times in all, want none more within %v", n, relearnEvery)
 	}
 }

@@ -70,9 +70,13 @@ type Server struct {
 	// (upstreamRefuses logs each change).
 	refused atomic.Bool
 	// palace is the primary's palace directory as it last named it (its
-	// /statusz at start, a status's sqlite_integrity): cutPaths cuts it
+	// /statusz at start or when an answer names another path, a status's
+	// sqlite_integrity): cutPaths cuts it
 	// whole, spaces and all (nil: not known yet).
 	palace atomic.Pointer[string]
+	// palaceAsked is when an answer last made the gateway ask for the
+	// palace directory again (relearnPalace; nil: never).
+	palaceAsked atomic.Pointer[time.Time]
 	// callIDs numbers the gateway's calls to the upstream: each goes with
 	// an id of its own, never a device's (upstreamCall).
 	callIDs atomic.Uint64

@@ -204,6 +204,28 @@ func (s *Server) askPalace(ctx context.Context) {
 	}
 }
 
+// How often at most, and how long, an answer naming a path the gateway
+// does not know as the palace's asks the primary's /statusz again.
+const (
+	relearnEvery = 10 * time.Second
+	relearnWait  = 2 * time.Second
+)
+
+// relearnPalace asks the primary for its palace directory again
+// (askPalace), once per relearnEvery at most: the gateway started before
+// its primary, which is the order at boot, or the primary restarted on
+// another palace (attack75 F2: list_wings then cut a path up to its first
+// space). A caller that finds it asked meanwhile cuts by what is known.
+func (s *Server) relearnPalace(ctx context.Context) {
+	now, last := s.Now(), s.palaceAsked.Load()
+	if last != nil && now.Sub(*last) < relearnEvery || !s.palaceAsked.CompareAndSwap(last, &now) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, relearnWait)
+	defer cancel()
+	s.askPalace(ctx)
+}
+
 // beside is the URL of route on upstream's server, where its /mcp is.
 func beside(upstream, route string) (string, error) {
 	u, err := url.Parse(upstream)
