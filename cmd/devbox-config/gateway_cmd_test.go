@@ -336,3 +336,26 @@ func TestTokenRotateAfterARevokeSaysNoOldTokenWorks(t *testing.T) {
 		t.Errorf("after a revoke, rotate says: %s", said)
 	}
 }
+
+// attack75 F4: `token rotate` while the old token's grace already ran
+// (its successor was used, then revoked) said the old token "keeps
+// working until 7 days after this one is first used"; its end stays where
+// the first use put it, and rotate says that date. (It failed before.)
+func TestTokenRotateDuringAGraceSaysItsEnd(t *testing.T) {
+	cfg := emptyGatewayConfig(t)
+	cli := gatewayCLI(t, cfg)
+	cli(0, "device", "add", "laptop-7f3a", "--read", "shared")
+	oldTok, _ := cli(0, "token", "issue", "laptop-7f3a")
+	newTok, _ := cli(0, "token", "rotate", "laptop-7f3a")
+	used := time.Now().Add(-time.Hour).UTC()
+	newID := strings.Split(strings.TrimSpace(newTok), "_")[1]
+	if err := gateway.RecordFirstUse(cfg+".state.json", map[string]time.Time{newID: used}); err != nil {
+		t.Fatal(err)
+	}
+	cli(0, "token", "revoke", "laptop-7f3a", "--token", newID)
+	_, said := cli(0, "token", "rotate", "laptop-7f3a")
+	oldID := strings.Split(strings.TrimSpace(oldTok), "_")[1]
+	if want := "the old token keeps working until " + used.Add(7*24*time.Hour).Format("2006-01-02 15:04") + " UTC (token " + oldID + ": "; !strings.Contains(said, want) || strings.Contains(said, "after this one is first used") {
+		t.Errorf("rotate during the old token's grace says %q, want %q", said, want)
+	}
+}

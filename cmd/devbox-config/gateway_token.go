@@ -34,7 +34,7 @@ func newGatewayTokenCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Comma
 func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bool) error {
 	var tok string
 	var grace time.Duration
-	rotated := false // a live token is rotated out: it keeps working for the grace
+	var old *gateway.Token // the live token rotated out: it keeps working for the grace
 	err := g.update(func(c *gateway.Config) error {
 		d, err := g.deviceIn(c, id)
 		if err != nil {
@@ -44,7 +44,10 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 		if err != nil {
 			return failed(err)
 		}
-		rotated = slices.ContainsFunc(d.Tokens, func(t gateway.Token) bool { return t.Live(time.Now()) })
+		if i := slices.IndexFunc(d.Tokens, func(t gateway.Token) bool { return t.Live(time.Now()) }); i >= 0 {
+			old = new(gateway.Token)
+			*old = d.Tokens[i]
+		}
 		if tok, err = gateway.Issue(key, d, time.Now()); err != nil { // two live tokens
 			return failed(fmt.Errorf("%w (fix: '%s' with one of its tokens: %s)", err, g.hint("token revoke "+id+" --token ID"), tokenIDs(d)))
 		}
@@ -57,7 +60,9 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 	fmt.Fprintln(stdout, tok)
 	msg := "shown once: put it in the device's .env as MEMPALACE_REMOTE_TOKEN; a running gateway takes it within a second (it reloads the config), so a device's call or doctor in that second may still see it refused"
 	switch {
-	case rotate && rotated:
+	case rotate && old != nil && old.Expires != nil: // its grace runs from an earlier rotation's first use
+		msg += fmt.Sprintf("; the old token keeps working until %s UTC (token %s: the end of its grace from an earlier rotation, which this one's first use does not move)", old.Expires.UTC().Format("2006-01-02 15:04"), old.ID)
+	case rotate && old != nil:
 		msg += fmt.Sprintf("; the old token keeps working until %d days after this one is first used", int(grace.Hours()/24))
 	case rotate:
 		msg += "; the device had no live token, so none keeps working beside it (a revoked one stays refused)"
