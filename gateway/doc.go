@@ -9,7 +9,8 @@
 // A request goes through named steps, each a function of its own:
 // source (refusals.go: a request that names no device is counted against
 // its address, and past its rate answered 429 with no line; a device's
-// refusals by its rates past its first few are counted, not lined), authenticate (handler.go, token.go), parse (parse.go: once, strictly;
+// refusals by its rates, its requests in flight and its share of streams
+// past its first few are counted, not lined), authenticate (handler.go, token.go), parse (parse.go: once, strictly;
 // the upstream receives the re-encoding of this parse, never the client's
 // bytes, under an id of the gateway's own), arguments (parse.go: the
 // catalogue's allow-list; names and id lists strings, integers bounded),

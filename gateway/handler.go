@@ -256,6 +256,7 @@ func (s *Server) serveHealthz(x *exchange) {
 func (s *Server) admitStep(x *exchange, d *Device) (release func(), ok bool) {
 	release, ok = s.flight.take(d.ID)
 	if !ok {
+		s.quietPastFew(x, d, ruleInFlight)
 		s.answer(x, http.StatusTooManyRequests, rpcErrBytes(nil, CodeRateLimited, fmt.Sprintf("devbox-config gateway: %s has %d requests being served, the most one device may at once; nothing was read of this one: send it again when one ends", d.ID, maxInFlight)), VerdictLimited, ruleInFlight)
 		return nil, false
 	}
@@ -789,9 +790,10 @@ func (s *Server) limitGET(x *exchange, d *Device) bool {
 	return false
 }
 
-// quietPastFew leaves a device's refusal by its rate without a line of
-// its own past its first few since the last sweep: the device's next
-// sweep line counts it (refusals.go).
+// quietPastFew leaves a device's refusal by its rate, its requests in
+// flight or its share of streams without a line of its own past its
+// first few since the last sweep: the device's next sweep line counts it
+// (refusals.go).
 func (s *Server) quietPastFew(x *exchange, d *Device, rule Rule) {
 	if !s.refusals.lined(d.ID, rule, s.Now()) {
 		x.audited = true

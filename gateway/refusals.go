@@ -27,10 +27,11 @@ import (
 // maxSources sources are counted apart; beyond them, a new source shares
 // one bucket with every other until a sweep drops the idle ones.
 //
-// A device's refusals by its own rates (rate:read, rate:write) have a
-// line each, deviceLines of them between two sweeps; past those they are
-// counted in the device's line (rule rate:device; attack72 F5: a device
-// over its read rate wrote 3,400 lines a second).
+// A device's refusals by its own bounds (rate:read, rate:write, its
+// requests in flight: in_flight, its share of streams: stream:share)
+// have a line each, deviceLines of them between two sweeps; past those
+// they are counted in the device's line (rule rate:device; attack72 F5:
+// a device over its read rate wrote 3,400 lines a second).
 const (
 	sourceRate   = 20
 	sourceBurst  = 100

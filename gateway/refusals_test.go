@@ -168,3 +168,56 @@ func TestADeviceOverItsRatesIsSummarised(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A device's requests past its maxInFlight and its streams past its share
+// are refused 429 and wrote a line each: a device could flood the log
+// with them as with its rates. They share its deviceLines lines a minute
+// with its rate refusals, and past those its rate:device line counts
+// them by rule; the chain verifies.
+func TestADeviceOverItsFlightAndStreamsIsSummarised(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	desk := g.tokens["desk-9b21"]
+	lines := func(rule Rule) (n int, notes []string) {
+		for _, e := range g.auditLog() {
+			if e.Rule == rule {
+				n++
+				notes = append(notes, e.Note)
+			}
+		}
+		return n, notes
+	}
+	g.srv.flight.mu.Lock()
+	g.srv.flight.n = map[string]int{"desk-9b21": maxInFlight} // as if its 32 were being served
+	g.srv.flight.mu.Unlock()
+	for i := range 15 {
+		if status, _ := g.post(desk, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); status != 429 {
+			t.Fatalf("ping %d past the device's requests in flight: %d, want 429", i, status)
+		}
+	}
+	g.srv.flight.mu.Lock()
+	g.srv.flight.n = nil
+	g.srv.flight.mu.Unlock()
+	for range DefaultStreamShare { // its share, fresh: a new stream may end none
+		g.srv.open.add(&streamHold{device: "desk-9b21", end: func() {}, opened: g.clock()}, DefaultStreamShare)
+	}
+	for i := range 15 {
+		if status := g.get(desk, "/logstream/stream?to_agent=pi@desk", nil); status != 429 {
+			t.Fatalf("stream %d past the device's share: %d, want 429", i, status)
+		}
+	}
+	inFlight, _ := lines(ruleInFlight)
+	streams, _ := lines(ruleStreamShare)
+	if inFlight != deviceLines || streams != 0 {
+		t.Fatalf("%d in_flight and %d stream:share lines for 15 refusals of each, want the first %d", inFlight, streams, deviceLines)
+	}
+	g.advance(sweepEvery)
+	g.get("", "/healthz", nil) // the sweep's line comes with the next request
+	want := "20 requests of desk-9b21 refused with no line of their own since 2026-11-30T12:00:00Z (5 by in_flight, 15 by stream:share)"
+	if n, notes := lines(ruleRateDevice); n != 1 || notes[0] != want {
+		t.Fatalf("the lines counting the device's refusals: %q, want %q", notes, want)
+	}
+	if _, err := Verify(g.srv.cfg.Load().AuditLog, nil); err != nil {
+		t.Fatal(err)
+	}
+}

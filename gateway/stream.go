@@ -196,6 +196,7 @@ func (s *Server) holdStream(x *exchange, d *Device, h *streamHold) bool {
 	share := streamShare(d)
 	over, ok := s.open.add(h, share)
 	if !ok {
+		s.quietPastFew(x, d, ruleStreamShare)
 		s.answerText(x, http.StatusTooManyRequests, fmt.Sprintf("devbox-config gateway: %s holds its share of /logstream/stream open (%d: max_streams, by default one per agent and at least 2), one opened less than %s ago: end one, wait, or the operator raises \"max_streams\" in the device's entry of the gateway config", d.ID, share, streamReplaceAge), VerdictLimited, ruleStreamShare)
 		return false
 	}
