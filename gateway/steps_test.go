@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,7 +162,8 @@ func TestCatalogueDecisions(t *testing.T) {
 }
 
 // The write queue alone: a device over its share is refused while others
-// are queued, and the slot passes between devices in turn.
+// are queued, and the slot passes between devices in turn. Each write is
+// queued before the next is sent (waited for in the queue, not slept).
 func TestWriteQueueTurns(t *testing.T) {
 	t.Parallel()
 	q := newWriteQueue(2, time.Minute)
@@ -170,25 +172,30 @@ func TestWriteQueueTurns(t *testing.T) {
 		t.Fatal("the free slot was refused")
 	}
 	order := make(chan string, 8)
-	start := func(dev string) {
-		go func() {
-			if q.acquire(ctx, dev) == nil {
-				order <- dev
-				time.Sleep(5 * time.Millisecond)
-				q.release()
-			} else {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	start := func(dev string, queued int) {
+		wg.Go(func() {
+			if q.acquire(ctx, dev) != nil {
 				order <- dev + ":refused"
+				return
 			}
-		}()
-		time.Sleep(10 * time.Millisecond) // queued in this order
+			order <- dev
+			q.release()
+		})
+		waitUntil(t, dev+"'s write queued", func() bool {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return len(q.waiting[dev]) == queued
+		})
 	}
-	start("a")
-	start("a")
-	start("a") // over a's share of two
-	start("b")
+	start("a", 1)
+	start("a", 2)
+	start("a", 2) // over a's share of two
 	if got := <-order; got != "a:refused" {
 		t.Fatalf("over its share: %s", got)
 	}
+	start("b", 1)
 	q.release()
 	var got []string
 	for range 3 {
