@@ -59,15 +59,18 @@ type Entry struct {
 // StatusClientGone is the status of a request's audit line whose device
 // hung up before its answer was written (nginx's 499): upstream_status
 // is what the primary answered, a write it made is settled and stamped
-// all the same.
+// all the same; a call the hang-up ended unanswered (a read's) has none.
 const StatusClientGone = 499
 
-// The notes of a StatusClientGone line: the primary answered, or a
-// write's device hung up while it waited for the write slot (attack72
-// F2: that line pointed to an upstream_status it did not have).
+// The notes of a StatusClientGone line: the primary answered, a write's
+// device hung up while it waited for the write slot (attack72 F2: that
+// line pointed to an upstream_status it did not have), or the hang-up
+// ended the call to the primary before its answer (the line had the
+// gateway's own 502 as upstream_status).
 const (
 	noteClientGone = "the device hung up before its answer; upstream_status is what the primary answered"
 	noteGoneQueued = "the device hung up while its write waited for the primary's write slot; nothing was sent upstream"
+	noteGoneCut    = "the device hung up before its answer; the gateway's call to the primary ended with it, unanswered (no upstream_status)"
 )
 
 // Audit appends entries to a JSONL file as a hash chain: each line carries

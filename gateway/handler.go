@@ -920,7 +920,13 @@ func (s *Server) finish(x *exchange, decision Verdict, rule Rule, status int) {
 	// whose body read the gateway itself cut off (its deadline ends the
 	// request's context too).
 	if x.r.Context().Err() != nil && status != http.StatusRequestTimeout && status != http.StatusRequestEntityTooLarge {
-		e.Status, e.Note = StatusClientGone, cmp.Or(e.Note, noteClientGone)
+		note := noteClientGone
+		// A call the hang-up cut: the status is the gateway's own (a
+		// write the primary answered after a cut look-up keeps its 2xx).
+		if x.upstream.wasCut() && e.UpstreamStatus/100 != 2 {
+			e.UpstreamStatus, note = 0, noteGoneCut
+		}
+		e.Status, e.Note = StatusClientGone, cmp.Or(e.Note, note)
 	}
 	if e.Rule == "" {
 		e.Rule = rule

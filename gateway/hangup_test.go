@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +171,68 @@ func TestAWriteHungUpWhileQueuedSaysNothingWasSent(t *testing.T) {
 	}
 	if _, rpc, _ := g.call(desk, "get_drawer", map[string]any{"drawer_id": keptID}); rpc != nil {
 		t.Errorf("the delete given up in the queue was made: %v", rpc)
+	}
+}
+
+// A read whose device hung up before the primary answered had an audit
+// line with upstream_status 502, the gateway's own status for the call
+// it cut, under a note saying it was what the primary answered. The
+// line has no upstream_status, and its note says the call ended with the
+// device's hang-up: a tools/call read, a protocol method, a GET stream.
+func TestAHungUpReadHasNoUpstreamStatus(t *testing.T) {
+	t.Parallel()
+	arrived, stop := make(chan string, 8), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.URL.Path
+		select { // never answers: the gateway's call ends first
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { close(stop) })
+	g := newGWAt(t, devices, &upstream{name: "silent", url: up.URL + "/mcp"})
+	hangUp := func(method, path, body string) Entry {
+		t.Helper()
+		before := len(g.auditLog())
+		ctx, cancel := context.WithCancel(t.Context())
+		req, _ := http.NewRequestWithContext(ctx, method, g.http.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+g.tokens["desk-9b21"])
+		done := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		select {
+		case <-arrived: // on its way to the primary
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s %s never reached the primary", method, path)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s %s: %v, want the client's own hang-up", method, path, err)
+		}
+		var line Entry
+		waitUntil(t, path+"'s audit line", func() bool {
+			es := g.auditLog()
+			if len(es) > before {
+				line = es[len(es)-1]
+			}
+			return len(es) > before
+		})
+		return line
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{"POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"mempalace_kg_stats","arguments":{}}}`},
+		{"POST", "/mcp", `{"jsonrpc":"2.0","id":2,"method":"ping"}`},
+		{"GET", "/logstream/stream?to_agent=pi@desk", ""},
+	} {
+		e := hangUp(c.method, c.path, c.body)
+		if e.Status != StatusClientGone || e.UpstreamStatus != 0 || e.Note != noteGoneCut {
+			t.Errorf("%s %s %.40s: status %d, upstream_status %d, note %q; want %d, none, %q", c.method, c.path, c.body, e.Status, e.UpstreamStatus, e.Note, StatusClientGone, noteGoneCut)
+		}
 	}
 }

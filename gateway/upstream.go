@@ -306,9 +306,30 @@ type upstreamUse struct {
 	inFlight int
 	since    time.Time
 	total    time.Duration
+	hungUp   bool // a call ended unanswered by the request's cancel (callCut)
 }
 
 type upstreamUseKey struct{}
+
+// callCut notes on ctx's request a call to the upstream that ctx's
+// cancel ended before its answer: the device hung up (a write runs
+// without its device's cancel: writing). Its audit line then has no
+// upstream_status: the status the gateway answers for the call is its
+// own, not the primary's (finish).
+func callCut(ctx context.Context) {
+	if c, ok := ctx.Value(upstreamUseKey{}).(*upstreamUse); ok && errors.Is(ctx.Err(), context.Canceled) {
+		c.mu.Lock()
+		c.hungUp = true
+		c.mu.Unlock()
+	}
+}
+
+// wasCut reports a call callCut noted.
+func (c *upstreamUse) wasCut() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hungUp
+}
 
 func (c *upstreamUse) start() {
 	c.mu.Lock()
@@ -365,6 +386,7 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(w httptrace.WroteRequestInfo) { wrote.Store(w.Err == nil) }}))
 	resp, err := client.Do(req)
 	if err != nil {
+		callCut(ctx)
 		if errors.Is(upstreamErr(err), errUpstreamRedirect) { // answered, not taken: nothing applied
 			return callFailed(body, http.StatusServiceUnavailable, "upstream unreachable: not applied: "+errUpstreamRedirect.Error())
 		}
@@ -377,6 +399,7 @@ func postMCP(ctx context.Context, client *http.Client, url, token string, body [
 	defer resp.Body.Close() // read to its end, or it failed: reported below
 	b, bad := readAnswer(resp)
 	if bad != "" {
+		callCut(ctx)
 		return callFailed(body, http.StatusBadGateway, bad)
 	}
 	return answerOf(resp, b, body, clean)
@@ -634,6 +657,7 @@ func (s *Server) drawerWings(ctx context.Context, args map[string]any) ([]string
 // soon as it is known, before the body is relayed.
 func (s *Server) forwardGET(w http.ResponseWriter, r *http.Request, query string, withToken bool, started func(status int)) {
 	fail := func() {
+		callCut(r.Context())
 		if r.Context().Err() == context.DeadlineExceeded { // /healthz's bound
 			started(http.StatusGatewayTimeout)
 			http.Error(w, "upstream did not answer in time", http.StatusGatewayTimeout)
