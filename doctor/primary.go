@@ -245,18 +245,18 @@ func agentsFix(s ladder.Settings, dev deviceinfo.Info) string {
 // device-identity among them is the one raised.
 func queuedAsAnother(fs []Finding, ob outboxState, dev string) []Finding {
 	var others []string
-	n := 0
+	n, before := 0, 0
 	for d, c := range ob.stats.QueuedAs {
 		if d != dev {
-			others, n = append(others, d), n+c
+			others, n, before = append(others, d), n+c, before+ob.stats.QueuedBeforeCopy[d]
 		}
 	}
 	if dev == "" || n == 0 {
 		return fs
 	}
 	slices.Sort(others)
-	msg := fmt.Sprintf("%d write(s) in %s were queued as device %s, and the gateway names this token %s: they are held, never sent as %s unless you say so (the device was removed, or .env holds another device's token)", n, ob.path, strings.Join(others, ", "), dev, dev)
-	fix := fmt.Sprintf("`devbox-config edge outbox list` lists them (the edge, or `edge flush`, holds each: dead, other-device); `devbox-config edge outbox retry ID` then sends one as %s, `devbox-config edge outbox drop ID` gives it up (a lost or compromised device's writes: drop them)", dev)
+	msg := fmt.Sprintf("%d write(s) in %s were queued as device %s, and the gateway names this token %s: they are held, never sent as %s unless you say so (the device was removed, .env holds another device's token, or this devbox, or a copy of it, took a device id of its own)", n, ob.path, strings.Join(others, ", "), dev, dev)
+	fix := "`devbox-config edge outbox list` lists them (the edge, or `edge flush`, holds each: dead, other-device) and says whose each is; " + whoseFix(ob.stats.QueuedBeforeCopy != nil, n, before, dev)
 	for i, f := range fs {
 		if f.ID == IDDeviceIdentity {
 			fs[i].Severity, fs[i].Message, fs[i].Fix = Error, f.Message+"; "+msg, f.Fix+"; "+fix
@@ -264,6 +264,23 @@ func queuedAsAnother(fs []Finding, ob outboxState, dev string) []Finding {
 		}
 	}
 	return append(fs, Finding{ID: IDDeviceIdentity, Severity: Error, Section: "§6.2", Message: msg, Fix: fix})
+}
+
+// whoseFix is queuedAsAnother's fix for n writes held as queued under
+// another device than dev, before of them queued before the outbox was
+// copied (known: the outbox records when it was, so it can tell).
+func whoseFix(known bool, n, before int, dev string) string {
+	drop := "`devbox-config edge outbox drop ID` those (the original machine holds them too and sends them as its own device; a retry from here files each twice, and is refused without --force)"
+	retry := fmt.Sprintf("`devbox-config edge outbox retry ID` sends one as %s", dev)
+	switch {
+	case known && before == n:
+		return fmt.Sprintf("all %d were queued before this outbox was copied: %s", n, drop)
+	case known && before == 0:
+		return fmt.Sprintf("all %d were written on this machine after its outbox was copied: %s", n, retry)
+	case known:
+		return fmt.Sprintf("%d were queued before this outbox was copied: %s; the other %d this machine wrote after the copy: %s", before, drop, n-before, retry)
+	}
+	return fmt.Sprintf("whose they are cannot be told here (no copy of this outbox is recorded; a disk-level clone is not seen): if this outbox was copied from another machine, that machine sends them: `devbox-config edge outbox drop ID` (a retry files each twice); if this devbox was renamed (a new device id or token in .env), it wrote them: %s; a lost or compromised device's writes: drop them", retry)
 }
 
 // gatewayUpstream is gateway-upstream: a devbox-config gateway answered

@@ -160,8 +160,9 @@ func (fc *edgeFlushCmd) printLeft(ctx context.Context, s *outbox.Store, p *edge.
 	defer cancel()
 	fmt.Fprintf(fc.stdout, "primary: %s\n", p.Check(cctx))
 	ops, _ := s.List(ctx, 20)
+	c, _ := s.CopyRecord(ctx) // unreadable: whose a held op is reads as not known, and is said so
 	for _, o := range ops {
-		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, notSentWhy(ctx, s, o, leased))
+		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, notSentWhy(ctx, s, c, o, leased))
 	}
 }
 
@@ -172,7 +173,8 @@ const flushGrace = time.Second
 // notSentWhy says, in words, why an op is still waiting. leased: another
 // process holds the flush lease, so this flush tried nothing: an op it
 // would have sent is that process's to send, whatever its last error was.
-func notSentWhy(ctx context.Context, s *outbox.Store, o outbox.Op, leased bool) string {
+// c is the outbox's record of being a copy (deadFix).
+func notSentWhy(ctx context.Context, s *outbox.Store, c *outbox.Copied, o outbox.Op, leased bool) string {
 	switch o.State {
 	case outbox.InDoubt:
 		return fmt.Sprintf("it may have landed and nothing can look it up: `devbox-config edge outbox retry %s` sends it again, `delivered %s` records it as landed", o.Short(), o.Short())
@@ -186,7 +188,7 @@ func notSentWhy(ctx context.Context, s *outbox.Store, o outbox.Op, leased bool) 
 		why = "another edge process holds the flush lease; it sends it"
 	}
 	if o.State == outbox.Dead && !strings.Contains(why, "edge outbox retry") { // the gateway's words name the fix already
-		why += "; " + deadFix(o)
+		why += "; " + deadFix(o, c)
 	}
 	if why == "" {
 		why = "not tried yet"

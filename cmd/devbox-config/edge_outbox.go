@@ -93,13 +93,16 @@ not parse: sent once it parses), done.`
 
 func newEdgeOutboxCmd(stdout, stderr io.Writer) *cobra.Command {
 	ctx := context.Background()
+	var force bool
+	retry := newOutboxActCmd(stdout, stderr, "retry", "Send an op again: a dead one after fixing its cause, or one in doubt (a second copy if the first landed)",
+		func(s *outbox.Store, cfg edge.Config, id string) (outbox.Op, bool, error) {
+			o, err := s.RetryAs(ctx, id, tokenDevice(s, cfg), force)
+			return o, false, err
+		})
+	retry.Flags().BoolVar(&force, "force", false, "send an op queued as another device before this outbox was copied anyway: the original machine holds it too, so only when it will never send it")
 	g := group("outbox", "Inspect and repair the outbox: list, retry ID, drop ID, delivered ID, same-machine",
 		newOutboxListCmd(stdout, stderr),
-		newOutboxActCmd(stdout, stderr, "retry", "Send an op again: a dead one after fixing its cause, or one in doubt (a second copy if the first landed)",
-			func(s *outbox.Store, cfg edge.Config, id string) (outbox.Op, bool, error) {
-				o, err := s.RetryAs(ctx, id, tokenDevice(s, cfg))
-				return o, false, err
-			}),
+		retry,
 		newOutboxActCmd(stdout, stderr, "drop", "Give up on an op: it is never sent, and the ops waiting behind it move on",
 			func(s *outbox.Store, _ edge.Config, id string) (outbox.Op, bool, error) { return s.Drop(ctx, id) }),
 		newOutboxActCmd(stdout, stderr, "delivered", "Record an op in doubt as landed on the primary (you checked it is there): never sent again",
@@ -194,6 +197,7 @@ func (lc *outboxListCmd) run() error {
 	for _, o := range behind {
 		held[o.LocalSeq] = true
 	}
+	c, _ := s.CopyRecord(context.Background()) // unreadable: whose a held op is reads as not known, and is said so
 	w := newTable(lc.stdout)
 	fmt.Fprintln(w, "SEQ\tOP\tSTATE\tTRIES\tTOOL\tWING\tCREATED\tERROR")
 	for _, o := range ops {
@@ -201,6 +205,7 @@ func (lc *outboxListCmd) run() error {
 		if held[o.LocalSeq] {
 			state += " (waits for a delete_by_source: edge status)"
 		}
+		state += whoseNote(o, c)
 		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", o.LocalSeq, o.Short(), state, o.Attempts, o.Tool, o.Wing, o.CreatedAt.Local().Format(time.DateTime), errorText(o.Error))
 	}
 	return w.Flush()
@@ -284,23 +289,48 @@ func tokenDevice(s *outbox.Store, cfg edge.Config) func(context.Context) (string
 }
 
 // otherDeviceFix is the fix for an op held as queued under another
-// device than the gateway names the token (false: not such an op).
-func otherDeviceFix(o outbox.Op) (string, bool) {
+// device than the gateway names the token (false: not such an op): the
+// original's to send if it was queued before this outbox was copied, this
+// machine's if after; with no copy recorded, which is not known.
+func otherDeviceFix(o outbox.Op, c *outbox.Copied) (string, bool) {
 	f := outbox.FailureOf(o.Error)
 	if o.State != outbox.Dead || f.Kind != outbox.OtherDevice {
 		return "", false
 	}
-	return fmt.Sprintf("`devbox-config edge outbox retry %s` sends it as %s, `drop %s` gives it up (a lost or compromised device's write)", o.Short(), mailbox.Printable(cmp.Or(f.Device, "the token's device")), o.Short()), true
+	id, dev := o.Short(), mailbox.Printable(cmp.Or(f.Device, "the token's device"))
+	switch before, known := c.QueuedBefore(o); {
+	case before:
+		return fmt.Sprintf("queued before this outbox was copied: the original machine holds it too and sends it as its own device; `devbox-config edge outbox drop %s` (a retry from here files it twice, and is refused without --force)", id), true
+	case known:
+		return fmt.Sprintf("written on this machine after its outbox was copied, before it took a device id of its own: `devbox-config edge outbox retry %s` sends it as %s (`drop %s` gives it up)", id, dev, id), true
+	}
+	return fmt.Sprintf("whose it is cannot be told here (no copy of this outbox is recorded; a disk-level clone is not seen): if this outbox was copied from another machine, that machine sends it: `devbox-config edge outbox drop %[1]s` (a retry files it twice); if this devbox was renamed (a new device id or token in .env), it wrote it: `retry %[1]s` sends it as %[2]s; a lost or compromised device's write: drop it", id, dev), true
+}
+
+// whoseNote is, for `edge outbox list`, whose an op held as queued under
+// another device is (otherDeviceFix says it in full); "" for any other op.
+func whoseNote(o outbox.Op, c *outbox.Copied) string {
+	if _, ok := otherDeviceFix(o, c); !ok {
+		return ""
+	}
+	switch before, known := c.QueuedBefore(o); {
+	case before:
+		return " (queued before this outbox was copied: the original sends it; drop it)"
+	case known:
+		return " (written here after the copy: retry sends it as this device)"
+	}
+	return " (the original's if this outbox was copied: drop it; this machine's if it was renamed: retry it)"
 }
 
 // deadFix is what to do about the dead op o: one held as another
-// device's is retried as the token's device (otherDeviceFix); one refused
+// device's is dropped or retried as the token's device, as c, the
+// outbox's record of being a copy, says (otherDeviceFix); one refused
 // as written never lands as it is, so it is dropped (the write made anew,
 // corrected, goes on: it holds nothing back), unless the gateway's ledger
 // refused its op id as reused, which after a rollback is the same write
 // (outbox.ReusedAdvice); any other is retried once its cause is fixed.
-func deadFix(o outbox.Op) string {
-	if fix, ok := otherDeviceFix(o); ok {
+func deadFix(o outbox.Op, c *outbox.Copied) string {
+	if fix, ok := otherDeviceFix(o, c); ok {
 		return fix
 	}
 	f := outbox.FailureOf(o.Error)

@@ -170,7 +170,7 @@ func (v edgeStatus) print(w io.Writer) {
 		fmt.Fprintf(w, "COPY       %s (fix: %s)\n", v.copied.Message, v.copied.Fix)
 	}
 	for _, o := range st.Dead {
-		fmt.Fprintf(w, "DEAD       %s %s: %s%s (%s)\n", o.Short(), o.Tool, deadText(o.Error), behindNote(v.behind[o.ID]), deadFix(o))
+		fmt.Fprintf(w, "DEAD       %s %s: %s%s (%s)\n", o.Short(), o.Tool, deadText(o.Error), behindNote(v.behind[o.ID]), deadFix(o, st.Copied))
 	}
 	for _, o := range st.LeftOut {
 		fmt.Fprintf(w, "LEFT OUT   %s %s, done: %s (listed until the outbox prunes the op, 8 days after)\n", o.Short(), o.Tool, mailbox.Printable(outbox.FailureOf(o.Error).Message))

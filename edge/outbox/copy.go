@@ -24,6 +24,22 @@ type Copied struct {
 	// MEMPALACE_ORIGIN_DEVICE (an outbox made before that was recorded:
 	// its newest op's), never the copy's opener's.
 	Device string `json:"device"`
+	// Next is the local_seq the first op queued after the copy was seen
+	// has at least: every op below it was queued before the copy, so the
+	// original holds it too (0: a record an older build made, which does
+	// not say).
+	Next int64 `json:"next,omitempty"`
+}
+
+// QueuedBefore reports whether op was queued before this outbox was
+// copied (the original machine holds it too, and sends it under its own
+// device id), and known false when c cannot say: no copy recorded (nil),
+// or a record that names no Next.
+func (c *Copied) QueuedBefore(op Op) (before, known bool) {
+	if c == nil || c.Next == 0 {
+		return false, false
+	}
+	return op.LocalSeq < c.Next, true
 }
 
 const metaCopied = "copied"
@@ -36,7 +52,11 @@ func (s *Store) copyOf(ctx context.Context, q querier, id string, at time.Time) 
 	if err != nil {
 		return Copied{}, err
 	}
-	return Copied{At: at, Was: id[:min(8, len(id))], Device: device}, nil
+	var next int64
+	if err := q.QueryRowContext(ctx, `SELECT COALESCE(MAX(local_seq), 0)+1 FROM ops`).Scan(&next); err != nil {
+		return Copied{}, err
+	}
+	return Copied{At: at, Was: id[:min(8, len(id))], Device: device, Next: next}, nil
 }
 
 // metaDevice is the device id the outbox's ops are made under: the last
@@ -89,9 +109,9 @@ func recordCopy(ctx context.Context, q querier, c Copied) error {
 	return setMeta(ctx, q, metaCopied, string(b))
 }
 
-// copied is Stats.Copied: what this open saw (read-only), else the record
-// an earlier open kept (nil: no copy seen).
-func (s *Store) copied(ctx context.Context) (*Copied, error) {
+// CopyRecord is Stats.Copied: what this open saw (read-only), else the
+// record an earlier open kept (nil: no copy seen).
+func (s *Store) CopyRecord(ctx context.Context) (*Copied, error) {
 	if s.copy != nil {
 		return s.copy, nil
 	}
@@ -115,7 +135,7 @@ var ErrNoCopy = errors.New("this outbox has no record of being a copy: edge stat
 // doctor stop noting it, and a later copy of the file is noted again. It
 // returns the record removed (ErrNoCopy when there is none).
 func (s *Store) SameMachine(ctx context.Context) (Copied, error) {
-	c, err := s.copied(ctx)
+	c, err := s.CopyRecord(ctx)
 	if err != nil {
 		return Copied{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -192,16 +193,22 @@ func errFinal(o Op) error {
 // landed. An op held as queued under another device (OtherDevice) is
 // refused: RetryAs says which device sends it. Operator command.
 func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
-	return s.RetryAs(ctx, id, nil)
+	return s.RetryAs(ctx, id, nil, false)
 }
+
+// ErrQueuedBeforeCopy: RetryAs refused, unforced, an op held as queued
+// under another device that was queued before this outbox was copied.
+var ErrQueuedBeforeCopy = errors.New("it was queued before this outbox was copied, so the original machine holds it too and sends it under its own device id; sent from here it is a second write (the gateway's ledger keys op ids by device), filed twice: `devbox-config edge outbox drop` it. If the original will never send it (it was lost before it could), `devbox-config edge outbox retry --force` sends it from here")
 
 // RetryAs is Retry, except that an op held as queued under another
 // device (OtherDevice) is recorded as, and so sent as, the device
 // tokenDevice says the gateway names the token now: the one it will be
 // sent with, not the one a flush heard when it held the op (.env may
 // have had another token since). tokenDevice is asked only for such an
-// op; nil, or its error, leaves the op held.
-func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context.Context) (string, error)) (Op, error) {
+// op; nil, or its error, leaves the op held. Such an op queued before
+// this outbox was copied (Copied.QueuedBefore) is the original's to send:
+// unless force, it is refused (ErrQueuedBeforeCopy).
+func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context.Context) (string, error), force bool) (Op, error) {
 	o, err := s.GetByID(ctx, id)
 	if err != nil {
 		return Op{}, err
@@ -217,6 +224,9 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 	resend := o.State == InDoubt || o.Resend
 	device := o.TokenDevice
 	if o.State == Dead && FailureOf(o.Error).Kind == OtherDevice {
+		if err := s.refuseBeforeCopy(ctx, o, force); err != nil {
+			return o, err
+		}
 		if tokenDevice == nil {
 			return o, fmt.Errorf("op %s is held as queued under another device: which device the token is now is not known here", o.Short())
 		}
@@ -255,6 +265,22 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 	}
 	s.ringAll()
 	return s.Get(ctx, o.LocalSeq)
+}
+
+// refuseBeforeCopy is RetryAs's refusal of o, held as queued under
+// another device, when it was queued before this outbox was copied.
+func (s *Store) refuseBeforeCopy(ctx context.Context, o Op, force bool) error {
+	if force {
+		return nil
+	}
+	c, err := s.CopyRecord(ctx)
+	if err != nil {
+		return err
+	}
+	if before, _ := c.QueuedBefore(o); before {
+		return fmt.Errorf("op %s (queued as device %s) not retried: %w", o.Short(), o.TokenDevice, ErrQueuedBeforeCopy)
+	}
+	return nil
 }
 
 // rekey gives a retried op its causal keys again: one refused as written
@@ -758,6 +784,10 @@ type Stats struct {
 	// none counted for ""): doctor compares it with the device the
 	// gateway names the token now (failure.go's OtherDevice).
 	QueuedAs map[string]int `json:"queued_as,omitempty"`
+	// QueuedBeforeCopy is QueuedAs of the ops queued before this outbox
+	// was copied (Copied.QueuedBefore; nil: no copy recorded, or one that
+	// does not say): the original machine holds them too, and sends them.
+	QueuedBeforeCopy map[string]int `json:"queued_before_copy,omitempty"`
 }
 
 // lastFlushAndError reads the last flush that got through and the last
@@ -837,11 +867,16 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if st.OrphanedIntents, err = s.orphanedIntents(ctx); err != nil {
 		return st, err
 	}
-	if st.QueuedAs, err = s.queuedAs(ctx); err != nil {
+	if st.QueuedAs, err = s.queuedAs(ctx, math.MaxInt64); err != nil {
 		return st, err
 	}
-	if st.Copied, err = s.copied(ctx); err != nil {
+	if st.Copied, err = s.CopyRecord(ctx); err != nil {
 		return st, err
+	}
+	if st.Copied != nil && st.Copied.Next > 0 {
+		if st.QueuedBeforeCopy, err = s.queuedAs(ctx, st.Copied.Next); err != nil {
+			return st, err
+		}
 	}
 	if st.StayedLocal, err = ReadStayedLocal(s.path); err != nil {
 		st.StayedLocalErr = err.Error() // its own finding: the outbox is fine
@@ -849,14 +884,14 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	return st, s.lists(ctx, &st)
 }
 
-// queuedAs is Stats.QueuedAs.
-func (s *Store) queuedAs(ctx context.Context) (map[string]int, error) {
+// queuedAs is Stats.QueuedAs, of the ops below local_seq below.
+func (s *Store) queuedAs(ctx context.Context, below int64) (map[string]int, error) {
 	type count struct {
 		device string
 		n      int
 	}
 	counts, err := queryAll(ctx, s.db, func(r rowScanner) (c count, err error) { err = r.Scan(&c.device, &c.n); return },
-		`SELECT token_device, COUNT(*) FROM ops WHERE state NOT IN ('done','intent') AND token_device!='' GROUP BY token_device`)
+		`SELECT token_device, COUNT(*) FROM ops WHERE state NOT IN ('done','intent') AND token_device!='' AND local_seq<? GROUP BY token_device`, below)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: %w", err)
 	}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+)
+
+// Outside tester attack74 F7: a devbox's HOME copied to a second machine
+// and given its own device id and token before its first edge command
+// (docs/operator.md, A cloned devbox). The write queued before the copy is
+// the original's to send: flush, edge status, outbox list and doctor say
+// so and offer only `drop`, and `edge outbox retry` refuses it without
+// --force (it failed before: every one offered `retry ID` "sends it as
+// wide-01", and the retried op was filed twice, once per device). A write
+// the copy made under the old id before its rename is this machine's: it
+// is offered `retry`, and sent.
+func TestACopiedOutboxGivenItsOwnDeviceDropsWritesQueuedBeforeTheCopy(t *testing.T) {
+	d := newRemovedDevice(t, "tmp-0042") // tmp-0042 the original, wide-01 the copy's own device
+	d.write("the original's first write")
+	if code, out, errb := runCLI("edge", "flush"); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errb) // the edge hears the gateway name the token tmp-0042
+	}
+	d.write("queued before the devbox was copied")
+	path := d.s.Path()
+	d.s.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".copy", data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".copy", path); err != nil { // the copied HOME's outbox: another inode
+		t.Fatal(err)
+	}
+	// The copy runs a while under the old id before it is renamed.
+	if d.s, err = outbox.Open(path, "tmp-0042", "tmpbox"); err != nil {
+		t.Fatal(err)
+	}
+	d.write("written on the copy before its rename")
+	d.s.Close()
+	t.Setenv("MEMPALACE_ORIGIN_DEVICE", "wide-01")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
+
+	flushed := clonedFlush(t, d)
+	before, after := heldOp(t, path, "queued before"), heldOp(t, path, "written on the copy")
+	for _, want := range []string{before.Short() + " mempalace_add_drawer (dead): ", "queued before this outbox was copied: the original machine holds it too", "`devbox-config edge outbox drop " + before.Short() + "`",
+		"written on this machine after its outbox was copied", "`devbox-config edge outbox retry " + after.Short() + "` sends it as wide-01"} {
+		if !strings.Contains(flushed, want) {
+			t.Errorf("flush lacks %q:\n%s", want, flushed)
+		}
+	}
+	status := runOK(t, "edge", "status")
+	list := runOK(t, "edge", "outbox", "list")
+	for _, text := range []string{flushed, status, list} {
+		for _, line := range strings.Split(text, "\n") {
+			if strings.Contains(line, before.Short()) && strings.Contains(line, "retry "+before.Short()) {
+				t.Errorf("a write queued before the copy is offered a retry:\n%s", line)
+			}
+		}
+	}
+	if !strings.Contains(status, "DEAD       "+before.Short()) || !strings.Contains(status, "`devbox-config edge outbox drop "+before.Short()+"`") || !strings.Contains(status, "`devbox-config edge outbox retry "+after.Short()+"` sends it as wide-01") {
+		t.Errorf("edge status:\n%s", status)
+	}
+	if !strings.Contains(list, "dead (queued before this outbox was copied: the original sends it; drop it)") || !strings.Contains(list, "dead (written here after the copy: retry sends it as this device)") {
+		t.Errorf("edge outbox list:\n%s", list)
+	}
+	if f := deviceIdentity(t, d.home); f.Severity != "error" || !strings.Contains(f.Fix, "1 were queued before this outbox was copied: `devbox-config edge outbox drop ID` those") || !strings.Contains(f.Fix, "the other 1 this machine wrote after the copy: `devbox-config edge outbox retry ID` sends one as wide-01") {
+		t.Errorf("doctor's device-identity:\n%+v", f)
+	}
+
+	code, out, errb := runCLI("edge", "outbox", "retry", before.Short())
+	if code != 1 || !strings.Contains(errb, "queued before this outbox was copied") || !strings.Contains(errb, "retry --force") {
+		t.Errorf("retry of a write queued before the copy: exit %d\n%s%s", code, out, errb)
+	}
+	runOK(t, "edge", "outbox", "retry", after.Short())
+	if code, out, errb := runCLI("edge", "flush"); code != 1 || !d.landed("written on the copy before its rename") || d.landed("queued before the devbox was copied") {
+		t.Fatalf("the copy's own write is sent, the original's is not: exit %d\n%s%s", code, out, errb)
+	}
+	if out := runOK(t, "edge", "outbox", "retry", "--force", before.Short()); !strings.Contains(out, "as device wide-01") {
+		t.Errorf("retry --force: %s", out)
+	}
+}
+
+// A held write in an outbox with no copy recorded (a device renamed in
+// place, or a disk-level clone, which is not seen) is said both ways,
+// and retried when asked: the tool cannot tell whose it is.
+func TestAHeldWriteWithNoCopyRecordedIsSaidBothWays(t *testing.T) {
+	d := newRemovedDevice(t, "tmp-0042")
+	d.write("the first write")
+	runOK(t, "edge", "flush")
+	d.write("queued under the old id")
+	t.Setenv("MEMPALACE_ORIGIN_DEVICE", "wide-01")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
+	flushed := clonedFlush(t, d)
+	held := heldOp(t, d.s.Path(), "old id")
+	list := runOK(t, "edge", "outbox", "list")
+	for _, text := range []string{flushed, runOK(t, "edge", "status")} {
+		if !strings.Contains(text, "if this outbox was copied from another machine, that machine sends it: `devbox-config edge outbox drop "+held.Short()+"`") || !strings.Contains(text, "if this devbox was renamed (a new device id or token in .env), it wrote it: `retry "+held.Short()+"` sends it as wide-01") {
+			t.Errorf("it is not said both ways:\n%s", text)
+		}
+	}
+	if !strings.Contains(list, "(the original's if this outbox was copied: drop it; this machine's if it was renamed: retry it)") {
+		t.Errorf("edge outbox list:\n%s", list)
+	}
+	if f := deviceIdentity(t, d.home); !strings.Contains(f.Fix, "whose they are cannot be told here") {
+		t.Errorf("doctor's device-identity:\n%+v", f)
+	}
+	runOK(t, "edge", "outbox", "retry", held.Short())
+}
+
+// clonedFlush runs `edge flush`, which holds the writes queued as another
+// device (exit 1), and returns what it printed.
+func clonedFlush(t *testing.T, d *removedDevice) string {
+	t.Helper()
+	code, out, errb := runCLI("edge", "flush")
+	if code != 1 || d.landed("queued before the devbox was copied") || d.landed("queued under the old id") {
+		t.Fatalf("flush under the copy's own device: exit %d\n%s%s", code, out, errb)
+	}
+	return out
+}
+
+// heldOp is the dead op of the outbox at path whose payload holds text.
+func heldOp(t *testing.T, path, text string) outbox.Op {
+	t.Helper()
+	s, err := outbox.OpenOptions(path, outbox.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ops, err := s.List(context.Background(), 10, outbox.Dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range ops {
+		if strings.Contains(string(o.Payload), text) {
+			return o
+		}
+	}
+	t.Fatalf("no dead op holds %q: %+v", text, ops)
+	return outbox.Op{}
+}
+
+// deviceFinding is one of doctor's findings.
+type deviceFinding struct{ ID, Severity, Message, Fix string }
+
+// deviceIdentity is doctor's device-identity finding that is not info.
+func deviceIdentity(t *testing.T, home string) deviceFinding {
+	t.Helper()
+	var out, errb strings.Builder
+	run([]string{"doctor", "--home", home, "--json"}, &out, &errb)
+	var doc struct{ Findings []deviceFinding }
+	if err := json.Unmarshal([]byte(out.String()), &doc); err != nil {
+		t.Fatalf("doctor --json: %v\n%s%s", err, out.String(), errb.String())
+	}
+	for _, f := range doc.Findings {
+		if f.ID == "device-identity" && f.Severity != "info" {
+			return f
+		}
+	}
+	t.Fatalf("doctor says nothing of the device:\n%s", out.String())
+	return deviceFinding{}
+}
