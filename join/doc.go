@@ -57,6 +57,13 @@
 //     its report still a dry run's); one whose SQLite is damaged fails
 //     with doctor's palace-damaged finding and fix
 //     (doctor.CheckPalaceIntegrity).
+//   - A join refuses, queuing nothing (a dry run says the real run would),
+//     while the edge's outbox has not settled an op writing a diary entry
+//     it would send (one wing, one text; queued, in flight, held, dead or
+//     in doubt): the edge's first send of it looks nothing up, so both
+//     would file it (attack74 F6). The refusal names the ops and says to
+//     run `devbox-config edge flush` first. The outbox is read after the
+//     local palace: the edge queues a write before its palace takes it.
 //   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
 //     list_drawers, content from get_drawers.
 //   - Wings the policy marks local are never read for sending; --wing

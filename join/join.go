@@ -256,9 +256,10 @@ func Run(ctx context.Context, cfg Config, o Options) (Report, error) {
 	if err != nil {
 		return j.rep, err
 	}
-	for _, phase := range []func(context.Context) *Failure{j.readManifest, j.plan} {
+	for _, phase := range []func(context.Context) *Failure{j.readManifest, j.plan, j.edgeQueued} {
 		if f := phase(ctx); f != nil {
 			j.rep.Failed = append(j.rep.Failed, *f)
+			j.dropStore = j.madeStore // nothing queued: nothing kept
 			return j.rep, nil
 		}
 	}

@@ -363,6 +363,52 @@ func (j *joining) plan(ctx context.Context) *Failure {
 	return nil
 }
 
+// edgeQueued refuses a join while the edge's outbox has not settled an
+// op writing a diary entry the join would send (one wing, one text): the
+// edge sends it as a first write, which looks nothing up, so the primary
+// would hold the entry twice (attack74 F6). It reads the outbox after the
+// local palace: an edge queues a write before its local palace takes it,
+// so an entry read there whose op is not pending now is on the primary,
+// and counted there, or an operator dropped it. Dead, in doubt or held,
+// the op waits for its operator too: dropped (or delivered), the next
+// join sends the entry if the primary lacks it.
+func (j *joining) edgeQueued(ctx context.Context) *Failure {
+	mine := map[string]bool{}
+	for _, p := range j.planned {
+		if p.rec.Kind == Diaries && !p.sent && !p.deleted() {
+			mine[catalogue.DiaryWingFor(p.rec.Args)+"\x00"+catalogue.EntrySuffix(catalogue.DiaryEntry(p.rec.Args))] = true
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	file := doctor.OutboxPath(j.cfg.Palace)
+	then := "so nothing was queued"
+	if j.o.DryRun {
+		then = "so the real run would queue nothing"
+	}
+	pending, complete, err := outbox.PendingDiaries(ctx, file)
+	if err == nil && !complete {
+		err = errors.New("its -wal could not be read")
+	}
+	if err != nil {
+		return &Failure{Kind: Diaries, Record: file, Error: fmt.Sprintf("the edge's outbox could not be read for the diary entries it still sends (%v), %s: a join could file them twice. Fix: devbox-config doctor names what is wrong with it", err, then)}
+	}
+	var ops []string
+	for _, op := range pending {
+		if mine[op.Wing+"\x00"+op.Suffix] {
+			ops = append(ops, op.Short()+" ("+op.State.String()+")")
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if len(ops) > 5 {
+		ops = append(ops[:5], fmt.Sprintf("and %d more", len(ops)-5))
+	}
+	return &Failure{Kind: Diaries, Record: file, Error: fmt.Sprintf("the edge's outbox still holds diary entries this join would send (ops %s): the edge sends them itself, and the primary would hold each twice, %s. Fix: run `%sdevbox-config edge flush` (it sends them), then devbox-config join again; one it cannot send (dead, in doubt or held) is settled first with `devbox-config edge outbox retry ID` (the edge sends it) or `drop ID` / `delivered ID` (the next join sends its entry if the primary lacks it)", strings.Join(ops, ", "), then, j.cfg.OutboxEnv)}
+}
+
 // resumed is a --resume's manifest: only what an interrupted run left
 // queued, in the order it was queued.
 func (j *joining) resumed() []Record {

@@ -3,7 +3,12 @@ package outbox
 import (
 	"cmp"
 	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/strictjson"
@@ -280,4 +285,45 @@ func (e entryOnPrimary) answer() map[string]any {
 		m["timestamp"] = e.FiledAt
 	}
 	return m
+}
+
+// PendingDiary is an op not done yet that writes a diary entry: its id,
+// state, and the entry's wing and text (its id suffix, as the primary
+// counts equal entries).
+type PendingDiary struct {
+	ID, Wing, Suffix string
+	State            State
+}
+
+// Short is the op id as tables print it.
+func (p PendingDiary) Short() string { return Op{ID: p.ID}.Short() }
+
+// PendingDiaries lists, read only, the ops of the outbox file at path
+// that write a diary entry (a diary_write, a checkpoint's diary) and are
+// not done: queued, in flight, an intent, held, dead or in doubt. The
+// edge sends them, or an operator settles them; a join that sent their
+// entries from the local palace too would file each twice, since the
+// edge's first send of one looks nothing up. A missing file holds none;
+// one read without its -wal (complete false) may miss some.
+func PendingDiaries(ctx context.Context, path string) (ops []PendingDiary, complete bool, err error) {
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil, true, nil
+	}
+	complete, err = readFile(path, func(db *sql.DB) error {
+		ops = nil
+		rows, err := queryAll(ctx, db, func(r rowScanner) (Op, error) {
+			var o Op
+			var payload string
+			err := r.Scan(&o.ID, &o.Tool, &payload, &o.State)
+			o.Payload = json.RawMessage(payload)
+			return o, err
+		}, `SELECT op_id, tool_name, payload_json, state FROM ops WHERE state <> 'done' ORDER BY local_seq`)
+		for _, o := range rows {
+			if d, _ := diaryOf(o); d != nil {
+				ops = append(ops, PendingDiary{ID: o.ID, State: o.State, Wing: catalogue.DiaryWingFor(d), Suffix: catalogue.EntrySuffix(catalogue.DiaryEntry(d))})
+			}
+		}
+		return err
+	})
+	return ops, complete, err
 }

@@ -170,38 +170,52 @@ func storageFault(path string, err error, statfs StatFS) *StorageError {
 // and complete is then false when a -wal with anything in it exists (what
 // it holds is not counted).
 func Peek(path string) (byState map[State]int, complete bool, err error) {
-	file := sqlitewal.URI(path)
-	byState, err = peek(file + "?mode=ro&_pragma=busy_timeout(500)")
-	if err == nil {
-		return byState, true, nil
+	byState = map[State]int{}
+	complete, err = readFile(path, func(db *sql.DB) error {
+		rows, err := db.Query(`SELECT state, COUNT(*) FROM ops GROUP BY state`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close() // read only
+		clear(byState)
+		for rows.Next() {
+			var st State
+			var c int
+			if err := rows.Scan(&st, &c); err != nil {
+				return err
+			}
+			byState[st] = c
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, false, err
 	}
-	byState, err2 := peek(file + "?mode=ro&immutable=1")
-	if err2 != nil {
-		return nil, false, errors.Join(err, err2)
-	}
-	wal, err := os.Stat(path + "-wal")
-	return byState, err != nil || wal.Size() == 0, nil
+	return byState, complete, nil
 }
 
-func peek(dsn string) (map[State]int, error) {
+// readFile runs read on the outbox file at path opened read only; where
+// that needs the -shm a full or read-only file system may not give, on
+// the main file alone, and complete is then false when a -wal with
+// anything in it exists (what it holds is not read).
+func readFile(path string, read func(*sql.DB) error) (complete bool, err error) {
+	file := sqlitewal.URI(path)
+	err = readDSN(file+"?mode=ro&_pragma=busy_timeout(500)", read)
+	if err == nil {
+		return true, nil
+	}
+	if err2 := readDSN(file+"?mode=ro&immutable=1", read); err2 != nil {
+		return false, errors.Join(err, err2)
+	}
+	wal, err := os.Stat(path + "-wal")
+	return err != nil || wal.Size() == 0, nil
+}
+
+func readDSN(dsn string, read func(*sql.DB) error) error {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer db.Close() // read only
-	rows, err := db.Query(`SELECT state, COUNT(*) FROM ops GROUP BY state`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close() // read only
-	n := map[State]int{}
-	for rows.Next() {
-		var st State
-		var c int
-		if err := rows.Scan(&st, &c); err != nil {
-			return nil, err
-		}
-		n[st] = c
-	}
-	return n, rows.Err()
+	return read(db)
 }
