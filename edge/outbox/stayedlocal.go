@@ -37,7 +37,7 @@ type StayedLocal struct {
 // the fix; the primary as read from the file, made printable
 // (mailbox.Printable): whoever can write the palace wrote it.
 func (sl StayedLocal) String() string {
-	return fmt.Sprintf("%d write(s) stayed in the local palace only while the outbox could not record them (since %s): no op sends them to the primary %s; run `devbox-config join` to it (it sends what the primary lacks), once the outbox's disk has space", sl.N, sl.Since.Local().Format(time.RFC3339), mailbox.Printable(sl.Primary))
+	return fmt.Sprintf("%d write(s) stayed in the local palace only while the outbox could not record them (since %s): no op sends them to the primary %s; once the outbox's disk has space, run `devbox-config edge flush` (it sends the writes queued before), then `devbox-config join` to it (it sends what the primary lacks)", sl.N, sl.Since.Local().Format(time.RFC3339), mailbox.Printable(sl.Primary))
 }
 
 // StayedLocalFile is the records of StayedLocal, beside the outbox: a
