@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -277,6 +278,33 @@ func TestAnArtifactOverMemPalacesCapIsRefusedUpFront(t *testing.T) {
 	event["body"] = strings.Repeat("b", 256<<10)
 	if m = routed(t, e, "mempalace_event_append", event); m["queued"] != true {
 		t.Errorf("event_append of 256 KiB: %.300s", mustJSON(m))
+	}
+}
+
+// An artifact whose arguments are over the primary's request cap (its
+// content under MemPalace's 4 MiB, written as \u escapes) is stored
+// nowhere: artifacts live on the primary only. The answer says nothing
+// was written and to send it smaller, not that it stays in the local
+// palace (an agent told so never sends it again: attack74 F1), and it
+// names the size the agent sent, not only the size with the op id the
+// edge splices in.
+func TestAnArtifactOverTheRequestCapIsToldNothingWasWritten(t *testing.T) {
+	t.Parallel()
+	e, _, primary, ob := routerUnderTest(t)
+	primary.down = true
+	for _, size := range []int{outbox.MaxPayload + 50, outbox.MaxPayload - 8} {
+		head := `{"kind":"note","created_by":"pi@ops","content":"`
+		body := head + strings.Repeat(`\u0041`, (size-len(head)-2)/6)
+		args := []byte(body + strings.Repeat(" ", size-len(body)-2) + `"}`)
+		m := routedRaw(t, e, "mempalace_artifact_put", args)
+		s, _ := m["error"].(string)
+		if !strings.Contains(s, "nothing was written") || !strings.Contains(s, "primary only") || !strings.Contains(s, "smaller") ||
+			strings.Contains(s, "local palace") || !strings.Contains(s, fmt.Sprintf(": %d bytes of arguments", len(args))) {
+			t.Errorf("artifact_put of %d bytes of arguments (cap %d): %.400s", len(args), outbox.MaxPayload, mustJSON(m))
+		}
+	}
+	if ops := pending(t, ob); len(ops) != 0 {
+		t.Errorf("%d ops queued", len(ops))
 	}
 }
 

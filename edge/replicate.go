@@ -281,7 +281,7 @@ func (e *Edge) queue(ctx context.Context, c *call, oldWing, entry string, ordina
 	if err != nil {
 		e.log.Error("outbox write failed; the local write stands but is not replicated", "tool", c.name, "err", err)
 		if errors.As(err, new(*outbox.TooLargeError)) {
-			return map[string]any{"replication": fmt.Sprintf("not replicated: %v", err)}
+			return map[string]any{"replication": fmt.Sprintf("not replicated: %v; the write stays in this devbox's palace only", err)}
 		}
 		e.stayLocal()
 		return map[string]any{"replication": fmt.Sprintf("not replicated: %v: this write stays in this devbox's palace only; once the outbox can be written again (free disk space under %s if it is full), `devbox-config join` sends it to the primary", err, filepath.Dir(e.outbox.Path()))}
@@ -701,8 +701,8 @@ func (e *Edge) coordinationSend(ctx context.Context, c *call) (*mcp.CallToolResu
 	}
 	op, err := e.outbox.Enqueue(ctx, outbox.Write{Name: c.name, Tool: c.tool, Payload: c.raw(), Args: c.argsMap()})
 	var tooLarge *outbox.TooLargeError
-	if errors.As(err, &tooLarge) {
-		return errorResult(err.Error(), nil), nil // never sent: the primary would cut the connection
+	if errors.As(err, &tooLarge) { // never sent: the primary would cut the connection
+		return errorResult(fmt.Sprintf("%v; nothing was written: %s writes to the primary only (this devbox's palace never holds it) and it was not queued; send it again with smaller content (split it into several)", err, c.tool.Name), nil), nil
 	}
 	if err != nil {
 		e.log.Error("outbox write failed; sending directly", "tool", c.name, "err", err)

@@ -136,7 +136,13 @@ func routerUnderTest(t *testing.T) (*Edge, *inProcess, *inProcess, *outbox.Store
 func routed(t *testing.T, e *Edge, tool string, args map[string]any) map[string]any {
 	t.Helper()
 	b, _ := json.Marshal(args)
-	res, err := e.route(context.Background(), newCall(&mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(b)}))
+	return routedRaw(t, e, tool, b)
+}
+
+// routedRaw is routed with the arguments as the agent's bytes.
+func routedRaw(t *testing.T, e *Edge, tool string, args []byte) map[string]any {
+	t.Helper()
+	res, err := e.route(context.Background(), newCall(&mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args)}))
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}

@@ -151,14 +151,21 @@ const (
 )
 
 // TooLargeError refuses an op that could never be sent: its arguments
-// exceed what the primary accepts in one request.
+// exceed what the primary accepts in one request. Size is the arguments
+// as given to Enqueue, Sent those with the op id spliced in (0: none), the
+// size checked. Where the write stays is the caller's to say: the local
+// palace has a palace write, nothing has a coordination write.
 type TooLargeError struct {
-	Tool      string
-	Size, Cap int
+	Tool            string
+	Size, Sent, Cap int
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s: %d bytes of arguments, over the %d the primary accepts in one request (16 MiB less the envelope); the write stays in the local palace only", e.Tool, e.Size, e.Cap)
+	size := fmt.Sprintf("%d bytes of arguments", e.Size)
+	if e.Sent > e.Size {
+		size += fmt.Sprintf(" (%d with the op id the edge adds)", e.Sent)
+	}
+	return fmt.Sprintf("%s: %s, over the %d the primary accepts in one request (16 MiB less the envelope)", e.Tool, size, e.Cap)
 }
 
 // Enqueue adds a write under a new op id (NewOpID): no two ops, of one
@@ -259,7 +266,7 @@ func (s *Store) newOp(ctx context.Context, tx *sql.Tx, rec catalogue.Tool, w Wri
 			return Op{}, fmt.Errorf("outbox: payload of %s: %w", w.Name, err)
 		}
 		if len(op.Payload) > MaxPayload {
-			return Op{}, &TooLargeError{Tool: w.Name, Size: len(op.Payload), Cap: MaxPayload}
+			return Op{}, &TooLargeError{Tool: w.Name, Size: len(w.Payload), Sent: len(op.Payload), Cap: MaxPayload}
 		}
 	}
 	return op, nil
