@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,13 +20,17 @@ waiting out; a write whose answer was lost, or that could not reach the
 primary, is tried again a few times within --timeout. Writes made while
 policy.json did not parse are released first, if it parses now. A dead op
 (the primary refused it 5 times) and an op in doubt wait for you, and hold back
-only the writes on the same object. It prints what it sent, the primary's
+only the writes on the same object. An op a stopped process left in flight
+is looked up first (or sent again under its op id, which a gateway's ledger
+answers from its record). It prints what it sent and how many of those left
+in flight it settled, the primary's
 state (reachable with the token accepted, refused the token, unreachable, or
 a gateway that answered for a primary behind it that failed),
 and each op it could not send with what happened to it: the answer was lost,
 not sent (unreachable), refused and why, in doubt; while another edge process
-holds the flush lease, that the op is that process's to send. Exit status 0
-when nothing is left, 1 otherwise.`
+holds the flush lease, that the op is that process's to send; when --timeout
+ended it, that it did, and the ops it had no time for. Exit status 0 when
+nothing is left, 1 otherwise.`
 
 // edgeFlushCmd is `edge flush`: its flags, and run.
 type edgeFlushCmd struct {
@@ -67,7 +72,7 @@ func (fc *edgeFlushCmd) run() error {
 	defer p.Close()
 	// A send under way at --timeout has flushGrace more to get its
 	// answer (the op then ends sent, or queued again), not the edge's 3 s.
-	before := leftOutIDs(ctx, s)
+	before, inflight := leftOutIDs(ctx, s), inFlight(ctx, s)
 	sent, drainErr := (&outbox.Flusher{S: s, P: edge.FlushTarget(p), Log: cfg.Log, SendTimeout: 2 * cfg.CallTimeout, StopGrace: flushGrace}).Drain(ctx)
 	timedOut := ctx.Err() != nil
 	// What is left is read even when the time ran out: the outbox's reads
@@ -78,7 +83,12 @@ func (fc *edgeFlushCmd) run() error {
 		return failed(fmt.Errorf("sent %d, then could not read the outbox %s: %w", sent, s.Path(), err))
 	}
 	by := st.ByState
-	fmt.Fprintf(fc.stdout, "sent %d; left: queued %d, inflight %d, dead %d, in doubt %d, held %d\n", sent, by[outbox.Queued], by[outbox.Inflight], by[outbox.Dead], by[outbox.InDoubt], by[outbox.Held])
+	fmt.Fprintf(fc.stdout, "%s; left: queued %d, inflight %d, dead %d, in doubt %d, held %d\n", sentWords(sent, settled(rctx, s, inflight)), by[outbox.Queued], by[outbox.Inflight], by[outbox.Dead], by[outbox.InDoubt], by[outbox.Held])
+	untried := "not tried yet"
+	if timedOut {
+		untried = "not tried before --timeout ran out"
+		fmt.Fprintf(fc.stdout, "--timeout %s ran out: what is left waits for the next flush (or the edge); `devbox-config edge flush --timeout %s` gives it longer\n", shortDuration(fc.timeout), shortDuration(max(5*time.Minute, 4*fc.timeout)))
+	}
 	printSentInPart(fc.stdout, before, st.LeftOut)
 	printStayedLocalErr(fc.stdout, st)
 	left := st.Waiting()
@@ -89,11 +99,55 @@ func (fc *edgeFlushCmd) run() error {
 	if timedOut {
 		wait = flushGrace // --timeout is spent: the check gets no more than the send's grace
 	}
-	fc.printLeft(rctx, s, p, wait, errors.Is(drainErr, outbox.ErrLeaseHeld))
+	fc.printLeft(rctx, s, p, wait, errors.Is(drainErr, outbox.ErrLeaseHeld), untried)
 	if drainErr != nil && drainErr != context.DeadlineExceeded {
 		return failed(drainErr)
 	}
 	return failed(fmt.Errorf("%d op(s) not sent", left))
+}
+
+// shortDuration is d as an operator types it: 5m, not 5m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	for _, zero := range []string{"m0s", "h0m"} {
+		if strings.HasSuffix(s, zero) {
+			s = s[:len(s)-2]
+		}
+	}
+	return s
+}
+
+// inFlight is the ids of the ops in flight as the flush starts: a process
+// stopped mid-send left them (or another edge process is sending them).
+func inFlight(ctx context.Context, s *outbox.Store) []string {
+	ops, _ := s.List(ctx, 1000, outbox.Inflight) // unread: none is said settled, as before
+	ids := make([]string, len(ops))
+	for i, o := range ops {
+		ids[i] = o.ID
+	}
+	return ids
+}
+
+// settled counts the ops of ids done now.
+func settled(ctx context.Context, s *outbox.Store, ids []string) int {
+	n := 0
+	for _, id := range ids {
+		if o, err := s.GetByID(ctx, id); err == nil && o.State == outbox.Done {
+			n++
+		}
+	}
+	return n
+}
+
+// sentWords is what a flush did: the ops it sent, and, apart, those a
+// stopped process left in flight that are settled now (looked up, or
+// answered from a gateway's record: "sent 0" read as nothing went out,
+// attack74 F3).
+func sentWords(sent, settled int) string {
+	if settled == 0 {
+		return fmt.Sprintf("sent %d", sent)
+	}
+	return fmt.Sprintf("sent %d, settled %d left in flight", max(sent-settled, 0), settled)
 }
 
 // flushPrimary is the primary a flush sends to, keeping what it learns
@@ -154,15 +208,16 @@ func readyToFlush(ctx context.Context, s *outbox.Store, cfg edge.Config) error {
 // printLeft prints the primary's state (checked within wait) and the ops
 // left, with what happened to each; a list that cannot be read leaves the
 // count printed before and the error after to say it. leased: another
-// process holds the flush lease.
-func (fc *edgeFlushCmd) printLeft(ctx context.Context, s *outbox.Store, p *edge.Primary, wait time.Duration, leased bool) {
+// process holds the flush lease; untried is said of an op nothing else is
+// known of.
+func (fc *edgeFlushCmd) printLeft(ctx context.Context, s *outbox.Store, p *edge.Primary, wait time.Duration, leased bool, untried string) {
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	fmt.Fprintf(fc.stdout, "primary: %s\n", p.Check(cctx))
 	ops, _ := s.List(ctx, 20)
 	c, _ := s.CopyRecord(ctx) // unreadable: whose a held op is reads as not known, and is said so
 	for _, o := range ops {
-		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, notSentWhy(ctx, s, c, o, leased))
+		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, cmp.Or(notSentWhy(ctx, s, c, o, leased), untried))
 	}
 }
 
@@ -170,7 +225,8 @@ func (fc *edgeFlushCmd) printLeft(ctx context.Context, s *outbox.Store, p *edge.
 // way then gets it to finish, and the primary's check.
 const flushGrace = time.Second
 
-// notSentWhy says, in words, why an op is still waiting. leased: another
+// notSentWhy says, in words, why an op is still waiting ("": nothing is
+// known: it was not tried). leased: another
 // process holds the flush lease, so this flush tried nothing: an op it
 // would have sent is that process's to send, whatever its last error was.
 // c is the outbox's record of being a copy (deadFix).
@@ -189,9 +245,6 @@ func notSentWhy(ctx context.Context, s *outbox.Store, c *outbox.Copied, o outbox
 	}
 	if o.State == outbox.Dead && !strings.Contains(why, "edge outbox retry") { // the gateway's words name the fix already
 		why += "; " + deadFix(o, c)
-	}
-	if why == "" {
-		why = "not tried yet"
 	}
 	return why
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/testbed"
+)
+
+// Outside tester attack74 F3: an op a killed edge left in flight, which
+// `edge flush` then settled, was reported as "sent 0": read as nothing
+// went out. Now the flush says it settled it. (It failed before: "sent 1"
+// here, with no word that it had been in flight.)
+func TestEdgeFlushSaysItSettledAnOpLeftInFlight(t *testing.T) {
+	primary, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
+	queueOne(t)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(os.Getenv("MEMPALACE_PALACE_PATH"), "edge", outbox.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// as a process killed mid-send leaves it
+	if _, err := db.Exec(`UPDATE ops SET state='inflight', attempts=1`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	t.Setenv("MEMPALACE_REMOTE_URL", srv.URL())
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", "tok")
+	out := runOK(t, "edge", "flush")
+	if !strings.HasPrefix(out, "sent 0, settled 1 left in flight; left: queued 0, inflight 0") {
+		t.Errorf("flush of an op left in flight says:\n%s", out)
+	}
+	if n := len(primary.Dump().Drawers); n != 1 {
+		t.Errorf("the primary holds %d drawers, want the op's one", n)
+	}
+}
+
+// Outside tester attack74 F4: a flush its --timeout ended listed the ops
+// it had no time for as "not tried yet", which after a minute's run reads
+// as a stuck queue. Now it says the timeout ended it and how to give it
+// longer. (It failed before.)
+func TestEdgeFlushSaysItsTimeoutEndedIt(t *testing.T) {
+	_, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
+	target, _ := url.Parse(strings.TrimSuffix(srv.URL(), "/mcp"))
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte("slow write")) {
+			time.Sleep(700 * time.Millisecond) // past --timeout, within the send's 1 s grace
+		}
+		r.Body, r.Host = io.NopCloser(bytes.NewReader(body)), target.Host // the primary pins its Host
+		proxy.ServeHTTP(w, r)
+	}))
+	defer slow.Close()
+	s := edgeOutbox(t)
+	t.Setenv("MEMPALACE_REMOTE_URL", slow.URL+"/mcp")
+	for _, content := range []string{"slow write", "the next one"} {
+		if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"` + content + `"}`), Wing: "w"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	code, out, errs := runCLI("edge", "flush", "--timeout", "300ms")
+	if code != 1 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"sent 1; left: queued 1", "--timeout 300ms ran out", "`devbox-config edge flush --timeout 5m` gives it longer", "(queued): not tried before --timeout ran out"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("flush ended by its timeout lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// The timeout a flush suggests reads as an operator types it: 5m, not
+// 5m0s, and 10s stays 10s.
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{5 * time.Minute: "5m", time.Hour: "1h", 10 * time.Second: "10s", 90 * time.Second: "1m30s", 300 * time.Millisecond: "300ms", 2*time.Hour + 30*time.Minute: "2h30m"} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
