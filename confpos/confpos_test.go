@@ -60,7 +60,7 @@ func TestAKeyInAnotherCaseIsNoFields(t *testing.T) {
 		"{\"devices\": [{\"id\": \"a\", \"kg\": \"write\",\n \"KG\": \"read\"}]}":             `f.jsonc:2:2: unknown key "KG" in devices[0] (fix: did you mean "kg"?`,
 		"{\"devices\": [{\"id\": \"a\"}],\n \"Devices\": [{\"id\": \"b\", \"admin\": true}]}": `f.jsonc:2:2: unknown key "Devices" at the top level (fix: did you mean "devices"?`,
 		"{\"wings\": {\"W\": {\"id\": \"a\", \"ID\": \"b\"}}}":                                `f.jsonc:1:29: unknown key "ID" in wings["W"] (fix: did you mean "id"?`,
-		"{\"devices\": [{\"id\": \"a\", \"\u212Ag\": \"write\"}]}":                            "f.jsonc:1:26: unknown key \"\u212Ag\" in devices[0] (fix: did you mean \"kg\"?", // Kelvin sign: encoding/json folds it to k
+		"{\"devices\": [{\"id\": \"a\", \"\u212Ag\": \"write\"}]}":                            `f.jsonc:1:26: unknown key "\u212ag" in devices[0] (fix: did you mean "kg"?`, // Kelvin sign: encoding/json folds it to k; shown as an escape (attack75 F1)
 	} {
 		var c cfg
 		err := (JSON{JSONC: true, Strict: true}).DecodeJSON("f.jsonc", []byte(src), &c)
@@ -117,5 +117,43 @@ func TestColumnCountsCharacters(t *testing.T) {
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Line != 2 || pe.Col != 18 {
 		t.Errorf("DecodeJSON: %v, want f.json:2:18", err)
+	}
+}
+
+// A \u escape of a printable ASCII character, in a key or a string, is
+// refused where the file is strict, at the backslash, with the character
+// to write (attack75 F1: "\u0061dmin": true made an admin and "\u002a"
+// granted every wing, unseen by a reader or grep). The escapes JSON needs
+// (a control character, \" and \\), non-ASCII ones and < > & (Go's
+// encoder writes them so) are kept; a file that is not strict takes any.
+func TestAnEscapedPlainCharacterIsRefused(t *testing.T) {
+	type dev struct {
+		ID    string   `json:"id"`
+		Read  []string `json:"read,omitempty"`
+		Admin bool     `json:"admin,omitempty"`
+	}
+	type cfg struct {
+		Devices []dev `json:"devices"`
+	}
+	for src, want := range map[string]string{
+		`{"devices": [{"id": "a", "\u0061dmin": true}]}`:              `f.jsonc:1:27: "admin" is written with \u0061 for "a" (fix: write the character itself, "admin"`,
+		"{\"devices\": [{\"id\": \"a\",\n \"read\": [\"\\u002A\"]}]}": `f.jsonc:2:12: "*" is written with \u002A for "*" (fix: write the character itself, "*"`,
+		`{"devices": [{"id": "a\u0022"}]}`:                            `f.jsonc:1:23: "a\"" is written with \u0022 for "\"" (fix: write it as \", the escape JSON has for it)`,
+		`{"d\u0065vices": []}`:                                        `f.jsonc:1:4: "devices" is written with \u0065 for "e"`,
+	} {
+		var c cfg
+		err := (JSON{JSONC: true, Strict: true}).DecodeJSON("f.jsonc", []byte(src), &c)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Strict %q:\n got %v (%+v)\nwant %s...", src, err, c, want)
+		}
+		if err := (JSON{}).DecodeJSON("f.json", []byte(src), &c); err != nil {
+			t.Errorf("not Strict %q: %v", src, err)
+		}
+	}
+	for _, id := range []string{`a\\u0061`, `\n\t\"\\\u0000\u001f\u007f`, `caf\u00e9 \ud83d\ude00`, `R\u0026D \u003cx\u003e`} {
+		var c cfg
+		if err := (JSON{JSONC: true, Strict: true}).DecodeJSON("f.jsonc", []byte(`{"devices": [{"id": "`+id+`"}]}`), &c); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
 	}
 }

@@ -51,6 +51,11 @@ func (o JSON) DecodeJSON(file string, src []byte, v any) error {
 		}
 	}
 	if root, err := hujson.Parse(src); err == nil { // else the decoder places it
+		if o.Strict {
+			if err := asciiEscape(file, src, &root); err != nil {
+				return err
+			}
+		}
 		std = bytes.Clone(std)
 		blankFolded(std, &root, reflect.TypeOf(v))
 	}
@@ -74,6 +79,38 @@ func (o JSON) DecodeJSON(file string, src []byte, v any) error {
 	if rest := bytes.TrimLeft(std[end:], " \t\r\n"); len(rest) > 0 {
 		return At(file, src, len(std)-len(rest), "something follows the end of the file's one JSON value",
 			"remove it, or move what it says into the value before it")
+	}
+	return nil
+}
+
+// asciiEscape refuses the first \u escape, in a key or a string value of
+// v, of a printable ASCII character (attack75 F1): "\u0061dmin": true is
+// an admin and ["\u002a"] every wing, to the decoder but not to a reader,
+// a diff or grep. Kept: the escapes JSON needs (\n, \", \u0000 and the
+// other control characters), non-ASCII ones (Python's json.dumps writes
+// "ü" as \u00fc, and one stays visible as an escape) and < > &, which
+// Go's encoder writes so (a gateway.jsonc saved by an operator command).
+func asciiEscape(file string, src []byte, v *hujson.Value) error {
+	for c := range v.All() {
+		lit, ok := c.Value.(hujson.Literal)
+		if !ok || lit.Kind() != '"' {
+			continue
+		}
+		for i := 0; i < len(lit)-1; i++ {
+			if lit[i] != '\\' {
+				continue
+			}
+			i++ // the escaped character: \\u0061 is a backslash and u0061
+			r, err := strconv.ParseUint(string(lit[i+1:min(i+5, len(lit))]), 16, 16)
+			if lit[i] != 'u' || err != nil || r < 0x20 || r > 0x7e || strings.ContainsRune("<>&", rune(r)) {
+				continue
+			}
+			fix := fmt.Sprintf("write the character itself, %+q: an escape of a plain character hides from a reader (and grep) what the file says", lit.String())
+			if r == '"' || r == '\\' {
+				fix = fmt.Sprintf("write it as %s, the escape JSON has for it", strconv.Quote(string(rune(r)))[1:3])
+			}
+			return At(file, src, c.StartOffset+i-1, fmt.Sprintf("%+q is written with %s for %q", lit.String(), lit[i-1:i+5], string(rune(r))), fix)
+		}
 	}
 	return nil
 }
@@ -184,7 +221,7 @@ func unknownKey(file string, src []byte, t reflect.Type) *Error {
 			fix = fmt.Sprintf("did you mean %q? A key is read exactly, case included: rename it or remove it", s)
 		}
 	}
-	return At(file, src, m.Name.StartOffset, fmt.Sprintf("unknown key %q %s", name, where), fix)
+	return At(file, src, m.Name.StartOffset, fmt.Sprintf("unknown key %+q %s", name, where), fix) // %+q: a Kelvin sign shows as \u212a, not as K
 }
 
 // refusedValue places the first value in src whose own UnmarshalJSON

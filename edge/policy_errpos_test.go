@@ -32,6 +32,8 @@ func TestPolicyErrorNamesLineColumnAndFix(t *testing.T) {
 			[]string{"policy.json:3:4: ", `"replicat"`, `wings["w"]`, "(fix: ", `"replicate"`}},
 		{"key in another case", "{\"version\":1,\"wings\":{\"workspace\":{\"replicate\":\"local\", \"Replicate\":\"replicated\"}}}\n", // attack73 F1: the wing was replicated
 			[]string{"policy.json:1:57: ", `unknown key "Replicate"`, `wings["workspace"]`, "(fix: ", `did you mean "replicate"?`}},
+		{"escaped plain character", "{\"version\":1,\"wings\":{\"workspace\":{\"replicate\":\"r\\u0065plicated\"}}}\n", // attack75 F1: reads as no value a reviewer greps for
+			[]string{"policy.json:1:50: ", `"replicated" is written with \u0065 for "e"`, "(fix: ", "write the character itself"}},
 		{"wrong type", "{\"version\":1,\n \"wings\": [\"workspace\"]}\n",
 			[]string{"policy.json:2:11: ", "wings", "an array", "(fix: ", "an object"}},
 		{"something after", "{\"version\":1}\n{\"version\":1}\n",

@@ -3,6 +3,7 @@ package gateway
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -12,6 +13,9 @@ import (
 // (attack73 F1: encoding/json ignores case, so "Admin": true made the
 // laptop an admin, a "READ": ["*"] after its "read" list won over it, and
 // a trailing "Devices" replaced the device list, each reloaded silently).
+// So is a key or a grant with an escaped plain character (attack75 F1:
+// "\u0061dmin": true made an admin, "\u002a" read every wing, unseen by a
+// reader grepping for "admin": true or "*").
 func TestAKeyInAnotherCaseIsRefusedAndTheOldConfigStays(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
@@ -24,6 +28,8 @@ func TestAKeyInAnotherCaseIsRefusedAndTheOldConfigStays(t *testing.T) {
 		{"Admin", `"label": "laptop",`, `"label": "laptop", "Admin": true,`, `unknown key "Admin" in devices[0] (fix: did you mean "admin"?`},
 		{"READ and Write", `"kg": "read",`, `"kg": "read", "READ": ["*"], "Write": ["*"],`, `unknown key "READ" in devices[0] (fix: did you mean "read"?`},
 		{"Devices", `"devices": [`, `"Devices": [{"id": "laptop-7f3a", "read": ["*"], "write": ["*"], "admin": true}], "devices": [`, `unknown key "Devices" at the top level (fix: did you mean "devices"?`},
+		{"escaped admin", `"label": "laptop",`, `"label": "laptop", "\u0061dmin": true,`, `"admin" is written with \u0061 for "a" (fix: write the character itself, "admin"`}, // attack75 F1
+		{"escaped star", `"shared"`, `"\u002a"`, `"*" is written with \u002a for "*" (fix: write the character itself, "*"`},                                                  // the laptop's read[0]
 	} {
 		bad := strings.Replace(string(good), c.from, c.to, 1)
 		if bad == string(good) {
@@ -41,8 +47,8 @@ func TestAKeyInAnotherCaseIsRefusedAndTheOldConfigStays(t *testing.T) {
 		if _, rpc, _ := g.call(laptop, "add_drawer", map[string]any{"wing": "secret", "room": "r", "content": "x"}); rpc == nil {
 			t.Errorf("%s: the laptop wrote outside its write list after the reload", c.name)
 		}
-		if d := g.srv.cfg.Load().Devices; len(d) != len(devices) || d[0].Admin {
-			t.Errorf("%s: the config in force changed: %d devices, the first admin %v", c.name, len(d), len(d) > 0 && d[0].Admin)
+		if d := g.srv.cfg.Load().Devices; len(d) != len(devices) || d[0].Admin || !slices.Equal(d[0].Read, devices[0].Read) {
+			t.Errorf("%s: the config in force changed: %+v", c.name, d)
 		}
 	}
 }
