@@ -125,7 +125,7 @@ func notAssignment(file string, lf []byte, stmt int) error {
 		// A statement in the middle of a line: what follows a quoted
 		// value's closing quote.
 		of := "a quoted value"
-		if name, _, ok := bytes.Cut(lf[start:stmt], []byte("=")); ok && IsVarName(string(bytes.TrimSpace(name))) {
+		if name, _, ok := bytes.Cut(lf[start:stmt], []byte("=")); ok && isVarName(string(bytes.TrimSpace(name))) {
 			of = string(bytes.TrimSpace(name)) + "'s quoted value"
 		}
 		return At(file, lf, stmt, "text follows the closing quote of "+of,
@@ -138,7 +138,7 @@ func notAssignment(file string, lf []byte, stmt int) error {
 	}
 	at := start + bytes.Index(lf[start:], line) // where the name begins
 	name := string(line[:len(line)-len(bytes.TrimLeftFunc(line, nameChar))])
-	named := IsVarName(name)
+	named := isVarName(name)
 	r, _ := utf8.DecodeRune(line[len(name):])
 	switch {
 	case !bytes.ContainsAny(line, "=:"):
@@ -178,9 +178,9 @@ func nameChar(r rune) bool {
 	return r == '_' || r == '.' || r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r))
 }
 
-// IsVarName: an environment variable's name as written by convention
+// isVarName: an environment variable's name as written by convention
 // (MEMPALACE_EDGE), which a message may repeat; a token is not written so.
-func IsVarName(s string) bool {
+func isVarName(s string) bool {
 	return s != "" && strings.Contains(s, "_") && s[0] >= 'A' && s[0] <= 'Z' &&
 		strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == ""
 }

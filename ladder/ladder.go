@@ -12,7 +12,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 	"github.com/joakimp/devbox-config/invisible"
 	"github.com/joakimp/devbox-config/redact"
@@ -272,10 +271,12 @@ func Resolve(env Lookup, lookPath LookPath) (Settings, []Warning) {
 
 // secondAssignment is the name of a variable assigned after whitespace in
 // tok, as a .env line "MEMPALACE_REMOTE_TOKEN=… MEMPALACE_EDGE=1" makes it
-// (attack73 F4); "" if there is none.
+// (attack73 F4); "" if there is none. The name is one a shell would
+// assign, in any case: "MEMPALACE_edge=1" too (attack75 F5).
 func secondAssignment(tok string) string {
 	for i, f := range strings.Fields(tok) {
-		if name, _, ok := strings.Cut(f, "="); ok && i > 0 && confpos.IsVarName(name) {
+		if name, _, ok := strings.Cut(f, "="); ok && i > 0 && name != "" && (name[0] < '0' || name[0] > '9') &&
+			strings.Trim(name, "_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
 			return name
 		}
 	}

@@ -264,17 +264,24 @@ func TestMCPPath(t *testing.T) {
 // A .env line "MEMPALACE_REMOTE_TOKEN=… MEMPALACE_EDGE=1" gives the token
 // the second assignment: a warning names the variable and the fix, and not
 // the token (attack73 F4: render said nothing and stayed remote, doctor
-// said only "mistyped"). A token with a space and no NAME= gets no such
-// warning.
+// said only "mistyped"), whatever the name's case. A token with a space
+// and no NAME= a shell would assign gets no such warning.
 func TestTokenHoldingASecondAssignmentWarns(t *testing.T) {
-	s, w := resolve(map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: "tok-SECRET-0123456789 MEMPALACE_EDGE=1"}, true)
-	got := fmtAll(s, w)
-	if s.Mode != Remote || len(w) != 1 || w[0].Var != EnvRemoteToken || !strings.Contains(got, "then MEMPALACE_EDGE= ") ||
-		!strings.Contains(got, "two assignments on one .env line") || !strings.Contains(w[0].Fix, "put MEMPALACE_EDGE= on a line of its own") || strings.Contains(got, "SECRET") {
-		t.Errorf("mode %s, warnings %q; want one naming MEMPALACE_EDGE= and the fix, not the token", s.Mode, w)
+	for tok, name := range map[string]string{
+		"tok-SECRET-0123456789 MEMPALACE_EDGE=1":       "MEMPALACE_EDGE",
+		"tok-SECRET-0123456789 MEMPALACE_edge=1":       "MEMPALACE_edge", // attack75 F5: warned of nothing
+		"tok-SECRET-0123456789 export _mempalace_x9=1": "_mempalace_x9",
+		"tok-SECRET-0123456789  \t edge=":              "edge",
+	} {
+		s, w := resolve(map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: tok}, true)
+		got := fmtAll(s, w)
+		if s.Mode != Remote || len(w) == 0 || w[len(w)-1].Var != EnvRemoteToken || !strings.Contains(got, "then "+name+"= ") ||
+			!strings.Contains(got, "two assignments on one .env line") || !strings.Contains(w[len(w)-1].Fix, "put "+name+"= on a line of its own") || strings.Contains(got, "SECRET") {
+			t.Errorf("%q: mode %s, warnings %q; want one naming %s= and the fix, not the token", tok, s.Mode, w, name)
+		}
 	}
-	for _, tok := range []string{"tok-SECRET-0123456789", "tok SECRET", "tok a=b", "tok-SECRET=0123"} {
-		if _, w := resolve(map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: tok}, true); strings.Contains(fmtAll(s, w), "two assignments") {
+	for _, tok := range []string{"tok-SECRET-0123456789", "tok SECRET", "tok 1a=b", "tok a-b=c", "tok =x", "tok-SECRET=0123"} {
+		if s, w := resolve(map[string]string{EnvRemoteURL: "https://p/mcp", EnvRemoteToken: tok}, true); strings.Contains(fmtAll(s, w), "two assignments") {
 			t.Errorf("%q: %q", tok, w)
 		}
 	}
