@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -52,8 +51,10 @@ func (o OpLedger) forward(ctx context.Context, call ToolCall, next Send) (int, [
 			status, body := next(ctx, call.Body)
 			// 502, 504: the upstream call was sent and its answer lost (the
 			// upstream step's own words): in doubt, never forwarded again
-			// unasked.
-			return ledger.Answer{Status: status, Body: body, MaybeApplied: status == http.StatusBadGateway || status == http.StatusGatewayTimeout}, nil
+			// unasked; and so is a resend the gateway keeps in doubt
+			// itself (resentDiary's -32031).
+			inDoubt := gjson.GetBytes(body, "error.code").Int() == ledger.CodeInDoubt
+			return ledger.Answer{Status: status, Body: body, MaybeApplied: answerLost(status) || inDoubt}, nil
 		})
 	switch {
 	case errors.Is(err, ledger.ErrInFlight):

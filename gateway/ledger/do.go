@@ -32,13 +32,14 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 	if err := checkOpID(c.OpID); err != nil {
 		return Answer{}, "", fmt.Errorf("ledger: op id: %w", err)
 	}
-	claim, recorded, resent, held, err := l.claim(ctx, c)
+	tk, err := l.claim(ctx, c)
 	if err != nil {
 		return Answer{}, "", err
 	}
-	if recorded != nil {
-		return Answer{Status: 200, Body: response(c.RequestID, recorded)}, OutcomeReplayed, nil
+	if tk.recorded != nil {
+		return Answer{Status: 200, Body: response(c.RequestID, tk.recorded)}, OutcomeReplayed, nil
 	}
+	claim, resent := tk.claim, tk.resent
 	settled := false
 	defer func() {
 		if !settled { // forward panicked: open the key again at once, not after StaleAfter
@@ -49,8 +50,11 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 	switch {
 	case !resent:
 		fctx = context.WithValue(fctx, firstSendKey{}, firstSend{l, c, claim})
-	case !held:
+	case !tk.held:
 		fctx = context.WithValue(fctx, resentKey{}, true)
+	}
+	if resent && c.Resend != "operator" { // the operator's word sends it, whatever was noted
+		fctx = context.WithValue(fctx, beforeKey{}, tk.before)
 	}
 	ans, ferr := forward(fctx)
 	cancel()
@@ -122,6 +126,35 @@ func Held(ctx context.Context) error {
 	return nil
 }
 
+type beforeKey struct{}
+
+// NoteBefore records, in a forward Do runs that sends its op for the
+// first time, before the send, what the forward found on the upstream
+// (a diary room's size and newest entry: the gateway's settledDiary), so
+// that a resend of the op, held in doubt after a lost answer or a gateway
+// that stopped mid-forward, can compare it with what is there then
+// (Before). Elsewhere it does nothing. An error: the ledger could not be
+// written (ErrUnavailable).
+func NoteBefore(ctx context.Context, seen string) error {
+	f, ok := ctx.Value(firstSendKey{}).(firstSend)
+	if !ok {
+		return nil
+	}
+	if _, err := f.l.stmt.before.ExecContext(context.WithoutCancel(ctx), seen, f.c.Device, f.c.OpID, f.claim); err != nil {
+		return fmt.Errorf("ledger %s: %w: %w", f.l.path, ErrUnavailable, err)
+	}
+	f.l.committed()
+	return nil
+}
+
+// Before is, in a forward Do runs that sends an op it held in doubt
+// again on the caller's look-up (not an operator's word), what the op's
+// first send noted (NoteBefore); "" for none, and elsewhere.
+func Before(ctx context.Context) string {
+	s, _ := ctx.Value(beforeKey{}).(string)
+	return s
+}
+
 func sameWrite(first, c Call) error {
 	if first.Tool != c.Tool || first.ArgsDigest != c.ArgsDigest && (c.LegacyDigest == "" || first.ArgsDigest != c.LegacyDigest) {
 		what := "other arguments"
@@ -133,13 +166,22 @@ func sameWrite(first, c Call) error {
 	return nil
 }
 
-// claim takes the key for this call (returning its claim token), or
-// returns the recorded result, or refuses at once: ErrInFlight while
-// another claim is fresh, ErrInDoubt once it is stale and c.Resend says
-// nothing. resent: a stale claim was taken over on c.Resend's word;
-// held: its first send found its record there (Held).
-func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []byte, resent, held bool, err error) {
-	claim = fmt.Sprintf("%s-%d", l.instance, l.claims.Add(1))
+// taken is what claim found: its claim token, or the recorded result.
+// resent: a stale claim was taken over on the caller's word; held: its
+// first send found its record there (Held); before: what its first send
+// noted it found before sending (NoteBefore).
+type taken struct {
+	claim        string
+	recorded     []byte
+	resent, held bool
+	before       string
+}
+
+// claim takes the key for this call, or returns the recorded result, or
+// refuses at once: ErrInFlight while another claim is fresh, ErrInDoubt
+// once it is stale and c.Resend says nothing.
+func (l *Ledger) claim(ctx context.Context, c Call) (taken, error) {
+	claim := fmt.Sprintf("%s-%d", l.instance, l.claims.Add(1))
 	// Each statement is short and bounded by busy_timeout; a cancellable
 	// context would cost the driver a watcher goroutine per statement.
 	sctx := context.WithoutCancel(ctx)
@@ -147,51 +189,56 @@ func (l *Ledger) claim(ctx context.Context, c Call) (claim string, recorded []by
 		now := l.opt.Now().UnixMilli()
 		res, err := l.stmt.insert.ExecContext(sctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
 		if err != nil {
-			return "", nil, false, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+			return taken{}, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not inserted: the row is read next
 			l.committed()
 			l.maybePrune(now)
-			return claim, nil, false, false, nil
+			return taken{claim: claim}, nil
 		}
 		var first Call
 		var state, holder string
 		var result sql.NullString
 		var updated int64
-		err = l.stmt.get.QueryRowContext(sctx, c.Device, c.OpID).Scan(&first.Tool, &first.ArgsDigest, &state, &holder, &result, &updated, &held)
+		var held bool
+		var before string
+		err = l.stmt.get.QueryRowContext(sctx, c.Device, c.OpID).Scan(&first.Tool, &first.ArgsDigest, &state, &holder, &result, &updated, &held, &before)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // pruned between the two statements
 		}
 		if err != nil {
-			return "", nil, false, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+			return taken{}, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if err := sameWrite(first, c); err != nil {
-			return "", nil, false, false, err
+			return taken{}, err
 		}
 		stale := now - (l.opt.StaleAfter + l.opt.StaleGrace).Milliseconds()
 		holder = l.deadHolder(state, holder, updated, now)
 		switch {
 		case state == "done":
-			return "", []byte(result.String), false, false, nil
+			return taken{recorded: []byte(result.String)}, nil
 		case state == "inflight" && updated >= stale && holder == "":
-			return "", nil, false, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
+			return taken{}, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
 		case (state == "inflight" || state == "doubt") && c.Resend == "":
-			return "", nil, false, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInDoubt)
+			return taken{}, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInDoubt)
 		}
 		res, err = l.stmt.take.ExecContext(sctx, claim, now, c.Device, c.OpID, c.Resend != "", stale, holder)
 		if err != nil {
-			return "", nil, false, false, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
+			return taken{}, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not taken: the row is read again
 			l.committed()
 			if state != "open" {
 				l.opt.Log.Warn("op-id ledger: an op in doubt forwarded again on the caller's word", "device", c.Device, "op_id", c.OpID, "why", c.Resend)
 			}
-			return claim, nil, state != "open", held && state != "open", nil
+			if state == "open" { // a first send again: it looks again
+				return taken{claim: claim}, nil
+			}
+			return taken{claim: claim, resent: true, held: held, before: before}, nil
 		}
 	}
 	// Taken by another call between the read and the take, three times.
-	return "", nil, false, false, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
+	return taken{}, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
 }
 
 // deadHolder is holder, the claim of an op (its state, taken at updated),

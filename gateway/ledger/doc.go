@@ -64,7 +64,10 @@
 // its record on the upstream already: a forward says that before the
 // send ([Held], kept in the op's row, also across a gateway stopping
 // mid-forward), since after it a record the send made and one that was
-// there look alike.
+// there look alike. A first send may also note what it found before
+// sending ([NoteBefore]: a diary room's size and newest entry), and a
+// resend on the caller's look-up gets it ([Before]) to compare with what
+// is there then.
 //
 // Only an answer that says the write landed is recorded: an HTTP 200
 // JSON-RPC result that is not isError and whose JSON text has neither

@@ -153,7 +153,8 @@ CREATE TABLE IF NOT EXISTS ops(
   result      TEXT,
   created_at  INTEGER NOT NULL,
   updated_at  INTEGER NOT NULL,
-  held        INTEGER NOT NULL DEFAULT 0 -- Held: the op's first send found its record there
+  held        INTEGER NOT NULL DEFAULT 0, -- Held: the op's first send found its record there
+  seen_before TEXT NOT NULL DEFAULT '' -- NoteBefore: what the op's first send found before it was sent
 );
 CREATE UNIQUE INDEX IF NOT EXISTS ops_key ON ops(device, op_id);
 `
@@ -234,7 +235,7 @@ func (l *Ledger) Close() error {
 		os.Remove(l.live.Name()) // gone either way: missing or unlocked
 		l.live.Close()           // a lock file: closing it releases the lock
 	}
-	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen, l.stmt.doubt, l.stmt.held} {
+	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen, l.stmt.doubt, l.stmt.held, l.stmt.before} {
 		if st != nil {
 			st.Close() // a statement: closing it frees memory only
 		}
@@ -281,13 +282,22 @@ func (l *Ledger) createSchema() error {
 			return fmt.Errorf("migrating the ledger: %w", err)
 		}
 	}
+	var seen int
+	if err := tx.QueryRow(`SELECT count(*) FROM pragma_table_info('ops') WHERE name='seen_before'`).Scan(&seen); err != nil {
+		return err
+	}
+	if seen == 0 { // a ledger from before NoteBefore: its first sends noted nothing
+		if _, err := tx.Exec(`ALTER TABLE ops ADD COLUMN seen_before TEXT NOT NULL DEFAULT ''`); err != nil {
+			return fmt.Errorf("migrating the ledger: %w", err)
+		}
+	}
 	return tx.Commit()
 }
 
 // statements are the ledger's queries, prepared once (a fresh op runs
 // two of them; preparing each time was a visible share of its cost).
 type statements struct {
-	insert, get, take, done, reopen, doubt, held *sql.Stmt
+	insert, get, take, done, reopen, doubt, held, before *sql.Stmt
 }
 
 func (l *Ledger) prepare() error {
@@ -303,15 +313,17 @@ func (l *Ledger) prepare() error {
 	l.stmt = statements{
 		insert: prep(`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at)
 			VALUES(?,?,?,?,'inflight',?,?,?) ON CONFLICT DO NOTHING`),
-		get: prep(`SELECT tool, args_digest, state, claim, result, updated_at, held FROM ops WHERE device=? AND op_id=?`),
+		get: prep(`SELECT tool, args_digest, state, claim, result, updated_at, held, seen_before FROM ops WHERE device=? AND op_id=?`),
 		// A send after one that was not applied (open) is a first send
 		// again: it looks again (held).
-		take: prep(`UPDATE ops SET state='inflight', claim=?, updated_at=?, held = held AND state<>'open'
+		take: prep(`UPDATE ops SET state='inflight', claim=?, updated_at=?, held = held AND state<>'open',
+			seen_before = CASE state WHEN 'open' THEN '' ELSE seen_before END
 			WHERE device=? AND op_id=? AND (state='open' OR (? AND (state='doubt' OR (state='inflight' AND (updated_at < ? OR claim = ?)))))`),
 		done:   prep(`UPDATE ops SET state='done', claim='', result=?, updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 		reopen: prep(`UPDATE ops SET state='open', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 		doubt:  prep(`UPDATE ops SET state='doubt', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 		held:   prep(`UPDATE ops SET held=1 WHERE device=? AND op_id=? AND claim=?`),
+		before: prep(`UPDATE ops SET seen_before=? WHERE device=? AND op_id=? AND claim=?`),
 	}
 	return err
 }

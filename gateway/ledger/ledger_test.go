@@ -721,3 +721,55 @@ func TestAppliedSettlesAnOpInDoubt(t *testing.T) {
 		t.Errorf("the answered op: %v %v %s, %d upstream calls", o, err, ans.Body, u.calls.Load())
 	}
 }
+
+// What an op's first send noted before sending (a diary room's size and
+// newest entry) reaches a resend on the caller's look-up of the op held in
+// doubt, which the gateway compares with the room then (attack74 F5); an
+// operator's resend is sent whatever was noted, and a first send again
+// (after one that was not applied) starts with nothing noted.
+func TestWhatAFirstSendNotedReachesItsLookedUpResend(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	ctx := context.Background()
+	lost := func(note string, status int) func(context.Context) (Answer, error) {
+		return func(ctx context.Context) (Answer, error) {
+			if note != "" {
+				if err := NoteBefore(ctx, note); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return Answer{Status: status, MaybeApplied: status == 504}, nil
+		}
+	}
+	seen := func(why string) string {
+		c := call("laptop", opID("d"), "1")
+		c.Resend = why
+		var before string
+		if _, _, err := l.Do(ctx, c, func(ctx context.Context) (Answer, error) {
+			before = Before(ctx)
+			return Answer{Status: 504, MaybeApplied: true}, nil // still in doubt
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return before
+	}
+	l.Do(ctx, call("laptop", opID("d"), "1"), lost("7 20261206_230112000000", 504))
+	if got := seen("looked-up"); got != "7 20261206_230112000000" {
+		t.Fatalf("a looked-up resend sees %q, want what the first send noted", got)
+	}
+	if got := seen("looked-up"); got != "7 20261206_230112000000" {
+		t.Fatalf("a second looked-up resend sees %q, want what the first send noted", got)
+	}
+	if got := seen("operator"); got != "" {
+		t.Fatalf("an operator's resend sees %q, want nothing", got)
+	}
+	l.Do(ctx, call("laptop", opID("e"), "1"), lost("3 x", 503)) // not applied: open
+	l.Do(ctx, call("laptop", opID("e"), "1"), lost("", 504))    // a first send again, noting nothing
+	c := call("laptop", opID("e"), "1")
+	c.Resend = "looked-up"
+	l.Do(ctx, c, func(ctx context.Context) (Answer, error) {
+		if got := Before(ctx); got != "" {
+			t.Errorf("after a first send again, a resend sees %q, the earlier send's note", got)
+		}
+		return Answer{Status: 504, MaybeApplied: true}, nil
+	})
+}

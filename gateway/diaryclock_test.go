@@ -1,0 +1,147 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/joakimp/devbox-config/fakepalace"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/testbed"
+	"github.com/joakimp/devbox-config/testbed/realpalace"
+)
+
+// attack74 F5: a diary_write whose first send reached the primary and
+// whose answer the gateway lost (or the gateway died forwarding it), the
+// op held in doubt, with the primary's clock stepped back behind the
+// edge's fence (MemPalace restarted in another TZ, an NTP step): the
+// entry is stamped older than the fence, the edge's count says "not
+// there" and sends it again on its look-up's word. The gateway compares
+// the room with what the first send noted before it was sent: one drawer
+// more and no newer entry, so something was filed with an older stamp,
+// and it keeps the op in doubt (-32031, saying why) instead of filing the
+// entry twice. Before, the resend was forwarded: two entries. An
+// operator's retry still sends it.
+func TestAResendAfterThePrimarysClockSteppedBackStaysInDoubt(t *testing.T) {
+	t.Parallel()
+	d := newDiaryClock(t)
+	const text = "K37 clock stepped back, answer lost"
+	d.write(t, op('a'), "standup: nothing new", "") // the edge's fence: an entry on the right clock
+	d.back.Store(int64(12 * time.Hour))
+	d.proxy.Drop("mempalace_diary_write")
+	if status, m := d.write(t, op('b'), text, ""); status == http.StatusOK {
+		t.Fatalf("a diary write whose answer was lost, stamped in the past: %d %v, want it lost", status, m)
+	}
+	for _, resend := range []string{"", "looked-up"} {
+		status, m := d.write(t, op('b'), text, resend)
+		if code := gjson.GetBytes(encodeJSON(m), "error.code").Int(); status != http.StatusOK || code != ledger.CodeInDoubt {
+			t.Fatalf("its resend (%q): %d %v, want -32031 in doubt", resend, status, m)
+		}
+		if msg := gjson.GetBytes(encodeJSON(m), "error.message").Str; resend != "" && !strings.Contains(msg, "clock may have stepped back") {
+			t.Fatalf("the looked-up resend's refusal does not say why: %q", msg)
+		}
+		if n := d.entries(text); n != 1 {
+			t.Fatalf("after the resend (%q), the primary holds the entry %d times, want once", resend, n)
+		}
+	}
+	if status, m := d.write(t, op('b'), text, "operator"); status != http.StatusOK || gjson.GetBytes(encodeJSON(m), "error").Exists() {
+		t.Fatalf("the operator's retry: %d %v, want it sent", status, m)
+	}
+}
+
+// The control: the primary's clock is right, the op's first send never
+// reached it, and another writer filed an entry in the room around the
+// gateway meanwhile (so the gateway's own settling keeps the op in
+// doubt). Every drawer filed since is newer than the room's newest entry
+// then, none with the op's text: the edge's look-up's resend is
+// forwarded, as before, and the entry is filed once.
+func TestAResendAfterADiaryWriteThatNeverLandedIsForwarded(t *testing.T) {
+	t.Parallel()
+	d := newDiaryClock(t)
+	const text = "K38 clock fine, never landed"
+	d.write(t, op('a'), "standup: nothing new", "")
+	d.cutNext.Store(true) // cut before the primary gets it; another writer files meanwhile
+	if status, m := d.write(t, op('b'), text, ""); status == http.StatusOK || status == http.StatusServiceUnavailable {
+		t.Fatalf("a diary write cut, with another entry filed meanwhile: %d %v, want it lost (in doubt)", status, m)
+	}
+	status, m := d.write(t, op('b'), text, "looked-up")
+	if status != http.StatusOK || gjson.GetBytes(encodeJSON(m), "error").Exists() {
+		t.Fatalf("its looked-up resend: %d %v, want it forwarded", status, m)
+	}
+	if n := d.entries(text); n != 1 {
+		t.Fatalf("the primary holds the entry %d times, want once", n)
+	}
+}
+
+// diaryClock is a gateway with a ledger in front of a fake primary whose
+// clock can step back, through a proxy that loses answers (proxy.Drop)
+// or, once cutNext is set, cuts the next diary write before the primary
+// gets it and files another writer's entry around the gateway.
+type diaryClock struct {
+	g       *gw
+	proxy   *realpalace.Proxy
+	fake    *fakepalace.Palace
+	back    atomic.Int64 // how far the primary's clock is behind
+	cutNext atomic.Bool
+}
+
+func newDiaryClock(t *testing.T) *diaryClock {
+	d := &diaryClock{}
+	pl, up := testbed.Primary(t, fakepalace.Options{Now: func() time.Time { return time.Now().Add(-time.Duration(d.back.Load())) }}, fakepalace.HTTPOptions{Token: upstreamToken})
+	d.fake, d.proxy = pl, realpalace.NewProxy(t, up.URL())
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if gjson.GetBytes(body, "params.name").Str == "mempalace_diary_write" && d.cutNext.CompareAndSwap(true, false) {
+			other, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
+				"name": "mempalace_diary_write", "arguments": map[string]any{"agent_name": "pi", "entry": "another writer, around the gateway"}}})
+			if _, err := pl.Handle(other); err != nil {
+				t.Error(err)
+			}
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		d.proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	d.g = newGWAt(t, []Device{{ID: "ops", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, Agents: []string{"pi@ops"}}},
+		&upstream{name: "a cutting proxy", url: front.URL + "/mcp"})
+	d.g.withLedger()
+	return d
+}
+
+// write sends a diary_write of text under opID, with resend as its
+// params._meta[ResendKey] ("" for none).
+func (d *diaryClock) write(t *testing.T, opID, text, resend string) (int, map[string]any) {
+	t.Helper()
+	meta := map[string]any{ledger.MetaKey: opID}
+	if resend != "" {
+		meta[ledger.ResendKey] = resend
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{
+		"name": "mempalace_diary_write", "arguments": map[string]any{"agent_name": "pi", "entry": text}, "_meta": meta}})
+	return d.g.post(d.g.tokens["ops"], string(b))
+}
+
+// entries is how many diary entries on the primary hold text.
+func (d *diaryClock) entries(text string) int {
+	n := 0
+	for _, dr := range d.fake.Dump().Drawers {
+		if dr.Diary && dr.Content == text {
+			n++
+		}
+	}
+	return n
+}
+
+func op(c byte) string { return strings.Repeat(string(c), 64) }
