@@ -82,13 +82,7 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 			state.String(), string(ej), next.UnixMilli(), refusals, rule.MaybeApplied, op.LocalSeq); err != nil {
 			return err
 		}
-		if err := setMeta(ctx, tx, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), op.Tool, msg)); err != nil {
-			return err
-		}
-		if err := setMeta(ctx, tx, metaLastErrorAt, now.UTC().Format(time.RFC3339Nano)); err != nil {
-			return err
-		}
-		if err := setMeta(ctx, tx, metaLastErrorURL, f.url()); err != nil {
+		if err := f.noteLastError(ctx, tx, op.Tool, msg, now); err != nil {
 			return err
 		}
 		if state == Dead && asWritten {
@@ -113,6 +107,19 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	}
 	f.S.notify(op.ID) // dead, in doubt, or queued with its error: a waiter learns it now
 	return false
+}
+
+// noteLastError records a failed send as the outbox's last error: its
+// words, its exact time (edge status tells a past one by it) and the
+// primary it was sent to.
+func (f *Flusher) noteLastError(ctx context.Context, tx *sql.Tx, tool, msg string, now time.Time) error {
+	if err := setMeta(ctx, tx, "last_error", fmt.Sprintf("%s %s: %s", now.UTC().Format(time.RFC3339), tool, msg)); err != nil {
+		return err
+	}
+	if err := setMeta(ctx, tx, metaLastErrorAt, now.UTC().Format(time.RFC3339Nano)); err != nil {
+		return err
+	}
+	return setMeta(ctx, tx, metaLastErrorURL, f.url())
 }
 
 // failedState is what a failed send leaves op in (its refusals counted
