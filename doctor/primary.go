@@ -270,7 +270,7 @@ func queuedAsAnother(fs []Finding, ob outboxState, dev string) []Finding {
 // another device than dev, before of them queued before the outbox was
 // copied (known: the outbox records when it was, so it can tell).
 func whoseFix(known bool, n, before int, dev string) string {
-	drop := "`devbox-config edge outbox drop ID` those (the original machine holds them too and sends them as its own device; a retry from here files each twice, and is refused without --force)"
+	drop := "`devbox-config edge outbox drop ID` those (the original machine holds them too and sends them as its own device; a plain retry from here would file each twice, and is refused); if the original machine is gone for good and never sent them: `devbox-config edge outbox retry --force ID`"
 	retry := fmt.Sprintf("`devbox-config edge outbox retry ID` sends one as %s", dev)
 	switch {
 	case known && before == n:
@@ -280,7 +280,7 @@ func whoseFix(known bool, n, before int, dev string) string {
 	case known:
 		return fmt.Sprintf("%d were queued before this outbox was copied: %s; the other %d this machine wrote after the copy: %s", before, drop, n-before, retry)
 	}
-	return fmt.Sprintf("whose they are cannot be told here (no copy of this outbox is recorded; a disk-level clone is not seen): if this outbox was copied from another machine, that machine sends them: `devbox-config edge outbox drop ID` (a retry files each twice); if this devbox was renamed (a new device id or token in .env), it wrote them: %s; a lost or compromised device's writes: drop them", retry)
+	return fmt.Sprintf("whose they are cannot be told here (no copy of this outbox is recorded; a disk-level clone is not seen): if this outbox was copied from a machine still in use, that machine sends them: `devbox-config edge outbox drop ID` (a retry files each twice); if this devbox was renamed (a new device id or token in .env), or the machine it was copied from is gone for good and never sent them: `devbox-config edge outbox retry ID` sends one as %s; a lost or compromised device's writes: drop them", dev)
 }
 
 // gatewayUpstream is gateway-upstream: a devbox-config gateway answered

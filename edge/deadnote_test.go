@@ -229,7 +229,7 @@ func TestWritesQueuedAsAnotherDeviceAreHeldAndTold(t *testing.T) {
 	// next tool answer tell it.
 	_, res := h.call("search", map[string]any{"query": "anything"})
 	told := instructionsOf(h) + notesOf(res)
-	for _, want := range []string{"1 write it will not send: mempalace_add_drawer of wing_shared/plans", "queued as device tmp-0042; the gateway names this token bob-02", "`devbox-config edge outbox retry ID` sends one as the device the gateway names the token", "`drop ID` gives it up"} {
+	for _, want := range []string{"1 write it will not send: mempalace_add_drawer of wing_shared/plans", "queued as device tmp-0042; the gateway names this token bob-02", "`devbox-config edge outbox retry ID` sends one as the device the gateway names the token", "`drop ID` gives it up", "gone for good and never sent it, `retry --force ID` sends it from here"} {
 		if !strings.Contains(told, want) {
 			t.Errorf("the agent is not told %q:\n%q", want, told)
 		}

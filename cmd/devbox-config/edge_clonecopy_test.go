@@ -14,9 +14,10 @@ import (
 // and given its own device id and token before its first edge command
 // (docs/operator.md, A cloned devbox). The write queued before the copy is
 // the original's to send: flush, edge status, outbox list and doctor say
-// so and offer only `drop`, and `edge outbox retry` refuses it without
-// --force (it failed before: every one offered `retry ID` "sends it as
-// wide-01", and the retried op was filed twice, once per device). A write
+// so and offer `drop`, or `retry --force` if the original is gone for
+// good, and `edge outbox retry` refuses it without --force (it failed
+// before: every one offered `retry ID` "sends it as wide-01", and the
+// retried op was filed twice, once per device). A write
 // the copy made under the old id before its rename is this machine's: it
 // is offered `retry`, and sent.
 func TestACopiedOutboxGivenItsOwnDeviceDropsWritesQueuedBeforeTheCopy(t *testing.T) {
@@ -49,14 +50,22 @@ func TestACopiedOutboxGivenItsOwnDeviceDropsWritesQueuedBeforeTheCopy(t *testing
 
 	flushed := clonedFlush(t, d)
 	before, after := heldOp(t, path, "queued before"), heldOp(t, path, "written on the copy")
-	for _, want := range []string{before.Short() + " mempalace_add_drawer (dead): ", "queued before this outbox was copied: the original machine holds it too", "`devbox-config edge outbox drop " + before.Short() + "`",
-		"written on this machine after its outbox was copied", "`devbox-config edge outbox retry " + after.Short() + "` sends it as wide-01"} {
-		if !strings.Contains(flushed, want) {
-			t.Errorf("flush lacks %q:\n%s", want, flushed)
-		}
-	}
+	// The original may be retired (a devbox moved to new hardware): every
+	// text that says drop names --force for that case (review25 F3).
+	gone := "if the original machine is gone for good and never sent it: `devbox-config edge outbox retry --force " + before.Short() + "`"
 	status := runOK(t, "edge", "status")
 	list := runOK(t, "edge", "outbox", "list")
+	if !strings.Contains(flushed, "not sent: "+before.Short()+" mempalace_add_drawer (dead): ") {
+		t.Errorf("flush:\n%s", flushed)
+	}
+	for _, want := range []string{"queued before this outbox was copied: the original machine holds it too", "`devbox-config edge outbox drop " + before.Short() + "`", gone,
+		"written on this machine after its outbox was copied", "`devbox-config edge outbox retry " + after.Short() + "` sends it as wide-01"} {
+		for name, text := range map[string]string{"flush": flushed, "edge status": status} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s lacks %q:\n%s", name, want, text)
+			}
+		}
+	}
 	for _, text := range []string{flushed, status, list} {
 		for _, line := range strings.Split(text, "\n") {
 			if strings.Contains(line, before.Short()) && strings.Contains(line, "retry "+before.Short()) {
@@ -64,13 +73,13 @@ func TestACopiedOutboxGivenItsOwnDeviceDropsWritesQueuedBeforeTheCopy(t *testing
 			}
 		}
 	}
-	if !strings.Contains(status, "DEAD       "+before.Short()) || !strings.Contains(status, "`devbox-config edge outbox drop "+before.Short()+"`") || !strings.Contains(status, "`devbox-config edge outbox retry "+after.Short()+"` sends it as wide-01") {
+	if !strings.Contains(status, "DEAD       "+before.Short()) {
 		t.Errorf("edge status:\n%s", status)
 	}
-	if !strings.Contains(list, "dead (queued before this outbox was copied: the original sends it; drop it)") || !strings.Contains(list, "dead (written here after the copy: retry sends it as this device)") {
+	if !strings.Contains(list, "dead (queued before this outbox was copied: the original sends it; drop it, or if the original is gone for good and never sent it: retry --force)") || !strings.Contains(list, "dead (written here after the copy: retry sends it as this device)") {
 		t.Errorf("edge outbox list:\n%s", list)
 	}
-	if f := deviceIdentity(t, d.home); f.Severity != "error" || !strings.Contains(f.Fix, "1 were queued before this outbox was copied: `devbox-config edge outbox drop ID` those") || !strings.Contains(f.Fix, "the other 1 this machine wrote after the copy: `devbox-config edge outbox retry ID` sends one as wide-01") {
+	if f := deviceIdentity(t, d.home); f.Severity != "error" || !strings.Contains(f.Fix, "1 were queued before this outbox was copied: `devbox-config edge outbox drop ID` those") || !strings.Contains(f.Fix, "if the original machine is gone for good and never sent them: `devbox-config edge outbox retry --force ID`") || !strings.Contains(f.Fix, "the other 1 this machine wrote after the copy: `devbox-config edge outbox retry ID` sends one as wide-01") {
 		t.Errorf("doctor's device-identity:\n%+v", f)
 	}
 
@@ -101,14 +110,14 @@ func TestAHeldWriteWithNoCopyRecordedIsSaidBothWays(t *testing.T) {
 	held := heldOp(t, d.s.Path(), "old id")
 	list := runOK(t, "edge", "outbox", "list")
 	for _, text := range []string{flushed, runOK(t, "edge", "status")} {
-		if !strings.Contains(text, "if this outbox was copied from another machine, that machine sends it: `devbox-config edge outbox drop "+held.Short()+"`") || !strings.Contains(text, "if this devbox was renamed (a new device id or token in .env), it wrote it: `retry "+held.Short()+"` sends it as wide-01") {
+		if !strings.Contains(text, "if this outbox was copied from a machine still in use, that machine sends it: `devbox-config edge outbox drop "+held.Short()+"`") || !strings.Contains(text, "if this devbox was renamed (a new device id or token in .env), or the machine it was copied from is gone for good and never sent it: `devbox-config edge outbox retry "+held.Short()+"` sends it as wide-01") {
 			t.Errorf("it is not said both ways:\n%s", text)
 		}
 	}
-	if !strings.Contains(list, "(the original's if this outbox was copied: drop it; this machine's if it was renamed: retry it)") {
+	if !strings.Contains(list, "(a copy's original still in use sends it: drop it; renamed here, or the original gone for good: retry it)") {
 		t.Errorf("edge outbox list:\n%s", list)
 	}
-	if f := deviceIdentity(t, d.home); !strings.Contains(f.Fix, "whose they are cannot be told here") {
+	if f := deviceIdentity(t, d.home); !strings.Contains(f.Fix, "whose they are cannot be told here") || !strings.Contains(f.Fix, "or the machine it was copied from is gone for good and never sent them: `devbox-config edge outbox retry ID`") {
 		t.Errorf("doctor's device-identity:\n%+v", f)
 	}
 	runOK(t, "edge", "outbox", "retry", held.Short())

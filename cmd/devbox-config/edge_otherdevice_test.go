@@ -138,7 +138,7 @@ func removedDevicesWritesHeld(t *testing.T, origin string) {
 	if len(ops) != 1 {
 		t.Fatalf("held ops: %+v\n%s", ops, status)
 	}
-	for _, want := range []string{"DEAD       " + ops[0].Short(), "queued as device tmp-0042; the gateway names this token wide-01: not sent", "whose it is cannot be told here", "that machine sends it: `devbox-config edge outbox drop " + ops[0].Short() + "`", "`retry " + ops[0].Short() + "` sends it as wide-01"} {
+	for _, want := range []string{"DEAD       " + ops[0].Short(), "queued as device tmp-0042; the gateway names this token wide-01: not sent", "whose it is cannot be told here", "that machine sends it: `devbox-config edge outbox drop " + ops[0].Short() + "`", "`devbox-config edge outbox retry " + ops[0].Short() + "` sends it as wide-01"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("edge status lacks %q:\n%s", want, status)
 		}

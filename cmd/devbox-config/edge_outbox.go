@@ -205,7 +205,8 @@ func (lc *outboxListCmd) run() error {
 		if held[o.LocalSeq] {
 			state += " (waits for a delete_by_source: edge status)"
 		}
-		state += whoseNote(o, c)
+		_, whose, _ := otherDeviceFix(o, c)
+		state += whose
 		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", o.LocalSeq, o.Short(), state, o.Attempts, o.Tool, o.Wing, o.CreatedAt.Local().Format(time.DateTime), errorText(o.Error))
 	}
 	return w.Flush()
@@ -288,38 +289,29 @@ func tokenDevice(s *outbox.Store, cfg edge.Config) func(context.Context) (string
 	}
 }
 
-// otherDeviceFix is the fix for an op held as queued under another
-// device than the gateway names the token (false: not such an op): the
-// original's to send if it was queued before this outbox was copied, this
-// machine's if after; with no copy recorded, which is not known.
-func otherDeviceFix(o outbox.Op, c *outbox.Copied) (string, bool) {
+// otherDeviceFix is, for an op held as queued under another device than
+// the gateway names the token (false: not such an op), the fix in full
+// (edge status, flush) and the note `edge outbox list` gives it: the
+// original's to send if it was queued before this outbox was copied,
+// unless the original is gone for good (a devbox moved to new hardware,
+// the old one retired), this machine's if after; with no copy recorded,
+// which is not known.
+func otherDeviceFix(o outbox.Op, c *outbox.Copied) (fix, note string, ok bool) {
 	f := outbox.FailureOf(o.Error)
 	if o.State != outbox.Dead || f.Kind != outbox.OtherDevice {
-		return "", false
+		return "", "", false
 	}
 	id, dev := o.Short(), mailbox.Printable(cmp.Or(f.Device, "the token's device"))
 	switch before, known := c.QueuedBefore(o); {
 	case before:
-		return fmt.Sprintf("queued before this outbox was copied: the original machine holds it too and sends it as its own device; `devbox-config edge outbox drop %s` (a retry from here files it twice, and is refused without --force)", id), true
+		return fmt.Sprintf("queued before this outbox was copied: the original machine holds it too and sends it as its own device: `devbox-config edge outbox drop %[1]s` (a plain retry from here would file it twice, and is refused); if the original machine is gone for good and never sent it: `devbox-config edge outbox retry --force %[1]s`", id),
+			" (queued before this outbox was copied: the original sends it; drop it, or if the original is gone for good and never sent it: retry --force)", true
 	case known:
-		return fmt.Sprintf("written on this machine after its outbox was copied, before it took a device id of its own: `devbox-config edge outbox retry %s` sends it as %s (`drop %s` gives it up)", id, dev, id), true
+		return fmt.Sprintf("written on this machine after its outbox was copied, before it took a device id of its own: `devbox-config edge outbox retry %s` sends it as %s (`drop %s` gives it up)", id, dev, id),
+			" (written here after the copy: retry sends it as this device)", true
 	}
-	return fmt.Sprintf("whose it is cannot be told here (no copy of this outbox is recorded; a disk-level clone is not seen): if this outbox was copied from another machine, that machine sends it: `devbox-config edge outbox drop %[1]s` (a retry files it twice); if this devbox was renamed (a new device id or token in .env), it wrote it: `retry %[1]s` sends it as %[2]s; a lost or compromised device's write: drop it", id, dev), true
-}
-
-// whoseNote is, for `edge outbox list`, whose an op held as queued under
-// another device is (otherDeviceFix says it in full); "" for any other op.
-func whoseNote(o outbox.Op, c *outbox.Copied) string {
-	if _, ok := otherDeviceFix(o, c); !ok {
-		return ""
-	}
-	switch before, known := c.QueuedBefore(o); {
-	case before:
-		return " (queued before this outbox was copied: the original sends it; drop it)"
-	case known:
-		return " (written here after the copy: retry sends it as this device)"
-	}
-	return " (the original's if this outbox was copied: drop it; this machine's if it was renamed: retry it)"
+	return fmt.Sprintf("whose it is cannot be told here (no copy of this outbox is recorded; a disk-level clone is not seen): if this outbox was copied from a machine still in use, that machine sends it: `devbox-config edge outbox drop %[1]s` (a retry files it twice); if this devbox was renamed (a new device id or token in .env), or the machine it was copied from is gone for good and never sent it: `devbox-config edge outbox retry %[1]s` sends it as %[2]s; a lost or compromised device's write: drop it", id, dev),
+		" (a copy's original still in use sends it: drop it; renamed here, or the original gone for good: retry it)", true
 }
 
 // deadFix is what to do about the dead op o: one held as another
@@ -330,7 +322,7 @@ func whoseNote(o outbox.Op, c *outbox.Copied) string {
 // refused its op id as reused, which after a rollback is the same write
 // (outbox.ReusedAdvice); any other is retried once its cause is fixed.
 func deadFix(o outbox.Op, c *outbox.Copied) string {
-	if fix, ok := otherDeviceFix(o, c); ok {
+	if fix, _, ok := otherDeviceFix(o, c); ok {
 		return fix
 	}
 	f := outbox.FailureOf(o.Error)
