@@ -264,7 +264,7 @@ func (s *Server) admitStep(x *exchange, d *Device) (release func(), ok bool) {
 		release()
 		return nil, false
 	}
-	if s.rates.spent(d) {
+	if s.rates.spent(d, s.Now()) {
 		s.limitStep(x, d, nil, false)
 		release()
 		return nil, false
@@ -762,11 +762,11 @@ func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) 
 		items := batch(d, req)
 		cost, n = max(1, min(len(items), burstOf(d, true))), contentBytes(items)
 	}
-	if n > maxBatchBytes && s.rates.allow(d, write, 1) {
+	if n > maxBatchBytes && s.rates.allow(d, write, 1, s.Now()) {
 		s.refuse(x, d, req, CodeDenied, fmt.Sprintf("devbox-config gateway: a checkpoint of %d bytes of content is more than the %d a device may file in one call (the call holds the primary's single write slot while its items are embedded); nothing was written: send them as smaller checkpoints", n, maxBatchBytes), ruleBatchCap, "")
 		return false
 	}
-	if s.rates.allow(d, write, cost) {
+	if s.rates.allow(d, write, cost, s.Now()) {
 		return true
 	}
 	rule := ruleRateRead
@@ -782,7 +782,7 @@ func (s *Server) limitStep(x *exchange, d *Device, req *rpcRequest, write bool) 
 // limitGET counts an authenticated GET against the device's read rate;
 // over it, the answer is 429.
 func (s *Server) limitGET(x *exchange, d *Device) bool {
-	if s.rates.allow(d, false, 1) {
+	if s.rates.allow(d, false, 1, s.Now()) {
 		return true
 	}
 	s.quietPastFew(x, d, ruleRateRead)

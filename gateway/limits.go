@@ -44,14 +44,14 @@ func (l *limiters) bucket(d *Device, write bool) *rate.Limiter {
 	return lim
 }
 
-// allow takes n tokens from the device's read or write bucket. A write
-// costing more than one (a checkpoint's items, at most the burst) passes
-// on one token and takes the rest as debt the device's next writes wait
-// out: else it would need the whole bucket full, and one write just
-// before it would refuse it. (Two such at once may both pass on the same
+// allow takes n tokens from the device's read or write bucket at now
+// (the server's clock). A write costing more than one (a checkpoint's
+// items, at most the burst) passes on one token and takes the rest as
+// debt the device's next writes wait out: else it would need the whole
+// bucket full, and one write just before it would refuse it. (Two such at once may both pass on the same
 // token: the debt is deeper, and the write slot serves them in turn.)
-func (l *limiters) allow(d *Device, write bool, n int) bool {
-	lim, now := l.bucket(d, write), time.Now()
+func (l *limiters) allow(d *Device, write bool, n int, now time.Time) bool {
+	lim := l.bucket(d, write)
 	if n <= 1 {
 		return lim.AllowN(now, n)
 	}
@@ -63,9 +63,9 @@ func (l *limiters) allow(d *Device, write bool, n int) bool {
 }
 
 // spent reports a device with no token left in its read bucket nor in
-// its write bucket: any call it sends now is refused by its rate.
-func (l *limiters) spent(d *Device) bool {
-	now := time.Now()
+// its write bucket at now (the server's clock): any call it sends now is
+// refused by its rate.
+func (l *limiters) spent(d *Device, now time.Time) bool {
 	return l.bucket(d, false).TokensAt(now) < 1 && l.bucket(d, true).TokensAt(now) < 1
 }
 
