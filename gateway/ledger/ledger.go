@@ -315,12 +315,13 @@ func (l *Ledger) prepare() error {
 			VALUES(?,?,?,?,'inflight',?,?,?) ON CONFLICT DO NOTHING`),
 		get: prep(`SELECT tool, args_digest, state, claim, result, updated_at, held, seen_before FROM ops WHERE device=? AND op_id=?`),
 		// A send after one that was not applied (open) is a first send
-		// again: it looks again (held).
-		take: prep(`UPDATE ops SET state='inflight', claim=?, updated_at=?, held = held AND state<>'open',
-			seen_before = CASE state WHEN 'open' THEN '' ELSE seen_before END
+		// again: it looks again (held), with nothing noted: reopen clears
+		// the note, so a gateway from before notes that takes an open row
+		// leaves none behind (review25 finding 4).
+		take: prep(`UPDATE ops SET state='inflight', claim=?, updated_at=?, held = held AND state<>'open'
 			WHERE device=? AND op_id=? AND (state='open' OR (? AND (state='doubt' OR (state='inflight' AND (updated_at < ? OR claim = ?)))))`),
 		done:   prep(`UPDATE ops SET state='done', claim='', result=?, updated_at=? WHERE device=? AND op_id=? AND claim=?`),
-		reopen: prep(`UPDATE ops SET state='open', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
+		reopen: prep(`UPDATE ops SET state='open', claim='', seen_before='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 		doubt:  prep(`UPDATE ops SET state='doubt', claim='', updated_at=? WHERE device=? AND op_id=? AND claim=?`),
 		held:   prep(`UPDATE ops SET held=1 WHERE device=? AND op_id=? AND claim=?`),
 		before: prep(`UPDATE ops SET seen_before=? WHERE device=? AND op_id=? AND claim=?`),

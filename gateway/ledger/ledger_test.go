@@ -772,4 +772,20 @@ func TestWhatAFirstSendNotedReachesItsLookedUpResend(t *testing.T) {
 		}
 		return Answer{Status: 504, MaybeApplied: true}, nil
 	})
+	// review25 finding 4: a gateway from before notes takes an open op
+	// again without clearing a note and notes nothing; its answer lost,
+	// the op is in doubt. Upgraded, the looked-up resend must not see the
+	// earlier send's note.
+	l.Do(ctx, call("laptop", opID("f"), "1"), lost("5 y", 503)) // not applied: open
+	// The older gateway's send, its answer lost:
+	if _, err := l.db.Exec(`UPDATE ops SET state='doubt' WHERE op_id=?`, opID("f")); err != nil {
+		t.Fatal(err)
+	}
+	c.OpID = opID("f")
+	l.Do(ctx, c, func(ctx context.Context) (Answer, error) {
+		if got := Before(ctx); got != "" {
+			t.Errorf("after an older gateway's first send again, a resend sees %q, the earlier send's note", got)
+		}
+		return Answer{Status: 504, MaybeApplied: true}, nil
+	})
 }
