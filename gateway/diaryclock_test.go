@@ -40,6 +40,7 @@ func TestAResendAfterThePrimarysClockSteppedBackStaysInDoubt(t *testing.T) {
 	if status, m := d.write(t, op('b'), text, ""); status == http.StatusOK {
 		t.Fatalf("a diary write whose answer was lost, stamped in the past: %d %v, want it lost", status, m)
 	}
+	d.file(t, map[string]any{"name": "mempalace_add_drawer", "arguments": map[string]any{"wing": "wing_pi", "room": "diary", "content": "a note, not an entry"}})
 	for _, resend := range []string{"", "looked-up"} {
 		status, m := d.write(t, op('b'), text, resend)
 		if code := gjson.GetBytes(encodeJSON(m), "error.code").Int(); status != http.StatusOK || code != ledger.CodeInDoubt {
@@ -81,30 +82,51 @@ func TestAResendAfterADiaryWriteThatNeverLandedIsForwarded(t *testing.T) {
 	}
 }
 
+// review25 finding 2: the same, but what is filed in the room meanwhile
+// is not an entry (add_drawer with room "diary"; a diary ingest files
+// such drawers too). Before, the room's growth counted it and the resend
+// was held in doubt, blaming a clock that was right.
+func TestAResendIsForwardedAfterAnotherDrawerWasFiledInTheDiaryRoom(t *testing.T) {
+	t.Parallel()
+	d := newDiaryClock(t)
+	const text = "K39 clock fine, never landed, a note filed meanwhile"
+	d.write(t, op('a'), "standup: nothing new", "")
+	d.meanwhile = map[string]any{"name": "mempalace_add_drawer", "arguments": map[string]any{"wing": "wing_pi", "room": "diary", "content": "a note filed in the diary room"}}
+	d.cutNext.Store(true)
+	if status, m := d.write(t, op('b'), text, ""); status == http.StatusOK || status == http.StatusServiceUnavailable {
+		t.Fatalf("a diary write cut, with a drawer filed meanwhile: %d %v, want it lost (in doubt)", status, m)
+	}
+	status, m := d.write(t, op('b'), text, "looked-up")
+	if status != http.StatusOK || gjson.GetBytes(encodeJSON(m), "error").Exists() {
+		t.Fatalf("its looked-up resend: %d %v, want it forwarded", status, m)
+	}
+	if n := d.entries(text); n != 1 {
+		t.Fatalf("the primary holds the entry %d times, want once", n)
+	}
+}
+
 // diaryClock is a gateway with a ledger in front of a fake primary whose
 // clock can step back, through a proxy that loses answers (proxy.Drop)
 // or, once cutNext is set, cuts the next diary write before the primary
-// gets it and files another writer's entry around the gateway.
+// gets it and files another writer's entry (or the call meanwhile names)
+// around the gateway.
 type diaryClock struct {
-	g       *gw
-	proxy   *realpalace.Proxy
-	fake    *fakepalace.Palace
-	back    atomic.Int64 // how far the primary's clock is behind
-	cutNext atomic.Bool
+	g         *gw
+	proxy     *realpalace.Proxy
+	fake      *fakepalace.Palace
+	back      atomic.Int64 // how far the primary's clock is behind
+	cutNext   atomic.Bool
+	meanwhile map[string]any // a tools/call's params; set before cutNext
 }
 
 func newDiaryClock(t *testing.T) *diaryClock {
-	d := &diaryClock{}
+	d := &diaryClock{meanwhile: map[string]any{"name": "mempalace_diary_write", "arguments": map[string]any{"agent_name": "pi", "entry": "another writer, around the gateway"}}}
 	pl, up := testbed.Primary(t, fakepalace.Options{Now: func() time.Time { return time.Now().Add(-time.Duration(d.back.Load())) }}, fakepalace.HTTPOptions{Token: upstreamToken})
 	d.fake, d.proxy = pl, realpalace.NewProxy(t, up.URL())
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if gjson.GetBytes(body, "params.name").Str == "mempalace_diary_write" && d.cutNext.CompareAndSwap(true, false) {
-			other, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
-				"name": "mempalace_diary_write", "arguments": map[string]any{"agent_name": "pi", "entry": "another writer, around the gateway"}}})
-			if _, err := pl.Handle(other); err != nil {
-				t.Error(err)
-			}
+			d.file(t, d.meanwhile)
 			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
 				c.Close()
 			}
@@ -133,6 +155,14 @@ func (d *diaryClock) write(t *testing.T, opID, text, resend string) (int, map[st
 	return d.g.post(d.g.tokens["ops"], string(b))
 }
 
+// file makes a tools/call (params) on the primary around the gateway.
+func (d *diaryClock) file(t *testing.T, params map[string]any) {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+	if _, err := d.fake.Handle(b); err != nil {
+		t.Error(err)
+	}
+}
+
 // entries is how many diary entries on the primary hold text.
 func (d *diaryClock) entries(text string) int {
 	n := 0
@@ -145,3 +175,22 @@ func (d *diaryClock) entries(text string) int {
 }
 
 func op(c byte) string { return strings.Repeat(string(c), 64) }
+
+// A note kept by the gateway before the room's tail was noted ("total
+// newest") is read with the tail unknown, so the resend compares totals
+// as that gateway did; a room with no entry is noted with an empty stamp.
+func TestADiaryRoomNoteOfEitherFormIsRead(t *testing.T) {
+	for note, want := range map[string]roomSeen{
+		"7 20261206_230112000000":   {total: 7, tail: -1, newest: "20261206_230112000000"},
+		"7 ":                        {total: 7, tail: -1},
+		"9 2 20261206_230112000000": {total: 9, tail: 2, newest: "20261206_230112000000"},
+		"3 3 ":                      {total: 3, tail: 3},
+		"3 x 20261206_230112000000": {total: 3, tail: -1, newest: "20261206_230112000000"},
+		"":                          {tail: -1},
+		(roomSeen{total: 4, tail: 1, newest: "20261206_230112000000"}).note(): {total: 4, tail: 1, newest: "20261206_230112000000"},
+	} {
+		if got := parseRoomSeen(note); got != want {
+			t.Errorf("parseRoomSeen(%q) = %+v, want %+v", note, got, want)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -57,9 +59,9 @@ func (s *Server) settledDiary(ctx context.Context, t catalogue.Tool, diary map[s
 			return status, resp
 		}
 	}
-	total, fence, listed := diaryNewest(ctx, s.upstreamResult, wing, "")
+	before, listed := diaryNewest(ctx, s.upstreamResult, wing, "")
 	if listed {
-		if err := ledger.NoteBefore(ctx, fmt.Sprintf("%d %s", total, fence)); err != nil {
+		if err := ledger.NoteBefore(ctx, before.note()); err != nil {
 			// Sent all the same: without the note a resend after a gateway
 			// stopped mid-forward is decided by the edge's count, as before.
 			s.Log.Warn("op-id ledger: a diary write's room not noted before its send", "err", err)
@@ -69,61 +71,62 @@ func (s *Server) settledDiary(ctx context.Context, t catalogue.Tool, diary map[s
 	if !listed || !answerLost(status) {
 		return status, resp
 	}
-	totalAfter, newer, made, listed := s.diarySince(ctx, wing, suffix, fence)
+	after, newer, made, listed := s.diarySince(ctx, wing, suffix, before.newest)
 	switch {
 	case !listed:
-	case len(newer) == 0 && totalAfter == total:
+	case len(newer) == 0 && after.total == before.total:
 		return notApplied(body, "does not hold the diary entry")
-	case len(made) == 1 && len(newer) == 1 && totalAfter == total+1:
+	case len(made) == 1 && len(newer) == 1 && after.total == before.total+1:
 		return settledAnswer(body, madeAnswer(t, made[0]))
 	}
 	return status, resp
 }
 
 // resentDiary decides a resend of a diary write the ledger held in doubt
-// from what its first send noted (seen: the room's size and newest entry
-// before it): every drawer filed in the room since is newer than that
-// entry and none has the text's suffix, so the write was never made (the
-// resend is forwarded: decided false); one drawer more, the one newer
-// entry with the suffix, it was (answered with that entry). A room grown
-// by more drawers than it holds newer entries has something filed with
-// an older stamp: the primary's clock stepped back (a TZ change, an NTP
-// step), and the write may be there, stamped before the fence the edge
+// from what its first send noted (seen: roomSeen.note before it): every
+// entry filed in the room since is newer than its newest entry then and
+// none has the text's suffix, so the write was never made (the resend is
+// forwarded: decided false); one entry more, the one newer with the
+// suffix, it was (answered with that entry). Drawers filed after the
+// room's entries that are not entries (add_drawer's, a diary ingest's)
+// are not counted (review25 finding 2). A room grown by more entries
+// than it holds newer ones has one filed with an older stamp: the
+// primary's clock stepped back (a TZ change, an NTP step), and the write may be there, stamped before the fence the edge
 // counts from (attack74 F5); that, or any other room, keeps the op in
 // doubt (-32031, saying why): the operator's retry or delivered settles
 // it. A delete in the room meanwhile can hide a stepped-back entry.
 func (s *Server) resentDiary(ctx context.Context, t catalogue.Tool, seen, wing, suffix string, body []byte) (int, []byte, bool) {
-	var total int
-	var fence string
-	if _, err := fmt.Sscanf(seen, "%d %s", &total, &fence); err != nil {
-		fence = "" // a room with no entry then: noted as "N "
+	then := parseRoomSeen(seen)
+	now, newer, made, listed := s.diarySince(ctx, wing, suffix, then.newest)
+	if then.tail < 0 { // noted before tails were: the totals are compared
+		then.tail = now.tail
 	}
-	totalNow, newer, made, listed := s.diarySince(ctx, wing, suffix, fence)
+	grown := (now.total - now.tail) - (then.total - then.tail)
 	switch {
 	case !listed:
 		return 0, nil, false // as before: the edge's look-up decided to send it
-	case len(made) == 0 && totalNow-total <= len(newer):
+	case len(made) == 0 && grown <= len(newer):
 		return 0, nil, false
-	case len(made) == 1 && len(newer) == 1 && totalNow == total+1:
+	case len(made) == 1 && len(newer) == 1 && grown == 1:
 		status, resp := settledAnswer(body, madeAnswer(t, made[0]))
 		return status, resp, true
 	}
-	why := fmt.Sprintf("devbox-config gateway: this diary entry may be on the primary: its first send reached the primary without an answer, and the diary room of %s holds %d drawer(s) more than before it, %d of them newer than its newest entry then (%d with this text): the primary's clock may have stepped back (run it in UTC), or something wrote or deleted there meanwhile. Nothing was written now, and the op stays in doubt. Look in the room: if the entry is there, devbox-config edge outbox delivered <op>; if not, devbox-config edge outbox retry <op>", wing, totalNow-total, len(newer), len(made))
+	why := fmt.Sprintf("devbox-config gateway: this diary entry may be on the primary: its first send reached the primary without an answer, and the diary room of %s holds %d more entries than before it, %d of them newer than its newest entry then (%d with this text): the primary's clock may have stepped back (run it in UTC), or something wrote or deleted there meanwhile. Nothing was written now, and the op stays in doubt. Look in the room: if the entry is there, devbox-config edge outbox delivered <op>; if not, devbox-config edge outbox retry <op>", wing, grown, len(newer), len(made))
 	return http.StatusOK, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), ledger.CodeInDoubt, why), true
 }
 
-// diarySince is the number of drawers in wing's diary room, its entries
+// diarySince is what diaryNewest reads of wing's diary room, its entries
 // newer than fence, and those of them with the suffix (ok false: a
 // listing failed).
-func (s *Server) diarySince(ctx context.Context, wing, suffix, fence string) (total int, newer, made []map[string]any, ok bool) {
-	total, _, ok = diaryNewest(ctx, s.upstreamResult, wing, fence, func(row map[string]any) { newer = append(newer, row) })
+func (s *Server) diarySince(ctx context.Context, wing, suffix, fence string) (room roomSeen, newer, made []map[string]any, ok bool) {
+	room, ok = diaryNewest(ctx, s.upstreamResult, wing, fence, func(row map[string]any) { newer = append(newer, row) })
 	for _, row := range newer {
 		id, _ := row["drawer_id"].(string)
 		if _, sfx, _ := catalogue.DiaryEntryID(id); sfx == suffix {
 			made = append(made, row)
 		}
 	}
-	return total, newer, made, ok
+	return room, newer, made, ok
 }
 
 // madeAnswer is the answer of a diary write (a checkpoint's, as its
@@ -140,38 +143,75 @@ func madeAnswer(t catalogue.Tool, row map[string]any) map[string]any {
 	return res
 }
 
-// diaryNewest is the number of drawers in wing's diary room and the
-// stamp of its newest entry ("" for none), read from the end of the room;
-// with a fence (a stamp), newer is called with each entry newer than it
-// (ok false: a listing failed). ask makes a call and returns its result
-// (the gateway's upstreamResult, a restore's result).
-func diaryNewest(ctx context.Context, ask func(context.Context, string, map[string]any) map[string]any, wing, fence string, newer ...func(row map[string]any)) (total int, newest string, ok bool) {
+// roomSeen is what diaryNewest reads of a diary room: its drawers
+// (total), those of them whose ids sort after its last entry's (tail:
+// drawers that are not entries, add_drawer's "drawer_…" or a diary
+// ingest's; one named by a hash, a source adapter's, sorts before and
+// counts as an entry), and its newest entry's stamp ("" for none).
+type roomSeen struct {
+	total, tail int
+	newest      string
+}
+
+// note is the room as NoteBefore keeps it: "total tail newest".
+func (r roomSeen) note() string { return fmt.Sprintf("%d %d %s", r.total, r.tail, r.newest) }
+
+// parseRoomSeen reads a note: "total tail newest", or "total newest"
+// from a gateway before tails were noted (tail -1: unknown, and so is a
+// malformed one). A stamp holds an underscore, a count does not; newest
+// may be empty. A malformed total reads as 0: the room then looks grown,
+// and the op stays in doubt.
+func parseRoomSeen(note string) roomSeen {
+	f, r := strings.Fields(note), roomSeen{tail: -1}
+	if n := len(f); n > 0 && strings.Contains(f[n-1], "_") {
+		f, r.newest = f[:n-1], f[n-1]
+	}
+	if len(f) > 0 {
+		r.total, _ = strconv.Atoi(f[0]) // malformed: 0, see above
+	}
+	if len(f) > 1 {
+		if t, err := strconv.Atoi(f[1]); err == nil && t >= 0 {
+			r.tail = t
+		}
+	}
+	return r
+}
+
+// diaryNewest reads wing's diary room from its end (roomSeen); with a
+// fence (a stamp), newer is called with each entry newer than it (ok
+// false: a listing failed). ask makes a call and returns its result (the
+// gateway's upstreamResult, a restore's result).
+func diaryNewest(ctx context.Context, ask func(context.Context, string, map[string]any) map[string]any, wing, fence string, newer ...func(row map[string]any)) (room roomSeen, ok bool) {
 	first := ask(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 1})
 	n, ok := first["total"].(float64)
 	if !ok {
 		// MemPalace's answer while the palace holds no drawer at all (no
 		// database file yet): nothing is there.
-		return 0, "", first["error"] == "Chroma database missing"
+		return roomSeen{}, first["error"] == "Chroma database missing"
 	}
-	for end := int(n); end > 0; end -= 100 {
+	room.total = int(n)
+	for end := room.total; end > 0; end -= 100 {
 		page := ask(ctx, "mempalace_list_drawers", map[string]any{"wing": wing, "room": "diary", "limit": 100, "offset": max(end-100, 0)})
 		rows, ok := page["drawers"].([]any)
 		if !ok {
-			return 0, "", false
+			return roomSeen{}, false
 		}
 		for i := len(rows) - 1; i >= 0; i-- {
 			row, _ := rows[i].(map[string]any)
 			id, _ := row["drawer_id"].(string)
 			stamp, _, ok := catalogue.DiaryEntryID(id)
 			switch {
-			case !ok: // a drawer filed in the room that is not an entry sorts after them
+			case !ok && room.newest == "": // after every entry: none read yet
+				room.tail++
+			case !ok:
 			case len(newer) == 0 || stamp <= fence:
-				return int(n), max(newest, stamp), true
+				room.newest = max(room.newest, stamp)
+				return room, true
 			default:
-				newest = max(newest, stamp)
+				room.newest = max(room.newest, stamp)
 				newer[0](row)
 			}
 		}
 	}
-	return int(n), newest, true
+	return room, true
 }

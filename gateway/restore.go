@@ -132,18 +132,18 @@ func (r Restorer) fence(ctx context.Context, dr trash.Drawer) string {
 	if dr.Kind != trash.KindDiary {
 		return ""
 	}
-	_, newest, ok := diaryNewest(ctx, r.result, dr.Wing, "")
+	room, ok := diaryNewest(ctx, r.result, dr.Wing, "")
 	if !ok {
 		return ""
 	}
-	return cmp.Or(newest, "0")
+	return cmp.Or(room.newest, "0")
 }
 
 // entrySince is the id of the entry of dr's text in its wing's diary
 // newer than fence, which an earlier restore of dr wrote ("": none).
 func (r Restorer) entrySince(ctx context.Context, dr trash.Drawer, fence string) (string, error) {
 	suffix, found := catalogue.EntrySuffix(dr.Content), ""
-	_, _, ok := diaryNewest(ctx, r.result, dr.Wing, fence, func(row map[string]any) {
+	_, ok := diaryNewest(ctx, r.result, dr.Wing, fence, func(row map[string]any) {
 		id, _ := row["drawer_id"].(string)
 		if _, sfx, _ := catalogue.DiaryEntryID(id); sfx == suffix && found == "" {
 			found = id
