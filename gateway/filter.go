@@ -409,10 +409,11 @@ func visible(d *Device, f catalogue.Filter, r record) (keep, ok bool) {
 // its paths, and so do sqlite_integrity's reason (attack69 F1: "no
 // quick_check ran: /srv/.../chroma.sqlite3 does not exist"), check_error
 // and errors, and library_versions' unreadable. The palace's directory
-// is learnt first, so that it is cut whole: from the answer, or else,
-// when the answer names a path it does not hold, from the primary
-// (relearnPalace).
-func (s *Server) cutTopology(ctx context.Context, m map[string]any) {
+// is learnt from the answer first, so that it is cut whole; an answer
+// naming a path it does not hold is cut by what is known now (a path
+// not known is cut up to its first space) while the primary is asked in
+// the background (relearnPalace), for the answers after it.
+func (s *Server) cutTopology(m map[string]any) {
 	delete(m, "embedding_device")
 	delete(m, "embedder")
 	if integrity, ok := m["sqlite_integrity"].(map[string]any); ok {
@@ -421,7 +422,7 @@ func (s *Server) cutTopology(ctx context.Context, m map[string]any) {
 		delete(integrity, "sqlite_path")
 	}
 	if s.namesAnotherPath(m) {
-		s.relearnPalace(ctx)
+		s.relearnPalace()
 	}
 	cutStrings(m, s.cutPaths)
 }
@@ -505,7 +506,7 @@ func cutErrorTopology(m map[string]any, cut func(string) string) {
 // that is not admin, and the counts of the wings it does not read.
 func (s *Server) cutWingCounts(ctx context.Context, d *Device, m map[string]any) {
 	if !d.Admin {
-		s.cutTopology(ctx, m)
+		s.cutTopology(m)
 	}
 	if d.readsAll() {
 		return

@@ -20,13 +20,13 @@ import (
 func palaceWithASpace(t *testing.T, dir string) *upstream {
 	var at atomic.Pointer[string]
 	at.Store(&dir)
-	return palaceAt(t, &at, new(atomic.Int32))
+	return palaceAt(t, &at, func() {})
 }
 
 // palaceAt is palaceWithASpace with its palace at *dir as it is at each
-// request (a primary restarted on another palace), counting the /statusz
-// asked of it.
-func palaceAt(t *testing.T, at *atomic.Pointer[string], statusz *atomic.Int32) *upstream {
+// request (a primary restarted on another palace), calling statusz before
+// it answers each /statusz.
+func palaceAt(t *testing.T, at *atomic.Pointer[string], statusz func()) *upstream {
 	answer := func(v any) string {
 		text, _ := json.Marshal(v)
 		quoted, _ := json.Marshal(string(text))
@@ -40,7 +40,7 @@ func palaceAt(t *testing.T, at *atomic.Pointer[string], statusz *atomic.Int32) *
 		failed := map[string]any{"error": "Chroma database missing", "details": "Could not open missing database at " + dir + "/chroma.sqlite3.", "hint": "Run: mempalace status", "backend": "chroma"}
 		switch {
 		case r.URL.Path == "/statusz":
-			statusz.Add(1)
+			statusz()
 			json.NewEncoder(w).Encode(map[string]any{"ok": true, "palace": map[string]any{"backend": "chroma", "sqlite_integrity": integrity}})
 		case strings.Contains(string(body), `"tools/list"`):
 			io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":{"tools":[]}}`)
@@ -93,14 +93,15 @@ func TestAPalacePathWithSpacesIsCutWhole(t *testing.T) {
 // learnt the palace directory, and list_wings and get_taxonomy cut it
 // only up to its first space until some device called status. An answer
 // naming a path the gateway does not know as the palace's asks the
-// primary's /statusz, once per relearnEvery at most, and is cut whole.
+// primary's /statusz in the background, once per relearnEvery at most,
+// and the answers after it are cut whole.
 func TestThePalaceIsLearntWhenAnAnswerNamesAnother(t *testing.T) {
 	t.Parallel()
 	first, moved := "/srv/Down At Start/p", "/Users/me/Library/Application Support/mem palace/p"
 	var at atomic.Pointer[string]
 	at.Store(&first)
 	var statusz atomic.Int32
-	g := newGWAt(t, devices, palaceAt(t, &at, &statusz))
+	g := newGWAt(t, devices, palaceAt(t, &at, func() { statusz.Add(1) }))
 	desk := g.tokens["desk-9b21"]
 	cutWhole := func(tool, tail string) {
 		t.Helper()
@@ -109,14 +110,21 @@ func TestThePalaceIsLearntWhenAnAnswerNamesAnother(t *testing.T) {
 			t.Errorf("desk's %s: %s", tool, all)
 		}
 	}
-	cutWhole("list_wings", "At Start") // no probe: the gateway started first
+	learn := func(tool string) { // the answer that asks is cut by what is known then
+		t.Helper()
+		g.call(desk, tool, map[string]any{})
+		g.srv.relearning.Wait()
+	}
+	learn("list_wings") // no probe: the gateway started first
+	cutWhole("list_wings", "At Start")
 	cutWhole("get_taxonomy", "At Start")
 	if n := statusz.Load(); n != 1 {
-		t.Fatalf("/statusz asked %d times for two answers naming the palace, want once", n)
+		t.Fatalf("/statusz asked %d times for three answers naming the palace, want once", n)
 	}
 
 	at.Store(&moved) // the primary restarted on another palace
 	g.advance(relearnEvery)
+	learn("get_taxonomy")
 	cutWhole("get_taxonomy", "Support/mem palace")
 	cutWhole("list_wings", "Support/mem palace")
 	if n := statusz.Load(); n != 2 {
@@ -126,9 +134,32 @@ func TestThePalaceIsLearntWhenAnAnswerNamesAnother(t *testing.T) {
 	other := "/opt/Other Palace/p" // moved again within relearnEvery: cut by its look
 	at.Store(&other)
 	g.advance(relearnEvery - time.Second)
-	g.call(desk, "list_wings", map[string]any{})
-	g.call(desk, "list_wings", map[string]any{})
+	learn("list_wings")
+	learn("list_wings")
 	if n := statusz.Load(); n != 2 {
 		t.Fatalf("/statusz asked %d times in all, want none more within %v", n, relearnEvery)
+	}
+}
+
+// review25 F7: a primary slow to answer /statusz does not hold up the
+// read whose answer made the gateway ask it (before, the read waited up
+// to relearnWait); what it answers still serves the reads after.
+func TestASlowStatuszDoesNotDelayTheRead(t *testing.T) {
+	t.Parallel()
+	dir := "/srv/Slow Palace/p"
+	var at atomic.Pointer[string]
+	at.Store(&dir)
+	release := make(chan struct{})
+	g := newGWAt(t, devices, palaceAt(t, &at, func() { <-release }))
+	desk := g.tokens["desk-9b21"]
+	start := time.Now()
+	g.call(desk, "list_wings", map[string]any{})
+	if took := time.Since(start); took >= relearnWait/2 {
+		t.Errorf("list_wings took %v while /statusz was held", took)
+	}
+	close(release)
+	g.srv.relearning.Wait()
+	if m, e, _ := g.call(desk, "list_wings", map[string]any{}); strings.Contains(fmt.Sprint(m, e), "Palace/p") {
+		t.Errorf("desk's list_wings after /statusz answered: %v %v", m, e)
 	}
 }

@@ -77,6 +77,11 @@ type Server struct {
 	// palaceAsked is when an answer last made the gateway ask for the
 	// palace directory again (relearnPalace; nil: never).
 	palaceAsked atomic.Pointer[time.Time]
+	// relearning is that ask, run in the background under life, which
+	// Close ends before it waits for the ask.
+	relearning sync.WaitGroup
+	life       context.Context
+	endLife    context.CancelFunc
 	// callIDs numbers the gateway's calls to the upstream: each goes with
 	// an id of its own, never a device's (upstreamCall).
 	callIDs atomic.Uint64
@@ -174,6 +179,7 @@ func (s *Server) Open() error {
 	s.stream = upstreamClient(&http.Transport{DialContext: dialer.DialContext, ResponseHeaderTimeout: 30 * time.Second}, 0)
 	s.writes = newWriteQueue(writeShare, writeWait)
 	s.streams, s.endStreams = context.WithCancel(context.Background())
+	s.life, s.endLife = context.WithCancel(context.Background())
 	return nil
 }
 
@@ -308,9 +314,14 @@ func (s *Server) Trash() (*trash.Store, error) {
 	return st, nil
 }
 
-// Close closes the audit log, the trash and the provenance index, and
-// lets another gateway open the log.
+// Close ends the palace's re-ask (relearnPalace) and waits for it,
+// closes the audit log, the trash and the provenance index, and lets
+// another gateway open the log.
 func (s *Server) Close() error {
+	if s.endLife != nil {
+		s.endLife()
+		s.relearning.Wait()
+	}
 	s.binMu.Lock()
 	bin := s.bin
 	s.bin = nil

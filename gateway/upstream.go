@@ -212,18 +212,21 @@ const (
 )
 
 // relearnPalace asks the primary for its palace directory again
-// (askPalace), once per relearnEvery at most: the gateway started before
-// its primary, which is the order at boot, or the primary restarted on
-// another palace (attack75 F2: list_wings then cut a path up to its first
-// space). A caller that finds it asked meanwhile cuts by what is known.
-func (s *Server) relearnPalace(ctx context.Context) {
+// (askPalace), once per relearnEvery at most, in the background: the
+// gateway started before its primary, which is the order at boot, or the
+// primary restarted on another palace (attack75 F2: list_wings then cut a
+// path up to its first space). The answer that asked is not kept waiting
+// (review25 F7); Close ends the ask and waits for it.
+func (s *Server) relearnPalace() {
 	now, last := s.Now(), s.palaceAsked.Load()
 	if last != nil && now.Sub(*last) < relearnEvery || !s.palaceAsked.CompareAndSwap(last, &now) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, relearnWait)
-	defer cancel()
-	s.askPalace(ctx)
+	s.relearning.Go(func() {
+		ctx, cancel := context.WithTimeout(s.life, relearnWait)
+		defer cancel()
+		s.askPalace(ctx)
+	})
 }
 
 // beside is the URL of route on upstream's server, where its /mcp is.
