@@ -75,6 +75,26 @@ func TestAKeyInAnotherCaseIsNoFields(t *testing.T) {
 	}
 }
 
+// An embedded struct's keys are the outer struct's, as encoding/json
+// takes them (review25 F5): the exact-key check blanked them, so a
+// lenient file dropped them silently and a strict one refused them.
+func TestAnEmbeddedStructsKeysAreTaken(t *testing.T) {
+	type base struct {
+		ID string `json:"id"`
+	}
+	type cfg struct {
+		base
+		KG string `json:"kg"`
+	}
+	src := []byte(`{"id": "a", "kg": "read"}`)
+	for _, o := range []JSON{{}, {JSONC: true, Strict: true}} {
+		var c cfg
+		if err := o.DecodeJSON("f.jsonc", src, &c); err != nil || c != (cfg{base{"a"}, "read"}) {
+			t.Errorf("%+v: %+v, %v; want id and kg taken", o, c, err)
+		}
+	}
+}
+
 // NoTrailingCommas: comments are taken, the first trailing comma (in an
 // object or an array, at any depth) is placed at the comma.
 func TestDecodeJSONCNoTrailingCommas(t *testing.T) {

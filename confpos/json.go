@@ -488,22 +488,38 @@ func eachChild(v *hujson.Value, t reflect.Type, path string, visit func(c *hujso
 	}
 }
 
-// jsonFields are the keys a struct takes and the type of each. (No config
-// here embeds a struct; an embedded one's keys would be missing, and a
-// key of it reported unknown only if encoding/json refused it first.)
+// jsonFields are the keys a struct takes and the type of each: an
+// embedded struct's (or struct pointer's) keys too, unless its tag names
+// it, as encoding/json takes them, a key of the struct's own winning
+// over an embedded one's. (Two embedded structs with one key at the same
+// depth, which encoding/json then ignores, are not told apart.)
 func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
+	out, promoted := map[string]reflect.Type{}, map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if et := f.Type; f.Anonymous && name == "" && tag != "-" {
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				maps.Copy(promoted, jsonFields(et))
+				continue
+			}
+		}
 		if !f.IsExported() || tag == "-" {
 			continue
 		}
-		name, _, _ := strings.Cut(tag, ",")
 		if name == "" {
 			name = f.Name
 		}
 		out[name] = f.Type
+	}
+	for k, ft := range promoted {
+		if _, own := out[k]; !own {
+			out[k] = ft
+		}
 	}
 	return out
 }
