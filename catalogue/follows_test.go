@@ -177,3 +177,56 @@ func TestRealCatalogueFollowsTheServer(t *testing.T) {
 	}
 	followsServer(t, live)
 }
+
+// waitValues are values Gemini CLI's wait_for_previous may come with: it
+// declares a boolean, MemPalace takes any.
+var waitValues = []any{true, false, nil, "yes", 1, []any{}, map[string]any{}}
+
+// Every tool the Checked release lists takes wait_for_previous of any
+// value (TestRealEveryToolTakesWaitForPrevious holds this to the real
+// server), so neither the gateway nor the edge refuses a Gemini CLI call:
+// with an unknown argument besides, only that one is named.
+func TestEveryToolTakesWaitForPrevious(t *testing.T) {
+	for name := range readSnapshot(t).params() {
+		rec, _ := Lookup(name)
+		for _, v := range waitValues {
+			args := map[string]any{WaitForPrevious: v}
+			if msg, _ := UnknownParams(rec, args); msg != "" {
+				t.Errorf("%s with wait_for_previous %v: %s", name, v, msg)
+			}
+			if err := CheckValues(rec, args); err != nil {
+				t.Errorf("%s with wait_for_previous %v: %v", name, v, err)
+			}
+			args["bogus"] = 1
+			if msg, _ := UnknownParams(rec, args); msg != "Unknown parameter 'bogus' for tool "+name {
+				t.Errorf("%s with wait_for_previous and bogus: %q", name, msg)
+			}
+		}
+	}
+}
+
+// TestRealEveryToolTakesWaitForPrevious calls every tool real MemPalace
+// lists with wait_for_previous of each JSON type and an unknown argument:
+// the refusal names the unknown one alone, as UnknownParams does (so no
+// handler runs and nothing is written).
+func TestRealEveryToolTakesWaitForPrevious(t *testing.T) {
+	c := realpalace.New(t).Stdio(t).Client
+	tools, err := c.Tools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools {
+		rec, _ := Lookup(tl.Name)
+		for _, v := range waitValues {
+			args := map[string]any{WaitForPrevious: v, "bogus": 1}
+			want, _ := UnknownParams(rec, args)
+			r, err := c.RPC("tools/call", map[string]any{"name": tl.Name, "arguments": args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Error == nil || r.Error.Code != -32602 || r.Error.Message != "Unknown parameter 'bogus' for tool "+tl.Name || r.Error.Message != want {
+				t.Errorf("%s with wait_for_previous %v and bogus: real %+v, the catalogue's %q", tl.Name, v, r.Error, want)
+			}
+		}
+	}
+}

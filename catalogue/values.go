@@ -27,7 +27,7 @@ import (
 func CheckValues(t Tool, args map[string]any) error {
 	bad := ""
 	for k, v := range args {
-		if (!typeFits(ParamType(k), v) || v == nil && nullRefused[k]) && (bad == "" || k < bad) {
+		if k != WaitForPrevious && (!typeFits(ParamType(k), v) || v == nil && nullRefused[k]) && (bad == "" || k < bad) {
 			bad = k
 		}
 	}
@@ -37,6 +37,15 @@ func CheckValues(t Tool, args map[string]any) error {
 	}
 	return checkNumbers(args)
 }
+
+// WaitForPrevious is the argument MemPalace takes for every tool, of any
+// value, though no schema lists it, and drops before the tool runs
+// (mcp_server/protocol.py, handle_request: left out of its unknown
+// parameters, popped before dispatch; MemPalace PR #322, issue #816).
+// Gemini CLI adds it, a boolean, to every tool's schema it shows the
+// model, and sends it. UnknownParams and CheckValues let it through for
+// every tool, so the gateway and the edge take it as MemPalace does.
+const WaitForPrevious = "wait_for_previous"
 
 // maxUnknown is how many unknown parameters a refusal names, and
 // MaxParamName the longest one it names whole: a bounded answer
@@ -56,7 +65,7 @@ const (
 func UnknownParams(t Tool, args map[string]any) (msg, long string) {
 	var unknown []string
 	for k := range args {
-		if !t.Accepts(k) {
+		if !t.Accepts(k) && k != WaitForPrevious {
 			unknown = append(unknown, k)
 		}
 	}

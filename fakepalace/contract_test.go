@@ -250,6 +250,7 @@ func runContract(t *testing.T, transports map[string]opener, real bool) {
 					msg    string
 				}{
 					{map[string]any{"name": "mempalace_add_drawer", "arguments": map[string]any{"wing": "w", "room": "r", "content": "x", "bogus": 1}}, -32602, "Unknown parameter 'bogus' for tool mempalace_add_drawer"},
+					{map[string]any{"name": "mempalace_add_drawer", "arguments": map[string]any{"wing": "w", "room": "r", "content": "x", "bogus": 1, "wait_for_previous": "any value"}}, -32602, "Unknown parameter 'bogus' for tool mempalace_add_drawer"},
 					{map[string]any{"name": "mempalace_nope"}, -32601, "Unknown tool: mempalace_nope"},
 					{map[string]any{"arguments": map[string]any{}}, -32602, "Invalid params: 'name' is required for tools/call"},
 					{map[string]any{"name": "mempalace_add_drawer", "arguments": map[string]any{"wing": "w"}}, -32602, "Missing required parameters 'room', 'content' for tool mempalace_add_drawer"},
@@ -271,6 +272,13 @@ func runContract(t *testing.T, transports map[string]opener, real bool) {
 				}
 				if r := call(t, c, "mempalace_search", map[string]any{"query": "x", "limit": "3"}); r["results"] == nil {
 					t.Errorf("a numeric string was not coerced: %v", r)
+				}
+				// Gemini CLI's wait_for_previous: every tool takes it, of any value
+				if r := call(t, c, "mempalace_search", map[string]any{"query": "x", "wait_for_previous": true}); r["results"] == nil {
+					t.Errorf("a search with wait_for_previous: %v", r)
+				}
+				if r := call(t, c, "mempalace_status", map[string]any{"wait_for_previous": []any{1}}); r["total_drawers"] == nil {
+					t.Errorf("a status with wait_for_previous of an array: %v", r)
 				}
 			})
 			t.Run("drawers: ids, chunks, already_exists", func(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/joakimp/devbox-config/catalogue"
 )
 
 // Options configure a palace.
@@ -263,11 +265,15 @@ func (pl *Palace) toolArgs(params json.RawMessage) (tool, args, *rpcError) {
 }
 
 // coerceArgs is the arguments given, coerced to t's parameter types; one t does
-// not take is an error.
+// not take is an error, but wait_for_previous, which every tool takes and
+// drops, of any value, as upstream does.
 func coerceArgs(t tool, given map[string]any) (args, *rpcError) {
 	var unknown []string
 	a := args{}
 	for k, v := range given {
+		if k == catalogue.WaitForPrevious {
+			continue
+		}
 		pr, ok := t.prop(k)
 		if !ok {
 			unknown = append(unknown, k)
