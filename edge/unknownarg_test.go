@@ -61,3 +61,25 @@ func TestAnUnknownArgumentIsRefusedUpFrontAsTheGatewayRefusesIt(t *testing.T) {
 		t.Errorf("an event_append with the arguments MemPalace takes is answered %.300v, want queued", a)
 	}
 }
+
+// review25 F1: Gemini CLI sends wait_for_previous with every tool call,
+// which MemPalace takes for every tool, of any value, and drops. The edge
+// takes it too: a write is filed locally and on the primary, a merged
+// read answered from both palaces. Before, both were refused up front
+// ("Unknown parameter 'wait_for_previous'").
+func TestGeminisWaitForPreviousIsTaken(t *testing.T) {
+	t.Parallel()
+	h := start(t, harnessOpts{})
+	r, res := h.call("add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": "gemini waits for the previous call", "wait_for_previous": true})
+	if res.IsError || r["success"] != true {
+		t.Fatalf("add_drawer with wait_for_previous: %v", r)
+	}
+	h.eventually("the write on the primary", func() bool {
+		return h.primary.Dump().CountContent("gemini waits for the previous call") == 1
+	})
+	r, res = h.call("search", map[string]any{"query": "gemini waits", "wait_for_previous": true})
+	hits, _ := r["results"].([]any)
+	if res.IsError || len(hits) != 1 || palaceOf(hits[0].(map[string]any)) != "both" || r["degraded"] != nil {
+		t.Fatalf("search with wait_for_previous: %v", r)
+	}
+}

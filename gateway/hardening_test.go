@@ -875,3 +875,35 @@ func TestTheEdgesArgumentsParseMeetsTheGatewaysNestingLimit(t *testing.T) {
 		}
 	}
 }
+
+// review25 F1: Gemini CLI sends wait_for_previous with every tool call,
+// which MemPalace takes for every tool, of any value, and drops; the
+// gateway takes it too, for a write and a read, and forwards it as sent
+// (the Python upstream records it). Before, both were refused
+// ("Unknown parameter 'wait_for_previous'").
+func TestGeminisWaitForPreviousIsTaken(t *testing.T) {
+	t.Parallel()
+	forEachUpstream(t, func(t *testing.T, u *upstream) {
+		g := newGWAt(t, devices, u)
+		laptop := g.tokens["laptop-7f3a"]
+		res, rpc, _ := g.call(laptop, "add_drawer", map[string]any{"wing": "shared", "room": "notes", "content": "gemini waits for the previous call", "wait_for_previous": true})
+		if rpc != nil || res["success"] != true || u.palace != nil && u.palace.Dump().CountContent("gemini waits for the previous call") != 1 {
+			t.Fatalf("add_drawer with wait_for_previous: %v %v", res, rpc)
+		}
+		res, rpc, _ = g.call(laptop, "search", map[string]any{"query": "gemini waits", "wing": "shared", "wait_for_previous": true})
+		if hits, _ := res["results"].([]any); rpc != nil || len(hits) != 1 {
+			t.Fatalf("search with wait_for_previous: %v %v", res, rpc)
+		}
+		forwarded := 0
+		for _, r := range u.received(t) {
+			if r.Name == "mempalace_add_drawer" || r.Name == "mempalace_search" {
+				if forwarded++; r.Arguments["wait_for_previous"] != true {
+					t.Errorf("%s reached the upstream with %v", r.Name, r.Arguments)
+				}
+			}
+		}
+		if u.palace == nil && forwarded != 2 {
+			t.Errorf("the Python upstream got %d of the two calls", forwarded)
+		}
+	})
+}

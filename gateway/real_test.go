@@ -44,10 +44,10 @@ func argValue(name string, schema map[string]any, seeded map[string]any) any {
 
 // TestRealGatewayLetsEveryAdvertisedParameterThrough calls every read
 // tool MemPalace 3.11.0 advertises through the gateway in front of real
-// serve, once per advertised parameter (with the required ones), as an
-// admin and as a device with exact wing grants: no call may be refused as
-// an unknown parameter, and no real answer refused as a shape the filter
-// does not know.
+// serve, once per advertised parameter (with the required ones) and once
+// with Gemini CLI's wait_for_previous, as an admin and as a device with
+// exact wing grants: no call may be refused as an unknown parameter, and
+// no real answer refused as a shape the filter does not know.
 func TestRealGatewayLetsEveryAdvertisedParameterThrough(t *testing.T) {
 	u, srv := startReal(t)
 	drawer := srv.Seed(t, realpalace.Drawer("shared", "notes", "release notes for the edge"), realpalace.Drawer("private_desk", "notes", "private release plans"))[0]["drawer_id"]
@@ -84,7 +84,7 @@ func TestRealGatewayLetsEveryAdvertisedParameterThrough(t *testing.T) {
 		if rec.Name == "event_wait" {
 			base["timeout_ms"] = 10
 		}
-		names := append([]string{""}, slices.Sorted(func(yield func(string) bool) {
+		names := append([]string{"", catalogue.WaitForPrevious}, slices.Sorted(func(yield func(string) bool) {
 			for p := range props {
 				if !yield(p) {
 					return
@@ -96,7 +96,11 @@ func TestRealGatewayLetsEveryAdvertisedParameterThrough(t *testing.T) {
 			for k, v := range base {
 				args[k] = v
 			}
-			if p != "" {
+			switch p {
+			case "":
+			case catalogue.WaitForPrevious: // Gemini CLI's, in no schema: every tool takes it
+				args[p] = true
+			default:
 				args[p] = argValue(p, props[p].(map[string]any), seeded)
 			}
 			for _, dev := range []string{"ops-0001", "laptop-7f3a"} {
