@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -105,6 +106,44 @@ func TestAResendIsForwardedAfterAnotherDrawerWasFiledInTheDiaryRoom(t *testing.T
 	}
 }
 
+// attack76 F5: the same stepped-back clock, but the gateway's read of
+// the diary room before the first send failed (the connection closed: a
+// primary restarting), so that send noted no room to compare a resend
+// with. Before, the looked-up resend was forwarded on the edge's word:
+// two entries. Now the first send notes that the room was not read, and
+// the resend stays in doubt (-32031, saying so); the operator's retry
+// still sends it.
+func TestAResendWhoseRoomWasNotReadBeforeItsFirstSendStaysInDoubt(t *testing.T) {
+	t.Parallel()
+	d := newDiaryClock(t)
+	const text = "K40 room not read, clock stepped back, answer lost"
+	var logged testbed.SyncBuffer
+	d.g.srv.Log = slog.New(slog.NewTextHandler(&logged, nil))
+	d.write(t, op('a'), "standup: nothing new", "")
+	d.back.Store(int64(12 * time.Hour))
+	d.failLists.Store(2) // a read is replayed once on a closed connection
+	d.proxy.Drop("mempalace_diary_write")
+	if status, m := d.write(t, op('b'), text, ""); status == http.StatusOK {
+		t.Fatalf("a diary write whose answer was lost: %d %v, want it lost", status, m)
+	}
+	status, m := d.write(t, op('b'), text, "looked-up")
+	if code := gjson.GetBytes(encodeJSON(m), "error.code").Int(); status != http.StatusOK || code != ledger.CodeInDoubt {
+		t.Fatalf("its looked-up resend: %d %v, want -32031 in doubt", status, m)
+	}
+	if msg := gjson.GetBytes(encodeJSON(m), "error.message").Str; !strings.Contains(msg, "could not be read before") {
+		t.Fatalf("the refusal does not say why: %q", msg)
+	}
+	if n := d.entries(text); n != 1 {
+		t.Fatalf("the primary holds the entry %d times, want once", n)
+	}
+	if !strings.Contains(logged.String(), "kept in doubt, not forwarded") { // attack76 F6
+		t.Fatalf("the gateway log does not say the resend was kept in doubt:\n%s", logged.String())
+	}
+	if status, m := d.write(t, op('b'), text, "operator"); status != http.StatusOK || gjson.GetBytes(encodeJSON(m), "error").Exists() {
+		t.Fatalf("the operator's retry: %d %v, want it sent", status, m)
+	}
+}
+
 // diaryClock is a gateway with a ledger in front of a fake primary whose
 // clock can step back, through a proxy that loses answers (proxy.Drop)
 // or, once cutNext is set, cuts the next diary write before the primary
@@ -116,6 +155,7 @@ type diaryClock struct {
 	fake      *fakepalace.Palace
 	back      atomic.Int64 // how far the primary's clock is behind
 	cutNext   atomic.Bool
+	failLists atomic.Int32   // how many list_drawers calls to cut next
 	meanwhile map[string]any // a tools/call's params; set before cutNext
 }
 
@@ -125,8 +165,12 @@ func newDiaryClock(t *testing.T) *diaryClock {
 	d.fake, d.proxy = pl, realpalace.NewProxy(t, up.URL())
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if gjson.GetBytes(body, "params.name").Str == "mempalace_diary_write" && d.cutNext.CompareAndSwap(true, false) {
-			d.file(t, d.meanwhile)
+		name := gjson.GetBytes(body, "params.name").Str
+		cutList := name == "mempalace_list_drawers" && d.failLists.Add(-1) >= 0
+		if cutList || name == "mempalace_diary_write" && d.cutNext.CompareAndSwap(true, false) {
+			if !cutList {
+				d.file(t, d.meanwhile)
+			}
 			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
 				c.Close()
 			}

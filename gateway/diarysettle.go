@@ -60,12 +60,14 @@ func (s *Server) settledDiary(ctx context.Context, t catalogue.Tool, diary map[s
 		}
 	}
 	before, listed := diaryNewest(ctx, s.upstreamResult, wing, "")
-	if listed {
-		if err := ledger.NoteBefore(ctx, before.note()); err != nil {
-			// Sent all the same: without the note a resend after a gateway
-			// stopped mid-forward is decided by the edge's count, as before.
-			s.Log.Warn("op-id ledger: a diary write's room not noted before its send", "err", err)
-		}
+	note := before.note()
+	if !listed {
+		note = roomUnread // its resend cannot tell a landed entry: in doubt (attack76 F5)
+	}
+	if err := ledger.NoteBefore(ctx, note); err != nil {
+		// Sent all the same: without the note a resend after a gateway
+		// stopped mid-forward is decided by the edge's count, as before.
+		s.Log.Warn("op-id ledger: a diary write's room not noted before its send", "err", err)
 	}
 	status, resp := s.upstreamCall(ctx, body)
 	if !listed || !answerLost(status) {
@@ -94,8 +96,14 @@ func (s *Server) settledDiary(ctx context.Context, t catalogue.Tool, diary map[s
 // primary's clock stepped back (a TZ change, an NTP step), and the write may be there, stamped before the fence the edge
 // counts from (attack74 F5); that, or any other room, keeps the op in
 // doubt (-32031, saying why): the operator's retry or delivered settles
-// it. A delete in the room meanwhile can hide a stepped-back entry.
+// it. So does a first send whose room could not be read (roomUnread:
+// attack76 F5). A delete in the room meanwhile can hide a stepped-back
+// entry.
 func (s *Server) resentDiary(ctx context.Context, t catalogue.Tool, seen, wing, suffix string, body []byte) (int, []byte, bool) {
+	if seen == roomUnread {
+		status, resp := s.keptInDoubt(body, "the room could not be read", fmt.Sprintf("the diary room of %s could not be read before that send, so nothing tells whether the entry landed", wing))
+		return status, resp, true
+	}
 	then := parseRoomSeen(seen)
 	now, newer, made, listed := s.diarySince(ctx, wing, suffix, then.newest)
 	if then.tail < 0 { // noted before tails were: the totals are compared
@@ -108,11 +116,32 @@ func (s *Server) resentDiary(ctx context.Context, t catalogue.Tool, seen, wing, 
 	case len(made) == 0 && grown <= len(newer):
 		return 0, nil, false
 	case len(made) == 1 && len(newer) == 1 && grown == 1:
+		s.Log.Info("op-id ledger: a diary op in doubt found made on the primary: answered with its entry, not forwarded", "op_id", opIDOf(body), "entry", made[0]["drawer_id"])
 		status, resp := settledAnswer(body, madeAnswer(t, made[0]))
 		return status, resp, true
 	}
-	why := fmt.Sprintf("devbox-config gateway: this diary entry may be on the primary: its first send reached the primary without an answer, and the diary room of %s holds %d more entries than before it, %d of them newer than its newest entry then (%d with this text): the primary's clock may have stepped back (run it in UTC), or something wrote or deleted there meanwhile. Nothing was written now, and the op stays in doubt. Look in the room: if the entry is there, devbox-config edge outbox delivered <op>; if not, devbox-config edge outbox retry <op>", wing, grown, len(newer), len(made))
-	return http.StatusOK, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), ledger.CodeInDoubt, why), true
+	status, resp := s.keptInDoubt(body, "the room grew behind the fence", fmt.Sprintf("the diary room of %s holds %d more entries than before it, %d of them newer than its newest entry then (%d with this text): the primary's clock may have stepped back (run it in UTC), or something wrote or deleted there meanwhile", wing, grown, len(newer), len(made)))
+	return status, resp, true
+}
+
+// roomUnread is the note of a first send whose diary room could not be
+// read before it (resentDiary keeps its resend in doubt). A gateway from
+// before it reads the note as a room of 0 drawers, grown since: in doubt
+// too, unless the room's one entry is the op's.
+const roomUnread = "unread"
+
+// keptInDoubt is the answer to a looked-up resend of a diary op that
+// resentDiary keeps in doubt (why, for the caller; reason, for the log):
+// nothing is forwarded.
+func (s *Server) keptInDoubt(body []byte, reason, why string) (int, []byte) {
+	s.Log.Warn("op-id ledger: a diary op in doubt kept in doubt, not forwarded", "op_id", opIDOf(body), "why", reason)
+	msg := "devbox-config gateway: this diary entry may be on the primary: its first send reached the primary without an answer, and " + why + ". Nothing was written now, and the op stays in doubt. Look in the room: if the entry is there, devbox-config edge outbox delivered <op>; if not, devbox-config edge outbox retry <op>"
+	return http.StatusOK, rpcErrBytes(json.RawMessage(gjson.GetBytes(body, "id").Raw), ledger.CodeInDoubt, msg)
+}
+
+// opIDOf is the op id a call's body carries, for the log.
+func opIDOf(body []byte) string {
+	return gjson.GetBytes(body, "params._meta."+gjson.Escape(ledger.MetaKey)).Str
 }
 
 // diarySince is what diaryNewest reads of wing's diary room, its entries
