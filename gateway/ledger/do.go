@@ -229,7 +229,7 @@ func (l *Ledger) claim(ctx context.Context, c Call) (taken, error) {
 		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not taken: the row is read again
 			l.committed()
 			if state != "open" {
-				l.opt.Log.Warn("op-id ledger: an op in doubt forwarded again on the caller's word", "device", c.Device, "op_id", c.OpID, "why", c.Resend)
+				l.opt.Log.Warn("op-id ledger: an op in doubt taken again on the caller's word (forwarded, unless the gateway logs it kept in doubt or found made)", "device", c.Device, "op_id", c.OpID, "why", c.Resend)
 			}
 			if state == "open" { // a first send again: it looks again
 				return taken{claim: claim}, nil
