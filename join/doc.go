@@ -64,6 +64,9 @@
 //     would file it (attack74 F6). The refusal names the ops and says to
 //     run `devbox-config edge flush` first. The outbox is read after the
 //     local palace: the edge queues a write before its palace takes it.
+//     In an outbox recorded as a copy, the entries of the ops queued
+//     before the copy (held or dropped) are the original's: not sent, not
+//     refused for, counted in LeftToOriginal (attack76 F1).
 //   - Search is never used (3.6.0 hits carry no drawer_id): ids come from
 //     list_drawers, content from get_drawers.
 //   - Wings the policy marks local are never read for sending; --wing

@@ -115,10 +115,14 @@ type Report struct {
 	// admin deleted them on the primary since (its trash holds them, not
 	// restored): not sent, and no failure.
 	DeletedOnPrimary map[string]int `json:"deleted_on_primary"`
-	Excluded         Excluded       `json:"excluded"`
-	Verified         int            `json:"verified"`
-	Mismatches       []Mismatch     `json:"mismatches"`
-	Failed           []Failure      `json:"failed"`
+	// LeftToOriginal: diary entries not sent because this outbox is a
+	// copy's and their ops were queued before the copy: the original
+	// machine sends them.
+	LeftToOriginal int        `json:"left_to_original,omitempty"`
+	Excluded       Excluded   `json:"excluded"`
+	Verified       int        `json:"verified"`
+	Mismatches     []Mismatch `json:"mismatches"`
+	Failed         []Failure  `json:"failed"`
 
 	Target string `json:"target"`
 	DryRun bool   `json:"dry_run,omitempty"`

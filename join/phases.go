@@ -371,7 +371,10 @@ func (j *joining) plan(ctx context.Context) *Failure {
 // so an entry read there whose op is not pending now is on the primary,
 // and counted there, or an operator dropped it. Dead, in doubt or held,
 // the op waits for its operator too: dropped (or delivered), the next
-// join sends the entry if the primary lacks it.
+// join sends the entry if the primary lacks it. In an outbox recorded as
+// a copy, an op queued before the copy is the original's, held or
+// dropped: its entry is left to the original, never refused for nor sent
+// (leaveToOriginal).
 func (j *joining) edgeQueued(ctx context.Context) *Failure {
 	mine := map[string]bool{}
 	for _, p := range j.planned {
@@ -395,18 +398,47 @@ func (j *joining) edgeQueued(ctx context.Context) *Failure {
 		return &Failure{Kind: Diaries, Record: file, Error: fmt.Sprintf("the edge's outbox could not be read for the diary entries it still sends (%v), %s: a join could file them twice. Fix: devbox-config doctor names what is wrong with it", err, then)}
 	}
 	var ops []string
+	theirs := map[string]int{}
 	for _, op := range pending {
-		if mine[op.Wing+"\x00"+op.Suffix] {
+		switch k := op.Wing + "\x00" + op.Suffix; {
+		case !mine[k]:
+		case op.BeforeCopy:
+			theirs[k]++
+		default:
 			ops = append(ops, op.Short()+" ("+op.State.String()+")")
 		}
 	}
 	if len(ops) == 0 {
+		j.leaveToOriginal(theirs)
 		return nil
 	}
 	if len(ops) > 5 {
 		ops = append(ops[:5], fmt.Sprintf("and %d more", len(ops)-5))
 	}
 	return &Failure{Kind: Diaries, Record: file, Error: fmt.Sprintf("the edge's outbox still holds diary entries this join would send (ops %s): the edge sends them itself, and the primary would hold each twice, %s. Fix: run `%sdevbox-config edge flush` (it sends them), then devbox-config join again; one it cannot send (dead, in doubt or held) is settled first with `devbox-config edge outbox retry ID` (the edge sends it) or `drop ID` / `delivered ID` (the next join sends its entry if the primary lacks it)", strings.Join(ops, ", "), then, j.cfg.OutboxEnv)}
+}
+
+// leaveToOriginal takes out of the plan, per entry (one wing, one text),
+// as many unsent diary entries as the outbox, recorded as a copy, holds
+// ops for that were queued before the copy, held or dropped (attack76
+// F1): the original machine holds those ops too and sends them, so this
+// join sending them as well would file each twice. The last of equal
+// entries go: the first are the ones the primary may hold already.
+func (j *joining) leaveToOriginal(theirs map[string]int) {
+	n := 0
+	for i := len(j.planned) - 1; i >= 0; i-- {
+		p := j.planned[i]
+		if k := p.rec.entryKey(); p.rec.Kind == Diaries && !p.sent && !p.deleted() && theirs[k] > 0 {
+			theirs[k]--
+			j.planned = slices.Delete(j.planned, i, i+1)
+			j.rep.Pending[Diaries]--
+			n++
+		}
+	}
+	if n > 0 {
+		j.rep.LeftToOriginal = n
+		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d diary entries not sent: queued before this outbox was copied: the original's to send (its edge holds their ops too and sends them)", n))
+	}
 }
 
 // resumed is a --resume's manifest: only what an interrupted run left

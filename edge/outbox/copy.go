@@ -115,7 +115,12 @@ func (s *Store) CopyRecord(ctx context.Context) (*Copied, error) {
 	if s.copy != nil {
 		return s.copy, nil
 	}
-	v, err := s.Meta(ctx, metaCopied)
+	return copyRecord(ctx, s.db)
+}
+
+// copyRecord is the record of being a copy q's outbox keeps (nil: none).
+func copyRecord(ctx context.Context, q querier) (*Copied, error) {
+	v, err := querierMeta(ctx, q, metaCopied)
 	if err != nil || v == "" {
 		return nil, err
 	}

@@ -289,10 +289,13 @@ func (e entryOnPrimary) answer() map[string]any {
 
 // PendingDiary is an op not done yet that writes a diary entry: its id,
 // state, and the entry's wing and text (its id suffix, as the primary
-// counts equal entries).
+// counts equal entries). BeforeCopy: it was queued before this outbox was
+// copied (Copied.QueuedBefore), so the original machine sends it; such an
+// op is listed done too when it was not sent from here (dropped).
 type PendingDiary struct {
 	ID, Wing, Suffix string
 	State            State
+	BeforeCopy       bool
 }
 
 // Short is the op id as tables print it.
@@ -300,27 +303,39 @@ func (p PendingDiary) Short() string { return Op{ID: p.ID}.Short() }
 
 // PendingDiaries lists, read only, the ops of the outbox file at path
 // that write a diary entry (a diary_write, a checkpoint's diary) and are
-// not done: queued, in flight, an intent, held, dead or in doubt. The
-// edge sends them, or an operator settles them; a join that sent their
-// entries from the local palace too would file each twice, since the
-// edge's first send of one looks nothing up. A missing file holds none;
-// one read without its -wal (complete false) may miss some.
+// not done: queued, in flight, an intent, held, dead or in doubt; in an
+// outbox recorded as a copy, also the ops queued before the copy that
+// were settled unsent (dropped: the original sends them). The edge sends
+// them, the original does, or an operator settles them; a join that sent
+// their entries from the local palace too would file each twice, since
+// the edge's first send of one looks nothing up. A missing file holds
+// none; one read without its -wal (complete false) may miss some.
 func PendingDiaries(ctx context.Context, path string) (ops []PendingDiary, complete bool, err error) {
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 		return nil, true, nil
 	}
 	complete, err = readFile(path, func(db *sql.DB) error {
 		ops = nil
+		c, err := copyRecord(ctx, db)
+		if err != nil {
+			return err
+		}
+		next := int64(0)
+		if c != nil {
+			next = c.Next
+		}
 		rows, err := queryAll(ctx, db, func(r rowScanner) (Op, error) {
 			var o Op
 			var payload string
-			err := r.Scan(&o.ID, &o.Tool, &payload, &o.State)
+			err := r.Scan(&o.LocalSeq, &o.ID, &o.Tool, &payload, &o.State)
 			o.Payload = json.RawMessage(payload)
 			return o, err
-		}, `SELECT op_id, tool_name, payload_json, state FROM ops WHERE state <> 'done' ORDER BY local_seq`)
+		}, `SELECT local_seq, op_id, tool_name, payload_json, state FROM ops
+		    WHERE state <> 'done' OR (local_seq < ? AND error_json IS NOT NULL) ORDER BY local_seq`, next)
 		for _, o := range rows {
 			if d, _ := diaryOf(o); d != nil {
-				ops = append(ops, PendingDiary{ID: o.ID, State: o.State, Wing: catalogue.DiaryWingFor(d), Suffix: catalogue.EntrySuffix(catalogue.DiaryEntry(d))})
+				before, _ := c.QueuedBefore(o)
+				ops = append(ops, PendingDiary{ID: o.ID, State: o.State, BeforeCopy: before, Wing: catalogue.DiaryWingFor(d), Suffix: catalogue.EntrySuffix(catalogue.DiaryEntry(d))})
 			}
 		}
 		return err

@@ -26,7 +26,7 @@
 //	otherdevice.go an op queued while the gateway named the token another device than now: held, dead, never sent
 //	settle.go    recording an attempt's outcome (a checkpoint's items left out noted; an end of a fact closed already, meta closed:<op id>), the backoff
 //	replay.go    per record type, what is safe to send again; the marks a send carries (op id, replay, an update's base)
-//	diary.go     diary entries counted: the fences, a join's count; the entries not yet settled (PendingDiaries), which a join leaves to the edge
+//	diary.go     diary entries counted: the fences, a join's count; the entries not yet settled (PendingDiaries), which a join leaves to the edge, or on a copy, those queued before it to the original
 //	upkeep.go    retention: pruning done ops, giving their space back
 //	doorbell.go  waking a sleeping flusher in another process
 //	theirs.go    a dropped update refused as changed on the primary: the note that makes the edge's palace take the primary's text; Kicked

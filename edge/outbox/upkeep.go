@@ -36,13 +36,24 @@ func (f *Flusher) upkeep(ctx context.Context) {
 }
 
 // Prune deletes the done ops that settled longer than retention ago and
-// gives the space back; it returns how many it deleted.
+// gives the space back; it returns how many it deleted. In an outbox
+// recorded as a copy it keeps the ops queued before the copy and settled
+// unsent (dropped: the original sends them), so a join still leaves
+// their entries to the original (PendingDiaries).
 func (s *Store) Prune(ctx context.Context, retention time.Duration) (int64, error) {
 	cutoff := s.now().Add(-retention).UnixMilli()
+	c, err := copyRecord(ctx, s.flushDB)
+	if err != nil {
+		return 0, err
+	}
+	keep := int64(0) // ops below it settled unsent are kept
+	if c != nil {
+		keep = c.Next
+	}
 	var total int64
 	for {
 		res, err := s.flushDB.ExecContext(ctx, `DELETE FROM ops WHERE local_seq IN (
-			SELECT local_seq FROM ops WHERE state='done' AND flushed_at < ? LIMIT ?)`, cutoff, pruneBatch)
+			SELECT local_seq FROM ops WHERE state='done' AND flushed_at < ? AND NOT (local_seq < ? AND error_json IS NOT NULL) LIMIT ?)`, cutoff, keep, pruneBatch)
 		if err != nil {
 			return total, err
 		}
@@ -69,6 +80,6 @@ func (s *Store) Prune(ctx context.Context, retention time.Duration) (int64, erro
 			return total, err
 		}
 	}
-	_, err := s.flushDB.ExecContext(ctx, `PRAGMA incremental_vacuum`)
+	_, err = s.flushDB.ExecContext(ctx, `PRAGMA incremental_vacuum`)
 	return total, err
 }
