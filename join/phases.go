@@ -422,13 +422,16 @@ func (j *joining) edgeQueued(ctx context.Context) *Failure {
 // as many unsent diary entries as the outbox, recorded as a copy, holds
 // ops for that were queued before the copy, held or dropped (attack76
 // F1): the original machine holds those ops too and sends them, so this
-// join sending them as well would file each twice. The last of equal
-// entries go: the first are the ones the primary may hold already.
+// join sending them as well would file each twice. Keys as edgeQueued's
+// (mine). The last of equal entries go: the first are the ones the primary may hold already.
 func (j *joining) leaveToOriginal(theirs map[string]int) {
 	n := 0
 	for i := len(j.planned) - 1; i >= 0; i-- {
 		p := j.planned[i]
-		if k := p.rec.entryKey(); p.rec.Kind == Diaries && !p.sent && !p.deleted() && theirs[k] > 0 {
+		if p.rec.Kind != Diaries || p.sent || p.deleted() {
+			continue
+		}
+		if k := catalogue.DiaryWingFor(p.rec.Args) + "\x00" + catalogue.EntrySuffix(catalogue.DiaryEntry(p.rec.Args)); theirs[k] > 0 {
 			theirs[k]--
 			j.planned = slices.Delete(j.planned, i, i+1)
 			j.rep.Pending[Diaries]--
