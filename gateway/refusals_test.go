@@ -98,15 +98,7 @@ func TestADeviceOverItsRatesIsSummarised(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
 	desk := g.tokens["desk-9b21"]
-	lines := func(rule Rule) (n int, notes []string) {
-		for _, e := range g.auditLog() {
-			if e.Rule == rule {
-				n++
-				notes = append(notes, e.Note)
-			}
-		}
-		return n, notes
-	}
+	lines := g.auditLines
 	var written, wRefused int
 	for i := range 40 { // write burst 20
 		_, rpc, _ := g.call(desk, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": fmt.Sprintf("note %d", i)})
@@ -178,15 +170,7 @@ func TestADeviceOverItsFlightAndStreamsIsSummarised(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, devices)
 	desk := g.tokens["desk-9b21"]
-	lines := func(rule Rule) (n int, notes []string) {
-		for _, e := range g.auditLog() {
-			if e.Rule == rule {
-				n++
-				notes = append(notes, e.Note)
-			}
-		}
-		return n, notes
-	}
+	lines := g.auditLines
 	g.srv.flight.mu.Lock()
 	g.srv.flight.n = map[string]int{"desk-9b21": maxInFlight} // as if its 32 were being served
 	g.srv.flight.mu.Unlock()
@@ -220,4 +204,15 @@ func TestADeviceOverItsFlightAndStreamsIsSummarised(t *testing.T) {
 	if _, err := Verify(g.srv.cfg.Load().AuditLog, nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// auditLines is the number of g's audit lines of rule, and their notes.
+func (g *gw) auditLines(rule Rule) (n int, notes []string) {
+	for _, e := range g.auditLog() {
+		if e.Rule == rule {
+			n++
+			notes = append(notes, e.Note)
+		}
+	}
+	return n, notes
 }
