@@ -1,6 +1,7 @@
 package ladder
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -117,10 +118,16 @@ func nearName(name string, own []string) string {
 // each with the name it may mean and doctor as the way to see the rest:
 // render gives them at every start (attack73 F7). No other name, and no
 // name either reads, is told.
+// Only MEMPALACE_* names are looked at: comparing every name of the
+// environment cost a container start 0.33 ms (51 names).
 func Misspelt(names []string) []Warning {
+	ours := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !strings.HasPrefix(n, namePrefix) })
+	if len(ours) == 0 {
+		return nil
+	}
 	var out []Warning
 	own := ownVars()
-	for _, w := range CheckNames(names) {
+	for _, w := range CheckNames(ours) {
 		if strings.HasPrefix(w.Var, namePrefix) && nearName(w.Var, own) != "" {
 			w.Fix += "; `devbox-config doctor` names every variable nobody reads"
 			out = append(out, w)
