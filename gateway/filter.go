@@ -421,31 +421,21 @@ func (s *Server) cutTopology(m map[string]any) {
 		delete(integrity, "palace")
 		delete(integrity, "sqlite_path")
 	}
-	if s.namesAnotherPath(m) {
+	// A string naming a path or URL but not the palace directory known
+	// (or with none known): the primary may have started after the
+	// gateway, or again on another palace (attack75 F2).
+	dir := s.palace.Load()
+	other := false
+	cutStrings(m, func(text string) string {
+		cut := s.cutPaths(text)
+		if cut != text && (dir == nil || !strings.Contains(text, strings.TrimRight(*dir, "/"))) {
+			other = true
+		}
+		return cut
+	})
+	if other {
 		s.relearnPalace()
 	}
-	cutStrings(m, s.cutPaths)
-}
-
-// namesAnotherPath reports whether a string in v, at any depth, holds a
-// URL or path but not the palace directory the gateway knows (or it
-// knows none): the primary may have started after the gateway, or again
-// on another palace (attack75 F2).
-func (s *Server) namesAnotherPath(v any) bool {
-	switch x := v.(type) {
-	case string:
-		dir := s.palace.Load()
-		return redact.Topology(x) != x && (dir == nil || !strings.Contains(x, strings.TrimRight(*dir, "/")))
-	case map[string]any:
-		for _, e := range x {
-			if s.namesAnotherPath(e) {
-				return true
-			}
-		}
-	case []any:
-		return slices.ContainsFunc(x, s.namesAnotherPath)
-	}
-	return false
 }
 
 // learnPalace keeps the palace directory a sqlite_integrity names (its
