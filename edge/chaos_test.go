@@ -510,8 +510,19 @@ func testGatewayServer(t *testing.T, upstream string, devices ...gateway.Device)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &http.Server{Handler: s}
+	// At the end the requests in flight are cancelled and waited for
+	// (Shutdown), so none writes the gateway's directory while the test's
+	// cleanup removes it (Close alone left a handler running: "directory
+	// not empty", TestForeignDiaryAgentRefusalNamesItsWing in CI 103).
+	base, cancel := context.WithCancel(context.Background())
+	hs := &http.Server{Handler: s, BaseContext: func(net.Listener) context.Context { return base }}
 	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
+	t.Cleanup(func() {
+		cancel()
+		ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		hs.Shutdown(ctx) // a handler still running after 5 s is cut by Close below
+		hs.Close()
+	})
 	return "http://" + ln.Addr().String() + "/mcp", tokens, s
 }
