@@ -72,3 +72,31 @@ func TestBackupHoldingTheTokenIsOwnerOnly(t *testing.T) {
 		}
 	}
 }
+
+// A .proposed is a whole copy of the config: of one holding
+// MEMPALACE_REMOTE_TOKEN's value literally it is owner-only (0600), as its
+// .bak is, though the config is 0644; one without the token keeps the
+// config's mode (attack77 F2).
+func TestProposedHoldingTheTokenIsOwnerOnly(t *testing.T) {
+	const tok = "primary-secret-0123456789"
+	env := map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": tok}
+	for held, want := range map[string]os.FileMode{"Bearer " + tok: 0o600, "Bearer other": 0o644} {
+		home := t.TempDir()
+		os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+		file := filepath.Join(home, ".claude.json")
+		os.WriteFile(file, []byte(`{"mcpServers": {"mempalace": {"type": "stdio", "command": "my-mempalace"}, "other": {"type": "http", "url": "http://x/mcp", "headers": {"Authorization": "`+held+`"}}}}`+"\n"), 0o644)
+		os.Chmod(file, 0o644)
+		o := opts(home, env)
+		o.Targets = []string{TargetClaudeCode}
+		if _, _, err := Run(o, false); err != nil {
+			t.Fatal(err)
+		}
+		pi, err := os.Stat(file + ".proposed")
+		if err != nil {
+			t.Fatalf("%q: no .proposed: %v", held, err)
+		}
+		if pi.Mode().Perm() != want {
+			t.Errorf("%q: the .proposed is %04o; want %04o", held, pi.Mode().Perm(), want)
+		}
+	}
+}

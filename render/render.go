@@ -290,17 +290,13 @@ func apply(opts Options, changes []Change) error {
 			}
 		}
 		if c.own {
-			if err := opts.Sys.WriteOwn(c.Real, c.New, c.Perm); err != nil {
+			if err := opts.Sys.WriteOwn(c.Real, c.New, copyPerm(opts.Env, c.Perm, c.New)); err != nil {
 				return fmt.Errorf("write %s: %w", c.Path, err)
 			}
 			continue
 		}
 		if c.Backup && c.Old != nil {
-			perm := c.Perm
-			if ladder.HoldsToken(opts.Env, c.Old) {
-				perm &= 0o600 // a copy of the token: its owner's only
-			}
-			if err := writeBackup(opts.Sys, c.Real, c.Old, perm, now); err != nil {
+			if err := writeBackup(opts.Sys, c.Real, c.Old, copyPerm(opts.Env, c.Perm, c.Old), now); err != nil {
 				return err
 			}
 		}
@@ -317,6 +313,16 @@ func apply(opts Options, changes []Change) error {
 		}
 	}
 	return nil
+}
+
+// copyPerm is the mode of render's copy of a config (a .bak, a .proposed,
+// the record), data, at perm: its owner's only where data holds
+// MEMPALACE_REMOTE_TOKEN's value literally.
+func copyPerm(env ladder.Lookup, perm fs.FileMode, data []byte) fs.FileMode {
+	if ladder.HoldsToken(env, data) {
+		return perm & 0o600
+	}
+	return perm
 }
 
 func logResult(log *slog.Logger, r Result) {
