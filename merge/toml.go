@@ -228,19 +228,18 @@ func (d *TOMLDoc) span(path []string) (start, end int, found bool, err error) {
 // keeps render from editing that table (held: the document sets path), if
 // it does.
 func (d *TOMLDoc) keyOutside(full, path []string, held bool, offset int) error {
-	line := 1 + bytes.Count(d.src[:offset], []byte("\n"))
 	// A key above path that holds it (so is a table: path goes
 	// through it) sets path too.
 	if hasPrefix(full, path) || hasPrefix(path, full) && held {
-		return fmt.Errorf("%s is set with an inline table or dotted keys (line %d); render edits only a [%s] table: move it there by hand",
-			pathName(path), line, strings.Join(path, "."))
+		return confpos.At("", d.src, offset, fmt.Sprintf("%s is set with an inline table or dotted keys; render edits only a [%s] table", pathName(path), strings.Join(path, ".")),
+			"move it into a ["+strings.Join(path, ".")+"] table by hand")
 	}
 	// One that does not hold it is a value or an inline table, so
 	// no [path] table can be added under it.
 	if hasPrefix(path, full) {
 		parent := strings.Join(full, ".")
-		return fmt.Errorf("%s is set as an inline table or a value (line %d), so render cannot add a [%s] table: write each entry of it as its own [%s.NAME] table by hand (%s = { x = {...} } becomes [%s.x]), then run render again",
-			parent, line, strings.Join(path, "."), parent, parent, parent)
+		return confpos.At("", d.src, offset, fmt.Sprintf("%s is set as an inline table or a value, so render cannot add a [%s] table", parent, strings.Join(path, ".")),
+			fmt.Sprintf("write each entry of it as its own [%s.NAME] table by hand (%s = { x = {...} } becomes [%s.x])", parent, parent, parent))
 	}
 	return nil
 }

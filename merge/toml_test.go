@@ -93,16 +93,16 @@ func TestTOMLInsertDeleteRoundTrip(t *testing.T) {
 }
 
 // Entries render cannot splice without touching other bytes are refused
-// with the line, never rewritten.
+// at their line and column, with the fix, never rewritten.
 func TestTOMLRefusesOtherForms(t *testing.T) {
 	for in, want := range map[string]string{
-		"mcp_servers.mempalace.command = \"x\"\n":                                             "dotted keys (line 1)",
-		"[mcp_servers]\nmempalace = { command = \"x\" }\n":                                    "inline table or dotted keys (line 2)",
+		"mcp_servers.mempalace.command = \"x\"\n":                                             "line 1, column 1: mcp_servers.mempalace is set with an inline table or dotted keys",
+		"[mcp_servers]\nmempalace = { command = \"x\" }\n":                                    "line 2, column 1: mcp_servers.mempalace is set with an inline table or dotted keys",
 		"[mcp_servers.mempalace]\nurl = \"u\"\n[a]\n[mcp_servers.mempalace.env]\nA = \"1\"\n": "split into parts",
 		"[[mcp_servers.mempalace]]\nurl = \"u\"\n":                                            "line 1, column 1: mcp_servers.mempalace is an array of tables ([[...]]), not one table (fix: ",
 		"a = 1\n\n  [[mcp_servers.mempalace]]\nurl = \"u\"\n":                                 "line 3, column 3: mcp_servers.mempalace is an array of tables",
-		"model = \"o3\"\nmcp_servers = { other = { command = \"foo\" } }\n":                   "mcp_servers is set as an inline table or a value (line 2)",
-		"model = \"o3\"\nmcp_servers = 5\n":                                                   "mcp_servers is set as an inline table or a value (line 2)",
+		"model = \"o3\"\nmcp_servers = { other = { command = \"foo\" } }\n":                   "line 2, column 1: mcp_servers is set as an inline table or a value, so render cannot add a [mcp_servers.mempalace] table (fix: write each entry",
+		"model = \"o3\"\nmcp_servers = 5\n":                                                   "line 2, column 1: mcp_servers is set as an inline table or a value",
 	} {
 		d, err := ParseTOML([]byte(in))
 		if err != nil {

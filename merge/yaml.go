@@ -545,7 +545,8 @@ func (d *YAMLDoc) blockStyle(path []string) error {
 			if i > 0 {
 				what = strings.Join(path[:i], ".")
 			}
-			return fmt.Errorf("line %d: %s is written in flow style ({…} or […]); render edits only block style: rewrite it as a block by hand", n.Line, what)
+			return &confpos.Error{Line: n.Line, Col: n.Column, What: what + " is written in flow style ({…} or […]); render edits only block style",
+				Fix: "rewrite it as a block by hand, one key or - item a line"}
 		}
 		if i == len(path) {
 			break

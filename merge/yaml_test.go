@@ -49,9 +49,9 @@ var yamlSeeds = []string{
 
 func TestYAMLRefusesWhatItCannotSplice(t *testing.T) {
 	for _, c := range []struct{ in, listKey, key, want string }{
-		{"mcpServers: [{name: a}]\n", "name", "mcpServers", "mcpServers is written in flow style"},
-		{"{extensions: {}}\n", "", "extensions", "the document is written in flow style"},
-		{"extensions: {a: {cmd: x}}\n", "", "extensions", "extensions is written in flow style"},
+		{"mcpServers: [{name: a}]\n", "name", "mcpServers", "line 1, column 13: mcpServers is written in flow style ({…} or […]); render edits only block style (fix: rewrite it as a block"},
+		{"{extensions: {}}\n", "", "extensions", "line 1, column 1: the document is written in flow style"},
+		{"extensions: {a: {cmd: x}}\n", "", "extensions", "line 1, column 13: extensions is written in flow style"},
 		{"mcpServers:\n  memory:\n    command: x\n", "name", "mcpServers", "is a mapping, not the list"},
 		{"extensions:\n  - a\n", "", "extensions", "is not a mapping"},
 		{"- a\n", "", "extensions", "top-level value is not a mapping"},

@@ -13,10 +13,12 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/joakimp/devbox-config/confpos"
 	"github.com/joakimp/devbox-config/filewrite"
 	"github.com/joakimp/devbox-config/fingerprint"
 	"github.com/joakimp/devbox-config/harness"
 	"github.com/joakimp/devbox-config/ladder"
+	"github.com/joakimp/devbox-config/shellword"
 )
 
 // AllTargets is every target (every harness record), in the order they run.
@@ -219,7 +221,8 @@ func leaveAlone(sys System, r Result) Result {
 			continue
 		}
 		if c.Perm&0o222 == 0 {
-			return skipped(r, "%s is read-only (mode %04o), so it is left alone; make it writable to let render update it", c.Path, c.Perm)
+			return skipped(r, "%s", refusal(c.Path, fmt.Sprintf("it is read-only (mode %04o), so it is left alone", c.Perm),
+				"chmod u+w "+shellword.Quote(c.Path)+" to let render update it"))
 		}
 		var nw *filewrite.NotWritableError
 		if errors.As(sys.CheckOwner(c.Real), &nw) {
@@ -386,22 +389,54 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// readError is the warning for a file that could not be read. A special
-// file is named with what it is; render leaves it alone.
-func readError(path string, err error) string {
-	var nr *filewrite.NotRegularError
-	if errors.As(err, &nr) {
-		what, real := "a "+nr.Kind, nr.Real
-		if real == "" {
-			real = nr.Path
-		}
-		if real != path {
-			what = "a link to " + real + ", " + what
-		}
-		return fmt.Sprintf("cannot read %s: it is %s, not a regular file, so it is left alone", path, what)
-	}
-	return fmt.Sprintf("cannot read %s: %v", path, err)
+// refusal is a file render leaves alone, in the form of every config
+// mistake (confpos.Error): FILE: what (fix: how).
+func refusal(file, what, fix string) string {
+	return (&confpos.Error{File: file, What: what, Fix: fix}).Error()
 }
+
+// readError is the warning for a file that could not be read (a special
+// file, a link that cannot be followed): render leaves it alone.
+func readError(path string, err error) string {
+	what, fix := unreadable(path, err)
+	return refusal(path, what, fix)
+}
+
+// unreadable is why path cannot be read, in plain words, and the fix.
+func unreadable(path string, err error) (what, fix string) {
+	var nr *filewrite.NotRegularError
+	var bl *brokenLink
+	q := shellword.Quote(path)
+	switch {
+	case errors.As(err, &nr) && nr.Real != "" && nr.Real != path:
+		return fmt.Sprintf("it is a link to %s, a %s, not a regular file, so it is left alone", nr.Real, nr.Kind),
+			"point the link at a regular file, or remove it to let render create one"
+	case errors.As(err, &nr):
+		return fmt.Sprintf("it is a %s, not a regular file, so it is left alone", nr.Kind),
+			fmt.Sprintf("move it aside (mv %s %s.old) to let render write a regular file there", q, q)
+	case errors.As(err, &bl) && errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("it is a link to %s, which does not exist (the volume it is on not mounted?), so it is left alone", bl.to),
+			"mount the volume it is on, or point the link at a file that exists, or remove the link to let render create the file"
+	case errors.As(err, &bl) && strings.Contains(err.Error(), "too many links"): // filepath.EvalSymlinks' own words
+		return fmt.Sprintf("it is a link to %s that leads back to itself (a loop of links), so it is left alone", bl.to),
+			"point the link at a regular file, or remove it to let render create one"
+	case errors.Is(err, fs.ErrPermission):
+		return "it is not readable by render's user (permission denied), so it is left alone",
+			"let render's user read it, e.g. chmod u+r " + q
+	}
+	return fmt.Sprintf("it cannot be read (%v), so it is left alone", err), ""
+}
+
+// brokenLink is a symlink that cannot be followed; to is what it names.
+type brokenLink struct {
+	to  string
+	err error
+}
+
+func (e *brokenLink) Error() string {
+	return "a link to " + e.to + " that cannot be followed: " + e.err.Error()
+}
+func (e *brokenLink) Unwrap() error { return e.err }
 
 // readFile reads a config, following symlinks. It returns the real path,
 // the bytes (nil if the file does not exist) and the mode.
@@ -416,7 +451,8 @@ func readFile(sys System, path string) (real string, data []byte, perm fs.FileMo
 	real = path
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		if real, err = sys.EvalSymlinks(path); err != nil {
-			return path, nil, 0, fmt.Errorf("%s is a symlink that cannot be followed: %w", path, err)
+			to, _ := sys.Readlink(path)
+			return path, nil, 0, &brokenLink{to: to, err: err}
 		}
 	}
 	data, err = sys.ReadFile(real)

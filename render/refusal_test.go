@@ -1,0 +1,68 @@
+package render
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every file render leaves alone is named as every config mistake is,
+// FILE[:LINE:COLUMN]: what (fix: how), with a plain cause and a fix that
+// fits it, not a Go error ("lstat …", "EvalSymlinks: …"), and the file
+// stays as it was. attack77 F1 (the multi-document and depth fixes: F3).
+func TestRefusalsSayTheCauseAndTheFix(t *testing.T) {
+	for _, c := range []struct {
+		name, target, file string
+		set                func(t *testing.T, path string)
+		at                 string   // ":LINE:COLUMN" or ""
+		says               []string // in the warning, cause and fix
+	}{
+		{"a directory", TargetClaudeCode, ".claude.json", func(t *testing.T, p string) { os.Mkdir(p, 0o755) },
+			"", []string{"a directory, not a regular file", "(fix: move it aside (mv "}},
+		{"a dangling link", TargetClaudeCode, ".claude.json", func(t *testing.T, p string) { os.Symlink("/nonexistent/x.json", p) },
+			"", []string{"a link to /nonexistent/x.json, which does not exist", "volume", "(fix: mount the volume"}},
+		{"a loop of links", TargetCodex, ".codex/config.toml", func(t *testing.T, p string) { os.Symlink("config.toml", p) },
+			"", []string{"a loop of links", "(fix: point the link at a regular file"}},
+		{"a read-only file", TargetClaudeCode, ".claude.json", func(t *testing.T, p string) { os.WriteFile(p, []byte("{}\n"), 0o444) },
+			"", []string{"read-only (mode 0444)", "(fix: chmod u+w "}},
+		{"codex's inline table", TargetCodex, ".codex/config.toml", func(t *testing.T, p string) {
+			os.WriteFile(p, []byte("model = \"o3\"\nmcp_servers = { mine = { command = \"x\" } }\n"), 0o644)
+		}, ":2:1", []string{"mcp_servers is set as an inline table", "(fix: write each entry of it as its own [mcp_servers.NAME] table"}},
+		{"continue's flow style", "continue", ".continue/config.yaml", func(t *testing.T, p string) {
+			os.WriteFile(p, []byte("name: a\nversion: 0.0.1\nmcpServers: [{name: x, command: y}]\n"), 0o644)
+		}, ":3:13", []string{"mcpServers is written in flow style", "(fix: rewrite it as a block"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			home := t.TempDir()
+			path := filepath.Join(home, c.file)
+			os.MkdirAll(filepath.Join(home, ".claude"), 0o755)
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			c.set(t, path)
+			before, _ := os.Lstat(path)
+			o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+			o.Targets = []string{c.target}
+			res, _, err := Run(o, false)
+			if err != nil || len(res) != 1 || res[0].Action != ActionSkipped || len(res[0].Warnings) == 0 {
+				t.Fatalf("%v %+v, want the target skipped with a warning", err, res)
+			}
+			w := res[0].Warnings[len(res[0].Warnings)-1]
+			if !strings.HasPrefix(w, path+c.at+": ") || !strings.HasSuffix(w, ")") || strings.Count(w, "(fix: ") != 1 {
+				t.Errorf("warning %q\nis not %s%s: what (fix: how)", w, path, c.at)
+			}
+			for _, s := range c.says {
+				if !strings.Contains(w, s) {
+					t.Errorf("warning %q\ndoes not say %q", w, s)
+				}
+			}
+			for _, internal := range []string{"lstat ", "EvalSymlinks", "too many links"} {
+				if strings.Contains(w, internal) {
+					t.Errorf("warning %q shows Go's %q", w, internal)
+				}
+			}
+			if after, _ := os.Lstat(path); after.Mode() != before.Mode() || after.Size() != before.Size() {
+				t.Errorf("%s changed: %v -> %v", path, before.Mode(), after.Mode())
+			}
+		})
+	}
+}
