@@ -177,3 +177,17 @@ func TestAnEscapedPlainCharacterIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// JSON nested deeper than encoding/json reads (a gateway's or an edge's
+// config) is refused with a fix for that, not "a missing or extra comma".
+// attack77 F3.
+func TestTooDeepHasItsOwnFix(t *testing.T) {
+	src := `{"a": ` + strings.Repeat("[", 10_001) + strings.Repeat("]", 10_001) + "}"
+	for _, o := range []JSON{{}, {JSONC: true}} {
+		err := o.DecodeJSON("f.json", []byte(src), new(any))
+		var pe *Error
+		if !errors.As(err, &pe) || !strings.Contains(pe.Fix, "10,000 levels") || strings.Contains(pe.Fix, "comma") {
+			t.Errorf("JSONC %v: %v, want a fix that says how deep it may nest", o.JSONC, err)
+		}
+	}
+}

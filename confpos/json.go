@@ -329,6 +329,8 @@ func (o JSON) syntaxFix(file string, src []byte, off int, what string) string {
 		return "put a : between the key and its value"
 	case strings.Contains(what, "beginning of object key"), strings.Contains(what, "at start of object name"):
 		return "put the key in double quotes, \"key\": value, or remove the stray character"
+	case strings.Contains(what, "exceeded max depth"): // encoding/json's limit
+		return "nest it less deeply: at most 10,000 levels of { and [ are read"
 	}
 	return "correct the JSON here: a missing or extra comma, quote, colon or bracket is the usual cause"
 }

@@ -203,18 +203,33 @@ func totalLen(spans [][]byte) int {
 // scanner keeps its own stack; encoding/json stops at 10,000 levels,
 // which JSON.parse does not).
 func StrictJSON(src []byte) bool {
+	s, ok := scan(src)
+	return ok && !s.loose
+}
+
+// CommentedJSON reports whether src is one JSON value as JSON.parse reads
+// it once its comments are stripped (strip-json-comments: Gemini CLI, Qwen
+// Code): comments, no trailing commas, nested as deep as it likes.
+func CommentedJSON(src []byte) bool {
+	s, ok := scan(src)
+	return ok && !s.trailingComma
+}
+
+// scan scans src as one JSONC value with only space and comments around it.
+func scan(src []byte) (scanner, bool) {
 	s := scanner{src: src}
 	s.space()
 	ok := s.value()
 	s.space()
-	return ok && s.i == len(src) && !s.loose
+	return s, ok && s.i == len(src)
 }
 
 type scanner struct {
 	src []byte
 	i   int
-	// loose: a comment or a trailing comma was skipped (not strict JSON).
-	loose bool
+	// loose: a comment or a trailing comma was skipped (not strict JSON);
+	// trailingComma: a trailing comma was.
+	loose, trailingComma bool
 }
 
 func (s *scanner) eat(c byte) bool {
@@ -407,7 +422,7 @@ func (s *scanner) afterValue(stack []byte) (_ []byte, done, ok bool) {
 			return stack, false, false
 		}
 		if s.eat(closer) { // trailing comma
-			s.loose = true
+			s.loose, s.trailingComma = true, true
 			stack = stack[:len(stack)-1]
 			continue
 		}

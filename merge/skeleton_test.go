@@ -138,7 +138,8 @@ func TestSkipped(t *testing.T) {
 
 // FuzzStrictJSON: StrictJSON says what encoding/json says of every input
 // it can read (under 10,000 levels), and accepts what is deeper only as
-// valid JSON once the depth is taken away.
+// valid JSON once the depth is taken away; CommentedJSON says the same of
+// an input with no comment.
 func FuzzStrictJSON(f *testing.F) {
 	for _, s := range []string{`{}`, `[1, 2]`, `{"a": [1,]}`, `{"a": 1} // c`, `"\u00e9"`, "\"\x01\"", `01`, `1e5`, `-0.5E+3`, `{"a":1,"a":2}`, " \t\n{} ", `{"a" 1}`, `[tru]`, "\xef\xbb\xbf{}", `"\ud800"`, `/* */ 1`, `nul`, `1 2`} {
 		f.Add([]byte(s))
@@ -149,6 +150,9 @@ func FuzzStrictJSON(f *testing.F) {
 		}
 		if got, want := StrictJSON(in), json.Valid(in); got != want {
 			t.Fatalf("StrictJSON %v, encoding/json %v: %q", got, want, in)
+		}
+		if !bytes.Contains(in, []byte("/")) && CommentedJSON(in) != StrictJSON(in) {
+			t.Fatalf("without a comment, CommentedJSON %v, StrictJSON %v: %q", CommentedJSON(in), StrictJSON(in), in)
 		}
 		wrap := func(n int) []byte {
 			return append(append([]byte(strings.Repeat("[", n)), in...), strings.Repeat("]", n)...)

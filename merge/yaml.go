@@ -62,7 +62,8 @@ func ParseYAML(src []byte, listKey string) (*YAMLDoc, error) {
 	}
 	var more yaml.Node
 	if err := dec.Decode(&more); err == nil {
-		return nil, &confpos.Error{Line: more.Line, Col: more.Column, What: "a second YAML document; the config must be one document"}
+		return nil, &confpos.Error{Line: more.Line, Col: more.Column, What: "a second YAML document; the config must be one document",
+			Fix: "keep one document: move what you need from the second into the first, then remove this --- and what follows it"}
 	} else if !errors.Is(err, io.EOF) {
 		return nil, yamlError(err)
 	}

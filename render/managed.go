@@ -505,8 +505,12 @@ func strictJSON(file string, data []byte) error {
 
 // commentedJSON validates JSON with comments as a reader that strips them
 // and then calls JSON.parse would (strip-json-comments: Gemini CLI, Qwen
-// Code), which takes a last-line // comment without a final newline.
+// Code), which takes a last-line // comment without a final newline and
+// any depth (merge.CommentedJSON: encoding/json stops at 10,000 levels).
 func commentedJSON(file string, data []byte) error {
+	if merge.CommentedJSON(data) {
+		return nil
+	}
 	o := confpos.JSON{JSONC: true, NoTrailingCommas: true}
 	err := o.DecodeJSON(file, data, new(any))
 	if err != nil && o.DecodeJSON(file, append(bytes.Clone(data), '\n'), new(any)) == nil {

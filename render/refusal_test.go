@@ -66,3 +66,51 @@ func TestRefusalsSayTheCauseAndTheFix(t *testing.T) {
 		})
 	}
 }
+
+// Gemini CLI and Qwen Code read settings.json with JSON.parse once its
+// comments are stripped, at any depth, as Claude Code's ~/.claude.json is
+// read: render edits one nested deeper than encoding/json's 10,000 levels
+// (it refused it as "exceeded max depth" with a missing-comma fix), and
+// still refuses a trailing comma there. attack77 F3.
+func TestDeepCommentedJSONIsEdited(t *testing.T) {
+	const depth = 10_001
+	deep := "{\n  // mine\n  \"x\": " + strings.Repeat("[", depth) + strings.Repeat("]", depth) + ",\n  \"mcpServers\": {}\n}\n"
+	for target, file := range map[string]string{TargetGemini: ".gemini/settings.json", "qwen": ".qwen/settings.json"} {
+		for in, want := range map[string]string{deep: "insert", strings.Replace(deep, "]]],", "],]],", 1): ActionSkipped} {
+			home := t.TempDir()
+			path := filepath.Join(home, file)
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			os.WriteFile(path, []byte(in), 0o644)
+			o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+			o.Targets = []string{target}
+			res, _, err := Run(o, false)
+			if err != nil || len(res) != 1 || res[0].Action != want {
+				t.Fatalf("%s, trailing comma %v: %v %+v, want %s", target, want == ActionSkipped, err, res, want)
+			}
+			out, _ := os.ReadFile(path)
+			if written := strings.Contains(string(out), `"mempalace"`); written != (want == "insert") || !strings.Contains(string(out), strings.Repeat("[", depth)) {
+				t.Errorf("%s: the entry written %v, want %v, or the nesting lost", target, written, want == "insert")
+			}
+		}
+	}
+}
+
+// A second YAML document is refused with a fix for that cause, not the
+// parse errors' "indentation, a tab, or a value … that needs quotes".
+// attack77 F3.
+func TestASecondYAMLDocumentGetsItsOwnFix(t *testing.T) {
+	home := t.TempDir()
+	path := filepath.Join(home, ".continue", "config.yaml")
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.WriteFile(path, []byte("name: a\nversion: 0.0.1\n---\nname: b\n"), 0o644)
+	o := opts(home, map[string]string{"MEMPALACE_REMOTE_URL": "https://p.example.org/mcp", "MEMPALACE_REMOTE_TOKEN": "t"})
+	o.Targets = []string{"continue"}
+	res, _, err := Run(o, false)
+	if err != nil || len(res) != 1 || res[0].Action != ActionSkipped || len(res[0].Warnings) == 0 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	w := res[0].Warnings[len(res[0].Warnings)-1]
+	if !strings.HasPrefix(w, path+":3:1: a second YAML document") || !strings.Contains(w, "(fix: keep one document") || strings.Contains(w, "indentation") {
+		t.Errorf("warning %q\nwant %s:3:1, a second document, and a fix that keeps one", w, path)
+	}
+}
