@@ -101,6 +101,15 @@ func (p *Primary) refused() int32 {
 	return 0
 }
 
+// tokenRefusal says "refused the token (HTTP 401): check
+// MEMPALACE_REMOTE_TOKEN" when the last status was 401 or 403, else "".
+func (p *Primary) tokenRefusal() string {
+	if st := p.refused(); st != 0 {
+		return fmt.Sprintf("refused the token (HTTP %d): check MEMPALACE_REMOTE_TOKEN", st)
+	}
+	return ""
+}
+
 func healthzURL(endpoint string) string {
 	u, err := url.Parse(endpoint)
 	if err != nil {
@@ -117,8 +126,8 @@ func healthzURL(endpoint string) string {
 func (p *Primary) Check(ctx context.Context) string {
 	ctx = withWhySlot(ctx)
 	err := p.handshake(ctx)
-	if st := p.refused(); st != 0 {
-		return fmt.Sprintf("refused the token (HTTP %d): check MEMPALACE_REMOTE_TOKEN", st)
+	if why := p.tokenRefusal(); why != "" {
+		return why
 	}
 	if why := p.whySlot(ctx).Load(); err != nil && why != nil && why.gateway {
 		return behindGateway{err, why.text}.Error() // the gateway's words, which peekWhy made safe

@@ -754,7 +754,16 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 	if why := outbox.Words(op.Error); why != "" {
 		return "its last attempt: " + why
 	}
-	if !e.remote.Up() {
+	switch {
+	case e.remote.State() == "unauthorized":
+		// A configuration problem, not an outage: said as `edge status`
+		// says it, so the agent asks for a token, not for the primary.
+		why := outbox.ErrUnauthorized.Error()
+		if e.primary != nil && e.primary.tokenRefusal() != "" {
+			why = "the primary " + e.primary.tokenRefusal()
+		}
+		return why + " (devbox-config doctor names the fix)"
+	case !e.remote.Up():
 		// The breaker opened on failed calls: the primary down, or its
 		// answers lost on the way (it may have applied them).
 		return "the edge's calls to the primary are failing (" + e.remote.State() + "): it is down, or its answers are lost on the way"

@@ -118,3 +118,34 @@ func TestWriteRefusalUnderARefusedTokenSaysSo(t *testing.T) {
 		t.Errorf("a write the last grants refuse, with the token refused: %s, want the token named (doctor), not a grant to ask for", msg)
 	}
 }
+
+// A write queued while the gateway refuses the token says so: the token
+// refused (HTTP 401), MEMPALACE_REMOTE_TOKEN to check. Before, a write
+// taken once the breaker was open told the agent "the edge's calls to the
+// primary are failing (unauthorized): it is down, or its answers are lost
+// on the way", so the agent told its user the primary was down (outside
+// tester, attack78 F3).
+func TestAWriteQueuedForARefusedTokenNamesTheToken(t *testing.T) {
+	t.Parallel()
+	var token atomic.Value
+	url, tokens, _ := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
+		gateway.Device{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@desk"}})
+	token.Store(tokens["desk-9b21"])
+	h := start(t, harnessOpts{primaryURL: url, tokenFn: func() string { return token.Load().(string) }, identity: "opencode@desk"})
+	h.eventually("the gateway's device header", func() bool { _, ok := h.edge.device(); return ok })
+	token.Store("dbx_refused")
+	n := 0
+	h.eventually("the breaker open on the refused token", func() bool {
+		n++
+		h.call("event_append", map[string]any{"type": "note", "stream": "devbox", "room": "r", "from_agent": "opencode@desk", "to_agent": "*", "body": fmt.Sprintf("queued %d", n)})
+		return h.edge.remote.State() == "unauthorized"
+	})
+	m, res := h.call("event_append", map[string]any{"type": "note", "stream": "devbox", "room": "r", "from_agent": "opencode@desk", "to_agent": "*", "body": "queued while refused"})
+	msg := fmt.Sprint(m["message"])
+	if res.IsError || m["queued"] != true {
+		t.Fatalf("a write while the token is refused: %v, want it queued", m)
+	}
+	if !strings.Contains(msg, "refused the token (HTTP 401)") || !strings.Contains(msg, "MEMPALACE_REMOTE_TOKEN") || strings.Contains(msg, "down") {
+		t.Errorf("a write queued while the token is refused says: %s, want the refused token (HTTP 401) and MEMPALACE_REMOTE_TOKEN named, not the primary down", msg)
+	}
+}
