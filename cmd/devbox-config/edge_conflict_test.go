@@ -111,3 +111,24 @@ func TestEdgeStatusSaysADeadDeletesAndAnInDoubtEditsFix(t *testing.T) {
 		t.Errorf("edge status of an edit in doubt lacks %q:\n%s", want, said["edge status"])
 	}
 }
+
+// A dead replay of a drawer the operator purged from the gateway's trash
+// never lands (no restore brings it back, and the gateway refuses its id
+// for good): edge status and edge flush offer drop alone, for the
+// gateway's words to a device and to an admin. Before, the generic "fix
+// the cause, then retry (or drop)" put the one useful action second, in
+// brackets (outside tester, attack78 F5).
+func TestADeadReplayOfAPurgedDrawerIsToldToBeDropped(t *testing.T) {
+	for _, words := range []string{
+		"devbox-config gateway: this drawer was deleted on the primary, and the gateway's operator purged it for good; this device's palace held it before the delete (wing wing_bravo; nothing was written)",
+		"devbox-config gateway: this drawer was deleted on the primary, and the operator purged it from the gateway's trash: drawer_wing_bravo_rot_1 (wing_bravo/rot), removed by delete 2 (delete_drawers by alpha), purged 2026-12-07T01:00:00Z; no restore brings it back, and this device's palace held it before the delete; nothing was written",
+	} {
+		op, said := deadThenTold(t, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"wing_bravo","room":"rot","content":"rotation batch item 4"}`)},
+			&outbox.RPCError{Code: ledger.CodeDeletedOnPrimary, Message: words})
+		for cmd, got := range said {
+			if !strings.Contains(got, "`devbox-config edge outbox drop "+op.Short()+"`") || strings.Contains(got, "retry") {
+				t.Errorf("%s of a dead replay of a purged drawer, want drop alone:\n%s", cmd, got)
+			}
+		}
+	}
+}

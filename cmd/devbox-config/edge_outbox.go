@@ -320,7 +320,9 @@ func otherDeviceFix(o outbox.Op, c *outbox.Copied) (fix, note string, ok bool) {
 // as written never lands as it is, so it is dropped (the write made anew,
 // corrected, goes on: it holds nothing back), unless the gateway's ledger
 // refused its op id as reused, which after a rollback is the same write
-// (outbox.ReusedAdvice); any other is retried once its cause is fixed.
+// (outbox.ReusedAdvice); one of a drawer the operator purged from the
+// gateway's trash never lands either (its id is refused for good): dropped;
+// any other is retried once its cause is fixed.
 func deadFix(o outbox.Op, c *outbox.Copied) string {
 	if fix, _, ok := otherDeviceFix(o, c); ok {
 		return fix
@@ -339,6 +341,8 @@ func deadFix(o outbox.Op, c *outbox.Copied) string {
 		return fmt.Sprintf("`devbox-config edge outbox retry %s` overwrites the primary's text (the gateway's trash keeps it), `drop %s` keeps it (this device's palace takes it)", o.Short(), o.Short())
 	case restoredAs(f):
 		return fmt.Sprintf("a retry cannot land it: make the edit again on the new id, then `devbox-config edge outbox drop %s`", o.Short())
+	case f.Kind == outbox.DeletedOnPrimary && strings.Contains(f.Message, "operator purged it"): // the gateway's words (deletedWords)
+		return fmt.Sprintf("purged for good, it never lands: `devbox-config edge outbox drop %s`", o.Short())
 	}
 	return fmt.Sprintf("fix the cause, then `devbox-config edge outbox retry %s` (or drop %s)", o.Short(), o.Short())
 }
