@@ -79,7 +79,12 @@ type Config struct {
 	// name them, so a new device under one would inherit the old one's
 	// records and trust; `device add --reuse-removed-id` takes one back.
 	RemovedDevices []string `json:"removed_devices,omitempty"`
-	Devices        []Device `json:"devices"`
+	// RemovedAgents maps each agent name a removed device had to its id
+	// (`device remove` adds them; a config from before it has none): a
+	// device given one reads every ask addressed to it, old ones
+	// included, so only `device add|set --take-removed-agents` gives it.
+	RemovedAgents map[string]string `json:"removed_agents,omitempty"`
+	Devices       []Device          `json:"devices"`
 
 	// file is the config file with symlinks followed and dir its
 	// directory, which a relative path in it is relative to (LoadConfig
@@ -325,7 +330,23 @@ func (c *Config) validate(settled map[string]bool) error {
 			return fmt.Errorf("removed_devices[%d]: %q was removed, and a device under its id would inherit the old device's records and the trust that named it (fix: give the device a new id, or, if it is the same machine, drop the id from removed_devices)", i, id)
 		}
 	}
+	if err := c.checkRemovedAgents(); err != nil {
+		return err
+	}
 	return c.checkNames(settled)
+}
+
+// checkRemovedAgents refuses a device's agent that removed_agents names
+// another device's: it would read every ask addressed to the removed one.
+func (c *Config) checkRemovedAgents() error {
+	for i, d := range c.Devices {
+		for j, a := range d.Agents {
+			if was, ok := c.RemovedAgents[a]; ok && was != d.ID {
+				return fmt.Errorf("devices[%d].agents[%d]: %q was an agent of removed device %s (removed_agents): this device would read every ask ever addressed to it, old ones included, and could answer them as it (fix: another agent, <harness>@<this device's label>; or, for a machine that replaces %s, take it over on purpose with --take-removed-agents)", i, j, a, was, was)
+			}
+		}
+	}
+	return nil
 }
 
 // checkDeviceID refuses a device's id (at: its place) that is empty, not

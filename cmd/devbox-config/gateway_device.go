@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -50,6 +51,7 @@ type deviceAddCmd struct {
 	flags          *pflag.FlagSet
 	d              gateway.Device
 	reuse          bool // --reuse-removed-id
+	take           bool // --take-removed-agents
 }
 
 func newDeviceAddCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command {
@@ -61,6 +63,7 @@ func newDeviceAddCmd(g *gatewayConfig, stdout, stderr io.Writer) *cobra.Command 
 	ac.flags = c.Flags()
 	deviceFlags(c.Flags(), &ac.d)
 	c.Flags().BoolVar(&ac.reuse, "reuse-removed-id", false, "add under the id of a removed device: the new device inherits the old one's records (who wrote what) and every trust that named it")
+	takeFlag(c.Flags(), &ac.take)
 	return c
 }
 
@@ -69,6 +72,7 @@ func (ac *deviceAddCmd) run(id string) error {
 	d.ID = id
 	trimLists(&d)
 	at := -1
+	var took []string
 	err := ac.config.update(func(c *gateway.Config) error {
 		if c.Device(d.ID) != nil {
 			return failed(fmt.Errorf("device %s exists; change it with '%s', or choose another id", d.ID, ac.config.hint("device set "+d.ID+" ...")))
@@ -78,6 +82,10 @@ func (ac *deviceAddCmd) run(id string) error {
 				return failed(fmt.Errorf("device %s was removed: a new device under its id would inherit the old one's records (who wrote what) and the trust other devices gave it; if it is the same machine, add it with --reuse-removed-id, or choose another id", d.ID))
 			}
 			c.RemovedDevices = slices.DeleteFunc(c.RemovedDevices, func(id string) bool { return id == d.ID })
+			maps.DeleteFunc(c.RemovedAgents, func(_, id string) bool { return id == d.ID }) // the same machine: its agents are its own
+		}
+		if ac.take {
+			took = takeRemovedAgents(c, d.Agents)
 		}
 		c.Devices = append(c.Devices, d)
 		at = len(c.Devices) - 1
@@ -87,6 +95,7 @@ func (ac *deviceAddCmd) run(id string) error {
 		return flagNamed(err, at, ac.flags)
 	}
 	fmt.Fprintln(ac.stdout, "added device "+d.ID+": "+scopes(d))
+	sayTook(ac.stdout, d.ID, took)
 	if len(d.Read) > 0 || len(d.Write) > 0 {
 		fmt.Fprintf(ac.stderr, "next: %s\n", ac.config.hint("token issue "+d.ID))
 		return nil
@@ -98,6 +107,34 @@ func (ac *deviceAddCmd) run(id string) error {
 	fmt.Fprintf(ac.stderr, "devbox-config: warning: device %s has no --read and no --write wings: %s; give them with '%s'\n",
 		d.ID, what, ac.config.hint("device set "+d.ID+" --read WINGS --write WINGS [--kg read|write] [--agents NAMES] [--admin]"))
 	return nil
+}
+
+// takeFlag is --take-removed-agents, which `device add` and `device set`
+// share: a removed device's agents are refused (gateway's removed_agents)
+// unless it is given.
+func takeFlag(f *pflag.FlagSet, take *bool) {
+	f.BoolVar(take, "take-removed-agents", false, "let --agents take a removed device's agent (a machine replacing a lost one): this device reads every ask ever addressed to it, old ones included, and can answer them")
+}
+
+// takeRemovedAgents forgets, of agents, those a removed device had
+// (removed_agents): the device given them takes them over. It is each so
+// taken, as "AGENT (removed device ID)".
+func takeRemovedAgents(c *gateway.Config, agents []string) []string {
+	var took []string
+	for _, a := range agents {
+		if was, ok := c.RemovedAgents[a]; ok {
+			took = append(took, fmt.Sprintf("%s (removed device %s)", a, was))
+			delete(c.RemovedAgents, a)
+		}
+	}
+	return took
+}
+
+// sayTook says which removed device's agents device id took over.
+func sayTook(w io.Writer, id string, took []string) {
+	if len(took) > 0 {
+		fmt.Fprintf(w, "device %s took over %s: it reads every ask ever addressed to them, old ones included\n", id, strings.Join(took, ", "))
+	}
 }
 
 // flagNamed is err, a refusal of a field of devices[at] (the device the
@@ -139,18 +176,22 @@ func trimLists(d *gateway.Device) {
 // replace the device's, the rest (its tokens above all) stay.
 func newDeviceSetCmd(g *gatewayConfig, stdout io.Writer) *cobra.Command {
 	var given gateway.Device
+	var take bool
 	c := &cobra.Command{
 		Use: "set ID", Short: "Change a device's scopes in place (only the flags given; its tokens stay)", Args: exactArgs(1),
 	}
 	deviceFlags(c.Flags(), &given)
-	c.RunE = func(_ *cobra.Command, args []string) error { return setDevice(g, stdout, c.Flags(), given, args[0]) }
+	takeFlag(c.Flags(), &take)
+	c.RunE = func(_ *cobra.Command, args []string) error {
+		return setDevice(g, stdout, c.Flags(), given, take, args[0])
+	}
 	return c
 }
 
 // setDevice is `gateway device set ID`: each changed flag's value replaces
 // the device's (--write ” clears the writes), validated like the whole
 // config, under its lock.
-func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gateway.Device, id string) error {
+func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gateway.Device, take bool, id string) error {
 	set := func(d *gateway.Device) map[string]func() {
 		return map[string]func(){
 			"label": func() { d.Label = given.Label }, "read": func() { d.Read = given.Read }, "write": func() { d.Write = given.Write },
@@ -176,6 +217,7 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 	}
 	trimLists(&given)
 	var after gateway.Device
+	var took []string
 	at := -1
 	err := g.update(func(c *gateway.Config) error {
 		d, err := g.deviceIn(c, id)
@@ -188,6 +230,9 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 				apply()
 			}
 		}
+		if take {
+			took = takeRemovedAgents(c, d.Agents)
+		}
 		after = *d
 		return nil
 	})
@@ -195,6 +240,7 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 		return flagNamed(err, at, f)
 	}
 	fmt.Fprintln(stdout, "device "+id+": "+scopes(after))
+	sayTook(stdout, id, took)
 	return nil
 }
 
@@ -245,9 +291,11 @@ func tokenState(t gateway.Token) string {
 // each is the fix.
 func removeDevice(g *gatewayConfig, stdout io.Writer, id string) error {
 	err := g.update(func(c *gateway.Config) error {
-		if _, err := g.deviceIn(c, id); err != nil {
+		d, err := g.deviceIn(c, id)
+		if err != nil {
 			return err
 		}
+		agents := d.Agents // d is in c.Devices, which the removal shifts
 		var by, fixes []string
 		for _, d := range c.Devices {
 			if d.ID == id || !slices.Contains(d.Trusts, id) {
@@ -265,6 +313,14 @@ func removeDevice(g *gatewayConfig, stdout io.Writer, id string) error {
 		}
 		c.Devices = slices.DeleteFunc(c.Devices, func(d gateway.Device) bool { return d.ID == id })
 		c.RemovedDevices = append(c.RemovedDevices, id) // never again silently: its records keep its id
+		// nor its agents silently: another device given one reads every
+		// ask addressed to it
+		for _, a := range agents {
+			if c.RemovedAgents == nil {
+				c.RemovedAgents = map[string]string{}
+			}
+			c.RemovedAgents[a] = id
+		}
 		return nil
 	})
 	if err != nil {

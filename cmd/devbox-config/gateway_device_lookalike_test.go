@@ -76,3 +76,49 @@ func TestGatewayDeviceAddOfARemovedIDNeedsAFlag(t *testing.T) {
 		t.Errorf("after --reuse-removed-id (the id is no longer a removed one): %v\n%s", err, after)
 	}
 }
+
+// A removed device's agents are remembered too: a device under a new id
+// given one of them would read every ask ever addressed to it, old ones
+// included, and could answer them as the removed device. `device add` and
+// `device set` of such an agent are refused, naming the removed device
+// and --take-removed-agents, which takes it over on purpose (a machine
+// that replaces a lost one); the same id taken back with
+// --reuse-removed-id keeps its agents without it. Before, the id was
+// guarded and its agent free at once (outside tester, attack78 F6).
+func TestGatewayDeviceTakingARemovedDevicesAgentNeedsAFlag(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	cli := gatewayCLI(t, cfg)
+	cli(0, "init")
+	cli(0, "device", "add", "echo1", "--label", "echo", "--read", "shared", "--write", "shared", "--agents", "claude@echo")
+	cli(0, "device", "remove", "echo1")
+	before, _ := os.ReadFile(cfg)
+	_, errOut := cli(1, "device", "add", "foxtrot", "--label", "echo", "--read", "shared", "--write", "shared", "--agents", "claude@echo")
+	for _, w := range []string{"--agents", `"claude@echo"`, "removed device echo1", "every ask", "--take-removed-agents"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("add of a removed device's agent does not say %q:\n%s", w, errOut)
+		}
+	}
+	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
+		t.Error("the refused add changed the config")
+	}
+	cli(0, "device", "add", "foxtrot", "--label", "echo", "--read", "shared", "--write", "shared", "--agents", "pi@echo")
+	_, errOut = cli(1, "device", "set", "foxtrot", "--agents", "pi@echo,claude@echo")
+	if !strings.Contains(errOut, "removed device echo1") || !strings.Contains(errOut, "--take-removed-agents") {
+		t.Errorf("set of a removed device's agent:\n%s", errOut)
+	}
+	out, _ := cli(0, "device", "set", "foxtrot", "--agents", "pi@echo,claude@echo", "--take-removed-agents")
+	if !strings.Contains(out, "claude@echo") || !strings.Contains(out, "echo1") {
+		t.Errorf("a take-over does not say whose agent it took:\n%s", out)
+	}
+	// foxtrot's agents are its own now: removed, they are remembered as
+	// foxtrot's, and foxtrot taken back keeps them with no other flag.
+	cli(0, "device", "remove", "foxtrot")
+	_, errOut = cli(1, "device", "add", "golf", "--label", "echo", "--read", "shared", "--agents", "claude@echo")
+	if !strings.Contains(errOut, "removed device foxtrot") {
+		t.Errorf("the agent taken over and removed again:\n%s", errOut)
+	}
+	cli(0, "device", "add", "foxtrot", "--label", "echo", "--read", "shared", "--agents", "pi@echo,claude@echo", "--reuse-removed-id")
+	if after, _ := os.ReadFile(cfg); strings.Contains(string(after), "removed_agents") {
+		t.Errorf("foxtrot taken back, its agents are still remembered as a removed device's:\n%s", after)
+	}
+}
