@@ -100,9 +100,12 @@ type Audit struct {
 }
 
 // OpenAudit opens (or creates) the log and finds the chain's head, and
-// how many lines follow its last checkpoint.
-func OpenAudit(file string) (*Audit, error) {
-	a := &Audit{file: file, prev: "genesis"}
+// how many lines follow its last checkpoint. A last line without its
+// newline, which a crash or power cut leaves (a read's line is not
+// fsynced), is mended first (mendTail): the next line then starts a line
+// of its own. log hears of a line cut off (nil: nowhere).
+func OpenAudit(file string, log *slog.Logger) (*Audit, error) {
+	a := &Audit{file: file, prev: "genesis", log: log}
 	f, err := os.Open(file)
 	if os.IsNotExist(err) {
 		return a, nil
@@ -114,26 +117,88 @@ func OpenAudit(file string) (*Audit, error) {
 	// Lines of any length: a log written before lines were bounded
 	// (attack44 F13) holds lines of megabytes, and still opens.
 	rd := bufio.NewReader(f)
+	var whole int64 // the bytes of the lines that end with their newline
 	for {
 		line, err := rd.ReadBytes('\n')
-		if errors.Is(err, io.EOF) && len(line) == 0 {
-			return a, nil
-		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}
-		var e Entry
-		if json.Unmarshal(line, &e) == nil && e.Hash != "" {
-			a.prev = e.Hash
-			a.lines++
-			if a.since++; a.since == 1 {
-				a.waiting = e.Time
-			}
-			if e.Decision == VerdictCheckpoint {
-				a.since = 0
-			}
+		if len(line) == 0 {
+			return a, nil
 		}
+		if line[len(line)-1] != '\n' {
+			return a, a.mendTail(whole, line)
+		}
+		whole += int64(len(line))
+		a.count(line)
 	}
+}
+
+// count takes in one line of the log read at open.
+func (a *Audit) count(line []byte) {
+	var e Entry
+	if json.Unmarshal(line, &e) != nil || e.Hash == "" {
+		return
+	}
+	a.prev = e.Hash
+	a.lines++
+	if a.since++; a.since == 1 {
+		a.waiting = e.Time
+	}
+	if e.Decision == VerdictCheckpoint {
+		a.since = 0
+	}
+}
+
+// mendTail mends the log's last line, tail, which has no newline and
+// starts at byte at. Each line is written in one write, newline
+// included, so tail is a write cut short: whole but for its newline, it
+// is kept and the newline written; otherwise it is cut off the log,
+// appended to <log>.torn first (nothing is destroyed), and the chain goes
+// on from the last whole line (a read's line is lost, as a power cut may
+// lose it; a write's was fsynced before the write was made).
+func (a *Audit) mendTail(at int64, tail []byte) error {
+	f, err := os.OpenFile(a.file, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("mending its last line, cut short: %w", err)
+	}
+	defer f.Close() // synced below: a close's error adds nothing
+	var e Entry
+	if json.Unmarshal(tail, &e) == nil && e.Hash != "" {
+		if _, err := f.Write([]byte("\n")); err != nil {
+			return fmt.Errorf("writing its last line's newline: %w", err)
+		}
+		a.count(tail)
+		return f.Sync()
+	}
+	if err := appendSynced(a.file+".torn", append(tail, '\n')); err != nil {
+		return fmt.Errorf("keeping its torn last line aside before cutting it off: %w", err)
+	}
+	if err := f.Truncate(at); err != nil {
+		return fmt.Errorf("cutting off its torn last line: %w", err)
+	}
+	if a.log != nil {
+		a.log.Warn("audit log: its last line was torn (a crash or power cut while it was written): cut off and kept aside; the chain goes on from the last whole line",
+			"audit_log", a.file, "bytes", len(tail), "at", at, "kept_in", a.file+".torn", "starts", string(tail[:min(len(tail), 80)]), "lines", a.lines)
+	}
+	return f.Sync()
+}
+
+// appendSynced appends b to file (made 0600) and fsyncs it.
+func appendSynced(file string, b []byte) error {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close() // the write's error is the one to report
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close() // the sync's error is the one to report
+		return err
+	}
+	return f.Close()
 }
 
 // sealLine is e's line (newline included) and its hash: the sha256 of

@@ -94,7 +94,7 @@ func TestALogWithHugeOldLinesStillOpens(t *testing.T) {
 	if err := os.WriteFile(file, line, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := OpenAudit(file)
+	a, err := OpenAudit(file, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,7 +207,7 @@ func BenchmarkRecordedAnswer(b *testing.B) {
 func BenchmarkAuditLine(b *testing.B) {
 	for _, durable := range []bool{false, true} {
 		b.Run(map[bool]string{false: "read", true: "write"}[durable], func(b *testing.B) {
-			a, err := OpenAudit(b.TempDir() + "/audit.jsonl")
+			a, err := OpenAudit(b.TempDir()+"/audit.jsonl", nil)
 			if err != nil {
 				b.Fatal(err)
 			}

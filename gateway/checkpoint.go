@@ -66,19 +66,7 @@ func (s anchorSink) write(an Anchor) error {
 		_, err := s.w.Write(line)
 		return err
 	case s.file != "":
-		f, err := os.OpenFile(s.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			return err
-		}
-		if _, err := f.Write(line); err != nil {
-			f.Close() // the write's error is the one to report
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close() // the sync's error is the one to report
-			return err
-		}
-		return f.Close()
+		return appendSynced(s.file, line)
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ func TestACheckpointMethodIsNotACheckpoint(t *testing.T) {
 		t.Fatalf("a log with a request named checkpoint: %+v %v", r, err)
 	}
 	// Reopened, the log knows where its last checkpoint is.
-	a, err := OpenAudit(cfg.AuditLog)
+	a, err := OpenAudit(cfg.AuditLog, nil)
 	if err != nil || a.since != 0 || a.lines != 2 {
 		t.Fatalf("reopened: since %d, lines %d, %v", a.since, a.lines, err)
 	}

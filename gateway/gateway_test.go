@@ -442,7 +442,7 @@ func TestSignedCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "audit.jsonl")
-	a, _ := OpenAudit(file)
+	a, _ := OpenAudit(file, nil)
 	a.key = key
 	for i := 0; i < 2*CheckpointEvery+5; i++ {
 		if err := a.Append(Entry{Device: "d", Method: "tools/call", Tool: "mempalace_search", Decision: "allow"}, false); err != nil {

@@ -532,7 +532,7 @@ func TestVerifyRejectsDuplicateAndUnknownFields(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "audit.jsonl")
-	a, _ := OpenAudit(file)
+	a, _ := OpenAudit(file, nil)
 	for range 3 {
 		a.Append(Entry{Device: "laptop-7f3a", Method: "tools/call", Tool: "mempalace_sync", Decision: "deny"}, false)
 	}

@@ -201,11 +201,11 @@ func (s *Server) openAudit(cfg *Config) error {
 	if err := os.MkdirAll(filepath.Dir(cfg.AuditLog), 0o700); err != nil {
 		return fmt.Errorf("audit_log: %w", err)
 	}
-	a, err := OpenAudit(cfg.AuditLog)
+	a, err := OpenAudit(cfg.AuditLog, s.Log)
 	if err != nil {
 		return fmt.Errorf("audit_log: %w", err)
 	}
-	a.cadence, a.now, a.log, a.digestKey = cfg.Cadence(), s.Now, s.Log, DigestKey(s.key)
+	a.cadence, a.now, a.digestKey = cfg.Cadence(), s.Now, DigestKey(s.key)
 	switch cfg.AuditAnchor {
 	case "":
 	case AnchorStderr:
