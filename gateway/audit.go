@@ -49,7 +49,12 @@ type Entry struct {
 	Note string `json:"note,omitempty"`
 	// Sig, on a checkpoint entry, is the Ed25519 signature of
 	// "<prev>|<lines before it>": the chain head at that point.
-	Sig  string `json:"sig,omitempty"`
+	Sig string `json:"sig,omitempty"`
+	// Line is the line's number in the log, counted from the first
+	// file's first line across rotations, so that a gateway restarted
+	// after one counts on (attack78 F2). Lines written before it was
+	// written have none (0).
+	Line int    `json:"line,omitempty"`
 	Prev string `json:"prev"`
 	// Hash is the sha256 of the line's own bytes before `,"hash":` (it is
 	// always the last field).
@@ -92,8 +97,11 @@ type Audit struct {
 	// when the first of them has waited for one.
 	since   int
 	waiting time.Time
-	now     func() time.Time // the clock of checkpoints (nil: time.Now)
-	log     *slog.Logger     // where a failed anchor is reported (nil: nowhere)
+	// uncounted: the file read at open follows a rotated one, and its
+	// lines carry no number (Entry.Line): lines counts from its start.
+	uncounted bool
+	now       func() time.Time // the clock of checkpoints (nil: time.Now)
+	log       *slog.Logger     // where a failed anchor is reported (nil: nowhere)
 	// digestKey keys every digest a line carries of what a device sent
 	// (DigestKey; nil: the server's secret is not known, as in tests).
 	digestKey []byte
@@ -124,14 +132,22 @@ func OpenAudit(file string, log *slog.Logger) (*Audit, error) {
 			return nil, err
 		}
 		if len(line) == 0 {
-			return a, nil
+			break
 		}
 		if line[len(line)-1] != '\n' {
-			return a, a.mendTail(whole, line)
+			if err := a.mendTail(whole, line); err != nil {
+				return nil, err
+			}
+			break
 		}
 		whole += int64(len(line))
 		a.count(line)
 	}
+	if a.uncounted && a.log != nil {
+		a.log.Warn("audit log: it follows a rotated file and its lines carry no line number (written by a build before they did): the checkpoints and anchors this gateway writes count from its first line, and will not verify with the rotated files joined; stop the gateway, join the rotated files and this one, oldest first (zcat, cat), into audit.jsonl in their place, and start it again",
+			"audit_log", a.file, "lines", a.lines)
+	}
+	return a, nil
 }
 
 // count takes in one line of the log read at open.
@@ -140,8 +156,14 @@ func (a *Audit) count(line []byte) {
 	if json.Unmarshal(line, &e) != nil || e.Hash == "" {
 		return
 	}
+	// A file that follows a rotated one (its first line chains on to a
+	// line it does not hold) is counted on from its lines' numbers.
+	a.uncounted = (a.uncounted || a.lines == 0 && e.Prev != "genesis") && e.Line == 0
 	a.prev = e.Hash
 	a.lines++
+	if e.Line > 0 {
+		a.lines = e.Line
+	}
 	if a.since++; a.since == 1 {
 		a.waiting = e.Time
 	}
@@ -256,7 +278,7 @@ func (a *Audit) appendLine(e Entry, durable bool) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e = a.bounded(e)
-	e.Prev = a.prev
+	e.Prev, e.Line = a.prev, a.lines+1
 	line, hash := sealLine(e)
 	if a.f == nil || !a.stillThere() {
 		if a.f != nil {

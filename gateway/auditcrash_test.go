@@ -88,3 +88,101 @@ func TestALastLineMissingOnlyItsNewlineIsKept(t *testing.T) {
 		t.Fatalf("a whole line was set aside: %v", err)
 	}
 }
+
+// signedAudit opens file as the gateway does with a signing key (in dir),
+// a checkpoint every 3 lines and an anchor file.
+func signedAudit(t *testing.T, file, dir string) *Audit {
+	t.Helper()
+	a, err := OpenAudit(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.key, err = SigningKey(filepath.Join(dir, "audit.key")); err != nil {
+		t.Fatal(err)
+	}
+	a.cadence, a.anchor.file = Cadence{Lines: 3}, filepath.Join(dir, "audit.anchor")
+	return a
+}
+
+func appendReads(t *testing.T, a *Audit, n int) {
+	t.Helper()
+	for range n {
+		if err := a.Append(Entry{Time: time.Now(), Device: "d1", Method: "tools/call", Tool: "mempalace_search", Decision: "allow"}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A gateway restarted after its log was rotated counts on from the
+// rotated files' lines: the files joined, oldest first, verify with
+// their checkpoints and anchors (attack78 F2: the restart counted from
+// the current file, and the untouched log failed "checkpoint signature
+// does not verify" and its anchors), and a tamper in them is caught.
+func TestTheLineCountSurvivesARestartAfterARotation(t *testing.T) {
+	t.Parallel()
+	dir, keys := t.TempDir(), t.TempDir()
+	file := filepath.Join(dir, "audit.jsonl")
+	a := signedAudit(t, file, keys)
+	appendReads(t, a, 4)
+	if err := os.Rename(file, file+".1"); err != nil {
+		t.Fatal(err)
+	}
+	appendReads(t, a, 4)
+	a.Close()
+	a = signedAudit(t, file, keys) // a restart
+	appendReads(t, a, 4)
+	a.Close()
+	var whole []byte
+	for _, f := range []string{file + ".1", file} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole = append(whole, b...)
+	}
+	joined := filepath.Join(dir, "whole.jsonl")
+	os.WriteFile(joined, whole, 0o600)
+	pub, err := PublicKey(filepath.Join(keys, "audit.key.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors, err := ReadAnchors(filepath.Join(keys, "audit.anchor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := VerifyLog(joined, pub, anchors)
+	if err != nil || r.Lines != r.Anchor.Lines || r.Unsigned != 0 {
+		t.Fatalf("the untouched log, joined: %+v %v", r, err)
+	}
+	if _, err := VerifyLog(joined, pub, nil); err != nil {
+		t.Fatalf("without anchors: %v", err)
+	}
+	// An edit after the restart is caught.
+	edited := bytes.Replace(whole, []byte(`"device":"d1"`), []byte(`"device":"d2"`), 13)
+	os.WriteFile(joined, edited, 0o600)
+	if _, err := VerifyLog(joined, pub, anchors); err == nil || !strings.Contains(err.Error(), "edited") {
+		t.Fatalf("an edited line: %v", err)
+	}
+}
+
+// A current file that follows a rotated one and whose lines carry no
+// number (written by an earlier build) cannot be counted on: the start
+// says so, and how to mend it. A log from its first line, or numbered,
+// says nothing.
+func TestAnUnnumberedRotatedLogIsTold(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	for _, c := range []struct {
+		prev string
+		line int
+		warn bool
+	}{{"genesis", 0, false}, {strings.Repeat("ab", 32), 0, true}, {strings.Repeat("ab", 32), 41, false}} {
+		l, _ := sealLine(Entry{Time: time.Now(), Device: "d1", Method: "ping", Decision: "allow", Prev: c.prev, Line: c.line})
+		os.WriteFile(file, l, 0o600)
+		var logged bytes.Buffer
+		a, err := OpenAudit(file, slog.New(slog.NewTextHandler(&logged, nil)))
+		if err != nil || strings.Contains(logged.String(), "carry no line number") != c.warn || a.lines != max(c.line, 1) {
+			t.Errorf("prev %.8s, line %d: %d lines, %v, told %q", c.prev, c.line, a.lines, err, logged.String())
+		}
+	}
+}

@@ -109,7 +109,7 @@ func (a *Audit) clock() time.Time {
 // checkpointLocked appends a signed checkpoint of the current head, and
 // writes its anchor.
 func (a *Audit) checkpointLocked() error {
-	c := Entry{Time: a.clock().UTC(), Method: "checkpoint", Decision: VerdictCheckpoint, Prev: a.prev}
+	c := Entry{Time: a.clock().UTC(), Method: "checkpoint", Decision: VerdictCheckpoint, Prev: a.prev, Line: a.lines + 1}
 	c.Sig = hex.EncodeToString(ed25519.Sign(a.key, fmt.Appendf(nil, "%s|%d", a.prev, a.lines)))
 	line, hash := sealLine(c)
 	if _, err := a.f.Write(line); err != nil {

@@ -106,6 +106,9 @@ func checkLine(line []byte, prev string, i int, pub ed25519.PublicKey) (Entry, e
 	if lineHash(prefix) != e.Hash {
 		return e, errors.New("edited (its hash does not match its bytes)")
 	}
+	if e.Line != 0 && e.Line != i+1 {
+		return e, fmt.Errorf("it was written as line %d of the log: give every file from the first the gateway wrote, oldest first", e.Line)
+	}
 	if e.Decision == VerdictCheckpoint && pub != nil {
 		sig, _ := hex.DecodeString(e.Sig) // a signature that is not hex does not verify, and is reported so
 		if !ed25519.Verify(pub, fmt.Appendf(nil, "%s|%d", e.Prev, i), sig) {
