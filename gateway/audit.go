@@ -280,16 +280,8 @@ func (a *Audit) appendLine(e Entry, durable bool) (string, error) {
 	e = a.bounded(e)
 	e.Prev, e.Line = a.prev, a.lines+1
 	line, hash := sealLine(e)
-	if a.f == nil || !a.stillThere() {
-		if a.f != nil {
-			a.f.Close() // replaced by the file reopened below
-		}
-		f, err := os.OpenFile(a.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			a.f = nil
-			return "", err
-		}
-		a.f = f
+	if err := a.reopenLocked(); err != nil {
+		return "", err
 	}
 	if _, err := a.f.Write(line); err != nil {
 		return "", err
@@ -325,6 +317,24 @@ func (a *Audit) Close() error {
 	err = errors.Join(err, a.f.Close())
 	a.f = nil
 	return err
+}
+
+// reopenLocked makes a.f the file at the log's path, opening it (made
+// 0600 if it is not there) when it is not open or was moved away.
+func (a *Audit) reopenLocked() error {
+	if a.f != nil && a.stillThere() {
+		return nil
+	}
+	if a.f != nil {
+		a.f.Close() // replaced by the file opened below
+	}
+	f, err := os.OpenFile(a.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		a.f = nil
+		return err
+	}
+	a.f = f
+	return nil
 }
 
 // stillThere reports whether the open file is still the one at the path

@@ -186,3 +186,35 @@ func TestAnUnnumberedRotatedLogIsTold(t *testing.T) {
 		}
 	}
 }
+
+// A log rotated while the gateway runs, then stopped before its next
+// request: the checkpoint it signs as it stops goes to a new file at the
+// log's path, so the next start finds the log and chains on (it went to
+// the moved file, and the start found no log: the chain began again at
+// genesis, or the gateway refused to start, its kept audit log missing).
+func TestACheckpointAfterARotationGoesToTheNewFile(t *testing.T) {
+	t.Parallel()
+	dir, keys := t.TempDir(), t.TempDir()
+	file := filepath.Join(dir, "audit.jsonl")
+	a := signedAudit(t, file, keys)
+	appendReads(t, a, 2)
+	if err := os.Rename(file, file+".1"); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	a = signedAudit(t, file, keys)
+	appendReads(t, a, 1)
+	a.Close()
+	var whole []byte
+	for _, f := range []string{file + ".1", file} {
+		b, _ := os.ReadFile(f)
+		whole = append(whole, b...)
+	}
+	joined := filepath.Join(dir, "whole.jsonl")
+	os.WriteFile(joined, whole, 0o600)
+	pub, _ := PublicKey(filepath.Join(keys, "audit.key.pub"))
+	anchors, _ := ReadAnchors(filepath.Join(keys, "audit.anchor"))
+	if r, err := VerifyLog(joined, pub, anchors); err != nil || r.Lines != 5 || r.Checkpoint != 5 {
+		t.Fatalf("rotated, stopped, started: %+v %v", r, err)
+	}
+}

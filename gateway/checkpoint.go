@@ -112,6 +112,9 @@ func (a *Audit) checkpointLocked() error {
 	c := Entry{Time: a.clock().UTC(), Method: "checkpoint", Decision: VerdictCheckpoint, Prev: a.prev, Line: a.lines + 1}
 	c.Sig = hex.EncodeToString(ed25519.Sign(a.key, fmt.Appendf(nil, "%s|%d", a.prev, a.lines)))
 	line, hash := sealLine(c)
+	if err := a.reopenLocked(); err != nil {
+		return err
+	}
 	if _, err := a.f.Write(line); err != nil {
 		return err
 	}
