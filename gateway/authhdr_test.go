@@ -241,7 +241,7 @@ func TestARequestToNoRouteIsNamedAndItsPathShown(t *testing.T) {
 	if bytes.ContainsRune(raw, '\u202e') || !bytes.Contains(raw, []byte(`\u202e`)) {
 		t.Errorf("the audit log holds the path's U+202E raw, or not at all:\n%s", raw)
 	}
-	if r, err := VerifyLog(g.srv.cfg.Load().AuditLog, nil, nil); err != nil || r.Lines != len(g.auditLog()) {
+	if r, err := VerifyLog([]string{g.srv.cfg.Load().AuditLog}, nil, nil); err != nil || r.Lines != len(g.auditLog()) {
 		t.Errorf("the log does not verify: %+v %v", r, err)
 	}
 }

@@ -49,17 +49,17 @@ func TestCheckpointByTimeAndAtClose(t *testing.T) {
 	}
 	g.advance(30 * time.Second)
 	g.srv.audit.CheckpointIfDue()
-	if r, _ := VerifyLog(cfg.AuditLog, pub, nil); r.Checkpoint != 0 || r.Unsigned != 3 {
+	if r, _ := VerifyLog([]string{cfg.AuditLog}, pub, nil); r.Checkpoint != 0 || r.Unsigned != 3 {
 		t.Fatalf("signed before the interval: %+v", r)
 	}
 	g.advance(31 * time.Second)
 	g.srv.audit.CheckpointIfDue()
-	r, err := VerifyLog(cfg.AuditLog, pub, nil)
+	r, err := VerifyLog([]string{cfg.AuditLog}, pub, nil)
 	if err != nil || r.Checkpoint != 4 || r.Unsigned != 0 {
 		t.Fatalf("after the interval: %+v %v", r, err)
 	}
 	g.srv.audit.CheckpointIfDue() // nothing new: no empty checkpoint
-	if r, _ := VerifyLog(cfg.AuditLog, pub, nil); r.Lines != 4 {
+	if r, _ := VerifyLog([]string{cfg.AuditLog}, pub, nil); r.Lines != 4 {
 		t.Fatalf("a checkpoint of nothing: %+v", r)
 	}
 	// The anchor in the journal checks the log.
@@ -72,7 +72,7 @@ func TestCheckpointByTimeAndAtClose(t *testing.T) {
 	// One more line, then the gateway stops: the line is signed.
 	g.call(g.tokens["laptop-7f3a"], "status", nil)
 	g.srv.Close()
-	r, err = VerifyLog(cfg.AuditLog, pub, anchors)
+	r, err = VerifyLog([]string{cfg.AuditLog}, pub, anchors)
 	if err != nil || r.Lines != 6 || r.Checkpoint != 6 {
 		t.Fatalf("after stopping: %+v %v", r, err)
 	}
@@ -80,7 +80,7 @@ func TestCheckpointByTimeAndAtClose(t *testing.T) {
 	b, _ := os.ReadFile(cfg.AuditLog)
 	lines := strings.SplitAfter(string(b), "\n")
 	os.WriteFile(cfg.AuditLog, []byte(strings.Join(lines[:3], "")), 0o600)
-	if _, err := VerifyLog(cfg.AuditLog, pub, anchors); !errors.Is(err, ErrCut) {
+	if _, err := VerifyLog([]string{cfg.AuditLog}, pub, anchors); !errors.Is(err, ErrCut) {
 		t.Fatalf("a log cut below its anchor: %v", err)
 	}
 }
@@ -101,7 +101,7 @@ func TestACheckpointMethodIsNotACheckpoint(t *testing.T) {
 	resp.Body.Close()
 	g.srv.Close()
 	pub, _ := PublicKey(cfg.SigningKeyFile + ".pub")
-	r, err := VerifyLog(cfg.AuditLog, pub, nil)
+	r, err := VerifyLog([]string{cfg.AuditLog}, pub, nil)
 	if err != nil || r.Lines != 2 || r.Checkpoint != 2 {
 		t.Fatalf("a log with a request named checkpoint: %+v %v", r, err)
 	}

@@ -33,7 +33,7 @@ func TestASecondGatewayOnOneAuditLogIsRefused(t *testing.T) {
 			t.Errorf("the refusal does not say %q: %v", want, err)
 		}
 	}
-	if _, err := VerifyLog(cfg.AuditLog, nil, nil); err != nil {
+	if _, err := VerifyLog([]string{cfg.AuditLog}, nil, nil); err != nil {
 		t.Errorf("audit verify while the gateway runs: %v", err)
 	}
 	if err := UpdateConfig(g.cfgFile, func(c *Config) error { c.Devices[0].Label, c.Devices[0].Agents = "changed", nil; return nil }); err != nil {

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 // Verify checks a log's chain (VerifyLog without anchors) and returns
 // its line count.
 func Verify(file string, pub ed25519.PublicKey) (lines int, err error) {
-	r, err := VerifyLog(file, pub, nil)
+	r, err := VerifyLog([]string{file}, pub, nil)
 	return r.Lines, err
 }
 

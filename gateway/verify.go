@@ -3,11 +3,13 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -33,20 +35,19 @@ type Report struct {
 // ErrCut: the log is shorter than an anchor says it was.
 var ErrCut = errors.New("lines were removed from the log's end")
 
-// VerifyLog checks a log's chain and reports the first broken line. Each
+// VerifyLog checks a log's chain across its files, oldest first, and
+// reports the first broken line by its file and its line there. Each
 // line's hash covers its exact bytes (up to the hash field), and a line
 // with a field twice, two fields differing only in case or a field an
 // entry does not have is refused: what verifies is what a reader of the
 // line sees. With a public key it also checks every signed checkpoint, so
 // a log rewritten from the start with recomputed hashes is still caught.
 // Each anchor (ReadAnchors) must find its line with its hash: a log cut
-// below an anchor's count, or rewritten up to it, fails.
-func VerifyLog(file string, pub ed25519.PublicKey, anchors []Anchor) (Report, error) {
+// below an anchor's count, or rewritten up to it, fails. Line numbers,
+// checkpoints and anchors count across the files; a gzip-compressed file
+// (a rotation logrotate compressed) is read as its content.
+func VerifyLog(files []string, pub ed25519.PublicKey, anchors []Anchor) (Report, error) {
 	r := Report{Signed: pub != nil}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return r, err
-	}
 	at := map[int]Anchor{}
 	for _, an := range anchors {
 		at[an.Lines] = an
@@ -55,22 +56,37 @@ func VerifyLog(file string, pub ed25519.PublicKey, anchors []Anchor) (Report, er
 		}
 	}
 	prev := "genesis"
-	for i, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
-		if len(line) == 0 {
-			continue
-		}
-		e, err := checkLine(line, prev, i, pub)
+	for k, file := range files {
+		b, err := readLog(file)
 		if err != nil {
-			return r, fmt.Errorf("line %d: %w", i+1, err)
+			return r, err
 		}
-		if an, ok := at[i+1]; ok && an.Head != e.Hash {
-			return r, fmt.Errorf("line %d is not the line the anchor of %s recorded (the log was rewritten up to it)", i+1, an.Time.Format(time.RFC3339))
-		}
-		prev = e.Hash
-		r.Lines = i + 1
-		r.Unsigned++
-		if e.Decision == VerdictCheckpoint {
-			r.Checkpoint, r.CheckpointAt, r.Unsigned = i+1, e.Time, 0
+		first := true
+		for i, line := range bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			where := fmt.Sprintf("%s line %d", file, i+1)
+			if len(files) > 1 {
+				where += fmt.Sprintf(" (line %d of the log)", r.Lines+1)
+			}
+			e, err := checkLine(line, prev, r.Lines, pub)
+			if errors.Is(err, errChain) && first && k > 0 {
+				err = fmt.Errorf("its first line does not follow the last line of %s: give the files oldest first, with none missing between them", files[k-1])
+			}
+			if err != nil {
+				return r, fmt.Errorf("%s: %w", where, err)
+			}
+			first = false
+			r.Lines++
+			if an, ok := at[r.Lines]; ok && an.Head != e.Hash {
+				return r, fmt.Errorf("%s is not the line the anchor of %s recorded (the log was rewritten up to it)", where, an.Time.Format(time.RFC3339))
+			}
+			prev = e.Hash
+			r.Unsigned++
+			if e.Decision == VerdictCheckpoint {
+				r.Checkpoint, r.CheckpointAt, r.Unsigned = r.Lines, e.Time, 0
+			}
 		}
 	}
 	if r.Anchor.Lines > r.Lines {
@@ -80,10 +96,30 @@ func VerifyLog(file string, pub ed25519.PublicKey, anchors []Anchor) (Report, er
 	return r, nil
 }
 
-// checkLine checks one line (the i-th, 0-based) against the chain.
-// Checkpoints are told by their decision: a request's line never has it
-// (its method is whatever the client sent, "checkpoint" included).
-func checkLine(line []byte, prev string, i int, pub ed25519.PublicKey) (Entry, error) {
+// readLog reads one file of the log, gunzipping a compressed one.
+func readLog(file string) ([]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil || !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) { // gzip's magic: no line starts so
+		return b, err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: gzip: %w", file, err)
+	}
+	if b, err = io.ReadAll(zr); err != nil {
+		return nil, fmt.Errorf("%s: gzip: %w", file, err)
+	}
+	return b, nil
+}
+
+// errChain: a line's prev is not the hash of the line before it.
+var errChain = errors.New("chain broken (a line was dropped, inserted or reordered before it)")
+
+// checkLine checks one line, which follows n lines of the log, against
+// the chain. Checkpoints are told by their decision: a request's line
+// never has it (its method is whatever the client sent, "checkpoint"
+// included).
+func checkLine(line []byte, prev string, n int, pub ed25519.PublicKey) (Entry, error) {
 	var e Entry
 	if _, err := strictjson.Decode(line); err != nil {
 		return e, fmt.Errorf("not an audit entry: %w", err)
@@ -97,21 +133,21 @@ func checkLine(line []byte, prev string, i int, pub ed25519.PublicKey) (Entry, e
 	if !ok || hash != e.Hash {
 		return e, errors.New("not an audit entry: it must end with its hash field")
 	}
-	if e.Prev != prev && i == 0 {
-		return e, errors.New("the chain does not start here: the first line follows a line this file does not hold (a log rotated away while the gateway ran, or lines cut from its start); verify a rotated log with the files before it, oldest first, as one: cat audit.jsonl.1 audit.jsonl > whole.jsonl; gateway audit verify whole.jsonl")
+	if e.Prev != prev && n == 0 {
+		return e, errors.New("the chain does not start here: the first line follows a line this file does not hold (a log rotated away while the gateway ran, or lines cut from its start); verify a rotated log with the files before it, oldest first: gateway audit verify audit.jsonl.2.gz audit.jsonl.1 audit.jsonl")
 	}
 	if e.Prev != prev {
-		return e, errors.New("chain broken (a line was dropped, inserted or reordered before it)")
+		return e, errChain
 	}
 	if lineHash(prefix) != e.Hash {
 		return e, errors.New("edited (its hash does not match its bytes)")
 	}
-	if e.Line != 0 && e.Line != i+1 {
+	if e.Line != 0 && e.Line != n+1 {
 		return e, fmt.Errorf("it was written as line %d of the log: give every file from the first the gateway wrote, oldest first", e.Line)
 	}
 	if e.Decision == VerdictCheckpoint && pub != nil {
 		sig, _ := hex.DecodeString(e.Sig) // a signature that is not hex does not verify, and is reported so
-		if !ed25519.Verify(pub, fmt.Appendf(nil, "%s|%d", e.Prev, i), sig) {
+		if !ed25519.Verify(pub, fmt.Appendf(nil, "%s|%d", e.Prev, n), sig) {
 			return e, errors.New("checkpoint signature does not verify (the log before it was rewritten)")
 		}
 	}

@@ -22,14 +22,18 @@ audit_checkpoint_seconds (default 60) after a line none covers yet, and when
 it stops, and writes each to audit_anchor too (a file outside the log's
 directory, or stderr for the service manager's journal). --anchor FILE reads
 those anchors (a journal's text works: each line's JSON from its first '{')
-and fails when the log is shorter than an anchor says, or differs from it.`
+and fails when the log is shorter than an anchor says, or differs from it.
+A rotated log is verified as one: give its files oldest first, as they lie
+(a gzip-compressed one is read as its content), from the first the gateway
+wrote; a broken line is named by its file and line there, and its line in
+the whole log, which the checkpoints and anchors count.`
 
 // newGatewayAuditCmd is `gateway audit verify [FILE]` and `gateway audit
 // digest [FILE]`.
 func newGatewayAuditCmd(g *gatewayConfig, stdout io.Writer) *cobra.Command {
 	var pubFile, anchorFile string
 	verify := &cobra.Command{
-		Use: "verify [FILE]", Short: "Verify the audit log's hash chain, signed checkpoints and end (default: the config's audit_log)", Long: auditVerifyHelp, Args: maxArgs(1),
+		Use: "verify [FILE...]", Short: "Verify the audit log's hash chain, signed checkpoints and end (default: the config's audit_log; FILEs: its rotated files, oldest first)", Long: auditVerifyHelp,
 		RunE: func(_ *cobra.Command, args []string) error { return verifyAudit(g, stdout, args, pubFile, anchorFile) },
 	}
 	verify.Flags().StringVar(&pubFile, "pubkey", "", "Ed25519 public key of the checkpoints (default: the config's signing_key_file.pub)")
@@ -113,25 +117,24 @@ func printDigest(g *gatewayConfig, in io.Reader, stdout io.Writer, args []string
 	return nil
 }
 
-// verifyAudit checks the audit log named by args (else the config's) with
-// the public key pubFile (else the config's signing key's), against the
-// anchors in anchorFile if given.
+// verifyAudit checks the audit log in the files args, oldest first (else
+// the config's) with the public key pubFile (else the config's signing
+// key's), against the anchors in anchorFile if given.
 func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile, anchorFile string) error {
-	file := ""
-	if len(args) == 1 {
-		file = args[0]
-	}
-	// The config gives the log (unless FILE does) and the key (unless
-	// --pubkey does). A FILE may be checked where no config is, a copy
-	// taken off the gateway's host: its signatures are then not checked,
+	files := args
+	// The config gives the log (unless FILEs do) and the key (unless
+	// --pubkey does). FILEs may be checked where no config is, copies
+	// taken off the gateway's host: their signatures are then not checked,
 	// and the output says so.
 	every, after := gateway.CheckpointEvery, gateway.CheckpointAfter
-	if _, err := os.Stat(g.file); file == "" || (pubFile == "" && err == nil) {
+	if _, err := os.Stat(g.file); len(files) == 0 || (pubFile == "" && err == nil) {
 		c, err := g.load()
 		if err != nil {
 			return err
 		}
-		file = cmp.Or(file, c.AuditLog)
+		if len(files) == 0 {
+			files = []string{c.AuditLog}
+		}
 		if pubFile == "" && c.SigningKeyFile != "" {
 			pubFile = c.SigningKeyFile + ".pub"
 		}
@@ -152,11 +155,15 @@ func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile, anc
 			return failed(err)
 		}
 	}
-	r, err := gateway.VerifyLog(file, pub, anchors)
+	r, err := gateway.VerifyLog(files, pub, anchors)
 	if err != nil {
-		return failed(fmt.Errorf("%s: %w", file, err))
+		return failed(err)
 	}
-	fmt.Fprintf(stdout, "%s: %d lines, chain intact\n", file, r.Lines)
+	log := files[0]
+	if len(files) > 1 {
+		log = fmt.Sprintf("%s … %s (%d files)", files[0], files[len(files)-1], len(files))
+	}
+	fmt.Fprintf(stdout, "%s: %d lines, chain intact\n", log, r.Lines)
 	switch {
 	case r.Checkpoint == 0 && pubFile != "":
 		fmt.Fprintf(stdout, "no checkpoint yet: no signature covers any of its %d lines; the gateway signs the first after %d lines, %s after the first line, or when it stops\n", r.Lines, every, after)

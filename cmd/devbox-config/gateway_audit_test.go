@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -316,14 +317,33 @@ func TestARotatedAuditLogVerifiesWithTheFilesBeforeIt(t *testing.T) {
 	}
 	old, _ := os.ReadFile(auditLog + ".1")
 	cur, _ := os.ReadFile(auditLog)
-	whole := filepath.Join(dir, "whole.jsonl")
-	os.WriteFile(whole, append(old, cur...), 0o600)
-	out, _ := cli(0, "audit", "verify", "--anchor", anchor, whole)
+	if bytes.Count(old, []byte("\n")) != 16 || bytes.Count(cur, []byte("\n")) != 17 {
+		t.Fatalf("the moved file has %d lines and the new one %d: the gateway did not go on in a new file", bytes.Count(old, []byte("\n")), bytes.Count(cur, []byte("\n")))
+	}
+	// The files as they lie, oldest first, the moved one compressed as
+	// logrotate leaves it (attack78 F4: verify took one file, and read a
+	// compressed one as "not an audit entry").
+	gz := auditLog + ".1.gz"
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write(old)
+	zw.Close()
+	os.WriteFile(gz, zb.Bytes(), 0o600)
+	out, _ := cli(0, "audit", "verify", "--anchor", anchor, gz, auditLog)
 	// 30 requests and a checkpoint after every 10 of them (none left for Close)
 	if !strings.Contains(out, "33 lines, chain intact") || !strings.Contains(out, "last signed checkpoint at line 33") || !strings.Contains(out, "anchor: the log reaches line 33") {
 		t.Fatalf("the rotated files together:\n%s", out)
 	}
-	if bytes.Count(old, []byte("\n")) < 15 || bytes.Count(cur, []byte("\n")) < 15 {
-		t.Fatalf("the moved file has %d lines and the new one %d: the gateway did not go on in a new file", bytes.Count(old, []byte("\n")), bytes.Count(cur, []byte("\n")))
+	// A line edited is named by its file and its line there.
+	lines := strings.SplitAfter(string(cur), "\n")
+	lines[4] = strings.Replace(lines[4], `"latency_ms":`, `"latency_ms":1`, 1)
+	os.WriteFile(auditLog, []byte(strings.Join(lines, "")), 0o600)
+	if _, errOut := cli(1, "audit", "verify", gz, auditLog); !strings.Contains(errOut, auditLog+" line 5 (line 21 of the log): edited") {
+		t.Fatalf("a line edited in the second file:\n%s", errOut)
+	}
+	os.WriteFile(auditLog, cur, 0o600)
+	// A file given twice (or one missing between them) is named.
+	if _, errOut := cli(1, "audit", "verify", gz, gz, auditLog); !strings.Contains(errOut, gz+" line 1 (line 17 of the log): its first line does not follow the last line of "+gz) {
+		t.Fatalf("a file twice:\n%s", errOut)
 	}
 }
