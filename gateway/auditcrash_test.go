@@ -43,6 +43,9 @@ func TestATornLastAuditLineIsCutOffAndKept(t *testing.T) {
 	if err := os.Truncate(file, int64(len(b)-30)); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := Verify(file, nil); err == nil || !strings.Contains(err.Error(), file+" line 3: not an audit entry") || !strings.Contains(err.Error(), "torn by a crash") {
+		t.Fatalf("verify of the torn log before a start: %v", err)
+	}
 	var logged bytes.Buffer
 	a, err := OpenAudit(file, slog.New(slog.NewTextHandler(&logged, nil)))
 	if err != nil {

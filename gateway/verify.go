@@ -61,8 +61,8 @@ func VerifyLog(files []string, pub ed25519.PublicKey, anchors []Anchor) (Report,
 		if err != nil {
 			return r, err
 		}
-		first := true
-		for i, line := range bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n")) {
+		first, lines := true, bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+		for i, line := range lines {
 			if len(line) == 0 {
 				continue
 			}
@@ -73,6 +73,9 @@ func VerifyLog(files []string, pub ed25519.PublicKey, anchors []Anchor) (Report,
 			e, err := checkLine(line, prev, r.Lines, pub)
 			if errors.Is(err, errChain) && first && k > 0 {
 				err = fmt.Errorf("its first line does not follow the last line of %s: give the files oldest first, with none missing between them", files[k-1])
+			}
+			if err != nil && i == len(lines)-1 && !bytes.HasSuffix(b, []byte("\n")) {
+				err = fmt.Errorf("%w; the file's last line, with no newline: torn by a crash while it was written, the gateway cuts it off at its next start (into %s.torn)", err, file)
 			}
 			if err != nil {
 				return r, fmt.Errorf("%s: %w", where, err)
