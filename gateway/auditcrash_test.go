@@ -183,3 +183,16 @@ func TestACheckpointAfterARotationGoesToTheNewFile(t *testing.T) {
 		t.Fatalf("rotated, stopped, started: %+v %v", r, err)
 	}
 }
+
+// A line whose number is not its place in the files given fails, though
+// its chain holds: the count it was signed under is not the log's.
+func TestALineNumberedOtherThanItsPlaceFails(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	one, h := sealLine(Entry{Time: time.Now(), Device: "d1", Method: "ping", Decision: "allow", Prev: "genesis", Line: 1})
+	two, _ := sealLine(Entry{Time: time.Now(), Device: "d1", Method: "ping", Decision: "allow", Prev: h, Line: 5})
+	os.WriteFile(file, append(one, two...), 0o600)
+	if _, err := Verify(file, nil); err == nil || !strings.Contains(err.Error(), "line 2: it says it is line 5 of the log") {
+		t.Fatalf("a line numbered 5 in second place: %v", err)
+	}
+}

@@ -146,7 +146,7 @@ func checkLine(line []byte, prev string, n int, pub ed25519.PublicKey) (Entry, e
 		return e, errors.New("edited (its hash does not match its bytes)")
 	}
 	if e.Line != 0 && e.Line != n+1 {
-		return e, fmt.Errorf("it was written as line %d of the log: give every file from the first the gateway wrote, oldest first", e.Line)
+		return e, fmt.Errorf("it says it is line %d of the log: a file before it is missing (give every file from the first the gateway wrote, oldest first), or the gateway that wrote it had lost count (it warned so at its start)", e.Line)
 	}
 	if e.Decision == VerdictCheckpoint && pub != nil {
 		sig, _ := hex.DecodeString(e.Sig) // a signature that is not hex does not verify, and is reported so

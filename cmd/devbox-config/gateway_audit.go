@@ -28,7 +28,7 @@ A rotated log is verified as one: give its files oldest first, as they lie
 wrote; a broken line is named by its file and line there, and its line in
 the whole log, which the checkpoints and anchors count.`
 
-// newGatewayAuditCmd is `gateway audit verify [FILE]` and `gateway audit
+// newGatewayAuditCmd is `gateway audit verify [FILE...]` and `gateway audit
 // digest [FILE]`.
 func newGatewayAuditCmd(g *gatewayConfig, stdout io.Writer) *cobra.Command {
 	var pubFile, anchorFile string
