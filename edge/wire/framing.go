@@ -18,7 +18,9 @@ const MaxMessage = 16 << 20
 
 // SyncWriter makes each Write atomic, so the guard's error replies never
 // interleave with the SDK's messages (which it writes one per Write).
-// With Pending set, each message written is an answer it records.
+// With Pending set, each message written is an answer it records, and
+// once Pending is closed (Owed) a second answer to a request is dropped:
+// each is answered once.
 type SyncWriter struct {
 	mu      sync.Mutex
 	W       io.WriteCloser
@@ -27,8 +29,11 @@ type SyncWriter struct {
 
 func (s *SyncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.Pending != nil && s.Pending.stale(p) {
+		return len(p), nil // answered already, at the end (Owed)
+	}
 	n, err := s.W.Write(p)
-	s.mu.Unlock()
 	if s.Pending != nil {
 		s.Pending.Answered(p) // written, or never will be
 	}

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -19,15 +20,34 @@ import (
 //
 // An id is matched as the SDK reads it: a string as its value, a number
 // as the integer it truncates to.
+//
+// Owed closes the set for good, at the very end: what is still pending
+// then is answered by the edge itself, and any later answer to it is a
+// second one, which SyncWriter drops.
 type Pending struct {
-	n       atomic.Int64 // len(ids), read without the lock on every write
+	n       atomic.Int64 // the requests in ids, read without the lock on every write
+	closed  atomic.Bool  // Owed ran: an answer to an id not pending is a second one
 	mu      sync.Mutex
-	ids     map[string]int
+	ids     map[string]owed
 	changed chan struct{} // closed at the next answer; nil when nobody waits
 }
 
+// owed is what is known of the requests pending under one id: how many
+// (an agent may reuse an id), and the tool the last one called ("" for
+// another method).
+type owed struct {
+	n    int
+	tool string
+}
+
+// Unanswered is a request still pending when the set was closed (Owed).
+type Unanswered struct {
+	ID   json.RawMessage // as the SDK reads it: a number truncated
+	Tool string          // the tools/call's tool; "" for another method
+}
+
 // NewPending returns an empty set.
-func NewPending() *Pending { return &Pending{ids: map[string]int{}} }
+func NewPending() *Pending { return &Pending{ids: map[string]owed{}} }
 
 // Request records a message from the agent: a request is pending until
 // answered; notifications/cancelled takes its request off (the agent wants
@@ -53,8 +73,12 @@ func (p *Pending) request(env envelope, msg []byte) {
 	if !ok {
 		return // a notification
 	}
+	var tool string
+	if env.Method == "tools/call" {
+		tool = gjson.GetBytes(msg, "params.name").String()
+	}
 	p.mu.Lock()
-	p.ids[k]++
+	p.ids[k] = owed{n: p.ids[k].n + 1, tool: tool}
 	p.n.Add(1)
 	p.mu.Unlock()
 }
@@ -69,6 +93,43 @@ func idKey(id any) (string, bool) {
 		return "n" + strconv.FormatInt(int64(v), 10), true
 	}
 	return "", false
+}
+
+// Owed closes the set and returns the requests still pending, one per
+// request: the caller answers them itself, through the SyncWriter, which
+// from now on writes no answer to a request no longer pending (an answer
+// given already, by the caller or by whoever raced it).
+func (p *Pending) Owed() []Unanswered {
+	p.closed.Store(true)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Unanswered
+	for k, o := range p.ids {
+		id, _ := json.Marshal(k[1:]) // a string's key: the string
+		if k[0] == 'n' {
+			id = []byte(k[1:])
+		}
+		for range o.n {
+			out = append(out, Unanswered{ID: id, Tool: o.tool})
+		}
+	}
+	return out
+}
+
+// stale reports an answer to a request no longer pending once the set is
+// closed (Owed): one the edge answered at the end already.
+func (p *Pending) stale(msg []byte) bool {
+	if !p.closed.Load() {
+		return false
+	}
+	id := gjson.GetBytes(msg, "id")
+	k, ok := idKey(id.Value())
+	if !ok || !isResponse(msg, id) {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ids[k].n == 0
 }
 
 // Answered records a message to the agent: an answer takes its request
@@ -108,15 +169,16 @@ func isResponse(msg []byte, id gjson.Result) bool {
 func (p *Pending) remove(k string, all bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c, ok := p.ids[k]
+	o, ok := p.ids[k]
 	if !ok {
 		return
 	}
-	if c <= 1 || all {
+	if o.n <= 1 || all {
 		delete(p.ids, k)
-		p.n.Add(-int64(c))
+		p.n.Add(-int64(o.n))
 	} else {
-		p.ids[k] = c - 1
+		o.n--
+		p.ids[k] = o
 		p.n.Add(-1)
 	}
 	if p.changed != nil {

@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -92,3 +93,47 @@ func TestGuardRunsAtEOFBeforeTheEnd(t *testing.T) {
 type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
+
+// At the very end the edge answers what is still pending itself (Owed):
+// each such request, and no other, is listed with its id and tool, and an
+// answer that comes after the edge's own is not written: the agent gets
+// each answer once.
+func TestOwedIsAnsweredOnce(t *testing.T) {
+	p := NewPending()
+	var out strings.Builder
+	sw := &SyncWriter{W: nopCloser{&out}, Pending: p}
+	for _, m := range []string{
+		`{"jsonrpc":"2.0","id":"w1","method":"tools/call","params":{"name":"mempalace_add_drawer"}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"mempalace_search"}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"ping"}`,
+		`{"jsonrpc":"2.0","id":6,"method":"ping"}`,
+	} {
+		p.Request([]byte(m))
+	}
+	sw.Write([]byte(`{"jsonrpc":"2.0","id":6,"result":{}}` + "\n"))
+	got := map[string]string{}
+	for _, r := range p.Owed() {
+		got[string(r.ID)] = r.Tool
+	}
+	want := map[string]string{`"w1"`: "mempalace_add_drawer", "4": "mempalace_search", "5": ""}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("owed %v, want %v", got, want)
+	}
+	sw.Write([]byte(`{"jsonrpc":"2.0","id":"w1","error":{"code":1,"message":"stopping"}}` + "\n")) // the edge's own
+	sw.Write([]byte(`{"jsonrpc":"2.0","id":"w1","result":{}}` + "\n"))                             // the lane's, too late
+	sw.Write([]byte(`{"jsonrpc":"2.0","id":6,"result":{}}` + "\n"))                                // answered before the end
+	sw.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/message"}` + "\n"))                  // no answer: written
+	if want := `{"jsonrpc":"2.0","id":6,"result":{}}
+{"jsonrpc":"2.0","id":"w1","error":{"code":1,"message":"stopping"}}
+{"jsonrpc":"2.0","method":"notifications/message"}
+`; out.String() != want {
+		t.Errorf("written:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if p.Len() != 2 {
+		t.Errorf("pending %d, want the 2 not answered yet", p.Len())
+	}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
