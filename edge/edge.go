@@ -87,6 +87,9 @@ type Edge struct {
 	dead        deadNews                        // the dead ops the session was told of (deadnote.go)
 	stayed      stayedLocal                     // writes the outbox could not record, not yet counted in it (replicate.go)
 	side        sync.WaitGroup                  // the agent's level passed on to the child: Serve waits for it
+	// beforeSend, if set (tests), runs in a write between its intent and
+	// its send to the local palace, on the call's context.
+	beforeSend func(context.Context)
 }
 
 // New builds an edge from its configuration; Serve runs it.
@@ -200,7 +203,7 @@ func (e *Edge) Serve(ctx context.Context, in io.ReadCloser, out io.WriteCloser) 
 	sw := &wire.SyncWriter{W: out, Pending: pending}
 	lane := newFastLane(ctx, e, sw)
 	intercept := func(line []byte) bool { return e.refuse(sw, line) || lane.intercept(line) }
-	in = wire.GuardInput(in, sw, e.log, intercept, pending, func() { e.drain(ctx, pending, haltNow, cancel) })
+	in = wire.GuardInput(in, sw, e.log, intercept, pending, func() { e.drain(ctx, sw, haltNow, cancel) })
 	ss, err := e.server.Connect(ctx, &mcp.IOTransport{Reader: in, Writer: sw, MaxLineLength: wire.MaxMessage + 1}, nil)
 	if err != nil {
 		cancel()
@@ -325,9 +328,14 @@ func (e *Edge) refuse(w io.Writer, line []byte) bool {
 	if f[0].Type != gjson.String || f[1].Type != gjson.Number && f[1].Type != gjson.String {
 		return false // a notification or an answer
 	}
-	b, _ := json.Marshal(e.errStopping(true))                                              // a code and a message: it encodes
-	w.Write([]byte(`{"jsonrpc":"2.0","id":` + f[1].Raw + `,"error":` + string(b) + "}\n")) // an agent that stopped reading: nothing to tell
+	w.Write(errorLine([]byte(f[1].Raw), e.errStopping(true))) // an agent that stopped reading: nothing to tell
 	return true
+}
+
+// errorLine is the agent's answer to request id: rpcErr.
+func errorLine(id []byte, rpcErr *jsonrpc.Error) []byte {
+	b, _ := json.Marshal(rpcErr) // a code, a message, raw data: it encodes
+	return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":` + string(b) + "}\n")
 }
 
 // drainGrace is how long after the call timeout the end of the agent's
@@ -343,8 +351,11 @@ const drainGrace = time.Second
 // stops as at a signal (halt, then stop: the run's context), its answers
 // naming the closed input: a write still in line NOT applied, one at the
 // local palace settled by its answer within the write grace, the rest
-// stopped.
-func (e *Edge) drain(ctx context.Context, pending *wire.Pending, halt context.CancelCauseFunc, stop func()) {
+// stopped; a request still unanswered after StopGrace more is answered
+// here, as stopped (answerOwed), since the SDK closes the agent's output
+// once it sees the end.
+func (e *Edge) drain(ctx context.Context, out *wire.SyncWriter, halt context.CancelCauseFunc, stop func()) {
+	pending := out.Pending
 	if pending.Len() == 0 {
 		return
 	}
@@ -369,7 +380,17 @@ func (e *Edge) drain(ctx context.Context, pending *wire.Pending, halt context.Ca
 	last, cancelLast := context.WithTimeout(context.Background(), e.cfg.StopGrace)
 	defer cancelLast()
 	if n, err := pending.Wait(last); err != nil {
-		e.log.Error("agent closed its input; requests still unanswered after the stop", "unanswered", n, "err", err)
+		e.log.Error("agent closed its input; requests still unanswered after the stop are answered as stopped (a write: may or may not have been applied)", "unanswered", n, "err", err)
+		e.answerOwed(out)
+	}
+}
+
+// answerOwed answers each request still pending, at the very end, as
+// stopped (a write: may or may not have been applied); an answer of its
+// own that comes later is not written (wire.Pending.Owed).
+func (e *Edge) answerOwed(out *wire.SyncWriter) {
+	for _, r := range out.Pending.Owed() {
+		out.Write(errorLine(r.ID, e.errStopping(r.Tool != "" && toolWrites(r.Tool)))) // an agent that stopped reading: nothing to tell
 	}
 }
 
@@ -378,11 +399,14 @@ func (e *Edge) drain(ctx context.Context, pending *wire.Pending, halt context.Ca
 // call say so).
 func requestWrites(req mcp.Request) bool {
 	r, ok := req.(*mcp.CallToolRequest)
-	if !ok || r.Params == nil {
-		return false
-	}
-	t, _ := catalogue.Lookup(r.Params.Name)
-	return !t.Reads && r.Params.Name != mailbox.ToolName
+	return ok && r.Params != nil && toolWrites(r.Params.Name)
+}
+
+// toolWrites reports a tool that may write: all but the catalogue's reads
+// and the edge's own mailbox tool.
+func toolWrites(name string) bool {
+	t, _ := catalogue.Lookup(name)
+	return !t.Reads && name != mailbox.ToolName
 }
 
 // start brings up the edge-mode parts: state dir, policy, tool cache,

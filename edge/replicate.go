@@ -48,10 +48,17 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 	// settles (outbox/intent.go): a kill while the local palace is at it
 	// leaves it for the next edge to send.
 	in := e.intend(ctx, c, oldWing)
+	if e.beforeSend != nil {
+		e.beforeSend(ctx)
+	}
 	// Sent, it is applied locally whatever becomes of the call: its answer
 	// is waited for (bounded) and the write queued (sentwrite.go).
-	ctx, end := e.sendingWrite(ctx)
+	ctx, end, ok := e.sendingWrite(ctx)
 	defer end()
+	if !ok {
+		e.abandon(ctx, c, in)
+		return nil, e.errNotApplied() // the stop came first: never sent
+	}
 	since := e.firstRun()
 	raw, lerr := e.localServer.Call(ctx, c.params)
 	if errors.Is(lerr, ErrLocalDown) {

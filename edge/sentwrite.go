@@ -26,11 +26,13 @@ import (
 // given up likewise at WriteBound (boundWrite), and its call answered so.
 
 // sentWrites counts the writes sent to the local palace that are not yet
-// answered and queued.
+// answered and queued; once the stop waits for them (closed), no write
+// is sent any more.
 type sentWrites struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0; nil when nobody waits
+	mu     sync.Mutex
+	n      int
+	closed bool          // waitWrites began: a write not sent yet never is
+	idle   chan struct{} // closed when n drops to 0; nil when nobody waits
 	// over ends when the edge stops waiting for them (waitWrites' grace
 	// is over): every write in flight is given up at once.
 	over      context.Context
@@ -47,9 +49,22 @@ func (w *sentWrites) givenUp() context.Context {
 	return w.over
 }
 
-func (w *sentWrites) add() {
+// add counts a write about to be sent; false once the stop waits for the
+// writes sent (close): it is not sent.
+func (w *sentWrites) add() bool {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
 	w.n++
+	return true
+}
+
+// close lets no write be sent after it.
+func (w *sentWrites) close() {
+	w.mu.Lock()
+	w.closed = true
 	w.mu.Unlock()
 }
 
@@ -89,9 +104,14 @@ func (w *sentWrites) wait(ctx context.Context) (int, error) {
 // sendingWrite is the context a write to the local palace runs on from
 // the moment it is sent: the call's cancel (the agent's, or the edge
 // stopping) does not end it, WriteGrace after that cancel does. end
-// releases it once the write is answered and queued.
-func (e *Edge) sendingWrite(ctx context.Context) (wctx context.Context, end func()) {
-	e.writes.add()
+// releases it once the write is answered and queued. ok is false once
+// the stop waits for the writes sent (waitWrites): this one must not be
+// sent (nothing waits for it, or answers it in time), and the caller
+// takes its intent back and answers it as NOT applied (errNotApplied).
+func (e *Edge) sendingWrite(ctx context.Context) (wctx context.Context, end func(), ok bool) {
+	if !e.writes.add() {
+		return ctx, func() {}, false
+	}
 	wctx, cancelCause := context.WithCancelCause(context.WithoutCancel(ctx))
 	cancel := func() { cancelCause(nil) }
 	stop := context.AfterFunc(ctx, func() {
@@ -115,7 +135,7 @@ func (e *Edge) sendingWrite(ctx context.Context) (wctx context.Context, end func
 		cancel()
 		<-bounded // ends with wctx
 		e.writes.done()
-	}
+	}, true
 }
 
 // errUnanswered is the cause of a write given up at WriteBound.
@@ -176,8 +196,12 @@ func (e *Edge) unanswered(wctx context.Context) error {
 // the writes already sent to it are answered and queued, until ctx ends
 // or grace is over. Those still unanswered then are given up: settled at
 // once (queued for the primary; the local palace, being stopped, may or
-// may not apply them), as is a write sent after this.
+// may not apply them). A write not sent yet is not sent after this
+// (sendingWrite): one that got past its turn and its intent while the
+// stop began would otherwise reach a local palace being stopped with
+// nothing waiting for its answer (the race tier's lost answer).
 func (e *Edge) waitWrites(ctx context.Context, grace time.Duration) {
+	e.writes.close()
 	ctx, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	if n, err := e.writes.wait(ctx); err != nil {

@@ -116,8 +116,12 @@ func (e *Edge) deleteCall(ctx context.Context, c *call) (*mcp.CallToolResult, er
 	p := e.intendDeletion(ctx, c, d)
 	// Sent, the local palace deletes whatever becomes of the call: its
 	// answer is waited for (bounded) and the delete kept (sentwrite.go).
-	ctx, end := e.sendingWrite(ctx)
+	ctx, end, ok := e.sendingWrite(ctx)
 	defer end()
+	if !ok {
+		e.takeBack(ctx, c, p)
+		return nil, e.errNotApplied() // the stop came first: never sent
+	}
 	raw, lerr := e.localServer.Call(ctx, c.params)
 	if damaged := localDamaged(lerr); damaged != nil {
 		return e.deleteWithoutLocal(ctx, c, d, p, damaged), nil
