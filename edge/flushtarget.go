@@ -36,6 +36,9 @@ func callMeta(ctx context.Context, tool string) mcp.Meta {
 		if why := outbox.ResendFrom(ctx); why != "" {
 			meta[ledger.ResendKey] = why // an op it holds in doubt is forwarded again
 		}
+		if dev := outbox.QueuedAsFrom(ctx); dev != "" {
+			meta[ledger.QueuedAsKey] = dev // retried as another device: the ledger keys it under this one
+		}
 	}
 	if dev := origin.DeviceFrom(ctx); dev != "" { // a join's --origin-device, for a gateway's provenance
 		meta[origin.MetaKey] = dev

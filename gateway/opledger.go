@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/tidwall/gjson"
@@ -46,7 +47,11 @@ func (o OpLedger) forward(ctx context.Context, call ToolCall, next Send) (int, [
 		status, body := next(ctx, call.Body)
 		return status, body, ""
 	}
-	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, LegacyDigest: call.LegacyDigest, RequestID: reqID, Resend: ledger.ResendOf(params)},
+	keyDev, err := ledgerDevice(call.Device, params)
+	if err != nil {
+		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error()), ""
+	}
+	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: keyDev, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, LegacyDigest: call.LegacyDigest, RequestID: reqID, Resend: ledger.ResendOf(params)},
 		func(ctx context.Context) (ledger.Answer, error) {
 			status, body := next(ctx, call.Body)
 			// 502, 504: the upstream call was sent and its answer lost (the
@@ -69,8 +74,29 @@ func (o OpLedger) forward(ctx context.Context, call ToolCall, next Send) (int, [
 	case err != nil:
 		return 502, rpcErrBytes(reqID, -32000, "devbox-config gateway: "+err.Error()), ""
 	}
-	o.Log.Debug("op-id ledger", "device", call.Device, "tool", call.Tool, "op", opID[:12], "outcome", outcome)
+	o.Log.Debug("op-id ledger", "device", call.Device, "queued_as", keyDev, "tool", call.Tool, "op", opID[:12], "outcome", outcome)
 	return ans.Status, ans.Body, outcome
+}
+
+// ledgerDevice is the device the ledger keys a write's op id under: the
+// one the edge says the op was queued as (params._meta[ledger.QueuedAsKey]:
+// a retry, on a renamed devbox or a copy, of an op queued before), else
+// the caller's, so that the op is filed once whichever machine sends it.
+// Any device may name another: an op id is 256 random bits that only the
+// outbox that made it (or a copy of it) holds, a record answers only a
+// call with the same tool and arguments, through the caller's own filter,
+// and a write forwarded is the caller's (its token's device is its
+// author). A device learns nothing by naming another that it did not
+// send itself, and can spoil only an op id it holds.
+func ledgerDevice(caller string, params json.RawMessage) (string, error) {
+	as, ok := ledger.QueuedAsOf(params)
+	switch {
+	case !ok || as != "" && !deviceIDRE().MatchString(as):
+		return "", fmt.Errorf("params._meta[%q] must be a device id (1-64 of letters, digits, . _ -)", ledger.QueuedAsKey)
+	case as == "":
+		return caller, nil
+	}
+	return as, nil
 }
 
 // marked reports an answer whose result._meta[key] is true (markMeta).

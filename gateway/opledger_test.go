@@ -273,3 +273,40 @@ func drain(t *testing.T, st *outbox.Store, p *edge.Primary, f *outbox.Flusher, d
 		}
 	}
 }
+
+// Outside tester attack76 F7: a send that names the device its op was
+// queued as (an edge's retry on a renamed devbox, or on a copy) is keyed
+// under that device: answered from its record when it filed the same
+// write, never forwarded again; a name that is not a device id is
+// refused. The control, the same op id without the name, is a first send
+// of the caller's (filed again).
+func TestAnOpQueuedAsAnotherDeviceIsAnsweredFromItsRecord(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, []Device{
+		{ID: "alice", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}},
+		{ID: "bob", Label: "desk", Read: []string{"shared"}, Write: []string{"shared"}}})
+	g.withLedger()
+	opID := strings.Repeat("cd", 32)
+	args := map[string]any{"wing": "shared", "room": "r", "content": "filed once by whichever machine"}
+	send := func(dev string, meta map[string]any) map[string]any {
+		meta[ledger.MetaKey] = opID
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{"name": "mempalace_add_drawer", "arguments": args, "_meta": meta}})
+		_, m := g.post(g.tokens[dev], string(b))
+		return m
+	}
+	if m := send("alice", map[string]any{}); m["error"] != nil {
+		t.Fatalf("alice's send: %v", m["error"])
+	}
+	if m := send("bob", map[string]any{ledger.QueuedAsKey: "alice"}); m["error"] != nil || m["result"].(map[string]any)["_meta"].(map[string]any)[ledger.ReplayedKey] != true {
+		t.Errorf("bob's send of the op queued as alice: %v, want alice's record", m)
+	}
+	if n := g.primary.Calls("mempalace_add_drawer"); n != 1 {
+		t.Errorf("the upstream saw the op %d times, want 1", n)
+	}
+	if m := send("bob", map[string]any{ledger.QueuedAsKey: "not a device"}); m["error"].(map[string]any)["code"] != float64(-32602) {
+		t.Errorf("a queued-as that is no device id: %v", m)
+	}
+	if m := send("bob", map[string]any{}); m["error"] != nil || g.primary.Calls("mempalace_add_drawer") != 2 {
+		t.Errorf("the control, bob's own op id: %v, %d calls", m, g.primary.Calls("mempalace_add_drawer"))
+	}
+}

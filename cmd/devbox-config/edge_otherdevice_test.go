@@ -3,19 +3,23 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/edge/outbox"
 	"github.com/joakimp/devbox-config/fakepalace"
 	"github.com/joakimp/devbox-config/gateway"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/testbed"
 )
 
-// removedDevice is a gateway (fakepalace behind it) with devices tmp-0042
-// (shared) and wide-01 (everything), and a devbox with tmp-0042's token
+// removedDevice is a gateway (fakepalace behind it, an op-id ledger in
+// front) with devices tmp-0042 (shared) and wide-01 (everything), both
+// agents agent@tmpbox and agent@wide, and a devbox with tmp-0042's token
 // and MEMPALACE_ORIGIN_DEVICE=origin ("": unset) whose edge's outbox is
 // s; write queues an add_drawer there, landed says whether one reached
 // the primary.
@@ -27,6 +31,8 @@ type removedDevice struct {
 	srv             *gateway.Server
 	write           func(content string)
 	landed          func(content string) bool
+	count           func(content string) int
+	url             string // the gateway's /mcp
 }
 
 func newRemovedDevice(t *testing.T, origin string) *removedDevice {
@@ -34,23 +40,29 @@ func newRemovedDevice(t *testing.T, origin string) *removedDevice {
 	cfg := emptyGatewayConfig(t)
 	d := &removedDevice{gw: gatewayCLI(t, cfg), home: t.TempDir()}
 	issue := func(id string) string { out, _ := d.gw(0, "token", "issue", id); return strings.TrimSpace(out) }
-	d.gw(0, "device", "add", "tmp-0042", "--label", "tmpbox", "--read", "shared", "--write", "shared")
-	d.gw(0, "device", "add", "wide-01", "--label", "wide", "--read", "*", "--write", "*")
+	d.gw(0, "device", "add", "tmp-0042", "--label", "tmpbox", "--read", "shared", "--write", "shared", "--agents", "agent@tmpbox")
+	d.gw(0, "device", "add", "wide-01", "--label", "wide", "--read", "*", "--write", "*", "--agents", "agent@wide")
 	d.tmpTok, d.wideTok = issue("tmp-0042"), issue("wide-01")
-	d.srv = &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1"}
+	l, err := ledger.Open(filepath.Join(t.TempDir(), ledger.FileName), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	d.srv = &gateway.Server{ConfigFile: cfg, Upstream: up.URL(), UpstreamToken: func() string { return "upstream-token" }, BindHost: "127.0.0.1",
+		Ledger: gateway.OpLedger{L: l, Log: slog.New(slog.DiscardHandler)}}
 	if err := d.srv.Open(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.srv.Close() })
 	front := httptest.NewServer(d.srv)
 	t.Cleanup(front.Close)
+	d.url = front.URL + "/mcp"
 
 	palace := filepath.Join(d.home, "palace")
 	for k, v := range map[string]string{"HOME": d.home, "MEMPALACE_PALACE_PATH": palace, "MEMPALACE_REMOTE_URL": front.URL + "/mcp", "MEMPALACE_REMOTE_TOKEN": d.tmpTok,
 		"MEMPALACE_EDGE": "1", "MEMPALACE_ORIGIN_DEVICE": origin, "MEMPALACE_ORIGIN_LABEL": "tmpbox", "MEMPALACE_AGENT_NAME": ""} {
 		t.Setenv(k, v)
 	}
-	var err error
 	if d.s, err = outbox.Open(filepath.Join(palace, "edge", outbox.FileName), origin, "tmpbox"); err != nil { // the device's edge
 		t.Fatal(err)
 	}
@@ -62,14 +74,15 @@ func newRemovedDevice(t *testing.T, origin string) *removedDevice {
 			t.Fatal(err)
 		}
 	}
-	d.landed = func(content string) bool {
+	d.count = func(content string) (n int) {
 		for _, dr := range primary.Dump().Drawers {
 			if dr.Content == content {
-				return true
+				n++
 			}
 		}
-		return false
+		return n
 	}
+	d.landed = func(content string) bool { return d.count(content) > 0 }
 	return d
 }
 
@@ -259,5 +272,62 @@ func TestARetryDoesNotUndoADropMadeWhileItAsksTheGateway(t *testing.T) {
 	}, false)
 	if o, _ := d.s.Get(ctx, ops[0].LocalSeq); err == nil || o.State == outbox.Queued {
 		t.Errorf("a retry racing a drop: %v, the op %s", err, o.State)
+	}
+}
+
+// Outside tester attack76 F7: a devbox copied, and the operator gives the
+// original a new device id instead of the copy. The copy, still under the
+// old id, sends an op queued before the copy; the original, renamed, holds
+// it (queued as the old device), and `edge outbox retry` sends it as the
+// new one: filed twice, since the gateway's ledger keyed the op id by the
+// device sending it. Now the retried send names the device it was queued
+// as and the ledger keys it under that one: filed once, whichever machine
+// sends first. (It failed before: two diary entries, each order.)
+func TestARetryOnTheRenamedOriginalOfACopyFilesItOnce(t *testing.T) {
+	for _, copyFirst := range []bool{true, false} {
+		t.Run(map[bool]string{true: "copy sends first", false: "original retries first"}[copyFirst], func(t *testing.T) {
+			d := newRemovedDevice(t, "")
+			d.write("tmpbox first write")
+			runCLI("edge", "flush") // the edge hears the gateway name the token tmp-0042
+			const entry = "queued on the original before the copy"
+			if _, err := d.s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_diary_write", Wing: "shared",
+				Payload: []byte(`{"agent_name":"agent","wing":"shared","entry":"` + entry + `"}`)}); err != nil {
+				t.Fatal(err)
+			}
+			ops, _ := d.s.List(context.Background(), 10, outbox.Queued)
+			if len(ops) != 1 || ops[0].TokenDevice != "tmp-0042" {
+				t.Fatalf("queued: %+v", ops)
+			}
+			copySends := func() {
+				t.Helper()
+				body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
+					"name": ops[0].Tool, "arguments": json.RawMessage(ops[0].Payload), "_meta": map[string]any{ledger.MetaKey: ops[0].ID}}})
+				if resp, b := testbed.Request(t, "POST", d.url, string(body), map[string]string{"Authorization": "Bearer " + d.tmpTok}); resp.StatusCode != 200 || strings.Contains(b, `"error"`) {
+					t.Fatalf("the copy's send as tmp-0042: %d %s", resp.StatusCode, b)
+				}
+			}
+			if copyFirst {
+				copySends()
+			}
+			t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok) // the original renamed
+			if code, out, _ := runCLI("edge", "flush"); code != 1 || !strings.Contains(out, "sends it as wide-01") {
+				t.Fatalf("the renamed original's flush: exit %d\n%s", code, out)
+			}
+			if code, out, errb := runCLI("edge", "outbox", "retry", ops[0].Short()); code != 0 {
+				t.Fatalf("retry: exit %d\n%s%s", code, out, errb)
+			}
+			if code, out, errb := runCLI("edge", "flush"); code != 0 {
+				t.Fatalf("flush after the retry: exit %d\n%s%s", code, out, errb)
+			}
+			if !copyFirst {
+				copySends()
+			}
+			if n := d.count(entry); n != 1 {
+				t.Errorf("the pre-copy write is on the primary %d times", n)
+			}
+			if o, _ := d.s.Get(context.Background(), ops[0].LocalSeq); o.State != outbox.Done || o.Error != nil {
+				t.Errorf("the retried op: %s %s", o.State, o.Error)
+			}
+		})
 	}
 }

@@ -304,6 +304,13 @@ func baseKey(id string) string { return baseNotes + id }
 // baseNotes prefixes the meta key of an op's base (baseKey).
 const baseNotes = "base:"
 
+// queuedAsKey is the meta key of the device op id was first queued as,
+// kept when a retry sends it as another (RetryAs).
+func queuedAsKey(id string) string { return queuedAsNotes + id }
+
+// queuedAsNotes prefixes queuedAsKey.
+const queuedAsNotes = "queued-as:"
+
 // NewOpID is a new op's id: 256 bits from crypto/rand, stored with the op
 // and never made again from it. Nothing in a copy of the outbox's file,
 // however made (a disk image keeps its inode and its identity), lets the

@@ -198,7 +198,7 @@ func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
 
 // ErrQueuedBeforeCopy: RetryAs refused, unforced, an op held as queued
 // under another device that was queued before this outbox was copied.
-var ErrQueuedBeforeCopy = errors.New("it was queued before this outbox was copied, so the original machine holds it too and sends it under its own device id; sent from here it is a second write (the gateway's ledger keys op ids by device), filed twice: `devbox-config edge outbox drop` it. If the original will never send it (it was lost before it could), `devbox-config edge outbox retry --force` sends it from here")
+var ErrQueuedBeforeCopy = errors.New("it was queued before this outbox was copied, so the original machine holds it too and sends it under its own device id: `devbox-config edge outbox drop` it (sent from here too, the gateway's ledger answers the second sender from the first's record, but an older gateway, or one whose ledger pruned the op id, files it twice). If the original will never send it (it was lost before it could), `devbox-config edge outbox retry --force` sends it from here")
 
 // RetryAs is Retry, except that an op held as queued under another
 // device (OtherDevice) is recorded as, and so sent as, the device
@@ -252,6 +252,14 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 	}
 	if err := rekey(ctx, tx, o); err != nil {
 		return Op{}, fmt.Errorf("op %s: %w", o.Short(), err)
+	}
+	if device != o.TokenDevice {
+		// Sent as another device, it names the one it was first queued as
+		// (QueuedAsFrom), so a gateway's ledger files it once whichever
+		// machine sends it (a copy of this outbox, under that device).
+		if _, err := tx.ExecContext(ctx, `INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO NOTHING`, queuedAsKey(o.ID), o.TokenDevice); err != nil {
+			return Op{}, err
+		}
 	}
 	if FailureOf(o.Error).Kind == ChangedOnPrimary || o.State == InDoubt {
 		// "Overwrite anyway" (an update in doubt: "send it again"): sent

@@ -351,7 +351,24 @@ func (f *Flusher) sendWrite(ctx context.Context, op Op, payload json.RawMessage)
 		}
 		ctx = context.WithValue(ctx, baseCtxKey, base) // "" (none, or retried to overwrite): no check
 	}
+	as, err := querierMeta(ctx, f.S.flushDB, queuedAsKey(op.ID))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the device it was queued as: %w", ErrNotSent, err)
+	}
+	if as != "" {
+		ctx = context.WithValue(ctx, queuedAsCtxKey, as)
+	}
 	return f.P.Call(WithOpID(ctx, op.ID), op.Tool, payload)
+}
+
+// QueuedAsFrom is, for the send of an op a retry sends as another device
+// than the one it was queued as, that device ("": none): the Primary
+// puts it in params._meta["devbox-config/queued-as"], and a gateway's
+// ledger keys the op id under it, so that the op is filed once whichever
+// machine sends it (this one, renamed, or a copy under the old id).
+func QueuedAsFrom(ctx context.Context) string {
+	d, _ := ctx.Value(queuedAsCtxKey).(string)
+	return d
 }
 
 // BaseFrom is the base of the update_drawer or delete_drawer being sent ("": none): the
@@ -381,6 +398,7 @@ const (
 	replayKey
 	replayItemsKey
 	baseCtxKey
+	queuedAsCtxKey
 )
 
 // WithReplay marks an edge's add_drawer its local palace answered

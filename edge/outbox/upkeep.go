@@ -74,8 +74,9 @@ func (s *Store) Prune(ctx context.Context, retention time.Duration) (int64, erro
 		return total, err
 	}
 	// And the notes keyed by an op gone: the already_closed notes of the
-	// invalidates (closedNotes), the bases of the updates (Write.Base).
-	for _, prefix := range []string{closedNotes, baseNotes} {
+	// invalidates (closedNotes), the bases of the updates (Write.Base),
+	// the devices retried ops were first queued as (queuedAsKey).
+	for _, prefix := range []string{closedNotes, baseNotes, queuedAsNotes} {
 		if _, err := s.flushDB.ExecContext(ctx, `DELETE FROM meta WHERE key GLOB ? || '*' AND substr(key, length(?) + 1) NOT IN (SELECT op_id FROM ops)`, prefix, prefix); err != nil {
 			return total, err
 		}

@@ -33,7 +33,12 @@
 //
 // The key is (device, op id): two devices' equal op ids never meet (and an
 // edge's op ids cover its outbox's own random identity, so two palaces of
-// one device never make the same one). The first call with a key claims it
+// one device never make the same one). A send that says its op was queued
+// as another device (params._meta[QueuedAsKey]: an edge's retry of an op
+// it held as queued under another device, on a renamed devbox or a copy
+// of one) is keyed under that device: a copy of an outbox that sends it
+// too, under the old device, is answered from the record, whichever
+// sends first. The first call with a key claims it
 // (a row in state "inflight"), is forwarded upstream, and, if the
 // upstream's answer says the write was applied, that answer's JSON-RPC
 // result is recorded (state "done"). A later call with the key gets the

@@ -19,6 +19,12 @@ const (
 	// the primary) or "operator" (an operator said to send it again). The
 	// ledger forwards an op it holds in doubt only with it.
 	ResendKey = "devbox-config/resend"
+	// QueuedAsKey is the params._meta member naming the device an op was
+	// queued as, when the edge sends it as another (an `edge outbox
+	// retry` of an op held as queued under another device: a renamed
+	// devbox, or a copy of one). The ledger keys the op under that
+	// device, so that it is filed once whichever machine sends it.
+	QueuedAsKey = "devbox-config/queued-as"
 	// ReplayedKey is the result._meta member (true) a gateway adds to an
 	// answer the ledger gave from its record ([OutcomeReplayed]): the
 	// write landed when the op id was first sent, not now.
@@ -105,6 +111,14 @@ func OpIDOf(params json.RawMessage) (id string, ok bool, err error) {
 // landed (params._meta[ResendKey]), "" for none.
 func ResendOf(params json.RawMessage) string {
 	return gjson.GetBytes(params, "_meta."+gjson.Escape(ResendKey)).String()
+}
+
+// QueuedAsOf returns the device a tools/call says its op was queued as
+// (params._meta[QueuedAsKey]), "" for none; ok is false when it is
+// there and not a string.
+func QueuedAsOf(params json.RawMessage) (dev string, ok bool) {
+	v := gjson.GetBytes(params, "_meta."+gjson.Escape(QueuedAsKey))
+	return v.Str, !v.Exists() || v.Type == gjson.String
 }
 
 func kind(v gjson.Result) string {
