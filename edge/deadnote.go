@@ -257,7 +257,7 @@ func splitDead(ops []outbox.DeadOp) (dead, moved, left, closed []outbox.DeadOp) 
 // with the outbox's reason (which names both devices) and the fix.
 func otherDeviceLine(moved []outbox.DeadOp) string {
 	list, _ := deadList(moved)
-	return fmt.Sprintf("this devbox's outbox holds %d %s it will not send: %s; %s (the device was removed at the gateway, .env holds another device's token, or this devbox took a device id of its own). %s. One queued before this outbox was copied from another machine is that machine's to send: `drop ID` gives it up here (a retry files it twice), but if that machine is gone for good and never sent it, `retry --force ID` sends it from here; one this machine wrote: `devbox-config edge outbox retry ID` sends one as the device the gateway names the token; `devbox-config edge status` says which each is, with its id.",
+	return fmt.Sprintf("this devbox's outbox holds %d %s it will not send: %s; %s (the device was removed at the gateway, .env holds another device's token, or this devbox took a device id of its own). %s. One queued before this outbox was copied from another machine is that machine's to send: `drop ID` gives it up here (a retry from here is filed once by a gateway of this release, twice by an older one), but if that machine is gone for good and never sent it, `retry --force ID` sends it from here; one this machine wrote: `devbox-config edge outbox retry ID` sends one as the device the gateway names the token; `devbox-config edge status` says which each is, with its id.",
 		len(moved), plural(len(moved), "write", "writes"), list, truncate(mailbox.Printable(moved[0].Reason), leftOutMax), tookEffect(moved, false))
 }
 

@@ -304,13 +304,13 @@ func otherDeviceFix(o outbox.Op, c *outbox.Copied) (fix, note string, ok bool) {
 	id, dev := o.Short(), mailbox.Printable(cmp.Or(f.Device, "the token's device"))
 	switch before, known := c.QueuedBefore(o); {
 	case before:
-		return fmt.Sprintf("queued before this outbox was copied: the original machine holds it too and sends it as its own device: `devbox-config edge outbox drop %[1]s` (a plain retry from here would file it twice, and is refused); if the original machine is gone for good and never sent it: `devbox-config edge outbox retry --force %[1]s`", id),
+		return fmt.Sprintf("queued before this outbox was copied: the original machine holds it too and sends it as its own device: `devbox-config edge outbox drop %[1]s` (a plain retry from here is refused: an older gateway would file it twice); if the original machine is gone for good and never sent it: `devbox-config edge outbox retry --force %[1]s`", id),
 			" (queued before this outbox was copied: the original sends it; drop it, or if the original is gone for good and never sent it: retry --force)", true
 	case known:
 		return fmt.Sprintf("written on this machine after its outbox was copied, before it took a device id of its own: `devbox-config edge outbox retry %s` sends it as %s (`drop %s` gives it up)", id, dev, id),
 			" (written here after the copy: retry sends it as this device)", true
 	}
-	return fmt.Sprintf("whose it is cannot be told here (no copy of this outbox is recorded; a disk-level clone is not seen): if this outbox was copied from a machine still in use, that machine sends it: `devbox-config edge outbox drop %[1]s` (a retry files it twice); if this devbox was renamed (a new device id or token in .env), or the machine it was copied from is gone for good and never sent it: `devbox-config edge outbox retry %[1]s` sends it as %[2]s; a lost or compromised device's write: drop it", id, dev),
+	return fmt.Sprintf("whose it is cannot be told here (no copy of this outbox is recorded; a disk-level clone is not seen): if this outbox was copied from a machine still in use, that machine sends it: `devbox-config edge outbox drop %[1]s` (a retry is filed once by a gateway of this release, twice by an older one); if this devbox was renamed (a new device id or token in .env), or the machine it was copied from is gone for good and never sent it: `devbox-config edge outbox retry %[1]s` sends it as %[2]s; a lost or compromised device's write: drop it", id, dev),
 		" (a copy's original still in use sends it: drop it; renamed here, or the original gone for good: retry it)", true
 }
 
