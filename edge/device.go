@@ -41,8 +41,9 @@ func (e *Edge) keepDevice(header string) {
 }
 
 // KeepDeviceHeader keeps a Devbox-Config-Device header the gateway sent
-// in s's meta (outbox.MetaDeviceSeen: each op queued next records the
-// device id it holds, outbox.Op.TokenDevice), if it reads (false: it
+// in s's meta (outbox.KeepDeviceSeen: each op queued next under the same
+// MEMPALACE_ORIGIN_DEVICE records the device id it holds,
+// outbox.Op.TokenDevice), if it reads (false: it
 // does not, and the header kept before stays). s nil: nothing is kept.
 // The edge and `edge flush` keep it alike.
 func KeepDeviceHeader(s *outbox.Store, header string, log *slog.Logger) (deviceinfo.Info, bool) {
@@ -52,7 +53,7 @@ func KeepDeviceHeader(s *outbox.Store, header string, log *slog.Logger) (devicei
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.SetMeta(ctx, outbox.MetaDeviceSeen, header); err != nil {
+	if err := s.KeepDeviceSeen(ctx, header, in.ID); err != nil {
 		log.Warn("what the gateway says of this device not kept: a later run without the gateway applies the last one kept", "err", err)
 	}
 	return in, true

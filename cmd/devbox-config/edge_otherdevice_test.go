@@ -331,3 +331,42 @@ func TestARetryOnTheRenamedOriginalOfACopyFilesItOnce(t *testing.T) {
 		})
 	}
 }
+
+// Outside tester attack76 F3: .env switched to another device's id and
+// token for a while (a wrong token pasted, then fixed) and back: a write
+// made offline under the devbox's own id and token was recorded as
+// queued as the device the gateway last named (the other), and held.
+// Now the outbox keeps the device the gateway named under each
+// MEMPALACE_ORIGIN_DEVICE: a write made under an id the gateway has not
+// answered for yet is queued as no device, and sent as the one the
+// gateway names its token; one made back under tmp-0042 is queued as
+// tmp-0042. (It failed before at the first switch: the write made under
+// wide-01's id and token was held, "queued as device tmp-0042".)
+func TestAWriteAfterSwitchingEnvBackIsQueuedAsTheDevicesOwn(t *testing.T) {
+	d := newRemovedDevice(t, "tmp-0042")
+	d.write("tmpbox first write")
+	runCLI("edge", "flush") // the gateway names tmp-0042's token tmp-0042
+	t.Setenv("MEMPALACE_ORIGIN_DEVICE", "wide-01")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
+	asWide, err := outbox.Open(d.s.Path(), "wide-01", "tmpbox") // the edge, its .env switched
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer asWide.Close()
+	if _, err := asWide.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Wing: "shared", Payload: []byte(`{"wing":"shared","room":"tmp","content":"written as wide-01"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errb := runCLI("edge", "flush"); code != 0 || !d.landed("written as wide-01") { // the gateway names wide-01's token wide-01
+		t.Fatalf("flush as wide-01: exit %d\n%s%s", code, out, errb)
+	}
+	t.Setenv("MEMPALACE_ORIGIN_DEVICE", "tmp-0042")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.tmpTok)
+	d.write("written as tmp-0042 after switching back") // offline: no gateway answer since
+	ops, _ := d.s.List(context.Background(), 10, outbox.Queued)
+	if len(ops) != 1 || ops[0].TokenDevice == "wide-01" {
+		t.Errorf("the write is recorded as queued as %+v", ops)
+	}
+	if code, out, errb := runCLI("edge", "flush"); code != 0 || !d.landed("written as tmp-0042 after switching back") {
+		t.Errorf("flush back as tmp-0042: exit %d\n%s%s", code, out, errb)
+	}
+}

@@ -14,9 +14,43 @@ import (
 // queued (Op.TokenDevice).
 const MetaDeviceSeen = "device_seen"
 
-// deviceSeenID reads MetaDeviceSeen's device id ("": none kept, or it
-// does not read).
-const deviceSeenID = `SELECT COALESCE((SELECT CAST(CASE WHEN json_valid(value) THEN json_extract(value,'$.id') END AS TEXT) FROM meta WHERE key=?), '')`
+// deviceSeenUnder prefixes the meta key of the device id the gateway
+// last named the token while the outbox's device (.env's
+// MEMPALACE_ORIGIN_DEVICE, Open's device) was the one after it
+// (KeepDeviceSeen).
+const deviceSeenUnder = "device_seen@"
+
+// queuedAsID is the device a new op records as queued as (Op.TokenDevice):
+// the one the gateway last named the token under the outbox's device now
+// (?1: deviceSeenUnder and the device), "" if it never named one under it
+// (.env was switched to this id since: what the gateway said of another
+// is not this configuration's), or, in an outbox kept before the
+// devices were kept by id, MetaDeviceSeen's (?2).
+const queuedAsID = `SELECT COALESCE(
+	(SELECT value FROM meta WHERE key=?1),
+	(SELECT CAST(CASE WHEN json_valid(value) THEN json_extract(value,'$.id') END AS TEXT) FROM meta WHERE key=?2
+		AND NOT EXISTS (SELECT 1 FROM meta WHERE key GLOB 'device_seen@*')),
+	'')`
+
+// KeepDeviceSeen keeps the gateway's Devbox-Config-Device header
+// (MetaDeviceSeen) and the device id it names the token, under the
+// outbox's device: an op queued after .env names another device id is
+// not recorded as queued as the device the gateway named under the
+// last one (attack76 F3).
+func (s *Store) KeepDeviceSeen(ctx context.Context, header, id string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	if err := setMeta(ctx, tx, MetaDeviceSeen, header); err != nil {
+		return err
+	}
+	if err := setMeta(ctx, tx, deviceSeenUnder+s.device, id); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
 
 // DeviceTarget is a Primary that knows the device a devbox-config gateway
 // names its token ("": no gateway, a plain mempalace serve, or the
