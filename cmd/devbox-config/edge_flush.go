@@ -84,9 +84,7 @@ func (fc *edgeFlushCmd) run() error {
 	}
 	by := st.ByState
 	fmt.Fprintf(fc.stdout, "%s; left: queued %d, inflight %d, dead %d, in doubt %d, held %d\n", sentWords(sent, settled(rctx, s, inflight)), by[outbox.Queued], by[outbox.Inflight], by[outbox.Dead], by[outbox.InDoubt], by[outbox.Held])
-	untried := "not tried yet"
 	if timedOut {
-		untried = "not tried before --timeout ran out"
 		fmt.Fprintf(fc.stdout, "--timeout %s ran out: what is left waits for the next flush (or the edge); `devbox-config edge flush --timeout %s` gives it longer\n", shortDuration(fc.timeout), shortDuration(max(5*time.Minute, 4*fc.timeout)))
 	}
 	printSentInPart(fc.stdout, before, st.LeftOut)
@@ -99,7 +97,7 @@ func (fc *edgeFlushCmd) run() error {
 	if timedOut {
 		wait = flushGrace // --timeout is spent: the check gets no more than the send's grace
 	}
-	fc.printLeft(rctx, s, p, wait, errors.Is(drainErr, outbox.ErrLeaseHeld), untried)
+	fc.printLeft(rctx, s, p, wait, errors.Is(drainErr, outbox.ErrLeaseHeld), timedOut)
 	if drainErr != nil && drainErr != context.DeadlineExceeded {
 		return failed(drainErr)
 	}
@@ -208,16 +206,22 @@ func readyToFlush(ctx context.Context, s *outbox.Store, cfg edge.Config) error {
 // printLeft prints the primary's state (checked within wait) and the ops
 // left, with what happened to each; a list that cannot be read leaves the
 // count printed before and the error after to say it. leased: another
-// process holds the flush lease; untried is said of an op nothing else is
-// known of.
-func (fc *edgeFlushCmd) printLeft(ctx context.Context, s *outbox.Store, p *edge.Primary, wait time.Duration, leased bool, untried string) {
+// process holds the flush lease; timedOut: --timeout ended the flush.
+func (fc *edgeFlushCmd) printLeft(ctx context.Context, s *outbox.Store, p *edge.Primary, wait time.Duration, leased, timedOut bool) {
 	cctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	fmt.Fprintf(fc.stdout, "primary: %s\n", p.Check(cctx))
 	ops, _ := s.List(ctx, 20)
 	c, _ := s.CopyRecord(ctx) // unreadable: whose a held op is reads as not known, and is said so
 	for _, o := range ops {
-		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, cmp.Or(notSentWhy(ctx, s, c, o, leased), untried))
+		why := cmp.Or(notSentWhy(ctx, s, c, o, leased), "not tried yet")
+		switch {
+		case timedOut && o.State == outbox.Inflight: // sent, its answer not back (attack76 F4)
+			why = "in flight when --timeout ran out: may have landed; the next flush settles it"
+		case timedOut && why == "not tried yet":
+			why = "not tried before --timeout ran out"
+		}
+		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, why)
 	}
 }
 

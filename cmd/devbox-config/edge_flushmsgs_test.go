@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,6 +81,52 @@ func TestEdgeFlushSaysItsTimeoutEndedIt(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("flush ended by its timeout lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// Outside tester attack76 F4: an op a flush had in flight when its
+// --timeout (and the send's grace) ran out was listed as "not tried
+// before --timeout ran out", which invites a drop and a write by hand of
+// what may be on the primary already. Now it says it may have landed and
+// the next flush settles it, which that flush does: one drawer. (It
+// failed before: "(inflight): not tried before --timeout ran out".)
+func TestEdgeFlushSaysAnOpInFlightAtItsTimeoutMayHaveLanded(t *testing.T) {
+	primary, srv := testbed.Primary(t, fakepalace.Options{Dir: t.TempDir()}, fakepalace.HTTPOptions{Token: "tok"})
+	target, _ := url.Parse(strings.TrimSuffix(srv.URL(), "/mcp"))
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	landed := make(chan struct{})
+	var first atomic.Bool
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body, r.Host = io.NopCloser(bytes.NewReader(body)), target.Host // the primary pins its Host
+		if !bytes.Contains(body, []byte(`"content":"slow write"`)) || !first.CompareAndSwap(false, true) {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		defer close(landed)
+		time.Sleep(1200 * time.Millisecond) // past --timeout and the send's 1 s grace: the flush gives up on its answer
+		// The write lands all the same (the proxy would cancel it with the
+		// flush's hang-up, so it is sent as it came).
+		req, _ := http.NewRequestWithContext(context.Background(), "POST", srv.URL(), bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}))
+	defer slow.Close()
+	s := edgeOutbox(t)
+	t.Setenv("MEMPALACE_REMOTE_URL", slow.URL+"/mcp")
+	if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"slow write"}`), Wing: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	code, out, errs := runCLI("edge", "flush", "--timeout", "100ms")
+	if want := "(inflight): in flight when --timeout ran out: may have landed; the next flush settles it"; code != 1 || !strings.Contains(out, want) {
+		t.Errorf("exit %d, want 1 and %q:\n%s%s", code, want, out, errs)
+	}
+	<-landed
+	if out := runOK(t, "edge", "flush"); !strings.Contains(out, "settled 1 left in flight") || primary.Dump().CountContent("slow write") != 1 {
+		t.Errorf("the next flush:\n%s", out)
 	}
 }
 
