@@ -86,8 +86,9 @@ func (o OpLedger) forward(ctx context.Context, call ToolCall, next Send) (int, [
 // outbox that made it (or a copy of it) holds, a record answers only a
 // call with the same tool and arguments, through the caller's own filter,
 // and a write forwarded is the caller's (its token's device is its
-// author). A device learns nothing by naming another that it did not
-// send itself, and can spoil only an op id it holds.
+// author). Naming another device tells a caller only whether that device
+// filed the very write the caller sends, for an op id it holds, and can
+// spoil no other op id.
 func ledgerDevice(caller string, params json.RawMessage) (string, error) {
 	as, ok := ledger.QueuedAsOf(params)
 	switch {
