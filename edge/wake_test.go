@@ -431,7 +431,7 @@ func TestOfflineWakeSaysTheViewIsKept(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	srv, palace, id := toldOnce(t)
 	srv.Stop()
-	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 2 * time.Second})
+	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), wakeWait: 10 * time.Second})
 	if in := instructionsOf(next); !strings.Contains(in, id) || !strings.Contains(in, "not reachable") {
 		t.Errorf("offline, the session start does not tell the kept ask as not fresh:\n%s", in)
 	}
@@ -447,7 +447,7 @@ func TestOfflineWakeSaysTheViewIsKept(t *testing.T) {
 func TestWakeWithARefusedTokenSaysTheTokenWasRefused(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	srv, palace, id := toldOnce(t)
-	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), token: "not-the-primarys-token-0000", wakeWait: 2 * time.Second})
+	next := start(t, harnessOpts{palace: palace, primaryURL: srv.URL(), token: "not-the-primarys-token-0000", wakeWait: 10 * time.Second})
 	if in := instructionsOf(next); !strings.Contains(in, id) || !strings.Contains(in, "refuses this device's token") || strings.Contains(in, "not reachable") {
 		t.Errorf("with the token refused, the session start says:\n%s", in)
 	}

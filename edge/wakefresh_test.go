@@ -30,7 +30,7 @@ func TestTheFirstReadDoesNotWaitForAToolList(t *testing.T) {
 	palace := t.TempDir() + "/palace"
 	keptSession(t, palace, srv.URL())
 	id := askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "posted since the last session")
-	h := start(t, harnessOpts{palace: palace, primaryURL: slowAnswerProxy(t, srv.URL(), "tools/list", time.Minute), wakeWait: 2 * time.Second})
+	h := start(t, harnessOpts{palace: palace, primaryURL: slowAnswerProxy(t, srv.URL(), "tools/list", time.Minute), wakeWait: 10 * time.Second})
 	if in := instructionsOf(h); !strings.Contains(in, id) || strings.Contains(in, "earlier session") {
 		t.Fatalf("the session start is not told the ask posted since the last session:\n%s", in)
 	}
