@@ -63,7 +63,7 @@ func TestReadLocalTellsEmptyFromBroken(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			c.set(t, dir)
-			man, err := readLocal(context.Background(), drawerless{c.answer}, Selection{Policy: policy}, kgReader{},
+			man, err := readLocal(context.Background(), &reader{c: drawerless{c.answer}, side: "local"}, Selection{Policy: policy}, kgReader{},
 				func() (bool, error) { return palacefiles.Empty(dir) }, nil)
 			if c.want != "" {
 				if err == nil || !strings.Contains(err.Error(), c.want) {

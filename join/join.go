@@ -77,6 +77,10 @@ type Options struct {
 	// (default 3x the call timeout, at least 30 s).
 	Stall    time.Duration
 	Progress *Progress
+	// batch is how many ids one get_drawers call carries (0: getBatch,
+	// MemPalace's cap). A test sets a few to cross a batch's end with a
+	// handful of records instead of 501.
+	batch int
 }
 
 // All verifies every record.

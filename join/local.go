@@ -145,14 +145,14 @@ func errorOf(m map[string]any) error {
 func str(m map[string]any, k string) string { s, _ := m[k].(string); return s }
 
 // readLocal pages the local palace: every drawer of every selected wing,
-// full content by get_drawers (getBatch ids a call; get_drawer one by one
+// full content by get_drawers (r.size() ids a call; get_drawer one by one
 // from a palace before 3.11.0), diaries told apart by their room and type;
 // then the knowledge graph's facts. empty tells a palace that holds no
 // drawers yet from a broken one (palacefiles.Empty): MemPalace answers
 // list_wings on both with an error; the first has no wings to read.
-func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, empty func() (bool, error), progress func(string, int)) (Manifest, error) {
+func readLocal(ctx context.Context, r *reader, sel Selection, kg kgReader, empty func() (bool, error), progress func(string, int)) (Manifest, error) {
 	var man Manifest
-	w, err := local.Call(ctx, "mempalace_list_wings", map[string]any{})
+	w, err := r.c.Call(ctx, "mempalace_list_wings", map[string]any{})
 	if err != nil {
 		return man, err
 	}
@@ -166,7 +166,7 @@ func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, em
 		man.NoDrawers, w = true, nil
 	}
 	counts, _ := w["wings"].(map[string]any)
-	seen, r := map[string]bool{}, &reader{c: local, side: "local"}
+	seen := map[string]bool{}
 	for _, wing := range slices.Sorted(maps.Keys(counts)) {
 		switch {
 		case !sel.Policy.Replicated(wing):
@@ -183,7 +183,7 @@ func readLocal(ctx context.Context, local Caller, sel Selection, kg kgReader, em
 		man.KGExcluded = true
 		return man, nil
 	}
-	man.readFacts(ctx, local, kg)
+	man.readFacts(ctx, r.c, kg)
 	return man, nil
 }
 
@@ -201,8 +201,8 @@ func (man *Manifest) readWing(ctx context.Context, r *reader, wing, stamp string
 	if err != nil {
 		return err
 	}
-	for start := 0; start < len(ids); start += getBatch {
-		batch := ids[start:min(start+getBatch, len(ids))]
+	for start := 0; start < len(ids); start += r.size() {
+		batch := ids[start:min(start+r.size(), len(ids))]
 		got := r.read(ctx, batch)
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("local palace: %w", err)

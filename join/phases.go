@@ -248,7 +248,7 @@ func (j *joining) readManifest(ctx context.Context) *Failure {
 		return nil
 	}
 	j.o.Progress.Phase("reading the local palace", 0)
-	man, err := readLocal(ctx, j.local, Selection{Policy: j.policy, Globs: j.o.Wings, Stamp: j.stamp}, kgReader{Files: j.kgFiles(), Home: j.cfg.Home, Palace: j.cfg.Palace}, func() (bool, error) { return palacefiles.Empty(j.cfg.Palace) }, func(_ string, n int) { j.o.Progress.Set(n) })
+	man, err := readLocal(ctx, j.reader(j.local, "local"), Selection{Policy: j.policy, Globs: j.o.Wings, Stamp: j.stamp}, kgReader{Files: j.kgFiles(), Home: j.cfg.Home, Palace: j.cfg.Palace}, func() (bool, error) { return palacefiles.Empty(j.cfg.Palace) }, func(_ string, n int) { j.o.Progress.Set(n) })
 	j.o.Progress.Done()
 	if err != nil {
 		return j.unreadable(ctx, err)
@@ -908,7 +908,7 @@ func (j *joining) verify(ctx context.Context) {
 	picked := sample(j.targets, j.o.Verify, j.o.Seed)
 	j.rep.Sampled = len(picked)
 	j.o.Progress.Phase("verifying", len(picked))
-	v, m, f := verify(ctx, j.local, j.sent, picked, j.o.Progress.Set)
+	v, m, f := verify(ctx, j.reader(j.local, "local"), j.reader(j.sent, "primary"), picked, j.o.Progress.Set)
 	j.rep.Verified += v
 	j.rep.Mismatches = append(j.rep.Mismatches, m...)
 	j.rep.Failed = append(j.rep.Failed, f...)

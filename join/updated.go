@@ -41,9 +41,9 @@ func (j *joining) present(ctx context.Context) {
 	j.connect()
 	j.o.Progress.Phase("looking up drawers on the primary", len(ask))
 	defer j.o.Progress.Done()
-	r := &reader{c: j.sent, side: "primary"}
-	for start := 0; start < len(ask); start += getBatch {
-		batch := ask[start:min(start+getBatch, len(ask))]
+	r := j.reader(j.sent, "primary")
+	for start := 0; start < len(ask); start += r.size() {
+		batch := ask[start:min(start+r.size(), len(ask))]
 		ids := make([]string, len(batch))
 		for i, p := range batch {
 			ids[i] = p.rec.LocalID

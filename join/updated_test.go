@@ -254,17 +254,18 @@ func TestNarrowDeviceJoinsInBatches(t *testing.T) {
 
 // The look-ups of updated (or mined) drawers by their local id take one
 // get_drawers per 500 (MemPalace's cap), not one get_drawer each: a mined
-// palace's first join does not pay a read per drawer.
+// palace's first join does not pay a read per drawer. Batches of 5 here
+// (Options.batch): 6 drawers cross a batch's end as 501 cross 500's.
 func TestJoinLooksUpUpdatedDrawersInBatches(t *testing.T) {
 	t.Parallel()
 	p, pr := newPalace(t), newPrimary(t)
 	local := func(tool string, args map[string]any) map[string]any { return p.do(t, tool, args) }
-	const n = 501
+	const batch, n = 5, 6
 	for i := range n {
 		fileAndUpdate(t, local, fmt.Sprintf("note %d", i), fmt.Sprintf("note %d, updated", i))
 	}
 	p.save(t)
-	rep := run(t, config(t, p, pr), Options{})
+	rep := run(t, config(t, p, pr), Options{batch: batch})
 	if !rep.OK() || rep.Sent[Drawers] != n || rep.Calls["primary get_drawers"] != 2 || rep.Calls["primary get_drawer"] != 0 {
 		t.Fatalf("sent %v, calls %v, failed %d; want all %d sent after two get_drawers", rep.Sent, rep.Calls, len(rep.Failed), n)
 	}

@@ -68,14 +68,13 @@ func sample(ts []verifyTarget, n int, seed uint64) []verifyTarget {
 }
 
 // verify compares each target's content on both sides: the local
-// palace's and the primary's drawers read getBatch ids a call (reader),
+// palace's and the primary's drawers read l.size() ids a call (reader),
 // reassembled content compared (never counts, never chunk-id sets: RFC
 // 001 §4.4, §9.3). done, when set, is told how many targets are settled
 // after each batch.
-func verify(ctx context.Context, local, primary Caller, ts []verifyTarget, done func(int)) (verified int, mismatches []Mismatch, failed []Failure) {
-	l, p := &reader{c: local, side: "local"}, &reader{c: primary, side: "primary"}
-	for start := 0; start < len(ts); start += getBatch {
-		batch := ts[start:min(start+getBatch, len(ts))]
+func verify(ctx context.Context, l, p *reader, ts []verifyTarget, done func(int)) (verified int, mismatches []Mismatch, failed []Failure) {
+	for start := 0; start < len(ts); start += l.size() {
+		batch := ts[start:min(start+l.size(), len(ts))]
 		var lids, pids []string
 		for _, t := range batch {
 			lids = append(lids, t.rec.LocalID)
@@ -122,9 +121,19 @@ func verify(ctx context.Context, local, primary Caller, ts []verifyTarget, done 
 type reader struct {
 	c      Caller
 	side   string
+	per    int // ids its callers hand it a call at a time (0: getBatch; Options.batch)
 	single bool
 	max    int // ids a batch carries at most (0: as many as asked), halved by a failed one
 }
+
+// reader reads side's drawers through c, as many a call as the join's
+// options say.
+func (j *joining) reader(c Caller, side string) *reader {
+	return &reader{c: c, side: side, per: j.o.batch}
+}
+
+// size is how many ids the reader's callers hand it at a time.
+func (r *reader) size() int { return cmp.Or(r.per, getBatch) }
 
 // drawerRead is one id's read: the answer for it (nil: a batch answer
 // left it out, as a gateway withholds one), or the failed call's error.

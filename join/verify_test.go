@@ -15,10 +15,11 @@ import (
 // get_drawer per record: verifying 15,000 records behind a gateway is 60
 // reads, not 30,000; the join reads the local palace's drawers so too.
 // Palaces before 3.11.0 (no get_drawers) are read one by one, as before,
-// with the same verdicts.
+// with the same verdicts. Batches of 5 here (Options.batch): 6 records
+// cross a batch's end as 501 cross 500's.
 func TestJoinVerifiesInBatches(t *testing.T) {
 	t.Parallel()
-	const n = 501
+	const batch, n = 5, 6
 	for _, version := range []string{"", "3.10.0"} {
 		p := newPalace(t)
 		for i := range n {
@@ -35,7 +36,7 @@ func TestJoinVerifiesInBatches(t *testing.T) {
 			// verify)
 			want["primary get_drawers"], want["primary get_drawer"], want["local get_drawers"], want["local get_drawer"] = 1, n, 2, 2*n
 		}
-		rep := run(t, c, Options{Verify: All})
+		rep := run(t, c, Options{Verify: All, batch: batch})
 		for k, v := range want {
 			if rep.Calls[k] != v {
 				t.Errorf("release %q: %s %d, want %d", version, k, rep.Calls[k], v)
@@ -76,9 +77,12 @@ func TestVerifyBatchAnswers(t *testing.T) {
 		}
 		return res, nil
 	})
-	v, ms, fs := verify(context.Background(), callerFunc(func(_ context.Context, tool string, args map[string]any) (map[string]any, error) {
-		return call(t, local.pl, tool, args), nil
-	}), primary, ts, nil)
+	localSide := func() *reader {
+		return &reader{c: callerFunc(func(_ context.Context, tool string, args map[string]any) (map[string]any, error) {
+			return call(t, local.pl, tool, args), nil
+		}), side: "local"}
+	}
+	v, ms, fs := verify(context.Background(), localSide(), &reader{c: primary, side: "primary"}, ts, nil)
 	missing := map[string]bool{}
 	for _, m := range ms {
 		if m.Verdict == "missing" {
@@ -96,9 +100,7 @@ func TestVerifyBatchAnswers(t *testing.T) {
 		}
 		return call(t, remote.pl, tool, args), nil
 	})
-	v, ms, fs = verify(context.Background(), callerFunc(func(_ context.Context, tool string, args map[string]any) (map[string]any, error) {
-		return call(t, local.pl, tool, args), nil
-	}), broken, ts[:3], nil)
+	v, ms, fs = verify(context.Background(), localSide(), &reader{c: broken, side: "primary"}, ts[:3], nil)
 	if v != 0 || len(ms) != 0 || len(fs) != 3 {
 		t.Fatalf("a failed batch: verified %d, mismatches %+v, failed %+v; want its 3 records failed", v, ms, fs)
 	}
