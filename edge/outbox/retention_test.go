@@ -56,7 +56,7 @@ func TestDoneOpsArePrunedAndTheirSpaceGivenBack(t *testing.T) {
 			}
 		}
 	}
-	enqueue("old", 200)
+	enqueue("old", 50)
 	if _, err := f.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +70,8 @@ func TestDoneOpsArePrunedAndTheirSpaceGivenBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, err := s.Prune(ctx, outbox.DefaultRetention)
-	if err != nil || n != 200 {
-		t.Fatalf("pruned %d, %v; want the 200 done ops", n, err)
+	if err != nil || n != 50 {
+		t.Fatalf("pruned %d, %v; want the 50 done ops", n, err)
 	}
 	if got, err := s.GetByID(ctx, pending.ID); err != nil || got.State != outbox.Queued {
 		t.Fatalf("a pending op older than the retention: %v %v", got.State, err)
