@@ -190,9 +190,10 @@ func TestNarrowGetDrawersIsOneRead(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, append([]Device{{ID: "slow-0003", Label: "slow", Read: []string{"shared"}, ReadRate: 0.001}}, bulkDevices...))
 	var ids []any
-	for i := range 300 {
-		res, _, _ := g.call(g.tokens["admin-0001"], "add_drawer", map[string]any{"wing": "shared", "room": "bulk", "content": fmt.Sprint("bulk drawer number ", i)})
-		ids = append(ids, res["drawer_id"])
+	for i := range 300 { // filed around the gateway: only the slow device's reads are its
+		content := fmt.Sprint("bulk drawer number ", i)
+		g.around(t, "add_drawer", map[string]any{"wing": "shared", "room": "bulk", "content": content})
+		ids = append(ids, catalogue.DrawerID("shared", "bulk", content))
 	}
 	slow := g.tokens["slow-0003"]
 	if res, rpc, _ := g.call(slow, "get_drawers", map[string]any{"drawer_ids": ids}); rpc != nil || res["count"] != 300.0 || res["errors"] != 0.0 {
