@@ -336,12 +336,17 @@ func (c *Config) validate(settled map[string]bool) error {
 	return c.checkNames(settled)
 }
 
-// checkRemovedAgents refuses a device's agent that removed_agents names
-// another device's: it would read every ask addressed to the removed one.
+// checkRemovedAgents refuses a device's agent that is, or looks like, one
+// removed_agents names another device's: it would read every ask
+// addressed to the removed one, or pass for it on the coordination log.
 func (c *Config) checkRemovedAgents() error {
 	for i, d := range c.Devices {
 		for j, a := range d.Agents {
-			if was, ok := c.RemovedAgents[a]; ok && was != d.ID {
+			name, was := c.RemovedAgent(a)
+			if was != "" && was != d.ID && name != a {
+				return lookAlikeRemovedAgent(i, j, a, name, was)
+			}
+			if was != "" && was != d.ID {
 				return fmt.Errorf("devices[%d].agents[%d]: %q was an agent of removed device %s (removed_agents): this device would read every ask ever addressed to it, old ones included, and could answer them as it (fix: another agent, <harness>@<this device's label>; or, for a machine that replaces %s, take it over on purpose with --take-removed-agents)", i, j, a, was, was)
 			}
 		}

@@ -37,3 +37,35 @@ func TestConfigRefusesARemovedDevicesAgentOnAnotherDevice(t *testing.T) {
 		t.Errorf("a config with a removed device and no removed_agents: %v", err)
 	}
 }
+
+// A config edited by hand is held to the same comparison as live
+// devices' agents: an agent that looks like a removed device's (another
+// case, a Cyrillic letter) is refused at load, naming the agent it looks
+// like (attack79 F6: compared exactly, each loaded).
+func TestConfigRefusesALookAlikeOfARemovedDevicesAgent(t *testing.T) {
+	t.Parallel()
+	testRemovedAgents(t, []removedAgentCase{
+		{"echo1", "foxtrot", "Claude@echo", `devices[0].agents[0]: "Claude@echo" looks like "claude@echo", an agent of removed device echo1 (removed_agents)`},
+		{"echo1", "foxtrot", "claud\u0435@echo", `looks like "claude@echo", an agent of removed device echo1`},
+	})
+}
+
+// removedAgentCase is a config whose removed_agents gives claude@echo to
+// removed, and whose device id (label echo) has agent: want is what its
+// load is refused with ("": it loads).
+type removedAgentCase struct{ removed, id, agent, want string }
+
+// testRemovedAgents loads each case's config.
+func testRemovedAgents(t *testing.T, cases []removedAgentCase) {
+	file := filepath.Join(t.TempDir(), "g.jsonc")
+	for _, c := range cases {
+		body := `{"secret_file": "s", "audit_log": "a", "removed_agents": {"claude@echo": "` + c.removed + `"}, "devices": [
+			{"id": "` + c.id + `", "label": "echo", "read": ["shared"], "agents": ["` + c.agent + `"]},
+			{"id": "golf", "label": "golf", "read": ["shared"], "agents": ["pi@golf"]}]}`
+		os.WriteFile(file, []byte(body), 0o600)
+		_, err := LoadConfig(file)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+q on %s, removed_agents naming %s: got %v, want %q", c.agent, c.id, c.removed, err, c.want)
+		}
+	}
+}

@@ -116,15 +116,15 @@ func takeFlag(f *pflag.FlagSet, take *bool) {
 	f.BoolVar(take, "take-removed-agents", false, "let --agents take a removed device's agent (a machine replacing a lost one): this device reads every ask ever addressed to it, old ones included, and can answer them")
 }
 
-// takeRemovedAgents forgets, of agents, those a removed device had
-// (removed_agents): the device given them takes them over. It is each so
-// taken, as "AGENT (removed device ID)".
+// takeRemovedAgents forgets, of removed_agents, those each of agents is
+// or looks like (gateway.Config.RemovedAgent): the device given them
+// takes them over. It is each so taken, as "AGENT (removed device ID)".
 func takeRemovedAgents(c *gateway.Config, agents []string) []string {
 	var took []string
 	for _, a := range agents {
-		if was, ok := c.RemovedAgents[a]; ok {
-			took = append(took, fmt.Sprintf("%s (removed device %s)", a, was))
-			delete(c.RemovedAgents, a)
+		for name, was := c.RemovedAgent(a); was != ""; name, was = c.RemovedAgent(a) {
+			took = append(took, fmt.Sprintf("%s (removed device %s)", name, was))
+			delete(c.RemovedAgents, name)
 		}
 	}
 	return took

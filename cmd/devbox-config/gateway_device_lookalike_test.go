@@ -122,3 +122,26 @@ func TestGatewayDeviceTakingARemovedDevicesAgentNeedsAFlag(t *testing.T) {
 		t.Errorf("foxtrot taken back, its agents are still remembered as a removed device's:\n%s", after)
 	}
 }
+
+// A removed device's agent is compared with another device's as a live
+// device's is, as a look-alike (case, confusables): a new device given
+// CLAUDE@echo or claudе@echo (Cyrillic е) after echo1 with claude@echo
+// was removed shows on the log as the lost laptop (outside tester,
+// attack79 F6: each was accepted). --take-removed-agents takes it over.
+func TestGatewayDeviceRefusesALookAlikeOfARemovedDevicesAgent(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	cli := gatewayCLI(t, cfg)
+	cli(0, "init")
+	cli(0, "device", "add", "echo1", "--label", "echo", "--read", "shared", "--agents", "claude@echo")
+	cli(0, "device", "remove", "echo1")
+	for _, a := range []string{"CLAUDE@echo", "c1aude@echo", "cIaude@echo", "ｃlaude@echo", "claud\u0435@echo"} {
+		_, errOut := cli(1, "device", "add", "foxtrot", "--label", "echo", "--read", "shared", "--agents", a)
+		if want := `looks like "claude@echo", an agent of removed device echo1`; !strings.Contains(errOut, want) || !strings.Contains(errOut, "--take-removed-agents") {
+			t.Errorf("add of %+q: want %q and the flag:\n%s", a, want, errOut)
+		}
+	}
+	out, _ := cli(0, "device", "add", "foxtrot", "--label", "echo", "--read", "shared", "--agents", "CLAUDE@echo", "--take-removed-agents")
+	if !strings.Contains(out, "took over claude@echo (removed device echo1)") {
+		t.Errorf("a take-over of a look-alike does not say what it took:\n%s", out)
+	}
+}
