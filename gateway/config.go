@@ -79,9 +79,10 @@ type Config struct {
 	// name them, so a new device under one would inherit the old one's
 	// records and trust; `device add --reuse-removed-id` takes one back.
 	RemovedDevices []string `json:"removed_devices,omitempty"`
-	// RemovedAgents maps each agent name a removed device had to its id
-	// (`device remove` adds them; a config from before it has none): a
-	// device given one reads every ask addressed to it, old ones
+	// RemovedAgents maps each agent name a device no longer has to its
+	// id (`device remove` adds a removed device's, `device set` those it
+	// drops; a config from before has none): another device given one
+	// (or a look-alike) reads every ask addressed to it, old ones
 	// included, so only `device add|set --take-removed-agents` gives it.
 	RemovedAgents map[string]string `json:"removed_agents,omitempty"`
 	Devices       []Device          `json:"devices"`
@@ -337,14 +338,15 @@ func (c *Config) validate(settled map[string]bool) error {
 }
 
 // checkRemovedAgents refuses a device's agent that is, or looks like, one
-// removed_agents names another device's: it would read every ask
-// addressed to the removed one, or pass for it on the coordination log.
+// removed_agents gives another device (removed, or live and dropped it):
+// it would read every ask addressed to that one, or pass for it on the
+// coordination log.
 func (c *Config) checkRemovedAgents() error {
 	for i, d := range c.Devices {
 		for j, a := range d.Agents {
 			name, was := c.RemovedAgent(a)
-			if was != "" && was != d.ID && name != a {
-				return lookAlikeRemovedAgent(i, j, a, name, was)
+			if was != "" && was != d.ID && (name != a || c.Device(was) != nil) {
+				return c.heldAgent(i, j, a, name, was)
 			}
 			if was != "" && was != d.ID {
 				return fmt.Errorf("devices[%d].agents[%d]: %q was an agent of removed device %s (removed_agents): this device would read every ask ever addressed to it, old ones included, and could answer them as it (fix: another agent, <harness>@<this device's label>; or, for a machine that replaces %s, take it over on purpose with --take-removed-agents)", i, j, a, was, was)

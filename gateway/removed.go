@@ -25,8 +25,23 @@ func (c *Config) RemovedAgent(a string) (name, was string) {
 	return "", ""
 }
 
-// lookAlikeRemovedAgent is the refusal of agent a (devices[i].agents[j])
-// that looks like name, removed device was's agent.
-func lookAlikeRemovedAgent(i, j int, a, name, was string) error {
-	return fmt.Errorf("devices[%d].agents[%d]: %+q looks like %q, an agent of removed device %s (removed_agents): one could pass for the other on the coordination log, and senders who type it would address this device believing it %s (fix: another agent, <harness>@<this device's label>, one no removed device's looks like; or take it over on purpose with --take-removed-agents)", i, j, a, name, was, was)
+// FormerHolder names device was, which had an agent of removed_agents:
+// "removed device ID", or "device ID, which dropped it" of a live one.
+func (c *Config) FormerHolder(was string) string {
+	if c.Device(was) != nil {
+		return "device " + was + ", which dropped it"
+	}
+	return "removed device " + was
+}
+
+// heldAgent is the refusal of agent a (devices[i].agents[j]) that is or
+// looks like name, device was's agent (removed_agents), where was is live
+// or a is a look-alike: the message of an exact removed one is
+// checkRemovedAgents's.
+func (c *Config) heldAgent(i, j int, a, name, was string) error {
+	at := fmt.Sprintf("devices[%d].agents[%d]", i, j)
+	if name == a {
+		return fmt.Errorf("%s: %q was an agent of %s (removed_agents): this device would read every ask ever addressed to it, old ones included, and could answer them as it (fix: another agent, <harness>@<this device's label>; or, for a machine that replaces %s, take it over on purpose with --take-removed-agents)", at, a, c.FormerHolder(was), was)
+	}
+	return fmt.Errorf("%s: %+q looks like %q, an agent of %s (removed_agents): one could pass for the other on the coordination log, and senders who type it would address this device believing it %s (fix: another agent, <harness>@<this device's label>, one no former agent looks like; or take it over on purpose with --take-removed-agents)", at, a, name, c.FormerHolder(was), was)
 }

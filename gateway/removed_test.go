@@ -50,6 +50,19 @@ func TestConfigRefusesALookAlikeOfARemovedDevicesAgent(t *testing.T) {
 	})
 }
 
+// An agent `device set` dropped from a live device is kept in
+// removed_agents under that device's id: another device given it is
+// refused, saying the device dropped it (not that it was removed); the
+// device itself may have it again.
+func TestConfigRefusesAnAgentALiveDeviceDroppedOnAnotherDevice(t *testing.T) {
+	t.Parallel()
+	testRemovedAgents(t, []removedAgentCase{
+		{"golf", "foxtrot", "claude@echo", `devices[0].agents[0]: "claude@echo" was an agent of device golf, which dropped it (removed_agents)`},
+		{"golf", "foxtrot", "Claude@echo", `"Claude@echo" looks like "claude@echo", an agent of device golf, which dropped it`},
+		{"foxtrot", "foxtrot", "claude@echo", ""},
+	})
+}
+
 // removedAgentCase is a config whose removed_agents gives claude@echo to
 // removed, and whose device id (label echo) has agent: want is what its
 // load is refused with ("": it loads).

@@ -110,27 +110,45 @@ func (ac *deviceAddCmd) run(id string) error {
 }
 
 // takeFlag is --take-removed-agents, which `device add` and `device set`
-// share: a removed device's agents are refused (gateway's removed_agents)
-// unless it is given.
+// share: an agent another device had (gateway's removed_agents) is
+// refused unless it is given.
 func takeFlag(f *pflag.FlagSet, take *bool) {
-	f.BoolVar(take, "take-removed-agents", false, "let --agents take a removed device's agent (a machine replacing a lost one): this device reads every ask ever addressed to it, old ones included, and can answer them")
+	f.BoolVar(take, "take-removed-agents", false, "let --agents take an agent another device had, removed or dropped by 'device set' (a machine replacing a lost one), or one that looks like it: this device reads every ask ever addressed to it, old ones included, and can answer them")
 }
 
 // takeRemovedAgents forgets, of removed_agents, those each of agents is
 // or looks like (gateway.Config.RemovedAgent): the device given them
-// takes them over. It is each so taken, as "AGENT (removed device ID)".
+// takes them over. It is each so taken, as "AGENT (removed device ID)"
+// or "AGENT (device ID, which dropped it)".
 func takeRemovedAgents(c *gateway.Config, agents []string) []string {
 	var took []string
 	for _, a := range agents {
 		for name, was := c.RemovedAgent(a); was != ""; name, was = c.RemovedAgent(a) {
-			took = append(took, fmt.Sprintf("%s (removed device %s)", name, was))
+			took = append(took, fmt.Sprintf("%s (%s)", name, c.FormerHolder(was)))
 			delete(c.RemovedAgents, name)
 		}
 	}
 	return took
 }
 
-// sayTook says which removed device's agents device id took over.
+// keepDropped remembers in removed_agents each of before that device id
+// no longer has (after), removed with it or dropped by `device set`:
+// another device given one would read every ask ever addressed to it.
+// Those it has again are its own once more.
+func keepDropped(c *gateway.Config, id string, before, after []string) {
+	maps.DeleteFunc(c.RemovedAgents, func(a, was string) bool { return was == id && slices.Contains(after, a) })
+	for _, a := range before {
+		if slices.Contains(after, a) {
+			continue
+		}
+		if c.RemovedAgents == nil {
+			c.RemovedAgents = map[string]string{}
+		}
+		c.RemovedAgents[a] = id
+	}
+}
+
+// sayTook says which agents other devices had device id took over.
 func sayTook(w io.Writer, id string, took []string) {
 	if len(took) > 0 {
 		fmt.Fprintf(w, "device %s took over %s: it reads every ask ever addressed to them, old ones included\n", id, strings.Join(took, ", "))
@@ -225,11 +243,13 @@ func setDevice(g *gatewayConfig, stdout io.Writer, f *pflag.FlagSet, given gatew
 			return err
 		}
 		at = slices.IndexFunc(c.Devices, func(d gateway.Device) bool { return d.ID == id })
+		before := d.Agents
 		for name, apply := range set(d) {
 			if f.Changed(name) {
 				apply()
 			}
 		}
+		keepDropped(c, id, before, d.Agents)
 		if take {
 			took = takeRemovedAgents(c, d.Agents)
 		}
@@ -313,14 +333,7 @@ func removeDevice(g *gatewayConfig, stdout io.Writer, id string) error {
 		}
 		c.Devices = slices.DeleteFunc(c.Devices, func(d gateway.Device) bool { return d.ID == id })
 		c.RemovedDevices = append(c.RemovedDevices, id) // never again silently: its records keep its id
-		// nor its agents silently: another device given one reads every
-		// ask addressed to it
-		for _, a := range agents {
-			if c.RemovedAgents == nil {
-				c.RemovedAgents = map[string]string{}
-			}
-			c.RemovedAgents[a] = id
-		}
+		keepDropped(c, id, agents, nil)
 		return nil
 	})
 	if err != nil {

@@ -123,6 +123,33 @@ func TestGatewayDeviceTakingARemovedDevicesAgentNeedsAFlag(t *testing.T) {
 	}
 }
 
+// An agent `device set` drops from a live device is remembered as that
+// device's, as a removed device's is: a laptop relabelled (delta to
+// delta2, its agents with it) and a new machine given the freed
+// claude@delta would read every ask addressed to the first, old ones
+// included. Another device taking it needs --take-removed-agents; the
+// device that dropped it takes it back without (outside tester,
+// attack79 F5: the new device took it with no flag and read the asks).
+func TestGatewayDeviceTakingAnAgentAnotherDeviceDroppedNeedsAFlag(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "gateway.jsonc")
+	cli := gatewayCLI(t, cfg)
+	cli(0, "init")
+	cli(0, "device", "add", "d2", "--label", "delta", "--read", "shared", "--agents", "claude@delta,pi@delta")
+	cli(0, "device", "set", "d2", "--agents", "pi@delta")
+	cli(0, "device", "set", "d2", "--agents", "pi@delta,claude@delta") // its own: taken back with no flag
+	cli(0, "device", "set", "d2", "--label", "delta2", "--agents", "opencode@delta2")
+	_, errOut := cli(1, "device", "add", "d3", "--label", "delta", "--read", "shared", "--agents", "claude@delta")
+	for _, w := range []string{"--agents", `"claude@delta"`, "device d2, which dropped it", "every ask", "--take-removed-agents"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("add of an agent d2 dropped does not say %q:\n%s", w, errOut)
+		}
+	}
+	out, _ := cli(0, "device", "add", "d3", "--label", "delta", "--read", "shared", "--agents", "claude@delta,pi@delta", "--take-removed-agents")
+	if !strings.Contains(out, "took over claude@delta (device d2, which dropped it), pi@delta (device d2, which dropped it)") {
+		t.Errorf("a take-over does not say whose agents it took:\n%s", out)
+	}
+}
+
 // A removed device's agent is compared with another device's as a live
 // device's is, as a look-alike (case, confusables): a new device given
 // CLAUDE@echo or claudе@echo (Cyrillic е) after echo1 with claude@echo
