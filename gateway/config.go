@@ -349,7 +349,7 @@ func (c *Config) checkRemovedAgents() error {
 				return c.heldAgent(i, j, a, name, was)
 			}
 			if was != "" && was != d.ID {
-				return fmt.Errorf("devices[%d].agents[%d]: %q was an agent of removed device %s (removed_agents): this device would read every ask ever addressed to it, old ones included, and could answer them as it (fix: another agent, <harness>@<this device's label>; or, for a machine that replaces %s, take it over on purpose with --take-removed-agents)", i, j, a, was, was)
+				return fmt.Errorf("devices[%d].agents[%d]: %q was an agent of removed device %s (removed_agents): this device would read every ask ever addressed to it, old ones included, and could answer them as it (fix: another agent, <harness>@<this device's label>; or, for a machine that replaces %s, take it over on purpose with --take-removed-agents, or by deleting %q from removed_agents in the config)", i, j, a, was, was, a)
 			}
 		}
 	}

@@ -41,7 +41,7 @@ func (c *Config) FormerHolder(was string) string {
 func (c *Config) heldAgent(i, j int, a, name, was string) error {
 	at := fmt.Sprintf("devices[%d].agents[%d]", i, j)
 	if name == a {
-		return fmt.Errorf("%s: %q was an agent of %s (removed_agents): this device would read every ask ever addressed to it, old ones included, and could answer them as it (fix: another agent, <harness>@<this device's label>; or, for a machine that replaces %s, take it over on purpose with --take-removed-agents)", at, a, c.FormerHolder(was), was)
+		return fmt.Errorf("%s: %q was an agent of %s (removed_agents): this device would read every ask ever addressed to it, old ones included, and could answer them as it (fix: another agent, <harness>@<this device's label>; or, for a machine that replaces %s, take it over on purpose with --take-removed-agents, or by deleting %q from removed_agents in the config)", at, a, c.FormerHolder(was), was, name)
 	}
-	return fmt.Errorf("%s: %+q looks like %q, an agent of %s (removed_agents): one could pass for the other on the coordination log, and senders who type it would address this device believing it %s (fix: another agent, <harness>@<this device's label>, one no former agent looks like; or take it over on purpose with --take-removed-agents)", at, a, name, c.FormerHolder(was), was)
+	return fmt.Errorf("%s: %+q looks like %q, an agent of %s (removed_agents): one could pass for the other on the coordination log, and senders who type it would address this device believing it %s (fix: another agent, <harness>@<this device's label>, one no former agent looks like; or take it over on purpose with --take-removed-agents, or by deleting %q from removed_agents in the config)", at, a, name, c.FormerHolder(was), was, name)
 }

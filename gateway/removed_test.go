@@ -29,8 +29,11 @@ func TestConfigRefusesARemovedDevicesAgentOnAnotherDevice(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "g.jsonc")
 	body := "{\n  \"secret_file\": \"s\",\n  \"audit_log\": \"a\",\n  \"removed_devices\": [\"echo1\"],\n  \"removed_agents\": {\"claude@echo\": \"echo1\"},\n  \"devices\": [\n    {\"id\": \"foxtrot\", \"label\": \"echo\", \"read\": [\"shared\"], \"agents\": [\"claude@echo\"]},\n  ],\n}\n"
 	os.WriteFile(file, []byte(body), 0o600)
-	if _, err := LoadConfig(file); err == nil || !strings.Contains(err.Error(), `devices[0].agents[0]: "claude@echo" was an agent of removed device echo1`) {
+	_, err := LoadConfig(file)
+	if err == nil || !strings.Contains(err.Error(), `devices[0].agents[0]: "claude@echo" was an agent of removed device echo1`) {
 		t.Errorf("got %v, want the agent of removed device echo1 refused", err)
+	} else if !strings.Contains(err.Error(), `deleting "claude@echo" from removed_agents in the config`) {
+		t.Errorf("a hand-edited config's refusal gives only the CLI's fix: %v", err)
 	}
 	os.WriteFile(file, []byte(strings.Replace(body, "  \"removed_agents\": {\"claude@echo\": \"echo1\"},\n", "", 1)), 0o600)
 	if _, err := LoadConfig(file); err != nil {
