@@ -214,15 +214,22 @@ func (fc *edgeFlushCmd) printLeft(ctx context.Context, s *outbox.Store, p *edge.
 	ops, _ := s.List(ctx, 20)
 	c, _ := s.CopyRecord(ctx) // unreadable: whose a held op is reads as not known, and is said so
 	for _, o := range ops {
-		why := cmp.Or(notSentWhy(ctx, s, c, o, leased), "not tried yet")
-		switch {
-		case timedOut && o.State == outbox.Inflight: // sent, its answer not back (attack76 F4)
-			why = "in flight when --timeout ran out: may have landed; the next flush settles it"
-		case timedOut && why == "not tried yet":
-			why = "not tried before --timeout ran out"
-		}
-		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, why)
+		fmt.Fprintf(fc.stdout, "not sent: %s %s (%s): %s\n", o.Short(), o.Tool, o.State, leftWhy(notSentWhy(ctx, s, c, o, leased), o, timedOut))
 	}
+}
+
+// leftWhy is why (notSentWhy's) op o is left, with what a flush's end by
+// --timeout (timedOut) tells: an op then in flight may have landed
+// (attack76 F4), unless why knows more than its last error (another
+// process's lease, an op it waits behind).
+func leftWhy(why string, o outbox.Op, timedOut bool) string {
+	switch {
+	case timedOut && o.State == outbox.Inflight && why == outbox.Words(o.Error):
+		return "in flight when --timeout ran out: may have landed; the next flush settles it"
+	case timedOut && why == "":
+		return "not tried before --timeout ran out"
+	}
+	return cmp.Or(why, "not tried yet")
 }
 
 // flushGrace bounds what edge flush does past its --timeout: a send under

@@ -139,3 +139,29 @@ func TestShortDuration(t *testing.T) {
 		}
 	}
 }
+
+// Review26 O2: an op in flight when --timeout ran out reads "may have
+// landed", but not where more is known of it: another process's lease
+// (it sends it) or an op it waits behind. (The lease and the wait were
+// replaced by the timeout's words before.)
+func TestAFlushsTimeoutKeepsWhatIsKnownOfAnOpLeft(t *testing.T) {
+	inflight, queued := outbox.Op{State: outbox.Inflight}, outbox.Op{State: outbox.Queued}
+	const landed = "in flight when --timeout ran out: may have landed; the next flush settles it"
+	lease, behind := "another edge process holds the flush lease; it sends it", "waits behind 0123abcd (mempalace_add_drawer, queued) on the same object"
+	for _, c := range []struct {
+		why      string
+		o        outbox.Op
+		timedOut bool
+		want     string
+	}{
+		{"", inflight, true, landed},
+		{lease, inflight, true, lease},
+		{behind, inflight, true, behind},
+		{"", queued, true, "not tried before --timeout ran out"},
+		{"", inflight, false, "not tried yet"},
+	} {
+		if got := leftWhy(c.why, c.o, c.timedOut); got != c.want {
+			t.Errorf("leftWhy(%q, %s, timed out %v) = %q, want %q", c.why, c.o.State, c.timedOut, got, c.want)
+		}
+	}
+}
