@@ -766,8 +766,10 @@ func (e *Edge) whyWaiting(ctx context.Context, op outbox.Op) string {
 		// A configuration problem, not an outage: said as `edge status`
 		// says it, so the agent asks for a token, not for the primary.
 		why := outbox.ErrUnauthorized.Error()
-		if e.primary != nil && e.primary.tokenRefusal() != "" {
-			why = "the primary " + e.primary.tokenRefusal()
+		if e.primary != nil {
+			if r := e.primary.tokenRefusal(); r != "" { // read once: a second read may find it cleared
+				why = "the primary " + r
+			}
 		}
 		return why + " (devbox-config doctor names the fix)"
 	case !e.remote.Up():
