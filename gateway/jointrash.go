@@ -158,7 +158,7 @@ func (s *Server) restoredStep(ctx context.Context, x *exchange, d *Device, t cat
 	}
 	dr := del.Drawers[0]
 	verb := strings.TrimSuffix(t.Name, "_drawer")
-	msg := fmt.Sprintf("devbox-config gateway: restored by the operator as %s: %s %s (this id, %s, is not on the primary: an admin deleted it, delete %d in the gateway's trash, wing %s, and the restore brought it back %s under the id its content gives; the restored drawer holds the text as it was deleted); nothing was written",
+	msg := fmt.Sprintf("devbox-config gateway: "+ledger.RestoredAsWords+"%s: %s %s (this id, %s, is not on the primary: an admin deleted it, delete %d in the gateway's trash, wing %s, and the restore brought it back %s under the id its content gives; the restored drawer holds the text as it was deleted); nothing was written",
 		dr.RestoredAs, verb, dr.RestoredAs, id, del.ID, dr.Wing, dr.RestoredAt.Format(time.RFC3339))
 	s.refuse(x, d, req, ledger.CodeDeletedOnPrimary, msg, ruleRestoredAs, dr.Wing)
 	return false
@@ -213,10 +213,10 @@ func deletedWords(d *Device, t catalogue.Tool, del trash.Delete, again string) (
 			rule, why = ruleReplayDeleted, again
 		}
 		if d.Admin {
-			return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary, and the operator purged it from the gateway's trash: %s (%s/%s), removed by delete %d (%s by %s), purged %s; no restore brings it back, and %s; nothing was written",
+			return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary, and the "+ledger.PurgedWords+" from the gateway's trash: %s (%s/%s), removed by delete %d (%s by %s), purged %s; no restore brings it back, and %s; nothing was written",
 				what, dr.ID, dr.Wing, dr.Room, del.ID, del.Tool, del.Device, dr.PurgedAt.Format(time.RFC3339), why), rule
 		}
-		return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary, and the gateway's operator purged it for good; %s (wing %s; nothing was written)", what, why, dr.Wing), rule
+		return fmt.Sprintf("devbox-config gateway: %s was deleted on the primary, and the gateway's "+ledger.PurgedWords+" for good; %s (wing %s; nothing was written)", what, why, dr.Wing), rule
 	}
 	if again != "" {
 		if d.Admin {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/gateway/origin"
 	"github.com/joakimp/devbox-config/gateway/trash"
@@ -359,5 +360,23 @@ func TestJoinDoesNotRewriteAPurgedDiaryEntry(t *testing.T) {
 	}
 	if res, rpc := g.joined(t, desk, "diary_write", map[string]any{"agent_name": "pi", "entry": "another entry", "topic": "ci"}); rpc != nil || res["success"] != true {
 		t.Fatalf("a join's diary_write of another text: %v %v", res, rpc)
+	}
+}
+
+// An edge tells a refusal of a purged drawer apart by ledger.PurgedWords
+// (it then offers drop alone: no restore brings it back), so both of the
+// gateway's words for it carry them, to an admin and to any other device,
+// for a join and for a replay (review26 S4: a rewording would silently
+// bring back the edge's generic "fix the cause, then retry").
+func TestAPurgedDrawersRefusalCarriesTheWordsAnEdgeKnowsItBy(t *testing.T) {
+	at := time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC)
+	del := trash.Delete{ID: 2, Tool: "delete_drawers", Device: "alpha", Drawers: []trash.Drawer{{ID: "drawer_w_r_1", Wing: "w", Room: "r", PurgedAt: &at}}}
+	add, _ := catalogue.Lookup("mempalace_add_drawer")
+	for _, admin := range []bool{true, false} {
+		for _, again := range []string{"", "this device's palace held it before the delete"} {
+			if msg, _ := deletedWords(&Device{Admin: admin}, add, del, again); !strings.Contains(msg, ledger.PurgedWords) {
+				t.Errorf("admin %v, again %q: %q lacks %q", admin, again, msg, ledger.PurgedWords)
+			}
+		}
 	}
 }

@@ -81,7 +81,7 @@ func TestAWriteOfADrawerRestoredUnderANewIDNamesTheNewID(t *testing.T) {
 		_, rpc, _ := g.call(c.tok, c.tool, c.args)
 		msg, _ := rpc["message"].(string)
 		verb := strings.TrimSuffix(c.tool, "_drawer")
-		if code, _ := rpc["code"].(float64); int(code) != ledger.CodeDeletedOnPrimary || !strings.Contains(msg, "restored by the operator as "+as+": "+verb+" "+as) || strings.Contains(msg, "not visible") {
+		if code, _ := rpc["code"].(float64); int(code) != ledger.CodeDeletedOnPrimary || !strings.Contains(msg, ledger.RestoredAsWords+as+": "+verb+" "+as) || strings.Contains(msg, "not visible") {
 			t.Errorf("%s of the old id: %v", c.tool, rpc)
 		}
 	}

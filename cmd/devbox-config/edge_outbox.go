@@ -20,6 +20,7 @@ import (
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge"
 	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/gateway/ledger"
 	"github.com/joakimp/devbox-config/join"
 	"github.com/joakimp/devbox-config/mailbox"
 )
@@ -341,7 +342,7 @@ func deadFix(o outbox.Op, c *outbox.Copied) string {
 		return fmt.Sprintf("`devbox-config edge outbox retry %s` overwrites the primary's text (the gateway's trash keeps it), `drop %s` keeps it (this device's palace takes it)", o.Short(), o.Short())
 	case restoredAs(f):
 		return fmt.Sprintf("a retry cannot land it: make the edit again on the new id, then `devbox-config edge outbox drop %s`", o.Short())
-	case f.Kind == outbox.DeletedOnPrimary && strings.Contains(f.Message, "operator purged it"): // the gateway's words (deletedWords)
+	case f.Kind == outbox.DeletedOnPrimary && strings.Contains(f.Message, ledger.PurgedWords):
 		return fmt.Sprintf("purged for good, it never lands: `devbox-config edge outbox drop %s`", o.Short())
 	}
 	return fmt.Sprintf("fix the cause, then `devbox-config edge outbox retry %s` (or drop %s)", o.Short(), o.Short())
@@ -351,7 +352,7 @@ func deadFix(o outbox.Op, c *outbox.Copied) string {
 // under a new one (the gateway's rule restored-as-another-id, which names
 // the new id first).
 func restoredAs(f outbox.Failure) bool {
-	return f.Kind == outbox.DeletedOnPrimary && strings.Contains(f.Message, "restored by the operator as ")
+	return f.Kind == outbox.DeletedOnPrimary && strings.Contains(f.Message, ledger.RestoredAsWords)
 }
 
 // errorText is an op's last failure for one line of a listing: the

@@ -68,6 +68,15 @@ const (
 	CodeChangedOnPrimary = -32033
 )
 
+// Words a CodeDeletedOnPrimary refusal's message carries, by which an edge
+// tells it what to do: PurgedWords, the drawer was purged from the trash
+// (no restore brings it back: drop the op); RestoredAsWords, followed by
+// the new id, it was restored under another (make the edit again there).
+const (
+	PurgedWords     = "operator purged it"
+	RestoredAsWords = "restored by the operator as "
+)
+
 // FileName is the ledger's file name, in the audit log's directory.
 const FileName = "op-ledger.sqlite"
 
