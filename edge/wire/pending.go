@@ -34,7 +34,9 @@ type Pending struct {
 
 // owed is what is known of the requests pending under one id: how many
 // (an agent may reuse an id), and the tool the last one called ("" for
-// another method).
+// another method). One tool serves them all: an id reused while pending
+// is the agent's bug (JSON-RPC), and an answer does not say which of them
+// it answers, so no tool kept per request would be known to be right.
 type owed struct {
 	n    int
 	tool string
@@ -96,7 +98,8 @@ func idKey(id any) (string, bool) {
 }
 
 // Owed closes the set and returns the requests still pending, one per
-// request: the caller answers them itself, through the SyncWriter, which
+// request (under a reused id, each with the last one's tool: owed): the
+// caller answers them itself, through the SyncWriter, which
 // from now on writes no answer to a request no longer pending (an answer
 // given already, by the caller or by whoever raced it).
 func (p *Pending) Owed() []Unanswered {
