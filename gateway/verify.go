@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/joakimp/devbox-config/strictjson"
@@ -48,9 +49,11 @@ var ErrCut = errors.New("lines were removed from the log's end")
 // (a rotation logrotate compressed) is read as its content.
 func VerifyLog(files []string, pub ed25519.PublicKey, anchors []Anchor) (Report, error) {
 	r := Report{Signed: pub != nil}
-	at := map[int]Anchor{}
+	at, err := anchorsByLine(anchors)
+	if err != nil {
+		return r, err
+	}
 	for _, an := range anchors {
-		at[an.Lines] = an
 		if an.Lines > r.Anchor.Lines {
 			r.Anchor = an
 		}
@@ -98,6 +101,30 @@ func VerifyLog(files []string, pub ed25519.PublicKey, anchors []Anchor) (Report,
 	}
 	return r, nil
 }
+
+// anchorsByLine is each anchor by its line, refusing anchors that
+// vouch for two logs: two with one line and different heads, or one
+// written after another with fewer lines. A gateway only counts on, so
+// either is a log cut back below an anchor and written on (its next
+// checkpoint lands on the old count: attack79 F1), or begun anew.
+func anchorsByLine(anchors []Anchor) (map[int]Anchor, error) {
+	inTime := slices.Clone(anchors)
+	slices.SortStableFunc(inTime, func(a, b Anchor) int { return a.Time.Compare(b.Time) })
+	at, last := map[int]Anchor{}, Anchor{}
+	for _, an := range inTime {
+		if was, ok := at[an.Lines]; ok && was.Head != an.Head {
+			return nil, fmt.Errorf("the anchors of %s and %s both record line %d, with different heads: %w", was.Time.Format(time.RFC3339), an.Time.Format(time.RFC3339), an.Lines, errTwoLogs)
+		}
+		if an.Lines < last.Lines {
+			return nil, fmt.Errorf("the anchor of %s records line %d, after the anchor of %s recorded line %d: %w", an.Time.Format(time.RFC3339), an.Lines, last.Time.Format(time.RFC3339), last.Lines, errTwoLogs)
+		}
+		at[an.Lines], last = an, an
+	}
+	return at, nil
+}
+
+// errTwoLogs: the anchors given vouch for two different logs.
+var errTwoLogs = errors.New("they vouch for two different logs: the log was cut back below an anchor and written on (rewritten), or begun anew with --new-state (then give --anchor only the anchors written since that start)")
 
 // readLog reads one file of the log, gunzipping a compressed one.
 func readLog(file string) ([]byte, error) {
