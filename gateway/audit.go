@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -13,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -111,15 +113,37 @@ type Audit struct {
 // how many lines follow its last checkpoint. A last line without its
 // newline, which a crash or power cut leaves (a read's line is not
 // fsynced), is mended first (mendTail): the next line then starts a line
-// of its own. log hears of a line cut off (nil: nowhere).
+// of its own. A log file with no line (missing, empty, or its only line
+// torn) chains on from the file a rotation moved it to (chainOn). log
+// hears of a line cut off, and where the chain goes on from (nil:
+// nowhere).
 func OpenAudit(file string, log *slog.Logger) (*Audit, error) {
 	a := &Audit{file: file, prev: "genesis", log: log}
-	f, err := os.Open(file)
-	if os.IsNotExist(err) {
-		return a, nil
-	}
+	there, err := a.read()
 	if err != nil {
 		return nil, err
+	}
+	if a.lines == 0 {
+		if err := a.chainOn(there); err != nil {
+			return nil, err
+		}
+	}
+	if a.uncounted && a.log != nil {
+		a.log.Warn("audit log: it follows a rotated file and its lines carry no line number (written by a build before they did): the checkpoints and anchors this gateway writes count from its first line, and will not verify with the rotated files joined; stop the gateway, join the rotated files and this one, oldest first (zcat, cat), into audit.jsonl in their place, and start it again",
+			"audit_log", a.file, "lines", a.lines)
+	}
+	return a, nil
+}
+
+// read counts the lines of the log file, mending its last (mendTail);
+// there: the file exists.
+func (a *Audit) read() (there bool, err error) {
+	f, err := os.Open(a.file)
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
 	}
 	defer f.Close() // read only: its error says nothing
 	// Lines of any length: a log written before lines were bounded
@@ -129,25 +153,60 @@ func OpenAudit(file string, log *slog.Logger) (*Audit, error) {
 	for {
 		line, err := rd.ReadBytes('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
+			return true, err
 		}
 		if len(line) == 0 {
-			break
+			return true, nil
 		}
 		if line[len(line)-1] != '\n' {
-			if err := a.mendTail(whole, line); err != nil {
-				return nil, err
-			}
-			break
+			return true, a.mendTail(whole, line)
 		}
 		whole += int64(len(line))
 		a.count(line)
 	}
-	if a.uncounted && a.log != nil {
-		a.log.Warn("audit log: it follows a rotated file and its lines carry no line number (written by a build before they did): the checkpoints and anchors this gateway writes count from its first line, and will not verify with the rotated files joined; stop the gateway, join the rotated files and this one, oldest first (zcat, cat), into audit.jsonl in their place, and start it again",
-			"audit_log", a.file, "lines", a.lines)
+}
+
+// chainOn makes a log file with no line (there: it exists, empty) chain
+// on from the last line of the file a rotation moved it to (Rotated):
+// the documented rotation is a move, and a gateway stopped before its
+// next line, or whose next line a crash tore, finds no line of its own
+// (attack79 F2, F3: it refused to start, or began a new chain from
+// genesis that never verified with the rotated files).
+func (a *Audit) chainOn(there bool) error {
+	rotated := Rotated(a.file)
+	if rotated == "" {
+		if there && a.log != nil {
+			a.log.Warn("audit log: it holds no line, and no rotated file is beside it (.1 or .1.gz): a new chain starts from genesis, which no earlier anchor vouches for; if the log was rotated away, stop the gateway and move the rotated file back beside it as "+filepath.Base(a.file)+".1", "audit_log", a.file)
+		}
+		return nil
 	}
-	return a, nil
+	b, err := readLog(rotated)
+	if err != nil {
+		return fmt.Errorf("reading %s, the rotated log it chains on from: %w", rotated, err)
+	}
+	for line := range bytes.Lines(b) {
+		a.count(line)
+	}
+	if a.log != nil {
+		level := slog.LevelInfo
+		if there {
+			level = slog.LevelWarn
+		}
+		a.log.Log(context.Background(), level, "audit log: it holds no line (rotated away while the gateway was stopped, or its only line torn): the chain goes on from the last line of the rotated file beside it", "audit_log", a.file, "chained_from", rotated, "lines", a.lines)
+	}
+	return nil
+}
+
+// Rotated is the file a rotation moved the log file to, by the names
+// operator.md's recipe gives it (<file>.1, or <file>.1.gz compressed at
+// once); "" when neither is there.
+func Rotated(file string) string {
+	for _, r := range []string{file + ".1", file + ".1.gz"} {
+		if _, err := os.Stat(r); err == nil {
+			return r
+		}
+	}
+	return ""
 }
 
 // count takes in one line of the log read at open.

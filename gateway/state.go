@@ -270,8 +270,11 @@ func (c *Config) kept(stateFile string) []keptFile {
 // served says why the gateway of c (its state st) has served before: its
 // audit log is there, or a token's first use is recorded; "" when neither.
 func (c *Config) served(st *State) string {
-	if _, err := os.Stat(c.AuditLog); err == nil {
+	if fi, err := os.Stat(c.AuditLog); err == nil && fi.Size() > 0 {
 		return "its audit log " + c.AuditLog + " is there"
+	}
+	if r := Rotated(c.AuditLog); r != "" {
+		return "its rotated audit log " + r + " is there"
 	}
 	used := len(st.FirstUsed) > 0
 	for _, d := range c.Devices {
@@ -314,9 +317,13 @@ func (c *Config) LostKept(configFile string) (why string, lost []string, err err
 	}
 	for _, k := range c.kept(stateFile) {
 		fi, err := os.Stat(k.path)
+		rotated := k.path == c.AuditLog && Rotated(k.path) != "" // OpenAudit chains on from it
 		switch {
+		case rotated:
 		case errors.Is(err, os.ErrNotExist):
-			lost = append(lost, fmt.Sprintf("%s %s (%s) does not exist%s%s", k.name, k.path, k.holds, c.movedHint(k.key, k.path), c.linkedState(configFile, k.path)))
+			lost = append(lost, fmt.Sprintf("%s %s (%s) does not exist%s%s%s", k.name, k.path, k.holds, c.movedHint(k.key, k.path), c.linkedState(configFile, k.path), c.rotatedHint(k.path)))
+		case err == nil && k.path == c.AuditLog && fi.Size() == 0:
+			lost = append(lost, fmt.Sprintf("%s %s (%s) is empty, 0 bytes: a new chain would start there, which no anchor vouches for%s", k.name, k.path, k.holds, c.rotatedHint(k.path)))
 		case err == nil && k.db:
 			if why := Emptied(k.path, fi); why != "" {
 				lost = append(lost, fmt.Sprintf("%s %s (%s) %s", k.name, k.path, k.holds, why))
@@ -324,6 +331,17 @@ func (c *Config) LostKept(configFile string) (why string, lost []string, err err
 		}
 	}
 	return why, lost, nil
+}
+
+// rotatedHint is the fix for an audit log (path) with no line and no
+// rotated file beside it (Rotated): one moved away while the gateway was
+// stopped is chained on from once it is back; "" for another kept file.
+func (c *Config) rotatedHint(path string) string {
+	if path != c.AuditLog {
+		return ""
+	}
+	b := filepath.Base(path)
+	return fmt.Sprintf(" (rotated away while the gateway was stopped? no %s.1 or %s.1.gz is beside it: move the newest rotated file back there under that name, and the gateway chains on from it)", b, b)
 }
 
 // Emptied says how the store at path (fi: its file) holds nothing, ""
