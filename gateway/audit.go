@@ -100,7 +100,8 @@ type Audit struct {
 	since   int
 	waiting time.Time
 	// uncounted: the file read at open follows a rotated one, and its
-	// lines carry no number (Entry.Line): lines counts from its start.
+	// lines carry no number (Entry.Line): lines counts from its start,
+	// and no line is numbered nor checkpoint signed with it.
 	uncounted bool
 	now       func() time.Time // the clock of checkpoints (nil: time.Now)
 	log       *slog.Logger     // where a failed anchor is reported (nil: nowhere)
@@ -119,7 +120,7 @@ type Audit struct {
 // nowhere).
 func OpenAudit(file string, log *slog.Logger) (*Audit, error) {
 	a := &Audit{file: file, prev: "genesis", log: log}
-	there, err := a.read()
+	there, miscounted, err := a.read()
 	if err != nil {
 		return nil, err
 	}
@@ -128,22 +129,20 @@ func OpenAudit(file string, log *slog.Logger) (*Audit, error) {
 			return nil, err
 		}
 	}
-	if a.uncounted && a.log != nil {
-		a.log.Warn("audit log: it follows a rotated file and its lines carry no line number (written by a build before they did): the checkpoints and anchors this gateway writes count from its first line, and will not verify with the rotated files joined; stop the gateway, join the rotated files and this one, oldest first (zcat, cat), into audit.jsonl in their place, and start it again",
-			"audit_log", a.file, "lines", a.lines)
-	}
+	a.warnCount(miscounted)
 	return a, nil
 }
 
 // read counts the lines of the log file, mending its last (mendTail);
-// there: the file exists.
-func (a *Audit) read() (there bool, err error) {
+// there: the file exists; miscounted: the first line whose number is not
+// its place (0: none).
+func (a *Audit) read() (there bool, miscounted int, err error) {
 	f, err := os.Open(a.file)
 	if os.IsNotExist(err) {
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	defer f.Close() // read only: its error says nothing
 	// Lines of any length: a log written before lines were bounded
@@ -153,16 +152,21 @@ func (a *Audit) read() (there bool, err error) {
 	for {
 		line, err := rd.ReadBytes('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
-			return true, err
+			return true, miscounted, err
 		}
 		if len(line) == 0 {
-			return true, nil
+			return true, miscounted, nil
 		}
 		if line[len(line)-1] != '\n' {
-			return true, a.mendTail(whole, line)
+			kept, err := a.mendTail(whole, line)
+			if err != nil || !kept {
+				return true, miscounted, err
+			}
 		}
 		whole += int64(len(line))
-		a.count(line)
+		if n := a.count(line); n != 0 && miscounted == 0 {
+			miscounted = n
+		}
 	}
 }
 
@@ -209,26 +213,46 @@ func Rotated(file string) string {
 	return ""
 }
 
-// count takes in one line of the log read at open.
-func (a *Audit) count(line []byte) {
+// warnCount tells, at every start, of a count the gateway cannot keep:
+// a current file that follows a rotated one with no line numbers (until
+// it is joined), or a line numbered other than its place.
+func (a *Audit) warnCount(miscounted int) {
+	switch {
+	case a.log == nil:
+	case a.uncounted:
+		a.log.Warn("audit log: it follows a rotated file and its lines carry no line number (written by a build before they did): the gateway cannot count the log's lines, so until it is joined it numbers no line and signs no checkpoint (their count would be wrong); stop the gateway, join the rotated files and this one, oldest first (zcat, cat), into audit.jsonl in their place, and start it again",
+			"audit_log", a.file, "lines_in_file", a.lines)
+	case miscounted != 0:
+		a.log.Warn("audit log: a line's number is not its place in the log (an earlier build lost count): the gateway counts the lines themselves; gateway audit verify names that line",
+			"audit_log", a.file, "line", miscounted, "lines", a.lines)
+	}
+}
+
+// count takes in one line of the log read at open, and returns its
+// place if its number says another (0: it does not). A file's first line
+// says where the count starts: at genesis, exact; after a rotated file,
+// at its number, or, with none (an earlier build's), not at all
+// (uncounted). Within the file the lines count on, whatever their numbers.
+func (a *Audit) count(line []byte) (miscounted int) {
 	var e Entry
 	if json.Unmarshal(line, &e) != nil || e.Hash == "" {
-		return
+		return 0
 	}
-	// A file that follows a rotated one (its first line chains on to a
-	// line it does not hold) is counted on from its lines' numbers.
-	a.uncounted = (a.uncounted || a.lines == 0 && e.Prev != "genesis") && e.Line == 0
+	if a.prev == "genesis" && e.Prev != "genesis" {
+		a.lines, a.uncounted = max(e.Line-1, 0), e.Line == 0
+	}
+	if e.Line != 0 && e.Line != a.lines+1 && !a.uncounted {
+		miscounted = a.lines + 1
+	}
 	a.prev = e.Hash
 	a.lines++
-	if e.Line > 0 {
-		a.lines = e.Line
-	}
 	if a.since++; a.since == 1 {
 		a.waiting = e.Time
 	}
 	if e.Decision == VerdictCheckpoint {
 		a.since = 0
 	}
+	return miscounted
 }
 
 // mendTail mends the log's last line, tail, which has no newline and
@@ -237,32 +261,32 @@ func (a *Audit) count(line []byte) {
 // is kept and the newline written; otherwise it is cut off the log,
 // appended to <log>.torn first (nothing is destroyed), and the chain goes
 // on from the last whole line (a read's line is lost, as a power cut may
-// lose it; a write's was fsynced before the write was made).
-func (a *Audit) mendTail(at int64, tail []byte) error {
+// lose it; a write's was fsynced before the write was made). kept: tail
+// was kept, a line of the log.
+func (a *Audit) mendTail(at int64, tail []byte) (kept bool, err error) {
 	f, err := os.OpenFile(a.file, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		return fmt.Errorf("mending its last line, cut short: %w", err)
+		return false, fmt.Errorf("mending its last line, cut short: %w", err)
 	}
 	defer f.Close() // synced below: a close's error adds nothing
 	var e Entry
 	if json.Unmarshal(tail, &e) == nil && e.Hash != "" {
 		if _, err := f.Write([]byte("\n")); err != nil {
-			return fmt.Errorf("writing its last line's newline: %w", err)
+			return false, fmt.Errorf("writing its last line's newline: %w", err)
 		}
-		a.count(tail)
-		return f.Sync()
+		return true, f.Sync()
 	}
 	if err := appendSynced(a.file+".torn", append(tail, '\n')); err != nil {
-		return fmt.Errorf("keeping its torn last line aside before cutting it off: %w", err)
+		return false, fmt.Errorf("keeping its torn last line aside before cutting it off: %w", err)
 	}
 	if err := f.Truncate(at); err != nil {
-		return fmt.Errorf("cutting off its torn last line: %w", err)
+		return false, fmt.Errorf("cutting off its torn last line: %w", err)
 	}
 	if a.log != nil {
 		a.log.Warn("audit log: its last line was torn (a crash or power cut while it was written): cut off and kept aside; the chain goes on from the last whole line",
 			"audit_log", a.file, "bytes", len(tail), "at", at, "kept_in", a.file+".torn", "starts", string(tail[:min(len(tail), 80)]), "lines", a.lines)
 	}
-	return f.Sync()
+	return false, f.Sync()
 }
 
 // appendSynced appends b to file (made 0600) and fsyncs it.
@@ -337,7 +361,7 @@ func (a *Audit) appendLine(e Entry, durable bool) (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e = a.bounded(e)
-	e.Prev, e.Line = a.prev, a.lines+1
+	e.Prev, e.Line = a.prev, a.number()
 	line, hash := sealLine(e)
 	if err := a.reopenLocked(); err != nil {
 		return "", err
@@ -359,6 +383,15 @@ func (a *Audit) appendLine(e Entry, durable bool) (string, error) {
 		return hash, a.checkpointLocked()
 	}
 	return hash, nil
+}
+
+// number is the next line's number: 0 (none) while the count is not
+// the log's (uncounted).
+func (a *Audit) number() int {
+	if a.uncounted {
+		return 0
+	}
+	return a.lines + 1
 }
 
 // Close signs the lines no checkpoint covers yet and closes the log file

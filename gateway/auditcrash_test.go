@@ -93,10 +93,10 @@ func TestALastLineMissingOnlyItsNewlineIsKept(t *testing.T) {
 }
 
 // signedAudit opens file as the gateway does with a signing key (in dir),
-// a checkpoint every 3 lines and an anchor file.
-func signedAudit(t *testing.T, file, dir string) *Audit {
+// a checkpoint every 3 lines and an anchor file; log hears the start.
+func signedAudit(t *testing.T, file, dir string, log *slog.Logger) *Audit {
 	t.Helper()
-	a, err := OpenAudit(file, nil)
+	a, err := OpenAudit(file, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +125,14 @@ func TestTheLineCountSurvivesARestartAfterARotation(t *testing.T) {
 	t.Parallel()
 	dir, keys := t.TempDir(), t.TempDir()
 	file := filepath.Join(dir, "audit.jsonl")
-	a := signedAudit(t, file, keys)
+	a := signedAudit(t, file, keys, nil)
 	appendReads(t, a, 4)
 	if err := os.Rename(file, file+".1"); err != nil {
 		t.Fatal(err)
 	}
 	appendReads(t, a, 4)
 	a.Close()
-	a = signedAudit(t, file, keys) // a restart
+	a = signedAudit(t, file, keys, nil) // a restart
 	appendReads(t, a, 4)
 	a.Close()
 	files := []string{file + ".1", file}
@@ -168,13 +168,13 @@ func TestACheckpointAfterARotationGoesToTheNewFile(t *testing.T) {
 	t.Parallel()
 	dir, keys := t.TempDir(), t.TempDir()
 	file := filepath.Join(dir, "audit.jsonl")
-	a := signedAudit(t, file, keys)
+	a := signedAudit(t, file, keys, nil)
 	appendReads(t, a, 2)
 	if err := os.Rename(file, file+".1"); err != nil {
 		t.Fatal(err)
 	}
 	a.Close()
-	a = signedAudit(t, file, keys)
+	a = signedAudit(t, file, keys, nil)
 	appendReads(t, a, 1)
 	a.Close()
 	pub, _ := PublicKey(filepath.Join(keys, "audit.key.pub"))
@@ -185,7 +185,9 @@ func TestACheckpointAfterARotationGoesToTheNewFile(t *testing.T) {
 }
 
 // A line whose number is not its place in the files given fails, though
-// its chain holds: the count it was signed under is not the log's.
+// its chain holds: the count it was signed under is not the log's. A
+// gateway started on it counts the lines, not their numbers, and warns
+// (review26 D1: the number overrode the count, unwarned).
 func TestALineNumberedOtherThanItsPlaceFails(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "audit.jsonl")
@@ -194,5 +196,69 @@ func TestALineNumberedOtherThanItsPlaceFails(t *testing.T) {
 	os.WriteFile(file, append(one, two...), 0o600)
 	if _, err := Verify(file, nil); err == nil || !strings.Contains(err.Error(), "line 2: it says it is line 5 of the log") {
 		t.Fatalf("a line numbered 5 in second place: %v", err)
+	}
+	var logged bytes.Buffer
+	a, err := OpenAudit(file, slog.New(slog.NewTextHandler(&logged, nil)))
+	if err != nil || a.lines != 2 || !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), "line=2") {
+		t.Fatalf("a start on it: count %d, %v, told %q", a.lines, err, logged.String())
+	}
+}
+
+// An earlier build's log, rotated, with the current file's lines
+// unnumbered: the gateway cannot count on, and says so at every start
+// until the log is joined; meanwhile it numbers no line and signs no
+// checkpoint (their count would be wrong). Joined and restarted as the
+// warning says, it counts exactly and the whole log verifies, signatures
+// and anchors included (review26 D1: the lines written after the warning
+// were numbered from the current file, the start after the mend took
+// those numbers, the count went backwards unwarned and verify failed).
+func TestAnUnnumberedRotatedLogMendsAsItsWarningSays(t *testing.T) {
+	t.Parallel()
+	dir, keys := t.TempDir(), t.TempDir()
+	file := filepath.Join(dir, "audit.jsonl")
+	var rot, cur []byte // 4 unnumbered lines rotated, 2 after them
+	prev := "genesis"
+	for i := range 6 {
+		l, h := sealLine(Entry{Time: time.Now(), Device: "d1", Method: "ping", Decision: "allow", Prev: prev})
+		prev = h
+		if i < 4 {
+			rot = append(rot, l...)
+		} else {
+			cur = append(cur, l...)
+		}
+	}
+	os.WriteFile(file+".1", rot, 0o600)
+	os.WriteFile(file, cur, 0o600)
+	start := func() (*Audit, string) {
+		t.Helper()
+		var logged bytes.Buffer
+		a := signedAudit(t, file, keys, slog.New(slog.NewTextHandler(&logged, nil)))
+		return a, logged.String()
+	}
+	for range 2 { // the gateway runs on after the warning, and starts again
+		a, logged := start()
+		if !strings.Contains(logged, "carry no line number") {
+			t.Fatalf("no warning: %s", logged)
+		}
+		appendReads(t, a, 4)
+		a.Close()
+	}
+	b1, _ := os.ReadFile(file + ".1")
+	b2, _ := os.ReadFile(file)
+	os.WriteFile(file, append(b1, b2...), 0o600)
+	os.Remove(file + ".1")
+	a, logged := start()
+	if logged != "" || a.lines != 14 {
+		t.Fatalf("after the mend: count %d (the joined log holds 14 lines), told %q", a.lines, logged)
+	}
+	appendReads(t, a, 4)
+	a.Close()
+	pub, _ := PublicKey(filepath.Join(keys, "audit.key.pub"))
+	anchors, err := ReadAnchors(filepath.Join(keys, "audit.anchor"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := VerifyLog([]string{file}, pub, anchors); err != nil || r.Lines != 20 || r.Anchor.Lines != 20 || r.Unsigned != 0 {
+		t.Fatalf("the mended log: %+v %v", r, err)
 	}
 }

@@ -19,7 +19,7 @@ func TestALogCutBelowAnAnchorAndWrittenOnFails(t *testing.T) {
 	t.Parallel()
 	dir, keys := t.TempDir(), t.TempDir()
 	file := filepath.Join(dir, "audit.jsonl")
-	a := signedAudit(t, file, keys)
+	a := signedAudit(t, file, keys, nil)
 	appendReads(t, a, 6) // checkpoints at lines 4 and 8, each anchored
 	a.Close()
 	b, _ := os.ReadFile(file)
@@ -27,8 +27,8 @@ func TestALogCutBelowAnAnchorAndWrittenOnFails(t *testing.T) {
 	if err := os.WriteFile(file, bytes.Join(cut, nil), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a = signedAudit(t, file, keys) // restarted on the cut log
-	appendReads(t, a, 3)           // its checkpoint lands on line 8 again
+	a = signedAudit(t, file, keys, nil) // restarted on the cut log
+	appendReads(t, a, 3)                // its checkpoint lands on line 8 again
 	a.Close()
 	pub, _ := PublicKey(filepath.Join(keys, "audit.key.pub"))
 	anchors, err := ReadAnchors(filepath.Join(keys, "audit.anchor"))
@@ -48,7 +48,7 @@ func TestAnchorsWhoseCountGoesBackFail(t *testing.T) {
 	t.Parallel()
 	dir, keys := t.TempDir(), t.TempDir()
 	file := filepath.Join(dir, "audit.jsonl")
-	a := signedAudit(t, file, keys)
+	a := signedAudit(t, file, keys, nil)
 	appendReads(t, a, 6)
 	a.Close()
 	anchors, err := ReadAnchors(filepath.Join(keys, "audit.anchor"))

@@ -16,7 +16,7 @@ import (
 func rotatedAway(t *testing.T) (file, keys string) {
 	t.Helper()
 	file, keys = filepath.Join(t.TempDir(), "audit.jsonl"), t.TempDir()
-	a := signedAudit(t, file, keys)
+	a := signedAudit(t, file, keys, nil)
 	appendReads(t, a, 2)
 	a.Close()
 	if err := os.Rename(file, file+".1"); err != nil {
@@ -98,7 +98,7 @@ func TestARestartAfterACompressedRotationChainsOn(t *testing.T) {
 func TestATornOnlyLineAfterARotationChainsOnFromTheRotatedFile(t *testing.T) {
 	t.Parallel()
 	file, keys := rotatedAway(t)
-	a := signedAudit(t, file, keys)
+	a := signedAudit(t, file, keys, nil)
 	appendReads(t, a, 1) // the new file's first line
 	a.f.Close()          // a crash: no checkpoint at a stop
 	if err := os.Truncate(file, 120); err != nil {

@@ -107,9 +107,14 @@ func (a *Audit) clock() time.Time {
 }
 
 // checkpointLocked appends a signed checkpoint of the current head, and
-// writes its anchor.
+// writes its anchor; none while the count is not the log's (uncounted):
+// its signature and anchor would fail verify of the log joined.
 func (a *Audit) checkpointLocked() error {
-	c := Entry{Time: a.clock().UTC(), Method: "checkpoint", Decision: VerdictCheckpoint, Prev: a.prev, Line: a.lines + 1}
+	if a.uncounted {
+		a.since = 0
+		return nil
+	}
+	c := Entry{Time: a.clock().UTC(), Method: "checkpoint", Decision: VerdictCheckpoint, Prev: a.prev, Line: a.number()}
 	c.Sig = hex.EncodeToString(ed25519.Sign(a.key, fmt.Appendf(nil, "%s|%d", a.prev, a.lines)))
 	line, hash := sealLine(c)
 	if err := a.reopenLocked(); err != nil {
