@@ -276,17 +276,33 @@ func (a *Audit) mendTail(at int64, tail []byte) (kept bool, err error) {
 		}
 		return true, f.Sync()
 	}
+	// A truncate to its own size, which changes nothing, fails where the
+	// cut would: before the line is kept aside, so that it is kept once.
+	if err := f.Truncate(at + int64(len(tail))); err != nil {
+		return false, cutRefused(a.file, err)
+	}
 	if err := appendSynced(a.file+".torn", append(tail, '\n')); err != nil {
 		return false, fmt.Errorf("keeping its torn last line aside before cutting it off: %w", err)
 	}
 	if err := f.Truncate(at); err != nil {
-		return false, fmt.Errorf("cutting off its torn last line: %w", err)
+		return false, cutRefused(a.file, err)
 	}
 	if a.log != nil {
 		a.log.Warn("audit log: its last line was torn (a crash or power cut while it was written): cut off and kept aside; the chain goes on from the last whole line",
 			"audit_log", a.file, "bytes", len(tail), "at", at, "kept_in", a.file+".torn", "starts", string(tail[:min(len(tail), 80)]), "lines", a.lines)
 	}
 	return false, f.Sync()
+}
+
+// cutRefused is the error of a torn last line the gateway may not cut off
+// file. On an append-only log (chattr +a) it does not start rather than
+// end the fragment with a newline: that line would fail every verify of
+// the log from then on, and a hardened log's lines are cut only by root.
+func cutRefused(file string, err error) error {
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("cutting off its torn last line: %w (an append-only log, chattr +a? run chattr -a %s, start the gateway, which cuts the line off into %s.torn, then chattr +a %s)", err, file, file, file)
+	}
+	return fmt.Errorf("cutting off its torn last line: %w", err)
 }
 
 // appendSynced appends b to file (made 0600) and fsyncs it.

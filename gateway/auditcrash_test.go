@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -260,5 +261,40 @@ func TestAnUnnumberedRotatedLogMendsAsItsWarningSays(t *testing.T) {
 	}
 	if r, err := VerifyLog([]string{file}, pub, anchors); err != nil || r.Lines != 20 || r.Anchor.Lines != 20 || r.Unsigned != 0 {
 		t.Fatalf("the mended log: %+v %v", r, err)
+	}
+}
+
+// An append-only log (chattr +a) with a torn last line cannot be cut: the
+// start fails naming the fix (chattr -a, start, chattr +a), where it said
+// only "operation not permitted" (review26 D5); the log is left as it
+// was, and after the fix the start cuts the line off.
+func TestATornLineInAnAppendOnlyLogNamesTheFix(t *testing.T) {
+	t.Parallel()
+	file, b := threeLines(t)
+	if err := os.Truncate(file, int64(len(b)-30)); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Command("chattr", "+a", file).Run(); err != nil {
+		t.Skipf("chattr +a (root, on a file system that has it): %v", err)
+	}
+	t.Cleanup(func() { exec.Command("chattr", "-a", file).Run() }) // else TempDir cannot remove it
+	_, err := OpenAudit(file, nil)
+	if err == nil || !strings.Contains(err.Error(), "chattr -a "+file) || !strings.Contains(err.Error(), "chattr +a") {
+		t.Fatalf("a torn line in an append-only log: %v", err)
+	}
+	if got, _ := os.ReadFile(file); len(got) != len(b)-30 {
+		t.Fatalf("the log changed: %d bytes, had %d", len(got), len(b)-30)
+	}
+	if err := exec.Command("chattr", "-a", file).Run(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenAudit(file, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Verify(file, nil); err != nil || n != 2 {
+		t.Fatalf("after chattr -a and a start: %d lines, %v", n, err)
+	}
+	if kept, _ := os.ReadFile(file + ".torn"); bytes.Count(kept, []byte("\n")) != 1 {
+		t.Fatalf("the torn line is kept %d times", bytes.Count(kept, []byte("\n")))
 	}
 }
