@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"log/slog"
 	"os"
@@ -133,7 +134,8 @@ func TestTheLineCountSurvivesARestartAfterARotation(t *testing.T) {
 	}
 	appendReads(t, a, 4)
 	a.Close()
-	a = signedAudit(t, file, keys, nil) // a restart
+	a = signedAudit(t, file, keys, nil)               // a restart
+	gzipAside(t, filepath.Join(keys, "audit.anchor")) // the anchors rotated too
 	appendReads(t, a, 4)
 	a.Close()
 	files := []string{file + ".1", file}
@@ -141,7 +143,7 @@ func TestTheLineCountSurvivesARestartAfterARotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	anchors, err := ReadAnchors(filepath.Join(keys, "audit.anchor"))
+	anchors, err := ReadAnchors(filepath.Join(keys, "audit.anchor.1.gz"), filepath.Join(keys, "audit.anchor"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,4 +299,53 @@ func TestATornLineInAnAppendOnlyLogNamesTheFix(t *testing.T) {
 	if kept, _ := os.ReadFile(file + ".torn"); bytes.Count(kept, []byte("\n")) != 1 {
 		t.Fatalf("the torn line is kept %d times", bytes.Count(kept, []byte("\n")))
 	}
+}
+
+// A rotated file whose first lines were removed is named with the lines
+// its first line's number says are missing, and the chance of a cut at
+// either file's edge (review26 O3); a torn last line of a file before the
+// last is not said to be cut off at the next start, which reads only the
+// last (O4).
+func TestAGapBetweenRotatedFilesNamesTheMissingLines(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := OpenAudit(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendReads(t, a, 4)
+	if err := os.Rename(file, file+".1"); err != nil {
+		t.Fatal(err)
+	}
+	appendReads(t, a, 4)
+	a.Close()
+	cur, _ := os.ReadFile(file)
+	os.WriteFile(file, bytes.Join(bytes.SplitAfter(cur, []byte("\n"))[2:], nil), 0o600)
+	_, err = VerifyLog([]string{file + ".1", file}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), file+" line 1 (line 5 of the log): its first line does not follow the last line of "+file+".1 (it says it is line 7: lines 5 to 6 are missing)") ||
+		!strings.Contains(err.Error(), "removed from the end of "+file+".1 or the start of this file") {
+		t.Fatalf("two lines cut from the current file's start: %v", err)
+	}
+	old, _ := os.ReadFile(file + ".1")
+	os.WriteFile(file+".1", old[:len(old)-30], 0o600)
+	if _, err = VerifyLog([]string{file + ".1", file}, nil, nil); err == nil || !strings.Contains(err.Error(), file+".1 line 4") || strings.Contains(err.Error(), "next start") {
+		t.Fatalf("a torn last line in a rotated file: %v", err)
+	}
+}
+
+// gzipAside rotates file as logrotate's compress does: into file.1.gz.
+func gzipAside(t *testing.T, file string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(b)
+	zw.Close()
+	if err := os.WriteFile(file+".1.gz", z.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(file)
 }

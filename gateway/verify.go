@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"crypto/ed25519"
@@ -48,58 +47,93 @@ var ErrCut = errors.New("lines were removed from the log's end")
 // checkpoints and anchors count across the files; a gzip-compressed file
 // (a rotation logrotate compressed) is read as its content.
 func VerifyLog(files []string, pub ed25519.PublicKey, anchors []Anchor) (Report, error) {
-	r := Report{Signed: pub != nil}
 	at, err := anchorsByLine(anchors)
 	if err != nil {
-		return r, err
+		return Report{Signed: pub != nil}, err
 	}
+	v := logCheck{r: Report{Signed: pub != nil}, pub: pub, at: at, prev: "genesis", files: files}
 	for _, an := range anchors {
-		if an.Lines > r.Anchor.Lines {
-			r.Anchor = an
+		if an.Lines > v.r.Anchor.Lines {
+			v.r.Anchor = an
 		}
 	}
-	prev := "genesis"
-	for k, file := range files {
-		b, err := readLog(file)
-		if err != nil {
-			return r, err
-		}
-		first, lines := true, bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-		for i, line := range lines {
-			if len(line) == 0 {
-				continue
-			}
-			where := fmt.Sprintf("%s line %d", file, i+1)
-			if len(files) > 1 {
-				where += fmt.Sprintf(" (line %d of the log)", r.Lines+1)
-			}
-			e, err := checkLine(line, prev, r.Lines, pub)
-			if errors.Is(err, errChain) && first && k > 0 {
-				err = fmt.Errorf("its first line does not follow the last line of %s: give the files oldest first, with none missing between them", files[k-1])
-			}
-			if err != nil && i == len(lines)-1 && !bytes.HasSuffix(b, []byte("\n")) {
-				err = fmt.Errorf("%w; the file's last line, with no newline: torn by a crash while it was written, the gateway cuts it off at its next start (into %s.torn)", err, file)
-			}
-			if err != nil {
-				return r, fmt.Errorf("%s: %w", where, err)
-			}
-			first = false
-			r.Lines++
-			if an, ok := at[r.Lines]; ok && an.Head != e.Hash {
-				return r, fmt.Errorf("%s is not the line the anchor of %s recorded (the log was rewritten up to it)", where, an.Time.Format(time.RFC3339))
-			}
-			prev = e.Hash
-			r.Unsigned++
-			if e.Decision == VerdictCheckpoint {
-				r.Checkpoint, r.CheckpointAt, r.Unsigned = r.Lines, e.Time, 0
-			}
+	for k := range files {
+		if err := v.verifyFile(k); err != nil {
+			return v.r, err
 		}
 	}
-	if r.Anchor.Lines > r.Lines {
+	if r := v.r; r.Anchor.Lines > r.Lines {
 		return r, fmt.Errorf("%w: the log ends at line %d, but the anchor written at %s says it had %d lines (line %d hashed to %.12s…)",
 			ErrCut, r.Lines, r.Anchor.Time.Format(time.RFC3339), r.Anchor.Lines, r.Anchor.Lines, r.Anchor.Head)
 	}
-	return r, nil
+	return v.r, nil
+}
+
+// logCheck is VerifyLog's progress through the files: the report so
+// far, the chain's head and the anchors by their line.
+type logCheck struct {
+	r     Report
+	pub   ed25519.PublicKey
+	at    map[int]Anchor
+	prev  string
+	files []string
+}
+
+// verifyFile checks the lines of files[k], which follow the lines before.
+func (v *logCheck) verifyFile(k int) error {
+	file := v.files[k]
+	b, err := readLog(file)
+	if err != nil {
+		return err
+	}
+	before, lines := v.r.Lines, bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	for i, line := range lines {
+		if len(line) == 0 {
+			continue
+		}
+		e, err := checkLine(line, v.prev, v.r.Lines, v.pub)
+		switch {
+		case errors.Is(err, errChain) && v.r.Lines == before && k > 0:
+			err = v.notFollowing(k, e.Line)
+		case err != nil && i == len(lines)-1 && k == len(v.files)-1 && !bytes.HasSuffix(b, []byte("\n")):
+			err = fmt.Errorf("%w; the file's last line, with no newline: torn by a crash while it was written, the gateway cuts it off at its next start (into %s.torn)", err, file)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.where(k, i), err)
+		}
+		if an, ok := v.at[v.r.Lines+1]; ok && an.Head != e.Hash {
+			return fmt.Errorf("%s is not the line the anchor of %s recorded (the log was rewritten up to it)", v.where(k, i), an.Time.Format(time.RFC3339))
+		}
+		v.r.Lines++
+		v.prev = e.Hash
+		v.r.Unsigned++
+		if e.Decision == VerdictCheckpoint {
+			v.r.Checkpoint, v.r.CheckpointAt, v.r.Unsigned = v.r.Lines, e.Time, 0
+		}
+	}
+	return nil
+}
+
+// where names line i of files[k], the log's line v.r.Lines+1.
+func (v *logCheck) where(k, i int) string {
+	if len(v.files) == 1 {
+		return fmt.Sprintf("%s line %d", v.files[k], i+1)
+	}
+	return fmt.Sprintf("%s line %d (line %d of the log)", v.files[k], i+1, v.r.Lines+1)
+}
+
+// notFollowing is the error of files[k]'s first line, numbered says (0:
+// none), whose chain does not go on from the file before it.
+func (v *logCheck) notFollowing(k, says int) error {
+	n := v.r.Lines + 1
+	var missing string
+	switch {
+	case says > n:
+		missing = fmt.Sprintf(" (it says it is line %d: lines %d to %d are missing)", says, n, says-1)
+	case says != 0 && says < n:
+		missing = fmt.Sprintf(" (it says it is line %d, which a file before it holds: a file given twice or out of order?)", says)
+	}
+	return fmt.Errorf("its first line does not follow the last line of %s%s: give the files oldest first, with none missing between them; otherwise lines were removed from the end of %s or the start of this file", v.files[k-1], missing, v.files[k-1])
 }
 
 // anchorsByLine is each anchor by its line, refusing anchors that
@@ -184,34 +218,31 @@ func checkLine(line []byte, prev string, n int, pub ed25519.PublicKey) (Entry, e
 	return e, nil
 }
 
-// ReadAnchors reads an anchor file, or a journal holding anchor lines:
-// from each line, the JSON object from its first '{' that has lines and
-// head; other lines are skipped.
-func ReadAnchors(file string) ([]Anchor, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close() // read only
+// ReadAnchors reads anchor files, or journals holding anchor lines (a
+// gzip-compressed one as its content, as readLog): from each line, the
+// JSON object from its first '{' that has lines and head; other lines are
+// skipped. A file with no anchor is refused.
+func ReadAnchors(files ...string) ([]Anchor, error) {
 	var out []Anchor
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		i := bytes.IndexByte(line, '{')
-		if i < 0 {
-			continue
+	for _, file := range files {
+		b, err := readLog(file)
+		if err != nil {
+			return nil, err
 		}
-		var an Anchor
-		if json.Unmarshal(line[i:], &an) == nil && an.Lines > 0 && an.Head != "" {
-			out = append(out, an)
+		n := len(out)
+		for line := range bytes.Lines(b) {
+			i := bytes.IndexByte(line, '{')
+			if i < 0 {
+				continue
+			}
+			var an Anchor
+			if json.Unmarshal(line[i:], &an) == nil && an.Lines > 0 && an.Head != "" {
+				out = append(out, an)
+			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no audit anchor in it (lines with {\"lines\":…,\"head\":…})", file)
+		if len(out) == n {
+			return nil, fmt.Errorf("%s: no audit anchor in it (lines with {\"lines\":…,\"head\":…})", file)
+		}
 	}
 	return out, nil
 }

@@ -21,8 +21,10 @@ gateway signs a checkpoint every audit_checkpoint_lines lines (default 100),
 audit_checkpoint_seconds (default 60) after a line none covers yet, and when
 it stops, and writes each to audit_anchor too (a file outside the log's
 directory, or stderr for the service manager's journal). --anchor FILE reads
-those anchors (a journal's text works: each line's JSON from its first '{')
-and fails when the log is shorter than an anchor says, or differs from it.
+those anchors (a journal's text works: each line's JSON from its first '{'),
+repeated for each of a rotated anchor file's files (a compressed one is read
+as it lies), and fails when the log is shorter than an anchor says, or
+differs from it.
 A rotated log is verified as one: give its files oldest first, as they lie
 (a gzip-compressed one is read as its content), from the first the gateway
 wrote; a broken line is named by its file and line there, and its line in
@@ -31,13 +33,14 @@ the whole log, which the checkpoints and anchors count.`
 // newGatewayAuditCmd is `gateway audit verify [FILE...]` and `gateway audit
 // digest [FILE]`.
 func newGatewayAuditCmd(g *gatewayConfig, stdout io.Writer) *cobra.Command {
-	var pubFile, anchorFile string
+	var pubFile string
+	var anchorFiles []string
 	verify := &cobra.Command{
 		Use: "verify [FILE...]", Short: "Verify the audit log's hash chain, signed checkpoints and end (default: the config's audit_log; FILEs: its rotated files, oldest first)", Long: auditVerifyHelp,
-		RunE: func(_ *cobra.Command, args []string) error { return verifyAudit(g, stdout, args, pubFile, anchorFile) },
+		RunE: func(_ *cobra.Command, args []string) error { return verifyAudit(g, stdout, args, pubFile, anchorFiles) },
 	}
 	verify.Flags().StringVar(&pubFile, "pubkey", "", "Ed25519 public key of the checkpoints (default: the config's signing_key_file.pub)")
-	verify.Flags().StringVar(&anchorFile, "anchor", "", "anchors the gateway wrote (its audit_anchor file, or a journal's text): fail if the log was cut below them")
+	verify.Flags().StringArrayVar(&anchorFiles, "anchor", nil, "anchors the gateway wrote (its audit_anchor file, or a journal's text; repeat it for each rotated file, gzip read as it lies): fail if the log was cut below them")
 	var q digestQuery
 	digest := &cobra.Command{
 		Use: "digest [FILE]", Short: "Print the digest an audit line carries of a call's arguments (or, with --string, of a string it cut)", Long: auditDigestHelp, Args: maxArgs(1),
@@ -119,8 +122,8 @@ func printDigest(g *gatewayConfig, in io.Reader, stdout io.Writer, args []string
 
 // verifyAudit checks the audit log in the files args, oldest first (else
 // the config's) with the public key pubFile (else the config's signing
-// key's), against the anchors in anchorFile if given.
-func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile, anchorFile string) error {
+// key's), against the anchors in anchorFiles if given.
+func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile string, anchorFiles []string) error {
 	files := args
 	// The config gives the log (unless FILEs do) and the key (unless
 	// --pubkey does). FILEs may be checked where no config is, copies
@@ -149,9 +152,9 @@ func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile, anc
 		pub = k
 	}
 	var anchors []gateway.Anchor
-	if anchorFile != "" {
+	if len(anchorFiles) > 0 {
 		var err error
-		if anchors, err = gateway.ReadAnchors(anchorFile); err != nil {
+		if anchors, err = gateway.ReadAnchors(anchorFiles...); err != nil {
 			return failed(err)
 		}
 	}
