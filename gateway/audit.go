@@ -44,6 +44,14 @@ type Entry struct {
 	// Origin is the device an admin's join attributed the write to
 	// (origin.MetaKey), when not the device itself.
 	Origin string `json:"origin,omitempty"`
+	// QueuedAs is the device a write said its op was queued as
+	// (params._meta devbox-config/queued-as: an edge's retry of an op
+	// held as another device's); RecordOf, on a write answered from the
+	// op-id ledger's record of the same write by another device (that
+	// one, or one that said its op was queued as this device), that
+	// device: deduplicated, not sent.
+	QueuedAs string `json:"queued_as,omitempty"`
+	RecordOf string `json:"record_of,omitempty"`
 	// Note, on a new-state entry (VerdictNewState), names each kept file
 	// the gateway made anew, empty, and what it held; on a request whose
 	// device hung up before its answer (StatusClientGone), what became of

@@ -108,7 +108,7 @@ type authorizedCalls struct {
 	calls []ToolCall
 }
 
-func (l *authorizedCalls) Forward(ctx context.Context, c ToolCall, next Send) (int, []byte, bool) {
+func (l *authorizedCalls) Forward(ctx context.Context, c ToolCall, next Send) Forwarded {
 	l.mu.Lock()
 	c.Body = bytes.Clone(c.Body)
 	snap, _ := strictjson.Decode(encodeJSON(c.Args))
@@ -116,7 +116,7 @@ func (l *authorizedCalls) Forward(ctx context.Context, c ToolCall, next Send) (i
 	l.calls = append(l.calls, c)
 	l.mu.Unlock()
 	s, b := next(ctx, c.Body)
-	return s, b, false
+	return Forwarded{Status: s, Body: b}
 }
 
 // FuzzForwardedMatchesAuthorized is the differential: for any body, every

@@ -417,6 +417,7 @@ func (s *Server) answerForwarded(x *exchange, req *rpcRequest, dec Decision, sta
 		resp, x.entry.Rule = notFiledAnswer(resp, req.notFiled), ruleReplayDeleted
 	}
 	x.entry.UpstreamStatus = status
+	x.entry.QueuedAs, x.entry.RecordOf = req.queuedAs, req.recordOf
 	s.answer(x, status, resp, VerdictAllow, dec.Rule)
 }
 

@@ -502,7 +502,7 @@ func audited(log []Entry, match func(Entry) bool) int {
 // panicLedger panics in the forward step.
 type panicLedger struct{}
 
-func (panicLedger) Forward(context.Context, ToolCall, Send) (int, []byte, bool) {
+func (panicLedger) Forward(context.Context, ToolCall, Send) Forwarded {
 	panic("ledger broke")
 }
 

@@ -25,33 +25,34 @@ type OpLedger struct {
 }
 
 // Forward implements Ledger.
-func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) (int, []byte, bool) {
+func (o OpLedger) Forward(ctx context.Context, call ToolCall, next Send) Forwarded {
 	if call.Reads {
 		s, b := next(ctx, call.Body)
-		return s, b, false
+		return Forwarded{Status: s, Body: b}
 	}
-	status, body, outcome := o.forward(ctx, call, next)
-	return status, body, outcome == ledger.OutcomeReplayed
+	return o.forward(ctx, call, next)
 }
 
-// forward is a write's way through the ledger, with its outcome ("" for
-// a call the ledger did not answer: a refusal, no op id).
-func (o OpLedger) forward(ctx context.Context, call ToolCall, next Send) (int, []byte, ledger.Outcome) {
+// forward is a write's way through the ledger.
+func (o OpLedger) forward(ctx context.Context, call ToolCall, next Send) Forwarded {
 	reqID := json.RawMessage(gjson.GetBytes(call.Body, "id").Raw) // none: null, in rpcErr and the ledger's replay
 	params := json.RawMessage(gjson.GetBytes(call.Body, "params").Raw)
+	refused := func(code int, msg string) Forwarded {
+		return Forwarded{Status: 200, Body: rpcErrBytes(reqID, code, "devbox-config gateway: "+msg)}
+	}
 	opID, ok, err := ledger.OpIDOf(params)
 	if err != nil {
-		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error()), ""
+		return refused(-32602, err.Error())
 	}
 	if !ok {
 		status, body := next(ctx, call.Body)
-		return status, body, ""
+		return Forwarded{Status: status, Body: body}
 	}
-	keyDev, err := ledgerDevice(call.Device, params)
+	as, err := queuedAs(call.Device, params)
 	if err != nil {
-		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error()), ""
+		return refused(-32602, err.Error())
 	}
-	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: keyDev, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, LegacyDigest: call.LegacyDigest, RequestID: reqID, Resend: ledger.ResendOf(params)},
+	ans, outcome, err := o.L.Do(ctx, ledger.Call{Device: call.Device, QueuedAs: as, OpID: opID, Tool: call.Tool, ArgsDigest: call.ArgsDigest, LegacyDigest: call.LegacyDigest, RequestID: reqID, Resend: ledger.ResendOf(params)},
 		func(ctx context.Context) (ledger.Answer, error) {
 			status, body := next(ctx, call.Body)
 			// 502, 504: the upstream call was sent and its answer lost (the
@@ -63,39 +64,37 @@ func (o OpLedger) forward(ctx context.Context, call ToolCall, next Send) (int, [
 		})
 	switch {
 	case errors.Is(err, ledger.ErrInFlight):
-		return 200, rpcErrBytes(reqID, ledger.CodeInFlight, "devbox-config gateway: this op is being forwarded now (retry later; nothing waits for it here)"), ""
+		return refused(ledger.CodeInFlight, "this op is being forwarded now (retry later; nothing waits for it here)")
 	case errors.Is(err, ledger.ErrInDoubt):
-		return 200, rpcErrBytes(reqID, ledger.CodeInDoubt, "devbox-config gateway: this op may have been applied: it reached the primary and no answer came back (the answer was lost, or the gateway stopped with it in flight): look it up, and send it again with _meta[\""+ledger.ResendKey+"\"] only if it is not there"), ""
+		return refused(ledger.CodeInDoubt, "this op may have been applied: it reached the primary and no answer came back (the answer was lost, or the gateway stopped with it in flight): look it up, and send it again with _meta[\""+ledger.ResendKey+"\"] only if it is not there")
 	case errors.Is(err, ledger.ErrReused):
-		return 200, rpcErrBytes(reqID, -32602, "devbox-config gateway: "+err.Error()), ""
+		return refused(-32602, err.Error())
 	case errors.Is(err, ledger.ErrUnavailable):
 		o.Log.Error("op-id ledger unavailable: refusing the write", "device", call.Device, "tool", call.Tool, "err", err)
-		return 200, rpcErrBytes(reqID, CodeDenied, "devbox-config gateway: the op-id ledger cannot be read; writes are refused"), ""
+		return refused(CodeDenied, "the op-id ledger cannot be read; writes are refused")
 	case err != nil:
-		return 502, rpcErrBytes(reqID, -32000, "devbox-config gateway: "+err.Error()), ""
+		return Forwarded{Status: 502, Body: rpcErrBytes(reqID, -32000, "devbox-config gateway: "+err.Error())}
 	}
-	o.Log.Debug("op-id ledger", "device", call.Device, "queued_as", keyDev, "tool", call.Tool, "op", opID[:12], "outcome", outcome)
-	return ans.Status, ans.Body, outcome
+	o.Log.Debug("op-id ledger", "device", call.Device, "queued_as", as, "record_of", ans.RecordOf, "tool", call.Tool, "op", opID[:12], "outcome", outcome)
+	return Forwarded{Status: ans.Status, Body: ans.Body, Replayed: outcome == ledger.OutcomeReplayed, QueuedAs: as, RecordOf: ans.RecordOf}
 }
 
-// ledgerDevice is the device the ledger keys a write's op id under: the
-// one the edge says the op was queued as (params._meta[ledger.QueuedAsKey]:
-// a retry, on a renamed devbox or a copy, of an op queued before), else
-// the caller's, so that the op is filed once whichever machine sends it.
-// Any device may name another: an op id is 256 random bits that only the
-// outbox that made it (or a copy of it) holds, a record answers only a
-// call with the same tool and arguments, through the caller's own filter,
-// and a write forwarded is the caller's (its token's device is its
-// author). Naming another device tells a caller only whether that device
-// filed the very write the caller sends, for an op id it holds, and can
-// spoil no other op id.
-func ledgerDevice(caller string, params json.RawMessage) (string, error) {
+// queuedAs is the device a write says its op was queued as
+// (params._meta[ledger.QueuedAsKey]: an edge's retry, on a renamed devbox
+// or a copy, of an op queued before), "" for none or the caller itself.
+// It can only answer the write from the record of the very same write
+// (tool and arguments) that device filed, or let that device's later
+// send of it be answered from the caller's (ledger.Call.QueuedAs); the
+// row is the caller's. A name of no device, or of a removed one, is taken
+// as it is: it finds no record, or the removed device's (a renamed
+// devbox's), and refusing it would tell a caller which devices exist.
+func queuedAs(caller string, params json.RawMessage) (string, error) {
 	as, ok := ledger.QueuedAsOf(params)
-	switch {
-	case !ok || as != "" && !deviceIDRE().MatchString(as):
+	if !ok || as != "" && !deviceIDRE().MatchString(as) {
 		return "", fmt.Errorf("params._meta[%q] must be a device id (1-64 of letters, digits, . _ -)", ledger.QueuedAsKey)
-	case as == "":
-		return caller, nil
+	}
+	if as == caller {
+		return "", nil
 	}
 	return as, nil
 }

@@ -275,38 +275,118 @@ func drain(t *testing.T, st *outbox.Store, p *edge.Primary, f *outbox.Flusher, d
 }
 
 // Outside tester attack76 F7: a send that names the device its op was
-// queued as (an edge's retry on a renamed devbox, or on a copy) is keyed
-// under that device: answered from its record when it filed the same
-// write, never forwarded again; a name that is not a device id is
-// refused. The control, the same op id without the name, is a first send
-// of the caller's (filed again).
+// queued as (an edge's retry on a renamed devbox, or on a copy) is
+// answered from that device's record of the same write, and a later send
+// of it by that device from this one's: filed once, either order, and the
+// audit lines say so. A name that is not a device id is refused; one of
+// no device is as if it were not there.
 func TestAnOpQueuedAsAnotherDeviceIsAnsweredFromItsRecord(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, []Device{
 		{ID: "alice", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}},
 		{ID: "bob", Label: "desk", Read: []string{"shared"}, Write: []string{"shared"}}})
 	g.withLedger()
-	opID := strings.Repeat("cd", 32)
-	args := map[string]any{"wing": "shared", "room": "r", "content": "filed once by whichever machine"}
-	send := func(dev string, meta map[string]any) map[string]any {
-		meta[ledger.MetaKey] = opID
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{"name": "mempalace_add_drawer", "arguments": args, "_meta": meta}})
-		_, m := g.post(g.tokens[dev], string(b))
-		return m
+	for i, order := range [][2]string{{"alice", "bob"}, {"bob", "alice"}} {
+		opID := strings.Repeat(fmt.Sprintf("c%d", i), 32)
+		args := map[string]any{"wing": "shared", "room": "r", "content": "filed once by whichever machine " + order[0]}
+		calls := g.primary.Calls("mempalace_add_drawer")
+		// order[0] sends first; bob always names alice (bob is the renamed original).
+		for _, dev := range order {
+			meta := map[string]any{}
+			if dev == "bob" {
+				meta[ledger.QueuedAsKey] = "alice"
+			}
+			if m := g.sendOp(dev, "mempalace_add_drawer", args, opID, meta); m["error"] != nil {
+				t.Fatalf("%s's send: %v", dev, m["error"])
+			}
+		}
+		if n := g.primary.Calls("mempalace_add_drawer") - calls; n != 1 {
+			t.Errorf("%s first: the upstream saw the op %d times, want 1", order[0], n)
+		}
+		var es []Entry
+		for _, e := range g.auditLog() {
+			if e.Decision == VerdictAllow {
+				es = append(es, e)
+			}
+		}
+		first, second := es[len(es)-2], es[len(es)-1]
+		bobs := map[bool]Entry{true: first, false: second}[order[0] == "bob"]
+		if first.RecordOf != "" || second.Device != order[1] || second.RecordOf != order[0] || bobs.QueuedAs != "alice" {
+			t.Errorf("%s first: audit lines %+v\n%+v", order[0], first, second)
+		}
 	}
-	if m := send("alice", map[string]any{}); m["error"] != nil {
-		t.Fatalf("alice's send: %v", m["error"])
-	}
-	if m := send("bob", map[string]any{ledger.QueuedAsKey: "alice"}); m["error"] != nil || m["result"].(map[string]any)["_meta"].(map[string]any)[ledger.ReplayedKey] != true {
-		t.Errorf("bob's send of the op queued as alice: %v, want alice's record", m)
-	}
-	if n := g.primary.Calls("mempalace_add_drawer"); n != 1 {
-		t.Errorf("the upstream saw the op %d times, want 1", n)
-	}
-	if m := send("bob", map[string]any{ledger.QueuedAsKey: "not a device"}); m["error"].(map[string]any)["code"] != float64(-32602) {
+	if m := g.sendOp("bob", "mempalace_add_drawer", map[string]any{"wing": "shared", "content": "x"}, strings.Repeat("cd", 32), map[string]any{ledger.QueuedAsKey: "not a device"}); rpcError(m)["code"] != float64(-32602) {
 		t.Errorf("a queued-as that is no device id: %v", m)
 	}
-	if m := send("bob", map[string]any{}); m["error"] != nil || g.primary.Calls("mempalace_add_drawer") != 2 {
-		t.Errorf("the control, bob's own op id: %v, %d calls", m, g.primary.Calls("mempalace_add_drawer"))
+}
+
+// sendOp sends a tools/call with an op id and the other _meta members of
+// meta as dev, and returns the decoded answer.
+func (g *gw) sendOp(dev, tool string, args map[string]any, opID string, meta map[string]any) map[string]any {
+	g.t.Helper()
+	meta[ledger.MetaKey] = opID
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args, "_meta": meta}})
+	_, m := g.post(g.tokens[dev], string(b))
+	return m
+}
+
+// Outside tester attack80 F1: a device that names another as the one its
+// op was queued as, with that device's op id, files nothing under it. A
+// different write under the op id (sent before the victim's, or after)
+// is the caller's own new write, answered as with no name: the victim's
+// write is then neither refused nor answered from the caller's record,
+// and the caller learns nothing of the victim's (its tool, its answer).
+// It failed before: the victim's write refused "op id already used for a
+// different write", and the caller's other tool refused naming the
+// victim's.
+func TestAQueuedAsClaimOnlyDedupes(t *testing.T) {
+	t.Parallel()
+	for _, claim := range []bool{true, false} {
+		t.Run(map[bool]string{true: "claim", false: "no claim (control)"}[claim], func(t *testing.T) {
+			g := newGW(t, []Device{
+				{ID: "mallory", Label: "m", Read: []string{"shared"}, Write: []string{"shared"}, Agents: []string{"a@m"}},
+				{ID: "bob", Label: "desk", Read: []string{"shared"}, Write: []string{"shared"}}})
+			g.withLedger()
+			meta := func() map[string]any {
+				if claim {
+					return map[string]any{ledger.QueuedAsKey: "bob"}
+				}
+				return map[string]any{}
+			}
+			drawer := func(text string) map[string]any {
+				return map[string]any{"wing": "shared", "room": "r", "content": text}
+			}
+			block, snoop, snoop2 := strings.Repeat("b1", 32), strings.Repeat("5e", 32), strings.Repeat("5f", 32)
+			// Block: mallory sends other text first under bob's pending op id.
+			if m := g.sendOp("mallory", "mempalace_add_drawer", drawer("mallory's text"), block, meta()); m["error"] != nil {
+				t.Fatalf("mallory's send: %v", m)
+			}
+			if m := g.sendOp("bob", "mempalace_add_drawer", drawer("bob's text"), block, map[string]any{}); m["error"] != nil || marked(encodeJSON(m), ledger.ReplayedKey) {
+				t.Errorf("bob's own write after mallory's: %v", m)
+			}
+			// Snoop: bob's write is made; mallory sends other arguments, then another tool, under its op id.
+			for _, op := range []string{snoop, snoop2} {
+				if m := g.sendOp("bob", "mempalace_add_drawer", drawer("bob's secret "+op[:2]), op, map[string]any{}); m["error"] != nil {
+					t.Fatalf("bob's send: %v", m)
+				}
+			}
+			if m := g.sendOp("mallory", "mempalace_add_drawer", drawer("a guess"), snoop, meta()); m["error"] != nil || marked(encodeJSON(m), ledger.ReplayedKey) {
+				t.Errorf("mallory's other arguments under bob's op id: %v", m)
+			}
+			if m := g.sendOp("mallory", "mempalace_diary_write", map[string]any{"agent_name": "a", "wing": "shared", "entry": "e"}, snoop2, meta()); m["error"] != nil || marked(encodeJSON(m), ledger.ReplayedKey) {
+				t.Errorf("mallory's other tool: %v", m)
+			}
+			if n, d := g.primary.Calls("mempalace_add_drawer"), g.primary.Calls("mempalace_diary_write"); n != 5 || d != 1 {
+				t.Errorf("the upstream saw %d drawers and %d diary entries, want 5 and 1 (each device's own)", n, d)
+			}
+			for _, e := range g.auditLog() {
+				if e.Tool == "" || e.Decision != VerdictAllow {
+					continue
+				}
+				if want := map[bool]string{true: "bob"}[claim && e.Device == "mallory"]; e.QueuedAs != want || e.RecordOf != "" {
+					t.Errorf("audit line of %s %s: queued_as %q record_of %q, want queued_as %q", e.Device, e.Tool, e.QueuedAs, e.RecordOf, want)
+				}
+			}
+		})
 	}
 }

@@ -42,6 +42,9 @@ type rpcRequest struct {
 	// step changes them (ledgerDigest); sentLegacy, their unkeyed digest
 	// (legacyArgsDigest).
 	sentDigest, sentLegacy string
+	// queuedAs, recordOf: the ledger's Forwarded.QueuedAs and RecordOf,
+	// for the audit line.
+	queuedAs, recordOf string
 	// slotHeld: the handler holds the write slot for this call (a delete:
 	// the trash's look-up and the delete hold it together).
 	slotHeld bool

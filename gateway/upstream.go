@@ -57,7 +57,21 @@ type Send func(ctx context.Context, body []byte) (status int, resp []byte)
 // upstream for every authorized tools/call: it may answer from its own
 // record (a call it has already made once: replayed) or call next.
 type Ledger interface {
-	Forward(ctx context.Context, call ToolCall, next Send) (status int, resp []byte, replayed bool)
+	Forward(ctx context.Context, call ToolCall, next Send) Forwarded
+}
+
+// Forwarded is a Ledger's answer to a call.
+type Forwarded struct {
+	Status int    // HTTP
+	Body   []byte // the JSON-RPC answer
+	// Replayed: answered from the ledger's record (a call it has made once).
+	Replayed bool
+	// QueuedAs is the device the call said its op was queued as (an
+	// edge's retry of an op held as another device's), "" for none;
+	// RecordOf, on a replay of the record another device made of the same
+	// write (that one, or one that said its op was queued as the caller),
+	// that device. The audit line carries both.
+	QueuedAs, RecordOf string
 }
 
 // forward is the forward step of a tools/call: the re-encoded message,
@@ -83,7 +97,9 @@ func (s *Server) forward(ctx context.Context, d *Device, req *rpcRequest) (statu
 		}
 	}
 	if s.Ledger != nil {
-		status, body, replayed = s.Ledger.Forward(ctx, call, send)
+		f := s.Ledger.Forward(ctx, call, send)
+		status, body, replayed = f.Status, f.Body, f.Replayed
+		req.queuedAs, req.recordOf = f.QueuedAs, f.RecordOf
 	} else {
 		status, body = send(ctx, call.Body)
 	}

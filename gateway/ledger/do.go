@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -37,7 +38,7 @@ func (l *Ledger) Do(ctx context.Context, c Call, forward func(context.Context) (
 		return Answer{}, "", err
 	}
 	if tk.recorded != nil {
-		return Answer{Status: 200, Body: response(c.RequestID, tk.recorded)}, OutcomeReplayed, nil
+		return Answer{Status: 200, Body: response(c.RequestID, tk.recorded), RecordOf: tk.recordOf}, OutcomeReplayed, nil
 	}
 	claim, resent := tk.claim, tk.resent
 	settled := false
@@ -173,6 +174,7 @@ func sameWrite(first, c Call) error {
 type taken struct {
 	claim        string
 	recorded     []byte
+	recordOf     string // recorded is another device's (kin)
 	resent, held bool
 	before       string
 }
@@ -187,14 +189,14 @@ func (l *Ledger) claim(ctx context.Context, c Call) (taken, error) {
 	sctx := context.WithoutCancel(ctx)
 	for try := 0; try < 3; try++ {
 		now := l.opt.Now().UnixMilli()
-		res, err := l.stmt.insert.ExecContext(sctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now)
+		res, err := l.stmt.insert.ExecContext(sctx, c.Device, c.OpID, c.Tool, c.ArgsDigest, claim, now, now, c.QueuedAs)
 		if err != nil {
 			return taken{}, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 { // unknown reads as not inserted: the row is read next
 			l.committed()
 			l.maybePrune(now)
-			return taken{claim: claim}, nil
+			return l.kin(sctx, c, claim)
 		}
 		var first Call
 		var state, holder string
@@ -232,13 +234,72 @@ func (l *Ledger) claim(ctx context.Context, c Call) (taken, error) {
 				l.opt.Log.Warn("op-id ledger: an op in doubt taken again on the caller's word (forwarded, unless the gateway logs it kept in doubt or found made)", "device", c.Device, "op_id", c.OpID, "why", c.Resend)
 			}
 			if state == "open" { // a first send again: it looks again
-				return taken{claim: claim}, nil
+				return l.kin(sctx, c, claim)
 			}
 			return taken{claim: claim, resent: true, held: held, before: before}, nil
 		}
 	}
 	// Taken by another call between the read and the take, three times.
 	return taken{}, fmt.Errorf("ledger: device %s, op id %s: %w", c.Device, c.OpID, ErrInFlight)
+}
+
+// kin answers the first send of c's op, for which c's device holds
+// claim, from the record of the same write (tool and arguments digest)
+// under another device: the one c says the op was queued as, or one
+// whose row says its op was queued as c's device. So an op queued before
+// a devbox was copied, sent by the copy under the old device and retried
+// by the renamed original as the new one, is filed once whichever sends
+// first (attack76 F7). Another write under that op id is not looked at:
+// the call is then the caller's own first send, answered as if it named
+// no device, so a claim can neither refuse a device's write, nor answer
+// it with another's, nor tell what another device sent (attack80 F1).
+// The same write in flight elsewhere is ErrInFlight; in doubt, ErrInDoubt
+// unless c.Resend says it was looked up. Otherwise c holds its claim.
+func (l *Ledger) kin(ctx context.Context, c Call, claim string) (taken, error) {
+	rows, err := l.stmt.kin.QueryContext(ctx, c.QueuedAs, c.OpID, c.Device, c.Tool, c.ArgsDigest, c.LegacyDigest)
+	if err != nil {
+		return taken{}, l.release(ctx, c, claim, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err))
+	}
+	var dev, state, holder, best string
+	var result, recorded sql.NullString
+	var updated, bestAt int64
+	for rows.Next() {
+		if err = rows.Scan(&dev, &state, &holder, &result, &updated); err != nil {
+			break
+		}
+		switch now := l.opt.Now().UnixMilli(); {
+		case state == "done":
+			best, recorded = dev, result
+		case state == "inflight" && updated >= now-(l.opt.StaleAfter+l.opt.StaleGrace).Milliseconds() && l.deadHolder(state, holder, updated, now) == "":
+			best, bestAt = cmp.Or(best, dev), max(bestAt, 1) // in flight
+		case c.Resend == "" && bestAt == 0:
+			best, bestAt = cmp.Or(best, dev), -1 // in doubt
+		}
+	}
+	rows.Close() // read only: Err reports
+	if err = cmp.Or(err, rows.Err()); err != nil {
+		return taken{}, l.release(ctx, c, claim, fmt.Errorf("ledger %s: %w: %w", l.path, ErrUnavailable, err))
+	}
+	switch {
+	case recorded.Valid:
+		if err := l.settle(ctx, c, claim, []byte(recorded.String)); err != nil {
+			return taken{}, err
+		}
+		return taken{recorded: []byte(recorded.String), recordOf: best}, nil
+	case bestAt > 0:
+		return taken{}, l.release(ctx, c, claim, fmt.Errorf("ledger: device %s, op id %s (sent by device %s): %w", c.Device, c.OpID, best, ErrInFlight))
+	case bestAt < 0:
+		return taken{}, l.release(ctx, c, claim, fmt.Errorf("ledger: device %s, op id %s (sent by device %s): %w", c.Device, c.OpID, best, ErrInDoubt))
+	}
+	return taken{claim: claim}, nil
+}
+
+// release opens c's op again (its claim sent nothing) and returns err.
+func (l *Ledger) release(ctx context.Context, c Call, claim string, err error) error {
+	if rerr := l.settle(ctx, c, claim, nil); rerr != nil {
+		l.opt.Log.Error("op-id ledger: claim not released; the op stays in flight, then in doubt", "device", c.Device, "op_id", c.OpID, "err", rerr)
+	}
+	return err
 }
 
 // deadHolder is holder, the claim of an op (its state, taken at updated),

@@ -33,12 +33,16 @@
 //
 // The key is (device, op id): two devices' equal op ids never meet (and an
 // edge's op ids cover its outbox's own random identity, so two palaces of
-// one device never make the same one). A send that says its op was queued
-// as another device (params._meta[QueuedAsKey]: an edge's retry of an op
+// one device never make the same one), and a row is always the calling
+// device's. A send that says its op was queued as another device
+// (params._meta[QueuedAsKey], kept on its row: an edge's retry of an op
 // it held as queued under another device, on a renamed devbox or a copy
-// of one) is keyed under that device: a copy of an outbox that sends it
-// too, under the old device, is answered from the record, whichever
-// sends first. The first call with a key claims it
+// of one) is answered from that device's record of the same write (tool
+// and digest), and a send of that device's is answered from this row's:
+// filed once whichever sends first. Another write under the op id is not
+// looked at (the send is the caller's own), so the name refuses no
+// device's write, answers none with another's, and tells nothing of
+// another device's ops. The first call with a key claims it
 // (a row in state "inflight"), is forwarded upstream, and, if the
 // upstream's answer says the write was applied, that answer's JSON-RPC
 // result is recorded (state "done"). A later call with the key gets the
@@ -160,7 +164,7 @@
 //	answer.go    which answers are recorded
 //	protocol.go  the wire names shared with the edge
 //
-// The file records its schema version (PRAGMA user_version, 1): one an
+// The file records its schema version (PRAGMA user_version, 2): one an
 // older build made is migrated at Open with one line on the log, and one a
 // newer release made is refused (sqlitewal.Versioned), so a rollback is
 // told, not misread.

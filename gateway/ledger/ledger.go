@@ -37,6 +37,11 @@ type Answer struct {
 	// back (the forward's own judgement: the request was written, the
 	// connection then failed). The op is then in doubt, not open again.
 	MaybeApplied bool
+	// RecordOf, on an answer replayed from the record of another device
+	// (the same write, filed under the device the call said it was queued
+	// as, or by a device that said it was queued as the caller: Call.QueuedAs),
+	// is that device; "" otherwise.
+	RecordOf string
 }
 
 // Outcome says how Do answered.
@@ -101,6 +106,15 @@ type Call struct {
 	// Resend is why a caller sends an op that may have landed again
 	// (params._meta ResendKey): an op in doubt is forwarded only with it.
 	Resend string
+	// QueuedAs is the device the call says its op was queued as
+	// (params._meta QueuedAsKey: an edge's retry of an op it held as
+	// another device's, on a renamed devbox or a copy of one), "" for
+	// none. It only finds a record of the same write under that device
+	// to answer from, and is kept on the caller's row so that a later
+	// send of the op by that device finds this one's (kin): the row is
+	// the caller's, and a claim whose device filed no such write is as
+	// if it were not there.
+	QueuedAs string
 }
 
 // Options tune a Ledger; zero values are the defaults.
@@ -137,7 +151,7 @@ type Ledger struct {
 
 // schemaVersion is the ledger's PRAGMA user_version (0: a ledger made
 // before it was recorded): raise it with every change to schema.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // A rowid table: rows are appended in time order, so the pruning needs no
 // index of its own (the expired rows are the first ones), and the only
@@ -154,10 +168,15 @@ CREATE TABLE IF NOT EXISTS ops(
   created_at  INTEGER NOT NULL,
   updated_at  INTEGER NOT NULL,
   held        INTEGER NOT NULL DEFAULT 0, -- Held: the op's first send found its record there
-  seen_before TEXT NOT NULL DEFAULT '' -- NoteBefore: what the op's first send found before it was sent
+  seen_before TEXT NOT NULL DEFAULT '', -- NoteBefore: what the op's first send found before it was sent
+  queued_as   TEXT -- Call.QueuedAs: the device the op says it was queued as (NULL: none)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS ops_key ON ops(device, op_id);
 `
+
+// queuedAsIndex finds the rows that say their op was queued as a device
+// (kin): only those few are in it. Made after the column's migration.
+const queuedAsIndex = `CREATE INDEX IF NOT EXISTS ops_queued_as ON ops(op_id, queued_as) WHERE queued_as IS NOT NULL`
 
 // Open opens (creating if needed) the ledger at path with the given
 // retention (0: DefaultRetention) and prunes expired rows.
@@ -235,7 +254,7 @@ func (l *Ledger) Close() error {
 		os.Remove(l.live.Name()) // gone either way: missing or unlocked
 		l.live.Close()           // a lock file: closing it releases the lock
 	}
-	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen, l.stmt.doubt, l.stmt.held, l.stmt.before} {
+	for _, st := range []*sql.Stmt{l.stmt.insert, l.stmt.get, l.stmt.take, l.stmt.done, l.stmt.reopen, l.stmt.doubt, l.stmt.held, l.stmt.before, l.stmt.kin} {
 		if st != nil {
 			st.Close() // a statement: closing it frees memory only
 		}
@@ -273,23 +292,24 @@ func (l *Ledger) createSchema() error {
 	} else if _, err := tx.Exec(schema); err != nil {
 		return err
 	}
-	var held int
-	if err := tx.QueryRow(`SELECT count(*) FROM pragma_table_info('ops') WHERE name='held'`).Scan(&held); err != nil {
-		return err
-	}
-	if held == 0 { // a ledger from before Held: its ops' first sends found nothing
-		if _, err := tx.Exec(`ALTER TABLE ops ADD COLUMN held INTEGER NOT NULL DEFAULT 0`); err != nil {
+	for _, c := range []struct{ name, def string }{
+		{"held", "INTEGER NOT NULL DEFAULT 0"},      // before Held: its ops' first sends found nothing
+		{"seen_before", "TEXT NOT NULL DEFAULT ''"}, // before NoteBefore: its first sends noted nothing
+		{"queued_as", "TEXT"},                       // before Call.QueuedAs: no op said it
+	} {
+		var n int
+		if err := tx.QueryRow(`SELECT count(*) FROM pragma_table_info('ops') WHERE name=?`, c.name).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			continue
+		}
+		if _, err := tx.Exec(`ALTER TABLE ops ADD COLUMN ` + c.name + ` ` + c.def); err != nil {
 			return fmt.Errorf("migrating the ledger: %w", err)
 		}
 	}
-	var seen int
-	if err := tx.QueryRow(`SELECT count(*) FROM pragma_table_info('ops') WHERE name='seen_before'`).Scan(&seen); err != nil {
-		return err
-	}
-	if seen == 0 { // a ledger from before NoteBefore: its first sends noted nothing
-		if _, err := tx.Exec(`ALTER TABLE ops ADD COLUMN seen_before TEXT NOT NULL DEFAULT ''`); err != nil {
-			return fmt.Errorf("migrating the ledger: %w", err)
-		}
+	if _, err := tx.Exec(queuedAsIndex); err != nil {
+		return fmt.Errorf("migrating the ledger: %w", err)
 	}
 	return tx.Commit()
 }
@@ -297,7 +317,7 @@ func (l *Ledger) createSchema() error {
 // statements are the ledger's queries, prepared once (a fresh op runs
 // two of them; preparing each time was a visible share of its cost).
 type statements struct {
-	insert, get, take, done, reopen, doubt, held, before *sql.Stmt
+	insert, get, take, done, reopen, doubt, held, before, kin *sql.Stmt
 }
 
 func (l *Ledger) prepare() error {
@@ -311,8 +331,15 @@ func (l *Ledger) prepare() error {
 		return st
 	}
 	l.stmt = statements{
-		insert: prep(`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at)
-			VALUES(?,?,?,?,'inflight',?,?,?) ON CONFLICT DO NOTHING`),
+		insert: prep(`INSERT INTO ops(device, op_id, tool, args_digest, state, claim, created_at, updated_at, queued_as)
+			VALUES(?,?,?,?,'inflight',?,?,?,NULLIF(?, '')) ON CONFLICT DO NOTHING`),
+		// The same write (tool, digest) under the device a call says its
+		// op was queued as, and under devices whose rows say theirs was
+		// queued as the caller's (kin).
+		kin: prep(`SELECT device, state, claim, result, updated_at FROM ops
+			WHERE device=?1 AND op_id=?2 AND device<>?3 AND tool=?4 AND args_digest IN (?5, ?6) AND state<>'open'
+			UNION ALL SELECT device, state, claim, result, updated_at FROM ops
+			WHERE op_id=?2 AND queued_as=?3 AND device<>?3 AND tool=?4 AND args_digest IN (?5, ?6) AND state<>'open'`),
 		get: prep(`SELECT tool, args_digest, state, claim, result, updated_at, held, seen_before FROM ops WHERE device=? AND op_id=?`),
 		// A send after one that was not applied (open) is a first send
 		// again: it looks again (held), with nothing noted: reopen clears

@@ -789,3 +789,43 @@ func TestWhatAFirstSendNotedReachesItsLookedUpResend(t *testing.T) {
 		return Answer{Status: 504, MaybeApplied: true}, nil
 	})
 }
+
+// The same write under a kin device (the one a call says its op was
+// queued as, or one whose row says its op was queued as the caller) is
+// not sent again while it is in flight there, nor while it is in doubt
+// unless the caller looked it up; another write under the op id is the
+// caller's own (attack80 F1), and each row is its sender's.
+func TestAWriteInFlightOrInDoubtUnderAKinDeviceIsNotSentAgain(t *testing.T) {
+	l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+	u := &upstream{}
+	op := opID("kin")
+	queuedAs := func(c Call) Call { c.QueuedAs = "old"; return c }
+	l.Do(context.Background(), call("old", op, "1"), func(ctx context.Context) (Answer, error) {
+		if _, _, err := l.Do(context.Background(), queuedAs(call("new", op, "2")), u.forward("2")); !errors.Is(err, ErrInFlight) {
+			t.Errorf("the same write while the old device's send is in flight: %v", err)
+		}
+		other := queuedAs(call("third", op, "3"))
+		other.ArgsDigest = "d2"
+		if _, o, err := l.Do(context.Background(), other, u.forward("3")); err != nil || o != OutcomeForwarded {
+			t.Errorf("another write under the op id: %v %v, want the caller's own, forwarded", o, err)
+		}
+		return Answer{Status: 502, MaybeApplied: true}, nil
+	})
+	if _, _, err := l.Do(context.Background(), queuedAs(call("new", op, "4")), u.forward("4")); !errors.Is(err, ErrInDoubt) {
+		t.Errorf("the same write in doubt under the old device: %v", err)
+	}
+	looked := queuedAs(call("new", op, "5"))
+	looked.Resend = "looked-up"
+	if _, o, err := l.Do(context.Background(), looked, u.forward("5")); err != nil || o != OutcomeForwarded {
+		t.Errorf("the same write looked up: %v %v, want forwarded", o, err)
+	}
+	if a, o, err := l.Do(context.Background(), call("old", opID("kin 2"), "6"), u.forward("6")); err != nil || o != OutcomeForwarded || a.RecordOf != "" {
+		t.Fatal(a, o, err)
+	}
+	if a, o, err := l.Do(context.Background(), queuedAs(call("new", opID("kin 2"), "7")), u.forward("7")); err != nil || o != OutcomeReplayed || a.RecordOf != "old" {
+		t.Errorf("the same write done under the old device: %v %v from %q", o, err, a.RecordOf)
+	}
+	if n := u.calls.Load(); n != 3 {
+		t.Errorf("forwarded %d times, want 3", n)
+	}
+}
