@@ -175,3 +175,38 @@ func deviceIdentity(t *testing.T, home string) deviceFinding {
 	t.Fatalf("doctor says nothing of the device:\n%s", out.String())
 	return deviceFinding{}
 }
+
+// Outside tester attack80 F3: on a copy given its own device, `retry
+// --force` of a write queued before the copy that no flush has held yet
+// sends it as the copy's device, as it does once held: it said "queued to
+// be sent again" and the next flush held it again.
+func TestRetryForceOfACopysQueuedOpSendsItAsTheNewDevice(t *testing.T) {
+	d := newRemovedDevice(t, "tmp-0042")
+	d.write("the original's first write")
+	runOK(t, "edge", "flush") // the edge hears the gateway name the token tmp-0042
+	d.write("queued before the devbox was copied")
+	ops, _ := d.s.List(context.Background(), 10, outbox.Queued)
+	path := d.s.Path()
+	d.s.Close()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".copy", data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".copy", path); err != nil { // the copied HOME's outbox: another inode
+		t.Fatal(err)
+	}
+	t.Setenv("MEMPALACE_ORIGIN_DEVICE", "wide-01")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
+	if len(ops) != 1 {
+		t.Fatalf("queued: %+v", ops)
+	}
+	if out := runOK(t, "edge", "outbox", "retry", "--force", ops[0].Short()); !strings.Contains(out, "as device wide-01") {
+		t.Errorf("retry --force of the queued op: %s", out)
+	}
+	if code, out, errb := runCLI("edge", "flush"); code != 0 || d.count("queued before the devbox was copied") != 1 {
+		t.Errorf("the flush after it: exit %d, %d on the primary\n%s%s", code, d.count("queued before the devbox was copied"), out, errb)
+	}
+}

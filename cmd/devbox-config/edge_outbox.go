@@ -97,8 +97,9 @@ func newEdgeOutboxCmd(stdout, stderr io.Writer) *cobra.Command {
 	var force bool
 	retry := newOutboxActCmd(stdout, stderr, "retry", "Send an op again: a dead one after fixing its cause, or one in doubt (a second copy if the first landed)",
 		func(s *outbox.Store, cfg edge.Config, id string) (outbox.Op, bool, error) {
+			was, _ := s.GetByID(ctx, id) // unreadable: RetryAs says so
 			o, err := s.RetryAs(ctx, id, tokenDevice(s, cfg), force)
-			return o, false, err
+			return o, was.TokenDevice != o.TokenDevice, err
 		})
 	retry.Flags().BoolVar(&force, "force", false, "send an op queued as another device before this outbox was copied anyway: the original machine holds it too, so only when it will never send it")
 	g := group("outbox", "Inspect and repair the outbox: list, retry ID, drop ID, delivered ID, same-machine",
@@ -237,7 +238,8 @@ func newOutboxActCmd(stdout, stderr io.Writer, use, short string, act func(*outb
 }
 
 // outcome says what an operator command did to an op, in its words
-// (theirs: a drop left the note that the palace takes the primary's text).
+// (theirs: a drop left the note that the palace takes the primary's text;
+// a retry records the op as another device than it was queued as).
 func outcome(use string, o outbox.Op, theirs bool) string {
 	switch use {
 	case "drop":
@@ -263,10 +265,10 @@ func outcome(use string, o outbox.Op, theirs bool) string {
 			return "queued to be sent again without its base: it deletes the drawer's newer text on the primary (the gateway's trash keeps what it removes)"
 		}
 		return "queued to be sent again without its base: it overwrites the drawer's newer text on the primary (the gateway's trash keeps the text it replaces)"
-	case outbox.OtherDevice:
-		if o.TokenDevice != "" {
-			return "queued to be sent again, as device " + mailbox.Printable(o.TokenDevice) + ", the gateway's for the token in .env"
-		}
+	}
+	// A held op, or one --force sent as another device than it was queued as.
+	if (theirs || outbox.FailureOf(o.Error).Kind == outbox.OtherDevice) && o.TokenDevice != "" {
+		return "queued to be sent again, as device " + mailbox.Printable(o.TokenDevice) + ", the gateway's for the token in .env"
 	}
 	return "queued to be sent again"
 }

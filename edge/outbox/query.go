@@ -207,7 +207,9 @@ var ErrQueuedBeforeCopy = errors.New("it was queued before this outbox was copie
 // have had another token since). tokenDevice is asked only for such an
 // op; nil, or its error, leaves the op held. Such an op queued before
 // this outbox was copied (Copied.QueuedBefore) is the original's to send:
-// unless force, it is refused (ErrQueuedBeforeCopy).
+// unless force, it is refused (ErrQueuedBeforeCopy). Forced, a queued op
+// that names a device is recorded as tokenDevice's too, before any flush
+// holds it.
 func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context.Context) (string, error), force bool) (Op, error) {
 	o, err := s.GetByID(ctx, id)
 	if err != nil {
@@ -223,7 +225,11 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 	}
 	resend := o.State == InDoubt || o.Resend
 	device := o.TokenDevice
-	if o.State == Dead && FailureOf(o.Error).Kind == OtherDevice {
+	// Forced, an op still queued as the device it was (a copy's op no
+	// flush has held yet) is sent as the token's now, as a held one is
+	// (attack80 F3: it said "queued to be sent again", and the next flush
+	// held it again).
+	if o.State == Dead && FailureOf(o.Error).Kind == OtherDevice || force && o.State == Queued && o.TokenDevice != "" {
 		if err := s.refuseBeforeCopy(ctx, o, force); err != nil {
 			return o, err
 		}
