@@ -41,8 +41,8 @@ func (e *Edge) keepDevice(header string) {
 }
 
 // KeepDeviceHeader keeps a Devbox-Config-Device header the gateway sent
-// in s's meta (outbox.KeepDeviceSeen: each op queued next under the same
-// MEMPALACE_ORIGIN_DEVICE records the device id it holds,
+// in s's meta (outbox.KeepDeviceSeen: each op queued next with the same
+// token records the device id it holds,
 // outbox.Op.TokenDevice), if it reads (false: it
 // does not, and the header kept before stays). s nil: nothing is kept.
 // The edge and `edge flush` keep it alike.

@@ -464,7 +464,7 @@ func (e *Edge) openState(ctx context.Context) {
 		e.log.Error("replication policy unreadable; writes are held in the outbox, unsent, until it parses", "err", polErr)
 	}
 	e.loadToolCache()
-	ob, err := outbox.OpenOptions(filepath.Join(dir, outbox.FileName), outbox.Options{Device: e.cfg.OriginDevice, Label: e.cfg.OriginLabel, Log: e.log})
+	ob, err := outbox.OpenOptions(filepath.Join(dir, outbox.FileName), outbox.Options{Device: e.cfg.OriginDevice, Label: e.cfg.OriginLabel, Token: e.cfg.Token, Log: e.log})
 	if err != nil {
 		e.obErr = err
 		e.log.Error("outbox unavailable: local writes still succeed but are not replicated", "err", err)

@@ -40,7 +40,7 @@ func TestACopiedOutboxGivenItsOwnDeviceDropsWritesQueuedBeforeTheCopy(t *testing
 		t.Fatal(err)
 	}
 	// The copy runs a while under the old id before it is renamed.
-	if d.s, err = outbox.Open(path, "tmp-0042", "tmpbox"); err != nil {
+	if d.s, err = openAsEdge(path, "tmp-0042"); err != nil {
 		t.Fatal(err)
 	}
 	d.write("written on the copy before its rename")

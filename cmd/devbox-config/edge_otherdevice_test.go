@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,7 +64,7 @@ func newRemovedDevice(t *testing.T, origin string) *removedDevice {
 		"MEMPALACE_EDGE": "1", "MEMPALACE_ORIGIN_DEVICE": origin, "MEMPALACE_ORIGIN_LABEL": "tmpbox", "MEMPALACE_AGENT_NAME": ""} {
 		t.Setenv(k, v)
 	}
-	if d.s, err = outbox.Open(filepath.Join(palace, "edge", outbox.FileName), origin, "tmpbox"); err != nil { // the device's edge
+	if d.s, err = openAsEdge(filepath.Join(palace, "edge", outbox.FileName), origin); err != nil { // the device's edge
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.s.Close() })
@@ -348,7 +349,7 @@ func TestAWriteAfterSwitchingEnvBackIsQueuedAsTheDevicesOwn(t *testing.T) {
 	runCLI("edge", "flush") // the gateway names tmp-0042's token tmp-0042
 	t.Setenv("MEMPALACE_ORIGIN_DEVICE", "wide-01")
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
-	asWide, err := outbox.Open(d.s.Path(), "wide-01", "tmpbox") // the edge, its .env switched
+	asWide, err := openAsEdge(d.s.Path(), "wide-01") // the edge, its .env switched
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,4 +370,42 @@ func TestAWriteAfterSwitchingEnvBackIsQueuedAsTheDevicesOwn(t *testing.T) {
 	if code, out, errb := runCLI("edge", "flush"); code != 0 || !d.landed("written as tmp-0042 after switching back") {
 		t.Errorf("flush back as tmp-0042: exit %d\n%s%s", code, out, errb)
 	}
+}
+
+// Outside tester attack80 F2: .env switched back to the devbox's own
+// token while MEMPALACE_ORIGIN_DEVICE still names the id used meanwhile:
+// a write made then is queued as the device the gateway names that token,
+// and sent (it was held as the other id's device: the remembered device
+// was kept per MEMPALACE_ORIGIN_DEVICE, not per token).
+func TestAWriteWithTheOwnTokenUnderAnotherIDIsQueuedAsTheTokensDevice(t *testing.T) {
+	d := newRemovedDevice(t, "tmp-0042")
+	d.write("tmpbox first write")
+	runOK(t, "edge", "flush") // the gateway names tmp-0042's token tmp-0042
+	t.Setenv("MEMPALACE_ORIGIN_DEVICE", "wide-01")
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
+	s, err := openAsEdge(d.s.Path(), "wide-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Wing: "shared", Payload: []byte(`{"wing":"shared","room":"tmp","content":"written as wide-01"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, "edge", "flush")                    // the gateway names wide-01's token wide-01
+	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.tmpTok) // the token back, the id not yet
+	if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Wing: "shared", Payload: []byte(`{"wing":"shared","room":"tmp","content":"written with tmp-0042's token under wide-01's id"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if ops, _ := s.List(context.Background(), 10, outbox.Queued); len(ops) != 1 || ops[0].TokenDevice != "tmp-0042" {
+		t.Errorf("queued as %+v, want tmp-0042", ops)
+	}
+	if code, out, errb := runCLI("edge", "flush"); code != 0 || !d.landed("written with tmp-0042's token under wide-01's id") {
+		t.Errorf("flush: exit %d\n%s%s", code, out, errb)
+	}
+}
+
+// openAsEdge opens the outbox at path as the edge does, as device with
+// label tmpbox and the token in MEMPALACE_REMOTE_TOKEN when it queues.
+func openAsEdge(path, device string) (*outbox.Store, error) {
+	return outbox.OpenOptions(path, outbox.Options{Device: device, Label: "tmpbox", Token: func() string { return os.Getenv("MEMPALACE_REMOTE_TOKEN") }})
 }

@@ -54,7 +54,7 @@ func openOutbox(logTo, stderr io.Writer, joinOutbox bool) (*outbox.Store, edge.C
 	} else if err != nil {
 		return nil, cfg, failed(fmt.Errorf("outbox %s: %w", path, err))
 	}
-	s, err := outbox.OpenOptions(path, outbox.Options{Device: cfg.OriginDevice, Label: cfg.OriginLabel, Log: newLogger(stderr, slog.LevelWarn).With("component", "edge")})
+	s, err := outbox.OpenOptions(path, outbox.Options{Device: cfg.OriginDevice, Label: cfg.OriginLabel, Token: cfg.Token, Log: newLogger(stderr, slog.LevelWarn).With("component", "edge")})
 	if err != nil {
 		return nil, cfg, failed(err)
 	}

@@ -83,7 +83,7 @@ type Op struct {
 	// not its first send landed.
 	Resend bool `json:"resend,omitempty"`
 	// TokenDevice is the device the gateway named this edge's token when
-	// the op was queued, as last heard under the outbox's device
+	// the op was queued, as last heard for the token it is queued with
 	// (KeepDeviceSeen; "": no gateway answer heard under it yet, or none
 	// behind the primary). An op whose TokenDevice the
 	// gateway no longer names the token is held (otherdevice.go).
@@ -250,7 +250,7 @@ func (s *Store) newOp(ctx context.Context, tx *sql.Tx, rec catalogue.Tool, w Wri
 	}
 	seq++
 	var device string
-	if err := tx.QueryRowContext(ctx, queuedAsID, deviceSeenUnder+s.device, MetaDeviceSeen).Scan(&device); err != nil {
+	if err := tx.QueryRowContext(ctx, queuedAsID, s.deviceSeenKey(), MetaDeviceSeen).Scan(&device); err != nil {
 		return Op{}, fmt.Errorf("outbox: %w", err)
 	}
 	op := Op{TokenDevice: device, LocalSeq: seq, ID: NewOpID(), OriginDevice: s.device, OriginLabel: s.label, Tool: w.Name,

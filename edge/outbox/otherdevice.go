@@ -2,7 +2,9 @@ package outbox
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 )
@@ -15,16 +17,14 @@ import (
 const MetaDeviceSeen = "device_seen"
 
 // deviceSeenUnder prefixes the meta key of the device id the gateway
-// last named the token while the outbox's device (.env's
-// MEMPALACE_ORIGIN_DEVICE, Open's device) was the one after it
-// (KeepDeviceSeen).
+// last named the token (deviceSeenKey: per token, or per the outbox's
+// device when no token is known; KeepDeviceSeen).
 const deviceSeenUnder = "device_seen@"
 
 // queuedAsID is the device a new op records as queued as (Op.TokenDevice):
-// the one the gateway last named the token under the outbox's device now
-// (?1: deviceSeenUnder and the device), "" if it never named one under it
-// (.env was switched to this id since: what the gateway said of another
-// is not this configuration's), or, in an outbox kept before the
+// the one the gateway last named the token now (?1: deviceSeenKey), ""
+// if it never named this one (.env was switched to it since: what the
+// gateway said of another is not this configuration's), or, in an outbox kept before the
 // devices were kept by id, MetaDeviceSeen's (?2).
 const queuedAsID = `SELECT COALESCE(
 	(SELECT value FROM meta WHERE key=?1),
@@ -32,11 +32,28 @@ const queuedAsID = `SELECT COALESCE(
 		AND NOT EXISTS (SELECT 1 FROM meta WHERE key GLOB 'device_seen@*')),
 	'')`
 
+// deviceSeenKey is the meta key of the device id the gateway last named
+// the token under: keyed by the token (a hash prefix, never the token),
+// which is what the gateway names, so a write made with the devbox's own
+// token while MEMPALACE_ORIGIN_DEVICE still names another id is queued
+// as the token's device (attack80 F2); by the outbox's device when no
+// token is known.
+func (s *Store) deviceSeenKey() string {
+	if s.token != nil {
+		if tok := s.token(); tok != "" {
+			sum := sha256.Sum256([]byte(tok))
+			return deviceSeenUnder + "token:" + hex.EncodeToString(sum[:8])
+		}
+	}
+	return deviceSeenUnder + s.device
+}
+
 // KeepDeviceSeen keeps the gateway's Devbox-Config-Device header
-// (MetaDeviceSeen) and the device id it names the token, under the
-// outbox's device: an op queued after .env names another device id is
-// not recorded as queued as the device the gateway named under the
-// last one (attack76 F3).
+// (MetaDeviceSeen) and the device id it names the token, per token
+// (deviceSeenKey): an op queued after .env names another token is not
+// recorded as queued as the device the gateway named the last one
+// (attack76 F3), and one queued with the devbox's own token is its
+// device's whatever MEMPALACE_ORIGIN_DEVICE says (attack80 F2).
 func (s *Store) KeepDeviceSeen(ctx context.Context, header, id string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -46,7 +63,7 @@ func (s *Store) KeepDeviceSeen(ctx context.Context, header, id string) error {
 	if err := setMeta(ctx, tx, MetaDeviceSeen, header); err != nil {
 		return err
 	}
-	if err := setMeta(ctx, tx, deviceSeenUnder+s.device, id); err != nil {
+	if err := setMeta(ctx, tx, s.deviceSeenKey(), id); err != nil {
 		return err
 	}
 	return tx.Commit()

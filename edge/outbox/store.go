@@ -24,8 +24,9 @@ type Store struct {
 	flushDB  *sql.DB // synchronous=NORMAL: the flusher's bookkeeping
 	device   string
 	label    string
-	identity string  // this file's random identity: a copy of the file takes a new one (loadIdentity)
-	copy     *Copied // a copy a read-only open saw, not given its identity (copy.go)
+	token    func() string // Options.Token
+	identity string        // this file's random identity: a copy of the file takes a new one (loadIdentity)
+	copy     *Copied       // a copy a read-only open saw, not given its identity (copy.go)
 	now      func() time.Time
 	owner    string    // this Store's name in live/ ("": it holds no lock; live.go)
 	live     io.Closer // its lock, held until Close
@@ -90,6 +91,9 @@ const FileName = "outbox.sqlite"
 type Options struct {
 	// Device and Label are the provenance this process stamps on new ops.
 	Device, Label string
+	// Token is MEMPALACE_REMOTE_TOKEN (nil: none known): the device the
+	// gateway names it is kept per token, by a hash (KeepDeviceSeen).
+	Token func() string
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Log hears of migrations and of a copied file (discarded if nil).
@@ -140,7 +144,7 @@ func OpenOptions(path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox %s: %w", path, err)
 	}
-	s := &Store{path: path, db: db, device: o.Device, label: o.Label, now: o.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1), kicked: make(chan struct{}, 1)}
+	s := &Store{path: path, db: db, device: o.Device, label: o.Label, token: o.Token, now: o.Now, waiters: map[string][]chan struct{}{}, wake: make(chan struct{}, 1), kicked: make(chan struct{}, 1)}
 	if err := sqlitewal.RetryBusy(func() error { return s.setUp(o) }); err != nil {
 		db.Close() // the set-up's error is the one to report
 		return nil, o.fault(path, "outbox %s is not a usable SQLite database: %w", err)
