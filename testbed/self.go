@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var (
@@ -32,6 +33,7 @@ func Self(t testing.TB, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	removeStaleSelves()
 	dir, err := os.MkdirTemp("", "devbox-config-self-")
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +44,30 @@ func Self(t testing.TB, name string) string {
 	}
 	selfLinks[name] = p
 	return p
+}
+
+// removeStaleSelves removes the link directories of earlier test
+// processes whose binary is gone (go test deletes it after the run):
+// nothing else would, and they piled up in the temporary directory, one
+// per test binary run. One whose binary is still there (a run going on),
+// or made in the last minute, is left.
+func removeStaleSelves() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "devbox-config-self-*")) // a bad pattern cannot happen: it is constant
+	for _, dir := range dirs {
+		links, _ := filepath.Glob(filepath.Join(dir, "*")) // as above
+		info, err := os.Stat(dir)
+		// One just made may not hold its link yet (another test process
+		// between its MkdirTemp and Symlink): left for a minute.
+		stale := err == nil && time.Since(info.ModTime()) > time.Minute
+		for _, l := range links {
+			if _, err := os.Stat(l); err == nil { // follows the link: its binary is there
+				stale = false
+			}
+		}
+		if stale {
+			os.RemoveAll(dir) // another process may remove it first: nothing to report
+		}
+	}
 }
 
 // smallStackEnv names the test a child of the test binary runs with its
