@@ -224,21 +224,9 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 		return o, fmt.Errorf("op %s is at the local palace, whose answer queues it (or, if the edge was stopped, the next edge start or `edge flush` does)", o.Short())
 	}
 	resend := o.State == InDoubt || o.Resend
-	device := o.TokenDevice
-	// Forced, an op still queued as the device it was (a copy's op no
-	// flush has held yet) is sent as the token's now, as a held one is
-	// (attack80 F3: it said "queued to be sent again", and the next flush
-	// held it again).
-	if o.State == Dead && FailureOf(o.Error).Kind == OtherDevice || force && o.State == Queued && o.TokenDevice != "" {
-		if err := s.refuseBeforeCopy(ctx, o, force); err != nil {
-			return o, err
-		}
-		if tokenDevice == nil {
-			return o, fmt.Errorf("op %s is held as queued under another device: which device the token is now is not known here", o.Short())
-		}
-		if device, err = tokenDevice(ctx); err != nil {
-			return o, fmt.Errorf("op %s stays held (queued as device %s): %w", o.Short(), o.TokenDevice, err)
-		}
+	device, err := s.retryDevice(ctx, o, tokenDevice, force)
+	if err != nil {
+		return o, err
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -279,6 +267,28 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 	}
 	s.ringAll()
 	return s.Get(ctx, o.LocalSeq)
+}
+
+// retryDevice is the device RetryAs sends o as: the one it was queued as,
+// or, for an op held as queued under another device (or, forced, one
+// still queued as the device it was: a copy's op no flush has held yet,
+// attack80 F3: it said "queued to be sent again", and the next flush held
+// it again), the token's now.
+func (s *Store) retryDevice(ctx context.Context, o Op, tokenDevice func(context.Context) (string, error), force bool) (string, error) {
+	if !(o.State == Dead && FailureOf(o.Error).Kind == OtherDevice || force && o.State == Queued && o.TokenDevice != "") {
+		return o.TokenDevice, nil
+	}
+	if err := s.refuseBeforeCopy(ctx, o, force); err != nil {
+		return "", err
+	}
+	if tokenDevice == nil {
+		return "", fmt.Errorf("op %s is held as queued under another device: which device the token is now is not known here", o.Short())
+	}
+	device, err := tokenDevice(ctx)
+	if err != nil {
+		return "", fmt.Errorf("op %s stays held (queued as device %s): %w", o.Short(), o.TokenDevice, err)
+	}
+	return device, nil
 }
 
 // refuseBeforeCopy is RetryAs's refusal of o, held as queued under
