@@ -73,18 +73,8 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		return e.writeWithoutLocal(ctx, c, oldWing, damaged, since, nil)
 	}
 	if lerr != nil && ctx.Err() != nil {
-		// Given up (the write grace after a cancel is over, the stop's
-		// grace, or the write bound): the local palace may still apply it, so it is queued all
-		// the same; if it never does, the primary has a write this palace
-		// lacks, which reads show.
-		e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled, the stop grace, or the write bound; it is queued for the primary all the same (the local palace may or may not apply it)", "tool", c.name)
-		e.lift(context.WithoutCancel(ctx), c)
-		e.settle(ctx, c, oldWing, in, "", 0) // no answer: the local entry id is unknown
-		if e.writes.givenUp().Err() != nil {
-			return nil, e.errStopping(true) // given up by the stop: maybe applied, queued
-		}
-		if err := e.unanswered(ctx); err != nil {
-			return nil, err // given up at the write bound: maybe applied, queued
+		if err := e.keepGivenUp(ctx, c, oldWing, in); err != nil {
+			return nil, err
 		}
 		in = nil
 	}
@@ -94,6 +84,22 @@ func (e *Edge) write(ctx context.Context, c *call) (*mcp.CallToolResult, error) 
 		return res, err
 	}
 	return e.locallyApplied(ctx, c, oldWing, in, res), nil
+}
+
+// keepGivenUp queues a write whose local answer was given up (the write
+// grace after a cancel is over, the stop's grace, or the write bound):
+// the local palace may still apply it, so it is queued all the same; if
+// it never does, the primary has a write this palace lacks, which reads
+// show. Its error answers the call: the stop's or the write bound's
+// (maybe applied, queued); nil for a cancel's.
+func (e *Edge) keepGivenUp(ctx context.Context, c *call, oldWing string, in *intent) error {
+	e.log.Error("the local palace did not answer a write within the write grace after its call was cancelled, the stop grace, or the write bound; it is queued for the primary all the same (the local palace may or may not apply it)", "tool", c.name)
+	e.lift(context.WithoutCancel(ctx), c)
+	e.settle(ctx, c, oldWing, in, "", 0) // no answer: the local entry id is unknown
+	if e.writes.givenUp().Err() != nil {
+		return e.errStopping(true)
+	}
+	return e.unanswered(ctx)
 }
 
 // locallyApplied finishes a write the local palace answered: one it
