@@ -246,10 +246,12 @@ func (l *Ledger) claim(ctx context.Context, c Call) (taken, error) {
 // kin answers the first send of c's op, for which c's device holds
 // claim, from the record of the same write (tool and arguments digest)
 // under another device: the one c says the op was queued as, or one
-// whose row says its op was queued as c's device. So an op queued before
-// a devbox was copied, sent by the copy under the old device and retried
-// by the renamed original as the new one, is filed once whichever sends
-// first (attack76 F7). Another write under that op id is not looked at:
+// whose row says its op was queued as c's device or as the same device
+// c names. So an op queued before a devbox was copied, sent by the copy
+// under the old device and retried by the renamed original as the new
+// one, is filed once whichever sends first (attack76 F7), and so is one
+// retried by two renamed copies (attack81 F2). Another write under that
+// op id is not looked at:
 // the call is then the caller's own first send, answered as if it named
 // no device, so a claim can neither refuse a device's write, nor answer
 // it with another's, nor tell what another device sent (attack80 F1).

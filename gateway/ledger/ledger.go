@@ -109,9 +109,10 @@ type Call struct {
 	// QueuedAs is the device the call says its op was queued as
 	// (params._meta QueuedAsKey: an edge's retry of an op it held as
 	// another device's, on a renamed devbox or a copy of one), "" for
-	// none. It only finds a record of the same write under that device
-	// to answer from, and is kept on the caller's row so that a later
-	// send of the op by that device finds this one's (kin): the row is
+	// none. It only finds a record of the same write under that device,
+	// or under another device naming the same one, to answer from, and
+	// is kept on the caller's row so that a later send of the op by that
+	// device, or by another naming it, finds this one's (kin): the row is
 	// the caller's, and a claim whose device filed no such write is as
 	// if it were not there.
 	QueuedAs string
@@ -335,11 +336,11 @@ func (l *Ledger) prepare() error {
 			VALUES(?,?,?,?,'inflight',?,?,?,NULLIF(?, '')) ON CONFLICT DO NOTHING`),
 		// The same write (tool, digest) under the device a call says its
 		// op was queued as, and under devices whose rows say theirs was
-		// queued as the caller's (kin).
+		// queued as the caller's or as the same device (kin).
 		kin: prep(`SELECT device, state, claim, result, updated_at FROM ops
 			WHERE device=?1 AND op_id=?2 AND device<>?3 AND tool=?4 AND args_digest IN (?5, ?6) AND state<>'open'
 			UNION ALL SELECT device, state, claim, result, updated_at FROM ops
-			WHERE op_id=?2 AND queued_as=?3 AND device<>?3 AND tool=?4 AND args_digest IN (?5, ?6) AND state<>'open'`),
+			WHERE op_id=?2 AND queued_as IN (?3, ?1) AND device<>?3 AND tool=?4 AND args_digest IN (?5, ?6) AND state<>'open'`),
 		get: prep(`SELECT tool, args_digest, state, claim, result, updated_at, held, seen_before FROM ops WHERE device=? AND op_id=?`),
 		// A send after one that was not applied (open) is a first send
 		// again: it looks again (held), with nothing noted: reopen clears

@@ -829,3 +829,51 @@ func TestAWriteInFlightOrInDoubtUnderAKinDeviceIsNotSentAgain(t *testing.T) {
 		t.Errorf("forwarded %d times, want 3", n)
 	}
 }
+
+// Outside tester attack81 F2: a devbox copied twice and both copies
+// renamed; each retries the original's pre-copy op naming the original.
+// The second claim finds the first's row (the same write, claiming the
+// same device), whichever copy sends first: answered from its record
+// when done, ErrInFlight while in flight, ErrInDoubt while in doubt
+// unless looked up. It failed before: neither found the other, and the
+// write was forwarded twice.
+func TestTwoCopiesClaimingOneDevicesOpFileItOnce(t *testing.T) {
+	for _, order := range [][2]string{{"copy-x", "copy-y"}, {"copy-y", "copy-x"}} {
+		t.Run(order[0]+" first", func(t *testing.T) {
+			l := open(t, filepath.Join(t.TempDir(), FileName), Options{})
+			u := &upstream{}
+			ctx := context.Background()
+			claim := func(dev, op, id string) Call { c := call(dev, opID(op), id); c.QueuedAs = "orig"; return c }
+			first, second := order[0], order[1]
+			l.Do(ctx, claim(first, "flight", "1"), func(context.Context) (Answer, error) {
+				if _, _, err := l.Do(ctx, claim(second, "flight", "2"), u.forward("2")); !errors.Is(err, ErrInFlight) {
+					t.Errorf("the same write while the other copy's send is in flight: %v", err)
+				}
+				return Answer{Status: 502, MaybeApplied: true}, nil
+			})
+			if _, _, err := l.Do(ctx, claim(second, "flight", "3"), u.forward("3")); !errors.Is(err, ErrInDoubt) {
+				t.Errorf("the same write in doubt under the other copy: %v", err)
+			}
+			looked := claim(second, "flight", "4")
+			looked.Resend = "looked-up"
+			if _, o, err := l.Do(ctx, looked, u.forward("4")); err != nil || o != OutcomeForwarded {
+				t.Errorf("the same write looked up: %v %v, want forwarded", o, err)
+			}
+			if a, o, err := l.Do(ctx, claim(first, "done", "5"), u.forward("5")); err != nil || o != OutcomeForwarded || a.RecordOf != "" {
+				t.Fatal(a, o, err)
+			}
+			if a, o, err := l.Do(ctx, claim(second, "done", "6"), u.forward("6")); err != nil || o != OutcomeReplayed || a.RecordOf != first {
+				t.Errorf("the same write done under the other copy: %v %v from %q", o, err, a.RecordOf)
+			}
+			other := claim(second, "other", "7")
+			l.Do(ctx, claim(first, "other", "7"), u.forward("7"))
+			other.ArgsDigest = "d2"
+			if _, o, err := l.Do(ctx, other, u.forward("8")); err != nil || o != OutcomeForwarded {
+				t.Errorf("another write under the op id: %v %v, want the caller's own, forwarded", o, err)
+			}
+			if n := u.calls.Load(); n != 4 {
+				t.Errorf("forwarded %d times, want 4", n)
+			}
+		})
+	}
+}
