@@ -278,13 +278,15 @@ func drain(t *testing.T, st *outbox.Store, p *edge.Primary, f *outbox.Flusher, d
 // queued as (an edge's retry on a renamed devbox, or on a copy) is
 // answered from that device's record of the same write, and a later send
 // of it by that device from this one's: filed once, either order, and the
-// audit lines say so. A name that is not a device id is refused; one of
+// audit lines say so; so is one retried by two copies naming the same
+// device (attack81 F2). A name that is not a device id is refused; one of
 // no device is as if it were not there.
 func TestAnOpQueuedAsAnotherDeviceIsAnsweredFromItsRecord(t *testing.T) {
 	t.Parallel()
 	g := newGW(t, []Device{
 		{ID: "alice", Label: "laptop", Read: []string{"shared"}, Write: []string{"shared"}},
-		{ID: "bob", Label: "desk", Read: []string{"shared"}, Write: []string{"shared"}}})
+		{ID: "bob", Label: "desk", Read: []string{"shared"}, Write: []string{"shared"}},
+		{ID: "carol", Label: "desk copy", Read: []string{"shared"}, Write: []string{"shared"}}})
 	g.withLedger()
 	for i, order := range [][2]string{{"alice", "bob"}, {"bob", "alice"}} {
 		opID := strings.Repeat(fmt.Sprintf("c%d", i), 32)
@@ -314,6 +316,18 @@ func TestAnOpQueuedAsAnotherDeviceIsAnsweredFromItsRecord(t *testing.T) {
 		if first.RecordOf != "" || second.Device != order[1] || second.RecordOf != order[0] || bobs.QueuedAs != "alice" {
 			t.Errorf("%s first: audit lines %+v\n%+v", order[0], first, second)
 		}
+	}
+	// attack81 F2: alice's devbox copied twice, both copies renamed (bob,
+	// carol), both retry alice's op naming alice: filed once.
+	calls, twice := g.primary.Calls("mempalace_add_drawer"), strings.Repeat("c2", 32)
+	for _, dev := range []string{"bob", "carol"} {
+		m := g.sendOp(dev, "mempalace_add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "retried by two copies"}, twice, map[string]any{ledger.QueuedAsKey: "alice"})
+		if m["error"] != nil || marked(encodeJSON(m), ledger.ReplayedKey) != (dev == "carol") {
+			t.Errorf("%s's retry: %v", dev, m)
+		}
+	}
+	if n := g.primary.Calls("mempalace_add_drawer") - calls; n != 1 {
+		t.Errorf("two copies retrying one op: the upstream saw it %d times, want 1", n)
 	}
 	if m := g.sendOp("bob", "mempalace_add_drawer", map[string]any{"wing": "shared", "content": "x"}, strings.Repeat("cd", 32), map[string]any{ledger.QueuedAsKey: "not a device"}); rpcError(m)["code"] != float64(-32602) {
 		t.Errorf("a queued-as that is no device id: %v", m)
