@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -14,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -133,7 +131,7 @@ func OpenAudit(file string, log *slog.Logger) (*Audit, error) {
 		return nil, err
 	}
 	if a.lines == 0 {
-		if err := a.chainOn(there); err != nil {
+		if miscounted, err = a.chainOn(there); err != nil {
 			return nil, err
 		}
 	}
@@ -178,49 +176,6 @@ func (a *Audit) read() (there bool, miscounted int, err error) {
 	}
 }
 
-// chainOn makes a log file with no line (there: it exists, empty) chain
-// on from the last line of the file a rotation moved it to (Rotated):
-// the documented rotation is a move, and a gateway stopped before its
-// next line, or whose next line a crash tore, finds no line of its own
-// (attack79 F2, F3: it refused to start, or began a new chain from
-// genesis that never verified with the rotated files).
-func (a *Audit) chainOn(there bool) error {
-	rotated := Rotated(a.file)
-	if rotated == "" {
-		if there && a.log != nil {
-			a.log.Warn("audit log: it holds no line, and no rotated file is beside it (.1 or .1.gz): a new chain starts from genesis, which no earlier anchor vouches for; if the log was rotated away, stop the gateway and move the rotated file back beside it as "+filepath.Base(a.file)+".1", "audit_log", a.file)
-		}
-		return nil
-	}
-	b, err := readLog(rotated)
-	if err != nil {
-		return fmt.Errorf("reading %s, the rotated log it chains on from: %w", rotated, err)
-	}
-	for line := range bytes.Lines(b) {
-		a.count(line)
-	}
-	if a.log != nil {
-		level := slog.LevelInfo
-		if there {
-			level = slog.LevelWarn
-		}
-		a.log.Log(context.Background(), level, "audit log: it holds no line (rotated away while the gateway was stopped, or its only line torn): the chain goes on from the last line of the rotated file beside it", "audit_log", a.file, "chained_from", rotated, "lines", a.lines)
-	}
-	return nil
-}
-
-// Rotated is the file a rotation moved the log file to, by the names
-// operator.md's recipe gives it (<file>.1, or <file>.1.gz compressed at
-// once); "" when neither is there.
-func Rotated(file string) string {
-	for _, r := range []string{file + ".1", file + ".1.gz"} {
-		if _, err := os.Stat(r); err == nil {
-			return r
-		}
-	}
-	return ""
-}
-
 // warnCount tells, at every start, of a count the gateway cannot keep:
 // a current file that follows a rotated one with no line numbers (until
 // it is joined), or a line numbered other than its place.
@@ -228,7 +183,7 @@ func (a *Audit) warnCount(miscounted int) {
 	switch {
 	case a.log == nil:
 	case a.uncounted:
-		a.log.Warn("audit log: it follows a rotated file and its lines carry no line number (written by a build before they did): the gateway cannot count the log's lines, so until it is joined it numbers no line and signs no checkpoint (their count would be wrong); stop the gateway, join the rotated files and this one, oldest first (zcat, cat), into audit.jsonl in their place, and start it again",
+		a.log.Warn("audit log: it follows a rotated file and its lines carry no line number (written by a build before they did), or one no log reaches: the gateway cannot count the log's lines, so until it is joined it numbers no line and signs no checkpoint (their count would be wrong); stop the gateway, join the rotated files and this one, oldest first (zcat, cat), into audit.jsonl in their place, and start it again",
 			"audit_log", a.file, "lines_in_file", a.lines)
 	case miscounted != 0:
 		a.log.Warn("audit log: a line's number is not its place in the log (an earlier build lost count): the gateway counts the lines themselves; gateway audit verify names that line",
@@ -240,14 +195,19 @@ func (a *Audit) warnCount(miscounted int) {
 // place if its number says another (0: it does not). A file's first line
 // says where the count starts: at genesis, exact; after a rotated file,
 // at its number, or, with none (an earlier build's), not at all
-// (uncounted). Within the file the lines count on, whatever their numbers.
+// (uncounted), as with a number no log reaches (maxLineNumber: attack81
+// F4, the next line's number wrapped negative). Within the file the lines
+// count on, whatever their numbers.
 func (a *Audit) count(line []byte) (miscounted int) {
 	var e Entry
 	if json.Unmarshal(line, &e) != nil || e.Hash == "" {
 		return 0
 	}
 	if a.prev == "genesis" && e.Prev != "genesis" {
-		a.lines, a.uncounted = max(e.Line-1, 0), e.Line == 0
+		a.uncounted = e.Line <= 0 || e.Line > maxLineNumber
+		if !a.uncounted {
+			a.lines = e.Line - 1
+		}
 	}
 	if e.Line != 0 && e.Line != a.lines+1 && !a.uncounted {
 		miscounted = a.lines + 1

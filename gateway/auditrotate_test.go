@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rotatedAway is a signed log of two reads and the checkpoint of its
@@ -124,5 +126,129 @@ func TestAnEmptyLogWithNothingRotatedWarnsOfANewChain(t *testing.T) {
 	}
 	if !strings.Contains(logged.String(), "level=WARN") || !strings.Contains(logged.String(), "a new chain starts from genesis") || !strings.Contains(logged.String(), "audit.jsonl.1") {
 		t.Fatalf("an empty log's start: %q", logged.String())
+	}
+}
+
+// gzipFile writes b, gzip-compressed, to file.
+func gzipFile(t *testing.T, file string, b []byte) {
+	t.Helper()
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(b)
+	zw.Close()
+	if err := os.WriteFile(file, z.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A rotated file with no audit line (an empty audit.jsonl.1, or a .1.gz
+// of anything else) is no log to chain on from: the start is as with none
+// beside an empty log, a new chain that it warns of (attack81 F3: INFO "goes on
+// from the rotated file", lines=0, at genesis).
+func TestARotatedFileWithNoAuditLineIsNoneToChainOnFrom(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{".1", ".1.gz"} {
+		file := filepath.Join(t.TempDir(), "audit.jsonl")
+		os.WriteFile(file, nil, 0o600)
+		if name == ".1" {
+			os.WriteFile(file+name, nil, 0o600)
+		} else {
+			gzipFile(t, file+name, []byte("not an audit line\n"))
+		}
+		if r := Rotated(file); r != "" {
+			t.Errorf("%s with no audit line is taken as the rotated log: %q", name, r)
+		}
+		var logged bytes.Buffer
+		if _, err := OpenAudit(file, slog.New(slog.NewTextHandler(&logged, nil))); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(logged.String(), "chained_from") || !strings.Contains(logged.String(), "a new chain starts from genesis") {
+			t.Errorf("%s with no audit line: %s", name, logged.String())
+		}
+	}
+}
+
+// rotatedAt is a rotated file (audit.jsonl.1) of one line numbered n,
+// which says it follows a line before it (prev not genesis, as after
+// another rotation) when after is true: the log file's path.
+func rotatedAt(t *testing.T, n int, after bool) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	prev := "genesis"
+	if after {
+		prev = strings.Repeat("0", 64)
+	}
+	line, _ := sealLine(Entry{Time: time.Now(), Method: "ping", Line: n, Prev: prev})
+	if err := os.WriteFile(file+".1", line, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// A rotated file whose line number cannot be the log's (not positive,
+// or past any count a log reaches) leaves the count unknown, with the
+// warning of an uncounted log, not a number the next line wraps from
+// (attack81 F4: at the max int64 the next line was numbered negative and
+// anchors signed with it); one whose number is not its place in a file
+// that starts at genesis is counted by its place, with a warning.
+func TestARotatedFilesImplausibleLineNumberIsNotCountedOn(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		n         int
+		after     bool
+		want      int // the next line's number (0: none)
+		warnAbout string
+	}{
+		{math.MaxInt64, true, 0, "carry no line number"},
+		{-5, true, 0, "carry no line number"},
+		{1 << 60, true, 0, "carry no line number"},
+		{41, true, 42, ""},
+		{math.MaxInt64, false, 2, "not its place"},
+	} {
+		var logged bytes.Buffer
+		a, err := OpenAudit(rotatedAt(t, c.n, c.after), slog.New(slog.NewTextHandler(&logged, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.number(); got != c.want || c.warnAbout != "" && !strings.Contains(logged.String(), c.warnAbout) {
+			t.Errorf("rotated line %d (after a rotation: %v): the next is numbered %d, want %d; logged %s", c.n, c.after, got, c.want, logged.String())
+		}
+	}
+}
+
+// Both audit.jsonl.1 and audit.jsonl.1.gz beside an empty log, and
+// different: the start is refused naming both, since the gateway would
+// otherwise pick which history to sign on from (attack81 F5: it took .1,
+// a copy cut one line short, and the signed stop checkpoint was gone);
+// the same two are taken.
+func TestTwoDifferentRotatedFilesAreRefused(t *testing.T) {
+	t.Parallel()
+	file, _ := rotatedAway(t)
+	whole, err := os.ReadFile(file + ".1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gzipFile(t, file+".1.gz", whole)
+	if _, err := OpenAudit(file, nil); err != nil {
+		t.Fatalf("the same log, compressed and not: %v", err)
+	}
+	cut := whole[:bytes.LastIndexByte(whole[:len(whole)-1], '\n')+1]
+	os.WriteFile(file+".1", cut, 0o600)
+	_, err = OpenAudit(file, nil)
+	if err == nil || !strings.Contains(err.Error(), file+".1 ") || !strings.Contains(err.Error(), file+".1.gz") {
+		t.Fatalf("two different rotated files: %v", err)
+	}
+}
+
+// A rotated file's line longer than any line the gateway writes is
+// refused, naming the file, before it is read whole (attack81 F6: a
+// 1.8 MB .1.gz of one 400 MB line took the start to 920 MB).
+func TestARotatedFilesHugeLineIsRefused(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	gzipFile(t, file+".1.gz", bytes.Repeat([]byte("a"), 4<<20))
+	_, err := OpenAudit(file, nil)
+	if err == nil || !strings.Contains(err.Error(), file+".1.gz") || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("a 4 MiB line in the rotated file: %v", err)
 	}
 }

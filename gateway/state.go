@@ -334,14 +334,14 @@ func (c *Config) LostKept(configFile string) (why string, lost []string, err err
 }
 
 // rotatedHint is the fix for an audit log (path) with no line and no
-// rotated file beside it (Rotated): one moved away while the gateway was
+// rotated file holding an audit line beside it (Rotated): one moved away while the gateway was
 // stopped is chained on from once it is back; "" for another kept file.
 func (c *Config) rotatedHint(path string) string {
 	if path != c.AuditLog {
 		return ""
 	}
 	b := filepath.Base(path)
-	return fmt.Sprintf(" (rotated away while the gateway was stopped? no %s.1 or %s.1.gz is beside it: move the newest rotated file back there under that name, and the gateway chains on from it)", b, b)
+	return fmt.Sprintf(" (rotated away while the gateway was stopped? no %s.1 or %s.1.gz holding an audit line is beside it: move the newest rotated file back there under that name, and the gateway chains on from it)", b, b)
 }
 
 // Emptied says how the store at path (fi: its file) holds nothing, ""

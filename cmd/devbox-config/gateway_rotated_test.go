@@ -54,3 +54,29 @@ func TestGatewayRefusesAnEmptyAuditLog(t *testing.T) {
 		}
 	}
 }
+
+// A gateway that has served, whose audit log is gone, refuses to start
+// beside a rotated file with no audit line in it (touched, or a .1.gz of
+// something else), as beside none (attack81 F3: it started a new chain
+// at genesis, saying it went on from the rotated file).
+func TestGatewayRefusesARotatedFileWithNoAuditLine(t *testing.T) {
+	cfg, token := initGateway(t, t.TempDir())
+	serveOnce(t, cfg, token)
+	log := filepath.Join(filepath.Dir(cfg), "audit", "audit.jsonl")
+	if err := os.Rename(log, log+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log+".1", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := gateway.LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.CheckKept(cfg)
+	for _, want := range []string{log + " (the hash-chained record of every request) does not exist", "--new-state"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("an empty rotated file: %v, want %q", err, want)
+		}
+	}
+}
