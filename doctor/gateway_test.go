@@ -92,8 +92,9 @@ func TestDoctorBehindAGateway(t *testing.T) {
 			// A removed device's token reads the same: token issue and
 			// rotate refuse its id, so the fix names the ways that work
 			// (attack44 F9): the same machine back under its id, as
-			// operator.md says (attack49 F4: the fix said only a new id).
-			if !strings.Contains(fs[0].Fix, "a device the operator removed takes no token under its id") || !strings.Contains(fs[0].Fix, "`device add ID --reuse-removed-id`") || !strings.Contains(fs[0].Fix, "`device add NEW-ID` then `token issue NEW-ID`") {
+			// operator.md says (attack49 F4: the fix said only a new id),
+			// and a new machine that answers as its agents (attack78 F6).
+			if !strings.Contains(fs[0].Fix, "a device the operator removed takes no token under its id") || !strings.Contains(fs[0].Fix, "`device add ID --reuse-removed-id`") || !strings.Contains(fs[0].Fix, "`device add NEW-ID` (with `--take-removed-agents` if it answers as the removed one's agents) then `token issue NEW-ID`") {
 				t.Errorf("the fix does not say what a removed device does:\n%s", fs[0].Fix)
 			}
 		})

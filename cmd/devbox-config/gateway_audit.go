@@ -24,7 +24,9 @@ directory, or stderr for the service manager's journal). --anchor FILE reads
 those anchors (a journal's text works: each line's JSON from its first '{'),
 repeated for each of a rotated anchor file's files (a compressed one is read
 as it lies), and fails when the log is shorter than an anchor says, or
-differs from it.
+differs from it, or when two anchors vouch for two logs (one line, two
+heads; or a later anchor with fewer lines: a log cut back and written on,
+or begun anew, whose earlier anchors belong to the old log).
 A rotated log is verified as one: give its files oldest first, as they lie
 (a gzip-compressed one is read as its content), from the first the gateway
 wrote; a broken line is named by its file and line there, and its line in
@@ -162,13 +164,21 @@ func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile stri
 	if err != nil {
 		return failed(err)
 	}
+	printVerified(stdout, files, r, pubFile != "", every, after)
+	return nil
+}
+
+// printVerified says what verifyAudit found of the log in files: its
+// lines, the last checkpoint (keyed: a public key was given; every and
+// after, the gateway's checkpoint cadence) and the anchor.
+func printVerified(stdout io.Writer, files []string, r gateway.Report, keyed bool, every int, after time.Duration) {
 	log := files[0]
 	if len(files) > 1 {
 		log = fmt.Sprintf("%s … %s (%d files)", files[0], files[len(files)-1], len(files))
 	}
 	fmt.Fprintf(stdout, "%s: %d lines, chain intact\n", log, r.Lines)
 	switch {
-	case r.Checkpoint == 0 && pubFile != "":
+	case r.Checkpoint == 0 && keyed:
 		fmt.Fprintf(stdout, "no checkpoint yet: no signature covers any of its %d lines; the gateway signs the first after %d lines, %s after the first line, or when it stops\n", r.Lines, every, after)
 	case r.Checkpoint == 0:
 		fmt.Fprintf(stdout, "no signed checkpoint: no signature covers any of its %d lines (set signing_key_file)\n", r.Lines)
@@ -182,5 +192,4 @@ func verifyAudit(g *gatewayConfig, stdout io.Writer, args []string, pubFile stri
 	} else {
 		fmt.Fprintln(stdout, "without --anchor, a cut of the log's end is not detected")
 	}
-	return nil
 }
