@@ -145,7 +145,10 @@ func TestAWriteQueuedForARefusedTokenNamesTheToken(t *testing.T) {
 	if res.IsError || m["queued"] != true {
 		t.Fatalf("a write while the token is refused: %v, want it queued", m)
 	}
-	if !strings.Contains(msg, "refused the token (HTTP 401)") || !strings.Contains(msg, "MEMPALACE_REMOTE_TOKEN") || strings.Contains(msg, "down") {
-		t.Errorf("a write queued while the token is refused says: %s, want the refused token (HTTP 401) and MEMPALACE_REMOTE_TOKEN named, not the primary down", msg)
+	// The HTTP status is named once the edge has recorded it, else the
+	// refusal in general (401/403): the token named either way (CI 107
+	// met the second).
+	if !strings.Contains(msg, "refused the token (HTTP 401)") && !strings.Contains(msg, "refused the token (401/403)") || !strings.Contains(msg, "MEMPALACE_REMOTE_TOKEN") || strings.Contains(msg, "down") {
+		t.Errorf("a write queued while the token is refused says: %s, want the refused token and MEMPALACE_REMOTE_TOKEN named, not the primary down", msg)
 	}
 }
