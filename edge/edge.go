@@ -403,11 +403,16 @@ func requestWrites(req mcp.Request) bool {
 }
 
 // toolWrites reports a tool that may write: all but the catalogue's reads
-// and the edge's own mailbox tool.
+// and the edge's own mailbox tool (a tool the catalogue does not know is a
+// write).
 func toolWrites(name string) bool {
 	t, _ := catalogue.Lookup(name)
-	return !t.Reads && name != mailbox.ToolName
+	return writes(t, name)
 }
+
+// writes is toolWrites of t, the catalogue's record of name, already
+// looked up.
+func writes(t catalogue.Tool, name string) bool { return !t.Reads && name != mailbox.ToolName }
 
 // start brings up the edge-mode parts: state dir, policy, tool cache,
 // outbox and flusher (which runs until flushCtx ends), the primary

@@ -19,7 +19,6 @@ import (
 
 	"github.com/joakimp/devbox-config/catalogue"
 	"github.com/joakimp/devbox-config/edge/wire"
-	"github.com/joakimp/devbox-config/mailbox"
 )
 
 // fastLane answers the agent's tool calls beside the SDK's server session,
@@ -227,9 +226,8 @@ func (l *fastLane) serve(ctx context.Context, id json.RawMessage, c *call, state
 	l.respond(id, result, err, stateless)
 }
 
-// writes reports a call the lane orders as a write: all but reads and the
-// edge's own mailbox tool (a tool the catalogue does not know is a write).
-func (c *call) writes() bool { return !c.tool.Reads && c.name != mailbox.ToolName }
+// writes reports a call the lane orders as a write (toolWrites).
+func (c *call) writes() bool { return writes(c.tool, c.name) }
 
 // notMade answers a call the edge stopped before making it: NOT applied
 // (unless the agent cancelled it meanwhile: no answer).
