@@ -336,7 +336,13 @@ func TestAGapBetweenRotatedFilesNamesTheMissingLines(t *testing.T) {
 // gzipAside rotates file as logrotate's compress does: into file.1.gz.
 func gzipAside(t *testing.T, file string) {
 	t.Helper()
-	b, err := os.ReadFile(file)
+	gzipInto(t, file, file+".1.gz")
+}
+
+// gzipInto compresses src into dst and removes src.
+func gzipInto(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,8 +350,8 @@ func gzipAside(t *testing.T, file string) {
 	zw := gzip.NewWriter(&z)
 	zw.Write(b)
 	zw.Close()
-	if err := os.WriteFile(file+".1.gz", z.Bytes(), 0o600); err != nil {
+	if err := os.WriteFile(dst, z.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	os.Remove(file)
+	os.Remove(src)
 }

@@ -78,18 +78,7 @@ func TestARestartAfterARotationChainsOnFromTheRotatedFile(t *testing.T) {
 func TestARestartAfterACompressedRotationChainsOn(t *testing.T) {
 	t.Parallel()
 	file, keys := rotatedAway(t)
-	b, err := os.ReadFile(file + ".1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var z bytes.Buffer
-	zw := gzip.NewWriter(&z)
-	zw.Write(b)
-	zw.Close()
-	if err := os.WriteFile(file+".1.gz", z.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	os.Remove(file + ".1")
+	gzipInto(t, file+".1", file+".1.gz")
 	restartAndVerify(t, file, keys, file+".1.gz", file)
 }
 
