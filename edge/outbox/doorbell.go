@@ -16,16 +16,21 @@ import (
 // flusher binds a Unix datagram socket in <palace>/edge/doorbell/ (on the
 // palace's volume, so containers sharing the volume on one host reach each
 // other); Enqueue sends one byte to each. A socket nobody listens on any
-// more (a process that was killed) refuses the byte and is removed.
+// more (a process that was killed) refuses the byte and is removed. A
+// socket's path must fit sun_path; on Linux a longer one is bound and
+// dialled through its directory's /proc/self/fd link (atSocketPath), so a
+// palace at any path has a doorbell. Elsewhere a flusher under a path too
+// long polls instead.
 
 // doorbellDir holds the flushers' sockets.
 const doorbellDir = "doorbell"
 
-// maxSocketPath is the longest path a Unix socket can be bound at
-// (sun_path is 108 bytes on Linux, 104 on the BSDs).
+// maxSocketPath is the longest path a Unix socket can be bound at or
+// dialled by (sun_path is 108 bytes on Linux, 104 on the BSDs).
 const maxSocketPath = 103
 
-// errBellPathTooLong: the palace path leaves no room for a socket name.
+// errBellPathTooLong: the palace path leaves no room for a socket name
+// (not on Linux).
 var errBellPathTooLong = errors.New("the palace path is too long for a Unix socket")
 
 // bell is one flusher's doorbell.
@@ -42,13 +47,14 @@ func (s *Store) listenBell() (*bell, error) {
 	name := make([]byte, 4)
 	crand.Read(name) // never fails (crypto/rand)
 	path := filepath.Join(dir, hex.EncodeToString(name)+".sock")
-	if len(path) > maxSocketPath {
-		return nil, errBellPathTooLong
-	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	var conn *net.UnixConn
+	err := atSocketPath(path, func(addr string) (err error) {
+		conn, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: addr, Net: "unixgram"})
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -105,14 +111,16 @@ func (s *Store) ring() {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: path, Net: "unixgram"})
-		if err != nil {
-			if errors.Is(err, syscall.ECONNREFUSED) {
-				os.Remove(path) // its flusher is gone
+		err := atSocketPath(path, func(addr string) error {
+			c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: addr, Net: "unixgram"})
+			if err != nil {
+				return err
 			}
-			continue
+			c.Write([]byte{1}) // best effort, as every ring
+			return c.Close()   // a datagram socket: nothing buffered to lose
+		})
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			os.Remove(path) // its flusher is gone
 		}
-		c.Write([]byte{1}) // best effort, as every ring
-		c.Close()          // a datagram socket: nothing buffered to lose
 	}
 }

@@ -3,8 +3,12 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,6 +35,34 @@ func TestDoorbellWakesAnIdleFlusherInAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
+	wakesAnIdleFlusher(t, dir)
+}
+
+// A palace under a path longer than a Unix socket's 108 bytes (CI's
+// temporary directories, nested volumes) has a doorbell too: before, its
+// flusher polled, and with Poll an hour never noticed the enqueue.
+func TestDoorbellWakesAnIdleFlusherUnderALongPath(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("a long path's doorbell is bound through /proc/self/fd, on Linux only")
+	}
+	wakesAnIdleFlusher(t, longDir(t))
+}
+
+// longDir is a new directory whose path is 150 bytes long.
+func longDir(t *testing.T) string {
+	base := t.TempDir()
+	dir := filepath.Join(base, strings.Repeat("p", max(1, 150-len(base)-1)))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// wakesAnIdleFlusher checks that an enqueue by a second Store on the
+// palace in dir wakes a first Store's idle flusher.
+func wakesAnIdleFlusher(t *testing.T, dir string) {
+	t.Helper()
 	path := filepath.Join(dir, outbox.FileName)
 	flushing, err := outbox.Open(path, "dev", "lab")
 	if err != nil {
@@ -100,15 +132,15 @@ func TestConcurrentOpensOfAFreshOutbox(t *testing.T) {
 	}
 }
 
-// A flusher whose doorbell could not be bound (a palace path too long for
-// a Unix socket) polls; another process's commit (an operator's drop)
+// A flusher whose doorbell could not be bound (here a file where its
+// directory goes) polls; another process's commit (an operator's drop)
 // signals Kicked then, as a ring does, so the edge reads the drop's note.
 // Before, only this process's own kicks did: a drop was taken at the
 // edge's next start.
 func TestAPollingFlusherSignalsKickedOnAnotherProcesssCommit(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), strings.Repeat("p", 120)) // past a Unix socket's 108 bytes
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "doorbell"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, outbox.FileName)
@@ -141,4 +173,48 @@ func TestAPollingFlusherSignalsKickedOnAnotherProcesssCommit(t *testing.T) {
 		}
 	}
 	t.Fatal("the polling flusher never signalled Kicked for another process's commit")
+}
+
+// A doorbell left at a long path by a flusher that was killed (its socket
+// refuses) is removed by the next enqueue's ring, as one at a short path
+// is; before, the ring could not dial the long path and left it for good.
+func TestARingRemovesADeadDoorbellUnderALongPath(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("a long path's doorbell is dialled through /proc/self/fd, on Linux only")
+	}
+	dir := longDir(t)
+	bells := filepath.Join(dir, "doorbell")
+	if err := os.MkdirAll(bells, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A socket bound at a short path, closed (nothing reads it any more)
+	// and moved under the long one.
+	short, err := os.MkdirTemp("", "bell")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(short)
+	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(short, "b.sock"), Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close() // a datagram socket's Close leaves its file
+	dead := filepath.Join(bells, "0badcafe.sock")
+	if err := os.Rename(filepath.Join(short, "b.sock"), dead); err != nil {
+		t.Fatal(err)
+	}
+	s, err := outbox.Open(filepath.Join(dir, outbox.FileName), "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(context.Background(), outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"x"}`), Wing: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // Close waits for the ring
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the dead doorbell at %s is still there after a ring: %v", dead, err)
+	}
 }
