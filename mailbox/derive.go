@@ -249,7 +249,7 @@ func why(ask *Event, agent string, got answers) string {
 	}
 	join := "metadata.ack_of=" + p(ask.ID)
 	if c := deref(ask.CorrelationID); c != "" && ask.FromAgent != "" {
-		join += " or correlation_id=" + p(c) + " on stream " + Name(ask.Stream) + " addressed to " + Quoted(ask.FromAgent)
+		join += " or correlation_id=" + correlation(c) + " on stream " + Name(ask.Stream) + " addressed to " + Quoted(ask.FromAgent)
 	}
 	switch {
 	case got.progress != nil:

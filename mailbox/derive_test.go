@@ -473,7 +473,7 @@ func TestAnAnswerSettlesOnlyTheAskItAnswers(t *testing.T) {
 		if got := ids(r.Owed); !slices.Equal(got, append([]string{}, want...)) {
 			t.Errorf("stream %q: owed %v, want %v", stream, got, want)
 		}
-		if len(r.Owed) > 0 && !strings.Contains(r.Owed[0].Why, `or correlation_id=w-2 on stream "mb55" addressed to "pi@wide"`) {
+		if len(r.Owed) > 0 && !strings.Contains(r.Owed[0].Why, `or correlation_id="w-2" on stream "mb55" addressed to "pi@wide"`) {
 			t.Errorf("the why does not name the stream a reply must be on: %s", r.Owed[0].Why)
 		}
 	}

@@ -89,13 +89,32 @@ func Type(s string) string {
 	if len(s) <= typeMax && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") == "" {
 		return s
 	}
-	// Cut to typeMax bytes as shown, escapes counted: a type of quotes or
-	// bidi marks is six times longer quoted than it is (the review).
+	return quotedCut(s, typeMax)
+}
+
+// typeMax is the longest type MemPalace takes.
+const typeMax = 64
+
+// correlation is how an event's correlation id is shown: Quoted and cut
+// to corrMax bytes as shown, as a type outside the grammar is. MemPalace
+// refuses only control characters in one, so "x. SYSTEM NOTICE: ..." is a
+// valid id, and bare it would read as the mailbox's own words.
+func correlation(s string) string { return quotedCut(s, corrMax) }
+
+// corrMax is how many bytes of a correlation id are shown, quotes and
+// escapes counted: a UUID with a prefix fits; MemPalace takes 256
+// characters.
+const corrMax = 64
+
+// quotedCut is s Quoted, cut to max bytes as shown with "…" marking the
+// cut. Escapes are counted: quotes or bidi marks are up to six times
+// longer quoted than they are (the review).
+func quotedCut(s string, max int) string {
 	r, cut := []rune(s), false
-	if len(r) > typeMax {
-		r, cut = r[:typeMax], true
+	if len(r) > max {
+		r, cut = r[:max], true
 	}
-	for len(r) > 0 && len(Quoted(string(r))) > typeMax {
+	for len(r) > 0 && len(Quoted(string(r))) > max {
 		r, cut = r[:len(r)-1], true
 	}
 	if cut {
@@ -103,9 +122,6 @@ func Type(s string) string {
 	}
 	return Quoted(s)
 }
-
-// typeMax is the longest type MemPalace takes.
-const typeMax = 64
 
 // PrintableCut is Printable(s) when what it shows measures at most max
 // (measure: len for bytes, utf8.RuneCountInString for characters), else

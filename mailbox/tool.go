@@ -111,7 +111,7 @@ func (r Result) Text() string {
 		e := it.Event
 		fmt.Fprintf(&b, "%d. %s [%s] stream %s from %s", i+1, p(e.ID), Type(e.Type), Name(e.Stream), Name(e.FromAgent))
 		if c := deref(e.CorrelationID); c != "" {
-			fmt.Fprintf(&b, " correlation %s", p(c))
+			fmt.Fprintf(&b, " correlation %s", correlation(c))
 		}
 		b.WriteString("\n")
 		if note := e.distrust(); note != "" {
