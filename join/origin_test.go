@@ -142,3 +142,37 @@ func TestJoinRerunWithCorrectedOriginDevice(t *testing.T) {
 		t.Error("no drawer landed")
 	}
 }
+
+// A rerun that sends again three refused records of different kinds (a
+// drawer, a diary entry, a fact) says 3 in its note. Before, it counted
+// only the drawer, whose refused op is replaced; the other two are tried
+// again (attack82 F4: operator.md says "a note says how many").
+func TestJoinRerunCountsEveryRefusedRecordItSendsAgain(t *testing.T) {
+	t.Parallel() // it waits on the palaces and the network, not the CPU: alongside the others of its kind
+	pr, url, tokens := frontGateway(t, []gateway.Device{
+		{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"opencode@ops"}},
+		{ID: "oldbox-11c2", Label: "oldbox"},
+	})
+	p := newPalace(t)
+	p.do(t, "add_drawer", map[string]any{"wing": "project", "room": "notes", "content": "f4 drawer"})
+	p.do(t, "diary_write", map[string]any{"agent_name": "opencode", "entry": "f4 diary entry"})
+	p.do(t, "kg_add", map[string]any{"subject": "f4", "predicate": "uses", "object": "go"})
+	p.save(t)
+	c := config(t, p, pr)
+	c.URL, c.Token, c.Device = url, func() string { return tokens["ops-0001"] }, "ghost-77"
+	if rep := run(t, c, Options{}); len(rep.Failed) != 3 {
+		t.Fatalf("a join for a device the gateway does not have: %+v", rep.Failed)
+	}
+	c.Device = "oldbox-11c2"
+	rep := run(t, c, Options{})
+	if !rep.OK() {
+		t.Fatalf("rerun: %+v", rep.Failed)
+	}
+	// the drawer's refused op is replaced (its added_by stamp changed), the
+	// diary entry's and the fact's are tried again (their arguments did not)
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool {
+		return strings.HasPrefix(n, "3 records an earlier join queued and the primary refused") && strings.Contains(n, "ghost-77") && strings.Contains(n, ": 2 tried again, 1 replaced")
+	}) {
+		t.Errorf("the note does not count the 3 refused records written again: %q", rep.Notes)
+	}
+}

@@ -613,7 +613,7 @@ func (j *joining) queue(ctx context.Context) {
 		}
 	}
 	j.o.Progress.Phase("queuing", toQueue)
-	queued := 0
+	queued, again := 0, refusedAgain{}
 	for i := range j.planned {
 		p := &j.planned[i]
 		if p.had && p.op.State == outbox.Dead && !p.held {
@@ -622,6 +622,7 @@ func (j *joining) queue(ctx context.Context) {
 			if op, err := j.store.Retry(ctx, p.op.ID); err != nil {
 				j.log.Warn("a record an earlier join saw refused is not tried again", "op", p.op.Short(), "err", err)
 			} else {
+				again.add(p.op, false)
 				p.op = op
 			}
 		}
@@ -644,7 +645,10 @@ func (j *joining) queue(ctx context.Context) {
 		j.o.Progress.Set(queued)
 	}
 	j.o.Progress.Done()
-	j.replaceRefused(ctx)
+	j.replaceRefused(ctx, &again)
+	if note := again.note(); note != "" {
+		j.rep.Notes = append(j.rep.Notes, note)
+	}
 	j.lap("queue")
 	j.saveCheckpoint()
 }
@@ -653,13 +657,12 @@ func (j *joining) queue(ctx context.Context) {
 // this run's write of the same record (a drawer's id, a fact's triple)
 // and are none of this run's writes: the run's flags changed (a mistyped
 // --origin-device corrected), and what it queued now is what the primary
-// is to get. A note says how many, and why the first was refused.
-func (j *joining) replaceRefused(ctx context.Context) {
+// is to get. It counts each in again.
+func (j *joining) replaceRefused(ctx context.Context, again *refusedAgain) {
 	mine := map[string]bool{}
 	for _, p := range j.planned {
 		mine[p.op.ID] = true
 	}
-	n, why := 0, ""
 	for _, p := range j.planned {
 		for p.op.State == outbox.Queued {
 			b, waits, err := j.store.Blocker(ctx, p.op)
@@ -670,13 +673,36 @@ func (j *joining) replaceRefused(ctx context.Context) {
 				j.log.Warn("a refused op of an earlier join is not replaced", "op", b.Short(), "err", err)
 				break
 			}
-			n++
-			why = cmp.Or(why, errText(b.Error))
+			again.add(b, true)
 		}
 	}
-	if n > 0 {
-		j.rep.Notes = append(j.rep.Notes, fmt.Sprintf("%d records an earlier join queued and the primary refused (%s) are replaced by this run's writes of them, as its flags (e.g. --origin-device) now make them: the refused ops are dropped, never sent", n, why))
+}
+
+// refusedAgain counts the refused ops of earlier runs that this run
+// writes again: tried again as they are (a diary entry's or fact's
+// arguments do not change with --origin-device), or replaced by a new
+// write of the same record (a drawer's added_by stamp does). why is the
+// first one's refusal.
+type refusedAgain struct {
+	retried, replaced int
+	why               string
+}
+
+func (r *refusedAgain) add(op outbox.Op, replaced bool) {
+	if replaced {
+		r.replaced++
+	} else {
+		r.retried++
 	}
+	r.why = cmp.Or(r.why, errText(op.Error))
+}
+
+// note says how many, and why the first was refused ("": none).
+func (r refusedAgain) note() string {
+	if r.retried+r.replaced == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d records an earlier join queued and the primary refused (%s) are sent again by this run, as its flags (e.g. --origin-device) now make them: %d tried again, %d replaced by new writes of them (the refused ops dropped, never sent)", r.retried+r.replaced, r.why, r.retried, r.replaced)
 }
 
 // saveCheckpoint writes the target's checkpoint as it stands; a write that
