@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -285,8 +286,24 @@ func holdingProxy(t *testing.T, target string) string {
 // earlier session kept (its own read of the owed asks still out), while
 // the admin's ask, still trusted, is; with the primary hung, the kept
 // view still wakes the session, and the revocation the edge heard is
-// kept with it: the laptop's ask is not told as trusted again.
+// kept with it: the laptop's ask is not told as trusted again. The same
+// when the operator removes the laptop instead (gateway device remove
+// laptop-7f3a), desk naming no trusted set: a removed device's ask is
+// not trusted (attack82 F1).
 func TestWakeFollowsATrustChange(t *testing.T) {
+	t.Parallel()
+	for name, change := range map[string]func(*gateway.Config){
+		"desk stops trusting the laptop": func(c *gateway.Config) { c.Device("desk-9b21").Trusts = []string{"ops-0001"} },
+		"the laptop is removed": func(c *gateway.Config) {
+			c.Devices = slices.DeleteFunc(c.Devices, func(d gateway.Device) bool { return d.ID == "laptop-7f3a" })
+			c.RemovedDevices = append(c.RemovedDevices, "laptop-7f3a")
+		},
+	} {
+		t.Run(name, func(t *testing.T) { wakeFollowsATrustChange(t, change) })
+	}
+}
+
+func wakeFollowsATrustChange(t *testing.T, change func(*gateway.Config)) {
 	t.Parallel() // it waits out graces, not the CPU: alongside the others of its kind
 	url, tokens, gw := testGatewayServer(t, func() string { _, srv := startPrimary(t); return srv.URL() }(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Agents: []string{"pi@ops"}},
@@ -304,7 +321,7 @@ func TestWakeFollowsATrustChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Devices[2].Trusts = []string{"ops-0001"}
+	change(c)
 	if err := c.Save(gw.ConfigFile); err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +331,7 @@ func TestWakeFollowsATrustChange(t *testing.T) {
 
 	h2 := start(t, harnessOpts{palace: h.palace, primaryURL: holdingProxy(t, url), token: tokens["desk-9b21"]})
 	if in := instructionsOf(h2); strings.Contains(in, fromLaptop) || !strings.Contains(in, fromOps) || !strings.Contains(in, "owes 1 ask ") {
-		t.Errorf("after desk stopped trusting the laptop, the next session was told:\n%s", in)
+		t.Errorf("after the change, the next session was told:\n%s", in)
 	}
 	h2.s.Close()
 	h3 := start(t, harnessOpts{palace: h.palace, wakeWait: 50 * time.Millisecond, primaryURL: testbed.HungPrimary(t), timeout: 30 * time.Second})

@@ -17,7 +17,7 @@ func (c *Config) deviceInfo(d *Device) deviceinfo.Info {
 		ID: d.ID, Label: d.Label, Admin: d.Admin, BulkDelete: d.BulkDelete, DeleteCap: c.DeleteCapOrDefault(),
 		Read: d.Read, Write: d.Write, KG: string(cmp.Or(d.KG, KGNone)), Agents: d.Agents, Coordinator: d.Coordinator,
 		Refuses: catalogue.NeverNames(), Trash: true, TrashRetentionDays: int(c.TrashRetention().Hours() / 24),
-		Origins: origin.Version, Trusts: trustedSet(d), Untrusted: string(cmp.Or(d.Untrusted, UntrustedMark)), InstructionWing: c.InstructionWing,
+		Origins: origin.Version, Trusts: trustedSet(d), Untrusted: string(cmp.Or(d.Untrusted, UntrustedMark)), Removed: c.RemovedDevices, InstructionWing: c.InstructionWing,
 	}
 }
 

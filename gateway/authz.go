@@ -56,9 +56,23 @@ func (d *Device) readsSome() bool { return len(d.Read) > 0 || d.instructions != 
 
 // trusts reports whether the device trusts the records device id wrote
 // (origin.Unknown: records of unknown origin): every device's when it
-// names no trusted set, else its own and those of the set.
+// names no trusted set, else its own and those of the set; never a
+// removed device's (attack82 F1: a lost or compromised machine's asks).
 func (d *Device) trusts(id string) bool {
+	if slices.Contains(d.removed, id) {
+		return false
+	}
 	return d.Trusts == nil || id == d.ID || (id != origin.Unknown && slices.Contains(d.Trusts, id))
+}
+
+// removedOf is the removed device among o's device and via ("": none).
+func (d *Device) removedOf(o origin.Origin) string {
+	for _, id := range []string{o.Device, o.Via} {
+		if id != "" && slices.Contains(d.removed, id) {
+			return id
+		}
+	}
+	return ""
 }
 
 // trustsOrigin reports whether the device trusts a record of origin o:

@@ -78,6 +78,7 @@ type Config struct {
 	// adds them): the provenance index and other devices' trust still
 	// name them, so a new device under one would inherit the old one's
 	// records and trust; `device add --reuse-removed-id` takes one back.
+	// No device trusts what they wrote (origin's "removed").
 	RemovedDevices []string `json:"removed_devices,omitempty"`
 	// RemovedAgents maps each agent name a device no longer has to its
 	// id (`device remove` adds a removed device's, `device set` those it
@@ -162,6 +163,9 @@ type Device struct {
 	// gateway tells the device about itself on every /mcp answer
 	// (deviceinfo): both set when the config is loaded.
 	instructions, header string
+	// removed is the config's removed devices, whose records the device
+	// does not trust: set when the config is loaded.
+	removed []string
 }
 
 // Untrusted is what a device's answers do with a record written by a
@@ -271,6 +275,7 @@ func blank(b []byte) bool {
 func (c *Config) bind() {
 	for i := range c.Devices {
 		c.Devices[i].instructions = c.InstructionWing
+		c.Devices[i].removed = c.RemovedDevices
 		c.Devices[i].header = c.deviceInfo(&c.Devices[i]).HeaderValue()
 	}
 }

@@ -46,15 +46,19 @@ type Info struct {
 	// answers do with the others' ("mark" or "withhold").
 	Trusts    []string `json:"trusts"`
 	Untrusted string   `json:"untrusted"`
+	// Removed is the ids of removed devices (the gateway's
+	// removed_devices): no device trusts what they wrote.
+	Removed []string `json:"removed,omitempty"`
 	// InstructionWing is the wing every device reads and only admin
 	// devices whose write globs match it write ("": none).
 	InstructionWing string `json:"instruction_wing"`
 }
 
 // TrustsDevice reports whether the device trusts records device id wrote,
-// as the gateway decides it (gateway/origin's "unknown" included).
+// as the gateway decides it (gateway/origin's "unknown" included): never
+// a removed device's.
 func (in Info) TrustsDevice(id string) bool {
-	return in.Trusts == nil || slices.Contains(in.Trusts, id)
+	return !slices.Contains(in.Removed, id) && (in.Trusts == nil || slices.Contains(in.Trusts, id))
 }
 
 // Refused reports whether the gateway refuses tool (bare or with the

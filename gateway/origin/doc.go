@@ -40,6 +40,10 @@
 //     for a drawer another device moved (update_drawer with a new room
 //     or wing), the mover, whose text its place then is, and stays
 //     through a rewrite that leaves it there.
+//   - removed: the id of device, or else of via, when the gateway's config
+//     has removed that device (`gateway device remove`; its
+//     removed_devices): no device trusts the record then, one that names
+//     no trusted set included, so trusted is false.
 //   - trusted (always): whether the reading device trusts device and,
 //     for a record with via, the via device too (both vouch for it: the
 //     one it names and the one whose credential wrote or placed it). A device

@@ -88,6 +88,9 @@ type Origin struct {
 	// Via is the admin device whose join attributed the record to Device
 	// ("" when Device itself wrote it).
 	Via string `json:"via,omitempty"`
+	// Removed is the device of Device and Via that the gateway's config
+	// has removed ("" when neither is): then Trusted is false.
+	Removed string `json:"removed,omitempty"`
 	// Trusted: the reading device trusts Device (always true for a device
 	// that names no trusted set).
 	Trusted bool `json:"trusted"`
@@ -122,6 +125,7 @@ func (o Origin) AppendJSON(dst []byte) []byte {
 	opt("agent", o.Agent)
 	opt("at", o.At)
 	opt("via", o.Via)
+	opt("removed", o.Removed)
 	dst = append(dst, `,"trusted":`...)
 	dst = strconv.AppendBool(dst, o.Trusted)
 	opt("palace", o.Palace)
