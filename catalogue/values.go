@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -18,8 +19,9 @@ import (
 // context of 5.6 million objects cost the primary a gigabyte, an
 // add_drawer's source_file 123 is a TypeError), an integer or a number
 // that is not one MemPalace reads as such (checkNumbers), an id list that
-// is not an array of strings, a checkpoint's item that is not an object.
-// The gateway refuses such a call before it is authorized, the edge
+// is not an array of strings, a checkpoint's item that is not an object, a
+// metadata object holding a key of the gateway's provenance stamp
+// (stampKey). The gateway refuses such a call before it is authorized, the edge
 // before either palace or the outbox sees it. Null is an argument's
 // absence, left to MemPalace (its default, or its own refusal), but
 // where nullRefused; an integer or a number may come as a string, which
@@ -35,7 +37,26 @@ func CheckValues(t Tool, args map[string]any) error {
 		return fmt.Errorf("Invalid value for parameter '%s': must be %s, not %s (the schema of %s%s)",
 			bad, anA(ParamType(bad)), anA(jsonType(args[bad])), Prefix, t.Name)
 	}
+	if err := stampKey(args); err != nil {
+		return err
+	}
 	return checkNumbers(args)
+}
+
+// stampKey refuses a metadata object (event_append's, artifact_put's,
+// patch_submit's) that holds "origin" or "trusted", in any case: the
+// gateway stamps every record with a top-level "origin" saying who wrote
+// it, verified, and whether the reader trusts them; a writer's
+// metadata.origin beside it would be a second, unverified one that
+// disagrees (attack82 F2). MemPalace itself reads neither key.
+func stampKey(args map[string]any) error {
+	meta, _ := args["metadata"].(map[string]any)
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		if strings.EqualFold(k, "origin") || strings.EqualFold(k, "trusted") {
+			return fmt.Errorf("Invalid value for parameter 'metadata': it holds %q, a key of the gateway's provenance stamp (each record's own \"origin\" says who wrote it, as the gateway verified, and whether the reader trusts them); a writer may not put another beside it (fix: drop the key, or rename it, e.g. %q)", k, "claimed_"+strings.ToLower(k))
+		}
+	}
+	return nil
 }
 
 // WaitForPrevious is the argument MemPalace takes for every tool, of any

@@ -37,3 +37,21 @@ func TestIDListArgsAreTheSchemas(t *testing.T) {
 		}
 	}
 }
+
+// A write's metadata may not hold the keys of the gateway's provenance
+// stamp: readers got the gateway's origin and a writer's look-alike
+// metadata.origin side by side, disagreeing (attack82 F2). Other keys
+// pass, and so does a metadata without them.
+func TestMetadataMayNotMimicTheProvenanceStamp(t *testing.T) {
+	t.Parallel()
+	ev, _ := Lookup("event_append")
+	for _, key := range []string{"origin", "trusted", "Origin"} {
+		err := CheckValues(ev, map[string]any{"metadata": map[string]any{"ack_of": "evt_1", key: true}})
+		if err == nil || !strings.Contains(err.Error(), "parameter 'metadata'") || !strings.Contains(err.Error(), `"`+key+`"`) || !strings.Contains(err.Error(), "fix: drop the key") {
+			t.Errorf("metadata with %q: %v, want refused naming the key and the fix", key, err)
+		}
+	}
+	if err := CheckValues(ev, map[string]any{"metadata": map[string]any{"ack_of": "evt_1", "origin_note": "x"}}); err != nil {
+		t.Errorf("metadata without a stamp key refused: %v", err)
+	}
+}

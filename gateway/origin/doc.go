@@ -124,7 +124,10 @@
 // one upstream answer) reads "unknown".
 //
 // What a reader may rely on: device is what the gateway verified, by the
-// token that authenticated the write, not what the writer claimed.
+// token that authenticated the write, not what the writer claimed. A
+// write's metadata may not hold "origin" or "trusted" (any case; the
+// gateway and the edge refuse it, -32602), so no look-alike of the stamp
+// sits in a record's metadata written through either since.
 // metadata.added_by (MemPalace's own, on get_drawer and list_drawers) is
 // "<agent>/<label>/<device>" for a drawer filed through the gateway, the
 // same device, label and agent as its origin (after another device's
