@@ -158,7 +158,7 @@ func anchorsByLine(anchors []Anchor) (map[int]Anchor, error) {
 }
 
 // errTwoLogs: the anchors given vouch for two different logs.
-var errTwoLogs = errors.New("they vouch for two different logs: the log was cut back below an anchor and written on (rewritten), or begun anew with --new-state (then give --anchor only the anchors written since that start)")
+var errTwoLogs = errors.New("they vouch for two different logs: the log was cut back below an anchor and written on (rewritten), begun anew with --new-state (then give --anchor only the anchors written since that start), or restored from a backup (then set aside the anchors written after the backup was taken, with the log they vouch for)")
 
 // readLog reads one file of the log, gunzipping a compressed one.
 func readLog(file string) ([]byte, error) {
