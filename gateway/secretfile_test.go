@@ -81,7 +81,7 @@ func TestAWrongSecretWithIssuedTokensRefusesToStart(t *testing.T) {
 	if err == nil {
 		t.Fatal("the gateway started with another secret: every issued token is refused")
 	}
-	for _, want := range []string{cfg.SecretFile, "1 live token", state, "from a backup", "token revoke DEVICE", "token issue DEVICE"} {
+	for _, want := range []string{cfg.SecretFile, "1 live token", state, "from a backup", "token revoke DEVICE", "token issue DEVICE", "rotated with an older devbox-config's token commands", "delete secret_check from " + state} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q lacks %q", err, want)
 		}

@@ -79,7 +79,7 @@ func LoadCheckedSecret(c *Config, stateFile string) ([]byte, error) {
 		case st.SecretCheck == check:
 			return nil
 		case st.SecretCheck != "" && n > 0:
-			wrong = fmt.Errorf("%s is not the secret the config's %d live token(s) were issued under (it does not match secret_check in %s), so every device's token would be refused: put the right secret back in %s (from a backup of this gateway), or start over with this one: 'devbox-config gateway token revoke DEVICE' for each device, then 'token issue DEVICE' (the check is recorded again once no live token is left)", c.SecretFile, n, stateFile, c.SecretFile)
+			wrong = fmt.Errorf("%s is not the secret recorded for the config's %d live token(s) (it does not match secret_check in %s), so every device's token would be refused: put the right secret back in %s (from a backup of this gateway), or start over with this one: 'devbox-config gateway token revoke DEVICE' for each device, then 'token issue DEVICE' (the check is recorded again once no live token is left); but if the live tokens were issued under the secret in place (it was rotated with an older devbox-config's token commands, which leave the old check), delete secret_check from %s: it is recorded again at the next start", c.SecretFile, n, stateFile, c.SecretFile, stateFile)
 			return nil
 		}
 		st.SecretCheck = check

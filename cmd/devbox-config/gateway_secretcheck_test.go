@@ -28,7 +28,7 @@ func TestTokenIssueRefusesAWrongSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, errOut := cli(1, "token", "issue", "desk-9b21")
-	if !strings.Contains(errOut, c.SecretFile+" is not the secret the config's 1 live token(s) were issued under") || strings.Contains(out, gateway.TokenPrefix) {
+	if !strings.Contains(errOut, c.SecretFile+" is not the secret recorded for the config's 1 live token(s)") || strings.Contains(out, gateway.TokenPrefix) {
 		t.Errorf("token issue under another secret:\n%s%s", out, errOut)
 	}
 }
