@@ -50,6 +50,10 @@ func (s *Store) setUp(o Options) error {
 	if err != nil {
 		return err
 	}
+	unstamped, err := columnMissing(tx, "ops", "token_device")
+	if err != nil {
+		return err
+	}
 	if old {
 		if err := migrateV1(ctx, tx); err != nil {
 			return fmt.Errorf("migrating an older outbox: %w", err)
@@ -59,6 +63,11 @@ func (s *Store) setUp(o Options) error {
 	}
 	if err := addColumns(ctx, tx); err != nil {
 		return err
+	}
+	if unstamped { // an edge before ops recorded the device they were queued as
+		if _, err := tx.ExecContext(ctx, queuedAsOrigin); err != nil {
+			return fmt.Errorf("migrating an older outbox's ops: %w", err)
+		}
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
 		return err
@@ -83,7 +92,7 @@ func addColumns(ctx context.Context, tx *sql.Tx) error {
 	}
 	if unstamped, err := columnMissing(tx, "ops", "token_device"); err != nil {
 		return err
-	} else if unstamped { // an edge before ops recorded the gateway's device: none is held for it (otherdevice.go)
+	} else if unstamped { // an edge before ops recorded the gateway's device: queuedAsOrigin fills it
 		if _, err := tx.ExecContext(ctx, `ALTER TABLE ops ADD COLUMN token_device TEXT NOT NULL DEFAULT ''`); err != nil {
 			return fmt.Errorf("migrating an older outbox's ops: %w", err)
 		}
@@ -110,6 +119,16 @@ func addColumns(ctx context.Context, tx *sql.Tx) error {
 	}
 	return nil
 }
+
+// queuedAsOrigin records each op of an edge from before ops recorded the
+// device they were queued as (Op.TokenDevice) as queued as its origin
+// device, where that is a device id: the device that edge stamped on it
+// (added_by too), which is held as any other (otherdevice.go) when the
+// gateway now names the token another (a removed device's writes in a
+// devbox upgraded and given another device's token: attack83 F6). An op
+// with none records none.
+const queuedAsOrigin = `UPDATE ops SET token_device=origin_device WHERE token_device='' AND length(origin_device) BETWEEN 1 AND 64
+	AND origin_device GLOB '[A-Za-z0-9]*' AND origin_device NOT GLOB '*[^A-Za-z0-9._-]*'`
 
 // incrementalVacuum turns on incremental vacuum in a file made before it,
 // rewriting the file once.
