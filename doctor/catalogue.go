@@ -46,6 +46,7 @@ func Catalogue() []Kind {
 		{[]string{IDStayedLocalRecord}, "§4.3", "the record of those writes cannot be read: none is reported"},
 		{[]string{IDOutboxCopied}, "§6.2", "info: the outbox is a copy of another's, under the same device id (a copied HOME)"},
 		{[]string{IDOutboxOlder}, "§4.3", "info: the outbox was made by an older build; the next edge command migrates it"},
+		{[]string{IDOutboxNewer}, "§4.3", "the outbox was made by a newer release: this build cannot read it; run that release (keep the file)"},
 		{[]string{IDOutboxStorage}, "§4.3", "the outbox's disk is full, read-only or not this user's (the file is whole: keep it)"},
 		{[]string{IDJoinInterrupted}, "§4.4", "a join that stopped half-way: its queued records wait for join --resume"},
 	}

@@ -128,14 +128,16 @@ func TestDoctorTellsAnOlderOutboxFromADeadOne(t *testing.T) {
 }
 
 // An outbox a newer release set up (a rollback) is an error that says so
-// and keeps the file, never the move-aside fix that loses its writes.
+// and keeps the file, never the move-aside fix that loses its writes,
+// under an id of its own: outbox-dead means dead writes, whose fix is
+// retry or drop (attack83 F4: it was outbox-dead).
 func TestDoctorNeverMovesANewerOutboxAside(t *testing.T) {
 	b := newBox(t)
 	path := outboxAtVersion(t, b, 99)
 	before, err := os.ReadFile(path)
 	must(t, err)
 	fs := b.run()
-	only(t, fs, "error:outbox-dead")
+	only(t, fs, "error:outbox-newer")
 	if !strings.Contains(fs[0].Message, "newer devbox-config") || strings.Contains(fs[0].Fix, "aside") || !strings.Contains(fs[0].Fix, "keep the file") {
 		t.Fatalf("%+v", fs[0])
 	}
@@ -169,7 +171,7 @@ func TestDoctorTellsWritesCountedWhileTheOutboxWouldNotOpen(t *testing.T) {
 	path := outboxAtVersion(t, b, 99)
 	must(t, outbox.NoteStayedLocal(path, outbox.StayedLocal{N: 3, Since: time.Now(), Last: time.Now(), Primary: "http://primary.example/mcp"}))
 	fs := b.run()
-	only(t, fs, "error:outbox-dead", "warn:outbox-stayed-local")
+	only(t, fs, "error:outbox-newer", "warn:outbox-stayed-local")
 	if !strings.Contains(fs[1].Message, "3 write(s)") || !strings.Contains(fs[1].Fix, "devbox-config join") {
 		t.Fatalf("%+v", fs[1])
 	}

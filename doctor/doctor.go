@@ -49,6 +49,7 @@ const (
 	IDOutboxStayedLocal  = "outbox-stayed-local"
 	IDOutboxCopied       = "outbox-copied"
 	IDOutboxOlder        = "outbox-older"
+	IDOutboxNewer        = "outbox-newer"
 	IDStayedLocalRecord  = "stayed-local-record"
 	IDPalaceDamaged      = "palace-damaged"
 	IDVectorIndex        = "vector-index"

@@ -168,7 +168,8 @@ func deadOps(opts Options, ob outboxState) (Finding, bool) {
 		Fix: "`devbox-config edge outbox list` to see them and why (each holds back only the writes on its object); fix the cause, then `devbox-config edge outbox retry ID` (or `drop ID` to give up on one)"}, true
 }
 
-// unreadableOutbox is outbox-dead for an outbox doctor could not read.
+// unreadableOutbox is outbox-dead for an outbox doctor could not read
+// (outbox-storage, outbox-older, outbox-newer where it says why).
 func unreadableOutbox(opts Options, ob outboxState) Finding {
 	if se := ob.storage; se != nil {
 		return Finding{ID: IDOutboxStorage, Severity: Error, Section: "§4.3",
@@ -181,7 +182,7 @@ func unreadableOutbox(opts Options, ob outboxState) Finding {
 			Fix:     "`devbox-config edge status` (it migrates the outbox and shows what waits), then run doctor again"}
 	}
 	if errors.Is(ob.err, sqlitewal.ErrNewerSchema) {
-		return Finding{ID: IDOutboxDead, Severity: Error, Section: "§4.3",
+		return Finding{ID: IDOutboxNewer, Severity: Error, Section: "§4.3",
 			Message: "this build cannot read the outbox: " + opts.mask(ob.err.Error()),
 			Fix:     "run the devbox-config release that made it, or a newer one (rolling back is not supported: docs/operator.md, Upgrading (and rolling back)); keep the file: it holds the queued writes"}
 	}
