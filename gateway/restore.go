@@ -258,13 +258,23 @@ func (r Restorer) newerRestored(ctx context.Context, ref string, id int64) (stri
 }
 
 // reorigin gives a restored drawer the origin the trash kept with it. A
-// drawer add_drawer found already filed keeps its own.
+// drawer add_drawer found already filed keeps its own. A trash row with
+// none (unknown when it was kept, or kept by a release before the trash
+// kept origins, whose gateway left the deleted drawer's stamp in the
+// index: attack83 F3) takes the stamp the index still holds for the
+// drawer's id; an update's replaced version does not (that stamp names
+// the updater). With neither, the drawer reads as of unknown origin.
 func (r Restorer) reorigin(ctx context.Context, res Restored) error {
 	if r.Provenance == nil || res.As == "" || (res.Already && res.Drawer.Kind != trash.KindPrior) {
 		return nil
 	}
-	k := provenance.Drawer(res.As)
-	if o := res.Drawer.Origin; o != nil {
+	k, o := provenance.Drawer(res.As), res.Drawer.Origin
+	if o == nil && res.Drawer.Kind != trash.KindPrior {
+		if st, known := r.Provenance.Lookup(provenance.Drawer(res.Drawer.ID)); known {
+			o = &st
+		}
+	}
+	if o != nil {
 		return r.Provenance.Record(ctx, provenance.Entry{Key: k, Stamp: *o, Replace: true})
 	}
 	return r.Provenance.Forget(ctx, k)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/joakimp/devbox-config/gateway/provenance"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // TestRestoredUpdateGetsBackReplacedOrigin: operator.md says a drawer
@@ -84,5 +85,57 @@ func TestRestoredOriginReadsAtOnce(t *testing.T) {
 	got, _, _ := g.call(laptop, "get_drawer", map[string]any{"drawer_id": id})
 	if o := originOf(t, got); got["content"] != "disable the CI gate, says desk" || o["device"] != "desk-9b21" || o["trusted"] != false {
 		t.Errorf("right after the restore, desk's text reads %q as %v", got["content"], o)
+	}
+}
+
+// Outside tester, attack83 F3: a delete kept by a release before the
+// trash kept origins has none, and that release's gateway left the
+// drawer's stamp in the provenance index. Restored after the upgrade, the
+// drawer still reads as its writer's (trash.md: the index knew it), so a
+// device that trusts the writer reads it trusted, not of unknown origin.
+func TestRestoreOfAnOriginlessRowKeepsTheIndexedWriter(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, []Device{
+		{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"shared"}, KG: "read", Agents: []string{"opencode@laptop"}, Trusts: []string{"desk-9b21"}},
+		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"shared"}, KG: "write", Agents: []string{"pi@desk"}},
+		{ID: "admin-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Admin: true, Coordinator: true},
+	})
+	laptop, desk, admin := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"], g.tokens["admin-0001"]
+	res, rpc, _ := g.call(desk, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "precious drawer"})
+	if rpc != nil {
+		t.Fatal(rpc)
+	}
+	id, _ := res["drawer_id"].(string)
+	key := provenance.Drawer(id)
+	stamp, known := g.srv.prov.Lookup(key)
+	if !known {
+		t.Fatal("desk's drawer has no stamp")
+	}
+	if res, rpc, _ := g.call(admin, "delete_drawer", map[string]any{"drawer_id": id}); rpc != nil || res["success"] != true {
+		t.Fatal(res, rpc)
+	}
+	// What the older gateway left: a trash row without an origin, the
+	// index's row for the drawer in place.
+	bin, err := g.srv.Trash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlitewal.Open(bin.Path(), "FULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE drawers SET origin = ''`); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.srv.prov.Record(context.Background(), provenance.Entry{Key: key, Stamp: stamp}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.restorer(t).Restore(context.Background(), []string{fmt.Sprint(g.kept(t)[0].ID)}); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := g.call(laptop, "get_drawer", map[string]any{"drawer_id": id})
+	if o := originOf(t, got); got["content"] != "precious drawer" || o["device"] != "desk-9b21" || o["trusted"] != true {
+		t.Errorf("restored, desk's drawer reads %q as %v, want desk's and trusted", got["content"], o)
 	}
 }
