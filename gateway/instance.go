@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/joakimp/devbox-config/filewrite"
+	"github.com/joakimp/devbox-config/gateway/ledger"
+	"github.com/joakimp/devbox-config/gateway/provenance"
+	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // instanceLock is the running gateway's hold on its audit log: an
@@ -80,4 +84,70 @@ func (l *instanceLock) release() {
 	l.f.Truncate(0) // no pid left behind for the next holder's refusals
 	l.f.Close()     // closing it releases the flock
 	l.f = nil
+}
+
+// Serving says which gateway holds auditLog's lock now ("pid N", or "pid
+// unknown"; "" when none does). It tries the lock without waiting and
+// lets it go at once; a log with no lock file has had no gateway of a
+// release that takes it.
+func Serving(auditLog string) (string, error) {
+	real, err := filewrite.Resolve(auditLog)
+	if err != nil {
+		return "", fmt.Errorf("audit_log: %w", err)
+	}
+	f, err := os.Open(real + ".lock")
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("audit_log lock: %w", err)
+	}
+	defer f.Close() // read only; closing it releases a lock it took
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	switch {
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		b, _ := os.ReadFile(real + ".lock") // the pid is only a hint
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return "pid " + strconv.Itoa(pid), nil
+		}
+		return "pid unknown", nil
+	case err != nil:
+		return "", fmt.Errorf("audit_log lock %s: %w", real+".lock", err)
+	}
+	return "", nil
+}
+
+// CheckNoOlderGateway refuses a command other than the gateway itself
+// (the trash commands) when opening c's stores would migrate one in place
+// under a running gateway: one holds the audit log's lock and a store is
+// of an older schema, which this release's gateway migrates at its start,
+// so the one that runs is an older release's. Migrated under it, the
+// store is one it can no longer start on, and the backup an operator
+// takes once it is stopped already holds it (attack83 F9).
+func (c *Config) CheckNoOlderGateway() error {
+	var behind []string
+	for _, s := range []struct {
+		name, path string
+		version    int
+	}{
+		{"the op-id ledger", c.LedgerPath(), ledger.SchemaVersion},
+		{"the trash", c.TrashPath(), trash.SchemaVersion},
+		{"the provenance index", c.ProvenancePath(), provenance.SchemaVersion},
+	} {
+		if _, err := os.Stat(s.path); err != nil {
+			continue // none to migrate; its own open says what else is wrong
+		}
+		tables, v, err := sqlitewal.Schema(s.path)
+		if err == nil && tables > 0 && v < s.version { // an unreadable one: its own open says so
+			behind = append(behind, fmt.Sprintf("%s %s (schema version %d; this release's is %d)", s.name, s.path, v, s.version))
+		}
+	}
+	if len(behind) == 0 {
+		return nil
+	}
+	holder, err := Serving(c.AuditLog)
+	if err != nil || holder == "" {
+		return err
+	}
+	return fmt.Errorf("a gateway of an older release (%s) runs on these files, of its schema: %s. This release migrates a store in place when it opens it; migrated under that gateway, it could not start on them again, nor from a backup taken after it stops. Stop that gateway first (Upgrading, step 2: %s; step 3 backs them up while it is stopped), then run this again or start this release's gateway, either of which migrates them", holder, strings.Join(behind, ", "), sqlitewal.UpgradeDoc)
 }

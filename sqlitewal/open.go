@@ -61,14 +61,20 @@ func OpenReadOnly(path string) (*sql.DB, error) {
 // (it writes nothing, not even a journal): a store of its own holds some,
 // and one with none is empty however many bytes it has.
 func Tables(path string) (int, error) {
+	n, _, err := Schema(path)
+	return n, err
+}
+
+// Schema is the SQLite database at path's table count and schema version
+// (PRAGMA user_version), read as Tables reads.
+func Schema(path string) (tables, version int, err error) {
 	db, err := sql.Open("sqlite", URI(path)+"?mode=ro&_pragma=busy_timeout(10000)")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer db.Close() // read only
-	var n int
-	err = db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE type='table'`).Scan(&n)
-	return n, err
+	err = db.QueryRow(`SELECT (SELECT count(*) FROM sqlite_master WHERE type='table'), (SELECT user_version FROM pragma_user_version)`).Scan(&tables, &version)
+	return tables, version, err
 }
 
 // URI is path as the file: URI the driver takes, for a query to follow:

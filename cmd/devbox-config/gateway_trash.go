@@ -91,6 +91,9 @@ func openTrash(g *gatewayConfig, stderr io.Writer) (*trash.Store, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
+	if err := c.CheckNoOlderGateway(); err != nil { // restore's ledger and index too
+		return nil, false, failed(err)
+	}
 	if fi, err := os.Stat(c.TrashPath()); errors.Is(err, os.ErrNotExist) || err == nil && gateway.Emptied(c.TrashPath(), fi) != "" {
 		if err := c.CheckKept(g.file); err != nil {
 			return nil, false, failed(err)

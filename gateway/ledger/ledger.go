@@ -150,9 +150,9 @@ type Ledger struct {
 
 }
 
-// schemaVersion is the ledger's PRAGMA user_version (0: a ledger made
+// SchemaVersion is the ledger's PRAGMA user_version (0: a ledger made
 // before it was recorded): raise it with every change to schema.
-const schemaVersion = 2
+const SchemaVersion = 2
 
 // A rowid table: rows are appended in time order, so the pruning needs no
 // index of its own (the expired rows are the first ones), and the only
@@ -221,7 +221,7 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	}
 	// Another gateway opening the same fresh file can make it busy.
 	err = sqlitewal.RetryBusy(func() error {
-		return sqlitewal.Versioned(l.db, "op-id ledger", path, schemaVersion, opt.Log, l.createSchema)
+		return sqlitewal.Versioned(l.db, "op-id ledger", path, SchemaVersion, opt.Log, l.createSchema)
 	})
 	switch {
 	case errors.Is(err, sqlitewal.ErrNewerSchema):

@@ -46,9 +46,9 @@ type Entry struct {
 	Replace bool
 }
 
-// schemaVersion is the index's PRAGMA user_version (0: an index made
+// SchemaVersion is the index's PRAGMA user_version (0: an index made
 // before it was recorded): raise it with every change to schema.
-const schemaVersion = 1
+const SchemaVersion = 1
 
 // table is a kind's table and its key columns.
 type table struct {
@@ -111,7 +111,7 @@ func Open(path string, log *slog.Logger) (*Store, error) {
 	}
 	s := &Store{path: path, db: db}
 	create := func() error { _, err := db.Exec(schema()); return err }
-	err = sqlitewal.RetryBusy(func() error { return sqlitewal.Versioned(db, "provenance index", path, schemaVersion, log, create) })
+	err = sqlitewal.RetryBusy(func() error { return sqlitewal.Versioned(db, "provenance index", path, SchemaVersion, log, create) })
 	switch {
 	case errors.Is(err, sqlitewal.ErrNewerSchema):
 		db.Close() // the version's error is the one to report

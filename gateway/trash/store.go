@@ -195,9 +195,9 @@ CREATE INDEX IF NOT EXISTS deletes_own ON deletes(device, id) WHERE own_bytes > 
 CREATE INDEX IF NOT EXISTS drawers_held ON drawers(delete_id, purged_at, restoring_at) WHERE ` + heldDrawer + `;
 `
 
-// schemaVersion is the trash's PRAGMA user_version (0: a trash made
+// SchemaVersion is the trash's PRAGMA user_version (0: a trash made
 // before it was recorded): raise it with every change to schema or added.
-const schemaVersion = 2
+const SchemaVersion = 2
 
 // added are the columns a trash made before them lacks, each with its
 // type and what fills it for the deletes kept before (""; its default):
@@ -244,7 +244,7 @@ func Open(path string, retention time.Duration, log *slog.Logger) (*Store, error
 		return nil, fmt.Errorf("trash %s: %w", path, err)
 	}
 	s := &Store{path: path, db: db, retention: retention, Now: time.Now, OwnQuota: DefaultOwnQuota, log: log}
-	err = sqlitewal.RetryBusy(func() error { return sqlitewal.Versioned(db, "trash", path, schemaVersion, log, s.migrate) })
+	err = sqlitewal.RetryBusy(func() error { return sqlitewal.Versioned(db, "trash", path, SchemaVersion, log, s.migrate) })
 	switch {
 	case errors.Is(err, sqlitewal.ErrNewerSchema):
 		db.Close() // the version's error is the one to report

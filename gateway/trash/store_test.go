@@ -170,7 +170,7 @@ func TestOldTrashGainsOriginAndOpID(t *testing.T) {
 	}
 	defer s.Close()
 	// One line says so (attack56 M1: nothing did).
-	for _, want := range []string{"level=WARN", "trash migrated in place", "from_version=0", "to_version=" + strconv.Itoa(schemaVersion), "file=" + file} {
+	for _, want := range []string{"level=WARN", "trash migrated in place", "from_version=0", "to_version=" + strconv.Itoa(SchemaVersion), "file=" + file} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("the log %q does not say %q", log.String(), want)
 		}
@@ -213,7 +213,7 @@ func TestATrashOfANewerReleaseIsRefused(t *testing.T) {
 	if !errors.Is(err, sqlitewal.ErrNewerSchema) {
 		t.Fatalf("opening a newer trash: %v, want ErrNewerSchema", err)
 	}
-	for _, want := range []string{file, "schema version 7", "made by a newer devbox-config", "this build knows up to " + strconv.Itoa(schemaVersion), "run that release or newer", "rolling back is not supported: docs/operator.md#upgrading-and-rolling-back"} {
+	for _, want := range []string{file, "schema version 7", "made by a newer devbox-config", "this build knows up to " + strconv.Itoa(SchemaVersion), "run that release or newer", "rolling back is not supported: docs/operator.md#upgrading-and-rolling-back"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not say %q", err, want)
 		}
