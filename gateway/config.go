@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,6 +97,9 @@ type Config struct {
 	// them, which Save writes back.
 	file, dir string
 	written   [nPaths]string
+	// sum is the SHA-256 (hex) of the file's bytes LoadConfig read: the
+	// running gateway records it (Applied).
+	sum string
 }
 
 // nPaths is how many file paths a config has (paths).
@@ -225,14 +230,32 @@ func restoreFix(file string) string {
 // LoadConfig reads and validates a config file (JSONC). Errors name the
 // file, the line and column (a *confpos.Error) and the field.
 func LoadConfig(file string) (*Config, error) {
+	c, _, err := loadConfig(file)
+	return c, err
+}
+
+// loadConfig is LoadConfig, with the SHA-256 (hex) of the bytes it read
+// ("" if it read none), which a refused config has too (Applied).
+func loadConfig(file string) (*Config, string, error) {
 	b, err := os.ReadFile(file)
 	if fi, serr := os.Stat(file); err != nil && serr == nil && fi.IsDir() {
 		in := filepath.Join(file, DefaultConfigFile)
-		return nil, fmt.Errorf("%s is a directory, not a gateway config: give the file, --config %s ('%s' writes one there)", file, in, Hint(in, "init"))
+		return nil, "", fmt.Errorf("%s is a directory, not a gateway config: give the file, --config %s ('%s' writes one there)", file, in, Hint(in, "init"))
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
+	sum := sha256.Sum256(b)
+	c, err := parseConfig(file, b)
+	if err != nil {
+		return nil, hex.EncodeToString(sum[:]), err
+	}
+	c.sum = hex.EncodeToString(sum[:])
+	return c, c.sum, nil
+}
+
+// parseConfig parses and validates file's bytes b.
+func parseConfig(file string, b []byte) (*Config, error) {
 	if bytes.HasPrefix(b, []byte(bom)) { // Notepad's; the next save drops it
 		b = append([]byte("   "), b[len(bom):]...) // columns stay the file's
 	}

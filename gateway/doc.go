@@ -40,7 +40,9 @@
 // holds already as a new one).
 // evpage.go fills an event_list page the filter cut; refill.go a diary_read's or search's page a withheld record thinned. Beside the steps: restore.go (gateway trash restore), stream.go (the
 // /logstream relay, events with their origins), advertise.go (what a
-// device is told about itself). The server's lifecycle (Open, Reload, Watch) is server.go;
+// device is told about itself). The server's lifecycle (Open, Reload, Watch) is server.go,
+// and applied.go its record of what each did with the config, which an
+// operator's config change waits for (ConfirmApplied);
 // what the running gateway learns (a token's first use) lives in a state
 // file apart from the config (state.go), which only operators write. The
 // config's relative paths are relative to its own directory (config.go),

@@ -23,7 +23,10 @@ import (
 // kernel drops the lock when the process ends, however it ends: there is
 // no stale lock to clean up. Readers (audit verify) and the operator's
 // config changes (their own <config>.lock) do not take it.
-type instanceLock struct{ f *os.File }
+type instanceLock struct {
+	f       *os.File
+	applied string // the record of the config in force beside it (applied.go)
+}
 
 // lockInstance takes the lock for auditLog, or says who holds it. The
 // lock is beside the real file (symlinks followed): a log reached through
@@ -53,7 +56,19 @@ func lockInstance(auditLog string) (*instanceLock, error) {
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0) // only a hint for the refusal above
 	}
-	return &instanceLock{f: f}, nil
+	return &instanceLock{f: f, applied: real + appliedSuffix}, nil
+}
+
+// instanceRunning reports whether a gateway holds the lock of the audit
+// log at real (symlinks followed): a non-blocking try, let go at once. A
+// release from before the lock takes none, so it is not seen.
+func instanceRunning(real string) bool {
+	f, err := os.Open(real + ".lock")
+	if err != nil {
+		return false // no gateway that takes the lock has run on it
+	}
+	defer f.Close() // which lets go of a lock this took
+	return errors.Is(syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB), syscall.EWOULDBLOCK)
 }
 
 // flockSoon takes f's lock, waiting up to lockWait while another holds

@@ -158,6 +158,7 @@ func (s *Server) Open() error {
 	if s.instance, err = lockInstance(cfg.AuditLog); err != nil {
 		return err
 	}
+	s.noteApplied(cfg.sum, nil)
 	if err := s.openAudit(cfg); err != nil {
 		s.instance.release()
 		return err
@@ -226,14 +227,19 @@ func (s *Server) openAudit(cfg *Config) error {
 }
 
 // Reload re-reads the configuration and the state file; a bad file keeps
-// the old ones.
+// the old ones. Either outcome is recorded for operators' commands
+// (noteApplied).
 func (s *Server) Reload() error {
-	c, err := LoadConfig(s.ConfigFile)
-	if err != nil {
-		return err
+	s.markSeen() // before the read: a change after it is read at the next poll
+	c, sum, err := loadConfig(s.ConfigFile)
+	if err == nil {
+		if err = s.state.load(StateFile(s.ConfigFile, c)); err != nil {
+			err = fmt.Errorf("state_file: %w", err)
+		}
 	}
-	if err := s.state.load(StateFile(s.ConfigFile, c)); err != nil {
-		return fmt.Errorf("state_file: %w", err)
+	if err != nil {
+		s.noteApplied(sum, err)
+		return err
 	}
 	s.cfg.Store(c)
 	for _, why := range c.UnreachableAgents() {
@@ -242,8 +248,8 @@ func (s *Server) Reload() error {
 	s.mu.Lock()
 	s.eventParams = nil // the upstream may have changed too: asked again
 	s.mu.Unlock()
-	s.markSeen()
 	s.rates.reset() // new rates apply at once
+	s.noteApplied(sum, nil)
 	return nil
 }
 
@@ -284,7 +290,6 @@ func (s *Server) Watch(ctx context.Context) {
 				if err := s.Reload(); err != nil {
 					abs, _ := filepath.Abs(s.ConfigFile) // "": the path as given is in err
 					s.Log.Error("config change not applied; the previous config stays", "config", abs, "err", err, "fix", "correct the file; it is read again when saved")
-					s.markSeen()
 				} else {
 					s.Log.Info("config reloaded")
 				}
