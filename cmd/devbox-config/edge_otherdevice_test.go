@@ -55,6 +55,7 @@ func newRemovedDevice(t *testing.T, origin string) *removedDevice {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.srv.Close() })
+	t.Cleanup(watchGateway(d.srv)) // before Close: cleanups run last first
 	front := httptest.NewServer(d.srv)
 	t.Cleanup(front.Close)
 	d.url = front.URL + "/mcp"
@@ -112,7 +113,6 @@ func removedDevicesWritesHeld(t *testing.T, origin string) {
 	}
 
 	d.gw(0, "device", "remove", "tmp-0042")
-	d.srv.Reload()
 	d.write("tmpbox write after removal")
 	if code, out, _ := runCLI("edge", "flush"); code != 1 || !strings.Contains(out, "refused the token") {
 		t.Fatalf("a removed device's flush: exit %d\n%s", code, out)
@@ -199,7 +199,6 @@ func TestARetryOfAHeldWriteSendsItAsTheTokenInEnvNow(t *testing.T) {
 	d.write("tmpbox first write")
 	runCLI("edge", "flush") // the edge hears the gateway name the token tmp-0042
 	d.gw(0, "device", "remove", "tmp-0042")
-	d.srv.Reload()
 	d.write("tmpbox write after removal")
 	runCLI("edge", "flush") // refused: the token is revoked
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
@@ -209,7 +208,6 @@ func TestARetryOfAHeldWriteSendsItAsTheTokenInEnvNow(t *testing.T) {
 
 	d.gw(0, "device", "add", "tmp-0042", "--label", "tmpbox", "--read", "shared", "--write", "shared", "--reuse-removed-id")
 	tok, _ := d.gw(0, "token", "issue", "tmp-0042")
-	d.srv.Reload()
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", strings.TrimSpace(tok))
 	runCLI("edge", "flush") // the op stays dead: nothing retried it yet
 	ops, _ := d.s.List(context.Background(), 10, outbox.Dead)
@@ -232,7 +230,6 @@ func TestARetryOfAHeldWriteWithARefusedTokenKeepsItHeld(t *testing.T) {
 	d.write("tmpbox first write")
 	runCLI("edge", "flush") // the edge hears the gateway name the token tmp-0042
 	d.gw(0, "device", "remove", "tmp-0042")
-	d.srv.Reload()
 	d.write("tmpbox write after removal")
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
 	runCLI("edge", "flush")
@@ -256,7 +253,6 @@ func TestARetryDoesNotUndoADropMadeWhileItAsksTheGateway(t *testing.T) {
 	d.write("tmpbox first write")
 	runCLI("edge", "flush")
 	d.gw(0, "device", "remove", "tmp-0042")
-	d.srv.Reload()
 	d.write("tmpbox write after removal")
 	t.Setenv("MEMPALACE_REMOTE_TOKEN", d.wideTok)
 	runCLI("edge", "flush")

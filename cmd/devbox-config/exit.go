@@ -7,10 +7,12 @@ import (
 )
 
 // Exit statuses: 0 success (and render's degraded paths), 1 a failure, 2 a
-// usage mistake.
+// usage mistake, 3 a gateway config change written but not known to be in
+// force (the running gateway refused it, or did not say it took it).
 const (
-	exitFailure = 1
-	exitUsage   = 2
+	exitFailure    = 1
+	exitUsage      = 2
+	exitNotInForce = 3
 )
 
 // exitError is an error with the exit status it means; run prints it

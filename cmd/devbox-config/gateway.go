@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,7 +33,11 @@ each with its fix, and so is a gateway that has served whose kept state (audit
 log, signing key, trash, op-id ledger, provenance index, state file, secret)
 is missing, unless --new-state. One gateway per audit log: it holds <audit_log>.lock
 while it runs, and a second one is refused with the holder's pid. The
-config reloads on change and on SIGHUP.`
+config reloads on change and on SIGHUP. A subcommand that changes the config
+(device add|set|remove, token issue|rotate|revoke) then waits up to 2 s for
+a running gateway to record that it took the file: exit status 3 when it
+refused it (its previous config stays in force, and the error is its own)
+or did not say so (a gateway older than this release records nothing).`
 
 // newGatewayCmd is `gateway` (it serves: gateway_serve.go) and its
 // operator subcommands, which share --config.
@@ -63,7 +69,16 @@ func newGatewayCmd(stdout, stderr io.Writer) *cobra.Command {
 
 // gatewayConfig is the --config file the gateway's subcommands read and
 // change.
-type gatewayConfig struct{ file string }
+type gatewayConfig struct {
+	file string
+	// wait bounds how long a change waits for the running gateway to say
+	// it took it (0: confirmWait); tests set less.
+	wait time.Duration
+}
+
+// confirmWait is how long a change waits for the running gateway (which
+// reads the file every 200 ms) to say it took it.
+const confirmWait = 2 * time.Second
 
 // missing is the error for a config that does not exist, with the command
 // that makes one.
@@ -89,13 +104,31 @@ func (g *gatewayConfig) update(change func(*gateway.Config) error) error {
 	var ee exitError
 	switch {
 	case err == nil:
-		return nil
+		return g.confirm()
 	case errors.As(err, &ee):
 		return ee
 	case errors.Is(err, fs.ErrNotExist):
 		return g.missing()
 	}
 	return failed(err)
+}
+
+// confirm says whether the gateway running on the config took the change
+// just written (gateway.ConfirmApplied): nil when it did or when none
+// runs; else an error with exitNotInForce naming what is in force.
+func (g *gatewayConfig) confirm() error {
+	wait := cmp.Or(g.wait, confirmWait)
+	err := gateway.ConfirmApplied(g.file, wait)
+	var refused *gateway.RefusedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &refused):
+		return exitError{exitNotInForce, fmt.Errorf("the config is written, but the running gateway refused it, so this change is NOT in force: its previous config stays (a device removed or a token revoked here STILL WORKS, a token issued here is refused) until it takes the file. The gateway's error: %w (fix: correct what it names, and the gateway reads the file again when it is saved; a key it does not know means the gateway is older than this command: restart it on this release)", err)}
+	case errors.Is(err, gateway.ErrNotConfirmed):
+		return exitError{exitNotInForce, fmt.Errorf("the config is written, but %w within %s (a gateway older than this release does not say; its log does): until it does, a device removed or a token revoked here may still work. Restart it, then check with '%s'", err, wait, g.hint("device list"))}
+	}
+	return failed(fmt.Errorf("the config is written, but whether the running gateway took it is not known: %w", err))
 }
 
 // load reads the config with the gateway's state folded in.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -54,6 +55,9 @@ func issueToken(g *gatewayConfig, stdout, stderr io.Writer, id string, rotate bo
 		grace = c.Grace()
 		return nil
 	})
+	if ee, ok := errors.AsType[exitError](err); ok && ee.code == exitNotInForce {
+		fmt.Fprintln(stdout, tok) // in the file: it works once the gateway takes it
+	}
 	if err != nil {
 		return err
 	}

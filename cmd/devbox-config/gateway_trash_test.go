@@ -37,6 +37,7 @@ func TestGatewayTrashListAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
+	defer watchGateway(srv)() // before Close: it reloads the devices added below
 	call := func(tool string, args map[string]any) (map[string]any, map[string]any) {
 		t.Helper()
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": "mempalace_" + tool, "arguments": args}})
