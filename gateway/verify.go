@@ -28,6 +28,10 @@ type Report struct {
 	Unsigned     int
 	// Signed: checkpoint signatures were checked (a public key was given).
 	Signed bool
+	// FileCounted counts the checkpoints, unnumbered, whose signature
+	// counts the lines of their file alone, not of the log: an older
+	// release signed so after a restart on a rotated log.
+	FileCounted int
 	// Anchor is the furthest anchor checked (Lines 0: none given).
 	Anchor Anchor
 }
@@ -95,6 +99,11 @@ func (v *logCheck) verifyFile(k int) error {
 		switch {
 		case errors.Is(err, errChain) && v.r.Lines == before && k > 0:
 			err = v.notFollowing(k, e.Line)
+		case errors.Is(err, errSignature) && e.Line == 0 && signs(v.pub, e, v.r.Lines-before):
+			// An older release restarted on a rotated log counted its file
+			// alone; the head it signed still binds every line before.
+			err = nil
+			v.r.FileCounted++
 		case err != nil && i == len(lines)-1 && k == len(v.files)-1 && !bytes.HasSuffix(b, []byte("\n")):
 			err = fmt.Errorf("%w; the file's last line, with no newline: torn by a crash while it was written, the gateway cuts it off at its next start (into %s.torn)", err, file)
 		}
@@ -209,13 +218,20 @@ func checkLine(line []byte, prev string, n int, pub ed25519.PublicKey) (Entry, e
 	if e.Line != 0 && e.Line != n+1 {
 		return e, fmt.Errorf("it says it is line %d of the log: a file before it is missing (give every file from the first the gateway wrote, oldest first), or the gateway that wrote it had lost count (it warned so at its start)", e.Line)
 	}
-	if e.Decision == VerdictCheckpoint && pub != nil {
-		sig, _ := hex.DecodeString(e.Sig) // a signature that is not hex does not verify, and is reported so
-		if !ed25519.Verify(pub, fmt.Appendf(nil, "%s|%d", e.Prev, n), sig) {
-			return e, errors.New("checkpoint signature does not verify (the log before it was rewritten)")
-		}
+	if e.Decision == VerdictCheckpoint && pub != nil && !signs(pub, e, n) {
+		return e, errSignature
 	}
 	return e, nil
+}
+
+// errSignature: a checkpoint's signature is not of its head and count.
+var errSignature = errors.New("checkpoint signature does not verify (the log before it was rewritten)")
+
+// signs says checkpoint e's signature is of its head (prev) and a count
+// of n lines before it.
+func signs(pub ed25519.PublicKey, e Entry, n int) bool {
+	sig, _ := hex.DecodeString(e.Sig) // a signature that is not hex does not verify, and is reported so
+	return ed25519.Verify(pub, fmt.Appendf(nil, "%s|%d", e.Prev, n), sig)
 }
 
 // ReadAnchors reads anchor files, or journals holding anchor lines (a

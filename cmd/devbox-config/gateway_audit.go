@@ -187,6 +187,9 @@ func printVerified(stdout io.Writer, files []string, r gateway.Report, keyed boo
 	default:
 		fmt.Fprintf(stdout, "last signed checkpoint at line %d (%s); %d line(s) after it are not covered by a signature\n", r.Checkpoint, r.CheckpointAt.Format(time.RFC3339), r.Unsigned)
 	}
+	if r.FileCounted > 0 {
+		fmt.Fprintf(stdout, "%d checkpoint(s) signed by an older release count their file's lines alone, not the log's (it restarted on a rotated log): their signatures verify over that count, and still cover every line before them\n", r.FileCounted)
+	}
 	if r.Anchor.Lines > 0 {
 		fmt.Fprintf(stdout, "anchor: the log reaches line %d with the head the anchor recorded at %s\n", r.Anchor.Lines, r.Anchor.Time.Format(time.RFC3339))
 	} else {

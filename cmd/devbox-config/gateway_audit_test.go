@@ -358,3 +358,16 @@ func TestARotatedAuditLogVerifiesWithTheFilesBeforeIt(t *testing.T) {
 		t.Fatalf("a file twice:\n%s", errOut)
 	}
 }
+
+// verify's report says once how many checkpoints an older release signed
+// over their file's count alone, and says nothing of it when none was.
+func TestVerifyReportsFileCountedCheckpoints(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]string{0: "", 2: "2 checkpoint(s) signed by an older release count their file's lines alone"} {
+		var out bytes.Buffer
+		printVerified(&out, []string{"audit.jsonl.1", "audit.jsonl"}, gateway.Report{Lines: 20, Checkpoint: 20, Signed: true, FileCounted: n}, true, 100, 0)
+		if strings.Count(out.String(), "older release") != min(n, 1) || !strings.Contains(out.String(), want) {
+			t.Errorf("%d checkpoints counting their file: %q", n, out.String())
+		}
+	}
+}
