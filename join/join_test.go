@@ -562,7 +562,7 @@ func TestJoinPrimaryDownThenResume(t *testing.T) {
 	cfg := config(t, p, pr)
 	addr := pr.srv.Addr()
 	pr.srv.Stop()
-	rep := run(t, cfg, Options{Stall: time.Second, Verify: All})
+	rep := run(t, cfg, Options{Stall: 300 * time.Millisecond, Verify: All}) // the primary refuses at once: nothing to wait for
 	if rep.OK() || rep.Sent[Drawers] != 0 {
 		t.Fatalf("a join to a stopped primary reported success: %+v", rep)
 	}

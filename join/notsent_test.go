@@ -16,16 +16,17 @@ func TestJoinNamesWhyARecordIsNotSent(t *testing.T) {
 		name      string
 		break_    func(pr *primary)
 		want, not string
+		stall     time.Duration // the primary down refuses at once: nothing to wait for
 	}{
-		{"answers lost", func(pr *primary) { pr.srv.DropAfterApplyTool("mempalace_add_drawer", 1000) }, "answer was lost", "not sent yet (queued): lost"},
-		{"primary down", func(pr *primary) { pr.srv.Stop() }, "not tried", "waiting for the ops before it"},
+		{"answers lost", func(pr *primary) { pr.srv.DropAfterApplyTool("mempalace_add_drawer", 1000) }, "answer was lost", "not sent yet (queued): lost", time.Second},
+		{"primary down", func(pr *primary) { pr.srv.Stop() }, "not tried", "waiting for the ops before it", 300 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, pr := newPalace(t), newPrimary(t)
 			fill(t, p, "a")
 			p.save(t)
 			c.break_(pr)
-			rep := run(t, config(t, p, pr), Options{Stall: time.Second})
+			rep := run(t, config(t, p, pr), Options{Stall: c.stall})
 			var said []string
 			for _, f := range rep.Failed {
 				if f.Kind != "primary" {

@@ -21,7 +21,7 @@ func TestAResumeWithARefusedTokenNamesWhatStaysQueued(t *testing.T) {
 	cfg := config(t, p, pr)
 	addr := pr.srv.Addr()
 	pr.srv.Stop()
-	if rep := run(t, cfg, Options{Stall: time.Second}); rep.OK() {
+	if rep := run(t, cfg, Options{Stall: 300 * time.Millisecond}); rep.OK() { // the primary refuses at once: nothing to wait for
 		t.Fatalf("a join to a stopped primary reported success: %+v", rep)
 	}
 	if err := pr.srv.Start(addr); err != nil {
@@ -57,7 +57,7 @@ func TestAResumeOpensTheOutboxTheCheckpointNames(t *testing.T) {
 	cfg := config(t, p, pr)
 	addr := pr.srv.Addr()
 	pr.srv.Stop()
-	rep := run(t, cfg, Options{Stall: time.Second})
+	rep := run(t, cfg, Options{Stall: 300 * time.Millisecond}) // the primary refuses at once: nothing to wait for
 	cps, err := readCheckpoint(p.dir)
 	if err != nil || rep.OK() {
 		t.Fatalf("a join to a stopped primary: %+v %v", rep, err)
