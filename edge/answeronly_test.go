@@ -63,7 +63,7 @@ func TestAnAnswerSettlesOnlyTheAskItAnswers(t *testing.T) {
 			}
 			h.s.Close()
 			<-h.done
-			next := start(t, harnessOpts{palace: palace, primaryURL: testbed.HungPrimary(t), wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
+			next := start(t, harnessOpts{palace: palace, stopGrace: 100 * time.Millisecond, primaryURL: testbed.HungPrimary(t), wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
 			in := instructionsOf(next)
 			if !strings.Contains(in, a1) || !strings.Contains(in, a3) || strings.Contains(in, a2) || strings.Contains(in, a4) {
 				t.Errorf("the next session start, from the kept view, is told (want %s and %s, not %s or %s):\n%s", a1, a3, a2, a4, in)

@@ -36,7 +36,7 @@ func answerText(a map[string]any) map[string]any {
 // goes through the edge's ordering.
 func TestASearchDuringAMineIsNotHeldUpByIt(t *testing.T) {
 	t.Parallel()
-	h := start(t, harnessOpts{raw: true, timeout: noWait, childExitWait: 200 * time.Millisecond,
+	h := start(t, harnessOpts{raw: true, timeout: noWait, childExitWait: 200 * time.Millisecond, stopGrace: 100 * time.Millisecond,
 		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_mine=120000,mempalace_add_drawer=300"}})
 	h.handshake()
 	h.ready()
@@ -67,7 +67,7 @@ func TestASearchDuringAMineIsNotHeldUpByIt(t *testing.T) {
 // tester's kg_query took 78 s during a mine).
 func TestAKGReadDuringAMineFallsBackToThePrimary(t *testing.T) {
 	t.Parallel()
-	h := start(t, harnessOpts{raw: true, timeout: noWait, childExitWait: 200 * time.Millisecond,
+	h := start(t, harnessOpts{raw: true, timeout: noWait, childExitWait: 200 * time.Millisecond, stopGrace: 100 * time.Millisecond,
 		childEnv: []string{"FAKEPALACE_TRACE=1", "FAKEPALACE_LATENCY_MS=mempalace_mine=120000"}})
 	h.handshake()
 	h.ready()

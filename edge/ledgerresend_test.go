@@ -74,7 +74,7 @@ func TestDiaryEntryCutBeforeSendingIsNotLost(t *testing.T) {
 				}
 				p := NewPrimary(url, func() string { return token }, slog.New(slog.DiscardHandler), PrimaryOptions{Timeout: 2 * time.Second})
 				defer p.Close()
-				f := &outbox.Flusher{S: s, P: FlushTarget(p), Log: slog.New(slog.DiscardHandler)}
+				f := &outbox.Flusher{S: s, P: FlushTarget(p), Log: slog.New(slog.DiscardHandler), StopGrace: 50 * time.Millisecond} // a cut send is not waited for
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				if cut != "" {

@@ -396,7 +396,7 @@ func TestTheKeptOwedViewIsPerAgent(t *testing.T) {
 		<-h.done
 	}
 	for agent, want := range map[string][2]string{"claude@edge-test": {forClaude, forOpencode}, "opencode@edge-test": {forOpencode, forClaude}} {
-		h := start(t, harnessOpts{palace: palace, primaryURL: testbed.HungPrimary(t), identity: agent, wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
+		h := start(t, harnessOpts{palace: palace, primaryURL: testbed.HungPrimary(t), identity: agent, stopGrace: 100 * time.Millisecond, wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
 		in := instructionsOf(h)
 		if !strings.Contains(in, want[0]) || strings.Contains(in, want[1]) {
 			t.Errorf("%s, started from the kept view, is told:\n%s\nwant its own ask %s and not the other agent's %s", agent, in, want[0], want[1])
@@ -430,7 +430,7 @@ func TestAnAskAckedIsNotToldAgainAtTheNextSessionStart(t *testing.T) {
 			}
 			h.s.Close()
 			<-h.done
-			next := start(t, harnessOpts{palace: palace, primaryURL: testbed.HungPrimary(t), wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
+			next := start(t, harnessOpts{palace: palace, stopGrace: 100 * time.Millisecond, primaryURL: testbed.HungPrimary(t), wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
 			if in := instructionsOf(next); strings.Contains(in, id) {
 				t.Errorf("the next session is told the acked ask is owed:\n%s", in)
 			}

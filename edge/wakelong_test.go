@@ -203,7 +203,7 @@ func TestAnAskAckedWhileALongReadIsOutIsNotToldAgain(t *testing.T) {
 	<-h.edge.wk.first // the read begun before the ack has ended
 	h.s.Close()
 	<-h.done
-	next := start(t, harnessOpts{palace: palace, primaryURL: testbed.HungPrimary(t), wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
+	next := start(t, harnessOpts{palace: palace, stopGrace: 100 * time.Millisecond, primaryURL: testbed.HungPrimary(t), wakeWait: 50 * time.Millisecond, timeout: 30 * time.Second})
 	if in := instructionsOf(next); strings.Contains(in, id) {
 		t.Errorf("the next session is told the ask acked during the long read:\n%s", in)
 	}
