@@ -15,6 +15,7 @@ import (
 func TestASlowKGReadWithThePrimaryDownGetsItsAnswer(t *testing.T) {
 	t.Parallel()
 	h := start(t, harnessOpts{timeout: 300 * time.Millisecond, childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_kg_query=700"}})
+	<-h.edge.toolsReady // the first tool list read, not waited for from a primary stopped under it
 	h.srv.Stop()
 	h.eventually("the edge sees the primary down", func() bool {
 		h.call("kg_stats", nil)
