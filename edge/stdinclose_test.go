@@ -17,7 +17,7 @@ import (
 // (data.applied false), a read without a word of writes.
 func TestStdinClosedWithABacklogAnswersEveryCall(t *testing.T) {
 	t.Parallel() // it waits out graces, not the CPU
-	h := start(t, harnessOpts{raw: true, timeout: time.Second, writeGrace: 300 * time.Millisecond, stopGrace: 300 * time.Millisecond,
+	h := start(t, harnessOpts{raw: true, timeout: time.Second, writeGrace: 300 * time.Millisecond, stopGrace: 300 * time.Millisecond, childExitWait: 200 * time.Millisecond,
 		childEnv: []string{"FAKEPALACE_LATENCY_MS=mempalace_add_drawer=1500,mempalace_search=1500"}})
 	h.handshake()
 	h.ready()
