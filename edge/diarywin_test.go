@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,12 +17,13 @@ import (
 // slowAnswerProxy stands in front of a primary and passes every request
 // on, but holds the primary's answer to a call of tool for hold after
 // the primary applied it: a send in flight that has landed, its answer
-// not yet back.
-func slowAnswerProxy(t *testing.T, target, tool string, hold time.Duration) string {
+// not yet back. With holds > 0, only the first holds calls are held.
+func slowAnswerProxy(t *testing.T, target, tool string, hold time.Duration, holds int) string {
 	t.Helper()
+	var held atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if !strings.Contains(string(body), `"`+tool+`"`) {
+		if !strings.Contains(string(body), `"`+tool+`"`) || holds > 0 && held.Add(1) > int64(holds) {
 			passOn(w, r, target, body, nil)
 			return
 		}
@@ -94,7 +96,7 @@ func TestADiaryEntryDeletedWhileItsSendIsInFlightStaysHidden(t *testing.T) {
 	t.Parallel()
 	primary, srv := startPrimary(t)
 	const agent, text = "me", "diary in flight: decided to ship"
-	h := start(t, harnessOpts{primaryURL: slowAnswerProxy(t, srv.URL(), "mempalace_diary_write", 2*time.Second)})
+	h := start(t, harnessOpts{primaryURL: slowAnswerProxy(t, srv.URL(), "mempalace_diary_write", 2*time.Second, 1)}) // the rewrite is not held
 	w, _ := h.call("diary_write", map[string]any{"agent_name": agent, "entry": text})
 	id, _ := w["entry_id"].(string)
 	h.eventually("the entry on the primary", func() bool { return diaryCopies(primary, text) == 1 })

@@ -30,7 +30,7 @@ func TestTheFirstReadDoesNotWaitForAToolList(t *testing.T) {
 	palace := t.TempDir() + "/palace"
 	keptSession(t, palace, srv.URL())
 	id := askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "posted since the last session")
-	h := start(t, harnessOpts{palace: palace, primaryURL: slowAnswerProxy(t, srv.URL(), "tools/list", time.Minute), wakeWait: 10 * time.Second})
+	h := start(t, harnessOpts{palace: palace, primaryURL: slowAnswerProxy(t, srv.URL(), "tools/list", time.Minute, 0), wakeWait: 10 * time.Second})
 	if in := instructionsOf(h); !strings.Contains(in, id) || strings.Contains(in, "earlier session") {
 		t.Fatalf("the session start is not told the ask posted since the last session:\n%s", in)
 	}
@@ -75,7 +75,7 @@ func TestAProbeSessionKeepsTheFreshView(t *testing.T) {
 	palace := t.TempDir() + "/palace"
 	keptSession(t, palace, srv.URL())
 	id := askVia(t, srv.URL(), testToken, "pi@laptop", "opencode@edge-test", "posted before a probe")
-	probe := start(t, harnessOpts{palace: palace, primaryURL: slowAnswerProxy(t, srv.URL(), "mempalace_event_list", 300*time.Millisecond), wakeWait: -1})
+	probe := start(t, harnessOpts{palace: palace, primaryURL: slowAnswerProxy(t, srv.URL(), "mempalace_event_list", 300*time.Millisecond, 0), wakeWait: -1})
 	probe.s.Close()
 	<-probe.done
 	next := start(t, harnessOpts{palace: palace, primaryURL: holdingProxy(t, srv.URL()), wakeWait: 50 * time.Millisecond})
