@@ -18,6 +18,13 @@ import (
 	"github.com/joakimp/devbox-config/testbed/realpalace"
 )
 
+// memPrimary is a primary held in memory only: the 510 events a test
+// here appends do not each rewrite its whole state file.
+func memPrimary(t *testing.T) (*fakepalace.Palace, *fakepalace.HTTPServer) {
+	t.Helper()
+	return testbed.Primary(t, fakepalace.Options{}, fakepalace.HTTPOptions{Token: testToken})
+}
+
 // appendDirect appends an event to the double pl in process (fast: a
 // log longer than a page in well under a second); its id.
 func appendDirect(t testing.TB, pl *fakepalace.Palace, args map[string]any) string {
@@ -42,7 +49,7 @@ func appendDirect(t testing.TB, pl *fakepalace.Palace, args map[string]any) stri
 // formed (outside tester, attack31 p13: nothing told, a DEBUG line only).
 func TestTheWakeViewReadsALogLongerThanAPage(t *testing.T) {
 	t.Parallel()
-	pl, srv := startPrimary(t)
+	pl, srv := memPrimary(t)
 	ask := func(body string) string {
 		return appendDirect(t, pl, map[string]any{"type": "task.request", "stream": "devbox", "room": "r", "from_agent": "pi@laptop", "to_agent": "opencode@edge-test", "status": "open", "body": body})
 	}
@@ -141,7 +148,7 @@ func TestRealTheWakeViewAndTheMailboxReadPastAFlood(t *testing.T) {
 // mal, then ops's).
 func TestTheWakeViewHoldsATrustedAskPastFiveHundredOwed(t *testing.T) {
 	t.Parallel()
-	pl, srv := startPrimary(t)
+	pl, srv := memPrimary(t)
 	url, tokens := testGateway(t, srv.URL(),
 		gateway.Device{ID: "ops-0001", Label: "ops", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"pi@ops"}},
 		gateway.Device{ID: "desk-9b21", Label: "edge-test", Read: []string{"*"}, Write: []string{"*"}, KG: "write", Agents: []string{"opencode@edge-test"}, Trusts: []string{"ops-0001"}})
@@ -187,7 +194,7 @@ func secondPageProxy(t *testing.T, url string) (proxy string, reached <-chan str
 // F2: 620 owed, the acked ask listed first with "Answer each").
 func TestAnAskAckedWhileALongReadIsOutIsNotToldAgain(t *testing.T) {
 	t.Parallel()
-	pl, srv := startPrimary(t)
+	pl, srv := memPrimary(t)
 	id := appendDirect(t, pl, map[string]any{"type": "task.request", "stream": "devbox", "room": "r", "from_agent": "pi@laptop", "to_agent": "opencode@edge-test", "status": "open", "body": "the oldest ask"})
 	for i := range 510 {
 		appendDirect(t, pl, map[string]any{"type": "note", "stream": "devbox", "room": "r", "from_agent": "pi@laptop", "to_agent": "*", "body": fmt.Sprint("broadcast ", i)})
@@ -215,7 +222,7 @@ func TestAnAskAckedWhileALongReadIsOutIsNotToldAgain(t *testing.T) {
 // promises the kept view beside it.
 func TestTheMailboxKeptViewFollowsTheStreamAskedFor(t *testing.T) {
 	t.Parallel()
-	pl, srv := startPrimary(t)
+	pl, srv := memPrimary(t)
 	ask := func(stream, body string) string {
 		return appendDirect(t, pl, map[string]any{"type": "task.request", "stream": stream, "room": "r", "from_agent": "pi@laptop", "to_agent": "opencode@edge-test", "status": "open", "body": body})
 	}
