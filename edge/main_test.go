@@ -20,5 +20,5 @@ import (
 func TestMain(m *testing.M) {
 	fakepalace.MainIfLinked()
 	testbed.WaitingTests(8)
-	goleak.VerifyTestMain(testbed.RemovingBuilds(m))
+	goleak.VerifyTestMain(testbed.OnTmpfs(testbed.RemovingBuilds(m)))
 }

@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) {
 	fakepalace.MainIfLinked()
 	testbed.WaitingTests(8)
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testbed.OnTmpfs(m))
 }
 
 // Verify checks a log's chain (VerifyLog without anchors) and returns

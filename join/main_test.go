@@ -1,6 +1,7 @@
 package join
 
 import (
+	"os"
 	"testing"
 
 	"github.com/joakimp/devbox-config/fakepalace"
@@ -13,5 +14,5 @@ import (
 func TestMain(m *testing.M) {
 	fakepalace.MainIfLinked()
 	testbed.WaitingTests(8)
-	m.Run()
+	os.Exit(testbed.OnTmpfs(m).Run())
 }

@@ -12,5 +12,5 @@ import (
 // tests: every goroutine has an owner that waits for it.
 func TestMain(m *testing.M) {
 	testbed.WaitingTests(8)
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testbed.OnTmpfs(m))
 }
