@@ -73,3 +73,110 @@ func TestADiaryWriteTheGatewayHoldsInDoubtAfterItsLookUpIsInDoubt(t *testing.T) 
 		t.Fatalf("the diary write's sends carried resend %q, want the first, a plain one, one after the look-up", p.resends)
 	}
 }
+
+// roomUnreadGateway is a gateway whose read of the diary room failed
+// before the first send of op first, whose answer it then lost (the
+// entry never reached the primary): it keeps every resend of that op in
+// doubt (-32031, "could not be read before that send") unless the
+// operator's word sends it (resend "operator"), as its ledger does. Any
+// other op is filed. Its look-ups find an empty room.
+type roomUnreadGateway struct {
+	mu      sync.Mutex
+	first   string         // the op id held in doubt ("" until its first send)
+	filed   map[string]int // entry text -> times filed on the primary
+	resends []string       // each send of first: params._meta resend
+}
+
+func (p *roomUnreadGateway) Up() bool                             { return true }
+func (p *roomUnreadGateway) Ledger(context.Context) (bool, error) { return true, nil }
+func (p *roomUnreadGateway) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	if tool == "mempalace_list_drawers" {
+		return map[string]any{"drawers": []any{}, "total": json.Number("0")}, nil
+	}
+	var a struct {
+		Entry string `json:"entry"`
+		Diary struct {
+			Entry string `json:"entry"`
+		} `json:"diary"`
+	}
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := outbox.OpIDFrom(ctx)
+	if p.first == "" {
+		p.first = id
+		return nil, errors.New("connection reset: the answer was lost")
+	}
+	if id == p.first {
+		p.resends = append(p.resends, outbox.ResendFrom(ctx))
+		if outbox.ResendFrom(ctx) != outbox.ResendByOperator {
+			return nil, &outbox.RPCError{Code: ledger.CodeInDoubt, Message: "devbox-config gateway: the diary room of wing_pi could not be read before that send, so nothing tells whether the entry landed: … delivered <op> … retry <op>"}
+		}
+	}
+	p.filed[a.Entry+a.Diary.Entry]++
+	return map[string]any{"success": true}, nil
+}
+
+// attack84 F3: a diary entry (a diary_write, or a checkpoint's diary)
+// the gateway keeps in doubt because it could not read the room before
+// the first send. The operator looks in the room, does not find it, and
+// runs `edge outbox retry`: the op is sent saying so ("operator"), which
+// the gateway forwards unchecked, and the diary entries queued behind it
+// on the wing follow. Before, the retry went out "looked-up", the
+// gateway kept it in doubt again, and nothing of the wing reached the
+// primary.
+func TestAnOperatorsRetryOfADiaryEntryInDoubtLandsAndTheOpsBehindItGo(t *testing.T) {
+	t.Parallel()
+	for name, payload := range map[string]string{
+		"diary_write": `{"agent_name":"pi","entry":"F3 in doubt"}`,
+		"checkpoint":  `{"items":[{"wing":"w","room":"r","content":"an item"}],"diary":{"agent_name":"pi","entry":"F3 in doubt"}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s, err := outbox.Open(filepath.Join(t.TempDir(), outbox.FileName), "dev", "lab")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			op, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_" + name, Payload: []byte(payload)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var behind []outbox.Op
+			for _, text := range []string{"F3 behind 1", "F3 behind 2"} {
+				b, err := s.Enqueue(ctx, outbox.Write{Name: "mempalace_diary_write", Payload: []byte(`{"agent_name":"pi","entry":"` + text + `"}`)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				behind = append(behind, b)
+			}
+			p := &roomUnreadGateway{filed: map[string]int{}}
+			f := &outbox.Flusher{S: s, P: p, Log: slog.New(slog.DiscardHandler), BaseDelay: time.Millisecond}
+			for range 3 {
+				f.Drain(ctx) // its errors are the op's
+			}
+			if o, _ := s.Get(ctx, op.LocalSeq); o.State != outbox.InDoubt {
+				t.Fatalf("the op whose room was not read: %s %s, want in doubt", o.State, o.Error)
+			}
+			if _, err := s.Retry(ctx, op.Short()); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				f.Drain(ctx)
+			}
+			for _, o := range append([]outbox.Op{op}, behind...) {
+				if o, _ := s.Get(ctx, o.LocalSeq); o.State != outbox.Done {
+					t.Fatalf("after the operator's retry, op %s is %s %s, want done; the retried op's sends carried resend %q", o.Short(), o.State, o.Error, p.resends)
+				}
+			}
+			for _, text := range []string{"F3 in doubt", "F3 behind 1", "F3 behind 2"} {
+				if n := p.filed[text]; n != 1 {
+					t.Fatalf("the primary holds %q %d times, want once", text, n)
+				}
+			}
+		})
+	}
+}

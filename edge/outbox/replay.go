@@ -154,10 +154,7 @@ func (f *Flusher) replay(ctx context.Context, run *flushRun, op Op, ambiguous bo
 			}
 		}
 	case catalogue.Unrepeatable:
-		switch {
-		case op.Resend:
-			return f.sendWrite(WithResend(ctx, ResendByOperator), op, op.Payload)
-		case ambiguous && !f.knownLedger(ctx):
+		if ambiguous && !op.Resend && !f.knownLedger(ctx) {
 			return nil, errNoLookUp
 		}
 		return f.sendWrite(ctx, op, op.Payload)
@@ -334,8 +331,15 @@ func (f *Flusher) lookUp(ctx context.Context, tool string, args map[string]any, 
 
 // sendWrite sends the op's own call: exactly the tool and the argument
 // bytes the agent's call left in the outbox, carrying the op id
-// (WithOpID) so a gateway's ledger answers a repeat from its record.
+// (WithOpID) so a gateway's ledger answers a repeat from its record. An
+// op an operator said to send again (Op.Resend) says so on every path,
+// whatever resend its replay chose: a gateway's ledger forwards it
+// unchecked, where a looked-up resend of a diary entry it holds in doubt
+// stays in doubt for good (attack84 F3).
 func (f *Flusher) sendWrite(ctx context.Context, op Op, payload json.RawMessage) (map[string]any, error) {
+	if op.Resend {
+		ctx = WithResend(ctx, ResendByOperator)
+	}
 	rec, _ := catalogue.Lookup(op.Tool)
 	switch {
 	case op.Ordinal <= 0 || f.History:
