@@ -175,7 +175,7 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 			Fix:     "check MEMPALACE_REMOTE_URL and the primary's log"}}
 	}
 	p.Tools, p.Device = tools, c.device.ID
-	out := identityMismatch(s, c.device)
+	out := identityMismatch(s, c.device, opts.EnvFiles)
 	// A gateway that refuses sync says so in its initialize answer; one
 	// that does not (before issue 27) lets an admin device's sync through.
 	if s.Mode == ladder.Remote && slices.Contains(tools, "mempalace_sync") && !c.device.Refused("sync") {
@@ -186,45 +186,60 @@ func checkTools(ctx context.Context, opts Options, st State, client *http.Client
 	return out
 }
 
-// identityMismatch is device-identity: the .env's MEMPALACE_ORIGIN_DEVICE,
-// _LABEL and <AGENT_NAME>@<label> against the device a gateway says the
-// token is (nothing from a bare primary, nor for a variable left unset).
-// With another device's identity the edge stamps writes as one device
-// while the gateway holds them to another, and an agent that is not one
-// of the device's cannot see the asks addressed to it (the mailbox says
-// the same). An agent name with MEMPALACE_ORIGIN_LABEL unset is the bare
-// name (ladder.EdgeSettings.NoLabel), and the finding names the line to
-// add.
-func identityMismatch(s ladder.Settings, dev deviceinfo.Info) []Finding {
+// identityMismatch is device-identity: MEMPALACE_ORIGIN_DEVICE, _LABEL
+// and <AGENT_NAME>@<label> against the device a gateway says the token is
+// (nothing from a bare primary, nor for a variable left unset). With
+// another device's identity the edge stamps writes as one device while
+// the gateway holds them to another, and an agent that is not one of the
+// device's cannot see the asks addressed to it (the mailbox says the
+// same). An agent name with MEMPALACE_ORIGIN_LABEL unset is the bare name
+// (ladder.EdgeSettings.NoLabel), and the finding names the line to add.
+// Each wrong value is named with where it was read (envLine: a line of
+// files, else the environment), and the fix names only those (attack84
+// F4: it blamed .env when none was read, and said to set what was right).
+func identityMismatch(s ladder.Settings, dev deviceinfo.Info, files []string) []Finding {
 	if dev.ID == "" {
 		return nil
 	}
-	var wrong []string
+	var wrong, fix []string
 	if s.OriginDevice != "" && s.OriginDevice != dev.ID {
-		wrong = append(wrong, fmt.Sprintf("%s=%s is not %s", ladder.EnvOriginDevice, mailbox.Quoted(s.OriginDevice), dev.ID))
+		at := envLine(files, ladder.EnvOriginDevice, s.OriginDevice)
+		wrong = append(wrong, fmt.Sprintf("%s=%s (%s) is not %s", ladder.EnvOriginDevice, mailbox.Quoted(s.OriginDevice), at, dev.ID))
+		fix = append(fix, fmt.Sprintf("%s=%s in %s", ladder.EnvOriginDevice, dev.ID, at))
 	}
 	if s.OriginLabel != "" && dev.Label != "" && s.OriginLabel != dev.Label {
-		wrong = append(wrong, fmt.Sprintf("%s=%s is not %q", ladder.EnvOriginLabel, mailbox.Quoted(s.OriginLabel), dev.Label))
+		at := envLine(files, ladder.EnvOriginLabel, s.OriginLabel)
+		wrong = append(wrong, fmt.Sprintf("%s=%s (%s) is not %q", ladder.EnvOriginLabel, mailbox.Quoted(s.OriginLabel), at, dev.Label))
+		fix = append(fix, fmt.Sprintf("%s=%s in %s", ladder.EnvOriginLabel, shellword.Quote(dev.Label), at))
 	}
 	agents := strings.Join(dev.Agents, ", ")
 	if agents == "" {
 		agents = "none; the operator gives them with `gateway device set --agents`"
 	}
 	if id := s.AgentName + "@" + s.OriginLabel; s.AgentName != "" && s.OriginLabel != "" && !dev.Coordinator && !slices.Contains(dev.Agents, id) {
-		wrong = append(wrong, fmt.Sprintf("%s is not one of the device's agents (%s): asks addressed to it cannot be seen through this token", mailbox.Quoted(id), agents))
+		at := envLine(files, ladder.EnvAgentName, s.AgentName)
+		wrong = append(wrong, fmt.Sprintf("%s=%s (%s): %s is not one of the device's agents (%s): asks addressed to it cannot be seen through this token", ladder.EnvAgentName, mailbox.Quoted(s.AgentName), at, mailbox.Quoted(id), agents))
+		if !slices.Contains(dev.Agents, s.AgentName+"@"+dev.Label) { // not right once the label is
+			fix = append(fix, fmt.Sprintf("%s in %s to an agent of the device", ladder.EnvAgentName, at))
+		}
 	}
 	if w := (ladder.EdgeSettings{Settings: s}).NoLabel(dev.Label); w != "" {
 		if !dev.Coordinator && !slices.Contains(dev.Agents, s.AgentName) {
 			w += fmt.Sprintf(" (%s is not one of the device's agents: no ask to it can be seen, and the edge refuses its coordination writes)", mailbox.Quoted(s.AgentName))
 		}
 		wrong = append(wrong, w)
+		label := "<the device's label>"
+		if dev.Label != "" {
+			label = shellword.Quote(dev.Label)
+		}
+		fix = append(fix, ladder.EnvOriginLabel+"="+label)
 	}
 	if len(wrong) == 0 {
 		return nil
 	}
 	return []Finding{{ID: IDDeviceIdentity, Severity: Warn, Section: "§6.2",
-		Message: fmt.Sprintf("the gateway says this token is device %s (label %q, agents: %s), but .env says otherwise: %s", dev.ID, dev.Label, agents, strings.Join(wrong, "; ")),
-		Fix:     fmt.Sprintf("set %s=%s, %s=%s and %s to an agent of the device in .env; or, if this devbox is another device, put that device's own token in %s", ladder.EnvOriginDevice, dev.ID, ladder.EnvOriginLabel, dev.Label, ladder.EnvAgentName, ladder.EnvRemoteToken) + agentsFix(s, dev)}}
+		Message: fmt.Sprintf("the gateway says this token is device %s (label %q, agents: %s), but this devbox's settings say otherwise: %s", dev.ID, dev.Label, agents, strings.Join(wrong, "; ")),
+		Fix:     fmt.Sprintf("set %s; or, if this devbox is another device, put that device's own token in %s", strings.Join(fix, "; "), ladder.EnvRemoteToken) + agentsFix(s, dev)}}
 }
 
 // agentsFix is the gateway-side part of device-identity's fix when no
