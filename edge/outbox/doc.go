@@ -24,7 +24,7 @@
 //	live.go      which edge processes on the palace still run (a file lock each)
 //	flush.go     the Flusher: a round on two lanes, Run and Drain
 //	otherdevice.go an op queued while the gateway named the token another device than now: held, dead, never sent
-//	settle.go    recording an attempt's outcome (a checkpoint's items left out noted; an end of a fact closed already, meta closed:<op id>), the backoff
+//	settle.go    recording an attempt's outcome, only over the op as the flusher left it (an operator's drop, delivered or retry meanwhile stands) (a checkpoint's items left out noted; an end of a fact closed already, meta closed:<op id>), the backoff
 //	replay.go    per record type, what is safe to send again; the marks a send carries (op id, replay, an update's base)
 //	diary.go     diary entries counted: the fences, a join's count; the entries not yet settled (PendingDiaries), which a join leaves to the edge, or on a copy, those queued before it to the original
 //	upkeep.go    retention: pruning done ops, giving their space back

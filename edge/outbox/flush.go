@@ -271,18 +271,22 @@ func (f *Flusher) attempt(ctx context.Context, run *flushRun, op Op) bool {
 		return f.settle(context.WithoutCancel(ctx), op, nil, fmt.Errorf("%w: %w", ErrLookup, err))
 	}
 	op.Payload, op.unnamed = payload, unnamed
-	err = f.fenced(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE ops SET maybe_applied=CASE WHEN state='inflight' THEN 1 ELSE maybe_applied END, state='inflight', attempts=attempts+1
-			WHERE local_seq=? AND state IN ('queued','inflight')`, op.LocalSeq)
+	marked := false
+	err = f.fenced(ctx, func(tx *sql.Tx) (err error) {
+		marked, err = asLeft(tx.ExecContext(ctx, `UPDATE ops SET maybe_applied=CASE WHEN state='inflight' THEN 1 ELSE maybe_applied END, state='inflight', attempts=attempts+1
+			WHERE `+leftAs, op.LocalSeq, op.State.String(), op.Attempts))
 		return err
 	})
-	if err != nil {
-		if ctx.Err() == nil {
-			f.Log.Warn("outbox op not sent: its record could not be marked in flight", "op", op.Short(), "err", err)
-		}
+	switch {
+	case err != nil && ctx.Err() == nil:
+		f.Log.Warn("outbox op not sent: its record could not be marked in flight", "op", op.Short(), "err", err)
+	case err == nil && !marked:
+		f.operatorFirst(ctx, op, "not sent")
+	}
+	if err != nil || !marked {
 		return false
 	}
-	op.Attempts++
+	op.State, op.Attempts = Inflight, op.Attempts+1
 	sctx, cancel := f.sendContext(ctx)
 	res, err := f.send(sctx, run, op, ambiguous)
 	cut := err != nil && ctx.Err() != nil && sctx.Err() != nil

@@ -222,6 +222,8 @@ func (s *Store) RetryAs(ctx context.Context, id string, tokenDevice func(context
 		return o, fmt.Errorf("op %s is held until the replication policy parses (%s): fix the policy and the edge sends it", o.Short(), PolicyHint)
 	case Intent:
 		return o, fmt.Errorf("op %s is at the local palace, whose answer queues it (or, if the edge was stopped, the next edge start or `edge flush` does)", o.Short())
+	case Inflight:
+		return o, fmt.Errorf("op %s is in flight: an edge is sending it, or one stopped mid-send (the next edge or `devbox-config edge flush` sends it again, after a look-up); its answer settles it: retry it if it ends dead or in doubt", o.Short())
 	}
 	resend := o.State == InDoubt || o.Resend
 	device, err := s.retryDevice(ctx, o, tokenDevice, force)
@@ -716,7 +718,10 @@ func (s *Store) operatorDone(ctx context.Context, id string, kind Kind, msg stri
 	if also != nil {
 		msg += "; " + says
 	}
-	if err := s.doneUnsent(ctx, o.LocalSeq, kind, msg, also); err != nil {
+	if o.State == Inflight {
+		msg += InFlightAtSettle
+	}
+	if err := s.doneUnsent(ctx, o, kind, msg, also); err != nil {
 		return Op{}, false, err
 	}
 	s.notify(o.ID)
@@ -725,17 +730,36 @@ func (s *Store) operatorDone(ctx context.Context, id string, kind Kind, msg stri
 	return o, also != nil, err
 }
 
-// doneUnsent records an op done without a send, on an operator's word or
+// InFlightAtSettle ends the message of an op an operator dropped or
+// recorded as delivered while it was in flight (a running edge sending
+// it, or one stopped mid-send): the flusher's record of that send does
+// not undo it (settleSent), but the send may land.
+const InFlightAtSettle = "; it was in flight at the time: that send may have landed on the primary"
+
+// errChanged: an op changed between an operator command's read and its
+// write.
+var errChanged = errors.New("changed meanwhile")
+
+// doneUnsent records o done without a send, on an operator's word or
 // the policy's (kind, msg: its error_json), and whatever also records
-// with it (nil: nothing).
-func (s *Store) doneUnsent(ctx context.Context, seq int64, kind Kind, msg string, also func(*sql.Tx) error) error {
-	e, _ := json.Marshal(map[string]any{"kind": kind, "message": msg, "at": s.now().UTC()}) // plain values: they encode
+// with it (nil: nothing), if o is still as read: else it says what
+// changed it meanwhile (a flusher's record, another command).
+func (s *Store) doneUnsent(ctx context.Context, o Op, kind Kind, msg string, also func(*sql.Tx) error) error {
+	now := s.now()
+	e, _ := json.Marshal(map[string]any{"kind": kind, "message": msg, "at": now.UTC()}) // plain values: they encode
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	if err := settleDone(ctx, tx, seq, s.now(), "", string(e)); err != nil {
+	ok, err := asLeft(tx.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=?, error_json=? WHERE `+leftAs, now.UnixMilli(), string(e), o.LocalSeq, o.State.String(), o.Attempts))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("op %s %w (an edge sent it, or it was settled): see `devbox-config edge outbox list --all`, and try again", o.Short(), errChanged)
+	}
+	if err := freeDone(ctx, tx, o.LocalSeq, now, ""); err != nil {
 		return err
 	}
 	if also != nil {
@@ -1172,7 +1196,11 @@ func (s *Store) Behind(ctx context.Context, op Op) (int, error) {
 // the old one) if replicate, else done as kept local.
 func (s *Store) Release(ctx context.Context, o Op, payload json.RawMessage, replicate bool) error {
 	if !replicate || payload == nil {
-		return s.doneUnsent(ctx, o.LocalSeq, Local, "kept local by the replication policy, once it parsed", nil)
+		err := s.doneUnsent(ctx, o, Local, "kept local by the replication policy, once it parsed", nil)
+		if errors.Is(err, errChanged) {
+			return nil // released meanwhile by another process (the edge, `edge flush`)
+		}
+		return err
 	}
 	rec, _ := catalogue.Lookup(o.Tool)
 	var args map[string]any

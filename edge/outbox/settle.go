@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -66,24 +67,21 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 	if rule.CountsTowardDead {
 		refusals++
 	}
-	state := f.failedState(ctx, op, kind, msg, refusals, final, asWritten, sendErr)
-	fields := map[string]any{"kind": kind, "class": rule.Class, "message": msg, "at": now.UTC(), "attempt": op.Attempts}
-	if asWritten {
-		fields["as_written"] = true
-	}
-	ej, err := json.Marshal(fields)
-	if err != nil {
-		ej = []byte(`{"kind":"` + kind.String() + `"}`) // msg held something JSON cannot encode
-	}
+	state, say := f.failedState(ctx, op, kind, msg, refusals, final, asWritten, sendErr)
+	ej := failureJSON(kind, msg, now, op.Attempts, asWritten)
 	next := now.Add(f.backoff(op.Attempts, kind))
-	cancelled := false
-	err = f.fenced(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=?, refusals=?, maybe_applied=(maybe_applied OR ?) WHERE local_seq=?`,
-			state.String(), string(ej), next.UnixMilli(), refusals, rule.MaybeApplied, op.LocalSeq); err != nil {
+	cancelled, recorded := false, false
+	err := f.fenced(ctx, func(tx *sql.Tx) (err error) {
+		recorded, err = asLeft(tx.ExecContext(ctx, `UPDATE ops SET state=?, error_json=?, next_attempt_at=?, refusals=?, maybe_applied=(maybe_applied OR ?) WHERE `+leftAs,
+			state.String(), string(ej), next.UnixMilli(), refusals, rule.MaybeApplied, op.LocalSeq, op.State.String(), op.Attempts))
+		if err != nil {
 			return err
 		}
 		if err := f.noteLastError(ctx, tx, op.Tool, msg, now); err != nil {
 			return err
+		}
+		if !recorded {
+			return nil // an operator settled it meanwhile: theirs stands
 		}
 		if state == Dead && asWritten {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, op.LocalSeq); err != nil {
@@ -93,20 +91,69 @@ func (f *Flusher) settle(ctx context.Context, op Op, res map[string]any, sendErr
 		if state != Queued {
 			return nil
 		}
-		var err error
 		cancelled, err = takeBackRequeued(ctx, tx, op, now) // deleted here while it was in flight
 		return err
 	})
 	switch {
 	case err != nil:
 		f.Log.Error("outbox: a failed attempt not recorded", "op", op.Short(), "err", err)
-	case state == Dead:
-		f.S.notices.Add(1)
-	case cancelled:
-		f.Log.Info("outbox op not sent, and deleted on this device while it was in flight: never sent", "op", op.Short(), "tool", op.Tool)
+	case !recorded:
+		f.operatorFirst(ctx, op, "its attempt's outcome ("+kind.String()+") not recorded, nothing sent again")
+	default:
+		say()
+		if state == Dead {
+			f.S.notices.Add(1)
+		} else if cancelled {
+			f.Log.Info("outbox op not sent, and deleted on this device while it was in flight: never sent", "op", op.Short(), "tool", op.Tool)
+		}
 	}
 	f.S.notify(op.ID) // dead, in doubt, or queued with its error: a waiter learns it now
 	return false
+}
+
+// failureJSON is the error_json of a failed attempt (asWritten: refused
+// as written, deadAtOnce).
+func failureJSON(kind Kind, msg string, now time.Time, attempt int, asWritten bool) []byte {
+	fields := map[string]any{"kind": kind, "class": Rules[kind].Class, "message": msg, "at": now.UTC(), "attempt": attempt}
+	if asWritten {
+		fields["as_written"] = true
+	}
+	ej, err := json.Marshal(fields)
+	if err != nil {
+		ej = []byte(`{"kind":"` + kind.String() + `"}`) // msg held something JSON cannot encode
+	}
+	return ej
+}
+
+// leftAs is the WHERE of the flusher's record of an attempt (?1 the op's
+// local_seq): the op still in the state (?2) and after the attempts (?3)
+// the flusher left it in. An operator's drop, delivered or retry from
+// another process meanwhile changed one or the other: the flusher's
+// record is not made (asLeft false), and the operator's stands.
+const leftAs = `local_seq=? AND state=? AND attempts=?`
+
+// asLeft reports whether an UPDATE ... WHERE leftAs changed the op.
+func asLeft(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// operatorFirst logs that something else settled op while the flusher
+// was at it (an operator's drop, delivered or retry; a delete on this
+// device): the flusher did only what says.
+func (f *Flusher) operatorFirst(ctx context.Context, op Op, what string) {
+	did := "changed it"
+	if now, err := f.S.Get(ctx, op.LocalSeq); err != nil {
+		did += " (unreadable now: " + err.Error() + ")"
+	} else if k := FailureOf(now.Error).Kind; now.State == Done && k != "" {
+		did = k.String()
+	} else {
+		did = "left it " + now.State.String()
+	}
+	f.Log.Info("outbox op settled by the operator while this edge was sending it: theirs stands", "op", op.Short(), "tool", op.Tool, "operator", did, "flusher", what)
 }
 
 // noteLastError records a failed send as the outbox's last error: its
@@ -124,27 +171,26 @@ func (f *Flusher) noteLastError(ctx context.Context, tx *sql.Tx, tool, msg strin
 
 // failedState is what a failed send leaves op in (its refusals counted
 // with this one): dead once refused for good or too often, in doubt when
-// it may have landed and nothing can look it up, else queued; each said
-// in the log (asWritten: a dead op that holds nothing back, deadAtOnce).
-func (f *Flusher) failedState(ctx context.Context, op Op, kind Kind, msg string, refusals int, final, asWritten bool, sendErr error) State {
+// it may have landed and nothing can look it up, else queued; say says
+// it in the log, once it is recorded (asWritten: a dead op that holds
+// nothing back, deadAtOnce).
+func (f *Flusher) failedState(ctx context.Context, op Op, kind Kind, msg string, refusals int, final, asWritten bool, sendErr error) (st State, say func()) {
 	rec, _ := catalogue.Lookup(op.Tool)
+	log := func(level slog.Level, words string, attrs ...any) func() {
+		return func() { f.Log.Log(ctx, level, words, append([]any{"op", op.Short(), "tool", op.Tool}, attrs...)...) }
+	}
 	switch {
 	case asWritten:
-		f.Log.Error("outbox op is dead: the primary refused it as written; the ops sharing its keys go on ("+f.ListCommand+")", "op", op.Short(), "tool", op.Tool, "err", msg)
-		return Dead
+		return Dead, log(slog.LevelError, "outbox op is dead: the primary refused it as written; the ops sharing its keys go on ("+f.ListCommand+")", "err", msg)
 	case refusals >= f.MaxRefusals || final:
-		f.Log.Error("outbox op is dead: the primary refused it; the ops sharing its keys wait ("+f.ListCommand+")", "op", op.Short(), "tool", op.Tool, "refusals", refusals, "err", msg)
-		return Dead
+		return Dead, log(slog.LevelError, "outbox op is dead: the primary refused it; the ops sharing its keys wait ("+f.ListCommand+")", "refusals", refusals, "err", msg)
 	case kind == Lost && rec.Replay == catalogue.Unrepeatable && (!f.knownLedger(ctx) || isInDoubt(sendErr)),
 		isInDoubt(sendErr) && op.MaybeApplied: // held in doubt though sent again after a look-up (an update edited over since)
-		f.Log.Error("outbox op in doubt: it may have landed and nothing can look it up; devbox-config edge outbox retry (send it again) or delivered (it landed) settles it", "op", op.Short(), "tool", op.Tool, "err", msg)
-		return InDoubt
+		return InDoubt, log(slog.LevelError, "outbox op in doubt: it may have landed and nothing can look it up; devbox-config edge outbox retry (send it again) or delivered (it landed) settles it", "err", msg)
 	case kind == Unauthorized:
-		f.Log.Error("the primary refused the token; queued writes wait for a fixed MEMPALACE_REMOTE_TOKEN", "op", op.Short())
-	default:
-		f.Log.Debug("outbox op not sent; will retry", "op", op.Short(), "tool", op.Tool, "kind", kind, "err", msg)
+		return Queued, log(slog.LevelError, "the primary refused the token; queued writes wait for a fixed MEMPALACE_REMOTE_TOKEN")
 	}
-	return Queued
+	return Queued, log(slog.LevelDebug, "outbox op not sent; will retry", "kind", kind, "err", msg)
 }
 
 // done records a sent op as done: answered (kind ""), its object already
@@ -173,6 +219,7 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 		f.Log.Info("the gateway left out of a checkpoint items an admin deleted on the primary: done", "op", op.Short(), "answer", words)
 		note = noteOf(DeletedOnPrimary, words, now)
 	}
+	recorded := true
 	if err == nil {
 		err = f.fenced(ctx, func(tx *sql.Tx) error {
 			if err := f.moveFence(ctx, tx, op, res); err != nil {
@@ -183,12 +230,16 @@ func (f *Flusher) done(ctx context.Context, op Op, res map[string]any, kind Kind
 					return err
 				}
 			}
-			return settleDone(ctx, tx, op.LocalSeq, now, string(result), note)
+			var err error
+			recorded, err = settleSent(ctx, tx, op, now, string(result), note)
+			return err
 		})
 	}
 	switch {
 	case err != nil:
 		f.Log.Error("outbox: a sent op's outcome not recorded", "op", op.Short(), "err", err)
+	case !recorded:
+		f.operatorFirst(ctx, op, "its answer (it reached the primary) noted on it, nothing sent again")
 	case note != "" && kind == "":
 		f.S.notices.Add(1) // its agent is told (DeadOps)
 	}
@@ -238,6 +289,33 @@ func settleDone(ctx context.Context, tx *sql.Tx, seq int64, now time.Time, resul
 	if _, err := tx.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=?, result_json=COALESCE(NULLIF(?, ''), result_json), error_json=NULLIF(?, '') WHERE local_seq=?`, now.UnixMilli(), result, errJSON, seq); err != nil {
 		return err
 	}
+	return freeDone(ctx, tx, seq, now, result)
+}
+
+// settleSent is settleDone of the op a send answered, as the flusher left
+// it (leftAs); recorded false: an operator settled it meanwhile. A drop
+// or delivered stays, and the answer is noted on it: its result, and its
+// message says the send landed (Landed); a retry's queued op is sent again.
+func settleSent(ctx context.Context, tx *sql.Tx, op Op, now time.Time, result, errJSON string) (recorded bool, err error) {
+	recorded, err = asLeft(tx.ExecContext(ctx, `UPDATE ops SET state='done', flushed_at=?, result_json=COALESCE(NULLIF(?, ''), result_json), error_json=NULLIF(?, '') WHERE `+leftAs,
+		now.UnixMilli(), result, errJSON, op.LocalSeq, op.State.String(), op.Attempts))
+	if err != nil || !recorded {
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `UPDATE ops SET result_json=COALESCE(NULLIF(?, ''), result_json), error_json=json_set(error_json, '$.message', json_extract(error_json, '$.message')||?, '$.landed', json('true'))
+				WHERE local_seq=? AND state='done' AND json_valid(error_json)`, result, Landed, op.LocalSeq)
+		}
+		return false, err
+	}
+	return true, freeDone(ctx, tx, op.LocalSeq, now, result)
+}
+
+// Landed ends the message of an op an operator settled (dropped,
+// delivered) while a send of it was in flight that reached the primary.
+const Landed = "; but the send in flight at the time reached the primary: it landed there"
+
+// freeDone is what follows an op marked done: its causal keys freed,
+// and for an op the primary took (result), its tombstones and last_flush.
+func freeDone(ctx context.Context, tx *sql.Tx, seq int64, now time.Time, result string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM op_keys WHERE local_seq=?`, seq); err != nil {
 		return err
 	}

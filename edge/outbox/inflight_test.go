@@ -1,0 +1,178 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/joakimp/devbox-config/edge/outbox"
+	"github.com/joakimp/devbox-config/fakepalace"
+)
+
+// heldPrimary holds its first add_drawer until answer says how it ends
+// (lost: the connection drops after the request left; else the palace's
+// answer, the write landed); every other call, and every later add, goes
+// to the palace at once. adds counts the add_drawer calls.
+type heldPrimary struct {
+	mem    memPrimary
+	called chan struct{}
+	answer chan bool // true: lost
+	adds   *atomic.Int32
+}
+
+func (p heldPrimary) Up() bool { return true }
+
+func (p heldPrimary) Call(ctx context.Context, tool string, args json.RawMessage) (map[string]any, error) {
+	if tool != "mempalace_add_drawer" || p.adds.Add(1) > 1 {
+		return p.mem.Call(ctx, tool, args)
+	}
+	close(p.called)
+	select {
+	case lost := <-p.answer:
+		if lost {
+			return nil, errors.New("connection reset by peer after the request was sent")
+		}
+		return p.mem.Call(ctx, tool, args)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// settledInFlight queues a write in one process's outbox, has its flusher
+// (Drain, which sends a lost answer's op again) send it, and while the
+// send is in flight runs operator on a second Store on the same file (the
+// CLI, another process); then the send ends (lost, or landed). It returns
+// the op as the outbox holds it after, the add_drawer calls the primary
+// got, and operator's error.
+func settledInFlight(t *testing.T, lost bool, operator func(*outbox.Store, string) error) (outbox.Op, int32, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), outbox.FileName)
+	edge, err := outbox.Open(path, "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer edge.Close()
+	cli, err := outbox.Open(path, "dev", "lab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx := context.Background()
+	op, err := edge.Enqueue(ctx, outbox.Write{Name: "mempalace_add_drawer", Payload: []byte(`{"wing":"w","room":"r","content":"a write the operator does not want on the primary"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, _ := fakepalace.New(fakepalace.Options{})
+	p := heldPrimary{mem: memPrimary{pl}, called: make(chan struct{}), answer: make(chan bool, 1), adds: new(atomic.Int32)}
+	drained := make(chan error, 1)
+	go func() {
+		_, err := (&outbox.Flusher{S: edge, P: p, BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond}).Drain(ctx)
+		drained <- err
+	}()
+	select {
+	case <-p.called:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the flusher never sent the write")
+	}
+	opErr := operator(cli, op.ID)
+	p.answer <- lost
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	got, err := cli.GetByID(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, p.adds.Load(), opErr
+}
+
+func drop(s *outbox.Store, id string) error {
+	_, _, err := s.Drop(context.Background(), id)
+	return err
+}
+
+// An operator's drop of an op a running edge has in flight sticks: the
+// flusher's record of its attempt (answer lost: queued again) is not made
+// over it, and the op is never sent again. Before, the record undid the
+// drop and the op was sent again until it landed (outside tester,
+// attack84 F2), its "dropped by the operator" note gone.
+func TestADropWhileInFlightStaysDroppedWhenTheAnswerIsLost(t *testing.T) {
+	t.Parallel()
+	got, adds, err := settledInFlight(t, true, drop)
+	if err != nil {
+		t.Fatalf("the drop of an op in flight: %v", err)
+	}
+	f := outbox.FailureOf(got.Error)
+	if got.State != outbox.Done || f.Kind != outbox.Dropped {
+		t.Errorf("the op dropped in flight is %s (%s), want done, dropped", got.State, got.Error)
+	}
+	if !strings.HasSuffix(f.Message, outbox.InFlightAtSettle) {
+		t.Errorf("the drop's note %q does not say the op was in flight and may have landed", f.Message)
+	}
+	if adds != 1 {
+		t.Errorf("the primary got the dropped write %d times, want only the send in flight at the drop", adds)
+	}
+}
+
+// An answer that arrives after the drop (the send landed) keeps the op
+// dropped, never sent again, and notes that it landed, with the
+// primary's answer: `edge outbox list --all` tells the operator it is
+// there to delete.
+func TestADropWhileInFlightNotesTheSendThatLanded(t *testing.T) {
+	t.Parallel()
+	got, adds, err := settledInFlight(t, false, drop)
+	if err != nil {
+		t.Fatalf("the drop of an op in flight: %v", err)
+	}
+	f := outbox.FailureOf(got.Error)
+	if got.State != outbox.Done || f.Kind != outbox.Dropped {
+		t.Errorf("the op dropped in flight is %s (%s), want done, dropped", got.State, got.Error)
+	}
+	if !strings.HasSuffix(f.Message, outbox.Landed) || len(got.Result) == 0 {
+		t.Errorf("the dropped op whose send landed says %q (answer %s), want it noted as landed, with the answer", f.Message, got.Result)
+	}
+	if adds != 1 {
+		t.Errorf("the primary got the dropped write %d times, want 1", adds)
+	}
+}
+
+// delivered of an op in flight stands too: a lost answer does not queue
+// it again.
+func TestDeliveredWhileInFlightIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	got, adds, err := settledInFlight(t, true, func(s *outbox.Store, id string) error {
+		_, err := s.Delivered(context.Background(), id)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("delivered of an op in flight: %v", err)
+	}
+	if f := outbox.FailureOf(got.Error); got.State != outbox.Done || f.Kind != outbox.Delivered {
+		t.Errorf("the op recorded as delivered in flight is %s (%s), want done, delivered", got.State, got.Error)
+	}
+	if adds != 1 {
+		t.Errorf("the primary got the op recorded as delivered %d times, want 1", adds)
+	}
+}
+
+// retry of an op in flight is refused (its answer settles it): before, it
+// reset the op to queued under the flusher, which sent it again
+// regardless of that answer.
+func TestRetryOfAnOpInFlightIsRefused(t *testing.T) {
+	t.Parallel()
+	got, adds, err := settledInFlight(t, false, func(s *outbox.Store, id string) error {
+		_, err := s.Retry(context.Background(), id)
+		return err
+	})
+	if err == nil || !strings.Contains(err.Error(), "in flight") {
+		t.Errorf("retry of an op in flight: %v, want it refused as in flight", err)
+	}
+	if got.State != outbox.Done || len(got.Error) != 0 || adds != 1 {
+		t.Errorf("the op is %s (%s) after %d sends, want done by its one send", got.State, got.Error, adds)
+	}
+}
