@@ -87,8 +87,10 @@ MEMPALACE_REMOTE_URL names (what devbox-config join queued) instead of the
 edge's.
 
 States: queued (waiting, maybe behind another op on the same object),
-inflight, dead (the primary refused it 5 times: fix the cause, then retry, or
-drop), indoubt (it may have landed and nothing can look it up: retry sends it
+inflight (being sent: a drop or delivered stands whatever that send's
+outcome, though the send may land; retry is refused until it settles), dead
+(the primary refused it 5 times: fix the cause, then retry, or drop),
+indoubt (it may have landed and nothing can look it up: retry sends it
 again, delivered records it as landed), held (written while policy.json did
 not parse: sent once it parses), done.`
 
@@ -241,6 +243,13 @@ func newOutboxActCmd(stdout, stderr io.Writer, use, short string, act func(*outb
 // (theirs: a drop left the note that the palace takes the primary's text;
 // a retry records the op as another device than it was queued as).
 func outcome(use string, o outbox.Op, theirs bool) string {
+	inFlight := strings.HasSuffix(outbox.FailureOf(o.Error).Message, outbox.InFlightAtSettle)
+	switch {
+	case use == "drop" && inFlight:
+		return "dropped; it was being sent (by a running edge, or one stopped mid-send): it may have landed on the primary (check with `devbox-config edge outbox list --all`, which notes a send of it that reached the primary, or on the primary); it is never sent again (the ops behind it move on)"
+	case use == "delivered" && inFlight:
+		return "recorded as delivered (never sent again); it was being sent: that send's outcome is not recorded over yours"
+	}
 	switch use {
 	case "drop":
 		switch {
