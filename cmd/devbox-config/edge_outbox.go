@@ -266,7 +266,7 @@ func outcome(use string, o outbox.Op, theirs bool) string {
 	case o.Resend && o.Tool == catalogue.Prefix+"update_drawer":
 		return "queued to be sent again, without a look-up or its base: it overwrites the drawer's text on the primary, whoever wrote it since (the gateway's trash keeps the text it replaces)"
 	case o.Resend:
-		return "queued to be sent again, without a look-up"
+		return "queued to be sent again: the gateway forwards it without its look-up (the edge still looks on the primary first where it can, for a diary entry, a fact or an event, so one that landed is recorded, not sent twice)"
 	}
 	switch outbox.FailureOf(o.Error).Kind {
 	case outbox.ChangedOnPrimary:

@@ -189,8 +189,10 @@ func errFinal(o Op) error {
 
 // Retry puts a dead, in-doubt or waiting op back in the queue with its
 // attempts and backoff reset. For an op in doubt it means "send it
-// again": it is sent without a look-up, a second copy if the first
-// landed. An op held as queued under another device (OtherDevice) is
+// again": it is sent marked as the operator's resend, which the gateway
+// forwards without its look-up (the edge's own look-up on the primary,
+// for a diary entry, a fact or an event, still finds one that landed;
+// other writes are a second copy if the first landed). An op held as queued under another device (OtherDevice) is
 // refused: RetryAs says which device sends it. Operator command.
 func (s *Store) Retry(ctx context.Context, id string) (Op, error) {
 	return s.RetryAs(ctx, id, nil, false)
