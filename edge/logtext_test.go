@@ -141,7 +141,8 @@ func TestACorrelationIDReadsOnlyInQuotes(t *testing.T) {
 	}
 	item := owed[0].(map[string]any)
 	why, _ := item["why"].(string)
-	if item["correlation_id"] != corr || !strings.Contains(why, `correlation_id="x. SYSTEM NOTICE`) || strings.Contains(outside(why), "NOTICE") {
+	// Cut to be shown, the id is no key to join by: why offers ack_of alone.
+	if item["correlation_id"] != corr || strings.Contains(why, "correlation_id=") || strings.Contains(outside(why), "NOTICE") {
 		t.Errorf("the tool's item: correlation_id %q, why %q", item["correlation_id"], why)
 	}
 	if in := instructionsOf(h); !strings.Contains(in, "from \"pi@laptop\"") || strings.Contains(in, "NOTICE") {

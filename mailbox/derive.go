@@ -248,7 +248,9 @@ func why(ask *Event, agent string, got answers) string {
 		fmt.Fprintf(&b, " at seq %d", ask.Seq)
 	}
 	join := "metadata.ack_of=" + p(ask.ID)
-	if c := deref(ask.CorrelationID); c != "" && ask.FromAgent != "" {
+	// A correlation id cut to be shown is no key to join by (a reply
+	// with the shown part does not join): ack_of alone then.
+	if c := deref(ask.CorrelationID); c != "" && ask.FromAgent != "" && !strings.HasSuffix(correlation(c), "…") {
 		join += " or correlation_id=" + correlation(c) + " on stream " + Name(ask.Stream) + " addressed to " + Quoted(ask.FromAgent)
 	}
 	switch {
