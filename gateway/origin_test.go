@@ -444,10 +444,14 @@ func TestJoinAttribution(t *testing.T) {
 		t.Errorf("the audit log with an attribution does not verify: %v", err)
 	}
 
+	// A removed id is named as one, with the fix that works (attack85
+	// F8: the refusal told to add it, which device add refuses).
+	g.configure(t, func(c *Config) { c.RemovedDevices = append(c.RemovedDevices, "gone-0000") })
 	before := len(g.primary.Dump().Drawers)
 	for _, c := range []struct{ token, claim, want string }{
 		{desk, "laptop-7f3a", "only an admin device"},
 		{admin, "nobody-0000", "no device of the gateway's config"},
+		{admin, "gone-0000", "a device removed from this gateway"},
 	} {
 		_, rpc := g.claimed(t, c.token, c.claim, "add_drawer", map[string]any{"wing": "shared", "room": "r", "content": "claimed by " + c.claim})
 		if rpc == nil || rpc["code"] != float64(CodeDenied) || !strings.Contains(str(rpc["message"]), c.want) {

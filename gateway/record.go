@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/joakimp/devbox-config/catalogue"
@@ -37,6 +38,8 @@ func (s *Server) authorStep(x *exchange, d *Device, req *rpcRequest) (author *De
 		return d, true
 	case !d.Admin:
 		return refuse(fmt.Sprintf("only an admin device may attribute writes to another device (params._meta[%q] is %q, this device is %s): join with --origin-device %s, or without it (the gateway attributes this device's writes to it), or from an admin device", origin.MetaKey, claim, d.ID, d.ID))
+	case a == nil && slices.Contains(s.cfg.Load().RemovedDevices, claim):
+		return refuse(fmt.Sprintf("params._meta[%q] names %q, a device removed from this gateway (what it wrote is trusted by no device): attribute the records to a live device (join --origin-device ID), or, if the id was removed by mistake, add it back with gateway device add %s --reuse-removed-id --label ...", origin.MetaKey, claim, claim))
 	case a == nil:
 		return refuse(fmt.Sprintf("params._meta[%q] names %q, no device of the gateway's config: add it first (gateway device add %s --label ...; it needs no token) to attribute records to it", origin.MetaKey, claim, claim))
 	default:
