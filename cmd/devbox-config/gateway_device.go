@@ -77,6 +77,9 @@ func (ac *deviceAddCmd) run(id string) error {
 		if c.Device(d.ID) != nil {
 			return failed(fmt.Errorf("device %s exists; change it with '%s', or choose another id", d.ID, ac.config.hint("device set "+d.ID+" ...")))
 		}
+		if i := slices.IndexFunc(c.RemovedDevices, func(id string) bool { return strings.EqualFold(id, d.ID) && id != d.ID }); i >= 0 {
+			return failed(fmt.Errorf("device %s differs only in case from the removed device %s: one reads as the other in audit lines, trust lists and the mailbox's mark of a removed sender; choose another id", d.ID, c.RemovedDevices[i]))
+		}
 		if slices.Contains(c.RemovedDevices, d.ID) {
 			if !ac.reuse {
 				return failed(fmt.Errorf("device %s was removed: a new device under its id would inherit the old one's records (who wrote what) and the trust other devices gave it; if it is the same machine, add it with --reuse-removed-id, or choose another id", d.ID))

@@ -70,6 +70,12 @@ func TestGatewayDeviceAddOfARemovedIDNeedsAFlag(t *testing.T) {
 	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
 		t.Error("the refused add changed the config")
 	}
+	// Nor in another case: Bob-02 beside removed bob-02 reads as it in the
+	// mailbox's "removed" mark and trust lists (attack85 F7).
+	_, errOut = cli(1, "device", "add", "Bob-02", "--label", "bob2", "--read", "*", "--agents", "pi@bob2", "--reuse-removed-id")
+	if !strings.Contains(errOut, "differs only in case from the removed device bob-02") {
+		t.Errorf("add of a removed id in another case:\n%s", errOut)
+	}
 	cli(0, "device", "add", "bob-02", "--label", "bob", "--read", "*", "--agents", "pi@bob", "--reuse-removed-id")
 	c, err := gateway.LoadConfig(cfg)
 	if after, _ := os.ReadFile(cfg); err != nil || c.Device("bob-02") == nil || strings.Contains(string(after), "removed_devices") {
