@@ -262,7 +262,7 @@ func (r Restorer) newerRestored(ctx context.Context, ref string, id int64) (stri
 // none (unknown when it was kept, or kept by a release before the trash
 // kept origins, whose gateway left the deleted drawer's stamp in the
 // index: attack83 F3) takes the stamp the index still holds for the
-// drawer's id; an update's replaced version does not (that stamp names
+// drawer's id, if it is from before the delete; an update's replaced version does not (that stamp names
 // the updater). With neither, the drawer reads as of unknown origin.
 func (r Restorer) reorigin(ctx context.Context, res Restored) error {
 	if r.Provenance == nil || res.As == "" || (res.Already && res.Drawer.Kind != trash.KindPrior) {
@@ -270,7 +270,9 @@ func (r Restorer) reorigin(ctx context.Context, res Restored) error {
 	}
 	k, o := provenance.Drawer(res.As), res.Drawer.Origin
 	if o == nil && res.Drawer.Kind != trash.KindPrior {
-		if st, known := r.Provenance.Lookup(provenance.Drawer(res.Drawer.ID)); known {
+		// Only a stamp from before the delete names the deleted version's
+		// writer: one filed since (the id written again) names another's.
+		if st, known := r.Provenance.Lookup(provenance.Drawer(res.Drawer.ID)); known && !st.At.After(res.Delete.Time) {
 			o = &st
 		}
 	}

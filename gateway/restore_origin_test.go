@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/joakimp/devbox-config/gateway/provenance"
 	"github.com/joakimp/devbox-config/sqlitewal"
@@ -95,6 +96,14 @@ func TestRestoredOriginReadsAtOnce(t *testing.T) {
 // device that trusts the writer reads it trusted, not of unknown origin.
 func TestRestoreOfAnOriginlessRowKeepsTheIndexedWriter(t *testing.T) {
 	t.Parallel()
+	t.Run("its stamp from before the delete", func(t *testing.T) { restoreOriginless(t, false) })
+	// A stamp filed after the delete (the id written again since) names
+	// another's write, not the deleted version's (review27 D2).
+	t.Run("a stamp filed since", func(t *testing.T) { restoreOriginless(t, true) })
+}
+
+func restoreOriginless(t *testing.T, filedSince bool) {
+	t.Parallel()
 	g := newGW(t, []Device{
 		{ID: "laptop-7f3a", Label: "laptop", Read: []string{"*"}, Write: []string{"shared"}, KG: "read", Agents: []string{"opencode@laptop"}, Trusts: []string{"desk-9b21"}},
 		{ID: "desk-9b21", Label: "desk", Read: []string{"*"}, Write: []string{"shared"}, KG: "write", Agents: []string{"pi@desk"}},
@@ -128,14 +137,21 @@ func TestRestoreOfAnOriginlessRowKeepsTheIndexedWriter(t *testing.T) {
 	if _, err := db.Exec(`UPDATE drawers SET origin = ''`); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.srv.prov.Record(context.Background(), provenance.Entry{Key: key, Stamp: stamp}); err != nil {
+	if filedSince {
+		stamp = provenance.Stamp{Device: "admin-0001", Label: "ops", At: time.Now().Add(time.Hour)}
+	}
+	if err := g.srv.prov.Record(context.Background(), provenance.Entry{Key: key, Stamp: stamp, Replace: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.restorer(t).Restore(context.Background(), []string{fmt.Sprint(g.kept(t)[0].ID)}); err != nil {
 		t.Fatal(err)
 	}
 	got, _, _ := g.call(laptop, "get_drawer", map[string]any{"drawer_id": id})
-	if o := originOf(t, got); got["content"] != "precious drawer" || o["device"] != "desk-9b21" || o["trusted"] != true {
+	if o := originOf(t, got); filedSince {
+		if o["device"] != "unknown" {
+			t.Errorf("restored with a stamp filed after its delete, desk's drawer reads as %v, want of unknown origin", o)
+		}
+	} else if got["content"] != "precious drawer" || o["device"] != "desk-9b21" || o["trusted"] != true {
 		t.Errorf("restored, desk's drawer reads %q as %v, want desk's and trusted", got["content"], o)
 	}
 }
