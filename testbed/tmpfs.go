@@ -3,6 +3,9 @@ package testbed
 import (
 	"flag"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -31,7 +34,8 @@ func (o onTmpfs) Run() int {
 	if !testing.Short() || syscall.Statfs("/dev/shm", &st) != nil || int64(st.Type) != tmpfsMagic {
 		return o.m.Run()
 	}
-	dir, err := os.MkdirTemp("/dev/shm", "devbox-config-test-")
+	sweepTmpfs()
+	dir, err := os.MkdirTemp("/dev/shm", tmpfsPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return o.m.Run() // a read-only or full /dev/shm: the disk, as before
 	}
@@ -47,4 +51,20 @@ func (o onTmpfs) Run() int {
 		os.Stderr.WriteString("testbed: removing the tests' temporary directory: " + err.Error() + "\n")
 	}
 	return code
+}
+
+// tmpfsPrefix begins the name of a test process's directory under
+// /dev/shm, followed by its pid.
+const tmpfsPrefix = "devbox-config-test-"
+
+// sweepTmpfs removes the directories of test processes that are gone (a
+// panic, a -timeout or a kill skips the removal, and /dev/shm is memory).
+func sweepTmpfs() {
+	dirs, _ := filepath.Glob("/dev/shm/" + tmpfsPrefix + "*") // a bad pattern is the only error
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(filepath.Base(d), tmpfsPrefix), "-", 2)[0])
+		if err != nil || syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.RemoveAll(d) // best effort: another sweep tries again
+		}
+	}
 }
