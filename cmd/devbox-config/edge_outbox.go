@@ -243,7 +243,7 @@ func newOutboxActCmd(stdout, stderr io.Writer, use, short string, act func(*outb
 // (theirs: a drop left the note that the palace takes the primary's text;
 // a retry records the op as another device than it was queued as).
 func outcome(use string, o outbox.Op, theirs bool) string {
-	inFlight := strings.HasSuffix(outbox.FailureOf(o.Error).Message, outbox.InFlightAtSettle)
+	inFlight := strings.Contains(outbox.FailureOf(o.Error).Message, outbox.InFlightAtSettle) // Landed may follow it
 	switch {
 	case use == "drop" && inFlight:
 		return "dropped; it was being sent (by a running edge, or one stopped mid-send): it may have landed on the primary (check with `devbox-config edge outbox list --all`, which notes a send of it that reached the primary, or on the primary); it is never sent again (the ops behind it move on)"

@@ -153,7 +153,7 @@ func (f *Flusher) operatorFirst(ctx context.Context, op Op, what string) {
 	} else {
 		did = "left it " + now.State.String()
 	}
-	f.Log.Info("outbox op settled by the operator while this edge was sending it: theirs stands", "op", op.Short(), "tool", op.Tool, "operator", did, "flusher", what)
+	f.Log.Info("outbox op settled elsewhere while this edge was sending it (an operator's command, or a delete on this device): that stands", "op", op.Short(), "tool", op.Tool, "settled", did, "flusher", what)
 }
 
 // noteLastError records a failed send as the outbox's last error: its
