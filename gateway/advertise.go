@@ -17,8 +17,24 @@ func (c *Config) deviceInfo(d *Device) deviceinfo.Info {
 		ID: d.ID, Label: d.Label, Admin: d.Admin, BulkDelete: d.BulkDelete, DeleteCap: c.DeleteCapOrDefault(),
 		Read: d.Read, Write: d.Write, KG: string(cmp.Or(d.KG, KGNone)), Agents: d.Agents, Coordinator: d.Coordinator,
 		Refuses: catalogue.NeverNames(), Trash: true, TrashRetentionDays: int(c.TrashRetention().Hours() / 24),
-		Origins: origin.Version, Trusts: trustedSet(d), Untrusted: string(cmp.Or(d.Untrusted, UntrustedMark)), Removed: c.RemovedDevices, InstructionWing: c.InstructionWing,
+		Origins: origin.Version, Trusts: trustedSet(d), Untrusted: string(cmp.Or(d.Untrusted, UntrustedMark)), Removed: recentlyRemoved(c.RemovedDevices), InstructionWing: c.InstructionWing,
 	}
+}
+
+// headerRemoved is how many removed devices a device header names at most.
+const headerRemoved = 32
+
+// recentlyRemoved is the last headerRemoved of removed (`device remove`
+// appends): the header rides on every answer, and every removed id in it
+// grew it past what Node's HTTP client takes (16 KiB, ~450 uuid ids;
+// attack85 F13). The bound is safe: the gateway decides trust for every
+// record it answers with (Device.trusts: every removed device, named here
+// or not), and the list only narrows an edge's view kept from an earlier
+// session, which the next session that reaches the gateway reads again,
+// its records marked. A view kept across 32 later removals without one
+// such session is the window left.
+func recentlyRemoved(removed []string) []string {
+	return removed[max(0, len(removed)-headerRemoved):]
 }
 
 // trustedSet is the devices d trusts, itself included (nil: every one).

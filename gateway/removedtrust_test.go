@@ -1,8 +1,13 @@
 package gateway
 
 import (
+	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/joakimp/devbox-config/gateway/deviceinfo"
 )
 
 // Outside tester, attack82 F1: once a device is removed, what it wrote
@@ -48,5 +53,40 @@ func TestARemovedDevicesRecordsAreNotTrusted(t *testing.T) {
 	}
 	if in := c.deviceInfo(c.Device("desk-9b21")); !slices.Contains(in.Removed, "laptop-7f3a") || in.TrustsDevice("laptop-7f3a") {
 		t.Errorf("desk is told %+v: want laptop-7f3a among the removed, not trusted (an edge's kept wake-up view is narrowed by it)", in)
+	}
+}
+
+// Outside tester, attack85 F13: the device header rides on every answer,
+// and named every removed device: at ~450 uuid ids it outgrew Node's 16
+// KiB header limit and every answer was refused. After 1,000 removals it
+// stays small and names the latest, and a device removed long before,
+// no longer named, is still trusted by no device.
+func TestTheDeviceHeaderStaysSmallAfterManyRemovals(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	drawer := must1(t, g, laptop, "add_drawer", map[string]any{"wing": "shared", "room": "keys", "content": "rotate the prod keys"})
+	g.configure(t, func(c *Config) {
+		c.Devices = slices.DeleteFunc(c.Devices, func(d Device) bool { return d.ID == "laptop-7f3a" })
+		c.RemovedDevices = append(c.RemovedDevices, "laptop-7f3a")
+		for i := range 1000 {
+			c.RemovedDevices = append(c.RemovedDevices, fmt.Sprintf("%08x-1d2c-4b7a-9e3f-%012x", i, i))
+		}
+	})
+	req, _ := http.NewRequest("POST", g.http.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+desk)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	in, ok := deviceinfo.FromHeader(resp.Header)
+	if h := resp.Header.Get(deviceinfo.Header); !ok || len(h) > 4096 || !slices.Contains(in.Removed, "000003e7-1d2c-4b7a-9e3f-0000000003e7") {
+		t.Errorf("after 1,000 removals desk's header is %d bytes, naming %d removed (want under 4 KiB, the latest among them)", len(h), len(in.Removed))
+	}
+	if o := originOf(t, must1(t, g, desk, "get_drawer", map[string]any{"drawer_id": drawer["drawer_id"]})); o["trusted"] != false || o["removed"] != "laptop-7f3a" {
+		t.Errorf("laptop, removed 1,000 removals ago, reads %v to desk: want untrusted, removed", o)
 	}
 }

@@ -46,8 +46,10 @@ type Info struct {
 	// answers do with the others' ("mark" or "withhold").
 	Trusts    []string `json:"trusts"`
 	Untrusted string   `json:"untrusted"`
-	// Removed is the ids of removed devices (the gateway's
-	// removed_devices): no device trusts what they wrote.
+	// Removed is the ids of the devices removed last (the gateway's
+	// removed_devices, the latest 32): no device trusts what they wrote,
+	// nor what any other removed device wrote, which the gateway's own
+	// answers mark.
 	Removed []string `json:"removed,omitempty"`
 	// InstructionWing is the wing every device reads and only admin
 	// devices whose write globs match it write ("": none).

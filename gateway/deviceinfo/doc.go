@@ -45,9 +45,10 @@
 // trusts (the device ids whose records this device trusts, its own
 // included; null: every device's, records of unknown origin included),
 // untrusted ("mark": an untrusted record's origin says "trusted": false;
-// "withhold": answers leave such records out), removed (the ids of devices
-// the operator removed, absent when none: no device trusts their records,
-// whatever trusts says) and instruction_wing (the
+// "withhold": answers leave such records out), removed (the ids of the devices
+// the operator removed last, at most 32, absent when none: no device
+// trusts their records, whatever trusts says; the gateway marks every
+// removed device's records in its answers, named here or not) and instruction_wing (the
 // wing every device reads and only admin devices whose write globs match
 // it write, "" for none: an edge should not queue another device's write
 // to it, which the gateway refuses).
