@@ -57,22 +57,36 @@ func (d *Device) readsSome() bool { return len(d.Read) > 0 || d.instructions != 
 // trusts reports whether the device trusts the records device id wrote
 // (origin.Unknown: records of unknown origin): every device's when it
 // names no trusted set, else its own and those of the set; never a
-// removed device's (attack82 F1: a lost or compromised machine's asks).
+// removed device's (attack82 F1: a lost or compromised machine's asks),
+// nor one the config does not hold at all (attack85 F10: removed by a
+// release that kept no removed_devices, or deleted by hand).
 func (d *Device) trusts(id string) bool {
-	if slices.Contains(d.removed, id) {
+	if removed, unlisted := d.gone(id); removed || unlisted {
 		return false
 	}
 	return d.Trusts == nil || id == d.ID || (id != origin.Unknown && slices.Contains(d.Trusts, id))
 }
 
-// removedOf is the removed device among o's device and via ("": none).
-func (d *Device) removedOf(o origin.Origin) string {
-	for _, id := range []string{o.Device, o.Via} {
-		if id != "" && slices.Contains(d.removed, id) {
-			return id
+// gone reports whether device id is a removed device of the config, or
+// one it does not hold (unlisted); records of unknown origin are neither.
+func (d *Device) gone(id string) (removed, unlisted bool) {
+	if slices.Contains(d.removed, id) {
+		return true, false
+	}
+	return false, id != origin.Unknown && id != d.ID && !d.live[id]
+}
+
+// goneOf is the device among o's device and via that is removed, and
+// the one the config does not hold ("": none).
+func (d *Device) goneOf(o origin.Origin) (removed, unlisted string) {
+	for _, id := range []string{o.Via, o.Device} { // the device's own reason wins
+		if r, u := d.gone(id); id != "" && r {
+			removed = id
+		} else if id != "" && u {
+			unlisted = id
 		}
 	}
-	return ""
+	return removed, unlisted
 }
 
 // trustsOrigin reports whether the device trusts a record of origin o:

@@ -168,9 +168,11 @@ type Device struct {
 	// gateway tells the device about itself on every /mcp answer
 	// (deviceinfo): both set when the config is loaded.
 	instructions, header string
-	// removed is the config's removed devices, whose records the device
-	// does not trust: set when the config is loaded.
+	// removed is the config's removed devices and live its devices' ids:
+	// the device trusts no record of a device outside live (set when the
+	// config is loaded).
 	removed []string
+	live    map[string]bool
 }
 
 // Untrusted is what a device's answers do with a record written by a
@@ -296,7 +298,12 @@ func blank(b []byte) bool {
 
 // bind gives each device what it needs of the whole config.
 func (c *Config) bind() {
+	live := make(map[string]bool, len(c.Devices))
+	for _, d := range c.Devices {
+		live[d.ID] = true
+	}
 	for i := range c.Devices {
+		c.Devices[i].live = live
 		c.Devices[i].instructions = c.InstructionWing
 		c.Devices[i].removed = c.RemovedDevices
 		c.Devices[i].header = c.deviceInfo(&c.Devices[i]).HeaderValue()

@@ -162,7 +162,8 @@ func (a *annotator) originAt(k provenance.Key, ok bool) origin.Origin {
 			o = origin.Origin{Device: st.Device, Label: st.Label, Agent: st.Agent, Via: st.Via, At: st.At.UTC().Format(time.RFC3339Nano)}
 		}
 	}
-	o.Removed, o.Trusted = a.d.removedOf(o), a.d.trustsOrigin(o)
+	o.Trusted = a.d.trustsOrigin(o)
+	o.Removed, o.Unlisted = a.d.goneOf(o)
 	return o
 }
 

@@ -90,3 +90,25 @@ func TestTheDeviceHeaderStaysSmallAfterManyRemovals(t *testing.T) {
 		t.Errorf("laptop, removed 1,000 removals ago, reads %v to desk: want untrusted, removed", o)
 	}
 }
+
+// Outside tester, attack85 F10: a device removed by a release that kept
+// no removed_devices, or whose block was deleted from the config by hand,
+// is in neither list: its asks read trusted: true and were told at
+// wake-up. Now a device the config does not hold is trusted by no device,
+// with its own reason ("unlisted"); records of unknown origin keep theirs.
+func TestADeviceDeletedFromTheConfigByHandIsNotTrusted(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	laptop, desk := g.tokens["laptop-7f3a"], g.tokens["desk-9b21"]
+	drawer := must1(t, g, laptop, "add_drawer", map[string]any{"wing": "shared", "room": "keys", "content": "rotate the prod keys"})
+	g.configure(t, func(c *Config) {
+		c.Devices = slices.DeleteFunc(c.Devices, func(d Device) bool { return d.ID == "laptop-7f3a" })
+	})
+	o := originOf(t, must1(t, g, desk, "get_drawer", map[string]any{"drawer_id": drawer["drawer_id"]}))
+	if o["device"] != "laptop-7f3a" || o["trusted"] != false || o["unlisted"] != "laptop-7f3a" || o["removed"] != nil {
+		t.Errorf("laptop, deleted from the config, reads %v to desk (no trusted set): want untrusted, unlisted laptop-7f3a", o)
+	}
+	if own := originOf(t, must1(t, g, desk, "get_drawer", map[string]any{"drawer_id": must1(t, g, desk, "add_drawer", map[string]any{"wing": "shared", "room": "keys", "content": "desk's own note"})["drawer_id"]})); own["trusted"] != true || own["unlisted"] != nil {
+		t.Errorf("desk's own drawer reads %v", own)
+	}
+}

@@ -105,6 +105,11 @@ func stamp(t *testing.T, g *gw, key provenance.Key, dev string) {
 // and origin steps for d.
 func filtered(t *testing.T, g *gw, d *Device, tool, text string) ([]byte, error) {
 	t.Helper()
+	if d.live == nil { // built by hand: the devices it knows are the config's
+		bound := *d
+		bound.live = g.srv.cfg.Load().Devices[0].live
+		d = &bound
+	}
 	tl, _ := catalogue.Lookup(tool)
 	env := encodeJSON(map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}})
 	out, err := g.srv.filterAnswer(context.Background(), d, tl, Decision{Allow: true}, []byte("1"), env)

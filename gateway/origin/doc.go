@@ -44,6 +44,11 @@
 //     has removed that device (`gateway device remove`; its
 //     removed_devices): no device trusts the record then, one that names
 //     no trusted set included, so trusted is false.
+//   - unlisted: the id of device, or else of via, when that device is
+//     neither a device of the gateway's config nor a removed one (removed
+//     by a release that kept no removed_devices, or deleted from the
+//     config by hand): trusted by no device either. Records of unknown
+//     origin are not unlisted.
 //   - trusted (always): whether the reading device trusts device and,
 //     for a record with via, the via device too (both vouch for it: the
 //     one it names and the one whose credential wrote or placed it). A device

@@ -91,6 +91,10 @@ type Origin struct {
 	// Removed is the device of Device and Via that the gateway's config
 	// has removed ("" when neither is): then Trusted is false.
 	Removed string `json:"removed,omitempty"`
+	// Unlisted is the device of Device and Via that is neither a device
+	// of the gateway's config nor a removed one ("" when both are known):
+	// then Trusted is false.
+	Unlisted string `json:"unlisted,omitempty"`
 	// Trusted: the reading device trusts Device (always true for a device
 	// that names no trusted set).
 	Trusted bool `json:"trusted"`
@@ -126,6 +130,7 @@ func (o Origin) AppendJSON(dst []byte) []byte {
 	opt("at", o.At)
 	opt("via", o.Via)
 	opt("removed", o.Removed)
+	opt("unlisted", o.Unlisted)
 	dst = append(dst, `,"trusted":`...)
 	dst = strconv.AppendBool(dst, o.Trusted)
 	opt("palace", o.Palace)
