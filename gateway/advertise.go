@@ -29,10 +29,12 @@ const headerRemoved = 32
 // grew it past what Node's HTTP client takes (16 KiB, ~450 uuid ids;
 // attack85 F13). The bound is safe: the gateway decides trust for every
 // record it answers with (Device.trusts: every removed device, named here
-// or not), and the list only narrows an edge's view kept from an earlier
-// session, which the next session that reaches the gateway reads again,
-// its records marked. A view kept across 32 later removals without one
-// such session is the window left.
+// or not), and the list only narrows what an edge kept from earlier: its
+// wake-up view, which the next session that reaches the gateway reads
+// again, its records marked, and the writers of the drawers its palace
+// took from the primary (edge marks). A view kept across 32 later
+// removals without one such session, and a drawer taken before its writer
+// was removed with 32 removals since, are the window left.
 func recentlyRemoved(removed []string) []string {
 	return removed[max(0, len(removed)-headerRemoved):]
 }
