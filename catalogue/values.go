@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/joakimp/devbox-config/lookalike"
 )
 
 // CheckValues refuses a call of t whose arguments hold a value
@@ -44,19 +46,40 @@ func CheckValues(t Tool, args map[string]any) error {
 }
 
 // stampKey refuses a metadata object (event_append's, artifact_put's,
-// patch_submit's) that holds "origin" or "trusted", in any case: the
-// gateway stamps every record with a top-level "origin" saying who wrote
-// it, verified, and whether the reader trusts them; a writer's
-// metadata.origin beside it would be a second, unverified one that
-// disagrees (attack82 F2). MemPalace itself reads neither key.
+// patch_submit's) that holds "origin" or "trusted", or a look-alike of
+// either (lookalike.Skeleton: any case, a Cyrillic о, a trailing space),
+// at its top or one object down: the gateway stamps every record with a
+// top-level "origin" saying who wrote it, verified, and whether the
+// reader trusts them; a writer's metadata.origin beside it would be a
+// second, unverified one that disagrees (attack82 F2, attack85 F5).
+// MemPalace itself reads neither key.
 func stampKey(args map[string]any) error {
 	meta, _ := args["metadata"].(map[string]any)
 	for _, k := range slices.Sorted(maps.Keys(meta)) {
-		if strings.EqualFold(k, "origin") || strings.EqualFold(k, "trusted") {
-			return fmt.Errorf("Invalid value for parameter 'metadata': it holds %q, a key of the gateway's provenance stamp (each record's own \"origin\" says who wrote it, as the gateway verified, and whether the reader trusts them); a writer may not put another beside it (fix: drop the key, or rename it, e.g. %q)", k, "claimed_"+strings.ToLower(k))
+		keys := map[string]string{k: k}
+		if inner, ok := meta[k].(map[string]any); ok {
+			for ik := range inner {
+				keys[k+"."+ik] = ik
+			}
+		}
+		for _, path := range slices.Sorted(maps.Keys(keys)) {
+			if like := stampLike(keys[path]); like != "" {
+				return fmt.Errorf("Invalid value for parameter 'metadata': it holds %+q, a key of (or looking like one of) the gateway's provenance stamp (each record's own \"origin\" says who wrote it, as the gateway verified, and whether the reader trusts them); a writer may not put another beside it (fix: drop the key, or rename it, e.g. %q)", path, "claimed_"+like)
+			}
 		}
 	}
 	return nil
+}
+
+// stampLike is the key of the provenance stamp key looks like ("": none).
+func stampLike(key string) string {
+	sk := lookalike.Skeleton(key)
+	for _, k := range []string{"origin", "trusted"} {
+		if sk == lookalike.Skeleton(k) {
+			return k
+		}
+	}
+	return ""
 }
 
 // WaitForPrevious is the argument MemPalace takes for every tool, of any
