@@ -221,7 +221,7 @@ func OpenOptions(path string, opt Options) (*Ledger, error) {
 	}
 	// Another gateway opening the same fresh file can make it busy.
 	err = sqlitewal.RetryBusy(func() error {
-		return sqlitewal.Versioned(l.db, "op-id ledger", path, SchemaVersion, opt.Log, l.createSchema)
+		return sqlitewal.Versioned(l.db, "op-id ledger", path, SchemaVersion, opt.Log, createSchema)
 	})
 	switch {
 	case errors.Is(err, sqlitewal.ErrNewerSchema):
@@ -269,12 +269,9 @@ func (l *Ledger) Close() error {
 	return l.db.Close() // the last connection to close checkpoints the WAL
 }
 
-func (l *Ledger) createSchema() error {
-	tx, err := l.db.Begin()
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // after Commit, a no-op
+// createSchema creates the schema, or brings a ledger made by an older
+// build up to it (in sqlitewal.Versioned's transaction).
+func createSchema(tx *sql.Tx) error {
 	var old string
 	if err := tx.QueryRow(`SELECT COALESCE((SELECT sql FROM sqlite_master WHERE type='table' AND name='ops'), '')`).Scan(&old); err != nil {
 		return err
@@ -312,7 +309,7 @@ func (l *Ledger) createSchema() error {
 	if _, err := tx.Exec(queuedAsIndex); err != nil {
 		return fmt.Errorf("migrating the ledger: %w", err)
 	}
-	return tx.Commit()
+	return nil
 }
 
 // statements are the ledger's queries, prepared once (a fresh op runs

@@ -110,7 +110,7 @@ func Open(path string, log *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("provenance index %s: %w", path, err)
 	}
 	s := &Store{path: path, db: db}
-	create := func() error { _, err := db.Exec(schema()); return err }
+	create := func(tx *sql.Tx) error { _, err := tx.Exec(schema()); return err }
 	err = sqlitewal.RetryBusy(func() error { return sqlitewal.Versioned(db, "provenance index", path, SchemaVersion, log, create) })
 	switch {
 	case errors.Is(err, sqlitewal.ErrNewerSchema):

@@ -244,7 +244,7 @@ func Open(path string, retention time.Duration, log *slog.Logger) (*Store, error
 		return nil, fmt.Errorf("trash %s: %w", path, err)
 	}
 	s := &Store{path: path, db: db, retention: retention, Now: time.Now, OwnQuota: DefaultOwnQuota, log: log}
-	err = sqlitewal.RetryBusy(func() error { return sqlitewal.Versioned(db, "trash", path, SchemaVersion, log, s.migrate) })
+	err = sqlitewal.RetryBusy(func() error { return sqlitewal.Versioned(db, "trash", path, SchemaVersion, log, migrate) })
 	switch {
 	case errors.Is(err, sqlitewal.ErrNewerSchema):
 		db.Close() // the version's error is the one to report
@@ -261,25 +261,25 @@ func Open(path string, retention time.Duration, log *slog.Logger) (*Store, error
 }
 
 // migrate creates the schema, and adds the columns a trash made before
-// them lacks.
-func (s *Store) migrate() error {
-	if _, err := s.db.Exec(schema); err != nil {
+// them lacks (in sqlitewal.Versioned's transaction).
+func migrate(tx *sql.Tx) error {
+	if _, err := tx.Exec(schema); err != nil {
 		return err
 	}
 	for _, c := range added {
 		var has int
-		err := s.db.QueryRow(`SELECT count(*) FROM pragma_table_info(?) WHERE name=?`, c[0], c[1]).Scan(&has)
+		err := tx.QueryRow(`SELECT count(*) FROM pragma_table_info(?) WHERE name=?`, c[0], c[1]).Scan(&has)
 		if err == nil && has == 0 {
-			_, err = s.db.Exec(`ALTER TABLE ` + c[0] + ` ADD COLUMN ` + c[1] + ` ` + c[2])
+			_, err = tx.Exec(`ALTER TABLE ` + c[0] + ` ADD COLUMN ` + c[1] + ` ` + c[2])
 		}
 		if err == nil && has == 0 && c[3] != "" {
-			_, err = s.db.Exec(c[3])
+			_, err = tx.Exec(c[3])
 		}
 		if err != nil {
 			return fmt.Errorf("adding the %s column: %w", c[1], err)
 		}
 	}
-	_, err := s.db.Exec(indexes)
+	_, err := tx.Exec(indexes)
 	return err
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,11 +141,10 @@ func BenchmarkDeletedLookUp(b *testing.B) {
 	})
 }
 
-// A trash written before drawers had an origin and deletes an op id
-// opens with both columns added, its deletes as they were (no op id), and
-// keeps a new delete's op id (a restore settles that op).
-func TestOldTrashGainsOriginAndOpID(t *testing.T) {
-	ctx := context.Background()
+// oldTrash is a trash as a build before origins and op ids left it, with
+// delete 1 holding one drawer.
+func oldTrash(t *testing.T) string {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "trash.sqlite")
 	db, err := sqlitewal.Open(file, "FULL")
 	if err != nil {
@@ -162,7 +162,50 @@ func TestOldTrashGainsOriginAndOpID(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db.Close()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// Outside tester, attack85 F4: a `gateway trash` command and the new
+// gateway's first start (or two trash commands) opening an older trash
+// at once: one failed with "not a usable SQLite database: adding the
+// purged_digest column: ... duplicate column name" (the gateway exited).
+// Now both open it, and it is at this release's version with its delete.
+func TestTwoOpensMigrateAnOldTrashAtOnce(t *testing.T) {
+	file := oldTrash(t)
+	var wg sync.WaitGroup
+	stores := make([]*Store, 4)
+	errs := make([]error, len(stores))
+	for i := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = Open(file, 0, nil)
+		}()
+	}
+	wg.Wait()
+	for i, s := range stores {
+		if errs[i] != nil {
+			t.Fatalf("open %d: %v", i, errs[i])
+		}
+		defer s.Close()
+	}
+	if _, v, err := sqlitewal.Schema(file); err != nil || v != SchemaVersion {
+		t.Errorf("schema version %d (%v), want %d", v, err, SchemaVersion)
+	}
+	if d, err := stores[1].Get(context.Background(), 1); err != nil || len(d.Drawers) != 1 || d.Drawers[0].Content != "one" {
+		t.Errorf("the old delete after both: %+v %v", d, err)
+	}
+}
+
+// A trash written before drawers had an origin and deletes an op id
+// opens with both columns added, its deletes as they were (no op id), and
+// keeps a new delete's op id (a restore settles that op).
+func TestOldTrashGainsOriginAndOpID(t *testing.T) {
+	ctx := context.Background()
+	file := oldTrash(t)
 	var log bytes.Buffer
 	s, err := Open(file, 0, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
