@@ -17,7 +17,8 @@ import (
 )
 
 // instanceLock is the running gateway's hold on its audit log: an
-// exclusive flock on <audit_log>.lock, with the holder's pid in the file.
+// exclusive flock on <audit_log>.lock, with the holder's pid and its
+// store schema versions in the file (holder).
 // The audit log has one writer (two would break its hash chain for
 // good), so a second gateway on the same log is refused at start. The
 // kernel drops the lock when the process ends, however it ends: there is
@@ -47,14 +48,10 @@ func lockInstance(auditLog string) (*instanceLock, error) {
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("audit_log lock %s: %w", file, err)
 		}
-		holder := "pid unknown"
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			holder = "pid " + strconv.Itoa(pid)
-		}
-		return nil, fmt.Errorf("another gateway (%s) runs on the audit log %s: it holds %s, and two gateways appending to one log break its hash chain for good. Stop that gateway first (a restart: stop, then start), or give this one a config with its own audit_log", holder, auditLog, file)
+		return nil, fmt.Errorf("another gateway (%s) runs on the audit log %s: it holds %s, and two gateways appending to one log break its hash chain for good. Stop that gateway first (a restart: stop, then start), or give this one a config with its own audit_log", parseHolder(b).pid, auditLog, file)
 	}
 	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0) // only a hint for the refusal above
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"+schemas()+"\n"), 0) // only a hint for the refusals (parseHolder)
 	}
 	return &instanceLock{f: f, applied: real + appliedSuffix}, nil
 }
@@ -101,53 +98,99 @@ func (l *instanceLock) release() {
 	l.f = nil
 }
 
-// Serving says which gateway holds auditLog's lock now ("pid N", or "pid
-// unknown"; "" when none does). It tries the lock without waiting and
-// lets it go at once; a log with no lock file has had no gateway of a
-// release that takes it.
-func Serving(auditLog string) (string, error) {
+// holder is what the lock file says of the gateway that holds it: its
+// pid ("pid N", or "pid unknown") and the schema version it brings each
+// store to at its start (none named: a release from before it said).
+type holder struct {
+	pid     string
+	schemas map[string]int
+}
+
+// schemas is the lock file's second line: this release's store schema
+// versions, which its gateway brings its stores to when it starts.
+func schemas() string {
+	return fmt.Sprintf("ledger=%d trash=%d provenance=%d", ledger.SchemaVersion, trash.SchemaVersion, provenance.SchemaVersion)
+}
+
+// parseHolder reads a lock file's content (only a hint: a pid, then
+// schemas).
+func parseHolder(b []byte) holder {
+	h := holder{pid: "pid unknown", schemas: map[string]int{}}
+	first, rest, _ := strings.Cut(string(b), "\n")
+	if pid, err := strconv.Atoi(strings.TrimSpace(first)); err == nil {
+		h.pid = "pid " + strconv.Itoa(pid)
+	}
+	for _, f := range strings.Fields(rest) {
+		k, v, _ := strings.Cut(f, "=")
+		if n, err := strconv.Atoi(v); err == nil {
+			h.schemas[k] = n
+		}
+	}
+	return h
+}
+
+// migrates reports a holder whose start brings each store named in need
+// to its version or beyond: a gateway of this release (or a newer one)
+// that is migrating them now or has failed to, not an older one whose
+// stores would be migrated under it (attack85 F4: a gateway starting
+// holds the lock a moment before its stores are migrated). This
+// command's own open waits for a migration under way (sqlitewal.Versioned).
+func (h *holder) migrates(need map[string]int) bool {
+	for k, v := range need {
+		if h.schemas[k] < v {
+			return false
+		}
+	}
+	return true
+}
+
+// serving says which gateway holds auditLog's lock now (nil when none
+// does). It tries the lock without waiting and lets it go at once; a log
+// with no lock file has had no gateway of a release that takes it.
+func serving(auditLog string) (*holder, error) {
 	real, err := filewrite.Resolve(auditLog)
 	if err != nil {
-		return "", fmt.Errorf("audit_log: %w", err)
+		return nil, fmt.Errorf("audit_log: %w", err)
 	}
 	f, err := os.Open(real + ".lock")
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("audit_log lock: %w", err)
+		return nil, fmt.Errorf("audit_log lock: %w", err)
 	}
 	defer f.Close() // read only; closing it releases a lock it took
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK):
-		b, _ := os.ReadFile(real + ".lock") // the pid is only a hint
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			return "pid " + strconv.Itoa(pid), nil
-		}
-		return "pid unknown", nil
+		b, _ := os.ReadFile(real + ".lock") // only a hint: unreadable, it names no pid
+		h := parseHolder(b)
+		return &h, nil
 	case err != nil:
-		return "", fmt.Errorf("audit_log lock %s: %w", real+".lock", err)
+		return nil, fmt.Errorf("audit_log lock %s: %w", real+".lock", err)
 	}
-	return "", nil
+	return nil, nil
 }
 
 // CheckNoOlderGateway refuses a command other than the gateway itself
 // (the trash commands) when opening c's stores would migrate one in place
 // under a running gateway: one holds the audit log's lock and a store is
 // of an older schema, which this release's gateway migrates at its start,
-// so the one that runs is an older release's. Migrated under it, the
-// store is one it can no longer start on, and the backup an operator
-// takes once it is stopped already holds it (attack83 F9).
+// so the one that runs is an older release's, unless its lock file says
+// it brings them to this release's versions (a gateway of this release
+// starting, holder.migrates). Migrated under an older one, the store is
+// one it can no longer start on, and the backup an operator takes once it
+// is stopped already holds it (attack83 F9).
 func (c *Config) CheckNoOlderGateway() error {
 	var behind []string
+	need := map[string]int{} // the version each store behind is brought to
 	for _, s := range []struct {
-		name, path string
-		version    int
+		key, name, path string
+		version         int
 	}{
-		{"the op-id ledger", c.LedgerPath(), ledger.SchemaVersion},
-		{"the trash", c.TrashPath(), trash.SchemaVersion},
-		{"the provenance index", c.ProvenancePath(), provenance.SchemaVersion},
+		{"ledger", "the op-id ledger", c.LedgerPath(), ledger.SchemaVersion},
+		{"trash", "the trash", c.TrashPath(), trash.SchemaVersion},
+		{"provenance", "the provenance index", c.ProvenancePath(), provenance.SchemaVersion},
 	} {
 		if _, err := os.Stat(s.path); err != nil {
 			continue // none to migrate; its own open says what else is wrong
@@ -155,14 +198,15 @@ func (c *Config) CheckNoOlderGateway() error {
 		tables, v, err := sqlitewal.Schema(s.path)
 		if err == nil && tables > 0 && v < s.version { // an unreadable one: its own open says so
 			behind = append(behind, fmt.Sprintf("%s %s (schema version %d; this release's is %d)", s.name, s.path, v, s.version))
+			need[s.key] = s.version
 		}
 	}
 	if len(behind) == 0 {
 		return nil
 	}
-	holder, err := Serving(c.AuditLog)
-	if err != nil || holder == "" {
+	h, err := serving(c.AuditLog)
+	if err != nil || h == nil || h.migrates(need) {
 		return err
 	}
-	return fmt.Errorf("a gateway of an older release (%s) runs on these files, of its schema: %s. This release migrates a store in place when it opens it; migrated under that gateway, it could not start on them again, nor from a backup taken after it stops. Stop that gateway first (Upgrading, step 2: %s; step 3 backs them up while it is stopped), then run this again or start this release's gateway, either of which migrates them", holder, strings.Join(behind, ", "), sqlitewal.UpgradeDoc)
+	return fmt.Errorf("a gateway of an older release (%s) runs on these files, of its schema: %s. This release migrates a store in place when it opens it; migrated under that gateway, it could not start on them again, nor from a backup taken after it stops. Stop that gateway first (Upgrading, step 2: %s; step 3 backs them up while it is stopped), then run this again or start this release's gateway, either of which migrates them", h.pid, strings.Join(behind, ", "), sqlitewal.UpgradeDoc)
 }

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/joakimp/devbox-config/filewrite"
+	"github.com/joakimp/devbox-config/gateway/trash"
+	"github.com/joakimp/devbox-config/sqlitewal"
 )
 
 // A second gateway on the same audit log (a restart while the old one
@@ -86,5 +90,42 @@ func TestASecondGatewayThroughALinkedAuditLogIsRefused(t *testing.T) {
 		t.Fatal("a second gateway opened, through a symlink, the audit log the first one writes")
 	} else if !strings.Contains(err.Error(), cfg.AuditLog+".lock") {
 		t.Errorf("the refusal does not name the real log's lock: %v", err)
+	}
+}
+
+// Outside tester, attack85 F4: a trash command run while this release's
+// gateway starts on older stores (it holds the lock a moment before it
+// migrates them) named it "a gateway of an older release". A lock whose
+// holder says it brings the stores to this release's versions is not
+// called older; one that names only a pid (an older release's) still is.
+func TestCheckNoOlderGatewayKnowsThisRelease(t *testing.T) {
+	t.Parallel()
+	g := newGW(t, devices)
+	cfg := g.srv.cfg.Load()
+	st, err := trash.Open(cfg.TrashPath(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	db, err := sqlitewal.Open(cfg.TrashPath(), "FULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`PRAGMA user_version = 1`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if err := cfg.CheckNoOlderGateway(); err != nil {
+		t.Errorf("beside this release's gateway, the trash behind: %v", err)
+	}
+	real, err := filewrite.Resolve(cfg.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(real+".lock", []byte("4242\n"), 0o600); err != nil { // as an older release writes it
+		t.Fatal(err)
+	}
+	if err := cfg.CheckNoOlderGateway(); err == nil || !strings.Contains(err.Error(), "a gateway of an older release (pid 4242)") {
+		t.Errorf("beside an older release's gateway: %v", err)
 	}
 }
