@@ -46,37 +46,48 @@ func CheckValues(t Tool, args map[string]any) error {
 }
 
 // stampKey refuses a metadata object (event_append's, artifact_put's,
-// patch_submit's) that holds "origin" or "trusted", or a look-alike of
-// either (lookalike.Skeleton: any case, a Cyrillic о, a trailing space),
-// at its top or one object down: the gateway stamps every record with a
+// patch_submit's) that holds a look-alike of the gateway's provenance
+// stamp: an "origin" whose value is an object, or a "trusted" whose value
+// is a boolean, as the stamp's are, under a key that reads as either
+// (lookalike.Skeleton: any case, a Cyrillic о, a trailing space), at its
+// top or one object down. The gateway stamps every record with a
 // top-level "origin" saying who wrote it, verified, and whether the
-// reader trusts them; a writer's metadata.origin beside it would be a
-// second, unverified one that disagrees (attack82 F2, attack85 F5).
-// MemPalace itself reads neither key.
+// reader trusts them; a writer's copy of its shape beside it would be a
+// second, unverified one that disagrees (attack82 F2, attack85 F5). A
+// plain value ("origin": "ci", a webhook's source) is the writer's own
+// word and passes (review27 O1: refusing it broke ordinary metadata, and
+// an older edge's queued writes). MemPalace itself reads neither key.
 func stampKey(args map[string]any) error {
 	meta, _ := args["metadata"].(map[string]any)
-	for _, k := range slices.Sorted(maps.Keys(meta)) {
-		keys := map[string]string{k: k}
-		if inner, ok := meta[k].(map[string]any); ok {
-			for ik := range inner {
-				keys[k+"."+ik] = ik
+	at := map[string]any{}
+	for k, v := range meta {
+		at[k] = v
+		if inner, ok := v.(map[string]any); ok {
+			for ik, iv := range inner {
+				at[k+"."+ik] = iv
 			}
 		}
-		for _, path := range slices.Sorted(maps.Keys(keys)) {
-			if like := stampLike(keys[path]); like != "" {
-				return fmt.Errorf("Invalid value for parameter 'metadata': it holds %+q, a key of (or looking like one of) the gateway's provenance stamp (each record's own \"origin\" says who wrote it, as the gateway verified, and whether the reader trusts them); a writer may not put another beside it (fix: drop the key, or rename it, e.g. %q)", path, "claimed_"+like)
-			}
+	}
+	for _, path := range slices.Sorted(maps.Keys(at)) {
+		key := path[strings.LastIndex(path, ".")+1:]
+		if like := stampLike(key, at[path]); like != "" {
+			return fmt.Errorf("Invalid value for parameter 'metadata': it holds %+q, shaped as the gateway's provenance stamp's %q (each record's own \"origin\" says who wrote it, as the gateway verified, and whether the reader trusts them); a writer may not put another beside it (fix: drop the key, rename it, e.g. %q, or give it a plain string)", path, like, "claimed_"+like)
 		}
 	}
 	return nil
 }
 
-// stampLike is the key of the provenance stamp key looks like ("": none).
-func stampLike(key string) string {
+// stampLike is the stamp's key that key, holding v, looks like ("":
+// none): an origin-like key holding an object, a trusted-like key holding
+// a boolean.
+func stampLike(key string, v any) string {
 	sk := lookalike.Skeleton(key)
-	for _, k := range []string{"origin", "trusted"} {
-		if sk == lookalike.Skeleton(k) {
-			return k
+	switch _, obj := v.(map[string]any); {
+	case obj && sk == lookalike.Skeleton("origin"):
+		return "origin"
+	case sk == lookalike.Skeleton("trusted"):
+		if _, isBool := v.(bool); isBool {
+			return "trusted"
 		}
 	}
 	return ""
